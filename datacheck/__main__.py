@@ -1,0 +1,5 @@
+import sys
+
+from datacheck.cli import main
+
+sys.exit(main())

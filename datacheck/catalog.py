@@ -1,0 +1,85 @@
+"""The catalog of check IDs (a public contract, mirrored from CHECKS.md).
+
+Each entry gives the check's family, level (``row``, ``shard`` or ``dataset``), default severity
+and a one-line description. Reports, policies and users' scripts key on these IDs; an ID never
+changes meaning.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CheckInfo", "CATALOG", "info", "is_known"]
+
+
+@dataclass(frozen=True)
+class CheckInfo:
+    id: str
+    level: str  # "row" | "shard" | "dataset"
+    severity: str  # default: "error" | "warn" | "info"
+    summary: str
+
+    @property
+    def family(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+_ENTRIES = [
+    ("decode.unreadable", "shard", "error", "the shard cannot be opened or parsed"),
+    ("decode.bad_record", "row", "error", "a JSONL/CSV record does not parse"),
+    ("decode.invalid_utf8", "row", "error", "a text field or line is not valid UTF-8"),
+    ("schema.missing_column", "shard", "error", "a column the schema or the roles need is absent"),
+    ("schema.dtype", "shard", "error", "a column's type differs from the schema"),
+    ("schema.nullable", "row", "error", "nulls in a column declared non-nullable"),
+    ("schema.check", "row", "error", "a user-defined Pandera check fails"),
+    ("schema.inconsistent", "dataset", "error", "shards disagree on columns or types"),
+    ("finite.nan", "row", "error", "NaN in a float value or inside a list of floats"),
+    ("finite.inf", "row", "error", "+inf or -inf in a float value or list of floats"),
+    ("finite.fp16_overflow", "row", "error", "a finite value overflows the compute dtype"),
+    ("empty.text", "row", "error", "a text value is null, empty or whitespace-only"),
+    ("empty.sequence", "row", "error", "input_ids has length 0"),
+    ("empty.all_padding", "row", "error", "the sample is only padding"),
+    ("empty.no_supervised_tokens", "row", "error", "every token label is ignore_index after truncation"),
+    ("labels.out_of_range", "row", "error", "a label outside the class range or vocabulary"),
+    ("labels.unexpected_sentinel", "row", "error", "a negative label that is not ignore_index"),
+    ("labels.null", "row", "error", "a missing label"),
+    ("labels.unseen_class", "dataset", "warn", "a class that never occurs in the dataset"),
+    ("tokens.out_of_vocab", "row", "error", "an input id outside [0, vocab_size)"),
+    ("tokens.dtype_overflow", "shard", "error", "the id column's storage type cannot hold vocab_size - 1"),
+    ("length.over_max", "row", "warn", "a sequence is longer than max_seq_len"),
+    ("length.mismatch", "row", "error", "list columns that must align differ in length"),
+    ("mask.non_binary", "row", "error", "an attention_mask value is not 0 or 1"),
+    ("mask.not_contiguous", "row", "error", "the attention_mask is not one block of 1s"),
+    ("padding.token_not_pad", "row", "warn", "a masked-out position holds an id other than pad_token_id"),
+    ("padding.label_not_ignored", "row", "error", "a masked-out position has a label other than ignore_index"),
+    ("padding.eos_unsupervised", "dataset", "error", "pad == eos and the eos is never supervised"),
+    ("dup.exact_in_shard", "row", "warn", "a row repeats an earlier row of the same shard"),
+    ("dup.exact_across_shards", "dataset", "warn", "a row repeats a row of another shard"),
+    ("dup.conflicting_labels", "dataset", "warn", "the same content occurs with different labels"),
+    ("dup.shard", "dataset", "error", "two shards have identical content hashes"),
+    ("dup.split_overlap", "dataset", "error", "rows of one split also occur in another"),
+    ("index.missing_shard", "dataset", "error", "a shard listed in the index is absent"),
+    ("index.extra_shard", "dataset", "warn", "a shard on disk is not in the index"),
+    ("index.changed_shard", "dataset", "error", "a shard's content hash differs from the index"),
+    ("index.row_count_mismatch", "shard", "error", "a shard's row count differs from the index or its metadata"),
+    ("index.numbering_gap", "dataset", "error", "NAME-0000k-of-0000N shard names have gaps"),
+    ("index.empty_shard", "shard", "warn", "a readable shard with 0 rows"),
+    ("index.temp_file", "dataset", "warn", "a partial or temporary file among the shards"),
+    ("dist.length_drift", "shard", "warn", "a shard's length histogram differs from the rest"),
+    ("dist.label_drift", "shard", "warn", "a shard's label distribution differs from the rest"),
+    ("batch.small_tail", "dataset", "warn", "the last batch per rank is under half of batch_size"),
+    ("batch.singleton_tail", "dataset", "error", "the last batch has exactly 1 sample"),
+    ("batch.no_batches", "dataset", "error", "fewer samples than one batch with drop_last"),
+    ("batch.wraparound", "dataset", "info", "a distributed sampler pads by repeating samples"),
+    ("batch.no_supervised_tokens", "dataset", "error", "a micro-batch has 0 supervised tokens"),
+]
+
+CATALOG: dict[str, CheckInfo] = {e[0]: CheckInfo(*e) for e in _ENTRIES}
+
+
+def info(check_id: str) -> CheckInfo:
+    """Return the catalog entry of ``check_id``. Raises KeyError for an unknown ID."""
+    return CATALOG[check_id]
+
+
+def is_known(check_id: str) -> bool:
+    return check_id in CATALOG

@@ -1,0 +1,112 @@
+"""Check registry. A check family is a module with one function per concern, registered with
+:func:`shard_checks` (per shard: returns named polars expressions) or :func:`dataset_checks`
+(after all shards: works on shard results).
+
+A shard check function receives a :class:`ShardContext` and yields any of:
+
+- :class:`RowCheck`: a boolean polars expression per row (True = the row fails), fused by the
+  runner with every other check of the shard into ONE lazy query;
+- :class:`Stat`: an aggregate expression whose value goes to the shard's ``stats``;
+- :class:`~datacheck.findings.Finding`: a shard-level finding decided from the schema alone;
+- :class:`~datacheck.findings.Skipped`: the check cannot run here, and why.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Union
+
+import polars as pl
+
+from datacheck.config import Config
+from datacheck.findings import Finding, Skipped
+from datacheck.roles import Roles
+
+__all__ = [
+    "ShardContext",
+    "RowCheck",
+    "Stat",
+    "ShardItem",
+    "shard_checks",
+    "dataset_checks",
+    "SHARD_CHECKS",
+    "DATASET_CHECKS",
+    "load_families",
+]
+
+
+@dataclass(frozen=True)
+class ShardContext:
+    """What a shard check may know before reading data: config facts, roles, and the schema."""
+
+    cfg: Config
+    roles: Roles
+    schema: dict[str, pl.DataType]
+    shard: str
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """A row-level check as polars expressions.
+
+    Attributes:
+        check: check ID.
+        column: the column concerned (None when several).
+        fails: Boolean expression per row; True = the row fails; null counts as not failing.
+        message: ``f(count, details) -> str``; ``details`` holds the evaluated ``details`` exprs.
+        example: per-row expression of the value to show; evaluated only on example rows.
+        details: name -> aggregate expression (one value per shard), computed in the fused query.
+        severity: overrides the catalog's default severity.
+        refine: ``f(lf, candidate_rows) -> exact_rows``; for checks whose fused expression only
+            yields candidates (e.g. duplicates by a 64-bit in-memory hash, verified exactly here).
+    """
+
+    check: str
+    column: str | None
+    fails: pl.Expr
+    message: Callable[[int, dict[str, Any]], str]
+    example: pl.Expr | None = None
+    details: dict[str, pl.Expr] = field(default_factory=dict)
+    severity: str | None = None
+    refine: Callable[[pl.LazyFrame, list[int]], list[int]] | None = None
+
+
+@dataclass(frozen=True)
+class Stat:
+    """An aggregate that goes into the shard's ``stats`` under ``key`` (after ``post``)."""
+
+    key: str
+    expr: pl.Expr
+    post: Callable[[Any], Any] = lambda v: v
+
+
+ShardItem = Union[RowCheck, Stat, Finding, Skipped]
+ShardFn = Callable[[ShardContext], Iterable[ShardItem]]
+DatasetFn = Callable[[Any], Iterable[Union[Finding, Skipped]]]
+
+SHARD_CHECKS: list[tuple[str, ShardFn]] = []
+DATASET_CHECKS: list[tuple[str, DatasetFn]] = []
+
+
+def shard_checks(family: str) -> Callable[[ShardFn], ShardFn]:
+    """Register a per-shard check function of ``family``."""
+
+    def deco(fn: ShardFn) -> ShardFn:
+        SHARD_CHECKS.append((family, fn))
+        return fn
+
+    return deco
+
+
+def dataset_checks(family: str) -> Callable[[DatasetFn], DatasetFn]:
+    """Register a dataset-level check function (runs in the merge, on shard results)."""
+
+    def deco(fn: DatasetFn) -> DatasetFn:
+        DATASET_CHECKS.append((family, fn))
+        return fn
+
+    return deco
+
+
+def load_families() -> None:
+    """Import every family module so that its checks register (idempotent)."""
+    from datacheck.checks import dup, empty, finite, index, labels, length, mask, tokens  # noqa: F401

@@ -1,0 +1,87 @@
+"""Expression helpers shared by the check families (scalar, list and nested-list columns alike)."""
+from __future__ import annotations
+
+from typing import Callable
+
+import polars as pl
+
+from datacheck.roles import inner_dtype, is_list
+
+__all__ = ["flat_list", "any_element", "count_elements", "first_bad", "value_counts", "is_int", "is_numeric", "int_max"]
+
+Pred = Callable[[pl.Expr], pl.Expr]
+
+
+def flat_list(col: str, dtype: pl.DataType) -> pl.Expr:
+    """``col`` as a one-level list (Arrays become Lists; nested lists are flattened per row)."""
+    e = pl.col(col)
+    depth = 0
+    t = dtype
+    while isinstance(t, (pl.List, pl.Array)):
+        if isinstance(t, pl.Array) and depth == 0:
+            e = e.arr.to_list() if not isinstance(t.inner, pl.Array) else e.cast(pl.List(pl.List(inner_dtype(t))))
+        depth += 1
+        t = t.inner  # type: ignore[assignment]
+    for _ in range(depth - 1):
+        e = e.list.eval(pl.element().explode())
+    return e
+
+
+def any_element(col: str, dtype: pl.DataType, pred: Pred) -> pl.Expr:
+    """Per row: does any value (the scalar itself, or any element of the list) satisfy ``pred``?"""
+    if not is_list(dtype):
+        return pred(pl.col(col))
+    return flat_list(col, dtype).list.eval(pred(pl.element())).list.any()
+
+
+def count_elements(col: str, dtype: pl.DataType, pred: Pred) -> pl.Expr:
+    """Aggregate: number of values (elements, for lists) that satisfy ``pred`` in the shard."""
+    if not is_list(dtype):
+        return pred(pl.col(col)).sum()
+    return flat_list(col, dtype).list.eval(pred(pl.element()).cast(pl.UInt32)).list.sum().sum()
+
+
+def first_bad(col: str, dtype: pl.DataType, pred: Pred) -> pl.Expr:
+    """Per row, for examples: ``"[pos]=value"`` of the first element satisfying ``pred`` (or the scalar)."""
+    if not is_list(dtype):
+        return pl.col(col)
+    lst = flat_list(col, dtype)
+    pos = lst.list.eval(pl.arg_where(pred(pl.element())).first()).list.first()
+    val = lst.list.eval(pl.element().filter(pred(pl.element())).first()).list.first()
+    n = lst.list.len()
+    return pl.format("first at position {} of {}: {}", pos, n, val)
+
+
+def value_counts(expr: pl.Expr, limit: int = 20) -> pl.Expr:
+    """Aggregate: the most common values of ``expr`` as a list of {value, count} structs."""
+    return expr.value_counts(sort=True, name="count").head(limit).implode()
+
+
+def is_int(dtype: pl.DataType) -> bool:
+    return dtype.is_integer()
+
+
+def is_numeric(dtype: pl.DataType) -> bool:
+    return dtype.is_numeric()
+
+
+def int_max(dtype: pl.DataType) -> int | None:
+    """Largest value an integer dtype can hold (None for non-integers)."""
+    table = {pl.Int8: 2**7 - 1, pl.Int16: 2**15 - 1, pl.Int32: 2**31 - 1, pl.Int64: 2**63 - 1,
+             pl.UInt8: 2**8 - 1, pl.UInt16: 2**16 - 1, pl.UInt32: 2**32 - 1, pl.UInt64: 2**64 - 1}
+    for t, m in table.items():
+        if dtype == t:
+            return m
+    return None
+
+
+def counts_to_pairs(vc: list[dict] | None) -> list[list]:
+    """``value_counts`` output (list of {value, count}) as ``[[value, count], ...]``."""
+    if not vc:
+        return []
+    out = []
+    for d in vc:
+        cnt = d.get("count")
+        val = next(v for k, v in d.items() if k != "count")
+        out.append([val, cnt])
+    return out

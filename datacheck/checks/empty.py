@@ -1,0 +1,104 @@
+"""empty: samples that contribute nothing to the loss, or divide by zero."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import polars as pl
+
+from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.findings import Skipped
+from datacheck.roles import inner_dtype, is_list
+
+__all__ = ["empty_checks", "truncated"]
+
+
+def truncated(col: str, max_len: int | None, side: str) -> pl.Expr:
+    """The list in ``col`` as the trainer sees it after truncation to ``max_len`` on ``side``."""
+    e = pl.col(col)
+    if max_len is None:
+        return e
+    return e.list.head(max_len) if side == "right" else e.list.tail(max_len)
+
+
+@shard_checks("empty")
+def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``empty.text``, ``empty.sequence``, ``empty.all_padding``, ``empty.no_supervised_tokens``.
+
+    Rows fail when: a text value (dtype String) is null, ``""`` or whitespace-only (``str.strip``);
+    ``input_ids`` is null or has length 0; the ``attention_mask`` sums to 0 (or, without a mask,
+    every id equals ``pad_token_id``) in a non-empty sequence; every token label equals
+    ``ignore_index`` after truncation to ``max_seq_len`` on ``truncation_side`` (the mean loss over
+    0 tokens is 0/0 = NaN).
+    """
+    r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
+    for col in r.text:
+        t = s[col]
+        if t == pl.String:
+            c = pl.col(col)
+            blank = c.str.strip_chars().str.len_bytes() == 0
+            yield RowCheck(
+                check="empty.text", column=col, fails=c.is_null() | blank, example=c,
+                details={"null": c.is_null().sum(), "empty": (c.str.len_bytes() == 0).sum(),
+                         "whitespace_only": ((c.str.len_bytes() > 0) & blank).sum()},
+                message=lambda n, d, col=col: (f"{n} row(s) of {col!r} have no text: {d.get('empty', 0)} empty, "
+                                               f"{d.get('whitespace_only', 0)} whitespace-only, {d.get('null', 0)} null"),
+            )
+        elif is_list(t) and inner_dtype(t) == pl.String:
+            c = pl.col(col)
+            yield RowCheck(
+                check="empty.text", column=col, example=c,
+                fails=c.is_null() | (c.list.eval(pl.element().str.strip_chars().str.len_bytes() > 0).list.any().not_()),
+                message=lambda n, d, col=col: f"{n} row(s) of {col!r} hold no non-blank text",
+            )
+        else:
+            yield Skipped("empty.text", f"text column {col!r} has dtype {t}, not a string")
+    ids = r.input_ids
+    if ids is None:
+        yield Skipped("empty.sequence", "no input_ids column (set [columns] input_ids)")
+        yield Skipped("empty.all_padding", "no input_ids column (set [columns] input_ids)")
+    else:
+        c = pl.col(ids)
+        yield RowCheck(
+            check="empty.sequence", column=ids, fails=c.is_null() | (c.list.len() == 0), example=c,
+            details={"null": c.is_null().sum()},
+            message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
+        )
+        nonempty = c.list.len() > 0
+        if r.attention_mask is not None:
+            m = pl.col(r.attention_mask)
+            yield RowCheck(
+                check="empty.all_padding", column=r.attention_mask,
+                fails=nonempty & (m.list.len() > 0) & (m.list.eval(pl.element().cast(pl.Float64) != 0).list.any().not_()),
+                example=m,
+                message=lambda n, d: (f"{n} row(s) are only padding: attention_mask is all zero, so attention "
+                                      "divides 0 by 0 and the loss is NaN"),
+            )
+        elif tok.pad_token_id is not None:
+            pad = tok.pad_token_id
+            yield RowCheck(
+                check="empty.all_padding", column=ids, example=c,
+                fails=nonempty & c.list.eval(pl.element() != pad).list.any().not_(),
+                message=lambda n, d, pad=pad: f"{n} row(s) hold only pad_token_id {pad} (no attention_mask to tell real tokens)",
+            )
+        else:
+            yield Skipped("empty.all_padding", "no attention_mask column and no [tokens] pad_token_id")
+    if r.labels is None:
+        yield Skipped("empty.no_supervised_tokens", "no token labels column (set [columns] labels)")
+    elif lab.ignore is None:
+        yield Skipped("empty.no_supervised_tokens", "[labels] ignore_index is unset")
+    elif not is_list(s[r.labels]):
+        yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
+    else:
+        ign = lab.ignore
+        kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
+        none_kept = kept.list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
+        none_at_all = pl.col(r.labels).list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
+        where = (f" after truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
+                 if tok.max_seq_len is not None else "")
+        yield RowCheck(
+            check="empty.no_supervised_tokens", column=r.labels, fails=none_kept, example=kept,
+            details={"only_after_truncation": (none_kept & none_at_all.not_()).sum()},
+            message=lambda n, d, w=where, ign=ign: (f"{n} row(s) have no supervised token{w}: every label is "
+                                                    f"ignore_index {ign}, so the mean loss is 0/0 = NaN "
+                                                    f"({d.get('only_after_truncation', 0)} only because of truncation)"),
+        )

@@ -1,0 +1,82 @@
+"""finite: NaN, inf and values that overflow the compute dtype, in every float column (scalar or list).
+
+Thresholds: fp16 max 65504 (IEEE 754 binary16), bf16 max 3.3895e38, fp32 max 3.4028e38 (IEEE 754
+binary32). A finite value whose magnitude exceeds the compute dtype's maximum becomes inf when cast.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import polars as pl
+
+from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.checks._expr import any_element, count_elements, first_bad, flat_list
+from datacheck.constants import BF16_MAX, FP16_MAX, FP32_MAX
+from datacheck.roles import inner_dtype
+
+__all__ = ["finite_checks", "DTYPE_MAX"]
+
+DTYPE_MAX = {"fp16": FP16_MAX, "bf16": BF16_MAX, "fp32": FP32_MAX}
+_STORAGE_MAX = {pl.Float16: FP16_MAX, pl.Float32: FP32_MAX}
+
+
+def _storage_max(t: pl.DataType) -> float:
+    for k, v in _STORAGE_MAX.items():
+        if t == k:
+            return v
+    return float("inf")
+
+
+def _max_abs(col: str, t: pl.DataType) -> pl.Expr:
+    if t.is_float():
+        return pl.col(col).abs().max()
+    return flat_list(col, t).list.eval(pl.element().abs()).list.max().max()
+
+
+@shard_checks("finite")
+def finite_checks(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``finite.nan``, ``finite.inf`` and ``finite.fp16_overflow`` for every float column.
+
+    A row fails ``finite.nan`` when the value (or any list element) is NaN, ``finite.inf`` when it
+    is +/-inf, and ``finite.fp16_overflow`` when a finite value's magnitude exceeds the maximum of
+    ``[numeric] compute_dtype`` (error), or ``overflow_warn_fraction`` of it (warn).
+    Nulls are not NaN here (a null float is reported by the null/schema checks).
+    """
+    cd = ctx.cfg.numeric.compute_dtype
+    limit = DTYPE_MAX[cd]
+    warn_at = limit * ctx.cfg.numeric.overflow_warn_fraction
+    for col, t in ctx.schema.items():
+        inner = inner_dtype(t)
+        if not inner.is_float():
+            continue
+        nan = lambda x: x.is_nan()  # noqa: E731
+        inf = lambda x: x.is_infinite()  # noqa: E731
+        yield RowCheck(
+            check="finite.nan", column=col, fails=any_element(col, t, nan),
+            example=first_bad(col, t, nan), details={"values": count_elements(col, t, nan)},
+            message=lambda n, d, c=col: f"{n} row(s) hold NaN in {c!r} ({d.get('values', n)} value(s)); the loss will be NaN",
+        )
+        yield RowCheck(
+            check="finite.inf", column=col, fails=any_element(col, t, inf),
+            example=first_bad(col, t, inf), details={"values": count_elements(col, t, inf)},
+            message=lambda n, d, c=col: f"{n} row(s) hold +/-inf in {c!r} ({d.get('values', n)} value(s))",
+        )
+        if _storage_max(inner) <= warn_at:
+            continue  # the storage type cannot hold a value that large
+        over = lambda x, m=limit: x.is_finite() & (x.abs() > m)  # noqa: E731
+        near = lambda x, m=limit, w=warn_at: x.is_finite() & (x.abs() > w) & (x.abs() <= m)  # noqa: E731
+        if _storage_max(inner) > limit:
+            yield RowCheck(
+                check="finite.fp16_overflow", column=col, fails=any_element(col, t, over),
+                example=first_bad(col, t, over), details={"max_abs": _max_abs(col, t)},
+                message=lambda n, d, c=col, m=limit: (f"{n} row(s) of {c!r} hold finite values above the {cd} maximum {m:g} "
+                                                      f"(largest |value| {d.get('max_abs')}); they become inf when cast to {cd}"),
+            )
+        if cd != "fp32":
+            yield RowCheck(
+                check="finite.fp16_overflow", column=col, fails=any_element(col, t, near), severity="warn",
+                example=first_bad(col, t, near),
+                message=lambda n, d, c=col, w=warn_at: (f"{n} row(s) of {c!r} hold values above {w:g} "
+                                                        f"({ctx.cfg.numeric.overflow_warn_fraction:g} x the {cd} maximum): "
+                                                        "sums and products of them overflow"),
+            )

@@ -1,0 +1,90 @@
+"""index: the shard set as a whole (checks that need no committed index file):
+``index.numbering_gap``, ``index.temp_file``, ``dup.shard``. (``index.empty_shard`` is decided per
+shard by the runner: a readable shard with 0 rows.)"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any, Iterable
+
+from datacheck.checks import dataset_checks
+from datacheck.findings import Finding, Skipped
+
+__all__ = ["numbering_gap", "temp_files", "duplicate_shards", "SHARD_NAME"]
+
+#: ``NAME-00002-of-00005.ext`` (Hugging Face / Megatron style shard names)
+SHARD_NAME = re.compile(r"^(?P<prefix>.*?)-?(?P<i>\d+)-of-(?P<n>\d+)(?P<suffix>(\.[^/]*)?)$")
+
+
+def _parse(rel: str) -> tuple[tuple[str, str, str], int, int] | None:
+    folder, _, name = rel.rpartition("/")
+    m = SHARD_NAME.match(name)
+    if not m:
+        return None
+    return (folder, m["prefix"], m["suffix"]), int(m["i"]), int(m["n"])
+
+
+@dataset_checks("index")
+def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
+    """Shards named ``NAME-0000k-of-0000N``: every k in [0, N) must be present exactly once, and all
+    shards of one NAME must agree on N. Temporary files do not count as present."""
+    groups: dict[tuple[str, str, str], dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for s in dctx.shards:
+        p = _parse(s.path)
+        if p:
+            key, i, n = p
+            groups[key][n].add(i)
+    for (folder, prefix, suffix), by_n in sorted(groups.items()):
+        name = f"{folder + '/' if folder else ''}{prefix}-*-of-*{suffix}"
+        if len(by_n) > 1:
+            yield Finding(
+                check="index.numbering_gap", severity="error", count=len(by_n),
+                message=f"shards {name} disagree on the shard count: -of-{sorted(by_n)}",
+                details={"pattern": name, "counts": sorted(by_n)},
+            )
+        for n, present in sorted(by_n.items()):
+            missing = sorted(set(range(n)) - present)
+            beyond = sorted(i for i in present if i >= n)
+            if not missing and not beyond:
+                continue
+            width = max(5, len(str(n)))
+            miss_names = [f"{prefix}-{i:0{width}d}-of-{n:0{width}d}{suffix}" for i in missing[:20]]
+            parts = []
+            if missing:
+                parts.append(f"{len(missing)} of {n} shard(s) missing: {', '.join(miss_names)}"
+                             + (" ..." if len(missing) > 20 else ""))
+            if beyond:
+                parts.append(f"shard numbers {beyond[:20]} are >= the count {n}")
+            yield Finding(
+                check="index.numbering_gap", severity="error", count=len(missing) + len(beyond),
+                message=f"{name}: " + "; ".join(parts) + " (an incomplete download or upload?)",
+                details={"pattern": name, "expected": n, "missing": missing[:1000], "beyond_count": beyond[:1000]},
+            )
+
+
+@dataset_checks("index")
+def temp_files(dctx: Any) -> Iterable[Finding]:
+    """Partial or temporary files (``*.tmp``, ``*.partial``, ``.~*``, ``*.incomplete``) among the shards."""
+    tmp = dctx.temp_files
+    if tmp:
+        yield Finding(
+            check="index.temp_file", severity="warn", count=len(tmp), shards=tuple(tmp),
+            message=(f"{len(tmp)} partial or temporary file(s) among the shards (not audited): "
+                     f"{', '.join(tmp[:10])}{' ...' if len(tmp) > 10 else ''}; a write or download did not finish"),
+        )
+
+
+@dataset_checks("dup")
+def duplicate_shards(dctx: Any) -> Iterable[Finding]:
+    """``dup.shard``: two or more shards with identical content hashes (bytes), e.g. a shard uploaded twice."""
+    by_hash: dict[str, list[str]] = defaultdict(list)
+    for s in dctx.shards:
+        if s.bytes:
+            by_hash[s.content_hash].append(s.path)
+    for h, paths in sorted(by_hash.items()):
+        if len(paths) > 1:
+            yield Finding(
+                check="dup.shard", severity="error", count=len(paths) - 1, shards=tuple(sorted(paths)),
+                message=f"{len(paths)} shards have identical bytes ({h}): {', '.join(sorted(paths))}; every row is seen twice",
+                details={"content_hash": h},
+            )

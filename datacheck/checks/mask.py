@@ -1,0 +1,152 @@
+"""mask and padding: attention_mask values and shape, what padded positions hold, eos supervision."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import polars as pl
+
+from datacheck.checks import RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
+from datacheck.checks._expr import first_bad
+from datacheck.findings import Finding, Skipped
+from datacheck.roles import inner_dtype, is_list
+
+__all__ = ["mask_checks", "eos_unsupervised"]
+
+
+def _aligned(*cols: str) -> pl.Expr:
+    lens = [pl.col(c).list.len() for c in cols]
+    return pl.all_horizontal([x == lens[0] for x in lens[1:]])
+
+
+@shard_checks("mask")
+def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``mask.non_binary``, ``mask.not_contiguous``, ``padding.token_not_pad``, ``padding.label_not_ignored``.
+
+    ``attention_mask``: list of ints/bools, shape (rows, seq_len), 1 = real token, 0 = padding.
+    A row fails ``non_binary`` when a value is not 0 or 1; ``not_contiguous`` when (binary and) the
+    1s are not one block against ``padding_side`` (right: a 1 after a 0; left: a 0 after a 1);
+    ``token_not_pad`` when a position with mask 0 holds an id other than ``pad_token_id``;
+    ``label_not_ignored`` when a position with mask 0 has a label other than ``ignore_index`` (the
+    loss trains on padding). Pairwise checks only look at rows whose lists have equal lengths
+    (others are ``length.mismatch``).
+    """
+    r, tok, lab = ctx.roles, ctx.cfg.tokens, ctx.cfg.labels
+    mcol = r.attention_mask
+    if mcol is None or not is_list(ctx.schema[mcol]):
+        for cid in ("mask.non_binary", "mask.not_contiguous", "padding.token_not_pad", "padding.label_not_ignored"):
+            yield Skipped(cid, "no attention_mask column (set [columns] attention_mask)")
+    else:
+        t = ctx.schema[mcol]
+        inner = inner_dtype(t)
+        m = pl.col(mcol)
+        if inner == pl.Boolean:
+            mi = m.cast(pl.List(pl.Int8))
+            binary = pl.lit(True)
+        elif inner.is_integer():
+            mi = m
+            binary = (m.list.min() >= 0) & (m.list.max() <= 1)
+            yield RowCheck(
+                check="mask.non_binary", column=mcol, fails=binary.not_(),
+                example=first_bad(mcol, t, lambda x: (x != 0) & (x != 1)),
+                message=lambda n, d: f"{n} row(s) of attention_mask hold values other than 0 and 1",
+            )
+        else:
+            mi = m.list.eval(pl.element().cast(pl.Int64))
+            binary = m.list.eval((pl.element() == 0) | (pl.element() == 1)).list.all()
+            yield RowCheck(
+                check="mask.non_binary", column=mcol, fails=binary.not_(),
+                example=first_bad(mcol, t, lambda x: (x != 0) & (x != 1)),
+                message=lambda n, d: f"{n} row(s) of attention_mask ({inner}) hold values other than 0 and 1",
+            )
+        side = tok.padding_side
+        diffs = mi.list.eval(pl.element().diff())
+        holes = (diffs.list.max() > 0) if side == "right" else (diffs.list.min() < 0)
+        yield RowCheck(
+            check="mask.not_contiguous", column=mcol, fails=binary & holes, example=m,
+            message=lambda n, d, side=side: (f"{n} row(s) have an attention_mask that is not one block of 1s "
+                                             f"against padding_side={side} (holes, or padding on the other side)"),
+        )
+        yield Stat(key="padding_fraction", expr=1 - mi.list.sum().sum() / mi.list.len().sum())
+        ids = r.input_ids
+        if ids is None or tok.pad_token_id is None:
+            yield Skipped("padding.token_not_pad", "needs input_ids and [tokens] pad_token_id")
+        else:
+            pad = tok.pad_token_id
+            ok = _aligned(ids, mcol) & binary
+            x = pl.when(ok).then((1 - mi) * (pl.col(ids) - pad))
+            nz = x.list.eval((pl.element() != 0).cast(pl.UInt32)).list.sum()
+            yield RowCheck(
+                check="padding.token_not_pad", column=ids, fails=nz > 0,
+                example=pl.format("{} masked position(s) hold non-pad ids", nz),
+                details={"positions": nz.sum()},
+                message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
+                                               f"with attention_mask 0 ({d.get('positions')} positions)"),
+            )
+        labels = r.labels
+        if labels is None or lab.ignore is None:
+            yield Skipped("padding.label_not_ignored", "needs a token labels column and [labels] ignore_index")
+        else:
+            ign = lab.ignore
+            ok = _aligned(labels, mcol) & binary
+            x = pl.when(ok).then((1 - mi) * (pl.col(labels) - ign))
+            nz = x.list.eval((pl.element() != 0).cast(pl.UInt32)).list.sum()
+            yield RowCheck(
+                check="padding.label_not_ignored", column=labels, fails=nz > 0,
+                example=pl.format("{} padded position(s) are supervised", nz),
+                details={"positions": nz.sum()},
+                message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
+                                               f"positions (attention_mask 0; {d.get('positions')} positions): "
+                                               "the loss trains on padding. Set labels to ignore_index where the mask is 0"),
+            )
+    # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
+    labels, ids = r.labels, r.input_ids
+    if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
+        eos, ign = tok.eos_token_id, lab.ignore
+        is_eos = pl.col(ids).list.eval((pl.element() == eos).cast(pl.Int64))
+        if mcol is not None and is_list(ctx.schema[mcol]):
+            in_content = pl.when(_aligned(ids, mcol)).then(is_eos * pl.col(mcol).cast(pl.List(pl.Int64)))
+        else:
+            in_content = is_eos
+        sup = pl.when(_aligned(ids, labels)).then(in_content * pl.col(labels).list.eval((pl.element() != ign).cast(pl.Int64)))
+        yield Stat(key="eos", expr=pl.struct(
+            total=in_content.list.sum().sum(), supervised=sup.list.sum().sum(),
+            rows_with_eos=(in_content.list.sum() > 0).sum()),
+            post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
+    if labels is not None and lab.ignore is not None:
+        ign = lab.ignore
+        L = pl.col(labels)
+        yield Stat(key="supervised_fraction",
+                   expr=L.list.eval((pl.element() != ign).cast(pl.UInt32)).list.sum().sum() / L.list.len().sum())
+
+
+@dataset_checks("padding")
+def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``padding.eos_unsupervised``: ``pad_token_id == eos_token_id`` and no eos inside real content
+    (attention_mask 1) carries a label other than ``ignore_index`` in any sample: the collator masked
+    every eos as padding, so the model never learns to stop. Reports the eos-supervision ratio."""
+    tok = dctx.cfg.tokens
+    if tok.pad_token_id is None or tok.eos_token_id is None:
+        yield Skipped("padding.eos_unsupervised", "needs [tokens] pad_token_id and eos_token_id")
+        return
+    if tok.pad_token_id != tok.eos_token_id:
+        return
+    total = sup = rows = 0
+    shards = []
+    for s in dctx.readable_shards():
+        e = s.stats.get("eos")
+        if not e:
+            continue
+        total += e.get("total") or 0
+        sup += e.get("supervised") or 0
+        rows += e.get("rows_with_eos") or 0
+        if e.get("total"):
+            shards.append(s.path)
+    if total and sup == 0:
+        yield Finding(
+            check="padding.eos_unsupervised", severity="error", count=rows, ratio=0.0,
+            shards=tuple(shards),
+            message=(f"pad_token_id == eos_token_id ({tok.eos_token_id}) and none of the {total} eos tokens in "
+                     f"{rows} row(s) is supervised (eos-supervision ratio 0): the collator masked eos as padding, "
+                     "so the model never learns to stop. Keep the label of the eos that ends each sample"),
+            details={"eos_tokens": total, "eos_supervised": sup, "ratio": 0.0},
+        )

@@ -1,0 +1,376 @@
+"""Opening one shard as a polars LazyFrame, with decode findings for line formats.
+
+Formats:
+- parquet: ``pl.scan_parquet`` (lazy; the fused query reads only the needed columns).
+- Arrow IPC file (``ARROW1`` magic): ``pl.scan_ipc``; Arrow IPC stream (Hugging Face
+  ``save_to_disk`` ``data-*.arrow``): ``pyarrow.ipc.open_stream`` over a memory map.
+- JSONL (plain, ``.gz``, ``.zst``): validated line by line only when the fast parse fails, so every
+  bad line is reported with its 1-based line number, byte offset and the parser's message, and the
+  good records are still audited.
+- CSV/TSV: Python's ``csv`` module finds records with a wrong field count (line and byte offset);
+  the good records are parsed by polars.
+Invalid UTF-8 in a line format is reported (``decode.invalid_utf8``) and the line is decoded with
+replacement characters so the rest of the record is still audited.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from datacheck.findings import Example, Finding, show_value
+
+__all__ = ["ShardData", "Unreadable", "open_shard", "read_bytes"]
+
+
+class Unreadable(Exception):
+    """The shard cannot be opened or parsed; ``reason`` says why and where (becomes ``decode.unreadable``)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass
+class ShardData:
+    """An opened shard.
+
+    Attributes:
+        lf: the rows as read (0-based row index = position in this frame).
+        decode_findings: ``decode.*`` findings found while opening.
+        line_format: True for JSONL/CSV (findings then also carry 1-based line numbers).
+        line_of_row: 1-based line number of each row, or None when ``row + line_base``.
+        line_base: offset of row 0's line when ``line_of_row`` is None (1 for JSONL, 2 for CSV with header).
+    """
+
+    lf: pl.LazyFrame
+    decode_findings: list[Finding] = field(default_factory=list)
+    line_format: bool = False
+    line_of_row: np.ndarray | None = None
+    line_base: int = 1
+
+    def lines_of(self, rows: list[int]) -> list[int]:
+        if not self.line_format:
+            return []
+        if self.line_of_row is None:
+            return [r + self.line_base for r in rows]
+        return [int(self.line_of_row[r]) for r in rows if r < len(self.line_of_row)]
+
+
+def read_bytes(path: Path) -> bytes:
+    """The shard's bytes, decompressed for ``.gz``/``.zst``. Raises :class:`Unreadable`."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
+    name = path.name.lower()
+    try:
+        if name.endswith(".gz"):
+            return gzip.decompress(raw)
+        if name.endswith(".zst"):
+            import zstandard
+
+            return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
+    except Exception as exc:  # corrupt compressed stream
+        raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
+    return raw
+
+
+def _suggest_encoding(b: bytes) -> str:
+    for enc in ("cp1252", "latin-1"):
+        try:
+            b.decode(enc)
+            return enc
+        except UnicodeDecodeError:
+            continue
+    return "latin-1"
+
+
+def _split_lines(data: bytes) -> list[tuple[int, bytes]]:
+    """(byte offset, line bytes without the newline) for every line; a final newline ends the last line."""
+    out = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        end = n if nl < 0 else nl
+        line = data[pos:end]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        out.append((pos, line))
+        pos = end + 1
+    return out
+
+
+def _utf8_findings(lines: list[tuple[int, bytes]], max_examples: int, header_lines: int = 0) -> tuple[list[Finding], dict[int, str]]:
+    """decode.invalid_utf8 over lines; returns the finding(s) and {line index: lossy text}."""
+    bad: list[tuple[int, int, int]] = []  # (line idx, byte offset, byte)
+    fixed: dict[int, str] = {}
+    for i, (off, line) in enumerate(lines):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad.append((i, off + exc.start, line[exc.start]))
+            fixed[i] = line.decode("utf-8", errors="replace")
+    if not bad:
+        return [], fixed
+    enc = _suggest_encoding(b"".join(lines[i][1] for i, _, _ in bad[:50]))
+    ex = tuple(
+        Example(row=None, value=f"byte 0x{b:02x} at offset {o}", line=i + 1, byte_offset=o)
+        for i, o, b in bad[:max_examples]
+    )
+    first = bad[0]
+    msg = (
+        f"{len(bad)} line(s) are not valid UTF-8 (first: line {first[0] + 1}, byte offset {first[1]}, "
+        f"byte 0x{first[2]:02x}); the file looks {enc}-encoded: re-encode it as UTF-8 "
+        f"(e.g. iconv -f {enc} -t utf-8). The lines were audited with replacement characters."
+    )
+    f = Finding(
+        check="decode.invalid_utf8", severity="error", message=msg, count=len(bad),
+        lines=tuple(i + 1 for i, _, _ in bad[:max_examples]), examples=ex,
+        details={"likely_encoding": enc, "byte_offsets": [o for _, o, _ in bad[:max_examples]]},
+    )
+    return [f], fixed
+
+
+def _bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, max_examples: int) -> Finding:
+    """bad: (1-based line, byte offset, parser message, line text)."""
+    ex = tuple(
+        Example(row=None, value=f"{msg}: {show_value(text, 80)}", line=ln, byte_offset=off)
+        for ln, off, msg, text in bad[:max_examples]
+    )
+    ln, off, msg, _ = bad[0]
+    return Finding(
+        check="decode.bad_record", severity="error", count=len(bad),
+        ratio=len(bad) / total_lines if total_lines else None,
+        message=(f"{len(bad)} record(s) do not parse (first: line {ln}, byte offset {off}: {msg}); "
+                 "the good records were audited. Fix or drop these lines."),
+        lines=tuple(b[0] for b in bad[:max_examples]), examples=ex,
+        details={"byte_offsets": [b[1] for b in bad[:max_examples]]},
+    )
+
+
+def _blank_finding(blank: list[tuple[int, int]], max_examples: int) -> Finding:
+    return Finding(
+        check="decode.bad_record", severity="info", count=len(blank),
+        message=f"{len(blank)} blank line(s) skipped (first: line {blank[0][0]})",
+        lines=tuple(b[0] for b in blank[:max_examples]),
+        examples=tuple(Example(row=None, value="''", line=ln, byte_offset=o) for ln, o in blank[:max_examples]),
+        details={"blank_lines": len(blank)},
+    )
+
+
+def _read_jsonl(path: Path, max_examples: int) -> ShardData:
+    data = read_bytes(path)
+    findings: list[Finding] = []
+    try:
+        data.decode("utf-8")
+        utf8_ok = True
+    except UnicodeDecodeError:
+        utf8_ok = False
+    lines = None
+    if utf8_ok:
+        nonblank = sum(1 for ln in data.split(b"\n") if ln.strip())
+        blank_count = sum(1 for ln in data.rstrip(b"\n").split(b"\n") if not ln.strip()) if data.strip() else 0
+        if nonblank == 0:
+            return ShardData(lf=pl.LazyFrame(), line_format=True)
+        if blank_count == 0:
+            try:
+                df = pl.read_ndjson(data, infer_schema_length=None)
+                if df.height == nonblank:
+                    return ShardData(lf=df.lazy(), line_format=True, line_base=1)
+            except Exception:
+                pass
+    lines = _split_lines(data)
+    if not utf8_ok:
+        f, fixed = _utf8_findings(lines, max_examples)
+        findings.extend(f)
+    else:
+        fixed = {}
+    good: list[str] = []
+    line_of_row: list[int] = []
+    bad: list[tuple[int, int, str, str]] = []
+    blank: list[tuple[int, int]] = []
+    for i, (off, raw) in enumerate(lines):
+        text = fixed.get(i) if i in fixed else raw.decode("utf-8")
+        if not text.strip():
+            blank.append((i + 1, off))
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            what = "two JSON values on one line" if exc.msg == "Extra data" else exc.msg
+            bad.append((i + 1, off, f"{what} (column {exc.colno})", text))
+            continue
+        if not isinstance(obj, dict):
+            bad.append((i + 1, off, f"a JSON {type(obj).__name__}, not an object", text))
+            continue
+        good.append(text)
+        line_of_row.append(i + 1)
+    if bad:
+        findings.append(_bad_record_finding(bad, len(lines), max_examples))
+    if blank:
+        findings.append(_blank_finding(blank, max_examples))
+    if good:
+        try:
+            df = pl.read_ndjson("\n".join(good).encode("utf-8"), infer_schema_length=None)
+        except Exception as exc:
+            raise Unreadable(f"the JSON records parse but do not form one table: {exc}") from None
+    else:
+        df = pl.DataFrame()
+    return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
+                     line_of_row=np.asarray(line_of_row, dtype=np.int64))
+
+
+def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardData:
+    data = read_bytes(path)
+    sep = dataset_cfg.separator or ("\t" if fmt == "tsv" else ",")
+    quote = dataset_cfg.quote_char if dataset_cfg.quote_char else None
+    header = dataset_cfg.header
+    names = list(dataset_cfg.names) if dataset_cfg.names else None
+    findings: list[Finding] = []
+    lines = _split_lines(data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        f, fixed = _utf8_findings(lines, max_examples)
+        findings.extend(f)
+        text = "\n".join(fixed.get(i, ln.decode("utf-8", errors="replace")) for i, (_, ln) in enumerate(lines))
+    if not text.strip():
+        return ShardData(lf=pl.LazyFrame(), decode_findings=findings, line_format=True, line_base=2 if header else 1)
+    line_offsets = [off for off, _ in lines]
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep,
+                        quotechar=quote or '"', quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
+                        strict=False)
+    width = len(names) if names else None
+    cols: list[str] | None = names
+    records: list[list[str]] = []
+    line_of_row: list[int] = []
+    bad: list[tuple[int, int, str, str]] = []
+    blank: list[tuple[int, int]] = []
+    prev_line = 0
+    try:
+        for rec in reader:
+            start = prev_line + 1
+            prev_line = reader.line_num
+            off = line_offsets[start - 1] if start - 1 < len(line_offsets) else len(data)
+            if not rec or (len(rec) == 1 and not rec[0].strip() and (width or 0) != 1):
+                blank.append((start, off))
+                continue
+            if cols is None and header:
+                cols = rec
+                width = len(rec)
+                continue
+            if width is None:
+                width = len(rec)
+            if len(rec) != width:
+                bad.append((start, off, f"{len(rec)} fields, expected {width}", sep.join(rec)))
+                continue
+            records.append(rec)
+            line_of_row.append(start)
+    except csv.Error as exc:
+        raise Unreadable(f"CSV parse error at line {reader.line_num}: {exc}") from None
+    if bad:
+        findings.append(_bad_record_finding(bad, len(lines), max_examples))
+    if blank:
+        findings.append(_blank_finding(blank, max_examples))
+    if cols is None:
+        cols = [f"column_{i + 1}" for i in range(width or 0)]
+    if header and names:
+        cols = names
+    # Duplicate header names would break the frame: make them unique and say so through the schema.
+    seen: dict[str, int] = {}
+    uniq = []
+    for c in cols:
+        n = seen.get(c, 0)
+        uniq.append(c if n == 0 else f"{c}_{n}")
+        seen[c] = n + 1
+    if not records:
+        df = pl.DataFrame({c: pl.Series(c, [], dtype=pl.String) for c in uniq})
+    else:
+        # Re-serialise the good records and let polars infer dtypes as in a plain read.
+        buf = io.StringIO()
+        w = csv.writer(buf, delimiter=",", quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+        w.writerow(uniq)
+        w.writerows(records)
+        try:
+            df = pl.read_csv(buf.getvalue().encode("utf-8"), infer_schema_length=None,
+                             null_values=[""], try_parse_dates=False)
+        except Exception as exc:
+            raise Unreadable(f"CSV records do not form one table: {exc}") from None
+    contiguous = bool(line_of_row) and line_of_row[-1] - line_of_row[0] == len(line_of_row) - 1
+    return ShardData(
+        lf=df.lazy(), decode_findings=findings, line_format=True,
+        line_of_row=None if contiguous else np.asarray(line_of_row, dtype=np.int64),
+        line_base=line_of_row[0] if line_of_row else (2 if header else 1),
+    )
+
+
+def _parquet_reason(path: Path, exc: Exception) -> str:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(4)
+            f.seek(max(0, size - 4))
+            tail = f.read(4)
+    except OSError as e:
+        return f"cannot read file: {e.strerror or e}"
+    if size == 0:
+        return "zero-byte file (an interrupted download or write?)"
+    if head != b"PAR1":
+        return f"not a parquet file: bad magic bytes {head!r} at offset 0 (expected b'PAR1')"
+    if tail != b"PAR1":
+        return f"truncated parquet file: no footer magic at the end ({size} bytes; the write was cut off)"
+    return f"parquet reader error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def _read_parquet(path: Path) -> ShardData:
+    try:
+        lf = pl.scan_parquet(path)
+        lf.collect_schema()
+    except Exception as exc:
+        raise Unreadable(_parquet_reason(path, exc)) from None
+    return ShardData(lf=lf)
+
+
+def _read_arrow(path: Path) -> ShardData:
+    import pyarrow as pa
+
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
+    if size == 0:
+        raise Unreadable("zero-byte file (an interrupted download or write?)")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    try:
+        if head.startswith(b"ARROW1"):
+            lf = pl.scan_ipc(path)
+            lf.collect_schema()
+            return ShardData(lf=lf)
+        with pa.memory_map(str(path), "r") as src:
+            table = pa.ipc.open_stream(src).read_all()
+        return ShardData(lf=pl.from_arrow(table).lazy())  # type: ignore[union-attr]
+    except Exception as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise Unreadable(f"not a readable Arrow IPC file or stream (first bytes {head!r}): {msg}") from None
+
+
+def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardData:
+    """Open ``path`` as format ``fmt``. Raises :class:`Unreadable` with the reason and where."""
+    if fmt == "parquet":
+        return _read_parquet(path)
+    if fmt == "arrow":
+        return _read_arrow(path)
+    if fmt == "jsonl":
+        return _read_jsonl(path, max_examples)
+    if fmt in ("csv", "tsv"):
+        return _read_csv(path, fmt, dataset_cfg, max_examples)
+    raise Unreadable(f"unknown format {fmt!r}")

@@ -1,0 +1,100 @@
+"""Human-readable views of a report: a text summary for terminals and markdown for CI job summaries."""
+from __future__ import annotations
+
+from datacheck.report import Report
+
+__all__ = ["render_text", "render_markdown"]
+
+_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+
+
+def _rows_txt(f, k: int = 5) -> str:
+    if f.lines:
+        return "lines " + ",".join(map(str, f.lines[:k])) + ("…" if len(f.lines) > k or f.count > k else "")
+    if f.rows:
+        return "rows " + ",".join(map(str, f.rows[:k])) + ("…" if f.count > k else "")
+    return ""
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return out
+
+
+def render_text(report: Report, max_message: int = 110) -> str:
+    """A table of shards x findings with counts and first rows, then dataset findings and skips."""
+    s = report.summary
+    lines = [
+        f"datacheck {report.datacheck_version}: {_MARK[s['status']]}  "
+        f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s), "
+        f"{s.get('policy_failures', 0)} failing the policy (--fail-on {report.fail_on})",
+        f"index_hash {report.index_hash}",
+        "",
+    ]
+    rows = []
+    for sh in report.shards:
+        rows_n = "unreadable" if sh.rows is None else str(sh.rows)
+        if not sh.findings:
+            rows.append([sh.status.upper(), sh.path, rows_n, "-", "", "", ""])
+        for i, f in enumerate(sh.findings):
+            rows.append([sh.status.upper() if i == 0 else "", sh.path if i == 0 else "", rows_n if i == 0 else "",
+                         f.check, f.severity + ("!" if f.fails_policy else ""), str(f.count), _rows_txt(f)])
+    lines += _table(["status", "shard", "rows", "check", "severity", "count", "first"], rows)
+    if report.dataset_findings:
+        lines += ["", "Dataset:"]
+        for f in report.dataset_findings:
+            lines.append(f"  {f.check} [{f.severity}{'!' if f.fails_policy else ''}] {f.message[:300]}")
+    details = [(sh.path, f) for sh in report.shards for f in sh.findings if f.severity != "info"]
+    if details:
+        lines += ["", "Findings:"]
+        for path, f in details:
+            msg = f.message if len(f.message) <= max_message * 3 else f.message[: max_message * 3] + "…"
+            lines.append(f"  {path}: {f.check} [{f.severity}] {msg}")
+            for e in f.examples[:3]:
+                where = f"line {e.line}" if e.line is not None and e.row is None else (
+                    f"row {e.row}" + (f" (line {e.line})" if e.line is not None else ""))
+                if e.value:
+                    lines.append(f"      {where}: {e.value}")
+    if report.skipped:
+        lines += ["", f"Skipped ({len(report.skipped)} check(s) could not run; see 'skipped' in the JSON report):"]
+        for sk in report.skipped[:12]:
+            lines.append(f"  {sk['check']}: {sk['reason']}")
+        if len(report.skipped) > 12:
+            lines.append(f"  … {len(report.skipped) - 12} more")
+    lines.append("")
+    lines.append("'!' marks findings that fail the policy.")
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(report: Report) -> str:
+    """Markdown for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``)."""
+    s = report.summary
+    icon = {"pass": "✅", "warn": "⚠️", "fail": "❌"}[s["status"]]
+    out = [
+        f"## {icon} datacheck: {s['status']}",
+        "",
+        f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
+        f"index `{report.index_hash}`",
+        "",
+        "| shard | rows | status | check | severity | count | first rows |",
+        "|---|---:|---|---|---|---:|---|",
+    ]
+    for sh in report.shards:
+        rows_n = "unreadable" if sh.rows is None else str(sh.rows)
+        if not sh.findings:
+            out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | | | | |")
+        for f in sh.findings:
+            fail = " **(fails)**" if f.fails_policy else ""
+            out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | `{f.check}` | {f.severity}{fail} | {f.count} | {_rows_txt(f)} |")
+    if report.dataset_findings:
+        out += ["", "### Dataset", ""]
+        for f in report.dataset_findings:
+            out.append(f"- `{f.check}` ({f.severity}{', fails' if f.fails_policy else ''}): {f.message}")
+    if report.skipped:
+        out += ["", "<details><summary>Skipped checks</summary>", ""]
+        out += [f"- `{sk['check']}`: {sk['reason']}" for sk in report.skipped]
+        out += ["", "</details>"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,186 @@
+"""The versioned audit report (JSON contract in DESIGN.md, JSON Schema in ``schemas/report.schema.json``).
+
+Written atomically (temporary file in the same folder, fsync, ``os.replace``) and deterministically
+(sorted keys). :func:`read_report` refuses a newer ``report_version`` with a clear message.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datacheck.constants import REPORT_VERSION
+from datacheck.errors import PolicyFailed, ReportVersionError, UsageError
+from datacheck.findings import Finding, Skipped
+
+__all__ = ["Report", "ShardReport", "read_report", "write_json_atomic", "report_path"]
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    """One shard in the report. ``rows`` is None when the shard could not be read."""
+
+    path: str
+    content_hash: str
+    bytes: int
+    rows: int | None
+    status: str
+    format: str
+    findings: tuple[Finding, ...] = ()
+    stats: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "content_hash": self.content_hash, "bytes": self.bytes, "rows": self.rows,
+            "status": self.status, "format": self.format,
+            "findings": [f.to_dict() for f in self.findings], "stats": self.stats, "columns": self.columns,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ShardReport":
+        return cls(path=d["path"], content_hash=d["content_hash"], bytes=d["bytes"], rows=d.get("rows"),
+                   status=d["status"], format=d.get("format", ""),
+                   findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
+                   stats=d.get("stats", {}), columns=d.get("columns", {}))
+
+
+@dataclass(frozen=True)
+class Report:
+    """The audit report as typed objects (the same content as the CLI's JSON).
+
+    ``passed`` is False when a finding fails the policy; ``findings`` lists every finding, shard-level
+    ones first (with their shard in ``shards``) then dataset-level ones; ``raise_for_policy()`` raises
+    :class:`~datacheck.errors.PolicyFailed`.
+    """
+
+    datacheck_version: str
+    created_at: str
+    index_hash: str
+    config_hash: str
+    fail_on: str
+    roles: dict[str, Any]
+    summary: dict[str, Any]
+    shards: tuple[ShardReport, ...]
+    dataset_findings: tuple[Finding, ...]
+    skipped: tuple[dict[str, Any], ...]
+    stats: dict[str, Any] = field(default_factory=dict)
+    row_content: dict[str, Any] = field(default_factory=dict)
+    report_version: int = REPORT_VERSION
+
+    @property
+    def status(self) -> str:
+        return self.summary["status"]
+
+    @property
+    def passed(self) -> bool:
+        return self.summary["status"] != "fail"
+
+    @property
+    def findings(self) -> list[Finding]:
+        out = [f.with_(shards=(s.path,)) for s in self.shards for f in s.findings]
+        return out + list(self.dataset_findings)
+
+    def failures(self) -> list[Finding]:
+        return [f for f in self.findings if f.fails_policy]
+
+    def raise_for_policy(self) -> None:
+        """Raise :class:`PolicyFailed` (listing the failing checks) when the report did not pass."""
+        if self.passed:
+            return
+        fails = self.failures()
+        head = "; ".join(f"{f.check} in {', '.join(f.shards) or 'dataset'} ({f.count})" for f in fails[:5])
+        raise PolicyFailed(f"data gate failed: {len(fails)} finding(s) fail the policy: {head}", report=self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "report_version": self.report_version,
+            "datacheck_version": self.datacheck_version,
+            "created_at": self.created_at,
+            "index_hash": self.index_hash,
+            "config_hash": self.config_hash,
+            "fail_on": self.fail_on,
+            "roles": self.roles,
+            "summary": self.summary,
+            "shards": [s.to_dict() for s in self.shards],
+            "findings": [f.to_dict(dataset_level=True) for f in self.dataset_findings],
+            "skipped": list(self.skipped),
+            "stats": self.stats,
+            "row_content": self.row_content,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "report") -> "Report":
+        v = d.get("report_version")
+        if not isinstance(v, int):
+            raise ReportVersionError(f"{source}: no integer report_version: not a datacheck report")
+        if v > REPORT_VERSION:
+            raise ReportVersionError(
+                f"{source}: report_version {v} is newer than this datacheck reads ({REPORT_VERSION}); "
+                "upgrade datacheck (pip install -U datacheck)")
+        return cls(
+            report_version=v, datacheck_version=d["datacheck_version"], created_at=d["created_at"],
+            index_hash=d["index_hash"], config_hash=d["config_hash"], fail_on=d.get("fail_on", "error"),
+            roles=d.get("roles", {}), summary=d["summary"],
+            shards=tuple(ShardReport.from_dict(s) for s in d.get("shards", [])),
+            dataset_findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
+            skipped=tuple(d.get("skipped", [])), stats=d.get("stats", {}), row_content=d.get("row_content", {}),
+        )
+
+
+def write_json_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, fsync, rename."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def report_path(report_dir: str | Path, index_hash: str) -> Path:
+    """``<report-dir>/<index_hash>/report.json``."""
+    return Path(report_dir) / index_hash / "report.json"
+
+
+def read_report(path: str | Path) -> Report:
+    """Read a report file. Raises :class:`UsageError` (missing/not JSON) or :class:`ReportVersionError`."""
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such report file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a JSON report ({exc})") from None
+    if not isinstance(d, dict):
+        raise UsageError(f"{path}: not a datacheck report (top level is not an object)")
+    return Report.from_dict(d, source=str(path))
+
+
+def skipped_dicts(items: list[tuple[str, Skipped]]) -> list[dict[str, Any]]:
+    """Group (shard, Skipped) pairs into sorted ``{check, reason, shards}`` entries."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for shard, s in items:
+        grouped.setdefault((s.check, s.reason), [])
+        if shard and shard not in grouped[(s.check, s.reason)]:
+            grouped[(s.check, s.reason)].append(shard)
+    return [{"check": c, "reason": r, "shards": sorted(sh)} for (c, r), sh in sorted(grouped.items())]

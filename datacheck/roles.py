@@ -1,0 +1,138 @@
+"""Column roles: given in ``[columns]`` or inferred from Hugging Face column names.
+
+Inference (CHECKS.md "Roles and facts"): string columns ``text``/``sentence``/``content`` (and the
+GLUE pair columns ``sentence1``/``sentence2``) are text; a scalar ``label`` is the class label; a
+list-typed ``labels`` is token labels (a scalar ``labels`` is a class label); ``input_ids``,
+``attention_mask`` and ``token_type_ids`` as named (list-typed). Roles given in the config are
+never replaced by inference; a role column the config names but the shard lacks is reported as
+``schema.missing_column``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from datacheck.config import ColumnsSection
+
+__all__ = ["Roles", "resolve_roles", "is_list", "inner_dtype", "ROLE_NAMES"]
+
+ROLE_NAMES = ("text", "label", "target", "features", "input_ids", "attention_mask", "labels",
+              "token_type_ids", "aligned")
+_TEXT_NAMES = ("text", "sentence", "content", "sentence1", "sentence2")
+
+
+def is_list(dtype: pl.DataType) -> bool:
+    return isinstance(dtype, (pl.List, pl.Array))
+
+
+def inner_dtype(dtype: pl.DataType) -> pl.DataType:
+    """The element dtype of a (nested) list/array dtype; the dtype itself for scalars."""
+    while isinstance(dtype, (pl.List, pl.Array)):
+        dtype = dtype.inner  # type: ignore[assignment]
+    return dtype
+
+
+def _as_tuple(v: str | list[str] | None) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    return (v,) if isinstance(v, str) else tuple(v)
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Resolved roles of one shard (only columns the shard has)."""
+
+    text: tuple[str, ...] = ()
+    label: str | None = None
+    target: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    input_ids: str | None = None
+    attention_mask: str | None = None
+    labels: str | None = None
+    token_type_ids: str | None = None
+    aligned: tuple[tuple[str, ...], ...] = ()
+    inferred: frozenset[str] = field(default_factory=frozenset)
+    missing: tuple[tuple[str, str], ...] = ()  # (role, column) named in the config but absent
+
+    def columns(self) -> list[str]:
+        """All role columns, in a stable order, without repeats (the row content of ``dup.*``)."""
+        out: list[str] = []
+        for c in (*self.text, self.label, *self.target, *self.features, self.input_ids,
+                  self.attention_mask, self.labels, self.token_type_ids,
+                  *(c for g in self.aligned for c in g)):
+            if c is not None and c not in out:
+                out.append(c)
+        return out
+
+    def to_dict(self) -> dict[str, dict]:
+        out = {}
+        for name in ROLE_NAMES:
+            v = getattr(self, name)
+            if v in (None, ()):
+                continue
+            cols = [list(g) for g in v] if name == "aligned" else (list(v) if isinstance(v, tuple) else v)
+            out[name] = {"columns": cols, "inferred": name in self.inferred}
+        return out
+
+
+def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
+    """Resolve roles against one shard's schema (``{column: dtype}``)."""
+    inferred: set[str] = set()
+    missing: list[tuple[str, str]] = []
+
+    def keep(role: str, cols: tuple[str, ...]) -> tuple[str, ...]:
+        present = []
+        for c in cols:
+            if c in schema:
+                present.append(c)
+            else:
+                missing.append((role, c))
+        return tuple(present)
+
+    def one(role: str, col: str | None) -> str | None:
+        if col is None:
+            return None
+        got = keep(role, (col,))
+        return got[0] if got else None
+
+    text = keep("text", _as_tuple(cfg.text))
+    if cfg.text is None:
+        text = tuple(c for c in _TEXT_NAMES if c in schema and schema[c] == pl.String)
+        if text:
+            inferred.add("text")
+    label = one("label", cfg.label)
+    labels = one("labels", cfg.labels)
+    if cfg.label is None:
+        for cand in ("label", "labels"):
+            if cand in schema and not is_list(schema[cand]) and cand != labels:
+                label = cand
+                inferred.add("label")
+                break
+    if cfg.labels is None and "labels" in schema and is_list(schema["labels"]) and label != "labels":
+        labels = "labels"
+        inferred.add("labels")
+    named = {}
+    for role in ("input_ids", "attention_mask", "token_type_ids"):
+        given = getattr(cfg, role)
+        if given is not None:
+            named[role] = one(role, given)
+        elif role in schema and is_list(schema[role]):
+            named[role] = role
+            inferred.add(role)
+        else:
+            named[role] = None
+    aligned = tuple(keep("aligned", tuple(g)) for g in (cfg.aligned or ()))
+    return Roles(
+        text=text,
+        label=label,
+        target=keep("target", _as_tuple(cfg.target)),
+        features=keep("features", _as_tuple(cfg.features)),
+        input_ids=named["input_ids"],
+        attention_mask=named["attention_mask"],
+        labels=labels,
+        token_type_ids=named["token_type_ids"],
+        aligned=tuple(g for g in aligned if len(g) >= 2),
+        inferred=frozenset(inferred),
+        missing=tuple(missing),
+    )

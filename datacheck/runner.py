@@ -1,0 +1,229 @@
+"""Auditing one shard: every check of the shard fused into ONE lazy polars query over the scan,
+then a second, small pass that gathers example values only for the checks that failed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from datacheck import catalog
+from datacheck.checks import SHARD_CHECKS, RowCheck, ShardContext, Stat, load_families
+from datacheck.config import Config
+from datacheck.findings import Example, Finding, Skipped, show_value
+from datacheck.io.discover import DiscoveredShard
+from datacheck.io.readers import ShardData, Unreadable, open_shard
+from datacheck.roles import Roles, resolve_roles
+
+__all__ = ["ShardResult", "audit_shard"]
+
+
+@dataclass
+class ShardResult:
+    """Everything the audit learned about one shard (before the policy is applied)."""
+
+    path: str
+    format: str
+    content_hash: str
+    bytes: int
+    rows: int | None
+    findings: list[Finding] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    roles: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)  # column -> dtype string
+
+    @property
+    def readable(self) -> bool:
+        return self.rows is not None
+
+
+def _unreadable(ds: DiscoveredShard, chash: str, size: int, reason: str) -> ShardResult:
+    f = Finding(check="decode.unreadable", severity="error",
+                message=f"{ds.rel}: {reason}. The other shards were still audited.",
+                details={"reason": reason, "format": ds.format})
+    return ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None, findings=[f])
+
+
+def _missing_column_findings(roles: Roles, shard: str) -> list[Finding]:
+    out = []
+    for role, col in roles.missing:
+        out.append(Finding(
+            check="schema.missing_column", severity="error", column=col,
+            message=(f"column {col!r} (role {role} in [columns]) is absent from {shard}; "
+                     f"fix [columns] {role} or the data. The checks of this role did not run on this shard."),
+            details={"role": role},
+        ))
+    return out
+
+
+def _collect_items(ctx: ShardContext) -> tuple[list[RowCheck], list[Stat], list[Finding], list[Skipped]]:
+    load_families()
+    rows, stats, findings, skipped = [], [], [], []
+    for _family, fn in SHARD_CHECKS:
+        for item in fn(ctx):
+            if isinstance(item, RowCheck):
+                rows.append(item)
+            elif isinstance(item, Stat):
+                stats.append(item)
+            elif isinstance(item, Finding):
+                findings.append(item)
+            elif isinstance(item, Skipped):
+                skipped.append(item)
+    return rows, stats, findings, skipped
+
+
+def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
+    exprs = [pl.int_range(pl.len(), dtype=pl.UInt32).filter(rc.fails.fill_null(False)).implode().alias(f"__r{i}")]
+    exprs += [e.alias(f"__d{i}__{k}") for k, e in rc.details.items()]
+    return exprs
+
+
+def _first(df: pl.DataFrame, name: str) -> Any:
+    v = df.get_column(name)[0]
+    return v.to_list() if isinstance(v, pl.Series) else v
+
+
+def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) -> tuple[int, dict[int, tuple[list[int], dict]], dict[str, Any], list[Skipped]]:
+    """The one fused query. If it fails, find out whether reading or one check is at fault."""
+    exprs: list[pl.Expr] = [pl.len().alias("__n")]
+    for i, rc in enumerate(row_checks):
+        exprs += _row_exprs(i, rc)
+    exprs += [s.expr.alias(f"__s{j}") for j, s in enumerate(stats)]
+    skipped: list[Skipped] = []
+    try:
+        df = lf.select(exprs).collect()
+        ok_checks = list(range(len(row_checks)))
+        ok_stats = list(range(len(stats)))
+    except Exception as exc:  # isolate: the read itself, or one expression
+        try:
+            lf.select(pl.all().is_null().sum()).collect()
+        except Exception as read_exc:
+            raise Unreadable(f"reading the data failed: {str(read_exc).splitlines()[0]}") from None
+        df_parts = [lf.select(pl.len().alias("__n")).collect()]
+        ok_checks, ok_stats = [], []
+        for i, rc in enumerate(row_checks):
+            try:
+                df_parts.append(lf.select(_row_exprs(i, rc)).collect())
+                ok_checks.append(i)
+            except Exception as e:
+                skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {str(e).splitlines()[0]}"))
+        for j, s in enumerate(stats):
+            try:
+                df_parts.append(lf.select(s.expr.alias(f"__s{j}")).collect())
+                ok_stats.append(j)
+            except Exception as e:
+                skipped.append(Skipped(f"stats.{s.key}", f"could not compute: {str(e).splitlines()[0]}"))
+        df = pl.concat(df_parts, how="horizontal")
+        del exc
+    n = int(df["__n"][0])
+    results: dict[int, tuple[list[int], dict]] = {}
+    for i in ok_checks:
+        rows = _first(df, f"__r{i}") or []
+        details = {k: _first(df, f"__d{i}__{k}") for k in row_checks[i].details}
+        results[i] = (rows, details)
+    stat_values = {stats[j].key: stats[j].post(_first(df, f"__s{j}")) for j in ok_stats}
+    return n, results, stat_values, skipped
+
+
+def _examples(lf: pl.LazyFrame, wanted: dict[int, list[int]], row_checks: list[RowCheck]) -> dict[int, dict[int, Any]]:
+    """Second pass: values of the example rows, only for the checks that failed."""
+    all_rows = sorted({r for rows in wanted.values() for r in rows})
+    if not all_rows:
+        return {}
+    exprs = [pl.col("__row")]
+    idx = []
+    for i in wanted:
+        ex = row_checks[i].example
+        if ex is not None:
+            exprs.append(ex.alias(f"__e{i}"))
+            idx.append(i)
+    if not idx:
+        return {}
+    try:
+        df = (lf.with_row_index("__row").filter(pl.col("__row").is_in(all_rows)).select(exprs).collect())
+    except Exception:
+        return {}
+    by_row = {int(r): k for k, r in enumerate(df["__row"].to_list())}
+    out: dict[int, dict[int, Any]] = {}
+    for i in idx:
+        col = df[f"__e{i}"].to_list()
+        out[i] = {r: col[by_row[r]] for r in wanted[i] if r in by_row}
+    return out
+
+
+def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int) -> ShardResult:
+    """Audit one shard. Never raises for bad data: an unreadable shard is a ``decode.unreadable`` finding."""
+    max_ex = cfg.report.max_examples
+    try:
+        data: ShardData = open_shard(ds.path, ds.format, cfg.dataset, max_ex)
+        schema = dict(data.lf.collect_schema())
+    except Unreadable as exc:
+        return _unreadable(ds, content_hash, size, exc.reason)
+    roles = resolve_roles(cfg.columns, schema)
+    ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=ds.rel)
+    row_checks, stats, shard_findings, skipped = _collect_items(ctx)
+    try:
+        n, results, stat_values, more_skipped = _run_fused(data.lf, row_checks, stats)
+    except Unreadable as exc:
+        return _unreadable(ds, content_hash, size, exc.reason)
+    skipped += more_skipped
+    # refine candidates (exact verification of hash-based candidates)
+    for i, (rows, details) in list(results.items()):
+        rc = row_checks[i]
+        if rows and rc.refine is not None:
+            results[i] = (rc.refine(data.lf, rows), details)
+    failed = {i: rows[:max_ex] for i, (rows, _) in results.items() if rows}
+    example_values = _examples(data.lf, failed, row_checks)
+    findings: list[Finding] = list(data.decode_findings) + _missing_column_findings(roles, ds.rel) + shard_findings
+    for i, (rows, details) in results.items():
+        if not rows:
+            continue
+        rc = row_checks[i]
+        ex_rows = rows[:max_ex]
+        lines = data.lines_of(ex_rows)
+        vals = example_values.get(i, {})
+        examples = tuple(
+            Example(row=r, value=show_value(vals[r]) if r in vals else "", line=(lines[k] if k < len(lines) else None))
+            for k, r in enumerate(ex_rows)
+        )
+        details = {k: v for k, v in details.items() if v is not None}
+        findings.append(Finding(
+            check=rc.check,
+            severity=rc.severity or catalog.info(rc.check).severity,
+            message=rc.message(len(rows), details),
+            column=rc.column,
+            count=len(rows),
+            ratio=len(rows) / n if n else None,
+            rows=tuple(ex_rows),
+            lines=tuple(lines),
+            examples=examples,
+            details=_jsonable(details),
+        ))
+    if n == 0:
+        findings.append(Finding(check="index.empty_shard", severity="warn",
+                                message=f"{ds.rel} is readable but holds 0 rows"))
+    findings.sort(key=lambda f: (f.check, f.column or "", f.severity))
+    stat_values["rows"] = n
+    return ShardResult(
+        path=ds.rel, format=ds.format, content_hash=content_hash, bytes=size, rows=n,
+        findings=findings, stats=_jsonable(stat_values), skipped=skipped, roles=roles.to_dict(),
+        columns={c: str(t) for c, t in schema.items()},
+    )
+
+
+def _jsonable(v: Any) -> Any:
+    """Convert polars/numpy scalars and nested containers into JSON-serialisable values."""
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return str(v)
+        return v
+    if isinstance(v, (int, str, bool)) or v is None:
+        return v
+    if hasattr(v, "item"):
+        return _jsonable(v.item())
+    return str(v)
