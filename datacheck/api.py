@@ -14,11 +14,11 @@ from datacheck.checks.length import histogram_summary
 from datacheck.config import Config, config_from_dict, load_config
 from datacheck.findings import Finding, Severity, Skipped
 from datacheck.hashing import hash_file, index_hash
-from datacheck.io.discover import Discovery, discover
+from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.report import Report, ShardReport, skipped_dicts
 from datacheck.runner import ShardResult, audit_shard
 
-__all__ = ["audit", "DatasetContext", "apply_policy", "build_report"]
+__all__ = ["audit", "audit_one", "audit_shards", "DatasetContext", "apply_policy", "build_report"]
 
 FAIL_ON = ("error", "warn", "never")
 
@@ -154,6 +154,31 @@ def _content(r: ShardResult) -> list[str]:
     return cols or list(r.columns)
 
 
+def audit_one(ds: DiscoveredShard, cfg: Config) -> ShardResult:
+    """Hash and audit one shard (the unit of work an executor maps over shards)."""
+    try:
+        chash, size = hash_file(ds.path)
+    except OSError as exc:
+        return ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None,
+                           findings=[Finding(check="decode.unreadable", severity="error",
+                                             message=f"{ds.rel}: cannot read file: {exc.strerror or exc}",
+                                             details={"reason": str(exc)})])
+    return audit_shard(ds, cfg, chash, size)
+
+
+def audit_shards(disc: Discovery, cfg: Config,
+                 progress: Callable[[str, int, int], None] | None = None) -> list[ShardResult]:
+    """Map :func:`audit_one` over the discovered shards, in path order."""
+    load_families()
+    results: list[ShardResult] = []
+    total = len(disc.shards)
+    for k, ds in enumerate(disc.shards):
+        results.append(audit_one(ds, cfg))
+        if progress is not None:
+            progress(ds.rel, k + 1, total)
+    return results
+
+
 def audit(
     paths: str | Path | list[str | Path],
     config: Config | str | Path | dict | None = None,
@@ -185,25 +210,8 @@ def audit(
     if isinstance(paths, (str, Path)):
         paths = [paths]
     disc: Discovery = discover([str(p) for p in paths], cfg.dataset.format)
-    load_families()
-    results: list[ShardResult] = []
-    skipped: list[tuple[str, Skipped]] = []
-    total = len(disc.shards)
-    for k, ds in enumerate(disc.shards):
-        try:
-            chash, size = hash_file(ds.path)
-        except OSError as exc:
-            chash, size = "", 0
-            results.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None,
-                                       findings=[Finding(check="decode.unreadable", severity="error",
-                                                         message=f"{ds.rel}: cannot read file: {exc.strerror or exc}",
-                                                         details={"reason": str(exc)})]))
-            continue
-        res = audit_shard(ds, cfg, chash, size)
-        results.append(res)
-        skipped += [(res.path, s) for s in res.skipped]
-        if progress is not None:
-            progress(ds.rel, k + 1, total)
+    results = audit_shards(disc, cfg, progress)
+    skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     dctx = DatasetContext(cfg=cfg, shards=results, temp_files=disc.temp_files, root=disc.root)
     dataset_findings: list[Finding] = []
     for _family, fn in DATASET_CHECKS:
