@@ -27,15 +27,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="datacheck", description="Audit ML training data shards before training.")
     p.add_argument("--version", action="version", version=f"datacheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in _command_modules():
         mod = importlib.import_module(f"datacheck.commands.{name}")
         sp = mod.add_parser(sub)
         sp.set_defaults(_run=mod.run)
     return p
 
 
-#: One module per verb in datacheck/commands/: each has ``add_parser(subparsers)`` and ``run(args) -> int``.
-COMMAND_MODULES = ["audit"]
+def _command_modules() -> list[str]:
+    """Every module in datacheck/commands/ is a verb with ``add_parser(subparsers)`` and ``run(args) -> int``."""
+    import pkgutil
+
+    import datacheck.commands as pkg
+
+    names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+    return ["audit"] + [n for n in names if n != "audit"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from datacheck import catalog
-from datacheck.checks import SHARD_CHECKS, RowCheck, ShardContext, Stat, load_families
+from datacheck.checks import SHARD_CHECKS, Payload, RowCheck, ShardContext, Stat, load_families
 from datacheck.config import Config
 from datacheck.findings import Example, Finding, Skipped, show_value
 from datacheck.io.discover import DiscoveredShard
@@ -32,6 +32,10 @@ class ShardResult:
     skipped: list[Skipped] = field(default_factory=list)
     roles: dict[str, Any] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)  # column -> dtype string
+    #: every failing row (0-based, sorted) per "check" or "check:column"; only with ``keep_rows=True``
+    failing_rows: dict[str, list[int]] = field(default_factory=dict)
+    #: values of :class:`~datacheck.checks.Payload` items (for the merge; never in the report)
+    payload: dict[str, Any] = field(default_factory=dict)
 
     @property
     def readable(self) -> bool:
@@ -58,6 +62,7 @@ def _missing_column_findings(roles: Roles, shard: str) -> list[Finding]:
 
 
 def _collect_items(ctx: ShardContext) -> tuple[list[RowCheck], list[Stat], list[Finding], list[Skipped]]:
+    """Every family's items for this shard. Payloads travel as Stats with a ``payload:`` key prefix."""
     load_families()
     rows, stats, findings, skipped = [], [], [], []
     for _family, fn in SHARD_CHECKS:
@@ -66,6 +71,8 @@ def _collect_items(ctx: ShardContext) -> tuple[list[RowCheck], list[Stat], list[
                 rows.append(item)
             elif isinstance(item, Stat):
                 stats.append(item)
+            elif isinstance(item, Payload):
+                stats.append(Stat(key="payload:" + item.key, expr=item.expr, post=item.post))
             elif isinstance(item, Finding):
                 findings.append(item)
             elif isinstance(item, Skipped):
@@ -122,7 +129,9 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
         rows = _first(df, f"__r{i}") or []
         details = {k: _first(df, f"__d{i}__{k}") for k in row_checks[i].details}
         results[i] = (rows, details)
-    stat_values = {stats[j].key: stats[j].post(_first(df, f"__s{j}")) for j in ok_stats}
+    # payloads stay polars objects (e.g. a Series of row hashes), stats become Python values
+    stat_values = {stats[j].key: stats[j].post(df.get_column(f"__s{j}")[0] if stats[j].key.startswith("payload:")
+                                               else _first(df, f"__s{j}")) for j in ok_stats}
     return n, results, stat_values, skipped
 
 
@@ -152,8 +161,12 @@ def _examples(lf: pl.LazyFrame, wanted: dict[int, list[int]], row_checks: list[R
     return out
 
 
-def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int) -> ShardResult:
-    """Audit one shard. Never raises for bad data: an unreadable shard is a ``decode.unreadable`` finding."""
+def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, keep_rows: bool = False) -> ShardResult:
+    """Audit one shard. Never raises for bad data: an unreadable shard is a ``decode.unreadable`` finding.
+
+    With ``keep_rows``, ``ShardResult.failing_rows`` holds every failing row of every row check
+    (for ``datacheck clean``); otherwise findings keep the first ``max_examples`` rows only.
+    """
     max_ex = cfg.report.max_examples
     try:
         data: ShardData = open_shard(ds.path, ds.format, cfg.dataset, max_ex)
@@ -204,11 +217,19 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int) 
         findings.append(Finding(check="index.empty_shard", severity="warn",
                                 message=f"{ds.rel} is readable but holds 0 rows"))
     findings.sort(key=lambda f: (f.check, f.column or "", f.severity))
+    failing_rows: dict[str, list[int]] = {}
+    if keep_rows:
+        for i, (rows, _) in results.items():
+            if rows:
+                rc = row_checks[i]
+                key = rc.check if rc.column is None else f"{rc.check}:{rc.column}"
+                failing_rows[key] = sorted(set(failing_rows.get(key, [])) | set(int(r) for r in rows))
+    payload = {k[len("payload:"):]: stat_values.pop(k) for k in list(stat_values) if k.startswith("payload:")}
     stat_values["rows"] = n
     return ShardResult(
         path=ds.rel, format=ds.format, content_hash=content_hash, bytes=size, rows=n,
         findings=findings, stats=_jsonable(stat_values), skipped=skipped, roles=roles.to_dict(),
-        columns={c: str(t) for c, t in schema.items()},
+        columns={c: str(t) for c, t in schema.items()}, failing_rows=failing_rows, payload=payload,
     )
 
 

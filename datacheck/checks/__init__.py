@@ -7,6 +7,7 @@ A shard check function receives a :class:`ShardContext` and yields any of:
 - :class:`RowCheck`: a boolean polars expression per row (True = the row fails), fused by the
   runner with every other check of the shard into ONE lazy query;
 - :class:`Stat`: an aggregate expression whose value goes to the shard's ``stats``;
+- :class:`Payload`: an aggregate kept on the shard result for the merge, not in the report;
 - :class:`~datacheck.findings.Finding`: a shard-level finding decided from the schema alone;
 - :class:`~datacheck.findings.Skipped`: the check cannot run here, and why.
 """
@@ -25,6 +26,7 @@ __all__ = [
     "ShardContext",
     "RowCheck",
     "Stat",
+    "Payload",
     "ShardItem",
     "shard_checks",
     "dataset_checks",
@@ -79,7 +81,17 @@ class Stat:
     post: Callable[[Any], Any] = lambda v: v
 
 
-ShardItem = Union[RowCheck, Stat, Finding, Skipped]
+@dataclass(frozen=True)
+class Payload:
+    """An aggregate computed in the fused query and kept on the shard result (``ShardResult.payload``)
+    for the merge, but never written into the report (e.g. 128-bit row content hashes)."""
+
+    key: str
+    expr: pl.Expr
+    post: Callable[[Any], Any] = lambda v: v
+
+
+ShardItem = Union[RowCheck, Stat, Payload, Finding, Skipped]
 ShardFn = Callable[[ShardContext], Iterable[ShardItem]]
 DatasetFn = Callable[[Any], Iterable[Union[Finding, Skipped]]]
 
