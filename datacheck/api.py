@@ -18,7 +18,8 @@ from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.report import Report, ShardReport, skipped_dicts
 from datacheck.runner import ShardResult, audit_shard
 
-__all__ = ["audit", "audit_one", "audit_shards", "DatasetContext", "apply_policy", "build_report"]
+__all__ = ["audit", "audit_one", "audit_one_cached", "audit_shards", "finish_report", "DatasetContext", "apply_policy",
+           "build_report"]
 
 FAIL_ON = ("error", "warn", "never")
 
@@ -31,6 +32,12 @@ class DatasetContext:
     shards: list[ShardResult]
     temp_files: list[str] = field(default_factory=list)
     root: Path | None = None
+    #: shard path -> split name from ``[splits]`` (shards matching no glob are absent)
+    splits: dict[str, str] = field(default_factory=dict)
+    #: the committed ``[dataset] index`` (:class:`~datacheck.dataindex.DataIndex`), read before any shard
+    index: Any = None
+    #: shard results of the ``--against`` dataset (hash payloads only), or None
+    against: list[ShardResult] | None = None
 
     def readable_shards(self) -> list[ShardResult]:
         return [s for s in self.shards if s.readable]
@@ -166,53 +173,52 @@ def audit_one(ds: DiscoveredShard, cfg: Config) -> ShardResult:
     return audit_shard(ds, cfg, chash, size)
 
 
+def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any) -> ShardResult:
+    """Hash one shard; answer from ``cache`` (a :class:`~datacheck.cache.ShardCache`) when it holds
+    the result for these bytes, path, format and config (no shard data is read then), else audit
+    it and store the result."""
+    try:
+        chash, size = hash_file(ds.path)
+    except OSError:
+        return audit_one(ds, cfg)  # not cacheable: audit_one reports the unreadable file
+    key = cache.key(ds.rel, ds.format, chash)
+    hit = cache.get(key, ds.rel)
+    if hit is not None:
+        return hit
+    result = audit_shard(ds, cfg, chash, size)
+    cache.put(key, result)
+    return result
+
+
 def audit_shards(disc: Discovery, cfg: Config,
-                 progress: Callable[[str, int, int], None] | None = None) -> list[ShardResult]:
-    """Map :func:`audit_one` over the discovered shards, in path order."""
+                 progress: Callable[[str, int, int], None] | None = None,
+                 cache: Any = None) -> list[ShardResult]:
+    """Map :func:`audit_one` over the discovered shards, in discovery order; with ``cache`` (a
+    :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache."""
     load_families()
     results: list[ShardResult] = []
     total = len(disc.shards)
     for k, ds in enumerate(disc.shards):
-        results.append(audit_one(ds, cfg))
+        results.append(audit_one(ds, cfg) if cache is None else audit_one_cached(ds, cfg, cache))
         if progress is not None:
             progress(ds.rel, k + 1, total)
     return results
 
 
-def audit(
-    paths: str | Path | list[str | Path],
-    config: Config | str | Path | dict | None = None,
-    *,
-    fail_on: str = "error",
-    progress: Callable[[str, int, int], None] | None = None,
-) -> Report:
-    """Audit the shards under ``paths`` and return the report.
+def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None, temp_files: list[str],
+                  fail_on: str, index: Any = None, against: list[ShardResult] | None = None) -> Report:
+    """Run the dataset-level checks over ``results`` (in discovery order) and build the report.
 
-    Args:
-        paths: shard files, folders (searched recursively) or globs.
-        config: a :class:`Config`, a path to ``datacheck.toml``, a dict of the same keys, or None
-            (``./datacheck.toml`` when present, else defaults).
-        fail_on: ``"error"`` (default), ``"warn"`` or ``"never"``: the lowest severity that fails the gate.
-        progress: called as ``progress(shard_path, done, total)`` after each shard.
-
-    Returns:
-        The :class:`Report`. It is not written anywhere; the CLI stores it.
-
-    Raises:
-        ConfigError: the config is invalid (before any shard is read).
-        UsageError: a path does not exist, no shard was found, or ``fail_on`` is unknown.
+    The single-job audit and ``datacheck merge`` of part reports both end here, so a merged
+    report is the same as a single-job one.
     """
-    from datacheck.errors import UsageError
-
-    if fail_on not in FAIL_ON:
-        raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
-    cfg = _coerce_config(config)
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
-    disc: Discovery = discover([str(p) for p in paths], cfg.dataset.format)
-    results = audit_shards(disc, cfg, progress)
+    load_families()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
-    dctx = DatasetContext(cfg=cfg, shards=results, temp_files=disc.temp_files, root=disc.root)
+    from datacheck.checks.crossdup import assign_splits
+
+    dctx = DatasetContext(cfg=cfg, shards=results, temp_files=list(temp_files), root=root,
+                          splits=assign_splits([r.path for r in results], dict(cfg.splits)), index=index,
+                          against=against)
     dataset_findings: list[Finding] = []
     for _family, fn in DATASET_CHECKS:
         for item in fn(dctx):
@@ -223,3 +229,67 @@ def audit(
     for f in dataset_findings:
         catalog.info(f.check)  # an unknown ID is a bug: fail loudly in tests
     return build_report(cfg, results, dataset_findings, skipped, fail_on)
+
+
+def audit(
+    paths: str | Path | list[str | Path],
+    config: Config | str | Path | dict | None = None,
+    *,
+    fail_on: str = "error",
+    progress: Callable[[str, int, int], None] | None = None,
+    cache_dir: str | Path | None = None,
+    against: str | Path | list[str | Path] | None = None,
+) -> Report:
+    """Audit the shards under ``paths`` and return the report.
+
+    Args:
+        paths: shard files, folders (searched recursively) or globs.
+        config: a :class:`Config`, a path to ``datacheck.toml``, a dict of the same keys, or None
+            (``./datacheck.toml`` when present, else defaults).
+        fail_on: ``"error"`` (default), ``"warn"`` or ``"never"``: the lowest severity that fails the gate.
+        progress: called as ``progress(shard_path, done, total)`` after each shard.
+        cache_dir: per-shard result cache folder (:mod:`datacheck.cache`); None (default): no cache.
+        against: another dataset (shard files, folders or globs) to compare with: rows of the audited
+            data whose content also occurs there are ``dup.split_overlap`` (e.g. eval against train).
+            Only its row content hashes are computed; its own defects are not reported.
+
+    Returns:
+        The :class:`Report`. It is not written anywhere; the CLI stores it.
+
+    Raises:
+        ConfigError: the config is invalid (before any shard is read).
+        UsageError: a path does not exist, no shard was found, ``fail_on`` is unknown,
+            ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
+            newer format version or lists a path outside the audited root (all before any shard is read).
+    """
+    from datacheck.errors import UsageError
+
+    if fail_on not in FAIL_ON:
+        raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
+    cfg = _coerce_config(config)
+    if cfg.dataset.schema_ is not None:  # a bad schema is a usage error (exit 2) before any shard is read
+        from datacheck.contracts import load_contract
+
+        load_contract(cfg.dataset.schema_)
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    cache = None
+    if cache_dir is not None:
+        from datacheck.cache import ShardCache
+
+        cache = ShardCache(cache_dir, cfg)
+    disc: Discovery = discover([str(p) for p in paths], cfg.dataset.format)
+    index = None
+    if cfg.dataset.index is not None:  # a bad index is a usage error before any shard is read
+        from datacheck.dataindex import read_index, resolve_index_path
+
+        index = read_index(resolve_index_path(cfg.dataset.index, disc.root), disc.root)
+    against_results = None
+    if against is not None:
+        from datacheck.checks.crossdup import hash_shards
+
+        against_results = hash_shards(discover([str(p) for p in ([against] if isinstance(against, (str, Path))
+                                                                 else against)], cfg.dataset.format), cfg)
+    results = audit_shards(disc, cfg, progress, cache=cache)
+    return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
+                         index=index, against=against_results)

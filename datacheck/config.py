@@ -4,6 +4,7 @@ types are errors that name the key). Every key is optional.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import tomllib
@@ -153,7 +154,8 @@ class Config(_Section):
     def _known_ids(cls, v: dict[str, PolicyEntry]) -> dict[str, PolicyEntry]:
         for key in v:
             if not catalog.is_known(key):
-                close = [c for c in catalog.CATALOG if c.split(".")[-1] == key.split(".")[-1]]
+                close = ([c for c in catalog.CATALOG if c.split(".")[-1] == key.split(".")[-1]]
+                         or difflib.get_close_matches(key, list(catalog.CATALOG), n=1, cutoff=0.8))
                 hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
                 raise ValueError(f"unknown check ID {key!r}{hint}")
         return v

@@ -70,6 +70,9 @@ class Report:
     stats: dict[str, Any] = field(default_factory=dict)
     row_content: dict[str, Any] = field(default_factory=dict)
     report_version: int = REPORT_VERSION
+    #: only in the report of one part of a split audit (:mod:`datacheck.parts`): ``num_parts``,
+    #: ``part``, ``results_file`` (the results sidecar beside the report) and ``results_digest``
+    part: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -96,6 +99,12 @@ class Report:
         raise PolicyFailed(f"data gate failed: {len(fails)} finding(s) fail the policy: {head}", report=self)
 
     def to_dict(self) -> dict[str, Any]:
+        d = self._to_dict()
+        if self.part is not None:
+            d["part"] = self.part
+        return d
+
+    def _to_dict(self) -> dict[str, Any]:
         return {
             "report_version": self.report_version,
             "datacheck_version": self.datacheck_version,
@@ -131,6 +140,7 @@ class Report:
             shards=tuple(ShardReport.from_dict(s) for s in d.get("shards", [])),
             dataset_findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
             skipped=tuple(d.get("skipped", [])), stats=d.get("stats", {}), row_content=d.get("row_content", {}),
+            part=d.get("part"),
         )
 
 

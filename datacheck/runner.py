@@ -17,6 +17,14 @@ from datacheck.roles import Roles, resolve_roles
 
 __all__ = ["ShardResult", "audit_shard"]
 
+#: polars raises PanicException (a BaseException) on internal assertion failures; treat it like an error.
+_POLARS_ERRORS = (Exception, pl.exceptions.PanicException)
+
+#: What a failing polars query raises: its exceptions, and ``PanicException`` (a ``BaseException``
+#: raised when the engine itself panics, e.g. on some fused list expressions over a parquet scan).
+#: Both are isolated to the check at fault, never allowed to crash the audit.
+ENGINE_ERRORS: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
+
 
 @dataclass
 class ShardResult:
@@ -81,7 +89,11 @@ def _collect_items(ctx: ShardContext) -> tuple[list[RowCheck], list[Stat], list[
 
 
 def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
-    exprs = [pl.int_range(pl.len(), dtype=pl.UInt32).filter(rc.fails.fill_null(False)).implode().alias(f"__r{i}")]
+    if rc.rows is not None:
+        rows = rc.rows
+    else:
+        rows = pl.int_range(pl.len(), dtype=pl.UInt32).filter(rc.fails.fill_null(False))
+    exprs = [rows.implode().alias(f"__r{i}")]
     exprs += [e.alias(f"__d{i}__{k}") for k, e in rc.details.items()]
     return exprs
 
@@ -102,10 +114,10 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
         df = lf.select(exprs).collect()
         ok_checks = list(range(len(row_checks)))
         ok_stats = list(range(len(stats)))
-    except Exception as exc:  # isolate: the read itself, or one expression
+    except ENGINE_ERRORS as exc:  # isolate: the read itself, or one expression
         try:
             lf.select(pl.all().is_null().sum()).collect()
-        except Exception as read_exc:
+        except ENGINE_ERRORS as read_exc:
             raise Unreadable(f"reading the data failed: {str(read_exc).splitlines()[0]}") from None
         df_parts = [lf.select(pl.len().alias("__n")).collect()]
         ok_checks, ok_stats = [], []
@@ -113,13 +125,13 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
             try:
                 df_parts.append(lf.select(_row_exprs(i, rc)).collect())
                 ok_checks.append(i)
-            except Exception as e:
+            except ENGINE_ERRORS as e:
                 skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {str(e).splitlines()[0]}"))
         for j, s in enumerate(stats):
             try:
                 df_parts.append(lf.select(s.expr.alias(f"__s{j}")).collect())
                 ok_stats.append(j)
-            except Exception as e:
+            except ENGINE_ERRORS as e:
                 skipped.append(Skipped(f"stats.{s.key}", f"could not compute: {str(e).splitlines()[0]}"))
         df = pl.concat(df_parts, how="horizontal")
         del exc
@@ -150,8 +162,8 @@ def _examples(lf: pl.LazyFrame, wanted: dict[int, list[int]], row_checks: list[R
     if not idx:
         return {}
     try:
-        df = (lf.with_row_index("__row").filter(pl.col("__row").is_in(all_rows)).select(exprs).collect())
-    except Exception:
+        df = (lf.with_row_index("__row").filter(pl.col("__row").is_in(pl.Series(all_rows, dtype=pl.UInt32).implode())).select(exprs).collect())
+    except ENGINE_ERRORS:
         return {}
     by_row = {int(r): k for k, r in enumerate(df["__row"].to_list())}
     out: dict[int, dict[int, Any]] = {}
@@ -185,7 +197,11 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     for i, (rows, details) in list(results.items()):
         rc = row_checks[i]
         if rows and rc.refine is not None:
-            results[i] = (rc.refine(data.lf, rows), details)
+            try:
+                results[i] = (rc.refine(data.lf, rows), details)
+            except ENGINE_ERRORS as e:
+                del results[i]
+                skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: {str(e).splitlines()[0]}"))
     failed = {i: rows[:max_ex] for i, (rows, _) in results.items() if rows}
     example_values = _examples(data.lf, failed, row_checks)
     findings: list[Finding] = list(data.decode_findings) + _missing_column_findings(roles, ds.rel) + shard_findings

@@ -54,22 +54,26 @@ class RowCheck:
         check: check ID.
         column: the column concerned (None when several).
         fails: Boolean expression per row; True = the row fails; null counts as not failing.
+            (May be None when ``rows`` is given.)
         message: ``f(count, details) -> str``; ``details`` holds the evaluated ``details`` exprs.
         example: per-row expression of the value to show; evaluated only on example rows.
         details: name -> aggregate expression (one value per shard), computed in the fused query.
         severity: overrides the catalog's default severity.
         refine: ``f(lf, candidate_rows) -> exact_rows``; for checks whose fused expression only
             yields candidates (e.g. duplicates by a 64-bit in-memory hash, verified exactly here).
+        rows: instead of ``fails``, an aggregate expression giving the sorted failing row indices
+            (UInt32), for position-wise checks computed on exploded lists.
     """
 
     check: str
     column: str | None
-    fails: pl.Expr
+    fails: pl.Expr | None
     message: Callable[[int, dict[str, Any]], str]
     example: pl.Expr | None = None
     details: dict[str, pl.Expr] = field(default_factory=dict)
     severity: str | None = None
     refine: Callable[[pl.LazyFrame, list[int]], list[int]] | None = None
+    rows: pl.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -121,4 +125,5 @@ def dataset_checks(family: str) -> Callable[[DatasetFn], DatasetFn]:
 
 def load_families() -> None:
     """Import every family module so that its checks register (idempotent)."""
-    from datacheck.checks import dup, empty, finite, index, labels, length, mask, tokens  # noqa: F401
+    from datacheck.checks import dup, empty, finite, index, labels, length, mask, schema, tokens  # noqa: F401
+    from datacheck.checks import crossdup, dist  # noqa: F401

@@ -31,6 +31,8 @@ def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     0 tokens is 0/0 = NaN).
     """
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
+    if not r.text:
+        yield Skipped("empty.text", "no text column (set [columns] text)")
     for col in r.text:
         t = s[col]
         if t == pl.String:

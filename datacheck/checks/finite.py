@@ -28,9 +28,10 @@ def _storage_max(t: pl.DataType) -> float:
 
 
 def _max_abs(col: str, t: pl.DataType) -> pl.Expr:
+    """Aggregate: the largest finite |value| of the column (NaN and +/-inf left out: they have their own checks)."""
     if t.is_float():
-        return pl.col(col).abs().max()
-    return flat_list(col, t).list.eval(pl.element().abs()).list.max().max()
+        return pl.col(col).filter(pl.col(col).is_finite()).abs().max()
+    return flat_list(col, t).list.eval(pl.element().filter(pl.element().is_finite()).abs()).list.max().max()
 
 
 @shard_checks("finite")

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 from datacheck.checks import dataset_checks
 from datacheck.findings import Finding, Skipped
 
-__all__ = ["numbering_gap", "temp_files", "duplicate_shards", "SHARD_NAME"]
+__all__ = ["numbering_gap", "temp_files", "duplicate_shards", "committed_index", "shipped_index", "SHARD_NAME"]
 
 #: ``NAME-00002-of-00005.ext`` (Hugging Face / Megatron style shard names)
 SHARD_NAME = re.compile(r"^(?P<prefix>.*?)-?(?P<i>\d+)-of-(?P<n>\d+)(?P<suffix>(\.[^/]*)?)$")
@@ -88,3 +88,42 @@ def duplicate_shards(dctx: Any) -> Iterable[Finding]:
                 message=f"{len(paths)} shards have identical bytes ({h}): {', '.join(sorted(paths))}; every row is seen twice",
                 details={"content_hash": h},
             )
+
+
+@dataset_checks("index")
+def committed_index(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``index.missing_shard``/``extra_shard``/``changed_shard``/``row_count_mismatch`` against the
+    committed ``[dataset] index`` (read and validated before any shard; see :mod:`datacheck.dataindex`)."""
+    from datacheck.dataindex import compare_index, read_index, resolve_index_path
+
+    idx = getattr(dctx, "index", None)
+    if idx is None and dctx.cfg.dataset.index is not None and dctx.root is not None:
+        idx = read_index(resolve_index_path(dctx.cfg.dataset.index, dctx.root), dctx.root)
+    if idx is None:
+        return
+    actual = [(s.path, s.content_hash, s.bytes, s.rows) for s in dctx.shards]
+    yield from compare_index(idx, actual, dctx.temp_files)
+
+
+@dataset_checks("index")
+def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
+    """The same checks against the shard lists real datasets ship under the audited root: Hugging Face
+    ``state.json`` ``_data_files`` (+ ``dataset_info.json`` split sizes) and MosaicML ``index.json``."""
+    import os
+    from pathlib import Path
+
+    from datacheck.dataindex import compare_shipped, shipped_lists
+
+    if dctx.root is None or not Path(dctx.root).is_dir():
+        return
+    lists = shipped_lists(Path(dctx.root))
+    if not lists:
+        return
+    root = Path(dctx.root)
+    files: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        rel = Path(dirpath).relative_to(root).as_posix()
+        files.update(f if rel == "." else f"{rel}/{f}" for f in filenames)
+    for lst in lists:
+        yield from compare_shipped(lst, dctx.shards, files)

@@ -24,6 +24,12 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     ign = lab.ignore
     c = pl.col(col)
     numeric = t.is_numeric()
+    if t.is_nested():
+        why = (f"label column {col!r} has dtype {t}, not a scalar class label "
+               "(token labels belong in [columns] labels)")
+        for cid in ("labels.null", "labels.unexpected_sentinel", "labels.out_of_range"):
+            yield Skipped(cid, why)
+        return
     yield RowCheck(check="labels.null", column=col, fails=c.is_null(), example=c,
                    message=lambda n, d, col=col: f"{n} row(s) have no label in {col!r} (null)")
     yield Stat(key="labels", expr=value_counts(c, limit=10_000),
@@ -49,7 +55,7 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
             yield Skipped("labels.out_of_range", f"label column {col!r} has dtype {t}")
             return
         outside = c.is_not_null() & c.cast(pl.String if not numeric else t).is_in(
-            pl.Series([str(x) for x in classes]) if not numeric else pl.Series(classes).cast(t)).not_() & not_ignored
+            (pl.Series([str(x) for x in classes]) if not numeric else pl.Series(classes).cast(t)).implode()).not_() & not_ignored
         if sentinel is not None:
             outside = outside & sentinel.not_()
         yield RowCheck(
@@ -157,6 +163,7 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
         for v, cnt in st["counts"]:
             merged[v] = merged.get(v, 0) + cnt
     if col is None:
+        yield Skipped("labels.unseen_class", "no class label column (set [columns] label)")
         return
     if lab.classes is not None:
         domain = list(lab.classes)

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks import RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
-from datacheck.checks._expr import first_bad
+from datacheck.checks._expr import aligned_explode, first_bad, positions_count, rows_where
 from datacheck.findings import Finding, Skipped
 from datacheck.roles import inner_dtype, is_list
 
@@ -18,6 +18,14 @@ def _aligned(*cols: str) -> pl.Expr:
     return pl.all_horizontal([x == lens[0] for x in lens[1:]])
 
 
+def _flat(ctx: ShardContext, want: list[str], where: pl.Expr | None = None) -> tuple[pl.Expr, list[pl.Expr]]:
+    """Position-wise (exploded) views of the list columns ``want`` and their row ``ends`` (see
+    ``aligned_explode``). Rows where these columns differ in length are excluded (``length.mismatch``),
+    and so are rows where ``where`` is not true (e.g. a non-binary mask: ``mask.non_binary``)."""
+    ends, flats = aligned_explode(want, where)
+    return ends, flats
+
+
 @shard_checks("mask")
 def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     """``mask.non_binary``, ``mask.not_contiguous``, ``padding.token_not_pad``, ``padding.label_not_ignored``.
@@ -27,8 +35,8 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     1s are not one block against ``padding_side`` (right: a 1 after a 0; left: a 0 after a 1);
     ``token_not_pad`` when a position with mask 0 holds an id other than ``pad_token_id``;
     ``label_not_ignored`` when a position with mask 0 has a label other than ``ignore_index`` (the
-    loss trains on padding). Pairwise checks only look at rows whose lists have equal lengths
-    (others are ``length.mismatch``).
+    loss trains on padding). Position-wise checks only look at rows where the lists they compare
+    have equal lengths (others are ``length.mismatch``).
     """
     r, tok, lab = ctx.roles, ctx.cfg.tokens, ctx.cfg.labels
     mcol = r.attention_mask
@@ -59,8 +67,14 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
                 message=lambda n, d: f"{n} row(s) of attention_mask ({inner}) hold values other than 0 and 1",
             )
         side = tok.padding_side
-        diffs = mi.list.eval(pl.element().diff())
-        holes = (diffs.list.max() > 0) if side == "right" else (diffs.list.min() < 0)
+        # For a binary mask with s ones: right padding is contiguous iff the first 0 sits at index s
+        # (or there is no 0); left padding iff the first 1 sits at index len - s (or there is no 1).
+        # Native list kernels only (arg_min/arg_max/sum), no per-row evaluation.
+        s_ones = mi.list.sum()
+        if side == "right":
+            holes = (mi.list.min() == 0) & (mi.list.arg_min() != s_ones)
+        else:
+            holes = (mi.list.max() == 1) & (mi.list.arg_max() != mi.list.len() - s_ones)
         yield RowCheck(
             check="mask.not_contiguous", column=mcol, fails=binary & holes, example=m,
             message=lambda n, d, side=side: (f"{n} row(s) have an attention_mask that is not one block of 1s "
@@ -72,13 +86,13 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
             yield Skipped("padding.token_not_pad", "needs input_ids and [tokens] pad_token_id")
         else:
             pad = tok.pad_token_id
-            ok = _aligned(ids, mcol) & binary
-            x = pl.when(ok).then((1 - mi) * (pl.col(ids) - pad))
-            nz = x.list.eval((pl.element() != 0).cast(pl.UInt32)).list.sum()
+            nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 0) & (x != pad))
+            rid, (fm, fi) = _flat(ctx, [mcol, ids], binary)
+            bad = (fm == 0) & (fi != pad)
             yield RowCheck(
-                check="padding.token_not_pad", column=ids, fails=nz > 0,
+                check="padding.token_not_pad", column=ids, fails=None, rows=rows_where(rid, bad),
                 example=pl.format("{} masked position(s) hold non-pad ids", nz),
-                details={"positions": nz.sum()},
+                details={"positions": bad.sum()},
                 message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
                                                f"with attention_mask 0 ({d.get('positions')} positions)"),
             )
@@ -87,13 +101,13 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
             yield Skipped("padding.label_not_ignored", "needs a token labels column and [labels] ignore_index")
         else:
             ign = lab.ignore
-            ok = _aligned(labels, mcol) & binary
-            x = pl.when(ok).then((1 - mi) * (pl.col(labels) - ign))
-            nz = x.list.eval((pl.element() != 0).cast(pl.UInt32)).list.sum()
+            nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
+            rid, (fm, fl) = _flat(ctx, [mcol, labels], binary)
+            bad = (fm == 0) & (fl != ign)
             yield RowCheck(
-                check="padding.label_not_ignored", column=labels, fails=nz > 0,
+                check="padding.label_not_ignored", column=labels, fails=None, rows=rows_where(rid, bad),
                 example=pl.format("{} padded position(s) are supervised", nz),
-                details={"positions": nz.sum()},
+                details={"positions": bad.sum()},
                 message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
                                                f"positions (attention_mask 0; {d.get('positions')} positions): "
                                                "the loss trains on padding. Set labels to ignore_index where the mask is 0"),
@@ -102,15 +116,15 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     labels, ids = r.labels, r.input_ids
     if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
         eos, ign = tok.eos_token_id, lab.ignore
-        is_eos = pl.col(ids).list.eval((pl.element() == eos).cast(pl.Int64))
         if mcol is not None and is_list(ctx.schema[mcol]):
-            in_content = pl.when(_aligned(ids, mcol)).then(is_eos * pl.col(mcol).cast(pl.List(pl.Int64)))
+            rid, (fi, fm, fl) = _flat(ctx, [ids, mcol, labels])
+            in_content = (fi == eos) & (fm != 0)
         else:
-            in_content = is_eos
-        sup = pl.when(_aligned(ids, labels)).then(in_content * pl.col(labels).list.eval((pl.element() != ign).cast(pl.Int64)))
+            rid, (fi, fl) = _flat(ctx, [ids, labels])
+            in_content = fi == eos
         yield Stat(key="eos", expr=pl.struct(
-            total=in_content.list.sum().sum(), supervised=sup.list.sum().sum(),
-            rows_with_eos=(in_content.list.sum() > 0).sum()),
+            total=in_content.sum(), supervised=(in_content & (fl != ign)).sum(),
+            rows_with_eos=rows_where(rid, in_content).len()),
             post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
     if labels is not None and lab.ignore is not None:
         ign = lab.ignore
@@ -132,15 +146,21 @@ def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     total = sup = rows = 0
     shards = []
+    measured = 0
     for s in dctx.readable_shards():
         e = s.stats.get("eos")
         if not e:
             continue
+        measured += 1
         total += e.get("total") or 0
         sup += e.get("supervised") or 0
         rows += e.get("rows_with_eos") or 0
         if e.get("total"):
             shards.append(s.path)
+    if not measured:
+        yield Skipped("padding.eos_unsupervised",
+                      "needs input_ids, a token labels column and [labels] ignore_index in some shard")
+        return
     if total and sup == 0:
         yield Finding(
             check="padding.eos_unsupervised", severity="error", count=rows, ratio=0.0,

@@ -69,6 +69,12 @@ class Discovery:
     ignored: list[str] = field(default_factory=list)  # files that are not shards (metadata, unknown ext)
 
 
+def _abs(p: Path) -> Path:
+    """``p`` made absolute WITHOUT resolving symlinks: a shard that is a link (a Hugging Face cache
+    snapshot links every file into ``blobs/``) keeps its own name and place in the report."""
+    return Path(os.path.abspath(p))
+
+
 def _candidates(arg: str) -> tuple[Path, list[Path]]:
     """(root, files) for one PATH argument."""
     p = Path(arg)
@@ -80,15 +86,15 @@ def _candidates(arg: str) -> tuple[Path, list[Path]]:
                 base = arg[:i]
                 break
         root = Path(base) if base.endswith(os.sep) or base == "" else Path(base).parent
-        return (root if str(root) else Path(".")).resolve(), [f.resolve() for f in files]
+        return _abs(root if str(root) else Path(".")), [_abs(f) for f in files]
     if p.is_dir():
         files = []
         for dirpath, dirnames, filenames in os.walk(p):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") or d.startswith(".~"))
             files.extend(Path(dirpath) / f for f in sorted(filenames))
-        return p.resolve(), [f.resolve() for f in files]
+        return _abs(p), [_abs(f) for f in files]
     if p.is_file():
-        return p.resolve().parent, [p.resolve()]
+        return _abs(p).parent, [_abs(p)]
     if p.exists():
         raise UsageError(f"{arg}: not a regular file or folder")
     raise UsageError(f"{arg}: no such file or folder; give a shard file, a folder of shards or a glob")

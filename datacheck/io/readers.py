@@ -28,6 +28,10 @@ from datacheck.findings import Example, Finding, show_value
 
 __all__ = ["ShardData", "Unreadable", "open_shard", "read_bytes"]
 
+#: A reader's failure: any exception, and polars' ``PanicException`` (a ``BaseException``) on bytes
+#: the engine cannot handle. Each becomes :class:`Unreadable` (``decode.unreadable``), never a crash.
+_READ_ERRORS: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
+
 
 class Unreadable(Exception):
     """The shard cannot be opened or parsed; ``reason`` says why and where (becomes ``decode.unreadable``)."""
@@ -77,7 +81,7 @@ def read_bytes(path: Path) -> bytes:
             import zstandard
 
             return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
-    except Exception as exc:  # corrupt compressed stream
+    except _READ_ERRORS as exc:  # corrupt compressed stream
         raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
     return raw
 
@@ -92,8 +96,18 @@ def _suggest_encoding(b: bytes) -> str:
     return "latin-1"
 
 
-def _split_lines(data: bytes) -> list[tuple[int, bytes]]:
-    """(byte offset, line bytes without the newline) for every line; a final newline ends the last line."""
+_BOM = b"\xef\xbb\xbf"
+
+
+def _strip_bom(data: bytes) -> tuple[bytes, int]:
+    """(data without a leading UTF-8 byte order mark, its length 0 or 3). Editors and Excel write a
+    BOM at the start of UTF-8 text; it is not part of the first record or header."""
+    return (data[3:], 3) if data.startswith(_BOM) else (data, 0)
+
+
+def _split_lines(data: bytes, base: int = 0) -> list[tuple[int, bytes]]:
+    """(byte offset in the file, line bytes without the newline) for every line; a final newline ends
+    the last line. ``base``: the file offset of ``data[0]`` (3 after a stripped BOM)."""
     out = []
     pos = 0
     n = len(data)
@@ -103,7 +117,7 @@ def _split_lines(data: bytes) -> list[tuple[int, bytes]]:
         line = data[pos:end]
         if line.endswith(b"\r"):
             line = line[:-1]
-        out.append((pos, line))
+        out.append((base + pos, line))
         pos = end + 1
     return out
 
@@ -167,7 +181,7 @@ def _blank_finding(blank: list[tuple[int, int]], max_examples: int) -> Finding:
 
 
 def _read_jsonl(path: Path, max_examples: int) -> ShardData:
-    data = read_bytes(path)
+    data, bom = _strip_bom(read_bytes(path))
     findings: list[Finding] = []
     try:
         data.decode("utf-8")
@@ -185,9 +199,9 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
                 df = pl.read_ndjson(data, infer_schema_length=None)
                 if df.height == nonblank:
                     return ShardData(lf=df.lazy(), line_format=True, line_base=1)
-            except Exception:
+            except _READ_ERRORS:
                 pass
-    lines = _split_lines(data)
+    lines = _split_lines(data, bom)
     if not utf8_ok:
         f, fixed = _utf8_findings(lines, max_examples)
         findings.extend(f)
@@ -209,7 +223,9 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
             bad.append((i + 1, off, f"{what} (column {exc.colno})", text))
             continue
         if not isinstance(obj, dict):
-            bad.append((i + 1, off, f"a JSON {type(obj).__name__}, not an object", text))
+            kind = {type(None): "null", list: "array", str: "string", bool: "boolean", int: "number",
+                    float: "number"}.get(type(obj), type(obj).__name__)
+            bad.append((i + 1, off, f"a JSON {kind}, not an object", text))
             continue
         good.append(text)
         line_of_row.append(i + 1)
@@ -220,7 +236,7 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
     if good:
         try:
             df = pl.read_ndjson("\n".join(good).encode("utf-8"), infer_schema_length=None)
-        except Exception as exc:
+        except _READ_ERRORS as exc:
             raise Unreadable(f"the JSON records parse but do not form one table: {exc}") from None
     else:
         df = pl.DataFrame()
@@ -229,13 +245,13 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
 
 
 def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardData:
-    data = read_bytes(path)
+    data, bom = _strip_bom(read_bytes(path))
     sep = dataset_cfg.separator or ("\t" if fmt == "tsv" else ",")
     quote = dataset_cfg.quote_char if dataset_cfg.quote_char else None
     header = dataset_cfg.header
     names = list(dataset_cfg.names) if dataset_cfg.names else None
     findings: list[Finding] = []
-    lines = _split_lines(data)
+    lines = _split_lines(data, bom)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -302,7 +318,7 @@ def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardData
         try:
             df = pl.read_csv(buf.getvalue().encode("utf-8"), infer_schema_length=None,
                              null_values=[""], try_parse_dates=False)
-        except Exception as exc:
+        except _READ_ERRORS as exc:
             raise Unreadable(f"CSV records do not form one table: {exc}") from None
     contiguous = bool(line_of_row) and line_of_row[-1] - line_of_row[0] == len(line_of_row) - 1
     return ShardData(
@@ -334,7 +350,7 @@ def _read_parquet(path: Path) -> ShardData:
     try:
         lf = pl.scan_parquet(path)
         lf.collect_schema()
-    except Exception as exc:
+    except _READ_ERRORS as exc:
         raise Unreadable(_parquet_reason(path, exc)) from None
     return ShardData(lf=lf)
 
@@ -348,8 +364,11 @@ def _read_arrow(path: Path) -> ShardData:
         raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
     if size == 0:
         raise Unreadable("zero-byte file (an interrupted download or write?)")
-    with open(path, "rb") as f:
-        head = f.read(8)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
     try:
         if head.startswith(b"ARROW1"):
             lf = pl.scan_ipc(path)
@@ -358,19 +377,47 @@ def _read_arrow(path: Path) -> ShardData:
         with pa.memory_map(str(path), "r") as src:
             table = pa.ipc.open_stream(src).read_all()
         return ShardData(lf=pl.from_arrow(table).lazy())  # type: ignore[union-attr]
-    except Exception as exc:
+    except _READ_ERRORS as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Unreadable(f"not a readable Arrow IPC file or stream (first bytes {head!r}): {msg}") from None
 
 
+def _as_lists(dtype: pl.DataType) -> pl.DataType:
+    """``dtype`` with every fixed-size ``Array`` (at any depth, also inside structs) made a ``List``."""
+    if isinstance(dtype, pl.Array):
+        return pl.List(_as_lists(dtype.inner))  # type: ignore[arg-type]
+    if isinstance(dtype, pl.List):
+        return pl.List(_as_lists(dtype.inner))  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct([pl.Field(f.name, _as_lists(f.dtype)) for f in dtype.fields])
+    return dtype
+
+
+def _normalize(data: ShardData) -> ShardData:
+    """Fixed-size list columns (Arrow ``fixed_size_list``, polars ``Array``: e.g. Hugging Face
+    ``Sequence(length=N)`` features or numpy-written parquet) are read as variable-size ``List``
+    columns, so that every list check sees one list type. The cast is lazy (part of the fused query)."""
+    try:
+        schema = data.lf.collect_schema()
+    except _READ_ERRORS as exc:
+        raise Unreadable(f"cannot read the schema: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    casts = {c: _as_lists(t) for c, t in schema.items() if _as_lists(t) != t}
+    if casts:
+        data.lf = data.lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
+    return data
+
+
 def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardData:
-    """Open ``path`` as format ``fmt``. Raises :class:`Unreadable` with the reason and where."""
+    """Open ``path`` as format ``fmt``. Raises :class:`Unreadable` with the reason and where.
+
+    Fixed-size list (``Array``) columns come back as ``List`` columns (see :func:`_normalize`).
+    """
     if fmt == "parquet":
-        return _read_parquet(path)
+        return _normalize(_read_parquet(path))
     if fmt == "arrow":
-        return _read_arrow(path)
+        return _normalize(_read_arrow(path))
     if fmt == "jsonl":
-        return _read_jsonl(path, max_examples)
+        return _normalize(_read_jsonl(path, max_examples))
     if fmt in ("csv", "tsv"):
-        return _read_csv(path, fmt, dataset_cfg, max_examples)
+        return _normalize(_read_csv(path, fmt, dataset_cfg, max_examples))
     raise Unreadable(f"unknown format {fmt!r}")

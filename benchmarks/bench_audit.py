@@ -1,0 +1,119 @@
+"""Benchmark: full `datacheck.audit` of one tokenized parquet shard vs `polars.read_parquet` of it.
+
+Generates (once, seeded) a causal-LM shard of ROWS x SEQ_LEN tokens (default 400,000 x 128 =
+51.2M tokens) with input_ids (list<int32>), attention_mask (list<int8>) and labels (list<int64>),
+right-padded, then measures in the same run, each in a fresh subprocess so peak RSS is per task:
+
+- read:  ``polars.read_parquet(path)`` (all columns),
+- audit: ``datacheck.audit(path, config)`` with every check that applies (vocab, pad/eos, max_seq_len).
+
+Prints wall seconds (median of --repeat runs), peak RSS (MiB) and the ratio audit/read.
+Usage: python benchmarks/bench_audit.py [--rows 400000] [--seq-len 128] [--repeat 3] [--defects]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+WORK = Path(__file__).resolve().parent / "_work"
+CONFIG = {
+    "tokens": {"vocab_size": 50257, "pad_token_id": 50256, "eos_token_id": 50256, "max_seq_len": 128},
+    "labels": {"ignore_index": -100},
+}
+
+
+def make_shard(rows: int, seq_len: int, defects: bool, seed: int = 0) -> Path:
+    import numpy as np
+    import polars as pl
+
+    name = f"lm_{rows}x{seq_len}{'_defects' if defects else ''}.parquet"
+    path = WORK / name
+    if path.exists():
+        return path
+    WORK.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 50256, size=(rows, seq_len), dtype=np.int32)
+    lengths = rng.integers(8, seq_len + 1, size=rows)
+    pos = np.arange(seq_len)[None, :]
+    real = pos < lengths[:, None]
+    eos_pos = np.minimum(lengths - 1, seq_len - 1)
+    ids[np.arange(rows), eos_pos] = 50256  # content ends with eos
+    ids[~real] = 50256  # padding (pad == eos, as in GPT-2)
+    mask = real.astype(np.int8)
+    labels = ids.astype(np.int64)
+    prompt = rng.integers(1, 6, size=rows)
+    labels[pos < prompt[:, None]] = -100
+    labels[~real] = -100
+    if defects:
+        bad = rng.choice(rows, size=rows // 1000, replace=False)
+        ids[bad, 3] = 60000  # out of vocab
+        mask[bad[: len(bad) // 2], 1] = 0  # holes
+    def lst(a, dt):
+        return pl.Series(a.ravel()).reshape((rows, seq_len)).cast(pl.List(dt))
+    df = pl.DataFrame({"input_ids": lst(ids, pl.Int32), "attention_mask": lst(mask, pl.Int8),
+                       "labels": lst(labels, pl.Int64)})
+    tmp = path.with_suffix(".tmp")
+    df.write_parquet(tmp)
+    tmp.replace(path)
+    return path
+
+
+def child(task: str, path: str) -> None:
+    import polars as pl
+
+    if task == "read":
+        t0 = time.perf_counter()
+        df = pl.read_parquet(path)
+        dt = time.perf_counter() - t0
+        extra = {"rows": df.height}
+    else:
+        import datacheck
+
+        t0 = time.perf_counter()
+        rep = datacheck.audit(path, CONFIG)
+        dt = time.perf_counter() - t0
+        extra = {"rows": rep.summary["rows"], "findings": sorted({f.check for f in rep.findings})}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
+    print(json.dumps({"seconds": dt, "peak_rss_mib": rss, **extra}))
+
+
+def run(task: str, path: Path) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", task, str(path)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=400_000)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--defects", action="store_true", help="plant 0.1%% bad rows (examples pass runs too)")
+    ap.add_argument("--child", nargs=2, metavar=("TASK", "PATH"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        child(*a.child)
+        return
+    path = make_shard(a.rows, a.seq_len, a.defects)
+    tokens = a.rows * a.seq_len
+    print(f"shard {path.name}: {a.rows} rows, {tokens / 1e6:.1f}M tokens, {path.stat().st_size / 2**20:.0f} MiB")
+    reads, audits = [], []
+    for _ in range(a.repeat):  # interleaved so that both see the same machine state
+        reads.append(run("read", path))
+        audits.append(run("audit", path))
+    r = statistics.median(x["seconds"] for x in reads)
+    au = statistics.median(x["seconds"] for x in audits)
+    print(f"polars.read_parquet: {r:.2f} s (runs {[round(x['seconds'], 2) for x in reads]}), "
+          f"peak RSS {max(x['peak_rss_mib'] for x in reads):.0f} MiB")
+    print(f"datacheck.audit:     {au:.2f} s (runs {[round(x['seconds'], 2) for x in audits]}), "
+          f"peak RSS {max(x['peak_rss_mib'] for x in audits):.0f} MiB; findings {audits[0]['findings']}")
+    print(f"ratio audit/read: {au / r:.2f} (goal <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,558 @@
+"""Cross-shard duplicates, label conflicts and split leakage, decided in the merge from 128-bit row
+content hashes that every shard computes in its ONE fused query (no shard is read twice).
+
+Row content (CHECKS.md "dup"): the role columns together, except the class ``label`` role (all
+columns, sorted by name, when no role is declared or inferred); columns with no role never make
+rows distinct. Null equals null; values are compared exactly (no case or whitespace folding).
+
+Canonical encoding (``ROW_ENCODING = "datacheck-row-v1"``), stable across library versions:
+
+1. each content column gives, per row, one *part* of 17 bytes: a 1-byte tag and a 16-byte digest.
+
+   - fast path, tag ``0x10 + code`` (code from :data:`LIST_CODES`: int8=1 … uint64=8, float32=9,
+     float64=10): a non-null ``List``/``Array`` of those numbers with no null element; digest =
+     XXH3-128 (seed 0, big-endian digest bytes) of the values' little-endian bytes at their storage
+     width. The width is part of the tag, so ``list<int32> [1, 2]`` and ``list<int64> [1, 2]`` differ
+     (shards of one dataset share their dtypes; a difference is ``schema.inconsistent``).
+   - general path, tag ``0x01``: every other value (strings, scalars, nested lists, null lists and
+     lists holding a null); digest = XXH3-128 of ``polars_hash.hash_rows(column, version=1)``, the
+     plugin's frozen, type-tagged, length-prefixed encoding (an ``Int32`` and an ``Int64`` of the
+     same value encode alike; null is a value of its own).
+
+2. row hash = XXH3-128 (seed 0) of the concatenated parts, in content-column order, as ``UInt128``.
+
+All hashing is done by the ``polars-hash`` plugin (xxh3_128); polars' own ``hash()`` is never used.
+The fast path exists for speed: tokenized shards are lists of ~128 ints per column, and the general
+encoding of such lists costs about as much as reading the shard.
+
+Payload (``ShardResult.payload``; for the merge and for a per-shard result cache; never in the
+report):
+
+- ``"crossdup.rows"``: ``polars.DataFrame`` with one row per shard row, in shard order:
+  ``hash`` (``UInt128``: the row content hash above, label excluded) and, when the shard has a class
+  ``label`` role, ``label`` (that column's values, native dtype). 16 bytes per row plus the label.
+- ``"crossdup.content"``: JSON-able ``{"columns": [...], "label": str | None, "encoding": ROW_ENCODING}``.
+
+Checks in the merge:
+
+- ``dup.exact_across_shards``: a row whose content and label occur in an earlier shard (path order).
+  count = such rows; examples name both shards and rows.
+- ``dup.conflicting_labels``: the same content with more than one distinct (non-null) label.
+  count = distinct contents with more than one label (within a shard or across shards).
+- ``dup.split_overlap``: rows of a split other than the training split whose content (label
+  excluded) occurs in the training split (``[splits]``: the split named ``train``, else the first
+  listed), or in the ``--against`` dataset. count = such rows; examples give both sides.
+
+Merge memory: one array of the low 64 bits of every row hash (8 B/row), sorted in place, finds
+the hash values that repeat (a sort, no hash table over all rows); only the rows holding
+such a value (candidates) are gathered with shard, row, full hash and label, and checked on all
+128 bits. All three checks share this one candidate pass (``--against`` adds one over both datasets).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+import polars as pl
+import polars_hash as plh
+import pyarrow as pa
+
+from datacheck.checks import Payload, ShardContext, ShardItem, dataset_checks, shard_checks
+from datacheck.findings import Example, Finding, Skipped
+from datacheck.roles import is_list
+
+__all__ = [
+    "ROW_ENCODING",
+    "LIST_CODES",
+    "ROWS_KEY",
+    "CONTENT_KEY",
+    "row_hash_series",
+    "row_hash_expr",
+    "content_spec",
+    "crossdup_payload",
+    "exact_across_shards",
+    "conflicting_labels",
+    "split_overlap",
+    "assign_splits",
+    "hash_shards",
+]
+
+ROW_ENCODING = "datacheck-row-v1"
+ROWS_KEY = "crossdup.rows"
+CONTENT_KEY = "crossdup.content"
+#: fast-path dtype codes (tag = 0x10 + code); part of the stable encoding, never renumber
+LIST_CODES: dict[Any, int] = {
+    pl.Int8: 1, pl.Int16: 2, pl.Int32: 3, pl.Int64: 4,
+    pl.UInt8: 5, pl.UInt16: 6, pl.UInt32: 7, pl.UInt64: 8,
+    pl.Float32: 9, pl.Float64: 10,
+}
+_NP = {1: "<i1", 2: "<i2", 3: "<i4", 4: "<i8", 5: "<u1", 6: "<u2", 7: "<u4", 8: "<u8", 9: "<f4", 10: "<f8"}
+_TAG_GENERAL = 0x01
+_MAX_EXAMPLES_BOTH = 20
+
+
+def _digests_binary(s: pl.Series) -> np.ndarray:
+    """``(n, 16)`` uint8: XXH3-128 big-endian digests of a Binary series without nulls."""
+    h = s.to_frame("b").select(plh.col("b").nchash.xxh3_128(return_binary=True, byte_order="big")).to_series()
+    arr = h.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    arr = arr.cast(pa.large_binary())
+    data = arr.buffers()[2]
+    off = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    buf = np.frombuffer(data, dtype=np.uint8)[off[0]:off[-1]]
+    return buf.reshape(len(arr), 16)
+
+
+def _general_digests(s: pl.Series) -> np.ndarray:
+    """``(n, 16)`` digests of ``polars_hash.hash_rows(s, version=1)`` (the general path)."""
+    enc = s.to_frame("v").select(plh.hash_rows(pl.col("v"), version=1).alias("b")).to_series()
+    return _digests_binary(enc)
+
+
+def _list_code(dtype: pl.DataType) -> int | None:
+    if isinstance(dtype, (pl.List, pl.Array)):
+        inner = dtype.inner
+        for k, code in LIST_CODES.items():
+            if inner == k:
+                return code
+    return None
+
+
+def _column_parts(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Tags ``(n,)`` and digests ``(n, 16)`` of one content column (see the module docstring)."""
+    n = len(s)
+    code = _list_code(s.dtype)
+    if code is None:
+        return np.full(n, _TAG_GENERAL, dtype=np.uint8), _general_digests(s)
+    if isinstance(s.dtype, pl.Array):
+        s = s.cast(pl.List(s.dtype.inner))
+    if s.n_chunks() > 1:  # chunk by chunk: no copy of the whole column (rows never span chunks)
+        got = [_list_parts(c, code) for c in s.get_chunks()]
+        return np.concatenate([t for t, _ in got]), np.concatenate([d for _, d in got])
+    return _list_parts(s, code)
+
+
+def _list_parts(s: pl.Series, code: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fast path of :func:`_column_parts` for one chunk of a numeric ``List`` column."""
+    n = len(s)
+    arr = s.to_arrow()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not pa.types.is_large_list(arr.type):
+        arr = arr.cast(pa.large_list(arr.type.value_type))
+    off = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    vals = arr.values
+    width = np.dtype(_NP[code]).itemsize
+    base, end = int(off[0]), int(off[-1])
+    nbytes = (end - base) * width
+    data = vals.buffers()[1]
+    child = pa.Array.from_buffers(pa.uint8(), nbytes, [None, data.slice((vals.offset + base) * width, nbytes)]) \
+        if nbytes else pa.array([], type=pa.uint8())
+    as_bytes = pa.LargeListArray.from_arrays(pa.array((off - base) * width, type=pa.int64()), child)
+    digests = _digests_binary(pl.Series(as_bytes).cast(pl.Binary)).copy()
+    tags = np.full(n, 0x10 + code, dtype=np.uint8)
+    # rows that take the general path: a null list, or a list holding a null element
+    slow = np.zeros(n, dtype=bool)
+    if arr.null_count:
+        slow |= ~np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    vseg = vals.slice(base, end - base)
+    if vseg.null_count:
+        nulls = np.asarray(vseg.is_null().to_numpy(zero_copy_only=False), dtype=np.int64)
+        csum = np.concatenate([[0], np.cumsum(nulls)])
+        rel = off - base
+        slow |= (csum[rel[1:]] - csum[rel[:-1]]) > 0
+    if slow.any():
+        idx = np.flatnonzero(slow)
+        digests[idx] = _general_digests(s.gather(idx))
+        tags[idx] = _TAG_GENERAL
+    return tags, digests
+
+
+def row_hash_series(columns: list[pl.Series]) -> pl.Series:
+    """Row content hashes of ``columns`` (equal lengths), ``UInt128``, one per row.
+
+    Args:
+        columns: the content columns, in content order (any dtypes; see the module docstring for
+            the encoding of each).
+
+    Returns:
+        ``UInt128`` Series named ``hash``, no nulls. Stable across polars/polars-hash versions as long
+        as ``hash_rows`` version 1 and XXH3-128 are unchanged (a golden test pins known values).
+    """
+    n = len(columns[0]) if columns else 0
+    if n == 0:
+        return pl.Series("hash", [], dtype=pl.UInt128)
+    k = len(columns)
+    mat = np.empty((n, 17 * k), dtype=np.uint8)
+    for j, s in enumerate(columns):
+        tags, dig = _column_parts(s)
+        mat[:, 17 * j] = tags
+        mat[:, 17 * j + 1:17 * (j + 1)] = dig
+    offsets = pa.array(np.arange(0, 17 * k * (n + 1), 17 * k, dtype=np.int64))
+    parts = pl.Series(pa.LargeListArray.from_arrays(offsets, pa.array(mat.reshape(-1)))).cast(pl.Binary)
+    return parts.to_frame("p").select(plh.col("p").nchash.xxh3_128().alias("hash")).to_series()
+
+
+def row_hash_expr(cols: list[str]) -> pl.Expr:
+    """Per-row ``UInt128`` content hash of ``cols`` as a polars expression (for the fused query)."""
+    return pl.map_batches([pl.col(c) for c in cols], lambda ss: row_hash_series(list(ss)),
+                          return_dtype=pl.UInt128, is_elementwise=True)
+
+
+def content_spec(ctx: ShardContext) -> tuple[list[str], str | None]:
+    """(content columns without the class label, the class label column or None)."""
+    label = ctx.roles.label
+    cols = ctx.roles.columns()
+    if not cols:
+        cols = sorted(ctx.schema)
+    return [c for c in cols if c != label], label
+
+
+def _rows_post(label: str | None):
+    def post(v: Any) -> pl.DataFrame:
+        s = v if isinstance(v, pl.Series) else pl.Series(v)
+        if s.dtype == pl.Struct:
+            return s.struct.unnest()
+        return s.to_frame("hash")
+
+    return post
+
+
+@shard_checks("dup")
+def crossdup_payload(ctx: ShardContext) -> Iterable[ShardItem]:
+    """The row content hashes (and labels) of the shard, as a :class:`Payload` (see the module docstring)."""
+    cols, label = content_spec(ctx)
+    if not cols:
+        for cid in ("dup.exact_across_shards", "dup.conflicting_labels", "dup.split_overlap"):
+            yield Skipped(cid, "no content column besides the label")
+        return
+    h = row_hash_expr(cols).alias("hash")
+    expr = pl.struct([h, pl.col(label).alias("label")]) if label is not None else pl.struct([h])
+    yield Payload(key=ROWS_KEY, expr=expr.implode(), post=_rows_post(label))
+    spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}
+    yield Payload(key=CONTENT_KEY, expr=pl.lit(0), post=lambda _v, spec=spec: dict(spec))
+
+
+# ----------------------------------------------------------------------------------------- merge
+
+
+def _shard_frames(shards: list[Any]) -> tuple[list[Any], list[pl.DataFrame]]:
+    keep, frames = [], []
+    for s in shards:
+        df = getattr(s, "payload", {}).get(ROWS_KEY)
+        if isinstance(df, pl.DataFrame) and df.height == (s.rows or 0):
+            keep.append(s)
+            frames.append(df)
+    return keep, frames
+
+
+_LOW64 = 2**64 - 1
+
+
+def _low64(h: pl.Series) -> np.ndarray:
+    """The low 64 bits of ``UInt128`` hashes as a ``uint64`` numpy array (8 bytes per row)."""
+    return h.to_frame("h").select(pl.col("h").and_(pl.lit(_LOW64, dtype=pl.UInt128)).cast(pl.UInt64)) \
+        .to_series().to_numpy()
+
+
+def _candidates(frames: list[pl.DataFrame], with_label: bool) -> pl.DataFrame:
+    """Rows whose 128-bit hash occurs more than once over all ``frames``, with ``shard`` (index into
+    ``frames``), ``row``, ``hash`` and (``with_label``) ``label``.
+
+    Memory: one array of the low 64 bits of every hash (8 B/row), sorted in place, finds the values
+    that repeat (a sort, no hash table over all rows); then, one shard at a time, the rows holding
+    such a value are gathered and checked on all 128 bits. A 64-bit coincidence only adds a
+    candidate, never a finding.
+    """
+    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "hash": pl.UInt128})
+    if not frames:
+        return empty
+    allv = np.empty(sum(f.height for f in frames), dtype=np.uint64)
+    at = 0
+    for f in frames:
+        allv[at:at + f.height] = _low64(f.get_column("hash"))
+        at += f.height
+    allv.sort()
+    rep = allv[1:][allv[1:] == allv[:-1]]
+    del allv
+    if rep.size == 0:
+        return empty
+    rep = pl.Series(np.unique(rep))
+    parts = []
+    for i, f in enumerate(frames):  # the low bits again, one shard at a time (memory over speed)
+        rows = pl.Series(_low64(f.get_column("hash"))).is_in(rep.implode()).arg_true()
+        if rows.len() == 0:
+            continue
+        cols = {"shard": pl.Series([i] * rows.len(), dtype=pl.UInt32), "row": rows.cast(pl.UInt32),
+                "hash": f.get_column("hash").gather(rows)}
+        if with_label:
+            cols["label"] = (f.get_column("label").gather(rows) if "label" in f.columns
+                             else pl.Series([None] * rows.len()))
+        parts.append(pl.DataFrame(cols))
+    try:
+        out = pl.concat(parts, how="vertical_relaxed")
+    except Exception:  # shards disagree on the label dtype: compare labels as text
+        out = pl.concat([p.with_columns(pl.col("label").cast(pl.String)) if "label" in p.columns else p
+                         for p in parts], how="vertical_relaxed")
+    return out.filter(pl.len().over("hash") > 1)
+
+
+def _cache(dctx: Any) -> dict:
+    """Per-audit memo on the DatasetContext, so the three checks share one candidate pass."""
+    memo = getattr(dctx, "_crossdup_memo", None)
+    if memo is None:
+        memo = {}
+        try:
+            setattr(dctx, "_crossdup_memo", memo)
+        except AttributeError:
+            pass
+    return memo
+
+
+def _merge(dctx: Any) -> tuple[list[Any], pl.DataFrame]:
+    memo = _cache(dctx)
+    if "audited" not in memo:
+        shards, frames = _shard_frames(dctx.readable_shards())
+        with_label = any("label" in f.columns for f in frames)
+        memo["audited"] = (shards, _candidates(frames, with_label))
+    return memo["audited"]
+
+
+def _content_columns(shards: list[Any]) -> list[str]:
+    for s in shards:
+        spec = s.payload.get(CONTENT_KEY)
+        if spec:
+            return list(spec["columns"])
+    return []
+
+
+@dataset_checks("dup")
+def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``dup.exact_across_shards``: a row whose content (label included) occurs in an earlier shard
+    (of the same split, with ``[splits]``: repeats across splits are ``dup.split_overlap``).
+
+    count = such rows (path order decides which copy is "earlier"); examples: ``shard row`` of the copy
+    and of the first occurrence. Within-shard repeats are ``dup.exact_in_shard``, not counted here.
+    """
+    shards, cand = _merge(dctx)
+    lacking = [s.path for s in dctx.readable_shards() if s not in shards]
+    if lacking:
+        yield Skipped("dup.exact_across_shards", f"{len(lacking)} shard(s) have no row hashes (their check could not "
+                                                 f"run), so they were not compared: {', '.join(lacking[:5])}")
+    if len(shards) < 2 or cand.height == 0:
+        return
+    keys = ["hash", "label"] if "label" in cand.columns else ["hash"]
+    splits = getattr(dctx, "splits", {}) or {}
+    if splits:  # across splits, a repeat is dup.split_overlap (leakage), not a repeat within the data
+        names = sorted({v for v in splits.values()})
+        code = [names.index(splits[s.path]) + 1 if s.path in splits else 0 for s in shards]
+        cand = cand.with_columns(pl.Series("grp", code, dtype=pl.UInt32).gather(cand["shard"]))
+        keys = keys + ["grp"]
+    c = cand.sort(["shard", "row"]).with_columns(
+        pl.col("shard").first().over(keys).alias("first_shard"),
+        pl.col("row").first().over(keys).alias("first_row"),
+    )
+    hits = c.filter(pl.col("shard") != pl.col("first_shard"))
+    if hits.height == 0:
+        return
+    max_ex = dctx.cfg.report.max_examples
+    ex = hits.head(max_ex)
+    examples = tuple(Example(row=int(r["row"]), value=(f"{shards[r['shard']].path} row {r['row']} = "
+                                                         f"{shards[r['first_shard']].path} row {r['first_row']}"))
+                     for r in ex.iter_rows(named=True))
+    per_shard = hits.group_by("shard").len().sort("shard")
+    involved = sorted({shards[i].path for i in per_shard["shard"].to_list()}
+                      | {shards[i].path for i in hits["first_shard"].unique().to_list()})
+    total = sum(s.rows or 0 for s in shards)
+    cols = _content_columns(shards)
+    yield Finding(
+        check="dup.exact_across_shards", severity="warn", count=hits.height,
+        ratio=hits.height / total if total else None, shards=tuple(involved), examples=examples,
+        message=(f"{hits.height} row(s) repeat a row of an earlier shard exactly (content: "
+                 f"{', '.join(cols + (['label'] if 'label' in keys else []))}); these samples are seen "
+                 "more than once per epoch"),
+        details={"per_shard": {shards[i].path: n for i, n in per_shard.iter_rows()},
+                 "examples": [{"shard": shards[r["shard"]].path, "row": int(r["row"]),
+                               "first_shard": shards[r["first_shard"]].path, "first_row": int(r["first_row"])}
+                              for r in ex.iter_rows(named=True)]},
+    )
+
+
+@dataset_checks("dup")
+def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``dup.conflicting_labels``: the same content (label excluded) carries different labels.
+
+    count = distinct contents with more than one distinct non-null label (within or across shards);
+    examples: one row per label of the first such contents.
+    """
+    shards, cand = _merge(dctx)
+    if not shards:
+        return
+    if "label" not in cand.columns and not any(s.payload.get(CONTENT_KEY, {}).get("label") for s in shards):
+        yield Skipped("dup.conflicting_labels", "no class label column (set [columns] label)")
+        return
+    if cand.height == 0 or "label" not in cand.columns:
+        return
+    c = cand.filter(pl.col("label").is_not_null()).sort(["shard", "row"])
+    groups = (c.group_by("hash", maintain_order=True)
+              .agg(pl.col("label").n_unique().alias("k"), pl.col("shard").first().alias("s0"),
+                   pl.col("row").first().alias("r0"))
+              .filter(pl.col("k") > 1).sort(["s0", "r0"]))
+    if groups.height == 0:
+        return
+    max_ex = dctx.cfg.report.max_examples
+    first = groups.head(max_ex)
+    rows = (c.join(first.select("hash", "s0", "r0"), on="hash").sort(["s0", "r0", "shard", "row"])
+            .unique(subset=["hash", "label"], keep="first", maintain_order=True))
+    examples = tuple(Example(row=int(r["row"]), value=f"{shards[r['shard']].path} row {r['row']}: label {r['label']!r}")
+                     for r in rows.head(max_ex).iter_rows(named=True))
+    involved = sorted({shards[i].path for i in c.join(groups.select("hash"), on="hash")["shard"].unique().to_list()})
+    label_col = next((s.payload[CONTENT_KEY]["label"] for s in shards if s.payload.get(CONTENT_KEY)), None)
+    total_rows = int(c.join(groups.select("hash"), on="hash").height)
+    yield Finding(
+        check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
+        shards=tuple(involved), examples=examples,
+        message=(f"{groups.height} distinct content(s) ({total_rows} rows) occur with more than one label "
+                 f"in {label_col!r} (content: {', '.join(_content_columns(shards))}): label noise"),
+        details={"rows": total_rows,
+                 "examples": [{"shard": shards[r["shard"]].path, "row": int(r["row"]), "label": r["label"]}
+                              for r in rows.head(max_ex).iter_rows(named=True)]},
+    )
+
+
+def _train_split(splits: dict[str, str]) -> str | None:
+    if not splits:
+        return None
+    return "train" if "train" in splits else next(iter(splits))
+
+
+def _overlap(cand: pl.DataFrame, shards: list[Any], test_idx: set[int], train_idx: set[int],
+             max_ex: int) -> tuple[int, dict[str, int], list[dict]]:
+    """(count, per test shard, examples) of rows of ``test_idx`` shards whose hash occurs in a
+    ``train_idx`` shard; ``cand`` are the candidate rows (hashes occurring more than once)."""
+    if cand.height == 0:
+        return 0, {}, []
+    tr = pl.Series("s", sorted(train_idx), dtype=pl.UInt32)
+    te = pl.Series("s", sorted(test_idx), dtype=pl.UInt32)
+    train = (cand.filter(pl.col("shard").is_in(tr.implode())).sort(["shard", "row"])
+             .group_by("hash", maintain_order=True).agg(pl.col("shard").first().alias("train_shard"),
+                                                       pl.col("row").first().alias("train_row")))
+    hits = (cand.filter(pl.col("shard").is_in(te.implode())).join(train, on="hash", how="inner")
+            .sort(["shard", "row"]))
+    if hits.height == 0:
+        return 0, {}, []
+    per_shard = {shards[i].path: n for i, n in hits.group_by("shard").len().sort("shard").iter_rows()}
+    examples = [{"shard": shards[r["shard"]].path, "row": int(r["row"]), "train_shard": shards[r["train_shard"]].path,
+                 "train_row": int(r["train_row"])} for r in hits.head(max_ex).iter_rows(named=True)]
+    return hits.height, per_shard, examples
+
+
+@dataset_checks("dup")
+def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``dup.split_overlap``: rows of an eval/test split whose content (label excluded) occurs in the
+    training split (``[splits]``), or in the ``--against`` dataset.
+
+    count = such rows (each split other than the training split is compared with the training split);
+    examples give the row on both sides (shard and 0-based row).
+    """
+    against = getattr(dctx, "against", None)
+    max_ex = dctx.cfg.report.max_examples
+    shards, cand = _merge(dctx)
+    comparisons: list[tuple[str, str, list[Any], pl.DataFrame, set[int], set[int]]] = []
+    if against is not None:
+        memo = _cache(dctx)
+        if "against" not in memo:
+            ts, tf = _shard_frames(dctx.readable_shards())
+            rs, rf = _shard_frames([s for s in against if s.readable])
+            memo["against"] = (ts + rs, _candidates(tf + rf, with_label=False), len(ts))
+        both, cand2, k = memo["against"]
+        comparisons.append(("audited", "against", both, cand2, set(range(k)), set(range(k, len(both)))))
+    splits: dict[str, str] = dict(getattr(dctx, "splits", {}) or {})
+    if dctx.cfg.splits:
+        train = _train_split(dict(dctx.cfg.splits))
+        by_split: dict[str, set[int]] = {}
+        for i, s in enumerate(shards):
+            name = splits.get(s.path)
+            if name is not None:
+                by_split.setdefault(name, set()).add(i)
+        if train not in by_split:
+            yield Skipped("dup.split_overlap", f"no shard matches the training split {train!r} "
+                                               f"({dctx.cfg.splits[train]!r})")
+        else:
+            for name in dctx.cfg.splits:
+                if name != train and name in by_split:
+                    comparisons.append((name, train, shards, cand, by_split[name], by_split[train]))
+    if not comparisons:
+        if against is None and not dctx.cfg.splits:
+            yield Skipped("dup.split_overlap", "no [splits] in the config and no --against dataset")
+        return
+    for name, train, sh, c, test_idx, train_idx in comparisons:
+        count, per_shard, examples = _overlap(c, sh, test_idx, train_idx, max_ex)
+        if not count:
+            continue
+        if train == "against":  # name the other dataset's shards apart from the audited ones
+            for e in examples:
+                e["train_shard"] = "against:" + e["train_shard"]
+        total = sum(sh[i].rows or 0 for i in test_idx)
+        side = "the --against dataset" if train == "against" else f"split {train!r}"
+        what = "the audited data" if name == "audited" else f"split {name!r}"
+        yield Finding(
+            check="dup.split_overlap", severity="error", count=count, ratio=count / total if total else None,
+            shards=tuple(sorted(per_shard)),
+            examples=tuple(Example(row=e["row"], value=f"{e['shard']} row {e['row']} = {e['train_shard']} row {e['train_row']}")
+                           for e in examples),
+            message=(f"{count} row(s) of {what} also occur in {side} (content: "
+                     f"{', '.join(_content_columns([sh[i] for i in test_idx]))}; label excluded): leakage, "
+                     "evaluation is optimistic"),
+            details={"split": name, "train_split": train, "per_shard": per_shard, "examples": examples},
+        )
+
+
+def assign_splits(paths: list[str], splits: dict[str, str]) -> dict[str, str]:
+    """Split name of each shard path: the first ``[splits]`` entry (config order) whose glob matches.
+
+    Globs are ``fnmatch`` patterns over the POSIX path relative to the audited root (``*`` also
+    crosses ``/``). Shards matching no glob belong to no split.
+    """
+    import fnmatch
+
+    out: dict[str, str] = {}
+    for p in paths:
+        for name, pat in splits.items():
+            if fnmatch.fnmatchcase(p, pat) or fnmatch.fnmatchcase(p, pat.lstrip("./")):
+                out[p] = name
+                break
+    return out
+
+
+def hash_shards(disc: Any, cfg: Any) -> list[Any]:
+    """Row content hashes of every shard of a discovery (the ``--against`` dataset): one query per
+    shard computing only :func:`crossdup_payload`; no other check runs and nothing is reported for
+    these shards. An unreadable shard gives a result with ``rows=None`` (it then matches nothing).
+
+    Returns:
+        ``ShardResult`` objects (``content_hash`` empty) carrying :data:`ROWS_KEY`/:data:`CONTENT_KEY` payloads.
+    """
+    from datacheck.io.readers import Unreadable, open_shard
+    from datacheck.roles import resolve_roles
+    from datacheck.runner import ShardResult
+
+    out = []
+    for ds in disc.shards:
+        try:
+            data = open_shard(ds.path, ds.format, cfg.dataset, cfg.report.max_examples)
+            schema = dict(data.lf.collect_schema())
+            ctx = ShardContext(cfg=cfg, roles=resolve_roles(cfg.columns, schema), schema=schema, shard=ds.rel)
+            items = [i for i in crossdup_payload(ctx) if isinstance(i, Payload)]
+            df = data.lf.select([pl.len().alias("__n")] + [i.expr.alias(i.key) for i in items]).collect()
+        except Unreadable:
+            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None))
+            continue
+        except Exception:
+            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None))
+            continue
+        payload = {i.key: i.post(df.get_column(i.key)[0]) for i in items}
+        out.append(ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0,
+                               rows=int(df["__n"][0]), payload=payload))
+    return out

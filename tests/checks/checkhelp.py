@@ -1,0 +1,79 @@
+"""Helpers for the check tests: write a small inline frame as a shard and audit it.
+
+Kept as a plain module (not a conftest) so that test files import it by name; pytest puts this
+folder on ``sys.path`` (rootdir-relative "prepend" import mode).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+import datacheck
+from datacheck.config import config_from_dict
+from datacheck.findings import Finding
+from datacheck.hashing import hash_file
+from datacheck.io.discover import DiscoveredShard
+from datacheck.report import Report
+from datacheck.runner import ShardResult, audit_shard
+
+
+def write_shard(tmp_path: Path, df: pl.DataFrame | dict, name: str = "shard.parquet") -> Path:
+    """Write ``df`` into ``tmp_path / name`` in the format its extension names (parquet, jsonl, csv)."""
+    if isinstance(df, dict):
+        df = pl.DataFrame(df)
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if name.endswith(".parquet"):
+        df.write_parquet(path)
+    elif name.endswith(".jsonl"):
+        df.write_ndjson(path)
+    elif name.endswith(".csv"):
+        df.write_csv(path)
+    elif name.endswith(".arrow"):
+        df.write_ipc(path)
+    else:
+        raise ValueError(name)
+    return path
+
+
+def audit_df(tmp_path: Path, df: pl.DataFrame | dict, config: dict | None = None,
+             name: str = "shard.parquet") -> Report:
+    """Audit one inline frame written as a shard, through the public API."""
+    path = write_shard(tmp_path, df, name)
+    return datacheck.audit(str(path), config=config or {})
+
+
+def shard_result(tmp_path: Path, df: pl.DataFrame | dict, config: dict | None = None,
+                 name: str = "shard.parquet") -> ShardResult:
+    """Audit one inline frame with ``runner.audit_shard(keep_rows=True)`` (every failing row kept)."""
+    path = write_shard(tmp_path, df, name)
+    chash, size = hash_file(path)
+    fmt = {"parquet": "parquet", "jsonl": "jsonl", "csv": "csv", "arrow": "arrow"}[name.rsplit(".", 1)[1]]
+    return audit_shard(DiscoveredShard(path=path, rel=name, format=fmt), config_from_dict(config or {}),
+                       chash, size, keep_rows=True)
+
+
+def findings(rep: Report, check: str, column: str | None | Any = ...) -> list[Finding]:
+    """Every finding of ``check`` (optionally in ``column``) in the report."""
+    return [f for f in rep.findings if f.check == check and (column is ... or f.column == column)]
+
+
+def one(rep: Report, check: str, column: str | None | Any = ...) -> Finding:
+    """The single finding of ``check``; fails the test when there is not exactly one."""
+    got = findings(rep, check, column)
+    assert len(got) == 1, f"expected one {check} finding, got {[(f.check, f.column, f.count) for f in rep.findings]}"
+    return got[0]
+
+
+def checks_of(rep: Report) -> set[str]:
+    return {f.check for f in rep.findings}
+
+
+def skipped_reason(rep: Report, check: str) -> str | None:
+    """The reason ``check`` was skipped, or None when it was not skipped."""
+    for s in rep.skipped:
+        if s["check"] == check:
+            return s["reason"]
+    return None

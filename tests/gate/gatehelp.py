@@ -1,0 +1,68 @@
+"""Helpers for the gate tests (policy, cache, parts, diff, CI outputs): small multi-shard folders
+and an in-process CLI runner (a subprocess per CLI call would cost a second of imports each).
+
+Kept as a plain module (not a conftest): pytest puts this folder on ``sys.path``.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from datacheck.cli import main
+
+
+class Result:
+    """Exit code and captured output of one in-process CLI call."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, monkeypatch=None) -> Result:
+    """Run ``datacheck ARGS`` in this process (``cwd``/``env`` applied via ``monkeypatch``)."""
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
+    for k, v in (env or {}).items():
+        monkeypatch.setenv(k, v)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(args))
+        except SystemExit as exc:  # argparse errors
+            rc = int(exc.code or 0)
+    return Result(rc, out.getvalue(), err.getvalue())
+
+
+def write_dataset(root: Path, n_shards: int = 6, rows: int = 8) -> Path:
+    """A folder of text-classification shards with cross-shard facts: ``shard-0000k-of-0000N``
+    names (one missing -> ``index.numbering_gap``), two byte-identical shards (``dup.shard``), an
+    empty text in each shard (``empty.text``), a subfolder, a JSONL shard with a bad line and a
+    temporary file (``index.temp_file``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    total = n_shards + 1  # shard number n_shards is missing on purpose
+    for k in range(n_shards):
+        texts = [f"s{k} row {i}" for i in range(rows)]
+        texts[k % rows] = ""
+        df = pl.DataFrame({"text": texts, "label": [(i + k) % 3 for i in range(rows)]})
+        df.write_parquet(root / f"shard-{k:05d}-of-{total:05d}.parquet")
+    (root / "copy").mkdir(exist_ok=True)
+    (root / "copy" / "again.parquet").write_bytes((root / f"shard-00000-of-{total:05d}.parquet").read_bytes())
+    (root / "extra.jsonl").write_text('{"text": "a", "label": 1}\n{"text": "b", "lab\n{"text": "", "label": 7}\n')
+    (root / "half.parquet.tmp").write_bytes(b"partial")
+    (root / "datacheck.toml").write_text("[labels]\nnum_classes = 3\n")
+    return root
+
+
+def normalized(text: str) -> str:
+    """A report's JSON text with ``created_at`` blanked (the only field allowed to differ)."""
+    return re.sub(r'"created_at": "[^"]*"', '"created_at": ""', text)
+
+
+def load(p: Path) -> dict[str, Any]:
+    return json.loads(Path(p).read_text())

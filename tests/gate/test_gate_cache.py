@@ -1,0 +1,277 @@
+"""The per-shard result cache: exact round trip, hit (no shard data read), miss on a changed shard
+or config, corrupt and truncated entries, concurrent writers, read-only folder, --no-cache."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import stat
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import datacheck.api as api
+import datacheck.runner as runner
+from datacheck.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
+from datacheck.config import Config
+from datacheck.findings import Example, Finding, Skipped
+from datacheck.runner import ShardResult
+from gatehelp import cli, normalized, write_dataset
+
+CFG = {"labels": {"num_classes": 3}}
+
+
+def _same_result(a: ShardResult, b: ShardResult) -> None:
+    for name in ("path", "format", "content_hash", "bytes", "rows", "findings", "stats", "skipped", "roles",
+                 "columns", "failing_rows"):
+        assert getattr(a, name) == getattr(b, name), name
+        assert repr(getattr(a, name)) == repr(getattr(b, name)), name  # same types (tuples stay tuples)
+    assert list(a.payload) == list(b.payload)
+    for k, v in a.payload.items():
+        w = b.payload[k]
+        assert type(v) is type(w), k
+        if isinstance(v, (pl.Series, pl.DataFrame)):
+            assert v.equals(w) and v.dtypes == w.dtypes if isinstance(v, pl.DataFrame) else (v.equals(w) and v.name == w.name and v.dtype == w.dtype), k
+        elif isinstance(v, np.ndarray):
+            assert v.dtype == w.dtype and np.array_equal(v, w), k
+        elif isinstance(v, float) and v != v:
+            assert w != w
+        else:
+            assert v == w and repr(v) == repr(w), k
+
+
+def _rich_result() -> ShardResult:
+    hashes = pl.DataFrame({"h_hi": pl.Series([1, 2**64 - 1, 0], dtype=pl.UInt64),
+                           "h_lo": pl.Series([7, 8, 9], dtype=pl.UInt64), "row": pl.Series([0, 1, 2], dtype=pl.UInt32)})
+    return ShardResult(
+        path="a/b.parquet", format="parquet", content_hash="xxh3-128:" + "0" * 32, bytes=123, rows=3,
+        findings=[Finding(check="finite.nan", severity="error", message="2 NaN", column="x", count=2, ratio=2 / 3,
+                          rows=(0, 2), lines=(1, 3), examples=(Example(row=0, value="nan", line=1, byte_offset=0),
+                                                               Example(row=2, value="nan")),
+                          details={"values": [[-1, 2]], "note": None})],
+        stats={"lengths": {"histogram": [[1, 2], [3, 1]], "p50": 1}, "labels": {"counts": [[None, 1], [0, 2]]},
+               "rows": 3},
+        skipped=[Skipped("tokens.out_of_vocab", "no vocab_size")],
+        roles={"text": {"columns": ["t"], "inferred": True}, "label": {"columns": "y", "inferred": False}},
+        columns={"t": "String", "y": "Int64"},
+        failing_rows={"finite.nan:x": [0, 2], "empty.text": []},
+        payload={"row_hashes": hashes, "hash128": pl.Series("h", [b"\x00" * 16, b"\xff" * 16], dtype=pl.Binary),
+                 "labels_by_hash": pl.Series("lab", [1, None, 3], dtype=pl.Int64), "n": 3, "share": 0.25,
+                 "nan": float("nan"), "pair": (1, "x"), "raw": b"\x01\x02", "by_int": {1: [2, 3], (4, 5): "t"},
+                 "arr": np.arange(4, dtype=np.int16), "scalar": np.uint64(2**63), "nested": {"s": [pl.Series([1.5])]}},
+    )
+
+
+def test_round_trip_is_exact():
+    r = _rich_result()
+    (back,), meta = decode_results(encode_results([r], meta={"key": "k"}))
+    assert meta == {"key": "k"}
+    nested = back.payload.pop("nested")
+    r.payload.pop("nested")
+    assert nested["s"][0].equals(pl.Series([1.5]))
+    _same_result(r, back)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "garbage", "tail"])
+def test_corrupt_blob_is_never_trusted(damage):
+    data = bytearray(encode_results([_rich_result()], meta={"key": "k"}))
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "flip":
+        data[len(data) // 2] ^= 0x01
+    elif damage == "empty":
+        data = bytearray()
+    elif damage == "garbage":
+        data = bytearray(b"not an entry at all" * 10)
+    else:
+        data = data[:-1]
+    with pytest.raises(CorruptEntry):
+        decode_results(bytes(data))
+
+
+def _audit(d: Path, cache: Path | None, cfg=CFG):
+    return api.audit(d, cfg, cache_dir=cache)
+
+
+def test_hit_reads_no_shard_data_and_gives_the_same_report(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    plain = _audit(d, None)
+    first = _audit(d, cache)
+    assert normalized(first.to_json()) == normalized(plain.to_json())
+    n_entries = len(list(cache.rglob("*.dcr")))
+    assert n_entries == len(plain.shards) == 8
+
+    def no_read(*a, **k):
+        raise AssertionError("shard data was read on a cache hit")
+
+    monkeypatch.setattr(runner, "open_shard", no_read)
+    monkeypatch.setattr(api, "audit_shard", no_read)
+    again = _audit(d, cache)
+    assert normalized(again.to_json()) == normalized(plain.to_json())
+
+
+def test_changed_shard_is_re_audited_others_are_hits(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    _audit(d, cache)
+    target = d / "shard-00002-of-00007.parquet"
+    pl.DataFrame({"text": ["", "", "x"], "label": [0, 9, 1]}).write_parquet(target)
+    seen = []
+    real = api.audit_shard
+
+    def spy(ds, *a, **k):
+        seen.append(ds.rel)
+        return real(ds, *a, **k)
+
+    monkeypatch.setattr(api, "audit_shard", spy)
+    c = ShardCache(cache, api._coerce_config(CFG))
+    rep = api.finish_report(c and api._coerce_config(CFG), api.audit_shards(
+        __import__("datacheck.io.discover", fromlist=["discover"]).discover([str(d)]), api._coerce_config(CFG), cache=c),
+        root=d, temp_files=["half.parquet.tmp"], fail_on="error")
+    assert seen == ["shard-00002-of-00007.parquet"]
+    assert (c.stats.hits, c.stats.misses, c.stats.writes) == (7, 1, 1)
+    (sh,) = [s for s in rep.shards if s.path == "shard-00002-of-00007.parquet"]
+    assert sh.rows == 3
+    assert {f.check: f.count for f in sh.findings}["empty.text"] == 2
+    assert normalized(rep.to_json()) == normalized(_audit(d, None).to_json())
+
+
+def test_config_change_misses(tmp_path):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    _audit(d, cache)
+    c = ShardCache(cache, api._coerce_config({"labels": {"num_classes": 4}}))
+    from datacheck.io.discover import discover
+
+    api.audit_shards(discover([str(d)]), api._coerce_config({"labels": {"num_classes": 4}}), cache=c)
+    assert (c.stats.hits, c.stats.misses) == (0, 8)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "zero"])
+def test_corrupt_entry_is_recomputed(tmp_path, damage):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    plain = _audit(d, cache)
+    entries = sorted(cache.rglob("*.dcr"))
+    victim = entries[3]
+    data = bytearray(victim.read_bytes())
+    if damage == "truncate":
+        victim.write_bytes(bytes(data[: len(data) - 40]))
+    elif damage == "flip":
+        data[30] ^= 0xFF
+        victim.write_bytes(bytes(data))
+    else:
+        victim.write_bytes(b"")
+    cfg = api._coerce_config(CFG)
+    c = ShardCache(cache, cfg)
+    from datacheck.io.discover import discover
+
+    with pytest.warns(CacheWarning, match="corrupt"):
+        results = api.audit_shards(discover([str(d)]), cfg, cache=c)
+    assert (c.stats.hits, c.stats.corrupt, c.stats.writes) == (7, 1, 1)
+    rep = api.finish_report(cfg, results, root=d, temp_files=["half.parquet.tmp"], fail_on="error")
+    assert normalized(rep.to_json()) == normalized(plain.to_json())
+    decode_results(victim.read_bytes())  # rewritten, valid again
+
+
+def _worker(args):
+    d, cache, q = args
+    rep = api.audit(d, CFG, cache_dir=cache)
+    q.put(normalized(rep.to_json()))
+
+
+def test_concurrent_audits_share_one_cache(tmp_path):
+    d = write_dataset(tmp_path / "data", n_shards=10)
+    cache = tmp_path / "cache"
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=((str(d), str(cache), q),)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    outs = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    expected = normalized(_audit(d, None).to_json())
+    assert outs == [expected] * 4
+    entries = sorted(cache.rglob("*.dcr"))
+    assert len(entries) == 12
+    for e in entries:
+        decode_results(e.read_bytes())  # every entry complete and valid
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".dcr"]  # no temp file left
+    assert normalized(_audit(d, cache).to_json()) == expected
+
+
+def test_racing_writers_and_readers_on_one_key(tmp_path):
+    """Writers replace one entry again and again while readers read it: a reader gets either a
+    miss or the exact result, never a partial entry."""
+    cache = ShardCache(tmp_path / "cache", Config())
+    r = _rich_result()
+    key = cache.key("a/b.parquet", "parquet", r.content_hash)
+    stop = threading.Event()
+    bad: list[str] = []
+
+    def write():
+        while not stop.is_set():
+            cache.put(key, r)
+
+    def read():
+        while not stop.is_set():
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                got = cache.get(key, "a/b.parquet")
+            if w:
+                bad.append(str(w[0].message))
+            if got is not None and got.findings != r.findings:
+                bad.append("different result")
+
+    threads = [threading.Thread(target=write) for _ in range(2)] + [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    threading.Event().wait(1.0)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert bad == []
+    assert cache.stats.hits > 0 and cache.stats.corrupt == 0
+
+
+def test_read_only_cache_folder_is_exit_2(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    ro = tmp_path / "ro-cache"
+    ro.mkdir()
+    ro.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+    try:
+        r = cli("audit", str(d), "--cache-dir", str(ro), "--report-dir", str(tmp_path / "r"), monkeypatch=monkeypatch)
+    finally:
+        ro.chmod(0o755)
+    assert r.returncode == 2
+    assert f"cache folder {ro} is read-only" in r.stderr
+    assert "--no-cache" in r.stderr and "Traceback" not in r.stderr
+    assert list(ro.iterdir()) == []
+    assert not (tmp_path / "r").exists()
+
+
+def test_cache_folder_that_is_a_file_is_exit_2(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = cli("audit", str(d), "--cache-dir", str(f / "sub"), "--report-dir", str(tmp_path / "r"), monkeypatch=monkeypatch)
+    assert r.returncode == 2 and "cache folder" in r.stderr
+
+
+def test_cli_default_cache_and_no_cache(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    work = tmp_path / "work"
+    work.mkdir()
+    r = cli("audit", str(d), "--no-cache", "--format", "json", cwd=work, monkeypatch=monkeypatch)
+    assert r.returncode == 1
+    assert not (work / ".datacheck" / "cache").exists()
+    r2 = cli("audit", str(d), "--format", "json", cwd=work, monkeypatch=monkeypatch)
+    assert len(list((work / ".datacheck" / "cache").rglob("*.dcr"))) == 8
+    r3 = cli("audit", str(d), "--format", "json", cwd=work, monkeypatch=monkeypatch)
+    assert normalized(r.stdout) == normalized(r2.stdout) == normalized(r3.stdout)

@@ -1,0 +1,127 @@
+"""``datacheck schema infer``: what it writes, and that auditing the same data against it passes."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from schemahelp import audit, found, summary, write
+
+from datacheck.contracts import infer_contract
+
+from conftest import run_cli
+
+
+def _frame():
+    return pl.DataFrame({
+        "text": ["a", "bb", None, "dddd"],
+        "label": [2, 0, 2, 1],
+        "score": [0.5, -1.5, 3.25, 0.0],
+        "input_ids": pl.Series([[5, 9], [3, 4, 7], [11], [0, 2]], dtype=pl.List(pl.Int32)),
+        "mask": pl.Series([[1, 1], [1, 1, 0], [1], None], dtype=pl.List(pl.Int8)),
+    })
+
+
+def test_infer_values(tmp_path):
+    write(tmp_path, _frame().head(2), "a.parquet")
+    write(tmp_path, _frame().tail(2), "b.parquet")
+    data, notes = infer_contract([str(tmp_path)])
+    assert notes == []
+    cols = data["columns"]
+    assert cols["text"] == {"dtype": "String", "nullable": True}
+    assert cols["label"] == {"dtype": "Int64", "isin": [0, 1, 2]}
+    assert cols["score"]["dtype"] == "Float64"
+    assert cols["score"]["in_range"] == {"min_value": -1.5, "max_value": 3.25, "include_min": True, "include_max": True}
+    assert cols["input_ids"] == {"dtype": "List(Int32)"}
+    assert cols["mask"] == {"dtype": "List(Int8)", "nullable": True}
+    assert data["datacheck"]["columns"] == {
+        "input_ids": {"min_length": 1, "max_length": 3, "min_value": 0, "max_value": 11},
+        "mask": {"min_length": 1, "max_length": 3, "min_value": 0, "max_value": 1},
+    }
+
+
+def test_infer_cli_then_audit_passes_and_catches_new_data(tmp_path):
+    shard = write(tmp_path / "data", _frame())
+    out = tmp_path / "contract.yaml"
+    r = run_cli("schema", "infer", str(shard), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(out.read_text())["columns"]["label"]["isin"] == [0, 1, 2]
+    assert found(audit(shard, out)) == []
+    new = pl.DataFrame({"text": ["x"] * 3, "label": [1, 3, 0], "score": [9.0, 0.0, 0.0],
+                        "input_ids": pl.Series([[1, 2], [1, 2, 3, 4], [12]], dtype=pl.List(pl.Int32)),
+                        "mask": pl.Series([[1, 1], [1, 1, 1, 1], [1]], dtype=pl.List(pl.Int8))})
+    got = summary(audit(write(tmp_path / "new", new), out))
+    assert got == {("schema.check", "label", 1, (1,)),  # class 3 never seen
+                   ("schema.check", "score", 1, (0,)),  # above the observed maximum 3.25
+                   ("schema.check", "input_ids", 1, (1,)),  # length 4 > 3
+                   ("schema.check", "input_ids", 1, (2,)),  # id 12 > 11
+                   ("schema.check", "mask", 1, (1,))}  # length 4 > 3
+
+
+def test_infer_prints_yaml_and_bad_path_is_exit_2(tmp_path):
+    shard = write(tmp_path, {"label": ["NOT", "OFF"]})
+    r = run_cli("schema", "infer", str(shard))
+    assert r.returncode == 0 and "isin:" in r.stdout and "- NOT" in r.stdout
+    r = run_cli("schema", "infer", str(tmp_path / "missing"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = run_cli("schema")
+    assert r.returncode == 2 and "schema infer" in r.stderr
+
+
+def test_inferred_dtype_disagreement_is_a_note(tmp_path):
+    write(tmp_path, {"a": [1]}, "a.parquet")
+    write(tmp_path, pl.DataFrame({"a": [1.5]}), "b.parquet")
+    data, notes = infer_contract([str(tmp_path)])
+    assert "dtype" not in data["columns"]["a"]
+    assert notes == ["column 'a' has different dtypes across shards (Int64, Float64): dtype left out"]
+
+
+# ---- real data -------------------------------------------------------------------------------
+
+
+def test_sst2_vi_test_split_breaks_train_label_domain(realdata, tmp_path):
+    root = realdata / "sst2_vi_glue_parquet"
+    out = tmp_path / "sst2.yaml"
+    r = run_cli("schema", "infer", str(root / "train-00000-of-00001.parquet"), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    contract = yaml.safe_load(out.read_text())
+    assert contract["columns"]["label"]["isin"] == [0, 1]
+    assert contract["columns"]["idx"]["in_range"]["max_value"] == 67348
+    report = audit(root / "test-00000-of-00001.parquet", out)
+    got = found(report)
+    assert [(f.check, f.column, f.count) for f in got] == [("schema.check", "label", 1821)]
+    assert got[0].rows == tuple(range(20))
+    assert got[0].examples[0].value == "-1"
+    assert "isin([0, 1])" in got[0].message
+
+
+def test_dkhate_raw_passes_its_own_inferred_schema(realdata, tmp_path):
+    root = realdata / "dkhate_danish_offensive" / "raw_parquet"
+    out = tmp_path / "dk.yaml"
+    assert run_cli("schema", "infer", str(root), "-o", str(out)).returncode == 0
+    assert yaml.safe_load(out.read_text())["columns"]["label"]["isin"] == ["NOT", "OFF"]
+    r = run_cli("audit", str(root), "--schema", str(out), "--no-cache", "--format", "json",
+                "--report-dir", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert [f for s in rep["shards"] for f in s["findings"] if f["check"].startswith("schema.")] == []
+
+
+def test_dkhate_mbert_against_causal_lm_layout(realdata, tmp_path):
+    root = realdata / "dkhate_danish_offensive" / "dkhate_mbert"
+    report = audit(root, "causal_lm")
+    assert found(report) == [] and report.passed
+    # the same data with attention_mask dropped (a copy; the original is never touched)
+    for split in ("train", "test"):
+        src = next((root / split).glob("data-*.arrow"))
+        with pa.ipc.open_stream(src) as rd:
+            table = rd.read_all()
+        (tmp_path / split).mkdir()
+        pq.write_table(table.drop_columns(["attention_mask"]), tmp_path / split / "data.parquet")
+    got = summary(audit(tmp_path, "causal_lm"))
+    assert got == {("schema.missing_column", "attention_mask", 0, ())}
+    assert len(found(audit(tmp_path, "causal_lm"))) == 2  # one per shard

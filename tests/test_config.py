@@ -1,0 +1,150 @@
+"""Config: validated before any shard is read; unknown keys, wrong types, bad TOML and a missing
+file are a usage error (exit 2) whose message names the key."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from conftest import run_cli
+from datacheck.cli import main
+from datacheck.config import config_from_dict, load_config
+from datacheck.errors import ConfigError
+
+
+@pytest.fixture
+def shard(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["a"], "label": [0]}).write_parquet(d / "s.parquet")
+    return d
+
+
+@pytest.mark.parametrize(
+    "toml, key, words",
+    [
+        ("[tokens]\nvocab_sise = 5\n", "tokens.vocab_sise", ["unknown key", "[tokens]"]),
+        ("[tokenz]\nvocab_size = 5\n", "tokenz", ["unknown key", "top level"]),
+        ("[tokens]\nvocab_size = \"50257\"\n", "tokens.vocab_size", ["'50257'"]),
+        ("[tokens]\nvocab_size = 0\n", "tokens.vocab_size", ["greater than 0"]),
+        ("[tokens]\npadding_side = \"middle\"\n", "tokens.padding_side", ["'middle'"]),
+        ("[labels]\nnum_classes = 2.5\n", "labels.num_classes", ["2.5"]),
+        ("[labels]\nignore_index = \"x\"\n", "labels.ignore_index", ["'x'"]),
+        ("[columns]\ntext = 5\n", "columns.text", ["5"]),
+        ("[dataset]\nseparator = \";;\"\n", "dataset.separator", ["one character"]),
+        ("[dataset]\nheader = \"yes\"\n", "dataset.header", ["'yes'"]),
+        ("[dataset]\nformat = \"xlsx\"\n", "dataset.format", ["'xlsx'"]),
+        ("[numeric]\ncompute_dtype = \"fp8\"\n", "numeric.compute_dtype", ["'fp8'"]),
+        ("[policy]\n\"dup.exact_in_shrad\" = { severity = \"warn\" }\n", "policy", ["'dup.exact_in_shrad'", "did you mean"]),
+        ("[policy]\n\"dup.exact_in_shard\" = { max_ratio = 2 }\n", "policy.dup.exact_in_shard.max_ratio", []),
+    ],
+)
+def test_bad_key_exits_2_naming_it_before_reading_shards(tmp_path, shard, capsys, toml, key, words):
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(toml)
+    reports = tmp_path / "reports"
+    # the PATH does not exist: the config error must come first (in-process CLI, for speed)
+    rc = main(["audit", str(tmp_path / "no-such-folder"), "--config", str(cfg), "--report-dir", str(reports)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert f"'{key}'" in err
+    assert "no-such-folder" not in err
+    for w in words:
+        assert w in err
+    # with a real shard folder nothing is read or written either
+    rc = main(["audit", str(shard), "--config", str(cfg), "--report-dir", str(reports)])
+    assert rc == 2 and not reports.exists()
+
+
+def test_bad_key_subprocess_exit_code_and_no_traceback(tmp_path, shard):
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text("[tokens]\nvocab_sise = 5\n")
+    p = run_cli("audit", str(shard), "--config", str(cfg), "--report-dir", str(tmp_path / "r"))
+    assert p.returncode == 2
+    assert "unknown key 'tokens.vocab_sise' in [tokens]: remove it or fix its spelling" in p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_bad_toml_exits_2(tmp_path, shard):
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text("[tokens\nvocab_size = 5\n")
+    p = run_cli("audit", str(shard), "--config", str(cfg), "--report-dir", str(tmp_path / "r"))
+    assert p.returncode == 2
+    assert "not valid TOML" in p.stderr and str(cfg) in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_missing_config_file_exits_2(tmp_path, shard):
+    p = run_cli("audit", str(shard), "--config", str(tmp_path / "nope.toml"), "--report-dir", str(tmp_path / "r"))
+    assert p.returncode == 2
+    assert "config file not found" in p.stderr and "nope.toml" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_default_config_is_read_from_cwd(tmp_path, shard):
+    (tmp_path / "datacheck.toml").write_text("[labels]\nnum_classes = 1\n")
+    p = run_cli("audit", str(shard), "--format", "json", "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert '"labels.unseen_class"' not in p.stdout
+    (tmp_path / "datacheck.toml").write_text("[labels]\nnum_classes = 3\n")
+    p = run_cli("audit", str(shard), "--format", "json", "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert '"labels.unseen_class"' in p.stdout
+
+
+def test_full_design_config_loads(tmp_path):
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text('''
+[dataset]
+format = "auto"
+index = "index.json"
+separator = ","
+header = true
+names = ["label", "text"]
+quote_char = '"'
+[columns]
+text = ["text"]
+label = "label"
+target = ["y"]
+features = ["x1", "x2"]
+input_ids = "input_ids"
+attention_mask = "attention_mask"
+labels = "labels"
+aligned = [["tokens", "ner_tags"]]
+[tokens]
+vocab_size = 50257
+pad_token_id = 50256
+eos_token_id = 50256
+max_seq_len = 1024
+padding_side = "right"
+truncation_side = "right"
+[labels]
+num_classes = 2
+ignore_index = -100
+[numeric]
+compute_dtype = "fp32"
+[splits]
+train = "train/*"
+test = "test/*"
+[policy]
+"dup.exact_in_shard" = { severity = "error", max_ratio = 0.01 }
+''')
+    c = load_config(cfg)
+    assert c.tokens.vocab_size == 50257 and c.labels.ignore == -100
+    assert c.policy["dup.exact_in_shard"].max_ratio == 0.01
+    assert c.hash() == load_config(cfg).hash()
+
+
+def test_classes_and_ignore_index_false():
+    c = config_from_dict({"labels": {"classes": ["NOT", "OFF"], "ignore_index": False}})
+    assert c.labels.classes == ["NOT", "OFF"] and c.labels.ignore is None
+    with pytest.raises(ConfigError, match="distinct"):
+        config_from_dict({"labels": {"classes": ["a", "a"]}})
+
+
+def test_api_config_error_names_key():
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({"tokens": {"vocab_size": "x"}})
+    assert e.value.key == "tokens.vocab_size"
+
+
+def test_config_hash_changes_with_a_value():
+    assert config_from_dict({}).hash() != config_from_dict({"tokens": {"vocab_size": 5}}).hash()
