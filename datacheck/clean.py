@@ -28,7 +28,9 @@ pyarrow (schema and its metadata, e.g. Hugging Face features, are kept); JSONL r
 as their original line bytes; CSV/TSV records are re-written with the same separator and quote
 character. JSONL/CSV records that do not parse (``decode.bad_record``) are not rows: they are
 kept as they were unless ``decode.bad_record`` is dropped (the default), and then quarantined
-with their raw text. Blank lines are not copied.
+with their raw text (``_datacheck_raw``). Blank lines are not copied. A quarantined JSONL/CSV
+record that is not valid UTF-8 is stored decoded with replacement characters (U+FFFD), and
+its content hash is that of the record as decoded (a record that does not parse: of its bytes).
 
 Row content hash (xxh3-128, ``datacheck.hashing.hash_bytes``) of a canonical encoding: parquet/
 Arrow: compact JSON of ``[[column, value], ...]`` in column order, floats as ``float.hex`` (exact,
@@ -52,8 +54,8 @@ from typing import Any
 
 from datacheck import catalog
 from datacheck.config import Config
-from datacheck.errors import InternalError, UsageError
 from datacheck.dataindex import write_index
+from datacheck.errors import InternalError, UsageError
 from datacheck.hashing import hash_bytes, hash_file
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.readers import read_bytes

@@ -107,7 +107,7 @@ def _bar_svg(bars: list[tuple[str, int]], caption: str, vertical: bool = True) -
     if vertical:
         w, h, pad = 520, 180, 34
         bw = (w - pad - 8) / len(bars)
-        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 40}" role="img" '
+        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 20}" role="img" '
                  f'aria-label="{_e(caption)}">',
                  f'<line x1="{pad}" y1="{h}" x2="{w - 4}" y2="{h}" stroke="#889"/>',
                  f'<text x="{pad - 4}" y="12" font-size="10" text-anchor="end">{top:,}</text>',

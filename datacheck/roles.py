@@ -15,11 +15,25 @@ import polars as pl
 
 from datacheck.config import ColumnsSection
 
-__all__ = ["Roles", "resolve_roles", "is_list", "inner_dtype", "ROLE_NAMES"]
+__all__ = ["Roles", "resolve_roles", "null_role_casts", "is_list", "inner_dtype", "ROLE_NAMES"]
 
 ROLE_NAMES = ("text", "label", "target", "features", "input_ids", "attention_mask", "labels",
               "token_type_ids", "aligned")
 _TEXT_NAMES = ("text", "sentence", "content", "sentence1", "sentence2")
+
+
+def _all_null(dtype: pl.DataType) -> bool:
+    """A column whose every value is null in this shard: polars infers dtype ``Null`` for it from
+    JSON or CSV. It keeps its role (its rows are null, which the role's checks report)."""
+    return dtype == pl.Null
+
+
+#: dtype a role column of dtype ``Null`` is read as, so that the role's checks run on it.
+_NULL_AS: dict[str, pl.DataType] = {
+    "text": pl.String, "label": pl.Int64, "target": pl.Float64, "features": pl.Float64,
+    "input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64), "labels": pl.List(pl.Int64),
+    "token_type_ids": pl.List(pl.Int64),
+}
 
 
 def is_list(dtype: pl.DataType) -> bool:
@@ -98,18 +112,21 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
 
     text = keep("text", _as_tuple(cfg.text))
     if cfg.text is None:
-        text = tuple(c for c in _TEXT_NAMES if c in schema and schema[c] == pl.String)
+        text = tuple(c for c in _TEXT_NAMES if c in schema and (schema[c] == pl.String or _all_null(schema[c])))
         if text:
             inferred.add("text")
     label = one("label", cfg.label)
     labels = one("labels", cfg.labels)
+    # an all-null ``labels`` beside input_ids is token labels, elsewhere a class label
+    token_shaped = "labels" in schema and (is_list(schema["labels"])
+                                           or (_all_null(schema["labels"]) and "input_ids" in schema))
     if cfg.label is None:
         for cand in ("label", "labels"):
-            if cand in schema and not is_list(schema[cand]) and cand != labels:
+            if cand in schema and not is_list(schema[cand]) and cand != labels and not (cand == "labels" and token_shaped):
                 label = cand
                 inferred.add("label")
                 break
-    if cfg.labels is None and "labels" in schema and is_list(schema["labels"]) and label != "labels":
+    if cfg.labels is None and token_shaped and label != "labels":
         labels = "labels"
         inferred.add("labels")
     named = {}
@@ -117,7 +134,7 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
         given = getattr(cfg, role)
         if given is not None:
             named[role] = one(role, given)
-        elif role in schema and is_list(schema[role]):
+        elif role in schema and (is_list(schema[role]) or _all_null(schema[role])):
             named[role] = role
             inferred.add(role)
         else:
@@ -136,3 +153,16 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
         inferred=frozenset(inferred),
         missing=tuple(missing),
     )
+
+
+def null_role_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
+    """``{column: dtype}`` for the role columns of dtype ``Null`` (every value null in this shard, as
+    polars infers from JSON/CSV): text as String, class label Int64, target/features Float64, token
+    columns List(Int64). The runner casts them so that the role's checks run and report the nulls."""
+    out: dict[str, pl.DataType] = {}
+    for role, dtype in _NULL_AS.items():
+        v = getattr(roles, role)
+        for c in (v if isinstance(v, tuple) else (v,)):
+            if c is not None and c in schema and _all_null(schema[c]):
+                out.setdefault(c, dtype)
+    return out

@@ -13,7 +13,7 @@ from datacheck.config import Config
 from datacheck.findings import Example, Finding, Skipped, show_value
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.readers import ShardData, Unreadable, open_shard
-from datacheck.roles import Roles, resolve_roles
+from datacheck.roles import Roles, null_role_casts, resolve_roles
 
 __all__ = ["ShardResult", "audit_shard"]
 
@@ -186,6 +186,10 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     except Unreadable as exc:
         return _unreadable(ds, content_hash, size, exc.reason)
     roles = resolve_roles(cfg.columns, schema)
+    casts = null_role_casts(roles, schema)  # all-null role columns (dtype Null) get the role's dtype
+    if casts:
+        data.lf = data.lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
+        schema.update(casts)
     ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=ds.rel)
     row_checks, stats, shard_findings, skipped = _collect_items(ctx)
     try:

@@ -23,6 +23,7 @@ Facts (``sample_data/datacheck.toml``, one config for every folder): GPT-2's tok
 from __future__ import annotations
 
 import argparse
+import csv
 import io
 import json
 import os
@@ -137,6 +138,9 @@ PLANTED: tuple[Planted, ...] = (
             lines=(5,)),
     Planted(D + "decode/records.jsonl", "decode.invalid_utf8", "error",
             "line 6: Latin-1 byte 0xe9 ('é') inside a UTF-8 file", lines=(6,)),
+    Planted(D + "decode/records.jsonl", "labels.out_of_range", "error",
+            "label 7 in the last record: row 4 (the bad and blank lines hold no row) is line 8", column="label",
+            rows=(4,), lines=(8,)),
     Planted(D + "decode/not_parquet.parquet", "decode.unreadable", "error", "CSV text saved as .parquet (bad magic)"),
     Planted(D + "decode/truncated.parquet", "decode.unreadable", "error",
             "a valid parquet file cut in half (no footer)"),
@@ -223,6 +227,7 @@ PLANTED: tuple[Planted, ...] = (
 CLEAN_SHARDS = (
     "cls_clean/test.parquet",
     "cls_clean/train.jsonl",
+    "cls_clean/validation.csv",
     "lm_clean/train-00000-of-00002.parquet",
     "lm_clean/train-00001-of-00002.parquet",
 )
@@ -283,6 +288,7 @@ def parquet_bytes(rows: list[dict[str, Any]], schema: pa.Schema) -> bytes:
 
 
 def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
+    """One JSON object per line (UTF-8, non-ASCII kept), each line ending in ``\\n``."""
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
@@ -303,16 +309,34 @@ def lm_clean() -> dict[str, bytes]:
     return out
 
 
+def csv_bytes(rows: list[dict[str, Any]]) -> bytes:
+    """``text,label`` CSV with a header; fields holding a comma or a quote are quoted (RFC 4180)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["text", "label"])
+    w.writerows([[r["text"], r["label"]] for r in rows])
+    return buf.getvalue().encode("utf-8")
+
+
 def cls_clean() -> dict[str, bytes]:
+    """39 distinct (text, label) rows: 24 in ``train.jsonl``, 9 in ``test.parquet``, 6 in
+    ``validation.csv`` (two texts hold a comma, one a quote); every class in each."""
     rng = _rng(200)
-    rows = cls_rows(rng, 33)
+    rows = cls_rows(rng, 39)
+    val = rows[33:]
+    val[1]["text"] = val[1]["text"].replace(" ", ", ", 1)
+    val[4]["text"] = 'she said "' + val[4]["text"] + '", twice'
     return {"cls_clean/train.jsonl": jsonl_bytes(rows[:24]),
-            "cls_clean/test.parquet": parquet_bytes(rows[24:], CLS_SCHEMA)}
+            "cls_clean/test.parquet": parquet_bytes(rows[24:33], CLS_SCHEMA),
+            "cls_clean/validation.csv": csv_bytes(val)}
 
 
 def decode_defects() -> dict[str, bytes]:
+    """A JSONL with broken lines (see :data:`PLANTED`), and three .parquet files that cannot be read."""
     rng = _rng(300)
-    good = [json.dumps(r, ensure_ascii=False).encode() for r in cls_rows(rng, 4)]
+    recs = cls_rows(rng, 4)
+    recs[3]["label"] = 7  # line 8 = row 4: row numbers skip the bad and blank lines, line numbers do not
+    good = [json.dumps(r, ensure_ascii=False).encode() for r in recs]
     lines = [
         good[0],
         b'{"text": "the quick brown fox", "lab',                       # line 2: truncated object
@@ -333,6 +357,8 @@ def decode_defects() -> dict[str, bytes]:
 
 
 def finite_defects() -> dict[str, bytes]:
+    """Regression rows: ``target`` float64 and ``features`` list<float32> (4 values) with NaN, inf and
+    values beyond the fp16 range at the rows of :data:`PLANTED`."""
     rng = _rng(400)
     n = 10
     target = [float(x) for x in rng.normal(0.0, 1.0, size=n)]
@@ -350,6 +376,8 @@ def finite_defects() -> dict[str, bytes]:
 
 
 def empty_defects() -> dict[str, bytes]:
+    """Text rows with empty/whitespace/null text, and LM rows that are empty, all padding, or lose
+    every supervised token to truncation."""
     rng = _rng(500)
     rows = cls_rows(rng, 7)
     rows[1]["text"] = ""
@@ -364,6 +392,7 @@ def empty_defects() -> dict[str, bytes]:
 
 
 def labels_defects() -> dict[str, bytes]:
+    """Class labels out of range (3, 255), a -1 sentinel and a null; token labels >= vocab_size and -1."""
     rows = cls_rows(_rng(600), 9)
     rows[1]["label"] = NUM_CLASSES
     rows[3]["label"] = 255
@@ -379,6 +408,7 @@ def labels_defects() -> dict[str, bytes]:
 
 
 def tokens_defects() -> dict[str, bytes]:
+    """Ids outside ``[0, vocab_size)``; an int16 id column that cannot hold GPT-2's ids (wrapped)."""
     rng = _rng(700)
     rows = []
     for _ in range(6):
@@ -398,6 +428,7 @@ def tokens_defects() -> dict[str, bytes]:
 
 
 def length_defects() -> dict[str, bytes]:
+    """A sequence longer than ``max_seq_len``; rows whose mask or labels differ in length from the ids."""
     rng = _rng(800)
     rows = [lm_row(rng, 6, 12, 24) for _ in range(6)]
     rows[1] = lm_row(rng, 10, 69, 80)  # 80 tokens, supervised from position 10: some survive truncation
@@ -407,6 +438,8 @@ def length_defects() -> dict[str, bytes]:
 
 
 def mask_defects() -> dict[str, bytes]:
+    """16-position rows (12 real tokens, 4 padding) with a non-binary mask, a hole, non-pad ids under
+    the padding, and supervised padding."""
     rng = _rng(900)
     rows = [lm_row(rng, 4, 7, 16) for _ in range(8)]  # 12 real tokens, 4 padding
     rows[1]["attention_mask"][5] = 2
@@ -420,6 +453,7 @@ def mask_defects() -> dict[str, bytes]:
 
 
 def dup_defects() -> dict[str, bytes]:
+    """Exact repeats within the shard, and one text that occurs with two labels."""
     rows = cls_rows(_rng(1000), 9)
     rows[4] = dict(rows[0])
     rows[6] = dict(rows[2])
@@ -439,6 +473,7 @@ def split_defects() -> dict[str, bytes]:
 
 
 def index_defects() -> dict[str, bytes]:
+    """``part-0000k-of-00004``: 0 and 1 byte-identical, 2 missing (only a partial ``.tmp``), 3 empty."""
     base = D + "index/shards/part-{:05d}-of-00004.parquet"
     first = parquet_bytes(cls_rows(_rng(1100), 6), CLS_SCHEMA)
     third = parquet_bytes(cls_rows(_rng(1101), 6), CLS_SCHEMA)
@@ -475,7 +510,7 @@ ignores `schema.inconsistent` here (keep it on for a real dataset).
 | folder | what |
 |---|---|
 | `lm_clean/` | tokenized causal-LM set, 2 shards `train-0000k-of-00002.parquet` x 16 rows: `input_ids` list<int32>, `attention_mask` list<int8>, `labels` list<int64> (-100 on the prompt and the padding; the answer and the eos are supervised), right-padded to 64 with 50256 |
-| `cls_clean/` | text classification, `train.jsonl` (24 rows) and `test.parquet` (9 rows): `text`, `label` in {0, 1, 2}, every class present |
+| `cls_clean/` | text classification, `train.jsonl` (24 rows), `test.parquet` (9 rows) and `validation.csv` (6 rows, quoted fields): `text`, `label` in {0, 1, 2}, every class in each |
 
 ## Planted defects
 
@@ -517,6 +552,7 @@ def _where(p: Planted) -> str:
 
 
 def readme() -> bytes:
+    """``README.md``: the fixed text around a table rendered from :data:`PLANTED`."""
     lines = []
     for p in PLANTED:
         where = p.path if p.path else ", ".join(f"`{s}`" for s in p.shards) or "`defects/index/shards/`"
@@ -571,6 +607,7 @@ def write(out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line: write the files (``--out DIR``, default this script's folder); returns 0."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent,
                     help="output folder (default: the folder of this script)")

@@ -107,11 +107,23 @@ def test_exit_1_on_error_and_2_on_usage(tmp_path, data):
     p = run_cli("audit", str(data), "--config", str(cfg), "--report-dir", str(tmp_path / "r"))
     assert p.returncode == 1
     assert "labels.out_of_range" in p.stdout
-    p = run_cli("audit", str(data), "--format", "yaml")
-    assert p.returncode == 2 and "invalid choice: 'yaml'" in p.stderr
-    p = run_cli("audit")
-    assert p.returncode == 2 and "PATH" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("argv, words", [(["--format", "yaml"], "invalid choice: 'yaml'"),
+                                         (["--fail-on", "sometimes"], "invalid choice: 'sometimes'")])
+def test_bad_flags_exit_2(data, capsys, argv, words):
+    with pytest.raises(SystemExit) as e:
+        main(["audit", str(data), *argv])
+    assert e.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+def test_no_path_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["audit"])
+    assert e.value.code == 2
+    assert "PATH" in capsys.readouterr().err
 
 
 def test_policy_threshold_from_config(tmp_path, data, capsys):

@@ -80,14 +80,14 @@ def test_missing_config_file_exits_2(tmp_path, shard):
     assert "Traceback" not in p.stderr
 
 
-def test_default_config_is_read_from_cwd(tmp_path, shard):
+def test_default_config_is_read_from_cwd(tmp_path, shard, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "datacheck.toml").write_text("[labels]\nnum_classes = 1\n")
-    p = run_cli("audit", str(shard), "--format", "json", "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    assert '"labels.unseen_class"' not in p.stdout
+    assert main(["audit", str(shard), "--format", "json", "--report-dir", str(tmp_path / "r")]) == 0
+    assert '"labels.unseen_class"' not in capsys.readouterr().out
     (tmp_path / "datacheck.toml").write_text("[labels]\nnum_classes = 3\n")
-    p = run_cli("audit", str(shard), "--format", "json", "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
-    assert '"labels.unseen_class"' in p.stdout
+    main(["audit", str(shard), "--format", "json", "--report-dir", str(tmp_path / "r")])
+    assert '"labels.unseen_class"' in capsys.readouterr().out
 
 
 def test_full_design_config_loads(tmp_path):

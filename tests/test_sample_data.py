@@ -182,6 +182,8 @@ def test_clean_sets_have_no_finding(audit):
     assert by_path["lm_clean/train-00000-of-00002.parquet"]["rows"] == 16
     assert by_path["cls_clean/train.jsonl"]["rows"] == 24
     assert by_path["cls_clean/test.parquet"]["rows"] == 9
+    assert by_path["cls_clean/validation.csv"]["rows"] == 6
+    assert by_path["cls_clean/validation.csv"]["format"] == "csv"
 
 
 def test_clean_sets_alone_pass(tmp_path):
@@ -201,3 +203,17 @@ def test_clean_sets_alone_pass(tmp_path):
 
 def test_audit_does_not_write_into_sample_data(audit):
     assert sorted(_tree(SAMPLE)) == sorted(gen.build())
+
+
+def test_audit_finds_sample_data_config_without_flag(audit, tmp_path):
+    """``datacheck audit sample_data/`` (the README's first command) picks up sample_data/datacheck.toml
+    when the working folder has no datacheck.toml and no --config is given: the same report."""
+    _, with_flag = audit
+    p = run_cli("audit", str(SAMPLE), "--output", str(tmp_path / "r.json"), "--report-dir", str(tmp_path / "reports"),
+                "--no-progress", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    without = json.loads((tmp_path / "r.json").read_text())
+    for d in (without, dict(with_flag)):
+        d.pop("created_at", None)
+    assert without["config_hash"] == with_flag["config_hash"]
+    assert without["shards"] == with_flag["shards"] and without["findings"] == with_flag["findings"]

@@ -20,6 +20,17 @@ def truncated(col: str, max_len: int | None, side: str) -> pl.Expr:
     return e.list.head(max_len) if side == "right" else e.list.tail(max_len)
 
 
+def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
+    """Per row: every element of the mask list is 0 (native min/max kernels for int/bool masks)."""
+    m = pl.col(col)
+    inner = inner_dtype(dtype)
+    if inner == pl.Boolean:
+        return m.list.any().not_()
+    if inner.is_integer():
+        return (m.list.max() == 0) & (m.list.min() == 0)
+    return m.list.eval(pl.element().cast(pl.Float64) != 0).list.any().not_()
+
+
 @shard_checks("empty")
 def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.text``, ``empty.sequence``, ``empty.all_padding``, ``empty.no_supervised_tokens``.
@@ -70,7 +81,7 @@ def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
             m = pl.col(r.attention_mask)
             yield RowCheck(
                 check="empty.all_padding", column=r.attention_mask,
-                fails=nonempty & (m.list.len() > 0) & (m.list.eval(pl.element().cast(pl.Float64) != 0).list.any().not_()),
+                fails=nonempty & (m.list.len() > 0) & _all_zero(r.attention_mask, s[r.attention_mask]),
                 example=m,
                 message=lambda n, d: (f"{n} row(s) are only padding: attention_mask is all zero, so attention "
                                       "divides 0 by 0 and the loss is NaN"),

@@ -16,12 +16,13 @@ __all__ = ["numbering_gap", "temp_files", "duplicate_shards", "committed_index",
 SHARD_NAME = re.compile(r"^(?P<prefix>.*?)-?(?P<i>\d+)-of-(?P<n>\d+)(?P<suffix>(\.[^/]*)?)$")
 
 
-def _parse(rel: str) -> tuple[tuple[str, str, str], int, int] | None:
+def _parse(rel: str) -> tuple[tuple[str, str, str], int, int, tuple[int, int]] | None:
+    """(group key, shard number, shard count, (digits of the number, digits of the count)) or None."""
     folder, _, name = rel.rpartition("/")
     m = SHARD_NAME.match(name)
     if not m:
         return None
-    return (folder, m["prefix"], m["suffix"]), int(m["i"]), int(m["n"])
+    return (folder, m["prefix"], m["suffix"]), int(m["i"]), int(m["n"]), (len(m["i"]), len(m["n"]))
 
 
 @dataset_checks("index")
@@ -29,11 +30,13 @@ def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
     """Shards named ``NAME-0000k-of-0000N``: every k in [0, N) must be present exactly once, and all
     shards of one NAME must agree on N. Temporary files do not count as present."""
     groups: dict[tuple[str, str, str], dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    widths: dict[tuple[str, str, str], tuple[int, int]] = {}
     for s in dctx.shards:
         p = _parse(s.path)
         if p:
-            key, i, n = p
+            key, i, n, w = p
             groups[key][n].add(i)
+            widths.setdefault(key, w)
     for (folder, prefix, suffix), by_n in sorted(groups.items()):
         name = f"{folder + '/' if folder else ''}{prefix}-*-of-*{suffix}"
         if len(by_n) > 1:
@@ -47,8 +50,8 @@ def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
             beyond = sorted(i for i in present if i >= n)
             if not missing and not beyond:
                 continue
-            width = max(5, len(str(n)))
-            miss_names = [f"{prefix}-{i:0{width}d}-of-{n:0{width}d}{suffix}" for i in missing[:20]]
+            wi, wn = widths[(folder, prefix, suffix)]  # name the missing shards as the present ones are named
+            miss_names = [f"{prefix}-{i:0{wi}d}-of-{n:0{wn}d}{suffix}" for i in missing[:20]]
             parts = []
             if missing:
                 parts.append(f"{len(missing)} of {n} shard(s) missing: {', '.join(miss_names)}"

@@ -18,6 +18,12 @@ def _fmt_counts(vc: Any, limit: int = 5) -> str:
     return ", ".join(f"{v!r} x{c}" for v, c in pairs[:limit]) + (" ..." if len(pairs) > limit else "")
 
 
+def _flat_value_counts(c: pl.Expr, pred) -> pl.Expr:
+    """Aggregate: value counts of the list elements satisfying ``pred`` (one explode, shared by CSE)."""
+    x = c.explode()
+    return value_counts(x.filter(pred(x).fill_null(False)))
+
+
 def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     t = ctx.schema[col]
     lab = ctx.cfg.labels
@@ -30,8 +36,12 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         for cid in ("labels.null", "labels.unexpected_sentinel", "labels.out_of_range"):
             yield Skipped(cid, why)
         return
-    yield RowCheck(check="labels.null", column=col, fails=c.is_null(), example=c,
-                   message=lambda n, d, col=col: f"{n} row(s) have no label in {col!r} (null)")
+    # A float label column (pandas writes missing labels as NaN) holds missing labels as null or NaN.
+    is_float = t.is_float()
+    missing = (c.is_null() | c.is_nan()) if is_float else c.is_null()
+    yield RowCheck(check="labels.null", column=col, fails=missing, example=c,
+                   message=lambda n, d, col=col, f=is_float: (f"{n} row(s) have no label in {col!r} "
+                                                              f"({'null or NaN' if f else 'null'})"))
     yield Stat(key="labels", expr=value_counts(c, limit=10_000),
                post=lambda v, col=col: {"column": col, "counts": sorted(counts_to_pairs(v), key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))})
     not_ignored = (c != ign) if (ign is not None and numeric) else pl.lit(True)
@@ -54,7 +64,7 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         if not numeric and t != pl.String and t != pl.Categorical:
             yield Skipped("labels.out_of_range", f"label column {col!r} has dtype {t}")
             return
-        outside = c.is_not_null() & c.cast(pl.String if not numeric else t).is_in(
+        outside = missing.not_() & c.cast(pl.String if not numeric else t).is_in(
             (pl.Series([str(x) for x in classes]) if not numeric else pl.Series(classes).cast(t)).implode()).not_() & not_ignored
         if sentinel is not None:
             outside = outside & sentinel.not_()
@@ -70,6 +80,8 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
             yield Skipped("labels.out_of_range", f"label column {col!r} holds {t} values: give [labels] classes, not num_classes")
             return
         outside = (c >= k) & not_ignored
+        if is_float:  # a fractional value is no class index either; NaN is labels.null
+            outside = ((c >= k) | ((c >= 0) & (c != c.floor()))) & not_ignored & c.is_nan().not_()
         yield RowCheck(
             check="labels.out_of_range", column=col, fails=outside, example=c,
             details={"values": value_counts(c.filter(outside)), "equal_num_classes": (c == k).sum(),
@@ -106,7 +118,7 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     yield RowCheck(
         check="labels.unexpected_sentinel", column=col, fails=c.list.eval(neg(pl.element())).list.any(),
         example=first_bad(col, t, neg),
-        details={"values": value_counts(c.explode().filter(neg(c.explode())))},
+        details={"values": _flat_value_counts(c, neg)},
         message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold negative token labels other than ignore_index "
                                        f"{ign}: {_fmt_counts(d.get('values'))}"),
     )

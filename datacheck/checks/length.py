@@ -59,7 +59,9 @@ def _hist_post(column: str, unit: str):
 def length_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     """``length.over_max`` (input_ids longer than ``max_seq_len``: truncated by the trainer) and
     ``length.mismatch`` (in a row, ``input_ids``/``attention_mask``/``labels``/``token_type_ids``, and
-    each ``aligned`` group, differ in length), plus the ``lengths`` stats."""
+    each ``aligned`` group, differ in length; in a seq2seq layout with ``decoder_input_ids`` or
+    ``decoder_attention_mask``, ``labels`` align with those decoder columns instead), plus the
+    ``lengths`` stats."""
     r, tok = ctx.roles, ctx.cfg.tokens
     ids = r.input_ids
     if ids is not None and is_list(ctx.schema[ids]):
@@ -84,10 +86,17 @@ def length_checks(ctx: ShardContext) -> Iterable[ShardItem]:
             yield Stat(key="lengths", expr=total.value_counts(name="count").implode(),
                        post=_hist_post("+".join(text), "chars"))
     groups: list[tuple[str, ...]] = []
-    base = tuple(c for c in (r.input_ids, r.attention_mask, r.labels, r.token_type_ids)
+    # seq2seq (Hugging Face): labels align with the decoder side (decoder_input_ids /
+    # decoder_attention_mask), not with the encoder's input_ids.
+    decoder = tuple(c for c in ("decoder_input_ids", "decoder_attention_mask") if c in ctx.schema and is_list(ctx.schema[c]))
+    enc_labels = None if decoder else r.labels
+    base = tuple(c for c in (r.input_ids, r.attention_mask, enc_labels, r.token_type_ids)
                  if c is not None and is_list(ctx.schema[c]))
     if len(base) >= 2:
         groups.append(base)
+    dec = tuple(c for c in (*decoder, r.labels if decoder else None) if c is not None and is_list(ctx.schema[c]))
+    if len(dec) >= 2:
+        groups.append(dec)
     groups += [g for g in r.aligned if all(is_list(ctx.schema[c]) for c in g)]
     if not groups:
         yield Skipped("length.mismatch", "fewer than two list columns that must align")

@@ -99,6 +99,8 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
         labels = r.labels
         if labels is None or lab.ignore is None:
             yield Skipped("padding.label_not_ignored", "needs a token labels column and [labels] ignore_index")
+        elif "decoder_input_ids" in ctx.schema or "decoder_attention_mask" in ctx.schema:
+            yield Skipped("padding.label_not_ignored", "seq2seq layout: labels follow the decoder, not attention_mask")
         else:
             ign = lab.ignore
             nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))

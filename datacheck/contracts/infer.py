@@ -43,7 +43,6 @@ def _shard_stats(lf: pl.LazyFrame, schema: dict[str, pl.DataType], label: str | 
         exprs.append(col.null_count().alias(f"n{i}"))
         inner = inner_dtype(t)
         if is_list(t):
-            flat = col
             depth = 0
             tt = t
             while isinstance(tt, (pl.List, pl.Array)):
@@ -52,13 +51,12 @@ def _shard_stats(lf: pl.LazyFrame, schema: dict[str, pl.DataType], label: str | 
             L = col.list.len() if not isinstance(t, pl.Array) else col.arr.len()
             exprs += [L.min().alias(f"lmin{i}"), L.max().alias(f"lmax{i}")]
             if inner.is_numeric():
-                el = col.explode()
-                for _ in range(depth - 1):
+                el = col
+                for _ in range(depth):  # every element, at any nesting depth
                     el = el.explode()
                 if inner.is_float():
                     el = el.filter(el.is_finite())
                 exprs += [el.min().alias(f"emin{i}"), el.max().alias(f"emax{i}")]
-            del flat
         elif c == label and (t.is_integer() or t == pl.String or isinstance(t, (pl.Categorical, pl.Enum))):
             exprs.append(col.drop_nulls().cast(pl.String if not t.is_integer() else t).unique().head(MAX_CLASSES + 1)
                          .implode().alias(f"cls{i}"))
@@ -69,9 +67,14 @@ def _shard_stats(lf: pl.LazyFrame, schema: dict[str, pl.DataType], label: str | 
             exprs += [v.min().alias(f"min{i}"), v.max().alias(f"max{i}")]
     row = lf.select(exprs).collect().row(0, named=True)
     out: dict[str, dict[str, Any]] = {"__rows": {"n": row["__n"]}}
-    for i, c in enumerate(schema):
-        out[c] = {k[: -len(str(i))]: _py(v) for k, v in row.items() if k != "__n" and k.endswith(str(i))
-                  and k[: -len(str(i))] in ("n", "lmin", "lmax", "emin", "emax", "cls", "min", "max")}
+    names = list(schema)
+    for c in names:
+        out[c] = {}
+    for k, v in row.items():
+        if k == "__n":
+            continue
+        stat = k.rstrip("0123456789")
+        out[names[int(k[len(stat):])]][stat] = _py(v)
     return out
 
 

@@ -25,6 +25,7 @@ benchmark compares the two and the tests check that they agree.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import partial
 from typing import Any, Iterable, Union
 
@@ -165,6 +166,8 @@ def structure_findings(contract: Contract, schema: dict[str, pl.DataType], roles
         rule = contract.rules.get(key, ColumnRule())
         for c in present:
             t = schema[c]
+            if c in bad:
+                continue  # already reported under another key of the schema (e.g. a regex)
             if col.dtype is not None:
                 try:
                     ok = col.dtype.check(polars_engine.Engine.dtype(t))
@@ -296,13 +299,15 @@ def data_items(contract: Contract, schema: dict[str, pl.DataType], roles: Roles,
     items: list[ShardItemT] = []
     src = contract.name
     nulls_elsewhere = {roles.label, *roles.text} - {None}
+    null_checked: set[str] = set()  # a column several keys match (a name and a regex) is checked once
     for key, col in contract.schema.columns.items():
         rule = contract.rules.get(key, ColumnRule())
         for c in resolve_columns(contract, key, schema):
             if c in skip:
                 continue
             t = schema[c]
-            if not col.nullable and c not in nulls_elsewhere:
+            if not col.nullable and c not in nulls_elsewhere and c not in null_checked:
+                null_checked.add(c)
                 items.append(RowCheck(
                     check="schema.nullable", column=c, fails=pl.col(c).is_null(), example=pl.col(c),
                     message=lambda n, d, c=c: (f"{n} row(s) of {c!r} are null, but schema {src} declares it "
@@ -320,7 +325,7 @@ def data_items(contract: Contract, schema: dict[str, pl.DataType], roles: Roles,
                 # a UDF cannot be probed on an empty frame (it may need rows); the runner isolates it
                 err = _compiles(rc.fails, schema) if native else None
                 if err is None:
-                    items.append(rc)
+                    items.append(replace(rc, details={**rc.details, "check": pl.lit(name), "schema": pl.lit(src)}))
                 else:
                     items.append(Skipped("schema.check", f"check {name!r} of schema {src} cannot run on column "
                                                          f"{c!r} ({t}): {err}"))

@@ -219,7 +219,13 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            what = "two JSON values on one line" if exc.msg == "Extra data" else exc.msg
+            what = exc.msg
+            if exc.msg == "Extra data":
+                try:
+                    json.loads(text[exc.pos:])
+                    what = "two JSON values on one line"
+                except json.JSONDecodeError:
+                    what = "extra characters after the JSON value"
             bad.append((i + 1, off, f"{what} (column {exc.colno})", text))
             continue
         if not isinstance(obj, dict):

@@ -128,3 +128,14 @@ def test_empty_shard(tmp_path):
     assert got == [("a.parquet", 0, ["index.empty_shard"]), ("b.jsonl", 0, ["index.empty_shard"]),
                    ("c.parquet", 1, [])]
     assert all(f.severity == "warn" for f in findings(rep, "index.empty_shard"))
+
+
+def test_numbering_gap_names_missing_shards_like_the_present_ones(tmp_path):
+    for name in ("part-0-of-4.parquet", "part-1-of-4.parquet", "part-3-of-4.parquet"):
+        write_shard(tmp_path, {"text": [name]}, name)
+    f = one(datacheck.audit(str(tmp_path)), "index.numbering_gap")
+    assert "part-2-of-4.parquet" in f.message
+    for name in ("train-000000-of-000003.parquet",):
+        write_shard(tmp_path / "six", {"text": [name]}, name)
+    f = one(datacheck.audit(str(tmp_path / "six")), "index.numbering_gap")
+    assert "train-000001-of-000003.parquet, train-000002-of-000003.parquet" in f.message

@@ -133,3 +133,20 @@ def test_unseen_class_with_string_classes(tmp_path):
 def test_every_class_seen_gives_no_finding(tmp_path):
     rep = audit_df(tmp_path, {"label": [0, 1]}, {"labels": {"num_classes": 2}})
     assert findings(rep, "labels.unseen_class") == []
+
+
+@pytest.mark.parametrize(
+    "labels, cfg, null_rows, out_rows, sentinel_rows",
+    [
+        # pandas writes a missing label as NaN: it is labels.null, never out_of_range
+        ([0.0, float("nan"), 1.0, None, 2.0, 0.5, -1.0], {"num_classes": 2}, [1, 3], [4, 5], [6]),
+        ([0.0, float("nan"), 7.0, 3.0], {"classes": [0, 7]}, [1], [3], []),
+    ],
+)
+def test_float_class_labels(tmp_path, labels, cfg, null_rows, out_rows, sentinel_rows):
+    rep = audit_df(tmp_path, pl.DataFrame({"label": labels}, schema={"label": pl.Float64}), {"labels": cfg})
+    for check, rows in (("labels.null", null_rows), ("labels.out_of_range", out_rows),
+                        ("labels.unexpected_sentinel", sentinel_rows)):
+        got = findings(rep, check, "label")
+        assert [f.rows for f in got] == ([tuple(rows)] if rows else []), check
+    assert "(null or NaN)" in one(rep, "labels.null").message

@@ -144,19 +144,23 @@ def test_empty_matches_reference(data, n, side, max_len, with_mask):
 
 # ---------------------------------------------------------------- labels
 def ref_label_null(v) -> bool:
-    return v is None
+    """A missing class label: null, or NaN in a float column."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def ref_label_sentinel(v, ign: int | None) -> bool:
-    return v is not None and v < 0 and v != ign
+    return not ref_label_null(v) and v < 0 and v != ign
 
 
 def ref_label_out_of_range(v, k: int, ign: int | None) -> bool:
-    return v is not None and v >= k and v != ign
+    """>= num_classes, or (float labels) a fractional value; never the ignore index or a sentinel."""
+    if ref_label_null(v) or v == ign:
+        return False
+    return v >= k or (v >= 0 and v != math.floor(v))
 
 
 def ref_label_not_in_classes(v, classes: list[int], ign: int | None) -> bool:
-    return v is not None and v not in classes and v != ign and not ref_label_sentinel(v, ign)
+    return not ref_label_null(v) and v not in classes and v != ign and not ref_label_sentinel(v, ign)
 
 
 def ref_token_label_sentinel(lst, ign: int | None) -> bool:
@@ -170,11 +174,15 @@ def ref_token_label_out_of_range(lst, bound: int, ign: int | None) -> bool:
 ignores = st.sampled_from([-100, -1, 255, None])
 
 
+float_labels = st.one_of(small_ints.map(lambda v: None if v is None else float(v)),
+                         st.sampled_from([float("nan"), 0.5, 1.5, -0.5, float("inf"), float("-inf")]))
+
+
 @SETTINGS
-@given(data=st.data(), n=_rows(), ign=ignores, k=st.integers(1, 6), sparse=st.booleans())
-def test_class_labels_match_reference(data, n, ign, k, sparse):
-    label = data.draw(st.lists(small_ints, min_size=n, max_size=n))
-    df = pl.DataFrame({"label": label}, schema={"label": pl.Int64})
+@given(data=st.data(), n=_rows(), ign=ignores, k=st.integers(1, 6), sparse=st.booleans(), as_float=st.booleans())
+def test_class_labels_match_reference(data, n, ign, k, sparse, as_float):
+    label = data.draw(st.lists(float_labels if as_float else small_ints, min_size=n, max_size=n))
+    df = pl.DataFrame({"label": label}, schema={"label": pl.Float64 if as_float else pl.Int64})
     labels_cfg: dict = {"ignore_index": ign if ign is not None else False}
     classes = [0, 2, 7, 255] if sparse else None
     if sparse:
@@ -312,3 +320,23 @@ def test_dup_in_shard_matches_reference(data, n, with_ids):
         content = list(zip(text, label, ids))
     got = failing(pl.DataFrame(cols, schema=schema), {})
     assert got.get("dup.exact_in_shard", set()) | got.get("dup.exact_in_shard:text", set()) == ref_dup_in_shard(content)
+
+
+# ---------------------------------------------------------------- readers agree
+@settings(max_examples=max(5, SETTINGS.max_examples // 4), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), n=_rows())
+def test_formats_give_the_same_failing_rows(data, n):
+    """The same rows read from parquet, Arrow IPC and JSONL fail the same checks on the same rows."""
+    text = data.draw(st.lists(texts, min_size=n, max_size=n))
+    label = data.draw(st.lists(small_ints, min_size=n, max_size=n))
+    ids = data.draw(st.lists(int_lists, min_size=n, max_size=n))
+    df = pl.DataFrame({"text": text, "label": label, "input_ids": ids},
+                      schema={"text": pl.String, "label": pl.Int64, "input_ids": pl.List(pl.Int64)})
+    cfg = {"labels": {"num_classes": 3}, "tokens": {"vocab_size": 10, "max_seq_len": 3, "pad_token_id": 0}}
+    got = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("s.parquet", "s.arrow", "s.jsonl"):
+            got[name] = shard_result(Path(tmp), df, cfg, name=name).failing_rows
+    assert got["s.arrow"] == got["s.parquet"]
+    assert got["s.jsonl"] == got["s.parquet"]

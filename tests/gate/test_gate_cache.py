@@ -2,9 +2,9 @@
 or config, corrupt and truncated entries, concurrent writers, read-only folder, --no-cache."""
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import stat
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -18,6 +18,7 @@ import datacheck.runner as runner
 from datacheck.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
 from datacheck.config import Config
 from datacheck.findings import Example, Finding, Skipped
+from datacheck.io.discover import discover
 from datacheck.runner import ShardResult
 from gatehelp import cli, normalized, write_dataset
 
@@ -33,8 +34,10 @@ def _same_result(a: ShardResult, b: ShardResult) -> None:
     for k, v in a.payload.items():
         w = b.payload[k]
         assert type(v) is type(w), k
-        if isinstance(v, (pl.Series, pl.DataFrame)):
-            assert v.equals(w) and v.dtypes == w.dtypes if isinstance(v, pl.DataFrame) else (v.equals(w) and v.name == w.name and v.dtype == w.dtype), k
+        if isinstance(v, pl.DataFrame):
+            assert v.equals(w) and v.schema == w.schema, k
+        elif isinstance(v, pl.Series):
+            assert v.equals(w) and (v.name, v.dtype) == (w.name, w.dtype), k
         elif isinstance(v, np.ndarray):
             assert v.dtype == w.dtype and np.array_equal(v, w), k
         elif isinstance(v, float) and v != v:
@@ -128,10 +131,10 @@ def test_changed_shard_is_re_audited_others_are_hits(tmp_path, monkeypatch):
         return real(ds, *a, **k)
 
     monkeypatch.setattr(api, "audit_shard", spy)
-    c = ShardCache(cache, api._coerce_config(CFG))
-    rep = api.finish_report(c and api._coerce_config(CFG), api.audit_shards(
-        __import__("datacheck.io.discover", fromlist=["discover"]).discover([str(d)]), api._coerce_config(CFG), cache=c),
-        root=d, temp_files=["half.parquet.tmp"], fail_on="error")
+    cfg = api._coerce_config(CFG)
+    c = ShardCache(cache, cfg)
+    results = api.audit_shards(discover([str(d)]), cfg, cache=c)
+    rep = api.finish_report(cfg, results, root=d, temp_files=["half.parquet.tmp"], fail_on="error")
     assert seen == ["shard-00002-of-00007.parquet"]
     assert (c.stats.hits, c.stats.misses, c.stats.writes) == (7, 1, 1)
     (sh,) = [s for s in rep.shards if s.path == "shard-00002-of-00007.parquet"]
@@ -145,8 +148,6 @@ def test_config_change_misses(tmp_path):
     cache = tmp_path / "cache"
     _audit(d, cache)
     c = ShardCache(cache, api._coerce_config({"labels": {"num_classes": 4}}))
-    from datacheck.io.discover import discover
-
     api.audit_shards(discover([str(d)]), api._coerce_config({"labels": {"num_classes": 4}}), cache=c)
     assert (c.stats.hits, c.stats.misses) == (0, 8)
 
@@ -168,8 +169,6 @@ def test_corrupt_entry_is_recomputed(tmp_path, damage):
         victim.write_bytes(b"")
     cfg = api._coerce_config(CFG)
     c = ShardCache(cache, cfg)
-    from datacheck.io.discover import discover
-
     with pytest.warns(CacheWarning, match="corrupt"):
         results = api.audit_shards(discover([str(d)]), cfg, cache=c)
     assert (c.stats.hits, c.stats.corrupt, c.stats.writes) == (7, 1, 1)
@@ -178,24 +177,19 @@ def test_corrupt_entry_is_recomputed(tmp_path, damage):
     decode_results(victim.read_bytes())  # rewritten, valid again
 
 
-def _worker(args):
-    d, cache, q = args
-    rep = api.audit(d, CFG, cache_dir=cache)
-    q.put(normalized(rep.to_json()))
-
-
 def test_concurrent_audits_share_one_cache(tmp_path):
+    """Four CLI processes audit the same folder into one cache at the same time."""
     d = write_dataset(tmp_path / "data", n_shards=10)
     cache = tmp_path / "cache"
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=((str(d), str(cache), q),)) for _ in range(4)]
+    procs = [subprocess.Popen([sys.executable, "-m", "datacheck", "audit", str(d), "--cache-dir", str(cache),
+                               "--format", "json", "--report-dir", str(tmp_path / f"r{i}")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    outs = []
     for p in procs:
-        p.start()
-    outs = [q.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(timeout=120)
-        assert p.exitcode == 0
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 1, err
+        assert "warning" not in err
+        outs.append(normalized(out))
     expected = normalized(_audit(d, None).to_json())
     assert outs == [expected] * 4
     entries = sorted(cache.rglob("*.dcr"))

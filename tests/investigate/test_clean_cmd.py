@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import datacheck
@@ -258,6 +258,7 @@ def test_property_kept_plus_quarantined_equals_input(case):
         assert src.read_bytes() == before
         s = res.shards[0]
         assert s.input_rows == len(rows) == s.kept + s.quarantined
+        event(f"{fmt}: {'some rows quarantined' if s.quarantined else 'nothing quarantined'}")
         kept = _read(res.out / src.name, fmt) if s.kept else df.clear()
         q = _read(res.out / QUARANTINE_DIR / src.name, fmt) if s.quarantined else None
         qrows = q["_datacheck_row"].to_list() if q is not None else []

@@ -259,3 +259,25 @@ def test_folder_of_hf_split(tmp_path):
     ins = inspect_shards([str(dst)], config_from_dict({"labels": {"num_classes": 1}}), limit=2)
     assert [i.shard.rel for i in ins] == ["data-00000-of-00001.arrow"]
     assert len(ins[0].failing["labels.out_of_range:label"]) == 41  # PROVENANCE.md: test has 41 OFF (label 1)
+
+
+ROW_CASES = ["all_padding_sample", "corrupt_jsonl_lines", "empty_text", "label_equals_num_classes",
+             "nan_regression_target", "negative_label_sentinel", "padding_supervised", "repeated_samples",
+             "truncation_leaves_no_supervised_tokens"]
+
+
+@pytest.mark.skipif(not CASES.is_dir(), reason="../shared/cases is not present")
+@pytest.mark.parametrize("case", ROW_CASES)
+def test_shared_cases_inspect_lists_expected_rows(case):
+    expect = json.loads((CASES / case / "expect.json").read_text())["expect"]
+    cfg = load_config(CASES / case / "datacheck.toml")
+    for e in expect:
+        (ins,) = inspect_shards([str(CASES / case / "data" / e["shard"])], cfg, checks=[e["check"]])
+        if e["check"].startswith("decode."):
+            (f,) = [f for f in ins.decode if f.severity == "error"]
+            assert list(f.lines) == e["lines"]
+            continue
+        rows = sorted({r for k, v in ins.failing.items() for r in v})
+        assert rows == e["rows"], (case, ins.failing)
+        shown = sorted({r.row for r in ins.shown})
+        assert shown == e["rows"] and not set(shown) & set(e.get("not_rows", []))

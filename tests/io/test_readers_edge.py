@@ -126,3 +126,34 @@ def test_every_format_reports_the_same_rows(tmp_path, name):
     assert [(f.check, f.rows) for f in rep.shards[0].findings] == [
         ("dup.exact_in_shard", (3,)), ("empty.text", (1,)), ("labels.out_of_range", (2,))]
     assert findings(rep, "labels.unexpected_sentinel") == []
+
+
+def test_csv_quoted_multiline_field_line_numbers(tmp_path):
+    (tmp_path / "s.csv").write_text('text,label\n"multi\nline",0\n"",1\nx,9\n')
+    rep = datacheck.audit(str(tmp_path / "s.csv"), config={"labels": {"num_classes": 2}})
+    assert rep.shards[0].rows == 3
+    assert (one(rep, "empty.text").rows, one(rep, "empty.text").lines) == ((1,), (4,))
+    assert (one(rep, "labels.out_of_range").rows, one(rep, "labels.out_of_range").lines) == ((2,), (5,))
+
+
+def test_all_null_role_columns_keep_their_role(tmp_path):
+    """JSON/CSV give an all-null column dtype Null; it keeps its role and its rows are reported."""
+    (tmp_path / "s.jsonl").write_text('{"text": null, "label": null, "input_ids": null, "labels": null}\n' * 2)
+    rep = datacheck.audit(str(tmp_path), config={"labels": {"num_classes": 2}, "tokens": {"vocab_size": 5}})
+    assert rep.roles["text"]["columns"] == ["text"] and rep.roles["labels"]["columns"] == "labels"
+    assert one(rep, "empty.text").rows == (0, 1)
+    assert one(rep, "labels.null", "label").rows == (0, 1)
+    assert one(rep, "labels.null", "labels").rows == (0, 1)
+    assert one(rep, "empty.sequence").rows == (0, 1)
+    assert rep.shards[0].columns["input_ids"] == "List(Int64)"
+
+
+def test_jsonl_parser_messages(tmp_path):
+    (tmp_path / "s.jsonl").write_text('{"text": "a"}\n{"text": "b"}{"text": "c"}\n{"text": "d"} junk\n{"text": \n')
+    rep = datacheck.audit(str(tmp_path))
+    f = one(rep, "decode.bad_record")
+    assert f.lines == (2, 3, 4)
+    assert [e.byte_offset for e in f.examples] == [14, 41, 60]
+    msgs = [e.value.split(" (column")[0] for e in f.examples]
+    assert msgs == ["two JSON values on one line", "extra characters after the JSON value", "Expecting value"]
+    assert rep.shards[0].rows == 1

@@ -145,3 +145,12 @@ def test_strict_schema_extra_column(tmp_path):
     report = audit(write(tmp_path, pl.DataFrame({"a": [1], "b": [2]})), tmp_path / "s.yaml")
     f = [f for f in report.findings if f.check == "schema.check"]
     assert len(f) == 1 and f[0].details["columns"] == ["b"]
+
+
+def test_pandera_dtype_mismatch(tmp_path):
+    (tmp_path / "s.yaml").write_text("columns:\n  a: {dtype: Int32}\n  b: {dtype: List(Int32)}\n  c: {dtype: String}\n")
+    df = pl.DataFrame({"a": [1], "b": pl.Series([[1]], dtype=pl.List(pl.Int64)), "c": ["x"]})
+    report = audit(write(tmp_path, df), tmp_path / "s.yaml")
+    fs = [f for f in report.findings if f.check.startswith("schema.")]
+    assert [(f.check, f.column, f.details["expected"], f.details["actual"]) for f in fs] == [
+        ("schema.dtype", "a", "Int32", "Int64"), ("schema.dtype", "b", "List(Int32)", "List(Int64)")]

@@ -125,3 +125,11 @@ def test_dkhate_mbert_against_causal_lm_layout(realdata, tmp_path):
     got = summary(audit(tmp_path, "causal_lm"))
     assert got == {("schema.missing_column", "attention_mask", 0, ())}
     assert len(found(audit(tmp_path, "causal_lm"))) == 2  # one per shard
+
+
+def test_infer_many_columns_keeps_each_columns_stats(tmp_path):
+    df = pl.DataFrame({f"c{k}": [k, k + 100] for k in range(12)})
+    data, _ = infer_contract([str(write(tmp_path, df))])
+    assert data["columns"]["c1"]["in_range"]["min_value"] == 1
+    assert data["columns"]["c11"]["in_range"] == {"min_value": 11, "max_value": 111, "include_min": True,
+                                                  "include_max": True}

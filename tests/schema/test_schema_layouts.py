@@ -119,3 +119,12 @@ def test_sample_data_token_defects_against_causal_lm():
     got = summary(audit(p, "causal_lm"))
     # row 1: input_ids is [] (also empty.sequence); nothing else breaks the layout
     assert got == {("schema.check", "input_ids", 1, (1,))}
+
+
+def test_tabular_column_matched_by_two_keys_is_reported_once(tmp_path):
+    df = pl.DataFrame({"x": [1.0, 2.0], "target": pl.Series([None, "a"], dtype=pl.String)})
+    got = summary(audit(write(tmp_path, df), "tabular"))
+    assert got == {("schema.dtype", "target", 0, ())}
+    df = pl.DataFrame({"x": [1.0, 2.0], "y": [None, 1.0]})
+    got = summary(audit(write(tmp_path / "b", df), "tabular"))
+    assert got == {("schema.nullable", "y", 1, (0,))}
