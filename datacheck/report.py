@@ -153,6 +153,9 @@ def write_json_atomic(path: str | Path, text: str) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
