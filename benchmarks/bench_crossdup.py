@@ -14,7 +14,10 @@ Steps (generated data and payloads are kept in benchmarks/_work/ and reused):
 Also measures (``--hash-cost``) the payload's added cost on the tokenized benchmark shard of
 bench_audit.py (400,000 x 128 tokens, three list columns): the fused query with and without it.
 
-Usage: python benchmarks/bench_crossdup.py [--shards 100] [--rows 100000] [--hash-cost]
+With ``--verify`` the three counts are recomputed on the raw text/label values with polars
+(no hashes) and compared.
+
+Usage: python benchmarks/bench_crossdup.py [--shards 100] [--rows 100000] [--hash-cost] [--verify]
 """
 from __future__ import annotations
 
@@ -145,6 +148,22 @@ def child_merge(pdir: str) -> None:
                       else 0.0, "peak_before_merge_mib": peak_before, "findings": found}))
 
 
+def verify(root: Path) -> dict:
+    """Reference counts computed directly on the raw text/label values with polars (no hashes)."""
+    import polars as pl
+
+    files = sorted(root.glob("*/*.parquet"), key=lambda p: p.relative_to(root).as_posix())
+    df = pl.concat([pl.scan_parquet(f).with_columns(pl.lit(i, dtype=pl.UInt32).alias("shard"),
+                                                    pl.lit(f.parent.name).alias("split"))
+                    for i, f in enumerate(files)]).collect()
+    exact = (df.with_columns(pl.col("shard").min().over(["split", "text", "label"]).alias("first"))
+             .filter(pl.col("shard") != pl.col("first")).height)
+    conflicting = df.group_by("text").agg(pl.col("label").n_unique().alias("k")).filter(pl.col("k") > 1).height
+    train = df.filter(pl.col("split") == "train")["text"].unique()
+    overlap = df.filter((pl.col("split") == "test") & pl.col("text").is_in(train.implode())).height
+    return {"dup.exact_across_shards": exact, "dup.conflicting_labels": conflicting, "dup.split_overlap": overlap}
+
+
 def hash_cost() -> None:
     """Fused-query seconds on the bench_audit shard with and without the row-hash payload."""
     import polars as pl
@@ -182,6 +201,7 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=100)
     ap.add_argument("--rows", type=int, default=100_000, help="rows per shard")
     ap.add_argument("--hash-cost", action="store_true", help="also measure the payload's cost on the tokenized shard")
+    ap.add_argument("--verify", action="store_true", help="also count the planted faults on the raw values (slow)")
     ap.add_argument("--child-merge", metavar="DIR", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child_merge:
@@ -196,6 +216,9 @@ def main() -> None:
           f"{r['payload_mib']:.0f} MiB ({r['payload_bytes_per_row']:.0f} B/row: 16 B hash + 8 B label); "
           f"process RSS {r['rss_before_merge_mib']:.0f} MiB before the merge, peak {r['peak_rss_mib']:.0f} MiB "
           f"(+{r['merge_peak_above_payloads_mib']:.0f} MiB during the merge); findings {r['findings']}")
+    if a.verify:
+        ref = verify(root)
+        print(f"reference counts on the raw values: {ref}: {'match' if ref == r['findings'] else 'MISMATCH'}")
     if a.hash_cost:
         hash_cost()
 

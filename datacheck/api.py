@@ -239,6 +239,7 @@ def audit(
     progress: Callable[[str, int, int], None] | None = None,
     cache_dir: str | Path | None = None,
     against: str | Path | list[str | Path] | None = None,
+    prune_cache: bool = False,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
@@ -249,6 +250,7 @@ def audit(
         fail_on: ``"error"`` (default), ``"warn"`` or ``"never"``: the lowest severity that fails the gate.
         progress: called as ``progress(shard_path, done, total)`` after each shard.
         cache_dir: per-shard result cache folder (:mod:`datacheck.cache`); None (default): no cache.
+        prune_cache: after the audit, delete the cache entries it did not use (:meth:`ShardCache.prune`).
         against: another dataset (shard files, folders or globs) to compare with: rows of the audited
             data whose content also occurs there are ``dup.split_overlap`` (e.g. eval against train).
             Only its row content hashes are computed; its own defects are not reported.
@@ -291,5 +293,7 @@ def audit(
         against_results = hash_shards(discover([str(p) for p in ([against] if isinstance(against, (str, Path))
                                                                  else against)], cfg.dataset.format), cfg)
     results = audit_shards(disc, cfg, progress, cache=cache)
+    if cache is not None and prune_cache:
+        cache.prune()
     return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
                          index=index, against=against_results)

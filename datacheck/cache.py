@@ -29,6 +29,10 @@ never trusted, it is counted, removed and recomputed. Entries are written to a t
 the entry's folder, fsynced and renamed (``os.replace``), so a reader sees either no entry or a
 complete one, and two audits writing the same entry at once both leave a complete entry.
 
+Entries are never deleted during an audit; ``--cache-prune`` (:meth:`ShardCache.prune`) deletes,
+after the audit, the entries it did not use (the old versions of changed or removed shards) and
+temporary files older than an hour, for a cache folder kept for one dataset (nightly CI).
+
 A cache folder that exists but is read-only (no write permission bits, or writes refused by the
 file system) is a usage error (exit 2) raised before any shard is read: pass ``--cache-dir`` to a
 writable folder or ``--no-cache``. Write permission bits are honoured even for root (containers
@@ -281,7 +285,8 @@ def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """xxh3-128 over datacheck's own source files (sorted relative paths and bytes).
+    """xxh3-128 over datacheck's own source and data files (``.py``, ``.json``, ``.yaml``: the checks
+    and the built-in schemas; sorted relative paths and bytes).
 
     Part of every cache key: results computed by different check code never answer each other,
     even when the version string did not change (editable installs, development).
@@ -289,7 +294,7 @@ def code_fingerprint() -> str:
     pkg = Path(__file__).resolve().parent
     h = xxhash.xxh3_128()
     for p in sorted(pkg.rglob("*")):
-        if p.suffix in (".py", ".json") and p.is_file() and "__pycache__" not in p.parts:
+        if p.suffix in (".py", ".json", ".yaml") and p.is_file() and "__pycache__" not in p.parts:
             h.update(p.relative_to(pkg).as_posix().encode() + b"\0")
             h.update(p.read_bytes())
             h.update(b"\0")
@@ -297,14 +302,16 @@ def code_fingerprint() -> str:
 
 
 def _schema_file_hash(cfg: Config) -> str | None:
+    """Content hash of the schema file ``[dataset] schema`` names (a ``.yaml``/``.json`` path or
+    ``file.py:ClassName``); None for a built-in layout name (covered by :func:`code_fingerprint`)."""
     name = getattr(cfg.dataset, "schema_", None)
     if not name:
         return None
-    p = Path(name)
-    if p.is_file():
-        from datacheck.hashing import hash_file
+    from datacheck.hashing import hash_file
 
-        return hash_file(p)[0]
+    for candidate in (name, name.rsplit(":", 1)[0] if ":" in name else None):
+        if candidate and Path(candidate).is_file():
+            return hash_file(candidate)[0]
     return None
 
 
@@ -368,6 +375,7 @@ class ShardCache:
         _check_writable(self.root)
         self.salt = cache_salt(cfg)
         self.stats = CacheStats()
+        self.used: set[str] = set()  # keys read or written by this audit (kept by :meth:`prune`)
 
     def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False) -> str:
         """The entry key (32 hex digits) of a shard at relative path ``rel`` with ``content_hash``."""
@@ -375,6 +383,7 @@ class ShardCache:
         return xxhash.xxh3_128_hexdigest(blob.encode("utf-8"))
 
     def entry_path(self, key: str) -> Path:
+        """``<root>/v<layout>/<key[:2]>/<key>.dcr`` (256 sub-folders keep folder listings short)."""
         return self.root / f"v{ENTRY_LAYOUT}" / key[:2] / f"{key}.dcr"
 
     def get(self, key: str, rel: str) -> Any | None:
@@ -407,6 +416,7 @@ class ShardCache:
                 pass
             return None
         self.stats.hits += 1
+        self.used.add(key)
         r = results[0]
         r.path = rel
         return r
@@ -424,6 +434,7 @@ class ShardCache:
             self.stats.write_errors += 1
             return
         p = self.entry_path(key)
+        self.used.add(key)
         try:
             write_bytes_atomic(p, data)
         except OSError as exc:
@@ -432,6 +443,44 @@ class ShardCache:
             self.stats.write_errors += 1
             return
         self.stats.writes += 1
+
+
+    def prune(self, temp_max_age_s: float = 3600.0) -> int:
+        """Delete every entry this audit did not use, entries of other layouts, and temporary files
+        older than ``temp_max_age_s`` seconds (left by a killed writer). Returns the files removed.
+
+        For a cache folder dedicated to one dataset and config (e.g. restored by ``actions/cache``
+        in a nightly job): entries of the shard versions that are gone would otherwise pile up.
+        Another audit running at the same time over the same folder loses at most some hits.
+        """
+        import time
+
+        removed = 0
+        now = time.time()
+        for p in sorted(self.root.rglob("*")):
+            if not p.is_file():
+                continue
+            rel = p.relative_to(self.root).parts
+            stale = False
+            if p.name.endswith(".tmp"):
+                try:
+                    stale = now - p.stat().st_mtime > temp_max_age_s
+                except OSError:
+                    continue
+            elif p.suffix == ".dcr" and rel[0].startswith("v"):
+                stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used
+            if stale:
+                try:
+                    p.unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+        for d in sorted((x for x in self.root.rglob("*") if x.is_dir()), key=lambda x: len(x.parts), reverse=True):
+            try:
+                d.rmdir()  # only empty folders go
+            except OSError:
+                pass
+        return removed
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

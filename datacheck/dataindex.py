@@ -56,6 +56,7 @@ __all__ = [
     "shipped_lists",
     "compare_shipped",
     "resolve_index_path",
+    "count_rows",
 ]
 
 INDEX_FORMAT = "datacheck-index"
@@ -221,12 +222,12 @@ def count_rows(path: Path, fmt: str, cfg: Any) -> int | None:
 
     from datacheck.io.readers import Unreadable, open_shard
 
+    from datacheck.runner import ENGINE_ERRORS
+
     try:
         data = open_shard(path, fmt, cfg.dataset, cfg.report.max_examples)
         return int(data.lf.select(pl.len()).collect().item())
-    except Unreadable:
-        return None
-    except Exception:
+    except (Unreadable, *ENGINE_ERRORS):  # an unreadable shard has no row count (the audit reports it)
         return None
 
 
@@ -245,8 +246,11 @@ def compare_index(idx: DataIndex, actual: list[tuple[str, str, int, int | None]]
         rows_of: called for a changed shard whose rows are None, to count them.
 
     Returns:
-        ``index.missing_shard`` (error), ``index.extra_shard`` (warn), ``index.changed_shard`` (error)
-        and ``index.row_count_mismatch`` (error) findings.
+        ``index.missing_shard`` (error, count = absent shards), ``index.extra_shard`` (warn, count =
+        unlisted shards; datacheck indexes only), ``index.changed_shard`` (error, count = shards whose
+        content hash or size differs) and one ``index.row_count_mismatch`` (error, count = |rows - listed
+        rows|) per shard whose rows differ. Rows are only compared for changed shards (or lists without
+        hashes): equal bytes hold equal rows.
     """
     on_disk = {p: (h, b, r) for p, h, b, r in actual}
     out: list[Finding] = []

@@ -126,7 +126,7 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None) -> Rep
         for key, what in [("num_parts", "--num-parts"), ("config_hash", "config"), ("datacheck_version",
                           "datacheck version"), ("code", "datacheck code"), ("polars", "polars version"),
                           ("all_shards", "shard list (the data changed between the jobs?)"),
-                          ("root", "audited root")]:
+                          ("root", "audited root"), ("index", "[dataset] index file")]:
             if p.meta.get(key) != first.get(key):
                 raise UsageError(f"{p.path} and {parts[0].path} come from different audits: their {what} differ; "
                                  "run every part with the same data, config and datacheck")
@@ -164,4 +164,10 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None) -> Rep
         raise UsageError(f"{parts[0].path}: the stored config does not reproduce its config_hash; re-run the parts "
                          "with this datacheck")
     results = [by_path[s] for s in order]
-    return finish_report(cfg, results, root=Path(first["root"]), temp_files=first["temp_files"], fail_on=fail_on)
+    root = Path(first["root"])
+    index = None
+    if first.get("index") is not None:
+        from datacheck.dataindex import parse_index
+
+        index = parse_index(first["index"]["data"], root, first["index"]["source"])
+    return finish_report(cfg, results, root=root, temp_files=first["temp_files"], fail_on=fail_on, index=index)

@@ -14,7 +14,7 @@ A part audit writes
   (``part.results_file`` names it): the part's shard results in the ``.dcr`` layout of
   :mod:`datacheck.cache` (findings, stats, payloads such as row hashes), plus what the merge needs:
   the ordered list of every discovered shard, the audited root, the temporary files seen, the
-  config and the code fingerprint. ``part.results_digest`` (xxh3-128 of the sidecar's bytes) ties
+  config, the content of the ``[dataset] index`` file (when set) and the code fingerprint. ``part.results_digest`` (xxh3-128 of the sidecar's bytes) ties
   the two files together.
 
 ``datacheck merge`` (:mod:`datacheck.merge`) reads the parts back and runs the dataset-level
@@ -111,7 +111,7 @@ class PartRun:
 
 def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail_on: str = "error",
                cache_dir: str | Path | None = None,
-               progress: Callable[[str, int, int], None] | None = None) -> PartRun:
+               progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False) -> PartRun:
     """Audit part ``part`` of ``num_parts`` of the shards under ``paths``.
 
     Every shard is discovered (the merge needs the full ordered list) but only the part's shards
@@ -129,8 +129,19 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     cache = ShardCache(cache_dir, cfg) if cache_dir is not None else None
     disc = discover([str(p) for p in paths], cfg.dataset.format)
+    index_doc = None
+    if cfg.dataset.index is not None:  # checked before any shard is read; the merge gets its content
+        import json
+
+        from datacheck.dataindex import read_index, resolve_index_path
+
+        ipath = resolve_index_path(cfg.dataset.index, disc.root)
+        read_index(ipath, disc.root)
+        index_doc = {"source": str(ipath), "data": json.loads(ipath.read_text(encoding="utf-8"))}
     mine = select_part(disc, num_parts, part)
     results = audit_shards(mine, cfg, progress, cache=cache)
+    if cache is not None and prune_cache:
+        cache.prune()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     skipped.append(("", Skipped("dataset", f"part {part} of {num_parts} (0-based): the dataset-level checks run "
                                            "in 'datacheck merge' over all parts")))
@@ -144,6 +155,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         "all_shards": [s.rel for s in disc.shards],
         "root": str(disc.root),
         "temp_files": list(disc.temp_files),
+        "index": index_doc,
         "config": cfg.to_dict(),
         "config_hash": cfg.hash(),
         "fail_on": fail_on,

@@ -15,11 +15,14 @@ import polars as pl
 
 from datacheck.config import ColumnsSection
 
-__all__ = ["Roles", "resolve_roles", "null_role_casts", "is_list", "inner_dtype", "ROLE_NAMES"]
+__all__ = ["Roles", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
+           "TEXT_NAMES"]
 
 ROLE_NAMES = ("text", "label", "target", "features", "input_ids", "attention_mask", "labels",
               "token_type_ids", "aligned")
 _TEXT_NAMES = ("text", "sentence", "content", "sentence1", "sentence2")
+#: column names inferred as text (Hugging Face conventions)
+TEXT_NAMES = _TEXT_NAMES
 
 
 def _all_null(dtype: pl.DataType) -> bool:
@@ -166,3 +169,9 @@ def null_role_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, p
             if c is not None and c in schema and _all_null(schema[c]):
                 out.setdefault(c, dtype)
     return out
+
+
+def text_column_names(cfg: ColumnsSection) -> tuple[str, ...]:
+    """Columns that hold text: the configured ``[columns] text`` plus the names inferred as text.
+    CSV/TSV readers keep them as strings even when every value looks like a number."""
+    return tuple(dict.fromkeys((*_as_tuple(cfg.text), *_TEXT_NAMES)))

@@ -13,7 +13,7 @@ from datacheck.config import Config
 from datacheck.findings import Example, Finding, Skipped, show_value
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.readers import ShardData, Unreadable, open_shard
-from datacheck.roles import Roles, null_role_casts, resolve_roles
+from datacheck.roles import Roles, null_role_casts, resolve_roles, text_column_names
 
 __all__ = ["ShardResult", "audit_shard"]
 
@@ -181,7 +181,8 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     """
     max_ex = cfg.report.max_examples
     try:
-        data: ShardData = open_shard(ds.path, ds.format, cfg.dataset, max_ex)
+        data: ShardData = open_shard(ds.path, ds.format, cfg.dataset, max_ex,
+                                     string_columns=text_column_names(cfg.columns))
         schema = dict(data.lf.collect_schema())
     except Unreadable as exc:
         return _unreadable(ds, content_hash, size, exc.reason)

@@ -28,7 +28,7 @@ import io
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +138,11 @@ PLANTED: tuple[Planted, ...] = (
             lines=(5,)),
     Planted(D + "decode/records.jsonl", "decode.invalid_utf8", "error",
             "line 6: Latin-1 byte 0xe9 ('é') inside a UTF-8 file", lines=(6,)),
-    Planted(D + "decode/records.jsonl", "labels.out_of_range", "error",
-            "label 7 in the last record: row 4 (the bad and blank lines hold no row) is line 8", column="label",
-            rows=(4,), lines=(8,)),
+    Planted(D + "decode/rows_vs_lines.jsonl", "decode.bad_record", "error", "line 2 is not JSON", lines=(2,)),
+    Planted(D + "decode/rows_vs_lines.jsonl", "decode.bad_record", "info", "line 3 is blank", lines=(3,)),
+    Planted(D + "decode/rows_vs_lines.jsonl", "labels.out_of_range", "error",
+            "label 7 on line 4, which is row 1: rows count the records that parse", column="label",
+            rows=(1,), lines=(4,)),
     Planted(D + "decode/not_parquet.parquet", "decode.unreadable", "error", "CSV text saved as .parquet (bad magic)"),
     Planted(D + "decode/truncated.parquet", "decode.unreadable", "error",
             "a valid parquet file cut in half (no footer)"),
@@ -334,9 +336,7 @@ def cls_clean() -> dict[str, bytes]:
 def decode_defects() -> dict[str, bytes]:
     """A JSONL with broken lines (see :data:`PLANTED`), and three .parquet files that cannot be read."""
     rng = _rng(300)
-    recs = cls_rows(rng, 4)
-    recs[3]["label"] = 7  # line 8 = row 4: row numbers skip the bad and blank lines, line numbers do not
-    good = [json.dumps(r, ensure_ascii=False).encode() for r in recs]
+    good = [json.dumps(r, ensure_ascii=False).encode() for r in cls_rows(rng, 4)]
     lines = [
         good[0],
         b'{"text": "the quick brown fox", "lab',                       # line 2: truncated object
@@ -348,8 +348,13 @@ def decode_defects() -> dict[str, bytes]:
         good[3],
     ]
     whole = parquet_bytes(cls_rows(_rng(301), 40), CLS_SCHEMA)
+    # rows are numbered over the records that parse, lines over the file: line 4 holds row 1
+    mapped = cls_rows(_rng(302), 2)
+    mapped[1]["label"] = 7
+    mapped_lines = [json.dumps(mapped[0]).encode(), b"not json at all", b"", json.dumps(mapped[1]).encode()]
     return {
         D + "decode/records.jsonl": b"\n".join(lines) + b"\n",
+        D + "decode/rows_vs_lines.jsonl": b"\n".join(mapped_lines) + b"\n",
         D + "decode/not_parquet.parquet": b"text,label\nthis is a CSV file,0\nsaved with the wrong name,1\n",
         D + "decode/truncated.parquet": whole[: len(whole) // 2],
         D + "decode/zero_bytes.parquet": b"",

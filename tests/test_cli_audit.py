@@ -3,6 +3,10 @@ sorted JSON keys, --format json|markdown|text, exit codes 0/1/2."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -65,7 +69,7 @@ def test_index_hash_stable_and_keyed_to_bytes(tmp_path, data, capsys):
     other.mkdir()
     for f in data.iterdir():
         (other / f.name).write_bytes(f.read_bytes())
-    rc = main(["audit", str(other), "--report-dir", str(tmp_path / "r"), "--format", "json"])
+    assert main(["audit", str(other), "--report-dir", str(tmp_path / "r"), "--format", "json"]) in (0, 1)
     assert json.loads(capsys.readouterr().out)["index_hash"] == first["index_hash"]
     # one changed byte: a new key and a new content hash for that shard only
     b = bytearray((data / "b.parquet").read_bytes())
@@ -144,3 +148,19 @@ def test_unwritable_output_is_exit_2(tmp_path, data):
     p = run_cli("audit", str(data), "--report-dir", str(tmp_path / "r"), "--output", str(blocker / "out.json"))
     assert p.returncode == 2
     assert "cannot write" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux script(1) for a pseudo-terminal")
+def test_progress_bar_on_a_terminal_only(tmp_path, data):
+    """On a TTY a progress bar is drawn (on stderr); piped, or with CI set, there is none."""
+    cmd = f"{sys.executable} -m datacheck audit {data} --report-dir {tmp_path / 'r'}"
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["TERM"] = "xterm"
+    p = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0
+    assert "auditing" in p.stdout and "report:" in p.stdout
+    p = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, text=True,
+                       env={**env, "CI": "true"}, timeout=300)
+    assert p.returncode == 0 and "auditing" not in p.stdout
+    piped = run_cli("audit", str(data), "--report-dir", str(tmp_path / "r"))
+    assert "auditing" not in piped.stderr and "\x1b[" not in piped.stderr

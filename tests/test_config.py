@@ -36,6 +36,10 @@ def shard(tmp_path):
         ("[numeric]\ncompute_dtype = \"fp8\"\n", "numeric.compute_dtype", ["'fp8'"]),
         ("[policy]\n\"dup.exact_in_shrad\" = { severity = \"warn\" }\n", "policy", ["'dup.exact_in_shrad'", "did you mean"]),
         ("[policy]\n\"dup.exact_in_shard\" = { max_ratio = 2 }\n", "policy.dup.exact_in_shard.max_ratio", []),
+        ("[policy]\n\"dup.exact_in_shard\" = { severty = \"warn\" }\n", "policy.dup.exact_in_shard.severty",
+         ["unknown key"]),
+        ("[columns]\naligned = [\"tokens\", \"ner_tags\"]\n", "columns.aligned.0", ["valid list"]),
+        ("splits = \"train/*\"\n", "splits", ["valid dictionary"]),
     ],
 )
 def test_bad_key_exits_2_naming_it_before_reading_shards(tmp_path, shard, capsys, toml, key, words):

@@ -24,10 +24,15 @@ NOT_GENERATED = {"generate.py"}
 
 
 def _load_generator():
+    """Import sample_data/generate.py without writing a __pycache__ into sample_data/."""
     spec = importlib.util.spec_from_file_location("sample_data_generate", SAMPLE / "generate.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    before, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.dont_write_bytecode = before
     return mod
 
 

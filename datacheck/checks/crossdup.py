@@ -13,7 +13,8 @@ Canonical encoding (``ROW_ENCODING = "datacheck-row-v1"``), stable across librar
      float64=10): a non-null ``List``/``Array`` of those numbers with no null element; digest =
      XXH3-128 (seed 0, big-endian digest bytes) of the values' little-endian bytes at their storage
      width. The width is part of the tag, so ``list<int32> [1, 2]`` and ``list<int64> [1, 2]`` differ
-     (shards of one dataset share their dtypes; a difference is ``schema.inconsistent``).
+     (shards of one dataset share their dtypes; a difference is ``schema.inconsistent``), and float
+     lists compare by their bits (``-0.0`` differs from ``0.0``; NaNs with equal bits are equal).
    - general path, tag ``0x01``: every other value (strings, scalars, nested lists, null lists and
      lists holding a null); digest = XXH3-128 of ``polars_hash.hash_rows(column, version=1)``, the
      plugin's frozen, type-tagged, length-prefixed encoding (an ``Int32`` and an ``Int64`` of the
@@ -536,7 +537,7 @@ def hash_shards(disc: Any, cfg: Any) -> list[Any]:
     """
     from datacheck.io.readers import Unreadable, open_shard
     from datacheck.roles import resolve_roles
-    from datacheck.runner import ShardResult
+    from datacheck.runner import ENGINE_ERRORS, ShardResult
 
     out = []
     for ds in disc.shards:
@@ -546,10 +547,7 @@ def hash_shards(disc: Any, cfg: Any) -> list[Any]:
             ctx = ShardContext(cfg=cfg, roles=resolve_roles(cfg.columns, schema), schema=schema, shard=ds.rel)
             items = [i for i in crossdup_payload(ctx) if isinstance(i, Payload)]
             df = data.lf.select([pl.len().alias("__n")] + [i.expr.alias(i.key) for i in items]).collect()
-        except Unreadable:
-            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None))
-            continue
-        except Exception:
+        except (Unreadable, *ENGINE_ERRORS):  # unreadable, or the engine failed on it: it matches nothing
             out.append(ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None))
             continue
         payload = {i.key: i.post(df.get_column(i.key)[0]) for i in items}

@@ -35,6 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument("--cache-dir", default=None,
                    help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
+    g.add_argument("--cache-prune", action="store_true",
+                   help="after the audit, delete the cache entries it did not use (a cache folder kept for this "
+                        "dataset, e.g. by actions/cache)")
     g.add_argument("--num-parts", type=int, default=None, metavar="N",
                    help="split the shards into N parts (by a hash of each shard's relative path)")
     g.add_argument("--part", type=int, default=None, metavar="K",
@@ -122,9 +125,9 @@ def run(args: argparse.Namespace) -> int:
 
                 raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
             return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
-                              progress=progress)
+                              progress=progress, prune_cache=args.cache_prune)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
-                     against=getattr(args, "against", None))
+                     against=getattr(args, "against", None), prune_cache=args.cache_prune)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)

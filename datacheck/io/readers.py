@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.findings import Example, Finding, show_value
+from datacheck.roles import TEXT_NAMES
 
 __all__ = ["ShardData", "Unreadable", "open_shard", "read_bytes"]
 
@@ -250,7 +251,8 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
                      line_of_row=np.asarray(line_of_row, dtype=np.int64))
 
 
-def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardData:
+def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int,
+              string_columns: tuple[str, ...] = TEXT_NAMES) -> ShardData:
     data, bom = _strip_bom(read_bytes(path))
     sep = dataset_cfg.separator or ("\t" if fmt == "tsv" else ",")
     quote = dataset_cfg.quote_char if dataset_cfg.quote_char else None
@@ -323,6 +325,7 @@ def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardData
         w.writerows(records)
         try:
             df = pl.read_csv(buf.getvalue().encode("utf-8"), infer_schema_length=None,
+                             schema_overrides={c: pl.String for c in uniq if c in string_columns},
                              null_values=[""], try_parse_dates=False)
         except _READ_ERRORS as exc:
             raise Unreadable(f"CSV records do not form one table: {exc}") from None
@@ -413,8 +416,12 @@ def _normalize(data: ShardData) -> ShardData:
     return data
 
 
-def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardData:
+def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int,
+               string_columns: tuple[str, ...] = TEXT_NAMES) -> ShardData:
     """Open ``path`` as format ``fmt``. Raises :class:`Unreadable` with the reason and where.
+
+    ``string_columns``: CSV/TSV columns read as strings whatever their values look like (text
+    columns: :func:`datacheck.roles.text_column_names`); other CSV columns get inferred dtypes.
 
     Fixed-size list (``Array``) columns come back as ``List`` columns (see :func:`_normalize`).
     """
@@ -425,5 +432,5 @@ def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int) -> ShardDat
     if fmt == "jsonl":
         return _normalize(_read_jsonl(path, max_examples))
     if fmt in ("csv", "tsv"):
-        return _normalize(_read_csv(path, fmt, dataset_cfg, max_examples))
+        return _normalize(_read_csv(path, fmt, dataset_cfg, max_examples, string_columns))
     raise Unreadable(f"unknown format {fmt!r}")

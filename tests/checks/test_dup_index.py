@@ -39,7 +39,8 @@ def test_exact_in_shard_message_names_content(tmp_path):
 def test_dup_shard_identical_bytes(tmp_path):
     p = write_shard(tmp_path, {"text": ["a", "b"]}, "part-0.parquet")
     shutil.copy(p, tmp_path / "part-1.parquet")
-    shutil.copy(p, tmp_path / "sub" / "part-2.parquet") if (tmp_path / "sub").mkdir() is None else None
+    (tmp_path / "sub").mkdir()
+    shutil.copy(p, tmp_path / "sub" / "part-2.parquet")
     write_shard(tmp_path, {"text": ["c"]}, "part-3.parquet")
     rep = datacheck.audit(str(tmp_path))
     f = one(rep, "dup.shard")

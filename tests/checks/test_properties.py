@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -270,9 +271,10 @@ binary_masks = st.one_of(st.none(), st.lists(st.sampled_from([0, 1]), max_size=6
 
 @SETTINGS
 @given(data=st.data(), n=_rows(), side=st.sampled_from(["right", "left"]), ign=st.sampled_from([-100, -1]),
-       pad=st.sampled_from([0, 1]), mask_dtype=st.sampled_from([pl.Int64, pl.Int8, pl.UInt8]))
+       pad=st.sampled_from([0, 1]), mask_dtype=st.sampled_from([pl.Int64, pl.Int8, pl.UInt8, pl.Boolean, pl.Float32]))
 def test_mask_and_padding_match_reference(data, n, side, ign, pad, mask_dtype):
-    mask_elems = st.sampled_from([0, 1, 2] if mask_dtype == pl.UInt8 else [0, 1, 2, -1])
+    mask_elems = st.sampled_from({pl.UInt8: [0, 1, 2], pl.Boolean: [0, 1], pl.Float32: [0, 1, 0.5, 2]}.get(
+        mask_dtype, [0, 1, 2, -1]))
     # mostly aligned binary masks (so the padding checks see real work), some non-binary, some null
     mask = data.draw(st.lists(st.one_of(binary_masks, st.lists(mask_elems, max_size=6)), min_size=n, max_size=n))
     ids = [None if m is None else data.draw(st.lists(st.one_of(st.none(), st.integers(0, 3)), min_size=len(m),
@@ -280,7 +282,8 @@ def test_mask_and_padding_match_reference(data, n, side, ign, pad, mask_dtype):
     ids = [data.draw(int_lists) if data.draw(st.integers(0, 5)) == 0 else x for x in ids]
     labels = [None if m is None else data.draw(st.lists(st.sampled_from([ign, ign, 0, 5, None]), min_size=len(m),
                                                         max_size=len(m))) for m in mask]
-    df = pl.DataFrame({"input_ids": ids, "attention_mask": mask, "labels": labels},
+    stored = [None if m is None else [bool(x) if mask_dtype == pl.Boolean else x for x in m] for m in mask]
+    df = pl.DataFrame({"input_ids": ids, "attention_mask": stored, "labels": labels},
                       schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(mask_dtype),
                               "labels": pl.List(pl.Int64)})
     got = failing(df, {"tokens": {"pad_token_id": pad, "padding_side": side}, "labels": {"ignore_index": ign}})
@@ -340,3 +343,48 @@ def test_formats_give_the_same_failing_rows(data, n):
             got[name] = shard_result(Path(tmp), df, cfg, name=name).failing_rows
     assert got["s.arrow"] == got["s.parquet"]
     assert got["s.jsonl"] == got["s.parquet"]
+
+
+csv_texts = st.one_of(st.none(), st.text(alphabet=' ,;"\n\tab\u00e912.', max_size=6))
+
+
+@settings(max_examples=max(5, SETTINGS.max_examples // 4), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), n=_rows())
+def test_csv_gives_the_same_failing_rows_as_parquet(data, n):
+    """Text with separators, quotes, newlines and whitespace survives the CSV reader: the scalar
+    checks fail on the same rows as for parquet (a CSV cannot tell an empty field from a null)."""
+    text = data.draw(st.lists(csv_texts, min_size=n, max_size=n))
+    label = data.draw(st.lists(small_ints, min_size=n, max_size=n))
+    df = pl.DataFrame({"text": text, "label": label}, schema={"text": pl.String, "label": pl.Int64})
+    cfg = {"labels": {"num_classes": 3}}
+    as_read = df.with_columns(pl.when(pl.col("text") == "").then(None).otherwise(pl.col("text")).alias("text"))
+    with tempfile.TemporaryDirectory() as tmp:
+        want = shard_result(Path(tmp), as_read, cfg).failing_rows
+        got = shard_result(Path(tmp), df, cfg, name="s.csv").failing_rows
+    assert got == want
+
+
+@SETTINGS
+@given(data=st.data(), n=_rows(), max_len=st.integers(1, 4))
+def test_length_stats_match_reference(data, n, max_len):
+    """The exact length histogram, truncation rate and padding fraction equal plain-Python counts."""
+    ids = data.draw(st.lists(int_lists, min_size=n, max_size=n))
+    mask = [None if x is None else data.draw(st.lists(st.sampled_from([0, 1]), min_size=len(x), max_size=len(x)))
+            for x in ids]
+    df = pl.DataFrame({"input_ids": ids, "attention_mask": mask},
+                      schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64)})
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = shard_result(Path(tmp), df, {"tokens": {"max_seq_len": max_len}}).stats
+    lens = [len(x) for x in ids if x is not None]
+    hist = sorted([v, lens.count(v)] for v in set(lens))
+    assert stats["lengths"]["histogram"] == hist
+    if lens:
+        assert stats["lengths"]["max"] == max(lens) and stats["lengths"]["min"] == min(lens)
+        ordered = sorted(lens)
+        for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):  # nearest rank: the ceil(q*n)-th smallest
+            assert stats["lengths"][key] == ordered[max(1, math.ceil(q * len(ordered))) - 1]
+        assert stats["truncation_rate"] == pytest.approx(sum(v > max_len for v in lens) / len(lens))
+    flat = [v for m in mask if m is not None for v in m]
+    if flat:
+        assert stats["padding_fraction"] == pytest.approx(1 - sum(flat) / len(flat))

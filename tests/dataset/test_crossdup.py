@@ -255,3 +255,24 @@ def test_realdata_sst2_conflicting_labels(realdata):
     assert f.column == "label"
     hashes = pl.read_parquet(p).group_by("sentence").agg(pl.col("label").n_unique().alias("k")).filter(pl.col("k") > 1)
     assert hashes.height == 149  # independent count with polars
+
+
+def test_split_overlap_against_with_unreadable_shard(splits):
+    (splits / "train" / "broken.parquet").write_bytes(b"PAR1 not really")
+    rep = run(splits / "test", against=splits / "train")
+    assert one(rep, "dup.split_overlap").count == 2  # the broken shard matches nothing, no crash
+
+
+def test_payload_survives_the_result_cache(splits, tmp_path, monkeypatch):
+    import datacheck.api as api
+
+    cfg = {"splits": {"train": "train/*", "test": "test/*"}}
+    first = run(splits, cfg, cache_dir=tmp_path / "cache")
+    audited: list[str] = []
+    real = api.audit_shard
+    monkeypatch.setattr(api, "audit_shard", lambda ds, *a, **k: audited.append(ds.rel) or real(ds, *a, **k))
+    again = run(splits, cfg, cache_dir=tmp_path / "cache")
+    assert audited == []  # every shard (and its row hashes) answered from the cache
+    for rep in (first, again):
+        assert one(rep, "dup.split_overlap").count == 2
+        assert one(rep, "dup.exact_across_shards").count == 1

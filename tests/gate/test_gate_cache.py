@@ -2,6 +2,8 @@
 or config, corrupt and truncated entries, concurrent writers, read-only folder, --no-cache."""
 from __future__ import annotations
 
+import json
+import os
 import stat
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import polars as pl
 import pytest
 
 import datacheck.api as api
+import datacheck.io.readers as readers
 import datacheck.runner as runner
 from datacheck.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
 from datacheck.config import Config
@@ -112,7 +115,11 @@ def test_hit_reads_no_shard_data_and_gives_the_same_report(tmp_path, monkeypatch
         raise AssertionError("shard data was read on a cache hit")
 
     monkeypatch.setattr(runner, "open_shard", no_read)
+    monkeypatch.setattr(readers, "open_shard", no_read)
     monkeypatch.setattr(api, "audit_shard", no_read)
+    for name in ("scan_parquet", "read_parquet", "scan_ipc", "read_ipc", "scan_ndjson", "read_ndjson", "scan_csv",
+                 "read_csv"):
+        monkeypatch.setattr(pl, name, no_read)
     again = _audit(d, cache)
     assert normalized(again.to_json()) == normalized(plain.to_json())
 
@@ -269,3 +276,26 @@ def test_cli_default_cache_and_no_cache(tmp_path, monkeypatch):
     assert len(list((work / ".datacheck" / "cache").rglob("*.dcr"))) == 8
     r3 = cli("audit", str(d), "--format", "json", cwd=work, monkeypatch=monkeypatch)
     assert normalized(r.stdout) == normalized(r2.stdout) == normalized(r3.stdout)
+
+
+def test_prune_keeps_only_the_entries_of_this_audit(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    args = ["audit", str(d), "--cache-dir", str(cache), "--report-dir", str(tmp_path / "r"), "--format", "json"]
+    first = cli(*args, monkeypatch=monkeypatch)
+    old = {p.name for p in cache.rglob("*.dcr")}
+    assert len(old) == 8
+    pl.DataFrame({"text": ["v2"], "label": [0]}).write_parquet(d / "shard-00004-of-00007.parquet")
+    (d / "extra.jsonl").unlink()
+    stale_tmp = cache / "v1" / "00" / ".x.dcr.abc.tmp"
+    stale_tmp.parent.mkdir(parents=True, exist_ok=True)
+    stale_tmp.write_bytes(b"half")
+    os.utime(stale_tmp, (1, 1))
+    cli(*args, monkeypatch=monkeypatch)  # without --cache-prune: old entries stay
+    assert len(list(cache.rglob("*.dcr"))) == 9
+    r = cli(*args, "--cache-prune", monkeypatch=monkeypatch)
+    now = {p.name for p in cache.rglob("*.dcr")}
+    assert len(now) == 7 and len(old & now) == 6  # 6 unchanged shards kept, 1 new version, 2 gone
+    assert not stale_tmp.exists()
+    assert json.loads(r.stdout)["summary"]["shards"] == 7
+    assert json.loads(first.stdout)["summary"]["shards"] == 8

@@ -47,7 +47,8 @@ def test_merge_is_byte_identical_to_a_single_job(tmp_path, monkeypatch, n_parts)
     merged = (tmp_path / "merged.json").read_text()
     assert normalized(merged) == normalized((tmp_path / "single.json").read_text())
     checks = {f["check"] for f in json.loads(merged)["findings"]}
-    assert {"dup.shard", "index.numbering_gap", "index.temp_file"} <= checks
+    # cross-shard checks, incl. those decided from the row-hash payloads carried in the sidecars
+    assert {"dup.shard", "dup.exact_across_shards", "index.numbering_gap", "index.temp_file"} <= checks
 
 
 def test_merge_takes_a_folder_of_downloaded_artifacts(tmp_path, monkeypatch):
@@ -137,3 +138,21 @@ def test_part_with_no_shard(tmp_path, monkeypatch):
             "--report-dir", str(tmp_path / "r"), monkeypatch=monkeypatch)
     assert r.returncode == 0
     assert load(out)["summary"]["shards"] == 0
+
+
+def test_merge_identical_with_a_committed_index(tmp_path, monkeypatch):
+    """``[dataset] index``: the index.* findings of the merge equal the single job's (the parts carry
+    the index file's content to the merge)."""
+    d = write_dataset(tmp_path / "data")
+    assert cli("index", "build", str(d), "-o", str(d / "index.json"), monkeypatch=monkeypatch).returncode == 0
+    (d / "datacheck.toml").write_text('[dataset]\nindex = "index.json"\n[labels]\nnum_classes = 3\n')
+    pl.DataFrame({"text": ["changed"], "label": [1]}).write_parquet(d / "shard-00001-of-00007.parquet")
+    (d / "shard-00003-of-00007.parquet").unlink()
+    single = cli("audit", str(d), "--no-cache", "--format", "json", "--report-dir", str(tmp_path / "r"),
+                 monkeypatch=monkeypatch)
+    checks = {f["check"] for f in json.loads(single.stdout)["findings"]}
+    assert {"index.changed_shard", "index.missing_shard"} <= checks
+    files = _parts(tmp_path, monkeypatch, d, n=2)
+    m = cli("merge", *map(str, files), "--format", "json", "--report-dir", str(tmp_path / "r"), monkeypatch=monkeypatch)
+    assert m.returncode == single.returncode == 1
+    assert normalized(m.stdout) == normalized(single.stdout)

@@ -65,7 +65,7 @@ def test_actions_pinned_by_full_sha_with_version_comment(wf):
     uses = re.findall(r"uses:\s*(\S+)(.*)", wf.read_text())
     assert uses
     for ref, rest in uses:
-        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), ref
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+(/[\w.-]+)*@[0-9a-f]{40}", ref), ref
         assert re.search(r"#\s*v\d+\.\d+\.\d+", rest), f"{ref}: no version comment"
     text = wf.read_text()
     assert text.count("persist-credentials: false") == text.count("actions/checkout@")

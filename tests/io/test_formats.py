@@ -12,10 +12,10 @@ import pyarrow as pa
 import pytest
 import zstandard
 
+# the frame helpers live in tests/checks/checkhelp.py (pytest puts only this folder on sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checks"))
 import datacheck  # noqa: E402
 from checkhelp import findings, one  # noqa: E402
-from conftest import REALDATA  # noqa: E402
 
 # one frame with an empty text (row 1), an out-of-range label (row 2) and a duplicate (row 3)
 ROWS = [{"text": "good", "label": 0}, {"text": "", "label": 1}, {"text": "bad", "label": 5},
@@ -198,3 +198,13 @@ def test_fixed_size_list_columns_are_checked(tmp_path):
     assert one(rep, "mask.not_contiguous").rows == (0,)
     assert one(rep, "length.over_max").rows == (0, 1)
     assert not [s for s in rep.skipped if "could not" in s["reason"]]
+
+
+def test_csv_text_columns_stay_text_when_values_look_numeric(tmp_path):
+    (tmp_path / "s.csv").write_text("text,label,note\n1,0,5\n22,1,6\n,1,7\n")
+    rep = datacheck.audit(str(tmp_path / "s.csv"))
+    assert rep.shards[0].columns == {"text": "String", "label": "Int64", "note": "Int64"}
+    assert one(rep, "empty.text").rows == (2,)
+    rep = datacheck.audit(str(tmp_path / "s.csv"), config={"columns": {"text": "note"}})
+    assert rep.shards[0].columns["note"] == "String"
+    assert rep.roles["text"] == {"columns": ["note"], "inferred": False}

@@ -11,6 +11,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+# the frame helpers live in tests/checks/checkhelp.py (pytest puts only this folder on sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checks"))
 import datacheck  # noqa: E402
 from checkhelp import findings, one  # noqa: E402
