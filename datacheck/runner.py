@@ -93,9 +93,7 @@ def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
         rows = rc.rows
     else:
         rows = pl.int_range(pl.len(), dtype=pl.UInt32).filter(rc.fails.fill_null(False))
-    exprs = [rows.implode().alias(f"__r{i}")]
-    exprs += [e.alias(f"__d{i}__{k}") for k, e in rc.details.items()]
-    return exprs
+    return [rows.implode().alias(f"__r{i}")]
 
 
 def _first(df: pl.DataFrame, name: str) -> Any:
@@ -138,39 +136,53 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
     n = int(df["__n"][0])
     results: dict[int, tuple[list[int], dict]] = {}
     for i in ok_checks:
-        rows = _first(df, f"__r{i}") or []
-        details = {k: _first(df, f"__d{i}__{k}") for k in row_checks[i].details}
-        results[i] = (rows, details)
+        results[i] = (_first(df, f"__r{i}") or [], {})
     # payloads stay polars objects (e.g. a Series of row hashes), stats become Python values
     stat_values = {stats[j].key: stats[j].post(df.get_column(f"__s{j}")[0] if stats[j].key.startswith("payload:")
                                                else _first(df, f"__s{j}")) for j in ok_stats}
     return n, results, stat_values, skipped
 
 
-def _examples(lf: pl.LazyFrame, wanted: dict[int, list[int]], row_checks: list[RowCheck]) -> dict[int, dict[int, Any]]:
-    """Second pass: values of the example rows, only for the checks that failed."""
-    all_rows = sorted({r for rows in wanted.values() for r in rows})
-    if not all_rows:
-        return {}
-    exprs = [pl.col("__row")]
-    idx = []
-    for i in wanted:
-        ex = row_checks[i].example
-        if ex is not None:
-            exprs.append(ex.alias(f"__e{i}"))
-            idx.append(i)
-    if not idx:
-        return {}
+def _second_pass(lf: pl.LazyFrame, failed: dict[int, list[int]], row_checks: list[RowCheck],
+                 max_ex: int) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
+    """Second pass, only when something failed: one filtered read of the failing rows, then each
+    failed check's ``details`` (aggregated over its failing rows) and ``example`` values (its first
+    ``max_ex`` rows) are evaluated on that small frame."""
+    need: set[int] = set()
+    for i, rows in failed.items():
+        rc = row_checks[i]
+        if rc.details:
+            need.update(rows)
+        elif rc.example is not None:
+            need.update(rows[:max_ex])
+    if not need:
+        return {}, {}
+    wanted = pl.Series(sorted(need), dtype=pl.UInt32)
     try:
-        df = (lf.with_row_index("__row").filter(pl.col("__row").is_in(pl.Series(all_rows, dtype=pl.UInt32).implode())).select(exprs).collect())
+        sub = lf.with_row_index("__row").filter(pl.col("__row").is_in(wanted.implode())).collect()
     except ENGINE_ERRORS:
-        return {}
-    by_row = {int(r): k for k, r in enumerate(df["__row"].to_list())}
-    out: dict[int, dict[int, Any]] = {}
-    for i in idx:
-        col = df[f"__e{i}"].to_list()
-        out[i] = {r: col[by_row[r]] for r in wanted[i] if r in by_row}
-    return out
+        return {}, {}
+    details: dict[int, dict[str, Any]] = {}
+    examples: dict[int, dict[int, Any]] = {}
+    for i, rows in failed.items():
+        rc = row_checks[i]
+        if rc.details:
+            part = sub if len(rows) == sub.height else sub.filter(
+                pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
+            try:
+                got = part.select([e.alias(k) for k, e in rc.details.items()])
+                details[i] = {k: _first(got, k) for k in rc.details}
+            except ENGINE_ERRORS:
+                details[i] = {}
+        if rc.example is not None:
+            first = rows[:max_ex]
+            part = sub.filter(pl.col("__row").is_in(pl.Series(first, dtype=pl.UInt32).implode()))
+            try:
+                got = part.select(pl.col("__row"), rc.example.alias("__e"))
+            except ENGINE_ERRORS:
+                continue
+            examples[i] = dict(zip((int(r) for r in got["__row"].to_list()), got["__e"].to_list()))
+    return details, examples
 
 
 def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, keep_rows: bool = False) -> ShardResult:
@@ -207,8 +219,9 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
             except ENGINE_ERRORS as e:
                 del results[i]
                 skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: {str(e).splitlines()[0]}"))
-    failed = {i: rows[:max_ex] for i, (rows, _) in results.items() if rows}
-    example_values = _examples(data.lf, failed, row_checks)
+    failed = {i: rows for i, (rows, _) in results.items() if rows}
+    fail_details, example_values = _second_pass(data.lf, failed, row_checks, max_ex)
+    results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}
     findings: list[Finding] = list(data.decode_findings) + _missing_column_findings(roles, ds.rel) + shard_findings
     for i, (rows, details) in results.items():
         if not rows:

@@ -57,7 +57,8 @@ class RowCheck:
             (May be None when ``rows`` is given.)
         message: ``f(count, details) -> str``; ``details`` holds the evaluated ``details`` exprs.
         example: per-row expression of the value to show; evaluated only on example rows.
-        details: name -> aggregate expression (one value per shard), computed in the fused query.
+        details: name -> aggregate expression, evaluated in the second pass over this check's
+            failing rows only (never when nothing failed), so it costs nothing on clean data.
         severity: overrides the catalog's default severity.
         refine: ``f(lf, candidate_rows) -> exact_rows``; for checks whose fused expression only
             yields candidates (e.g. duplicates by a 64-bit in-memory hash, verified exactly here).

@@ -20,10 +20,22 @@ def _aligned(*cols: str) -> pl.Expr:
 
 def _flat(ctx: ShardContext, want: list[str], where: pl.Expr | None = None) -> tuple[pl.Expr, list[pl.Expr]]:
     """Position-wise (exploded) views of the list columns ``want`` and their row ``ends`` (see
-    ``aligned_explode``). Rows where these columns differ in length are excluded (``length.mismatch``),
-    and so are rows where ``where`` is not true (e.g. a non-binary mask: ``mask.non_binary``)."""
-    ends, flats = aligned_explode(want, where)
-    return ends, flats
+    ``aligned_explode``). All position-wise checks of a shard share ONE aligned group (input_ids,
+    attention_mask, labels: those present), so the fused query explodes each column once. Rows where
+    the group's lengths differ (``length.mismatch``) or the mask is not binary (``mask.non_binary``)
+    are excluded from the position-wise checks: they are reported as those errors instead."""
+    r = ctx.roles
+    group = [c for c in (r.input_ids, r.attention_mask, r.labels) if c is not None and is_list(ctx.schema[c])]
+    binary = None
+    if r.attention_mask in group:
+        inner = inner_dtype(ctx.schema[r.attention_mask])
+        m = pl.col(r.attention_mask)
+        if inner.is_integer():
+            binary = (m.list.min() >= 0) & (m.list.max() <= 1)
+        elif inner != pl.Boolean:
+            binary = m.list.eval((pl.element() == 0) | (pl.element() == 1)).list.all()
+    ends, flats = aligned_explode(group, binary)
+    return ends, [flats[group.index(c)] for c in want]
 
 
 @shard_checks("mask")
@@ -35,8 +47,9 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     1s are not one block against ``padding_side`` (right: a 1 after a 0; left: a 0 after a 1);
     ``token_not_pad`` when a position with mask 0 holds an id other than ``pad_token_id``;
     ``label_not_ignored`` when a position with mask 0 has a label other than ``ignore_index`` (the
-    loss trains on padding). Position-wise checks only look at rows where the lists they compare
-    have equal lengths (others are ``length.mismatch``).
+    loss trains on padding). Position-wise checks only look at rows where input_ids, attention_mask
+    and labels (those present) have equal lengths and the mask is binary (others are
+    ``length.mismatch`` / ``mask.non_binary``).
     """
     r, tok, lab = ctx.roles, ctx.cfg.tokens, ctx.cfg.labels
     mcol = r.attention_mask

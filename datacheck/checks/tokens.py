@@ -55,9 +55,10 @@ def token_checks(ctx: ShardContext) -> Iterable[ShardItem]:
         check="tokens.out_of_vocab", column=ids,
         fails=(c.list.max() >= vocab) | (c.list.min() < 0),
         example=first_bad(ids, t, bad),
-        details={"max_id": c.list.max().max(), "min_id": c.list.min().min(),
+        details={"max_id": c.explode().filter(bad(c.explode())).max(),
+                 "min_id": c.explode().filter(bad(c.explode())).min(),
                  "ids": c.list.eval(bad(pl.element()).cast(pl.UInt32)).list.sum().sum()},
         message=lambda n, d: (f"{n} row(s) hold token ids outside [0, vocab_size={vocab}) "
-                              f"({d.get('ids')} ids; smallest {d.get('min_id')}, largest {d.get('max_id')}): "
+                              f"({d.get('ids')} ids; offending ids range from {d.get('min_id')} to {d.get('max_id')}): "
                               "a tokenizer/model vocab mismatch or a wrong vocab_size"),
     )

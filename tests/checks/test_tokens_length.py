@@ -29,7 +29,7 @@ def test_out_of_vocab_example_and_extremes(tmp_path):
     rep = audit_df(tmp_path, {"input_ids": [[1, 2], [3, 4, 120, 5, 99]]}, {"tokens": {"vocab_size": 50}})
     f = one(rep, "tokens.out_of_vocab")
     assert f.examples[0].value == "'first at position 2 of 5: 120'"
-    assert "smallest 1, largest 120" in f.message
+    assert "(2 ids; offending ids range from 99 to 120)" in f.message
 
 
 @pytest.mark.parametrize("dtype, vocab, overflow", [
