@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from datacheck import catalog
-from datacheck.checks import SHARD_CHECKS, Payload, RowCheck, ShardContext, Stat, load_families
+from datacheck.checks import SHARD_CHECKS, FlatView, Payload, RowCheck, ShardContext, Stat, load_families
 from datacheck.config import Config
 from datacheck.findings import Example, Finding, Skipped, show_value
 from datacheck.io.discover import DiscoveredShard
@@ -89,11 +89,37 @@ def _collect_items(ctx: ShardContext) -> tuple[list[RowCheck], list[Stat], list[
 
 
 def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
-    if rc.rows is not None:
+    if rc.view is not None:  # evaluated in the exploded frame: a row fails when any position does
+        rows = pl.col("__row").filter(rc.fails.fill_null(False)).unique(maintain_order=True)
+    elif rc.rows is not None:
         rows = rc.rows
     else:
         rows = pl.int_range(pl.len(), dtype=pl.UInt32).filter(rc.fails.fill_null(False))
     return [rows.implode().alias(f"__r{i}")]
+
+
+def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat],
+             checks: list[int], stat_idx: list[int], with_len: bool = True) -> list[pl.LazyFrame]:
+    """The shard's queries: one select over the rows, plus one per flat view. They all derive from
+    the same scan, and are collected together so that polars reads the data once."""
+    main: list[pl.Expr] = [pl.len().alias("__n")] if with_len else []
+    views: dict[str, tuple[FlatView, list[pl.Expr]]] = {}
+    for i in checks:
+        rc = row_checks[i]
+        target = main if rc.view is None else views.setdefault(rc.view.key, (rc.view, []))[1]
+        target.extend(_row_exprs(i, rc))
+    for j in stat_idx:
+        st = stats[j]
+        target = main if st.view is None else views.setdefault(st.view.key, (st.view, []))[1]
+        target.append(st.expr.alias(f"__s{j}"))
+    out = [lf.select(main)] if main else []
+    out += [view.frame(lf).select(exprs) for view, exprs in views.values()]
+    return out
+
+
+def _collect(queries: list[pl.LazyFrame]) -> pl.DataFrame:
+    frames = pl.collect_all(queries) if len(queries) > 1 else [q.collect() for q in queries]
+    return pl.concat(frames, how="horizontal") if len(frames) > 1 else frames[0]
 
 
 def _first(df: pl.DataFrame, name: str) -> Any:
@@ -102,15 +128,14 @@ def _first(df: pl.DataFrame, name: str) -> Any:
 
 
 def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) -> tuple[int, dict[int, tuple[list[int], dict]], dict[str, Any], list[Skipped]]:
-    """The one fused query. If it fails, find out whether reading or one check is at fault."""
-    exprs: list[pl.Expr] = [pl.len().alias("__n")]
-    for i, rc in enumerate(row_checks):
-        exprs += _row_exprs(i, rc)
-    exprs += [s.expr.alias(f"__s{j}") for j, s in enumerate(stats)]
+    """The one fused query (a select over the rows, plus the flat views, collected together over one
+    scan). If it fails, find out whether reading or one check is at fault."""
     skipped: list[Skipped] = []
+    post_checks = [i for i, rc in enumerate(row_checks) if rc.from_payload is not None]
+    in_query = [i for i, rc in enumerate(row_checks) if rc.from_payload is None]
     try:
-        df = lf.select(exprs).collect()
-        ok_checks = list(range(len(row_checks)))
+        df = _collect(_queries(lf, row_checks, stats, in_query, list(range(len(stats)))))
+        ok_checks = in_query
         ok_stats = list(range(len(stats)))
     except ENGINE_ERRORS as exc:  # isolate: the read itself, or one expression
         try:
@@ -119,15 +144,16 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
             raise Unreadable(f"reading the data failed: {str(read_exc).splitlines()[0]}") from None
         df_parts = [lf.select(pl.len().alias("__n")).collect()]
         ok_checks, ok_stats = [], []
-        for i, rc in enumerate(row_checks):
+        for i in in_query:
+            rc = row_checks[i]
             try:
-                df_parts.append(lf.select(_row_exprs(i, rc)).collect())
+                df_parts.append(_collect(_queries(lf, row_checks, stats, [i], [], with_len=False)))
                 ok_checks.append(i)
             except ENGINE_ERRORS as e:
                 skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {str(e).splitlines()[0]}"))
         for j, s in enumerate(stats):
             try:
-                df_parts.append(lf.select(s.expr.alias(f"__s{j}")).collect())
+                df_parts.append(_collect(_queries(lf, row_checks, stats, [], [j], with_len=False)))
                 ok_stats.append(j)
             except ENGINE_ERRORS as e:
                 skipped.append(Skipped(f"stats.{s.key}", f"could not compute: {str(e).splitlines()[0]}"))
@@ -140,6 +166,15 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
     # payloads stay polars objects (e.g. a Series of row hashes), stats become Python values
     stat_values = {stats[j].key: stats[j].post(df.get_column(f"__s{j}")[0] if stats[j].key.startswith("payload:")
                                                else _first(df, f"__s{j}")) for j in ok_stats}
+    payload = {k[len("payload:"):]: v for k, v in stat_values.items() if k.startswith("payload:")}
+    for i in post_checks:
+        rc = row_checks[i]
+        try:
+            rows = rc.from_payload(payload)  # type: ignore[misc]
+        except Exception as e:  # noqa: BLE001 - a missing payload makes the check unrunnable, not the audit
+            skipped.append(Skipped(rc.check, f"could not run on this shard: {e}"))
+            continue
+        results[i] = (sorted(int(r) for r in rows), {})
     return n, results, stat_values, skipped
 
 
@@ -170,7 +205,8 @@ def _second_pass(lf: pl.LazyFrame, failed: dict[int, list[int]], row_checks: lis
             part = sub if len(rows) == sub.height else sub.filter(
                 pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
             try:
-                got = part.select([e.alias(k) for k, e in rc.details.items()])
+                frame = part.lazy() if rc.view is None else rc.view.frame(part.lazy())
+                got = frame.select([e.alias(k) for k, e in rc.details.items()]).collect()
                 details[i] = {k: _first(got, k) for k in rc.details}
             except ENGINE_ERRORS:
                 details[i] = {}

@@ -25,6 +25,7 @@ from datacheck.roles import Roles
 __all__ = [
     "ShardContext",
     "RowCheck",
+    "FlatView",
     "Stat",
     "Payload",
     "ShardItem",
@@ -47,6 +48,38 @@ class ShardContext:
 
 
 @dataclass(frozen=True)
+class FlatView:
+    """A position-wise view of list columns that must align (e.g. input_ids, attention_mask, labels).
+
+    The runner builds it once per shard from the same scan (polars shares the scan between the
+    queries of one ``collect_all``): each list column exploded jointly, one row per position, plus
+    ``__row`` (the 0-based row of the position). Rows where the lists differ in length, or where
+    ``where`` is not true, contribute one null position (so they never fail a position-wise check).
+    Checks and stats that carry this view are evaluated in it: their expressions see the columns
+    as scalars (one element each).
+
+    Attributes:
+        key: identity of the view (items with equal keys share one exploded frame).
+        cols: the list columns, exploded together.
+        where: optional per-row condition (e.g. the mask is binary).
+    """
+
+    key: str
+    cols: tuple[str, ...]
+    where: pl.Expr | None = None
+
+    def frame(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """The exploded frame of ``lf`` (columns ``__row`` and ``cols``)."""
+        first = pl.col(self.cols[0]).list.len()
+        same = pl.all_horizontal([first == pl.col(c).list.len() for c in self.cols[1:]]) if len(self.cols) > 1 else first.is_not_null()
+        if self.where is not None:
+            same = same & self.where
+        return (lf.select([pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row")]
+                          + [pl.when(same).then(pl.col(c)).alias(c) for c in self.cols])
+                .explode(list(self.cols), empty_as_null=True))
+
+
+@dataclass(frozen=True)
 class RowCheck:
     """A row-level check as polars expressions.
 
@@ -63,7 +96,12 @@ class RowCheck:
         refine: ``f(lf, candidate_rows) -> exact_rows``; for checks whose fused expression only
             yields candidates (e.g. duplicates by a 64-bit in-memory hash, verified exactly here).
         rows: instead of ``fails``, an aggregate expression giving the sorted failing row indices
-            (UInt32), for position-wise checks computed on exploded lists.
+            (UInt32).
+        view: a :class:`FlatView`: ``fails`` (and ``details``) are then evaluated per position in
+            that view, and a row fails when any of its positions does.
+        from_payload: instead of ``fails``, ``f(payload) -> rows``: the failing rows decided after
+            the fused query from the shard's :class:`Payload` values (e.g. in-shard duplicates from
+            the 128-bit row hashes the query already computed for the merge).
     """
 
     check: str
@@ -75,6 +113,8 @@ class RowCheck:
     severity: str | None = None
     refine: Callable[[pl.LazyFrame, list[int]], list[int]] | None = None
     rows: pl.Expr | None = None
+    view: FlatView | None = None
+    from_payload: Callable[[dict[str, Any]], list[int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +124,7 @@ class Stat:
     key: str
     expr: pl.Expr
     post: Callable[[Any], Any] = lambda v: v
+    view: FlatView | None = None
 
 
 @dataclass(frozen=True)

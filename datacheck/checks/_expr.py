@@ -105,32 +105,15 @@ def positions_count(cols: list[str], pred: Callable[..., pl.Expr]) -> pl.Expr:
     return pl.when(same).then(both.list.eval(pred(*parts).cast(pl.UInt32).sum()).list.first())
 
 
-def aligned_explode(cols: list[str], where: pl.Expr | None = None) -> tuple[pl.Expr, list[pl.Expr]]:
-    """Position-wise view of list columns that must align (e.g. input_ids, attention_mask, labels).
-
-    Returns ``(ends, [flat col0, flat col1, ...])``: every list flattened (exploded) so that position
-    ``p`` of row ``r`` is one element of each, and per row the index of its last flat element
-    (``ends``, sorted; use :func:`rows_where` to map failing positions back to rows). Rows whose
-    lists differ in length (``length.mismatch``) or are null are replaced by a single null position
-    so that the columns stay aligned; empty lists also give one null position; so are rows where the
-    optional per-row condition ``where`` is not true. Only native polars
-    kernels are used (no per-row evaluation), and identical calls share work through
-    common-subexpression elimination inside the fused query.
-    """
-    first = pl.col(cols[0]).list.len()
-    same = pl.all_horizontal([first == pl.col(c).list.len() for c in cols[1:]]) if len(cols) > 1 else first.is_not_null()
-    if where is not None:
-        same = same & where
-    rep = pl.when(same & (first > 0)).then(first).otherwise(1)
-    ends = rep.cum_sum() - 1
-    # empty_as_null=True: an empty list must give its one (null) position like ``rep`` counts; polars'
-    # default drops empty lists from ``explode`` and would shift every later row's positions.
-    flats = [pl.when(same).then(pl.col(c)).explode(empty_as_null=True, keep_nulls=True) for c in cols]
-    return ends, flats
+def truncated(col: str, max_len: int | None, side: str) -> pl.Expr:
+    """The list in ``col`` as the trainer sees it after truncation to ``max_len`` on ``side``."""
+    e = pl.col(col)
+    if max_len is None:
+        return e
+    return e.list.head(max_len) if side == "right" else e.list.tail(max_len)
 
 
-def rows_where(ends: pl.Expr, element_fails: pl.Expr) -> pl.Expr:
-    """Aggregate: sorted distinct rows having at least one failing position (see :func:`aligned_explode`):
-    the failing flat positions (``arg_where``) mapped to rows by binary search in ``ends``."""
-    pos = pl.arg_where(element_fails.fill_null(False))
-    return ends.search_sorted(pos, side="left").unique(maintain_order=True).cast(pl.UInt32)
+def supervised_per_row(col: str, ignore_index: int, max_len: int | None, side: str) -> pl.Expr:
+    """Per row (UInt32): token labels other than ``ignore_index`` after truncation. Built the same
+    way wherever it is used, so the fused query computes it once (common-subexpression elimination)."""
+    return truncated(col, max_len, side).list.eval((pl.element() != ignore_index).cast(pl.UInt32)).list.sum()

@@ -2,8 +2,11 @@
 
 Content: the role columns together (all columns when no role is declared or inferred); columns with
 no role (an ``idx``) never make rows distinct. Null equals null; values are compared exactly.
-The fused query finds candidates with polars' in-memory 64-bit hash (never stored); candidates are
-then verified by exact comparison, so a hash collision can never create a finding.
+When there is content besides the class label, repeats are decided from the 128-bit row content
+hashes (plus the label) that the fused query computes anyway for the cross-shard checks
+(crossdup.py; canonical encoding, xxh3-128). Otherwise (the label is the only content) the fused
+query finds candidates with polars' in-memory 64-bit hash (never stored), verified by exact
+comparison, so a hash collision can never create a finding.
 """
 from __future__ import annotations
 
@@ -63,6 +66,15 @@ def _refine(cols: list[str], key_cols: list[str], schema: dict[str, pl.DataType]
     return refine
 
 
+def _repeats_from_hashes(payload: dict) -> list[int]:
+    """Rows whose (128-bit content hash, label) repeats an earlier row (see crossdup.py's encoding)."""
+    from datacheck.checks.crossdup import ROWS_KEY
+
+    df = payload[ROWS_KEY]
+    key = pl.struct(df.columns) if len(df.columns) > 1 else pl.col(df.columns[0])
+    return df.select(pl.int_range(pl.len(), dtype=pl.UInt32).filter(key.is_first_distinct().not_()))[:, 0].to_list()
+
+
 @shard_checks("dup")
 def dup_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
@@ -72,6 +84,16 @@ def dup_checks(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     key_cols = [_key_column(cols, ctx.schema)]
     shown = [c for c in cols if ctx.schema[c] == pl.String][:1] or key_cols
+    if [c for c in cols if c != ctx.roles.label]:
+        # The fused query already computes 128-bit content hashes of every row (label excluded) for
+        # the cross-shard checks (crossdup.py); (hash, label) decides in-shard repeats at no extra scan.
+        yield RowCheck(
+            check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None, fails=None,
+            from_payload=_repeats_from_hashes, example=pl.col(shown[0]),
+            message=lambda n, d, cols=cols: (f"{n} row(s) repeat an earlier row of this shard exactly "
+                                             f"(content: {', '.join(cols)})"),
+        )
+        return
     yield RowCheck(
         check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None,
         fails=_row_key(key_cols, ctx.schema).is_first_distinct().not_(),

@@ -5,8 +5,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks import RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
-from datacheck.checks._expr import aligned_explode, first_bad, positions_count, rows_where
+from datacheck.checks import FlatView, RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
+from datacheck.checks._expr import first_bad, positions_count, supervised_per_row, truncated
 from datacheck.findings import Finding, Skipped
 from datacheck.roles import inner_dtype, is_list
 
@@ -18,14 +18,13 @@ def _aligned(*cols: str) -> pl.Expr:
     return pl.all_horizontal([x == lens[0] for x in lens[1:]])
 
 
-def _flat(ctx: ShardContext, want: list[str], where: pl.Expr | None = None) -> tuple[pl.Expr, list[pl.Expr]]:
-    """Position-wise (exploded) views of the list columns ``want`` and their row ``ends`` (see
-    ``aligned_explode``). All position-wise checks of a shard share ONE aligned group (input_ids,
-    attention_mask, labels: those present), so the fused query explodes each column once. Rows where
-    the group's lengths differ (``length.mismatch``) or the mask is not binary (``mask.non_binary``)
-    are excluded from the position-wise checks: they are reported as those errors instead."""
+def positions_view(ctx: ShardContext) -> FlatView:
+    """The shard's position-wise view: input_ids, attention_mask and labels (those present, list
+    typed) exploded together. Rows where their lengths differ (``length.mismatch``) or the mask is
+    not binary (``mask.non_binary``) are left out of the position-wise checks: they are reported as
+    those errors instead."""
     r = ctx.roles
-    group = [c for c in (r.input_ids, r.attention_mask, r.labels) if c is not None and is_list(ctx.schema[c])]
+    group = tuple(c for c in (r.input_ids, r.attention_mask, r.labels) if c is not None and is_list(ctx.schema[c]))
     binary = None
     if r.attention_mask in group:
         inner = inner_dtype(ctx.schema[r.attention_mask])
@@ -34,8 +33,7 @@ def _flat(ctx: ShardContext, want: list[str], where: pl.Expr | None = None) -> t
             binary = (m.list.min() >= 0) & (m.list.max() <= 1)
         elif inner != pl.Boolean:
             binary = m.list.eval((pl.element() == 0) | (pl.element() == 1)).list.all()
-    ends, flats = aligned_explode(group, binary)
-    return ends, [flats[group.index(c)] for c in want]
+    return FlatView(key="positions:" + ",".join(group), cols=group, where=binary)
 
 
 @shard_checks("mask")
@@ -100,10 +98,9 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
         else:
             pad = tok.pad_token_id
             nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 0) & (x != pad))
-            rid, (fm, fi) = _flat(ctx, [mcol, ids], binary)
-            bad = (fm == 0) & (fi != pad)
+            bad = (pl.col(mcol) == 0) & (pl.col(ids) != pad)
             yield RowCheck(
-                check="padding.token_not_pad", column=ids, fails=None, rows=rows_where(rid, bad),
+                check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx),
                 example=pl.format("{} masked position(s) hold non-pad ids", nz),
                 details={"positions": bad.sum()},
                 message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
@@ -117,10 +114,9 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
         else:
             ign = lab.ignore
             nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
-            rid, (fm, fl) = _flat(ctx, [mcol, labels], binary)
-            bad = (fm == 0) & (fl != ign)
+            bad = (pl.col(mcol) == 0) & (pl.col(labels) != ign)
             yield RowCheck(
-                check="padding.label_not_ignored", column=labels, fails=None, rows=rows_where(rid, bad),
+                check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx),
                 example=pl.format("{} padded position(s) are supervised", nz),
                 details={"positions": bad.sum()},
                 message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
@@ -131,21 +127,19 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     labels, ids = r.labels, r.input_ids
     if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
         eos, ign = tok.eos_token_id, lab.ignore
+        in_content = pl.col(ids) == eos
         if mcol is not None and is_list(ctx.schema[mcol]):
-            rid, (fi, fm, fl) = _flat(ctx, [ids, mcol, labels])
-            in_content = (fi == eos) & (fm != 0)
-        else:
-            rid, (fi, fl) = _flat(ctx, [ids, labels])
-            in_content = fi == eos
-        yield Stat(key="eos", expr=pl.struct(
-            total=in_content.sum(), supervised=(in_content & (fl != ign)).sum(),
-            rows_with_eos=rows_where(rid, in_content).len()),
+            in_content = in_content & (pl.col(mcol) != 0)
+        in_content = in_content.fill_null(False)
+        yield Stat(key="eos", view=positions_view(ctx), expr=pl.struct(
+            total=in_content.sum(), supervised=(in_content & (pl.col(labels) != ign)).sum(),
+            rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
             post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
     if labels is not None and lab.ignore is not None:
         ign = lab.ignore
-        L = pl.col(labels)
+        kept = truncated(labels, tok.max_seq_len, tok.truncation_side)
         yield Stat(key="supervised_fraction",
-                   expr=L.list.eval((pl.element() != ign).cast(pl.UInt32)).list.sum().sum() / L.list.len().sum())
+                   expr=supervised_per_row(labels, ign, tok.max_seq_len, tok.truncation_side).sum() / kept.list.len().sum())
 
 
 @dataset_checks("padding")
