@@ -18,8 +18,8 @@ from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.report import Report, ShardReport, skipped_dicts
 from datacheck.runner import ShardResult, audit_shard
 
-__all__ = ["audit", "audit_one", "audit_one_cached", "audit_shards", "finish_report", "DatasetContext", "apply_policy",
-           "build_report"]
+__all__ = ["audit", "resolve_config_path", "describe_config", "audit_one", "audit_one_cached", "audit_shards",
+           "finish_report", "DatasetContext", "apply_policy", "build_report"]
 
 FAIL_ON = ("error", "warn", "never")
 
@@ -43,12 +43,78 @@ class DatasetContext:
         return [s for s in self.shards if s.readable]
 
 
+def resolve_config_path(given: str | Path | None, paths: Iterable[str | Path]) -> str | None:
+    """The config file every entry point uses (CLI commands and :func:`audit` with ``config=None``).
+
+    Order: ``given`` (``--config``); else ``./datacheck.toml`` in the working folder; else, when all
+    ``paths`` lie in one folder (one folder PATH, or files of one folder), ``datacheck.toml`` in that
+    folder, then in its parent (a case folder with ``data/`` inside: the config travels with the
+    data); else None (the defaults). Globs count by the folder before their first wildcard.
+
+    Args:
+        given: the ``--config`` value, or None.
+        paths: the PATH arguments as given (files, folders or globs).
+
+    Returns:
+        The path as given or joined from the PATH (relative stays relative), or None for defaults.
+    """
+    from datacheck.config import DEFAULT_CONFIG_NAME
+
+    if given is not None:
+        return str(given)
+    if Path(DEFAULT_CONFIG_NAME).is_file():
+        return DEFAULT_CONFIG_NAME
+    folders = set()
+    for arg in (str(p) for p in paths):
+        if any(ch in arg for ch in "*?["):
+            cut = min(arg.index(ch) for ch in "*?[" if ch in arg)
+            base = arg[:cut]
+            folders.add(Path(base) if base.endswith(("/", "\\")) or not base else Path(base).parent)
+        else:
+            p = Path(arg)
+            folders.add(p if p.is_dir() else p.parent)
+    if len(folders) != 1:
+        return None
+    (folder,) = folders
+    for cand in (folder, folder.parent):
+        f = cand / DEFAULT_CONFIG_NAME
+        if f.is_file():
+            return str(f)
+        if cand == cand.parent:
+            break
+    return None
+
+
+def describe_config(source: str | None, config_hash: str | None = None) -> str:
+    """The line each command prints at the top of its output: ``"config: <file>"``; without a file
+    ``"config: none (defaults)"``, or ``"config: none (given in memory)"`` when ``config_hash`` (a report's) is not
+    that of the defaults (a :class:`Config` or dict passed to :func:`audit`)."""
+    if source:
+        return f"config: {source}"
+    if config_hash is not None and config_hash != Config().hash():
+        return "config: none (given in memory)"
+    return "config: none (defaults)"
+
+
 def _coerce_config(config: Config | str | Path | dict | None) -> Config:
+    return _config_and_source(config)[0]
+
+
+def _config_and_source(config: Config | str | Path | dict | None, paths: Iterable[str | Path] = ()
+                       ) -> tuple[Config, str | None]:
+    """(validated config, the file it came from or None). A :class:`Config` or a dict given in memory
+    has no file (None); ``config=None`` resolves like the CLI (:func:`resolve_config_path` over
+    ``paths``), None again when no file is found (the defaults).
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or has a bad key.
+    """
     if isinstance(config, Config):
-        return config
+        return config, None
     if isinstance(config, dict):
-        return config_from_dict(config, source="config")
-    return load_config(config)
+        return config_from_dict(config, source="config"), None
+    source = resolve_config_path(config, paths)
+    return (load_config(source) if source is not None else Config()), source
 
 
 def apply_policy(f: Finding, cfg: Config, fail_on: str, rows: int | None) -> Finding | None:
@@ -111,8 +177,10 @@ def _merged_stats(shards: list[ShardResult]) -> dict[str, Any]:
 
 
 def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list[Finding],
-                 skipped: list[tuple[str, Skipped]], fail_on: str) -> Report:
-    """Apply the policy and assemble the :class:`Report`."""
+                 skipped: list[tuple[str, Skipped]], fail_on: str, *, config_path: str | None = None,
+                 ignored: Iterable[dict[str, str]] = ()) -> Report:
+    """Apply the policy and assemble the :class:`Report` (``config_path`` and ``ignored`` are copied
+    into the report's keys of the same names)."""
     total_rows = sum(r.rows or 0 for r in results)
     shard_reports = []
     roles: dict[str, Any] = {}
@@ -148,6 +216,8 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         skipped=tuple(skipped_dicts(skipped)),
         stats=_merged_stats(results),
         row_content={"columns": content_cols, "normalization": "none: exact values, null equals null"},
+        config_path=config_path,
+        ignored=tuple(sorted((dict(i) for i in ignored), key=lambda i: i["path"])),
     )
 
 
@@ -206,7 +276,8 @@ def audit_shards(disc: Discovery, cfg: Config,
 
 
 def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None, temp_files: list[str],
-                  fail_on: str, index: Any = None, against: list[ShardResult] | None = None) -> Report:
+                  fail_on: str, index: Any = None, against: list[ShardResult] | None = None,
+                  config_path: str | None = None, ignored: Iterable[dict[str, str]] = ()) -> Report:
     """Run the dataset-level checks over ``results`` (in discovery order) and build the report.
 
     The single-job audit and ``datacheck merge`` of part reports both end here, so a merged
@@ -228,7 +299,7 @@ def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None,
                 skipped.append(("", item))
     for f in dataset_findings:
         catalog.info(f.check)  # an unknown ID is a bug: fail loudly in tests
-    return build_report(cfg, results, dataset_findings, skipped, fail_on)
+    return build_report(cfg, results, dataset_findings, skipped, fail_on, config_path=config_path, ignored=ignored)
 
 
 def audit(
@@ -240,13 +311,18 @@ def audit(
     cache_dir: str | Path | None = None,
     against: str | Path | list[str | Path] | None = None,
     prune_cache: bool = False,
+    config_path: str | None = "derive",
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
     Args:
         paths: shard files, folders (searched recursively) or globs.
-        config: a :class:`Config`, a path to ``datacheck.toml``, a dict of the same keys, or None
-            (``./datacheck.toml`` when present, else defaults).
+        config: a :class:`Config`, a path to ``datacheck.toml``, a dict of the same keys, or None:
+            found as the CLI finds it (:func:`resolve_config_path`: ``./datacheck.toml``, else
+            ``datacheck.toml`` in the one folder of ``paths`` or its parent, else the defaults).
+        config_path: what the report's ``config_path`` says the config file was (a caller that
+            loaded the file itself, like the CLI; None: no file); default ``"derive"``: the path
+            given or found as ``config``, None for a :class:`Config` or dict.
         fail_on: ``"error"`` (default), ``"warn"`` or ``"never"``: the lowest severity that fails the gate.
         progress: called as ``progress(shard_path, done, total)`` after each shard.
         cache_dir: per-shard result cache folder (:mod:`datacheck.cache`); None (default): no cache.
@@ -268,13 +344,15 @@ def audit(
 
     if fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
-    cfg = _coerce_config(config)
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    cfg, source = _config_and_source(config, paths)
+    if config_path != "derive":
+        source = config_path
     if cfg.dataset.schema_ is not None:  # a bad schema is a usage error (exit 2) before any shard is read
         from datacheck.contracts import load_contract
 
         load_contract(cfg.dataset.schema_)
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
     cache = None
     if cache_dir is not None:
         from datacheck.cache import ShardCache
@@ -296,4 +374,4 @@ def audit(
     if cache is not None and prune_cache:
         cache.prune()
     return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
-                         index=index, against=against_results)
+                         index=index, against=against_results, config_path=source, ignored=disc.ignored_data)

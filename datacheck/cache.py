@@ -484,19 +484,13 @@ class ShardCache:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path``: temporary file in the same folder, fsync, ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write ``data`` to ``path`` through :func:`datacheck.outputs.write_atomic` (temporary file in
+    the same folder, fsync, ``os.replace``; a link is written through to its target).
+
+    Raises:
+        OSError: the file cannot be written (the cache turns this into a :class:`CacheWarning`).
+    """
+    from datacheck.outputs import write_atomic
+
+    write_atomic(path, data, os_errors=True)
 

@@ -15,10 +15,14 @@ Layout of ``out``::
     OUT/<shard path relative to the input root>   cleaned shard, same format as the input
     OUT/.quarantine/<same relative path>           the dropped rows, same format, plus
                                                   _datacheck_row, _datacheck_line, _datacheck_shard,
-                                                  _datacheck_checks (reasons), _datacheck_row_hash
+                                                  _datacheck_checks (reasons), _datacheck_row_hash;
+                                                  only for shards that lost rows
     OUT/index.json                                 data index of the cleaned shards
                                                   (:mod:`datacheck.dataindex` layout, as
                                                   ``datacheck index build`` writes it)
+    OUT/<split>/state.json, dataset_info.json      Hugging Face ``save_to_disk`` metadata, updated
+    OUT/dataset_dict.json                          to the cleaned files and row counts, so that
+                                                  ``load_from_disk(OUT)`` loads the cleaned copy
 
 The quarantine sits in a dot-folder so that ``datacheck audit OUT`` audits the cleaned shards only
 (discovery skips dot-folders) and ``index.json`` is metadata discovery ignores.
@@ -26,7 +30,8 @@ The quarantine sits in a dot-folder so that ``datacheck audit OUT`` audits the c
 Row units by format: parquet and Arrow (IPC file or stream) rows are read and written with
 pyarrow (schema and its metadata, e.g. Hugging Face features, are kept); JSONL records are copied
 as their original line bytes; CSV/TSV records are re-written with the same separator and quote
-character. JSONL/CSV records that do not parse (``decode.bad_record``) are not rows: they are
+character. JSONL/CSV copies keep the input's line break (CRLF stays CRLF). JSONL/CSV records
+that do not parse (``decode.bad_record``) are not rows: they are
 kept as they were unless ``decode.bad_record`` is dropped (the default), and then quarantined
 with their raw text (``_datacheck_raw``). Blank lines are not copied. A quarantined JSONL/CSV
 record that is not valid UTF-8 is stored decoded with replacement characters (U+FFFD), and
@@ -39,6 +44,7 @@ sorted keys; CSV: the record's fields as a JSON list of strings; a bad record: i
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import decimal
@@ -47,7 +53,10 @@ import io
 import json
 import os
 import shutil
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +67,7 @@ from datacheck.dataindex import write_index
 from datacheck.errors import InternalError, UsageError
 from datacheck.hashing import hash_bytes, hash_file
 from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.readers import read_bytes
+from datacheck.io.readers import _strip_bom, read_bytes
 from datacheck.runner import audit_shard
 
 __all__ = ["CleanResult", "ShardClean", "clean", "default_drop", "row_hashes", "QUARANTINE_DIR",
@@ -106,7 +115,9 @@ class ShardClean:
 
 @dataclass
 class CleanResult:
-    """What :func:`clean` wrote. ``index`` is the data index of the cleaned shards."""
+    """What :func:`clean` wrote. ``index`` is the data index of the cleaned shards; ``metadata`` the
+    Hugging Face ``save_to_disk`` files written (``state.json``, ``dataset_info.json``,
+    ``dataset_dict.json``; relative POSIX paths inside ``out``)."""
 
     out: Path
     quarantine: Path
@@ -114,6 +125,7 @@ class CleanResult:
     drop: tuple[str, ...]
     shards: list[ShardClean]
     index: dict[str, Any]
+    metadata: tuple[str, ...] = ()
 
     @property
     def kept(self) -> int:
@@ -131,7 +143,7 @@ class CleanResult:
         return {"out": str(self.out), "quarantine": str(self.quarantine), "index": str(self.index_path),
                 "index_hash": self.index["index_hash"], "drop": list(self.drop),
                 "input_rows": self.input_rows, "kept": self.kept, "quarantined": self.quarantined,
-                "shards": [s.to_dict() for s in self.shards]}
+                "shards": [s.to_dict() for s in self.shards], "metadata": list(self.metadata)}
 
 
 # --------------------------------------------------------------------------------------------- canonical
@@ -300,7 +312,7 @@ def _jsonl_records(raw: bytes) -> tuple[list[_Record], int]:
     out: list[_Record] = []
     blank = 0
     row = 0
-    for i, (_off, line) in enumerate(_split_lines(raw)):
+    for i, (_off, line) in enumerate(_split_lines(*_strip_bom(raw))):  # a BOM is no part of line 1, as in the reader
         try:
             text, bad_utf8 = line.decode("utf-8"), False
         except UnicodeDecodeError:
@@ -331,7 +343,7 @@ def _csv_records(raw: bytes, fmt: str, cfg: Config) -> tuple[list[str] | None, l
     from datacheck.io.readers import _split_lines
 
     sep, quote = _csv_dialect(fmt, cfg)
-    lines = _split_lines(raw)
+    lines = _split_lines(*_strip_bom(raw))  # a BOM is no part of the header or first record, as in the reader
     bad_lines = set()
     for i, (_o, ln) in enumerate(lines):
         try:
@@ -372,10 +384,18 @@ def _csv_records(raw: bytes, fmt: str, cfg: Config) -> tuple[list[str] | None, l
     return header, out, blank
 
 
-def _csv_bytes(header: list[str] | None, rows: list[list[str]], fmt: str, cfg: Config) -> bytes:
+def _newline(raw: bytes) -> bytes:
+    """The line break of a JSONL/CSV file: ``b"\r\n"`` when its first line ends with CRLF, else ``b"\n"``
+    (copies keep the input's line endings)."""
+    nl = raw.find(b"\n")
+    return b"\r\n" if nl > 0 and raw[nl - 1:nl] == b"\r" else b"\n"
+
+
+def _csv_bytes(header: list[str] | None, rows: list[list[str]], fmt: str, cfg: Config,
+               newline: bytes = b"\n") -> bytes:
     sep, quote = _csv_dialect(fmt, cfg)
     buf = io.StringIO()
-    w = csv.writer(buf, delimiter=sep, quotechar=quote or '"', lineterminator="\n",
+    w = csv.writer(buf, delimiter=sep, quotechar=quote or '"', lineterminator=newline.decode("ascii"),
                    quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE, escapechar=None if quote else "\\")
     if header is not None:
         w.writerow(header)
@@ -435,13 +455,14 @@ def _clean_table(ds: DiscoveredShard, reasons: dict[int, list[str]], rows: int, 
     }
     for name, arr in meta.items():
         q = q.append_column(name, arr)
-    _write_table(q, stage / QUARANTINE_DIR / ds.rel, kind)
+    if drop_idx:  # a quarantine file only for a shard that lost rows
+        _write_table(q, stage / QUARANTINE_DIR / ds.rel, kind)
     for i in drop_idx:
         _count(sc, reasons[i])
     sc.input_rows, sc.kept, sc.quarantined = rows, len(keep_idx), len(drop_idx)
     # proof: read back what was written and compare per-row content hashes with the input, in order
     back, _ = _read_table(stage / ds.rel, ds.format)
-    qback, _ = _read_table(stage / QUARANTINE_DIR / ds.rel, ds.format)
+    qback = _read_table(stage / QUARANTINE_DIR / ds.rel, ds.format)[0] if drop_idx else q
     got_q = row_hashes(qback.drop_columns(list(META_COLUMNS)))
     _verify(ds.rel, hashes, keep_idx, row_hashes(back), drop_idx, got_q,
             qback.column("_datacheck_row").to_pylist())
@@ -491,13 +512,14 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
         why = _record_reasons(rec, reasons, drop)
         (quar if why else kept).append((rec, why))
     name = ds.rel
+    nl = _newline(raw)
     if ds.format == "jsonl":
-        body = b"".join(rec.raw + b"\n" for rec, _ in kept)
+        body = b"".join(rec.raw + nl for rec, _ in kept)
         qbody = "".join(json.dumps(_quarantine_obj(rec, ds.rel, why), ensure_ascii=False) + "\n"
                         for rec, why in quar).encode("utf-8")
     else:
         body = _csv_bytes(header, [rec.value if rec.value is not None else rec.text.split(_csv_dialect(ds.format, cfg)[0])
-                                   for rec, _ in kept], ds.format, cfg)
+                                   for rec, _ in kept], ds.format, cfg, nl)
         cols = list(header) if header is not None else [f"column_{i + 1}" for i in range(len(
             next((r.value for r in recs if r.value is not None), [])))]
         qheader = [*META_COLUMNS, _RAW, *cols]
@@ -506,20 +528,23 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
             fields = rec.value if rec.value is not None else [""] * len(cols)
             qrows.append(["" if rec.row is None else str(rec.row), str(rec.line), ds.rel, ";".join(why), rec.hash,
                           "" if rec.value is not None else rec.text, *fields])
-        qbody = _csv_bytes(qheader, qrows, ds.format, cfg)
-    _fsync_write(stage / name, _compress(name, body))
-    _fsync_write(stage / QUARANTINE_DIR / name, _compress(name, qbody))
+        qbody = _csv_bytes(qheader, qrows, ds.format, cfg, nl)
+    bom = raw[:len(raw) - len(_strip_bom(raw)[0])]  # the input's UTF-8 byte order mark (or b""), kept
+    _fsync_write(stage / name, _compress(name, bom + body))
+    if quar:  # a quarantine file only for a shard that lost rows
+        _fsync_write(stage / QUARANTINE_DIR / name, _compress(name, qbody))
     for _rec, why in quar:
         _count(sc, why)
     sc.input_rows, sc.kept, sc.quarantined, sc.blank_lines = len(recs), len(kept), len(quar), blank
     kept_rows = sum(1 for rec, _ in kept if rec.row is not None)
     # proof: read back and compare record hashes with the input, in order
     back = read_bytes(stage / name)
+    qback = read_bytes(stage / QUARANTINE_DIR / name) if quar else b""
     if ds.format == "jsonl":
         got, _ = _jsonl_records(back)
         lossy = {rec.line for rec, _ in quar if rec.invalid_utf8}
         qgot = []
-        for line in read_bytes(stage / QUARANTINE_DIR / name).decode("utf-8").splitlines():
+        for line in qback.decode("utf-8").splitlines():
             obj = json.loads(line)
             meta = {k: obj.pop(k) for k in META_COLUMNS}
             if _RAW in obj:  # a record that does not parse: its raw text (lossy only for invalid UTF-8)
@@ -531,7 +556,7 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
     else:
         _h, got, _b = _csv_records(back, ds.format, cfg)
         qcfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"names": None, "header": True})})
-        _qh, qrecs, _qb = _csv_records(read_bytes(stage / QUARANTINE_DIR / name), ds.format, qcfg)
+        _qh, qrecs, _qb = _csv_records(qback, ds.format, qcfg)
         raw_of = {rec.line: rec for rec, _ in quar if rec.value is None}
         qgot = []
         for rec in qrecs:
@@ -551,6 +576,104 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
     return kept_rows
 
 
+# --------------------------------------------------------------------------------------------- HF metadata
+def _json_obj(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when it cannot be read or is not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _json_out(obj: dict[str, Any]) -> bytes:
+    """JSON as ``datasets`` writes its metadata: 2-space indent, key order kept, UTF-8."""
+    return json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def _hf_metadata(root: Path, stage: Path, kept_rows: dict[str, int]) -> list[str]:
+    """Write the Hugging Face ``save_to_disk`` metadata of the cleaned splits into ``stage``.
+
+    For each folder under ``root`` whose ``state.json`` lists ``_data_files`` (a split saved with
+    ``Dataset.save_to_disk``) and of which at least one listed file was written:
+
+    - ``state.json``: as in the input, with ``_data_files`` reduced to the listed files that were
+      written (an unreadable shard is not copied, so it is not listed);
+    - ``dataset_info.json``: as in the input, with ``splits.<split>.num_examples`` set to the kept
+      rows of that split, for every split of the same ``DatasetDict`` that was cleaned here (the
+      split is ``state.json`` ``_split``, else the folder name); copied unchanged when it is not a
+      JSON object;
+    - ``dataset_dict.json`` of the folder holding such splits: copied, its ``splits`` reduced to
+      the split folders written.
+
+    Args:
+        root: the audited input root (relative shard paths are relative to it).
+        stage: the output folder being written.
+        kept_rows: {relative shard path: rows written to the cleaned shard}, for every shard written.
+
+    Returns:
+        The metadata files written, as POSIX paths relative to ``stage`` (sorted).
+    """
+    splits: list[tuple[str, Path, dict[str, Any], str]] = []  # (folder rel, input folder, new state, split)
+    counts: dict[tuple[str, str], int] = {}  # (parent folder rel, split name) -> kept rows
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if "state.json" not in filenames:
+            continue
+        here = Path(dirpath)
+        state = _json_obj(here / "state.json")
+        files = state.get("_data_files") if state is not None else None
+        if not isinstance(files, list):
+            continue
+        rel = here.relative_to(root).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+        listed = [f for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str)
+                  and prefix + f["filename"] in kept_rows]
+        if not listed:
+            continue
+        split = state.get("_split") if isinstance(state.get("_split"), str) else here.name
+        parent = Path(rel).parent.as_posix() if rel != "." else ".."
+        counts[(parent, split)] = sum(kept_rows[prefix + f["filename"]] for f in listed)
+        splits.append((rel, here, {**state, "_data_files": listed}, split))
+    written: list[str] = []
+
+    def put(rel_path: str, data: bytes) -> None:
+        _fsync_write(stage / rel_path, data)
+        written.append(rel_path)
+
+    for rel, here, state, _split in splits:
+        prefix = "" if rel == "." else rel + "/"
+        put(prefix + "state.json", _json_out(state))
+        info_path = here / "dataset_info.json"
+        if not info_path.is_file():
+            continue
+        info = _json_obj(info_path)
+        parent = Path(rel).parent.as_posix() if rel != "." else ".."
+        if info is not None and isinstance(info.get("splits"), dict):
+            info["splits"] = {name: ({**entry, "num_examples": counts[(parent, name)]}
+                                     if isinstance(entry, dict) and (parent, name) in counts else entry)
+                              for name, entry in info["splits"].items()}
+            put(prefix + "dataset_info.json", _json_out(info))
+        else:
+            put(prefix + "dataset_info.json", info_path.read_bytes())
+    parents = {Path(rel).parent.as_posix(): [] for rel, *_ in splits if rel != "."}
+    for rel, *_ in splits:
+        if rel != ".":
+            parents[Path(rel).parent.as_posix()].append(Path(rel).name)
+    for parent, names in sorted(parents.items()):
+        src = (root / parent / "dataset_dict.json") if parent != "." else root / "dataset_dict.json"
+        if not src.is_file():
+            continue
+        dd = _json_obj(src)
+        target = "dataset_dict.json" if parent == "." else f"{parent}/dataset_dict.json"
+        keep = dd.get("splits") if dd is not None else None
+        if isinstance(keep, list) and all(isinstance(s, str) for s in keep) and not set(keep) <= set(names):
+            put(target, _json_out({**dd, "splits": [s for s in keep if s in names]}))
+        else:
+            put(target, src.read_bytes())
+    return sorted(written)
+
+
 # --------------------------------------------------------------------------------------------- index
 def _output_index(folder: Path, shards: list[tuple[str, int]]) -> dict[str, Any]:
     """The data index (``datacheck.dataindex`` layout, the same as ``datacheck index build``) of the
@@ -565,6 +688,27 @@ def _output_index(folder: Path, shards: list[tuple[str, int]]) -> dict[str, Any]
 
 
 # --------------------------------------------------------------------------------------------- clean
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """While active, SIGTERM raises ``SystemExit(143)`` (128 + SIGTERM, the shell's convention) instead
+    of killing the process outright, so the ``except BaseException`` cleanup of :func:`clean` removes
+    its temporary output folder, as it does on Ctrl-C. The previous handler is restored on exit.
+    Only in the main thread (Python delivers signals there); elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+@_sigterm_as_exit()
 def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[str] | None = None) -> CleanResult:
     """Write cleaned copies of the shards under ``paths`` into ``out``, quarantining dropped rows.
 
@@ -577,13 +721,16 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             row-level check whose severity (after ``[policy]``) is ``error`` (:func:`default_drop`).
 
     Returns:
-        The :class:`CleanResult` (per shard: input rows, kept, quarantined, counts per reason).
+        The :class:`CleanResult` (per shard: input rows, kept, quarantined, counts per reason;
+        the Hugging Face ``save_to_disk`` metadata files written, see :func:`_hf_metadata`).
         A shard that cannot be read is listed with ``unreadable`` set and not copied.
 
     Raises:
         UsageError: unknown or non-row-level ``drop`` ID; ``out`` is inside/contains the input
             folder, is not empty, or is not writable; no shard found.
         InternalError: the written rows do not equal the input (nothing is renamed into place).
+        SystemExit: SIGTERM arrived during the run (code 143); as on Ctrl-C (KeyboardInterrupt) the
+            temporary output folder is removed and ``out`` is not created.
     """
     if isinstance(paths, (str, Path)):
         paths = [str(paths)]
@@ -618,6 +765,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                 written.append((ds.rel, sc.kept))
             else:
                 written.append((ds.rel, _clean_lines(ds, cfg, reasons, res.rows or 0, drop_ids, stage, sc)))
+        metadata = _hf_metadata(disc.root, stage, dict(written))
         index = _output_index(stage, written)
         write_index(index, stage / INDEX_NAME)
         if out.exists():
@@ -627,4 +775,4 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         shutil.rmtree(stage, ignore_errors=True)
         raise
     return CleanResult(out=out, quarantine=out / QUARANTINE_DIR, index_path=out / INDEX_NAME, drop=drop_ids,
-                       shards=results, index=index)
+                       shards=results, index=index, metadata=tuple(metadata))

@@ -55,6 +55,7 @@ __all__ = [
     "compare_index",
     "shipped_lists",
     "compare_shipped",
+    "hf_data_files",
     "resolve_index_path",
     "count_rows",
 ]
@@ -148,7 +149,7 @@ def parse_index(data: Any, root: Path, source: str) -> DataIndex:
         raise UsageError(f"{source}: format_version must be an integer, got {v!r}")
     if v > INDEX_FORMAT_VERSION:
         raise UsageError(f"{source}: index format_version {v} is newer than this datacheck reads "
-                         f"({INDEX_FORMAT_VERSION}); upgrade datacheck (pip install -U datacheck)")
+                         f"({INDEX_FORMAT_VERSION}); upgrade datacheck (install a newer release from its source)")
     if data.get("hash_algorithm") != HASH_ALGORITHM:
         raise UsageError(f"{source}: hash_algorithm {data.get('hash_algorithm')!r} is not supported "
                          f"(this datacheck hashes with {HASH_ALGORITHM}); rebuild the index")
@@ -366,6 +367,29 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
     return DataIndex(source=src, kind="mosaicml", entries=entries)
 
 
+def hf_data_files(folder: Path) -> set[str] | None:
+    """File names that ``folder/state.json`` (a Hugging Face ``save_to_disk`` split) lists in
+    ``_data_files``; None when the folder has no such ``state.json`` or it cannot be read (the
+    ``index`` checks report a broken one). Other ``.arrow`` files of that folder (e.g.
+    ``cache-<fingerprint>.arrow`` written by ``Dataset.map``) are not part of the dataset: the loader
+    ignores them, so discovery does not audit them (they are reported as ``index.extra_shard``).
+    """
+    state = Path(folder) / "state.json"
+    if not state.is_file():
+        return None
+    try:
+        data = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    files = data.get("_data_files") if isinstance(data, dict) else None
+    if not isinstance(files, list):
+        return None
+    names = [f.get("filename") if isinstance(f, dict) else None for f in files]
+    if not all(isinstance(n, str) and n and "/" not in n and "\\" not in n and n not in (".", "..") for n in names):
+        return None  # not a plain list of file names: the index checks refuse it with the reason
+    return set(names)
+
+
 def shipped_lists(root: Path) -> list[DataIndex]:
     """Every shipped shard list under ``root``: HF ``state.json`` and MosaicML ``index.json``.
 
@@ -398,9 +422,13 @@ def compare_shipped(lst: DataIndex, shards: list[Any], all_files: set[str]) -> l
     """
     by_path = {s.path: s for s in shards}
     actual = [(p, "", s.bytes, s.rows) for p, s in by_path.items()]
-    for p in all_files:
-        if p in lst.entries and p not in by_path:
+    for p in sorted(all_files):
+        if p in by_path:
+            continue
+        if p in lst.entries:
             actual.append((p, "", lst.entries[p].bytes or 0, None))
+        elif lst.kind == "hf-state" and p.rpartition("/")[0] == lst.folder and p.endswith(".arrow"):
+            actual.append((p, "", 0, None))  # an unlisted Arrow file discovery left out (hf_data_files)
     in_scope = [a for a in actual if a[0] in lst.entries
                 or (lst.kind == "hf-state" and a[0].rpartition("/")[0] == lst.folder and a[0].endswith(".arrow"))]
     out = compare_index(lst, in_scope)

@@ -10,8 +10,9 @@ For list columns the position of the first bad element is shown (e.g. the first 
 ``>= vocab_size``), taken from the check's own example expression
 (:func:`datacheck.checks._expr.first_bad`, ``"first at position P of N: V"``). With a tokenizer
 (``tokenizer.json``; a GPT-2 style ``vocab.json`` + ``merges.txt`` pair; or a WordPiece
-``vocab.txt``), the sequence is shown as tokens through the ``tokenizers`` package (optional
-extra: ``pip install "datacheck[tokenizers]"``).
+``vocab.txt``), the sequence is shown as tokens through the ``tokenizers`` package (the optional
+``tokenizers`` extra: ``pip install "tokenizers>=0.15"``, or ``pip install -e ".[tokenizers]"`` in
+the datacheck source folder).
 
 :func:`export_rows` writes offending (or chosen) rows with their original row index, shard path
 and shard content hash to a parquet or JSONL file, atomically, so a failure can be replayed on a
@@ -19,9 +20,7 @@ fixed batch.
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +51,11 @@ __all__ = [
     "TOKENIZERS_INSTALL",
 ]
 
-#: The install command shown when the optional ``tokenizers`` package is missing.
-TOKENIZERS_INSTALL = 'pip install "datacheck[tokenizers]"'
+#: The install command shown when the optional ``tokenizers`` package is missing: the ``tokenizers``
+#: extra's own dependency (pyproject.toml), not a datacheck package from PyPI (the PyPI name
+#: ``datacheck`` belongs to another project).
+TOKENIZERS_INSTALL = ('pip install "tokenizers>=0.15" (or, in the datacheck source folder, '
+                      'pip install -e ".[tokenizers]")')
 #: Columns :func:`export_rows` adds to the data columns (names chosen not to clash with data).
 EXPORT_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_shard_hash",
                   "_datacheck_checks")
@@ -61,6 +63,8 @@ EXPORT_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_dat
 _FIRST_BAD = re.compile(r"^first at position (-?\d+) of (\d+): (.*)$", re.S)
 #: Tokens shown on each side of the first bad position (a whole sequence of 2048 ids is unreadable).
 TOKEN_WINDOW = 24
+#: Characters shown per column of a row chosen with ``--rows`` (every column is shown).
+ROW_VALUE_CHARS = 120
 
 
 # --------------------------------------------------------------------------------------------- tokenizer
@@ -72,26 +76,63 @@ class TokenizerView:
         tokenizer: a ``tokenizers.Tokenizer`` (or one of its implementation classes).
         source: the file(s) it was loaded from, for messages.
         vocab_size: ``get_vocab_size(with_added_tokens=True)``: ids in ``[0, vocab_size)`` decode.
+        byte_level: the tokenizer's decoder is byte-level (GPT-2 style BPE): its tokens are
+            shown decoded (``"Ġworld"`` as ``" world"``), see :meth:`readable`.
     """
 
     tokenizer: Any
     source: str
     vocab_size: int
+    byte_level: bool = False
+
+    def readable(self, token: str) -> str:
+        """``token`` as text: byte-level BPE tokens through the tokenizer's own decoder, one token at
+        a time (``"Ġworld"`` -> ``" world"``); a token that holds only part of a UTF-8 character
+        (the decoder gives U+FFFD) as its bytes, e.g. ``"\\xe2\\x80"``. Other tokens (WordPiece
+        ``"##ing"``, special tokens) are returned as they are."""
+        if not self.byte_level:
+            return token
+        try:
+            text = self.tokenizer.decoder.decode([token])
+        except Exception:  # a decoder that rejects a lone token: show the token itself
+            return token
+        if "\ufffd" in text and "\ufffd" not in token:
+            raw = bytes(_GPT2_BYTE_OF.get(ch, 0x3F) for ch in token)
+            return "".join(f"\\x{b:02x}" for b in raw)
+        return text
 
     def tokens(self, ids: list[int | None]) -> list[str]:
-        """Each id as its token string; an id outside the vocabulary as ``<oov:ID>``, null as ``<null>``."""
+        """Each id as its token text (:meth:`readable`); an id outside the vocabulary as
+        ``<oov:ID>``, null as ``<null>``."""
         out = []
         for i in ids:
             if i is None:
                 out.append("<null>")
                 continue
             tok = self.tokenizer.id_to_token(int(i)) if 0 <= int(i) < self.vocab_size else None
-            out.append(tok if tok is not None else f"<oov:{i}>")
+            out.append(self.readable(tok) if tok is not None else f"<oov:{i}>")
         return out
 
     def encode(self, text: str) -> list[str]:
-        """``text`` split into tokens (no padding or truncation)."""
-        return list(self.tokenizer.encode(text).tokens)
+        """``text`` split into tokens (no padding or truncation), each as :meth:`readable` text."""
+        return [self.readable(tok) for tok in self.tokenizer.encode(text).tokens]
+
+
+def _gpt2_byte_of() -> dict[str, int]:
+    """Character -> byte of GPT-2's byte-level alphabet (``bytes_to_unicode`` in openai/gpt-2
+    ``src/encoder.py``, which the ``tokenizers`` ByteLevel pre-tokenizer uses): printable Latin-1
+    bytes map to themselves, the other 68 bytes to U+0100 onwards, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    out = {chr(b): b for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in out.values():
+            out[chr(256 + extra)] = b
+            extra += 1
+    return out
+
+
+_GPT2_BYTE_OF = _gpt2_byte_of()
 
 
 def _import_tokenizers():
@@ -134,11 +175,14 @@ def load_tokenizer(path: str | Path) -> TokenizerView:
             raise UsageError(f"--tokenizer {path}: the folder holds no tokenizer.json, vocab.json + merges.txt "
                              "or vocab.txt")
     try:
-        if p.name == "vocab.json" or (p.suffix == ".json" and (p.parent / "merges.txt").is_file()
-                                      and p.name != "tokenizer.json"):
-            merges = p.parent / "merges.txt"
+        # GPT-2 style pair: vocab.json + merges.txt, or PREFIX-vocab.json + PREFIX-merges.txt
+        paired = p.parent / (p.name[: -len("vocab.json")] + "merges.txt") if p.name.endswith("vocab.json") else None
+        if p.name.endswith("vocab.json") or (p.suffix == ".json" and (p.parent / "merges.txt").is_file()
+                                             and p.name != "tokenizer.json"):
+            merges = paired if paired is not None and paired.is_file() else p.parent / "merges.txt"
             if not merges.is_file():
-                raise UsageError(f"--tokenizer {p}: a GPT-2 style vocab.json needs merges.txt in the same folder")
+                raise UsageError(f"--tokenizer {p}: a GPT-2 style vocab.json needs merges.txt "
+                                 f"({paired.name if paired is not None else 'merges.txt'}) in the same folder")
             tok = tk.ByteLevelBPETokenizer(str(p), str(merges))
             source = f"{p} + {merges.name}"
         elif p.suffix == ".txt":
@@ -154,7 +198,9 @@ def load_tokenizer(path: str | Path) -> TokenizerView:
     except Exception as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"--tokenizer {p}: cannot load it as a tokenizer: {msg}") from None
-    return TokenizerView(tokenizer=tok, source=source, vocab_size=int(tok.get_vocab_size(with_added_tokens=True)))
+    decoder = getattr(tok, "decoder", None)
+    return TokenizerView(tokenizer=tok, source=source, vocab_size=int(tok.get_vocab_size(with_added_tokens=True)),
+                         byte_level=type(decoder).__name__ == "ByteLevel")
 
 
 # --------------------------------------------------------------------------------------------- inspection
@@ -279,6 +325,10 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
         close = [k for k in catalog.CATALOG if k.split(".")[-1] == bad[0].split(".")[-1]]
         hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
         raise UsageError(f"--check {bad[0]!r}: unknown check ID{hint}")
+    dataset = [c for c in checks if catalog.info(c).level == "dataset"]
+    if dataset:  # decided across shards: inspect (one shard's rows) would silently show nothing
+        raise UsageError(f"--check {dataset[0]!r}: {dataset[0]} is a dataset-level check; run datacheck audit "
+                         "(its finding names the shards and rows concerned)")
     return set(checks)
 
 
@@ -302,6 +352,13 @@ def _with_facts(cfg: Config, limit: int, tok: TokenizerView | None) -> tuple[Con
     if tok is not None and cfg.tokens.vocab_size is None:
         update["tokens"] = cfg.tokens.model_copy(update={"vocab_size": tok.vocab_size})
         notes.append(f"[tokens] vocab_size not set: using the tokenizer's {tok.vocab_size} ({tok.source})")
+    elif tok is not None and tok.vocab_size != cfg.tokens.vocab_size:
+        v = cfg.tokens.vocab_size
+        notes.append(f"the tokenizer has {tok.vocab_size} tokens but [tokens] vocab_size is {v}: rows are checked "
+                     f"against {v}; " + (f"ids {tok.vocab_size}..{v - 1} pass the check but show as <oov:ID>"
+                                         if v > tok.vocab_size else
+                                         f"ids {v}..{tok.vocab_size - 1} decode but fail tokens.out_of_vocab")
+                     + f" (a different tokenizer than the data's? {tok.source})")
     return cfg.model_copy(update=update), notes
 
 
@@ -374,6 +431,9 @@ def _read_rows(data, schema: dict[str, pl.DataType], cfg: Config, shard: str,
     seq_col = roles.input_ids if tok is not None else None
     text_col = roles.text[0] if (tok is not None and roles.text and seq_col is None) else None
     extra = [c for c in (seq_col, text_col) if c is not None and c not in value_cols]
+    whole_rows = any(k is None for k, _ in pairs)  # --rows: a chosen row is shown with every column
+    if whole_rows:
+        extra += [c for c in schema if c not in value_cols and c not in extra]
     exprs += [pl.col(c) for c in value_cols + extra]
     try:
         df = data.lf.with_row_index("__row").filter(pl.col("__row").is_in(want_rows)).select(exprs).collect()
@@ -395,7 +455,11 @@ def _read_rows(data, schema: dict[str, pl.DataType], cfg: Config, shard: str,
         value = df[column][i] if column is not None and column in df.columns else None
         if isinstance(value, pl.Series):
             value = value.to_list()
-        shown_value = show_value(value) if column is not None else _row_summary(df, i, value_cols + extra)
+        if column is not None:
+            shown_value = show_value(value)
+        else:
+            shown_value = _row_summary(df, i, list(schema) if whole_rows else value_cols + extra,
+                                       per_column=ROW_VALUE_CHARS if whole_rows else 60)
         detail = pos = length = bad = None
         for name in ex_names.get(key, []) if key is not None else []:
             v = df[name][i]
@@ -420,14 +484,19 @@ def _read_rows(data, schema: dict[str, pl.DataType], cfg: Config, shard: str,
     return shown
 
 
-def _row_summary(df: pl.DataFrame, i: int, cols: list[str]) -> str:
+def _row_summary(df: pl.DataFrame, i: int, cols: list[str], per_column: int = 60) -> str:
+    """``col=value, ...`` of row ``i`` (each value shown with :func:`show_value`, at most
+    ``per_column`` characters; the whole text at most ``max(200, 4 * per_column)`` characters)."""
+    cols = [c for c in cols if c in df.columns]
     if not cols:
         return ""
     parts = []
     for c in cols:
         v = df[c][i]
-        parts.append(f"{c}={show_value(v.to_list() if isinstance(v, pl.Series) else v, 60)}")
-    return show_value(", ".join(parts), 200).strip("'\"")
+        parts.append(f"{c}={show_value(v.to_list() if isinstance(v, pl.Series) else v, per_column)}")
+    text = ", ".join(parts)
+    limit = max(200, 4 * per_column)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = None,
@@ -450,8 +519,8 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
         with ``unreadable`` set to the reason (never raised).
 
     Raises:
-        UsageError: a path does not exist, no shard was found, an unknown ``--check`` ID, or
-            ``limit < 1``.
+        UsageError: a path does not exist, no shard was found, an unknown or dataset-level
+            ``--check`` ID (decided across shards: ``datacheck audit`` reports it), or ``limit < 1``.
     """
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
@@ -463,42 +532,22 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
 
 
 # --------------------------------------------------------------------------------------------- export
-def _atomic_target(path: Path) -> tuple[int, str]:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
-
-
 def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
-    """Write ``df`` as parquet (``.parquet``/``.pq``) or JSONL (``.jsonl``/``.ndjson``) atomically
-    (temporary file in the same folder, fsync, rename).
+    """Write ``df`` as parquet (``.parquet``/``.pq``) or JSONL (``.jsonl``/``.ndjson``) atomically,
+    through :func:`datacheck.outputs.write_atomic` (temporary file in the target's folder, fsync,
+    rename; a link is written through to its target, a device or fifo is written in place).
 
     Raises:
-        UsageError: another extension, or the folder is not writable.
+        UsageError: another extension, ``path`` is an existing folder, or it cannot be written.
     """
-    path = Path(path)
-    name = path.name.lower()
+    from datacheck.outputs import write_atomic
+
+    name = Path(path).name.lower()
     if not name.endswith((".parquet", ".pq", ".jsonl", ".ndjson")):
         raise UsageError(f"--export {path}: write .parquet or .jsonl (the format follows the extension)")
-    fd, tmp = _atomic_target(path)
-    os.close(fd)
-    try:
-        if name.endswith((".parquet", ".pq")):
-            df.write_parquet(tmp)
-        else:
-            df.write_ndjson(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    if name.endswith((".parquet", ".pq")):
+        return write_atomic(path, lambda f: df.write_parquet(f))
+    return write_atomic(path, lambda f: df.write_ndjson(f))
 
 
 def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config,

@@ -1,7 +1,9 @@
 """Merging part reports (``datacheck audit --num-parts N --part k``) into the single-job report.
 
 Each part report comes with its results sidecar (:mod:`datacheck.parts`). The merge checks that
-the parts belong together (same config, same datacheck code, same shard list, every part from
+the parts belong together (same config, same datacheck code, same shard list: relative paths and
+sizes; the report keys each shard by relative path and content hash; the absolute audited root may
+differ, e.g. two CI checkouts of the same data; every part from
 ``0`` to ``N-1`` exactly once, every shard audited by exactly one part), puts the shard results
 back in discovery order and runs the dataset-level checks over them
 (:func:`datacheck.api.finish_report`): the result equals a single-job audit of the same data
@@ -126,7 +128,8 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None) -> Rep
         for key, what in [("num_parts", "--num-parts"), ("config_hash", "config"), ("datacheck_version",
                           "datacheck version"), ("code", "datacheck code"), ("polars", "polars version"),
                           ("all_shards", "shard list (the data changed between the jobs?)"),
-                          ("root", "audited root"), ("index", "[dataset] index file")]:
+                          ("all_bytes", "shard sizes (the data changed between the jobs?)"),
+                          ("index", "[dataset] index file")]:
             if p.meta.get(key) != first.get(key):
                 raise UsageError(f"{p.path} and {parts[0].path} come from different audits: their {what} differ; "
                                  "run every part with the same data, config and datacheck")
@@ -164,10 +167,13 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None) -> Rep
         raise UsageError(f"{parts[0].path}: the stored config does not reproduce its config_hash; re-run the parts "
                          "with this datacheck")
     results = [by_path[s] for s in order]
-    root = Path(first["root"])
+    # the parts may have run in different checkouts of the same data: use a root that exists here
+    root = next((Path(p.meta["root"]) for p in parts if Path(p.meta["root"]).is_dir()), Path(first["root"]))
     index = None
     if first.get("index") is not None:
         from datacheck.dataindex import parse_index
 
-        index = parse_index(first["index"]["data"], root, first["index"]["source"])
-    return finish_report(cfg, results, root=root, temp_files=first["temp_files"], fail_on=fail_on, index=index)
+        source = Path(first["index"]["source"])  # relative to the root when the index lies inside it
+        index = parse_index(first["index"]["data"], root, str(source if source.is_absolute() else root / source))
+    return finish_report(cfg, results, root=root, temp_files=first["temp_files"], fail_on=fail_on, index=index,
+                         config_path=first.get("config_path"), ignored=first.get("ignored", []))

@@ -13,9 +13,11 @@ A part audit writes
 - beside it, the *results sidecar* ``<report name without .json>.results.dcr``
   (``part.results_file`` names it): the part's shard results in the ``.dcr`` layout of
   :mod:`datacheck.cache` (findings, stats, payloads such as row hashes), plus what the merge needs:
-  the ordered list of every discovered shard, the audited root, the temporary files seen, the
-  config, the content of the ``[dataset] index`` file (when set) and the code fingerprint. ``part.results_digest`` (xxh3-128 of the sidecar's bytes) ties
-  the two files together.
+  the ordered list of every discovered shard (relative paths and sizes), the audited root
+  (informational: parts from different checkouts of the same data merge), the temporary files
+  seen, the files ignored as data, the config and where it came from, the content of the
+  ``[dataset] index`` file (when set) and the code fingerprint. ``part.results_digest`` (xxh3-128
+  of the sidecar's bytes) ties the two files together.
 
 ``datacheck merge`` (:mod:`datacheck.merge`) reads the parts back and runs the dataset-level
 checks over all shard results in discovery order, which gives the single-job report.
@@ -111,11 +113,15 @@ class PartRun:
 
 def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail_on: str = "error",
                cache_dir: str | Path | None = None,
-               progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False) -> PartRun:
+               progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False,
+               config_path: str | None = None) -> PartRun:
     """Audit part ``part`` of ``num_parts`` of the shards under ``paths``.
 
-    Every shard is discovered (the merge needs the full ordered list) but only the part's shards
-    are hashed and read.
+    Every shard is discovered (the merge needs the full ordered list, with each shard's size from
+    the file system) but only the part's shards are hashed and read. Nothing in the sidecar that the
+    merge compares depends on where the data is checked out: shard paths are relative to the
+    audited root, and the ``[dataset] index`` file is named relative to it when it lies inside.
+    ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`).
 
     Raises:
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
@@ -137,7 +143,10 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
 
         ipath = resolve_index_path(cfg.dataset.index, disc.root)
         read_index(ipath, disc.root)
-        index_doc = {"source": str(ipath), "data": json.loads(ipath.read_text(encoding="utf-8"))}
+        source = ipath.absolute()
+        source = (source.relative_to(disc.root).as_posix() if source.is_relative_to(disc.root)
+                  else str(source))
+        index_doc = {"source": source, "data": json.loads(ipath.read_text(encoding="utf-8"))}
     mine = select_part(disc, num_parts, part)
     results = audit_shards(mine, cfg, progress, cache=cache)
     if cache is not None and prune_cache:
@@ -145,7 +154,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     skipped.append(("", Skipped("dataset", f"part {part} of {num_parts} (0-based): the dataset-level checks run "
                                            "in 'datacheck merge' over all parts")))
-    report = build_report(cfg, results, [], skipped, fail_on)
+    report = build_report(cfg, results, [], skipped, fail_on, config_path=config_path, ignored=disc.ignored_data)
     import polars as pl
 
     meta = {
@@ -153,7 +162,10 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         "num_parts": num_parts,
         "part": part,
         "all_shards": [s.rel for s in disc.shards],
-        "root": str(disc.root),
+        "all_bytes": [_size(s.path) for s in disc.shards],
+        "root": str(disc.root),  # where this part ran (informational: the merge never compares it)
+        "config_path": config_path,
+        "ignored": list(disc.ignored_data),
         "temp_files": list(disc.temp_files),
         "index": index_doc,
         "config": cfg.to_dict(),
@@ -170,6 +182,14 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
 
         raise InternalError(f"cannot store the part's shard results for the merge: {exc}") from None
     return PartRun(report=report, sidecar=sidecar, meta=meta)
+
+
+def _size(path: Path) -> int | None:
+    """The file's size in bytes from the file system (None: it cannot be stat'ed)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 def write_part(run: PartRun, report_file: str | Path) -> Report:

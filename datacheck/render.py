@@ -24,6 +24,48 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _config_line(report: Report) -> str:
+    """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``)."""
+    from datacheck.api import describe_config
+
+    return describe_config(getattr(report, "config_path", None), report.config_hash)
+
+
+def _ignored_lines(report: Report, k: int = 10) -> list[str]:
+    ign = list(getattr(report, "ignored", ()) or ())
+    if not ign:
+        return []
+    out = ["", f"Ignored ({len(ign)} file(s) that look like data were not audited):"]
+    out += [f"  {i['path']}: {i['reason']}" for i in ign[:k]]
+    if len(ign) > k:
+        out.append(f"  … {len(ign) - k} more (see 'ignored' in the JSON report)")
+    return out
+
+
+def _shards_txt(paths: list[str] | tuple[str, ...], k: int = 3) -> str:
+    """``"(1 shard: a.parquet)"`` or ``"(5 shards: a, b, c, … 2 more)"``; ``""`` for none."""
+    paths = list(paths or ())
+    if not paths:
+        return ""
+    head = ", ".join(paths[:k]) + (f", … {len(paths) - k} more" if len(paths) > k else "")
+    return f"({len(paths)} shard{'s' if len(paths) > 1 else ''}: {head})"
+
+
+def _finding_shards(f) -> str:
+    """`` (N shards: …)`` after a dataset finding's message when the message does not name them all."""
+    shards = list(getattr(f, "shards", ()) or ())
+    if not shards or all(s in f.message for s in shards):
+        return ""
+    return " " + _shards_txt(shards)
+
+
+def _count_txt(sh, f) -> str:
+    """The table's count: ``-`` for an unreadable shard and for shard-level findings that count no rows."""
+    if sh.rows is None or (f.count == 0 and not f.rows and not f.lines):
+        return "-"
+    return str(f.count)
+
+
 def render_text(report: Report, max_message: int = 110) -> str:
     """A table of shards x findings with counts and first rows, then dataset findings and skips."""
     s = report.summary
@@ -31,6 +73,7 @@ def render_text(report: Report, max_message: int = 110) -> str:
         f"datacheck {report.datacheck_version}: {_MARK[s['status']]}  "
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s), "
         f"{s.get('policy_failures', 0)} failing the policy (--fail-on {report.fail_on})",
+        _config_line(report),
         f"index_hash {report.index_hash}",
         "",
     ]
@@ -41,18 +84,19 @@ def render_text(report: Report, max_message: int = 110) -> str:
             rows.append([sh.status.upper(), sh.path, rows_n, "-", "", "", ""])
         for i, f in enumerate(sh.findings):
             rows.append([sh.status.upper() if i == 0 else "", sh.path if i == 0 else "", rows_n if i == 0 else "",
-                         f.check, f.severity + ("!" if f.fails_policy else ""), str(f.count), _rows_txt(f)])
+                         f.check, f.severity + ("!" if f.fails_policy else ""), _count_txt(sh, f), _rows_txt(f)])
     lines += _table(["status", "shard", "rows", "check", "severity", "count", "first"], rows)
     if report.dataset_findings:
         lines += ["", "Dataset:"]
         for f in report.dataset_findings:
-            lines.append(f"  {f.check} [{f.severity}{'!' if f.fails_policy else ''}] {f.message[:300]}")
+            lines.append(f"  {f.check} [{f.severity}{'!' if f.fails_policy else ''}] {f.message[:300]}"
+                         f"{_finding_shards(f)}")
     details = [(sh.path, f) for sh in report.shards for f in sh.findings if f.severity != "info"]
     if details:
         lines += ["", "Findings:"]
         for path, f in details:
             msg = f.message if len(f.message) <= max_message * 3 else f.message[: max_message * 3] + "…"
-            lines.append(f"  {path}: {f.check} [{f.severity}] {msg}")
+            lines.append(f"  {path}: {f.check} [{f.severity}{'!' if f.fails_policy else ''}] {msg}")
             for e in f.examples[:3]:
                 where = f"line {e.line}" if e.line is not None and e.row is None else (
                     f"row {e.row}" + (f" (line {e.line})" if e.line is not None else ""))
@@ -61,9 +105,11 @@ def render_text(report: Report, max_message: int = 110) -> str:
     if report.skipped:
         lines += ["", f"Skipped ({len(report.skipped)} check(s) could not run; see 'skipped' in the JSON report):"]
         for sk in report.skipped[:12]:
-            lines.append(f"  {sk['check']}: {sk['reason']}")
+            where = _shards_txt(sk.get("shards") or ())
+            lines.append(f"  {sk['check']}: {sk['reason']}" + (f" {where}" if where else ""))
         if len(report.skipped) > 12:
             lines.append(f"  … {len(report.skipped) - 12} more")
+    lines += _ignored_lines(report)
     lines.append("")
     lines.append("'!' marks findings that fail the policy.")
     return "\n".join(lines) + "\n"
@@ -77,7 +123,7 @@ def render_markdown(report: Report) -> str:
         f"## {icon} datacheck: {s['status']}",
         "",
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
-        f"index `{report.index_hash}`",
+        f"index `{report.index_hash}`; {_config_line(report)}",
         "",
         "| shard | rows | status | check | severity | count | first rows |",
         "|---|---:|---|---|---|---:|---|",
@@ -88,13 +134,16 @@ def render_markdown(report: Report) -> str:
             out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | | | | |")
         for f in sh.findings:
             fail = " **(fails)**" if f.fails_policy else ""
-            out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | `{f.check}` | {f.severity}{fail} | {f.count} | {_rows_txt(f)} |")
+            out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | `{f.check}` | {f.severity}{fail} "
+                       f"| {_count_txt(sh, f)} | {_rows_txt(f)} |")
     if report.dataset_findings:
         out += ["", "### Dataset", ""]
         for f in report.dataset_findings:
-            out.append(f"- `{f.check}` ({f.severity}{', fails' if f.fails_policy else ''}): {f.message}")
+            out.append(f"- `{f.check}` ({f.severity}{', fails' if f.fails_policy else ''}): {f.message}"
+                       f"{_finding_shards(f)}")
     if report.skipped:
         out += ["", "<details><summary>Skipped checks</summary>", ""]
-        out += [f"- `{sk['check']}`: {sk['reason']}" for sk in report.skipped]
+        out += [f"- `{sk['check']}`: {sk['reason']}" + (f" {_shards_txt(sk['shards'])}" if sk.get("shards") else "")
+                for sk in report.skipped]
         out += ["", "</details>"]
     return "\n".join(out) + "\n"

@@ -1,13 +1,12 @@
 """The versioned audit report (JSON contract in DESIGN.md, JSON Schema in ``schemas/report.schema.json``).
 
-Written atomically (temporary file in the same folder, fsync, ``os.replace``) and deterministically
+Written atomically (:func:`datacheck.outputs.write_atomic`: temporary file in the target's folder, fsync,
+rename; links written through, devices written in place) and deterministically
 (sorted keys). :func:`read_report` refuses a newer ``report_version`` with a clear message.
 """
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,10 @@ from datacheck.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.findings import Finding, Skipped
 
 __all__ = ["Report", "ShardReport", "read_report", "write_json_atomic", "report_path"]
+
+#: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
+#: "not a datacheck report" (UsageError), never a KeyError.
+_REQUIRED_KEYS = ("datacheck_version", "created_at", "index_hash", "config_hash", "summary")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,11 @@ class Report:
     #: only in the report of one part of a split audit (:mod:`datacheck.parts`): ``num_parts``,
     #: ``part``, ``results_file`` (the results sidecar beside the report) and ``results_digest``
     part: dict[str, Any] | None = None
+    #: the config file used, as given or found (None: no file: the defaults, or a config the Python
+    #: API got in memory); see :func:`datacheck.api.resolve_config_path`
+    config_path: str | None = None
+    #: files under the audited paths that look like data but are not audited: ``{"path", "reason"}``
+    ignored: tuple[dict[str, str], ...] = ()
 
     @property
     def status(self) -> str:
@@ -119,6 +127,8 @@ class Report:
             "skipped": list(self.skipped),
             "stats": self.stats,
             "row_content": self.row_content,
+            "config_path": self.config_path,
+            "ignored": [dict(i) for i in self.ignored],
         }
 
     def to_json(self) -> str:
@@ -132,7 +142,12 @@ class Report:
         if v > REPORT_VERSION:
             raise ReportVersionError(
                 f"{source}: report_version {v} is newer than this datacheck reads ({REPORT_VERSION}); "
-                "upgrade datacheck (pip install -U datacheck)")
+                "upgrade datacheck (install a newer release from its source)")
+        missing = [k for k in _REQUIRED_KEYS if k not in d]
+        if missing:
+            raise UsageError(f"{source}: not a datacheck report: missing key {missing[0]!r}")
+        if not isinstance(d["summary"], dict) or "status" not in d["summary"]:
+            raise UsageError(f"{source}: not a datacheck report: missing key 'summary.status'")
         return cls(
             report_version=v, datacheck_version=d["datacheck_version"], created_at=d["created_at"],
             index_hash=d["index_hash"], config_hash=d["config_hash"], fail_on=d.get("fail_on", "error"),
@@ -140,34 +155,26 @@ class Report:
             shards=tuple(ShardReport.from_dict(s) for s in d.get("shards", [])),
             dataset_findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
             skipped=tuple(d.get("skipped", [])), stats=d.get("stats", {}), row_content=d.get("row_content", {}),
-            part=d.get("part"),
+            part=d.get("part"), config_path=d.get("config_path"), ignored=tuple(d.get("ignored", [])),
         )
 
 
 def write_json_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, fsync, rename."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose a writable location") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    """Write ``text`` (any text: JSON, HTML, XML, YAML) to ``path`` as UTF-8, atomically.
+
+    Delegates to :func:`datacheck.outputs.write_atomic`: a link is written through to its target, a
+    regular file is replaced by rename from a temporary file in the same folder (fsynced), a
+    device or fifo (``/dev/null``, ``/dev/stdout``) is written in place, never replaced.
+
+    Returns:
+        ``path`` as given.
+
+    Raises:
+        UsageError: ``path`` is an existing folder, or cannot be written (the message names it).
+    """
+    from datacheck.outputs import write_atomic
+
+    return write_atomic(path, text)
 
 
 def report_path(report_dir: str | Path, index_hash: str) -> Path:
@@ -176,17 +183,32 @@ def report_path(report_dir: str | Path, index_hash: str) -> Path:
 
 
 def read_report(path: str | Path) -> Report:
-    """Read a report file. Raises :class:`UsageError` (missing/not JSON) or :class:`ReportVersionError`."""
+    """Read a report file.
+
+    Raises:
+        UsageError: the file is missing, a folder, unreadable, not JSON, or not a datacheck report
+            ("not a datacheck report: missing key 'X'").
+        ReportVersionError: the report is newer than this datacheck reads.
+    """
     path = Path(path)
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path}: no such report file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder; give a report file (e.g. {path / 'report.json'})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not a JSON report ({exc})") from None
     if not isinstance(d, dict):
         raise UsageError(f"{path}: not a datacheck report (top level is not an object)")
-    return Report.from_dict(d, source=str(path))
+    try:
+        return Report.from_dict(d, source=str(path))
+    except KeyError as exc:  # a shard or finding entry without one of its keys
+        raise UsageError(f"{path}: not a datacheck report: missing key {exc}") from None
+    except (TypeError, AttributeError, ValueError) as exc:  # an entry of the wrong JSON type
+        raise UsageError(f"{path}: not a datacheck report: malformed entry ({exc})") from None
 
 
 def skipped_dicts(items: list[tuple[str, Skipped]]) -> list[dict[str, Any]]:

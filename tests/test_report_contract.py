@@ -39,7 +39,7 @@ UPDATE = os.environ.get("DATACHECK_UPDATE_GOLDEN") == "1"
 VOLATILE = ("created_at", "datacheck_version")
 
 TOP_KEYS = {"report_version", "datacheck_version", "created_at", "index_hash", "config_hash", "fail_on", "roles",
-            "summary", "shards", "findings", "skipped", "stats", "row_content"}
+            "summary", "shards", "findings", "skipped", "stats", "row_content", "config_path", "ignored"}
 #: Only in the report of one part of a split audit (``audit --num-parts N --part k``).
 TOP_OPTIONAL_KEYS = {"part"}
 PART_KEYS = {"num_parts", "part", "results_file", "results_digest"}
@@ -52,6 +52,7 @@ EXAMPLE_KEYS = {"row", "value"}
 EXAMPLE_OPTIONAL_KEYS = {"line", "byte_offset"}
 SKIPPED_KEYS = {"check", "reason", "shards"}
 ROW_CONTENT_KEYS = {"columns", "normalization"}
+IGNORED_KEYS = {"path", "reason"}
 
 
 def _case_dirs() -> list[Path]:
@@ -148,8 +149,11 @@ def test_schema_pins_the_keys(schema):
     assert set(d["example"]["required"]) == EXAMPLE_KEYS
     assert set(d["example"]["properties"]) == EXAMPLE_KEYS | EXAMPLE_OPTIONAL_KEYS
     assert set(d["skipped"]["required"]) == SKIPPED_KEYS
+    ignored = schema["properties"]["ignored"]["items"]
+    assert set(ignored["required"]) == set(ignored["properties"]) == IGNORED_KEYS
     pinned = [schema, schema["properties"]["summary"], schema["properties"]["roles"],
-              schema["properties"]["row_content"], schema["properties"]["part"], d["shard"], d["shardFinding"], d["datasetFinding"],
+              schema["properties"]["row_content"], schema["properties"]["part"],
+              schema["properties"]["ignored"]["items"], d["shard"], d["shardFinding"], d["datasetFinding"],
               d["example"], d["skipped"], d["role"]]
     assert all(p["additionalProperties"] is False for p in pinned)
 
@@ -223,6 +227,9 @@ def test_report_keys_are_pinned(sample):
         assert set(f) == DATASET_FINDING_KEYS
     for k in report["skipped"]:
         assert set(k) == SKIPPED_KEYS
+    for i in report["ignored"]:
+        assert set(i) == IGNORED_KEYS
+    assert report["config_path"] == "sample_data/datacheck.toml"  # as given on the command line
     # examples of decode findings carry the 1-based line and the byte offset
     records = next(s for s in report["shards"] if s["path"] == "defects/decode/records.jsonl")
     bad = next(f for f in records["findings"] if f["check"] == "decode.bad_record" and f["severity"] == "error")
@@ -293,6 +300,8 @@ def test_api_report_equals_the_cli_report(sample):
     cli = json.loads(sample[1])
     for k in VOLATILE:
         api.pop(k), cli.pop(k)
+    # the config path is recorded as given: absolute here, relative on the command line
+    assert Path(api.pop("config_path")) == ROOT / cli.pop("config_path")
     assert api == cli
 
 

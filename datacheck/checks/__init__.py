@@ -168,4 +168,4 @@ def dataset_checks(family: str) -> Callable[[DatasetFn], DatasetFn]:
 def load_families() -> None:
     """Import every family module so that its checks register (idempotent)."""
     from datacheck.checks import dup, empty, finite, index, labels, length, mask, schema, tokens  # noqa: F401
-    from datacheck.checks import crossdup, dist  # noqa: F401
+    from datacheck.checks import crossdup, dist, roledtype  # noqa: F401

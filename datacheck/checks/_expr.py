@@ -41,13 +41,17 @@ def count_elements(col: str, dtype: pl.DataType, pred: Pred) -> pl.Expr:
     return flat_list(col, dtype).list.eval(pred(pl.element()).cast(pl.UInt32)).list.sum().sum()
 
 
-def first_bad(col: str, dtype: pl.DataType, pred: Pred) -> pl.Expr:
-    """Per row, for examples: ``"[pos]=value"`` of the first element satisfying ``pred`` (or the scalar)."""
+def first_bad(col: str, dtype: pl.DataType, pred: Pred, null_text: str | None = None) -> pl.Expr:
+    """Per row, for examples: ``"first at position {pos} of {len}: {value}"`` of the first element
+    satisfying ``pred`` (or the scalar itself). With ``null_text``, a null element found by ``pred``
+    shows as that text (e.g. ``"null id"``) instead of blanking the whole example."""
     if not is_list(dtype):
         return pl.col(col)
     lst = flat_list(col, dtype)
     pos = lst.list.eval(pl.arg_where(pred(pl.element())).first()).list.first()
     val = lst.list.eval(pl.element().filter(pred(pl.element())).first()).list.first()
+    if null_text is not None:
+        val = val.cast(pl.String).fill_null(null_text)
     n = lst.list.len()
     return pl.format("first at position {} of {}: {}", pos, n, val)
 

@@ -41,7 +41,8 @@ Checks in the merge:
 - ``dup.exact_across_shards``: a row whose content and label occur in an earlier shard (path order;
   with ``[splits]``, an earlier shard of the same split: across splits it is ``dup.split_overlap``).
   count = such rows; examples name both shards and rows.
-- ``dup.conflicting_labels``: the same content with more than one distinct (non-null) label.
+- ``dup.conflicting_labels``: the same content with more than one distinct real label (null,
+  ``ignore_index`` and negative sentinel labels are "no label").
   count = distinct contents with more than one label (within a shard or across shards).
 - ``dup.split_overlap``: rows of a split other than the training split whose content (label
   excluded) occurs in the training split (``[splits]``: the split named ``train``, else the first
@@ -380,12 +381,31 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     )
 
 
+def _has_label(dtype: pl.DataType, ignore: int | None) -> pl.Expr:
+    """True for rows that carry a real class label: not null, not ``ignore`` (``[labels]
+    ignore_index``) and not a negative integer (a sentinel such as the ``-1`` of an unlabelled GLUE
+    test split: "no label", never a class). String labels that spell such an integer (labels compared
+    as text when shards disagree on the dtype) count as sentinels too."""
+    lab = pl.col("label")
+    keep = lab.is_not_null()
+    if dtype.is_integer() or dtype.is_float():
+        keep = keep & (lab >= 0)
+        if ignore is not None:
+            keep = keep & (lab != ignore)
+    elif dtype == pl.String:
+        keep = keep & ~lab.str.strip_chars().str.contains(r"^-\d+$")
+        if ignore is not None:
+            keep = keep & (lab.str.strip_chars() != str(ignore))
+    return keep
+
+
 @dataset_checks("dup")
 def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dup.conflicting_labels``: the same content (label excluded) carries different labels.
 
-    count = distinct contents with more than one distinct non-null label (within or across shards);
-    examples: one row per label of the first such contents.
+    count = distinct contents with more than one distinct real label (within or across shards): null,
+    ``ignore_index`` and negative integer labels mean "no label" and never conflict (see
+    :func:`_has_label`); examples: one row per label of the first such contents.
     """
     shards, cand = _merge(dctx)
     if not shards:
@@ -395,7 +415,7 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     if cand.height == 0 or "label" not in cand.columns:
         return
-    c = cand.filter(pl.col("label").is_not_null()).sort(["shard", "row"])
+    c = cand.filter(_has_label(cand.schema["label"], dctx.cfg.labels.ignore)).sort(["shard", "row"])
     groups = (c.group_by("hash", maintain_order=True)
               .agg(pl.col("label").n_unique().alias("k"), pl.col("shard").first().alias("s0"),
                    pl.col("row").first().alias("r0"))
@@ -477,9 +497,18 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
             name = splits.get(s.path)
             if name is not None:
                 by_split.setdefault(name, set()).add(i)
+        matched = set(splits.values())
+        sample = ", ".join(s.path for s in dctx.shards[:3]) + (" ..." if len(dctx.shards) > 3 else "")
+        for name, pat in dctx.cfg.splits.items():  # a typo in a glob must not pass silently
+            if name not in matched:
+                yield Skipped("dup.split_overlap", (
+                    f"[splits] {name} = {pat!r} matches no shard, so "
+                    f"{'the training split' if name == train else 'split'} {name!r} is not checked; globs match "
+                    f"paths relative to the audited root (shards here: {sample})"))
         if train not in by_split:
-            yield Skipped("dup.split_overlap", f"no shard matches the training split {train!r} "
-                                               f"({dctx.cfg.splits[train]!r})")
+            if train in matched:
+                yield Skipped("dup.split_overlap", f"no readable shard of the training split {train!r} "
+                                                   f"({dctx.cfg.splits[train]!r}) has row hashes")
         else:
             for name in dctx.cfg.splits:
                 if name != train and name in by_split:

@@ -79,13 +79,37 @@ def _groups(dctx: Any) -> dict[str | None, list[Any]]:
     return out
 
 
-def _hist(s: Any, key: str, field: str) -> dict[Any, int] | None:
+def _value_kind(v: Any) -> str:
+    """``"int"`` (bool and integral floats included), ``"float"`` or ``"str"`` (anything else)."""
+    if isinstance(v, bool) or isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "int" if v.is_integer() else "float"
+    return "str"
+
+
+def _signature(s: Any, key: str, hist: dict[Any, int]) -> tuple:
+    """What makes two shards' histograms comparable: for ``lengths`` the unit (tokens, characters,
+    ...) and the measured column; for ``labels`` the label column and the kind of its values
+    (integer class ids never compare with class names)."""
+    st = s.stats.get(key) or {}
+    if key == "lengths":
+        return (st.get("unit"), st.get("column"))
+    return (st.get("column"), tuple(sorted({_value_kind(v) for v in hist})))
+
+
+def _hist(s: Any, key: str, field: str, ignore: int | None = None) -> dict[Any, int] | None:
+    """The shard's histogram ``value -> count`` from its stats; nulls dropped, and for labels the
+    "no label" values too (``ignore``, i.e. ``[labels] ignore_index``, and negative integers such as
+    the ``-1`` of an unlabelled test split): they are not classes."""
     st = s.stats.get(key)
     if not st or field not in st:
         return None
     out: dict[Any, int] = {}
     for v, c in st[field]:
         if v is None:
+            continue
+        if key == "labels" and _value_kind(v) == "int" and (v < 0 or (ignore is not None and v == ignore)):
             continue
         out[v] = out.get(v, 0) + int(c)
     return out
@@ -122,39 +146,64 @@ def _binned(hist: dict[Any, int], edges: list[float]) -> list[int]:
 def _drift(dctx: Any, key: str, field: str, check: str, binned: bool) -> Iterable[Finding | Skipped]:
     small: list[str] = []
     any_hist = False
+    ignore = dctx.cfg.labels.ignore
+    mixed: list[str] = []
     for split, shards in _groups(dctx).items():
-        hists = [(s, _hist(s, key, field)) for s in shards]
-        hists = [(s, h) for s, h in hists if h]
-        if len(hists) < 2:
-            continue
-        any_hist = True
-        total: dict[Any, int] = {}
-        for _, h in hists:
-            for v, c in h.items():
-                total[v] = total.get(v, 0) + c
-        if not binned:
-            for s, h in hists:
-                rest = {v: total[v] - h.get(v, 0) for v in total}
-                yield from _single_class(s, h, rest, sum(h.values()), sum(rest.values()), split)
-        edges = _decile_edges(total, LENGTH_BINS) if binned else None
-        keys = None if binned else sorted(total, key=lambda v: (str(type(v)), v))
-
-        def vec(h: dict[Any, int]) -> list[int]:
-            return _binned(h, edges) if binned else [h.get(k, 0) for k in keys]
-
-        eligible = []
-        for s, h in hists:
-            if sum(h.values()) < MIN_ROWS:
-                small.append(s.path)
-            elif binned or len(h) > 1:  # a single-class shard is judged by _single_class
-                eligible.append((s, h, vec(h)))
-        yield from _outliers(check, eligible, split, key, binned)
+        by_sig: dict[tuple, list[tuple[Any, dict[Any, int]]]] = {}
+        for s in shards:
+            h = _hist(s, key, field, ignore)
+            if h:
+                by_sig.setdefault(_signature(s, key, h), []).append((s, h))
+        if len(by_sig) > 1:
+            mixed.append(f"{'split ' + repr(split) + ': ' if split else ''}"
+                         + "; ".join(f"{_sig_text(key, sig)} in {len(v)} shard(s)" for sig, v in sorted(
+                             by_sig.items(), key=lambda kv: str(kv[0]))))
+        for _sig, hists in sorted(by_sig.items(), key=lambda kv: str(kv[0])):
+            if len(hists) >= 2:
+                any_hist = True
+                yield from _drift_group(hists, split, key, check, binned, small)
+    if mixed:
+        yield Skipped(check, f"shards measure {key} differently, so only like shards were compared: "
+                             + " | ".join(mixed))
     if not any_hist:
         return
     if small:
         yield Skipped(check, f"{len(small)} shard(s) have fewer than {MIN_ROWS} rows: no drift verdict for "
                              f"{', '.join(sorted(small)[:5])}{' ...' if len(small) > 5 else ''} (nor do they count "
                              "in the reference of the others)")
+
+
+def _sig_text(key: str, sig: tuple) -> str:
+    if key == "lengths":
+        return f"{sig[0] or 'length'} of {sig[1]!r}"
+    return f"{'/'.join(sig[1]) or 'no'} labels in {sig[0]!r}"
+
+
+def _drift_group(hists: list[tuple[Any, dict[Any, int]]], split: str | None, key: str, check: str,
+                 binned: bool, small: list[str]) -> Iterable[Finding]:
+    """The drift verdicts of one group of comparable shards (same split and :func:`_signature`);
+    shards below :data:`MIN_ROWS` are appended to ``small``."""
+    total: dict[Any, int] = {}
+    for _, h in hists:
+        for v, c in h.items():
+            total[v] = total.get(v, 0) + c
+    if not binned:
+        for s, h in hists:
+            rest = {v: total[v] - h.get(v, 0) for v in total}
+            yield from _single_class(s, h, rest, sum(h.values()), sum(rest.values()), split)
+    edges = _decile_edges(total, LENGTH_BINS) if binned else None
+    keys = None if binned else sorted(total, key=lambda v: (str(type(v)), v))
+
+    def vec(h: dict[Any, int]) -> list[int]:
+        return _binned(h, edges) if binned else [h.get(k, 0) for k in keys]
+
+    eligible = []
+    for s, h in hists:
+        if sum(h.values()) < MIN_ROWS:
+            small.append(s.path)
+        elif binned or len(h) > 1:  # a single-class shard is judged by _single_class
+            eligible.append((s, h, vec(h)))
+    yield from _outliers(check, eligible, split, key, binned)
 
 
 def _outliers(check: str, eligible: list, split: str | None, key: str, binned: bool) -> Iterable[Finding]:
@@ -218,7 +267,8 @@ def _finding(check: str, s: Any, value: float, h: dict, rest: dict, split: str |
 
 
 def _single_class(s: Any, h: dict, rest: dict, n: int, m: int, split: str | None) -> Iterable[Finding]:
-    classes_rest = [v for v, c in rest.items() if c > 0]
+    rest = {v: c for v, c in rest.items() if c > 0}  # classes only in this shard are not in the rest
+    classes_rest = list(rest)
     if len(h) != 1 or m == 0 or len(set(classes_rest) | set(h)) < 2:
         return
     (cls, cnt), = h.items()

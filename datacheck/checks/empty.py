@@ -7,6 +7,7 @@ import polars as pl
 
 from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
 from datacheck.checks._expr import supervised_per_row, truncated
+from datacheck.checks.roledtype import problem
 from datacheck.findings import Skipped
 from datacheck.roles import inner_dtype, is_list
 
@@ -24,6 +25,15 @@ def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
     return m.list.eval(pl.element().cast(pl.Float64) != 0).list.any().not_()
 
 
+def _empty_sequence(ids: str) -> Iterable[ShardItem]:
+    c = pl.col(ids)
+    yield RowCheck(
+        check="empty.sequence", column=ids, fails=c.is_null() | (c.list.len() == 0), example=c,
+        details={"null": c.is_null().sum()},
+        message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
+    )
+
+
 @shard_checks("empty")
 def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.text``, ``empty.sequence``, ``empty.all_padding``, ``empty.no_supervised_tokens``.
@@ -32,7 +42,8 @@ def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     ``input_ids`` is null or has length 0; the ``attention_mask`` sums to 0 (or, without a mask,
     every id equals ``pad_token_id``) in a non-empty sequence; every token label equals
     ``ignore_index`` after truncation to ``max_seq_len`` on ``truncation_side`` (the mean loss over
-    0 tokens is 0/0 = NaN).
+    0 tokens is 0/0 = NaN). A role column whose dtype cannot serve its role is ``schema.dtype``
+    (:mod:`datacheck.checks.roledtype`); the checks that need it are skipped with that reason.
     """
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not r.text:
@@ -57,18 +68,25 @@ def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
                 message=lambda n, d, col=col: f"{n} row(s) of {col!r} hold no non-blank text",
             )
         else:
-            yield Skipped("empty.text", f"text column {col!r} has dtype {t}, not a string")
+            bad_text = problem(ctx, "text", col)
+            yield Skipped("empty.text", bad_text.skip_reason if bad_text is not None
+                          else f"text column {col!r} has dtype {t}, not a string")
     ids = r.input_ids
-    if ids is None:
-        yield Skipped("empty.sequence", "no input_ids column (set [columns] input_ids)")
-        yield Skipped("empty.all_padding", "no input_ids column (set [columns] input_ids)")
+    bad_ids = problem(ctx, "input_ids") if ids is not None else None
+    bad_mask = problem(ctx, "attention_mask") if r.attention_mask is not None else None
+    if ids is None or bad_ids is not None:
+        why = bad_ids.skip_reason if bad_ids is not None else "no input_ids column (set [columns] input_ids)"
+        if ids is not None and is_list(s[ids]):  # an empty list is empty whatever its element type
+            yield from _empty_sequence(ids)
+        else:
+            yield Skipped("empty.sequence", why)
+        yield Skipped("empty.all_padding", why)
+    elif bad_mask is not None:
+        yield from _empty_sequence(ids)
+        yield Skipped("empty.all_padding", bad_mask.skip_reason)
     else:
         c = pl.col(ids)
-        yield RowCheck(
-            check="empty.sequence", column=ids, fails=c.is_null() | (c.list.len() == 0), example=c,
-            details={"null": c.is_null().sum()},
-            message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
-        )
+        yield from _empty_sequence(ids)
         nonempty = c.list.len() > 0
         if r.attention_mask is not None:
             m = pl.col(r.attention_mask)
@@ -88,8 +106,11 @@ def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
             )
         else:
             yield Skipped("empty.all_padding", "no attention_mask column and no [tokens] pad_token_id")
+    bad_labels = problem(ctx, "labels") if r.labels is not None else None
     if r.labels is None:
         yield Skipped("empty.no_supervised_tokens", "no token labels column (set [columns] labels)")
+    elif bad_labels is not None:
+        yield Skipped("empty.no_supervised_tokens", bad_labels.skip_reason)
     elif lab.ignore is None:
         yield Skipped("empty.no_supervised_tokens", "[labels] ignore_index is unset")
     elif not is_list(s[r.labels]):

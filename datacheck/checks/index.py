@@ -79,10 +79,13 @@ def temp_files(dctx: Any) -> Iterable[Finding]:
 
 @dataset_checks("dup")
 def duplicate_shards(dctx: Any) -> Iterable[Finding]:
-    """``dup.shard``: two or more shards with identical content hashes (bytes), e.g. a shard uploaded twice."""
+    """``dup.shard``: two or more shards with identical content hashes (bytes), e.g. a shard uploaded twice.
+
+    Unreadable shards (``rows`` None: ``decode.unreadable``) do not count: they feed no row to training,
+    so two identical broken files are two ``decode.unreadable`` findings, not rows seen twice."""
     by_hash: dict[str, list[str]] = defaultdict(list)
     for s in dctx.shards:
-        if s.bytes:
+        if s.bytes and s.rows is not None:
             by_hash[s.content_hash].append(s.path)
     for h, paths in sorted(by_hash.items()):
         if len(paths) > 1:

@@ -7,10 +7,11 @@ import polars as pl
 
 from datacheck.checks import RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
 from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
+from datacheck.checks.roledtype import problem
 from datacheck.findings import Finding, Skipped
 from datacheck.roles import inner_dtype, is_list
 
-__all__ = ["label_checks", "unseen_class"]
+__all__ = ["label_checks", "unseen_class", "index_classes"]
 
 
 def _fmt_counts(vc: Any, limit: int = 5) -> str:
@@ -24,18 +25,46 @@ def _flat_value_counts(c: pl.Expr, pred) -> pl.Expr:
     return value_counts(x.filter(pred(x).fill_null(False)))
 
 
+def _fmt_label(v: Any, names: list | None) -> str:
+    """A label value for a message; with class names, an integer index shows its name or says it has none."""
+    if names is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, float) and not v.is_integer():
+        return repr(v)
+    i = int(v)
+    if 0 <= i < len(names):
+        return f"{i} ({names[i]!r})"
+    return f"{i} (no class name; classes has {len(names)} names)"
+
+
+def _fmt_label_counts(vc: Any, names: list | None, limit: int = 5) -> str:
+    pairs = counts_to_pairs(vc)
+    return ", ".join(f"{_fmt_label(v, names)} x{c}" for v, c in pairs[:limit]) + (" ..." if len(pairs) > limit else "")
+
+
+def index_classes(classes: Any, dtype: pl.DataType) -> bool:
+    """True when integer labels index into ``classes`` (Hugging Face ``ClassLabel``): the classes are
+    names (strings) and the label column holds numbers (integer, or float as pandas stores them)."""
+    return (classes is not None and any(isinstance(x, str) for x in classes)
+            and (dtype.is_integer() or dtype.is_float()))
+
+
 def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     t = ctx.schema[col]
     lab = ctx.cfg.labels
     ign = lab.ignore
+    bad_dtype = problem(ctx, "label", col)
     c = pl.col(col)
-    numeric = t.is_numeric()
-    if t.is_nested():
-        why = (f"label column {col!r} has dtype {t}, not a scalar class label "
-               "(token labels belong in [columns] labels)")
-        for cid in ("labels.null", "labels.unexpected_sentinel", "labels.out_of_range"):
-            yield Skipped(cid, why)
+    if bad_dtype is not None:  # a missing label is missing whatever the dtype; the domain checks cannot run
+        yield RowCheck(check="labels.null", column=col, fails=c.is_null(), example=c,
+                       message=lambda n, d, col=col: f"{n} row(s) have no label in {col!r} (null)")
+        for cid in ("labels.unexpected_sentinel", "labels.out_of_range"):
+            yield Skipped(cid, bad_dtype.skip_reason)
         return
+    if t == pl.Boolean:
+        c = c.cast(pl.Int8)  # a boolean class label is class 0 / 1
+        t = pl.Int8
+    numeric = t.is_numeric()
     # A float label column (pandas writes missing labels as NaN) holds missing labels as null or NaN.
     is_float = t.is_float()
     missing = (c.is_null() | c.is_nan()) if is_float else c.is_null()
@@ -56,14 +85,12 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
                                                       f"loss's ignore index ({t}): {_fmt_counts(d.get('values'))}. "
                                                       "Set [labels] ignore_index to the value the loss ignores, or drop these rows"),
         )
-    if lab.classes is not None:
+    names: list | None = None
+    if lab.classes is not None and index_classes(lab.classes, t):
+        names = list(lab.classes)  # integer labels index into the class names (Hugging Face ClassLabel)
+        k = len(names)
+    elif lab.classes is not None:
         classes = list(lab.classes)
-        if numeric and not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in classes):
-            yield Skipped("labels.out_of_range", f"label column {col!r} is numeric but [labels] classes are not")
-            return
-        if not numeric and t != pl.String and t != pl.Categorical:
-            yield Skipped("labels.out_of_range", f"label column {col!r} has dtype {t}")
-            return
         outside = missing.not_() & c.cast(pl.String if not numeric else t).is_in(
             (pl.Series([str(x) for x in classes]) if not numeric else pl.Series(classes).cast(t)).implode()).not_() & not_ignored
         if sentinel is not None:
@@ -74,28 +101,37 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
             message=lambda n, d, col=col, k=classes: (f"{n} row(s) of {col!r} hold labels outside classes {k}: "
                                                       f"{_fmt_counts(d.get('values'))}"),
         )
+        return
     elif lab.num_classes is not None:
         k = lab.num_classes
-        if not numeric:
-            yield Skipped("labels.out_of_range", f"label column {col!r} holds {t} values: give [labels] classes, not num_classes")
-            return
-        outside = (c >= k) & not_ignored
-        if is_float:  # a fractional value is no class index either; NaN is labels.null
-            outside = ((c >= k) | ((c >= 0) & (c != c.floor()))) & not_ignored & c.is_nan().not_()
-        yield RowCheck(
-            check="labels.out_of_range", column=col, fails=outside, example=c,
-            details={"values": value_counts(c.filter(outside)), "equal_num_classes": (c == k).sum(),
-                     "equal_255": (c == 255).sum()},
-            message=lambda n, d, col=col, k=k: _range_message(n, d, col, k),
-        )
     else:
         yield Skipped("labels.out_of_range", f"no [labels] num_classes or classes for label column {col!r}")
+        return
+    outside = (c >= k) & not_ignored
+    details = {"values": value_counts(c.filter(outside))}
+    if is_float:  # a fractional value is no class index either; NaN is labels.null
+        non_integer = (c >= 0) & (c != c.floor()) & c.is_nan().not_()
+        outside = ((c >= k) | non_integer) & not_ignored & c.is_nan().not_()
+        details = {"values": value_counts(c.filter(outside & non_integer.not_())),
+                   "non_integer": value_counts(c.filter(outside & non_integer))}
+    yield RowCheck(
+        check="labels.out_of_range", column=col, fails=outside, example=c,
+        details={**details, "equal_num_classes": (c == k).sum(), "equal_255": (c == 255).sum()},
+        message=lambda n, d, col=col, k=k, names=names: _range_message(n, d, col, k, names),
+    )
 
 
-def _range_message(n: int, d: dict, col: str, k: int) -> str:
-    msg = f"{n} row(s) of {col!r} hold labels outside [0, {k}): {_fmt_counts(d.get('values'))}"
+def _range_message(n: int, d: dict, col: str, k: int, names: list | None = None) -> str:
+    domain = f"[0, {k})" if names is None else f"[0, {k}) (indices into classes {names})"
+    parts = []
+    if d.get("values"):
+        parts.append(f"outside {domain}: {_fmt_label_counts(d.get('values'), names)}")
+    if d.get("non_integer"):
+        parts.append(f"not an integer class index: {_fmt_counts(d.get('non_integer'))}")
+    msg = f"{n} row(s) of {col!r} hold labels " + ("; ".join(parts) if parts else f"outside {domain}")
+    what = "num_classes" if names is None else "the number of classes"
     if d.get("equal_num_classes"):
-        msg += (f". {d['equal_num_classes']} equal num_classes ({k}): an off-by-one in the labelling or binning "
+        msg += (f". {d['equal_num_classes']} equal {what} ({k}): an off-by-one in the labelling or binning "
                 f"(the classifier has outputs 0..{k - 1})")
     if d.get("equal_255"):
         msg += ". Value 255 is a common 'void' label: set [labels] ignore_index = 255 if the loss ignores it"
@@ -104,8 +140,12 @@ def _range_message(n: int, d: dict, col: str, k: int) -> str:
 
 def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     t = ctx.schema[col]
-    if not is_list(t) or not inner_dtype(t).is_integer():
-        yield Skipped("labels.out_of_range", f"token labels column {col!r} has dtype {t}, not a list of integers")
+    bad_dtype = problem(ctx, "labels", col)
+    if bad_dtype is not None:
+        yield RowCheck(check="labels.null", column=col, fails=pl.col(col).is_null(), example=pl.col(col),
+                       message=lambda n, d, col=col: f"{n} row(s) have no token labels in {col!r} (null)")
+        for cid in ("labels.unexpected_sentinel", "labels.out_of_range"):
+            yield Skipped(cid, bad_dtype.skip_reason)
         return
     ign = ctx.cfg.labels.ignore
     bound = ctx.cfg.tokens.vocab_size or ctx.cfg.labels.num_classes
@@ -145,10 +185,16 @@ def label_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.out_of_range``, ``labels.unexpected_sentinel``, ``labels.null`` for the class label
     (scalar) and the token labels (list).
 
-    A class label fails ``out_of_range`` when it is >= ``num_classes`` (or not in ``classes``) and not
-    ``ignore_index``; a negative value that is not ``ignore_index`` is ``unexpected_sentinel`` instead
-    (reported only there). Token labels: >= ``vocab_size`` (else ``num_classes``) and not
-    ``ignore_index``; negative non-ignore values are sentinels.
+    A class label fails ``out_of_range`` when it is >= ``num_classes`` (or not in ``classes``), or is
+    a non-integer float (1.5: "not an integer class index"), and not ``ignore_index``; a negative
+    value that is not ``ignore_index`` is ``unexpected_sentinel`` instead (reported only there).
+    With string ``classes`` and an integer (or float) label column, the labels are indices into the
+    class names, as Hugging Face ``ClassLabel`` stores them: the valid range is
+    ``[0, len(classes))``. String labels must equal a name in ``classes``. Token labels:
+    >= ``vocab_size`` (else ``num_classes``) and not ``ignore_index``; negative non-ignore values are
+    sentinels. A label column whose dtype cannot serve the role (e.g. strings while
+    ``num_classes`` is set) is ``schema.dtype`` (:mod:`datacheck.checks.roledtype`); these checks
+    are then skipped with that reason.
     """
     if ctx.roles.label is None and ctx.roles.labels is None:
         for cid in ("labels.out_of_range", "labels.unexpected_sentinel", "labels.null"):
@@ -163,7 +209,8 @@ def label_checks(ctx: ShardContext) -> Iterable[ShardItem]:
 @dataset_checks("labels")
 def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     """``labels.unseen_class``: a class in ``[0, num_classes)`` (or in ``classes``) that no row of the
-    dataset carries. Uses the exact per-shard label counts (merged)."""
+    dataset carries. Uses the exact per-shard label counts (merged). With string ``classes`` and
+    integer labels (Hugging Face ``ClassLabel``), class ``i`` is seen when label ``i`` occurs."""
     lab = dctx.cfg.labels
     merged: dict[Any, int] = {}
     col = None
@@ -175,9 +222,18 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
         for v, cnt in st["counts"]:
             merged[v] = merged.get(v, 0) + cnt
     if col is None:
-        yield Skipped("labels.unseen_class", "no class label column (set [columns] label)")
+        given = sorted({s.roles["label"]["columns"] for s in dctx.readable_shards() if "label" in (s.roles or {})})
+        yield Skipped("labels.unseen_class",
+                      f"label column {given[0]!r} has a dtype that cannot serve a class label (reported as schema.dtype)"
+                      if given else "no class label column (set [columns] label)")
         return
-    if lab.classes is not None:
+    numeric_seen = [v for v in merged if v is not None]
+    if lab.classes is not None and numeric_seen and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                        for v in numeric_seen) and index_classes(lab.classes, pl.Int64):
+        # integer labels index into the class names (Hugging Face ClassLabel): unseen by index
+        seen_idx = {int(v) for v in numeric_seen if float(v).is_integer()}
+        unseen = [name for i, name in enumerate(lab.classes) if i not in seen_idx]
+    elif lab.classes is not None:
         domain = list(lab.classes)
         seen = {str(v) for v in merged}
         unseen = [c for c in domain if str(c) not in seen]

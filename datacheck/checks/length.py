@@ -1,5 +1,9 @@
 """length: sequence lengths against max_seq_len, list columns that must align, and length statistics
-(exact histograms: lengths are integers, so histograms merge exactly across shards)."""
+(exact histograms: lengths are integers, so histograms merge exactly across shards).
+
+A sequence's length is the number of tokens the model attends to: with an ``attention_mask``, the
+sum of the (binary) mask, so padding never counts as length (a shard padded to 128 is not "128
+tokens long"); without a mask, the ``input_ids`` list length. See :func:`attended_length`."""
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -8,10 +12,11 @@ import polars as pl
 
 from datacheck.checks import RowCheck, ShardContext, ShardItem, Stat, shard_checks
 from datacheck.checks._expr import counts_to_pairs
+from datacheck.checks.roledtype import problem, problems
 from datacheck.findings import Skipped
-from datacheck.roles import is_list
+from datacheck.roles import inner_dtype, is_list
 
-__all__ = ["length_checks", "histogram_summary", "quantile_from_hist"]
+__all__ = ["length_checks", "attended_length", "histogram_summary", "quantile_from_hist"]
 
 
 def quantile_from_hist(hist: list[list[int]], q: float) -> int | None:
@@ -55,31 +60,68 @@ def _hist_post(column: str, unit: str):
     return post
 
 
+def attended_length(ctx: ShardContext) -> tuple[pl.Expr, str] | None:
+    """Per row (Int64): the sequence length the model attends to, and how it was measured.
+
+    With an ``attention_mask`` (list of 0/1 ints, bools or floats) the length is the number of
+    attended tokens, ``mask.list.sum()`` (a native list kernel; padded positions do not count, so a
+    shard padded to a fixed length still shows its real lengths). A row whose mask is null falls
+    back to the ``input_ids`` list length; a row whose ``input_ids`` is null has no length (null).
+    Without a mask, it is the ``input_ids`` list length.
+    None when ``input_ids`` is absent or of a dtype that cannot serve the role (``schema.dtype``).
+    """
+    r = ctx.roles
+    ids = r.input_ids
+    if ids is None or problem(ctx, "input_ids") is not None:
+        return None
+    n = pl.col(ids).list.len().cast(pl.Int64)
+    m = r.attention_mask
+    if m is None or problem(ctx, "attention_mask") is not None:
+        return n, "input_ids list length"
+    inner = inner_dtype(ctx.schema[m])
+    attended = pl.col(m).list.sum()  # Int64 for integer masks, UInt32 (count of True) for booleans
+    if inner.is_float():
+        attended = attended.round(0)
+    return (pl.when(pl.col(ids).is_not_null()).then(pl.coalesce(attended.cast(pl.Int64), n)),
+            "attended tokens (attention_mask sum)")
+
+
 @shard_checks("length")
 def length_checks(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``length.over_max`` (input_ids longer than ``max_seq_len``: truncated by the trainer) and
+    """``length.over_max`` (a sequence longer than ``max_seq_len``: truncated by the trainer) and
     ``length.mismatch`` (in a row, ``input_ids``/``attention_mask``/``labels``/``token_type_ids``, and
     each ``aligned`` group, differ in length; in a seq2seq layout with ``decoder_input_ids`` or
     ``decoder_attention_mask``, ``labels`` align with those decoder columns instead), plus the
-    ``lengths`` stats."""
+    ``lengths`` histogram and ``truncation_rate`` stats.
+
+    Length unit: tokens. With an ``attention_mask``, ``length.over_max``, the ``lengths`` histogram
+    and ``truncation_rate`` count attended tokens (the sum of the mask; padding is not content and
+    is never truncated away from real text), e.g. a shard padded to 128 with at most 40 real
+    tokens has lengths <= 40. Without a mask, the ``input_ids`` list length. Without ``input_ids``,
+    the ``lengths`` histogram counts characters of the text columns (unit ``chars``).
+    """
     r, tok = ctx.roles, ctx.cfg.tokens
     ids = r.input_ids
-    if ids is not None and is_list(ctx.schema[ids]):
-        L = pl.col(ids).list.len()
+    measured = attended_length(ctx)
+    if measured is not None:
+        L, how = measured
         yield Stat(key="lengths", expr=L.value_counts(name="count").implode(), post=_hist_post(ids, "tokens"))
         if tok.max_seq_len is not None:
             m = tok.max_seq_len
             yield RowCheck(
                 check="length.over_max", column=ids, fails=L > m, example=L,
                 details={"longest": L.max()},
-                message=lambda n, d, m=m: (f"{n} row(s) are longer than max_seq_len {m} (longest {d.get('longest')}) "
-                                           f"and will be truncated ({tok.truncation_side} side)"),
+                message=lambda n, d, m=m, how=how: (f"{n} row(s) are longer than max_seq_len {m} (longest "
+                                                    f"{d.get('longest')}) and will be truncated "
+                                                    f"({tok.truncation_side} side); length = {how}"),
             )
             yield Stat(key="truncation_rate", expr=(L > m).mean())
         else:
             yield Skipped("length.over_max", "[tokens] max_seq_len is not set")
     else:
-        yield Skipped("length.over_max", "no input_ids column (set [columns] input_ids)")
+        bad_ids = problem(ctx, "input_ids") if ids is not None else None
+        yield Skipped("length.over_max", bad_ids.skip_reason if bad_ids is not None
+                      else "no input_ids column (set [columns] input_ids)")
         text = [c for c in r.text if ctx.schema[c] == pl.String]
         if text:
             total = pl.sum_horizontal([pl.col(c).str.len_chars().fill_null(0) for c in text])
@@ -90,11 +132,13 @@ def length_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     # decoder_attention_mask), not with the encoder's input_ids.
     decoder = tuple(c for c in ("decoder_input_ids", "decoder_attention_mask") if c in ctx.schema and is_list(ctx.schema[c]))
     enc_labels = None if decoder else r.labels
+    bad = {p.column for p in problems(ctx)}
     base = tuple(c for c in (r.input_ids, r.attention_mask, enc_labels, r.token_type_ids)
-                 if c is not None and is_list(ctx.schema[c]))
+                 if c is not None and c not in bad and is_list(ctx.schema[c]))
     if len(base) >= 2:
         groups.append(base)
-    dec = tuple(c for c in (*decoder, r.labels if decoder else None) if c is not None and is_list(ctx.schema[c]))
+    dec = tuple(c for c in (*decoder, r.labels if decoder else None)
+                if c is not None and c not in bad and is_list(ctx.schema[c]))
     if len(dec) >= 2:
         groups.append(dec)
     groups += [g for g in r.aligned if all(is_list(ctx.schema[c]) for c in g)]

@@ -7,6 +7,7 @@ import polars as pl
 
 from datacheck.checks import FlatView, RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
 from datacheck.checks._expr import first_bad, positions_count, supervised_per_row, truncated
+from datacheck.checks.roledtype import problem, problems
 from datacheck.findings import Finding, Skipped
 from datacheck.roles import inner_dtype, is_list
 
@@ -24,16 +25,25 @@ def positions_view(ctx: ShardContext) -> FlatView:
     not binary (``mask.non_binary``) are left out of the position-wise checks: they are reported as
     those errors instead."""
     r = ctx.roles
-    group = tuple(c for c in (r.input_ids, r.attention_mask, r.labels) if c is not None and is_list(ctx.schema[c]))
+    bad = {p.column for p in problems(ctx)}
+    group = tuple(c for c in (r.input_ids, r.attention_mask, r.labels)
+                  if c is not None and c not in bad and is_list(ctx.schema[c]))
     binary = None
     if r.attention_mask in group:
-        inner = inner_dtype(ctx.schema[r.attention_mask])
-        m = pl.col(r.attention_mask)
-        if inner.is_integer():
-            binary = (m.list.min() >= 0) & (m.list.max() <= 1)
-        elif inner != pl.Boolean:
-            binary = m.list.eval((pl.element() == 0) | (pl.element() == 1)).list.all()
+        binary = _binary(r.attention_mask, inner_dtype(ctx.schema[r.attention_mask]))
     return FlatView(key="positions:" + ",".join(group), cols=group, where=binary)
+
+
+def _binary(col: str, inner: pl.DataType) -> pl.Expr:
+    """Per row: every mask value is 0 or 1 (a null element is not). Native list kernels for integer
+    and boolean masks (min/max, ``count_matches(None)``); per-element evaluation for float masks."""
+    m = pl.col(col)
+    no_null = m.list.count_matches(None) == 0
+    if inner == pl.Boolean:
+        return no_null
+    if inner.is_integer():
+        return (m.list.min() >= 0) & (m.list.max() <= 1) & no_null
+    return m.list.eval(((pl.element() == 0) | (pl.element() == 1)).fill_null(False)).list.all()
 
 
 @shard_checks("mask")
@@ -41,7 +51,8 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     """``mask.non_binary``, ``mask.not_contiguous``, ``padding.token_not_pad``, ``padding.label_not_ignored``.
 
     ``attention_mask``: list of ints/bools, shape (rows, seq_len), 1 = real token, 0 = padding.
-    A row fails ``non_binary`` when a value is not 0 or 1; ``not_contiguous`` when (binary and) the
+    A row fails ``non_binary`` when a value is not 0 or 1 (a null element is neither);
+    ``not_contiguous`` when (binary and) the
     1s are not one block against ``padding_side`` (right: a 1 after a 0; left: a 0 after a 1);
     ``token_not_pad`` when a position with mask 0 holds an id other than ``pad_token_id``;
     ``label_not_ignored`` when a position with mask 0 has a label other than ``ignore_index`` (the
@@ -51,32 +62,27 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     """
     r, tok, lab = ctx.roles, ctx.cfg.tokens, ctx.cfg.labels
     mcol = r.attention_mask
-    if mcol is None or not is_list(ctx.schema[mcol]):
+    bad_mask = problem(ctx, "attention_mask") if mcol is not None else None
+    if mcol is None or bad_mask is not None:
+        why = bad_mask.skip_reason if bad_mask is not None else "no attention_mask column (set [columns] attention_mask)"
         for cid in ("mask.non_binary", "mask.not_contiguous", "padding.token_not_pad", "padding.label_not_ignored"):
-            yield Skipped(cid, "no attention_mask column (set [columns] attention_mask)")
+            yield Skipped(cid, why)
     else:
         t = ctx.schema[mcol]
         inner = inner_dtype(t)
         m = pl.col(mcol)
-        if inner == pl.Boolean:
-            mi = m.cast(pl.List(pl.Int8))
-            binary = pl.lit(True)
-        elif inner.is_integer():
-            mi = m
-            binary = (m.list.min() >= 0) & (m.list.max() <= 1)
-            yield RowCheck(
-                check="mask.non_binary", column=mcol, fails=binary.not_(),
-                example=first_bad(mcol, t, lambda x: (x != 0) & (x != 1)),
-                message=lambda n, d: f"{n} row(s) of attention_mask hold values other than 0 and 1",
-            )
-        else:
-            mi = m.list.eval(pl.element().cast(pl.Int64))
-            binary = m.list.eval((pl.element() == 0) | (pl.element() == 1)).list.all()
-            yield RowCheck(
-                check="mask.non_binary", column=mcol, fails=binary.not_(),
-                example=first_bad(mcol, t, lambda x: (x != 0) & (x != 1)),
-                message=lambda n, d: f"{n} row(s) of attention_mask ({inner}) hold values other than 0 and 1",
-            )
+        binary = _binary(mcol, inner)
+        mi = m.cast(pl.List(pl.Int8)) if inner == pl.Boolean else (m if inner.is_integer() else
+                                                                   m.list.eval(pl.element().cast(pl.Int64)))
+        kind = "" if inner.is_integer() else f" ({inner})"
+        yield RowCheck(
+            check="mask.non_binary", column=mcol, fails=binary.not_(),
+            example=first_bad(mcol, t, (lambda x: x.is_null()) if inner == pl.Boolean
+                              else (lambda x: ((x != 0) & (x != 1)).fill_null(True)), null_text="null"),
+            details={"nulls": m.list.count_matches(None).sum()},
+            message=lambda n, d, kind=kind: (f"{n} row(s) of attention_mask{kind} hold values other than 0 and 1"
+                                             + (f" ({d['nulls']} null value(s))" if d.get("nulls") else "")),
+        )
         side = tok.padding_side
         # For a binary mask with s ones: right padding is contiguous iff the first 0 sits at index s
         # (or there is no 0); left padding iff the first 1 sits at index len - s (or there is no 1).
@@ -92,7 +98,7 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
                                              f"against padding_side={side} (holes, or padding on the other side)"),
         )
         yield Stat(key="padding_fraction", expr=1 - mi.list.sum().sum() / mi.list.len().sum())
-        ids = r.input_ids
+        ids = r.input_ids if problem(ctx, "input_ids") is None else None
         if ids is None or tok.pad_token_id is None:
             yield Skipped("padding.token_not_pad", "needs input_ids and [tokens] pad_token_id")
         else:
@@ -106,7 +112,7 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
                 message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
                                                f"with attention_mask 0 ({d.get('positions')} positions)"),
             )
-        labels = r.labels
+        labels = r.labels if problem(ctx, "labels") is None else None
         if labels is None or lab.ignore is None:
             yield Skipped("padding.label_not_ignored", "needs a token labels column and [labels] ignore_index")
         elif "decoder_input_ids" in ctx.schema or "decoder_attention_mask" in ctx.schema:
@@ -124,11 +130,13 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
                                                "the loss trains on padding. Set labels to ignore_index where the mask is 0"),
             )
     # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
-    labels, ids = r.labels, r.input_ids
+    usable = {c for c in (r.labels, r.input_ids, mcol) if c is not None} - {p.column for p in problems(ctx)}
+    labels = r.labels if r.labels in usable else None
+    ids = r.input_ids if r.input_ids in usable else None
     if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
         eos, ign = tok.eos_token_id, lab.ignore
         in_content = pl.col(ids) == eos
-        if mcol is not None and is_list(ctx.schema[mcol]):
+        if mcol in usable:
             in_content = in_content & (pl.col(mcol) != 0)
         in_content = in_content.fill_null(False)
         yield Stat(key="eos", view=positions_view(ctx), expr=pl.struct(

@@ -13,7 +13,8 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="audit shards and write a versioned report")
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
-    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else PATH/datacheck.toml when PATH is one folder)")
+    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
+                                    "folder holding every PATH, else in its parent)")
     a.add_argument("--report-dir", default=DEFAULT_REPORT_DIR,
                    help=f"reports are stored as DIR/<index_hash>/report.json (default {DEFAULT_REPORT_DIR})")
     a.add_argument("--output", "-o", help="also write the JSON report to this file")
@@ -88,19 +89,10 @@ def _progress_enabled(args: argparse.Namespace) -> bool:
 
 
 def resolve_config_path(given: str | None, paths: list[str]) -> str | None:
-    """The config to use: ``--config``; else ``./datacheck.toml``; else ``datacheck.toml`` inside the
-    audited folder when exactly one folder is audited (the config travels with the data); else None."""
-    from pathlib import Path
+    """The config to use (one rule for every entry point): see :func:`datacheck.api.resolve_config_path`."""
+    from datacheck.api import resolve_config_path as _resolve
 
-    from datacheck.config import DEFAULT_CONFIG_NAME
-
-    if given is not None:
-        return given
-    if Path(DEFAULT_CONFIG_NAME).is_file():
-        return DEFAULT_CONFIG_NAME
-    if len(paths) == 1 and Path(paths[0]).is_dir() and (Path(paths[0]) / DEFAULT_CONFIG_NAME).is_file():
-        return str(Path(paths[0]) / DEFAULT_CONFIG_NAME)
-    return None
+    return _resolve(given, paths)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,14 +100,19 @@ def run(args: argparse.Namespace) -> int:
 
     from datacheck.api import audit
     from datacheck.cache import DEFAULT_CACHE_DIR, CacheWarning
-    from datacheck.config import load_config
+    from datacheck.config import Config, load_config
     from datacheck.parts import audit_part, check_part_args, write_part
     from datacheck.report import report_path, write_json_atomic
 
-    cfg = load_config(resolve_config_path(args.config, args.paths))
+    config_path = resolve_config_path(args.config, args.paths)
+    cfg = load_config(config_path) if config_path is not None else Config()
     if getattr(args, "schema", None):
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"schema_": args.schema})})
     split = check_part_args(args.num_parts, args.part)  # before any shard is read
+    from datacheck.outputs import check_outputs
+
+    check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
+                  [*args.paths, *(getattr(args, "against", None) or [])])
     cache_dir = None if args.no_cache else (args.cache_dir or DEFAULT_CACHE_DIR)
 
     def go(progress):
@@ -125,9 +122,9 @@ def run(args: argparse.Namespace) -> int:
 
                 raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
             return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
-                              progress=progress, prune_cache=args.cache_prune)
+                              progress=progress, prune_cache=args.cache_prune, config_path=config_path)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
-                     against=getattr(args, "against", None), prune_cache=args.cache_prune)
+                     against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)

@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else PATH/datacheck.toml "
                                     "when PATH is one folder)")
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
+    a.add_argument("--no-progress", action="store_true",
+                   help="accepted for symmetry with audit (scripts pass it to every command); "
+                        "clean shows no progress bar")
     return a
 
 

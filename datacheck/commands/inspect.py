@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from datacheck.constants import EXIT_OK, EXIT_POLICY_FAILED
 
@@ -26,8 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "with --tokenizer. Exit 0: no offending row; 1: offending rows or an unreadable shard; "
                     "2: usage or config error.")
     a.add_argument("paths", nargs="+", metavar="SHARD", help="shard file, folder (e.g. a save_to_disk split) or glob")
-    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else one beside the shard "
-                                    "or in its parent folder)")
+    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
+                                    "folder holding every SHARD, else in its parent)")
     a.add_argument("--check", action="append", metavar="ID",
                    help="only this check ID (repeatable or comma-separated), e.g. tokens.out_of_vocab")
     a.add_argument("--rows", metavar="LIST",
@@ -36,28 +35,23 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="at most N rows shown per check (default 20); --export writes every failing row")
     a.add_argument("--tokenizer", metavar="FILE",
                    help="tokenizer.json, a GPT-2 vocab.json (merges.txt beside it), vocab.txt, or a folder "
-                        'holding them; needs pip install "datacheck[tokenizers]"')
+                        'holding them; needs the tokenizers package: pip install "tokenizers>=0.15"')
     a.add_argument("--export", metavar="FILE", help="write the offending rows (or --rows) to FILE.parquet or "
                                                    "FILE.jsonl with row index, shard path and shard content hash")
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
+    a.add_argument("--no-progress", action="store_true",
+                   help="accepted for symmetry with audit (scripts pass it to every command); "
+                        "inspect shows no progress bar")
     return a
 
 
 def resolve_shard_config(given: str | None, paths: list[str]) -> str | None:
-    """``--config``; else what ``datacheck audit`` would use; else a ``datacheck.toml`` in the folder
-    of the one shard given, or in that folder's parent (a case folder with ``data/`` inside)."""
-    from datacheck.commands.audit import resolve_config_path
-    from datacheck.config import DEFAULT_CONFIG_NAME
+    """The config to use: the one rule of every entry point (:func:`datacheck.api.resolve_config_path`:
+    ``--config``; else ``./datacheck.toml``; else ``datacheck.toml`` in the one folder holding every
+    PATH, or in that folder's parent)."""
+    from datacheck.api import resolve_config_path
 
-    found = resolve_config_path(given, paths)
-    if found is not None or len(paths) != 1:
-        return found
-    p = Path(paths[0])
-    start = p if p.is_dir() else p.parent
-    for folder in (start, start.parent):
-        if (folder / DEFAULT_CONFIG_NAME).is_file():
-            return str(folder / DEFAULT_CONFIG_NAME)
-    return None
+    return resolve_config_path(given, paths)
 
 
 def _text(inspections, exported, tok_source: str | None) -> str:
@@ -105,10 +99,17 @@ def _text(inspections, exported, tok_source: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.config import load_config
+    from datacheck.config import Config, load_config
     from datacheck.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
 
-    cfg = load_config(resolve_shard_config(args.config, args.paths))
+    from datacheck.outputs import check_outputs
+
+    check_outputs({"--export": args.export}, args.paths)  # before any shard is read
+    from datacheck.api import describe_config
+
+    config_path = resolve_shard_config(args.config, args.paths)
+    print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
+    cfg = load_config(config_path) if config_path is not None else Config()
     checks = [c.strip() for arg in (args.check or []) for c in arg.split(",") if c.strip()] or None
     rows = parse_row_list(args.rows) if args.rows is not None else None
     tok = load_tokenizer(args.tokenizer) if args.tokenizer else None

@@ -25,15 +25,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--fail-on", choices=["error", "warn", "never"], default=None,
                    help="lowest severity that fails the gate (default: the parts' --fail-on)")
     add_ci_arguments(a)
+    a.add_argument("--no-progress", action="store_true",
+                   help="accepted for symmetry with audit (scripts pass it to every command); "
+                        "merge shows no progress bar")
     return a
 
 
 def run(args: argparse.Namespace) -> int:
     from datacheck.commands.audit import emit_report
     from datacheck.merge import expand_part_paths, load_part, merge_part_inputs
+    from datacheck.outputs import check_outputs
     from datacheck.report import report_path, write_json_atomic
 
     paths = expand_part_paths(args.parts)
+    check_outputs({"--output": args.output, "--junit": args.junit}, [str(p) for p in paths])  # not over a part
     parts = [load_part(p) for p in paths]
     report = merge_part_inputs(parts, fail_on=args.fail_on)
     text = report.to_json()

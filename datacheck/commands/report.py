@@ -29,6 +29,9 @@ def run(args: argparse.Namespace) -> int:
     from datacheck.render import render_markdown, render_text
     from datacheck.report import read_report, write_json_atomic
 
+    from datacheck.outputs import check_outputs
+
+    check_outputs({"--html": args.html}, [args.report])  # never over the report it renders
     report = read_report(args.report)
     if args.html:
         path = write_json_atomic(args.html, render_html(report))

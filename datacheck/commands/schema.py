@@ -19,7 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     inf = verbs.add_parser("infer", help="write a schema (Pandera YAML) from the shards under PATH")
     inf.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     inf.add_argument("-o", "--output", metavar="FILE", help="write the schema here (default: print it)")
-    inf.add_argument("--config", help="datacheck.toml for the format and [columns] roles (default: ./datacheck.toml)")
+    inf.add_argument("--config", help="datacheck.toml for the format and [columns] roles (default: ./datacheck.toml, "
+                                      "else datacheck.toml in the one folder holding every PATH, else in its parent)")
     inf.add_argument("--name", default="inferred", help="the schema's name (default: inferred)")
     return a
 
@@ -33,7 +34,15 @@ def run(args: argparse.Namespace) -> int:
     from datacheck.contracts import infer_contract, infer_yaml
     from datacheck.report import write_json_atomic
 
-    cfg = load_config(resolve_config_path(args.config, args.paths))
+    from datacheck.outputs import check_outputs
+
+    check_outputs({"--output": args.output}, args.paths)  # before any shard is read
+    from datacheck.api import describe_config
+    from datacheck.config import Config
+
+    config_path = resolve_config_path(args.config, args.paths)
+    print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
+    cfg = load_config(config_path) if config_path is not None else Config()
     data, notes = infer_contract(args.paths, cfg, name=args.name)
     text = infer_yaml(data, [str(p) for p in args.paths])
     for n in notes:

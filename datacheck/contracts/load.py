@@ -163,9 +163,12 @@ def contract_from_dict(data: Any, source: str) -> Contract:
     if not isinstance(version, int) or version > CONTRACT_FORMAT_VERSION:
         raise _err(f"datacheck.version {version!r} is newer than this datacheck reads "
                    f"({CONTRACT_FORMAT_VERSION}); upgrade datacheck", source)
-    columns = data.get("columns") or {}
+    columns = data.get("columns")
     if not isinstance(columns, dict):
-        raise _err("columns: must be a mapping of column name -> properties", source)
+        # a YAML file such as ``foo: 1`` is not an (empty) contract: say what the file lacks
+        raise ConfigError(f"schema file {source} has no 'columns': not a datacheck/Pandera schema (a mapping "
+                          "'columns: {name: {dtype: ..., nullable: ...}}' is required; see the layouts in "
+                          "schemas/)", key=_KEY)
     col_checks: dict[str, list[Any]] = {}
     stripped_cols: dict[str, Any] = {}
     for name, props in columns.items():

@@ -1,4 +1,20 @@
-"""Finding shards: PATH may be a shard file, a folder (searched recursively) or a glob."""
+"""Finding shards: PATH may be a shard file, a folder (searched recursively) or a glob.
+
+Which files are shards:
+
+- ``[dataset] format = "auto"`` (default): by extension (:data:`_EXT_FORMATS`). A ``.json`` file is
+  sniffed: when it is JSON Lines (its first non-blank byte is ``{`` and its second non-blank line
+  also starts with ``{``) it is audited as ``jsonl``; otherwise it is listed as ignored.
+- a forced format applies only to plausible data files of that format (:data:`FORCED_EXTENSIONS`,
+  also compressed where the reader decompresses, and files without an extension); never to code,
+  docs, config or metadata (:data:`NEVER_SHARD_SUFFIXES`, :data:`_METADATA_NAMES`, hidden files).
+- in a Hugging Face ``save_to_disk`` folder (a ``state.json`` with ``_data_files``), an ``.arrow``
+  file that the list does not name (``cache-*.arrow`` from ``Dataset.map``) is not a shard: the
+  loader ignores it. It is not audited; the ``index`` checks report it as ``index.extra_shard``.
+
+Files left out that look like data (a data extension, or an unlisted Arrow file) are kept in
+:attr:`Discovery.ignored_data` with the reason, and the report lists them under ``ignored``.
+"""
 from __future__ import annotations
 
 import glob as _glob
@@ -8,9 +24,10 @@ from pathlib import Path
 
 from datacheck.errors import UsageError
 
-__all__ = ["discover", "Discovery", "DiscoveredShard", "format_of", "TEMP_PATTERNS"]
+__all__ = ["discover", "Discovery", "DiscoveredShard", "format_of", "sniff_json_lines", "TEMP_PATTERNS",
+           "FORCED_EXTENSIONS", "NEVER_SHARD_SUFFIXES"]
 
-# extension -> format; compound extensions first
+# extension -> format in auto mode; compound extensions first
 _EXT_FORMATS: list[tuple[str, str]] = [
     (".jsonl.gz", "jsonl"),
     (".jsonl.zst", "jsonl"),
@@ -28,24 +45,66 @@ _EXT_FORMATS: list[tuple[str, str]] = [
     (".csv", "csv"),
     (".tsv", "tsv"),
 ]
+#: The extensions a forced ``[dataset] format`` accepts (plus files without an extension): the
+#: readers of :mod:`datacheck.io.readers` decompress ``.gz``/``.zst`` JSON Lines and ``.gz`` CSV/TSV.
+FORCED_EXTENSIONS: dict[str, tuple[str, ...]] = {
+    "jsonl": tuple(b + c for b in (".jsonl", ".ndjson", ".json", ".txt") for c in ("", ".gz", ".zst")),
+    "csv": tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz")),
+    "tsv": tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz")),
+    "parquet": (".parquet", ".pq"),
+    "arrow": (".arrow", ".ipc", ".feather"),
+}
+#: Code, docs and config: never a shard, whatever the format says.
+NEVER_SHARD_SUFFIXES = (".py", ".md", ".toml", ".yaml", ".yml", ".cfg", ".ini", ".sh", ".lock", ".rst", ".ipynb")
+#: Extensions that look like data (a file with one that is not audited is listed in ``ignored``).
+_DATA_LIKE = tuple(sorted({e for exts in FORCED_EXTENSIONS.values() for e in exts}, key=len, reverse=True))
 #: Partial or temporary files (``index.temp_file``): never audited, reported.
 TEMP_PATTERNS = ("*.tmp", "*.partial", ".~*", "*.incomplete", "*.crdownload")
 # Metadata that sits beside shards and is never a shard itself.
 _METADATA_NAMES = {
     "dataset_info.json", "state.json", "dataset_dict.json", "index.json", "datacheck.toml",
     "readme.md", "license", "license.txt", ".gitattributes", ".gitignore",
+    # model and tokenizer files that travel with datasets (Hugging Face hub layouts)
+    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+    "generation_config.json", "added_tokens.json", "merges.txt", "vocab.txt", "requirements.txt",
 }
+_SNIFF_BYTES = 1 << 16
 
 
 def format_of(path: Path, forced: str = "auto") -> str | None:
-    """The shard format of ``path`` by extension, or ``forced`` when the config names one."""
+    """The shard format of ``path``, or None when it is not a shard in this mode.
+
+    ``forced == "auto"``: by extension (a ``.json`` file is JSON Lines only after
+    :func:`sniff_json_lines`). A forced format: that format, for a file whose extension is in
+    :data:`FORCED_EXTENSIONS` for it or that has no extension; None otherwise.
+    """
     name = path.name.lower()
+    if forced != "auto":
+        if name.endswith(FORCED_EXTENSIONS.get(forced, ())) or "." not in name.lstrip("."):
+            return forced
+        return None
     for ext, fmt in _EXT_FORMATS:
         if name.endswith(ext):
-            if forced != "auto" and fmt != forced and {fmt, forced} != {"csv", "tsv"}:
-                return forced
-            return fmt if forced == "auto" else forced
-    return None if forced == "auto" else forced
+            return fmt
+    if name.endswith(".json") and sniff_json_lines(path):
+        return "jsonl"
+    return None
+
+
+def sniff_json_lines(path: Path) -> bool:
+    """True when ``path`` looks like JSON Lines: its first non-blank byte is ``{`` and its second
+    non-blank line also starts with ``{`` (a one-object file or a pretty-printed document is not).
+    Reads at most 64 KiB; an unreadable file is not JSON Lines (False)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    lines = [ln.strip() for ln in head.splitlines()]
+    lines = [ln for ln in lines if ln]
+    return len(lines) >= 2 and lines[0].startswith(b"{") and lines[1].startswith(b"{")
 
 
 def _is_temp(path: Path) -> bool:
@@ -67,6 +126,8 @@ class Discovery:
     shards: list[DiscoveredShard] = field(default_factory=list)
     temp_files: list[str] = field(default_factory=list)  # relative paths
     ignored: list[str] = field(default_factory=list)  # files that are not shards (metadata, unknown ext)
+    #: the ignored files that look like data: ``{"path": rel, "reason": ...}`` (the report's ``ignored``)
+    ignored_data: list[dict[str, str]] = field(default_factory=list)
 
 
 def _abs(p: Path) -> Path:
@@ -75,8 +136,8 @@ def _abs(p: Path) -> Path:
     return Path(os.path.abspath(p))
 
 
-def _candidates(arg: str) -> tuple[Path, list[Path]]:
-    """(root, files) for one PATH argument."""
+def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
+    """(root, files, named) for one PATH argument; ``named``: the argument is one file."""
     p = Path(arg)
     if any(ch in arg for ch in "*?["):
         files = sorted(Path(x) for x in _glob.glob(arg, recursive=True) if Path(x).is_file())
@@ -86,65 +147,113 @@ def _candidates(arg: str) -> tuple[Path, list[Path]]:
                 base = arg[:i]
                 break
         root = Path(base) if base.endswith(os.sep) or base == "" else Path(base).parent
-        return _abs(root if str(root) else Path(".")), [_abs(f) for f in files]
+        return _abs(root if str(root) else Path(".")), [_abs(f) for f in files], False
     if p.is_dir():
         files = []
         for dirpath, dirnames, filenames in os.walk(p):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") or d.startswith(".~"))
             files.extend(Path(dirpath) / f for f in sorted(filenames))
-        return _abs(p), [_abs(f) for f in files]
+        return _abs(p), [_abs(f) for f in files], False
     if p.is_file():
-        return _abs(p).parent, [_abs(p)]
+        return _abs(p).parent, [_abs(p)], True
     if p.exists():
         raise UsageError(f"{arg}: not a regular file or folder")
     raise UsageError(f"{arg}: no such file or folder; give a shard file, a folder of shards or a glob")
+
+
+def _data_like(name: str) -> bool:
+    return name.lower().endswith(_DATA_LIKE)
+
+
+def _why_not(f: Path, forced: str) -> str | None:
+    """Why a data-looking file is not a shard in this mode (None: not data-looking)."""
+    name = f.name.lower()
+    if forced != "auto":
+        if _data_like(name) or any(name.endswith(e) for e, _ in _EXT_FORMATS):
+            return f"its extension does not fit [dataset] format = {forced!r}"
+        return None
+    if name.endswith(".json"):
+        return ("a .json file that is not JSON Lines (one object per line); a single JSON document is "
+                "not a shard")
+    if _data_like(name):
+        return "no format for this extension; set [dataset] format (csv, tsv or jsonl) to audit it"
+    return None
 
 
 def discover(paths: list[str], forced_format: str = "auto") -> Discovery:
     """Resolve PATH arguments into shards under one root.
 
     The root is the common folder of all arguments; shard paths in the report are relative to it.
+    Which files are shards: see the module docstring. A file named as a PATH itself is still
+    subject to the format rules, but never left out as a Hugging Face cache file.
 
     Raises:
-        UsageError: a PATH does not exist, or no shard was found (the message lists what was seen).
+        UsageError: a PATH does not exist, or no shard was found (the message lists what was seen
+            and what would make datacheck read it).
     """
+    from datacheck.dataindex import hf_data_files
+
     if not paths:
         raise UsageError("no PATH given: name a shard file, a folder or a glob")
-    roots, files = [], []
+    roots, files, named = [], [], set()
     for arg in paths:
-        r, fs = _candidates(arg)
+        r, fs, is_named = _candidates(arg)
         roots.append(r)
-        if not fs and not any(ch in arg for ch in "*?["):
-            pass
         files.extend(fs)
+        if is_named:
+            named.update(fs)
     root = Path(os.path.commonpath([str(r) for r in roots]))
     disc = Discovery(root=root)
+    hf_lists: dict[Path, set[str] | None] = {}
     seen = set()
     for f in files:
         if f in seen:
             continue
         seen.add(f)
         rel = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.as_posix()
+        lname = f.name.lower()
         if _is_temp(f):
             disc.temp_files.append(rel)
             continue
-        if f.name.lower() in _METADATA_NAMES or f.name.startswith(".") or f.suffix.lower() in (".md", ".lock"):
-            disc.ignored.append(rel)
-            continue
-        if forced_format != "auto" and f.suffix.lower() in (".json", ".py", ".txt") and f.name.lower().endswith(".json"):
+        if lname in _METADATA_NAMES or f.name.startswith(".") or lname.endswith(NEVER_SHARD_SUFFIXES):
             disc.ignored.append(rel)
             continue
         fmt = format_of(f, forced_format)
+        if fmt == "arrow" and f not in named:
+            if f.parent not in hf_lists:
+                hf_lists[f.parent] = hf_data_files(f.parent)
+            listed = hf_lists[f.parent]
+            if listed is not None and f.name not in listed:
+                disc.ignored.append(rel)
+                disc.ignored_data.append({"path": rel, "reason": (
+                    "not listed in state.json _data_files (a Dataset.map cache file?): the dataset loader "
+                    "ignores it; reported as index.extra_shard")})
+                continue
         if fmt is None:
             disc.ignored.append(rel)
+            why = _why_not(f, forced_format)
+            if why is not None:
+                disc.ignored_data.append({"path": rel, "reason": why})
             continue
         disc.shards.append(DiscoveredShard(path=f, rel=rel, format=fmt))
     disc.shards.sort(key=lambda s: s.rel)
     disc.temp_files.sort()
+    disc.ignored.sort()
+    disc.ignored_data.sort(key=lambda i: i["path"])
     if not disc.shards and not disc.temp_files:
-        seen_txt = f" (found only: {', '.join(disc.ignored[:5])})" if disc.ignored else ""
-        raise UsageError(
-            f"no shard files under {', '.join(paths)}{seen_txt}; datacheck reads .parquet, .arrow, "
-            ".jsonl(.gz/.zst), .csv and .tsv files; set [dataset] format to read other extensions"
-        )
+        raise UsageError(_no_shards_message(paths, disc, forced_format))
     return disc
+
+
+def _no_shards_message(paths: list[str], disc: Discovery, forced: str) -> str:
+    seen = f" (found only: {', '.join(disc.ignored[:5])}{' ...' if len(disc.ignored) > 5 else ''})" \
+        if disc.ignored else " (the paths hold no files)"
+    head = f"no shard files under {', '.join(paths)}{seen}"
+    if forced != "auto":
+        return (f"{head}; with [dataset] format = {forced!r} datacheck reads files ending in "
+                f"{', '.join(FORCED_EXTENSIONS[forced])} or without an extension (never code, docs, config or "
+                "dataset metadata such as state.json)")
+    hints = [f"{i['path']}: {i['reason']}" for i in disc.ignored_data[:3]]
+    return (f"{head}; datacheck reads .parquet/.pq, .arrow/.ipc/.feather, .jsonl/.ndjson (also .gz/.zst), "
+            ".csv/.tsv (also .gz) and .json files that are JSON Lines; for .txt or .data files set [dataset] "
+            "format to csv, tsv or jsonl" + (". " + "; ".join(hints) if hints else ""))

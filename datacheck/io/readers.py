@@ -272,8 +272,10 @@ def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int,
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep,
                         quotechar=quote or '"', quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
                         strict=False)
+    # With a header, the first record is the header line (skipped) and ``names`` (if given) renames
+    # its columns; without a header, ``names`` names the columns.
     width = len(names) if names else None
-    cols: list[str] | None = names
+    cols: list[str] | None = None if header else names
     records: list[list[str]] = []
     line_of_row: list[int] = []
     bad: list[tuple[int, int, str, str]] = []
@@ -290,6 +292,9 @@ def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int,
             if cols is None and header:
                 cols = rec
                 width = len(rec)
+                if names and len(names) != width:
+                    raise Unreadable(f"[dataset] names lists {len(names)} column(s) but the header line {start} "
+                                     f"has {width} ({sep.join(rec)[:200]!r}); give one name per column")
                 continue
             if width is None:
                 width = len(rec)

@@ -64,9 +64,17 @@ def test_string_labels_with_classes(tmp_path):
     assert one(rep, "labels.null", "label").rows == (3,)
 
 
-def test_string_labels_with_num_classes_is_skipped(tmp_path):
+def test_string_labels_with_num_classes_is_a_dtype_finding(tmp_path):
+    # semantics changed (item 4/16): a string label while num_classes is set is schema.dtype, not a silent skip
     rep = audit_df(tmp_path, {"label": ["a", "b"]}, {"labels": {"num_classes": 2}})
-    assert "give [labels] classes" in skipped_reason(rep, "labels.out_of_range")
+    f = one(rep, "schema.dtype", "label")
+    assert f.severity == "error" and rep.passed is False
+    assert "give [labels] classes" in f.message
+    assert f.details == {"role": "label", "expected": "an integer class index (num_classes is set)",
+                         "actual": "String", "source": "roles"}
+    assert skipped_reason(rep, "labels.out_of_range") == (
+        "label column 'label' has dtype String, not an integer class index (num_classes is set) "
+        "(reported as schema.dtype)")
 
 
 def test_label_domain_skipped_without_num_classes(tmp_path):
@@ -144,7 +152,9 @@ def test_every_class_seen_gives_no_finding(tmp_path):
     ],
 )
 def test_float_class_labels(tmp_path, labels, cfg, null_rows, out_rows, sentinel_rows):
-    rep = audit_df(tmp_path, pl.DataFrame({"label": labels}, schema={"label": pl.Float64}), {"labels": cfg})
+    # a float column is a class label only when [columns] names it (inferred, it is a regression target)
+    rep = audit_df(tmp_path, pl.DataFrame({"label": labels}, schema={"label": pl.Float64}),
+                   {"labels": cfg, "columns": {"label": "label"}})
     for check, rows in (("labels.null", null_rows), ("labels.out_of_range", out_rows),
                         ("labels.unexpected_sentinel", sentinel_rows)):
         got = findings(rep, check, "label")

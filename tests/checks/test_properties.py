@@ -89,9 +89,11 @@ def ref_empty_sequence(ids) -> bool:
 
 
 def ref_all_padding_mask(ids, mask) -> bool:
+    """Every (non-null) mask value is 0; a mask of nulls only is mask.non_binary, not all padding."""
     if ids is None or len(ids) == 0 or mask is None or len(mask) == 0:
         return False
-    return not any(m is not None and m != 0 for m in mask)
+    vals = [m for m in mask if m is not None]
+    return bool(vals) and all(m == 0 for m in vals)
 
 
 def ref_all_padding_ids(ids, pad: int) -> bool:
@@ -112,7 +114,7 @@ def ref_no_supervised(labels, ign: int, max_len: int | None, side: str) -> bool:
     return not any(x is not None and x != ign for x in truncate(labels, max_len, side))
 
 
-masks = st.one_of(st.none(), st.lists(st.one_of(st.sampled_from([0, 0, 1, 1, 2, -1])), max_size=6))
+masks = st.one_of(st.none(), st.lists(st.one_of(st.sampled_from([0, 0, 1, 1, 2, -1, None])), max_size=6))
 
 
 @SETTINGS
@@ -190,7 +192,8 @@ def test_class_labels_match_reference(data, n, ign, k, sparse, as_float):
         labels_cfg["classes"] = classes
     else:
         labels_cfg["num_classes"] = k
-    got = failing(df, {"labels": labels_cfg})
+    # a float column is a class label when [columns] names it (inferred, it would be a regression target)
+    got = failing(df, {"labels": labels_cfg, "columns": {"label": "label"}})
     assert got.get("labels.null:label", set()) == rows_where(label, ref_label_null)
     assert got.get("labels.unexpected_sentinel:label", set()) == rows_where(label, lambda v: ref_label_sentinel(v, ign))
     if sparse:
@@ -216,11 +219,23 @@ def test_token_labels_match_reference(data, n, ign, vocab):
 
 # ---------------------------------------------------------------- tokens and length
 def ref_out_of_vocab(ids, vocab: int) -> bool:
-    return ids is not None and any(x is not None and (x < 0 or x >= vocab) for x in ids)
+    """An id outside [0, vocab), or a null id (it has no embedding row)."""
+    return ids is not None and any(x is None or x < 0 or x >= vocab for x in ids)
 
 
-def ref_over_max(ids, max_len: int) -> bool:
-    return ids is not None and len(ids) > max_len
+def ref_length(ids, mask) -> int | None:
+    """Attended tokens (the sum of the mask's non-null values) when the row has a mask, else the
+    list length; None when the row has no input_ids."""
+    if ids is None:
+        return None
+    if mask is not None:
+        return sum(m for m in mask if m is not None)
+    return len(ids)
+
+
+def ref_over_max(ids, max_len: int, mask=None) -> bool:
+    n = ref_length(ids, mask)
+    return n is not None and n > max_len
 
 
 def ref_mismatch(*lists) -> bool:
@@ -242,13 +257,14 @@ def test_tokens_and_length_match_reference(data, n, vocab, max_len, dtype):
                               "labels": pl.List(pl.Int64)})
     got = failing(df, {"tokens": {"vocab_size": vocab, "max_seq_len": max_len}})
     assert got.get("tokens.out_of_vocab:input_ids", set()) == rows_where(ids, lambda v: ref_out_of_vocab(v, vocab))
-    assert got.get("length.over_max:input_ids", set()) == rows_where(ids, lambda v: ref_over_max(v, max_len))
+    assert got.get("length.over_max:input_ids", set()) == {i for i in range(n) if ref_over_max(ids[i], max_len, mask[i])}
     assert got.get("length.mismatch", set()) == {i for i in range(n) if ref_mismatch(ids[i], mask[i], labels[i])}
 
 
 # ---------------------------------------------------------------- mask and padding
 def ref_non_binary(mask) -> bool:
-    return mask is not None and any(m is not None and m not in (0, 1) for m in mask)
+    """A value other than 0 or 1; a null element is neither."""
+    return mask is not None and any(m is None or m not in (0, 1) for m in mask)
 
 
 def ref_not_contiguous(mask, side: str) -> bool:
@@ -273,8 +289,8 @@ binary_masks = st.one_of(st.none(), st.lists(st.sampled_from([0, 1]), max_size=6
 @given(data=st.data(), n=_rows(), side=st.sampled_from(["right", "left"]), ign=st.sampled_from([-100, -1]),
        pad=st.sampled_from([0, 1]), mask_dtype=st.sampled_from([pl.Int64, pl.Int8, pl.UInt8, pl.Boolean, pl.Float32]))
 def test_mask_and_padding_match_reference(data, n, side, ign, pad, mask_dtype):
-    mask_elems = st.sampled_from({pl.UInt8: [0, 1, 2], pl.Boolean: [0, 1], pl.Float32: [0, 1, 0.5, 2]}.get(
-        mask_dtype, [0, 1, 2, -1]))
+    mask_elems = st.sampled_from({pl.UInt8: [0, 1, 2, None], pl.Boolean: [0, 1, None],
+                                  pl.Float32: [0, 1, 0.5, 2, None]}.get(mask_dtype, [0, 1, 2, -1, None]))
     # mostly aligned binary masks (so the padding checks see real work), some non-binary, some null
     mask = data.draw(st.lists(st.one_of(binary_masks, st.lists(mask_elems, max_size=6)), min_size=n, max_size=n))
     ids = [None if m is None else data.draw(st.lists(st.one_of(st.none(), st.integers(0, 3)), min_size=len(m),
@@ -282,7 +298,8 @@ def test_mask_and_padding_match_reference(data, n, side, ign, pad, mask_dtype):
     ids = [data.draw(int_lists) if data.draw(st.integers(0, 5)) == 0 else x for x in ids]
     labels = [None if m is None else data.draw(st.lists(st.sampled_from([ign, ign, 0, 5, None]), min_size=len(m),
                                                         max_size=len(m))) for m in mask]
-    stored = [None if m is None else [bool(x) if mask_dtype == pl.Boolean else x for x in m] for m in mask]
+    stored = [None if m is None else [bool(x) if mask_dtype == pl.Boolean and x is not None else x for x in m]
+              for m in mask]
     df = pl.DataFrame({"input_ids": ids, "attention_mask": stored, "labels": labels},
                       schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(mask_dtype),
                               "labels": pl.List(pl.Int64)})
@@ -379,7 +396,7 @@ def test_length_stats_match_reference(data, n, max_len):
                       schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64)})
     with tempfile.TemporaryDirectory() as tmp:
         stats = shard_result(Path(tmp), df, {"tokens": {"max_seq_len": max_len}}).stats
-    lens = [len(x) for x in ids if x is not None]
+    lens = [ref_length(x, m) for x, m in zip(ids, mask) if x is not None]  # attended tokens
     hist = sorted([v, lens.count(v)] for v in set(lens))
     assert stats["lengths"]["histogram"] == hist
     if lens:

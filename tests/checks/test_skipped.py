@@ -5,7 +5,7 @@ import json
 
 import polars as pl
 
-from checkhelp import audit_df, findings
+from checkhelp import audit_df, findings, one
 
 
 def test_missing_facts_are_reported_per_shard(tmp_path):
@@ -44,14 +44,21 @@ def test_skipped_is_in_the_json_report(tmp_path):
     assert all(set(s) == {"check", "reason", "shards"} for s in d["skipped"])
 
 
-def test_a_class_label_of_list_dtype_is_skipped(tmp_path):
+def test_a_class_label_of_list_dtype_is_a_dtype_finding(tmp_path):
+    # semantics changed (items 4/16): the wrong dtype is a schema.dtype error, not only a skip;
+    # labels.null still runs (a missing label is missing whatever the dtype)
     df = pl.DataFrame({"y": [[1], [2]]})
     rep = audit_df(tmp_path, df, {"columns": {"label": "y"}, "labels": {"num_classes": 2}})
+    f = one(rep, "schema.dtype", "y")
+    assert f.severity == "error" and not rep.passed
+    assert f.details["role"] == "label" and f.details["actual"] == "List(Int64)"
     reasons = {s["check"]: s["reason"] for s in rep.skipped}
-    for cid in ("labels.null", "labels.unexpected_sentinel", "labels.out_of_range"):
+    for cid in ("labels.unexpected_sentinel", "labels.out_of_range"):
         assert reasons[cid] == ("label column 'y' has dtype List(Int64), not a scalar class label "
-                                "(token labels belong in [columns] labels)")
-    assert reasons["labels.unseen_class"] == "no class label column (set [columns] label)"
+                                "(token labels belong in [columns] labels) (reported as schema.dtype)")
+    assert "labels.null" not in reasons
+    assert reasons["labels.unseen_class"] == ("label column 'y' has a dtype that cannot serve a class label "
+                                              "(reported as schema.dtype)")
 
 
 def test_an_expression_that_fails_on_a_shard_is_skipped(tmp_path):

@@ -276,3 +276,58 @@ def test_payload_survives_the_result_cache(splits, tmp_path, monkeypatch):
     for rep in (first, again):
         assert one(rep, "dup.split_overlap").count == 2
         assert one(rep, "dup.exact_across_shards").count == 1
+
+
+# ------------------------------------------- item 17: a [splits] glob that matches nothing
+
+
+def test_split_glob_matching_nothing_is_a_skip_naming_split_and_glob(splits):
+    rep = run(splits, {"splits": {"train": "train/*", "eval": "eval*"}})
+    reasons = [s["reason"] for s in rep.skipped if s["check"] == "dup.split_overlap"]
+    assert any("[splits] eval = 'eval*' matches no shard" in r and "split 'eval' is not checked" in r for r in reasons)
+    assert by_check(rep, "dup.split_overlap") == []
+    # the text output shows it too
+    p = run_cli("audit", str(splits), "--config", str(_toml(splits.parent, 'train = "train/*"\neval = "eval*"')),
+                "--no-cache", "--report-dir", str(splits.parent / "r"), "--no-progress")
+    assert "[splits] eval = 'eval*' matches no shard" in p.stdout
+
+
+def _toml(folder, splits_body: str):
+    path = folder / "cfg.toml"
+    path.write_text("[splits]\n" + splits_body + "\n")
+    return path
+
+
+# --------------------------------- item 23: "no label" values never conflict with a label
+
+
+@pytest.mark.parametrize("cfg, other, conflict", [
+    ({}, -1, False),  # a negative sentinel (unlabelled GLUE test rows)
+    ({}, -100, False),  # the default ignore_index
+    ({"labels": {"ignore_index": 7}}, 7, False),  # a configured ignore_index
+    ({}, None, False),  # null
+    ({}, 1, True),  # a real second label
+])
+def test_conflicting_labels_ignores_no_label_values(tmp_path, cfg, other, conflict):
+    write(tmp_path, "a.parquet", {"text": ["same", "x"], "label": [0, 1]})
+    write(tmp_path, "b.parquet", pl.DataFrame({"text": ["same", "y"], "label": [other, 0]}, schema={"text": pl.String, "label": pl.Int64}))
+    got = by_check(run(tmp_path, cfg), "dup.conflicting_labels")
+    assert [f.count for f in got] == ([1] if conflict else [])
+
+
+def test_conflicting_labels_string_sentinels_when_dtypes_differ(tmp_path):
+    """Shards disagreeing on the label dtype compare labels as text; "-1" is still no label."""
+    write(tmp_path, "a.parquet", {"text": ["same", "other"], "label": ["0", "1"]})
+    write(tmp_path, "b.parquet", {"text": ["same", "more"], "label": [-1, 0]})
+    assert by_check(run(tmp_path), "dup.conflicting_labels") == []
+
+
+@pytest.mark.parametrize("ignore", [-100, -1])
+def test_realdata_sst2_all_splits_conflicting_labels(realdata, ignore):
+    """train + validation + test (test labels are all -1): the conflicts are train's 149, with the
+    default ignore_index and with ignore_index = -1."""
+    root = realdata / "sst2_vi_glue_parquet"
+    rep = run(root, {"columns": {"text": "sentence", "label": "label"}, "labels": {"ignore_index": ignore}})
+    f = one(rep, "dup.conflicting_labels")
+    assert f.count == 149
+    assert set(f.shards) == {"train-00000-of-00001.parquet"}

@@ -82,12 +82,12 @@ def test_verify_clean_then_planted_faults(ds, tmp_path):
 def test_audit_with_committed_index_and_planted_shard_set(ds, tmp_path):
     """[dataset] index in audit, plus every shard-set fault: a duplicate shard, a gap, an empty
     shard, a temporary file and a changed byte against the committed index."""
-    _build(ds, ds / "dc-index.json")
+    _build(ds, ds / "index.json")
     shutil.copy(ds / "data-00000-of-00003.parquet", ds / "copy.parquet")  # duplicate shard (and extra)
     (ds / "data-00001-of-00003.parquet").unlink()  # gap (and missing)
     write(ds, "data-00002-of-00003.parquet", pl.DataFrame(schema={"text": pl.String, "label": pl.Int64}))  # empty (and changed, rows 4 -> 0)
     (ds / "data-00003-of-00004.parquet.tmp").write_bytes(b"partial")  # temp file
-    rep = run(ds, {"dataset": {"index": "dc-index.json"}})
+    rep = run(ds, {"dataset": {"index": "index.json"}})
     checks = sorted({f.check for f in rep.findings})
     assert checks == ["dup.exact_across_shards", "dup.shard", "index.changed_shard", "index.empty_shard",
                       "index.extra_shard", "index.missing_shard", "index.numbering_gap",
@@ -107,12 +107,12 @@ def test_audit_with_committed_index_and_planted_shard_set(ds, tmp_path):
 
 
 def test_changed_byte_same_size_against_index(ds):
-    _build(ds, ds / "dc-index.json")
+    _build(ds, ds / "index.json")
     f = ds / "data-00001-of-00003.parquet"
     b = bytearray(f.read_bytes())
     b[4] ^= 0x01  # inside the first page: same size, same rows
     f.write_bytes(bytes(b))
-    rep = run(ds, {"dataset": {"index": "dc-index.json"}})
+    rep = run(ds, {"dataset": {"index": "index.json"}})
     ch = one(rep, "index.changed_shard")
     assert ch.shards == ("data-00001-of-00003.parquet",) and "same size" in ch.message
     assert by_check(rep, "index.missing_shard") == by_check(rep, "index.extra_shard") == []
@@ -248,3 +248,60 @@ def test_mosaicml_index_json(tmp_path):
     _mosaic(root, [("../../etc/passwd", 1)])
     with pytest.raises(UsageError, match="outside the dataset root"):
         run(root)
+
+
+# ------------------------- item 24: index verify applies the audit's policy (fails_policy = exit code)
+
+
+def test_verify_json_fails_policy_agrees_with_the_exit_code(ds, tmp_path):
+    idx = tmp_path / "index.json"
+    _build(ds, idx)
+    (ds / "data-00002-of-00003.parquet").unlink()  # missing: error
+    write(ds, "late.parquet", {"text": ["z"], "label": [1]})  # extra: warn
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    got = {f["check"]: f["fails_policy"] for f in doc["findings"]}
+    assert got == {"index.missing_shard": True, "index.extra_shard": False}
+    assert doc["passed"] is False and doc["config_path"] is None
+    # --fail-on warn: the warning fails too
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json", "--fail-on", "warn")
+    assert p.returncode == 1 and all(f["fails_policy"] for f in json.loads(p.stdout)["findings"])
+    # [policy]: severity override and ignore, as in the audit
+    cfg = tmp_path / "policy.toml"
+    cfg.write_text('[policy]\n"index.missing_shard" = { severity = "warn" }\n"index.extra_shard" = { ignore = true }\n')
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json", "--config", str(cfg))
+    assert p.returncode == 0, p.stdout
+    doc = json.loads(p.stdout)
+    assert [(f["check"], f["severity"], f["fails_policy"]) for f in doc["findings"]] == [
+        ("index.missing_shard", "warn", False)]
+    assert doc["passed"] is True and doc["config_path"] == str(cfg)
+    t = run_cli("index", "verify", str(ds), "--index", str(idx), "--config", str(cfg))
+    assert t.stdout.splitlines()[0] == f"config: {cfg}"
+
+
+# ------------------------------- item 9b: Arrow files a Hugging Face state.json does not list
+
+
+def _hf_split_with_cache(folder: Path) -> Path:
+    write(folder, "data-00000-of-00001.arrow", {"text": [f"t{k}" for k in range(5)], "label": [0, 1, 0, 1, 0]})
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}],
+                                                   "_split": "train"}))
+    (folder / "dataset_info.json").write_text(json.dumps({"splits": {"train": {"num_examples": 5}}}))
+    shutil.copy(folder / "data-00000-of-00001.arrow", folder / "cache-1234abcd.arrow")  # a .map() cache
+    return folder
+
+
+def test_hf_cache_arrow_is_not_audited_but_reported_as_extra(tmp_path):
+    root = tmp_path / "dk"
+    _hf_split_with_cache(root / "train")
+    rep = run(root)
+    assert [s.path for s in rep.shards] == ["train/data-00000-of-00001.arrow"]
+    assert by_check(rep, "dup.shard") == [] and by_check(rep, "dup.exact_across_shards") == []
+    extra = one(rep, "index.extra_shard")
+    assert extra.shards == ("train/cache-1234abcd.arrow",) and "will ignore them" in extra.message
+    assert by_check(rep, "index.row_count_mismatch") == [] and by_check(rep, "index.missing_shard") == []
+    assert [i["path"] for i in rep.ignored] == ["train/cache-1234abcd.arrow"]
+    assert "state.json _data_files" in rep.ignored[0]["reason"]
+    # named on the command line, the file is audited (the user asked for it)
+    assert [s.path for s in run(root / "train" / "cache-1234abcd.arrow").shards] == ["cache-1234abcd.arrow"]

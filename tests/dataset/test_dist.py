@@ -109,3 +109,48 @@ def test_unseen_class(tmp_path):
     f = one(run(tmp_path, {"labels": {"classes": [0, 2, 4, 7]}}), "labels.unseen_class")
     assert f.details["unseen"] == [7]
     assert by_check(run(tmp_path, {"labels": {"num_classes": 3}}), "labels.unseen_class")[0].details["unseen"] == [1]
+
+
+# ------------------------------------------------- item 25: only like shards are compared
+
+
+def test_length_drift_never_mixes_tokens_and_chars(tmp_path):
+    """A tokenized shard (lengths in tokens of input_ids) and text shards (lengths in characters)
+    are not compared; like shards still are."""
+    rng = np.random.default_rng(7)
+    for i in range(2):
+        write(tmp_path, f"txt{i}.parquet", {"text": _texts(rng, 300, 10, 60)})
+    ids = [[1] * int(k) for k in rng.integers(300, 400, size=300)]  # far longer, but in tokens
+    write(tmp_path, "tok.parquet", {"input_ids": ids})
+    rep = run(tmp_path)
+    assert by_check(rep, "dist.length_drift") == []
+    [sk] = [s for s in rep.skipped if s["check"] == "dist.length_drift" and "differently" in s["reason"]]
+    assert "tokens of 'input_ids' in 1 shard(s)" in sk["reason"] and "chars of 'text' in 2 shard(s)" in sk["reason"]
+    # a third text shard of another length is still flagged among the text shards
+    write(tmp_path, "txt2.parquet", {"text": _texts(rng, 300, 200, 260)})
+    write(tmp_path, "txt3.parquet", {"text": _texts(rng, 300, 10, 60)})
+    assert one(run(tmp_path), "dist.length_drift").shards == ("txt2.parquet",)
+
+
+def test_label_drift_never_mixes_class_names_and_ids(tmp_path):
+    """'NOT'/'OFF' labels in one shard and 0/1 in others are two label domains, not a drift."""
+    rng = np.random.default_rng(8)
+    for i in range(2):
+        write(tmp_path, f"ids{i}.parquet", {"text": [f"{i}-{k}" for k in range(300)],
+                                            "label": rng.choice(2, size=300).tolist()})
+    write(tmp_path, "names.parquet", {"text": [f"n-{k}" for k in range(300)],
+                                      "label": rng.choice(["NOT", "OFF"], size=300).tolist()})
+    rep = run(tmp_path)
+    assert by_check(rep, "dist.label_drift") == []
+    [sk] = [s for s in rep.skipped if s["check"] == "dist.label_drift" and "differently" in s["reason"]]
+    assert "int labels in 'label' in 2 shard(s)" in sk["reason"] and "str labels in 'label' in 1 shard(s)" in sk["reason"]
+
+
+def test_single_class_message_lists_only_classes_of_the_rest(tmp_path):
+    """The rest has classes 0 and 1 (a -1 sentinel of this shard is no class): the message lists two."""
+    write(tmp_path, "a.parquet", {"text": [f"a{k}" for k in range(300)], "label": [0, 1] * 150})
+    write(tmp_path, "b.parquet", {"text": [f"b{k}" for k in range(60)], "label": [1] * 59 + [-1]})
+    f = one(run(tmp_path), "dist.label_drift")
+    assert f.shards == ("b.parquet",)
+    assert "rest of the dataset has 2 classes (0: 50%, 1: 50%)" in f.message
+    assert "-1:" not in f.message

@@ -60,7 +60,9 @@ def write_dataset(root: Path, n_shards: int = 6, rows: int = 8) -> Path:
 
 
 def normalized(text: str) -> str:
-    """A report's JSON text with ``created_at`` blanked (the only field allowed to differ)."""
+    """A report's JSON text with ``created_at`` blanked (the only field allowed to differ) and
+    ``config_path`` (where the same config came from: a file for the CLI, in memory for the API)."""
+    text = re.sub(r'"config_path": (null|"[^"]*")', '"config_path": null', text)
     return re.sub(r'"created_at": "[^"]*"', '"created_at": ""', text)
 
 

@@ -38,6 +38,47 @@ def _checks(report) -> set[tuple[str, str]]:
     return {(s.path, f.check) for s in report.shards for f in s.findings}
 
 
+# What the default drop (every row-level check of severity error) removes from sample_data/defects,
+# taken from the planted-defects table of sample_data/README.md: {shard: {check: rows dropped}}.
+# Warnings (length.over_max, padding.token_not_pad, dup.exact_in_shard, dup.conflicting_labels),
+# shard-level (tokens.dtype_overflow, index.empty_shard) and dataset-level findings (dup.split_overlap,
+# dup.shard, dup.exact_across_shards, index.*) drop nothing. finite.fp16_overflow is one check ID: its
+# rows 5 and 6 (errors) and row 7 (the half-max warning) all go.
+SAMPLE_DROPPED = {
+    "decode/records.jsonl": {"decode.bad_record": 2, "decode.invalid_utf8": 1},  # lines 2, 4; line 6
+    "decode/rows_vs_lines.jsonl": {"decode.bad_record": 1, "labels.out_of_range": 1},  # line 2; row 1 (line 4)
+    "dup/train.parquet": {},
+    "empty/text.jsonl": {"empty.text": 3},  # rows 1, 3, 5
+    "empty/tokens.parquet": {"empty.sequence": 1, "empty.all_padding": 1,  # row 1; row 3
+                             "empty.no_supervised_tokens": 3},  # rows 1, 3, 5
+    "finite/regression.parquet": {"finite.nan": 2, "finite.inf": 2, "finite.fp16_overflow": 3},  # 1,2; 3,4; 5,6,7
+    "index/shards/part-00000-of-00004.parquet": {},
+    "index/shards/part-00001-of-00004.parquet": {},
+    "index/shards/part-00003-of-00004.parquet": {},
+    "labels/classes.parquet": {"labels.out_of_range": 2, "labels.unexpected_sentinel": 1,  # rows 1, 3; row 5
+                               "labels.null": 1},  # row 7
+    "labels/token_labels.parquet": {"labels.out_of_range": 2, "labels.unexpected_sentinel": 1},  # rows 2, 4; 5
+    "length/seqs.parquet": {"length.mismatch": 2},  # rows 3, 4
+    "mask/batch.parquet": {"mask.non_binary": 1, "mask.not_contiguous": 1,  # row 1; row 3
+                           "padding.label_not_ignored": 1},  # row 7
+    "split/eval.parquet": {},
+    "split/train.parquet": {},
+    "tokens/ids.parquet": {"tokens.out_of_vocab": 3},  # rows 1, 3, 4
+    "tokens/ids_int16.parquet": {"tokens.out_of_vocab": 1},  # row 2
+}
+# the quarantined rows (0-based; JSONL/CSV records that do not parse have no row): a row failing two
+# checks is quarantined once
+SAMPLE_QUARANTINED = {
+    "decode/records.jsonl": 3, "decode/rows_vs_lines.jsonl": 2, "empty/text.jsonl": 3, "empty/tokens.parquet": 3,
+    "finite/regression.parquet": 7, "labels/classes.parquet": 4, "labels/token_labels.parquet": 3,
+    "length/seqs.parquet": 2, "mask/batch.parquet": 3, "tokens/ids.parquet": 3, "tokens/ids_int16.parquet": 1,
+}
+# decode.unreadable shards: not copied, with the reason (README: bad magic, no footer, zero bytes)
+SAMPLE_UNREADABLE = {"decode/not_parquet.parquet": "not a parquet file: bad magic",
+                     "decode/truncated.parquet": "truncated parquet file: no footer",
+                     "decode/zero_bytes.parquet": "zero-byte file"}
+
+
 def test_sample_defects_default_drop_and_reaudit(tmp_path):
     src = tmp_path / "in"
     shutil.copytree(SAMPLE / "defects", src)
@@ -46,15 +87,15 @@ def test_sample_defects_default_drop_and_reaudit(tmp_path):
     res = clean([str(src)], tmp_path / "out", cfg)
     assert _hashes(src) == before  # originals untouched
     by = {s.path: s for s in res.shards}
-    assert by["tokens/ids.parquet"].dropped == {"tokens.out_of_vocab": 3}
+    assert {p: s.dropped for p, s in by.items() if s.unreadable is None} == SAMPLE_DROPPED
+    assert {p: s.quarantined for p, s in by.items() if s.quarantined} == SAMPLE_QUARANTINED
+    assert sorted(p for p, s in by.items() if s.unreadable) == sorted(SAMPLE_UNREADABLE)
+    for p, why in SAMPLE_UNREADABLE.items():
+        assert by[p].unreadable.startswith(why), by[p].unreadable
     assert (by["tokens/ids.parquet"].kept, by["tokens/ids.parquet"].quarantined) == (3, 3)
-    assert by["labels/classes.parquet"].dropped == {"labels.null": 1, "labels.out_of_range": 2,
-                                                    "labels.unexpected_sentinel": 1}
-    assert by["empty/text.jsonl"].dropped == {"empty.text": 3}
-    assert by["decode/records.jsonl"].dropped == {"decode.bad_record": 2, "decode.invalid_utf8": 1}
-    assert by["decode/records.jsonl"].blank_lines == 1
-    assert by["dup/train.parquet"].quarantined == 0  # dup.exact_in_shard is a warning: not dropped by default
-    assert by["decode/zero_bytes.parquet"].unreadable.startswith("zero-byte file")
+    # blank lines are counted, not copied and not quarantined (README: records.jsonl line 5, rows_vs_lines line 3)
+    assert {p: s.blank_lines for p, s in by.items() if s.blank_lines} == {"decode/records.jsonl": 1,
+                                                                          "decode/rows_vs_lines.jsonl": 1}
     assert res.input_rows == res.kept + res.quarantined
     # quarantine: the dropped rows with reasons and original row index
     q = pl.read_parquet(res.out / QUARANTINE_DIR / "labels/classes.parquet")
@@ -62,6 +103,12 @@ def test_sample_defects_default_drop_and_reaudit(tmp_path):
     assert q["_datacheck_checks"].to_list() == [["labels.out_of_range:label"], ["labels.out_of_range:label"],
                                                 ["labels.unexpected_sentinel:label"], ["labels.null:label"]]
     assert set(q["_datacheck_shard"]) == {"labels/classes.parquet"}
+    qj = [json.loads(x) for x in (res.out / QUARANTINE_DIR / "decode/rows_vs_lines.jsonl").read_text().splitlines()]
+    assert [(r["_datacheck_row"], r["_datacheck_line"], r["_datacheck_checks"]) for r in qj] == [
+        (None, 2, ["decode.bad_record"]), (1, 4, ["labels.out_of_range:label"])]
+    # only shards with dropped rows get a quarantine file
+    assert sorted(p.relative_to(res.out / QUARANTINE_DIR).as_posix()
+                  for p in (res.out / QUARANTINE_DIR).rglob("*") if p.is_file()) == sorted(SAMPLE_QUARANTINED)
     # re-auditing the output shows none of the dropped findings
     again = datacheck.audit([str(res.out)], cfg)
     dropped = set(res.drop)

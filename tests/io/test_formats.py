@@ -196,7 +196,8 @@ def test_fixed_size_list_columns_are_checked(tmp_path):
     rep = datacheck.audit(str(tmp_path), config={"tokens": {"vocab_size": 10, "max_seq_len": 2}})
     assert one(rep, "tokens.out_of_vocab").rows == (1,)
     assert one(rep, "mask.not_contiguous").rows == (0,)
-    assert one(rep, "length.over_max").rows == (0, 1)
+    # over_max counts attended tokens: row 0's mask [1, 0, 1] holds 2, not more than max_seq_len 2
+    assert one(rep, "length.over_max").rows == (1,)
     assert not [s for s in rep.skipped if "could not" in s["reason"]]
 
 

@@ -158,3 +158,28 @@ def test_jsonl_parser_messages(tmp_path):
     msgs = [e.value.split(" (column")[0] for e in f.examples]
     assert msgs == ["two JSON values on one line", "extra characters after the JSON value", "Expecting value"]
     assert rep.shards[0].rows == 1
+
+
+def test_csv_header_with_names_renames_the_header_columns(tmp_path):
+    """header = true plus names: the first line is still the header (skipped, never row 0) and
+    ``names`` renames its columns in order; header = false: names name the columns."""
+    (tmp_path / "s.csv").write_text("sentence,lab\nhello,1\n,0\n")
+    rep = datacheck.audit(str(tmp_path), config={"dataset": {"header": True, "names": ["t", "l"]},
+                                                 "columns": {"text": "t", "label": "l"}})
+    shard = rep.shards[0]
+    assert list(shard.columns) == ["t", "l"] and shard.rows == 2
+    f = one(rep, "empty.text")
+    assert f.rows == (1,) and f.lines == (3,)
+    (tmp_path / "s.csv").write_text("hello,1\n,0\n")
+    rep = datacheck.audit(str(tmp_path), config={"dataset": {"header": False, "names": ["t", "l"]},
+                                                 "columns": {"text": "t"}})
+    assert rep.shards[0].rows == 2 and list(rep.shards[0].columns) == ["t", "l"]
+    f = one(rep, "empty.text")
+    assert f.rows == (1,) and f.lines == (2,)
+
+
+def test_csv_header_width_differs_from_names(tmp_path):
+    (tmp_path / "s.csv").write_text("a,b,c\n1,2,3\n")
+    rep = datacheck.audit(str(tmp_path), config={"dataset": {"header": True, "names": ["t", "l"]}})
+    f = one(rep, "decode.unreadable")
+    assert "[dataset] names lists 2 column(s) but the header line 1 has 3" in f.message
