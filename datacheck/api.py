@@ -231,7 +231,7 @@ def _content(r: ShardResult) -> list[str]:
     return cols or list(r.columns)
 
 
-def audit_one(ds: DiscoveredShard, cfg: Config) -> ShardResult:
+def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
     """Hash and audit one shard (the unit of work an executor maps over shards)."""
     try:
         chash, size = hash_file(ds.path)
@@ -240,36 +240,39 @@ def audit_one(ds: DiscoveredShard, cfg: Config) -> ShardResult:
                            findings=[Finding(check="decode.unreadable", severity="error",
                                              message=f"{ds.rel}: cannot read file: {exc.strerror or exc}",
                                              details={"reason": str(exc)})])
-    return audit_shard(ds, cfg, chash, size)
+    return audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
 
 
-def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any) -> ShardResult:
+def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: bool = True) -> ShardResult:
     """Hash one shard; answer from ``cache`` (a :class:`~datacheck.cache.ShardCache`) when it holds
     the result for these bytes, path, format and config (no shard data is read then), else audit
     it and store the result."""
     try:
         chash, size = hash_file(ds.path)
     except OSError:
-        return audit_one(ds, cfg)  # not cacheable: audit_one reports the unreadable file
-    key = cache.key(ds.rel, ds.format, chash)
+        return audit_one(ds, cfg, cross_shard)  # not cacheable: audit_one reports the unreadable file
+    key = cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard)
     hit = cache.get(key, ds.rel)
     if hit is not None:
         return hit
-    result = audit_shard(ds, cfg, chash, size)
+    result = audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
     cache.put(key, result)
     return result
 
 
 def audit_shards(disc: Discovery, cfg: Config,
                  progress: Callable[[str, int, int], None] | None = None,
-                 cache: Any = None) -> list[ShardResult]:
+                 cache: Any = None, cross_shard: bool = True) -> list[ShardResult]:
     """Map :func:`audit_one` over the discovered shards, in discovery order; with ``cache`` (a
-    :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache."""
+    :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache.
+    ``cross_shard=False`` (one shard, no splits, no --against) skips the row-hash payload that
+    only the cross-shard checks need."""
     load_families()
     results: list[ShardResult] = []
     total = len(disc.shards)
     for k, ds in enumerate(disc.shards):
-        results.append(audit_one(ds, cfg) if cache is None else audit_one_cached(ds, cfg, cache))
+        results.append(audit_one(ds, cfg, cross_shard) if cache is None
+                       else audit_one_cached(ds, cfg, cache, cross_shard))
         if progress is not None:
             progress(ds.rel, k + 1, total)
     return results
@@ -370,7 +373,8 @@ def audit(
 
         against_results = hash_shards(discover([str(p) for p in ([against] if isinstance(against, (str, Path))
                                                                  else against)], cfg.dataset.format), cfg)
-    results = audit_shards(disc, cfg, progress, cache=cache)
+    cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or against is not None
+    results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard)
     if cache is not None and prune_cache:
         cache.prune()
     return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,

@@ -377,9 +377,14 @@ class ShardCache:
         self.stats = CacheStats()
         self.used: set[str] = set()  # keys read or written by this audit (kept by :meth:`prune`)
 
-    def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False) -> str:
-        """The entry key (32 hex digits) of a shard at relative path ``rel`` with ``content_hash``."""
-        blob = json.dumps([self.salt, rel, fmt, content_hash, bool(keep_rows)], separators=(",", ":"))
+    def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False, cross_shard: bool = True) -> str:
+        """The entry key (32 hex digits) of a shard at relative path ``rel`` with ``content_hash``.
+        ``cross_shard`` is part of the key: a result computed without the row-hash payload (a
+        one-shard audit) never answers an audit that needs it."""
+        parts: list = [self.salt, rel, fmt, content_hash, bool(keep_rows)]
+        if not cross_shard:
+            parts.append("single-shard")
+        blob = json.dumps(parts, separators=(",", ":"))
         return xxhash.xxh3_128_hexdigest(blob.encode("utf-8"))
 
     def entry_path(self, key: str) -> Path:

@@ -221,7 +221,8 @@ def _second_pass(lf: pl.LazyFrame, failed: dict[int, list[int]], row_checks: lis
     return details, examples
 
 
-def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, keep_rows: bool = False) -> ShardResult:
+def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, keep_rows: bool = False,
+                cross_shard: bool = True) -> ShardResult:
     """Audit one shard. Never raises for bad data: an unreadable shard is a ``decode.unreadable`` finding.
 
     With ``keep_rows``, ``ShardResult.failing_rows`` holds every failing row of every row check
@@ -239,7 +240,7 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     if casts:
         data.lf = data.lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
         schema.update(casts)
-    ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=ds.rel)
+    ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=ds.rel, cross_shard=cross_shard)
     row_checks, stats, shard_findings, skipped = _collect_items(ctx)
     try:
         n, results, stat_values, more_skipped = _run_fused(data.lf, row_checks, stats)

@@ -45,6 +45,9 @@ class ShardContext:
     roles: Roles
     schema: dict[str, pl.DataType]
     shard: str
+    #: False when the audit has a single shard and no splits or --against: nothing can repeat across
+    #: shards, so the row-hash payload for the merge is not computed (it is the costliest item).
+    cross_shard: bool = True
 
 
 @dataclass(frozen=True)

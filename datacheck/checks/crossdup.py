@@ -221,9 +221,17 @@ def _rows_post(v: Any) -> pl.DataFrame:
     return s.to_frame("hash")
 
 
+def payload_wanted(ctx: ShardContext) -> bool:
+    """Whether the merge can use this shard's row hashes: rows may repeat across shards (more than
+    one shard, [splits] or --against), or a class label can conflict within the shard."""
+    return ctx.cross_shard or ctx.roles.label is not None
+
+
 @shard_checks("dup")
 def crossdup_payload(ctx: ShardContext) -> Iterable[ShardItem]:
     """The row content hashes (and labels) of the shard, as a :class:`Payload` (see the module docstring)."""
+    if not payload_wanted(ctx):
+        return  # one shard, no splits, no --against, no class label: nothing for the merge to find
     cols, label = content_spec(ctx)
     if not cols:
         for cid in ("dup.exact_across_shards", "dup.conflicting_labels", "dup.split_overlap"):
@@ -337,6 +345,8 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     count = such rows (path order decides which copy is "earlier"); examples: ``shard row`` of the copy
     and of the first occurrence. Within-shard repeats are ``dup.exact_in_shard``, not counted here.
     """
+    if len(dctx.readable_shards()) < 2:
+        return  # a single shard: nothing to compare across shards (its repeats are dup.exact_in_shard)
     shards, cand = _merge(dctx)
     lacking = [s.path for s in dctx.readable_shards() if s not in shards]
     if lacking:
@@ -407,6 +417,9 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     ``ignore_index`` and negative integer labels mean "no label" and never conflict (see
     :func:`_has_label`); examples: one row per label of the first such contents.
     """
+    if dctx.readable_shards() and not any(s.roles.get("label") for s in dctx.readable_shards()):
+        yield Skipped("dup.conflicting_labels", "no class label column (set [columns] label)")
+        return
     shards, cand = _merge(dctx)
     if not shards:
         return

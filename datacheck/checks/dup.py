@@ -84,7 +84,9 @@ def dup_checks(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     key_cols = [_key_column(cols, ctx.schema)]
     shown = [c for c in cols if ctx.schema[c] == pl.String][:1] or key_cols
-    if [c for c in cols if c != ctx.roles.label]:
+    from datacheck.checks.crossdup import payload_wanted
+
+    if payload_wanted(ctx) and [c for c in cols if c != ctx.roles.label]:
         # The fused query already computes 128-bit content hashes of every row (label excluded) for
         # the cross-shard checks (crossdup.py); (hash, label) decides in-shard repeats at no extra scan.
         yield RowCheck(

@@ -6,7 +6,7 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
-from datacheck.checks._expr import supervised_per_row, truncated
+from datacheck.checks._expr import truncated
 from datacheck.checks.roledtype import problem
 from datacheck.findings import Skipped
 from datacheck.roles import inner_dtype, is_list
@@ -118,7 +118,7 @@ def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     else:
         ign = lab.ignore
         kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
-        none_kept = (supervised_per_row(r.labels, ign, tok.max_seq_len, tok.truncation_side) == 0) | pl.col(r.labels).is_null()
+        none_kept = kept.list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
         none_at_all = pl.col(r.labels).list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
         where = (f" after truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
                  if tok.max_seq_len is not None else "")

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks import FlatView, RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
-from datacheck.checks._expr import first_bad, positions_count, supervised_per_row, truncated
+from datacheck.checks._expr import first_bad, positions_count, supervised_per_row
 from datacheck.checks.roledtype import problem, problems
 from datacheck.findings import Finding, Skipped
 from datacheck.roles import inner_dtype, is_list
@@ -145,9 +145,8 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
             post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
     if labels is not None and lab.ignore is not None:
         ign = lab.ignore
-        kept = truncated(labels, tok.max_seq_len, tok.truncation_side)
         yield Stat(key="supervised_fraction",
-                   expr=supervised_per_row(labels, ign, tok.max_seq_len, tok.truncation_side).sum() / kept.list.len().sum())
+                   expr=supervised_per_row(labels, ign, None, tok.truncation_side).sum() / pl.col(labels).list.len().sum())
 
 
 @dataset_checks("padding")
