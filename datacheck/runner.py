@@ -178,6 +178,50 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
     return n, results, stat_values, skipped
 
 
+def _needed_columns(row_checks: list[RowCheck], stats: list[Stat], schema: dict[str, pl.DataType]) -> list[str]:
+    """The columns any check, stat, example or detail of this shard reads (polars' own root names)."""
+    exprs: list[pl.Expr] = []
+    views: list[FlatView] = []
+    if any(rc.refine is not None for rc in row_checks):
+        return list(schema)  # a refine step may compare any column
+    for rc in row_checks:
+        exprs += [e for e in (rc.fails, rc.rows, rc.example) if e is not None]
+        if rc.view is None:
+            exprs += list(rc.details.values())
+        else:
+            views.append(rc.view)
+    for st in stats:
+        if st.view is None:
+            exprs.append(st.expr)
+        else:
+            views.append(st.view)
+    names: set[str] = set()
+    for e in exprs:
+        try:
+            names.update(e.meta.root_names())
+        except Exception:  # noqa: BLE001 - an expression polars cannot introspect: read everything
+            return list(schema)
+    for v in views:
+        names.update(v.cols)
+        if v.where is not None:
+            names.update(v.where.meta.root_names())
+    return [c for c in schema if c in names]
+
+
+def _materialize(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat],
+                 schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+    """Read the columns the checks need once (the same read ``pl.read_parquet`` does, projected),
+    so the fused query, the flat views and the second pass over failing rows all work in memory
+    and no shard is ever read twice. Raises :class:`Unreadable` when the data cannot be decoded."""
+    needed = _needed_columns(row_checks, stats, schema)
+    if not needed:
+        return lf
+    try:
+        return lf.select(needed).collect().lazy()
+    except ENGINE_ERRORS as exc:
+        raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
+
+
 def _second_pass(lf: pl.LazyFrame, failed: dict[int, list[int]], row_checks: list[RowCheck],
                  max_ex: int) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
     """Second pass, only when something failed: one filtered read of the failing rows, then each
@@ -243,6 +287,7 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=ds.rel, cross_shard=cross_shard)
     row_checks, stats, shard_findings, skipped = _collect_items(ctx)
     try:
+        data.lf = _materialize(data.lf, row_checks, stats, schema)
         n, results, stat_values, more_skipped = _run_fused(data.lf, row_checks, stats)
     except Unreadable as exc:
         return _unreadable(ds, content_hash, size, exc.reason)
