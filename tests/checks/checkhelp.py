@@ -18,24 +18,12 @@ from datacheck.io.discover import DiscoveredShard
 from datacheck.report import Report
 from datacheck.runner import ShardResult, audit_shard
 
+from conftest import write_frame
+
 
 def write_shard(tmp_path: Path, df: pl.DataFrame | dict, name: str = "shard.parquet") -> Path:
-    """Write ``df`` into ``tmp_path / name`` in the format its extension names (parquet, jsonl, csv)."""
-    if isinstance(df, dict):
-        df = pl.DataFrame(df)
-    path = tmp_path / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if name.endswith(".parquet"):
-        df.write_parquet(path)
-    elif name.endswith(".jsonl"):
-        df.write_ndjson(path)
-    elif name.endswith(".csv"):
-        df.write_csv(path)
-    elif name.endswith(".arrow"):
-        df.write_ipc(path)
-    else:
-        raise ValueError(name)
-    return path
+    """Write ``df`` into ``tmp_path / name`` in the format its extension names (parquet, jsonl, csv, arrow)."""
+    return write_frame(tmp_path / name, df)
 
 
 def audit_df(tmp_path: Path, df: pl.DataFrame | dict, config: dict | None = None,

@@ -9,25 +9,12 @@ import polars as pl
 import datacheck
 from datacheck.report import Report
 
+from conftest import write_frame
+
 
 def write(root: Path, rel: str, data: dict | pl.DataFrame) -> Path:
     """Write ``data`` as ``root/rel`` in the format of its extension (parquet, jsonl, arrow stream)."""
-    df = data if isinstance(data, pl.DataFrame) else pl.DataFrame(data)
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if rel.endswith(".parquet"):
-        df.write_parquet(path)
-    elif rel.endswith(".jsonl"):
-        df.write_ndjson(path)
-    elif rel.endswith(".arrow"):  # Hugging Face save_to_disk writes Arrow IPC *streams*
-        import pyarrow as pa
-
-        table = df.to_arrow()
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
-            w.write_table(table)
-    else:
-        raise ValueError(rel)
-    return path
+    return write_frame(root / rel, data, arrow_stream=True)
 
 
 def run(paths: Any, config: dict | None = None, **kw: Any) -> Report:

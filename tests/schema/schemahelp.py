@@ -10,22 +10,12 @@ import datacheck
 from datacheck.findings import Finding
 from datacheck.report import Report
 
+from conftest import write_frame
+
 
 def write(tmp_path: Path, df: pl.DataFrame | dict, name: str = "shard.parquet") -> Path:
     """Write ``df`` as ``tmp_path/name`` (parquet, jsonl or arrow by extension)."""
-    if isinstance(df, dict):
-        df = pl.DataFrame(df)
-    path = tmp_path / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if name.endswith(".parquet"):
-        df.write_parquet(path)
-    elif name.endswith(".jsonl"):
-        df.write_ndjson(path)
-    elif name.endswith(".arrow"):
-        df.write_ipc(path)
-    else:
-        raise ValueError(name)
-    return path
+    return write_frame(tmp_path / name, df)
 
 
 def audit(paths: Any, schema: str | None, **sections: dict) -> Report:
