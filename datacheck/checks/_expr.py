@@ -79,6 +79,13 @@ def int_max(dtype: pl.DataType) -> int | None:
     return None
 
 
+def id_storage_cap(dtype: pl.DataType, vocab_size: int) -> int | None:
+    """The largest id the (element) integer type of ``dtype`` can store, when that is below
+    ``vocab_size - 1`` (``tokens.dtype_overflow``: e.g. uint16, max 65535, for mBERT's 119547); else None."""
+    cap = int_max(inner_dtype(dtype))
+    return cap if cap is not None and cap < vocab_size - 1 else None
+
+
 def counts_to_pairs(vc: list[dict] | None) -> list[list]:
     """``value_counts`` output (list of {value, count}) as ``[[value, count], ...]``."""
     if not vc:

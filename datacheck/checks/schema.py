@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks import ShardContext, ShardItem, dataset_checks, shard_checks
-from datacheck.checks._expr import int_max
+from datacheck.checks._expr import id_storage_cap
 from datacheck.findings import Finding, Skipped
 from datacheck.roles import inner_dtype
 
@@ -118,8 +118,8 @@ def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
         if not isinstance(declared, pl.DataType):
             continue
         inner = inner_dtype(declared)
-        cap = int_max(inner)
-        if cap is not None and cap < vocab - 1:
+        cap = id_storage_cap(declared, vocab)
+        if cap is not None:
             yield Finding(
                 check="tokens.dtype_overflow", severity="error", column=col,
                 message=(f"schema {contract.name} declares {col!r} as {declared} (max {cap}) but vocab_size is "

@@ -6,7 +6,7 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
-from datacheck.checks._expr import first_bad, int_max
+from datacheck.checks._expr import first_bad, id_storage_cap
 from datacheck.checks.roledtype import problem
 from datacheck.findings import Finding, Skipped
 from datacheck.roles import inner_dtype
@@ -48,8 +48,8 @@ def token_checks(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     t = ctx.schema[ids]
     inner = inner_dtype(t)
-    cap = int_max(inner)
-    if cap is not None and cap < vocab - 1:
+    cap = id_storage_cap(t, vocab)
+    if cap is not None:
         yield Finding(
             check="tokens.dtype_overflow", severity="error", column=ids,
             message=(f"{ids!r} stores ids as {inner} (max {cap}) but vocab_size is {vocab}: ids above {cap} "
