@@ -88,8 +88,9 @@ def payloads(root: Path) -> Path:
     """Hash every shard (payload-only query) and store the payloads; returns their folder."""
     import polars as pl
 
-    from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY, hash_shards
-    from datacheck.config import Config
+    from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY
+    from datacheck.execute.audit import hash_shards
+    from datacheck.model.config import Config
     from datacheck.io.discover import discover
 
     out = root.with_name(root.name + "_payloads")
@@ -114,11 +115,11 @@ def payloads(root: Path) -> Path:
 def child_merge(pdir: str) -> None:
     import polars as pl
 
-    from datacheck.api import DatasetContext
+    from datacheck.model.results import DatasetContext
     from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY, assign_splits, conflicting_labels, \
         exact_across_shards, split_overlap
-    from datacheck.config import config_from_dict
-    from datacheck.runner import ShardResult
+    from datacheck.model.config import config_from_dict
+    from datacheck.model.results import ShardResult
 
     pdir_p = Path(pdir)
     meta = json.loads((pdir_p / "meta.json").read_text())["shards"]
@@ -168,7 +169,7 @@ def hash_cost() -> None:
     """Fused-query seconds on the bench_audit shard with and without the row-hash payload."""
     import polars as pl
 
-    from datacheck.checks.crossdup import row_hash_expr
+    from datacheck.io.rowhash import row_hash_expr
 
     shard = WORK / "lm_400000x128.parquet"
     if not shard.exists():

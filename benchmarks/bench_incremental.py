@@ -1,4 +1,4 @@
-"""Benchmark: incremental re-audit through the per-shard result cache (``datacheck.cache``).
+"""Benchmark: incremental re-audit through the per-shard result cache (``datacheck.execute.cache``).
 
 Generates (seeded, once) SHARDS tokenized causal-LM parquet shards of ROWS rows each (default
 100 x 24,000 rows, input_ids list<int32> of 16..128 tokens, attention_mask list<int8>, labels
@@ -133,7 +133,7 @@ def main() -> int:
         shutil.copytree(folder, data, ignore=shutil.ignore_patterns(".complete"))
         cache = work / "cache"
 
-        from datacheck.cache import code_fingerprint
+        from datacheck.execute.cache import code_fingerprint
 
         def run():
             return timed_api(data, cache) if args.mode == "api" else timed_cli(data, cache, work)

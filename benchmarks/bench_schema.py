@@ -41,7 +41,7 @@ def contract_path(shard: Path) -> Path:
     out = WORK / (shard.stem + ".schema.yaml")
     if not out.exists():
         from datacheck.contracts import infer_contract, infer_yaml
-        from datacheck.report import write_json_atomic
+        from datacheck.io.outputs import write_json_atomic
 
         data, _ = infer_contract([str(shard)])
         write_json_atomic(out, infer_yaml(data, [shard.name]))
@@ -55,8 +55,8 @@ def _pandera_equivalent(contract_file: Path):
     import pandera.polars as pa
 
     from datacheck.contracts import data_items, load_contract
-    from datacheck.checks import RowCheck
-    from datacheck.roles import Roles
+    from datacheck.checks.registry import RowCheck
+    from datacheck.model.roles import Roles
 
     contract = load_contract(str(contract_file))
     lf = pl.scan_parquet(contract_file.parent / (contract_file.name.replace(".schema.yaml", ".parquet")))

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from datacheck._version import __version__
 from datacheck.api import audit
-from datacheck.config import Config, load_config
-from datacheck.errors import ConfigError, DatacheckError, PolicyFailed, ReportVersionError, UsageError
-from datacheck.findings import Example, Finding, Severity
-from datacheck.report import Report, ShardReport, read_report
+from datacheck.model.config import Config, load_config
+from datacheck.model.errors import ConfigError, DatacheckError, PolicyFailed, ReportVersionError, UsageError
+from datacheck.model.findings import Example, Finding, Severity
+from datacheck.report.model import Report, ShardReport, read_report
 
 __all__ = [
     "__version__",

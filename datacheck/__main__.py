@@ -1,5 +1,5 @@
 import sys
 
-from datacheck.cli import main
+from datacheck.cli.main import main
 
 sys.exit(main())

@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from datacheck.cli import main
-from datacheck.report import read_report
+from datacheck.cli.main import main
+from datacheck.report.model import read_report
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from datacheck.cli import main
-from datacheck.config import config_from_dict, load_config
-from datacheck.errors import ConfigError
+from datacheck.cli.main import main
+from datacheck.model.config import config_from_dict, load_config
+from datacheck.model.errors import ConfigError
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 import polars as pl
 
 import datacheck
-from datacheck.render import render_markdown, render_text
+from datacheck.render.text import render_markdown, render_text
 
 
 def _data(tmp_path):
@@ -37,7 +37,7 @@ def test_text_view(tmp_path):
 
 
 def test_many_shards_are_shortened(tmp_path):
-    from datacheck.render import _shards_txt
+    from datacheck.render.text import _shards_txt
 
     assert _shards_txt([]) == ""
     assert _shards_txt(["a.parquet", "b.parquet"]) == "(2 shards: a.parquet, b.parquet)"

@@ -28,9 +28,9 @@ import pytest
 
 import datacheck
 from conftest import CASES, ROOT, run_cli
-from datacheck.catalog import CATALOG
-from datacheck.constants import REPORT_VERSION
-from datacheck.errors import ReportVersionError, UsageError
+from datacheck.model.catalog import CATALOG
+from datacheck.model.constants import REPORT_VERSION
+from datacheck.model.errors import ReportVersionError, UsageError
 
 SCHEMA_PATH = ROOT / "schemas" / "report.schema.json"
 GOLDEN = ROOT / "tests" / "golden" / "sample_data_report.json"

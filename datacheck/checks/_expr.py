@@ -5,7 +5,7 @@ from typing import Callable
 
 import polars as pl
 
-from datacheck.roles import inner_dtype, is_list
+from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["flat_list", "any_element", "count_elements", "first_bad", "value_counts", "is_int", "is_numeric", "int_max"]
 

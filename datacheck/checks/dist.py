@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from datacheck.checks import dataset_checks
-from datacheck.findings import Finding, Skipped
+from datacheck.checks.registry import dataset_checks
+from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["psi", "length_drift", "label_drift", "PSI_THRESHOLD", "MIN_ROWS", "LENGTH_BINS", "PSI_EPSILON",
            "SINGLE_CLASS_P"]

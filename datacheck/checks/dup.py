@@ -15,7 +15,7 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, shard_checks
 
 __all__ = ["dup_checks", "content_columns"]
 

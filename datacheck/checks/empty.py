@@ -5,11 +5,11 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, shard_checks
 from datacheck.checks._expr import truncated
 from datacheck.checks.roledtype import problem
-from datacheck.findings import Skipped
-from datacheck.roles import inner_dtype, is_list
+from datacheck.model.findings import Skipped
+from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["empty_checks"]
 

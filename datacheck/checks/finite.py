@@ -9,10 +9,10 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, shard_checks
 from datacheck.checks._expr import any_element, count_elements, first_bad, flat_list
-from datacheck.constants import BF16_MAX, FP16_MAX, FP32_MAX
-from datacheck.roles import inner_dtype
+from datacheck.model.constants import BF16_MAX, FP16_MAX, FP32_MAX
+from datacheck.model.roles import inner_dtype
 
 __all__ = ["finite_checks", "DTYPE_MAX"]
 

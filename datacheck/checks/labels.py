@@ -5,11 +5,11 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks import RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
 from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
 from datacheck.checks.roledtype import problem
-from datacheck.findings import Finding, Skipped
-from datacheck.roles import inner_dtype, is_list
+from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["label_checks", "unseen_class", "index_classes"]
 

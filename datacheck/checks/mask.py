@@ -5,11 +5,11 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks import FlatView, RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
+from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
 from datacheck.checks._expr import first_bad, positions_count, supervised_per_row
 from datacheck.checks.roledtype import problem, problems
-from datacheck.findings import Finding, Skipped
-from datacheck.roles import inner_dtype, is_list
+from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["mask_checks", "eos_unsupervised"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from datacheck.checks import ShardContext, ShardItem, shard_checks
-from datacheck.findings import Finding
-from datacheck.roles import RoleDtypeProblem, role_dtype_problems, role_problem
+from datacheck.checks.registry import ShardContext, ShardItem, shard_checks
+from datacheck.model.findings import Finding
+from datacheck.model.roles import RoleDtypeProblem, role_dtype_problems, role_problem
 
 __all__ = ["problems", "problem", "role_dtype_checks"]
 

@@ -15,10 +15,10 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks import ShardContext, ShardItem, dataset_checks, shard_checks
+from datacheck.checks.registry import ShardContext, ShardItem, dataset_checks, shard_checks
 from datacheck.checks._expr import id_storage_cap
-from datacheck.findings import Finding, Skipped
-from datacheck.roles import inner_dtype
+from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import inner_dtype
 
 __all__ = ["schema_checks", "schema_inconsistent", "contract_dtype_overflow"]
 

@@ -5,11 +5,11 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, shard_checks
 from datacheck.checks._expr import first_bad, id_storage_cap
 from datacheck.checks.roledtype import problem
-from datacheck.findings import Finding, Skipped
-from datacheck.roles import inner_dtype
+from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import inner_dtype
 
 __all__ = ["token_checks"]
 

@@ -8,7 +8,7 @@
 """
 from __future__ import annotations
 
-from datacheck.contracts.infer import infer_contract, infer_yaml
+from datacheck.tools.infer import infer_contract, infer_yaml
 from datacheck.contracts.load import LAYOUTS, contract_from_dict, layout_text, load_contract
 from datacheck.contracts.model import KINDS, ColumnRule, Contract, dtype_kind
 from datacheck.contracts.validate import data_items, structure_findings, validate_with_pandera

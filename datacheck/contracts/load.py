@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from datacheck.contracts.model import KINDS, ColumnRule, Contract
-from datacheck.errors import ConfigError
+from datacheck.model.errors import ConfigError
 
 __all__ = ["LAYOUTS", "load_contract", "contract_from_dict", "layout_text", "CONTRACT_FORMAT_VERSION"]
 

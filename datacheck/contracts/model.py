@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.roles import inner_dtype, is_list
+from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["KINDS", "ColumnRule", "Contract", "dtype_kind"]
 

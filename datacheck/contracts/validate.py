@@ -31,11 +31,11 @@ from typing import Any, Iterable, Union
 
 import polars as pl
 
-from datacheck.checks import RowCheck
+from datacheck.checks.registry import RowCheck
 from datacheck.checks._expr import any_element, first_bad
 from datacheck.contracts.model import ColumnRule, Contract, dtype_kind
-from datacheck.findings import Finding, Skipped
-from datacheck.roles import Roles, inner_dtype, is_list
+from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import Roles, inner_dtype, is_list
 
 __all__ = ["structure_findings", "data_items", "check_expr", "check_name", "resolve_columns",
            "validate_with_pandera"]

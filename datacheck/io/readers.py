@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from datacheck.findings import Example, Finding, show_value
-from datacheck.roles import TEXT_NAMES
+from datacheck.model.findings import Example, Finding, show_value
+from datacheck.model.roles import TEXT_NAMES
 
 __all__ = ["ShardData", "Unreadable", "open_shard", "read_bytes"]
 

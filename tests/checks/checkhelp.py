@@ -11,12 +11,13 @@ from typing import Any
 import polars as pl
 
 import datacheck
-from datacheck.config import config_from_dict
-from datacheck.findings import Finding
-from datacheck.hashing import hash_file
+from datacheck.model.config import config_from_dict
+from datacheck.model.findings import Finding
+from datacheck.io.hashing import hash_file
 from datacheck.io.discover import DiscoveredShard
-from datacheck.report import Report
-from datacheck.runner import ShardResult, audit_shard
+from datacheck.report.model import Report
+from datacheck.model.results import ShardResult
+from datacheck.engine.shard import audit_shard
 
 from conftest import write_frame
 

@@ -7,7 +7,7 @@ from typing import Any
 import polars as pl
 
 import datacheck
-from datacheck.report import Report
+from datacheck.report.model import Report
 
 from conftest import write_frame
 

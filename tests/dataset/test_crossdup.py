@@ -12,11 +12,12 @@ import xxhash
 from conftest import run_cli
 from dshelp import by_check, one, run, write
 
-from datacheck.checks.crossdup import CONTENT_KEY, ROW_ENCODING, ROWS_KEY, assign_splits, row_hash_series
-from datacheck.config import config_from_dict
-from datacheck.hashing import hash_file
+from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY, assign_splits
+from datacheck.io.rowhash import ROW_ENCODING, row_hash_series
+from datacheck.model.config import config_from_dict
+from datacheck.io.hashing import hash_file
 from datacheck.io.discover import DiscoveredShard
-from datacheck.runner import audit_shard
+from datacheck.engine.shard import audit_shard
 
 # ------------------------------------------------------------------ the canonical row encoding
 
@@ -264,7 +265,7 @@ def test_split_overlap_against_with_unreadable_shard(splits):
 
 
 def test_payload_survives_the_result_cache(splits, tmp_path, monkeypatch):
-    import datacheck.api as api
+    import datacheck.execute.audit as api
 
     cfg = {"splits": {"train": "train/*", "test": "test/*"}}
     first = run(splits, cfg, cache_dir=tmp_path / "cache")

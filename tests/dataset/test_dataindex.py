@@ -13,8 +13,8 @@ from conftest import run_cli
 from dshelp import by_check, one, run, write
 
 import datacheck
-from datacheck.dataindex import INDEX_FORMAT_VERSION, read_index, safe_relpath
-from datacheck.errors import UsageError
+from datacheck.io.dataindex import INDEX_FORMAT_VERSION, read_index, safe_relpath
+from datacheck.model.errors import UsageError
 
 
 def _shards(root: Path) -> Path:
@@ -35,7 +35,7 @@ def _build(ds: Path, out: Path) -> dict:
 
 
 def test_build_writes_versioned_sorted_index(ds, tmp_path):
-    from datacheck.hashing import hash_file, index_hash
+    from datacheck.io.hashing import hash_file, index_hash
 
     out = tmp_path / "index.json"
     doc = _build(ds, out)
@@ -166,7 +166,7 @@ def test_bad_index_file_is_a_usage_error(ds, tmp_path, content, msg):
 def test_bad_index_is_refused_before_any_shard_is_read(ds, tmp_path, monkeypatch):
     bad = _index(tmp_path, [{"path": "../../etc/passwd", "bytes": 1, "rows": 1, "content_hash": "xxh3-128:00"}])
     opened: list[str] = []
-    import datacheck.api as api
+    import datacheck.execute.audit as api
 
     monkeypatch.setattr(api, "audit_shards", lambda *a, **k: opened.append("read") or [])
     with pytest.raises(UsageError, match="outside the dataset root"):

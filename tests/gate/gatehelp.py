@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.cli import main
+from datacheck.cli.main import main
 
 
 class Result:

@@ -15,14 +15,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-import datacheck.api as api
+import datacheck.execute.audit as api
 import datacheck.io.readers as readers
-import datacheck.runner as runner
-from datacheck.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
-from datacheck.config import Config
-from datacheck.findings import Example, Finding, Skipped
+import datacheck.engine.shard as runner
+from datacheck.execute.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
+from datacheck.model.config import Config, config_from_dict
+from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.io.discover import discover
-from datacheck.runner import ShardResult
+from datacheck.model.results import ShardResult
 from gatehelp import cli, normalized, write_dataset
 
 CFG = {"labels": {"num_classes": 3}}
@@ -138,7 +138,7 @@ def test_changed_shard_is_re_audited_others_are_hits(tmp_path, monkeypatch):
         return real(ds, *a, **k)
 
     monkeypatch.setattr(api, "audit_shard", spy)
-    cfg = api._coerce_config(CFG)
+    cfg = config_from_dict(CFG)
     c = ShardCache(cache, cfg)
     results = api.audit_shards(discover([str(d)]), cfg, cache=c)
     rep = api.finish_report(cfg, results, root=d, temp_files=["half.parquet.tmp"], fail_on="error")
@@ -154,8 +154,8 @@ def test_config_change_misses(tmp_path):
     d = write_dataset(tmp_path / "data")
     cache = tmp_path / "cache"
     _audit(d, cache)
-    c = ShardCache(cache, api._coerce_config({"labels": {"num_classes": 4}}))
-    api.audit_shards(discover([str(d)]), api._coerce_config({"labels": {"num_classes": 4}}), cache=c)
+    c = ShardCache(cache, config_from_dict({"labels": {"num_classes": 4}}))
+    api.audit_shards(discover([str(d)]), config_from_dict({"labels": {"num_classes": 4}}), cache=c)
     assert (c.stats.hits, c.stats.misses) == (0, 8)
 
 
@@ -174,7 +174,7 @@ def test_corrupt_entry_is_recomputed(tmp_path, damage):
         victim.write_bytes(bytes(data))
     else:
         victim.write_bytes(b"")
-    cfg = api._coerce_config(CFG)
+    cfg = config_from_dict(CFG)
     c = ShardCache(cache, cfg)
     with pytest.warns(CacheWarning, match="corrupt"):
         results = api.audit_shards(discover([str(d)]), cfg, cache=c)

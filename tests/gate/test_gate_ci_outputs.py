@@ -9,9 +9,9 @@ import junitparser
 import polars as pl
 import xmlschema
 
-from datacheck.annotations import annotation_lines
-from datacheck.catalog import CATALOG
-from datacheck.report import read_report
+from datacheck.render.annotations import annotation_lines
+from datacheck.model.catalog import CATALOG
+from datacheck.report.model import read_report
 from gatehelp import cli
 
 XSD = Path(__file__).with_name("junit.xsd")

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from conftest import ROOT
-from datacheck.diff import diff_reports
-from datacheck.report import read_report
+from datacheck.tools.diff import diff_reports
+from datacheck.report.model import read_report
 from gatehelp import cli, load
 
 SAMPLE = ROOT / "sample_data"

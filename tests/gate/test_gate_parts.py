@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 
-from datacheck.parts import part_of, sidecar_path
+from datacheck.execute.parts import part_of, sidecar_path
 from gatehelp import cli, load, normalized, write_dataset
 
 

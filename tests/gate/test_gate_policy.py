@@ -4,9 +4,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from datacheck.api import apply_policy, audit
-from datacheck.config import config_from_dict
-from datacheck.findings import Finding
+from datacheck.report.policy import apply_policy
+from datacheck.execute.audit import audit
+from datacheck.model.config import config_from_dict
+from datacheck.model.findings import Finding
 from gatehelp import cli
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import datacheck
-from datacheck.config import config_from_dict, load_config
-from datacheck.findings import Finding
-from datacheck.html_report import render_html
-from datacheck.report import read_report
+from datacheck.model.config import config_from_dict, load_config
+from datacheck.model.findings import Finding
+from datacheck.render.html import render_html
+from datacheck.report.model import read_report
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"

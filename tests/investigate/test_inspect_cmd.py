@@ -10,11 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from datacheck.config import Config, config_from_dict, load_config
-from datacheck.errors import OptionalDependencyError, UsageError
-from datacheck.hashing import hash_file
-from datacheck.inspect import (TOKENIZERS_INSTALL, export_rows, inspect_shards, load_tokenizer,
-                               parse_row_list)
+from datacheck.model.config import Config, config_from_dict, load_config
+from datacheck.model.errors import OptionalDependencyError, UsageError
+from datacheck.io.hashing import hash_file
+from datacheck.tools.inspect import TOKENIZERS_INSTALL, export_rows, inspect_shards, load_tokenizer, parse_row_list
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"

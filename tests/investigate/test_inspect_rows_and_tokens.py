@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from datacheck.config import config_from_dict, load_config
-from datacheck.errors import UsageError
-from datacheck.inspect import inspect_shards, load_tokenizer
+from datacheck.model.config import config_from_dict, load_config
+from datacheck.model.errors import UsageError
+from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"

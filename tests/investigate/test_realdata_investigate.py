@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 
 import datacheck
-from datacheck.clean import INDEX_NAME, QUARANTINE_DIR, clean
-from datacheck.config import config_from_dict
-from datacheck.hashing import hash_file
-from datacheck.inspect import inspect_shards, load_tokenizer
+from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
+from datacheck.model.config import config_from_dict
+from datacheck.io.hashing import hash_file
+from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT.parent / "shared" / "realdata"

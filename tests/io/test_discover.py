@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 
 import datacheck
-from datacheck.errors import UsageError
+from datacheck.model.errors import UsageError
 from datacheck.io.discover import discover, sniff_json_lines
 
 JSONL = '{"text": "a", "label": 0}\n{"text": "b", "label": 1}\n'

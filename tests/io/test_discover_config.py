@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 
 import datacheck
-from datacheck.api import resolve_config_path
+from datacheck.execute.setup import resolve_config_path
 
 BAD = {"text": ["a", "b", "c"], "label": [0, 1, 5]}  # 5 is out of range only with num_classes = 2
 CFG = "[labels]\nnum_classes = 2\n"
@@ -78,7 +78,7 @@ def test_defaults_are_named(sd):
     text = run_cli("audit", str(d), "--no-cache", "--no-progress", "--report-dir", str(work / "r"), cwd=work).stdout
     assert text.splitlines()[1] == "config: none (defaults)"
     assert datacheck.audit(str(d), {}).config_path is None
-    from datacheck.render import render_text
+    from datacheck.render.text import render_text
 
     rep = datacheck.audit(str(d), {"labels": {"num_classes": 2}})
     assert rep.config_path is None and render_text(rep).splitlines()[1] == "config: none (given in memory)"

@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 
 from conftest import ROOT, run_cli
-from datacheck.cli import main
+from datacheck.cli.main import main
 
 BOM = b"\xef\xbb\xbf"
 
@@ -69,7 +69,7 @@ def test_dev_null_outputs_stay_a_character_device(tmp_path, ow):
                 return real(src, dst, *a, **k)
             return call
         os.replace, os.rename = _blocked(os.replace), _blocked(os.rename)
-        from datacheck.cli import main
+        from datacheck.cli.main import main
         sys.exit(main(sys.argv[1:]))
     """)
     p = subprocess.run([sys.executable, "-c", guard, "audit", str(ow), "-o", "/dev/null", "--junit", "/dev/null",
@@ -292,14 +292,14 @@ def test_sigterm_during_clean_removes_the_temporary_folder(tmp_path, ow):
     child = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        import datacheck.clean as c
+        import datacheck.tools.clean as c
         real = c.audit_shard
         def blocked(*a, **k):
             Path({str(marker)!r}).write_text("in clean")
             time.sleep(120)
             return real(*a, **k)
         c.audit_shard = blocked
-        from datacheck.cli import main
+        from datacheck.cli.main import main
         sys.exit(main(sys.argv[1:]))
     """)
     out = tmp_path / "cleaned"
@@ -323,8 +323,8 @@ def test_sigterm_during_clean_removes_the_temporary_folder(tmp_path, ow):
 
 
 def test_clean_restores_the_previous_sigterm_handler(tmp_path, ow):
-    from datacheck.clean import clean
-    from datacheck.config import Config
+    from datacheck.tools.clean import clean
+    from datacheck.model.config import Config
 
     def mine(signum, frame):  # pragma: no cover - never called
         raise AssertionError("not expected")

@@ -1,4 +1,4 @@
-"""datacheck.outputs: the one atomic-write helper (links, folders, fifos, unwritable places) and the
+"""datacheck.io.outputs: the one atomic-write helper (links, folders, fifos, unwritable places) and the
 guard that keeps outputs out of the audited data (user test report items 1, 2, 14)."""
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from datacheck.cache import write_bytes_atomic
-from datacheck.errors import UsageError
-from datacheck.inspect import write_frame_atomic
-from datacheck.outputs import check_outputs, write_atomic
-from datacheck.report import read_report, write_json_atomic
+from datacheck.io.outputs import write_bytes_atomic
+from datacheck.model.errors import UsageError
+from datacheck.tools.inspect import write_frame_atomic
+from datacheck.io.outputs import check_outputs, write_atomic
+from datacheck.report.model import read_report
+from datacheck.io.outputs import write_json_atomic
 
 
 def _leftovers(folder: Path) -> list[str]:

@@ -7,8 +7,8 @@ from typing import Any
 import polars as pl
 
 import datacheck
-from datacheck.findings import Finding
-from datacheck.report import Report
+from datacheck.model.findings import Finding
+from datacheck.report.model import Report
 
 from conftest import write_frame
 

@@ -9,7 +9,7 @@ import pytest
 from schemahelp import audit, summary, write
 
 from datacheck.contracts import load_contract
-from datacheck.errors import ConfigError
+from datacheck.model.errors import ConfigError
 
 from conftest import run_cli
 

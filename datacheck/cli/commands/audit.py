@@ -1,0 +1,166 @@
+"""``datacheck audit PATH...``: the per-shard audit and the versioned report."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from datacheck.model.constants import DEFAULT_REPORT_DIR, EXIT_OK, EXIT_POLICY_FAILED
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    a = sub.add_parser("audit", help="audit shards and write a versioned report")
+    a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
+    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
+                                    "folder holding every PATH, else in its parent)")
+    a.add_argument("--report-dir", default=DEFAULT_REPORT_DIR,
+                   help=f"reports are stored as DIR/<index_hash>/report.json (default {DEFAULT_REPORT_DIR})")
+    a.add_argument("--output", "-o", help="also write the JSON report to this file")
+    a.add_argument("--format", choices=["text", "json", "markdown", "html"], default="text",
+                   help="what to print (default text; html: a self-contained page)")
+    a.add_argument("--html", metavar="FILE", help="also write the report as a self-contained HTML page to FILE")
+    a.add_argument("--fail-on", choices=["error", "warn", "never"], default="error",
+                   help="lowest severity that fails the gate (default error)")
+    a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    a.add_argument("--against", action="append", metavar="PATH", default=None,
+                   help="another dataset (file, folder or glob; repeatable) to compare with: audited rows whose "
+                        "content also occurs there are dup.split_overlap (e.g. eval against train)")
+    a.add_argument("--schema", metavar="NAME|PATH",
+                   help="data contract: a built-in layout (causal_lm, seq2seq, text_classification, "
+                        "token_classification, tabular), a Pandera YAML/JSON file or file.py:ClassName "
+                        "(overrides [dataset] schema)")
+    add_ci_arguments(a)
+    g = a.add_argument_group("incremental audit and split jobs")
+    g.add_argument("--cache-dir", default=None,
+                   help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache)")
+    g.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
+    g.add_argument("--cache-prune", action="store_true",
+                   help="after the audit, delete the cache entries it did not use (a cache folder kept for this "
+                        "dataset, e.g. by actions/cache)")
+    g.add_argument("--num-parts", type=int, default=None, metavar="N",
+                   help="split the shards into N parts (by a hash of each shard's relative path)")
+    g.add_argument("--part", type=int, default=None, metavar="K",
+                   help="audit part K (0..N-1) only; combine the part reports with 'datacheck merge'")
+    return a
+
+
+def add_ci_arguments(a: argparse.ArgumentParser) -> None:
+    """``--junit FILE`` (shared by audit and merge)."""
+    a.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per shard and check")
+
+
+def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
+    """Write ``--output``/``--junit``, print the report in ``--format``, emit GitHub Actions
+    annotations when ``GITHUB_ACTIONS=true`` (on stderr, so stdout stays the report); return the exit code."""
+    from datacheck.render.annotations import emit_annotations, in_github_actions
+    from datacheck.render.text import render_markdown, render_text
+
+    text = report.to_json()
+    if getattr(args, "junit", None):
+        from datacheck.render.junit import write_junit
+
+        write_junit(report, args.junit)
+    if getattr(args, "html", None):
+        from datacheck.render.html import render_html
+        from datacheck.io.outputs import write_json_atomic
+
+        write_json_atomic(args.html, render_html(report))
+    if args.format == "json":
+        sys.stdout.write(text)
+    elif args.format == "markdown":
+        sys.stdout.write(render_markdown(report))
+    elif args.format == "html":
+        from datacheck.render.html import render_html
+
+        sys.stdout.write(render_html(report))
+    else:
+        sys.stdout.write(render_text(report))
+        sys.stdout.write(f"report: {stored}\n")
+    if in_github_actions():
+        emit_annotations(report, sys.stderr, root=root)
+    return EXIT_OK if report.passed else EXIT_POLICY_FAILED
+
+
+def _progress_enabled(args: argparse.Namespace) -> bool:
+    return (not args.no_progress and sys.stderr.isatty() and not os.environ.get("CI")
+            and os.environ.get("TERM") != "dumb")
+
+
+def resolve_config_path(given: str | None, paths: list[str]) -> str | None:
+    """The config to use (one rule for every entry point): see :func:`datacheck.api.resolve_config_path`."""
+    from datacheck.execute.setup import resolve_config_path as _resolve
+
+    return _resolve(given, paths)
+
+
+def run(args: argparse.Namespace) -> int:
+    import warnings
+
+    from datacheck.execute.audit import audit
+    from datacheck.execute.cache import DEFAULT_CACHE_DIR, CacheWarning
+    from datacheck.model.config import Config, load_config
+    from datacheck.execute.parts import audit_part, check_part_args, write_part
+    from datacheck.report.model import report_path
+    from datacheck.io.outputs import write_json_atomic
+
+    config_path = resolve_config_path(args.config, args.paths)
+    cfg = load_config(config_path) if config_path is not None else Config()
+    if getattr(args, "schema", None):
+        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"schema_": args.schema})})
+    split = check_part_args(args.num_parts, args.part)  # before any shard is read
+    from datacheck.io.outputs import check_outputs
+
+    check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
+                  [*args.paths, *(getattr(args, "against", None) or [])])
+    cache_dir = None if args.no_cache else (args.cache_dir or DEFAULT_CACHE_DIR)
+
+    def go(progress):
+        if split is not None:
+            if getattr(args, "against", None):
+                from datacheck.model.errors import UsageError
+
+                raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
+            return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
+                              progress=progress, prune_cache=args.cache_prune, config_path=config_path)
+        return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
+                     against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CacheWarning)
+        if _progress_enabled(args):
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TextColumn("{task.description}"), transient=True) as bar:
+                task = bar.add_task("", total=None)
+
+                def tick(path: str, done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total, description=path)
+
+                result = go(tick)
+        else:
+            result = go(None)
+    for w in caught:
+        if issubclass(w.category, CacheWarning):
+            print(f"datacheck: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    if split is not None:
+        stored = report_path(args.report_dir, result.report.index_hash)
+        report = write_part(result, stored)
+        if args.output:
+            write_part(result, args.output)
+    else:
+        report = result
+        text = report.to_json()
+        stored = write_json_atomic(report_path(args.report_dir, report.index_hash), text)
+        if args.output:
+            write_json_atomic(args.output, text)
+    root = None
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from datacheck.io.discover import discover
+
+        root = discover(list(args.paths), cfg.dataset.format).root
+    return emit_report(report, args, stored, root)

@@ -1,0 +1,132 @@
+"""``datacheck inspect SHARD``: the offending rows with their values, and ``--export`` for replay.
+
+Exit codes (the same meaning as ``datacheck audit``): 0 no offending row (among the ``--check``
+IDs asked for); 1 offending rows were found, or a shard cannot be read at all (an unreadable
+shard is a data problem, ``decode.unreadable``, as in the audit: the message says why and
+where); 2 usage or config error (bad flag, unknown check ID, missing path, tokenizer package
+missing); 3 internal error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+
+__all__ = ["add_parser", "run", "resolve_shard_config"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    a = sub.add_parser(
+        "inspect", help="show a shard's offending rows with their values; export them for replay",
+        description="Show the rows of SHARD that fail checks: row index (and line for JSONL/CSV), failing "
+                    "column and value, the first bad position in list columns, and the sequence as tokens "
+                    "with --tokenizer. Exit 0: no offending row; 1: offending rows or an unreadable shard; "
+                    "2: usage or config error.")
+    a.add_argument("paths", nargs="+", metavar="SHARD", help="shard file, folder (e.g. a save_to_disk split) or glob")
+    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
+                                    "folder holding every SHARD, else in its parent)")
+    a.add_argument("--check", action="append", metavar="ID",
+                   help="only this check ID (repeatable or comma-separated), e.g. tokens.out_of_vocab")
+    a.add_argument("--rows", metavar="LIST",
+                   help="show (and export) these 0-based rows instead of the failing ones, e.g. 17,42 or 100-110")
+    a.add_argument("--limit", type=int, default=20, metavar="N",
+                   help="at most N rows shown per check (default 20); --export writes every failing row")
+    a.add_argument("--tokenizer", metavar="FILE",
+                   help="tokenizer.json, a GPT-2 vocab.json (merges.txt beside it), vocab.txt, or a folder "
+                        'holding them; needs the tokenizers package: pip install "tokenizers>=0.15"')
+    a.add_argument("--export", metavar="FILE", help="write the offending rows (or --rows) to FILE.parquet or "
+                                                   "FILE.jsonl with row index, shard path and shard content hash")
+    a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
+    a.add_argument("--no-progress", action="store_true",
+                   help="accepted for symmetry with audit (scripts pass it to every command); "
+                        "inspect shows no progress bar")
+    return a
+
+
+def resolve_shard_config(given: str | None, paths: list[str]) -> str | None:
+    """The config to use: the one rule of every entry point (:func:`datacheck.api.resolve_config_path`:
+    ``--config``; else ``./datacheck.toml``; else ``datacheck.toml`` in the one folder holding every
+    PATH, or in that folder's parent)."""
+    from datacheck.execute.setup import resolve_config_path
+
+    return resolve_config_path(given, paths)
+
+
+def _text(inspections, exported, tok_source: str | None) -> str:
+    out: list[str] = []
+    for ins in inspections:
+        head = f"{ins.shard.rel} ({ins.shard.format}, {ins.bytes} bytes, {ins.content_hash})"
+        if ins.unreadable is not None:
+            out += [head, f"  UNREADABLE: {ins.unreadable}", ""]
+            continue
+        out.append(f"{head}: {ins.rows} rows")
+        out += [f"  note: {n}" for n in ins.notes]
+        for f in ins.decode:
+            out.append(f"  {f.check} [{f.severity}] {f.message}")
+            for e in f.examples[:10]:
+                where = f"line {e.line}" + (f", byte offset {e.byte_offset}" if e.byte_offset is not None else "")
+                out.append(f"      {where}: {e.value}")
+        if not ins.failing and not ins.shown:
+            out.append("  no failing rows in the row checks" + ("" if not ins.skipped else
+                                              f" ({len(ins.skipped)} check(s) skipped: "
+                                              + "; ".join(f"{s.check}: {s.reason}" for s in ins.skipped[:4]) + ")"))
+        for key, rows in sorted(ins.failing.items()):
+            out.append(f"  {key}: {len(rows)} row(s); first: {', '.join(map(str, rows[:10]))}"
+                       + (" …" if len(rows) > 10 else ""))
+        if ins.shown:
+            out.append("")
+        for r in ins.shown:
+            where = f"row {r.row}" + (f" (line {r.line})" if r.line is not None else "")
+            col = f" column {r.column}" if r.column else ""
+            out.append(f"  {where}  {r.check}{col}")
+            if r.value:
+                out.append(f"      value: {r.value}")
+            if r.position is not None:
+                out.append(f"      first bad element: position {r.position} of {r.length}: {r.bad_value}")
+            elif r.detail is not None and r.detail != r.value:
+                out.append(f"      detail: {r.detail}")
+            if r.tokens is not None:
+                out.append(f"      tokens: {' '.join(r.tokens)}")
+        out.append("")
+    if tok_source:
+        out.append(f"tokenizer: {tok_source}")
+    if exported is not None:
+        path, n = exported
+        out.append(f"exported {n} row(s) to {path}" if path is not None else "nothing to export: no rows selected")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    from datacheck.model.config import Config, load_config
+    from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
+
+    from datacheck.io.outputs import check_outputs
+
+    check_outputs({"--export": args.export}, args.paths)  # before any shard is read
+    from datacheck.model.config import describe_config
+
+    config_path = resolve_shard_config(args.config, args.paths)
+    print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
+    cfg = load_config(config_path) if config_path is not None else Config()
+    checks = [c.strip() for arg in (args.check or []) for c in arg.split(",") if c.strip()] or None
+    rows = parse_row_list(args.rows) if args.rows is not None else None
+    tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    inspections = inspect_shards(args.paths, cfg, checks=checks, rows=rows, limit=args.limit, tokenizer=tok)
+    exported = None
+    if args.export:
+        exported = export_rows(inspections, args.export, cfg, rows=rows)
+    if args.format == "json":
+        doc = {"shards": [i.to_dict() for i in inspections],
+               "tokenizer": tok.source if tok else None,
+               "export": None if exported is None else {"path": str(exported[0]) if exported[0] else None,
+                                                        "rows": exported[1]}}
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+    else:
+        sys.stdout.write(_text(inspections, exported, tok.source if tok else None))
+    if rows is not None:
+        bad = any(i.unreadable is not None or any(r.check != "(none)" for r in i.shown) for i in inspections)
+    else:
+        bad = any(i.has_failures for i in inspections)
+    return EXIT_POLICY_FAILED if bad else EXIT_OK

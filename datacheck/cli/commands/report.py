@@ -1,0 +1,49 @@
+"""``datacheck report REPORT.json``: render a stored report (text, markdown, JSON or self-contained HTML).
+
+Exit codes: 0 rendered; 2 usage error (missing file, not a datacheck report, a newer
+``report_version``, unwritable ``--html`` path). The report's own pass/fail status does not change
+the exit code here: the gate is ``datacheck audit``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from datacheck.model.constants import EXIT_OK
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    a = sub.add_parser("report", help="render a stored report.json (text, markdown, json, or HTML with --html)")
+    a.add_argument("report", metavar="REPORT.json", help="a report written by datacheck audit")
+    a.add_argument("--html", metavar="OUT.html",
+                   help="write a self-contained HTML page (inline CSS and SVG charts; works offline)")
+    a.add_argument("--format", choices=["text", "markdown", "json", "html"], default=None,
+                   help="what to print (default: text, or nothing when --html is given)")
+    return a
+
+
+def run(args: argparse.Namespace) -> int:
+    from datacheck.render.html import render_html
+    from datacheck.render.text import render_markdown, render_text
+    from datacheck.report.model import read_report
+    from datacheck.io.outputs import write_json_atomic
+
+    from datacheck.io.outputs import check_outputs
+
+    check_outputs({"--html": args.html}, [args.report])  # never over the report it renders
+    report = read_report(args.report)
+    if args.html:
+        path = write_json_atomic(args.html, render_html(report))
+        print(f"HTML report: {path}", file=sys.stderr)
+    fmt = args.format or (None if args.html else "text")
+    if fmt == "text":
+        sys.stdout.write(render_text(report))
+    elif fmt == "markdown":
+        sys.stdout.write(render_markdown(report))
+    elif fmt == "json":
+        sys.stdout.write(report.to_json())
+    elif fmt == "html":
+        sys.stdout.write(render_html(report))
+    return EXIT_OK

@@ -1,0 +1,55 @@
+"""``datacheck schema infer PATH... [-o FILE]``: write a data contract from the data.
+
+The output is the YAML form ``--schema FILE`` / ``[dataset] schema`` read (Pandera's polars
+schema plus datacheck's list rules); auditing the same data against it passes.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from datacheck.model.constants import EXIT_OK, EXIT_USAGE
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    a = sub.add_parser("schema", help="data contracts: infer a schema from data")
+    verbs = a.add_subparsers(dest="schema_command", metavar="SUBCOMMAND")
+    inf = verbs.add_parser("infer", help="write a schema (Pandera YAML) from the shards under PATH")
+    inf.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
+    inf.add_argument("-o", "--output", metavar="FILE", help="write the schema here (default: print it)")
+    inf.add_argument("--config", help="datacheck.toml for the format and [columns] roles (default: ./datacheck.toml, "
+                                      "else datacheck.toml in the one folder holding every PATH, else in its parent)")
+    inf.add_argument("--name", default="inferred", help="the schema's name (default: inferred)")
+    return a
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "schema_command", None) != "infer":
+        print("datacheck: error: schema needs a subcommand: datacheck schema infer PATH... [-o FILE]", file=sys.stderr)
+        return EXIT_USAGE
+    from datacheck.cli.commands.audit import resolve_config_path
+    from datacheck.model.config import load_config
+    from datacheck.contracts import infer_contract, infer_yaml
+    from datacheck.io.outputs import write_json_atomic
+
+    from datacheck.io.outputs import check_outputs
+
+    check_outputs({"--output": args.output}, args.paths)  # before any shard is read
+    from datacheck.model.config import describe_config
+    from datacheck.model.config import Config
+
+    config_path = resolve_config_path(args.config, args.paths)
+    print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
+    cfg = load_config(config_path) if config_path is not None else Config()
+    data, notes = infer_contract(args.paths, cfg, name=args.name)
+    text = infer_yaml(data, [str(p) for p in args.paths])
+    for n in notes:
+        print(f"datacheck: note: {n}", file=sys.stderr)
+    if args.output:
+        path = write_json_atomic(args.output, text)
+        print(f"schema: {path}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

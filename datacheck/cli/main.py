@@ -1,0 +1,160 @@
+"""The ``datacheck`` command line: a thin layer over :mod:`datacheck.execute.audit`.
+
+Exit codes (DESIGN.md): 0 pass; 1 the policy failed; 2 usage or config error; 3 internal error;
+130 interrupted (Ctrl-C). A closed output pipe (``datacheck audit data/ | head -5``) never changes the
+exit code and never prints a traceback: the rest of the output is discarded, as Python's docs
+recommend for SIGPIPE/EPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from typing import Any, TextIO
+
+from datacheck import __version__
+from datacheck.model.constants import EXIT_INTERNAL, EXIT_POLICY_FAILED, EXIT_USAGE
+from datacheck.model.errors import DatacheckError, PolicyFailed, ReportVersionError, UsageError
+
+__all__ = ["main", "build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # exit 2 with the message, as argparse does, but our wording
+        self.print_usage(sys.stderr)
+        print(f"datacheck: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="datacheck", description="Audit ML training data shards before training.")
+    p.add_argument("--version", action="version", version=f"datacheck {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _command_modules():
+        mod = importlib.import_module(f"datacheck.cli.commands.{name}")
+        sp = mod.add_parser(sub)
+        sp.set_defaults(_run=mod.run)
+    return p
+
+
+def _command_modules() -> list[str]:
+    """Every module in datacheck/commands/ is a verb with ``add_parser(subparsers)`` and ``run(args) -> int``."""
+    import pkgutil
+
+    import datacheck.cli.commands as pkg
+
+    names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+    return ["audit"] + [n for n in names if n != "audit"]
+
+
+#: Arguments that name a file or folder: an empty string there (an unset shell variable) is refused
+#: instead of meaning "the current folder". dest -> how the message names it.
+_PATH_ARGS = {
+    "paths": "PATH", "parts": "PART_REPORT", "against": "--against", "report": "REPORT.json", "old": "OLD",
+    "new": "NEW", "config": "--config", "output": "--output", "out": "--out", "html": "--html",
+    "junit": "--junit", "export": "--export", "index": "--index", "report_dir": "--report-dir",
+    "cache_dir": "--cache-dir", "tokenizer": "--tokenizer", "schema": "--schema",
+}
+
+
+def check_empty_paths(args: argparse.Namespace) -> None:
+    """Refuse an empty string given as a path argument (``datacheck audit "$UNSET"``).
+
+    Raises:
+        UsageError: "empty PATH ..." naming the argument (exit code 2).
+    """
+    for dest, name in _PATH_ARGS.items():
+        value = getattr(args, dest, None)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            what = "PATH" if dest == "paths" else name
+            raise UsageError(f"empty {what}: {name} is an empty string (an unset shell variable?); "
+                             "give a file, a folder or a glob")
+
+
+class _PipeSafe:
+    """A text stream proxy that survives a closed pipe: on ``BrokenPipeError`` the stream's file
+    descriptor is pointed at ``os.devnull`` (Python's docs, "Note on SIGPIPE") and the rest of the
+    output is discarded, so the command still finishes and returns its own exit code."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self.broken = False
+
+    def _silence(self) -> None:
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass  # no real descriptor (an in-memory stream): the writes below are dropped anyway
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._silence()
+            return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._silence()
+            try:
+                self._stream.flush()  # the buffered rest now goes to os.devnull
+            except (OSError, ValueError):
+                pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``datacheck`` command line; returns the exit code (see the module docstring)."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _PipeSafe(out), _PipeSafe(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout.flush()  # a closed pipe is silenced here, not at interpreter exit (exit code 120)
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        check_empty_paths(args)
+        return args._run(args)
+    except (UsageError, ReportVersionError) as exc:
+        print(f"datacheck: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PolicyFailed as exc:
+        print(f"datacheck: {exc}", file=sys.stderr)
+        return EXIT_POLICY_FAILED
+    except DatacheckError as exc:
+        print(f"datacheck: internal error: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+    except KeyboardInterrupt:
+        print("datacheck: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # a pipe other than stdout/stderr (those are _PipeSafe): no result to trust
+        if isinstance(sys.stdout, _PipeSafe):
+            sys.stdout._silence()
+        return EXIT_INTERNAL
+    except Exception:
+        print("datacheck: internal error (a bug; please report it with this traceback):", file=sys.stderr)
+        traceback.print_exc()
+        return EXIT_INTERNAL

@@ -1,0 +1,491 @@
+"""Per-shard result cache for incremental audits, and the binary encoding of shard results.
+
+A nightly audit over a shard set that grows every day should only read the shards that changed.
+Each :class:`~datacheck.runner.ShardResult` is stored under a key made of
+
+- the shard's content hash (xxh3-128 of its bytes) and its path relative to the audited root
+  (findings' messages name the shard, so the path is part of what the result says),
+- the shard format (the same bytes read as CSV or as TSV give different results),
+- the config hash (:meth:`Config.hash`) and, for ``[dataset] schema`` naming a file, that
+  file's content hash,
+- the datacheck version, a fingerprint of datacheck's own source files (a changed check must
+  never be answered from an old result) and the polars version.
+
+A rerun over unchanged shards hashes each shard (it has to: the hash *is* the key) and reads no
+shard data: no scan, no parse. A changed shard has a new content hash, misses and is re-audited.
+
+Entries (the ``.dcr`` "datacheck results" layout, also used for part sidecars; see
+:func:`encode_results`)::
+
+    b"DCR1\\n"                       magic (5 bytes)
+    u64 little-endian H            length of the header
+    H bytes                         header: UTF-8 JSON {"meta": ..., "results": [...], "blobs": [[offset, length], ...]}; dict
+                                    key order is kept (it is part of what a result says)
+    blobs                           Arrow IPC streams (polars Series/DataFrames) and .npy arrays of payloads
+    16 bytes                        xxh3-128 digest of everything before it
+
+An entry whose magic, lengths, digest or JSON do not check out is corrupt or truncated: it is
+never trusted, it is counted, removed and recomputed. Entries are written to a temporary file in
+the entry's folder, fsynced and renamed (``os.replace``), so a reader sees either no entry or a
+complete one, and two audits writing the same entry at once both leave a complete entry.
+
+Entries are never deleted during an audit; ``--cache-prune`` (:meth:`ShardCache.prune`) deletes,
+after the audit, the entries it did not use (the old versions of changed or removed shards) and
+temporary files older than an hour, for a cache folder kept for one dataset (nightly CI).
+
+A cache folder that exists but is read-only (no write permission bits, or writes refused by the
+file system) is a usage error (exit 2) raised before any shard is read: pass ``--cache-dir`` to a
+writable folder or ``--no-cache``. Write permission bits are honoured even for root (containers
+often run as root; writing into a folder someone marked read-only would be a surprise).
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import json
+import os
+import stat
+import struct
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from datacheck._version import __version__
+from datacheck.model.config import Config
+from datacheck.model.errors import UsageError
+from datacheck.io.outputs import write_bytes_atomic
+from datacheck.model.findings import Finding, Skipped
+
+__all__ = [
+    "DEFAULT_CACHE_DIR",
+    "ShardCache",
+    "CacheStats",
+    "CacheWarning",
+    "CorruptEntry",
+    "EncodeError",
+    "encode_results",
+    "decode_results",
+    "code_fingerprint",
+    "cache_salt",
+]
+
+#: Default cache folder, relative to the working directory (beside ``.datacheck/reports``).
+DEFAULT_CACHE_DIR = ".datacheck/cache"
+#: Layout version of cache entries; part of every key, so a layout change never reads old entries.
+ENTRY_LAYOUT = 1
+_MAGIC = b"DCR1\n"
+_DIGEST_LEN = 16  # xxh3-128
+_TAG = "__dc__"
+
+
+class CacheWarning(UserWarning):
+    """The cache could not be used for one entry (the audit went on without it)."""
+
+
+class CorruptEntry(ValueError):
+    """A ``.dcr`` blob is truncated, has a wrong digest or cannot be decoded."""
+
+
+class EncodeError(TypeError):
+    """A shard result holds a value the ``.dcr`` layout cannot store (e.g. a polars Object column)."""
+
+
+# --------------------------------------------------------------------------- value encoding
+
+
+def _encode_value(v: Any, blobs: list[bytes], where: str) -> Any:
+    """JSON-able form of ``v``; polars Series/DataFrames and numpy values go to ``blobs``."""
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return {_TAG: "float", "repr": repr(v)}
+        return v
+    if isinstance(v, tuple):
+        return {_TAG: "tuple", "items": [_encode_value(x, blobs, where) for x in v]}
+    if isinstance(v, list):
+        return [_encode_value(x, blobs, where) for x in v]
+    if isinstance(v, dict):
+        if all(isinstance(k, str) for k in v) and _TAG not in v:
+            return {k: _encode_value(x, blobs, where) for k, x in v.items()}
+        return {_TAG: "dict", "items": [[_encode_value(k, blobs, where), _encode_value(x, blobs, where)]
+                                        for k, x in v.items()]}
+    if isinstance(v, (bytes, bytearray)):
+        return {_TAG: "bytes", "b64": base64.b64encode(bytes(v)).decode("ascii")}
+    import polars as pl
+
+    if isinstance(v, pl.Series):
+        return {_TAG: "series", "blob": _add_blob(blobs, _ipc(v.to_frame(), where))}
+    if isinstance(v, pl.DataFrame):
+        return {_TAG: "frame", "blob": _add_blob(blobs, _ipc(v, where))}
+    import numpy as np
+
+    if isinstance(v, (np.ndarray, np.generic)):
+        arr = np.asarray(v)
+        if arr.dtype == object:
+            raise EncodeError(f"{where}: numpy object arrays cannot be stored")
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=False)
+        return {_TAG: "ndarray" if isinstance(v, np.ndarray) else "npscalar", "blob": _add_blob(blobs, buf.getvalue())}
+    raise EncodeError(f"{where}: values of type {type(v).__name__} cannot be stored in a result entry")
+
+
+def _add_blob(blobs: list[bytes], data: bytes) -> int:
+    blobs.append(data)
+    return len(blobs) - 1
+
+
+def _ipc(df: Any, where: str) -> bytes:
+    buf = io.BytesIO()
+    try:
+        df.write_ipc_stream(buf, compression="uncompressed")
+    except Exception as exc:  # polars raises several types (e.g. for Object columns)
+        raise EncodeError(f"{where}: cannot write as Arrow IPC: {str(exc).splitlines()[0]}") from None
+    return buf.getvalue()
+
+
+def _decode_value(v: Any, blobs: list[memoryview]) -> Any:
+    if isinstance(v, list):
+        return [_decode_value(x, blobs) for x in v]
+    if not isinstance(v, dict):
+        return v
+    tag = v.get(_TAG)
+    if tag is None:
+        return {k: _decode_value(x, blobs) for k, x in v.items()}
+    if tag == "float":
+        return float(v["repr"])
+    if tag == "tuple":
+        return tuple(_decode_value(x, blobs) for x in v["items"])
+    if tag == "dict":
+        return {_hashable(_decode_value(k, blobs)): _decode_value(x, blobs) for k, x in v["items"]}
+    if tag == "bytes":
+        return base64.b64decode(v["b64"])
+    if tag in ("series", "frame"):
+        import polars as pl
+
+        df = pl.read_ipc_stream(io.BytesIO(bytes(blobs[v["blob"]])))
+        return df.to_series(0) if tag == "series" else df
+    if tag in ("ndarray", "npscalar"):
+        import numpy as np
+
+        arr = np.load(io.BytesIO(bytes(blobs[v["blob"]])), allow_pickle=False)
+        return arr if tag == "ndarray" else arr[()]
+    raise CorruptEntry(f"unknown value tag {tag!r}")
+
+
+def _hashable(k: Any) -> Any:
+    return tuple(_hashable(x) for x in k) if isinstance(k, list) else k
+
+
+# --------------------------------------------------------------------------- ShardResult <-> JSON
+
+
+def _result_to_obj(r: Any, blobs: list[bytes]) -> dict[str, Any]:
+    where = f"shard result of {r.path}"
+    return {
+        "path": r.path,
+        "format": r.format,
+        "content_hash": r.content_hash,
+        "bytes": r.bytes,
+        "rows": r.rows,
+        "findings": [_encode_value(f.to_dict(dataset_level=True), blobs, where) for f in r.findings],
+        "stats": _encode_value(r.stats, blobs, where + " (stats)"),
+        "skipped": [s.to_dict() for s in r.skipped],
+        "roles": _encode_value(r.roles, blobs, where + " (roles)"),
+        "columns": _encode_value(r.columns, blobs, where + " (columns)"),
+        "failing_rows": _encode_value(r.failing_rows, blobs, where + " (failing_rows)"),
+        "payload": _encode_value(r.payload, blobs, where + " (payload)"),
+    }
+
+
+def _result_from_obj(o: dict[str, Any], blobs: list[memoryview]) -> Any:
+    from datacheck.model.results import ShardResult
+
+    findings = []
+    for fd in o["findings"]:
+        findings.append(Finding.from_dict(_decode_value(fd, blobs)))
+    return ShardResult(
+        path=o["path"], format=o["format"], content_hash=o["content_hash"], bytes=o["bytes"], rows=o["rows"],
+        findings=findings,
+        stats=_decode_value(o["stats"], blobs),
+        skipped=[Skipped(check=s["check"], reason=s["reason"]) for s in o["skipped"]],
+        roles=_decode_value(o["roles"], blobs),
+        columns=_decode_value(o["columns"], blobs),
+        failing_rows=_decode_value(o["failing_rows"], blobs),
+        payload=_decode_value(o["payload"], blobs),
+    )
+
+
+def encode_results(results: list[Any], meta: dict[str, Any] | None = None) -> bytes:
+    """Encode shard results (and a JSON ``meta`` mapping) in the ``.dcr`` layout (module docstring).
+
+    Findings, stats, roles, columns, skipped checks and ``failing_rows`` are stored as JSON;
+    payload values that are polars Series/DataFrames are stored as Arrow IPC streams, numpy arrays
+    as ``.npy``; tuples, bytes, non-string dict keys and non-finite floats are tagged, so that
+    :func:`decode_results` gives back equal values of the same types.
+
+    Raises:
+        EncodeError: a value cannot be stored (e.g. a polars Object column, an arbitrary object).
+    """
+    blobs: list[bytes] = []
+    objs = [_result_to_obj(r, blobs) for r in results]
+    offsets, pos = [], 0
+    for b in blobs:
+        offsets.append([pos, len(b)])
+        pos += len(b)
+    header = json.dumps({"layout": ENTRY_LAYOUT, "meta": meta or {}, "results": objs, "blobs": offsets},
+                        separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    body = b"".join([_MAGIC, struct.pack("<Q", len(header)), header, *blobs])
+    return body + xxhash.xxh3_128_digest(body)
+
+
+def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
+    """Decode a ``.dcr`` blob into (shard results, meta).
+
+    Raises:
+        CorruptEntry: wrong magic, truncated, digest mismatch, or undecodable content. A corrupt
+            blob is never partly trusted.
+    """
+    if len(data) < len(_MAGIC) + 8 + _DIGEST_LEN or not data.startswith(_MAGIC):
+        raise CorruptEntry("not a datacheck result entry (bad magic or too short)")
+    body, digest = data[:-_DIGEST_LEN], data[-_DIGEST_LEN:]
+    if xxhash.xxh3_128_digest(body) != digest:
+        raise CorruptEntry("checksum mismatch (truncated or modified entry)")
+    (hlen,) = struct.unpack_from("<Q", body, len(_MAGIC))
+    start = len(_MAGIC) + 8
+    if start + hlen > len(body):
+        raise CorruptEntry("header length beyond the end of the entry")
+    try:
+        header = json.loads(bytes(body[start:start + hlen]).decode("utf-8"))
+        view = memoryview(body)[start + hlen:]
+        blobs = []
+        for off, n in header["blobs"]:
+            if off + n > len(view):
+                raise CorruptEntry("blob beyond the end of the entry")
+            blobs.append(view[off:off + n])
+        results = [_result_from_obj(o, blobs) for o in header["results"]]
+    except CorruptEntry:
+        raise
+    except Exception as exc:  # a well-formed digest over undecodable content: still never trusted
+        raise CorruptEntry(f"cannot decode entry: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    if header.get("layout") != ENTRY_LAYOUT:
+        raise CorruptEntry(f"entry layout {header.get('layout')!r}, expected {ENTRY_LAYOUT}")
+    return results, header.get("meta", {})
+
+
+# --------------------------------------------------------------------------- keys
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """xxh3-128 over datacheck's own source and data files (``.py``, ``.json``, ``.yaml``: the checks
+    and the built-in schemas; sorted relative paths and bytes).
+
+    Part of every cache key: results computed by different check code never answer each other,
+    even when the version string did not change (editable installs, development).
+    """
+    pkg = Path(__file__).resolve().parent
+    h = xxhash.xxh3_128()
+    for p in sorted(pkg.rglob("*")):
+        if p.suffix in (".py", ".json", ".yaml") and p.is_file() and "__pycache__" not in p.parts:
+            h.update(p.relative_to(pkg).as_posix().encode() + b"\0")
+            h.update(p.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def _schema_file_hash(cfg: Config) -> str | None:
+    """Content hash of the schema file ``[dataset] schema`` names (a ``.yaml``/``.json`` path or
+    ``file.py:ClassName``); None for a built-in layout name (covered by :func:`code_fingerprint`)."""
+    name = getattr(cfg.dataset, "schema_", None)
+    if not name:
+        return None
+    from datacheck.io.hashing import hash_file
+
+    for candidate in (name, name.rsplit(":", 1)[0] if ":" in name else None):
+        if candidate and Path(candidate).is_file():
+            return hash_file(candidate)[0]
+    return None
+
+
+def cache_salt(cfg: Config) -> str:
+    """Everything besides the shard that decides a shard result, as one hex digest (32 chars):
+    entry layout, datacheck version, code fingerprint, polars version, config hash, schema file hash."""
+    import polars as pl
+
+    parts = {"layout": ENTRY_LAYOUT, "datacheck": __version__, "code": code_fingerprint(),
+             "polars": pl.__version__, "config": cfg.hash(), "schema_file": _schema_file_hash(cfg)}
+    return xxhash.xxh3_128_hexdigest(json.dumps(parts, sort_keys=True).encode())
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+@dataclass
+class CacheStats:
+    """Counters of one audit's cache use."""
+
+    hits: int = 0
+    misses: int = 0
+    corrupt: int = 0
+    writes: int = 0
+    write_errors: int = 0
+
+
+def _check_writable(root: Path) -> None:
+    """Create ``root`` if needed and prove it writable, else raise :class:`UsageError`."""
+    remedy = "pass --cache-dir with a writable folder, or --no-cache"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cache folder {root}: cannot create it ({exc.strerror or exc}); {remedy}") from None
+    if not root.is_dir():
+        raise UsageError(f"cache folder {root}: exists and is not a folder; {remedy}")
+    mode = root.stat().st_mode
+    if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        raise UsageError(f"cache folder {root} is read-only (mode {stat.filemode(mode)}); {remedy}")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=root)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise UsageError(f"cache folder {root} is not writable ({exc.strerror or exc}); {remedy}") from None
+
+
+class ShardCache:
+    """The per-shard result cache under ``root`` (default ``.datacheck/cache``).
+
+    Args:
+        root: the cache folder; created when missing.
+        cfg: the validated config of this audit (its hash is part of every key).
+
+    Raises:
+        UsageError: ``root`` cannot be created or is read-only (checked here, before any shard is read).
+    """
+
+    def __init__(self, root: str | Path, cfg: Config):
+        self.root = Path(root)
+        _check_writable(self.root)
+        self.salt = cache_salt(cfg)
+        self.stats = CacheStats()
+        self.used: set[str] = set()  # keys read or written by this audit (kept by :meth:`prune`)
+
+    def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False, cross_shard: bool = True) -> str:
+        """The entry key (32 hex digits) of a shard at relative path ``rel`` with ``content_hash``.
+        ``cross_shard`` is part of the key: a result computed without the row-hash payload (a
+        one-shard audit) never answers an audit that needs it."""
+        parts: list = [self.salt, rel, fmt, content_hash, bool(keep_rows)]
+        if not cross_shard:
+            parts.append("single-shard")
+        blob = json.dumps(parts, separators=(",", ":"))
+        return xxhash.xxh3_128_hexdigest(blob.encode("utf-8"))
+
+    def entry_path(self, key: str) -> Path:
+        """``<root>/v<layout>/<key[:2]>/<key>.dcr`` (256 sub-folders keep folder listings short)."""
+        return self.root / f"v{ENTRY_LAYOUT}" / key[:2] / f"{key}.dcr"
+
+    def get(self, key: str, rel: str) -> Any | None:
+        """The cached :class:`ShardResult` for ``key`` (its path set to ``rel``), or None on a miss.
+
+        A corrupt or truncated entry counts as a miss (``stats.corrupt``) and is removed.
+        """
+        p = self.entry_path(key)
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
+            self.stats.misses += 1
+            return None
+        except OSError as exc:
+            warnings.warn(f"cache entry {p}: cannot read ({exc.strerror or exc}); re-auditing {rel}", CacheWarning,
+                          stacklevel=2)
+            self.stats.misses += 1
+            return None
+        try:
+            results, meta = decode_results(data)
+            if meta.get("key") != key or len(results) != 1:
+                raise CorruptEntry("entry does not belong to this key")
+        except CorruptEntry as exc:
+            warnings.warn(f"cache entry {p} is corrupt ({exc}); re-auditing {rel}", CacheWarning, stacklevel=2)
+            self.stats.corrupt += 1
+            self.stats.misses += 1
+            try:
+                p.unlink()
+            except OSError:
+                pass
+            return None
+        self.stats.hits += 1
+        self.used.add(key)
+        r = results[0]
+        r.path = rel
+        return r
+
+    def put(self, key: str, result: Any) -> None:
+        """Store ``result`` atomically (temporary file in the entry's folder, fsync, ``os.replace``).
+
+        A result that cannot be encoded, or a failed write (disk full), is not cached: a
+        :class:`CacheWarning` says so and the audit goes on.
+        """
+        try:
+            data = encode_results([result], meta={"key": key})
+        except EncodeError as exc:
+            warnings.warn(f"not cached: {exc}", CacheWarning, stacklevel=2)
+            self.stats.write_errors += 1
+            return
+        p = self.entry_path(key)
+        self.used.add(key)
+        try:
+            write_bytes_atomic(p, data)
+        except OSError as exc:
+            warnings.warn(f"cache entry {p}: cannot write ({exc.strerror or exc}); continuing without it",
+                          CacheWarning, stacklevel=2)
+            self.stats.write_errors += 1
+            return
+        self.stats.writes += 1
+
+
+    def prune(self, temp_max_age_s: float = 3600.0) -> int:
+        """Delete every entry this audit did not use, entries of other layouts, and temporary files
+        older than ``temp_max_age_s`` seconds (left by a killed writer). Returns the files removed.
+
+        For a cache folder dedicated to one dataset and config (e.g. restored by ``actions/cache``
+        in a nightly job): entries of the shard versions that are gone would otherwise pile up.
+        Another audit running at the same time over the same folder loses at most some hits.
+        """
+        import time
+
+        removed = 0
+        now = time.time()
+        for p in sorted(self.root.rglob("*")):
+            if not p.is_file():
+                continue
+            rel = p.relative_to(self.root).parts
+            stale = False
+            if p.name.endswith(".tmp"):
+                try:
+                    stale = now - p.stat().st_mtime > temp_max_age_s
+                except OSError:
+                    continue
+            elif p.suffix == ".dcr" and rel[0].startswith("v"):
+                stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used
+            if stale:
+                try:
+                    p.unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+        for d in sorted((x for x in self.root.rglob("*") if x.is_dir()), key=lambda x: len(x.parts), reverse=True):
+            try:
+                d.rmdir()  # only empty folders go
+            except OSError:
+                pass
+        return removed
+
+
+

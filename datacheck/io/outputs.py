@@ -1,0 +1,306 @@
+"""Where datacheck writes: the one atomic-write helper behind every file it produces, and the guard
+that keeps outputs out of the audited data.
+
+Writing (:func:`write_atomic`, used by reports, ``--html``, ``--junit``, ``inspect --export``,
+``index build``, ``schema infer``, part sidecars and cache entries):
+
+* a symbolic link is followed: its final target is written (the link stays a link);
+* a regular file, or a new one, is written as a temporary file in the target's own folder
+  (``.NAME.XXXXXXXX.tmp``: discovery treats ``*.tmp`` as a temporary file, never as a shard),
+  fsynced, given the target's permissions (an existing file keeps its mode; a new one gets
+  ``0o666`` minus the umask) and renamed over the target (``os.replace``), so a reader sees the
+  old or the new content, never a part of it;
+* an existing file that is not a regular file (a character device such as ``/dev/null``, a fifo,
+  a terminal) and the process's own streams (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
+  anything under ``/proc/``) are written directly, opened for appending, never replaced;
+* an existing folder is refused (``UsageError``: "... is a folder; give a file path"), as is
+  a location that cannot be written (``UsageError`` naming the path and the OS reason).
+
+Guarding (:func:`check_outputs`): an output path that is one of the audited files, or lies inside
+an audited folder, is refused before any data is read, so datacheck never overwrites a shard
+nor drops its own files among the data. Paths below a hidden folder (``.datacheck/reports``, the
+default report folder) are allowed: discovery never reads hidden files or folders.
+"""
+from __future__ import annotations
+
+import errno
+import glob as _glob
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Collection, Iterable, Mapping
+from pathlib import Path
+from typing import BinaryIO
+
+from datacheck.model.errors import UsageError
+
+__all__ = ["write_atomic", "check_outputs", "check_output_target", "Content"]
+
+#: What :func:`write_atomic` writes: text (UTF-8), bytes, or a function that writes the whole
+#: content to the binary file object it is given (e.g. ``df.write_parquet``).
+Content = str | bytes | Callable[[BinaryIO], None]
+
+# The process's own streams: written in place, whatever they point at (a pipe, a tty, a file).
+_STREAM_FDS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_STREAM_PREFIXES = ("/dev/fd/", "/proc/")
+# Symbolic links followed at most (the Linux limit, MAXSYMLINKS = 40).
+_MAX_LINKS = 40
+
+
+def _stream(given: str) -> tuple[bool, int | None]:
+    """(does ``given``, or a link it leads through, name one of the process's streams?, the file
+    descriptor it names: 1 for ``/dev/stdout``, N for ``/dev/fd/N`` or ``/proc/self/fd/N``, else None)."""
+    p = os.path.abspath(given)
+    for _ in range(_MAX_LINKS):
+        if p in _STREAM_FDS:
+            return True, _STREAM_FDS[p]
+        if p.startswith(_STREAM_PREFIXES):
+            for prefix in ("/dev/fd/", "/proc/self/fd/", f"/proc/{os.getpid()}/fd/"):
+                if p.startswith(prefix) and p[len(prefix):].isdigit():
+                    return True, int(p[len(prefix):])
+            return True, None
+        if not os.path.islink(p):
+            return False, None
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return False, None
+
+
+def _plan(given: str) -> tuple[str, bool, int | None, int | None]:
+    """(file to write, write it directly instead of rename?, mode of an existing regular file,
+    the process's own file descriptor to write to (``/dev/stdout``: 1) or None).
+
+    Raises:
+        OSError: ``EISDIR`` for a folder (or a path ending in ``/``), ``ELOOP`` for a link loop,
+            or the error of ``stat``.
+    """
+    if given.endswith(os.sep) or (os.altsep and given.endswith(os.altsep)):
+        raise IsADirectoryError(errno.EISDIR, "names a folder", given)
+    is_stream, fd = _stream(given)
+    if is_stream:
+        return given, True, None, fd
+    try:
+        st = os.stat(given)  # follows symbolic links
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder", given)
+        if not stat.S_ISREG(st.st_mode):
+            return given, True, None, None
+    target = os.path.realpath(given)
+    if os.path.islink(target):  # realpath stops at a loop
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), given)
+    return target, False, None if st is None else stat.S_IMODE(st.st_mode), None
+
+
+def _put(f: BinaryIO, content: Content) -> None:
+    if isinstance(content, str):
+        f.write(content.encode("utf-8"))
+    elif isinstance(content, (bytes, bytearray, memoryview)):
+        f.write(content)
+    else:
+        content(f)
+
+
+def _new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _fsync_dir(folder: str) -> None:
+    """Make the rename durable (best effort: some file systems refuse to fsync a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write(given: str, content: Content) -> None:
+    target, direct, mode, own_fd = _plan(given)
+    if direct:
+        try:
+            if own_fd is not None:
+                # the process's own stream: write through a duplicate of its descriptor, so the
+                # output shares its offset (``> file``) and order with what was printed before
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                with os.fdopen(os.dup(own_fd), "wb") as f:
+                    _put(f, content)
+            else:
+                with open(target, "ab") as f:
+                    _put(f, content)
+        except BrokenPipeError:
+            pass  # the reader of a pipe went away: nothing more to deliver, not datacheck's failure
+        return
+    folder = os.path.dirname(target) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
+    try:
+        os.fchmod(fd, _new_file_mode() if mode is None else mode)  # mkstemp creates 0600
+        with os.fdopen(fd, "wb") as f:
+            _put(f, content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(folder)
+
+
+def _usage_error(given: str, exc: OSError) -> UsageError:
+    if exc.errno == errno.EISDIR:
+        return UsageError(f"{given} is a folder; give a file path")
+    return UsageError(f"cannot write {given}: {exc.strerror or exc}; choose a writable location")
+
+
+def write_atomic(path: str | os.PathLike[str], content: Content, *, os_errors: bool = False) -> Path:
+    """Write ``content`` to ``path`` atomically (see the module docstring for links, devices, fifos).
+
+    Args:
+        path: the file to write; its folder is created when missing.
+        content: ``str`` (written as UTF-8), ``bytes``, or a function given an open binary file
+            object that writes the whole content (e.g. ``lambda f: df.write_parquet(f)``).
+        os_errors: raise the ``OSError`` itself instead of :class:`UsageError` (for callers that
+            treat a failed write as a warning, e.g. the result cache).
+
+    Returns:
+        ``path`` as given (a link keeps its name in messages; the file written is its target).
+
+    Raises:
+        UsageError: ``path`` is an existing folder ("... is a folder; give a file path") or cannot
+            be written (no permission, a parent that is a file, a link loop, disk full); the message
+            names the path and the reason. Nothing is left behind: the temporary file is removed
+            and an existing target keeps its old content.
+        OSError: the same failures, when ``os_errors`` is True.
+    """
+    given = os.fspath(path)
+    if not given:
+        raise UsageError("empty output path; give a file path")
+    try:
+        _write(given, content)
+    except OSError as exc:
+        if os_errors:
+            raise
+        raise _usage_error(given, exc) from None
+    return Path(given)
+
+
+def check_output_target(flag: str, path: str | os.PathLike[str]) -> None:
+    """Refuse, before any work, an output path :func:`write_atomic` would refuse: an empty path, an
+    existing folder (or a path ending in ``/``), a symbolic link loop.
+
+    Raises:
+        UsageError: naming ``flag`` and the path ("... is a folder; give a file path").
+    """
+    given = os.fspath(path)
+    if not given:
+        raise UsageError(f"{flag}: empty path; give a file path")
+    try:
+        _plan(given)
+    except OSError as exc:
+        raise UsageError(f"{flag} {_usage_error(given, exc)}") from None
+
+
+def _is_hidden_below(path: Path, folder: Path) -> bool:
+    """True when ``path`` (inside ``folder``) lies below a hidden name, which discovery never reads
+    (``.datacheck/``, ``.report.json``; not ``.~*``, which discovery reports as a temporary file)."""
+    return any(part.startswith(".") and not part.startswith(".~") for part in path.relative_to(folder).parts)
+
+
+def _inputs(paths: Iterable[str]) -> list[tuple[str, Path]]:
+    """(argument as given, resolved path) of every audited file or folder a PATH argument names."""
+    out: list[tuple[str, Path]] = []
+    for arg in paths:
+        arg = os.fspath(arg)
+        if not arg:
+            continue
+        if any(ch in arg for ch in "*?["):
+            out += [(m, Path(os.path.realpath(m))) for m in sorted(_glob.glob(arg, recursive=True))]
+        elif os.path.exists(arg):
+            out.append((arg, Path(os.path.realpath(arg))))
+    return out
+
+
+def check_outputs(outputs: Mapping[str, str | os.PathLike[str] | None], inputs: Iterable[str], *,
+                  allow_names: Collection[str] = ()) -> None:
+    """Refuse output paths that would overwrite or land among the audited data, before any data is read.
+
+    Each output (symbolic links resolved) is refused when it is one of the audited files (a PATH
+    that is a file, or a file a glob matches), or lies inside an audited folder (a PATH that is a
+    folder, or a folder a glob matches) -- unless it lies below a hidden name there, which
+    discovery never reads (the default report folder ``.datacheck/reports`` is one), or its file
+    name is in ``allow_names`` (``index build`` allows ``index.json``, the metadata name discovery
+    never reads as a shard, which ``[dataset] index`` points at). An existing folder as output is
+    refused too (:func:`check_output_target`).
+
+    Args:
+        outputs: flag -> output path (``{"--output": "r.json", "--html": None}``); None is skipped.
+        inputs: the PATH arguments (files, folders, globs) of the command.
+        allow_names: file names allowed directly inside an audited folder (not over an audited file).
+
+    Raises:
+        UsageError: naming the flag, the output and the audited file or folder (exit code 2).
+    """
+    audited = _inputs(inputs)
+    for flag, out in outputs.items():
+        if out is None:
+            continue
+        check_output_target(flag, out)
+        target = Path(os.path.realpath(os.fspath(out)))
+        for arg, real in audited:
+            if target == real and not real.is_dir():
+                raise UsageError(f"{flag} {out}: this is the audited file {arg}; refusing to overwrite the "
+                                 "data; write the output outside the audited data")
+            if real.is_dir() and target.is_relative_to(real) and target != real:
+                if _is_hidden_below(target, real):
+                    continue
+                if target.name in allow_names and target.parent == real and not target.is_dir():
+                    continue
+                if target.is_file():
+                    raise UsageError(f"{flag} {out}: this file is part of the audited folder {arg}; refusing to "
+                                     "overwrite the data; write the output outside that folder")
+                raise UsageError(f"{flag} {out}: lies inside the audited folder {arg}; datacheck does not "
+                                 "write among the data it audits; write the output outside that folder "
+                                 "(or below a hidden folder there, e.g. .datacheck/)")
+
+
+def write_json_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` (any text: JSON, HTML, XML, YAML) to ``path`` as UTF-8, atomically.
+
+    Delegates to :func:`datacheck.outputs.write_atomic`: a link is written through to its target, a
+    regular file is replaced by rename from a temporary file in the same folder (fsynced), a
+    device or fifo (``/dev/null``, ``/dev/stdout``) is written in place, never replaced.
+
+    Returns:
+        ``path`` as given.
+
+    Raises:
+        UsageError: ``path`` is an existing folder, or cannot be written (the message names it).
+    """
+    from datacheck.io.outputs import write_atomic
+
+    return write_atomic(path, text)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through :func:`datacheck.outputs.write_atomic` (temporary file in
+    the same folder, fsync, ``os.replace``; a link is written through to its target).
+
+    Raises:
+        OSError: the file cannot be written (the cache turns this into a :class:`CacheWarning`).
+    """
+    from datacheck.io.outputs import write_atomic
+
+    write_atomic(path, data, os_errors=True)

@@ -1,0 +1,242 @@
+"""Configuration: one frozen, typed tree loaded from ``datacheck.toml`` and validated before any
+shard is read. Parsing is TOML (stdlib ``tomllib``); validation is pydantic (unknown keys and wrong
+types are errors that name the key). Every key is optional.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from datacheck.model import catalog
+from datacheck.model.constants import DEFAULT_MAX_EXAMPLES
+from datacheck.model.errors import ConfigError
+
+__all__ = ["Config", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
+
+DEFAULT_CONFIG_NAME = "datacheck.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+Format = Literal["auto", "parquet", "arrow", "jsonl", "csv", "tsv"]
+
+
+class DatasetSection(_Section):
+    """``[dataset]``: how shards are found and parsed."""
+
+    format: Format = "auto"
+    index: str | None = None
+    separator: str | None = Field(default=None, description="csv/tsv field separator (one character)")
+    header: bool = True
+    names: list[str] | None = None
+    quote_char: str | None = '"'
+    schema_: str | None = Field(default=None, alias="schema")
+
+    @field_validator("separator")
+    @classmethod
+    def _one_char(cls, v: str | None) -> str | None:
+        if v is not None and len(v) != 1:
+            raise ValueError(f"must be exactly one character, got {v!r} (use '\\t' for tab)")
+        return v
+
+    @field_validator("quote_char")
+    @classmethod
+    def _quote(cls, v: str | None) -> str | None:
+        if v is not None and len(v) > 1:
+            raise ValueError(f"must be one character or \"\" (quoting off), got {v!r}")
+        return v
+
+
+StrList = Union[str, list[str]]
+
+
+class ColumnsSection(_Section):
+    """``[columns]``: role = column(s). A role left out is inferred from Hugging Face column names."""
+
+    text: StrList | None = None
+    label: str | None = None
+    target: StrList | None = None
+    features: StrList | None = None
+    input_ids: str | None = None
+    attention_mask: str | None = None
+    labels: str | None = None
+    token_type_ids: str | None = None
+    aligned: list[list[str]] | None = None
+
+
+class TokensSection(_Section):
+    """``[tokens]``: tokenizer facts. ``vocab_size`` is the embedding rows (ids in ``[0, vocab_size)``)."""
+
+    vocab_size: int | None = Field(default=None, gt=0)
+    pad_token_id: int | None = None
+    eos_token_id: int | None = None
+    max_seq_len: int | None = Field(default=None, gt=0)
+    padding_side: Literal["right", "left"] = "right"
+    truncation_side: Literal["right", "left"] = "right"
+
+
+class LabelsSection(_Section):
+    """``[labels]``: the label domain. ``ignore_index = false`` unsets the default -100."""
+
+    num_classes: int | None = Field(default=None, gt=0)
+    classes: list[Union[int, str]] | None = None
+    ignore_index: int | Literal[False] | None = -100
+
+    @model_validator(mode="after")
+    def _one_domain(self) -> "LabelsSection":
+        if self.classes is not None and len(set(self.classes)) != len(self.classes):
+            raise ValueError("classes: values must be distinct")
+        return self
+
+    @property
+    def ignore(self) -> int | None:
+        return None if self.ignore_index is False else self.ignore_index
+
+
+class NumericSection(_Section):
+    """``[numeric]``: ``compute_dtype`` decides the overflow threshold of ``finite.fp16_overflow``
+    (fp16 65504, IEEE 754 binary16; bf16 3.39e38; fp32 3.40e38). Values above
+    ``overflow_warn_fraction`` x that maximum (and not above it) are reported as a warning."""
+
+    compute_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    overflow_warn_fraction: float = Field(default=0.5, gt=0, le=1)
+
+
+class ReportSection(_Section):
+    """``[report]``: how much of each finding the report keeps."""
+
+    max_examples: int = Field(default=DEFAULT_MAX_EXAMPLES, ge=1, le=10_000)
+
+
+class PolicyEntry(_Section):
+    """One ``[policy]`` entry: severity override, and thresholds under which the finding does not fail."""
+
+    severity: Literal["error", "warn", "info"] | None = None
+    max_count: int | None = Field(default=None, ge=0)
+    max_ratio: float | None = Field(default=None, ge=0, le=1)
+    ignore: bool = False
+
+
+class BatchSection(_Section):
+    """``[batch]``: the trainer's batching, for the ``batch.*`` checks."""
+
+    batch_size: int | None = Field(default=None, gt=0)
+    world_size: int = Field(default=1, gt=0)
+    grad_accum: int = Field(default=1, gt=0)
+    drop_last: bool = False
+    seed: int = 0
+    shuffle: bool = True
+
+
+class Config(_Section):
+    """The whole validated configuration (frozen). Build with :func:`load_config` or :func:`config_from_dict`."""
+
+    dataset: DatasetSection = DatasetSection()
+    columns: ColumnsSection = ColumnsSection()
+    tokens: TokensSection = TokensSection()
+    labels: LabelsSection = LabelsSection()
+    numeric: NumericSection = NumericSection()
+    splits: dict[str, str] = Field(default_factory=dict)
+    policy: dict[str, PolicyEntry] = Field(default_factory=dict)
+    batch: BatchSection = BatchSection()
+    report: ReportSection = ReportSection()
+
+    @field_validator("policy")
+    @classmethod
+    def _known_ids(cls, v: dict[str, PolicyEntry]) -> dict[str, PolicyEntry]:
+        for key in v:
+            if not catalog.is_known(key):
+                close = ([c for c in catalog.CATALOG if c.split(".")[-1] == key.split(".")[-1]]
+                         or difflib.get_close_matches(key, list(catalog.CATALOG), n=1, cutoff=0.8))
+                hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
+                raise ValueError(f"unknown check ID {key!r}{hint}")
+        return v
+
+    def hash(self) -> str:
+        """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``."""
+        blob = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def _key_of(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if not (isinstance(p, str) and p in ("str", "list[str]", "int", "function-after"))]
+    # pydantic puts union-member names into loc; keep only the user's key path
+    keep = []
+    for p in parts:
+        if p.startswith(("tuple[", "literal[", "bool", "int", "str", "function")):
+            continue
+        keep.append(p)
+    return ".".join(keep) or "(top level)"
+
+
+def config_from_dict(data: dict[str, Any], source: str | None = None) -> Config:
+    """Validate a parsed config mapping. Raises :class:`ConfigError` naming the first bad key."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        msgs = []
+        seen = set()
+        for err in exc.errors():
+            key = _key_of(err["loc"])
+            if key in seen:
+                continue
+            seen.add(key)
+            if err["type"] == "extra_forbidden":
+                section = key.rsplit(".", 1)[0] if "." in key else None
+                where = f"in [{section}]" if section else "at the top level"
+                msgs.append(f"unknown key {key!r} {where}: remove it or fix its spelling")
+            else:
+                got = err.get("input")
+                msgs.append(f"key {key!r}: {err['msg']} (got {got!r})")
+        first = _key_of(exc.errors()[0]["loc"])
+        raise ConfigError("; ".join(msgs), key=first, path=source) from None
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Load and validate ``datacheck.toml``.
+
+    Args:
+        path: the TOML file. None: ``./datacheck.toml`` when present, else the defaults.
+
+    Raises:
+        ConfigError: the file is missing, is not TOML, or has an unknown key or a wrong type.
+    """
+    if path is None:
+        default = Path(DEFAULT_CONFIG_NAME)
+        if not default.is_file():
+            return Config()
+        path = default
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("config file not found; pass an existing file to --config", path=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror}", path=str(path)) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"not valid TOML: {exc}", path=str(path)) from None
+    return config_from_dict(data, source=str(path))
+
+
+def describe_config(source: str | None, config_hash: str | None = None) -> str:
+    """The line each command prints at the top of its output: ``"config: <file>"``; without a file
+    ``"config: none (defaults)"``, or ``"config: none (given in memory)"`` when ``config_hash`` (a report's) is not
+    that of the defaults (a :class:`Config` or dict passed to :func:`audit`)."""
+    if source:
+        return f"config: {source}"
+    if config_hash is not None and config_hash != Config().hash():
+        return "config: none (given in memory)"
+    return "config: none (defaults)"

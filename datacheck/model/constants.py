@@ -1,0 +1,43 @@
+"""Named constants shared by the CLI and the library: exit codes, report version, limits."""
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_POLICY_FAILED",
+    "EXIT_USAGE",
+    "EXIT_INTERNAL",
+    "REPORT_VERSION",
+    "HASH_ALGORITHM",
+    "DEFAULT_REPORT_DIR",
+    "DEFAULT_MAX_EXAMPLES",
+    "EXAMPLE_VALUE_MAX_CHARS",
+    "FP16_MAX",
+    "BF16_MAX",
+    "FP32_MAX",
+]
+
+#: Exit codes of the ``datacheck`` CLI (DESIGN.md, "CLI contract").
+EXIT_OK = 0
+EXIT_POLICY_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+#: Version of the JSON report layout; a reader refuses a newer one.
+REPORT_VERSION = 1
+#: Algorithm of every content hash datacheck stores (prefix of ``content_hash`` values).
+HASH_ALGORITHM = "xxh3-128"
+DEFAULT_REPORT_DIR = ".datacheck/reports"
+#: Example rows kept per finding (``rows``/``examples``), unless ``[report] max_examples`` says otherwise.
+DEFAULT_MAX_EXAMPLES = 20
+#: Example values are shown truncated to this many characters.
+EXAMPLE_VALUE_MAX_CHARS = 160
+
+#: Largest finite IEEE 754 binary16 value (fp16): (2 - 2**-10) * 2**15.
+FP16_MAX = 65504.0
+#: Largest finite bfloat16 value: (2 - 2**-7) * 2**127 ~= 3.3895e38.
+BF16_MAX = 3.3895313892515355e38
+#: Largest finite IEEE 754 binary32 value (fp32): (2 - 2**-23) * 2**127.
+FP32_MAX = 3.4028234663852886e38
+
+
+FAIL_ON = ("error", "warn", "never")

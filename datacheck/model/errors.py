@@ -1,0 +1,73 @@
+"""datacheck's own failures. Data problems are never exceptions: they are findings.
+
+Hierarchy::
+
+    DatacheckError
+    ├── UsageError          bad flag or argument (CLI exit 2)
+    │   └── ConfigError     bad datacheck.toml key or value (exit 2)
+    ├── ReportVersionError  a report written by a newer datacheck (exit 2)
+    ├── PolicyFailed        raised by Report.raise_for_policy() when the gate fails (exit 1)
+    └── InternalError       a bug in datacheck (exit 3)
+
+Every message says the bad value, what was expected and what to do.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+__all__ = [
+    "DatacheckError",
+    "UsageError",
+    "ConfigError",
+    "ReportVersionError",
+    "PolicyFailed",
+    "InternalError",
+    "OptionalDependencyError",
+    "ENGINE_ERRORS",
+]
+
+
+class DatacheckError(Exception):
+    """Base class of every exception datacheck raises on purpose."""
+
+
+class UsageError(DatacheckError):
+    """A command-line argument or API argument is wrong (exit code 2)."""
+
+
+class ConfigError(UsageError):
+    """The configuration is invalid. ``key`` names the offending key, e.g. ``tokens.vocab_size``."""
+
+    def __init__(self, message: str, key: str | None = None, path: str | None = None):
+        self.key = key
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__(f"{where}{message}")
+
+
+class ReportVersionError(DatacheckError):
+    """A report file has a ``report_version`` this datacheck cannot read."""
+
+
+class PolicyFailed(DatacheckError):
+    """The audit's findings fail the gate policy. ``report`` holds the full report."""
+
+    def __init__(self, message: str, report: object | None = None):
+        self.report = report
+        super().__init__(message)
+
+
+class InternalError(DatacheckError):
+    """A bug in datacheck: please report it with the command line and the traceback."""
+
+
+class OptionalDependencyError(UsageError):
+    """An optional package is needed for the requested feature; the message gives the install command."""
+
+
+
+
+#: What a failing polars query raises: its exceptions, and ``PanicException`` (a ``BaseException``
+#: raised when the engine itself panics, e.g. on some fused list expressions over a parquet scan).
+#: Both are isolated to the check at fault, never allowed to crash the audit.
+ENGINE_ERRORS: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)

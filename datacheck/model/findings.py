@@ -1,0 +1,135 @@
+"""Findings: what an audit found, as frozen values (never exceptions)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from datacheck.model.constants import EXAMPLE_VALUE_MAX_CHARS
+
+__all__ = ["Severity", "Example", "Finding", "Skipped", "show_value"]
+
+
+class Severity(str, enum.Enum):
+    """Severity of a finding. ``error`` fails the gate by default, ``warn`` is reported, ``info`` is statistics."""
+
+    INFO = "info"
+    WARN = "warn"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warn": 1, "error": 2}[self.value]
+
+
+def show_value(value: Any, limit: int = EXAMPLE_VALUE_MAX_CHARS) -> str:
+    """Render ``value`` for a report: ``repr`` for strings, JSON-like for lists, truncated to ``limit`` chars."""
+    text = repr(value) if isinstance(value, (str, bytes)) else str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+@dataclass(frozen=True)
+class Example:
+    """One offending row: its 0-based ``row``, the ``value`` shown (truncated), and for line formats
+    the 1-based ``line``; ``byte_offset`` (0-based, of the line's first byte) for decode findings."""
+
+    row: int | None
+    value: str
+    line: int | None = None
+    byte_offset: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"row": self.row, "value": self.value}
+        if self.line is not None:
+            d["line"] = self.line
+        if self.byte_offset is not None:
+            d["byte_offset"] = self.byte_offset
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Example":
+        return cls(row=d.get("row"), value=d["value"], line=d.get("line"), byte_offset=d.get("byte_offset"))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A check that failed somewhere.
+
+    Attributes:
+        check: check ID from CHECKS.md, e.g. ``"tokens.out_of_vocab"``.
+        severity: ``error`` | ``warn`` | ``info`` after the policy's severity override.
+        message: one human sentence with the numbers that matter.
+        column: the column concerned, or None.
+        count: rows (or items, as the check's message says) that fail.
+        ratio: ``count / rows`` of the shard (or dataset), or None when not row-based.
+        rows: 0-based example row indices (at most ``max_examples``).
+        lines: 1-based line numbers of those rows, for line formats (JSONL, CSV).
+        examples: offending values of the example rows.
+        shards: for dataset-level findings, the shards concerned (relative paths).
+        details: check-specific facts (e.g. distinct sentinel values and their counts).
+        fails_policy: whether this finding fails the gate under the configured policy.
+    """
+
+    check: str
+    severity: str
+    message: str
+    column: str | None = None
+    count: int = 0
+    ratio: float | None = None
+    rows: tuple[int, ...] = ()
+    lines: tuple[int, ...] = ()
+    examples: tuple[Example, ...] = ()
+    shards: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    fails_policy: bool = False
+
+    def with_(self, **kw: Any) -> "Finding":
+        return replace(self, **kw)
+
+    def to_dict(self, dataset_level: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "check": self.check,
+            "severity": self.severity,
+            "message": self.message,
+            "column": self.column,
+            "count": self.count,
+            "ratio": self.ratio,
+            "rows": list(self.rows),
+            "lines": list(self.lines),
+            "examples": [e.to_dict() for e in self.examples],
+            "details": self.details,
+            "fails_policy": self.fails_policy,
+        }
+        if dataset_level:
+            d["shards"] = list(self.shards)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Finding":
+        return cls(
+            check=d["check"],
+            severity=d["severity"],
+            message=d["message"],
+            column=d.get("column"),
+            count=d.get("count", 0),
+            ratio=d.get("ratio"),
+            rows=tuple(d.get("rows") or ()),
+            lines=tuple(d.get("lines") or ()),
+            examples=tuple(Example.from_dict(e) for e in d.get("examples") or ()),
+            shards=tuple(d.get("shards") or ()),
+            details=d.get("details") or {},
+            fails_policy=bool(d.get("fails_policy", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A check that could not run, and why (e.g. ``[tokens] vocab_size`` not set)."""
+
+    check: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "reason": self.reason}

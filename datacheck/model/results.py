@@ -1,0 +1,56 @@
+"""What an audit learned, as values: one shard's result and the dataset stage's context.
+
+Imports only the other value modules of :mod:`datacheck.model` (and polars' types)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datacheck.model.config import Config
+from datacheck.model.findings import Finding, Skipped
+
+__all__ = ["ShardResult", "DatasetContext"]
+
+
+@dataclass
+class ShardResult:
+    """Everything the audit learned about one shard (before the policy is applied)."""
+
+    path: str
+    format: str
+    content_hash: str
+    bytes: int
+    rows: int | None
+    findings: list[Finding] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    roles: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)  # column -> dtype string
+    #: every failing row (0-based, sorted) per "check" or "check:column"; only with ``keep_rows=True``
+    failing_rows: dict[str, list[int]] = field(default_factory=dict)
+    #: values of :class:`~datacheck.checks.Payload` items (for the merge; never in the report)
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def readable(self) -> bool:
+        return self.rows is not None
+
+
+@dataclass
+class DatasetContext:
+    """What dataset-level checks see: the config, every shard result, and the discovery."""
+
+    cfg: Config
+    shards: list[ShardResult]
+    temp_files: list[str] = field(default_factory=list)
+    root: Path | None = None
+    #: shard path -> split name from ``[splits]`` (shards matching no glob are absent)
+    splits: dict[str, str] = field(default_factory=dict)
+    #: the committed ``[dataset] index`` (:class:`~datacheck.dataindex.DataIndex`), read before any shard
+    index: Any = None
+    #: shard results of the ``--against`` dataset (hash payloads only), or None
+    against: list[ShardResult] | None = None
+
+    def readable_shards(self) -> list[ShardResult]:
+        return [s for s in self.shards if s.readable]

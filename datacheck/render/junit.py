@@ -1,0 +1,120 @@
+"""JUnit XML for CI test-report views (``datacheck audit --junit FILE``).
+
+Layout (the common Ant/Jenkins JUnit dialect that GitHub, GitLab and Jenkins read)::
+
+    <testsuites name="datacheck" tests= failures= errors="0" skipped=>
+      <testsuite name="datacheck audit <index_hash>" tests= failures= errors="0" skipped= timestamp=>
+        <properties> index_hash, config_hash, datacheck_version, status </properties>
+        <testcase classname="<shard path>" name="<check ID>">        one per shard and check
+          <failure message="..." type="<check ID>">first rows and values</failure>   fails the policy
+          <skipped message="..."/>                                    could not run on this shard
+          <system-out>...</system-out>                                a finding that does not fail
+        </testcase>
+        <testcase classname="dataset" name="<check ID>">...</testcase>   dataset-level checks
+      </testsuite>
+    </testsuites>
+
+The checks listed per shard are every row- and shard-level check ID of the catalog
+(:mod:`datacheck.model.catalog`), so a passing check is a passing test case and a skipped one a
+skipped test case; dataset-level IDs get one test case each with classname ``dataset``.
+Written atomically (:func:`datacheck.report.write_json_atomic` writes any text).
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from datacheck.model import catalog
+from datacheck.model.findings import Finding
+from datacheck.report.model import Report
+from datacheck.io.outputs import write_json_atomic
+
+__all__ = ["junit_xml", "write_junit", "FIRST_ROWS"]
+
+#: Example rows listed in a failure's text.
+FIRST_ROWS = 10
+
+
+def _failure_text(f: Finding) -> str:
+    lines = [f.message, f"severity {f.severity}, count {f.count}"
+             + (f", ratio {f.ratio:.6g}" if f.ratio is not None else "")
+             + (f", column {f.column}" if f.column else "")]
+    if f.shards:
+        lines.append("shards: " + ", ".join(f.shards))
+    for e in f.examples[:FIRST_ROWS]:
+        where = []
+        if e.row is not None:
+            where.append(f"row {e.row}")
+        if e.line is not None:
+            where.append(f"line {e.line}")
+        lines.append(f"  {' '.join(where) or '-'}: {e.value}")
+    if not f.examples and f.rows:
+        lines.append("  rows: " + ", ".join(map(str, f.rows[:FIRST_ROWS])))
+    return "\n".join(lines)
+
+
+def _case(parent: ET.Element, classname: str, check: str, findings: list[Finding], skipped: list[str],
+          counts: dict[str, int]) -> None:
+    tc = ET.SubElement(parent, "testcase", {"classname": classname, "name": check, "time": "0"})
+    counts["tests"] += 1
+    failing = [f for f in findings if f.fails_policy]
+    if failing:
+        counts["failures"] += 1
+        head = failing[0]
+        msg = f"{check}: {head.message}" if len(failing) == 1 else f"{check}: {len(failing)} findings fail the policy"
+        fe = ET.SubElement(tc, "failure", {"message": msg[:1000], "type": check})
+        fe.text = "\n\n".join(_failure_text(f) for f in failing)
+    elif skipped and not findings:
+        counts["skipped"] += 1
+        ET.SubElement(tc, "skipped", {"message": "; ".join(skipped)[:1000]})
+    if findings and not failing:
+        so = ET.SubElement(tc, "system-out")
+        so.text = "\n\n".join(_failure_text(f) for f in findings)
+
+
+def junit_xml(report: Report) -> str:
+    """The JUnit XML document (UTF-8 text with an XML declaration) for ``report``."""
+    shard_ids = [c.id for c in catalog.CATALOG.values() if c.level in ("row", "shard")]
+    dataset_ids = [c.id for c in catalog.CATALOG.values() if c.level == "dataset"]
+    # checks that are not in the catalog's row/shard list but were reported on a shard still get a case
+    for sh in report.shards:
+        for f in sh.findings:
+            if f.check not in shard_ids and f.check not in dataset_ids:
+                shard_ids.append(f.check)
+    skipped_by: dict[tuple[str, str], list[str]] = {}
+    for sk in report.skipped:
+        for shard in sk.get("shards") or [""]:
+            skipped_by.setdefault((shard, sk["check"]), []).append(sk["reason"])
+    counts = {"tests": 0, "failures": 0, "skipped": 0}
+    root = ET.Element("testsuites", {"name": "datacheck"})
+    suite = ET.SubElement(root, "testsuite", {"name": f"datacheck audit {report.index_hash}",
+                                              "timestamp": report.created_at.replace("+00:00", "")})
+    props = ET.SubElement(suite, "properties")
+    for k, v in [("index_hash", report.index_hash), ("config_hash", report.config_hash),
+                 ("datacheck_version", report.datacheck_version), ("status", report.status),
+                 ("fail_on", report.fail_on)]:
+        ET.SubElement(props, "property", {"name": k, "value": str(v)})
+    for sh in report.shards:
+        by_check: dict[str, list[Finding]] = {}
+        for f in sh.findings:
+            by_check.setdefault(f.check, []).append(f)
+        for check in shard_ids:
+            _case(suite, sh.path, check, by_check.get(check, []), skipped_by.get((sh.path, check), []), counts)
+    ds_by: dict[str, list[Finding]] = {}
+    for f in report.dataset_findings:
+        ds_by.setdefault(f.check, []).append(f)
+    for check in dataset_ids + sorted(set(ds_by) - set(dataset_ids)):
+        _case(suite, "dataset", check, ds_by.get(check, []), skipped_by.get(("", check), []), counts)
+    for el in (root, suite):
+        el.set("tests", str(counts["tests"]))
+        el.set("failures", str(counts["failures"]))
+        el.set("errors", "0")
+        el.set("skipped", str(counts["skipped"]))
+    suite.set("time", "0")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(report: Report, path: str | Path) -> Path:
+    """Write :func:`junit_xml` to ``path`` atomically. Raises UsageError when ``path`` is not writable."""
+    return write_json_atomic(path, junit_xml(report))

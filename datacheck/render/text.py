@@ -1,0 +1,149 @@
+"""Human-readable views of a report: a text summary for terminals and markdown for CI job summaries."""
+from __future__ import annotations
+
+from datacheck.report.model import Report
+
+__all__ = ["render_text", "render_markdown"]
+
+_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+
+
+def _rows_txt(f, k: int = 5) -> str:
+    if f.lines:
+        return "lines " + ",".join(map(str, f.lines[:k])) + ("…" if len(f.lines) > k or f.count > k else "")
+    if f.rows:
+        return "rows " + ",".join(map(str, f.rows[:k])) + ("…" if f.count > k else "")
+    return ""
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return out
+
+
+def _config_line(report: Report) -> str:
+    """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``)."""
+    from datacheck.model.config import describe_config
+
+    return describe_config(getattr(report, "config_path", None), report.config_hash)
+
+
+def _ignored_lines(report: Report, k: int = 10) -> list[str]:
+    ign = list(getattr(report, "ignored", ()) or ())
+    if not ign:
+        return []
+    out = ["", f"Ignored ({len(ign)} file(s) that look like data were not audited):"]
+    out += [f"  {i['path']}: {i['reason']}" for i in ign[:k]]
+    if len(ign) > k:
+        out.append(f"  … {len(ign) - k} more (see 'ignored' in the JSON report)")
+    return out
+
+
+def _shards_txt(paths: list[str] | tuple[str, ...], k: int = 3) -> str:
+    """``"(1 shard: a.parquet)"`` or ``"(5 shards: a, b, c, … 2 more)"``; ``""`` for none."""
+    paths = list(paths or ())
+    if not paths:
+        return ""
+    head = ", ".join(paths[:k]) + (f", … {len(paths) - k} more" if len(paths) > k else "")
+    return f"({len(paths)} shard{'s' if len(paths) > 1 else ''}: {head})"
+
+
+def _finding_shards(f) -> str:
+    """`` (N shards: …)`` after a dataset finding's message when the message does not name them all."""
+    shards = list(getattr(f, "shards", ()) or ())
+    if not shards or all(s in f.message for s in shards):
+        return ""
+    return " " + _shards_txt(shards)
+
+
+def _count_txt(sh, f) -> str:
+    """The table's count: ``-`` for an unreadable shard and for shard-level findings that count no rows."""
+    if sh.rows is None or (f.count == 0 and not f.rows and not f.lines):
+        return "-"
+    return str(f.count)
+
+
+def render_text(report: Report, max_message: int = 110) -> str:
+    """A table of shards x findings with counts and first rows, then dataset findings and skips."""
+    s = report.summary
+    lines = [
+        f"datacheck {report.datacheck_version}: {_MARK[s['status']]}  "
+        f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s), "
+        f"{s.get('policy_failures', 0)} failing the policy (--fail-on {report.fail_on})",
+        _config_line(report),
+        f"index_hash {report.index_hash}",
+        "",
+    ]
+    rows = []
+    for sh in report.shards:
+        rows_n = "unreadable" if sh.rows is None else str(sh.rows)
+        if not sh.findings:
+            rows.append([sh.status.upper(), sh.path, rows_n, "-", "", "", ""])
+        for i, f in enumerate(sh.findings):
+            rows.append([sh.status.upper() if i == 0 else "", sh.path if i == 0 else "", rows_n if i == 0 else "",
+                         f.check, f.severity + ("!" if f.fails_policy else ""), _count_txt(sh, f), _rows_txt(f)])
+    lines += _table(["status", "shard", "rows", "check", "severity", "count", "first"], rows)
+    if report.dataset_findings:
+        lines += ["", "Dataset:"]
+        for f in report.dataset_findings:
+            lines.append(f"  {f.check} [{f.severity}{'!' if f.fails_policy else ''}] {f.message[:300]}"
+                         f"{_finding_shards(f)}")
+    details = [(sh.path, f) for sh in report.shards for f in sh.findings if f.severity != "info"]
+    if details:
+        lines += ["", "Findings:"]
+        for path, f in details:
+            msg = f.message if len(f.message) <= max_message * 3 else f.message[: max_message * 3] + "…"
+            lines.append(f"  {path}: {f.check} [{f.severity}{'!' if f.fails_policy else ''}] {msg}")
+            for e in f.examples[:3]:
+                where = f"line {e.line}" if e.line is not None and e.row is None else (
+                    f"row {e.row}" + (f" (line {e.line})" if e.line is not None else ""))
+                if e.value:
+                    lines.append(f"      {where}: {e.value}")
+    if report.skipped:
+        lines += ["", f"Skipped ({len(report.skipped)} check(s) could not run; see 'skipped' in the JSON report):"]
+        for sk in report.skipped[:12]:
+            where = _shards_txt(sk.get("shards") or ())
+            lines.append(f"  {sk['check']}: {sk['reason']}" + (f" {where}" if where else ""))
+        if len(report.skipped) > 12:
+            lines.append(f"  … {len(report.skipped) - 12} more")
+    lines += _ignored_lines(report)
+    lines.append("")
+    lines.append("'!' marks findings that fail the policy.")
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(report: Report) -> str:
+    """Markdown for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``)."""
+    s = report.summary
+    icon = {"pass": "✅", "warn": "⚠️", "fail": "❌"}[s["status"]]
+    out = [
+        f"## {icon} datacheck: {s['status']}",
+        "",
+        f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
+        f"index `{report.index_hash}`; {_config_line(report)}",
+        "",
+        "| shard | rows | status | check | severity | count | first rows |",
+        "|---|---:|---|---|---|---:|---|",
+    ]
+    for sh in report.shards:
+        rows_n = "unreadable" if sh.rows is None else str(sh.rows)
+        if not sh.findings:
+            out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | | | | |")
+        for f in sh.findings:
+            fail = " **(fails)**" if f.fails_policy else ""
+            out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | `{f.check}` | {f.severity}{fail} "
+                       f"| {_count_txt(sh, f)} | {_rows_txt(f)} |")
+    if report.dataset_findings:
+        out += ["", "### Dataset", ""]
+        for f in report.dataset_findings:
+            out.append(f"- `{f.check}` ({f.severity}{', fails' if f.fails_policy else ''}): {f.message}"
+                       f"{_finding_shards(f)}")
+    if report.skipped:
+        out += ["", "<details><summary>Skipped checks</summary>", ""]
+        out += [f"- `{sk['check']}`: {sk['reason']}" + (f" {_shards_txt(sk['shards'])}" if sk.get("shards") else "")
+                for sk in report.skipped]
+        out += ["", "</details>"]
+    return "\n".join(out) + "\n"

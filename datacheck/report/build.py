@@ -1,0 +1,100 @@
+"""Report assembly: shard results + dataset findings -> a :class:`~datacheck.report.model.Report`,
+with the policy applied. No orchestration here (that is :mod:`datacheck.execute`)."""
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Iterable
+
+from datacheck._version import __version__
+from datacheck.io.hashing import index_hash
+from datacheck.model.config import Config
+from datacheck.model.findings import Finding, Skipped
+from datacheck.model.results import ShardResult
+from datacheck.model.stats import histogram_summary
+from datacheck.report.model import Report, ShardReport, skipped_dicts
+from datacheck.report.policy import apply_policy, status_of
+
+__all__ = ["build_report"]
+
+
+def _merged_stats(shards: list[ShardResult]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    hist: dict[Any, int] = {}
+    unit = col = None
+    labels: dict[Any, int] = {}
+    lcol = None
+    for s in shards:
+        L = s.stats.get("lengths")
+        if L:
+            unit, col = L["unit"], L["column"]
+            for v, c in L["histogram"]:
+                hist[v] = hist.get(v, 0) + c
+        lab = s.stats.get("labels")
+        if lab:
+            lcol = lab["column"]
+            for v, c in lab["counts"]:
+                key = v if v is not None else None
+                labels[key] = labels.get(key, 0) + c
+    if hist:
+        h = sorted([[k, v] for k, v in hist.items()])
+        out["lengths"] = {"column": col, "unit": unit, "histogram": h, **histogram_summary(h)}
+    if labels:
+        out["labels"] = {"column": lcol, "counts": sorted([[k, v] for k, v in labels.items()],
+                                                          key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))}
+    out["rows"] = sum(s.rows or 0 for s in shards)
+    return out
+
+
+def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list[Finding],
+                 skipped: list[tuple[str, Skipped]], fail_on: str, *, config_path: str | None = None,
+                 ignored: Iterable[dict[str, str]] = ()) -> Report:
+    """Apply the policy and assemble the :class:`Report` (``config_path`` and ``ignored`` are copied
+    into the report's keys of the same names)."""
+    total_rows = sum(r.rows or 0 for r in results)
+    shard_reports = []
+    roles: dict[str, Any] = {}
+    for r in sorted(results, key=lambda r: r.path):
+        fs = [p for p in (apply_policy(f, cfg, fail_on, r.rows) for f in r.findings) if p is not None]
+        for k, v in r.roles.items():
+            roles.setdefault(k, v)
+        shard_reports.append(ShardReport(
+            path=r.path, content_hash=r.content_hash, bytes=r.bytes, rows=r.rows, status=status_of(fs),
+            format=r.format, findings=tuple(fs), stats=r.stats, columns=r.columns))
+    ds = [p for p in (apply_policy(f, cfg, fail_on, total_rows) for f in dataset_findings) if p is not None]
+    ds.sort(key=lambda f: (f.check, f.column or "", f.shards))
+    every = [f for s in shard_reports for f in s.findings] + ds
+    summary = {
+        "status": status_of(every),
+        "shards": len(shard_reports),
+        "rows": total_rows,
+        "errors": sum(1 for f in every if f.severity == "error"),
+        "warnings": sum(1 for f in every if f.severity == "warn"),
+        "policy_failures": sum(1 for f in every if f.fails_policy),
+    }
+    content_cols = next((list(r.roles and _content(r) or []) for r in results if r.readable), [])
+    return Report(
+        datacheck_version=__version__,
+        created_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        index_hash=index_hash([(r.path, r.content_hash) for r in results]),
+        config_hash=cfg.hash(),
+        fail_on=fail_on,
+        roles=roles,
+        summary=summary,
+        shards=tuple(shard_reports),
+        dataset_findings=tuple(ds),
+        skipped=tuple(skipped_dicts(skipped)),
+        stats=_merged_stats(results),
+        row_content={"columns": content_cols, "normalization": "none: exact values, null equals null"},
+        config_path=config_path,
+        ignored=tuple(sorted((dict(i) for i in ignored), key=lambda i: i["path"])),
+    )
+
+
+def _content(r: ShardResult) -> list[str]:
+    cols: list[str] = []
+    for name, v in r.roles.items():
+        c = v["columns"]
+        for x in ([y for g in c for y in g] if name == "aligned" else (c if isinstance(c, list) else [c])):
+            if x not in cols:
+                cols.append(x)
+    return cols or list(r.columns)

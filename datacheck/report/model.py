@@ -1,0 +1,205 @@
+"""The versioned audit report (JSON contract in DESIGN.md, JSON Schema in ``schemas/report.schema.json``).
+
+Written atomically (:func:`datacheck.outputs.write_atomic`: temporary file in the target's folder, fsync,
+rename; links written through, devices written in place) and deterministically
+(sorted keys). :func:`read_report` refuses a newer ``report_version`` with a clear message.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datacheck.model.constants import REPORT_VERSION
+from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
+from datacheck.model.findings import Finding, Skipped
+
+__all__ = ["Report", "ShardReport", "read_report", "write_json_atomic", "report_path"]
+
+#: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
+#: "not a datacheck report" (UsageError), never a KeyError.
+_REQUIRED_KEYS = ("datacheck_version", "created_at", "index_hash", "config_hash", "summary")
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    """One shard in the report. ``rows`` is None when the shard could not be read."""
+
+    path: str
+    content_hash: str
+    bytes: int
+    rows: int | None
+    status: str
+    format: str
+    findings: tuple[Finding, ...] = ()
+    stats: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "content_hash": self.content_hash, "bytes": self.bytes, "rows": self.rows,
+            "status": self.status, "format": self.format,
+            "findings": [f.to_dict() for f in self.findings], "stats": self.stats, "columns": self.columns,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ShardReport":
+        return cls(path=d["path"], content_hash=d["content_hash"], bytes=d["bytes"], rows=d.get("rows"),
+                   status=d["status"], format=d.get("format", ""),
+                   findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
+                   stats=d.get("stats", {}), columns=d.get("columns", {}))
+
+
+@dataclass(frozen=True)
+class Report:
+    """The audit report as typed objects (the same content as the CLI's JSON).
+
+    ``passed`` is False when a finding fails the policy; ``findings`` lists every finding, shard-level
+    ones first (with their shard in ``shards``) then dataset-level ones; ``raise_for_policy()`` raises
+    :class:`~datacheck.errors.PolicyFailed`.
+    """
+
+    datacheck_version: str
+    created_at: str
+    index_hash: str
+    config_hash: str
+    fail_on: str
+    roles: dict[str, Any]
+    summary: dict[str, Any]
+    shards: tuple[ShardReport, ...]
+    dataset_findings: tuple[Finding, ...]
+    skipped: tuple[dict[str, Any], ...]
+    stats: dict[str, Any] = field(default_factory=dict)
+    row_content: dict[str, Any] = field(default_factory=dict)
+    report_version: int = REPORT_VERSION
+    #: only in the report of one part of a split audit (:mod:`datacheck.execute.parts`): ``num_parts``,
+    #: ``part``, ``results_file`` (the results sidecar beside the report) and ``results_digest``
+    part: dict[str, Any] | None = None
+    #: the config file used, as given or found (None: no file: the defaults, or a config the Python
+    #: API got in memory); see :func:`datacheck.api.resolve_config_path`
+    config_path: str | None = None
+    #: files under the audited paths that look like data but are not audited: ``{"path", "reason"}``
+    ignored: tuple[dict[str, str], ...] = ()
+
+    @property
+    def status(self) -> str:
+        return self.summary["status"]
+
+    @property
+    def passed(self) -> bool:
+        return self.summary["status"] != "fail"
+
+    @property
+    def findings(self) -> list[Finding]:
+        out = [f.with_(shards=(s.path,)) for s in self.shards for f in s.findings]
+        return out + list(self.dataset_findings)
+
+    def failures(self) -> list[Finding]:
+        return [f for f in self.findings if f.fails_policy]
+
+    def raise_for_policy(self) -> None:
+        """Raise :class:`PolicyFailed` (listing the failing checks) when the report did not pass."""
+        if self.passed:
+            return
+        fails = self.failures()
+        head = "; ".join(f"{f.check} in {', '.join(f.shards) or 'dataset'} ({f.count})" for f in fails[:5])
+        raise PolicyFailed(f"data gate failed: {len(fails)} finding(s) fail the policy: {head}", report=self)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self._to_dict()
+        if self.part is not None:
+            d["part"] = self.part
+        return d
+
+    def _to_dict(self) -> dict[str, Any]:
+        return {
+            "report_version": self.report_version,
+            "datacheck_version": self.datacheck_version,
+            "created_at": self.created_at,
+            "index_hash": self.index_hash,
+            "config_hash": self.config_hash,
+            "fail_on": self.fail_on,
+            "roles": self.roles,
+            "summary": self.summary,
+            "shards": [s.to_dict() for s in self.shards],
+            "findings": [f.to_dict(dataset_level=True) for f in self.dataset_findings],
+            "skipped": list(self.skipped),
+            "stats": self.stats,
+            "row_content": self.row_content,
+            "config_path": self.config_path,
+            "ignored": [dict(i) for i in self.ignored],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "report") -> "Report":
+        v = d.get("report_version")
+        if not isinstance(v, int):
+            raise ReportVersionError(f"{source}: no integer report_version: not a datacheck report")
+        if v > REPORT_VERSION:
+            raise ReportVersionError(
+                f"{source}: report_version {v} is newer than this datacheck reads ({REPORT_VERSION}); "
+                "upgrade datacheck (install a newer release from its source)")
+        missing = [k for k in _REQUIRED_KEYS if k not in d]
+        if missing:
+            raise UsageError(f"{source}: not a datacheck report: missing key {missing[0]!r}")
+        if not isinstance(d["summary"], dict) or "status" not in d["summary"]:
+            raise UsageError(f"{source}: not a datacheck report: missing key 'summary.status'")
+        return cls(
+            report_version=v, datacheck_version=d["datacheck_version"], created_at=d["created_at"],
+            index_hash=d["index_hash"], config_hash=d["config_hash"], fail_on=d.get("fail_on", "error"),
+            roles=d.get("roles", {}), summary=d["summary"],
+            shards=tuple(ShardReport.from_dict(s) for s in d.get("shards", [])),
+            dataset_findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
+            skipped=tuple(d.get("skipped", [])), stats=d.get("stats", {}), row_content=d.get("row_content", {}),
+            part=d.get("part"), config_path=d.get("config_path"), ignored=tuple(d.get("ignored", [])),
+        )
+
+
+
+
+def report_path(report_dir: str | Path, index_hash: str) -> Path:
+    """``<report-dir>/<index_hash>/report.json``."""
+    return Path(report_dir) / index_hash / "report.json"
+
+
+def read_report(path: str | Path) -> Report:
+    """Read a report file.
+
+    Raises:
+        UsageError: the file is missing, a folder, unreadable, not JSON, or not a datacheck report
+            ("not a datacheck report: missing key 'X'").
+        ReportVersionError: the report is newer than this datacheck reads.
+    """
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such report file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder; give a report file (e.g. {path / 'report.json'})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a JSON report ({exc})") from None
+    if not isinstance(d, dict):
+        raise UsageError(f"{path}: not a datacheck report (top level is not an object)")
+    try:
+        return Report.from_dict(d, source=str(path))
+    except KeyError as exc:  # a shard or finding entry without one of its keys
+        raise UsageError(f"{path}: not a datacheck report: missing key {exc}") from None
+    except (TypeError, AttributeError, ValueError) as exc:  # an entry of the wrong JSON type
+        raise UsageError(f"{path}: not a datacheck report: malformed entry ({exc})") from None
+
+
+def skipped_dicts(items: list[tuple[str, Skipped]]) -> list[dict[str, Any]]:
+    """Group (shard, Skipped) pairs into sorted ``{check, reason, shards}`` entries."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for shard, s in items:
+        grouped.setdefault((s.check, s.reason), [])
+        if shard and shard not in grouped[(s.check, s.reason)]:
+            grouped[(s.check, s.reason)].append(shard)
+    return [{"check": c, "reason": r, "shards": sorted(sh)} for (c, r), sh in sorted(grouped.items())]

@@ -1,0 +1,239 @@
+"""Comparing two reports of a dataset (``datacheck diff OLD NEW``): what changed between data versions.
+
+- Shards: added (path only in NEW), removed (only in OLD), changed (same path, other content hash).
+- Findings, keyed by (shard path or ``dataset``, check ID, column); counts of findings sharing a key
+  are summed: *new* (key only in NEW), *resolved* (only in OLD), *grown* (count went up),
+  *reduced* (count went down).
+- New policy failures: findings of NEW that fail the policy where OLD had no failing finding with
+  that key, or whose count grew. ``datacheck diff`` exits 1 when there is any.
+- Stats that moved: for the dataset and every shard present in both: the length quantiles
+  (``min p50 p90 p99 max mean``, any change) and each label's share of the labelled rows (an
+  absolute change of at least ``share_threshold``, default 0.01 = one percentage point).
+
+Both reports must have the same ``report_version`` (a layout change makes a comparison
+meaningless): otherwise :class:`~datacheck.errors.ReportVersionError` (exit 2).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datacheck.model.errors import ReportVersionError, UsageError
+from datacheck.model.findings import Finding
+from datacheck.report.model import Report, read_report, report_path
+
+__all__ = ["ReportDiff", "FindingDelta", "diff_reports", "resolve_report", "render_diff_text",
+           "render_diff_markdown", "QUANTILE_KEYS", "DEFAULT_SHARE_THRESHOLD"]
+
+#: Length statistics compared (keys of the report's ``stats.lengths``).
+QUANTILE_KEYS = ("min", "p50", "p90", "p99", "max", "mean")
+#: Smallest absolute change of a label's share that counts as moved (one percentage point).
+DEFAULT_SHARE_THRESHOLD = 0.01
+DATASET = "dataset"
+
+
+@dataclass(frozen=True)
+class FindingDelta:
+    """One finding key on both sides: ``where`` (shard path or ``dataset``), check, column, the summed
+    counts (0 when absent), and whether any finding of the key fails the policy on each side."""
+
+    where: str
+    check: str
+    column: str | None
+    old_count: int
+    new_count: int
+    old_fails: bool
+    new_fails: bool
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "check": self.check, "column": self.column, "old_count": self.old_count,
+                "new_count": self.new_count, "old_fails_policy": self.old_fails, "new_fails_policy": self.new_fails,
+                "message": self.message}
+
+
+@dataclass
+class ReportDiff:
+    """The differences between two reports (see the module docstring for the definitions)."""
+
+    old_index: str
+    new_index: str
+    config_changed: bool
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: list[tuple[str, str, str]] = field(default_factory=list)
+    new: list[FindingDelta] = field(default_factory=list)
+    resolved: list[FindingDelta] = field(default_factory=list)
+    grown: list[FindingDelta] = field(default_factory=list)
+    reduced: list[FindingDelta] = field(default_factory=list)
+    new_policy_failures: list[FindingDelta] = field(default_factory=list)
+    stats_moved: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def has_new_failures(self) -> bool:
+        return bool(self.new_policy_failures)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old_index_hash": self.old_index, "new_index_hash": self.new_index, "config_changed": self.config_changed,
+            "shards": {"added": self.added, "removed": self.removed,
+                       "changed": [{"path": p, "old": a, "new": b} for p, a, b in self.changed]},
+            "findings": {k: [d.to_dict() for d in getattr(self, k)] for k in ("new", "resolved", "grown", "reduced")},
+            "new_policy_failures": [d.to_dict() for d in self.new_policy_failures],
+            "stats_moved": self.stats_moved,
+        }
+
+
+_HEX = re.compile(r"^[0-9a-f]{6,32}$")
+
+
+def resolve_report(ref: str, report_dir: str | Path) -> Report:
+    """A report from a file path, or from an index hash (or a unique prefix of at least 6 hex digits)
+    looked up as ``<report_dir>/<index_hash>/report.json``.
+
+    Raises:
+        UsageError: no such file or hash, or an ambiguous prefix.
+        ReportVersionError: the report is newer than this datacheck reads.
+    """
+    p = Path(ref)
+    if p.is_file():
+        return read_report(p)
+    if _HEX.match(ref):
+        exact = report_path(report_dir, ref)
+        if exact.is_file():
+            return read_report(exact)
+        base = Path(report_dir)
+        hits = sorted(d for d in base.glob(f"{ref}*") if (d / "report.json").is_file()) if base.is_dir() else []
+        if len(hits) == 1:
+            return read_report(hits[0] / "report.json")
+        if len(hits) > 1:
+            raise UsageError(f"{ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); give more digits")
+        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{ref}*/report.json (set --report-dir)")
+    raise UsageError(f"{ref}: no such report file (or index hash in --report-dir {report_dir})")
+
+
+def _aggregate(report: Report) -> dict[tuple[str, str, str | None], dict[str, Any]]:
+    out: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+
+    def add(where: str, f: Finding) -> None:
+        e = out.setdefault((where, f.check, f.column), {"count": 0, "fails": False, "message": f.message})
+        e["count"] += f.count
+        e["fails"] = e["fails"] or f.fails_policy
+
+    for sh in report.shards:
+        for f in sh.findings:
+            add(sh.path, f)
+    for f in report.dataset_findings:
+        add(DATASET, f)
+    return out
+
+
+def _label_shares(lab: dict[str, Any] | None) -> dict[str, float]:
+    if not lab:
+        return {}
+    counts = [(str(v), c) for v, c in lab.get("counts", [])]
+    total = sum(c for _, c in counts)
+    return {v: c / total for v, c in counts} if total else {}
+
+
+def _stats_moved(scope: str, old: dict[str, Any], new: dict[str, Any], share_threshold: float) -> list[dict[str, Any]]:
+    moved = []
+    lo, ln = old.get("lengths") or {}, new.get("lengths") or {}
+    for k in QUANTILE_KEYS:
+        a, b = lo.get(k), ln.get(k)
+        if (a is not None or b is not None) and a != b:
+            moved.append({"scope": scope, "stat": f"lengths.{k}", "old": a, "new": b})
+    so, sn = _label_shares(old.get("labels")), _label_shares(new.get("labels"))
+    for v in sorted(set(so) | set(sn)):
+        a, b = so.get(v, 0.0), sn.get(v, 0.0)
+        if abs(b - a) >= share_threshold:
+            moved.append({"scope": scope, "stat": f"labels.share[{v}]", "old": round(a, 6), "new": round(b, 6)})
+    return moved
+
+
+def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHARE_THRESHOLD) -> ReportDiff:
+    """Compare ``old`` with ``new`` (module docstring).
+
+    Raises:
+        ReportVersionError: the two reports have different ``report_version``.
+    """
+    if old.report_version != new.report_version:
+        raise ReportVersionError(
+            f"cannot diff reports of different report_version (OLD {old.report_version}, NEW {new.report_version}): "
+            "re-run the audit of the older data with this datacheck, then diff the two new reports")
+    d = ReportDiff(old_index=old.index_hash, new_index=new.index_hash, config_changed=old.config_hash != new.config_hash)
+    os_, ns = {s.path: s for s in old.shards}, {s.path: s for s in new.shards}
+    d.added = sorted(set(ns) - set(os_))
+    d.removed = sorted(set(os_) - set(ns))
+    d.changed = sorted((p, os_[p].content_hash, ns[p].content_hash) for p in set(os_) & set(ns)
+                       if os_[p].content_hash != ns[p].content_hash)
+    ao, an = _aggregate(old), _aggregate(new)
+    for key in sorted(set(ao) | set(an), key=lambda k: (k[0], k[1], k[2] or "")):
+        eo, en = ao.get(key), an.get(key)
+        delta = FindingDelta(where=key[0], check=key[1], column=key[2],
+                             old_count=eo["count"] if eo else 0, new_count=en["count"] if en else 0,
+                             old_fails=bool(eo and eo["fails"]), new_fails=bool(en and en["fails"]),
+                             message=(en or eo)["message"])
+        if eo is None:
+            d.new.append(delta)
+        elif en is None:
+            d.resolved.append(delta)
+        elif delta.new_count > delta.old_count:
+            d.grown.append(delta)
+        elif delta.new_count < delta.old_count:
+            d.reduced.append(delta)
+        if delta.new_fails and (not delta.old_fails or delta.new_count > delta.old_count):
+            d.new_policy_failures.append(delta)
+    d.stats_moved = _stats_moved(DATASET, old.stats, new.stats, share_threshold)
+    for p in sorted(set(os_) & set(ns)):
+        d.stats_moved += _stats_moved(p, os_[p].stats, ns[p].stats, share_threshold)
+    return d
+
+
+def _fmt_delta(x: FindingDelta) -> str:
+    col = f" ({x.column})" if x.column else ""
+    fail = " FAILS POLICY" if x.new_fails else ""
+    return f"{x.where}: {x.check}{col} {x.old_count} -> {x.new_count}{fail}"
+
+
+def render_diff_text(d: ReportDiff) -> str:
+    """Plain-text rendering for terminals and CI logs."""
+    out = [f"datacheck diff {d.old_index} -> {d.new_index}"
+           + ("  (the config changed between the two audits)" if d.config_changed else "")]
+    out.append(f"shards: {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed")
+    out += [f"  + {p}" for p in d.added] + [f"  - {p}" for p in d.removed] + [f"  ~ {p}" for p, _, _ in d.changed]
+    out.append(f"findings: {len(d.new)} new, {len(d.resolved)} resolved, {len(d.grown)} grown, {len(d.reduced)} reduced")
+    for name, items in (("new", d.new), ("resolved", d.resolved), ("grown", d.grown), ("reduced", d.reduced)):
+        out += [f"  {name:8s} {_fmt_delta(x)}" for x in items]
+    if d.stats_moved:
+        out.append(f"stats moved: {len(d.stats_moved)}")
+        out += [f"  {m['scope']}: {m['stat']} {m['old']} -> {m['new']}" for m in d.stats_moved]
+    out.append(f"new policy failures: {len(d.new_policy_failures)}")
+    out += [f"  ! {_fmt_delta(x)}: {x.message[:200]}" for x in d.new_policy_failures]
+    return "\n".join(out) + "\n"
+
+
+def render_diff_markdown(d: ReportDiff) -> str:
+    """Markdown for a CI job summary."""
+    icon = "❌" if d.has_new_failures else "✅"
+    out = [f"## {icon} datacheck diff", "",
+           f"`{d.old_index}` → `{d.new_index}`" + (" (config changed)" if d.config_changed else ""), "",
+           f"**Shards:** {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed", ""]
+    for sym, items in (("added", d.added), ("removed", d.removed), ("changed", [p for p, _, _ in d.changed])):
+        out += [f"- {sym}: `{p}`" for p in items]
+    out += ["", f"**Findings:** {len(d.new)} new, {len(d.resolved)} resolved, {len(d.grown)} grown, "
+                f"{len(d.reduced)} reduced", ""]
+    rows = [(n, x) for n, items in (("new", d.new), ("resolved", d.resolved), ("grown", d.grown),
+                                    ("reduced", d.reduced)) for x in items]
+    if rows:
+        out += ["| change | where | check | column | old | new | fails policy |", "|---|---|---|---|---:|---:|---|"]
+        out += [f"| {n} | `{x.where}` | `{x.check}` | {x.column or ''} | {x.old_count} | {x.new_count} | "
+                f"{'yes' if x.new_fails else ''} |" for n, x in rows]
+    if d.stats_moved:
+        out += ["", "**Stats moved:**", "", "| scope | stat | old | new |", "|---|---|---:|---:|"]
+        out += [f"| `{m['scope']}` | {m['stat']} | {m['old']} | {m['new']} |" for m in d.stats_moved]
+    out += ["", f"**New policy failures:** {len(d.new_policy_failures)}"]
+    out += [f"- `{x.where}` `{x.check}`: {x.message[:300]}" for x in d.new_policy_failures]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,599 @@
+"""``datacheck inspect``: the offending rows of a shard, their values, and a small reproduction file.
+
+Inspection reuses the audit machinery: shards are found with :func:`datacheck.io.discover`,
+audited with :func:`datacheck.runner.audit_shard` (``keep_rows=True``, so every failing row of
+every row check is known), and the offending rows are then read back from the shard as
+:func:`datacheck.io.open_shard` opens it. Row indices are 0-based positions in the shard as read
+(header excluded for CSV); JSONL/CSV rows also carry their 1-based line number.
+
+For list columns the position of the first bad element is shown (e.g. the first token id
+``>= vocab_size``), taken from the check's own example expression
+(:func:`datacheck.checks._expr.first_bad`, ``"first at position P of N: V"``). With a tokenizer
+(``tokenizer.json``; a GPT-2 style ``vocab.json`` + ``merges.txt`` pair; or a WordPiece
+``vocab.txt``), the sequence is shown as tokens through the ``tokenizers`` package (the optional
+``tokenizers`` extra: ``pip install "tokenizers>=0.15"``, or ``pip install -e ".[tokenizers]"`` in
+the datacheck source folder).
+
+:func:`export_rows` writes offending (or chosen) rows with their original row index, shard path
+and shard content hash to a parquet or JSONL file, atomically, so a failure can be replayed on a
+fixed batch.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from datacheck.model import catalog
+from datacheck.checks.registry import SHARD_CHECKS, RowCheck, ShardContext, load_families
+from datacheck.model.config import Config
+from datacheck.model.errors import OptionalDependencyError, UsageError
+from datacheck.model.findings import Finding, Skipped, show_value
+from datacheck.io.hashing import hash_file
+from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.io.readers import Unreadable, open_shard
+from datacheck.model.roles import resolve_roles
+from datacheck.engine.shard import audit_shard
+
+__all__ = [
+    "OffendingRow",
+    "ShardInspection",
+    "TokenizerView",
+    "load_tokenizer",
+    "inspect_shards",
+    "export_rows",
+    "parse_row_list",
+    "write_frame_atomic",
+    "EXPORT_COLUMNS",
+    "TOKENIZERS_INSTALL",
+]
+
+#: The install command shown when the optional ``tokenizers`` package is missing: the ``tokenizers``
+#: extra's own dependency (pyproject.toml), not a datacheck package from PyPI (the PyPI name
+#: ``datacheck`` belongs to another project).
+TOKENIZERS_INSTALL = ('pip install "tokenizers>=0.15" (or, in the datacheck source folder, '
+                      'pip install -e ".[tokenizers]")')
+#: Columns :func:`export_rows` adds to the data columns (names chosen not to clash with data).
+EXPORT_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_shard_hash",
+                  "_datacheck_checks")
+# The example text of list checks, as datacheck.checks._expr.first_bad formats it.
+_FIRST_BAD = re.compile(r"^first at position (-?\d+) of (\d+): (.*)$", re.S)
+#: Tokens shown on each side of the first bad position (a whole sequence of 2048 ids is unreadable).
+TOKEN_WINDOW = 24
+#: Characters shown per column of a row chosen with ``--rows`` (every column is shown).
+ROW_VALUE_CHARS = 120
+
+
+# --------------------------------------------------------------------------------------------- tokenizer
+@dataclass
+class TokenizerView:
+    """A loaded tokenizer and where it came from.
+
+    Attributes:
+        tokenizer: a ``tokenizers.Tokenizer`` (or one of its implementation classes).
+        source: the file(s) it was loaded from, for messages.
+        vocab_size: ``get_vocab_size(with_added_tokens=True)``: ids in ``[0, vocab_size)`` decode.
+        byte_level: the tokenizer's decoder is byte-level (GPT-2 style BPE): its tokens are
+            shown decoded (``"Ġworld"`` as ``" world"``), see :meth:`readable`.
+    """
+
+    tokenizer: Any
+    source: str
+    vocab_size: int
+    byte_level: bool = False
+
+    def readable(self, token: str) -> str:
+        """``token`` as text: byte-level BPE tokens through the tokenizer's own decoder, one token at
+        a time (``"Ġworld"`` -> ``" world"``); a token that holds only part of a UTF-8 character
+        (the decoder gives U+FFFD) as its bytes, e.g. ``"\\xe2\\x80"``. Other tokens (WordPiece
+        ``"##ing"``, special tokens) are returned as they are."""
+        if not self.byte_level:
+            return token
+        try:
+            text = self.tokenizer.decoder.decode([token])
+        except Exception:  # a decoder that rejects a lone token: show the token itself
+            return token
+        if "\ufffd" in text and "\ufffd" not in token:
+            raw = bytes(_GPT2_BYTE_OF.get(ch, 0x3F) for ch in token)
+            return "".join(f"\\x{b:02x}" for b in raw)
+        return text
+
+    def tokens(self, ids: list[int | None]) -> list[str]:
+        """Each id as its token text (:meth:`readable`); an id outside the vocabulary as
+        ``<oov:ID>``, null as ``<null>``."""
+        out = []
+        for i in ids:
+            if i is None:
+                out.append("<null>")
+                continue
+            tok = self.tokenizer.id_to_token(int(i)) if 0 <= int(i) < self.vocab_size else None
+            out.append(self.readable(tok) if tok is not None else f"<oov:{i}>")
+        return out
+
+    def encode(self, text: str) -> list[str]:
+        """``text`` split into tokens (no padding or truncation), each as :meth:`readable` text."""
+        return [self.readable(tok) for tok in self.tokenizer.encode(text).tokens]
+
+
+def _gpt2_byte_of() -> dict[str, int]:
+    """Character -> byte of GPT-2's byte-level alphabet (``bytes_to_unicode`` in openai/gpt-2
+    ``src/encoder.py``, which the ``tokenizers`` ByteLevel pre-tokenizer uses): printable Latin-1
+    bytes map to themselves, the other 68 bytes to U+0100 onwards, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    out = {chr(b): b for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in out.values():
+            out[chr(256 + extra)] = b
+            extra += 1
+    return out
+
+
+_GPT2_BYTE_OF = _gpt2_byte_of()
+
+
+def _import_tokenizers():
+    try:
+        import tokenizers
+    except ImportError:
+        raise OptionalDependencyError(
+            f"--tokenizer needs the optional 'tokenizers' package: {TOKENIZERS_INSTALL}") from None
+    return tokenizers
+
+
+def load_tokenizer(path: str | Path) -> TokenizerView:
+    """Load a tokenizer for showing sequences as tokens.
+
+    Args:
+        path: a ``tokenizer.json`` file (Hugging Face fast tokenizer); a GPT-2 style ``vocab.json``
+            whose folder also holds ``merges.txt`` (byte-level BPE); a WordPiece ``vocab.txt``; or a
+            folder holding one of these (``tokenizer.json`` first, then ``vocab.json`` +
+            ``merges.txt``, then ``vocab.txt``).
+
+    Returns:
+        The :class:`TokenizerView`. Padding and truncation stored in a ``tokenizer.json`` are
+        switched off (MiniLM's file pads every encoding to 128).
+
+    Raises:
+        OptionalDependencyError: ``tokenizers`` is not installed (the message gives the install command).
+        UsageError: nothing loadable at ``path``, or the files do not parse.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"--tokenizer {path}: no such file or folder; give tokenizer.json, "
+                         "vocab.json (with merges.txt beside it) or a folder holding them")
+    tk = _import_tokenizers()
+    if p.is_dir():
+        for cand in ("tokenizer.json", "vocab.json", "vocab.txt"):
+            if (p / cand).is_file():
+                p = p / cand
+                break
+        else:
+            raise UsageError(f"--tokenizer {path}: the folder holds no tokenizer.json, vocab.json + merges.txt "
+                             "or vocab.txt")
+    try:
+        # GPT-2 style pair: vocab.json + merges.txt, or PREFIX-vocab.json + PREFIX-merges.txt
+        paired = p.parent / (p.name[: -len("vocab.json")] + "merges.txt") if p.name.endswith("vocab.json") else None
+        if p.name.endswith("vocab.json") or (p.suffix == ".json" and (p.parent / "merges.txt").is_file()
+                                             and p.name != "tokenizer.json"):
+            merges = paired if paired is not None and paired.is_file() else p.parent / "merges.txt"
+            if not merges.is_file():
+                raise UsageError(f"--tokenizer {p}: a GPT-2 style vocab.json needs merges.txt "
+                                 f"({paired.name if paired is not None else 'merges.txt'}) in the same folder")
+            tok = tk.ByteLevelBPETokenizer(str(p), str(merges))
+            source = f"{p} + {merges.name}"
+        elif p.suffix == ".txt":
+            tok = tk.BertWordPieceTokenizer(str(p), lowercase=True)
+            source = str(p)
+        else:
+            tok = tk.Tokenizer.from_file(str(p))
+            tok.no_padding()
+            tok.no_truncation()
+            source = str(p)
+    except UsageError:
+        raise
+    except Exception as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"--tokenizer {p}: cannot load it as a tokenizer: {msg}") from None
+    decoder = getattr(tok, "decoder", None)
+    return TokenizerView(tokenizer=tok, source=source, vocab_size=int(tok.get_vocab_size(with_added_tokens=True)),
+                         byte_level=type(decoder).__name__ == "ByteLevel")
+
+
+# --------------------------------------------------------------------------------------------- inspection
+@dataclass(frozen=True)
+class OffendingRow:
+    """One row (or, for ``decode.*`` findings, one line) that fails a check.
+
+    Attributes:
+        check: check ID, e.g. ``"tokens.out_of_vocab"``.
+        column: the failing column, or None when the check concerns several.
+        row: 0-based row index in the shard as read; None for a line that is not a row (bad record).
+        line: 1-based line number (JSONL/CSV), else None.
+        value: the failing column's value, shown truncated (``show_value``).
+        position: for list columns, the 0-based position of the first bad element, else None.
+        length: for list columns, the list length, else None.
+        bad_value: the first bad element (list columns) as text, else None.
+        detail: the check's own example text (e.g. ``"first at position 5 of 128: 30523"``).
+        tokens: the sequence as tokens (a window around ``position``) when a tokenizer was given.
+        byte_offset: 0-based byte offset of the line (decode findings), else None.
+    """
+
+    check: str
+    column: str | None
+    row: int | None
+    line: int | None
+    value: str
+    position: int | None = None
+    length: int | None = None
+    bad_value: str | None = None
+    detail: str | None = None
+    tokens: tuple[str, ...] | None = None
+    byte_offset: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "column": self.column, "row": self.row, "line": self.line,
+                "value": self.value, "position": self.position, "length": self.length,
+                "bad_value": self.bad_value, "detail": self.detail,
+                "tokens": list(self.tokens) if self.tokens is not None else None,
+                "byte_offset": self.byte_offset}
+
+
+@dataclass
+class ShardInspection:
+    """What :func:`inspect_shards` learned about one shard.
+
+    Attributes:
+        shard: the discovered shard (absolute path, relative path, format).
+        content_hash: ``"xxh3-128:<hex>"`` of the shard's bytes.
+        bytes: file size in bytes.
+        rows: rows read, or None when the shard is unreadable.
+        unreadable: why the shard cannot be read and where (bad magic, truncated footer, ...), else None.
+        failing: every failing row (0-based, sorted) per ``"check"`` / ``"check:column"`` (after ``--check``).
+        shown: the offending rows shown (at most ``limit`` per check key, or the ``--rows`` asked for).
+        decode: ``decode.*`` findings (bad lines, invalid UTF-8) with line numbers and byte offsets.
+        skipped: checks that could not run on this shard, and why.
+        notes: facts worth saying (e.g. ``vocab_size`` taken from the tokenizer).
+    """
+
+    shard: DiscoveredShard
+    content_hash: str
+    bytes: int
+    rows: int | None
+    unreadable: str | None = None
+    failing: dict[str, list[int]] = field(default_factory=dict)
+    shown: list[OffendingRow] = field(default_factory=list)
+    decode: list[Finding] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_failures(self) -> bool:
+        return self.unreadable is not None or bool(self.failing) or any(
+            f.severity in ("error", "warn") for f in self.decode)
+
+    def rows_failing(self) -> dict[int, list[str]]:
+        """{row: sorted check keys it fails} over all kept check keys."""
+        out: dict[int, list[str]] = {}
+        for key, rows in self.failing.items():
+            for r in rows:
+                out.setdefault(r, []).append(key)
+        return {r: sorted(v) for r, v in sorted(out.items())}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.shard.rel, "format": self.shard.format, "content_hash": self.content_hash,
+            "bytes": self.bytes, "rows": self.rows, "unreadable": self.unreadable,
+            "failing": {k: {"count": len(v), "rows": v[:1000]} for k, v in sorted(self.failing.items())},
+            "shown": [r.to_dict() for r in self.shown],
+            "decode": [f.to_dict() for f in self.decode],
+            "skipped": [s.to_dict() for s in self.skipped],
+            "notes": list(self.notes),
+        }
+
+
+def parse_row_list(text: str) -> list[int]:
+    """``"17,42,100-103"`` -> ``[17, 42, 100, 101, 102, 103]`` (0-based row indices, sorted, unique).
+
+    Raises:
+        UsageError: a part is not a non-negative integer or an ``A-B`` range with ``A <= B``.
+    """
+    out: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
+            raise UsageError(f"--rows {text!r}: {part!r} is not a row index or A-B range "
+                             "(0-based, e.g. --rows 17,42,100-103)")
+        a = int(m.group(1))
+        b = int(m.group(2)) if m.group(2) is not None else a
+        out.update(range(a, b + 1))
+    if not out:
+        raise UsageError(f"--rows {text!r}: no row index given (e.g. --rows 17,42)")
+    return sorted(out)
+
+
+def _check_ids(checks: list[str] | None) -> set[str] | None:
+    if not checks:
+        return None
+    bad = [c for c in checks if not catalog.is_known(c)]
+    if bad:
+        close = [k for k in catalog.CATALOG if k.split(".")[-1] == bad[0].split(".")[-1]]
+        hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
+        raise UsageError(f"--check {bad[0]!r}: unknown check ID{hint}")
+    dataset = [c for c in checks if catalog.info(c).level == "dataset"]
+    if dataset:  # decided across shards: inspect (one shard's rows) would silently show nothing
+        raise UsageError(f"--check {dataset[0]!r}: {dataset[0]} is a dataset-level check; run datacheck audit "
+                         "(its finding names the shards and rows concerned)")
+    return set(checks)
+
+
+def _row_checks(cfg: Config, schema: dict[str, pl.DataType], shard: str) -> dict[str, list[RowCheck]]:
+    """The shard's row checks by failing-rows key (``"check"`` or ``"check:column"``), as the runner keys them."""
+    load_families()
+    ctx = ShardContext(cfg=cfg, roles=resolve_roles(cfg.columns, schema), schema=schema, shard=shard)
+    out: dict[str, list[RowCheck]] = {}
+    for _family, fn in SHARD_CHECKS:
+        for item in fn(ctx):
+            if isinstance(item, RowCheck):
+                key = item.check if item.column is None else f"{item.check}:{item.column}"
+                out.setdefault(key, []).append(item)
+    return out
+
+
+def _with_facts(cfg: Config, limit: int, tok: TokenizerView | None) -> tuple[Config, list[str]]:
+    notes = []
+    report = cfg.report.model_copy(update={"max_examples": max(cfg.report.max_examples, limit)})
+    update: dict[str, Any] = {"report": report}
+    if tok is not None and cfg.tokens.vocab_size is None:
+        update["tokens"] = cfg.tokens.model_copy(update={"vocab_size": tok.vocab_size})
+        notes.append(f"[tokens] vocab_size not set: using the tokenizer's {tok.vocab_size} ({tok.source})")
+    elif tok is not None and tok.vocab_size != cfg.tokens.vocab_size:
+        v = cfg.tokens.vocab_size
+        notes.append(f"the tokenizer has {tok.vocab_size} tokens but [tokens] vocab_size is {v}: rows are checked "
+                     f"against {v}; " + (f"ids {tok.vocab_size}..{v - 1} pass the check but show as <oov:ID>"
+                                         if v > tok.vocab_size else
+                                         f"ids {v}..{tok.vocab_size - 1} decode but fail tokens.out_of_vocab")
+                     + f" (a different tokenizer than the data's? {tok.source})")
+    return cfg.model_copy(update=update), notes
+
+
+def _window(tokens: list[str], pos: int | None) -> tuple[str, ...]:
+    """A readable slice of ``tokens``: around ``pos`` (marked with ⟦ ⟧), else the start."""
+    if pos is None or pos < 0 or pos >= len(tokens):
+        head = tokens[: 2 * TOKEN_WINDOW]
+        return tuple(head + (["…"] if len(tokens) > len(head) else []))
+    lo, hi = max(0, pos - TOKEN_WINDOW), min(len(tokens), pos + TOKEN_WINDOW + 1)
+    out = (["…"] if lo > 0 else []) + tokens[lo:pos] + [f"⟦{tokens[pos]}⟧"] + tokens[pos + 1:hi]
+    return tuple(out + (["…"] if hi < len(tokens) else []))
+
+
+def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows: list[int] | None,
+                 limit: int, tok: TokenizerView | None, notes: list[str]) -> ShardInspection:
+    try:
+        chash, size = hash_file(ds.path)
+    except OSError as exc:
+        return ShardInspection(shard=ds, content_hash="", bytes=0, rows=None,
+                               unreadable=f"cannot read file: {exc.strerror or exc}")
+    res = audit_shard(ds, cfg, chash, size, keep_rows=True)
+    if not res.readable:
+        reason = next((f.details.get("reason") for f in res.findings if f.check == "decode.unreadable"), None)
+        return ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=None,
+                               unreadable=reason or "cannot be read")
+    try:
+        data = open_shard(ds.path, ds.format, cfg.dataset, cfg.report.max_examples)
+    except Unreadable as exc:  # the file changed between the audit and now
+        return ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=None, unreadable=exc.reason)
+    schema = dict(data.lf.collect_schema())
+    failing = {k: v for k, v in res.failing_rows.items() if checks is None or k.split(":", 1)[0] in checks}
+    decode = [f for f in res.findings if f.check.startswith("decode.") and (checks is None or f.check in checks)]
+    out = ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=res.rows, failing=failing,
+                          decode=decode, skipped=list(res.skipped), notes=list(notes))
+    if rows is not None:
+        beyond = [r for r in rows if r >= (res.rows or 0)]
+        if beyond:
+            out.notes.append(f"rows {','.join(map(str, beyond[:10]))} are past the last row ({(res.rows or 0) - 1})")
+        wanted = {r: [] for r in rows if r < (res.rows or 0)}
+        for key, rs in failing.items():
+            s = set(rs)
+            for r in wanted:
+                if r in s:
+                    wanted[r].append(key)
+        pairs = [(key, r) for r, keys in wanted.items() for key in (sorted(keys) or [None])]
+    else:
+        pairs = [(key, r) for key, rs in sorted(failing.items()) for r in rs[:limit]]
+    if not pairs:
+        return out
+    out.shown = _read_rows(data, schema, cfg, ds.rel, pairs, tok)
+    return out
+
+
+def _read_rows(data, schema: dict[str, pl.DataType], cfg: Config, shard: str,
+               pairs: list[tuple[str | None, int]], tok: TokenizerView | None) -> list[OffendingRow]:
+    """Values, first bad positions and tokens of the (check key, row) pairs, in one read."""
+    rcs = _row_checks(cfg, schema, shard)
+    roles = resolve_roles(cfg.columns, schema)
+    keys = sorted({k for k, _ in pairs if k is not None})
+    want_rows = sorted({r for _, r in pairs})
+    exprs: list[pl.Expr] = [pl.col("__row")]
+    ex_names: dict[str, list[str]] = {}
+    for key in keys:
+        for rc in rcs.get(key, []):
+            if rc.example is not None:
+                name = f"__ex_{len(exprs)}"
+                exprs.append(rc.example.alias(name))
+                ex_names.setdefault(key, []).append(name)
+    value_cols = sorted({k.split(":", 1)[1] for k in keys if ":" in k and k.split(":", 1)[1] in schema})
+    seq_col = roles.input_ids if tok is not None else None
+    text_col = roles.text[0] if (tok is not None and roles.text and seq_col is None) else None
+    extra = [c for c in (seq_col, text_col) if c is not None and c not in value_cols]
+    whole_rows = any(k is None for k, _ in pairs)  # --rows: a chosen row is shown with every column
+    if whole_rows:
+        extra += [c for c in schema if c not in value_cols and c not in extra]
+    exprs += [pl.col(c) for c in value_cols + extra]
+    try:
+        df = data.lf.with_row_index("__row").filter(pl.col("__row").is_in(want_rows)).select(exprs).collect()
+    except Exception:  # one example expression cannot run on this data: read the values alone
+        df = (data.lf.with_row_index("__row").filter(pl.col("__row").is_in(want_rows))
+              .select([pl.col("__row"), *(pl.col(c) for c in value_cols + extra)]).collect())
+        ex_names = {}
+    by_row = {int(r): i for i, r in enumerate(df["__row"].to_list())}
+    lines = data.lines_of(want_rows)
+    line_of = dict(zip(want_rows, lines)) if lines else {}
+    shown: list[OffendingRow] = []
+    for key, r in pairs:
+        i = by_row.get(r)
+        if i is None:
+            continue
+        check, column = (key.split(":", 1) + [None])[:2] if key is not None else ("(none)", None)
+        if key is not None and ":" not in key:
+            column = None
+        value = df[column][i] if column is not None and column in df.columns else None
+        if isinstance(value, pl.Series):
+            value = value.to_list()
+        if column is not None:
+            shown_value = show_value(value)
+        else:
+            shown_value = _row_summary(df, i, list(schema) if whole_rows else value_cols + extra,
+                                       per_column=ROW_VALUE_CHARS if whole_rows else 60)
+        detail = pos = length = bad = None
+        for name in ex_names.get(key, []) if key is not None else []:
+            v = df[name][i]
+            if v is None:
+                continue
+            detail = v if isinstance(v, str) else show_value(v.to_list() if isinstance(v, pl.Series) else v)
+            m = _FIRST_BAD.match(str(v))
+            if m:
+                pos, length, bad = int(m.group(1)), int(m.group(2)), m.group(3)
+            break
+        tokens = None
+        if seq_col is not None and seq_col in df.columns:
+            ids = df[seq_col][i]
+            ids = ids.to_list() if isinstance(ids, pl.Series) else ids
+            if isinstance(ids, list) and ids and not isinstance(ids[0], list):
+                tokens = _window(tok.tokens(ids), pos if column == seq_col else None)
+        elif text_col is not None and isinstance(df[text_col][i], str):
+            tokens = _window(tok.encode(df[text_col][i]), None)
+        shown.append(OffendingRow(check=check, column=column, row=r, line=line_of.get(r), value=shown_value,
+                                  position=pos, length=length, bad_value=bad, detail=detail,
+                                  tokens=tokens))
+    return shown
+
+
+def _row_summary(df: pl.DataFrame, i: int, cols: list[str], per_column: int = 60) -> str:
+    """``col=value, ...`` of row ``i`` (each value shown with :func:`show_value`, at most
+    ``per_column`` characters; the whole text at most ``max(200, 4 * per_column)`` characters)."""
+    cols = [c for c in cols if c in df.columns]
+    if not cols:
+        return ""
+    parts = []
+    for c in cols:
+        v = df[c][i]
+        parts.append(f"{c}={show_value(v.to_list() if isinstance(v, pl.Series) else v, per_column)}")
+    text = ", ".join(parts)
+    limit = max(200, 4 * per_column)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = None,
+                   rows: list[int] | None = None, limit: int = 20,
+                   tokenizer: TokenizerView | None = None) -> list[ShardInspection]:
+    """Inspect the shards under ``paths``: every failing row per check, and the first ones with values.
+
+    Args:
+        paths: shard files, folders (searched recursively; e.g. a Hugging Face ``save_to_disk``
+            split folder) or globs, as ``datacheck audit`` takes them.
+        cfg: the validated config (roles and facts such as ``vocab_size``).
+        checks: only these check IDs (None: every check).
+        rows: show these 0-based rows (with the checks they fail) instead of the failing ones.
+        limit: at most this many rows shown per check key (default 20).
+        tokenizer: shows ``input_ids`` (else the first text column) as tokens; when ``[tokens]
+            vocab_size`` is not set, the tokenizer's vocabulary size is used.
+
+    Returns:
+        One :class:`ShardInspection` per shard, in path order. An unreadable shard is returned
+        with ``unreadable`` set to the reason (never raised).
+
+    Raises:
+        UsageError: a path does not exist, no shard was found, an unknown or dataset-level
+            ``--check`` ID (decided across shards: ``datacheck audit`` reports it), or ``limit < 1``.
+    """
+    if limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {limit}")
+    wanted = _check_ids(checks)
+    cfg, notes = _with_facts(cfg, limit, tokenizer)
+    disc = discover([str(p) for p in paths], cfg.dataset.format)
+    load_families()
+    return [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
+
+
+# --------------------------------------------------------------------------------------------- export
+def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
+    """Write ``df`` as parquet (``.parquet``/``.pq``) or JSONL (``.jsonl``/``.ndjson``) atomically,
+    through :func:`datacheck.outputs.write_atomic` (temporary file in the target's folder, fsync,
+    rename; a link is written through to its target, a device or fifo is written in place).
+
+    Raises:
+        UsageError: another extension, ``path`` is an existing folder, or it cannot be written.
+    """
+    from datacheck.io.outputs import write_atomic
+
+    name = Path(path).name.lower()
+    if not name.endswith((".parquet", ".pq", ".jsonl", ".ndjson")):
+        raise UsageError(f"--export {path}: write .parquet or .jsonl (the format follows the extension)")
+    if name.endswith((".parquet", ".pq")):
+        return write_atomic(path, lambda f: df.write_parquet(f))
+    return write_atomic(path, lambda f: df.write_ndjson(f))
+
+
+def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config,
+                rows: list[int] | None = None) -> tuple[Path | None, int]:
+    """Write the offending rows (or the ``rows`` given) of each shard to ``out``, for replay.
+
+    Each exported row holds every data column as read, plus ``_datacheck_row`` (0-based row index,
+    int64), ``_datacheck_line`` (1-based line for JSONL/CSV, else null), ``_datacheck_shard`` (path
+    relative to the inspected root), ``_datacheck_shard_hash`` (``xxh3-128:…`` of the shard's bytes,
+    so the replay can prove it reads the same data) and ``_datacheck_checks`` (list of the check
+    keys the row fails, ``"check"`` or ``"check:column"``; empty for a chosen row that passes).
+    Shards with different columns are combined with missing columns as null.
+
+    Returns:
+        (the written path, rows written); (None, 0) when there was nothing to write (no file is made).
+
+    Raises:
+        UsageError: ``out`` has an extension other than .parquet/.jsonl or cannot be written, or
+            rows of different shards cannot be combined (same column, incompatible types).
+    """
+    frames = []
+    for ins in inspections:
+        if ins.rows is None:
+            continue
+        failing = ins.rows_failing()
+        sel = [r for r in rows if r < ins.rows] if rows is not None else sorted(failing)
+        if not sel:
+            continue
+        data = open_shard(ins.shard.path, ins.shard.format, cfg.dataset, cfg.report.max_examples)
+        df = (data.lf.with_row_index("_datacheck_row").filter(pl.col("_datacheck_row").is_in(sel)).collect())
+        got = df["_datacheck_row"].to_list()
+        lines = data.lines_of(got)
+        df = df.with_columns(
+            pl.col("_datacheck_row").cast(pl.Int64),
+            pl.Series("_datacheck_line", lines if lines else [None] * len(got), dtype=pl.Int64),
+            pl.lit(ins.shard.rel, dtype=pl.String).alias("_datacheck_shard"),
+            pl.lit(ins.content_hash, dtype=pl.String).alias("_datacheck_shard_hash"),
+            pl.Series("_datacheck_checks", [failing.get(r, []) for r in got], dtype=pl.List(pl.String)),
+        )
+        data_cols = [c for c in df.columns if c not in EXPORT_COLUMNS]
+        frames.append(df.select([*EXPORT_COLUMNS, *data_cols]))
+    if not frames:
+        return None, 0
+    try:
+        df = pl.concat(frames, how="diagonal_relaxed")
+    except Exception as exc:
+        raise UsageError(f"--export: the shards' rows cannot go into one file ({str(exc).splitlines()[0]}); "
+                         "export one shard at a time") from None
+    return write_frame_atomic(df, out), df.height
