@@ -9,12 +9,17 @@ right-padded, then measures in the same run, each in a fresh subprocess so peak 
 
 Prints wall seconds (median of --repeat runs), CPU seconds (user + system), peak RSS (MiB) and the
 ratios audit/read. Wall time is what the goal is about; CPU time shows the work when the machine is shared.
+With ``--baseline-src DIR`` (a checkout of an earlier datacheck, e.g. ``git worktree add /tmp/base
+<commit>``), the audit is also run from that source tree, interleaved in the same run, and the
+ratio new/old is printed: "before and after, same run".
 Usage: python benchmarks/bench_audit.py [--rows 400000] [--seq-len 128] [--repeat 3] [--defects]
+       [--baseline-src DIR]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -79,10 +84,19 @@ def child(task: str, path: str) -> None:
         dt, cpu = time.perf_counter() - t0, _cpu() - c0
         extra = {"rows": df.height}
     else:
-        import datacheck
-        from datacheck.checks.registry import load_families
+        import importlib
 
-        load_families()  # imports of the check modules are not audit work
+        import datacheck
+
+        # imports of the check modules are not audit work (their module moved between versions)
+        for mod in ("datacheck.checks.all", "datacheck.checks.registry", "datacheck.checks"):
+            try:
+                m = importlib.import_module(mod)
+            except ImportError:
+                continue
+            if hasattr(m, "load_families"):
+                m.load_families()
+            break
         c0, t0 = _cpu(), time.perf_counter()
         rep = datacheck.audit(path, CONFIG)
         dt, cpu = time.perf_counter() - t0, _cpu() - c0
@@ -91,8 +105,12 @@ def child(task: str, path: str) -> None:
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "peak_rss_mib": rss, **extra}))
 
 
-def run(task: str, path: Path) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", task, str(path)], capture_output=True, text=True, check=True)
+def run(task: str, path: Path, src: str | None = None) -> dict:
+    env = None
+    if src is not None:  # the audit of another source tree (PYTHONPATH first on sys.path)
+        env = {**os.environ, "PYTHONPATH": src}
+    out = subprocess.run([sys.executable, __file__, "--child", task, str(path)], capture_output=True, text=True,
+                         check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -102,6 +120,7 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--defects", action="store_true", help="plant 0.1%% bad rows (examples pass runs too)")
+    ap.add_argument("--baseline-src", default=None, help="also audit with this source tree (before/after, same run)")
     ap.add_argument("--child", nargs=2, metavar=("TASK", "PATH"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -110,10 +129,12 @@ def main() -> None:
     path = make_shard(a.rows, a.seq_len, a.defects)
     tokens = a.rows * a.seq_len
     print(f"shard {path.name}: {a.rows} rows, {tokens / 1e6:.1f}M tokens, {path.stat().st_size / 2**20:.0f} MiB")
-    reads, audits = [], []
-    for _ in range(a.repeat):  # interleaved so that both see the same machine state
+    reads, audits, base = [], [], []
+    for _ in range(a.repeat):  # interleaved so that all see the same machine state
         reads.append(run("read", path))
         audits.append(run("audit", path))
+        if a.baseline_src:
+            base.append(run("audit", path, a.baseline_src))
     r = statistics.median(x["seconds"] for x in reads)
     au = statistics.median(x["seconds"] for x in audits)
     print(f"polars.read_parquet: {r:.2f} s (runs {[round(x['seconds'], 2) for x in reads]}), "
@@ -123,6 +144,12 @@ def main() -> None:
     rc = statistics.median(x["cpu_seconds"] for x in reads)
     ac = statistics.median(x["cpu_seconds"] for x in audits)
     print(f"ratio audit/read: {au / r:.2f} wall (goal <= 1.5); CPU seconds {ac:.2f} / {rc:.2f} = {ac / rc:.2f}")
+    if base:
+        b = statistics.median(x["seconds"] for x in base)
+        bc = statistics.median(x["cpu_seconds"] for x in base)
+        print(f"baseline audit ({a.baseline_src}): {b:.2f} s (runs {[round(x['seconds'], 2) for x in base]}), "
+              f"peak RSS {max(x['peak_rss_mib'] for x in base):.0f} MiB; findings {base[0]['findings']}")
+        print(f"after/before: {au / b:.2f} wall, {ac / bc:.2f} CPU (baseline audit/read {b / r:.2f})")
 
 
 if __name__ == "__main__":
