@@ -27,7 +27,7 @@ import polars as pl
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["ShardData", "Unreadable", "open_shard", "read_bytes"]
+__all__ = ["ShardData", "Unreadable", "normalize_frame", "open_shard", "read_bytes"]
 
 #: A reader's failure: any exception, and polars' ``PanicException`` (a ``BaseException``) on bytes
 #: the engine cannot handle. Each becomes :class:`Unreadable` (``decode.unreadable``), never a crash.
@@ -419,6 +419,12 @@ def _normalize(data: ShardData) -> ShardData:
     if casts:
         data.lf = data.lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
     return data
+
+
+def normalize_frame(lf: pl.LazyFrame) -> ShardData:
+    """An in-memory frame as an opened shard: fixed-size lists as lists (see :func:`_normalize`),
+    no decode findings, no line numbers. Raises :class:`Unreadable` when its schema cannot be read."""
+    return _normalize(ShardData(lf=lf))
 
 
 def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int,

@@ -27,7 +27,6 @@ def _csv(path: Path, rows: list[tuple[str, int]]) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9 read path: not one reader yet")
 def test_against_finds_overlap_of_a_csv_text_column_holding_digits(tmp_path):
     # TRAIN's reviews are all digits (a reader without the text casts infers Int64), EVAL's are mixed
     # (String): the two rows "123",0 and "456",1 occur on both sides.
@@ -39,7 +38,6 @@ def test_against_finds_overlap_of_a_csv_text_column_holding_digits(tmp_path):
     assert got[0].count == 2
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9 read path: not one reader yet")
 def test_schema_infer_keeps_a_csv_text_column_of_digits_as_string(tmp_path):
     data = _csv(tmp_path / "d" / "train.csv", [("123", 0), ("4567", 1), ("89", 0)])
     cfg = config_from_dict(CFG)
