@@ -10,7 +10,7 @@ from datacheck.model import catalog
 from datacheck.checks.registry import SHARD_CHECKS, FlatView, Payload, RowCheck, ShardContext, Stat, load_families
 from datacheck.model.config import Config
 from datacheck.model.errors import ENGINE_ERRORS
-from datacheck.model.findings import Example, Finding, Skipped, show_value
+from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.read import CheckInput, open_for_checks
@@ -281,7 +281,8 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
         lines = data.lines_of(ex_rows)
         vals = example_values.get(i, {})
         examples = tuple(
-            Example(row=r, value=show_value(vals[r]) if r in vals else "", line=(lines[k] if k < len(lines) else None))
+            Example.of(r, vals[r], lines[k] if k < len(lines) else None) if r in vals
+            else Example(row=r, value="", line=(lines[k] if k < len(lines) else None))
             for k, r in enumerate(ex_rows)
         )
         details = {k: v for k, v in details.items() if v is not None}
