@@ -5,6 +5,7 @@ from typing import Callable
 
 import polars as pl
 
+from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT
 from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["flat_list", "any_element", "count_elements", "first_bad", "value_counts", "is_int", "is_numeric", "int_max"]
@@ -43,7 +44,9 @@ def count_elements(col: str, dtype: pl.DataType, pred: Pred) -> pl.Expr:
 
 def first_bad(col: str, dtype: pl.DataType, pred: Pred, null_text: str | None = None) -> pl.Expr:
     """Per row, for examples: ``"first at position {pos} of {len}: {value}"`` of the first element
-    satisfying ``pred`` (or the scalar itself). With ``null_text``, a null element found by ``pred``
+    satisfying ``pred`` (or the scalar itself). For lists, a struct of that text
+    (:data:`~datacheck.model.findings.EXAMPLE_TEXT`), the position and the length, which the engine
+    turns into :meth:`Example.of <datacheck.model.findings.Example.of>`. With ``null_text``, a null element found by ``pred``
     shows as that text (e.g. ``"null id"``) instead of blanking the whole example."""
     if not is_list(dtype):
         return pl.col(col)
@@ -53,7 +56,8 @@ def first_bad(col: str, dtype: pl.DataType, pred: Pred, null_text: str | None = 
     if null_text is not None:
         val = val.cast(pl.String).fill_null(null_text)
     n = lst.list.len()
-    return pl.format("first at position {} of {}: {}", pos, n, val)
+    return pl.struct(pl.format("first at position {} of {}: {}", pos, n, val).alias(EXAMPLE_TEXT),
+                     pos.alias(EXAMPLE_POSITION), n.alias(EXAMPLE_LENGTH))
 
 
 def value_counts(expr: pl.Expr, limit: int = 20) -> pl.Expr:

@@ -10,11 +10,12 @@ from datacheck.model import catalog
 from datacheck.checks.registry import SHARD_CHECKS, FlatView, Payload, RowCheck, ShardContext, Stat, load_families
 from datacheck.model.config import Config
 from datacheck.model.errors import ENGINE_ERRORS
-from datacheck.model.findings import Example, Finding, Skipped, show_value
+from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult
 from datacheck.io.discover import DiscoveredShard
-from datacheck.io.readers import ShardData, Unreadable, open_shard
-from datacheck.model.roles import Roles, null_role_casts, resolve_roles, text_column_names
+from datacheck.io.read import CheckInput, open_for_checks
+from datacheck.io.readers import Unreadable
+from datacheck.model.roles import Roles
 
 __all__ = ["ShardResult", "audit_shard"]
 
@@ -247,16 +248,10 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     """
     max_ex = cfg.report.max_examples
     try:
-        data: ShardData = open_shard(ds.path, ds.format, cfg.dataset, max_ex,
-                                     string_columns=text_column_names(cfg.columns))
-        schema = dict(data.lf.collect_schema())
+        data: CheckInput = open_for_checks(ds, cfg)  # the reader, the text-column and null-role casts
     except Unreadable as exc:
         return _unreadable(ds, content_hash, size, exc.reason)
-    roles = resolve_roles(cfg.columns, schema)
-    casts = null_role_casts(roles, schema)  # all-null role columns (dtype Null) get the role's dtype
-    if casts:
-        data.lf = data.lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
-        schema.update(casts)
+    schema, roles = dict(data.schema), data.roles
     ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=ds.rel, cross_shard=cross_shard)
     row_checks, stats, shard_findings, skipped = _collect_items(ctx)
     try:
@@ -286,7 +281,8 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
         lines = data.lines_of(ex_rows)
         vals = example_values.get(i, {})
         examples = tuple(
-            Example(row=r, value=show_value(vals[r]) if r in vals else "", line=(lines[k] if k < len(lines) else None))
+            Example.of(r, vals[r], lines[k] if k < len(lines) else None) if r in vals
+            else Example(row=r, value="", line=(lines[k] if k < len(lines) else None))
             for k, r in enumerate(ex_rows)
         )
         details = {k: v for k, v in details.items() if v is not None}

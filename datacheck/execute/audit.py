@@ -12,14 +12,14 @@ from datacheck.checks.registry import DATASET_CHECKS, Payload, ShardContext, loa
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashing import hash_file
-from datacheck.io.readers import Unreadable, open_shard
+from datacheck.io.read import open_for_checks
+from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import ENGINE_ERRORS
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
-from datacheck.model.roles import resolve_roles
 from datacheck.report.build import build_report
 from datacheck.report.model import Report
 from datacheck.execute.setup import config_and_source
@@ -186,9 +186,8 @@ def hash_shards(disc: Any, cfg: Any) -> list[Any]:
     out = []
     for ds in disc.shards:
         try:
-            data = open_shard(ds.path, ds.format, cfg.dataset, cfg.report.max_examples)
-            schema = dict(data.lf.collect_schema())
-            ctx = ShardContext(cfg=cfg, roles=resolve_roles(cfg.columns, schema), schema=schema, shard=ds.rel)
+            data = open_for_checks(ds, cfg)  # as the audited side reads its shards: same dtypes, same hashes
+            ctx = ShardContext(cfg=cfg, roles=data.roles, schema=data.schema, shard=ds.rel)
             items = [i for i in crossdup_payload(ctx) if isinstance(i, Payload)]
             df = data.lf.select([pl.len().alias("__n")] + [i.expr.alias(i.key) for i in items]).collect()
         except (Unreadable, *ENGINE_ERRORS):  # unreadable, or the engine failed on it: it matches nothing

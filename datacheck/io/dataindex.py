@@ -41,6 +41,10 @@ from typing import Any, Callable
 from datacheck.model.constants import HASH_ALGORITHM
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
+from datacheck.io.hfmeta import hf_data_files, parse_state
+from datacheck.io.read import open_for_checks
+from datacheck.io.discover import DiscoveredShard
+from datacheck.io.readers import Unreadable
 
 __all__ = [
     "INDEX_FORMAT",
@@ -221,12 +225,10 @@ def count_rows(path: Path, fmt: str, cfg: Any) -> int | None:
     """Rows of one shard (parquet: from the footer; others: parsed). None when unreadable."""
     import polars as pl
 
-    from datacheck.io.readers import Unreadable, open_shard
-
     from datacheck.model.errors import ENGINE_ERRORS
 
     try:
-        data = open_shard(path, fmt, cfg.dataset, cfg.report.max_examples)
+        data = open_for_checks(DiscoveredShard(path=Path(path), rel=Path(path).name, format=fmt), cfg)
         return int(data.lf.select(pl.len()).collect().item())
     except (Unreadable, *ENGINE_ERRORS):  # an unreadable shard has no row count (the audit reports it)
         return None
@@ -316,23 +318,19 @@ def _what_changed(e: IndexEntry, h: str, b: int) -> str:
 
 def _hf_state(state: Path, root: Path) -> DataIndex | None:
     src = state.relative_to(root).as_posix()
-    data = _load_json(state, "Hugging Face state.json")
-    if not isinstance(data, dict) or "_data_files" not in data:
+    st = parse_state(_load_json(state, "Hugging Face state.json"), str(state))
+    if st is None:
         return None
-    files = data["_data_files"]
-    if not isinstance(files, list):
-        raise UsageError(f"{state}: _data_files must be a list")
     folder = state.parent.relative_to(root).as_posix()
     prefix = "" if folder == "." else folder + "/"
     entries: dict[str, IndexEntry] = {}
-    for k, f in enumerate(files):
-        name = f.get("filename") if isinstance(f, dict) else None
+    for k, name in enumerate(st.names):
         rel = safe_relpath(prefix + name if isinstance(name, str) else name, root, f"{src} _data_files[{k}]")
         entries[rel] = IndexEntry(path=rel, bytes=None, rows=None, content_hash=None)
     split_rows = None
     info = state.parent / "dataset_info.json"
-    split = data.get("_split")
-    if info.is_file() and isinstance(split, str):
+    split = st.split
+    if info.is_file() and split is not None:
         try:
             di = json.loads(info.read_text(encoding="utf-8"))
             n = di.get("splits", {}).get(split, {}).get("num_examples")
@@ -365,29 +363,6 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
         entries[rel] = IndexEntry(path=rel, bytes=_int_or_none(raw.get("bytes"), f"shards[{k}].raw_data.bytes", src),
                                   rows=_int_or_none(s.get("samples"), f"shards[{k}].samples", src), content_hash=None)
     return DataIndex(source=src, kind="mosaicml", entries=entries)
-
-
-def hf_data_files(folder: Path) -> set[str] | None:
-    """File names that ``folder/state.json`` (a Hugging Face ``save_to_disk`` split) lists in
-    ``_data_files``; None when the folder has no such ``state.json`` or it cannot be read (the
-    ``index`` checks report a broken one). Other ``.arrow`` files of that folder (e.g.
-    ``cache-<fingerprint>.arrow`` written by ``Dataset.map``) are not part of the dataset: the loader
-    ignores them, so discovery does not audit them (they are reported as ``index.extra_shard``).
-    """
-    state = Path(folder) / "state.json"
-    if not state.is_file():
-        return None
-    try:
-        data = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    files = data.get("_data_files") if isinstance(data, dict) else None
-    if not isinstance(files, list):
-        return None
-    names = [f.get("filename") if isinstance(f, dict) else None for f in files]
-    if not all(isinstance(n, str) and n and "/" not in n and "\\" not in n and n not in (".", "..") for n in names):
-        return None  # not a plain list of file names: the index checks refuse it with the reason
-    return set(names)
 
 
 def shipped_lists(root: Path) -> list[DataIndex]:

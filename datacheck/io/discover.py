@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from datacheck.io.hfmeta import hf_data_files
 from datacheck.model.errors import UsageError
 
 __all__ = ["discover", "Discovery", "DiscoveredShard", "format_of", "sniff_json_lines", "TEMP_PATTERNS",
@@ -191,8 +192,6 @@ def discover(paths: list[str], forced_format: str = "auto") -> Discovery:
         UsageError: a PATH does not exist, or no shard was found (the message lists what was seen
             and what would make datacheck read it).
     """
-    from datacheck.io.dataindex import hf_data_files
-
     if not paths:
         raise UsageError("no PATH given: name a shard file, a folder or a glob")
     roots, files, named = [], [], set()

@@ -17,17 +17,17 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from datacheck.io.records import RecordLayoutError, csv_records, jsonl_records, strip_bom
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["ShardData", "Unreadable", "open_shard", "read_bytes"]
+__all__ = ["ShardData", "Unreadable", "normalize_frame", "open_shard", "read_bytes"]
 
 #: A reader's failure: any exception, and polars' ``PanicException`` (a ``BaseException``) on bytes
 #: the engine cannot handle. Each becomes :class:`Unreadable` (``decode.unreadable``), never a crash.
@@ -97,30 +97,12 @@ def _suggest_encoding(b: bytes) -> str:
     return "latin-1"
 
 
-_BOM = b"\xef\xbb\xbf"
-
-
-def _strip_bom(data: bytes) -> tuple[bytes, int]:
-    """(data without a leading UTF-8 byte order mark, its length 0 or 3). Editors and Excel write a
-    BOM at the start of UTF-8 text; it is not part of the first record or header."""
-    return (data[3:], 3) if data.startswith(_BOM) else (data, 0)
-
-
-def _split_lines(data: bytes, base: int = 0) -> list[tuple[int, bytes]]:
-    """(byte offset in the file, line bytes without the newline) for every line; a final newline ends
-    the last line. ``base``: the file offset of ``data[0]`` (3 after a stripped BOM)."""
-    out = []
-    pos = 0
-    n = len(data)
-    while pos < n:
-        nl = data.find(b"\n", pos)
-        end = n if nl < 0 else nl
-        line = data[pos:end]
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        out.append((base + pos, line))
-        pos = end + 1
-    return out
+def _valid_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _utf8_findings(lines: list[tuple[int, bytes]], max_examples: int, header_lines: int = 0) -> tuple[list[Finding], dict[int, str]]:
@@ -182,14 +164,14 @@ def _blank_finding(blank: list[tuple[int, int]], max_examples: int) -> Finding:
 
 
 def _read_jsonl(path: Path, max_examples: int) -> ShardData:
-    data, bom = _strip_bom(read_bytes(path))
+    raw = read_bytes(path)
+    data, _bom = strip_bom(raw)
     findings: list[Finding] = []
     try:
         data.decode("utf-8")
         utf8_ok = True
     except UnicodeDecodeError:
         utf8_ok = False
-    lines = None
     if utf8_ok:
         nonblank = sum(1 for ln in data.split(b"\n") if ln.strip())
         blank_count = sum(1 for ln in data.rstrip(b"\n").split(b"\n") if not ln.strip()) if data.strip() else 0
@@ -202,40 +184,14 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
                     return ShardData(lf=df.lazy(), line_format=True, line_base=1)
             except _READ_ERRORS:
                 pass
-    lines = _split_lines(data, bom)
+    split = jsonl_records(raw)
+    lines = split.lines
     if not utf8_ok:
-        f, fixed = _utf8_findings(lines, max_examples)
-        findings.extend(f)
-    else:
-        fixed = {}
-    good: list[str] = []
-    line_of_row: list[int] = []
-    bad: list[tuple[int, int, str, str]] = []
-    blank: list[tuple[int, int]] = []
-    for i, (off, raw) in enumerate(lines):
-        text = fixed.get(i) if i in fixed else raw.decode("utf-8")
-        if not text.strip():
-            blank.append((i + 1, off))
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            what = exc.msg
-            if exc.msg == "Extra data":
-                try:
-                    json.loads(text[exc.pos:])
-                    what = "two JSON values on one line"
-                except json.JSONDecodeError:
-                    what = "extra characters after the JSON value"
-            bad.append((i + 1, off, f"{what} (column {exc.colno})", text))
-            continue
-        if not isinstance(obj, dict):
-            kind = {type(None): "null", list: "array", str: "string", bool: "boolean", int: "number",
-                    float: "number"}.get(type(obj), type(obj).__name__)
-            bad.append((i + 1, off, f"a JSON {kind}, not an object", text))
-            continue
-        good.append(text)
-        line_of_row.append(i + 1)
+        findings.extend(_utf8_findings(lines, max_examples)[0])
+    good = [r.text for r in split.rows]
+    line_of_row = [r.line for r in split.rows]
+    bad = [(r.line, r.offset, r.error or "", r.text) for r in split.bad]
+    blank = split.blank
     if bad:
         findings.append(_bad_record_finding(bad, len(lines), max_examples))
     if blank:
@@ -253,66 +209,29 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
 
 def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int,
               string_columns: tuple[str, ...] = TEXT_NAMES) -> ShardData:
-    data, bom = _strip_bom(read_bytes(path))
     sep = dataset_cfg.separator or ("\t" if fmt == "tsv" else ",")
     quote = dataset_cfg.quote_char if dataset_cfg.quote_char else None
     header = dataset_cfg.header
     names = list(dataset_cfg.names) if dataset_cfg.names else None
+    raw = read_bytes(path)
+    try:
+        split = csv_records(raw, sep, quote, header, names)
+    except RecordLayoutError as exc:
+        raise Unreadable(str(exc)) from None
+    lines = split.lines
     findings: list[Finding] = []
-    lines = _split_lines(data, bom)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        f, fixed = _utf8_findings(lines, max_examples)
-        findings.extend(f)
-        text = "\n".join(fixed.get(i, ln.decode("utf-8", errors="replace")) for i, (_, ln) in enumerate(lines))
-    if not text.strip():
+    if not _valid_utf8(strip_bom(raw)[0]):
+        findings.extend(_utf8_findings(lines, max_examples)[0])
+    if not split.records and not split.blank and split.header_fields is None:
         return ShardData(lf=pl.LazyFrame(), decode_findings=findings, line_format=True, line_base=2 if header else 1)
-    line_offsets = [off for off, _ in lines]
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep,
-                        quotechar=quote or '"', quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
-                        strict=False)
-    # With a header, the first record is the header line (skipped) and ``names`` (if given) renames
-    # its columns; without a header, ``names`` names the columns.
-    width = len(names) if names else None
-    cols: list[str] | None = None if header else names
-    records: list[list[str]] = []
-    line_of_row: list[int] = []
-    bad: list[tuple[int, int, str, str]] = []
-    blank: list[tuple[int, int]] = []
-    prev_line = 0
-    try:
-        for rec in reader:
-            start = prev_line + 1
-            prev_line = reader.line_num
-            off = line_offsets[start - 1] if start - 1 < len(line_offsets) else len(data)
-            if not rec or (len(rec) == 1 and not rec[0].strip() and (width or 0) != 1):
-                blank.append((start, off))
-                continue
-            if cols is None and header:
-                cols = rec
-                width = len(rec)
-                if names and len(names) != width:
-                    raise Unreadable(f"[dataset] names lists {len(names)} column(s) but the header line {start} "
-                                     f"has {width} ({sep.join(rec)[:200]!r}); give one name per column")
-                continue
-            if width is None:
-                width = len(rec)
-            if len(rec) != width:
-                bad.append((start, off, f"{len(rec)} fields, expected {width}", sep.join(rec)))
-                continue
-            records.append(rec)
-            line_of_row.append(start)
-    except csv.Error as exc:
-        raise Unreadable(f"CSV parse error at line {reader.line_num}: {exc}") from None
+    records = [r.value for r in split.rows]
+    line_of_row = [r.line for r in split.rows]
+    bad = [(r.line, r.offset, r.error or "", r.text) for r in split.bad]
     if bad:
         findings.append(_bad_record_finding(bad, len(lines), max_examples))
-    if blank:
-        findings.append(_blank_finding(blank, max_examples))
-    if cols is None:
-        cols = [f"column_{i + 1}" for i in range(width or 0)]
-    if header and names:
-        cols = names
+    if split.blank:
+        findings.append(_blank_finding(split.blank, max_examples))
+    cols = split.header or []
     # Duplicate header names would break the frame: make them unique and say so through the schema.
     seen: dict[str, int] = {}
     uniq = []
@@ -419,6 +338,12 @@ def _normalize(data: ShardData) -> ShardData:
     if casts:
         data.lf = data.lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
     return data
+
+
+def normalize_frame(lf: pl.LazyFrame) -> ShardData:
+    """An in-memory frame as an opened shard: fixed-size lists as lists (see :func:`_normalize`),
+    no decode findings, no line numbers. Raises :class:`Unreadable` when its schema cannot be read."""
+    return _normalize(ShardData(lf=lf))
 
 
 def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int,

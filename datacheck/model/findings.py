@@ -7,7 +7,8 @@ from typing import Any
 
 from datacheck.model.constants import EXAMPLE_VALUE_MAX_CHARS
 
-__all__ = ["Severity", "Example", "Finding", "Skipped", "show_value"]
+__all__ = ["Severity", "Example", "Finding", "Skipped", "show_value", "EXAMPLE_TEXT", "EXAMPLE_POSITION",
+           "EXAMPLE_LENGTH"]
 
 
 class Severity(str, enum.Enum):
@@ -30,15 +31,40 @@ def show_value(value: Any, limit: int = EXAMPLE_VALUE_MAX_CHARS) -> str:
     return text
 
 
+#: Field names of the struct a list check's example expression gives
+#: (:func:`datacheck.checks._expr.first_bad`): the example text, the 0-based position of the first bad
+#: element in the (flattened) list and the list length. The engine turns it into an :class:`Example`.
+EXAMPLE_TEXT, EXAMPLE_POSITION, EXAMPLE_LENGTH = "__example", "__position", "__length"
+
+
 @dataclass(frozen=True)
 class Example:
     """One offending row: its 0-based ``row``, the ``value`` shown (truncated), and for line formats
-    the 1-based ``line``; ``byte_offset`` (0-based, of the line's first byte) for decode findings."""
+    the 1-based ``line``; ``byte_offset`` (0-based, of the line's first byte) for decode findings.
+
+    For list checks the engine also fills ``position`` (0-based index of the first bad element in
+    the row's list, nested lists flattened in row order) and ``length`` (that list's length), so
+    ``datacheck inspect`` need not parse ``value``. They are not part of the report JSON
+    (:meth:`to_dict` leaves them out; a report read back has None) and do not take part in equality.
+    """
 
     row: int | None
     value: str
     line: int | None = None
     byte_offset: int | None = None
+    position: int | None = field(default=None, compare=False)
+    length: int | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, row: int | None, shown: Any, line: int | None = None) -> "Example":
+        """The example of ``row`` from its evaluated example expression: a plain value (shown with
+        :func:`show_value`), or the :data:`EXAMPLE_TEXT` struct of a list check (its text shown,
+        ``position`` and ``length`` kept as ints)."""
+        if isinstance(shown, dict) and EXAMPLE_TEXT in shown:
+            pos, n = shown.get(EXAMPLE_POSITION), shown.get(EXAMPLE_LENGTH)
+            return cls(row=row, value=show_value(shown[EXAMPLE_TEXT]), line=line,
+                       position=int(pos) if pos is not None else None, length=int(n) if n is not None else None)
+        return cls(row=row, value=show_value(shown), line=line)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"row": self.row, "value": self.value}

@@ -37,17 +37,18 @@ with their raw text (``_datacheck_raw``). Blank lines are not copied. A quaranti
 record that is not valid UTF-8 is stored decoded with replacement characters (U+FFFD), and
 its content hash is that of the record as decoded (a record that does not parse: of its bytes).
 
-Row content hash (xxh3-128, ``datacheck.hashing.hash_bytes``) of a canonical encoding: parquet/
-Arrow: compact JSON of ``[[column, value], ...]`` in column order, floats as ``float.hex`` (exact,
-NaN/inf included), bytes as hex, dates/times as ISO 8601; JSONL: the parsed object as JSON with
-sorted keys; CSV: the record's fields as a JSON list of strings; a bad record: its raw line bytes.
+Row content hash (``"xxh3-128:<32 hex>"``): datacheck's one row encoding
+(:func:`datacheck.io.rowhash.row_hash_series`, the same as the cross-shard duplicate checks) over
+every column in order. Parquet/Arrow: the table's columns; JSONL: the records parsed as the reader
+parses them, with the input's dtypes; CSV: the record's fields as strings. A record that does not
+parse: the XXH3-128 of its raw line bytes (``datacheck.io.hashing.hash_bytes``). JSONL/CSV records
+are split by :mod:`datacheck.io.records` (the readers' own record reader); the Hugging Face
+``state.json`` is parsed by :mod:`datacheck.io.hfmeta`.
 """
 from __future__ import annotations
 
 import contextlib
 import csv
-import datetime as _dt
-import decimal
 import gzip
 import io
 import json
@@ -61,13 +62,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.io.dataindex import write_index
 from datacheck.model.errors import InternalError, UsageError
 from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.readers import _strip_bom, read_bytes
+from datacheck.io.hfmeta import read_state
+from datacheck.io.readers import read_bytes
+from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
+from datacheck.io.rowhash import row_hash_series
 from datacheck.engine.shard import audit_shard
 
 __all__ = ["CleanResult", "ShardClean", "clean", "default_drop", "row_hashes", "QUARANTINE_DIR",
@@ -146,49 +152,44 @@ class CleanResult:
                 "shards": [s.to_dict() for s in self.shards], "metadata": list(self.metadata)}
 
 
-# --------------------------------------------------------------------------------------------- canonical
-def _canon(v: Any) -> Any:
-    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
-        return v
-    if isinstance(v, float):
-        return {"f": v.hex()}
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return {"b": bytes(v).hex()}
-    if isinstance(v, dict):
-        return {"m": [[str(k), _canon(x)] for k, x in v.items()]}
-    if isinstance(v, (list, tuple)):
-        return [_canon(x) for x in v]
-    if isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
-        return {"t": v.isoformat()}
-    if isinstance(v, _dt.timedelta):
-        return {"td": [v.days, v.seconds, v.microseconds]}
-    if isinstance(v, decimal.Decimal):
-        return {"d": str(v)}
-    if hasattr(v, "tolist"):
-        return _canon(v.tolist())
-    return {"r": repr(v)}
-
-
-def _hash_json(obj: Any) -> str:
-    return hash_bytes(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode("utf-8"))
-
-
-def _obj_hash(obj: dict[str, Any]) -> str:
-    """Content hash of a parsed JSONL object: compact JSON with sorted keys (at every level)."""
-    return hash_bytes(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8"))
+# --------------------------------------------------------------------------------------------- row hashes
+def _hash_strings(df: pl.DataFrame) -> list[str]:
+    """``"xxh3-128:<32 hex>"`` per row of ``df``: :func:`datacheck.io.rowhash.row_hash_series` over
+    all its columns in order (a frame without columns: the hash of no bytes, per row)."""
+    if df.width == 0:
+        return [hash_bytes(b"")] * df.height
+    return [f"xxh3-128:{h:032x}" for h in row_hash_series(df.get_columns()).to_list()]
 
 
 def row_hashes(table: Any) -> list[str]:
     """Per-row content hashes of a pyarrow Table or polars DataFrame (``"xxh3-128:<hex>"``, one per row).
 
-    The canonical encoding is compact JSON of ``[[column, value], ...]`` in column order, with
-    floats as ``float.hex`` (exact; NaN and inf included), bytes as hex, structs as ordered
-    ``[key, value]`` pairs and temporal values as ISO 8601: stable across library versions.
+    The encoding is datacheck's one row encoding (:data:`datacheck.io.rowhash.ROW_ENCODING`, see
+    :mod:`datacheck.io.rowhash`) over every column in column order: stable across library versions;
+    dtypes matter (a float and an int of the same value differ; Int32 and Int64 do not).
     """
-    if hasattr(table, "to_arrow"):
-        table = table.to_arrow()
-    cols = table.column_names
-    return [_hash_json([[c, _canon(row[c])] for c in cols]) for row in table.to_pylist()]
+    return _hash_strings(table if isinstance(table, pl.DataFrame) else pl.from_arrow(table))
+
+
+def _jsonl_hashes(texts: list[str], schema: dict[str, pl.DataType] | None) -> tuple[list[str], dict[str, pl.DataType] | None]:
+    """Row hashes of JSON object texts parsed as the reader parses them (``pl.read_ndjson``), with
+    ``schema`` when given (the input's, so a subset of rows gets the input's dtypes), else inferred
+    over every row; returns (hashes, the schema used)."""
+    if not texts:
+        return [], schema
+    data = "\n".join(texts).encode("utf-8")
+    df = pl.read_ndjson(data, schema=schema) if schema is not None else pl.read_ndjson(data, infer_schema_length=None)
+    return _hash_strings(df), dict(df.schema)
+
+
+def _csv_hashes(rows: list[list[str]]) -> list[str]:
+    """Row hashes of CSV records: their fields as String columns (the text as written, before any
+    dtype inference)."""
+    if not rows:
+        return []
+    width = len(rows[0])
+    df = pl.DataFrame(rows, schema=[(f"c{i}", pl.String) for i in range(width)], orient="row")
+    return _hash_strings(df)
 
 
 # --------------------------------------------------------------------------------------------- drop set
@@ -294,7 +295,8 @@ def _write_table(table, path: Path, kind: str) -> None:
 
 @dataclass
 class _Record:
-    """One JSONL/CSV record: a row (``row`` set) or a record that does not parse (``row`` None)."""
+    """One JSONL/CSV record (:class:`datacheck.io.records.LineRecord`) with its content hash: a row's
+    :func:`row_hashes` hash, or for a record that does not parse the hash of its bytes."""
 
     line: int  # 1-based first line
     raw: bytes  # original bytes (JSONL: the line; CSV: the record's lines)
@@ -305,31 +307,19 @@ class _Record:
     hash: str = ""
 
 
-def _jsonl_records(raw: bytes) -> tuple[list[_Record], int]:
-    """Records of a JSONL shard, classified as the reader does; returns (records, blank lines)."""
-    from datacheck.io.readers import _split_lines
+def _records(split: RecordSplit, hashes: list[str]) -> list[_Record]:
+    """The split's records with hashes: ``hashes`` for the rows (in order), bytes hashes for the rest."""
+    it = iter(hashes)
+    return [_Record(r.line, r.raw, r.text, r.value, r.row, r.invalid_utf8,
+                    next(it) if r.value is not None else hash_bytes(r.raw)) for r in split.records]
 
-    out: list[_Record] = []
-    blank = 0
-    row = 0
-    for i, (_off, line) in enumerate(_split_lines(*_strip_bom(raw))):  # a BOM is no part of line 1, as in the reader
-        try:
-            text, bad_utf8 = line.decode("utf-8"), False
-        except UnicodeDecodeError:
-            text, bad_utf8 = line.decode("utf-8", errors="replace"), True
-        if not text.strip():
-            blank += 1
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            out.append(_Record(i + 1, line, text, obj, row, bad_utf8, _obj_hash(obj)))
-            row += 1
-        else:
-            out.append(_Record(i + 1, line, text, None, None, bad_utf8, hash_bytes(line)))
-    return out, blank
+
+def _jsonl_records(raw: bytes, schema: dict[str, pl.DataType] | None = None
+                   ) -> tuple[list[_Record], int, dict[str, pl.DataType] | None]:
+    """(records, blank lines, row schema) of a JSONL shard, split by :func:`datacheck.io.records.jsonl_records`."""
+    split = jsonl_records(raw)
+    hashes, schema = _jsonl_hashes([r.text for r in split.rows], schema)
+    return _records(split, hashes), len(split.blank), schema
 
 
 def _csv_dialect(fmt: str, cfg: Config) -> tuple[str, str | None]:
@@ -339,49 +329,14 @@ def _csv_dialect(fmt: str, cfg: Config) -> tuple[str, str | None]:
 
 
 def _csv_records(raw: bytes, fmt: str, cfg: Config) -> tuple[list[str] | None, list[_Record], int]:
-    """(header, records, blank lines) of a CSV/TSV shard, classified as the reader does."""
-    from datacheck.io.readers import _split_lines
-
+    """(header line fields, records, blank lines) of a CSV/TSV shard, split by
+    :func:`datacheck.io.records.csv_records` (as the reader splits it)."""
     sep, quote = _csv_dialect(fmt, cfg)
-    lines = _split_lines(*_strip_bom(raw))  # a BOM is no part of the header or first record, as in the reader
-    bad_lines = set()
-    for i, (_o, ln) in enumerate(lines):
-        try:
-            ln.decode("utf-8")
-        except UnicodeDecodeError:
-            bad_lines.add(i + 1)
-    text = "\n".join(ln.decode("utf-8", errors="replace") for _o, ln in lines)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, quotechar=quote or '"',
-                        quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE, strict=False)
-    names = list(cfg.dataset.names) if cfg.dataset.names else None
-    width = len(names) if names else None
-    header: list[str] | None = None
-    out: list[_Record] = []
-    blank = 0
-    prev = 0
-    row = 0
-    need_header = cfg.dataset.header
-    for rec in reader:
-        start, prev = prev + 1, reader.line_num
-        span = range(start, prev + 1)
-        raw_rec = b"\n".join(lines[k - 1][1] for k in span if k - 1 < len(lines))
-        if not rec or (len(rec) == 1 and not rec[0].strip() and (width or 0) != 1):
-            blank += 1
-            continue
-        if need_header and header is None:
-            header = rec
-            if width is None:
-                width = len(rec)
-            continue
-        if width is None:
-            width = len(rec)
-        bad_utf8 = any(k in bad_lines for k in span)
-        if len(rec) != width:
-            out.append(_Record(start, raw_rec, sep.join(rec), None, None, bad_utf8, hash_bytes(raw_rec)))
-            continue
-        out.append(_Record(start, raw_rec, sep.join(rec), rec, row, bad_utf8, _hash_json(rec)))
-        row += 1
-    return header, out, blank
+    try:
+        split = csv_records(raw, sep, quote, cfg.dataset.header, list(cfg.dataset.names) if cfg.dataset.names else None)
+    except RecordLayoutError as exc:
+        raise InternalError(f"the audit read this CSV but it does not split into records now: {exc}") from None
+    return split.header_fields, _records(split, _csv_hashes([r.value for r in split.rows])), len(split.blank)
 
 
 def _newline(raw: bytes) -> bytes:
@@ -500,8 +455,10 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
                  drop: tuple[str, ...], stage: Path, sc: ShardClean) -> int:
     """Clean one JSONL/CSV shard into ``stage``; returns the rows (parsed records) kept."""
     raw = read_bytes(ds.path)
+    schema = None
     if ds.format == "jsonl":
-        header, recs, blank = None, *_jsonl_records(raw)
+        header = None
+        recs, blank, schema = _jsonl_records(raw)
     else:
         header, recs, blank = _csv_records(raw, ds.format, cfg)
     nrows = sum(1 for r in recs if r.row is not None)
@@ -529,7 +486,7 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
             qrows.append(["" if rec.row is None else str(rec.row), str(rec.line), ds.rel, ";".join(why), rec.hash,
                           "" if rec.value is not None else rec.text, *fields])
         qbody = _csv_bytes(qheader, qrows, ds.format, cfg, nl)
-    bom = raw[:len(raw) - len(_strip_bom(raw)[0])]  # the input's UTF-8 byte order mark (or b""), kept
+    bom = raw[:len(raw) - len(strip_bom(raw)[0])]  # the input's UTF-8 byte order mark (or b""), kept
     _fsync_write(stage / name, _compress(name, bom + body))
     if quar:  # a quarantine file only for a shard that lost rows
         _fsync_write(stage / QUARANTINE_DIR / name, _compress(name, qbody))
@@ -541,24 +498,28 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
     back = read_bytes(stage / name)
     qback = read_bytes(stage / QUARANTINE_DIR / name) if quar else b""
     if ds.format == "jsonl":
-        got, _ = _jsonl_records(back)
+        got, _, _ = _jsonl_records(back, schema)
         lossy = {rec.line for rec, _ in quar if rec.invalid_utf8}
         qgot = []
+        qrows: list[tuple[int, str]] = []  # (line, object text without the meta columns)
         for line in qback.decode("utf-8").splitlines():
             obj = json.loads(line)
             meta = {k: obj.pop(k) for k in META_COLUMNS}
             if _RAW in obj:  # a record that does not parse: its raw text (lossy only for invalid UTF-8)
                 h = (meta["_datacheck_row_hash"] if meta["_datacheck_line"] in lossy
                      else hash_bytes(obj[_RAW].encode("utf-8")))
+                qgot.append((meta["_datacheck_line"], h))
             else:
-                h = _obj_hash(obj)
-            qgot.append((meta["_datacheck_line"], h))
+                qrows.append((meta["_datacheck_line"], json.dumps(obj, ensure_ascii=False)))
+        qhashes, _ = _jsonl_hashes([t for _, t in qrows], schema)
+        qgot += [(ln, h) for (ln, _), h in zip(qrows, qhashes)]
     else:
         _h, got, _b = _csv_records(back, ds.format, cfg)
         qcfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"names": None, "header": True})})
         _qh, qrecs, _qb = _csv_records(qback, ds.format, qcfg)
         raw_of = {rec.line: rec for rec, _ in quar if rec.value is None}
         qgot = []
+        qfields: list[tuple[int, list[str]]] = []
         for rec in qrecs:
             v = rec.value
             line, stored, raw_text, fields = int(v[1]), v[4], v[5], v[6:]
@@ -566,7 +527,8 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
                 ok = raw_of[line].invalid_utf8 or raw_of[line].text == raw_text
                 qgot.append((line, stored if ok else hash_bytes(raw_text.encode("utf-8"))))
             else:
-                qgot.append((line, _hash_json(fields)))
+                qfields.append((line, fields))
+        qgot += [(ln, h) for (ln, _), h in zip(qfields, _csv_hashes([f for _, f in qfields]))]
     want_kept = [rec.hash for rec, _ in kept if rec.row is not None]
     got_kept = [rec.hash for rec in got if rec.row is not None]
     want_q = [(rec.line, rec.hash) for rec, _ in quar]
@@ -621,20 +583,18 @@ def _hf_metadata(root: Path, stage: Path, kept_rows: dict[str, int]) -> list[str
         if "state.json" not in filenames:
             continue
         here = Path(dirpath)
-        state = _json_obj(here / "state.json")
-        files = state.get("_data_files") if state is not None else None
-        if not isinstance(files, list):
+        st = read_state(here)
+        if st is None:
             continue
         rel = here.relative_to(root).as_posix()
         prefix = "" if rel == "." else rel + "/"
-        listed = [f for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str)
-                  and prefix + f["filename"] in kept_rows]
+        listed = [(f, name) for f, name in zip(st.files, st.names) if name is not None and prefix + name in kept_rows]
         if not listed:
             continue
-        split = state.get("_split") if isinstance(state.get("_split"), str) else here.name
+        split = st.split or here.name
         parent = Path(rel).parent.as_posix() if rel != "." else ".."
-        counts[(parent, split)] = sum(kept_rows[prefix + f["filename"]] for f in listed)
-        splits.append((rel, here, {**state, "_data_files": listed}, split))
+        counts[(parent, split)] = sum(kept_rows[prefix + name] for _f, name in listed)
+        splits.append((rel, here, {**st.state, "_data_files": [f for f, _name in listed]}, split))
     written: list[str] = []
 
     def put(rel_path: str, data: bytes) -> None:

@@ -24,7 +24,9 @@ import polars as pl
 from datacheck.model.config import Config
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
 from datacheck.model.errors import UsageError
-from datacheck.model.roles import inner_dtype, is_list, resolve_roles
+from datacheck.io.read import open_for_checks
+from datacheck.io.readers import Unreadable
+from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["infer_contract", "infer_yaml", "MAX_CLASSES"]
 
@@ -105,7 +107,6 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
     import pandera.polars as pa
 
     from datacheck.io.discover import discover
-    from datacheck.io.readers import Unreadable, open_shard
 
     cfg = cfg or Config()
     disc = discover([str(p) for p in paths], cfg.dataset.format)
@@ -117,9 +118,8 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
     rows = shards = 0
     for ds in disc.shards:
         try:
-            data = open_shard(ds.path, ds.format, cfg.dataset, cfg.report.max_examples)
-            schema = dict(data.lf.collect_schema())
-            roles = resolve_roles(cfg.columns, schema)
+            data = open_for_checks(ds, cfg)  # as the audit reads it: a contract it writes must fit the audit
+            schema, roles = data.schema, data.roles
             label = label or roles.label
             st = _shard_stats(data.lf, schema, roles.label)
         except Unreadable as exc:

@@ -1,14 +1,15 @@
 """``datacheck inspect``: the offending rows of a shard, their values, and a small reproduction file.
 
-Inspection reuses the audit machinery: shards are found with :func:`datacheck.io.discover`,
-audited with :func:`datacheck.runner.audit_shard` (``keep_rows=True``, so every failing row of
-every row check is known), and the offending rows are then read back from the shard as
-:func:`datacheck.io.open_shard` opens it. Row indices are 0-based positions in the shard as read
-(header excluded for CSV); JSONL/CSV rows also carry their 1-based line number.
+Inspection reuses the audit machinery: shards are found with :func:`datacheck.io.discover.discover`,
+audited with :func:`datacheck.engine.shard.audit_shard` (``keep_rows=True``, so every failing row of
+every row check is known), and the offending rows are then read back from the shard as the audit
+read it (:func:`datacheck.io.read.open_for_checks`: same reader, same casts). Row indices are 0-based
+positions in the shard as read (header excluded for CSV); JSONL/CSV rows also carry their 1-based
+line number.
 
 For list columns the position of the first bad element is shown (e.g. the first token id
-``>= vocab_size``), taken from the check's own example expression
-(:func:`datacheck.checks._expr.first_bad`, ``"first at position P of N: V"``). With a tokenizer
+``>= vocab_size``), taken from the engine's structured examples (:class:`datacheck.model.findings.Example`
+``position`` and ``length``); no check is re-derived here. With a tokenizer
 (``tokenizer.json``; a GPT-2 style ``vocab.json`` + ``merges.txt`` pair; or a WordPiece
 ``vocab.txt``), the sequence is shown as tokens through the ``tokenizers`` package (the optional
 ``tokenizers`` extra: ``pip install "tokenizers>=0.15"``, or ``pip install -e ".[tokenizers]"`` in
@@ -28,14 +29,15 @@ from typing import Any
 import polars as pl
 
 from datacheck.model import catalog
-from datacheck.checks.registry import SHARD_CHECKS, RowCheck, ShardContext, load_families
+from datacheck.checks.registry import load_families
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError
-from datacheck.model.findings import Finding, Skipped, show_value
+from datacheck.model.findings import Example, Finding, Skipped, show_value
 from datacheck.io.hashing import hash_file
 from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.readers import Unreadable, open_shard
-from datacheck.model.roles import resolve_roles
+from datacheck.io.outputs import write_atomic
+from datacheck.io.read import CheckInput, open_for_checks
+from datacheck.io.readers import Unreadable
 from datacheck.engine.shard import audit_shard
 
 __all__ = [
@@ -59,12 +61,14 @@ TOKENIZERS_INSTALL = ('pip install "tokenizers>=0.15" (or, in the datacheck sour
 #: Columns :func:`export_rows` adds to the data columns (names chosen not to clash with data).
 EXPORT_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_shard_hash",
                   "_datacheck_checks")
-# The example text of list checks, as datacheck.checks._expr.first_bad formats it.
-_FIRST_BAD = re.compile(r"^first at position (-?\d+) of (\d+): (.*)$", re.S)
 #: Tokens shown on each side of the first bad position (a whole sequence of 2048 ids is unreadable).
 TOKEN_WINDOW = 24
 #: Characters shown per column of a row chosen with ``--rows`` (every column is shown).
 ROW_VALUE_CHARS = 120
+#: With ``--rows``, the engine keeps examples (values, first bad positions) of each check's first
+#: failing rows up to the highest row chosen, but at most this many (the ``[report] max_examples``
+#: bound); a chosen row past it is shown without its first bad position.
+MAX_EXAMPLE_ROWS = 10_000
 
 
 # --------------------------------------------------------------------------------------------- tokenizer
@@ -332,22 +336,17 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
     return set(checks)
 
 
-def _row_checks(cfg: Config, schema: dict[str, pl.DataType], shard: str) -> dict[str, list[RowCheck]]:
-    """The shard's row checks by failing-rows key (``"check"`` or ``"check:column"``), as the runner keys them."""
-    load_families()
-    ctx = ShardContext(cfg=cfg, roles=resolve_roles(cfg.columns, schema), schema=schema, shard=shard)
-    out: dict[str, list[RowCheck]] = {}
-    for _family, fn in SHARD_CHECKS:
-        for item in fn(ctx):
-            if isinstance(item, RowCheck):
-                key = item.check if item.column is None else f"{item.check}:{item.column}"
-                out.setdefault(key, []).append(item)
-    return out
-
-
-def _with_facts(cfg: Config, limit: int, tok: TokenizerView | None) -> tuple[Config, list[str]]:
+def _with_facts(cfg: Config, limit: int, tok: TokenizerView | None,
+                rows: list[int] | None = None) -> tuple[Config, list[str]]:
+    """The config inspect audits with: ``max_examples`` raised to ``limit`` (and, with ``rows``, to
+    cover the highest chosen row, at most :data:`MAX_EXAMPLE_ROWS`: a row's rank among a check's
+    failing rows is at most its index), so the engine's examples hold every row shown; and
+    ``vocab_size`` taken from the tokenizer when unset."""
     notes = []
-    report = cfg.report.model_copy(update={"max_examples": max(cfg.report.max_examples, limit)})
+    want = max(cfg.report.max_examples, limit)
+    if rows:
+        want = max(want, min(max(rows) + 1, MAX_EXAMPLE_ROWS))
+    report = cfg.report.model_copy(update={"max_examples": want})
     update: dict[str, Any] = {"report": report}
     if tok is not None and cfg.tokens.vocab_size is None:
         update["tokens"] = cfg.tokens.model_copy(update={"vocab_size": tok.vocab_size})
@@ -385,10 +384,9 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
         return ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=None,
                                unreadable=reason or "cannot be read")
     try:
-        data = open_shard(ds.path, ds.format, cfg.dataset, cfg.report.max_examples)
+        data = open_for_checks(ds, cfg)  # as the audit read it
     except Unreadable as exc:  # the file changed between the audit and now
         return ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=None, unreadable=exc.reason)
-    schema = dict(data.lf.collect_schema())
     failing = {k: v for k, v in res.failing_rows.items() if checks is None or k.split(":", 1)[0] in checks}
     decode = [f for f in res.findings if f.check.startswith("decode.") and (checks is None or f.check in checks)]
     out = ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=res.rows, failing=failing,
@@ -408,25 +406,36 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
         pairs = [(key, r) for key, rs in sorted(failing.items()) for r in rs[:limit]]
     if not pairs:
         return out
-    out.shown = _read_rows(data, schema, cfg, ds.rel, pairs, tok)
+    examples = {(f.check, f.column, e.row): e for f in res.findings for e in f.examples if e.row is not None}
+    out.shown = _read_rows(data, pairs, examples, tok)
     return out
 
 
-def _read_rows(data, schema: dict[str, pl.DataType], cfg: Config, shard: str,
-               pairs: list[tuple[str | None, int]], tok: TokenizerView | None) -> list[OffendingRow]:
-    """Values, first bad positions and tokens of the (check key, row) pairs, in one read."""
-    rcs = _row_checks(cfg, schema, shard)
-    roles = resolve_roles(cfg.columns, schema)
+def _element(value: Any, pos: int) -> str | None:
+    """The element at 0-based ``pos`` of ``value``'s flattened list (nested lists in row order), as
+    text (``"null"`` for a null element); None when there is none."""
+    flat: list[Any] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(reversed(v))
+        else:
+            flat.append(v)
+    if not isinstance(value, (list, tuple)) or not 0 <= pos < len(flat):
+        return None
+    return "null" if flat[pos] is None else str(flat[pos])
+
+
+def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
+               examples: dict[tuple[str, str | None, int], Example],
+               tok: TokenizerView | None) -> list[OffendingRow]:
+    """Values, first bad positions (the engine's examples) and tokens of the (check key, row) pairs,
+    in one read of the shard as the audit read it."""
+    schema, roles = data.schema, data.roles
     keys = sorted({k for k, _ in pairs if k is not None})
     want_rows = sorted({r for _, r in pairs})
     exprs: list[pl.Expr] = [pl.col("__row")]
-    ex_names: dict[str, list[str]] = {}
-    for key in keys:
-        for rc in rcs.get(key, []):
-            if rc.example is not None:
-                name = f"__ex_{len(exprs)}"
-                exprs.append(rc.example.alias(name))
-                ex_names.setdefault(key, []).append(name)
     value_cols = sorted({k.split(":", 1)[1] for k in keys if ":" in k and k.split(":", 1)[1] in schema})
     seq_col = roles.input_ids if tok is not None else None
     text_col = roles.text[0] if (tok is not None and roles.text and seq_col is None) else None
@@ -435,12 +444,7 @@ def _read_rows(data, schema: dict[str, pl.DataType], cfg: Config, shard: str,
     if whole_rows:
         extra += [c for c in schema if c not in value_cols and c not in extra]
     exprs += [pl.col(c) for c in value_cols + extra]
-    try:
-        df = data.lf.with_row_index("__row").filter(pl.col("__row").is_in(want_rows)).select(exprs).collect()
-    except Exception:  # one example expression cannot run on this data: read the values alone
-        df = (data.lf.with_row_index("__row").filter(pl.col("__row").is_in(want_rows))
-              .select([pl.col("__row"), *(pl.col(c) for c in value_cols + extra)]).collect())
-        ex_names = {}
+    df = data.lf.with_row_index("__row").filter(pl.col("__row").is_in(want_rows)).select(exprs).collect()
     by_row = {int(r): i for i, r in enumerate(df["__row"].to_list())}
     lines = data.lines_of(want_rows)
     line_of = dict(zip(want_rows, lines)) if lines else {}
@@ -461,15 +465,11 @@ def _read_rows(data, schema: dict[str, pl.DataType], cfg: Config, shard: str,
             shown_value = _row_summary(df, i, list(schema) if whole_rows else value_cols + extra,
                                        per_column=ROW_VALUE_CHARS if whole_rows else 60)
         detail = pos = length = bad = None
-        for name in ex_names.get(key, []) if key is not None else []:
-            v = df[name][i]
-            if v is None:
-                continue
-            detail = v if isinstance(v, str) else show_value(v.to_list() if isinstance(v, pl.Series) else v)
-            m = _FIRST_BAD.match(str(v))
-            if m:
-                pos, length, bad = int(m.group(1)), int(m.group(2)), m.group(3)
-            break
+        ex = examples.get((check, column, r)) if key is not None else None
+        if ex is not None:
+            detail, pos, length = ex.value, ex.position, ex.length
+            if pos is not None and column is not None:
+                bad = _element(value, pos)
         tokens = None
         if seq_col is not None and seq_col in df.columns:
             ids = df[seq_col][i]
@@ -525,7 +525,7 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
     wanted = _check_ids(checks)
-    cfg, notes = _with_facts(cfg, limit, tokenizer)
+    cfg, notes = _with_facts(cfg, limit, tokenizer, rows)
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     load_families()
     return [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
@@ -540,8 +540,6 @@ def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
     Raises:
         UsageError: another extension, ``path`` is an existing folder, or it cannot be written.
     """
-    from datacheck.io.outputs import write_atomic
-
     name = Path(path).name.lower()
     if not name.endswith((".parquet", ".pq", ".jsonl", ".ndjson")):
         raise UsageError(f"--export {path}: write .parquet or .jsonl (the format follows the extension)")
@@ -576,7 +574,7 @@ def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config
         sel = [r for r in rows if r < ins.rows] if rows is not None else sorted(failing)
         if not sel:
             continue
-        data = open_shard(ins.shard.path, ins.shard.format, cfg.dataset, cfg.report.max_examples)
+        data = open_for_checks(ins.shard, cfg)  # the rows with the dtypes the audit judged
         df = (data.lf.with_row_index("_datacheck_row").filter(pl.col("_datacheck_row").is_in(sel)).collect())
         got = df["_datacheck_row"].to_list()
         lines = data.lines_of(got)

@@ -114,7 +114,7 @@ def test_hit_reads_no_shard_data_and_gives_the_same_report(tmp_path, monkeypatch
     def no_read(*a, **k):
         raise AssertionError("shard data was read on a cache hit")
 
-    monkeypatch.setattr(runner, "open_shard", no_read)
+    monkeypatch.setattr(runner, "open_for_checks", no_read)
     monkeypatch.setattr(readers, "open_shard", no_read)
     monkeypatch.setattr(api, "audit_shard", no_read)
     for name in ("scan_parquet", "read_parquet", "scan_ipc", "read_ipc", "scan_ndjson", "read_ndjson", "scan_csv",

@@ -1,0 +1,99 @@
+"""Hugging Face ``save_to_disk`` metadata: the one parser of a split's ``state.json``.
+
+``Dataset.save_to_disk`` writes, per split folder, ``data-XXXXX-of-NNNNN.arrow`` files (Arrow IPC
+streams), ``dataset_info.json`` and ``state.json``; ``state.json`` lists the split's data files as
+``"_data_files": [{"filename": "data-00000-of-00001.arrow"}, ...]`` (names relative to the folder)
+and names the split in ``"_split"``. ``load_from_disk`` reads only the listed files.
+
+Used by discovery (which ``.arrow`` files are shards), the shipped-list check of
+:mod:`datacheck.io.dataindex` and ``datacheck clean`` (which rewrites the metadata of the copy).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datacheck.model.errors import UsageError
+
+__all__ = ["STATE_NAME", "HfState", "parse_state", "read_state", "hf_data_files"]
+
+#: File name of a split's state in a ``save_to_disk`` folder.
+STATE_NAME = "state.json"
+
+
+@dataclass(frozen=True)
+class HfState:
+    """A parsed ``state.json``.
+
+    Attributes:
+        state: the whole JSON object, key order kept.
+        files: the ``_data_files`` entries as stored (normally ``{"filename": str}`` objects).
+        names: per entry, its ``filename`` when that is a string, else None (same length as ``files``).
+        split: ``_split`` when it is a string, else None.
+    """
+
+    state: dict[str, Any]
+    files: tuple[Any, ...]
+    names: tuple[str | None, ...]
+    split: str | None
+
+    def plain_names(self) -> set[str] | None:
+        """The listed file names when every entry is a plain file name of this folder (non-empty,
+        no ``/`` or ``\\``, not ``.`` or ``..``), else None (the index checks refuse such a list)."""
+        if all(isinstance(n, str) and n and "/" not in n and "\\" not in n and n not in (".", "..")
+               for n in self.names):
+            return {n for n in self.names if n is not None}
+        return None
+
+
+def parse_state(data: Any, source: str) -> HfState | None:
+    """Parse the JSON value of a ``state.json``.
+
+    Args:
+        data: the decoded JSON.
+        source: where it came from, for the message.
+
+    Returns:
+        The :class:`HfState`, or None when ``data`` is not an object with a ``_data_files`` key
+        (not a ``save_to_disk`` split).
+
+    Raises:
+        UsageError: ``_data_files`` is there but not a list.
+    """
+    if not isinstance(data, dict) or "_data_files" not in data:
+        return None
+    files = data["_data_files"]
+    if not isinstance(files, list):
+        raise UsageError(f"{source}: _data_files must be a list")
+    names = tuple(f.get("filename") if isinstance(f, dict) and isinstance(f.get("filename"), str) else None
+                  for f in files)
+    split = data.get("_split") if isinstance(data.get("_split"), str) else None
+    return HfState(state=data, files=tuple(files), names=names, split=split)
+
+
+def read_state(folder: Path) -> HfState | None:
+    """``folder/state.json`` parsed, leniently: None when it is absent, unreadable, not JSON, not an
+    object with ``_data_files``, or ``_data_files`` is not a list (the index checks report a broken
+    one with the reason; discovery and ``clean`` then treat the folder as a plain folder)."""
+    path = Path(folder) / STATE_NAME
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return parse_state(data, str(path))
+    except (OSError, UnicodeDecodeError, ValueError, UsageError):
+        return None
+
+
+def hf_data_files(folder: Path) -> set[str] | None:
+    """File names that ``folder/state.json`` (a Hugging Face ``save_to_disk`` split) lists in
+    ``_data_files``; None when the folder has no such ``state.json``, it cannot be read, or it is not
+    a plain list of file names (the ``index`` checks report a broken one). Other ``.arrow`` files of
+    that folder (e.g. ``cache-<fingerprint>.arrow`` written by ``Dataset.map``) are not part of the
+    dataset: the loader ignores them, so discovery does not audit them (they are reported as
+    ``index.extra_shard``).
+    """
+    st = read_state(folder)
+    return st.plain_names() if st is not None else None

@@ -1,0 +1,222 @@
+"""The one JSONL/CSV record reader: a line-format file split into records, with 1-based line numbers
+and byte offsets, classified as rows, records that do not parse, and blank lines.
+
+Used by the readers (:mod:`datacheck.io.readers`: which records become rows, and the ``decode.*``
+findings) and by ``datacheck clean`` (which copies or quarantines each record): both see the same
+records with the same line numbers.
+
+- A UTF-8 byte order mark at the start is no part of line 1 (offsets still count its 3 bytes).
+- Lines end at ``\\n``; a ``\\r`` before it is dropped; a final newline ends the last line.
+- Invalid UTF-8 is decoded with replacement characters (``invalid_utf8`` is set on the record).
+- JSONL: a row is a line holding one JSON object; anything else that is not blank does not parse
+  (with the parser's message, or "a JSON array, not an object", ...).
+- CSV/TSV: Python's ``csv`` module splits records (a quoted field may span lines); a record with
+  a field count other than the header's (or the first record's, or ``names``') does not parse.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BOM", "LineRecord", "RecordSplit", "RecordLayoutError", "strip_bom", "split_lines",
+           "jsonl_records", "csv_records"]
+
+#: UTF-8 byte order mark (editors and Excel write it at the start of UTF-8 text).
+BOM = b"\xef\xbb\xbf"
+
+
+class RecordLayoutError(ValueError):
+    """The file cannot be split into records at all (a CSV parse error, ``names`` that do not fit
+    the header); the readers turn it into ``Unreadable``."""
+
+
+def strip_bom(data: bytes) -> tuple[bytes, int]:
+    """(``data`` without a leading UTF-8 byte order mark, its length 0 or 3)."""
+    return (data[3:], 3) if data.startswith(BOM) else (data, 0)
+
+
+def split_lines(data: bytes, base: int = 0) -> list[tuple[int, bytes]]:
+    """(byte offset in the file, line bytes without the newline) for every line; a final newline
+    ends the last line. ``base``: the file offset of ``data[0]`` (3 after a stripped BOM)."""
+    out = []
+    pos = 0
+    n = len(data)
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        end = n if nl < 0 else nl
+        line = data[pos:end]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        out.append((base + pos, line))
+        pos = end + 1
+    return out
+
+
+@dataclass
+class LineRecord:
+    """One record of a JSONL/CSV file (not blank, not the CSV header).
+
+    Attributes:
+        line: 1-based number of its first line.
+        offset: 0-based byte offset of that line in the file.
+        raw: its bytes (CSV: its lines joined with ``\\n``), line breaks excluded.
+        text: ``raw`` decoded as UTF-8, with replacement characters where it is invalid
+            (CSV: the fields joined with the separator).
+        invalid_utf8: ``raw`` is not valid UTF-8.
+        value: JSONL: the parsed object (``dict``); CSV: the fields (``list[str]``); None when the
+            record does not parse.
+        error: why it does not parse (None for a row).
+        row: 0-based row index among the rows, None for a record that does not parse.
+    """
+
+    line: int
+    offset: int
+    raw: bytes
+    text: str
+    invalid_utf8: bool
+    value: Any = None
+    error: str | None = None
+    row: int | None = None
+
+
+@dataclass
+class RecordSplit:
+    """A JSONL/CSV file split into records.
+
+    Attributes:
+        lines: every physical line: (byte offset, bytes without the line break).
+        records: rows and records that do not parse, in file order.
+        blank: blank lines as (1-based line, byte offset).
+        header: CSV: the column names (``names``, else the header line, else ``column_1``, ...);
+            None for JSONL.
+        header_fields: CSV: the header line's fields as written (None without a header line).
+        bom: the input's byte order mark (``b""`` or :data:`BOM`).
+    """
+
+    lines: list[tuple[int, bytes]]
+    records: list[LineRecord] = field(default_factory=list)
+    blank: list[tuple[int, int]] = field(default_factory=list)
+    header: list[str] | None = None
+    header_fields: list[str] | None = None
+    bom: bytes = b""
+
+    @property
+    def rows(self) -> list[LineRecord]:
+        return [r for r in self.records if r.value is not None]
+
+    @property
+    def bad(self) -> list[LineRecord]:
+        return [r for r in self.records if r.value is None]
+
+
+def _decode(b: bytes) -> tuple[str, bool]:
+    try:
+        return b.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return b.decode("utf-8", errors="replace"), True
+
+
+_JSON_KIND = {type(None): "null", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+
+
+def jsonl_records(raw: bytes) -> RecordSplit:
+    """Split a JSONL file's bytes (decompressed) into records (see the module docstring)."""
+    data, b = strip_bom(raw)
+    out = RecordSplit(lines=split_lines(data, b), bom=raw[:b])
+    row = 0
+    for i, (off, line) in enumerate(out.lines):
+        text, bad_utf8 = _decode(line)
+        if not text.strip():
+            out.blank.append((i + 1, off))
+            continue
+        rec = LineRecord(line=i + 1, offset=off, raw=line, text=text, invalid_utf8=bad_utf8)
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            what = exc.msg
+            if exc.msg == "Extra data":
+                try:
+                    json.loads(text[exc.pos:])
+                    what = "two JSON values on one line"
+                except json.JSONDecodeError:
+                    what = "extra characters after the JSON value"
+            rec.error = f"{what} (column {exc.colno})"
+        else:
+            if isinstance(obj, dict):
+                rec.value, rec.row = obj, row
+                row += 1
+            else:
+                rec.error = f"a JSON {_JSON_KIND.get(type(obj), type(obj).__name__)}, not an object"
+        out.records.append(rec)
+    return out
+
+
+def csv_records(raw: bytes, sep: str, quote: str | None, header: bool, names: list[str] | None) -> RecordSplit:
+    """Split a CSV/TSV file's bytes (decompressed) into records (see the module docstring).
+
+    Args:
+        raw: the file's bytes.
+        sep: the field separator.
+        quote: the quote character; None turns quoting off.
+        header: the first record holds the column names.
+        names: the column names (with ``header``: they rename the header's columns).
+
+    Raises:
+        RecordLayoutError: the ``csv`` module cannot parse the text, or ``names`` has another
+            length than the header line.
+    """
+    data, b = strip_bom(raw)
+    out = RecordSplit(lines=split_lines(data, b), bom=raw[:b])
+    try:
+        text = data.decode("utf-8")
+        bad_lines: set[int] = set()
+    except UnicodeDecodeError:
+        decoded = [_decode(ln) for _, ln in out.lines]
+        bad_lines = {i + 1 for i, (_, bad) in enumerate(decoded) if bad}
+        text = "\n".join(t for t, _ in decoded)
+    if not text.strip():
+        out.header = list(names) if names else None
+        return out
+    offsets = [off for off, _ in out.lines]
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, quotechar=quote or '"',
+                        quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE, strict=False)
+    width = len(names) if names else None
+    cols: list[str] | None = None if header else (list(names) if names else None)
+    prev = 0
+    row = 0
+    try:
+        for rec in reader:
+            start, prev = prev + 1, reader.line_num
+            span = range(start, prev + 1)
+            off = offsets[start - 1] if start - 1 < len(offsets) else len(data) + b
+            if not rec or (len(rec) == 1 and not rec[0].strip() and (width or 0) != 1):
+                out.blank.append((start, off))
+                continue
+            if cols is None and header:
+                cols = out.header_fields = rec
+                width = len(rec)
+                if names and len(names) != width:
+                    raise RecordLayoutError(
+                        f"[dataset] names lists {len(names)} column(s) but the header line {start} has {width} "
+                        f"({sep.join(rec)[:200]!r}); give one name per column")
+                continue
+            if width is None:
+                width = len(rec)
+            raw_rec = b"\n".join(out.lines[k - 1][1] for k in span if k - 1 < len(out.lines))
+            lr = LineRecord(line=start, offset=off, raw=raw_rec, text=sep.join(rec),
+                            invalid_utf8=any(k in bad_lines for k in span))
+            if len(rec) != width:
+                lr.error = f"{len(rec)} fields, expected {width}"
+            else:
+                lr.value, lr.row = rec, row
+                row += 1
+            out.records.append(lr)
+    except csv.Error as exc:
+        raise RecordLayoutError(f"CSV parse error at line {reader.line_num}: {exc}") from None
+    if names:
+        cols = list(names)
+    out.header = cols if cols is not None else [f"column_{i + 1}" for i in range(width or 0)]
+    return out
