@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from datacheck.model import catalog
-from datacheck.checks.registry import SHARD_CHECKS, RowCheck, ShardContext, load_families
+from datacheck.checks.registry import RowCheck, RowsKey, ShardContext, load_families, shard_plan
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.findings import Finding, Skipped, show_value
@@ -334,14 +334,10 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
 
 def _row_checks(cfg: Config, schema: dict[str, pl.DataType], shard: str) -> dict[str, list[RowCheck]]:
     """The shard's row checks by failing-rows key (``"check"`` or ``"check:column"``), as the runner keys them."""
-    load_families()
     ctx = ShardContext(cfg=cfg, roles=resolve_roles(cfg.columns, schema), schema=schema, shard=shard)
     out: dict[str, list[RowCheck]] = {}
-    for _family, fn in SHARD_CHECKS:
-        for item in fn(ctx):
-            if isinstance(item, RowCheck):
-                key = item.check if item.column is None else f"{item.check}:{item.column}"
-                out.setdefault(key, []).append(item)
+    for item in shard_plan(ctx, measures=False).row_checks:
+        out.setdefault(str(RowsKey(item.check, item.column)), []).append(item)
     return out
 
 
