@@ -1,4 +1,4 @@
-"""tokens: token ids against the vocabulary, and the id column's storage type."""
+"""tokens: token ids against the vocabulary, the id column's storage type, and token type ids."""
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -6,11 +6,11 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
-from datacheck.checks._expr import first_bad, id_storage_cap
+from datacheck.checks._expr import counts_to_pairs, first_bad, id_storage_cap
 from datacheck.model.findings import Finding
 from datacheck.model.roles import inner_dtype
 
-__all__ = ["out_of_vocab", "dtype_overflow", "contract_dtype_overflow", "overflow_cap"]
+__all__ = ["out_of_vocab", "dtype_overflow", "type_id_out_of_range", "contract_dtype_overflow", "overflow_cap"]
 
 
 def overflow_cap(ctx: ShardContext) -> int | None:
@@ -72,6 +72,44 @@ def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]:
                  "null_ids": c.list.count_matches(None).sum()},
         message=lambda n, d: _oov_message(n, d, vocab),
     )
+
+
+@check("tokens.type_id_out_of_range", roles=("token_type_ids",), facts=("tokens.type_vocab_size",))
+def type_id_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``tokens.type_id_out_of_range``: a ``token_type_ids`` value outside ``[0, type_vocab_size)``.
+
+    ``token_type_ids``: list of integers, shape (rows, seq_len). The model's token-type embedding
+    has ``type_vocab_size`` rows (BERT: 2, RoBERTa/XLM-R: 1), so a type id >= it, or < 0, is an
+    index error on GPU. A row fails when any type id is < 0 or >= ``[tokens] type_vocab_size``, or
+    is null (it has no embedding row either). A null list (no type ids at all) does not fail here.
+    Native list kernels (``list.min``/``list.max``/``count_matches(None)``) in the fused query; the
+    offending values are counted in the second pass, on failing rows only. Skipped (by the registry)
+    without a ``token_type_ids`` column, without ``type_vocab_size``, or when the column is not a
+    list of integers (``schema.dtype``).
+    """
+    col = ctx.roles.token_type_ids
+    k = ctx.cfg.tokens.type_vocab_size
+    c = pl.col(col)
+
+    def bad(x: pl.Expr) -> pl.Expr:
+        return x.is_null() | (x < 0) | (x >= k)
+
+    flat = c.explode()
+    yield RowCheck(
+        check="tokens.type_id_out_of_range", column=col,
+        fails=(c.list.max() >= k) | (c.list.min() < 0) | (c.list.count_matches(None) > 0),
+        example=first_bad(col, ctx.schema[col], bad, null_text="null type id"),
+        details={"values": flat.filter(bad(flat)).cast(pl.Int64).value_counts(sort=True, name="count").head(10).implode()},
+        message=lambda n, d, col=col, k=k: (f"{n} row(s) of {col!r} hold token type ids outside "
+                                            f"[0, type_vocab_size={k}): {_pairs(d.get('values'))}; the token-type "
+                                            "embedding has no row for them (set type_vocab_size to the model's, "
+                                            "or drop token_type_ids for models without segment embeddings)"),
+    )
+
+
+def _pairs(vc: Any) -> str:
+    pairs = counts_to_pairs(vc)
+    return ", ".join(f"{'null' if v is None else v} x{n}" for v, n in pairs)
 
 
 def _oov_message(n: int, d: dict, vocab: int) -> str:
