@@ -39,7 +39,7 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.registry import Payload, ShardContext, ShardItem, dataset_checks, shard_checks
+from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, measure
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
 
@@ -82,21 +82,41 @@ def payload_wanted(ctx: ShardContext) -> bool:
     return ctx.cross_shard or ctx.roles.label is not None
 
 
-@shard_checks("dup")
-def crossdup_payload(ctx: ShardContext) -> Iterable[ShardItem]:
+@measure("crossdup")
+def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
     """The row content hashes (and labels) of the shard, as a :class:`Payload` (see the module docstring)."""
     if not payload_wanted(ctx):
         return  # one shard, no splits, no --against, no class label: nothing for the merge to find
     cols, label = content_spec(ctx)
     if not cols:
-        for cid in ("dup.exact_across_shards", "dup.conflicting_labels", "dup.split_overlap"):
-            yield Skipped(cid, "no content column besides the label")
-        return
+        return  # listed as skipped by the shard stage of the three checks (_no_content)
     h = row_hash_expr(cols).alias("hash")
     expr = pl.struct([h, pl.col(label).alias("label")]) if label is not None else pl.struct([h])
     yield Payload(key=ROWS_KEY, expr=expr.implode(), post=_rows_post)
     spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}
     yield Payload(key=CONTENT_KEY, expr=pl.lit(0), post=lambda _v, spec=spec: dict(spec))
+
+
+def _no_content(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
+    """Shard stage shared by the three merge checks: a shard whose rows would be hashed for the
+    merge but have no content besides the label cannot take part."""
+    if payload_wanted(ctx) and not content_spec(ctx)[0]:
+        yield Skipped(cid, "no content column besides the label")
+
+
+@check("dup.exact_across_shards")
+def _across_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
+    return _no_content(ctx, "dup.exact_across_shards")
+
+
+@check("dup.conflicting_labels")
+def _conflicting_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
+    return _no_content(ctx, "dup.conflicting_labels")
+
+
+@check("dup.split_overlap")
+def _overlap_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
+    return _no_content(ctx, "dup.split_overlap")
 
 
 # ----------------------------------------------------------------------------------------- merge
@@ -192,7 +212,7 @@ def _content_columns(shards: list[Any]) -> list[str]:
     return []
 
 
-@dataset_checks("dup")
+@check("dup.exact_across_shards", level="dataset")
 def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dup.exact_across_shards``: a row whose content (label included) occurs in an earlier shard
     (of the same split, with ``[splits]``: repeats across splits are ``dup.split_overlap``).
@@ -264,7 +284,7 @@ def _has_label(dtype: pl.DataType, ignore: int | None) -> pl.Expr:
     return keep
 
 
-@dataset_checks("dup")
+@check("dup.conflicting_labels", level="dataset")
 def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dup.conflicting_labels``: the same content (label excluded) carries different labels.
 
@@ -337,7 +357,7 @@ def _overlap(cand: pl.DataFrame, shards: list[Any], test_idx: set[int], train_id
     return hits.height, per_shard, examples
 
 
-@dataset_checks("dup")
+@check("dup.split_overlap", level="dataset")
 def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dup.split_overlap``: rows of an eval/test split whose content (label excluded) occurs in the
     training split (``[splits]``), or in the ``--against`` dataset.

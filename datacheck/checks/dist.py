@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from datacheck.checks.registry import dataset_checks
+from datacheck.checks.registry import check
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["psi", "length_drift", "label_drift", "PSI_THRESHOLD", "MIN_ROWS", "LENGTH_BINS", "PSI_EPSILON",
@@ -286,14 +286,14 @@ def _single_class(s: Any, h: dict, rest: dict, n: int, m: int, split: str | None
     )
 
 
-@dataset_checks("dist")
+@check("dist.length_drift", level="dataset")
 def length_drift(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dist.length_drift``: a shard's exact length histogram (stats ``lengths``) against the rest of
     its split (or dataset), PSI over decile bins > 0.25; no verdict below 200 rows on either side."""
     yield from _drift(dctx, "lengths", "histogram", "dist.length_drift", binned=True)
 
 
-@dataset_checks("dist")
+@check("dist.label_drift", level="dataset")
 def label_drift(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dist.label_drift``: a shard's label counts (stats ``labels``) against the rest, PSI > 0.25
     (no verdict below 200 rows), or a single class of a multi-class dataset (chance < 0.001)."""

@@ -15,9 +15,9 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 
-__all__ = ["dup_checks", "content_columns"]
+__all__ = ["exact_in_shard", "content_columns"]
 
 
 def content_columns(ctx: ShardContext) -> list[str]:
@@ -75,8 +75,8 @@ def _repeats_from_hashes(payload: dict) -> list[int]:
     return df.select(pl.int_range(pl.len(), dtype=pl.UInt32).filter(key.is_first_distinct().not_()))[:, 0].to_list()
 
 
-@shard_checks("dup")
-def dup_checks(ctx: ShardContext) -> Iterable[ShardItem]:
+@check("dup.exact_in_shard")
+def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
     count = extra copies; rows = the copies (never the first occurrence)."""
     cols = content_columns(ctx)

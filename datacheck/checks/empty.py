@@ -5,13 +5,13 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.checks._expr import truncated
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype, is_list
 
-__all__ = ["empty_checks"]
+__all__ = ["empty_text", "empty_sequence", "all_padding", "no_supervised_tokens"]
 
 
 def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
@@ -25,30 +25,13 @@ def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
     return m.list.eval(pl.element().cast(pl.Float64) != 0).list.any().not_()
 
 
-def _empty_sequence(ids: str) -> Iterable[ShardItem]:
-    c = pl.col(ids)
-    yield RowCheck(
-        check="empty.sequence", column=ids, fails=c.is_null() | (c.list.len() == 0), example=c,
-        details={"null": c.is_null().sum()},
-        message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
-    )
-
-
-@shard_checks("empty")
-def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``empty.text``, ``empty.sequence``, ``empty.all_padding``, ``empty.no_supervised_tokens``.
-
-    Rows fail when: a text value (dtype String) is null, ``""`` or whitespace-only (``str.strip``);
-    ``input_ids`` is null or has length 0; the ``attention_mask`` sums to 0 (or, without a mask,
-    every id equals ``pad_token_id``) in a non-empty sequence; every token label equals
-    ``ignore_index`` after truncation to ``max_seq_len`` on ``truncation_side`` (the mean loss over
-    0 tokens is 0/0 = NaN). A role column whose dtype cannot serve its role is ``schema.dtype``
-    (:mod:`datacheck.checks.roledtype`); the checks that need it are skipped with that reason.
-    """
-    r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
-    if not r.text:
-        yield Skipped("empty.text", "no text column (set [columns] text)")
-    for col in r.text:
+@check("empty.text", roles=("text",), dtype_roles=())
+def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``empty.text``: a text value (dtype String) is null, ``""`` or whitespace-only
+    (``str.strip``); a list-of-strings text value holds no non-blank string. A text column of
+    another dtype is ``schema.dtype`` and the check is skipped on it with that reason."""
+    s = ctx.schema
+    for col in ctx.roles.text:
         t = s[col]
         if t == pl.String:
             c = pl.col(col)
@@ -71,61 +54,77 @@ def empty_checks(ctx: ShardContext) -> Iterable[ShardItem]:
             bad_text = problem(ctx, "text", col)
             yield Skipped("empty.text", bad_text.skip_reason if bad_text is not None
                           else f"text column {col!r} has dtype {t}, not a string")
+
+
+@check("empty.sequence", roles=("input_ids",), dtype_roles=())
+def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``empty.sequence``: ``input_ids`` is null or has length 0. An empty list is empty whatever
+    its element type, so this runs on any list-typed ``input_ids``; on another dtype it is skipped
+    with the ``schema.dtype`` reason."""
+    ids = ctx.roles.input_ids
+    bad_ids = problem(ctx, "input_ids")
+    if bad_ids is not None and not is_list(ctx.schema[ids]):
+        yield Skipped("empty.sequence", bad_ids.skip_reason)
+        return
+    c = pl.col(ids)
+    yield RowCheck(
+        check="empty.sequence", column=ids, fails=c.is_null() | (c.list.len() == 0), example=c,
+        details={"null": c.is_null().sum()},
+        message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
+    )
+
+
+@check("empty.all_padding", roles=("input_ids",))
+def all_padding(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``empty.all_padding``: in a non-empty sequence, the ``attention_mask`` sums to 0 (or, without
+    a mask, every id equals ``pad_token_id``): attention divides 0 by 0 and the loss is NaN."""
+    r, s, tok = ctx.roles, ctx.schema, ctx.cfg.tokens
     ids = r.input_ids
-    bad_ids = problem(ctx, "input_ids") if ids is not None else None
     bad_mask = problem(ctx, "attention_mask") if r.attention_mask is not None else None
-    if ids is None or bad_ids is not None:
-        why = bad_ids.skip_reason if bad_ids is not None else "no input_ids column (set [columns] input_ids)"
-        if ids is not None and is_list(s[ids]):  # an empty list is empty whatever its element type
-            yield from _empty_sequence(ids)
-        else:
-            yield Skipped("empty.sequence", why)
-        yield Skipped("empty.all_padding", why)
-    elif bad_mask is not None:
-        yield from _empty_sequence(ids)
+    if bad_mask is not None:
         yield Skipped("empty.all_padding", bad_mask.skip_reason)
-    else:
-        c = pl.col(ids)
-        yield from _empty_sequence(ids)
-        nonempty = c.list.len() > 0
-        if r.attention_mask is not None:
-            m = pl.col(r.attention_mask)
-            yield RowCheck(
-                check="empty.all_padding", column=r.attention_mask,
-                fails=nonempty & (m.list.len() > 0) & _all_zero(r.attention_mask, s[r.attention_mask]),
-                example=m,
-                message=lambda n, d: (f"{n} row(s) are only padding: attention_mask is all zero, so attention "
-                                      "divides 0 by 0 and the loss is NaN"),
-            )
-        elif tok.pad_token_id is not None:
-            pad = tok.pad_token_id
-            yield RowCheck(
-                check="empty.all_padding", column=ids, example=c,
-                fails=nonempty & c.list.eval(pl.element() != pad).list.any().not_(),
-                message=lambda n, d, pad=pad: f"{n} row(s) hold only pad_token_id {pad} (no attention_mask to tell real tokens)",
-            )
-        else:
-            yield Skipped("empty.all_padding", "no attention_mask column and no [tokens] pad_token_id")
-    bad_labels = problem(ctx, "labels") if r.labels is not None else None
-    if r.labels is None:
-        yield Skipped("empty.no_supervised_tokens", "no token labels column (set [columns] labels)")
-    elif bad_labels is not None:
-        yield Skipped("empty.no_supervised_tokens", bad_labels.skip_reason)
-    elif lab.ignore is None:
-        yield Skipped("empty.no_supervised_tokens", "[labels] ignore_index is unset")
-    elif not is_list(s[r.labels]):
-        yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
-    else:
-        ign = lab.ignore
-        kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
-        none_kept = kept.list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
-        none_at_all = pl.col(r.labels).list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
-        where = (f" after truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
-                 if tok.max_seq_len is not None else "")
+        return
+    c = pl.col(ids)
+    nonempty = c.list.len() > 0
+    if r.attention_mask is not None:
+        m = pl.col(r.attention_mask)
         yield RowCheck(
-            check="empty.no_supervised_tokens", column=r.labels, fails=none_kept, example=kept,
-            details={"only_after_truncation": (none_kept & none_at_all.not_()).sum()},
-            message=lambda n, d, w=where, ign=ign: (f"{n} row(s) have no supervised token{w}: every label is "
-                                                    f"ignore_index {ign}, so the mean loss is 0/0 = NaN "
-                                                    f"({d.get('only_after_truncation', 0)} only because of truncation)"),
+            check="empty.all_padding", column=r.attention_mask,
+            fails=nonempty & (m.list.len() > 0) & _all_zero(r.attention_mask, s[r.attention_mask]),
+            example=m,
+            message=lambda n, d: (f"{n} row(s) are only padding: attention_mask is all zero, so attention "
+                                  "divides 0 by 0 and the loss is NaN"),
         )
+    elif tok.pad_token_id is not None:
+        pad = tok.pad_token_id
+        yield RowCheck(
+            check="empty.all_padding", column=ids, example=c,
+            fails=nonempty & c.list.eval(pl.element() != pad).list.any().not_(),
+            message=lambda n, d, pad=pad: f"{n} row(s) hold only pad_token_id {pad} (no attention_mask to tell real tokens)",
+        )
+    else:
+        yield Skipped("empty.all_padding", "no attention_mask column and no [tokens] pad_token_id")
+
+
+@check("empty.no_supervised_tokens", roles=("labels",), facts=("labels.ignore_index",),
+       reasons={"labels.ignore_index": "[labels] ignore_index is unset"})
+def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``empty.no_supervised_tokens``: every token label equals ``ignore_index`` after truncation to
+    ``max_seq_len`` on ``truncation_side`` (the mean loss over 0 tokens is 0/0 = NaN)."""
+    r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
+    if not is_list(s[r.labels]):
+        yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
+        return
+    ign = lab.ignore
+    kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
+    none_kept = kept.list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
+    none_at_all = pl.col(r.labels).list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
+    where = (f" after truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
+             if tok.max_seq_len is not None else "")
+    yield RowCheck(
+        check="empty.no_supervised_tokens", column=r.labels, fails=none_kept, example=kept,
+        details={"only_after_truncation": (none_kept & none_at_all.not_()).sum()},
+        message=lambda n, d, w=where, ign=ign: (f"{n} row(s) have no supervised token{w}: every label is "
+                                                f"ignore_index {ign}, so the mean loss is 0/0 = NaN "
+                                                f"({d.get('only_after_truncation', 0)} only because of truncation)"),
+    )

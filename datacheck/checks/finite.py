@@ -9,12 +9,12 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.checks._expr import any_element, count_elements, first_bad, flat_list
 from datacheck.model.constants import BF16_MAX, FP16_MAX, FP32_MAX
 from datacheck.model.roles import inner_dtype
 
-__all__ = ["finite_checks", "DTYPE_MAX"]
+__all__ = ["finite_nan", "finite_inf", "fp16_overflow", "DTYPE_MAX"]
 
 DTYPE_MAX = {"fp16": FP16_MAX, "bf16": BF16_MAX, "fp32": FP32_MAX}
 _STORAGE_MAX = {pl.Float16: FP16_MAX, pl.Float32: FP32_MAX}
@@ -34,34 +34,49 @@ def _max_abs(col: str, t: pl.DataType) -> pl.Expr:
     return flat_list(col, t).list.eval(pl.element().filter(pl.element().is_finite()).abs()).list.max().max()
 
 
-@shard_checks("finite")
-def finite_checks(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``finite.nan``, ``finite.inf`` and ``finite.fp16_overflow`` for every float column.
-
-    A row fails ``finite.nan`` when the value (or any list element) is NaN, ``finite.inf`` when it
-    is +/-inf, and ``finite.fp16_overflow`` when a finite value's magnitude exceeds the maximum of
-    ``[numeric] compute_dtype`` (error), or ``overflow_warn_fraction`` of it (warn).
-    Nulls are not NaN here (a null float is reported by the null/schema checks).
-    """
-    cd = ctx.cfg.numeric.compute_dtype
-    limit = DTYPE_MAX[cd]
-    warn_at = limit * ctx.cfg.numeric.overflow_warn_fraction
+def _float_columns(ctx: ShardContext) -> Iterable[tuple[str, pl.DataType, pl.DataType]]:
+    """(column, dtype, element dtype) of every float column (scalar or list) of the shard: the
+    columns all three ``finite.*`` checks look at."""
     for col, t in ctx.schema.items():
         inner = inner_dtype(t)
-        if not inner.is_float():
-            continue
-        nan = lambda x: x.is_nan()  # noqa: E731
-        inf = lambda x: x.is_infinite()  # noqa: E731
+        if inner.is_float():
+            yield col, t, inner
+
+
+@check("finite.nan")
+def finite_nan(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``finite.nan``: a row fails when its float value (or any element of its float list) is NaN.
+    Nulls are not NaN here (a null float is reported by the null/schema checks)."""
+    nan = lambda x: x.is_nan()  # noqa: E731
+    for col, t, _inner in _float_columns(ctx):
         yield RowCheck(
             check="finite.nan", column=col, fails=any_element(col, t, nan),
             example=first_bad(col, t, nan), details={"values": count_elements(col, t, nan)},
             message=lambda n, d, c=col: f"{n} row(s) hold NaN in {c!r} ({d.get('values', n)} value(s)); the loss will be NaN",
         )
+
+
+@check("finite.inf")
+def finite_inf(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``finite.inf``: a row fails when its float value (or any list element) is +inf or -inf."""
+    inf = lambda x: x.is_infinite()  # noqa: E731
+    for col, t, _inner in _float_columns(ctx):
         yield RowCheck(
             check="finite.inf", column=col, fails=any_element(col, t, inf),
             example=first_bad(col, t, inf), details={"values": count_elements(col, t, inf)},
             message=lambda n, d, c=col: f"{n} row(s) hold +/-inf in {c!r} ({d.get('values', n)} value(s))",
         )
+
+
+@check("finite.fp16_overflow")
+def fp16_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``finite.fp16_overflow``: a finite value whose magnitude exceeds the maximum of
+    ``[numeric] compute_dtype`` (error), or ``overflow_warn_fraction`` of it (warn; not for fp32).
+    Columns whose storage type cannot hold a value that large are not evaluated."""
+    cd = ctx.cfg.numeric.compute_dtype
+    limit = DTYPE_MAX[cd]
+    warn_at = limit * ctx.cfg.numeric.overflow_warn_fraction
+    for col, t, inner in _float_columns(ctx):
         if _storage_max(inner) <= warn_at:
             continue  # the storage type cannot hold a value that large
         over = lambda x, m=limit: x.is_finite() & (x.abs() > m)  # noqa: E731

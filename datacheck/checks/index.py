@@ -1,16 +1,18 @@
-"""index: the shard set as a whole (checks that need no committed index file):
-``index.numbering_gap``, ``index.temp_file``, ``dup.shard``. (``index.empty_shard`` is decided per
-shard by the runner: a readable shard with 0 rows.)"""
+"""index: the shard set as a whole: ``index.numbering_gap``, ``index.temp_file``, ``dup.shard``;
+the shard set against a committed or shipped index (``index.missing_shard``, ``extra_shard``,
+``changed_shard``, ``row_count_mismatch``: one comparison shared by the four checks); and
+``index.empty_shard`` (per shard, decided after the fused query from the row count)."""
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 from typing import Any, Iterable
 
-from datacheck.checks.registry import dataset_checks
+from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["numbering_gap", "temp_files", "duplicate_shards", "committed_index", "shipped_index", "SHARD_NAME"]
+__all__ = ["numbering_gap", "temp_files", "duplicate_shards", "committed_index", "shipped_index", "empty_shard",
+           "index_items", "SHARD_NAME"]
 
 #: ``NAME-00002-of-00005.ext`` (Hugging Face / Megatron style shard names)
 SHARD_NAME = re.compile(r"^(?P<prefix>.*?)-?(?P<i>\d+)-of-(?P<n>\d+)(?P<suffix>(\.[^/]*)?)$")
@@ -25,7 +27,7 @@ def _parse(rel: str) -> tuple[tuple[str, str, str], int, int, tuple[int, int]] |
     return (folder, m["prefix"], m["suffix"]), int(m["i"]), int(m["n"]), (len(m["i"]), len(m["n"]))
 
 
-@dataset_checks("index")
+@check("index.numbering_gap", level="dataset")
 def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
     """Shards named ``NAME-0000k-of-0000N``: every k in [0, N) must be present exactly once, and all
     shards of one NAME must agree on N. Temporary files do not count as present."""
@@ -65,7 +67,7 @@ def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
             )
 
 
-@dataset_checks("index")
+@check("index.temp_file", level="dataset")
 def temp_files(dctx: Any) -> Iterable[Finding]:
     """Partial or temporary files (``*.tmp``, ``*.partial``, ``.~*``, ``*.incomplete``) among the shards."""
     tmp = dctx.temp_files
@@ -77,7 +79,7 @@ def temp_files(dctx: Any) -> Iterable[Finding]:
         )
 
 
-@dataset_checks("dup")
+@check("dup.shard", level="dataset")
 def duplicate_shards(dctx: Any) -> Iterable[Finding]:
     """``dup.shard``: two or more shards with identical content hashes (bytes), e.g. a shard uploaded twice.
 
@@ -96,7 +98,6 @@ def duplicate_shards(dctx: Any) -> Iterable[Finding]:
             )
 
 
-@dataset_checks("index")
 def committed_index(dctx: Any) -> Iterable[Finding | Skipped]:
     """``index.missing_shard``/``extra_shard``/``changed_shard``/``row_count_mismatch`` against the
     committed ``[dataset] index`` (read and validated before any shard; see :mod:`datacheck.io.dataindex`)."""
@@ -111,7 +112,6 @@ def committed_index(dctx: Any) -> Iterable[Finding | Skipped]:
     yield from compare_index(idx, actual, dctx.temp_files)
 
 
-@dataset_checks("index")
 def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
     """The same checks against the shard lists real datasets ship under the audited root: Hugging Face
     ``state.json`` ``_data_files`` (+ ``dataset_info.json`` split sizes) and MosaicML ``index.json``."""
@@ -133,3 +133,53 @@ def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
         files.update(f if rel == "." else f"{rel}/{f}" for f in filenames)
     for lst in lists:
         yield from compare_shipped(lst, dctx.shards, files)
+
+
+def index_items(dctx: Any) -> list[Finding | Skipped]:
+    """Every finding of the shard set against the committed index and the shipped shard lists,
+    computed once per audit (memo on the DatasetContext) and shared by the four index checks."""
+    memo = getattr(dctx, "_index_memo", None)
+    if memo is None:
+        memo = [*committed_index(dctx), *shipped_index(dctx)]
+        try:
+            setattr(dctx, "_index_memo", memo)
+        except AttributeError:
+            pass
+    return memo
+
+
+@check("index.missing_shard", level="dataset")
+def missing_shard(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``index.missing_shard``: a shard listed in the committed index (or a shipped list) is absent."""
+    return [i for i in index_items(dctx) if i.check == "index.missing_shard"]
+
+
+@check("index.extra_shard", level="dataset")
+def extra_shard(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``index.extra_shard``: a shard on disk is not in the committed index (or a shipped list)."""
+    return [i for i in index_items(dctx) if i.check == "index.extra_shard"]
+
+
+@check("index.changed_shard", level="dataset")
+def changed_shard(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``index.changed_shard``: a shard's content hash differs from the committed index."""
+    return [i for i in index_items(dctx) if i.check == "index.changed_shard"]
+
+
+@check("index.row_count_mismatch", level="dataset")
+def row_count_mismatch(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``index.row_count_mismatch``: a shard's row count differs from the index or its own metadata."""
+    return [i for i in index_items(dctx) if i.check == "index.row_count_mismatch"]
+
+
+@check("index.empty_shard")
+def empty_shard(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``index.empty_shard`` (warn): a readable shard with 0 rows (decided after the fused query)."""
+    shard = ctx.shard
+
+    def decide(rows: int) -> list[Finding]:
+        if rows:
+            return []
+        return [Finding(check="index.empty_shard", severity="warn", message=f"{shard} is readable but holds 0 rows")]
+
+    yield AfterQuery("index.empty_shard", decide)

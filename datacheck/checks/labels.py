@@ -5,13 +5,12 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import inner_dtype, is_list
 
-__all__ = ["label_checks", "unseen_class", "index_classes"]
+__all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes"]
 
 
 def _fmt_counts(vc: Any, limit: int = 5) -> str:
@@ -71,8 +70,6 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     yield RowCheck(check="labels.null", column=col, fails=missing, example=c,
                    message=lambda n, d, col=col, f=is_float: (f"{n} row(s) have no label in {col!r} "
                                                               f"({'null or NaN' if f else 'null'})"))
-    yield Stat(key="labels", expr=value_counts(c, limit=10_000),
-               post=lambda v, col=col: {"column": col, "counts": sorted(counts_to_pairs(v), key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))})
     not_ignored = (c != ign) if (ign is not None and numeric) else pl.lit(True)
     sentinel = None
     if numeric:
@@ -180,33 +177,62 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     )
 
 
-@shard_checks("labels")
-def label_checks(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``labels.out_of_range``, ``labels.unexpected_sentinel``, ``labels.null`` for the class label
-    (scalar) and the token labels (list).
-
-    A class label fails ``out_of_range`` when it is >= ``num_classes`` (or not in ``classes``), or is
-    a non-integer float (1.5: "not an integer class index"), and not ``ignore_index``; a negative
-    value that is not ``ignore_index`` is ``unexpected_sentinel`` instead (reported only there).
-    With string ``classes`` and an integer (or float) label column, the labels are indices into the
-    class names, as Hugging Face ``ClassLabel`` stores them: the valid range is
-    ``[0, len(classes))``. String labels must equal a name in ``classes``. Token labels:
-    >= ``vocab_size`` (else ``num_classes``) and not ``ignore_index``; negative non-ignore values are
-    sentinels. A label column whose dtype cannot serve the role (e.g. strings while
-    ``num_classes`` is set) is ``schema.dtype`` (:mod:`datacheck.checks.roledtype`); these checks
-    are then skipped with that reason.
-    """
-    if ctx.roles.label is None and ctx.roles.labels is None:
-        for cid in ("labels.out_of_range", "labels.unexpected_sentinel", "labels.null"):
-            yield Skipped(cid, "no label column (set [columns] label or labels)")
-        return
+def _label_items(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
+    """The items of ``cid`` for the class label (scalar) and the token labels (list). The three
+    label checks share one domain computation (a negative value that is not ``ignore_index`` is
+    ``unexpected_sentinel`` and never ``out_of_range``; a dtype problem leaves ``null`` running)."""
+    items: list[ShardItem] = []
     if ctx.roles.label is not None:
-        yield from _class_label(ctx, ctx.roles.label)
+        items += _class_label(ctx, ctx.roles.label)
     if ctx.roles.labels is not None:
-        yield from _token_labels(ctx, ctx.roles.labels)
+        items += _token_labels(ctx, ctx.roles.labels)
+    return [i for i in items if i.check == cid]
 
 
-@dataset_checks("labels")
+_NO_LABEL = {"label|labels": "no label column (set [columns] label or labels)"}
+
+
+@check("labels.out_of_range", roles=("label|labels",), reasons=_NO_LABEL)
+def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``labels.out_of_range``: a class label >= ``num_classes`` (or not in ``classes``), or a
+    non-integer float (1.5: "not an integer class index"), and not ``ignore_index``. With string
+    ``classes`` and an integer (or float) label column, the labels are indices into the class names,
+    as Hugging Face ``ClassLabel`` stores them: the valid range is ``[0, len(classes))``. String
+    labels must equal a name in ``classes``. Token labels: >= ``vocab_size`` (else ``num_classes``)
+    and not ``ignore_index``. A label column whose dtype cannot serve the role is ``schema.dtype``;
+    the check is then skipped with that reason."""
+    return _label_items(ctx, "labels.out_of_range")
+
+
+@check("labels.unexpected_sentinel", roles=("label|labels",), reasons=_NO_LABEL)
+def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``labels.unexpected_sentinel``: a negative class or token label that is not ``ignore_index``
+    (reported here only, never again as ``labels.out_of_range``)."""
+    return _label_items(ctx, "labels.unexpected_sentinel")
+
+
+@check("labels.null", roles=("label|labels",), reasons=_NO_LABEL)
+def label_null(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``labels.null``: a missing label (null; for a float class label column, null or NaN), whatever
+    the label column's dtype."""
+    return _label_items(ctx, "labels.null")
+
+
+@measure("labels")
+def label_stats(ctx: ShardContext) -> Iterable[Stat]:
+    """The exact class-label counts of the shard (``stats.labels``: column and [value, count] pairs),
+    for ``labels.unseen_class`` and ``dist.label_drift``; none when the label dtype cannot serve."""
+    col = ctx.roles.label
+    if col is None or problem(ctx, "label", col) is not None:
+        return
+    c = pl.col(col)
+    if ctx.schema[col] == pl.Boolean:
+        c = c.cast(pl.Int8)  # a boolean class label is class 0 / 1
+    yield Stat(key="labels", expr=value_counts(c, limit=10_000),
+               post=lambda v, col=col: {"column": col, "counts": sorted(counts_to_pairs(v), key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))})
+
+
+@check("labels.unseen_class", level="dataset")
 def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     """``labels.unseen_class``: a class in ``[0, num_classes)`` (or in ``classes``) that no row of the
     dataset carries. Uses the exact per-shard label counts (merged). With string ``classes`` and

@@ -10,14 +10,14 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, shard_checks
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks._expr import counts_to_pairs
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Skipped
 from datacheck.model.stats import histogram_summary
-from datacheck.model.roles import inner_dtype, is_list
+from datacheck.model.roles import ROLE_TABLE, inner_dtype, is_list
 
-__all__ = ["length_checks", "attended_length", "histogram_summary", "quantile_from_hist"]
+__all__ = ["over_max", "length_mismatch", "length_stats", "attended_length", "histogram_summary", "quantile_from_hist"]
 
 
 
@@ -58,54 +58,64 @@ def attended_length(ctx: ShardContext) -> tuple[pl.Expr, str] | None:
             "attended tokens (attention_mask sum)")
 
 
-@shard_checks("length")
-def length_checks(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``length.over_max`` (a sequence longer than ``max_seq_len``: truncated by the trainer) and
-    ``length.mismatch`` (in a row, ``input_ids``/``attention_mask``/``labels``/``token_type_ids``, and
-    each ``aligned`` group, differ in length; in a seq2seq layout with ``decoder_input_ids`` or
-    ``decoder_attention_mask``, ``labels`` align with those decoder columns instead), plus the
-    ``lengths`` histogram and ``truncation_rate`` stats.
+@measure("lengths")
+def length_stats(ctx: ShardContext) -> Iterable[Stat]:
+    """The ``lengths`` histogram (exact; unit tokens, or characters of the text columns without
+    ``input_ids``) and ``truncation_rate`` (the share of rows longer than ``max_seq_len``).
 
-    Length unit: tokens. With an ``attention_mask``, ``length.over_max``, the ``lengths`` histogram
-    and ``truncation_rate`` count attended tokens (the sum of the mask; padding is not content and
-    is never truncated away from real text), e.g. a shard padded to 128 with at most 40 real
-    tokens has lengths <= 40. Without a mask, the ``input_ids`` list length. Without ``input_ids``,
-    the ``lengths`` histogram counts characters of the text columns (unit ``chars``).
-    """
-    r, tok = ctx.roles, ctx.cfg.tokens
-    ids = r.input_ids
+    Length unit: tokens. With an ``attention_mask``, the histogram and ``truncation_rate`` count
+    attended tokens (the sum of the mask; padding is not content and is never truncated away from
+    real text), e.g. a shard padded to 128 with at most 40 real tokens has lengths <= 40. Without a
+    mask, the ``input_ids`` list length. Without ``input_ids``, characters of the text columns."""
     measured = attended_length(ctx)
     if measured is not None:
-        L, how = measured
-        yield Stat(key="lengths", expr=L.value_counts(name="count").implode(), post=_hist_post(ids, "tokens"))
-        if tok.max_seq_len is not None:
-            m = tok.max_seq_len
-            yield RowCheck(
-                check="length.over_max", column=ids, fails=L > m, example=L,
-                details={"longest": L.max()},
-                message=lambda n, d, m=m, how=how: (f"{n} row(s) are longer than max_seq_len {m} (longest "
-                                                    f"{d.get('longest')}) and will be truncated "
-                                                    f"({tok.truncation_side} side); length = {how}"),
-            )
-            yield Stat(key="truncation_rate", expr=(L > m).mean())
-        else:
-            yield Skipped("length.over_max", "[tokens] max_seq_len is not set")
-    else:
-        bad_ids = problem(ctx, "input_ids") if ids is not None else None
-        yield Skipped("length.over_max", bad_ids.skip_reason if bad_ids is not None
-                      else "no input_ids column (set [columns] input_ids)")
-        text = [c for c in r.text if ctx.schema[c] == pl.String]
-        if text:
-            total = pl.sum_horizontal([pl.col(c).str.len_chars().fill_null(0) for c in text])
-            yield Stat(key="lengths", expr=total.value_counts(name="count").implode(),
-                       post=_hist_post("+".join(text), "chars"))
+        L, _how = measured
+        yield Stat(key="lengths", expr=L.value_counts(name="count").implode(),
+                   post=_hist_post(ctx.roles.input_ids, "tokens"))
+        if ctx.cfg.tokens.max_seq_len is not None:
+            yield Stat(key="truncation_rate", expr=(L > ctx.cfg.tokens.max_seq_len).mean())
+        return
+    text = [c for c in ctx.roles.text if ctx.schema[c] == pl.String]
+    if text:
+        total = pl.sum_horizontal([pl.col(c).str.len_chars().fill_null(0) for c in text])
+        yield Stat(key="lengths", expr=total.value_counts(name="count").implode(),
+                   post=_hist_post("+".join(text), "chars"))
+
+
+@check("length.over_max", roles=("input_ids",), facts=("tokens.max_seq_len",))
+def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``length.over_max`` (warn): a sequence longer than ``max_seq_len``, which the trainer
+    truncates. Length as in :func:`attended_length` (attended tokens with a mask)."""
+    tok = ctx.cfg.tokens
+    measured = attended_length(ctx)
+    if measured is None:
+        return
+    L, how = measured
+    m = tok.max_seq_len
+    yield RowCheck(
+        check="length.over_max", column=ctx.roles.input_ids, fails=L > m, example=L,
+        details={"longest": L.max()},
+        message=lambda n, d, m=m, how=how: (f"{n} row(s) are longer than max_seq_len {m} (longest "
+                                            f"{d.get('longest')}) and will be truncated "
+                                            f"({tok.truncation_side} side); length = {how}"),
+    )
+
+
+@check("length.mismatch")
+def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``length.mismatch``: in a row, the list columns that must align (the roles marked ``aligned``
+    in the role table: ``input_ids``/``attention_mask``/``labels``/``token_type_ids``, and each
+    ``[columns] aligned`` group) differ in length. In a seq2seq layout with ``decoder_input_ids`` or
+    ``decoder_attention_mask``, ``labels`` align with those decoder columns instead."""
+    r = ctx.roles
     groups: list[tuple[str, ...]] = []
     # seq2seq (Hugging Face): labels align with the decoder side (decoder_input_ids /
     # decoder_attention_mask), not with the encoder's input_ids.
     decoder = tuple(c for c in ("decoder_input_ids", "decoder_attention_mask") if c in ctx.schema and is_list(ctx.schema[c]))
     enc_labels = None if decoder else r.labels
     bad = {p.column for p in problems(ctx)}
-    base = tuple(c for c in (r.input_ids, r.attention_mask, enc_labels, r.token_type_ids)
+    aligned_roles = [spec.name for spec in ROLE_TABLE if spec.aligned]
+    base = tuple(c for c in (enc_labels if role == "labels" else getattr(r, role) for role in aligned_roles)
                  if c is not None and c not in bad and is_list(ctx.schema[c]))
     if len(base) >= 2:
         groups.append(base)

@@ -5,13 +5,13 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, Stat, dataset_checks, shard_checks
+from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks._expr import first_bad, positions_count, supervised_per_row
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import inner_dtype, is_list
 
-__all__ = ["mask_checks", "eos_unsupervised"]
+__all__ = ["non_binary", "not_contiguous", "token_not_pad", "label_not_ignored", "padding_stats", "eos_unsupervised"]
 
 
 def _aligned(*cols: str) -> pl.Expr:
@@ -46,89 +46,117 @@ def _binary(col: str, inner: pl.DataType) -> pl.Expr:
     return m.list.eval(((pl.element() == 0) | (pl.element() == 1)).fill_null(False)).list.all()
 
 
-@shard_checks("mask")
-def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``mask.non_binary``, ``mask.not_contiguous``, ``padding.token_not_pad``, ``padding.label_not_ignored``.
+def _mask_int(ctx: ShardContext) -> tuple[str, pl.DataType, pl.DataType, pl.Expr, pl.Expr]:
+    """(mask column, dtype, element dtype, the mask as an integer list, the per-row "binary" test):
+    the one reading of ``attention_mask`` the mask and padding checks share."""
+    mcol = ctx.roles.attention_mask
+    t = ctx.schema[mcol]
+    inner = inner_dtype(t)
+    m = pl.col(mcol)
+    mi = m.cast(pl.List(pl.Int8)) if inner == pl.Boolean else (m if inner.is_integer() else
+                                                               m.list.eval(pl.element().cast(pl.Int64)))
+    return mcol, t, inner, mi, _binary(mcol, inner)
 
-    ``attention_mask``: list of ints/bools, shape (rows, seq_len), 1 = real token, 0 = padding.
-    A row fails ``non_binary`` when a value is not 0 or 1 (a null element is neither);
-    ``not_contiguous`` when (binary and) the
-    1s are not one block against ``padding_side`` (right: a 1 after a 0; left: a 0 after a 1);
-    ``token_not_pad`` when a position with mask 0 holds an id other than ``pad_token_id``;
-    ``label_not_ignored`` when a position with mask 0 has a label other than ``ignore_index`` (the
-    loss trains on padding). Position-wise checks only look at rows where input_ids, attention_mask
-    and labels (those present) have equal lengths and the mask is binary (others are
-    ``length.mismatch`` / ``mask.non_binary``).
-    """
+
+@check("mask.non_binary", roles=("attention_mask",))
+def non_binary(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``mask.non_binary``: an ``attention_mask`` value (list of ints/bools/floats, shape (rows,
+    seq_len), 1 = real token, 0 = padding) is not 0 or 1; a null element is neither."""
+    mcol, t, inner, _mi, binary = _mask_int(ctx)
+    m = pl.col(mcol)
+    kind = "" if inner.is_integer() else f" ({inner})"
+    yield RowCheck(
+        check="mask.non_binary", column=mcol, fails=binary.not_(),
+        example=first_bad(mcol, t, (lambda x: x.is_null()) if inner == pl.Boolean
+                          else (lambda x: ((x != 0) & (x != 1)).fill_null(True)), null_text="null"),
+        details={"nulls": m.list.count_matches(None).sum()},
+        message=lambda n, d, kind=kind: (f"{n} row(s) of attention_mask{kind} hold values other than 0 and 1"
+                                         + (f" ({d['nulls']} null value(s))" if d.get("nulls") else "")),
+    )
+
+
+@check("mask.not_contiguous", roles=("attention_mask",))
+def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``mask.not_contiguous``: a binary mask whose 1s are not one block against ``padding_side``
+    (right: a 1 after a 0; left: a 0 after a 1)."""
+    mcol, _t, _inner, mi, binary = _mask_int(ctx)
+    side = ctx.cfg.tokens.padding_side
+    # For a binary mask with s ones: right padding is contiguous iff the first 0 sits at index s
+    # (or there is no 0); left padding iff the first 1 sits at index len - s (or there is no 1).
+    # Native list kernels only (arg_min/arg_max/sum), no per-row evaluation.
+    s_ones = mi.list.sum()
+    if side == "right":
+        holes = (mi.list.min() == 0) & (mi.list.arg_min() != s_ones)
+    else:
+        holes = (mi.list.max() == 1) & (mi.list.arg_max() != mi.list.len() - s_ones)
+    yield RowCheck(
+        check="mask.not_contiguous", column=mcol, fails=binary & holes, example=pl.col(mcol),
+        message=lambda n, d, side=side: (f"{n} row(s) have an attention_mask that is not one block of 1s "
+                                         f"against padding_side={side} (holes, or padding on the other side)"),
+    )
+
+
+_NEEDS_PAD = "needs input_ids and [tokens] pad_token_id"
+
+
+@check("padding.token_not_pad", roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
+       reasons={"input_ids": _NEEDS_PAD, "tokens.pad_token_id": _NEEDS_PAD}, dtype_roles=("attention_mask",))
+def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``padding.token_not_pad`` (warn): a position with mask 0 holds an id other than
+    ``pad_token_id``. Only rows whose input_ids, attention_mask and labels (those present) have
+    equal lengths and whose mask is binary are looked at (others are ``length.mismatch`` /
+    ``mask.non_binary``)."""
+    if problem(ctx, "input_ids") is not None:
+        yield Skipped("padding.token_not_pad", _NEEDS_PAD)
+        return
+    mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, ctx.cfg.tokens.pad_token_id
+    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 0) & (x != pad))
+    bad = (pl.col(mcol) == 0) & (pl.col(ids) != pad)
+    yield RowCheck(
+        check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx),
+        example=pl.format("{} masked position(s) hold non-pad ids", nz),
+        details={"positions": bad.sum()},
+        message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
+                                       f"with attention_mask 0 ({d.get('positions')} positions)"),
+    )
+
+
+_NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
+
+
+@check("padding.label_not_ignored", roles=("attention_mask", "labels"), facts=("labels.ignore_index",),
+       reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",))
+def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``padding.label_not_ignored``: a position with mask 0 has a label other than ``ignore_index``
+    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder)."""
+    if problem(ctx, "labels") is not None:
+        yield Skipped("padding.label_not_ignored", _NEEDS_IGNORE)
+        return
+    if "decoder_input_ids" in ctx.schema or "decoder_attention_mask" in ctx.schema:
+        yield Skipped("padding.label_not_ignored", "seq2seq layout: labels follow the decoder, not attention_mask")
+        return
+    mcol, labels, ign = ctx.roles.attention_mask, ctx.roles.labels, ctx.cfg.labels.ignore
+    nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
+    bad = (pl.col(mcol) == 0) & (pl.col(labels) != ign)
+    yield RowCheck(
+        check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx),
+        example=pl.format("{} padded position(s) are supervised", nz),
+        details={"positions": bad.sum()},
+        message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
+                                       f"positions (attention_mask 0; {d.get('positions')} positions): "
+                                       "the loss trains on padding. Set labels to ignore_index where the mask is 0"),
+    )
+
+
+@measure("padding")
+def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
+    """``padding_fraction`` (share of mask-0 positions), ``eos`` (eos tokens inside real content,
+    and how many are supervised: for ``padding.eos_unsupervised``) and ``supervised_fraction``."""
     r, tok, lab = ctx.roles, ctx.cfg.tokens, ctx.cfg.labels
     mcol = r.attention_mask
-    bad_mask = problem(ctx, "attention_mask") if mcol is not None else None
-    if mcol is None or bad_mask is not None:
-        why = bad_mask.skip_reason if bad_mask is not None else "no attention_mask column (set [columns] attention_mask)"
-        for cid in ("mask.non_binary", "mask.not_contiguous", "padding.token_not_pad", "padding.label_not_ignored"):
-            yield Skipped(cid, why)
-    else:
-        t = ctx.schema[mcol]
-        inner = inner_dtype(t)
-        m = pl.col(mcol)
-        binary = _binary(mcol, inner)
-        mi = m.cast(pl.List(pl.Int8)) if inner == pl.Boolean else (m if inner.is_integer() else
-                                                                   m.list.eval(pl.element().cast(pl.Int64)))
-        kind = "" if inner.is_integer() else f" ({inner})"
-        yield RowCheck(
-            check="mask.non_binary", column=mcol, fails=binary.not_(),
-            example=first_bad(mcol, t, (lambda x: x.is_null()) if inner == pl.Boolean
-                              else (lambda x: ((x != 0) & (x != 1)).fill_null(True)), null_text="null"),
-            details={"nulls": m.list.count_matches(None).sum()},
-            message=lambda n, d, kind=kind: (f"{n} row(s) of attention_mask{kind} hold values other than 0 and 1"
-                                             + (f" ({d['nulls']} null value(s))" if d.get("nulls") else "")),
-        )
-        side = tok.padding_side
-        # For a binary mask with s ones: right padding is contiguous iff the first 0 sits at index s
-        # (or there is no 0); left padding iff the first 1 sits at index len - s (or there is no 1).
-        # Native list kernels only (arg_min/arg_max/sum), no per-row evaluation.
-        s_ones = mi.list.sum()
-        if side == "right":
-            holes = (mi.list.min() == 0) & (mi.list.arg_min() != s_ones)
-        else:
-            holes = (mi.list.max() == 1) & (mi.list.arg_max() != mi.list.len() - s_ones)
-        yield RowCheck(
-            check="mask.not_contiguous", column=mcol, fails=binary & holes, example=m,
-            message=lambda n, d, side=side: (f"{n} row(s) have an attention_mask that is not one block of 1s "
-                                             f"against padding_side={side} (holes, or padding on the other side)"),
-        )
+    if mcol is not None and problem(ctx, "attention_mask") is None:
+        _mcol, _t, _inner, mi, _binary = _mask_int(ctx)
         yield Stat(key="padding_fraction", expr=1 - mi.list.sum().sum() / mi.list.len().sum())
-        ids = r.input_ids if problem(ctx, "input_ids") is None else None
-        if ids is None or tok.pad_token_id is None:
-            yield Skipped("padding.token_not_pad", "needs input_ids and [tokens] pad_token_id")
-        else:
-            pad = tok.pad_token_id
-            nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 0) & (x != pad))
-            bad = (pl.col(mcol) == 0) & (pl.col(ids) != pad)
-            yield RowCheck(
-                check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx),
-                example=pl.format("{} masked position(s) hold non-pad ids", nz),
-                details={"positions": bad.sum()},
-                message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
-                                               f"with attention_mask 0 ({d.get('positions')} positions)"),
-            )
-        labels = r.labels if problem(ctx, "labels") is None else None
-        if labels is None or lab.ignore is None:
-            yield Skipped("padding.label_not_ignored", "needs a token labels column and [labels] ignore_index")
-        elif "decoder_input_ids" in ctx.schema or "decoder_attention_mask" in ctx.schema:
-            yield Skipped("padding.label_not_ignored", "seq2seq layout: labels follow the decoder, not attention_mask")
-        else:
-            ign = lab.ignore
-            nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
-            bad = (pl.col(mcol) == 0) & (pl.col(labels) != ign)
-            yield RowCheck(
-                check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx),
-                example=pl.format("{} padded position(s) are supervised", nz),
-                details={"positions": bad.sum()},
-                message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
-                                               f"positions (attention_mask 0; {d.get('positions')} positions): "
-                                               "the loss trains on padding. Set labels to ignore_index where the mask is 0"),
-            )
     # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
     usable = {c for c in (r.labels, r.input_ids, mcol) if c is not None} - {p.column for p in problems(ctx)}
     labels = r.labels if r.labels in usable else None
@@ -149,7 +177,7 @@ def mask_checks(ctx: ShardContext) -> Iterable[ShardItem]:
                    expr=supervised_per_row(labels, ign, None, tok.truncation_side).sum() / pl.col(labels).list.len().sum())
 
 
-@dataset_checks("padding")
+@check("padding.eos_unsupervised", level="dataset")
 def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
     """``padding.eos_unsupervised``: ``pad_token_id == eos_token_id`` and no eos inside real content
     (attention_mask 1) carries a label other than ``ignore_index`` in any sample: the collator masked

@@ -1,26 +1,44 @@
-"""Check registry. A check family is a module with one function per concern, registered with
-:func:`shard_checks` (per shard: returns named polars expressions) or :func:`dataset_checks`
-(after all shards: works on shard results).
+"""Check registry: one producer per check ID.
 
-A shard check function receives a :class:`ShardContext` and yields any of:
+A check is one function registered with the ID it emits and the roles and facts it needs::
+
+    @check("tokens.out_of_vocab", roles=("input_ids",), facts=("tokens.vocab_size",))
+    def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]: ...
+
+The registry, not the function, lists the check as :class:`~datacheck.model.findings.Skipped`
+when a declared role is absent (the role table's reason, e.g. "no input_ids column (set [columns]
+input_ids)"), when a declared fact (config ``section.key``) is unset ("[tokens] vocab_size is not
+set"), or when a declared role's column has a dtype that cannot serve the role (the
+``schema.dtype`` reason). Only then is the function called.
+
+A shard-level check function receives a :class:`ShardContext` and yields items of its own ID only:
 
 - :class:`RowCheck`: a boolean polars expression per row (True = the row fails), fused by the
-  runner with every other check of the shard into ONE lazy query;
-- :class:`Stat`: an aggregate expression whose value goes to the shard's ``stats``;
-- :class:`Payload`: an aggregate kept on the shard result for the merge, not in the report;
-- :class:`~datacheck.findings.Finding`: a shard-level finding decided from the schema alone;
-- :class:`~datacheck.findings.Skipped`: the check cannot run here, and why.
+  engine with every other check of the shard into ONE lazy query;
+- :class:`~datacheck.model.findings.Finding`: a shard-level finding decided from the schema alone;
+- :class:`AfterQuery`: a shard-level verdict decided from the row count after the fused query;
+- :class:`~datacheck.model.findings.Skipped`: the check cannot run here, and why.
+
+Measurements that are not a check (:class:`Stat` for the shard's ``stats``, :class:`Payload` for
+the merge) are registered with :func:`measure`. Dataset-level checks (``level="dataset"``) receive
+the :class:`~datacheck.model.results.DatasetContext` and yield Findings and Skipped of their ID.
+The hook for a shard that cannot be read at all is registered with :func:`on_unreadable`.
+
+Every ID is a catalog ID (:mod:`datacheck.model.catalog`); each has exactly one producer (a shard
+stage, a dataset stage, or both, in one module), or is listed in :data:`NOT_BUILT`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import polars as pl
 
+from datacheck.model import catalog
 from datacheck.model.config import Config
+from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import Roles
+from datacheck.model.roles import ROLE_SPECS, Roles, role_dtype_problems, role_problem
 
 __all__ = [
     "ShardContext",
@@ -28,11 +46,23 @@ __all__ = [
     "FlatView",
     "Stat",
     "Payload",
+    "AfterQuery",
+    "RowsKey",
     "ShardItem",
-    "shard_checks",
-    "dataset_checks",
-    "SHARD_CHECKS",
-    "DATASET_CHECKS",
+    "ShardPlan",
+    "CheckSpec",
+    "check",
+    "measure",
+    "on_unreadable",
+    "CHECKS",
+    "MEASURES",
+    "NOT_BUILT",
+    "UNREADABLE",
+    "READER_IDS",
+    "fact_value",
+    "shard_plan",
+    "dataset_items",
+    "unreadable_findings",
     "load_families",
 ]
 
@@ -133,42 +163,332 @@ class Stat:
 @dataclass(frozen=True)
 class Payload:
     """An aggregate computed in the fused query and kept on the shard result (``ShardResult.payload``)
-    for the merge, but never written into the report (e.g. 128-bit row content hashes)."""
+    for the merge, but never written into the report (e.g. 128-bit row content hashes). The value
+    stays a polars object (e.g. a Series), unlike a :class:`Stat`'s."""
 
     key: str
     expr: pl.Expr
     post: Callable[[Any], Any] = lambda v: v
 
 
-ShardItem = Union[RowCheck, Stat, Payload, Finding, Skipped]
+@dataclass(frozen=True)
+class AfterQuery:
+    """A shard-level verdict decided after the fused query from the shard's row count.
+
+    Attributes:
+        check: check ID.
+        decide: ``f(rows) -> findings`` (``rows``: the shard's row count, an int >= 0).
+    """
+
+    check: str
+    decide: Callable[[int], Iterable[Finding]]
+
+
+@dataclass(frozen=True, order=True)
+class RowsKey:
+    """The key of one row check's failing rows (``ShardResult.failing_rows``): the check ID and the
+    column it concerns (None when several). ``str(key)`` is ``"check"`` or ``"check:column"``."""
+
+    check: str
+    column: str | None = None
+
+    def __str__(self) -> str:
+        return self.check if self.column is None else f"{self.check}:{self.column}"
+
+
+ShardItem = Union[RowCheck, Finding, Skipped, AfterQuery]
+MeasureItem = Union[Stat, Payload]
 ShardFn = Callable[[ShardContext], Iterable[ShardItem]]
 DatasetFn = Callable[[Any], Iterable[Union[Finding, Skipped]]]
 
-SHARD_CHECKS: list[tuple[str, ShardFn]] = []
-DATASET_CHECKS: list[tuple[str, DatasetFn]] = []
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One check ID's producer: what it needs and the functions that compute it.
+
+    Attributes:
+        id: the catalog ID it emits (and no other).
+        roles: roles it needs; ``"a|b"`` needs either. A role that must be present with a dtype that
+            serves it (``dtype_roles``) skips the check with the ``schema.dtype`` reason otherwise.
+        facts: config facts it needs, as ``section.key`` (``tokens.vocab_size``); unset (None) skips it.
+        reasons: overrides of the derived skip reasons, by role or fact name.
+        dtype_roles: the declared roles whose dtype must serve the role (default: every single role).
+        shard: the shard-stage function, or None.
+        dataset: the dataset-stage function, or None.
+        module: the module that registered it.
+        dataset_facts: config facts the dataset stage needs (its own declaration).
+    """
+
+    id: str
+    roles: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
+    reasons: tuple[tuple[str, str], ...] = ()
+    dtype_roles: tuple[str, ...] = ()
+    shard: ShardFn | None = None
+    dataset: DatasetFn | None = None
+    module: str = ""
+    dataset_facts: tuple[str, ...] = ()
+
+    def reason(self, name: str, default: str) -> str:
+        return dict(self.reasons).get(name, default)
+
+    def unmet_dataset(self, cfg: Config) -> str | None:
+        """Why the dataset stage cannot run (an unset ``dataset_facts`` entry), or None."""
+        for fact in self.dataset_facts:
+            if fact_value(cfg, fact) is None:
+                section, key = fact.split(".", 1)
+                return self.reason(fact, f"[{section}] {key} is not set")
+        return None
+
+    def unmet(self, roles: Roles, cfg: Config, problems: Any = None) -> str | None:
+        """Why this check cannot run (the first unmet declaration), or None.
+
+        Args:
+            roles: the shard's roles (None at the dataset stage: roles are not checked there).
+            cfg: the config.
+            problems: ``() -> list[RoleDtypeProblem]`` of the shard (called only when needed).
+        """
+        if roles is not None:
+            for role in self.roles:
+                names = role.split("|")
+                if not any(roles.has(r) for r in names):
+                    default = (ROLE_SPECS[names[0]].missing_reason if len(names) == 1 else
+                               f"no {' or '.join(names)} column (set [columns] {' or '.join(names)})")
+                    return self.reason(role, default)
+        for fact in self.facts:
+            if fact_value(cfg, fact) is None:
+                section, key = fact.split(".", 1)
+                return self.reason(fact, f"[{section}] {key} is not set")
+        if roles is not None and self.dtype_roles and problems is not None:
+            probs = problems()
+            for role in self.dtype_roles:
+                p = role_problem(probs, role)
+                if p is not None:
+                    return p.skip_reason
+        return None
 
 
-def shard_checks(family: str) -> Callable[[ShardFn], ShardFn]:
-    """Register a per-shard check function of ``family``."""
+def fact_value(cfg: Config, fact: str) -> Any:
+    """The value of config fact ``section.key`` (``labels.ignore_index`` is the effective ignore
+    index: None when unset). Raises InternalError for a fact the config does not have."""
+    section, key = fact.split(".", 1)
+    sec = getattr(cfg, section, None)
+    if sec is None:
+        raise InternalError(f"check declares fact {fact!r}, but the config has no [{section}] section")
+    if section == "labels" and key == "ignore_index":
+        return sec.ignore
+    if key == "schema" and section == "dataset":
+        return sec.schema_
+    if key not in type(sec).model_fields:
+        raise InternalError(f"check declares fact {fact!r}, but [{section}] has no key {key!r}")
+    return getattr(sec, key)
 
-    def deco(fn: ShardFn) -> ShardFn:
-        SHARD_CHECKS.append((family, fn))
+
+#: check ID -> its producer (filled by the family modules' decorators)
+CHECKS: dict[str, CheckSpec] = {}
+#: measurements (stats and payloads) by name, in registration order
+MEASURES: dict[str, Callable[[ShardContext], Iterable[MeasureItem]]] = {}
+#: check ID -> the hook for a shard that cannot be read (``fn(shard, format, reason) -> findings``)
+UNREADABLE: dict[str, Callable[[str, str, str], Iterable[Finding]]] = {}
+#: IDs the shard reader itself produces while opening (``ShardData.decode_findings``): ID -> producer module
+READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.io.readers", "decode.invalid_utf8": "datacheck.io.readers"}
+
+#: Catalog IDs with no producer yet: ID -> (the config section whose facts they need, why not built).
+#: When that section is configured, they are listed as skipped "not yet built in this version", so a
+#: gate that relies on them never passes by accident; otherwise they stay out of reports.
+NOT_BUILT: dict[str, tuple[str, str]] = {
+    cid: ("batch", "the batch planner (torch samplers) is not part of this version")
+    for cid in ("batch.small_tail", "batch.singleton_tail", "batch.no_batches", "batch.wraparound",
+                "batch.no_supervised_tokens")
+}
+
+
+def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],
+              reasons: dict[str, str] | None, dtype_roles: tuple[str, ...] | None) -> None:
+    if not catalog.is_known(cid):
+        raise InternalError(f"check {cid!r} ({fn.__module__}.{fn.__name__}) is not in the catalog (CHECKS.md)")
+    if cid in NOT_BUILT:
+        raise InternalError(f"check {cid!r} is registered but listed in NOT_BUILT; remove it there")
+    for f in facts:
+        section, _, key = f.partition(".")
+        if not key:
+            raise InternalError(f"check {cid!r}: fact {f!r} must be written section.key")
+    for r in roles:
+        for name in r.split("|"):
+            if name not in ROLE_SPECS:
+                raise InternalError(f"check {cid!r}: unknown role {name!r}")
+    old = CHECKS.get(cid)
+    if old is not None:
+        if old.module != fn.__module__:
+            raise InternalError(f"check {cid!r} has two producers: {old.module} and {fn.__module__}")
+        if getattr(old, stage) is not None and getattr(old, stage) is not fn:
+            raise InternalError(f"check {cid!r} has two {stage}-stage functions in {fn.__module__}")
+    if dtype_roles is None:
+        dtype_roles = tuple(r for r in roles if "|" not in r)
+    base = old if old is not None else CheckSpec(id=cid, module=fn.__module__)
+    if stage == "shard":
+        CHECKS[cid] = CheckSpec(cid, tuple(roles), tuple(facts), tuple((reasons or {}).items()) + base.reasons,
+                                tuple(dtype_roles), fn, base.dataset, fn.__module__, base.dataset_facts)
+    else:
+        if roles:
+            raise InternalError(f"check {cid!r}: a dataset-stage check declares facts, not roles")
+        CHECKS[cid] = CheckSpec(cid, base.roles, base.facts, base.reasons + tuple((reasons or {}).items()),
+                                base.dtype_roles, base.shard, fn, fn.__module__, tuple(facts))
+
+
+def check(cid: str, *, roles: tuple[str, ...] = (), facts: tuple[str, ...] = (), level: str = "shard",
+          reasons: dict[str, str] | None = None, dtype_roles: tuple[str, ...] | None = None) -> Callable:
+    """Register the producer of check ``cid``.
+
+    Args:
+        cid: a catalog ID (InternalError otherwise, at import).
+        roles: roles the check needs (``"label|labels"``: either); absent -> skipped with the role
+            table's reason.
+        facts: config facts it needs (``"tokens.vocab_size"``); unset -> skipped "[tokens]
+            vocab_size is not set".
+        level: ``"shard"`` (``fn(ShardContext)``, yields RowCheck/Finding/AfterQuery/Skipped) or
+            ``"dataset"`` (``fn(DatasetContext)``, yields Finding/Skipped, after every shard). One ID
+            may have one function of each level, in the same module.
+        reasons: skip reasons by role or fact name, replacing the derived ones.
+        dtype_roles: the declared roles whose column must have a dtype that serves the role
+            (default: every declared single role; ``()`` to check dtypes in the function).
+    """
+    if level not in ("shard", "dataset"):
+        raise InternalError(f"check {cid!r}: level must be 'shard' or 'dataset', not {level!r}")
+
+    def deco(fn: Callable) -> Callable:
+        _register(cid, level, fn, tuple(roles), tuple(facts), reasons,
+                  dtype_roles if level == "shard" else ())
         return fn
 
     return deco
 
 
-def dataset_checks(family: str) -> Callable[[DatasetFn], DatasetFn]:
-    """Register a dataset-level check function (runs in the merge, on shard results)."""
+def measure(name: str) -> Callable:
+    """Register a measurement ``fn(ShardContext) -> Iterable[Stat | Payload]`` (shard stats for the
+    report, payloads for the merge). Measurements are not checks: they never skip or find."""
 
-    def deco(fn: DatasetFn) -> DatasetFn:
-        DATASET_CHECKS.append((family, fn))
+    def deco(fn: Callable) -> Callable:
+        if name in MEASURES and MEASURES[name] is not fn:
+            raise InternalError(f"measurement {name!r} registered twice")
+        MEASURES[name] = fn
         return fn
 
     return deco
+
+
+def on_unreadable(cid: str) -> Callable:
+    """Register the hook for a shard that cannot be read: ``fn(shard, format, reason) -> findings``."""
+
+    def deco(fn: Callable) -> Callable:
+        if not catalog.is_known(cid):
+            raise InternalError(f"unreadable hook {cid!r} is not in the catalog")
+        if cid in CHECKS or (cid in UNREADABLE and UNREADABLE[cid] is not fn):
+            raise InternalError(f"check {cid!r} has two producers")
+        UNREADABLE[cid] = fn
+        return fn
+
+    return deco
+
+
+@dataclass
+class ShardPlan:
+    """Everything the registered checks and measurements want from one shard, by kind."""
+
+    row_checks: list[RowCheck] = field(default_factory=list)
+    stats: list[Stat] = field(default_factory=list)
+    payloads: list[Payload] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    after: list[AfterQuery] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def _own(spec_id: str, item: Any) -> Any:
+    if getattr(item, "check", spec_id) != spec_id:
+        raise InternalError(f"the producer of {spec_id!r} yielded an item of {item.check!r}: one producer per ID")
+    return item
+
+
+def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool = True) -> ShardPlan:
+    """Run every registered shard-stage check (or those in ``only``) and measurement on ``ctx``.
+
+    Raises:
+        InternalError: a check yielded an item of another ID, or an object that is no shard item.
+    """
+    load_families()
+    plan = ShardPlan()
+    probs_cache: list[Any] = []
+
+    def problems() -> Any:
+        if not probs_cache:
+            lab = ctx.cfg.labels
+            probs_cache.append(role_dtype_problems(ctx.roles, ctx.schema, num_classes=lab.num_classes,
+                                                   classes=tuple(lab.classes) if lab.classes is not None else None,
+                                                   shard=ctx.shard))
+        return probs_cache[0]
+
+    for cid, spec in CHECKS.items():
+        if spec.shard is None or (only is not None and cid not in only):
+            continue
+        why = spec.unmet(ctx.roles, ctx.cfg, problems)
+        if why is not None:
+            plan.skipped.append(Skipped(cid, why))
+            continue
+        for item in spec.shard(ctx):
+            item = _own(cid, item)
+            if isinstance(item, RowCheck):
+                plan.row_checks.append(item)
+            elif isinstance(item, Finding):
+                plan.findings.append(item)
+            elif isinstance(item, Skipped):
+                plan.skipped.append(item)
+            elif isinstance(item, AfterQuery):
+                plan.after.append(item)
+            else:
+                raise InternalError(f"check {cid!r} yielded {type(item).__name__}; measurements go in @measure")
+    if measures:
+        for name, fn in MEASURES.items():
+            for item in fn(ctx):
+                if isinstance(item, Stat):
+                    plan.stats.append(item)
+                elif isinstance(item, Payload):
+                    plan.payloads.append(item)
+                else:
+                    raise InternalError(f"measurement {name!r} yielded {type(item).__name__}, not a Stat or Payload")
+    return plan
+
+
+def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
+    """Every registered dataset-stage check on ``dctx``, then the :data:`NOT_BUILT` IDs whose config
+    section is set (skipped: "not yet built in this version")."""
+    load_families()
+    for cid, spec in CHECKS.items():
+        if spec.dataset is None:
+            continue
+        why = spec.unmet_dataset(dctx.cfg)
+        if why is not None:
+            yield Skipped(cid, why)
+            continue
+        for item in spec.dataset(dctx):
+            yield _own(cid, item)
+    for cid, (section, why) in NOT_BUILT.items():
+        if _section_set(dctx.cfg, section):
+            yield Skipped(cid, f"not yet built in this version ({why})")
+
+
+def _section_set(cfg: Config, section: str) -> bool:
+    """Whether the config gives any key of ``[section]`` (a key differing from its default)."""
+    sec = getattr(cfg, section)
+    return sec != type(sec)()
+
+
+def unreadable_findings(shard: str, fmt: str, reason: str) -> list[Finding]:
+    """The findings of a shard that cannot be read (``shard``: its relative path, ``fmt``: its format)."""
+    load_families()
+    return [f for fn in UNREADABLE.values() for f in fn(shard, fmt, reason)]
 
 
 def load_families() -> None:
     """Import every family module so that its checks register (idempotent)."""
     from datacheck.checks import dup, empty, finite, index, labels, length, mask, schema, tokens  # noqa: F401
-    from datacheck.checks import crossdup, dist, roledtype  # noqa: F401
+    from datacheck.checks import crossdup, decode, dist, roledtype  # noqa: F401

@@ -4,53 +4,106 @@ shards held against each other.
 - per shard: ``schema.missing_column``, ``schema.dtype`` (from the shard's schema, no data read),
   ``schema.nullable`` and ``schema.check`` (row checks fused into the shard's one query); see
   :mod:`datacheck.contracts.validate`;
-- per dataset: ``schema.inconsistent`` (shards disagree on columns or dtypes, contract or not) and
-  ``tokens.dtype_overflow`` when the contract declares an id type too narrow for ``vocab_size``
-  and no shard already reported it from its own storage type.
+- per dataset: ``schema.inconsistent`` (shards disagree on columns or dtypes, contract or not).
+  (``tokens.dtype_overflow`` declared by the contract is the dataset stage of that check, in tokens.py.)
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Iterable
 
-import polars as pl
 
-from datacheck.checks.registry import ShardContext, ShardItem, dataset_checks, shard_checks
-from datacheck.checks._expr import id_storage_cap
+from datacheck.checks.registry import ShardContext, ShardItem, check
+from datacheck.checks.roledtype import problems
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import inner_dtype
 
-__all__ = ["schema_checks", "schema_inconsistent", "contract_dtype_overflow"]
+__all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent"]
 
-_ROW_IDS = ("schema.dtype", "schema.nullable", "schema.check")
+_NO_SCHEMA = "no schema given (set [dataset] schema or --schema)"
+_memo: dict[str, Any] = {"ctx": None, "parts": None}
 
 
-@shard_checks("schema")
-def schema_checks(ctx: ShardContext) -> Iterable[ShardItem]:
-    """The contract's structure findings and data row checks for this shard.
+def _contract_parts(ctx: ShardContext) -> tuple[list[Finding], list[ShardItem]]:
+    """(structure findings, data items) of the configured contract on this shard: one computation
+    (schema only, no data read) shared by the four ``schema.*`` shard checks; ``([], [])`` without
+    a contract.
 
     Raises:
         ConfigError: the configured schema cannot be loaded (also raised before any shard is read
             by :func:`datacheck.api.audit`).
     """
+    if _memo["ctx"] is ctx:
+        return _memo["parts"]
     spec = ctx.cfg.dataset.schema_
-    if spec is None:
-        for cid in _ROW_IDS:
-            yield Skipped(cid, "no schema given (set [dataset] schema or --schema)")
-        return
-    from datacheck.contracts import data_items, load_contract, structure_findings
+    parts: tuple[list[Finding], list[ShardItem]] = ([], [])
+    if spec is not None:
+        from datacheck.contracts import data_items, load_contract, structure_findings
 
-    contract = load_contract(spec)
-    findings, skip = structure_findings(contract, ctx.schema, ctx.roles)
-    yield from findings
-    yield from data_items(contract, ctx.schema, ctx.roles, skip)
+        contract = load_contract(spec)
+        findings, skip = structure_findings(contract, ctx.schema, ctx.roles)
+        parts = (findings, list(data_items(contract, ctx.schema, ctx.roles, skip)))
+    _memo["ctx"], _memo["parts"] = ctx, parts
+    return parts
+
+
+def _contract_items(ctx: ShardContext, cid: str) -> list[ShardItem]:
+    findings, items = _contract_parts(ctx)
+    return [i for i in [*findings, *items] if i.check == cid]
+
+
+@check("schema.missing_column")
+def missing_column(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``schema.missing_column`` (error, shard level): a column that ``[columns]`` names for a role,
+    or that the data contract requires, is absent from the shard (the role's checks then skip)."""
+    for role, col in ctx.roles.missing:
+        yield Finding(
+            check="schema.missing_column", severity="error", column=col,
+            message=(f"column {col!r} (role {role} in [columns]) is absent from {ctx.shard}; "
+                     f"fix [columns] {role} or the data. The checks of this role did not run on this shard."),
+            details={"role": role},
+        )
+    yield from _contract_items(ctx, "schema.missing_column")
+
+
+@check("schema.dtype")
+def dtype(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``schema.dtype`` (error, shard level): a role column whose dtype cannot serve its role (rules
+    in :func:`datacheck.model.roles.role_dtype_problems`; message names the column, role, dtype
+    found, dtype expected and the likely cause; ``details`` carry ``role``, ``expected``, ``actual``
+    and ``source = "roles"``), and a column whose dtype differs from the data contract. A column the
+    contract already reports is not reported again from its role."""
+    contract = _contract_items(ctx, "schema.dtype")
+    yield from contract
+    done = {f.column for f in contract if isinstance(f, Finding) and f.column is not None}
+    for p in problems(ctx):
+        if p.column in done:
+            continue
+        done.add(p.column)
+        yield Finding(check="schema.dtype", severity="error", column=p.column, message=p.message,
+                      details={"role": p.role, "expected": p.expected, "actual": p.found, "source": "roles"})
+    if ctx.cfg.dataset.schema_ is None:
+        yield Skipped("schema.dtype", _NO_SCHEMA)
+
+
+@check("schema.nullable", facts=("dataset.schema",), reasons={"dataset.schema": _NO_SCHEMA})
+def nullable(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``schema.nullable``: a row fails when a column the contract declares non-nullable is null
+    (NaN is not null here); fused into the shard's one query (:mod:`datacheck.contracts.validate`)."""
+    return _contract_items(ctx, "schema.nullable")
+
+
+@check("schema.check", facts=("dataset.schema",), reasons={"dataset.schema": _NO_SCHEMA})
+def contract_check(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``schema.check``: a row fails a user-defined Pandera check of the contract (or the list
+    rules); strict-mode extra columns are a shard-level finding of the same ID."""
+    return _contract_items(ctx, "schema.check")
 
 
 def _shape(columns: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(columns.items()))
 
 
-@dataset_checks("schema")
+@check("schema.inconsistent", level="dataset")
 def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     """``schema.inconsistent``: readable shards whose columns or dtypes differ from the majority.
 
@@ -89,40 +142,3 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
                      f"{'; '.join(parts)}. Mixed preprocessing; re-export these shards"),
             shards=tuple(names),
             details={"missing": missing, "extra": extra, "dtypes": differ, "reference_shards": counts[ref]})
-
-
-@dataset_checks("schema")
-def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
-    """``tokens.dtype_overflow`` decided from the contract: the schema declares the ``input_ids``
-    element type (e.g. ``List(UInt16)``, max 65535) too narrow for ``[tokens] vocab_size - 1``.
-
-    Reported once for the dataset, and only when no shard already reported it from its own storage
-    type (tokens family), so the defect is never counted twice.
-    """
-    cfg = dctx.cfg
-    vocab = cfg.tokens.vocab_size
-    spec = cfg.dataset.schema_
-    if spec is None or vocab is None:
-        return
-    if any(f.check == "tokens.dtype_overflow" for s in dctx.shards for f in s.findings):
-        return
-    from datacheck.contracts import load_contract
-
-    contract = load_contract(spec)
-    ids_cols = {s.roles.get("input_ids", {}).get("columns") for s in dctx.readable_shards()} - {None}
-    for col in sorted(ids_cols):
-        c = contract.schema.columns.get(col)
-        if c is None or c.dtype is None:
-            continue
-        declared = getattr(c.dtype, "type", None)
-        if not isinstance(declared, pl.DataType):
-            continue
-        inner = inner_dtype(declared)
-        cap = id_storage_cap(declared, vocab)
-        if cap is not None:
-            yield Finding(
-                check="tokens.dtype_overflow", severity="error", column=col,
-                message=(f"schema {contract.name} declares {col!r} as {declared} (max {cap}) but vocab_size is "
-                         f"{vocab}: data that follows this contract wraps ids above {cap}. Declare int32 ids"),
-                shards=tuple(sorted(s.path for s in dctx.readable_shards())),
-                details={"dtype": str(inner), "dtype_max": cap, "vocab_size": vocab, "source": "schema"})

@@ -1,55 +1,35 @@
-"""tokens: token ids against the vocabulary, and the id column's storage type."""
+"""tokens: token ids against the vocabulary, the id column's storage type, and token type ids."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, shard_checks
-from datacheck.checks._expr import first_bad, id_storage_cap
-from datacheck.checks.roledtype import problem
-from datacheck.model.findings import Finding, Skipped
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.checks._expr import counts_to_pairs, first_bad, id_storage_cap
+from datacheck.model.findings import Finding
 from datacheck.model.roles import inner_dtype
 
-__all__ = ["token_checks"]
+__all__ = ["out_of_vocab", "dtype_overflow", "type_id_out_of_range", "contract_dtype_overflow", "overflow_cap"]
 
 
-@shard_checks("tokens")
-def token_checks(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``tokens.out_of_vocab`` and ``tokens.dtype_overflow``.
+def overflow_cap(ctx: ShardContext) -> int | None:
+    """The largest id the ``input_ids`` element type can store when that is below ``vocab_size - 1``
+    (shared by ``tokens.dtype_overflow`` and the messages of ``tokens.out_of_vocab``), else None."""
+    return id_storage_cap(ctx.schema[ctx.roles.input_ids], ctx.cfg.tokens.vocab_size)
 
-    ``input_ids``: list of integers, shape (rows, seq_len). A row fails ``out_of_vocab`` when any id
-    is < 0 or >= ``vocab_size`` (the embedding has ``vocab_size`` rows; an id past it is an
-    index error on GPU, or silently wrong with some kernels), or is null (a null id has no
-    embedding row; collators fail or fill it with an arbitrary value). ``dtype_overflow`` (shard
-    level): the element type cannot hold ``vocab_size - 1`` (e.g. uint16, max 65535, for mBERT's
-    119547): ids above it cannot be stored, so if the data was tokenized with that vocabulary they
-    were wrapped or clipped on the way (the finding says so as a condition, not as a fact).
 
-    Native list kernels only (``list.min``/``list.max``/``list.count_matches(None)``); per-element
-    evaluation runs in the second pass, on failing rows only. An ``input_ids`` column whose dtype is
-    not a list of integers is ``schema.dtype`` (:mod:`datacheck.checks.roledtype`) and both checks
-    are skipped with that reason.
-    """
-    ids = ctx.roles.input_ids
-    vocab = ctx.cfg.tokens.vocab_size
-    if ids is None:
-        yield Skipped("tokens.out_of_vocab", "no input_ids column (set [columns] input_ids)")
-        yield Skipped("tokens.dtype_overflow", "no input_ids column (set [columns] input_ids)")
-        return
-    if vocab is None:
-        yield Skipped("tokens.out_of_vocab", "[tokens] vocab_size is not set")
-        yield Skipped("tokens.dtype_overflow", "[tokens] vocab_size is not set")
-        return
-    bad_dtype = problem(ctx, "input_ids")
-    if bad_dtype is not None:
-        yield Skipped("tokens.out_of_vocab", bad_dtype.skip_reason)
-        yield Skipped("tokens.dtype_overflow", bad_dtype.skip_reason)
-        return
-    t = ctx.schema[ids]
-    inner = inner_dtype(t)
-    cap = id_storage_cap(t, vocab)
+@check("tokens.dtype_overflow", roles=("input_ids",), facts=("tokens.vocab_size",))
+def dtype_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``tokens.dtype_overflow`` (shard level, from the schema): the ``input_ids`` element type cannot
+    hold ``vocab_size - 1`` (e.g. uint16, max 65535, for mBERT's 119547): ids above it cannot be
+    stored, so if the data was tokenized with that vocabulary they were wrapped or clipped on the
+    way (the finding says so as a condition, not as a fact). An ``input_ids`` column whose dtype is
+    not a list of integers is ``schema.dtype`` and this check is skipped with that reason."""
+    ids, vocab = ctx.roles.input_ids, ctx.cfg.tokens.vocab_size
+    cap = overflow_cap(ctx)
     if cap is not None:
+        inner = inner_dtype(ctx.schema[ids])
         yield Finding(
             check="tokens.dtype_overflow", severity="error", column=ids,
             message=(f"{ids!r} stores ids as {inner} (max {cap}) but vocab_size is {vocab}: ids above {cap} "
@@ -57,6 +37,25 @@ def token_checks(ctx: ShardContext) -> Iterable[ShardItem]:
                      "clipped. Store ids as int32 (or uint32)."),
             details={"dtype": str(inner), "dtype_max": cap, "vocab_size": vocab},
         )
+
+
+@check("tokens.out_of_vocab", roles=("input_ids",), facts=("tokens.vocab_size",))
+def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``tokens.out_of_vocab``.
+
+    ``input_ids``: list of integers, shape (rows, seq_len). A row fails when any id is < 0 or
+    >= ``vocab_size`` (the embedding has ``vocab_size`` rows; an id past it is an index error on
+    GPU, or silently wrong with some kernels), or is null (a null id has no embedding row; collators
+    fail or fill it with an arbitrary value).
+
+    Native list kernels only (``list.min``/``list.max``/``list.count_matches(None)``); per-element
+    evaluation runs in the second pass, on failing rows only. An ``input_ids`` column whose dtype is
+    not a list of integers is ``schema.dtype`` (:mod:`datacheck.checks.roledtype`) and the check is
+    skipped with that reason (by the registry, from the declared role).
+    """
+    ids = ctx.roles.input_ids
+    vocab = ctx.cfg.tokens.vocab_size
+    t = ctx.schema[ids]
     c = pl.col(ids)
 
     def bad(x: pl.Expr) -> pl.Expr:
@@ -75,6 +74,44 @@ def token_checks(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
+@check("tokens.type_id_out_of_range", roles=("token_type_ids",), facts=("tokens.type_vocab_size",))
+def type_id_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``tokens.type_id_out_of_range``: a ``token_type_ids`` value outside ``[0, type_vocab_size)``.
+
+    ``token_type_ids``: list of integers, shape (rows, seq_len). The model's token-type embedding
+    has ``type_vocab_size`` rows (BERT: 2, RoBERTa/XLM-R: 1), so a type id >= it, or < 0, is an
+    index error on GPU. A row fails when any type id is < 0 or >= ``[tokens] type_vocab_size``, or
+    is null (it has no embedding row either). A null list (no type ids at all) does not fail here.
+    Native list kernels (``list.min``/``list.max``/``count_matches(None)``) in the fused query; the
+    offending values are counted in the second pass, on failing rows only. Skipped (by the registry)
+    without a ``token_type_ids`` column, without ``type_vocab_size``, or when the column is not a
+    list of integers (``schema.dtype``).
+    """
+    col = ctx.roles.token_type_ids
+    k = ctx.cfg.tokens.type_vocab_size
+    c = pl.col(col)
+
+    def bad(x: pl.Expr) -> pl.Expr:
+        return x.is_null() | (x < 0) | (x >= k)
+
+    flat = c.explode()
+    yield RowCheck(
+        check="tokens.type_id_out_of_range", column=col,
+        fails=(c.list.max() >= k) | (c.list.min() < 0) | (c.list.count_matches(None) > 0),
+        example=first_bad(col, ctx.schema[col], bad, null_text="null type id"),
+        details={"values": flat.filter(bad(flat)).cast(pl.Int64).value_counts(sort=True, name="count").head(10).implode()},
+        message=lambda n, d, col=col, k=k: (f"{n} row(s) of {col!r} hold token type ids outside "
+                                            f"[0, type_vocab_size={k}): {_pairs(d.get('values'))}; the token-type "
+                                            "embedding has no row for them (set type_vocab_size to the model's, "
+                                            "or drop token_type_ids for models without segment embeddings)"),
+    )
+
+
+def _pairs(vc: Any) -> str:
+    pairs = counts_to_pairs(vc)
+    return ", ".join(f"{'null' if v is None else v} x{n}" for v, n in pairs)
+
+
 def _oov_message(n: int, d: dict, vocab: int) -> str:
     nulls = d.get("null_ids") or 0
     msg = f"{n} row(s) hold token ids outside [0, vocab_size={vocab})"
@@ -87,3 +124,40 @@ def _oov_message(n: int, d: dict, vocab: int) -> str:
     if d.get("min_id") is not None:
         msg += ": a tokenizer/model vocab mismatch or a wrong vocab_size"
     return msg
+
+
+@check("tokens.dtype_overflow", level="dataset")
+def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
+    """``tokens.dtype_overflow`` decided from the contract: the schema declares the ``input_ids``
+    element type (e.g. ``List(UInt16)``, max 65535) too narrow for ``[tokens] vocab_size - 1``.
+
+    Reported once for the dataset, and only when no shard already reported it from its own storage
+    type (tokens family), so the defect is never counted twice.
+    """
+    cfg = dctx.cfg
+    vocab = cfg.tokens.vocab_size
+    spec = cfg.dataset.schema_
+    if spec is None or vocab is None:
+        return
+    if any(f.check == "tokens.dtype_overflow" for s in dctx.shards for f in s.findings):
+        return
+    from datacheck.contracts import load_contract
+
+    contract = load_contract(spec)
+    ids_cols = {s.roles.get("input_ids", {}).get("columns") for s in dctx.readable_shards()} - {None}
+    for col in sorted(ids_cols):
+        c = contract.schema.columns.get(col)
+        if c is None or c.dtype is None:
+            continue
+        declared = getattr(c.dtype, "type", None)
+        if not isinstance(declared, pl.DataType):
+            continue
+        inner = inner_dtype(declared)
+        cap = id_storage_cap(declared, vocab)
+        if cap is not None:
+            yield Finding(
+                check="tokens.dtype_overflow", severity="error", column=col,
+                message=(f"schema {contract.name} declares {col!r} as {declared} (max {cap}) but vocab_size is "
+                         f"{vocab}: data that follows this contract wraps ids above {cap}. Declare int32 ids"),
+                shards=tuple(sorted(s.path for s in dctx.readable_shards())),
+                details={"dtype": str(inner), "dtype_max": cap, "vocab_size": vocab, "source": "schema"})

@@ -1,13 +1,18 @@
 """Auditing one shard: every check of the shard fused into ONE lazy polars query over the scan,
-then a second, small pass that gathers example values only for the checks that failed."""
+then a second, small pass that gathers example values only for the checks that failed.
+
+The engine knows no check ID: it runs whatever the registry (:mod:`datacheck.checks.registry`)
+plans for the shard: row checks, stats, payloads, schema-level findings and after-query verdicts,
+and asks the registry's unreadable hook when a shard cannot be read."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
 from datacheck.model import catalog
-from datacheck.checks.registry import SHARD_CHECKS, FlatView, Payload, RowCheck, ShardContext, Stat, load_families
+from datacheck.checks.registry import (FlatView, Payload, RowCheck, RowsKey, ShardContext, ShardPlan, Stat, shard_plan,
+                                       unreadable_findings)
 from datacheck.model.config import Config
 from datacheck.model.errors import ENGINE_ERRORS
 from datacheck.model.findings import Example, Finding, Skipped
@@ -15,9 +20,8 @@ from datacheck.model.results import ShardResult
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
-from datacheck.model.roles import Roles
 
-__all__ = ["ShardResult", "audit_shard"]
+__all__ = ["ShardResult", "audit_shard", "audit_frame"]
 
 
 
@@ -25,41 +29,8 @@ __all__ = ["ShardResult", "audit_shard"]
 
 
 def _unreadable(ds: DiscoveredShard, chash: str, size: int, reason: str) -> ShardResult:
-    f = Finding(check="decode.unreadable", severity="error",
-                message=f"{ds.rel}: {reason}. The other shards were still audited.",
-                details={"reason": reason, "format": ds.format})
-    return ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None, findings=[f])
-
-
-def _missing_column_findings(roles: Roles, shard: str) -> list[Finding]:
-    out = []
-    for role, col in roles.missing:
-        out.append(Finding(
-            check="schema.missing_column", severity="error", column=col,
-            message=(f"column {col!r} (role {role} in [columns]) is absent from {shard}; "
-                     f"fix [columns] {role} or the data. The checks of this role did not run on this shard."),
-            details={"role": role},
-        ))
-    return out
-
-
-def _collect_items(ctx: ShardContext) -> tuple[list[RowCheck], list[Stat], list[Finding], list[Skipped]]:
-    """Every family's items for this shard. Payloads travel as Stats with a ``payload:`` key prefix."""
-    load_families()
-    rows, stats, findings, skipped = [], [], [], []
-    for _family, fn in SHARD_CHECKS:
-        for item in fn(ctx):
-            if isinstance(item, RowCheck):
-                rows.append(item)
-            elif isinstance(item, Stat):
-                stats.append(item)
-            elif isinstance(item, Payload):
-                stats.append(Stat(key="payload:" + item.key, expr=item.expr, post=item.post))
-            elif isinstance(item, Finding):
-                findings.append(item)
-            elif isinstance(item, Skipped):
-                skipped.append(item)
-    return rows, stats, findings, skipped
+    return ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None,
+                       findings=unreadable_findings(ds.rel, ds.format, reason))
 
 
 def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
@@ -72,7 +43,7 @@ def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
     return [rows.implode().alias(f"__r{i}")]
 
 
-def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat],
+def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Payload],
              checks: list[int], stat_idx: list[int], with_len: bool = True) -> list[pl.LazyFrame]:
     """The shard's queries: one select over the rows, plus one per flat view. They all derive from
     the same scan, and are collected together so that polars reads the data once."""
@@ -84,7 +55,7 @@ def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat],
         target.extend(_row_exprs(i, rc))
     for j in stat_idx:
         st = stats[j]
-        target = main if st.view is None else views.setdefault(st.view.key, (st.view, []))[1]
+        target = main if getattr(st, "view", None) is None else views.setdefault(st.view.key, (st.view, []))[1]
         target.append(st.expr.alias(f"__s{j}"))
     out = [lf.select(main)] if main else []
     out += [view.frame(lf).select(exprs) for view, exprs in views.values()]
@@ -101,9 +72,12 @@ def _first(df: pl.DataFrame, name: str) -> Any:
     return v.to_list() if isinstance(v, pl.Series) else v
 
 
-def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) -> tuple[int, dict[int, tuple[list[int], dict]], dict[str, Any], list[Skipped]]:
+def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat | Payload]
+               ) -> tuple[int, dict[int, tuple[list[int], dict]], dict[str, Any], dict[str, Any], list[Skipped]]:
     """The one fused query (a select over the rows, plus the flat views, collected together over one
-    scan). If it fails, find out whether reading or one check is at fault."""
+    scan) computing every row check, stat and payload. If it fails, find out whether reading or one
+    check is at fault. Returns (rows, check results, stat values, payload values, skipped)."""
+    stats = measures
     skipped: list[Skipped] = []
     post_checks = [i for i, rc in enumerate(row_checks) if rc.from_payload is not None]
     in_query = [i for i, rc in enumerate(row_checks) if rc.from_payload is None]
@@ -138,9 +112,9 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
     for i in ok_checks:
         results[i] = (_first(df, f"__r{i}") or [], {})
     # payloads stay polars objects (e.g. a Series of row hashes), stats become Python values
-    stat_values = {stats[j].key: stats[j].post(df.get_column(f"__s{j}")[0] if stats[j].key.startswith("payload:")
-                                               else _first(df, f"__s{j}")) for j in ok_stats}
-    payload = {k[len("payload:"):]: v for k, v in stat_values.items() if k.startswith("payload:")}
+    stat_values = {stats[j].key: stats[j].post(_first(df, f"__s{j}")) for j in ok_stats if isinstance(stats[j], Stat)}
+    payload = {stats[j].key: stats[j].post(df.get_column(f"__s{j}")[0]) for j in ok_stats
+               if isinstance(stats[j], Payload)}
     for i in post_checks:
         rc = row_checks[i]
         try:
@@ -149,10 +123,10 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
             skipped.append(Skipped(rc.check, f"could not run on this shard: {e}"))
             continue
         results[i] = (sorted(int(r) for r in rows), {})
-    return n, results, stat_values, skipped
+    return n, results, stat_values, payload, skipped
 
 
-def _needed_columns(row_checks: list[RowCheck], stats: list[Stat], schema: dict[str, pl.DataType]) -> list[str]:
+def _needed_columns(row_checks: list[RowCheck], stats: list[Stat | Payload], schema: dict[str, pl.DataType]) -> list[str]:
     """The columns any check, stat, example or detail of this shard reads (polars' own root names)."""
     exprs: list[pl.Expr] = []
     views: list[FlatView] = []
@@ -165,7 +139,7 @@ def _needed_columns(row_checks: list[RowCheck], stats: list[Stat], schema: dict[
         else:
             views.append(rc.view)
     for st in stats:
-        if st.view is None:
+        if getattr(st, "view", None) is None:
             exprs.append(st.expr)
         else:
             views.append(st.view)
@@ -182,7 +156,7 @@ def _needed_columns(row_checks: list[RowCheck], stats: list[Stat], schema: dict[
     return [c for c in schema if c in names]
 
 
-def _materialize(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat],
+def _materialize(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Payload],
                  schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     """Read the columns the checks need once (the same read ``pl.read_parquet`` does, projected),
     so the fused query, the flat views and the second pass over failing rows all work in memory
@@ -241,7 +215,7 @@ def _second_pass(lf: pl.LazyFrame, failed: dict[int, list[int]], row_checks: lis
 
 def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, keep_rows: bool = False,
                 cross_shard: bool = True) -> ShardResult:
-    """Audit one shard. Never raises for bad data: an unreadable shard is a ``decode.unreadable`` finding.
+    """Audit one shard. Never raises for bad data: an unreadable shard gets the registry's unreadable findings.
 
     With ``keep_rows``, ``ShardResult.failing_rows`` holds every failing row of every row check
     (for ``datacheck clean``); otherwise findings keep the first ``max_examples`` rows only.
@@ -251,14 +225,51 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
         data: CheckInput = open_for_checks(ds, cfg)  # the reader, the text-column and null-role casts
     except Unreadable as exc:
         return _unreadable(ds, content_hash, size, exc.reason)
-    schema, roles = dict(data.schema), data.roles
-    ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=ds.rel, cross_shard=cross_shard)
-    row_checks, stats, shard_findings, skipped = _collect_items(ctx)
+    return _audit_data(data, cfg, ds.rel, ds.format, content_hash, size, keep_rows, cross_shard,
+                       on_unreadable=lambda reason: _unreadable(ds, content_hash, size, reason))
+
+
+def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame", keep_rows: bool = True,
+                cross_shard: bool = False) -> ShardResult:
+    """Audit an in-memory polars frame as one shard (no file: tests and library use).
+
+    Args:
+        df: the rows (0-based row index = position in the frame).
+        cfg: the config (roles are resolved against the frame's schema as for a file).
+        name: the shard name findings and skips carry.
+        keep_rows: fill ``ShardResult.failing_rows`` with every failing row of every row check.
+        cross_shard: compute the row-hash payload for the merge (off: one frame is one shard).
+
+    Returns:
+        The :class:`ShardResult` (``format`` "frame", no content hash). A frame the engine cannot
+        evaluate gives the registry's unreadable findings, as a shard would.
+    """
+    def unreadable(reason: str) -> ShardResult:
+        return ShardResult(path=name, format="frame", content_hash="", bytes=0, rows=None,
+                           findings=unreadable_findings(name, "frame", reason))
+
     try:
-        data.lf = _materialize(data.lf, row_checks, stats, schema)
-        n, results, stat_values, more_skipped = _run_fused(data.lf, row_checks, stats)
+        data = open_for_checks(df, cfg)  # the same casts and roles as a file
     except Unreadable as exc:
-        return _unreadable(ds, content_hash, size, exc.reason)
+        return unreadable(exc.reason)
+    return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
+
+
+def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash: str, size: int, keep_rows: bool,
+                cross_shard: bool, on_unreadable: Callable[[str], ShardResult]) -> ShardResult:
+    """Run the registry's plan for one opened shard: the fused query, candidate refinement, the
+    second pass for examples and details, then the after-query verdicts."""
+    max_ex = cfg.report.max_examples
+    schema, roles = dict(data.schema), data.roles
+    ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard)
+    plan: ShardPlan = shard_plan(ctx)
+    row_checks, skipped = plan.row_checks, list(plan.skipped)
+    measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
+    try:
+        data.lf = _materialize(data.lf, row_checks, measures, schema)
+        n, results, stat_values, payload, more_skipped = _run_fused(data.lf, row_checks, measures)
+    except Unreadable as exc:
+        return on_unreadable(exc.reason)
     skipped += more_skipped
     # refine candidates (exact verification of hash-based candidates)
     for i, (rows, details) in list(results.items()):
@@ -272,7 +283,7 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     failed = {i: rows for i, (rows, _) in results.items() if rows}
     fail_details, example_values = _second_pass(data.lf, failed, row_checks, max_ex)
     results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}
-    findings: list[Finding] = list(data.decode_findings) + _missing_column_findings(roles, ds.rel) + shard_findings
+    findings: list[Finding] = list(data.decode_findings) + plan.findings
     for i, (rows, details) in results.items():
         if not rows:
             continue
@@ -298,21 +309,19 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
             examples=examples,
             details=_jsonable(details),
         ))
-    if n == 0:
-        findings.append(Finding(check="index.empty_shard", severity="warn",
-                                message=f"{ds.rel} is readable but holds 0 rows"))
+    for verdict in plan.after:
+        findings.extend(verdict.decide(n))
     findings.sort(key=lambda f: (f.check, f.column or "", f.severity))
     failing_rows: dict[str, list[int]] = {}
     if keep_rows:
         for i, (rows, _) in results.items():
             if rows:
                 rc = row_checks[i]
-                key = rc.check if rc.column is None else f"{rc.check}:{rc.column}"
+                key = str(RowsKey(rc.check, rc.column))
                 failing_rows[key] = sorted(set(failing_rows.get(key, [])) | set(int(r) for r in rows))
-    payload = {k[len("payload:"):]: stat_values.pop(k) for k in list(stat_values) if k.startswith("payload:")}
     stat_values["rows"] = n
     return ShardResult(
-        path=ds.rel, format=ds.format, content_hash=content_hash, bytes=size, rows=n,
+        path=rel, format=fmt, content_hash=content_hash, bytes=size, rows=n,
         findings=findings, stats=_jsonable(stat_values), skipped=skipped, roles=roles.to_dict(),
         columns={c: str(t) for c, t in schema.items()}, failing_rows=failing_rows, payload=payload,
     )

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable
 import polars as pl
 
 from datacheck.checks.crossdup import assign_splits, crossdup_payload
-from datacheck.checks.registry import DATASET_CHECKS, Payload, ShardContext, load_families
+from datacheck.checks.registry import Payload, ShardContext, dataset_items, load_families, unreadable_findings
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashing import hash_file
@@ -33,9 +33,7 @@ def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> Sha
         chash, size = hash_file(ds.path)
     except OSError as exc:
         return ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None,
-                           findings=[Finding(check="decode.unreadable", severity="error",
-                                             message=f"{ds.rel}: cannot read file: {exc.strerror or exc}",
-                                             details={"reason": str(exc)})])
+                           findings=unreadable_findings(ds.rel, ds.format, f"cannot read file: {exc.strerror or exc}"))
     return audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
 
 
@@ -88,12 +86,11 @@ def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None,
                           splits=assign_splits([r.path for r in results], dict(cfg.splits)), index=index,
                           against=against)
     dataset_findings: list[Finding] = []
-    for _family, fn in DATASET_CHECKS:
-        for item in fn(dctx):
-            if isinstance(item, Finding):
-                dataset_findings.append(item)
-            else:
-                skipped.append(("", item))
+    for item in dataset_items(dctx):
+        if isinstance(item, Finding):
+            dataset_findings.append(item)
+        else:
+            skipped.append(("", item))
     for f in dataset_findings:
         catalog.info(f.check)  # an unknown ID is a bug: fail loudly in tests
     return build_report(cfg, results, dataset_findings, skipped, fail_on, config_path=config_path, ignored=ignored)

@@ -45,6 +45,7 @@ _ENTRIES = [
     ("labels.unseen_class", "dataset", "warn", "a class that never occurs in the dataset"),
     ("tokens.out_of_vocab", "row", "error", "an input id outside [0, vocab_size)"),
     ("tokens.dtype_overflow", "shard", "error", "the id column's storage type cannot hold vocab_size - 1"),
+    ("tokens.type_id_out_of_range", "row", "error", "a token_type_ids value outside [0, type_vocab_size)"),
     ("length.over_max", "row", "warn", "a sequence is longer than max_seq_len"),
     ("length.mismatch", "row", "error", "list columns that must align differ in length"),
     ("mask.non_binary", "row", "error", "an attention_mask value is not 0 or 1"),

@@ -81,6 +81,7 @@ class TokensSection(_Section):
     max_seq_len: int | None = Field(default=None, gt=0)
     padding_side: Literal["right", "left"] = "right"
     truncation_side: Literal["right", "left"] = "right"
+    type_vocab_size: int | None = Field(default=None, gt=0, description="token_type_ids range (BERT: 2, RoBERTa: 1)")
 
 
 class LabelsSection(_Section):

@@ -11,20 +11,73 @@ is reported as ``schema.dtype`` by :mod:`datacheck.checks.roledtype`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 
 import polars as pl
 
 from datacheck.model.config import ColumnsSection
 
-__all__ = ["Roles", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
+__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
            "TEXT_NAMES", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth"]
 
-ROLE_NAMES = ("text", "label", "target", "features", "input_ids", "attention_mask", "labels",
-              "token_type_ids", "aligned")
-_TEXT_NAMES = ("text", "sentence", "content", "sentence1", "sentence2")
+@dataclass(frozen=True)
+class RoleSpec:
+    """One row of the role table: everything datacheck knows about a role.
+
+    Attributes:
+        name: the role (``[columns]`` key and :class:`Roles` attribute).
+        arity: ``"one"`` (a column or None), ``"many"`` (a tuple of columns) or ``"groups"``
+            (a tuple of column tuples, e.g. ``aligned``).
+        dtype: the dtype rule of :func:`role_dtype_problems`: ``"int_list"`` (one list level of
+            integers), ``"mask_list"`` (one list level of integers, booleans or floats),
+            ``"text"`` (String or a list of String), ``"numeric"`` (numbers or lists of numbers),
+            ``"class_label"`` (a scalar; rules depend on ``[labels]``) or None (no rule).
+        null_as: the dtype an all-null column (dtype ``Null``) of the role is read as, or None.
+        infer: column names inferred as this role (Hugging Face names) when ``[columns]`` omits it.
+            ``input_ids``-like roles are inferred by name whatever their dtype; text only when String.
+        aligned: its list must have the length of ``input_ids`` in each row (``length.mismatch``).
+        content: part of a row's content (``dup.*``).
+        missing_reason: what a check needing the role says when the shard has no such column.
+    """
+
+    name: str
+    arity: str
+    dtype: str | None
+    null_as: pl.DataType | None
+    infer: tuple[str, ...]
+    aligned: bool
+    content: bool
+    missing_reason: str
+
+
+def _missing(role: str, what: str | None = None) -> str:
+    return f"no {what or role} column (set [columns] {role})"
+
+
+_LIST_INT = pl.List(pl.Int64)
+#: The role table: one row per role, in the order roles are listed (``Roles.columns``, ``to_dict``).
+ROLE_TABLE: tuple[RoleSpec, ...] = (
+    RoleSpec("text", "many", "text", pl.String, ("text", "sentence", "content", "sentence1", "sentence2"),
+             False, True, _missing("text")),
+    RoleSpec("label", "one", "class_label", pl.Int64, ("label", "labels"), False, True,
+             _missing("label", "class label")),
+    RoleSpec("target", "many", "numeric", pl.Float64, (), False, True, _missing("target")),
+    RoleSpec("features", "many", "numeric", pl.Float64, (), False, True, _missing("features")),
+    RoleSpec("input_ids", "one", "int_list", _LIST_INT, ("input_ids",), True, True, _missing("input_ids")),
+    RoleSpec("attention_mask", "one", "mask_list", _LIST_INT, ("attention_mask",), True, True,
+             _missing("attention_mask")),
+    RoleSpec("labels", "one", "int_list", _LIST_INT, ("labels",), True, True, _missing("labels", "token labels")),
+    RoleSpec("token_type_ids", "one", "int_list", _LIST_INT, ("token_type_ids",), True, True,
+             _missing("token_type_ids")),
+    RoleSpec("aligned", "groups", None, None, (), False, True, "no aligned groups (set [columns] aligned)"),
+)
+ROLE_SPECS: dict[str, RoleSpec] = {r.name: r for r in ROLE_TABLE}
+ROLE_NAMES = tuple(r.name for r in ROLE_TABLE)
 #: column names inferred as text (Hugging Face conventions)
-TEXT_NAMES = _TEXT_NAMES
+TEXT_NAMES = ROLE_SPECS["text"].infer
+_TEXT_NAMES = TEXT_NAMES
+#: roles inferred by their own name, whatever the dtype (list-typed token roles; ``labels`` has its own rule)
+_NAMED_ROLES = tuple(r.name for r in ROLE_TABLE if r.arity == "one" and r.infer == (r.name,) and r.name != "labels")
 
 
 def _all_null(dtype: pl.DataType) -> bool:
@@ -37,14 +90,6 @@ def _null_elements(dtype: pl.DataType) -> bool:
     """A list column whose every element is null or every list empty in this shard (JSON ``[]`` or
     ``[null]`` rows only): polars infers ``List(Null)``."""
     return isinstance(dtype, pl.List) and dtype.inner == pl.Null
-
-
-#: dtype a role column of dtype ``Null`` is read as, so that the role's checks run on it.
-_NULL_AS: dict[str, pl.DataType] = {
-    "text": pl.String, "label": pl.Int64, "target": pl.Float64, "features": pl.Float64,
-    "input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64), "labels": pl.List(pl.Int64),
-    "token_type_ids": pl.List(pl.Int64),
-}
 
 
 def is_list(dtype: pl.DataType) -> bool:
@@ -64,30 +109,33 @@ def _as_tuple(v: str | list[str] | None) -> tuple[str, ...]:
     return (v,) if isinstance(v, str) else tuple(v)
 
 
-@dataclass(frozen=True)
-class Roles:
-    """Resolved roles of one shard (only columns the shard has)."""
+class _RolesBase:
+    """Methods of :class:`Roles` (its fields come from :data:`ROLE_TABLE`)."""
 
-    text: tuple[str, ...] = ()
-    label: str | None = None
-    target: tuple[str, ...] = ()
-    features: tuple[str, ...] = ()
-    input_ids: str | None = None
-    attention_mask: str | None = None
-    labels: str | None = None
-    token_type_ids: str | None = None
-    aligned: tuple[tuple[str, ...], ...] = ()
-    inferred: frozenset[str] = field(default_factory=frozenset)
-    missing: tuple[tuple[str, str], ...] = ()  # (role, column) named in the config but absent
+    __slots__ = ()
+
+    def of(self, role: str) -> tuple[str, ...]:
+        """The columns of ``role`` as a flat tuple (empty when the shard has none)."""
+        v = getattr(self, role)
+        if v is None:
+            return ()
+        if ROLE_SPECS[role].arity == "groups":
+            return tuple(c for g in v for c in g)
+        return v if isinstance(v, tuple) else (v,)
+
+    def has(self, role: str) -> bool:
+        """Whether the shard has a column of ``role``."""
+        return bool(self.of(role))
 
     def columns(self) -> list[str]:
-        """All role columns, in a stable order, without repeats (the row content of ``dup.*``)."""
+        """All role columns (the roles marked ``content`` in the table), in table order, without
+        repeats (the row content of ``dup.*``)."""
         out: list[str] = []
-        for c in (*self.text, self.label, *self.target, *self.features, self.input_ids,
-                  self.attention_mask, self.labels, self.token_type_ids,
-                  *(c for g in self.aligned for c in g)):
-            if c is not None and c not in out:
-                out.append(c)
+        for spec in ROLE_TABLE:
+            if spec.content:
+                for c in self.of(spec.name):
+                    if c not in out:
+                        out.append(c)
         return out
 
     def to_dict(self) -> dict[str, dict]:
@@ -99,6 +147,26 @@ class Roles:
             cols = [list(g) for g in v] if name == "aligned" else (list(v) if isinstance(v, tuple) else v)
             out[name] = {"columns": cols, "inferred": name in self.inferred}
         return out
+
+
+def _role_field(spec: RoleSpec) -> tuple:
+    typ = {"one": "str | None", "many": "tuple[str, ...]", "groups": "tuple[tuple[str, ...], ...]"}[spec.arity]
+    return (spec.name, typ, field(default=None if spec.arity == "one" else ()))
+
+
+#: Resolved roles of one shard (only columns the shard has): one attribute per row of
+#: :data:`ROLE_TABLE` (``str | None`` for arity one, a tuple for many, a tuple of tuples for groups),
+#: plus ``inferred`` (role names inferred from column names) and ``missing`` ((role, column) pairs
+#: the config names but the shard lacks). Frozen.
+Roles = make_dataclass(
+    "Roles",
+    [_role_field(s) for s in ROLE_TABLE]
+    + [("inferred", "frozenset[str]", field(default_factory=frozenset)),
+       ("missing", "tuple[tuple[str, str], ...]", field(default=()))],
+    bases=(_RolesBase,), frozen=True,
+)
+Roles.__module__ = __name__
+Roles.__doc__ = "Resolved roles of one shard (only columns the shard has); fields from ROLE_TABLE."
 
 
 def _class_label_dtype(dtype: pl.DataType) -> bool:
@@ -167,7 +235,7 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
         labels = "labels"
         inferred.add("labels")
     named = {}
-    for role in ("input_ids", "attention_mask", "token_type_ids"):
+    for role in _NAMED_ROLES:
         given = getattr(cfg, role)
         if given is not None:
             named[role] = one(role, given)
@@ -184,13 +252,11 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
         label=label,
         target=keep("target", _as_tuple(cfg.target)) if cfg.target is not None else tuple(inferred_target),
         features=keep("features", _as_tuple(cfg.features)),
-        input_ids=named["input_ids"],
-        attention_mask=named["attention_mask"],
         labels=labels,
-        token_type_ids=named["token_type_ids"],
         aligned=tuple(g for g in aligned if len(g) >= 2),
         inferred=frozenset(inferred),
         missing=tuple(missing),
+        **named,
     )
 
 
@@ -201,10 +267,12 @@ def null_role_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, p
     elements null): List(Int64). The runner casts them so that the role's checks run and report
     the nulls (e.g. a null id is ``tokens.out_of_vocab``)."""
     out: dict[str, pl.DataType] = {}
-    for role, dtype in _NULL_AS.items():
-        v = getattr(roles, role)
-        for c in (v if isinstance(v, tuple) else (v,)):
-            if c is None or c not in schema:
+    for spec in ROLE_TABLE:
+        dtype = spec.null_as
+        if dtype is None:
+            continue
+        for c in roles.of(spec.name):
+            if c not in schema:
                 continue
             if _all_null(schema[c]) or (_null_elements(schema[c]) and isinstance(dtype, pl.List)):
                 out.setdefault(c, dtype)
@@ -258,15 +326,14 @@ class RoleDtypeProblem:
 
 
 _INT_LIST = "a list of integers"
-_EXPECTED = {
-    "input_ids": _INT_LIST,
-    "labels": _INT_LIST,
-    "token_type_ids": _INT_LIST,
-    "attention_mask": "a list of 0/1 integers or booleans",
+#: what each dtype rule of the role table needs, in words
+_EXPECTED_BY_RULE = {
+    "int_list": _INT_LIST,
+    "mask_list": "a list of 0/1 integers or booleans",
     "text": "a string (or a list of strings)",
-    "target": "numbers (or lists of numbers)",
-    "features": "numbers (or lists of numbers)",
+    "numeric": "numbers (or lists of numbers)",
 }
+_EXPECTED = {r.name: _EXPECTED_BY_RULE[r.dtype] for r in ROLE_TABLE if r.dtype in _EXPECTED_BY_RULE}
 
 
 def _line_format(shard: str) -> str | None:
@@ -339,13 +406,13 @@ def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classe
         t = schema[col]
         out.append(RoleDtypeProblem(role, col, str(t), expected, _cause(role, col, t, fmt, want_list)))
 
-    for role in ("input_ids", "token_type_ids", "labels", "attention_mask"):
+    for role in [r.name for r in ROLE_TABLE if r.dtype in ("int_list", "mask_list")]:
         col = getattr(roles, role)
         if col is None or col not in schema:
             continue
         t = schema[col]
         inner = inner_dtype(t)
-        ok_inner = inner.is_integer() or (role == "attention_mask" and (inner == pl.Boolean or inner.is_float()))
+        ok_inner = inner.is_integer() or (ROLE_SPECS[role].dtype == "mask_list" and (inner == pl.Boolean or inner.is_float()))
         if list_depth(t) != 1 or not ok_inner:
             add(role, col, _EXPECTED[role], True)
     col = roles.label
@@ -366,8 +433,8 @@ def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classe
         t = schema.get(c)
         if t is not None and not (t == pl.String or (list_depth(t) == 1 and inner_dtype(t) == pl.String)):
             add("text", c, _EXPECTED["text"], False)
-    for role in ("target", "features"):
-        for c in getattr(roles, role):
+    for role in [r.name for r in ROLE_TABLE if r.dtype == "numeric"]:
+        for c in roles.of(role):
             t = schema.get(c)
             if t is not None and not (inner_dtype(t).is_numeric() or inner_dtype(t) == pl.Boolean):
                 add(role, c, _EXPECTED[role], False)

@@ -16,7 +16,6 @@ The output is Pandera's polars YAML form (``pandera.io.polars_io.serialize_schem
 from __future__ import annotations
 
 import datetime as _dt
-from pathlib import Path
 from typing import Any
 
 import polars as pl
