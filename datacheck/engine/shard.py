@@ -9,7 +9,7 @@ import polars as pl
 from datacheck.model import catalog
 from datacheck.checks.registry import SHARD_CHECKS, FlatView, Payload, RowCheck, ShardContext, Stat, load_families
 from datacheck.model.config import Config
-from datacheck.model.errors import ENGINE_ERRORS
+from datacheck.model.errors import ENGINE_ERRORS, ReportVersionError, UsageError
 from datacheck.model.findings import Example, Finding, Skipped, show_value
 from datacheck.model.results import ShardResult
 from datacheck.io.discover import DiscoveredShard
@@ -46,8 +46,16 @@ def _collect_items(ctx: ShardContext) -> tuple[list[RowCheck], list[Stat], list[
     """Every family's items for this shard. Payloads travel as Stats with a ``payload:`` key prefix."""
     load_families()
     rows, stats, findings, skipped = [], [], [], []
-    for _family, fn in SHARD_CHECKS:
-        for item in fn(ctx):
+    for family, fn in SHARD_CHECKS:
+        try:
+            items = list(fn(ctx))
+        except (UsageError, ReportVersionError):  # bad input the check found: the user's error (exit 2)
+            raise
+        except Exception as exc:  # noqa: BLE001 - a raising check function is a check error, not a crash
+            skipped.append(Skipped(family, f"check function {getattr(fn, '__name__', fn)!r} raised "
+                                           f"{type(exc).__name__}: {_first_line(exc)}", error=True))
+            continue
+        for item in items:
             if isinstance(item, RowCheck):
                 rows.append(item)
             elif isinstance(item, Stat):
@@ -59,6 +67,12 @@ def _collect_items(ctx: ShardContext) -> tuple[list[RowCheck], list[Stat], list[
             elif isinstance(item, Skipped):
                 skipped.append(item)
     return rows, stats, findings, skipped
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (polars puts its plan below it)."""
+    lines = str(exc).splitlines()
+    return lines[0] if lines else ""
 
 
 def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
@@ -123,13 +137,14 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [i], [], with_len=False)))
                 ok_checks.append(i)
             except ENGINE_ERRORS as e:
-                skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {str(e).splitlines()[0]}"))
+                skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {_first_line(e)}",
+                                       error=True))
         for j, s in enumerate(stats):
             try:
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [], [j], with_len=False)))
                 ok_stats.append(j)
             except ENGINE_ERRORS as e:
-                skipped.append(Skipped(f"stats.{s.key}", f"could not compute: {str(e).splitlines()[0]}"))
+                skipped.append(Skipped(f"stats.{s.key}", f"could not compute: {_first_line(e)}", error=True))
         df = pl.concat(df_parts, how="horizontal")
         del exc
     n = int(df["__n"][0])
@@ -145,7 +160,8 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat]) 
         try:
             rows = rc.from_payload(payload)  # type: ignore[misc]
         except Exception as e:  # noqa: BLE001 - a missing payload makes the check unrunnable, not the audit
-            skipped.append(Skipped(rc.check, f"could not run on this shard: {e}"))
+            skipped.append(Skipped(rc.check, f"could not run on this shard: {type(e).__name__}: {_first_line(e)}",
+                                   error=True))
             continue
         results[i] = (sorted(int(r) for r in rows), {})
     return n, results, stat_values, skipped
@@ -273,7 +289,8 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
                 results[i] = (rc.refine(data.lf, rows), details)
             except ENGINE_ERRORS as e:
                 del results[i]
-                skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: {str(e).splitlines()[0]}"))
+                skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: {_first_line(e)}",
+                                       error=True))
     failed = {i: rows for i, (rows, _) in results.items() if rows}
     fail_details, example_values = _second_pass(data.lf, failed, row_checks, max_ex)
     results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}

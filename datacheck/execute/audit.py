@@ -16,7 +16,7 @@ from datacheck.io.readers import Unreadable, open_shard
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.constants import FAIL_ON
-from datacheck.model.errors import ENGINE_ERRORS
+from datacheck.model.errors import ENGINE_ERRORS, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
 from datacheck.model.roles import resolve_roles
@@ -52,7 +52,8 @@ def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: 
     if hit is not None:
         return hit
     result = audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
-    cache.put(key, result)
+    if not result.check_errors:  # a check that failed internally is retried next time, never replayed
+        cache.put(key, result)
     return result
 
 
@@ -76,11 +77,14 @@ def audit_shards(disc: Discovery, cfg: Config,
 
 def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None, temp_files: list[str],
                   fail_on: str, index: Any = None, against: list[ShardResult] | None = None,
-                  config_path: str | None = None, ignored: Iterable[dict[str, str]] = ()) -> Report:
+                  config_path: str | None = None, ignored: Iterable[dict[str, str]] = (),
+                  allow_check_errors: bool = False) -> Report:
     """Run the dataset-level checks over ``results`` (in discovery order) and build the report.
 
     The single-job audit and ``datacheck merge`` of part reports both end here, so a merged
-    report is the same as a single-job one.
+    report is the same as a single-job one. A dataset check function that raises is a check error
+    (a ``skipped`` entry with ``error: true``; see :func:`~datacheck.report.build.build_report`);
+    the findings it yielded before raising are dropped.
     """
     load_families()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
@@ -88,15 +92,25 @@ def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None,
                           splits=assign_splits([r.path for r in results], dict(cfg.splits)), index=index,
                           against=against)
     dataset_findings: list[Finding] = []
-    for _family, fn in DATASET_CHECKS:
-        for item in fn(dctx):
+    for family, fn in DATASET_CHECKS:
+        try:
+            items = list(fn(dctx))
+        except (UsageError, ReportVersionError):  # bad input the check found (e.g. a shipped index): exit 2
+            raise
+        except Exception as exc:  # noqa: BLE001 - a raising check function is a check error, not a crash
+            first = (str(exc).splitlines() or [""])[0]
+            skipped.append(("", Skipped(family, f"check function {getattr(fn, '__name__', fn)!r} raised "
+                                                f"{type(exc).__name__}: {first}", error=True)))
+            continue
+        for item in items:
             if isinstance(item, Finding):
                 dataset_findings.append(item)
             else:
                 skipped.append(("", item))
     for f in dataset_findings:
         catalog.info(f.check)  # an unknown ID is a bug: fail loudly in tests
-    return build_report(cfg, results, dataset_findings, skipped, fail_on, config_path=config_path, ignored=ignored)
+    return build_report(cfg, results, dataset_findings, skipped, fail_on, config_path=config_path, ignored=ignored,
+                        allow_check_errors=allow_check_errors)
 
 
 def audit(
@@ -109,6 +123,7 @@ def audit(
     against: str | Path | list[str | Path] | None = None,
     prune_cache: bool = False,
     config_path: str | None = "derive",
+    allow_check_errors: bool = False,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
@@ -127,6 +142,9 @@ def audit(
         against: another dataset (shard files, folders or globs) to compare with: rows of the audited
             data whose content also occurs there are ``dup.split_overlap`` (e.g. eval against train).
             Only its row content hashes are computed; its own defects are not reported.
+        allow_check_errors: False (default): a check that fails internally (its polars query or its
+            Python function raises) makes the report ``fail`` (``summary.check_errors``; the CLI exits 3).
+            True: the status follows the findings only; the check errors are still listed in ``skipped``.
 
     Returns:
         The :class:`Report`. It is not written anywhere; the CLI stores it.
@@ -137,8 +155,6 @@ def audit(
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
     """
-    from datacheck.model.errors import UsageError
-
     if fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if isinstance(paths, (str, Path)):
@@ -172,7 +188,8 @@ def audit(
     if cache is not None and prune_cache:
         cache.prune()
     return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
-                         index=index, against=against_results, config_path=source, ignored=disc.ignored_data)
+                         index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
+                         allow_check_errors=allow_check_errors)
 
 
 def hash_shards(disc: Any, cfg: Any) -> list[Any]:

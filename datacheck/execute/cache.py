@@ -215,7 +215,7 @@ def _result_from_obj(o: dict[str, Any], blobs: list[memoryview]) -> Any:
         path=o["path"], format=o["format"], content_hash=o["content_hash"], bytes=o["bytes"], rows=o["rows"],
         findings=findings,
         stats=_decode_value(o["stats"], blobs),
-        skipped=[Skipped(check=s["check"], reason=s["reason"]) for s in o["skipped"]],
+        skipped=[Skipped.from_dict(s) for s in o["skipped"]],
         roles=_decode_value(o["roles"], blobs),
         columns=_decode_value(o["columns"], blobs),
         failing_rows=_decode_value(o["failing_rows"], blobs),

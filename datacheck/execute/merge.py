@@ -100,12 +100,14 @@ def load_part(path: str | Path) -> PartInput:
     return PartInput(path, report, results, meta)
 
 
-def merge_parts(paths: list[str | Path], fail_on: str | None = None) -> Report:
+def merge_parts(paths: list[str | Path], fail_on: str | None = None, allow_check_errors: bool = False) -> Report:
     """Merge part reports into the report a single job would have written.
 
     Args:
         paths: part report files (their sidecars beside them).
         fail_on: override of the parts' ``--fail-on``; None: the parts' value (they must agree).
+        allow_check_errors: as in :func:`datacheck.api.audit` (check errors of the parts' shards
+            and of the dataset-level checks fail the merged report unless True).
 
     Raises:
         UsageError: parts from different audits (config, code, shard list or ``num_parts`` differ),
@@ -113,10 +115,10 @@ def merge_parts(paths: list[str | Path], fail_on: str | None = None) -> Report:
     """
     if not paths:
         raise UsageError("merge needs at least one part report")
-    return merge_part_inputs([load_part(p) for p in paths], fail_on=fail_on)
+    return merge_part_inputs([load_part(p) for p in paths], fail_on=fail_on, allow_check_errors=allow_check_errors)
 
 
-def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None) -> Report:
+def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None, allow_check_errors: bool = False) -> Report:
     """:func:`merge_parts` over parts already read with :func:`load_part`."""
     from datacheck.model.constants import FAIL_ON
     from datacheck.execute.audit import finish_report
@@ -177,4 +179,5 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None) -> Rep
         source = Path(first["index"]["source"])  # relative to the root when the index lies inside it
         index = parse_index(first["index"]["data"], root, str(source if source.is_absolute() else root / source))
     return finish_report(cfg, results, root=root, temp_files=first["temp_files"], fail_on=fail_on, index=index,
-                         config_path=first.get("config_path"), ignored=first.get("ignored", []))
+                         config_path=first.get("config_path"), ignored=first.get("ignored", []),
+                         allow_check_errors=allow_check_errors)

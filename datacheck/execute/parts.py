@@ -114,14 +114,15 @@ class PartRun:
 def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail_on: str = "error",
                cache_dir: str | Path | None = None,
                progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False,
-               config_path: str | None = None) -> PartRun:
+               config_path: str | None = None, allow_check_errors: bool = False) -> PartRun:
     """Audit part ``part`` of ``num_parts`` of the shards under ``paths``.
 
     Every shard is discovered (the merge needs the full ordered list, with each shard's size from
     the file system) but only the part's shards are hashed and read. Nothing in the sidecar that the
     merge compares depends on where the data is checked out: shard paths are relative to the
     audited root, and the ``[dataset] index`` file is named relative to it when it lies inside.
-    ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`).
+    ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`);
+    ``allow_check_errors`` decides the part report's status only (the merge takes its own).
 
     Raises:
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
@@ -156,7 +157,8 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     skipped.append(("", Skipped("dataset", f"part {part} of {num_parts} (0-based): the dataset-level checks run "
                                            "in 'datacheck merge' over all parts")))
-    report = build_report(cfg, results, [], skipped, fail_on, config_path=config_path, ignored=disc.ignored_data)
+    report = build_report(cfg, results, [], skipped, fail_on, config_path=config_path, ignored=disc.ignored_data,
+                          allow_check_errors=allow_check_errors)
     import polars as pl
 
     meta = {

@@ -72,7 +72,8 @@ def render_text(report: Report, max_message: int = 110) -> str:
     lines = [
         f"datacheck {report.datacheck_version}: {_MARK[s['status']]}  "
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s), "
-        f"{s.get('policy_failures', 0)} failing the policy (--fail-on {report.fail_on})",
+        f"{s.get('policy_failures', 0)} failing the policy (--fail-on {report.fail_on})"
+        + (f", {report.check_errors} CHECK ERROR(S): datacheck failed to run some checks" if report.check_errors else ""),
         _config_line(report),
         f"index_hash {report.index_hash}",
         "",
@@ -106,7 +107,8 @@ def render_text(report: Report, max_message: int = 110) -> str:
         lines += ["", f"Skipped ({len(report.skipped)} check(s) could not run; see 'skipped' in the JSON report):"]
         for sk in report.skipped[:12]:
             where = _shards_txt(sk.get("shards") or ())
-            lines.append(f"  {sk['check']}: {sk['reason']}" + (f" {where}" if where else ""))
+            mark = " [CHECK ERROR]" if sk.get("error") else ""
+            lines.append(f"  {sk['check']}{mark}: {sk['reason']}" + (f" {where}" if where else ""))
         if len(report.skipped) > 12:
             lines.append(f"  … {len(report.skipped) - 12} more")
     lines += _ignored_lines(report)

@@ -299,3 +299,27 @@ def test_prune_keeps_only_the_entries_of_this_audit(tmp_path, monkeypatch):
     assert not stale_tmp.exists()
     assert json.loads(r.stdout)["summary"]["shards"] == 7
     assert json.loads(first.stdout)["summary"]["shards"] == 8
+
+
+def test_single_shard_entry_never_answers_a_multi_shard_audit(tmp_path):
+    """``cross_shard`` is part of the key: a one-shard audit caches its result without the row-hash
+    payload; a later audit of the whole folder must re-audit that shard (not take the entry), or the
+    row it shares with the other shard would go unnoticed."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["same row", "a1"]}).write_parquet(d / "a.parquet")
+    pl.DataFrame({"text": ["same row", "b1"]}).write_parquet(d / "b.parquet")
+    cache_dir = tmp_path / "cache"
+    one = api.audit(d / "a.parquet", cache_dir=cache_dir)
+    assert [s.path for s in one.shards] == ["a.parquet"]
+    (entry,) = list(cache_dir.rglob("*.dcr"))
+    (cached,), _meta = decode_results(entry.read_bytes())
+    assert cached.payload == {}  # the single-shard result carries no row hashes
+    both = api.audit(d, cache_dir=cache_dir)
+    dups = [f for f in both.findings if f.check == "dup.exact_across_shards"]
+    assert [(f.count, f.shards) for f in dups] == [(1, ("a.parquet", "b.parquet"))]
+    # the one-shard entry is still there beside the two new ones (a different key, not overwritten)
+    assert len(list(cache_dir.rglob("*.dcr"))) == 3
+    cache = ShardCache(cache_dir, Config())
+    assert cache.key("a.parquet", "parquet", "xxh3-128:0", cross_shard=False) != \
+        cache.key("a.parquet", "parquet", "xxh3-128:0", cross_shard=True)

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import polars as pl
 import pytest
+from conftest import ROOT
 
 from datacheck.checks.registry import DATASET_CHECKS, SHARD_CHECKS, RowCheck, load_families
 from datacheck.execute.audit import audit
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.render.junit import junit_xml
+from datacheck.render.text import render_text
 from gatehelp import cli
-
-
-_BEFORE = pytest.mark.xfail(strict=True, reason="check errors pass silently before the gate fix")
 
 
 def _data(tmp_path, texts=("a", "b", "c")):
@@ -65,7 +66,6 @@ def _errors(rep):
     return [s for s in rep.skipped if s.get("error")]
 
 
-@_BEFORE
 def test_failing_expression_fails_the_api_gate(tmp_path, extra_checks):
     extra_checks("shard", _bad_expression)
     rep = audit(_data(tmp_path))
@@ -82,7 +82,6 @@ def test_failing_expression_fails_the_api_gate(tmp_path, extra_checks):
     assert rep.shards[0].rows == 3
 
 
-@_BEFORE
 def test_allow_check_errors_keeps_the_entries(tmp_path, extra_checks):
     extra_checks("shard", _bad_expression)
     rep = audit(_data(tmp_path), allow_check_errors=True)
@@ -93,7 +92,6 @@ def test_allow_check_errors_keeps_the_entries(tmp_path, extra_checks):
     rep.raise_for_policy()  # does not raise
 
 
-@_BEFORE
 def test_failing_expression_cli_exit_3(tmp_path, extra_checks, monkeypatch):
     extra_checks("shard", _bad_expression)
     d = _data(tmp_path)
@@ -109,7 +107,6 @@ def test_failing_expression_cli_exit_3(tmp_path, extra_checks, monkeypatch):
     assert r.returncode == EXIT_OK, r.stderr
 
 
-@_BEFORE
 def test_allowed_check_errors_exit_per_policy(tmp_path, extra_checks, monkeypatch):
     extra_checks("shard", _bad_expression)
     d = _data(tmp_path, texts=("a", "", "c"))  # a planted empty text: the policy fails (exit 1)
@@ -118,7 +115,6 @@ def test_allowed_check_errors_exit_per_policy(tmp_path, extra_checks, monkeypatc
     assert r.returncode == EXIT_POLICY_FAILED, r.stderr
 
 
-@_BEFORE
 def test_raising_shard_function_is_caught_per_check(tmp_path, extra_checks):
     extra_checks("shard", _raising_function)
     rep = audit(_data(tmp_path, texts=("a", "", "c")))
@@ -131,7 +127,6 @@ def test_raising_shard_function_is_caught_per_check(tmp_path, extra_checks):
     assert rep.status == "fail"
 
 
-@_BEFORE
 def test_raising_dataset_function_is_a_check_error(tmp_path, extra_checks, monkeypatch):
     extra_checks("dataset", _raising_dataset_function)
     d = _data(tmp_path)
@@ -146,7 +141,6 @@ def test_raising_dataset_function_is_a_check_error(tmp_path, extra_checks, monke
     assert r.returncode == EXIT_INTERNAL
 
 
-@_BEFORE
 def test_merge_of_parts_with_check_errors(tmp_path, extra_checks, monkeypatch):
     extra_checks("shard", _bad_expression)
     d = tmp_path / "data"
@@ -172,3 +166,18 @@ def test_clean_audit_has_no_check_errors_key(tmp_path):
     assert "check_errors" not in rep.summary
     assert not _errors(rep)
     assert "error" not in json.dumps(rep.to_dict()["skipped"])
+
+
+def test_check_error_report_matches_the_schema_and_renders(tmp_path, extra_checks, monkeypatch):
+    extra_checks("shard", _bad_expression)
+    extra_checks("shard", _raising_function)
+    rep = audit(_data(tmp_path))
+    assert rep.summary["check_errors"] == 2
+    jsonschema.validate(json.loads(rep.to_json()), json.loads((ROOT / "schemas" / "report.schema.json").read_text()))
+    text = render_text(rep)
+    assert "2 CHECK ERROR(S)" in text
+    assert "empty.text [CHECK ERROR]: could not run on this shard (text)" in text
+    xml = junit_xml(rep)
+    assert 'errors="2"' in xml
+    assert xml.count('type="datacheck.check_error"') == 2
+    assert 'name="testfamily"' in xml

@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 
-from datacheck.model.constants import DEFAULT_REPORT_DIR, EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.model.constants import DEFAULT_REPORT_DIR, EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
 
 __all__ = ["add_parser", "run"]
 
@@ -47,8 +47,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def add_ci_arguments(a: argparse.ArgumentParser) -> None:
-    """``--junit FILE`` (shared by audit and merge)."""
+    """``--junit FILE`` and ``--allow-check-errors`` (shared by audit and merge)."""
     a.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per shard and check")
+    a.add_argument("--allow-check-errors", action="store_true",
+                   help="a check that fails internally (its query raised) does not fail the gate: exit per "
+                        "--fail-on; the errors are still listed in the report (default: status fail, exit 3)")
 
 
 def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
@@ -80,6 +83,18 @@ def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
         sys.stdout.write(f"report: {stored}\n")
     if in_github_actions():
         emit_annotations(report, sys.stderr, root=root)
+    return exit_code(report, getattr(args, "allow_check_errors", False))
+
+
+def exit_code(report, allow_check_errors: bool) -> int:
+    """0 pass; 3 when checks failed internally (``summary.check_errors``) and that is not allowed,
+    with a message on stderr; else 1 when the policy failed."""
+    if report.check_errors and not allow_check_errors:
+        names = sorted({s["check"] for s in report.skipped if s.get("error")})
+        print(f"datacheck: internal error: {report.check_errors} check error(s): datacheck failed to run "
+              f"{', '.join(names[:5])} (see 'skipped' in the report); the data was NOT fully checked. "
+              "Pass --allow-check-errors to gate on the findings only.", file=sys.stderr)
+        return EXIT_INTERNAL
     return EXIT_OK if report.passed else EXIT_POLICY_FAILED
 
 
@@ -123,9 +138,11 @@ def run(args: argparse.Namespace) -> int:
 
                 raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
             return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
-                              progress=progress, prune_cache=args.cache_prune, config_path=config_path)
+                              progress=progress, prune_cache=args.cache_prune, config_path=config_path,
+                              allow_check_errors=args.allow_check_errors)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
-                     against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path)
+                     against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path,
+                     allow_check_errors=args.allow_check_errors)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)

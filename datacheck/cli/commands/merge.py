@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     paths = expand_part_paths(args.parts)
     check_outputs({"--output": args.output, "--junit": args.junit}, [str(p) for p in paths])  # not over a part
     parts = [load_part(p) for p in paths]
-    report = merge_part_inputs(parts, fail_on=args.fail_on)
+    report = merge_part_inputs(parts, fail_on=args.fail_on, allow_check_errors=args.allow_check_errors)
     text = report.to_json()
     stored = write_json_atomic(report_path(args.report_dir, report.index_hash), text)
     if args.output:
