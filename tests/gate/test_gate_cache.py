@@ -266,6 +266,7 @@ def test_cache_folder_that_is_a_file_is_exit_2(tmp_path, monkeypatch):
 
 
 def test_cli_default_cache_and_no_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("DATACHECK_DIR")  # the real default: .datacheck/ under the working directory
     d = write_dataset(tmp_path / "data")
     work = tmp_path / "work"
     work.mkdir()
@@ -323,3 +324,15 @@ def test_single_shard_entry_never_answers_a_multi_shard_audit(tmp_path):
     cache = ShardCache(cache_dir, Config())
     assert cache.key("a.parquet", "parquet", "xxh3-128:0", cross_shard=False) != \
         cache.key("a.parquet", "parquet", "xxh3-128:0", cross_shard=True)
+
+
+def test_datacheck_dir_moves_the_default_report_and_cache_folders(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    work, state = tmp_path / "work", tmp_path / "state"
+    work.mkdir()
+    r = cli("audit", str(d), "--format", "json", cwd=work, env={"DATACHECK_DIR": str(state)}, monkeypatch=monkeypatch)
+    assert r.returncode == 1
+    index_hash = json.loads(r.stdout)["index_hash"]
+    assert (state / "reports" / index_hash / "report.json").is_file()
+    assert len(list((state / "cache").rglob("*.dcr"))) == 8
+    assert not (work / ".datacheck").exists()

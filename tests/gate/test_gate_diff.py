@@ -86,7 +86,7 @@ def test_diff_of_two_data_versions(versions, monkeypatch):
     assert md.returncode == 1 and md.stdout.startswith("## ❌ datacheck diff")
     assert "| grown | `defects/text.jsonl` | `empty.text` | text |" in md.stdout
     js = json.loads(cli("diff", str(tmp / "old.json"), str(tmp / "new.json"), "--format", "json",
-                        monkeypatch=monkeypatch).stdout)
+                        monkeypatch=monkeypatch).stdout)["result"]
     assert js["shards"]["added"] == ["defects/classes.parquet"]
 
 

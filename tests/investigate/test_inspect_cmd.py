@@ -128,7 +128,7 @@ def test_cli_clean_shard_exit_0_and_usage_exit_2(tmp_path):
 def test_cli_finds_case_config_beside_data():
     p = run_cli("inspect", str(CASES / "label_equals_num_classes/data/bins.parquet"), "--format", "json")
     assert p.returncode == 1, p.stderr
-    doc = json.loads(p.stdout)
+    doc = json.loads(p.stdout)["result"]
     assert doc["shards"][0]["failing"] == {"labels.out_of_range:yaw_bin": {"count": 1, "rows": [3]}}
 
 

@@ -5,7 +5,8 @@ import argparse
 import os
 import sys
 
-from datacheck.model.constants import DEFAULT_REPORT_DIR, EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.cli.defaults import default_cache_dir, default_report_dir
+from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
 
 __all__ = ["add_parser", "run"]
 
@@ -15,8 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
                                     "folder holding every PATH, else in its parent)")
-    a.add_argument("--report-dir", default=DEFAULT_REPORT_DIR,
-                   help=f"reports are stored as DIR/<index_hash>/report.json (default {DEFAULT_REPORT_DIR})")
+    a.add_argument("--report-dir", default=default_report_dir(),
+                   help=f"reports are stored as DIR/<index_hash>/report.json (default {default_report_dir()}; "
+                        "$DATACHECK_DIR/reports when DATACHECK_DIR is set)")
     a.add_argument("--output", "-o", help="also write the JSON report to this file")
     a.add_argument("--format", choices=["text", "json", "markdown", "html"], default="text",
                    help="what to print (default text; html: a self-contained page)")
@@ -34,7 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_ci_arguments(a)
     g = a.add_argument_group("incremental audit and split jobs")
     g.add_argument("--cache-dir", default=None,
-                   help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache)")
+                   help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache, "
+                        "or $DATACHECK_DIR/cache)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
     g.add_argument("--cache-prune", action="store_true",
                    help="after the audit, delete the cache entries it did not use (a cache folder kept for this "
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from datacheck.execute.audit import audit
-    from datacheck.execute.cache import DEFAULT_CACHE_DIR, CacheWarning
+    from datacheck.execute.cache import CacheWarning
     from datacheck.model.config import Config, load_config
     from datacheck.execute.parts import audit_part, check_part_args, write_part
     from datacheck.report.model import report_path
@@ -129,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
                   [*args.paths, *(getattr(args, "against", None) or [])])
-    cache_dir = None if args.no_cache else (args.cache_dir or DEFAULT_CACHE_DIR)
+    cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
 
     def go(progress):
         if split is not None:

@@ -8,9 +8,9 @@ written rows did not equal the input: nothing was put in place).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from datacheck.cli.envelope import write_envelope
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 
 __all__ = ["add_parser", "run"]
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     drop = [c.strip() for arg in (args.drop or []) for c in arg.split(",") if c.strip()] or None
     res = clean(args.paths, args.out, cfg, drop=drop)
     if args.format == "json":
-        sys.stdout.write(json.dumps(res.to_dict(), indent=2, sort_keys=True) + "\n")
+        write_envelope("datacheck.clean", res.to_dict())
     else:
         lines = [f"dropping rows that fail: {', '.join(res.drop)}"]
         for s in res.shards:

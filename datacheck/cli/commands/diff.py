@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from datacheck.model.constants import DEFAULT_REPORT_DIR, EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.cli.envelope import write_envelope
+from datacheck.cli.defaults import default_report_dir
+from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 
 __all__ = ["add_parser", "run"]
 
@@ -19,8 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "input (e.g. reports of different report_version).")
     a.add_argument("old", metavar="OLD", help="report file, or index hash (prefix) in --report-dir")
     a.add_argument("new", metavar="NEW", help="report file, or index hash (prefix) in --report-dir")
-    a.add_argument("--report-dir", default=DEFAULT_REPORT_DIR,
-                   help=f"where index hashes are looked up (default {DEFAULT_REPORT_DIR})")
+    a.add_argument("--report-dir", default=default_report_dir(),
+                   help=f"where index hashes are looked up (default {default_report_dir()})")
     a.add_argument("--format", choices=["text", "markdown", "json"], default="text", help="output (default text)")
     a.add_argument("--share-threshold", type=float, default=DEFAULT_SHARE_THRESHOLD, metavar="X",
                    help=f"smallest change of a label's share reported as moved (default {DEFAULT_SHARE_THRESHOLD})")
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     new = resolve_report(args.new, args.report_dir)
     d = diff_reports(old, new, share_threshold=args.share_threshold)
     if args.format == "json":
-        sys.stdout.write(json.dumps(d.to_dict(), sort_keys=True, indent=2, ensure_ascii=False) + "\n")
+        write_envelope("datacheck.diff", d.to_dict())
     elif args.format == "markdown":
         sys.stdout.write(render_diff_markdown(d))
     else:

@@ -15,9 +15,9 @@ line of the text output (and ``config_path`` in the JSON output) says which one 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from datacheck.cli.envelope import write_envelope
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 
 __all__ = ["add_parser", "run", "build", "verify"]
@@ -139,9 +139,8 @@ def run(args: argparse.Namespace) -> int:
     findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on)
     fail = any(f.fails_policy for f in findings)
     if args.format == "json":
-        sys.stdout.write(json.dumps({"index": args.index, "passed": not fail, "config_path": source,
-                                     "findings": [f.to_dict(dataset_level=True) for f in findings]},
-                                    sort_keys=True, indent=2) + "\n")
+        write_envelope("datacheck.index.verify", {"index": args.index, "passed": not fail, "config_path": source,
+                                                  "findings": [f.to_dict(dataset_level=True) for f in findings]})
     else:
         print(describe_config(source))
         if not findings:

@@ -9,9 +9,9 @@ missing); 3 internal error.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from datacheck.cli.envelope import write_envelope
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 
 __all__ = ["add_parser", "run", "resolve_shard_config"]
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
                "tokenizer": tok.source if tok else None,
                "export": None if exported is None else {"path": str(exported[0]) if exported[0] else None,
                                                         "rows": exported[1]}}
-        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+        write_envelope("datacheck.inspect", doc)
     else:
         sys.stdout.write(_text(inspections, exported, tok.source if tok else None))
     if rows is not None:

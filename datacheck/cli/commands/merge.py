@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from datacheck.model.constants import DEFAULT_REPORT_DIR
+from datacheck.cli.defaults import default_report_dir
 
 __all__ = ["add_parser", "run"]
 
@@ -19,8 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("parts", nargs="+", metavar="PART_REPORT",
                    help="part report files, or folders holding them (e.g. downloaded CI artifacts)")
     a.add_argument("--output", "-o", help="also write the merged JSON report to this file")
-    a.add_argument("--report-dir", default=DEFAULT_REPORT_DIR,
-                   help=f"the merged report is stored as DIR/<index_hash>/report.json (default {DEFAULT_REPORT_DIR})")
+    a.add_argument("--report-dir", default=default_report_dir(),
+                   help=f"the merged report is stored as DIR/<index_hash>/report.json (default {default_report_dir()})")
     a.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="what to print (default text)")
     a.add_argument("--fail-on", choices=["error", "warn", "never"], default=None,
                    help="lowest severity that fails the gate (default: the parts' --fail-on)")
