@@ -56,9 +56,9 @@ from typing import Any
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.io.outputs import write_bytes_atomic
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
-from datacheck.io.outputs import write_bytes_atomic
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = [

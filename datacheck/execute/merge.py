@@ -120,9 +120,9 @@ def merge_parts(paths: list[str | Path], fail_on: str | None = None, allow_check
 
 def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None, allow_check_errors: bool = False) -> Report:
     """:func:`merge_parts` over parts already read with :func:`load_part`."""
-    from datacheck.model.constants import FAIL_ON
     from datacheck.execute.audit import finish_report
     from datacheck.model.config import config_from_dict
+    from datacheck.model.constants import FAIL_ON
 
     if not parts:
         raise UsageError("merge needs at least one part report")

@@ -32,10 +32,10 @@ from typing import Any, Callable
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.io.discover import Discovery
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Skipped
-from datacheck.io.discover import Discovery
 from datacheck.report.model import Report
 
 __all__ = [
@@ -127,11 +127,11 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     Raises:
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
     """
-    from datacheck.model.constants import FAIL_ON
     from datacheck.execute.audit import audit_shards
-    from datacheck.report.build import build_report
     from datacheck.execute.cache import EncodeError, ShardCache, code_fingerprint, encode_results
     from datacheck.io.discover import discover
+    from datacheck.model.constants import FAIL_ON
+    from datacheck.report.build import build_report
 
     check_part_args(num_parts, part)
     if fail_on not in FAIL_ON:
@@ -198,8 +198,7 @@ def _size(path: Path) -> int | None:
 
 def write_part(run: PartRun, report_file: str | Path) -> Report:
     """Write the sidecar, then the part report at ``report_file`` (both atomically); returns the report."""
-    from datacheck.io.outputs import write_bytes_atomic
-    from datacheck.io.outputs import write_json_atomic
+    from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
 
     report_file = Path(report_file)
     try:

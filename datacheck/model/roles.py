@@ -12,6 +12,7 @@ is reported as ``schema.dtype`` by :mod:`datacheck.checks.roledtype`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -41,7 +42,7 @@ def _null_elements(dtype: pl.DataType) -> bool:
 
 #: dtype a role column of dtype ``Null`` is read as, so that the role's checks run on it.
 _NULL_AS: dict[str, pl.DataType] = {
-    "text": pl.String, "label": pl.Int64, "target": pl.Float64, "features": pl.Float64,
+    "text": pl.String(), "label": pl.Int64(), "target": pl.Float64(), "features": pl.Float64(),
     "input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64), "labels": pl.List(pl.Int64),
     "token_type_ids": pl.List(pl.Int64),
 }
@@ -90,7 +91,7 @@ class Roles:
                 out.append(c)
         return out
 
-    def to_dict(self) -> dict[str, dict]:
+    def to_dict(self) -> dict[str, dict[str, Any]]:
         out = {}
         for name in ROLE_NAMES:
             v = getattr(self, name)
@@ -307,7 +308,7 @@ def _cause(role: str, col: str, dtype: pl.DataType, fmt: str | None, want_list: 
 
 
 def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classes: int | None = None,
-                        classes: tuple | list | None = None, shard: str = "") -> list[RoleDtypeProblem]:
+                        classes: tuple[Any, ...] | list[Any] | None = None, shard: str = "") -> list[RoleDtypeProblem]:
     """Role columns whose dtype cannot serve their role, decided from the shard's schema alone.
 
     Rules (the dtype each role needs):
@@ -363,13 +364,13 @@ def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classe
                 add("label", col, "an integer class index (num_classes is set)" if classes is None
                     else "an integer class index (classes are numbers)", False)
     for c in roles.text:
-        t = schema.get(c)
-        if t is not None and not (t == pl.String or (list_depth(t) == 1 and inner_dtype(t) == pl.String)):
+        ct = schema.get(c)
+        if ct is not None and not (ct == pl.String or (list_depth(ct) == 1 and inner_dtype(ct) == pl.String)):
             add("text", c, _EXPECTED["text"], False)
     for role in ("target", "features"):
         for c in getattr(roles, role):
-            t = schema.get(c)
-            if t is not None and not (inner_dtype(t).is_numeric() or inner_dtype(t) == pl.Boolean):
+            ct = schema.get(c)
+            if ct is not None and not (inner_dtype(ct).is_numeric() or inner_dtype(ct) == pl.Boolean):
                 add(role, c, _EXPECTED[role], False)
     return out
 

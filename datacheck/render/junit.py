@@ -27,10 +27,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from datacheck.io.outputs import write_json_atomic
 from datacheck.model import catalog
 from datacheck.model.findings import Finding
 from datacheck.report.model import Report
-from datacheck.io.outputs import write_json_atomic
 
 __all__ = ["junit_xml", "write_junit", "FIRST_ROWS"]
 

@@ -15,7 +15,7 @@ from datacheck.model.constants import REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["Report", "ShardReport", "read_report", "write_json_atomic", "report_path"]
+__all__ = ["Report", "ShardReport", "read_report", "report_path"]
 
 #: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
 #: "not a datacheck report" (UsageError), never a KeyError.

@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from gatehelp import cli, normalized, write_dataset
 
+import datacheck.engine.shard as runner
 import datacheck.execute.audit as api
 import datacheck.io.readers as readers
-import datacheck.engine.shard as runner
 from datacheck.execute.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
+from datacheck.io.discover import discover
 from datacheck.model.config import Config, config_from_dict
 from datacheck.model.findings import Example, Finding, Skipped
-from datacheck.io.discover import discover
 from datacheck.model.results import ShardResult
-from gatehelp import cli, normalized, write_dataset
 
 CFG = {"labels": {"num_classes": 3}}
 

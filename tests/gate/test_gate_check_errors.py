@@ -14,13 +14,13 @@ import jsonschema
 import polars as pl
 import pytest
 from conftest import ROOT
+from gatehelp import cli
 
 from datacheck.checks.registry import DATASET_CHECKS, SHARD_CHECKS, RowCheck, load_families
 from datacheck.execute.audit import audit
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.render.junit import junit_xml
 from datacheck.render.text import render_text
-from gatehelp import cli
 
 
 def _data(tmp_path, texts=("a", "b", "c")):

@@ -7,11 +7,11 @@ import shutil
 
 import polars as pl
 import pytest
-
 from conftest import ROOT
-from datacheck.tools.diff import diff_reports
-from datacheck.report.model import read_report
 from gatehelp import cli, load
+
+from datacheck.report.model import read_report
+from datacheck.tools.diff import diff_reports
 
 SAMPLE = ROOT / "sample_data"
 

@@ -69,8 +69,8 @@ def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
 
         write_junit(report, args.junit)
     if getattr(args, "html", None):
-        from datacheck.render.html import render_html
         from datacheck.io.outputs import write_json_atomic
+        from datacheck.render.html import render_html
 
         write_json_atomic(args.html, render_html(report))
     if args.format == "json":
@@ -118,10 +118,10 @@ def run(args: argparse.Namespace) -> int:
 
     from datacheck.execute.audit import audit
     from datacheck.execute.cache import CacheWarning
-    from datacheck.model.config import Config, load_config
     from datacheck.execute.parts import audit_part, check_part_args, write_part
-    from datacheck.report.model import report_path
     from datacheck.io.outputs import write_json_atomic
+    from datacheck.model.config import Config, load_config
+    from datacheck.report.model import report_path
 
     config_path = resolve_config_path(args.config, args.paths)
     cfg = load_config(config_path) if config_path is not None else Config()

@@ -40,9 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.tools.clean import clean
     from datacheck.cli.commands.inspect import resolve_shard_config
     from datacheck.model.config import load_config
+    from datacheck.tools.clean import clean
 
     cfg = load_config(resolve_shard_config(args.config, args.paths))
     drop = [c.strip() for arg in (args.drop or []) for c in arg.split(",") if c.strip()] or None

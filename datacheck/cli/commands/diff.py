@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from datacheck.cli.envelope import write_envelope
 from datacheck.cli.defaults import default_report_dir
+from datacheck.cli.envelope import write_envelope
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 
 __all__ = ["add_parser", "run"]
@@ -29,8 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.tools.diff import diff_reports, render_diff_markdown, render_diff_text, resolve_report
     from datacheck.model.errors import UsageError
+    from datacheck.tools.diff import diff_reports, render_diff_markdown, render_diff_text, resolve_report
 
     if not 0 <= args.share_threshold <= 1:
         raise UsageError(f"--share-threshold must be in [0, 1], got {args.share_threshold}")

@@ -15,7 +15,6 @@ line of the text output (and ``config_path`` in the JSON output) says which one 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from datacheck.cli.envelope import write_envelope
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
@@ -55,11 +54,11 @@ def build(paths: list[str], output: str, config=None) -> dict:
         UsageError: no shard found; the output cannot be written, is a folder, is an audited file or
             lies inside an audited folder (except ``index.json`` directly in it).
     """
-    from datacheck.model.config import Config
     from datacheck.io.dataindex import IndexEntry, build_index, count_rows, write_index
-    from datacheck.io.hashing import hash_file
     from datacheck.io.discover import discover
+    from datacheck.io.hashing import hash_file
     from datacheck.io.outputs import check_outputs
+    from datacheck.model.config import Config
 
     # index.json beside the shards is allowed: discovery never reads it, and [dataset] index points there
     check_outputs({"--output": output}, paths, allow_names=("index.json",))
@@ -93,10 +92,10 @@ def verify(paths: list[str], index: str, config=None, fail_on: str | None = None
     Raises:
         UsageError: the index is missing, not JSON, newer, or lists a path outside the root.
     """
-    from datacheck.model.config import Config
     from datacheck.io.dataindex import compare_index, count_rows, read_index
-    from datacheck.io.hashing import hash_file
     from datacheck.io.discover import discover
+    from datacheck.io.hashing import hash_file
+    from datacheck.model.config import Config
 
     cfg = config if isinstance(config, Config) else _cfg(config, paths)[0]
     disc = discover(paths, cfg.dataset.format)

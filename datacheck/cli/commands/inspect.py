@@ -99,10 +99,9 @@ def _text(inspections, exported, tok_source: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from datacheck.io.outputs import check_outputs
     from datacheck.model.config import Config, load_config
     from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
-
-    from datacheck.io.outputs import check_outputs
 
     check_outputs({"--export": args.export}, args.paths)  # before any shard is read
     from datacheck.model.config import describe_config

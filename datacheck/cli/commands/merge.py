@@ -34,9 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from datacheck.cli.commands.audit import emit_report
     from datacheck.execute.merge import expand_part_paths, load_part, merge_part_inputs
-    from datacheck.io.outputs import check_outputs
+    from datacheck.io.outputs import check_outputs, write_json_atomic
     from datacheck.report.model import report_path
-    from datacheck.io.outputs import write_json_atomic
 
     paths = expand_part_paths(args.parts)
     check_outputs({"--output": args.output, "--junit": args.junit}, [str(p) for p in paths])  # not over a part

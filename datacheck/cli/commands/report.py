@@ -25,12 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from datacheck.io.outputs import check_outputs, write_json_atomic
     from datacheck.render.html import render_html
     from datacheck.render.text import render_markdown, render_text
     from datacheck.report.model import read_report
-    from datacheck.io.outputs import write_json_atomic
-
-    from datacheck.io.outputs import check_outputs
 
     check_outputs({"--html": args.html}, [args.report])  # never over the report it renders
     report = read_report(args.report)

@@ -30,15 +30,12 @@ def run(args: argparse.Namespace) -> int:
         print("datacheck: error: schema needs a subcommand: datacheck schema infer PATH... [-o FILE]", file=sys.stderr)
         return EXIT_USAGE
     from datacheck.cli.commands.audit import resolve_config_path
-    from datacheck.model.config import load_config
     from datacheck.contracts import infer_contract, infer_yaml
-    from datacheck.io.outputs import write_json_atomic
-
-    from datacheck.io.outputs import check_outputs
+    from datacheck.io.outputs import check_outputs, write_json_atomic
+    from datacheck.model.config import load_config
 
     check_outputs({"--output": args.output}, args.paths)  # before any shard is read
-    from datacheck.model.config import describe_config
-    from datacheck.model.config import Config
+    from datacheck.model.config import Config, describe_config
 
     config_path = resolve_config_path(args.config, args.paths)
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
