@@ -32,10 +32,16 @@ from typing import Any, Callable
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.io.discover import Discovery
+from datacheck.execute.audit import audit_shards
+from datacheck.execute.cache import EncodeError, ShardCache, code_fingerprint, encode_results
+from datacheck.io.dataindex import read_index, resolve_index_path
+from datacheck.io.discover import Discovery, discover
+from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
 from datacheck.model.config import Config
-from datacheck.model.errors import UsageError
+from datacheck.model.constants import FAIL_ON
+from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Skipped
+from datacheck.report.build import build_report
 from datacheck.report.model import Report
 
 __all__ = [
@@ -127,12 +133,6 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     Raises:
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
     """
-    from datacheck.execute.audit import audit_shards
-    from datacheck.execute.cache import EncodeError, ShardCache, code_fingerprint, encode_results
-    from datacheck.io.discover import discover
-    from datacheck.model.constants import FAIL_ON
-    from datacheck.report.build import build_report
-
     check_part_args(num_parts, part)
     if fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
@@ -141,8 +141,6 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     index_doc = None
     if cfg.dataset.index is not None:  # checked before any shard is read; the merge gets its content
         import json
-
-        from datacheck.io.dataindex import read_index, resolve_index_path
 
         ipath = resolve_index_path(cfg.dataset.index, disc.root)
         read_index(ipath, disc.root)
@@ -182,8 +180,6 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     try:
         sidecar = encode_results(results, meta=meta)
     except EncodeError as exc:
-        from datacheck.model.errors import InternalError
-
         raise InternalError(f"cannot store the part's shard results for the merge: {exc}") from None
     return PartRun(report=report, sidecar=sidecar, meta=meta)
 
@@ -198,8 +194,6 @@ def _size(path: Path) -> int | None:
 
 def write_part(run: PartRun, report_file: str | Path) -> Report:
     """Write the sidecar, then the part report at ``report_file`` (both atomically); returns the report."""
-    from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
-
     report_file = Path(report_file)
     try:
         write_bytes_atomic(sidecar_path(report_file), run.sidecar)

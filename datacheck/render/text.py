@@ -1,6 +1,7 @@
 """Human-readable views of a report: a text summary for terminals and markdown for CI job summaries."""
 from __future__ import annotations
 
+from datacheck.model.config import describe_config
 from datacheck.report.model import Report
 
 __all__ = ["render_text", "render_markdown"]
@@ -26,8 +27,6 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def _config_line(report: Report) -> str:
     """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``)."""
-    from datacheck.model.config import describe_config
-
     return describe_config(getattr(report, "config_path", None), report.config_hash)
 
 

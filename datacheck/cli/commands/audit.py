@@ -6,7 +6,20 @@ import os
 import sys
 
 from datacheck.cli.defaults import default_cache_dir, default_report_dir
+from datacheck.execute.audit import audit
+from datacheck.execute.cache import CacheWarning
+from datacheck.execute.parts import audit_part, check_part_args, write_part
+from datacheck.execute.setup import resolve_config_path as _resolve
+from datacheck.io.discover import discover
+from datacheck.io.outputs import check_outputs, write_json_atomic
+from datacheck.model.config import Config, load_config
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.model.errors import UsageError
+from datacheck.render.annotations import emit_annotations, in_github_actions
+from datacheck.render.html import render_html
+from datacheck.render.junit import write_junit
+from datacheck.render.text import render_markdown, render_text
+from datacheck.report.model import report_path
 
 __all__ = ["add_parser", "run"]
 
@@ -60,26 +73,16 @@ def add_ci_arguments(a: argparse.ArgumentParser) -> None:
 def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
     """Write ``--output``/``--junit``, print the report in ``--format``, emit GitHub Actions
     annotations when ``GITHUB_ACTIONS=true`` (on stderr, so stdout stays the report); return the exit code."""
-    from datacheck.render.annotations import emit_annotations, in_github_actions
-    from datacheck.render.text import render_markdown, render_text
-
     text = report.to_json()
     if getattr(args, "junit", None):
-        from datacheck.render.junit import write_junit
-
         write_junit(report, args.junit)
     if getattr(args, "html", None):
-        from datacheck.io.outputs import write_json_atomic
-        from datacheck.render.html import render_html
-
         write_json_atomic(args.html, render_html(report))
     if args.format == "json":
         sys.stdout.write(text)
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(report))
     elif args.format == "html":
-        from datacheck.render.html import render_html
-
         sys.stdout.write(render_html(report))
     else:
         sys.stdout.write(render_text(report))
@@ -108,27 +111,17 @@ def _progress_enabled(args: argparse.Namespace) -> bool:
 
 def resolve_config_path(given: str | None, paths: list[str]) -> str | None:
     """The config to use (one rule for every entry point): see :func:`datacheck.api.resolve_config_path`."""
-    from datacheck.execute.setup import resolve_config_path as _resolve
-
     return _resolve(given, paths)
 
 
 def run(args: argparse.Namespace) -> int:
     import warnings
 
-    from datacheck.execute.audit import audit
-    from datacheck.execute.cache import CacheWarning
-    from datacheck.execute.parts import audit_part, check_part_args, write_part
-    from datacheck.io.outputs import write_json_atomic
-    from datacheck.model.config import Config, load_config
-    from datacheck.report.model import report_path
-
     config_path = resolve_config_path(args.config, args.paths)
     cfg = load_config(config_path) if config_path is not None else Config()
     if getattr(args, "schema", None):
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"schema_": args.schema})})
     split = check_part_args(args.num_parts, args.part)  # before any shard is read
-    from datacheck.io.outputs import check_outputs
 
     check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
                   [*args.paths, *(getattr(args, "against", None) or [])])
@@ -137,8 +130,6 @@ def run(args: argparse.Namespace) -> int:
     def go(progress):
         if split is not None:
             if getattr(args, "against", None):
-                from datacheck.model.errors import UsageError
-
                 raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
             return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
                               progress=progress, prune_cache=args.cache_prune, config_path=config_path,
@@ -180,7 +171,5 @@ def run(args: argparse.Namespace) -> int:
             write_json_atomic(args.output, text)
     root = None
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        from datacheck.io.discover import discover
-
         root = discover(list(args.paths), cfg.dataset.format).root
     return emit_report(report, args, stored, root)

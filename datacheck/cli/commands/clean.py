@@ -10,8 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from datacheck.cli.commands.inspect import resolve_shard_config
 from datacheck.cli.envelope import write_envelope
+from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.tools.clean import clean
 
 __all__ = ["add_parser", "run"]
 
@@ -40,10 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.cli.commands.inspect import resolve_shard_config
-    from datacheck.model.config import load_config
-    from datacheck.tools.clean import clean
-
     cfg = load_config(resolve_shard_config(args.config, args.paths))
     drop = [c.strip() for arg in (args.drop or []) for c in arg.split(",") if c.strip()] or None
     res = clean(args.paths, args.out, cfg, drop=drop)

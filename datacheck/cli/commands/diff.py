@@ -7,13 +7,19 @@ import sys
 from datacheck.cli.defaults import default_report_dir
 from datacheck.cli.envelope import write_envelope
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.model.errors import UsageError
+from datacheck.tools.diff import (
+    DEFAULT_SHARE_THRESHOLD,
+    diff_reports,
+    render_diff_markdown,
+    render_diff_text,
+    resolve_report,
+)
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from datacheck.tools.diff import DEFAULT_SHARE_THRESHOLD
-
     a = sub.add_parser(
         "diff", help="compare two reports: shards added/removed/changed, findings new/resolved/grown, stats moved",
         description="Compare two reports. Exit 0 when NEW has no new policy failure, 1 when it has, 2 on bad "
@@ -29,9 +35,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.model.errors import UsageError
-    from datacheck.tools.diff import diff_reports, render_diff_markdown, render_diff_text, resolve_report
-
     if not 0 <= args.share_threshold <= 1:
         raise UsageError(f"--share-threshold must be in [0, 1], got {args.share_threshold}")
     old = resolve_report(args.old, args.report_dir)

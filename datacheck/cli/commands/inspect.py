@@ -12,7 +12,11 @@ import argparse
 import sys
 
 from datacheck.cli.envelope import write_envelope
+from datacheck.execute.setup import resolve_config_path
+from datacheck.io.outputs import check_outputs
+from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
 
 __all__ = ["add_parser", "run", "resolve_shard_config"]
 
@@ -49,8 +53,6 @@ def resolve_shard_config(given: str | None, paths: list[str]) -> str | None:
     """The config to use: the one rule of every entry point (:func:`datacheck.api.resolve_config_path`:
     ``--config``; else ``./datacheck.toml``; else ``datacheck.toml`` in the one folder holding every
     PATH, or in that folder's parent)."""
-    from datacheck.execute.setup import resolve_config_path
-
     return resolve_config_path(given, paths)
 
 
@@ -99,12 +101,7 @@ def _text(inspections, exported, tok_source: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.io.outputs import check_outputs
-    from datacheck.model.config import Config, load_config
-    from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
-
     check_outputs({"--export": args.export}, args.paths)  # before any shard is read
-    from datacheck.model.config import describe_config
 
     config_path = resolve_shard_config(args.config, args.paths)
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)

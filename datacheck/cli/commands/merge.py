@@ -4,14 +4,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from datacheck.cli.commands.audit import add_ci_arguments, emit_report
 from datacheck.cli.defaults import default_report_dir
+from datacheck.execute.merge import expand_part_paths, load_part, merge_part_inputs
+from datacheck.io.outputs import check_outputs, write_json_atomic
+from datacheck.report.model import report_path
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from datacheck.cli.commands.audit import add_ci_arguments
-
     a = sub.add_parser(
         "merge", help="merge the part reports of 'audit --num-parts N --part k' into the single-job report",
         description="Merge part reports (each with its .results.dcr file beside it) into the report a single "
@@ -32,11 +34,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.cli.commands.audit import emit_report
-    from datacheck.execute.merge import expand_part_paths, load_part, merge_part_inputs
-    from datacheck.io.outputs import check_outputs, write_json_atomic
-    from datacheck.report.model import report_path
-
     paths = expand_part_paths(args.parts)
     check_outputs({"--output": args.output, "--junit": args.junit}, [str(p) for p in paths])  # not over a part
     parts = [load_part(p) for p in paths]
