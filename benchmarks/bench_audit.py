@@ -89,7 +89,7 @@ def child(task: str, path: str) -> None:
         import datacheck
 
         # imports of the check modules are not audit work (their module moved between versions)
-        for mod in ("datacheck.checks.all", "datacheck.checks.registry", "datacheck.checks"):
+        for mod in ("datacheck.checks.all", "datacheck.checks.registry", "datacheck.checks"):  # newest first
             try:
                 m = importlib.import_module(mod)
             except ImportError:

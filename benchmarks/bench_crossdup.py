@@ -86,12 +86,11 @@ def generate(shards: int, rows: int, seed: int = 0) -> Path:
 
 def payloads(root: Path) -> Path:
     """Hash every shard (payload-only query) and store the payloads; returns their folder."""
-    import polars as pl
 
     from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY
     from datacheck.execute.audit import hash_shards
-    from datacheck.model.config import Config
     from datacheck.io.discover import discover
+    from datacheck.model.config import Config
 
     out = root.with_name(root.name + "_payloads")
     done = out / "_complete"
@@ -115,11 +114,16 @@ def payloads(root: Path) -> Path:
 def child_merge(pdir: str) -> None:
     import polars as pl
 
-    from datacheck.model.results import DatasetContext
-    from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY, assign_splits, conflicting_labels, \
-        exact_across_shards, split_overlap
+    from datacheck.checks.crossdup import (
+        CONTENT_KEY,
+        ROWS_KEY,
+        assign_splits,
+        conflicting_labels,
+        exact_across_shards,
+        split_overlap,
+    )
     from datacheck.model.config import config_from_dict
-    from datacheck.model.results import ShardResult
+    from datacheck.model.results import DatasetContext, ShardResult
 
     pdir_p = Path(pdir)
     meta = json.loads((pdir_p / "meta.json").read_text())["shards"]

@@ -40,8 +40,8 @@ def contract_path(shard: Path) -> Path:
     """The contract inferred from ``shard`` (written once, atomically, next to it)."""
     out = WORK / (shard.stem + ".schema.yaml")
     if not out.exists():
-        from datacheck.contracts import infer_contract, infer_yaml
         from datacheck.io.outputs import write_json_atomic
+        from datacheck.tools.infer import infer_contract, infer_yaml
 
         data, _ = infer_contract([str(shard)])
         write_json_atomic(out, infer_yaml(data, [shard.name]))
@@ -51,11 +51,11 @@ def contract_path(shard: Path) -> Path:
 def _pandera_equivalent(contract_file: Path):
     """The contract as one Pandera schema: its columns and checks, plus every datacheck list rule
     as a Pandera custom check selecting the very expression datacheck fuses."""
-    import polars as pl
     import pandera.polars as pa
+    import polars as pl
 
-    from datacheck.contracts import data_items, load_contract
     from datacheck.checks.registry import RowCheck
+    from datacheck.contracts import data_items, load_contract
     from datacheck.model.roles import Roles
 
     contract = load_contract(str(contract_file))
@@ -90,8 +90,8 @@ def child(task: str, shard: str, contract: str) -> None:
         rep = datacheck.audit(shard, cfg)
         extra = {"findings": sorted({f.check for f in rep.findings})}
     else:
-        from pandera.config import ValidationDepth, config_context
         import pandera.polars as pa
+        from pandera.config import ValidationDepth, config_context
 
         schema, lf = _pandera_equivalent(Path(contract))
         depth = ValidationDepth.SCHEMA_AND_DATA if task == "pandera-full" else ValidationDepth.SCHEMA_ONLY

@@ -1,9 +1,19 @@
-"""Shared test fixtures: paths to ../shared (cases, real data) and a CLI runner."""
+"""Shared test fixtures: paths to ../shared (cases, real data) and a CLI runner.
+
+Test hygiene: no test writes into the repository's own ``.datacheck/``. ``DATACHECK_DIR`` (the base
+folder of the CLI's default report and cache folders, :mod:`datacheck.cli.defaults`) points at a
+temporary folder for the whole run, so in-process CLI calls and subprocesses (which inherit the
+environment) that rely on the defaults write there; the session fails when the repository's
+``.datacheck/`` listing changed during the run.
+"""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +22,52 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CASES = SHARED / "cases"
 REALDATA = SHARED / "realdata"
+REPO_STATE = ROOT / ".datacheck"
+
+#: one temporary base folder per pytest process (each xdist worker imports this module itself)
+_TEST_STATE = tempfile.mkdtemp(prefix="datacheck-tests-")
+os.environ["DATACHECK_DIR"] = _TEST_STATE
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Relative path -> (size, mtime_ns) of every file and folder under ``folder`` ({} when absent)."""
+    out: dict[str, tuple[int, int]] = {}
+    if not folder.exists():
+        return out
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            try:
+                st = p.lstat()
+            except FileNotFoundError:
+                continue
+            out[p.relative_to(folder).as_posix()] = (0 if p.is_dir() else st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not _is_worker(session.config):
+        session.config.stash[_BEFORE] = _listing(REPO_STATE)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_TEST_STATE, ignore_errors=True)
+    if _is_worker(session.config) or _BEFORE not in session.config.stash:
+        return
+    before, after = session.config.stash[_BEFORE], _listing(REPO_STATE)
+    if before != after:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        sys.stderr.write(f"\nERROR: the test run wrote into {REPO_STATE} ({len(changed)} path(s) changed, e.g. "
+                         f"{', '.join(changed[:5])}); tests must use tmp paths (DATACHECK_DIR is set to a temporary "
+                         "folder for the run: pass no explicit .datacheck path)\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[dict]()
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from conftest import run_cli
 
 
@@ -129,7 +128,8 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-def test_audit_never_writes_into_the_audited_folder(tmp_path, bad_folder):
+def test_audit_never_writes_into_the_audited_folder(tmp_path, bad_folder, monkeypatch):
+    monkeypatch.delenv("DATACHECK_DIR")  # the real default: .datacheck/ under the working directory
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
     before = _snapshot(bad_folder)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from conftest import run_cli
+
 from datacheck.cli.main import main
 from datacheck.report.model import read_report
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from conftest import run_cli
+
 from datacheck.cli.main import main
 from datacheck.model.config import config_from_dict, load_config
 from datacheck.model.errors import ConfigError

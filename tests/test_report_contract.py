@@ -25,9 +25,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import CASES, ROOT, run_cli
 
 import datacheck
-from conftest import CASES, ROOT, run_cli
 from datacheck.model.catalog import CATALOG
 from datacheck.model.constants import REPORT_VERSION
 from datacheck.model.errors import ReportVersionError, UsageError

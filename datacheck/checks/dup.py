@@ -15,6 +15,7 @@ from typing import Iterable
 
 import polars as pl
 
+from datacheck.checks.crossdup import ROWS_KEY, payload_wanted
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 
 __all__ = ["exact_in_shard", "content_columns"]
@@ -68,7 +69,6 @@ def _refine(cols: list[str], key_cols: list[str], schema: dict[str, pl.DataType]
 
 def _repeats_from_hashes(payload: dict) -> list[int]:
     """Rows whose (128-bit content hash, label) repeats an earlier row (see crossdup.py's encoding)."""
-    from datacheck.checks.crossdup import ROWS_KEY
 
     df = payload[ROWS_KEY]
     key = pl.struct(df.columns) if len(df.columns) > 1 else pl.col(df.columns[0])
@@ -84,7 +84,6 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     key_cols = [_key_column(cols, ctx.schema)]
     shown = [c for c in cols if ctx.schema[c] == pl.String][:1] or key_cols
-    from datacheck.checks.crossdup import payload_wanted
 
     if payload_wanted(ctx) and [c for c in cols if c != ctx.roles.label]:
         # The fused query already computes 128-bit content hashes of every row (label excluded) for

@@ -5,8 +5,8 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.checks._expr import truncated
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype, is_list

@@ -9,8 +9,8 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.checks._expr import any_element, count_elements, first_bad, flat_list
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.model.constants import BF16_MAX, FP16_MAX, FP32_MAX
 from datacheck.model.roles import inner_dtype
 

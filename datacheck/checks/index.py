@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check
+from datacheck.io.dataindex import compare_index, compare_shipped, read_index, resolve_index_path, shipped_lists
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["numbering_gap", "temp_files", "duplicate_shards", "committed_index", "shipped_index", "empty_shard",
@@ -101,7 +102,6 @@ def duplicate_shards(dctx: Any) -> Iterable[Finding]:
 def committed_index(dctx: Any) -> Iterable[Finding | Skipped]:
     """``index.missing_shard``/``extra_shard``/``changed_shard``/``row_count_mismatch`` against the
     committed ``[dataset] index`` (read and validated before any shard; see :mod:`datacheck.io.dataindex`)."""
-    from datacheck.io.dataindex import compare_index, read_index, resolve_index_path
 
     idx = getattr(dctx, "index", None)
     if idx is None and dctx.cfg.dataset.index is not None and dctx.root is not None:
@@ -118,7 +118,6 @@ def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
     import os
     from pathlib import Path
 
-    from datacheck.io.dataindex import compare_shipped, shipped_lists
 
     if dctx.root is None or not Path(dctx.root).is_dir():
         return

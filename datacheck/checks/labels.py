@@ -5,8 +5,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Finding, Skipped
 

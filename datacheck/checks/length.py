@@ -10,14 +10,14 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks._expr import counts_to_pairs
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Skipped
-from datacheck.model.stats import histogram_summary
 from datacheck.model.roles import ROLE_TABLE, inner_dtype, is_list
+from datacheck.model.stats import histogram_summary
 
-__all__ = ["over_max", "length_mismatch", "length_stats", "attended_length", "histogram_summary", "quantile_from_hist"]
+__all__ = ["over_max", "length_mismatch", "length_stats", "attended_length"]
 
 
 

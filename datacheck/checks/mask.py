@@ -5,8 +5,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks._expr import first_bad, positions_count, supervised_per_row
+from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import inner_dtype, is_list

@@ -36,7 +36,7 @@ import polars as pl
 
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.errors import InternalError
+from datacheck.model.errors import InternalError, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import ROLE_SPECS, Roles, role_dtype_problems, role_problem
 
@@ -63,7 +63,6 @@ __all__ = [
     "shard_plan",
     "dataset_items",
     "unreadable_findings",
-    "load_families",
 ]
 
 
@@ -415,7 +414,6 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
     Raises:
         InternalError: a check yielded an item of another ID, or an object that is no shard item.
     """
-    load_families()
     plan = ShardPlan()
     probs_cache: list[Any] = []
 
@@ -434,7 +432,14 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
         if why is not None:
             plan.skipped.append(Skipped(cid, why))
             continue
-        for item in spec.shard(ctx):
+        try:
+            items = list(spec.shard(ctx))
+        except (UsageError, ReportVersionError):  # bad input the check found: the user's error (exit 2)
+            raise
+        except Exception as exc:  # noqa: BLE001 - a raising check function is a check error, not a crash
+            plan.skipped.append(_raised(cid, spec.shard, exc))
+            continue
+        for item in items:
             item = _own(cid, item)
             if isinstance(item, RowCheck):
                 plan.row_checks.append(item)
@@ -448,7 +453,14 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
                 raise InternalError(f"check {cid!r} yielded {type(item).__name__}; measurements go in @measure")
     if measures:
         for name, fn in MEASURES.items():
-            for item in fn(ctx):
+            try:
+                measured = list(fn(ctx))
+            except (UsageError, ReportVersionError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a raising measurement is a check error, not a crash
+                plan.skipped.append(_raised(f"stats.{name}", fn, exc))
+                continue
+            for item in measured:
                 if isinstance(item, Stat):
                     plan.stats.append(item)
                 elif isinstance(item, Payload):
@@ -458,10 +470,16 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
     return plan
 
 
+def _raised(cid: str, fn: Any, exc: BaseException) -> Skipped:
+    """The check error entry of a check (or measurement) function that raised: never a silent pass."""
+    first = (str(exc).splitlines() or [""])[0]
+    return Skipped(cid, f"check function {getattr(fn, '__name__', fn)!r} raised {type(exc).__name__}: {first}",
+                   error=True)
+
+
 def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
     """Every registered dataset-stage check on ``dctx``, then the :data:`NOT_BUILT` IDs whose config
     section is set (skipped: "not yet built in this version")."""
-    load_families()
     for cid, spec in CHECKS.items():
         if spec.dataset is None:
             continue
@@ -469,7 +487,14 @@ def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
         if why is not None:
             yield Skipped(cid, why)
             continue
-        for item in spec.dataset(dctx):
+        try:
+            items = list(spec.dataset(dctx))
+        except (UsageError, ReportVersionError):  # bad input the check found (e.g. a shipped index): exit 2
+            raise
+        except Exception as exc:  # noqa: BLE001 - a raising check function is a check error, not a crash
+            yield _raised(cid, spec.dataset, exc)
+            continue
+        for item in items:
             yield _own(cid, item)
     for cid, (section, why) in NOT_BUILT.items():
         if _section_set(dctx.cfg, section):
@@ -484,11 +509,5 @@ def _section_set(cfg: Config, section: str) -> bool:
 
 def unreadable_findings(shard: str, fmt: str, reason: str) -> list[Finding]:
     """The findings of a shard that cannot be read (``shard``: its relative path, ``fmt``: its format)."""
-    load_families()
     return [f for fn in UNREADABLE.values() for f in fn(shard, fmt, reason)]
 
-
-def load_families() -> None:
-    """Import every family module so that its checks register (idempotent)."""
-    from datacheck.checks import dup, empty, finite, index, labels, length, mask, schema, tokens  # noqa: F401
-    from datacheck.checks import crossdup, decode, dist, roledtype  # noqa: F401

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
-
 from datacheck.checks.registry import ShardContext, ShardItem, check
 from datacheck.checks.roledtype import problems
+from datacheck.contracts import data_items, load_contract, structure_findings
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent"]
@@ -37,7 +37,6 @@ def _contract_parts(ctx: ShardContext) -> tuple[list[Finding], list[ShardItem]]:
     spec = ctx.cfg.dataset.schema_
     parts: tuple[list[Finding], list[ShardItem]] = ([], [])
     if spec is not None:
-        from datacheck.contracts import data_items, load_contract, structure_findings
 
         contract = load_contract(spec)
         findings, skip = structure_findings(contract, ctx.schema, ctx.roles)

@@ -5,8 +5,9 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.checks._expr import counts_to_pairs, first_bad, id_storage_cap
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.contracts import load_contract
 from datacheck.model.findings import Finding
 from datacheck.model.roles import inner_dtype
 
@@ -141,7 +142,6 @@ def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
         return
     if any(f.check == "tokens.dtype_overflow" for s in dctx.shards for f in s.findings):
         return
-    from datacheck.contracts import load_contract
 
     contract = load_contract(spec)
     ids_cols = {s.roles.get("input_ids", {}).get("columns") for s in dctx.readable_shards()} - {None}

@@ -14,6 +14,7 @@ import sys
 import traceback
 from typing import Any, TextIO
 
+import datacheck.cli.commands as pkg
 from datacheck import __version__
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_POLICY_FAILED, EXIT_USAGE
 from datacheck.model.errors import DatacheckError, PolicyFailed, ReportVersionError, UsageError
@@ -42,8 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _command_modules() -> list[str]:
     """Every module in datacheck/commands/ is a verb with ``add_parser(subparsers)`` and ``run(args) -> int``."""
     import pkgutil
-
-    import datacheck.cli.commands as pkg
 
     names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
     return ["audit"] + [n for n in names if n != "audit"]

@@ -4,16 +4,15 @@
   Python ``DataFrameModel`` (``file.py:ClassName``).
 - :func:`structure_findings` / :func:`data_items`: a contract as shard findings and fused row checks
   (used by the ``schema`` check family).
-- :func:`infer_contract`: a contract written from the data (``datacheck schema infer``).
+- writing a contract from the data (``datacheck schema infer``) is a tool: :mod:`datacheck.tools.infer`.
 """
 from __future__ import annotations
 
-from datacheck.tools.infer import infer_contract, infer_yaml
 from datacheck.contracts.load import LAYOUTS, contract_from_dict, layout_text, load_contract
 from datacheck.contracts.model import KINDS, ColumnRule, Contract, dtype_kind
 from datacheck.contracts.validate import data_items, structure_findings, validate_with_pandera
 
 __all__ = [
     "LAYOUTS", "KINDS", "ColumnRule", "Contract", "dtype_kind", "load_contract", "contract_from_dict",
-    "layout_text", "structure_findings", "data_items", "validate_with_pandera", "infer_contract", "infer_yaml",
+    "layout_text", "structure_findings", "data_items", "validate_with_pandera",
 ]

@@ -31,8 +31,8 @@ from typing import Any, Iterable, Union
 
 import polars as pl
 
-from datacheck.checks.registry import RowCheck
 from datacheck.checks._expr import any_element, first_bad
+from datacheck.checks.registry import RowCheck
 from datacheck.contracts.model import ColumnRule, Contract, dtype_kind
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import Roles, inner_dtype, is_list

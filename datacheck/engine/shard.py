@@ -10,16 +10,26 @@ from typing import Any, Callable
 
 import polars as pl
 
-from datacheck.model import catalog
-from datacheck.checks.registry import (FlatView, Payload, RowCheck, RowsKey, ShardContext, ShardPlan, Stat, shard_plan,
-                                       unreadable_findings)
-from datacheck.model.config import Config
-from datacheck.model.errors import ENGINE_ERRORS
-from datacheck.model.findings import Example, Finding, Skipped
-from datacheck.model.results import ShardResult
+from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
+from datacheck.checks.registry import (
+    FlatView,
+    Payload,
+    RowCheck,
+    RowsKey,
+    ShardContext,
+    ShardPlan,
+    Stat,
+    shard_plan,
+    unreadable_findings,
+)
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
+from datacheck.model import catalog
+from datacheck.model.config import Config
+from datacheck.model.errors import ENGINE_ERRORS, InternalError
+from datacheck.model.findings import Example, Finding, Skipped
+from datacheck.model.results import ShardResult
 
 __all__ = ["ShardResult", "audit_shard", "audit_frame"]
 
@@ -33,14 +43,27 @@ def _unreadable(ds: DiscoveredShard, chash: str, size: int, reason: str) -> Shar
                        findings=unreadable_findings(ds.rel, ds.format, reason))
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (polars puts its plan below it)."""
+    lines = str(exc).splitlines()
+    return lines[0] if lines else ""
+
+
 def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
-    if rc.view is not None:  # evaluated in the exploded frame: a row fails when any position does
-        rows = pl.col("__row").filter(rc.fails.fill_null(False)).unique(maintain_order=True)
-    elif rc.rows is not None:
+    if rc.rows is not None:
         rows = rc.rows
+    elif rc.fails is None:
+        raise InternalError(f"row check {rc.check!r} has neither 'fails' nor 'rows'")
+    elif rc.view is not None:  # evaluated in the exploded frame: a row fails when any position does
+        rows = pl.col("__row").filter(rc.fails.fill_null(False)).unique(maintain_order=True)
     else:
         rows = pl.int_range(pl.len(), dtype=pl.UInt32).filter(rc.fails.fill_null(False))
     return [rows.implode().alias(f"__r{i}")]
+
+
+def _view_of(m: Stat | Payload) -> FlatView | None:
+    """The flat view a measurement is evaluated in (payloads are always per row)."""
+    return m.view if isinstance(m, Stat) else None
 
 
 def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Payload],
@@ -55,7 +78,8 @@ def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Pa
         target.extend(_row_exprs(i, rc))
     for j in stat_idx:
         st = stats[j]
-        target = main if getattr(st, "view", None) is None else views.setdefault(st.view.key, (st.view, []))[1]
+        sv = _view_of(st)
+        target = main if sv is None else views.setdefault(sv.key, (sv, []))[1]
         target.append(st.expr.alias(f"__s{j}"))
     out = [lf.select(main)] if main else []
     out += [view.frame(lf).select(exprs) for view, exprs in views.values()]
@@ -73,7 +97,7 @@ def _first(df: pl.DataFrame, name: str) -> Any:
 
 
 def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat | Payload]
-               ) -> tuple[int, dict[int, tuple[list[int], dict]], dict[str, Any], dict[str, Any], list[Skipped]]:
+               ) -> tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[str, Any], dict[str, Any], list[Skipped]]:
     """The one fused query (a select over the rows, plus the flat views, collected together over one
     scan) computing every row check, stat and payload. If it fails, find out whether reading or one
     check is at fault. Returns (rows, check results, stat values, payload values, skipped)."""
@@ -98,17 +122,18 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [i], [], with_len=False)))
                 ok_checks.append(i)
             except ENGINE_ERRORS as e:
-                skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {str(e).splitlines()[0]}"))
+                skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {_first_line(e)}",
+                                       error=True))
         for j, s in enumerate(stats):
             try:
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [], [j], with_len=False)))
                 ok_stats.append(j)
             except ENGINE_ERRORS as e:
-                skipped.append(Skipped(f"stats.{s.key}", f"could not compute: {str(e).splitlines()[0]}"))
+                skipped.append(Skipped(f"stats.{s.key}", f"could not compute: {_first_line(e)}", error=True))
         df = pl.concat(df_parts, how="horizontal")
         del exc
     n = int(df["__n"][0])
-    results: dict[int, tuple[list[int], dict]] = {}
+    results: dict[int, tuple[list[int], dict[str, Any]]] = {}
     for i in ok_checks:
         results[i] = (_first(df, f"__r{i}") or [], {})
     # payloads stay polars objects (e.g. a Series of row hashes), stats become Python values
@@ -120,7 +145,8 @@ def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat
         try:
             rows = rc.from_payload(payload)  # type: ignore[misc]
         except Exception as e:  # noqa: BLE001 - a missing payload makes the check unrunnable, not the audit
-            skipped.append(Skipped(rc.check, f"could not run on this shard: {e}"))
+            skipped.append(Skipped(rc.check, f"could not run on this shard: {type(e).__name__}: {_first_line(e)}",
+                                   error=True))
             continue
         results[i] = (sorted(int(r) for r in rows), {})
     return n, results, stat_values, payload, skipped
@@ -139,10 +165,11 @@ def _needed_columns(row_checks: list[RowCheck], stats: list[Stat | Payload], sch
         else:
             views.append(rc.view)
     for st in stats:
-        if getattr(st, "view", None) is None:
+        sv = _view_of(st)
+        if sv is None:
             exprs.append(st.expr)
         else:
-            views.append(st.view)
+            views.append(sv)
     names: set[str] = set()
     for e in exprs:
         try:
@@ -220,7 +247,6 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     With ``keep_rows``, ``ShardResult.failing_rows`` holds every failing row of every row check
     (for ``datacheck clean``); otherwise findings keep the first ``max_examples`` rows only.
     """
-    max_ex = cfg.report.max_examples
     try:
         data: CheckInput = open_for_checks(ds, cfg)  # the reader, the text-column and null-role casts
     except Unreadable as exc:
@@ -279,7 +305,8 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
                 results[i] = (rc.refine(data.lf, rows), details)
             except ENGINE_ERRORS as e:
                 del results[i]
-                skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: {str(e).splitlines()[0]}"))
+                skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: {_first_line(e)}",
+                                       error=True))
     failed = {i: rows for i, (rows, _) in results.items() if rows}
     fail_details, example_values = _second_pass(data.lf, failed, row_checks, max_ex)
     results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}

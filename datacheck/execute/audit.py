@@ -7,9 +7,14 @@ from typing import Any, Callable, Iterable
 
 import polars as pl
 
+from datacheck.checks.all import load_families
 from datacheck.checks.crossdup import assign_splits, crossdup_payload
-from datacheck.checks.registry import Payload, ShardContext, dataset_items, load_families, unreadable_findings
+from datacheck.checks.registry import Payload, ShardContext, dataset_items, unreadable_findings
+from datacheck.contracts import load_contract
 from datacheck.engine.shard import audit_shard
+from datacheck.execute.cache import ShardCache
+from datacheck.execute.setup import config_and_source
+from datacheck.io.dataindex import read_index, resolve_index_path
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashing import hash_file
 from datacheck.io.read import open_for_checks
@@ -17,12 +22,11 @@ from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.constants import FAIL_ON
-from datacheck.model.errors import ENGINE_ERRORS
+from datacheck.model.errors import ENGINE_ERRORS, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
 from datacheck.report.build import build_report
 from datacheck.report.model import Report
-from datacheck.execute.setup import config_and_source
 
 __all__ = ["audit", "audit_one", "audit_one_cached", "audit_shards", "finish_report", "hash_shards"]
 
@@ -50,7 +54,8 @@ def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: 
     if hit is not None:
         return hit
     result = audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
-    cache.put(key, result)
+    if not result.check_errors:  # a check that failed internally is retried next time, never replayed
+        cache.put(key, result)
     return result
 
 
@@ -74,11 +79,14 @@ def audit_shards(disc: Discovery, cfg: Config,
 
 def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None, temp_files: list[str],
                   fail_on: str, index: Any = None, against: list[ShardResult] | None = None,
-                  config_path: str | None = None, ignored: Iterable[dict[str, str]] = ()) -> Report:
+                  config_path: str | None = None, ignored: Iterable[dict[str, str]] = (),
+                  allow_check_errors: bool = False) -> Report:
     """Run the dataset-level checks over ``results`` (in discovery order) and build the report.
 
     The single-job audit and ``datacheck merge`` of part reports both end here, so a merged
-    report is the same as a single-job one.
+    report is the same as a single-job one. A dataset check function that raises is a check error
+    (a ``skipped`` entry with ``error: true``; see :func:`~datacheck.report.build.build_report`);
+    the findings it yielded before raising are dropped.
     """
     load_families()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
@@ -93,7 +101,8 @@ def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None,
             skipped.append(("", item))
     for f in dataset_findings:
         catalog.info(f.check)  # an unknown ID is a bug: fail loudly in tests
-    return build_report(cfg, results, dataset_findings, skipped, fail_on, config_path=config_path, ignored=ignored)
+    return build_report(cfg, results, dataset_findings, skipped, fail_on, config_path=config_path, ignored=ignored,
+                        allow_check_errors=allow_check_errors)
 
 
 def audit(
@@ -106,6 +115,7 @@ def audit(
     against: str | Path | list[str | Path] | None = None,
     prune_cache: bool = False,
     config_path: str | None = "derive",
+    allow_check_errors: bool = False,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
@@ -124,6 +134,9 @@ def audit(
         against: another dataset (shard files, folders or globs) to compare with: rows of the audited
             data whose content also occurs there are ``dup.split_overlap`` (e.g. eval against train).
             Only its row content hashes are computed; its own defects are not reported.
+        allow_check_errors: False (default): a check that fails internally (its polars query or its
+            Python function raises) makes the report ``fail`` (``summary.check_errors``; the CLI exits 3).
+            True: the status follows the findings only; the check errors are still listed in ``skipped``.
 
     Returns:
         The :class:`Report`. It is not written anywhere; the CLI stores it.
@@ -134,8 +147,6 @@ def audit(
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
     """
-    from datacheck.model.errors import UsageError
-
     if fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if isinstance(paths, (str, Path)):
@@ -144,23 +155,19 @@ def audit(
     if config_path != "derive":
         source = config_path
     if cfg.dataset.schema_ is not None:  # a bad schema is a usage error (exit 2) before any shard is read
-        from datacheck.contracts import load_contract
 
         load_contract(cfg.dataset.schema_)
     cache = None
     if cache_dir is not None:
-        from datacheck.execute.cache import ShardCache
 
         cache = ShardCache(cache_dir, cfg)
     disc: Discovery = discover([str(p) for p in paths], cfg.dataset.format)
     index = None
     if cfg.dataset.index is not None:  # a bad index is a usage error before any shard is read
-        from datacheck.io.dataindex import read_index, resolve_index_path
 
         index = read_index(resolve_index_path(cfg.dataset.index, disc.root), disc.root)
     against_results = None
     if against is not None:
-        from datacheck.execute.audit import hash_shards
 
         against_results = hash_shards(discover([str(p) for p in ([against] if isinstance(against, (str, Path))
                                                                  else against)], cfg.dataset.format), cfg)
@@ -169,7 +176,8 @@ def audit(
     if cache is not None and prune_cache:
         cache.prune()
     return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
-                         index=index, against=against_results, config_path=source, ignored=disc.ignored_data)
+                         index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
+                         allow_check_errors=allow_check_errors)
 
 
 def hash_shards(disc: Any, cfg: Any) -> list[Any]:

@@ -56,10 +56,12 @@ from typing import Any
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.io.hashing import hash_file
+from datacheck.io.outputs import write_bytes_atomic
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
-from datacheck.io.outputs import write_bytes_atomic
 from datacheck.model.findings import Finding, Skipped
+from datacheck.model.results import ShardResult
 
 __all__ = [
     "DEFAULT_CACHE_DIR",
@@ -206,8 +208,6 @@ def _result_to_obj(r: Any, blobs: list[bytes]) -> dict[str, Any]:
 
 
 def _result_from_obj(o: dict[str, Any], blobs: list[memoryview]) -> Any:
-    from datacheck.model.results import ShardResult
-
     findings = []
     for fd in o["findings"]:
         findings.append(Finding.from_dict(_decode_value(fd, blobs)))
@@ -215,7 +215,7 @@ def _result_from_obj(o: dict[str, Any], blobs: list[memoryview]) -> Any:
         path=o["path"], format=o["format"], content_hash=o["content_hash"], bytes=o["bytes"], rows=o["rows"],
         findings=findings,
         stats=_decode_value(o["stats"], blobs),
-        skipped=[Skipped(check=s["check"], reason=s["reason"]) for s in o["skipped"]],
+        skipped=[Skipped.from_dict(s) for s in o["skipped"]],
         roles=_decode_value(o["roles"], blobs),
         columns=_decode_value(o["columns"], blobs),
         failing_rows=_decode_value(o["failing_rows"], blobs),
@@ -307,7 +307,6 @@ def _schema_file_hash(cfg: Config) -> str | None:
     name = getattr(cfg.dataset, "schema_", None)
     if not name:
         return None
-    from datacheck.io.hashing import hash_file
 
     for candidate in (name, name.rsplit(":", 1)[0] if ":" in name else None):
         if candidate and Path(candidate).is_file():

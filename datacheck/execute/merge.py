@@ -16,6 +16,12 @@ from typing import Any
 
 import xxhash
 
+from datacheck.execute.audit import finish_report
+from datacheck.execute.cache import CorruptEntry, decode_results
+from datacheck.execute.parts import PART_KIND
+from datacheck.io.dataindex import parse_index
+from datacheck.model.config import config_from_dict
+from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.report.model import Report, read_report
 
@@ -70,9 +76,6 @@ def load_part(path: str | Path) -> PartInput:
             digest, or is corrupt.
         ReportVersionError: the report is newer than this datacheck reads.
     """
-    from datacheck.execute.cache import CorruptEntry, decode_results
-    from datacheck.execute.parts import PART_KIND
-
     path = Path(path)
     report = read_report(path)
     part = report.part
@@ -100,12 +103,14 @@ def load_part(path: str | Path) -> PartInput:
     return PartInput(path, report, results, meta)
 
 
-def merge_parts(paths: list[str | Path], fail_on: str | None = None) -> Report:
+def merge_parts(paths: list[str | Path], fail_on: str | None = None, allow_check_errors: bool = False) -> Report:
     """Merge part reports into the report a single job would have written.
 
     Args:
         paths: part report files (their sidecars beside them).
         fail_on: override of the parts' ``--fail-on``; None: the parts' value (they must agree).
+        allow_check_errors: as in :func:`datacheck.api.audit` (check errors of the parts' shards
+            and of the dataset-level checks fail the merged report unless True).
 
     Raises:
         UsageError: parts from different audits (config, code, shard list or ``num_parts`` differ),
@@ -113,15 +118,11 @@ def merge_parts(paths: list[str | Path], fail_on: str | None = None) -> Report:
     """
     if not paths:
         raise UsageError("merge needs at least one part report")
-    return merge_part_inputs([load_part(p) for p in paths], fail_on=fail_on)
+    return merge_part_inputs([load_part(p) for p in paths], fail_on=fail_on, allow_check_errors=allow_check_errors)
 
 
-def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None) -> Report:
+def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None, allow_check_errors: bool = False) -> Report:
     """:func:`merge_parts` over parts already read with :func:`load_part`."""
-    from datacheck.model.constants import FAIL_ON
-    from datacheck.execute.audit import finish_report
-    from datacheck.model.config import config_from_dict
-
     if not parts:
         raise UsageError("merge needs at least one part report")
     first = parts[0].meta
@@ -172,9 +173,8 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None) -> Rep
     root = next((Path(p.meta["root"]) for p in parts if Path(p.meta["root"]).is_dir()), Path(first["root"]))
     index = None
     if first.get("index") is not None:
-        from datacheck.io.dataindex import parse_index
-
         source = Path(first["index"]["source"])  # relative to the root when the index lies inside it
         index = parse_index(first["index"]["data"], root, str(source if source.is_absolute() else root / source))
     return finish_report(cfg, results, root=root, temp_files=first["temp_files"], fail_on=fail_on, index=index,
-                         config_path=first.get("config_path"), ignored=first.get("ignored", []))
+                         config_path=first.get("config_path"), ignored=first.get("ignored", []),
+                         allow_check_errors=allow_check_errors)

@@ -32,10 +32,16 @@ from typing import Any, Callable
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.execute.audit import audit_shards
+from datacheck.execute.cache import EncodeError, ShardCache, code_fingerprint, encode_results
+from datacheck.io.dataindex import read_index, resolve_index_path
+from datacheck.io.discover import Discovery, discover
+from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
 from datacheck.model.config import Config
-from datacheck.model.errors import UsageError
+from datacheck.model.constants import FAIL_ON
+from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Skipped
-from datacheck.io.discover import Discovery
+from datacheck.report.build import build_report
 from datacheck.report.model import Report
 
 __all__ = [
@@ -114,24 +120,19 @@ class PartRun:
 def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail_on: str = "error",
                cache_dir: str | Path | None = None,
                progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False,
-               config_path: str | None = None) -> PartRun:
+               config_path: str | None = None, allow_check_errors: bool = False) -> PartRun:
     """Audit part ``part`` of ``num_parts`` of the shards under ``paths``.
 
     Every shard is discovered (the merge needs the full ordered list, with each shard's size from
     the file system) but only the part's shards are hashed and read. Nothing in the sidecar that the
     merge compares depends on where the data is checked out: shard paths are relative to the
     audited root, and the ``[dataset] index`` file is named relative to it when it lies inside.
-    ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`).
+    ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`);
+    ``allow_check_errors`` decides the part report's status only (the merge takes its own).
 
     Raises:
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
     """
-    from datacheck.model.constants import FAIL_ON
-    from datacheck.execute.audit import audit_shards
-    from datacheck.report.build import build_report
-    from datacheck.execute.cache import EncodeError, ShardCache, code_fingerprint, encode_results
-    from datacheck.io.discover import discover
-
     check_part_args(num_parts, part)
     if fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
@@ -140,8 +141,6 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     index_doc = None
     if cfg.dataset.index is not None:  # checked before any shard is read; the merge gets its content
         import json
-
-        from datacheck.io.dataindex import read_index, resolve_index_path
 
         ipath = resolve_index_path(cfg.dataset.index, disc.root)
         read_index(ipath, disc.root)
@@ -156,7 +155,8 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     skipped.append(("", Skipped("dataset", f"part {part} of {num_parts} (0-based): the dataset-level checks run "
                                            "in 'datacheck merge' over all parts")))
-    report = build_report(cfg, results, [], skipped, fail_on, config_path=config_path, ignored=disc.ignored_data)
+    report = build_report(cfg, results, [], skipped, fail_on, config_path=config_path, ignored=disc.ignored_data,
+                          allow_check_errors=allow_check_errors)
     import polars as pl
 
     meta = {
@@ -180,8 +180,6 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     try:
         sidecar = encode_results(results, meta=meta)
     except EncodeError as exc:
-        from datacheck.model.errors import InternalError
-
         raise InternalError(f"cannot store the part's shard results for the merge: {exc}") from None
     return PartRun(report=report, sidecar=sidecar, meta=meta)
 
@@ -196,9 +194,6 @@ def _size(path: Path) -> int | None:
 
 def write_part(run: PartRun, report_file: str | Path) -> Report:
     """Write the sidecar, then the part report at ``report_file`` (both atomically); returns the report."""
-    from datacheck.io.outputs import write_bytes_atomic
-    from datacheck.io.outputs import write_json_atomic
-
     report_file = Path(report_file)
     try:
         write_bytes_atomic(sidecar_path(report_file), run.sidecar)

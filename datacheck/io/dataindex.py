@@ -38,13 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from datacheck.model.constants import HASH_ALGORITHM
-from datacheck.model.errors import UsageError
-from datacheck.model.findings import Finding
-from datacheck.io.hfmeta import hf_data_files, parse_state
-from datacheck.io.read import open_for_checks
+from datacheck._version import __version__
 from datacheck.io.discover import DiscoveredShard
+from datacheck.io.hashing import index_hash
+from datacheck.io.hfmeta import hf_data_files, parse_state
+from datacheck.io.outputs import write_json_atomic
+from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
+from datacheck.model.constants import HASH_ALGORITHM
+from datacheck.model.errors import ENGINE_ERRORS, UsageError
+from datacheck.model.findings import Finding
 
 __all__ = [
     "INDEX_FORMAT",
@@ -200,8 +203,6 @@ def read_index(path: str | Path, root: Path) -> DataIndex:
 
 def build_index(entries: list[IndexEntry]) -> dict[str, Any]:
     """The index document (a dict ready for JSON with sorted keys) for ``entries``."""
-    from datacheck._version import __version__
-    from datacheck.io.hashing import index_hash
 
     shards = sorted(entries, key=lambda e: e.path)
     return {
@@ -216,7 +217,6 @@ def build_index(entries: list[IndexEntry]) -> dict[str, Any]:
 
 def write_index(doc: dict[str, Any], path: str | Path) -> Path:
     """Write the index document atomically (temporary file, fsync, rename), sorted keys."""
-    from datacheck.io.outputs import write_json_atomic
 
     return write_json_atomic(path, json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
 
@@ -225,7 +225,6 @@ def count_rows(path: Path, fmt: str, cfg: Any) -> int | None:
     """Rows of one shard (parquet: from the footer; others: parsed). None when unreadable."""
     import polars as pl
 
-    from datacheck.model.errors import ENGINE_ERRORS
 
     try:
         data = open_for_checks(DiscoveredShard(path=Path(path), rel=Path(path).name, format=fmt), cfg)

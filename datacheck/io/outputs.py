@@ -289,8 +289,6 @@ def write_json_atomic(path: str | Path, text: str) -> Path:
     Raises:
         UsageError: ``path`` is an existing folder, or cannot be written (the message names it).
     """
-    from datacheck.io.outputs import write_atomic
-
     return write_atomic(path, text)
 
 
@@ -301,6 +299,4 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     Raises:
         OSError: the file cannot be written (the cache turns this into a :class:`CacheWarning`).
     """
-    from datacheck.io.outputs import write_atomic
-
     write_atomic(path, data, os_errors=True)

@@ -152,10 +152,26 @@ class Finding:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A check that could not run, and why (e.g. ``[tokens] vocab_size`` not set)."""
+    """A check that could not run, and why (e.g. ``[tokens] vocab_size`` not set).
+
+    Attributes:
+        check: check ID (or, when a whole check function raised, its family name).
+        reason: one sentence: the missing fact, or the exception's type and first line.
+        error: True when datacheck itself failed (the check's query or function raised), as opposed
+            to a fact the data or config lacks. A check error fails the report (status ``fail``,
+            CLI exit 3) unless the user allows check errors.
+    """
 
     check: str
     reason: str
+    error: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "reason": self.reason}
+        d: dict[str, Any] = {"check": self.check, "reason": self.reason}
+        if self.error:  # written only when set: reports without check errors keep their bytes
+            d["error"] = True
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Skipped":
+        return cls(check=d["check"], reason=d["reason"], error=bool(d.get("error", False)))

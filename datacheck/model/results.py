@@ -36,6 +36,11 @@ class ShardResult:
     def readable(self) -> bool:
         return self.rows is not None
 
+    @property
+    def check_errors(self) -> list[Skipped]:
+        """The checks that failed internally on this shard (``Skipped`` entries with ``error=True``)."""
+        return [s for s in self.skipped if s.error]
+
 
 @dataclass
 class DatasetContext:

@@ -12,6 +12,7 @@ is reported as ``schema.dtype`` by :mod:`datacheck.checks.roledtype`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -57,12 +58,12 @@ def _missing(role: str, what: str | None = None) -> str:
 _LIST_INT = pl.List(pl.Int64)
 #: The role table: one row per role, in the order roles are listed (``Roles.columns``, ``to_dict``).
 ROLE_TABLE: tuple[RoleSpec, ...] = (
-    RoleSpec("text", "many", "text", pl.String, ("text", "sentence", "content", "sentence1", "sentence2"),
+    RoleSpec("text", "many", "text", pl.String(), ("text", "sentence", "content", "sentence1", "sentence2"),
              False, True, _missing("text")),
-    RoleSpec("label", "one", "class_label", pl.Int64, ("label", "labels"), False, True,
+    RoleSpec("label", "one", "class_label", pl.Int64(), ("label", "labels"), False, True,
              _missing("label", "class label")),
-    RoleSpec("target", "many", "numeric", pl.Float64, (), False, True, _missing("target")),
-    RoleSpec("features", "many", "numeric", pl.Float64, (), False, True, _missing("features")),
+    RoleSpec("target", "many", "numeric", pl.Float64(), (), False, True, _missing("target")),
+    RoleSpec("features", "many", "numeric", pl.Float64(), (), False, True, _missing("features")),
     RoleSpec("input_ids", "one", "int_list", _LIST_INT, ("input_ids",), True, True, _missing("input_ids")),
     RoleSpec("attention_mask", "one", "mask_list", _LIST_INT, ("attention_mask",), True, True,
              _missing("attention_mask")),
@@ -113,6 +114,7 @@ class _RolesBase:
     """Methods of :class:`Roles` (its fields come from :data:`ROLE_TABLE`)."""
 
     __slots__ = ()
+    inferred: frozenset[str]
 
     def of(self, role: str) -> tuple[str, ...]:
         """The columns of ``role`` as a flat tuple (empty when the shard has none)."""
@@ -138,7 +140,7 @@ class _RolesBase:
                         out.append(c)
         return out
 
-    def to_dict(self) -> dict[str, dict]:
+    def to_dict(self) -> dict[str, dict[str, Any]]:
         out = {}
         for name in ROLE_NAMES:
             v = getattr(self, name)
@@ -149,24 +151,35 @@ class _RolesBase:
         return out
 
 
-def _role_field(spec: RoleSpec) -> tuple:
+def _role_field(spec: RoleSpec) -> tuple[str, str, Any]:
     typ = {"one": "str | None", "many": "tuple[str, ...]", "groups": "tuple[tuple[str, ...], ...]"}[spec.arity]
     return (spec.name, typ, field(default=None if spec.arity == "one" else ()))
 
 
-#: Resolved roles of one shard (only columns the shard has): one attribute per row of
-#: :data:`ROLE_TABLE` (``str | None`` for arity one, a tuple for many, a tuple of tuples for groups),
-#: plus ``inferred`` (role names inferred from column names) and ``missing`` ((role, column) pairs
-#: the config names but the shard lacks). Frozen.
-Roles = make_dataclass(
-    "Roles",
-    [_role_field(s) for s in ROLE_TABLE]
-    + [("inferred", "frozenset[str]", field(default_factory=frozenset)),
-       ("missing", "tuple[tuple[str, str], ...]", field(default=()))],
-    bases=(_RolesBase,), frozen=True,
-)
-Roles.__module__ = __name__
-Roles.__doc__ = "Resolved roles of one shard (only columns the shard has); fields from ROLE_TABLE."
+if TYPE_CHECKING:
+    class Roles(_RolesBase):
+        """Static view of the generated class below (type checkers cannot see fields made from a table)."""
+
+        inferred: frozenset[str]
+        missing: tuple[tuple[str, str], ...]
+
+        def __init__(self, **fields: Any) -> None: ...
+
+        def __getattr__(self, role: str) -> Any: ...
+else:
+    #: Resolved roles of one shard (only columns the shard has): one attribute per row of
+    #: :data:`ROLE_TABLE` (``str | None`` for arity one, a tuple for many, a tuple of tuples for groups),
+    #: plus ``inferred`` (role names inferred from column names) and ``missing`` ((role, column) pairs
+    #: the config names but the shard lacks). Frozen.
+    Roles = make_dataclass(
+        "Roles",
+        [_role_field(s) for s in ROLE_TABLE]
+        + [("inferred", "frozenset[str]", field(default_factory=frozenset)),
+           ("missing", "tuple[tuple[str, str], ...]", field(default=()))],
+        bases=(_RolesBase,), frozen=True,
+    )
+    Roles.__module__ = __name__
+    Roles.__doc__ = "Resolved roles of one shard (only columns the shard has); fields from ROLE_TABLE."
 
 
 def _class_label_dtype(dtype: pl.DataType) -> bool:
@@ -365,7 +378,7 @@ def _cause(role: str, col: str, dtype: pl.DataType, fmt: str | None, want_list: 
                     "read every value as a string; write numbers as JSON numbers")
         return (f"the values of {col!r} are strings; write them as numbers, or check [columns] {role}"
                 if role != "label" else
-                f"the labels are strings: give [labels] classes (the class names) instead of num_classes, "
+                "the labels are strings: give [labels] classes (the class names) instead of num_classes, "
                 "or write the labels as integers")
     if inner.is_float():
         return (f"the values of {col!r} are floats: some are not integers (e.g. 2.5), or integers were written as "
@@ -374,7 +387,7 @@ def _cause(role: str, col: str, dtype: pl.DataType, fmt: str | None, want_list: 
 
 
 def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classes: int | None = None,
-                        classes: tuple | list | None = None, shard: str = "") -> list[RoleDtypeProblem]:
+                        classes: tuple[Any, ...] | list[Any] | None = None, shard: str = "") -> list[RoleDtypeProblem]:
     """Role columns whose dtype cannot serve their role, decided from the shard's schema alone.
 
     Rules (the dtype each role needs):
@@ -430,13 +443,13 @@ def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classe
                 add("label", col, "an integer class index (num_classes is set)" if classes is None
                     else "an integer class index (classes are numbers)", False)
     for c in roles.text:
-        t = schema.get(c)
-        if t is not None and not (t == pl.String or (list_depth(t) == 1 and inner_dtype(t) == pl.String)):
+        ct = schema.get(c)
+        if ct is not None and not (ct == pl.String or (list_depth(ct) == 1 and inner_dtype(ct) == pl.String)):
             add("text", c, _EXPECTED["text"], False)
     for role in [r.name for r in ROLE_TABLE if r.dtype == "numeric"]:
         for c in roles.of(role):
-            t = schema.get(c)
-            if t is not None and not (inner_dtype(t).is_numeric() or inner_dtype(t) == pl.Boolean):
+            nt = schema.get(c)
+            if nt is not None and not (inner_dtype(nt).is_numeric() or inner_dtype(nt) == pl.Boolean):
                 add(role, c, _EXPECTED[role], False)
     return out
 

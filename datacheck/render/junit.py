@@ -2,11 +2,12 @@
 
 Layout (the common Ant/Jenkins JUnit dialect that GitHub, GitLab and Jenkins read)::
 
-    <testsuites name="datacheck" tests= failures= errors="0" skipped=>
-      <testsuite name="datacheck audit <index_hash>" tests= failures= errors="0" skipped= timestamp=>
+    <testsuites name="datacheck" tests= failures= errors= skipped=>
+      <testsuite name="datacheck audit <index_hash>" tests= failures= errors= skipped= timestamp=>
         <properties> index_hash, config_hash, datacheck_version, status </properties>
         <testcase classname="<shard path>" name="<check ID>">        one per shard and check
           <failure message="..." type="<check ID>">first rows and values</failure>   fails the policy
+          <error message="..." type="datacheck.check_error">          datacheck failed to run the check
           <skipped message="..."/>                                    could not run on this shard
           <system-out>...</system-out>                                a finding that does not fail
         </testcase>
@@ -16,7 +17,9 @@ Layout (the common Ant/Jenkins JUnit dialect that GitHub, GitLab and Jenkins rea
 
 The checks listed per shard are every row- and shard-level check ID of the catalog
 (:mod:`datacheck.model.catalog`), so a passing check is a passing test case and a skipped one a
-skipped test case; dataset-level IDs get one test case each with classname ``dataset``.
+skipped test case; dataset-level IDs get one test case each with classname ``dataset``. A check
+error (a ``skipped`` entry with ``error: true``) is an ``<error>`` test case, under its own name
+when that name is no catalog ID (a check family whose function raised, a statistic).
 Written atomically (:func:`datacheck.report.write_json_atomic` writes any text).
 """
 from __future__ import annotations
@@ -24,10 +27,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from datacheck.io.outputs import write_json_atomic
 from datacheck.model import catalog
 from datacheck.model.findings import Finding
 from datacheck.report.model import Report
-from datacheck.io.outputs import write_json_atomic
 
 __all__ = ["junit_xml", "write_junit", "FIRST_ROWS"]
 
@@ -54,11 +57,16 @@ def _failure_text(f: Finding) -> str:
 
 
 def _case(parent: ET.Element, classname: str, check: str, findings: list[Finding], skipped: list[str],
-          counts: dict[str, int]) -> None:
+          counts: dict[str, int], errors: list[str] | None = None) -> None:
     tc = ET.SubElement(parent, "testcase", {"classname": classname, "name": check, "time": "0"})
     counts["tests"] += 1
     failing = [f for f in findings if f.fails_policy]
-    if failing:
+    if errors:  # datacheck failed to run the check: a JUnit error, never a pass or a skip
+        counts["errors"] += 1
+        ee = ET.SubElement(tc, "error", {"message": f"{check}: check error: {'; '.join(errors)}"[:1000],
+                                         "type": "datacheck.check_error"})
+        ee.text = "\n".join(errors)
+    elif failing:
         counts["failures"] += 1
         head = failing[0]
         msg = f"{check}: {head.message}" if len(failing) == 1 else f"{check}: {len(failing)} findings fail the policy"
@@ -82,10 +90,14 @@ def junit_xml(report: Report) -> str:
             if f.check not in shard_ids and f.check not in dataset_ids:
                 shard_ids.append(f.check)
     skipped_by: dict[tuple[str, str], list[str]] = {}
+    errors_by: dict[tuple[str, str], list[str]] = {}
+    extra: dict[str, list[str]] = {}  # check errors under names with no test case (a family, a stat)
     for sk in report.skipped:
         for shard in sk.get("shards") or [""]:
-            skipped_by.setdefault((shard, sk["check"]), []).append(sk["reason"])
-    counts = {"tests": 0, "failures": 0, "skipped": 0}
+            (errors_by if sk.get("error") else skipped_by).setdefault((shard, sk["check"]), []).append(sk["reason"])
+            if sk.get("error") and sk["check"] not in shard_ids + dataset_ids:
+                extra.setdefault(shard, []).append(sk["check"])
+    counts = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0}
     root = ET.Element("testsuites", {"name": "datacheck"})
     suite = ET.SubElement(root, "testsuite", {"name": f"datacheck audit {report.index_hash}",
                                               "timestamp": report.created_at.replace("+00:00", "")})
@@ -99,16 +111,22 @@ def junit_xml(report: Report) -> str:
         for f in sh.findings:
             by_check.setdefault(f.check, []).append(f)
         for check in shard_ids:
-            _case(suite, sh.path, check, by_check.get(check, []), skipped_by.get((sh.path, check), []), counts)
+            _case(suite, sh.path, check, by_check.get(check, []), skipped_by.get((sh.path, check), []), counts,
+                  errors_by.get((sh.path, check)))
+        for check in sorted(set(extra.get(sh.path, []))):
+            _case(suite, sh.path, check, [], [], counts, errors_by.get((sh.path, check)))
     ds_by: dict[str, list[Finding]] = {}
     for f in report.dataset_findings:
         ds_by.setdefault(f.check, []).append(f)
     for check in dataset_ids + sorted(set(ds_by) - set(dataset_ids)):
-        _case(suite, "dataset", check, ds_by.get(check, []), skipped_by.get(("", check), []), counts)
+        _case(suite, "dataset", check, ds_by.get(check, []), skipped_by.get(("", check), []), counts,
+              errors_by.get(("", check)))
+    for check in sorted(set(extra.get("", []))):
+        _case(suite, "dataset", check, [], [], counts, errors_by.get(("", check)))
     for el in (root, suite):
         el.set("tests", str(counts["tests"]))
         el.set("failures", str(counts["failures"]))
-        el.set("errors", "0")
+        el.set("errors", str(counts["errors"]))
         el.set("skipped", str(counts["skipped"]))
     suite.set("time", "0")
     ET.indent(root)

@@ -1,6 +1,7 @@
 """Human-readable views of a report: a text summary for terminals and markdown for CI job summaries."""
 from __future__ import annotations
 
+from datacheck.model.config import describe_config
 from datacheck.report.model import Report
 
 __all__ = ["render_text", "render_markdown"]
@@ -26,8 +27,6 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def _config_line(report: Report) -> str:
     """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``)."""
-    from datacheck.model.config import describe_config
-
     return describe_config(getattr(report, "config_path", None), report.config_hash)
 
 
@@ -72,7 +71,8 @@ def render_text(report: Report, max_message: int = 110) -> str:
     lines = [
         f"datacheck {report.datacheck_version}: {_MARK[s['status']]}  "
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s), "
-        f"{s.get('policy_failures', 0)} failing the policy (--fail-on {report.fail_on})",
+        f"{s.get('policy_failures', 0)} failing the policy (--fail-on {report.fail_on})"
+        + (f", {report.check_errors} CHECK ERROR(S): datacheck failed to run some checks" if report.check_errors else ""),
         _config_line(report),
         f"index_hash {report.index_hash}",
         "",
@@ -106,7 +106,8 @@ def render_text(report: Report, max_message: int = 110) -> str:
         lines += ["", f"Skipped ({len(report.skipped)} check(s) could not run; see 'skipped' in the JSON report):"]
         for sk in report.skipped[:12]:
             where = _shards_txt(sk.get("shards") or ())
-            lines.append(f"  {sk['check']}: {sk['reason']}" + (f" {where}" if where else ""))
+            mark = " [CHECK ERROR]" if sk.get("error") else ""
+            lines.append(f"  {sk['check']}{mark}: {sk['reason']}" + (f" {where}" if where else ""))
         if len(report.skipped) > 12:
             lines.append(f"  … {len(report.skipped) - 12} more")
     lines += _ignored_lines(report)

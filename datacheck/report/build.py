@@ -47,9 +47,13 @@ def _merged_stats(shards: list[ShardResult]) -> dict[str, Any]:
 
 def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list[Finding],
                  skipped: list[tuple[str, Skipped]], fail_on: str, *, config_path: str | None = None,
-                 ignored: Iterable[dict[str, str]] = ()) -> Report:
+                 ignored: Iterable[dict[str, str]] = (), allow_check_errors: bool = False) -> Report:
     """Apply the policy and assemble the :class:`Report` (``config_path`` and ``ignored`` are copied
-    into the report's keys of the same names)."""
+    into the report's keys of the same names).
+
+    Check errors (``Skipped`` entries with ``error=True``: a check's query or function raised) are
+    counted in ``summary.check_errors`` (written only when > 0) and make the status ``fail``, unless
+    ``allow_check_errors``: then the status follows the findings and the entries are still listed."""
     total_rows = sum(r.rows or 0 for r in results)
     shard_reports = []
     roles: dict[str, Any] = {}
@@ -71,6 +75,11 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         "warnings": sum(1 for f in every if f.severity == "warn"),
         "policy_failures": sum(1 for f in every if f.fails_policy),
     }
+    check_errors = sum(1 for _shard, s in skipped if s.error)
+    if check_errors:
+        summary["check_errors"] = check_errors
+        if not allow_check_errors:
+            summary["status"] = "fail"
     content_cols = next((list(r.roles and _content(r) or []) for r in results if r.readable), [])
     return Report(
         datacheck_version=__version__,

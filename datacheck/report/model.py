@@ -15,7 +15,7 @@ from datacheck.model.constants import REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["Report", "ShardReport", "read_report", "write_json_atomic", "report_path"]
+__all__ = ["Report", "ShardReport", "read_report", "report_path"]
 
 #: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
 #: "not a datacheck report" (UsageError), never a KeyError.
@@ -91,6 +91,17 @@ class Report:
         return self.summary["status"] != "fail"
 
     @property
+    def check_errors(self) -> int:
+        """How many checks failed internally (``summary.check_errors``; 0 when the key is absent)."""
+        return int(self.summary.get("check_errors", 0))
+
+    @property
+    def failed_by_check_errors(self) -> bool:
+        """True when check errors alone made this report fail: no finding fails the policy, yet
+        the status is ``fail`` (the user did not allow check errors)."""
+        return self.check_errors > 0 and self.status == "fail" and not self.failures()
+
+    @property
     def findings(self) -> list[Finding]:
         out = [f.with_(shards=(s.path,)) for s in self.shards for f in s.findings]
         return out + list(self.dataset_findings)
@@ -104,7 +115,15 @@ class Report:
             return
         fails = self.failures()
         head = "; ".join(f"{f.check} in {', '.join(f.shards) or 'dataset'} ({f.count})" for f in fails[:5])
-        raise PolicyFailed(f"data gate failed: {len(fails)} finding(s) fail the policy: {head}", report=self)
+        errs = ""
+        if self.check_errors and not self.passed:
+            names = sorted({s["check"] for s in self.skipped if s.get("error")})
+            errs = (f"{self.check_errors} check error(s) (datacheck failed to run {', '.join(names[:5])}; "
+                    "see 'skipped'; allow_check_errors=True to gate on the findings only)")
+        if not fails:
+            raise PolicyFailed(f"data gate failed: {errs}", report=self)
+        msg = f"data gate failed: {len(fails)} finding(s) fail the policy: {head}"
+        raise PolicyFailed(msg + (f"; and {errs}" if errs else ""), report=self)
 
     def to_dict(self) -> dict[str, Any]:
         d = self._to_dict()
@@ -196,10 +215,18 @@ def read_report(path: str | Path) -> Report:
 
 
 def skipped_dicts(items: list[tuple[str, Skipped]]) -> list[dict[str, Any]]:
-    """Group (shard, Skipped) pairs into sorted ``{check, reason, shards}`` entries."""
-    grouped: dict[tuple[str, str], list[str]] = {}
+    """Group (shard, Skipped) pairs into sorted ``{check, reason, shards}`` entries; a check error
+    (``Skipped.error``) also carries ``"error": true`` and is never grouped with a plain skip."""
+    grouped: dict[tuple[str, str, bool], list[str]] = {}
     for shard, s in items:
-        grouped.setdefault((s.check, s.reason), [])
-        if shard and shard not in grouped[(s.check, s.reason)]:
-            grouped[(s.check, s.reason)].append(shard)
-    return [{"check": c, "reason": r, "shards": sorted(sh)} for (c, r), sh in sorted(grouped.items())]
+        key = (s.check, s.reason, s.error)
+        grouped.setdefault(key, [])
+        if shard and shard not in grouped[key]:
+            grouped[key].append(shard)
+    out: list[dict[str, Any]] = []
+    for (c, r, err), sh in sorted(grouped.items()):
+        d: dict[str, Any] = {"check": c, "reason": r, "shards": sorted(sh)}
+        if err:
+            d["error"] = True
+        out.append(d)
+    return out

@@ -64,17 +64,17 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.model import catalog
-from datacheck.model.config import Config
-from datacheck.io.dataindex import write_index
-from datacheck.model.errors import InternalError, UsageError
-from datacheck.io.hashing import hash_bytes, hash_file
+from datacheck.engine.shard import audit_shard
+from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.hfmeta import read_state
 from datacheck.io.readers import read_bytes
 from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.rowhash import row_hash_series
-from datacheck.engine.shard import audit_shard
+from datacheck.model import catalog
+from datacheck.model.config import Config
+from datacheck.model.errors import InternalError, UsageError
 
 __all__ = ["CleanResult", "ShardClean", "clean", "default_drop", "row_hashes", "QUARANTINE_DIR",
            "META_COLUMNS", "INDEX_NAME"]
@@ -638,7 +638,6 @@ def _hf_metadata(root: Path, stage: Path, kept_rows: dict[str, int]) -> list[str
 def _output_index(folder: Path, shards: list[tuple[str, int]]) -> dict[str, Any]:
     """The data index (``datacheck.io.dataindex`` layout, the same as ``datacheck index build``) of the
     cleaned shards under ``folder``: (relative POSIX path, rows) of each written shard."""
-    from datacheck.io.dataindex import IndexEntry, build_index
 
     entries = []
     for rel, rows in sorted(shards):

@@ -20,11 +20,12 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.model.config import Config
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
-from datacheck.model.errors import UsageError
+from datacheck.io.discover import discover
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
+from datacheck.model.config import Config
+from datacheck.model.errors import UsageError
 from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["infer_contract", "infer_yaml", "MAX_CLASSES"]
@@ -105,7 +106,6 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
     import pandera.io.polars_io as pio
     import pandera.polars as pa
 
-    from datacheck.io.discover import discover
 
     cfg = cfg or Config()
     disc = discover([str(p) for p in paths], cfg.dataset.format)

@@ -28,17 +28,17 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.model import catalog
-from datacheck.checks.registry import load_families
-from datacheck.model.config import Config
-from datacheck.model.errors import OptionalDependencyError, UsageError
-from datacheck.model.findings import Example, Finding, Skipped, show_value
-from datacheck.io.hashing import hash_file
+from datacheck.checks.all import load_families
+from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.io.hashing import hash_file
 from datacheck.io.outputs import write_atomic
 from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
-from datacheck.engine.shard import audit_shard
+from datacheck.model import catalog
+from datacheck.model.config import Config
+from datacheck.model.errors import OptionalDependencyError, UsageError
+from datacheck.model.findings import Example, Finding, Skipped, show_value
 
 __all__ = [
     "OffendingRow",

@@ -9,17 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from conftest import write_frame
 
 import datacheck
+from datacheck.engine.shard import audit_shard
+from datacheck.io.discover import DiscoveredShard
+from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
 from datacheck.model.findings import Finding
-from datacheck.io.hashing import hash_file
-from datacheck.io.discover import DiscoveredShard
-from datacheck.report.model import Report
 from datacheck.model.results import ShardResult
-from datacheck.engine.shard import audit_shard
-
-from conftest import write_frame
+from datacheck.report.model import Report
 
 
 def write_shard(tmp_path: Path, df: pl.DataFrame | dict, name: str = "shard.parquet") -> Path:

@@ -6,9 +6,9 @@ import shutil
 
 import polars as pl
 import pytest
+from checkhelp import audit_df, findings, one, write_shard
 
 import datacheck
-from checkhelp import audit_df, findings, one, write_shard
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from checkhelp import audit_df, findings, one, skipped_reason
 
 

@@ -5,7 +5,6 @@ import math
 
 import polars as pl
 import pytest
-
 from checkhelp import audit_df, findings, one
 
 NAN, INF = float("nan"), float("inf")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from checkhelp import audit_df, findings, one, skipped_reason, write_shard
 
 import datacheck
-from checkhelp import audit_df, findings, one, skipped_reason, write_shard
 
 
 @pytest.mark.parametrize(

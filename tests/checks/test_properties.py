@@ -14,10 +14,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from checkhelp import shard_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from checkhelp import shard_result
 
 SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

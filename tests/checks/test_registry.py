@@ -7,8 +7,19 @@ import polars as pl
 import pytest
 
 from datacheck.checks import registry
-from datacheck.checks.registry import (CHECKS, NOT_BUILT, READER_IDS, UNREADABLE, RowCheck, RowsKey, ShardContext,
-                                       check, dataset_items, load_families, shard_plan)
+from datacheck.checks.all import load_families
+from datacheck.checks.registry import (
+    CHECKS,
+    NOT_BUILT,
+    READER_IDS,
+    UNREADABLE,
+    RowCheck,
+    RowsKey,
+    ShardContext,
+    check,
+    dataset_items,
+    shard_plan,
+)
 from datacheck.engine.shard import audit_frame
 from datacheck.model import catalog
 from datacheck.model.config import config_from_dict

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from checkhelp import audit_df, findings, one, skipped_reason
 
 import datacheck
-from checkhelp import audit_df, findings, one, skipped_reason
 
 IDS_SKIP = "input_ids column 'input_ids' has dtype {t}, not a list of integers (reported as schema.dtype)"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import polars as pl
-
 from checkhelp import audit_df, findings, one
 
 

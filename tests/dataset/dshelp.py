@@ -5,11 +5,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from conftest import write_frame
 
 import datacheck
 from datacheck.report.model import Report
-
-from conftest import write_frame
 
 
 def write(root: Path, rel: str, data: dict | pl.DataFrame) -> Path:

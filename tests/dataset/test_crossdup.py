@@ -13,11 +13,11 @@ from conftest import run_cli
 from dshelp import by_check, one, run, write
 
 from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY, assign_splits
+from datacheck.engine.shard import audit_shard
+from datacheck.io.discover import DiscoveredShard
+from datacheck.io.hashing import hash_file
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_series
 from datacheck.model.config import config_from_dict
-from datacheck.io.hashing import hash_file
-from datacheck.io.discover import DiscoveredShard
-from datacheck.engine.shard import audit_shard
 
 # ------------------------------------------------------------------ the canonical row encoding
 

@@ -69,7 +69,7 @@ def test_verify_clean_then_planted_faults(ds, tmp_path):
     write(ds, "late.parquet", {"text": ["z"], "label": [1]})
     p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
     assert p.returncode == 1, p.stderr
-    got = {f["check"]: f for f in json.loads(p.stdout)["findings"]}
+    got = {f["check"]: f for f in json.loads(p.stdout)["result"]["findings"]}
     assert set(got) == {"index.changed_shard", "index.missing_shard", "index.extra_shard", "index.row_count_mismatch"}
     assert got["index.changed_shard"]["count"] == 2
     assert got["index.changed_shard"]["shards"] == ["data-00000-of-00003.parquet", "data-00001-of-00003.parquet"]
@@ -260,19 +260,19 @@ def test_verify_json_fails_policy_agrees_with_the_exit_code(ds, tmp_path):
     write(ds, "late.parquet", {"text": ["z"], "label": [1]})  # extra: warn
     p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
     assert p.returncode == 1, p.stderr
-    doc = json.loads(p.stdout)
+    doc = json.loads(p.stdout)["result"]
     got = {f["check"]: f["fails_policy"] for f in doc["findings"]}
     assert got == {"index.missing_shard": True, "index.extra_shard": False}
     assert doc["passed"] is False and doc["config_path"] is None
     # --fail-on warn: the warning fails too
     p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json", "--fail-on", "warn")
-    assert p.returncode == 1 and all(f["fails_policy"] for f in json.loads(p.stdout)["findings"])
+    assert p.returncode == 1 and all(f["fails_policy"] for f in json.loads(p.stdout)["result"]["findings"])
     # [policy]: severity override and ignore, as in the audit
     cfg = tmp_path / "policy.toml"
     cfg.write_text('[policy]\n"index.missing_shard" = { severity = "warn" }\n"index.extra_shard" = { ignore = true }\n')
     p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json", "--config", str(cfg))
     assert p.returncode == 0, p.stdout
-    doc = json.loads(p.stdout)
+    doc = json.loads(p.stdout)["result"]
     assert [(f["check"], f["severity"], f["fails_policy"]) for f in doc["findings"]] == [
         ("index.missing_shard", "warn", False)]
     assert doc["passed"] is True and doc["config_path"] == str(cfg)

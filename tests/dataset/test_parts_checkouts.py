@@ -10,10 +10,10 @@ import pytest
 from conftest import run_cli
 from dshelp import write
 
-from datacheck.model.errors import UsageError
 from datacheck.execute.merge import merge_parts
 from datacheck.execute.parts import audit_part, write_part
 from datacheck.model.config import config_from_dict
+from datacheck.model.errors import UsageError
 
 
 def _data(root):

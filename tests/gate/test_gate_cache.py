@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from gatehelp import cli, normalized, write_dataset
 
+import datacheck.engine.shard as runner
 import datacheck.execute.audit as api
 import datacheck.io.readers as readers
-import datacheck.engine.shard as runner
 from datacheck.execute.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
+from datacheck.io.discover import discover
 from datacheck.model.config import Config, config_from_dict
 from datacheck.model.findings import Example, Finding, Skipped
-from datacheck.io.discover import discover
 from datacheck.model.results import ShardResult
-from gatehelp import cli, normalized, write_dataset
 
 CFG = {"labels": {"num_classes": 3}}
 
@@ -266,6 +266,7 @@ def test_cache_folder_that_is_a_file_is_exit_2(tmp_path, monkeypatch):
 
 
 def test_cli_default_cache_and_no_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("DATACHECK_DIR")  # the real default: .datacheck/ under the working directory
     d = write_dataset(tmp_path / "data")
     work = tmp_path / "work"
     work.mkdir()
@@ -299,3 +300,39 @@ def test_prune_keeps_only_the_entries_of_this_audit(tmp_path, monkeypatch):
     assert not stale_tmp.exists()
     assert json.loads(r.stdout)["summary"]["shards"] == 7
     assert json.loads(first.stdout)["summary"]["shards"] == 8
+
+
+def test_single_shard_entry_never_answers_a_multi_shard_audit(tmp_path):
+    """``cross_shard`` is part of the key: a one-shard audit caches its result without the row-hash
+    payload; a later audit of the whole folder must re-audit that shard (not take the entry), or the
+    row it shares with the other shard would go unnoticed."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["same row", "a1"]}).write_parquet(d / "a.parquet")
+    pl.DataFrame({"text": ["same row", "b1"]}).write_parquet(d / "b.parquet")
+    cache_dir = tmp_path / "cache"
+    one = api.audit(d / "a.parquet", cache_dir=cache_dir)
+    assert [s.path for s in one.shards] == ["a.parquet"]
+    (entry,) = list(cache_dir.rglob("*.dcr"))
+    (cached,), _meta = decode_results(entry.read_bytes())
+    assert cached.payload == {}  # the single-shard result carries no row hashes
+    both = api.audit(d, cache_dir=cache_dir)
+    dups = [f for f in both.findings if f.check == "dup.exact_across_shards"]
+    assert [(f.count, f.shards) for f in dups] == [(1, ("a.parquet", "b.parquet"))]
+    # the one-shard entry is still there beside the two new ones (a different key, not overwritten)
+    assert len(list(cache_dir.rglob("*.dcr"))) == 3
+    cache = ShardCache(cache_dir, Config())
+    assert cache.key("a.parquet", "parquet", "xxh3-128:0", cross_shard=False) != \
+        cache.key("a.parquet", "parquet", "xxh3-128:0", cross_shard=True)
+
+
+def test_datacheck_dir_moves_the_default_report_and_cache_folders(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    work, state = tmp_path / "work", tmp_path / "state"
+    work.mkdir()
+    r = cli("audit", str(d), "--format", "json", cwd=work, env={"DATACHECK_DIR": str(state)}, monkeypatch=monkeypatch)
+    assert r.returncode == 1
+    index_hash = json.loads(r.stdout)["index_hash"]
+    assert (state / "reports" / index_hash / "report.json").is_file()
+    assert len(list((state / "cache").rglob("*.dcr"))) == 8
+    assert not (work / ".datacheck").exists()

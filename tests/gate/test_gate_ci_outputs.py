@@ -8,11 +8,11 @@ from pathlib import Path
 import junitparser
 import polars as pl
 import xmlschema
-
-from datacheck.render.annotations import annotation_lines
-from datacheck.model.catalog import CATALOG
-from datacheck.report.model import read_report
 from gatehelp import cli
+
+from datacheck.model.catalog import CATALOG
+from datacheck.render.annotations import annotation_lines
+from datacheck.report.model import read_report
 
 XSD = Path(__file__).with_name("junit.xsd")
 

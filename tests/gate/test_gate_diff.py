@@ -7,11 +7,11 @@ import shutil
 
 import polars as pl
 import pytest
-
 from conftest import ROOT
-from datacheck.tools.diff import diff_reports
-from datacheck.report.model import read_report
 from gatehelp import cli, load
+
+from datacheck.report.model import read_report
+from datacheck.tools.diff import diff_reports
 
 SAMPLE = ROOT / "sample_data"
 
@@ -86,7 +86,7 @@ def test_diff_of_two_data_versions(versions, monkeypatch):
     assert md.returncode == 1 and md.stdout.startswith("## ❌ datacheck diff")
     assert "| grown | `defects/text.jsonl` | `empty.text` | text |" in md.stdout
     js = json.loads(cli("diff", str(tmp / "old.json"), str(tmp / "new.json"), "--format", "json",
-                        monkeypatch=monkeypatch).stdout)
+                        monkeypatch=monkeypatch).stdout)["result"]
     assert js["shards"]["added"] == ["defects/classes.parquet"]
 
 

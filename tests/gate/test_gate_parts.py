@@ -6,9 +6,9 @@ import json
 
 import polars as pl
 import pytest
+from gatehelp import cli, load, normalized, write_dataset
 
 from datacheck.execute.parts import part_of, sidecar_path
-from gatehelp import cli, load, normalized, write_dataset
 
 
 def test_assignment_is_deterministic_and_stable_when_shards_are_added():

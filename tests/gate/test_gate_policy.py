@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from gatehelp import cli
 
-from datacheck.report.policy import apply_policy
 from datacheck.execute.audit import audit
 from datacheck.model.config import config_from_dict
 from datacheck.model.findings import Finding
-from gatehelp import cli
+from datacheck.report.policy import apply_policy
 
 
 def _texts(tmp_path, n_rows: int, n_empty: int):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import yaml
-
 from conftest import ROOT
 
 _PYPI_DATACHECK = re.compile(r"""pip\s+install\s+(?:-U\s+|--upgrade\s+)?["']?datacheck(?:\[|==|>=|["'\s)]|$)""")

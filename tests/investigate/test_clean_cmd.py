@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import datacheck
-from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean, default_drop, row_hashes
+from datacheck.io.hashing import hash_file, index_hash
 from datacheck.model.config import config_from_dict, load_config
 from datacheck.model.errors import UsageError
-from datacheck.io.hashing import hash_file, index_hash
+from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean, default_drop, row_hashes
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"

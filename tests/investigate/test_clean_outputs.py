@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
 from datacheck.model.config import config_from_dict
+from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
 
 ROOT = Path(__file__).resolve().parents[2]
 MBERT = ROOT.parent / "shared" / "realdata" / "dkhate_danish_offensive" / "dkhate_mbert"

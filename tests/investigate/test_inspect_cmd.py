@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from datacheck.io.hashing import hash_file
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import OptionalDependencyError, UsageError
-from datacheck.io.hashing import hash_file
 from datacheck.tools.inspect import TOKENIZERS_INSTALL, export_rows, inspect_shards, load_tokenizer, parse_row_list
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def test_cli_clean_shard_exit_0_and_usage_exit_2(tmp_path):
 def test_cli_finds_case_config_beside_data():
     p = run_cli("inspect", str(CASES / "label_equals_num_classes/data/bins.parquet"), "--format", "json")
     assert p.returncode == 1, p.stderr
-    doc = json.loads(p.stdout)
+    doc = json.loads(p.stdout)["result"]
     assert doc["shards"][0]["failing"] == {"labels.out_of_range:yaw_bin": {"count": 1, "rows": [3]}}
 
 

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 
 import datacheck
-from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
-from datacheck.model.config import config_from_dict
 from datacheck.io.hashing import hash_file
+from datacheck.model.config import config_from_dict
+from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
 from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -98,7 +98,7 @@ def test_other_commands_use_the_same_rule(sd):
     own = str(d / "datacheck.toml")
     p = run_cli("inspect", str(d / "a.parquet"), "--format", "json", cwd=work)
     assert f"config: {own}" in p.stderr
-    assert p.returncode == 1 and "labels.out_of_range:label" in json.loads(p.stdout)["shards"][0]["failing"]
+    assert p.returncode == 1 and "labels.out_of_range:label" in json.loads(p.stdout)["result"]["shards"][0]["failing"]
     p = run_cli("schema", "infer", str(d), cwd=work)
     assert p.returncode == 0 and f"config: {own}" in p.stderr
     (d / "datacheck.toml").write_text('[dataset]\nformat = "parquet"\n[policy]\n"index.extra_shard" = { ignore = true }\n')
@@ -107,5 +107,5 @@ def test_other_commands_use_the_same_rule(sd):
     assert p.stdout.splitlines()[0] == f"config: {own}"
     pl.DataFrame({"text": ["n"], "label": [1]}).write_parquet(d / "new.parquet")
     p = run_cli("index", "verify", str(d), "--index", str(work / "idx.json"), "--format", "json", cwd=work)
-    doc = json.loads(p.stdout)
+    doc = json.loads(p.stdout)["result"]
     assert doc["config_path"] == own and doc["findings"] == [] and p.returncode == 0  # the folder's [policy] applied

@@ -14,8 +14,9 @@ import zstandard
 
 # the frame helpers live in tests/checks/checkhelp.py (pytest puts only this folder on sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checks"))
-import datacheck  # noqa: E402
 from checkhelp import findings, one  # noqa: E402
+
+import datacheck  # noqa: E402
 
 # one frame with an empty text (row 1), an out-of-range label (row 2) and a duplicate (row 3)
 ROWS = [{"text": "good", "label": 0}, {"text": "", "label": 1}, {"text": "bad", "label": 5},

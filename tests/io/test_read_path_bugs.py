@@ -10,7 +10,7 @@ import yaml
 
 import datacheck
 from datacheck.model.config import config_from_dict
-from datacheck.contracts import infer_contract
+from datacheck.tools.infer import infer_contract
 from datacheck.tools.inspect import export_rows, inspect_shards
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,9 @@ import pytest
 
 # the frame helpers live in tests/checks/checkhelp.py (pytest puts only this folder on sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checks"))
-import datacheck  # noqa: E402
 from checkhelp import findings, one  # noqa: E402
+
+import datacheck  # noqa: E402
 from datacheck.io.discover import discover  # noqa: E402
 
 BOM = b"\xef\xbb\xbf"

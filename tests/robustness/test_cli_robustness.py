@@ -18,8 +18,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from conftest import ROOT, run_cli
+
 from datacheck.cli.main import main
 
 BOM = b"\xef\xbb\xbf"
@@ -165,6 +165,7 @@ def test_merge_and_report_never_overwrite_their_input(tmp_path, ow):
 def test_allowed_outputs_beside_the_data(tmp_path, ow, monkeypatch):
     """The default report folder under the audited cwd (a hidden folder discovery skips) and
     ``index build -o DATA/index.json`` (what ``[dataset] index`` points at) stay allowed."""
+    monkeypatch.delenv("DATACHECK_DIR")  # the real default: .datacheck/ under the working directory
     monkeypatch.chdir(ow)
     rc, _, err = _in_process("audit", ".", "--no-cache")
     assert rc == 0, err
@@ -240,7 +241,7 @@ def test_clean_agrees_with_the_audit_on_a_bom_jsonl(tmp_path):
     assert json.loads(audit.stdout)["shards"][0]["rows"] == 3
     p = run_cli("clean", str(d), "--out", str(tmp_path / "out"), "--format", "json")
     assert p.returncode == 0, p.stderr
-    res = json.loads(p.stdout)
+    res = json.loads(p.stdout)["result"]
     assert (res["input_rows"], res["kept"], res["quarantined"]) == (3, 2, 1)
     assert res["shards"][0]["dropped"] == {"empty.text": 1}
     # the cleaned copy keeps the BOM and the kept lines byte for byte
@@ -255,7 +256,7 @@ def test_clean_agrees_with_the_audit_on_a_bom_csv(tmp_path):
     (d / "b.csv").write_bytes(BOM + b"text,label\na,0\nb,1\n")
     p = run_cli("clean", str(d), "--out", str(tmp_path / "out"), "--format", "json")
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["kept"] == 2
+    assert json.loads(p.stdout)["result"]["kept"] == 2
     assert (tmp_path / "out" / "b.csv").read_bytes() == BOM + b"text,label\na,0\nb,1\n"
 
 
@@ -323,8 +324,8 @@ def test_sigterm_during_clean_removes_the_temporary_folder(tmp_path, ow):
 
 
 def test_clean_restores_the_previous_sigterm_handler(tmp_path, ow):
-    from datacheck.tools.clean import clean
     from datacheck.model.config import Config
+    from datacheck.tools.clean import clean
 
     def mine(signum, frame):  # pragma: no cover - never called
         raise AssertionError("not expected")

@@ -5,12 +5,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from conftest import write_frame
 
 import datacheck
 from datacheck.model.findings import Finding
 from datacheck.report.model import Report
-
-from conftest import write_frame
 
 
 def write(tmp_path: Path, df: pl.DataFrame | dict, name: str = "shard.parquet") -> Path:

@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 import yaml
+from conftest import run_cli
 from schemahelp import audit, found, summary, write
 
-from datacheck.contracts import infer_contract
-
-from conftest import run_cli
+from datacheck.tools.infer import infer_contract
 
 
 def _frame():

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from conftest import ROOT
 from schemahelp import audit, found, summary, write
 
 from datacheck.contracts import LAYOUTS, layout_text, load_contract
-
-from conftest import ROOT
 
 L = pl.List
 

@@ -6,12 +6,11 @@ import json
 
 import polars as pl
 import pytest
+from conftest import run_cli
 from schemahelp import audit, summary, write
 
 from datacheck.contracts import load_contract
 from datacheck.model.errors import ConfigError
-
-from conftest import run_cli
 
 GOOD = """
 schema_type: polars_dataframe

@@ -54,9 +54,9 @@ def test_pandera_itself_counts_nan_as_null(tmp_path):
 
 
 def test_sample_regression_against_tabular_and_its_inferred_schema(tmp_path):
-    from datacheck.contracts import infer_contract, infer_yaml
-
     from conftest import ROOT
+
+    from datacheck.tools.infer import infer_contract, infer_yaml
 
     p = ROOT / "sample_data" / "defects" / "finite" / "regression.parquet"
     if not p.is_file():

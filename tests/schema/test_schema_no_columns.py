@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import pytest
+from conftest import run_cli
 from schemahelp import write
 
 from datacheck.contracts import load_contract
 from datacheck.model.errors import ConfigError
-
-from conftest import run_cli
 
 
 @pytest.mark.parametrize("name,text", [

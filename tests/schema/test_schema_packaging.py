@@ -9,10 +9,9 @@ import sys
 import zipfile
 
 import pytest
+from conftest import ROOT
 
 from datacheck.contracts import LAYOUTS
-
-from conftest import ROOT
 
 
 @pytest.mark.slow

@@ -5,7 +5,21 @@ import argparse
 import os
 import sys
 
-from datacheck.model.constants import DEFAULT_REPORT_DIR, EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.cli.defaults import default_cache_dir, default_report_dir
+from datacheck.execute.audit import audit
+from datacheck.execute.cache import CacheWarning
+from datacheck.execute.parts import audit_part, check_part_args, write_part
+from datacheck.execute.setup import resolve_config_path as _resolve
+from datacheck.io.discover import discover
+from datacheck.io.outputs import check_outputs, write_json_atomic
+from datacheck.model.config import Config, load_config
+from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.model.errors import UsageError
+from datacheck.render.annotations import emit_annotations, in_github_actions
+from datacheck.render.html import render_html
+from datacheck.render.junit import write_junit
+from datacheck.render.text import render_markdown, render_text
+from datacheck.report.model import report_path
 
 __all__ = ["add_parser", "run"]
 
@@ -15,8 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
                                     "folder holding every PATH, else in its parent)")
-    a.add_argument("--report-dir", default=DEFAULT_REPORT_DIR,
-                   help=f"reports are stored as DIR/<index_hash>/report.json (default {DEFAULT_REPORT_DIR})")
+    a.add_argument("--report-dir", default=default_report_dir(),
+                   help=f"reports are stored as DIR/<index_hash>/report.json (default {default_report_dir()}; "
+                        "$DATACHECK_DIR/reports when DATACHECK_DIR is set)")
     a.add_argument("--output", "-o", help="also write the JSON report to this file")
     a.add_argument("--format", choices=["text", "json", "markdown", "html"], default="text",
                    help="what to print (default text; html: a self-contained page)")
@@ -34,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_ci_arguments(a)
     g = a.add_argument_group("incremental audit and split jobs")
     g.add_argument("--cache-dir", default=None,
-                   help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache)")
+                   help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache, "
+                        "or $DATACHECK_DIR/cache)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
     g.add_argument("--cache-prune", action="store_true",
                    help="after the audit, delete the cache entries it did not use (a cache folder kept for this "
@@ -47,39 +63,44 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def add_ci_arguments(a: argparse.ArgumentParser) -> None:
-    """``--junit FILE`` (shared by audit and merge)."""
+    """``--junit FILE`` and ``--allow-check-errors`` (shared by audit and merge)."""
     a.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per shard and check")
+    a.add_argument("--allow-check-errors", action="store_true",
+                   help="a check that fails internally (its query raised) does not fail the gate: exit per "
+                        "--fail-on; the errors are still listed in the report (default: status fail, exit 3)")
 
 
 def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
     """Write ``--output``/``--junit``, print the report in ``--format``, emit GitHub Actions
     annotations when ``GITHUB_ACTIONS=true`` (on stderr, so stdout stays the report); return the exit code."""
-    from datacheck.render.annotations import emit_annotations, in_github_actions
-    from datacheck.render.text import render_markdown, render_text
-
     text = report.to_json()
     if getattr(args, "junit", None):
-        from datacheck.render.junit import write_junit
-
         write_junit(report, args.junit)
     if getattr(args, "html", None):
-        from datacheck.render.html import render_html
-        from datacheck.io.outputs import write_json_atomic
-
         write_json_atomic(args.html, render_html(report))
     if args.format == "json":
         sys.stdout.write(text)
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(report))
     elif args.format == "html":
-        from datacheck.render.html import render_html
-
         sys.stdout.write(render_html(report))
     else:
         sys.stdout.write(render_text(report))
         sys.stdout.write(f"report: {stored}\n")
     if in_github_actions():
         emit_annotations(report, sys.stderr, root=root)
+    return exit_code(report, getattr(args, "allow_check_errors", False))
+
+
+def exit_code(report, allow_check_errors: bool) -> int:
+    """0 pass; 3 when checks failed internally (``summary.check_errors``) and that is not allowed,
+    with a message on stderr; else 1 when the policy failed."""
+    if report.check_errors and not allow_check_errors:
+        names = sorted({s["check"] for s in report.skipped if s.get("error")})
+        print(f"datacheck: internal error: {report.check_errors} check error(s): datacheck failed to run "
+              f"{', '.join(names[:5])} (see 'skipped' in the report); the data was NOT fully checked. "
+              "Pass --allow-check-errors to gate on the findings only.", file=sys.stderr)
+        return EXIT_INTERNAL
     return EXIT_OK if report.passed else EXIT_POLICY_FAILED
 
 
@@ -90,42 +111,32 @@ def _progress_enabled(args: argparse.Namespace) -> bool:
 
 def resolve_config_path(given: str | None, paths: list[str]) -> str | None:
     """The config to use (one rule for every entry point): see :func:`datacheck.api.resolve_config_path`."""
-    from datacheck.execute.setup import resolve_config_path as _resolve
-
     return _resolve(given, paths)
 
 
 def run(args: argparse.Namespace) -> int:
     import warnings
 
-    from datacheck.execute.audit import audit
-    from datacheck.execute.cache import DEFAULT_CACHE_DIR, CacheWarning
-    from datacheck.model.config import Config, load_config
-    from datacheck.execute.parts import audit_part, check_part_args, write_part
-    from datacheck.report.model import report_path
-    from datacheck.io.outputs import write_json_atomic
-
     config_path = resolve_config_path(args.config, args.paths)
     cfg = load_config(config_path) if config_path is not None else Config()
     if getattr(args, "schema", None):
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"schema_": args.schema})})
     split = check_part_args(args.num_parts, args.part)  # before any shard is read
-    from datacheck.io.outputs import check_outputs
 
     check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
                   [*args.paths, *(getattr(args, "against", None) or [])])
-    cache_dir = None if args.no_cache else (args.cache_dir or DEFAULT_CACHE_DIR)
+    cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
 
     def go(progress):
         if split is not None:
             if getattr(args, "against", None):
-                from datacheck.model.errors import UsageError
-
                 raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
             return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
-                              progress=progress, prune_cache=args.cache_prune, config_path=config_path)
+                              progress=progress, prune_cache=args.cache_prune, config_path=config_path,
+                              allow_check_errors=args.allow_check_errors)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
-                     against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path)
+                     against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path,
+                     allow_check_errors=args.allow_check_errors)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)
@@ -160,7 +171,5 @@ def run(args: argparse.Namespace) -> int:
             write_json_atomic(args.output, text)
     root = None
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        from datacheck.io.discover import discover
-
         root = discover(list(args.paths), cfg.dataset.format).root
     return emit_report(report, args, stored, root)

@@ -8,10 +8,13 @@ written rows did not equal the input: nothing was put in place).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from datacheck.cli.commands.inspect import resolve_shard_config
+from datacheck.cli.envelope import write_envelope
+from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.tools.clean import clean
 
 __all__ = ["add_parser", "run"]
 
@@ -40,15 +43,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.tools.clean import clean
-    from datacheck.cli.commands.inspect import resolve_shard_config
-    from datacheck.model.config import load_config
-
     cfg = load_config(resolve_shard_config(args.config, args.paths))
     drop = [c.strip() for arg in (args.drop or []) for c in arg.split(",") if c.strip()] or None
     res = clean(args.paths, args.out, cfg, drop=drop)
     if args.format == "json":
-        sys.stdout.write(json.dumps(res.to_dict(), indent=2, sort_keys=True) + "\n")
+        write_envelope("datacheck.clean", res.to_dict())
     else:
         lines = [f"dropping rows that fail: {', '.join(res.drop)}"]
         for s in res.shards:

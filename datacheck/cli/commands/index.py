@@ -15,10 +15,17 @@ line of the text output (and ``config_path`` in the JSON output) says which one 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
+from datacheck.cli.envelope import write_envelope
+from datacheck.execute.setup import config_and_source
+from datacheck.io.dataindex import IndexEntry, build_index, compare_index, count_rows, read_index, write_index
+from datacheck.io.discover import discover
+from datacheck.io.hashing import hash_file
+from datacheck.io.outputs import check_outputs
+from datacheck.model.config import Config, describe_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.model.errors import UsageError
+from datacheck.report.policy import apply_policy
 
 __all__ = ["add_parser", "run", "build", "verify"]
 
@@ -43,8 +50,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def _cfg(path: str | None, paths: list[str] = ()):
     """(config, its source) found by :func:`datacheck.api.resolve_config_path` from ``--config`` and PATHs."""
-    from datacheck.execute.setup import config_and_source
-
     return config_and_source(path, paths)
 
 
@@ -55,12 +60,6 @@ def build(paths: list[str], output: str, config=None) -> dict:
         UsageError: no shard found; the output cannot be written, is a folder, is an audited file or
             lies inside an audited folder (except ``index.json`` directly in it).
     """
-    from datacheck.model.config import Config
-    from datacheck.io.dataindex import IndexEntry, build_index, count_rows, write_index
-    from datacheck.io.hashing import hash_file
-    from datacheck.io.discover import discover
-    from datacheck.io.outputs import check_outputs
-
     # index.json beside the shards is allowed: discovery never reads it, and [dataset] index points there
     check_outputs({"--output": output}, paths, allow_names=("index.json",))
     cfg = config if isinstance(config, Config) else _cfg(config, paths)[0]
@@ -70,8 +69,6 @@ def build(paths: list[str], output: str, config=None) -> dict:
         try:
             h, size = hash_file(ds.path)
         except OSError as exc:
-            from datacheck.model.errors import UsageError
-
             raise UsageError(f"{ds.rel}: cannot read: {exc.strerror or exc}") from None
         entries.append(IndexEntry(path=ds.rel, bytes=size, rows=count_rows(ds.path, ds.format, cfg), content_hash=h))
     doc = build_index(entries)
@@ -93,11 +90,6 @@ def verify(paths: list[str], index: str, config=None, fail_on: str | None = None
     Raises:
         UsageError: the index is missing, not JSON, newer, or lists a path outside the root.
     """
-    from datacheck.model.config import Config
-    from datacheck.io.dataindex import compare_index, count_rows, read_index
-    from datacheck.io.hashing import hash_file
-    from datacheck.io.discover import discover
-
     cfg = config if isinstance(config, Config) else _cfg(config, paths)[0]
     disc = discover(paths, cfg.dataset.format)
     idx = read_index(index, disc.root)  # validated before any shard is hashed
@@ -118,15 +110,11 @@ def verify(paths: list[str], index: str, config=None, fail_on: str | None = None
     found = compare_index(idx, actual, disc.temp_files, rows_of=rows_of)
     if fail_on is None:
         return found
-    from datacheck.report.policy import apply_policy
 
     return [p for p in (apply_policy(f, cfg, fail_on, None) for f in found) if p is not None]
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.model.config import describe_config
-    from datacheck.model.errors import UsageError
-
     if args.index_command is None:
         raise UsageError("datacheck index needs a verb: build or verify (see datacheck index --help)")
     cfg, source = _cfg(args.config, args.paths)
@@ -139,9 +127,8 @@ def run(args: argparse.Namespace) -> int:
     findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on)
     fail = any(f.fails_policy for f in findings)
     if args.format == "json":
-        sys.stdout.write(json.dumps({"index": args.index, "passed": not fail, "config_path": source,
-                                     "findings": [f.to_dict(dataset_level=True) for f in findings]},
-                                    sort_keys=True, indent=2) + "\n")
+        write_envelope("datacheck.index.verify", {"index": args.index, "passed": not fail, "config_path": source,
+                                                  "findings": [f.to_dict(dataset_level=True) for f in findings]})
     else:
         print(describe_config(source))
         if not findings:

@@ -9,10 +9,14 @@ missing); 3 internal error.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from datacheck.cli.envelope import write_envelope
+from datacheck.execute.setup import resolve_config_path
+from datacheck.io.outputs import check_outputs
+from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
 
 __all__ = ["add_parser", "run", "resolve_shard_config"]
 
@@ -49,8 +53,6 @@ def resolve_shard_config(given: str | None, paths: list[str]) -> str | None:
     """The config to use: the one rule of every entry point (:func:`datacheck.api.resolve_config_path`:
     ``--config``; else ``./datacheck.toml``; else ``datacheck.toml`` in the one folder holding every
     PATH, or in that folder's parent)."""
-    from datacheck.execute.setup import resolve_config_path
-
     return resolve_config_path(given, paths)
 
 
@@ -99,13 +101,7 @@ def _text(inspections, exported, tok_source: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.model.config import Config, load_config
-    from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
-
-    from datacheck.io.outputs import check_outputs
-
     check_outputs({"--export": args.export}, args.paths)  # before any shard is read
-    from datacheck.model.config import describe_config
 
     config_path = resolve_shard_config(args.config, args.paths)
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
@@ -122,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                "tokenizer": tok.source if tok else None,
                "export": None if exported is None else {"path": str(exported[0]) if exported[0] else None,
                                                         "rows": exported[1]}}
-        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+        write_envelope("datacheck.inspect", doc)
     else:
         sys.stdout.write(_text(inspections, exported, tok.source if tok else None))
     if rows is not None:

@@ -4,14 +4,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from datacheck.model.constants import DEFAULT_REPORT_DIR
+from datacheck.cli.commands.audit import add_ci_arguments, emit_report
+from datacheck.cli.defaults import default_report_dir
+from datacheck.execute.merge import expand_part_paths, load_part, merge_part_inputs
+from datacheck.io.outputs import check_outputs, write_json_atomic
+from datacheck.report.model import report_path
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from datacheck.cli.commands.audit import add_ci_arguments
-
     a = sub.add_parser(
         "merge", help="merge the part reports of 'audit --num-parts N --part k' into the single-job report",
         description="Merge part reports (each with its .results.dcr file beside it) into the report a single "
@@ -19,8 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("parts", nargs="+", metavar="PART_REPORT",
                    help="part report files, or folders holding them (e.g. downloaded CI artifacts)")
     a.add_argument("--output", "-o", help="also write the merged JSON report to this file")
-    a.add_argument("--report-dir", default=DEFAULT_REPORT_DIR,
-                   help=f"the merged report is stored as DIR/<index_hash>/report.json (default {DEFAULT_REPORT_DIR})")
+    a.add_argument("--report-dir", default=default_report_dir(),
+                   help=f"the merged report is stored as DIR/<index_hash>/report.json (default {default_report_dir()})")
     a.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="what to print (default text)")
     a.add_argument("--fail-on", choices=["error", "warn", "never"], default=None,
                    help="lowest severity that fails the gate (default: the parts' --fail-on)")
@@ -32,16 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.cli.commands.audit import emit_report
-    from datacheck.execute.merge import expand_part_paths, load_part, merge_part_inputs
-    from datacheck.io.outputs import check_outputs
-    from datacheck.report.model import report_path
-    from datacheck.io.outputs import write_json_atomic
-
     paths = expand_part_paths(args.parts)
     check_outputs({"--output": args.output, "--junit": args.junit}, [str(p) for p in paths])  # not over a part
     parts = [load_part(p) for p in paths]
-    report = merge_part_inputs(parts, fail_on=args.fail_on)
+    report = merge_part_inputs(parts, fail_on=args.fail_on, allow_check_errors=args.allow_check_errors)
     text = report.to_json()
     stored = write_json_atomic(report_path(args.report_dir, report.index_hash), text)
     if args.output:

@@ -9,7 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.constants import EXIT_OK
+from datacheck.render.html import render_html
+from datacheck.render.text import render_markdown, render_text
+from datacheck.report.model import read_report
 
 __all__ = ["add_parser", "run"]
 
@@ -25,13 +29,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datacheck.render.html import render_html
-    from datacheck.render.text import render_markdown, render_text
-    from datacheck.report.model import read_report
-    from datacheck.io.outputs import write_json_atomic
-
-    from datacheck.io.outputs import check_outputs
-
     check_outputs({"--html": args.html}, [args.report])  # never over the report it renders
     report = read_report(args.report)
     if args.html:

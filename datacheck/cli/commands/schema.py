@@ -8,7 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from datacheck.cli.commands.audit import resolve_config_path
+from datacheck.io.outputs import check_outputs, write_json_atomic
+from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_USAGE
+from datacheck.tools.infer import infer_contract, infer_yaml
 
 __all__ = ["add_parser", "run"]
 
@@ -29,16 +33,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "schema_command", None) != "infer":
         print("datacheck: error: schema needs a subcommand: datacheck schema infer PATH... [-o FILE]", file=sys.stderr)
         return EXIT_USAGE
-    from datacheck.cli.commands.audit import resolve_config_path
-    from datacheck.model.config import load_config
-    from datacheck.contracts import infer_contract, infer_yaml
-    from datacheck.io.outputs import write_json_atomic
-
-    from datacheck.io.outputs import check_outputs
 
     check_outputs({"--output": args.output}, args.paths)  # before any shard is read
-    from datacheck.model.config import describe_config
-    from datacheck.model.config import Config
 
     config_path = resolve_config_path(args.config, args.paths)
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)

@@ -1,0 +1,111 @@
+"""Every ``--format json`` output except the report itself (audit, merge, report) is ONE versioned
+envelope built by :func:`datacheck.cli.envelope.envelope`: the keys of the envelope and of each
+verb's ``result`` are pinned here, and each output validates against ``schemas/envelope.schema.json``."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from types import SimpleNamespace
+
+import jsonschema
+import polars as pl
+import pytest
+from conftest import ROOT
+
+from datacheck import __version__
+from datacheck.cli.envelope import ENVELOPE_FORMAT_VERSION, KINDS, envelope
+from datacheck.cli.main import main
+
+SCHEMA = json.loads((ROOT / "schemas" / "envelope.schema.json").read_text(encoding="utf-8"))
+ENVELOPE_KEYS = {"kind", "format_version", "datacheck_version", "result"}
+RESULT_KEYS = {
+    "datacheck.diff": {"config_changed", "findings", "new_index_hash", "new_policy_failures", "old_index_hash",
+                       "shards", "stats_moved"},
+    "datacheck.inspect": {"shards", "tokenizer", "export"},
+    "datacheck.clean": {"drop", "index", "index_hash", "input_rows", "kept", "metadata", "out", "quarantine",
+                        "quarantined", "shards"},
+    "datacheck.index.verify": {"index", "passed", "config_path", "findings"},
+}
+
+
+def cli(*args: str, monkeypatch=None) -> SimpleNamespace:
+    """``datacheck ARGS`` in this process: exit code and captured stdout/stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(args))
+    return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+@pytest.fixture
+def data(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["a", "", "c"], "label": [0, 1, 1]}).write_parquet(d / "s0.parquet")
+    pl.DataFrame({"text": ["d", "e"], "label": [1, 0]}).write_parquet(d / "s1.parquet")
+    return d
+
+
+def _run(monkeypatch, *args):
+    r = cli(*args, monkeypatch=monkeypatch)
+    assert "Traceback" not in r.stderr, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert set(doc) == ENVELOPE_KEYS
+    assert doc["format_version"] == ENVELOPE_FORMAT_VERSION == 1
+    assert doc["datacheck_version"] == __version__
+    return r.returncode, doc
+
+
+def _outputs(data, tmp_path, monkeypatch):
+    """(kind, exit code, envelope) of each enveloped verb over ``data``."""
+    rep = tmp_path / "rep"
+    a = cli("audit", str(data), "--no-cache", "--report-dir", str(rep), "-o", str(tmp_path / "a.json"),
+            monkeypatch=monkeypatch)
+    assert a.returncode == 1, a.stderr
+    out = [("datacheck.diff", *_run(monkeypatch, "diff", str(tmp_path / "a.json"), str(tmp_path / "a.json"),
+                                    "--format", "json"))]
+    out.append(("datacheck.inspect", *_run(monkeypatch, "inspect", str(data / "s0.parquet"), "--format", "json")))
+    out.append(("datacheck.clean", *_run(monkeypatch, "clean", str(data), "--out", str(tmp_path / "clean"),
+                                         "--format", "json")))
+    b = cli("index", "build", str(data), "-o", str(tmp_path / "idx.json"), monkeypatch=monkeypatch)
+    assert b.returncode == 0, b.stderr
+    out.append(("datacheck.index.verify", *_run(monkeypatch, "index", "verify", str(data), "--index",
+                                                str(tmp_path / "idx.json"), "--format", "json")))
+    return out
+
+
+def test_every_enveloped_verb(data, tmp_path, monkeypatch):
+    outs = _outputs(data, tmp_path, monkeypatch)
+    assert [k for k, _, _ in outs] == list(KINDS)
+    for kind, rc, doc in outs:
+        assert doc["kind"] == kind
+        assert set(doc["result"]) == RESULT_KEYS[kind], kind
+    by = {k: (rc, doc["result"]) for k, rc, doc in outs}
+    rc, diff = by["datacheck.diff"]
+    assert rc == 0 and diff["new_policy_failures"] == [] and diff["config_changed"] is False
+    rc, ins = by["datacheck.inspect"]
+    assert rc == 1 and [s["path"] for s in ins["shards"]] == ["s0.parquet"]
+    rc, cl = by["datacheck.clean"]
+    assert rc == 0 and (cl["input_rows"], cl["kept"], cl["quarantined"]) == (5, 4, 1)
+    rc, ver = by["datacheck.index.verify"]
+    assert rc == 0 and ver["passed"] is True and ver["findings"] == []
+
+
+def test_report_verbs_print_the_report_not_an_envelope(data, tmp_path, monkeypatch):
+    r = cli("audit", str(data), "--no-cache", "--report-dir", str(tmp_path / "rep"), "--format", "json",
+            "-o", str(tmp_path / "a.json"), monkeypatch=monkeypatch)
+    doc = json.loads(r.stdout)
+    assert "report_version" in doc and "kind" not in doc
+    r = cli("report", str(tmp_path / "a.json"), "--format", "json", monkeypatch=monkeypatch)
+    assert json.loads(r.stdout) == doc
+
+
+def test_envelope_refuses_unknown_kinds_and_non_objects():
+    assert set(envelope("datacheck.diff", {})) == ENVELOPE_KEYS
+    with pytest.raises(ValueError, match="unknown envelope kind 'datacheck.nope'"):
+        envelope("datacheck.nope", {})
+    with pytest.raises(ValueError, match="must be a JSON object, got list"):
+        envelope("datacheck.diff", [])  # type: ignore[arg-type]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**envelope("datacheck.diff", {}), "format_version": 2}, SCHEMA)
