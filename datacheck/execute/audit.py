@@ -10,19 +10,15 @@ import polars as pl
 from datacheck.checks.all import load_families
 from datacheck.checks.crossdup import assign_splits, crossdup_payload
 from datacheck.checks.registry import Payload, ShardContext, dataset_items, unreadable_findings
-from datacheck.contracts import load_contract
 from datacheck.engine.shard import audit_shard
-from datacheck.execute.cache import ShardCache
-from datacheck.execute.setup import config_and_source
-from datacheck.io.dataindex import read_index, resolve_index_path
+from datacheck.execute.setup import config_and_source, prepare_audit
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashing import hash_file
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.constants import FAIL_ON
-from datacheck.model.errors import ENGINE_ERRORS, UsageError
+from datacheck.model.errors import ENGINE_ERRORS
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
 from datacheck.report.build import build_report
@@ -147,25 +143,13 @@ def audit(
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
     """
-    if fail_on not in FAIL_ON:
-        raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if isinstance(paths, (str, Path)):
         paths = [paths]
     cfg, source = config_and_source(config, paths)
     if config_path != "derive":
         source = config_path
-    if cfg.dataset.schema_ is not None:  # a bad schema is a usage error (exit 2) before any shard is read
-
-        load_contract(cfg.dataset.schema_)
-    cache = None
-    if cache_dir is not None:
-
-        cache = ShardCache(cache_dir, cfg)
-    disc: Discovery = discover([str(p) for p in paths], cfg.dataset.format)
-    index = None
-    if cfg.dataset.index is not None:  # a bad index is a usage error before any shard is read
-
-        index = read_index(resolve_index_path(cfg.dataset.index, disc.root), disc.root)
+    setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir)
+    disc, cache, index = setup.disc, setup.cache, setup.index
     against_results = None
     if against is not None:
 

@@ -25,20 +25,21 @@ checks over all shard results in discovery order, which gives the single-job rep
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import polars as pl
 import xxhash
 
 from datacheck._version import __version__
 from datacheck.execute.audit import audit_shards
-from datacheck.execute.cache import EncodeError, ShardCache, code_fingerprint, encode_results
-from datacheck.io.dataindex import read_index, resolve_index_path
-from datacheck.io.discover import Discovery, discover
+from datacheck.execute.cache import EncodeError, code_fingerprint, encode_results
+from datacheck.execute.setup import prepare_audit
+from datacheck.io.discover import Discovery
 from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
 from datacheck.model.config import Config
-from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Skipped
 from datacheck.report.build import build_report
@@ -134,20 +135,14 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
     """
     check_part_args(num_parts, part)
-    if fail_on not in FAIL_ON:
-        raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
-    cache = ShardCache(cache_dir, cfg) if cache_dir is not None else None
-    disc = discover([str(p) for p in paths], cfg.dataset.format)
+    setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir)
+    disc, cache = setup.disc, setup.cache
     index_doc = None
-    if cfg.dataset.index is not None:  # checked before any shard is read; the merge gets its content
-        import json
-
-        ipath = resolve_index_path(cfg.dataset.index, disc.root)
-        read_index(ipath, disc.root)
-        source = ipath.absolute()
+    if setup.index_path is not None:  # the merge gets the index file's content
+        source = setup.index_path.absolute()
         source = (source.relative_to(disc.root).as_posix() if source.is_relative_to(disc.root)
                   else str(source))
-        index_doc = {"source": source, "data": json.loads(ipath.read_text(encoding="utf-8"))}
+        index_doc = {"source": source, "data": json.loads(setup.index_path.read_text(encoding="utf-8"))}
     mine = select_part(disc, num_parts, part)
     results = audit_shards(mine, cfg, progress, cache=cache)
     if cache is not None and prune_cache:
@@ -157,8 +152,6 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
                                            "in 'datacheck merge' over all parts")))
     report = build_report(cfg, results, [], skipped, fail_on, config_path=config_path, ignored=disc.ignored_data,
                           allow_check_errors=allow_check_errors)
-    import polars as pl
-
     meta = {
         "kind": PART_KIND,
         "num_parts": num_parts,

@@ -1,13 +1,21 @@
 """The audit's set-up, shared by every entry point (``audit``, parts, ``inspect``, ``clean``,
-``schema infer``): which config file applies, and the validated config."""
+``schema infer``): which config file applies, the validated config, and (:func:`prepare_audit`)
+everything an audit checks before it reads any shard."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from datacheck.contracts import load_contract
+from datacheck.execute.cache import ShardCache
+from datacheck.io.dataindex import DataIndex, read_index, resolve_index_path
+from datacheck.io.discover import Discovery, discover
 from datacheck.model.config import DEFAULT_CONFIG_NAME, Config, config_from_dict, load_config
+from datacheck.model.constants import FAIL_ON
+from datacheck.model.errors import UsageError
 
-__all__ = ["resolve_config_path", "config_and_source"]
+__all__ = ["resolve_config_path", "config_and_source", "AuditSetup", "prepare_audit"]
 
 
 def resolve_config_path(given: str | Path | None, paths: Iterable[str | Path]) -> str | None:
@@ -69,3 +77,47 @@ def config_and_source(config: Config | str | Path | dict | None, paths: Iterable
         return config_from_dict(config, source="config"), None
     source = resolve_config_path(config, paths)
     return (load_config(source) if source is not None else Config()), source
+
+
+@dataclass(frozen=True)
+class AuditSetup:
+    """What an audit knows before it reads any shard (shared by :func:`datacheck.api.audit` and
+    :func:`datacheck.execute.parts.audit_part`).
+
+    Attributes:
+        cfg: the validated config.
+        disc: the discovered shards (all of them; a part selects its own).
+        cache: the per-shard result cache, or None.
+        index: the committed ``[dataset] index`` (read and validated), or None.
+        index_path: where that index file is, or None.
+    """
+
+    cfg: Config
+    disc: Discovery
+    cache: ShardCache | None
+    index: DataIndex | None
+    index_path: Path | None
+
+
+def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
+                  cache_dir: str | Path | None) -> AuditSetup:
+    """Every check an audit makes before reading shards, in one place: ``fail_on``, the data contract
+    (``[dataset] schema``), the cache folder, discovery of the shards, and the committed data index.
+
+    Raises:
+        UsageError: ``fail_on`` is not one of ``error|warn|never``; a path does not exist or holds no
+            shard; ``cache_dir`` is read-only; the index file is missing, not JSON, of a newer format
+            or lists a path outside the audited root.
+        ConfigError: the contract cannot be loaded (unknown layout, bad YAML, ...).
+    """
+    if fail_on not in FAIL_ON:
+        raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
+    if cfg.dataset.schema_ is not None:  # a bad schema is a usage error (exit 2) before any shard is read
+        load_contract(cfg.dataset.schema_)
+    cache = ShardCache(cache_dir, cfg) if cache_dir is not None else None
+    disc = discover([str(p) for p in paths], cfg.dataset.format)
+    index = index_path = None
+    if cfg.dataset.index is not None:  # a bad index is a usage error before any shard is read
+        index_path = resolve_index_path(cfg.dataset.index, disc.root)
+        index = read_index(index_path, disc.root)
+    return AuditSetup(cfg=cfg, disc=disc, cache=cache, index=index, index_path=index_path)
