@@ -18,16 +18,12 @@ import argparse
 
 from datacheck.cli.envelope import write_envelope
 from datacheck.execute.setup import config_and_source
-from datacheck.io.dataindex import IndexEntry, build_index, compare_index, count_rows, read_index, write_index
-from datacheck.io.discover import discover
-from datacheck.io.hashing import hash_file
-from datacheck.io.outputs import check_outputs
-from datacheck.model.config import Config, describe_config
+from datacheck.model.config import describe_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
-from datacheck.report.policy import apply_policy
+from datacheck.tools.index import build, verify
 
-__all__ = ["add_parser", "run", "build", "verify"]
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -48,76 +44,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return a
 
 
-def _cfg(path: str | None, paths: list[str] = ()):
-    """(config, its source) found by :func:`datacheck.api.resolve_config_path` from ``--config`` and PATHs."""
-    return config_and_source(path, paths)
 
 
-def build(paths: list[str], output: str, config=None) -> dict:
-    """Build and write the index of the shards under ``paths``; returns the index document.
-
-    Raises:
-        UsageError: no shard found; the output cannot be written, is a folder, is an audited file or
-            lies inside an audited folder (except ``index.json`` directly in it).
-    """
-    # index.json beside the shards is allowed: discovery never reads it, and [dataset] index points there
-    check_outputs({"--output": output}, paths, allow_names=("index.json",))
-    cfg = config if isinstance(config, Config) else _cfg(config, paths)[0]
-    disc = discover(paths, cfg.dataset.format)
-    entries = []
-    for ds in disc.shards:
-        try:
-            h, size = hash_file(ds.path)
-        except OSError as exc:
-            raise UsageError(f"{ds.rel}: cannot read: {exc.strerror or exc}") from None
-        entries.append(IndexEntry(path=ds.rel, bytes=size, rows=count_rows(ds.path, ds.format, cfg), content_hash=h))
-    doc = build_index(entries)
-    write_index(doc, output)
-    return doc
 
 
-def verify(paths: list[str], index: str, config=None, fail_on: str | None = None) -> list:
-    """Compare the shards under ``paths`` with the index file; returns the findings (may be empty).
-
-    Args:
-        paths: shard files, folders or globs.
-        index: the committed index file.
-        config: a :class:`~datacheck.config.Config`, a ``datacheck.toml`` path, or None (found as for audit).
-        fail_on: with ``"error"``/``"warn"``/``"never"``, the findings pass through the audit's policy
-            (:func:`datacheck.api.apply_policy`; ignored checks dropped, ``fails_policy`` set);
-            None (default): the raw findings.
-
-    Raises:
-        UsageError: the index is missing, not JSON, newer, or lists a path outside the root.
-    """
-    cfg = config if isinstance(config, Config) else _cfg(config, paths)[0]
-    disc = discover(paths, cfg.dataset.format)
-    idx = read_index(index, disc.root)  # validated before any shard is hashed
-    actual = []
-    fmt = {}
-    for ds in disc.shards:
-        fmt[ds.rel] = ds
-        try:
-            h, size = hash_file(ds.path)
-        except OSError:
-            h, size = "", 0
-        actual.append((ds.rel, h, size, None))
-
-    def rows_of(rel: str):
-        ds = fmt[rel]
-        return count_rows(ds.path, ds.format, cfg)
-
-    found = compare_index(idx, actual, disc.temp_files, rows_of=rows_of)
-    if fail_on is None:
-        return found
-
-    return [p for p in (apply_policy(f, cfg, fail_on, None) for f in found) if p is not None]
 
 
 def run(args: argparse.Namespace) -> int:
     if args.index_command is None:
         raise UsageError("datacheck index needs a verb: build or verify (see datacheck index --help)")
-    cfg, source = _cfg(args.config, args.paths)
+    cfg, source = config_and_source(args.config, args.paths)
     if args.index_command == "build":
         doc = build(args.paths, args.output, cfg)
         print(describe_config(source))

@@ -1,0 +1,86 @@
+"""``datacheck index build|verify`` as library calls: the committed data index of a shard set
+(format in :mod:`datacheck.io.dataindex`).
+
+``build`` hashes every shard (xxh3-128 of its bytes), counts its rows (through the one read path)
+and writes the versioned index atomically with sorted keys. ``verify`` hashes the shards on disk and
+compares them with the index: ``index.missing_shard``, ``index.extra_shard``, ``index.changed_shard``,
+``index.row_count_mismatch`` (rows are counted only for changed shards); with ``fail_on`` the
+findings go through the audit's policy.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from datacheck.execute.setup import config_and_source
+from datacheck.io.dataindex import IndexEntry, build_index, compare_index, count_rows, read_index, write_index
+from datacheck.io.discover import discover
+from datacheck.io.hashing import hash_file
+from datacheck.io.outputs import check_outputs
+from datacheck.model.config import Config
+from datacheck.model.errors import UsageError
+from datacheck.model.findings import Finding
+from datacheck.report.policy import apply_policy
+
+__all__ = ["build", "verify"]
+
+
+def build(paths: list[str], output: str, config: Config | str | None = None) -> dict[str, Any]:
+    """Build and write the index of the shards under ``paths``; returns the index document.
+
+    Raises:
+        UsageError: no shard found; the output cannot be written, is a folder, is an audited file or
+            lies inside an audited folder (except ``index.json`` directly in it).
+    """
+    # index.json beside the shards is allowed: discovery never reads it, and [dataset] index points there
+    check_outputs({"--output": output}, paths, allow_names=("index.json",))
+    cfg = config if isinstance(config, Config) else config_and_source(config, paths)[0]
+    disc = discover(paths, cfg.dataset.format)
+    entries = []
+    for ds in disc.shards:
+        try:
+            h, size = hash_file(ds.path)
+        except OSError as exc:
+            raise UsageError(f"{ds.rel}: cannot read: {exc.strerror or exc}") from None
+        entries.append(IndexEntry(path=ds.rel, bytes=size, rows=count_rows(ds.path, ds.format, cfg), content_hash=h))
+    doc = build_index(entries)
+    write_index(doc, output)
+    return doc
+
+
+def verify(paths: list[str], index: str, config: Config | str | None = None,
+           fail_on: str | None = None) -> list[Finding]:
+    """Compare the shards under ``paths`` with the index file; returns the findings (may be empty).
+
+    Args:
+        paths: shard files, folders or globs.
+        index: the committed index file.
+        config: a :class:`~datacheck.config.Config`, a ``datacheck.toml`` path, or None (found as for audit).
+        fail_on: with ``"error"``/``"warn"``/``"never"``, the findings pass through the audit's policy
+            (:func:`datacheck.api.apply_policy`; ignored checks dropped, ``fails_policy`` set);
+            None (default): the raw findings.
+
+    Raises:
+        UsageError: the index is missing, not JSON, newer, or lists a path outside the root.
+    """
+    cfg = config if isinstance(config, Config) else config_and_source(config, paths)[0]
+    disc = discover(paths, cfg.dataset.format)
+    idx = read_index(index, disc.root)  # validated before any shard is hashed
+    actual = []
+    fmt = {}
+    for ds in disc.shards:
+        fmt[ds.rel] = ds
+        try:
+            h, size = hash_file(ds.path)
+        except OSError:
+            h, size = "", 0
+        actual.append((ds.rel, h, size, None))
+
+    def rows_of(rel: str):
+        ds = fmt[rel]
+        return count_rows(ds.path, ds.format, cfg)
+
+    found = compare_index(idx, actual, disc.temp_files, rows_of=rows_of)
+    if fail_on is None:
+        return found
+
+    return [p for p in (apply_policy(f, cfg, fail_on, None) for f in found) if p is not None]
