@@ -1,7 +1,7 @@
 """tokens: token ids against the vocabulary, the id column's storage type, and token type ids."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import polars as pl
 
@@ -40,6 +40,17 @@ def dtype_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
         )
 
 
+def outside_range(hi: int) -> Callable[[pl.Expr], pl.Expr]:
+    """Element predicate of an id that indexes an embedding of ``hi`` rows: null, < 0 or >= ``hi``."""
+    return lambda x: x.is_null() | (x < 0) | (x >= hi)
+
+
+def row_outside_range(c: pl.Expr, hi: int) -> pl.Expr:
+    """Per row (list of integers): any element null, < 0 or >= ``hi``. Native list kernels only
+    (``list.min``/``list.max``/``count_matches(None)``), so it fuses cheaply into the shard's query."""
+    return (c.list.max() >= hi) | (c.list.min() < 0) | (c.list.count_matches(None) > 0)
+
+
 @check("tokens.out_of_vocab", roles=("input_ids",), facts=("tokens.vocab_size",))
 def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]:
     """``tokens.out_of_vocab``.
@@ -58,14 +69,11 @@ def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]:
     vocab = ctx.cfg.tokens.vocab_size
     t = ctx.schema[ids]
     c = pl.col(ids)
-
-    def bad(x: pl.Expr) -> pl.Expr:
-        return x.is_null() | (x < 0) | (x >= vocab)
-
+    bad = outside_range(vocab)
     flat = c.explode()
     yield RowCheck(
         check="tokens.out_of_vocab", column=ids,
-        fails=(c.list.max() >= vocab) | (c.list.min() < 0) | (c.list.count_matches(None) > 0),
+        fails=row_outside_range(c, vocab),
         example=first_bad(ids, t, bad, null_text="null id"),
         details={"max_id": flat.filter(bad(flat)).max(),
                  "min_id": flat.filter(bad(flat)).min(),
@@ -91,14 +99,11 @@ def type_id_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     col = ctx.roles.token_type_ids
     k = ctx.cfg.tokens.type_vocab_size
     c = pl.col(col)
-
-    def bad(x: pl.Expr) -> pl.Expr:
-        return x.is_null() | (x < 0) | (x >= k)
-
+    bad = outside_range(k)
     flat = c.explode()
     yield RowCheck(
         check="tokens.type_id_out_of_range", column=col,
-        fails=(c.list.max() >= k) | (c.list.min() < 0) | (c.list.count_matches(None) > 0),
+        fails=row_outside_range(c, k),
         example=first_bad(col, ctx.schema[col], bad, null_text="null type id"),
         details={"values": flat.filter(bad(flat)).cast(pl.Int64).value_counts(sort=True, name="count").head(10).implode()},
         message=lambda n, d, col=col, k=k: (f"{n} row(s) of {col!r} hold token type ids outside "
