@@ -9,6 +9,7 @@ from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Finding, Skipped
+from datacheck.model.stats import LabelCounts
 
 __all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes"]
 
@@ -238,15 +239,9 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     dataset carries. Uses the exact per-shard label counts (merged). With string ``classes`` and
     integer labels (Hugging Face ``ClassLabel``), class ``i`` is seen when label ``i`` occurs."""
     lab = dctx.cfg.labels
-    merged: dict[Any, int] = {}
-    col = None
-    for s in dctx.readable_shards():
-        st = s.stats.get("labels")
-        if not st:
-            continue
-        col = st["column"]
-        for v, cnt in st["counts"]:
-            merged[v] = merged.get(v, 0) + cnt
+    counts = LabelCounts.merge(c for c in (LabelCounts.of(s.stats) for s in dctx.readable_shards()) if c is not None)
+    merged: dict[Any, int] = dict(counts.counts) if counts is not None else {}
+    col = counts.column if counts is not None else None
     if col is None:
         given = sorted({s.roles["label"]["columns"] for s in dctx.readable_shards() if "label" in (s.roles or {})})
         yield Skipped("labels.unseen_class",

@@ -15,7 +15,7 @@ from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, c
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import ROLE_TABLE, inner_dtype, is_list
-from datacheck.model.stats import histogram_summary
+from datacheck.model.stats import LENGTHS, LengthHistogram
 
 __all__ = ["over_max", "length_mismatch", "length_stats", "attended_length"]
 
@@ -26,8 +26,8 @@ __all__ = ["over_max", "length_mismatch", "length_stats", "attended_length"]
 
 def _hist_post(column: str, unit: str):
     def post(v: Any) -> dict[str, Any]:
-        hist = sorted([[p[0], p[1]] for p in counts_to_pairs(v) if p[0] is not None])
-        return {"column": column, "unit": unit, "histogram": hist, **histogram_summary(hist)}
+        hist = sorted((int(p[0]), int(p[1])) for p in counts_to_pairs(v) if p[0] is not None)
+        return LengthHistogram(column, unit, tuple(hist)).to_stat()
 
     return post
 
@@ -58,7 +58,7 @@ def attended_length(ctx: ShardContext) -> tuple[pl.Expr, str] | None:
             "attended tokens (attention_mask sum)")
 
 
-@measure("lengths")
+@measure(LENGTHS)
 def length_stats(ctx: ShardContext) -> Iterable[Stat]:
     """The ``lengths`` histogram (exact; unit tokens, or characters of the text columns without
     ``input_ids``) and ``truncation_rate`` (the share of rows longer than ``max_seq_len``).
@@ -70,7 +70,7 @@ def length_stats(ctx: ShardContext) -> Iterable[Stat]:
     measured = attended_length(ctx)
     if measured is not None:
         L, _how = measured
-        yield Stat(key="lengths", expr=L.value_counts(name="count").implode(),
+        yield Stat(key=LENGTHS, expr=L.value_counts(name="count").implode(),
                    post=_hist_post(ctx.roles.input_ids, "tokens"))
         if ctx.cfg.tokens.max_seq_len is not None:
             yield Stat(key="truncation_rate", expr=(L > ctx.cfg.tokens.max_seq_len).mean())
@@ -78,7 +78,7 @@ def length_stats(ctx: ShardContext) -> Iterable[Stat]:
     text = [c for c in ctx.roles.text if ctx.schema[c] == pl.String]
     if text:
         total = pl.sum_horizontal([pl.col(c).str.len_chars().fill_null(0) for c in text])
-        yield Stat(key="lengths", expr=total.value_counts(name="count").implode(),
+        yield Stat(key=LENGTHS, expr=total.value_counts(name="count").implode(),
                    post=_hist_post("+".join(text), "chars"))
 
 

@@ -10,6 +10,7 @@ from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardIte
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import inner_dtype, is_list
+from datacheck.model.stats import EOS, EosSupervision
 
 __all__ = ["non_binary", "not_contiguous", "token_not_pad", "label_not_ignored", "padding_stats", "eos_unsupervised"]
 
@@ -167,7 +168,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
         if mcol in usable:
             in_content = in_content & (pl.col(mcol) != 0)
         in_content = in_content.fill_null(False)
-        yield Stat(key="eos", view=positions_view(ctx), expr=pl.struct(
+        yield Stat(key=EOS, view=positions_view(ctx), expr=pl.struct(
             total=in_content.sum(), supervised=(in_content & (pl.col(labels) != ign)).sum(),
             rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
             post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
@@ -192,14 +193,14 @@ def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
     shards = []
     measured = 0
     for s in dctx.readable_shards():
-        e = s.stats.get("eos")
-        if not e:
+        e = EosSupervision.of(s.stats)
+        if e is None:
             continue
         measured += 1
-        total += e.get("total") or 0
-        sup += e.get("supervised") or 0
-        rows += e.get("rows_with_eos") or 0
-        if e.get("total"):
+        total += e.total
+        sup += e.supervised
+        rows += e.rows_with_eos
+        if e.total:
             shards.append(s.path)
     if not measured:
         yield Skipped("padding.eos_unsupervised",

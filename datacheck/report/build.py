@@ -10,7 +10,7 @@ from datacheck.io.hashing import index_hash
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import ShardResult
-from datacheck.model.stats import histogram_summary
+from datacheck.model.stats import LABELS, LENGTHS, LabelCounts, LengthHistogram
 from datacheck.report.model import Report, ShardReport, skipped_dicts
 from datacheck.report.policy import apply_policy, status_of
 
@@ -18,29 +18,14 @@ __all__ = ["build_report"]
 
 
 def _merged_stats(shards: list[ShardResult]) -> dict[str, Any]:
+    """The dataset's stats: the exact sums of the shards' length histograms and label counts."""
     out: dict[str, Any] = {}
-    hist: dict[Any, int] = {}
-    unit = col = None
-    labels: dict[Any, int] = {}
-    lcol = None
-    for s in shards:
-        L = s.stats.get("lengths")
-        if L:
-            unit, col = L["unit"], L["column"]
-            for v, c in L["histogram"]:
-                hist[v] = hist.get(v, 0) + c
-        lab = s.stats.get("labels")
-        if lab:
-            lcol = lab["column"]
-            for v, c in lab["counts"]:
-                key = v if v is not None else None
-                labels[key] = labels.get(key, 0) + c
-    if hist:
-        h = sorted([[k, v] for k, v in hist.items()])
-        out["lengths"] = {"column": col, "unit": unit, "histogram": h, **histogram_summary(h)}
-    if labels:
-        out["labels"] = {"column": lcol, "counts": sorted([[k, v] for k, v in labels.items()],
-                                                          key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))}
+    lengths = LengthHistogram.merge(h for h in (LengthHistogram.of(s.stats) for s in shards) if h is not None)
+    if lengths is not None:
+        out[LENGTHS] = lengths.to_stat()
+    labels = LabelCounts.merge(c for c in (LabelCounts.of(s.stats) for s in shards) if c is not None)
+    if labels is not None and labels.counts:
+        out[LABELS] = labels.to_stat()
     out["rows"] = sum(s.rows or 0 for s in shards)
     return out
 
