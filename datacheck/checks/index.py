@@ -171,6 +171,13 @@ def row_count_mismatch(dctx: Any) -> Iterable[Finding | Skipped]:
     return [i for i in index_items(dctx) if i.check == "index.row_count_mismatch"]
 
 
+@check("index.empty_shard", level="dataset")
+def empty_index(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``index.empty_shard`` at the dataset stage: a shipped index that lists zero shards (a MosaicML
+    ``index.json`` with ``"shards": []``): the dataset it describes yields no sample."""
+    return [i for i in index_items(dctx) if i.check == "index.empty_shard"]
+
+
 @check("index.empty_shard")
 def empty_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``index.empty_shard`` (warn): a readable shard with 0 rows (decided after the fused query)."""

@@ -13,7 +13,7 @@ from datacheck.checks.registry import Payload, ShardContext, dataset_items, unre
 from datacheck.engine.shard import audit_shard
 from datacheck.execute.setup import config_and_source, prepare_audit
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
-from datacheck.io.hashing import hash_file
+from datacheck.io.hashing import hash_shard
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
@@ -30,7 +30,7 @@ __all__ = ["audit", "audit_one", "audit_one_cached", "audit_shards", "finish_rep
 def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
     """Hash and audit one shard (the unit of work an executor maps over shards)."""
     try:
-        chash, size = hash_file(ds.path)
+        chash, size = hash_shard(ds.path, ds.format)
     except OSError as exc:
         return ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None,
                            findings=unreadable_findings(ds.rel, ds.format, f"cannot read file: {exc.strerror or exc}"))
@@ -42,7 +42,7 @@ def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: 
     the result for these bytes, path, format and config (no shard data is read then), else audit
     it and store the result."""
     try:
-        chash, size = hash_file(ds.path)
+        chash, size = hash_shard(ds.path, ds.format)
     except OSError:
         return audit_one(ds, cfg, cross_shard)  # not cacheable: audit_one reports the unreadable file
     key = cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard)

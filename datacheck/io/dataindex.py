@@ -31,6 +31,8 @@ Shipped shard lists (verified where present, under the audited root):
 """
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -38,8 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
+import xxhash
+
 from datacheck._version import __version__
 from datacheck.io.discover import DiscoveredShard
+from datacheck.io.formats.litdata import expected_chunk_sizes, is_litdata_index
 from datacheck.io.hashing import index_hash
 from datacheck.io.hfmeta import hf_data_files, parse_state
 from datacheck.io.outputs import write_json_atomic
@@ -99,6 +104,12 @@ class DataIndex:
     #: for ``hf-state``: the split's expected total row count, and its folder
     split_rows: int | None = None
     folder: str = ""
+    #: files directly in ``folder`` matching this glob but not listed are ``index.extra_shard``
+    #: (MosaicML: ``*.mds*``; litdata: ``chunk-*.bin``); None: no such rule
+    extra_glob: str | None = None
+    #: findings decided while reading the list against the files (hash or size mismatches, an index
+    #: listing zero shards); :func:`compare_shipped` reports them with the comparison's
+    findings: tuple[Finding, ...] = ()
 
 
 def safe_relpath(p: Any, root: Path, source: str) -> str:
@@ -341,7 +352,28 @@ def _hf_state(state: Path, root: Path) -> DataIndex | None:
                      folder="" if folder == "." else folder)
 
 
+def _file_digest(path: Path, algo: str) -> str | None:
+    """Hex digest of ``path`` under MosaicML's hash name ``algo`` (hashlib's and xxhash's names, as
+    ``streaming/base/hashing.py``), or None for an unknown name or an unreadable file."""
+    if algo in hashlib.algorithms_available and not algo.startswith("shake_"):
+        h: Any = hashlib.new(algo)
+    elif algo in xxhash.algorithms_available:
+        h = getattr(xxhash, algo)()
+    else:
+        return None
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                h.update(chunk)
+    except OSError:
+        return None
+    return str(h.hexdigest())
+
+
 def _mosaic(index: Path, root: Path) -> DataIndex | None:
+    """A MosaicML ``index.json``: its shards (the compressed ``zip_data`` file when there is one, else
+    ``raw_data``) with bytes and sample counts; the per-file ``hashes`` it records are verified here
+    (a mismatch is ``index.changed_shard``); an index that lists zero shards is ``index.empty_shard``."""
     src = index.relative_to(root).as_posix()
     data = _load_json(index, "MosaicML index.json")
     if not isinstance(data, dict) or "shards" not in data or "format" in data:
@@ -355,17 +387,91 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
     folder = index.parent.relative_to(root).as_posix()
     prefix = "" if folder == "." else folder + "/"
     entries: dict[str, IndexEntry] = {}
+    found: list[Finding] = []
+    bad_hash: list[dict[str, Any]] = []
     for k, s in enumerate(shards):
         raw = s.get("raw_data") if isinstance(s, dict) else None
-        name = raw.get("basename") if isinstance(raw, dict) else None
-        rel = safe_relpath(prefix + name if isinstance(name, str) else name, root, f"{src} shards[{k}].raw_data.basename")
-        entries[rel] = IndexEntry(path=rel, bytes=_int_or_none(raw.get("bytes"), f"shards[{k}].raw_data.bytes", src),
+        zipd = s.get("zip_data") if isinstance(s, dict) else None
+        part, key = (zipd, "zip_data") if isinstance(zipd, dict) and zipd.get("basename") else (raw, "raw_data")
+        name = part.get("basename") if isinstance(part, dict) else None
+        rel = safe_relpath(prefix + name if isinstance(name, str) else name, root, f"{src} shards[{k}].{key}.basename")
+        entries[rel] = IndexEntry(path=rel, bytes=_int_or_none(part.get("bytes"), f"shards[{k}].{key}.bytes", src),
                                   rows=_int_or_none(s.get("samples"), f"shards[{k}].samples", src), content_hash=None)
-    return DataIndex(source=src, kind="mosaicml", entries=entries)
+        hashes = part.get("hashes") if isinstance(part, dict) else None
+        if isinstance(hashes, dict) and (root / rel).is_file():
+            for algo, want in sorted(hashes.items()):
+                got = _file_digest(root / rel, str(algo))
+                if got is not None and isinstance(want, str) and got != want.lower():
+                    bad_hash.append({"path": rel, "algorithm": algo, "expected": want, "actual": got})
+    if bad_hash:
+        found.append(Finding(
+            check="index.changed_shard", severity="error", count=len({b["path"] for b in bad_hash}),
+            shards=tuple(sorted({b["path"] for b in bad_hash})),
+            message=(f"{len(bad_hash)} shard hash(es) recorded in {src} do not match the bytes: "
+                     + "; ".join(f"{b['path']} ({b['algorithm']} {b['expected'][:16]}... != {b['actual'][:16]}...)"
+                                 for b in bad_hash[:5]) + "; the shard changed or was corrupted after writing"),
+            details={"index": src, "mismatches": bad_hash[:1000]},
+        ))
+    if not shards:
+        found.append(Finding(
+            check="index.empty_shard", severity="warn", count=1, shards=(src,),
+            message=(f"{src} lists zero shards: a StreamingDataset over {folder or '.'} yields no sample "
+                     "(an interrupted write, or a merge that found nothing?)"),
+            details={"index": src},
+        ))
+    return DataIndex(source=src, kind="mosaicml", entries=entries, folder="" if folder == "." else folder,
+                     extra_glob="*.mds*", findings=tuple(found))
+
+
+def _litdata(index: Path, root: Path) -> DataIndex | None:
+    """A litdata ``index.json`` (``chunks`` + ``config``): its chunk files with their item counts
+    (``chunk_size``); a chunk whose size is neither of :func:`expected_chunk_sizes` is
+    ``index.changed_shard``; unlisted ``chunk-*.bin`` files of the folder are ``index.extra_shard``;
+    a file listed twice is ``index.row_count_mismatch`` (its items would be read twice)."""
+    src = index.relative_to(root).as_posix()
+    data = _load_json(index, "litdata index.json")
+    if not is_litdata_index(data):
+        return None
+    folder = index.parent.relative_to(root).as_posix()
+    prefix = "" if folder == "." else folder + "/"
+    entries: dict[str, IndexEntry] = {}
+    resized: list[dict[str, Any]] = []
+    twice: list[str] = []
+    for k, c in enumerate(data["chunks"]):
+        name = c.get("filename") if isinstance(c, dict) else None
+        rel = safe_relpath(prefix + name if isinstance(name, str) else name, root, f"{src} chunks[{k}].filename")
+        items = _int_or_none(c.get("chunk_size"), f"chunks[{k}].chunk_size", src)
+        nbytes = _int_or_none(c.get("chunk_bytes"), f"chunks[{k}].chunk_bytes", src)
+        if rel in entries:
+            twice.append(rel)
+        entries[rel] = IndexEntry(path=rel, bytes=None, rows=items, content_hash=None)
+        p = root / rel
+        if items is not None and nbytes is not None and p.is_file():
+            size = p.stat().st_size
+            if size not in expected_chunk_sizes(nbytes, items):
+                resized.append({"path": rel, "chunk_bytes": nbytes, "items": items, "actual_bytes": size,
+                                "accepted": list(expected_chunk_sizes(nbytes, items))})
+    found: list[Finding] = []
+    if resized:
+        found.append(Finding(
+            check="index.changed_shard", severity="error", count=len(resized), shards=tuple(r["path"] for r in resized),
+            message=(f"{len(resized)} chunk(s) differ in size from {src}: "
+                     + "; ".join(f"{r['path']} holds {r['actual_bytes']} bytes, the index allows {r['accepted']}"
+                                 for r in resized[:5]) + "; the chunk was cut or rewritten after the index"),
+            details={"index": src, "resized": resized[:1000]},
+        ))
+    if twice:
+        found.append(Finding(
+            check="index.row_count_mismatch", severity="error", count=len(twice), shards=tuple(sorted(set(twice))),
+            message=f"{src} lists {len(twice)} chunk(s) more than once ({', '.join(sorted(set(twice))[:5])}): their items are read twice",
+            details={"index": src, "listed_twice": sorted(set(twice))[:1000]},
+        ))
+    return DataIndex(source=src, kind="litdata", entries=entries, folder="" if folder == "." else folder,
+                     extra_glob="chunk-*.bin", findings=tuple(found))
 
 
 def shipped_lists(root: Path) -> list[DataIndex]:
-    """Every shipped shard list under ``root``: HF ``state.json`` and MosaicML ``index.json``.
+    """Every shipped shard list under ``root``: HF ``state.json``, MosaicML and litdata ``index.json``.
 
     Raises:
         UsageError: a list is not JSON or names a path outside ``root``.
@@ -382,7 +488,7 @@ def shipped_lists(root: Path) -> list[DataIndex]:
             if d is not None:
                 out.append(d)
         if "index.json" in filenames:
-            d = _mosaic(here / "index.json", root)
+            d = _mosaic(here / "index.json", root) or _litdata(here / "index.json", root)
             if d is not None:
                 out.append(d)
     return out
@@ -403,9 +509,26 @@ def compare_shipped(lst: DataIndex, shards: list[Any], all_files: set[str]) -> l
             actual.append((p, "", lst.entries[p].bytes or 0, None))
         elif lst.kind == "hf-state" and p.rpartition("/")[0] == lst.folder and p.endswith(".arrow"):
             actual.append((p, "", 0, None))  # an unlisted Arrow file discovery left out (hf_data_files)
+    def unlisted_here(p: str) -> bool:
+        folder, _, name = p.rpartition("/")
+        return (lst.extra_glob is not None and folder == lst.folder and p not in lst.entries
+                and fnmatch.fnmatch(name, lst.extra_glob))
+
+    for p in sorted(all_files):
+        if p not in by_path and unlisted_here(p):
+            actual.append((p, "", 0, None))
     in_scope = [a for a in actual if a[0] in lst.entries
                 or (lst.kind == "hf-state" and a[0].rpartition("/")[0] == lst.folder and a[0].endswith(".arrow"))]
-    out = compare_index(lst, in_scope)
+    out = compare_index(lst, in_scope) + list(lst.findings)
+    orphans = sorted(a[0] for a in actual if unlisted_here(a[0]))
+    if orphans:
+        out.append(Finding(
+            check="index.extra_shard", severity="warn", count=len(orphans), shards=tuple(orphans),
+            message=(f"{len(orphans)} file(s) in {lst.folder or '.'} are not listed in {lst.source}: "
+                     f"{', '.join(orphans[:10])}{' ...' if len(orphans) > 10 else ''}; a reader of the index never "
+                     "sees them (an orphan from another run, or a copy?)"),
+            details={"index": lst.source, "extra": orphans[:1000]},
+        ))
     if lst.kind == "hf-state":
         extra = sorted(a[0] for a in in_scope if a[0] not in lst.entries)
         if extra:

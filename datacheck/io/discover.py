@@ -8,6 +8,11 @@ Which files are shards:
 - a forced format applies only to plausible data files of that format (:data:`FORCED_EXTENSIONS`,
   also compressed where the reader decompresses, and files without an extension); never to code,
   docs, config or metadata (:data:`NEVER_SHARD_SUFFIXES`, :data:`_METADATA_NAMES`, hidden files).
+- the shard formats of :mod:`datacheck.io.formats`: ``.mds`` (also ``.mds.zstd/.gz/.bz2``) is MosaicML
+  MDS; ``.tar``/``.tar.gz``/``.tgz`` is WebDataset; a ``<prefix>.bin`` with a ``<prefix>.idx`` beside it
+  is one Megatron shard (the shard is the ``.bin``; its ``.idx`` is read and hashed with it, and is not
+  listed on its own); a ``.bin`` in a folder whose ``index.json`` is a litdata index is a litdata chunk.
+  Any other ``.bin``, or an ``.idx`` without its ``.bin``, is listed as ignored data with the reason.
 - in a Hugging Face ``save_to_disk`` folder (a ``state.json`` with ``_data_files``), an ``.arrow``
   file that the list does not name (``cache-*.arrow`` from ``Dataset.map``) is not a shard: the
   loader ignores it. It is not audited; the ``index`` checks report it as ``index.extra_shard``.
@@ -17,15 +22,21 @@ Files left out that look like data (a data extension, or an unlisted Arrow file)
 """
 from __future__ import annotations
 
+import functools
 import glob as _glob
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from datacheck.io.formats.litdata import is_litdata_index
+from datacheck.io.formats.mds import MDS_SUFFIXES
+from datacheck.io.formats.webdataset import WDS_SUFFIXES
 from datacheck.io.hfmeta import hf_data_files
 from datacheck.model.errors import UsageError
 
-__all__ = ["discover", "Discovery", "DiscoveredShard", "format_of", "sniff_json_lines", "TEMP_PATTERNS",
+__all__ = ["discover", "Discovery", "DiscoveredShard", "format_of", "sniff_json_lines", "megatron_companion",
+           "TEMP_PATTERNS",
            "FORCED_EXTENSIONS", "NEVER_SHARD_SUFFIXES"]
 
 # extension -> format in auto mode; compound extensions first
@@ -45,6 +56,8 @@ _EXT_FORMATS: list[tuple[str, str]] = [
     (".ndjson", "jsonl"),
     (".csv", "csv"),
     (".tsv", "tsv"),
+    *((e, "mds") for e in MDS_SUFFIXES),
+    *((e, "webdataset") for e in WDS_SUFFIXES),
 ]
 #: The extensions a forced ``[dataset] format`` accepts (plus files without an extension): the
 #: readers of :mod:`datacheck.io.readers` decompress ``.gz``/``.zst`` JSON Lines and ``.gz`` CSV/TSV.
@@ -87,9 +100,39 @@ def format_of(path: Path, forced: str = "auto") -> str | None:
     for ext, fmt in _EXT_FORMATS:
         if name.endswith(ext):
             return fmt
+    if name.endswith(".bin"):
+        if path.with_suffix(".idx").is_file():
+            return "megatron"
+        if _litdata_folder(str(path.parent)):
+            return "litdata"
+        return None
     if name.endswith(".json") and sniff_json_lines(path):
         return "jsonl"
     return None
+
+
+def _litdata_folder(folder: str) -> bool:
+    """True when ``folder/index.json`` is a litdata index (cached per file version)."""
+    index = Path(folder) / "index.json"
+    try:
+        st = index.stat()
+    except OSError:
+        return False
+    return _litdata_index_file(str(index), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _litdata_index_file(index: str, _mtime_ns: int, _size: int) -> bool:
+    try:
+        with open(index, "rb") as f:
+            return is_litdata_index(json.load(f))
+    except (OSError, ValueError):
+        return False
+
+
+def megatron_companion(path: Path) -> bool:
+    """True when ``path`` is the ``.idx`` of a Megatron pair (its ``.bin`` is the shard)."""
+    return path.name.lower().endswith(".idx") and path.with_suffix(".bin").is_file()
 
 
 def sniff_json_lines(path: Path) -> bool:
@@ -173,6 +216,11 @@ def _why_not(f: Path, forced: str) -> str | None:
         if _data_like(name) or any(name.endswith(e) for e, _ in _EXT_FORMATS):
             return f"its extension does not fit [dataset] format = {forced!r}"
         return None
+    if name.endswith(".bin"):
+        return ("a .bin file with neither a Megatron .idx of the same name beside it nor a litdata index.json in "
+                "its folder: no format to read it with")
+    if name.endswith(".idx"):
+        return "a Megatron .idx without its .bin (a missing or partial download?)"
     if name.endswith(".json"):
         return ("a .json file that is not JSON Lines (one object per line); a single JSON document is "
                 "not a shard")
@@ -217,6 +265,9 @@ def discover(paths: list[str], forced_format: str = "auto") -> Discovery:
         if lname in _METADATA_NAMES or f.name.startswith(".") or lname.endswith(NEVER_SHARD_SUFFIXES):
             disc.ignored.append(rel)
             continue
+        if forced_format == "auto" and megatron_companion(f):
+            disc.ignored.append(rel)  # read and hashed with its .bin
+            continue
         fmt = format_of(f, forced_format)
         if fmt == "arrow" and f not in named:
             if f.parent not in hf_lists:
@@ -254,5 +305,6 @@ def _no_shards_message(paths: list[str], disc: Discovery, forced: str) -> str:
                 "dataset metadata such as state.json)")
     hints = [f"{i['path']}: {i['reason']}" for i in disc.ignored_data[:3]]
     return (f"{head}; datacheck reads .parquet/.pq, .arrow/.ipc/.feather, .jsonl/.ndjson (also .gz/.zst), "
-            ".csv/.tsv (also .gz) and .json files that are JSON Lines; for .txt or .data files set [dataset] "
+            ".csv/.tsv (also .gz), .json files that are JSON Lines, Megatron .bin/.idx pairs, MosaicML .mds, "
+            "WebDataset .tar and litdata chunk-*.bin folders; for .txt or .data files set [dataset] "
             "format to csv, tsv or jsonl" + (". " + "; ".join(hints) if hints else ""))

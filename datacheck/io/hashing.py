@@ -12,7 +12,7 @@ import xxhash
 
 from datacheck.model.constants import HASH_ALGORITHM
 
-__all__ = ["hash_file", "hash_bytes", "index_hash"]
+__all__ = ["hash_file", "hash_shard", "hash_bytes", "index_hash"]
 
 _CHUNK = 1 << 24  # 16 MiB reads
 
@@ -34,6 +34,26 @@ def hash_file(path: str | Path) -> tuple[str, int]:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
             size += len(chunk)
+    return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
+
+
+def hash_shard(path: str | Path, fmt: str) -> tuple[str, int]:
+    """Content hash and size of a shard as :func:`hash_file`, over every file the shard is read from:
+    a Megatron shard (format ``megatron``) is its ``.idx`` then its ``.bin`` (one stream), so a changed
+    index changes the hash (and the cache key); every other format is its one file.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    path = Path(path)
+    files = [path.with_suffix(".idx"), path] if fmt == "megatron" else [path]
+    h = xxhash.xxh3_128()
+    size = 0
+    for p in files:
+        with open(p, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+                size += len(chunk)
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
 
 

@@ -7,6 +7,8 @@ Formats:
 - JSONL (plain, ``.gz``, ``.zst``): validated line by line only when the fast parse fails, so every
   bad line is reported with its 1-based line number, byte offset and the parser's message, and the
   good records are still audited.
+- Megatron ``.bin``/``.idx``, MosaicML MDS, WebDataset tar and litdata chunks: the readers of
+  :mod:`datacheck.io.formats` (each documents its layout rules; a broken rule is ``decode.unreadable``).
 - CSV/TSV: Python's ``csv`` module finds records with a wrong field count (line and byte offset);
   the good records are parsed by polars.
 Invalid UTF-8 in a line format is reported (``decode.invalid_utf8``) and the line is decoded with
@@ -23,6 +25,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from datacheck.io.formats import FormatError
+from datacheck.io.formats.litdata import read_litdata_chunk
+from datacheck.io.formats.mds import read_mds
+from datacheck.io.formats.megatron import read_megatron
+from datacheck.io.formats.webdataset import read_webdataset
 from datacheck.io.records import RecordLayoutError, csv_records, jsonl_records, strip_bom
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
@@ -346,6 +353,15 @@ def normalize_frame(lf: pl.LazyFrame) -> ShardData:
     return _normalize(ShardData(lf=lf))
 
 
+#: format -> reader ``(path, max_examples) -> (frame, decode findings)`` (:mod:`datacheck.io.formats`)
+_FORMAT_READERS = {
+    "megatron": lambda p, _m: (read_megatron(p), []),
+    "mds": read_mds,
+    "webdataset": read_webdataset,
+    "litdata": lambda p, _m: (read_litdata_chunk(p), []),
+}
+
+
 def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int,
                string_columns: tuple[str, ...] = TEXT_NAMES) -> ShardData:
     """Open ``path`` as format ``fmt``. Raises :class:`Unreadable` with the reason and where.
@@ -363,4 +379,10 @@ def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int,
         return _normalize(_read_jsonl(path, max_examples))
     if fmt in ("csv", "tsv"):
         return _normalize(_read_csv(path, fmt, dataset_cfg, max_examples, string_columns))
+    if fmt in _FORMAT_READERS:
+        try:
+            df, findings = _FORMAT_READERS[fmt](path, max_examples)
+        except FormatError as exc:
+            raise Unreadable(exc.reason) from None
+        return _normalize(ShardData(lf=df.lazy(), decode_findings=findings))
     raise Unreadable(f"unknown format {fmt!r}")

@@ -67,7 +67,7 @@ import polars as pl
 from datacheck.engine.shard import audit_shard
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.hashing import hash_bytes, hash_file
+from datacheck.io.hashing import hash_bytes, hash_file, hash_shard
 from datacheck.io.hfmeta import read_state
 from datacheck.io.readers import read_bytes
 from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
@@ -709,7 +709,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             sc = ShardClean(path=ds.rel, format=ds.format)
             results.append(sc)
             try:
-                chash, size = hash_file(ds.path)
+                chash, size = hash_shard(ds.path, ds.format)
             except OSError as exc:
                 sc.unreadable = f"cannot read file: {exc.strerror or exc}"
                 continue

@@ -14,7 +14,7 @@ from typing import Any
 from datacheck.execute.setup import config_and_source
 from datacheck.io.dataindex import IndexEntry, build_index, compare_index, count_rows, read_index, write_index
 from datacheck.io.discover import discover
-from datacheck.io.hashing import hash_file
+from datacheck.io.hashing import hash_shard
 from datacheck.io.outputs import check_outputs
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
@@ -38,7 +38,7 @@ def build(paths: list[str], output: str, config: Config | str | None = None) -> 
     entries = []
     for ds in disc.shards:
         try:
-            h, size = hash_file(ds.path)
+            h, size = hash_shard(ds.path, ds.format)
         except OSError as exc:
             raise UsageError(f"{ds.rel}: cannot read: {exc.strerror or exc}") from None
         entries.append(IndexEntry(path=ds.rel, bytes=size, rows=count_rows(ds.path, ds.format, cfg), content_hash=h))
@@ -70,7 +70,7 @@ def verify(paths: list[str], index: str, config: Config | str | None = None,
     for ds in disc.shards:
         fmt[ds.rel] = ds
         try:
-            h, size = hash_file(ds.path)
+            h, size = hash_shard(ds.path, ds.format)
         except OSError:
             h, size = "", 0
         actual.append((ds.rel, h, size, None))

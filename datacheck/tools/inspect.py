@@ -31,7 +31,7 @@ import polars as pl
 from datacheck.checks.all import load_families
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.hashing import hash_file
+from datacheck.io.hashing import hash_shard
 from datacheck.io.outputs import write_atomic
 from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
@@ -374,7 +374,7 @@ def _window(tokens: list[str], pos: int | None) -> tuple[str, ...]:
 def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows: list[int] | None,
                  limit: int, tok: TokenizerView | None, notes: list[str]) -> ShardInspection:
     try:
-        chash, size = hash_file(ds.path)
+        chash, size = hash_shard(ds.path, ds.format)
     except OSError as exc:
         return ShardInspection(shard=ds, content_hash="", bytes=0, rows=None,
                                unreadable=f"cannot read file: {exc.strerror or exc}")

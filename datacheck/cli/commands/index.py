@@ -44,12 +44,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return a
 
 
-
-
-
-
-
-
 def run(args: argparse.Namespace) -> int:
     if args.index_command is None:
         raise UsageError("datacheck index needs a verb: build or verify (see datacheck index --help)")

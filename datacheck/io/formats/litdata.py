@@ -1,0 +1,119 @@
+"""Lightning ``litdata`` optimized datasets: an ``index.json`` and its ``chunk-<worker>-<n>.bin`` files.
+
+A small reader written from the chunk layout of ``litdata/streaming/writer.py`` (and its predecessor
+``lightning.data.streaming``). The maintained package is not used: it requires torch, torchvision,
+boto3 and obstore (a training stack). All integers are little-endian uint32::
+
+    N              the item count of the chunk
+    offset[N+1]    byte offsets of the items from the start of the file; offset[0] = 4*(N+2),
+                   offset[N] = the file size
+    items          each item: uint32 size of each of its fields, then the fields' bytes
+
+The folder's ``index.json`` gives ``config.data_format`` (one format per field of an item, e.g.
+``["jpeg", "pickle"]``) and, per chunk, ``filename``, ``chunk_size`` (items) and ``chunk_bytes``.
+Writers differ on ``chunk_bytes``: ``lightning.data`` (2023) stored the items' bytes without the
+``4*(N+2)``-byte header, ``litdata`` stores the file size; both are accepted (see
+:func:`expected_chunk_sizes`). The set-level rules (missing, orphan, resized and duplicated chunks,
+item counts) are checked against the index in :mod:`datacheck.io.dataindex`.
+
+Columns: ``field_<i>`` per field, decoded by format: ``int`` (Int64, 8-byte little-endian),
+``float`` (Float64), ``str`` (String), any other (``jpeg``, ``png``, ``bytes``, ``numpy``, ``tensor``,
+``pickle``) Binary. ``pickle`` is never unpickled (unpickling runs code from the data).
+
+Layout rules (a break raises :class:`~datacheck.io.formats.FormatError`, ``decode.unreadable``): the
+file holds its offset table, ``offset[0] = 4*(N+2)``, offsets never decrease, ``offset[N]`` is the file
+size, and each item's field sizes add up to its length. The field count comes from the folder's
+``index.json`` (a chunk without one is read as one Binary field per item).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from datacheck.io.formats import FormatError
+
+__all__ = ["is_litdata_index", "expected_chunk_sizes", "read_litdata_chunk"]
+
+
+def is_litdata_index(doc: Any) -> bool:
+    """True when a parsed ``index.json`` is a litdata index (``chunks`` and ``config`` keys)."""
+    return isinstance(doc, dict) and isinstance(doc.get("chunks"), list) and isinstance(doc.get("config"), dict)
+
+
+def expected_chunk_sizes(chunk_bytes: int, items: int) -> tuple[int, int]:
+    """The file sizes a chunk of ``items`` items and ``chunk_bytes`` may have: the size itself
+    (``litdata``) and the size plus the ``4*(items+2)``-byte header (``lightning.data`` 2023)."""
+    return chunk_bytes, chunk_bytes + 4 * (items + 2)
+
+
+def _formats(path: Path) -> list[str] | None:
+    try:
+        doc = json.loads((path.parent / "index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not is_litdata_index(doc):
+        return None
+    fmt = doc["config"].get("data_format")
+    return [str(f) for f in fmt] if isinstance(fmt, list) else None
+
+
+def _decode(fmt: str, b: bytes) -> Any:
+    if fmt == "int":
+        return int(np.frombuffer(b, "<i8")[0]) if len(b) == 8 else None
+    if fmt == "float":
+        return float(np.frombuffer(b, "<f8")[0]) if len(b) == 8 else None
+    if fmt == "str":
+        return b.decode("utf-8", errors="replace")
+    return bytes(b)
+
+
+def read_litdata_chunk(path: Path) -> pl.DataFrame:
+    """Read one chunk file: one row per item, one column per field.
+
+    Raises:
+        FormatError: a layout rule of the module docstring is broken.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"cannot read file: {exc.strerror or exc}") from None
+    size = len(data)
+    if size < 8:
+        raise FormatError(f"{size} bytes: too short for a litdata chunk (item count and offsets); a cut write?")
+    n = int(np.frombuffer(data[:4], "<u4")[0])
+    head = 4 * (n + 2)
+    if head > size:
+        raise FormatError(f"the chunk says {n} items but its {size} bytes cannot hold their offset table")
+    offsets = np.frombuffer(data[4:head], "<u4").astype(np.int64)
+    if offsets[0] != head or np.any(np.diff(offsets) < 0):
+        raise FormatError(f"the item offsets start at {int(offsets[0])} (expected {head}) or decrease: not a "
+                          "litdata chunk, or corrupt")
+    if offsets[-1] != size:
+        raise FormatError(f"the last item ends at byte {int(offsets[-1])} but the file holds {size} bytes "
+                          f"({'truncated' if offsets[-1] > size else 'trailing bytes'}); re-run the optimize step")
+    listed = _formats(path)
+    formats = listed or ["bytes"]
+    k = len(formats)
+    cols: list[list[Any]] = [[] for _ in formats]
+    for i in range(n):
+        b, e = int(offsets[i]), int(offsets[i + 1])
+        if listed is None:
+            cols[0].append(data[b:e])
+            continue
+        if b + 4 * k > e:
+            raise FormatError(f"item {i}: {e - b} bytes cannot hold the sizes of its {k} fields")
+        sizes = np.frombuffer(data[b:b + 4 * k], "<u4").astype(np.int64)
+        if b + 4 * k + int(sizes.sum()) != e:
+            raise FormatError(f"item {i}: its {k} fields take {4 * k + int(sizes.sum())} bytes but the offsets give "
+                              f"it {e - b} (index.json data_format {formats} does not fit the chunk)")
+        at = b + 4 * k
+        for j, (fmt, ln) in enumerate(zip(formats, sizes)):
+            cols[j].append(_decode(fmt, data[at:at + int(ln)]))
+            at += int(ln)
+    dtypes = {"int": pl.Int64, "float": pl.Float64, "str": pl.String}
+    return pl.DataFrame({f"field_{j}": pl.Series(f"field_{j}", cols[j], dtype=dtypes.get(fmt, pl.Binary))
+                         for j, fmt in enumerate(formats)})
