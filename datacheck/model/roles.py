@@ -395,8 +395,8 @@ def _cause(role: str, col: str, dtype: pl.DataType, fmt: str | None, want_list: 
         return f"each row holds a single {dtype} value where {role} needs a sequence; check [columns] {role}"
     if inner == pl.String:
         if fmt == "jsonl":
-            return (f"JSONL lines disagree on the type of {col!r}: some hold strings (e.g. \"1\"), so the reader "
-                    "read every value as a string; write numbers as JSON numbers")
+            return (f"the JSONL lines hold {col!r} as strings (e.g. \"1\"); write numbers as JSON numbers "
+                    "(lines that mix JSON types are reported by the reader with their line numbers)")
         return (f"the values of {col!r} are strings; write them as numbers, or check [columns] {role}"
                 if role != "label" else
                 "the labels are strings: give [labels] classes (the class names) instead of num_classes, "
