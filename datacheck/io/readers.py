@@ -174,37 +174,45 @@ def _has_string(dtype: pl.DataType) -> bool:
     return False
 
 
-def _pa_has_string(t) -> bool:
+def _arrow_type(dtype: pl.DataType):
+    """The Arrow type Arrow's JSON reader converts to for a polars dtype (plain ``string``/``list``:
+    it cannot convert to the large variants polars uses)."""
     import pyarrow as pa
 
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return True
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _pa_has_string(t.value_type)
-    if pa.types.is_struct(t):
-        return any(_pa_has_string(t.field(i).type) for i in range(t.num_fields))
-    return False
+    if dtype == pl.String:
+        return pa.string()
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return pa.list_(_arrow_type(dtype.inner))  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct):
+        return pa.struct([(f.name, _arrow_type(f.dtype)) for f in dtype.fields])
+    return pl.Series([], dtype=dtype).to_arrow().type
 
 
 def _types_as_written(df: pl.DataFrame, data: bytes) -> bool:
     """False when polars' NDJSON reader may have turned non-string JSON values into strings.
 
     polars reads a column that mixes JSON types (``"1"``, ``1.5``, ``[1]``) and integers above
-    uint64's range inside lists as strings, silently. Only frames with a string-bearing column can
-    hide that: for them Arrow's JSON reader (strict: a column that changes JSON type is an error)
-    parses the bytes again, and every column polars read as strings must be strings there too.
-    Frames without strings are returned as read (the common token-id shards pay nothing)."""
-    suspects = [c for c, t in df.schema.items() if _has_string(t)]
+    uint64's range inside lists as strings, silently. Only string-bearing columns can hide that:
+    Arrow's JSON reader (strict: a value of another JSON type than the column's is an error) parses
+    the bytes again with just those columns at polars' types. Frames without strings are returned
+    as read (token-id shards pay nothing); any doubt (an Arrow error) sends the shard to the exact,
+    per-record path. Cost: ``benchmarks/bench_jsonl_read.py``."""
+    suspects = {c: t for c, t in df.schema.items() if _has_string(t)}
     if not suspects:
         return True
     import pyarrow as pa
     import pyarrow.json as pj
 
+    try:
+        schema = pa.schema([(c, _arrow_type(t)) for c, t in suspects.items()])
+    except _READ_ERRORS:
+        return False
+    parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     block = 1 << 24
     while True:
         try:
-            table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=block))
-            break
+            pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=block), parse_options=parse)
+            return True
         except pa.ArrowInvalid as exc:
             if "straddl" in str(exc) and block < len(data):  # a record longer than the block
                 block = len(data) + 1
@@ -212,8 +220,6 @@ def _types_as_written(df: pl.DataFrame, data: bytes) -> bool:
             return False
         except _READ_ERRORS:
             return False
-    names = set(table.column_names)
-    return all(c in names and _pa_has_string(table.schema.field(c).type) for c in suspects)
 
 
 _NUMBER = "number"
