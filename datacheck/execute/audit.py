@@ -9,14 +9,13 @@ import polars as pl
 
 from datacheck.checks.all import load_families
 from datacheck.checks.crossdup import assign_splits, crossdup_payload
-from datacheck.checks.registry import Payload, ShardContext, dataset_items, unreadable_findings
+from datacheck.checks.registry import Payload, ShardContext, dataset_items
 from datacheck.contracts import load_contract
-from datacheck.engine.shard import audit_shard
+from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import ShardCache
 from datacheck.execute.setup import config_and_source
 from datacheck.io.dataindex import read_index, resolve_index_path
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
-from datacheck.io.hashing import hash_file
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
@@ -32,30 +31,22 @@ __all__ = ["audit", "audit_one", "audit_one_cached", "audit_shards", "finish_rep
 
 
 def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
-    """Hash and audit one shard (the unit of work an executor maps over shards)."""
-    try:
-        chash, size = hash_file(ds.path)
-    except OSError as exc:
-        return ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None,
-                           findings=unreadable_findings(ds.rel, ds.format, f"cannot read file: {exc.strerror or exc}"))
-    return audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
+    """Hash and audit one shard (the unit of work an executor maps over shards); a shard that
+    changes while it is read is ``decode.unreadable`` (:func:`~datacheck.engine.shard.audit_file`)."""
+    return audit_file(ds, cfg, cross_shard=cross_shard)[0]
 
 
 def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: bool = True) -> ShardResult:
     """Hash one shard; answer from ``cache`` (a :class:`~datacheck.cache.ShardCache`) when it holds
     the result for these bytes, path, format and config (no shard data is read then), else audit
-    it and store the result."""
-    try:
-        chash, size = hash_file(ds.path)
-    except OSError:
-        return audit_one(ds, cfg, cross_shard)  # not cacheable: audit_one reports the unreadable file
-    key = cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard)
-    hit = cache.get(key, ds.rel)
-    if hit is not None:
-        return hit
-    result = audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
-    if not result.check_errors:  # a check that failed internally is retried next time, never replayed
-        cache.put(key, result)
+    it and store the result. A shard that changed while it was read, or whose checks failed
+    internally, is never stored."""
+    def key(chash: str) -> str:
+        return str(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard))
+
+    result, how = audit_file(ds, cfg, cross_shard=cross_shard, lookup=lambda chash: cache.get(key(chash), ds.rel))
+    if how == "audited" and not result.check_errors:  # a check error is retried next time, never replayed
+        cache.put(key(result.content_hash), result)
     return result
 
 
