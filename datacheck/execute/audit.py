@@ -134,7 +134,8 @@ def audit(
 
     Raises:
         ConfigError: the config is invalid (before any shard is read).
-        UsageError: a path does not exist, no shard was found, ``fail_on`` is unknown,
+        UsageError: ``paths`` or ``config`` is of another type (e.g. ``audit(123)``), a path does not
+            exist, no shard was found, ``fail_on`` is unknown,
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
     """
@@ -142,6 +143,12 @@ def audit(
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, Path)) for p in paths):
+        raise UsageError(f"paths must be a path (str or pathlib.Path) or a list of them, got {paths!r} "
+                         f"({type(paths).__name__}): e.g. datacheck.audit('data/') or datacheck.audit(['a.parquet'])")
+    if config is not None and not isinstance(config, (Config, str, Path, dict)):
+        raise UsageError(f"config must be a path to datacheck.toml, a dict of its keys, a Config or None, got "
+                         f"{type(config).__name__}")
     cfg, source = config_and_source(config, paths)
     if config_path != "derive":
         source = config_path
