@@ -293,8 +293,9 @@ UNREADABLE: dict[str, Callable[[str, str, str], Iterable[Finding]]] = {}
 READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.io.readers", "decode.invalid_utf8": "datacheck.io.readers"}
 
 #: Catalog IDs with no producer yet: ID -> (the config section whose facts they need, why not built).
-#: When that section is configured, they are listed as skipped "not yet built in this version", so a
-#: gate that relies on them never passes by accident; otherwise they stay out of reports.
+#: When that section is configured (or ``[policy]`` names the ID), they are listed as skipped "not yet
+#: built in this version", so a gate that relies on them never passes by accident; otherwise they
+#: stay out of reports.
 NOT_BUILT: dict[str, tuple[str, str]] = {
     cid: ("batch", "the batch planner (torch samplers) is not part of this version")
     for cid in ("batch.small_tail", "batch.singleton_tail", "batch.no_batches", "batch.wraparound",
@@ -479,7 +480,7 @@ def _raised(cid: str, fn: Any, exc: BaseException) -> Skipped:
 
 def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
     """Every registered dataset-stage check on ``dctx``, then the :data:`NOT_BUILT` IDs whose config
-    section is set (skipped: "not yet built in this version")."""
+    section is set or that ``[policy]`` names (skipped: "not yet built in this version")."""
     for cid, spec in CHECKS.items():
         if spec.dataset is None:
             continue
@@ -497,7 +498,7 @@ def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
         for item in items:
             yield _own(cid, item)
     for cid, (section, why) in NOT_BUILT.items():
-        if _section_set(dctx.cfg, section):
+        if _section_set(dctx.cfg, section) or cid in dctx.cfg.policy:
             yield Skipped(cid, f"not yet built in this version ({why})")
 
 

@@ -23,6 +23,7 @@ from datacheck.checks.registry import (
     unreadable_findings,
 )
 from datacheck.io.discover import DiscoveredShard
+from datacheck.io.hashing import file_state, hash_shard
 from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
@@ -31,7 +32,7 @@ from datacheck.model.errors import ENGINE_ERRORS, InternalError
 from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult
 
-__all__ = ["ShardResult", "audit_shard", "audit_frame"]
+__all__ = ["ShardResult", "audit_shard", "audit_file", "audit_frame"]
 
 
 
@@ -253,6 +254,54 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
         return _unreadable(ds, content_hash, size, exc.reason)
     return _audit_data(data, cfg, ds.rel, ds.format, content_hash, size, keep_rows, cross_shard,
                        on_unreadable=lambda reason: _unreadable(ds, content_hash, size, reason))
+
+
+def _changed_reason(before: tuple[int, int, int, int], after: tuple[int, int, int, int]) -> str:
+    what = (f"{before[0]} -> {after[0]} bytes" if before[0] != after[0]
+            else "replaced by another file" if before[3] != after[3] else "rewritten, same size")
+    return (f"the file changed while being read ({what}): its content hash and its rows may come from "
+            "different versions, so nothing of it was checked and the result was not cached; audit it again "
+            "once its writer has finished")
+
+
+def audit_file(ds: DiscoveredShard, cfg: Config, *, keep_rows: bool = False, cross_shard: bool = True,
+               lookup: Callable[[str], ShardResult | None] | None = None) -> tuple[ShardResult, str]:
+    """Hash and audit one shard file, making sure it did not change meanwhile (every verb that audits
+    a file calls this: audit, inspect, clean).
+
+    The file's state (:func:`datacheck.io.hashing.file_state`: size, mtime, ctime, inode) is taken
+    before hashing and again after the audit; when it differs, a writer touched the file while it
+    was read, so the hash covers one version and the rows another: the result is the registry's
+    unreadable findings (``decode.unreadable``, "changed while being read"), with no rows.
+
+    Args:
+        ds: the discovered shard.
+        cfg: the validated config.
+        keep_rows: as :func:`audit_shard`.
+        cross_shard: as :func:`audit_shard`.
+        lookup: called with the content hash; a result it returns is used instead of auditing
+            (the per-shard cache), provided the file did not change while it was hashed.
+
+    Returns:
+        (result, how): ``how`` is ``"audited"``, ``"cached"`` (from ``lookup``), ``"changed"`` or
+        ``"unreadable"`` (the file cannot be read). Only an ``"audited"`` result may be cached.
+    """
+    try:
+        before = file_state(ds.path)
+        chash, size = hash_shard(ds.path, ds.format)
+    except OSError as exc:
+        return _unreadable(ds, "", 0, f"cannot read file: {exc.strerror or exc}"), "unreadable"
+    result = lookup(chash) if lookup is not None else None
+    how = "cached" if result is not None else "audited"
+    if result is None:
+        result = audit_shard(ds, cfg, chash, size, keep_rows=keep_rows, cross_shard=cross_shard)
+    try:
+        after = file_state(ds.path)
+    except OSError as exc:
+        return _unreadable(ds, "", 0, f"cannot read file: {exc.strerror or exc} (it went away while being read)"), "changed"
+    if after != before:
+        return _unreadable(ds, "", after[0], _changed_reason(before, after)), "changed"
+    return result, how
 
 
 def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame", keep_rows: bool = True,

@@ -9,16 +9,15 @@ import polars as pl
 
 from datacheck.checks.all import load_families
 from datacheck.checks.crossdup import assign_splits, crossdup_payload
-from datacheck.checks.registry import Payload, ShardContext, dataset_items, unreadable_findings
-from datacheck.engine.shard import audit_shard
+from datacheck.checks.registry import Payload, ShardContext, dataset_items
+from datacheck.engine.shard import audit_file
 from datacheck.execute.setup import config_and_source, prepare_audit
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
-from datacheck.io.hashing import hash_shard
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.errors import ENGINE_ERRORS
+from datacheck.model.errors import ENGINE_ERRORS, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
 from datacheck.report.build import build_report
@@ -28,30 +27,22 @@ __all__ = ["audit", "audit_one", "audit_one_cached", "audit_shards", "finish_rep
 
 
 def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
-    """Hash and audit one shard (the unit of work an executor maps over shards)."""
-    try:
-        chash, size = hash_shard(ds.path, ds.format)
-    except OSError as exc:
-        return ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None,
-                           findings=unreadable_findings(ds.rel, ds.format, f"cannot read file: {exc.strerror or exc}"))
-    return audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
+    """Hash and audit one shard (the unit of work an executor maps over shards); a shard that
+    changes while it is read is ``decode.unreadable`` (:func:`~datacheck.engine.shard.audit_file`)."""
+    return audit_file(ds, cfg, cross_shard=cross_shard)[0]
 
 
 def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: bool = True) -> ShardResult:
     """Hash one shard; answer from ``cache`` (a :class:`~datacheck.cache.ShardCache`) when it holds
     the result for these bytes, path, format and config (no shard data is read then), else audit
-    it and store the result."""
-    try:
-        chash, size = hash_shard(ds.path, ds.format)
-    except OSError:
-        return audit_one(ds, cfg, cross_shard)  # not cacheable: audit_one reports the unreadable file
-    key = cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard)
-    hit = cache.get(key, ds.rel)
-    if hit is not None:
-        return hit
-    result = audit_shard(ds, cfg, chash, size, cross_shard=cross_shard)
-    if not result.check_errors:  # a check that failed internally is retried next time, never replayed
-        cache.put(key, result)
+    it and store the result. A shard that changed while it was read, or whose checks failed
+    internally, is never stored."""
+    def key(chash: str) -> str:
+        return str(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard))
+
+    result, how = audit_file(ds, cfg, cross_shard=cross_shard, lookup=lambda chash: cache.get(key(chash), ds.rel))
+    if how == "audited" and not result.check_errors:  # a check error is retried next time, never replayed
+        cache.put(key(result.content_hash), result)
     return result
 
 
@@ -139,12 +130,19 @@ def audit(
 
     Raises:
         ConfigError: the config is invalid (before any shard is read).
-        UsageError: a path does not exist, no shard was found, ``fail_on`` is unknown,
+        UsageError: ``paths`` or ``config`` is of another type (e.g. ``audit(123)``), a path does not
+            exist, no shard was found, ``fail_on`` is unknown,
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, Path)) for p in paths):
+        raise UsageError(f"paths must be a path (str or pathlib.Path) or a list of them, got {paths!r} "
+                         f"({type(paths).__name__}): e.g. datacheck.audit('data/') or datacheck.audit(['a.parquet'])")
+    if config is not None and not isinstance(config, (Config, str, Path, dict)):
+        raise UsageError(f"config must be a path to datacheck.toml, a dict of its keys, a Config or None, got "
+                         f"{type(config).__name__}")
     cfg, source = config_and_source(config, paths)
     if config_path != "derive":
         source = config_path

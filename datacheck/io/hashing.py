@@ -6,13 +6,14 @@ internal row hash (those change between versions).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import xxhash
 
 from datacheck.model.constants import HASH_ALGORITHM
 
-__all__ = ["hash_file", "hash_shard", "hash_bytes", "index_hash"]
+__all__ = ["hash_file", "hash_shard", "hash_bytes", "index_hash", "file_state"]
 
 _CHUNK = 1 << 24  # 16 MiB reads
 
@@ -55,6 +56,18 @@ def hash_shard(path: str | Path, fmt: str) -> tuple[str, int]:
                 h.update(chunk)
                 size += len(chunk)
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
+
+
+def file_state(path: str | Path) -> tuple[int, int, int, int]:
+    """(size in bytes, modification time in ns, status-change time in ns, inode) of ``path``: equal
+    before and after a read when no writer touched the file in between (an append, a rewrite in
+    place, or a replacement by rename all change one of them).
+
+    Raises:
+        OSError: the file cannot be stat'ed.
+    """
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
 def index_hash(pairs: list[tuple[str, str]]) -> str:

@@ -10,7 +10,9 @@ columns with the same dtypes:
    lists;
 2. the roles are resolved against the read schema (:func:`datacheck.model.roles.resolve_roles`);
 3. role columns whose values are all null (dtype ``Null`` / ``List(Null)``) are cast to the role's
-   dtype (:func:`datacheck.model.roles.null_role_casts`), lazily.
+   dtype (:func:`datacheck.model.roles.null_role_casts`), and dictionary-encoded text columns
+   (``Categorical``/``Enum``: Arrow ``dictionary<string>``, pandas ``category``) to ``String``
+   (:func:`datacheck.model.roles.text_casts`), lazily.
 
 No other module calls ``open_shard`` (a test walks the package's syntax trees for it).
 """
@@ -25,7 +27,7 @@ from datacheck.io.discover import DiscoveredShard
 from datacheck.io.readers import ShardData, Unreadable, normalize_frame, open_shard
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding
-from datacheck.model.roles import Roles, null_role_casts, resolve_roles, text_column_names
+from datacheck.model.roles import Roles, null_role_casts, resolve_roles, text_casts, text_column_names
 
 __all__ = ["CheckInput", "open_for_checks"]
 
@@ -38,7 +40,8 @@ class CheckInput:
         lf: the rows, casts applied (0-based row index = position in this frame).
         schema: ``{column: dtype}`` of ``lf`` (after the casts).
         roles: the resolved roles (``[columns]`` plus inference over ``schema``).
-        casts: ``{column: dtype}`` of the all-null role columns that were cast (empty when none).
+        casts: ``{column: dtype}`` of the all-null role columns and dictionary-encoded text columns
+            that were cast (empty when none).
         decode_findings: ``decode.*`` findings found while opening (line formats).
         line_format: True for JSONL/CSV (rows then also have 1-based line numbers).
         line_of_row: ``(rows,)`` int64, the 1-based line of each row, or None when it is ``row + line_base``.
@@ -90,7 +93,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     except Exception as exc:  # noqa: BLE001 - any reader failure on the schema is an unreadable shard
         raise Unreadable(f"cannot read the schema: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     roles = resolve_roles(cfg.columns, schema)
-    casts = null_role_casts(roles, schema)
+    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema)}
     lf = data.lf
     if casts:
         lf = lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])

@@ -170,6 +170,191 @@ def _blank_finding(blank: list[tuple[int, int]], max_examples: int) -> Finding:
     )
 
 
+def _has_string(dtype: pl.DataType) -> bool:
+    """``dtype`` holds strings at some depth (a String column, a list or struct of them)."""
+    if dtype == pl.String:
+        return True
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return _has_string(dtype.inner)  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct):
+        return any(_has_string(f.dtype) for f in dtype.fields)
+    return False
+
+
+def _arrow_type(dtype: pl.DataType):
+    """The Arrow type Arrow's JSON reader converts to for a polars dtype (plain ``string``/``list``:
+    it cannot convert to the large variants polars uses)."""
+    import pyarrow as pa
+
+    if dtype == pl.String:
+        return pa.string()
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return pa.list_(_arrow_type(dtype.inner))  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct):
+        return pa.struct([(f.name, _arrow_type(f.dtype)) for f in dtype.fields])
+    return pl.Series([], dtype=dtype).to_arrow().type
+
+
+def _types_as_written(df: pl.DataFrame, data: bytes) -> bool:
+    """False when polars' NDJSON reader may have turned non-string JSON values into strings.
+
+    polars reads a column that mixes JSON types (``"1"``, ``1.5``, ``[1]``) and integers above
+    uint64's range inside lists as strings, silently. Only string-bearing columns can hide that:
+    Arrow's JSON reader (strict: a value of another JSON type than the column's is an error) parses
+    the bytes again with just those columns at polars' types. Frames without strings are returned
+    as read (token-id shards pay nothing); any doubt (an Arrow error) sends the shard to the exact,
+    per-record path. Cost: ``benchmarks/bench_jsonl_read.py``."""
+    suspects = {c: t for c, t in df.schema.items() if _has_string(t)}
+    if not suspects:
+        return True
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        schema = pa.schema([(c, _arrow_type(t)) for c, t in suspects.items()])
+    except _READ_ERRORS:
+        return False
+    parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    block = 1 << 24
+    while True:
+        try:
+            pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(block_size=block), parse_options=parse)
+            return True
+        except pa.ArrowInvalid as exc:
+            if "straddl" in str(exc) and block < len(data):  # a record longer than the block
+                block = len(data) + 1
+                continue
+            return False
+        except _READ_ERRORS:
+            return False
+
+
+_NUMBER = "number"
+
+
+def _json_type(v) -> str | None:
+    """The JSON type of a parsed value as a comparable key: ``None`` for null, ``"number"`` (ints and
+    floats: one type in JSON), ``"string"``, ``"boolean"``, ``"object"``, ``"array<T>"`` (``T``: the
+    type of its non-null elements, ``"*"`` when it has none, ``"mixed"`` when they differ)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return _NUMBER
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "object"
+    if isinstance(v, list):
+        inner = {t for t in map(_json_type, v) if t is not None}
+        inner = {t for t in inner if t != "array<*>"} or inner
+        if len(inner) > 1 and all(t.startswith("array<") for t in inner):
+            inner = {"array<mixed>"}
+        return f"array<{inner.pop() if len(inner) == 1 else ('*' if not inner else 'mixed')}>"
+    return type(v).__name__
+
+
+def _compatible(kind: str, major: str) -> bool:
+    """An empty array (``array<*>``) fits any array type."""
+    return kind == major or (kind == "array<*>" and major.startswith("array<"))
+
+
+def _leaves(values: list) -> tuple[int, bool]:
+    """(list depth, any float among the leaves) of a column's Python values."""
+    depth, has_float, level = 0, False, [v for v in values if v is not None]
+    while level:
+        if any(isinstance(v, float) for v in level):
+            has_float = True
+        lists = [v for v in level if isinstance(v, list)]
+        if not lists:
+            break
+        depth += 1
+        level = [x for v in lists for x in v if x is not None]
+    return depth, has_float
+
+
+def _column_series(name: str, values: list) -> pl.Series | str:
+    """The column as polars builds it from Python values; numbers that polars' strict builder refuses
+    are given one dtype: Float64 when some are floats (ints next to floats), else Int128 (integers
+    beyond 64 bits, e.g. a uint64 id next to a negative one). Returns polars' message when the values
+    still do not form one column (e.g. objects whose fields change type)."""
+    try:
+        return pl.Series(name, values)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        depth, has_float = _leaves(values)
+        dtype: pl.DataType = pl.Float64() if has_float else pl.Int128()
+        for _ in range(depth):
+            dtype = pl.List(dtype)
+        try:
+            return pl.Series(name, values, dtype=dtype)
+        except (TypeError, OverflowError, pl.exceptions.PolarsError) as exc:
+            return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _lines_text(lines: list[int]) -> str:
+    shown = ", ".join(map(str, lines[:5])) + (f" (+{len(lines) - 5} more)" if len(lines) > 5 else "")
+    return f"line {shown}" if len(lines) == 1 else f"lines {shown}"
+
+
+def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples: int) -> tuple[pl.DataFrame, list[Finding]]:
+    """The rows of the parsed JSON records (``json.loads``: ``NaN``/``Infinity`` are floats, big
+    integers exact) as a frame, with one ``schema.dtype`` finding per column that mixes JSON types.
+
+    A column is read as its most common JSON type (rows counted; ties: the type seen first); a value
+    of another type is read as null and its line reported (the finding's ``lines`` and
+    ``details["json_types"]``: JSON type -> 1-based lines), so the other rows are still audited.
+    """
+    columns: dict[str, list] = {}
+    for i, rec in enumerate(values):
+        for k in rec:
+            if k not in columns:
+                columns[k] = [None] * i
+        for k, col in columns.items():
+            col.append(rec.get(k))
+    findings: list[Finding] = []
+    series = []
+    for name, col in columns.items():
+        kinds = [_json_type(v) for v in col]
+        counts: dict[str, int] = {}
+        for k in kinds:
+            if k is not None and k != "array<*>":
+                counts[k] = counts.get(k, 0) + 1
+        if not counts and "array<*>" in kinds:
+            counts["array<*>"] = 1
+        major = max(counts, key=lambda k: counts[k]) if counts else None
+        bad = [i for i, k in enumerate(kinds) if k is not None and major is not None and not _compatible(k, major)]
+        if bad:
+            by_type: dict[str, list[int]] = {major: []}  # type: ignore[dict-item]
+            for i, k in enumerate(kinds):
+                if k is not None:
+                    by_type.setdefault(k if not _compatible(k, major) else major, []).append(line_of_row[i])  # type: ignore[arg-type]
+            others = ", ".join(f"{k} at {_lines_text(ls)}" for k, ls in by_type.items() if k != major)
+            findings.append(Finding(
+                check="schema.dtype", severity="error", column=name, count=len(bad), ratio=len(bad) / len(col),
+                message=(f"column {name!r} mixes JSON types: mostly {major} ({len(col) - len(bad) - kinds.count(None)} "
+                         f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
+                         "Write one JSON type per column."),
+                lines=tuple(line_of_row[i] for i in bad[:max_examples]),
+                examples=tuple(Example(row=i, value=f"{kinds[i]}: {show_value(col[i], 60)}", line=line_of_row[i])
+                               for i in bad[:max_examples]),
+                details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
+            ))
+            for i in bad:
+                col[i] = None
+        built = _column_series(name, col)
+        if isinstance(built, str):
+            findings.append(Finding(
+                check="schema.dtype", severity="error", column=name, count=len(col) - kinds.count(None),
+                message=(f"column {name!r}: its JSON values do not form one column ({built}); the column was "
+                         "read as null, the other columns were audited. Write one JSON type per field."),
+                details={"reason": built},
+            ))
+            built = pl.Series(name, [None] * len(col), dtype=pl.Null)
+        series.append(built)
+    return pl.DataFrame(series), findings
+
+
 def _read_jsonl(path: Path, max_examples: int) -> ShardData:
     raw = read_bytes(path)
     data, _bom = strip_bom(raw)
@@ -187,7 +372,7 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
         if blank_count == 0:
             try:
                 df = pl.read_ndjson(data, infer_schema_length=None)
-                if df.height == nonblank:
+                if df.height == nonblank and _types_as_written(df, data):
                     return ShardData(lf=df.lazy(), line_format=True, line_base=1)
             except _READ_ERRORS:
                 pass
@@ -195,7 +380,7 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
     lines = split.lines
     if not utf8_ok:
         findings.extend(_utf8_findings(lines, max_examples)[0])
-    good = [r.text for r in split.rows]
+    good = split.rows
     line_of_row = [r.line for r in split.rows]
     bad = [(r.line, r.offset, r.error or "", r.text) for r in split.bad]
     blank = split.blank
@@ -204,10 +389,8 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
     if blank:
         findings.append(_blank_finding(blank, max_examples))
     if good:
-        try:
-            df = pl.read_ndjson("\n".join(good).encode("utf-8"), infer_schema_length=None)
-        except _READ_ERRORS as exc:
-            raise Unreadable(f"the JSON records parse but do not form one table: {exc}") from None
+        df, typed = _frame_from_records([r.value for r in split.rows], line_of_row, max_examples)
+        findings.extend(typed)
     else:
         df = pl.DataFrame()
     return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,

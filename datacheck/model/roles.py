@@ -19,7 +19,7 @@ import polars as pl
 from datacheck.model.config import ColumnsSection
 
 __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
-           "TEXT_NAMES", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth"]
+           "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -91,6 +91,14 @@ def _null_elements(dtype: pl.DataType) -> bool:
     """A list column whose every element is null or every list empty in this shard (JSON ``[]`` or
     ``[null]`` rows only): polars infers ``List(Null)``."""
     return isinstance(dtype, pl.List) and dtype.inner == pl.Null
+
+
+def _dictionary_text(dtype: pl.DataType) -> bool:
+    """Dictionary-encoded text: polars ``Categorical``/``Enum`` (Arrow ``dictionary<string>``,
+    pandas ``category``), or one list level of it. Its values are strings; the encoding is storage."""
+    if isinstance(dtype, (pl.List, pl.Array)):
+        dtype = dtype.inner  # type: ignore[assignment]
+    return isinstance(dtype, (pl.Categorical, pl.Enum))
 
 
 def is_list(dtype: pl.DataType) -> bool:
@@ -219,7 +227,8 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
 
     text = keep("text", _as_tuple(cfg.text))
     if cfg.text is None:
-        text = tuple(c for c in _TEXT_NAMES if c in schema and (schema[c] == pl.String or _all_null(schema[c])))
+        text = tuple(c for c in _TEXT_NAMES if c in schema
+                     and (schema[c] == pl.String or _all_null(schema[c]) or _dictionary_text(schema[c])))
         if text:
             inferred.add("text")
     label = one("label", cfg.label)
@@ -289,6 +298,18 @@ def null_role_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, p
                 continue
             if _all_null(schema[c]) or (_null_elements(schema[c]) and isinstance(dtype, pl.List)):
                 out.setdefault(c, dtype)
+    return out
+
+
+def text_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
+    """``{column: dtype}`` for the text columns stored dictionary-encoded (``Categorical``/``Enum``,
+    or a list of them): read as ``String`` (``List(String)``), the same values, so that the text
+    checks and the row hashes see text whatever its storage."""
+    out: dict[str, pl.DataType] = {}
+    for c in roles.text:
+        t = schema.get(c)
+        if t is not None and _dictionary_text(t):
+            out[c] = pl.List(pl.String) if isinstance(t, (pl.List, pl.Array)) else pl.String()
     return out
 
 
@@ -374,8 +395,8 @@ def _cause(role: str, col: str, dtype: pl.DataType, fmt: str | None, want_list: 
         return f"each row holds a single {dtype} value where {role} needs a sequence; check [columns] {role}"
     if inner == pl.String:
         if fmt == "jsonl":
-            return (f"JSONL lines disagree on the type of {col!r}: some hold strings (e.g. \"1\"), so the reader "
-                    "read every value as a string; write numbers as JSON numbers")
+            return (f"the JSONL lines hold {col!r} as strings (e.g. \"1\"); write numbers as JSON numbers "
+                    "(lines that mix JSON types are reported by the reader with their line numbers)")
         return (f"the values of {col!r} are strings; write them as numbers, or check [columns] {role}"
                 if role != "label" else
                 "the labels are strings: give [labels] classes (the class names) instead of num_classes, "

@@ -116,6 +116,12 @@ def render_text(report: Report, max_message: int = 110) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _md_cell(text: str) -> str:
+    """``text`` safe in a GitHub-flavoured markdown table cell: ``|`` escaped (also inside code spans,
+    where GFM honours ``\\|``), line breaks as spaces."""
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def render_markdown(report: Report) -> str:
     """Markdown for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``)."""
     s = report.summary
@@ -132,10 +138,10 @@ def render_markdown(report: Report) -> str:
     for sh in report.shards:
         rows_n = "unreadable" if sh.rows is None else str(sh.rows)
         if not sh.findings:
-            out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | | | | |")
+            out.append(f"| `{_md_cell(sh.path)}` | {rows_n} | {sh.status} | | | | |")
         for f in sh.findings:
             fail = " **(fails)**" if f.fails_policy else ""
-            out.append(f"| `{sh.path}` | {rows_n} | {sh.status} | `{f.check}` | {f.severity}{fail} "
+            out.append(f"| `{_md_cell(sh.path)}` | {rows_n} | {sh.status} | `{f.check}` | {f.severity}{fail} "
                        f"| {_count_txt(sh, f)} | {_rows_txt(f)} |")
     if report.dataset_findings:
         out += ["", "### Dataset", ""]

@@ -64,10 +64,10 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.engine.shard import audit_shard
+from datacheck.engine.shard import audit_file
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.hashing import hash_bytes, hash_file, hash_shard
+from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.hfmeta import read_state
 from datacheck.io.readers import read_bytes
 from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
@@ -708,12 +708,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         for ds in disc.shards:
             sc = ShardClean(path=ds.rel, format=ds.format)
             results.append(sc)
-            try:
-                chash, size = hash_shard(ds.path, ds.format)
-            except OSError as exc:
-                sc.unreadable = f"cannot read file: {exc.strerror or exc}"
-                continue
-            res = audit_shard(ds, cfg, chash, size, keep_rows=True)
+            res = audit_file(ds, cfg, keep_rows=True)[0]
             if not res.readable:
                 sc.unreadable = next((f.details.get("reason") for f in res.findings
                                       if f.check == "decode.unreadable"), None) or "cannot be read"

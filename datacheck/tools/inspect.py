@@ -1,7 +1,7 @@
 """``datacheck inspect``: the offending rows of a shard, their values, and a small reproduction file.
 
 Inspection reuses the audit machinery: shards are found with :func:`datacheck.io.discover.discover`,
-audited with :func:`datacheck.engine.shard.audit_shard` (``keep_rows=True``, so every failing row of
+audited with :func:`datacheck.engine.shard.audit_file` (``keep_rows=True``, so every failing row of
 every row check is known), and the offending rows are then read back from the shard as the audit
 read it (:func:`datacheck.io.read.open_for_checks`: same reader, same casts). Row indices are 0-based
 positions in the shard as read (header excluded for CSV); JSONL/CSV rows also carry their 1-based
@@ -29,9 +29,8 @@ from typing import Any
 import polars as pl
 
 from datacheck.checks.all import load_families
-from datacheck.engine.shard import audit_shard
+from datacheck.engine.shard import audit_file
 from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.hashing import hash_shard
 from datacheck.io.outputs import write_atomic
 from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
@@ -373,12 +372,8 @@ def _window(tokens: list[str], pos: int | None) -> tuple[str, ...]:
 
 def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows: list[int] | None,
                  limit: int, tok: TokenizerView | None, notes: list[str]) -> ShardInspection:
-    try:
-        chash, size = hash_shard(ds.path, ds.format)
-    except OSError as exc:
-        return ShardInspection(shard=ds, content_hash="", bytes=0, rows=None,
-                               unreadable=f"cannot read file: {exc.strerror or exc}")
-    res = audit_shard(ds, cfg, chash, size, keep_rows=True)
+    res = audit_file(ds, cfg, keep_rows=True)[0]
+    chash, size = res.content_hash, res.bytes
     if not res.readable:
         reason = next((f.details.get("reason") for f in res.findings if f.check == "decode.unreadable"), None)
         return ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=None,

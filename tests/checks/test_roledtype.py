@@ -23,14 +23,15 @@ def _jsonl(tmp_path, text: str, config: dict):
 
 
 def test_mixed_json_types_in_input_ids_are_a_dtype_error(tmp_path):
+    # issue 10 item 11: the reader reports the line of the other JSON type and reads it as null;
+    # the other rows keep their integer ids and are audited
     rep = _jsonl(tmp_path, '{"input_ids": [1, 2, 99999]}\n{"input_ids": [5, 6, 7]}\n{"input_ids": ["1", "2"]}\n',
                  {"tokens": {"vocab_size": 100}})
     f = one(rep, "schema.dtype", "input_ids")
     assert f.severity == "error" and not rep.passed
-    assert f.details == {"role": "input_ids", "expected": "a list of integers", "actual": "List(String)",
-                         "source": "roles"}
-    assert "JSONL lines disagree on the type of 'input_ids': some hold strings" in f.message
-    assert skipped_reason(rep, "tokens.out_of_vocab") == IDS_SKIP.format(t="List(String)")
+    assert f.lines == (3,) and f.details["json_types"] == {"array<number>": [1, 2], "array<string>": [3]}
+    assert "mixes JSON types: mostly array<number> (2 row(s)), but array<string> at line 3" in f.message
+    assert one(rep, "tokens.out_of_vocab", "input_ids").rows == (0,)
     _no_engine_errors(rep)
 
 
@@ -43,14 +44,10 @@ def test_float_ids_are_a_dtype_error(tmp_path):
 
 def test_mixed_json_label_types_with_num_classes(tmp_path):
     rep = _jsonl(tmp_path, '{"label": 0}\n{"label": "1"}\n{"label": 1.5}\n{"label": null}\n',
-                 {"labels": {"num_classes": 2}})
+                 {"columns": {"label": "label"}, "labels": {"num_classes": 2}})
     f = one(rep, "schema.dtype", "label")
-    assert f.details["actual"] == "String" and f.details["role"] == "label"
-    assert "JSONL lines disagree on the type of 'label': some hold strings" in f.message
-    assert "reported as schema.dtype" in skipped_reason(rep, "labels.out_of_range")
-    assert skipped_reason(rep, "labels.unseen_class") == (
-        "label column 'label' has a dtype that cannot serve a class label (reported as schema.dtype)")
-    assert one(rep, "labels.null").rows == (3,)  # a missing label is still reported
+    assert f.lines == (2,) and f.details["read_as"] == "number"
+    assert one(rep, "labels.null").rows == (1, 3)  # the string (read as null) and the missing label
 
 
 def test_roles_mapped_to_wrong_columns(tmp_path):

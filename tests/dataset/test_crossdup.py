@@ -265,7 +265,7 @@ def test_split_overlap_against_with_unreadable_shard(splits):
 
 
 def test_payload_survives_the_result_cache(splits, tmp_path, monkeypatch):
-    import datacheck.execute.audit as api
+    import datacheck.engine.shard as api
 
     cfg = {"splits": {"train": "train/*", "test": "test/*"}}
     first = run(splits, cfg, cache_dir=tmp_path / "cache")

@@ -116,7 +116,7 @@ def test_hit_reads_no_shard_data_and_gives_the_same_report(tmp_path, monkeypatch
 
     monkeypatch.setattr(runner, "open_for_checks", no_read)
     monkeypatch.setattr(readers, "open_shard", no_read)
-    monkeypatch.setattr(api, "audit_shard", no_read)
+    monkeypatch.setattr(runner, "audit_shard", no_read)
     for name in ("scan_parquet", "read_parquet", "scan_ipc", "read_ipc", "scan_ndjson", "read_ndjson", "scan_csv",
                  "read_csv"):
         monkeypatch.setattr(pl, name, no_read)
@@ -131,13 +131,13 @@ def test_changed_shard_is_re_audited_others_are_hits(tmp_path, monkeypatch):
     target = d / "shard-00002-of-00007.parquet"
     pl.DataFrame({"text": ["", "", "x"], "label": [0, 9, 1]}).write_parquet(target)
     seen = []
-    real = api.audit_shard
+    real = runner.audit_shard
 
     def spy(ds, *a, **k):
         seen.append(ds.rel)
         return real(ds, *a, **k)
 
-    monkeypatch.setattr(api, "audit_shard", spy)
+    monkeypatch.setattr(runner, "audit_shard", spy)
     cfg = config_from_dict(CFG)
     c = ShardCache(cache, cfg)
     results = api.audit_shards(discover([str(d)]), cfg, cache=c)

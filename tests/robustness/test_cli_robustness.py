@@ -294,12 +294,12 @@ def test_sigterm_during_clean_removes_the_temporary_folder(tmp_path, ow):
         import sys, time
         from pathlib import Path
         import datacheck.tools.clean as c
-        real = c.audit_shard
+        real = c.audit_file
         def blocked(*a, **k):
             Path({str(marker)!r}).write_text("in clean")
             time.sleep(120)
             return real(*a, **k)
-        c.audit_shard = blocked
+        c.audit_file = blocked
         from datacheck.cli.main import main
         sys.exit(main(sys.argv[1:]))
     """)
