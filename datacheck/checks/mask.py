@@ -11,7 +11,8 @@ from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import inner_dtype, is_list
 
-__all__ = ["non_binary", "not_contiguous", "token_not_pad", "label_not_ignored", "padding_stats", "eos_unsupervised"]
+__all__ = ["non_binary", "not_contiguous", "token_not_pad", "pad_attended", "label_not_ignored", "padding_stats",
+           "eos_unsupervised"]
 
 
 def _aligned(*cols: str) -> pl.Expr:
@@ -118,6 +119,39 @@ def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
         details={"positions": bad.sum()},
         message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
                                        f"with attention_mask 0 ({d.get('positions')} positions)"),
+    )
+
+
+@check("padding.pad_attended", roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
+       reasons={"input_ids": _NEEDS_PAD, "tokens.pad_token_id": _NEEDS_PAD}, dtype_roles=("attention_mask",))
+def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``padding.pad_attended``: ``pad_token_id != eos_token_id`` and a position holding
+    ``pad_token_id`` in ``input_ids`` (list of ints) has ``attention_mask`` 1 (list of 0/1 ints,
+    bools or floats): the model attends to padding, as when the mask was built as all ones.
+
+    Skipped when ``pad_token_id == eos_token_id`` (GPT-2 style: an attended pad id is the eos
+    that ends the text). With ``eos_token_id`` unset, pad is taken to differ from eos. Only rows
+    whose input_ids, attention_mask and labels (those present) have equal lengths and whose mask is
+    binary are looked at (others are ``length.mismatch`` / ``mask.non_binary``)."""
+    tok = ctx.cfg.tokens
+    if problem(ctx, "input_ids") is not None:
+        yield Skipped("padding.pad_attended", _NEEDS_PAD)
+        return
+    if tok.eos_token_id is not None and tok.eos_token_id == tok.pad_token_id:
+        yield Skipped("padding.pad_attended", f"pad_token_id == eos_token_id ({tok.pad_token_id}): an attended "
+                                              "pad id is the eos that ends the text")
+        return
+    mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, tok.pad_token_id
+    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 1) & (x == pad))
+    bad = (pl.col(mcol).cast(pl.Int64) == 1) & (pl.col(ids) == pad)
+    yield RowCheck(
+        check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx),
+        example=pl.format("{} attended position(s) hold pad_token_id", nz),
+        details={"positions": bad.sum()},
+        message=lambda n, d, pad=pad: (f"{n} row(s) hold pad_token_id {pad} at positions with attention_mask 1 "
+                                       f"({d.get('positions')} positions): the model attends to padding. Set the "
+                                       "mask to 0 at padded positions (if pad_token_id is also your eos, set "
+                                       "[tokens] eos_token_id)"),
     )
 
 

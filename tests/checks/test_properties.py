@@ -315,6 +315,10 @@ def test_mask_and_padding_match_reference(data, n, side, ign, pad, mask_dtype):
         i for i in range(n) if aligned[i] and ref_masked_positions_differ(ids[i], mask[i], pad)}
     assert got.get("padding.label_not_ignored:labels", set()) == {
         i for i in range(n) if aligned[i] and ref_masked_positions_differ(labels[i], mask[i], ign)}
+    binary = [mask[i] is not None and not ref_non_binary(mask[i]) for i in range(n)]
+    assert got.get("padding.pad_attended:input_ids", set()) == {
+        i for i in range(n) if aligned[i] and binary[i]
+        and any(m == 1 and v == pad for v, m in zip(ids[i], mask[i]))}
 
 
 # ---------------------------------------------------------------- dup
