@@ -127,7 +127,8 @@ def all_padding(ctx: ShardContext) -> Iterable[ShardItem]:
        reasons={"labels.ignore_index": "[labels] ignore_index is unset"})
 def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.no_supervised_tokens``: every token label equals ``ignore_index`` after truncation to
-    ``max_seq_len`` on ``truncation_side`` (the mean loss over 0 tokens is 0/0 = NaN)."""
+    ``max_seq_len`` on ``truncation_side`` (the mean loss over 0 tokens is 0/0 = NaN). Not
+    position-wise, so the same under either ``[labels] shifted`` convention."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")

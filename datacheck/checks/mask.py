@@ -162,7 +162,11 @@ _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
        reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",))
 def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.label_not_ignored``: a position with mask 0 has a label other than ``ignore_index``
-    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder)."""
+    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder).
+
+    The rule is the same whatever ``[labels] shifted`` says: unshifted, ``labels[i]`` at a padded
+    position is the target predicted from position i-1 (the model learns to emit padding);
+    shifted, it is the target predicted from the padded position i itself (loss on padding input)."""
     if problem(ctx, "labels") is not None:
         yield Skipped("padding.label_not_ignored", _NEEDS_IGNORE)
         return
@@ -182,10 +186,23 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
+def label_of_token(ctx: ShardContext, labels: str) -> pl.Expr:
+    """In :func:`positions_view`: the label that supervises the token at each position.
+
+    ``[labels] shifted = false`` (Hugging Face; the model shifts): ``labels[i]``. ``shifted = true``
+    (nanoGPT, Megatron: ``labels[i] == input_ids[i+1]``): ``labels[i-1]``, the target predicted at
+    the position before (null at position 0, which no label supervises)."""
+    if ctx.cfg.labels.shifted:
+        return pl.col(labels).shift(1).over("__row")
+    return pl.col(labels)
+
+
 @measure("padding")
 def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
     """``padding_fraction`` (share of mask-0 positions), ``eos`` (eos tokens inside real content,
-    and how many are supervised: for ``padding.eos_unsupervised``) and ``supervised_fraction``."""
+    and how many are supervised: for ``padding.eos_unsupervised``; with ``[labels] shifted`` the eos
+    at position i is supervised by ``labels[i-1]``, see :func:`label_of_token`) and
+    ``supervised_fraction``."""
     r, tok, lab = ctx.roles, ctx.cfg.tokens, ctx.cfg.labels
     mcol = r.attention_mask
     if mcol is not None and problem(ctx, "attention_mask") is None:
@@ -202,7 +219,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
             in_content = in_content & (pl.col(mcol) != 0)
         in_content = in_content.fill_null(False)
         yield Stat(key="eos", view=positions_view(ctx), expr=pl.struct(
-            total=in_content.sum(), supervised=(in_content & (pl.col(labels) != ign)).sum(),
+            total=in_content.sum(), supervised=(in_content & (label_of_token(ctx, labels) != ign).fill_null(False)).sum(),
             rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
             post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
     if labels is not None and lab.ignore is not None:
