@@ -9,7 +9,7 @@ from datacheck.checks._expr import first_bad, positions_count, supervised_per_ro
 from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import inner_dtype, is_list
+from datacheck.model.roles import inner_dtype, is_list, seq2seq_layout
 
 __all__ = ["non_binary", "not_contiguous", "token_not_pad", "pad_attended", "label_not_ignored", "padding_stats",
            "eos_unsupervised"]
@@ -24,10 +24,12 @@ def positions_view(ctx: ShardContext) -> FlatView:
     """The shard's position-wise view: input_ids, attention_mask and labels (those present, list
     typed) exploded together. Rows where their lengths differ (``length.mismatch``) or the mask is
     not binary (``mask.non_binary``) are left out of the position-wise checks: they are reported as
-    those errors instead."""
+    those errors instead. In a seq2seq layout (:func:`~datacheck.model.roles.seq2seq_layout`) labels
+    are the decoder's target and are not part of the view."""
     r = ctx.roles
     bad = {p.column for p in problems(ctx)}
-    group = tuple(c for c in (r.input_ids, r.attention_mask, r.labels)
+    labels = None if seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) else r.labels
+    group = tuple(c for c in (r.input_ids, r.attention_mask, labels)
                   if c is not None and c not in bad and is_list(ctx.schema[c]))
     binary = None
     if r.attention_mask in group:
@@ -170,8 +172,9 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     if problem(ctx, "labels") is not None:
         yield Skipped("padding.label_not_ignored", _NEEDS_IGNORE)
         return
-    if "decoder_input_ids" in ctx.schema or "decoder_attention_mask" in ctx.schema:
-        yield Skipped("padding.label_not_ignored", "seq2seq layout: labels follow the decoder, not attention_mask")
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema)
+    if s2s is not None:
+        yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not attention_mask")
         return
     mcol, labels, ign = ctx.roles.attention_mask, ctx.roles.labels, ctx.cfg.labels.ignore
     nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
@@ -210,7 +213,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
         yield Stat(key="padding_fraction", expr=1 - mi.list.sum().sum() / mi.list.len().sum())
     # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
     usable = {c for c in (r.labels, r.input_ids, mcol) if c is not None} - {p.column for p in problems(ctx)}
-    labels = r.labels if r.labels in usable else None
+    labels = r.labels if r.labels in usable and seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) is None else None
     ids = r.input_ids if r.input_ids in usable else None
     if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
         eos, ign = tok.eos_token_id, lab.ignore

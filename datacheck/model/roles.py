@@ -19,7 +19,8 @@ import polars as pl
 from datacheck.model.config import ColumnsSection
 
 __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
-           "TEXT_NAMES", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth"]
+           "TEXT_NAMES", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth", "DECODER_COLUMNS",
+           "seq2seq_layout"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -296,6 +297,32 @@ def text_column_names(cfg: ColumnsSection) -> tuple[str, ...]:
     """Columns that hold text: the configured ``[columns] text`` plus the names inferred as text.
     CSV/TSV readers keep them as strings even when every value looks like a number."""
     return tuple(dict.fromkeys((*_as_tuple(cfg.text), *_TEXT_NAMES)))
+
+
+#: the decoder-side list columns of a Hugging Face encoder-decoder (T5, BART) shard
+DECODER_COLUMNS = ("decoder_input_ids", "decoder_attention_mask")
+
+
+def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> str | None:
+    """Why the shard is an encoder-decoder (seq2seq) layout, in words, or None.
+
+    The rule (issue 10): in causal-LM and token-classification data ``labels[i]`` belongs to
+    ``input_ids[i]``; in seq2seq data (T5, BART) ``labels`` is the target sequence, of its own
+    length, and aligns with the decoder columns (:data:`DECODER_COLUMNS`) when the shard has them,
+    else with nothing. A shard is seq2seq when
+
+    - ``[dataset] schema = "seq2seq"`` (the built-in layout) is set, or
+    - it has a list-typed ``decoder_input_ids`` or ``decoder_attention_mask`` column.
+
+    Otherwise (lists of varying length and no declaration) labels align with ``input_ids`` and a
+    row whose lengths differ is ``length.mismatch``, whose message names this setting.
+    """
+    if schema_name == "seq2seq":
+        return '[dataset] schema = "seq2seq"'
+    dec = [c for c in DECODER_COLUMNS if c in schema and is_list(schema[c])]
+    if dec:
+        return f"decoder column {dec[0]!r}"
+    return None
 
 
 def list_depth(dtype: pl.DataType) -> int:
