@@ -317,7 +317,9 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     examples = tuple(Example(row=int(r["row"]), value=f"{shards[r['shard']].path} row {r['row']}: label {r['label']!r}")
                      for r in rows.head(max_ex).iter_rows(named=True))
     involved = sorted({shards[i].path for i in c.join(groups.select("hash"), on="hash")["shard"].unique().to_list()})
-    label_col = next((s.payload[CONTENT_KEY]["label"] for s in shards if s.payload.get(CONTENT_KEY)), None)
+    # the label column of the labelled shards (an unlabeled split's shards have none)
+    label_col = next((s.payload[CONTENT_KEY]["label"] for s in shards
+                      if (s.payload.get(CONTENT_KEY) or {}).get("label")), None)
     total_rows = int(c.join(groups.select("hash"), on="hash").height)
     yield Finding(
         check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
