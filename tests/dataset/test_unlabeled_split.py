@@ -35,3 +35,29 @@ def test_shards_of_one_split_must_still_agree(tmp_path):
     # the label-less train shard is inconsistent within train; the test split differs in a content column
     assert got[("train-2.parquet",)]["missing"] == ["label"]
     assert got[("test.parquet",)]["extra"] == ["idx"]
+
+
+# ---------------------------------------------------------------- issue 10 item 8
+def test_against_without_shared_content_columns_is_skipped_not_passed(tmp_path):
+    write(tmp_path / "eval", "e.parquet", {"text": ["a", "b"]})
+    write(tmp_path / "train", "t.parquet", {"input_ids": [[1, 2], [3]], "attention_mask": [[1, 1], [1]]})
+    rep = run(tmp_path / "eval", against=tmp_path / "train")
+    assert by_check(rep, "dup.split_overlap") == []
+    (reason,) = [s["reason"] for s in rep.skipped if s["check"] == "dup.split_overlap"]
+    assert "['text']" in reason and "['input_ids', 'attention_mask']" in reason
+
+
+def test_splits_without_shared_content_columns_are_skipped(tmp_path):
+    write(tmp_path, "train.parquet", {"sentence": ["a", "b"], "label": [0, 1]})
+    write(tmp_path, "test.parquet", {"input_ids": [[1]]})
+    rep = run(tmp_path, {"splits": {"train": "train.parquet", "test": "test.parquet"}})
+    (reason,) = [s["reason"] for s in rep.skipped if s["check"] == "dup.split_overlap"]
+    assert "split 'test'" in reason and "['input_ids']" in reason and "['sentence']" in reason
+
+
+def test_same_roles_under_other_names_are_still_compared(tmp_path):
+    write(tmp_path / "eval", "e.parquet", {"sentence": ["a", "z"]})
+    write(tmp_path / "train", "t.parquet", {"text": ["a", "b"]})
+    rep = run(tmp_path / "eval", against=tmp_path / "train")
+    (f,) = by_check(rep, "dup.split_overlap")
+    assert f.count == 1
