@@ -378,10 +378,10 @@ def _signature(shard: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
 
 def _incomparable(sh: list[Any], test_idx: set[int], train_idx: set[int]) -> tuple[list[str], list[str]] | None:
     """(test content columns, train content columns) when no shard of one side hashes the same
-    roles as any shard of the other (no row can ever match), else None."""
+    roles, or the same column names, as any shard of the other (no row can ever match), else None."""
     a = {sig for i in test_idx if (sig := _signature(sh[i])) is not None}
     b = {sig for i in train_idx if (sig := _signature(sh[i])) is not None}
-    if not a or not b or {x[1] for x in a} & {x[1] for x in b}:
+    if not a or not b or {x[1] for x in a} & {x[1] for x in b} or {x[0] for x in a} & {x[0] for x in b}:
         return None
     return list(sorted(a)[0][0]), list(sorted(b)[0][0])
 
