@@ -51,7 +51,7 @@ DATASET_FINDING_KEYS = FINDING_KEYS | {"shards"}
 EXAMPLE_KEYS = {"row", "value"}
 EXAMPLE_OPTIONAL_KEYS = {"line", "byte_offset"}
 SKIPPED_KEYS = {"check", "reason", "shards"}
-ROW_CONTENT_KEYS = {"columns", "normalization"}
+ROW_CONTENT_KEYS = {"columns", "encoding", "normalization"}
 IGNORED_KEYS = {"path", "reason"}
 
 

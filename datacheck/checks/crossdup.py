@@ -317,7 +317,9 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     examples = tuple(Example(row=int(r["row"]), value=f"{shards[r['shard']].path} row {r['row']}: label {r['label']!r}")
                      for r in rows.head(max_ex).iter_rows(named=True))
     involved = sorted({shards[i].path for i in c.join(groups.select("hash"), on="hash")["shard"].unique().to_list()})
-    label_col = next((s.payload[CONTENT_KEY]["label"] for s in shards if s.payload.get(CONTENT_KEY)), None)
+    # the label column of the labelled shards (an unlabeled split's shards have none)
+    label_col = next((s.payload[CONTENT_KEY]["label"] for s in shards
+                      if (s.payload.get(CONTENT_KEY) or {}).get("label")), None)
     total_rows = int(c.join(groups.select("hash"), on="hash").height)
     yield Finding(
         check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
@@ -357,13 +359,43 @@ def _overlap(cand: pl.DataFrame, shards: list[Any], test_idx: set[int], train_id
     return hits.height, per_shard, examples
 
 
+def _signature(shard: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(content columns, what each one is) of a shard's row hashes, or None without hashes. A
+    column is named by its role (``text``, ``input_ids``, ...), else by its name: rows of two shards
+    can be equal only when their content columns play the same roles in the same order (a ``text``
+    column and a ``sentence`` column both inferred as text compare)."""
+    spec = shard.payload.get(CONTENT_KEY)
+    if not spec:
+        return None
+    cols = tuple(spec["columns"])
+    role_of: dict[str, str] = {}
+    for role, v in (shard.roles or {}).items():
+        got = v.get("columns") if isinstance(v, dict) else None
+        for c in ([got] if isinstance(got, str) else [x for g in (got or []) for x in (g if isinstance(g, list) else [g])]):
+            role_of.setdefault(c, role)
+    return cols, tuple(role_of.get(c, c) for c in cols)
+
+
+def _incomparable(sh: list[Any], test_idx: set[int], train_idx: set[int]) -> tuple[list[str], list[str]] | None:
+    """(test content columns, train content columns) when no shard of one side hashes the same
+    roles, or the same column names, as any shard of the other (no row can ever match), else None."""
+    a = {sig for i in test_idx if (sig := _signature(sh[i])) is not None}
+    b = {sig for i in train_idx if (sig := _signature(sh[i])) is not None}
+    if not a or not b or {x[1] for x in a} & {x[1] for x in b} or {x[0] for x in a} & {x[0] for x in b}:
+        return None
+    return list(sorted(a)[0][0]), list(sorted(b)[0][0])
+
+
 @check("dup.split_overlap", level="dataset")
 def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dup.split_overlap``: rows of an eval/test split whose content (label excluded) occurs in the
     training split (``[splits]``), or in the ``--against`` dataset.
 
     count = such rows (each split other than the training split is compared with the training split);
-    examples give the row on both sides (shard and 0-based row).
+    examples give the row on both sides (shard and 0-based row). When the two sides share no content
+    column of the same role (e.g. ``text`` against ``input_ids``), no row can match: that comparison
+    is a skipped entry naming both column sets, never a pass with 0 overlap (not exit 2: the other
+    comparisons and checks of the audit still run and report).
     """
     against = getattr(dctx, "against", None)
     max_ex = dctx.cfg.report.max_examples
@@ -406,6 +438,15 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
             yield Skipped("dup.split_overlap", "no [splits] in the config and no --against dataset")
         return
     for name, train, sh, c, test_idx, train_idx in comparisons:
+        side = "the --against dataset" if train == "against" else f"split {train!r}"
+        what = "the audited data" if name == "audited" else f"split {name!r}"
+        apart = _incomparable(sh, test_idx, train_idx)
+        if apart is not None:  # 0 overlap would be a pass by accident
+            yield Skipped("dup.split_overlap", (
+                f"{what} (content columns {apart[0]}) and {side} (content columns {apart[1]}) share no content "
+                "columns of the same role, so no row can match and leakage cannot be measured; give both "
+                "sides the same roles ([columns]) or compare datasets of the same layout"))
+            continue
         count, per_shard, examples = _overlap(c, sh, test_idx, train_idx, max_ex)
         if not count:
             continue
@@ -413,8 +454,6 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
             for e in examples:
                 e["train_shard"] = "against:" + e["train_shard"]
         total = sum(sh[i].rows or 0 for i in test_idx)
-        side = "the --against dataset" if train == "against" else f"split {train!r}"
-        what = "the audited data" if name == "audited" else f"split {name!r}"
         yield Finding(
             check="dup.split_overlap", severity="error", count=count, ratio=count / total if total else None,
             shards=tuple(sorted(per_shard)),

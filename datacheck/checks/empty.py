@@ -11,7 +11,22 @@ from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype, is_list
 
-__all__ = ["empty_text", "empty_sequence", "all_padding", "no_supervised_tokens"]
+__all__ = ["empty_text", "empty_sequence", "all_padding", "no_supervised_tokens", "BLANK_CHARS", "ZERO_WIDTH"]
+
+#: Characters that render as nothing but are not Unicode ``White_Space`` (so ``str.strip`` keeps
+#: them): ZERO WIDTH SPACE / NON-JOINER / JOINER (U+200B-U+200D), WORD JOINER (U+2060), ZERO WIDTH
+#: NO-BREAK SPACE / BOM (U+FEFF) and MONGOLIAN VOWEL SEPARATOR (U+180E, White_Space before Unicode 6.3).
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u180e"
+#: Regex class of a blank character: Unicode ``White_Space`` (``\s`` in the Rust regex engine polars
+#: uses: space, tab, newlines, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028/9, U+202F, U+205F,
+#: U+3000) plus :data:`ZERO_WIDTH`.
+BLANK_CHARS = "[\\s" + ZERO_WIDTH + "]"
+_NON_BLANK = "[^\\s" + ZERO_WIDTH + "]"
+
+
+def _blank(e: pl.Expr) -> pl.Expr:
+    """Per string: no character other than :data:`BLANK_CHARS` (True for ``""``; null for null)."""
+    return e.str.contains(_NON_BLANK).not_()
 
 
 def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
@@ -27,15 +42,17 @@ def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
 
 @check("empty.text", roles=("text",), dtype_roles=())
 def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``empty.text``: a text value (dtype String) is null, ``""`` or whitespace-only
-    (``str.strip``); a list-of-strings text value holds no non-blank string. A text column of
+    """``empty.text``: a text value (dtype String) is null, ``""`` or blank: only Unicode whitespace
+    and zero-width characters (:data:`BLANK_CHARS`, e.g. U+00A0, U+3000, U+200B, U+FEFF), which a
+    tokenizer turns into no token or only a space token; a list-of-strings text value holds no
+    non-blank string. ``whitespace_only`` counts the non-empty blank values. A text column of
     another dtype is ``schema.dtype`` and the check is skipped on it with that reason."""
     s = ctx.schema
     for col in ctx.roles.text:
         t = s[col]
         if t == pl.String:
             c = pl.col(col)
-            blank = c.str.strip_chars().str.len_bytes() == 0
+            blank = _blank(c)
             yield RowCheck(
                 check="empty.text", column=col, fails=c.is_null() | blank, example=c,
                 details={"null": c.is_null().sum(), "empty": (c.str.len_bytes() == 0).sum(),
@@ -47,7 +64,7 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
             c = pl.col(col)
             yield RowCheck(
                 check="empty.text", column=col, example=c,
-                fails=c.is_null() | (c.list.eval(pl.element().str.strip_chars().str.len_bytes() > 0).list.any().not_()),
+                fails=c.is_null() | (c.list.eval(_blank(pl.element()).not_()).list.any().not_()),
                 message=lambda n, d, col=col: f"{n} row(s) of {col!r} hold no non-blank text",
             )
         else:
@@ -110,7 +127,8 @@ def all_padding(ctx: ShardContext) -> Iterable[ShardItem]:
        reasons={"labels.ignore_index": "[labels] ignore_index is unset"})
 def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.no_supervised_tokens``: every token label equals ``ignore_index`` after truncation to
-    ``max_seq_len`` on ``truncation_side`` (the mean loss over 0 tokens is 0/0 = NaN)."""
+    ``max_seq_len`` on ``truncation_side`` (the mean loss over 0 tokens is 0/0 = NaN). Not
+    position-wise, so the same under either ``[labels] shifted`` convention."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")

@@ -4,12 +4,21 @@ the shard set against a committed or shipped index (``index.missing_shard``, ``e
 ``index.empty_shard`` (per shard, decided after the fused query from the row count)."""
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Iterable
 
 from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check
-from datacheck.io.dataindex import compare_index, compare_shipped, read_index, resolve_index_path, shipped_lists
+from datacheck.io.dataindex import (
+    compare_index,
+    compare_shipped,
+    read_index,
+    resolve_index_path,
+    shipped_files,
+    shipped_lists,
+)
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["numbering_gap", "temp_files", "duplicate_shards", "committed_index", "shipped_index", "empty_shard",
@@ -28,10 +37,33 @@ def _parse(rel: str) -> tuple[tuple[str, str, str], int, int, tuple[int, int]] |
     return (folder, m["prefix"], m["suffix"]), int(m["i"]), int(m["n"]), (len(m["i"]), len(m["n"]))
 
 
+def _on_disk(root: Any, key: tuple[str, str, str]) -> list[tuple[int, int]]:
+    """(number, count) of the files in the folder ``key[0]`` (under ``root``) named like the group
+    ``key`` (same prefix and extension). Empty without a root or when the folder cannot be listed."""
+    if root is None:
+        return []
+    folder = Path(root) / key[0] if key[0] else Path(root)
+    try:
+        names = [e.name for e in os.scandir(folder) if not e.name.startswith(".") and e.is_file()]
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        p = _parse(f"{key[0]}/{name}" if key[0] else name)
+        if p and p[0] == key:
+            out.append((p[1], p[2]))
+    return out
+
+
 @check("index.numbering_gap", level="dataset")
 def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
     """Shards named ``NAME-0000k-of-0000N``: every k in [0, N) must be present exactly once, and all
-    shards of one NAME must agree on N. Temporary files do not count as present."""
+    audited shards of one NAME must agree on N. Temporary files do not count as present.
+
+    The shard set is the one on disk, not the selection: a shard of the same NAME, extension and
+    count lying in the folder of an audited shard counts as present although it was not named on
+    the command line (auditing one shard of a complete set reports no gap; a shard missing from
+    the folder is a gap whichever shards were named)."""
     groups: dict[tuple[str, str, str], dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
     widths: dict[tuple[str, str, str], tuple[int, int]] = {}
     for s in dctx.shards:
@@ -40,6 +72,10 @@ def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
             key, i, n, w = p
             groups[key][n].add(i)
             widths.setdefault(key, w)
+    for key, by_n in groups.items():  # siblings on disk of the audited shards
+        for i, n in _on_disk(dctx.root, key):
+            if n in by_n:
+                by_n[n].add(i)
     for (folder, prefix, suffix), by_n in sorted(groups.items()):
         name = f"{folder + '/' if folder else ''}{prefix}-*-of-*{suffix}"
         if len(by_n) > 1:
@@ -113,23 +149,16 @@ def committed_index(dctx: Any) -> Iterable[Finding | Skipped]:
 
 
 def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
-    """The same checks against the shard lists real datasets ship under the audited root: Hugging Face
-    ``state.json`` ``_data_files`` (+ ``dataset_info.json`` split sizes) and MosaicML ``index.json``."""
-    import os
-    from pathlib import Path
-
-
+    """The same checks against the shard lists real datasets ship next to the audited shards:
+    Hugging Face ``state.json`` ``_data_files`` (+ ``dataset_info.json`` split sizes) and MosaicML
+    ``index.json`` (see :func:`~datacheck.io.dataindex.shipped_lists` for which lists are in scope)."""
     if dctx.root is None or not Path(dctx.root).is_dir():
         return
-    lists = shipped_lists(Path(dctx.root))
+    root = Path(dctx.root)
+    lists = shipped_lists(root, [s.path for s in dctx.shards], found=dctx.shard_lists)
     if not lists:
         return
-    root = Path(dctx.root)
-    files: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        rel = Path(dirpath).relative_to(root).as_posix()
-        files.update(f if rel == "." else f"{rel}/{f}" for f in filenames)
+    files = shipped_files(root, lists)
     for lst in lists:
         yield from compare_shipped(lst, dctx.shards, files)
 

@@ -14,7 +14,7 @@ from datacheck.checks._expr import counts_to_pairs
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Skipped
-from datacheck.model.roles import ROLE_TABLE, inner_dtype, is_list
+from datacheck.model.roles import DECODER_COLUMNS, ROLE_TABLE, inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import LENGTHS, LengthHistogram
 
 __all__ = ["over_max", "length_mismatch", "length_stats", "attended_length"]
@@ -103,23 +103,26 @@ def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
 
 @check("length.mismatch")
 def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``length.mismatch``: in a row, the list columns that must align (the roles marked ``aligned``
-    in the role table: ``input_ids``/``attention_mask``/``labels``/``token_type_ids``, and each
-    ``[columns] aligned`` group) differ in length. In a seq2seq layout with ``decoder_input_ids`` or
-    ``decoder_attention_mask``, ``labels`` align with those decoder columns instead."""
+    """``length.mismatch``: in a row, the list columns that must align differ in length.
+
+    What must align: the roles marked ``aligned`` in the role table (``input_ids`` /
+    ``attention_mask`` / ``labels`` / ``token_type_ids``) and each ``[columns] aligned`` group. In
+    an encoder-decoder (seq2seq) layout (:func:`~datacheck.model.roles.seq2seq_layout`: ``[dataset]
+    schema = "seq2seq"``, or decoder columns) ``labels`` is the target
+    sequence: it aligns with ``decoder_input_ids`` / ``decoder_attention_mask`` when present, else
+    with nothing, and the encoder columns align among themselves."""
     r = ctx.roles
     groups: list[tuple[str, ...]] = []
-    # seq2seq (Hugging Face): labels align with the decoder side (decoder_input_ids /
-    # decoder_attention_mask), not with the encoder's input_ids.
-    decoder = tuple(c for c in ("decoder_input_ids", "decoder_attention_mask") if c in ctx.schema and is_list(ctx.schema[c]))
-    enc_labels = None if decoder else r.labels
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema)
+    decoder = tuple(c for c in DECODER_COLUMNS if c in ctx.schema and is_list(ctx.schema[c]))
+    enc_labels = None if s2s else r.labels
     bad = {p.column for p in problems(ctx)}
     aligned_roles = [spec.name for spec in ROLE_TABLE if spec.aligned]
     base = tuple(c for c in (enc_labels if role == "labels" else getattr(r, role) for role in aligned_roles)
                  if c is not None and c not in bad and is_list(ctx.schema[c]))
     if len(base) >= 2:
         groups.append(base)
-    dec = tuple(c for c in (*decoder, r.labels if decoder else None)
+    dec = tuple(c for c in (*decoder, r.labels if (s2s and decoder) else None)
                 if c is not None and c not in bad and is_list(ctx.schema[c]))
     if len(dec) >= 2:
         groups.append(dec)
@@ -129,9 +132,14 @@ def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     for g in groups:
         lens = [pl.col(c).list.len() for c in g]
         fails = pl.any_horizontal([x.ne_missing(lens[0]) for x in lens[1:]])
+        hint = ""
+        if not s2s and r.labels in g and r.input_ids in g:
+            hint = (". If labels are the target of an encoder-decoder model (T5, BART), set [dataset] schema = "
+                    "\"seq2seq\": labels then align with the decoder columns, or with nothing")
         yield RowCheck(
             check="length.mismatch", column=None, fails=fails,
             example=pl.concat_str([pl.format("{}={}", pl.lit(c), pl.col(c).list.len()) for c in g], separator=", "),
-            message=lambda n, d, g=g: (f"{n} row(s) have list columns of different lengths among {list(g)}: "
-                                       "positions no longer line up (a collator will fail or misalign labels)"),
+            message=lambda n, d, g=g, hint=hint: (f"{n} row(s) have list columns of different lengths among {list(g)}: "
+                                                  "positions no longer line up (a collator will fail or misalign "
+                                                  f"labels){hint}"),
         )

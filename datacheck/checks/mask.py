@@ -9,10 +9,11 @@ from datacheck.checks._expr import first_bad, positions_count, supervised_per_ro
 from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import inner_dtype, is_list
+from datacheck.model.roles import inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import EOS, EosSupervision
 
-__all__ = ["non_binary", "not_contiguous", "token_not_pad", "label_not_ignored", "padding_stats", "eos_unsupervised"]
+__all__ = ["non_binary", "not_contiguous", "token_not_pad", "pad_attended", "label_not_ignored", "padding_stats",
+           "eos_unsupervised"]
 
 
 def _aligned(*cols: str) -> pl.Expr:
@@ -24,10 +25,12 @@ def positions_view(ctx: ShardContext) -> FlatView:
     """The shard's position-wise view: input_ids, attention_mask and labels (those present, list
     typed) exploded together. Rows where their lengths differ (``length.mismatch``) or the mask is
     not binary (``mask.non_binary``) are left out of the position-wise checks: they are reported as
-    those errors instead."""
+    those errors instead. In a seq2seq layout (:func:`~datacheck.model.roles.seq2seq_layout`) labels
+    are the decoder's target and are not part of the view."""
     r = ctx.roles
     bad = {p.column for p in problems(ctx)}
-    group = tuple(c for c in (r.input_ids, r.attention_mask, r.labels)
+    labels = None if seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) else r.labels
+    group = tuple(c for c in (r.input_ids, r.attention_mask, labels)
                   if c is not None and c not in bad and is_list(ctx.schema[c]))
     binary = None
     if r.attention_mask in group:
@@ -122,6 +125,39 @@ def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
+@check("padding.pad_attended", roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
+       reasons={"input_ids": _NEEDS_PAD, "tokens.pad_token_id": _NEEDS_PAD}, dtype_roles=("attention_mask",))
+def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``padding.pad_attended``: ``pad_token_id != eos_token_id`` and a position holding
+    ``pad_token_id`` in ``input_ids`` (list of ints) has ``attention_mask`` 1 (list of 0/1 ints,
+    bools or floats): the model attends to padding, as when the mask was built as all ones.
+
+    Skipped when ``pad_token_id == eos_token_id`` (GPT-2 style: an attended pad id is the eos
+    that ends the text). With ``eos_token_id`` unset, pad is taken to differ from eos. Only rows
+    whose input_ids, attention_mask and labels (those present) have equal lengths and whose mask is
+    binary are looked at (others are ``length.mismatch`` / ``mask.non_binary``)."""
+    tok = ctx.cfg.tokens
+    if problem(ctx, "input_ids") is not None:
+        yield Skipped("padding.pad_attended", _NEEDS_PAD)
+        return
+    if tok.eos_token_id is not None and tok.eos_token_id == tok.pad_token_id:
+        yield Skipped("padding.pad_attended", f"pad_token_id == eos_token_id ({tok.pad_token_id}): an attended "
+                                              "pad id is the eos that ends the text")
+        return
+    mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, tok.pad_token_id
+    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 1) & (x == pad))
+    bad = (pl.col(mcol).cast(pl.Int64) == 1) & (pl.col(ids) == pad)
+    yield RowCheck(
+        check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx),
+        example=pl.format("{} attended position(s) hold pad_token_id", nz),
+        details={"positions": bad.sum()},
+        message=lambda n, d, pad=pad: (f"{n} row(s) hold pad_token_id {pad} at positions with attention_mask 1 "
+                                       f"({d.get('positions')} positions): the model attends to padding. Set the "
+                                       "mask to 0 at padded positions (if pad_token_id is also your eos, set "
+                                       "[tokens] eos_token_id)"),
+    )
+
+
 _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
 
 
@@ -129,12 +165,17 @@ _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
        reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",))
 def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.label_not_ignored``: a position with mask 0 has a label other than ``ignore_index``
-    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder)."""
+    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder).
+
+    The rule is the same whatever ``[labels] shifted`` says: unshifted, ``labels[i]`` at a padded
+    position is the target predicted from position i-1 (the model learns to emit padding);
+    shifted, it is the target predicted from the padded position i itself (loss on padding input)."""
     if problem(ctx, "labels") is not None:
         yield Skipped("padding.label_not_ignored", _NEEDS_IGNORE)
         return
-    if "decoder_input_ids" in ctx.schema or "decoder_attention_mask" in ctx.schema:
-        yield Skipped("padding.label_not_ignored", "seq2seq layout: labels follow the decoder, not attention_mask")
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema)
+    if s2s is not None:
+        yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not attention_mask")
         return
     mcol, labels, ign = ctx.roles.attention_mask, ctx.roles.labels, ctx.cfg.labels.ignore
     nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
@@ -149,10 +190,23 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
+def label_of_token(ctx: ShardContext, labels: str) -> pl.Expr:
+    """In :func:`positions_view`: the label that supervises the token at each position.
+
+    ``[labels] shifted = false`` (Hugging Face; the model shifts): ``labels[i]``. ``shifted = true``
+    (nanoGPT, Megatron: ``labels[i] == input_ids[i+1]``): ``labels[i-1]``, the target predicted at
+    the position before (null at position 0, which no label supervises)."""
+    if ctx.cfg.labels.shifted:
+        return pl.col(labels).shift(1).over("__row")
+    return pl.col(labels)
+
+
 @measure("padding")
 def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
     """``padding_fraction`` (share of mask-0 positions), ``eos`` (eos tokens inside real content,
-    and how many are supervised: for ``padding.eos_unsupervised``) and ``supervised_fraction``."""
+    and how many are supervised: for ``padding.eos_unsupervised``; with ``[labels] shifted`` the eos
+    at position i is supervised by ``labels[i-1]``, see :func:`label_of_token`) and
+    ``supervised_fraction``."""
     r, tok, lab = ctx.roles, ctx.cfg.tokens, ctx.cfg.labels
     mcol = r.attention_mask
     if mcol is not None and problem(ctx, "attention_mask") is None:
@@ -160,7 +214,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
         yield Stat(key="padding_fraction", expr=1 - mi.list.sum().sum() / mi.list.len().sum())
     # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
     usable = {c for c in (r.labels, r.input_ids, mcol) if c is not None} - {p.column for p in problems(ctx)}
-    labels = r.labels if r.labels in usable else None
+    labels = r.labels if r.labels in usable and seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) is None else None
     ids = r.input_ids if r.input_ids in usable else None
     if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
         eos, ign = tok.eos_token_id, lab.ignore
@@ -169,7 +223,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
             in_content = in_content & (pl.col(mcol) != 0)
         in_content = in_content.fill_null(False)
         yield Stat(key=EOS, view=positions_view(ctx), expr=pl.struct(
-            total=in_content.sum(), supervised=(in_content & (pl.col(labels) != ign)).sum(),
+            total=in_content.sum(), supervised=(in_content & (label_of_token(ctx, labels) != ign).fill_null(False)).sum(),
             rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
             post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
     if labels is not None and lab.ignore is not None:

@@ -102,28 +102,36 @@ def _shape(columns: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(columns.items()))
 
 
-@check("schema.inconsistent", level="dataset")
-def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
-    """``schema.inconsistent``: readable shards whose columns or dtypes differ from the majority.
+_LABEL_ROLES = ("label", "labels", "target")
 
-    The majority layout (most shards; ties broken by the first shard in path order) is the
-    reference; every other layout is one finding listing its shards, the missing and extra columns
-    and the dtypes that differ.
-    """
-    shards = [s for s in dctx.readable_shards() if s.columns]
-    if len(shards) < 2:
+
+def _label_columns(shards: list[Any]) -> set[str]:
+    """The columns any shard uses as a label (roles ``label``, ``labels``, ``target``)."""
+    out: set[str] = set()
+    for s in shards:
+        for role in _LABEL_ROLES:
+            cols = (s.roles or {}).get(role, {}).get("columns")
+            if isinstance(cols, str):
+                out.add(cols)
+            elif cols:
+                out.update(c for c in cols if isinstance(c, str))
+    return out
+
+
+def _differences(shards: list[Any], shape_of: Any, where: str) -> Iterable[Finding]:
+    """The majority layout of ``shards`` (by ``shape_of``; ties: the first shard in path order) and
+    one finding per other layout."""
+    counts = Counter(shape_of(s) for s in shards)
+    if len(counts) <= 1:
         return
-    counts = Counter(_shape(s.columns) for s in shards)
-    if len(counts) == 1:
-        return
-    order = {_shape(s.columns): i for i, s in reversed(list(enumerate(shards)))}
+    order = {shape_of(s): i for i, s in reversed(list(enumerate(shards)))}
     ref = max(counts, key=lambda k: (counts[k], -order[k]))
     ref_cols = dict(ref)
     for shape, _n in sorted(counts.items(), key=lambda kv: order[kv[0]]):
         if shape == ref:
             continue
         cols = dict(shape)
-        names = sorted(s.path for s in shards if _shape(s.columns) == shape)
+        names = sorted(s.path for s in shards if shape_of(s) == shape)
         missing = sorted(set(ref_cols) - set(cols))
         extra = sorted(set(cols) - set(ref_cols))
         differ = {c: {"expected": ref_cols[c], "actual": cols[c]} for c in sorted(set(cols) & set(ref_cols))
@@ -137,7 +145,40 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
             parts.append("dtypes " + ", ".join(f"{c}: {v['actual']} (others {v['expected']})" for c, v in differ.items()))
         yield Finding(
             check="schema.inconsistent", severity="error", column=None, count=len(names),
-            message=(f"{len(names)} shard(s) differ from the other {counts[ref]} shard(s) of the dataset: "
+            message=(f"{len(names)} shard(s) differ from the other {counts[ref]} shard(s) {where}: "
                      f"{'; '.join(parts)}. Mixed preprocessing; re-export these shards"),
             shards=tuple(names),
             details={"missing": missing, "extra": extra, "dtypes": differ, "reference_shards": counts[ref]})
+
+
+@check("schema.inconsistent", level="dataset")
+def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
+    """``schema.inconsistent``: readable shards whose columns or dtypes differ from the majority.
+
+    The majority layout (most shards; ties broken by the first shard in path order) is the
+    reference; every other layout is one finding listing its shards, the missing and extra columns
+    and the dtypes that differ.
+
+    With ``[splits]``, the shards of each split (and those in no split) are compared among
+    themselves; across splits the label columns (roles ``label``, ``labels``, ``target`` in any
+    shard) are left out of the comparison, since a split without labels (an unlabeled test split)
+    is a normal layout, and every other column must agree.
+    """
+    shards = [s for s in dctx.readable_shards() if s.columns]
+    if len(shards) < 2:
+        return
+    groups: dict[str | None, list[Any]] = {}
+    for s in shards:
+        groups.setdefault(dctx.splits.get(s.path), []).append(s)
+    where = "of the dataset" if len(groups) == 1 else "of their split"
+    reported: set[str] = set()
+    for name, members in groups.items():
+        for f in _differences(members, lambda s: _shape(s.columns),
+                              where if name is None or len(groups) == 1 else f"of split {name!r}"):
+            reported.update(f.shards)
+            yield f
+    if len(groups) > 1:  # each shard once: those already reported within their split are left out
+        labels = _label_columns(shards)
+        rest = [s for s in shards if s.path not in reported]
+        yield from _differences(rest, lambda s: _shape({c: t for c, t in s.columns.items() if c not in labels}),
+                                f"of the other splits (label columns {sorted(labels)} left out)")

@@ -67,7 +67,7 @@ def audit_shards(disc: Discovery, cfg: Config,
 def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None, temp_files: list[str],
                   fail_on: str, index: Any = None, against: list[ShardResult] | None = None,
                   config_path: str | None = None, ignored: Iterable[dict[str, str]] = (),
-                  allow_check_errors: bool = False) -> Report:
+                  allow_check_errors: bool = False, shard_lists: Iterable[str] = ()) -> Report:
     """Run the dataset-level checks over ``results`` (in discovery order) and build the report.
 
     The single-job audit and ``datacheck merge`` of part reports both end here, so a merged
@@ -79,7 +79,7 @@ def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None,
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     dctx = DatasetContext(cfg=cfg, shards=results, temp_files=list(temp_files), root=root,
                           splits=assign_splits([r.path for r in results], dict(cfg.splits)), index=index,
-                          against=against)
+                          against=against, shard_lists=list(shard_lists))
     dataset_findings: list[Finding] = []
     for item in dataset_items(dctx):
         if isinstance(item, Finding):
@@ -159,6 +159,7 @@ def audit(
         cache.prune()
     return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
                          index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
+                         shard_lists=disc.shard_lists(),
                          allow_check_errors=allow_check_errors)
 
 

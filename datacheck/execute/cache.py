@@ -58,6 +58,7 @@ import xxhash
 from datacheck._version import __version__
 from datacheck.io.hashing import hash_file
 from datacheck.io.outputs import write_bytes_atomic
+from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding, Skipped
@@ -316,10 +317,11 @@ def _schema_file_hash(cfg: Config) -> str | None:
 
 def cache_salt(cfg: Config) -> str:
     """Everything besides the shard that decides a shard result, as one hex digest (32 chars):
-    entry layout, datacheck version, code fingerprint, polars version, config hash, schema file hash."""
+    entry layout, datacheck version, code fingerprint, row encoding (``ROW_ENCODING``: cached row
+    hashes of another encoding never meet this one's), polars version, config hash, schema file hash."""
     import polars as pl
 
-    parts = {"layout": ENTRY_LAYOUT, "datacheck": __version__, "code": code_fingerprint(),
+    parts = {"layout": ENTRY_LAYOUT, "datacheck": __version__, "code": code_fingerprint(), "rows": ROW_ENCODING,
              "polars": pl.__version__, "config": cfg.hash(), "schema_file": _schema_file_hash(cfg)}
     return xxhash.xxh3_128_hexdigest(json.dumps(parts, sort_keys=True).encode())
 

@@ -177,4 +177,5 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None, allow_
         index = parse_index(first["index"]["data"], root, str(source if source.is_absolute() else root / source))
     return finish_report(cfg, results, root=root, temp_files=first["temp_files"], fail_on=fail_on, index=index,
                          config_path=first.get("config_path"), ignored=first.get("ignored", []),
+                         shard_lists=first.get("shard_lists", []),
                          allow_check_errors=allow_check_errors)

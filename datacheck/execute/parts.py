@@ -162,6 +162,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         "config_path": config_path,
         "ignored": list(disc.ignored_data),
         "temp_files": list(disc.temp_files),
+        "shard_lists": disc.shard_lists(),
         "index": index_doc,
         "config": cfg.to_dict(),
         "config_hash": cfg.hash(),

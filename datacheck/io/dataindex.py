@@ -38,7 +38,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import xxhash
 
@@ -66,6 +66,7 @@ __all__ = [
     "write_index",
     "compare_index",
     "shipped_lists",
+    "shipped_files",
     "compare_shipped",
     "hf_data_files",
     "resolve_index_path",
@@ -470,27 +471,77 @@ def _litdata(index: Path, root: Path) -> DataIndex | None:
                      extra_glob="chunk-*.bin", findings=tuple(found))
 
 
-def shipped_lists(root: Path) -> list[DataIndex]:
-    """Every shipped shard list under ``root``: HF ``state.json``, MosaicML and litdata ``index.json``.
+def shipped_lists(root: Path, shards: Iterable[str] | None = None, found: Iterable[str] = ()) -> list[DataIndex]:
+    """The shipped shard lists of the audited shards: HF ``state.json`` and MosaicML ``index.json``.
+
+    Looked up in the folder of each audited shard (``shards``: paths relative to ``root``) and in
+    that folder's parents up to ``root``; a list in a parent folder counts only when it names an
+    audited shard. No folder is walked: auditing two sibling folders never reads an unrelated list
+    in their common parent (which may be ``/``). ``shards=None``: the lists in ``root`` itself.
+``found``: lists discovery met while searching a folder PATH (relative paths), in scope wherever they
+are (e.g. a MosaicML ``index.json`` listing zero shards, in a folder holding none).
 
     Raises:
-        UsageError: a list is not JSON or names a path outside ``root``.
+        UsageError: an in-scope list is not JSON or names a path outside ``root``.
     """
     out: list[DataIndex] = []
     if root is None or not Path(root).is_dir():
         return out
     root = Path(root)
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        here = Path(dirpath)
-        if "state.json" in filenames:
-            d = _hf_state(here / "state.json", root)
-            if d is not None:
-                out.append(d)
-        if "index.json" in filenames:
-            d = _mosaic(here / "index.json", root) or _litdata(here / "index.json", root)
-            if d is not None:
-                out.append(d)
+    audited = set(shards) if shards is not None else set()
+    own: set[str] = {p.rpartition("/")[0] for p in audited} if shards is not None else {""}
+    folders: set[str] = set()
+    for f in own:
+        parts = f.split("/") if f else []
+        for k in range(len(parts), -1, -1):
+            folders.add("/".join(parts[:k]))
+    for folder in sorted(folders):
+        here = root / folder if folder else root
+        for name, read in (("state.json", _hf_state), ("index.json", _index_json)):
+            path = here / name
+            if not path.is_file():
+                continue
+            if folder not in own:  # a parent's list: only when it names an audited shard (without reading bad JSON)
+                try:
+                    lst = read(path, root)
+                except UsageError:
+                    continue
+                if lst is not None and audited & set(lst.entries):
+                    out.append(lst)
+                continue
+            lst = read(path, root)
+            if lst is not None:
+                out.append(lst)
+    have = {lst.source for lst in out}
+    for rel in sorted(set(found)):
+        if rel in have:
+            continue
+        path = root / rel
+        read = _hf_state if rel.rpartition("/")[2] == "state.json" else _index_json
+        lst = read(path, root) if path.is_file() else None
+        if lst is not None:
+            out.append(lst)
+    return out
+
+
+def _index_json(path: Path, root: Path) -> DataIndex | None:
+    """An ``index.json``: MosaicML MDS, else litdata, else None (not a shipped shard list)."""
+    return _mosaic(path, root) or _litdata(path, root)
+
+
+def shipped_files(root: Path, lists: list[DataIndex]) -> set[str]:
+    """The files (relative to ``root``) the comparison with ``lists`` must know of: every file in
+    the folders holding the lists, and every listed file that exists (not a walk of ``root``)."""
+    out: set[str] = set()
+    for lst in lists:
+        folder = lst.source.rpartition("/")[0]
+        here = root / folder if folder else root
+        try:
+            names = [e.name for e in os.scandir(here) if e.is_file()]
+        except OSError:
+            names = []
+        out.update(f"{folder}/{n}" if folder else n for n in names)
+        out.update(p for p in lst.entries if (root / p).is_file())
     return out
 
 

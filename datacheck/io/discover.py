@@ -164,6 +164,10 @@ class DiscoveredShard:
     format: str
 
 
+#: file names of the shard lists datasets ship (Hugging Face; MosaicML and litdata)
+SHARD_LIST_NAMES = ("state.json", "index.json")
+
+
 @dataclass
 class Discovery:
     root: Path
@@ -172,6 +176,12 @@ class Discovery:
     ignored: list[str] = field(default_factory=list)  # files that are not shards (metadata, unknown ext)
     #: the ignored files that look like data: ``{"path": rel, "reason": ...}`` (the report's ``ignored``)
     ignored_data: list[dict[str, str]] = field(default_factory=list)
+
+    def shard_lists(self) -> list[str]:
+        """The shard lists (``state.json``, ``index.json``) found while searching the PATHs (relative
+        paths): in scope for the shipped-list checks even in a folder that holds no shard (a MosaicML
+        index listing zero shards)."""
+        return [p for p in self.ignored if p.rpartition("/")[2] in SHARD_LIST_NAMES]
 
 
 def _abs(p: Path) -> Path:

@@ -92,7 +92,8 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         schema = dict(data.lf.collect_schema())
     except Exception as exc:  # noqa: BLE001 - any reader failure on the schema is an unreadable shard
         raise Unreadable(f"cannot read the schema: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    roles = resolve_roles(cfg.columns, schema)
+    roles = resolve_roles(cfg.columns, schema,
+                          class_domain=cfg.labels.num_classes is not None or cfg.labels.classes is not None)
     casts = {**null_role_casts(roles, schema), **text_casts(roles, schema)}
     lf = data.lf
     if casts:

@@ -1,22 +1,32 @@
 """Row content hashes: the one row-hash module (every verb hashes rows here: the audit's
 cross-shard payload, ``--against``, ``clean``'s verification).
 
-Canonical encoding (``ROW_ENCODING = "datacheck-row-v1"``), stable across library versions:
+Canonical encoding (``ROW_ENCODING = "datacheck-row-v2"``), stable across library versions. It
+depends on the values, not on their storage (CHECKS.md, dup): each content column is first brought
+to its *value dtype* (:func:`value_dtype`): integers of any width (int8 ... int64, uint8 ...
+uint32; uint64 when every value fits in int64) as int64, float32 as float64 (an exact widening),
+categorical / enum (Arrow dictionary) as string, fixed-size ``Array`` and ``large_list`` as
+``List`` (Arrow ``string``/``large_string`` are one polars ``String`` already), at any nesting depth.
+So the same integers stored as int32 in one file and int64 in another hash the same.
 
 1. each content column gives, per row, one *part* of 17 bytes: a 1-byte tag and a 16-byte digest.
 
-   - fast path, tag ``0x10 + code`` (code from :data:`LIST_CODES`: int8=1 … uint64=8, float32=9,
-     float64=10): a non-null ``List``/``Array`` of those numbers with no null element; digest =
-     XXH3-128 (seed 0, big-endian digest bytes) of the values' little-endian bytes at their storage
-     width. The width is part of the tag, so ``list<int32> [1, 2]`` and ``list<int64> [1, 2]`` differ
-     (shards of one dataset share their dtypes; a difference is ``schema.inconsistent``), and float
-     lists compare by their bits (``-0.0`` differs from ``0.0``; NaNs with equal bits are equal).
+   - fast path, tag ``0x10 + code`` (code from :data:`LIST_CODES`: int64=4, uint64=8 (values
+     above int64), float64=10 after the value dtype): a non-null ``List`` of those numbers with no
+     null element; digest = XXH3-128 (seed 0, big-endian digest bytes) of the values'
+     little-endian bytes (8 bytes each). Float lists compare by their bits (``-0.0`` differs from
+     ``0.0``; NaNs with equal bits are equal).
    - general path, tag ``0x01``: every other value (strings, scalars, nested lists, null lists and
      lists holding a null); digest = XXH3-128 of ``polars_hash.hash_rows(column, version=1)``, the
-     plugin's frozen, type-tagged, length-prefixed encoding (an ``Int32`` and an ``Int64`` of the
-     same value encode alike; null is a value of its own).
+     plugin's frozen, type-tagged, length-prefixed encoding, of the value-dtype column (null is a
+     value of its own).
 
 2. row hash = XXH3-128 (seed 0) of the concatenated parts, in content-column order, as ``UInt128``.
+
+Versions: v1 encoded integer and float lists at their storage width (tag ``0x10 + width code``),
+so ``list<int32> [1, 2]`` and ``list<int64> [1, 2]`` differed. v2 keeps every v1 hash of int64 and
+float64 lists, strings and scalars, and moves the other storages onto them. The version is in the
+report (``row_content.encoding``) and in the shard cache key.
 
 All hashing is done by the ``polars-hash`` plugin (xxh3_128); polars' own ``hash()`` is never used.
 The fast path exists for speed: on the benchmark shard (400,000 rows x 128 tokens, three list
@@ -33,16 +43,58 @@ import polars as pl
 import polars_hash as plh
 import pyarrow as pa
 
-__all__ = ["ROW_ENCODING", "LIST_CODES", "row_hash_series", "row_hash_expr"]
+__all__ = ["ROW_ENCODING", "LIST_CODES", "row_hash_series", "row_hash_expr", "value_dtype", "to_value_dtype"]
 
-#: fast-path dtype codes (tag = 0x10 + code); part of the stable encoding, never renumber
+#: fast-path dtype codes (tag = 0x10 + code); part of the stable encoding, never renumber (v2 uses
+#: int64=4, uint64=8 and float64=10 only: the others are widened first)
 LIST_CODES: dict[Any, int] = {
     pl.Int8: 1, pl.Int16: 2, pl.Int32: 3, pl.Int64: 4,
     pl.UInt8: 5, pl.UInt16: 6, pl.UInt32: 7, pl.UInt64: 8,
     pl.Float32: 9, pl.Float64: 10,
 }
 
-ROW_ENCODING = "datacheck-row-v1"
+ROW_ENCODING = "datacheck-row-v2"
+
+_WIDEN = {pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32}
+_INT64_MAX = 2**63 - 1
+
+
+def value_dtype(dtype: pl.DataType, uint64_fits: bool = True) -> pl.DataType:
+    """The dtype a column is hashed at (see the module docstring): integers as Int64 (UInt64 only
+    when ``uint64_fits``), Float32 as Float64, Categorical/Enum as String, Array as List, recursively
+    through lists and structs; any other dtype unchanged."""
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return pl.List(value_dtype(dtype.inner, uint64_fits))
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct([pl.Field(f.name, value_dtype(f.dtype, uint64_fits)) for f in dtype.fields])
+    if isinstance(dtype, (pl.Categorical, pl.Enum)):
+        return pl.String()
+    if dtype in _WIDEN or (dtype == pl.UInt64 and uint64_fits):
+        return pl.Int64()
+    if dtype == pl.Float32:
+        return pl.Float64()
+    return dtype
+
+
+def _has_uint64(dtype: pl.DataType) -> bool:
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return _has_uint64(dtype.inner)
+    if isinstance(dtype, pl.Struct):
+        return any(_has_uint64(f.dtype) for f in dtype.fields)
+    return dtype == pl.UInt64
+
+
+def to_value_dtype(s: pl.Series) -> pl.Series:
+    """``s`` cast to its :func:`value_dtype` (a no-op when it is there already). A UInt64 column
+    (at any depth) holding a value above int64's maximum keeps UInt64 (no int64 value can equal it)."""
+    fits = True
+    if _has_uint64(s.dtype):
+        flat = s
+        while isinstance(flat.dtype, (pl.List, pl.Array)):
+            flat = flat.explode() if isinstance(flat.dtype, pl.List) else flat.arr.explode()
+        fits = flat.dtype != pl.UInt64 or not (flat.max() or 0) > _INT64_MAX
+    target = value_dtype(s.dtype, fits)
+    return s if s.dtype == target else s.cast(target)
 
 
 _NP = {1: "<i1", 2: "<i2", 3: "<i4", 4: "<i8", 5: "<u1", 6: "<u2", 7: "<u4", 8: "<u8", 9: "<f4", 10: "<f8"}
@@ -82,6 +134,7 @@ def _list_code(dtype: pl.DataType) -> int | None:
 def _column_parts(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """Tags ``(n,)`` and digests ``(n, 16)`` of one content column (see the module docstring)."""
     n = len(s)
+    s = to_value_dtype(s)
     code = _list_code(s.dtype)
     if code is None:
         return np.full(n, _TAG_GENERAL, dtype=np.uint8), _general_digests(s)

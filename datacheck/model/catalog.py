@@ -53,6 +53,7 @@ _ENTRIES = [
     ("padding.token_not_pad", "row", "warn", "a masked-out position holds an id other than pad_token_id"),
     ("padding.label_not_ignored", "row", "error", "a masked-out position has a label other than ignore_index"),
     ("padding.eos_unsupervised", "dataset", "error", "pad == eos and the eos is never supervised"),
+    ("padding.pad_attended", "row", "error", "pad != eos and a position holding pad_token_id has mask 1"),
     ("dup.exact_in_shard", "row", "warn", "a row repeats an earlier row of the same shard"),
     ("dup.exact_across_shards", "dataset", "warn", "a row repeats a row of another shard"),
     ("dup.conflicting_labels", "dataset", "warn", "the same content occurs with different labels"),

@@ -85,11 +85,18 @@ class TokensSection(_Section):
 
 
 class LabelsSection(_Section):
-    """``[labels]``: the label domain. ``ignore_index = false`` unsets the default -100."""
+    """``[labels]``: the label domain. ``ignore_index = false`` unsets the default -100.
+    ``shifted`` (bool, default false) says how token labels line up with ``input_ids``: false (the
+    Hugging Face convention) ``labels[i]`` belongs to token ``i`` and the model shifts; true
+    (nanoGPT, Megatron) ``labels[i]`` is the target predicted at position ``i`` (token ``i+1``), so
+    the token at position ``i`` is supervised by ``labels[i-1]``."""
 
     num_classes: int | None = Field(default=None, gt=0)
     classes: list[Union[int, str]] | None = None
     ignore_index: int | Literal[False] | None = -100
+    shifted: bool = Field(default=False, description=(
+        "false: the model shifts labels itself (Hugging Face: labels[i] is the label of input_ids[i]); "
+        "true: labels[i] is already the target of position i, i.e. input_ids[i+1] (nanoGPT, Megatron)"))
 
     @model_validator(mode="after")
     def _one_domain(self) -> "LabelsSection":

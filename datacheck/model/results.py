@@ -50,6 +50,8 @@ class DatasetContext:
     shards: list[ShardResult]
     temp_files: list[str] = field(default_factory=list)
     root: Path | None = None
+    #: shard lists (``state.json``/``index.json``, relative paths) discovery found in the searched folders
+    shard_lists: list[str] = field(default_factory=list)
     #: shard path -> split name from ``[splits]`` (shards matching no glob are absent)
     splits: dict[str, str] = field(default_factory=dict)
     #: the committed ``[dataset] index`` (:class:`~datacheck.dataindex.DataIndex`), read before any shard

@@ -2,9 +2,12 @@
 
 Inference (CHECKS.md "Roles and facts"): string columns ``text``/``sentence``/``content`` (and the
 GLUE pair columns ``sentence1``/``sentence2``) are text; a scalar ``label`` of integer, string,
-categorical or boolean dtype is the class label (a float ``label`` is a regression ``target``); a
+categorical or boolean dtype is the class label (a float ``label`` is a regression ``target``, unless
+``[labels] num_classes`` or ``classes`` is set: then it is the class label); a
 list-typed ``labels`` is token labels (a scalar ``labels`` is a class label); ``input_ids``,
-``attention_mask`` and ``token_type_ids`` as named (list-typed). Roles given in the config are
+``attention_mask`` and ``token_type_ids`` as named (list-typed); Hugging Face token classification:
+a list-of-strings ``tokens`` is text, ``ner_tags``/``pos_tags``/``chunk_tags`` (integer lists) are
+token labels aligned with ``tokens``. Roles given in the config are
 never replaced by inference; a role column the config names but the shard lacks is reported as
 ``schema.missing_column``; a role column whose dtype cannot serve the role (:func:`role_dtype_problems`)
 is reported as ``schema.dtype`` by :mod:`datacheck.checks.roledtype`.
@@ -19,7 +22,8 @@ import polars as pl
 from datacheck.model.config import ColumnsSection
 
 __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
-           "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth"]
+           "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
+           "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -197,7 +201,22 @@ def _class_label_dtype(dtype: pl.DataType) -> bool:
             or _all_null(dtype))
 
 
-def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
+#: Hugging Face token-classification label columns (CoNLL-2003, WikiANN, ...), in the order one is
+#: taken as the ``labels`` role; all of them align with the word list ``tokens``.
+TAG_NAMES = ("ner_tags", "pos_tags", "chunk_tags")
+#: the word-list column of Hugging Face token-classification datasets (a list of strings)
+WORDS_NAME = "tokens"
+
+
+def _string_list(dtype: pl.DataType) -> bool:
+    return isinstance(dtype, pl.List) and dtype.inner == pl.String
+
+
+def _int_list(dtype: pl.DataType) -> bool:
+    return isinstance(dtype, pl.List) and dtype.inner.is_integer()
+
+
+def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_domain: bool = False) -> Roles:
     """Resolve roles against one shard's schema (``{column: dtype}``).
 
     Inference of the class label: a scalar ``label`` (else ``labels``) column of integer, string,
@@ -206,6 +225,14 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
     not given), so the ``finite.*`` checks apply and the label checks do not. A column the config
     gives as ``target`` or ``features`` is never inferred as the label. A float column the config
     names as ``label`` stays the label (integer classes stored as floats, e.g. with NaN for missing).
+    With ``class_domain`` (``[labels] num_classes`` or ``classes`` is set) a float ``label`` is the
+    class label too: integral floats (6.0) are class indices, fractional ones (2.5) are
+    ``labels.out_of_range``, negative ones (-1.0) sentinels.
+
+    Token classification (Hugging Face CoNLL layout): when ``[columns]`` omits them, a
+    list-of-strings ``tokens`` column is text, the first integer-list column of :data:`TAG_NAMES`
+    is the token ``labels`` (when the shard has no ``labels``), and ``tokens`` with every tag
+    column present forms an ``aligned`` group (``length.mismatch``).
     """
     inferred: set[str] = set()
     missing: list[tuple[str, str]] = []
@@ -244,7 +271,7 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
             if (cand not in schema or is_list(schema[cand]) or cand == labels or cand in numeric_given
                     or (cand == "labels" and token_shaped)):
                 continue
-            if _class_label_dtype(schema[cand]):
+            if _class_label_dtype(schema[cand]) or (class_domain and schema[cand].is_float()):
                 label = cand
                 inferred.add("label")
                 break
@@ -256,6 +283,14 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
     if cfg.labels is None and token_shaped and label != "labels" and "labels" not in numeric_given:
         labels = "labels"
         inferred.add("labels")
+    tags = tuple(c for c in TAG_NAMES if c in schema and _int_list(schema[c]) and c not in numeric_given)
+    if cfg.labels is None and labels is None and "labels" not in schema and tags:
+        labels = tags[0]
+        inferred.add("labels")
+    words = WORDS_NAME in schema and _string_list(schema[WORDS_NAME]) and WORDS_NAME not in numeric_given
+    if cfg.text is None and words and tags and WORDS_NAME not in text:
+        text = (*text, WORDS_NAME)
+        inferred.add("text")
     named = {}
     for role in _NAMED_ROLES:
         given = getattr(cfg, role)
@@ -269,6 +304,9 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
         else:
             named[role] = None
     aligned = tuple(keep("aligned", tuple(g)) for g in (cfg.aligned or ()))
+    if cfg.aligned is None and words and tags:
+        aligned = ((WORDS_NAME, *tags),)
+        inferred.add("aligned")
     return Roles(
         text=text,
         label=label,
@@ -317,6 +355,32 @@ def text_column_names(cfg: ColumnsSection) -> tuple[str, ...]:
     """Columns that hold text: the configured ``[columns] text`` plus the names inferred as text.
     CSV/TSV readers keep them as strings even when every value looks like a number."""
     return tuple(dict.fromkeys((*_as_tuple(cfg.text), *_TEXT_NAMES)))
+
+
+#: the decoder-side list columns of a Hugging Face encoder-decoder (T5, BART) shard
+DECODER_COLUMNS = ("decoder_input_ids", "decoder_attention_mask")
+
+
+def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> str | None:
+    """Why the shard is an encoder-decoder (seq2seq) layout, in words, or None.
+
+    The rule (issue 10): in causal-LM and token-classification data ``labels[i]`` belongs to
+    ``input_ids[i]``; in seq2seq data (T5, BART) ``labels`` is the target sequence, of its own
+    length, and aligns with the decoder columns (:data:`DECODER_COLUMNS`) when the shard has them,
+    else with nothing. A shard is seq2seq when
+
+    - ``[dataset] schema = "seq2seq"`` (the built-in layout) is set, or
+    - it has a list-typed ``decoder_input_ids`` or ``decoder_attention_mask`` column.
+
+    Otherwise (lists of varying length and no declaration) labels align with ``input_ids`` and a
+    row whose lengths differ is ``length.mismatch``, whose message names this setting.
+    """
+    if schema_name == "seq2seq":
+        return '[dataset] schema = "seq2seq"'
+    dec = [c for c in DECODER_COLUMNS if c in schema and is_list(schema[c])]
+    if dec:
+        return f"decoder column {dec[0]!r}"
+    return None
 
 
 def list_depth(dtype: pl.DataType) -> int:
@@ -420,7 +484,8 @@ def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classe
       0/1 are ``mask.non_binary``). A string list or a list of lists fails.
     - ``label`` (class label): a scalar. With ``num_classes`` (and no ``classes``) it must be
       integer, float (integral values) or boolean; with numeric ``classes``, likewise; with string
-      ``classes``, integer (Hugging Face ``ClassLabel`` index) or string.
+      ``classes``, integer or float (a Hugging Face ``ClassLabel`` index; pandas stores it as float
+      when a label is missing; a fractional value is ``labels.out_of_range``) or string.
     - ``text``: String, or a list of String. ``target``/``features``: numeric or list of numeric.
 
     Args:
@@ -457,7 +522,7 @@ def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classe
         if is_list(t):
             add("label", col, "a scalar class label (token labels belong in [columns] labels)", False)
         elif string_classes:
-            if not (t.is_integer() or t in (pl.String,) or isinstance(t, (pl.Categorical, pl.Enum))):
+            if not (t.is_integer() or t.is_float() or t in (pl.String,) or isinstance(t, (pl.Categorical, pl.Enum))):
                 add("label", col, "an integer class index or a class name (string)", False)
         elif classes is not None or num_classes is not None:
             if not numeric_ok:

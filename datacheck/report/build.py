@@ -7,6 +7,7 @@ from typing import Any, Iterable
 
 from datacheck._version import __version__
 from datacheck.io.hashing import index_hash
+from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import ShardResult
@@ -78,7 +79,10 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         dataset_findings=tuple(ds),
         skipped=tuple(skipped_dicts(skipped)),
         stats=_merged_stats(results),
-        row_content={"columns": content_cols, "normalization": "none: exact values, null equals null"},
+        row_content={"columns": content_cols, "encoding": ROW_ENCODING,
+                     "normalization": ("values, not storage (integers of any width as int64, float32 as float64, "
+                                       "categorical as string, fixed-size and large lists as lists); otherwise "
+                                       "exact values, null equals null")},
         config_path=config_path,
         ignored=tuple(sorted((dict(i) for i in ignored), key=lambda i: i["path"])),
     )

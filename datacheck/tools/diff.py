@@ -7,14 +7,18 @@
 - New policy failures: findings of NEW that fail the policy where OLD had no failing finding with
   that key, or whose count grew. ``datacheck diff`` exits 1 when there is any.
 - Stats that moved: for the dataset and every shard present in both: the length quantiles
-  (``min p50 p90 p99 max mean``, any change) and each label's share of the labelled rows (an
-  absolute change of at least ``share_threshold``, default 0.01 = one percentage point).
+  (``min p50 p90 p99 max mean``: integer values on any change; float values, such as the mean,
+  when they differ by more than :data:`STATS_REL_TOL` relative, so floating-point noise such as
+  80.5992 -> 80.59951905059337 from another summation order is no move) and each label's share of
+  the labelled rows (an absolute change of at least ``share_threshold``, default 0.01 = one
+  percentage point).
 
 Both reports must have the same ``report_version`` (a layout change makes a comparison
 meaningless): otherwise :class:`~datacheck.errors.ReportVersionError` (exit 2).
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +29,15 @@ from datacheck.model.findings import Finding
 from datacheck.report.model import Report, read_report, report_path
 
 __all__ = ["ReportDiff", "FindingDelta", "diff_reports", "resolve_report", "render_diff_text",
-           "render_diff_markdown", "QUANTILE_KEYS", "DEFAULT_SHARE_THRESHOLD"]
+           "render_diff_markdown", "QUANTILE_KEYS", "DEFAULT_SHARE_THRESHOLD", "STATS_REL_TOL"]
 
 #: Length statistics compared (keys of the report's ``stats.lengths``).
 QUANTILE_KEYS = ("min", "p50", "p90", "p99", "max", "mean")
 #: Smallest absolute change of a label's share that counts as moved (one percentage point).
 DEFAULT_SHARE_THRESHOLD = 0.01
+#: Relative tolerance under which two float length statistics are equal (0.01 %): far above float64
+#: rounding (1e-16) and summation-order noise, far below any change of a dataset worth reporting.
+STATS_REL_TOL = 1e-4
 DATASET = "dataset"
 
 
@@ -138,12 +145,20 @@ def _label_shares(lab: dict[str, Any] | None) -> dict[str, float]:
     return {v: c / total for v, c in counts} if total else {}
 
 
+def _same_stat(a: Any, b: Any) -> bool:
+    """Equal statistics: integers exactly, floats within :data:`STATS_REL_TOL` relative."""
+    if isinstance(a, float) or isinstance(b, float):
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+            return math.isclose(a, b, rel_tol=STATS_REL_TOL, abs_tol=0.0)
+    return a == b
+
+
 def _stats_moved(scope: str, old: dict[str, Any], new: dict[str, Any], share_threshold: float) -> list[dict[str, Any]]:
     moved = []
     lo, ln = old.get("lengths") or {}, new.get("lengths") or {}
     for k in QUANTILE_KEYS:
         a, b = lo.get(k), ln.get(k)
-        if (a is not None or b is not None) and a != b:
+        if (a is not None or b is not None) and not _same_stat(a, b):
             moved.append({"scope": scope, "stat": f"lengths.{k}", "old": a, "new": b})
     so, sn = _label_shares(old.get("labels")), _label_shares(new.get("labels"))
     for v in sorted(set(so) | set(sn)):

@@ -7,6 +7,8 @@ import pytest
 from checkhelp import audit_df, findings, one, shard_result, skipped_reason, write_shard
 
 import datacheck
+from datacheck.engine.shard import audit_frame
+from datacheck.model.config import config_from_dict
 
 
 @pytest.mark.parametrize(
@@ -159,3 +161,66 @@ def test_eos_unsupervised_skipped_without_token_labels(tmp_path):
     rep = datacheck.audit(str(tmp_path), config={"tokens": {"pad_token_id": 2, "eos_token_id": 2}})
     assert findings(rep, "padding.eos_unsupervised") == []
     assert "token labels" in skipped_reason(rep, "padding.eos_unsupervised")
+
+
+# ---------------------------------------------------------------- padding.pad_attended (issue 10 item 13)
+@pytest.mark.parametrize(
+    "ids, mask, rows, positions",
+    [
+        # a mask of all ones over [PAD] (BERT: pad 0): rows 0 and 2; row 1 is padded correctly
+        ([[101, 7, 102, 0, 0], [101, 8, 102, 0], [101, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1]], [0, 2], 4),
+        ([[101, 102]], [[1, 1]], [], 0),
+        # rows whose lists differ in length or whose mask is not binary are left to the other checks
+        ([[0, 0, 0], [0, 0]], [[1, 1], [1, 2]], [], 0),
+    ],
+)
+def test_pad_attended(ids, mask, rows, positions):
+    df = pl.DataFrame({"input_ids": ids, "attention_mask": mask})
+    res = audit_frame(df, config_from_dict({"tokens": {"pad_token_id": 0, "eos_token_id": 102}}))
+    got = [f for f in res.findings if f.check == "padding.pad_attended"]
+    if not rows:
+        assert got == []
+        return
+    (f,) = got
+    assert (f.rows, f.column, f.severity) == (tuple(rows), "input_ids", "error")
+    assert f.details["positions"] == positions
+    assert "pad_token_id 0" in f.message and "attention_mask 1" in f.message
+
+
+def test_pad_attended_skipped_when_pad_is_eos_or_unset(tmp_path):
+    df = {"input_ids": [[5, 2, 2]], "attention_mask": [[1, 1, 1]]}
+    rep = audit_df(tmp_path, df, {"tokens": {"pad_token_id": 2, "eos_token_id": 2}})
+    assert findings(rep, "padding.pad_attended") == []
+    assert "eos_token_id" in skipped_reason(rep, "padding.pad_attended")
+    rep = audit_df(tmp_path, df)
+    assert skipped_reason(rep, "padding.pad_attended") == "needs input_ids and [tokens] pad_token_id"
+
+
+# ---------------------------------------------------------------- [labels] shifted (issue 10 item 2)
+# nanoGPT/Megatron store labels pre-shifted: labels[i] == input_ids[i+1]; the eos at position i is
+# then supervised by labels[i-1]. pad == eos == 2.
+_SHIFTED = {"input_ids": [[5, 6, 2, 2], [7, 2, 2]], "attention_mask": [[1, 1, 1, 0], [1, 1, 0]],
+            "labels": [[6, 2, -100, -100], [2, -100, -100]]}
+
+
+def test_preshifted_labels_supervise_eos_when_shifted_is_set():
+    cfg = {"tokens": {"pad_token_id": 2, "eos_token_id": 2}}
+    df = pl.DataFrame(_SHIFTED)
+    # read as unshifted (the Hugging Face convention), the eos carries -100: the alarm is right
+    res = audit_frame(df, config_from_dict(cfg))
+    assert res.stats["eos"] == {"total": 2, "supervised": 0, "rows_with_eos": 2}
+    # declared shifted, each eos is the target of the position before it: supervised
+    res = audit_frame(df, config_from_dict({**cfg, "labels": {"shifted": True}}))
+    assert res.stats["eos"] == {"total": 2, "supervised": 2, "rows_with_eos": 2}
+
+
+def test_shifted_eos_unsupervised_end_to_end(tmp_path):
+    write_shard(tmp_path, _SHIFTED, "a.parquet")
+    cfg = {"tokens": {"pad_token_id": 2, "eos_token_id": 2}, "labels": {"shifted": True}}
+    rep = datacheck.audit(str(tmp_path), config=cfg)
+    assert findings(rep, "padding.eos_unsupervised") == []
+    # shifted, but the label before each eos is ignore_index: the eos is never a target
+    bad = {**_SHIFTED, "labels": [[6, -100, -100, -100], [-100, -100, -100]]}
+    write_shard(tmp_path, bad, "a.parquet")
+    rep = datacheck.audit(str(tmp_path), config=cfg)
+    assert one(rep, "padding.eos_unsupervised").details == {"eos_tokens": 2, "eos_supervised": 0, "ratio": 0.0}

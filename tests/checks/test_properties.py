@@ -40,7 +40,7 @@ floats = st.one_of(st.none(), st.just(float("nan")), st.just(float("inf")), st.j
                    st.sampled_from([65504.0, 65505.0, -70000.0, 32752.0, 32753.0, 1e300]))
 small_ints = st.one_of(st.none(), st.integers(-3, 12), st.sampled_from([-100, -1, 255, 1000]))
 int_lists = st.one_of(st.none(), st.lists(small_ints, max_size=6))
-texts = st.one_of(st.none(), st.text(alphabet=" \t\n\u00a0\u3000ab\u00e9\u4e2d", max_size=5))
+texts = st.one_of(st.none(), st.text(alphabet=" \t\n\u00a0\u3000\u200b\ufeffab\u00e9\u4e2d", max_size=5))
 
 
 def _rows(n_min: int = 1, n_max: int = 12):
@@ -79,8 +79,11 @@ def test_finite_matches_reference(data, n):
 
 
 # ---------------------------------------------------------------- empty
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u180e"
+
+
 def ref_empty_text(s) -> bool:
-    return s is None or s.strip() == ""
+    return s is None or all(ch.isspace() or ch in ZERO_WIDTH for ch in s)
 
 
 def ref_empty_sequence(ids) -> bool:
@@ -312,6 +315,10 @@ def test_mask_and_padding_match_reference(data, n, side, ign, pad, mask_dtype):
         i for i in range(n) if aligned[i] and ref_masked_positions_differ(ids[i], mask[i], pad)}
     assert got.get("padding.label_not_ignored:labels", set()) == {
         i for i in range(n) if aligned[i] and ref_masked_positions_differ(labels[i], mask[i], ign)}
+    binary = [mask[i] is not None and not ref_non_binary(mask[i]) for i in range(n)]
+    assert got.get("padding.pad_attended:input_ids", set()) == {
+        i for i in range(n) if aligned[i] and binary[i]
+        and any(m == 1 and v == pad for v, m in zip(ids[i], mask[i]))}
 
 
 # ---------------------------------------------------------------- dup

@@ -95,11 +95,21 @@ def test_valid_role_dtypes_give_no_finding(tmp_path):
 # ------------------------------------------------------------------ item 6: float labels are targets
 def test_float_label_column_is_inferred_as_target(tmp_path):
     df = pl.DataFrame({"sentence1": ["a", "b", "c"], "label": [0.3, -1.25, float("nan")]})
-    rep = audit_df(tmp_path, df, {"labels": {"num_classes": 2}})
+    rep = audit_df(tmp_path, df)
     assert rep.roles["target"] == {"columns": ["label"], "inferred": True}
     assert "label" not in rep.roles
     assert not [f for f in rep.findings if f.check.startswith("labels.") or f.check.startswith("dist.label")]
     assert one(rep, "finite.nan", "label").rows == (2,)
+
+
+def test_float_label_column_with_num_classes_is_the_class_label(tmp_path):
+    # issue 10 item 9: a class domain makes a float label a class label (integral floats are classes)
+    df = pl.DataFrame({"sentence1": ["a", "b", "c"], "label": [0.3, -1.25, float("nan")]})
+    rep = audit_df(tmp_path, df, {"labels": {"num_classes": 2}})
+    assert rep.roles["label"] == {"columns": "label", "inferred": True}
+    assert one(rep, "labels.out_of_range", "label").rows == (0,)
+    assert one(rep, "labels.unexpected_sentinel", "label").rows == (1,)
+    assert one(rep, "labels.null", "label").rows == (2,)
 
 
 def test_a_column_given_as_target_is_never_the_label(tmp_path):

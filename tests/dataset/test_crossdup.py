@@ -7,11 +7,14 @@ import struct
 
 import polars as pl
 import polars_hash as plh
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import xxhash
 from conftest import run_cli
 from dshelp import by_check, one, run, write
 
+import datacheck
 from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY, assign_splits
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard
@@ -24,8 +27,11 @@ from datacheck.model.config import config_from_dict
 IDS = pl.Series("input_ids", [[101, 7, 102], [], None, [1, None]], dtype=pl.List(pl.Int32))
 TXT = pl.Series("text", ["héllo", "", None, "x"])
 LAB = pl.Series("label", [0, 1, None, 2], dtype=pl.Int64)
-#: pinned: a change of polars, polars-hash or this code that moves a hash must fail here
-GOLDEN = [0xa28935cd9ea91bac05fbc9d15e88e17e, 0xb7de6bf4544fd475e73ab550dd29fccc,
+#: pinned: a change of polars, polars-hash or this code that moves a hash must fail here.
+#: datacheck-row-v2: the int32 ids hash as the same ids stored as int64, whose values are those of
+#: v1 (rows 2 and 3, general path, are unchanged from v1 for any width; v1 gave rows 0 and 1 of the
+#: int32 storage 0xa28935cd9ea91bac05fbc9d15e88e17e and 0xb7de6bf4544fd475e73ab550dd29fccc).
+GOLDEN = [0x50991eb52086e811c6aaf68e9f7e3715, 0x536c821e7e1e96770c7d82d691df2321,
           0x0c3c847b586215e05fe8e38fcb2e8d39, 0x3f524fd47dcdd39647f019df4e2f7a26]
 
 
@@ -44,10 +50,11 @@ def _reference(row) -> int:
     """Plain-Python reference of the documented encoding (crossdup module docstring)."""
     ids, txt, lab = row
     parts = b""
+    # v2: integer lists are encoded at int64 width (tag 0x10 + 4), whatever their storage width
     if ids is not None and None not in ids:
-        parts += bytes([0x10 + 3]) + xxhash.xxh3_128_digest(struct.pack(f"<{len(ids)}i", *ids))
+        parts += bytes([0x10 + 4]) + xxhash.xxh3_128_digest(struct.pack(f"<{len(ids)}q", *ids))
     else:
-        parts += b"\x01" + _general(ids, pl.List(pl.Int32))
+        parts += b"\x01" + _general(ids, pl.List(pl.Int64))
     parts += b"\x01" + _general(txt, pl.String)
     parts += b"\x01" + _general(lab, pl.Int64)
     return xxhash.xxh3_128_intdigest(parts)
@@ -71,8 +78,8 @@ def test_row_hash_equality_semantics():
     # column boundaries matter: ("ab", "c") != ("a", "bc")
     a, b = h([pl.Series(["ab"]), pl.Series(["c"])]), h([pl.Series(["a"]), pl.Series(["bc"])])
     assert a.to_list() != b.to_list()
-    # list storage width is part of the fast-path tag (documented)
-    assert h([IDS.slice(0, 1).cast(pl.List(pl.Int64))]).item() != h([IDS.slice(0, 1)]).item()
+    # values, not storage (datacheck-row-v2): list widths hash alike (issue 10 item 7)
+    assert h([IDS.cast(pl.List(pl.Int64))]).to_list() == h([IDS]).to_list()
     # fixed-size Array columns hash like the same List
     arr = pl.Series([[1, 2], [3, 4]], dtype=pl.Array(pl.Int32, 2))
     assert h([arr]).to_list() == h([arr.cast(pl.List(pl.Int32))]).to_list()
@@ -332,3 +339,42 @@ def test_realdata_sst2_all_splits_conflicting_labels(realdata, ignore):
     f = one(rep, "dup.conflicting_labels")
     assert f.count == 149
     assert set(f.shards) == {"train-00000-of-00001.parquet"}
+
+
+# ------------------------------------------------------------------ issue 10 item 7: values, not storage
+@pytest.mark.parametrize("a, b", [
+    (pl.Series([[1, 2], [3], None, [4, None]], dtype=pl.List(pl.Int32)),
+     pl.Series([[1, 2], [3], None, [4, None]], dtype=pl.List(pl.Int64))),
+    (pl.Series([[1, 2], [3]], dtype=pl.List(pl.UInt16)), pl.Series([[1, 2], [3]], dtype=pl.List(pl.Int64))),
+    (pl.Series([[1, 2], [3, 4]], dtype=pl.Array(pl.Int32, 2)), pl.Series([[1, 2], [3, 4]], dtype=pl.List(pl.Int64))),
+    (pl.Series([[1, 2], [3]], dtype=pl.List(pl.UInt64)), pl.Series([[1, 2], [3]], dtype=pl.List(pl.Int64))),
+    (pl.Series([[0.5, 1.0]], dtype=pl.List(pl.Float32)), pl.Series([[0.5, 1.0]], dtype=pl.List(pl.Float64))),
+    (pl.Series(["a", "b", None], dtype=pl.Categorical), pl.Series(["a", "b", None], dtype=pl.String)),
+    (pl.Series(["a", "b"], dtype=pl.Enum(["b", "a"])), pl.Series(["a", "b"], dtype=pl.String)),
+    (pl.Series([1, 2, None], dtype=pl.Int16), pl.Series([1, 2, None], dtype=pl.Int64)),
+    (pl.Series([[[1], [2, 3]]], dtype=pl.List(pl.List(pl.Int8))), pl.Series([[[1], [2, 3]]], dtype=pl.List(pl.List(pl.Int64)))),
+])
+def test_row_hash_depends_on_values_not_storage(a, b):
+    assert row_hash_series([a]).to_list() == row_hash_series([b]).to_list()
+
+
+def test_row_hash_keeps_the_int64_encoding_of_v1():
+    # int64 lists, strings and int64 scalars hash as in datacheck-row-v1 (the pinned values of that
+    # version for the same values stored as int64): only other storage moved to them
+    ids64 = IDS.cast(pl.List(pl.Int64))
+    assert ROW_ENCODING == "datacheck-row-v2"
+    assert row_hash_series([ids64, TXT, LAB]).to_list() == GOLDEN
+
+
+def test_leakage_across_storage_widths_is_found(tmp_path):
+    (tmp_path / "train").mkdir()
+    (tmp_path / "eval").mkdir()
+    pq.write_table(pa.table({"input_ids": pa.array([[1, 2, 3], [4, 5]], pa.list_(pa.int32())),
+                             "text": pa.array(["a", "b"], pa.string())}), tmp_path / "train" / "t.parquet")
+    pq.write_table(pa.table({"input_ids": pa.array([[1, 2, 3], [9]], pa.large_list(pa.int64())),
+                             "text": pa.array(["a", "z"], pa.large_string())}),
+                   tmp_path / "eval" / "e.parquet")
+    rep = datacheck.audit(str(tmp_path / "eval"), config={}, against=str(tmp_path / "train"))
+    (f,) = [f for f in rep.findings if f.check == "dup.split_overlap"]
+    assert f.count == 1 and f.examples[0].row == 0
+    assert rep.row_content["encoding"] == "datacheck-row-v2"

@@ -11,7 +11,7 @@ from conftest import ROOT
 from gatehelp import cli, load
 
 from datacheck.report.model import read_report
-from datacheck.tools.diff import diff_reports
+from datacheck.tools.diff import STATS_REL_TOL, _stats_moved, diff_reports
 
 SAMPLE = ROOT / "sample_data"
 
@@ -120,3 +120,15 @@ def test_diff_bad_input_is_exit_2(versions, monkeypatch):
     assert r.returncode == 2 and "abcdef12" in r.stderr
     for err in (r.stderr,):
         assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------- issue 10 item 6: float noise is no move
+def test_float_noise_in_stats_is_not_a_move():
+    old = {"lengths": {"min": 3, "p50": 80, "p90": 120, "p99": 200, "max": 512, "mean": 80.5992}}
+    new = {"lengths": {"min": 3, "p50": 80, "p90": 120, "p99": 200, "max": 512, "mean": 80.59951905059337}}
+    assert STATS_REL_TOL == 1e-4
+    assert _stats_moved("dataset", old, new, 0.01) == []
+    # a real move of the mean, and any change of an integer quantile, still count
+    new2 = {"lengths": {**new["lengths"], "mean": 81.0, "max": 513}}
+    got = {m["stat"] for m in _stats_moved("dataset", old, new2, 0.01)}
+    assert got == {"lengths.mean", "lengths.max"}
