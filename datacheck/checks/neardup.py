@@ -66,6 +66,7 @@ SHINGLE = 5
 _SEED = 1
 _FNV64 = np.uint64(0x100000001B3)
 _MAX32 = np.uint32(0xFFFFFFFF)
+_BLOCK = 4096  # shingles per block of signature work (4096 x 128 x 4 B = 2 MiB)
 
 
 @functools.lru_cache(maxsize=1)
@@ -139,15 +140,23 @@ def signatures(values: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.
     sig = np.full((rows, NUM_PERM), _MAX32, dtype=np.uint32)
     has = np.flatnonzero(counts > 0)
     if has.size:
-        seg = np.concatenate([[0], np.cumsum(counts[has])[:-1]])
+        ends = np.cumsum(counts[has])
+        seg = np.concatenate([[0], ends[:-1]])
         hv = fmix32(hv)
         a, b = permutations()
         out = np.empty((has.size, NUM_PERM), dtype=np.uint32)
+        # blocks of whole rows of about _BLOCK shingles: the [NUM_PERM, shingles] products of a
+        # block stay in the CPU cache (one pass per permutation over the whole shard would not)
+        cuts = np.unique(np.searchsorted(ends, np.arange(_BLOCK, int(ends[-1]), _BLOCK), side="left"))
+        bounds = np.concatenate([[0], cuts + 1, [has.size]])
         with np.errstate(over="ignore"):
-            for i in range(NUM_PERM):
-                phv = hv * a[i]
-                phv += b[i]
-                out[:, i] = np.minimum.reduceat(phv, seg)
+            for r0, r1 in zip(bounds[:-1], bounds[1:]):
+                if r0 >= r1:
+                    continue
+                lo, hi = int(seg[r0]), int(ends[r1 - 1])
+                block = a[:, None] * hv[None, lo:hi]  # [NUM_PERM, shingles]: the reduction runs along rows
+                block += b[:, None]
+                out[r0:r1] = np.minimum.reduceat(block, seg[r0:r1] - lo, axis=1).T
         sig[has] = out
     return sig, counts.astype(np.int32)
 
