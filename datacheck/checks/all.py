@@ -17,6 +17,7 @@ from datacheck.checks import (  # noqa: F401 - imported for their registrations
     labels,
     length,
     mask,
+    neardup,
     roledtype,
     schema,
     tokens,
@@ -26,7 +27,7 @@ from datacheck.checks.registry import CHECKS
 __all__ = ["load_families", "FAMILIES"]
 
 #: the family modules, in import order
-FAMILIES = (crossdup, decode, dist, dup, empty, finite, index, labels, length, mask, roledtype, schema, tokens)
+FAMILIES = (crossdup, decode, dist, dup, empty, finite, index, labels, length, mask, neardup, roledtype, schema, tokens)
 
 
 def load_families() -> int:

@@ -2,6 +2,8 @@
 dataset-level checks in the merge, apply the policy, and build the report."""
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -11,19 +13,22 @@ from datacheck.checks.all import load_families
 from datacheck.checks.crossdup import assign_splits, crossdup_payload
 from datacheck.checks.registry import Payload, ShardContext, dataset_items
 from datacheck.engine.shard import audit_file
+from datacheck.execute.cache import CacheStats, ShardCache
+from datacheck.execute.executors import LocalExecutor, WorkerDied, make_executor
 from datacheck.execute.setup import config_and_source, prepare_audit
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.errors import ENGINE_ERRORS, UsageError
+from datacheck.model.errors import ENGINE_ERRORS, InternalError, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
 from datacheck.report.build import build_report
 from datacheck.report.model import Report
 
-__all__ = ["audit", "audit_one", "audit_one_cached", "audit_shards", "finish_report", "hash_shards"]
+__all__ = ["ShardJob", "ShardOutcome", "audit", "audit_one", "audit_one_cached", "audit_shards", "finish_report",
+           "hash_shards", "run_job"]
 
 
 def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
@@ -46,21 +51,88 @@ def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: 
     return result
 
 
+@dataclass(frozen=True)
+class ShardJob:
+    """One shard's work for an executor (picklable: it travels to a worker process).
+
+    ``cache`` is a :meth:`~datacheck.execute.cache.ShardCache.worker_view` of the audit's cache
+    (None: no cache)."""
+
+    shard: DiscoveredShard
+    cfg: Config
+    cache: ShardCache | None
+    cross_shard: bool
+
+
+@dataclass
+class ShardOutcome:
+    """What a job gives back: the result, the job's cache counters and used keys, and the
+    warnings it raised as (category, message) pairs (re-raised in the parent, in shard order)."""
+
+    result: ShardResult
+    cache_stats: CacheStats | None = None
+    cache_used: set[str] = field(default_factory=set)
+    warnings: list[tuple[type[Warning], str]] = field(default_factory=list)
+
+
+def run_job(job: ShardJob) -> ShardOutcome:
+    """Audit one shard (answered from the job's cache when it holds the result; a miss is audited
+    and its entry written atomically by this process), collecting the warnings it raises. The
+    function the ``process`` executor runs in its workers."""
+    load_families()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = (audit_one(job.shard, job.cfg, job.cross_shard) if job.cache is None
+                  else audit_one_cached(job.shard, job.cfg, job.cache, job.cross_shard))
+    return ShardOutcome(result=result, cache_stats=None if job.cache is None else job.cache.stats,
+                        cache_used=set() if job.cache is None else job.cache.used,
+                        warnings=[(w.category, str(w.message)) for w in caught])
+
+
 def audit_shards(disc: Discovery, cfg: Config,
                  progress: Callable[[str, int, int], None] | None = None,
-                 cache: Any = None, cross_shard: bool = True) -> list[ShardResult]:
-    """Map :func:`audit_one` over the discovered shards, in discovery order; with ``cache`` (a
+                 cache: Any = None, cross_shard: bool = True, *, workers: int | None = 1,
+                 executor: str | None = None) -> list[ShardResult]:
+    """Map :func:`audit_one` over the discovered shards; the results (and ``progress`` calls)
+    come in discovery order whatever the executor. With ``cache`` (a
     :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache.
     ``cross_shard=False`` (one shard, no splits, no --against) skips the row-hash payload that
-    only the cross-shard checks need."""
+    only the cross-shard checks need.
+
+    ``workers`` and ``executor`` pick the executor (:func:`~datacheck.execute.executors.make_executor`):
+    ``workers=1`` (default here) audits in this process; ``workers=None`` means one worker per core.
+
+    Raises:
+        UsageError: a bad ``workers``/``executor`` combination.
+        InternalError: a worker process died (the message names the shard it was auditing).
+    """
     load_families()
-    results: list[ShardResult] = []
+    ex = make_executor(executor, workers, len(disc.shards))
     total = len(disc.shards)
-    for k, ds in enumerate(disc.shards):
-        results.append(audit_one(ds, cfg, cross_shard) if cache is None
-                       else audit_one_cached(ds, cfg, cache, cross_shard))
-        if progress is not None:
-            progress(ds.rel, k + 1, total)
+    results: list[ShardResult] = []
+    if isinstance(ex, LocalExecutor):
+        for k, ds in enumerate(disc.shards):
+            results.append(audit_one(ds, cfg, cross_shard) if cache is None
+                           else audit_one_cached(ds, cfg, cache, cross_shard))
+            if progress is not None:
+                progress(ds.rel, k + 1, total)
+        return results
+    jobs = [ShardJob(shard=ds, cfg=cfg, cache=None if cache is None else cache.worker_view(), cross_shard=cross_shard)
+            for ds in disc.shards]
+    try:
+        for k, out in enumerate(ex.map(run_job, jobs)):
+            if cache is not None and out.cache_stats is not None:
+                cache.absorb(out.cache_stats, out.cache_used)
+            for category, message in out.warnings:
+                warnings.warn(message, category, stacklevel=2)
+            results.append(out.result)
+            if progress is not None:
+                progress(disc.shards[k].rel, k + 1, total)
+    except WorkerDied as exc:
+        names = [disc.shards[j].rel for j in exc.pending]
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise InternalError(f"{exc} while auditing one of: {shown}; rerun with fewer --workers (each holds one "
+                            "shard in memory) or --workers 1 to audit in this process") from None
     return results
 
 
@@ -103,6 +175,8 @@ def audit(
     prune_cache: bool = False,
     config_path: str | None = "derive",
     allow_check_errors: bool = False,
+    workers: int | None = None,
+    executor: str | None = None,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
@@ -124,6 +198,11 @@ def audit(
         allow_check_errors: False (default): a check that fails internally (its polars query or its
             Python function raises) makes the report ``fail`` (``summary.check_errors``; the CLI exits 3).
             True: the status follows the findings only; the check errors are still listed in ``skipped``.
+        workers: worker processes auditing shards in parallel; None (default): ``$DATACHECK_WORKERS``,
+            else one per core (:func:`~datacheck.execute.executors.default_workers`); 1: in this process.
+            Never more than the number of shards. The report is the same for any number.
+        executor: ``"local"`` (this process), ``"process"`` (a spawned process pool) or None
+            (default: ``process`` when more than one worker has a shard, else ``local``).
 
     Returns:
         The :class:`Report`. It is not written anywhere; the CLI stores it.
@@ -131,7 +210,7 @@ def audit(
     Raises:
         ConfigError: the config is invalid (before any shard is read).
         UsageError: ``paths`` or ``config`` is of another type (e.g. ``audit(123)``), a path does not
-            exist, no shard was found, ``fail_on`` is unknown,
+            exist, no shard was found, ``fail_on`` is unknown, ``workers``/``executor`` are bad,
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
     """
@@ -154,7 +233,8 @@ def audit(
         against_results = hash_shards(discover([str(p) for p in ([against] if isinstance(against, (str, Path))
                                                                  else against)], cfg.dataset.format), cfg)
     cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or against is not None
-    results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard)
+    results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard, workers=workers,
+                           executor=executor)
     if cache is not None and prune_cache:
         cache.prune()
     return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,

@@ -41,6 +41,8 @@ often run as root; writing into a folder someone marked read-only would be a sur
 from __future__ import annotations
 
 import base64
+import copy
+import dataclasses
 import functools
 import io
 import json
@@ -450,6 +452,21 @@ class ShardCache:
             return
         self.stats.writes += 1
 
+
+    def worker_view(self) -> "ShardCache":
+        """A copy of this cache for a worker process (same folder and key salt, fresh counters and
+        used keys, picklable); hand its ``stats`` and ``used`` back with :meth:`absorb`."""
+        view = copy.copy(self)
+        view.stats = CacheStats()
+        view.used = set()
+        return view
+
+    def absorb(self, stats: CacheStats, used: set[str]) -> None:
+        """Add a worker view's counters and used keys to this cache's (so :meth:`prune` keeps the
+        entries the workers read or wrote)."""
+        for f in dataclasses.fields(CacheStats):
+            setattr(self.stats, f.name, getattr(self.stats, f.name) + getattr(stats, f.name))
+        self.used |= used
 
     def prune(self, temp_max_age_s: float = 3600.0) -> int:
         """Delete every entry this audit did not use, entries of other layouts, and temporary files

@@ -121,7 +121,8 @@ class PartRun:
 def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail_on: str = "error",
                cache_dir: str | Path | None = None,
                progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False,
-               config_path: str | None = None, allow_check_errors: bool = False) -> PartRun:
+               config_path: str | None = None, allow_check_errors: bool = False, workers: int | None = None,
+               executor: str | None = None) -> PartRun:
     """Audit part ``part`` of ``num_parts`` of the shards under ``paths``.
 
     Every shard is discovered (the merge needs the full ordered list, with each shard's size from
@@ -130,6 +131,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     audited root, and the ``[dataset] index`` file is named relative to it when it lies inside.
     ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`);
     ``allow_check_errors`` decides the part report's status only (the merge takes its own).
+    ``workers``/``executor``: as for :func:`datacheck.api.audit`.
 
     Raises:
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
@@ -144,7 +146,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
                   else str(source))
         index_doc = {"source": source, "data": json.loads(setup.index_path.read_text(encoding="utf-8"))}
     mine = select_part(disc, num_parts, part)
-    results = audit_shards(mine, cfg, progress, cache=cache)
+    results = audit_shards(mine, cfg, progress, cache=cache, workers=workers, executor=executor)
     if cache is not None and prune_cache:
         cache.prune()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]

@@ -59,6 +59,7 @@ _ENTRIES = [
     ("dup.conflicting_labels", "dataset", "warn", "the same content occurs with different labels"),
     ("dup.shard", "dataset", "error", "two shards have identical content hashes"),
     ("dup.split_overlap", "dataset", "error", "rows of one split also occur in another"),
+    ("dup.near_duplicate", "dataset", "warn", "rows whose text or token ids are near-identical (MinHash LSH)"),
     ("index.missing_shard", "dataset", "error", "a shard listed in the index is absent"),
     ("index.extra_shard", "dataset", "warn", "a shard on disk is not in the index"),
     ("index.changed_shard", "dataset", "error", "a shard's content hash differs from the index"),

@@ -144,6 +144,15 @@ class BatchSection(_Section):
     shuffle: bool = True
 
 
+class DupSection(_Section):
+    """``[dup]``: ``dup.near_duplicate`` (MinHash LSH, :mod:`datacheck.checks.neardup`) runs when
+    ``near`` is true (off by default: the costliest pass); rows whose estimated Jaccard similarity of
+    5-gram shingles is at or above ``near_threshold`` (default 0.8, CHECKS.md) are near-duplicates."""
+
+    near: bool | None = None
+    near_threshold: float = Field(default=0.8, gt=0, le=1)
+
+
 class Config(_Section):
     """The whole validated configuration (frozen). Build with :func:`load_config` or :func:`config_from_dict`."""
 
@@ -156,6 +165,7 @@ class Config(_Section):
     policy: dict[str, PolicyEntry] = Field(default_factory=dict)
     batch: BatchSection = BatchSection()
     report: ReportSection = ReportSection()
+    dup: DupSection = DupSection()
 
     @field_validator("policy")
     @classmethod

@@ -8,6 +8,7 @@ import sys
 from datacheck.cli.defaults import default_cache_dir, default_report_dir
 from datacheck.execute.audit import audit
 from datacheck.execute.cache import CacheWarning
+from datacheck.execute.executors import ENV_WORKERS, EXECUTORS
 from datacheck.execute.parts import audit_part, check_part_args, write_part
 from datacheck.execute.setup import resolve_config_path as _resolve
 from datacheck.io.discover import discover
@@ -47,6 +48,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "token_classification, tabular), a Pandera YAML/JSON file or file.py:ClassName "
                         "(overrides [dataset] schema)")
     add_ci_arguments(a)
+    w = a.add_argument_group("parallel work")
+    w.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help=f"audit shards in N worker processes (default: ${ENV_WORKERS}, else one per core; "
+                        "1: in this process); the report is the same for any N")
+    w.add_argument("--executor", choices=list(EXECUTORS), default=None,
+                   help="local: in this process; process: a pool of --workers processes (default: process when "
+                        "more than one worker has a shard)")
     g = a.add_argument_group("incremental audit and split jobs")
     g.add_argument("--cache-dir", default=None,
                    help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache, "
@@ -60,6 +68,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument("--part", type=int, default=None, metavar="K",
                    help="audit part K (0..N-1) only; combine the part reports with 'datacheck merge'")
     return a
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
 
 
 def add_ci_arguments(a: argparse.ArgumentParser) -> None:
@@ -133,10 +151,11 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
             return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
                               progress=progress, prune_cache=args.cache_prune, config_path=config_path,
-                              allow_check_errors=args.allow_check_errors)
+                              allow_check_errors=args.allow_check_errors, workers=args.workers,
+                              executor=args.executor)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
                      against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path,
-                     allow_check_errors=args.allow_check_errors)
+                     allow_check_errors=args.allow_check_errors, workers=args.workers, executor=args.executor)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)

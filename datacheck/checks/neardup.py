@@ -1,0 +1,404 @@
+"""``dup.near_duplicate``: rows whose text (or token ids) are near-identical, within and across
+shards and splits, found by MinHash with LSH banding (CHECKS.md "dup").
+
+Opt-in: ``[dup] near = true`` (threshold ``[dup] near_threshold``, default 0.8 as in CHECKS.md).
+Off, every shard lists the check as skipped with the reason. It is off by default because it is
+the costliest pass of an audit (``benchmarks/bench_neardup.py``: the signatures cost about as
+much as the rest of a token shard's checks).
+
+What is compared (a row's "document"):
+
+- the text role: the row's text columns joined with ``"\\n"`` (a list-of-strings column joined
+  with ``"\\n"`` first; null is the empty string); else
+- ``input_ids``: the row's token ids.
+
+Shingles: every run of 5 consecutive **characters** (Unicode code points, not bytes or words:
+short texts such as sentences and titles have enough of them, and no tokenizer is needed) or 5
+consecutive token ids. Values are compared exactly (no case or whitespace folding). A row with
+fewer than 5 characters (tokens) has no shingle and is never a near-duplicate (its exact repeats
+are ``dup.exact_*``). Each shingle is hashed to 32 bits: a polynomial of its 5 values modulo 2^64
+(multiplier 0x100000001B3, the 64-bit FNV prime) mixed with the MurmurHash3 64-bit finalizer,
+top 32 bits.
+
+MinHash: ``NUM_PERM`` = 128 permutations of datasketch's ``affine32`` scheme (``MinHash(num_perm=
+128, seed=1, scheme="affine32")``: the shingle hash pre-mixed with the MurmurHash3 32-bit
+finalizer, then ``a * h + b`` modulo 2^32 with datasketch's seeded ``a``, ``b``), computed
+vectorized over a whole shard with numpy; ``benchmarks/bench_neardup.py`` shows the signatures
+equal datasketch's for the same shingle hashes, and how much faster they are. The estimated
+Jaccard similarity of two rows is the fraction of equal signature values (standard error
+<= 0.045 at 128 permutations).
+
+Per shard (in the shard's one query, then numpy): payload ``"neardup.minhash"`` =
+``{"sig": uint32 [rows, 128], "shingles": int32 [rows]}`` (512 bytes per row; cached with the
+shard result) and ``"neardup.text"``: the UInt128 content hash of the document
+(:mod:`datacheck.io.rowhash`), to tell exact copies apart. The dataset stage reads no shard.
+
+Dataset stage: LSH with ``b`` bands of ``r`` rows chosen for the threshold as datasketch's
+``MinHashLSH`` chooses them, weighted towards recall (:func:`lsh_params`: 14 x 9 at 0.8); rows sharing a band bucket are linked to the bucket's first row when
+their estimated similarity is >= the threshold; clusters are the connected components. A
+cluster's rows may chain (a ~ b ~ c with a, c below the threshold): members are listed with
+their similarity to the cluster's first row.
+
+count = over all clusters, the number of distinct documents beyond the first of each cluster
+(exact copies inside a cluster are not counted again: ``dup.exact_*`` reports them); clusters
+made only of exact copies are not listed. Memory in the dataset stage: the signatures of every
+shard (512 B/row) plus, per band, one uint64 key per row.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterable
+
+import numpy as np
+import polars as pl
+
+from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, measure
+from datacheck.io.rowhash import row_hash_expr
+from datacheck.model.findings import Example, Finding, Skipped
+
+__all__ = ["NEAR_KEY", "TEXT_KEY", "NUM_PERM", "SHINGLE", "signatures", "lsh_params", "clusters",
+           "near_payload", "near_duplicate"]
+
+NEAR_KEY = "neardup.minhash"
+TEXT_KEY = "neardup.text"
+NUM_PERM = 128
+SHINGLE = 5
+_SEED = 1
+_FNV64 = np.uint64(0x100000001B3)
+_MAX32 = np.uint32(0xFFFFFFFF)
+_BLOCK = 4096  # shingles per block of signature work (4096 x 128 x 4 B = 2 MiB)
+
+
+@functools.lru_cache(maxsize=1)
+def permutations() -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): uint32 [NUM_PERM] each, drawn as datasketch's ``affine32`` scheme draws them
+    (``numpy.random.RandomState(1)``; ``a`` odd, so ``a * h + b`` mod 2^32 is a bijection)."""
+    gen = np.random.RandomState(_SEED)
+    a = gen.randint(0, 1 << 31, NUM_PERM, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+    b = gen.randint(0, 1 << 32, NUM_PERM, dtype=np.uint32)
+    return a, b
+
+
+def _fmix64(h: np.ndarray) -> np.ndarray:
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xFF51AFD7ED558CCD)
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(0xC4CEB9FE1A85EC53)
+    return h ^ (h >> np.uint64(33))
+
+
+def fmix32(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 32-bit finalizer (datasketch's pre-mix of the ``affine32`` scheme), uint32 in and out."""
+    h = h ^ (h >> np.uint32(16))
+    h = h * np.uint32(0x85EBCA6B)
+    h = h ^ (h >> np.uint32(13))
+    h = h * np.uint32(0xC2B2AE35)
+    return h ^ (h >> np.uint32(16))
+
+
+def shingle_hashes(values: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 32-bit hashes of every 5-gram of every row (module docstring), and shingles per row.
+
+    Args:
+        values: the rows' code points (or token ids) concatenated, any integer dtype (1-D).
+        lengths: int64 [rows]: each row's number of values (they sum to ``len(values)``).
+
+    Returns:
+        (uint32 [sum of counts] hashes in row order, int64 [rows] counts = max(length - 4, 0)).
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    counts = np.maximum(lengths - (SHINGLE - 1), 0)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.uint32), counts
+    v = np.asarray(values).astype(np.uint64, copy=False)
+    span = v.size - (SHINGLE - 1)
+    h = v[:span].copy()
+    with np.errstate(over="ignore"):
+        for k in range(1, SHINGLE):
+            h *= _FNV64
+            h += v[k:k + span]
+        h = _fmix64(h)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pos = np.arange(total, dtype=np.int64) + np.repeat(starts - first, counts)
+    return (h[pos] >> np.uint64(32)).astype(np.uint32), counts
+
+
+def signatures(values: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """MinHash signatures of every row (module docstring).
+
+    Args:
+        values, lengths: as for :func:`shingle_hashes`.
+
+    Returns:
+        (uint32 [rows, NUM_PERM] signatures: 0xFFFFFFFF everywhere for a row without shingles,
+        int32 [rows] shingle counts).
+    """
+    hv, counts = shingle_hashes(values, lengths)
+    rows = counts.size
+    sig = np.full((rows, NUM_PERM), _MAX32, dtype=np.uint32)
+    has = np.flatnonzero(counts > 0)
+    if has.size:
+        ends = np.cumsum(counts[has])
+        seg = np.concatenate([[0], ends[:-1]])
+        hv = fmix32(hv)
+        a, b = permutations()
+        out = np.empty((has.size, NUM_PERM), dtype=np.uint32)
+        # blocks of whole rows of about _BLOCK shingles: the [NUM_PERM, shingles] products of a
+        # block stay in the CPU cache (one pass per permutation over the whole shard would not)
+        cuts = np.unique(np.searchsorted(ends, np.arange(_BLOCK, int(ends[-1]), _BLOCK), side="left"))
+        bounds = np.concatenate([[0], cuts + 1, [has.size]])
+        with np.errstate(over="ignore"):
+            for r0, r1 in zip(bounds[:-1], bounds[1:]):
+                if r0 >= r1:
+                    continue
+                lo, hi = int(seg[r0]), int(ends[r1 - 1])
+                block = a[:, None] * hv[None, lo:hi]  # [NUM_PERM, shingles]: the reduction runs along rows
+                block += b[:, None]
+                out[r0:r1] = np.minimum.reduceat(block, seg[r0:r1] - lo, axis=1).T
+        sig[has] = out
+    return sig, counts.astype(np.int32)
+
+
+def _document_values(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values, lengths) of a shard's documents: code points of strings, ids of integer lists."""
+    if s.dtype == pl.String:
+        texts = s.fill_null("").to_list()
+        lengths = s.fill_null("").str.len_chars().to_numpy().astype(np.int64)
+        buf = "".join(texts).encode("utf-32-le", "surrogatepass")
+        return np.frombuffer(buf, dtype=np.uint32), lengths
+    lengths = s.list.len().fill_null(0).to_numpy().astype(np.int64)
+    flat = s.explode().drop_nulls().cast(pl.Int64).to_numpy()
+    if flat.size != int(lengths.sum()):  # a null id inside a list: drop it from its row's sequence
+        lengths = s.list.eval(pl.element().drop_nulls()).list.len().fill_null(0).to_numpy().astype(np.int64)
+    return flat.view(np.uint64) if flat.dtype == np.int64 else flat, lengths
+
+
+def _signature_post(v: Any) -> dict[str, np.ndarray]:
+    s = v if isinstance(v, pl.Series) else pl.Series(v)
+    values, lengths = _document_values(s)
+    sig, counts = signatures(values, lengths)
+    return {"sig": sig, "shingles": counts}
+
+
+def _document(ctx: ShardContext) -> tuple[pl.Expr, list[str]] | None:
+    """The expression of a row's document and the columns it reads, or None (no text, no input_ids)."""
+    text = [c for c in (ctx.roles.text or ()) if c in ctx.schema]
+    if text:
+        parts = [(pl.col(c).list.join("\n") if isinstance(ctx.schema[c], pl.List) else pl.col(c).cast(pl.String))
+                 .fill_null("") for c in text]
+        return (parts[0] if len(parts) == 1 else pl.concat_str(parts, separator="\n")), text
+    ids = ctx.roles.input_ids
+    if ids and ids in ctx.schema and isinstance(ctx.schema[ids], pl.List):
+        return pl.col(ids), [ids]
+    return None
+
+
+def enabled(cfg: Any) -> bool:
+    return bool(cfg.dup.near)
+
+
+@measure("neardup")
+def near_payload(ctx: ShardContext) -> Iterable[Payload]:
+    """The shard's MinHash signatures and document hashes (module docstring), when ``[dup] near``."""
+    if not enabled(ctx.cfg):
+        return
+    doc = _document(ctx)
+    if doc is None:
+        return
+    expr, cols = doc
+    yield Payload(key=NEAR_KEY, expr=expr.implode(), post=_signature_post)
+    yield Payload(key=TEXT_KEY, expr=row_hash_expr(cols).implode(),
+                  post=lambda v: v if isinstance(v, pl.Series) else pl.Series(v))
+
+
+@check("dup.near_duplicate", roles=("text|input_ids",))
+def _near_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
+    if not enabled(ctx.cfg):
+        yield Skipped("dup.near_duplicate", "near-duplicate search is off: set [dup] near = true (MinHash LSH over "
+                                            "5-gram shingles; threshold [dup] near_threshold, default 0.8)")
+
+
+# ----------------------------------------------------------------------------------------- merge
+
+
+#: weights of the false positive and false negative probability integrals in :func:`lsh_params`:
+#: a band collision is only a candidate (its estimated similarity decides), so a false positive
+#: of the banding costs time, a false negative a missed pair
+FP_WEIGHT, FN_WEIGHT = 0.1, 0.9
+
+
+@functools.lru_cache(maxsize=64)
+def lsh_params(threshold: float, num_perm: int = NUM_PERM) -> tuple[int, int]:
+    """(bands, rows per band) minimising ``FP_WEIGHT`` x the false positive plus ``FN_WEIGHT`` x
+    the false negative probability integral at ``threshold`` (datasketch ``MinHashLSH``'s
+    optimisation, with weights (0.1, 0.9) instead of its default (0.5, 0.5)): 14 x 9 at 0.8, where a
+    pair at similarity 0.8 becomes a candidate with probability 0.87 (0.40 with 9 x 13)."""
+    trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy < 2 has only trapz
+    grid = np.linspace(0.0, 1.0, 2001)
+    best, opt = float("inf"), (1, num_perm)
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            p = 1.0 - (1.0 - grid ** r) ** b
+            fp = trapezoid(np.where(grid <= threshold, p, 0.0), grid)
+            fn = trapezoid(np.where(grid >= threshold, 1.0 - p, 0.0), grid)
+            if FP_WEIGHT * fp + FN_WEIGHT * fn < best:
+                best, opt = FP_WEIGHT * fp + FN_WEIGHT * fn, (b, r)
+    return opt
+
+
+def _band_keys(sig: np.ndarray, band: int, r: int) -> np.ndarray:
+    """uint64 key per row of signature columns ``band*r .. band*r + r - 1``."""
+    h = np.full(sig.shape[0], np.uint64(0xCBF29CE484222325))
+    with np.errstate(over="ignore"):
+        for j in range(band * r, band * r + r):
+            h ^= sig[:, j].astype(np.uint64)
+            h *= np.uint64(0x100000001B3)
+            h = _fmix64(h)
+    return h
+
+
+def _similarity(sig: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    out = np.empty(a.size, dtype=np.float64)
+    for k in range(0, a.size, chunk):
+        out[k:k + chunk] = (sig[a[k:k + chunk]] == sig[b[k:k + chunk]]).mean(axis=1)
+    return out
+
+
+def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Connected-component label (the smallest member index) of ``n`` nodes under edges (a, b)."""
+    label = np.arange(n, dtype=np.int64)
+    if a.size == 0:
+        return label
+    while True:
+        m = np.minimum(label[a], label[b])
+        before = label.copy()
+        np.minimum.at(label, a, m)
+        np.minimum.at(label, b, m)
+        label = label[label]  # pointer jumping
+        if np.array_equal(label, before):
+            return label
+
+
+def clusters(sig: np.ndarray, valid: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Near-duplicate clusters of the rows of ``sig`` (uint32 [n, NUM_PERM]).
+
+    Args:
+        sig: every row's signature (global row order).
+        valid: bool [n]: rows that have shingles (others never match).
+        threshold: estimated Jaccard similarity at or above which two rows are linked.
+
+    Returns:
+        (rows: int64 indices of every row in a cluster of 2 or more, sorted by (cluster, row);
+        cluster label per such row (the cluster's first row); similarity of each row to that first row).
+    """
+    idx = np.flatnonzero(valid)
+    empty = np.empty(0, dtype=np.int64)
+    if idx.size < 2:
+        return empty, empty, np.empty(0)
+    bands, r = lsh_params(round(float(threshold), 6))
+    sub = sig[idx]
+    ea, eb = [], []
+    for band in range(bands):
+        keys = _band_keys(sub, band, r)
+        order = np.argsort(keys, kind="stable")
+        k = keys[order]
+        new = np.concatenate([[True], k[1:] != k[:-1]])
+        head = np.maximum.accumulate(np.where(new, np.arange(k.size), 0))
+        member = ~new
+        ea.append(order[head[member]])
+        eb.append(order[member])
+    a = np.concatenate(ea)
+    b = np.concatenate(eb)
+    if a.size:
+        code = np.unique(np.minimum(a, b) * idx.size + np.maximum(a, b))
+        a, b = code // idx.size, code % idx.size
+        keep = _similarity(sub, a, b) >= threshold
+        a, b = a[keep], b[keep]
+    label = _components(idx.size, a, b)
+    size = np.bincount(label, minlength=idx.size)
+    inc = np.flatnonzero(size[label] > 1)
+    if inc.size == 0:
+        return empty, empty, np.empty(0)
+    order = np.lexsort((inc, label[inc]))
+    rows = inc[order]
+    lab = label[rows]
+    sims = _similarity(sub, lab, rows)
+    return idx[rows], idx[lab], sims
+
+
+@check("dup.near_duplicate", level="dataset")
+def near_duplicate(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``dup.near_duplicate`` over every readable shard's signatures (module docstring).
+
+    count = distinct near-identical documents beyond the first of each cluster; examples: a row
+    of each cluster with the first row it resembles and the estimated similarity; ``details``:
+    the threshold, LSH bands, and the clusters (first ``max_examples``, members with shard, row,
+    split and similarity to the cluster's first row), and how many clusters span splits.
+    """
+    cfg = dctx.cfg
+    if not enabled(cfg):
+        return
+    shards = [s for s in dctx.readable_shards() if isinstance(s.payload.get(NEAR_KEY), dict)]
+    lacking = [s.path for s in dctx.readable_shards() if s not in shards and (s.rows or 0) > 0]
+    if lacking and shards:
+        yield Skipped("dup.near_duplicate", f"{len(lacking)} shard(s) have no signatures (no text or input_ids "
+                                            f"column, or their check could not run): {', '.join(lacking[:5])}")
+    if not shards:
+        return
+    sig = np.concatenate([s.payload[NEAR_KEY]["sig"] for s in shards])
+    valid = np.concatenate([s.payload[NEAR_KEY]["shingles"] > 0 for s in shards])
+    texts = pl.concat([s.payload[TEXT_KEY] for s in shards])
+    owner = np.concatenate([np.full(s.payload[NEAR_KEY]["sig"].shape[0], i, dtype=np.int64)
+                            for i, s in enumerate(shards)])
+    offset = np.concatenate([[0], np.cumsum([s.payload[NEAR_KEY]["sig"].shape[0] for s in shards])[:-1]])
+    threshold = float(cfg.dup.near_threshold)
+    rows, lab, sims = clusters(sig, valid, threshold)
+    if rows.size == 0:
+        return
+    frame = pl.DataFrame({"row": rows, "cluster": lab, "sim": sims,
+                          "text": texts.gather(pl.Series(rows))})
+    per = (frame.group_by("cluster", maintain_order=True)
+           .agg(pl.col("text").n_unique().alias("distinct"), pl.len().alias("size"))
+           .filter(pl.col("distinct") > 1))
+    if per.height == 0:
+        return  # only exact copies: dup.exact_in_shard / dup.exact_across_shards report them
+    count = int((per["distinct"] - 1).sum())
+    splits = getattr(dctx, "splits", {}) or {}
+    max_ex = cfg.report.max_examples
+
+    def where(g: int) -> dict[str, Any]:
+        s = shards[int(owner[g])]
+        out = {"shard": s.path, "row": int(g - offset[owner[g]])}
+        if splits:
+            out["split"] = splits.get(s.path)
+        return out
+
+    listed, examples, spanning, involved = [], [], 0, set()
+    keep = set(per["cluster"].to_list())
+    members = frame.filter(pl.col("cluster").is_in(pl.Series(sorted(keep)).implode()))
+    for (cid,), grp in members.group_by("cluster", maintain_order=True):
+        info = [where(int(g)) | {"similarity": round(float(x), 4)} for g, x in zip(grp["row"], grp["sim"])]
+        involved.update(m["shard"] for m in info)
+        if splits and len({m.get("split") for m in info}) > 1:
+            spanning += 1
+        if len(listed) < max_ex:
+            listed.append({"size": len(info), "rows": info[:max_ex]})
+        if len(examples) < max_ex:
+            first, second = info[0], info[1]
+            examples.append(Example(row=second["row"], value=(
+                f"{second['shard']} row {second['row']} ~ {first['shard']} row {first['row']} "
+                f"(estimated Jaccard {second['similarity']:.2f})")))
+    total = sum(s.rows or 0 for s in shards)
+    bands, r = lsh_params(round(threshold, 6))
+    span = f"; {spanning} cluster(s) span splits (leakage)" if splits else ""
+    yield Finding(
+        check="dup.near_duplicate", severity="warn", count=count, ratio=count / total if total else None,
+        shards=tuple(sorted(involved)), examples=tuple(examples),
+        message=(f"{count} row(s) are near-duplicates (estimated Jaccard similarity of 5-gram shingles >= "
+                 f"{threshold:g}) of another row, in {per.height} cluster(s){span}"),
+        details={"threshold": threshold, "num_perm": NUM_PERM, "bands": bands, "rows_per_band": r,
+                 "shingles": f"{SHINGLE}-grams of characters (text) or token ids", "clusters": listed,
+                 "cluster_count": per.height, "clusters_spanning_splits": spanning},
+    )
