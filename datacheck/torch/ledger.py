@@ -66,8 +66,8 @@ class Ledger:
         format: ``"datacheck"`` or ``"olmo"``.
         batches: rank -> step -> the step's batches on that rank, in order.
         states: rank -> the ``#state`` records (dicts), in file order.
-        truncated: files whose gzip stream ends early (a run killed mid-write): their complete lines
-            are read, the torn tail is dropped.
+        truncated: files whose gzip stream ends early (a run killed mid-write): their complete gzip
+            members (one per flush) are read, the torn last member is dropped.
     """
 
     folder: Path
@@ -142,13 +142,14 @@ def read_lines(path: Path) -> tuple[list[str], bool]:
     while data:  # concatenated gzip members (one per append): decode each, stop at a torn one
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            out += d.decompress(data)
+            chunk = d.decompress(data)
         except zlib.error:
             torn = True
             break
-        if not d.eof:
+        if not d.eof:  # a torn member: its CRC cannot be verified, its lines are dropped
             torn = True
             break
+        out += chunk
         data = d.unused_data
     text = out.decode("utf-8", errors="replace")
     lines = text.split("\n")
