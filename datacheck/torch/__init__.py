@@ -1,4 +1,4 @@
-"""datacheck's torch integration (the ``datacheck[torch]`` extra: ``pip install "datacheck[torch]"``).
+"""datacheck's torch integration (the ``torch`` extra: ``pip install "torch>=2.2"``, or ``pip install -e ".[torch]"`` in the source folder).
 
 Nothing here imports torch at import time; each feature imports it when used and otherwise raises
 :class:`~datacheck.model.errors.OptionalDependencyError` naming the install command.

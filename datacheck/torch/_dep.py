@@ -11,8 +11,9 @@ from datacheck.model.errors import OptionalDependencyError
 
 __all__ = ["require_torch", "INSTALL_HINT", "torch_available"]
 
-#: the exact install command, quoted for shells that expand brackets
-INSTALL_HINT = 'pip install "datacheck[torch]"'
+#: the exact install command (the ``torch`` extra's requirement; the PyPI name ``datacheck`` is another
+#: project's, so no message tells users to install datacheck from PyPI)
+INSTALL_HINT = 'pip install "torch>=2.2" (or, in the datacheck source folder, pip install -e ".[torch]")'
 
 
 def require_torch(feature: str) -> Any:
@@ -23,7 +24,7 @@ def require_torch(feature: str) -> Any:
 
     Raises:
         OptionalDependencyError: torch is not installed (or fails to import); the message names
-            ``pip install "datacheck[torch]"``.
+            ``pip install "torch>=2.2"`` (the ``torch`` extra).
     """
     try:
         import torch

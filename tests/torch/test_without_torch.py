@@ -1,4 +1,6 @@
-"""``import datacheck`` and the CLI work with torch hidden; a torch verb names the install command."""
+"""``import datacheck`` and the CLI work with torch hidden; a torch verb names the install command
+(``pip install "torch>=2.2"``, or ``pip install -e ".[torch]"`` in the source: the PyPI name ``datacheck``
+is another project's, see tests/gate/test_install_instructions.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -39,6 +41,6 @@ except datacheck.UsageError as e:
     p = _run(code, tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
-    assert 'SKIP the batch plan needs torch' in p.stdout and 'pip install "datacheck[torch]"' in p.stdout
-    assert "RC 2" in p.stdout and 'pip install "datacheck[torch]"' in p.stderr
+    assert 'SKIP the batch plan needs torch' in p.stdout and 'pip install "torch>=2.2"' in p.stdout
+    assert "RC 2" in p.stdout and 'pip install -e ".[torch]"' in p.stderr
     assert 'GUARD datacheck.torch.BatchGuard needs torch' in p.stdout
