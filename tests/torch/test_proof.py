@@ -51,7 +51,7 @@ def step(df: pl.DataFrame, fp16: bool = False) -> float:
     opt.zero_grad()
     loss.backward()
     opt.step()
-    return float(loss)
+    return float(loss.detach())
 
 
 def clean_rows(n: int = 4) -> dict:
