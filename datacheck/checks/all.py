@@ -7,6 +7,7 @@ cycle.
 from __future__ import annotations
 
 from datacheck.checks import (  # noqa: F401 - imported for their registrations
+    batch,
     crossdup,
     decode,
     dist,
@@ -27,7 +28,8 @@ from datacheck.checks.registry import CHECKS
 __all__ = ["load_families", "FAMILIES"]
 
 #: the family modules, in import order
-FAMILIES = (crossdup, decode, dist, dup, empty, finite, index, labels, length, mask, neardup, roledtype, schema, tokens)
+FAMILIES = (batch, crossdup, decode, dist, dup, empty, finite, index, labels, length, mask, neardup, roledtype,
+            schema, tokens)
 
 
 def load_families() -> int:

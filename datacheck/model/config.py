@@ -134,14 +134,24 @@ class PolicyEntry(_Section):
 
 
 class BatchSection(_Section):
-    """``[batch]``: the trainer's batching, for the ``batch.*`` checks."""
+    """``[batch]``: the trainer's batching, for the ``batch.*`` checks and ``datacheck plan``.
 
-    batch_size: int | None = Field(default=None, gt=0)
-    world_size: int = Field(default=1, gt=0)
-    grad_accum: int = Field(default=1, gt=0)
+    The plan is torch's ``DistributedSampler(num_replicas=world_size, rank=r, shuffle=shuffle,
+    seed=seed, drop_last=False)`` (the sampler pads by repeating rows: ``batch.wraparound``) under
+    ``BatchSampler(batch_size, drop_last=drop_last)`` (the DataLoader's ``drop_last``); one optimizer
+    step is ``grad_accum`` micro-batches per rank. ``epochs``: how many epochs the run trains (the
+    plan covers epochs ``0 .. epochs-1``; ``set_epoch(e)`` reseeds the shuffle). ``max_tokens``:
+    token-budget batching (a micro-batch holds rows until their tokens would exceed it).
+    """
+
+    batch_size: int | None = Field(default=None, gt=0, description="rows per micro-batch per device")
+    world_size: int = Field(default=1, gt=0, description="data-parallel ranks")
+    grad_accum: int = Field(default=1, gt=0, description="micro-batches per optimizer step per rank")
     drop_last: bool = False
     seed: int = 0
     shuffle: bool = True
+    epochs: int = Field(default=1, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0, description="token budget per micro-batch")
 
 
 class DupSection(_Section):

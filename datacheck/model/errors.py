@@ -23,6 +23,7 @@ __all__ = [
     "PolicyFailed",
     "InternalError",
     "OptionalDependencyError",
+    "BatchValidationError",
     "ENGINE_ERRORS",
 ]
 
@@ -63,6 +64,23 @@ class InternalError(DatacheckError):
 
 class OptionalDependencyError(UsageError):
     """An optional package is needed for the requested feature; the message gives the install command."""
+
+
+class BatchValidationError(DatacheckError):
+    """A collated batch failed :class:`datacheck.torch.BatchGuard`'s checks (raised in the training loop).
+
+    Attributes:
+        batch: the 0-based number of the batch within the guard's life.
+        failures: check ID -> 0-based rows of the batch that fail it (``[]`` for a batch-level failure).
+        dump: the file the batch was saved to (``torch.load(path, weights_only=True)``), or None.
+    """
+
+    def __init__(self, message: str, batch: int = 0, failures: dict[str, list[int]] | None = None,
+                 dump: str | None = None):
+        super().__init__(message)
+        self.batch = batch
+        self.failures = dict(failures or {})
+        self.dump = dump
 
 
 

@@ -104,12 +104,22 @@ def render_text(report: Report, max_message: int = 110) -> str:
                     lines.append(f"      {where}: {e.value}")
     if report.skipped:
         lines += ["", f"Skipped ({len(report.skipped)} check(s) could not run; see 'skipped' in the JSON report):"]
-        for sk in report.skipped[:12]:
+        # dataset-level checks of one family skipped for one reason (the five batch.* without [batch]) share a line
+        groups: list[tuple[list[str], dict]] = []
+        for sk in report.skipped:
+            last = groups[-1][1] if groups else None
+            if (last is not None and not sk.get("error") and not last.get("error") and sk["reason"] == last["reason"]
+                    and not sk.get("shards") and not last.get("shards")
+                    and sk["check"].split(".")[0] == groups[-1][0][0].split(".")[0]):
+                groups[-1][0].append(sk["check"])
+            else:
+                groups.append(([sk["check"]], sk))
+        for checks, sk in groups[:12]:
             where = _shards_txt(sk.get("shards") or ())
             mark = " [CHECK ERROR]" if sk.get("error") else ""
-            lines.append(f"  {sk['check']}{mark}: {sk['reason']}" + (f" {where}" if where else ""))
-        if len(report.skipped) > 12:
-            lines.append(f"  … {len(report.skipped) - 12} more")
+            lines.append(f"  {', '.join(checks)}{mark}: {sk['reason']}" + (f" {where}" if where else ""))
+        if len(groups) > 12:
+            lines.append(f"  … {sum(len(c) for c, _ in groups[12:])} more")
     lines += _ignored_lines(report)
     lines.append("")
     lines.append("'!' marks findings that fail the policy.")

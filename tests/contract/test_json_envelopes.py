@@ -26,6 +26,7 @@ RESULT_KEYS = {
     "datacheck.clean": {"drop", "index", "index_hash", "input_rows", "kept", "metadata", "out", "quarantine",
                         "quarantined", "shards"},
     "datacheck.index.verify": {"index", "passed", "config_path", "findings"},
+    "datacheck.plan": {"config", "plan", "ledger", "step"},
 }
 
 
@@ -72,6 +73,10 @@ def _outputs(data, tmp_path, monkeypatch):
     assert b.returncode == 0, b.stderr
     out.append(("datacheck.index.verify", *_run(monkeypatch, "index", "verify", str(data), "--index",
                                                 str(tmp_path / "idx.json"), "--format", "json")))
+    pytest.importorskip("torch")
+    (tmp_path / "batch.toml").write_text("[batch]\nbatch_size = 2\nshuffle = false\n")
+    out.append(("datacheck.plan", *_run(monkeypatch, "plan", str(data), "--config", str(tmp_path / "batch.toml"),
+                                        "--step", "0", "--format", "json")))
     return out
 
 
@@ -90,6 +95,9 @@ def test_every_enveloped_verb(data, tmp_path, monkeypatch):
     assert rc == 0 and (cl["input_rows"], cl["kept"], cl["quarantined"]) == (5, 4, 1)
     rc, ver = by["datacheck.index.verify"]
     assert rc == 0 and ver["passed"] is True and ver["findings"] == []
+    rc, plan = by["datacheck.plan"]
+    assert rc == 0 and plan["plan"]["rows"] == 5 and plan["plan"]["steps_per_epoch"] == 3
+    assert [(r["shard"], r["row"]) for r in plan["step"]["rows"]] == [("s0.parquet", 0), ("s0.parquet", 1)]
 
 
 def test_report_verbs_print_the_report_not_an_envelope(data, tmp_path, monkeypatch):

@@ -1,0 +1,144 @@
+"""``datacheck plan PATH``: what the trainer's batching makes of the data, and step -> rows.
+
+Simulates the order with torch's own ``DistributedSampler`` and ``BatchSampler`` under ``[batch]``
+(:mod:`datacheck.torch.order`), or reads a recorded order (``--ledger DIR``: a ``record_batches``
+folder or OLMo's ``data-indices``). Without ``--step``: the plan's numbers (global batch, steps per
+epoch, last batch per rank, wraparound repeats, supervised tokens per micro-batch). With
+``--step N``: the rows of that optimizer step (every rank and micro-batch, or ``--rank`` /
+``--micro-batch``); ``--export FILE`` writes them as ``inspect --export`` does, for replay.
+
+Exit codes: 0 answered; 2 usage or config error (no ``[batch] batch_size``, a step outside the run,
+torch missing: the message names ``pip install "torch>=2.2"``); 3 internal error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from datacheck.cli.envelope import write_envelope
+from datacheck.execute.setup import resolve_config_path
+from datacheck.io.outputs import check_outputs
+from datacheck.model.config import Config, describe_config, load_config
+from datacheck.model.constants import EXIT_OK
+from datacheck.model.errors import UsageError
+from datacheck.torch.ledger import read_ledger
+from datacheck.torch.plan import BatchPlan, RowSpace, StepRow, build_plan, export_step, row_space, rows_of_step
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    a = sub.add_parser(
+        "plan", help="simulate the trainer's batches (torch samplers) or read a recorded ledger; step -> rows",
+        description="The batch plan of PATH under [batch] (batch_size per device, world_size, grad_accum, "
+                    "drop_last, shuffle, seed, epochs), simulated with torch's DistributedSampler and "
+                    "BatchSampler over the shards in index order; or the recorded order of --ledger DIR. "
+                    "--step N lists the rows of optimizer step N (0-based over the run for a simulated plan; "
+                    "the ledger's own numbering with --ledger). Needs torch for the simulation: "
+                    'pip install "torch>=2.2" (the torch extra).')
+    a.add_argument("paths", nargs="*", metavar="PATH", help="shard files, folders or globs (optional with --ledger: "
+                                                           "without them indices are not mapped to shard rows)")
+    a.add_argument("--config", help="datacheck.toml (default: as for audit)")
+    a.add_argument("--epoch", type=int, default=0, metavar="E", help="the epoch whose numbers are shown (default 0)")
+    a.add_argument("--step", type=int, metavar="N", help="list the rows of optimizer step N")
+    a.add_argument("--rank", type=int, metavar="R", help="with --step: only rank R")
+    a.add_argument("--micro-batch", type=int, metavar="M", help="with --step: only micro-batch M of the step")
+    a.add_argument("--ledger", metavar="DIR", help="answer from a recorded ledger (record_batches or OLMo data-indices)")
+    a.add_argument("--export", metavar="FILE", help="with --step: write the step's rows to FILE.parquet or FILE.jsonl")
+    a.add_argument("--limit", type=int, default=50, metavar="N", help="rows listed in text output (default 50)")
+    a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
+    return a
+
+
+def _row_dict(r: StepRow) -> dict[str, Any]:
+    return {"rank": r.rank, "micro_batch": r.micro_batch, "global_index": r.global_index, "shard": r.shard, "row": r.row}
+
+
+def _summary_text(s: dict[str, Any]) -> list[str]:
+    out = [f"rows {s['rows']} in {s['shards']} shard(s); batch_size {s['batch_size']} x world_size {s['world_size']} "
+           f"x grad_accum {s['grad_accum']} = global batch {s['global_batch']}",
+           f"epoch {s['epoch']} of {s['epochs']}: {s['rows_per_rank']} rows per rank, {s['micro_batches_per_rank']} "
+           f"micro-batches per rank, {s['steps_per_epoch']} optimizer steps (the last with "
+           f"{s['last_step_micro_batches']} micro-batch(es))",
+           f"last micro-batch per rank: {s['last_batch_rows']} rows; wraparound repeats per epoch: "
+           f"{s['wraparound_repeats']} (drop_last {str(s['drop_last']).lower()}, shuffle {str(s['shuffle']).lower()}, "
+           f"seed {s['seed']})"]
+    sup = s.get("supervised")
+    if sup is None:
+        out.append("supervised tokens per micro-batch: unknown (no token labels list)")
+    else:
+        out.append(f"supervised tokens per (step, rank, micro-batch): min {sup['min']}, p1 {sup['p1']}, "
+                   f"{sup['zero']} of {sup['count']} are 0")
+        for e, st, r, m in sup["zero_micro_batches"][:10]:
+            out.append(f"  0 supervised tokens: epoch {e} step {st} rank {r} micro-batch {m}")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    check_outputs({"--export": args.export}, list(args.paths))
+    if args.export and args.step is None:
+        raise UsageError("--export writes the rows of one step: give --step N")
+    if (args.rank is not None or args.micro_batch is not None) and args.step is None:
+        raise UsageError("--rank and --micro-batch select within a step: give --step N")
+    if not args.paths and not args.ledger:
+        raise UsageError("give the dataset PATH (a simulated plan), or --ledger DIR (a recorded order)")
+    cfg_path = resolve_config_path(args.config, args.paths) if args.paths or args.config else None
+    cfg: Config = load_config(cfg_path) if cfg_path else Config()
+    header = describe_config(cfg_path)
+    source: BatchPlan | Any
+    space: RowSpace | None = None
+    result: dict[str, Any] = {"config": cfg_path, "plan": None, "ledger": None, "step": None}
+    if args.ledger:
+        source = read_ledger(args.ledger)
+        if args.paths:
+            space, _ = row_space(list(args.paths), cfg)
+        result["ledger"] = {"folder": str(source.folder), "format": source.format, "ranks": source.ranks,
+                            "steps": len(source.steps), "truncated": source.truncated}
+        if source.steps:
+            result["ledger"]["first_step"], result["ledger"]["last_step"] = source.steps[0], source.steps[-1]
+    else:
+        source = build_plan(list(args.paths), cfg)
+        space = source.space
+        result["plan"] = source.summary(args.epoch)
+    rows: list[StepRow] = []
+    if args.step is not None:
+        rows = rows_of_step(source, args.step, rank=args.rank, micro_batch=args.micro_batch, space=space)
+        result["step"] = {"step": args.step, "rows": [_row_dict(r) for r in rows]}
+        if isinstance(source, BatchPlan):
+            epoch, s = source.split_step(args.step)
+            result["step"].update(epoch=epoch, epoch_step=s)
+            if source.supervised is not None:
+                result["step"]["supervised_tokens"] = int(sum(int(source.supervised[r.global_index]) for r in rows))
+        if args.export:
+            if space is None:
+                raise UsageError("--export needs the data: pass the dataset PATH with --ledger")
+            path, n = export_step(rows, space, cfg, args.step, args.export)
+            result["step"]["export"] = {"path": str(path), "rows": n}
+    if args.format == "json":
+        write_envelope("datacheck.plan", result)
+        return EXIT_OK
+    out = [header]
+    if result["plan"] is not None:
+        out += _summary_text(result["plan"])
+    if result["ledger"] is not None:
+        led = result["ledger"]
+        out.append(f"ledger {led['folder']} ({led['format']} format): ranks {led['ranks']}, {led['steps']} step(s) "
+                   f"recorded" + (f" ({led['first_step']}..{led['last_step']})" if led["steps"] else ""))
+        for t in led["truncated"]:
+            out.append(f"  {t}: torn tail (a run killed mid-write); its complete lines were read")
+    if args.step is not None:
+        st = result["step"]
+        where = f" (epoch {st['epoch']}, step {st['epoch_step']} of the epoch)" if "epoch" in st else ""
+        out.append(f"step {args.step}{where}: {len(rows)} row(s)"
+                   + (f", {st['supervised_tokens']} supervised tokens" if "supervised_tokens" in st else ""))
+        for r in rows[: args.limit]:
+            mb = "-" if r.micro_batch is None else r.micro_batch
+            loc = f"{r.shard} row {r.row}" if r.shard is not None else "(shard unknown: pass PATH)"
+            out.append(f"  rank {r.rank} micro-batch {mb} global {r.global_index}: {loc}")
+        if len(rows) > args.limit:
+            out.append(f"  ... {len(rows) - args.limit} more (--limit, --format json, or --export)")
+        if "export" in st:
+            out.append(f"exported {st['export']['rows']} row(s) to {st['export']['path']}")
+    sys.stdout.write("\n".join(out) + "\n")
+    return EXIT_OK

@@ -1,0 +1,18 @@
+"""datacheck's torch integration (the ``torch`` extra: ``pip install "torch>=2.2"``, or ``pip install -e ".[torch]"`` in the source folder).
+
+Nothing here imports torch at import time; each feature imports it when used and otherwise raises
+:class:`~datacheck.model.errors.OptionalDependencyError` naming the install command.
+
+- :class:`BatchGuard` (:mod:`datacheck.torch.guard`): check every collated batch in the training loop.
+- :func:`record_batches` (:mod:`datacheck.torch.record`): record the real step -> row indices order.
+- :mod:`datacheck.torch.order`: the order torch's ``DistributedSampler``/``BatchSampler`` give.
+- :mod:`datacheck.torch.plan`: the dataset's global row order and ``rows_of_step`` (step -> rows).
+- :mod:`datacheck.torch.ledger`: the per-rank ledger format and its reader (OLMo's too).
+"""
+from __future__ import annotations
+
+from datacheck.torch.guard import BatchGuard
+from datacheck.torch.ledger import read_ledger
+from datacheck.torch.record import record_batches
+
+__all__ = ["BatchGuard", "record_batches", "read_ledger"]

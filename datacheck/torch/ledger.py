@@ -1,0 +1,232 @@
+"""The recorded batch order: a compact per-rank ledger of step -> global row indices.
+
+Layout (OLMo's ``data-indices/rank{r}.tsv.gz`` is the precedent): one gzip'd TSV per rank,
+``<dir>/data-indices/rank{r}.tsv.gz``. datacheck's own files start with a header line and carry
+state lines; every other line is one micro-batch::
+
+    #datacheck-ledger<TAB>1
+    #state<TAB>{"epoch": 0, "start_step": 0, "sampler": "DistributedSampler", "seed": 0, ...}
+    <step><TAB><rank><TAB><micro_batch><TAB><epoch><TAB><index><TAB><index>...
+
+A ``#state`` line is written each time the recorded sampler starts an epoch (or a resumed run
+starts): the epoch, the step the next batch belongs to (``start_step``) and the sampler's settings.
+Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
+superseded (a run resumed from an earlier checkpoint re-records those steps).
+
+OLMo's files (no header) hold ``<step><TAB><index>...`` per rank and step (all micro-batches of the
+device batch on one line; the step is OLMo's ``global_step``, 1-based). They are read as they are:
+``micro_batch`` and ``epoch`` are None, step numbers are the file's own.
+
+Indices are global row indices of the dataset (see :mod:`datacheck.torch.plan` for what they map to).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from datacheck.model.errors import UsageError
+
+__all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_ledger", "ledger_files",
+           "rank_file"]
+
+LEDGER_VERSION = 1
+LEDGER_HEADER = f"#datacheck-ledger\t{LEDGER_VERSION}"
+_RANK_FILE = re.compile(r"^rank(\d+)\.tsv(\.gz)?$")
+
+
+@dataclass(frozen=True)
+class LedgerBatch:
+    """One recorded micro-batch (datacheck ledger) or device batch (OLMo ledger).
+
+    Attributes:
+        step: the optimizer step, as numbered in the file.
+        rank: the data-parallel rank.
+        micro_batch: index within the step (0 .. grad_accum-1), None for OLMo files.
+        epoch: the sampler epoch, None for OLMo files.
+        indices: global row indices, in batch order.
+    """
+
+    step: int
+    rank: int
+    micro_batch: int | None
+    epoch: int | None
+    indices: tuple[int, ...]
+
+
+@dataclass
+class Ledger:
+    """Every rank's recorded batches.
+
+    Attributes:
+        folder: the folder holding the ``rank{r}.tsv.gz`` files.
+        format: ``"datacheck"`` or ``"olmo"``.
+        batches: rank -> step -> the step's batches on that rank, in order.
+        states: rank -> the ``#state`` records (dicts), in file order.
+        truncated: files whose gzip stream ends early (a run killed mid-write): their complete gzip
+            members (one per flush) are read, the torn last member is dropped.
+    """
+
+    folder: Path
+    format: str
+    batches: dict[int, dict[int, list[LedgerBatch]]] = field(default_factory=dict)
+    states: dict[int, list[dict]] = field(default_factory=dict)
+    truncated: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.batches)
+
+    @property
+    def steps(self) -> list[int]:
+        """Every recorded step (any rank), ascending."""
+        return sorted({s for per in self.batches.values() for s in per})
+
+    def step(self, step: int) -> list[LedgerBatch]:
+        """The batches of ``step`` on every rank (rank order, then micro-batch order).
+
+        Raises:
+            UsageError: no rank recorded that step (the message gives the recorded range).
+        """
+        out = [b for r in self.ranks for b in self.batches[r].get(step, [])]
+        if not out:
+            steps = self.steps
+            span = f"{steps[0]}..{steps[-1]}" if steps else "none"
+            raise UsageError(f"--step {step}: not in the ledger {self.folder} (recorded steps: {span})")
+        return out
+
+    def last(self, rank: int) -> LedgerBatch | None:
+        """The last recorded batch of ``rank`` (highest step, last micro-batch), or None."""
+        per = self.batches.get(rank)
+        if not per:
+            return None
+        return per[max(per)][-1]
+
+
+def ledger_files(folder: str | Path) -> dict[int, Path]:
+    """rank -> ledger file under ``folder`` (or ``folder/data-indices``).
+
+    Raises:
+        UsageError: the folder does not exist or holds no ``rank{r}.tsv.gz`` file.
+    """
+    base = Path(folder)
+    if not base.is_dir():
+        raise UsageError(f"--ledger {folder}: not a folder (pass the folder given to record_batches, "
+                         "or an OLMo save folder holding data-indices/)")
+    for cand in (base / "data-indices", base):
+        found = {int(m.group(1)): p for p in cand.glob("rank*.tsv*") if (m := _RANK_FILE.match(p.name))}
+        if found:
+            return dict(sorted(found.items()))
+    raise UsageError(f"--ledger {folder}: no rank<r>.tsv.gz file in it or in its data-indices/ folder")
+
+
+def rank_file(folder: str | Path, rank: int) -> Path:
+    """Where the ledger of ``rank`` lives: ``<folder>/data-indices/rank{rank}.tsv.gz``."""
+    return Path(folder) / "data-indices" / f"rank{rank}.tsv.gz"
+
+
+def read_lines(path: Path) -> tuple[list[str], bool]:
+    """The complete lines of a (possibly gzip'd, possibly torn) ledger file, and whether it was torn."""
+    raw = path.read_bytes()
+    if not raw.startswith(b"\x1f\x8b"):
+        text = raw.decode("utf-8", errors="replace")
+        torn = not text.endswith("\n") and bool(text)
+        lines = text.split("\n")
+        return (lines[:-1] if torn or not lines[-1] else lines), torn
+    out = bytearray()
+    torn = False
+    data = raw
+    while data:  # concatenated gzip members (one per append): decode each, stop at a torn one
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = d.decompress(data)
+        except zlib.error:
+            torn = True
+            break
+        if not d.eof:  # a torn member: its CRC cannot be verified, its lines are dropped
+            torn = True
+            break
+        out += chunk
+        data = d.unused_data
+    text = out.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] != "":
+        torn = True
+    return lines[:-1], torn
+
+
+def _ints(parts: list[str], path: Path, lineno: int) -> list[int]:
+    try:
+        return [int(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"{path}:{lineno}: not a ledger line (expected tab-separated integers); "
+                         "pass a folder written by record_batches or OLMo's data-indices") from None
+
+
+def _read_rank(path: Path, rank: int, led: Ledger) -> None:
+    lines, torn = read_lines(path)
+    if torn:
+        led.truncated.append(str(path))
+    ours = bool(lines) and lines[0].startswith("#datacheck-ledger")
+    if ours:
+        version = lines[0].split("\t")[1:2]
+        if version and version[0].isdigit() and int(version[0]) > LEDGER_VERSION:
+            raise UsageError(f"{path}: ledger version {version[0]} is newer than this datacheck reads "
+                             f"({LEDGER_VERSION}); upgrade datacheck")
+    fmt = "datacheck" if ours else "olmo"
+    if led.format and led.format != fmt:
+        raise UsageError(f"{path}: mixes ledger formats ({led.format} and {fmt}) in one folder")
+    led.format = fmt
+    per: dict[int, list[LedgerBatch]] = {}
+    states: list[dict] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            if line.startswith("#state\t"):
+                try:
+                    st = json.loads(line.split("\t", 1)[1])
+                except json.JSONDecodeError:
+                    raise UsageError(f"{path}:{lineno}: bad #state line") from None
+                states.append(st)
+                start = st.get("start_step")
+                if isinstance(start, int):  # a (re)start: later records replace what was recorded from here
+                    for s in [s for s in per if s >= start]:
+                        del per[s]
+            continue
+        parts = line.rstrip("\t").split("\t")
+        if ours:
+            nums = _ints(parts, path, lineno)
+            if len(nums) < 4:
+                raise UsageError(f"{path}:{lineno}: a ledger line needs step, rank, micro_batch, epoch, indices")
+            b = LedgerBatch(step=nums[0], rank=nums[1], micro_batch=nums[2], epoch=nums[3], indices=tuple(nums[4:]))
+        else:
+            nums = _ints(parts, path, lineno)
+            b = LedgerBatch(step=nums[0], rank=rank, micro_batch=None, epoch=None, indices=tuple(nums[1:]))
+            per.pop(b.step, None)  # OLMo: a step written again (a resumed run) replaces the earlier one
+        per.setdefault(b.step, []).append(b)
+    led.batches[rank] = per
+    led.states[rank] = states
+
+
+def read_ledger(folder: str | Path) -> Ledger:
+    """Read every rank's ledger under ``folder`` (datacheck's format or OLMo's ``data-indices``).
+
+    Raises:
+        UsageError: no ledger file, a line that is not a ledger line (file:line named), a newer
+            ledger version, or mixed formats.
+    """
+    files = ledger_files(folder)
+    led = Ledger(folder=next(iter(files.values())).parent, format="")
+    for rank, path in files.items():
+        _read_rank(path, rank, led)
+    return led
+
+
+def open_append(path: Path) -> gzip.GzipFile:
+    """Open ``path`` for appending one new gzip member (creating the folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return gzip.open(path, "ab")

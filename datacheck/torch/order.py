@@ -1,0 +1,127 @@
+"""The trainer's batch order, simulated with torch's own samplers (no data is read here).
+
+One epoch of a data-parallel run over ``n_rows`` rows (global indices ``0 .. n_rows-1``: the rows of
+the dataset's shards in index order, see :mod:`datacheck.torch.plan`) is, for each rank ``r``::
+
+    DistributedSampler(rows, num_replicas=world_size, rank=r, shuffle=shuffle, seed=seed, drop_last=False)
+    sampler.set_epoch(epoch)
+    BatchSampler(sampler, batch_size, drop_last=drop_last)
+
+exactly as torch builds it (``torch.utils.data``), so the order matches what a trainer using these
+samplers does (Hugging Face ``Trainer``, Lightning, plain DDP loops). ``DistributedSampler`` pads its
+index list by repeating rows from the start until it divides by ``world_size`` (the wraparound
+repeats); ``drop_last`` is the DataLoader's (it drops each rank's last micro-batch when short).
+
+Steps: an optimizer step is ``grad_accum`` consecutive micro-batches of every rank; step ``s`` of
+an epoch holds micro-batches ``s*grad_accum .. (s+1)*grad_accum - 1`` of each rank, and a last
+partial step (fewer micro-batches) still counts as a step (Hugging Face ``Trainer`` and Lightning
+step on the remainder). Steps are numbered from 0 over the whole run: global step ``N`` is step
+``N % steps_per_epoch`` of epoch ``N // steps_per_epoch`` (every epoch has the same number of steps).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from datacheck.model.config import BatchSection
+from datacheck.model.errors import UsageError
+from datacheck.torch._dep import require_torch
+
+__all__ = ["EpochOrder", "epoch_order", "micro_batch_sizes"]
+
+
+class _Rows:
+    """A sized stand-in for the dataset (``DistributedSampler`` only needs ``len``)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+@dataclass(frozen=True)
+class EpochOrder:
+    """One epoch's batches per rank.
+
+    Attributes:
+        epoch: the epoch (the ``set_epoch`` value).
+        n_rows: rows of the dataset.
+        grad_accum: micro-batches per optimizer step per rank.
+        ranks: ``ranks[r][m]`` = the global row indices (int64 array) of micro-batch ``m`` of rank ``r``.
+        per_rank: rows each rank's sampler yields per epoch (``ceil(n_rows / world_size)``).
+        repeats: rows the sampler repeated to pad its list (``per_rank * world_size - n_rows``).
+    """
+
+    epoch: int
+    n_rows: int
+    grad_accum: int
+    ranks: tuple[tuple[np.ndarray, ...], ...]
+    per_rank: int
+    repeats: int
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per rank in the epoch (equal on every rank)."""
+        return len(self.ranks[0]) if self.ranks else 0
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps in the epoch: ``ceil(micro_batches / grad_accum)``."""
+        return -(-self.micro_batches // self.grad_accum)
+
+    def step(self, s: int) -> list[tuple[int, int, np.ndarray]]:
+        """``(rank, micro_batch, global indices)`` of every micro-batch of in-epoch step ``s``
+        (``micro_batch`` is the index within the step, 0 .. grad_accum-1)."""
+        if not 0 <= s < self.steps:
+            raise UsageError(f"step {s} is outside epoch {self.epoch}, which has steps 0..{self.steps - 1}")
+        lo, hi = s * self.grad_accum, min((s + 1) * self.grad_accum, self.micro_batches)
+        return [(r, m - lo, mbs[m]) for r, mbs in enumerate(self.ranks) for m in range(lo, hi)]
+
+
+def _sampler_indices(torch: Any, n_rows: int, batch: BatchSection, rank: int, epoch: int) -> list[list[int]]:
+    from torch.utils.data import BatchSampler, DistributedSampler
+    sampler = DistributedSampler(_Rows(n_rows), num_replicas=batch.world_size, rank=rank,
+                                 shuffle=batch.shuffle, seed=batch.seed, drop_last=False)
+    sampler.set_epoch(epoch)
+    return list(BatchSampler(sampler, batch_size=int(batch.batch_size or 1), drop_last=batch.drop_last))
+
+
+def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0) -> EpochOrder:
+    """The batches of every rank for one epoch, from torch's samplers.
+
+    Args:
+        n_rows: rows in the dataset (>= 0).
+        batch: the ``[batch]`` facts (``batch_size`` must be set).
+        epoch: the epoch passed to ``set_epoch`` (0-based).
+
+    Raises:
+        UsageError: ``batch_size`` is unset, ``max_tokens`` is set (token-budget batching is not
+            simulated in this version), or ``epoch`` is negative.
+        OptionalDependencyError: torch is not installed.
+    """
+    if batch.batch_size is None:
+        raise UsageError("[batch] batch_size is not set: the plan needs the per-device batch size")
+    if batch.max_tokens is not None:
+        raise UsageError("[batch] max_tokens (token-budget batching) is not simulated in this version; "
+                         "remove it, or record the real order with datacheck.torch.record_batches")
+    if epoch < 0:
+        raise UsageError(f"--epoch {epoch}: epochs are numbered from 0")
+    torch = require_torch("the batch plan")
+    ranks = []
+    for r in range(batch.world_size):
+        mbs = _sampler_indices(torch, n_rows, batch, r, epoch) if n_rows else []
+        ranks.append(tuple(np.asarray(mb, dtype=np.int64) for mb in mbs))
+    per_rank = -(-n_rows // batch.world_size)
+    return EpochOrder(epoch=epoch, n_rows=n_rows, grad_accum=batch.grad_accum, ranks=tuple(ranks),
+                      per_rank=per_rank, repeats=per_rank * batch.world_size - n_rows)
+
+
+def micro_batch_sizes(order: EpochOrder) -> list[list[int]]:
+    """Rows per micro-batch, per rank."""
+    return [[len(mb) for mb in mbs] for mbs in order.ranks]

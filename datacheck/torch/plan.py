@@ -1,0 +1,338 @@
+"""Step -> rows: the batch plan of a dataset, and the rows of any optimizer step.
+
+The **global row order** is the rows of the dataset's shards in index order (the shards' relative
+paths sorted, as ``datacheck audit`` discovers them and as Hugging Face / MosaicML shard names sort),
+each shard's rows in file order: global index ``g`` is row ``g - start`` of the shard whose span
+``[start, start + rows)`` holds it (:class:`RowSpace`). A trainer's ``ConcatDataset`` /
+``datasets.concatenate_datasets`` over the same shard list in the same order has the same indices.
+
+Stable interface (used by ``datacheck trace``)::
+
+    rows_of_step(plan_or_ledger, step, *, rank=None, micro_batch=None, space=None) -> list[StepRow]
+    read_ledger(folder) -> Ledger
+
+A :class:`StepRow` is ``(rank, micro_batch, global_index, shard, row)``. Step numbers: a
+:class:`BatchPlan` numbers optimizer steps from 0 over the whole run (global step ``N`` = in-epoch step
+``N % steps_per_epoch`` of epoch ``N // steps_per_epoch``, see :mod:`datacheck.torch.order`); a
+:class:`~datacheck.torch.ledger.Ledger` uses the numbers recorded in it (``record_batches``: from 0
+unless the trainer passed its own ``start_step``; OLMo: its 1-based ``global_step``).
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import polars as pl
+
+from datacheck.checks.batch import supervised_expr, zero_micro_batches
+from datacheck.io.discover import discover
+from datacheck.io.hashing import hash_file
+from datacheck.io.read import open_for_checks
+from datacheck.io.readers import Unreadable
+from datacheck.model.config import Config
+from datacheck.model.errors import UsageError
+from datacheck.model.roles import is_list
+from datacheck.tools.inspect import write_frame_atomic
+from datacheck.torch.ledger import Ledger, LedgerBatch, read_ledger
+from datacheck.torch.order import EpochOrder, epoch_order
+
+__all__ = ["StepRow", "ShardSpan", "RowSpace", "BatchPlan", "row_space", "build_plan", "rows_of_step",
+           "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS"]
+
+
+class StepRow(NamedTuple):
+    """One row of one optimizer step.
+
+    Attributes:
+        rank: the data-parallel rank that loads it.
+        micro_batch: its micro-batch within the step on that rank (0 .. grad_accum-1); None when a
+            ledger did not record micro-batches (OLMo).
+        global_index: its index in the global row order.
+        shard: the shard's path relative to the dataset root (None when no :class:`RowSpace` is known).
+        row: its 0-based row in that shard (None likewise).
+    """
+
+    rank: int
+    micro_batch: int | None
+    global_index: int
+    shard: str | None
+    row: int | None
+
+
+@dataclass(frozen=True)
+class ShardSpan:
+    """One shard in the global order: its relative path, content hash, rows and first global index."""
+
+    path: str
+    content_hash: str
+    rows: int
+    start: int
+    abs_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class RowSpace:
+    """The global row order: shards in index order, each a span of global indices."""
+
+    shards: tuple[ShardSpan, ...]
+    root: Path | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return self.shards[-1].start + self.shards[-1].rows if self.shards else 0
+
+    def locate(self, g: int) -> tuple[ShardSpan, int]:
+        """(the shard, the 0-based row in it) of global index ``g``.
+
+        Raises:
+            UsageError: ``g`` is outside ``[0, n_rows)`` (a ledger recorded over other data?).
+        """
+        if not 0 <= g < self.n_rows:
+            raise UsageError(f"global index {g} is outside the dataset's {self.n_rows} rows: was the ledger "
+                             "recorded over other data, or are shards missing?")
+        starts = [s.start for s in self.shards]
+        i = bisect.bisect_right(starts, g) - 1
+        while self.shards[i].rows == 0:  # empty shards share a start with the next
+            i += 1
+        return self.shards[i], g - self.shards[i].start
+
+
+def row_space(paths: list[str], cfg: Config, *, supervised: bool = False) -> tuple[RowSpace, np.ndarray | None]:
+    """Discover the shards of ``paths`` and count their rows (through the one read path).
+
+    Args:
+        paths: shard files, folders or globs (as ``datacheck audit`` takes them).
+        cfg: the config (reader settings, roles, ``[tokens]``/``[labels]`` facts).
+        supervised: also compute each row's supervised-token count (needs a token ``labels`` list).
+
+    Returns:
+        (the row space, the supervised counts as an int64 array of ``n_rows`` or None when not asked
+        for or when a shard has no token labels list).
+
+    Raises:
+        UsageError: no shard found, or a shard cannot be read (its rows are unknown; the message
+            names it).
+    """
+    disc = discover(paths, cfg.dataset.format)
+    spans: list[ShardSpan] = []
+    sup_parts: list[np.ndarray] | None = [] if supervised else None
+    start = 0
+    for ds in disc.shards:
+        chash, _size = hash_file(ds.path)
+        try:
+            data = open_for_checks(ds, cfg)
+            lab = data.roles.labels
+            exprs = [pl.len().alias("n")]
+            want = sup_parts is not None and lab is not None and is_list(data.schema[lab])
+            if want:
+                exprs.append(supervised_expr(cfg, lab).implode().alias("sup"))  # type: ignore[arg-type]
+            df = data.lf.select(exprs).collect()
+        except Unreadable as exc:
+            raise UsageError(f"{ds.rel}: cannot be read ({exc.reason}); the plan needs every shard's row count") from None
+        n = int(df["n"][0])
+        if sup_parts is not None:
+            if want:
+                sup_parts.append(np.asarray(df["sup"][0].to_numpy(), dtype=np.int64))
+            else:
+                sup_parts = None
+        spans.append(ShardSpan(ds.rel, chash, n, start, ds.path))
+        start += n
+    sup = (np.concatenate(sup_parts) if sup_parts else np.zeros(0, dtype=np.int64)) if sup_parts is not None else None
+    return RowSpace(tuple(spans), disc.root), sup
+
+
+@dataclass
+class BatchPlan:
+    """The simulated batch order of a dataset under ``[batch]`` (torch's samplers; see
+    :mod:`datacheck.torch.order`).
+
+    Attributes:
+        space: the global row order.
+        cfg: the config (``cfg.batch`` holds the facts).
+        supervised: supervised tokens per global row (int64, ``n_rows``), or None when unknown.
+    """
+
+    space: RowSpace
+    cfg: Config
+    supervised: np.ndarray | None = None
+    _orders: dict[int, EpochOrder] = field(default_factory=dict, repr=False)
+
+    def order(self, epoch: int = 0) -> EpochOrder:
+        """The batches of every rank in ``epoch`` (cached)."""
+        if epoch not in self._orders:
+            self._orders[epoch] = epoch_order(self.space.n_rows, self.cfg.batch, epoch)
+        return self._orders[epoch]
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.order(0).steps
+
+    def split_step(self, step: int) -> tuple[int, int]:
+        """(epoch, in-epoch step) of global step ``step``.
+
+        Raises:
+            UsageError: the step is negative or beyond ``[batch] epochs`` x steps per epoch.
+        """
+        spe = self.steps_per_epoch
+        total = spe * self.cfg.batch.epochs
+        if spe == 0 or not 0 <= step < total:
+            raise UsageError(f"--step {step}: the run has steps 0..{total - 1} ({spe} per epoch x "
+                             f"{self.cfg.batch.epochs} epoch(s) from [batch] epochs)")
+        return step // spe, step % spe
+
+    def summary(self, epoch: int = 0) -> dict[str, Any]:
+        """The plan's numbers for ``epoch`` as plain values (what ``datacheck plan`` prints).
+
+        Keys: ``rows``, ``shards``, ``world_size``, ``batch_size``, ``grad_accum``, ``global_batch``
+        (batch_size x world_size x grad_accum, rows per full optimizer step), ``drop_last``,
+        ``shuffle``, ``seed``, ``epoch``, ``epochs``, ``rows_per_rank``, ``micro_batches_per_rank``,
+        ``steps_per_epoch``, ``last_step_micro_batches`` (micro-batches of the last step per rank),
+        ``last_batch_rows`` (per rank), ``wraparound_repeats`` (per epoch), and ``supervised``
+        (tokens per (step, rank, micro-batch): ``min``, ``p1``, ``zero`` = how many are 0, ``count``;
+        None when the data has no token labels).
+        """
+        b = self.cfg.batch
+        o = self.order(epoch)
+        mbs = o.micro_batches
+        out: dict[str, Any] = {
+            "rows": self.space.n_rows, "shards": len(self.space.shards), "world_size": b.world_size,
+            "batch_size": b.batch_size, "grad_accum": b.grad_accum,
+            "global_batch": int(b.batch_size or 0) * b.world_size * b.grad_accum, "drop_last": b.drop_last,
+            "shuffle": b.shuffle, "seed": b.seed, "epoch": epoch, "epochs": b.epochs,
+            "rows_per_rank": o.per_rank, "micro_batches_per_rank": mbs, "steps_per_epoch": o.steps,
+            "last_step_micro_batches": (mbs - (o.steps - 1) * b.grad_accum) if mbs else 0,
+            "last_batch_rows": [len(m[-1]) if m else 0 for m in o.ranks], "wraparound_repeats": o.repeats,
+            "supervised": None,
+        }
+        if self.supervised is not None:
+            tokens = np.array([int(self.supervised[idx].sum()) for m in o.ranks for idx in m], dtype=np.int64)
+            out["supervised"] = {
+                "count": int(tokens.size), "min": int(tokens.min()) if tokens.size else None,
+                "p1": float(np.percentile(tokens, 1, method="lower")) if tokens.size else None,
+                "zero": int((tokens == 0).sum()),
+                "zero_micro_batches": [list(z) for z in zero_micro_batches(o, self.supervised)[:20]],
+            }
+        return out
+
+
+def build_plan(paths: list[str], cfg: Config) -> BatchPlan:
+    """Read the shards' row counts (and supervised tokens per row) and set up the plan.
+
+    Raises:
+        UsageError: ``[batch] batch_size`` is unset, or a shard cannot be read.
+        OptionalDependencyError: torch is not installed (when the order is first asked for).
+    """
+    if cfg.batch.batch_size is None:
+        raise UsageError("[batch] batch_size is not set: give the trainer's per-device batch size in "
+                         "datacheck.toml ([batch] batch_size, world_size, grad_accum, ...)")
+    space, sup = row_space(paths, cfg, supervised=True)
+    return BatchPlan(space=space, cfg=cfg, supervised=sup)
+
+
+def _rows(batches: list[tuple[int, int | None, Any]], space: RowSpace | None) -> list[StepRow]:
+    out = []
+    for rank, mb, idx in batches:
+        for g in (int(x) for x in idx):
+            if space is None:
+                out.append(StepRow(rank, mb, g, None, None))
+            else:
+                span, row = space.locate(g)
+                out.append(StepRow(rank, mb, g, span.path, row))
+    return out
+
+
+def rows_of_step(plan_or_ledger: BatchPlan | Ledger, step: int, *, rank: int | None = None,
+                 micro_batch: int | None = None, space: RowSpace | None = None) -> list[StepRow]:
+    """The rows of optimizer step ``step``: every rank and micro-batch (or only ``rank`` /
+    ``micro_batch``), in rank order, then micro-batch order, then batch order. A row the sampler
+    repeated (wraparound) appears as often as it is loaded.
+
+    Args:
+        plan_or_ledger: a :class:`BatchPlan` (simulated order; global step numbers from 0) or a
+            :class:`~datacheck.torch.ledger.Ledger` (recorded order; its own step numbers).
+        step: the optimizer step.
+        rank: only this rank.
+        micro_batch: only this micro-batch of the step.
+        space: for a ledger, the row space mapping global indices to (shard, row) (a plan has its own);
+            without it ``shard`` and ``row`` are None.
+
+    Raises:
+        UsageError: the step (or rank, micro-batch) is not in the plan or ledger; a recorded index is
+            outside the row space.
+    """
+    if isinstance(plan_or_ledger, BatchPlan):
+        epoch, s = plan_or_ledger.split_step(step)
+        batches: list[tuple[int, int | None, Any]] = list(plan_or_ledger.order(epoch).step(s))
+        space = plan_or_ledger.space
+    else:
+        recorded: list[LedgerBatch] = plan_or_ledger.step(step)
+        batches = [(b.rank, b.micro_batch, b.indices) for b in recorded]
+    if rank is not None:
+        ranks = sorted({b[0] for b in batches})
+        batches = [b for b in batches if b[0] == rank]
+        if not batches:
+            raise UsageError(f"--rank {rank}: step {step} has ranks {ranks[0]}..{ranks[-1]}")
+    if micro_batch is not None:
+        got = sorted({b[1] for b in batches if b[1] is not None})
+        batches = [b for b in batches if b[1] == micro_batch]
+        if not batches:
+            raise UsageError(f"--micro-batch {micro_batch}: step {step} has micro-batches {got or 'unrecorded'}")
+    return _rows(batches, space)
+
+
+#: the columns ``export_step`` adds in front of the data columns (inspect's export columns, then the plan's)
+PLAN_EXPORT_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_shard_hash",
+                       "_datacheck_checks", "_datacheck_step", "_datacheck_rank", "_datacheck_micro_batch",
+                       "_datacheck_global_index")
+
+
+def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, out: str | Path) -> tuple[Path, int]:
+    """Write the rows of a step to ``out`` (.parquet or .jsonl), in step order, as ``inspect --export``
+    writes rows (every data column as read, ``_datacheck_row``, ``_datacheck_line``,
+    ``_datacheck_shard``, ``_datacheck_shard_hash``, ``_datacheck_checks`` (empty: not judged here)),
+    plus ``_datacheck_step``, ``_datacheck_rank``, ``_datacheck_micro_batch`` and
+    ``_datacheck_global_index`` (int64), so the step can be replayed on a fixed batch.
+
+    Raises:
+        UsageError: bad extension, unwritable path, or shards whose columns cannot be combined.
+    """
+    by_shard: dict[str, list[int]] = {}
+    for pos, r in enumerate(rows):
+        if r.shard is None or r.row is None:
+            raise UsageError("--export needs the data: pass the dataset PATH with --ledger")
+        by_shard.setdefault(r.shard, []).append(pos)
+    spans = {s.path: s for s in space.shards}
+    frames = []
+    for shard, positions in by_shard.items():
+        span = spans[shard]
+        disc = discover([str(span.abs_path)], cfg.dataset.format)
+        data = open_for_checks(disc.shards[0], cfg)  # the rows with the dtypes the audit judges
+        want = pl.DataFrame({
+            "__pos": pl.Series(positions, dtype=pl.Int64),
+            "_datacheck_row": pl.Series([rows[p].row for p in positions], dtype=pl.Int64),
+            "_datacheck_step": pl.Series([step] * len(positions), dtype=pl.Int64),
+            "_datacheck_rank": pl.Series([rows[p].rank for p in positions], dtype=pl.Int64),
+            "_datacheck_micro_batch": pl.Series([rows[p].micro_batch for p in positions], dtype=pl.Int64),
+            "_datacheck_global_index": pl.Series([rows[p].global_index for p in positions], dtype=pl.Int64),
+        })
+        got = (data.lf.with_row_index("_datacheck_row").with_columns(pl.col("_datacheck_row").cast(pl.Int64))
+               .filter(pl.col("_datacheck_row").is_in(want["_datacheck_row"].unique().to_list())).collect())
+        lines = data.lines_of(got["_datacheck_row"].to_list())
+        got = got.with_columns(
+            pl.Series("_datacheck_line", lines if lines else [None] * got.height, dtype=pl.Int64),
+            pl.lit(shard, dtype=pl.String).alias("_datacheck_shard"),
+            pl.lit(span.content_hash, dtype=pl.String).alias("_datacheck_shard_hash"),
+            pl.lit([], dtype=pl.List(pl.String)).alias("_datacheck_checks"),
+        )
+        frames.append(want.join(got, on="_datacheck_row", how="left"))
+    try:
+        df = pl.concat(frames, how="diagonal_relaxed").sort("__pos").drop("__pos") if frames else pl.DataFrame()
+    except Exception as exc:
+        raise UsageError(f"--export: the step's rows cannot go into one file ({str(exc).splitlines()[0]}); "
+                         "export one rank at a time (--rank)") from None
+    lead = [c for c in PLAN_EXPORT_COLUMNS if c in df.columns]
+    df = df.select([*lead, *[c for c in df.columns if c not in lead]])
+    return write_frame_atomic(df, out), df.height

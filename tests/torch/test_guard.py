@@ -1,0 +1,72 @@
+"""BatchGuard on collated batches: each check ID, the three on_error modes, the weights_only dump."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from datacheck.model.errors import BatchValidationError  # noqa: E402
+from datacheck.torch import BatchGuard  # noqa: E402
+
+FACTS = {"tokens": {"vocab_size": 10}, "labels": {"ignore_index": -100}, "numeric": {"compute_dtype": "fp16"}}
+
+
+def sample(ids=(1, 2, 3), labels=(1, 2, 3), mask=(1, 1, 1), x=0.5):
+    return {"input_ids": torch.tensor(ids), "labels": torch.tensor(labels), "attention_mask": torch.tensor(mask),
+            "x": torch.tensor([x, 0.0])}
+
+
+@pytest.mark.parametrize("bad,cid", [
+    (sample(ids=(1, 10, 3)), "tokens.out_of_vocab"),
+    (sample(ids=(-1, 2, 3)), "tokens.out_of_vocab"),
+    (sample(labels=(1, 12, 3)), "labels.out_of_range"),
+    (sample(labels=(1, -1, 3)), "labels.unexpected_sentinel"),
+    (sample(labels=(-100, -100, -100)), "empty.no_supervised_tokens"),
+    (sample(mask=(1, 2, 1)), "mask.non_binary"),
+    (sample(mask=(0, 0, 0)), "empty.all_padding"),
+    (sample(x=float("nan")), "finite.nan"),
+    (sample(x=float("inf")), "finite.inf"),
+    (sample(x=70000.0), "finite.fp16_overflow"),
+])
+def test_each_check_names_the_row(bad, cid):
+    g = BatchGuard(facts=FACTS)
+    assert g.check(g.collate_fn([sample(), sample()])) == {}
+    with pytest.raises(BatchValidationError) as ei:
+        g([sample(), bad, sample()])
+    assert ei.value.failures[cid] == [1] and ei.value.batch == 0
+    assert f"batch 0 fails: {cid} (rows [1])" in str(ei.value)
+
+
+def test_whole_batch_and_length_mismatch():
+    g = BatchGuard(facts=FACTS)
+    unsup = sample(labels=(-100, -100, -100))
+    assert g.check(g.collate_fn([unsup, unsup]))["batch.no_supervised_tokens"] == []
+    assert "batch.no_supervised_tokens" not in g.check(g.collate_fn([unsup, sample()]))
+    mismatch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "labels": torch.ones(2, 3, dtype=torch.long)}
+    assert g.check(mismatch) == {"length.mismatch": []}
+
+
+def test_unset_facts_leave_their_checks_out():
+    g = BatchGuard(facts={})  # no vocab_size, fp32: out-of-vocab ids and 70000.0 pass
+    assert g.check(g.collate_fn([sample(ids=(1, 99, 3), x=70000.0)])) == {}
+
+
+def test_warn_skip_and_dump(tmp_path):
+    bad = sample(ids=(1, 10, 3))
+    g = BatchGuard(facts=FACTS, on_error="warn", dump_dir=tmp_path)
+    with pytest.warns(RuntimeWarning, match="tokens.out_of_vocab"):
+        out = g([sample(), bad])
+    assert out["input_ids"].shape == (2, 3)
+    dump = torch.load(tmp_path / "batch-000000.pt", weights_only=True)
+    assert dump["meta"]["failures"] == {"tokens.out_of_vocab": [1]}
+    assert torch.equal(dump["tensors"]["input_ids"][1], torch.tensor([1, 10, 3]))
+    g = BatchGuard(facts=FACTS, on_error="skip")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = g([sample(), bad, sample(ids=(4, 5, 6))])
+    assert out["input_ids"].tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert g([bad]) is None and (g.batches, g.failed) == (2, 2)
+    with pytest.raises(Exception, match="on_error must be"):
+        BatchGuard(on_error="ignore")

@@ -1,0 +1,46 @@
+"""``import datacheck`` and the CLI work with torch hidden; a torch verb names the install command
+(``pip install "torch>=2.2"``, or ``pip install -e ".[torch]"`` in the source: the PyPI name ``datacheck``
+is another project's, see tests/gate/test_install_instructions.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+BLOCK = """
+import sys
+sys.modules["torch"] = None  # `import torch` raises ImportError; find_spec("torch") answers None
+"""
+
+
+def _run(code: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCK + code], cwd=cwd, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
+
+
+def test_import_and_cli_without_torch(tmp_path):
+    import polars as pl
+    d = tmp_path / "d"
+    d.mkdir()
+    pl.DataFrame({"labels": [[1, 2]] * 5}).write_parquet(d / "a.parquet")
+    (tmp_path / "dc.toml").write_text("[batch]\nbatch_size = 2\n")
+    code = f"""
+import datacheck, datacheck.torch, datacheck.cli.main as m
+assert sys.modules["torch"] is None
+r = datacheck.audit([{str(d)!r}], config={str(tmp_path / 'dc.toml')!r})
+sk = {{s["check"]: s["reason"] for s in r.skipped}}
+print("SKIP", sk["batch.small_tail"])
+rc = m.main(["plan", {str(d)!r}, "--config", {str(tmp_path / 'dc.toml')!r}])
+print("RC", rc)
+try:
+    datacheck.torch.BatchGuard()
+except datacheck.UsageError as e:
+    print("GUARD", e)
+"""
+    p = _run(code, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    assert 'SKIP the batch plan needs torch' in p.stdout and 'pip install "torch>=2.2"' in p.stdout
+    assert "RC 2" in p.stdout and 'pip install -e ".[torch]"' in p.stderr
+    assert 'GUARD datacheck.torch.BatchGuard needs torch' in p.stdout
