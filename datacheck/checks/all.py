@@ -7,6 +7,7 @@ cycle.
 from __future__ import annotations
 
 from datacheck.checks import (  # noqa: F401 - imported for their registrations
+    content,
     crossdup,
     decode,
     dist,
@@ -17,8 +18,13 @@ from datacheck.checks import (  # noqa: F401 - imported for their registrations
     labels,
     length,
     mask,
+    packing,
+    positions,
+    pref,
     roledtype,
     schema,
+    sft,
+    targets,
     tokens,
 )
 from datacheck.checks.registry import CHECKS
@@ -26,7 +32,8 @@ from datacheck.checks.registry import CHECKS
 __all__ = ["load_families", "FAMILIES"]
 
 #: the family modules, in import order
-FAMILIES = (crossdup, decode, dist, dup, empty, finite, index, labels, length, mask, roledtype, schema, tokens)
+FAMILIES = (content, crossdup, decode, dist, dup, empty, finite, index, labels, length, mask, packing, positions, pref,
+            roledtype, schema, sft, targets, tokens)
 
 
 def load_families() -> int:

@@ -300,6 +300,10 @@ NOT_BUILT: dict[str, tuple[str, str]] = {
     for cid in ("batch.small_tail", "batch.singleton_tail", "batch.no_batches", "batch.wraparound",
                 "batch.no_supervised_tokens")
 }
+NOT_BUILT.update({
+    cid: ("sft", "the rules on conversations before tokenization (messages) are not part of this version")
+    for cid in ("sft.role_order", "sft.empty_turn", "sft.no_assistant_turn")
+})
 
 
 def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],

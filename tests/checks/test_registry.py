@@ -46,7 +46,8 @@ def test_every_catalog_id_has_exactly_one_producer_or_is_listed_not_built():
         assert producers.get(cid) and len(producers[cid]) == 1, f"{cid}: producers {producers.get(cid)}"
     assert set(producers) <= set(catalog.CATALOG)
     # today the unbuilt IDs are exactly the batch family
-    assert set(NOT_BUILT) == {c for c in catalog.CATALOG if c.startswith("batch.")}
+    assert set(NOT_BUILT) == ({c for c in catalog.CATALOG if c.startswith("batch.")}
+                              | {"sft.role_order", "sft.empty_turn", "sft.no_assistant_turn"})
     # each check ID is produced by the module of its family (dup.shard lives with the shard-set checks)
     assert CHECKS["tokens.type_id_out_of_range"].module == "datacheck.checks.tokens"
     assert CHECKS["index.empty_shard"].module == "datacheck.checks.index"
@@ -98,8 +99,11 @@ def test_not_built_ids_are_skipped_only_when_their_facts_are_configured():
 
     assert skipped({}) == {}
     got = skipped({"batch": {"batch_size": 8}})
-    assert set(got) == set(NOT_BUILT)
+    assert set(got) == {c for c in NOT_BUILT if c.startswith("batch.")}
     assert all(r.startswith("not yet built in this version") for r in got.values())
+    dctx = DatasetContext(cfg=config_from_dict({"sft": {"response_template_ids": [5]}}), shards=[])
+    sft = {s.check for s in dataset_items(dctx) if s.check.startswith("sft.")}
+    assert sft == {"sft.role_order", "sft.empty_turn", "sft.no_assistant_turn"}
 
 
 def test_audit_frame_runs_checks_without_a_file():
