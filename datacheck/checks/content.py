@@ -20,20 +20,25 @@ __all__ = ["periodic_tokens", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
 MIN_PERIOD, MAX_PERIOD, MIN_REPEATS = 1, 13, 32
 
 
-def _eq(ids: str, p: int) -> pl.Expr:
-    """Per position: the id equals the id ``p`` positions later in the same row."""
+def _eq(ids: str, p: int, mask: str | None = None) -> pl.Expr:
+    """Per position: the id equals the id ``p`` positions later in the same row (both real content
+    when there is an attention mask: runs of padding are not content)."""
     x = pl.col(ids)
-    return (x == nxt(x, p)).fill_null(False)
+    eq = x == nxt(x, p)
+    if mask is not None:
+        real = pl.col(mask).cast(pl.Int64) == 1
+        eq = eq & real & nxt(real, p)
+    return eq.fill_null(False)
 
 
-def _runs_detail(ids: str) -> pl.Expr:
+def _runs_detail(ids: str, mask: str | None) -> pl.Expr:
     """Aggregate over the failing rows' positions: per row, the first run found with the smallest
     period: {row, start (0-based position in the row), period, repeats}, first 20 rows."""
     idx = pl.int_range(pl.len(), dtype=pl.Int64)
     row_start = idx.min().over("__row")
     cands = []
     for p in range(MIN_PERIOD, MAX_PERIOD + 1):
-        eq = _eq(ids, p)
+        eq = _eq(ids, p, mask)
         last_false = pl.when(~eq).then(idx).forward_fill().fill_null(-1)
         next_false = pl.when(~eq).then(idx).backward_fill().fill_null(pl.len())
         length = next_false - last_false - 1
@@ -51,16 +56,19 @@ def _runs_detail(ids: str) -> pl.Expr:
 def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``content.periodic_tokens`` (warn): ``input_ids`` (list of int) hold a run in which a period of
     1 to 13 tokens repeats at least 32 times: positions ``t .. t + 32p - 1`` with
-    ``ids[j] == ids[j + p]`` for every ``j`` in ``[t, t + 31p)``. In the flat view: for each period
+    ``ids[j] == ids[j + p]`` for every ``j`` in ``[t, t + 31p)`` (positions with attention_mask 0 are
+    padding and never part of a run). In the flat view: for each period
     ``p``, a rolling minimum over ``31 p`` positions of that equality (O(positions) each). The
     details give per row the start position, the smallest such period and the repeats."""
     ids = ctx.roles.input_ids
-    hits = [_eq(ids, p).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
+    view = positions_view(ctx)
+    mask = ctx.roles.attention_mask if ctx.roles.attention_mask in view.cols else None
+    hits = [_eq(ids, p, mask).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
             for p in range(MIN_PERIOD, MAX_PERIOD + 1)]
     bad = pl.any_horizontal(hits).fill_null(False)
     yield RowCheck(
-        check="content.periodic_tokens", column=ids, fails=bad, view=positions_view(ctx),
-        details={"runs": _runs_detail(ids)},
+        check="content.periodic_tokens", column=ids, fails=bad, view=view,
+        details={"runs": _runs_detail(ids, mask)},
         message=lambda n, d: _message(n, d),
     )
 
