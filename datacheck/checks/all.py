@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datacheck.checks import (  # noqa: F401 - imported for their registrations
     batch,
+    content,
     crossdup,
     decode,
     dist,
@@ -19,8 +20,13 @@ from datacheck.checks import (  # noqa: F401 - imported for their registrations
     length,
     mask,
     neardup,
+    packing,
+    positions,
+    pref,
     roledtype,
     schema,
+    sft,
+    targets,
     tokens,
 )
 from datacheck.checks.registry import CHECKS
@@ -28,8 +34,8 @@ from datacheck.checks.registry import CHECKS
 __all__ = ["load_families", "FAMILIES"]
 
 #: the family modules, in import order
-FAMILIES = (batch, crossdup, decode, dist, dup, empty, finite, index, labels, length, mask, neardup, roledtype,
-            schema, tokens)
+FAMILIES = (batch, content, crossdup, decode, dist, dup, empty, finite, index, labels, length, mask, neardup, packing,
+            positions, pref, roledtype, schema, sft, targets, tokens)
 
 
 def load_families() -> int:

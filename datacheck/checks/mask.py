@@ -22,15 +22,16 @@ def _aligned(*cols: str) -> pl.Expr:
 
 
 def positions_view(ctx: ShardContext) -> FlatView:
-    """The shard's position-wise view: input_ids, attention_mask and labels (those present, list
-    typed) exploded together. Rows where their lengths differ (``length.mismatch``) or the mask is
+    """The shard's position-wise view: input_ids, attention_mask, labels, assistant_mask,
+    position_ids and document_ids (those present, list typed) exploded together. Rows where their lengths differ (``length.mismatch``) or the mask is
     not binary (``mask.non_binary``) are left out of the position-wise checks: they are reported as
     those errors instead. In a seq2seq layout (:func:`~datacheck.model.roles.seq2seq_layout`) labels
     are the decoder's target and are not part of the view."""
     r = ctx.roles
     bad = {p.column for p in problems(ctx)}
     labels = None if seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) else r.labels
-    group = tuple(c for c in (r.input_ids, r.attention_mask, labels)
+    group = tuple(c for c in dict.fromkeys((r.input_ids, r.attention_mask, labels, r.assistant_mask,
+                                            r.position_ids, r.document_ids))
                   if c is not None and c not in bad and is_list(ctx.schema[c]))
     binary = None
     if r.attention_mask in group:

@@ -70,6 +70,15 @@ class ColumnsSection(_Section):
     labels: str | None = None
     token_type_ids: str | None = None
     aligned: list[list[str]] | None = None
+    messages: str | None = None
+    assistant_mask: str | None = None
+    position_ids: str | None = None
+    document_ids: str | None = None
+    seq_lens: str | None = None
+    cu_seqlens: str | None = None
+    chosen: str | None = None
+    rejected: str | None = None
+    input_lengths: str | None = None
 
 
 class TokensSection(_Section):
@@ -82,6 +91,18 @@ class TokensSection(_Section):
     padding_side: Literal["right", "left"] = "right"
     truncation_side: Literal["right", "left"] = "right"
     type_vocab_size: int | None = Field(default=None, gt=0, description="token_type_ids range (BERT: 2, RoBERTa: 1)")
+    max_position_embeddings: int | None = Field(default=None, gt=0, description="position_ids range [0, n)")
+    bos_token_id: int | None = None
+    eot_token_ids: list[int] | None = Field(default=None, description="end-of-turn ids (default: [eos_token_id])")
+    tokenizer: str | None = Field(default=None, description="a tokenizer file or folder (its chat template renders messages)")
+
+    @property
+    def stop_ids(self) -> tuple[int, ...]:
+        """The ids that end a turn or a response: ``eot_token_ids`` plus ``eos_token_id`` (either may be unset)."""
+        ids = list(self.eot_token_ids or ())
+        if self.eos_token_id is not None and self.eos_token_id not in ids:
+            ids.append(self.eos_token_id)
+        return tuple(ids)
 
 
 class LabelsSection(_Section):
@@ -97,6 +118,8 @@ class LabelsSection(_Section):
     shifted: bool = Field(default=False, description=(
         "false: the model shifts labels itself (Hugging Face: labels[i] is the label of input_ids[i]); "
         "true: labels[i] is already the target of position i, i.e. input_ids[i+1] (nanoGPT, Megatron)"))
+    target_kind: Literal["regression", "binary"] = "regression"
+    ctc_downsample: int = Field(default=1, gt=0, description="encoder frames per CTC output step")
 
     @model_validator(mode="after")
     def _one_domain(self) -> "LabelsSection":
@@ -116,6 +139,15 @@ class NumericSection(_Section):
 
     compute_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     overflow_warn_fraction: float = Field(default=0.5, gt=0, le=1)
+    target_scale_warn: float = Field(default=1000.0, gt=0, description="dist.target_scale: |mean| or std above it")
+
+
+class SftSection(_Section):
+    """``[sft]``: supervised fine-tuning. ``response_template_ids`` are the token ids that open an
+    assistant turn (TRL's response template); with ``[tokens] eot_token_ids`` they delimit the
+    assistant spans when the data has no ``assistant_mask``."""
+
+    response_template_ids: list[int] | None = Field(default=None, min_length=1)
 
 
 class ReportSection(_Section):
@@ -174,6 +206,7 @@ class Config(_Section):
     splits: dict[str, str] = Field(default_factory=dict)
     policy: dict[str, PolicyEntry] = Field(default_factory=dict)
     batch: BatchSection = BatchSection()
+    sft: SftSection = SftSection()
     report: ReportSection = ReportSection()
     dup: DupSection = DupSection()
 

@@ -75,6 +75,17 @@ ROLE_TABLE: tuple[RoleSpec, ...] = (
     RoleSpec("token_type_ids", "one", "int_list", _LIST_INT, ("token_type_ids",), True, True,
              _missing("token_type_ids")),
     RoleSpec("aligned", "groups", None, None, (), False, True, "no aligned groups (set [columns] aligned)"),
+    # fine-tuning, packed and preference data (CHECKS.md "roles added for fine-tuning and packed data")
+    RoleSpec("messages", "one", None, None, ("messages",), False, True, _missing("messages", "messages (conversation)")),
+    RoleSpec("assistant_mask", "one", "mask_list", _LIST_INT, ("assistant_mask",), True, True,
+             _missing("assistant_mask")),
+    RoleSpec("position_ids", "one", "int_list", _LIST_INT, ("position_ids",), True, True, _missing("position_ids")),
+    RoleSpec("document_ids", "one", "int_list", _LIST_INT, ("document_ids",), True, True, _missing("document_ids")),
+    RoleSpec("seq_lens", "one", "int_list", _LIST_INT, ("seq_lens",), False, False, _missing("seq_lens")),
+    RoleSpec("cu_seqlens", "one", "int_list", _LIST_INT, ("cu_seqlens",), False, False, _missing("cu_seqlens")),
+    RoleSpec("chosen", "one", None, None, ("chosen",), False, True, _missing("chosen")),
+    RoleSpec("rejected", "one", None, None, ("rejected",), False, True, _missing("rejected")),
+    RoleSpec("input_lengths", "one", "numeric", pl.Int64(), ("input_lengths",), False, True, _missing("input_lengths")),
 )
 ROLE_SPECS: dict[str, RoleSpec] = {r.name: r for r in ROLE_TABLE}
 ROLE_NAMES = tuple(r.name for r in ROLE_TABLE)

@@ -6,6 +6,9 @@ from datacheck.report.model import Report
 
 __all__ = ["render_text", "render_markdown"]
 
+#: lines of the "Skipped" section of the text view (each line: the checks skipped for one reason)
+MAX_SKIP_LINES = 20
+
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 
 
@@ -104,22 +107,21 @@ def render_text(report: Report, max_message: int = 110) -> str:
                     lines.append(f"      {where}: {e.value}")
     if report.skipped:
         lines += ["", f"Skipped ({len(report.skipped)} check(s) could not run; see 'skipped' in the JSON report):"]
-        # dataset-level checks of one family skipped for one reason (the five batch.* without [batch]) share a line
-        groups: list[tuple[list[str], dict]] = []
+        # checks skipped for one reason on the same shards share a line (e.g. every check of a role the
+        # data does not have); check errors always stand alone
+        groups: dict[tuple[str, tuple[str, ...], bool], list[str]] = {}
         for sk in report.skipped:
-            last = groups[-1][1] if groups else None
-            if (last is not None and not sk.get("error") and not last.get("error") and sk["reason"] == last["reason"]
-                    and not sk.get("shards") and not last.get("shards")
-                    and sk["check"].split(".")[0] == groups[-1][0][0].split(".")[0]):
-                groups[-1][0].append(sk["check"])
-            else:
-                groups.append(([sk["check"]], sk))
-        for checks, sk in groups[:12]:
-            where = _shards_txt(sk.get("shards") or ())
-            mark = " [CHECK ERROR]" if sk.get("error") else ""
-            lines.append(f"  {', '.join(checks)}{mark}: {sk['reason']}" + (f" {where}" if where else ""))
-        if len(groups) > 12:
-            lines.append(f"  … {sum(len(c) for c, _ in groups[12:])} more")
+            key = (sk["reason"], tuple(sk.get("shards") or ()), bool(sk.get("error")))
+            if key[2]:
+                key = (key[0] + "\0" + sk["check"], key[1], True)
+            groups.setdefault(key, []).append(sk["check"])
+        shown = sorted(groups.items(), key=lambda kv: (not kv[0][2], kv[1][0]))  # check errors first
+        for (reason, shards, error), checks in shown[:MAX_SKIP_LINES]:
+            where = _shards_txt(shards)
+            mark = " [CHECK ERROR]" if error else ""
+            lines.append(f"  {', '.join(checks)}{mark}: {reason.split(chr(0))[0]}" + (f" {where}" if where else ""))
+        if len(shown) > MAX_SKIP_LINES:
+            lines.append(f"  … {sum(len(c) for _, c in shown[MAX_SKIP_LINES:])} more")
     lines += _ignored_lines(report)
     lines.append("")
     lines.append("'!' marks findings that fail the policy.")

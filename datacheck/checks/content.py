@@ -1,0 +1,81 @@
+"""content: what the tokens say.
+
+``content.periodic_tokens`` follows OLMo-core's instance filter (``repetition_max_period = 13``,
+``repetition_min_period = 1``, ``repetition_max_count = 32``; OLMo 2 ties such runs to grad-norm
+spikes). It runs in the shard's flat position view, fused into the shard's one query.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import polars as pl
+
+from datacheck.checks._pos import nxt
+from datacheck.checks.mask import positions_view
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+
+__all__ = ["periodic_tokens", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
+
+#: OLMo-core ``InstanceFilterConfig`` defaults (repetition_min_period, repetition_max_period, repetition_max_count)
+MIN_PERIOD, MAX_PERIOD, MIN_REPEATS = 1, 13, 32
+
+
+def _eq(ids: str, p: int, mask: str | None = None) -> pl.Expr:
+    """Per position: the id equals the id ``p`` positions later in the same row (both real content
+    when there is an attention mask: runs of padding are not content)."""
+    x = pl.col(ids)
+    eq = x == nxt(x, p)
+    if mask is not None:
+        real = pl.col(mask).cast(pl.Int64) == 1
+        eq = eq & real & nxt(real, p)
+    return eq.fill_null(False)
+
+
+def _runs_detail(ids: str, mask: str | None) -> pl.Expr:
+    """Aggregate over the failing rows' positions: per row, the first run found with the smallest
+    period: {row, start (0-based position in the row), period, repeats}, first 20 rows."""
+    idx = pl.int_range(pl.len(), dtype=pl.Int64)
+    row_start = idx.min().over("__row")
+    cands = []
+    for p in range(MIN_PERIOD, MAX_PERIOD + 1):
+        eq = _eq(ids, p, mask)
+        last_false = pl.when(~eq).then(idx).forward_fill().fill_null(-1)
+        next_false = pl.when(~eq).then(idx).backward_fill().fill_null(pl.len())
+        length = next_false - last_false - 1
+        start = last_false + 1
+        hit = eq & (length >= (MIN_REPEATS - 1) * p)
+        cands.append(pl.when(hit).then(pl.struct(
+            start=start - row_start, period=pl.lit(p, pl.Int64), repeats=length // p + 1)))
+    best = pl.coalesce(cands)
+    found = best.is_not_null()
+    first_in_row = found & (found.cast(pl.UInt32).cum_sum().over("__row") == 1)
+    return pl.struct(row=pl.col("__row").cast(pl.Int64), run=best).filter(first_in_row).head(20).implode()
+
+
+@check("content.periodic_tokens", roles=("input_ids",))
+def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``content.periodic_tokens`` (warn): ``input_ids`` (list of int) hold a run in which a period of
+    1 to 13 tokens repeats at least 32 times: positions ``t .. t + 32p - 1`` with
+    ``ids[j] == ids[j + p]`` for every ``j`` in ``[t, t + 31p)`` (positions with attention_mask 0 are
+    padding and never part of a run). In the flat view: for each period
+    ``p``, a rolling minimum over ``31 p`` positions of that equality (O(positions) each). The
+    details give per row the start position, the smallest such period and the repeats."""
+    ids = ctx.roles.input_ids
+    view = positions_view(ctx)
+    mask = ctx.roles.attention_mask if ctx.roles.attention_mask in view.cols else None
+    hits = [_eq(ids, p, mask).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
+            for p in range(MIN_PERIOD, MAX_PERIOD + 1)]
+    bad = pl.any_horizontal(hits).fill_null(False)
+    yield RowCheck(
+        check="content.periodic_tokens", column=ids, fails=bad, view=view,
+        details={"runs": _runs_detail(ids, mask)},
+        message=lambda n, d: _message(n, d),
+    )
+
+
+def _message(n: int, d: dict) -> str:
+    runs = d.get("runs") or []
+    shown = "; ".join(f"row {r['row']}: from position {r['run']['start']}, period {r['run']['period']} x "
+                      f"{r['run']['repeats']}" for r in runs[:5] if r.get("run"))
+    return (f"{n} row(s) hold a run of 1 to {MAX_PERIOD} tokens repeated at least {MIN_REPEATS} times"
+            + (f" ({shown})" if shown else "") + ": OLMo-core filters such instances (they cause loss/grad-norm spikes)")

@@ -1,0 +1,122 @@
+"""Unit tests of the fine-tuning rules on inline frames: each ID's failing rows, message values
+and skipped reasons."""
+from __future__ import annotations
+
+import polars as pl
+
+import datacheck
+from datacheck.engine.shard import audit_frame
+from datacheck.model.config import config_from_dict
+
+IGN = -100
+
+
+def run(df: dict | pl.DataFrame, cfg: dict | None = None):
+    return audit_frame(pl.DataFrame(df) if isinstance(df, dict) else df, config_from_dict(cfg or {}))
+
+
+def rows(res, key: str) -> list[int]:
+    return res.failing_rows.get(key, [])
+
+
+def skip(res, cid: str) -> str | None:
+    return next((s.reason for s in res.skipped if s.check == cid), None)
+
+
+def test_pref_identical_and_empty_text():
+    res = run({"chosen": ["a good answer", "same", "  ", None], "rejected": ["bad", "same", "x", "y"]})
+    assert rows(res, "pref.identical_pair") == [1]
+    assert rows(res, "pref.empty_response:chosen") == [2, 3]
+    assert rows(res, "pref.empty_response:rejected") == []
+
+
+def test_pref_identical_after_truncation():
+    df = pl.DataFrame({"chosen": [[1, 2, 3, 4], [1, 2, 3]], "rejected": [[1, 2, 3, 9], [1, 2, 4]]})
+    assert rows(run(df), "pref.identical_pair") == []
+    res = run(df, {"tokens": {"max_seq_len": 3}})
+    assert rows(res, "pref.identical_pair") == [0]
+    res = run(df, {"tokens": {"max_seq_len": 2, "truncation_side": "left"}})
+    assert rows(res, "pref.identical_pair") == []
+
+
+def test_pref_on_the_real_hh_rlhf_pairs_gives_no_false_alarm():
+    # PROVENANCE.md: 2312 pairs, no identical pair
+    rep = datacheck.audit("/work/shared/chat/hh_rlhf/harmless-base_test.jsonl.gz")
+    assert [s.rows for s in rep.shards] == [2312]
+    assert not [s for s in rep.skipped if s["check"].startswith("pref.")]
+    assert not [f for f in rep.findings if f.check.startswith("pref.")]
+
+
+def test_binary_out_of_range_hints_0_255():
+    df = {"target": [0.0, 1.0, 255.0, 0.5], "text": ["a", "b", "c", "d"]}
+    res = run(df, {"columns": {"target": "target"}, "labels": {"target_kind": "binary"}})
+    assert rows(res, "labels.binary_out_of_range:target") == [2]
+    res = run({"target": [[0.0, 255.0], [0.0, 0.0]]}, {"columns": {"target": "target"}, "labels": {"target_kind": "binary"}})
+    f = next(f for f in res.findings if f.check == "labels.binary_out_of_range")
+    assert f.rows == (0,) and "{0, 255}" in f.message and f.details["max"] == 255.0
+    assert "regression" in skip(run(df, {"columns": {"target": "target"}}), "labels.binary_out_of_range")
+
+
+def test_target_scale_from_shard_stats(tmp_path):
+    pl.DataFrame({"price": [1e5, 3e5, 2e5], "text": ["a", "b", "c"]}).write_parquet(tmp_path / "a.parquet")
+    rep = datacheck.audit(str(tmp_path), config={"columns": {"target": "price"}})
+    got = [f for f in rep.findings if f.check == "dist.target_scale"]
+    assert len(got) == 1 and got[0].details["mean"] == 2e5 and got[0].severity == "warn"
+    rep = datacheck.audit(str(tmp_path), config={"columns": {"target": "price"}, "numeric": {"target_scale_warn": 1e6}})
+    assert not [f for f in rep.findings if f.check == "dist.target_scale"]
+
+
+def test_ctc_infeasible_counts_repeats():
+    # 4 frames, downsample 2 -> 2 steps; labels [5, 5] need 3 (a blank between the repeats)
+    df = pl.DataFrame({"input_lengths": [4, 6, 4], "labels": [[5, 5, IGN], [5, 5], [5, 6]]})
+    res = run(df, {"labels": {"ctc_downsample": 2}})
+    assert rows(res, "length.ctc_infeasible:labels") == [0]
+
+
+def test_position_out_of_range_without_position_ids():
+    df = pl.DataFrame({"input_ids": [[1] * 5, [1] * 3]})
+    res = run(df, {"tokens": {"max_position_embeddings": 4}})
+    assert rows(res, "tokens.position_out_of_range:input_ids") == [0]
+    assert skip(run(df), "tokens.position_out_of_range") == "[tokens] max_position_embeddings is not set"
+
+
+def test_packing_boundaries_seq_lens_and_cu_seqlens():
+    df = pl.DataFrame({"input_ids": [[5] * 5, [5] * 5], "seq_lens": [[2, 3], [2, 2]],
+                       "cu_seqlens": [[0, 2, 5], [0, 3, 2]]})
+    res = run(df)
+    assert rows(res, "packing.boundary_mismatch:seq_lens") == [1]
+    assert rows(res, "packing.boundary_mismatch:cu_seqlens") == [1]
+    res = run(pl.DataFrame({"input_ids": [[5]]}))
+    assert "document_ids, seq_lens or cu_seqlens" in skip(res, "packing.boundary_mismatch")
+
+
+def test_packing_efficiency_stat():
+    df = pl.DataFrame({"input_ids": [[5, 5, 5, 0], [5, 5, 5, 5]], "attention_mask": [[1, 1, 1, 0], [1, 1, 1, 1]],
+                       "document_ids": [[0, 0, 1, 1], [0, 1, 2, 3]]})
+    st = run(df).stats
+    assert st["packing"] == {"documents": 6, "slots": 8, "real_tokens": 7, "efficiency": 7 / 8}
+
+
+def test_sft_skips_name_the_missing_fact():
+    df = pl.DataFrame({"input_ids": [[1, 2]], "labels": [[1, 2]]})
+    res = run(df)
+    assert "assistant_mask" in skip(res, "sft.prompt_supervised")
+    assert "eot_token_ids" in skip(res, "sft.eot_unsupervised")
+    assert skip(res, "sft.double_bos") == "[tokens] bos_token_id is not set"
+    assert skip(res, "sft.truncated_response") == "[tokens] max_seq_len is not set"
+
+
+def test_sft_supervised_token_counts_for_every_row():
+    df = pl.DataFrame({"input_ids": [[1, 5, 2], [1, 5, 6]], "labels": [[IGN, 5, 2], [IGN, IGN, IGN]],
+                       "assistant_mask": [[0, 1, 1], [0, 1, 1]]})
+    st = run(df, {"tokens": {"eos_token_id": 2}}).stats["supervised_tokens"]
+    assert st["per_row"] == [2, 0] and st["zero_rows"] == 1 and st["total"] == 2
+
+
+def test_periodic_tokens_details():
+    row = [9, 8] + [4, 7, 7] * 40
+    res = run(pl.DataFrame({"input_ids": [row, list(range(100))]}))
+    f = next(f for f in res.findings if f.check == "content.periodic_tokens")
+    assert f.rows == (0,)
+    run0 = f.details["runs"][0]
+    assert run0["row"] == 0 and run0["run"]["period"] == 3 and run0["run"]["start"] == 2 and run0["run"]["repeats"] == 40

@@ -1,0 +1,300 @@
+"""Property tests of the fine-tuning rules (sft, packing, content, positions, targets): each
+vectorized check equals a plain-Python reference on random data, for both label conventions and
+left and right padding."""
+from __future__ import annotations
+
+import os
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from datacheck.engine.shard import audit_frame
+from datacheck.model.config import config_from_dict
+
+SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+IGN = -100
+BOS, EOT, EOS, PAD = 1, 2, 3, 0
+STOP = {EOT, EOS}
+
+
+def failing(df: pl.DataFrame, config: dict) -> dict[str, set[int]]:
+    res = audit_frame(df, config_from_dict(config))
+    assert res.readable, res.findings
+    assert not [s for s in res.skipped if s.error], res.skipped
+    return {k: set(v) for k, v in res.failing_rows.items()}
+
+
+@st.composite
+def sft_rows(draw, n_max: int = 8):
+    """Rows of equal-length input_ids / labels / assistant_mask / attention_mask (padding on a drawn side)."""
+    n = draw(st.integers(1, n_max))
+    side = draw(st.sampled_from(["right", "left"]))
+    rows = []
+    for _ in range(n):
+        length = draw(st.integers(1, 10))
+        real = draw(st.integers(0, length))
+        ids = draw(st.lists(st.sampled_from([BOS, EOT, EOS, 5, 6, 7]), min_size=real, max_size=real))
+        lab = [draw(st.sampled_from([IGN, x, 6])) for x in ids]
+        am = draw(st.lists(st.sampled_from([0, 1]), min_size=real, max_size=real))
+        pad = length - real
+        if side == "right":
+            rows.append((ids + [PAD] * pad, lab + [IGN] * pad, am + [0] * pad, [1] * real + [0] * pad))
+        else:
+            rows.append(([PAD] * pad + ids, [IGN] * pad + lab, [0] * pad + am, [0] * pad + [1] * real))
+    df = pl.DataFrame({"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows],
+                       "assistant_mask": [r[2] for r in rows], "attention_mask": [r[3] for r in rows]},
+                      schema={c: pl.List(pl.Int64) for c in ("input_ids", "labels", "assistant_mask", "attention_mask")})
+    return df, side, rows
+
+
+def sup_tok(lab: list[int], k: int, shifted: bool) -> bool:
+    if shifted:
+        return k >= 1 and lab[k - 1] != IGN
+    return lab[k] != IGN
+
+
+def ref_prompt(row, shifted) -> bool:
+    ids, lab, am, m = row
+    for k in range(len(ids)):
+        after = ids[k] in STOP and k >= 1 and am[k - 1] == 1
+        if sup_tok(lab, k, shifted) and m[k] == 1 and am[k] != 1 and not after:
+            return True
+    return False
+
+
+def ref_eot(row, shifted) -> bool:
+    ids, lab, am, m = row
+    for k in range(len(ids)):
+        closing = ids[k] in STOP and (am[k] == 1 or (k >= 1 and am[k - 1] == 1))
+        if closing and m[k] == 1 and not sup_tok(lab, k, shifted):
+            return True
+    return False
+
+
+def ref_truncated(row, max_len) -> bool:
+    ids, lab, am, m = row
+    sup = [x for x in lab if x != IGN]
+    return sum(m) >= max_len and bool(sup) and sup[-1] not in STOP
+
+
+def ref_double_bos(row, side) -> bool:
+    ids, lab, am, m = row
+    start = len(ids) - sum(m) if side == "left" else 0
+    return ids[start:start + 2] == [BOS, BOS]
+
+
+@SETTINGS
+@given(data=sft_rows(), shifted=st.booleans(), max_len=st.integers(1, 10))
+def test_sft_rules_match_reference(data, shifted, max_len):
+    df, side, rows = data
+    cfg = {"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS, "bos_token_id": BOS, "pad_token_id": PAD,
+                      "padding_side": side, "max_seq_len": max_len}, "labels": {"shifted": shifted}}
+    got = failing(df, cfg)
+    idx = range(len(rows))
+    assert got.get("sft.prompt_supervised:labels", set()) == {i for i in idx if ref_prompt(rows[i], shifted)}
+    assert got.get("sft.eot_unsupervised:labels", set()) == {i for i in idx if ref_eot(rows[i], shifted)}
+    assert got.get("sft.truncated_response:labels", set()) == {i for i in idx if ref_truncated(rows[i], max_len)}
+    assert got.get("sft.double_bos:input_ids", set()) == {i for i in idx if ref_double_bos(rows[i], side)}
+    assert got.get("sft.assistant_mask_empty:assistant_mask", set()) == {
+        i for i in idx if rows[i][2] and max(rows[i][2]) == 0}
+    # padding.pad_attended: pad id with mask 1 (pad != eos here)
+    assert got.get("padding.pad_attended:attention_mask", set()) == {
+        i for i in idx if any(x == PAD and mm == 1 for x, mm in zip(rows[i][0], rows[i][3]))}
+
+
+def ref_template_spans(ids: list[int], tmpl: list[int]) -> list[bool]:
+    inside, out = False, []
+    for k in range(len(ids)):
+        if k >= len(tmpl) and ids[k - len(tmpl):k] == tmpl:
+            inside = True
+        elif k >= 1 and ids[k - 1] in STOP:
+            inside = False
+        out.append(inside)
+    return out
+
+
+@SETTINGS
+@given(data=sft_rows(), shifted=st.booleans())
+def test_prompt_supervised_from_response_template(data, shifted):
+    df, _side, rows = data
+    df = df.drop("assistant_mask")
+    tmpl = [5, 6]
+    cfg = {"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS}, "labels": {"shifted": shifted},
+           "sft": {"response_template_ids": tmpl}}
+    got = failing(df, cfg)
+    want_p, want_e = set(), set()
+    for i, (ids, lab, _am, m) in enumerate(rows):
+        span = ref_template_spans(ids, tmpl)
+        asst = [1 if s else 0 for s in span]
+        if ref_prompt((ids, lab, asst, m), shifted):
+            want_p.add(i)
+        if ref_eot((ids, lab, asst, m), shifted):
+            want_e.add(i)
+    assert got.get("sft.prompt_supervised:labels", set()) == want_p
+    assert got.get("sft.eot_unsupervised:labels", set()) == want_e
+
+
+# ---------------------------------------------------------------- packing
+@st.composite
+def packed_rows(draw):
+    n = draw(st.integers(1, 8))
+    rows = []
+    for _ in range(n):
+        docs = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+        pos, did, lab = [], [], []
+        for d, ln in enumerate(docs):
+            pos += list(range(ln))
+            did += [d] * ln
+            lab += [draw(st.sampled_from([IGN, 5, EOT])) for _ in range(ln)]
+        if draw(st.booleans()):  # corrupt a position id
+            k = draw(st.integers(0, len(pos) - 1))
+            pos[k] = draw(st.integers(0, 5))
+        if draw(st.booleans()):  # corrupt a document id
+            k = draw(st.integers(0, len(did) - 1))
+            did[k] = draw(st.integers(0, 4))
+        ids = [draw(st.sampled_from([5, 6, 7])) for _ in pos]
+        rows.append((ids, lab, pos, did, docs))
+    return rows
+
+
+def ref_starts_docids(did):
+    return [k for k in range(len(did)) if k == 0 or did[k] != did[k - 1]]
+
+
+def ref_pos_not_reset(pos, starts) -> bool:
+    return any((pos[k] != 0) if k in starts else (pos[k] != pos[k - 1] + 1) for k in range(len(pos)))
+
+
+def ref_cross(lab, starts, shifted) -> bool:
+    later = [s for s in starts if s > 0]
+    if not shifted:
+        return any(lab[s] != IGN for s in later)
+    return any(lab[s - 1] != IGN and lab[s - 1] not in STOP for s in later)
+
+
+@SETTINGS
+@given(rows=packed_rows(), shifted=st.booleans(), how=st.sampled_from(["document_ids", "seq_lens", "cu_seqlens",
+                                                                         "position_ids"]))
+def test_packing_rules_match_reference(rows, shifted, how):
+    cols = {"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows], "position_ids": [r[2] for r in rows]}
+    if how == "document_ids":
+        cols["document_ids"] = [r[3] for r in rows]
+    elif how == "seq_lens":
+        cols["seq_lens"] = [r[4] for r in rows]
+    elif how == "cu_seqlens":
+        cols["cu_seqlens"] = [[sum(r[4][:j]) for j in range(len(r[4]) + 1)] for r in rows]
+    df = pl.DataFrame(cols, schema={c: pl.List(pl.Int64) for c in cols})
+    got = failing(df, {"labels": {"shifted": shifted}, "tokens": {"eot_token_ids": [EOT]}})
+    want_pos, want_cross, want_bound = set(), set(), set()
+    for i, (ids, lab, pos, did, docs) in enumerate(rows):
+        if how == "document_ids":
+            starts = ref_starts_docids(did)
+            runs = len(starts)
+            if len(set(did)) != runs:
+                want_bound.add(i)
+        elif how == "position_ids":
+            starts = [k for k in range(len(pos)) if k == 0 or pos[k] == 0]
+        else:
+            starts = [sum(docs[:j]) for j in range(len(docs))]
+        if ref_pos_not_reset(pos, starts):
+            want_pos.add(i)
+        if ref_cross(lab, starts, shifted):
+            want_cross.add(i)
+    assert got.get("packing.position_ids_not_reset:position_ids", set()) == want_pos
+    assert got.get("packing.cross_document_label:labels", set()) == want_cross
+    bound = set().union(*[v for k, v in got.items() if k.startswith("packing.boundary_mismatch")])
+    assert bound == want_bound
+
+
+# ---------------------------------------------------------------- content, positions, targets
+def ref_periodic(ids: list[int]) -> bool:
+    for p in range(1, 14):
+        need = 31 * p
+        run = 0
+        for j in range(len(ids) - p):
+            run = run + 1 if ids[j] == ids[j + p] else 0
+            if run >= need:
+                return True
+    return False
+
+
+@st.composite
+def maybe_periodic(draw):
+    n = draw(st.integers(1, 6))
+    out = []
+    for _ in range(n):
+        pre = draw(st.lists(st.integers(0, 3), max_size=5))
+        p = draw(st.integers(1, 13))
+        unit = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
+        reps = draw(st.integers(25, 34))
+        body = (unit * reps)[: draw(st.integers(p * 25, p * reps))]
+        out.append(pre + body + draw(st.lists(st.integers(0, 3), max_size=5)))
+    return out
+
+
+@SETTINGS
+@given(rows=maybe_periodic())
+def test_periodic_tokens_match_reference(rows):
+    df = pl.DataFrame({"input_ids": rows}, schema={"input_ids": pl.List(pl.Int64)})
+    got = failing(df, {})
+    assert got.get("content.periodic_tokens:input_ids", set()) == {i for i, r in enumerate(rows) if ref_periodic(r)}
+
+
+def ref_shift(ids, lab, shifted) -> bool:
+    sup = [i for i in range(len(lab)) if lab[i] != IGN]
+    nxt = [i for i in sup if i + 1 < len(ids)]
+    if not sup:
+        return False
+    same = sum(lab[i] == ids[i] for i in sup) / len(sup)
+    nx = sum(lab[i] == ids[i + 1] for i in nxt) / len(nxt) if nxt else None
+    if nx is None:
+        return False
+    return (nx >= 0.9 and same < 0.9) if not shifted else (same >= 0.9 and nx < 0.9)
+
+
+@st.composite
+def shift_rows(draw):
+    n = draw(st.integers(1, 8))
+    rows = []
+    for _ in range(n):
+        ids = draw(st.lists(st.integers(0, 4), min_size=1, max_size=10))
+        how = draw(st.sampled_from(["same", "next", "random"]))
+        if how == "same":
+            lab = list(ids)
+        elif how == "next":
+            lab = ids[1:] + [IGN]
+        else:
+            lab = draw(st.lists(st.integers(0, 4), min_size=len(ids), max_size=len(ids)))
+        lab = [IGN if draw(st.integers(0, 4)) == 0 else x for x in lab]
+        rows.append((ids, lab))
+    return rows
+
+
+@SETTINGS
+@given(rows=shift_rows(), shifted=st.booleans())
+def test_shift_mismatch_matches_reference(rows, shifted):
+    df = pl.DataFrame({"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows]},
+                      schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
+    got = failing(df, {"labels": {"shifted": shifted}})
+    assert got.get("labels.shift_mismatch:labels", set()) == {i for i, (a, b) in enumerate(rows) if ref_shift(a, b, shifted)}
+
+
+@SETTINGS
+@given(rows=st.lists(st.tuples(st.integers(0, 12), st.lists(st.integers(-1, 4), max_size=6)), min_size=1, max_size=8),
+       ds=st.integers(1, 3), kmax=st.integers(1, 6))
+def test_ctc_and_positions_match_reference(rows, ds, kmax):
+    labels = [[IGN if x == -1 else x for x in lab] for _, lab in rows]
+    pos = [list(range(len(lab))) for lab in labels]
+    df = pl.DataFrame({"input_lengths": [r[0] for r in rows], "labels": labels, "position_ids": pos},
+                      schema={"input_lengths": pl.Int64, "labels": pl.List(pl.Int64), "position_ids": pl.List(pl.Int64)})
+    got = failing(df, {"labels": {"ctc_downsample": ds}, "tokens": {"max_position_embeddings": kmax}})
+
+    def need(lab):
+        kept = [x for x in lab if x != IGN]
+        return len(kept) + sum(kept[j] == kept[j - 1] for j in range(1, len(kept)))
+    assert got.get("length.ctc_infeasible:labels", set()) == {
+        i for i, (n, _) in enumerate(rows) if n // ds < need(labels[i])}
+    assert got.get("tokens.position_out_of_range:position_ids", set()) == {
+        i for i, p in enumerate(pos) if p and max(p) >= kmax}
