@@ -26,6 +26,7 @@ RESULT_KEYS = {
     "datacheck.clean": {"drop", "index", "index_hash", "input_rows", "kept", "metadata", "out", "quarantine",
                         "quarantined", "shards"},
     "datacheck.index.verify": {"index", "passed", "config_path", "findings"},
+    "datacheck.trace": {"curves", "data", "events", "findings", "first_bad", "logs", "passed", "streams"},
 }
 
 
@@ -72,6 +73,9 @@ def _outputs(data, tmp_path, monkeypatch):
     assert b.returncode == 0, b.stderr
     out.append(("datacheck.index.verify", *_run(monkeypatch, "index", "verify", str(data), "--index",
                                                 str(tmp_path / "idx.json"), "--format", "json")))
+    log = tmp_path / "train.log"
+    log.write_text("step=1 loss=2.0\nstep=2 loss=nan\n", encoding="utf-8")
+    out.append(("datacheck.trace", *_run(monkeypatch, "trace", str(log), "--format", "json")))
     return out
 
 
@@ -90,6 +94,8 @@ def test_every_enveloped_verb(data, tmp_path, monkeypatch):
     assert rc == 0 and (cl["input_rows"], cl["kept"], cl["quarantined"]) == (5, 4, 1)
     rc, ver = by["datacheck.index.verify"]
     assert rc == 0 and ver["passed"] is True and ver["findings"] == []
+    rc, tr = by["datacheck.trace"]
+    assert rc == 1 and tr["first_bad"]["step"] == 2 and tr["passed"] is False
 
 
 def test_report_verbs_print_the_report_not_an_envelope(data, tmp_path, monkeypatch):
