@@ -216,18 +216,26 @@ class _Spike(Rule):
         if x is None or not math.isfinite(x):
             return
         det = self.det.setdefault(s.key, SpikeDetector(self.opts.spike))
-        prev_val = getattr(s.prev, self.metric) if s.prev is not None else None
-        d = _details(s, rec, value=x, previous_value=prev_val)
-        run = self.pending.setdefault(s.key, [])
         hit = det.feed(x)
-        d["threshold"] = det.threshold
-        if det.rule.kind == "foundry":
-            run[:] = (run + [(rec, d)])[-(det.rule.patience + 1):] if det.run else []
+        if det.rule.kind == "foundry":  # the run's records, details built while the stream state is theirs
+            run = self.pending.setdefault(s.key, [])
+            if det.run:
+                run.append((rec, self._details(rec, s, x, det.threshold)))
+                del run[:-(det.rule.patience + 1)]
+            else:
+                run.clear()
             if hit:
-                d = run[0][1]
+                self.count[s.key] = self.count.get(s.key, 0) + 1
+                self.first.setdefault(s.key, (s, run[0][1]))
+            return
         if hit:
             self.count[s.key] = self.count.get(s.key, 0) + 1
-            self.first.setdefault(s.key, (s, d))
+            if s.key not in self.first:
+                self.first[s.key] = (s, self._details(rec, s, x, det.threshold))
+
+    def _details(self, rec: StepRecord, s: Stream, x: float, threshold: float | None) -> dict[str, Any]:
+        prev_val = getattr(s.prev, self.metric) if s.prev is not None else None
+        return _details(s, rec, value=x, previous_value=prev_val, threshold=threshold)
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out = []

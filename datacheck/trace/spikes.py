@@ -83,7 +83,9 @@ class SpikeDetector:
     def __init__(self, rule: SpikeRule):
         self.rule = rule
         self.first: list[float] = []
-        self.win: deque[float] = deque(maxlen=rule.window)
+        self.win: deque[float] = deque()
+        self.total = 0.0  # running sum and sum of squares of ``win``: O(1) per value
+        self.total_sq = 0.0
         self.run = 0
         self.threshold: float | None = None
 
@@ -99,10 +101,10 @@ class SpikeDetector:
             self.threshold = r.factor * max(self.first)
             return x > self.threshold
         if self.win:
-            mean = sum(self.win) / len(self.win)
+            mean = self.total / len(self.win)
             if r.kind == "olmo":
                 if len(self.win) >= OLMO_MIN_HISTORY:
-                    sd = math.sqrt(sum((v - mean) ** 2 for v in self.win) / len(self.win))
+                    sd = math.sqrt(max(self.total_sq / len(self.win) - mean * mean, 0.0))
                     self.threshold = mean + r.factor * sd
                     spike = x > self.threshold and sd > 0
             else:
@@ -110,7 +112,16 @@ class SpikeDetector:
                 spike = x > self.threshold
         if r.kind == "foundry":
             self.run = self.run + 1 if spike else 0
-            self.win.append(x)
+            self._push(x)
             return self.run == r.patience + 1
-        self.win.append(x)
+        self._push(x)
         return spike
+
+    def _push(self, x: float) -> None:
+        self.win.append(x)
+        self.total += x
+        self.total_sq += x * x
+        if len(self.win) > self.rule.window:
+            old = self.win.popleft()
+            self.total -= old
+            self.total_sq -= old * old

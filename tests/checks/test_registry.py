@@ -25,8 +25,8 @@ from datacheck.model import catalog
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import InternalError
 from datacheck.model.results import DatasetContext
-from datacheck.trace.rules import LOG_RULES
 from datacheck.model.roles import ROLE_NAMES, ROLE_TABLE, Roles, null_role_casts, resolve_roles
+from datacheck.trace.rules import LOG_RULES
 
 load_families()
 
