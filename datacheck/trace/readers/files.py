@@ -154,7 +154,7 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     except ImportError:
         raise OptionalDependencyError("reading TensorBoard event files needs the tensorboard package: "
-                                      "pip install 'datacheck[trace]'") from None
+                                      'pip install "tensorboard>=2.14" (the datacheck "trace" extra)') from None
     pending: dict[int, dict[str, Any]] = {}
 
     def flush(keep: int) -> Iterator[StepRecord]:
