@@ -23,7 +23,8 @@ __all__ = ["ENVELOPE_FORMAT_VERSION", "KINDS", "envelope", "write_envelope"]
 #: Version of the envelope and of the ``result`` layouts of the verbs below.
 ENVELOPE_FORMAT_VERSION = 1
 #: Every ``kind`` the CLI emits (one per verb with an enveloped ``--format json``).
-KINDS = ("datacheck.diff", "datacheck.inspect", "datacheck.clean", "datacheck.index.verify", "datacheck.plan")
+KINDS = ("datacheck.diff", "datacheck.inspect", "datacheck.clean", "datacheck.index.verify", "datacheck.plan",
+         "datacheck.trace")
 
 
 def envelope(kind: str, result: dict[str, Any]) -> dict[str, Any]:

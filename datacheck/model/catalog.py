@@ -14,7 +14,7 @@ __all__ = ["CheckInfo", "CATALOG", "info", "is_known"]
 @dataclass(frozen=True)
 class CheckInfo:
     id: str
-    level: str  # "row" | "shard" | "dataset"
+    level: str  # "row" | "shard" | "dataset"; training-log checks (datacheck trace): "step" | "run"
     severity: str  # default: "error" | "warn" | "info"
     summary: str
 
@@ -93,6 +93,14 @@ _ENTRIES = [
     ("batch.no_batches", "dataset", "error", "fewer samples than one batch with drop_last"),
     ("batch.wraparound", "dataset", "info", "a distributed sampler pads by repeating samples"),
     ("batch.no_supervised_tokens", "dataset", "error", "a micro-batch has 0 supervised tokens"),
+    ("log.non_finite", "step", "error", "a loss or grad norm is NaN or inf; the first such step per rank"),
+    ("log.loss_spike", "step", "warn", "the loss exceeds the spike rule (megatron, foundry, olmo or user)"),
+    ("log.grad_norm_spike", "step", "warn", "the gradient norm exceeds the spike rule"),
+    ("log.loss_scale_collapse", "step", "error", "the fp16 loss scale backs off several times in a row or reaches its minimum"),
+    ("log.skipped_steps", "run", "warn", "optimizer steps were skipped: count and first step"),
+    ("log.step_regression", "step", "info", "step numbers go back (a resume from an earlier checkpoint)"),
+    ("log.lr_discontinuity", "step", "warn", "the learning rate jumps at a resume point or warmup restarts"),
+    ("log.rank_divergence", "step", "warn", "one rank goes non-finite or diverges while others do not, or ranks are unseen"),
 ]
 
 CATALOG: dict[str, CheckInfo] = {e[0]: CheckInfo(*e) for e in _ENTRIES}

@@ -26,6 +26,7 @@ from datacheck.model.config import config_from_dict
 from datacheck.model.errors import InternalError
 from datacheck.model.results import DatasetContext
 from datacheck.model.roles import ROLE_NAMES, ROLE_TABLE, Roles, null_role_casts, resolve_roles
+from datacheck.trace.rules import LOG_RULES
 
 load_families()
 
@@ -38,6 +39,8 @@ def test_every_catalog_id_has_exactly_one_producer_or_is_listed_not_built():
         producers.setdefault(cid, []).append(fn.__module__)
     for cid, module in READER_IDS.items():
         producers.setdefault(cid, []).append(module)
+    for cid, rule in LOG_RULES.items():  # training-log checks run on log records (datacheck trace)
+        producers.setdefault(cid, []).append(rule.__module__)
     for cid in catalog.CATALOG:
         if cid in NOT_BUILT:
             assert cid not in producers, f"{cid} is built and listed in NOT_BUILT"
@@ -51,6 +54,8 @@ def test_every_catalog_id_has_exactly_one_producer_or_is_listed_not_built():
     # each check ID is produced by the module of its family (dup.shard lives with the shard-set checks)
     assert CHECKS["tokens.type_id_out_of_range"].module == "datacheck.checks.tokens"
     assert CHECKS["index.empty_shard"].module == "datacheck.checks.index"
+    assert {c for c in catalog.CATALOG if c.startswith("log.")} == set(LOG_RULES)
+    assert not set(LOG_RULES) & set(CHECKS)
 
 
 def test_registration_refuses_unknown_ids_roles_facts_and_second_producers():

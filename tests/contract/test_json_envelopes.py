@@ -27,6 +27,7 @@ RESULT_KEYS = {
                         "quarantined", "shards"},
     "datacheck.index.verify": {"index", "passed", "config_path", "findings"},
     "datacheck.plan": {"config", "plan", "ledger", "step"},
+    "datacheck.trace": {"curves", "data", "events", "findings", "first_bad", "logs", "passed", "streams"},
 }
 
 
@@ -77,6 +78,9 @@ def _outputs(data, tmp_path, monkeypatch):
     (tmp_path / "batch.toml").write_text("[batch]\nbatch_size = 2\nshuffle = false\n")
     out.append(("datacheck.plan", *_run(monkeypatch, "plan", str(data), "--config", str(tmp_path / "batch.toml"),
                                         "--step", "0", "--format", "json")))
+    log = tmp_path / "train.log"
+    log.write_text("step=1 loss=2.0\nstep=2 loss=nan\n", encoding="utf-8")
+    out.append(("datacheck.trace", *_run(monkeypatch, "trace", str(log), "--format", "json")))
     return out
 
 
@@ -98,6 +102,8 @@ def test_every_enveloped_verb(data, tmp_path, monkeypatch):
     rc, plan = by["datacheck.plan"]
     assert rc == 0 and plan["plan"]["rows"] == 5 and plan["plan"]["steps_per_epoch"] == 3
     assert [(r["shard"], r["row"]) for r in plan["step"]["rows"]] == [("s0.parquet", 0), ("s0.parquet", 1)]
+    rc, tr = by["datacheck.trace"]
+    assert rc == 1 and tr["first_bad"]["step"] == 2 and tr["passed"] is False
 
 
 def test_report_verbs_print_the_report_not_an_envelope(data, tmp_path, monkeypatch):

@@ -1,0 +1,232 @@
+"""The data side of a trace: step -> global row indices (a recorded ledger), those rows read through the
+one read path, audited with every check, and exported for a fixed-batch replay.
+
+The seam with the batch planner / ``record_batches`` (``datacheck.torch``, another branch): anything
+that gives ``{step: {rank: [global row index, ...]}}`` plugs into :func:`audit_step_rows`. Until that
+lands, :func:`read_ledger` reads OLMo's per-rank data-index files (``data-indices/rank{R}.tsv.gz``,
+written by OLMo's trainer: one line per step, ``step<TAB>index<TAB>index...``; plain ``.tsv`` and
+comma-separated indices accepted too).
+
+Global row index = position in the dataset's shards concatenated in discovery order (sorted
+relative paths, :func:`datacheck.io.discover.discover`), 0-based, as a map-style dataset over those
+shards numbers its samples.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import polars as pl
+
+from datacheck.engine.shard import audit_frame
+from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.io.hashing import hash_file, index_hash
+from datacheck.io.outputs import write_bytes_atomic
+from datacheck.io.read import open_for_checks
+from datacheck.io.readers import Unreadable
+from datacheck.model.config import Config
+from datacheck.model.errors import UsageError
+from datacheck.model.findings import Finding
+
+__all__ = ["StepRows", "read_ledger", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
+
+#: columns added to exported rows
+ROW_COLUMN, STEP_COLUMN, RANK_COLUMN = "__dc_row", "__dc_step", "__dc_rank"
+_RANK_FILE = re.compile(r"rank(\d+)\.tsv(\.gz)?$")
+
+#: step -> rank -> global row indices, in batch order
+StepRows = dict[int, dict[int, list[int]]]
+
+
+def read_ledger(folder: str | Path, steps: Iterable[int]) -> StepRows:
+    """The rows of ``steps`` from a ledger folder of per-rank files ``rank{R}.tsv[.gz]`` (a
+    ``data-indices/`` subfolder is looked into). Streams each file; keeps only the wanted steps.
+    A step logged twice (a resume) keeps its last occurrence.
+
+    Raises:
+        UsageError: no ``rank*.tsv[.gz]`` file in the folder, or a line whose fields are not integers
+            (the message names file and line).
+    """
+    d = Path(folder)
+    if (d / "data-indices").is_dir():
+        d = d / "data-indices"
+    files = sorted((p for p in d.iterdir() if _RANK_FILE.search(p.name)), key=lambda p: p.name) if d.is_dir() else []
+    if not files:
+        raise UsageError(f"--ledger {folder}: no rank<R>.tsv.gz files (OLMo data-indices, or record_batches' "
+                         "ledger); give the folder that holds them")
+    want = set(steps)
+    out: StepRows = {}
+    for p in files:
+        rank = int(_RANK_FILE.search(p.name).group(1))  # type: ignore[union-attr]
+        opener = gzip.open if p.name.endswith(".gz") else open
+        with opener(p, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+            for n, line in enumerate(f, 1):
+                head, _, rest = line.partition("\t")
+                try:
+                    step = int(head)
+                    if step not in want:
+                        continue
+                    idx = [int(x) for x in re.split(r"[\t,\s]+", rest.strip()) if x]
+                except ValueError:
+                    raise UsageError(f"{p}:{n}: not 'step<TAB>index<TAB>...' integers: {line[:80]!r}") from None
+                out.setdefault(step, {})[rank] = idx
+    return out
+
+
+@dataclass
+class DatasetIndex:
+    """The dataset's shards, their row counts and the global index of their first row."""
+
+    root: Path
+    shards: list[DiscoveredShard]
+    starts: list[int]
+    rows: list[int]
+    cfg: Config
+
+    @classmethod
+    def build(cls, paths: list[str], cfg: Config) -> "DatasetIndex":
+        """Discover the shards and count their rows (through :func:`open_for_checks`).
+
+        Raises:
+            UsageError: no shard found, or a shard cannot be read (its rows cannot be numbered).
+        """
+        disc = discover(paths, cfg.dataset.format)
+        starts, rows, n = [], [], 0
+        for ds in disc.shards:
+            try:
+                k = int(open_for_checks(ds, cfg).lf.select(pl.len()).collect().item())
+            except Unreadable as exc:
+                raise UsageError(f"{ds.rel}: unreadable ({exc.reason}): its rows cannot be numbered; "
+                                 "run datacheck audit on the data first") from None
+            starts.append(n)
+            rows.append(k)
+            n += k
+        return cls(root=disc.root, shards=disc.shards, starts=starts, rows=rows, cfg=cfg)
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows)
+
+    def index_hash(self) -> str:
+        """The data's ``index_hash`` (as the audit report records it)."""
+        return index_hash([(ds.rel, hash_file(ds.path)[0]) for ds in self.shards])
+
+    def locate(self, rows: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+        """shard number -> ``[(global row, local row)]``.
+
+        Raises:
+            UsageError: a row is negative or beyond the dataset's rows.
+        """
+        out: dict[int, list[tuple[int, int]]] = {}
+        for g in rows:
+            if not 0 <= g < self.total:
+                raise UsageError(f"row index {g} is outside the dataset's {self.total} rows "
+                                 "(the ledger belongs to other data, or a different shard order?)")
+            i = max(k for k, s in enumerate(self.starts) if s <= g and self.rows[k] > g - s)
+            out.setdefault(i, []).append((g, g - self.starts[i]))
+        return out
+
+
+@dataclass
+class RowAudit:
+    """The audit of exactly the rows of some steps.
+
+    Attributes:
+        steps: the steps audited, ``{step: {rank: [global rows]}}``.
+        findings: per shard, the findings over its selected rows (``rows`` are global indices).
+        row_checks: global row -> the check IDs (``check:column``) that row fails.
+        supervised_tokens: ``{step: {rank: tokens}}``: labels that are not ``ignore_index`` (token
+            labels), None when the data has no token ``labels`` column.
+        skipped: ``[(check, reason)]`` of the checks that could not run on these rows.
+        frame: the selected rows with ``__dc_row``, ``__dc_step``, ``__dc_rank`` (for the export).
+    """
+
+    steps: StepRows
+    findings: list[Finding] = field(default_factory=list)
+    row_checks: dict[int, list[str]] = field(default_factory=dict)
+    supervised_tokens: dict[int, dict[int, int]] | None = None
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    frames: list[pl.DataFrame] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"steps": {str(s): {str(r): v for r, v in rr.items()} for s, rr in sorted(self.steps.items())},
+                "findings": [f.to_dict() for f in self.findings],
+                "row_checks": {str(k): v for k, v in sorted(self.row_checks.items())},
+                "supervised_tokens": None if self.supervised_tokens is None else
+                {str(s): {str(r): t for r, t in rr.items()} for s, rr in sorted(self.supervised_tokens.items())},
+                "skipped": [{"check": c, "reason": r} for c, r in self.skipped]}
+
+
+def audit_step_rows(dataset: DatasetIndex, steps: StepRows) -> RowAudit:
+    """Read exactly the rows of ``steps`` (each shard through :func:`open_for_checks`) and audit them
+    with every check (:func:`datacheck.engine.shard.audit_frame`, one frame per shard).
+
+    Returns:
+        The :class:`RowAudit`; finding rows are mapped back to global row indices.
+    """
+    cfg = dataset.cfg
+    where: dict[int, list[tuple[int, int]]] = {}  # global row -> [(step, rank)]
+    for step, ranks in steps.items():
+        for rank, rows in ranks.items():
+            for g in rows:
+                where.setdefault(g, []).append((step, rank))
+    ra = RowAudit(steps=steps)
+    tokens: dict[int, dict[int, int]] = {}
+    has_labels = False
+    skipped: dict[str, str] = {}
+    for i, pairs in sorted(dataset.locate(sorted(where)).items()):
+        ds = dataset.shards[i]
+        data = open_for_checks(ds, cfg)
+        local = [lr for _, lr in pairs]
+        globals_ = [g for g, _ in pairs]
+        frame = (data.lf.with_row_index("__local").filter(pl.col("__local").is_in(local)).collect()
+                 .sort("__local").drop("__local"))
+        res = audit_frame(frame, cfg, name=ds.rel, keep_rows=True)
+        for f in res.findings:
+            ra.findings.append(f.with_(rows=tuple(globals_[r] for r in f.rows if r < len(globals_)), shards=(ds.rel,)))
+        for key, rows in res.failing_rows.items():
+            for r in rows:
+                ra.row_checks.setdefault(globals_[r], []).append(key)
+        for s in res.skipped:
+            skipped.setdefault(s.check, s.reason)
+        labels = data.roles.labels
+        if labels is not None and isinstance(data.schema.get(labels), pl.List):
+            has_labels = True
+            ign = cfg.labels.ignore
+            expr = pl.col(labels).list.eval(pl.element() != ign if ign is not None else pl.element().is_not_null()).list.sum()
+            counts = frame.select(expr.alias("n"))["n"].to_list()
+            for g, n in zip(globals_, counts):
+                for step, rank in where[g]:
+                    tokens.setdefault(step, {}).setdefault(rank, 0)
+                    tokens[step][rank] += int(n or 0)
+        ra.frames.append(frame.with_columns(pl.Series(ROW_COLUMN, globals_, dtype=pl.Int64)))
+    ra.supervised_tokens = tokens if has_labels else None
+    ra.skipped = sorted(skipped.items())
+    return ra
+
+
+def export_rows(ra: RowAudit, path: str | Path) -> int:
+    """Write the rows of the audited steps, in batch order, for a fixed-batch replay: one row per
+    (step, rank, position) with ``__dc_step``, ``__dc_rank``, ``__dc_pos`` and ``__dc_row`` (global
+    index) added, as Parquet (``.parquet``) or JSON lines (any other suffix), written atomically.
+    Replaying them (train mode, eval mode, fp32) needs the user's model: the file is its input.
+
+    Returns:
+        The number of rows written.
+    """
+    order = pl.DataFrame(
+        [(s, r, i, g) for s, rr in sorted(ra.steps.items()) for r, rows in sorted(rr.items()) for i, g in enumerate(rows)],
+        schema={STEP_COLUMN: pl.Int64, RANK_COLUMN: pl.Int64, "__dc_pos": pl.Int64, ROW_COLUMN: pl.Int64}, orient="row")
+    rows = pl.concat(ra.frames, how="diagonal_relaxed") if ra.frames else pl.DataFrame({ROW_COLUMN: []})
+    out = order.join(rows, on=ROW_COLUMN, how="left").sort([STEP_COLUMN, RANK_COLUMN, "__dc_pos"])
+    buf = io.BytesIO()
+    if str(path).endswith(".parquet"):
+        out.write_parquet(buf)
+    else:
+        out.write_ndjson(buf)
+    write_bytes_atomic(Path(path), buf.getvalue())
+    return out.height

@@ -1,0 +1,88 @@
+"""Key names of the metrics formats (JSONL, CSV, TensorBoard tags, ``key=value`` text) -> record fields.
+
+One table for every keyed format, so a key is recognised the same way in all of them. Keys are
+compared lower-cased, with the prefixes in :data:`PREFIXES` removed (W&B's ``train/loss``,
+TensorBoard's ``train/loss``, Lightning's ``train_loss``).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "to_float", "to_int", "BadValue", "RANK_IN_NAME"]
+
+#: field -> the key names that mean it (after lower-casing and prefix removal).
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "step": ("step", "global_step", "_step", "iter", "iteration", "iterations", "trainer/global_step", "it",
+             "num_steps", "optimizer_step"),
+    "loss": ("loss", "train_loss", "lm loss", "lm_loss", "training_loss", "train loss", "loss_step",
+             "train_loss_step"),
+    "grad_norm": ("grad_norm", "grad norm", "gradient_norm", "gnorm", "grad_norm_total", "total_grad_norm"),
+    "lr": ("lr", "learning_rate", "learning rate", "lr-adamw", "lr-adam", "lr-sgd", "lr_0", "lr-0"),
+    "loss_scale": ("loss_scale", "loss scale", "scaler", "grad_scale", "scale"),
+    "rank": ("rank", "global_rank", "local_rank_global", "dp_rank"),
+    "epoch": ("epoch",),
+    "tokens": ("tokens", "num_tokens", "tokens_seen", "consumed_tokens", "num_input_tokens_seen",
+               "trained tokens", "consumed samples", "consumed_samples"),
+    "wall_time": ("_timestamp", "timestamp", "wall_time", "time", "_runtime"),
+    "skipped": ("skipped", "skipped_steps", "skipped_iterations", "number of skipped iterations"),
+    "nan_steps": ("number of nan iterations", "nan_iterations"),
+}
+PREFIXES = ("train/", "train_", "training/", "trainer/", "optim/", "optimizer/", "throughput/")
+FIELD_OF: dict[str, str] = {k: f for f, keys in _ALIASES.items() for k in keys}
+STEP_KEYS = set(_ALIASES["step"])
+#: keys of evaluation metrics: a record holding one of these and no training loss is an eval record.
+EVAL_KEYS = ("eval_loss", "val_loss", "valid_loss", "validation_loss", "val/loss", "eval/loss", "val loss",
+             "validation/loss", "valid/loss", "lm loss value")
+#: a rank in a log's file name: ``rank3.log``, ``train-rank-03.jsonl``, ``log_rank_1.txt``
+RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+
+class BadValue(ValueError):
+    """A metric key whose value is not a number (the line is counted as unparsed)."""
+
+
+def field_of(key: str) -> str | None:
+    """The record field ``key`` names, or None. ``"train/loss"`` -> ``"loss"``; ``"val_loss"`` -> None."""
+    k = key.strip().lower()
+    if k in FIELD_OF:
+        return FIELD_OF[k]
+    for p in PREFIXES:
+        if k.startswith(p) and k[len(p):] in FIELD_OF:
+            return FIELD_OF[k[len(p):]]
+    return None
+
+
+def to_float(v: Any, key: str) -> float | None:
+    """A metric value as float: numbers, numeric strings, ``nan``/``inf`` (any case), ``None``/``""`` -> None.
+
+    Raises:
+        BadValue: a string or object that is not a number.
+    """
+    if v is None or v == "":
+        return None
+    if isinstance(v, bool):
+        raise BadValue(f"{key}: {v!r} is not a number")
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            raise BadValue(f"{key}: {v!r} is not a number") from None
+    raise BadValue(f"{key}: {type(v).__name__} value is not a number")
+
+
+def to_int(v: Any, key: str) -> int | None:
+    """A step/rank/count as int (``"10"``, ``10.0`` accepted; ``10.5``, NaN refused).
+
+    Raises:
+        BadValue: not an integral number.
+    """
+    f = to_float(v, key)
+    if f is None:
+        return None
+    if not math.isfinite(f) or f != int(f):
+        raise BadValue(f"{key}: {v!r} is not an integer")
+    return int(f)

@@ -1,0 +1,189 @@
+"""Whole-file log formats: Hugging Face ``trainer_state.json``, JSONL metrics, CSV metrics, TensorBoard
+event files. Each streams records (JSONL/CSV one line at a time, TensorBoard one event at a time);
+``trainer_state.json`` is one JSON document and is parsed whole (the Trainer writes it at every
+checkpoint; its size is bounded by ``MAX_JSON_BYTES``)."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from datacheck.model.errors import OptionalDependencyError, UsageError
+from datacheck.trace.readers.fields import BadValue
+from datacheck.trace.readers.keyed import record_from_mapping
+from datacheck.trace.record import ReadStats, StepRecord
+
+__all__ = ["read_hf_state", "read_jsonl", "read_csv", "read_tensorboard", "MAX_JSON_BYTES", "MAX_LINE_CHARS",
+           "iter_lines"]
+
+#: Largest ``trainer_state.json`` parsed (bytes): it is one document, read whole. Real ones are a few MB.
+MAX_JSON_BYTES = 512 * 1024 * 1024
+#: Longest line read (characters); a longer line is cut there and counted as unparsed, so a file
+#: without newlines cannot exhaust memory.
+MAX_LINE_CHARS = 1 << 20
+#: TensorBoard steps held while their tags arrive (events of one step are written together).
+_TB_PENDING = 64
+
+
+def iter_lines(path: Path, stats: ReadStats) -> Iterator[tuple[int, str]]:
+    """``(1-based line, text)`` of a text file, streamed (universal newlines, so tqdm's ``\\r``
+    splits lines; undecodable bytes replaced). A line over :data:`MAX_LINE_CHARS` is counted as
+    unparsed and skipped to its end."""
+    with open(path, encoding="utf-8", errors="replace", newline=None) as f:
+        n = 0
+        while True:
+            text = f.readline(MAX_LINE_CHARS)
+            if not text:
+                return
+            n += 1
+            stats.lines = n
+            if len(text) >= MAX_LINE_CHARS and not text.endswith("\n"):
+                stats.bad(n, f"line longer than {MAX_LINE_CHARS} characters: {text[:80]}")
+                while text and not text.endswith("\n"):
+                    text = f.readline(MAX_LINE_CHARS)
+                continue
+            yield n, text.rstrip("\n")
+
+
+def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
+    """One JSON object per line (NaN/Infinity accepted, as Python's json writes them). A line that is
+    not a JSON object, or whose metric is not a number, is counted as unparsed; an object without a
+    step gets the previous step + 1 (``step_inferred``)."""
+    last: int | None = None
+    for n, text in iter_lines(path, stats):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+            if not isinstance(obj, dict):
+                raise BadValue(f"a JSON {type(obj).__name__}, not an object")
+            if "datacheck_index_hash" in obj and "datacheck_config_hash" in obj:
+                stats.identity = (str(obj["datacheck_index_hash"]), str(obj["datacheck_config_hash"]))
+            rec = record_from_mapping(obj, source, n, rank, fallback_step=0 if last is None else last + 1)
+        except (ValueError, BadValue) as exc:
+            stats.bad(n, f"{text[:120]} ({str(exc).splitlines()[0][:80]})")
+            continue
+        if rec is not None:
+            last = rec.step
+            yield rec
+
+
+def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
+    """A CSV with a header (Lightning ``CSVLogger`` ``metrics.csv``, a W&B history export): one row
+    per logged step; empty cells are "not logged". Rows holding no training/eval metric (e.g.
+    Lightning's separate validation rows without a loss column filled) give no record."""
+    delim = "\t" if path.suffix.lower() == ".tsv" else ","
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        reader = csv.DictReader(f, delimiter=delim)
+        last: int | None = None
+        for row in reader:
+            n = reader.line_num
+            stats.lines = n
+            if None in row:  # more cells than header names
+                stats.bad(n, f"{len(row[None]) + len(row) - 1} cells for {len(reader.fieldnames or [])} columns")
+                continue
+            try:
+                rec = record_from_mapping(row, source, n, rank, fallback_step=0 if last is None else last + 1)
+            except BadValue as exc:
+                stats.bad(n, f"{','.join(str(v) for v in row.values())[:120]} ({exc})")
+                continue
+            if rec is not None:
+                last = rec.step
+                yield rec
+
+
+def read_hf_state(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
+    """Hugging Face ``trainer_state.json``: its ``log_history`` entries (``loss``, ``grad_norm``,
+    ``learning_rate``, ``epoch``, ``step``; eval entries ``eval_loss``). Notes ``hf_nan_filter``
+    (the Trainer's ``logging_nan_inf_filter``, on by default, drops non-finite losses from the logged
+    average) and the ``logging_steps`` interval.
+
+    Raises:
+        UsageError: the file is larger than :data:`MAX_JSON_BYTES`, is not JSON, or has no ``log_history`` list.
+    """
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise UsageError(f"{source}: {size} bytes is too large for a trainer_state.json (limit {MAX_JSON_BYTES}); "
+                         "give the JSONL or text log instead")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as exc:
+        raise UsageError(f"{source}: not valid JSON ({exc}); a trainer_state.json cut mid-write? "
+                         "give the checkpoint's previous copy or the console log (--format text)") from None
+    hist = doc.get("log_history") if isinstance(doc, dict) else None
+    if not isinstance(hist, list):
+        raise UsageError(f"{source}: no 'log_history' list: not a Hugging Face trainer_state.json "
+                         "(force another reader with --format)")
+    stats.notes.add("hf_nan_filter")
+    if isinstance(doc.get("logging_steps"), (int, float)):
+        stats.notes.add(f"logging_steps={int(doc['logging_steps'])}")
+    for i, entry in enumerate(hist):
+        stats.lines = i + 1
+        if not isinstance(entry, dict):
+            stats.bad(i + 1, f"log_history[{i}] is a {type(entry).__name__}")
+            continue
+        try:
+            rec = record_from_mapping(entry, source, None, rank)
+        except BadValue as exc:
+            stats.bad(i + 1, f"log_history[{i}]: {exc}")
+            continue
+        if rec is not None:
+            yield rec
+
+
+def _tb_value(v: Any) -> float | None:
+    if v.HasField("simple_value"):
+        return float(v.simple_value)
+    if v.HasField("tensor") and v.tensor.float_val:
+        return float(v.tensor.float_val[0])
+    if v.HasField("tensor") and v.tensor.double_val:
+        return float(v.tensor.double_val[0])
+    return None
+
+
+def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
+    """Scalar summaries of TensorBoard event files (``events.out.tfevents.*``), read with the
+    ``tensorboard`` package's event-file loader (no TensorFlow), one event at a time. Scalars of one
+    step (tags mapped as in :mod:`datacheck.trace.readers.fields`, e.g. ``train/loss``) become one record.
+
+    Raises:
+        OptionalDependencyError: ``tensorboard`` is not installed (the message gives the install command).
+    """
+    try:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    except ImportError:
+        raise OptionalDependencyError("reading TensorBoard event files needs the tensorboard package: "
+                                      'pip install "tensorboard>=2.14" (the datacheck "trace" extra)') from None
+    pending: dict[int, dict[str, Any]] = {}
+
+    def flush(keep: int) -> Iterator[StepRecord]:
+        while len(pending) > keep:
+            step = min(pending)
+            vals = pending.pop(step)
+            try:
+                rec = record_from_mapping({**vals, "step": step}, source, None, rank)
+            except BadValue as exc:
+                stats.bad(step, f"step {step}: {exc}")
+                continue
+            if rec is not None:
+                yield rec
+
+    for path in files:
+        try:
+            for ev in EventFileLoader(str(path)).Load():
+                stats.lines += 1
+                if not ev.HasField("summary"):
+                    continue
+                for v in ev.summary.value:
+                    x = _tb_value(v)
+                    if x is None:
+                        continue
+                    slot = pending.setdefault(int(ev.step), {"_timestamp": ev.wall_time})
+                    slot[v.tag] = x
+                yield from flush(_TB_PENDING)
+        except Exception as exc:  # noqa: BLE001 - a corrupt or cut event file: counted, what was read is kept
+            stats.bad(stats.lines + 1, f"{path.name}: event file unreadable after {stats.lines} events "
+                                       f"({type(exc).__name__}: {str(exc)[:80]})")
+    yield from flush(0)
+

@@ -1,0 +1,96 @@
+"""Plain-text metric lines: ``key value``, ``key: value`` or ``key=value`` pairs on one line, e.g.
+
+- nanoGPT: ``iter 10: loss 4.6810, time 52.57ms, mfu 7.09%`` and ``step 250: train loss 1.9, val loss 2.1``;
+- mlx-lm: ``Iter 50: Train loss 1.406, Learning Rate 7.000e-05, It/sec 0.942, ...``;
+- mmengine: ``Epoch(train) [1][200/735]  lr: 1.9870e-04 ... loss: 2.7522  grad_norm: 3.0608``
+  (iteration within the epoch: the step is ``(epoch - 1) * iters_per_epoch + iter``);
+- ``epoch: 3451 loss: nan`` (a loop that logs once per epoch: the epoch is the step);
+- ``step=10 loss=2.31 lr=1e-4``.
+
+A line is a record when it names a step (``iter``, ``iteration``, ``step``, ``epoch``) and at least
+one of loss / grad norm / learning rate; a line whose metric value is not a number
+(``loss: ???``) is counted as unparsed. A line with ``val loss`` / ``Val loss`` is an eval record.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from datacheck.trace.readers.fields import BadValue, to_float
+
+__all__ = ["NAME", "parse_line", "parse_with_regex"]
+
+NAME = "key_value"
+_NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|infinity)(?![\w.])"
+_KEY = {  # normalised key (lower case, "_" as " ") -> field; "eval" = a validation loss
+    "iter": "step", "iteration": "step", "step": "step", "global step": "step", "epoch": "epoch",
+    "loss": "loss", "train loss": "loss", "lm loss": "loss",
+    "val loss": "eval", "eval loss": "eval", "validation loss": "eval",
+    "lr": "lr", "learning rate": "lr",
+    "grad norm": "grad_norm", "gnorm": "grad_norm",
+    "loss scale": "loss_scale",
+    "rank": "rank", "tokens": "tokens", "trained tokens": "tokens",
+}
+_KEYS_RE = "|".join(sorted((re.escape(k).replace(r"\ ", "[ _]") for k in _KEY), key=len, reverse=True))
+_PAIR = re.compile(rf"(?i)(?<![\w/])({_KEYS_RE})\s*[:=]?\s*(\S+?)(?=[\s,;:|%]|ms\b|$)")
+_MMENGINE = re.compile(r"Epoch\((train|val)\)\s*\[(\d+)\]\[\s*(\d+)\s*/\s*(\d+)\]")
+_NUM_RE = re.compile(rf"(?i)^{_NUM}$")
+
+
+def parse_line(text: str) -> dict[str, Any] | None:
+    """The fields of a metric line, or None when the line is not one (no step key, or no metric).
+
+    Raises:
+        BadValue: a step and a metric key are present but a metric's value is not a number.
+    """
+    found: dict[str, Any] = {}
+    bad: list[str] = []
+    mm = _MMENGINE.search(text)
+    if mm:
+        epoch, it, per = int(mm.group(2)), int(mm.group(3)), int(mm.group(4))
+        found["step"] = (epoch - 1) * per + it
+        found["epoch"] = float(epoch)
+        if mm.group(1) == "val":
+            found["split"] = "eval"
+        text = text[mm.end():]
+    for key, value in _PAIR.findall(text):
+        f = _KEY.get(re.sub(r"[ _]+", " ", key.lower()))
+        if f is None or f in found:
+            continue
+        if not _NUM_RE.match(value):
+            bad.append(f"{key}: {value!r}")
+            continue
+        v = float(value)
+        found[f] = int(v) if f in ("step", "rank") and v.is_integer() else v
+    if "step" not in found and isinstance(found.get("epoch"), float) and found["epoch"].is_integer():
+        found["step"] = int(found["epoch"])  # a loop that logs once per epoch
+    metrics = [k for k in ("loss", "lr", "grad_norm", "eval", "loss_scale") if k in found]
+    if "step" not in found or not (metrics or bad):
+        return None
+    if bad and not metrics:
+        raise BadValue("; ".join(bad) + ": not a number")
+    if "eval" in found:  # a validation line (nanoGPT's "step N: train loss A, val loss B" is one too)
+        found["split"] = "eval"
+        found["loss"] = found.pop("eval")
+    return found
+
+
+def parse_with_regex(text: str, rx: re.Pattern[str]) -> dict[str, Any] | None:
+    """The named groups of a user's ``--regex`` (``step``, ``loss``, ``lr``, ``grad_norm``,
+    ``loss_scale``, ``rank``, ``epoch``, ``tokens``) on a line it matches, or None.
+
+    Raises:
+        BadValue: a group's text is not a number.
+    """
+    m = rx.search(text)
+    if not m:
+        return None
+    out: dict[str, Any] = {}
+    for k, v in m.groupdict().items():
+        if v is None:
+            continue
+        f = to_float(v, k)
+        out[k] = int(f) if k in ("step", "rank") and f is not None and f.is_integer() else f
+    if "step" not in out:
+        raise BadValue("the --regex matched but its (?P<step>...) group did not")
+    return out

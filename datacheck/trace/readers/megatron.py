@@ -1,0 +1,69 @@
+"""Megatron-LM / Megatron-DeepSpeed iteration lines (``training.py training_log``)::
+
+     iteration       30/    1000 | consumed samples:          120 | elapsed time per iteration (ms): 1376.1 |
+     learning rate: 1.500E-04 | global batch size:     4 | lm loss: 2.247505E+01 | loss scale: 16384.0 |
+     grad norm: 16.999 | number of skipped iterations:   1 | number of nan iterations:   0 |
+
+and validation lines (``validation loss at iteration 100 | lm loss value: 7.9 | lm loss PPL: ...``).
+Megatron leaves ``lm loss`` out when every iteration of the logging interval was skipped, and averages
+only the iterations that were not skipped (``training_log``: ``total_loss_dict``); ``consumed
+samples`` is a sample count (kept as ``tokens``, unit samples). A line cut at its end (a log truncated
+mid-write) keeps the fields before the cut.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from datacheck.trace.readers.fields import BadValue, to_float, to_int
+
+__all__ = ["NAME", "parse_line"]
+
+NAME = "megatron"
+_ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
+_VALID = re.compile(r"validation loss at iteration\s+(\d+)\s*\|(.*)$")
+_KEYS = {
+    "consumed samples": "tokens", "elapsed time per iteration (ms)": "wall_time_ms", "learning rate": "lr",
+    "lm loss": "loss", "loss scale": "loss_scale", "grad norm": "grad_norm",
+    "number of skipped iterations": "skipped", "number of nan iterations": "nan_steps",
+}
+
+
+def _fields(rest: str) -> dict[str, str]:
+    out = {}
+    for part in rest.split("|"):
+        k, sep, v = part.partition(":")
+        if sep and v.strip():
+            out[k.strip().lower()] = v.strip()
+    return out
+
+
+def parse_line(text: str) -> dict[str, Any] | None:
+    """The fields of a Megatron iteration or validation line, or None for any other line.
+
+    Raises:
+        BadValue: a known field's value is not a number.
+    """
+    m = _ITER.match(text)
+    if m:
+        out: dict[str, Any] = {"step": int(m.group(1))}
+        for k, v in _fields(m.group(3)).items():
+            f = _KEYS.get(k)
+            if f is None:
+                continue
+            if f in ("skipped", "nan_steps"):
+                out[f] = to_int(v, k)
+            elif f == "wall_time_ms":
+                ms = to_float(v, k)
+                out["wall_time"] = None if ms is None else ms / 1000.0
+            else:
+                out[f] = to_float(v, k)
+        return out
+    m = _VALID.search(text)
+    if m:
+        vals = _fields(m.group(2))
+        v = vals.get("lm loss value")
+        if v is None:
+            raise BadValue("validation line without 'lm loss value'")
+        return {"step": int(m.group(1)), "loss": to_float(v, "lm loss value"), "split": "eval"}
+    return None

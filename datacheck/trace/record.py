@@ -1,0 +1,132 @@
+"""The one per-step record every log reader yields, and the reader's bookkeeping.
+
+A training log, whatever its format, becomes a stream of :class:`StepRecord` (one logged optimizer
+step of one rank) plus :class:`ReadStats` (lines read, lines that did not parse, with examples).
+Readers stream: they hold one line (or one TensorBoard event) at a time, never the whole log.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["StepRecord", "ReadStats", "BAD_LINE_EXAMPLES", "is_finite"]
+
+#: Unparsed lines kept as examples per log (the count is always exact).
+BAD_LINE_EXAMPLES = 5
+
+
+def is_finite(x: float | None) -> bool:
+    """True when ``x`` is a finite float; None (not logged) is not finite and not non-finite: callers test None first."""
+    return x is not None and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One logged training step (or logging interval) of one rank.
+
+    Attributes:
+        step: the optimizer step (iteration) number as the log gives it (int; Megatron's
+            ``iteration``, Hugging Face's ``step``, nanoGPT's ``iter``, a TensorBoard event's step).
+        source: the log file (as given on the command line).
+        line: 1-based line of the record in ``source`` (None for TensorBoard / trainer_state.json entries).
+        rank: the data-parallel rank (from a ``rank`` field, a DeepSpeed ``Rank R`` or a ``rankR`` file
+            name), None when the log does not say (then one log = one rank).
+        epoch: the epoch (float: Hugging Face logs fractional epochs), None when not logged.
+        loss: training loss (float, may be NaN/inf), None when the line has no loss (e.g. Megatron's
+            ``lm loss`` is absent when every iteration of the interval was skipped).
+        grad_norm: global gradient norm (float), None when not logged.
+        lr: learning rate (float), None when not logged.
+        loss_scale: fp16 dynamic loss scale AFTER the step (float), None when not logged.
+        skipped: optimizer steps skipped in the interval ending at ``step`` (int; Megatron's
+            ``number of skipped iterations``; 1 for a DeepSpeed/apex overflow line), None when not logged.
+        nan_steps: Megatron's ``number of nan iterations`` of the interval, None elsewhere.
+        tokens: tokens (or consumed samples, see ``tokens_unit``) so far, None when not logged.
+        wall_time: seconds: the event's wall time (TensorBoard), or the time per step/iteration
+            the log reports, None when not logged.
+        overflow: True for a loss-scale back-off event (DeepSpeed ``OVERFLOW!``, apex
+            ``Gradient overflow``): ``loss_scale`` is the new scale and ``prev_scale`` the attempted one.
+        prev_scale: the attempted (previous) loss scale of an overflow event.
+        split: ``"train"``, or ``"eval"`` for a validation line (kept for the timeline, not fed to the rules).
+        step_inferred: True when the log line carries no step number (DeepSpeed/apex overflow
+            lines): ``step`` is then the previous record's step + 1.
+    """
+
+    step: int
+    source: str
+    line: int | None = None
+    rank: int | None = None
+    epoch: float | None = None
+    loss: float | None = None
+    grad_norm: float | None = None
+    lr: float | None = None
+    loss_scale: float | None = None
+    skipped: int | None = None
+    nan_steps: int | None = None
+    tokens: float | None = None
+    wall_time: float | None = None
+    overflow: bool = False
+    prev_scale: float | None = None
+    split: str = "train"
+    step_inferred: bool = False
+
+    def where(self) -> str:
+        """``file:line`` (or the file alone) for messages."""
+        return f"{self.source}:{self.line}" if self.line is not None else self.source
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"step": self.step, "source": self.source}
+        for k in ("line", "rank", "epoch", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_steps",
+                  "tokens", "wall_time", "prev_scale"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v if not isinstance(v, float) or math.isfinite(v) else str(v)
+        if self.overflow:
+            d["overflow"] = True
+        if self.split != "train":
+            d["split"] = self.split
+        if self.step_inferred:
+            d["step_inferred"] = True
+        return d
+
+
+@dataclass
+class ReadStats:
+    """What a reader saw in one log file.
+
+    Attributes:
+        source: the file.
+        format: the format it was read as (``megatron``, ``hf_state``, ``jsonl``, ...; ``text`` for the
+            line-by-line reader, whose per-line formats are counted in ``line_formats``).
+        lines: lines (or events / entries) read.
+        records: step records produced.
+        bad_lines: lines that look like a metrics line (they hold a loss/step-like key) but do not parse.
+        bad_examples: up to :data:`BAD_LINE_EXAMPLES` of them as ``(line, text)`` (text cut to 200 chars).
+        line_formats: per-line format -> records (the text reader: mixed formats are counted, not refused).
+        notes: facts about the log a finding needs (e.g. "hf_nan_filter").
+        identity: ``(index_hash, config_hash)`` of the data the run trained on, when the log holds the
+            line :func:`datacheck.trace.identity.log_data_identity` prints.
+    """
+
+    source: str
+    format: str
+    lines: int = 0
+    records: int = 0
+    bad_lines: int = 0
+    bad_examples: list[tuple[int, str]] = field(default_factory=list)
+    line_formats: dict[str, int] = field(default_factory=dict)
+    notes: set[str] = field(default_factory=set)
+    identity: tuple[str, str] | None = None
+
+    def bad(self, line: int, text: str) -> None:
+        self.bad_lines += 1
+        if len(self.bad_examples) < BAD_LINE_EXAMPLES:
+            self.bad_examples.append((line, text.strip()[:200]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "format": self.format, "lines": self.lines, "records": self.records,
+                "bad_lines": self.bad_lines,
+                "bad_examples": [{"line": n, "text": t} for n, t in self.bad_examples],
+                "line_formats": dict(sorted(self.line_formats.items())), "notes": sorted(self.notes),
+                "identity": None if self.identity is None else
+                {"index_hash": self.identity[0], "config_hash": self.identity[1]}}

@@ -1,0 +1,466 @@
+"""The ``log.*`` checks (CHECKS.md): one rule per check ID, run over the step records of a log.
+
+Log checks run on step records, not shards, so they are registered here (:data:`LOG_RULES`), not in
+the shard registry; each ``log.*`` catalog ID has exactly this one producer
+(``tests/checks/test_registry.py`` counts both registries). A rule is fed every training record of
+every rank in log order (:meth:`Rule.feed`, with the :class:`Stream` state of the record's rank) and
+gives its findings at the end (:meth:`Rule.finish`); it keeps O(1) state per rank (windows of a fixed
+size), so a log of any length is checked in bounded memory.
+
+Every finding's ``details`` name the ``step``, the ``rank`` (or log), the ``last_good_step`` and the
+``lr`` / ``loss_scale`` at both, and ``window`` ``[first, last]``: the steps the event may have
+happened in when the log records every N steps (the first bad step is only bounded to that window).
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from datacheck.model import catalog
+from datacheck.model.errors import InternalError
+from datacheck.model.findings import Finding
+from datacheck.trace.record import StepRecord, is_finite
+from datacheck.trace.spikes import SpikeDetector, SpikeRule
+
+__all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
+           "SEARCH_SCALE", "LR_RESUME_TOLERANCE", "WARMUP_DROP", "DIVERGE_FACTOR", "stream_name"]
+
+#: consecutive loss-scale back-offs that make a collapse (CHECKS.md "several times in a row")
+COLLAPSE_RUN = 3
+#: a loss scale at or below this is collapsed (DeepSpeed's default ``min_loss_scale`` is 1)
+MIN_LOSS_SCALE = 1.0
+#: back-offs from a scale at or above 2**16 before any successful step are the fp16 initial scale
+#: search (GradScaler's and apex's ``init_scale`` is 2**16, DeepSpeed's 2**16, Megatron's 2**32), not a collapse
+SEARCH_SCALE = 65536.0
+#: relative lr difference at a resume point, against the lr the log showed at that step before, that is a jump
+LR_RESUME_TOLERANCE = 0.01
+#: an lr falling below this fraction of the previous record's lr and then rising again is a warmup restart
+WARMUP_DROP = 0.1
+#: a rank whose mean loss over its last :data:`DIVERGE_LAST` records is above this multiple of the
+#: other ranks' median diverges
+DIVERGE_FACTOR = 2.0
+DIVERGE_LAST = 10
+#: steps -> lr remembered per rank to compare the lr after a resume with the lr logged before
+_LR_MEMORY = 100_000
+
+
+def stream_name(key: Any) -> str:
+    return f"rank {key}" if isinstance(key, int) else str(key)
+
+
+@dataclass
+class Stream:
+    """Per-rank state the runner keeps for the rules.
+
+    Attributes:
+        key: the rank (int), or the log's name when the log gives no rank.
+        prev: the previous training record of this rank (None at the first).
+        last_good: the last record with a finite loss and finite grad norm (where logged) that was not an overflow.
+        ok_steps: whether an optimizer step is known to have succeeded (a finite loss with no skip).
+        records: training records seen.
+    """
+
+    key: Any
+    prev: StepRecord | None = None
+    last_good: StepRecord | None = None
+    ok_steps: bool = False
+    records: int = 0
+
+    @property
+    def name(self) -> str:
+        return stream_name(self.key)
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """What the rules need beyond the records: the spike rule, the expected world size (None =
+    unknown), and the log notes (e.g. ``hf_nan_filter``)."""
+
+    spike: SpikeRule
+    world_size: int | None = None
+    notes: frozenset[str] = field(default_factory=frozenset)
+
+
+def _at(rec: StepRecord | None) -> dict[str, Any]:
+    if rec is None:
+        return {"step": None, "lr": None, "loss_scale": None}
+    return {"step": rec.step, "lr": rec.lr, "loss_scale": rec.loss_scale, "where": rec.where()}
+
+
+def _window(s: Stream, rec: StepRecord) -> list[int]:
+    """The steps the event at ``rec`` may have happened in: after the previous logged step, up to ``rec``."""
+    lo = s.prev.step + 1 if s.prev is not None and s.prev.step < rec.step else rec.step
+    return [lo, rec.step]
+
+
+def _details(s: Stream, rec: StepRecord, **more: Any) -> dict[str, Any]:
+    good = _at(s.last_good)
+    return {"step": rec.step, "rank": s.name, "window": _window(s, rec), "where": rec.where(),
+            "lr": rec.lr, "loss_scale": rec.loss_scale, "last_good_step": good["step"],
+            "last_good_lr": good["lr"], "last_good_loss_scale": good["loss_scale"],
+            "step_inferred": rec.step_inferred, **more}
+
+
+def _context(d: dict[str, Any]) -> str:
+    w = d["window"]
+    win = f"step {w[1]}" if w[0] == w[1] else f"steps {w[0]}..{w[1]} (logged every {w[1] - w[0] + 1}: the first bad step is in this window)"
+    good = f"last good step {d['last_good_step']} (lr {_g(d['last_good_lr'])}, loss scale {_g(d['last_good_loss_scale'])})" \
+        if d["last_good_step"] is not None else "no good step before it"
+    return f"{win}; lr {_g(d['lr'])}, loss scale {_g(d['loss_scale'])}; {good}"
+
+
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _finding(cid: str, message: str, count: int, details: dict[str, Any]) -> Finding:
+    return Finding(check=cid, severity=catalog.info(cid).severity, message=message, count=count, details=details)
+
+
+class Rule:
+    """One ``log.*`` check: :meth:`feed` each training record, then :meth:`finish`."""
+
+    id = ""
+
+    def __init__(self, opts: TraceOptions):
+        self.opts = opts
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        raise NotImplementedError
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        raise NotImplementedError
+
+
+#: check ID -> its rule class (the producer of that ID)
+LOG_RULES: dict[str, type[Rule]] = {}
+
+
+def log_rule(cid: str) -> Callable[[type[Rule]], type[Rule]]:
+    """Register the producer of log check ``cid``.
+
+    Raises:
+        InternalError: ``cid`` is not a ``log.*`` catalog ID, or already has a producer.
+    """
+    def deco(cls: type[Rule]) -> type[Rule]:
+        if not catalog.is_known(cid) or not cid.startswith("log."):
+            raise InternalError(f"log rule {cid!r} ({cls.__name__}) is not a log.* ID of the catalog (CHECKS.md)")
+        if cid in LOG_RULES:
+            raise InternalError(f"log check {cid!r} has two producers: {LOG_RULES[cid].__name__} and {cls.__name__}")
+        cls.id = cid
+        LOG_RULES[cid] = cls
+        return cls
+    return deco
+
+
+@log_rule("log.non_finite")
+class NonFinite(Rule):
+    """The first record per rank whose loss or grad norm is NaN/inf; Megatron's nan-iteration counter
+    above 0; or a Megatron-style line (with a loss scale) whose loss is missing although the previous
+    record had one and not every step of the interval was skipped (Megatron averages only finite,
+    non-skipped losses, so a NaN can show up as a missing ``lm loss``: reported as suspected)."""
+
+    def __init__(self, opts: TraceOptions):
+        super().__init__(opts)
+        self.first: dict[Any, tuple[Stream, StepRecord, dict[str, Any]]] = {}
+        self.count: dict[Any, int] = {}
+
+    def _why(self, rec: StepRecord, s: Stream) -> str | None:
+        bad = [f"{k} {getattr(rec, k)}" for k in ("loss", "grad_norm")
+               if getattr(rec, k) is not None and not math.isfinite(getattr(rec, k))]
+        if bad:
+            return " and ".join(bad)
+        if rec.nan_steps:
+            return f"{rec.nan_steps} nan iteration(s) counted"
+        interval = rec.step - s.prev.step if s.prev is not None else None
+        if (rec.loss is None and rec.loss_scale is not None and s.prev is not None and s.prev.loss is not None
+                and not rec.overflow and (rec.skipped is None or interval is None or rec.skipped < interval)):
+            return "no loss logged (suspected non-finite: the loss is missing while not every step was skipped)"
+        return None
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        why = self._why(rec, s)
+        if why is None:
+            return
+        self.count[s.key] = self.count.get(s.key, 0) + 1
+        if s.key not in self.first:
+            self.first[s.key] = (s, rec, _details(s, rec, reason=why, suspected=why.startswith("no loss")))
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        out = []
+        for key, (s, rec, d) in self.first.items():
+            d["records"] = self.count[key]
+            msg = f"{s.name}: {d['reason']} at {_context(d)}; {self.count[key]} record(s) non-finite from there"
+            if "hf_nan_filter" in self.opts.notes:
+                msg += ("; Hugging Face's logging_nan_inf_filter (on by default) leaves non-finite losses out of the "
+                        "logged average, so finite logged losses before it do not prove finite steps")
+                d["hf_nan_filter"] = True
+            out.append(_finding(self.id, msg, self.count[key], d))
+        return out
+
+
+class _Spike(Rule):
+    metric = "loss"
+
+    def __init__(self, opts: TraceOptions):
+        super().__init__(opts)
+        self.det: dict[Any, SpikeDetector] = {}
+        self.pending: dict[Any, list[tuple[StepRecord, dict[str, Any]]]] = {}
+        self.first: dict[Any, tuple[Stream, dict[str, Any]]] = {}
+        self.count: dict[Any, int] = {}
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        x = getattr(rec, self.metric)
+        if x is None or not math.isfinite(x):
+            return
+        det = self.det.setdefault(s.key, SpikeDetector(self.opts.spike))
+        hit = det.feed(x)
+        if det.rule.kind == "foundry":  # the run's records, details built while the stream state is theirs
+            run = self.pending.setdefault(s.key, [])
+            if det.run:
+                run.append((rec, self._details(rec, s, x, det.threshold)))
+                del run[:-(det.rule.patience + 1)]
+            else:
+                run.clear()
+            if hit:
+                self.count[s.key] = self.count.get(s.key, 0) + 1
+                self.first.setdefault(s.key, (s, run[0][1]))
+            return
+        if hit:
+            self.count[s.key] = self.count.get(s.key, 0) + 1
+            if s.key not in self.first:
+                self.first[s.key] = (s, self._details(rec, s, x, det.threshold))
+
+    def _details(self, rec: StepRecord, s: Stream, x: float, threshold: float | None) -> dict[str, Any]:
+        prev_val = getattr(s.prev, self.metric) if s.prev is not None else None
+        return _details(s, rec, value=x, previous_value=prev_val, threshold=threshold)
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        out = []
+        for key, (s, d) in self.first.items():
+            d["rule"] = self.opts.spike.describe()
+            d["spikes"] = self.count[key]
+            msg = (f"{s.name}: {self.metric.replace('_', ' ')} {d['value']:.4g} (previous {_g(d['previous_value'])}) "
+                   f"is {d['rule']}, threshold {_g(d['threshold'])}, at {_context(d)}; {self.count[key]} spike(s)")
+            out.append(_finding(self.id, msg, self.count[key], d))
+        return out
+
+
+@log_rule("log.loss_spike")
+class LossSpike(_Spike):
+    """A loss above the spike rule (:mod:`datacheck.trace.spikes`); the first spike per rank and the count."""
+
+    metric = "loss"
+
+
+@log_rule("log.grad_norm_spike")
+class GradNormSpike(_Spike):
+    """A gradient norm above the same spike rule as the loss."""
+
+    metric = "grad_norm"
+
+
+@log_rule("log.loss_scale_collapse")
+class LossScaleCollapse(Rule):
+    """The fp16 loss scale backs off :data:`COLLAPSE_RUN` times in a row (records without a loss scale
+    do not break the run; a record whose scale stays or grows does) or reaches :data:`MIN_LOSS_SCALE`.
+    Back-offs from a scale >= :data:`SEARCH_SCALE` before any successful step are the initial scale
+    search and do not count."""
+
+    def __init__(self, opts: TraceOptions):
+        super().__init__(opts)
+        self.last_scale: dict[Any, float] = {}
+        self.run: dict[Any, list[tuple[StepRecord, dict[str, Any]]]] = {}
+        self.found: dict[Any, tuple[Stream, dict[str, Any]]] = {}
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        new = rec.loss_scale
+        if new is None or s.key in self.found:
+            return
+        old = rec.prev_scale if rec.overflow and rec.prev_scale is not None else self.last_scale.get(s.key)
+        self.last_scale[s.key] = new
+        run = self.run.setdefault(s.key, [])
+        if old is None or not new < old:
+            if not (rec.overflow and old is not None and new == old):  # a hysteresis skip keeps the run
+                run.clear()
+            return
+        if old >= SEARCH_SCALE and not s.ok_steps:
+            return  # the initial scale search
+        run.append((rec, _details(s, rec, from_scale=old, to_scale=new)))
+        if len(run) >= COLLAPSE_RUN or new <= MIN_LOSS_SCALE:
+            d = dict(run[0][1])
+            d.update(to_scale=new, to_step=rec.step, backoffs=len(run), minimum=new <= MIN_LOSS_SCALE)
+            self.found[s.key] = (s, d)
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        out = []
+        for s, d in self.found.values():
+            how = f"reaches {_g(d['to_scale'])} (at or below {MIN_LOSS_SCALE:g})" if d["minimum"] else \
+                f"backs off {d['backoffs']} times in a row"
+            msg = (f"{s.name}: the fp16 loss scale {how}: {_g(d['from_scale'])} -> {_g(d['to_scale'])} from step "
+                   f"{d['step']} to {d['to_step']}; at {_context(d)}")
+            out.append(_finding(self.id, msg, d["backoffs"], d))
+        return out
+
+
+@log_rule("log.skipped_steps")
+class SkippedSteps(Rule):
+    """Optimizer steps skipped (Megatron's ``number of skipped iterations``, overflow lines): the total
+    per rank, the first record with a skip, and how many came before any successful step (the fp16
+    initial scale search)."""
+
+    def __init__(self, opts: TraceOptions):
+        super().__init__(opts)
+        self.total: dict[Any, int] = {}
+        self.early: dict[Any, int] = {}
+        self.first: dict[Any, tuple[Stream, dict[str, Any]]] = {}
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        if not rec.skipped:
+            return
+        self.total[s.key] = self.total.get(s.key, 0) + rec.skipped
+        if not s.ok_steps:
+            self.early[s.key] = self.early.get(s.key, 0) + rec.skipped
+        self.first.setdefault(s.key, (s, _details(s, rec)))
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        out = []
+        for key, (s, d) in self.first.items():
+            d.update(skipped=self.total[key], before_first_success=self.early.get(key, 0))
+            msg = (f"{s.name}: {self.total[key]} optimizer step(s) skipped, the first at {_context(d)}; "
+                   f"{d['before_first_success']} of them before the first successful step logged")
+            out.append(_finding(self.id, msg, self.total[key], d))
+        return out
+
+
+@log_rule("log.step_regression")
+class StepRegression(Rule):
+    """Step numbers going back within a rank: a resume from an earlier checkpoint (one finding per rank,
+    every resume point in ``details['resumes']``, the first named in the message)."""
+
+    def __init__(self, opts: TraceOptions):
+        super().__init__(opts)
+        self.resumes: dict[Any, list[dict[str, Any]]] = {}
+        self.streams: dict[Any, Stream] = {}
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        if s.prev is not None and rec.step < s.prev.step and not rec.step_inferred:
+            self.streams[s.key] = s
+            self.resumes.setdefault(s.key, []).append(
+                {"from_step": s.prev.step, "to_step": rec.step, "where": rec.where(), "lr": rec.lr,
+                 "lr_before": s.prev.lr, "loss_scale": rec.loss_scale})
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        out = []
+        for key, rs in self.resumes.items():
+            r = rs[0]
+            d = {"step": r["to_step"], "rank": stream_name(key), "resumes": rs[:100], "window": [r["to_step"], r["to_step"]]}
+            msg = (f"{stream_name(key)}: the step goes back from {r['from_step']} to {r['to_step']} at {r['where']} "
+                   f"(a resume from an earlier checkpoint); {len(rs)} resume point(s)")
+            out.append(_finding(self.id, msg, len(rs), d))
+        return out
+
+
+@log_rule("log.lr_discontinuity")
+class LrDiscontinuity(Rule):
+    """At a resume point, an lr that differs (by more than :data:`LR_RESUME_TOLERANCE`, relative) from
+    the lr this log showed at the same step before (the scheduler state was not restored); or a
+    warmup restart: the lr falls below :data:`WARMUP_DROP` of the previous record's and then rises."""
+
+    def __init__(self, opts: TraceOptions):
+        super().__init__(opts)
+        self.seen: dict[Any, OrderedDict[int, float]] = {}
+        self.hits: dict[Any, list[tuple[Stream, dict[str, Any], str]]] = {}
+        self.drop: dict[Any, tuple[StepRecord, dict[str, Any]]] = {}
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        lr = rec.lr
+        if lr is None or not math.isfinite(lr):
+            return
+        mem = self.seen.setdefault(s.key, OrderedDict())
+        prev_lr = s.prev.lr if s.prev is not None else None
+        if s.prev is not None and rec.step < s.prev.step and rec.step in mem:
+            before = mem[rec.step]
+            if abs(lr - before) > LR_RESUME_TOLERANCE * max(abs(before), 1e-30):
+                d = _details(s, rec, lr_before_resume=before, resumed_from=s.prev.step)
+                self.hits.setdefault(s.key, []).append(
+                    (s, d, f"at the resume to step {rec.step} (from {s.prev.step}) the lr is {lr:.4g}, "
+                           f"but was {before:.4g} at that step before: the scheduler state was not restored"))
+        if s.key in self.drop:
+            drec, d = self.drop.pop(s.key)
+            if prev_lr is not None and lr > prev_lr:
+                self.hits.setdefault(s.key, []).append(
+                    (s, d, f"the lr falls from {d['lr_before_drop']:.4g} to {drec.lr:.4g} at step {drec.step} "
+                           f"and rises again ({lr:.4g} at step {rec.step}): the warmup restarted"))
+        if prev_lr is not None and prev_lr > 0 and lr < WARMUP_DROP * prev_lr:
+            self.drop[s.key] = (rec, _details(s, rec, lr_before_drop=prev_lr))
+        mem[rec.step] = lr
+        if len(mem) > _LR_MEMORY:
+            mem.popitem(last=False)
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        out = []
+        for hits in self.hits.values():
+            s, d, text = hits[0]
+            d["events"] = len(hits)
+            out.append(_finding(self.id, f"{s.name}: {text}; {_context(d)}; {len(hits)} event(s)", len(hits), d))
+        return out
+
+
+@log_rule("log.rank_divergence")
+class RankDivergence(Rule):
+    """Across ranks: a rank whose loss goes non-finite while others stay finite; a rank whose mean
+    loss over its last :data:`DIVERGE_LAST` records exceeds :data:`DIVERGE_FACTOR` x the others'
+    median; ranks missing from 0..max (or from ``--world-size``), e.g. only rank 0 logged."""
+
+    def __init__(self, opts: TraceOptions):
+        super().__init__(opts)
+        self.first_bad: dict[Any, StepRecord] = {}
+        self.tail: dict[Any, list[float]] = {}
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        bad = any(getattr(rec, k) is not None and not math.isfinite(getattr(rec, k)) for k in ("loss", "grad_norm"))
+        if bad:
+            self.first_bad.setdefault(s.key, rec)
+        if is_finite(rec.loss):
+            t = self.tail.setdefault(s.key, [])
+            t.append(rec.loss)  # type: ignore[arg-type]
+            del t[:-DIVERGE_LAST]
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        out: list[Finding] = []
+        ranks = sorted(k for k in streams if isinstance(k, int))
+        if not ranks:
+            if self.opts.world_size and self.opts.world_size > 1:
+                out.append(_finding(self.id, f"the logs name no rank, but --world-size is {self.opts.world_size}: "
+                                             "other ranks are unseen (one rank's log only?)", 0,
+                                    {"step": None, "ranks_seen": [], "world_size": self.opts.world_size}))
+            return out
+        expected = set(range(self.opts.world_size)) if self.opts.world_size else set(range(max(ranks) + 1))
+        missing = sorted(expected - set(ranks))
+        if missing:
+            out.append(_finding(self.id, f"ranks {missing} are not in the logs (seen {ranks}); "
+                                         + ("only rank 0 is logged: other ranks unseen" if ranks == [0] else
+                                            "their loss and non-finite steps are unknown"), len(missing),
+                                {"step": None, "ranks_seen": ranks, "missing": missing}))
+        if len(ranks) > 1:
+            for k, rec in sorted(self.first_bad.items(), key=lambda kv: kv[1].step):
+                fine = [r for r in ranks if r != k and (r not in self.first_bad or self.first_bad[r].step > rec.step)]
+                if fine:
+                    out.append(_finding(self.id, f"rank {k} goes non-finite at step {rec.step} ({rec.where()}) while "
+                                                 f"ranks {fine} are still finite there", 1,
+                                        {"step": rec.step, "rank": stream_name(k), "finite_ranks": fine}))
+                    break
+            means = {k: sum(v) / len(v) for k, v in self.tail.items() if isinstance(k, int) and v}
+            for k, m in sorted(means.items()):
+                others = sorted(v for r, v in means.items() if r != k)
+                if others:
+                    med = others[len(others) // 2]
+                    if med > 0 and m > DIVERGE_FACTOR * med:
+                        out.append(_finding(self.id, f"rank {k}'s mean loss over its last {DIVERGE_LAST} records is "
+                                                     f"{m:.4g}, above {DIVERGE_FACTOR:g}x the other ranks' median {med:.4g}",
+                                            1, {"step": streams[k].prev.step if streams[k].prev else None,
+                                                "rank": stream_name(k), "mean_loss": m, "others_median": med}))
+        return out

@@ -1,0 +1,162 @@
+"""Run the ``log.*`` rules over one or more logs in one streaming pass: findings, the timeline, curves.
+
+Logs are read one after another, each streamed; records are kept apart per rank (the record's rank,
+else the log's name). Memory is bounded: the rules keep fixed-size state and the curves are
+down-sampled to at most :data:`CURVE_POINTS` points per metric and rank (every non-finite point kept
+up to :data:`CURVE_POINTS` as well), so a log of any size is traced in bounded memory.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from datacheck.model.errors import UsageError
+from datacheck.model.findings import Finding
+from datacheck.trace.readers import LogFile
+from datacheck.trace.record import ReadStats, StepRecord, is_finite
+from datacheck.trace.rules import LOG_RULES, Stream, TraceOptions, stream_name
+
+__all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
+
+#: points kept per curve (metric x rank) for the HTML plot
+CURVE_POINTS = 2000
+METRICS = ("loss", "grad_norm", "lr", "loss_scale")
+SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
+_EVENTS = 200
+
+
+class Curve:
+    """A down-sampled series: every ``stride``-th point (stride doubles when full), non-finite points
+    kept separately (as the step of a gap in the curve)."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[int, float]] = []
+        self.bad: list[int] = []
+        self.stride = 1
+        self.n = 0
+
+    def add(self, step: int, value: float) -> None:
+        if not math.isfinite(value):
+            if len(self.bad) < CURVE_POINTS:
+                self.bad.append(step)
+            return
+        if self.n % self.stride == 0:
+            self.points.append((step, value))
+            if len(self.points) >= CURVE_POINTS:
+                self.points = self.points[::2]
+                self.stride *= 2
+        self.n += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"points": [[s, v] for s, v in self.points], "non_finite_steps": self.bad, "stride": self.stride}
+
+
+@dataclass
+class TraceResult:
+    """What ``datacheck trace`` found in the logs.
+
+    Attributes:
+        logs: per log file, what was read (format, lines, records, unparsed lines with examples).
+        findings: the ``log.*`` findings, most severe and earliest first.
+        first_bad: the first anomaly (earliest step among error/warn step findings): ``{"check",
+            "step", "rank", "window", ...}`` (its details), or None.
+        events: the timeline: resumes, loss-scale back-offs, eval points (at most 200, in log order).
+        curves: ``{stream: {metric: Curve}}``.
+        streams: the ranks (or logs) seen -> training records.
+    """
+
+    logs: list[ReadStats]
+    findings: list[Finding]
+    first_bad: dict[str, Any] | None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    curves: dict[str, dict[str, Curve]] = field(default_factory=dict)
+    streams: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable({"logs": [s.to_dict() for s in self.logs], "findings": [f.to_dict() for f in self.findings],
+                         "first_bad": self.first_bad, "events": self.events, "streams": self.streams,
+                         "curves": {k: {m: c.to_dict() for m, c in v.items()} for k, v in self.curves.items()}})
+
+
+def jsonable(v: Any) -> Any:
+    """``v`` with non-finite floats as the strings ``"nan"``, ``"inf"``, ``"-inf"`` (JSON has no NaN)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, dict):
+        return {k: jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    return v
+
+
+def _good(rec: StepRecord) -> bool:
+    return (not rec.overflow and is_finite(rec.loss) and (rec.grad_norm is None or math.isfinite(rec.grad_norm))
+            and not rec.nan_steps)
+
+
+def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
+    """Read every log once and run every registered ``log.*`` rule.
+
+    Raises:
+        UsageError: no log yields a single step record (the message lists each log's format, lines
+            and unparsed-line examples, and the remedy: ``--format`` or ``--regex``).
+    """
+    notes: set[str] = set(opts.notes)
+    rules = [cls(opts) for cls in LOG_RULES.values()]
+    streams: dict[Any, Stream] = {}
+    curves: dict[str, dict[str, Curve]] = {}
+    events: list[dict[str, Any]] = []
+    stats: list[ReadStats] = []
+    for lf in logs:
+        for rec in lf.records():
+            if lf.stats.notes - notes:  # notes (e.g. hf_nan_filter) reach the rules' messages
+                notes |= lf.stats.notes
+                for r in rules:
+                    r.opts = TraceOptions(spike=opts.spike, world_size=opts.world_size, notes=frozenset(notes))
+            key = rec.rank if rec.rank is not None else lf.source
+            if rec.split != "train":
+                if len(events) < _EVENTS:
+                    events.append({"kind": "eval", "step": rec.step, "rank": stream_name(key), "loss": rec.loss})
+                continue
+            s = streams.setdefault(key, Stream(key))
+            if s.prev is not None and rec.step < s.prev.step and len(events) < _EVENTS:
+                events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": s.prev.step,
+                               "where": rec.where()})
+            if rec.overflow and len(events) < _EVENTS:
+                events.append({"kind": "scale_backoff", "step": rec.step, "rank": s.name, "from": rec.prev_scale,
+                               "to": rec.loss_scale, "where": rec.where()})
+            for r in rules:
+                r.feed(rec, s)
+            cs = curves.setdefault(s.name, {m: Curve() for m in METRICS})
+            for m in METRICS:
+                v = getattr(rec, m)
+                if v is not None:
+                    cs[m].add(rec.step, v)
+            if _good(rec):
+                s.last_good = rec
+                if not rec.skipped:
+                    s.ok_steps = True
+            s.prev = rec
+            s.records += 1
+        stats.append(lf.stats)
+    if not streams:
+        desc = "; ".join(f"{st.source}: read as {st.format}, {st.lines} line(s), {st.bad_lines} unparsed"
+                         + (f" (line {st.bad_examples[0][0]}: {st.bad_examples[0][1]!r})" if st.bad_examples else "")
+                         for st in stats)
+        raise UsageError(f"no training step found in the log(s): {desc}. Give the format with --format "
+                         "(hf_state, jsonl, csv, tensorboard, megatron, deepspeed, hf_console, key_value) or a "
+                         "--regex with (?P<step>...) and (?P<loss>...) groups")
+    findings: list[Finding] = []
+    for r in rules:
+        findings.extend(r.finish(streams))
+    findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.details.get("step") is None,
+                                 f.details.get("step") or 0, f.check))
+    anomalies = [f for f in findings if f.severity in ("error", "warn") and f.details.get("step") is not None
+                 and f.check != "log.skipped_steps"]
+    first = min(anomalies, key=lambda f: (f.details["window"][0] if "window" in f.details else f.details["step"],
+                                          SEVERITY_ORDER[f.severity]), default=None)
+    first_bad = None if first is None else {"check": first.check, **{k: v for k, v in first.details.items()
+                                                                      if not isinstance(v, (list, dict)) or k == "window"}}
+    return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,
+                       streams={s.name: s.records for s in streams.values()})

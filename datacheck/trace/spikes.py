@@ -1,0 +1,127 @@
+"""Spike rules (CHECKS.md ``log.loss_spike``): online detectors over one rank's values, O(window) memory.
+
+Presets:
+
+- ``megatron``: a value above 10x the max of the first 100 values (Megatron-LM's spiky-loss check
+  compares against a multiple of the early loss; 10x / 100 values as CHECKS.md defines it);
+- ``foundry``: a value above 2x the rolling mean of the previous 100 values for more than 4
+  consecutive values (llm-foundry's loss-spike callback: ``outlier_multiplier=2``, ``patience=4``,
+  ``window_size=100``); the spike is reported at the first value of that run;
+- ``olmo``: a value above mean + 6 standard deviations of the previous 128 values (at least
+  :data:`OLMO_MIN_HISTORY` of them);
+- ``ratio:F:W`` (user): a value above F times the mean of the previous (up to) W values.
+
+Only finite values enter the windows; a non-finite value is ``log.non_finite``'s, not a spike.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from datacheck.model.errors import UsageError
+
+__all__ = ["SpikeRule", "parse_spike_rule", "SpikeDetector", "PRESETS", "OLMO_MIN_HISTORY"]
+
+PRESETS = ("megatron", "foundry", "olmo")
+#: values the olmo rule needs before it judges (a standard deviation of 2-3 values is noise)
+OLMO_MIN_HISTORY = 10
+
+
+@dataclass(frozen=True)
+class SpikeRule:
+    """A spike rule: ``kind`` (a preset or ``ratio``), ``factor``, ``window`` (values), ``patience``."""
+
+    kind: str
+    factor: float
+    window: int
+    patience: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "megatron":
+            return f"above {self.factor:g}x the max of the first {self.window} values (megatron)"
+        if self.kind == "foundry":
+            return f"above {self.factor:g}x the rolling mean of {self.window} values for more than {self.patience} " \
+                   "consecutive values (foundry)"
+        if self.kind == "olmo":
+            return f"above mean + {self.factor:g} sigma of the last {self.window} values (olmo)"
+        return f"above {self.factor:g}x the mean of the previous {self.window} values"
+
+
+def parse_spike_rule(text: str) -> SpikeRule:
+    """``megatron`` | ``foundry`` | ``olmo`` | ``ratio:F:W`` -> :class:`SpikeRule`.
+
+    Raises:
+        UsageError: anything else, or F <= 1 / W < 1.
+    """
+    t = text.strip().lower()
+    if t == "megatron":
+        return SpikeRule("megatron", 10.0, 100)
+    if t == "foundry":
+        return SpikeRule("foundry", 2.0, 100, patience=4)
+    if t == "olmo":
+        return SpikeRule("olmo", 6.0, 128)
+    parts = t.split(":")
+    if len(parts) == 3 and parts[0] == "ratio":
+        try:
+            f, w = float(parts[1]), int(parts[2])
+        except ValueError:
+            f, w = 0.0, 0
+        if f > 1 and w >= 1:
+            return SpikeRule("ratio", f, w)
+    raise UsageError(f"--spike {text!r}: expected megatron, foundry, olmo or ratio:F:W "
+                     "(F > 1 times the mean of the previous W >= 1 values, e.g. ratio:2:10)")
+
+
+class SpikeDetector:
+    """Feed one rank's values in step order; :meth:`feed` says whether the value is a spike.
+
+    For ``foundry`` the return value is True on the value that completes the run (patience + 1
+    values above the threshold) and :attr:`run_start` is the index of the run's first value.
+    """
+
+    def __init__(self, rule: SpikeRule):
+        self.rule = rule
+        self.first: list[float] = []
+        self.win: deque[float] = deque()
+        self.total = 0.0  # running sum and sum of squares of ``win``: O(1) per value
+        self.total_sq = 0.0
+        self.run = 0
+        self.threshold: float | None = None
+
+    def feed(self, x: float) -> bool:
+        r = self.rule
+        if not math.isfinite(x):
+            return False
+        spike = False
+        if r.kind == "megatron":
+            if len(self.first) < r.window:
+                self.first.append(x)
+                return False
+            self.threshold = r.factor * max(self.first)
+            return x > self.threshold
+        if self.win:
+            mean = self.total / len(self.win)
+            if r.kind == "olmo":
+                if len(self.win) >= OLMO_MIN_HISTORY:
+                    sd = math.sqrt(max(self.total_sq / len(self.win) - mean * mean, 0.0))
+                    self.threshold = mean + r.factor * sd
+                    spike = x > self.threshold and sd > 0
+            else:
+                self.threshold = r.factor * mean
+                spike = x > self.threshold
+        if r.kind == "foundry":
+            self.run = self.run + 1 if spike else 0
+            self._push(x)
+            return self.run == r.patience + 1
+        self._push(x)
+        return spike
+
+    def _push(self, x: float) -> None:
+        self.win.append(x)
+        self.total += x
+        self.total_sq += x * x
+        if len(self.win) > self.rule.window:
+            old = self.win.popleft()
+            self.total -= old
+            self.total_sq -= old * old

@@ -1,0 +1,121 @@
+"""Malformed logs give clear errors or counted lines, never a traceback; the verb's outputs and exit codes."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from datacheck.cli.main import main
+from datacheck.model.errors import UsageError
+from datacheck.trace import TraceOptions, open_log, parse_spike_rule, trace_logs
+from datacheck.trace.spikes import SpikeDetector
+
+
+def cli(*args: str) -> SimpleNamespace:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(args))
+    assert "Traceback" not in err.getvalue()
+    return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def _t(*paths, spike="olmo", world_size=None, **kw):
+    return trace_logs([open_log(str(p), **kw) for p in paths],
+                      TraceOptions(spike=parse_spike_rule(spike), world_size=world_size))
+
+
+def test_truncated_json_lines_are_counted_not_fatal(tmp_path):
+    p = tmp_path / "m.jsonl"
+    p.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.9}\n{"step": 3, "lo\n{"step": 4, "loss": NaN}\n')
+    lf = open_log(str(p))
+    res = trace_logs([lf], TraceOptions(spike=parse_spike_rule("olmo")))
+    st = res.logs[0]
+    assert (st.format, st.records, st.bad_lines, st.bad_examples[0][0]) == ("jsonl", 3, 1, 3)
+    assert res.first_bad["step"] == 4 and res.first_bad["last_good_step"] == 2
+
+
+def test_empty_file_and_binary_garbage_are_usage_errors(tmp_path):
+    e = tmp_path / "empty.log"
+    e.write_bytes(b"")
+    with pytest.raises(UsageError, match="no training step found.*empty.log: read as text, 0 line"):
+        _t(e)
+    g = tmp_path / "g.bin"
+    g.write_bytes(bytes(range(256)) * 10)
+    r = cli("trace", str(g))
+    assert r.returncode == 2 and "no training step found" in r.stderr
+    r = cli("trace", str(tmp_path / "missing.log"))
+    assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_mixed_formats_and_non_monotonic_steps(tmp_path):
+    p = tmp_path / "mixed.log"
+    p.write_text("step=1 loss=2.0 lr=1e-3\n"
+                 " iteration        2/ 100 | learning rate: 1.000E-03 | lm loss: 1.9 | loss scale: 1024.0 |\n"
+                 "{'loss': 1.8, 'learning_rate': 0.001, 'epoch': 0.1}\n"
+                 "step=2 loss=1.85 lr=1e-3\n"   # a resume: step goes back from 3 to 2, lr restored
+                 "step=3 loss=1.7 lr=5e-3\n"    # but at step 3 the lr differs from the 1e-3 seen before? (3 not seen)
+                 "step=1 loss=1.7 lr=9e-3\n"    # resume to 1: lr 9e-3 vs 1e-3 logged at step 1 before
+                 "loss: ??? step 4\n")
+    res = _t(p)
+    st = res.logs[0]
+    assert st.line_formats == {"hf_console": 1, "key_value": 4, "megatron": 1}
+    assert st.bad_lines == 1
+    f = {x.check: x for x in res.findings}
+    reg = f["log.step_regression"]
+    assert [(r["from_step"], r["to_step"]) for r in reg.details["resumes"]] == [(3, 2), (3, 1)]
+    lr = f["log.lr_discontinuity"]
+    assert lr.details["step"] == 1 and lr.details["lr_before_resume"] == 1e-3 and lr.details["lr"] == 9e-3
+
+
+def test_warmup_restart_and_ranks(tmp_path):
+    for r, losses in ((0, [2.0, 1.9, 1.8, 1.7]), (1, [2.0, 1.9, float("nan"), float("nan")])):
+        (tmp_path / f"rank{r}.jsonl").write_text("".join(
+            json.dumps({"step": i, "loss": v, "lr": [1e-3, 1e-3, 1e-5, 5e-4][i]}) + "\n" for i, v in enumerate(losses)))
+    res = _t(tmp_path / "rank0.jsonl", tmp_path / "rank1.jsonl", world_size=4)
+    f = {}
+    for x in res.findings:
+        f.setdefault(x.check, []).append(x)
+    nf = f["log.non_finite"]
+    assert [(x.details["rank"], x.details["step"]) for x in nf] == [("rank 1", 2)]
+    rd = {x.message.split(" ")[0]: x for x in f["log.rank_divergence"]}
+    assert rd["ranks"].details["missing"] == [2, 3]
+    assert rd["rank"].details["finite_ranks"] == [0]
+    warm = f["log.lr_discontinuity"][0]
+    assert warm.details["step"] == 2 and "warmup restarted" in warm.message
+
+
+@pytest.mark.parametrize("rule, values, spike_at", [
+    ("ratio:2:3", [1, 1, 1, 2.5, 1], [3]),
+    ("megatron", [1.0] * 100 + [9.9, 10.5], [101]),
+    ("olmo", [1.0, 1.1] * 10 + [1.05, 5.0], [21]),
+    ("foundry", [1.0] * 10 + [5.0] * 6, [14]),  # the 5th value of the run (patience 4) completes it
+])
+def test_spike_presets_against_a_plain_reference(rule, values, spike_at):
+    det = SpikeDetector(parse_spike_rule(rule))
+    assert [i for i, v in enumerate(values) if det.feed(v)] == spike_at
+
+
+def test_bad_flags_are_usage_errors(tmp_path):
+    p = tmp_path / "a.log"
+    p.write_text("step=1 loss=1\n")
+    assert cli("trace", str(p), "--spike", "ratio:0.5:3").returncode == 2
+    assert cli("trace", str(p), "--regex", "([").returncode == 2
+    assert cli("trace", str(p), "--regex", "loss (?P<loss>\\S+)").returncode == 2
+    assert cli("trace", str(p), "--data", str(tmp_path)).returncode == 2  # --data needs --ledger
+    r = cli("trace", str(p), "--regex", r"step=(?P<step>\d+) loss=(?P<loss>\S+)", "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["result"]["logs"][0]["format"] == "regex"
+
+
+def test_html_is_one_offline_file_with_curves(tmp_path):
+    p = tmp_path / "a.log"
+    p.write_text("".join(f"step={i} loss={1.0 / (i + 1) if i != 30 else 'nan'} lr=1e-3 grad_norm=1.0\n"
+                         for i in range(50)))
+    out = tmp_path / "t.html"
+    r = cli("trace", str(p), "--format", "html", "--output", str(out))
+    assert r.returncode == 1
+    h = out.read_text()
+    assert h.count("<svg") == 3 and "first anomaly, step 30" in h and "<script" not in h and "http" not in \
+        h.replace("http://www.w3.org/2000/svg", "")
