@@ -121,7 +121,16 @@ def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
 
     if dctx.root is None or not Path(dctx.root).is_dir():
         return
-    lists = shipped_lists(Path(dctx.root))
+    broken: list[tuple[str, str]] = []
+    lists = shipped_lists(Path(dctx.root), broken)
+    for rel, reason in broken:
+        yield Finding(
+            check="index.missing_shard", severity="error", count=1, shards=(rel,),
+            message=(f"the shard list {rel} shipped with the data cannot be used ({reason}); the dataset loader "
+                     "cannot list its shards from it, so which shards belong to the dataset is unknown. "
+                     "Fix or regenerate that file"),
+            details={"index": rel, "broken": reason},
+        )
     if not lists:
         return
     root = Path(dctx.root)

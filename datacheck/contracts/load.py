@@ -21,12 +21,12 @@ from __future__ import annotations
 import copy
 import importlib.resources
 import importlib.util
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from datacheck.contracts.model import KINDS, ColumnRule, Contract
+from datacheck.io import safejson
 from datacheck.model.errors import ConfigError
 
 __all__ = ["LAYOUTS", "load_contract", "contract_from_dict", "layout_text", "CONTRACT_FORMAT_VERSION"]
@@ -206,9 +206,9 @@ def contract_from_dict(data: Any, source: str) -> Contract:
 def _parse_text(text: str, suffix: str, source: str) -> Any:
     if suffix == ".json":
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise _err(f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source) from None
+            return safejson.loads(text)
+        except safejson.JsonInputError as exc:
+            raise _err(exc.reason, source) from None
     import yaml
 
     try:

@@ -56,6 +56,7 @@ from typing import Any
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
 from datacheck.io.outputs import write_bytes_atomic
 from datacheck.model.config import Config
@@ -263,7 +264,7 @@ def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
     if start + hlen > len(body):
         raise CorruptEntry("header length beyond the end of the entry")
     try:
-        header = json.loads(bytes(body[start:start + hlen]).decode("utf-8"))
+        header = safejson.loads(bytes(body[start:start + hlen]))
         view = memoryview(body)[start + hlen:]
         blobs = []
         for off, n in header["blobs"]:

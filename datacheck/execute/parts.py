@@ -37,6 +37,7 @@ from datacheck.execute.cache import EncodeError, ShardCache, code_fingerprint, e
 from datacheck.io.dataindex import read_index, resolve_index_path
 from datacheck.io.discover import Discovery, discover
 from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
+from datacheck.io.safejson import read_json_file
 from datacheck.model.config import Config
 from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import InternalError, UsageError
@@ -140,14 +141,12 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     index_doc = None
     if cfg.dataset.index is not None:  # checked before any shard is read; the merge gets its content
-        import json
-
         ipath = resolve_index_path(cfg.dataset.index, disc.root)
         read_index(ipath, disc.root)
         source = ipath.absolute()
         source = (source.relative_to(disc.root).as_posix() if source.is_relative_to(disc.root)
                   else str(source))
-        index_doc = {"source": source, "data": json.loads(ipath.read_text(encoding="utf-8"))}
+        index_doc = {"source": source, "data": read_json_file(ipath)}
     mine = select_part(disc, num_parts, part)
     results = audit_shards(mine, cfg, progress, cache=cache)
     if cache is not None and prune_cache:

@@ -45,6 +45,7 @@ from datacheck.io.hfmeta import hf_data_files, parse_state
 from datacheck.io.outputs import write_json_atomic
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
+from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.constants import HASH_ALGORITHM
 from datacheck.model.errors import ENGINE_ERRORS, UsageError
 from datacheck.model.findings import Finding
@@ -126,16 +127,17 @@ def safe_relpath(p: Any, root: Path, source: str) -> str:
 
 
 def _load_json(path: Path, what: str) -> Any:
+    """``path`` parsed by the one bounded JSON loader (:mod:`datacheck.io.safejson`).
+    Raises :class:`UsageError` naming the file and what is wrong with it."""
     try:
-        raw = path.read_bytes()
+        return read_json_file(path)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such {what}; give an existing file (build one with `datacheck index build`)") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: {what} is not valid JSON ({exc}); rebuild it with `datacheck index build`") from None
+    except JsonInputError as exc:
+        raise UsageError(f"{path}: {what} is not usable: {exc.reason}; fix it or rebuild it "
+                         "(`datacheck index build` for a datacheck index)") from None
 
 
 def _int_or_none(v: Any, key: str, source: str) -> int | None:
@@ -331,11 +333,11 @@ def _hf_state(state: Path, root: Path) -> DataIndex | None:
     split = st.split
     if info.is_file() and split is not None:
         try:
-            di = json.loads(info.read_text(encoding="utf-8"))
+            di = read_json_file(info)
             n = di.get("splits", {}).get(split, {}).get("num_examples")
             if isinstance(n, int) and not isinstance(n, bool):
                 split_rows = n
-        except (OSError, ValueError, AttributeError):
+        except (OSError, JsonInputError, AttributeError):
             split_rows = None
     return DataIndex(source=src, kind="hf-state", entries=entries, split_rows=split_rows,
                      folder="" if folder == "." else folder)
@@ -364,11 +366,16 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
     return DataIndex(source=src, kind="mosaicml", entries=entries)
 
 
-def shipped_lists(root: Path) -> list[DataIndex]:
+def shipped_lists(root: Path, broken: list[tuple[str, str]] | None = None) -> list[DataIndex]:
     """Every shipped shard list under ``root``: HF ``state.json`` and MosaicML ``index.json``.
 
+    Args:
+        broken: when given, a list that cannot be used (not JSON, nested too deep, a path outside
+            ``root``, a wrong type) is appended to it as (path relative to ``root``, reason) and
+            skipped, so that a hostile file inside the data is a finding, not the end of the audit.
+
     Raises:
-        UsageError: a list is not JSON or names a path outside ``root``.
+        UsageError: (only when ``broken`` is None) a list is not JSON or names a path outside ``root``.
     """
     out: list[DataIndex] = []
     if root is None or not Path(root).is_dir():
@@ -377,12 +384,16 @@ def shipped_lists(root: Path) -> list[DataIndex]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         here = Path(dirpath)
-        if "state.json" in filenames:
-            d = _hf_state(here / "state.json", root)
-            if d is not None:
-                out.append(d)
-        if "index.json" in filenames:
-            d = _mosaic(here / "index.json", root)
+        for name, parse in (("state.json", _hf_state), ("index.json", _mosaic)):
+            if name not in filenames:
+                continue
+            try:
+                d = parse(here / name, root)
+            except UsageError as exc:
+                if broken is None:
+                    raise
+                broken.append(((here / name).relative_to(root).as_posix(), str(exc)))
+                continue
             if d is not None:
                 out.append(d)
     return out

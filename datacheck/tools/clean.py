@@ -72,6 +72,7 @@ from datacheck.io.hfmeta import read_state
 from datacheck.io.readers import read_bytes
 from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.rowhash import row_hash_series
+from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import InternalError, UsageError
@@ -542,8 +543,8 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
 def _json_obj(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``, or None when it cannot be read or is not an object."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = read_json_file(path)
+    except (OSError, JsonInputError):
         return None
     return data if isinstance(data, dict) else None
 
