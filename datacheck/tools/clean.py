@@ -69,7 +69,7 @@ from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.hfmeta import read_state
-from datacheck.io.readers import read_bytes
+from datacheck.io.readers import read_bytes, validate_arrow
 from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.rowhash import row_hash_series
 from datacheck.io.safejson import JsonInputError, read_json_file
@@ -273,9 +273,12 @@ def _read_table(path: Path, fmt: str):
         head = f.read(6)
     if head == b"ARROW1":
         with pa.memory_map(str(path), "r") as src:
-            return pa.ipc.open_file(src).read_all(), "ipc_file"
-    with pa.memory_map(str(path), "r") as src:
-        return pa.ipc.open_stream(src).read_all(), "ipc_stream"
+            table, kind = pa.ipc.open_file(src).read_all(), "ipc_file"
+    else:
+        with pa.memory_map(str(path), "r") as src:
+            table, kind = pa.ipc.open_stream(src).read_all(), "ipc_stream"
+    validate_arrow(table, str(path))  # never hand corrupt offsets to a writer or polars (issue 15 item 1)
+    return table, kind
 
 
 def _write_table(table, path: Path, kind: str) -> None:
