@@ -54,18 +54,24 @@ def _coerce_config(config: Config | str | Path | dict | None) -> Config:
     return config_and_source(config)[0]
 
 
-def config_and_source(config: Config | str | Path | dict | None, paths: Iterable[str | Path] = ()
-                       ) -> tuple[Config, str | None]:
+def config_and_source(config: Config | str | Path | dict | None, paths: Iterable[str | Path] = (),
+                      allow_python_schema: bool = False) -> tuple[Config, str | None]:
     """(validated config, the file it came from or None). A :class:`Config` or a dict given in memory
     has no file (None); ``config=None`` resolves like the CLI (:func:`resolve_config_path` over
     ``paths``), None again when no file is found (the defaults).
 
+    A config found by the lookup (``config=None``) may not name a Python schema file (it executes
+    code) unless ``allow_python_schema``; one the caller names (a path, a Config, a dict) may.
+
     Raises:
-        ConfigError: the file is missing, not TOML, or has a bad key.
+        ConfigError: the file is missing, not TOML, has a bad key, or is a found config naming a
+            Python schema.
     """
     if isinstance(config, Config):
         return config, None
     if isinstance(config, dict):
         return config_from_dict(config, source="config"), None
     source = resolve_config_path(config, paths)
-    return (load_config(source) if source is not None else Config()), source
+    # A config the caller named may run its Python schema; one found next to the data may not (issue 15 item 9).
+    trusted = config is not None or allow_python_schema
+    return (load_config(source, allow_python_schema=trusted) if source is not None else Config()), source

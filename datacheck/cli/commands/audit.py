@@ -27,6 +27,10 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="audit shards and write a versioned report")
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
+    a.add_argument("--allow-python-schema", action="store_true",
+                    help="let a datacheck.toml found by itself (next to the data) name a Python schema "
+                         "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
+                         "with --schema or in a --config file runs")
     a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
                                     "folder holding every PATH, else in its parent)")
     a.add_argument("--report-dir", default=default_report_dir(),
@@ -118,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     config_path = resolve_config_path(args.config, args.paths)
-    cfg = load_config(config_path) if config_path is not None else Config()
+    cfg = (load_config(config_path, allow_python_schema=args.config is not None or args.allow_python_schema)
+           if config_path is not None else Config())
     if getattr(args, "schema", None):
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"schema_": args.schema})})
     split = check_part_args(args.num_parts, args.part)  # before any shard is read
