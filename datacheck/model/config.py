@@ -76,10 +76,10 @@ class ColumnsSection(_Section):
 class TokensSection(_Section):
     """``[tokens]``: tokenizer facts. ``vocab_size`` is the embedding rows (ids in ``[0, vocab_size)``)."""
 
-    vocab_size: int | None = Field(default=None, gt=0)
+    vocab_size: int | None = Field(default=None, gt=0, le=2**63 - 1)
     pad_token_id: int | None = None
     eos_token_id: int | None = None
-    max_seq_len: int | None = Field(default=None, gt=0)
+    max_seq_len: int | None = Field(default=None, gt=0, le=2**63 - 1)
     padding_side: Literal["right", "left"] = "right"
     truncation_side: Literal["right", "left"] = "right"
     type_vocab_size: int | None = Field(default=None, gt=0, description="token_type_ids range (BERT: 2, RoBERTa: 1)")
@@ -88,7 +88,8 @@ class TokensSection(_Section):
 class LabelsSection(_Section):
     """``[labels]``: the label domain. ``ignore_index = false`` unsets the default -100."""
 
-    num_classes: int | None = Field(default=None, gt=0)
+    num_classes: int | None = Field(default=None, gt=0, le=2**31 - 1, description=(
+        "class count; at most 2**31 - 1 (no output layer is wider; the check never enumerates it)"))
     classes: list[Union[int, str]] | None = None
     ignore_index: int | Literal[False] | None = -100
 
