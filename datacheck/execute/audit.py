@@ -116,6 +116,7 @@ def audit(
     prune_cache: bool = False,
     config_path: str | None = "derive",
     allow_check_errors: bool = False,
+    follow_symlinks: bool = False,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
@@ -137,6 +138,9 @@ def audit(
         allow_check_errors: False (default): a check that fails internally (its polars query or its
             Python function raises) makes the report ``fail`` (``summary.check_errors``; the CLI exits 3).
             True: the status follows the findings only; the check errors are still listed in ``skipped``.
+        follow_symlinks: False (default): a shard found through a symlink that leads outside the
+            audited root is not read (listed under ``ignored``); True: it is read (a Hugging Face hub
+            cache snapshot). See :func:`datacheck.io.discover.discover`.
 
     Returns:
         The :class:`Report`. It is not written anywhere; the CLI stores it.
@@ -161,7 +165,7 @@ def audit(
     if cache_dir is not None:
 
         cache = ShardCache(cache_dir, cfg)
-    disc: Discovery = discover([str(p) for p in paths], cfg.dataset.format)
+    disc: Discovery = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=follow_symlinks)
     index = None
     if cfg.dataset.index is not None:  # a bad index is a usage error before any shard is read
 

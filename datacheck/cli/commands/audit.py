@@ -27,6 +27,10 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="audit shards and write a versioned report")
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
+    a.add_argument("--follow-symlinks", action="store_true",
+                   help="read shards reached through symlinks that lead outside the audited folder (e.g. a "
+                        "Hugging Face hub cache snapshot, whose files link into blobs/); by default they are "
+                        "listed as ignored and not read")
     a.add_argument("--allow-python-schema", action="store_true",
                     help="let a datacheck.toml found by itself (next to the data) name a Python schema "
                          "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
@@ -141,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
                               allow_check_errors=args.allow_check_errors)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
                      against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path,
-                     allow_check_errors=args.allow_check_errors)
+                     allow_check_errors=args.allow_check_errors, follow_symlinks=args.follow_symlinks)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)
