@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import glob as _glob
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -35,7 +36,7 @@ from typing import BinaryIO
 
 from datacheck.model.errors import UsageError
 
-__all__ = ["write_atomic", "check_outputs", "check_output_target", "Content"]
+__all__ = ["write_atomic", "check_outputs", "check_output_target", "Content", "os_error_message"]
 
 #: What :func:`write_atomic` writes: text (UTF-8), bytes, or a function that writes the whole
 #: content to the binary file object it is given (e.g. ``df.write_parquet``).
@@ -146,7 +147,15 @@ def _write(given: str, content: Content) -> None:
     try:
         os.fchmod(fd, _new_file_mode() if mode is None else mode)  # mkstemp creates 0600
         with os.fdopen(fd, "wb") as f:
-            _put(f, content)
+            try:
+                _put(f, content)
+            except OSError:
+                raise
+            except Exception as exc:  # a writer (polars, pyarrow) that wraps the OS error in its own type
+                os_exc = _os_error_in(exc)
+                if os_exc is None:
+                    raise
+                raise os_exc from None
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -159,9 +168,21 @@ def _write(given: str, content: Content) -> None:
     _fsync_dir(folder)
 
 
+def _os_error_in(exc: BaseException) -> OSError | None:
+    """The OS error a library exception reports in its message (polars: "... (os error 28)"), else None."""
+    m = re.search(r"\(os error (\d+)\)", str(exc))
+    if m is None:
+        return None
+    code = int(m.group(1))
+    return OSError(code, os.strerror(code))
+
+
 def _usage_error(given: str, exc: OSError) -> UsageError:
     if exc.errno == errno.EISDIR:
         return UsageError(f"{given} is a folder; give a file path")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return UsageError(f"cannot write {given}: no space left on the device (or the disk quota is used up); "
+                          "nothing was written: free space or choose another location")
     return UsageError(f"cannot write {given}: {exc.strerror or exc}; choose a writable location")
 
 
@@ -300,3 +321,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         OSError: the file cannot be written (the cache turns this into a :class:`CacheWarning`).
     """
     write_atomic(path, data, os_errors=True)
+
+
+def os_error_message(given: str, exc: BaseException) -> str | None:
+    """The usage-error message for a failed write of ``given`` (an ``OSError``, or a library error
+    that wraps one, such as polars' "No space left on device (os error 28)"); None when ``exc`` is
+    no OS error (then it is a bug, not the disk)."""
+    os_exc = exc if isinstance(exc, OSError) else _os_error_in(exc)
+    return None if os_exc is None else str(_usage_error(given, os_exc))
