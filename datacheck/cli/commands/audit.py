@@ -11,7 +11,7 @@ from datacheck.execute.cache import CacheWarning
 from datacheck.execute.parts import audit_part, check_part_args, write_part
 from datacheck.execute.setup import resolve_config_path as _resolve
 from datacheck.io.discover import discover
-from datacheck.io.outputs import check_outputs, write_json_atomic
+from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
 from datacheck.model.config import Config, load_config
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
@@ -135,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
                   [*args.paths, *(getattr(args, "against", None) or [])])
     cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
+    check_output_folders({"--report-dir": args.report_dir, "--cache-dir": cache_dir},
+                         [*args.paths, *(getattr(args, "against", None) or [])])
 
     def go(progress):
         if split is not None:
