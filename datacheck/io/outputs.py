@@ -258,12 +258,13 @@ def _inputs(paths: Iterable[str], with_folders: bool = False) -> list[tuple[str,
     return out
 
 
-def check_output_folders(folders: Mapping[str, str | os.PathLike[str] | None], inputs: Iterable[str]) -> None:
+def check_output_folders(folders: Mapping[str, str | os.PathLike[str] | None], inputs: Iterable[str], *,
+                         probe: Collection[str] = ()) -> None:
     """Refuse output *folders* (``--report-dir``, ``--cache-dir``) inside the audited data, and prove
     each one writable, before any shard is read: a folder inside an audited folder (or the folder
     of an audited file) is refused unless it lies below a hidden name there (``.datacheck/``, which
-    discovery never reads); a folder that cannot be created or written is refused too, so a failure
-    is not found only after the whole audit.
+    discovery never reads); a folder whose flag is in ``probe`` that cannot be created or written is
+    refused too, so a failure is not found only after the whole audit (the probe leaves nothing).
 
     Raises:
         UsageError: naming the flag, the folder and the audited path, or the OS reason (exit code 2).
@@ -278,13 +279,25 @@ def check_output_folders(folders: Mapping[str, str | os.PathLike[str] | None], i
                 raise UsageError(f"{flag} {folder}: lies inside the audited data ({arg}); datacheck does not write "
                                  "among the data it audits; choose a folder outside it (or below a hidden folder "
                                  "there, e.g. .datacheck/)")
+        if flag not in probe:
+            continue
+        created: list[Path] = []  # folders the probe makes are removed again: nothing is left if the run stops
         try:
-            os.makedirs(target, exist_ok=True)
+            for d in [*reversed(target.parents), target]:
+                if not os.path.lexists(d):
+                    os.mkdir(d)
+                    created.append(d)
             fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=target)
             os.close(fd)
             os.unlink(tmp)
         except OSError as exc:
             raise UsageError(f"{flag} {folder}: {_usage_error(str(folder), exc)}") from None
+        finally:
+            for d in reversed(created):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
 
 
 def check_outputs(outputs: Mapping[str, str | os.PathLike[str] | None], inputs: Iterable[str], *,

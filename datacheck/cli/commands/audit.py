@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
                   [*args.paths, *(getattr(args, "against", None) or [])])
     cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
     check_output_folders({"--report-dir": args.report_dir, "--cache-dir": cache_dir},
-                         [*args.paths, *(getattr(args, "against", None) or [])])
+                         [*args.paths, *(getattr(args, "against", None) or [])], probe=("--report-dir",))
 
     def go(progress):
         if split is not None:
