@@ -1,4 +1,4 @@
-"""Larger fuzz run of issue 15 (the suite runs 140 inputs): seeded mutants of every format and metadata
+"""Larger fuzz run of issue 15 (the suite runs 300 inputs): seeded mutants of every format and metadata
 file, one forked process per input. Prints the counts (inputs, tracebacks, crashes, hangs, changed
 inputs, exit codes, seconds).
 
