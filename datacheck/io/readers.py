@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.io.records import RecordLayoutError, csv_records, jsonl_records, strip_bom
-from datacheck.io.safejson import MAX_JSON_DEPTH, max_depths
+from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
@@ -180,7 +180,7 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
             return ShardData(lf=pl.LazyFrame(), line_format=True)
         # Nesting is bounded before polars parses anything (a 600-deep object crashes read_ndjson);
         # a deeper line goes to the per-line path, which reports it as decode.bad_record.
-        if blank_count == 0 and int(max_depths(data).max(initial=0)) <= MAX_JSON_DEPTH:
+        if blank_count == 0 and max_line_depth(data) <= MAX_JSON_DEPTH:
             try:
                 df = pl.read_ndjson(data, infer_schema_length=None)
                 if df.height == nonblank:

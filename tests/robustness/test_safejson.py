@@ -74,3 +74,15 @@ def test_fifo_is_not_read(tmp_path):
     os.mkfifo(p)
     with pytest.raises(JsonInputError, match="not a regular file"):
         read_json_file(p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_json, min_size=1, max_size=5), st.integers(0, 80))
+def test_max_line_depth_decides_the_limit_like_the_exact_scan(values, extra):
+    from datacheck.io.safejson import max_line_depth
+
+    lines = [json.dumps(v) for v in values] + ["[" * extra + "]" * extra]
+    data = ("\n".join(lines) + "\n").encode()
+    exact = int(max_depths(data).max())
+    got = max_line_depth(data)
+    assert got >= exact and (got > MAX_JSON_DEPTH) == (exact > MAX_JSON_DEPTH)
