@@ -155,7 +155,16 @@ def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
     if dctx.root is None or not Path(dctx.root).is_dir():
         return
     root = Path(dctx.root)
-    lists = shipped_lists(root, [s.path for s in dctx.shards], found=dctx.shard_lists)
+    broken: list[tuple[str, str]] = []
+    lists = shipped_lists(root, [s.path for s in dctx.shards], found=dctx.shard_lists, broken=broken)
+    for rel, reason in broken:
+        yield Finding(
+            check="index.missing_shard", severity="error", count=1, shards=(rel,),
+            message=(f"the shard list {rel} shipped with the data cannot be used ({reason}); the dataset loader "
+                     "cannot list its shards from it, so which shards belong to the dataset is unknown. "
+                     "Fix or regenerate that file"),
+            details={"index": rel, "broken": reason},
+        )
     if not lists:
         return
     files = shipped_files(root, lists)

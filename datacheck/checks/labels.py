@@ -1,6 +1,7 @@
 """labels: the label domain (class labels and token labels), and label statistics."""
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterable
 
 import polars as pl
@@ -259,14 +260,22 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
         seen = {str(v) for v in merged}
         unseen = [c for c in domain if str(c) not in seen]
     elif lab.num_classes is not None:
-        unseen = [k for k in range(lab.num_classes) if k not in merged and float(k) not in merged]
+        # From the seen classes, never by enumerating [0, num_classes): memory and time follow the data,
+        # not the config value (num_classes = 2**63 - 1 once enumerated every class, issue 15 item 6).
+        k = lab.num_classes
+        seen_in = {int(v) for v in merged if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and float(v).is_integer() and 0 <= v < k}
+        n_unseen = k - len(seen_in)
+        unseen = list(itertools.islice((i for i in range(k) if i not in seen_in), 1000))
     else:
         yield Skipped("labels.unseen_class", "no [labels] num_classes or classes")
         return
+    if lab.num_classes is None or lab.classes is not None:
+        n_unseen = len(unseen)
     if unseen:
         yield Finding(
-            check="labels.unseen_class", severity="warn", column=col, count=len(unseen),
-            message=(f"{len(unseen)} class(es) never occur in the dataset: {unseen[:20]}"
-                     f"{' ...' if len(unseen) > 20 else ''}; their output units get no positive examples"),
+            check="labels.unseen_class", severity="warn", column=col, count=n_unseen,
+            message=(f"{n_unseen} class(es) never occur in the dataset: {unseen[:20]}"
+                     f"{' ...' if n_unseen > 20 else ''}; their output units get no positive examples"),
             details={"unseen": unseen[:1000]},
         )

@@ -177,6 +177,7 @@ def audit(
     allow_check_errors: bool = False,
     workers: int | None = None,
     executor: str | None = None,
+    follow_symlinks: bool = False,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
@@ -203,6 +204,9 @@ def audit(
             Never more than the number of shards. The report is the same for any number.
         executor: ``"local"`` (this process), ``"process"`` (a spawned process pool) or None
             (default: ``process`` when more than one worker has a shard, else ``local``).
+        follow_symlinks: False (default): a shard found through a symlink that leads outside the
+            audited root is not read (listed under ``ignored``); True: it is read (a Hugging Face hub
+            cache snapshot). See :func:`datacheck.io.discover.discover`.
 
     Returns:
         The :class:`Report`. It is not written anywhere; the CLI stores it.
@@ -225,7 +229,7 @@ def audit(
     cfg, source = config_and_source(config, paths)
     if config_path != "derive":
         source = config_path
-    setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir)
+    setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir, follow_symlinks=follow_symlinks)
     disc, cache, index = setup.disc, setup.cache, setup.index
     against_results = None
     if against is not None:

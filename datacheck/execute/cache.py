@@ -47,6 +47,7 @@ import functools
 import io
 import json
 import os
+import shutil
 import stat
 import struct
 import tempfile
@@ -58,8 +59,8 @@ from typing import Any
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
-from datacheck.io.outputs import write_bytes_atomic
 from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
@@ -266,7 +267,7 @@ def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
     if start + hlen > len(body):
         raise CorruptEntry("header length beyond the end of the entry")
     try:
-        header = json.loads(bytes(body[start:start + hlen]).decode("utf-8"))
+        header = safejson.loads(bytes(body[start:start + hlen]))
         view = memoryview(body)[start + hlen:]
         blobs = []
         for off, n in header["blobs"]:
@@ -394,14 +395,73 @@ class ShardCache:
         """``<root>/v<layout>/<key[:2]>/<key>.dcr`` (256 sub-folders keep folder listings short)."""
         return self.root / f"v{ENTRY_LAYOUT}" / key[:2] / f"{key}.dcr"
 
+    def _repair(self, p: Path) -> bool:
+        """Remove what stands at ``p`` inside the cache when it is not a regular file (a symlink, a
+        FIFO, a device, a folder): the cache never follows or blocks on it (issue 15 item 11).
+        True when something was removed."""
+        try:
+            st = os.lstat(p)
+        except OSError:
+            return False
+        if stat.S_ISREG(st.st_mode):
+            return False
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(p)
+            else:
+                os.unlink(p)
+        except OSError:
+            return False
+        return True
+
+    def _entry_dir(self, p: Path) -> Path:
+        """The entry's folders ``<root>/v<layout>/<xx>`` as real folders of the cache: a symlink (dangling
+        or not) or a file standing there is removed first, so nothing is created or written outside."""
+        for d in (p.parent.parent, p.parent):
+            try:
+                st = os.lstat(d)
+            except FileNotFoundError:
+                os.mkdir(d)
+                continue
+            if not stat.S_ISDIR(st.st_mode):  # lstat: a link (dangling or not) is no folder
+                os.unlink(d)
+                os.mkdir(d)
+        return p.parent
+
+    def _read_entry(self, p: Path) -> bytes:
+        """The entry's bytes, opened without following a link and only as a regular file (a FIFO
+        never blocks: ``O_NONBLOCK``). Raises FileNotFoundError (also after repairing a non-file)."""
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(p, flags)
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            if self._repair(p):  # ELOOP (a link) or EISDIR (a folder): repaired, a miss
+                raise FileNotFoundError(str(p)) from None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                fd = -1
+                self._repair(p)
+                raise FileNotFoundError(str(p))
+            with os.fdopen(fd, "rb") as f:
+                fd = -1
+                return f.read()
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
     def get(self, key: str, rel: str) -> Any | None:
         """The cached :class:`ShardResult` for ``key`` (its path set to ``rel``), or None on a miss.
 
-        A corrupt or truncated entry counts as a miss (``stats.corrupt``) and is removed.
+        A corrupt or truncated entry counts as a miss (``stats.corrupt``) and is removed; a symlink,
+        FIFO or folder in place of an entry is never followed or read, and is removed (a miss).
         """
         p = self.entry_path(key)
         try:
-            data = p.read_bytes()
+            data = self._read_entry(p)
         except FileNotFoundError:
             self.stats.misses += 1
             return None
@@ -430,10 +490,11 @@ class ShardCache:
         return r
 
     def put(self, key: str, result: Any) -> None:
-        """Store ``result`` atomically (temporary file in the entry's folder, fsync, ``os.replace``).
+        """Store ``result`` atomically (temporary file in the entry's folder, fsync, ``os.replace``, which
+        replaces a link standing at the entry path instead of writing through it).
 
         A result that cannot be encoded, or a failed write (disk full), is not cached: a
-        :class:`CacheWarning` says so and the audit goes on.
+        :class:`CacheWarning` says so (once per audit for write failures) and the audit goes on.
         """
         try:
             data = encode_results([result], meta={"key": key})
@@ -443,13 +504,29 @@ class ShardCache:
             return
         p = self.entry_path(key)
         self.used.add(key)
+        tmp = None
         try:
-            write_bytes_atomic(p, data)
+            folder = self._entry_dir(p)
+            self._repair(p)
+            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, p)
+            tmp = None
         except OSError as exc:
-            warnings.warn(f"cache entry {p}: cannot write ({exc.strerror or exc}); continuing without it",
-                          CacheWarning, stacklevel=2)
             self.stats.write_errors += 1
+            if self.stats.write_errors == 1:
+                warnings.warn(f"cache entry {p}: cannot write ({exc.strerror or exc}); continuing without the "
+                              "cache (said once per audit)", CacheWarning, stacklevel=2)
             return
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
         self.stats.writes += 1
 
 

@@ -20,6 +20,7 @@ from datacheck.execute.audit import finish_report
 from datacheck.execute.cache import CorruptEntry, decode_results
 from datacheck.execute.parts import PART_KIND
 from datacheck.io.dataindex import parse_index
+from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.config import config_from_dict
 from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import UsageError
@@ -44,7 +45,6 @@ def expand_part_paths(paths: list[str]) -> list[Path]:
     Raises:
         UsageError: a path does not exist, or a folder holds no part report.
     """
-    import json
 
     out: list[Path] = []
     for arg in paths:
@@ -53,8 +53,8 @@ def expand_part_paths(paths: list[str]) -> list[Path]:
             found = []
             for f in sorted(p.rglob("*.json")):
                 try:
-                    d = json.loads(f.read_text(encoding="utf-8"))
-                except (OSError, ValueError):
+                    d = read_json_file(f)
+                except (OSError, JsonInputError):
                     continue
                 if isinstance(d, dict) and isinstance(d.get("part"), dict):
                     found.append(f)

@@ -25,7 +25,6 @@ checks over all shard results in discovery order, which gives the single-job rep
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +38,7 @@ from datacheck.execute.cache import EncodeError, code_fingerprint, encode_result
 from datacheck.execute.setup import prepare_audit
 from datacheck.io.discover import Discovery
 from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
+from datacheck.io.safejson import read_json_file
 from datacheck.model.config import Config
 from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Skipped
@@ -144,7 +144,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         source = setup.index_path.absolute()
         source = (source.relative_to(disc.root).as_posix() if source.is_relative_to(disc.root)
                   else str(source))
-        index_doc = {"source": source, "data": json.loads(setup.index_path.read_text(encoding="utf-8"))}
+        index_doc = {"source": source, "data": read_json_file(setup.index_path)}
     mine = select_part(disc, num_parts, part)
     results = audit_shards(mine, cfg, progress, cache=cache, workers=workers, executor=executor)
     if cache is not None and prune_cache:

@@ -62,21 +62,27 @@ def _coerce_config(config: Config | str | Path | dict | None) -> Config:
     return config_and_source(config)[0]
 
 
-def config_and_source(config: Config | str | Path | dict | None, paths: Iterable[str | Path] = ()
-                       ) -> tuple[Config, str | None]:
+def config_and_source(config: Config | str | Path | dict | None, paths: Iterable[str | Path] = (),
+                      allow_python_schema: bool = False) -> tuple[Config, str | None]:
     """(validated config, the file it came from or None). A :class:`Config` or a dict given in memory
     has no file (None); ``config=None`` resolves like the CLI (:func:`resolve_config_path` over
     ``paths``), None again when no file is found (the defaults).
 
+    A config found by the lookup (``config=None``) may not name a Python schema file (it executes
+    code) unless ``allow_python_schema``; one the caller names (a path, a Config, a dict) may.
+
     Raises:
-        ConfigError: the file is missing, not TOML, or has a bad key.
+        ConfigError: the file is missing, not TOML, has a bad key, or is a found config naming a
+            Python schema.
     """
     if isinstance(config, Config):
         return config, None
     if isinstance(config, dict):
         return config_from_dict(config, source="config"), None
     source = resolve_config_path(config, paths)
-    return (load_config(source) if source is not None else Config()), source
+    # A config the caller named may run its Python schema; one found next to the data may not (issue 15 item 9).
+    trusted = config is not None or allow_python_schema
+    return (load_config(source, allow_python_schema=trusted) if source is not None else Config()), source
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,7 @@ class AuditSetup:
 
 
 def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
-                  cache_dir: str | Path | None) -> AuditSetup:
+                  cache_dir: str | Path | None, follow_symlinks: bool = False) -> AuditSetup:
     """Every check an audit makes before reading shards, in one place: ``fail_on``, the data contract
     (``[dataset] schema``), the cache folder, discovery of the shards, and the committed data index.
 
@@ -109,13 +115,16 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
             shard; ``cache_dir`` is read-only; the index file is missing, not JSON, of a newer format
             or lists a path outside the audited root.
         ConfigError: the contract cannot be loaded (unknown layout, bad YAML, ...).
+
+    ``follow_symlinks``: read shards reached through symlinks that lead outside the audited root
+    (:func:`datacheck.io.discover.discover`).
     """
     if fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
     if cfg.dataset.schema_ is not None:  # a bad schema is a usage error (exit 2) before any shard is read
         load_contract(cfg.dataset.schema_)
     cache = ShardCache(cache_dir, cfg) if cache_dir is not None else None
-    disc = discover([str(p) for p in paths], cfg.dataset.format)
+    disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=follow_symlinks)
     index = index_path = None
     if cfg.dataset.index is not None:  # a bad index is a usage error before any shard is read
         index_path = resolve_index_path(cfg.dataset.index, disc.root)

@@ -50,6 +50,7 @@ from datacheck.io.hfmeta import hf_data_files, parse_state
 from datacheck.io.outputs import write_json_atomic
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
+from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.constants import HASH_ALGORITHM
 from datacheck.model.errors import ENGINE_ERRORS, UsageError
 from datacheck.model.findings import Finding
@@ -138,16 +139,17 @@ def safe_relpath(p: Any, root: Path, source: str) -> str:
 
 
 def _load_json(path: Path, what: str) -> Any:
+    """``path`` parsed by the one bounded JSON loader (:mod:`datacheck.io.safejson`).
+    Raises :class:`UsageError` naming the file and what is wrong with it."""
     try:
-        raw = path.read_bytes()
+        return read_json_file(path)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such {what}; give an existing file (build one with `datacheck index build`)") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: {what} is not valid JSON ({exc}); rebuild it with `datacheck index build`") from None
+    except JsonInputError as exc:
+        raise UsageError(f"{path}: {what} is not usable: {exc.reason}; fix it or rebuild it "
+                         "(`datacheck index build` for a datacheck index)") from None
 
 
 def _int_or_none(v: Any, key: str, source: str) -> int | None:
@@ -343,11 +345,11 @@ def _hf_state(state: Path, root: Path) -> DataIndex | None:
     split = st.split
     if info.is_file() and split is not None:
         try:
-            di = json.loads(info.read_text(encoding="utf-8"))
+            di = read_json_file(info)
             n = di.get("splits", {}).get(split, {}).get("num_examples")
             if isinstance(n, int) and not isinstance(n, bool):
                 split_rows = n
-        except (OSError, ValueError, AttributeError):
+        except (OSError, JsonInputError, AttributeError):
             split_rows = None
     return DataIndex(source=src, kind="hf-state", entries=entries, split_rows=split_rows,
                      folder="" if folder == "." else folder)
@@ -471,7 +473,8 @@ def _litdata(index: Path, root: Path) -> DataIndex | None:
                      extra_glob="chunk-*.bin", findings=tuple(found))
 
 
-def shipped_lists(root: Path, shards: Iterable[str] | None = None, found: Iterable[str] = ()) -> list[DataIndex]:
+def shipped_lists(root: Path, shards: Iterable[str] | None = None, found: Iterable[str] = (),
+                  broken: list[tuple[str, str]] | None = None) -> list[DataIndex]:
     """The shipped shard lists of the audited shards: HF ``state.json`` and MosaicML ``index.json``.
 
     Looked up in the folder of each audited shard (``shards``: paths relative to ``root``) and in
@@ -480,9 +483,17 @@ def shipped_lists(root: Path, shards: Iterable[str] | None = None, found: Iterab
     in their common parent (which may be ``/``). ``shards=None``: the lists in ``root`` itself.
 ``found``: lists discovery met while searching a folder PATH (relative paths), in scope wherever they
 are (e.g. a MosaicML ``index.json`` listing zero shards, in a folder holding none).
+``broken``: when given, an in-scope list that cannot be used (not JSON, too deep, a path outside
+``root``) is appended as ``(relative path, reason)`` instead of raising (the audit reports it as a
+finding about that file and still audits the shards).
+
+    Args:
+        broken: when given, a list that cannot be used (not JSON, nested too deep, a path outside
+            ``root``, a wrong type) is appended to it as (path relative to ``root``, reason) and
+            skipped, so that a hostile file inside the data is a finding, not the end of the audit.
 
     Raises:
-        UsageError: an in-scope list is not JSON or names a path outside ``root``.
+        UsageError: (only when ``broken`` is None) an in-scope list is not JSON or names a path outside ``root``.
     """
     out: list[DataIndex] = []
     if root is None or not Path(root).is_dir():
@@ -509,19 +520,31 @@ are (e.g. a MosaicML ``index.json`` listing zero shards, in a folder holding non
                 if lst is not None and audited & set(lst.entries):
                     out.append(lst)
                 continue
-            lst = read(path, root)
+            lst = _read_list(read, path, root, broken)
             if lst is not None:
                 out.append(lst)
-    have = {lst.source for lst in out}
+    have = {lst.source for lst in out} | {rel for rel, _ in (broken or [])}
     for rel in sorted(set(found)):
         if rel in have:
             continue
         path = root / rel
         read = _hf_state if rel.rpartition("/")[2] == "state.json" else _index_json
-        lst = read(path, root) if path.is_file() else None
+        lst = _read_list(read, path, root, broken) if path.is_file() else None
         if lst is not None:
             out.append(lst)
     return out
+
+
+def _read_list(read: Callable[[Path, Path], DataIndex | None], path: Path, root: Path,
+               broken: list[tuple[str, str]] | None) -> DataIndex | None:
+    """``read(path, root)``; with ``broken``, a list that cannot be used is recorded there, not raised."""
+    try:
+        return read(path, root)
+    except UsageError as exc:
+        if broken is None:
+            raise
+        broken.append((path.relative_to(root).as_posix(), str(exc)))
+        return None
 
 
 def _index_json(path: Path, root: Path) -> DataIndex | None:

@@ -239,8 +239,23 @@ def _why_not(f: Path, forced: str) -> str | None:
     return None
 
 
-def discover(paths: list[str], forced_format: str = "auto") -> Discovery:
+def _link_outside(f: Path, root_real: Path) -> str | None:
+    """The real path of ``f`` when ``f`` is reached through a symlink and resolves outside
+    ``root_real`` (the audited root, resolved); else None."""
+    real = Path(os.path.realpath(f))
+    if real == f or real.is_relative_to(root_real):
+        return None
+    return str(real)
+
+
+def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: bool = False) -> Discovery:
     """Resolve PATH arguments into shards under one root.
+
+    Symlinks (issue 15 item 12): a file found in a folder or by a glob that is, or lies under, a
+    symlink resolving outside the audited root is not read (its content could be any file of the
+    machine, shown in the report); it is listed in ``ignored_data`` with the reason. A file named as a
+    PATH itself is always read. ``follow_symlinks=True`` (``--follow-symlinks``) reads such links too,
+    e.g. a Hugging Face hub cache snapshot, whose files link into the ``blobs/`` folder next to it.
 
     The root is the common folder of all arguments; shard paths in the report are relative to it.
     Which files are shards: see the module docstring. A file named as a PATH itself is still
@@ -260,6 +275,7 @@ def discover(paths: list[str], forced_format: str = "auto") -> Discovery:
         if is_named:
             named.update(fs)
     root = Path(os.path.commonpath([str(r) for r in roots]))
+    root_real = Path(os.path.realpath(root))
     disc = Discovery(root=root)
     hf_lists: dict[Path, set[str] | None] = {}
     seen = set()
@@ -272,6 +288,15 @@ def discover(paths: list[str], forced_format: str = "auto") -> Discovery:
         if _is_temp(f):
             disc.temp_files.append(rel)
             continue
+        if not follow_symlinks and f not in named:
+            target = _link_outside(f, root_real)
+            if target is not None:
+                disc.ignored.append(rel)
+                if format_of(f, forced_format) is not None:
+                    disc.ignored_data.append({"path": rel, "reason": (
+                        f"a symlink to {target}, outside the audited root: not followed (pass --follow-symlinks "
+                        "to read it, e.g. for a Hugging Face hub cache snapshot)")})
+                continue
         if lname in _METADATA_NAMES or f.name.startswith(".") or lname.endswith(NEVER_SHARD_SUFFIXES):
             disc.ignored.append(rel)
             continue

@@ -10,11 +10,11 @@ Used by discovery (which ``.arrow`` files are shards), the shipped-list check of
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.errors import UsageError
 
 __all__ = ["STATE_NAME", "HfState", "parse_state", "read_state", "hf_data_files"]
@@ -81,9 +81,9 @@ def read_state(folder: Path) -> HfState | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)
         return parse_state(data, str(path))
-    except (OSError, UnicodeDecodeError, ValueError, UsageError):
+    except (OSError, JsonInputError, UsageError):
         return None
 
 

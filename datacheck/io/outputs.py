@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import glob as _glob
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -35,7 +36,7 @@ from typing import BinaryIO
 
 from datacheck.model.errors import UsageError
 
-__all__ = ["write_atomic", "check_outputs", "check_output_target", "Content"]
+__all__ = ["write_atomic", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
 
 #: What :func:`write_atomic` writes: text (UTF-8), bytes, or a function that writes the whole
 #: content to the binary file object it is given (e.g. ``df.write_parquet``).
@@ -146,7 +147,15 @@ def _write(given: str, content: Content) -> None:
     try:
         os.fchmod(fd, _new_file_mode() if mode is None else mode)  # mkstemp creates 0600
         with os.fdopen(fd, "wb") as f:
-            _put(f, content)
+            try:
+                _put(f, content)
+            except OSError:
+                raise
+            except Exception as exc:  # a writer (polars, pyarrow) that wraps the OS error in its own type
+                os_exc = _os_error_in(exc)
+                if os_exc is None:
+                    raise
+                raise os_exc from None
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -159,9 +168,21 @@ def _write(given: str, content: Content) -> None:
     _fsync_dir(folder)
 
 
+def _os_error_in(exc: BaseException) -> OSError | None:
+    """The OS error a library exception reports in its message (polars: "... (os error 28)"), else None."""
+    m = re.search(r"\(os error (\d+)\)", str(exc))
+    if m is None:
+        return None
+    code = int(m.group(1))
+    return OSError(code, os.strerror(code))
+
+
 def _usage_error(given: str, exc: OSError) -> UsageError:
     if exc.errno == errno.EISDIR:
         return UsageError(f"{given} is a folder; give a file path")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return UsageError(f"cannot write {given}: no space left on the device (or the disk quota is used up); "
+                          "nothing was written: free space or choose another location")
     return UsageError(f"cannot write {given}: {exc.strerror or exc}; choose a writable location")
 
 
@@ -219,8 +240,10 @@ def _is_hidden_below(path: Path, folder: Path) -> bool:
     return any(part.startswith(".") and not part.startswith(".~") for part in path.relative_to(folder).parts)
 
 
-def _inputs(paths: Iterable[str]) -> list[tuple[str, Path]]:
-    """(argument as given, resolved path) of every audited file or folder a PATH argument names."""
+def _inputs(paths: Iterable[str], with_folders: bool = False) -> list[tuple[str, Path]]:
+    """(argument as given, resolved path) of every audited file or folder a PATH argument names.
+    ``with_folders``: also the folder of each audited file (a single-file PATH or a glob match), whose
+    next audit as a folder would read an output written there as a shard."""
     out: list[tuple[str, Path]] = []
     for arg in paths:
         arg = os.fspath(arg)
@@ -230,11 +253,56 @@ def _inputs(paths: Iterable[str]) -> list[tuple[str, Path]]:
             out += [(m, Path(os.path.realpath(m))) for m in sorted(_glob.glob(arg, recursive=True))]
         elif os.path.exists(arg):
             out.append((arg, Path(os.path.realpath(arg))))
+    if with_folders:
+        out += sorted({(f"the folder of {arg}", real.parent) for arg, real in out if not real.is_dir()})
     return out
 
 
+def check_output_folders(folders: Mapping[str, str | os.PathLike[str] | None], inputs: Iterable[str], *,
+                         probe: Collection[str] = ()) -> None:
+    """Refuse output *folders* (``--report-dir``, ``--cache-dir``) inside the audited data, and prove
+    each one writable, before any shard is read: a folder inside an audited folder (a folder PATH or
+    a folder a glob matches; not the folder of a single-file PATH: reports and cache entries are never
+    shards) is refused unless it lies below a hidden name there (``.datacheck/``, which
+    discovery never reads); a folder whose flag is in ``probe`` that cannot be created or written is
+    refused too, so a failure is not found only after the whole audit (the probe leaves nothing).
+
+    Raises:
+        UsageError: naming the flag, the folder and the audited path, or the OS reason (exit code 2).
+    """
+    audited = _inputs(inputs)
+    for flag, folder in folders.items():
+        if folder is None:
+            continue
+        target = Path(os.path.realpath(os.fspath(folder)))
+        for arg, real in audited:
+            if real.is_dir() and (target == real or target.is_relative_to(real)) and not _is_hidden_below(target, real):
+                raise UsageError(f"{flag} {folder}: lies inside the audited data ({arg}); datacheck does not write "
+                                 "among the data it audits; choose a folder outside it (or below a hidden folder "
+                                 "there, e.g. .datacheck/)")
+        if flag not in probe:
+            continue
+        created: list[Path] = []  # folders the probe makes are removed again: nothing is left if the run stops
+        try:
+            for d in [*reversed(target.parents), target]:
+                if not os.path.lexists(d):
+                    os.mkdir(d)
+                    created.append(d)
+            fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=target)
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as exc:
+            raise UsageError(f"{flag} {folder}: {_usage_error(str(folder), exc)}") from None
+        finally:
+            for d in reversed(created):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+
+
 def check_outputs(outputs: Mapping[str, str | os.PathLike[str] | None], inputs: Iterable[str], *,
-                  allow_names: Collection[str] = ()) -> None:
+                  allow_names: Collection[str] = (), data: bool = True) -> None:
     """Refuse output paths that would overwrite or land among the audited data, before any data is read.
 
     Each output (symbolic links resolved) is refused when it is one of the audited files (a PATH
@@ -248,12 +316,16 @@ def check_outputs(outputs: Mapping[str, str | os.PathLike[str] | None], inputs: 
     Args:
         outputs: flag -> output path (``{"--output": "r.json", "--html": None}``); None is skipped.
         inputs: the PATH arguments (files, folders, globs) of the command.
-        allow_names: file names allowed directly inside an audited folder (not over an audited file).
+        allow_names: file names allowed directly inside an audited folder (not over an audited file,
+            nor over an existing file of another format: a MosaicML ``index.json`` is never replaced).
+        data: the inputs are data (the default): the folder of an audited file (a single-file PATH or
+            a glob match) counts as audited too, since auditing that folder next would read an output
+            written there as a shard. False for inputs that are reports (``report``, ``merge``).
 
     Raises:
         UsageError: naming the flag, the output and the audited file or folder (exit code 2).
     """
-    audited = _inputs(inputs)
+    audited = _inputs(inputs, with_folders=data)
     for flag, out in outputs.items():
         if out is None:
             continue
@@ -267,6 +339,10 @@ def check_outputs(outputs: Mapping[str, str | os.PathLike[str] | None], inputs: 
                 if _is_hidden_below(target, real):
                     continue
                 if target.name in allow_names and target.parent == real and not target.is_dir():
+                    if target.is_file() and not _is_datacheck_file(target):
+                        raise UsageError(f"{flag} {out}: an existing {target.name} that datacheck did not write "
+                                         "(e.g. a MosaicML index.json, which lists the dataset's shards) is "
+                                         "there; refusing to overwrite it; write the output elsewhere")
                     continue
                 if target.is_file():
                     raise UsageError(f"{flag} {out}: this file is part of the audited folder {arg}; refusing to "
@@ -274,6 +350,16 @@ def check_outputs(outputs: Mapping[str, str | os.PathLike[str] | None], inputs: 
                 raise UsageError(f"{flag} {out}: lies inside the audited folder {arg}; datacheck does not "
                                  "write among the data it audits; write the output outside that folder "
                                  "(or below a hidden folder there, e.g. .datacheck/)")
+
+
+def _is_datacheck_file(path: Path) -> bool:
+    """True when ``path`` starts like a file datacheck writes (a data index: ``"format": "datacheck-..."``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"format": "datacheck' in head or b'"format":"datacheck' in head
 
 
 def write_json_atomic(path: str | Path, text: str) -> Path:
@@ -300,3 +386,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         OSError: the file cannot be written (the cache turns this into a :class:`CacheWarning`).
     """
     write_atomic(path, data, os_errors=True)
+
+
+def os_error_message(given: str, exc: BaseException) -> str | None:
+    """The usage-error message for a failed write of ``given`` (an ``OSError``, or a library error
+    that wraps one, such as polars' "No space left on device (os error 28)"); None when ``exc`` is
+    no OS error (then it is a bug, not the disk)."""
+    os_exc = exc if isinstance(exc, OSError) else _os_error_in(exc)
+    return None if os_exc is None else str(_usage_error(given, os_exc))

@@ -31,10 +31,11 @@ from datacheck.io.formats.mds import read_mds
 from datacheck.io.formats.megatron import read_megatron
 from datacheck.io.formats.webdataset import read_webdataset
 from datacheck.io.records import RecordLayoutError, csv_records, jsonl_records, strip_bom
+from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["ShardData", "Unreadable", "normalize_frame", "open_shard", "read_bytes"]
+__all__ = ["ShardData", "Unreadable", "normalize_frame", "validate_arrow", "open_shard", "read_bytes"]
 
 #: A reader's failure: any exception, and polars' ``PanicException`` (a ``BaseException``) on bytes
 #: the engine cannot handle. Each becomes :class:`Unreadable` (``decode.unreadable``), never a crash.
@@ -369,7 +370,9 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
         blank_count = sum(1 for ln in data.rstrip(b"\n").split(b"\n") if not ln.strip()) if data.strip() else 0
         if nonblank == 0:
             return ShardData(lf=pl.LazyFrame(), line_format=True)
-        if blank_count == 0:
+        # Nesting is bounded before polars parses anything (a 600-deep object crashes read_ndjson);
+        # a deeper line goes to the per-line path, which reports it as decode.bad_record.
+        if blank_count == 0 and max_line_depth(data) <= MAX_JSON_DEPTH:
             try:
                 df = pl.read_ndjson(data, infer_schema_length=None)
                 if df.height == nonblank and _types_as_written(df, data):
@@ -478,6 +481,19 @@ def _read_parquet(path: Path) -> ShardData:
     return ShardData(lf=lf)
 
 
+def validate_arrow(data, where: str) -> None:
+    """Full validation of Arrow data (``validate(full=True)``: every offset, index and UTF-8 string
+    checked against its buffers) before polars sees it: polars trusts offsets, and a corrupt inner list
+    offset kills the process (SIGSEGV/SIGBUS, issue 15). Costs one pass over the data (CPU, no copy).
+    Raises :class:`Unreadable` naming ``where`` and pyarrow's reason."""
+    try:
+        data.validate(full=True)
+    except _READ_ERRORS as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise Unreadable(f"corrupt Arrow data in {where} (full validation failed: {msg}); "
+                         "the file was damaged or written by a broken writer: re-create or re-download it") from None
+
+
 def _read_arrow(path: Path) -> ShardData:
     import pyarrow as pa
 
@@ -494,12 +510,19 @@ def _read_arrow(path: Path) -> ShardData:
         raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
     try:
         if head.startswith(b"ARROW1"):
+            with pa.memory_map(str(path), "r") as src:
+                reader = pa.ipc.open_file(src)
+                for i in range(reader.num_record_batches):
+                    validate_arrow(reader.get_batch(i), f"record batch {i}")
             lf = pl.scan_ipc(path)
             lf.collect_schema()
             return ShardData(lf=lf)
         with pa.memory_map(str(path), "r") as src:
             table = pa.ipc.open_stream(src).read_all()
+        validate_arrow(table, "the stream")
         return ShardData(lf=pl.from_arrow(table).lazy())  # type: ignore[union-attr]
+    except Unreadable:
+        raise
     except _READ_ERRORS as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Unreadable(f"not a readable Arrow IPC file or stream (first bytes {head!r}): {msg}") from None

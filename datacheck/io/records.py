@@ -21,8 +21,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from datacheck.io.safejson import MAX_JSON_DEPTH, max_depths
+
 __all__ = ["BOM", "LineRecord", "RecordSplit", "RecordLayoutError", "strip_bom", "split_lines",
            "jsonl_records", "csv_records"]
+
+#: Largest CSV field (characters): Python's ``csv`` default of 131,072 would make a valid CSV with one
+#: long text field unreadable; raised to 2**31 - 1 (the largest value a C ``long`` holds everywhere).
+CSV_FIELD_SIZE_LIMIT = 2**31 - 1
+csv.field_size_limit(CSV_FIELD_SIZE_LIMIT)
 
 #: UTF-8 byte order mark (editors and Excel write it at the start of UTF-8 text).
 BOM = b"\xef\xbb\xbf"
@@ -126,6 +133,7 @@ def jsonl_records(raw: bytes) -> RecordSplit:
     """Split a JSONL file's bytes (decompressed) into records (see the module docstring)."""
     data, b = strip_bom(raw)
     out = RecordSplit(lines=split_lines(data, b), bom=raw[:b])
+    depths = max_depths(data)
     row = 0
     for i, (off, line) in enumerate(out.lines):
         text, bad_utf8 = _decode(line)
@@ -133,17 +141,25 @@ def jsonl_records(raw: bytes) -> RecordSplit:
             out.blank.append((i + 1, off))
             continue
         rec = LineRecord(line=i + 1, offset=off, raw=line, text=text, invalid_utf8=bad_utf8)
+        if i < depths.size and depths[i] > MAX_JSON_DEPTH:  # refused before any parser runs
+            rec.error = f"nested {int(depths[i])} levels deep (datacheck reads at most {MAX_JSON_DEPTH})"
+            out.records.append(rec)
+            continue
         try:
             obj = json.loads(text)
+        except RecursionError:
+            rec.error = f"nested too deep (datacheck reads at most {MAX_JSON_DEPTH} levels)"
         except json.JSONDecodeError as exc:
             what = exc.msg
             if exc.msg == "Extra data":
                 try:
                     json.loads(text[exc.pos:])
                     what = "two JSON values on one line"
-                except json.JSONDecodeError:
+                except ValueError:
                     what = "extra characters after the JSON value"
             rec.error = f"{what} (column {exc.colno})"
+        except ValueError as exc:  # an integer over sys.get_int_max_str_digits() digits
+            rec.error = str(exc).splitlines()[0]
         else:
             if isinstance(obj, dict):
                 rec.value, rec.row = obj, row

@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -84,10 +85,10 @@ class ColumnsSection(_Section):
 class TokensSection(_Section):
     """``[tokens]``: tokenizer facts. ``vocab_size`` is the embedding rows (ids in ``[0, vocab_size)``)."""
 
-    vocab_size: int | None = Field(default=None, gt=0)
+    vocab_size: int | None = Field(default=None, gt=0, le=2**63 - 1)
     pad_token_id: int | None = None
     eos_token_id: int | None = None
-    max_seq_len: int | None = Field(default=None, gt=0)
+    max_seq_len: int | None = Field(default=None, gt=0, le=2**63 - 1)
     padding_side: Literal["right", "left"] = "right"
     truncation_side: Literal["right", "left"] = "right"
     type_vocab_size: int | None = Field(default=None, gt=0, description="token_type_ids range (BERT: 2, RoBERTa: 1)")
@@ -112,7 +113,8 @@ class LabelsSection(_Section):
     (nanoGPT, Megatron) ``labels[i]`` is the target predicted at position ``i`` (token ``i+1``), so
     the token at position ``i`` is supervised by ``labels[i-1]``."""
 
-    num_classes: int | None = Field(default=None, gt=0)
+    num_classes: int | None = Field(default=None, gt=0, le=2**31 - 1, description=(
+        "class count; at most 2**31 - 1 (no output layer is wider; the check never enumerates it)"))
     classes: list[Union[int, str]] | None = None
     ignore_index: int | Literal[False] | None = -100
     shifted: bool = Field(default=False, description=(
@@ -264,20 +266,47 @@ def config_from_dict(data: dict[str, Any], source: str | None = None) -> Config:
         raise ConfigError("; ".join(msgs), key=first, path=source) from None
 
 
-def load_config(path: str | Path | None = None) -> Config:
+#: ``file.py:ClassName``: a Pandera model in a Python file. Loading it imports (executes) that file.
+PYTHON_SCHEMA = re.compile(r"^(.+\.py):([A-Za-z_]\w*)$")
+
+
+def refuse_python_schema(cfg: Config, source: str) -> None:
+    """The rule on code execution (issue 15 item 9): a Python schema file runs only when the user named it
+    (``--schema``, a config given with ``--config`` or to the API, ``--allow-python-schema``). A config
+    datacheck found by itself (``./datacheck.toml``, next to the data or in its parent) may come with a
+    downloaded dataset, so its ``schema = "x.py:M"`` is refused before anything is imported.
+
+    Raises:
+        ConfigError: ``dataset.schema`` names a Python file.
+    """
+    spec = cfg.dataset.schema_
+    if spec is not None and PYTHON_SCHEMA.match(spec):
+        raise ConfigError(
+            f"dataset.schema = {spec!r} is a Python file, and Python schema files execute code; datacheck "
+            "never runs code named by a config it found by itself (it may have come with the data). Pass "
+            f"this config explicitly with --config {source}, name the schema with --schema, or add "
+            "--allow-python-schema if you trust this file", key="dataset.schema", path=source)
+
+
+def load_config(path: str | Path | None = None, *, allow_python_schema: bool = True) -> Config:
     """Load and validate ``datacheck.toml``.
 
     Args:
         path: the TOML file. None: ``./datacheck.toml`` when present, else the defaults.
+        allow_python_schema: False for a config datacheck found by itself (not named by the user):
+            a ``dataset.schema`` naming a Python file is then refused (:func:`refuse_python_schema`).
+            A config found for ``path=None`` is always treated so.
 
     Raises:
-        ConfigError: the file is missing, is not TOML, or has an unknown key or a wrong type.
+        ConfigError: the file is missing, is not TOML (or nested too deep), has an unknown key or a
+            wrong type, or names a Python schema it may not run.
     """
     if path is None:
         default = Path(DEFAULT_CONFIG_NAME)
         if not default.is_file():
             return Config()
         path = default
+        allow_python_schema = False
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -289,7 +318,12 @@ def load_config(path: str | Path | None = None) -> Config:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=str(path)) from None
-    return config_from_dict(data, source=str(path))
+    except RecursionError:
+        raise ConfigError("not a usable TOML file: nested too deep", path=str(path)) from None
+    cfg = config_from_dict(data, source=str(path))
+    if not allow_python_schema:
+        refuse_python_schema(cfg, str(path))
+    return cfg
 
 
 def describe_config(source: str | None, config_hash: str | None = None) -> str:

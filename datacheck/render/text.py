@@ -1,6 +1,9 @@
 """Human-readable views of a report: a text summary for terminals and markdown for CI job summaries."""
 from __future__ import annotations
 
+import html
+import re
+
 from datacheck.model.config import describe_config
 from datacheck.report.model import Report
 
@@ -128,10 +131,19 @@ def render_text(report: Report, max_message: int = 110) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_cell(text: str) -> str:
-    """``text`` safe in a GitHub-flavoured markdown table cell: ``|`` escaped (also inside code spans,
-    where GFM honours ``\\|``), line breaks as spaces."""
-    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+def _md_code(text: str) -> str:
+    """``text`` (a file name from the data, a check ID) as a markdown code span that nothing in it can
+    break out of (HTML inside a code span is shown, never rendered): ``|`` escaped (table cells), line
+    breaks shown as ``\\n``, a backtick fence longer than any run inside."""
+    t = str(text).replace("|", "\\|").replace("\r", "\\r").replace("\n", "\\n")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", t)), default=0) + 1)
+    pad = " " if t.startswith("`") or t.endswith("`") else ""
+    return f"{fence}{pad}{t}{pad}{fence}"
+
+
+def _md_text(text: str) -> str:
+    """Free text that quotes the data (messages, reasons): HTML escaped, no raw line breaks."""
+    return html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " ")
 
 
 def render_markdown(report: Report) -> str:
@@ -150,19 +162,20 @@ def render_markdown(report: Report) -> str:
     for sh in report.shards:
         rows_n = "unreadable" if sh.rows is None else str(sh.rows)
         if not sh.findings:
-            out.append(f"| `{_md_cell(sh.path)}` | {rows_n} | {sh.status} | | | | |")
+            out.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | | | | |")
         for f in sh.findings:
             fail = " **(fails)**" if f.fails_policy else ""
-            out.append(f"| `{_md_cell(sh.path)}` | {rows_n} | {sh.status} | `{f.check}` | {f.severity}{fail} "
+            out.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | {_md_code(f.check)} | {f.severity}{fail} "
                        f"| {_count_txt(sh, f)} | {_rows_txt(f)} |")
     if report.dataset_findings:
         out += ["", "### Dataset", ""]
         for f in report.dataset_findings:
-            out.append(f"- `{f.check}` ({f.severity}{', fails' if f.fails_policy else ''}): {f.message}"
-                       f"{_finding_shards(f)}")
+            out.append(f"- {_md_code(f.check)} ({f.severity}{', fails' if f.fails_policy else ''}): "
+                       f"{_md_text(f.message + _finding_shards(f))}")
     if report.skipped:
         out += ["", "<details><summary>Skipped checks</summary>", ""]
-        out += [f"- `{sk['check']}`: {sk['reason']}" + (f" {_shards_txt(sk['shards'])}" if sk.get("shards") else "")
+        out += [f"- {_md_code(sk['check'])}: "
+                + _md_text(sk["reason"] + (f" {_shards_txt(sk['shards'])}" if sk.get("shards") else ""))
                 for sk in report.skipped]
         out += ["", "</details>"]
     return "\n".join(out) + "\n"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.constants import REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
@@ -195,15 +196,15 @@ def read_report(path: str | Path) -> Report:
     """
     path = Path(path)
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = read_json_file(path)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such report file") from None
     except IsADirectoryError:
         raise UsageError(f"{path} is a folder; give a report file (e.g. {path / 'report.json'})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not a JSON report ({exc})") from None
+    except JsonInputError as exc:
+        raise UsageError(f"{path}: not a JSON report ({exc.reason})") from None
     if not isinstance(d, dict):
         raise UsageError(f"{path}: not a datacheck report (top level is not an object)")
     try:

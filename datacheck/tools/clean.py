@@ -49,10 +49,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import glob
 import gzip
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -69,12 +71,14 @@ from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.hfmeta import read_state
-from datacheck.io.readers import read_bytes
+from datacheck.io.outputs import os_error_message
+from datacheck.io.readers import read_bytes, validate_arrow
 from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.rowhash import row_hash_series
+from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.errors import InternalError, UsageError
+from datacheck.model.errors import DatacheckError, InternalError, UsageError
 
 __all__ = ["CleanResult", "ShardClean", "clean", "default_drop", "row_hashes", "QUARANTINE_DIR",
            "META_COLUMNS", "INDEX_NAME"]
@@ -272,9 +276,12 @@ def _read_table(path: Path, fmt: str):
         head = f.read(6)
     if head == b"ARROW1":
         with pa.memory_map(str(path), "r") as src:
-            return pa.ipc.open_file(src).read_all(), "ipc_file"
-    with pa.memory_map(str(path), "r") as src:
-        return pa.ipc.open_stream(src).read_all(), "ipc_stream"
+            table, kind = pa.ipc.open_file(src).read_all(), "ipc_file"
+    else:
+        with pa.memory_map(str(path), "r") as src:
+            table, kind = pa.ipc.open_stream(src).read_all(), "ipc_stream"
+    validate_arrow(table, str(path))  # never hand corrupt offsets to a writer or polars (issue 15 item 1)
+    return table, kind
 
 
 def _write_table(table, path: Path, kind: str) -> None:
@@ -542,8 +549,8 @@ def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]]
 def _json_obj(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``, or None when it cannot be read or is not an object."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = read_json_file(path)
+    except (OSError, JsonInputError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -647,6 +654,22 @@ def _output_index(folder: Path, shards: list[tuple[str, int]]) -> dict[str, Any]
 
 
 # --------------------------------------------------------------------------------------------- clean
+def _remove_stale_stages(out: Path) -> None:
+    """Remove ``.OUT.tmp-PID-*`` staging folders next to ``out`` left by a killed ``clean`` (the process
+    PID is gone); a folder of a live process (a concurrent clean) is left alone."""
+    for d in out.parent.glob(f".{glob.escape(out.name)}.tmp-*"):
+        m = re.match(rf"^\.{re.escape(out.name)}\.tmp-(\d+)-", d.name)
+        if m is None or not d.is_dir() or d.is_symlink():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # alive
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except (PermissionError, OverflowError, ValueError):
+            continue
+
+
 @contextlib.contextmanager
 def _sigterm_as_exit() -> Iterator[None]:
     """While active, SIGTERM raises ``SystemExit(143)`` (128 + SIGTERM, the shell's convention) instead
@@ -699,7 +722,8 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
     _check_out(out, [Path(p).resolve() for p in paths if "*" not in str(p)], disc.root)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        _remove_stale_stages(out)
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create it: {exc.strerror or exc}") from None
     try:
@@ -725,8 +749,11 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.replace(stage, out)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
+        msg = os_error_message(f"--out {out}", exc) if isinstance(exc, Exception) else None
+        if msg is not None and not isinstance(exc, DatacheckError):  # disk full, quota, permission
+            raise UsageError(f"{msg} (the cleaned copy was not made; nothing partial is left)") from None
         raise
     return CleanResult(out=out, quarantine=out / QUARANTINE_DIR, index_path=out / INDEX_NAME, drop=drop_ids,
                        shards=results, index=index, metadata=tuple(metadata))

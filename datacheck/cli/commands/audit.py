@@ -12,7 +12,7 @@ from datacheck.execute.executors import ENV_WORKERS, EXECUTORS
 from datacheck.execute.parts import audit_part, check_part_args, write_part
 from datacheck.execute.setup import resolve_config_path as _resolve
 from datacheck.io.discover import discover
-from datacheck.io.outputs import check_outputs, write_json_atomic
+from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
 from datacheck.model.config import Config, load_config
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
@@ -28,6 +28,14 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="audit shards and write a versioned report")
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
+    a.add_argument("--follow-symlinks", action="store_true",
+                   help="read shards reached through symlinks that lead outside the audited folder (e.g. a "
+                        "Hugging Face hub cache snapshot, whose files link into blobs/); by default they are "
+                        "listed as ignored and not read")
+    a.add_argument("--allow-python-schema", action="store_true",
+                    help="let a datacheck.toml found by itself (next to the data) name a Python schema "
+                         "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
+                         "with --schema or in a --config file runs")
     a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
                                     "folder holding every PATH, else in its parent)")
     a.add_argument("--report-dir", default=default_report_dir(),
@@ -136,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     config_path = resolve_config_path(args.config, args.paths)
-    cfg = load_config(config_path) if config_path is not None else Config()
+    cfg = (load_config(config_path, allow_python_schema=args.config is not None or args.allow_python_schema)
+           if config_path is not None else Config())
     if getattr(args, "schema", None):
         cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"schema_": args.schema})})
     split = check_part_args(args.num_parts, args.part)  # before any shard is read
@@ -144,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
                   [*args.paths, *(getattr(args, "against", None) or [])])
     cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
+    check_output_folders({"--report-dir": args.report_dir, "--cache-dir": cache_dir},
+                         [*args.paths, *(getattr(args, "against", None) or [])], probe=("--report-dir",))
 
     def go(progress):
         if split is not None:
@@ -155,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
                               executor=args.executor)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
                      against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path,
-                     allow_check_errors=args.allow_check_errors, workers=args.workers, executor=args.executor)
+                     allow_check_errors=args.allow_check_errors, workers=args.workers, executor=args.executor,
+                     follow_symlinks=args.follow_symlinks)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)

@@ -33,6 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--drop", action="append", metavar="CHECK_IDS",
                    help="comma-separated row-level check IDs whose rows are dropped (repeatable); default: "
                         "every row-level check of severity error")
+    a.add_argument("--allow-python-schema", action="store_true",
+                    help="let a datacheck.toml found by itself (next to the data) name a Python schema "
+                         "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
+                         "with --schema or in a --config file runs")
     a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else PATH/datacheck.toml "
                                     "when PATH is one folder)")
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
@@ -43,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(resolve_shard_config(args.config, args.paths))
+    found = resolve_shard_config(args.config, args.paths)
+    cfg = load_config(found, allow_python_schema=args.config is not None or args.allow_python_schema)
     drop = [c.strip() for arg in (args.drop or []) for c in arg.split(",") if c.strip()] or None
     res = clean(args.paths, args.out, cfg, drop=drop)
     if args.format == "json":

@@ -29,6 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "with --tokenizer. Exit 0: no offending row; 1: offending rows or an unreadable shard; "
                     "2: usage or config error.")
     a.add_argument("paths", nargs="+", metavar="SHARD", help="shard file, folder (e.g. a save_to_disk split) or glob")
+    a.add_argument("--allow-python-schema", action="store_true",
+                    help="let a datacheck.toml found by itself (next to the data) name a Python schema "
+                         "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
+                         "with --schema or in a --config file runs")
     a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
                                     "folder holding every SHARD, else in its parent)")
     a.add_argument("--check", action="append", metavar="ID",
@@ -105,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
 
     config_path = resolve_shard_config(args.config, args.paths)
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
-    cfg = load_config(config_path) if config_path is not None else Config()
+    cfg = (load_config(config_path, allow_python_schema=args.config is not None or args.allow_python_schema)
+           if config_path is not None else Config())
     checks = [c.strip() for arg in (args.check or []) for c in arg.split(",") if c.strip()] or None
     rows = parse_row_list(args.rows) if args.rows is not None else None
     tok = load_tokenizer(args.tokenizer) if args.tokenizer else None

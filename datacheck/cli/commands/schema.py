@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     config_path = resolve_config_path(args.config, args.paths)
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
-    cfg = load_config(config_path) if config_path is not None else Config()
+    cfg = (load_config(config_path, allow_python_schema=args.config is not None)
+           if config_path is not None else Config())
     data, notes = infer_contract(args.paths, cfg, name=args.name)
     text = infer_yaml(data, [str(p) for p in args.paths])
     for n in notes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from datacheck.cli.envelope import write_envelope
@@ -98,7 +99,12 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
 
 def run(args: argparse.Namespace) -> int:
     logs = [open_log(p, args.log_format, args.regex) for p in args.logs]
-    check_outputs({"--export": args.export, "--output": args.output}, (args.data or []) + list(args.logs))
+    outputs = {"--export": args.export, "--output": args.output}
+    check_outputs(outputs, args.data or [])  # never among the audited data
+    logs_given = {Path(p).resolve() for p in args.logs}
+    for flag, out in outputs.items():  # a log is an input, not data: only the file itself is off limits
+        if out is not None and Path(out).resolve() in logs_given:
+            raise UsageError(f"{flag} {out} is one of the logs being read; write the output to another file")
     if args.world_size is not None and args.world_size < 1:
         raise UsageError(f"--world-size must be >= 1, got {args.world_size}")
     res = trace_logs(logs, TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size))

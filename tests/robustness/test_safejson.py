@@ -1,0 +1,88 @@
+"""The one bounded JSON loader (issue 15 items 2 and 3): nesting is counted before any parser runs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from datacheck.io.safejson import MAX_JSON_DEPTH, JsonInputError, loads, max_depths, read_json_file
+
+
+def _ref_depth(line: str) -> int:
+    """Plain-Python reference: max nesting of [ and { outside strings."""
+    depth = best = 0
+    in_str = esc = False
+    for ch in line:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\[]{}\n'),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(alphabet='a"[{\\', max_size=3), c, max_size=3),
+                     max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_json, min_size=1, max_size=5))
+def test_max_depths_matches_reference(values):
+    lines = [json.dumps(v) for v in values]
+    got = max_depths(("\n".join(lines) + "\n").encode()).tolist()
+    assert got == [_ref_depth(ln) for ln in lines]
+
+
+def test_brackets_inside_strings_do_not_hide_depth():
+    line = '{"a": "]]]]]]]]\\"]]]", "b": ' + "[" * 70 + "]" * 70 + "}"
+    assert max_depths(line.encode()).tolist() == [71]
+
+
+def test_deep_nesting_refused_before_parsing():
+    with pytest.raises(JsonInputError, match=f"nested 5000 levels deep .*at most {MAX_JSON_DEPTH}"):
+        loads(b"[" * 5000 + b"]" * 5000)
+
+
+def test_huge_integer_is_a_json_input_error():
+    with pytest.raises(JsonInputError, match="not readable JSON"):
+        loads(b'{"n": ' + b"9" * 5000 + b"}")
+
+
+def test_syntax_error_names_line_and_column(tmp_path):
+    p = tmp_path / "state.json"
+    p.write_bytes(b'{\n "a": [1,\n}')
+    with pytest.raises(JsonInputError, match=r"at line 3, column 1"):
+        read_json_file(p)
+
+
+def test_fifo_is_not_read(tmp_path):
+    import os
+
+    p = tmp_path / "index.json"
+    os.mkfifo(p)
+    with pytest.raises(JsonInputError, match="not a regular file"):
+        read_json_file(p)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_json, min_size=1, max_size=5), st.integers(0, 80))
+def test_max_line_depth_decides_the_limit_like_the_exact_scan(values, extra):
+    from datacheck.io.safejson import max_line_depth
+
+    lines = [json.dumps(v) for v in values] + ["[" * extra + "]" * extra]
+    data = ("\n".join(lines) + "\n").encode()
+    exact = int(max_depths(data).max())
+    got = max_line_depth(data)
+    assert got >= exact and (got > MAX_JSON_DEPTH) == (exact > MAX_JSON_DEPTH)
