@@ -12,7 +12,7 @@ import polars as pl
 
 from datacheck.checks._pos import nxt
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, check
 
 __all__ = ["periodic_tokens", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
 
@@ -61,8 +61,21 @@ def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     ``p``, a rolling minimum over ``31 p`` positions of that equality (O(positions) each). The
     details give per row the start position, the smallest such period and the repeats."""
     ids = ctx.roles.input_ids
-    view = positions_view(ctx)
-    mask = ctx.roles.attention_mask if ctx.roles.attention_mask in view.cols else None
+    full = positions_view(ctx)
+    mask = ctx.roles.attention_mask if ctx.roles.attention_mask in full.cols else None
+    # Necessary condition, per row with list kernels: a run of 32 repeats of a period p covers 32p
+    # attended positions holding at most p distinct ids, so the row's attended ids have at most
+    # attended - 31 distinct values. Only such rows are exploded for the rolling windows; on
+    # ordinary token rows that is none.
+    if mask is None:
+        cand = pl.col(ids).list.n_unique() <= pl.col(ids).list.len() - (MIN_REPEATS - 1)
+    else:  # distinct ids among the attended positions (mask 1), by list kernels
+        k = pl.len() // 2
+        both = pl.concat_list([pl.col(mask).cast(pl.List(pl.Int64)), pl.col(ids).cast(pl.List(pl.Int64))])
+        distinct = both.list.eval(pl.element().slice(k, k).filter(pl.element().slice(0, k) == 1).n_unique()).list.first()
+        cand = distinct <= pl.col(mask).list.sum() - (MIN_REPEATS - 1)
+    view = FlatView(key=full.key + "|periodic-candidates", cols=full.cols,
+                    where=cand if full.where is None else (full.where & cand))
     hits = [_eq(ids, p, mask).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
             for p in range(MIN_PERIOD, MAX_PERIOD + 1)]
     bad = pl.any_horizontal(hits).fill_null(False)

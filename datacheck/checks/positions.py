@@ -11,7 +11,7 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks._pos import nxt
+from datacheck.checks._pos import ROW, nxt
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.checks.roledtype import problem
@@ -63,29 +63,35 @@ def shift_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     and ``same < 0.9`` (the labels are pre-shifted and the model shifts again: next-next-token
     prediction); with ``shifted = true`` when ``same >= 0.9`` and ``next < 0.9`` (the model learns to
     copy its input). Rows where both hold (e.g. one repeated token) are ambiguous and never fail.
-    Evaluated per position in the flat view with per-row windows."""
+    Evaluated in the flat position view with running sums read at each row's end (no per-row window)."""
     r, ign, shifted = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.labels.shifted
     lab, ids = pl.col(r.labels), pl.col(r.input_ids)
+    view = positions_view(ctx)
     sup = (lab != ign).fill_null(False)
     nx = nxt(ids)
     has_next = sup & nx.is_not_null()
     m_next = (has_next & (lab == nx)).fill_null(False)
     m_same = (sup & (lab == ids)).fill_null(False)
+    # Per-row sums without a window over __row (the view is sorted by row): running sums read at each
+    # row's last position, differenced. Rows left out of the view have one null position: sums 0.
+    last = (ROW != ROW.shift(-1)).fill_null(True)
 
-    def share(x: pl.Expr, of: pl.Expr) -> pl.Expr:
-        den = of.cast(pl.UInt32).sum().over("__row")
-        return pl.when(den > 0).then(x.cast(pl.UInt32).sum().over("__row") / den)
+    def per_row(x: pl.Expr) -> pl.Expr:
+        at_end = x.cast(pl.UInt32).cum_sum().filter(last).cast(pl.Int64)
+        return at_end.diff().fill_null(at_end.first())
 
-    p_next, p_same = share(m_next, has_next), share(m_same, sup)
+    n_sup, n_has_next = per_row(sup), per_row(has_next)
+    p_next = pl.when(n_has_next > 0).then(per_row(m_next) / n_has_next)
+    p_same = pl.when(n_sup > 0).then(per_row(m_same) / n_sup)
     t = SHIFT_MATCH_SHARE
     wrong = (p_next >= t) & (p_same < t) if not shifted else (p_same >= t) & (p_next < t)
-    bad = (sup & wrong).fill_null(False)
+    rows = ROW.filter(last).filter(wrong.fill_null(False)).cast(pl.UInt32)
     said = "true" if shifted else "false"
     found = "unshifted (labels[i] == input_ids[i])" if shifted else "already shifted (labels[i] == input_ids[i+1])"
     fix = ("set [labels] shifted = false, or shift the labels" if shifted
            else "set [labels] shifted = true if the trainer does not shift, else store unshifted labels")
     yield RowCheck(
-        check="labels.shift_mismatch", column=r.labels, fails=bad, view=positions_view(ctx),
+        check="labels.shift_mismatch", column=r.labels, fails=None, rows=rows, view=view,
         message=lambda n, d: (f"{n} row(s) have labels {found} on at least {t:.0%} of their supervised positions "
                               f"while [labels] shifted = {said}: the model learns "
                               f"{'to copy its input' if shifted else 'next-next-token prediction'}; {fix}"))
