@@ -8,11 +8,15 @@ Nothing here imports torch at import time; each feature imports it when used and
 - :mod:`datacheck.torch.order`: the order torch's ``DistributedSampler``/``BatchSampler`` give.
 - :mod:`datacheck.torch.plan`: the dataset's global row order and ``rows_of_step`` (step -> rows).
 - :mod:`datacheck.torch.ledger`: the per-rank ledger format and its reader (OLMo's too).
+- :func:`log_data_identity` (:mod:`datacheck.trace.identity`): print and log the audited data's
+  ``index_hash``/``config_hash`` from the launch script, so ``datacheck trace`` can tell whether a
+  run trained on the audited bytes.
 """
 from __future__ import annotations
 
 from datacheck.torch.guard import BatchGuard
 from datacheck.torch.ledger import read_ledger
 from datacheck.torch.record import record_batches
+from datacheck.trace.identity import log_data_identity
 
-__all__ = ["BatchGuard", "record_batches", "read_ledger"]
+__all__ = ["BatchGuard", "record_batches", "read_ledger", "log_data_identity"]
