@@ -127,6 +127,9 @@ class LabelsSection(_Section):
     def _one_domain(self) -> "LabelsSection":
         if self.classes is not None and len(set(self.classes)) != len(self.classes):
             raise ValueError("classes: values must be distinct")
+        if self.classes is not None and self.num_classes is not None and self.num_classes != len(self.classes):
+            raise ValueError(f"num_classes = {self.num_classes} but classes names {len(self.classes)} class(es); "
+                             "give one of them, or make them agree")
         return self
 
     @property

@@ -21,6 +21,7 @@ fixed batch.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -325,7 +326,8 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
         return None
     bad = [c for c in checks if not catalog.is_known(c)]
     if bad:
-        close = [k for k in catalog.CATALOG if k.split(".")[-1] == bad[0].split(".")[-1]]
+        close = ([k for k in catalog.CATALOG if k.split(".")[-1] == bad[0].split(".")[-1]]
+                 or difflib.get_close_matches(bad[0], list(catalog.CATALOG), n=1, cutoff=0.75))
         hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
         raise UsageError(f"--check {bad[0]!r}: unknown check ID{hint}")
     dataset = [c for c in checks if catalog.info(c).level == "dataset"]

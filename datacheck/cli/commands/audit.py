@@ -25,8 +25,17 @@ from datacheck.report.model import report_path
 __all__ = ["add_parser", "run"]
 
 
+#: the exit codes, as ``datacheck audit --help`` lists them (DESIGN.md's CLI contract)
+EXIT_CODES_HELP = """exit codes:
+  0  pass: no finding fails the policy
+  1  the policy failed (findings at or above --fail-on; an unreadable shard is a finding)
+  2  usage or config error (the message names the flag or key); nothing was audited
+  3  internal error, or a check that failed internally (see --allow-check-errors)"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    a = sub.add_parser("audit", help="audit shards and write a versioned report")
+    a = sub.add_parser("audit", help="audit shards and write a versioned report", epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     a.add_argument("--follow-symlinks", action="store_true",
                    help="read shards reached through symlinks that lead outside the audited folder (e.g. a "
