@@ -11,9 +11,12 @@ from datacheck.model.errors import OptionalDependencyError
 
 __all__ = ["require_torch", "INSTALL_HINT", "torch_available"]
 
-#: the exact install command (the ``torch`` extra's requirement; the PyPI name ``datacheck`` is another
-#: project's, so no message tells users to install datacheck from PyPI)
-INSTALL_HINT = 'pip install "torch>=2.2" (or, in the datacheck source folder, pip install -e ".[torch]")'
+#: what to install: the ``datacheck[torch]`` extra, named in words, and the commands that work (the extra's
+#: requirement, or the extra from datacheck's source folder). The PyPI name ``datacheck`` is another
+#: project's, so no message tells users to install datacheck from PyPI
+#: (tests/gate/test_install_instructions.py).
+INSTALL_HINT = ('the datacheck[torch] extra is not installed: pip install "torch>=2.2" '
+                '(or pip install -e ".[torch]" from datacheck\'s source folder)')
 
 
 def require_torch(feature: str) -> Any:
@@ -24,13 +27,12 @@ def require_torch(feature: str) -> Any:
 
     Raises:
         OptionalDependencyError: torch is not installed (or fails to import); the message names
-            ``pip install "torch>=2.2"`` (the ``torch`` extra).
+            the ``datacheck[torch]`` extra and ``pip install "torch>=2.2"`` (:data:`INSTALL_HINT`).
     """
     try:
         import torch
     except ImportError as exc:
-        raise OptionalDependencyError(
-            f"{feature} needs torch, which is not installed ({exc}): {INSTALL_HINT}") from None
+        raise OptionalDependencyError(f"{feature} needs torch ({exc}); {INSTALL_HINT}") from None
     return torch
 
 

@@ -3,10 +3,14 @@
 is another project's, see tests/gate/test_install_instructions.py)."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 from conftest import ROOT
+
+#: tests/gate/test_install_instructions.py's pattern of "install datacheck from PyPI"
+_PYPI_DATACHECK = re.compile(r"""pip\s+install\s+(?:-U\s+|--upgrade\s+)?["']?datacheck(?:\[|==|>=|["'\s)]|$)""")
 
 BLOCK = """
 import sys
@@ -42,5 +46,9 @@ except datacheck.UsageError as e:
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     assert 'SKIP the batch plan needs torch' in p.stdout and 'pip install "torch>=2.2"' in p.stdout
+    assert "the datacheck[torch] extra is not installed" in p.stdout  # the extra named, in words
     assert "RC 2" in p.stdout and 'pip install -e ".[torch]"' in p.stderr
+    assert "the datacheck[torch] extra is not installed" in p.stderr
     assert 'GUARD datacheck.torch.BatchGuard needs torch' in p.stdout
+    assert "datacheck[torch] extra" in p.stdout.split("GUARD", 1)[1]
+    assert not _PYPI_DATACHECK.search(p.stdout + p.stderr)  # never "pip install datacheck..." (another project)

@@ -8,7 +8,7 @@ epoch, last batch per rank, wraparound repeats, supervised tokens per micro-batc
 ``--micro-batch``); ``--export FILE`` writes them as ``inspect --export`` does, for replay.
 
 Exit codes: 0 answered; 2 usage or config error (no ``[batch] batch_size``, a step outside the run,
-torch missing: the message names ``pip install "torch>=2.2"``); 3 internal error.
+torch missing: the message names the ``datacheck[torch]`` extra and ``pip install "torch>=2.2"``); 3 internal error.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "BatchSampler over the shards in index order; or the recorded order of --ledger DIR. "
                     "--step N lists the rows of optimizer step N (0-based over the run for a simulated plan; "
                     "the ledger's own numbering with --ledger). Needs torch for the simulation: "
-                    'pip install "torch>=2.2" (the torch extra).')
+                    'the datacheck[torch] extra (pip install "torch>=2.2").')
     a.add_argument("paths", nargs="*", metavar="PATH", help="shard files, folders or globs (optional with --ledger: "
                                                            "without them indices are not mapped to shard rows)")
     a.add_argument("--config", help="datacheck.toml (default: as for audit)")
