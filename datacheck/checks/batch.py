@@ -20,9 +20,19 @@ sorted) with torch's own ``DistributedSampler`` and ``BatchSampler``
   order has 0 supervised tokens: a mean cross-entropy over that micro-batch is 0/0 = NaN. Every
   epoch of ``[batch] epochs`` is simulated (``set_epoch`` reseeds the shuffle).
 
+Token-budget batching (``[batch] max_tokens``; ``batch_size`` then caps the rows of a micro-batch, or
+is unset): the order is that of :class:`datacheck.torch.budget.TokenBudgetBatchSampler` (fairseq's
+``batch_by_size``), from each row's token count (:data:`TOKENS_KEY` payload: the ``input_ids`` list
+length capped at ``max_seq_len``). The checks keep their meaning, measured in that order:
+``batch.no_batches`` when, with ``drop_last``, there are fewer token batches than ranks;
+``batch.singleton_tail`` / ``batch.small_tail`` on each rank's last micro-batch, the small tail
+being one whose padded tokens (rows x longest row) are under half of ``max_tokens``;
+``batch.wraparound`` counts the rows of the batches ``DistributedSampler`` repeats. A row longer
+than ``max_tokens`` gets a micro-batch of its own (the plan lists it; no check ID covers it).
+
 Every check is skipped with the reason when torch is missing (the install command), when a shard
-cannot be read (its row count is unknown), or when ``max_tokens`` is set (token-budget batching is
-not simulated in this version).
+cannot be read (its row count is unknown), when neither ``batch_size`` nor ``max_tokens`` is set,
+or, with ``max_tokens``, when a shard has no ``input_ids`` list (row lengths unknown).
 """
 from __future__ import annotations
 
@@ -38,11 +48,16 @@ from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import is_list
 from datacheck.torch.order import EpochOrder, epoch_order
 
-__all__ = ["SUPERVISED_KEY", "supervised_expr", "batch_payload", "dataset_order"]
+__all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "tokens_expr", "batch_payload", "dataset_order",
+           "dataset_lengths"]
 
 #: the payload key of the per-row supervised-token counts
 SUPERVISED_KEY = "batch.supervised"
-_FACTS = ("batch.batch_size",)
+#: the payload key of the per-row token counts (for ``max_tokens``)
+TOKENS_KEY = "batch.tokens"
+#: either a fixed batch size or a token budget serves
+_FACTS = ("batch.batch_size|batch.max_tokens",)
+_REASONS = {_FACTS[0]: "[batch] batch_size is not set"}
 _MAX_LISTED = 20
 
 
@@ -56,15 +71,50 @@ def supervised_expr(ctx_cfg: Any, labels_col: str) -> pl.Expr:
     return e.fill_null(0).cast(pl.UInt32)
 
 
+def tokens_expr(ctx_cfg: Any, ids_col: str) -> pl.Expr:
+    """Per row (UInt32, 0 for a null list): the ``input_ids`` list length, capped at ``[tokens]
+    max_seq_len`` when set (the row's tokens as the trainer sees them after truncation)."""
+    n = pl.col(ids_col).list.len()
+    if ctx_cfg.tokens.max_seq_len is not None:
+        n = n.clip(upper_bound=ctx_cfg.tokens.max_seq_len)
+    return n.fill_null(0).cast(pl.UInt32)
+
+
+def _series(v: Any) -> pl.Series:
+    return v if isinstance(v, pl.Series) else pl.Series(v, dtype=pl.UInt32)
+
+
 @measure("batch")
 def batch_payload(ctx: ShardContext) -> Iterable[Payload]:
     """The supervised-token count of every row, for ``batch.no_supervised_tokens`` (when ``[batch]
-    batch_size`` is set and the shard has a list ``labels`` column)."""
-    lab = ctx.roles.labels
-    if ctx.cfg.batch.batch_size is None or lab is None or not is_list(ctx.schema.get(lab, pl.Null())):
+    batch_size`` or ``max_tokens`` is set and the shard has a list ``labels`` column), and with
+    ``max_tokens`` the token count of every row (a list ``input_ids`` column)."""
+    b = ctx.cfg.batch
+    if b.batch_size is None and b.max_tokens is None:
         return
-    yield Payload(key=SUPERVISED_KEY, expr=supervised_expr(ctx.cfg, lab).implode(),
-                  post=lambda v: v if isinstance(v, pl.Series) else pl.Series(v, dtype=pl.UInt32))
+    lab = ctx.roles.labels
+    if lab is not None and is_list(ctx.schema.get(lab, pl.Null())):
+        yield Payload(key=SUPERVISED_KEY, expr=supervised_expr(ctx.cfg, lab).implode(), post=_series)
+    ids = ctx.roles.input_ids
+    if b.max_tokens is not None and ids is not None and is_list(ctx.schema.get(ids, pl.Null())):
+        yield Payload(key=TOKENS_KEY, expr=tokens_expr(ctx.cfg, ids).implode(), post=_series)
+
+
+def _payload_array(dctx: Any, key: str) -> np.ndarray | None:
+    """The per-row payload ``key`` of every shard, concatenated in shard order (int64), or None when
+    a shard lacks it."""
+    parts = []
+    for s in dctx.shards:
+        v = s.payload.get(key)
+        if v is None:
+            return None
+        parts.append(v.to_numpy() if isinstance(v, pl.Series) else np.asarray(v))
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+
+
+def dataset_lengths(dctx: Any) -> np.ndarray | None:
+    """Tokens per global row (int64), when ``max_tokens`` is set and every shard has an ``input_ids`` list."""
+    return _payload_array(dctx, TOKENS_KEY) if dctx.cfg.batch.max_tokens is not None else None
 
 
 def dataset_order(dctx: Any, cid: str, epoch: int = 0) -> tuple[EpochOrder | None, Skipped | None]:
@@ -73,11 +123,13 @@ def dataset_order(dctx: Any, cid: str, epoch: int = 0) -> tuple[EpochOrder | Non
     if bad:
         return None, Skipped(cid, f"shard {bad[0]} is unreadable: its row count is unknown, so the batch "
                                   "order cannot be simulated")
-    if dctx.cfg.batch.max_tokens is not None:
-        return None, Skipped(cid, "[batch] max_tokens: token-budget batching is not simulated in this version")
+    lengths = dataset_lengths(dctx)
+    if dctx.cfg.batch.max_tokens is not None and lengths is None:
+        return None, Skipped(cid, "[batch] max_tokens: token-budget batching needs each row's token count, and a "
+                                  "shard has no input_ids list column (set [columns] input_ids)")
     n = sum(int(s.rows) for s in dctx.shards)
     try:
-        return epoch_order(n, dctx.cfg.batch, epoch), None
+        return epoch_order(n, dctx.cfg.batch, epoch, lengths), None
     except OptionalDependencyError as exc:
         return None, Skipped(cid, str(exc))
 
@@ -89,11 +141,12 @@ def _tails(order: EpochOrder) -> list[int]:
 
 def _setup(dctx: Any) -> str:
     b = dctx.cfg.batch
-    return (f"batch_size {b.batch_size} x world_size {b.world_size} x grad_accum {b.grad_accum}, "
-            f"drop_last {str(b.drop_last).lower()}")
+    size = (f"max_tokens {b.max_tokens}" + (f" (at most {b.batch_size} rows)" if b.batch_size else "")
+            if b.max_tokens is not None else f"batch_size {b.batch_size}")
+    return f"{size} x world_size {b.world_size} x grad_accum {b.grad_accum}, drop_last {str(b.drop_last).lower()}"
 
 
-@check("batch.no_batches", level="dataset", facts=_FACTS)
+@check("batch.no_batches", level="dataset", facts=_FACTS, reasons=_REASONS)
 def no_batches(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.no_batches``: each rank gets 0 micro-batches per epoch."""
     order, skip = dataset_order(dctx, "batch.no_batches")
@@ -103,6 +156,8 @@ def no_batches(dctx: Any) -> Iterable[Finding | Skipped]:
     if order.micro_batches == 0:
         b = dctx.cfg.batch
         why = ("the dataset has 0 rows" if order.n_rows == 0 else
+               f"the rows make {order.n_batches} token batch(es) of at most {b.max_tokens} tokens, fewer than "
+               f"{b.world_size} rank(s), and drop_last drops them" if order.max_tokens is not None else
                f"each of {b.world_size} rank(s) gets {order.per_rank} row(s), under one batch of "
                f"{b.batch_size}, and drop_last drops it")
         yield Finding(check="batch.no_batches", severity="error", count=order.n_rows,
@@ -110,7 +165,7 @@ def no_batches(dctx: Any) -> Iterable[Finding | Skipped]:
                       details={"rows": order.n_rows, "rows_per_rank": order.per_rank})
 
 
-@check("batch.singleton_tail", level="dataset", facts=_FACTS)
+@check("batch.singleton_tail", level="dataset", facts=_FACTS, reasons=_REASONS)
 def singleton_tail(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.singleton_tail``: the last micro-batch of a rank holds exactly 1 row."""
     order, skip = dataset_order(dctx, "batch.singleton_tail")
@@ -127,15 +182,29 @@ def singleton_tail(dctx: Any) -> Iterable[Finding | Skipped]:
                       details={"ranks": ranks[:1000], "last_batch_rows": 1, "micro_batches_per_rank": order.micro_batches})
 
 
-@check("batch.small_tail", level="dataset", facts=_FACTS)
+@check("batch.small_tail", level="dataset", facts=_FACTS, reasons=_REASONS)
 def small_tail(dctx: Any) -> Iterable[Finding | Skipped]:
-    """``batch.small_tail``: the last micro-batch of a rank has 2 .. ceil(batch_size/2)-1 rows."""
+    """``batch.small_tail``: the last micro-batch of a rank has 2 .. ceil(batch_size/2)-1 rows (with
+    ``max_tokens``: 2 rows or more and padded tokens, rows x longest row, under ``max_tokens / 2``)."""
     order, skip = dataset_order(dctx, "batch.small_tail")
     if order is None:
         yield skip  # type: ignore[misc]
         return
-    bs = int(dctx.cfg.batch.batch_size)
     tails = _tails(order)
+    if order.max_tokens is not None:
+        lengths = dataset_lengths(dctx)
+        assert lengths is not None  # dataset_order had them
+        padded = [len(m[-1]) * int(lengths[m[-1]].max()) if len(m) and len(m[-1]) else 0 for m in order.ranks]
+        ranks = [r for r, t in enumerate(tails) if 1 < t and 2 * padded[r] < order.max_tokens]
+        if ranks:
+            yield Finding(check="batch.small_tail", severity="warn", count=len(ranks),
+                          message=(f"the last micro-batch of {len(ranks)} rank(s) holds {padded[ranks[0]]} padded "
+                                   f"tokens, under half of max_tokens {order.max_tokens} ({_setup(dctx)}; "
+                                   f"{order.n_rows} rows): its gradient is noisier and weighs each row more"),
+                          details={"ranks": ranks[:1000], "last_batch_rows": sorted({tails[r] for r in ranks}),
+                                   "last_batch_padded_tokens": sorted({padded[r] for r in ranks})})
+        return
+    bs = int(dctx.cfg.batch.batch_size)
     ranks = [r for r, t in enumerate(tails) if 1 < t and 2 * t < bs]
     if ranks:
         sizes = sorted({tails[r] for r in ranks})
@@ -146,14 +215,21 @@ def small_tail(dctx: Any) -> Iterable[Finding | Skipped]:
                       details={"ranks": ranks[:1000], "last_batch_rows": sizes})
 
 
-@check("batch.wraparound", level="dataset", facts=_FACTS)
+@check("batch.wraparound", level="dataset", facts=_FACTS, reasons=_REASONS)
 def wraparound(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.wraparound``: DistributedSampler repeats rows to pad the epoch."""
     order, skip = dataset_order(dctx, "batch.wraparound")
     if order is None:
         yield skip  # type: ignore[misc]
         return
-    if order.repeats:
+    if order.repeats and order.max_tokens is not None:
+        ws = dctx.cfg.batch.world_size
+        yield Finding(check="batch.wraparound", severity="info", count=order.repeats,
+                      message=(f"DistributedSampler repeats {order.repeated_batches} token batch(es) ({order.repeats} "
+                               f"row(s)) per epoch to split {order.n_batches} batches evenly over {ws} ranks"),
+                      details={"repeats_per_epoch": order.repeats, "repeated_batches": order.repeated_batches,
+                               "batches_per_epoch": order.n_batches})
+    elif order.repeats:
         ws = dctx.cfg.batch.world_size
         yield Finding(check="batch.wraparound", severity="info", count=order.repeats,
                       message=(f"DistributedSampler repeats {order.repeats} row(s) per epoch to split {order.n_rows} "
@@ -162,13 +238,7 @@ def wraparound(dctx: Any) -> Iterable[Finding | Skipped]:
 
 
 def _supervised(dctx: Any) -> np.ndarray | None:
-    parts = []
-    for s in dctx.shards:
-        v = s.payload.get(SUPERVISED_KEY)
-        if v is None:
-            return None
-        parts.append(v.to_numpy() if isinstance(v, pl.Series) else np.asarray(v))
-    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+    return _payload_array(dctx, SUPERVISED_KEY)
 
 
 def zero_micro_batches(order: EpochOrder, supervised: np.ndarray) -> list[tuple[int, int, int, int]]:
@@ -183,7 +253,7 @@ def zero_micro_batches(order: EpochOrder, supervised: np.ndarray) -> list[tuple[
     return out
 
 
-@check("batch.no_supervised_tokens", level="dataset", facts=_FACTS)
+@check("batch.no_supervised_tokens", level="dataset", facts=_FACTS, reasons=_REASONS)
 def no_supervised_batches(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.no_supervised_tokens``: a (step, rank, micro-batch) of the simulated order with 0
     supervised tokens, over every epoch of ``[batch] epochs``."""
@@ -198,7 +268,7 @@ def no_supervised_batches(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     zeros = zero_micro_batches(order, sup)
     for e in range(1, dctx.cfg.batch.epochs):
-        zeros += zero_micro_batches(epoch_order(order.n_rows, dctx.cfg.batch, e), sup)
+        zeros += zero_micro_batches(epoch_order(order.n_rows, dctx.cfg.batch, e, dataset_lengths(dctx)), sup)
     if zeros:
         spe = order.steps
         listed = ", ".join(f"epoch {e} step {s} (global {e * spe + s}) rank {r} micro-batch {m}"

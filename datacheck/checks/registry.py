@@ -209,7 +209,8 @@ class CheckSpec:
         id: the catalog ID it emits (and no other).
         roles: roles it needs; ``"a|b"`` needs either. A role that must be present with a dtype that
             serves it (``dtype_roles``) skips the check with the ``schema.dtype`` reason otherwise.
-        facts: config facts it needs, as ``section.key`` (``tokens.vocab_size``); unset (None) skips it.
+        facts: config facts it needs, as ``section.key`` (``tokens.vocab_size``); unset (None) skips it;
+            ``"a.x|a.y"``: either serves (skipped when all are unset).
         reasons: overrides of the derived skip reasons, by role or fact name.
         dtype_roles: the declared roles whose dtype must serve the role (default: every single role).
         shard: the shard-stage function, or None.
@@ -234,9 +235,8 @@ class CheckSpec:
     def unmet_dataset(self, cfg: Config) -> str | None:
         """Why the dataset stage cannot run (an unset ``dataset_facts`` entry), or None."""
         for fact in self.dataset_facts:
-            if fact_value(cfg, fact) is None:
-                section, key = fact.split(".", 1)
-                return self.reason(fact, f"[{section}] {key} is not set")
+            if _unset(cfg, fact):
+                return self.reason(fact, _unset_reason(fact))
         return None
 
     def unmet(self, roles: Roles, cfg: Config, problems: Any = None) -> str | None:
@@ -255,9 +255,8 @@ class CheckSpec:
                                f"no {' or '.join(names)} column (set [columns] {' or '.join(names)})")
                     return self.reason(role, default)
         for fact in self.facts:
-            if fact_value(cfg, fact) is None:
-                section, key = fact.split(".", 1)
-                return self.reason(fact, f"[{section}] {key} is not set")
+            if _unset(cfg, fact):
+                return self.reason(fact, _unset_reason(fact))
         if roles is not None and self.dtype_roles and problems is not None:
             probs = problems()
             for role in self.dtype_roles:
@@ -265,6 +264,16 @@ class CheckSpec:
                 if p is not None:
                     return p.skip_reason
         return None
+
+
+def _unset(cfg: Config, fact: str) -> bool:
+    """Whether fact ``section.key`` is unset; ``"a.x|a.y"`` (either fact serves) is unset when all are."""
+    return all(fact_value(cfg, f) is None for f in fact.split("|"))
+
+
+def _unset_reason(fact: str) -> str:
+    parts = [f.split(".", 1) for f in fact.split("|")]
+    return "; ".join(f"[{section}] {key} is not set" for section, key in parts)
 
 
 def fact_value(cfg: Config, fact: str) -> Any:
@@ -308,7 +317,7 @@ def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts:
         raise InternalError(f"check {cid!r} ({fn.__module__}.{fn.__name__}) is not in the catalog (CHECKS.md)")
     if cid in NOT_BUILT:
         raise InternalError(f"check {cid!r} is registered but listed in NOT_BUILT; remove it there")
-    for f in facts:
+    for f in (alt for fact in facts for alt in fact.split("|")):
         section, _, key = f.partition(".")
         if not key:
             raise InternalError(f"check {cid!r}: fact {f!r} must be written section.key")

@@ -5,6 +5,8 @@ Nothing here imports torch at import time; each feature imports it when used and
 
 - :class:`BatchGuard` (:mod:`datacheck.torch.guard`): check every collated batch in the training loop.
 - :func:`record_batches` (:mod:`datacheck.torch.record`): record the real step -> row indices order.
+- :class:`TokenBudgetBatchSampler` (:mod:`datacheck.torch.budget`): token-budget micro-batches
+  (fairseq's ``batch_by_size``), sharded over ranks by ``DistributedSampler``.
 - :mod:`datacheck.torch.order`: the order torch's ``DistributedSampler``/``BatchSampler`` give.
 - :mod:`datacheck.torch.plan`: the dataset's global row order and ``rows_of_step`` (step -> rows).
 - :mod:`datacheck.torch.ledger`: the per-rank ledger format and its reader (OLMo's too).
@@ -14,9 +16,10 @@ Nothing here imports torch at import time; each feature imports it when used and
 """
 from __future__ import annotations
 
+from datacheck.torch.budget import TokenBudgetBatchSampler
 from datacheck.torch.guard import BatchGuard
 from datacheck.torch.ledger import read_ledger
 from datacheck.torch.record import record_batches
 from datacheck.trace.identity import log_data_identity
 
-__all__ = ["BatchGuard", "record_batches", "read_ledger", "log_data_identity"]
+__all__ = ["BatchGuard", "TokenBudgetBatchSampler", "record_batches", "read_ledger", "log_data_identity"]

@@ -17,6 +17,12 @@ an epoch holds micro-batches ``s*grad_accum .. (s+1)*grad_accum - 1`` of each ra
 partial step (fewer micro-batches) still counts as a step (Hugging Face ``Trainer`` and Lightning
 step on the remainder). Steps are numbered from 0 over the whole run: global step ``N`` is step
 ``N % steps_per_epoch`` of epoch ``N // steps_per_epoch`` (every epoch has the same number of steps).
+
+With ``[batch] max_tokens`` (token-budget batching) the micro-batches of each rank are those of
+:class:`datacheck.torch.budget.TokenBudgetBatchSampler` (fairseq's ``batch_by_size``: rows sorted by
+length, filled up to ``max_tokens`` padded tokens, at most ``batch_size`` rows when that is set,
+batches shuffled per epoch and sharded over the ranks by ``DistributedSampler``, which repeats
+whole batches to even them out); the steps are grouped the same way.
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ import numpy as np
 from datacheck.model.config import BatchSection
 from datacheck.model.errors import UsageError
 from datacheck.torch._dep import require_torch
+from datacheck.torch.budget import TokenBudgetBatchSampler
 
 __all__ = ["EpochOrder", "epoch_order", "micro_batch_sizes"]
 
@@ -54,8 +61,15 @@ class EpochOrder:
         n_rows: rows of the dataset.
         grad_accum: micro-batches per optimizer step per rank.
         ranks: ``ranks[r][m]`` = the global row indices (int64 array) of micro-batch ``m`` of rank ``r``.
-        per_rank: rows each rank's sampler yields per epoch (``ceil(n_rows / world_size)``).
-        repeats: rows the sampler repeated to pad its list (``per_rank * world_size - n_rows``).
+        per_rank: rows each rank's sampler yields per epoch (``ceil(n_rows / world_size)``; with
+            ``max_tokens``: the most rows any rank loads).
+        repeats: rows the sampler repeated to pad its list (``per_rank * world_size - n_rows``; with
+            ``max_tokens``: the rows of the repeated batches).
+        max_tokens: the token budget, or None (fixed ``batch_size``).
+        n_batches: with ``max_tokens``, the token batches of the epoch before sharding over ranks.
+        repeated_batches: with ``max_tokens``, batches ``DistributedSampler`` repeated (without
+            ``drop_last``) or dropped (with it) to give each rank as many.
+        over_budget: with ``max_tokens``, the rows longer than it (each alone in a micro-batch).
     """
 
     epoch: int
@@ -64,6 +78,10 @@ class EpochOrder:
     ranks: tuple[tuple[np.ndarray, ...], ...]
     per_rank: int
     repeats: int
+    max_tokens: int | None = None
+    n_batches: int | None = None
+    repeated_batches: int = 0
+    over_budget: tuple[int, ...] = ()
 
     @property
     def micro_batches(self) -> int:
@@ -92,27 +110,50 @@ def _sampler_indices(torch: Any, n_rows: int, batch: BatchSection, rank: int, ep
     return list(BatchSampler(sampler, batch_size=int(batch.batch_size or 1), drop_last=batch.drop_last))
 
 
-def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0) -> EpochOrder:
-    """The batches of every rank for one epoch, from torch's samplers.
+def _token_order(n_rows: int, batch: BatchSection, epoch: int, lengths: np.ndarray) -> EpochOrder:
+    ws = batch.world_size
+    s = TokenBudgetBatchSampler(lengths, int(batch.max_tokens or 0), max_rows=batch.batch_size, num_replicas=ws,
+                                rank=0, shuffle=batch.shuffle, seed=batch.seed, drop_last=batch.drop_last)
+    s.set_epoch(epoch)
+    ranks = tuple(tuple(s.rank_batches(r)) for r in range(ws))
+    n_batches = s.n_batches
+    loaded = [sum(len(b) for b in mbs) for mbs in ranks]
+    per_rank_batches = len(ranks[0]) if ranks else 0
+    return EpochOrder(epoch=epoch, n_rows=n_rows, grad_accum=batch.grad_accum, ranks=ranks,
+                      per_rank=max(loaded, default=0), repeats=max(0, sum(loaded) - n_rows),
+                      max_tokens=batch.max_tokens, n_batches=n_batches,
+                      repeated_batches=abs(per_rank_batches * ws - n_batches), over_budget=tuple(s.over_budget))
+
+
+def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0, lengths: np.ndarray | None = None) -> EpochOrder:
+    """The batches of every rank for one epoch, from torch's samplers (with ``max_tokens``: from
+    :class:`~datacheck.torch.budget.TokenBudgetBatchSampler`).
 
     Args:
         n_rows: rows in the dataset (>= 0).
-        batch: the ``[batch]`` facts (``batch_size`` must be set).
+        batch: the ``[batch]`` facts (``batch_size`` or ``max_tokens`` must be set).
         epoch: the epoch passed to ``set_epoch`` (0-based).
+        lengths: tokens per row (int array of ``n_rows``); needed with ``max_tokens`` only.
 
     Raises:
-        UsageError: ``batch_size`` is unset, ``max_tokens`` is set (token-budget batching is not
-            simulated in this version), or ``epoch`` is negative.
+        UsageError: neither ``batch_size`` nor ``max_tokens`` is set, ``max_tokens`` without
+            ``lengths`` (the data has no ``input_ids`` list), or ``epoch`` is negative.
         OptionalDependencyError: torch is not installed.
     """
-    if batch.batch_size is None:
-        raise UsageError("[batch] batch_size is not set: the plan needs the per-device batch size")
-    if batch.max_tokens is not None:
-        raise UsageError("[batch] max_tokens (token-budget batching) is not simulated in this version; "
-                         "remove it, or record the real order with datacheck.torch.record_batches")
+    if batch.batch_size is None and batch.max_tokens is None:
+        raise UsageError("[batch] batch_size is not set: the plan needs the per-device batch size "
+                         "(or max_tokens for token-budget batching)")
     if epoch < 0:
         raise UsageError(f"--epoch {epoch}: epochs are numbered from 0")
     torch = require_torch("the batch plan")
+    if batch.max_tokens is not None:
+        if lengths is None:
+            raise UsageError("[batch] max_tokens: token-budget batching needs each row's token count, and the "
+                             "data has no input_ids list column (set [columns] input_ids), or set batch_size "
+                             "without max_tokens")
+        if len(lengths) != n_rows:
+            raise UsageError(f"token counts for {len(lengths)} rows, but the dataset has {n_rows}")
+        return _token_order(n_rows, batch, epoch, np.asarray(lengths, dtype=np.int64))
     ranks = []
     for r in range(batch.world_size):
         mbs = _sampler_indices(torch, n_rows, batch, r, epoch) if n_rows else []

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import polars as pl
 
-from datacheck.checks.batch import supervised_expr, zero_micro_batches
+from datacheck.checks.batch import supervised_expr, tokens_expr, zero_micro_batches
 from datacheck.io.discover import discover
 from datacheck.io.hashing import hash_file
 from datacheck.io.read import open_for_checks
@@ -116,19 +116,36 @@ def row_space(paths: list[str], cfg: Config, *, supervised: bool = False) -> tup
         UsageError: no shard found, or a shard cannot be read (its rows are unknown; the message
             names it).
     """
+    space, sup, _ = _scan(paths, cfg, supervised=supervised, lengths=False)
+    return space, sup
+
+
+def _scan(paths: list[str], cfg: Config, *, supervised: bool,
+          lengths: bool) -> tuple[RowSpace, np.ndarray | None, np.ndarray | None]:
+    """:func:`row_space`, plus with ``lengths`` each row's token count (``input_ids`` list length capped
+    at ``max_seq_len``; None when a shard has no ``input_ids`` list).
+
+    Raises:
+        UsageError: no shard found, or a shard cannot be read (its rows are unknown; the message
+            names it).
+    """
     disc = discover(paths, cfg.dataset.format)
     spans: list[ShardSpan] = []
     sup_parts: list[np.ndarray] | None = [] if supervised else None
+    len_parts: list[np.ndarray] | None = [] if lengths else None
     start = 0
     for ds in disc.shards:
         chash, _size = hash_file(ds.path)
         try:
             data = open_for_checks(ds, cfg)
-            lab = data.roles.labels
+            lab, ids = data.roles.labels, data.roles.input_ids
             exprs = [pl.len().alias("n")]
             want = sup_parts is not None and lab is not None and is_list(data.schema[lab])
             if want:
                 exprs.append(supervised_expr(cfg, lab).implode().alias("sup"))  # type: ignore[arg-type]
+            want_len = len_parts is not None and ids is not None and is_list(data.schema[ids])
+            if want_len:
+                exprs.append(tokens_expr(cfg, ids).implode().alias("len"))  # type: ignore[arg-type]
             df = data.lf.select(exprs).collect()
         except Unreadable as exc:
             raise UsageError(f"{ds.rel}: cannot be read ({exc.reason}); the plan needs every shard's row count") from None
@@ -138,10 +155,17 @@ def row_space(paths: list[str], cfg: Config, *, supervised: bool = False) -> tup
                 sup_parts.append(np.asarray(df["sup"][0].to_numpy(), dtype=np.int64))
             else:
                 sup_parts = None
+        if len_parts is not None:
+            if want_len:
+                len_parts.append(np.asarray(df["len"][0].to_numpy(), dtype=np.int64))
+            else:
+                len_parts = None
         spans.append(ShardSpan(ds.rel, chash, n, start, ds.path))
         start += n
-    sup = (np.concatenate(sup_parts) if sup_parts else np.zeros(0, dtype=np.int64)) if sup_parts is not None else None
-    return RowSpace(tuple(spans), disc.root), sup
+
+    def cat(parts: list[np.ndarray] | None) -> np.ndarray | None:
+        return None if parts is None else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return RowSpace(tuple(spans), disc.root), cat(sup_parts), cat(len_parts)
 
 
 @dataclass
@@ -153,17 +177,19 @@ class BatchPlan:
         space: the global row order.
         cfg: the config (``cfg.batch`` holds the facts).
         supervised: supervised tokens per global row (int64, ``n_rows``), or None when unknown.
+        lengths: tokens per global row (int64, ``n_rows``; with ``[batch] max_tokens``), or None.
     """
 
     space: RowSpace
     cfg: Config
     supervised: np.ndarray | None = None
+    lengths: np.ndarray | None = None
     _orders: dict[int, EpochOrder] = field(default_factory=dict, repr=False)
 
     def order(self, epoch: int = 0) -> EpochOrder:
         """The batches of every rank in ``epoch`` (cached)."""
         if epoch not in self._orders:
-            self._orders[epoch] = epoch_order(self.space.n_rows, self.cfg.batch, epoch)
+            self._orders[epoch] = epoch_order(self.space.n_rows, self.cfg.batch, epoch, self.lengths)
         return self._orders[epoch]
 
     @property
@@ -192,7 +218,12 @@ class BatchPlan:
         ``steps_per_epoch``, ``last_step_micro_batches`` (micro-batches of the last step per rank),
         ``last_batch_rows`` (per rank), ``wraparound_repeats`` (per epoch), and ``supervised``
         (tokens per (step, rank, micro-batch): ``min``, ``p1``, ``zero`` = how many are 0, ``count``;
-        None when the data has no token labels).
+        None when the data has no token labels). ``max_tokens`` (None: fixed batch size); with it,
+        ``token_budget``: ``batches_per_epoch`` (before sharding), ``repeated_batches``,
+        ``global_batch_tokens`` (max_tokens x world_size x grad_accum, the padded-token ceiling of a
+        step), ``padded_tokens`` per micro-batch (``min``, ``median``, ``max``), ``rows_per_micro_batch``
+        (``min``, ``max``), ``over_budget_rows`` (how many rows exceed max_tokens, each alone in a
+        micro-batch) and ``over_budget_examples`` (their first 20 global indices).
         """
         b = self.cfg.batch
         o = self.order(epoch)
@@ -205,8 +236,22 @@ class BatchPlan:
             "rows_per_rank": o.per_rank, "micro_batches_per_rank": mbs, "steps_per_epoch": o.steps,
             "last_step_micro_batches": (mbs - (o.steps - 1) * b.grad_accum) if mbs else 0,
             "last_batch_rows": [len(m[-1]) if m else 0 for m in o.ranks], "wraparound_repeats": o.repeats,
-            "supervised": None,
+            "supervised": None, "max_tokens": b.max_tokens, "token_budget": None,
         }
+        if o.max_tokens is not None and self.lengths is not None:
+            lens = self.lengths
+            padded = np.array([len(idx) * int(lens[idx].max()) for m in o.ranks for idx in m if len(idx)],
+                              dtype=np.int64)
+            rows = np.array([len(idx) for m in o.ranks for idx in m], dtype=np.int64)
+            out["global_batch"] = None
+            out["token_budget"] = {
+                "batches_per_epoch": o.n_batches, "repeated_batches": o.repeated_batches,
+                "global_batch_tokens": o.max_tokens * b.world_size * b.grad_accum,
+                "padded_tokens": None if not padded.size else {
+                    "min": int(padded.min()), "median": float(np.median(padded)), "max": int(padded.max())},
+                "rows_per_micro_batch": None if not rows.size else {"min": int(rows.min()), "max": int(rows.max())},
+                "over_budget_rows": len(o.over_budget), "over_budget_examples": list(o.over_budget[:20]),
+            }
         if self.supervised is not None:
             tokens = np.array([int(self.supervised[idx].sum()) for m in o.ranks for idx in m], dtype=np.int64)
             out["supervised"] = {
@@ -225,11 +270,16 @@ def build_plan(paths: list[str], cfg: Config) -> BatchPlan:
         UsageError: ``[batch] batch_size`` is unset, or a shard cannot be read.
         OptionalDependencyError: torch is not installed (when the order is first asked for).
     """
-    if cfg.batch.batch_size is None:
+    if cfg.batch.batch_size is None and cfg.batch.max_tokens is None:
         raise UsageError("[batch] batch_size is not set: give the trainer's per-device batch size in "
-                         "datacheck.toml ([batch] batch_size, world_size, grad_accum, ...)")
-    space, sup = row_space(paths, cfg, supervised=True)
-    return BatchPlan(space=space, cfg=cfg, supervised=sup)
+                         "datacheck.toml ([batch] batch_size, world_size, grad_accum, ...), or max_tokens "
+                         "for token-budget batching")
+    tokens = cfg.batch.max_tokens is not None
+    space, sup, lengths = _scan(paths, cfg, supervised=True, lengths=tokens)
+    if tokens and lengths is None:
+        raise UsageError("[batch] max_tokens: token-budget batching needs each row's token count, and a shard "
+                         "has no input_ids list column (set [columns] input_ids)")
+    return BatchPlan(space=space, cfg=cfg, supervised=sup, lengths=lengths)
 
 
 def _rows(batches: list[tuple[int, int | None, Any]], space: RowSpace | None) -> list[StepRow]:

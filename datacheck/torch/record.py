@@ -27,6 +27,10 @@ def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
     st: dict[str, Any] = {"batch_sampler": type(batch_sampler).__name__,
                           "batch_size": getattr(batch_sampler, "batch_size", None),
                           "drop_last": getattr(batch_sampler, "drop_last", None)}
+    for k in ("max_tokens", "max_rows", "num_replicas", "rank", "shuffle", "seed"):  # a token-budget batch sampler
+        v = getattr(batch_sampler, k, None)
+        if inner is None and isinstance(v, (int, bool)):
+            st[k] = v
     if inner is not None:
         st["sampler"] = type(inner).__name__
         for k in ("num_replicas", "rank", "shuffle", "seed", "epoch", "drop_last", "num_samples", "total_size"):
@@ -60,6 +64,8 @@ class RecordingBatchSampler:
             raise UsageError(f"grad_accum must be >= 1, got {grad_accum}")
         self.inner = inner
         self.sampler = getattr(inner, "sampler", None)
+        if self.sampler is None and hasattr(inner, "set_epoch"):  # a batch sampler that shuffles itself
+            self.sampler = inner  # (TokenBudgetBatchSampler): its epoch is the one to record
         self.path = rank_file(out_dir, rank)
         self.rank, self.grad_accum, self.flush_every = rank, grad_accum, flush_every
         self._epoch = epoch

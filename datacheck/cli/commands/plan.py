@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "plan", help="simulate the trainer's batches (torch samplers) or read a recorded ledger; step -> rows",
         description="The batch plan of PATH under [batch] (batch_size per device, world_size, grad_accum, "
                     "drop_last, shuffle, seed, epochs), simulated with torch's DistributedSampler and "
-                    "BatchSampler over the shards in index order; or the recorded order of --ledger DIR. "
+                    "BatchSampler over the shards in index order (with max_tokens: datacheck.torch."
+                    "TokenBudgetBatchSampler, fairseq's batch_by_size, sharded by DistributedSampler); or the recorded order of --ledger DIR. "
                     "--step N lists the rows of optimizer step N (0-based over the run for a simulated plan; "
                     "the ledger's own numbering with --ledger). Needs torch for the simulation: "
                     'the datacheck[torch] extra (pip install "torch>=2.2").')
@@ -56,14 +57,30 @@ def _row_dict(r: StepRow) -> dict[str, Any]:
 
 
 def _summary_text(s: dict[str, Any]) -> list[str]:
-    out = [f"rows {s['rows']} in {s['shards']} shard(s); batch_size {s['batch_size']} x world_size {s['world_size']} "
-           f"x grad_accum {s['grad_accum']} = global batch {s['global_batch']}",
+    tb = s.get("token_budget")
+    if tb is None:
+        size = (f"batch_size {s['batch_size']} x world_size {s['world_size']} x grad_accum {s['grad_accum']} = "
+                f"global batch {s['global_batch']}")
+    else:
+        size = (f"max_tokens {s['max_tokens']}" + (f" (at most {s['batch_size']} rows)" if s["batch_size"] else "")
+                + f" x world_size {s['world_size']} x grad_accum {s['grad_accum']} = at most "
+                f"{tb['global_batch_tokens']} padded tokens per step; {tb['batches_per_epoch']} token batches per epoch")
+    out = [f"rows {s['rows']} in {s['shards']} shard(s); {size}",
            f"epoch {s['epoch']} of {s['epochs']}: {s['rows_per_rank']} rows per rank, {s['micro_batches_per_rank']} "
            f"micro-batches per rank, {s['steps_per_epoch']} optimizer steps (the last with "
            f"{s['last_step_micro_batches']} micro-batch(es))",
            f"last micro-batch per rank: {s['last_batch_rows']} rows; wraparound repeats per epoch: "
            f"{s['wraparound_repeats']} (drop_last {str(s['drop_last']).lower()}, shuffle {str(s['shuffle']).lower()}, "
            f"seed {s['seed']})"]
+    if tb is not None:
+        pt, rw = tb["padded_tokens"], tb["rows_per_micro_batch"]
+        if pt is not None:
+            out.append(f"padded tokens per micro-batch: min {pt['min']}, median {pt['median']:g}, max {pt['max']}; "
+                       f"rows per micro-batch: {rw['min']}..{rw['max']}; batches repeated to even the ranks: "
+                       f"{tb['repeated_batches']}")
+        if tb["over_budget_rows"]:
+            out.append(f"warning: {tb['over_budget_rows']} row(s) are longer than max_tokens {s['max_tokens']}; each "
+                       f"is a micro-batch of its own (global indices {tb['over_budget_examples'][:10]})")
     sup = s.get("supervised")
     if sup is None:
         out.append("supervised tokens per micro-batch: unknown (no token labels list)")
