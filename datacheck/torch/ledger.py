@@ -15,7 +15,11 @@ superseded (a run resumed from an earlier checkpoint re-records those steps).
 
 OLMo's files (no header) hold ``<step><TAB><index>...`` per rank and step (all micro-batches of the
 device batch on one line; the step is OLMo's ``global_step``, 1-based). They are read as they are:
-``micro_batch`` and ``epoch`` are None, step numbers are the file's own.
+``micro_batch`` and ``epoch`` are None, step numbers are the file's own (indices separated by commas
+are accepted too, as some exports write them). Plain ``rank{r}.tsv`` files are read like the gzip'd ones.
+
+This module needs neither torch nor any datacheck layer above ``model``: ``datacheck plan --ledger``
+and ``datacheck trace --ledger`` both read ledgers through :func:`read_ledger`, with or without torch.
 
 Indices are global row indices of the dataset (see :mod:`datacheck.torch.plan` for what they map to).
 """
@@ -27,10 +31,11 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 from datacheck.model.errors import UsageError
 
-__all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_ledger", "ledger_files",
+__all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_ledger", "step_indices", "ledger_files",
            "rank_file"]
 
 LEDGER_VERSION = 1
@@ -166,7 +171,7 @@ def _ints(parts: list[str], path: Path, lineno: int) -> list[int]:
                          "pass a folder written by record_batches or OLMo's data-indices") from None
 
 
-def _read_rank(path: Path, rank: int, led: Ledger) -> None:
+def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None) -> None:
     lines, torn = read_lines(path)
     if torn:
         led.truncated.append(str(path))
@@ -198,13 +203,15 @@ def _read_rank(path: Path, rank: int, led: Ledger) -> None:
                         del per[s]
             continue
         parts = line.rstrip("\t").split("\t")
+        if keep is not None and _ints(parts[:1], path, lineno)[0] not in keep:
+            continue
         if ours:
             nums = _ints(parts, path, lineno)
             if len(nums) < 4:
                 raise UsageError(f"{path}:{lineno}: a ledger line needs step, rank, micro_batch, epoch, indices")
             b = LedgerBatch(step=nums[0], rank=nums[1], micro_batch=nums[2], epoch=nums[3], indices=tuple(nums[4:]))
         else:
-            nums = _ints(parts, path, lineno)
+            nums = _ints([x for p in parts for x in p.split(",") if x.strip()], path, lineno)
             b = LedgerBatch(step=nums[0], rank=rank, micro_batch=None, epoch=None, indices=tuple(nums[1:]))
             per.pop(b.step, None)  # OLMo: a step written again (a resumed run) replaces the earlier one
         per.setdefault(b.step, []).append(b)
@@ -212,8 +219,13 @@ def _read_rank(path: Path, rank: int, led: Ledger) -> None:
     led.states[rank] = states
 
 
-def read_ledger(folder: str | Path) -> Ledger:
+def read_ledger(folder: str | Path, steps: Iterable[int] | None = None) -> Ledger:
     """Read every rank's ledger under ``folder`` (datacheck's format or OLMo's ``data-indices``).
+
+    Args:
+        folder: the ledger folder (or one holding ``data-indices/``).
+        steps: keep only these steps' batches (the rest are parsed for their step number only);
+            None: every step.
 
     Raises:
         UsageError: no ledger file, a line that is not a ledger line (file:line named), a newer
@@ -221,9 +233,20 @@ def read_ledger(folder: str | Path) -> Ledger:
     """
     files = ledger_files(folder)
     led = Ledger(folder=next(iter(files.values())).parent, format="")
+    keep = None if steps is None else set(steps)
     for rank, path in files.items():
-        _read_rank(path, rank, led)
+        _read_rank(path, rank, led, keep)
     return led
+
+
+def step_indices(led: Ledger) -> dict[int, dict[int, list[int]]]:
+    """``{step: {rank: global indices}}`` of a ledger: each rank's micro-batches of a step concatenated
+    in micro-batch order (the shape ``datacheck trace`` audits)."""
+    out: dict[int, dict[int, list[int]]] = {}
+    for rank in led.ranks:
+        for step, batches in led.batches[rank].items():
+            out.setdefault(step, {})[rank] = [g for b in batches for g in b.indices]
+    return out
 
 
 def open_append(path: Path) -> gzip.GzipFile:

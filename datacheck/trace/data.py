@@ -1,11 +1,10 @@
 """The data side of a trace: step -> global row indices (a recorded ledger), those rows read through the
 one read path, audited with every check, and exported for a fixed-batch replay.
 
-The seam with the batch planner / ``record_batches`` (``datacheck.torch``, another branch): anything
-that gives ``{step: {rank: [global row index, ...]}}`` plugs into :func:`audit_step_rows`. Until that
-lands, :func:`read_ledger` reads OLMo's per-rank data-index files (``data-indices/rank{R}.tsv.gz``,
-written by OLMo's trainer: one line per step, ``step<TAB>index<TAB>index...``; plain ``.tsv`` and
-comma-separated indices accepted too).
+Anything that gives ``{step: {rank: [global row index, ...]}}`` plugs into :func:`audit_step_rows`:
+a recorded ledger (:func:`ledger_rows`, through :func:`datacheck.torch.ledger.read_ledger`:
+``record_batches``' files or OLMo's ``data-indices/rank{R}.tsv.gz``) or the simulated batch plan
+(``datacheck.torch.plan``, :func:`plan_rows`).
 
 Global row index = position in the dataset's shards concatenated in discovery order (sorted
 relative paths, :func:`datacheck.io.discover.discover`), 0-based, as a map-style dataset over those
@@ -13,9 +12,7 @@ shards numbers its samples.
 """
 from __future__ import annotations
 
-import gzip
 import io
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -31,50 +28,29 @@ from datacheck.io.readers import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
+from datacheck.torch.ledger import read_ledger, step_indices
 
-__all__ = ["StepRows", "read_ledger", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
+__all__ = ["StepRows", "ledger_rows", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
 
 #: columns added to exported rows
 ROW_COLUMN, STEP_COLUMN, RANK_COLUMN = "__dc_row", "__dc_step", "__dc_rank"
-_RANK_FILE = re.compile(r"rank(\d+)\.tsv(\.gz)?$")
 
 #: step -> rank -> global row indices, in batch order
 StepRows = dict[int, dict[int, list[int]]]
 
 
-def read_ledger(folder: str | Path, steps: Iterable[int]) -> StepRows:
-    """The rows of ``steps`` from a ledger folder of per-rank files ``rank{R}.tsv[.gz]`` (a
-    ``data-indices/`` subfolder is looked into). Streams each file; keeps only the wanted steps.
-    A step logged twice (a resume) keeps its last occurrence.
+def ledger_rows(folder: str | Path, steps: Iterable[int]) -> StepRows:
+    """The rows of ``steps`` from a ledger folder (``record_batches``' format or OLMo's
+    ``data-indices/rank{R}.tsv.gz``), read by the one ledger reader
+    (:func:`datacheck.torch.ledger.read_ledger`, which needs no torch), only the wanted steps kept.
+    A step recorded twice (a resume) keeps its last recording; a rank's micro-batches of a step are
+    concatenated in micro-batch order.
 
     Raises:
-        UsageError: no ``rank*.tsv[.gz]`` file in the folder, or a line whose fields are not integers
+        UsageError: no ``rank*.tsv[.gz]`` file in the folder, or a line that is not a ledger line
             (the message names file and line).
     """
-    d = Path(folder)
-    if (d / "data-indices").is_dir():
-        d = d / "data-indices"
-    files = sorted((p for p in d.iterdir() if _RANK_FILE.search(p.name)), key=lambda p: p.name) if d.is_dir() else []
-    if not files:
-        raise UsageError(f"--ledger {folder}: no rank<R>.tsv.gz files (OLMo data-indices, or record_batches' "
-                         "ledger); give the folder that holds them")
-    want = set(steps)
-    out: StepRows = {}
-    for p in files:
-        rank = int(_RANK_FILE.search(p.name).group(1))  # type: ignore[union-attr]
-        opener = gzip.open if p.name.endswith(".gz") else open
-        with opener(p, "rt", encoding="utf-8") as f:  # type: ignore[operator]
-            for n, line in enumerate(f, 1):
-                head, _, rest = line.partition("\t")
-                try:
-                    step = int(head)
-                    if step not in want:
-                        continue
-                    idx = [int(x) for x in re.split(r"[\t,\s]+", rest.strip()) if x]
-                except ValueError:
-                    raise UsageError(f"{p}:{n}: not 'step<TAB>index<TAB>...' integers: {line[:80]!r}") from None
-                out.setdefault(step, {})[rank] = idx
-    return out
+    return step_indices(read_ledger(folder, steps))
 
 
 @dataclass

@@ -37,6 +37,13 @@ sk = {{s["check"]: s["reason"] for s in r.skipped}}
 print("SKIP", sk["batch.small_tail"])
 rc = m.main(["plan", {str(d)!r}, "--config", {str(tmp_path / 'dc.toml')!r}])
 print("RC", rc)
+import gzip, pathlib
+led = pathlib.Path({str(tmp_path / 'run' / 'data-indices')!r})
+led.mkdir(parents=True)
+led.joinpath("rank0.tsv.gz").write_bytes(gzip.compress(b"1\\t3\\t0\\n"))
+from datacheck.trace.data import ledger_rows
+print("LEDGER", ledger_rows(led.parent, [1]))
+print("PLANRC", m.main(["plan", "--ledger", str(led.parent), "--step", "1", "--format", "json"]))
 try:
     datacheck.torch.BatchGuard()
 except datacheck.UsageError as e:
@@ -49,6 +56,7 @@ except datacheck.UsageError as e:
     assert "the datacheck[torch] extra is not installed" in p.stdout  # the extra named, in words
     assert "RC 2" in p.stdout and 'pip install -e ".[torch]"' in p.stderr
     assert "the datacheck[torch] extra is not installed" in p.stderr
+    assert "LEDGER {1: {0: [3, 0]}}" in p.stdout and "PLANRC 0" in p.stdout  # ledgers are read without torch
     assert 'GUARD datacheck.torch.BatchGuard needs torch' in p.stdout
     assert "datacheck[torch] extra" in p.stdout.split("GUARD", 1)[1]
     assert not _PYPI_DATACHECK.search(p.stdout + p.stderr)  # never "pip install datacheck..." (another project)

@@ -13,7 +13,7 @@ from datacheck.io.outputs import check_outputs, write_atomic
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
-from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, read_ledger
+from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, ledger_rows
 from datacheck.trace.readers import FORMATS, open_log
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
@@ -85,7 +85,7 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
     steps = list(range(max(0, lo - args.window), hi + 1))
     if len(steps) > _MAX_AUDITED_STEPS:
         raise UsageError(f"{len(steps)} steps to audit (window {lo}..{hi} + {args.window} before); give --step N")
-    rows = read_ledger(args.ledger, steps)
+    rows = ledger_rows(args.ledger, steps)
     if not rows:
         raise UsageError(f"the ledger {args.ledger} has no rows for steps {steps[0]}..{steps[-1]}")
     ra = audit_step_rows(ds, rows)
