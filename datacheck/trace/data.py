@@ -29,8 +29,9 @@ from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
 from datacheck.torch.ledger import read_ledger, step_indices
+from datacheck.torch.plan import build_plan, rows_of_step
 
-__all__ = ["StepRows", "ledger_rows", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
+__all__ = ["StepRows", "ledger_rows", "plan_rows", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
 
 #: columns added to exported rows
 ROW_COLUMN, STEP_COLUMN, RANK_COLUMN = "__dc_row", "__dc_step", "__dc_rank"
@@ -39,18 +40,79 @@ ROW_COLUMN, STEP_COLUMN, RANK_COLUMN = "__dc_row", "__dc_step", "__dc_rank"
 StepRows = dict[int, dict[int, list[int]]]
 
 
-def ledger_rows(folder: str | Path, steps: Iterable[int]) -> StepRows:
+def ledger_rows(folder: str | Path, steps: Iterable[int]) -> tuple[StepRows, dict[str, Any]]:
     """The rows of ``steps`` from a ledger folder (``record_batches``' format or OLMo's
     ``data-indices/rank{R}.tsv.gz``), read by the one ledger reader
     (:func:`datacheck.torch.ledger.read_ledger`, which needs no torch), only the wanted steps kept.
     A step recorded twice (a resume) keeps its last recording; a rank's micro-batches of a step are
-    concatenated in micro-batch order.
+    concatenated in micro-batch order. Step numbers are the ledger's own (the log's, when the trainer
+    recorded with its own step count).
+
+    Returns:
+        (the rows, the source: ``{"kind": "ledger", "folder", "format", "description"}``).
 
     Raises:
         UsageError: no ``rank*.tsv[.gz]`` file in the folder, or a line that is not a ledger line
             (the message names file and line).
     """
-    return step_indices(read_ledger(folder, steps))
+    led = read_ledger(folder, steps)
+    return step_indices(led), {"kind": "ledger", "folder": str(led.folder), "format": led.format,
+                               "description": f"the recorded ledger {led.folder} ({led.format} format)"}
+
+
+def _facts_text(cfg: Config) -> str:
+    b = cfg.batch
+    size = (f"max_tokens {b.max_tokens}" + (f" (at most {b.batch_size} rows)" if b.batch_size else "")
+            if b.max_tokens is not None else f"batch_size {b.batch_size}")
+    return (f"{size} x world_size {b.world_size} x grad_accum {b.grad_accum}, drop_last {str(b.drop_last).lower()}, "
+            f"shuffle {str(b.shuffle).lower()}, seed {b.seed}, epochs {b.epochs}")
+
+
+def plan_rows(paths: list[str], cfg: Config, steps: Iterable[int], first_step: int = 1) -> tuple[StepRows, dict[str, Any]]:
+    """The rows of ``steps`` (the log's step numbers) from the simulated batch plan of ``paths`` under
+    ``[batch]`` (:func:`datacheck.torch.plan.build_plan`: torch's ``DistributedSampler`` /
+    ``BatchSampler``, or the token-budget sampler with ``max_tokens``), for a run that trained from
+    scratch with those samplers. The plan counts optimizer steps from 0; log step ``N`` is plan step
+    ``N - first_step`` (``first_step`` 1: the step count after the update, as Hugging Face, Megatron
+    and OLMo log it; 0 for loops that log from 0). A rank's micro-batches of a step are concatenated.
+
+    Returns:
+        (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts", "first_step",
+        "steps_per_epoch", "run_steps", "outside", "description"}``; ``outside`` lists the asked steps
+        the plan does not have).
+
+    Raises:
+        UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens`` (the message says to set
+            them or give ``--ledger``), a shard cannot be read, or no asked step is inside the plan.
+        OptionalDependencyError: torch is not installed (the plan is simulated with torch's samplers).
+    """
+    try:
+        plan = build_plan(paths, cfg)
+        spe = plan.steps_per_epoch
+    except UsageError as exc:
+        raise UsageError(f"{exc}; trace without --ledger takes a step's rows from the simulated batch plan "
+                         "([batch] facts), or give --ledger DIR (a recorded order)") from None
+    total = spe * cfg.batch.epochs
+    out: StepRows = {}
+    outside: list[int] = []
+    for step in steps:
+        k = step - first_step
+        if not 0 <= k < total:
+            outside.append(step)
+            continue
+        per: dict[int, list[int]] = {}
+        for r in rows_of_step(plan, k):
+            per.setdefault(r.rank, []).append(r.global_index)
+        out[step] = per
+    if not out:
+        raise UsageError(f"steps {sorted(outside)[0]}..{sorted(outside)[-1]} of the log are outside the simulated "
+                         f"plan (log steps {first_step}..{first_step + total - 1}: {spe} per epoch x {cfg.batch.epochs} "
+                         "epoch(s), [batch] epochs); check [batch] and --first-step, or give --ledger DIR")
+    desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; log step N = plan step "
+            f"N - {first_step}; assumes a run from scratch with these samplers: a resumed run or another "
+            "sampler needs --ledger)")
+    return out, {"kind": "plan", "facts": cfg.batch.model_dump(mode="json"), "first_step": first_step,
+                 "steps_per_epoch": spe, "run_steps": total, "outside": sorted(outside), "description": desc}
 
 
 @dataclass

@@ -33,6 +33,11 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
                    f"{backoffs[0]['from']} -> {backoffs[0]['to']})")
     if data is not None:
         out.append(f"data: {data['message']}")
+        if data.get("source"):
+            out.append(f"  rows from {data['source']['description']}")
+        if data.get("warning"):
+            out.append(f"  warning: {data['warning']}")
+    if data is not None and data.get("rows") is not None:
         for step, ranks in sorted(((int(k), v) for k, v in data["rows"]["steps"].items())):
             for rank, rows in ranks.items():
                 toks = (data["rows"]["supervised_tokens"] or {}).get(str(step), {}).get(rank)

@@ -42,7 +42,7 @@ led = pathlib.Path({str(tmp_path / 'run' / 'data-indices')!r})
 led.mkdir(parents=True)
 led.joinpath("rank0.tsv.gz").write_bytes(gzip.compress(b"1\\t3\\t0\\n"))
 from datacheck.trace.data import ledger_rows
-print("LEDGER", ledger_rows(led.parent, [1]))
+print("LEDGER", ledger_rows(led.parent, [1])[0])
 print("PLANRC", m.main(["plan", "--ledger", str(led.parent), "--step", "1", "--format", "json"]))
 try:
     datacheck.torch.BatchGuard()

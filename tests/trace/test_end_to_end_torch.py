@@ -18,6 +18,9 @@ from datacheck.cli.main import main
 from datacheck.trace.identity import log_data_identity
 
 torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
+
+from datacheck.torch import record_batches  # noqa: E402
 
 ROWS, BATCH, STEPS, POISON = 1200, 8, 300, 1000
 
@@ -123,3 +126,86 @@ def test_identity_mismatch_is_refused(run, tmp_path):
     rc, out, _ = cli("trace", str(root / "run" / "console.log"), "--data", str(data), "--ledger", str(root / "run"),
                      "--format", "json")
     assert rc == 1 and json.loads(out)["result"]["logs"][0]["identity"] is not None
+
+
+# The same poisoned data, trained the way trainers load it: one DataLoader per rank with torch's
+# DistributedSampler (world_size 2, seed 7, set_epoch each epoch) and batch size 8, the ranks' losses
+# averaged as DDP averages their gradients. [batch] in datacheck.toml states those facts: trace without
+# --ledger takes the step's rows from the simulated plan and must name the same rows as the ledger
+# record_batches wrote during that loop (steps numbered from 1, as the log numbers them).
+WS, SEED, EPOCHS = 2, 7, 2
+
+
+@pytest.fixture(scope="module")
+def sampled_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e_sampled")
+    (root / "run").mkdir()
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(ROWS, 2, generator=g)
+    y = (x[:, 0] - x[:, 1] > 0).long()
+    x[POISON, 0] = float("nan")
+    data = root / "data"
+    data.mkdir()
+    half = ROWS // 2  # two shards: global index = row of train-0 then train-1, in index order
+    for i, sl in enumerate((slice(0, half), slice(half, ROWS))):
+        pl.DataFrame({"x1": x[sl, 0].tolist(), "x2": x[sl, 1].tolist(), "label": y[sl].tolist()}).write_parquet(
+            data / f"train-{i}.parquet")
+    cfg = root / "datacheck.toml"
+    cfg.write_text('[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n'
+                   f"[batch]\nbatch_size = {BATCH}\nworld_size = {WS}\nseed = {SEED}\nepochs = {EPOCHS}\n")
+    idx = list(range(ROWS))
+    samplers = [DistributedSampler(idx, num_replicas=WS, rank=r, shuffle=True, seed=SEED) for r in range(WS)]
+    loaders = [record_batches(DataLoader(idx, batch_size=BATCH, sampler=s), root / "run", rank=r, start_step=1)
+               for r, s in enumerate(samplers)]
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step, first_nan, seen = 0, None, {}
+    with open(root / "run" / "metrics.jsonl", "w") as js:
+        for epoch in range(EPOCHS):
+            for s in samplers:
+                s.set_epoch(epoch)
+            for batches in zip(*loaders):
+                step += 1
+                seen[step] = {r: b.tolist() for r, b in enumerate(batches)}
+                loss = sum(torch.nn.functional.cross_entropy(model(x[b]), y[b]) for b in batches) / WS
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                js.write(json.dumps({"step": step, "loss": loss.item(), "learning_rate": 0.1}) + "\n")
+                if first_nan is None and loss.item() != loss.item():
+                    first_nan = step
+    return root, data, cfg, first_nan, seen
+
+
+def test_trace_without_ledger_uses_the_simulated_plan(sampled_run):
+    root, data, cfg, first_nan, seen = sampled_run
+    assert first_nan is not None and any(POISON in b for b in seen[first_nan].values())
+    rc, out, err = cli("trace", str(root / "run" / "metrics.jsonl"), "--data", str(data), "--config", str(cfg),
+                       "--window", "1", "--format", "json")
+    assert rc == 1, err
+    res = json.loads(out)["result"]
+    assert res["first_bad"]["step"] == first_nan
+    d = res["data"]
+    src = d["source"]
+    assert src["kind"] == "plan" and src["first_step"] == 1 and src["steps_per_epoch"] == ROWS // (BATCH * WS)
+    assert src["facts"]["world_size"] == WS and src["facts"]["seed"] == SEED and "simulated batch plan" in src["description"]
+    steps = d["rows"]["steps"]
+    assert steps == {str(s): {str(r): seen[s][r] for r in range(WS)} for s in (first_nan - 1, first_nan)}
+    assert d["rows"]["row_checks"] == {str(POISON): ["finite.nan:x1"]}
+    # the ledger recorded during the same loop gives the same rows
+    rc, out, _ = cli("trace", str(root / "run" / "metrics.jsonl"), "--data", str(data), "--config", str(cfg),
+                     "--ledger", str(root / "run"), "--window", "1", "--format", "json")
+    led = json.loads(out)["result"]["data"]
+    assert rc == 1 and led["source"]["kind"] == "ledger" and led["source"]["format"] == "datacheck"
+    assert led["rows"]["steps"] == steps
+    rc, text, _ = cli("trace", str(root / "run" / "metrics.jsonl"), "--data", str(data), "--config", str(cfg))
+    assert rc == 1 and "rows from the simulated batch plan (batch_size 8 x world_size 2 x grad_accum 1" in text
+    assert "log step N = plan step N - 1" in text
+
+
+def test_trace_without_ledger_needs_batch_facts(run):
+    root, data, _, _ = run
+    cfg = root / "nobatch.toml"
+    cfg.write_text('[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n')
+    rc, _, err = cli("trace", str(root / "run" / "metrics.jsonl"), "--data", str(data), "--config", str(cfg))
+    assert rc == 2 and "[batch] batch_size is not set" in err and "--ledger DIR" in err

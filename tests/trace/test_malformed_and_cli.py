@@ -104,7 +104,7 @@ def test_bad_flags_are_usage_errors(tmp_path):
     assert cli("trace", str(p), "--spike", "ratio:0.5:3").returncode == 2
     assert cli("trace", str(p), "--regex", "([").returncode == 2
     assert cli("trace", str(p), "--regex", "loss (?P<loss>\\S+)").returncode == 2
-    assert cli("trace", str(p), "--data", str(tmp_path)).returncode == 2  # --data needs --ledger
+    assert cli("trace", str(p), "--data", str(tmp_path)).returncode == 2  # --data: no shard in that folder
     r = cli("trace", str(p), "--regex", r"step=(?P<step>\d+) loss=(?P<loss>\S+)", "--format", "json")
     assert r.returncode == 0 and json.loads(r.stdout)["result"]["logs"][0]["format"] == "regex"
 

@@ -1,5 +1,7 @@
 """``datacheck trace LOG...``: the training log's timeline (first anomaly, resumes, loss-scale events)
-and, with ``--data`` and ``--ledger``, the rows of the first bad step audited with every check."""
+and, with ``--data``, the rows of the first bad step audited with every check. The rows come from
+``--ledger DIR`` (the recorded order) or, without it, from the simulated batch plan of the data under
+the config's ``[batch]`` facts (:func:`datacheck.trace.data.plan_rows`); the output names the source."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +15,7 @@ from datacheck.io.outputs import check_outputs, write_atomic
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
-from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, ledger_rows
+from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, ledger_rows, plan_rows
 from datacheck.trace.readers import FORMATS, open_log
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
@@ -30,8 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "trace", help="training-log triage: the first bad step, its rows and their findings",
         description="Read training logs (Hugging Face trainer_state.json, JSONL, CSV, TensorBoard, Megatron, "
                     "DeepSpeed, nanoGPT-style text; sniffed), run the log.* checks and print the timeline. With "
-                    "--data and --ledger, audit exactly the rows of the first bad step (and --window K steps "
-                    "before it). Exit 0 pass, 1 findings at or above --fail-on, 2 usage, 3 internal.")
+                    "--data, audit exactly the rows of the first bad step (and --window K steps before it): "
+                    "from --ledger DIR when given, else from the batch plan simulated under the config's [batch] "
+                    "facts (torch's samplers; needs torch). Exit 0 pass, 1 findings at or above --fail-on, "
+                    "2 usage, 3 internal.")
     a.add_argument("logs", nargs="+", metavar="LOG", help="log files (per-rank logs: several files, or a rank field)")
     a.add_argument("--log-format", choices=FORMATS, default="auto", help="force the log format (default: sniff)")
     a.add_argument("--regex", default=None, metavar="PATTERN",
@@ -43,6 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--config", default=None, help="datacheck.toml for the data (default: looked up as for audit)")
     a.add_argument("--ledger", default=None, metavar="DIR",
                    help="per-rank step -> row indices (rank<R>.tsv.gz: OLMo data-indices / record_batches)")
+    a.add_argument("--first-step", type=int, default=1, metavar="K",
+                   help="without --ledger: the log's number of the first optimizer step (default 1: Hugging Face, "
+                        "Megatron and OLMo log the step count after the update; 0 for loops that log from 0); log "
+                        "step N is step N-K of the simulated plan")
     a.add_argument("--step", type=int, default=None, metavar="N", help="the step to look at (default: the first anomaly)")
     a.add_argument("--window", type=int, default=0, metavar="K", help="also the K steps before it (default 0)")
     a.add_argument("--export", default=None, metavar="FILE", help="write those rows (.parquet or .jsonl) for a replay")
@@ -59,9 +67,6 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
         if args.ledger or args.export:
             raise UsageError("--ledger/--export need --data PATH (the dataset the run trained on)")
         return None
-    if args.ledger is None:
-        raise UsageError("--data needs --ledger DIR (per-rank step -> row indices); the batch plan without a "
-                         "ledger comes with datacheck.torch")
     if args.window < 0:
         raise UsageError(f"--window must be >= 0, got {args.window}")
     cfg, _ = config_and_source(args.config, args.data)
@@ -81,19 +86,24 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
     elif res.first_bad is not None:
         lo, hi = res.first_bad["window"]
     else:
-        return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": mismatch}
+        return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": mismatch,
+                "source": None}
     steps = list(range(max(0, lo - args.window), hi + 1))
     if len(steps) > _MAX_AUDITED_STEPS:
         raise UsageError(f"{len(steps)} steps to audit (window {lo}..{hi} + {args.window} before); give --step N")
-    rows = ledger_rows(args.ledger, steps)
-    if not rows:
-        raise UsageError(f"the ledger {args.ledger} has no rows for steps {steps[0]}..{steps[-1]}")
+    if args.ledger is not None:
+        rows, source = ledger_rows(args.ledger, steps)
+        if not rows:
+            raise UsageError(f"the ledger {args.ledger} has no rows for steps {steps[0]}..{steps[-1]}")
+    else:
+        rows, source = plan_rows(args.data, cfg, steps, args.first_step)
     ra = audit_step_rows(ds, rows)
     exported = export_rows(ra, args.export) if args.export else None
     bad = sorted(ra.row_checks)
     msg = (f"steps {steps[0]}..{steps[-1]}: {sum(len(v) for rr in rows.values() for v in rr.values())} row(s) "
            f"audited, {len(bad)} failing a check" + (f" (rows {bad[:20]})" if bad else ""))
     return {"message": msg, "rows": ra.to_dict(), "audited_steps": [steps[0], steps[-1]], "warning": mismatch,
+            "source": source,
             "export": None if exported is None else {"path": args.export, "rows": exported}}
 
 
