@@ -31,6 +31,20 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+#: widest column name shown in a table cell (longer names end with "…"; the JSON has them whole)
+MAX_COLUMN_CELL = 40
+
+
+def _column_txt(f) -> str:
+    """The finding's column for a table cell (``""`` when it concerns no one column): line breaks and
+    tabs shown escaped so a column name from the data cannot break the table, cut at
+    :data:`MAX_COLUMN_CELL` characters."""
+    if f.column is None:
+        return ""
+    c = str(f.column).replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return c if len(c) <= MAX_COLUMN_CELL else c[: MAX_COLUMN_CELL - 1] + "…"
+
+
 def _config_line(report: Report) -> str:
     """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``)."""
     return describe_config(getattr(report, "config_path", None), report.config_hash)
@@ -87,11 +101,12 @@ def render_text(report: Report, max_message: int = 110) -> str:
     for sh in report.shards:
         rows_n = "unreadable" if sh.rows is None else str(sh.rows)
         if not sh.findings:
-            rows.append([sh.status.upper(), sh.path, rows_n, "-", "", "", ""])
+            rows.append([sh.status.upper(), sh.path, rows_n, "-", "", "", "", ""])
         for i, f in enumerate(sh.findings):
             rows.append([sh.status.upper() if i == 0 else "", sh.path if i == 0 else "", rows_n if i == 0 else "",
-                         f.check, f.severity + ("!" if f.fails_policy else ""), _count_txt(sh, f), _rows_txt(f)])
-    lines += _table(["status", "shard", "rows", "check", "severity", "count", "first"], rows)
+                         f.check, _column_txt(f), f.severity + ("!" if f.fails_policy else ""), _count_txt(sh, f),
+                         _rows_txt(f)])
+    lines += _table(["status", "shard", "rows", "check", "column", "severity", "count", "first"], rows)
     if report.dataset_findings:
         lines += ["", "Dataset:"]
         for f in report.dataset_findings:
@@ -156,16 +171,17 @@ def render_markdown(report: Report) -> str:
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
         f"index `{report.index_hash}`; {_config_line(report)}",
         "",
-        "| shard | rows | status | check | severity | count | first rows |",
-        "|---|---:|---|---|---|---:|---|",
+        "| shard | rows | status | check | column | severity | count | first rows |",
+        "|---|---:|---|---|---|---|---:|---|",
     ]
     for sh in report.shards:
         rows_n = "unreadable" if sh.rows is None else str(sh.rows)
         if not sh.findings:
-            out.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | | | | |")
+            out.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | | | | | |")
         for f in sh.findings:
             fail = " **(fails)**" if f.fails_policy else ""
-            out.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | {_md_code(f.check)} | {f.severity}{fail} "
+            col = _md_code(_column_txt(f)) if f.column is not None else ""
+            out.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | {_md_code(f.check)} | {col} | {f.severity}{fail} "
                        f"| {_count_txt(sh, f)} | {_rows_txt(f)} |")
     if report.dataset_findings:
         out += ["", "### Dataset", ""]
