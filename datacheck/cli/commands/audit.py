@@ -57,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--fail-on", choices=["error", "warn", "never"], default="error",
                    help="lowest severity that fails the gate (default error)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    add_view_arguments(a)
     a.add_argument("--against", action="append", metavar="PATH", default=None,
                    help="another dataset (file, folder or glob; repeatable) to compare with: audited rows whose "
                         "content also occurs there are dup.split_overlap (e.g. eval against train)")
@@ -97,6 +98,14 @@ def _positive_int(text: str) -> int:
     return n
 
 
+def add_view_arguments(a: argparse.ArgumentParser) -> None:
+    """``--show-passing`` (shared by audit, merge and report)."""
+    a.add_argument("--show-passing", action="store_true",
+                   help="text/markdown: list every shard in the table; by default shards without any finding "
+                        "are one line (\"2,998 shards passed with no findings\"); the JSON report always "
+                        "lists every shard")
+
+
 def add_ci_arguments(a: argparse.ArgumentParser) -> None:
     """``--junit FILE`` and ``--allow-check-errors`` (shared by audit and merge)."""
     a.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per shard and check")
@@ -116,11 +125,11 @@ def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
     if args.format == "json":
         sys.stdout.write(text)
     elif args.format == "markdown":
-        sys.stdout.write(render_markdown(report))
+        sys.stdout.write(render_markdown(report, show_passing=getattr(args, "show_passing", False)))
     elif args.format == "html":
         sys.stdout.write(render_html(report))
     else:
-        sys.stdout.write(render_text(report))
+        sys.stdout.write(render_text(report, show_passing=getattr(args, "show_passing", False)))
         sys.stdout.write(f"report: {stored}\n")
     if in_github_actions():
         emit_annotations(report, sys.stderr, root=root)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from datacheck.cli.commands.audit import add_view_arguments
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.constants import EXIT_OK
 from datacheck.render.html import render_html
@@ -25,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="write a self-contained HTML page (inline CSS and SVG charts; works offline)")
     a.add_argument("--format", choices=["text", "markdown", "json", "html"], default=None,
                    help="what to print (default: text, or nothing when --html is given)")
+    add_view_arguments(a)
     return a
 
 
@@ -36,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"HTML report: {path}", file=sys.stderr)
     fmt = args.format or (None if args.html else "text")
     if fmt == "text":
-        sys.stdout.write(render_text(report))
+        sys.stdout.write(render_text(report, show_passing=args.show_passing))
     elif fmt == "markdown":
-        sys.stdout.write(render_markdown(report))
+        sys.stdout.write(render_markdown(report, show_passing=args.show_passing))
     elif fmt == "json":
         sys.stdout.write(report.to_json())
     elif fmt == "html":
