@@ -216,7 +216,7 @@ def _drop_ids(drop: list[str] | None, cfg: Config) -> tuple[str, ...]:
         return default_drop(cfg)
     for cid in drop:
         if not catalog.is_known(cid):
-            raise UsageError(f"--drop {cid!r}: unknown check ID (see CHECKS.md)")
+            raise UsageError(f"--drop {cid!r}: unknown check ID (`datacheck checks` lists the IDs)")
         if catalog.info(cid).level != "row":
             rows = ", ".join(c for c, i in catalog.CATALOG.items() if i.level == "row")
             raise UsageError(f"--drop {cid!r}: a {catalog.info(cid).level}-level check names no rows to drop; "
