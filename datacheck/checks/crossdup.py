@@ -256,6 +256,7 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     yield Finding(
         check="dup.exact_across_shards", severity="warn", count=hits.height,
         ratio=hits.height / total if total else None, shards=tuple(involved), examples=examples,
+        rows_truncated=hits.height > len(examples),
         message=(f"{hits.height} row(s) repeat a row of an earlier shard exactly (content: "
                  f"{', '.join(cols + (['label'] if 'label' in keys else []))}); these samples are seen "
                  "more than once per epoch"),
@@ -323,7 +324,7 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     total_rows = int(c.join(groups.select("hash"), on="hash").height)
     yield Finding(
         check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
-        shards=tuple(involved), examples=examples,
+        shards=tuple(involved), examples=examples, rows_truncated=total_rows > len(examples),
         message=(f"{groups.height} distinct content(s) ({total_rows} rows) occur with more than one label "
                  f"in {label_col!r} (content: {', '.join(_content_columns(shards))}): label noise"),
         details={"rows": total_rows,
@@ -463,6 +464,7 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                      f"{', '.join(_content_columns([sh[i] for i in test_idx]))}; label excluded): leakage, "
                      "evaluation is optimistic"),
             details={"split": name, "train_split": train, "per_shard": per_shard, "examples": examples},
+            rows_truncated=count > len(examples),
         )
 
 

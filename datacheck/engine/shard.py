@@ -384,6 +384,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
             lines=tuple(lines),
             examples=examples,
             details=_jsonable(details),
+            rows_truncated=len(rows) > len(ex_rows),
         ))
     for verdict in plan.after:
         findings.extend(verdict.decide(n))

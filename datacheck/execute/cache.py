@@ -61,6 +61,7 @@ import xxhash
 from datacheck._version import __version__
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
+from datacheck.io.outputs import make_temp_file
 from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
@@ -508,7 +509,7 @@ class ShardCache:
         try:
             folder = self._entry_dir(p)
             self._repair(p)
-            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
+            fd, tmp = make_temp_file(folder, f".{p.name}.")  # 0o666 minus the umask, like any output
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()

@@ -140,6 +140,7 @@ def _utf8_findings(lines: list[tuple[int, bytes]], max_examples: int, header_lin
         check="decode.invalid_utf8", severity="error", message=msg, count=len(bad),
         lines=tuple(i + 1 for i, _, _ in bad[:max_examples]), examples=ex,
         details={"likely_encoding": enc, "byte_offsets": [o for _, o, _ in bad[:max_examples]]},
+        rows_truncated=len(bad) > max_examples,
     )
     return [f], fixed
 
@@ -158,6 +159,7 @@ def _bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, 
                  "the good records were audited. Fix or drop these lines."),
         lines=tuple(b[0] for b in bad[:max_examples]), examples=ex,
         details={"byte_offsets": [b[1] for b in bad[:max_examples]]},
+        rows_truncated=len(bad) > max_examples,
     )
 
 
@@ -168,6 +170,7 @@ def _blank_finding(blank: list[tuple[int, int]], max_examples: int) -> Finding:
         lines=tuple(b[0] for b in blank[:max_examples]),
         examples=tuple(Example(row=None, value="''", line=ln, byte_offset=o) for ln, o in blank[:max_examples]),
         details={"blank_lines": len(blank)},
+        rows_truncated=len(blank) > max_examples,
     )
 
 
@@ -340,6 +343,7 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
                 examples=tuple(Example(row=i, value=f"{kinds[i]}: {show_value(col[i], 60)}", line=line_of_row[i])
                                for i in bad[:max_examples]),
                 details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
+                rows_truncated=len(bad) > max_examples,
             ))
             for i in bad:
                 col[i] = None

@@ -222,7 +222,7 @@ class Config(_Section):
             if not catalog.is_known(key):
                 close = ([c for c in catalog.CATALOG if c.split(".")[-1] == key.split(".")[-1]]
                          or difflib.get_close_matches(key, list(catalog.CATALOG), n=1, cutoff=0.8))
-                hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
+                hint = f" (did you mean {close[0]!r}?)" if close else " (`datacheck checks` lists the IDs)"
                 raise ValueError(f"unknown check ID {key!r}{hint}")
         return v
 

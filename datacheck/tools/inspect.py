@@ -328,7 +328,7 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
     if bad:
         close = ([k for k in catalog.CATALOG if k.split(".")[-1] == bad[0].split(".")[-1]]
                  or difflib.get_close_matches(bad[0], list(catalog.CATALOG), n=1, cutoff=0.75))
-        hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
+        hint = f" (did you mean {close[0]!r}?)" if close else " (`datacheck checks` lists the IDs)"
         raise UsageError(f"--check {bad[0]!r}: unknown check ID{hint}")
     dataset = [c for c in checks if catalog.info(c).level == "dataset"]
     if dataset:  # decided across shards: inspect (one shard's rows) would silently show nothing
