@@ -65,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "content also occurs there are dup.split_overlap (e.g. eval against train)")
     a.add_argument("--schema", metavar="NAME|PATH",
                    help="data contract: a built-in layout (causal_lm, seq2seq, text_classification, "
-                        "token_classification, tabular), a Pandera YAML/JSON file or file.py:ClassName "
+                        "token_classification, tabular, chat_sft, sft_tokenized, packed_lm, dpo, ctc), a Pandera YAML/JSON file or file.py:ClassName "
                         "(overrides [dataset] schema)")
     add_ci_arguments(a)
     w = a.add_argument_group("parallel work")

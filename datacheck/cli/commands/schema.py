@@ -12,7 +12,7 @@ from datacheck.cli.commands.audit import resolve_config_path
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_USAGE
-from datacheck.tools.infer import infer_contract, infer_yaml
+from datacheck.tools.infer import infer_contract, infer_yaml, propose_layout
 from datacheck.tools.inspect import load_tokenizer
 
 __all__ = ["add_parser", "run"]
@@ -50,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     if tokenizer and cfg.tokens.vocab_size is None:
         vocab = load_tokenizer(tokenizer).vocab_size
     data, notes = infer_contract(args.paths, cfg, name=args.name, vocab_size=vocab)
-    text = infer_yaml(data, [str(p) for p in args.paths])
+    proposal = propose_layout(args.paths, cfg)
+    text = infer_yaml(data, [str(p) for p in args.paths], proposal)
+    print(f"datacheck: layout: {proposal.layout or 'none'} ({proposal.why})", file=sys.stderr)
     for n in notes:
         print(f"datacheck: note: {n}", file=sys.stderr)
     if args.output:
