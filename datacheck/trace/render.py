@@ -19,6 +19,8 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
         if st.bad_lines:
             line += f", {st.bad_lines} line(s) not parsed, e.g. line {st.bad_examples[0][0]}: {st.bad_examples[0][1]!r}"
         out.append(line)
+        if st.stopped:
+            out.append(f"  warning: {st.source}: {st.stopped}")
     fb = res.first_bad
     out.append("first anomaly: " + (f"{fb['check']} at step {fb['step']} ({fb.get('rank')}), window "
                                     f"{fb['window'][0]}..{fb['window'][1]}" if fb else "none"))

@@ -31,7 +31,8 @@ from datacheck.model.errors import UsageError
 from datacheck.trace.identity import parse_identity
 from datacheck.trace.readers import deepspeed, keyvalue, megatron, pydict
 from datacheck.trace.readers.fields import RANK_IN_NAME, BadValue
-from datacheck.trace.readers.files import iter_lines, read_csv, read_hf_state, read_jsonl, read_tensorboard
+from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard
+from datacheck.trace.readers.hfstate import read_hf_state
 from datacheck.trace.readers.keyed import record_from_mapping
 from datacheck.trace.record import ReadStats, StepRecord
 
