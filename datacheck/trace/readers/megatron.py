@@ -20,22 +20,35 @@ from datacheck.trace.readers.fields import BadValue, to_float, to_int
 __all__ = ["NAME", "parse_line"]
 
 NAME = "megatron"
-_ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
+_ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _VALID = re.compile(r"validation loss at iteration\s+(\d+)\s*\|(.*)$")
 _KEYS = {
     "consumed samples": "tokens", "elapsed time per iteration (ms)": "wall_time_ms", "learning rate": "lr",
     "lm loss": "loss", "loss scale": "loss_scale", "grad norm": "grad_norm",
     "number of skipped iterations": "skipped", "number of nan iterations": "nan_steps",
 }
+#: one ``key: value`` field between ``|`` separators, unstripped (the last one may be cut: a log
+#: truncated mid-write keeps the fields before the cut). Greedy classes: 3x faster than lazy ones.
+_PAIR = re.compile(r"([^|:]*):([^|]*)")
 
 
 def _fields(rest: str) -> dict[str, str]:
     out = {}
-    for part in rest.split("|"):
-        k, sep, v = part.partition(":")
-        if sep and v.strip():
-            out[k.strip().lower()] = v.strip()
+    for k, v in _PAIR.findall(rest):
+        v = v.strip()
+        if v:
+            out[k.strip().lower()] = v
     return out
+
+
+def _number(v: str, key: str, field: str) -> float | int | None:
+    """``v`` (surrounding blanks allowed) as the field's number; int() and float() first, the checked
+    converters of :mod:`fields` only when they fail."""
+    try:
+        return int(v) if field == "skipped" or field == "nan_steps" else float(v)
+    except ValueError:  # the slow path gives the error (or reads e.g. "1.0" as a count)
+        k = key.strip()
+        return to_int(v.strip(), k) if field == "skipped" or field == "nan_steps" else to_float(v.strip(), k)
 
 
 def parse_line(text: str) -> dict[str, Any] | None:
@@ -44,20 +57,20 @@ def parse_line(text: str) -> dict[str, Any] | None:
     Raises:
         BadValue: a known field's value is not a number.
     """
+    if "iteration" not in text:  # cheap test first: most lines of a mixed log are not Megatron's
+        return None
     m = _ITER.match(text)
     if m:
         out: dict[str, Any] = {"step": int(m.group(1))}
-        for k, v in _fields(m.group(3)).items():
-            f = _KEYS.get(k)
-            if f is None:
+        for k, v in _PAIR.findall(text, m.end()):
+            f = _KEYS.get(k.strip()) or _KEYS.get(k.strip().lower())
+            if f is None or v.isspace() or not v:
                 continue
-            if f in ("skipped", "nan_steps"):
-                out[f] = to_int(v, k)
-            elif f == "wall_time_ms":
-                ms = to_float(v, k)
+            if f == "wall_time_ms":
+                ms = _number(v, k, f)
                 out["wall_time"] = None if ms is None else ms / 1000.0
             else:
-                out[f] = to_float(v, k)
+                out[f] = _number(v, k, f)
         return out
     m = _VALID.search(text)
     if m:
