@@ -218,7 +218,9 @@ class _Spike(Rule):
         x = getattr(rec, self.metric)
         if x is None or not math.isfinite(x):
             return
-        det = self.det.setdefault(s.key, SpikeDetector(self.opts.spike))
+        det = self.det.get(s.key)
+        if det is None:
+            det = self.det[s.key] = SpikeDetector(self.opts.spike)
         hit = det.feed(x)
         if det.rule.kind == "foundry":  # the run's records, details built while the stream state is theirs
             run = self.pending.setdefault(s.key, [])
@@ -284,7 +286,9 @@ class LossScaleCollapse(Rule):
             return
         old = rec.prev_scale if rec.overflow and rec.prev_scale is not None else self.last_scale.get(s.key)
         self.last_scale[s.key] = new
-        run = self.run.setdefault(s.key, [])
+        run = self.run.get(s.key)
+        if run is None:
+            run = self.run[s.key] = []
         if old is None or not new < old:
             if not (rec.overflow and old is not None and new == old):  # a hysteresis skip keeps the run
                 run.clear()
@@ -382,7 +386,9 @@ class LrDiscontinuity(Rule):
         lr = rec.lr
         if lr is None or not math.isfinite(lr):
             return
-        mem = self.seen.setdefault(s.key, OrderedDict())
+        mem = self.seen.get(s.key)
+        if mem is None:
+            mem = self.seen[s.key] = OrderedDict()
         prev_lr = s.prev.lr if s.prev is not None else None
         if s.prev is not None and rec.step < s.prev.step and rec.step in mem:
             before = mem[rec.step]
