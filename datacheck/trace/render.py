@@ -35,14 +35,18 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
                    f"{backoffs[0]['from']} -> {backoffs[0]['to']})")
     if data is not None:
         out.append(f"data: {data['message']}")
-        for step, ranks in sorted(((int(k), v) for k, v in data["rows"]["steps"].items())):
-            for rank, rows in ranks.items():
-                toks = (data["rows"]["supervised_tokens"] or {}).get(str(step), {}).get(rank)
-                out.append(f"  step {step} rank {rank}: rows {rows}" + (f", {toks} supervised token(s)" if toks is not None else ""))
-        for row, checks in data["rows"]["row_checks"].items():
-            out.append(f"  row {row}: {', '.join(checks)}")
-        for f in data["rows"]["findings"]:
-            out.append(f"  [{f['severity']}] {f['check']}: {f['message']} (rows {f['rows']})")
+        if data.get("warning"):
+            out.append(f"  warning: {data['warning']}")
+        audited = data.get("rows")  # None: no anomaly and no --step, no rows audited
+        if audited:
+            for step, ranks in sorted(((int(k), v) for k, v in audited["steps"].items())):
+                for rank, rows in ranks.items():
+                    toks = (audited["supervised_tokens"] or {}).get(str(step), {}).get(rank)
+                    out.append(f"  step {step} rank {rank}: rows {rows}" + (f", {toks} supervised token(s)" if toks is not None else ""))
+            for row, checks in audited["row_checks"].items():
+                out.append(f"  row {row}: {', '.join(checks)}")
+            for f in audited["findings"]:
+                out.append(f"  [{f['severity']}] {f['check']}: {f['message']} (rows {f['rows']})")
     return "\n".join(out) + "\n"
 
 
