@@ -56,24 +56,24 @@ class NanQuotingReader:
         self._in_string = False
         self._eof = False
         self._ready = b""
+        self._at = 0  # bytes of _ready already returned
         self.consumed = 0
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` converted bytes (all that is ready when ``n`` < 0); ``b""`` at the end."""
         if n == 0:
             return b""  # ijson probes the file's type with read(0)
-        while not self._ready:
+        while self._at >= len(self._ready):
             if self._eof and not self._carry:
                 return b""
             chunk = self._raw.read(self._chunk) if not self._eof else b""
             if not chunk:
                 self._eof = True
             self.consumed += len(chunk)
-            self._ready = self._convert(self._carry + chunk)
-        if n < 0 or n >= len(self._ready):
-            out, self._ready = self._ready, b""
-        else:
-            out, self._ready = self._ready[:n], self._ready[n:]
+            self._ready, self._at = self._convert(self._carry + chunk), 0
+        end = len(self._ready) if n < 0 else min(len(self._ready), self._at + n)
+        out = self._ready[self._at:end]  # one copy of what is returned; the rest stays in place
+        self._at = end
         return out
 
     def _convert(self, buf: bytes) -> bytes:
