@@ -91,7 +91,9 @@ class AuditSetup:
     :func:`datacheck.execute.parts.audit_part`).
 
     Attributes:
-        cfg: the validated config.
+        cfg: the validated config, with ``[splits]`` filled from a Hugging Face ``DatasetDict`` folder's
+            ``dataset_dict.json`` when the config names no split (see
+            :func:`datacheck.io.discover.declared_splits`; the report's config and hash show them).
         disc: the discovered shards (all of them; a part selects its own).
         cache: the per-shard result cache, or None.
         index: the committed ``[dataset] index`` (read and validated), or None.
@@ -108,7 +110,8 @@ class AuditSetup:
 def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
                   cache_dir: str | Path | None, follow_symlinks: bool = False) -> AuditSetup:
     """Every check an audit makes before reading shards, in one place: ``fail_on``, the data contract
-    (``[dataset] schema``), the cache folder, discovery of the shards, and the committed data index.
+    (``[dataset] schema``), the cache folder, discovery of the shards, the splits a ``DatasetDict``
+    folder declares (used as ``[splits]`` when the config has none), and the committed data index.
 
     Raises:
         UsageError: ``fail_on`` is not one of ``error|warn|never``; a path does not exist or holds no
@@ -125,6 +128,10 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
         load_contract(cfg.dataset.schema_)
     cache = ShardCache(cache_dir, cfg) if cache_dir is not None else None
     disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=follow_symlinks)
+    if not cfg.splits:  # a DatasetDict folder's declared splits, as [splits] entries; an explicit [splits] wins
+        declared = disc.declared_splits()
+        if declared:
+            cfg = cfg.model_copy(update={"splits": declared})
     index = index_path = None
     if cfg.dataset.index is not None:  # a bad index is a usage error before any shard is read
         index_path = resolve_index_path(cfg.dataset.index, disc.root)
