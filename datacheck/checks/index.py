@@ -142,8 +142,9 @@ def committed_index(dctx: Any) -> Iterable[Finding | Skipped]:
     committed ``[dataset] index`` (read and validated before any shard; see :mod:`datacheck.io.dataindex`)."""
 
     idx = getattr(dctx, "index", None)
-    if idx is None and dctx.cfg.dataset.index is not None and dctx.root is not None:
-        idx = read_index(resolve_index_path(dctx.cfg.dataset.index, dctx.root), dctx.root)
+    index_file = dctx.cfg.index_file()
+    if idx is None and index_file is not None and dctx.root is not None:
+        idx = read_index(resolve_index_path(index_file, dctx.root), dctx.root)
     if idx is None:
         return
     actual = [(s.path, s.content_hash, s.bytes, s.rows) for s in dctx.shards]

@@ -87,7 +87,7 @@ def test_parquet_with_a_type_polars_cannot_read(tmp_path):
 def test_no_panic_text_on_stderr(tmp_path, kind):
     path = _write(tmp_path / "d.arrow", _table(), kind)
     p = run_cli("audit", str(path), "--format", "json", "--no-cache", "--no-progress",
-                "--report-dir", str(tmp_path / "r"))
+                "--report-dir", str(tmp_path / ".r"))
     assert "panicked" not in p.stderr and "RUST_BACKTRACE" not in p.stderr, p.stderr
     assert p.returncode == 1  # the left-out columns are schema.dtype errors
     doc = json.loads(p.stdout)
