@@ -34,12 +34,14 @@ such a value (candidates) are gathered with shard, row, full hash and label, and
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 import polars as pl
 
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, measure
+from datacheck.io.discover import declared_splits
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
 
@@ -436,7 +438,10 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                     comparisons.append((name, train, shards, cand, by_split[name], by_split[train]))
     if not comparisons:
         if against is None and not dctx.cfg.splits:
-            yield Skipped("dup.split_overlap", "no [splits] in the config and no --against dataset")
+            root = getattr(dctx, "root", None)
+            unused = declared_splits(Path(root), list(dctx.shard_lists))[1] if root is not None else []
+            yield Skipped("dup.split_overlap", "no [splits] in the config and no --against dataset" + (
+                f" ({unused[0][1]})" if unused else ""))
         return
     for name, train, sh, c, test_idx, train_idx in comparisons:
         side = "the --against dataset" if train == "against" else f"split {train!r}"

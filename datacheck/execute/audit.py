@@ -264,7 +264,7 @@ def audit(
     if config_path != "derive":
         source = config_path
     setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir, follow_symlinks=follow_symlinks)
-    disc, cache, index = setup.disc, setup.cache, setup.index
+    disc, cache, index, cfg = setup.disc, setup.cache, setup.index, setup.cfg
     against_results = None
     if against is not None:
 

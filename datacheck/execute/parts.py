@@ -140,7 +140,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     """
     check_part_args(num_parts, part)
     setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir)
-    disc, cache = setup.disc, setup.cache
+    disc, cache, cfg = setup.disc, setup.cache, setup.cfg
     index_doc = None
     if setup.index_path is not None:  # the merge gets the index file's content
         source = setup.index_path.absolute()

@@ -32,10 +32,10 @@ from pathlib import Path
 from datacheck.io.formats.litdata import is_litdata_index
 from datacheck.io.formats.mds import MDS_SUFFIXES
 from datacheck.io.formats.webdataset import WDS_SUFFIXES
-from datacheck.io.hfmeta import hf_data_files
+from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.model.errors import UsageError
 
-__all__ = ["discover", "Discovery", "DiscoveredShard", "format_of", "sniff_json_lines", "megatron_companion",
+__all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "format_of", "sniff_json_lines", "megatron_companion",
            "TEMP_PATTERNS",
            "FORCED_EXTENSIONS", "NEVER_SHARD_SUFFIXES"]
 
@@ -168,6 +168,47 @@ class DiscoveredShard:
 SHARD_LIST_NAMES = ("state.json", "index.json")
 
 
+def _fnmatch_escape(name: str) -> str:
+    """``name`` as a literal ``fnmatch`` pattern (``*``, ``?`` and ``[`` wrapped in brackets)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def declared_splits(root: Path, found: list[str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The splits a Hugging Face ``DatasetDict`` folder declares, as ``[splits]`` entries.
+
+    ``found``: paths (relative to ``root``) of the files discovery met while searching the PATHs; each
+    ``dataset_dict.json`` among them (``{"splits": ["train", "test"]}``, written by
+    ``DatasetDict.save_to_disk``; read with the bounded loader of :mod:`datacheck.io.hfmeta`) gives,
+    per declared split, the entry ``name -> "<its folder>/<name>/*"``: exactly what a user would write
+    under ``[splits]`` (the same glob rule, :func:`datacheck.checks.crossdup.assign_splits`).
+
+    Returns:
+        (``{split name: glob}`` in the file's order, ``[(dataset_dict.json path, reason)]`` for a file
+        that gives no splits: unreadable, no ``splits`` list, or one of several ``DatasetDict``
+        folders (their split names would collide: name them under ``[splits]``)). Empty when discovery
+        met no ``dataset_dict.json``. A declared split whose folder is absent is still returned (its
+        glob matches no shard; the ``index`` checks report it).
+    """
+    dicts = sorted(p for p in found if p.rpartition("/")[2] == DATASET_DICT_NAME)
+    if len(dicts) > 1:
+        return {}, [(d, (f"{len(dicts)} DatasetDict folders ({', '.join(dicts[:3])}{' ...' if len(dicts) > 3 else ''}) "
+                         "are audited together: their split names would mix, so no split was assigned from them; "
+                         "audit each folder alone or name the splits under [splits]")) for d in dicts]
+    out: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for rel in dicts:
+        dd = read_dataset_dict(Path(root) / rel)
+        if dd is None:
+            continue
+        if dd.problem is not None:
+            problems.append((rel, dd.problem))
+        folder = rel.rpartition("/")[0]
+        prefix = _fnmatch_escape(folder) + "/" if folder else ""
+        for name in dd.splits:
+            out[name] = f"{prefix}{_fnmatch_escape(name)}/*"
+    return out, problems
+
+
 @dataclass
 class Discovery:
     root: Path
@@ -178,10 +219,15 @@ class Discovery:
     ignored_data: list[dict[str, str]] = field(default_factory=list)
 
     def shard_lists(self) -> list[str]:
-        """The shard lists (``state.json``, ``index.json``) found while searching the PATHs (relative
-        paths): in scope for the shipped-list checks even in a folder that holds no shard (a MosaicML
-        index listing zero shards)."""
-        return [p for p in self.ignored if p.rpartition("/")[2] in SHARD_LIST_NAMES]
+        """The shard lists (``state.json``, ``index.json``, and a ``DatasetDict``'s
+        ``dataset_dict.json``) found while searching the PATHs (relative paths): in scope for the
+        shipped-list checks even in a folder that holds no shard (a MosaicML index listing zero shards)."""
+        return [p for p in self.ignored if p.rpartition("/")[2] in (*SHARD_LIST_NAMES, DATASET_DICT_NAME)]
+
+    def declared_splits(self) -> dict[str, str]:
+        """The ``[splits]`` entries the ``DatasetDict`` folder among the PATHs declares (see
+        :func:`declared_splits`; empty when there is none)."""
+        return declared_splits(self.root, self.ignored)[0]
 
 
 def _abs(p: Path) -> Path:

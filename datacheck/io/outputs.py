@@ -319,16 +319,17 @@ def _inputs(paths: Iterable[str], with_folders: bool = False) -> list[tuple[str,
 def check_output_folders(folders: Mapping[str, str | os.PathLike[str] | None], inputs: Iterable[str], *,
                          probe: Collection[str] = ()) -> None:
     """Refuse output *folders* (``--report-dir``, ``--cache-dir``) inside the audited data, and prove
-    each one writable, before any shard is read: a folder inside an audited folder (a folder PATH or
-    a folder a glob matches; not the folder of a single-file PATH: reports and cache entries are never
-    shards) is refused unless it lies below a hidden name there (``.datacheck/``, which
-    discovery never reads); a folder whose flag is in ``probe`` that cannot be created or written is
-    refused too, so a failure is not found only after the whole audit (the probe leaves nothing).
+    each one writable, before any shard is read: a folder inside an audited folder (a folder PATH, a
+    folder a glob matches, or the folder of an audited file, as for :func:`check_outputs`: auditing
+    that folder next would list the reports written there among the data) is refused unless it lies
+    below a hidden name there (``.datacheck/``, which discovery never reads); a folder whose flag is
+    in ``probe`` that cannot be created or written is refused too, so a failure is not found only
+    after the whole audit (the probe leaves nothing).
 
     Raises:
         UsageError: naming the flag, the folder and the audited path, or the OS reason (exit code 2).
     """
-    audited = _inputs(inputs)
+    audited = _inputs(inputs, with_folders=True)
     for flag, folder in folders.items():
         if folder is None:
             continue

@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = (load_config(config_path, allow_python_schema=args.config is not None or args.allow_python_schema)
            if config_path is not None else Config())
     if getattr(args, "schema", None):
-        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"schema_": args.schema})})
+        cfg = cfg.with_schema(args.schema)
     split = check_part_args(args.num_parts, args.part)  # before any shard is read
 
     check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
