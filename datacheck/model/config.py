@@ -27,7 +27,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-Format = Literal["auto", "parquet", "arrow", "jsonl", "csv", "tsv"]
+Format = Literal["auto", "parquet", "arrow", "jsonl", "json", "csv", "tsv"]
 
 
 class DatasetSection(_Section):
