@@ -9,8 +9,8 @@ import pytest
 
 import datacheck
 from datacheck.io.discover import discover, sniff_json_array
-from datacheck.io.records import RecordLayoutError, json_array_records
 from datacheck.io.read import open_for_checks
+from datacheck.io.records import RecordLayoutError, json_array_records
 from datacheck.model.config import Config
 
 CHAT = Path("/work/shared/chat")
