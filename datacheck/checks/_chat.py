@@ -1,0 +1,66 @@
+"""Expressions over chat conversations (the ``messages`` role) shared by the sft rules.
+
+One normalization for every layout (:func:`datacheck.model.roles.message_fields`): the speaker
+field (``role`` or ShareGPT ``from``) mapped to the canonical roles of
+:data:`datacheck.model.roles.CHAT_ROLE_NAMES`, the content field (``content`` or ``value``) as a
+string or a list of parts. Every expression is a polars list expression evaluated per row inside
+the shard's one query (``list.eval``), never a Python loop over rows.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields
+
+__all__ = ["canonical_role", "blank_content", "turn_roles", "turn_blank", "KNOWN_ROLES", "ASSISTANT_ROLES",
+           "INVISIBLE"]
+
+#: the canonical roles (values of CHAT_ROLE_NAMES)
+KNOWN_ROLES = tuple(sorted(set(CHAT_ROLE_NAMES.values())))
+#: canonical roles whose turns are trained on (an assistant answer, an assistant tool call)
+ASSISTANT_ROLES = ("assistant", "tool_call")
+#: characters that show nothing: Unicode whitespace (regex ``\s``) plus the zero-width and
+#: invisible format characters U+200B-U+200D, U+2060 (word joiner), U+FEFF (byte order mark),
+#: U+00AD (soft hyphen): a turn of only these renders as an empty turn.
+INVISIBLE = r"[\s\x{200B}\x{200C}\x{200D}\x{2060}\x{FEFF}\x{00AD}]"
+
+
+def canonical_role(mf: MessageFields, turn: pl.Expr) -> pl.Expr:
+    """Per turn (a message struct): its canonical role (String; null when the speaker is null; the
+    speaker unchanged when it is not a known name). An assistant turn carrying a non-empty tool-call
+    field (OpenAI ``tool_calls``) is ``tool_call``."""
+    raw = turn.struct.field(mf.role)
+    role = raw.replace(CHAT_ROLE_NAMES)
+    if mf.tool_calls is not None:
+        calls = turn.struct.field(mf.tool_calls)
+        has = calls.is_not_null()
+        if mf.tool_calls == "tool_calls":
+            has = has & (calls.list.len() > 0)
+        role = pl.when((role == "assistant") & has.fill_null(False)).then(pl.lit("tool_call")).otherwise(role)
+    return role
+
+
+def blank_content(mf: MessageFields, turn: pl.Expr) -> pl.Expr:
+    """Per turn: True when its content is null, empty or only whitespace/invisible characters
+    (:data:`INVISIBLE`). Content as parts: no part, or every part is a text part (``type`` absent or
+    ``"text"``) whose text is blank; a part of another type (an image) is content."""
+    content = turn.struct.field(mf.content)
+    if not mf.parts:
+        return content.is_null() | (content.str.replace_all(INVISIBLE, "") == "")
+    part = pl.element()
+    text = part.struct.field(mf.part_text or "text")
+    empty_text = text.is_null() | (text.str.replace_all(INVISIBLE, "") == "")
+    if mf.part_type:
+        empty_text = empty_text & (part.struct.field("type").fill_null("text") == "text")
+    all_blank = content.list.eval(empty_text).list.all()
+    return content.is_null() | (content.list.len() == 0) | all_blank
+
+
+def turn_roles(col: str, mf: MessageFields) -> pl.Expr:
+    """Per row: the canonical role of each turn (List(String))."""
+    return pl.col(col).list.eval(canonical_role(mf, pl.element()))
+
+
+def turn_blank(col: str, mf: MessageFields) -> pl.Expr:
+    """Per row: whether each turn's content is blank (List(Boolean), see :func:`blank_content`)."""
+    return pl.col(col).list.eval(blank_content(mf, pl.element()))
