@@ -251,6 +251,9 @@ class CheckSpec:
             for role in self.roles:
                 names = role.split("|")
                 if not any(roles.has(r) for r in names):
+                    why = next((w for r, w in getattr(roles, "unavailable", ()) if r in names), None)
+                    if why is not None:  # the read path could not make the role (e.g. rendering needs a package)
+                        return why
                     default = (ROLE_SPECS[names[0]].missing_reason if len(names) == 1 else
                                f"no {' or '.join(names)} column (set [columns] {' or '.join(names)})")
                     return self.reason(role, default)

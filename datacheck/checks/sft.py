@@ -3,7 +3,7 @@
 Conversations before tokenization: the ``messages`` role (a list of turn structs; HF/OpenAI
 ``{role, content}``, ShareGPT ``{from, value}``, content a string or a list of ``{type, text|value}``
 parts; :func:`datacheck.model.roles.message_fields`), judged per turn with list expressions
-(:mod:`datacheck.checks._chat`) in the shard's one query: ``sft.role_order``, ``sft.empty_turn``,
+(:mod:`datacheck.io.chat`) in the shard's one query: ``sft.role_order``, ``sft.empty_turn``,
 ``sft.no_assistant_turn``. Roles are canonical (ShareGPT ``human``/``gpt``/``function_call``/
 ``observation`` are ``user``/``assistant``/``tool_call``/``tool``; :data:`CHAT_ROLE_NAMES
 <datacheck.model.roles.CHAT_ROLE_NAMES>`). Turn indexes in examples are 0-based.
@@ -22,12 +22,12 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._chat import ASSISTANT_ROLES, KNOWN_ROLES, blank_content, canonical_role, turn_roles
 from datacheck.checks._expr import counts_to_pairs, value_counts
 from datacheck.checks._pos import assistant_span, in_row, prev, supervised_token
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem
+from datacheck.io.chat import ASSISTANT_ROLES, KNOWN_ROLES, blank_content, canonical_role, turn_roles
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import MessageFields, inner_dtype, message_fields
@@ -127,7 +127,7 @@ def _empty_rowcheck(col: str, mf: MessageFields, assistant: bool) -> RowCheck:
 def empty_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.empty_turn``: a turn whose content is null, empty, or only whitespace and invisible
     characters (zero-width space, word joiner, BOM, soft hyphen: :data:`INVISIBLE
-    <datacheck.checks._chat.INVISIBLE>`); content as parts is empty when every text part is (a
+    <datacheck.io.chat.INVISIBLE>`); content as parts is empty when every text part is (a
     non-text part such as an image is content). Assistant turns (and tool calls) fail the row with
     the catalog's severity (error); empty turns of other roles fail it as ``warn`` (counted, as
     CHECKS.md asks). The example names the first such turn (0-based) and its role as written."""
@@ -268,7 +268,8 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     lab = pl.col(r.labels)
     sup = (lab != ign).fill_null(False)
     last = sup & (in_row(sup.cast(pl.UInt32).cum_sum(reverse=True)) == 1)
-    full = in_row(_real(ctx).cast(pl.UInt32).sum()) >= max_len
+    # a column expression even without an attention_mask (a bare literal sums to 1 in the window)
+    full = in_row((_real(ctx) & lab.is_not_null()).cast(pl.UInt32).sum()) >= max_len
     bad = last & full & ~lab.is_in(list(stop)).fill_null(False)
     yield RowCheck(
         check="sft.truncated_response", column=r.labels, fails=bad, view=positions_view(ctx),

@@ -255,6 +255,7 @@ if TYPE_CHECKING:
 
         inferred: frozenset[str]
         missing: tuple[tuple[str, str], ...]
+        unavailable: tuple[tuple[str, str], ...]
 
         def __init__(self, **fields: Any) -> None: ...
 
@@ -262,13 +263,16 @@ if TYPE_CHECKING:
 else:
     #: Resolved roles of one shard (only columns the shard has): one attribute per row of
     #: :data:`ROLE_TABLE` (``str | None`` for arity one, a tuple for many, a tuple of tuples for groups),
-    #: plus ``inferred`` (role names inferred from column names) and ``missing`` ((role, column) pairs
-    #: the config names but the shard lacks). Frozen.
+    #: plus ``inferred`` (role names inferred from column names), ``missing`` ((role, column) pairs
+    #: the config names but the shard lacks) and ``unavailable`` ((role, reason) pairs: roles the read
+    #: path would have made but could not, e.g. rendering messages without transformers; a check
+    #: needing such a role is skipped with that reason). Frozen.
     Roles = make_dataclass(
         "Roles",
         [_role_field(s) for s in ROLE_TABLE]
         + [("inferred", "frozenset[str]", field(default_factory=frozenset)),
-           ("missing", "tuple[tuple[str, str], ...]", field(default=()))],
+           ("missing", "tuple[tuple[str, str], ...]", field(default=())),
+           ("unavailable", "tuple[tuple[str, str], ...]", field(default=()))],
         bases=(_RolesBase,), frozen=True,
     )
     Roles.__module__ = __name__

@@ -238,3 +238,12 @@ def test_real_v1_loss_weights_are_finite_and_a_nan_is_found(tmp_path):
     rep = datacheck.audit(str(tmp_path / "v1.jsonl"), {})
     f = next(f for f in rep.findings if f.check == "finite.nan")
     assert [e.row for e in f.examples] == [7] and f.count == 1 and list(f.lines) == [8]
+
+
+def test_truncated_response_without_an_attention_mask():
+    """The row length is its list length when there is no attention_mask (was: a literal that
+    summed to 1 per row, so no row ever counted as max_seq_len long)."""
+    df = pl.DataFrame({"input_ids": [[5, 6, 7, 2], [5, 6, 7, 8], [5, 6, 8]],
+                       "labels": [[-100, 6, 7, 2], [-100, 6, 7, 8], [-100, 6, 8]]})
+    res = _res(df, {"tokens": {"max_seq_len": 4, "eot_token_ids": [2]}})
+    assert res.failing_rows["sft.truncated_response:labels"] == [1]
