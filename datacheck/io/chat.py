@@ -33,7 +33,7 @@ from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields
 
 __all__ = ["canonical_role", "blank_content", "turn_roles", "turn_blank", "KNOWN_ROLES", "ASSISTANT_ROLES",
            "INVISIBLE", "CHAT_INSTALL", "RENDERED_COLUMNS", "Rendered", "render_chat", "load_chat_tokenizer",
-           "template_turns"]
+           "template_turns", "ALPACA_COLUMNS", "alpaca_messages"]
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
 CHAT_INSTALL = ('pip install "transformers>=4.45" "jinja2>=3.1" (or, in the datacheck source folder, '
@@ -229,3 +229,32 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
     cols = pl.DataFrame([lists(flat_ids).alias("input_ids"), lists(flat_mask).alias("assistant_mask"),
                          lists(flat_labels).alias("labels")])
     return Rendered(columns=cols, rejected=rejected, first_error=first_error, tokens=int(lens.sum()))
+
+
+#: the Alpaca layout (Stanford Alpaca, LLaMA-Factory's ``alpaca`` format): the prompt is
+#: ``instruction`` plus ``input`` (joined by a newline when ``input`` is not empty, as
+#: LLaMA-Factory's converter does), the response ``output``; an optional ``system`` column opens
+#: the conversation. (LLaMA-Factory's ``history`` column of earlier turns is not folded in.)
+ALPACA_COLUMNS = ("instruction", "input", "output", "system")
+
+
+def alpaca_messages(schema: dict[str, pl.DataType]) -> pl.Expr | None:
+    """Per row: the conversation of an Alpaca row as ``List(Struct{role, content})`` (see
+    :data:`ALPACA_COLUMNS`), or None when the shard is not that layout (String ``instruction`` and
+    ``output`` columns; ``input`` and ``system``, when present, String)."""
+    if schema.get("instruction") != pl.String or schema.get("output") != pl.String:
+        return None
+    if any(c in schema and schema[c] not in (pl.String, pl.Null) for c in ("input", "system")):
+        return None
+    inst = pl.col("instruction")
+    user = inst
+    if "input" in schema:
+        inp = pl.col("input").cast(pl.String)
+        user = pl.when(inp.is_null() | (inp == "")).then(inst).otherwise(pl.concat_str([inst, inp], separator="\n"))
+    turn = lambda role, content: pl.struct(pl.lit(role).alias("role"), content.alias("content"))  # noqa: E731
+    pair = pl.concat_list([turn("user", user), turn("assistant", pl.col("output"))])
+    if "system" not in schema:
+        return pair
+    sys_ = pl.col("system").cast(pl.String)
+    return (pl.when(sys_.is_null() | (sys_ == "")).then(pair)
+            .otherwise(pl.concat_list([turn("system", sys_), turn("user", user), turn("assistant", pl.col("output"))])))

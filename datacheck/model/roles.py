@@ -256,6 +256,7 @@ if TYPE_CHECKING:
         inferred: frozenset[str]
         missing: tuple[tuple[str, str], ...]
         unavailable: tuple[tuple[str, str], ...]
+        derived: tuple[str, ...]
 
         def __init__(self, **fields: Any) -> None: ...
 
@@ -266,13 +267,15 @@ else:
     #: plus ``inferred`` (role names inferred from column names), ``missing`` ((role, column) pairs
     #: the config names but the shard lacks) and ``unavailable`` ((role, reason) pairs: roles the read
     #: path would have made but could not, e.g. rendering messages without transformers; a check
-    #: needing such a role is skipped with that reason). Frozen.
+    #: needing such a role is skipped with that reason) and ``derived`` (columns the read path added:
+    #: rendered tokens, the messages of an Alpaca layout; a strict contract does not count them). Frozen.
     Roles = make_dataclass(
         "Roles",
         [_role_field(s) for s in ROLE_TABLE]
         + [("inferred", "frozenset[str]", field(default_factory=frozenset)),
            ("missing", "tuple[tuple[str, str], ...]", field(default=())),
-           ("unavailable", "tuple[tuple[str, str], ...]", field(default=()))],
+           ("unavailable", "tuple[tuple[str, str], ...]", field(default=())),
+           ("derived", "tuple[str, ...]", field(default=()))],
         bases=(_RolesBase,), frozen=True,
     )
     Roles.__module__ = __name__
