@@ -48,6 +48,11 @@ def _turns(ctx: ShardContext) -> tuple[str, MessageFields]:
     return col, mf
 
 
+def _preference(ctx: ShardContext) -> bool:
+    """The shard holds preference pairs (a ``chosen`` or ``rejected`` column): its messages are prompts."""
+    return ctx.roles.chosen is not None or ctx.roles.rejected is not None
+
+
 def _first(flags: pl.Expr) -> pl.Expr:
     """Per row: the 0-based index of the first true element of a boolean list (null when none)."""
     return flags.list.eval(pl.arg_where(pl.element().fill_null(False)).first()).list.first()
@@ -60,7 +65,8 @@ def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     unknown or null role (not in :data:`CHAT_ROLE_NAMES <datacheck.model.roles.CHAT_ROLE_NAMES>`),
     a system turn is not first, a user turn follows a user turn, an assistant turn (or tool call)
     comes before any user turn, or a tool result does not follow a tool call or another tool result.
-    The example names the first bad turn (0-based), the reason and the role as written."""
+    The example names the first bad turn (0-based), the reason and the role as written. In
+    preference data (``chosen``/``rejected`` present) the messages are the prompt: one turn is whole."""
     col, mf = _turns(ctx)
     turn = pl.element()
     r = canonical_role(mf, turn)
@@ -89,7 +95,8 @@ def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     kinds = pl.col(col).list.eval(chain(False))
     n = pl.col(col).list.len()
     first = reasons.list.drop_nulls().list.first()
-    short = n < 2
+    # preference data (chosen/rejected beside the messages): the conversation is the prompt, one turn is whole
+    short = (n < 2) if not _preference(ctx) else pl.lit(False)
     why = pl.when(short).then(pl.format("{} turn(s): a conversation needs at least two", n)).otherwise(first)
     kind = pl.when(short).then(pl.lit("fewer than two turns")).otherwise(kinds.list.drop_nulls().list.first())
     yield RowCheck(
@@ -139,7 +146,12 @@ def empty_turn(ctx: ShardContext) -> Iterable[ShardItem]:
 @check("sft.no_assistant_turn", roles=("messages",))
 def no_assistant_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.no_assistant_turn``: a conversation (``messages``, not null) with no assistant turn
-    (canonical role ``assistant`` or ``tool_call``): nothing to train on. An empty list fails."""
+    (canonical role ``assistant`` or ``tool_call``): nothing to train on. An empty list fails.
+    Skipped for preference data (``chosen``/``rejected`` present: the messages are the prompt)."""
+    if _preference(ctx):
+        yield Skipped("sft.no_assistant_turn", "preference data (chosen/rejected): the messages are the prompt and "
+                      "the responses are in chosen/rejected (pref.* rules)")
+        return
     col, mf = _turns(ctx)
     roles = turn_roles(col, mf)
     yield RowCheck(

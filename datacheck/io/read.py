@@ -119,7 +119,11 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         schema["messages"] = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
         roles = _resolve(cfg, schema)
         derived.append("messages")
-    if _renders(cfg, roles, schema):
+    if _renders(cfg, roles, schema) and (roles.chosen is not None or roles.rejected is not None):
+        roles = replace(roles, unavailable=tuple(
+            (c, "preference data (chosen/rejected): the messages are prompts; rendering prompt + chosen/rejected "
+                "through the chat template is not built") for c in RENDERED_COLUMNS))
+    elif _renders(cfg, roles, schema):
         lf, schema, roles = _render(lf, schema, roles, cfg)
         derived += [c for c in RENDERED_COLUMNS if c in schema]
     if derived:

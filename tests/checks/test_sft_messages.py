@@ -284,3 +284,14 @@ def test_real_alpaca_identity_file_gives_no_structural_false_alarm():
     assert sum("{{name}}" in r["output"] for r in rows) == 77  # counted when written
     assert sum("{{author}}" in r["output"] for r in rows) == 60
     assert not any(r["input"] for r in rows)
+
+
+def test_real_dpo_prompts_are_not_conversations_without_an_answer():
+    """dpo_en_demo.json (300 rows): ShareGPT conversations are the prompts (114 are one human turn),
+    chosen/rejected the responses: no sft.role_order / sft.no_assistant_turn false alarm."""
+    rep = _real("llamafactory/dpo_en_demo.json")
+    assert rep.shards[0].rows == 300
+    assert not [f for f in rep.findings if f.check.startswith("sft.")], [(f.check, f.count) for f in rep.findings]
+    reasons = {s["check"]: s["reason"] for s in rep.skipped}
+    assert "preference data" in reasons["sft.no_assistant_turn"]
+    assert "sft.role_order" not in reasons
