@@ -251,6 +251,9 @@ class CheckSpec:
             for role in self.roles:
                 names = role.split("|")
                 if not any(roles.has(r) for r in names):
+                    why = next((w for r, w in getattr(roles, "unavailable", ()) if r in names), None)
+                    if why is not None:  # the read path could not make the role (e.g. rendering needs a package)
+                        return why
                     default = (ROLE_SPECS[names[0]].missing_reason if len(names) == 1 else
                                f"no {' or '.join(names)} column (set [columns] {' or '.join(names)})")
                     return self.reason(role, default)
@@ -305,10 +308,7 @@ READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.io.readers", "deco
 #: When that section is configured (or ``[policy]`` names the ID), they are listed as skipped "not yet
 #: built in this version", so a gate that relies on them never passes by accident; otherwise they
 #: stay out of reports.
-NOT_BUILT: dict[str, tuple[str, str]] = {
-    cid: ("sft", "the rules on conversations before tokenization (messages) are not part of this version")
-    for cid in ("sft.role_order", "sft.empty_turn", "sft.no_assistant_turn")
-}
+NOT_BUILT: dict[str, tuple[str, str]] = {}
 
 
 def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],

@@ -4,7 +4,9 @@ Which files are shards:
 
 - ``[dataset] format = "auto"`` (default): by extension (:data:`_EXT_FORMATS`). A ``.json`` file is
   sniffed: when it is JSON Lines (its first non-blank byte is ``{`` and its second non-blank line
-  also starts with ``{``) it is audited as ``jsonl``; otherwise it is listed as ignored.
+  also starts with ``{``) it is audited as ``jsonl``; when it holds one JSON array of records (its
+  first non-blank byte is ``[`` and the next one ``{``, as LLaMA-Factory's and FastChat's data files)
+  it is audited as ``json``; otherwise it is listed as ignored.
 - a forced format applies only to plausible data files of that format (:data:`FORCED_EXTENSIONS`,
   also compressed where the reader decompresses, and files without an extension); never to code,
   docs, config or metadata (:data:`NEVER_SHARD_SUFFIXES`, :data:`_METADATA_NAMES`, hidden files).
@@ -35,7 +37,7 @@ from datacheck.io.formats.webdataset import WDS_SUFFIXES
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.model.errors import UsageError
 
-__all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "format_of", "sniff_json_lines", "megatron_companion",
+__all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "format_of", "sniff_json_lines", "sniff_json_array", "megatron_companion",
            "TEMP_PATTERNS",
            "FORCED_EXTENSIONS", "NEVER_SHARD_SUFFIXES"]
 
@@ -63,6 +65,7 @@ _EXT_FORMATS: list[tuple[str, str]] = [
 #: readers of :mod:`datacheck.io.readers` decompress ``.gz``/``.zst`` JSON Lines and ``.gz`` CSV/TSV.
 FORCED_EXTENSIONS: dict[str, tuple[str, ...]] = {
     "jsonl": tuple(b + c for b in (".jsonl", ".ndjson", ".json", ".txt") for c in ("", ".gz", ".zst")),
+    "json": tuple(".json" + c for c in ("", ".gz", ".zst")),
     "csv": tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz")),
     "tsv": tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz")),
     "parquet": (".parquet", ".pq"),
@@ -108,6 +111,8 @@ def format_of(path: Path, forced: str = "auto") -> str | None:
         return None
     if name.endswith(".json") and sniff_json_lines(path):
         return "jsonl"
+    if name.endswith(".json") and sniff_json_array(path):
+        return "json"
     return None
 
 
@@ -149,6 +154,21 @@ def sniff_json_lines(path: Path) -> bool:
     lines = [ln.strip() for ln in head.splitlines()]
     lines = [ln for ln in lines if ln]
     return len(lines) >= 2 and lines[0].startswith(b"{") and lines[1].startswith(b"{")
+
+
+def sniff_json_array(path: Path) -> bool:
+    """True when ``path`` looks like a JSON array of records: its first non-blank byte (after a
+    UTF-8 byte order mark) is ``[`` and the next non-blank byte is ``{``. Reads at most 64 KiB; an
+    unreadable file is not one (False)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    head = head.lstrip()
+    return head.startswith(b"[") and head[1:].lstrip().startswith(b"{")
 
 
 def _is_temp(path: Path) -> bool:
@@ -278,8 +298,8 @@ def _why_not(f: Path, forced: str) -> str | None:
     if name.endswith(".idx"):
         return "a Megatron .idx without its .bin (a missing or partial download?)"
     if name.endswith(".json"):
-        return ("a .json file that is not JSON Lines (one object per line); a single JSON document is "
-                "not a shard")
+        return ("a .json file that is not JSON Lines (one object per line) nor a JSON array of records; "
+                "a single JSON document is not a shard")
     if _data_like(name):
         return "no format for this extension; set [dataset] format (csv, tsv or jsonl) to audit it"
     return None

@@ -34,7 +34,7 @@ from datacheck.io.formats.litdata import read_litdata_chunk
 from datacheck.io.formats.mds import read_mds
 from datacheck.io.formats.megatron import read_megatron
 from datacheck.io.formats.webdataset import read_webdataset
-from datacheck.io.records import RecordLayoutError, csv_records, jsonl_records, strip_bom
+from datacheck.io.records import RecordLayoutError, csv_records, json_array_records, jsonl_records, strip_bom
 from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
@@ -409,6 +409,21 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
                      line_of_row=np.asarray(line_of_row, dtype=np.int64))
 
 
+def _read_json_array(path: Path, max_examples: int) -> ShardData:
+    """A ``.json`` file holding one JSON array of records (LLaMA-Factory's and FastChat's data files):
+    one row per element, read as the JSONL records are (:func:`_frame_from_records`: mixed JSON
+    types are ``schema.dtype`` findings with lines); each row's line is the line its element starts on."""
+    try:
+        values, lines = json_array_records(read_bytes(path))
+    except RecordLayoutError as exc:
+        raise Unreadable(f"{path.name}: {exc}") from None
+    if not values:
+        return ShardData(lf=pl.LazyFrame(), line_format=True)
+    df, findings = _frame_from_records(values, lines, max_examples)
+    return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
+                     line_of_row=np.asarray(lines, dtype=np.int64))
+
+
 def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int,
               string_columns: tuple[str, ...] = TEXT_NAMES) -> ShardData:
     sep = dataset_cfg.separator or ("\t" if fmt == "tsv" else ",")
@@ -711,6 +726,8 @@ def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int,
         return _normalize(_read_arrow(path))
     if fmt == "jsonl":
         return _normalize(_read_jsonl(path, max_examples))
+    if fmt == "json":
+        return _normalize(_read_json_array(path, max_examples))
     if fmt in ("csv", "tsv"):
         return _normalize(_read_csv(path, fmt, dataset_cfg, max_examples, string_columns))
     if fmt in _FORMAT_READERS:

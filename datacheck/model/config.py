@@ -27,7 +27,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-Format = Literal["auto", "parquet", "arrow", "jsonl", "csv", "tsv"]
+Format = Literal["auto", "parquet", "arrow", "jsonl", "json", "csv", "tsv"]
 
 
 class DatasetSection(_Section):
@@ -265,6 +265,11 @@ class Config(_Section):
         probe._folder = str(Path.cwd())
         dataset = self.dataset.model_copy(update={"schema_": probe.schema_spec()})
         return self.model_copy(update={"dataset": dataset})
+
+    def tokenizer_path(self) -> str | None:
+        """``[tokens] tokenizer`` (a tokenizer file or folder) anchored at the config file's folder
+        (:meth:`anchored`); None when unset."""
+        return None if self.tokens.tokenizer is None else self.anchored(self.tokens.tokenizer)
 
     def index_file(self) -> str | None:
         """``[dataset] index`` anchored at the config file's folder (:meth:`anchored`); None when unset."""

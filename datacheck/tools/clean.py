@@ -729,6 +729,9 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         results: list[ShardClean] = []
         written: list[tuple[str, int]] = []
         for ds in disc.shards:
+            if ds.format == "json":
+                raise UsageError(f"{ds.rel}: datacheck clean rewrites JSON Lines, CSV, parquet and Arrow shards, not a "
+                                 "JSON array file; convert it to JSON Lines first (one object per line)")
             sc = ShardClean(path=ds.rel, format=ds.format)
             results.append(sc)
             res = audit_file(ds, cfg, keep_rows=True)[0]

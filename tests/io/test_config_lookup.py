@@ -163,3 +163,16 @@ def test_outputs_inside_the_data_are_refused(proj, tmp_path):
     # below a hidden folder there is fine (discovery never reads it)
     r = run_cli("audit", shard, "--no-cache", "--no-progress", "--report-dir", str(train / ".datacheck"), cwd=work)
     assert r.returncode == 1, r.stderr
+
+
+def test_tokenizer_path_resolves_against_the_config_folder(tmp_path, monkeypatch):
+    """`[tokens] tokenizer` is a path written in the config: relative to the config file's folder."""
+    from datacheck.model.config import load_config
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "datacheck.toml").write_text('[tokens]\ntokenizer = "tok"\n')
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(tmp_path / "proj" / "datacheck.toml")
+    assert cfg.tokenizer_path() == str((tmp_path / "proj" / "tok").absolute())
+    (tmp_path / "proj" / "datacheck.toml").write_text(f'[tokens]\ntokenizer = "{tmp_path / "abs"}"\n')
+    assert load_config(tmp_path / "proj" / "datacheck.toml").tokenizer_path() == str(tmp_path / "abs")

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = (load_config(config_path, allow_python_schema=args.config is not None)
            if config_path is not None else Config())
     vocab = None
-    tokenizer = args.tokenizer or cfg.tokens.tokenizer  # the flag, else [tokens] tokenizer
+    tokenizer = args.tokenizer or cfg.tokenizer_path()  # the flag, else [tokens] tokenizer (from the config's folder)
     if tokenizer and cfg.tokens.vocab_size is None:
         vocab = load_tokenizer(tokenizer).vocab_size
     data, notes = infer_contract(args.paths, cfg, name=args.name, vocab_size=vocab)
