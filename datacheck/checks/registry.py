@@ -44,6 +44,7 @@ __all__ = [
     "ShardContext",
     "RowCheck",
     "FlatView",
+    "RowAgg",
     "Stat",
     "Payload",
     "AfterQuery",
@@ -111,6 +112,37 @@ class FlatView:
                 .explode(list(self.cols), empty_as_null=True))
 
 
+#: the reducers a :class:`RowAgg` may use (polars' grouped aggregations of one column)
+ROW_AGG_HOW = ("sum", "max", "min")
+
+
+@dataclass(frozen=True)
+class RowAgg:
+    """A per-row aggregate over a :class:`FlatView`: ``how`` (``"sum"``, ``"max"`` or ``"min"``) of
+    the per-position expression ``expr`` over the positions of each row.
+
+    The engine evaluates every RowAgg of one view once per shard (the positions' expressions as
+    columns of the exploded frame, then one grouped aggregation by ``__row``) and hands a row check
+    one row per row of the view, with ``__row`` and a column per aggregate name: per-row sums and
+    "last position where" without a window per row (``over``) or running sums in the position view.
+    Two checks may share an aggregate by giving the same name and the same expression (a name given
+    twice with different expressions is an InternalError).
+
+    Attributes:
+        name: the column name the row check's ``fails`` reads (unique per view).
+        expr: per-position expression in the view (boolean or numeric; null is skipped by the reducer).
+        how: the reducer.
+    """
+
+    name: str
+    expr: pl.Expr
+    how: str = "sum"
+
+    def __post_init__(self) -> None:
+        if self.how not in ROW_AGG_HOW:
+            raise InternalError(f"row aggregate {self.name!r}: how must be one of {ROW_AGG_HOW}, not {self.how!r}")
+
+
 @dataclass(frozen=True)
 class RowCheck:
     """A row-level check as polars expressions.
@@ -134,6 +166,9 @@ class RowCheck:
         from_payload: instead of ``fails``, ``f(payload) -> rows``: the failing rows decided after
             the fused query from the shard's :class:`Payload` values (e.g. in-shard duplicates from
             the 128-bit row hashes the query already computed for the merge).
+        per_row: with ``view``: the :class:`RowAgg` aggregates ``fails`` reads. ``fails`` is then
+            evaluated over one row per row of the view (columns ``__row`` and the aggregate names),
+            not per position; ``details`` stay per position.
     """
 
     check: str
@@ -147,6 +182,11 @@ class RowCheck:
     rows: pl.Expr | None = None
     view: FlatView | None = None
     from_payload: Callable[[dict[str, Any]], list[int]] | None = None
+    per_row: tuple[RowAgg, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.per_row and self.view is None:
+            raise InternalError(f"row check {self.check!r}: per-row aggregates need a flat view")
 
 
 @dataclass(frozen=True)
