@@ -242,6 +242,54 @@ def test_periodic_tokens_match_reference(rows):
     assert got.get("content.periodic_tokens:input_ids", set()) == {i for i, r in enumerate(rows) if ref_periodic(r)}
 
 
+def ref_periodic_masked(ids: list, mask: list[int]) -> bool:
+    """Positions with mask 0 (padding) and null ids are never part of a run."""
+    for p in range(1, 14):
+        run = 0
+        for j in range(len(ids) - p):
+            ok = mask[j] == 1 and mask[j + p] == 1 and ids[j] is not None and ids[j] == ids[j + p]
+            run = run + 1 if ok else 0
+            if run >= 31 * p:
+                return True
+    return False
+
+
+@st.composite
+def masked_periodic(draw):
+    """maybe_periodic rows with an attention_mask: right or left padding (the pad id drawn, possibly
+    the repeated unit's own id, so that padding would extend a run), holes, and null ids."""
+    rows = draw(maybe_periodic())
+    out = []
+    for ids in rows:
+        n = len(ids)
+        k = draw(st.integers(0, min(n, 40)))
+        pad = draw(st.integers(0, 3))
+        style = draw(st.sampled_from(["right", "left", "holes"]))
+        if style == "right":
+            mask = [1] * (n - k) + [0] * k
+            ids = ids[: n - k] + [pad] * k
+        elif style == "left":
+            mask = [0] * k + [1] * (n - k)
+            ids = [pad] * k + ids[k:]
+        else:
+            mask = [0 if draw(st.integers(0, 30)) == 0 else 1 for _ in range(n)]
+        if draw(st.integers(0, 4)) == 0:
+            ids = [None if draw(st.integers(0, 40)) == 0 else x for x in ids]
+        out.append((ids, mask))
+    return out
+
+
+@SETTINGS
+@given(rows=masked_periodic(), mask_dtype=st.sampled_from([pl.Int8, pl.Int64, pl.Boolean]))
+def test_periodic_tokens_with_mask_match_reference(rows, mask_dtype):
+    df = pl.DataFrame({"input_ids": [r[0] for r in rows], "attention_mask": [r[1] for r in rows]},
+                      schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64)})
+    df = df.with_columns(pl.col("attention_mask").cast(pl.List(mask_dtype)))
+    got = failing(df, {})
+    assert got.get("content.periodic_tokens:input_ids", set()) == {
+        i for i, (ids, m) in enumerate(rows) if ref_periodic_masked(ids, m)}
+
+
 def ref_shift(ids, lab, shifted) -> bool:
     sup = [i for i in range(len(lab)) if lab[i] is not None and lab[i] != IGN]
     nxt = [i for i in sup if i + 1 < len(ids)]
