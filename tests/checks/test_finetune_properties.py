@@ -79,6 +79,21 @@ def ref_truncated(row, max_len) -> bool:
     return sum(m) >= max_len and bool(sup) and sup[-1] not in STOP
 
 
+@SETTINGS
+@given(rows=st.lists(st.lists(st.sampled_from([IGN, EOT, EOS, 5, 6, None]), max_size=10), min_size=1, max_size=8),
+       max_len=st.integers(1, 10))
+def test_truncated_response_without_mask_matches_reference(rows, max_len):
+    """No attention_mask: the row's length is its real content; null labels are not supervised."""
+    df = pl.DataFrame({"input_ids": [[5] * len(r) for r in rows], "labels": rows},
+                      schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
+    got = failing(df, {"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS, "max_seq_len": max_len}})
+
+    def ref(lab):
+        sup = [x for x in lab if x is not None and x != IGN]
+        return len(lab) >= max_len and bool(sup) and sup[-1] not in STOP
+    assert got.get("sft.truncated_response:labels", set()) == {i for i, r in enumerate(rows) if ref(r)}
+
+
 def ref_double_bos(row, side) -> bool:
     ids, lab, am, m = row
     start = len(ids) - sum(m) if side == "left" else 0
