@@ -107,8 +107,11 @@ class FlatView:
         same = pl.all_horizontal([first == pl.col(c).list.len() for c in self.cols[1:]]) if len(self.cols) > 1 else first.is_not_null()
         if self.where is not None:
             same = same & self.where
-        return (lf.select([pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row")]
-                          + [pl.when(same).then(pl.col(c)).alias(c) for c in self.cols])
+        # the condition is computed once per row as a column (inlined in each column's when/then,
+        # polars evaluated it once per column: a candidate condition with n_unique costs that much)
+        return (lf.select([pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row"), same.alias("__keep"),
+                           *[pl.col(c) for c in self.cols]])
+                .select([pl.col("__row")] + [pl.when(pl.col("__keep")).then(pl.col(c)).alias(c) for c in self.cols])
                 .explode(list(self.cols), empty_as_null=True))
 
 
