@@ -101,12 +101,19 @@ class FlatView:
     cols: tuple[str, ...]
     where: pl.Expr | None = None
 
-    def frame(self, lf: pl.LazyFrame) -> pl.LazyFrame:
-        """The exploded frame of ``lf`` (columns ``__row`` and ``cols``)."""
+    def row_ok(self) -> pl.Expr:
+        """Per row (list kernels): the row's positions are in the view (its lists have one length
+        and ``where`` holds); other rows contribute one null position. A rule computed per row by
+        list kernels instead of in the view uses it to judge the same rows."""
         first = pl.col(self.cols[0]).list.len()
         same = pl.all_horizontal([first == pl.col(c).list.len() for c in self.cols[1:]]) if len(self.cols) > 1 else first.is_not_null()
         if self.where is not None:
             same = same & self.where
+        return same
+
+    def frame(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """The exploded frame of ``lf`` (columns ``__row`` and ``cols``)."""
+        same = self.row_ok()
         # the condition is computed once per row as a column (inlined in each column's when/then,
         # polars evaluated it once per column: a candidate condition with n_unique costs that much)
         return (lf.select([pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row"), same.alias("__keep"),

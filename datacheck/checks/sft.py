@@ -14,9 +14,9 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks._pos import assistant_span, in_row, prev, supervised_token
+from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import FlatView, RowAgg, RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype
@@ -136,34 +136,24 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     attention_mask's 1s when there is a mask, else the list length) and its last supervised
     target (the last label other than ``ignore_index``; with either convention the label value is
     the target token id) is not an end-of-turn/eos id: the response was cut. Rows with no
-    supervised label are ``empty.no_supervised_tokens``, not this. Only rows whose mask sum (or
-    length) reaches ``max_seq_len`` are exploded (:func:`_long_enough`); there the real length and
-    the positions of the last supervised label and of the last supervised end-of-turn/eos label are
-    :class:`RowAgg` aggregates: the row fails when the two positions differ."""
+    supervised label are ``empty.no_supervised_tokens``, not this. Rows whose lists differ in
+    length or whose mask is not binary are judged by those checks, not this (as in the position
+    view). By list kernels, no explode: the rows whose mask sum (or length) reaches
+    ``max_seq_len`` (:func:`_long_enough`), their last label other than ``ignore_index`` against
+    the end-of-turn/eos ids."""
     stop = ctx.cfg.tokens.stop_ids
     if not stop:
         yield Skipped("sft.truncated_response", _NO_STOP)
         return
     r, ign, max_len = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.tokens.max_seq_len
-    lab = pl.col(r.labels)
-    sup = (lab != ign).fill_null(False)
-    is_stop = lab.is_in(list(stop)).fill_null(False)
-    pos = pl.int_range(pl.len(), dtype=pl.Int64)
-    aggs = (RowAgg("__trunc_real", _real(ctx)),
-            RowAgg("__trunc_last_sup", pl.when(sup).then(pos), how="max"),
-            RowAgg("__trunc_last_stop", pl.when(sup & is_stop).then(pos), how="max"))
-    real, last_sup, last_stop = (pl.col(a.name) for a in aggs)
-    fails = (real >= max_len) & last_sup.is_not_null() & (last_stop != last_sup).fill_null(True)
-    # per position, for the details over the failing rows only (second pass)
-    last = sup & (in_row(sup.cast(pl.UInt32).cum_sum(reverse=True)) == 1)
-    bad = last & (in_row(_real(ctx).cast(pl.UInt32).sum()) >= max_len) & ~is_stop
-    full = positions_view(ctx)
-    cand = _long_enough(ctx, max_len)
-    view = FlatView(key=full.key + "|max-seq-len-rows", cols=full.cols,
-                    where=cand if full.where is None else (full.where & cand))
+    # only rows of the position view (one length, binary mask) that reach max_seq_len
+    lab = pl.when(positions_view(ctx).row_ok() & _long_enough(ctx, max_len)).then(pl.col(r.labels))
+    # one pass per judged row (polars does not share a repeated list sub-expression: use `last` once)
+    last = lab.list.eval(pl.element().filter((pl.element() != ign).fill_null(False)).last()).list.first().alias(r.labels)
+    fails = (~last.is_in(list(stop))).fill_null(False)
     yield RowCheck(
-        check="sft.truncated_response", column=r.labels, fails=fails, view=view, per_row=aggs,
-        details={"last_ids": lab.filter(bad).value_counts(sort=True, name="count").head(5).implode()},
+        check="sft.truncated_response", column=r.labels, fails=fails,
+        details={"last_ids": last.filter(fails).value_counts(sort=True, name="count").head(5).implode()},
         message=lambda n, d, m=max_len: (f"{n} row(s) are max_seq_len={m} long and their last supervised token is "
                                          "not an end-of-turn/eos id: the response was cut. Raise max_seq_len or "
                                          "drop/split the long conversations"),
@@ -172,9 +162,8 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
 
 def _long_enough(ctx: ShardContext, max_len: int) -> pl.Expr:
     """Per row, by list kernels (no explode): the row's real content can be ``max_len`` long (the
-    mask's sum, or the labels' length without a usable mask). A necessary condition of
-    ``sft.truncated_response``: only these rows are exploded (rows the view leaves out, whose
-    lengths differ or whose mask is not binary, never fail)."""
+    mask's sum, or the labels' length without a usable mask): the rows ``sft.truncated_response``
+    judges. Only meaningful with :meth:`~datacheck.checks.registry.FlatView.row_ok` (a binary mask)."""
     m = ctx.roles.attention_mask
     if m is None or problem(ctx, "attention_mask") is not None:
         return (pl.col(ctx.roles.labels).list.len() >= max_len).fill_null(False)

@@ -131,3 +131,12 @@ def test_truncated_response_rows_and_last_ids():
     assert rows(res, "sft.truncated_response:labels") == [0, 2]  # 3 ends supervised on 2; 4 has no target
     f = next(f for f in res.findings if f.check == "sft.truncated_response")
     assert f.details["last_ids"] == [{"labels": 8, "count": 1}, {"labels": 9, "count": 1}]
+
+
+def test_truncated_response_leaves_rows_of_other_checks():
+    """A row whose lists differ in length (length.mismatch) or whose mask is not binary is not judged."""
+    df = pl.DataFrame({"input_ids": [[5, 6, 7], [5, 6, 7, 8], [5, 6, 7, 8]],
+                       "labels": [[IGN, 6, 7, 8], [IGN, 6, 7, 8], [IGN, 6, 7, 8]],
+                       "attention_mask": [[1, 1, 1, 1], [1, 2, 1, 1], [1, 1, 1, 1]]})
+    res = run(df, {"tokens": {"eot_token_ids": [2], "max_seq_len": 4}})
+    assert rows(res, "sft.truncated_response:labels") == [2]
