@@ -123,7 +123,7 @@ def test_periodic_tokens_details():
 
 
 def test_truncated_response_rows_and_last_ids():
-    """Only rows whose mask reaches max_seq_len are exploded; the details give the cut last ids."""
+    """Only rows whose mask reaches max_seq_len are judged; the details give the cut last ids."""
     df = pl.DataFrame({"input_ids": [[5, 6, 7, 8], [5, 6, 2, 0], [5, 6, 7, 9], [5, 6, 2, 2], [5, 6, 7, 8]],
                        "labels": [[IGN, 6, 7, 8], [IGN, 6, 2, IGN], [IGN, 6, 7, 9], [IGN, 6, 2, IGN], [IGN] * 4],
                        "attention_mask": [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]]})
