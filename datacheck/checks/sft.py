@@ -23,7 +23,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, value_counts
-from datacheck.checks._pos import assistant_span, in_row, prev, supervised_token
+from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem
@@ -271,25 +271,41 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     attention_mask's 1s when there is a mask, else the list length) and its last supervised
     target (the last label other than ``ignore_index``; with either convention the label value is
     the target token id) is not an end-of-turn/eos id: the response was cut. Rows with no
-    supervised label are ``empty.no_supervised_tokens``, not this."""
+    supervised label are ``empty.no_supervised_tokens``, not this. Rows whose lists differ in
+    length or whose mask is not binary are judged by those checks, not this (as in the position
+    view). By list kernels, no explode: the rows whose mask sum (or length) reaches
+    ``max_seq_len`` (:func:`_long_enough`), their last label other than ``ignore_index`` against
+    the end-of-turn/eos ids."""
     stop = ctx.cfg.tokens.stop_ids
     if not stop:
         yield Skipped("sft.truncated_response", _NO_STOP)
         return
     r, ign, max_len = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.tokens.max_seq_len
-    lab = pl.col(r.labels)
-    sup = (lab != ign).fill_null(False)
-    last = sup & (in_row(sup.cast(pl.UInt32).cum_sum(reverse=True)) == 1)
-    # a column expression even without an attention_mask (a bare literal sums to 1 in the window)
-    full = in_row((_real(ctx) & lab.is_not_null()).cast(pl.UInt32).sum()) >= max_len
-    bad = last & full & ~lab.is_in(list(stop)).fill_null(False)
+    # only rows of the position view (one length, binary mask) that reach max_seq_len
+    lab = pl.when(positions_view(ctx).row_ok() & _long_enough(ctx, max_len)).then(pl.col(r.labels))
+    # one pass per judged row (polars does not share a repeated list sub-expression: use `last` once)
+    last = lab.list.eval(pl.element().filter((pl.element() != ign).fill_null(False)).last()).list.first().alias(r.labels)
+    fails = (~last.is_in(list(stop))).fill_null(False)
     yield RowCheck(
-        check="sft.truncated_response", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"last_ids": lab.filter(bad).value_counts(sort=True, name="count").head(5).implode()},
+        check="sft.truncated_response", column=r.labels, fails=fails,
+        details={"last_ids": last.filter(fails).value_counts(sort=True, name="count").head(5).implode()},
         message=lambda n, d, m=max_len: (f"{n} row(s) are max_seq_len={m} long and their last supervised token is "
                                          "not an end-of-turn/eos id: the response was cut. Raise max_seq_len or "
                                          "drop/split the long conversations"),
     )
+
+
+def _long_enough(ctx: ShardContext, max_len: int) -> pl.Expr:
+    """Per row, by list kernels (no explode): the row's real content can be ``max_len`` long (the
+    mask's sum, or the labels' length without a usable mask): the rows ``sft.truncated_response``
+    judges. Only meaningful with :meth:`~datacheck.checks.registry.FlatView.row_ok` (a binary mask)."""
+    m = ctx.roles.attention_mask
+    if m is None or problem(ctx, "attention_mask") is not None:
+        return (pl.col(ctx.roles.labels).list.len() >= max_len).fill_null(False)
+    mask = pl.col(m)
+    if not inner_dtype(ctx.schema[m]).is_integer():  # boolean, or a float mask that is 0/1 (else not in the view)
+        mask = mask.cast(pl.List(pl.Int8), strict=False)
+    return (mask.list.sum() >= max_len).fill_null(False)
 
 
 @check("sft.double_bos", roles=("input_ids",), facts=("tokens.bos_token_id",))
