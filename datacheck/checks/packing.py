@@ -15,7 +15,8 @@ import polars as pl
 
 from datacheck.checks._pos import prev, row_first
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, fields_parts, measure, sum_parts
+from datacheck.checks.registry import ratio as _efficiency
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 
@@ -209,6 +210,6 @@ def packing_stats(ctx: ShardContext) -> Iterable[Stat]:
     else:
         real = n.sum()
     slots = n.sum()
-    yield Stat(key="packing", expr=pl.struct(documents=docs, slots=slots, real_tokens=real,
-                                             efficiency=real / slots),
-               post=lambda v: dict(v) if v else None)
+    yield Stat(key="packing", expr=pl.struct(documents=docs, slots=slots, real_tokens=real),
+               merge=fields_parts(documents=sum_parts, slots=sum_parts, real_tokens=sum_parts),
+               post=lambda v: {**v, "efficiency": _efficiency(v["real_tokens"], v["slots"])} if v else None)

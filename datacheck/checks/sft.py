@@ -16,7 +16,19 @@ import polars as pl
 
 from datacheck.checks._pos import assistant_span, in_row, prev, supervised_token
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import (
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    concat_parts,
+    fields_parts,
+    max_parts,
+    measure,
+    min_parts,
+    sum_parts,
+)
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype
@@ -190,4 +202,5 @@ def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
     per_row = (pl.col(r.labels).list.len() - pl.col(r.labels).list.count_matches(ign)).cast(pl.UInt32)
     yield Stat(key="supervised_tokens", expr=pl.struct(
         per_row=per_row.implode(), total=per_row.sum(), min=per_row.min(), max=per_row.max(),
-        zero_rows=(per_row == 0).sum()), post=lambda v: dict(v) if v else None)
+        zero_rows=(per_row == 0).sum()), post=lambda v: dict(v) if v else None,
+        merge=fields_parts(per_row=concat_parts, total=sum_parts, min=min_parts, max=max_parts, zero_rows=sum_parts))
