@@ -4,9 +4,11 @@ Formats:
 - parquet: ``pl.scan_parquet`` (lazy; the fused query reads only the needed columns).
 - Arrow IPC file (``ARROW1`` magic): ``pl.scan_ipc``; Arrow IPC stream (Hugging Face
   ``save_to_disk`` ``data-*.arrow``): ``pyarrow.ipc.open_stream`` over a memory map.
-- JSONL (plain, ``.gz``, ``.zst``): validated line by line only when the fast parse fails, so every
-  bad line is reported with its 1-based line number, byte offset and the parser's message, and the
-  good records are still audited.
+- JSONL (plain, ``.gz``, ``.zst``): decompressed as a stream and parsed in chunks of whole lines
+  (:data:`JSONL_CHUNK_BYTES`), so neither the inflated bytes nor their line lists are ever held
+  whole; validated line by line only when the fast parse of a chunk fails (then, in this version,
+  the whole file takes the exact per-line path), so every bad line is reported with its 1-based
+  line number, byte offset and the parser's message, and the good records are still audited.
 - Megatron ``.bin``/``.idx``, MosaicML MDS, WebDataset tar and litdata chunks: the readers of
   :mod:`datacheck.io.formats` (each documents its layout rules; a broken rule is ``decode.unreadable``).
 - CSV/TSV: Python's ``csv`` module finds records with a wrong field count (line and byte offset);
@@ -21,6 +23,7 @@ import gzip
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 import polars as pl
@@ -93,6 +96,92 @@ def read_bytes(path: Path) -> bytes:
     except _READ_ERRORS as exc:  # corrupt compressed stream
         raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
     return raw
+
+
+#: Decompressed bytes of one JSONL chunk (whole lines; a longer line makes a longer chunk).
+JSONL_CHUNK_BYTES = 32 * 2**20
+
+
+def line_chunks(path: Path, chunk_bytes: int = JSONL_CHUNK_BYTES) -> Iterator[bytes]:
+    """The file's bytes, decompressed as a stream for ``.gz``/``.zst``, in chunks of about
+    ``chunk_bytes`` that end right after a newline (the last chunk may end without one). Memory:
+    one chunk plus one read block, whatever the inflated size.
+
+    Raises:
+        Unreadable: the file cannot be read, or its compressed stream is corrupt (the reason says which).
+    """
+    name = path.name.lower()
+    try:
+        raw = open(path, "rb")
+    except OSError as exc:
+        raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        if name.endswith(".gz"):
+            f: Any = gzip.GzipFile(fileobj=raw)
+        elif name.endswith(".zst"):
+            import zstandard
+
+            f = zstandard.ZstdDecompressor().stream_reader(raw)
+        else:
+            f = raw
+        buf = b""
+        while True:
+            try:
+                block = f.read(chunk_bytes)
+            except OSError as exc:
+                if exc.errno is not None:  # the disk or the file system, not the bytes
+                    raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
+                raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None  # BadGzipFile
+            except _READ_ERRORS as exc:  # corrupt compressed stream (zlib.error, EOFError, zstd errors)
+                raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
+            if not block:
+                break
+            buf += block
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                continue
+            yield buf[:cut + 1]
+            buf = buf[cut + 1:]
+        if buf:
+            yield buf
+    finally:
+        raw.close()
+
+
+def _jsonl_streamed(path: Path) -> ShardData | None:
+    """The fast path of a JSONL file, chunk by chunk (:func:`line_chunks`): each chunk must be valid
+    UTF-8 without blank lines, within the nesting bound, parsed by ``pl.read_ndjson`` into one row a
+    line with the types as written and the schema of the first chunk; the chunks' frames are then
+    concatenated (the frame a whole-file parse gives). None when any of that fails (the caller takes
+    the exact whole-file path, which reports why)."""
+    frames: list[pl.DataFrame] = []
+    schema = None
+    first = True
+    for chunk in line_chunks(path, JSONL_CHUNK_BYTES):  # read at call time (tests shrink it)
+        if first:
+            chunk, _bom = strip_bom(chunk)
+            first = False
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        lines = chunk.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        if any(not ln.strip() for ln in lines) or max_line_depth(chunk) > MAX_JSON_DEPTH:
+            return None
+        try:
+            df = pl.read_ndjson(chunk, infer_schema_length=None)
+        except _READ_ERRORS:
+            return None
+        if df.height != len(lines) or (schema is not None and df.schema != schema) or not _types_as_written(df, chunk):
+            return None
+        schema = df.schema
+        frames.append(df)
+    if not frames:
+        return None
+    df = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=True)
+    return ShardData(lf=df.lazy(), line_format=True, line_base=1)
 
 
 def _suggest_encoding(b: bytes) -> str:
@@ -357,6 +446,9 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
 
 
 def _read_jsonl(path: Path, max_examples: int) -> ShardData:
+    streamed = _jsonl_streamed(path)
+    if streamed is not None:
+        return streamed
     raw = read_bytes(path)
     data, _bom = strip_bom(raw)
     findings: list[Finding] = []
