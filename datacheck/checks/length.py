@@ -19,6 +19,7 @@ from datacheck.checks.registry import (
     check,
     counts_parts,
     fields_parts,
+    max_parts,
     measure,
     ratio_post,
     sum_parts,
@@ -108,7 +109,7 @@ def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
     m = tok.max_seq_len
     yield RowCheck(
         check="length.over_max", column=ctx.roles.input_ids, fails=L > m, example=L,
-        details={"longest": L.max()},
+        details={"longest": L.max()}, details_merge={"longest": max_parts},
         message=lambda n, d, m=m, how=how: (f"{n} row(s) are longer than max_seq_len {m} (longest "
                                             f"{d.get('longest')}) and will be truncated "
                                             f"({tok.truncation_side} side); length = {how}"),

@@ -131,7 +131,7 @@ def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
     yield RowCheck(
         check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx),
         example=pl.format("{} masked position(s) hold non-pad ids", nz),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
                                        f"with attention_mask 0 ({d.get('positions')} positions)"),
     )
@@ -162,7 +162,7 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
     yield RowCheck(
         check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx),
         example=pl.format("{} attended position(s) hold pad_token_id", nz),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, pad=pad: (f"{n} row(s) hold pad_token_id {pad} at positions with attention_mask 1 "
                                        f"({d.get('positions')} positions): the model attends to padding. Set the "
                                        "mask to 0 at padded positions (if pad_token_id is also your eos, set "
@@ -195,7 +195,7 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     yield RowCheck(
         check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx),
         example=pl.format("{} padded position(s) are supervised", nz),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
                                        f"positions (attention_mask 0; {d.get('positions')} positions): "
                                        "the loss trains on padding. Set labels to ignore_index where the mask is 0"),

@@ -97,7 +97,7 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
     start, src = got
     bad = pl.when(start).then(pos != 0).otherwise(pos != prev(pos) + 1).fill_null(False)
     yield RowCheck(check="packing.position_ids_not_reset", column=r.position_ids, fails=bad,
-                   view=positions_view(ctx), details={"positions": bad.sum()},
+                   view=positions_view(ctx), details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
                    message=lambda n, d, src=src: msg.format(n=n, src=repr(src)) + f" ({d.get('positions')} positions)")
 
 
@@ -167,7 +167,7 @@ def cross_document_label(ctx: ShardContext) -> Iterable[ShardItem]:
             bad = nxt_later & (lab != ign) & ~lab.is_in(stop)
         bad = bad.fill_null(False)
         yield RowCheck(check="packing.cross_document_label", column=r.labels, fails=bad, view=positions_view(ctx),
-                       details={"positions": bad.sum()},
+                       details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
                        message=lambda n, d, src=src: msg.format(n=n, conv=conv, src=repr(src)))
         return
     if sl is None:

@@ -142,6 +142,11 @@ class RowCheck:
             another row of the shard; it returns the rows that exactly repeat an earlier one (e.g.
             duplicates by a 64-bit in-memory hash, verified exactly here, so a collision never
             creates a finding).
+        details_merge: per ``details`` key, how its values on each batch's failing rows merge
+            (:func:`sum_parts`, :func:`max_parts`, ...). When every key has one, a multi-batch shard
+            evaluates the details batch by batch and keeps none of the failing rows; otherwise the
+            failing rows (the columns the checks read) are kept until the shard's last batch, so
+            memory grows with the failing rows of such a check.
         key: instead of ``fails``, a per-row hash expression: the rows whose key repeats an earlier
             row's (over the whole shard, across batches) are candidates, verified by ``refine``.
         rows: instead of ``fails``, an aggregate expression giving the sorted failing row indices
@@ -165,6 +170,7 @@ class RowCheck:
     view: FlatView | None = None
     from_payload: Callable[[dict[str, Any]], list[int]] | None = None
     key: pl.Expr | None = None
+    details_merge: dict[str, Callable[[list[Any]], Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     bad = sup & _real(ctx) & ~asst & ~after_span.fill_null(False)
     yield RowCheck(
         check="sft.prompt_supervised", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, source=source: (f"{n} row(s) supervise tokens outside the assistant spans ({source}; "
                                              f"{d.get('positions')} positions): system/user tokens are trained on. "
                                              "Set their labels to ignore_index"),
@@ -134,7 +134,7 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     bad = closing & _real(ctx) & ~sup
     yield RowCheck(
         check="sft.eot_unsupervised", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, stop=stop: (f"{n} row(s) do not supervise the end-of-turn id ({', '.join(map(str, stop))}) "
                                          f"that closes an assistant turn ({d.get('positions')} positions): the model "
                                          "never learns to stop. Keep the label of the end-of-turn token"),

@@ -206,11 +206,17 @@ def _read_all(lf: pl.LazyFrame, needed: list[str]) -> pl.LazyFrame:
         raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
 
 
-def _wanted_rows(rows: list[int], rc: RowCheck, shown_before: int, max_ex: int) -> list[int]:
+def _merged_details(rc: RowCheck) -> bool:
+    """Whether every ``details`` key of ``rc`` declares how batches merge (see ``RowCheck.details_merge``)."""
+    return bool(rc.details) and all(k in rc.details_merge for k in rc.details)
+
+
+def _wanted_rows(rows: list[int], rc: RowCheck, shown_before: int, max_ex: int, batched: bool = False) -> list[int]:
     """Of a check's failing ``rows`` (in order), those the second pass reads: every one for a check
-    with ``details`` (aggregated over all its failing rows), else the first ones still needed for
-    its ``max_ex`` examples (``shown_before``: failing rows of earlier batches)."""
-    if rc.details:
+    with ``details`` (aggregated over all its failing rows; on a multi-batch shard only when the
+    details do not merge batch by batch), else the first ones still needed for its ``max_ex``
+    examples (``shown_before``: failing rows of earlier batches)."""
+    if rc.details and not (batched and _merged_details(rc)):
         return rows
     if rc.example is not None:
         return rows[:max(0, max_ex - shown_before)]
@@ -228,26 +234,33 @@ def _gather(lf: pl.LazyFrame, wanted: set[int] | list[int], offset: int = 0) -> 
         return None
 
 
+def _details_of(sub: pl.DataFrame, rc: RowCheck) -> dict[str, Any]:
+    """``rc.details`` evaluated over ``sub`` (its failing rows, with ``__row``); {} when they fail."""
+    try:
+        frame = sub.lazy() if rc.view is None else rc.view.frame(sub.lazy())
+        got = frame.select([e.alias(k) for k, e in rc.details.items()]).collect()
+        return {k: _first(got, k) for k in rc.details}
+    except ENGINE_ERRORS:
+        return {}
+
+
 def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_checks: list[RowCheck],
-                 max_ex: int) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
+                 max_ex: int, done: frozenset[int] = frozenset()
+                 ) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
     """Second pass, only when something failed: on ``sub`` (the failing rows the checks need, with
     ``__row``, in row order, gathered batch by batch), each failed check's ``details`` (aggregated
-    over its failing rows) and ``example`` values (its first ``max_ex`` rows) are evaluated."""
+    over its failing rows; not for the checks in ``done``, whose details were merged batch by
+    batch) and ``example`` values (its first ``max_ex`` rows) are evaluated."""
     if sub is None or sub.height == 0:
         return {}, {}
     details: dict[int, dict[str, Any]] = {}
     examples: dict[int, dict[int, Any]] = {}
     for i, rows in failed.items():
         rc = row_checks[i]
-        if rc.details:
+        if rc.details and i not in done:
             part = sub if len(rows) == sub.height else sub.filter(
                 pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
-            try:
-                frame = part.lazy() if rc.view is None else rc.view.frame(part.lazy())
-                got = frame.select([e.alias(k) for k, e in rc.details.items()]).collect()
-                details[i] = {k: _first(got, k) for k in rc.details}
-            except ENGINE_ERRORS:
-                details[i] = {}
+            details[i] = _details_of(part, rc)
         if rc.example is not None:
             first = rows[:max_ex]
             part = sub.filter(pl.col("__row").is_in(pl.Series(first, dtype=pl.UInt32).implode()))
@@ -396,6 +409,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     broken_c: dict[int, str] = {}
     broken_s: dict[int, str] = {}
     subs: list[pl.DataFrame] = []
+    detail_parts: dict[int, list[dict[str, Any]]] = {}
     for lf in frames():
         b = _run_batch(lf, row_checks, measures, in_query)
         for i, why in b.broken_checks.items():
@@ -407,8 +421,13 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             if not local:
                 continue
             rows = [int(r) + n for r in local]
-            wanted.update(_wanted_rows(rows, row_checks[i], len(rows_acc[i]), max_ex))
+            rc = row_checks[i]
+            wanted.update(_wanted_rows(rows, rc, len(rows_acc[i]), max_ex, batched=single is None))
             rows_acc[i].extend(rows)
+            if single is None and _merged_details(rc):  # details of this batch's failing rows, merged below
+                part = _gather(lf, rows, n)
+                got = _details_of(part, rc) if part is not None else {}
+                detail_parts.setdefault(i, []).append(got)
         for i, k in b.keys.items():
             keys.setdefault(i, []).append(k)
         for j in range(len(measures)):
@@ -508,7 +527,15 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         sub_all = pl.concat(subs, how="vertical_relaxed") if len(subs) > 1 else subs[0]
         if len(subs) > 1:
             sub_all = sub_all.unique("__row", keep="first").sort("__row")
-    fail_details, example_values = _second_pass(sub_all, failed, row_checks, max_ex)
+    merged: dict[int, dict[str, Any]] = {}
+    for i, parts_d in detail_parts.items():
+        rc = row_checks[i]
+        if any(not d for d in parts_d):  # a batch's details could not be evaluated: none, as on one batch
+            merged[i] = {}
+            continue
+        merged[i] = {k: rc.details_merge[k]([d[k] for d in parts_d]) for k in rc.details}
+    fail_details, example_values = _second_pass(sub_all, failed, row_checks, max_ex, frozenset(merged))
+    fail_details.update(merged)
     results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}
     return n, results, example_values, stat_values, payload, skipped
 
