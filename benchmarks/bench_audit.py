@@ -14,6 +14,14 @@ With ``--baseline-src DIR`` (a checkout of an earlier datacheck, e.g. ``git work
 ratio new/old is printed: "before and after, same run".
 Usage: python benchmarks/bench_audit.py [--rows 400000] [--seq-len 128] [--repeat 3] [--defects]
        [--baseline-src DIR]
+
+Bounded memory (issue 14): ``--sizes 1,2,4,8`` generates, per size S (GiB of decoded token data:
+13 bytes a token, int32 ids + int8 mask + int64 labels) and per ``--seq-lens`` (default 128,1024),
+a shard written row group by row group (about 128 MiB decoded each, so generating it never holds
+the shard), then measures in one run, each in a fresh process: ``polars.read_parquet`` (skipped
+above ``--max-read-gib``, default 4: the plain read holds the whole shard) and ``datacheck.audit``;
+prints wall seconds, the ratio audit/read and the peak RSS (ru_maxrss of the child) per size.
+``--keep`` keeps the generated shards under benchmarks/_work (they are deleted after measuring).
 """
 from __future__ import annotations
 
@@ -70,6 +78,83 @@ def make_shard(rows: int, seq_len: int, defects: bool, seed: int = 0) -> Path:
     return path
 
 
+def make_sized_shard(gib: float, seq_len: int, seed: int = 0) -> Path:
+    """A clean causal-LM shard of about ``gib`` GiB of decoded tokens (13 bytes a token), written by
+    pyarrow row group by row group (about 128 MiB decoded each) so that it is never held whole."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = int(gib * 2**30 / (13 * seq_len))
+    path = WORK / f"lm_{gib:g}gib_{seq_len}.parquet"
+    if path.exists():
+        return path
+    WORK.mkdir(parents=True, exist_ok=True)
+    per_group = max(1, 2**27 // (13 * seq_len))
+    rng = np.random.default_rng(seed)
+    tmp = path.with_suffix(".tmp")
+    writer = None
+    pos = np.arange(seq_len)[None, :]
+    done = 0
+    while done < rows:
+        k = min(per_group, rows - done)
+        ids = rng.integers(0, 50256, size=(k, seq_len), dtype=np.int32)
+        lengths = rng.integers(8, seq_len + 1, size=k)
+        real = pos < lengths[:, None]
+        ids[np.arange(k), lengths - 1] = 50256
+        ids[~real] = 50256
+        labels = ids.astype(np.int64)
+        labels[pos < rng.integers(1, 6, size=k)[:, None]] = -100
+        labels[~real] = -100
+
+        def lst(a: "np.ndarray") -> pa.Array:
+            return pa.ListArray.from_arrays(pa.array(np.arange(0, k * seq_len + 1, seq_len, dtype=np.int32)),
+                                            pa.array(a.ravel()))
+
+        t = pa.table({"input_ids": lst(ids), "attention_mask": lst(real.astype(np.int8)), "labels": lst(labels)})
+        if writer is None:
+            writer = pq.ParquetWriter(tmp, t.schema)
+        writer.write_table(t, row_group_size=k)
+        done += k
+    assert writer is not None
+    writer.close()
+    tmp.replace(path)
+    return path
+
+
+def sizes_table(a: argparse.Namespace) -> None:
+    """The --sizes run: audit/read time and peak RSS per shard size (see the module docstring)."""
+    print("| tokens/row | size (GiB decoded) | rows | file MiB | read s (CPU s) | read RSS MiB | audit s (CPU s) "
+          "| audit RSS MiB | audit/read wall (CPU) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for seq_len in [int(x) for x in a.seq_lens.split(",")]:
+        for gib in [float(x) for x in a.sizes.split(",")]:
+            path = make_sized_shard(gib, seq_len)
+            mib = path.stat().st_size / 2**20
+            reads, audits = [], []
+            for _ in range(a.repeat):
+                if gib <= a.max_read_gib:
+                    reads.append(run("read", path))
+                audits.append(run("audit", path))
+            au = statistics.median(x["seconds"] for x in audits)
+            ac = statistics.median(x["cpu_seconds"] for x in audits)
+            arss = max(x["peak_rss_mib"] for x in audits)
+            rows = audits[0]["rows"]
+            if reads:
+                r = statistics.median(x["seconds"] for x in reads)
+                rc = statistics.median(x["cpu_seconds"] for x in reads)
+                rrss = max(x["peak_rss_mib"] for x in reads)
+                print(f"| {seq_len} | {gib:g} | {rows} | {mib:.0f} | {r:.2f} ({rc:.2f}) | {rrss:.0f} | {au:.2f} ({ac:.2f}) "
+                      f"| {arss:.0f} | {au / r:.2f} ({ac / rc:.2f}) |", flush=True)
+            else:
+                print(f"| {seq_len} | {gib:g} | {rows} | {mib:.0f} | not run (> --max-read-gib) | - | {au:.2f} ({ac:.2f}) | "
+                      f"{arss:.0f} | - |", flush=True)
+            if audits[0]["findings"]:
+                print(f"  (findings: {audits[0]['findings']})")
+            if not a.keep:
+                path.unlink()
+
+
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -121,10 +206,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--defects", action="store_true", help="plant 0.1%% bad rows (examples pass runs too)")
     ap.add_argument("--baseline-src", default=None, help="also audit with this source tree (before/after, same run)")
+    ap.add_argument("--sizes", default=None, help="GiB of decoded tokens per shard, e.g. 1,2,4,8 (bounded-memory table)")
+    ap.add_argument("--seq-lens", default="128,1024", help="with --sizes: tokens a row")
+    ap.add_argument("--max-read-gib", type=float, default=4.0, help="with --sizes: largest shard also read plainly")
+    ap.add_argument("--keep", action="store_true", help="with --sizes: keep the generated shards")
     ap.add_argument("--child", nargs=2, metavar=("TASK", "PATH"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child(*a.child)
+        return
+    if a.sizes:
+        sizes_table(a)
         return
     path = make_shard(a.rows, a.seq_len, a.defects)
     tokens = a.rows * a.seq_len

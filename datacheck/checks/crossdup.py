@@ -40,7 +40,7 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, measure
+from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, first_part, measure
 from datacheck.io.discover import declared_splits
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
@@ -96,7 +96,7 @@ def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
     expr = pl.struct([h, pl.col(label).alias("label")]) if label is not None else pl.struct([h])
     yield Payload(key=ROWS_KEY, expr=expr.implode(), post=_rows_post)
     spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}
-    yield Payload(key=CONTENT_KEY, expr=pl.lit(0), post=lambda _v, spec=spec: dict(spec))
+    yield Payload(key=CONTENT_KEY, expr=pl.lit(0), post=lambda _v, spec=spec: dict(spec), merge=first_part)
 
 
 def _no_content(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:

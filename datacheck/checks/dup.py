@@ -56,12 +56,10 @@ def _row_key(cols: list[str], schema: dict[str, pl.DataType] | None = None) -> p
     return reduce(lambda a, b: a ^ b, [_fingerprint(c, schema.get(c)).hash(seed=i + 1) for i, c in enumerate(cols)])
 
 
-def _refine(cols: list[str], key_cols: list[str], schema: dict[str, pl.DataType]):
-    def refine(lf: pl.LazyFrame, _candidates: list[int]) -> list[int]:
-        key = _row_key(key_cols, schema)
-        cand = (lf.with_row_index("__row").filter(key.is_duplicated())
-                .select(["__row", *cols]).collect())
-        exact = cand.filter(pl.struct(cols).is_first_distinct().not_())
+def _refine(cols: list[str]):
+    def refine(sub: pl.DataFrame) -> list[int]:
+        """``sub``: every row (with ``__row``, in row order) whose key is shared with another row."""
+        exact = sub.filter(pl.struct(cols).is_first_distinct().not_())
         return exact["__row"].cast(pl.Int64).to_list()
 
     return refine
@@ -96,10 +94,10 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         )
         return
     yield RowCheck(
-        check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None,
-        fails=_row_key(key_cols, ctx.schema).is_first_distinct().not_(),
+        check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None, fails=None,
+        key=_row_key(key_cols, ctx.schema),
         example=pl.col(shown[0]),
-        refine=_refine(cols, key_cols, ctx.schema),
+        refine=_refine(cols),
         message=lambda n, d, cols=cols: (f"{n} row(s) repeat an earlier row of this shard exactly "
                                          f"(content: {', '.join(cols)})"),
     )

@@ -6,7 +6,7 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._expr import truncated
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, sum_parts
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype, is_list
@@ -57,6 +57,7 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
                 check="empty.text", column=col, fails=c.is_null() | blank, example=c,
                 details={"null": c.is_null().sum(), "empty": (c.str.len_bytes() == 0).sum(),
                          "whitespace_only": ((c.str.len_bytes() > 0) & blank).sum()},
+                details_merge={"null": sum_parts, "empty": sum_parts, "whitespace_only": sum_parts},
                 message=lambda n, d, col=col: (f"{n} row(s) of {col!r} have no text: {d.get('empty', 0)} empty, "
                                                f"{d.get('whitespace_only', 0)} whitespace-only, {d.get('null', 0)} null"),
             )
@@ -86,7 +87,7 @@ def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
     c = pl.col(ids)
     yield RowCheck(
         check="empty.sequence", column=ids, fails=c.is_null() | (c.list.len() == 0), example=c,
-        details={"null": c.is_null().sum()},
+        details={"null": c.is_null().sum()}, details_merge={"null": sum_parts},
         message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
     )
 
@@ -142,6 +143,7 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     yield RowCheck(
         check="empty.no_supervised_tokens", column=r.labels, fails=none_kept, example=kept,
         details={"only_after_truncation": (none_kept & none_at_all.not_()).sum()},
+        details_merge={"only_after_truncation": sum_parts},
         message=lambda n, d, w=where, ign=ign: (f"{n} row(s) have no supervised token{w}: every label is "
                                                 f"ignore_index {ign}, so the mean loss is 0/0 = NaN "
                                                 f"({d.get('only_after_truncation', 0)} only because of truncation)"),

@@ -10,7 +10,7 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._expr import any_element, count_elements, first_bad, flat_list, struct_float_fields
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, max_parts
 from datacheck.model.constants import BF16_MAX, FP16_MAX, FP32_MAX
 from datacheck.model.roles import inner_dtype
 
@@ -108,6 +108,7 @@ def fp16_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
             yield RowCheck(
                 check="finite.fp16_overflow", column=col, fails=any_element(col, t, over),
                 example=first_bad(col, t, over), details={"max_abs": _max_abs(col, t)},
+                details_merge={"max_abs": max_parts},
                 message=lambda n, d, c=col, m=limit: (f"{n} row(s) of {c!r} hold finite values above the {cd} maximum {m:g} "
                                                       f"(largest |value| {d.get('max_abs')}); they become inf when cast to {cd}"),
             )

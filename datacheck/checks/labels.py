@@ -7,7 +7,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, counts_parts, measure
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.stats import LabelCounts
@@ -230,7 +230,7 @@ def label_stats(ctx: ShardContext) -> Iterable[Stat]:
     c = pl.col(col)
     if ctx.schema[col] == pl.Boolean:
         c = c.cast(pl.Int8)  # a boolean class label is class 0 / 1
-    yield Stat(key="labels", expr=value_counts(c, limit=10_000),
+    yield Stat(key="labels", expr=value_counts(c, limit=10_000), merge=counts_parts(limit=10_000),
                post=lambda v, col=col: {"column": col, "counts": sorted(counts_to_pairs(v), key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))})
 
 

@@ -11,7 +11,19 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import (
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    counts_parts,
+    fields_parts,
+    max_parts,
+    measure,
+    ratio_post,
+    sum_parts,
+)
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import DECODER_COLUMNS, ROLE_TABLE, inner_dtype, is_list, seq2seq_layout
@@ -70,15 +82,18 @@ def length_stats(ctx: ShardContext) -> Iterable[Stat]:
     measured = attended_length(ctx)
     if measured is not None:
         L, _how = measured
-        yield Stat(key=LENGTHS, expr=L.value_counts(name="count").implode(),
+        yield Stat(key=LENGTHS, expr=L.value_counts(name="count").implode(), merge=counts_parts(),
                    post=_hist_post(ctx.roles.input_ids, "tokens"))
         if ctx.cfg.tokens.max_seq_len is not None:
-            yield Stat(key="truncation_rate", expr=(L > ctx.cfg.tokens.max_seq_len).mean())
+            # (rows over, rows with a length): both add across batches; the rate is their ratio
+            over = L > ctx.cfg.tokens.max_seq_len
+            yield Stat(key="truncation_rate", expr=pl.struct(over=over.sum(), n=over.count()),
+                       merge=fields_parts(over=sum_parts, n=sum_parts), post=ratio_post("over", "n"))
         return
     text = [c for c in ctx.roles.text if ctx.schema[c] == pl.String]
     if text:
         total = pl.sum_horizontal([pl.col(c).str.len_chars().fill_null(0) for c in text])
-        yield Stat(key=LENGTHS, expr=total.value_counts(name="count").implode(),
+        yield Stat(key=LENGTHS, expr=total.value_counts(name="count").implode(), merge=counts_parts(),
                    post=_hist_post("+".join(text), "chars"))
 
 
@@ -94,7 +109,7 @@ def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
     m = tok.max_seq_len
     yield RowCheck(
         check="length.over_max", column=ctx.roles.input_ids, fails=L > m, example=L,
-        details={"longest": L.max()},
+        details={"longest": L.max()}, details_merge={"longest": max_parts},
         message=lambda n, d, m=m, how=how: (f"{n} row(s) are longer than max_seq_len {m} (longest "
                                             f"{d.get('longest')}) and will be truncated "
                                             f"({tok.truncation_side} side); length = {how}"),

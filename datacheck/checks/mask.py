@@ -6,7 +6,18 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks._expr import first_bad, positions_count, supervised_per_row
-from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import (
+    FlatView,
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    fields_parts,
+    measure,
+    sum_parts,
+)
+from datacheck.checks.registry import ratio as _div
 from datacheck.checks.roledtype import problem, problems
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import inner_dtype, is_list, seq2seq_layout
@@ -120,7 +131,7 @@ def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
     yield RowCheck(
         check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx),
         example=pl.format("{} masked position(s) hold non-pad ids", nz),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
                                        f"with attention_mask 0 ({d.get('positions')} positions)"),
     )
@@ -151,7 +162,7 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
     yield RowCheck(
         check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx),
         example=pl.format("{} attended position(s) hold pad_token_id", nz),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, pad=pad: (f"{n} row(s) hold pad_token_id {pad} at positions with attention_mask 1 "
                                        f"({d.get('positions')} positions): the model attends to padding. Set the "
                                        "mask to 0 at padded positions (if pad_token_id is also your eos, set "
@@ -184,7 +195,7 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     yield RowCheck(
         check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx),
         example=pl.format("{} padded position(s) are supervised", nz),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
                                        f"positions (attention_mask 0; {d.get('positions')} positions): "
                                        "the loss trains on padding. Set labels to ignore_index where the mask is 0"),
@@ -212,7 +223,9 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
     mcol = r.attention_mask
     if mcol is not None and problem(ctx, "attention_mask") is None:
         _mcol, _t, _inner, mi, _binary = _mask_int(ctx)
-        yield Stat(key="padding_fraction", expr=1 - mi.list.sum().sum() / mi.list.len().sum())
+        yield Stat(key="padding_fraction", expr=pl.struct(real=mi.list.sum().sum(), slots=mi.list.len().sum()),
+                   merge=fields_parts(real=sum_parts, slots=sum_parts),
+                   post=lambda v: None if v is None else 1 - _div(v["real"], v["slots"]))
     # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
     usable = {c for c in (r.labels, r.input_ids, mcol) if c is not None} - {p.column for p in problems(ctx)}
     labels = r.labels if r.labels in usable and seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) is None else None
@@ -226,11 +239,15 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
         yield Stat(key=EOS, view=positions_view(ctx), expr=pl.struct(
             total=in_content.sum(), supervised=(in_content & (label_of_token(ctx, labels) != ign).fill_null(False)).sum(),
             rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
+            merge=fields_parts(total=sum_parts, supervised=sum_parts, rows_with_eos=sum_parts),  # rows never span batches
             post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
     if labels is not None and lab.ignore is not None:
         ign = lab.ignore
         yield Stat(key="supervised_fraction",
-                   expr=supervised_per_row(labels, ign, None, tok.truncation_side).sum() / pl.col(labels).list.len().sum())
+                   expr=pl.struct(sup=supervised_per_row(labels, ign, None, tok.truncation_side).sum(),
+                                  slots=pl.col(labels).list.len().sum()),
+                   merge=fields_parts(sup=sum_parts, slots=sum_parts),
+                   post=lambda v: None if v is None else _div(v["sup"], v["slots"]))
 
 
 @check("padding.eos_unsupervised", level="dataset")

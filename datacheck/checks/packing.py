@@ -15,7 +15,8 @@ import polars as pl
 
 from datacheck.checks._pos import prev, row_first
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, fields_parts, measure, sum_parts
+from datacheck.checks.registry import ratio as _efficiency
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 
@@ -96,7 +97,7 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
     start, src = got
     bad = pl.when(start).then(pos != 0).otherwise(pos != prev(pos) + 1).fill_null(False)
     yield RowCheck(check="packing.position_ids_not_reset", column=r.position_ids, fails=bad,
-                   view=positions_view(ctx), details={"positions": bad.sum()},
+                   view=positions_view(ctx), details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
                    message=lambda n, d, src=src: msg.format(n=n, src=repr(src)) + f" ({d.get('positions')} positions)")
 
 
@@ -166,7 +167,7 @@ def cross_document_label(ctx: ShardContext) -> Iterable[ShardItem]:
             bad = nxt_later & (lab != ign) & ~lab.is_in(stop)
         bad = bad.fill_null(False)
         yield RowCheck(check="packing.cross_document_label", column=r.labels, fails=bad, view=positions_view(ctx),
-                       details={"positions": bad.sum()},
+                       details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
                        message=lambda n, d, src=src: msg.format(n=n, conv=conv, src=repr(src)))
         return
     if sl is None:
@@ -209,6 +210,6 @@ def packing_stats(ctx: ShardContext) -> Iterable[Stat]:
     else:
         real = n.sum()
     slots = n.sum()
-    yield Stat(key="packing", expr=pl.struct(documents=docs, slots=slots, real_tokens=real,
-                                             efficiency=real / slots),
-               post=lambda v: dict(v) if v else None)
+    yield Stat(key="packing", expr=pl.struct(documents=docs, slots=slots, real_tokens=real),
+               merge=fields_parts(documents=sum_parts, slots=sum_parts, real_tokens=sum_parts),
+               post=lambda v: {**v, "efficiency": _efficiency(v["real_tokens"], v["slots"])} if v else None)

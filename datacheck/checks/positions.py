@@ -13,7 +13,7 @@ import polars as pl
 
 from datacheck.checks._pos import nxt
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import FlatView, RowAgg, RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import FlatView, RowAgg, RowCheck, ShardContext, ShardItem, check, max_parts, min_parts
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 
@@ -38,6 +38,7 @@ def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
             fails=(c.list.max() >= k) | (c.list.min() < 0) | (c.list.count_matches(None) > 0),
             example=pl.format("min {} max {}", c.list.min(), c.list.max()),
             details={"max": c.list.max().max(), "min": c.list.min().min()},
+            details_merge={"max": max_parts, "min": min_parts},
             message=lambda n, d, k=k: (f"{n} row(s) hold position_ids outside [0, max_position_embeddings={k}) "
                                        f"(range {d.get('min')}..{d.get('max')}): the position table has no row for them"))
         return
@@ -47,7 +48,7 @@ def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     n_tok = pl.col(r.input_ids).list.len()
     yield RowCheck(
         check="tokens.position_out_of_range", column=r.input_ids, fails=n_tok > k,
-        example=pl.format("{} tokens", n_tok), details={"longest": n_tok.max()},
+        example=pl.format("{} tokens", n_tok), details={"longest": n_tok.max()}, details_merge={"longest": max_parts},
         message=lambda n, d, k=k: (f"{n} row(s) are longer than max_position_embeddings={k} (longest "
                                    f"{d.get('longest')}): their positions run past the position table"))
 

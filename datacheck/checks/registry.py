@@ -29,9 +29,11 @@ stage, a dataset stage, or both, in one module), or is listed in :data:`NOT_BUIL
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Union
 
+import numpy as np
 import polars as pl
 
 from datacheck.model import catalog
@@ -64,6 +66,16 @@ __all__ = [
     "shard_plan",
     "dataset_items",
     "unreadable_findings",
+    "sum_parts",
+    "min_parts",
+    "max_parts",
+    "first_part",
+    "concat_parts",
+    "counts_parts",
+    "fields_parts",
+    "moments_parts",
+    "ratio",
+    "ratio_post",
 ]
 
 
@@ -167,8 +179,18 @@ class RowCheck:
         details: name -> aggregate expression, evaluated in the second pass over this check's
             failing rows only (never when nothing failed), so it costs nothing on clean data.
         severity: overrides the catalog's default severity.
-        refine: ``f(lf, candidate_rows) -> exact_rows``; for checks whose fused expression only
-            yields candidates (e.g. duplicates by a 64-bit in-memory hash, verified exactly here).
+        refine: with ``key``: ``f(sub) -> exact_rows``, where ``sub`` (a DataFrame with ``__row``,
+            the 0-based shard row, and every column) holds every row whose ``key`` is shared with
+            another row of the shard; it returns the rows that exactly repeat an earlier one (e.g.
+            duplicates by a 64-bit in-memory hash, verified exactly here, so a collision never
+            creates a finding).
+        details_merge: per ``details`` key, how its values on each batch's failing rows merge
+            (:func:`sum_parts`, :func:`max_parts`, ...). When every key has one, a multi-batch shard
+            evaluates the details batch by batch and keeps none of the failing rows; otherwise the
+            failing rows (the columns the checks read) are kept until the shard's last batch, so
+            memory grows with the failing rows of such a check.
+        key: instead of ``fails``, a per-row hash expression: the rows whose key repeats an earlier
+            row's (over the whole shard, across batches) are candidates, verified by ``refine``.
         rows: instead of ``fails``, an aggregate expression giving the sorted failing row indices
             (UInt32).
         view: a :class:`FlatView`: ``fails`` (and ``details``) are then evaluated per position in
@@ -188,10 +210,12 @@ class RowCheck:
     example: pl.Expr | None = None
     details: dict[str, pl.Expr] = field(default_factory=dict)
     severity: str | None = None
-    refine: Callable[[pl.LazyFrame, list[int]], list[int]] | None = None
+    refine: Callable[[pl.DataFrame], list[int]] | None = None
     rows: pl.Expr | None = None
     view: FlatView | None = None
     from_payload: Callable[[dict[str, Any]], list[int]] | None = None
+    key: pl.Expr | None = None
+    details_merge: dict[str, Callable[[list[Any]], Any]] = field(default_factory=dict)
     per_row: tuple[RowAgg, ...] = ()
 
     def __post_init__(self) -> None:
@@ -201,23 +225,162 @@ class RowCheck:
 
 @dataclass(frozen=True)
 class Stat:
-    """An aggregate that goes into the shard's ``stats`` under ``key`` (after ``post``)."""
+    """An aggregate that goes into the shard's ``stats`` under ``key`` (after ``post``).
+
+    A shard larger than one batch (:mod:`datacheck.io.batches`) evaluates ``expr`` on each batch;
+    ``merge`` combines the batches' values (as Python values, before ``post``, in row order) into
+    the value ``expr`` has on the whole shard, and ``post`` runs once on it. Write ``expr`` as
+    mergeable partial aggregates (counts, sums, exact value counts, min/max, moments) and derive
+    ratios in ``post``. The combinators below (:func:`sum_parts`, :func:`counts_parts`,
+    :func:`fields_parts`, ...) merge exactly, except :func:`moments_parts` (floating point).
+    ``merge=None``: the stat cannot be merged and is a check error on a multi-batch shard.
+    """
 
     key: str
     expr: pl.Expr
     post: Callable[[Any], Any] = lambda v: v
     view: FlatView | None = None
+    merge: Callable[[list[Any]], Any] | None = None
 
 
 @dataclass(frozen=True)
 class Payload:
     """An aggregate computed in the fused query and kept on the shard result (``ShardResult.payload``)
     for the merge, but never written into the report (e.g. 128-bit row content hashes). The value
-    stays a polars object (e.g. a Series), unlike a :class:`Stat`'s."""
+    stays a polars object (e.g. a Series), unlike a :class:`Stat`'s.
+
+    On a multi-batch shard, ``post`` runs on each batch and ``merge`` combines the batches' posted
+    values in row order (default :func:`concat_parts`: per-row payloads are concatenated)."""
 
     key: str
     expr: pl.Expr
     post: Callable[[Any], Any] = lambda v: v
+    merge: Callable[[list[Any]], Any] = field(default=lambda parts: concat_parts(parts))
+
+
+# ------------------------------------------------------------------ merging batches (exact)
+
+
+def sum_parts(parts: list[Any]) -> Any:
+    """Sum of the batches' values (counts, integer sums); None values are left out; None when all are."""
+    vals = [p for p in parts if p is not None]
+    return sum(vals[1:], vals[0]) if vals else None
+
+
+def min_parts(parts: list[Any]) -> Any:
+    """Smallest of the batches' values (None values left out; None when all are)."""
+    vals = [p for p in parts if p is not None]
+    return min(vals) if vals else None
+
+
+def max_parts(parts: list[Any]) -> Any:
+    """Largest of the batches' values (None values left out; None when all are)."""
+    vals = [p for p in parts if p is not None]
+    return max(vals) if vals else None
+
+
+def first_part(parts: list[Any]) -> Any:
+    """The first batch's value (a value that does not depend on the rows, e.g. a payload's spec)."""
+    return parts[0] if parts else None
+
+
+def concat_parts(parts: list[Any]) -> Any:
+    """Per-row values concatenated in row order: Python lists, polars Series and DataFrames, numpy
+    arrays, and dicts of those (key by key; values of other types must be equal: the first is kept)."""
+    vals = [p for p in parts if p is not None]
+    if not vals:
+        return None
+    v0 = vals[0]
+    if isinstance(v0, list):
+        return [x for p in vals for x in p]
+    if isinstance(v0, (pl.Series, pl.DataFrame)):
+        return pl.concat(vals, rechunk=True)
+    if isinstance(v0, np.ndarray):
+        return np.concatenate(vals)
+    if isinstance(v0, dict):
+        return {k: concat_parts([p.get(k) for p in vals]) for k in v0}
+    return v0
+
+
+def counts_parts(limit: int | None = None) -> Callable[[list[Any]], Any]:
+    """Merge of ``value_counts`` lists (``[{<value name>: v, "count": c}, ...]``): counts added by
+    value, sorted by count (descending; ties by first appearance in row order), the first ``limit``
+    kept. Exact when every batch listed all its values (a batch with more than ``limit`` distinct
+    values had its rarest values cut before the merge)."""
+
+    def merge(parts: list[Any]) -> Any:
+        name: str | None = None
+        total: dict[Any, int] = {}
+        values: dict[Any, Any] = {}
+        for p in parts:
+            for d in p or []:
+                if name is None:
+                    name = next(k for k in d if k != "count")
+                v = d[name]
+                key = (type(v).__name__, v) if not isinstance(v, float) or v == v else ("nan", None)
+                if key in total:
+                    total[key] += d["count"]
+                else:
+                    total[key] = d["count"]
+                    values[key] = v
+        out = sorted(total.items(), key=lambda kv: -kv[1])
+        if limit is not None:
+            out = out[:limit]
+        return [{name: values[k], "count": c} for k, c in out]
+
+    return merge
+
+
+def fields_parts(**combinators: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
+    """Merge of struct values (dicts): field by field with its combinator (a batch whose struct is
+    None is left out; None when all are)."""
+
+    def merge(parts: list[Any]) -> Any:
+        vals = [p for p in parts if p is not None]
+        if not vals:
+            return None
+        return {k: combinators[k]([p.get(k) for p in vals]) for k in vals[0]}
+
+    return merge
+
+
+def ratio(a: Any, b: Any) -> float:
+    """``a / b`` as polars divides two aggregated numbers: float division; ``x / 0`` is +-inf and
+    ``0 / 0`` NaN (never ZeroDivisionError), so a ratio derived in ``post`` equals the one-query value."""
+    if b == 0:
+        return math.nan if a == 0 or a != a else math.copysign(math.inf, a)
+    return a / b
+
+
+def ratio_post(num: str, den: str) -> Callable[[Any], Any]:
+    """``post`` of a struct stat ``{num, den}``: ``num / den`` (None when the struct is None or
+    ``den`` is 0: the rate of no rows, as polars' ``mean`` of no values)."""
+
+    def post(v: Any) -> Any:
+        if not v or not v.get(den):
+            return None
+        return v[num] / v[den]
+
+    return post
+
+
+def moments_parts(parts: list[Any]) -> Any:
+    """Merge of ``{count, mean, std}`` structs (std with ddof 1, as polars' ``std``): the pooled
+    mean ``sum(n_i * mean_i) / n`` and the pooled sum of squared deviations ``M2 = sum(M2_i +
+    n_i * (mean_i - mean)**2)`` with ``M2_i = std_i**2 * (n_i - 1)`` (Chan, Golub and LeVeque 1979,
+    "Updating formulae and a pairwise algorithm for computing sample variances"); ``std =
+    sqrt(M2 / (n - 1))``. Floating point: equal to the one-batch value within a relative 1e-9
+    (a different order of additions), not bit for bit."""
+    vals = [p for p in parts if p is not None and p.get("count")]
+    if not vals:
+        return next((p for p in parts if p is not None), None)
+    n = sum(int(p["count"]) for p in vals)
+    mean = sum(p["count"] * p["mean"] for p in vals) / n
+    m2 = 0.0
+    for p in vals:
+        sd = p["std"] if p["std"] is not None else 0.0
+        m2 += sd * sd * (p["count"] - 1) + p["count"] * (p["mean"] - mean) ** 2
+    return {"count": n, "mean": mean, "std": math.sqrt(m2 / (n - 1)) if n > 1 else None}
 
 
 @dataclass(frozen=True)

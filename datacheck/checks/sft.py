@@ -25,7 +25,19 @@ import polars as pl
 from datacheck.checks._expr import counts_to_pairs, value_counts
 from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import (
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    concat_parts,
+    fields_parts,
+    max_parts,
+    measure,
+    min_parts,
+    sum_parts,
+)
 from datacheck.checks.roledtype import problem
 from datacheck.io.chat import ASSISTANT_ROLES, KNOWN_ROLES, blank_content, canonical_role, turn_roles
 from datacheck.model.errors import InternalError
@@ -223,7 +235,7 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     bad = sup & _real(ctx) & ~asst & ~after_span.fill_null(False)
     yield RowCheck(
         check="sft.prompt_supervised", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, source=source: (f"{n} row(s) supervise tokens outside the assistant spans ({source}; "
                                              f"{d.get('positions')} positions): system/user tokens are trained on. "
                                              "Set their labels to ignore_index"),
@@ -257,7 +269,7 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     bad = closing & _real(ctx) & ~sup
     yield RowCheck(
         check="sft.eot_unsupervised", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"positions": bad.sum()},
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, stop=stop: (f"{n} row(s) do not supervise the end-of-turn id ({', '.join(map(str, stop))}) "
                                          f"that closes an assistant turn ({d.get('positions')} positions): the model "
                                          "never learns to stop. Keep the label of the end-of-turn token"),
@@ -342,4 +354,5 @@ def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
     per_row = (pl.col(r.labels).list.len() - pl.col(r.labels).list.count_matches(ign)).cast(pl.UInt32)
     yield Stat(key="supervised_tokens", expr=pl.struct(
         per_row=per_row.implode(), total=per_row.sum(), min=per_row.min(), max=per_row.max(),
-        zero_rows=(per_row == 0).sum()), post=lambda v: dict(v) if v else None)
+        zero_rows=(per_row == 0).sum()), post=lambda v: dict(v) if v else None,
+        merge=fields_parts(per_row=concat_parts, total=sum_parts, min=min_parts, max=max_parts, zero_rows=sum_parts))

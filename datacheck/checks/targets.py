@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks._expr import any_element, first_bad
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure, moments_parts
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import is_list
 
@@ -57,7 +57,7 @@ def target_moments(ctx: ShardContext) -> Iterable[Stat]:
             continue
         x = x.cast(pl.Float64, strict=False)
         x = x.filter(x.is_finite())
-        yield Stat(key=f"targets.{col}", expr=pl.struct(count=x.count(), mean=x.mean(), std=x.std()),
+        yield Stat(key=f"targets.{col}", expr=pl.struct(count=x.count(), mean=x.mean(), std=x.std()), merge=moments_parts,
                    post=lambda v: dict(v) if v else None)
 
 

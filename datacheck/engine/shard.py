@@ -6,7 +6,8 @@ plans for the shard: row checks, stats, payloads, schema-level findings and afte
 and asks the registry's unreadable hook when a shard cannot be read."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 import polars as pl
 
@@ -23,6 +24,7 @@ from datacheck.checks.registry import (
     shard_plan,
     unreadable_findings,
 )
+from datacheck.io.batches import batch_rows, file_batches, iter_batches
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state, hash_shard
 from datacheck.io.read import CheckInput, open_for_checks
@@ -52,6 +54,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
+    if rc.key is not None:  # candidates are decided over the whole shard from the keys of every batch
+        return [rc.key.implode().alias(f"__k{i}")]
     if rc.rows is not None:
         rows = rc.rows
     elif rc.fails is None:
@@ -86,7 +90,7 @@ def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Pa
                 _add_agg(aggs, a, rc.check)
             exprs.extend(_row_exprs(i, rc))
             continue
-        target = main if rc.view is None else views.setdefault(rc.view.key, (rc.view, []))[1]
+        target = main if rc.view is None or rc.key is not None else views.setdefault(rc.view.key, (rc.view, []))[1]
         target.extend(_row_exprs(i, rc))
     for j in stat_idx:
         st = stats[j]
@@ -134,60 +138,66 @@ def _first(df: pl.DataFrame, name: str) -> Any:
     return v.to_list() if isinstance(v, pl.Series) else v
 
 
-def _run_fused(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat | Payload]
-               ) -> tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[str, Any], dict[str, Any], list[Skipped]]:
-    """The one fused query (a select over the rows, plus the flat views, collected together over one
-    scan) computing every row check, stat and payload. If it fails, find out whether reading or one
-    check is at fault. Returns (rows, check results, stat values, payload values, skipped)."""
+@dataclass
+class _Batch:
+    """One batch's results: rows (0-based within the batch), keys, raw stat values, posted payloads,
+    and what could not run on it."""
+
+    n: int
+    rows: dict[int, list[int]] = field(default_factory=dict)
+    keys: dict[int, pl.Series] = field(default_factory=dict)
+    stats: dict[int, Any] = field(default_factory=dict)
+    payload: dict[int, Any] = field(default_factory=dict)
+    broken_checks: dict[int, str] = field(default_factory=dict)
+    broken_stats: dict[int, str] = field(default_factory=dict)
+
+
+def _run_batch(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat | Payload],
+               in_query: list[int]) -> _Batch:
+    """The one fused query over one batch (a select over the rows, plus the flat views, collected
+    together over one read) computing every row check, key, stat and payload. If it fails, find out
+    whether reading or one check is at fault (that check alone cannot run)."""
     stats = measures
-    skipped: list[Skipped] = []
-    post_checks = [i for i, rc in enumerate(row_checks) if rc.from_payload is not None]
-    in_query = [i for i, rc in enumerate(row_checks) if rc.from_payload is None]
     try:
         df = _collect(_queries(lf, row_checks, stats, in_query, list(range(len(stats)))))
         ok_checks = in_query
         ok_stats = list(range(len(stats)))
+        broken_c: dict[int, str] = {}
+        broken_s: dict[int, str] = {}
     except ENGINE_ERRORS as exc:  # isolate: the read itself, or one expression
         try:
             lf.select(pl.all().is_null().sum()).collect()
         except ENGINE_ERRORS as read_exc:
             raise Unreadable(f"reading the data failed: {str(read_exc).splitlines()[0]}") from None
         df_parts = [lf.select(pl.len().alias("__n")).collect()]
-        ok_checks, ok_stats = [], []
+        ok_checks, ok_stats, broken_c, broken_s = [], [], {}, {}
         for i in in_query:
-            rc = row_checks[i]
             try:
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [i], [], with_len=False)))
                 ok_checks.append(i)
             except ENGINE_ERRORS as e:
-                skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {_first_line(e)}",
-                                       error=True))
-        for j, s in enumerate(stats):
+                broken_c[i] = _first_line(e)
+        for j in range(len(stats)):
             try:
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [], [j], with_len=False)))
                 ok_stats.append(j)
             except ENGINE_ERRORS as e:
-                skipped.append(Skipped(f"stats.{s.key}", f"could not compute: {_first_line(e)}", error=True))
+                broken_s[j] = _first_line(e)
         df = pl.concat(df_parts, how="horizontal")
         del exc
-    n = int(df["__n"][0])
-    results: dict[int, tuple[list[int], dict[str, Any]]] = {}
+    out = _Batch(n=int(df["__n"][0]), broken_checks=broken_c, broken_stats=broken_s)
     for i in ok_checks:
-        results[i] = (_first(df, f"__r{i}") or [], {})
-    # payloads stay polars objects (e.g. a Series of row hashes), stats become Python values
-    stat_values = {stats[j].key: stats[j].post(_first(df, f"__s{j}")) for j in ok_stats if isinstance(stats[j], Stat)}
-    payload = {stats[j].key: stats[j].post(df.get_column(f"__s{j}")[0]) for j in ok_stats
-               if isinstance(stats[j], Payload)}
-    for i in post_checks:
-        rc = row_checks[i]
-        try:
-            rows = rc.from_payload(payload)  # type: ignore[misc]
-        except Exception as e:  # noqa: BLE001 - a missing payload makes the check unrunnable, not the audit
-            skipped.append(Skipped(rc.check, f"could not run on this shard: {type(e).__name__}: {_first_line(e)}",
-                                   error=True))
-            continue
-        results[i] = (sorted(int(r) for r in rows), {})
-    return n, results, stat_values, payload, skipped
+        if row_checks[i].key is not None:
+            out.keys[i] = df.get_column(f"__k{i}")[0]
+        else:
+            out.rows[i] = _first(df, f"__r{i}") or []
+    for j in ok_stats:
+        st = stats[j]
+        if isinstance(st, Stat):
+            out.stats[j] = _first(df, f"__s{j}")
+        else:  # payloads stay polars objects (e.g. a Series of row hashes)
+            out.payload[j] = st.post(df.get_column(f"__s{j}")[0])
+    return out
 
 
 def _needed_columns(row_checks: list[RowCheck], stats: list[Stat | Payload], schema: dict[str, pl.DataType]) -> list[str]:
@@ -197,7 +207,7 @@ def _needed_columns(row_checks: list[RowCheck], stats: list[Stat | Payload], sch
     if any(rc.refine is not None for rc in row_checks):
         return list(schema)  # a refine step may compare any column
     for rc in row_checks:
-        exprs += [e for e in (rc.fails, rc.rows, rc.example) if e is not None]
+        exprs += [e for e in (rc.fails, rc.rows, rc.example, rc.key) if e is not None]
         if rc.view is None:
             exprs += list(rc.details.values())
         else:
@@ -221,12 +231,10 @@ def _needed_columns(row_checks: list[RowCheck], stats: list[Stat | Payload], sch
     return [c for c in schema if c in names]
 
 
-def _materialize(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Payload],
-                 schema: dict[str, pl.DataType]) -> pl.LazyFrame:
-    """Read the columns the checks need once (the same read ``pl.read_parquet`` does, projected),
-    so the fused query, the flat views and the second pass over failing rows all work in memory
-    and no shard is ever read twice. Raises :class:`Unreadable` when the data cannot be decoded."""
-    needed = _needed_columns(row_checks, stats, schema)
+def _read_all(lf: pl.LazyFrame, needed: list[str]) -> pl.LazyFrame:
+    """A shard that fits in one batch: the columns the checks need, read once (the same read
+    ``pl.read_parquet`` does, projected), so the fused query, the flat views and the second pass
+    over failing rows all work in memory. Raises :class:`Unreadable` when the data cannot be decoded."""
     if not needed:
         return lf
     try:
@@ -235,38 +243,61 @@ def _materialize(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat 
         raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
 
 
-def _second_pass(lf: pl.LazyFrame, failed: dict[int, list[int]], row_checks: list[RowCheck],
-                 max_ex: int) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
-    """Second pass, only when something failed: one filtered read of the failing rows, then each
-    failed check's ``details`` (aggregated over its failing rows) and ``example`` values (its first
-    ``max_ex`` rows) are evaluated on that small frame."""
-    need: set[int] = set()
-    for i, rows in failed.items():
-        rc = row_checks[i]
-        if rc.details:
-            need.update(rows)
-        elif rc.example is not None:
-            need.update(rows[:max_ex])
-    if not need:
-        return {}, {}
-    wanted = pl.Series(sorted(need), dtype=pl.UInt32)
+def _merged_details(rc: RowCheck) -> bool:
+    """Whether every ``details`` key of ``rc`` declares how batches merge (see ``RowCheck.details_merge``)."""
+    return bool(rc.details) and all(k in rc.details_merge for k in rc.details)
+
+
+def _wanted_rows(rows: list[int], rc: RowCheck, shown_before: int, max_ex: int, batched: bool = False) -> list[int]:
+    """Of a check's failing ``rows`` (in order), those the second pass reads: every one for a check
+    with ``details`` (aggregated over all its failing rows; on a multi-batch shard only when the
+    details do not merge batch by batch), else the first ones still needed for its ``max_ex``
+    examples (``shown_before``: failing rows of earlier batches)."""
+    if rc.details and not (batched and _merged_details(rc)):
+        return rows
+    if rc.example is not None:
+        return rows[:max(0, max_ex - shown_before)]
+    return []
+
+
+def _gather(lf: pl.LazyFrame, wanted: set[int] | list[int], offset: int = 0) -> pl.DataFrame | None:
+    """The rows ``wanted`` (0-based shard rows) of a batch starting at shard row ``offset``, with
+    ``__row`` (UInt32, the shard row) first; None when reading them fails."""
+    ids = pl.Series(sorted(wanted), dtype=pl.UInt32)
     try:
-        sub = lf.with_row_index("__row").filter(pl.col("__row").is_in(wanted.implode())).collect()
+        return (lf.with_row_index("__row", offset=offset)
+                .filter(pl.col("__row").is_in(ids.implode())).collect())
     except ENGINE_ERRORS:
+        return None
+
+
+def _details_of(sub: pl.DataFrame, rc: RowCheck) -> dict[str, Any]:
+    """``rc.details`` evaluated over ``sub`` (its failing rows, with ``__row``); {} when they fail."""
+    try:
+        frame = sub.lazy() if rc.view is None else rc.view.frame(sub.lazy())
+        got = frame.select([e.alias(k) for k, e in rc.details.items()]).collect()
+        return {k: _first(got, k) for k in rc.details}
+    except ENGINE_ERRORS:
+        return {}
+
+
+def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_checks: list[RowCheck],
+                 max_ex: int, done: frozenset[int] = frozenset()
+                 ) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
+    """Second pass, only when something failed: on ``sub`` (the failing rows the checks need, with
+    ``__row``, in row order, gathered batch by batch), each failed check's ``details`` (aggregated
+    over its failing rows; not for the checks in ``done``, whose details were merged batch by
+    batch) and ``example`` values (its first ``max_ex`` rows) are evaluated."""
+    if sub is None or sub.height == 0:
         return {}, {}
     details: dict[int, dict[str, Any]] = {}
     examples: dict[int, dict[int, Any]] = {}
     for i, rows in failed.items():
         rc = row_checks[i]
-        if rc.details:
+        if rc.details and i not in done:
             part = sub if len(rows) == sub.height else sub.filter(
                 pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
-            try:
-                frame = part.lazy() if rc.view is None else rc.view.frame(part.lazy())
-                got = frame.select([e.alias(k) for k, e in rc.details.items()]).collect()
-                details[i] = {k: _first(got, k) for k in rc.details}
-            except ENGINE_ERRORS:
-                details[i] = {}
+            details[i] = _details_of(part, rc)
         if rc.example is not None:
             first = rows[:max_ex]
             part = sub.filter(pl.col("__row").is_in(pl.Series(first, dtype=pl.UInt32).implode()))
@@ -367,10 +398,190 @@ def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame
     return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
 
 
+_Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[int, Any]], dict[str, Any],
+             dict[str, Any], list[Skipped]]
+
+
+def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[Stat | Payload],
+                 schema: dict[str, pl.DataType], max_ex: int) -> _Run:
+    """The shard's checks over its batches (:mod:`datacheck.io.batches`), merged exactly:
+
+    - row checks: each batch's failing rows offset by the batch's first row, concatenated (row order);
+    - stats: each :class:`Stat`'s raw batch values combined by its ``merge``, then ``post`` once;
+    - payloads: posted per batch, combined by the :class:`Payload`'s ``merge`` (concatenation);
+    - ``from_payload`` checks: decided once on the merged payloads; ``key`` checks: candidates from
+      the keys of every batch, verified by ``refine`` on the rows sharing a key (read again when the
+      shard has several batches);
+    - examples: the first ``max_ex`` failing rows of each check in row order; ``details``: evaluated
+      once over every failing row of the check (those rows are kept, batch by batch, with only the
+      columns the checks read);
+    - a check (or stat) whose expression fails on any batch cannot run on the shard (one skipped
+      entry, an error), as on a one-batch shard.
+
+    A shard that fits in one batch is read once and checked exactly as before batching existed.
+    Returns (rows, check results, example values, stat values, payload values, skipped).
+    Raises :class:`Unreadable`.
+    """
+    needed = _needed_columns(row_checks, measures, schema)
+    in_query = [i for i, rc in enumerate(row_checks) if rc.from_payload is None]
+    path = file_batches(data.path, data.format, needed)  # None: batches are slices of the opened frame
+    try:
+        n_rows, per = batch_rows(data.lf, needed, path, data.format) if needed else (0, None)
+    except ENGINE_ERRORS as exc:
+        raise Unreadable(f"reading the data failed: {_first_line(exc)}") from None
+    except ValueError as exc:  # a bad $DATACHECK_BATCH_ROWS
+        raise InternalError(str(exc)) from None
+    single: pl.LazyFrame | None = _read_all(data.lf, needed) if per is None else None
+
+    def frames() -> Iterator[pl.LazyFrame]:
+        if single is not None:
+            yield single
+            return
+        for df in iter_batches(data.lf, schema, needed, per or 1, n_rows, path, data.format):
+            yield df.lazy()
+
+    n = 0
+    rows_acc: dict[int, list[int]] = {i: [] for i in in_query}
+    keys: dict[int, list[pl.Series]] = {}
+    stat_parts: dict[int, list[Any]] = {j: [] for j in range(len(measures))}
+    broken_c: dict[int, str] = {}
+    broken_s: dict[int, str] = {}
+    subs: list[pl.DataFrame] = []
+    detail_parts: dict[int, list[dict[str, Any]]] = {}
+    for lf in frames():
+        b = _run_batch(lf, row_checks, measures, in_query)
+        for i, why in b.broken_checks.items():
+            broken_c.setdefault(i, why)
+        for j, why in b.broken_stats.items():
+            broken_s.setdefault(j, why)
+        wanted: set[int] = set()
+        for i, local in b.rows.items():
+            if not local:
+                continue
+            rows = [int(r) + n for r in local]
+            rc = row_checks[i]
+            wanted.update(_wanted_rows(rows, rc, len(rows_acc[i]), max_ex, batched=single is None))
+            rows_acc[i].extend(rows)
+            if single is None and _merged_details(rc):  # details of this batch's failing rows, merged below
+                part = _gather(lf, rows, n)
+                got = _details_of(part, rc) if part is not None else {}
+                detail_parts.setdefault(i, []).append(got)
+        for i, k in b.keys.items():
+            keys.setdefault(i, []).append(k)
+        for j in range(len(measures)):
+            if j in b.stats:
+                stat_parts[j].append(b.stats[j])
+            elif j in b.payload:
+                stat_parts[j].append(b.payload[j])
+        if wanted:
+            sub = _gather(lf, wanted, n)
+            if sub is not None:
+                subs.append(sub)
+        n += b.n
+
+    skipped: list[Skipped] = []
+    for i, why in broken_c.items():
+        rc = row_checks[i]
+        skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {why}", error=True))
+    results: dict[int, tuple[list[int], dict[str, Any]]] = {
+        i: (rows, {}) for i, rows in rows_acc.items() if i not in broken_c and row_checks[i].key is None}
+    stat_values: dict[str, Any] = {}
+    payload: dict[str, Any] = {}
+    for j, m in enumerate(measures):
+        if j in broken_s:
+            what = f"stats.{m.key}"
+            skipped.append(Skipped(what, f"could not compute: {broken_s[j]}", error=True))
+            continue
+        parts = stat_parts[j]
+        if isinstance(m, Payload):
+            payload[m.key] = parts[0] if len(parts) == 1 else m.merge(parts)
+        elif len(parts) == 1:
+            stat_values[m.key] = m.post(parts[0])
+        elif m.merge is None:
+            skipped.append(Skipped(f"stats.{m.key}", "could not compute: this stat declares no merge "
+                                   "across batches (Stat.merge) and the shard has several batches", error=True))
+        else:
+            stat_values[m.key] = m.post(m.merge(parts))
+
+    def reread(wanted: list[int]) -> pl.DataFrame | None:
+        """The rows ``wanted`` of the shard (with ``__row``), from memory or by reading the batches again."""
+        if single is not None:
+            return _gather(single, wanted)
+        got, off = [], 0
+        lo, hi = min(wanted), max(wanted)
+        for lf in frames():
+            h = lf.select(pl.len()).collect().item()
+            if off + h > lo and off <= hi:
+                inside = [r for r in wanted if off <= r < off + h]
+                if inside:
+                    sub = _gather(lf, inside, off)
+                    if sub is None:
+                        return None
+                    got.append(sub)
+            off += h
+            if off > hi:
+                break
+        return pl.concat(got) if got else None
+
+    late: list[int] = []
+    for i, parts in keys.items():  # key checks: candidates over the whole shard, verified exactly
+        rc = row_checks[i]
+        if i in broken_c or rc.refine is None:
+            continue
+        key = pl.concat(parts) if len(parts) > 1 else parts[0]
+        rows = []
+        if key.is_duplicated().any():
+            shared = key.to_frame("k").with_row_index("r").filter(pl.col("k").is_duplicated())["r"].to_list()
+            try:
+                sub = reread(shared)
+                if sub is None:
+                    raise Unreadable("reading the candidate rows again failed")
+                rows = sorted(int(r) for r in rc.refine(sub))
+            except ENGINE_ERRORS as e:  # Unreadable included
+                skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: "
+                                       f"{e.reason if isinstance(e, Unreadable) else _first_line(e)}", error=True))
+                continue
+        results[i] = (rows, {})
+        late.append(i)
+    for i, rc in enumerate(row_checks):
+        if rc.from_payload is None:
+            continue
+        try:
+            rows = rc.from_payload(payload)
+        except Exception as e:  # noqa: BLE001 - a missing payload makes the check unrunnable, not the audit
+            skipped.append(Skipped(rc.check, f"could not run on this shard: {type(e).__name__}: {_first_line(e)}",
+                                   error=True))
+            continue
+        results[i] = (sorted(int(r) for r in rows), {})
+        late.append(i)
+    wanted_late = sorted({r for i in late for r in _wanted_rows(results[i][0], row_checks[i], 0, max_ex)})
+    if wanted_late:
+        sub = reread(wanted_late)
+        if sub is not None:
+            subs.append(sub)
+    failed = {i: rows for i, (rows, _) in results.items() if rows}
+    sub_all = None
+    if subs:
+        sub_all = pl.concat(subs, how="vertical_relaxed") if len(subs) > 1 else subs[0]
+        if len(subs) > 1:
+            sub_all = sub_all.unique("__row", keep="first").sort("__row")
+    merged: dict[int, dict[str, Any]] = {}
+    for i, parts_d in detail_parts.items():
+        rc = row_checks[i]
+        if any(not d for d in parts_d):  # a batch's details could not be evaluated: none, as on one batch
+            merged[i] = {}
+            continue
+        merged[i] = {k: rc.details_merge[k]([d[k] for d in parts_d]) for k in rc.details}
+    fail_details, example_values = _second_pass(sub_all, failed, row_checks, max_ex, frozenset(merged))
+    fail_details.update(merged)
+    results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}
+    return n, results, example_values, stat_values, payload, skipped
+
+
 def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash: str, size: int, keep_rows: bool,
                 cross_shard: bool, on_unreadable: Callable[[str], ShardResult]) -> ShardResult:
-    """Run the registry's plan for one opened shard: the fused query, candidate refinement, the
-    second pass for examples and details, then the after-query verdicts."""
+    """Run the registry's plan for one opened shard: the fused query (batch by batch, merged),
+    candidate refinement, the second pass for examples and details, then the after-query verdicts."""
     max_ex = cfg.report.max_examples
     schema, roles = dict(data.schema), data.roles
     ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard)
@@ -378,24 +589,11 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
     try:
-        data.lf = _materialize(data.lf, row_checks, measures, schema)
-        n, results, stat_values, payload, more_skipped = _run_fused(data.lf, row_checks, measures)
+        run = _run_batches(data, row_checks, measures, schema, max_ex)
     except Unreadable as exc:
         return on_unreadable(exc.reason)
+    n, results, example_values, stat_values, payload, more_skipped = run
     skipped += more_skipped
-    # refine candidates (exact verification of hash-based candidates)
-    for i, (rows, details) in list(results.items()):
-        rc = row_checks[i]
-        if rows and rc.refine is not None:
-            try:
-                results[i] = (rc.refine(data.lf, rows), details)
-            except ENGINE_ERRORS as e:
-                del results[i]
-                skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: {_first_line(e)}",
-                                       error=True))
-    failed = {i: rows for i, (rows, _) in results.items() if rows}
-    fail_details, example_values = _second_pass(data.lf, failed, row_checks, max_ex)
-    results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}
     findings: list[Finding] = list(data.decode_findings) + plan.findings
     for i, (rows, details) in results.items():
         if not rows:

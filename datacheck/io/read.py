@@ -29,6 +29,7 @@ No other module calls ``open_shard`` (a test walks the package's syntax trees fo
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -64,6 +65,9 @@ class CheckInput:
         line_format: True for JSONL/CSV (rows then also have 1-based line numbers).
         line_of_row: ``(rows,)`` int64, the 1-based line of each row, or None when it is ``row + line_base``.
         line_base: the line of row 0 when ``line_of_row`` is None.
+        path: the shard file (None for an in-memory frame): the engine reads parquet batches from it
+            (:mod:`datacheck.io.batches`).
+        format: the shard's format (``"frame"`` for an in-memory frame).
     """
 
     lf: pl.LazyFrame
@@ -74,6 +78,8 @@ class CheckInput:
     line_format: bool = False
     line_of_row: np.ndarray | None = None
     line_base: int = 1
+    path: Path | None = None
+    format: str = "frame"
 
     def lines_of(self, rows: list[int]) -> list[int]:
         """1-based line numbers of the 0-based ``rows`` (line formats), else ``[]``."""
@@ -132,8 +138,10 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     if casts:
         lf = lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
         schema.update(casts)
+    where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
-                      line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base)
+                      line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
+                      path=where[0], format=where[1])
 
 
 def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:

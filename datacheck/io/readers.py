@@ -8,9 +8,11 @@ Formats:
   (:func:`arrow_for_polars`), never handed to polars (whose Rust code panics on them).
 - Arrow IPC file (``ARROW1`` magic): ``pl.scan_ipc``; Arrow IPC stream (Hugging Face
   ``save_to_disk`` ``data-*.arrow``): ``pyarrow.ipc.open_stream`` over a memory map.
-- JSONL (plain, ``.gz``, ``.zst``): validated line by line only when the fast parse fails, so every
-  bad line is reported with its 1-based line number, byte offset and the parser's message, and the
-  good records are still audited.
+- JSONL (plain, ``.gz``, ``.zst``): decompressed as a stream and parsed in chunks of whole lines
+  (:data:`JSONL_CHUNK_BYTES`), so neither the inflated bytes nor their line lists are ever held
+  whole; validated line by line only when the fast parse of a chunk fails (then, in this version,
+  the whole file takes the exact per-line path), so every bad line is reported with its 1-based
+  line number, byte offset and the parser's message, and the good records are still audited.
 - Megatron ``.bin``/``.idx``, MosaicML MDS, WebDataset tar and litdata chunks: the readers of
   :mod:`datacheck.io.formats` (each documents its layout rules; a broken rule is ``decode.unreadable``).
 - CSV/TSV: Python's ``csv`` module finds records with a wrong field count (line and byte offset);
@@ -25,6 +27,7 @@ import gzip
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 import polars as pl
@@ -39,7 +42,7 @@ from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["ShardData", "Unreadable", "arrow_for_polars", "normalize_frame", "validate_arrow", "open_shard",
+__all__ = ["ShardData", "Unreadable", "arrow_for_polars", "needs_conversion", "normalize_frame", "validate_arrow", "open_shard",
            "read_bytes"]
 
 #: A reader's failure: any exception, and polars' ``PanicException`` (a ``BaseException``) on bytes
@@ -98,6 +101,92 @@ def read_bytes(path: Path) -> bytes:
     except _READ_ERRORS as exc:  # corrupt compressed stream
         raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
     return raw
+
+
+#: Decompressed bytes of one JSONL chunk (whole lines; a longer line makes a longer chunk).
+JSONL_CHUNK_BYTES = 32 * 2**20
+
+
+def line_chunks(path: Path, chunk_bytes: int = JSONL_CHUNK_BYTES) -> Iterator[bytes]:
+    """The file's bytes, decompressed as a stream for ``.gz``/``.zst``, in chunks of about
+    ``chunk_bytes`` that end right after a newline (the last chunk may end without one). Memory:
+    one chunk plus one read block, whatever the inflated size.
+
+    Raises:
+        Unreadable: the file cannot be read, or its compressed stream is corrupt (the reason says which).
+    """
+    name = path.name.lower()
+    try:
+        raw = open(path, "rb")
+    except OSError as exc:
+        raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        if name.endswith(".gz"):
+            f: Any = gzip.GzipFile(fileobj=raw)
+        elif name.endswith(".zst"):
+            import zstandard
+
+            f = zstandard.ZstdDecompressor().stream_reader(raw)
+        else:
+            f = raw
+        buf = b""
+        while True:
+            try:
+                block = f.read(chunk_bytes)
+            except OSError as exc:
+                if exc.errno is not None:  # the disk or the file system, not the bytes
+                    raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
+                raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None  # BadGzipFile
+            except _READ_ERRORS as exc:  # corrupt compressed stream (zlib.error, EOFError, zstd errors)
+                raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
+            if not block:
+                break
+            buf += block
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                continue
+            yield buf[:cut + 1]
+            buf = buf[cut + 1:]
+        if buf:
+            yield buf
+    finally:
+        raw.close()
+
+
+def _jsonl_streamed(path: Path) -> ShardData | None:
+    """The fast path of a JSONL file, chunk by chunk (:func:`line_chunks`): each chunk must be valid
+    UTF-8 without blank lines, within the nesting bound, parsed by ``pl.read_ndjson`` into one row a
+    line with the types as written and the schema of the first chunk; the chunks' frames are then
+    concatenated (the frame a whole-file parse gives). None when any of that fails (the caller takes
+    the exact whole-file path, which reports why)."""
+    frames: list[pl.DataFrame] = []
+    schema = None
+    first = True
+    for chunk in line_chunks(path, JSONL_CHUNK_BYTES):  # read at call time (tests shrink it)
+        if first:
+            chunk, _bom = strip_bom(chunk)
+            first = False
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        lines = chunk.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        if any(not ln.strip() for ln in lines) or max_line_depth(chunk) > MAX_JSON_DEPTH:
+            return None
+        try:
+            df = pl.read_ndjson(chunk, infer_schema_length=None)
+        except _READ_ERRORS:
+            return None
+        if df.height != len(lines) or (schema is not None and df.schema != schema) or not _types_as_written(df, chunk):
+            return None
+        schema = df.schema
+        frames.append(df)
+    if not frames:
+        return None
+    df = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=True)
+    return ShardData(lf=df.lazy(), line_format=True, line_base=1)
 
 
 def _suggest_encoding(b: bytes) -> str:
@@ -366,6 +455,9 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
 
 
 def _read_jsonl(path: Path, max_examples: int) -> ShardData:
+    streamed = _jsonl_streamed(path)
+    if streamed is not None:
+        return streamed
     raw = read_bytes(path)
     data, _bom = strip_bom(raw)
     findings: list[Finding] = []
@@ -540,7 +632,7 @@ def _polars_type(t):
     return t
 
 
-def _needs_conversion(schema) -> bool:
+def needs_conversion(schema) -> bool:
     """Some column of the Arrow ``schema`` has no polars type as stored (see :func:`_polars_type`)."""
     return any(_polars_type(f.type) != f.type for f in schema)
 
@@ -602,7 +694,7 @@ def _read_parquet(path: Path) -> ShardData:
         schema = pq.read_schema(path)
     except _READ_ERRORS:
         schema = None  # the polars reader below names the reason
-    if schema is not None and _needs_conversion(schema):
+    if schema is not None and needs_conversion(schema):
         try:
             table = pq.read_table(path)
             validate_arrow(table, "the parquet file")
@@ -653,7 +745,7 @@ def _read_arrow(path: Path) -> ShardData:
                 reader = pa.ipc.open_file(src)
                 for i in range(reader.num_record_batches):
                     validate_arrow(reader.get_batch(i), f"record batch {i}")
-                if _needs_conversion(reader.schema):  # polars would panic on the schema: convert first
+                if needs_conversion(reader.schema):  # polars would panic on the schema: convert first
                     table, findings = arrow_for_polars(reader.read_all())
                     return ShardData(lf=pl.from_arrow(table).lazy(), decode_findings=findings)  # type: ignore[union-attr]
             lf = pl.scan_ipc(path)
@@ -662,7 +754,7 @@ def _read_arrow(path: Path) -> ShardData:
         with pa.memory_map(str(path), "r") as src:
             table = pa.ipc.open_stream(src).read_all()
         validate_arrow(table, "the stream")
-        table, findings = arrow_for_polars(table) if _needs_conversion(table.schema) else (table, [])
+        table, findings = arrow_for_polars(table) if needs_conversion(table.schema) else (table, [])
         return ShardData(lf=pl.from_arrow(table).lazy(), decode_findings=findings)  # type: ignore[union-attr]
     except Unreadable:
         raise

@@ -41,3 +41,12 @@ FP32_MAX = 3.4028234663852886e38
 
 
 FAIL_ON = ("error", "warn", "never")
+
+#: Target decoded size of one batch of a shard (the columns the checks read): a shard whose needed
+#: columns decode to more is audited batch by batch (parquet record batches, slices of other
+#: sources), each batch's results merged exactly (``datacheck.engine.shard``). 64 MiB keeps the peak
+#: (batch + exploded position views + expression temporaries) well under 1.5 GB on token shards.
+BATCH_TARGET_BYTES = 64 * 2**20
+#: Environment variable forcing the rows of one batch (an int >= 1; tests use tiny batches to prove
+#: that every result merges exactly). Unset: rows from :data:`BATCH_TARGET_BYTES`.
+ENV_BATCH_ROWS = "DATACHECK_BATCH_ROWS"

@@ -1,0 +1,248 @@
+"""Auditing a shard batch by batch gives the report of the one-batch path (issue 14 item 1).
+
+``$DATACHECK_BATCH_ROWS`` forces tiny batches (7 rows here), so every shard of the shared defect
+cases and of sample_data/ is split into many batches, each checked alone and merged
+(:mod:`datacheck.io.batches`, ``datacheck.engine.shard._run_batches``). The JSON reports must be
+identical but for ``created_at``: findings, counts, rows, lines, examples, details, stats, skipped.
+The one float stat that is not merged bit for bit, ``targets.<col>`` (mean/std pooled with Chan's
+formula), is compared within a relative 1e-9 in the property test; the shared cases and
+sample_data reports are identical byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import CASES, ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from datacheck.engine import shard as engine
+from datacheck.engine.shard import audit_frame, audit_shard
+from datacheck.io.batches import forced_batch_rows
+from datacheck.io.discover import DiscoveredShard
+from datacheck.io.hashing import hash_file
+from datacheck.model.config import config_from_dict
+from datacheck.model.constants import ENV_BATCH_ROWS
+
+SAMPLE = ROOT / "sample_data"
+
+
+@contextmanager
+def batch_rows(n: int | None):
+    old = os.environ.get(ENV_BATCH_ROWS)
+    if n is None:
+        os.environ.pop(ENV_BATCH_ROWS, None)
+    else:
+        os.environ[ENV_BATCH_ROWS] = str(n)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV_BATCH_ROWS, None)
+        else:
+            os.environ[ENV_BATCH_ROWS] = old
+
+
+def _cli_report(tmp: Path, data: Path, config: Path, rows: int | None, tag: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != ENV_BATCH_ROWS}
+    if rows is not None:
+        env[ENV_BATCH_ROWS] = str(rows)
+    out = tmp / f"{tag}.json"
+    p = subprocess.run([sys.executable, "-m", "datacheck", "audit", str(data), "--config", str(config),
+                        "--output", str(out), "--report-dir", str(tmp / "reports"), "--no-cache",
+                        "--no-progress", "--format", "json"], capture_output=True, text=True, cwd=ROOT,
+                       env=env, timeout=600)
+    assert p.returncode in (0, 1), p.stderr
+    rep = json.loads(out.read_text())
+    rep.pop("created_at")
+    return rep
+
+
+def _targets() -> list[tuple[str, Path, Path]]:
+    out = [("sample_data", SAMPLE, SAMPLE / "datacheck.toml")]
+    if CASES.is_dir():
+        out += [(c.name, c / "data", c / "datacheck.toml") for c in sorted(CASES.iterdir())
+                if (c / "expect.json").exists()]
+    return out
+
+
+@pytest.mark.parametrize("name,data,config", _targets(), ids=[t[0] for t in _targets()])
+def test_report_in_batches_of_7_rows_equals_one_batch(tmp_path, name, data, config):
+    whole = _cli_report(tmp_path, data, config, None, "whole")
+    batched = _cli_report(tmp_path, data, config, 7, "batched")
+    assert batched == whole
+
+
+# ------------------------------------------------------------------ property: random frames, random cuts
+
+CONFIG = {
+    "tokens": {"vocab_size": 50, "pad_token_id": 0, "eos_token_id": 2, "max_seq_len": 5},
+    "labels": {"num_classes": 3, "ignore_index": -100},
+    "numeric": {"compute_dtype": "fp16"},
+    "dup": {"near": True},
+}
+
+ids = st.lists(st.integers(-2, 60), max_size=8)
+rows_st = st.fixed_dictionaries({
+    "text": st.sampled_from(["a", "b", "", "hello world again", "hello world agaim", None]),
+    "input_ids": st.one_of(st.none(), ids),
+    "label": st.one_of(st.none(), st.integers(-1, 4)),
+    "target": st.one_of(st.none(), st.just(float("nan")), st.floats(-1e5, 1e5)),
+})
+
+
+def _frame(rows: list[dict]) -> pl.DataFrame:
+    masks, labels = [], []
+    for r in rows:
+        x = r["input_ids"]
+        masks.append(None if x is None else [1 if (i + len(x)) % 4 else 0 for i in range(len(x))])
+        labels.append(None if x is None else [(-100 if i % 3 == 0 else v) for i, v in enumerate(x)])
+    return pl.DataFrame({
+        "text": [r["text"] for r in rows],
+        "input_ids": pl.Series([r["input_ids"] for r in rows], dtype=pl.List(pl.Int64)),
+        "attention_mask": pl.Series(masks, dtype=pl.List(pl.Int64)),
+        "labels": pl.Series(labels, dtype=pl.List(pl.Int64)),
+        "label": pl.Series([r["label"] for r in rows], dtype=pl.Int64),
+        "target": pl.Series([r["target"] for r in rows], dtype=pl.Float64),
+    })
+
+
+def shard_result(path: Path, config: dict):
+    """Audit the parquet file ``path`` as written (its row groups kept), every failing row kept."""
+    chash, size = hash_file(path)
+    return audit_shard(DiscoveredShard(path=path, rel=path.name, format="parquet"), config_from_dict(config),
+                       chash, size, keep_rows=True)
+
+
+def _same_payload(a: object, b: object) -> None:
+    if isinstance(a, pl.DataFrame):
+        assert isinstance(b, pl.DataFrame) and a.equals(b)
+    elif isinstance(a, pl.Series):
+        assert isinstance(b, pl.Series) and a.equals(b)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys()
+        for k in a:
+            _same_payload(a[k], b[k])
+    elif isinstance(a, np.ndarray):
+        assert np.array_equal(a, b)  # type: ignore[arg-type]
+    else:
+        assert a == b
+
+
+def _same_result(one, many) -> None:
+    assert many.rows == one.rows
+    assert [f.to_dict() for f in many.findings] == [f.to_dict() for f in one.findings]
+    assert many.skipped == one.skipped
+    assert many.failing_rows == one.failing_rows
+    s1, s2 = dict(one.stats), dict(many.stats)
+    for k in [k for k in s1 if k.startswith("targets.")]:  # pooled mean/std: floating point, rel 1e-9
+        a, b = s1.pop(k), s2.pop(k)
+        assert a["count"] == b["count"]
+        for f in ("mean", "std"):
+            assert (a[f] is None) == (b[f] is None)
+            if a[f] is not None:
+                assert math.isclose(a[f], b[f], rel_tol=1e-9, abs_tol=1e-9), (k, f, a[f], b[f])
+    assert s2 == s1
+    assert one.payload.keys() == many.payload.keys()
+    for k in one.payload:
+        _same_payload(one.payload[k], many.payload[k])
+
+
+@settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(rows_st, min_size=1, max_size=30), cut=st.integers(1, 9), group=st.integers(1, 12),
+       cross=st.booleans())
+def test_random_frames_cut_at_random_batches_equal_whole(rows, cut, group, cross):
+    df = _frame(rows)
+    cfg = config_from_dict(CONFIG)
+    with batch_rows(None):
+        one = audit_frame(df, cfg, keep_rows=True, cross_shard=cross)
+    with batch_rows(cut):
+        many = audit_frame(df, cfg, keep_rows=True, cross_shard=cross)
+    _same_result(one, many)
+    # the parquet path (pyarrow record batches across row groups of `group` rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "shard.parquet"
+        pq.write_table(df.to_arrow(), path, row_group_size=group)
+        with batch_rows(None):
+            one_f = shard_result(path, CONFIG)
+        with batch_rows(cut):
+            many_f = shard_result(path, CONFIG)
+    _same_result(one_f, many_f)
+
+
+def test_batches_are_really_used(monkeypatch):
+    calls: list[int] = []
+    real = engine._run_batch
+
+    def spy(lf, *a, **k):
+        out = real(lf, *a, **k)
+        calls.append(out.n)
+        return out
+
+    monkeypatch.setattr(engine, "_run_batch", spy)
+    df = _frame([{"text": "a", "input_ids": [1, 2, 3], "label": 1, "target": 1.0}] * 20)
+    cfg = config_from_dict(CONFIG)
+    with batch_rows(7):
+        res = audit_frame(df, cfg, keep_rows=True)
+    assert calls == [7, 7, 6]
+    dup = next(f for f in res.findings if f.check == "dup.exact_in_shard")
+    assert dup.count == 19 and list(dup.rows[:3]) == [1, 2, 3]
+    calls.clear()
+    with batch_rows(None):
+        audit_frame(df, cfg)
+    assert calls == [20]
+
+
+def test_parquet_batches_keep_the_dtypes_of_the_one_read(tmp_path):
+    """Fixed-size lists, dictionary-encoded text and an all-null role column come out of the pyarrow
+    batches with the dtypes of the one-batch read (List, String, the role's dtype)."""
+    n = 23
+    table = pa.table({
+        "input_ids": pa.array([[i % 50, 1, 2, 3] for i in range(n)], type=pa.list_(pa.int64(), 4)),
+        "text": pa.array(["x" if i % 5 else "y" for i in range(n)]).dictionary_encode(),
+        "labels": pa.array([None] * n, type=pa.null()),
+    })
+    pq.write_table(table, tmp_path / "shard.parquet", row_group_size=5)
+    with batch_rows(None):
+        one = shard_result(tmp_path / "shard.parquet", CONFIG)
+    with batch_rows(4):
+        many = shard_result(tmp_path / "shard.parquet", CONFIG)
+    assert one.readable and one.rows == n
+    assert many.columns == one.columns
+    _same_result(one, many)
+
+
+def test_bad_batch_rows_variable_is_an_error_naming_it():
+    with batch_rows(0), pytest.raises(ValueError, match=ENV_BATCH_ROWS):
+        forced_batch_rows()
+
+
+def test_columns_the_read_path_makes_are_batched_from_the_opened_frame(tmp_path):
+    """An Alpaca parquet shard: the read path derives `messages` (not in the file), so batches come
+    from the opened frame, not from pyarrow over the file: same findings as one batch."""
+    n = 11
+    pq.write_table(pa.table({
+        "instruction": [f"q{i}" for i in range(n)],
+        "input": ["" if i % 2 else "ctx" for i in range(n)],
+        "output": ["" if i == 4 else f"a{i}" for i in range(n)],
+    }), tmp_path / "alpaca.parquet", row_group_size=3)
+    with batch_rows(None):
+        one = shard_result(tmp_path / "alpaca.parquet", {})
+    with batch_rows(2):
+        many = shard_result(tmp_path / "alpaca.parquet", {})
+    assert one.readable and one.rows == n
+    assert "sft.empty_turn" in {f.check for f in one.findings}
+    _same_result(one, many)
