@@ -40,7 +40,8 @@ def test_byte_progress_knows_the_total_before_the_first_shard(tmp_path, workers)
 
 @pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux script(1) for a pseudo-terminal")
 def test_bar_on_one_shard_shows_its_size_and_name(tmp_path):
-    shard = tmp_path / "big.parquet"
+    (tmp_path / "data").mkdir()
+    shard = tmp_path / "data" / "big.parquet"  # the report folder must not sit beside an audited file
     pl.DataFrame({"text": [f"hello {i}" for i in range(50_000)]}).write_parquet(shard)
     kb = shard.stat().st_size / 1000
     cmd = f"{sys.executable} -m datacheck audit {shard} --no-cache --report-dir {tmp_path / 'r'}"
