@@ -45,7 +45,9 @@ def test_chat_sft(tmp_path):
     flat = pl.DataFrame({"messages": ["user: hi\nassistant: hello"]})
     assert summary(audit(write(tmp_path / "f", flat, "flat.parquet"), "chat_sft")) == {
         ("schema.dtype", "messages", 0, ())}  # a string, not a list of turns
-    none = pl.DataFrame({"instruction": ["x"], "output": ["y"]})
+    alpaca = pl.DataFrame({"instruction": ["x"], "output": ["y"]})  # the read path derives its messages
+    assert summary(audit(write(tmp_path / "a", alpaca, "a.parquet"), "chat_sft")) == set()
+    none = pl.DataFrame({"text": ["x"], "output": ["y"]})
     assert summary(audit(write(tmp_path / "n", none, "n.parquet"), "chat_sft")) == {
         ("schema.missing_column", "^(messages|conversations)$", 0, ())}
 
