@@ -247,7 +247,8 @@ def audit(
                            executor=executor, ray_address=ray_address)
     if cache is not None and prune_cache:
         cache.prune()
-    return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
+    # shards in an object store: the dataset checks get no root (they read no local file there)
+    return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root, temp_files=disc.temp_files, fail_on=fail_on,
                          index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
                          shard_lists=disc.shard_lists(),
                          allow_check_errors=allow_check_errors)

@@ -11,6 +11,7 @@ from datacheck.contracts import load_contract
 from datacheck.execute.cache import ShardCache
 from datacheck.io.dataindex import DataIndex, read_index, resolve_index_path
 from datacheck.io.discover import Discovery, discover
+from datacheck.io.stores import is_url
 from datacheck.model.config import DEFAULT_CONFIG_NAME, Config, config_from_dict, load_config
 from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import UsageError
@@ -24,7 +25,8 @@ def resolve_config_path(given: str | Path | None, paths: Iterable[str | Path]) -
     Order: ``given`` (``--config``); else ``./datacheck.toml`` in the working folder; else, when all
     ``paths`` lie in one folder (one folder PATH, or files of one folder), ``datacheck.toml`` in that
     folder, then in its parent (a case folder with ``data/`` inside: the config travels with the
-    data); else None (the defaults). Globs count by the folder before their first wildcard.
+    data); else None (the defaults). Globs count by the folder before their first wildcard. A URL PATH
+    (an object store) is never searched for a config: it comes from ``--config`` or ``./datacheck.toml``.
 
     Args:
         given: the ``--config`` value, or None.
@@ -39,6 +41,8 @@ def resolve_config_path(given: str | Path | None, paths: Iterable[str | Path]) -
         return DEFAULT_CONFIG_NAME
     folders = set()
     for arg in (str(p) for p in paths):
+        if is_url(arg):  # a config is never read from an object store: --config or ./datacheck.toml
+            return None
         if any(ch in arg for ch in "*?["):
             cut = min(arg.index(ch) for ch in "*?[" if ch in arg)
             base = arg[:cut]
