@@ -158,3 +158,38 @@ def _local_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     r = cli("index", "build", str(SAMPLE / "cls_clean"), "--config", str(CONFIG), "-o", str(out), monkeypatch=monkeypatch)
     assert r.returncode == 0, r.stderr
     return out.read_text()
+
+
+def test_plan_reads_s3(sample_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    (tmp_path / "batch.toml").write_text("[batch]\nbatch_size = 4\nshuffle = false\n")
+    runs = {}
+    for name, where in (("s3", sample_url + "/lm_clean"), ("local", str(SAMPLE / "lm_clean"))):
+        r = cli("plan", where, "--config", str(tmp_path / "batch.toml"), "--step", "1", "--format", "json",
+                monkeypatch=monkeypatch)
+        assert r.returncode == 0, r.stderr
+        runs[name] = json.loads(r.stdout)["result"]
+    assert runs["s3"]["plan"]["rows"] == runs["local"]["plan"]["rows"] == 32
+    assert [(x["shard"], x["row"]) for x in runs["s3"]["step"]["rows"]] == \
+        [(x["shard"], x["row"]) for x in runs["local"]["step"]["rows"]] == [("train-00000-of-00002.parquet", i)
+                                                                           for i in range(4, 8)]
+
+
+def test_store_retries_setting(sample_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datacheck.model.errors import UsageError
+
+    monkeypatch.setenv("DATACHECK_STORE_RETRIES", "7")
+    fs, _ = filesystem(sample_url)
+    assert fs.retries == 7
+    monkeypatch.setenv("DATACHECK_STORE_RETRIES", "none")
+    with pytest.raises(UsageError, match="DATACHECK_STORE_RETRIES"):
+        filesystem(sample_url)
+
+
+def test_mixed_local_and_url_paths_are_usage_errors(sample_url: str) -> None:
+    from datacheck.model.errors import UsageError
+
+    with pytest.raises(UsageError, match="separate runs"):
+        discover([sample_url, str(SAMPLE)], "auto")
+    with pytest.raises(UsageError, match="no such object or prefix"):
+        discover(["s3://datasets/nothing-here"], "auto")
