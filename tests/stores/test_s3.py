@@ -193,3 +193,33 @@ def test_mixed_local_and_url_paths_are_usage_errors(sample_url: str) -> None:
         discover([sample_url, str(SAMPLE)], "auto")
     with pytest.raises(UsageError, match="no such object or prefix"):
         discover(["s3://datasets/nothing-here"], "auto")
+
+
+def test_read_failing_halfway_is_retried_then_unreadable(sample_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GET whose body is cut off (``IncompleteRead``, what a connection reset mid-download raises) is
+    retried by s3fs; when every attempt fails the shard is ``decode.unreadable`` naming the URL."""
+    import s3fs.core as core
+
+    real = core.S3FileSystem._call_s3
+    left = {"n": 0, "seen": 0}
+
+    async def flaky(self, method, *args, **kwargs):
+        if method == "get_object":
+            left["seen"] += 1
+            if left["n"] > 0:
+                left["n"] -= 1
+                raise core.IncompleteRead(0, 4096)  # 0 of 4096 bytes arrived
+        return await real(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(core.S3FileSystem, "_call_s3", flaky)
+    monkeypatch.setenv("DATACHECK_STORE_RETRIES", "3")
+    cfg = load_config(CONFIG)
+    url = sample_url + "/lm_clean/train-00000-of-00002.parquet"
+    left["n"] = 2  # two cut reads, then the third attempt succeeds
+    (ok,) = audit_shards(discover([url], "auto"), cfg, workers=1)
+    assert ok.rows == 16 and not ok.findings and left["n"] == 0, [f.message for f in ok.findings]
+    left["n"], left["seen"] = 10**6, 0  # the store keeps cutting every read
+    (bad,) = audit_shards(discover([url], "auto"), cfg, workers=1)
+    (f,) = [f for f in bad.findings if f.check == "decode.unreadable"]
+    assert bad.rows is None and url in f.message and "retries" in f.message
+    assert left["seen"] >= 3  # every read was attempted 3 times before giving up
