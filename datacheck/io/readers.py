@@ -624,7 +624,7 @@ def _open_remote(url: str, fmt: str, dataset_cfg, max_examples: int, string_colu
                 fs.get_file(src, str(dst))
             except _READ_ERRORS as exc:
                 raise Unreadable(_store_reason(url if src == path else src, exc)) from None
-        data = open_shard(local, fmt, dataset_cfg, max_examples, string_columns)
+        data = _open_local(local, fmt, dataset_cfg, max_examples, string_columns)
         try:
             data.lf = data.lf.collect().lazy()  # the copy is deleted when this block ends
         except _READ_ERRORS as exc:
@@ -646,7 +646,11 @@ def open_shard(path: Path | str, fmt: str, dataset_cfg, max_examples: int,
     """
     if isinstance(path, str) and is_url(path):
         return _normalize(_open_remote(path, fmt, dataset_cfg, max_examples, string_columns))
-    path = Path(path)
+    return _open_local(Path(path), fmt, dataset_cfg, max_examples, string_columns)
+
+
+def _open_local(path: Path, fmt: str, dataset_cfg, max_examples: int, string_columns: tuple[str, ...]) -> ShardData:
+    """:func:`open_shard` for a local file."""
     if fmt == "parquet":
         return _normalize(_read_parquet(path))
     if fmt == "arrow":

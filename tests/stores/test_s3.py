@@ -74,6 +74,10 @@ def test_audit_s3_equals_local(sample_url: str, monkeypatch: pytest.MonkeyPatch)
         if s["content_hash"]:
             assert s["content_hash"] == "md5:" + hashlib.md5((SAMPLE / s["path"]).read_bytes()).hexdigest()
     assert {s["path"] for s in remote.to_dict()["shards"]} == {s["path"] for s in local.to_dict()["shards"]}
+    import jsonschema  # the report with store hashes is valid against the published schema
+
+    schema = json.loads((ROOT / "schemas" / "report.schema.json").read_text())
+    jsonschema.validate(json.loads(remote.to_json()), schema)
     # store checksums off: the bytes are hashed streaming and every content hash equals the local one
     monkeypatch.setenv("DATACHECK_STORE_CHECKSUMS", "0")
     hashed = audit([sample_url], cfg, workers=1, config_path=None)
