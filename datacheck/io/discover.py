@@ -421,7 +421,7 @@ def _discover_urls(urls: list[str], forced_format: str) -> Discovery:
         root = root.rpartition("/")[0]
     disc = Discovery(root=Path(join_url(scheme, root)), url_root=join_url(scheme, root))
     seen: set[str] = set()
-    for fs, _scheme, _root, files, named in listed:
+    for fs, _scheme, _root, files, _named in listed:
         names = set(files)
         for key in sorted(files):
             if key in seen:
