@@ -33,7 +33,7 @@ def test_text_view(tmp_path):
     assert sk.startswith("  labels.null, labels.out_of_range") and sk.endswith("(1 shard: c.parquet)")
     md = render_markdown(report)
     assert "(1 shard: c.parquet)" in md
-    assert "| `z.parquet` | unreadable | fail | `decode.unreadable` | error **(fails)** | - |" in md
+    assert "| `z.parquet` | unreadable | fail | `decode.unreadable` |  | error **(fails)** | - |" in md
 
 
 def test_many_shards_are_shortened(tmp_path):

@@ -48,6 +48,8 @@ SHARD_KEYS = {"path", "content_hash", "bytes", "rows", "status", "format", "find
 FINDING_KEYS = {"check", "severity", "message", "column", "count", "ratio", "rows", "lines", "examples", "details",
                 "fails_policy"}
 DATASET_FINDING_KEYS = FINDING_KEYS | {"shards"}
+#: Only when more rows fail than the finding lists (``rows``/``lines``/``examples`` hold the first max_examples).
+FINDING_OPTIONAL_KEYS = {"rows_truncated"}
 EXAMPLE_KEYS = {"row", "value"}
 EXAMPLE_OPTIONAL_KEYS = {"line", "byte_offset"}
 SKIPPED_KEYS = {"check", "reason", "shards"}
@@ -144,8 +146,10 @@ def test_schema_pins_the_keys(schema):
     assert set(schema["properties"]["part"]["required"]) == set(schema["properties"]["part"]["properties"]) == PART_KEYS
     assert set(schema["properties"]["summary"]["required"]) == SUMMARY_KEYS
     assert set(d["shard"]["required"]) == set(d["shard"]["properties"]) == SHARD_KEYS
-    assert set(d["shardFinding"]["required"]) == set(d["shardFinding"]["properties"]) == FINDING_KEYS
-    assert set(d["datasetFinding"]["required"]) == set(d["datasetFinding"]["properties"]) == DATASET_FINDING_KEYS
+    assert set(d["shardFinding"]["required"]) == FINDING_KEYS
+    assert set(d["shardFinding"]["properties"]) == FINDING_KEYS | FINDING_OPTIONAL_KEYS
+    assert set(d["datasetFinding"]["required"]) == DATASET_FINDING_KEYS
+    assert set(d["datasetFinding"]["properties"]) == DATASET_FINDING_KEYS | FINDING_OPTIONAL_KEYS
     assert set(d["example"]["required"]) == EXAMPLE_KEYS
     assert set(d["example"]["properties"]) == EXAMPLE_KEYS | EXAMPLE_OPTIONAL_KEYS
     assert set(d["skipped"]["required"]) == SKIPPED_KEYS
@@ -220,11 +224,11 @@ def test_report_keys_are_pinned(sample):
     for s in report["shards"]:
         assert set(s) == SHARD_KEYS
         for f in s["findings"]:
-            assert set(f) == FINDING_KEYS
+            assert FINDING_KEYS <= set(f) <= FINDING_KEYS | FINDING_OPTIONAL_KEYS
             for e in f["examples"]:
                 assert EXAMPLE_KEYS <= set(e) <= EXAMPLE_KEYS | EXAMPLE_OPTIONAL_KEYS
     for f in report["findings"]:
-        assert set(f) == DATASET_FINDING_KEYS
+        assert DATASET_FINDING_KEYS <= set(f) <= DATASET_FINDING_KEYS | FINDING_OPTIONAL_KEYS
     for k in report["skipped"]:
         assert set(k) == SKIPPED_KEYS
     for i in report["ignored"]:

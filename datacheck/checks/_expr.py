@@ -8,7 +8,7 @@ import polars as pl
 from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT
 from datacheck.model.roles import inner_dtype, is_list
 
-__all__ = ["flat_list", "any_element", "count_elements", "first_bad", "value_counts", "is_int", "is_numeric", "int_max"]
+__all__ = ["struct_float_fields", "flat_list", "any_element", "count_elements", "first_bad", "value_counts", "is_int", "is_numeric", "int_max"]
 
 Pred = Callable[[pl.Expr], pl.Expr]
 
@@ -26,6 +26,33 @@ def flat_list(col: str, dtype: pl.DataType) -> pl.Expr:
     for _ in range(depth - 1):
         e = e.list.eval(pl.element().explode())
     return e
+
+
+def _float_leaves(t: pl.DataType, path: str, in_struct: bool) -> list[tuple[str, Callable[[pl.Expr], pl.Expr], bool]]:
+    """(path, f, scalar) for every float leaf of ``t`` under a struct: ``f`` maps an expression of
+    dtype ``t`` to the leaf's values (a scalar when ``scalar``, else a flat list)."""
+    if t.is_float():
+        return [(path, lambda e: e, True)] if in_struct else []
+    out: list[tuple[str, Callable[[pl.Expr], pl.Expr], bool]] = []
+    if isinstance(t, pl.Struct):
+        for f in t.fields:
+            for p, fn, sc in _float_leaves(f.dtype, f"{path}.{f.name}", True):
+                out.append((p, lambda e, fn=fn, n=f.name: fn(e.struct.field(n)), sc))
+    elif isinstance(t, (pl.List, pl.Array)):
+        for p, fn, sc in _float_leaves(t.inner, f"{path}[]", in_struct):  # type: ignore[arg-type]
+            if sc:
+                out.append((p, lambda e, fn=fn: e.list.eval(fn(pl.element())), False))
+            else:
+                out.append((p, lambda e, fn=fn: e.list.eval(fn(pl.element()).explode()), False))
+    return out
+
+
+def struct_float_fields(col: str, dtype: pl.DataType) -> list[tuple[str, pl.Expr, bool]]:
+    """Float fields inside structs of ``col`` (e.g. ``messages[].loss_weight`` of a chat column,
+    List(Struct{role, content, loss_weight: Float64})): ``(path, values, scalar)`` per field, where
+    ``values`` is per row the field's value (``scalar``) or a flat list of its values at any depth."""
+    return [(p, fn(pl.col(col) if not isinstance(dtype, pl.Array) else pl.col(col).arr.to_list()), sc)
+            for p, fn, sc in _float_leaves(dtype, col, False)]
 
 
 def any_element(col: str, dtype: pl.DataType, pred: Pred) -> pl.Expr:

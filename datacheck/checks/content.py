@@ -13,6 +13,7 @@ import polars as pl
 from datacheck.checks._pos import nxt
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, check
+from datacheck.model.roles import inner_dtype
 
 __all__ = ["periodic_tokens", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
 
@@ -63,17 +64,7 @@ def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     ids = ctx.roles.input_ids
     full = positions_view(ctx)
     mask = ctx.roles.attention_mask if ctx.roles.attention_mask in full.cols else None
-    # Necessary condition, per row with list kernels: a run of 32 repeats of a period p covers 32p
-    # attended positions holding at most p distinct ids, so the row's attended ids have at most
-    # attended - 31 distinct values. Only such rows are exploded for the rolling windows; on
-    # ordinary token rows that is none.
-    if mask is None:
-        cand = pl.col(ids).list.n_unique() <= pl.col(ids).list.len() - (MIN_REPEATS - 1)
-    else:  # distinct ids among the attended positions (mask 1), by list kernels
-        k = pl.len() // 2
-        both = pl.concat_list([pl.col(mask).cast(pl.List(pl.Int64)), pl.col(ids).cast(pl.List(pl.Int64))])
-        distinct = both.list.eval(pl.element().slice(k, k).filter(pl.element().slice(0, k) == 1).n_unique()).list.first()
-        cand = distinct <= pl.col(mask).list.sum() - (MIN_REPEATS - 1)
+    cand = _candidates(ctx, ids, mask)
     view = FlatView(key=full.key + "|periodic-candidates", cols=full.cols,
                     where=cand if full.where is None else (full.where & cand))
     hits = [_eq(ids, p, mask).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
@@ -84,6 +75,29 @@ def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
         details={"runs": _runs_detail(ids, mask)},
         message=lambda n, d: _message(n, d),
     )
+
+
+def _candidates(ctx: ShardContext, ids: str, mask: str | None) -> pl.Expr:
+    """Per row, by list kernels (no explode): False where no run can exist, so only the other rows
+    are exploded for the rolling windows. A run of 32 repeats of a period ``p`` covers ``32 p``
+    attended positions holding at most ``p`` distinct ids, so the row's attended ids have at most
+    ``attended - 31`` distinct values. With a mask, ``input_ids * attention_mask`` maps every
+    padding position to 0 and keeps the attended ids (an attended 0 may merge with it: fewer
+    distinct values, never more), so ``n_unique(ids * mask) - [some position has mask 0]`` is at
+    most the distinct attended ids: rows where it exceeds ``attended - 31`` cannot hold a run. On
+    ordinary token rows that is every row. (The view leaves out rows whose lengths differ or whose
+    mask is not binary; they are null here.) A null id counts as one more value, as in the view."""
+    x = pl.col(ids)
+    if mask is None:
+        return x.list.n_unique() <= x.list.len() - (MIN_REPEATS - 1)
+    m = pl.col(mask)
+    if not inner_dtype(ctx.schema[mask]).is_integer():  # boolean, or a float mask that is 0/1 (else not in the view)
+        m = m.cast(pl.List(pl.Int8), strict=False)
+    masked = pl.when(x.list.len() == m.list.len()).then(x) * m
+    # the padding adds at most one value (0), and a null id at a padding position one more (null)
+    extra = ((m.list.min() == 0).fill_null(False).cast(pl.Int64)
+             + (x.list.count_matches(None) > 0).fill_null(False).cast(pl.Int64))
+    return masked.list.n_unique().cast(pl.Int64) - extra <= m.list.sum().cast(pl.Int64) - (MIN_REPEATS - 1)
 
 
 def _message(n: int, d: dict) -> str:

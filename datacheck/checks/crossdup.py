@@ -34,12 +34,14 @@ such a value (candidates) are gathered with shard, row, full hash and label, and
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 import polars as pl
 
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, measure
+from datacheck.io.discover import declared_splits
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
 
@@ -256,6 +258,7 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     yield Finding(
         check="dup.exact_across_shards", severity="warn", count=hits.height,
         ratio=hits.height / total if total else None, shards=tuple(involved), examples=examples,
+        rows_truncated=hits.height > len(examples),
         message=(f"{hits.height} row(s) repeat a row of an earlier shard exactly (content: "
                  f"{', '.join(cols + (['label'] if 'label' in keys else []))}); these samples are seen "
                  "more than once per epoch"),
@@ -323,7 +326,7 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     total_rows = int(c.join(groups.select("hash"), on="hash").height)
     yield Finding(
         check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
-        shards=tuple(involved), examples=examples,
+        shards=tuple(involved), examples=examples, rows_truncated=total_rows > len(examples),
         message=(f"{groups.height} distinct content(s) ({total_rows} rows) occur with more than one label "
                  f"in {label_col!r} (content: {', '.join(_content_columns(shards))}): label noise"),
         details={"rows": total_rows,
@@ -435,7 +438,10 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                     comparisons.append((name, train, shards, cand, by_split[name], by_split[train]))
     if not comparisons:
         if against is None and not dctx.cfg.splits:
-            yield Skipped("dup.split_overlap", "no [splits] in the config and no --against dataset")
+            root = getattr(dctx, "root", None)
+            unused = declared_splits(Path(root), list(dctx.shard_lists))[1] if root is not None else []
+            yield Skipped("dup.split_overlap", "no [splits] in the config and no --against dataset" + (
+                f" ({unused[0][1]})" if unused else ""))
         return
     for name, train, sh, c, test_idx, train_idx in comparisons:
         side = "the --against dataset" if train == "against" else f"split {train!r}"
@@ -463,6 +469,7 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                      f"{', '.join(_content_columns([sh[i] for i in test_idx]))}; label excluded): leakage, "
                      "evaluation is optimistic"),
             details={"split": name, "train_split": train, "per_shard": per_shard, "examples": examples},
+            rows_truncated=count > len(examples),
         )
 
 

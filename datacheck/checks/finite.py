@@ -9,7 +9,7 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import any_element, count_elements, first_bad, flat_list
+from datacheck.checks._expr import any_element, count_elements, first_bad, flat_list, struct_float_fields
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
 from datacheck.model.constants import BF16_MAX, FP16_MAX, FP32_MAX
 from datacheck.model.roles import inner_dtype
@@ -43,10 +43,30 @@ def _float_columns(ctx: ShardContext) -> Iterable[tuple[str, pl.DataType, pl.Dat
             yield col, t, inner
 
 
+def _struct_fields(ctx: ShardContext, cid: str, pred, what: str) -> Iterable[RowCheck]:
+    """The ``finite.*`` rule ``pred`` on float fields inside structs (any depth of lists and
+    structs, e.g. a chat column's per-turn ``loss_weight``): one RowCheck per field path, on the
+    column; the example gives the path, the 0-based element and the value."""
+    for col, t in ctx.schema.items():
+        for path, vals, scalar in struct_float_fields(col, t):
+            if scalar:
+                fails, count, pos = pred(vals), pred(vals).sum(), pl.lit(0)
+            else:
+                fails = vals.list.eval(pred(pl.element())).list.any()
+                count = vals.list.eval(pred(pl.element()).cast(pl.UInt32)).list.sum().sum()
+                pos = vals.list.eval(pl.arg_where(pred(pl.element())).first()).list.first()
+            yield RowCheck(
+                check=cid, column=col, fails=fails, example=pl.format("{} element {}", pl.lit(path), pos),
+                details={"values": count},
+                message=lambda n, d, p=path: f"{n} row(s) hold {what} in {p!r} ({d.get('values', n)} value(s))",
+            )
+
+
 @check("finite.nan")
 def finite_nan(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``finite.nan``: a row fails when its float value (or any element of its float list) is NaN.
-    Nulls are not NaN here (a null float is reported by the null/schema checks)."""
+    """``finite.nan``: a row fails when its float value (or any element of its float list, or a
+    float field inside its structs, e.g. ``messages[].loss_weight``) is NaN. Nulls are not NaN here
+    (a null float is reported by the null/schema checks)."""
     nan = lambda x: x.is_nan()  # noqa: E731
     for col, t, _inner in _float_columns(ctx):
         yield RowCheck(
@@ -54,11 +74,13 @@ def finite_nan(ctx: ShardContext) -> Iterable[ShardItem]:
             example=first_bad(col, t, nan), details={"values": count_elements(col, t, nan)},
             message=lambda n, d, c=col: f"{n} row(s) hold NaN in {c!r} ({d.get('values', n)} value(s)); the loss will be NaN",
         )
+    yield from _struct_fields(ctx, "finite.nan", nan, "NaN")
 
 
 @check("finite.inf")
 def finite_inf(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``finite.inf``: a row fails when its float value (or any list element) is +inf or -inf."""
+    """``finite.inf``: a row fails when its float value (or any list element, or a float field
+    inside its structs) is +inf or -inf."""
     inf = lambda x: x.is_infinite()  # noqa: E731
     for col, t, _inner in _float_columns(ctx):
         yield RowCheck(
@@ -66,6 +88,7 @@ def finite_inf(ctx: ShardContext) -> Iterable[ShardItem]:
             example=first_bad(col, t, inf), details={"values": count_elements(col, t, inf)},
             message=lambda n, d, c=col: f"{n} row(s) hold +/-inf in {c!r} ({d.get('values', n)} value(s))",
         )
+    yield from _struct_fields(ctx, "finite.inf", inf, "+/-inf")
 
 
 @check("finite.fp16_overflow")

@@ -19,10 +19,12 @@ from datacheck.io.dataindex import (
     shipped_files,
     shipped_lists,
 )
+from datacheck.io.discover import declared_splits
+from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["numbering_gap", "temp_files", "duplicate_shards", "committed_index", "shipped_index", "empty_shard",
-           "index_items", "SHARD_NAME"]
+           "index_items", "dataset_dict_items", "SHARD_NAME"]
 
 #: ``NAME-00002-of-00005.ext`` (Hugging Face / Megatron style shard names)
 SHARD_NAME = re.compile(r"^(?P<prefix>.*?)-?(?P<i>\d+)-of-(?P<n>\d+)(?P<suffix>(\.[^/]*)?)$")
@@ -140,8 +142,9 @@ def committed_index(dctx: Any) -> Iterable[Finding | Skipped]:
     committed ``[dataset] index`` (read and validated before any shard; see :mod:`datacheck.io.dataindex`)."""
 
     idx = getattr(dctx, "index", None)
-    if idx is None and dctx.cfg.dataset.index is not None and dctx.root is not None:
-        idx = read_index(resolve_index_path(dctx.cfg.dataset.index, dctx.root), dctx.root)
+    index_file = dctx.cfg.index_file()
+    if idx is None and index_file is not None and dctx.root is not None:
+        idx = read_index(resolve_index_path(index_file, dctx.root), dctx.root)
     if idx is None:
         return
     actual = [(s.path, s.content_hash, s.bytes, s.rows) for s in dctx.shards]
@@ -156,7 +159,9 @@ def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     root = Path(dctx.root)
     broken: list[tuple[str, str]] = []
-    lists = shipped_lists(root, [s.path for s in dctx.shards], found=dctx.shard_lists, broken=broken)
+    found = [p for p in dctx.shard_lists if p.rpartition("/")[2] != DATASET_DICT_NAME]
+    lists = shipped_lists(root, [s.path for s in dctx.shards], found=found, broken=broken)
+    yield from dataset_dict_items(dctx)
     for rel, reason in broken:
         yield Finding(
             check="index.missing_shard", severity="error", count=1, shards=(rel,),
@@ -170,6 +175,38 @@ def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
     files = shipped_files(root, lists)
     for lst in lists:
         yield from compare_shipped(lst, dctx.shards, files)
+
+
+def dataset_dict_items(dctx: Any) -> Iterable[Finding]:
+    """``index.missing_shard`` about a Hugging Face ``dataset_dict.json`` met by discovery: a split it
+    declares whose folder (with its ``state.json``) is absent, so ``load_from_disk`` fails and that
+    split's shards are missing; or a file that gives no splits (why: see
+    :func:`~datacheck.io.discover.declared_splits`). One finding per split or file, naming it."""
+    root = Path(dctx.root)
+    declared = {rel.rpartition("/")[0] for rel in dctx.shard_lists if rel.rpartition("/")[2] == DATASET_DICT_NAME}
+    if len(declared) != 1:  # none, or several DatasetDicts: dup.split_overlap's skipped entry says why
+        return
+    splits, problems = declared_splits(root, list(dctx.shard_lists))
+    for rel, reason in problems:
+        yield Finding(
+            check="index.missing_shard", severity="error", count=1, shards=(rel,),
+            message=(f"{rel} (a DatasetDict split list) cannot be used: {reason}; the splits it declares were not "
+                     "assigned, so leakage between them is not measured"),
+            details={"index": rel, "broken": reason},
+        )
+    (folder,) = declared
+    for name in splits:
+        split_rel = f"{folder}/{name}" if folder else name
+        if (root / split_rel / STATE_NAME).is_file():
+            continue
+        where = f"{folder}/{DATASET_DICT_NAME}" if folder else DATASET_DICT_NAME
+        yield Finding(
+            check="index.missing_shard", severity="error", count=1, shards=(where,),
+            message=(f"{where} declares the split {name!r}, but {split_rel}/{STATE_NAME} is not on disk: "
+                     "datasets.load_from_disk fails and that split's shards are missing. Restore the split "
+                     f"folder or remove {name!r} from the file"),
+            details={"index": where, "split": name, "missing": f"{split_rel}/{STATE_NAME}"},
+        )
 
 
 def index_items(dctx: Any) -> list[Finding | Skipped]:

@@ -395,7 +395,7 @@ def near_duplicate(dctx: Any) -> Iterable[Finding | Skipped]:
     span = f"; {spanning} cluster(s) span splits (leakage)" if splits else ""
     yield Finding(
         check="dup.near_duplicate", severity="warn", count=count, ratio=count / total if total else None,
-        shards=tuple(sorted(involved)), examples=tuple(examples),
+        shards=tuple(sorted(involved)), examples=tuple(examples), rows_truncated=count > len(examples),
         message=(f"{count} row(s) are near-duplicates (estimated Jaccard similarity of 5-gram shingles >= "
                  f"{threshold:g}) of another row, in {per.height} cluster(s){span}"),
         details={"threshold": threshold, "num_perm": NUM_PERM, "bands": bands, "rows_per_band": r,

@@ -11,9 +11,9 @@ from typing import Iterable
 
 import polars as pl
 
-from datacheck.checks._pos import ROW, nxt
+from datacheck.checks._pos import nxt
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import FlatView, RowAgg, RowCheck, ShardContext, ShardItem, check
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
 
@@ -63,37 +63,67 @@ def shift_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     and ``same < 0.9`` (the labels are pre-shifted and the model shifts again: next-next-token
     prediction); with ``shifted = true`` when ``same >= 0.9`` and ``next < 0.9`` (the model learns to
     copy its input). Rows where both hold (e.g. one repeated token) are ambiguous and never fail.
-    Evaluated in the flat position view with running sums read at each row's end (no per-row window)."""
+    Only candidate rows are exploded (:func:`_shift_candidates`, list kernels: a necessary
+    condition); in their flat position view the four per-row counts are :class:`RowAgg` sums the
+    engine computes once per shard (no per-row window)."""
     r, ign, shifted = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.labels.shifted
     lab, ids = pl.col(r.labels), pl.col(r.input_ids)
-    view = positions_view(ctx)
+    full = positions_view(ctx)
+    cand = _shift_candidates(ctx, ign, shifted)
+    view = full if cand is None else FlatView(key=full.key + "|shift-candidates", cols=full.cols,
+                                              where=cand if full.where is None else (full.where & cand))
     sup = (lab != ign).fill_null(False)
     nx = nxt(ids)
     has_next = sup & nx.is_not_null()
-    m_next = (has_next & (lab == nx)).fill_null(False)
-    m_same = (sup & (lab == ids)).fill_null(False)
-    # Per-row sums without a window over __row (the view is sorted by row): running sums read at each
-    # row's last position, differenced. Rows left out of the view have one null position: sums 0.
-    last = (ROW != ROW.shift(-1)).fill_null(True)
-
-    def per_row(x: pl.Expr) -> pl.Expr:
-        at_end = x.cast(pl.UInt32).cum_sum().filter(last).cast(pl.Int64)
-        return at_end.diff().fill_null(at_end.first())
-
-    n_sup, n_has_next = per_row(sup), per_row(has_next)
-    p_next = pl.when(n_has_next > 0).then(per_row(m_next) / n_has_next)
-    p_same = pl.when(n_sup > 0).then(per_row(m_same) / n_sup)
+    aggs = (RowAgg("__shift_sup", sup), RowAgg("__shift_has_next", has_next),
+            RowAgg("__shift_next", (has_next & (lab == nx)).fill_null(False)),
+            RowAgg("__shift_same", (sup & (lab == ids)).fill_null(False)))
+    n_sup, n_has_next, n_next, n_same = (pl.col(a.name) for a in aggs)
+    p_next = pl.when(n_has_next > 0).then(n_next / n_has_next)
+    p_same = pl.when(n_sup > 0).then(n_same / n_sup)
     t = SHIFT_MATCH_SHARE
     wrong = (p_next >= t) & (p_same < t) if not shifted else (p_same >= t) & (p_next < t)
-    rows = ROW.filter(last).filter(wrong.fill_null(False)).cast(pl.UInt32)
     said = "true" if shifted else "false"
     found = "unshifted (labels[i] == input_ids[i])" if shifted else "already shifted (labels[i] == input_ids[i+1])"
     fix = ("set [labels] shifted = false, or shift the labels" if shifted
            else "set [labels] shifted = true if the trainer does not shift, else store unshifted labels")
     yield RowCheck(
-        check="labels.shift_mismatch", column=r.labels, fails=None, rows=rows, view=view,
+        check="labels.shift_mismatch", column=r.labels, fails=wrong, view=view, per_row=aggs,
         message=lambda n, d: (f"{n} row(s) have labels {found} on at least {t:.0%} of their supervised positions "
                               f"while [labels] shifted = {said}: the model learns "
                               f"{'to copy its input' if shifted else 'next-next-token prediction'}; {fix}"))
 
 
+def _exact_ints(dtype: pl.DataType) -> bool:
+    """A list of integers that Int64 holds exactly (every integer type but UInt64)."""
+    return isinstance(dtype, pl.List) and dtype.inner.is_integer() and dtype.inner != pl.UInt64
+
+
+def _shift_candidates(ctx: ShardContext, ign: int, shifted: bool) -> pl.Expr | None:
+    """Per row, by list kernels (no explode): False where ``labels.shift_mismatch`` cannot fire, so
+    only the other rows are exploded for the exact shares. None when no such bound is cheap (labels
+    or input_ids not a list of integers Int64 holds), then every row is checked exactly.
+
+    ``eq`` = positions with ``labels[i] == input_ids[i]`` (zeros of the list difference; rows whose
+    lengths differ are null: the view leaves them out anyway). The exact count of supervised
+    matches ``same`` lies in ``[eq - count(input_ids == ignore_index), eq]``, and ``sup`` (supervised
+    positions) is at most ``len - count(labels == ignore_index)`` and exactly that minus the null
+    labels. With ``shifted = false`` a row fails only if ``same / sup < 0.9``: rows whose lower bound
+    already reaches 0.9 cannot fail (ordinary unshifted labels are copies of input_ids: none is a
+    candidate). With ``shifted = true`` a row fails only if ``same / sup >= 0.9``: rows whose upper
+    bound stays below cannot fail."""
+    r = ctx.roles
+    if not (_exact_ints(ctx.schema[r.labels]) and _exact_ints(ctx.schema[r.input_ids])):
+        return None
+    lab = pl.col(r.labels).cast(pl.List(pl.Int64))
+    ids = pl.col(r.input_ids).cast(pl.List(pl.Int64))
+    same_len = lab.list.len() == ids.list.len()
+    eq = (pl.when(same_len).then(lab) - ids).list.count_matches(0).cast(pl.Int64)
+    n = lab.list.len().cast(pl.Int64)
+    n_ign = lab.list.count_matches(ign).cast(pl.Int64)
+    t = SHIFT_MATCH_SHARE
+    if not shifted:
+        low = eq - ids.list.count_matches(ign).cast(pl.Int64)
+        return ~(low / (n - n_ign) >= t).fill_null(False)
+    exact_sup = n - n_ign - lab.list.count_matches(None).cast(pl.Int64)
+    return (eq / exact_sup >= t).fill_null(True)

@@ -44,6 +44,7 @@ __all__ = [
     "ShardContext",
     "RowCheck",
     "FlatView",
+    "RowAgg",
     "Stat",
     "Payload",
     "AfterQuery",
@@ -100,15 +101,56 @@ class FlatView:
     cols: tuple[str, ...]
     where: pl.Expr | None = None
 
-    def frame(self, lf: pl.LazyFrame) -> pl.LazyFrame:
-        """The exploded frame of ``lf`` (columns ``__row`` and ``cols``)."""
+    def row_ok(self) -> pl.Expr:
+        """Per row (list kernels): the row's positions are in the view (its lists have one length
+        and ``where`` holds); other rows contribute one null position. A rule computed per row by
+        list kernels instead of in the view uses it to judge the same rows."""
         first = pl.col(self.cols[0]).list.len()
         same = pl.all_horizontal([first == pl.col(c).list.len() for c in self.cols[1:]]) if len(self.cols) > 1 else first.is_not_null()
         if self.where is not None:
             same = same & self.where
-        return (lf.select([pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row")]
-                          + [pl.when(same).then(pl.col(c)).alias(c) for c in self.cols])
+        return same
+
+    def frame(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """The exploded frame of ``lf`` (columns ``__row`` and ``cols``)."""
+        same = self.row_ok()
+        # the condition is computed once per row as a column (inlined in each column's when/then,
+        # polars evaluated it once per column: a candidate condition with n_unique costs that much)
+        return (lf.select([pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row"), same.alias("__keep"),
+                           *[pl.col(c) for c in self.cols]])
+                .select([pl.col("__row")] + [pl.when(pl.col("__keep")).then(pl.col(c)).alias(c) for c in self.cols])
                 .explode(list(self.cols), empty_as_null=True))
+
+
+#: the reducers a :class:`RowAgg` may use (polars' grouped aggregations of one column)
+ROW_AGG_HOW = ("sum", "max", "min")
+
+
+@dataclass(frozen=True)
+class RowAgg:
+    """A per-row aggregate over a :class:`FlatView`: ``how`` (``"sum"``, ``"max"`` or ``"min"``) of
+    the per-position expression ``expr`` over the positions of each row.
+
+    The engine evaluates every RowAgg of one view once per shard (the positions' expressions as
+    columns of the exploded frame, then one grouped aggregation by ``__row``) and hands a row check
+    one row per row of the view, with ``__row`` and a column per aggregate name: per-row sums and
+    "last position where" without a window per row (``over``) or running sums in the position view.
+    Two checks may share an aggregate by giving the same name and the same expression (a name given
+    twice with different expressions is an InternalError).
+
+    Attributes:
+        name: the column name the row check's ``fails`` reads (unique per view).
+        expr: per-position expression in the view (boolean or numeric; null is skipped by the reducer).
+        how: the reducer.
+    """
+
+    name: str
+    expr: pl.Expr
+    how: str = "sum"
+
+    def __post_init__(self) -> None:
+        if self.how not in ROW_AGG_HOW:
+            raise InternalError(f"row aggregate {self.name!r}: how must be one of {ROW_AGG_HOW}, not {self.how!r}")
 
 
 @dataclass(frozen=True)
@@ -134,6 +176,9 @@ class RowCheck:
         from_payload: instead of ``fails``, ``f(payload) -> rows``: the failing rows decided after
             the fused query from the shard's :class:`Payload` values (e.g. in-shard duplicates from
             the 128-bit row hashes the query already computed for the merge).
+        per_row: with ``view``: the :class:`RowAgg` aggregates ``fails`` reads. ``fails`` is then
+            evaluated over one row per row of the view (columns ``__row`` and the aggregate names),
+            not per position; ``details`` stay per position.
     """
 
     check: str
@@ -147,6 +192,11 @@ class RowCheck:
     rows: pl.Expr | None = None
     view: FlatView | None = None
     from_payload: Callable[[dict[str, Any]], list[int]] | None = None
+    per_row: tuple[RowAgg, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.per_row and self.view is None:
+            raise InternalError(f"row check {self.check!r}: per-row aggregates need a flat view")
 
 
 @dataclass(frozen=True)
@@ -251,6 +301,9 @@ class CheckSpec:
             for role in self.roles:
                 names = role.split("|")
                 if not any(roles.has(r) for r in names):
+                    why = next((w for r, w in getattr(roles, "unavailable", ()) if r in names), None)
+                    if why is not None:  # the read path could not make the role (e.g. rendering needs a package)
+                        return why
                     default = (ROLE_SPECS[names[0]].missing_reason if len(names) == 1 else
                                f"no {' or '.join(names)} column (set [columns] {' or '.join(names)})")
                     return self.reason(role, default)
@@ -305,10 +358,7 @@ READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.io.readers", "deco
 #: When that section is configured (or ``[policy]`` names the ID), they are listed as skipped "not yet
 #: built in this version", so a gate that relies on them never passes by accident; otherwise they
 #: stay out of reports.
-NOT_BUILT: dict[str, tuple[str, str]] = {
-    cid: ("sft", "the rules on conversations before tokenization (messages) are not part of this version")
-    for cid in ("sft.role_order", "sft.empty_turn", "sft.no_assistant_turn")
-}
+NOT_BUILT: dict[str, tuple[str, str]] = {}
 
 
 def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],

@@ -34,7 +34,7 @@ def _contract_parts(ctx: ShardContext) -> tuple[list[Finding], list[ShardItem]]:
     """
     if _memo["ctx"] is ctx:
         return _memo["parts"]
-    spec = ctx.cfg.dataset.schema_
+    spec = ctx.cfg.schema_spec()
     parts: tuple[list[Finding], list[ShardItem]] = ([], [])
     if spec is not None:
 

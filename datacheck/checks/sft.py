@@ -1,4 +1,12 @@
-"""sft: supervision of tokenized fine-tuning rows (chat and completion).
+"""sft: supervision of fine-tuning rows (chat and completion).
+
+Conversations before tokenization: the ``messages`` role (a list of turn structs; HF/OpenAI
+``{role, content}``, ShareGPT ``{from, value}``, content a string or a list of ``{type, text|value}``
+parts; :func:`datacheck.model.roles.message_fields`), judged per turn with list expressions
+(:mod:`datacheck.io.chat`) in the shard's one query: ``sft.role_order``, ``sft.empty_turn``,
+``sft.no_assistant_turn``. Roles are canonical (ShareGPT ``human``/``gpt``/``function_call``/
+``observation`` are ``user``/``assistant``/``tool_call``/``tool``; :data:`CHAT_ROLE_NAMES
+<datacheck.model.roles.CHAT_ROLE_NAMES>`). Turn indexes in examples are 0-based.
 
 Tokenized rows: ``input_ids`` and token ``labels`` (list of int, shape (rows, seq_len)), optionally
 ``assistant_mask`` (0/1 per token, Hugging Face's ``return_assistant_tokens_mask``) and
@@ -10,22 +18,149 @@ one query; a row fails when any of its positions does. Both label conventions ar
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._pos import assistant_span, in_row, prev, supervised_token
+from datacheck.checks._expr import counts_to_pairs, value_counts
+from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure
 from datacheck.checks.roledtype import problem
+from datacheck.io.chat import ASSISTANT_ROLES, KNOWN_ROLES, blank_content, canonical_role, turn_roles
+from datacheck.model.errors import InternalError
 from datacheck.model.findings import Skipped
-from datacheck.model.roles import inner_dtype
+from datacheck.model.roles import MessageFields, inner_dtype, message_fields
 
-__all__ = ["assistant_mask_empty", "prompt_supervised", "eot_unsupervised", "truncated_response", "double_bos",
+__all__ = ["role_order", "empty_turn", "no_assistant_turn", "assistant_mask_empty", "prompt_supervised", "eot_unsupervised", "truncated_response", "double_bos",
            "supervision_stats"]
 
 _NEEDS_LABELS = "needs a token labels column, input_ids and [labels] ignore_index"
 _NO_STOP = "needs [tokens] eot_token_ids or eos_token_id (the end-of-turn ids)"
+
+
+def _turns(ctx: ShardContext) -> tuple[str, MessageFields]:
+    """The ``messages`` column and its fields (the registry skipped the check when its dtype cannot serve)."""
+    col = ctx.roles.messages
+    mf = message_fields(ctx.schema[col])
+    if mf is None:  # the registry skips the check first (schema.dtype, from the same rule)
+        raise InternalError(f"sft: {col!r} of dtype {ctx.schema[col]} reached a messages rule")
+    return col, mf
+
+
+def _preference(ctx: ShardContext) -> bool:
+    """The shard holds preference pairs (a ``chosen`` or ``rejected`` column): its messages are prompts."""
+    return ctx.roles.chosen is not None or ctx.roles.rejected is not None
+
+
+def _first(flags: pl.Expr) -> pl.Expr:
+    """Per row: the 0-based index of the first true element of a boolean list (null when none)."""
+    return flags.list.eval(pl.arg_where(pl.element().fill_null(False)).first()).list.first()
+
+
+@check("sft.role_order", roles=("messages",))
+def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``sft.role_order``: a conversation a chat template rejects or mis-renders (CHECKS.md). A row
+    (``messages``: list of turn structs) fails when it has fewer than two turns, or a turn has an
+    unknown or null role (not in :data:`CHAT_ROLE_NAMES <datacheck.model.roles.CHAT_ROLE_NAMES>`),
+    a system turn is not first, a user turn follows a user turn, an assistant turn (or tool call)
+    comes before any user turn, or a tool result does not follow a tool call or another tool result.
+    The example names the first bad turn (0-based), the reason and the role as written. In
+    preference data (``chosen``/``rejected`` present) the messages are the prompt: one turn is whole."""
+    col, mf = _turns(ctx)
+    turn = pl.element()
+    r = canonical_role(mf, turn)
+    raw = turn.struct.field(mf.role)
+    idx = pl.int_range(pl.len())
+    before = r.shift(1)
+    rules = [
+        (r.is_null(), "null role", pl.lit("null role")),
+        (~r.is_in(KNOWN_ROLES), "unknown role", pl.format("unknown role '{}'", raw)),
+        ((r == "system") & (idx > 0), "system not first", pl.format("system turn at position {}, not first", idx)),
+        ((r == "user") & (before == "user"), "two user turns in a row", pl.lit("two user turns in a row")),
+        (r.is_in(ASSISTANT_ROLES) & ((r == "user").cum_sum() == 0), "assistant before any user",
+         pl.format("'{}' turn before any user turn", raw)),
+        ((r == "tool") & ~before.is_in(["tool_call", "tool"]).fill_null(False), "tool result without a tool call",
+         pl.format("tool result ('{}') with no tool call before it", raw)),
+    ]
+
+    def chain(text: bool) -> pl.Expr:
+        """Per turn: the first rule it breaks (the text shown, or the rule's name), else null."""
+        e: Any = pl
+        for cond, kind, out in rules:
+            e = e.when(cond).then(out if text else pl.lit(kind))
+        return e.otherwise(pl.lit(None, dtype=pl.String))
+
+    reasons = pl.col(col).list.eval(chain(True))
+    kinds = pl.col(col).list.eval(chain(False))
+    n = pl.col(col).list.len()
+    first = reasons.list.drop_nulls().list.first()
+    # preference data (chosen/rejected beside the messages): the conversation is the prompt, one turn is whole
+    short = (n < 2) if not _preference(ctx) else pl.lit(False)
+    why = pl.when(short).then(pl.format("{} turn(s): a conversation needs at least two", n)).otherwise(first)
+    kind = pl.when(short).then(pl.lit("fewer than two turns")).otherwise(kinds.list.drop_nulls().list.first())
+    yield RowCheck(
+        # the verdict from the rule names (pl.lit): polars 2.1 panics on pl.format inside list.eval
+        # under a filter when a row is null; the formatted text is only evaluated on failing rows
+        check="sft.role_order", column=col, fails=short | (kinds.list.drop_nulls().list.len() > 0),
+        example=pl.when(short).then(why).otherwise(
+            pl.format("turn {}: {}", _first(reasons.list.eval(pl.element().is_not_null())), why)),
+        details={"reasons": value_counts(kind)},
+        message=lambda k, d, col=col: (f"{k} conversation(s) in {col!r} have a turn order a chat template rejects or "
+                                       f"mis-renders ({', '.join(f'{v} x{c}' for v, c in counts_to_pairs(d.get('reasons')))}). "
+                                       "Fix or drop those conversations"),
+    )
+
+
+def _empty_rowcheck(col: str, mf: MessageFields, assistant: bool) -> RowCheck:
+    turn = pl.element()
+    role_ok = canonical_role(mf, turn).is_in(ASSISTANT_ROLES).fill_null(False)
+    flags = pl.col(col).list.eval(blank_content(mf, turn) & (role_ok if assistant else ~role_ok))
+    at = _first(flags)
+    raw = pl.col(col).list.get(at, null_on_oob=True).struct.field(mf.role)
+    which = "assistant" if assistant else "system/user/tool"
+    return RowCheck(
+        check="sft.empty_turn", column=col, fails=flags.list.any(), severity=None if assistant else "warn",
+        example=pl.format("turn {} ('{}'): content empty or whitespace-only", at, raw),
+        details={"turns": flags.list.sum().sum()},
+        message=lambda k, d, col=col, which=which, assistant=assistant: (
+            f"{k} conversation(s) in {col!r} have {d.get('turns')} {which} turn(s) whose content is null, empty or "
+            "whitespace-only" + (": the model is trained to answer with nothing. Fill or drop them" if assistant
+                                 else " (counted; the template renders them as empty turns)")),
+    )
+
+
+@check("sft.empty_turn", roles=("messages",))
+def empty_turn(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``sft.empty_turn``: a turn whose content is null, empty, or only whitespace and invisible
+    characters (zero-width space, word joiner, BOM, soft hyphen: :data:`INVISIBLE
+    <datacheck.io.chat.INVISIBLE>`); content as parts is empty when every text part is (a
+    non-text part such as an image is content). Assistant turns (and tool calls) fail the row with
+    the catalog's severity (error); empty turns of other roles fail it as ``warn`` (counted, as
+    CHECKS.md asks). The example names the first such turn (0-based) and its role as written."""
+    col, mf = _turns(ctx)
+    yield _empty_rowcheck(col, mf, assistant=True)
+    yield _empty_rowcheck(col, mf, assistant=False)
+
+
+@check("sft.no_assistant_turn", roles=("messages",))
+def no_assistant_turn(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``sft.no_assistant_turn``: a conversation (``messages``, not null) with no assistant turn
+    (canonical role ``assistant`` or ``tool_call``): nothing to train on. An empty list fails.
+    Skipped for preference data (``chosen``/``rejected`` present: the messages are the prompt)."""
+    if _preference(ctx):
+        yield Skipped("sft.no_assistant_turn", "preference data (chosen/rejected): the messages are the prompt and "
+                      "the responses are in chosen/rejected (pref.* rules)")
+        return
+    col, mf = _turns(ctx)
+    roles = turn_roles(col, mf)
+    yield RowCheck(
+        check="sft.no_assistant_turn", column=col, fails=~roles.list.eval(pl.element().is_in(ASSISTANT_ROLES)).list.any(),
+        example=pl.format("roles: [{}]", pl.col(col).list.eval(pl.element().struct.field(mf.role).fill_null("null"))
+                          .list.join(", ")),
+        message=lambda k, d, col=col: (f"{k} conversation(s) in {col!r} have no assistant turn: nothing in them is "
+                                       "trained on. Drop them or add the response"),
+    )
 
 
 def _usable(ctx: ShardContext, *roles: str) -> bool:
@@ -136,24 +271,41 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     attention_mask's 1s when there is a mask, else the list length) and its last supervised
     target (the last label other than ``ignore_index``; with either convention the label value is
     the target token id) is not an end-of-turn/eos id: the response was cut. Rows with no
-    supervised label are ``empty.no_supervised_tokens``, not this."""
+    supervised label are ``empty.no_supervised_tokens``, not this. Rows whose lists differ in
+    length or whose mask is not binary are judged by those checks, not this (as in the position
+    view). By list kernels, no explode: the rows whose mask sum (or length) reaches
+    ``max_seq_len`` (:func:`_long_enough`), their last label other than ``ignore_index`` against
+    the end-of-turn/eos ids."""
     stop = ctx.cfg.tokens.stop_ids
     if not stop:
         yield Skipped("sft.truncated_response", _NO_STOP)
         return
     r, ign, max_len = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.tokens.max_seq_len
-    lab = pl.col(r.labels)
-    sup = (lab != ign).fill_null(False)
-    last = sup & (in_row(sup.cast(pl.UInt32).cum_sum(reverse=True)) == 1)
-    full = in_row(_real(ctx).cast(pl.UInt32).sum()) >= max_len
-    bad = last & full & ~lab.is_in(list(stop)).fill_null(False)
+    # only rows of the position view (one length, binary mask) that reach max_seq_len
+    lab = pl.when(positions_view(ctx).row_ok() & _long_enough(ctx, max_len)).then(pl.col(r.labels))
+    # one pass per judged row (polars does not share a repeated list sub-expression: use `last` once)
+    last = lab.list.eval(pl.element().filter((pl.element() != ign).fill_null(False)).last()).list.first().alias(r.labels)
+    fails = (~last.is_in(list(stop))).fill_null(False)
     yield RowCheck(
-        check="sft.truncated_response", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"last_ids": lab.filter(bad).value_counts(sort=True, name="count").head(5).implode()},
+        check="sft.truncated_response", column=r.labels, fails=fails,
+        details={"last_ids": last.filter(fails).value_counts(sort=True, name="count").head(5).implode()},
         message=lambda n, d, m=max_len: (f"{n} row(s) are max_seq_len={m} long and their last supervised token is "
                                          "not an end-of-turn/eos id: the response was cut. Raise max_seq_len or "
                                          "drop/split the long conversations"),
     )
+
+
+def _long_enough(ctx: ShardContext, max_len: int) -> pl.Expr:
+    """Per row, by list kernels (no explode): the row's real content can be ``max_len`` long (the
+    mask's sum, or the labels' length without a usable mask): the rows ``sft.truncated_response``
+    judges. Only meaningful with :meth:`~datacheck.checks.registry.FlatView.row_ok` (a binary mask)."""
+    m = ctx.roles.attention_mask
+    if m is None or problem(ctx, "attention_mask") is not None:
+        return (pl.col(ctx.roles.labels).list.len() >= max_len).fill_null(False)
+    mask = pl.col(m)
+    if not inner_dtype(ctx.schema[m]).is_integer():  # boolean, or a float mask that is 0/1 (else not in the view)
+        mask = mask.cast(pl.List(pl.Int8), strict=False)
+    return (mask.list.sum() >= max_len).fill_null(False)
 
 
 @check("sft.double_bos", roles=("input_ids",), facts=("tokens.bos_token_id",))

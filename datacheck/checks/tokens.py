@@ -142,7 +142,7 @@ def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
     """
     cfg = dctx.cfg
     vocab = cfg.tokens.vocab_size
-    spec = cfg.dataset.schema_
+    spec = cfg.schema_spec()
     if spec is None or vocab is None:
         return
     if any(f.check == "tokens.dtype_overflow" for s in dctx.shards for f in s.findings):

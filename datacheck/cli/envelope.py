@@ -2,7 +2,7 @@
 
 ``datacheck audit``, ``merge`` and ``report`` print the versioned report itself (its own
 ``report_version`` and JSON Schema); every other verb's JSON (``diff``, ``inspect``, ``clean``,
-``index verify``) goes out as::
+``index verify``, ``checks``, ...) goes out as::
 
     {"kind": "datacheck.<verb>", "format_version": 1, "datacheck_version": "<x.y.z>", "result": {...}}
 
@@ -24,7 +24,7 @@ __all__ = ["ENVELOPE_FORMAT_VERSION", "KINDS", "envelope", "write_envelope"]
 ENVELOPE_FORMAT_VERSION = 1
 #: Every ``kind`` the CLI emits (one per verb with an enveloped ``--format json``).
 KINDS = ("datacheck.diff", "datacheck.inspect", "datacheck.clean", "datacheck.index.verify", "datacheck.plan",
-         "datacheck.trace")
+         "datacheck.trace", "datacheck.checks")
 
 
 def envelope(kind: str, result: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,8 @@ Python file with a Pandera ``DataFrameModel``/``DataFrameSchema``).
 
 Resolution of ``[dataset] schema`` / ``--schema`` (relative paths against the working directory):
 
-- ``causal_lm``, ``seq2seq``, ``text_classification``, ``token_classification``, ``tabular``:
-  the layout files shipped in ``schemas/`` (installed as ``datacheck.builtin_schemas``);
+- ``causal_lm``, ``seq2seq``, ``text_classification``, ``token_classification``, ``tabular``,
+  ``chat_sft``, ``sft_tokenized``, ``packed_lm``, ``dpo``, ``ctc``: the layout files shipped in ``schemas/`` (installed as ``datacheck.builtin_schemas``);
 - ``path/to/file.yaml`` | ``.yml`` | ``.json``: Pandera's polars serialization form, plus an
   optional ``datacheck:`` section (see :mod:`datacheck.contracts.model`);
 - ``path/to/file.py:ClassName``: a ``pandera.polars.DataFrameModel`` subclass or a
@@ -32,7 +32,8 @@ from datacheck.model.errors import ConfigError
 __all__ = ["LAYOUTS", "load_contract", "contract_from_dict", "layout_text", "CONTRACT_FORMAT_VERSION"]
 
 #: Built-in layouts, each a file ``schemas/<name>.yaml``.
-LAYOUTS = ("causal_lm", "seq2seq", "text_classification", "token_classification", "tabular")
+LAYOUTS = ("causal_lm", "seq2seq", "text_classification", "token_classification", "tabular",
+           "chat_sft", "sft_tokenized", "packed_lm", "dpo", "ctc")
 #: Version of the ``datacheck:`` section layout; a newer one is refused.
 CONTRACT_FORMAT_VERSION = 1
 _KEY = "dataset.schema"

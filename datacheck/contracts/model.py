@@ -19,8 +19,8 @@ from datacheck.model.roles import inner_dtype, is_list
 __all__ = ["KINDS", "ColumnRule", "Contract", "dtype_kind"]
 
 #: dtype families a :class:`ColumnRule` may require (``kind``), as polars dtypes classify them.
-KINDS = ("integer", "float", "numeric", "string", "boolean", "categorical",
-         "list<integer>", "list<float>", "list<numeric>", "list<string>", "list<boolean>")
+KINDS = ("integer", "float", "numeric", "string", "boolean", "categorical", "struct",
+         "list<integer>", "list<float>", "list<numeric>", "list<string>", "list<boolean>", "list<struct>")
 
 
 def _scalar_kinds(dtype: pl.DataType) -> set[str]:
@@ -34,6 +34,8 @@ def _scalar_kinds(dtype: pl.DataType) -> set[str]:
         return {"boolean"}
     if isinstance(dtype, (pl.Categorical, pl.Enum)):
         return {"categorical"}
+    if isinstance(dtype, pl.Struct):
+        return {"struct"}
     return set()
 
 
@@ -44,7 +46,8 @@ def dtype_kind(dtype: pl.DataType) -> set[str]:
         dtype: a polars dtype; lists and arrays (any nesting) are classified by their element type.
 
     Returns:
-        e.g. ``{"list<integer>", "list<numeric>"}`` for ``List(Int32)``; empty for other types.
+        e.g. ``{"list<integer>", "list<numeric>"}`` for ``List(Int32)``, ``{"list<struct>"}`` for a chat
+        ``messages`` column ``List(Struct({"role": String, "content": String}))``; empty for other types.
     """
     if is_list(dtype):
         return {f"list<{k}>" for k in _scalar_kinds(inner_dtype(dtype))}

@@ -14,6 +14,7 @@ from datacheck.checks import all as _families  # noqa: F401 - every family regis
 from datacheck.checks.registry import (
     FlatView,
     Payload,
+    RowAgg,
     RowCheck,
     RowsKey,
     ShardContext,
@@ -55,6 +56,8 @@ def _row_exprs(i: int, rc: RowCheck) -> list[pl.Expr]:
         rows = rc.rows
     elif rc.fails is None:
         raise InternalError(f"row check {rc.check!r} has neither 'fails' nor 'rows'")
+    elif rc.per_row:  # evaluated over the view's per-row aggregates (one row per row, unordered)
+        rows = pl.col("__row").filter(rc.fails.fill_null(False)).sort()
     elif rc.view is not None:  # evaluated in the exploded frame: a row fails when any position does
         rows = pl.col("__row").filter(rc.fails.fill_null(False)).unique(maintain_order=True)
     else:
@@ -73,8 +76,16 @@ def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Pa
     the same scan, and are collected together so that polars reads the data once."""
     main: list[pl.Expr] = [pl.len().alias("__n")] if with_len else []
     views: dict[str, tuple[FlatView, list[pl.Expr]]] = {}
+    per_row: dict[str, tuple[dict[str, RowAgg], list[pl.Expr]]] = {}
     for i in checks:
         rc = row_checks[i]
+        if rc.per_row and rc.view is not None:
+            views.setdefault(rc.view.key, (rc.view, []))
+            aggs, exprs = per_row.setdefault(rc.view.key, ({}, []))
+            for a in rc.per_row:
+                _add_agg(aggs, a, rc.check)
+            exprs.extend(_row_exprs(i, rc))
+            continue
         target = main if rc.view is None else views.setdefault(rc.view.key, (rc.view, []))[1]
         target.extend(_row_exprs(i, rc))
     for j in stat_idx:
@@ -83,8 +94,34 @@ def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Pa
         target = main if sv is None else views.setdefault(sv.key, (sv, []))[1]
         target.append(st.expr.alias(f"__s{j}"))
     out = [lf.select(main)] if main else []
-    out += [view.frame(lf).select(exprs) for view, exprs in views.values()]
+    for key, (view, exprs) in views.items():
+        flat = view.frame(lf)
+        if exprs:
+            out.append(flat.select(exprs))
+        if key in per_row:
+            aggs, row_exprs = per_row[key]
+            out.append(_per_row_frame(flat, list(aggs.values())).select(row_exprs))
     return out
+
+
+def _add_agg(aggs: dict[str, RowAgg], a: RowAgg, check: str) -> None:
+    """Add ``a`` to a view's aggregates; the same name twice must be the same aggregate."""
+    old = aggs.get(a.name)
+    if old is None:
+        aggs[a.name] = a
+    elif old.how != a.how or not old.expr.meta.eq(a.expr):
+        raise InternalError(f"row check {check!r}: per-row aggregate {a.name!r} is defined twice differently "
+                            "in one flat view")
+
+
+def _per_row_frame(flat: pl.LazyFrame, aggs: list[RowAgg]) -> pl.LazyFrame:
+    """One row per row of the view (``__row`` and one column per aggregate): the positions'
+    expressions become columns of the exploded frame, then one grouped aggregation by ``__row``
+    (sorted: the view is in row order, which lets polars take its sorted-key path)."""
+    cols = [a.expr.alias(a.name) for a in aggs]
+    reduce = [getattr(pl.col(a.name), a.how)() for a in aggs]
+    return (flat.select(pl.col("__row").set_sorted(), *cols)
+            .group_by("__row").agg(reduce))
 
 
 def _collect(queries: list[pl.LazyFrame]) -> pl.DataFrame:
@@ -384,6 +421,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
             lines=tuple(lines),
             examples=examples,
             details=_jsonable(details),
+            rows_truncated=len(rows) > len(ex_rows),
         ))
     for verdict in plan.after:
         findings.extend(verdict.decide(n))

@@ -2,6 +2,7 @@
 dataset-level checks in the merge, apply the policy, and build the report."""
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,10 +90,23 @@ def run_job(job: ShardJob) -> ShardOutcome:
                         warnings=[(w.category, str(w.message)) for w in caught])
 
 
+def shard_sizes(shards: list[DiscoveredShard]) -> list[int]:
+    """The size in bytes of each shard (``os.stat``, links followed); 0 for one that cannot be
+    stat-ed (it will be ``decode.unreadable``). The measure of :func:`audit_shards`' byte progress."""
+    sizes = []
+    for ds in shards:
+        try:
+            sizes.append(os.stat(ds.path).st_size)
+        except OSError:
+            sizes.append(0)
+    return sizes
+
+
 def audit_shards(disc: Discovery, cfg: Config,
                  progress: Callable[[str, int, int], None] | None = None,
                  cache: Any = None, cross_shard: bool = True, *, workers: int | None = 1,
-                 executor: str | None = None, ray_address: str | None = None) -> list[ShardResult]:
+                 executor: str | None = None, ray_address: str | None = None,
+                 byte_progress: Callable[[str, int, int], None] | None = None) -> list[ShardResult]:
     """Map :func:`audit_one` over the discovered shards; the results (and ``progress`` calls)
     come in discovery order whatever the executor. With ``cache`` (a
     :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache.
@@ -103,6 +117,12 @@ def audit_shards(disc: Discovery, cfg: Config,
     ``workers=1`` (default here) audits in this process; ``workers=None`` means one worker per core.
     ``ray_address``: the Ray cluster ``executor="ray"`` joins (None: Ray started in this process).
 
+    ``byte_progress(shard_path, bytes_done, bytes_total)`` (sizes in bytes from the file system,
+    :func:`shard_sizes`): in this process it is called before each shard is audited (``bytes_done``:
+    the shards finished before it) and after it; with worker processes after each shard finishes.
+    The total is known from the first call, so a set of one big shard shows its size and which
+    shard is being read, not an unknown count.
+
     Raises:
         UsageError: a bad ``workers``/``executor`` combination.
         InternalError: a worker process died (the message names the shard it was auditing).
@@ -110,11 +130,18 @@ def audit_shards(disc: Discovery, cfg: Config,
     load_families()
     ex = make_executor(executor, workers, len(disc.shards), ray_address=ray_address)
     total = len(disc.shards)
+    sizes = shard_sizes(disc.shards) if byte_progress is not None else [0] * total
+    bytes_total, bytes_done = sum(sizes), 0
     results: list[ShardResult] = []
     if isinstance(ex, LocalExecutor):
         for k, ds in enumerate(disc.shards):
+            if byte_progress is not None:
+                byte_progress(ds.rel, bytes_done, bytes_total)
             results.append(audit_one(ds, cfg, cross_shard) if cache is None
                            else audit_one_cached(ds, cfg, cache, cross_shard))
+            bytes_done += sizes[k]
+            if byte_progress is not None:
+                byte_progress(ds.rel, bytes_done, bytes_total)
             if progress is not None:
                 progress(ds.rel, k + 1, total)
         return results
@@ -127,6 +154,9 @@ def audit_shards(disc: Discovery, cfg: Config,
             for category, message in out.warnings:
                 warnings.warn(message, category, stacklevel=2)
             results.append(out.result)
+            bytes_done += sizes[k]
+            if byte_progress is not None:
+                byte_progress(disc.shards[k].rel, bytes_done, bytes_total)
             if progress is not None:
                 progress(disc.shards[k].rel, k + 1, total)
     except WorkerDied as exc:
@@ -180,6 +210,7 @@ def audit(
     executor: str | None = None,
     follow_symlinks: bool = False,
     ray_address: str | None = None,
+    byte_progress: Callable[[str, int, int], None] | None = None,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
@@ -193,6 +224,9 @@ def audit(
             given or found as ``config``, None for a :class:`Config` or dict.
         fail_on: ``"error"`` (default), ``"warn"`` or ``"never"``: the lowest severity that fails the gate.
         progress: called as ``progress(shard_path, done, total)`` after each shard.
+        byte_progress: called as ``byte_progress(shard_path, bytes_done, bytes_total)`` before and
+            after each shard (sizes from the file system; see :func:`audit_shards`): the measure of a
+            progress bar over a few big shards.
         cache_dir: per-shard result cache folder (:mod:`datacheck.execute.cache`); None (default): no cache.
         prune_cache: after the audit, delete the cache entries it did not use (:meth:`ShardCache.prune`).
         against: another dataset (shard files, folders or globs) to compare with: rows of the audited
@@ -236,7 +270,7 @@ def audit(
     if config_path != "derive":
         source = config_path
     setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir, follow_symlinks=follow_symlinks)
-    disc, cache, index = setup.disc, setup.cache, setup.index
+    disc, cache, index, cfg = setup.disc, setup.cache, setup.index, setup.cfg
     against_results = None
     if against is not None:
 
@@ -244,7 +278,7 @@ def audit(
                                                                  else against)], cfg.dataset.format), cfg)
     cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or against is not None
     results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard, workers=workers,
-                           executor=executor, ray_address=ray_address)
+                           executor=executor, ray_address=ray_address, byte_progress=byte_progress)
     if cache is not None and prune_cache:
         cache.prune()
     # shards in an object store: the dataset checks get no root (they read no local file there)

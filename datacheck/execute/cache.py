@@ -61,6 +61,7 @@ import xxhash
 from datacheck._version import __version__
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
+from datacheck.io.outputs import make_temp_file
 from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
@@ -318,14 +319,33 @@ def _schema_file_hash(cfg: Config) -> str | None:
     return None
 
 
+def _tokenizer_hash(cfg: Config) -> str | None:
+    """Content hash of the files of the ``[tokens] tokenizer`` folder (its chat template renders
+    ``messages``: an edited template must not meet results rendered with the old one), with the
+    transformers version that renders; None when no tokenizer is configured or the path is missing."""
+    path = cfg.tokenizer_path()
+    if not path or not Path(path).exists():
+        return None
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    files = sorted(f for f in folder.iterdir() if f.is_file())
+    try:
+        import transformers  # lazy: the optional ``chat`` extra
+        version = transformers.__version__
+    except ImportError:
+        version = None
+    return json.dumps([version, [(f.name, hash_file(f)[0]) for f in files]])
+
+
 def cache_salt(cfg: Config) -> str:
     """Everything besides the shard that decides a shard result, as one hex digest (32 chars):
     entry layout, datacheck version, code fingerprint, row encoding (``ROW_ENCODING``: cached row
-    hashes of another encoding never meet this one's), polars version, config hash, schema file hash."""
+    hashes of another encoding never meet this one's), polars version, config hash, schema file hash,
+    the tokenizer folder's file hashes (:func:`_tokenizer_hash`)."""
     import polars as pl
 
     parts = {"layout": ENTRY_LAYOUT, "datacheck": __version__, "code": code_fingerprint(), "rows": ROW_ENCODING,
-             "polars": pl.__version__, "config": cfg.hash(), "schema_file": _schema_file_hash(cfg)}
+             "polars": pl.__version__, "config": cfg.hash(), "schema_file": _schema_file_hash(cfg),
+             "tokenizer": _tokenizer_hash(cfg)}
     return xxhash.xxh3_128_hexdigest(json.dumps(parts, sort_keys=True).encode())
 
 
@@ -508,7 +528,7 @@ class ShardCache:
         try:
             folder = self._entry_dir(p)
             self._repair(p)
-            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
+            fd, tmp = make_temp_file(folder, f".{p.name}.")  # 0o666 minus the umask, like any output
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()

@@ -122,7 +122,8 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
                cache_dir: str | Path | None = None,
                progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False,
                config_path: str | None = None, allow_check_errors: bool = False, workers: int | None = None,
-               executor: str | None = None, ray_address: str | None = None) -> PartRun:
+               executor: str | None = None, ray_address: str | None = None,
+               byte_progress: Callable[[str, int, int], None] | None = None) -> PartRun:
     """Audit part ``part`` of ``num_parts`` of the shards under ``paths``.
 
     Every shard is discovered (the merge needs the full ordered list, with each shard's size from
@@ -131,14 +132,15 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     audited root, and the ``[dataset] index`` file is named relative to it when it lies inside.
     ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`);
     ``allow_check_errors`` decides the part report's status only (the merge takes its own).
-    ``workers``/``executor``/``ray_address``: as for :func:`datacheck.api.audit`.
+    ``workers``/``executor``/``ray_address``/``progress``/``byte_progress``: as for
+    :func:`datacheck.api.audit` (over the part's shards).
 
     Raises:
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
     """
     check_part_args(num_parts, part)
     setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir)
-    disc, cache = setup.disc, setup.cache
+    disc, cache, cfg = setup.disc, setup.cache, setup.cfg
     index_doc = None
     if setup.index_path is not None:  # the merge gets the index file's content
         source = setup.index_path.absolute()
@@ -147,7 +149,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         index_doc = {"source": source, "data": read_json_file(setup.index_path)}
     mine = select_part(disc, num_parts, part)
     results = audit_shards(mine, cfg, progress, cache=cache, workers=workers, executor=executor,
-                           ray_address=ray_address)
+                           ray_address=ray_address, byte_progress=byte_progress)
     if cache is not None and prune_cache:
         cache.prune()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]

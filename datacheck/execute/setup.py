@@ -3,6 +3,7 @@
 everything an audit checks before it reads any shard."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -16,17 +17,61 @@ from datacheck.model.config import DEFAULT_CONFIG_NAME, Config, config_from_dict
 from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import UsageError
 
-__all__ = ["resolve_config_path", "config_and_source", "AuditSetup", "prepare_audit"]
+__all__ = ["MAX_CONFIG_LEVELS", "VCS_MARKERS", "resolve_config_path", "config_and_source", "AuditSetup", "prepare_audit"]
+
+
+#: Most folders the lookup climbs from the data's folder (that folder and 7 parents above it): a
+#: config applies to the data below it, never to a far-away tree; datacheck's own bound.
+MAX_CONFIG_LEVELS = 8
+#: A folder holding one of these is a repository root: the lookup checks it, then stops.
+VCS_MARKERS = (".git", ".hg", ".svn", ".jj")
+
+
+def _data_folder(paths: Iterable[str | Path]) -> Path | None:
+    """The one folder holding every PATH (a folder PATH itself, a file's folder, a glob's folder before
+    its first wildcard; several: their common folder, relative when all are relative), or None."""
+    folders = []
+    for arg in (str(p) for p in paths):
+        if any(ch in arg for ch in "*?["):
+            cut = min(arg.index(ch) for ch in "*?[" if ch in arg)
+            base = arg[:cut]
+            folders.append(Path(base) if base.endswith(("/", "\\")) or not base else Path(base).parent)
+        else:
+            p = Path(arg)
+            folders.append(p if p.is_dir() else p.parent)
+    if not folders:
+        return None
+    if len({str(f) for f in folders}) == 1:
+        return folders[0]
+    try:
+        if all(not f.is_absolute() for f in folders):
+            return Path(os.path.commonpath([os.path.normpath(f) for f in folders]) or ".")
+        return Path(os.path.commonpath([os.path.abspath(f) for f in folders]))
+    except ValueError:  # different drives
+        return None
 
 
 def resolve_config_path(given: str | Path | None, paths: Iterable[str | Path]) -> str | None:
-    """The config file every entry point uses (CLI commands and :func:`audit` with ``config=None``).
+    """The config file every entry point uses: ``audit`` (folder, file, glob), ``inspect``, ``clean``,
+    ``index build/verify``, ``schema infer``, ``plan``, ``trace --data`` and the Python API with
+    ``config=None`` all call this one function.
 
-    Order: ``given`` (``--config``); else ``./datacheck.toml`` in the working folder; else, when all
-    ``paths`` lie in one folder (one folder PATH, or files of one folder), ``datacheck.toml`` in that
-    folder, then in its parent (a case folder with ``data/`` inside: the config travels with the
-    data); else None (the defaults). Globs count by the folder before their first wildcard. A URL PATH
-    (an object store) is never searched for a config: it comes from ``--config`` or ``./datacheck.toml``.
+    Order:
+
+    1. ``given`` (``--config``, or the API's ``config`` path);
+    2. ``./datacheck.toml`` in the working folder;
+    3. ``datacheck.toml`` in the data's folder (the one folder holding every PATH: see
+       :func:`_data_folder`), then in each parent in turn, the first one found. The climb is bounded:
+       at most :data:`MAX_CONFIG_LEVELS` folders; it stops after a repository root (a folder holding
+       ``.git``, ``.hg``, ``.svn`` or ``.jj``: checked, not climbed out of); it never checks the user's
+       home folder or anything above it (a ``~/datacheck.toml`` would apply to every dataset of the
+       user), nor climbs past the file-system root;
+    4. None: the defaults.
+
+    A config found in step 2 or 3 is one datacheck found by itself: it may not run a Python schema
+    (:func:`config_and_source`). Relative paths inside it resolve against its own folder
+    (:meth:`datacheck.model.config.Config.anchored`). A URL PATH (an object store) is never searched
+    for a config: it comes from ``--config`` or ``./datacheck.toml``.
 
     Args:
         given: the ``--config`` value, or None.
@@ -39,26 +84,24 @@ def resolve_config_path(given: str | Path | None, paths: Iterable[str | Path]) -
         return str(given)
     if Path(DEFAULT_CONFIG_NAME).is_file():
         return DEFAULT_CONFIG_NAME
-    folders = set()
-    for arg in (str(p) for p in paths):
-        if is_url(arg):  # a config is never read from an object store: --config or ./datacheck.toml
-            return None
-        if any(ch in arg for ch in "*?["):
-            cut = min(arg.index(ch) for ch in "*?[" if ch in arg)
-            base = arg[:cut]
-            folders.add(Path(base) if base.endswith(("/", "\\")) or not base else Path(base).parent)
-        else:
-            p = Path(arg)
-            folders.add(p if p.is_dir() else p.parent)
-    if len(folders) != 1:
+    paths = [str(p) for p in paths]
+    if any(is_url(p) for p in paths):  # a config is never read from an object store
         return None
-    (folder,) = folders
-    for cand in (folder, folder.parent):
+    folder = _data_folder(paths)
+    if folder is None:
+        return None
+    home = Path(os.path.expanduser("~")).absolute()
+    cand = folder
+    for _ in range(MAX_CONFIG_LEVELS):
+        real = cand.absolute().resolve()
+        if real == home or real in home.parents and home != Path(home.anchor):
+            break
         f = cand / DEFAULT_CONFIG_NAME
         if f.is_file():
             return str(f)
-        if cand == cand.parent:
+        if any((real / m).exists() for m in VCS_MARKERS) or real == real.parent:
             break
+        cand = Path(os.path.normpath(cand / ".."))
     return None
 
 
@@ -95,7 +138,9 @@ class AuditSetup:
     :func:`datacheck.execute.parts.audit_part`).
 
     Attributes:
-        cfg: the validated config.
+        cfg: the validated config, with ``[splits]`` filled from a Hugging Face ``DatasetDict`` folder's
+            ``dataset_dict.json`` when the config names no split (see
+            :func:`datacheck.io.discover.declared_splits`; the report's config and hash show them).
         disc: the discovered shards (all of them; a part selects its own).
         cache: the per-shard result cache, or None.
         index: the committed ``[dataset] index`` (read and validated), or None.
@@ -112,7 +157,8 @@ class AuditSetup:
 def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
                   cache_dir: str | Path | None, follow_symlinks: bool = False) -> AuditSetup:
     """Every check an audit makes before reading shards, in one place: ``fail_on``, the data contract
-    (``[dataset] schema``), the cache folder, discovery of the shards, and the committed data index.
+    (``[dataset] schema``), the cache folder, discovery of the shards, the splits a ``DatasetDict``
+    folder declares (used as ``[splits]`` when the config has none), and the committed data index.
 
     Raises:
         UsageError: ``fail_on`` is not one of ``error|warn|never``; a path does not exist or holds no
@@ -125,12 +171,18 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
     """
     if fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
-    if cfg.dataset.schema_ is not None:  # a bad schema is a usage error (exit 2) before any shard is read
-        load_contract(cfg.dataset.schema_)
+    spec = cfg.schema_spec()
+    if spec is not None:  # a bad schema is a usage error (exit 2) before any shard is read
+        load_contract(spec)
     cache = ShardCache(cache_dir, cfg) if cache_dir is not None else None
     disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=follow_symlinks)
+    if not cfg.splits:  # a DatasetDict folder's declared splits, as [splits] entries; an explicit [splits] wins
+        declared = disc.declared_splits()
+        if declared:
+            cfg = cfg.model_copy(update={"splits": declared})
     index = index_path = None
-    if cfg.dataset.index is not None:  # a bad index is a usage error before any shard is read
-        index_path = resolve_index_path(cfg.dataset.index, disc.root)
+    index_file = cfg.index_file()
+    if index_file is not None:  # a bad index is a usage error before any shard is read
+        index_path = resolve_index_path(index_file, disc.root)
         index = read_index(index_path, disc.root)
     return AuditSetup(cfg=cfg, disc=disc, cache=cache, index=index, index_path=index_path)

@@ -194,8 +194,10 @@ def parse_index(data: Any, root: Path, source: str) -> DataIndex:
 
 
 def resolve_index_path(index: str | Path, root: Path) -> Path:
-    """``[dataset] index``: an absolute path as given; a relative one is looked up in the audited
-    root first (the index travels with the data), then in the working folder."""
+    """``[dataset] index``: an absolute path as given (a config loaded from a file gives its relative
+    ``index`` joined to the file's folder: :meth:`~datacheck.model.config.Config.index_file`); a
+    relative one (a config built in memory) is looked up in the audited root first (the index travels
+    with the data), then in the working folder."""
     p = Path(index)
     if p.is_absolute():
         return p

@@ -4,7 +4,9 @@ Which files are shards:
 
 - ``[dataset] format = "auto"`` (default): by extension (:data:`_EXT_FORMATS`). A ``.json`` file is
   sniffed: when it is JSON Lines (its first non-blank byte is ``{`` and its second non-blank line
-  also starts with ``{``) it is audited as ``jsonl``; otherwise it is listed as ignored.
+  also starts with ``{``) it is audited as ``jsonl``; when it holds one JSON array of records (its
+  first non-blank byte is ``[`` and the next one ``{``, as LLaMA-Factory's and FastChat's data files)
+  it is audited as ``json``; otherwise it is listed as ignored.
 - a forced format applies only to plausible data files of that format (:data:`FORCED_EXTENSIONS`,
   also compressed where the reader decompresses, and files without an extension); never to code,
   docs, config or metadata (:data:`NEVER_SHARD_SUFFIXES`, :data:`_METADATA_NAMES`, hidden files).
@@ -33,11 +35,11 @@ from typing import Any
 from datacheck.io.formats.litdata import is_litdata_index
 from datacheck.io.formats.mds import MDS_SUFFIXES
 from datacheck.io.formats.webdataset import WDS_SUFFIXES
-from datacheck.io.hfmeta import hf_data_files
+from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
 from datacheck.model.errors import UsageError
 
-__all__ = ["discover", "Discovery", "DiscoveredShard", "format_of", "sniff_json_lines", "megatron_companion",
+__all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "format_of", "sniff_json_lines", "sniff_json_array", "megatron_companion",
            "TEMP_PATTERNS",
            "FORCED_EXTENSIONS", "NEVER_SHARD_SUFFIXES"]
 
@@ -65,6 +67,7 @@ _EXT_FORMATS: list[tuple[str, str]] = [
 #: readers of :mod:`datacheck.io.readers` decompress ``.gz``/``.zst`` JSON Lines and ``.gz`` CSV/TSV.
 FORCED_EXTENSIONS: dict[str, tuple[str, ...]] = {
     "jsonl": tuple(b + c for b in (".jsonl", ".ndjson", ".json", ".txt") for c in ("", ".gz", ".zst")),
+    "json": tuple(".json" + c for c in ("", ".gz", ".zst")),
     "csv": tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz")),
     "tsv": tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz")),
     "parquet": (".parquet", ".pq"),
@@ -110,6 +113,8 @@ def format_of(path: Path, forced: str = "auto") -> str | None:
         return None
     if name.endswith(".json") and sniff_json_lines(path):
         return "jsonl"
+    if name.endswith(".json") and sniff_json_array(path):
+        return "json"
     return None
 
 
@@ -153,6 +158,21 @@ def sniff_json_lines(path: Path) -> bool:
     return len(lines) >= 2 and lines[0].startswith(b"{") and lines[1].startswith(b"{")
 
 
+def sniff_json_array(path: Path) -> bool:
+    """True when ``path`` looks like a JSON array of records: its first non-blank byte (after a
+    UTF-8 byte order mark) is ``[`` and the next non-blank byte is ``{``. Reads at most 64 KiB; an
+    unreadable file is not one (False)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    head = head.lstrip()
+    return head.startswith(b"[") and head[1:].lstrip().startswith(b"{")
+
+
 def _is_temp(path: Path) -> bool:
     import fnmatch
 
@@ -180,6 +200,47 @@ class DiscoveredShard:
 SHARD_LIST_NAMES = ("state.json", "index.json")
 
 
+def _fnmatch_escape(name: str) -> str:
+    """``name`` as a literal ``fnmatch`` pattern (``*``, ``?`` and ``[`` wrapped in brackets)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def declared_splits(root: Path, found: list[str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The splits a Hugging Face ``DatasetDict`` folder declares, as ``[splits]`` entries.
+
+    ``found``: paths (relative to ``root``) of the files discovery met while searching the PATHs; each
+    ``dataset_dict.json`` among them (``{"splits": ["train", "test"]}``, written by
+    ``DatasetDict.save_to_disk``; read with the bounded loader of :mod:`datacheck.io.hfmeta`) gives,
+    per declared split, the entry ``name -> "<its folder>/<name>/*"``: exactly what a user would write
+    under ``[splits]`` (the same glob rule, :func:`datacheck.checks.crossdup.assign_splits`).
+
+    Returns:
+        (``{split name: glob}`` in the file's order, ``[(dataset_dict.json path, reason)]`` for a file
+        that gives no splits: unreadable, no ``splits`` list, or one of several ``DatasetDict``
+        folders (their split names would collide: name them under ``[splits]``)). Empty when discovery
+        met no ``dataset_dict.json``. A declared split whose folder is absent is still returned (its
+        glob matches no shard; the ``index`` checks report it).
+    """
+    dicts = sorted(p for p in found if p.rpartition("/")[2] == DATASET_DICT_NAME)
+    if len(dicts) > 1:
+        return {}, [(d, (f"{len(dicts)} DatasetDict folders ({', '.join(dicts[:3])}{' ...' if len(dicts) > 3 else ''}) "
+                         "are audited together: their split names would mix, so no split was assigned from them; "
+                         "audit each folder alone or name the splits under [splits]")) for d in dicts]
+    out: dict[str, str] = {}
+    problems: list[tuple[str, str]] = []
+    for rel in dicts:
+        dd = read_dataset_dict(Path(root) / rel)
+        if dd is None:
+            continue
+        if dd.problem is not None:
+            problems.append((rel, dd.problem))
+        folder = rel.rpartition("/")[0]
+        prefix = _fnmatch_escape(folder) + "/" if folder else ""
+        for name in dd.splits:
+            out[name] = f"{prefix}{_fnmatch_escape(name)}/*"
+    return out, problems
+
+
 @dataclass
 class Discovery:
     root: Path
@@ -193,10 +254,15 @@ class Discovery:
     ignored_data: list[dict[str, str]] = field(default_factory=list)
 
     def shard_lists(self) -> list[str]:
-        """The shard lists (``state.json``, ``index.json``) found while searching the PATHs (relative
-        paths): in scope for the shipped-list checks even in a folder that holds no shard (a MosaicML
-        index listing zero shards)."""
-        return [p for p in self.ignored if p.rpartition("/")[2] in SHARD_LIST_NAMES]
+        """The shard lists (``state.json``, ``index.json``, and a ``DatasetDict``'s
+        ``dataset_dict.json``) found while searching the PATHs (relative paths): in scope for the
+        shipped-list checks even in a folder that holds no shard (a MosaicML index listing zero shards)."""
+        return [p for p in self.ignored if p.rpartition("/")[2] in (*SHARD_LIST_NAMES, DATASET_DICT_NAME)]
+
+    def declared_splits(self) -> dict[str, str]:
+        """The ``[splits]`` entries the ``DatasetDict`` folder among the PATHs declares (see
+        :func:`declared_splits`; empty when there is none)."""
+        return declared_splits(self.root, self.ignored)[0]
 
 
 def _abs(p: Path) -> Path:
@@ -247,8 +313,8 @@ def _why_not(f: Path, forced: str) -> str | None:
     if name.endswith(".idx"):
         return "a Megatron .idx without its .bin (a missing or partial download?)"
     if name.endswith(".json"):
-        return ("a .json file that is not JSON Lines (one object per line); a single JSON document is "
-                "not a shard")
+        return ("a .json file that is not JSON Lines (one object per line) nor a JSON array of records; "
+                "a single JSON document is not a shard")
     if _data_like(name):
         return "no format for this extension; set [dataset] format (csv, tsv or jsonl) to audit it"
     return None

@@ -17,10 +17,13 @@ from typing import Any
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.errors import UsageError
 
-__all__ = ["STATE_NAME", "HfState", "parse_state", "read_state", "hf_data_files"]
+__all__ = ["STATE_NAME", "DATASET_DICT_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state",
+           "hf_data_files", "read_dataset_dict"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
 STATE_NAME = "state.json"
+#: File name of a ``DatasetDict.save_to_disk`` folder's split list (``{"splits": ["train", "test"]}``).
+DATASET_DICT_NAME = "dataset_dict.json"
 
 
 @dataclass(frozen=True)
@@ -97,3 +100,46 @@ def hf_data_files(folder: Path) -> set[str] | None:
     """
     st = read_state(folder)
     return st.plain_names() if st is not None else None
+
+
+@dataclass(frozen=True)
+class HfDatasetDict:
+    """A parsed ``dataset_dict.json`` (``DatasetDict.save_to_disk``: one subfolder per split).
+
+    Attributes:
+        splits: the declared split names in file order (each one a subfolder of the same name).
+        problem: why the file cannot be used (not JSON, no ``splits`` list, a name that is not a plain
+            folder name), or None. ``splits`` holds the usable names either way.
+    """
+
+    splits: tuple[str, ...]
+    problem: str | None = None
+
+
+def _plain_name(n: Any) -> bool:
+    return isinstance(n, str) and bool(n) and "/" not in n and "\\" not in n and n not in (".", "..")
+
+
+def read_dataset_dict(path: Path) -> HfDatasetDict | None:
+    """``path`` (a ``dataset_dict.json``) parsed with the bounded JSON loader.
+
+    ``datasets`` writes ``{"splits": ["train", "test"]}`` and ``load_from_disk`` opens the subfolder
+    named after each split. Returns None when the file is absent; a file that cannot be used gives an
+    :class:`HfDatasetDict` whose ``problem`` says why (never an exception: the file is inside the data).
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = read_json_file(path)
+    except OSError as exc:
+        return HfDatasetDict(splits=(), problem=f"cannot read it: {exc.strerror or exc}")
+    except JsonInputError as exc:
+        return HfDatasetDict(splits=(), problem=f"not valid JSON: {exc.reason}")
+    names = data.get("splits") if isinstance(data, dict) else None
+    if not isinstance(names, list):
+        return HfDatasetDict(splits=(), problem='no "splits" list (datasets writes {"splits": ["train", ...]})')
+    good = tuple(dict.fromkeys(n for n in names if _plain_name(n)))
+    bad = [n for n in names if not _plain_name(n)]
+    problem = (f"split names that are not plain folder names: {', '.join(map(repr, bad[:5]))}" if bad else None)
+    return HfDatasetDict(splits=good, problem=problem)

@@ -37,7 +37,7 @@ from typing import BinaryIO
 from datacheck.io.stores import is_url
 from datacheck.model.errors import UsageError
 
-__all__ = ["write_atomic", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
+__all__ = ["write_atomic", "make_temp_folder", "make_temp_file", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
 
 #: What :func:`write_atomic` writes: text (UTF-8), bytes, or a function that writes the whole
 #: content to the binary file object it is given (e.g. ``df.write_parquet``).
@@ -105,10 +105,68 @@ def _put(f: BinaryIO, content: Content) -> None:
         content(f)
 
 
-def _new_file_mode() -> int:
+def _umask() -> int:
+    # os.umask is the only portable way to read it; set it back at once (the CLI is single-threaded
+    # while it writes; Linux >= 4.7 shows it in /proc/self/status but that is not portable)
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
+
+
+def _new_file_mode() -> int:
+    return 0o666 & ~_umask()
+
+
+def _new_folder_mode() -> int:
+    return 0o777 & ~_umask()
+
+
+def make_temp_folder(parent: str | os.PathLike[str], prefix: str) -> Path:
+    """Create a fresh temporary folder in ``parent`` with the permissions ``mkdir`` would give it.
+
+    ``tempfile.mkdtemp`` creates its folder ``0o700``; a folder that is later renamed into place as
+    an output (``clean --out``) must instead get ``0o777`` minus the umask, like any folder the
+    user makes. The name is ``PREFIX`` + random characters (unique, created with ``O_EXCL``
+    semantics by ``mkdtemp``).
+
+    Args:
+        parent: an existing folder to create it in.
+        prefix: the start of the folder's name (e.g. ``.out.tmp-123-``: hidden, never a shard).
+
+    Returns:
+        The new folder's path.
+
+    Raises:
+        OSError: it cannot be created (the caller turns it into a ``UsageError`` naming its flag).
+    """
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        os.chmod(folder, _new_folder_mode())
+    except OSError:
+        os.rmdir(folder)
+        raise
+    return folder
+
+
+def make_temp_file(folder: str | os.PathLike[str], prefix: str, suffix: str = ".tmp") -> tuple[int, str]:
+    """``tempfile.mkstemp`` in ``folder`` whose file gets ``0o666`` minus the umask (not ``0o600``).
+
+    For a file that is renamed into place as an output (a cache entry shared by a team, a report).
+
+    Returns:
+        ``(fd, path)``: an open descriptor (the caller closes it) and the file's path.
+
+    Raises:
+        OSError: it cannot be created.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+    try:
+        os.fchmod(fd, _new_file_mode())
+    except OSError:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp
 
 
 def _fsync_dir(folder: str) -> None:
@@ -262,16 +320,17 @@ def _inputs(paths: Iterable[str], with_folders: bool = False) -> list[tuple[str,
 def check_output_folders(folders: Mapping[str, str | os.PathLike[str] | None], inputs: Iterable[str], *,
                          probe: Collection[str] = ()) -> None:
     """Refuse output *folders* (``--report-dir``, ``--cache-dir``) inside the audited data, and prove
-    each one writable, before any shard is read: a folder inside an audited folder (a folder PATH or
-    a folder a glob matches; not the folder of a single-file PATH: reports and cache entries are never
-    shards) is refused unless it lies below a hidden name there (``.datacheck/``, which
-    discovery never reads); a folder whose flag is in ``probe`` that cannot be created or written is
-    refused too, so a failure is not found only after the whole audit (the probe leaves nothing).
+    each one writable, before any shard is read: a folder inside an audited folder (a folder PATH, a
+    folder a glob matches, or the folder of an audited file, as for :func:`check_outputs`: auditing
+    that folder next would list the reports written there among the data) is refused unless it lies
+    below a hidden name there (``.datacheck/``, which discovery never reads); a folder whose flag is
+    in ``probe`` that cannot be created or written is refused too, so a failure is not found only
+    after the whole audit (the probe leaves nothing).
 
     Raises:
         UsageError: naming the flag, the folder and the audited path, or the OS reason (exit code 2).
     """
-    audited = _inputs(inputs)
+    audited = _inputs(inputs, with_folders=True)
     for flag, folder in folders.items():
         if folder is None:
             continue

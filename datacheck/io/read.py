@@ -9,7 +9,17 @@ columns with the same dtypes:
    names) are kept as strings even when every value looks like a number; fixed-size lists become
    lists;
 2. the roles are resolved against the read schema (:func:`datacheck.model.roles.resolve_roles`);
-3. role columns whose values are all null (dtype ``Null`` / ``List(Null)``) are cast to the role's
+3. the Alpaca layout (String ``instruction``/``output``, optional ``input``/``system``; no
+   ``messages`` column) gets a derived ``messages`` column, the conversation it stands for
+   (:func:`datacheck.io.chat.alpaca_messages`), so the ``sft.*`` rules judge it like chat data;
+4. with ``[tokens] tokenizer`` and a ``messages`` role but no tokenized columns, each conversation
+   is rendered through the tokenizer's chat template (:func:`datacheck.io.chat.render_chat`,
+   transformers' ``apply_chat_template``, truncated at ``max_seq_len``) into ``input_ids``,
+   ``assistant_mask`` and ``labels`` columns, and the roles are resolved again: the tokenized
+   ``sft.*`` rules then judge what the trainer would see. When it cannot render (transformers not
+   installed, no chat template), those roles are ``unavailable`` with the reason (their checks are
+   skipped with it);
+5. role columns whose values are all null (dtype ``Null`` / ``List(Null)``) are cast to the role's
    dtype (:func:`datacheck.model.roles.null_role_casts`), and dictionary-encoded text columns
    (``Categorical``/``Enum``: Arrow ``dictionary<string>``, pandas ``category``) to ``String``
    (:func:`datacheck.model.roles.text_casts`), lazily.
@@ -18,16 +28,24 @@ No other module calls ``open_shard`` (a test walks the package's syntax trees fo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
 
+from datacheck.io.chat import RENDERED_COLUMNS, alpaca_messages, load_chat_tokenizer, render_chat, template_turns
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.readers import ShardData, Unreadable, normalize_frame, open_shard
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding
-from datacheck.model.roles import Roles, null_role_casts, resolve_roles, text_casts, text_column_names
+from datacheck.model.roles import (
+    Roles,
+    message_fields,
+    null_role_casts,
+    resolve_roles,
+    text_casts,
+    text_column_names,
+)
 
 __all__ = ["CheckInput", "open_for_checks"]
 
@@ -92,12 +110,59 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         schema = dict(data.lf.collect_schema())
     except Exception as exc:  # noqa: BLE001 - any reader failure on the schema is an unreadable shard
         raise Unreadable(f"cannot read the schema: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    roles = resolve_roles(cfg.columns, schema,
-                          class_domain=cfg.labels.num_classes is not None or cfg.labels.classes is not None)
-    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema)}
+    roles = _resolve(cfg, schema)
     lf = data.lf
+    derived: list[str] = []
+    alpaca = alpaca_messages(schema) if roles.messages is None and cfg.columns.messages is None else None
+    if alpaca is not None and "messages" not in schema:
+        lf = lf.with_columns(alpaca.alias("messages"))
+        schema["messages"] = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+        roles = _resolve(cfg, schema)
+        derived.append("messages")
+    if _renders(cfg, roles, schema) and (roles.chosen is not None or roles.rejected is not None):
+        roles = replace(roles, unavailable=tuple(
+            (c, "preference data (chosen/rejected): the messages are prompts; rendering prompt + chosen/rejected "
+                "through the chat template is not built") for c in RENDERED_COLUMNS))
+    elif _renders(cfg, roles, schema):
+        lf, schema, roles = _render(lf, schema, roles, cfg)
+        derived += [c for c in RENDERED_COLUMNS if c in schema]
+    if derived:
+        roles = replace(roles, derived=tuple(derived))
+    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema)}
     if casts:
         lf = lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
         schema.update(casts)
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base)
+
+
+def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:
+    """Render when a tokenizer is configured, the shard has a usable ``messages`` column, and none
+    of the rendered columns exists or is named in ``[columns]`` (tokenized data is judged as it is)."""
+    if cfg.tokens.tokenizer is None or roles.messages is None or message_fields(schema[roles.messages]) is None:
+        return False
+    return not any(c in schema or getattr(cfg.columns, c) is not None for c in RENDERED_COLUMNS)
+
+
+def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
+            cfg: Config) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles]:
+    tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
+    if tok is None:
+        return lf, schema, replace(roles, unavailable=tuple((c, why or "") for c in RENDERED_COLUMNS))
+    col = roles.messages
+    mf = message_fields(schema[col])
+    try:
+        df = lf.collect()
+        convs = df.select(template_turns(col, mf).alias("t")).get_column("t").to_list()  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - the data cannot be read: the shard is unreadable
+        raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    ign = cfg.labels.ignore if cfg.labels.ignore is not None else -100
+    out = render_chat(convs, tok, cfg.tokens.max_seq_len, cfg.tokens.truncation_side, ign)
+    df = df.hstack(out.columns)
+    schema = dict(df.schema)
+    return df.lazy(), schema, _resolve(cfg, schema)
+
+
+def _resolve(cfg: Config, schema: dict[str, pl.DataType]) -> Roles:
+    return resolve_roles(cfg.columns, schema,
+                         class_domain=cfg.labels.num_classes is not None or cfg.labels.classes is not None)

@@ -2,6 +2,10 @@
 
 Formats:
 - parquet: ``pl.scan_parquet`` (lazy; the fused query reads only the needed columns).
+- Arrow types polars cannot read (union, interval, run-end-encoded, list views, decimal256), in
+  parquet or Arrow IPC: the file is read by pyarrow instead, converted where a lossless polars type
+  exists and the other columns dropped with a ``schema.dtype`` finding each
+  (:func:`arrow_for_polars`), never handed to polars (whose Rust code panics on them).
 - Arrow IPC file (``ARROW1`` magic): ``pl.scan_ipc``; Arrow IPC stream (Hugging Face
   ``save_to_disk`` ``data-*.arrow``): ``pyarrow.ipc.open_stream`` over a memory map.
 - JSONL (plain, ``.gz``, ``.zst``): validated line by line only when the fast parse fails, so every
@@ -36,13 +40,14 @@ from datacheck.io.formats.litdata import read_litdata_chunk
 from datacheck.io.formats.mds import read_mds
 from datacheck.io.formats.megatron import read_megatron
 from datacheck.io.formats.webdataset import read_webdataset
-from datacheck.io.records import RecordLayoutError, csv_records, jsonl_records, strip_bom
+from datacheck.io.records import RecordLayoutError, csv_records, json_array_records, jsonl_records, strip_bom
 from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
 from datacheck.io.stores import filesystem, is_url
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["ShardData", "Unreadable", "normalize_frame", "validate_arrow", "open_shard", "read_bytes"]
+__all__ = ["ShardData", "Unreadable", "arrow_for_polars", "normalize_frame", "validate_arrow", "open_shard",
+           "read_bytes"]
 
 #: A reader's failure: any exception, and polars' ``PanicException`` (a ``BaseException``) on bytes
 #: the engine cannot handle. Each becomes :class:`Unreadable` (``decode.unreadable``), never a crash.
@@ -157,6 +162,7 @@ def _utf8_findings(lines: list[tuple[int, bytes]], max_examples: int, header_lin
         check="decode.invalid_utf8", severity="error", message=msg, count=len(bad),
         lines=tuple(i + 1 for i, _, _ in bad[:max_examples]), examples=ex,
         details={"likely_encoding": enc, "byte_offsets": [o for _, o, _ in bad[:max_examples]]},
+        rows_truncated=len(bad) > max_examples,
     )
     return [f], fixed
 
@@ -175,6 +181,7 @@ def _bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, 
                  "the good records were audited. Fix or drop these lines."),
         lines=tuple(b[0] for b in bad[:max_examples]), examples=ex,
         details={"byte_offsets": [b[1] for b in bad[:max_examples]]},
+        rows_truncated=len(bad) > max_examples,
     )
 
 
@@ -185,6 +192,7 @@ def _blank_finding(blank: list[tuple[int, int]], max_examples: int) -> Finding:
         lines=tuple(b[0] for b in blank[:max_examples]),
         examples=tuple(Example(row=None, value="''", line=ln, byte_offset=o) for ln, o in blank[:max_examples]),
         details={"blank_lines": len(blank)},
+        rows_truncated=len(blank) > max_examples,
     )
 
 
@@ -357,6 +365,7 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
                 examples=tuple(Example(row=i, value=f"{kinds[i]}: {show_value(col[i], 60)}", line=line_of_row[i])
                                for i in bad[:max_examples]),
                 details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
+                rows_truncated=len(bad) > max_examples,
             ))
             for i in bad:
                 col[i] = None
@@ -415,6 +424,21 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
         df = pl.DataFrame()
     return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
                      line_of_row=np.asarray(line_of_row, dtype=np.int64))
+
+
+def _read_json_array(path: Path, max_examples: int) -> ShardData:
+    """A ``.json`` file holding one JSON array of records (LLaMA-Factory's and FastChat's data files):
+    one row per element, read as the JSONL records are (:func:`_frame_from_records`: mixed JSON
+    types are ``schema.dtype`` findings with lines); each row's line is the line its element starts on."""
+    try:
+        values, lines = json_array_records(read_bytes(path))
+    except RecordLayoutError as exc:
+        raise Unreadable(f"{path.name}: {exc}") from None
+    if not values:
+        return ShardData(lf=pl.LazyFrame(), line_format=True)
+    df, findings = _frame_from_records(values, lines, max_examples)
+    return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
+                     line_of_row=np.asarray(lines, dtype=np.int64))
 
 
 def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int,
@@ -498,7 +522,122 @@ def _parquet_reason(path: Path, exc: BaseException, fs=None, url: str = "") -> s
     return f"parquet reader error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
+def _polars_type(t):
+    """The Arrow type polars can import that holds the same values as Arrow type ``t``, or None
+    when there is none (polars 1.x/2.x: no union, no interval, no 256-bit decimal beyond 38 digits;
+    reading them panics in polars' Rust code or raises).
+
+    Lossless equivalents: run-end-encoded -> its decoded value type; ``list_view`` /
+    ``large_list_view`` -> ``list`` / ``large_list``; ``decimal256(p <= 38)`` -> ``decimal128``; the
+    same inside lists, structs, maps and dictionaries. Everything else is ``t`` itself (``string_view``
+    and ``binary_view`` are native to polars and read as String / Binary)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if pt.is_union(t) or pt.is_interval(t):
+        return None
+    if pt.is_run_end_encoded(t):
+        return _polars_type(t.value_type)
+    if pt.is_decimal256(t):
+        return pa.decimal128(t.precision, t.scale) if t.precision <= 38 else None
+    if pt.is_list_view(t) or pt.is_large_list_view(t) or pt.is_list(t) or pt.is_large_list(t) \
+            or pt.is_fixed_size_list(t):
+        inner = _polars_type(t.value_type)
+        if inner is None:
+            return None
+        field = pa.field(t.value_field.name, inner, t.value_field.nullable)
+        if pt.is_fixed_size_list(t):
+            return pa.list_(field, t.list_size)
+        return pa.large_list(field) if pt.is_large_list(t) or pt.is_large_list_view(t) else pa.list_(field)
+    if pt.is_map(t):
+        k, v = _polars_type(t.key_type), _polars_type(t.item_type)
+        return None if k is None or v is None else pa.map_(k, v)
+    if pt.is_struct(t):
+        fields = []
+        for f in t:
+            ft = _polars_type(f.type)
+            if ft is None:
+                return None
+            fields.append(pa.field(f.name, ft, f.nullable))
+        return pa.struct(fields)
+    if pt.is_dictionary(t):
+        v = _polars_type(t.value_type)
+        return None if v is None else pa.dictionary(t.index_type, v, t.ordered)
+    return t
+
+
+def _needs_conversion(schema) -> bool:
+    """Some column of the Arrow ``schema`` has no polars type as stored (see :func:`_polars_type`)."""
+    return any(_polars_type(f.type) != f.type for f in schema)
+
+
+def _convert_column(col, target):
+    """A chunked Arrow column as ``target`` (:func:`_polars_type`): run-end-encoded values decoded
+    (``pyarrow.compute.run_end_decode``), then a pyarrow cast checked by full validation, else the
+    values rebuilt from Python objects (pyarrow's list_view cast can yield invalid offsets)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    if pt.is_run_end_encoded(col.type):
+        col = pc.run_end_decode(col)
+    if col.type == target:
+        return col
+    try:
+        out = col.cast(target)
+        out.validate(full=True)
+        return out
+    except (pa.ArrowException, ValueError, TypeError):
+        return pa.chunked_array([pa.array(c.to_pylist(), type=target) for c in col.chunks], type=target)
+
+
+def arrow_for_polars(table, max_examples: int = 0) -> tuple[object, list[Finding]]:
+    """``table`` (a ``pyarrow.Table``) with every column polars can read: columns with a lossless
+    polars equivalent converted (:func:`_polars_type`), columns without one (union, interval,
+    decimal256 over 38 digits, or a struct/list holding one) dropped, each with one ``schema.dtype``
+    finding naming the column and its Arrow type: its checks did not run (``schema.dtype``: the
+    column's type is not one datacheck can check; the shard is still audited, so this is not
+    ``decode.unreadable``, which means the whole shard is lost).
+
+    Returns:
+        (the converted table, the findings). Raises pyarrow's errors on a failed conversion.
+    """
+    keep, findings = [], []
+    for i, f in enumerate(table.schema):
+        target = _polars_type(f.type)
+        if target is None:
+            findings.append(Finding(
+                check="schema.dtype", severity="error", column=f.name, count=table.num_rows,
+                message=(f"column {f.name!r} has the Arrow type {f.type}, which has no equivalent in the engine "
+                         "(polars reads no union, interval or decimal256 over 38 digits): the column was left out, "
+                         "so none of its checks ran; the other columns were audited. Store it as a plain type "
+                         "(e.g. a struct of its members, or int64 months/days/nanoseconds)"),
+                details={"arrow_type": str(f.type), "checks_run": False},
+            ))
+            continue
+        keep.append((f.name, _convert_column(table.column(i), target)))
+    import pyarrow as pa
+
+    return pa.table(dict(keep)) if keep else pa.table({}), findings
+
+
 def _read_parquet(path: Path) -> ShardData:
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except _READ_ERRORS:
+        schema = None  # the polars reader below names the reason
+    if schema is not None and _needs_conversion(schema):
+        try:
+            table = pq.read_table(path)
+            validate_arrow(table, "the parquet file")
+            table, findings = arrow_for_polars(table)
+            return ShardData(lf=pl.from_arrow(table).lazy(), decode_findings=findings)  # type: ignore[union-attr]
+        except Unreadable:
+            raise
+        except _READ_ERRORS as exc:
+            raise Unreadable(_parquet_reason(path, exc)) from None
     try:
         lf = pl.scan_parquet(path)
         lf.collect_schema()
@@ -540,13 +679,17 @@ def _read_arrow(path: Path) -> ShardData:
                 reader = pa.ipc.open_file(src)
                 for i in range(reader.num_record_batches):
                     validate_arrow(reader.get_batch(i), f"record batch {i}")
+                if _needs_conversion(reader.schema):  # polars would panic on the schema: convert first
+                    table, findings = arrow_for_polars(reader.read_all())
+                    return ShardData(lf=pl.from_arrow(table).lazy(), decode_findings=findings)  # type: ignore[union-attr]
             lf = pl.scan_ipc(path)
             lf.collect_schema()
             return ShardData(lf=lf)
         with pa.memory_map(str(path), "r") as src:
             table = pa.ipc.open_stream(src).read_all()
         validate_arrow(table, "the stream")
-        return ShardData(lf=pl.from_arrow(table).lazy())  # type: ignore[union-attr]
+        table, findings = arrow_for_polars(table) if _needs_conversion(table.schema) else (table, [])
+        return ShardData(lf=pl.from_arrow(table).lazy(), decode_findings=findings)  # type: ignore[union-attr]
     except Unreadable:
         raise
     except _READ_ERRORS as exc:
@@ -657,6 +800,8 @@ def _open_local(path: Path, fmt: str, dataset_cfg, max_examples: int, string_col
         return _normalize(_read_arrow(path))
     if fmt == "jsonl":
         return _normalize(_read_jsonl(path, max_examples))
+    if fmt == "json":
+        return _normalize(_read_json_array(path, max_examples))
     if fmt in ("csv", "tsv"):
         return _normalize(_read_csv(path, fmt, dataset_cfg, max_examples, string_columns))
     if fmt in _FORMAT_READERS:

@@ -10,6 +10,8 @@ records with the same line numbers.
 - Invalid UTF-8 is decoded with replacement characters (``invalid_utf8`` is set on the record).
 - JSONL: a row is a line holding one JSON object; anything else that is not blank does not parse
   (with the parser's message, or "a JSON array, not an object", ...).
+- JSON array (a ``.json`` file holding one list of records, as LLaMA-Factory and FastChat ship
+  them): each element is a row; its 1-based line is the line where the element starts.
 - CSV/TSV: Python's ``csv`` module splits records (a quoted field may span lines); a record with
   a field count other than the header's (or the first record's, or ``names``') does not parse.
 """
@@ -24,7 +26,7 @@ from typing import Any
 from datacheck.io.safejson import MAX_JSON_DEPTH, max_depths
 
 __all__ = ["BOM", "LineRecord", "RecordSplit", "RecordLayoutError", "strip_bom", "split_lines",
-           "jsonl_records", "csv_records"]
+           "jsonl_records", "csv_records", "json_array_records"]
 
 #: Largest CSV field (characters): Python's ``csv`` default of 131,072 would make a valid CSV with one
 #: long text field unreadable; raised to 2**31 - 1 (the largest value a C ``long`` holds everywhere).
@@ -236,3 +238,77 @@ def csv_records(raw: bytes, sep: str, quote: str | None, header: bool, names: li
         cols = list(names)
     out.header = cols if cols is not None else [f"column_{i + 1}" for i in range(width or 0)]
     return out
+
+
+def json_array_records(raw: bytes) -> tuple[list[dict[str, Any]], list[int]]:
+    """The records of a JSON array file (``[{...}, {...}]``): (the objects in order, the 1-based line
+    where each starts). A UTF-8 byte order mark is skipped. Nesting is bounded
+    (:data:`datacheck.io.safejson.MAX_JSON_DEPTH`) before anything is parsed.
+
+    Raises:
+        RecordLayoutError: not UTF-8, nested too deep, not a JSON array, an element that is not an
+            object (its 0-based index and line), or a syntax error (line and column); the message
+            names the remedy.
+    """
+    data, _bom = strip_bom(raw)
+    depth = int(max_depths(data, per_line=False).max(initial=0))
+    if depth > MAX_JSON_DEPTH:
+        raise RecordLayoutError(f"JSON nested {depth} levels deep (datacheck reads at most {MAX_JSON_DEPTH})")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordLayoutError(f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                                "re-encode the file as UTF-8") from None
+    dec = json.JSONDecoder()
+    ws = " \t\r\n"
+    i, n = 0, len(text)
+    while i < n and text[i] in ws:
+        i += 1
+    if i >= n or text[i] != "[":
+        raise RecordLayoutError("not a JSON array of records (the first non-blank character is not '['); "
+                                "write one JSON object per line (JSON Lines) or a list of objects")
+    i += 1
+    values: list[dict[str, Any]] = []
+    lines: list[int] = []
+    line, pos = 1, 0
+
+    def where(at: int) -> int:
+        nonlocal line, pos
+        line += text.count("\n", pos, at)
+        pos = at
+        return line
+
+    def skip(at: int) -> int:
+        while at < n and text[at] in ws:
+            at += 1
+        return at
+
+    i = skip(i)
+    if i < n and text[i] == "]":
+        i += 1
+    else:
+        while True:
+            start = i
+            try:
+                value, i = dec.raw_decode(text, start)
+            except json.JSONDecodeError as exc:
+                raise RecordLayoutError(f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+            except ValueError as exc:  # an integer over Python's digit limit
+                raise RecordLayoutError(f"not readable JSON at line {where(start)}: {str(exc).splitlines()[0]}") from None
+            if not isinstance(value, dict):
+                raise RecordLayoutError(f"element {len(values)} of the JSON array (line {where(start)}) is "
+                                        f"{type(value).__name__}, not an object: each element must be one record")
+            values.append(value)
+            lines.append(where(start))
+            i = skip(i)
+            if i < n and text[i] == ",":
+                i = skip(i + 1)
+                continue
+            if i < n and text[i] == "]":
+                i += 1
+                break
+            raise RecordLayoutError(f"the JSON array is not closed after element {len(values) - 1} (line {where(min(i, n))}): "
+                                    "expected ',' or ']'")
+    if skip(i) != n:
+        raise RecordLayoutError(f"text after the JSON array's closing ']' (line {where(skip(i))})")
+    return values, lines

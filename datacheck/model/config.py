@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from datacheck.model import catalog
 from datacheck.model.constants import DEFAULT_MAX_EXAMPLES
@@ -27,7 +27,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-Format = Literal["auto", "parquet", "arrow", "jsonl", "csv", "tsv"]
+Format = Literal["auto", "parquet", "arrow", "jsonl", "json", "csv", "tsv"]
 
 
 class DatasetSection(_Section):
@@ -222,9 +222,58 @@ class Config(_Section):
             if not catalog.is_known(key):
                 close = ([c for c in catalog.CATALOG if c.split(".")[-1] == key.split(".")[-1]]
                          or difflib.get_close_matches(key, list(catalog.CATALOG), n=1, cutoff=0.8))
-                hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
+                hint = f" (did you mean {close[0]!r}?)" if close else " (`datacheck checks` lists the IDs)"
                 raise ValueError(f"unknown check ID {key!r}{hint}")
         return v
+
+    #: the folder of the file this config was loaded from (absolute), or None (built in memory). Not a
+    #: key: it is not part of :meth:`hash`, so moving a checkout does not change the config hash.
+    _folder: str | None = PrivateAttr(default=None)
+
+    @property
+    def folder(self) -> str | None:
+        """The absolute folder of the config file, or None for a config built in memory."""
+        return self._folder
+
+    def anchored(self, value: str) -> str:
+        """A path written in the config, resolved as the config file's folder sees it: an absolute path
+        or a config built in memory (no file) gives ``value`` unchanged; a relative path is joined to
+        the config file's folder (never the working folder: a config travels with its data)."""
+        if self._folder is None or Path(value).is_absolute():
+            return value
+        return str(Path(self._folder) / value)
+
+    def schema_spec(self) -> str | None:
+        """``[dataset] schema`` ready to load: a file (``x.yaml``/``.yml``/``.json``, ``x.py:Model``, or
+        any value with a ``/`` or ``\\``) anchored at the config file's folder (:meth:`anchored`); a
+        built-in layout name (a bare name without a suffix, e.g. ``seq2seq``) as written; None when unset."""
+        spec = self.dataset.schema_
+        if spec is None:
+            return None
+        m = PYTHON_SCHEMA.match(spec)
+        if m:
+            return f"{self.anchored(m.group(1))}:{spec[m.end(1) + 1:]}"
+        if Path(spec).suffix.lower() in (".yaml", ".yml", ".json") or "/" in spec or "\\" in spec:
+            return self.anchored(spec)
+        return spec
+
+    def with_schema(self, spec: str) -> Config:
+        """This config with ``[dataset] schema = spec`` given on the command line (``--schema``): a
+        relative file there is relative to the working folder, where the user typed it, so it is
+        stored absolute; a layout name as given. The config file's folder still anchors ``index``."""
+        probe = Config.model_validate({"dataset": {"schema": spec}})
+        probe._folder = str(Path.cwd())
+        dataset = self.dataset.model_copy(update={"schema_": probe.schema_spec()})
+        return self.model_copy(update={"dataset": dataset})
+
+    def tokenizer_path(self) -> str | None:
+        """``[tokens] tokenizer`` (a tokenizer file or folder) anchored at the config file's folder
+        (:meth:`anchored`); None when unset."""
+        return None if self.tokens.tokenizer is None else self.anchored(self.tokens.tokenizer)
+
+    def index_file(self) -> str | None:
+        """``[dataset] index`` anchored at the config file's folder (:meth:`anchored`); None when unset."""
+        return None if self.dataset.index is None else self.anchored(self.dataset.index)
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``."""
@@ -300,6 +349,9 @@ def load_config(path: str | Path | None = None, *, allow_python_schema: bool = T
             a ``dataset.schema`` naming a Python file is then refused (:func:`refuse_python_schema`).
             A config found for ``path=None`` is always treated so.
 
+    Paths written in the file (``[dataset] schema`` and ``index``) are relative to the file's folder:
+    :meth:`Config.schema_spec` and :meth:`Config.index_file` give them resolved.
+
     Raises:
         ConfigError: the file is missing, is not TOML (or nested too deep), has an unknown key or a
             wrong type, or names a Python schema it may not run.
@@ -324,6 +376,7 @@ def load_config(path: str | Path | None = None, *, allow_python_schema: bool = T
     except RecursionError:
         raise ConfigError("not a usable TOML file: nested too deep", path=str(path)) from None
     cfg = config_from_dict(data, source=str(path))
+    cfg._folder = str(path.parent.absolute())  # relative paths in the file are relative to its folder
     if not allow_python_schema:
         refuse_python_schema(cfg, str(path))
     return cfg

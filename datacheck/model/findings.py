@@ -96,6 +96,9 @@ class Finding:
         shards: for dataset-level findings, the shards concerned (relative paths).
         details: check-specific facts (e.g. distinct sentinel values and their counts).
         fails_policy: whether this finding fails the gate under the configured policy.
+        rows_truncated: True when more rows (or lines) fail than ``rows``/``lines``/``examples``
+            list: they hold the first ``[report] max_examples`` only. Written to JSON only when
+            True (an absent key means the lists are complete).
     """
 
     check: str
@@ -110,6 +113,7 @@ class Finding:
     shards: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     fails_policy: bool = False
+    rows_truncated: bool = False
 
     def with_(self, **kw: Any) -> "Finding":
         return replace(self, **kw)
@@ -130,6 +134,8 @@ class Finding:
         }
         if dataset_level:
             d["shards"] = list(self.shards)
+        if self.rows_truncated:  # written only when set: complete lists keep their reports' bytes
+            d["rows_truncated"] = True
         return d
 
     @classmethod
@@ -147,6 +153,7 @@ class Finding:
             shards=tuple(d.get("shards") or ()),
             details=d.get("details") or {},
             fails_policy=bool(d.get("fails_policy", False)),
+            rows_truncated=bool(d.get("rows_truncated", False)),
         )
 
 

@@ -23,7 +23,9 @@ from datacheck.model.config import ColumnsSection
 
 __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
-           "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout"]
+           "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
+           "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
+           "MessageFields", "message_fields"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -36,6 +38,7 @@ class RoleSpec:
         dtype: the dtype rule of :func:`role_dtype_problems`: ``"int_list"`` (one list level of
             integers), ``"mask_list"`` (one list level of integers, booleans or floats),
             ``"text"`` (String or a list of String), ``"numeric"`` (numbers or lists of numbers),
+            ``"messages"`` (:func:`message_fields`),
             ``"class_label"`` (a scalar; rules depend on ``[labels]``) or None (no rule).
         null_as: the dtype an all-null column (dtype ``Null``) of the role is read as, or None.
         infer: column names inferred as this role (Hugging Face names) when ``[columns]`` omits it.
@@ -76,7 +79,8 @@ ROLE_TABLE: tuple[RoleSpec, ...] = (
              _missing("token_type_ids")),
     RoleSpec("aligned", "groups", None, None, (), False, True, "no aligned groups (set [columns] aligned)"),
     # fine-tuning, packed and preference data (CHECKS.md "roles added for fine-tuning and packed data")
-    RoleSpec("messages", "one", None, None, ("messages",), False, True, _missing("messages", "messages (conversation)")),
+    RoleSpec("messages", "one", "messages", None, ("messages", "conversations"), False, True,
+             _missing("messages", "messages (conversation)")),
     RoleSpec("assistant_mask", "one", "mask_list", _LIST_INT, ("assistant_mask",), True, True,
              _missing("assistant_mask")),
     RoleSpec("position_ids", "one", "int_list", _LIST_INT, ("position_ids",), True, True, _missing("position_ids")),
@@ -93,7 +97,73 @@ ROLE_NAMES = tuple(r.name for r in ROLE_TABLE)
 TEXT_NAMES = ROLE_SPECS["text"].infer
 _TEXT_NAMES = TEXT_NAMES
 #: roles inferred by their own name, whatever the dtype (list-typed token roles; ``labels`` has its own rule)
-_NAMED_ROLES = tuple(r.name for r in ROLE_TABLE if r.arity == "one" and r.infer == (r.name,) and r.name != "labels")
+_NAMED_ROLES = tuple(r.name for r in ROLE_TABLE if r.arity == "one" and r.infer[:1] == (r.name,) and r.name not in ("label", "labels"))
+
+#: Chat messages (the ``messages`` role): a list of structs, one per turn. Accepted field names, in
+#: the order they are looked for: the speaker (Hugging Face/OpenAI ``role``, ShareGPT ``from``) and
+#: the content (``content``, ShareGPT ``value``). Content is a string, or a list of parts
+#: ``{type, text}`` (OpenAI) / ``{type, value}`` (LLaMA-Factory v1) whose text field is
+#: :data:`MESSAGE_PART_TEXT_FIELDS`.
+MESSAGE_ROLE_FIELDS = ("role", "from")
+MESSAGE_CONTENT_FIELDS = ("content", "value")
+MESSAGE_PART_TEXT_FIELDS = ("text", "value")
+#: Speaker names -> the canonical chat role (``system``, ``user``, ``assistant``, ``tool_call``: an
+#: assistant turn that calls a tool, ``tool``: a tool result). Sources: Hugging Face chat templates
+#: and OpenAI (system, developer, user, assistant, tool, function), ShareGPT as FastChat and
+#: LLaMA-Factory write it (human, gpt, system, function_call, observation), Llama 3.1 (ipython).
+#: A name not listed is an unknown role (``sft.role_order``).
+CHAT_ROLE_NAMES: dict[str, str] = {
+    "system": "system", "developer": "system", "user": "user", "human": "user", "assistant": "assistant",
+    "gpt": "assistant", "function_call": "tool_call", "tool": "tool", "function": "tool", "observation": "tool",
+    "ipython": "tool",
+}
+
+
+@dataclass(frozen=True)
+class MessageFields:
+    """How one shard stores its ``messages`` (see :func:`message_fields`).
+
+    Attributes:
+        role: the struct field naming the speaker (``role`` or ``from``).
+        content: the struct field holding the content (``content`` or ``value``).
+        parts: True when the content is a list of parts (structs), False when it is a string.
+        part_text: the parts' text field (``text`` or ``value``), when ``parts``.
+        part_type: True when the parts have a ``type`` field (a part of another type than ``text``,
+            e.g. an image, is content even without text).
+        tool_calls: the assistant struct's tool-call field (OpenAI ``tool_calls``, legacy
+            ``function_call``), or None.
+    """
+
+    role: str
+    content: str
+    parts: bool
+    part_text: str | None = None
+    part_type: bool = False
+    tool_calls: str | None = None
+
+
+def message_fields(dtype: pl.DataType) -> MessageFields | None:
+    """The fields of a ``messages`` column of ``dtype``, or None when the dtype cannot serve the
+    role: it must be ``List(Struct)`` with a String speaker field (:data:`MESSAGE_ROLE_FIELDS`) and a
+    content field (:data:`MESSAGE_CONTENT_FIELDS`) of String (or all-null) or of a list of structs
+    with a String (or all-null) text field (:data:`MESSAGE_PART_TEXT_FIELDS`)."""
+    if not isinstance(dtype, pl.List) or not isinstance(dtype.inner, pl.Struct):
+        return None
+    fields = {f.name: f.dtype for f in dtype.inner.fields}
+    role = next((f for f in MESSAGE_ROLE_FIELDS if f in fields), None)
+    content = next((f for f in MESSAGE_CONTENT_FIELDS if f in fields and f != role), None)
+    if role is None or content is None or fields[role] not in (pl.String, pl.Null):
+        return None
+    calls = next((f for f in ("tool_calls", "function_call") if f in fields), None)
+    ct = fields[content]
+    if ct in (pl.String, pl.Null):
+        return MessageFields(role, content, False, tool_calls=calls)
+    if isinstance(ct, pl.List) and isinstance(ct.inner, pl.Struct):
+        pf = {f.name: f.dtype for f in ct.inner.fields}
+        text = next((f for f in MESSAGE_PART_TEXT_FIELDS if f in pf and pf[f] in (pl.String, pl.Null)), None)
+        if text is not None:
+            return MessageFields(role, content, True, text, "type" in pf, calls)
+    return None
 
 
 def _all_null(dtype: pl.DataType) -> bool:
@@ -185,6 +255,8 @@ if TYPE_CHECKING:
 
         inferred: frozenset[str]
         missing: tuple[tuple[str, str], ...]
+        unavailable: tuple[tuple[str, str], ...]
+        derived: tuple[str, ...]
 
         def __init__(self, **fields: Any) -> None: ...
 
@@ -192,13 +264,18 @@ if TYPE_CHECKING:
 else:
     #: Resolved roles of one shard (only columns the shard has): one attribute per row of
     #: :data:`ROLE_TABLE` (``str | None`` for arity one, a tuple for many, a tuple of tuples for groups),
-    #: plus ``inferred`` (role names inferred from column names) and ``missing`` ((role, column) pairs
-    #: the config names but the shard lacks). Frozen.
+    #: plus ``inferred`` (role names inferred from column names), ``missing`` ((role, column) pairs
+    #: the config names but the shard lacks) and ``unavailable`` ((role, reason) pairs: roles the read
+    #: path would have made but could not, e.g. rendering messages without transformers; a check
+    #: needing such a role is skipped with that reason) and ``derived`` (columns the read path added:
+    #: rendered tokens, the messages of an Alpaca layout; a strict contract does not count them). Frozen.
     Roles = make_dataclass(
         "Roles",
         [_role_field(s) for s in ROLE_TABLE]
         + [("inferred", "frozenset[str]", field(default_factory=frozenset)),
-           ("missing", "tuple[tuple[str, str], ...]", field(default=()))],
+           ("missing", "tuple[tuple[str, str], ...]", field(default=())),
+           ("unavailable", "tuple[tuple[str, str], ...]", field(default=())),
+           ("derived", "tuple[str, ...]", field(default=()))],
         bases=(_RolesBase,), frozen=True,
     )
     Roles.__module__ = __name__
@@ -311,6 +388,11 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
             # named as Hugging Face names it: the role, whatever its dtype (a dtype that cannot
             # serve it, e.g. a CSV cell holding "[1, 2]", is reported as schema.dtype)
             named[role] = role
+            inferred.add(role)
+        elif other := next((c for c in ROLE_SPECS[role].infer[1:] if c in schema and c not in numeric_given
+                            and c not in text and message_fields(schema[c]) is not None), None):
+            # a second name (ShareGPT ``conversations``) only when its dtype serves the role
+            named[role] = other
             inferred.add(role)
         else:
             named[role] = None
@@ -441,6 +523,8 @@ _EXPECTED_BY_RULE = {
     "mask_list": "a list of 0/1 integers or booleans",
     "text": "a string (or a list of strings)",
     "numeric": "numbers (or lists of numbers)",
+    "messages": ("a list of {role, content} structs (ShareGPT {from, value}); content a string or a list of "
+                 "{type, text|value} parts"),
 }
 _EXPECTED = {r.name: _EXPECTED_BY_RULE[r.dtype] for r in ROLE_TABLE if r.dtype in _EXPECTED_BY_RULE}
 
@@ -461,6 +545,12 @@ def _cause(role: str, col: str, dtype: pl.DataType, fmt: str | None, want_list: 
     """The likely cause of a role column of the wrong dtype, in words (by dtype and file format)."""
     inner = inner_dtype(dtype)
     depth = list_depth(dtype)
+    if role == "messages":
+        if dtype == pl.String:
+            return (f"each row holds {col!r} as one string (e.g. JSON text or a rendered transcript), not a list of "
+                    "turns; store the turns as a list of {role, content} objects")
+        return (f"{col!r} is {dtype}: each turn needs a speaker field (role or from, a string) and a content field "
+                "(content or value: a string, or a list of {type, text|value} parts); rename or convert the fields")
     if want_list and depth >= 2:
         return ("each row holds a list of lists (e.g. a multiple-choice or pre-batched layout), not one sequence; "
                 "flatten it to one sequence per row")
@@ -498,6 +588,7 @@ def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classe
       ``classes``, integer or float (a Hugging Face ``ClassLabel`` index; pandas stores it as float
       when a label is missing; a fractional value is ``labels.out_of_range``) or string.
     - ``text``: String, or a list of String. ``target``/``features``: numeric or list of numeric.
+    - ``messages``: a list of structs with a speaker and a content field (:func:`message_fields`).
 
     Args:
         roles: the shard's resolved roles.
@@ -543,6 +634,9 @@ def role_dtype_problems(roles: Roles, schema: dict[str, pl.DataType], num_classe
         ct = schema.get(c)
         if ct is not None and not (ct == pl.String or (list_depth(ct) == 1 and inner_dtype(ct) == pl.String)):
             add("text", c, _EXPECTED["text"], False)
+    col = roles.messages
+    if col is not None and col in schema and schema[col] != pl.Null and message_fields(schema[col]) is None:
+        add("messages", col, _EXPECTED["messages"], False)
     for role in [r.name for r in ROLE_TABLE if r.dtype == "numeric"]:
         for c in roles.of(role):
             nt = schema.get(c)

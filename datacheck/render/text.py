@@ -31,6 +31,20 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+#: widest column name shown in a table cell (longer names end with "…"; the JSON has them whole)
+MAX_COLUMN_CELL = 40
+
+
+def _column_txt(f) -> str:
+    """The finding's column for a table cell (``""`` when it concerns no one column): line breaks and
+    tabs shown escaped so a column name from the data cannot break the table, cut at
+    :data:`MAX_COLUMN_CELL` characters."""
+    if f.column is None:
+        return ""
+    c = str(f.column).replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return c if len(c) <= MAX_COLUMN_CELL else c[: MAX_COLUMN_CELL - 1] + "…"
+
+
 def _config_line(report: Report) -> str:
     """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``)."""
     return describe_config(getattr(report, "config_path", None), report.config_hash)
@@ -71,8 +85,22 @@ def _count_txt(sh, f) -> str:
     return str(f.count)
 
 
-def render_text(report: Report, max_message: int = 110) -> str:
-    """A table of shards x findings with counts and first rows, then dataset findings and skips."""
+def _passing_line(n: int) -> str:
+    """The one line that stands for ``n`` shards with no finding (listed with ``show_passing``)."""
+    return f"{n:,} shard{'s' if n != 1 else ''} passed with no findings (--show-passing lists them)"
+
+
+def render_text(report: Report, max_message: int = 110, show_passing: bool = False) -> str:
+    """A table of shards x findings with counts and first rows, then dataset findings and skips.
+
+    Args:
+        report: the report to show.
+        max_message: characters of a finding's message shown in "Findings" (x3; longer ones end "…").
+        show_passing: list every shard, also those without any finding (``--show-passing``). By
+            default those are one line under the table ("2,998 shards passed with no findings"), as
+            a test runner reports passes: a gate over thousands of shards prints what needs a look.
+            A shard with only ``info`` findings still has a finding and is listed.
+    """
     s = report.summary
     lines = [
         f"datacheck {report.datacheck_version}: {_MARK[s['status']]}  "
@@ -84,14 +112,22 @@ def render_text(report: Report, max_message: int = 110) -> str:
         "",
     ]
     rows = []
+    quiet = 0
     for sh in report.shards:
         rows_n = "unreadable" if sh.rows is None else str(sh.rows)
         if not sh.findings:
-            rows.append([sh.status.upper(), sh.path, rows_n, "-", "", "", ""])
+            if not show_passing:
+                quiet += 1
+                continue
+            rows.append([sh.status.upper(), sh.path, rows_n, "-", "", "", "", ""])
         for i, f in enumerate(sh.findings):
             rows.append([sh.status.upper() if i == 0 else "", sh.path if i == 0 else "", rows_n if i == 0 else "",
-                         f.check, f.severity + ("!" if f.fails_policy else ""), _count_txt(sh, f), _rows_txt(f)])
-    lines += _table(["status", "shard", "rows", "check", "severity", "count", "first"], rows)
+                         f.check, _column_txt(f), f.severity + ("!" if f.fails_policy else ""), _count_txt(sh, f),
+                         _rows_txt(f)])
+    if rows:
+        lines += _table(["status", "shard", "rows", "check", "column", "severity", "count", "first"], rows)
+    if quiet:
+        lines.append(_passing_line(quiet))
     if report.dataset_findings:
         lines += ["", "Dataset:"]
         for f in report.dataset_findings:
@@ -146,8 +182,12 @@ def _md_text(text: str) -> str:
     return html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " ")
 
 
-def render_markdown(report: Report) -> str:
-    """Markdown for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``)."""
+def render_markdown(report: Report, show_passing: bool = False) -> str:
+    """Markdown for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``, which GitHub cuts at 1 MiB).
+
+    ``show_passing``: a table row for every shard; by default shards without any finding are one
+    line under the table, as in :func:`render_text`.
+    """
     s = report.summary
     icon = {"pass": "✅", "warn": "⚠️", "fail": "❌"}[s["status"]]
     out = [
@@ -156,17 +196,26 @@ def render_markdown(report: Report) -> str:
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
         f"index `{report.index_hash}`; {_config_line(report)}",
         "",
-        "| shard | rows | status | check | severity | count | first rows |",
-        "|---|---:|---|---|---|---:|---|",
     ]
+    table = ["| shard | rows | status | check | column | severity | count | first rows |",
+             "|---|---:|---|---|---|---|---:|---|"]
+    quiet = 0
     for sh in report.shards:
         rows_n = "unreadable" if sh.rows is None else str(sh.rows)
         if not sh.findings:
-            out.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | | | | |")
+            if not show_passing:
+                quiet += 1
+                continue
+            table.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | | | | | |")
         for f in sh.findings:
             fail = " **(fails)**" if f.fails_policy else ""
-            out.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | {_md_code(f.check)} | {f.severity}{fail} "
-                       f"| {_count_txt(sh, f)} | {_rows_txt(f)} |")
+            col = _md_code(_column_txt(f)) if f.column is not None else ""
+            table.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | {_md_code(f.check)} | {col} | "
+                         f"{f.severity}{fail} | {_count_txt(sh, f)} | {_rows_txt(f)} |")
+    if len(table) > 2:
+        out += table
+    if quiet:
+        out += ([""] if len(table) > 2 else []) + [_passing_line(quiet).replace("--show-passing", "`--show-passing`")]
     if report.dataset_findings:
         out += ["", "### Dataset", ""]
         for f in report.dataset_findings:

@@ -7,6 +7,7 @@ rename; links written through, devices written in place) and deterministically
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from datacheck.model.constants import REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["Report", "ShardReport", "read_report", "report_path"]
+__all__ = ["Report", "ShardReport", "find_report", "read_report", "report_path"]
 
 #: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
 #: "not a datacheck report" (UsageError), never a KeyError.
@@ -184,6 +185,36 @@ class Report:
 def report_path(report_dir: str | Path, index_hash: str) -> Path:
     """``<report-dir>/<index_hash>/report.json``."""
     return Path(report_dir) / index_hash / "report.json"
+
+
+#: an index hash or a prefix of it long enough to name one report (6 to 32 lowercase hex digits)
+_HEX = re.compile(r"^[0-9a-f]{6,32}$")
+
+
+def find_report(ref: str | Path, report_dir: str | Path) -> Path:
+    """The report file ``ref`` names: a file path, or an index hash (or a unique prefix of at least 6
+    hex digits) looked up as ``<report_dir>/<index_hash>/report.json``. The one resolver of every
+    verb that takes a stored report (``diff``, ``report``).
+
+    Raises:
+        UsageError: no such file or hash, or an ambiguous prefix.
+    """
+    ref = str(ref)
+    p = Path(ref)
+    if p.exists():  # a file; or a folder, that read_report refuses with its own message
+        return p
+    if _HEX.match(ref):
+        exact = report_path(report_dir, ref)
+        if exact.is_file():
+            return exact
+        base = Path(report_dir)
+        hits = sorted(d for d in base.glob(f"{ref}*") if (d / "report.json").is_file()) if base.is_dir() else []
+        if len(hits) == 1:
+            return hits[0] / "report.json"
+        if len(hits) > 1:
+            raise UsageError(f"{ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); give more digits")
+        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{ref}*/report.json (set --report-dir)")
+    raise UsageError(f"{ref}: no such report file (or index hash in --report-dir {report_dir})")
 
 
 def read_report(path: str | Path) -> Report:

@@ -57,7 +57,6 @@ import os
 import re
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -71,7 +70,7 @@ from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.hfmeta import read_state
-from datacheck.io.outputs import os_error_message
+from datacheck.io.outputs import make_temp_folder, os_error_message
 from datacheck.io.readers import read_bytes, validate_arrow
 from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.rowhash import row_hash_series
@@ -218,7 +217,7 @@ def _drop_ids(drop: list[str] | None, cfg: Config) -> tuple[str, ...]:
         return default_drop(cfg)
     for cid in drop:
         if not catalog.is_known(cid):
-            raise UsageError(f"--drop {cid!r}: unknown check ID (see CHECKS.md)")
+            raise UsageError(f"--drop {cid!r}: unknown check ID (`datacheck checks` lists the IDs)")
         if catalog.info(cid).level != "row":
             rows = ", ".join(c for c, i in catalog.CATALOG.items() if i.level == "row")
             raise UsageError(f"--drop {cid!r}: a {catalog.info(cid).level}-level check names no rows to drop; "
@@ -739,13 +738,16 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_stages(out)
-        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+        stage = make_temp_folder(out.parent, f".{out.name}.tmp-{os.getpid()}-")  # 0o777 minus the umask
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create it: {exc.strerror or exc}") from None
     try:
         results: list[ShardClean] = []
         written: list[tuple[str, int]] = []
         for ds in disc.shards:
+            if ds.format == "json":
+                raise UsageError(f"{ds.rel}: datacheck clean rewrites JSON Lines, CSV, parquet and Arrow shards, not a "
+                                 "JSON array file; convert it to JSON Lines first (one object per line)")
             sc = ShardClean(path=ds.rel, format=ds.format)
             results.append(sc)
             res = audit_file(ds, cfg, keep_rows=True)[0]

@@ -19,14 +19,13 @@ meaningless): otherwise :class:`~datacheck.errors.ReportVersionError` (exit 2).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datacheck.model.errors import ReportVersionError, UsageError
+from datacheck.model.errors import ReportVersionError
 from datacheck.model.findings import Finding
-from datacheck.report.model import Report, read_report, report_path
+from datacheck.report.model import Report, find_report, read_report
 
 __all__ = ["ReportDiff", "FindingDelta", "diff_reports", "resolve_report", "render_diff_text",
            "render_diff_markdown", "QUANTILE_KEYS", "DEFAULT_SHARE_THRESHOLD", "STATS_REL_TOL"]
@@ -93,32 +92,15 @@ class ReportDiff:
         }
 
 
-_HEX = re.compile(r"^[0-9a-f]{6,32}$")
-
-
 def resolve_report(ref: str, report_dir: str | Path) -> Report:
     """A report from a file path, or from an index hash (or a unique prefix of at least 6 hex digits)
-    looked up as ``<report_dir>/<index_hash>/report.json``.
+    looked up as ``<report_dir>/<index_hash>/report.json`` (:func:`~datacheck.report.model.find_report`).
 
     Raises:
         UsageError: no such file or hash, or an ambiguous prefix.
         ReportVersionError: the report is newer than this datacheck reads.
     """
-    p = Path(ref)
-    if p.is_file():
-        return read_report(p)
-    if _HEX.match(ref):
-        exact = report_path(report_dir, ref)
-        if exact.is_file():
-            return read_report(exact)
-        base = Path(report_dir)
-        hits = sorted(d for d in base.glob(f"{ref}*") if (d / "report.json").is_file()) if base.is_dir() else []
-        if len(hits) == 1:
-            return read_report(hits[0] / "report.json")
-        if len(hits) > 1:
-            raise UsageError(f"{ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); give more digits")
-        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{ref}*/report.json (set --report-dir)")
-    raise UsageError(f"{ref}: no such report file (or index hash in --report-dir {report_dir})")
+    return read_report(find_report(ref, report_dir))
 
 
 def _aggregate(report: Report) -> dict[tuple[str, str, str | None], dict[str, Any]]:

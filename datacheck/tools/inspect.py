@@ -39,6 +39,7 @@ from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.findings import Example, Finding, Skipped, show_value
+from datacheck.model.roles import is_list, seq2seq_layout
 
 __all__ = [
     "OffendingRow",
@@ -51,6 +52,8 @@ __all__ = [
     "write_frame_atomic",
     "EXPORT_COLUMNS",
     "TOKENIZERS_INSTALL",
+    "classify_supervision",
+    "SUPERVISION_CLASSES",
 ]
 
 #: The install command shown when the optional ``tokenizers`` package is missing: the ``tokenizers``
@@ -207,6 +210,82 @@ def load_tokenizer(path: str | Path) -> TokenizerView:
                          byte_level=type(decoder).__name__ == "ByteLevel")
 
 
+# --------------------------------------------------------------------------------------------- supervision
+#: The supervision classes of a token (:func:`classify_supervision`), in legend order.
+SUPERVISED, IGNORED, PADDING, PADDING_SUPERVISED = "supervised", "ignored", "padding", "padding_supervised"
+SUPERVISION_CLASSES = (SUPERVISED, IGNORED, PADDING, PADDING_SUPERVISED)
+
+
+def classify_supervision(ids: list[Any], *, attention_mask: list[Any] | None = None, labels: list[Any] | None = None,
+                         assistant_mask: list[Any] | None = None, ignore_index: int | None = -100,
+                         shifted: bool = False, pad_token_id: int | None = None,
+                         padding_side: str = "right") -> list[str]:
+    """The supervision class of each token of one row: what the loss trains on, as the trainer sees it.
+
+    A token is a *target* when the loss asks the model to produce it:
+
+    - with ``labels`` and ``shifted = false`` (Hugging Face: the model shifts): token ``j >= 1`` is a
+      target when ``labels[j]`` is not null and not ``ignore_index`` (``labels[0]`` is never used by
+      the shifted loss, so token 0 is never a target);
+    - with ``labels`` and ``shifted = true`` (nanoGPT, Megatron: ``labels[i]`` is the target of
+      position ``i``): token ``j >= 1`` is a target when ``labels[j - 1]`` is supervised;
+    - without labels, with ``assistant_mask`` (assistant-only loss): token ``j >= 1`` is a target when
+      ``assistant_mask[j] == 1``;
+    - with neither (causal LM, labels = input_ids): every non-padding token ``j >= 1``.
+
+    A token is *padding* when ``attention_mask[j] == 0``; without a mask, when it belongs to the run
+    of ``pad_token_id`` at the padded end of the row (``padding_side``; none when ``pad_token_id``
+    is unset). Classes: ``"supervised"`` (a target), ``"ignored"`` (not a target: prompt, system,
+    user turns), ``"padding"``, and ``"padding_supervised"`` (padding that is a target: the loss
+    trains on padding, ``padding.label_not_ignored``).
+
+    Args:
+        ids: the row's token ids (length L); lists shorter than L leave the missing positions
+            unsupervised / attended.
+        attention_mask: 0/1 per token, or None.
+        labels: token labels per position, or None.
+        assistant_mask: 0/1 per token, or None (used only without ``labels``).
+        ignore_index: the label the loss ignores (``[labels] ignore_index``; None: none).
+        shifted: ``[labels] shifted``.
+        pad_token_id: ``[tokens] pad_token_id`` (only used without ``attention_mask``).
+        padding_side: ``"right"`` or ``"left"`` (only used without ``attention_mask``).
+
+    Returns:
+        One class per token of ``ids`` (length L).
+    """
+    n = len(ids)
+
+    def at(xs: list[Any] | None, j: int) -> Any:
+        return xs[j] if xs is not None and 0 <= j < len(xs) else None
+
+    if attention_mask is not None:
+        pad = [at(attention_mask, j) == 0 for j in range(n)]
+    else:
+        pad = [False] * n
+        if pad_token_id is not None:
+            order = range(n - 1, -1, -1) if padding_side == "right" else range(n)
+            for j in order:
+                if ids[j] != pad_token_id:
+                    break
+                pad[j] = True
+
+    def sup_label(v: Any) -> bool:
+        return v is not None and v != ignore_index
+
+    out = []
+    for j in range(n):
+        if j == 0:
+            target = False
+        elif labels is not None:
+            target = sup_label(at(labels, j - 1 if shifted else j))
+        elif assistant_mask is not None:
+            target = at(assistant_mask, j) in (1, True)
+        else:
+            target = not pad[j]
+        out.append((PADDING_SUPERVISED if target else PADDING) if pad[j] else (SUPERVISED if target else IGNORED))
+    return out
+
+
 # --------------------------------------------------------------------------------------------- inspection
 @dataclass(frozen=True)
 class OffendingRow:
@@ -224,6 +303,8 @@ class OffendingRow:
         detail: the check's own example text (e.g. ``"first at position 5 of 128: 30523"``).
         tokens: the sequence as tokens (a window around ``position``) when a tokenizer was given.
         byte_offset: 0-based byte offset of the line (decode findings), else None.
+        supervision: with a tokenizer, the whole ``input_ids`` row as ``(token text, class)`` pairs,
+            the class from :func:`classify_supervision` (``[labels]``/``[tokens]`` facts of the config).
     """
 
     check: str
@@ -237,13 +318,16 @@ class OffendingRow:
     detail: str | None = None
     tokens: tuple[str, ...] | None = None
     byte_offset: int | None = None
+    supervision: tuple[tuple[str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "column": self.column, "row": self.row, "line": self.line,
                 "value": self.value, "position": self.position, "length": self.length,
                 "bad_value": self.bad_value, "detail": self.detail,
                 "tokens": list(self.tokens) if self.tokens is not None else None,
-                "byte_offset": self.byte_offset}
+                "byte_offset": self.byte_offset,
+                "supervision": (None if self.supervision is None else
+                                [{"token": t, "class": c} for t, c in self.supervision])}
 
 
 @dataclass
@@ -328,7 +412,7 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
     if bad:
         close = ([k for k in catalog.CATALOG if k.split(".")[-1] == bad[0].split(".")[-1]]
                  or difflib.get_close_matches(bad[0], list(catalog.CATALOG), n=1, cutoff=0.75))
-        hint = f" (did you mean {close[0]!r}?)" if close else " (see CHECKS.md for the IDs)"
+        hint = f" (did you mean {close[0]!r}?)" if close else " (`datacheck checks` lists the IDs)"
         raise UsageError(f"--check {bad[0]!r}: unknown check ID{hint}")
     dataset = [c for c in checks if catalog.info(c).level == "dataset"]
     if dataset:  # decided across shards: inspect (one shard's rows) would silently show nothing
@@ -404,7 +488,7 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
     if not pairs:
         return out
     examples = {(f.check, f.column, e.row): e for f in res.findings for e in f.examples if e.row is not None}
-    out.shown = _read_rows(data, pairs, examples, tok)
+    out.shown = _read_rows(data, pairs, examples, tok, cfg)
     return out
 
 
@@ -424,11 +508,17 @@ def _element(value: Any, pos: int) -> str | None:
     return "null" if flat[pos] is None else str(flat[pos])
 
 
+def _as_list(v: Any) -> list[Any] | None:
+    v = v.to_list() if isinstance(v, pl.Series) else v
+    return v if isinstance(v, list) else None
+
+
 def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
                examples: dict[tuple[str, str | None, int], Example],
-               tok: TokenizerView | None) -> list[OffendingRow]:
-    """Values, first bad positions (the engine's examples) and tokens of the (check key, row) pairs,
-    in one read of the shard as the audit read it."""
+               tok: TokenizerView | None, cfg: Config | None = None) -> list[OffendingRow]:
+    """Values, first bad positions (the engine's examples), tokens and the tokens' supervision
+    classes of the (check key, row) pairs, in one read of the shard as the audit read it."""
+    cfg = cfg or Config()
     schema, roles = data.schema, data.roles
     keys = sorted({k for k, _ in pairs if k is not None})
     want_rows = sorted({r for _, r in pairs})
@@ -436,7 +526,12 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
     value_cols = sorted({k.split(":", 1)[1] for k in keys if ":" in k and k.split(":", 1)[1] in schema})
     seq_col = roles.input_ids if tok is not None else None
     text_col = roles.text[0] if (tok is not None and roles.text and seq_col is None) else None
-    extra = [c for c in (seq_col, text_col) if c is not None and c not in value_cols]
+    # encoder-decoder labels are the target sequence, not per input token: no supervision view there
+    s2s = seq2seq_layout(cfg.dataset.schema_, schema) is not None
+    sup_cols = ([c for c in (roles.attention_mask, roles.labels, roles.assistant_mask)
+                 if c is not None and is_list(schema[c])] if seq_col is not None and not s2s else [])
+    extra = [c for c in (seq_col, text_col, *sup_cols) if c is not None and c not in value_cols]
+    extra = list(dict.fromkeys(extra))
     whole_rows = any(k is None for k, _ in pairs)  # --rows: a chosen row is shown with every column
     if whole_rows:
         extra += [c for c in schema if c not in value_cols and c not in extra]
@@ -467,17 +562,27 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
             detail, pos, length = ex.value, ex.position, ex.length
             if pos is not None and column is not None:
                 bad = _element(value, pos)
-        tokens = None
+        tokens = supervision = None
         if seq_col is not None and seq_col in df.columns:
-            ids = df[seq_col][i]
-            ids = ids.to_list() if isinstance(ids, pl.Series) else ids
-            if isinstance(ids, list) and ids and not isinstance(ids[0], list):
-                tokens = _window(tok.tokens(ids), pos if column == seq_col else None)
+            ids = _as_list(df[seq_col][i])
+            if ids and not isinstance(ids[0], list):
+                texts = tok.tokens(ids)
+                tokens = _window(texts, pos if column == seq_col else None)
+            if ids and not isinstance(ids[0], list) and not s2s:
+                def col_of(c: str | None) -> list[Any] | None:
+                    return _as_list(df[c][i]) if c is not None and c in sup_cols else None
+
+                classes = classify_supervision(
+                    ids, attention_mask=col_of(roles.attention_mask), labels=col_of(roles.labels),
+                    assistant_mask=col_of(roles.assistant_mask), ignore_index=cfg.labels.ignore,
+                    shifted=cfg.labels.shifted, pad_token_id=cfg.tokens.pad_token_id,
+                    padding_side=cfg.tokens.padding_side)
+                supervision = tuple(zip(texts, classes))
         elif text_col is not None and isinstance(df[text_col][i], str):
             tokens = _window(tok.encode(df[text_col][i]), None)
         shown.append(OffendingRow(check=check, column=column, row=r, line=line_of.get(r), value=shown_value,
                                   position=pos, length=length, bad_value=bad, detail=detail,
-                                  tokens=tokens))
+                                  tokens=tokens, supervision=supervision))
     return shown
 
 

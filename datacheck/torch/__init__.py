@@ -10,6 +10,8 @@ Nothing here imports torch at import time; each feature imports it when used and
 - :mod:`datacheck.torch.order`: the order torch's ``DistributedSampler``/``BatchSampler`` give.
 - :mod:`datacheck.torch.plan`: the dataset's global row order and ``rows_of_step`` (step -> rows).
 - :mod:`datacheck.torch.ledger`: the per-rank ledger format and its reader (OLMo's too).
+- :func:`replay_batch`, :func:`batch_from_export` (:mod:`datacheck.torch.replay`): replay an exported
+  step on a fixed batch in train mode, eval mode and fp32, and name the rows with a non-finite loss.
 - :func:`log_data_identity` (:mod:`datacheck.trace.identity`): print and log the audited data's
   ``index_hash``/``config_hash`` from the launch script, so ``datacheck trace`` can tell whether a
   run trained on the audited bytes.
@@ -20,6 +22,8 @@ from datacheck.torch.budget import TokenBudgetBatchSampler
 from datacheck.torch.guard import BatchGuard
 from datacheck.torch.ledger import read_ledger
 from datacheck.torch.record import record_batches
+from datacheck.torch.replay import batch_from_export, replay_batch
 from datacheck.trace.identity import log_data_identity
 
-__all__ = ["BatchGuard", "TokenBudgetBatchSampler", "record_batches", "read_ledger", "log_data_identity"]
+__all__ = ["BatchGuard", "TokenBudgetBatchSampler", "record_batches", "read_ledger", "log_data_identity", "replay_batch",
+           "batch_from_export"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from typing import Any, TextIO
+from typing import Any, Iterable, TextIO
 
-__all__ = ["IDENTITY_PREFIX", "IDENTITY_RE", "log_data_identity", "parse_identity"]
+__all__ = ["IDENTITY_PREFIX", "IDENTITY_RE", "log_data_identity", "parse_identity", "compare_identity"]
 
 IDENTITY_PREFIX = "datacheck-data-identity:"
 IDENTITY_RE = re.compile(r"datacheck-data-identity:\s*index_hash=([0-9a-f]+)\s+config_hash=([0-9a-zA-Z:_-]+)")
@@ -53,3 +53,33 @@ def parse_identity(text: str) -> tuple[str, str] | None:
     """``(index_hash, config_hash)`` of an identity line, or None."""
     m = IDENTITY_RE.search(text)
     return (m.group(1), m.group(2)) if m else None
+
+
+def compare_identity(logged: Iterable[tuple[str, str]], index_hash: str, config_hash: str) -> tuple[str | None, str | None]:
+    """Compare the identities a run logged with the data and config a trace reads.
+
+    Args:
+        logged: ``(index_hash, config_hash)`` pairs found in the logs (empty: nothing to compare).
+        index_hash: the index hash of the data given to the trace (``--data``).
+        config_hash: the hash of the config the trace audits the rows under (``--config`` or the one
+            looked up as for audit; :meth:`datacheck.model.config.Config.hash`).
+
+    Returns:
+        ``(mismatch, warning)``: ``mismatch`` when no logged ``index_hash`` is the data's (other bytes
+        than the run trained on: the caller refuses unless told otherwise); ``warning`` when the bytes
+        are the run's but its gate audited them under another ``config_hash`` (the same rows, other
+        rules: their findings here may differ from the gate's). Either is None when it does not apply.
+    """
+    pairs = sorted(set(logged))
+    if not pairs:
+        return None, None
+    same_bytes = [p for p in pairs if p[0] == index_hash]
+    if not same_bytes:
+        return (f"the data's index_hash {index_hash} differs from the one the run logged "
+                f"({', '.join(sorted({p[0] for p in pairs}))}): these are not the bytes the run trained on"), None
+    if any(p[1] == config_hash for p in same_bytes):
+        return None, None
+    return None, (f"the data is the bytes the run trained on (index_hash {index_hash}), but the run's gate audited "
+                  f"them under config_hash {', '.join(p[1] for p in same_bytes)} and this trace audits them under "
+                  f"{config_hash}: other columns, thresholds or checks, so the rows' findings may differ from the "
+                  "gate's (give --config the run's datacheck.toml to audit them as the gate did)")

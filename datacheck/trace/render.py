@@ -19,6 +19,8 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
         if st.bad_lines:
             line += f", {st.bad_lines} line(s) not parsed, e.g. line {st.bad_examples[0][0]}: {st.bad_examples[0][1]!r}"
         out.append(line)
+        if st.stopped:
+            out.append(f"  warning: {st.source}: {st.stopped}")
     fb = res.first_bad
     out.append("first anomaly: " + (f"{fb['check']} at step {fb['step']} ({fb.get('rank')}), window "
                                     f"{fb['window'][0]}..{fb['window'][1]}" if fb else "none"))
@@ -37,15 +39,16 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
             out.append(f"  rows from {data['source']['description']}")
         if data.get("warning"):
             out.append(f"  warning: {data['warning']}")
-    if data is not None and data.get("rows") is not None:
-        for step, ranks in sorted(((int(k), v) for k, v in data["rows"]["steps"].items())):
-            for rank, rows in ranks.items():
-                toks = (data["rows"]["supervised_tokens"] or {}).get(str(step), {}).get(rank)
-                out.append(f"  step {step} rank {rank}: rows {rows}" + (f", {toks} supervised token(s)" if toks is not None else ""))
-        for row, checks in data["rows"]["row_checks"].items():
-            out.append(f"  row {row}: {', '.join(checks)}")
-        for f in data["rows"]["findings"]:
-            out.append(f"  [{f['severity']}] {f['check']}: {f['message']} (rows {f['rows']})")
+        audited = data.get("rows")  # None: no anomaly and no --step, no rows audited
+        if audited:
+            for step, ranks in sorted(((int(k), v) for k, v in audited["steps"].items())):
+                for rank, rows in ranks.items():
+                    toks = (audited["supervised_tokens"] or {}).get(str(step), {}).get(rank)
+                    out.append(f"  step {step} rank {rank}: rows {rows}" + (f", {toks} supervised token(s)" if toks is not None else ""))
+            for row, checks in audited["row_checks"].items():
+                out.append(f"  row {row}: {', '.join(checks)}")
+            for f in audited["findings"]:
+                out.append(f"  [{f['severity']}] {f['check']}: {f['message']} (rows {f['rows']})")
     return "\n".join(out) + "\n"
 
 

@@ -14,14 +14,14 @@ happened in when the log records every N steps (the first bad step is only bound
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from datacheck.model import catalog
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding
-from datacheck.trace.record import StepRecord, is_finite
+from datacheck.trace.record import StepRecord
 from datacheck.trace.spikes import SpikeDetector, SpikeRule
 
 __all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
@@ -168,6 +168,9 @@ class NonFinite(Rule):
         self.count: dict[Any, int] = {}
 
     def _why(self, rec: StepRecord, s: Stream) -> str | None:
+        loss, g = rec.loss, rec.grad_norm
+        if (loss is not None and math.isfinite(loss) and (g is None or math.isfinite(g)) and not rec.nan_steps):
+            return None  # the common case, decided without building anything
         bad = [f"{k} {getattr(rec, k)}" for k in ("loss", "grad_norm")
                if getattr(rec, k) is not None and not math.isfinite(getattr(rec, k))]
         if bad:
@@ -215,7 +218,9 @@ class _Spike(Rule):
         x = getattr(rec, self.metric)
         if x is None or not math.isfinite(x):
             return
-        det = self.det.setdefault(s.key, SpikeDetector(self.opts.spike))
+        det = self.det.get(s.key)
+        if det is None:
+            det = self.det[s.key] = SpikeDetector(self.opts.spike)
         hit = det.feed(x)
         if det.rule.kind == "foundry":  # the run's records, details built while the stream state is theirs
             run = self.pending.setdefault(s.key, [])
@@ -281,7 +286,9 @@ class LossScaleCollapse(Rule):
             return
         old = rec.prev_scale if rec.overflow and rec.prev_scale is not None else self.last_scale.get(s.key)
         self.last_scale[s.key] = new
-        run = self.run.setdefault(s.key, [])
+        run = self.run.get(s.key)
+        if run is None:
+            run = self.run[s.key] = []
         if old is None or not new < old:
             if not (rec.overflow and old is not None and new == old):  # a hysteresis skip keeps the run
                 run.clear()
@@ -379,7 +386,9 @@ class LrDiscontinuity(Rule):
         lr = rec.lr
         if lr is None or not math.isfinite(lr):
             return
-        mem = self.seen.setdefault(s.key, OrderedDict())
+        mem = self.seen.get(s.key)
+        if mem is None:
+            mem = self.seen[s.key] = OrderedDict()
         prev_lr = s.prev.lr if s.prev is not None else None
         if s.prev is not None and rec.step < s.prev.step and rec.step in mem:
             before = mem[rec.step]
@@ -418,16 +427,17 @@ class RankDivergence(Rule):
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
         self.first_bad: dict[Any, StepRecord] = {}
-        self.tail: dict[Any, list[float]] = {}
+        self.tail: dict[Any, deque[float]] = {}
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
-        bad = any(getattr(rec, k) is not None and not math.isfinite(getattr(rec, k)) for k in ("loss", "grad_norm"))
-        if bad:
+        loss, g = rec.loss, rec.grad_norm
+        if (loss is not None and not math.isfinite(loss)) or (g is not None and not math.isfinite(g)):
             self.first_bad.setdefault(s.key, rec)
-        if is_finite(rec.loss):
-            t = self.tail.setdefault(s.key, [])
-            t.append(rec.loss)  # type: ignore[arg-type]
-            del t[:-DIVERGE_LAST]
+        if loss is not None and math.isfinite(loss):
+            t = self.tail.get(s.key)
+            if t is None:
+                t = self.tail[s.key] = deque(maxlen=DIVERGE_LAST)
+            t.append(loss)
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out: list[Finding] = []

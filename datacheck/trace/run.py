@@ -14,7 +14,7 @@ from typing import Any
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
 from datacheck.trace.readers import LogFile
-from datacheck.trace.record import ReadStats, StepRecord, is_finite
+from datacheck.trace.record import ReadStats, StepRecord
 from datacheck.trace.rules import LOG_RULES, Stream, TraceOptions, stream_name
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
@@ -91,8 +91,9 @@ def jsonable(v: Any) -> Any:
 
 
 def _good(rec: StepRecord) -> bool:
-    return (not rec.overflow and is_finite(rec.loss) and (rec.grad_norm is None or math.isfinite(rec.grad_norm))
-            and not rec.nan_steps)
+    g = rec.grad_norm
+    return (not rec.overflow and rec.loss is not None and math.isfinite(rec.loss)
+            and (g is None or math.isfinite(g)) and not rec.nan_steps)
 
 
 def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
@@ -108,31 +109,44 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     curves: dict[str, dict[str, Curve]] = {}
     events: list[dict[str, Any]] = []
     stats: list[ReadStats] = []
+    feeds: dict[Any, list[Any]] = {}  # per stream: the rules' bound feed methods
     for lf in logs:
+        seen_notes = 0
         for rec in lf.records():
-            if lf.stats.notes - notes:  # notes (e.g. hf_nan_filter) reach the rules' messages
-                notes |= lf.stats.notes
-                for r in rules:
-                    r.opts = TraceOptions(spike=opts.spike, world_size=opts.world_size, notes=frozenset(notes))
+            if len(lf.stats.notes) != seen_notes:  # notes (e.g. hf_nan_filter) reach the rules' messages
+                seen_notes = len(lf.stats.notes)
+                if lf.stats.notes - notes:
+                    notes |= lf.stats.notes
+                    for r in rules:
+                        r.opts = TraceOptions(spike=opts.spike, world_size=opts.world_size, notes=frozenset(notes))
             key = rec.rank if rec.rank is not None else lf.source
             if rec.split != "train":
                 if len(events) < _EVENTS:
                     events.append({"kind": "eval", "step": rec.step, "rank": stream_name(key), "loss": rec.loss})
                 continue
-            s = streams.setdefault(key, Stream(key))
-            if s.prev is not None and rec.step < s.prev.step and len(events) < _EVENTS:
-                events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": s.prev.step,
+            s = streams.get(key)
+            if s is None:
+                s = streams[key] = Stream(key)
+                curves[s.name] = {m: Curve() for m in METRICS}
+                feeds[key] = [r.feed for r in rules]
+            prev = s.prev
+            if prev is not None and rec.step < prev.step and len(events) < _EVENTS:
+                events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": prev.step,
                                "where": rec.where()})
             if rec.overflow and len(events) < _EVENTS:
                 events.append({"kind": "scale_backoff", "step": rec.step, "rank": s.name, "from": rec.prev_scale,
                                "to": rec.loss_scale, "where": rec.where()})
-            for r in rules:
-                r.feed(rec, s)
-            cs = curves.setdefault(s.name, {m: Curve() for m in METRICS})
-            for m in METRICS:
-                v = getattr(rec, m)
-                if v is not None:
-                    cs[m].add(rec.step, v)
+            for feed in feeds[key]:
+                feed(rec, s)
+            cs = curves[s.name]
+            if rec.loss is not None:
+                cs["loss"].add(rec.step, rec.loss)
+            if rec.grad_norm is not None:
+                cs["grad_norm"].add(rec.step, rec.grad_norm)
+            if rec.lr is not None:
+                cs["lr"].add(rec.step, rec.lr)
+            if rec.loss_scale is not None:
+                cs["loss_scale"].add(rec.step, rec.loss_scale)
             if _good(rec):
                 s.last_good = rec
                 if not rec.skipped:

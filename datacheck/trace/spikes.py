@@ -93,35 +93,36 @@ class SpikeDetector:
         r = self.rule
         if not math.isfinite(x):
             return False
-        spike = False
-        if r.kind == "megatron":
+        kind = r.kind
+        if kind == "megatron":
             if len(self.first) < r.window:
                 self.first.append(x)
                 return False
             self.threshold = r.factor * max(self.first)
             return x > self.threshold
-        if self.win:
-            mean = self.total / len(self.win)
-            if r.kind == "olmo":
-                if len(self.win) >= OLMO_MIN_HISTORY:
-                    sd = math.sqrt(max(self.total_sq / len(self.win) - mean * mean, 0.0))
+        spike = False
+        win = self.win
+        n = len(win)
+        if n:
+            mean = self.total / n
+            if kind == "olmo":
+                if n >= OLMO_MIN_HISTORY:
+                    var = self.total_sq / n - mean * mean
+                    sd = math.sqrt(var) if var > 0.0 else 0.0
                     self.threshold = mean + r.factor * sd
                     spike = x > self.threshold and sd > 0
             else:
                 self.threshold = r.factor * mean
                 spike = x > self.threshold
-        if r.kind == "foundry":
-            self.run = self.run + 1 if spike else 0
-            self._push(x)
-            return self.run == r.patience + 1
-        self._push(x)
-        return spike
-
-    def _push(self, x: float) -> None:
-        self.win.append(x)
+        # the window's running sums, inline (this runs for every value of every rank)
+        win.append(x)
         self.total += x
         self.total_sq += x * x
-        if len(self.win) > self.rule.window:
-            old = self.win.popleft()
+        if n >= r.window:
+            old = win.popleft()
             self.total -= old
             self.total_sq -= old * old
+        if kind == "foundry":
+            self.run = self.run + 1 if spike else 0
+            return self.run == r.patience + 1
+        return spike

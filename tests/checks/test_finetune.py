@@ -120,3 +120,23 @@ def test_periodic_tokens_details():
     assert f.rows == (0,)
     run0 = f.details["runs"][0]
     assert run0["row"] == 0 and run0["run"]["period"] == 3 and run0["run"]["start"] == 2 and run0["run"]["repeats"] == 40
+
+
+def test_truncated_response_rows_and_last_ids():
+    """Only rows whose mask reaches max_seq_len are judged; the details give the cut last ids."""
+    df = pl.DataFrame({"input_ids": [[5, 6, 7, 8], [5, 6, 2, 0], [5, 6, 7, 9], [5, 6, 2, 2], [5, 6, 7, 8]],
+                       "labels": [[IGN, 6, 7, 8], [IGN, 6, 2, IGN], [IGN, 6, 7, 9], [IGN, 6, 2, IGN], [IGN] * 4],
+                       "attention_mask": [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]]})
+    res = run(df, {"tokens": {"eot_token_ids": [2], "max_seq_len": 4}})
+    assert rows(res, "sft.truncated_response:labels") == [0, 2]  # 3 ends supervised on 2; 4 has no target
+    f = next(f for f in res.findings if f.check == "sft.truncated_response")
+    assert f.details["last_ids"] == [{"labels": 8, "count": 1}, {"labels": 9, "count": 1}]
+
+
+def test_truncated_response_leaves_rows_of_other_checks():
+    """A row whose lists differ in length (length.mismatch) or whose mask is not binary is not judged."""
+    df = pl.DataFrame({"input_ids": [[5, 6, 7], [5, 6, 7, 8], [5, 6, 7, 8]],
+                       "labels": [[IGN, 6, 7, 8], [IGN, 6, 7, 8], [IGN, 6, 7, 8]],
+                       "attention_mask": [[1, 1, 1, 1], [1, 2, 1, 1], [1, 1, 1, 1]]})
+    res = run(df, {"tokens": {"eot_token_ids": [2], "max_seq_len": 4}})
+    assert rows(res, "sft.truncated_response:labels") == [2]

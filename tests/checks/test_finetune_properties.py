@@ -79,6 +79,21 @@ def ref_truncated(row, max_len) -> bool:
     return sum(m) >= max_len and bool(sup) and sup[-1] not in STOP
 
 
+@SETTINGS
+@given(rows=st.lists(st.lists(st.sampled_from([IGN, EOT, EOS, 5, 6, None]), max_size=10), min_size=1, max_size=8),
+       max_len=st.integers(1, 10))
+def test_truncated_response_without_mask_matches_reference(rows, max_len):
+    """No attention_mask: the row's length is its real content; null labels are not supervised."""
+    df = pl.DataFrame({"input_ids": [[5] * len(r) for r in rows], "labels": rows},
+                      schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
+    got = failing(df, {"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS, "max_seq_len": max_len}})
+
+    def ref(lab):
+        sup = [x for x in lab if x is not None and x != IGN]
+        return len(lab) >= max_len and bool(sup) and sup[-1] not in STOP
+    assert got.get("sft.truncated_response:labels", set()) == {i for i, r in enumerate(rows) if ref(r)}
+
+
 def ref_double_bos(row, side) -> bool:
     ids, lab, am, m = row
     start = len(ids) - sum(m) if side == "left" else 0
@@ -242,8 +257,56 @@ def test_periodic_tokens_match_reference(rows):
     assert got.get("content.periodic_tokens:input_ids", set()) == {i for i, r in enumerate(rows) if ref_periodic(r)}
 
 
+def ref_periodic_masked(ids: list, mask: list[int]) -> bool:
+    """Positions with mask 0 (padding) and null ids are never part of a run."""
+    for p in range(1, 14):
+        run = 0
+        for j in range(len(ids) - p):
+            ok = mask[j] == 1 and mask[j + p] == 1 and ids[j] is not None and ids[j] == ids[j + p]
+            run = run + 1 if ok else 0
+            if run >= 31 * p:
+                return True
+    return False
+
+
+@st.composite
+def masked_periodic(draw):
+    """maybe_periodic rows with an attention_mask: right or left padding (the pad id drawn, possibly
+    the repeated unit's own id, so that padding would extend a run), holes, and null ids."""
+    rows = draw(maybe_periodic())
+    out = []
+    for ids in rows:
+        n = len(ids)
+        k = draw(st.integers(0, min(n, 40)))
+        pad = draw(st.integers(0, 3))
+        style = draw(st.sampled_from(["right", "left", "holes"]))
+        if style == "right":
+            mask = [1] * (n - k) + [0] * k
+            ids = ids[: n - k] + [pad] * k
+        elif style == "left":
+            mask = [0] * k + [1] * (n - k)
+            ids = [pad] * k + ids[k:]
+        else:
+            mask = [0 if draw(st.integers(0, 30)) == 0 else 1 for _ in range(n)]
+        if draw(st.integers(0, 4)) == 0:
+            ids = [None if draw(st.integers(0, 40)) == 0 else x for x in ids]
+        out.append((ids, mask))
+    return out
+
+
+@SETTINGS
+@given(rows=masked_periodic(), mask_dtype=st.sampled_from([pl.Int8, pl.Int64, pl.Boolean]))
+def test_periodic_tokens_with_mask_match_reference(rows, mask_dtype):
+    df = pl.DataFrame({"input_ids": [r[0] for r in rows], "attention_mask": [r[1] for r in rows]},
+                      schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64)})
+    df = df.with_columns(pl.col("attention_mask").cast(pl.List(mask_dtype)))
+    got = failing(df, {})
+    assert got.get("content.periodic_tokens:input_ids", set()) == {
+        i for i, (ids, m) in enumerate(rows) if ref_periodic_masked(ids, m)}
+
+
 def ref_shift(ids, lab, shifted) -> bool:
-    sup = [i for i in range(len(lab)) if lab[i] != IGN]
+    sup = [i for i in range(len(lab)) if lab[i] is not None and lab[i] != IGN]
     nxt = [i for i in sup if i + 1 < len(ids)]
     if not sup:
         return False
@@ -268,15 +331,21 @@ def shift_rows(draw):
         else:
             lab = draw(st.lists(st.integers(0, 4), min_size=len(ids), max_size=len(ids)))
         lab = [IGN if draw(st.integers(0, 4)) == 0 else x for x in lab]
+        if draw(st.booleans()):  # input ids equal to ignore_index and null labels: the prefilter's bounds
+            ids = [IGN if draw(st.integers(0, 5)) == 0 else x for x in ids]
+            lab = [None if draw(st.integers(0, 6)) == 0 else x for x in lab]
         rows.append((ids, lab))
     return rows
 
 
 @SETTINGS
-@given(rows=shift_rows(), shifted=st.booleans())
-def test_shift_mismatch_matches_reference(rows, shifted):
+@given(rows=shift_rows(), shifted=st.booleans(), ids_dtype=st.sampled_from([pl.Int64, pl.Int32, pl.UInt64]))
+def test_shift_mismatch_matches_reference(rows, shifted, ids_dtype):
+    if ids_dtype == pl.UInt64:  # no exact Int64 bound: every row goes to the exact per-row shares
+        rows = [([max(x, 0) for x in a], b) for a, b in rows]
     df = pl.DataFrame({"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows]},
                       schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
+    df = df.with_columns(pl.col("input_ids").cast(pl.List(ids_dtype)))
     got = failing(df, {"labels": {"shifted": shifted}})
     assert got.get("labels.shift_mismatch:labels", set()) == {i for i, (a, b) in enumerate(rows) if ref_shift(a, b, shifted)}
 

@@ -28,7 +28,11 @@ RESULT_KEYS = {
     "datacheck.index.verify": {"index", "passed", "config_path", "findings"},
     "datacheck.plan": {"config", "plan", "ledger", "step"},
     "datacheck.trace": {"curves", "data", "events", "findings", "first_bad", "logs", "passed", "streams"},
+    "datacheck.checks": {"checks"},
 }
+#: the keys of each entry of ``datacheck checks --format json`` (``result.checks[*]``)
+CHECK_ENTRY_KEYS = {"id", "family", "level", "severity", "summary", "built", "producer", "roles", "facts", "note",
+                    "description"}
 
 
 def cli(*args: str, monkeypatch=None) -> SimpleNamespace:
@@ -81,6 +85,7 @@ def _outputs(data, tmp_path, monkeypatch):
     log = tmp_path / "train.log"
     log.write_text("step=1 loss=2.0\nstep=2 loss=nan\n", encoding="utf-8")
     out.append(("datacheck.trace", *_run(monkeypatch, "trace", str(log), "--format", "json")))
+    out.append(("datacheck.checks", *_run(monkeypatch, "checks", "tokens.out_of_vocab", "--format", "json")))
     return out
 
 
@@ -104,6 +109,9 @@ def test_every_enveloped_verb(data, tmp_path, monkeypatch):
     assert [(r["shard"], r["row"]) for r in plan["step"]["rows"]] == [("s0.parquet", 0), ("s0.parquet", 1)]
     rc, tr = by["datacheck.trace"]
     assert rc == 1 and tr["first_bad"]["step"] == 2 and tr["passed"] is False
+    rc, ch = by["datacheck.checks"]
+    assert rc == 0 and [set(e) for e in ch["checks"]] == [CHECK_ENTRY_KEYS]
+    assert ch["checks"][0]["roles"] == ["input_ids"] and ch["checks"][0]["facts"] == ["tokens.vocab_size"]
 
 
 def test_report_verbs_print_the_report_not_an_envelope(data, tmp_path, monkeypatch):

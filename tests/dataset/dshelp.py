@@ -1,6 +1,7 @@
 """Helpers for the dataset-level tests: write small multi-shard folders and audit them."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,3 +29,16 @@ def one(rep: Report, check: str):
     got = by_check(rep, check)
     assert len(got) == 1, (check, [(f.check, f.message) for f in rep.findings])
     return got[0]
+
+
+def hf_split(root: Path, split: str, files: list[str], num_examples: int, listed: list[str],
+             rows: dict | None = None) -> None:
+    """Write ``root/split`` as ``Dataset.save_to_disk`` does: ``files`` as Arrow IPC streams (each
+    ``rows``, default three rows ``text``/``label`` unique to the file), ``state.json`` listing
+    ``listed`` and ``dataset_info.json`` declaring ``num_examples``."""
+    for i, f in enumerate(files):
+        write(root / split, f, rows if rows is not None else
+              {"text": [f"{split}{i}-{k}" for k in range(3)], "label": [0, 1, 0]})
+    (root / split / "state.json").write_text(json.dumps({"_data_files": [{"filename": f} for f in listed],
+                                                         "_split": split}))
+    (root / split / "dataset_info.json").write_text(json.dumps({"splits": {split: {"num_examples": num_examples}}}))

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import run_cli
-from dshelp import by_check, one, run, write
+from dshelp import by_check, hf_split, one, run, write
 
 import datacheck
 from datacheck.io.dataindex import INDEX_FORMAT_VERSION, read_index, safe_relpath
@@ -187,12 +187,7 @@ def test_index_cli_needs_a_verb():
 # ------------------------------------------------------------------- shipped shard lists
 
 
-def _hf_split(root: Path, split: str, files: list[str], num_examples: int, listed: list[str]) -> None:
-    for i, f in enumerate(files):
-        write(root / split, f, {"text": [f"{split}{i}-{k}" for k in range(3)], "label": [0, 1, 0]})
-    (root / split / "state.json").write_text(json.dumps({"_data_files": [{"filename": f} for f in listed],
-                                                         "_split": split}))
-    (root / split / "dataset_info.json").write_text(json.dumps({"splits": {split: {"num_examples": num_examples}}}))
+_hf_split = hf_split
 
 
 def test_hf_state_json(tmp_path):

@@ -100,4 +100,4 @@ def test_markdown_job_summary(tmp_path, monkeypatch):
             monkeypatch=monkeypatch)
     assert r.returncode == 1
     assert r.stdout.startswith("## ❌ datacheck: fail")
-    assert "| `a.parquet` | 5 | fail | `labels.out_of_range` | error **(fails)** | 1 | rows 2 |" in r.stdout
+    assert "| `a.parquet` | 5 | fail | `labels.out_of_range` | `label` | error **(fails)** | 1 | rows 2 |" in r.stdout

@@ -31,7 +31,7 @@ DEEP = {
 def test_deep_or_huge_record_is_a_bad_record_with_its_line(tmp_path, name):
     f = tmp_path / "a.jsonl"
     f.write_text('{"text": "ok", "v": 1}\n' + DEEP[name] + '\n{"text": "ok2", "v": 2}\n')
-    p = run_cli("audit", str(f), "--report-dir", str(tmp_path / "r"), "--format", "json", cwd=tmp_path)
+    p = run_cli("audit", str(f), "--report-dir", str(tmp_path / ".r"), "--format", "json", cwd=tmp_path)
     assert "Traceback" not in p.stderr and p.returncode == 1, (p.returncode, p.stderr[-2000:])
     rep = json.loads(p.stdout)
     sh = rep["shards"][0]

@@ -17,7 +17,7 @@ def test_hostile_file_names_stay_text(tmp_path):
     assert "<img" not in md.replace("``<img", "")  # only inside a code span
     row = next(line for line in md.splitlines() if "onerror" in line)
     assert row.startswith("| ``<img src=x onerror=alert(1)>\\|`x`.jsonl`` |")
-    assert row.count(" | ") == 6  # seven cells: the name's | did not add one
+    assert row.count(" | ") == 7  # eight cells: the name's | did not add one
     for line in md.splitlines():
         if not line.startswith("| ") and "onerror" in line:
             assert "<img" not in line, line

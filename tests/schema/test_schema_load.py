@@ -25,7 +25,7 @@ columns:
 
 
 def _cli(tmp_path, *args):
-    return run_cli("audit", *map(str, args), "--no-cache", "--report-dir", str(tmp_path / "rep"), "--no-progress")
+    return run_cli("audit", *map(str, args), "--no-cache", "--report-dir", str(tmp_path / ".rep"), "--no-progress")
 
 
 def test_yaml_and_json_forms_give_the_same_findings(tmp_path):

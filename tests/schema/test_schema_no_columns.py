@@ -24,7 +24,7 @@ def test_no_columns_is_exit_2(tmp_path, name, text):
         load_contract(str(path))
     assert exc.value.key == "dataset.schema"
     assert f"schema file {path} has no 'columns': not a datacheck/Pandera schema" in str(exc.value)
-    r = run_cli("audit", str(shard), "--schema", str(path), "--no-cache", "--report-dir", str(tmp_path / "rep"),
+    r = run_cli("audit", str(shard), "--schema", str(path), "--no-cache", "--report-dir", str(tmp_path / ".rep"),
                 "--no-progress")
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert f"schema file {path} has no 'columns'" in r.stderr and "Traceback" not in r.stderr

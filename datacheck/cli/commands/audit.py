@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from typing import Any
 
 from datacheck.cli.defaults import default_cache_dir, default_report_dir
 from datacheck.execute.audit import audit
@@ -57,12 +59,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--fail-on", choices=["error", "warn", "never"], default="error",
                    help="lowest severity that fails the gate (default error)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    add_view_arguments(a)
     a.add_argument("--against", action="append", metavar="PATH", default=None,
                    help="another dataset (file, folder or glob; repeatable) to compare with: audited rows whose "
                         "content also occurs there are dup.split_overlap (e.g. eval against train)")
     a.add_argument("--schema", metavar="NAME|PATH",
                    help="data contract: a built-in layout (causal_lm, seq2seq, text_classification, "
-                        "token_classification, tabular), a Pandera YAML/JSON file or file.py:ClassName "
+                        "token_classification, tabular, chat_sft, sft_tokenized, packed_lm, dpo, ctc), a Pandera YAML/JSON file or file.py:ClassName "
                         "(overrides [dataset] schema)")
     add_ci_arguments(a)
     w = a.add_argument_group("parallel work")
@@ -101,6 +104,14 @@ def _positive_int(text: str) -> int:
     return n
 
 
+def add_view_arguments(a: argparse.ArgumentParser) -> None:
+    """``--show-passing`` (shared by audit, merge and report)."""
+    a.add_argument("--show-passing", action="store_true",
+                   help="text/markdown: list every shard in the table; by default shards without any finding "
+                        "are one line (\"2,998 shards passed with no findings\"); the JSON report always "
+                        "lists every shard")
+
+
 def add_ci_arguments(a: argparse.ArgumentParser) -> None:
     """``--junit FILE`` and ``--allow-check-errors`` (shared by audit and merge)."""
     a.add_argument("--junit", metavar="FILE", help="also write JUnit XML: a test case per shard and check")
@@ -120,11 +131,11 @@ def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
     if args.format == "json":
         sys.stdout.write(text)
     elif args.format == "markdown":
-        sys.stdout.write(render_markdown(report))
+        sys.stdout.write(render_markdown(report, show_passing=getattr(args, "show_passing", False)))
     elif args.format == "html":
         sys.stdout.write(render_html(report))
     else:
-        sys.stdout.write(render_text(report))
+        sys.stdout.write(render_text(report, show_passing=getattr(args, "show_passing", False)))
         sys.stdout.write(f"report: {stored}\n")
     if in_github_actions():
         emit_annotations(report, sys.stderr, root=root)
@@ -148,6 +159,33 @@ def _progress_enabled(args: argparse.Namespace) -> bool:
             and os.environ.get("TERM") != "dumb")
 
 
+@contextlib.contextmanager
+def _bar():
+    """A rich progress bar over the BYTES of the shard set (sizes from the file system), with the
+    shard count and the shard being read: ``auditing ━━━━ 1.2/12.9 GB 3/40 shards 0:01:10 a.parquet``.
+    Bytes, not shards, so one big shard shows its size and name at once instead of ``0/?``
+    (progress inside one shard's query is not observable; the bar moves when a shard finishes).
+    Yields ``(progress, byte_progress)`` callbacks for :func:`datacheck.api.audit`; the task is
+    added at the first call, when the total is known, so no frame shows an unknown total."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("auditing"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[shards]}"),
+                  TimeElapsedColumn(), TextColumn("{task.description}"), transient=True) as bar:
+        state: dict[str, Any] = {"task": None, "shards": ""}
+
+        def tick_bytes(path: str, done: int, total: int) -> None:
+            if state["task"] is None:
+                state["task"] = bar.add_task(path, total=total, completed=done, shards=state["shards"])
+            bar.update(state["task"], completed=done, total=total, description=path, shards=state["shards"])
+
+        def tick(path: str, done: int, total: int) -> None:
+            state["shards"] = f"{done:,}/{total:,} shards"
+            if state["task"] is not None:
+                bar.update(state["task"], shards=state["shards"])
+
+        yield tick, tick_bytes
+
+
 def resolve_config_path(given: str | None, paths: list[str]) -> str | None:
     """The config to use (one rule for every entry point): see :func:`datacheck.api.resolve_config_path`."""
     return _resolve(given, paths)
@@ -160,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = (load_config(config_path, allow_python_schema=args.config is not None or args.allow_python_schema)
            if config_path is not None else Config())
     if getattr(args, "schema", None):
-        cfg = cfg.model_copy(update={"dataset": cfg.dataset.model_copy(update={"schema_": args.schema})})
+        cfg = cfg.with_schema(args.schema)
     split = check_part_args(args.num_parts, args.part)  # before any shard is read
 
     check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit},
@@ -169,34 +207,26 @@ def run(args: argparse.Namespace) -> int:
     check_output_folders({"--report-dir": args.report_dir, "--cache-dir": cache_dir},
                          [*args.paths, *(getattr(args, "against", None) or [])], probe=("--report-dir",))
 
-    def go(progress):
+    def go(progress, byte_progress):
         if split is not None:
             if getattr(args, "against", None):
                 raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
             return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
                               progress=progress, prune_cache=args.cache_prune, config_path=config_path,
                               allow_check_errors=args.allow_check_errors, workers=args.workers,
-                              executor=args.executor, ray_address=args.ray_address)
+                              executor=args.executor, ray_address=args.ray_address, byte_progress=byte_progress)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
                      against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path,
                      allow_check_errors=args.allow_check_errors, workers=args.workers, executor=args.executor,
-                     ray_address=args.ray_address, follow_symlinks=args.follow_symlinks)
+                     ray_address=args.ray_address, follow_symlinks=args.follow_symlinks, byte_progress=byte_progress)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)
         if _progress_enabled(args):
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          TextColumn("{task.description}"), transient=True) as bar:
-                task = bar.add_task("", total=None)
-
-                def tick(path: str, done: int, total: int) -> None:
-                    bar.update(task, completed=done, total=total, description=path)
-
-                result = go(tick)
+            with _bar() as (tick, tick_bytes):
+                result = go(tick, tick_bytes)
         else:
-            result = go(None)
+            result = go(None, None)
     for w in caught:
         if issubclass(w.category, CacheWarning):
             print(f"datacheck: warning: {w.message}", file=sys.stderr)

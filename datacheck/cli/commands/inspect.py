@@ -9,13 +9,16 @@ missing); 3 internal error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from datacheck.cli.envelope import write_envelope
 from datacheck.execute.setup import resolve_config_path
-from datacheck.io.outputs import check_outputs
+from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.model.errors import UsageError
+from datacheck.render.supervision import LEGEND, MARK, render_ansi, render_plain, render_rows_html
 from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
 
 __all__ = ["add_parser", "run", "resolve_shard_config"]
@@ -44,6 +47,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--tokenizer", metavar="FILE",
                    help="tokenizer.json, a GPT-2 vocab.json (merges.txt beside it), vocab.txt, or a folder "
                         'holding them; needs the tokenizers package: pip install "tokenizers>=0.15"')
+    a.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                   help="with --tokenizer, colour the tokens by supervision (green supervised, grey ignored, blue "
+                        "padding, red padding trained on): auto = only when stdout is a terminal (and NO_COLOR is "
+                        "unset); otherwise runs are marked [S: ...] [I: ...] [P: ...] [X: ...] with a legend")
+    a.add_argument("--html", metavar="FILE",
+                   help="with --tokenizer, also write the shown rows' tokens coloured by supervision to FILE "
+                        "(a self-contained HTML page)")
     a.add_argument("--export", metavar="FILE", help="write the offending rows (or --rows) to FILE.parquet or "
                                                    "FILE.jsonl with row index, shard path and shard content hash")
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
@@ -60,8 +70,18 @@ def resolve_shard_config(given: str | None, paths: list[str]) -> str | None:
     return resolve_config_path(given, paths)
 
 
-def _text(inspections, exported, tok_source: str | None) -> str:
+def use_color(choice: str, stream=None) -> bool:
+    """Whether to write ANSI colours: ``always``; ``never``; ``auto``: ``stream`` (stdout) is a
+    terminal and ``NO_COLOR`` (no-color.org) is unset."""
+    if choice != "auto":
+        return choice == "always"
+    stream = stream if stream is not None else sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
+
+
+def _text(inspections, exported, tok_source: str | None, color: bool = False) -> str:
     out: list[str] = []
+    supervised_rows = 0
     for ins in inspections:
         head = f"{ins.shard.rel} ({ins.shard.format}, {ins.bytes} bytes, {ins.content_hash})"
         if ins.unreadable is not None:
@@ -95,7 +115,17 @@ def _text(inspections, exported, tok_source: str | None) -> str:
                 out.append(f"      detail: {r.detail}")
             if r.tokens is not None:
                 out.append(f"      tokens: {' '.join(r.tokens)}")
+            if r.supervision is not None:
+                supervised_rows += 1
+                view = render_ansi(r.supervision, legend=False) if color else render_plain(r.supervision, legend=False)
+                out.append("      supervision:")
+                out += [f"        {line}" for line in view.splitlines()]
         out.append("")
+    if supervised_rows:
+        if color:
+            out.append(render_ansi([], legend=True).splitlines()[-1])
+        else:
+            out.append("supervision: " + "; ".join(f"[{MARK[c]}: ...] = {LEGEND[c]}" for c in LEGEND))
     if tok_source:
         out.append(f"tokenizer: {tok_source}")
     if exported is not None:
@@ -105,7 +135,9 @@ def _text(inspections, exported, tok_source: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_outputs({"--export": args.export}, args.paths)  # before any shard is read
+    check_outputs({"--export": args.export, "--html": args.html}, args.paths)  # before any shard is read
+    if args.html and not args.tokenizer:
+        raise UsageError("--html shows the tokens by supervision: give --tokenizer DIR too")
 
     config_path = resolve_shard_config(args.config, args.paths)
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
@@ -115,6 +147,13 @@ def run(args: argparse.Namespace) -> int:
     rows = parse_row_list(args.rows) if args.rows is not None else None
     tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
     inspections = inspect_shards(args.paths, cfg, checks=checks, rows=rows, limit=args.limit, tokenizer=tok)
+    html_path = None
+    if args.html:
+        html_rows = [{"shard": i.shard.rel, "row": r.row, "pairs": r.supervision,
+                      "check": r.check + (f" column {r.column}" if r.column else "")}
+                     for i in inspections for r in i.shown if r.supervision is not None]
+        html_path = write_json_atomic(args.html, render_rows_html(html_rows, tokenizer=tok.source if tok else None))
+        print(f"datacheck: {len(html_rows)} row(s) by supervision: {html_path}", file=sys.stderr)
     exported = None
     if args.export:
         exported = export_rows(inspections, args.export, cfg, rows=rows)
@@ -125,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                                                         "rows": exported[1]}}
         write_envelope("datacheck.inspect", doc)
     else:
-        sys.stdout.write(_text(inspections, exported, tok.source if tok else None))
+        sys.stdout.write(_text(inspections, exported, tok.source if tok else None, use_color(args.color)))
     if rows is not None:
         bad = any(i.unreadable is not None or any(r.check != "(none)" for r in i.shown) for i in inspections)
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from datacheck.cli.commands.audit import add_ci_arguments, emit_report
+from datacheck.cli.commands.audit import add_ci_arguments, add_view_arguments, emit_report
 from datacheck.cli.defaults import default_report_dir
 from datacheck.execute.merge import expand_part_paths, load_part, merge_part_inputs
 from datacheck.io.outputs import check_outputs, write_json_atomic
@@ -27,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--fail-on", choices=["error", "warn", "never"], default=None,
                    help="lowest severity that fails the gate (default: the parts' --fail-on)")
     add_ci_arguments(a)
+    add_view_arguments(a)
     a.add_argument("--no-progress", action="store_true",
                    help="accepted for symmetry with audit (scripts pass it to every command); "
                         "merge shows no progress bar")

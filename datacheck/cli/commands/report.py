@@ -1,4 +1,7 @@
-"""``datacheck report REPORT.json``: render a stored report (text, markdown, JSON or self-contained HTML).
+"""``datacheck report REPORT``: render a stored report (text, markdown, JSON or self-contained HTML).
+
+REPORT is a report file, or an index hash (or a unique prefix of at least 6 hex digits) looked up
+in ``--report-dir`` as ``diff`` does (:func:`datacheck.report.model.find_report`, one resolver).
 
 Exit codes: 0 rendered; 2 usage error (missing file, not a datacheck report, a newer
 ``report_version``, unwritable ``--html`` path). The report's own pass/fail status does not change
@@ -9,36 +12,43 @@ from __future__ import annotations
 import argparse
 import sys
 
+from datacheck.cli.commands.audit import add_view_arguments
+from datacheck.cli.defaults import default_report_dir
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.constants import EXIT_OK
 from datacheck.render.html import render_html
 from datacheck.render.text import render_markdown, render_text
-from datacheck.report.model import read_report
+from datacheck.report.model import find_report, read_report
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("report", help="render a stored report.json (text, markdown, json, or HTML with --html)")
-    a.add_argument("report", metavar="REPORT.json", help="a report written by datacheck audit")
+    a.add_argument("report", metavar="REPORT",
+                   help="a report file written by datacheck audit, or its index hash (prefix) in --report-dir")
+    a.add_argument("--report-dir", default=default_report_dir(),
+                   help=f"where index hashes are looked up (default {default_report_dir()})")
     a.add_argument("--html", metavar="OUT.html",
                    help="write a self-contained HTML page (inline CSS and SVG charts; works offline)")
     a.add_argument("--format", choices=["text", "markdown", "json", "html"], default=None,
                    help="what to print (default: text, or nothing when --html is given)")
+    add_view_arguments(a)
     return a
 
 
 def run(args: argparse.Namespace) -> int:
-    check_outputs({"--html": args.html}, [args.report], data=False)  # never over the report it renders
-    report = read_report(args.report)
+    path = find_report(args.report, args.report_dir)
+    check_outputs({"--html": args.html}, [str(path)], data=False)  # never over the report it renders
+    report = read_report(path)
     if args.html:
         path = write_json_atomic(args.html, render_html(report))
         print(f"HTML report: {path}", file=sys.stderr)
     fmt = args.format or (None if args.html else "text")
     if fmt == "text":
-        sys.stdout.write(render_text(report))
+        sys.stdout.write(render_text(report, show_passing=args.show_passing))
     elif fmt == "markdown":
-        sys.stdout.write(render_markdown(report))
+        sys.stdout.write(render_markdown(report, show_passing=args.show_passing))
     elif fmt == "json":
         sys.stdout.write(report.to_json())
     elif fmt == "html":

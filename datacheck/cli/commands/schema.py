@@ -12,7 +12,8 @@ from datacheck.cli.commands.audit import resolve_config_path
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_USAGE
-from datacheck.tools.infer import infer_contract, infer_yaml
+from datacheck.tools.infer import infer_contract, infer_yaml, propose_layout
+from datacheck.tools.inspect import load_tokenizer
 
 __all__ = ["add_parser", "run"]
 
@@ -26,6 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     inf.add_argument("--config", help="datacheck.toml for the format and [columns] roles (default: ./datacheck.toml, "
                                       "else datacheck.toml in the one folder holding every PATH, else in its parent)")
     inf.add_argument("--name", default="inferred", help="the schema's name (default: inferred)")
+    inf.add_argument("--tokenizer", metavar="PATH",
+                     help="tokenizer.json / vocab.json / vocab.txt or a folder (default: [tokens] tokenizer): token-id "
+                          "columns are bounded by [0, its vocab size) when [tokens] vocab_size is unset (needs the tokenizers package); "
+                          "without either, their element bounds are left out, never the observed range")
     return a
 
 
@@ -40,8 +45,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
     cfg = (load_config(config_path, allow_python_schema=args.config is not None)
            if config_path is not None else Config())
-    data, notes = infer_contract(args.paths, cfg, name=args.name)
-    text = infer_yaml(data, [str(p) for p in args.paths])
+    vocab = None
+    tokenizer = args.tokenizer or cfg.tokenizer_path()  # the flag, else [tokens] tokenizer (from the config's folder)
+    if tokenizer and cfg.tokens.vocab_size is None:
+        vocab = load_tokenizer(tokenizer).vocab_size
+    data, notes = infer_contract(args.paths, cfg, name=args.name, vocab_size=vocab)
+    proposal = propose_layout(args.paths, cfg)
+    text = infer_yaml(data, [str(p) for p in args.paths], proposal)
+    print(f"datacheck: layout: {proposal.layout or 'none'} ({proposal.why})", file=sys.stderr)
     for n in notes:
         print(f"datacheck: note: {n}", file=sys.stderr)
     if args.output:

@@ -16,6 +16,7 @@ from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
 from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, ledger_rows, plan_rows
+from datacheck.trace.identity import compare_identity
 from datacheck.trace.readers import FORMATS, open_log
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
@@ -71,16 +72,11 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
         raise UsageError(f"--window must be >= 0, got {args.window}")
     cfg, _ = config_and_source(args.config, args.data)
     ds = DatasetIndex.build(args.data, cfg)
-    mismatch = None
     idents = {st.identity for st in res.logs if st.identity is not None}
-    if idents:
-        have = ds.index_hash()
-        wanted = sorted(i[0] for i in idents)
-        if have not in wanted:
-            mismatch = (f"the data's index_hash {have} differs from the one the run logged ({', '.join(wanted)}): "
-                        "these are not the bytes the run trained on")
-            if not args.allow_data_mismatch:
-                raise UsageError(mismatch + "; give the training data, or --allow-data-mismatch to trace anyway")
+    mismatch, config_warning = compare_identity(idents, ds.index_hash(), cfg.hash()) if idents else (None, None)
+    if mismatch and not args.allow_data_mismatch:
+        raise UsageError(mismatch + "; give the training data, or --allow-data-mismatch to trace anyway")
+    mismatch = "; ".join(w for w in (mismatch, config_warning) if w) or None  # the output's "warning"
     if args.step is not None:
         lo, hi = args.step, args.step
     elif res.first_bad is not None:

@@ -192,5 +192,6 @@ def read_mds(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]
             examples=tuple(Example(row=r, value=msg) for r, msg in bad[:max_examples]),
             message=(f"{len(bad)} MDS sample(s) hold values that do not decode (first: sample {bad[0][0]}, {bad[0][1]}); "
                      "their cells are read as null, the other samples were audited"),
+            rows_truncated=len(bad) > max_examples,
         ))
     return frame, findings

@@ -136,5 +136,6 @@ def read_webdataset(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[F
             examples=tuple(Example(row=r, value=msg) for r, msg in bad[:max_examples]),
             message=(f"{len(bad)} tar member(s) break the WebDataset sample rules (first: sample {bad[0][0]}, {bad[0][1]}); "
                      "the other samples were audited"),
+            rows_truncated=len(bad) > max_examples,
         ))
     return pl.DataFrame(cols), findings

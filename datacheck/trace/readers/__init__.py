@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from datacheck.model.errors import UsageError
-from datacheck.trace.identity import parse_identity
+from datacheck.trace.identity import IDENTITY_PREFIX, parse_identity
 from datacheck.trace.readers import deepspeed, keyvalue, megatron, pydict
 from datacheck.trace.readers.fields import RANK_IN_NAME, BadValue
-from datacheck.trace.readers.files import iter_lines, read_csv, read_hf_state, read_jsonl, read_tensorboard
+from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard
+from datacheck.trace.readers.hfstate import read_hf_state
 from datacheck.trace.readers.keyed import record_from_mapping
 from datacheck.trace.record import ReadStats, StepRecord
 
@@ -124,14 +125,18 @@ class LogFile:
         last: dict[int | None, int] = {}
         tqdm_step: int | None = None
         st = self.stats
+        order = list(parsers.items())  # priority order (a Megatron line would parse as key_value too);
+        # each parser rejects a line that is not its own by a substring test before any regex
+        tqdm = deepspeed.TQDM
         for n, text in iter_lines(self.path, st):
-            if not text.strip():
+            if not text or text.isspace():
                 continue
-            ident = parse_identity(text)
-            if ident:
-                st.identity = ident
-                continue
-            for name, parse in parsers.items():
+            if IDENTITY_PREFIX in text:
+                ident = parse_identity(text)
+                if ident:
+                    st.identity = ident
+                    continue
+            for name, parse in order:
                 try:
                     got = parse(text)
                 except BadValue as exc:
@@ -148,9 +153,10 @@ class LogFile:
                     last[rec.rank] = rec.step
                 yield rec
                 break
-            t = deepspeed.TQDM.search(text)
-            if t:
-                tqdm_step = int(t.group(1))
+            if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining"
+                t = tqdm.search(text)
+                if t:
+                    tqdm_step = int(t.group(1))
 
     def _record(self, name: str, got: dict[str, Any], n: int, last: dict[int | None, int],
                 tqdm_step: int | None) -> StepRecord | None:
@@ -165,7 +171,7 @@ class LogFile:
             except BadValue:
                 return None
             if rec is not None and step is not None:
-                rec = StepRecord(**{**rec.__dict__, "step_inferred": False})
+                rec.step_inferred = False
             return rec
         inferred = "step" not in got
         if inferred:

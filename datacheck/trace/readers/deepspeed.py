@@ -34,6 +34,8 @@ _STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
 def parse_line(text: str) -> dict[str, Any] | None:
     """The fields of an overflow line (``overflow``, ``loss_scale``, ``prev_scale``, ``rank``,
     ``skipped`` = 1, and ``step`` when a tqdm count precedes it), or None for any other line."""
+    if "OVERFLOW!" not in text and "Gradient overflow" not in text:  # cheap test before the regexes
+        return None
     m = _DS.search(text)
     if m:
         prev = to_float(m.group(2), "attempted loss scale")

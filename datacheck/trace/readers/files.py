@@ -1,7 +1,6 @@
-"""Whole-file log formats: Hugging Face ``trainer_state.json``, JSONL metrics, CSV metrics, TensorBoard
-event files. Each streams records (JSONL/CSV one line at a time, TensorBoard one event at a time);
-``trainer_state.json`` is one JSON document and is parsed whole (the Trainer writes it at every
-checkpoint; its size is bounded by ``MAX_JSON_BYTES``)."""
+"""Whole-file log formats: JSONL metrics, CSV metrics, TensorBoard event files. Each streams records
+(JSONL/CSV one line at a time, TensorBoard one event at a time). Hugging Face ``trainer_state.json``
+is streamed by :mod:`datacheck.trace.readers.hfstate`."""
 from __future__ import annotations
 
 import csv
@@ -9,16 +8,13 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from datacheck.model.errors import OptionalDependencyError, UsageError
+from datacheck.model.errors import OptionalDependencyError
 from datacheck.trace.readers.fields import BadValue
 from datacheck.trace.readers.keyed import record_from_mapping
 from datacheck.trace.record import ReadStats, StepRecord
 
-__all__ = ["read_hf_state", "read_jsonl", "read_csv", "read_tensorboard", "MAX_JSON_BYTES", "MAX_LINE_CHARS",
-           "iter_lines"]
+__all__ = ["read_jsonl", "read_csv", "read_tensorboard", "MAX_LINE_CHARS", "iter_lines"]
 
-#: Largest ``trainer_state.json`` parsed (bytes): it is one document, read whole. Real ones are a few MB.
-MAX_JSON_BYTES = 512 * 1024 * 1024
 #: Longest line read (characters); a longer line is cut there and counted as unparsed, so a file
 #: without newlines cannot exhaust memory.
 MAX_LINE_CHARS = 1 << 20
@@ -91,45 +87,6 @@ def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Ite
             if rec is not None:
                 last = rec.step
                 yield rec
-
-
-def read_hf_state(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
-    """Hugging Face ``trainer_state.json``: its ``log_history`` entries (``loss``, ``grad_norm``,
-    ``learning_rate``, ``epoch``, ``step``; eval entries ``eval_loss``). Notes ``hf_nan_filter``
-    (the Trainer's ``logging_nan_inf_filter``, on by default, drops non-finite losses from the logged
-    average) and the ``logging_steps`` interval.
-
-    Raises:
-        UsageError: the file is larger than :data:`MAX_JSON_BYTES`, is not JSON, or has no ``log_history`` list.
-    """
-    size = path.stat().st_size
-    if size > MAX_JSON_BYTES:
-        raise UsageError(f"{source}: {size} bytes is too large for a trainer_state.json (limit {MAX_JSON_BYTES}); "
-                         "give the JSONL or text log instead")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except ValueError as exc:
-        raise UsageError(f"{source}: not valid JSON ({exc}); a trainer_state.json cut mid-write? "
-                         "give the checkpoint's previous copy or the console log (--format text)") from None
-    hist = doc.get("log_history") if isinstance(doc, dict) else None
-    if not isinstance(hist, list):
-        raise UsageError(f"{source}: no 'log_history' list: not a Hugging Face trainer_state.json "
-                         "(force another reader with --format)")
-    stats.notes.add("hf_nan_filter")
-    if isinstance(doc.get("logging_steps"), (int, float)):
-        stats.notes.add(f"logging_steps={int(doc['logging_steps'])}")
-    for i, entry in enumerate(hist):
-        stats.lines = i + 1
-        if not isinstance(entry, dict):
-            stats.bad(i + 1, f"log_history[{i}] is a {type(entry).__name__}")
-            continue
-        try:
-            rec = record_from_mapping(entry, source, None, rank)
-        except BadValue as exc:
-            stats.bad(i + 1, f"log_history[{i}]: {exc}")
-            continue
-        if rec is not None:
-            yield rec
 
 
 def _tb_value(v: Any) -> float | None:

@@ -9,7 +9,22 @@ from datacheck.trace.record import StepRecord
 
 __all__ = ["record_from_mapping"]
 
-_INT_FIELDS = ("step", "rank", "skipped", "nan_steps")
+_INT_FIELDS = frozenset(("step", "rank", "skipped", "nan_steps"))
+_EVAL = "\0eval"  # the cache's mark of an eval-loss key
+_MISS = object()
+#: key as written -> field (or _EVAL, or None): a log repeats the same few keys on every line, so
+#: lower-casing and prefix removal run once per distinct key. Bounded (a log with ever-new keys
+#: stops adding after this many).
+_FIELD_CACHE: dict[Any, str | None] = {}
+_FIELD_CACHE_MAX = 4096
+
+
+def _resolve(k: Any) -> str | None:
+    kl = str(k).strip().lower()
+    f = _EVAL if kl in EVAL_KEYS else field_of(kl)
+    if len(_FIELD_CACHE) < _FIELD_CACHE_MAX:
+        _FIELD_CACHE[k] = f
+    return f
 
 
 def record_from_mapping(d: Mapping[str, Any], source: str, line: int | None, rank: int | None = None,
@@ -30,17 +45,23 @@ def record_from_mapping(d: Mapping[str, Any], source: str, line: int | None, ran
     vals: dict[str, Any] = {}
     eval_loss = None
     for k, v in d.items():
-        kl = str(k).strip().lower()
-        if kl in EVAL_KEYS:
-            eval_loss = to_float(v, str(k))
+        f = _FIELD_CACHE.get(k, _MISS)
+        if f is _MISS:
+            f = _resolve(k)
+        if f is None:
             continue
-        f = field_of(kl)
-        if f is None or f in vals:
+        if f == _EVAL:
+            eval_loss = v if type(v) is float else to_float(v, str(k))
             continue
-        vals[f] = to_int(v, str(k)) if f in _INT_FIELDS else to_float(v, str(k))
-    metrics = [vals.get(f) for f in ("loss", "grad_norm", "lr", "loss_scale")]
+        if f in vals:
+            continue
+        if f in _INT_FIELDS:
+            vals[f] = v if type(v) is int else to_int(v, str(k))
+        else:
+            vals[f] = v if type(v) is float else to_float(v, str(k))
     split = "train"
-    if all(m is None for m in metrics):
+    get = vals.get
+    if get("loss") is None and get("grad_norm") is None and get("lr") is None and get("loss_scale") is None:
         if eval_loss is None:
             return None
         split, vals["loss"] = "eval", eval_loss

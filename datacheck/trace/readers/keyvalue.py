@@ -43,6 +43,9 @@ def parse_line(text: str) -> dict[str, Any] | None:
     Raises:
         BadValue: a step and a metric key are present but a metric's value is not a number.
     """
+    low = text.lower()
+    if "iter" not in low and "step" not in low and "epoch" not in low:  # no step key: not a metric line
+        return None
     found: dict[str, Any] = {}
     bad: list[str] = []
     mm = _MMENGINE.search(text)

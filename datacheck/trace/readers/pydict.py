@@ -26,7 +26,7 @@ def parse_line(text: str) -> dict[str, Any] | None:
     Raises:
         BadValue: the line opens like such a dict but holds no ``'key': value`` pair.
     """
-    if not _LINE.match(text):
+    if "{'" not in text or not _LINE.match(text):
         return None
     pairs = {k: v.strip().strip("'\"") for k, v in _PAIR.findall(text)}
     if not pairs:

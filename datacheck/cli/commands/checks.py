@@ -1,0 +1,83 @@
+"""``datacheck checks [ID|FAMILY] [--format text|json]``: the check catalog.
+
+Without an argument: every check ID with its level, default severity and summary. With a check ID:
+that check in full (the roles and config facts it needs, whether this version builds it, what makes
+a row fail). With a family (``tokens``, ``dup``): that family's IDs. ``--format json`` prints the
+versioned envelope (kind ``datacheck.checks``; ``result.checks`` is a list of entries).
+
+Exit codes: 0 listed; 2 unknown ID or family (with "did you mean").
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+from datacheck.cli.envelope import write_envelope
+from datacheck.model.constants import EXIT_OK
+from datacheck.tools.checks import CheckEntry, select_checks
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    a = sub.add_parser(
+        "checks", help="list the check IDs (level, default severity, summary), or show one in full",
+        description="The check catalog. With a check ID: the roles and config facts it needs, whether this "
+                    "version builds it, and what makes a row fail. With a family (e.g. tokens): its IDs.",
+        epilog="exit codes:\n  0  listed\n  2  unknown check ID or family",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("check", nargs="?", metavar="ID|FAMILY", help="a check ID (tokens.out_of_vocab) or a family (tokens)")
+    a.add_argument("--format", choices=["text", "json"], default="text", help="output (default text)")
+    return a
+
+
+def _fact(fact: str) -> str:
+    section, _, key = fact.partition(".")
+    return f"[{section}] {key}"
+
+
+def _table(entries: list[CheckEntry]) -> str:
+    rows = [(e.id, e.level, e.severity, e.summary + ("" if e.built else " (not built in this version)"))
+            for e in entries]
+    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(("check", "level", "severity"))]
+    head = f"{'check'.ljust(w[0])}  {'level'.ljust(w[1])}  {'severity'.ljust(w[2])}  summary"
+    lines = [head, "  ".join("-" * n for n in w) + "  " + "-" * 7]
+    lines += [f"{r[0].ljust(w[0])}  {r[1].ljust(w[1])}  {r[2].ljust(w[2])}  {r[3]}" for r in rows]
+    lines += ["", f"{len(entries)} check(s). `datacheck checks ID` shows what one needs and what makes a row fail."]
+    return "\n".join(lines) + "\n"
+
+
+def _one(e: CheckEntry) -> str:
+    roles = ", ".join(r.replace("|", " or ") for r in e.roles) or "none"
+    facts = ", ".join(_fact(f) for f in e.facts) or "none"
+    built = f"yes ({e.producer})" if e.built else "no"
+    lines = [f"{e.id}: {e.summary}", "",
+             f"  level             {e.level}",
+             f"  default severity  {e.severity} (change it with [policy] \"{e.id}\" = "
+             f"{{ severity = \"{'warn' if e.severity == 'error' else 'error'}\" }})",
+             f"  needs roles       {roles}",
+             f"  needs facts       {facts}",
+             f"  built             {built}"]
+    if e.note:
+        lines.append(f"  note              {e.note}")
+    if e.roles or e.facts:
+        lines.append("  a missing role or an unset fact skips it, with the reason in the report's 'skipped'")
+    if e.description:
+        lines.append("")
+        for para in e.description.split("\n\n"):
+            lines += textwrap.wrap(" ".join(para.split()), width=100, initial_indent="  ", subsequent_indent="  ")
+            lines.append("")
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    entries = select_checks(args.check)
+    if args.format == "json":
+        write_envelope("datacheck.checks", {"checks": [e.to_dict() for e in entries]})
+    elif args.check is not None and len(entries) == 1 and entries[0].id == args.check:
+        sys.stdout.write(_one(entries[0]))
+    else:
+        sys.stdout.write(_table(entries))
+    return EXIT_OK

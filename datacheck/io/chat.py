@@ -1,0 +1,260 @@
+"""Chat conversations (the ``messages`` role): their normalization, shared by the sft rules, and
+their rendering through the tokenizer's chat template (``[tokens] tokenizer``).
+
+One normalization for every layout (:func:`datacheck.model.roles.message_fields`): the speaker
+field (``role`` or ShareGPT ``from``) mapped to the canonical roles of
+:data:`datacheck.model.roles.CHAT_ROLE_NAMES`, the content field (``content`` or ``value``) as a
+string or a list of parts. Every expression is a polars list expression evaluated per row inside
+the shard's one query (``list.eval``), never a Python loop over rows.
+
+Rendering (:func:`render_chat`) is the one per-row Python step: each conversation goes through
+transformers' ``apply_chat_template(..., tokenize=True, return_dict=True,
+return_assistant_tokens_mask=True)`` exactly as a trainer calls it (batched, 512 conversations a
+call), truncated at ``[tokens] max_seq_len`` on ``truncation_side`` when it is set. The result is
+the columns a tokenized SFT shard has (``input_ids``, ``assistant_mask``, and ``labels``: the token
+id on assistant tokens, ``ignore_index`` elsewhere, as assistant-only loss builds them), which the
+read path adds to the shard so that the tokenized ``sft.*`` rules judge them unchanged.
+transformers and jinja2 are the optional ``chat`` extra, imported lazily.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from datacheck.model.errors import UsageError
+from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields
+
+__all__ = ["canonical_role", "blank_content", "turn_roles", "turn_blank", "KNOWN_ROLES", "ASSISTANT_ROLES",
+           "INVISIBLE", "CHAT_INSTALL", "RENDERED_COLUMNS", "Rendered", "render_chat", "load_chat_tokenizer",
+           "template_turns", "ALPACA_COLUMNS", "alpaca_messages"]
+
+#: the install command of the optional ``chat`` extra (transformers renders chat templates)
+CHAT_INSTALL = ('pip install "transformers>=4.45" "jinja2>=3.1" (or, in the datacheck source folder, '
+                'pip install -e ".[chat]")')
+#: the columns rendering adds (the roles of the same names)
+RENDERED_COLUMNS = ("input_ids", "assistant_mask", "labels")
+#: conversations per apply_chat_template call
+_BATCH = 512
+
+#: the canonical roles (values of CHAT_ROLE_NAMES)
+KNOWN_ROLES = tuple(sorted(set(CHAT_ROLE_NAMES.values())))
+#: canonical roles whose turns are trained on (an assistant answer, an assistant tool call)
+ASSISTANT_ROLES = ("assistant", "tool_call")
+#: characters that show nothing: Unicode whitespace (regex ``\s``) plus the zero-width and
+#: invisible format characters U+200B-U+200D, U+2060 (word joiner), U+FEFF (byte order mark),
+#: U+00AD (soft hyphen): a turn of only these renders as an empty turn.
+INVISIBLE = r"[\s\x{200B}\x{200C}\x{200D}\x{2060}\x{FEFF}\x{00AD}]"
+
+
+def canonical_role(mf: MessageFields, turn: pl.Expr) -> pl.Expr:
+    """Per turn (a message struct): its canonical role (String; null when the speaker is null; the
+    speaker unchanged when it is not a known name). An assistant turn carrying a non-empty tool-call
+    field (OpenAI ``tool_calls``) is ``tool_call``."""
+    raw = turn.struct.field(mf.role)
+    role = raw.replace(CHAT_ROLE_NAMES)
+    if mf.tool_calls is not None:
+        calls = turn.struct.field(mf.tool_calls)
+        has = calls.is_not_null()
+        if mf.tool_calls == "tool_calls":
+            has = has & (calls.list.len() > 0)
+        role = pl.when((role == "assistant") & has.fill_null(False)).then(pl.lit("tool_call")).otherwise(role)
+    return role
+
+
+def blank_content(mf: MessageFields, turn: pl.Expr) -> pl.Expr:
+    """Per turn: True when its content is null, empty or only whitespace/invisible characters
+    (:data:`INVISIBLE`). Content as parts: no part, or every part is a text part (``type`` absent or
+    ``"text"``) whose text is blank; a part of another type (an image) is content."""
+    content = turn.struct.field(mf.content)
+    if not mf.parts:
+        return content.is_null() | (content.str.replace_all(INVISIBLE, "") == "")
+    part = pl.element()
+    text = part.struct.field(mf.part_text or "text")
+    empty_text = text.is_null() | (text.str.replace_all(INVISIBLE, "") == "")
+    if mf.part_type:
+        empty_text = empty_text & (part.struct.field("type").fill_null("text") == "text")
+    all_blank = content.list.eval(empty_text).list.all()
+    return content.is_null() | (content.list.len() == 0) | all_blank
+
+
+def turn_roles(col: str, mf: MessageFields) -> pl.Expr:
+    """Per row: the canonical role of each turn (List(String))."""
+    return pl.col(col).list.eval(canonical_role(mf, pl.element()))
+
+
+def turn_blank(col: str, mf: MessageFields) -> pl.Expr:
+    """Per row: whether each turn's content is blank (List(Boolean), see :func:`blank_content`)."""
+    return pl.col(col).list.eval(blank_content(mf, pl.element()))
+
+
+def _content_text(mf: MessageFields, turn: pl.Expr) -> pl.Expr:
+    """Per turn: the content as one string (parts: their text fields joined; null parts skipped)."""
+    content = turn.struct.field(mf.content)
+    if not mf.parts:
+        return content.cast(pl.String)
+    return content.list.eval(pl.element().struct.field(mf.part_text or "text").drop_nulls()).list.join("")
+
+
+def template_turns(col: str, mf: MessageFields) -> pl.Expr:
+    """Per row: the conversation as a chat template reads it, ``List(Struct{role, content})`` with
+    roles ``system``/``user``/``assistant``/``tool`` (a tool call is an assistant turn; ShareGPT
+    names mapped as :data:`CHAT_ROLE_NAMES`; an unknown name is passed as written) and content a
+    string (text parts joined)."""
+    turn = pl.element()
+    role = canonical_role(mf, turn).replace({"tool_call": "assistant"})
+    return pl.col(col).list.eval(pl.struct(role.alias("role"), _content_text(mf, turn).alias("content")))
+
+
+def _import_transformers() -> Any:
+    try:
+        import transformers  # lazy: the optional ``chat`` extra
+    except ImportError:
+        return None
+    return transformers
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str, _stamp: float) -> Any:
+    transformers = _import_transformers()
+    try:
+        return transformers.AutoTokenizer.from_pretrained(path)
+    except Exception as exc:  # noqa: BLE001 - any loader failure is the config's tokenizer path
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"[tokens] tokenizer = {path!r}: transformers cannot load a tokenizer there ({first}); "
+                         "give a folder holding tokenizer.json and tokenizer_config.json") from None
+
+
+def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
+    """The tokenizer of ``[tokens] tokenizer`` (a folder, or a file inside it) for rendering, or
+    (None, why) when it cannot render: transformers is not installed (the install command), or the
+    tokenizer has no chat template. Loaded once per folder and modification time.
+
+    Raises:
+        UsageError: no such path, or transformers cannot load a tokenizer from it (exit 2).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"[tokens] tokenizer = {path!r}: no such file or folder; give the tokenizer's folder "
+                         "(tokenizer.json, tokenizer_config.json and its chat template)")
+    folder = p if p.is_dir() else p.parent
+    if _import_transformers() is None:
+        return None, f"rendering messages with [tokens] tokenizer needs transformers and jinja2: {CHAT_INSTALL}"
+    stamp = max((f.stat().st_mtime for f in folder.iterdir() if f.is_file()), default=0.0)
+    tok = _load(str(folder), stamp)
+    if not getattr(tok, "chat_template", None):
+        return None, (f"the tokenizer in {folder} has no chat template (set chat_template in tokenizer_config.json "
+                      "or add chat_template.jinja): messages cannot be rendered as the trainer does")
+    return tok, None
+
+
+@dataclass
+class Rendered:
+    """The result of :func:`render_chat`.
+
+    Attributes:
+        columns: ``input_ids`` (List(Int32), token ids), ``assistant_mask`` (List(Int8), 1 on tokens
+            the template marks with ``{% generation %}``), ``labels`` (List(Int32): the id where the
+            mask is 1, else ``ignore_index``); one row per input row, null where the conversation is
+            null or the template rejected it.
+        rejected: rows (0-based) the template raised on, with the first error text.
+        tokens: tokens rendered in all.
+    """
+
+    columns: pl.DataFrame
+    rejected: list[int]
+    first_error: str | None
+    tokens: int
+
+
+def _call(tok: Any, convs: list[Any], max_len: int | None) -> dict[str, Any]:
+    kw: dict[str, Any] = {"tokenize": True, "return_dict": True, "return_assistant_tokens_mask": True}
+    if max_len is not None:
+        kw.update(truncation=True, max_length=max_len)
+    return tok.apply_chat_template(convs, **kw)
+
+
+def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, truncation_side: str,
+                ignore_index: int) -> Rendered:
+    """Render ``conversations`` (lists of ``{role, content}`` dicts as :func:`template_turns` gives
+    them, or None) with ``tok``'s chat template, as the trainer does (see the module docstring).
+    A batch the template raises on is rendered row by row; the rows it still raises on are null.
+    """
+    tok.truncation_side = truncation_side
+    n = len(conversations)
+    ids: list[Any] = [None] * n
+    masks: list[Any] = [None] * n
+    rejected: list[int] = []
+    first_error: str | None = None
+    tlog = logging.getLogger("transformers")
+    level = tlog.level
+    tlog.setLevel(logging.ERROR)  # the "no {% generation %}" warning is what sft.assistant_mask_empty reports
+    try:
+        for start in range(0, n, _BATCH):
+            rows = [i for i in range(start, min(start + _BATCH, n)) if conversations[i] is not None]
+            if not rows:
+                continue
+            try:
+                out = _call(tok, [conversations[i] for i in rows], max_seq_len)
+                for k, i in enumerate(rows):
+                    ids[i], masks[i] = out["input_ids"][k], out["assistant_masks"][k]
+            except Exception:  # noqa: BLE001 - find the rows the template rejects, one by one
+                for i in rows:
+                    try:
+                        out = _call(tok, [conversations[i]], max_seq_len)
+                        ids[i], masks[i] = out["input_ids"][0], out["assistant_masks"][0]
+                    except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bad value
+                        rejected.append(i)
+                        first_error = first_error or (str(exc).splitlines() or [type(exc).__name__])[0]
+    finally:
+        tlog.setLevel(level)
+    valid = np.array([x is not None for x in ids], dtype=bool)
+    lens = np.array([len(x) if x is not None else 0 for x in ids], dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    flat_ids = np.fromiter((t for x in ids if x is not None for t in x), dtype=np.int32, count=int(lens.sum()))
+    flat_mask = np.fromiter((t for x in masks if x is not None for t in x), dtype=np.int8, count=int(lens.sum()))
+    flat_labels = np.where(flat_mask == 1, flat_ids, np.int32(ignore_index)).astype(np.int32)
+    nulls = pa.array(~valid)
+
+    def lists(values: np.ndarray) -> pl.Series:
+        return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), pa.array(values), mask=nulls))  # type: ignore[return-value]
+
+    cols = pl.DataFrame([lists(flat_ids).alias("input_ids"), lists(flat_mask).alias("assistant_mask"),
+                         lists(flat_labels).alias("labels")])
+    return Rendered(columns=cols, rejected=rejected, first_error=first_error, tokens=int(lens.sum()))
+
+
+#: the Alpaca layout (Stanford Alpaca, LLaMA-Factory's ``alpaca`` format): the prompt is
+#: ``instruction`` plus ``input`` (joined by a newline when ``input`` is not empty, as
+#: LLaMA-Factory's converter does), the response ``output``; an optional ``system`` column opens
+#: the conversation. (LLaMA-Factory's ``history`` column of earlier turns is not folded in.)
+ALPACA_COLUMNS = ("instruction", "input", "output", "system")
+
+
+def alpaca_messages(schema: dict[str, pl.DataType]) -> pl.Expr | None:
+    """Per row: the conversation of an Alpaca row as ``List(Struct{role, content})`` (see
+    :data:`ALPACA_COLUMNS`), or None when the shard is not that layout (String ``instruction`` and
+    ``output`` columns; ``input`` and ``system``, when present, String)."""
+    if schema.get("instruction") != pl.String or schema.get("output") != pl.String:
+        return None
+    if any(c in schema and schema[c] not in (pl.String, pl.Null) for c in ("input", "system")):
+        return None
+    inst = pl.col("instruction")
+    user = inst
+    if "input" in schema:
+        inp = pl.col("input").cast(pl.String)
+        user = pl.when(inp.is_null() | (inp == "")).then(inst).otherwise(pl.concat_str([inst, inp], separator="\n"))
+    turn = lambda role, content: pl.struct(pl.lit(role).alias("role"), content.alias("content"))  # noqa: E731
+    pair = pl.concat_list([turn("user", user), turn("assistant", pl.col("output"))])
+    if "system" not in schema:
+        return pair
+    sys_ = pl.col("system").cast(pl.String)
+    return (pl.when(sys_.is_null() | (sys_ == "")).then(pair)
+            .otherwise(pl.concat_list([turn("system", sys_), turn("user", user), turn("assistant", pl.col("output"))])))

@@ -1,0 +1,45 @@
+"""RowAgg: per-row aggregates of a flat view, computed by the engine once per view (one grouped
+aggregation by ``__row``) and read by a row check's ``fails``; rows the view leaves out never fail."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from datacheck.checks.registry import FlatView, RowAgg, RowCheck
+from datacheck.engine.shard import _collect, _queries, _run_fused
+from datacheck.model.errors import InternalError
+
+VIEW = FlatView(key="t", cols=("a", "b"), where=pl.col("a").list.len() > 1)
+DF = pl.DataFrame({"a": [[1, 2, 3], [5], [4, 4], [], None, [7, 8]],
+                   "b": [[1, 0, 1], [1], [1, 1], [], None, [0, 0]]}).lazy()
+
+
+def _check(name: str, fails: pl.Expr, aggs: tuple[RowAgg, ...]) -> RowCheck:
+    return RowCheck(check=name, column=None, fails=fails, view=VIEW, per_row=aggs, message=lambda n, d: "")
+
+
+def test_sums_and_max_per_row_shared_between_checks():
+    ones = RowAgg("__ones", pl.col("b") == 1)
+    last_one = RowAgg("__last_one", pl.when(pl.col("b") == 1).then(pl.col("a")), how="max")
+    both = _check("x.both", pl.col("__ones") >= 2, (ones,))
+    high = _check("x.high", pl.col("__last_one") >= 3, (ones, last_one))  # shares __ones
+    n, results, _, _, skipped = _run_fused(DF, [both, high], [])
+    assert not skipped and n == 6
+    # rows 1 ([5]), 3 ([]), 4 (null) are left out by the view's `where`: one null position, never failing
+    assert results[0][0] == [0, 2]          # two ones in rows 0 and 2
+    assert results[1][0] == [0, 2]          # last a under b == 1: row 0 -> 3, row 2 -> 4, row 5 -> none
+
+
+def test_same_name_two_expressions_is_an_internal_error():
+    a = _check("x.a", pl.col("__n") > 0, (RowAgg("__n", pl.col("b") == 1),))
+    b = _check("x.b", pl.col("__n") > 0, (RowAgg("__n", pl.col("b") == 0),))
+    with pytest.raises(InternalError, match="defined twice"):
+        _collect(_queries(DF, [a, b], [], [0, 1], []))
+
+
+def test_declaration_errors():
+    with pytest.raises(InternalError, match="how must be one of"):
+        RowAgg("__n", pl.col("b"), how="mean")
+    with pytest.raises(InternalError, match="need a flat view"):
+        RowCheck(check="x.a", column=None, fails=pl.col("__n") > 0, message=lambda n, d: "",
+                 per_row=(RowAgg("__n", pl.col("b")),))
