@@ -201,7 +201,7 @@ def test_schema_rejects_silent_changes(validator, sample, mutation):
     elif mutation == "shard_finding_with_shards":
         finding["shards"] = [shard["path"]]
     elif mutation == "bad_content_hash":
-        shard["content_hash"] = "md5:" + "0" * 32
+        shard["content_hash"] = "sha1:" + "0" * 40  # md5:/sha256: are store hashes (datacheck.io.stores); sha1 is none
     elif mutation == "bad_status":
         r["summary"]["status"] = "failed"
     elif mutation == "report_version_2":

@@ -355,8 +355,8 @@ def audit_file(ds: DiscoveredShard, cfg: Config, *, keep_rows: bool = False, cro
         ``"unreadable"`` (the file cannot be read). Only an ``"audited"`` result may be cached.
     """
     try:
-        before = file_state(ds.path)
-        chash, size = hash_shard(ds.path, ds.format)
+        before = file_state(ds.source)
+        chash, size = hash_shard(ds.source, ds.format)
     except OSError as exc:
         return _unreadable(ds, "", 0, f"cannot read file: {exc.strerror or exc}"), "unreadable"
     result = lookup(chash) if lookup is not None else None
@@ -364,7 +364,7 @@ def audit_file(ds: DiscoveredShard, cfg: Config, *, keep_rows: bool = False, cro
     if result is None:
         result = audit_shard(ds, cfg, chash, size, keep_rows=keep_rows, cross_shard=cross_shard)
     try:
-        after = file_state(ds.path)
+        after = file_state(ds.source)
     except OSError as exc:
         return _unreadable(ds, "", 0, f"cannot read file: {exc.strerror or exc} (it went away while being read)"), "changed"
     if after != before:

@@ -105,7 +105,7 @@ def shard_sizes(shards: list[DiscoveredShard]) -> list[int]:
 def audit_shards(disc: Discovery, cfg: Config,
                  progress: Callable[[str, int, int], None] | None = None,
                  cache: Any = None, cross_shard: bool = True, *, workers: int | None = 1,
-                 executor: str | None = None,
+                 executor: str | None = None, ray_address: str | None = None,
                  byte_progress: Callable[[str, int, int], None] | None = None) -> list[ShardResult]:
     """Map :func:`audit_one` over the discovered shards; the results (and ``progress`` calls)
     come in discovery order whatever the executor. With ``cache`` (a
@@ -115,6 +115,7 @@ def audit_shards(disc: Discovery, cfg: Config,
 
     ``workers`` and ``executor`` pick the executor (:func:`~datacheck.execute.executors.make_executor`):
     ``workers=1`` (default here) audits in this process; ``workers=None`` means one worker per core.
+    ``ray_address``: the Ray cluster ``executor="ray"`` joins (None: Ray started in this process).
 
     ``byte_progress(shard_path, bytes_done, bytes_total)`` (sizes in bytes from the file system,
     :func:`shard_sizes`): in this process it is called before each shard is audited (``bytes_done``:
@@ -127,7 +128,7 @@ def audit_shards(disc: Discovery, cfg: Config,
         InternalError: a worker process died (the message names the shard it was auditing).
     """
     load_families()
-    ex = make_executor(executor, workers, len(disc.shards))
+    ex = make_executor(executor, workers, len(disc.shards), ray_address=ray_address)
     total = len(disc.shards)
     sizes = shard_sizes(disc.shards) if byte_progress is not None else [0] * total
     bytes_total, bytes_done = sum(sizes), 0
@@ -208,6 +209,7 @@ def audit(
     workers: int | None = None,
     executor: str | None = None,
     follow_symlinks: bool = False,
+    ray_address: str | None = None,
     byte_progress: Callable[[str, int, int], None] | None = None,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
@@ -236,8 +238,11 @@ def audit(
         workers: worker processes auditing shards in parallel; None (default): ``$DATACHECK_WORKERS``,
             else one per core (:func:`~datacheck.execute.executors.default_workers`); 1: in this process.
             Never more than the number of shards. The report is the same for any number.
-        executor: ``"local"`` (this process), ``"process"`` (a spawned process pool) or None
+        executor: ``"local"`` (this process), ``"process"`` (a spawned process pool), ``"ray"`` (one Ray
+            task per shard, retried when its worker dies; the ``datacheck[ray]`` extra) or None
             (default: ``process`` when more than one worker has a shard, else ``local``).
+        ray_address: with ``executor="ray"``, the Ray cluster to join (``ray.init(address=...)``); None:
+            Ray is started in this process with ``workers`` CPUs and stopped after the shards.
         follow_symlinks: False (default): a shard found through a symlink that leads outside the
             audited root is not read (listed under ``ignored``); True: it is read (a Hugging Face hub
             cache snapshot). See :func:`datacheck.io.discover.discover`.
@@ -248,7 +253,8 @@ def audit(
     Raises:
         ConfigError: the config is invalid (before any shard is read).
         UsageError: ``paths`` or ``config`` is of another type (e.g. ``audit(123)``), a path does not
-            exist, no shard was found, ``fail_on`` is unknown, ``workers``/``executor`` are bad,
+            exist, no shard was found, ``fail_on`` is unknown, ``workers``/``executor``/``ray_address`` are bad
+            (``OptionalDependencyError`` for ``executor="ray"`` without ray),
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
     """
@@ -272,10 +278,11 @@ def audit(
                                                                  else against)], cfg.dataset.format), cfg)
     cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or against is not None
     results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard, workers=workers,
-                           executor=executor, byte_progress=byte_progress)
+                           executor=executor, ray_address=ray_address, byte_progress=byte_progress)
     if cache is not None and prune_cache:
         cache.prune()
-    return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
+    # shards in an object store: the dataset checks get no root (they read no local file there)
+    return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root, temp_files=disc.temp_files, fail_on=fail_on,
                          index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
                          shard_lists=disc.shard_lists(),
                          allow_check_errors=allow_check_errors)

@@ -13,6 +13,15 @@ same for any number of workers.
   (at least 1) through ``POLARS_MAX_THREADS``, set for the children only while they start,
   unless the caller already set that variable: N workers with a full pool each would run
   N x cores threads on cores cores.
+- ``ray`` (:class:`RayExecutor`, the ``datacheck[ray]`` extra: ``ray>=2.9``): one Ray task per item,
+  retried up to ``max_retries`` times when the worker running it dies (``ray.remote(max_retries=...)``:
+  a system failure such as a node lost or a process killed for memory; an exception raised by the
+  mapped function is not retried, and :func:`datacheck.execute.audit.run_job` raises none for a bad
+  shard). Results are gathered in the items' order. Without an address Ray is started in this
+  process with ``ray.init(num_cpus=workers)`` and shut down after the map; with ``address``
+  (``--ray-address``, e.g. ``ray://head:10001`` or ``auto``) the map joins that cluster, whose nodes
+  must have the same datacheck version installed (the cache's code fingerprint and the report depend
+  on it) and must see the shards at the same paths (or read them from an object store URL).
 
 The default number of workers is the number of cores this process may run on
 (``os.process_cpu_count()`` on Python >= 3.13, else ``len(os.sched_getaffinity(0))``, else
@@ -27,15 +36,21 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
 
-from datacheck.model.errors import UsageError
+from datacheck.model.errors import OptionalDependencyError, UsageError
 
-__all__ = ["ENV_WORKERS", "EXECUTORS", "Executor", "LocalExecutor", "ProcessExecutor", "WorkerDied",
-           "cpu_cores", "default_workers", "make_executor"]
+__all__ = ["ENV_WORKERS", "EXECUTORS", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "WorkerDied",
+           "RAY_INSTALL_HINT", "cpu_cores", "default_workers", "make_executor", "require_ray"]
 
 #: Environment variable giving the default number of workers (``--workers`` and ``workers=`` win).
 ENV_WORKERS = "DATACHECK_WORKERS"
 #: The executor names ``--executor`` accepts.
-EXECUTORS = ("local", "process")
+EXECUTORS = ("local", "process", "ray")
+#: what to install for ``--executor ray``: the ``datacheck[ray]`` extra, named in words, and the commands that
+#: work (the PyPI name ``datacheck`` is another project's: tests/gate/test_install_instructions.py).
+RAY_INSTALL_HINT = ('the datacheck[ray] extra is not installed: pip install "ray>=2.9" '
+                    '(or pip install -e ".[ray]" from datacheck\'s source folder)')
+#: Ray task retries after the worker running a task died (``ray.remote(max_retries=...)``; Ray's default is 3).
+RAY_MAX_RETRIES = 3
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -166,18 +181,117 @@ class ProcessExecutor:
                     fut.cancel()
 
 
-def make_executor(executor: str | None, workers: int | None, units: int) -> Executor:
+def require_ray() -> Any:
+    """The ``ray`` module (imported here, lazily: ``import datacheck`` never imports it).
+
+    Raises:
+        OptionalDependencyError: ray is not installed or fails to import; the message names the
+            ``datacheck[ray]`` extra and ``pip install "ray>=2.9"`` (:data:`RAY_INSTALL_HINT`).
+    """
+    try:
+        import ray
+    except ImportError as exc:
+        raise OptionalDependencyError(f"--executor ray needs ray ({exc}); {RAY_INSTALL_HINT}") from None
+    return ray
+
+
+class RayExecutor:
+    """One Ray task per item (see the module docstring).
+
+    Args:
+        workers: CPUs given to a Ray started here (``ray.init(num_cpus=workers)``); ignored when joining
+            a cluster (its resources decide).
+        address: a Ray cluster to join (``ray.init(address=...)``), or None to start Ray in this process
+            (a Ray already initialised by the caller, e.g. a notebook or a test, is used as it is and left
+            running).
+        max_retries: retries of a task whose worker died (:data:`RAY_MAX_RETRIES` by default).
+
+    Raises:
+        OptionalDependencyError: ray is not installed (exit 2 at the CLI, naming the extra).
+        UsageError: ``workers`` < 1 or ``max_retries`` < 0.
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int, address: str | None = None, max_retries: int = RAY_MAX_RETRIES):
+        if workers < 1:
+            raise UsageError(f"workers={workers}: expected at least 1 worker")
+        if max_retries < 0:
+            raise UsageError(f"max_retries={max_retries}: expected 0 or more retries")
+        self.ray = require_ray()
+        self.workers = workers
+        self.address = address
+        self.max_retries = max_retries
+
+    def _start(self) -> bool:
+        """Initialise Ray unless it already is; True when this call started it (and must shut it down)."""
+        ray = self.ray
+        if ray.is_initialized():
+            return False
+        threads = str(max(1, cpu_cores() // self.workers))
+        try:
+            if self.address is None:
+                env = {} if "POLARS_MAX_THREADS" in os.environ else {"POLARS_MAX_THREADS": threads}
+                ray.init(num_cpus=self.workers, include_dashboard=False, logging_level="WARNING",
+                         log_to_driver=False, runtime_env={"env_vars": env} if env else None)
+            else:
+                ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+            raise UsageError(f"--executor ray: cannot start or join {where}: {str(exc).splitlines()[0] if str(exc) else exc}"
+                             "; check --ray-address (e.g. ray://HEAD:10001, or auto inside a cluster) or run "
+                             "--executor process") from None
+        return True
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        """Yield ``fn(item)`` in the items' order; every item is submitted at once as one Ray task.
+
+        Raises:
+            WorkerDied: a task's worker died ``max_retries + 1`` times (``pending``: the items without a
+                result at that point).
+            Exception: whatever ``fn`` raised for that item (unwrapped from Ray's ``RayTaskError``).
+        """
+        items = list(items)
+        if not items:
+            return
+        ray = self.ray
+        started = self._start()
+        try:
+            remote = ray.remote(max_retries=self.max_retries, retry_exceptions=False, num_cpus=1)(fn)
+            refs = [remote.remote(item) for item in items]
+            for k, ref in enumerate(refs):
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = exc.as_instanceof_cause()
+                    raise (cause.cause if getattr(cause, "cause", None) is not None else cause) from None
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.OutOfMemoryError, ray.exceptions.ObjectLostError) as exc:
+                    raise WorkerDied(list(range(k, len(items))),
+                                     f"a Ray worker ended without a result after {self.max_retries} retries "
+                                     f"({type(exc).__name__})") from None
+                yield result
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def make_executor(executor: str | None, workers: int | None, units: int, *,
+                  ray_address: str | None = None) -> Executor:
     """The executor for ``units`` items of work.
 
     Args:
-        executor: ``"local"``, ``"process"`` or None (``process`` when more than one worker would
-            have work, else ``local``).
+        executor: ``"local"``, ``"process"``, ``"ray"`` or None (``process`` when more than one worker
+            would have work, else ``local``).
         workers: the requested number of workers, or None for :func:`default_workers`. Never more
             workers than ``units`` are started.
         units: the number of items to map (e.g. shards).
+        ray_address: the Ray cluster to join (``executor="ray"`` only; None: start Ray here).
 
     Raises:
-        UsageError: an unknown executor, ``workers`` < 1, or ``executor="local"`` with ``workers`` > 1.
+        UsageError: an unknown executor, ``workers`` < 1, ``executor="local"`` with ``workers`` > 1, or
+            ``ray_address`` without ``executor="ray"``.
+        OptionalDependencyError: ``executor="ray"`` without ray installed.
     """
     if executor is not None and executor not in EXECUTORS:
         raise UsageError(f"executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
@@ -187,7 +301,11 @@ def make_executor(executor: str | None, workers: int | None, units: int) -> Exec
         if workers is not None and workers > 1:
             raise UsageError(f"--executor local runs in this process: --workers {workers} needs --executor process")
         return LocalExecutor()
+    if ray_address is not None and executor != "ray":
+        raise UsageError("--ray-address joins a Ray cluster: it needs --executor ray")
     n = min(workers if workers is not None else default_workers(), max(1, units))
+    if executor == "ray":
+        return RayExecutor(n, address=ray_address)
     if executor == "process":
         return ProcessExecutor(n)
     return ProcessExecutor(n) if n > 1 else LocalExecutor()

@@ -122,7 +122,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
                cache_dir: str | Path | None = None,
                progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False,
                config_path: str | None = None, allow_check_errors: bool = False, workers: int | None = None,
-               executor: str | None = None,
+               executor: str | None = None, ray_address: str | None = None,
                byte_progress: Callable[[str, int, int], None] | None = None) -> PartRun:
     """Audit part ``part`` of ``num_parts`` of the shards under ``paths``.
 
@@ -132,8 +132,8 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
     audited root, and the ``[dataset] index`` file is named relative to it when it lies inside.
     ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`);
     ``allow_check_errors`` decides the part report's status only (the merge takes its own).
-    ``workers``/``executor``/``progress``/``byte_progress``: as for :func:`datacheck.api.audit`
-    (over the part's shards).
+    ``workers``/``executor``/``ray_address``/``progress``/``byte_progress``: as for
+    :func:`datacheck.api.audit` (over the part's shards).
 
     Raises:
         UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
@@ -149,7 +149,7 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         index_doc = {"source": source, "data": read_json_file(setup.index_path)}
     mine = select_part(disc, num_parts, part)
     results = audit_shards(mine, cfg, progress, cache=cache, workers=workers, executor=executor,
-                           byte_progress=byte_progress)
+                           ray_address=ray_address, byte_progress=byte_progress)
     if cache is not None and prune_cache:
         cache.prune()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]

@@ -12,6 +12,7 @@ from datacheck.contracts import load_contract
 from datacheck.execute.cache import ShardCache
 from datacheck.io.dataindex import DataIndex, read_index, resolve_index_path
 from datacheck.io.discover import Discovery, discover
+from datacheck.io.stores import is_url
 from datacheck.model.config import DEFAULT_CONFIG_NAME, Config, config_from_dict, load_config
 from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import UsageError
@@ -69,7 +70,8 @@ def resolve_config_path(given: str | Path | None, paths: Iterable[str | Path]) -
 
     A config found in step 2 or 3 is one datacheck found by itself: it may not run a Python schema
     (:func:`config_and_source`). Relative paths inside it resolve against its own folder
-    (:meth:`datacheck.model.config.Config.anchored`).
+    (:meth:`datacheck.model.config.Config.anchored`). A URL PATH (an object store) is never searched
+    for a config: it comes from ``--config`` or ``./datacheck.toml``.
 
     Args:
         given: the ``--config`` value, or None.
@@ -82,6 +84,9 @@ def resolve_config_path(given: str | Path | None, paths: Iterable[str | Path]) -
         return str(given)
     if Path(DEFAULT_CONFIG_NAME).is_file():
         return DEFAULT_CONFIG_NAME
+    paths = [str(p) for p in paths]
+    if any(is_url(p) for p in paths):  # a config is never read from an object store
+        return None
     folder = _data_folder(paths)
     if folder is None:
         return None

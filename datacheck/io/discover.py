@@ -30,11 +30,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from datacheck.io.formats.litdata import is_litdata_index
 from datacheck.io.formats.mds import MDS_SUFFIXES
 from datacheck.io.formats.webdataset import WDS_SUFFIXES
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
+from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
 from datacheck.model.errors import UsageError
 
 __all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "format_of", "sniff_json_lines", "sniff_json_array", "megatron_companion",
@@ -179,9 +181,19 @@ def _is_temp(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class DiscoveredShard:
+    """One shard: ``path`` (absolute; for a shard in an object store, the URL as a path, never opened),
+    ``rel`` (POSIX path relative to the root: the report's name), ``format``, and ``url`` (the
+    ``scheme://...`` of a shard in an object store, :mod:`datacheck.io.stores`; None for a local file)."""
+
     path: Path  # absolute
     rel: str  # POSIX path relative to the root
     format: str
+    url: str | None = None
+
+    @property
+    def source(self) -> str | Path:
+        """Where the bytes come from: the URL of a shard in a store, else the local path."""
+        return self.url if self.url is not None else self.path
 
 
 #: file names of the shard lists datasets ship (Hugging Face; MosaicML and litdata)
@@ -232,6 +244,9 @@ def declared_splits(root: Path, found: list[str]) -> tuple[dict[str, str], list[
 @dataclass
 class Discovery:
     root: Path
+    #: the common ``scheme://prefix`` of URL PATHs (shards in an object store), else None; ``root`` is
+    #: then that prefix as a path, never opened (the dataset checks get no root: they read no file)
+    url_root: str | None = None
     shards: list[DiscoveredShard] = field(default_factory=list)
     temp_files: list[str] = field(default_factory=list)  # relative paths
     ignored: list[str] = field(default_factory=list)  # files that are not shards (metadata, unknown ext)
@@ -333,6 +348,12 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
     """
     if not paths:
         raise UsageError("no PATH given: name a shard file, a folder or a glob")
+    urls = [p for p in paths if is_url(p)]
+    if urls:
+        if len(urls) != len(paths):
+            raise UsageError(f"{urls[0]} is a URL but {next(p for p in paths if not is_url(p))} is a local path: audit "
+                             "local files and object-store URLs in separate runs")
+        return _discover_urls([str(u) for u in urls], forced_format)
     roots, files, named = [], [], set()
     for arg in paths:
         r, fs, is_named = _candidates(arg)
@@ -393,6 +414,123 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
     disc.ignored_data.sort(key=lambda i: i["path"])
     if not disc.shards and not disc.temp_files:
         raise UsageError(_no_shards_message(paths, disc, forced_format))
+    return disc
+
+
+def _list_url(arg: str) -> tuple[Any, str, str, dict[str, dict[str, Any]], bool]:
+    """(fs, scheme, root path, {path: info} of the files, named) for one URL PATH: an object, every
+    object under a prefix (recursively), or the objects matching a glob.
+
+    Raises:
+        UsageError: nothing exists at the URL, or the store cannot be listed (the message names it).
+    """
+    fs, path = filesystem(arg)
+    scheme = scheme_of(arg)
+    path = path.rstrip("/")
+    try:
+        if any(ch in path for ch in "*?["):
+            found = fs.glob(path, detail=True)
+            files = {k.rstrip("/"): v for k, v in found.items() if v.get("type") == "file"}
+            base = path
+            for i, ch in enumerate(path):
+                if ch in "*?[":
+                    base = path[:i]
+                    break
+            root = base.rstrip("/") if base.endswith("/") else base.rpartition("/")[0]
+            return fs, scheme, root, files, False
+        if fs.isfile(path):
+            return fs, scheme, path.rpartition("/")[0], {path: fs.info(path)}, True
+        found = fs.find(path, detail=True)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{arg}: cannot list it ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+                         "check the URL and the store's credentials") from None
+    except Exception as exc:  # noqa: BLE001 - a store client's own error (credentials, endpoint) is a usage error
+        raise UsageError(f"{arg}: cannot list it ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                         "check the URL, the endpoint (AWS_ENDPOINT_URL) and the store's credentials") from None
+    files = {k.rstrip("/"): v for k, v in found.items() if v.get("type", "file") == "file"}
+    if not files:
+        raise UsageError(f"{arg}: no such object or prefix (nothing listed under it); give a shard URL, a prefix "
+                         "holding shards or a glob")
+    return fs, scheme, path, files, False
+
+
+def _sniff_json_lines_url(fs: Any, path: str) -> bool:
+    """:func:`sniff_json_lines` for an object in a store (reads at most 64 KiB of it)."""
+    try:
+        with fs.open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except Exception:  # noqa: BLE001 - an unreadable object is not JSON Lines
+        return False
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    lines = [ln.strip() for ln in head.splitlines() if ln.strip()]
+    return len(lines) >= 2 and lines[0].startswith(b"{") and lines[1].startswith(b"{")
+
+
+def _discover_urls(urls: list[str], forced_format: str) -> Discovery:
+    """:func:`discover` for URL PATHs (objects in a store; see :mod:`datacheck.io.stores`).
+
+    The same rules as for local files (temporary files, metadata, code, Megatron pairs, JSON Lines
+    sniffing, forced formats), with these differences: there are no symlinks; a ``.bin`` is a Megatron
+    shard when the ``.idx`` of the same name was listed; litdata folders and Hugging Face
+    ``state.json`` lists are read from local folders only (their ``.bin``/unlisted ``.arrow`` files are
+    audited as listed or reported under ``ignored``).
+    """
+    listed: list[tuple[Any, str, str, dict[str, dict[str, Any]], bool]] = [_list_url(u) for u in urls]
+    schemes = {x[1] for x in listed}
+    if len(schemes) > 1:
+        raise UsageError(f"URLs of different stores ({', '.join(sorted(schemes))}): audit each store in its own run")
+    scheme = listed[0][1]
+    roots = [x[2] for x in listed]
+    root = os.path.commonpath(roots) if all(roots) else ""
+    if root and not all(r == root or r.startswith(root + "/") for r in roots):
+        root = root.rpartition("/")[0]
+    disc = Discovery(root=Path(join_url(scheme, root)), url_root=join_url(scheme, root))
+    seen: set[str] = set()
+    for fs, _scheme, _root, files, _named in listed:
+        names = set(files)
+        for key in sorted(files):
+            if key in seen:
+                continue
+            seen.add(key)
+            rel = key[len(root) + 1:] if root and key.startswith(root + "/") else key
+            name = key.rpartition("/")[2]
+            lname = name.lower()
+            pure = Path(name)
+            if _is_temp(pure):
+                disc.temp_files.append(rel)
+                continue
+            if lname in _METADATA_NAMES or name.startswith(".") or lname.endswith(NEVER_SHARD_SUFFIXES):
+                disc.ignored.append(rel)
+                continue
+            stem = key.rpartition(".")[0]
+            if forced_format == "auto" and lname.endswith(".idx") and stem + ".bin" in names:
+                disc.ignored.append(rel)  # read and hashed with its .bin
+                continue
+            fmt: str | None
+            if forced_format == "auto" and lname.endswith(".bin"):
+                fmt = "megatron" if stem + ".idx" in names else None
+            elif forced_format == "auto" and lname.endswith(".json") and not any(lname.endswith(e) for e, _ in _EXT_FORMATS):
+                fmt = "jsonl" if _sniff_json_lines_url(fs, key) else None
+            else:
+                fmt = format_of(pure, forced_format)
+            if fmt is None:
+                disc.ignored.append(rel)
+                why = _why_not(pure, forced_format)
+                if why is not None and lname.endswith(".bin"):
+                    why = ("a .bin object without a Megatron .idx of the same name beside it (litdata folders are "
+                           "read from local disk only: download the folder first)")
+                if why is not None:
+                    disc.ignored_data.append({"path": rel, "reason": why})
+                continue
+            url = join_url(scheme, key)
+            disc.shards.append(DiscoveredShard(path=Path(url), rel=rel, format=fmt, url=url))
+    disc.shards.sort(key=lambda s: s.rel)
+    disc.temp_files.sort()
+    disc.ignored.sort()
+    disc.ignored_data.sort(key=lambda i: i["path"])
+    if not disc.shards and not disc.temp_files:
+        raise UsageError(_no_shards_message(urls, disc, forced_format))
     return disc
 
 

@@ -1,5 +1,9 @@
 """Content hashes: xxh3-128 of a shard's bytes (``xxhash`` package), and the index hash.
 
+A shard in an object store (a URL, :mod:`datacheck.io.stores`) is hashed streaming from the store, or
+identified by the store's own hash of its bytes where it gives one (``md5:``/``sha256:``; the rules and
+why they are safe: :mod:`datacheck.io.stores`).
+
 Stored hashes are always of bytes or of a canonical encoding, never a dataframe library's
 internal row hash (those change between versions).
 """
@@ -11,6 +15,7 @@ from pathlib import Path
 
 import xxhash
 
+from datacheck.io.stores import filesystem, hash_object, is_url, object_state, store_checksum
 from datacheck.model.constants import HASH_ALGORITHM
 
 __all__ = ["hash_file", "hash_shard", "hash_bytes", "index_hash", "file_state"]
@@ -38,14 +43,40 @@ def hash_file(path: str | Path) -> tuple[str, int]:
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
 
 
-def hash_shard(path: str | Path, fmt: str) -> tuple[str, int]:
+def _store_paths(url: str, fmt: str) -> tuple[object, list[str]]:
+    fs, p = filesystem(url)
+    return fs, ([p[: -len(".bin")] + ".idx", p] if fmt == "megatron" and p.endswith(".bin") else [p])
+
+
+def _hash_url(url: str, fmt: str, bytes_only: bool) -> tuple[str, int]:
+    fs, paths = _store_paths(url, fmt)
+    try:
+        if len(paths) == 1 and not bytes_only:
+            info = fs.info(paths[0])  # type: ignore[attr-defined]
+            checksum = store_checksum(fs, paths[0], info)
+            if checksum is not None:
+                return checksum, int(info.get("size") or 0)
+        return hash_object(fs, paths)
+    except OSError as exc:
+        raise OSError(f"{url}: {exc.strerror or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a store client's error after its retries is a failed read
+        raise OSError(f"{url}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+def hash_shard(path: str | Path, fmt: str, *, bytes_only: bool = False) -> tuple[str, int]:
     """Content hash and size of a shard as :func:`hash_file`, over every file the shard is read from:
     a Megatron shard (format ``megatron``) is its ``.idx`` then its ``.bin`` (one stream), so a changed
     index changes the hash (and the cache key); every other format is its one file.
 
+    ``path`` may be the URL of an object in a store: its bytes are hashed streaming, or, unless
+    ``bytes_only`` (the data index needs xxh3-128 of the bytes), the store's hash of the bytes is
+    used (:func:`datacheck.io.stores.store_checksum`: ``md5:<hex>``/``sha256:<hex>``, no data read).
+
     Raises:
-        OSError: a file cannot be read.
+        OSError: a file cannot be read (for a URL: after the store client's retries; the message names it).
     """
+    if isinstance(path, str) and is_url(path):
+        return _hash_url(path, fmt, bytes_only)
     path = Path(path)
     files = [path.with_suffix(".idx"), path] if fmt == "megatron" else [path]
     h = xxhash.xxh3_128()
@@ -58,14 +89,23 @@ def hash_shard(path: str | Path, fmt: str) -> tuple[str, int]:
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
 
 
-def file_state(path: str | Path) -> tuple[int, int, int, int]:
+def file_state(path: str | Path) -> tuple[int, int, int, int]:  # for a URL: (int, str, str, str)
     """(size in bytes, modification time in ns, status-change time in ns, inode) of ``path``: equal
     before and after a read when no writer touched the file in between (an append, a rewrite in
     place, or a replacement by rename all change one of them).
 
+    ``path`` may be the URL of an object in a store: (size, modified, version tag, version tag) from
+    a fresh metadata request (:func:`datacheck.io.stores.object_state`).
+
     Raises:
         OSError: the file cannot be stat'ed.
     """
+    if isinstance(path, str) and is_url(path):
+        fs, p = filesystem(path)
+        try:
+            return object_state(fs, p)  # type: ignore[return-value]
+        except OSError as exc:
+            raise OSError(f"{path}: {exc.strerror or exc}") from None
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
+from datacheck.io.stores import is_url
 from datacheck.model.errors import UsageError
 
 __all__ = ["write_atomic", "make_temp_folder", "make_temp_file", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
@@ -305,7 +306,7 @@ def _inputs(paths: Iterable[str], with_folders: bool = False) -> list[tuple[str,
     out: list[tuple[str, Path]] = []
     for arg in paths:
         arg = os.fspath(arg)
-        if not arg:
+        if not arg or is_url(arg):  # an object-store URL: outputs are local, never inside it
             continue
         if any(ch in arg for ch in "*?["):
             out += [(m, Path(os.path.realpath(m))) for m in sorted(_glob.glob(arg, recursive=True))]

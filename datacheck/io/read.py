@@ -107,7 +107,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     if isinstance(source, (pl.DataFrame, pl.LazyFrame)):
         data = normalize_frame(source.lazy())
     elif isinstance(source, DiscoveredShard):
-        data = open_shard(source.path, source.format, cfg.dataset, cfg.report.max_examples,
+        data = open_shard(source.source, source.format, cfg.dataset, cfg.report.max_examples,
                           string_columns=text_column_names(cfg.columns))
     else:
         raise TypeError(f"open_for_checks reads a DiscoveredShard or a polars DataFrame/LazyFrame, "

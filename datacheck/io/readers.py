@@ -17,6 +17,11 @@ Formats:
   :mod:`datacheck.io.formats` (each documents its layout rules; a broken rule is ``decode.unreadable``).
 - CSV/TSV: Python's ``csv`` module finds records with a wrong field count (line and byte offset);
   the good records are parsed by polars.
+- A shard in an object store (``path`` a URL, :mod:`datacheck.io.stores`): parquet is opened with
+  ``pyarrow.dataset`` over the store's fsspec filesystem and scanned lazily by polars
+  (``pl.scan_pyarrow_dataset``), so only the footer and the columns the checks need are fetched; every
+  other format is copied to a temporary local folder (streaming; a Megatron ``.bin`` with its
+  ``.idx``), read by the same reader as a local file and held in memory, and the copy deleted.
 Invalid UTF-8 in a line format is reported (``decode.invalid_utf8``) and the line is decoded with
 replacement characters so the rest of the record is still audited.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -39,6 +45,7 @@ from datacheck.io.formats.megatron import read_megatron
 from datacheck.io.formats.webdataset import read_webdataset
 from datacheck.io.records import RecordLayoutError, csv_records, json_array_records, jsonl_records, strip_bom
 from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
+from datacheck.io.stores import filesystem, is_url
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
@@ -84,13 +91,23 @@ class ShardData:
         return [int(self.line_of_row[r]) for r in rows if r < len(self.line_of_row)]
 
 
-def read_bytes(path: Path) -> bytes:
-    """The shard's bytes, decompressed for ``.gz``/``.zst``. Raises :class:`Unreadable`."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
-    name = path.name.lower()
+def read_bytes(path: Path | str) -> bytes:
+    """The shard's bytes, decompressed for ``.gz``/``.zst``; ``path`` may be the URL of an object in a
+    store (:mod:`datacheck.io.stores`). Raises :class:`Unreadable`."""
+    if isinstance(path, str) and is_url(path):
+        fs, key = filesystem(path)
+        try:
+            raw = fs.cat_file(key)
+        except _READ_ERRORS as exc:
+            raise Unreadable(_store_reason(path, exc)) from None
+        name = key.rpartition("/")[2].lower()
+    else:
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise Unreadable(f"cannot read file: {exc.strerror or exc}") from None
+        name = path.name.lower()
     try:
         if name.endswith(".gz"):
             return gzip.decompress(raw)
@@ -99,7 +116,7 @@ def read_bytes(path: Path) -> bytes:
 
             return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
     except _READ_ERRORS as exc:  # corrupt compressed stream
-        raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
+        raise Unreadable(f"cannot decompress .{name.rpartition('.')[2]} data: {exc}") from None
     return raw
 
 
@@ -570,15 +587,24 @@ def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int,
     )
 
 
-def _parquet_reason(path: Path, exc: Exception) -> str:
+def _parquet_reason(path: Path, exc: BaseException, fs=None, url: str = "") -> str:
+    """Why a parquet file does not open: zero bytes, bad leading or footer magic, else the reader's
+    message. ``fs``/``url``: the file is ``path`` in that fsspec filesystem (an object store)."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(4)
-            f.seek(max(0, size - 4))
-            tail = f.read(4)
+        if fs is None:
+            size = path.stat().st_size
+            with open(path, "rb") as f:
+                head = f.read(4)
+                f.seek(max(0, size - 4))
+                tail = f.read(4)
+        else:
+            size = int(fs.size(str(path)))
+            head = fs.cat_file(str(path), start=0, end=min(4, size)) if size else b""
+            tail = fs.cat_file(str(path), start=max(0, size - 4), end=size) if size else b""
     except OSError as e:
-        return f"cannot read file: {e.strerror or e}"
+        return f"cannot read file: {e.strerror or e}" if fs is None else _store_reason(url, e)
+    except Exception as e:  # noqa: BLE001 - a store client's error after its retries
+        return _store_reason(url, e)
     if size == 0:
         return "zero-byte file (an interrupted download or write?)"
     if head != b"PAR1":
@@ -803,15 +829,63 @@ _FORMAT_READERS = {
 }
 
 
-def open_shard(path: Path, fmt: str, dataset_cfg, max_examples: int,
+def _store_reason(url: str, exc: BaseException) -> str:
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"cannot read {url} from the object store (after the client's retries): {msg}"
+
+
+def _open_remote(url: str, fmt: str, dataset_cfg, max_examples: int, string_columns: tuple[str, ...]) -> ShardData:
+    """Open a shard in an object store (see the module docstring). Raises :class:`Unreadable`."""
+    fs, path = filesystem(url)
+    if fmt == "parquet":
+        import pyarrow.dataset as pads
+        from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+        try:
+            dataset = pads.dataset(path, filesystem=PyFileSystem(FSSpecHandler(fs)), format="parquet")
+            lf = pl.scan_pyarrow_dataset(dataset)
+            lf.collect_schema()
+        except _READ_ERRORS as exc:
+            raise Unreadable(_parquet_reason(Path(path), exc, fs=fs, url=url)) from None
+        return ShardData(lf=lf)
+    with tempfile.TemporaryDirectory(prefix="datacheck-store-") as tmp:
+        name = path.rpartition("/")[2] or "shard"
+        local = Path(tmp) / name
+        sources = [(path, local)]
+        if fmt == "megatron":
+            sources.append((path[: -len(".bin")] + ".idx", local.with_suffix(".idx")))
+        for src, dst in sources:
+            try:
+                fs.get_file(src, str(dst))
+            except _READ_ERRORS as exc:
+                raise Unreadable(_store_reason(url if src == path else src, exc)) from None
+        data = _open_local(local, fmt, dataset_cfg, max_examples, string_columns)
+        try:
+            data.lf = data.lf.collect().lazy()  # the copy is deleted when this block ends
+        except _READ_ERRORS as exc:
+            raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+        return data
+
+
+def open_shard(path: Path | str, fmt: str, dataset_cfg, max_examples: int,
                string_columns: tuple[str, ...] = TEXT_NAMES) -> ShardData:
     """Open ``path`` as format ``fmt``. Raises :class:`Unreadable` with the reason and where.
+
+    ``path``: a local file, or the URL of an object in a store (:mod:`datacheck.io.stores`; a read that
+    fails after the store client's retries is :class:`Unreadable` naming the URL).
 
     ``string_columns``: CSV/TSV columns read as strings whatever their values look like (text
     columns: :func:`datacheck.roles.text_column_names`); other CSV columns get inferred dtypes.
 
     Fixed-size list (``Array``) columns come back as ``List`` columns (see :func:`_normalize`).
     """
+    if isinstance(path, str) and is_url(path):
+        return _normalize(_open_remote(path, fmt, dataset_cfg, max_examples, string_columns))
+    return _open_local(Path(path), fmt, dataset_cfg, max_examples, string_columns)
+
+
+def _open_local(path: Path, fmt: str, dataset_cfg, max_examples: int, string_columns: tuple[str, ...]) -> ShardData:
+    """:func:`open_shard` for a local file."""
     if fmt == "parquet":
         return _normalize(_read_parquet(path))
     if fmt == "arrow":

@@ -75,6 +75,7 @@ from datacheck.io.readers import read_bytes, validate_arrow
 from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.rowhash import row_hash_series
 from datacheck.io.safejson import JsonInputError, read_json_file
+from datacheck.io.stores import is_url
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import DatacheckError, InternalError, UsageError
@@ -229,9 +230,10 @@ def _inside(a: Path, b: Path) -> bool:
     return a == b or a.is_relative_to(b)
 
 
-def _check_out(out: Path, inputs: list[Path], root: Path) -> None:
-    """Refuse ``out`` when it is an input folder, inside one, contains one, or holds files."""
-    for src in {root, *inputs}:
+def _check_out(out: Path, inputs: list[Path], root: Path | None) -> None:
+    """Refuse ``out`` when it is an input folder, inside one, contains one, or holds files (``root``
+    None: the inputs are in an object store, never a local folder)."""
+    for src in {*([root] if root is not None else []), *inputs}:
         folder = src if src.is_dir() else src.parent
         if _inside(out, folder) or _inside(folder, out):
             raise UsageError(f"--out {out}: refusing to write into the input folder {folder} (or a folder "
@@ -264,11 +266,24 @@ def _fsync_write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def _read_table(path: Path, fmt: str):
-    """(pyarrow Table, writer kind) for parquet / Arrow IPC file / Arrow IPC stream."""
+def _read_table(path: Path | str, fmt: str):
+    """(pyarrow Table, writer kind) for parquet / Arrow IPC file / Arrow IPC stream; ``path`` may be the
+    URL of an object in a store."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if isinstance(path, str) and is_url(path):  # a shard in an object store: its bytes, then as a local file
+        buf = pa.BufferReader(read_bytes(path))
+        if fmt == "parquet":
+            return pq.read_table(buf), "parquet"
+        head = buf.read(6)
+        buf.seek(0)
+        if head == b"ARROW1":
+            table, kind = pa.ipc.open_file(buf).read_all(), "ipc_file"
+        else:
+            table, kind = pa.ipc.open_stream(buf).read_all(), "ipc_stream"
+        validate_arrow(table, path)
+        return table, kind
     if fmt == "parquet":
         return pq.read_table(path), "parquet"
     with open(path, "rb") as f:
@@ -398,7 +413,7 @@ def _take(table, idx: list[int]):
 def _clean_table(ds: DiscoveredShard, reasons: dict[int, list[str]], rows: int, stage: Path, sc: ShardClean) -> None:
     import pyarrow as pa
 
-    table, kind = _read_table(ds.path, ds.format)
+    table, kind = _read_table(ds.source, ds.format)
     if table.num_rows != rows:
         raise InternalError(f"{ds.rel}: pyarrow reads {table.num_rows} rows but the audit read {rows}")
     hashes = row_hashes(table)
@@ -460,7 +475,7 @@ def _record_reasons(rec: _Record, reasons: dict[int, list[str]], drop: tuple[str
 def _clean_lines(ds: DiscoveredShard, cfg: Config, reasons: dict[int, list[str]], rows: int,
                  drop: tuple[str, ...], stage: Path, sc: ShardClean) -> int:
     """Clean one JSONL/CSV shard into ``stage``; returns the rows (parsed records) kept."""
-    raw = read_bytes(ds.path)
+    raw = read_bytes(ds.source)
     schema = None
     if ds.format == "jsonl":
         header = None
@@ -718,7 +733,8 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
     drop_ids = _drop_ids(drop, cfg)
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     out = Path(out).resolve()
-    _check_out(out, [Path(p).resolve() for p in paths if "*" not in str(p)], disc.root)
+    _check_out(out, [Path(p).resolve() for p in paths if "*" not in str(p) and not is_url(str(p))],
+               None if disc.url_root is not None else disc.root)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_stages(out)

@@ -38,10 +38,10 @@ def build(paths: list[str], output: str, config: Config | str | None = None) -> 
     entries = []
     for ds in disc.shards:
         try:
-            h, size = hash_shard(ds.path, ds.format)
+            h, size = hash_shard(ds.source, ds.format, bytes_only=True)
         except OSError as exc:
             raise UsageError(f"{ds.rel}: cannot read: {exc.strerror or exc}") from None
-        entries.append(IndexEntry(path=ds.rel, bytes=size, rows=count_rows(ds.path, ds.format, cfg), content_hash=h))
+        entries.append(IndexEntry(path=ds.rel, bytes=size, rows=count_rows(ds.source, ds.format, cfg), content_hash=h))
     doc = build_index(entries)
     write_index(doc, output)
     return doc
@@ -70,14 +70,14 @@ def verify(paths: list[str], index: str, config: Config | str | None = None,
     for ds in disc.shards:
         fmt[ds.rel] = ds
         try:
-            h, size = hash_shard(ds.path, ds.format)
+            h, size = hash_shard(ds.source, ds.format, bytes_only=True)
         except OSError:
             h, size = "", 0
         actual.append((ds.rel, h, size, None))
 
     def rows_of(rel: str):
         ds = fmt[rel]
-        return count_rows(ds.path, ds.format, cfg)
+        return count_rows(ds.source, ds.format, cfg)
 
     found = compare_index(idx, actual, disc.temp_files, rows_of=rows_of)
     if fail_on is None:

@@ -29,7 +29,7 @@ import polars as pl
 
 from datacheck.checks.batch import supervised_expr, tokens_expr, zero_micro_batches
 from datacheck.io.discover import discover
-from datacheck.io.hashing import hash_file
+from datacheck.io.hashing import hash_file, hash_shard
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model.config import Config
@@ -70,7 +70,7 @@ class ShardSpan:
     content_hash: str
     rows: int
     start: int
-    abs_path: Path | None = None
+    abs_path: Path | str | None = None  # a local path, or the URL of a shard in an object store
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool,
     len_parts: list[np.ndarray] | None = [] if lengths else None
     start = 0
     for ds in disc.shards:
-        chash, _size = hash_file(ds.path)
+        chash = hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None else hash_file(ds.path)[0]
         try:
             data = open_for_checks(ds, cfg)
             lab, ids = data.roles.labels, data.roles.input_ids
@@ -160,7 +160,7 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool,
                 len_parts.append(np.asarray(df["len"][0].to_numpy(), dtype=np.int64))
             else:
                 len_parts = None
-        spans.append(ShardSpan(ds.rel, chash, n, start, ds.path))
+        spans.append(ShardSpan(ds.rel, chash, n, start, ds.source))
         start += n
 
     def cat(parts: list[np.ndarray] | None) -> np.ndarray | None:

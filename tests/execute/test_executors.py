@@ -95,7 +95,7 @@ def test_cli_workers_flag_same_report(tmp_path: Path, monkeypatch: pytest.Monkey
     assert normalized(out1.read_text()) == normalized(out2.read_text())
 
 
-@pytest.mark.parametrize("argv", [["--workers", "0"], ["--workers", "two"], ["--executor", "ray"],
+@pytest.mark.parametrize("argv", [["--workers", "0"], ["--workers", "two"], ["--executor", "slurm"],
                                   ["--executor", "local", "--workers", "2"]])
 def test_cli_bad_worker_flags_are_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv) -> None:
     root = _dataset(tmp_path / "data")
@@ -121,7 +121,7 @@ def test_make_executor_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(UsageError, match="--executor process"):
         make_executor("local", 2, 5)
     with pytest.raises(UsageError, match="expected one of"):
-        make_executor("ray", None, 5)
+        make_executor("slurm", None, 5)
 
 
 def _square_or_die(x: int) -> int:

@@ -73,8 +73,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help=f"audit shards in N worker processes (default: ${ENV_WORKERS}, else one per core; "
                         "1: in this process); the report is the same for any N")
     w.add_argument("--executor", choices=list(EXECUTORS), default=None,
-                   help="local: in this process; process: a pool of --workers processes (default: process when "
+                   help="local: in this process; process: a pool of --workers processes; ray: one Ray task per "
+                        "shard, retried when its worker dies (the datacheck[ray] extra) (default: process when "
                         "more than one worker has a shard)")
+    w.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                   help="with --executor ray: the Ray cluster to join (e.g. ray://HEAD:10001, or auto on a cluster "
+                        "node; default: start Ray in this process with --workers CPUs)")
     g = a.add_argument_group("incremental audit and split jobs")
     g.add_argument("--cache-dir", default=None,
                    help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache, "
@@ -210,11 +214,11 @@ def run(args: argparse.Namespace) -> int:
             return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
                               progress=progress, prune_cache=args.cache_prune, config_path=config_path,
                               allow_check_errors=args.allow_check_errors, workers=args.workers,
-                              executor=args.executor, byte_progress=byte_progress)
+                              executor=args.executor, ray_address=args.ray_address, byte_progress=byte_progress)
         return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
                      against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path,
                      allow_check_errors=args.allow_check_errors, workers=args.workers, executor=args.executor,
-                     follow_symlinks=args.follow_symlinks, byte_progress=byte_progress)
+                     ray_address=args.ray_address, follow_symlinks=args.follow_symlinks, byte_progress=byte_progress)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)
