@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from datacheck.checks.registry import FlatView, RowAgg, RowCheck
-from datacheck.engine.shard import _collect, _queries, _run_fused
+from datacheck.engine.shard import _collect, _queries, _run_batch
 from datacheck.model.errors import InternalError
 
 VIEW = FlatView(key="t", cols=("a", "b"), where=pl.col("a").list.len() > 1)
@@ -23,11 +23,11 @@ def test_sums_and_max_per_row_shared_between_checks():
     last_one = RowAgg("__last_one", pl.when(pl.col("b") == 1).then(pl.col("a")), how="max")
     both = _check("x.both", pl.col("__ones") >= 2, (ones,))
     high = _check("x.high", pl.col("__last_one") >= 3, (ones, last_one))  # shares __ones
-    n, results, _, _, skipped = _run_fused(DF, [both, high], [])
-    assert not skipped and n == 6
+    got = _run_batch(DF, [both, high], [], [0, 1])
+    assert not got.broken_checks and got.n == 6
     # rows 1 ([5]), 3 ([]), 4 (null) are left out by the view's `where`: one null position, never failing
-    assert results[0][0] == [0, 2]          # two ones in rows 0 and 2
-    assert results[1][0] == [0, 2]          # last a under b == 1: row 0 -> 3, row 2 -> 4, row 5 -> none
+    assert got.rows[0] == [0, 2]          # two ones in rows 0 and 2
+    assert got.rows[1] == [0, 2]          # last a under b == 1: row 0 -> 3, row 2 -> 4, row 5 -> none
 
 
 def test_same_name_two_expressions_is_an_internal_error():
