@@ -9,7 +9,7 @@ records ``{"text": ..., "label": int, "input_ids": [ints]}``, in two variants:
 
 Each audit runs in a child process (``python -m datacheck audit FILE --no-cache``) with
 ``PYTHONPATH`` set to each tree given by ``--tree`` (e.g. the main checkout and a branch), and the
-child's wall seconds and peak RSS (``os.wait4``'s ``ru_maxrss``, MiB) are printed, one row per
+child's wall seconds and peak RSS (``ru_maxrss`` of the audit and its worker processes, MiB) are printed, one row per
 (tree, variant), all in one run.
 
 Usage: python benchmarks/bench_jsonl_stream.py [--mib 1024] [--tree /work/main --tree .]
@@ -60,18 +60,26 @@ def _make(mib: int, bad: bool) -> Path:
     return path
 
 
+_CHILD = """
+import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rc)
+"""
+
+
 def _run(tree: Path, data: Path) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MiB of the audit and every process it waited for, exit code). A
+    fresh wrapper process runs each audit, so RUSAGE_CHILDREN is that audit's alone (datacheck's
+    worker processes included)."""
     out = Path(tempfile.mkdtemp(prefix="dc-bench-"))
     env = dict(os.environ, PYTHONPATH=str(tree), DATACHECK_DIR=str(out / "home"))
+    cmd = [sys.executable, "-m", "datacheck", "audit", str(data), "--no-cache", "--no-progress",
+           "--format", "json", "--output", str(out / "r.json"), "--report-dir", str(out / "reports")]
     t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "datacheck", "audit", str(data), "--no-cache", "--no-progress",
-                          "--format", "json", "--output", str(out / "r.json"), "--report-dir", str(out / "reports")],
-                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
+    p = subprocess.run([sys.executable, "-c", _CHILD, *cmd], env=env, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
-    rc = os.waitstatus_to_exitcode(status)
-    p.returncode = rc
-    return wall, usage.ru_maxrss / 1024, rc
+    kib, rc = p.stdout.split()
+    return wall, int(kib) / 1024, int(rc)
 
 
 def main() -> None:
