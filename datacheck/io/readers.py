@@ -10,9 +10,13 @@ Formats:
   ``save_to_disk`` ``data-*.arrow``): ``pyarrow.ipc.open_stream`` over a memory map.
 - JSONL (plain, ``.gz``, ``.zst``): decompressed as a stream and parsed in chunks of whole lines
   (:data:`JSONL_CHUNK_BYTES`), so neither the inflated bytes nor their line lists are ever held
-  whole; validated line by line only when the fast parse of a chunk fails (then, in this version,
-  the whole file takes the exact per-line path), so every bad line is reported with its 1-based
-  line number, byte offset and the parser's message, and the good records are still audited.
+  whole; a chunk whose fast parse fails (a bad or blank line, invalid UTF-8, mixed types, NaN) is
+  validated line by line, that chunk only, so every bad line is reported with its 1-based line
+  number, byte offset and the parser's message, and the good records are still audited. The
+  findings do not depend on where the chunks are cut (a column's JSON type is decided over the
+  whole file); the chunks' frames are joined as ``pl.concat(how="diagonal_relaxed")`` does
+  (:func:`_join_pieces`: ints in one chunk and floats in another are Float64, a column missing
+  from a chunk is null there).
 - Megatron ``.bin``/``.idx``, MosaicML MDS, WebDataset tar and litdata chunks: the readers of
   :mod:`datacheck.io.formats` (each documents its layout rules; a broken rule is ``decode.unreadable``).
 - CSV/TSV: Python's ``csv`` module finds records with a wrong field count (line and byte offset);
@@ -170,42 +174,6 @@ def line_chunks(path: Path, chunk_bytes: int = JSONL_CHUNK_BYTES) -> Iterator[by
         raw.close()
 
 
-def _jsonl_streamed(path: Path) -> ShardData | None:
-    """The fast path of a JSONL file, chunk by chunk (:func:`line_chunks`): each chunk must be valid
-    UTF-8 without blank lines, within the nesting bound, parsed by ``pl.read_ndjson`` into one row a
-    line with the types as written and the schema of the first chunk; the chunks' frames are then
-    concatenated (the frame a whole-file parse gives). None when any of that fails (the caller takes
-    the exact whole-file path, which reports why)."""
-    frames: list[pl.DataFrame] = []
-    schema = None
-    first = True
-    for chunk in line_chunks(path, JSONL_CHUNK_BYTES):  # read at call time (tests shrink it)
-        if first:
-            chunk, _bom = strip_bom(chunk)
-            first = False
-        try:
-            chunk.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        lines = chunk.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        if any(not ln.strip() for ln in lines) or max_line_depth(chunk) > MAX_JSON_DEPTH:
-            return None
-        try:
-            df = pl.read_ndjson(chunk, infer_schema_length=None)
-        except _READ_ERRORS:
-            return None
-        if df.height != len(lines) or (schema is not None and df.schema != schema) or not _types_as_written(df, chunk):
-            return None
-        schema = df.schema
-        frames.append(df)
-    if not frames:
-        return None
-    df = frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=True)
-    return ShardData(lf=df.lazy(), line_format=True, line_base=1)
-
-
 def _suggest_encoding(b: bytes) -> str:
     for enc in ("cp1252", "latin-1"):
         try:
@@ -226,20 +194,24 @@ def _valid_utf8(b: bytes) -> bool:
 
 def _utf8_findings(lines: list[tuple[int, bytes]], max_examples: int, header_lines: int = 0) -> tuple[list[Finding], dict[int, str]]:
     """decode.invalid_utf8 over lines; returns the finding(s) and {line index: lossy text}."""
-    bad: list[tuple[int, int, int]] = []  # (line idx, byte offset, byte)
+    bad: list[tuple[int, int, int, bytes]] = []  # (line idx, byte offset, byte, line)
     fixed: dict[int, str] = {}
     for i, (off, line) in enumerate(lines):
         try:
             line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            bad.append((i, off + exc.start, line[exc.start]))
+            bad.append((i, off + exc.start, line[exc.start], line))
             fixed[i] = line.decode("utf-8", errors="replace")
-    if not bad:
-        return [], fixed
-    enc = _suggest_encoding(b"".join(lines[i][1] for i, _, _ in bad[:50]))
+    return ([_utf8_finding(bad, max_examples)] if bad else []), fixed
+
+
+def _utf8_finding(bad: list[tuple[int, int, int, bytes]], max_examples: int) -> Finding:
+    """decode.invalid_utf8 from its bad lines: (0-based line index, byte offset of the first bad
+    byte in the file, that byte, the line's bytes), in file order."""
+    enc = _suggest_encoding(b"".join(ln for _, _, _, ln in bad[:50]))
     ex = tuple(
         Example(row=None, value=f"byte 0x{b:02x} at offset {o}", line=i + 1, byte_offset=o)
-        for i, o, b in bad[:max_examples]
+        for i, o, b, _ in bad[:max_examples]
     )
     first = bad[0]
     msg = (
@@ -247,13 +219,12 @@ def _utf8_findings(lines: list[tuple[int, bytes]], max_examples: int, header_lin
         f"byte 0x{first[2]:02x}); the file looks {enc}-encoded: re-encode it as UTF-8 "
         f"(e.g. iconv -f {enc} -t utf-8). The lines were audited with replacement characters."
     )
-    f = Finding(
+    return Finding(
         check="decode.invalid_utf8", severity="error", message=msg, count=len(bad),
-        lines=tuple(i + 1 for i, _, _ in bad[:max_examples]), examples=ex,
-        details={"likely_encoding": enc, "byte_offsets": [o for _, o, _ in bad[:max_examples]]},
+        lines=tuple(i + 1 for i, _, _, _ in bad[:max_examples]), examples=ex,
+        details={"likely_encoding": enc, "byte_offsets": [o for _, o, _, _ in bad[:max_examples]]},
         rows_truncated=len(bad) > max_examples,
     )
-    return [f], fixed
 
 
 def _bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, max_examples: int) -> Finding:
@@ -471,51 +442,301 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
     return pl.DataFrame(series), findings
 
 
-def _read_jsonl(path: Path, max_examples: int) -> ShardData:
-    streamed = _jsonl_streamed(path)
-    if streamed is not None:
-        return streamed
-    raw = read_bytes(path)
-    data, _bom = strip_bom(raw)
-    findings: list[Finding] = []
+def _fast_chunk(data: bytes) -> pl.DataFrame | None:
+    """One chunk of JSONL lines (no BOM) parsed by ``pl.read_ndjson``: one row a line with the types
+    as written, or None when the chunk needs the exact per-line path (invalid UTF-8, a blank line, a
+    line nested deeper than :data:`MAX_JSON_DEPTH`, a parse error, types polars would change)."""
     try:
         data.decode("utf-8")
-        utf8_ok = True
     except UnicodeDecodeError:
-        utf8_ok = False
-    if utf8_ok:
-        nonblank = sum(1 for ln in data.split(b"\n") if ln.strip())
-        blank_count = sum(1 for ln in data.rstrip(b"\n").split(b"\n") if not ln.strip()) if data.strip() else 0
-        if nonblank == 0:
-            return ShardData(lf=pl.LazyFrame(), line_format=True)
-        # Nesting is bounded before polars parses anything (a 600-deep object crashes read_ndjson);
-        # a deeper line goes to the per-line path, which reports it as decode.bad_record.
-        if blank_count == 0 and max_line_depth(data) <= MAX_JSON_DEPTH:
-            try:
-                df = pl.read_ndjson(data, infer_schema_length=None)
-                if df.height == nonblank and _types_as_written(df, data):
-                    return ShardData(lf=df.lazy(), line_format=True, line_base=1)
-            except _READ_ERRORS:
-                pass
-    split = jsonl_records(raw)
-    lines = split.lines
-    if not utf8_ok:
-        findings.extend(_utf8_findings(lines, max_examples)[0])
-    good = split.rows
-    line_of_row = [r.line for r in split.rows]
-    bad = [(r.line, r.offset, r.error or "", r.text) for r in split.bad]
-    blank = split.blank
+        return None
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if not lines or any(not ln.strip() for ln in lines) or max_line_depth(data) > MAX_JSON_DEPTH:
+        return None
+    try:
+        df = pl.read_ndjson(data, infer_schema_length=None)
+    except _READ_ERRORS:
+        return None
+    if df.height != len(lines) or not _types_as_written(df, data):
+        return None
+    return df
+
+
+@dataclass
+class _Piece:
+    """One chunk of a JSONL file: ``frame`` (fast parse) or ``values`` (the parsed records of the
+    exact per-line path); ``rows``: its rows; ``lines``: the 1-based line of each row."""
+
+    rows: int
+    lines: np.ndarray
+    frame: pl.DataFrame | None = None
+    values: list[dict] | None = None
+
+
+def _dtype_kind(dtype: pl.DataType) -> str | None:
+    """The :func:`_json_type` of every non-null, non-empty value of a column polars parsed with ``dtype``
+    (None when the kinds must be computed value by value: nested lists, null-only lists)."""
+    if dtype == pl.Boolean:
+        return "boolean"
+    if dtype.is_numeric():
+        return _NUMBER
+    if dtype == pl.String:
+        return "string"
+    if isinstance(dtype, pl.Struct):
+        return "object"
+    if isinstance(dtype, pl.List) and not isinstance(dtype.inner, (pl.List, pl.Array)) and dtype.inner != pl.Null:
+        inner = _dtype_kind(dtype.inner)  # type: ignore[arg-type]
+        return None if inner is None else f"array<{inner}>"
+    return None
+
+
+def _piece_kinds(piece: _Piece, name: str) -> list[str | None] | tuple[str, np.ndarray, np.ndarray]:
+    """The JSON kinds of column ``name`` in ``piece``: a list (one kind a row), or, for a fast-parsed
+    column of one kind, (kind, rows of that kind, rows that are empty arrays ``array<*>``)."""
+    if piece.values is not None:
+        return [_json_type(rec.get(name)) for rec in piece.values]
+    assert piece.frame is not None
+    if name not in piece.frame.columns:
+        return [None] * piece.rows
+    s = piece.frame[name]
+    kind = _dtype_kind(s.dtype)
+    if kind is None:
+        return [_json_type(v) for v in s.to_list()]
+    present = s.is_not_null()
+    if kind.startswith("array<"):
+        filled = s.list.drop_nulls().list.len().fill_null(0) > 0
+        star = (present & ~filled).to_numpy()
+        present = present & filled
+    else:
+        star = np.zeros(piece.rows, dtype=bool)
+    return kind, np.flatnonzero(present.to_numpy()), np.flatnonzero(star)
+
+
+def _value_at(piece: _Piece, name: str, i: int) -> Any:
+    if piece.values is not None:
+        return piece.values[i].get(name)
+    assert piece.frame is not None
+    return piece.frame[name].slice(i, 1).to_list()[0]  # as Python values (lists, dicts)
+
+
+def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame, list[Finding]]:
+    """The frame of a JSONL file's chunks, and the ``schema.dtype`` findings of columns that mix JSON
+    types, exactly as :func:`_frame_from_records` decides them over the whole file: a column's kind
+    is its most common JSON type over all chunks (ties: the one seen first), and a value of another
+    kind, in any chunk, is read as null with its line reported.
+
+    The chunks' frames are then joined like ``pl.concat(how="diagonal_relaxed")`` (the schema a
+    whole-file parse infers): a column absent from a chunk is null there, numbers that are ints in
+    one chunk and floats in another are Float64, struct fields are the union of the chunks' fields;
+    columns come in the order they first appear in the file.
+    """
+    names: list[str] = []
+    seen: set[str] = set()
+    for p in pieces:
+        cols = p.frame.columns if p.frame is not None else [k for rec in (p.values or []) for k in rec]
+        for c in cols:
+            if c not in seen:
+                seen.add(c)
+                names.append(c)
+    total = sum(p.rows for p in pieces)
+    starts = np.concatenate([[0], np.cumsum([p.rows for p in pieces])]).astype(int).tolist()
+    if not names:
+        return pl.DataFrame(), []
+    findings: list[Finding] = []
+    nulled: dict[int, dict[str, np.ndarray]] = {}  # piece -> column -> rows read as null
+    for name in names:
+        kinds = [_piece_kinds(p, name) for p in pieces]
+        counts: dict[str, int] = {}
+        star_seen = False
+        for k in kinds:
+            if isinstance(k, tuple):
+                if len(k[1]):
+                    counts[k[0]] = counts.get(k[0], 0) + len(k[1])
+                star_seen = star_seen or bool(len(k[2]))
+            else:
+                for x in k:
+                    if x is not None and x != "array<*>":
+                        counts[x] = counts.get(x, 0) + 1
+                    elif x == "array<*>":
+                        star_seen = True
+        if not counts and star_seen:
+            counts["array<*>"] = 1
+        major = max(counts, key=lambda k: counts[k]) if counts else None
+        if major is None:
+            continue
+        by_type: dict[str, list[int]] = {major: []}
+        by_count: dict[str, int] = {major: 0}
+        bad: list[tuple[int, int, str]] = []  # (piece, row in piece, kind) of the first examples
+        n_bad = n_present = 0
+        keep = max(5, max_examples)
+        for pi, (p, k) in enumerate(zip(pieces, kinds)):
+            if isinstance(k, tuple):
+                rows_of = [(x, r) for x, r in ((k[0], k[1]), ("array<*>", k[2])) if len(r)]
+            else:
+                groups: dict[str, list[int]] = {}
+                for i, x in enumerate(k):
+                    if x is not None:
+                        groups.setdefault(x, []).append(i)
+                rows_of = [(x, np.asarray(r, dtype=np.int64)) for x, r in groups.items()]
+            rows_of.sort(key=lambda g: int(g[1][0]))  # kinds in the order they first appear
+            per_key: dict[str, list[np.ndarray]] = {}
+            bad_rows: list[tuple[np.ndarray, str]] = []
+            for kind, rows in rows_of:
+                n_present += len(rows)
+                ok = _compatible(kind, major)
+                per_key.setdefault(major if ok else kind, []).append(rows)
+                if not ok:
+                    n_bad += len(rows)
+                    bad_rows.append((rows, kind))
+            for key, parts in per_key.items():
+                rows = np.sort(np.concatenate(parts))
+                got = by_type.setdefault(key, [])
+                by_count[key] = by_count.get(key, 0) + len(rows)
+                got.extend(int(p.lines[r]) for r in rows[:max(0, keep - len(got))])
+            if bad_rows:
+                nulled.setdefault(pi, {})[name] = np.sort(np.concatenate([r for r, _ in bad_rows]))
+                ex = sorted((int(r), kind) for rows, kind in bad_rows for r in rows[:max_examples])
+                bad.extend((pi, r, kind) for r, kind in ex[:max(0, max_examples - len(bad))])
+        if not n_bad:
+            continue
+        others = ", ".join(f"{k} at {_lines_text_counted(ls, by_count[k])}" for k, ls in by_type.items() if k != major)
+        findings.append(Finding(
+            check="schema.dtype", severity="error", column=name, count=n_bad, ratio=n_bad / total,
+            message=(f"column {name!r} mixes JSON types: mostly {major} ({n_present - n_bad} "
+                     f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
+                     "Write one JSON type per column."),
+            lines=tuple(int(pieces[pi].lines[r]) for pi, r, _ in bad),
+            examples=tuple(Example(row=starts[pi] + r, value=f"{x}: {show_value(_value_at(pieces[pi], name, r), 60)}",
+                                   line=int(pieces[pi].lines[r])) for pi, r, x in bad),
+            details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
+            rows_truncated=n_bad > max_examples,
+        ))
+    frames: list[pl.DataFrame] = []
+    broken: dict[str, str] = {}
+    empties: dict[str, list[np.ndarray]] = {}
+    for pi, p in enumerate(pieces):
+        drop = nulled.get(pi, {})
+        if p.frame is not None:
+            df = p.frame
+            for name, rows in drop.items():
+                mask = np.zeros(p.rows, dtype=bool)
+                mask[rows] = True
+                s = pl.select(pl.when(pl.Series(mask)).then(None).otherwise(df[name]).alias(name)).to_series()
+                if s.null_count() == p.rows:
+                    s = pl.Series(name, [None] * p.rows, dtype=pl.Null)
+                elif isinstance(s.dtype, pl.List) and not (s.list.len().fill_null(0) > 0).any():
+                    # only empty arrays left: set after the join, with the type the other chunks give
+                    empties.setdefault(name, []).append(starts[pi] + np.flatnonzero(s.is_not_null().to_numpy()))
+                    s = pl.Series(name, [None] * p.rows, dtype=pl.Null)
+                df = df.with_columns(s)
+            missing = [pl.Series(n, [None] * p.rows, dtype=pl.Null) for n in names if n not in df.columns]
+            if missing:  # a chunk of ``{}`` records has no columns, yet its rows count
+                df = pl.DataFrame([*df.get_columns(), *missing]) if df.width else pl.DataFrame(missing)
+            frames.append(df)
+            continue
+        values = p.values or []
+        series = []
+        for name in names:
+            col = [rec.get(name) for rec in values]
+            for r in drop.get(name, ()):
+                col[int(r)] = None
+            built = _column_series(name, col)
+            if isinstance(built, str):
+                broken.setdefault(name, built)
+                built = pl.Series(name, [None] * len(col), dtype=pl.Null)
+            series.append(built)
+        frames.append(pl.DataFrame(series))
+    for name, why in broken.items():
+        count = 0
+        for p in pieces:
+            if p.values is not None:
+                count += sum(1 for rec in p.values if rec.get(name) is not None)
+            elif p.frame is not None and name in p.frame.columns:
+                count += p.rows - p.frame[name].null_count()
+        findings.append(Finding(
+            check="schema.dtype", severity="error", column=name, count=count,
+            message=(f"column {name!r}: its JSON values do not form one column ({why}); the column was "
+                     "read as null, the other columns were audited. Write one JSON type per field."),
+            details={"reason": why},
+        ))
+        frames = [f.with_columns(pl.lit(None).alias(name)) if name in f.columns else f for f in frames]
+    try:
+        df = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=True)
+    except _READ_ERRORS as exc:
+        raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
+    for name, parts in empties.items():
+        if name in broken or not isinstance(df.schema[name], pl.List):
+            continue
+        mask = np.zeros(df.height, dtype=bool)
+        mask[np.concatenate(parts)] = True
+        empty = pl.Series(name, [[]], dtype=df.schema[name])
+        df = df.with_columns(pl.when(pl.Series(mask)).then(pl.lit(empty).first()).otherwise(pl.col(name)).alias(name))
+    return df.select(names), findings
+
+
+def _lines_text_counted(lines: list[int], count: int) -> str:
+    shown = ", ".join(map(str, lines[:5])) + (f" (+{count - 5} more)" if count > 5 else "")
+    return f"line {shown}" if count == 1 else f"lines {shown}"
+
+
+def _read_jsonl(path: Path, max_examples: int) -> ShardData:
+    """A JSONL file (plain, ``.gz``, ``.zst``) read chunk by chunk (:func:`line_chunks`): a chunk is
+    parsed by polars (:func:`_fast_chunk`) or, when that fails, line by line (``jsonl_records``:
+    the bad lines, blank lines, invalid UTF-8 and mixed types of that chunk only, with the file's
+    line numbers and byte offsets). The findings over all chunks equal those of one chunk holding
+    the whole file; the chunks are joined by :func:`_join_pieces`."""
+    pieces: list[_Piece] = []
+    bad: list[tuple[int, int, str, str]] = []
+    blank: list[tuple[int, int]] = []
+    utf8_bad: list[tuple[int, int, int, bytes]] = []  # (line index, offset, byte, line)
+    line0 = off0 = 0
+    slow = False
+    for k, chunk in enumerate(line_chunks(path, JSONL_CHUNK_BYTES)):  # read at call time (tests shrink it)
+        data, b = strip_bom(chunk) if k == 0 else (chunk, 0)
+        n_lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
+        df = _fast_chunk(data)
+        if df is not None:
+            pieces.append(_Piece(rows=df.height, lines=np.arange(line0 + 1, line0 + 1 + df.height, dtype=np.int64),
+                                 frame=df))
+        else:
+            slow = True
+            split = jsonl_records(chunk if k == 0 else b"\n" + chunk)
+            shift_l, shift_o = (line0, off0) if k == 0 else (line0 - 1, off0 - 1)
+            lines = split.lines if k == 0 else split.lines[1:]
+            for i, (off, line) in enumerate(lines):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    utf8_bad.append((line0 + i, off + shift_o + exc.start, line[exc.start], line))
+            bad.extend((r.line + shift_l, r.offset + shift_o, r.error or "", r.text) for r in split.bad)
+            blank.extend((ln + shift_l, o + shift_o) for ln, o in split.blank if k == 0 or ln > 1)
+            rows = split.rows
+            pieces.append(_Piece(rows=len(rows), lines=np.asarray([r.line + shift_l for r in rows], dtype=np.int64),
+                                 values=[r.value for r in rows]))
+        line0 += n_lines
+        off0 += len(chunk)
+    n_rows = sum(p.rows for p in pieces)
+    if not utf8_bad and n_rows == 0 and not bad:
+        return ShardData(lf=pl.LazyFrame(), line_format=True)
+    findings: list[Finding] = []
+    if utf8_bad:
+        findings.append(_utf8_finding(utf8_bad, max_examples))
     if bad:
-        findings.append(_bad_record_finding(bad, len(lines), max_examples))
+        findings.append(_bad_record_finding(bad, line0, max_examples))
     if blank:
         findings.append(_blank_finding(blank, max_examples))
-    if good:
-        df, typed = _frame_from_records([r.value for r in split.rows], line_of_row, max_examples)
-        findings.extend(typed)
-    else:
-        df = pl.DataFrame()
+    pieces = [p for p in pieces if p.rows]
+    if not pieces:
+        return ShardData(lf=pl.DataFrame().lazy(), decode_findings=findings, line_format=True,
+                         line_of_row=np.zeros(0, dtype=np.int64))
+    df, typed = _join_pieces(pieces, max_examples)
+    findings.extend(typed)
+    if not slow:
+        return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True, line_base=1)
     return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
-                     line_of_row=np.asarray(line_of_row, dtype=np.int64))
+                     line_of_row=np.concatenate([p.lines for p in pieces]))
 
 
 def _read_json_array(path: Path, max_examples: int) -> ShardData:

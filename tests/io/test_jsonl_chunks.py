@@ -8,8 +8,11 @@ import gzip
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import datacheck
 from datacheck.io import readers
@@ -55,10 +58,6 @@ def test_chunked_parse_equals_one_chunk(tmp_path, monkeypatch, suffix, case):
     whole = _report(path)
     monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", 64)
     assert _report(path) == whole
-    streamed = readers._jsonl_streamed(path)  # clean files take the chunked fast path, the others the exact one
-    assert (streamed is not None) == (case in ("clean", "no_final_newline"))
-    if streamed is not None:
-        assert streamed.lf.collect().height == 40
 
 
 def test_bad_line_keeps_its_line_number_across_chunks(tmp_path, monkeypatch):
@@ -84,3 +83,102 @@ def test_corrupt_stream_is_unreadable_with_the_reason(tmp_path):
     path.write_bytes(good[: len(good) // 2])
     with pytest.raises(Unreadable, match="cannot decompress"):
         list(line_chunks(path, 64))
+
+
+MORE = {
+    # the majority kind of "label" differs between chunks: numbers in the file, strings in one chunk
+    "mixed_across_chunks": _lines(ROWS[:25]) + _lines([{"text": "t", "label": "s", "input_ids": [1]}] * 6)
+    + b'{"text": broken}\n' + _lines(ROWS[25:]),
+    "ints_then_floats": _lines([{"x": i} for i in range(20)]) + _lines([{"x": i + 0.5} for i in range(20)]),
+    "column_absent_first": _lines([{"a": i} for i in range(20)]) + _lines([{"a": i, "b": "t"} for i in range(20)]),
+    "ints_then_floats_bad_line": _lines([{"x": i} for i in range(20)]) + b"{\n" + _lines([{"x": i + 0.5} for i in range(20)]),
+    "nan_infinity": _lines(ROWS[:20]) + b'{"text": "a", "label": NaN, "input_ids": [1]}\n'
+    + b'{"text": "b", "label": Infinity, "input_ids": [2]}\n' + _lines(ROWS[20:]),
+    "invalid_utf8": _lines(ROWS[:20]) + b'{"text": "caf\xe9", "label": 1, "input_ids": [1]}\n' + _lines(ROWS[20:]),
+    "bom": b"\xef\xbb\xbf" + _lines(ROWS[:10]) + b"[1]\n" + _lines(ROWS[10:]),
+    "empty_lists_and_strings": _lines([{"l": []} for _ in range(8)]) + _lines([{"l": ["a"]} for _ in range(3)])
+    + _lines([{"l": [1, 2]} for _ in range(12)]) + b"\n",
+    "all_blank": b"\n \n\n",
+    "all_bad": b"{\n[1]\n",
+}
+
+
+@pytest.mark.parametrize("chunk", [1, 64, 300])
+@pytest.mark.parametrize("case", sorted(MORE))
+def test_chunks_with_the_per_line_path_equal_one_chunk(tmp_path, monkeypatch, case, chunk):
+    """Findings (bad records, blank lines, invalid UTF-8, mixed types with their lines, finite.* of
+    NaN/Infinity), rows, column dtypes and examples do not depend on where the chunks are cut."""
+    path = _write(tmp_path / "shard.jsonl.gz", MORE[case])
+    whole = _report(path)
+    monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", chunk)
+    assert _report(path) == whole
+
+
+def test_types_that_change_between_chunks_are_unified_like_a_whole_file_read(tmp_path, monkeypatch):
+    path = _write(tmp_path / "s.jsonl", MORE["ints_then_floats"] + MORE["column_absent_first"])
+    monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", 64)
+    got = readers._read_jsonl(path, 5)
+    df = got.lf.collect()
+    assert df.schema == {"x": pl.Float64, "a": pl.Int64, "b": pl.String}
+    assert df.height == 80 and df["x"].to_list()[:21] == [float(i) for i in range(20)] + [0.5]
+    assert df["b"].null_count() == 60 and not got.decode_findings
+
+
+def test_only_the_chunk_with_the_bad_line_takes_the_per_line_path(tmp_path, monkeypatch):
+    data = _lines(ROWS) * 10
+    cut = len(_lines(ROWS) * 5)
+    path = _write(tmp_path / "s.jsonl.zst", data[:cut] + b"not json\n" + data[cut:])
+    seen: list[int] = []
+    real = readers.jsonl_records
+
+    def spy(raw: bytes):
+        seen.append(len(raw))
+        return real(raw)
+
+    monkeypatch.setattr(readers, "jsonl_records", spy)
+    monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", 1024)
+    rep = datacheck.audit(str(path), {})
+    assert len(seen) == 1 and seen[0] < 3 * 1024  # one chunk, not the 40 KB file
+    bad = next(f for f in rep.findings if f.check == "decode.bad_record")
+    assert list(bad.lines) == [201] and rep.summary["rows"] == 400
+
+
+def test_mixed_types_across_chunks_report_every_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", 64)
+    rep = datacheck.audit(str(_write(tmp_path / "s.jsonl", MORE["mixed_across_chunks"])), {})
+    f = next(f for f in rep.findings if f.check == "schema.dtype" and f.column == "label")
+    assert f.count == 6 and list(f.lines[:3]) == [26, 27, 28]
+    assert f.details["read_as"] == "number" and f.details["json_types"]["string"][:2] == [26, 27]
+    assert [e.row for e in f.examples[:2]] == [25, 26]
+
+
+_VALUE = st.one_of(st.none(), st.integers(-5, 5), st.floats(-2, 2, allow_nan=False), st.sampled_from(["a", "b", ""]),
+                   st.lists(st.integers(0, 3), max_size=3), st.lists(st.sampled_from(["x", "y"]), max_size=2))
+_LINE = st.one_of(
+    st.dictionaries(st.sampled_from(["a", "b", "c"]), _VALUE, max_size=3).map(lambda d: json.dumps(d).encode()),
+    st.sampled_from([b"", b"{", b"[1]", b'{"a": NaN}', b'{"b": Infinity}', b'{"c": "\xff"}']),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINE, min_size=1, max_size=30), chunk=st.integers(1, 200))
+def test_any_chunk_size_gives_the_one_chunk_result(tmp_path_factory, lines, chunk):
+    """Property: for random records mixing JSON types, bad, blank and non-UTF-8 lines, the frame,
+    line numbers and findings of any chunk size equal those of one chunk."""
+    path = tmp_path_factory.mktemp("p") / "s.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+    def read(size: int):
+        old = readers.JSONL_CHUNK_BYTES
+        readers.JSONL_CHUNK_BYTES = size
+        try:
+            got = readers._read_jsonl(path, 5)
+        finally:
+            readers.JSONL_CHUNK_BYTES = old
+        df = got.lf.collect()
+        # column order aside (polars' NDJSON reader orders the columns of one chunk its own way)
+        return (dict(df.schema), repr([dict(sorted(r.items())) for r in df.to_dicts()]), got.lines_of(list(range(df.height))),
+                [f.to_dict() if hasattr(f, "to_dict") else f for f in got.decode_findings])
+
+    one = read(10**9)
+    assert read(chunk) == one
