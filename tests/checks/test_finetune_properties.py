@@ -165,7 +165,7 @@ def packed_rows(draw):
             lab += [draw(st.sampled_from([IGN, 5, EOT])) for _ in range(ln)]
         if draw(st.booleans()):  # corrupt a position id
             k = draw(st.integers(0, len(pos) - 1))
-            pos[k] = draw(st.integers(0, 5))
+            pos[k] = draw(st.integers(-2, 5))  # negative ids too: a document counts up from 0
         if draw(st.booleans()):  # corrupt a document id
             k = draw(st.integers(0, len(did) - 1))
             did[k] = draw(st.integers(0, 4))
@@ -191,8 +191,10 @@ def ref_cross(lab, starts, shifted) -> bool:
 
 @SETTINGS
 @given(rows=packed_rows(), shifted=st.booleans(), how=st.sampled_from(["document_ids", "seq_lens", "cu_seqlens",
-                                                                         "position_ids"]))
-def test_packing_rules_match_reference(rows, shifted, how):
+                                                                         "position_ids"]),
+       pos_dtype=st.sampled_from([pl.Int64, pl.Int32, pl.Int8]))
+def test_packing_rules_match_reference(rows, shifted, how, pos_dtype):
+    """Position ids in their own signed dtype too (the seq_lens/cu_seqlens path compares them without a cast)."""
     cols = {"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows], "position_ids": [r[2] for r in rows]}
     if how == "document_ids":
         cols["document_ids"] = [r[3] for r in rows]
@@ -200,7 +202,7 @@ def test_packing_rules_match_reference(rows, shifted, how):
         cols["seq_lens"] = [r[4] for r in rows]
     elif how == "cu_seqlens":
         cols["cu_seqlens"] = [[sum(r[4][:j]) for j in range(len(r[4]) + 1)] for r in rows]
-    df = pl.DataFrame(cols, schema={c: pl.List(pl.Int64) for c in cols})
+    df = pl.DataFrame(cols, schema={c: pl.List(pos_dtype if c == "position_ids" else pl.Int64) for c in cols})
     got = failing(df, {"labels": {"shifted": shifted}, "tokens": {"eot_token_ids": [EOT]}})
     want_pos, want_cross, want_bound = set(), set(), set()
     for i, (ids, lab, pos, did, docs) in enumerate(rows):
