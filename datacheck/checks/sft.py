@@ -32,10 +32,7 @@ from datacheck.checks.registry import (
     Stat,
     check,
     concat_parts,
-    fields_parts,
-    max_parts,
     measure,
-    min_parts,
     sum_parts,
 )
 from datacheck.checks.roledtype import problem
@@ -345,14 +342,24 @@ def double_bos(ctx: ShardContext) -> Iterable[ShardItem]:
 def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
     """``supervised_tokens``: per-row supervised-token counts of every row (list of int, one per
     row, in row order; a supervised token is a label other than ``ignore_index``), with their
-    total, min and max; only for shards with token labels and an assistant_mask or ``[sft]``."""
+    total, min and max; only for shards with token labels and an assistant_mask or ``[sft]``.
+    The query computes the per-row counts once (list kernels) and hands them over as one list; the
+    total, min, max and rows with none are derived from it once per shard (:func:`_supervision`):
+    polars does not share a sub-expression between the fields of one struct, it computed the
+    counts once per field."""
     r, ign = ctx.roles, ctx.cfg.labels.ignore
     if ign is None or not _usable(ctx, "labels"):
         return
     if r.assistant_mask is None and ctx.cfg.sft.response_template_ids is None:
         return
     per_row = (pl.col(r.labels).list.len() - pl.col(r.labels).list.count_matches(ign)).cast(pl.UInt32)
-    yield Stat(key="supervised_tokens", expr=pl.struct(
-        per_row=per_row.implode(), total=per_row.sum(), min=per_row.min(), max=per_row.max(),
-        zero_rows=(per_row == 0).sum()), post=lambda v: dict(v) if v else None,
-        merge=fields_parts(per_row=concat_parts, total=sum_parts, min=min_parts, max=max_parts, zero_rows=sum_parts))
+    yield Stat(key="supervised_tokens", expr=per_row.implode(), post=_supervision, merge=concat_parts)
+
+
+def _supervision(per_row: list[int] | None) -> dict[str, Any] | None:
+    """The ``supervised_tokens`` stat from the shard's per-row counts (in row order): ``per_row``,
+    ``total``, ``min``, ``max`` (None without rows) and ``zero_rows`` (rows with no supervised token)."""
+    if per_row is None:
+        return None
+    return {"per_row": per_row, "total": sum(per_row), "min": min(per_row, default=None),
+            "max": max(per_row, default=None), "zero_rows": per_row.count(0)}
