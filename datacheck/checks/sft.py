@@ -284,16 +284,25 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     length or whose mask is not binary are judged by those checks, not this (as in the position
     view). By list kernels, no explode: the rows whose mask sum (or length) reaches
     ``max_seq_len`` (:func:`_long_enough`), their last label other than ``ignore_index`` against
-    the end-of-turn/eos ids."""
+    the end-of-turn/eos ids. That label is looked for in the last :data:`_TAIL` labels of each
+    judged row first (a response ends near the row's end), and in the whole row only for the rows
+    whose tail has none (padding, a long unsupervised tail): the same label, exactly."""
     stop = ctx.cfg.tokens.stop_ids
     if not stop:
         yield Skipped("sft.truncated_response", _NO_STOP)
         return
     r, ign, max_len = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.tokens.max_seq_len
     # only rows of the position view (one length, binary mask) that reach max_seq_len
-    lab = pl.when(positions_view(ctx).row_ok() & _long_enough(ctx, max_len)).then(pl.col(r.labels))
-    # one pass per judged row (polars does not share a repeated list sub-expression: use `last` once)
-    last = lab.list.eval(pl.element().filter((pl.element() != ign).fill_null(False)).last()).list.first().alias(r.labels)
+    judged = positions_view(ctx).row_ok() & _long_enough(ctx, max_len)
+    lab = pl.when(judged).then(pl.col(r.labels))
+
+    def last_sup(x: pl.Expr) -> pl.Expr:
+        """Per row: the last label other than ignore_index (null when none; null labels are not)."""
+        return x.list.eval(pl.element().filter((pl.element() != ign).fill_null(False)).last()).list.first()
+
+    # the tail first (a few labels per row), the whole row only where the tail has no supervised label
+    tail = last_sup(lab.list.tail(_TAIL))
+    last = pl.coalesce(tail, last_sup(pl.when(tail.is_null()).then(lab))).alias(r.labels)
     fails = (~last.is_in(list(stop))).fill_null(False)
     yield RowCheck(
         check="sft.truncated_response", column=r.labels, fails=fails,
@@ -302,6 +311,11 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
                                          "not an end-of-turn/eos id: the response was cut. Raise max_seq_len or "
                                          "drop/split the long conversations"),
     )
+
+
+#: labels at the end of a row searched first for its last supervised label (``sft.truncated_response``);
+#: a speed choice, not a rule: rows whose tail holds none are searched whole
+_TAIL = 256
 
 
 def _long_enough(ctx: ShardContext, max_len: int) -> pl.Expr:

@@ -4,11 +4,13 @@ left and right padding."""
 from __future__ import annotations
 
 import os
+from unittest.mock import patch
 
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from datacheck.checks import sft
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
@@ -92,6 +94,20 @@ def test_truncated_response_without_mask_matches_reference(rows, max_len):
         sup = [x for x in lab if x is not None and x != IGN]
         return len(lab) >= max_len and bool(sup) and sup[-1] not in STOP
     assert got.get("sft.truncated_response:labels", set()) == {i for i, r in enumerate(rows) if ref(r)}
+
+
+@SETTINGS
+@given(data=sft_rows(), max_len=st.integers(1, 10), tail=st.integers(1, 3))
+def test_truncated_response_with_a_short_tail_matches_reference(data, max_len, tail):
+    """The last supervised label is searched in the row's last ``_TAIL`` labels first, in the whole row
+    where the tail has none: with a tail of 1-3 labels (rows of up to 10) both paths are taken."""
+    df, side, rows = data
+    cfg = {"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS, "pad_token_id": PAD, "padding_side": side,
+                      "max_seq_len": max_len}}
+    with patch.object(sft, "_TAIL", tail):
+        got = failing(df, cfg)
+    assert got.get("sft.truncated_response:labels", set()) == {
+        i for i in range(len(rows)) if ref_truncated(rows[i], max_len)}
 
 
 def ref_double_bos(row, side) -> bool:
