@@ -19,6 +19,7 @@ from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, c
 from datacheck.checks.registry import ratio as _efficiency
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
+from datacheck.model.roles import inner_dtype
 
 __all__ = ["position_ids_not_reset", "boundary_mismatch", "cross_document_label", "packing_stats", "starts_list"]
 
@@ -70,9 +71,10 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
     """``packing.position_ids_not_reset``: in a packed row, a document does not start at position 0,
     or positions within a document do not step by 1 (``position_ids[k] == position_ids[k-1] + 1``).
 
-    Documents from ``document_ids`` (flat view), else ``seq_lens``/``cu_seqlens`` (list kernels: the
-    ids gathered at the starts must all be 0 and exactly ``len - documents`` steps must be +1), else
-    position-id resets (a row must start at 0; every other position is 0 or the previous + 1)."""
+    Documents from ``document_ids`` (flat view), else ``seq_lens``/``cu_seqlens`` (list kernels: no
+    id is negative, the ids gathered at the starts are all 0 and exactly ``len - documents`` steps
+    are +1), else position-id resets (a row must start at 0; every other position is 0 or the
+    previous + 1)."""
     r = ctx.roles
     pos = pl.col(r.position_ids)
     msg = ("{n} row(s) have position_ids that do not restart at 0 for each packed document or do not step "
@@ -80,15 +82,20 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
            "Restart position_ids at 0 for each document")
     if not _ok(ctx, "document_ids") and (sl := starts_list(ctx)) is not None:
         starts, src = sl
-        p64 = pos.cast(pl.List(pl.Int64))
-        at_starts = p64.list.gather(starts, null_on_oob=True)
+        # a valid row has no negative id (every document counts up from 0): with that condition the
+        # ids' own dtype serves (a difference of two non-negative ids never wraps; a wrapped +1 needs
+        # a negative id, and such a row fails anyway), and no start step (to 0 from an id >= 0) is
+        # +1, so "len - documents steps are +1" means every step inside a document is. UInt64 is
+        # compared in Int64 (its differences would not fit); one cast, used once per kernel below.
+        p = pos.cast(pl.List(pl.Int64)) if inner_dtype(ctx.schema[r.position_ids]) == pl.UInt64 else pos
+        at_starts = p.list.gather(starts, null_on_oob=True)
         n_docs = starts.list.len() + 1
-        steps = p64.list.diff().list.eval((pl.element() == 1).cast(pl.UInt32)).list.sum()
-        bad = ((p64.list.get(0, null_on_oob=True) != 0)
+        n = p.list.len()
+        bad = ((p.list.first() != 0) | (p.list.min() < 0)
                | (at_starts.list.len() - at_starts.list.count_matches(0) > 0)
-               | (steps != p64.list.len() - n_docs))
+               | (p.list.diff().list.count_matches(1) != n - n_docs))
         yield RowCheck(check="packing.position_ids_not_reset", column=r.position_ids,
-                       fails=bad & (p64.list.len() > 0), example=pos.list.head(16),
+                       fails=bad & (n > 0), example=pos.list.head(16),
                        message=lambda n, d, src=src: msg.format(n=n, src=repr(src)))
         return
     got = _view_start(ctx)

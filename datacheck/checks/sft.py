@@ -32,10 +32,7 @@ from datacheck.checks.registry import (
     Stat,
     check,
     concat_parts,
-    fields_parts,
-    max_parts,
     measure,
-    min_parts,
     sum_parts,
 )
 from datacheck.checks.roledtype import problem
@@ -287,16 +284,25 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     length or whose mask is not binary are judged by those checks, not this (as in the position
     view). By list kernels, no explode: the rows whose mask sum (or length) reaches
     ``max_seq_len`` (:func:`_long_enough`), their last label other than ``ignore_index`` against
-    the end-of-turn/eos ids."""
+    the end-of-turn/eos ids. That label is looked for in the last :data:`_TAIL` labels of each
+    judged row first (a response ends near the row's end), and in the whole row only for the rows
+    whose tail has none (padding, a long unsupervised tail): the same label, exactly."""
     stop = ctx.cfg.tokens.stop_ids
     if not stop:
         yield Skipped("sft.truncated_response", _NO_STOP)
         return
     r, ign, max_len = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.tokens.max_seq_len
     # only rows of the position view (one length, binary mask) that reach max_seq_len
-    lab = pl.when(positions_view(ctx).row_ok() & _long_enough(ctx, max_len)).then(pl.col(r.labels))
-    # one pass per judged row (polars does not share a repeated list sub-expression: use `last` once)
-    last = lab.list.eval(pl.element().filter((pl.element() != ign).fill_null(False)).last()).list.first().alias(r.labels)
+    judged = positions_view(ctx).row_ok() & _long_enough(ctx, max_len)
+    lab = pl.when(judged).then(pl.col(r.labels))
+
+    def last_sup(x: pl.Expr) -> pl.Expr:
+        """Per row: the last label other than ignore_index (null when none; null labels are not)."""
+        return x.list.eval(pl.element().filter((pl.element() != ign).fill_null(False)).last()).list.first()
+
+    # the tail first (a few labels per row), the whole row only where the tail has no supervised label
+    tail = last_sup(lab.list.tail(_TAIL))
+    last = pl.coalesce(tail, last_sup(pl.when(tail.is_null()).then(lab))).alias(r.labels)
     fails = (~last.is_in(list(stop))).fill_null(False)
     yield RowCheck(
         check="sft.truncated_response", column=r.labels, fails=fails,
@@ -305,6 +311,11 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
                                          "not an end-of-turn/eos id: the response was cut. Raise max_seq_len or "
                                          "drop/split the long conversations"),
     )
+
+
+#: labels at the end of a row searched first for its last supervised label (``sft.truncated_response``);
+#: a speed choice, not a rule: rows whose tail holds none are searched whole
+_TAIL = 256
 
 
 def _long_enough(ctx: ShardContext, max_len: int) -> pl.Expr:
@@ -345,14 +356,24 @@ def double_bos(ctx: ShardContext) -> Iterable[ShardItem]:
 def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
     """``supervised_tokens``: per-row supervised-token counts of every row (list of int, one per
     row, in row order; a supervised token is a label other than ``ignore_index``), with their
-    total, min and max; only for shards with token labels and an assistant_mask or ``[sft]``."""
+    total, min and max; only for shards with token labels and an assistant_mask or ``[sft]``.
+    The query computes the per-row counts once (list kernels) and hands them over as one list; the
+    total, min, max and rows with none are derived from it once per shard (:func:`_supervision`):
+    polars does not share a sub-expression between the fields of one struct, it computed the
+    counts once per field."""
     r, ign = ctx.roles, ctx.cfg.labels.ignore
     if ign is None or not _usable(ctx, "labels"):
         return
     if r.assistant_mask is None and ctx.cfg.sft.response_template_ids is None:
         return
     per_row = (pl.col(r.labels).list.len() - pl.col(r.labels).list.count_matches(ign)).cast(pl.UInt32)
-    yield Stat(key="supervised_tokens", expr=pl.struct(
-        per_row=per_row.implode(), total=per_row.sum(), min=per_row.min(), max=per_row.max(),
-        zero_rows=(per_row == 0).sum()), post=lambda v: dict(v) if v else None,
-        merge=fields_parts(per_row=concat_parts, total=sum_parts, min=min_parts, max=max_parts, zero_rows=sum_parts))
+    yield Stat(key="supervised_tokens", expr=per_row.implode(), post=_supervision, merge=concat_parts)
+
+
+def _supervision(per_row: list[int] | None) -> dict[str, Any] | None:
+    """The ``supervised_tokens`` stat from the shard's per-row counts (in row order): ``per_row``,
+    ``total``, ``min``, ``max`` (None without rows) and ``zero_rows`` (rows with no supervised token)."""
+    if per_row is None:
+        return None
+    return {"per_row": per_row, "total": sum(per_row), "min": min(per_row, default=None),
+            "max": max(per_row, default=None), "zero_rows": per_row.count(0)}

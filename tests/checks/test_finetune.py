@@ -90,6 +90,19 @@ def test_packing_boundaries_seq_lens_and_cu_seqlens():
     assert "document_ids, seq_lens or cu_seqlens" in skip(res, "packing.boundary_mismatch")
 
 
+def test_position_ids_not_reset_negative_ids_and_no_wrap_with_seq_lens():
+    """seq_lens path (list kernels on the ids' own dtype): a negative id fails its row even when the
+    count of +1 steps happens to match ([0, -1, 0, 1]: the start step -1 -> 0 is +1), and Int32 ids
+    whose difference wraps (MAX -> MIN is a +1 step in Int32 arithmetic) are not taken as a step."""
+    i32 = 2**31
+    df = pl.DataFrame({"position_ids": [[0, 1, 0, 1], [0, -1, 0, 1], [0, i32 - 1, -i32, 0]],
+                       "seq_lens": [[2, 2], [2, 2], [3, 1]]},
+                      schema={"position_ids": pl.List(pl.Int32), "seq_lens": pl.List(pl.Int32)})
+    assert rows(run(df), "packing.position_ids_not_reset:position_ids") == [1, 2]
+    u64 = df.with_columns(pl.Series("position_ids", [[0, 1, 0, 1], [0, 1, 0, 2], [0, 1, 2**40, 0]],
+                                    dtype=pl.List(pl.UInt64)))
+    assert rows(run(u64), "packing.position_ids_not_reset:position_ids") == [1, 2]
+
 def test_packing_efficiency_stat():
     df = pl.DataFrame({"input_ids": [[5, 5, 5, 0], [5, 5, 5, 5]], "attention_mask": [[1, 1, 1, 0], [1, 1, 1, 1]],
                        "document_ids": [[0, 0, 1, 1], [0, 1, 2, 3]]})

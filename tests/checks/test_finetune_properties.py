@@ -4,11 +4,13 @@ left and right padding."""
 from __future__ import annotations
 
 import os
+from unittest.mock import patch
 
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from datacheck.checks import sft
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
@@ -94,6 +96,20 @@ def test_truncated_response_without_mask_matches_reference(rows, max_len):
     assert got.get("sft.truncated_response:labels", set()) == {i for i, r in enumerate(rows) if ref(r)}
 
 
+@SETTINGS
+@given(data=sft_rows(), max_len=st.integers(1, 10), tail=st.integers(1, 3))
+def test_truncated_response_with_a_short_tail_matches_reference(data, max_len, tail):
+    """The last supervised label is searched in the row's last ``_TAIL`` labels first, in the whole row
+    where the tail has none: with a tail of 1-3 labels (rows of up to 10) both paths are taken."""
+    df, side, rows = data
+    cfg = {"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS, "pad_token_id": PAD, "padding_side": side,
+                      "max_seq_len": max_len}}
+    with patch.object(sft, "_TAIL", tail):
+        got = failing(df, cfg)
+    assert got.get("sft.truncated_response:labels", set()) == {
+        i for i in range(len(rows)) if ref_truncated(rows[i], max_len)}
+
+
 def ref_double_bos(row, side) -> bool:
     ids, lab, am, m = row
     start = len(ids) - sum(m) if side == "left" else 0
@@ -165,7 +181,7 @@ def packed_rows(draw):
             lab += [draw(st.sampled_from([IGN, 5, EOT])) for _ in range(ln)]
         if draw(st.booleans()):  # corrupt a position id
             k = draw(st.integers(0, len(pos) - 1))
-            pos[k] = draw(st.integers(0, 5))
+            pos[k] = draw(st.integers(-2, 5))  # negative ids too: a document counts up from 0
         if draw(st.booleans()):  # corrupt a document id
             k = draw(st.integers(0, len(did) - 1))
             did[k] = draw(st.integers(0, 4))
@@ -191,8 +207,10 @@ def ref_cross(lab, starts, shifted) -> bool:
 
 @SETTINGS
 @given(rows=packed_rows(), shifted=st.booleans(), how=st.sampled_from(["document_ids", "seq_lens", "cu_seqlens",
-                                                                         "position_ids"]))
-def test_packing_rules_match_reference(rows, shifted, how):
+                                                                         "position_ids"]),
+       pos_dtype=st.sampled_from([pl.Int64, pl.Int32, pl.Int8]))
+def test_packing_rules_match_reference(rows, shifted, how, pos_dtype):
+    """Position ids in their own signed dtype too (the seq_lens/cu_seqlens path compares them without a cast)."""
     cols = {"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows], "position_ids": [r[2] for r in rows]}
     if how == "document_ids":
         cols["document_ids"] = [r[3] for r in rows]
@@ -200,7 +218,7 @@ def test_packing_rules_match_reference(rows, shifted, how):
         cols["seq_lens"] = [r[4] for r in rows]
     elif how == "cu_seqlens":
         cols["cu_seqlens"] = [[sum(r[4][:j]) for j in range(len(r[4]) + 1)] for r in rows]
-    df = pl.DataFrame(cols, schema={c: pl.List(pl.Int64) for c in cols})
+    df = pl.DataFrame(cols, schema={c: pl.List(pos_dtype if c == "position_ids" else pl.Int64) for c in cols})
     got = failing(df, {"labels": {"shifted": shifted}, "tokens": {"eot_token_ids": [EOT]}})
     want_pos, want_cross, want_bound = set(), set(), set()
     for i, (ids, lab, pos, did, docs) in enumerate(rows):
