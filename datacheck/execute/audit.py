@@ -3,6 +3,7 @@ dataset-level checks in the merge, apply the policy, and build the report."""
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,13 +12,15 @@ from typing import Any, Callable, Iterable
 import polars as pl
 
 from datacheck.checks.all import load_families
-from datacheck.checks.crossdup import assign_splits, crossdup_payload
+from datacheck.checks.crossdup import ROWS_KEY, assign_splits, crossdup_payload
 from datacheck.checks.registry import Payload, ShardContext, dataset_items
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
 from datacheck.execute.executors import LocalExecutor, WorkerDied, make_executor
 from datacheck.execute.setup import config_and_source, prepare_audit
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
+from datacheck.io.hashspill import SpillFolder, spill_rows
+from datacheck.io.outputs import check_output_folders
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
@@ -102,11 +105,32 @@ def shard_sizes(shards: list[DiscoveredShard]) -> list[int]:
     return sizes
 
 
+class _Spilling(list[ShardResult]):
+    """The results list of :func:`audit_shards`: appending a result past the spill threshold
+    spills its row-hash payload (see there)."""
+
+    def __init__(self, spill: SpillFolder | None):
+        super().__init__()
+        self.spill, self.held, self.limit = spill, 0, spill_rows() if spill is not None else 0
+
+    def append(self, r: ShardResult) -> None:
+        rows = r.payload.get(ROWS_KEY)
+        if self.spill is not None and isinstance(rows, pl.DataFrame):
+            self.held += rows.height
+            if self.held > self.limit:
+                for old in [self[k] for k in range(len(self))] + [r]:
+                    got = old.payload.get(ROWS_KEY)
+                    if isinstance(got, pl.DataFrame):
+                        old.payload[ROWS_KEY] = self.spill.spill(got)
+        super().append(r)
+
+
 def audit_shards(disc: Discovery, cfg: Config,
                  progress: Callable[[str, int, int], None] | None = None,
                  cache: Any = None, cross_shard: bool = True, *, workers: int | None = 1,
                  executor: str | None = None,
-                 byte_progress: Callable[[str, int, int], None] | None = None) -> list[ShardResult]:
+                 byte_progress: Callable[[str, int, int], None] | None = None,
+                 spill: SpillFolder | None = None) -> list[ShardResult]:
     """Map :func:`audit_one` over the discovered shards; the results (and ``progress`` calls)
     come in discovery order whatever the executor. With ``cache`` (a
     :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache.
@@ -122,16 +146,22 @@ def audit_shards(disc: Discovery, cfg: Config,
     The total is known from the first call, so a set of one big shard shows its size and which
     shard is being read, not an unknown count.
 
+    ``spill`` (a :class:`~datacheck.io.hashspill.SpillFolder`): once the results hold more than
+    :func:`~datacheck.io.hashspill.spill_rows` rows of row hashes, each arriving result's
+    ``crossdup.rows`` payload is written there and replaced by its
+    :class:`~datacheck.io.hashspill.SpilledRows` reference (after the cache stored it), so the
+    results' memory does not grow with the dataset.
+
     Raises:
         UsageError: a bad ``workers``/``executor`` combination.
         InternalError: a worker process died (the message names the shard it was auditing).
     """
     load_families()
     ex = make_executor(executor, workers, len(disc.shards))
+    results = _Spilling(spill)
     total = len(disc.shards)
     sizes = shard_sizes(disc.shards) if byte_progress is not None else [0] * total
     bytes_total, bytes_done = sum(sizes), 0
-    results: list[ShardResult] = []
     if isinstance(ex, LocalExecutor):
         for k, ds in enumerate(disc.shards):
             if byte_progress is not None:
@@ -271,14 +301,31 @@ def audit(
         against_results = hash_shards(discover([str(p) for p in ([against] if isinstance(against, (str, Path))
                                                                  else against)], cfg.dataset.format), cfg)
     cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or against is not None
-    results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard, workers=workers,
-                           executor=executor, byte_progress=byte_progress)
-    if cache is not None and prune_cache:
-        cache.prune()
-    return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
-                         index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
-                         shard_lists=disc.shard_lists(),
-                         allow_check_errors=allow_check_errors)
+    spill = _spill_folder([str(p) for p in paths]) if cross_shard else None
+    try:
+        results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard, workers=workers,
+                               executor=executor, byte_progress=byte_progress, spill=spill)
+        if cache is not None and prune_cache:
+            cache.prune()
+        return finish_report(cfg, results, root=disc.root, temp_files=disc.temp_files, fail_on=fail_on,
+                             index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
+                             shard_lists=disc.shard_lists(),
+                             allow_check_errors=allow_check_errors)
+    finally:
+        if spill is not None:
+            spill.close()
+
+
+def _spill_folder(paths: list[str]) -> SpillFolder | None:
+    """A fresh spill folder for row-hash payloads in the system temp folder (``$TMPDIR``), or None
+    (payloads stay in memory) when that folder lies inside the audited data or cannot be written:
+    datacheck never writes among the data it audits."""
+    tmp = tempfile.gettempdir()
+    try:
+        check_output_folders({"spill": tmp}, paths)
+        return SpillFolder(tmp)
+    except (UsageError, OSError):
+        return None
 
 
 def hash_shards(disc: Any, cfg: Any) -> list[Any]:

@@ -1,0 +1,176 @@
+"""Row-hash payloads on disk, and a partitioned pass over them: the bounded-memory form of the
+cross-shard duplicate merge (:mod:`datacheck.checks.crossdup`).
+
+Two pieces:
+
+- :class:`SpillFolder` / :class:`SpilledRows`: during an audit of many rows, each shard's
+  ``crossdup.rows`` payload (``hash`` ``UInt128`` and, with a class label, ``label``) is written
+  to one Arrow IPC file when the shard's result arrives, and the result keeps only a
+  :class:`SpilledRows` reference (path, rows, columns). The files live in a fresh folder
+  ``datacheck-spill-*`` in the system temp folder (``tempfile.gettempdir()``, i.e. ``$TMPDIR``),
+  never among the audited data (the audit refuses to spill when the temp folder lies inside it and
+  keeps the payloads in memory), and the folder is removed when the audit ends, even on an error.
+- :func:`partitions`: the rows of a list of per-shard payloads (in-memory frames or spilled files,
+  read one at a time) split into ``parts`` partitions by the top bits of the low 64 bits of the row
+  hash and written to a temp folder as ``(hash, shard, row)`` (24 bytes a row); the partitions
+  are then yielded one at a time. Equal hashes always land in the same partition, so whatever is
+  decided per hash over one partition is decided exactly as over all rows at once.
+
+Memory: one shard's payload, plus the write buffers (:data:`BUFFER_ROWS` rows at most, 24 B a
+row), plus one partition (total rows / ``parts`` x 24 B; polars group-by overhead on top).
+
+The threshold :func:`spill_rows` (``$DATACHECK_SPILL_ROWS``, default :data:`DEFAULT_SPILL_ROWS`
+= 8,000,000 rows, i.e. 128 MB of hashes) decides when an audit starts to spill and when the merge
+switches to the partitioned pass; ``0`` spills everything (tests use it).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import polars as pl
+
+__all__ = ["ENV_SPILL_ROWS", "DEFAULT_SPILL_ROWS", "BUFFER_ROWS", "PARTITIONS", "spill_rows", "SpilledRows",
+           "SpillFolder", "rows_frame", "partitions"]
+
+ENV_SPILL_ROWS = "DATACHECK_SPILL_ROWS"
+#: rows of row hashes held in memory before an audit spills them (16 B a row: 128 MB)
+DEFAULT_SPILL_ROWS = 8_000_000
+#: rows buffered over all partitions before the partition files are appended to (24 B a row: 48 MB)
+BUFFER_ROWS = 2_000_000
+#: partitions of the partitioned pass (the top 6 bits of the hash's low 64 bits)
+PARTITIONS = 64
+_LOW64 = 2**64 - 1
+
+
+def spill_rows() -> int:
+    """Rows of row hashes held in memory before spilling (``$DATACHECK_SPILL_ROWS``, else
+    :data:`DEFAULT_SPILL_ROWS`).
+
+    Raises:
+        ValueError: the variable is set to something other than a whole number >= 0 (naming it).
+    """
+    raw = os.environ.get(ENV_SPILL_ROWS, "").strip()
+    if not raw:
+        return DEFAULT_SPILL_ROWS
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"{ENV_SPILL_ROWS}={raw!r}: expected a whole number of rows >= 0 (or unset it)")
+    return n
+
+
+@dataclass(frozen=True)
+class SpilledRows:
+    """A ``crossdup.rows`` payload written to ``path`` (Arrow IPC): ``height`` rows, ``columns``
+    (``["hash"]`` or ``["hash", "label"]``). It has the ``height`` and ``columns`` of the frame
+    it stands for; :meth:`load` reads it back."""
+
+    path: str
+    height: int
+    columns: tuple[str, ...]
+
+    def load(self) -> pl.DataFrame:
+        return pl.read_ipc(self.path)
+
+
+class SpillFolder:
+    """A temp folder of spilled payloads, removed by :meth:`close` (or leaving a ``with`` block)."""
+
+    def __init__(self, parent: str | os.PathLike[str] | None = None):
+        self.path = Path(tempfile.mkdtemp(prefix="datacheck-spill-", dir=parent))
+        self._n = 0
+
+    def spill(self, df: pl.DataFrame) -> SpilledRows:
+        """Write ``df`` (a ``crossdup.rows`` frame) to a new file of the folder; its reference."""
+        p = self.path / f"rows-{self._n:06d}.arrow"
+        self._n += 1
+        df.write_ipc(p)
+        return SpilledRows(path=str(p), height=df.height, columns=tuple(df.columns))
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> "SpillFolder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def rows_frame(item: pl.DataFrame | SpilledRows) -> pl.DataFrame:
+    """The payload frame of an in-memory or spilled ``crossdup.rows`` payload."""
+    return item.load() if isinstance(item, SpilledRows) else item
+
+
+def _low64(h: pl.Series) -> np.ndarray:
+    return h.to_frame("h").select(pl.col("h").and_(pl.lit(_LOW64, dtype=pl.UInt128)).cast(pl.UInt64)) \
+        .to_series().to_numpy()
+
+
+def partitions(frames: Sequence[pl.DataFrame | SpilledRows], parts: int = PARTITIONS,
+               buffer_rows: int = BUFFER_ROWS) -> Iterator[pl.DataFrame]:
+    """The rows of ``frames`` as ``parts`` partitions by hash, one at a time (module docstring).
+
+    Args:
+        frames: per-shard payloads with a ``hash`` (``UInt128``) column; read one at a time.
+        parts: number of partitions, a power of two from 1 to 65536.
+        buffer_rows: rows buffered over all partitions before they are appended to the files.
+
+    Yields:
+        one ``DataFrame`` per non-empty partition: ``hash`` (``UInt128``), ``shard`` (``UInt32``:
+        the index into ``frames``), ``row`` (``UInt32``: 0-based row of that shard), in no
+        particular row order. Every hash value occurs in exactly one partition.
+
+    Raises:
+        ValueError: ``parts`` is not a power of two in range.
+        OSError: the temp folder cannot be written (disk full): the caller reports it.
+    """
+    if parts < 1 or parts > 65536 or parts & (parts - 1):
+        raise ValueError(f"parts={parts}: expected a power of two from 1 to 65536")
+    shift = np.uint64(64 - (parts.bit_length() - 1))
+    with tempfile.TemporaryDirectory(prefix="datacheck-parts-") as tmp:
+        buf: list[list[pl.DataFrame]] = [[] for _ in range(parts)]
+        files = [0] * parts
+        held = 0
+
+        def flush() -> None:
+            for p in range(parts):
+                if buf[p]:
+                    pl.concat(buf[p]).write_ipc(Path(tmp) / f"p{p:05d}-{files[p]:06d}.arrow")
+                    files[p] += 1
+                    buf[p] = []
+
+        for i, item in enumerate(frames):
+            h = rows_frame(item).get_column("hash")
+            if h.len() == 0:
+                continue
+            part = (_low64(h) >> shift).astype(np.int64) if parts > 1 else np.zeros(h.len(), dtype=np.int64)
+            order = np.argsort(part, kind="stable")
+            bounds = np.searchsorted(part[order], np.arange(parts + 1))
+            frame = pl.DataFrame({"hash": h.gather(pl.Series(order)),
+                                  "shard": pl.Series([i], dtype=pl.UInt32).extend_constant(i, h.len() - 1),
+                                  "row": pl.Series(order, dtype=pl.UInt32)})
+            for p in range(parts):
+                lo, hi = int(bounds[p]), int(bounds[p + 1])
+                if hi > lo:
+                    buf[p].append(frame.slice(lo, hi - lo))
+            held += h.len()
+            del h, frame, order, part
+            if held >= buffer_rows:
+                flush()
+                held = 0
+        flush()
+        for p in range(parts):
+            if files[p]:
+                paths = [Path(tmp) / f"p{p:05d}-{k:06d}.arrow" for k in range(files[p])]
+                yield pl.concat([pl.read_ipc(x) for x in paths])
+                for x in paths:
+                    x.unlink()
