@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks.all import load_families
 from datacheck.checks.crossdup import ROWS_KEY, assign_splits, crossdup_payload
+from datacheck.checks.neardup import NEAR_KEY
 from datacheck.checks.registry import Payload, ShardContext, dataset_items
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
@@ -111,17 +113,27 @@ class _Spilling(list[ShardResult]):
 
     def __init__(self, spill: SpillFolder | None):
         super().__init__()
-        self.spill, self.held, self.limit = spill, 0, spill_rows() if spill is not None else 0
+        self.spill, self.held, self.held_sig = spill, 0, 0
+        self.limit = spill_rows() if spill is not None else 0
 
     def append(self, r: ShardResult) -> None:
-        rows = r.payload.get(ROWS_KEY)
-        if self.spill is not None and isinstance(rows, pl.DataFrame):
-            self.held += rows.height
-            if self.held > self.limit:
-                for old in [self[k] for k in range(len(self))] + [r]:
-                    got = old.payload.get(ROWS_KEY)
-                    if isinstance(got, pl.DataFrame):
-                        old.payload[ROWS_KEY] = self.spill.spill(got)
+        if self.spill is not None:
+            rows = r.payload.get(ROWS_KEY)
+            if isinstance(rows, pl.DataFrame):
+                self.held += rows.height
+                if self.held > self.limit:
+                    for old in [*self, r]:
+                        got = old.payload.get(ROWS_KEY)
+                        if isinstance(got, pl.DataFrame):
+                            old.payload[ROWS_KEY] = self.spill.spill(got)
+            near = r.payload.get(NEAR_KEY)
+            if isinstance(near, dict) and isinstance(near.get("sig"), np.ndarray):
+                self.held_sig += near["sig"].shape[0]
+                if self.held_sig * 32 > self.limit:  # a signature is 512 B, a row hash 16 B
+                    for old in [*self, r]:
+                        got = old.payload.get(NEAR_KEY)
+                        if isinstance(got, dict) and type(got.get("sig")) is np.ndarray:
+                            got["sig"] = self.spill.spill_array(got["sig"])
         super().append(r)
 
 
@@ -150,7 +162,8 @@ def audit_shards(disc: Discovery, cfg: Config,
     :func:`~datacheck.io.hashspill.spill_rows` rows of row hashes, each arriving result's
     ``crossdup.rows`` payload is written there and replaced by its
     :class:`~datacheck.io.hashspill.SpilledRows` reference (after the cache stored it), so the
-    results' memory does not grow with the dataset.
+    results' memory does not grow with the dataset; past ``spill_rows() / 32`` rows of MinHash
+    signatures (512 B a row) the ``neardup.minhash`` signatures are spilled too (memory-mapped).
 
     Raises:
         UsageError: a bad ``workers``/``executor`` combination.

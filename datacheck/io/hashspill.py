@@ -10,6 +10,9 @@ Two pieces:
   ``datacheck-spill-*`` in the system temp folder (``tempfile.gettempdir()``, i.e. ``$TMPDIR``),
   never among the audited data (the audit refuses to spill when the temp folder lies inside it and
   keeps the payloads in memory), and the folder is removed when the audit ends, even on an error.
+- :meth:`SpillFolder.spill_array`: the same for the MinHash signatures of ``dup.near_duplicate``
+  (uint32 [rows, 128], 512 B a row): written to ``.npy`` and read back memory-mapped, so the
+  dataset stage gathers only the rows it compares (:class:`~datacheck.checks.neardup.ShardSignatures`).
 - :func:`partitions`: the rows of a list of per-shard payloads (in-memory frames or spilled files,
   read one at a time) split into ``parts`` partitions by the top bits of the low 64 bits of the row
   hash and written to a temp folder as ``(hash, shard, row)`` (24 bytes a row); the partitions
@@ -94,6 +97,14 @@ class SpillFolder:
         self._n += 1
         df.write_ipc(p)
         return SpilledRows(path=str(p), height=df.height, columns=tuple(df.columns))
+
+    def spill_array(self, a: np.ndarray) -> np.ndarray:
+        """Write ``a`` to a new ``.npy`` file of the folder; the array read back memory-mapped
+        (read-only): its pages are read from the file when used and can be dropped by the OS."""
+        p = self.path / f"array-{self._n:06d}.npy"
+        self._n += 1
+        np.save(p, np.ascontiguousarray(a))
+        return np.load(p, mmap_mode="r")
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 import datacheck
 from datacheck.checks.crossdup import _candidates_in_memory, _candidates_partitioned
+from datacheck.checks.neardup import ShardSignatures, clusters, shard_clusters, signatures
 from datacheck.io.hashspill import ENV_SPILL_ROWS, SpillFolder, partitions, spill_rows
 from datacheck.io.rowhash import row_hash_series
 
@@ -128,3 +131,65 @@ def test_audit_spilled_planted(tmp_path, monkeypatch):
     assert by["dup.split_overlap"].count == 2  # test "c" and "d"
     assert [(e["row"], e["train_shard"], e["train_row"]) for e in by["dup.split_overlap"].details["examples"]] == [
         (1, "train/a.parquet", 2), (2, "train/b.parquet", 0)]
+
+
+# ------------------------------------------------------------------ near duplicates, shard by shard
+
+def _near_docs(seed: int, n_base: int, copies: int) -> list[str]:
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(n_base):
+        base = "".join(rng.choice("abcdefgh ") for _ in range(rng.randint(3, 120)))
+        docs.append(base)
+        for _ in range(copies):
+            v = list(base)
+            for _ in range(rng.randint(0, 8)):
+                if v:
+                    v[rng.randrange(len(v))] = rng.choice("abcdefgh ")
+            docs.append("".join(v))
+    rng.shuffle(docs)
+    return docs
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000), st.lists(st.integers(0, 12), min_size=1, max_size=5), st.sampled_from([0.5, 0.8]))
+def test_shard_clusters_equal_clusters(seed, sizes, threshold):
+    """LSH over per-shard signature arrays (spilled and memory-mapped, or not) == over one array."""
+    docs = _near_docs(seed, 12, 2)
+    vals, lens = [], []
+    for d in docs:
+        vals.extend(ord(c) for c in d)
+        lens.append(len(d))
+    sig, counts = signatures(np.array(vals, dtype=np.uint32), np.array(lens))
+    want = clusters(sig, counts > 0, threshold)
+    cuts = np.cumsum([0, *sizes])
+    cuts = np.unique(np.clip(np.concatenate([cuts, [len(docs)]]), 0, len(docs)))
+    folder = SpillFolder()
+    try:
+        parts = [sig[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+        parts = [folder.spill_array(p) if k % 2 else p for k, p in enumerate(parts)]
+        got = shard_clusters(ShardSignatures(parts, counts > 0), threshold)
+    finally:
+        folder.close()
+    for w, g in zip(want, got):
+        assert np.array_equal(w, g)
+
+
+def test_near_duplicate_spilled_equals_in_memory(tmp_path, monkeypatch):
+    """A whole audit with ``[dup] near`` and splits: spilled signatures (memory-mapped) give the same
+    dup.near_duplicate finding as signatures in memory."""
+    docs = _near_docs(5, 30, 2)
+    (tmp_path / "train").mkdir()
+    (tmp_path / "test").mkdir()
+    for k in range(4):
+        split = "test" if k == 3 else "train"
+        pl.DataFrame({"text": docs[k::4]}).write_parquet(tmp_path / split / f"s{k}.parquet")
+    cfg = {"dup": {"near": True}, "splits": {"train": "train/*", "test": "test/*"}}
+    monkeypatch.delenv(ENV_SPILL_ROWS, raising=False)
+    want = [f.to_dict() for f in datacheck.audit(str(tmp_path), cfg, workers=1).findings
+            if f.check == "dup.near_duplicate"]
+    monkeypatch.setenv(ENV_SPILL_ROWS, "0")
+    got = [f.to_dict() for f in datacheck.audit(str(tmp_path), cfg, workers=1).findings
+           if f.check == "dup.near_duplicate"]
+    assert want and want[0]["count"] > 0
+    assert got == want
