@@ -34,8 +34,9 @@ such a value (candidates) are gathered with shard, row, full hash and label, and
 
 Bounded memory (many rows): past :func:`~datacheck.io.hashspill.spill_rows` rows (default 8M,
 ``$DATACHECK_SPILL_ROWS``) an audit writes each shard's payload to a temp file as it arrives
-(:class:`~datacheck.io.hashspill.SpilledRows`) and the candidate pass is partitioned by hash
+(:class:`~datacheck.io.hashspill.SpilledRows`) and the candidate pass is then partitioned by hash
 (:func:`_candidates_partitioned`): one shard, then one of 64 partitions, in memory at a time.
+(``datacheck merge`` of part reports, whose payloads arrive in memory, keeps the in-memory pass.)
 The findings are the same either way (``tests/checks/test_crossdup_partitioned.py``).
 """
 from __future__ import annotations
@@ -48,7 +49,7 @@ import polars as pl
 
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, first_part, measure
 from datacheck.io.discover import declared_splits
-from datacheck.io.hashspill import SpilledRows, partitions, rows_frame, spill_rows
+from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
 
@@ -152,11 +153,13 @@ def _low64(h: pl.Series) -> np.ndarray:
 
 def _candidates(frames: list[pl.DataFrame | SpilledRows], with_label: bool) -> pl.DataFrame:
     """Rows whose 128-bit hash occurs more than once over all ``frames``: the partitioned pass
-    (:func:`_candidates_partitioned`, bounded memory) when a payload was spilled to disk or the
-    rows exceed :func:`~datacheck.io.hashspill.spill_rows`, else the in-memory one
-    (:func:`_candidates_in_memory`). Both give the same frame."""
-    if any(isinstance(f, SpilledRows) for f in frames) or sum(f.height for f in frames) > spill_rows():
-        return _candidates_partitioned(frames, with_label)
+    (:func:`_candidates_partitioned`, bounded memory, its files in the spill folder) when the audit
+    spilled payloads to disk (past :func:`~datacheck.io.hashspill.spill_rows` rows, in a folder
+    outside the audited data), else the in-memory one (:func:`_candidates_in_memory`). Both give
+    the same frame."""
+    spilled = [f for f in frames if isinstance(f, SpilledRows)]
+    if spilled:
+        return _candidates_partitioned(frames, with_label, folder=Path(spilled[0].path).parent)
     return _candidates_in_memory([rows_frame(f) for f in frames], with_label)
 
 
@@ -181,14 +184,15 @@ def _with_labels(frames: list[pl.DataFrame | SpilledRows], picks: list[tuple[int
                           for p in parts], how="vertical_relaxed")
 
 
-def _candidates_partitioned(frames: list[pl.DataFrame | SpilledRows], with_label: bool) -> pl.DataFrame:
+def _candidates_partitioned(frames: list[pl.DataFrame | SpilledRows], with_label: bool,
+                            folder: Path | None = None) -> pl.DataFrame:
     """:func:`_candidates_in_memory`'s frame, in bounded memory: every shard's hashes are split by
     hash into :data:`~datacheck.io.hashspill.PARTITIONS` partition files
-    (:func:`~datacheck.io.hashspill.partitions`, a temp folder removed afterwards), then each
+    (:func:`~datacheck.io.hashspill.partitions`, a temp folder in ``folder`` removed afterwards), then each
     partition is grouped by hash on its own; the labels of the few candidate rows are then gathered
     shard by shard. Memory: one shard's payload, the write buffers, one partition, the candidates."""
     empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "hash": pl.UInt128})
-    found = [p.filter(pl.len().over("hash") > 1).select("shard", "row") for p in partitions(frames)]
+    found = [p.filter(pl.len().over("hash") > 1).select("shard", "row") for p in partitions(frames, folder=folder)]
     found = [f for f in found if f.height]
     if not found:
         return empty

@@ -23,8 +23,9 @@ Memory: one shard's payload, plus the write buffers (:data:`BUFFER_ROWS` rows at
 row), plus one partition (total rows / ``parts`` x 24 B; polars group-by overhead on top).
 
 The threshold :func:`spill_rows` (``$DATACHECK_SPILL_ROWS``, default :data:`DEFAULT_SPILL_ROWS`
-= 8,000,000 rows, i.e. 128 MB of hashes) decides when an audit starts to spill and when the merge
-switches to the partitioned pass; ``0`` spills everything (tests use it).
+= 8,000,000 rows, i.e. 128 MB of hashes) decides when an audit starts to spill (and the merge, on
+spilled payloads, runs the partitioned pass); ``0`` spills everything (tests use it). The
+partition files go to a subfolder of the spill folder, so they too never land among the data.
 """
 from __future__ import annotations
 
@@ -127,13 +128,15 @@ def _low64(h: pl.Series) -> np.ndarray:
 
 
 def partitions(frames: Sequence[pl.DataFrame | SpilledRows], parts: int = PARTITIONS,
-               buffer_rows: int = BUFFER_ROWS) -> Iterator[pl.DataFrame]:
+               buffer_rows: int = BUFFER_ROWS, folder: str | os.PathLike[str] | None = None) -> Iterator[pl.DataFrame]:
     """The rows of ``frames`` as ``parts`` partitions by hash, one at a time (module docstring).
 
     Args:
         frames: per-shard payloads with a ``hash`` (``UInt128``) column; read one at a time.
         parts: number of partitions, a power of two from 1 to 65536.
         buffer_rows: rows buffered over all partitions before they are appended to the files.
+        folder: where the partition files' temp folder is made (the audit's spill folder, which
+            lies outside the audited data); None: the system temp folder. Removed afterwards.
 
     Yields:
         one ``DataFrame`` per non-empty partition: ``hash`` (``UInt128``), ``shard`` (``UInt32``:
@@ -147,7 +150,7 @@ def partitions(frames: Sequence[pl.DataFrame | SpilledRows], parts: int = PARTIT
     if parts < 1 or parts > 65536 or parts & (parts - 1):
         raise ValueError(f"parts={parts}: expected a power of two from 1 to 65536")
     shift = np.uint64(64 - (parts.bit_length() - 1))
-    with tempfile.TemporaryDirectory(prefix="datacheck-parts-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="datacheck-parts-", dir=folder) as tmp:
         buf: list[list[pl.DataFrame]] = [[] for _ in range(parts)]
         files = [0] * parts
         held = 0
