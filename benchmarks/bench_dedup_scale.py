@@ -26,7 +26,8 @@ common) with 1% of the rows of every shard but the first planted as near copies 
 earlier shard (a train row, for the test shards): its signature with 12 of 128 values redrawn (estimated
 Jaccard ~0.9, above the 0.8 threshold). The ``dup.near_duplicate`` dataset stage in both modes:
 ``memory`` (signatures held in memory, as the shard results hold them without spilling) and
-``partitioned`` (spilled ``.npy`` files, memory-mapped, as a long audit leaves them).
+``partitioned`` (spilled column-major ``.npy`` files, as a long audit leaves them: one LSH band's
+columns read at a time).
 
 Usage: python benchmarks/bench_dedup_scale.py [--rows 10000000] [--shards 1000] [--near-rows 1000000]
        [--modes memory,partitioned] [--skip exact|near]
@@ -165,6 +166,7 @@ def generate_near(rows: int, shards: int, seed: int = 1) -> Path:
             sig[pos] = new
         kept.append(sig[rng.choice(per, size=min(per, 50), replace=False)])
         np.save(root / f"{i:05d}.npy", sig)
+        np.save(root / f"{i:05d}.cols.npy", np.ascontiguousarray(sig.T))  # as the audit spills it
         ids = np.arange(i * per, (i + 1) * per, dtype=np.uint64)
         pl.DataFrame({"hi": ids, "lo": _mix64(ids)}).select(
             (pl.col("hi").cast(pl.UInt128) * pl.lit(2**64, dtype=pl.UInt128) + pl.col("lo").cast(pl.UInt128))
@@ -180,6 +182,7 @@ def child_near(mode: str, root: str) -> None:
 
     from datacheck.checks.crossdup import assign_splits
     from datacheck.checks.neardup import NEAR_KEY, TEXT_KEY, near_duplicate
+    from datacheck.io.hashspill import SpilledColumns
     from datacheck.model.config import config_from_dict
     from datacheck.model.results import DatasetContext, ShardResult
 
@@ -188,7 +191,8 @@ def child_near(mode: str, root: str) -> None:
     t0 = time.perf_counter()
     results = []
     for k, m in enumerate(meta):
-        sig = np.load(rootp / f"{k:05d}.npy", mmap_mode="r" if mode == "partitioned" else None)
+        sig = (SpilledColumns(path=str(rootp / f"{k:05d}.cols.npy"), shape=(m["rows"], 128))
+               if mode == "partitioned" else np.load(rootp / f"{k:05d}.npy"))
         payload = {NEAR_KEY: {"sig": sig, "shingles": np.full(m["rows"], 100, dtype=np.int32)},
                    TEXT_KEY: pl.read_ipc(rootp / f"{k:05d}.arrow").get_column("text")}
         results.append(ShardResult(path=m["path"], format="parquet", content_hash=f"h{k}", bytes=1, rows=m["rows"],

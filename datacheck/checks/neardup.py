@@ -43,7 +43,7 @@ count = over all clusters, the number of distinct documents beyond the first of 
 (exact copies inside a cluster are not counted again: ``dup.exact_*`` reports them); clusters
 made only of exact copies are not listed. Memory in the dataset stage: the signatures are never
 concatenated (:class:`ShardSignatures`): past ``$DATACHECK_SPILL_ROWS`` / 32 rows an audit spills
-each shard's signatures to a memory-mapped ``.npy`` file as the shard's result arrives
+each shard's signatures to a column-major ``.npy`` file as the shard's result arrives
 (:mod:`datacheck.io.hashspill`), and LSH runs one band at a time: per row 1 + 8 bytes, plus one
 band's keys and sort order (about 24 B a row), plus the document hashes (16 B a row); signature
 rows are read only for the candidate pairs.
@@ -57,6 +57,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, measure
+from datacheck.io.hashspill import SpilledColumns
 from datacheck.io.rowhash import row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
 
@@ -265,17 +266,18 @@ def _band_keys(sig: np.ndarray, band: int, r: int) -> np.ndarray:
 
 
 class ShardSignatures:
-    """The signatures of several shards read where they lie (in-memory arrays, or ``.npy`` files a
-    long audit spilled, memory-mapped): nothing is concatenated, so the dataset stage holds per
+    """The signatures of several shards read where they lie (in-memory arrays, or the column-major
+    ``.npy`` files a long audit spilled, :class:`~datacheck.io.hashspill.SpilledColumns`, read one
+    band's columns at a time): nothing is concatenated, so the dataset stage holds per
     row only 1 byte (``valid``) and 8 (the index of the rows with shingles), plus one band's keys
     at a time; signature rows are gathered only for candidate pairs.
 
     Args:
-        sigs: uint32 [rows_i, NUM_PERM] per shard, in global row order.
+        sigs: uint32 [rows_i, NUM_PERM] per shard (an array or a spilled file), in global row order.
         valid: bool [sum of rows_i]: rows that have shingles (others never match).
     """
 
-    def __init__(self, sigs: list[np.ndarray], valid: np.ndarray):
+    def __init__(self, sigs: list[np.ndarray | SpilledColumns], valid: np.ndarray):
         self.sigs = sigs
         self.starts = np.concatenate([[0], np.cumsum([x.shape[0] for x in sigs], dtype=np.int64)]).astype(np.int64)
         self.idx = np.flatnonzero(valid)
@@ -287,7 +289,8 @@ class ShardSignatures:
         out = np.empty((g.size, NUM_PERM), dtype=np.uint32)
         for s in np.unique(owner):
             m = owner == s
-            out[m] = self.sigs[int(s)][g[m] - self.starts[s]]
+            sig, local = self.sigs[int(s)], g[m] - self.starts[s]
+            out[m] = sig.rows(local) if isinstance(sig, SpilledColumns) else sig[local]
         return out
 
     def band_keys(self, band: int, r: int) -> np.ndarray:
@@ -297,7 +300,9 @@ class ShardSignatures:
         for s, sig in enumerate(self.sigs):
             lo, hi = int(bounds[s]), int(bounds[s + 1])
             if hi > lo:
-                cols = np.asarray(sig[:, band * r:band * r + r][self.idx[lo:hi] - self.starts[s]])
+                local = self.idx[lo:hi] - self.starts[s]
+                cols = (sig.columns(band * r, band * r + r, local) if isinstance(sig, SpilledColumns)
+                        else sig[:, band * r:band * r + r][local])
                 out[lo:hi] = _band_keys(cols, 0, r)
         return out
 

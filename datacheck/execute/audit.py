@@ -163,7 +163,7 @@ def audit_shards(disc: Discovery, cfg: Config,
     ``crossdup.rows`` payload is written there and replaced by its
     :class:`~datacheck.io.hashspill.SpilledRows` reference (after the cache stored it), so the
     results' memory does not grow with the dataset; past ``spill_rows() / 32`` rows of MinHash
-    signatures (512 B a row) the ``neardup.minhash`` signatures are spilled too (memory-mapped).
+    signatures (512 B a row) the ``neardup.minhash`` signatures are spilled too (column-major files).
 
     Raises:
         UsageError: a bad ``workers``/``executor`` combination.

@@ -10,9 +10,10 @@ Two pieces:
   ``datacheck-spill-*`` in the system temp folder (``tempfile.gettempdir()``, i.e. ``$TMPDIR``),
   never among the audited data (the audit refuses to spill when the temp folder lies inside it and
   keeps the payloads in memory), and the folder is removed when the audit ends, even on an error.
-- :meth:`SpillFolder.spill_array`: the same for the MinHash signatures of ``dup.near_duplicate``
-  (uint32 [rows, 128], 512 B a row): written to ``.npy`` and read back memory-mapped, so the
-  dataset stage gathers only the rows it compares (:class:`~datacheck.checks.neardup.ShardSignatures`).
+- :meth:`SpillFolder.spill_array` / :class:`SpilledColumns`: the same for the MinHash signatures
+  of ``dup.near_duplicate`` (uint32 [rows, 128], 512 B a row), written column-major to ``.npy``:
+  the dataset stage reads one LSH band's columns, or the rows it compares, and nothing stays
+  mapped (:class:`~datacheck.checks.neardup.ShardSignatures`).
 - :func:`partitions`: the rows of a list of per-shard payloads (in-memory frames or spilled files,
   read one at a time) split into ``parts`` partitions by the top bits of the low 64 bits of the row
   hash and written to a temp folder as ``(hash, shard, row)`` (24 bytes a row); the partitions
@@ -40,6 +41,7 @@ import numpy as np
 import polars as pl
 
 __all__ = ["ENV_SPILL_ROWS", "DEFAULT_SPILL_ROWS", "BUFFER_ROWS", "PARTITIONS", "spill_rows", "SpilledRows",
+           "SpilledColumns",
            "SpillFolder", "rows_frame", "partitions"]
 
 ENV_SPILL_ROWS = "DATACHECK_SPILL_ROWS"
@@ -85,6 +87,30 @@ class SpilledRows:
         return pl.read_ipc(self.path)
 
 
+@dataclass(frozen=True)
+class SpilledColumns:
+    """A 2-D array of ``shape`` (rows, columns) written column-major to ``path`` (``.npy`` of its
+    transpose). :meth:`columns` and :meth:`rows` map the file only while they copy what was asked
+    for, so the pages read never stay in the process's memory."""
+
+    path: str
+    shape: tuple[int, int]
+
+    def columns(self, c0: int, c1: int, rows: np.ndarray) -> np.ndarray:
+        """``a[rows, c0:c1]`` (a copy)."""
+        m = np.load(self.path, mmap_mode="r")
+        out = np.ascontiguousarray(m[c0:c1][:, rows].T)
+        del m
+        return out
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """``a[rows]`` (a copy)."""
+        m = np.load(self.path, mmap_mode="r")
+        out = np.ascontiguousarray(m[:, rows].T)
+        del m
+        return out
+
+
 class SpillFolder:
     """A temp folder of spilled payloads, removed by :meth:`close` (or leaving a ``with`` block)."""
 
@@ -99,13 +125,13 @@ class SpillFolder:
         df.write_ipc(p)
         return SpilledRows(path=str(p), height=df.height, columns=tuple(df.columns))
 
-    def spill_array(self, a: np.ndarray) -> np.ndarray:
-        """Write ``a`` to a new ``.npy`` file of the folder; the array read back memory-mapped
-        (read-only): its pages are read from the file when used and can be dropped by the OS."""
-        p = self.path / f"array-{self._n:06d}.npy"
+    def spill_array(self, a: np.ndarray) -> "SpilledColumns":
+        """Write the 2-D array ``a`` column-major (``a.T`` contiguous, so one column range is one
+        run of bytes) to a new ``.npy`` file of the folder; its reference."""
+        p = self.path / f"columns-{self._n:06d}.npy"
         self._n += 1
-        np.save(p, np.ascontiguousarray(a))
-        return np.load(p, mmap_mode="r")
+        np.save(p, np.ascontiguousarray(a.T))
+        return SpilledColumns(path=str(p), shape=(int(a.shape[0]), int(a.shape[1])))
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -154,7 +154,7 @@ def _near_docs(seed: int, n_base: int, copies: int) -> list[str]:
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000), st.lists(st.integers(0, 12), min_size=1, max_size=5), st.sampled_from([0.5, 0.8]))
 def test_shard_clusters_equal_clusters(seed, sizes, threshold):
-    """LSH over per-shard signature arrays (spilled and memory-mapped, or not) == over one array."""
+    """LSH over per-shard signature arrays (spilled column-major files, or arrays) == over one array."""
     docs = _near_docs(seed, 12, 2)
     vals, lens = [], []
     for d in docs:
@@ -176,7 +176,7 @@ def test_shard_clusters_equal_clusters(seed, sizes, threshold):
 
 
 def test_near_duplicate_spilled_equals_in_memory(tmp_path, monkeypatch):
-    """A whole audit with ``[dup] near`` and splits: spilled signatures (memory-mapped) give the same
+    """A whole audit with ``[dup] near`` and splits: spilled signatures (column-major files) give the same
     dup.near_duplicate finding as signatures in memory."""
     docs = _near_docs(5, 30, 2)
     (tmp_path / "train").mkdir()
