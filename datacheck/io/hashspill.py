@@ -97,10 +97,12 @@ class SpilledColumns:
     shape: tuple[int, int]
 
     def columns(self, c0: int, c1: int, rows: np.ndarray) -> np.ndarray:
-        """``a[rows, c0:c1]`` (a copy)."""
+        """``a[rows, c0:c1]`` (a copy); ``rows``: ascending, distinct row indices."""
         m = np.load(self.path, mmap_mode="r")
-        out = np.ascontiguousarray(m[c0:c1][:, rows].T)
-        del m
+        block = m[c0:c1]
+        whole = rows.size == self.shape[0]  # every row (rows are ascending and distinct): no gather
+        out = np.ascontiguousarray((np.array(block) if whole else block[:, rows]).T)
+        del m, block
         return out
 
     def rows(self, rows: np.ndarray) -> np.ndarray:
