@@ -31,6 +31,13 @@ Merge memory: one array of the low 64 bits of every row hash (8 B/row), sorted i
 the hash values that repeat (a sort, no hash table over all rows); only the rows holding
 such a value (candidates) are gathered with shard, row, full hash and label, and checked on all
 128 bits. All three checks share this one candidate pass (``--against`` adds one over both datasets).
+
+Bounded memory (many rows): past :func:`~datacheck.io.hashspill.spill_rows` rows (default 8M,
+``$DATACHECK_SPILL_ROWS``) an audit writes each shard's payload to a temp file as it arrives
+(:class:`~datacheck.io.hashspill.SpilledRows`) and the candidate pass is then partitioned by hash
+(:func:`_candidates_partitioned`): one shard, then one of 64 partitions, in memory at a time.
+(``datacheck merge`` of part reports, whose payloads arrive in memory, keeps the in-memory pass.)
+The findings are the same either way (``tests/checks/test_crossdup_partitioned.py``).
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ import polars as pl
 
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, first_part, measure
 from datacheck.io.discover import declared_splits
+from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
 
@@ -124,11 +132,11 @@ def _overlap_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
 # ----------------------------------------------------------------------------------------- merge
 
 
-def _shard_frames(shards: list[Any]) -> tuple[list[Any], list[pl.DataFrame]]:
+def _shard_frames(shards: list[Any]) -> tuple[list[Any], list[pl.DataFrame | SpilledRows]]:
     keep, frames = [], []
     for s in shards:
         df = getattr(s, "payload", {}).get(ROWS_KEY)
-        if isinstance(df, pl.DataFrame) and df.height == (s.rows or 0):
+        if isinstance(df, (pl.DataFrame, SpilledRows)) and df.height == (s.rows or 0):
             keep.append(s)
             frames.append(df)
     return keep, frames
@@ -143,7 +151,57 @@ def _low64(h: pl.Series) -> np.ndarray:
         .to_series().to_numpy()
 
 
-def _candidates(frames: list[pl.DataFrame], with_label: bool) -> pl.DataFrame:
+def _candidates(frames: list[pl.DataFrame | SpilledRows], with_label: bool) -> pl.DataFrame:
+    """Rows whose 128-bit hash occurs more than once over all ``frames``: the partitioned pass
+    (:func:`_candidates_partitioned`, bounded memory, its files in the spill folder) when the audit
+    spilled payloads to disk (past :func:`~datacheck.io.hashspill.spill_rows` rows, in a folder
+    outside the audited data), else the in-memory one (:func:`_candidates_in_memory`). Both give
+    the same frame."""
+    spilled = [f for f in frames if isinstance(f, SpilledRows)]
+    if spilled:
+        return _candidates_partitioned(frames, with_label, folder=Path(spilled[0].path).parent)
+    return _candidates_in_memory([rows_frame(f) for f in frames], with_label)
+
+
+def _with_labels(frames: list[pl.DataFrame | SpilledRows], picks: list[tuple[int, pl.Series]],
+                 with_label: bool) -> pl.DataFrame:
+    """The candidate frame from (shard index, its candidate rows ascending), shard by shard: the
+    label gathered from each shard's payload; shards that disagree on the label dtype compare labels
+    as text."""
+    parts = []
+    for i, rows in picks:
+        f = rows_frame(frames[i])
+        cols = {"shard": pl.Series([i] * rows.len(), dtype=pl.UInt32), "row": rows.cast(pl.UInt32),
+                "hash": f.get_column("hash").gather(rows)}
+        if with_label:
+            cols["label"] = (f.get_column("label").gather(rows) if "label" in f.columns
+                             else pl.Series([None] * rows.len()))
+        parts.append(pl.DataFrame(cols))
+    try:
+        return pl.concat(parts, how="vertical_relaxed")
+    except Exception:  # shards disagree on the label dtype: compare labels as text
+        return pl.concat([p.with_columns(pl.col("label").cast(pl.String)) if "label" in p.columns else p
+                          for p in parts], how="vertical_relaxed")
+
+
+def _candidates_partitioned(frames: list[pl.DataFrame | SpilledRows], with_label: bool,
+                            folder: Path | None = None) -> pl.DataFrame:
+    """:func:`_candidates_in_memory`'s frame, in bounded memory: every shard's hashes are split by
+    hash into :data:`~datacheck.io.hashspill.PARTITIONS` partition files
+    (:func:`~datacheck.io.hashspill.partitions`, a temp folder in ``folder`` removed afterwards), then each
+    partition is grouped by hash on its own; the labels of the few candidate rows are then gathered
+    shard by shard. Memory: one shard's payload, the write buffers, one partition, the candidates."""
+    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "hash": pl.UInt128})
+    found = [p.filter(pl.len().over("hash") > 1).select("shard", "row") for p in partitions(frames, folder=folder)]
+    found = [f for f in found if f.height]
+    if not found:
+        return empty
+    cand = pl.concat(found).sort(["shard", "row"])
+    picks = [(int(k[0]), g.get_column("row")) for k, g in cand.group_by("shard", maintain_order=True)]
+    return _with_labels(frames, picks, with_label)
+
+
+def _candidates_in_memory(frames: list[pl.DataFrame], with_label: bool) -> pl.DataFrame:
     """Rows whose 128-bit hash occurs more than once over all ``frames``, with ``shard`` (index into
     ``frames``), ``row``, ``hash`` and (``with_label``) ``label``.
 
@@ -166,23 +224,12 @@ def _candidates(frames: list[pl.DataFrame], with_label: bool) -> pl.DataFrame:
     if rep.size == 0:
         return empty
     rep = pl.Series(np.unique(rep))
-    parts = []
+    picks = []
     for i, f in enumerate(frames):  # the low bits again, one shard at a time (memory over speed)
         rows = pl.Series(_low64(f.get_column("hash"))).is_in(rep.implode()).arg_true()
-        if rows.len() == 0:
-            continue
-        cols = {"shard": pl.Series([i] * rows.len(), dtype=pl.UInt32), "row": rows.cast(pl.UInt32),
-                "hash": f.get_column("hash").gather(rows)}
-        if with_label:
-            cols["label"] = (f.get_column("label").gather(rows) if "label" in f.columns
-                             else pl.Series([None] * rows.len()))
-        parts.append(pl.DataFrame(cols))
-    try:
-        out = pl.concat(parts, how="vertical_relaxed")
-    except Exception:  # shards disagree on the label dtype: compare labels as text
-        out = pl.concat([p.with_columns(pl.col("label").cast(pl.String)) if "label" in p.columns else p
-                         for p in parts], how="vertical_relaxed")
-    return out.filter(pl.len().over("hash") > 1)
+        if rows.len():
+            picks.append((i, rows))
+    return _with_labels(list(frames), picks, with_label).filter(pl.len().over("hash") > 1)
 
 
 def _cache(dctx: Any) -> dict:

@@ -41,8 +41,12 @@ their similarity to the cluster's first row.
 
 count = over all clusters, the number of distinct documents beyond the first of each cluster
 (exact copies inside a cluster are not counted again: ``dup.exact_*`` reports them); clusters
-made only of exact copies are not listed. Memory in the dataset stage: the signatures of every
-shard (512 B/row) plus, per band, one uint64 key per row.
+made only of exact copies are not listed. Memory in the dataset stage: the signatures are never
+concatenated (:class:`ShardSignatures`): past ``$DATACHECK_SPILL_ROWS`` / 32 rows an audit spills
+each shard's signatures to a column-major ``.npy`` file as the shard's result arrives
+(:mod:`datacheck.io.hashspill`), and LSH runs one band at a time: per row 1 + 8 bytes, plus one
+band's keys and sort order (about 24 B a row), plus the document hashes (16 B a row); signature
+rows are read only for the candidate pairs.
 """
 from __future__ import annotations
 
@@ -53,10 +57,12 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, measure
+from datacheck.io.hashspill import SpilledColumns
 from datacheck.io.rowhash import row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
 
 __all__ = ["NEAR_KEY", "TEXT_KEY", "NUM_PERM", "SHINGLE", "signatures", "lsh_params", "clusters",
+           "ShardSignatures", "shard_clusters",
            "near_payload", "near_duplicate"]
 
 NEAR_KEY = "neardup.minhash"
@@ -259,11 +265,53 @@ def _band_keys(sig: np.ndarray, band: int, r: int) -> np.ndarray:
     return h
 
 
-def _similarity(sig: np.ndarray, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
-    out = np.empty(a.size, dtype=np.float64)
-    for k in range(0, a.size, chunk):
-        out[k:k + chunk] = (sig[a[k:k + chunk]] == sig[b[k:k + chunk]]).mean(axis=1)
-    return out
+class ShardSignatures:
+    """The signatures of several shards read where they lie (in-memory arrays, or the column-major
+    ``.npy`` files a long audit spilled, :class:`~datacheck.io.hashspill.SpilledColumns`, read one
+    band's columns at a time): nothing is concatenated, so the dataset stage holds per
+    row only 1 byte (``valid``) and 8 (the index of the rows with shingles), plus one band's keys
+    at a time; signature rows are gathered only for candidate pairs.
+
+    Args:
+        sigs: uint32 [rows_i, NUM_PERM] per shard (an array or a spilled file), in global row order.
+        valid: bool [sum of rows_i]: rows that have shingles (others never match).
+    """
+
+    def __init__(self, sigs: list[np.ndarray | SpilledColumns], valid: np.ndarray):
+        self.sigs = sigs
+        self.starts = np.concatenate([[0], np.cumsum([x.shape[0] for x in sigs], dtype=np.int64)]).astype(np.int64)
+        self.idx = np.flatnonzero(valid)
+
+    def take(self, pos: np.ndarray) -> np.ndarray:
+        """uint32 [len(pos), NUM_PERM]: the signatures of the valid rows at positions ``pos`` of ``idx``."""
+        g = self.idx[pos]
+        owner = np.searchsorted(self.starts, g, side="right") - 1
+        out = np.empty((g.size, NUM_PERM), dtype=np.uint32)
+        for s in np.unique(owner):
+            m = owner == s
+            sig, local = self.sigs[int(s)], g[m] - self.starts[s]
+            out[m] = sig.rows(local) if isinstance(sig, SpilledColumns) else sig[local]
+        return out
+
+    def band_keys(self, band: int, r: int) -> np.ndarray:
+        """uint64 [len(idx)]: every valid row's key of ``band`` (:func:`_band_keys`), shard by shard."""
+        out = np.empty(self.idx.size, dtype=np.uint64)
+        bounds = np.searchsorted(self.idx, self.starts)
+        for s, sig in enumerate(self.sigs):
+            lo, hi = int(bounds[s]), int(bounds[s + 1])
+            if hi > lo:
+                local = self.idx[lo:hi] - self.starts[s]
+                cols = (sig.columns(band * r, band * r + r, local) if isinstance(sig, SpilledColumns)
+                        else sig[:, band * r:band * r + r][local])
+                out[lo:hi] = _band_keys(cols, 0, r)
+        return out
+
+    def similarity(self, a: np.ndarray, b: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+        """float64 [len(a)]: the fraction of equal signature values of the pairs of positions (a, b)."""
+        out = np.empty(a.size, dtype=np.float64)
+        for k in range(0, a.size, chunk):
+            out[k:k + chunk] = (self.take(a[k:k + chunk]) == self.take(b[k:k + chunk])).mean(axis=1)
+        return out
 
 
 def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -293,17 +341,23 @@ def clusters(sig: np.ndarray, valid: np.ndarray, threshold: float) -> tuple[np.n
         (rows: int64 indices of every row in a cluster of 2 or more, sorted by (cluster, row);
         cluster label per such row (the cluster's first row); similarity of each row to that first row).
     """
-    idx = np.flatnonzero(valid)
+    return shard_clusters(ShardSignatures([sig], valid), threshold)
+
+
+def shard_clusters(src: ShardSignatures, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`clusters` over the signatures of several shards (:class:`ShardSignatures`), one LSH
+    band at a time; rows are global (the shards' rows in order)."""
+    idx = src.idx
     empty = np.empty(0, dtype=np.int64)
     if idx.size < 2:
         return empty, empty, np.empty(0)
     bands, r = lsh_params(round(float(threshold), 6))
-    sub = sig[idx]
     ea, eb = [], []
     for band in range(bands):
-        keys = _band_keys(sub, band, r)
+        keys = src.band_keys(band, r)
         order = np.argsort(keys, kind="stable")
         k = keys[order]
+        del keys
         new = np.concatenate([[True], k[1:] != k[:-1]])
         head = np.maximum.accumulate(np.where(new, np.arange(k.size), 0))
         member = ~new
@@ -314,7 +368,7 @@ def clusters(sig: np.ndarray, valid: np.ndarray, threshold: float) -> tuple[np.n
     if a.size:
         code = np.unique(np.minimum(a, b) * idx.size + np.maximum(a, b))
         a, b = code // idx.size, code % idx.size
-        keep = _similarity(sub, a, b) >= threshold
+        keep = src.similarity(a, b) >= threshold
         a, b = a[keep], b[keep]
     label = _components(idx.size, a, b)
     size = np.bincount(label, minlength=idx.size)
@@ -324,7 +378,7 @@ def clusters(sig: np.ndarray, valid: np.ndarray, threshold: float) -> tuple[np.n
     order = np.lexsort((inc, label[inc]))
     rows = inc[order]
     lab = label[rows]
-    sims = _similarity(sub, lab, rows)
+    sims = src.similarity(lab, rows)
     return idx[rows], idx[lab], sims
 
 
@@ -347,18 +401,18 @@ def near_duplicate(dctx: Any) -> Iterable[Finding | Skipped]:
                                             f"column, or their check could not run): {', '.join(lacking[:5])}")
     if not shards:
         return
-    sig = np.concatenate([s.payload[NEAR_KEY]["sig"] for s in shards])
-    valid = np.concatenate([s.payload[NEAR_KEY]["shingles"] > 0 for s in shards])
-    texts = pl.concat([s.payload[TEXT_KEY] for s in shards])
-    owner = np.concatenate([np.full(s.payload[NEAR_KEY]["sig"].shape[0], i, dtype=np.int64)
-                            for i, s in enumerate(shards)])
-    offset = np.concatenate([[0], np.cumsum([s.payload[NEAR_KEY]["sig"].shape[0] for s in shards])[:-1]])
+    src = ShardSignatures([s.payload[NEAR_KEY]["sig"] for s in shards],
+                          np.concatenate([np.asarray(s.payload[NEAR_KEY]["shingles"]) > 0 for s in shards]))
+    offset = src.starts[:-1]
     threshold = float(cfg.dup.near_threshold)
-    rows, lab, sims = clusters(sig, valid, threshold)
+    rows, lab, sims = shard_clusters(src, threshold)
     if rows.size == 0:
         return
-    frame = pl.DataFrame({"row": rows, "cluster": lab, "sim": sims,
-                          "text": texts.gather(pl.Series(rows))})
+    owner = np.searchsorted(src.starts, rows, side="right") - 1
+    texts = pl.concat([shards[int(i)].payload[TEXT_KEY].gather(pl.Series(rows[owner == i] - offset[i]))
+                       for i in np.unique(owner)])  # grouped by shard: put each back at its row's place
+    texts = texts.gather(pl.Series(np.argsort(np.argsort(owner, kind="stable"), kind="stable")))
+    frame = pl.DataFrame({"row": rows, "cluster": lab, "sim": sims, "text": texts})
     per = (frame.group_by("cluster", maintain_order=True)
            .agg(pl.col("text").n_unique().alias("distinct"), pl.len().alias("size"))
            .filter(pl.col("distinct") > 1))
@@ -369,8 +423,9 @@ def near_duplicate(dctx: Any) -> Iterable[Finding | Skipped]:
     max_ex = cfg.report.max_examples
 
     def where(g: int) -> dict[str, Any]:
-        s = shards[int(owner[g])]
-        out = {"shard": s.path, "row": int(g - offset[owner[g]])}
+        i = int(np.searchsorted(src.starts, g, side="right") - 1)
+        s = shards[i]
+        out = {"shard": s.path, "row": int(g - offset[i])}
         if splits:
             out["split"] = splits.get(s.path)
         return out

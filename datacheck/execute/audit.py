@@ -3,21 +3,26 @@ dataset-level checks in the merge, apply the policy, and build the report."""
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks.all import load_families
-from datacheck.checks.crossdup import assign_splits, crossdup_payload
+from datacheck.checks.crossdup import ROWS_KEY, assign_splits, crossdup_payload
+from datacheck.checks.neardup import NEAR_KEY
 from datacheck.checks.registry import Payload, ShardContext, dataset_items
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
 from datacheck.execute.executors import LocalExecutor, WorkerDied, make_executor
 from datacheck.execute.setup import config_and_source, prepare_audit
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
+from datacheck.io.hashspill import SpillFolder, spill_rows
+from datacheck.io.outputs import check_output_folders
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
@@ -102,11 +107,42 @@ def shard_sizes(shards: list[DiscoveredShard]) -> list[int]:
     return sizes
 
 
+class _Spilling(list[ShardResult]):
+    """The results list of :func:`audit_shards`: appending a result past the spill threshold
+    spills its row-hash payload (see there)."""
+
+    def __init__(self, spill: SpillFolder | None):
+        super().__init__()
+        self.spill, self.held, self.held_sig = spill, 0, 0
+        self.limit = spill_rows() if spill is not None else 0
+
+    def append(self, r: ShardResult) -> None:
+        if self.spill is not None:
+            rows = r.payload.get(ROWS_KEY)
+            if isinstance(rows, pl.DataFrame):
+                self.held += rows.height
+                if self.held > self.limit:
+                    for old in [*self, r]:
+                        got = old.payload.get(ROWS_KEY)
+                        if isinstance(got, pl.DataFrame):
+                            old.payload[ROWS_KEY] = self.spill.spill(got)
+            near = r.payload.get(NEAR_KEY)
+            if isinstance(near, dict) and isinstance(near.get("sig"), np.ndarray):
+                self.held_sig += near["sig"].shape[0]
+                if self.held_sig * 32 > self.limit:  # a signature is 512 B, a row hash 16 B
+                    for old in [*self, r]:
+                        got = old.payload.get(NEAR_KEY)
+                        if isinstance(got, dict) and type(got.get("sig")) is np.ndarray:
+                            got["sig"] = self.spill.spill_array(got["sig"])
+        super().append(r)
+
+
 def audit_shards(disc: Discovery, cfg: Config,
                  progress: Callable[[str, int, int], None] | None = None,
                  cache: Any = None, cross_shard: bool = True, *, workers: int | None = 1,
                  executor: str | None = None, ray_address: str | None = None,
-                 byte_progress: Callable[[str, int, int], None] | None = None) -> list[ShardResult]:
+                 byte_progress: Callable[[str, int, int], None] | None = None,
+                 spill: SpillFolder | None = None) -> list[ShardResult]:
     """Map :func:`audit_one` over the discovered shards; the results (and ``progress`` calls)
     come in discovery order whatever the executor. With ``cache`` (a
     :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache.
@@ -123,16 +159,23 @@ def audit_shards(disc: Discovery, cfg: Config,
     The total is known from the first call, so a set of one big shard shows its size and which
     shard is being read, not an unknown count.
 
+    ``spill`` (a :class:`~datacheck.io.hashspill.SpillFolder`): once the results hold more than
+    :func:`~datacheck.io.hashspill.spill_rows` rows of row hashes, each arriving result's
+    ``crossdup.rows`` payload is written there and replaced by its
+    :class:`~datacheck.io.hashspill.SpilledRows` reference (after the cache stored it), so the
+    results' memory does not grow with the dataset; past ``spill_rows() / 32`` rows of MinHash
+    signatures (512 B a row) the ``neardup.minhash`` signatures are spilled too (column-major files).
+
     Raises:
         UsageError: a bad ``workers``/``executor`` combination.
         InternalError: a worker process died (the message names the shard it was auditing).
     """
     load_families()
     ex = make_executor(executor, workers, len(disc.shards), ray_address=ray_address)
+    results = _Spilling(spill)
     total = len(disc.shards)
     sizes = shard_sizes(disc.shards) if byte_progress is not None else [0] * total
     bytes_total, bytes_done = sum(sizes), 0
-    results: list[ShardResult] = []
     if isinstance(ex, LocalExecutor):
         for k, ds in enumerate(disc.shards):
             if byte_progress is not None:
@@ -277,15 +320,32 @@ def audit(
         against_results = hash_shards(discover([str(p) for p in ([against] if isinstance(against, (str, Path))
                                                                  else against)], cfg.dataset.format), cfg)
     cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or against is not None
-    results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard, workers=workers,
-                           executor=executor, ray_address=ray_address, byte_progress=byte_progress)
-    if cache is not None and prune_cache:
-        cache.prune()
-    # shards in an object store: the dataset checks get no root (they read no local file there)
-    return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root, temp_files=disc.temp_files, fail_on=fail_on,
-                         index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
-                         shard_lists=disc.shard_lists(),
-                         allow_check_errors=allow_check_errors)
+    spill = _spill_folder([str(p) for p in paths]) if cross_shard else None
+    try:
+        results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard, workers=workers,
+                               executor=executor, ray_address=ray_address, byte_progress=byte_progress, spill=spill)
+        if cache is not None and prune_cache:
+            cache.prune()
+        # shards in an object store: the dataset checks get no root (they read no local file there)
+        return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root, temp_files=disc.temp_files, fail_on=fail_on,
+                             index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
+                             shard_lists=disc.shard_lists(),
+                             allow_check_errors=allow_check_errors)
+    finally:
+        if spill is not None:
+            spill.close()
+
+
+def _spill_folder(paths: list[str]) -> SpillFolder | None:
+    """A fresh spill folder for row-hash payloads in the system temp folder (``$TMPDIR``), or None
+    (payloads stay in memory) when that folder lies inside the audited data or cannot be written:
+    datacheck never writes among the data it audits."""
+    tmp = tempfile.gettempdir()
+    try:
+        check_output_folders({"spill": tmp}, paths)
+        return SpillFolder(tmp)
+    except (UsageError, OSError):
+        return None
 
 
 def hash_shards(disc: Any, cfg: Any) -> list[Any]:
