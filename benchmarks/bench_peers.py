@@ -2,7 +2,7 @@
 and by the tools ML teams would otherwise write them in, with the per-check failing-row counts of
 every peer asserted equal to datacheck's.
 
-The shard (seeded, parquet, one file; default 100,000 rows x 128 tokens; written once under
+The shard (seeded, parquet, one file; default 20,000 rows x 128 tokens; written once under
 benchmarks/_work, or ``--out``): ``input_ids`` list<int32> (vocab 50257, right-padded with id
 50256), ``attention_mask`` list<int8> (1 = real token, 0 = padding), ``labels`` list<int64>
 (``-100`` over a 1-5 token prompt and over padding, else the id), ``quality`` float64 and ``text``
@@ -45,7 +45,7 @@ Repeats are interleaved (each round runs every tool once) and the medians are pr
 markdown table. The planted counts are checked too. Exit status 1 when any peer's counts differ
 from datacheck's (or datacheck's from the planted ones); the differing counts are printed.
 
-Usage: python benchmarks/bench_peers.py [--rows 100000] [--seq-len 128] [--repeat 3]
+Usage: python benchmarks/bench_peers.py [--rows 20000] [--seq-len 128] [--repeat 3]
        [--tools datacheck,pandas,...] [--out DIR]
 """
 from __future__ import annotations
@@ -384,7 +384,7 @@ def compare(results: dict[str, dict[str, int]], planted: dict[str, int]) -> list
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--defect-rate", type=float, default=0.005)
