@@ -359,8 +359,8 @@ def child(tool: str, path: str) -> None:
 
 def run(tool: str, path: Path) -> dict:
     """Run ``tool`` on ``path`` in a fresh process; adds ``process_seconds`` (start to exit)."""
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    env.setdefault("HF_DATASETS_CACHE", tempfile.gettempdir())
+    env = dict(os.environ)
+    env.setdefault("HF_DATASETS_CACHE", tempfile.gettempdir())  # nothing under ~/.cache from the datasets peer
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", tool, str(path)],
                          capture_output=True, text=True, env=env)
