@@ -120,3 +120,14 @@ def test_blas_limit_leaves_a_process_with_numpy_loaded_alone():
               "limit_blas_threads()\n"
               "print(json.dumps(os.environ.get('OPENBLAS_NUM_THREADS')))")
     assert out is None
+
+
+def test_version_loads_no_verb():
+    out = _py("import sys, json, contextlib, io\n"
+              "from datacheck.cli.main import main\n"
+              "buf = io.StringIO()\n"
+              "with contextlib.redirect_stdout(buf):\n"
+              "    try:\n        main(['--version'])\n    except SystemExit as e:\n        rc = e.code\n"
+              "print(json.dumps([rc, buf.getvalue().split()[0], "
+              "sorted(m for m in sys.modules if m.startswith('datacheck.cli.commands.'))]))")
+    assert out == [0, "datacheck", []]

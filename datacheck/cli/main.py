@@ -39,13 +39,13 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The ``datacheck`` parser with every verb, or with the verb ``only`` alone (start-up cost: only
-    that verb's module and its dependencies are imported)."""
+def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``datacheck`` parser with every verb, or with the verbs named in ``verbs`` only (start-up
+    cost: only those verbs' modules and their dependencies are imported; see :func:`verbs_for`)."""
     p = _Parser(prog="datacheck", description="Audit ML training data shards before training.")
     p.add_argument("--version", action="version", version=f"datacheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name in [only] if only else _command_modules():
+    for name in _command_modules() if verbs is None else verbs:
         mod = importlib.import_module(f"datacheck.cli.commands.{name}")
         sp = mod.add_parser(sub)
         sp.set_defaults(_run=mod.run)
@@ -59,11 +59,14 @@ def _command_modules() -> list[str]:
     return ["audit"] + [n for n in names if n != "audit"]
 
 
-def chosen_verb(argv: Sequence[str]) -> str | None:
-    """The verb ``argv`` names when it is the first argument and a known verb, else None (no verb,
-    ``--help``/``--version`` first, a misspelt verb: the full parser answers those)."""
+def verbs_for(argv: Sequence[str]) -> list[str] | None:
+    """The verbs the parser needs for ``argv``: the verb named first when it is a known one, none for
+    ``--version`` alone, else None (every verb: no verb, ``--help``, a misspelt verb, whose answers
+    list them all)."""
     if argv and argv[0] in _command_modules():
-        return argv[0]
+        return [argv[0]]
+    if list(argv) == ["--version"]:
+        return []
     return None
 
 
@@ -163,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     limit_blas_threads()
-    parser = build_parser(chosen_verb(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(verbs_for(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
