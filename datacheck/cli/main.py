@@ -4,14 +4,24 @@ Exit codes (DESIGN.md): 0 pass; 1 the policy failed; 2 usage or config error; 3 
 130 interrupted (Ctrl-C). A closed output pipe (``datacheck audit data/ | head -5``) never changes the
 exit code and never prints a traceback: the rest of the output is discarded, as Python's docs
 recommend for SIGPIPE/EPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+
+Start-up cost (issue 14 item 6): the verbs are found by module name (``pkgutil``, nothing imported)
+and only the verb named on the command line is imported (``importlib``), so ``datacheck audit`` does
+not load what ``inspect``, ``clean``, ``plan`` or ``trace`` need; ``datacheck``, ``datacheck --help``
+and an unknown verb import them all to list them. Before numpy is first imported the CLI process
+sets ``OPENBLAS_NUM_THREADS=1`` unless the user set it: numpy's OpenBLAS otherwise starts one thread
+per core at import that datacheck never uses (no check does linear algebra), each spinning briefly
+after every call. ``OMP_NUM_THREADS`` is left alone on purpose: pyarrow's decode pool and torch read it.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import pkgutil
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 import datacheck.cli.commands as pkg
@@ -29,11 +39,13 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``datacheck`` parser with every verb, or with the verbs named in ``verbs`` only (start-up
+    cost: only those verbs' modules and their dependencies are imported; see :func:`verbs_for`)."""
     p = _Parser(prog="datacheck", description="Audit ML training data shards before training.")
     p.add_argument("--version", action="version", version=f"datacheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _command_modules():
+    for name in _command_modules() if verbs is None else verbs:
         mod = importlib.import_module(f"datacheck.cli.commands.{name}")
         sp = mod.add_parser(sub)
         sp.set_defaults(_run=mod.run)
@@ -41,11 +53,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_modules() -> list[str]:
-    """Every module in datacheck/commands/ is a verb with ``add_parser(subparsers)`` and ``run(args) -> int``."""
-    import pkgutil
-
+    """Every module in datacheck/cli/commands/ is a verb with ``add_parser(subparsers)`` and ``run(args) -> int``
+    (names only: the modules are not imported here)."""
     names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
     return ["audit"] + [n for n in names if n != "audit"]
+
+
+def verbs_for(argv: Sequence[str]) -> list[str] | None:
+    """The verbs the parser needs for ``argv``: the verb named first when it is a known one, none for
+    ``--version`` alone, else None (every verb: no verb, ``--help``, a misspelt verb, whose answers
+    list them all)."""
+    if argv and argv[0] in _command_modules():
+        return [argv[0]]
+    if list(argv) == ["--version"]:
+        return []
+    return None
+
+
+#: numpy's BLAS pool size, set for the CLI process before numpy is imported unless the user set it
+BLAS_THREADS_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+
+
+def limit_blas_threads() -> None:
+    """Set :data:`BLAS_THREADS_ENV` in ``os.environ`` where unset, only while numpy is not yet imported
+    (OpenBLAS reads it once, at load; after that setting it would change nothing but the environment
+    of child processes). Called by :func:`main` before any verb module is imported."""
+    if "numpy" in sys.modules:
+        return
+    for key, value in BLAS_THREADS_ENV.items():
+        os.environ.setdefault(key, value)
 
 
 #: Arguments that name a file or folder: an empty string there (an unset shell variable) is refused
@@ -129,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    limit_blas_threads()
+    parser = build_parser(verbs_for(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)

@@ -15,15 +15,52 @@ Nothing here imports torch at import time; each feature imports it when used and
 - :func:`log_data_identity` (:mod:`datacheck.trace.identity`): print and log the audited data's
   ``index_hash``/``config_hash`` from the launch script, so ``datacheck trace`` can tell whether a
   run trained on the audited bytes.
+
+The names below load on first access (PEP 562 module ``__getattr__``): ``datacheck audit`` imports
+:mod:`datacheck.torch.order` for the ``batch.*`` checks without loading the guard, the recorder,
+replay or the trace readers.
 """
 from __future__ import annotations
 
-from datacheck.torch.budget import TokenBudgetBatchSampler
-from datacheck.torch.guard import BatchGuard
-from datacheck.torch.ledger import read_ledger
-from datacheck.torch.record import record_batches
-from datacheck.torch.replay import batch_from_export, replay_batch
-from datacheck.trace.identity import log_data_identity
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datacheck.torch.budget import TokenBudgetBatchSampler
+    from datacheck.torch.guard import BatchGuard
+    from datacheck.torch.ledger import read_ledger
+    from datacheck.torch.record import record_batches
+    from datacheck.torch.replay import batch_from_export, replay_batch
+    from datacheck.trace.identity import log_data_identity
 
 __all__ = ["BatchGuard", "TokenBudgetBatchSampler", "record_batches", "read_ledger", "log_data_identity", "replay_batch",
            "batch_from_export"]
+
+#: public name -> the module that defines it (imported on first attribute access)
+_LAZY = {
+    "TokenBudgetBatchSampler": "datacheck.torch.budget",
+    "BatchGuard": "datacheck.torch.guard",
+    "read_ledger": "datacheck.torch.ledger",
+    "record_batches": "datacheck.torch.record",
+    "replay_batch": "datacheck.torch.replay",
+    "batch_from_export": "datacheck.torch.replay",
+    "log_data_identity": "datacheck.trace.identity",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name on first access (PEP 562) and keep it as a module global.
+
+    Raises:
+        AttributeError: ``name`` is not one of :data:`__all__` (nor a submodule already imported).
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'datacheck.torch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
