@@ -142,17 +142,23 @@ def megatron_companion(path: Path) -> bool:
     return path.name.lower().endswith(".idx") and path.with_suffix(".bin").is_file()
 
 
-def sniff_json_lines(path: Path) -> bool:
-    """True when ``path`` looks like JSON Lines: its first non-blank byte is ``{`` and its second
-    non-blank line also starts with ``{`` (a one-object file or a pretty-printed document is not).
-    Reads at most 64 KiB; an unreadable file is not JSON Lines (False)."""
+def _sniff_head(path: Path) -> bytes | None:
+    """The first 64 KiB of ``path`` without a UTF-8 byte order mark, or None when it cannot be read."""
     try:
         with open(path, "rb") as f:
             head = f.read(_SNIFF_BYTES)
     except OSError:
+        return None
+    return head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+
+
+def sniff_json_lines(path: Path) -> bool:
+    """True when ``path`` looks like JSON Lines: its first non-blank byte is ``{`` and its second
+    non-blank line also starts with ``{`` (a one-object file or a pretty-printed document is not).
+    Reads at most 64 KiB; an unreadable file is not JSON Lines (False)."""
+    head = _sniff_head(path)
+    if head is None:
         return False
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:]
     lines = [ln.strip() for ln in head.splitlines()]
     lines = [ln for ln in lines if ln]
     return len(lines) >= 2 and lines[0].startswith(b"{") and lines[1].startswith(b"{")
@@ -162,13 +168,9 @@ def sniff_json_array(path: Path) -> bool:
     """True when ``path`` looks like a JSON array of records: its first non-blank byte (after a
     UTF-8 byte order mark) is ``[`` and the next non-blank byte is ``{``. Reads at most 64 KiB; an
     unreadable file is not one (False)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_SNIFF_BYTES)
-    except OSError:
+    head = _sniff_head(path)
+    if head is None:
         return False
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:]
     head = head.lstrip()
     return head.startswith(b"[") and head[1:].lstrip().startswith(b"{")
 
