@@ -81,7 +81,7 @@ def _parquet_rows_bytes(path: Path, columns: list[str]) -> tuple[int, float] | N
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(path, pre_buffer=False)
         rows = pf.metadata.num_rows
         if rows == 0:
             return 0, 0.0
@@ -135,7 +135,10 @@ def _parquet_batches(path: Path, columns: list[str], rows: int) -> Iterator[pl.D
 
     def produce() -> None:
         try:
-            pf = pq.ParquetFile(path)
+            # pre_buffer=False: with pyarrow's default (True) the reader keeps every row group's
+            # pre-buffered column chunks allocated until the file is closed, so memory grew with the
+            # shard (pyarrow.total_allocated_bytes 672 MiB after a 4 GiB shard; 19 MiB without it).
+            pf = pq.ParquetFile(path, pre_buffer=False)
             pending: list = []  # pa.Table pieces not yet handed out
             have = 0
             for rb in pf.iter_batches(batch_size=rows, columns=columns, use_threads=True):
