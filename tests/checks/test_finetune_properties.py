@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datacheck.checks import sft
+from datacheck.checks.content import periodic_rows
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
@@ -321,6 +322,53 @@ def test_periodic_tokens_with_mask_match_reference(rows, mask_dtype):
     got = failing(df, {})
     assert got.get("content.periodic_tokens:input_ids", set()) == {
         i for i, (ids, m) in enumerate(rows) if ref_periodic_masked(ids, m)}
+
+
+@st.composite
+def split_runs(draw):
+    """Rows that each hold part of one long periodic run (a run split across consecutive rows must
+    not count: in the flat buffer the rows are adjacent), some long enough alone, with padding on a
+    drawn side, null ids and null rows."""
+    p = draw(st.integers(1, 13))
+    unit = draw(st.lists(st.integers(0, 2), min_size=p, max_size=p))
+    stream = unit * draw(st.integers(40, 80))
+    side = draw(st.sampled_from(["right", "left", "none"]))
+    ids_rows, masks = [], []
+    at = 0
+    while at < len(stream):
+        n = draw(st.integers(1, 31 * p + 2 * p + 3))
+        ids = list(stream[at:at + n])
+        at += n
+        k = draw(st.integers(0, 3)) if side != "none" else 0
+        mask = [1] * len(ids) + [0] * k if side == "right" else [0] * k + [1] * len(ids)
+        ids = ids + [unit[0]] * k if side == "right" else [unit[0]] * k + ids
+        if draw(st.integers(0, 5)) == 0:
+            ids[draw(st.integers(0, len(ids) - 1))] = None
+        ids_rows.append(ids)
+        masks.append(mask)
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(ids_rows)))
+        ids_rows.insert(at, None)
+        masks.insert(at, None)
+    return ids_rows, masks
+
+
+@SETTINGS
+@given(rows=split_runs(), use_mask=st.booleans())
+def test_periodic_rows_kernel_matches_reference(rows, use_mask):
+    """The flat-buffer kernel (content.periodic_rows) row by row against the plain-Python reference,
+    on runs cut across rows, with right/left padding masked or, without a mask, counted as ids."""
+    ids_rows, masks = rows
+    ids = pl.Series("input_ids", ids_rows, dtype=pl.List(pl.Int64))
+    mask = pl.Series("attention_mask", masks, dtype=pl.List(pl.Int8)) if use_mask else None
+    got = periodic_rows(ids, mask).to_list()
+    want = [False if r is None else (ref_periodic_masked(r, m) if use_mask else
+                                     ref_periodic_masked(r, [1] * len(r)))
+            for r, m in zip(ids_rows, masks)]
+    assert got == want
+    df = pl.DataFrame({"input_ids": ids} if mask is None else {"input_ids": ids, "attention_mask": mask})
+    res = audit_frame(df, config_from_dict({}))
+    assert set(res.failing_rows.get("content.periodic_tokens:input_ids", [])) == {i for i, w in enumerate(want) if w}
 
 
 def ref_shift(ids, lab, shifted) -> bool:
