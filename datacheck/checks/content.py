@@ -134,12 +134,14 @@ def periodic_rows(ids: pl.Series, mask: pl.Series | None = None) -> pl.Series:
         win = (MIN_REPEATS - 1) * p
         if total <= p:
             break
-        s = np.arange(0, total - p, win, dtype=np.int64)
-        row = np.searchsorted(offsets, s, side="right") - 1
-        s_ok = (s + p < offsets[row + 1]) & (vals[s] == vals[s + p]) & ~out[row]
+        k = (total - p + win - 1) // win  # samples s = 0, win, 2 win, ... < total - p (strided views, no copies)
+        s_ok = vals[0:total - p:win] == vals[p:total:win][:k]
         if ok is not None:
-            s_ok &= ok[s] & ok[s + p]
-        cand, crow = s[s_ok], row[s_ok]
+            s_ok &= ok[0:total - p:win] & ok[p:total:win][:k]
+        cand = np.flatnonzero(s_ok).astype(np.int64) * win
+        crow = np.searchsorted(offsets, cand, side="right") - 1
+        keep = (cand + p < offsets[crow + 1]) & ~out[crow]  # the compared position in the same row
+        cand, crow = cand[keep], crow[keep]
         step = max(1, _CELLS // (2 * win))
         for c0 in range(0, len(cand), step):  # bounded memory: chunks of candidates, not rows
             c, r = cand[c0:c0 + step], crow[c0:c0 + step]
