@@ -20,11 +20,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import numpy as np
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, value_counts
-from datacheck.checks._flat import Flat, aligned, is_one
 from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import (
@@ -187,72 +185,6 @@ def _real(ctx: ShardContext) -> pl.Expr:
     return (pl.col(m).cast(pl.Int64) == 1).fill_null(False)
 
 
-def _flat_inputs(ctx: ShardContext, with_mask: bool) -> list[pl.Expr] | None:
-    """The columns of the flat-buffer path of ``sft.prompt_supervised`` / ``sft.eot_unsupervised``
-    (:mod:`datacheck.checks._flat`): input_ids, labels, the assistant_mask as 0/1 (``with_mask``;
-    else an all-null stand-in) and the attention_mask as 0/1 (or a null stand-in), each null on the
-    rows the position view leaves out. None when the spans must come from
-    ``[sft] response_template_ids`` (``with_mask`` without an assistant_mask in the view) or a
-    column is not in the view: those rules then run in the view."""
-    r = ctx.roles
-    view = positions_view(ctx)
-    if r.input_ids not in view.cols or r.labels not in view.cols:
-        return None
-    if with_mask and r.assistant_mask not in view.cols:
-        return None
-    ok = view.row_ok()
-    null = pl.lit(None, pl.List(pl.Int8))
-    am = is_one(pl.col(r.assistant_mask), inner_dtype(ctx.schema[r.assistant_mask])) if with_mask else null
-    att = (is_one(pl.col(r.attention_mask), inner_dtype(ctx.schema[r.attention_mask]))
-           if r.attention_mask in view.cols else null)
-    return aligned(ok, [pl.col(r.input_ids), pl.col(r.labels), am, att])
-
-
-def _prompt_counts(s: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...]) -> pl.Series:
-    """Per row: the positions of ``sft.prompt_supervised`` (spans from the assistant mask), from the
-    flat buffers of (input_ids, labels, assistant 0/1, attention 0/1 or all null): a supervised
-    target outside the spans, of real content, not a stop id right after a span. The candidates
-    (supervised and outside the spans) come from two dense passes; the rest is looked at there only."""
-    ids, lab, am, att = s
-    f = Flat(ids)
-    sup0 = f.not_equal(lab, ign)  # labels[k] != ignore_index
-    asst = f.equals(am, 1)
-    idx = np.flatnonzero((f.prev(sup0) if shifted else sup0) & ~asst)
-    keep = np.ones(len(idx), dtype=bool)
-    if att.null_count() < att.len():
-        keep &= f.equals(att, 1)[idx]
-    if stop and len(idx):
-        v, ok = f.values(ids)
-        at = v[idx]
-        stop_here = np.isin(at, np.asarray(stop, dtype=np.int64)) & (True if ok is None else ok[idx])
-        keep &= ~(stop_here & f.prev_at(asst, idx))
-    return f.counts(idx[keep])
-
-
-def _eot_counts(s: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...]) -> pl.Series:
-    """Per row: the positions of ``sft.eot_unsupervised`` from the flat buffers of (input_ids,
-    labels, assistant 0/1 or all null (no spans), attention 0/1 or all null): a stop id of real
-    content inside or right after a span (without spans: right after a supervised target) whose own
-    target is not supervised. One dense pass finds the stop ids; the rest is looked at there only."""
-    ids, lab, am, att = s
-    f = Flat(ids)
-    idx = np.flatnonzero(f.is_in(ids, stop))
-    if not len(idx):
-        return f.counts(idx)
-    lv, lok = f.values(lab)
-    lab_sup = (lv != ign) if lok is None else ((lv != ign) & lok)  # labels[k] != ignore_index
-    sup_here = f.prev_at(lab_sup, idx) if shifted else lab_sup[idx]
-    if am.null_count() < am.len():
-        asst = f.equals(am, 1)
-        closing = asst[idx] | f.prev_at(asst, idx)
-    else:  # no spans: right after a supervised target
-        closing = f.prev_at(f.prev(lab_sup) if shifted else lab_sup, idx)
-    keep = closing & ~sup_here
-    if att.null_count() < att.len():
-        keep &= f.equals(att, 1)[idx]
-    return f.counts(idx[keep])
-
-
 @check("sft.assistant_mask_empty", roles=("assistant_mask",))
 def assistant_mask_empty(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.assistant_mask_empty``: ``assistant_mask`` (list of 0/1, shape (rows, seq_len)) has at
@@ -294,20 +226,13 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     asst, source = span
     r, ign, tok = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.tokens
+    sup = supervised_token(r.labels, ign, ctx.cfg.labels.shifted)
     stop = tok.stop_ids
-    flat = _flat_inputs(ctx, with_mask=True)
-    if flat is not None:  # spans from assistant_mask: the sparse rule over the flat buffers
-        shifted = ctx.cfg.labels.shifted
-        count = pl.map_batches(flat, lambda s: _prompt_counts(s, ign, shifted, stop), return_dtype=pl.UInt32)
-        fails, view, positions = count > 0, None, count.sum()
-    else:
-        sup = supervised_token(r.labels, ign, ctx.cfg.labels.shifted)
-        after_span = (pl.col(r.input_ids).is_in(list(stop)) & prev(asst).fill_null(False)) if stop else pl.lit(False)
-        fails = sup & _real(ctx) & ~asst & ~after_span.fill_null(False)
-        view, positions = positions_view(ctx), fails.sum()
+    after_span = (pl.col(r.input_ids).is_in(list(stop)) & prev(asst).fill_null(False)) if stop else pl.lit(False)
+    bad = sup & _real(ctx) & ~asst & ~after_span.fill_null(False)
     yield RowCheck(
-        check="sft.prompt_supervised", column=r.labels, fails=fails, view=view,
-        details={"positions": positions}, details_merge={"positions": sum_parts},
+        check="sft.prompt_supervised", column=r.labels, fails=bad, view=positions_view(ctx),
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, source=source: (f"{n} row(s) supervise tokens outside the assistant spans ({source}; "
                                              f"{d.get('positions')} positions): system/user tokens are trained on. "
                                              "Set their labels to ignore_index"),
@@ -330,25 +255,18 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("sft.eot_unsupervised", _NO_STOP)
         return
     r, ign = ctx.roles, ctx.cfg.labels.ignore
+    sup = supervised_token(r.labels, ign, ctx.cfg.labels.shifted)
+    is_stop = pl.col(r.input_ids).is_in(list(stop)).fill_null(False)
     span = assistant_span(ctx)
-    flat = _flat_inputs(ctx, with_mask=span is not None)
-    if flat is not None:  # spans from assistant_mask, or none: the sparse rule over the flat buffers
-        shifted = ctx.cfg.labels.shifted
-        count = pl.map_batches(flat, lambda s: _eot_counts(s, ign, shifted, stop), return_dtype=pl.UInt32)
-        fails, view, positions = count > 0, None, count.sum()
+    if span is None:
+        closing = is_stop & prev(sup).fill_null(False)
     else:
-        sup = supervised_token(r.labels, ign, ctx.cfg.labels.shifted)
-        is_stop = pl.col(r.input_ids).is_in(list(stop)).fill_null(False)
-        if span is None:
-            closing = is_stop & prev(sup).fill_null(False)
-        else:
-            asst = span[0]
-            closing = is_stop & (asst | prev(asst).fill_null(False))
-        fails = closing & _real(ctx) & ~sup
-        view, positions = positions_view(ctx), fails.sum()
+        asst = span[0]
+        closing = is_stop & (asst | prev(asst).fill_null(False))
+    bad = closing & _real(ctx) & ~sup
     yield RowCheck(
-        check="sft.eot_unsupervised", column=r.labels, fails=fails, view=view,
-        details={"positions": positions}, details_merge={"positions": sum_parts},
+        check="sft.eot_unsupervised", column=r.labels, fails=bad, view=positions_view(ctx),
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, stop=stop: (f"{n} row(s) do not supervise the end-of-turn id ({', '.join(map(str, stop))}) "
                                          f"that closes an assistant turn ({d.get('positions')} positions): the model "
                                          "never learns to stop. Keep the label of the end-of-turn token"),

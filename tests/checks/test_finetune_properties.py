@@ -140,8 +140,7 @@ def test_sft_rules_match_reference(data, shifted, max_len):
 def ragged_sft_rows(draw):
     """Packed-looking rows (several EOT-closed turns) with null elements, null rows, rows whose
     lists differ in length and attention masks that are not binary (both left out of the position
-    rules), padding on either side: the inputs of the flat-buffer path of sft.prompt_supervised /
-    sft.eot_unsupervised (checks/_flat.py)."""
+    rules), padding on either side."""
     n = draw(st.integers(1, 8))
     side = draw(st.sampled_from(["right", "left"]))
     cols: dict[str, list] = {"input_ids": [], "labels": [], "assistant_mask": [], "attention_mask": []}
@@ -198,8 +197,8 @@ def ref_flat_rules(cols: dict, i: int, shifted: bool, with_am: bool, with_att: b
 @SETTINGS
 @given(cols=ragged_sft_rows(), shifted=st.booleans(), with_am=st.booleans(), with_att=st.booleans(),
        bool_masks=st.booleans())
-def test_sft_flat_path_matches_reference(cols, shifted, with_am, with_att, bool_masks):
-    """sft.prompt_supervised / sft.eot_unsupervised over the flat buffers: rows and position counts
+def test_sft_position_rules_on_ragged_rows_match_reference(cols, shifted, with_am, with_att, bool_masks):
+    """sft.prompt_supervised / sft.eot_unsupervised: rows and position counts
     against the reference, both label conventions, with or without assistant / attention masks
     (Int64 or Boolean), nulls, null rows and rows left out of the position view."""
     data = {c: v for c, v in cols.items() if (c != "assistant_mask" or with_am) and (c != "attention_mask" or with_att)}
