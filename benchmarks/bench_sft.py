@@ -20,12 +20,17 @@ Measured in the same run, each task in a fresh subprocess (peak RSS per task), m
 - audit: ``datacheck.audit(path, config)`` with the facts that switch on every ``sft.*`` and
   ``packing.*`` rule (and the token rules that apply: vocab, positions, label shift, periodic runs).
 
-Usage: python benchmarks/bench_sft.py [--rows 1000] [--seq-len 4096] [--repeat 3]
+With ``--baseline-src DIR`` (a checkout of an earlier datacheck, e.g. ``git worktree add /tmp/base
+<commit>``), the audit is also run from that source tree, interleaved in the same run, and the
+ratio new/old is printed ("before and after, same run"); the load average is printed with it.
+
+Usage: python benchmarks/bench_sft.py [--rows 1000] [--seq-len 4096] [--repeat 3] [--baseline-src DIR]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -138,9 +143,12 @@ def child(task: str, path: str, seq_len: int) -> None:
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "peak_rss_mib": rss, **extra}))
 
 
-def run(task: str, path: Path, seq_len: int) -> dict:
+def run(task: str, path: Path, seq_len: int, src: str | None = None) -> dict:
+    env = None
+    if src is not None:  # the audit of another source tree (PYTHONPATH first on sys.path)
+        env = {**os.environ, "PYTHONPATH": src}
     out = subprocess.run([sys.executable, __file__, "--child", task, str(path), str(seq_len)],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -149,6 +157,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1000)
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--baseline-src", default=None, help="also audit with this source tree (before/after, same run)")
     ap.add_argument("--child", nargs=3, metavar=("TASK", "PATH", "SEQ_LEN"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -157,10 +166,13 @@ def main() -> None:
     path = make_shard(a.rows, a.seq_len)
     tokens = a.rows * a.seq_len
     print(f"shard {path.name}: {a.rows} rows, {tokens / 1e6:.1f}M tokens, {path.stat().st_size / 2**20:.0f} MiB")
-    reads, audits = [], []
+    reads, audits, base = [], [], []
+    load0 = os.getloadavg()[0]
     for _ in range(a.repeat):  # interleaved so that both see the same machine state
         reads.append(run("read", path, a.seq_len))
         audits.append(run("audit", path, a.seq_len))
+        if a.baseline_src:
+            base.append(run("audit", path, a.seq_len, a.baseline_src))
     r = statistics.median(x["seconds"] for x in reads)
     au = statistics.median(x["seconds"] for x in audits)
     rc = statistics.median(x["cpu_seconds"] for x in reads)
@@ -171,6 +183,13 @@ def main() -> None:
           f"peak RSS {max(x['peak_rss_mib'] for x in audits):.0f} MiB; findings {audits[0]['findings']}; "
           f"sft/packing skipped {audits[0]['skipped_sft_packing']}")
     print(f"ratio audit/read: {au / r:.2f} wall (goal <= 1.3); CPU seconds {ac:.2f} / {rc:.2f} = {ac / rc:.2f}")
+    if base:
+        b = statistics.median(x["seconds"] for x in base)
+        bc = statistics.median(x["cpu_seconds"] for x in base)
+        print(f"baseline audit ({a.baseline_src}): {b:.2f} s (runs {[round(x['seconds'], 2) for x in base]}), "
+              f"CPU {bc:.2f} s, peak RSS {max(x['peak_rss_mib'] for x in base):.0f} MiB; findings {base[0]['findings']}")
+        print(f"baseline audit/read: {b / r:.2f} wall, {bc / rc:.2f} CPU; after/before: {au / b:.2f} wall, {ac / bc:.2f} CPU")
+    print(f"load average (1 min) at the start / end: {load0:.1f} / {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

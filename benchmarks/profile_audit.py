@@ -11,7 +11,10 @@ Uses the shard of ``bench_audit.py`` (same generator, same config) and, in one p
   query's time: a view built for several items is counted once per item here.
 
 Prints a table of CPU seconds (process user + system, min of ``--repeat``) sorted by cost.
-Usage: python benchmarks/profile_audit.py [--rows 100000] [--seq-len 128] [--repeat 2] [--top 25]
+With ``--sft`` the shard and config of ``bench_sft.py`` instead (packed ChatML rows, every ``sft.*``
+and ``packing.*`` rule on; ``--rows 12207 --seq-len 4096`` is its 50M-token figure).
+
+Usage: python benchmarks/profile_audit.py [--rows 100000] [--seq-len 128] [--repeat 2] [--top 25] [--sft]
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--sft", action="store_true", help="the packed SFT shard and config of bench_sft.py")
     a = ap.parse_args()
     os.environ.setdefault("DATACHECK_DIR", tempfile.mkdtemp(prefix="dc-prof-"))
     import polars as pl
@@ -61,8 +65,15 @@ def main() -> None:
     from datacheck.io.read import open_for_checks
     from datacheck.model.config import Config
 
-    path = make_shard(a.rows, a.seq_len, False)
-    cfg = Config.model_validate(CONFIG)
+    if a.sft:
+        import bench_sft
+
+        config = bench_sft.config(a.seq_len)
+        path = bench_sft.make_shard(a.rows, a.seq_len)
+    else:
+        config = CONFIG
+        path = make_shard(a.rows, a.seq_len, False)
+    cfg = Config.model_validate(config)
     rows: list[tuple[str, float, float]] = []
 
     c, w, _ = timed(lambda: pl.read_parquet(path), a.repeat)
@@ -88,7 +99,7 @@ def main() -> None:
     c, w, _ = timed(lambda: eng._run_batches(data, plan.row_checks, measures, schema, cfg.report.max_examples),
                     a.repeat)
     rows.append(("phase: _run_batches (materialize+fused+second pass)", c, w))
-    c, w, _ = timed(lambda: datacheck.audit(str(path), CONFIG), a.repeat)
+    c, w, _ = timed(lambda: datacheck.audit(str(path), config), a.repeat)
     rows.append(("phase: datacheck.audit (everything, cache warm after run 1)", c, w))
 
     items: list[tuple[str, float, float]] = []

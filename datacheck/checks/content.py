@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks._pos import nxt
@@ -15,7 +16,7 @@ from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, check
 from datacheck.model.roles import inner_dtype
 
-__all__ = ["periodic_tokens", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
+__all__ = ["periodic_tokens", "periodic_rows", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
 
 #: OLMo-core ``InstanceFilterConfig`` defaults (repetition_min_period, repetition_max_period, repetition_max_count)
 MIN_PERIOD, MAX_PERIOD, MIN_REPEATS = 1, 13, 32
@@ -78,26 +79,85 @@ def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
 
 
 def _candidates(ctx: ShardContext, ids: str, mask: str | None) -> pl.Expr:
-    """Per row, by list kernels (no explode): False where no run can exist, so only the other rows
-    are exploded for the rolling windows. A run of 32 repeats of a period ``p`` covers ``32 p``
-    attended positions holding at most ``p`` distinct ids, so the row's attended ids have at most
-    ``attended - 31`` distinct values. With a mask, ``input_ids * attention_mask`` maps every
-    padding position to 0 and keeps the attended ids (an attended 0 may merge with it: fewer
-    distinct values, never more), so ``n_unique(ids * mask) - [some position has mask 0]`` is at
-    most the distinct attended ids: rows where it exceeds ``attended - 31`` cannot hold a run. On
-    ordinary token rows that is every row. (The view leaves out rows whose lengths differ or whose
-    mask is not binary; they are null here.) A null id counts as one more value, as in the view."""
+    """Per row (Boolean, one per row): the row holds a run, decided exactly by :func:`periodic_rows`
+    over the flat buffers of ``ids`` (and the mask), so only the rows that fail are exploded for the
+    rolling windows of the check (the second pass reads their runs there). Rows whose ids and mask
+    lengths differ are False here (the view leaves them out); a mask that is not binary is left out
+    by the view's own ``where``."""
     x = pl.col(ids)
     if mask is None:
-        return x.list.n_unique() <= x.list.len() - (MIN_REPEATS - 1)
+        return pl.map_batches([x], lambda s: periodic_rows(s[0], None), return_dtype=pl.Boolean)
     m = pl.col(mask)
     if not inner_dtype(ctx.schema[mask]).is_integer():  # boolean, or a float mask that is 0/1 (else not in the view)
         m = m.cast(pl.List(pl.Int8), strict=False)
-    masked = pl.when(x.list.len() == m.list.len()).then(x) * m
-    # the padding adds at most one value (0), and a null id at a padding position one more (null)
-    extra = ((m.list.min() == 0).fill_null(False).cast(pl.Int64)
-             + (x.list.count_matches(None) > 0).fill_null(False).cast(pl.Int64))
-    return masked.list.n_unique().cast(pl.Int64) - extra <= m.list.sum().cast(pl.Int64) - (MIN_REPEATS - 1)
+    same = x.list.len() == m.list.len()
+    return pl.map_batches([pl.when(same).then(x), pl.when(same).then(m)],
+                          lambda s: periodic_rows(s[0], s[1]), return_dtype=pl.Boolean)
+
+
+#: at most this many window cells (candidates x window width) are held at once by periodic_rows
+_CELLS = 1 << 22
+
+
+def periodic_rows(ids: pl.Series, mask: pl.Series | None = None) -> pl.Series:
+    """Per row of ``ids`` (list of int, one row per row, nulls allowed): True when the row holds a
+    run of ``content.periodic_tokens``: for some period ``p`` in ``MIN_PERIOD..MAX_PERIOD``,
+    ``L = (MIN_REPEATS - 1) p`` consecutive positions ``j`` of the row with ``ids[j] == ids[j + p]``
+    (``j + p`` in the row, both ids not null, and with ``mask`` (list of int, same lengths; 1 = real
+    token) both positions real). Null rows are False.
+
+    One pass over the flat id buffer (numpy, no loop over rows): any ``L`` consecutive flat positions
+    contain exactly one multiple of ``L``, so a run of length ``>= L`` holds a true comparison at a
+    sampled position ``s = kL``. Only those samples (``N / L`` per period) are compared first; around
+    each true one, the ``2L - 1`` positions centred on it give the exact length of its run. On
+    ordinary tokens almost no sample matches, so the cost is a few strided comparisons per period;
+    on degenerate data (every sample true) it is about ``2N`` comparisons per period. Exact: equals
+    the rolling-window definition of the check (tests/checks/test_finetune_properties.py)."""
+    n = ids.len()
+    out = np.zeros(n, dtype=bool)
+    if n == 0:
+        return pl.Series(ids.name, out)
+    lens = ids.list.len().fill_null(0).to_numpy().astype(np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    total = int(offsets[-1])
+    flat = ids.explode(empty_as_null=False, keep_nulls=False)
+    ok: np.ndarray | None = None  # per flat position: the id is not null (and the position is real)
+    if flat.null_count():
+        ok = flat.is_not_null().to_numpy()
+        flat = flat.fill_null(0)
+    vals = flat.to_numpy()
+    if mask is not None:
+        real = mask.explode(empty_as_null=False, keep_nulls=False).fill_null(0).to_numpy() == 1
+        ok = real if ok is None else (ok & real)
+    for p in range(MIN_PERIOD, MAX_PERIOD + 1):
+        win = (MIN_REPEATS - 1) * p
+        if total <= p:
+            break
+        k = (total - p + win - 1) // win  # samples s = 0, win, 2 win, ... < total - p (strided views, no copies)
+        s_ok = vals[0:total - p:win] == vals[p:total:win][:k]
+        if ok is not None:
+            s_ok &= ok[0:total - p:win] & ok[p:total:win][:k]
+        cand = np.flatnonzero(s_ok).astype(np.int64) * win
+        crow = np.searchsorted(offsets, cand, side="right") - 1
+        keep = (cand + p < offsets[crow + 1]) & ~out[crow]  # the compared position in the same row
+        cand, crow = cand[keep], crow[keep]
+        step = max(1, _CELLS // (2 * win))
+        for c0 in range(0, len(cand), step):  # bounded memory: chunks of candidates, not rows
+            c, r = cand[c0:c0 + step], crow[c0:c0 + step]
+            j = c[:, None] + np.arange(-(win - 1), win, dtype=np.int64)[None, :]
+            inside = (j >= offsets[r][:, None]) & (j + p < offsets[r + 1][:, None])
+            jc = np.clip(j, 0, total - 1 - p)
+            eq = inside & (vals[jc] == vals[jc + p])
+            if ok is not None:
+                eq &= ok[jc] & ok[jc + p]
+            left = eq[:, : win - 1][:, ::-1]  # positions c-1, c-2, ... (c itself is true)
+            right = eq[:, win:]
+            n_left = np.where(left.all(axis=1), win - 1, left.argmin(axis=1))
+            n_right = np.where(right.all(axis=1), win - 1, right.argmin(axis=1))
+            out[r[n_left + 1 + n_right >= win]] = True
+    out &= ids.is_not_null().to_numpy()
+    return pl.Series(ids.name, out)
 
 
 def _message(n: int, d: dict) -> str:

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datacheck.checks import sft
+from datacheck.checks.content import periodic_rows
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
@@ -133,6 +134,91 @@ def test_sft_rules_match_reference(data, shifted, max_len):
     # padding.pad_attended: pad id with mask 1 (pad != eos here)
     assert got.get("padding.pad_attended:attention_mask", set()) == {
         i for i in idx if any(x == PAD and mm == 1 for x, mm in zip(rows[i][0], rows[i][3]))}
+
+
+@st.composite
+def ragged_sft_rows(draw):
+    """Packed-looking rows (several EOT-closed turns) with null elements, null rows, rows whose
+    lists differ in length and attention masks that are not binary (both left out of the position
+    rules), padding on either side."""
+    n = draw(st.integers(1, 8))
+    side = draw(st.sampled_from(["right", "left"]))
+    cols: dict[str, list] = {"input_ids": [], "labels": [], "assistant_mask": [], "attention_mask": []}
+    for _ in range(n):
+        if draw(st.integers(0, 9)) == 0:
+            for c in cols:
+                cols[c].append(None)
+            continue
+        real = draw(st.integers(0, 12))
+        ids = draw(st.lists(st.sampled_from([BOS, EOT, EOS, 5, 6, 7, None]), min_size=real, max_size=real))
+        lab = [draw(st.sampled_from([IGN, IGN, 6, None])) if x is None else draw(st.sampled_from([IGN, x, 6, None]))
+               for x in ids]
+        am = draw(st.lists(st.sampled_from([0, 1, 1, None]), min_size=real, max_size=real))
+        att = [draw(st.sampled_from([1, 1, 1, 1, 2, None])) for _ in ids]
+        pad = draw(st.integers(0, 3))
+        if side == "right":
+            ids, lab, am, att = ids + [PAD] * pad, lab + [IGN] * pad, am + [0] * pad, att + [0] * pad
+        else:
+            ids, lab, am, att = [PAD] * pad + ids, [IGN] * pad + lab, [0] * pad + am, [0] * pad + att
+        if ids and draw(st.integers(0, 9)) == 0:
+            lab = lab[:-1]  # lengths differ: length.mismatch, not a position rule
+        for c, v in zip(cols, (ids, lab, am, att)):
+            cols[c].append(v)
+    return cols
+
+
+def ref_flat_rules(cols: dict, i: int, shifted: bool, with_am: bool, with_att: bool) -> tuple[int, int]:
+    """(prompt_supervised positions, eot_unsupervised positions) of row ``i``, plain Python."""
+    ids, lab, am, att = (cols[c][i] for c in ("input_ids", "labels", "assistant_mask", "attention_mask"))
+    if ids is None or len(lab) != len(ids):
+        return 0, 0
+    if with_att and any(x not in (0, 1) for x in att):
+        return 0, 0
+
+    def sup(k):
+        j = k - 1 if shifted else k
+        return j >= 0 and lab[j] is not None and lab[j] != IGN
+
+    def asst(k):
+        return k >= 0 and am[k] == 1
+
+    prompt = eot = 0
+    for k in range(len(ids)):
+        real = att[k] == 1 if with_att else True
+        stop = ids[k] in STOP
+        if with_am and sup(k) and real and not asst(k) and not (stop and asst(k - 1)):
+            prompt += 1
+        closing = stop and ((asst(k) or asst(k - 1)) if with_am else (k >= 1 and sup(k - 1)))
+        if closing and real and not sup(k):
+            eot += 1
+    return prompt, eot
+
+
+@SETTINGS
+@given(cols=ragged_sft_rows(), shifted=st.booleans(), with_am=st.booleans(), with_att=st.booleans(),
+       bool_masks=st.booleans())
+def test_sft_position_rules_on_ragged_rows_match_reference(cols, shifted, with_am, with_att, bool_masks):
+    """sft.prompt_supervised / sft.eot_unsupervised: rows and position counts
+    against the reference, both label conventions, with or without assistant / attention masks
+    (Int64 or Boolean), nulls, null rows and rows left out of the position view."""
+    data = {c: v for c, v in cols.items() if (c != "assistant_mask" or with_am) and (c != "attention_mask" or with_att)}
+    df = pl.DataFrame(data, schema={c: pl.List(pl.Int64) for c in data})
+    if bool_masks and with_am:
+        df = df.with_columns(pl.col("assistant_mask").list.eval(pl.element() == 1))
+        cols = {**cols, "assistant_mask": [None if r is None else [None if x is None else (1 if x == 1 else 0)
+                                                                     for x in r] for r in cols["assistant_mask"]]}
+    res = audit_frame(df, config_from_dict({"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS},
+                                            "labels": {"shifted": shifted}}))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    want = [ref_flat_rules(cols, i, shifted, with_am, with_att) for i in range(df.height)]
+    for k, check in ((0, "sft.prompt_supervised"), (1, "sft.eot_unsupervised")):
+        if check == "sft.prompt_supervised" and not with_am:
+            assert any(s.check == check for s in res.skipped)
+            continue
+        rows = {i for i, w in enumerate(want) if w[k]}
+        assert set(res.failing_rows.get(f"{check}:labels", [])) == rows
+        f = [f for f in res.findings if f.check == check]
+        assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
 
 
 def ref_template_spans(ids: list[int], tmpl: list[int]) -> list[bool]:
@@ -321,6 +407,53 @@ def test_periodic_tokens_with_mask_match_reference(rows, mask_dtype):
     got = failing(df, {})
     assert got.get("content.periodic_tokens:input_ids", set()) == {
         i for i, (ids, m) in enumerate(rows) if ref_periodic_masked(ids, m)}
+
+
+@st.composite
+def split_runs(draw):
+    """Rows that each hold part of one long periodic run (a run split across consecutive rows must
+    not count: in the flat buffer the rows are adjacent), some long enough alone, with padding on a
+    drawn side, null ids and null rows."""
+    p = draw(st.integers(1, 13))
+    unit = draw(st.lists(st.integers(0, 2), min_size=p, max_size=p))
+    stream = unit * draw(st.integers(40, 80))
+    side = draw(st.sampled_from(["right", "left", "none"]))
+    ids_rows, masks = [], []
+    at = 0
+    while at < len(stream):
+        n = draw(st.integers(1, 31 * p + 2 * p + 3))
+        ids = list(stream[at:at + n])
+        at += n
+        k = draw(st.integers(0, 3)) if side != "none" else 0
+        mask = [1] * len(ids) + [0] * k if side == "right" else [0] * k + [1] * len(ids)
+        ids = ids + [unit[0]] * k if side == "right" else [unit[0]] * k + ids
+        if draw(st.integers(0, 5)) == 0:
+            ids[draw(st.integers(0, len(ids) - 1))] = None
+        ids_rows.append(ids)
+        masks.append(mask)
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(ids_rows)))
+        ids_rows.insert(at, None)
+        masks.insert(at, None)
+    return ids_rows, masks
+
+
+@SETTINGS
+@given(rows=split_runs(), use_mask=st.booleans())
+def test_periodic_rows_kernel_matches_reference(rows, use_mask):
+    """The flat-buffer kernel (content.periodic_rows) row by row against the plain-Python reference,
+    on runs cut across rows, with right/left padding masked or, without a mask, counted as ids."""
+    ids_rows, masks = rows
+    ids = pl.Series("input_ids", ids_rows, dtype=pl.List(pl.Int64))
+    mask = pl.Series("attention_mask", masks, dtype=pl.List(pl.Int8)) if use_mask else None
+    got = periodic_rows(ids, mask).to_list()
+    want = [False if r is None else (ref_periodic_masked(r, m) if use_mask else
+                                     ref_periodic_masked(r, [1] * len(r)))
+            for r, m in zip(ids_rows, masks)]
+    assert got == want
+    df = pl.DataFrame({"input_ids": ids} if mask is None else {"input_ids": ids, "attention_mask": mask})
+    res = audit_frame(df, config_from_dict({}))
+    assert set(res.failing_rows.get("content.periodic_tokens:input_ids", [])) == {i for i, w in enumerate(want) if w}
 
 
 def ref_shift(ids, lab, shifted) -> bool:
