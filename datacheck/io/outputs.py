@@ -405,11 +405,20 @@ def check_outputs(outputs: Mapping[str, str | os.PathLike[str] | None], inputs: 
                                          "there; refusing to overwrite it; write the output elsewhere")
                     continue
                 if target.is_file():
-                    raise UsageError(f"{flag} {out}: this file is part of the audited folder {arg}; refusing to "
+                    raise UsageError(f"{flag} {out}: this file is part of {_audited_folder(arg)}; refusing to "
                                      "overwrite the data; write the output outside that folder")
-                raise UsageError(f"{flag} {out}: lies inside the audited folder {arg}; datacheck does not "
+                raise UsageError(f"{flag} {out}: lies inside {_audited_folder(arg)}; datacheck does not "
                                  "write among the data it audits; write the output outside that folder "
                                  "(or below a hidden folder there, e.g. .datacheck/)")
+
+
+def _audited_folder(arg: str) -> str:
+    """How a message names an audited folder: ``"the audited folder data"``, or for the folder of an
+    audited file (``"the folder of data/x.parquet"``) ``"the folder of data/x.parquet (audited data:
+    its next audit reads it)"`` rather than "the audited folder the folder of ..."."""
+    if arg.startswith("the folder of "):
+        return f"{arg} (audited data: its next audit reads it)"
+    return f"the audited folder {arg}"
 
 
 def _is_datacheck_file(path: Path) -> bool:

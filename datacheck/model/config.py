@@ -382,12 +382,19 @@ def load_config(path: str | Path | None = None, *, allow_python_schema: bool = T
     return cfg
 
 
+#: the config line of a report made without a config file under settings other than the defaults
+CONFIG_CHANGED_LINE = ("config: none (the defaults changed by --schema, a DatasetDict's declared splits "
+                       "or a config given in memory)")
+
+
 def describe_config(source: str | None, config_hash: str | None = None) -> str:
     """The line each command prints at the top of its output: ``"config: <file>"``; without a file
-    ``"config: none (defaults)"``, or ``"config: none (given in memory)"`` when ``config_hash`` (a report's) is not
-    that of the defaults (a :class:`Config` or dict passed to :func:`audit`)."""
+    ``"config: none (defaults)"``, or :data:`CONFIG_CHANGED_LINE` when ``config_hash`` (a report's) is not that
+    of the defaults: without a file the defaults were changed by ``--schema``, by the splits a Hugging Face
+    ``DatasetDict`` folder declares, or a :class:`Config` or dict was passed to :func:`audit` (the report
+    does not say which; it was "given in memory", which misled a CLI user who had given none)."""
     if source:
         return f"config: {source}"
     if config_hash is not None and config_hash != Config().hash():
-        return "config: none (given in memory)"
+        return CONFIG_CHANGED_LINE
     return "config: none (defaults)"

@@ -704,6 +704,32 @@ def _sigterm_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
+#: the shard formats ``clean`` rewrites (row units: see the module docstring)
+CLEANABLE_FORMATS = ("parquet", "arrow", "jsonl", "csv", "tsv")
+
+
+def _refuse_unwritable_formats(shards: list[DiscoveredShard]) -> None:
+    """Refuse (before anything is written) shards whose format ``clean`` cannot rewrite: a JSON array
+    file, and the read-only formats (Megatron ``.bin/.idx``, MosaicML MDS, WebDataset tar, litdata
+    chunks), whose writers own their layout (offsets, index files, sample keys).
+
+    Raises:
+        UsageError: naming up to 5 such shards, their format and the remedy.
+    """
+    bad = [ds for ds in shards if ds.format not in CLEANABLE_FORMATS]
+    if not bad:
+        return
+    if all(ds.format == "json" for ds in bad):
+        raise UsageError(f"{bad[0].rel}: datacheck clean rewrites JSON Lines, CSV, parquet and Arrow shards, not a "
+                         "JSON array file; convert it to JSON Lines first (one object per line)")
+    names = ", ".join(f"{ds.rel} ({ds.format})" for ds in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+    raise UsageError(f"datacheck clean rewrites parquet, Arrow, JSON Lines and CSV/TSV shards only; {len(bad)} shard(s) "
+                     f"are in a format it reads but cannot write: {names}. Audit them with `datacheck audit`, list "
+                     "the failing rows with `datacheck inspect --export rows.parquet`, and rebuild the shards with "
+                     "the tool that wrote them (Megatron preprocess_data.py, MosaicML MDSWriter, webdataset's "
+                     "TarWriter, litdata optimize); or pass only the cleanable shards to clean")
+
+
 @_sigterm_as_exit()
 def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[str] | None = None) -> CleanResult:
     """Write cleaned copies of the shards under ``paths`` into ``out``, quarantining dropped rows.
@@ -722,7 +748,8 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         A shard that cannot be read is listed with ``unreadable`` set and not copied.
 
     Raises:
-        UsageError: unknown or non-row-level ``drop`` ID; ``out`` is inside/contains the input
+        UsageError: a shard in a format clean cannot write (:data:`CLEANABLE_FORMATS`; nothing is written);
+            unknown or non-row-level ``drop`` ID; ``out`` is inside/contains the input
             folder, is not empty, or is not writable; no shard found.
         InternalError: the written rows do not equal the input (nothing is renamed into place).
         SystemExit: SIGTERM arrived during the run (code 143); as on Ctrl-C (KeyboardInterrupt) the
@@ -732,6 +759,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         paths = [str(paths)]
     drop_ids = _drop_ids(drop, cfg)
     disc = discover([str(p) for p in paths], cfg.dataset.format)
+    _refuse_unwritable_formats(disc.shards)
     out = Path(out).resolve()
     _check_out(out, [Path(p).resolve() for p in paths if "*" not in str(p) and not is_url(str(p))],
                None if disc.url_root is not None else disc.root)
@@ -745,9 +773,6 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         results: list[ShardClean] = []
         written: list[tuple[str, int]] = []
         for ds in disc.shards:
-            if ds.format == "json":
-                raise UsageError(f"{ds.rel}: datacheck clean rewrites JSON Lines, CSV, parquet and Arrow shards, not a "
-                                 "JSON array file; convert it to JSON Lines first (one object per line)")
             sc = ShardClean(path=ds.rel, format=ds.format)
             results.append(sc)
             res = audit_file(ds, cfg, keep_rows=True)[0]

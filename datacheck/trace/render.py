@@ -26,6 +26,8 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
                                     f"{fb['window'][0]}..{fb['window'][1]}" if fb else "none"))
     for f in res.findings:
         out.append(f"  [{f.severity}] {f.check}: {f.message}")
+    for note in res.notes:
+        out.append(f"  note: {note}")
     resumes = [e for e in res.events if e["kind"] == "resume"]
     backoffs = [e for e in res.events if e["kind"] == "scale_backoff"]
     if resumes:

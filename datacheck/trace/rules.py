@@ -22,7 +22,7 @@ from datacheck.model import catalog
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding
 from datacheck.trace.record import StepRecord
-from datacheck.trace.spikes import SpikeDetector, SpikeRule
+from datacheck.trace.spikes import OLMO_MIN_HISTORY, SpikeDetector, SpikeRule
 
 __all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
            "SEARCH_SCALE", "LR_RESUME_TOLERANCE", "WARMUP_DROP", "DIVERGE_FACTOR", "stream_name"]
@@ -126,6 +126,8 @@ class Rule:
 
     def __init__(self, opts: TraceOptions):
         self.opts = opts
+        #: what the rule could not judge, for the output (set by :meth:`finish`; no finding, no exit code)
+        self.notes: list[str] = []
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         raise NotImplementedError
@@ -242,7 +244,26 @@ class _Spike(Rule):
         prev_val = getattr(s.prev, self.metric) if s.prev is not None else None
         return _details(s, rec, value=x, previous_value=prev_val, threshold=threshold)
 
+    def _unjudged_note(self) -> str | None:
+        """A note when the spike rule judged fewer values than it was fed beyond each stream's first
+        value (which no rule can judge): the values it kept as history are never spikes, so on a log
+        shorter than that history "no spike" is not a verdict."""
+        dets = list(self.det.values())
+        seen, unjudged = sum(d.seen for d in dets), sum(d.unjudged for d in dets)
+        if unjudged <= len(dets):
+            return None
+        rule = self.opts.spike
+        need = {"megatron": f"its reference is the first {rule.window} values",
+                "olmo": f"it needs {OLMO_MIN_HISTORY} earlier values"}.get(rule.kind, "it needs an earlier value")
+        what = "none of them was judged" if unjudged == seen else "those were never judged as spikes"
+        return (f"{self.id}: {unjudged} of {seen} finite {self.metric.replace('_', ' ')} value(s) "
+                f"({len(dets)} stream(s)) came before the spike rule could judge them ({rule.kind}: {need}); "
+                f"{what}. For a short log, choose a rule with --spike (e.g. ratio:2:4)")
+
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        note = self._unjudged_note()
+        if note is not None:
+            self.notes.append(note)
         out = []
         for key, (s, d) in self.first.items():
             d["rule"] = self.opts.spike.describe()

@@ -64,6 +64,8 @@ class TraceResult:
         events: the timeline: resumes, loss-scale back-offs, eval points (at most 200, in log order).
         curves: ``{stream: {metric: Curve}}``.
         streams: the ranks (or logs) seen -> training records.
+        notes: what a rule could not judge (e.g. a spike rule's history on a short log): no finding,
+            no effect on the exit code, but a "none" is then not a verdict on those values.
     """
 
     logs: list[ReadStats]
@@ -72,10 +74,12 @@ class TraceResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     curves: dict[str, dict[str, Curve]] = field(default_factory=dict)
     streams: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"logs": [s.to_dict() for s in self.logs], "findings": [f.to_dict() for f in self.findings],
                          "first_bad": self.first_bad, "events": self.events, "streams": self.streams,
+                         "notes": self.notes,
                          "curves": {k: {m: c.to_dict() for m, c in v.items()} for k, v in self.curves.items()}})
 
 
@@ -94,6 +98,12 @@ def _good(rec: StepRecord) -> bool:
     g = rec.grad_norm
     return (not rec.overflow and rec.loss is not None and math.isfinite(rec.loss)
             and (g is None or math.isfinite(g)) and not rec.nan_steps)
+
+
+def _scale_kept(rec: StepRecord) -> bool:
+    """An overflow record that skipped the step but kept the loss scale (DeepSpeed's "but hysteresis is
+    2. Reducing hysteresis to 1"): not a back-off of the scale, so not a ``scale_backoff`` event."""
+    return rec.prev_scale is not None and rec.loss_scale is not None and rec.loss_scale >= rec.prev_scale
 
 
 def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
@@ -133,7 +143,7 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
             if prev is not None and rec.step < prev.step and len(events) < _EVENTS:
                 events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": prev.step,
                                "where": rec.where()})
-            if rec.overflow and len(events) < _EVENTS:
+            if rec.overflow and len(events) < _EVENTS and not _scale_kept(rec):
                 events.append({"kind": "scale_backoff", "step": rec.step, "rank": s.name, "from": rec.prev_scale,
                                "to": rec.loss_scale, "where": rec.where()})
             for feed in feeds[key]:
@@ -158,7 +168,7 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
         desc = "; ".join(f"{st.source}: read as {st.format}, {st.lines} line(s), {st.bad_lines} unparsed"
                          + (f" (line {st.bad_examples[0][0]}: {st.bad_examples[0][1]!r})" if st.bad_examples else "")
                          for st in stats)
-        raise UsageError(f"no training step found in the log(s): {desc}. Give the format with --format "
+        raise UsageError(f"no training step found in the log(s): {desc}. Give the format with --log-format "
                          "(hf_state, jsonl, csv, tensorboard, megatron, deepspeed, hf_console, key_value) or a "
                          "--regex with (?P<step>...) and (?P<loss>...) groups")
     findings: list[Finding] = []
@@ -173,4 +183,5 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     first_bad = None if first is None else {"check": first.check, **{k: v for k, v in first.details.items()
                                                                       if not isinstance(v, (list, dict)) or k == "window"}}
     return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,
-                       streams={s.name: s.records for s in streams.values()})
+                       streams={s.name: s.records for s in streams.values()},
+                       notes=[n for r in rules for n in r.notes])

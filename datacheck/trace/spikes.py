@@ -88,21 +88,29 @@ class SpikeDetector:
         self.total_sq = 0.0
         self.run = 0
         self.threshold: float | None = None
+        #: finite values fed / fed before the rule had the history to judge them (``megatron``: the
+        #: first ``window`` values; ``olmo``: the first :data:`OLMO_MIN_HISTORY`; the others: the first)
+        self.seen = 0
+        self.unjudged = 0
 
     def feed(self, x: float) -> bool:
         r = self.rule
         if not math.isfinite(x):
             return False
         kind = r.kind
+        self.seen += 1
         if kind == "megatron":
             if len(self.first) < r.window:
                 self.first.append(x)
+                self.unjudged += 1
                 return False
             self.threshold = r.factor * max(self.first)
             return x > self.threshold
         spike = False
         win = self.win
         n = len(win)
+        if n < (OLMO_MIN_HISTORY if kind == "olmo" else 1):
+            self.unjudged += 1
         if n:
             mean = self.total / n
             if kind == "olmo":

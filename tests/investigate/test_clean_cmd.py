@@ -327,3 +327,26 @@ def test_property_kept_plus_quarantined_equals_input(case):
             nan_rows = [i for i, r in enumerate(rows) if isinstance(r[2], float) and math.isnan(r[2])]
             if fmt != "jsonl":
                 assert set(nan_rows) <= set(qrows)
+
+
+@pytest.mark.parametrize("sub", ["megatron_gpt2_openwebtext", "mds_fixtures", "webdataset_text", "litdata_images_partial"])
+def test_read_only_formats_are_refused_before_anything_is_written(tmp_path, realdata, sub):
+    """Megatron, MDS, WebDataset and litdata shards are read by audit but clean cannot rewrite them: it
+    said "internal error: ... N records parse here but the audit read M rows" (exit 3), having parsed
+    the binary shard as text lines. Now exit 2 naming the shard and its format, and no --out."""
+    p = run_cli("clean", str(realdata / sub), "--out", str(tmp_path / "o"))
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "cannot write" in p.stderr and "internal error" not in p.stderr
+    fmt = {"megatron_gpt2_openwebtext": "megatron", "mds_fixtures": "mds", "webdataset_text": "webdataset",
+           "litdata_images_partial": "litdata"}[sub]
+    assert f"({fmt})" in p.stderr
+    assert not (tmp_path / "o").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_read_only_format_among_cleanable_shards_is_refused(tmp_path, realdata):
+    """A JSONL shard next to its Megatron tokenization (agnews_prompts_jsonl): refused as a whole (exit 2),
+    naming only the Megatron shard, rather than a cleaned copy missing one of them."""
+    p = run_cli("clean", str(realdata / "agnews_prompts_jsonl"), "--out", str(tmp_path / "o"))
+    assert p.returncode == 2, p.stderr
+    assert "1 shard(s) are in a format it reads but cannot write: ag_news_prompt_text_document.bin (megatron)" in p.stderr
+    assert not (tmp_path / "o").exists()

@@ -81,7 +81,19 @@ def test_defaults_are_named(sd):
     from datacheck.render.text import render_text
 
     rep = datacheck.audit(str(d), {"labels": {"num_classes": 2}})
-    assert rep.config_path is None and render_text(rep).splitlines()[1] == "config: none (given in memory)"
+    assert rep.config_path is None and render_text(rep).splitlines()[1] == (
+        "config: none (the defaults changed by --schema, a DatasetDict's declared splits or a config given in memory)")
+
+
+def test_schema_flag_without_a_config_does_not_claim_a_config_in_memory(sd):
+    """`datacheck audit DATA --schema NAME` with no datacheck.toml printed "config: none (given in memory)":
+    the user gave none; the line now names what changes the defaults."""
+    work, d = sd
+    (d / "datacheck.toml").unlink()
+    text = run_cli("audit", str(d), "--schema", "text_classification", "--no-cache", "--no-progress",
+                   "--report-dir", str(work / "r"), cwd=work).stdout
+    assert text.splitlines()[1] == (
+        "config: none (the defaults changed by --schema, a DatasetDict's declared splits or a config given in memory)")
 
 
 def test_a_stray_working_folder_config_is_named(sd):

@@ -167,8 +167,8 @@ def data(tmp_path) -> Path:
     (["data"], "elsewhere/report.json", None),
     (["data"], "report.json", None),
     # issue 15 item 10: next to a single-file or glob PATH is among the data (the folder's next audit reads it)
-    (["data/test.parquet"], "data/report.json", "lies inside the audited folder the folder of data/test.parquet"),
-    (["data/*.parquet"], "data/report.json", "lies inside the audited folder the folder of data/"),
+    (["data/test.parquet"], "data/report.json", "lies inside the folder of data/test.parquet"),
+    (["data/*.parquet"], "data/report.json", "lies inside the folder of data/"),
     (["data"], "data/.datacheck/reports/abc/report.json", None),
     (["data"], "data/.report.json", None),
 ])

@@ -184,3 +184,16 @@ def test_cli_writes_the_proposal(tmp_path):
     text = out.read_text()
     assert '#   the built-in layout holds what every such dataset needs: [dataset] schema = "dpo"' in text
     assert '#   chosen = "chosen"' in text
+
+
+def test_real_llamafactory_sharegpt_pairs_pass_the_dpo_layout_infer_proposes():
+    """dpo_en_demo.json (300 rows): chosen/rejected are single {from, value} messages. ``schema infer``
+    proposes ``dpo`` for it; auditing with that layout was two schema.dtype errors (a false alarm)."""
+    src = CHAT / "llamafactory" / "dpo_en_demo.json"
+    if not src.is_file():
+        pytest.skip("../shared/chat is not present")
+    p = propose_layout([str(src)])
+    assert (p.layout, p.columns) == ("dpo", {"chosen": "chosen", "rejected": "rejected"})
+    rep = audit(src, "dpo")
+    assert rep.shards[0].rows == 300
+    assert found(rep) == []

@@ -101,13 +101,16 @@ def test_packed_lm(tmp_path):
         ("schema.missing_column", None, 0, ())}  # nothing delimits the documents
 
 
-@pytest.mark.parametrize("form", ["text", "conversation", "tokens"])
+@pytest.mark.parametrize("form", ["text", "conversation", "message", "tokens"])
 def test_dpo_forms(tmp_path, form):
     if form == "text":
         ok = pl.DataFrame({"prompt": ["2+2?"], "chosen": ["4"], "rejected": ["5"]})
     elif form == "conversation":
         ok = pl.DataFrame({"chosen": [_msgs(("user", "2+2?"), ("assistant", "4"))],
                            "rejected": [_msgs(("user", "2+2?"), ("assistant", "5"))]})
+    elif form == "message":  # LLaMA-Factory's ShareGPT pairs: one {from, value} message each
+        ok = pl.DataFrame({"conversations": [[{"from": "human", "value": "2+2?"}]],
+                           "chosen": [{"from": "gpt", "value": "4"}], "rejected": [{"from": "gpt", "value": "5"}]})
     else:
         ok = pl.DataFrame({"chosen": [[7, 8, 9]], "rejected": [[7, 8, 3]]})
     assert found(audit(write(tmp_path, ok, "ok.parquet"), "dpo")) == []

@@ -46,6 +46,7 @@ def test_empty_file_and_binary_garbage_are_usage_errors(tmp_path):
     g.write_bytes(bytes(range(256)) * 10)
     r = cli("trace", str(g))
     assert r.returncode == 2 and "no training step found" in r.stderr
+    assert "Give the format with --log-format (" in r.stderr  # the flag that exists (--format is the output's)
     r = cli("trace", str(tmp_path / "missing.log"))
     assert r.returncode == 2 and "does not exist" in r.stderr
 
@@ -119,3 +120,28 @@ def test_html_is_one_offline_file_with_curves(tmp_path):
     h = out.read_text()
     assert h.count("<svg") == 3 and "first anomaly, step 30" in h and "<script" not in h and "http" not in \
         h.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_spike_rule_history_is_a_note_not_a_silent_none(tmp_path):
+    """A loss that quadruples in a 6-value log: the olmo rule (10 values of history) judges none of it.
+    "first anomaly: none" alone read as a verdict; now a note says the values were not judged."""
+    p = tmp_path / "m.jsonl"
+    p.write_text("".join(f'{{"step": {i}, "loss": {x}}}\n' for i, x in enumerate([1.6, 1.4, 3.3, 6.4, 5.5, 4.9])))
+    res = _t(p)
+    assert res.first_bad is None
+    assert res.notes == ["log.loss_spike: 6 of 6 finite loss value(s) (1 stream(s)) came before the spike rule could "
+                         "judge them (olmo: it needs 10 earlier values); none of them was judged. For a short log, "
+                         "choose a rule with --spike (e.g. ratio:2:4)"]
+    assert _t(p, spike="ratio:2:4").notes == []  # only the first value, which no rule can judge
+    r = cli("trace", str(p))
+    assert r.returncode == 0 and "  note: log.loss_spike: 6 of 6" in r.stdout
+    r = cli("trace", str(p), "--format", "json")
+    assert json.loads(r.stdout)["result"]["notes"] == res.notes
+    long = tmp_path / "long.jsonl"
+    long.write_text("".join(f'{{"step": {i}, "loss": {2.0 + 0.01 * (i % 3)}}}\n' for i in range(40)))
+    assert _t(long).notes == ["log.loss_spike: 10 of 40 finite loss value(s) (1 stream(s)) came before the spike "
+                              "rule could judge them (olmo: it needs 10 earlier values); those were never judged "
+                              "as spikes. For a short log, choose a rule with --spike (e.g. ratio:2:4)"]
+    assert _t(long, spike="megatron").notes[0].startswith("log.loss_spike: 40 of 40 finite loss value(s) (1 stream(s)) "
+                                                         "came before the spike rule could judge them (megatron: its "
+                                                         "reference is the first 100 values); none of them was judged")

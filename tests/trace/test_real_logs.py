@@ -121,6 +121,11 @@ def test_apex_scale_to_below_one_and_hysteresis():
     # DeepSpeed hysteresis: the first overflow keeps the scale, then 65536 -> 8192 at the start (scale search)
     recs = list(open_log(str(LOGS / "issues/deepspeed_931_overflow_hysteresis.txt")).records())
     assert [(r.prev_scale, r.loss_scale) for r in recs] == [(65536, 65536), (65536, 32768), (32768, 16384), (16384, 8192)]
+    # the hysteresis skip keeps the scale: not a back-off in the timeline (was "4 (first at step 0: 65536 -> 65536)")
+    res = _trace("issues/deepspeed_931_overflow_hysteresis.txt")
+    assert [(e["step"], e["from"], e["to"]) for e in res.events if e["kind"] == "scale_backoff"] == [
+        (1, 65536, 32768), (2, 32768, 16384), (3, 16384, 8192)]
+    assert _by(res)["log.skipped_steps"].count == 4  # the step is still skipped
 
 
 def test_mlx_spike_window():
