@@ -124,11 +124,16 @@ class FlatView:
         return same
 
     def frame(self, lf: pl.LazyFrame) -> pl.LazyFrame:
-        """The exploded frame of ``lf`` (columns ``__row`` and ``cols``)."""
+        """The exploded frame of ``lf`` (columns ``__row`` and ``cols``; ``__row`` is ``lf``'s own
+        ``__row`` column when it has one, else the row's position in ``lf``)."""
         same = self.row_ok()
+        # a frame of gathered rows (the second pass) carries the shard's row numbers in ``__row``:
+        # keep them, so details name the shard's rows and not the positions in the gathered frame
+        row = (pl.col("__row").cast(pl.UInt32) if "__row" in lf.collect_schema().names()
+               else pl.int_range(pl.len(), dtype=pl.UInt32))
         # the condition is computed once per row as a column (inlined in each column's when/then,
         # polars evaluated it once per column: a candidate condition with n_unique costs that much)
-        return (lf.select([pl.int_range(pl.len(), dtype=pl.UInt32).alias("__row"), same.alias("__keep"),
+        return (lf.select([row.alias("__row"), same.alias("__keep"),
                            *[pl.col(c) for c in self.cols]])
                 .select([pl.col("__row")] + [pl.when(pl.col("__keep")).then(pl.col(c)).alias(c) for c in self.cols])
                 .explode(list(self.cols), empty_as_null=True))
