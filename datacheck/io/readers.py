@@ -79,6 +79,8 @@ class ShardData:
         line_format: True for JSONL/CSV (findings then also carry 1-based line numbers).
         line_of_row: 1-based line number of each row, or None when ``row + line_base``.
         line_base: offset of row 0's line when ``line_of_row`` is None (1 for JSONL, 2 for CSV with header).
+        source: a source the engine reads the rows from in batches without collecting ``lf``
+            (:class:`datacheck.io.jsonl_stream.JsonlSource`: ``rows``, ``schema``, ``batches``), or None.
     """
 
     lf: pl.LazyFrame
@@ -86,6 +88,7 @@ class ShardData:
     line_format: bool = False
     line_of_row: np.ndarray | None = None
     line_base: int = 1
+    source: Any = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         if not self.line_format:
@@ -717,15 +720,17 @@ class _JsonlChunk:
     slow: bool
 
 
-def jsonl_chunks(path: Path) -> Iterator[_JsonlChunk]:
+def jsonl_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[_JsonlChunk]:
     """A JSONL file (plain, ``.gz``, ``.zst``) chunk by chunk (:func:`line_chunks`, :data:`JSONL_CHUNK_BYTES`
     read at call time): a chunk is parsed by polars (:func:`_fast_chunk`) or, when that fails, line
     by line (``jsonl_records``: the bad lines, blank lines and invalid UTF-8 of that chunk only, with
-    the file's line numbers and byte offsets). Deterministic: reading the file again gives the same
-    chunks (the streamed JSONL source, :mod:`datacheck.io.jsonl_stream`, relies on it). Raises
-    :class:`Unreadable`."""
+    the file's line numbers and byte offsets). ``chunk_bytes``: the chunk size (default
+    :data:`JSONL_CHUNK_BYTES`). Deterministic: reading the file again with the same chunk size gives
+    the same chunks (the streamed JSONL source, :mod:`datacheck.io.jsonl_stream`, relies on it).
+    Raises :class:`Unreadable`."""
     line0 = off0 = 0
-    for k, chunk in enumerate(line_chunks(path, JSONL_CHUNK_BYTES)):  # read at call time (tests shrink it)
+    size = JSONL_CHUNK_BYTES if chunk_bytes is None else chunk_bytes  # read at call time (tests shrink it)
+    for k, chunk in enumerate(line_chunks(path, size)):
         data, b = strip_bom(chunk) if k == 0 else (chunk, 0)
         n_lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
         df = _fast_chunk(data)
