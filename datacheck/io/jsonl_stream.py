@@ -18,7 +18,9 @@ gives, with the same findings, dtypes and line numbers; only where they live dif
   form one column. When a column mixes kinds, the chunks' dtypes after nulling are only known
   once the kind is decided: the file is streamed a second time for the schema alone (only then).
 - **Pass 2** (:meth:`JsonlSource.frames`) streams the file again and hands each chunk's rows,
-  nulled where pass 1 decided, cast to the unified schema and projected to the wanted columns.
+  nulled where pass 1 decided, cast to the unified schema and projected to the wanted columns (a
+  chunk that parsed fast in pass 1 is only parsed again, its checks not repeated; a chunk whose
+  row count or CRC-32 differs from pass 1's makes the shard unreadable: the file changed).
   The engine reads its batches through :meth:`JsonlSource.batches` (chunks re-cut to exactly the
   batch's rows, the next chunk decoded in a background thread while the engine checks the current
   batch), dispatched from :mod:`datacheck.io.batches`.
@@ -263,6 +265,8 @@ class JsonlSource:
         rows: the rows (records that parse).
         schema: ``{column: dtype}`` of the rows (the one-frame path's schema, column order included).
         chunk_rows: the rows of each chunk (pass 2 checks the file did not change).
+        chunk_crc: the CRC-32 of each chunk's bytes (pass 2 checks them too).
+        chunk_fast: whether each chunk parsed fast in pass 1 (pass 2 then only parses it).
         sample_bytes: {column: decoded bytes of its first ``sample_rows`` rows} (as parsed, before unification).
         sample_rows: the rows ``sample_bytes`` measured (at most 1,024).
         majors: {column: JSON kind} of the columns that mix kinds (values of other kinds are null).
@@ -276,6 +280,8 @@ class JsonlSource:
     chunk_rows: list[int]
     majors: dict[str, str]
     broken: set[str]
+    chunk_crc: list[int] = field(default_factory=list)
+    chunk_fast: list[bool] = field(default_factory=list)
     sample_bytes: dict[str, int] = field(default_factory=dict)
     sample_rows: int = 0
 
@@ -294,9 +300,10 @@ class JsonlSource:
         empty = pl.DataFrame(schema=self.schema)
         changed = "the file changed while it was being read (its chunks differ between two reads)"
         seen = 0
-        for c in jsonl_chunks(self.path, self.chunk_bytes):
+        for c in jsonl_chunks(self.path, self.chunk_bytes, fast=self.chunk_fast):
             seen += 1
-            if seen > len(self.chunk_rows) or c.piece.rows != self.chunk_rows[seen - 1]:
+            if seen > len(self.chunk_rows) or c.piece.rows != self.chunk_rows[seen - 1] \
+                    or c.crc != self.chunk_crc[seen - 1]:
                 raise Unreadable(changed)
             p = c.piece
             if not p.rows:
@@ -376,6 +383,8 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     first: _JsonlChunk | None = None
     sums: list[_Summary] = []  # chunks with rows
     chunk_rows: list[int] = []
+    chunk_crc: list[int] = []
+    chunk_fast: list[bool] = []
     names: dict[str, None] = {}
     nonnull: dict[str, int] = {}
     lines_parts: list[np.ndarray | tuple[int, int]] = []
@@ -385,6 +394,8 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     def absorb(c: _JsonlChunk) -> None:
         p = c.piece
         chunk_rows.append(p.rows)
+        chunk_crc.append(c.crc)
+        chunk_fast.append(not c.slow)
         if not p.rows:
             return
         s = _summarize(p, keep, max_examples)
@@ -439,7 +450,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     broken: dict[str, str] = {}
     if majors:  # the chunks' dtypes after nulling: a second stream for the schema alone
         schemas = []
-        for c in jsonl_chunks(path, size):
+        for c in jsonl_chunks(path, size, fast=chunk_fast):
             p = c.piece
             if not p.rows:
                 continue
@@ -463,6 +474,6 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     except _READ_ERRORS as exc:
         raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
     src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,
-                      majors=majors, broken=set(broken), sample_bytes=sample_bytes, sample_rows=sampled[0])
+                      majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0])
     return ShardData(lf=src.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
                      line_base=1, source=src)

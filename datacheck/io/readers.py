@@ -35,6 +35,7 @@ import csv
 import gzip
 import io
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -709,7 +710,7 @@ class _JsonlChunk:
     records (1-based line, byte offset, message, text), blank lines (line, offset) and invalid UTF-8
     lines (0-based line index, byte offset, byte, line) found in it, with the file's line numbers
     and offsets; ``lines``: the lines of the chunk; ``nbytes``: its bytes; ``slow``: it took the
-    per-line path."""
+    per-line path; ``crc``: the CRC-32 of its bytes (``zlib.crc32``: a second read checks it)."""
 
     piece: _Piece
     bad: list[tuple[int, int, str, str]]
@@ -718,22 +719,31 @@ class _JsonlChunk:
     lines: int
     nbytes: int
     slow: bool
+    crc: int = 0
 
 
-def jsonl_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[_JsonlChunk]:
+def jsonl_chunks(path: Path, chunk_bytes: int | None = None, fast: list[bool] | None = None) -> Iterator[_JsonlChunk]:
     """A JSONL file (plain, ``.gz``, ``.zst``) chunk by chunk (:func:`line_chunks`, :data:`JSONL_CHUNK_BYTES`
     read at call time): a chunk is parsed by polars (:func:`_fast_chunk`) or, when that fails, line
     by line (``jsonl_records``: the bad lines, blank lines and invalid UTF-8 of that chunk only, with
     the file's line numbers and byte offsets). ``chunk_bytes``: the chunk size (default
     :data:`JSONL_CHUNK_BYTES`). Deterministic: reading the file again with the same chunk size gives
     the same chunks (the streamed JSONL source, :mod:`datacheck.io.jsonl_stream`, relies on it).
-    Raises :class:`Unreadable`."""
+    ``fast``: for a second read, whether each chunk took the fast path in the first (its checks are
+    not repeated: the chunk is parsed by ``pl.read_ndjson`` directly; ``crc32`` tells whether its
+    bytes changed). Raises :class:`Unreadable`."""
     line0 = off0 = 0
     size = JSONL_CHUNK_BYTES if chunk_bytes is None else chunk_bytes  # read at call time (tests shrink it)
     for k, chunk in enumerate(line_chunks(path, size)):
         data, b = strip_bom(chunk) if k == 0 else (chunk, 0)
         n_lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
-        df = _fast_chunk(data)
+        if fast is not None and k < len(fast) and fast[k]:
+            try:
+                df = pl.read_ndjson(data, infer_schema_length=None)
+            except _READ_ERRORS as exc:
+                raise Unreadable(f"the file changed while it was being read: {str(exc).splitlines()[0]}") from None
+        else:
+            df = _fast_chunk(data)
         bad: list[tuple[int, int, str, str]] = []
         blank: list[tuple[int, int]] = []
         utf8_bad: list[tuple[int, int, int, bytes]] = []
@@ -753,7 +763,7 @@ def jsonl_chunks(path: Path, chunk_bytes: int | None = None) -> Iterator[_JsonlC
             rows = split.rows
             piece = _Piece(rows=len(rows), lines=np.asarray([r.line + shift_l for r in rows], dtype=np.int64),
                            values=[r.value for r in rows])
-        yield _JsonlChunk(piece, bad, blank, utf8_bad, n_lines, len(chunk), df is None)
+        yield _JsonlChunk(piece, bad, blank, utf8_bad, n_lines, len(chunk), df is None, zlib.crc32(chunk))
         line0 += n_lines
         off0 += len(chunk)
 
