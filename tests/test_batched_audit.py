@@ -246,3 +246,120 @@ def test_columns_the_read_path_makes_are_batched_from_the_opened_frame(tmp_path)
     assert one.readable and one.rows == n
     assert "sft.empty_turn" in {f.check for f in one.findings}
     _same_result(one, many)
+
+
+# ------------------------------------------------------------------ JSONL: the streamed source (issue 15 item 8)
+
+def _jsonl_files() -> list[tuple[Path, Path | None]]:
+    """Every JSONL file of the shared cases, sample_data and the shared chat/realdata material, with
+    the config that goes with it (None: defaults)."""
+    out: list[tuple[Path, Path | None]] = []
+    if CASES.is_dir():
+        out += [(f, c / "datacheck.toml") for c in sorted(CASES.iterdir()) if (c / "expect.json").exists()
+                for f in sorted((c / "data").rglob("*.jsonl*"))]
+    out += [(f, SAMPLE / "datacheck.toml") for f in sorted(SAMPLE.rglob("*.jsonl*"))]
+    shared = Path("/work/shared")
+    for sub in ("chat", "realdata"):
+        out += [(f, None) for f in sorted((shared / sub).rglob("*.jsonl*")) if f.stat().st_size < 5 * 2**20]
+    return out
+
+
+def _jsonl_result(path: Path, config: dict, chunk: int | None, rows: int | None, monkeypatch=None):
+    from datacheck.io import readers
+
+    old = readers.JSONL_CHUNK_BYTES
+    if chunk is not None:
+        readers.JSONL_CHUNK_BYTES = chunk
+    try:
+        with batch_rows(rows):
+            chash, size = hash_file(path)
+            return audit_shard(DiscoveredShard(path=path, rel=path.name, format="jsonl"), config_from_dict(config),
+                               chash, size, keep_rows=True, cross_shard=True)
+    finally:
+        readers.JSONL_CHUNK_BYTES = old
+
+
+def _toml(path: Path | None) -> dict:
+    import tomllib
+
+    return tomllib.loads(path.read_text()) if path is not None and path.exists() else {}
+
+
+@pytest.mark.parametrize("path,config", _jsonl_files(), ids=[str(p.relative_to(p.parents[2])) for p, _ in _jsonl_files()])
+def test_jsonl_streamed_in_tiny_chunks_and_batches_equals_the_one_frame_path(path, config):
+    """Every JSONL file of the shared material: the result (findings with rows, lines and examples,
+    stats, skipped, failing rows, row hashes and every cross-shard payload) through the streamed
+    source, cut in chunks of about a seventh of the file (64 bytes for small files) and checked in
+    batches of 7 rows, equals the one-frame path's (a file of one chunk)."""
+    cfg = _toml(config)
+    one = _jsonl_result(path, cfg, None, None)
+    size = len(path.read_bytes()) if not path.name.endswith((".gz", ".zst")) else 10**6
+    for chunk, rows in ((max(64, size // 7), 7), (64 if size < 50_000 else size // 3, None)):
+        many = _jsonl_result(path, cfg, chunk, rows)
+        _same_result(one, many)
+
+
+_JSON_LINE = st.one_of(
+    rows_st.map(lambda r: json.dumps({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})),
+    st.sampled_from(["", "{", "[1]", '{"label": "x"}', '{"target": NaN}', '{"input_ids": [1, "a"]}', "{}",
+                     '{"text": 5}', '{"input_ids": []}', '{"extra": {"a": 1}}', '{"extra": {"b": "t"}}']),
+)
+
+
+@settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(_JSON_LINE, min_size=1, max_size=30), chunk=st.integers(1, 400), cut=st.integers(1, 9))
+def test_random_jsonl_streamed_at_random_chunks_and_batches_equals_one_frame(lines, chunk, cut):
+    """Property: random records (mixed JSON types, bad, blank lines, NaN, struct fields that change,
+    empty lists) in random chunk and batch sizes give the one-frame path's result, line numbers of
+    findings after bad and blank lines included."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "shard.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        one = _jsonl_result(path, CONFIG, None, None)
+        many = _jsonl_result(path, CONFIG, chunk, cut)
+    _same_result(one, many)
+
+
+def test_jsonl_whole_frame_is_never_built(tmp_path, monkeypatch):
+    """A JSONL file of many chunks: the chunks are never joined into one frame (no call of the
+    one-frame join), every frame the source decodes holds one chunk's rows, and every frame the
+    engine checks one batch's rows; the result equals the one-frame path's."""
+    from datacheck.io import jsonl_stream, readers
+
+    rows = [{"text": f"row {i % 50}", "label": i % 3, "input_ids": list(range(i % 6 + 1))} for i in range(3000)]
+    path = tmp_path / "big.jsonl.gz"
+    import gzip
+
+    path.write_bytes(gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in rows[:1500])
+                                   + b"{broken\n\n" + b"".join(json.dumps(r).encode() + b"\n" for r in rows[1500:])))
+    one = _jsonl_result(path, CONFIG, None, None)
+
+    joins: list[int] = []
+    real_join = readers._join_pieces
+    monkeypatch.setattr(readers, "_join_pieces", lambda pieces, m: joins.append(len(pieces)) or real_join(pieces, m))
+    decoded: list[int] = []
+    real_frames = jsonl_stream.JsonlSource.frames
+
+    def frames(self, columns=None):
+        for df in real_frames(self, columns):
+            decoded.append(df.height)
+            yield df
+
+    monkeypatch.setattr(jsonl_stream.JsonlSource, "frames", frames)
+    checked: list[int] = []
+    real_batch = engine._run_batch
+
+    def run_batch(lf, *a, **k):
+        out = real_batch(lf, *a, **k)
+        checked.append(out.n)
+        return out
+
+    monkeypatch.setattr(engine, "_run_batch", run_batch)
+    many = _jsonl_result(path, CONFIG, 8192, 100)
+    _same_result(one, many)
+    assert joins == []
+    assert sum(decoded) >= 3000 and max(decoded) < 400  # 8 KiB chunks: ~200 rows each, never the 3,000
+    assert checked[:3] == [100, 100, 100] and max(checked) == 100 and sum(checked) == 3000
+    bad = next(f for f in many.findings if f.check == "decode.bad_record" and f.severity == "error")
+    assert list(bad.lines) == [1501]

@@ -11,6 +11,11 @@ Sources:
   decodes page by page inside a row group; polars' own reader decodes a whole row group for any
   slice of it, 8x slower on a 400k-row row group cut in 8). The next batch is decoded in a
   background thread while the engine checks the current one (pyarrow releases the GIL).
+- a local JSONL file: its streamed source (:class:`datacheck.io.jsonl_stream.JsonlSource`, the
+  ``source`` argument): each chunk parsed, cast to the file's unified schema and re-cut to the
+  batch's rows, the next chunk decoded one ahead; the decoded frame of the whole file never exists.
+  A needed column the source does not hold (derived by the read path) makes one read of the
+  needed columns, sliced in memory.
 - every other source (Arrow IPC scans, in-memory frames of JSONL/CSV/Megatron/MDS/WebDataset/
   litdata readers, frames given to ``audit_frame``): zero-copy slices of the lazy frame.
 
@@ -28,6 +33,7 @@ from typing import Any, Iterator
 
 import polars as pl
 
+from datacheck.io.jsonl_stream import JsonlSource
 from datacheck.io.readers import Unreadable, needs_conversion
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
 
@@ -130,12 +136,15 @@ def _parquet_rows_bytes(path: Path, columns: list[str]) -> tuple[int, float] | N
     return rows, first.nbytes / first.num_rows
 
 
-def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Path | None, fmt: str) -> tuple[int, int | None]:
+def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Path | None, fmt: str,
+               source: JsonlSource | None = None) -> tuple[int, int | None]:
     """(rows of the shard, rows per batch) for reading ``columns`` of ``lf``; rows per batch is None
     when the shard fits in one batch (read as one frame).
 
     Rows per batch: ``$DATACHECK_BATCH_ROWS`` when set, else :data:`BATCH_TARGET_BYTES` over the
-    decoded bytes per row (the decoded size of the first 1,024 rows of the needed columns). Raises what reading the data raises.
+    decoded bytes per row (the decoded size of the first 1,024 rows of the needed columns). ``source``:
+    the shard's streamed source (its rows and bytes per row are known from its first pass: no read).
+    Raises what reading the data raises.
     """
     forced = forced_batch_rows()
     per_row: float | None = None
@@ -144,13 +153,18 @@ def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Path | None, fmt: str
         got = _parquet_rows_bytes(path, columns)
         if got is not None:
             n, per_row = got
+    if n is None and source is not None:
+        n = source.rows
     if n is None:
         n = int(lf.select(pl.len()).collect().item())
     if forced is not None:
         return n, (forced if n > forced else None)
     if per_row is None:
-        sample = lf.select(columns).head(_SAMPLE_ROWS).collect() if columns else None
-        per_row = sample.estimated_size() / sample.height if sample is not None and sample.height else 0.0
+        if source is not None:
+            per_row = source.bytes_per_row(columns)
+        else:
+            sample = lf.select(columns).head(_SAMPLE_ROWS).collect() if columns else None
+            per_row = sample.estimated_size() / sample.height if sample is not None and sample.height else 0.0
     if per_row <= 0 or n * per_row <= BATCH_TARGET_BYTES:
         return n, None
     return n, max(1, int(BATCH_TARGET_BYTES // per_row))
@@ -216,7 +230,7 @@ def _parquet_batches(path: Path, columns: list[str], rows: int) -> Iterator[pl.D
 
 
 def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list[str], rows: int,
-                 n: int, path: Path | None, fmt: str) -> Iterator[pl.DataFrame]:
+                 n: int, path: Path | None, fmt: str, source: JsonlSource | None = None) -> Iterator[pl.DataFrame]:
     """The ``columns`` of the shard in batches of ``rows`` rows (the last may be shorter), in row
     order, each with the dtypes of ``schema``.
 
@@ -228,6 +242,7 @@ def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list
         n: the shard's rows.
         path: the shard file (parquet is read through pyarrow), or None.
         fmt: the shard's format.
+        source: the shard's streamed source (local JSONL), or None.
 
     Raises:
         Unreadable: decoding a batch failed (the reason names pyarrow's or polars' message).
@@ -240,6 +255,15 @@ def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list
             except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
                 raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
         return
+    if source is not None:
+        if set(columns) <= set(source.schema):
+            for df in source.batches(columns, rows):
+                yield _cast(df, want)
+            return
+        try:  # a column derived by the read path: the needed columns read once, sliced in memory
+            lf = lf.select(columns).collect().lazy()
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+            raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
     sel = lf.select(columns)
     for off in range(0, n, rows):
         try:

@@ -36,6 +36,7 @@ import polars as pl
 
 from datacheck.io.chat import RENDERED_COLUMNS, alpaca_messages, load_chat_tokenizer, render_chat, template_turns
 from datacheck.io.discover import DiscoveredShard
+from datacheck.io.jsonl_stream import JsonlSource, open_jsonl
 from datacheck.io.readers import ShardData, Unreadable, normalize_frame, open_shard
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding
@@ -68,6 +69,8 @@ class CheckInput:
         path: the shard file (None for an in-memory frame): the engine reads parquet batches from it
             (:mod:`datacheck.io.batches`).
         format: the shard's format (``"frame"`` for an in-memory frame).
+        source: the streamed source of a local JSONL shard (:class:`datacheck.io.jsonl_stream.JsonlSource`:
+            the engine reads its batches from it, never the whole decoded file), else None.
     """
 
     lf: pl.LazyFrame
@@ -80,6 +83,7 @@ class CheckInput:
     line_base: int = 1
     path: Path | None = None
     format: str = "frame"
+    source: JsonlSource | None = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         """1-based line numbers of the 0-based ``rows`` (line formats), else ``[]``."""
@@ -106,6 +110,8 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     """
     if isinstance(source, (pl.DataFrame, pl.LazyFrame)):
         data = normalize_frame(source.lazy())
+    elif isinstance(source, DiscoveredShard) and source.format == "jsonl" and source.url is None:
+        data = open_jsonl(source.path, cfg.report.max_examples)  # JSON has no fixed-size lists to normalize
     elif isinstance(source, DiscoveredShard):
         data = open_shard(source.source, source.format, cfg.dataset, cfg.report.max_examples,
                           string_columns=text_column_names(cfg.columns))
@@ -141,7 +147,8 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
-                      path=where[0], format=where[1])
+                      path=where[0], format=where[1], source=data.source)
+
 
 
 def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:

@@ -35,6 +35,7 @@ import csv
 import gzip
 import io
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -79,6 +80,8 @@ class ShardData:
         line_format: True for JSONL/CSV (findings then also carry 1-based line numbers).
         line_of_row: 1-based line number of each row, or None when ``row + line_base``.
         line_base: offset of row 0's line when ``line_of_row`` is None (1 for JSONL, 2 for CSV with header).
+        source: a source the engine reads the rows from in batches without collecting ``lf``
+            (:class:`datacheck.io.jsonl_stream.JsonlSource`: ``rows``, ``schema``, ``batches``), or None.
     """
 
     lf: pl.LazyFrame
@@ -86,6 +89,7 @@ class ShardData:
     line_format: bool = False
     line_of_row: np.ndarray | None = None
     line_base: int = 1
+    source: Any = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         if not self.line_format:
@@ -521,6 +525,55 @@ def _value_at(piece: _Piece, name: str, i: int) -> Any:
     return piece.frame[name].slice(i, 1).to_list()[0]  # as Python values (lists, dicts)
 
 
+def _piece_frame(p: _Piece, names: list[str], drop: dict[str, np.ndarray]) -> tuple[pl.DataFrame, dict[str, str], dict[str, np.ndarray]]:
+    """One chunk's frame as :func:`_join_pieces` joins it: the values of the rows in ``drop``
+    (column -> rows of a JSON type other than the column's) read as null; a fast-parsed column left
+    all null is ``Null``; one left with only empty lists is ``Null`` too, its empty lists' rows
+    returned (set again once the joined type is known). Returns (frame, {column: why its values do
+    not form one column}, {column: rows of the empty lists})."""
+    broken: dict[str, str] = {}
+    empties: dict[str, np.ndarray] = {}
+    if p.frame is not None:
+        df = p.frame
+        for name, rows in drop.items():
+            mask = np.zeros(p.rows, dtype=bool)
+            mask[rows] = True
+            s = pl.select(pl.when(pl.Series(mask)).then(None).otherwise(df[name]).alias(name)).to_series()
+            if s.null_count() == p.rows:
+                s = pl.Series(name, [None] * p.rows, dtype=pl.Null)
+            elif isinstance(s.dtype, pl.List) and not (s.list.len().fill_null(0) > 0).any():
+                # only empty arrays left: set after the join, with the type the other chunks give
+                empties[name] = np.flatnonzero(s.is_not_null().to_numpy())
+                s = pl.Series(name, [None] * p.rows, dtype=pl.Null)
+            df = df.with_columns(s)
+        missing = [pl.Series(n, [None] * p.rows, dtype=pl.Null) for n in names if n not in df.columns]
+        if missing:  # a chunk of ``{}`` records has no columns, yet its rows count
+            df = pl.DataFrame([*df.get_columns(), *missing]) if df.width else pl.DataFrame(missing)
+        return df, broken, empties
+    values = p.values or []
+    series = []
+    for name in names:
+        col = [rec.get(name) for rec in values]
+        for r in drop.get(name, ()):
+            col[int(r)] = None
+        built = _column_series(name, col)
+        if isinstance(built, str):
+            broken.setdefault(name, built)
+            built = pl.Series(name, [None] * len(col), dtype=pl.Null)
+        series.append(built)
+    return pl.DataFrame(series), broken, empties
+
+
+def _broken_finding(name: str, why: str, count: int) -> Finding:
+    """``schema.dtype`` of a column whose JSON values do not form one column (``count``: its non-null values)."""
+    return Finding(
+        check="schema.dtype", severity="error", column=name, count=count,
+        message=(f"column {name!r}: its JSON values do not form one column ({why}); the column was "
+                 "read as null, the other columns were audited. Write one JSON type per field."),
+        details={"reason": why},
+    )
+
+
 def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame, list[Finding]]:
     """The frame of a JSONL file's chunks, and the ``schema.dtype`` findings of columns that mix JSON
     types, exactly as :func:`_frame_from_records` decides them over the whole file: a column's kind
@@ -617,37 +670,12 @@ def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame,
     broken: dict[str, str] = {}
     empties: dict[str, list[np.ndarray]] = {}
     for pi, p in enumerate(pieces):
-        drop = nulled.get(pi, {})
-        if p.frame is not None:
-            df = p.frame
-            for name, rows in drop.items():
-                mask = np.zeros(p.rows, dtype=bool)
-                mask[rows] = True
-                s = pl.select(pl.when(pl.Series(mask)).then(None).otherwise(df[name]).alias(name)).to_series()
-                if s.null_count() == p.rows:
-                    s = pl.Series(name, [None] * p.rows, dtype=pl.Null)
-                elif isinstance(s.dtype, pl.List) and not (s.list.len().fill_null(0) > 0).any():
-                    # only empty arrays left: set after the join, with the type the other chunks give
-                    empties.setdefault(name, []).append(starts[pi] + np.flatnonzero(s.is_not_null().to_numpy()))
-                    s = pl.Series(name, [None] * p.rows, dtype=pl.Null)
-                df = df.with_columns(s)
-            missing = [pl.Series(n, [None] * p.rows, dtype=pl.Null) for n in names if n not in df.columns]
-            if missing:  # a chunk of ``{}`` records has no columns, yet its rows count
-                df = pl.DataFrame([*df.get_columns(), *missing]) if df.width else pl.DataFrame(missing)
-            frames.append(df)
-            continue
-        values = p.values or []
-        series = []
-        for name in names:
-            col = [rec.get(name) for rec in values]
-            for r in drop.get(name, ()):
-                col[int(r)] = None
-            built = _column_series(name, col)
-            if isinstance(built, str):
-                broken.setdefault(name, built)
-                built = pl.Series(name, [None] * len(col), dtype=pl.Null)
-            series.append(built)
-        frames.append(pl.DataFrame(series))
+        df, why_broken, empty_rows = _piece_frame(p, names, nulled.get(pi, {}))
+        for name, why in why_broken.items():
+            broken.setdefault(name, why)
+        for name, rows in empty_rows.items():
+            empties.setdefault(name, []).append(starts[pi] + rows)
+        frames.append(df)
     for name, why in broken.items():
         count = 0
         for p in pieces:
@@ -655,12 +683,7 @@ def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame,
                 count += sum(1 for rec in p.values if rec.get(name) is not None)
             elif p.frame is not None and name in p.frame.columns:
                 count += p.rows - p.frame[name].null_count()
-        findings.append(Finding(
-            check="schema.dtype", severity="error", column=name, count=count,
-            message=(f"column {name!r}: its JSON values do not form one column ({why}); the column was "
-                     "read as null, the other columns were audited. Write one JSON type per field."),
-            details={"reason": why},
-        ))
+        findings.append(_broken_finding(name, why, count))
         frames = [f.with_columns(pl.lit(None).alias(name)) if name in f.columns else f for f in frames]
     try:
         df = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=True)
@@ -681,27 +704,52 @@ def _lines_text_counted(lines: list[int], count: int) -> str:
     return f"line {shown}" if count == 1 else f"lines {shown}"
 
 
-def _read_jsonl(path: Path, max_examples: int) -> ShardData:
-    """A JSONL file (plain, ``.gz``, ``.zst``) read chunk by chunk (:func:`line_chunks`): a chunk is
-    parsed by polars (:func:`_fast_chunk`) or, when that fails, line by line (``jsonl_records``:
-    the bad lines, blank lines, invalid UTF-8 and mixed types of that chunk only, with the file's
-    line numbers and byte offsets). The findings over all chunks equal those of one chunk holding
-    the whole file; the chunks are joined by :func:`_join_pieces`."""
-    pieces: list[_Piece] = []
-    bad: list[tuple[int, int, str, str]] = []
-    blank: list[tuple[int, int]] = []
-    utf8_bad: list[tuple[int, int, int, bytes]] = []  # (line index, offset, byte, line)
+@dataclass
+class _JsonlChunk:
+    """One chunk of a JSONL file as :func:`jsonl_chunks` reads it: its rows (``piece``), the bad
+    records (1-based line, byte offset, message, text), blank lines (line, offset) and invalid UTF-8
+    lines (0-based line index, byte offset, byte, line) found in it, with the file's line numbers
+    and offsets; ``lines``: the lines of the chunk; ``nbytes``: its bytes; ``slow``: it took the
+    per-line path; ``crc``: the CRC-32 of its bytes (``zlib.crc32``: a second read checks it)."""
+
+    piece: _Piece
+    bad: list[tuple[int, int, str, str]]
+    blank: list[tuple[int, int]]
+    utf8_bad: list[tuple[int, int, int, bytes]]
+    lines: int
+    nbytes: int
+    slow: bool
+    crc: int = 0
+
+
+def jsonl_chunks(path: Path, chunk_bytes: int | None = None, fast: list[bool] | None = None) -> Iterator[_JsonlChunk]:
+    """A JSONL file (plain, ``.gz``, ``.zst``) chunk by chunk (:func:`line_chunks`, :data:`JSONL_CHUNK_BYTES`
+    read at call time): a chunk is parsed by polars (:func:`_fast_chunk`) or, when that fails, line
+    by line (``jsonl_records``: the bad lines, blank lines and invalid UTF-8 of that chunk only, with
+    the file's line numbers and byte offsets). ``chunk_bytes``: the chunk size (default
+    :data:`JSONL_CHUNK_BYTES`). Deterministic: reading the file again with the same chunk size gives
+    the same chunks (the streamed JSONL source, :mod:`datacheck.io.jsonl_stream`, relies on it).
+    ``fast``: for a second read, whether each chunk took the fast path in the first (its checks are
+    not repeated: the chunk is parsed by ``pl.read_ndjson`` directly; ``crc32`` tells whether its
+    bytes changed). Raises :class:`Unreadable`."""
     line0 = off0 = 0
-    slow = False
-    for k, chunk in enumerate(line_chunks(path, JSONL_CHUNK_BYTES)):  # read at call time (tests shrink it)
+    size = JSONL_CHUNK_BYTES if chunk_bytes is None else chunk_bytes  # read at call time (tests shrink it)
+    for k, chunk in enumerate(line_chunks(path, size)):
         data, b = strip_bom(chunk) if k == 0 else (chunk, 0)
         n_lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
-        df = _fast_chunk(data)
-        if df is not None:
-            pieces.append(_Piece(rows=df.height, lines=np.arange(line0 + 1, line0 + 1 + df.height, dtype=np.int64),
-                                 frame=df))
+        if fast is not None and k < len(fast) and fast[k]:
+            try:
+                df = pl.read_ndjson(data, infer_schema_length=None)
+            except _READ_ERRORS as exc:
+                raise Unreadable(f"the file changed while it was being read: {str(exc).splitlines()[0]}") from None
         else:
-            slow = True
+            df = _fast_chunk(data)
+        bad: list[tuple[int, int, str, str]] = []
+        blank: list[tuple[int, int]] = []
+        utf8_bad: list[tuple[int, int, int, bytes]] = []
+        if df is not None:
+            piece = _Piece(rows=df.height, lines=np.arange(line0 + 1, line0 + 1 + df.height, dtype=np.int64), frame=df)
+        else:
             split = jsonl_records(chunk if k == 0 else b"\n" + chunk)
             shift_l, shift_o = (line0, off0) if k == 0 else (line0 - 1, off0 - 1)
             lines = split.lines if k == 0 else split.lines[1:]
@@ -713,20 +761,47 @@ def _read_jsonl(path: Path, max_examples: int) -> ShardData:
             bad.extend((r.line + shift_l, r.offset + shift_o, r.error or "", r.text) for r in split.bad)
             blank.extend((ln + shift_l, o + shift_o) for ln, o in split.blank if k == 0 or ln > 1)
             rows = split.rows
-            pieces.append(_Piece(rows=len(rows), lines=np.asarray([r.line + shift_l for r in rows], dtype=np.int64),
-                                 values=[r.value for r in rows]))
+            piece = _Piece(rows=len(rows), lines=np.asarray([r.line + shift_l for r in rows], dtype=np.int64),
+                           values=[r.value for r in rows])
+        yield _JsonlChunk(piece, bad, blank, utf8_bad, n_lines, len(chunk), df is None, zlib.crc32(chunk))
         line0 += n_lines
         off0 += len(chunk)
-    n_rows = sum(p.rows for p in pieces)
-    if not utf8_bad and n_rows == 0 and not bad:
-        return ShardData(lf=pl.LazyFrame(), line_format=True)
+
+
+def _jsonl_decode_findings(bad: list[tuple[int, int, str, str]], blank: list[tuple[int, int]],
+                           utf8_bad: list[tuple[int, int, int, bytes]], total_lines: int,
+                           max_examples: int) -> list[Finding]:
+    """The ``decode.*`` findings of a JSONL file from the bad, blank and invalid UTF-8 lines of its chunks."""
     findings: list[Finding] = []
     if utf8_bad:
         findings.append(_utf8_finding(utf8_bad, max_examples))
     if bad:
-        findings.append(_bad_record_finding(bad, line0, max_examples))
+        findings.append(_bad_record_finding(bad, total_lines, max_examples))
     if blank:
         findings.append(_blank_finding(blank, max_examples))
+    return findings
+
+
+def _read_jsonl(path: Path, max_examples: int) -> ShardData:
+    """A JSONL file (plain, ``.gz``, ``.zst``) read chunk by chunk (:func:`jsonl_chunks`) and joined
+    into one frame (:func:`_join_pieces`). The findings over all chunks equal those of one chunk
+    holding the whole file. The one read path opens a local file with the streamed source instead
+    (:mod:`datacheck.io.jsonl_stream`: the same frame and findings, never the whole decoded file);
+    this one serves files copied from an object store and is the reference the tests compare with."""
+    chunks = list(jsonl_chunks(path))
+    return _finish_jsonl([c.piece for c in chunks], [b for c in chunks for b in c.bad],
+                         [b for c in chunks for b in c.blank], [u for c in chunks for u in c.utf8_bad],
+                         sum(c.lines for c in chunks), any(c.slow for c in chunks), max_examples)
+
+
+def _finish_jsonl(pieces: list[_Piece], bad: list[tuple[int, int, str, str]], blank: list[tuple[int, int]],
+                  utf8_bad: list[tuple[int, int, int, bytes]], total_lines: int, slow: bool,
+                  max_examples: int) -> ShardData:
+    """The opened JSONL shard from all its chunks' pieces and decode bits (joined in memory)."""
+    n_rows = sum(p.rows for p in pieces)
+    if not utf8_bad and n_rows == 0 and not bad:
+        return ShardData(lf=pl.LazyFrame(), line_format=True)
+    findings = _jsonl_decode_findings(bad, blank, utf8_bad, total_lines, max_examples)
     pieces = [p for p in pieces if p.rows]
     if not pieces:
         return ShardData(lf=pl.DataFrame().lazy(), decode_findings=findings, line_format=True,

@@ -138,7 +138,8 @@ def test_only_the_chunk_with_the_bad_line_takes_the_per_line_path(tmp_path, monk
     monkeypatch.setattr(readers, "jsonl_records", spy)
     monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", 1024)
     rep = datacheck.audit(str(path), {})
-    assert len(seen) == 1 and seen[0] < 3 * 1024  # one chunk, not the 40 KB file
+    # one chunk, not the 40 KB file, in each of the two reads (the first pass of the streamed source, the engine's)
+    assert len(seen) == 2 and max(seen) < 3 * 1024
     bad = next(f for f in rep.findings if f.check == "decode.bad_record")
     assert list(bad.lines) == [201] and rep.summary["rows"] == 400
 
@@ -182,3 +183,58 @@ def test_any_chunk_size_gives_the_one_chunk_result(tmp_path_factory, lines, chun
 
     one = read(10**9)
     assert read(chunk) == one
+
+
+def _streamed(path: Path, chunk: int):
+    from datacheck.io.jsonl_stream import open_jsonl
+
+    old = readers.JSONL_CHUNK_BYTES
+    readers.JSONL_CHUNK_BYTES = chunk
+    try:
+        return open_jsonl(path, 5)
+    finally:
+        readers.JSONL_CHUNK_BYTES = old
+
+
+def _same_frame(a: pl.DataFrame, b: pl.DataFrame) -> None:
+    assert a.schema == b.schema  # column order included
+    assert repr(a.to_dicts()) == repr(b.to_dicts())  # NaN-safe, nested values compared exactly
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINE, min_size=1, max_size=30), chunk=st.integers(1, 200), rows=st.integers(1, 9))
+def test_streamed_source_equals_the_one_frame_path(tmp_path_factory, lines, chunk, rows):
+    """Property: the streamed source (:mod:`datacheck.io.jsonl_stream`) at any chunk size gives the
+    one-frame path's frame (schema, column order, values), line numbers and findings; its batches of
+    any size are that frame cut in order; the lazy frame answers projections, filters and heads."""
+    path = tmp_path_factory.mktemp("p") / "s.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    ref = readers._read_jsonl(path, 5)
+    got = _streamed(path, chunk)
+    whole = ref.lf.collect()
+    _same_frame(got.lf.collect(), whole)
+    assert got.lines_of(list(range(whole.height))) == ref.lines_of(list(range(whole.height)))
+    assert [f.to_dict() for f in got.decode_findings] == [f.to_dict() for f in ref.decode_findings]
+    if got.source is not None and whole.width:
+        cols = list(whole.columns)[::-1]
+        parts = list(got.source.batches(cols, rows))
+        assert all(p.height == rows for p in parts[:-1]) and parts[-1].height <= rows
+        _same_frame(pl.concat(parts), whole.select(cols))
+        first = whole.columns[0]
+        _same_frame(got.lf.select(first).head(3).collect(), whole.select(first).head(3))
+        _same_frame(got.lf.filter(pl.col(first).is_not_null()).collect(), whole.filter(pl.col(first).is_not_null()))
+        assert got.lf.select(pl.len()).collect().item() == whole.height
+
+
+def test_streamed_source_reads_a_file_changed_between_reads_as_unreadable(tmp_path):
+    path = _write(tmp_path / "s.jsonl", _lines(ROWS))
+    got = _streamed(path, 64)
+    assert got.source is not None and got.source.rows == 40
+    path.write_bytes(_lines(ROWS[:30]))
+    with pytest.raises(Unreadable, match="changed while it was being read"):
+        list(got.source.batches(["text"], 7))
+
+
+def test_one_chunk_files_keep_the_one_frame_path(tmp_path):
+    got = _streamed(_write(tmp_path / "s.jsonl", _lines(ROWS)), 10**9)
+    assert got.source is None and got.lf.collect().height == 40

@@ -1,0 +1,479 @@
+"""A JSONL shard as a streamed source: the decoded frame of the whole file never exists.
+
+A local JSONL file (plain, ``.gz``, ``.zst``) is read in chunks of whole lines
+(:func:`datacheck.io.readers.jsonl_chunks`: a stream decompressed into
+:data:`~datacheck.io.readers.JSONL_CHUNK_BYTES` chunks, each parsed by polars or, when that fails,
+line by line). The rows are the rows :func:`datacheck.io.readers._read_jsonl` (the one-frame path)
+gives, with the same findings, dtypes and line numbers; only where they live differs:
+
+- **Pass 1** (:func:`open_jsonl`) streams the chunks once and keeps, per chunk, only a summary: its
+  row count, the JSON kinds of each column (count, the first rows and lines, the first example
+  values), its dtypes; plus the decode findings (bad, blank, invalid UTF-8 lines; NaN/Infinity are
+  values the ``finite.*`` checks see) and the row -> line mapping (None when every chunk parsed
+  fast, else one int64 per row). From those it decides what the one-frame path decides over the
+  whole file: each column's JSON kind (the most common wins; a value of another kind is null with
+  a ``schema.dtype`` finding naming its lines), the unified schema (as
+  ``pl.concat(how="diagonal_relaxed")``: ints in one chunk and floats in another are Float64, a
+  column absent from a chunk is null there, struct fields unioned), columns whose values do not
+  form one column. When a column mixes kinds, the chunks' dtypes after nulling are only known
+  once the kind is decided: the file is streamed a second time for the schema alone (only then).
+- **Pass 2** (:meth:`JsonlSource.frames`) streams the file again and hands each chunk's rows,
+  nulled where pass 1 decided, cast to the unified schema and projected to the wanted columns (a
+  chunk that parsed fast in pass 1 is only parsed again, its checks not repeated; a chunk whose
+  row count or CRC-32 differs from pass 1's makes the shard unreadable: the file changed).
+  The engine reads its batches through :meth:`JsonlSource.batches` (chunks re-cut to exactly the
+  batch's rows, the next chunk decoded in a background thread while the engine checks the current
+  batch), dispatched from :mod:`datacheck.io.batches`.
+- **Every other consumer** (inspect, clean, schema infer, contracts, the one-batch engine read)
+  gets ``ShardData.lf``: a polars ``LazyFrame`` over an IO plugin
+  (``polars.io.plugins.register_io_source``) whose schema is the unified schema (no read for
+  ``collect_schema``) and which runs pass 2 when collected (projection, predicate and ``n_rows``
+  applied per chunk).
+
+A file of one chunk keeps the one-frame path (its single chunk is in memory after pass 1 anyway;
+the result is identical either way: ``tests/io/test_jsonl_chunks.py``).
+
+Memory: one chunk (raw and decoded) and one batch ahead, whatever the file's size; the row -> line
+mapping (8 bytes a row) only when some chunk took the per-line path. Time: the file is parsed
+twice by an audit (pass 1, the engine's batches), three times when a column mixes JSON kinds;
+the engine re-streams it to re-read the candidate rows of key checks (duplicate keys) on a
+shard of several batches. A check that needs a column the read path derives (the Alpaca
+``messages``, chat-template renderings) reads the needed columns of the shard once into memory.
+Files copied from an object store keep the one-frame path.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import polars as pl
+
+from datacheck.io import readers
+from datacheck.io.readers import (
+    _READ_ERRORS,
+    ShardData,
+    Unreadable,
+    _broken_finding,
+    _compatible,
+    _finish_jsonl,
+    _jsonl_decode_findings,
+    _JsonlChunk,
+    _lines_text_counted,
+    _Piece,
+    _piece_frame,
+    _piece_kinds,
+    jsonl_chunks,
+)
+from datacheck.model.findings import Example, Finding, show_value
+
+__all__ = ["JsonlSource", "open_jsonl"]
+
+#: rows pass 1 measures to estimate the decoded bytes of a row (as :mod:`datacheck.io.batches` samples)
+_SAMPLE_ROWS = 1024
+
+
+@dataclass
+class _Kind:
+    """The rows of one JSON kind of one column in one chunk: ``count`` rows; ``rows``/``lines``: the
+    first ones (chunk-local rows, sorted; their 1-based lines); ``values``: the first ones' values."""
+
+    count: int
+    rows: np.ndarray
+    lines: np.ndarray
+    values: list
+
+
+@dataclass
+class _Summary:
+    """What pass 1 keeps of one chunk (no rows): its row count, its columns (file order), the kinds
+    of each column (in the order they first appear), its dtypes before any nulling, the columns whose
+    values do not form one column there (with polars' reason)."""
+
+    rows: int
+    names: list[str]
+    kinds: dict[str, list[tuple[str, _Kind]]]
+    schema: dict[str, pl.DataType] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)
+
+
+def _piece_names(p: _Piece) -> list[str]:
+    cols = p.frame.columns if p.frame is not None else [k for rec in (p.values or []) for k in rec]
+    return list(dict.fromkeys(cols))
+
+
+def _kind_groups(p: _Piece, name: str) -> list[tuple[str, np.ndarray]]:
+    """(JSON kind, chunk-local rows) of column ``name`` in ``p``, kinds in the order they first appear
+    (null values left out; empty arrays are the kind ``array<*>``), as :func:`readers._join_pieces` groups them."""
+    k = _piece_kinds(p, name)
+    if isinstance(k, tuple):
+        rows_of = [(x, r) for x, r in ((k[0], k[1]), ("array<*>", k[2])) if len(r)]
+    else:
+        groups: dict[str, list[int]] = {}
+        for i, x in enumerate(k):
+            if x is not None:
+                groups.setdefault(x, []).append(i)
+        rows_of = [(x, np.asarray(r, dtype=np.int64)) for x, r in groups.items()]
+    rows_of.sort(key=lambda g: int(g[1][0]))
+    return rows_of
+
+
+def _values(p: _Piece, name: str, rows: np.ndarray) -> list:
+    if p.values is not None:
+        return [p.values[int(r)].get(name) for r in rows]
+    assert p.frame is not None
+    return p.frame[name].gather(rows).to_list() if len(rows) else []
+
+
+def _summarize(p: _Piece, keep: int, max_examples: int) -> _Summary:
+    kinds: dict[str, list[tuple[str, _Kind]]] = {}
+    names = _piece_names(p)
+    for name in names:
+        out = []
+        for kind, rows in _kind_groups(p, name):
+            head = rows[:keep]
+            out.append((kind, _Kind(len(rows), head, p.lines[head], _values(p, name, head[:max_examples]))))
+        kinds[name] = out
+    return _Summary(rows=p.rows, names=names, kinds=kinds)
+
+
+def _drops(p: _Piece, majors: dict[str, str]) -> dict[str, np.ndarray]:
+    """Column -> chunk-local rows of ``p`` whose JSON kind is not the column's (read as null)."""
+    out: dict[str, np.ndarray] = {}
+    names = set(_piece_names(p))
+    for name, major in majors.items():
+        if name not in names:
+            continue
+        bad = [rows for kind, rows in _kind_groups(p, name) if not _compatible(kind, major)]
+        if bad:
+            out[name] = np.sort(np.concatenate(bad))
+    return out
+
+
+def _decide(sums: list[_Summary], names: list[str], total: int, starts: list[int],
+            max_examples: int) -> tuple[list[Finding], dict[str, str]]:
+    """The ``schema.dtype`` findings of columns that mix JSON kinds and {column: its kind} for those
+    columns, decided from the chunks' summaries exactly as :func:`readers._join_pieces` decides them
+    from the chunks' rows (same counts, lines, examples and order)."""
+    findings: list[Finding] = []
+    majors: dict[str, str] = {}
+    keep = max(5, max_examples)
+    for name in names:
+        counts: dict[str, int] = {}
+        star_seen = False
+        for s in sums:
+            for kind, kr in s.kinds.get(name, ()):
+                if kind == "array<*>":
+                    star_seen = True
+                else:
+                    counts[kind] = counts.get(kind, 0) + kr.count
+        if not counts and star_seen:
+            counts["array<*>"] = 1
+        major = max(counts, key=lambda k: counts[k]) if counts else None
+        if major is None:
+            continue
+        by_type: dict[str, list[int]] = {major: []}
+        by_count: dict[str, int] = {major: 0}
+        bad: list[tuple[int, int, str, int, Any]] = []  # (chunk, row in chunk, kind, line, value)
+        n_bad = n_present = 0
+        for pi, s in enumerate(sums):
+            per_key: dict[str, list[_Kind]] = {}
+            bad_kinds: list[tuple[_Kind, str]] = []
+            for kind, kr in s.kinds.get(name, ()):
+                n_present += kr.count
+                ok = _compatible(kind, major)
+                per_key.setdefault(major if ok else kind, []).append(kr)
+                if not ok:
+                    n_bad += kr.count
+                    bad_kinds.append((kr, kind))
+            for key, parts in per_key.items():
+                rows = np.concatenate([kr.rows for kr in parts])
+                lines = np.concatenate([kr.lines for kr in parts])
+                order = np.argsort(rows, kind="stable")
+                got = by_type.setdefault(key, [])
+                by_count[key] = by_count.get(key, 0) + sum(kr.count for kr in parts)
+                got.extend(int(x) for x in lines[order][:max(0, keep - len(got))])
+            if bad_kinds:
+                ex = sorted((int(kr.rows[i]), kind, int(kr.lines[i]), kr.values[i])
+                            for kr, kind in bad_kinds for i in range(min(max_examples, len(kr.rows))))
+                bad.extend((pi, r, kind, ln, v) for r, kind, ln, v in ex[:max(0, max_examples - len(bad))])
+        if not n_bad:
+            continue
+        majors[name] = major
+        others = ", ".join(f"{k} at {_lines_text_counted(ls, by_count[k])}" for k, ls in by_type.items() if k != major)
+        findings.append(Finding(
+            check="schema.dtype", severity="error", column=name, count=n_bad, ratio=n_bad / total,
+            message=(f"column {name!r} mixes JSON types: mostly {major} ({n_present - n_bad} "
+                     f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
+                     "Write one JSON type per column."),
+            lines=tuple(ln for _, _, _, ln, _ in bad),
+            examples=tuple(Example(row=starts[pi] + r, value=f"{x}: {show_value(v, 60)}", line=ln)
+                           for pi, r, x, ln, v in bad),
+            details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
+            rows_truncated=n_bad > max_examples,
+        ))
+    return findings, majors
+
+
+def _ahead(it: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """``it``'s frames, the next one produced in a background thread while the caller works on the
+    current one (polars parses and pyarrow validates with the GIL released). Re-raises its errors."""
+    done = object()
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for df in it:
+                q.put(df)
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            q.put(exc)
+
+    t = threading.Thread(target=produce, name="datacheck-jsonl-decode", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(timeout=0.05)
+
+
+@dataclass
+class JsonlSource:
+    """A JSONL file's rows, streamed (see the module docstring).
+
+    Attributes:
+        path: the file.
+        chunk_bytes: the chunk size pass 1 used (pass 2 cuts the same chunks).
+        rows: the rows (records that parse).
+        schema: ``{column: dtype}`` of the rows (the one-frame path's schema, column order included).
+        chunk_rows: the rows of each chunk (pass 2 checks the file did not change).
+        chunk_crc: the CRC-32 of each chunk's bytes (pass 2 checks them too).
+        chunk_fast: whether each chunk parsed fast in pass 1 (pass 2 then only parses it).
+        sample_bytes: {column: decoded bytes of its first ``sample_rows`` rows} (as parsed, before unification).
+        sample_rows: the rows ``sample_bytes`` measured (at most 1,024).
+        majors: {column: JSON kind} of the columns that mix kinds (values of other kinds are null).
+        broken: the columns whose values do not form one column (read as null).
+    """
+
+    path: Path
+    chunk_bytes: int
+    rows: int
+    schema: dict[str, pl.DataType]
+    chunk_rows: list[int]
+    majors: dict[str, str]
+    broken: set[str]
+    chunk_crc: list[int] = field(default_factory=list)
+    chunk_fast: list[bool] = field(default_factory=list)
+    sample_bytes: dict[str, int] = field(default_factory=dict)
+    sample_rows: int = 0
+
+    def bytes_per_row(self, columns: list[str]) -> float:
+        """Estimated decoded bytes of one row of ``columns`` (from pass 1's first rows; no read)."""
+        if not self.sample_rows:
+            return 0.0
+        return sum(self.sample_bytes.get(c, 0) for c in columns) / self.sample_rows
+
+    def frames(self, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
+        """Each chunk's rows with the unified dtypes, ``columns`` only (all when None), in row order
+        (chunks without rows left out). Raises :class:`Unreadable` (a decode error, or the file
+        changed since pass 1)."""
+        names = list(self.schema)
+        cols = names if columns is None else columns
+        empty = pl.DataFrame(schema=self.schema)
+        changed = "the file changed while it was being read (its chunks differ between two reads)"
+        seen = 0
+        for c in jsonl_chunks(self.path, self.chunk_bytes, fast=self.chunk_fast):
+            seen += 1
+            if seen > len(self.chunk_rows) or c.piece.rows != self.chunk_rows[seen - 1] \
+                    or c.crc != self.chunk_crc[seen - 1]:
+                raise Unreadable(changed)
+            p = c.piece
+            if not p.rows:
+                continue
+            df, _, empties = _piece_frame(p, names, _drops(p, self.majors) if self.majors else {})
+            gone = [n for n in self.broken if n in df.columns]
+            if gone:
+                df = df.with_columns([pl.lit(None).alias(n) for n in gone])
+            try:
+                df = pl.concat([empty, df], how="diagonal_relaxed").select(names)
+            except _READ_ERRORS as exc:
+                raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
+            for name, rows in empties.items():
+                dtype = self.schema[name]
+                if name in self.broken or not isinstance(dtype, pl.List):
+                    continue
+                mask = np.zeros(df.height, dtype=bool)
+                mask[rows] = True
+                e = pl.Series(name, [[]], dtype=dtype)
+                df = df.with_columns(pl.when(pl.Series(mask)).then(pl.lit(e).first()).otherwise(pl.col(name)).alias(name))
+            yield df.select(cols)
+        if seen != len(self.chunk_rows):
+            raise Unreadable(changed)
+
+    def batches(self, columns: list[str], rows: int) -> Iterator[pl.DataFrame]:
+        """``columns`` in batches of exactly ``rows`` rows (the last may be shorter), in row order; the
+        next chunk is decoded one ahead in a background thread. Raises :class:`Unreadable`."""
+        pending: list[pl.DataFrame] = []
+        have = 0
+        for df in _ahead(self.frames(columns)):
+            pending.append(df)
+            have += df.height
+            while have >= rows:
+                whole = pl.concat(pending, rechunk=False) if len(pending) > 1 else pending[0]
+                yield whole.slice(0, rows).rechunk()
+                tail = whole.slice(rows)
+                pending, have = ([tail] if tail.height else []), tail.height
+        if have:
+            yield (pl.concat(pending) if len(pending) > 1 else pending[0]).rechunk()
+
+    def lazy(self) -> pl.LazyFrame:
+        """The rows as a ``LazyFrame`` (an IO plugin: its schema is known, collecting it runs pass 2)."""
+        from polars.io.plugins import register_io_source
+
+        def scan(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+                 _batch_size: int | None) -> Iterator[pl.DataFrame]:
+            left = n_rows
+            for df in self.frames(with_columns):
+                if predicate is not None:
+                    df = df.filter(predicate)
+                if left is not None:
+                    df = df.head(left)
+                    left -= df.height
+                yield df
+                if left is not None and left <= 0:
+                    return
+
+        return register_io_source(scan, schema=self.schema, explain_name="datacheck JSONL",
+                                  explain_detail=str(self.path))
+
+
+def open_jsonl(path: Path, max_examples: int) -> ShardData:
+    """A local JSONL file (plain, ``.gz``, ``.zst``) opened as a streamed source (see the module
+    docstring): the rows, findings, dtypes and line numbers of :func:`readers._read_jsonl`, with
+    ``ShardData.source`` the :class:`JsonlSource` (None for a file of one chunk, kept in memory).
+
+    Raises:
+        Unreadable: the file cannot be read or decompressed, or its chunks do not form one table.
+    """
+    size = readers.JSONL_CHUNK_BYTES  # read at call time (tests shrink it)
+    bad: list[tuple[int, int, str, str]] = []
+    blank: list[tuple[int, int]] = []
+    utf8_bad: list[tuple[int, int, int, bytes]] = []
+    total_lines = 0
+    slow = False
+    keep = max(5, max_examples)
+    first: _JsonlChunk | None = None
+    sums: list[_Summary] = []  # chunks with rows
+    chunk_rows: list[int] = []
+    chunk_crc: list[int] = []
+    chunk_fast: list[bool] = []
+    names: dict[str, None] = {}
+    nonnull: dict[str, int] = {}
+    lines_parts: list[np.ndarray | tuple[int, int]] = []
+    sample_bytes: dict[str, int] = {}
+    sampled = [0]
+
+    def absorb(c: _JsonlChunk) -> None:
+        p = c.piece
+        chunk_rows.append(p.rows)
+        chunk_crc.append(c.crc)
+        chunk_fast.append(not c.slow)
+        if not p.rows:
+            return
+        s = _summarize(p, keep, max_examples)
+        for n in s.names:
+            names.setdefault(n)
+            nonnull[n] = nonnull.get(n, 0) + sum(kr.count for _, kr in s.kinds[n])
+        ordered = [n for n in names if n in s.kinds]
+        df, s.broken, _ = _piece_frame(p, ordered, {})
+        s.schema = dict(df.schema)
+        if sampled[0] < _SAMPLE_ROWS:
+            head = df.head(_SAMPLE_ROWS - sampled[0])
+            for n in head.columns:
+                sample_bytes[n] = sample_bytes.get(n, 0) + head[n].estimated_size()
+            sampled[0] += head.height
+        sums.append(s)
+        lines_parts.append(p.lines if c.slow else (int(p.lines[0]), p.rows))
+
+    n_chunks = 0
+    for c in jsonl_chunks(path, size):
+        n_chunks += 1
+        bad += c.bad
+        blank += c.blank
+        utf8_bad += c.utf8_bad
+        total_lines += c.lines
+        slow = slow or c.slow
+        if n_chunks == 1:
+            first = c
+            continue
+        if first is not None:
+            absorb(first)
+            first = None
+        absorb(c)
+    if first is not None or n_chunks == 0:  # one chunk (or none): the one-frame path
+        return _finish_jsonl([first.piece] if first is not None else [], bad, blank, utf8_bad, total_lines, slow,
+                             max_examples)
+    n_rows = sum(s.rows for s in sums)
+    if n_rows == 0:
+        return _finish_jsonl([], bad, blank, utf8_bad, total_lines, slow, max_examples)
+    findings = _jsonl_decode_findings(bad, blank, utf8_bad, total_lines, max_examples)
+    line_of_row = None
+    if slow:
+        line_of_row = np.concatenate([x if isinstance(x, np.ndarray) else np.arange(x[0], x[0] + x[1], dtype=np.int64)
+                                      for x in lines_parts])
+    order = list(names)
+    if not order:  # records without fields: the one-frame path gives an empty frame
+        return ShardData(lf=pl.DataFrame().lazy(), decode_findings=findings, line_format=True,
+                         line_of_row=line_of_row)
+    starts = np.concatenate([[0], np.cumsum([s.rows for s in sums])]).astype(int).tolist()
+    typed, majors = _decide(sums, order, n_rows, starts, max_examples)
+    findings += typed
+    schemas = [s.schema for s in sums]
+    broken: dict[str, str] = {}
+    if majors:  # the chunks' dtypes after nulling: a second stream for the schema alone
+        schemas = []
+        for c in jsonl_chunks(path, size, fast=chunk_fast):
+            p = c.piece
+            if not p.rows:
+                continue
+            here = set(_piece_names(p))
+            df, why, _ = _piece_frame(p, [n for n in order if n in here], _drops(p, majors))
+            schemas.append(dict(df.schema))
+            for n, w in why.items():
+                broken.setdefault(n, w)
+    else:
+        for s in sums:
+            for n, w in s.broken.items():
+                broken.setdefault(n, w)
+    for n, w in broken.items():
+        findings.append(_broken_finding(n, w, nonnull.get(n, 0)))
+    try:
+        frames = [pl.DataFrame(schema=s) for s in schemas]
+        joined = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+        if broken:
+            joined = joined.with_columns([pl.lit(None).alias(n) for n in broken])
+        schema = dict(joined.select(order).schema)
+    except _READ_ERRORS as exc:
+        raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
+    src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,
+                      majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0])
+    return ShardData(lf=src.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
+                     line_base=1, source=src)
