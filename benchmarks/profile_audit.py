@@ -11,7 +11,9 @@ Uses the shard of ``bench_audit.py`` (same generator, same config) and, in one p
   query's time: a view built for several items is counted once per item here.
 
 Prints a table of CPU seconds (process user + system, min of ``--repeat``) sorted by cost.
-Usage: python benchmarks/profile_audit.py [--rows 100000] [--seq-len 128] [--repeat 2] [--top 25]
+The plan is the one ``datacheck.audit`` of this one shard runs (no cross-shard row hashes; add them
+with ``--cross-shard``).
+Usage: python benchmarks/profile_audit.py [--rows 100000] [--seq-len 128] [--repeat 2] [--top 25] [--cross-shard]
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_audit import CONFIG, make_shard  # noqa: E402
+from bench_audit import config_for, make_shard  # noqa: E402
 
 
 def _cpu() -> float:
@@ -50,6 +52,9 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--cross-shard", action="store_true",
+                    help="plan the row-hash payload too (an audit of several shards or with splits does; "
+                         "the audit of this one shard does not)")
     a = ap.parse_args()
     os.environ.setdefault("DATACHECK_DIR", tempfile.mkdtemp(prefix="dc-prof-"))
     import polars as pl
@@ -62,7 +67,8 @@ def main() -> None:
     from datacheck.model.config import Config
 
     path = make_shard(a.rows, a.seq_len, False)
-    cfg = Config.model_validate(CONFIG)
+    config = config_for(a.seq_len)
+    cfg = Config.model_validate(config)
     rows: list[tuple[str, float, float]] = []
 
     c, w, _ = timed(lambda: pl.read_parquet(path), a.repeat)
@@ -72,7 +78,8 @@ def main() -> None:
 
     def opened():
         data = open_for_checks(ds, cfg)
-        ctx = ShardContext(cfg=cfg, roles=data.roles, schema=dict(data.schema), shard=ds.rel, cross_shard=True)
+        ctx = ShardContext(cfg=cfg, roles=data.roles, schema=dict(data.schema), shard=ds.rel,
+                           cross_shard=a.cross_shard)
         return data, shard_plan(ctx)
 
     c, w, (data, plan) = timed(opened, a.repeat)
@@ -88,7 +95,7 @@ def main() -> None:
     c, w, _ = timed(lambda: eng._run_batches(data, plan.row_checks, measures, schema, cfg.report.max_examples),
                     a.repeat)
     rows.append(("phase: _run_batches (materialize+fused+second pass)", c, w))
-    c, w, _ = timed(lambda: datacheck.audit(str(path), CONFIG), a.repeat)
+    c, w, _ = timed(lambda: datacheck.audit(str(path), config), a.repeat)
     rows.append(("phase: datacheck.audit (everything, cache warm after run 1)", c, w))
 
     items: list[tuple[str, float, float]] = []
