@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from datacheck.engine import shard as engine
 from datacheck.engine.shard import audit_frame, audit_shard
+from datacheck.io import batches
 from datacheck.io.batches import forced_batch_rows
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
@@ -246,3 +247,34 @@ def test_columns_the_read_path_makes_are_batched_from_the_opened_frame(tmp_path)
     assert one.readable and one.rows == n
     assert "sft.empty_turn" in {f.check for f in one.findings}
     _same_result(one, many)
+
+
+def test_ramped_parquet_batches_give_the_one_batch_result(tmp_path, monkeypatch):
+    """Without ``$DATACHECK_BATCH_ROWS`` a parquet shard above the batch target is read with a
+    short first batch (``RAMP_DIVISOR``, so the checks start early) then full batches: the heights
+    are [per // 8, per, per, ..., rest], and the result equals the one-batch read's."""
+    n = 230
+    rows = [{"text": "a" if i % 9 else "b", "input_ids": [(i * 7 + j) % 61 - 1 for j in range(i % 7)],
+             "label": i % 5 - 1, "target": float(i % 13)} for i in range(n)]
+    rows[17] = dict(rows[3])  # an exact duplicate across batches
+    path = tmp_path / "shard.parquet"
+    _frame(rows).write_parquet(path, row_group_size=50)
+    with batch_rows(None):
+        one = shard_result(path, CONFIG)
+    monkeypatch.setattr(batches, "BATCH_TARGET_BYTES", 2000)  # a few dozen rows a batch
+    calls: list[int] = []
+    real = engine._run_batch
+
+    def spy(lf, *a, **k):
+        out = real(lf, *a, **k)
+        calls.append(out.n)
+        return out
+
+    monkeypatch.setattr(engine, "_run_batch", spy)
+    with batch_rows(None):
+        many = shard_result(path, CONFIG)
+    per = calls[1]
+    assert len(calls) > 3 and calls[0] == max(1, per // batches.RAMP_DIVISOR) < per
+    assert all(c == per for c in calls[1:-1]) and sum(calls) == n and 0 < calls[-1] <= per
+    _same_result(one, many)
+    assert any(f.check == "dup.exact_in_shard" for f in one.findings)

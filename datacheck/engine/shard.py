@@ -24,7 +24,7 @@ from datacheck.checks.registry import (
     shard_plan,
     unreadable_findings,
 )
-from datacheck.io.batches import batch_rows, file_batches, iter_batches
+from datacheck.io.batches import batch_rows, file_batches, forced_batch_rows, iter_batches
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state, hash_shard
 from datacheck.io.read import CheckInput, open_for_checks
@@ -454,12 +454,13 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     except ValueError as exc:  # a bad $DATACHECK_BATCH_ROWS
         raise InternalError(str(exc)) from None
     single: pl.LazyFrame | None = _read_all(data.lf, needed) if per is None else None
+    ramp = forced_batch_rows() is None  # a forced batch size is kept exactly (tests cut shards with it)
 
     def frames() -> Iterator[pl.LazyFrame]:
         if single is not None:
             yield single
             return
-        for df in iter_batches(data.lf, schema, needed, per or 1, n_rows, path, data.format):
+        for df in iter_batches(data.lf, schema, needed, per or 1, n_rows, path, data.format, ramp=ramp):
             yield df.lazy()
 
     n = 0
