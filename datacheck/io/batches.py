@@ -32,15 +32,16 @@ import polars as pl
 from datacheck.io.readers import Unreadable, needs_conversion
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
 
-__all__ = ["forced_batch_rows", "batch_rows", "iter_batches"]
+__all__ = ["forced_batch_rows", "batch_rows", "iter_batches", "read_parquet_columns"]
 
 #: rows sampled to estimate the decoded bytes of a row of a non-parquet source
 _SAMPLE_ROWS = 1024
 
-#: with ``iter_batches(ramp=True)``, the first parquet batch has 1/8 of the rows of the others: the
-#: pipeline's fill (the engine waits for the first decode) drops from a whole batch's decode (about
-#: 0.13 s of 0.33 s on the 100,000 x 128 shard of benchmarks/bench_audit.py, 3 batches) to 1/8 of
-#: it, for one more batch (about 20 ms CPU of fixed per-batch cost in the fused query)
+#: with ``iter_batches(ramp=True)``, pyarrow decodes pieces of 1/8 of a batch and the first parquet
+#: batch is one such piece: the pipeline's fill (the engine waits for the first decode) drops from
+#: a whole batch's decode (about 0.13 s of 0.33 s on the 100,000 x 128 shard of
+#: benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more batch (about 20 ms CPU of fixed
+#: per-batch cost in the fused query)
 RAMP_DIVISOR = 8
 
 
@@ -132,7 +133,7 @@ def _cast(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, pl.DataType],
-                     first: int | None = None) -> Iterator[pl.DataFrame]:
+                     first: int | None = None, piece: int | None = None) -> Iterator[pl.DataFrame]:
     """Batches of exactly ``rows`` rows (the last may be shorter; with ``first``, the first batch
     has ``first`` rows), decoded by pyarrow, converted to polars and cast to ``want`` in a
     background thread one batch ahead of the consumer: the engine's thread only runs the checks.
@@ -153,7 +154,10 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
             pending: list = []  # pa.Table pieces not yet handed out
             have = 0
             size = first or rows
-            for rb in pf.iter_batches(batch_size=rows, columns=columns, use_threads=True):
+            # with ``first``: pyarrow decodes pieces of ``first`` rows (the first one is handed out
+            # alone) that are combined into batches of ``rows``; smaller pieces decode faster (cache
+            # locality: 121 vs 138 ms CPU for 39,016 x 128 tokens), which pays for the combine copy
+            for rb in pf.iter_batches(batch_size=piece or first or rows, columns=columns, use_threads=True):
                 pending.append(pa.Table.from_batches([rb]))
                 have += rb.num_rows
                 while have >= size:
@@ -189,6 +193,20 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
             except queue.Empty:
                 pass
             t.join(timeout=0.05)
+
+
+def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The ``columns`` of the parquet file ``path`` (``rows`` rows, >= 1) as one frame with the dtypes
+    of ``schema``, decoded by pyarrow in pieces of 1/:data:`RAMP_DIVISOR` of the rows and combined:
+    the one-batch read of a shard. It takes about half the CPU of polars' own reader on token lists
+    (0.33 vs 0.69 s for the 100,000 x 128 shard of benchmarks/bench_audit.py, profile_audit.py).
+
+    Raises:
+        Unreadable: decoding failed (the first line of pyarrow's or polars' message).
+    """
+    want = {c: schema[c] for c in columns}
+    got = list(_parquet_batches(path, columns, rows, want, piece=max(1, rows // RAMP_DIVISOR)))
+    return got[0] if len(got) == 1 else pl.concat(got)
 
 
 def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list[str], rows: int,
