@@ -5,7 +5,8 @@ Generates (once, seeded) a causal-LM shard of ROWS x SEQ_LEN tokens (default 400
 right-padded, then measures in the same run, each in a fresh subprocess so peak RSS is per task:
 
 - read:  ``polars.read_parquet(path)`` (all columns),
-- audit: ``datacheck.audit(path, config)`` with every check that applies (vocab, pad/eos, max_seq_len).
+- audit: ``datacheck.audit(path, config)`` with every check that applies (vocab, pad/eos, ignore_index,
+  max_seq_len = the row length, :func:`config_for`: the generated shard is clean unless ``--defects``).
 
 Prints wall seconds (median of --repeat runs), CPU seconds (user + system), peak RSS (MiB) and the
 ratios audit/read. Wall time is what the goal is about; CPU time shows the work when the machine is shared.
@@ -40,6 +41,14 @@ CONFIG = {
     "tokens": {"vocab_size": 50257, "pad_token_id": 50256, "eos_token_id": 50256, "max_seq_len": 128},
     "labels": {"ignore_index": -100},
 }
+
+
+def config_for(seq_len: int) -> dict:
+    """:data:`CONFIG` with ``max_seq_len`` = the shard's row length: the generated rows are exactly
+    ``seq_len`` tokens long (right-padded), so a clean shard has no ``length.over_max`` finding (with
+    the fixed 128 of :data:`CONFIG`, every row of a 1024-token shard failed it and the audit paid for
+    gathering 20,000 failing rows, which no clean shard does)."""
+    return {**CONFIG, "tokens": {**CONFIG["tokens"], "max_seq_len": seq_len}}
 
 
 def make_shard(rows: int, seq_len: int, defects: bool, seed: int = 0) -> Path:
@@ -134,8 +143,8 @@ def sizes_table(a: argparse.Namespace) -> None:
             reads, audits = [], []
             for _ in range(a.repeat):
                 if gib <= a.max_read_gib:
-                    reads.append(run("read", path))
-                audits.append(run("audit", path))
+                    reads.append(run("read", path, seq_len))
+                audits.append(run("audit", path, seq_len))
             au = statistics.median(x["seconds"] for x in audits)
             ac = statistics.median(x["cpu_seconds"] for x in audits)
             arss = max(x["peak_rss_mib"] for x in audits)
@@ -160,7 +169,7 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def child(task: str, path: str) -> None:
+def child(task: str, path: str, seq_len: int) -> None:
     import polars as pl
 
     if task == "read":
@@ -183,19 +192,19 @@ def child(task: str, path: str) -> None:
                 m.load_families()
             break
         c0, t0 = _cpu(), time.perf_counter()
-        rep = datacheck.audit(path, CONFIG)
+        rep = datacheck.audit(path, config_for(seq_len))
         dt, cpu = time.perf_counter() - t0, _cpu() - c0
         extra = {"rows": rep.summary["rows"], "findings": sorted({f.check for f in rep.findings})}
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "peak_rss_mib": rss, **extra}))
 
 
-def run(task: str, path: Path, src: str | None = None) -> dict:
+def run(task: str, path: Path, seq_len: int, src: str | None = None) -> dict:
     env = None
     if src is not None:  # the audit of another source tree (PYTHONPATH first on sys.path)
         env = {**os.environ, "PYTHONPATH": src}
-    out = subprocess.run([sys.executable, __file__, "--child", task, str(path)], capture_output=True, text=True,
-                         check=True, env=env)
+    out = subprocess.run([sys.executable, __file__, "--child", task, str(path), "--child-seq-len", str(seq_len)],
+                         capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -211,9 +220,10 @@ def main() -> None:
     ap.add_argument("--max-read-gib", type=float, default=4.0, help="with --sizes: largest shard also read plainly")
     ap.add_argument("--keep", action="store_true", help="with --sizes: keep the generated shards")
     ap.add_argument("--child", nargs=2, metavar=("TASK", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--child-seq-len", type=int, default=128, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(*a.child)
+        child(*a.child, a.child_seq_len)
         return
     if a.sizes:
         sizes_table(a)
@@ -223,10 +233,10 @@ def main() -> None:
     print(f"shard {path.name}: {a.rows} rows, {tokens / 1e6:.1f}M tokens, {path.stat().st_size / 2**20:.0f} MiB")
     reads, audits, base = [], [], []
     for _ in range(a.repeat):  # interleaved so that all see the same machine state
-        reads.append(run("read", path))
-        audits.append(run("audit", path))
+        reads.append(run("read", path, a.seq_len))
+        audits.append(run("audit", path, a.seq_len))
         if a.baseline_src:
-            base.append(run("audit", path, a.baseline_src))
+            base.append(run("audit", path, a.seq_len, a.baseline_src))
     r = statistics.median(x["seconds"] for x in reads)
     au = statistics.median(x["seconds"] for x in audits)
     print(f"polars.read_parquet: {r:.2f} s (runs {[round(x['seconds'], 2) for x in reads]}), "

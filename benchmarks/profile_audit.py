@@ -14,7 +14,9 @@ Prints a table of CPU seconds (process user + system, min of ``--repeat``) sorte
 With ``--sft`` the shard and config of ``bench_sft.py`` instead (packed ChatML rows, every ``sft.*``
 and ``packing.*`` rule on; ``--rows 12207 --seq-len 4096`` is its 50M-token figure).
 
-Usage: python benchmarks/profile_audit.py [--rows 100000] [--seq-len 128] [--repeat 2] [--top 25] [--sft]
+The plan is the one ``datacheck.audit`` of this one shard runs (no cross-shard row hashes; add them
+with ``--cross-shard``).
+Usage: python benchmarks/profile_audit.py [--rows 100000] [--seq-len 128] [--repeat 2] [--top 25] [--sft] [--cross-shard]
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_audit import CONFIG, make_shard  # noqa: E402
+from bench_audit import config_for, make_shard  # noqa: E402
 
 
 def _cpu() -> float:
@@ -54,6 +56,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--sft", action="store_true", help="the packed SFT shard and config of bench_sft.py")
+    ap.add_argument("--cross-shard", action="store_true",
+                    help="plan the row-hash payload too (an audit of several shards or with splits does; "
+                         "the audit of this one shard does not)")
     a = ap.parse_args()
     os.environ.setdefault("DATACHECK_DIR", tempfile.mkdtemp(prefix="dc-prof-"))
     import polars as pl
@@ -71,7 +76,7 @@ def main() -> None:
         config = bench_sft.config(a.seq_len)
         path = bench_sft.make_shard(a.rows, a.seq_len)
     else:
-        config = CONFIG
+        config = config_for(a.seq_len)
         path = make_shard(a.rows, a.seq_len, False)
     cfg = Config.model_validate(config)
     rows: list[tuple[str, float, float]] = []
@@ -83,7 +88,8 @@ def main() -> None:
 
     def opened():
         data = open_for_checks(ds, cfg)
-        ctx = ShardContext(cfg=cfg, roles=data.roles, schema=dict(data.schema), shard=ds.rel, cross_shard=True)
+        ctx = ShardContext(cfg=cfg, roles=data.roles, schema=dict(data.schema), shard=ds.rel,
+                           cross_shard=a.cross_shard)
         return data, shard_plan(ctx)
 
     c, w, (data, plan) = timed(opened, a.repeat)

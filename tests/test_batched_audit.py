@@ -24,12 +24,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import CASES, ROOT
+from conftest import CASES, ROOT, SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datacheck.engine import shard as engine
 from datacheck.engine.shard import audit_frame, audit_shard
+from datacheck.io import batches
 from datacheck.io.batches import forced_batch_rows
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
@@ -258,7 +259,7 @@ def _jsonl_files() -> list[tuple[Path, Path | None]]:
         out += [(f, c / "datacheck.toml") for c in sorted(CASES.iterdir()) if (c / "expect.json").exists()
                 for f in sorted((c / "data").rglob("*.jsonl*"))]
     out += [(f, SAMPLE / "datacheck.toml") for f in sorted(SAMPLE.rglob("*.jsonl*"))]
-    shared = Path("/work/shared")
+    shared = SHARED
     for sub in ("chat", "realdata"):
         out += [(f, None) for f in sorted((shared / sub).rglob("*.jsonl*")) if f.stat().st_size < 5 * 2**20]
     return out
@@ -363,3 +364,34 @@ def test_jsonl_whole_frame_is_never_built(tmp_path, monkeypatch):
     assert checked[:3] == [100, 100, 100] and max(checked) == 100 and sum(checked) == 3000
     bad = next(f for f in many.findings if f.check == "decode.bad_record" and f.severity == "error")
     assert list(bad.lines) == [1501]
+
+
+def test_ramped_parquet_batches_give_the_one_batch_result(tmp_path, monkeypatch):
+    """Without ``$DATACHECK_BATCH_ROWS`` a parquet shard above the batch target is read with a
+    short first batch (``RAMP_DIVISOR``, so the checks start early) then full batches: the heights
+    are [per // 8, per, per, ..., rest], and the result equals the one-batch read's."""
+    n = 230
+    rows = [{"text": "a" if i % 9 else "b", "input_ids": [(i * 7 + j) % 61 - 1 for j in range(i % 7)],
+             "label": i % 5 - 1, "target": float(i % 13)} for i in range(n)]
+    rows[17] = dict(rows[3])  # an exact duplicate across batches
+    path = tmp_path / "shard.parquet"
+    _frame(rows).write_parquet(path, row_group_size=50)
+    with batch_rows(None):
+        one = shard_result(path, CONFIG)
+    monkeypatch.setattr(batches, "BATCH_TARGET_BYTES", 2000)  # a few dozen rows a batch
+    calls: list[int] = []
+    real = engine._run_batch
+
+    def spy(lf, *a, **k):
+        out = real(lf, *a, **k)
+        calls.append(out.n)
+        return out
+
+    monkeypatch.setattr(engine, "_run_batch", spy)
+    with batch_rows(None):
+        many = shard_result(path, CONFIG)
+    per = calls[1]
+    assert len(calls) > 3 and calls[0] == max(1, per // batches.RAMP_DIVISOR) < per
+    assert all(c == per for c in calls[1:-1]) and sum(calls) == n and 0 < calls[-1] <= per
+    _same_result(one, many)
+    assert any(f.check == "dup.exact_in_shard" for f in one.findings)

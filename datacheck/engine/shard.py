@@ -24,7 +24,7 @@ from datacheck.checks.registry import (
     shard_plan,
     unreadable_findings,
 )
-from datacheck.io.batches import batch_rows, file_batches, iter_batches
+from datacheck.io.batches import batch_rows, file_batches, forced_batch_rows, iter_batches, read_parquet_columns
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state, hash_shard
 from datacheck.io.read import CheckInput, open_for_checks
@@ -453,14 +453,22 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         raise Unreadable(f"reading the data failed: {_first_line(exc)}") from None
     except ValueError as exc:  # a bad $DATACHECK_BATCH_ROWS
         raise InternalError(str(exc)) from None
-    single: pl.LazyFrame | None = _read_all(data.lf, needed) if per is None else None
+    single: pl.LazyFrame | None = None
+    if per is None and path is not None and n_rows > 0:  # parquet read by pyarrow (half polars' CPU)
+        try:
+            single = read_parquet_columns(path, needed, n_rows, schema).lazy()
+        except Unreadable:  # polars' read below says why, as it always has
+            single = None
+    if per is None and single is None:
+        single = _read_all(data.lf, needed)
+    ramp = forced_batch_rows() is None  # a forced batch size is kept exactly (tests cut shards with it)
 
     def frames() -> Iterator[pl.LazyFrame]:
         if single is not None:
             yield single
             return
         for df in iter_batches(data.lf, schema, needed, per or 1, n_rows, path, data.format,
-                               source=data.source):
+                               source=data.source, ramp=ramp):
             yield df.lazy()
 
     n = 0

@@ -9,8 +9,9 @@ Sources:
 
 - parquet: ``pyarrow.parquet.ParquetFile.iter_batches`` over only the needed columns (pyarrow
   decodes page by page inside a row group; polars' own reader decodes a whole row group for any
-  slice of it, 8x slower on a 400k-row row group cut in 8). The next batch is decoded in a
-  background thread while the engine checks the current one (pyarrow releases the GIL).
+  slice of it, 8x slower on a 400k-row row group cut in 8). The next batch is decoded (and
+  converted to polars, and cast) in a background thread while the engine checks the current one
+  (pyarrow and polars release the GIL); the first batch is shorter (``ramp``) so the checks start early.
 - a local JSONL file: its streamed source (:class:`datacheck.io.jsonl_stream.JsonlSource`, the
   ``source`` argument): each chunk parsed, cast to the file's unified schema and re-cut to the
   batch's rows, the next chunk decoded one ahead; the decoded frame of the whole file never exists.
@@ -37,10 +38,17 @@ from datacheck.io.jsonl_stream import JsonlSource
 from datacheck.io.readers import Unreadable, needs_conversion
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
 
-__all__ = ["forced_batch_rows", "batch_rows", "iter_batches"]
+__all__ = ["forced_batch_rows", "batch_rows", "iter_batches", "read_parquet_columns"]
 
 #: rows sampled to estimate the decoded bytes of a row of a non-parquet source
 _SAMPLE_ROWS = 1024
+
+#: with ``iter_batches(ramp=True)``, pyarrow decodes pieces of 1/8 of a batch and the first parquet
+#: batch is one such piece: the pipeline's fill (the engine waits for the first decode) drops from
+#: a whole batch's decode (about 0.13 s of 0.33 s on the 100,000 x 128 shard of
+#: benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more batch (about 20 ms CPU of fixed
+#: per-batch cost in the fused query)
+RAMP_DIVISOR = 8
 
 
 def forced_batch_rows() -> int | None:
@@ -175,8 +183,15 @@ def _cast(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return df.cast(casts) if casts else df  # type: ignore[arg-type]
 
 
-def _parquet_batches(path: Path, columns: list[str], rows: int) -> Iterator[pl.DataFrame]:
-    """Batches of exactly ``rows`` rows (the last may be shorter), decoded by pyarrow one ahead."""
+def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, pl.DataType],
+                     first: int | None = None, piece: int | None = None) -> Iterator[pl.DataFrame]:
+    """Batches of exactly ``rows`` rows (the last may be shorter; with ``first``, the first batch
+    has ``first`` rows), decoded by pyarrow, converted to polars and cast to ``want`` in a
+    background thread one batch ahead of the consumer: the engine's thread only runs the checks.
+
+    Raises:
+        Unreadable: decoding or casting a batch failed (the first line of pyarrow's or polars' message).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -192,18 +207,23 @@ def _parquet_batches(path: Path, columns: list[str], rows: int) -> Iterator[pl.D
             pf = pq.ParquetFile(path, pre_buffer=False)
             pending: list = []  # pa.Table pieces not yet handed out
             have = 0
-            for rb in pf.iter_batches(batch_size=rows, columns=columns, use_threads=True):
+            size = first or rows
+            # with ``first``: pyarrow decodes pieces of ``first`` rows (the first one is handed out
+            # alone) that are combined into batches of ``rows``; smaller pieces decode faster (cache
+            # locality: 121 vs 138 ms CPU for 39,016 x 128 tokens), which pays for the combine copy
+            for rb in pf.iter_batches(batch_size=piece or first or rows, columns=columns, use_threads=True):
                 pending.append(pa.Table.from_batches([rb]))
                 have += rb.num_rows
-                while have >= rows:
+                while have >= size:
                     table = pa.concat_tables(pending).combine_chunks()
-                    head, tail = table.slice(0, rows), table.slice(rows)
-                    q.put(head)
+                    head, tail = table.slice(0, size), table.slice(size)
+                    q.put(_cast(pl.from_arrow(head), want))  # type: ignore[arg-type]
                     if stop.is_set():
                         return
                     pending, have = ([tail] if tail.num_rows else []), tail.num_rows
+                    size = rows
             if have:
-                q.put(pa.concat_tables(pending).combine_chunks())
+                q.put(_cast(pl.from_arrow(pa.concat_tables(pending).combine_chunks()), want))  # type: ignore[arg-type]
             q.put(done)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which reports it
             q.put(exc)
@@ -218,7 +238,7 @@ def _parquet_batches(path: Path, columns: list[str], rows: int) -> Iterator[pl.D
             if isinstance(item, BaseException):
                 msg = str(item).splitlines()[0] if str(item) else type(item).__name__
                 raise Unreadable(f"reading the data failed: {msg}")
-            yield pl.from_arrow(item)  # type: ignore[misc]
+            yield item
     finally:
         stop.set()
         while t.is_alive():  # unblock a producer waiting on a full queue
@@ -229,8 +249,23 @@ def _parquet_batches(path: Path, columns: list[str], rows: int) -> Iterator[pl.D
             t.join(timeout=0.05)
 
 
+def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The ``columns`` of the parquet file ``path`` (``rows`` rows, >= 1) as one frame with the dtypes
+    of ``schema``, decoded by pyarrow in pieces of 1/:data:`RAMP_DIVISOR` of the rows and combined:
+    the one-batch read of a shard. It takes about half the CPU of polars' own reader on token lists
+    (0.33 vs 0.69 s for the 100,000 x 128 shard of benchmarks/bench_audit.py, profile_audit.py).
+
+    Raises:
+        Unreadable: decoding failed (the first line of pyarrow's or polars' message).
+    """
+    want = {c: schema[c] for c in columns}
+    got = list(_parquet_batches(path, columns, rows, want, piece=max(1, rows // RAMP_DIVISOR)))
+    return got[0] if len(got) == 1 else pl.concat(got)
+
+
 def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list[str], rows: int,
-                 n: int, path: Path | None, fmt: str, source: JsonlSource | None = None) -> Iterator[pl.DataFrame]:
+                 n: int, path: Path | None, fmt: str, source: JsonlSource | None = None,
+                 ramp: bool = False) -> Iterator[pl.DataFrame]:
     """The ``columns`` of the shard in batches of ``rows`` rows (the last may be shorter), in row
     order, each with the dtypes of ``schema``.
 
@@ -243,17 +278,17 @@ def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list
         path: the shard file (parquet is read through pyarrow), or None.
         fmt: the shard's format.
         source: the shard's streamed source (local JSONL), or None.
+        ramp: parquet only: the first batch has ``rows // RAMP_DIVISOR`` rows, so the engine's
+            checks start after a short decode instead of a whole batch's (the decode of each
+            later batch overlaps the checks of the one before; batch sizes never change a result).
 
     Raises:
         Unreadable: decoding a batch failed (the reason names pyarrow's or polars' message).
     """
     want = {c: schema[c] for c in columns}
     if fmt == "parquet" and path is not None:
-        for df in _parquet_batches(path, columns, rows):
-            try:
-                yield _cast(df, want)
-            except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
-                raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
+        first = max(1, rows // RAMP_DIVISOR) if ramp and n > rows else None
+        yield from _parquet_batches(path, columns, rows, want, first)
         return
     if source is not None:
         if set(columns) <= set(source.schema):

@@ -20,7 +20,21 @@ from datacheck.model.constants import HASH_ALGORITHM
 
 __all__ = ["hash_file", "hash_shard", "hash_bytes", "index_hash", "file_state"]
 
-_CHUNK = 1 << 24  # 16 MiB reads
+#: bytes read at a time, into one reused buffer: a fresh 16 MiB ``bytes`` per read cost three times
+#: the CPU of hashing (allocation and page faults): 37 vs 12 ms for a 125 MiB file (issue 14 fixed costs)
+_CHUNK = 1 << 20
+
+
+def _update_from(h: "xxhash.xxh3_128", path: str | Path) -> int:
+    """Feed the bytes of ``path`` to ``h``; returns their count. Raises OSError."""
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+            size += n
+    return size
 
 
 def hash_bytes(data: bytes) -> str:
@@ -35,11 +49,7 @@ def hash_file(path: str | Path) -> tuple[str, int]:
         OSError: the file cannot be read (the caller turns this into ``decode.unreadable``).
     """
     h = xxhash.xxh3_128()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-            size += len(chunk)
+    size = _update_from(h, path)
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
 
 
@@ -80,12 +90,7 @@ def hash_shard(path: str | Path, fmt: str, *, bytes_only: bool = False) -> tuple
     path = Path(path)
     files = [path.with_suffix(".idx"), path] if fmt == "megatron" else [path]
     h = xxhash.xxh3_128()
-    size = 0
-    for p in files:
-        with open(p, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                h.update(chunk)
-                size += len(chunk)
+    size = sum(_update_from(h, p) for p in files)
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
 
 

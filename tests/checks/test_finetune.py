@@ -3,6 +3,7 @@ and skipped reasons."""
 from __future__ import annotations
 
 import polars as pl
+from conftest import SHARED
 
 import datacheck
 from datacheck.engine.shard import audit_frame
@@ -41,7 +42,7 @@ def test_pref_identical_after_truncation():
 
 def test_pref_on_the_real_hh_rlhf_pairs_gives_no_false_alarm():
     # PROVENANCE.md: 2312 pairs, no identical pair
-    rep = datacheck.audit("/work/shared/chat/hh_rlhf/harmless-base_test.jsonl.gz")
+    rep = datacheck.audit(str(SHARED / "chat/hh_rlhf/harmless-base_test.jsonl.gz"))
     assert [s.rows for s in rep.shards] == [2312]
     assert not [s for s in rep.skipped if s["check"].startswith("pref.")]
     assert not [f for f in rep.findings if f.check.startswith("pref.")]

@@ -1,16 +1,16 @@
 """sft rules on conversations before tokenization (``messages``): sft.role_order, sft.empty_turn,
 sft.no_assistant_turn over HF/OpenAI {role, content}, ShareGPT {from, value} and LLaMA-Factory v1
 content parts; NaN inside the turn structs (finite.nan); a plain-Python reference on random data;
-the real chat files of /work/shared/chat give no false alarm."""
+the real chat files of ../shared/chat give no false alarm."""
 from __future__ import annotations
 
 import json
 import math
 import os
-from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +18,7 @@ import datacheck
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
-CHAT = Path("/work/shared/chat")
+CHAT = (SHARED / "chat")
 SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 IDS = ("sft.role_order", "sft.empty_turn", "sft.no_assistant_turn")

@@ -1,6 +1,6 @@
 """Conversations rendered by the tokenizer's chat template ([tokens] tokenizer) and judged by the
 tokenized sft.* rules (issue 13 item 3), on real material: the SmolLM-135M tokenizer of
-/work/shared/chat/tokenizers with SmolLM2's ChatML template set here (PROVENANCE.md: no real
+../shared/chat/tokenizers with SmolLM2's ChatML template set here (PROVENANCE.md: no real
 tokenizer there ships its template), over FastChat's dummy_conversation.json (500 rows)."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
 import datacheck
 from datacheck.engine.shard import audit_shard
@@ -20,7 +21,7 @@ from datacheck.model.errors import UsageError
 
 transformers = pytest.importorskip("transformers")  # the `chat` extra (in dev)
 
-CHAT = Path("/work/shared/chat")
+CHAT = (SHARED / "chat")
 TOKENIZER = CHAT / "tokenizers/smollm_135m"
 DATA = CHAT / "fastchat/dummy_conversation.json"
 IM_START, IM_END, ENDOFTEXT = 1, 2, 0  # PROVENANCE.md

@@ -3,9 +3,9 @@ as format ``json``, one row per element, each row's line the line its element st
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
 import datacheck
 from datacheck.io.discover import discover, sniff_json_array
@@ -13,7 +13,7 @@ from datacheck.io.read import open_for_checks
 from datacheck.io.records import RecordLayoutError, json_array_records
 from datacheck.model.config import Config
 
-CHAT = Path("/work/shared/chat")
+CHAT = (SHARED / "chat")
 
 
 @pytest.mark.parametrize("text, expect", [

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from conftest import SHARED
 
 import datacheck
 from datacheck.io.discover import DiscoveredShard, discover
@@ -21,7 +22,7 @@ from datacheck.io.read import open_for_checks
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import UsageError
 
-REAL = Path("/work/shared/realdata")
+REAL = (SHARED / "realdata")
 if not REAL.is_dir():
     REAL = Path(__file__).resolve().parents[3] / "shared" / "realdata"
 pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/realdata is not present")

@@ -1,13 +1,12 @@
-"""Real training logs (/work/shared/logs, PROVENANCE.md): the facts read by hand there, read by the trace."""
+"""Real training logs (../shared/logs, PROVENANCE.md): the facts read by hand there, read by the trace."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import SHARED
 
 from datacheck.trace import TraceOptions, open_log, parse_spike_rule, trace_logs
 
-LOGS = Path("/work/shared/logs")
+LOGS = (SHARED / "logs")
 pytestmark = pytest.mark.skipif(not LOGS.is_dir(), reason="shared logs not present")
 
 
