@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -36,7 +37,7 @@ def test_arrow_memory_stays_bounded_over_many_row_groups(tmp_path: Path) -> None
     base = pa.total_allocated_bytes()
     peak = 0
     total = 0
-    for df in _parquet_batches(path, ["input_ids"], 1000):
+    for df in _parquet_batches(path, ["input_ids"], 1000, {"input_ids": pl.List(pl.Int32)}):
         total += df.height
         peak = max(peak, pa.total_allocated_bytes() - base)
     assert total == 48_000
