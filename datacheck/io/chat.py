@@ -33,13 +33,18 @@ from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields
 
 __all__ = ["canonical_role", "blank_content", "turn_roles", "turn_blank", "KNOWN_ROLES", "ASSISTANT_ROLES",
            "INVISIBLE", "CHAT_INSTALL", "RENDERED_COLUMNS", "Rendered", "render_chat", "load_chat_tokenizer",
-           "template_turns", "ALPACA_COLUMNS", "alpaca_messages"]
+           "template_turns", "ALPACA_COLUMNS", "alpaca_messages", "TEMPLATE_ERROR", "template_error_column"]
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
 CHAT_INSTALL = ('pip install "transformers>=4.45" "jinja2>=3.1" (or, in the datacheck source folder, '
                 'pip install -e ".[chat]")')
 #: the columns rendering adds (the roles of the same names)
 RENDERED_COLUMNS = ("input_ids", "assistant_mask", "labels")
+#: the column rendering adds beside them: per row, the first line of the error the chat template
+#: (or the renderer) raised on the conversation (String; null where it rendered or the
+#: conversation is null); ``sft.role_order`` fails those rows. Prefixed with ``_`` until the name
+#: is free when the shard already has a column of that name (:func:`template_error_column`).
+TEMPLATE_ERROR = "chat_template_error"
 #: conversations per apply_chat_template call
 _BATCH = 512
 
@@ -154,6 +159,16 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
     return tok, None
 
 
+def template_error_column(names: Any) -> str:
+    """The name of the template-error column among the columns ``names`` (an iterable of column
+    names) of a shard: :data:`TEMPLATE_ERROR`, prefixed with ``_`` until it is not one of them."""
+    taken = set(names)
+    name = TEMPLATE_ERROR
+    while name in taken:
+        name = "_" + name
+    return name
+
+
 @dataclass
 class Rendered:
     """The result of :func:`render_chat`.
@@ -180,16 +195,26 @@ def _call(tok: Any, convs: list[Any], max_len: int | None) -> dict[str, Any]:
     return tok.apply_chat_template(convs, **kw)
 
 
+def _error_text(exc: Exception) -> str:
+    """The first line of a rendering error, its type named (``TemplateError: Conversation roles must
+    alternate ...``, ``TypeError: can only concatenate str ...``)."""
+    first = (str(exc).splitlines() or [""])[0].strip()
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
 def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, truncation_side: str,
                 ignore_index: int) -> Rendered:
     """Render ``conversations`` (lists of ``{role, content}`` dicts as :func:`template_turns` gives
     them, or None) with ``tok``'s chat template, as the trainer does (see the module docstring).
-    A batch the template raises on is rendered row by row; the rows it still raises on are null.
+    A batch the template raises on is rendered row by row, so a good row of that batch is rendered
+    (never blamed); the rows it still raises on (the template's ``raise_exception``, a content type
+    the template cannot concatenate) have null token columns and their error in :data:`TEMPLATE_ERROR`.
     """
     tok.truncation_side = truncation_side
     n = len(conversations)
     ids: list[Any] = [None] * n
     masks: list[Any] = [None] * n
+    errors: list[str | None] = [None] * n
     rejected: list[int] = []
     first_error: str | None = None
     tlog = logging.getLogger("transformers")
@@ -211,7 +236,8 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
                         ids[i], masks[i] = out["input_ids"][0], out["assistant_masks"][0]
                     except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bad value
                         rejected.append(i)
-                        first_error = first_error or (str(exc).splitlines() or [type(exc).__name__])[0]
+                        errors[i] = _error_text(exc)
+                        first_error = first_error or errors[i]
     finally:
         tlog.setLevel(level)
     valid = np.array([x is not None for x in ids], dtype=bool)
@@ -227,7 +253,7 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
         return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), pa.array(values), mask=nulls))  # type: ignore[return-value]
 
     cols = pl.DataFrame([lists(flat_ids).alias("input_ids"), lists(flat_mask).alias("assistant_mask"),
-                         lists(flat_labels).alias("labels")])
+                         lists(flat_labels).alias("labels"), pl.Series(TEMPLATE_ERROR, errors, dtype=pl.String)])
     return Rendered(columns=cols, rejected=rejected, first_error=first_error, tokens=int(lens.sum()))
 
 

@@ -16,7 +16,9 @@ columns with the same dtypes:
    is rendered through the tokenizer's chat template (:func:`datacheck.io.chat.render_chat`,
    transformers' ``apply_chat_template``, truncated at ``max_seq_len``) into ``input_ids``,
    ``assistant_mask`` and ``labels`` columns, and the roles are resolved again: the tokenized
-   ``sft.*`` rules then judge what the trainer would see. When it cannot render (transformers not
+   ``sft.*`` rules then judge what the trainer would see; a ``chat_template_error`` column holds
+   the error of each conversation the template rejects (``sft.role_order`` fails those rows;
+   :data:`datacheck.io.chat.TEMPLATE_ERROR`). When it cannot render (transformers not
    installed, no chat template), those roles are ``unavailable`` with the reason (their checks are
    skipped with it);
 5. role columns whose values are all null (dtype ``Null`` / ``List(Null)``) are cast to the role's
@@ -34,7 +36,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from datacheck.io.chat import RENDERED_COLUMNS, alpaca_messages, load_chat_tokenizer, render_chat, template_turns
+from datacheck.io.chat import (
+    RENDERED_COLUMNS,
+    TEMPLATE_ERROR,
+    alpaca_messages,
+    load_chat_tokenizer,
+    render_chat,
+    template_error_column,
+    template_turns,
+)
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.readers import ShardData, Unreadable, normalize_frame, open_shard
 from datacheck.model.config import Config
@@ -130,8 +140,9 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
             (c, "preference data (chosen/rejected): the messages are prompts; rendering prompt + chosen/rejected "
                 "through the chat template is not built") for c in RENDERED_COLUMNS))
     elif _renders(cfg, roles, schema):
-        lf, schema, roles = _render(lf, schema, roles, cfg)
-        derived += [c for c in RENDERED_COLUMNS if c in schema]
+        err = template_error_column(schema)
+        lf, schema, roles = _render(lf, schema, roles, cfg, err)
+        derived += [c for c in (*RENDERED_COLUMNS, err) if c in schema]
     if derived:
         roles = replace(roles, derived=tuple(derived))
     casts = {**null_role_casts(roles, schema), **text_casts(roles, schema)}
@@ -153,7 +164,8 @@ def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:
 
 
 def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
-            cfg: Config) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles]:
+            cfg: Config, err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles]:
+    """The rendered columns added to the rows (the template-error column named ``err``)."""
     tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
     if tok is None:
         return lf, schema, replace(roles, unavailable=tuple((c, why or "") for c in RENDERED_COLUMNS))
@@ -166,7 +178,7 @@ def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
         raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     ign = cfg.labels.ignore if cfg.labels.ignore is not None else -100
     out = render_chat(convs, tok, cfg.tokens.max_seq_len, cfg.tokens.truncation_side, ign)
-    df = df.hstack(out.columns)
+    df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
     schema = dict(df.schema)
     return df.lazy(), schema, _resolve(cfg, schema)
 
