@@ -6,6 +6,7 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._expr import truncated
+from datacheck.checks._render import rejected_by_template
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, sum_parts
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
@@ -78,7 +79,8 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
 def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.sequence``: ``input_ids`` is null or has length 0. An empty list is empty whatever
     its element type, so this runs on any list-typed ``input_ids``; on another dtype it is skipped
-    with the ``schema.dtype`` reason."""
+    with the ``schema.dtype`` reason. Rows a chat template rejected are ``sft.role_order``'s, not
+    this (:func:`datacheck.checks._render.rejected_by_template`)."""
     ids = ctx.roles.input_ids
     bad_ids = problem(ctx, "input_ids")
     if bad_ids is not None and not is_list(ctx.schema[ids]):
@@ -86,7 +88,8 @@ def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     c = pl.col(ids)
     yield RowCheck(
-        check="empty.sequence", column=ids, fails=c.is_null() | (c.list.len() == 0), example=c,
+        check="empty.sequence", column=ids, fails=(c.is_null() | (c.list.len() == 0)) & ~rejected_by_template(ctx, ids),
+        example=c,
         details={"null": c.is_null().sum()}, details_merge={"null": sum_parts},
         message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
     )
@@ -129,7 +132,8 @@ def all_padding(ctx: ShardContext) -> Iterable[ShardItem]:
 def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.no_supervised_tokens``: every token label equals ``ignore_index`` after truncation to
     ``max_seq_len`` on ``truncation_side`` (the mean loss over 0 tokens is 0/0 = NaN). Not
-    position-wise, so the same under either ``[labels] shifted`` convention."""
+    position-wise, so the same under either ``[labels] shifted`` convention. Rows a chat template
+    rejected (null rendered labels) are ``sft.role_order``'s, not this."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
@@ -141,7 +145,8 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     where = (f" after truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
              if tok.max_seq_len is not None else "")
     yield RowCheck(
-        check="empty.no_supervised_tokens", column=r.labels, fails=none_kept, example=kept,
+        check="empty.no_supervised_tokens", column=r.labels, fails=none_kept & ~rejected_by_template(ctx, r.labels),
+        example=kept,
         details={"only_after_truncation": (none_kept & none_at_all.not_()).sum()},
         details_merge={"only_after_truncation": sum_parts},
         message=lambda n, d, w=where, ign=ign: (f"{n} row(s) have no supervised token{w}: every label is "

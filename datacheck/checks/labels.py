@@ -7,6 +7,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
+from datacheck.checks._render import rejected_by_template
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, counts_parts, measure
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Finding, Skipped
@@ -141,7 +142,8 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     t = ctx.schema[col]
     bad_dtype = problem(ctx, "labels", col)
     if bad_dtype is not None:
-        yield RowCheck(check="labels.null", column=col, fails=pl.col(col).is_null(), example=pl.col(col),
+        yield RowCheck(check="labels.null", column=col, fails=pl.col(col).is_null() & ~rejected_by_template(ctx, col),
+                       example=pl.col(col),
                        message=lambda n, d, col=col: f"{n} row(s) have no token labels in {col!r} (null)")
         for cid in ("labels.unexpected_sentinel", "labels.out_of_range"):
             yield Skipped(cid, bad_dtype.skip_reason)
@@ -161,7 +163,7 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold negative token labels other than ignore_index "
                                        f"{ign}: {_fmt_counts(d.get('values'))}"),
     )
-    yield RowCheck(check="labels.null", column=col, fails=c.is_null(), example=c,
+    yield RowCheck(check="labels.null", column=col, fails=c.is_null() & ~rejected_by_template(ctx, col), example=c,
                    message=lambda n, d, col=col: f"{n} row(s) have no token labels in {col!r} (null)")
     if bound is None:
         yield Skipped("labels.out_of_range", f"token labels {col!r}: no [tokens] vocab_size or [labels] num_classes")

@@ -2,6 +2,11 @@
 
 Each column holds text (String), token ids (list of int), a message struct with a ``value`` or
 ``content`` field (LLaMA-Factory's ShareGPT preference layout), or a list of such messages.
+
+With ``[tokens] tokenizer`` (a chat template) and a ``messages`` prompt, the read path renders
+prompt + chosen and prompt + rejected as TRL's DPOTrainer does (:func:`datacheck.io.chat.render_pairs`):
+``chosen_input_ids``/``rejected_input_ids`` (token ids, truncated at ``max_seq_len``) and the
+response tokens each keeps; the rules below then also judge the pair the trainer sees.
 """
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._expr import truncated
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, sum_parts
+from datacheck.io.chat import PAIR_COLUMNS
 from datacheck.model.findings import Skipped
 
 __all__ = ["identical_pair", "empty_response"]
@@ -46,6 +52,19 @@ def _empty(col: str, dtype: pl.DataType) -> pl.Expr | None:
     return None
 
 
+def _rendered(ctx: ShardContext) -> tuple[str, str, str, str] | None:
+    """The rendered pair columns (:data:`PAIR_COLUMNS <datacheck.io.chat.PAIR_COLUMNS>`) when the
+    read path made them, else None."""
+    if not all(c in ctx.roles.derived and c in ctx.schema for c in PAIR_COLUMNS):
+        return None
+    return PAIR_COLUMNS  # type: ignore[return-value]
+
+
+def _cut(ctx: ShardContext) -> str:
+    tok = ctx.cfg.tokens
+    return f"max_seq_len={tok.max_seq_len} ({tok.truncation_side})" if tok.max_seq_len else "no max_seq_len"
+
+
 def _example(col: str, dtype: pl.DataType) -> pl.Expr | None:
     """The value to show: text cut to 200 characters, or the first 16 ids; None for messages."""
     if dtype == pl.String:
@@ -59,15 +78,34 @@ def _example(col: str, dtype: pl.DataType) -> pl.Expr | None:
 def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     """``pref.empty_response``: ``chosen`` or ``rejected`` is null, empty or whitespace-only (text:
     after stripping; token ids: an empty list; a message struct: its content/value; a list of
-    messages: empty, or its last message's content empty). One finding per column."""
-    for col in (ctx.roles.chosen, ctx.roles.rejected):
+    messages: empty, or its last message's content empty). One finding per column. With rendered
+    pairs (module docstring) a row also fails when truncation at ``max_seq_len`` leaves no token of
+    the response (``{chosen,rejected}_response_tokens`` is 0: the prompt fills the sequence);
+    ``cut`` counts those rows."""
+    rendered = _rendered(ctx)
+    for k, col in enumerate((ctx.roles.chosen, ctx.roles.rejected)):
         bad = _empty(col, ctx.schema[col])
         if bad is None:
             yield Skipped("pref.empty_response", f"{col!r} has dtype {ctx.schema[col]}: not text, token ids or messages")
             continue
-        yield RowCheck(check="pref.empty_response", column=col, fails=bad, example=_example(col, ctx.schema[col]),
-                       message=lambda n, d, col=col: (f"{n} row(s) have an empty {col!r} response (null, empty or "
-                                                      "whitespace-only): the pair teaches nothing or the wrong thing"))
+        if rendered is None:
+            yield RowCheck(check="pref.empty_response", column=col, fails=bad, example=_example(col, ctx.schema[col]),
+                           message=lambda n, d, col=col: (f"{n} row(s) have an empty {col!r} response (null, empty or "
+                                                          "whitespace-only): the pair teaches nothing or the wrong thing"))
+            continue
+        ids, kept = pl.col(rendered[k]), pl.col(rendered[2 + k])
+        cut = (kept == 0).fill_null(False)
+        text = _example(col, ctx.schema[col])
+        yield RowCheck(
+            check="pref.empty_response", column=col, fails=bad | cut,
+            example=pl.when(cut & ~bad.fill_null(False)).then(pl.format(
+                "prompt + response {} tokens rendered; none of the response left after truncation", ids.list.len()))
+            .otherwise(text if text is not None else pl.lit(None, dtype=pl.String)),
+            details={"cut": (cut & ~bad.fill_null(False)).sum()}, details_merge={"cut": sum_parts},
+            message=lambda n, d, col=col, how=_cut(ctx): (
+                f"{n} row(s) have an empty {col!r} response (null, empty or whitespace-only, or rendered with the chat "
+                f"template none of its tokens is left after truncation at {how}: {d.get('cut', 0)} row(s)): the "
+                "pair teaches nothing or the wrong thing. Raise max_seq_len or shorten the prompts"))
 
 
 @check("pref.identical_pair", roles=("chosen", "rejected"))
@@ -75,7 +113,9 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
     """``pref.identical_pair``: ``chosen`` equals ``rejected``: exact text (or message) equality, or
     for token-id lists equality after truncation to ``max_seq_len`` on ``truncation_side`` (when
     set). The DPO loss of such a pair is the constant ln 2 with zero gradient. Null pairs are
-    ``pref.empty_response``, not this."""
+    ``pref.empty_response``, not this. With rendered pairs (module docstring) a row also fails
+    when ``chosen_input_ids`` equals ``rejected_input_ids`` (prompt + response as the chat template
+    renders them, truncated at ``max_seq_len``); ``only_rendered`` counts the rows equal only so."""
     a, b = ctx.roles.chosen, ctx.roles.rejected
     ta, tb = ctx.schema[a], ctx.schema[b]
     if ta != tb:
@@ -87,7 +127,23 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
         how = f" after truncation to max_seq_len={tok.max_seq_len} ({tok.truncation_side})" if tok.max_seq_len else ""
     else:
         ea, eb, how = pl.col(a), pl.col(b), ""
-    yield RowCheck(check="pref.identical_pair", column=None, fails=(ea == eb).fill_null(False),
-                   example=_example(a, ta),
-                   message=lambda n, d, how=how: (f"{n} pair(s) have chosen equal to rejected{how}: the DPO loss is "
-                                                  "the constant ln 2 with zero gradient. Drop them or fix the pairing"))
+    same = (ea == eb).fill_null(False)
+    example = _example(a, ta)
+    details = {}
+    rendered = _rendered(ctx)
+    if rendered is not None:  # the pair as the trainer sees it: rendered, tokenized, truncated
+        ca, cb = pl.col(rendered[0]), pl.col(rendered[1])
+        tokens_same = (ca == cb).fill_null(False)
+        only = tokens_same & ~same
+        details = {"only_rendered": only.sum()}
+        example = pl.when(only).then(pl.format("{} tokens, the same ids for chosen and rejected", ca.list.len())) \
+            .otherwise(example if example is not None else pl.lit(None, dtype=pl.String))
+        same = same | tokens_same
+        how = f" (as text, or as the chat template renders them truncated at {_cut(ctx)})"
+    yield RowCheck(check="pref.identical_pair", column=None, fails=same, example=example,
+                   details=details, details_merge={k: sum_parts for k in details},
+                   message=lambda n, d, how=how: (f"{n} pair(s) have chosen equal to rejected{how}"
+                                                  + (f", {d['only_rendered']} only as rendered tokens" if d.get("only_rendered")
+                                                     else "")
+                                                  + ": the DPO loss is the constant ln 2 with zero gradient. Drop them "
+                                                    "or fix the pairing"))

@@ -24,6 +24,7 @@ import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, value_counts
 from datacheck.checks._pos import assistant_span, prev, supervised_token
+from datacheck.checks._render import template_error
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import (
     RowCheck,
@@ -36,7 +37,13 @@ from datacheck.checks.registry import (
     sum_parts,
 )
 from datacheck.checks.roledtype import problem
-from datacheck.io.chat import ASSISTANT_ROLES, KNOWN_ROLES, blank_content, canonical_role, turn_roles
+from datacheck.io.chat import (
+    ASSISTANT_ROLES,
+    KNOWN_ROLES,
+    blank_content,
+    canonical_role,
+    turn_roles,
+)
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import MessageFields, inner_dtype, message_fields
@@ -75,7 +82,13 @@ def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     a system turn is not first, a user turn follows a user turn, an assistant turn (or tool call)
     comes before any user turn, or a tool result does not follow a tool call or another tool result.
     The example names the first bad turn (0-based), the reason and the role as written. In
-    preference data (``chosen``/``rejected`` present) the messages are the prompt: one turn is whole."""
+    preference data (``chosen``/``rejected`` present) the messages are the prompt: one turn is whole.
+
+    With ``[tokens] tokenizer`` (messages rendered by its chat template, :mod:`datacheck.io.chat`),
+    a row also fails when the template rejects it (its ``raise_exception``, or a content it cannot
+    render): the example is the template's error (first line), the reason "rejected by the chat
+    template"; such a row has no tokens, so its tokenized ``sft.*`` rules are not judged (the
+    message says so). Each failing row is counted once (the template's error shown first)."""
     col, mf = _turns(ctx)
     turn = pl.element()
     r = canonical_role(mf, turn)
@@ -108,17 +121,38 @@ def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     short = (n < 2) if not _preference(ctx) else pl.lit(False)
     why = pl.when(short).then(pl.format("{} turn(s): a conversation needs at least two", n)).otherwise(first)
     kind = pl.when(short).then(pl.lit("fewer than two turns")).otherwise(kinds.list.drop_nulls().list.first())
+    example = pl.when(short).then(why).otherwise(
+        pl.format("turn {}: {}", _first(reasons.list.eval(pl.element().is_not_null())), why))
+    fails = short | (kinds.list.drop_nulls().list.len() > 0)
+    err = template_error(ctx)
+    if err is not None:  # rendered by the tokenizer's chat template: the rows it rejected
+        rejected = pl.col(err).is_not_null()
+        fails = rejected | fails
+        kind = pl.when(rejected).then(pl.lit(_REJECTED)).otherwise(kind)
+        example = pl.when(rejected).then(pl.format("the chat template rejects it: {}", pl.col(err))).otherwise(example)
     yield RowCheck(
         # the verdict from the rule names (pl.lit): polars 2.1 panics on pl.format inside list.eval
         # under a filter when a row is null; the formatted text is only evaluated on failing rows
-        check="sft.role_order", column=col, fails=short | (kinds.list.drop_nulls().list.len() > 0),
-        example=pl.when(short).then(why).otherwise(
-            pl.format("turn {}: {}", _first(reasons.list.eval(pl.element().is_not_null())), why)),
+        check="sft.role_order", column=col, fails=fails, example=example,
         details={"reasons": value_counts(kind)},
         message=lambda k, d, col=col: (f"{k} conversation(s) in {col!r} have a turn order a chat template rejects or "
                                        f"mis-renders ({', '.join(f'{v} x{c}' for v, c in counts_to_pairs(d.get('reasons')))}). "
-                                       "Fix or drop those conversations"),
+                                       + _rejected_note(d) + "Fix or drop those conversations"),
     )
+
+
+#: the ``sft.role_order`` reason of a row the tokenizer's chat template raised on
+_REJECTED = "rejected by the chat template"
+
+
+def _rejected_note(details: dict[str, Any]) -> str:
+    """The message's sentence on the rows the chat template rejected ("" when none)."""
+    n = dict(counts_to_pairs(details.get("reasons"))).get(_REJECTED)
+    if not n:
+        return ""
+    return (f"{n} of them the chat template rejects (its error in the examples): they have no tokens, so the "
+            "token rules (sft.assistant_mask_empty, sft.prompt_supervised, sft.eot_unsupervised, "
+            "sft.truncated_response, sft.double_bos, empty.*, labels.*) do not judge them. ")
 
 
 def _empty_rowcheck(col: str, mf: MessageFields, assistant: bool) -> RowCheck:
@@ -374,9 +408,12 @@ def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
 
 
 def _supervision(per_row: list[int] | None) -> dict[str, Any] | None:
-    """The ``supervised_tokens`` stat from the shard's per-row counts (in row order): ``per_row``,
-    ``total``, ``min``, ``max`` (None without rows) and ``zero_rows`` (rows with no supervised token)."""
+    """The ``supervised_tokens`` stat from the shard's per-row counts (in row order): ``per_row``
+    (None for a row whose labels are null: a conversation the chat template rejected), ``total``,
+    ``min``, ``max`` over the other rows (None without any), ``zero_rows`` (rows with no supervised
+    token) and ``null_rows`` (rows with null labels)."""
     if per_row is None:
         return None
-    return {"per_row": per_row, "total": sum(per_row), "min": min(per_row, default=None),
-            "max": max(per_row, default=None), "zero_rows": per_row.count(0)}
+    known = [c for c in per_row if c is not None]
+    return {"per_row": per_row, "total": sum(known), "min": min(known, default=None),
+            "max": max(known, default=None), "zero_rows": known.count(0), "null_rows": len(per_row) - len(known)}

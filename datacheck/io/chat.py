@@ -29,17 +29,23 @@ import polars as pl
 import pyarrow as pa
 
 from datacheck.model.errors import UsageError
-from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields
+from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields, message_fields
 
 __all__ = ["canonical_role", "blank_content", "turn_roles", "turn_blank", "KNOWN_ROLES", "ASSISTANT_ROLES",
            "INVISIBLE", "CHAT_INSTALL", "RENDERED_COLUMNS", "Rendered", "render_chat", "load_chat_tokenizer",
-           "template_turns", "ALPACA_COLUMNS", "alpaca_messages"]
+           "template_turns", "ALPACA_COLUMNS", "alpaca_messages", "TEMPLATE_ERROR", "template_error_column",
+           "PAIR_COLUMNS", "response_turns", "RenderedPairs", "render_pairs"]
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
 CHAT_INSTALL = ('pip install "transformers>=4.45" "jinja2>=3.1" (or, in the datacheck source folder, '
                 'pip install -e ".[chat]")')
 #: the columns rendering adds (the roles of the same names)
 RENDERED_COLUMNS = ("input_ids", "assistant_mask", "labels")
+#: the column rendering adds beside them: per row, the first line of the error the chat template
+#: (or the renderer) raised on the conversation (String; null where it rendered or the
+#: conversation is null); ``sft.role_order`` fails those rows. Prefixed with ``_`` until the name
+#: is free when the shard already has a column of that name (:func:`template_error_column`).
+TEMPLATE_ERROR = "chat_template_error"
 #: conversations per apply_chat_template call
 _BATCH = 512
 
@@ -107,9 +113,35 @@ def template_turns(col: str, mf: MessageFields) -> pl.Expr:
     roles ``system``/``user``/``assistant``/``tool`` (a tool call is an assistant turn; ShareGPT
     names mapped as :data:`CHAT_ROLE_NAMES`; an unknown name is passed as written) and content a
     string (text parts joined)."""
+    return _template_turns(pl.col(col), mf)
+
+
+def _template_turns(turns: pl.Expr, mf: MessageFields) -> pl.Expr:
     turn = pl.element()
     role = canonical_role(mf, turn).replace({"tool_call": "assistant"})
-    return pl.col(col).list.eval(pl.struct(role.alias("role"), _content_text(mf, turn).alias("content")))
+    return turns.list.eval(pl.struct(role.alias("role"), _content_text(mf, turn).alias("content")))
+
+
+def response_turns(col: str, dtype: pl.DataType) -> pl.Expr | None:
+    """Per row: a preference response (``chosen`` or ``rejected``) as the turns that continue the
+    prompt, ``List(Struct{role, content})`` as :func:`template_turns` gives them (null where the
+    response is null), or None for a dtype that is not a response a chat template renders:
+
+    - ``String``: the assistant's answer (one assistant turn);
+    - a message struct (LLaMA-Factory's ShareGPT preference layout, ``{from, value}``): that turn;
+    - a list of message structs (TRL's conversational layout): those turns.
+    """
+    c = pl.col(col)
+    if dtype == pl.String:
+        turn = pl.struct(pl.lit("assistant").alias("role"), c.alias("content"))
+        return pl.when(c.is_not_null()).then(pl.concat_list([turn]))
+    if isinstance(dtype, pl.Struct):
+        mf = message_fields(pl.List(dtype))
+        if mf is None:
+            return None
+        return pl.when(c.is_not_null()).then(_template_turns(pl.concat_list([c]), mf))
+    mf = message_fields(dtype)
+    return None if mf is None else _template_turns(c, mf)
 
 
 def _import_transformers() -> Any:
@@ -154,6 +186,16 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
     return tok, None
 
 
+def template_error_column(names: Any) -> str:
+    """The name of the template-error column among the columns ``names`` (an iterable of column
+    names) of a shard: :data:`TEMPLATE_ERROR`, prefixed with ``_`` until it is not one of them."""
+    taken = set(names)
+    name = TEMPLATE_ERROR
+    while name in taken:
+        name = "_" + name
+    return name
+
+
 @dataclass
 class Rendered:
     """The result of :func:`render_chat`.
@@ -180,16 +222,26 @@ def _call(tok: Any, convs: list[Any], max_len: int | None) -> dict[str, Any]:
     return tok.apply_chat_template(convs, **kw)
 
 
+def _error_text(exc: Exception) -> str:
+    """The first line of a rendering error, its type named (``TemplateError: Conversation roles must
+    alternate ...``, ``TypeError: can only concatenate str ...``)."""
+    first = (str(exc).splitlines() or [""])[0].strip()
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
 def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, truncation_side: str,
                 ignore_index: int) -> Rendered:
     """Render ``conversations`` (lists of ``{role, content}`` dicts as :func:`template_turns` gives
     them, or None) with ``tok``'s chat template, as the trainer does (see the module docstring).
-    A batch the template raises on is rendered row by row; the rows it still raises on are null.
+    A batch the template raises on is rendered row by row, so a good row of that batch is rendered
+    (never blamed); the rows it still raises on (the template's ``raise_exception``, a content type
+    the template cannot concatenate) have null token columns and their error in :data:`TEMPLATE_ERROR`.
     """
     tok.truncation_side = truncation_side
     n = len(conversations)
     ids: list[Any] = [None] * n
     masks: list[Any] = [None] * n
+    errors: list[str | None] = [None] * n
     rejected: list[int] = []
     first_error: str | None = None
     tlog = logging.getLogger("transformers")
@@ -211,7 +263,8 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
                         ids[i], masks[i] = out["input_ids"][0], out["assistant_masks"][0]
                     except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bad value
                         rejected.append(i)
-                        first_error = first_error or (str(exc).splitlines() or [type(exc).__name__])[0]
+                        errors[i] = _error_text(exc)
+                        first_error = first_error or errors[i]
     finally:
         tlog.setLevel(level)
     valid = np.array([x is not None for x in ids], dtype=bool)
@@ -227,34 +280,197 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
         return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), pa.array(values), mask=nulls))  # type: ignore[return-value]
 
     cols = pl.DataFrame([lists(flat_ids).alias("input_ids"), lists(flat_mask).alias("assistant_mask"),
-                         lists(flat_labels).alias("labels")])
+                         lists(flat_labels).alias("labels"), pl.Series(TEMPLATE_ERROR, errors, dtype=pl.String)])
     return Rendered(columns=cols, rejected=rejected, first_error=first_error, tokens=int(lens.sum()))
 
 
-#: the Alpaca layout (Stanford Alpaca, LLaMA-Factory's ``alpaca`` format): the prompt is
-#: ``instruction`` plus ``input`` (joined by a newline when ``input`` is not empty, as
-#: LLaMA-Factory's converter does), the response ``output``; an optional ``system`` column opens
-#: the conversation. (LLaMA-Factory's ``history`` column of earlier turns is not folded in.)
-ALPACA_COLUMNS = ("instruction", "input", "output", "system")
+#: the columns preference rendering adds (:func:`render_pairs`), beside :data:`TEMPLATE_ERROR`
+PAIR_COLUMNS = ("chosen_input_ids", "rejected_input_ids", "chosen_response_tokens", "rejected_response_tokens")
+
+
+@dataclass
+class RenderedPairs:
+    """The result of :func:`render_pairs`.
+
+    Attributes:
+        columns: one row per input row: ``chosen_input_ids`` / ``rejected_input_ids`` (List(Int32):
+            prompt + response token ids, truncated at ``max_seq_len`` on ``truncation_side``),
+            ``chosen_response_tokens`` / ``rejected_response_tokens`` (UInt32: the response's tokens
+            left after that truncation) and :data:`TEMPLATE_ERROR` (String: the first line of the
+            error the template raised on the row, else null). The token columns are null where the
+            prompt or a response is null or the template rejected the row.
+        rejected: rows (0-based) the template raised on, in row order.
+        tokens: tokens rendered in all (prompt + chosen and prompt + rejected, before truncation).
+    """
+
+    columns: pl.DataFrame
+    rejected: list[int]
+    tokens: int
+
+
+def _texts(tok: Any, convs: list[Any], generation_prompt: bool, errors: list[str | None]) -> list[str | None]:
+    """``convs`` rendered to text (``tokenize=False``), 512 a call; a batch the template raises on
+    is rendered row by row; a row it raises on is None and its error is set in ``errors`` (the first
+    one kept). None conversations (and rows with an error already) are not rendered."""
+    out: list[str | None] = [None] * len(convs)
+    for start in range(0, len(convs), _BATCH):
+        rows = [i for i in range(start, min(start + _BATCH, len(convs))) if convs[i] is not None and errors[i] is None]
+        if not rows:
+            continue
+        try:
+            got = tok.apply_chat_template([convs[i] for i in rows], tokenize=False,
+                                          add_generation_prompt=generation_prompt)
+            for k, i in enumerate(rows):
+                out[i] = got[k]
+        except Exception:  # noqa: BLE001 - find the rows the template rejects, one by one
+            for i in rows:
+                try:
+                    out[i] = tok.apply_chat_template(convs[i], tokenize=False, add_generation_prompt=generation_prompt)
+                except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bad value
+                    errors[i] = _error_text(exc)
+    return out
+
+
+def _common_prefix(a: str, b: str) -> str:
+    """The longest common prefix of two strings."""
+    n = min(len(a), len(b))
+    k = next((i for i in range(n) if a[i] != b[i]), n)
+    return a[:k]
+
+
+def render_pairs(prompts: list[Any], chosen: list[Any], rejected: list[Any], tok: Any, max_seq_len: int | None,
+                 truncation_side: str) -> RenderedPairs:
+    """Render preference pairs as TRL's DPOTrainer does with a conversational dataset
+    (``maybe_apply_chat_template`` then ``tokenize_row``):
+
+    1. the prompt (turns as :func:`template_turns` gives them) rendered with
+       ``add_generation_prompt=True``; prompt + chosen and prompt + rejected rendered whole;
+    2. the prompt text is the common prefix of the rendered prompt and the rendered prompt + chosen
+       (TRL: a template whose generation prompt differs from the start of the answer, e.g. an
+       inserted ``<think>``); each response is its rendered conversation after that prefix;
+    3. prompt and responses tokenized separately without special tokens (``add_special_tokens=False``);
+    4. each sequence (prompt + response) truncated at ``max_seq_len`` on ``truncation_side``
+       (TRL's ``max_length`` with ``truncation_mode`` keep_start = right, keep_end = left).
+
+    TRL (0.12-0.19) also appends the eos id to both responses: the same id on both sides, it
+    changes neither equality nor emptiness, and is not added here.
+
+    Args:
+        prompts: per row, the prompt turns (list of ``{role, content}`` dicts) or None.
+        chosen, rejected: per row, the response turns (:func:`response_turns`) or None.
+        tok: a transformers tokenizer with a chat template (:func:`load_chat_tokenizer`).
+        max_seq_len: the trainer's maximum length (tokens), or None (no truncation).
+        truncation_side: ``"right"`` (keep the start) or ``"left"`` (keep the end).
+    """
+    n = len(prompts)
+    errors: list[str | None] = [None] * n
+    tlog = logging.getLogger("transformers")
+    level = tlog.level
+    tlog.setLevel(logging.ERROR)
+    try:
+        full_c = _texts(tok, [p + c if p is not None and c is not None else None for p, c in zip(prompts, chosen)],
+                        False, errors)
+        full_r = _texts(tok, [p + r if p is not None and r is not None else None for p, r in zip(prompts, rejected)],
+                        False, errors)
+        head = _texts(tok, list(prompts), True, errors)
+    finally:
+        tlog.setLevel(level)
+    ok = [i for i in range(n) if errors[i] is None and None not in (head[i], full_c[i], full_r[i])]
+    texts_p, texts_c, texts_r = [], [], []
+    for i in ok:
+        p = _common_prefix(head[i], full_c[i])  # type: ignore[arg-type]
+        texts_p.append(p)
+        texts_c.append(full_c[i][len(p):])  # type: ignore[index]
+        texts_r.append(full_r[i][len(p):])  # type: ignore[index]
+
+    def ids(texts: list[str]) -> list[list[int]]:
+        return tok(texts, add_special_tokens=False)["input_ids"] if texts else []
+
+    p_ids, c_ids, r_ids = ids(texts_p), ids(texts_c), ids(texts_r)
+    seq_c: list[Any] = [None] * n
+    seq_r: list[Any] = [None] * n
+    kept_c: list[int | None] = [None] * n
+    kept_r: list[int | None] = [None] * n
+    total = 0
+    for k, i in enumerate(ok):
+        for resp, seqs, kept in ((c_ids[k], seq_c, kept_c), (r_ids[k], seq_r, kept_r)):
+            full = p_ids[k] + resp
+            total += len(full)
+            seqs[i], kept[i] = _truncate(full, len(p_ids[k]), max_seq_len, truncation_side)
+    cols = pl.DataFrame([
+        pl.Series(PAIR_COLUMNS[0], seq_c, dtype=pl.List(pl.Int32)),
+        pl.Series(PAIR_COLUMNS[1], seq_r, dtype=pl.List(pl.Int32)),
+        pl.Series(PAIR_COLUMNS[2], kept_c, dtype=pl.UInt32),
+        pl.Series(PAIR_COLUMNS[3], kept_r, dtype=pl.UInt32),
+        pl.Series(TEMPLATE_ERROR, errors, dtype=pl.String),
+    ])
+    return RenderedPairs(columns=cols, rejected=[i for i in range(n) if errors[i] is not None], tokens=total)
+
+
+def _truncate(full: list[int], prompt_len: int, max_len: int | None, side: str) -> tuple[list[int], int]:
+    """(``full`` truncated at ``max_len`` on ``side``, the response tokens it keeps): the response is
+    ``full[prompt_len:]``; right truncation keeps the start, left the end."""
+    resp = len(full) - prompt_len
+    if max_len is None or len(full) <= max_len:
+        return full, resp
+    if side == "left":
+        return full[len(full) - max_len:], min(resp, max_len)
+    return full[:max_len], max(0, max_len - prompt_len)
+
+
+#: the Alpaca layout (Stanford Alpaca, LLaMA-Factory's ``alpaca`` format): the prompt is the
+#: non-empty ones of ``instruction`` and ``input`` joined by a newline (LLaMA-Factory's converter:
+#: ``"\n".join(query)``; "" when both are empty), the response ``output``; an optional ``system`` column opens
+#: the conversation; an optional ``history`` column (``[[instruction, response], ...]``, the earlier
+#: rounds) comes before the current round, each pair a user and an assistant turn, in order
+#: (LLaMA-Factory's ``AlpacaDatasetConverter``).
+ALPACA_COLUMNS = ("instruction", "input", "output", "system", "history")
+
+_TURN = pl.Struct({"role": pl.String, "content": pl.String})
+
+
+def _history_ok(dtype: pl.DataType | None) -> bool:
+    """``history`` absent, all null, or a list of lists of String (each pair ``[prompt, response]``)."""
+    if dtype is None or dtype == pl.Null:
+        return True
+    if not isinstance(dtype, pl.List):
+        return False
+    inner = dtype.inner
+    return inner == pl.Null or (isinstance(inner, pl.List) and inner.inner in (pl.String, pl.Null))
 
 
 def alpaca_messages(schema: dict[str, pl.DataType]) -> pl.Expr | None:
     """Per row: the conversation of an Alpaca row as ``List(Struct{role, content})`` (see
     :data:`ALPACA_COLUMNS`), or None when the shard is not that layout (String ``instruction`` and
-    ``output`` columns; ``input`` and ``system``, when present, String)."""
+    ``output`` columns; ``input`` and ``system``, when present, String; ``history``, when present, a
+    list of ``[prompt, response]`` String lists).
+
+    Order, as LLaMA-Factory's converter builds it: the ``system`` turn (when not empty), then each
+    ``history`` pair as a user turn and an assistant turn, then the current user turn and the
+    ``output``. A history pair that is not two strings gives null content for what it lacks (the
+    converter would fail on it; ``sft.empty_turn`` reports it); a null or empty ``history`` adds no turn."""
     if schema.get("instruction") != pl.String or schema.get("output") != pl.String:
         return None
     if any(c in schema and schema[c] not in (pl.String, pl.Null) for c in ("input", "system")):
         return None
-    inst = pl.col("instruction")
-    user = inst
-    if "input" in schema:
-        inp = pl.col("input").cast(pl.String)
-        user = pl.when(inp.is_null() | (inp == "")).then(inst).otherwise(pl.concat_str([inst, inp], separator="\n"))
+    if not _history_ok(schema.get("history")):
+        return None
+    def given(c: pl.Expr) -> pl.Expr:
+        return pl.when(c.is_not_null() & (c != "")).then(c)
+
+    # the converter's "\n".join of the non-empty instruction and input ("" when both are empty)
+    parts = [given(pl.col("instruction"))] + ([given(pl.col("input").cast(pl.String))] if "input" in schema else [])
+    user = pl.concat_str(parts, separator="\n", ignore_nulls=True)
     turn = lambda role, content: pl.struct(pl.lit(role).alias("role"), content.alias("content"))  # noqa: E731
-    pair = pl.concat_list([turn("user", user), turn("assistant", pl.col("output"))])
+    turns = [turn("user", user), turn("assistant", pl.col("output"))]
+    if "history" in schema and schema["history"] != pl.Null:
+        pair = pl.element().cast(pl.List(pl.String))
+        rounds = pl.col("history").cast(pl.List(pl.List(pl.String))).list.eval(pl.concat_list([
+            turn("user", pair.list.get(0, null_on_oob=True)), turn("assistant", pair.list.get(1, null_on_oob=True)),
+        ]).explode())
+        turns.insert(0, rounds.fill_null(pl.lit([], dtype=pl.List(_TURN))))
+    body = pl.concat_list(turns)
     if "system" not in schema:
-        return pair
+        return body
     sys_ = pl.col("system").cast(pl.String)
-    return (pl.when(sys_.is_null() | (sys_ == "")).then(pair)
-            .otherwise(pl.concat_list([turn("system", sys_), turn("user", user), turn("assistant", pl.col("output"))])))
+    return pl.when(sys_.is_null() | (sys_ == "")).then(body).otherwise(pl.concat_list([turn("system", sys_), *turns]))

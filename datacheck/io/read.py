@@ -16,7 +16,12 @@ columns with the same dtypes:
    is rendered through the tokenizer's chat template (:func:`datacheck.io.chat.render_chat`,
    transformers' ``apply_chat_template``, truncated at ``max_seq_len``) into ``input_ids``,
    ``assistant_mask`` and ``labels`` columns, and the roles are resolved again: the tokenized
-   ``sft.*`` rules then judge what the trainer would see. When it cannot render (transformers not
+   ``sft.*`` rules then judge what the trainer would see; a ``chat_template_error`` column holds
+   the error of each conversation the template rejects (``sft.role_order`` fails those rows;
+   :data:`datacheck.io.chat.TEMPLATE_ERROR`). Preference data (``chosen``/``rejected`` beside the
+   ``messages`` prompt) is rendered as TRL's DPOTrainer does (:func:`datacheck.io.chat.render_pairs`)
+   into ``chosen_input_ids``/``rejected_input_ids`` (prompt + response, truncated) and the response
+   tokens each keeps, which the ``pref.*`` rules judge. When it cannot render (transformers not
    installed, no chat template), those roles are ``unavailable`` with the reason (their checks are
    skipped with it);
 5. role columns whose values are all null (dtype ``Null`` / ``List(Null)``) are cast to the role's
@@ -34,7 +39,18 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from datacheck.io.chat import RENDERED_COLUMNS, alpaca_messages, load_chat_tokenizer, render_chat, template_turns
+from datacheck.io.chat import (
+    PAIR_COLUMNS,
+    RENDERED_COLUMNS,
+    TEMPLATE_ERROR,
+    alpaca_messages,
+    load_chat_tokenizer,
+    render_chat,
+    render_pairs,
+    response_turns,
+    template_error_column,
+    template_turns,
+)
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.jsonl_stream import JsonlSource, open_jsonl
 from datacheck.io.readers import ShardData, Unreadable, normalize_frame, open_shard
@@ -132,12 +148,22 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         roles = _resolve(cfg, schema)
         derived.append("messages")
     if _renders(cfg, roles, schema) and (roles.chosen is not None or roles.rejected is not None):
-        roles = replace(roles, unavailable=tuple(
-            (c, "preference data (chosen/rejected): the messages are prompts; rendering prompt + chosen/rejected "
-                "through the chat template is not built") for c in RENDERED_COLUMNS))
+        why = ("preference data (chosen/rejected): the messages are prompts; prompt + chosen and prompt + "
+               "rejected are rendered as chosen_input_ids/rejected_input_ids for the pref.* rules")
+        if _renders_pairs(roles, schema):
+            err = template_error_column(schema)
+            lf, schema, cannot = _render_pairs(lf, schema, roles, cfg, err)
+            derived += [c for c in (*PAIR_COLUMNS, err) if c in schema]
+            roles = _resolve(cfg, schema)
+            why = cannot or why
+        else:
+            why = ("preference data (chosen/rejected): the messages are prompts, and chosen/rejected are not "
+                   "responses a chat template renders (text, a message, or a list of messages, in both)")
+        roles = replace(roles, unavailable=tuple((c, why) for c in RENDERED_COLUMNS))
     elif _renders(cfg, roles, schema):
-        lf, schema, roles = _render(lf, schema, roles, cfg)
-        derived += [c for c in RENDERED_COLUMNS if c in schema]
+        err = template_error_column(schema)
+        lf, schema, roles = _render(lf, schema, roles, cfg, err)
+        derived += [c for c in (*RENDERED_COLUMNS, err) if c in schema]
     if derived:
         roles = replace(roles, derived=tuple(derived))
     casts = {**null_role_casts(roles, schema), **text_casts(roles, schema)}
@@ -160,7 +186,8 @@ def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:
 
 
 def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
-            cfg: Config) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles]:
+            cfg: Config, err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles]:
+    """The rendered columns added to the rows (the template-error column named ``err``)."""
     tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
     if tok is None:
         return lf, schema, replace(roles, unavailable=tuple((c, why or "") for c in RENDERED_COLUMNS))
@@ -173,9 +200,39 @@ def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
         raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     ign = cfg.labels.ignore if cfg.labels.ignore is not None else -100
     out = render_chat(convs, tok, cfg.tokens.max_seq_len, cfg.tokens.truncation_side, ign)
-    df = df.hstack(out.columns)
+    df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
     schema = dict(df.schema)
     return df.lazy(), schema, _resolve(cfg, schema)
+
+
+def _renders_pairs(roles: Roles, schema: dict[str, pl.DataType]) -> bool:
+    """Preference pairs are rendered when ``chosen`` and ``rejected`` are both responses a chat
+    template renders (:func:`datacheck.io.chat.response_turns`) and none of the rendered pair
+    columns exists (a tokenized shard is judged as it is)."""
+    if roles.chosen is None or roles.rejected is None or any(c in schema for c in PAIR_COLUMNS):
+        return False
+    return all(response_turns(c, schema[c]) is not None for c in (roles.chosen, roles.rejected))
+
+
+def _render_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles, cfg: Config,
+                  err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], str | None]:
+    """The rendered pair columns (:func:`datacheck.io.chat.render_pairs`) added to the rows, or the
+    reason it cannot render (transformers missing, no chat template)."""
+    tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
+    if tok is None:
+        return lf, schema, why
+    col, a, b = roles.messages, roles.chosen, roles.rejected
+    mf = message_fields(schema[col])
+    try:
+        df = lf.collect()
+        parts = df.select(template_turns(col, mf).alias("p"), response_turns(a, schema[a]).alias("c"),  # type: ignore[arg-type, union-attr]
+                          response_turns(b, schema[b]).alias("r"))  # type: ignore[union-attr]
+    except Exception as exc:  # noqa: BLE001 - the data cannot be read: the shard is unreadable
+        raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    out = render_pairs(parts["p"].to_list(), parts["c"].to_list(), parts["r"].to_list(), tok,
+                       cfg.tokens.max_seq_len, cfg.tokens.truncation_side)
+    df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
+    return df.lazy(), dict(df.schema), None
 
 
 def _resolve(cfg: Config, schema: dict[str, pl.DataType]) -> Roles:

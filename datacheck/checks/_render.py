@@ -1,0 +1,33 @@
+"""The rows the tokenizer's chat template rejected, for the checks that judge rendered tokens.
+
+With ``[tokens] tokenizer`` the read path renders ``messages`` into ``input_ids``,
+``assistant_mask`` and ``labels`` (:mod:`datacheck.io.chat`); a conversation the template raises on
+gets null token columns and its error in the ``chat_template_error`` column
+(:data:`TEMPLATE_ERROR <datacheck.io.chat.TEMPLATE_ERROR>`). ``sft.role_order`` reports those rows
+with the template's message; the token rules (``empty.sequence``, ``empty.no_supervised_tokens``,
+``labels.null``) leave them out, since their null columns are not the data's but the rendering's.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from datacheck.checks.registry import ShardContext
+from datacheck.io.chat import TEMPLATE_ERROR
+
+__all__ = ["template_error", "rejected_by_template"]
+
+
+def template_error(ctx: ShardContext) -> str | None:
+    """The column of the chat template's errors when the read path rendered the messages
+    (:data:`TEMPLATE_ERROR <datacheck.io.chat.TEMPLATE_ERROR>`, possibly ``_``-prefixed when the shard
+    has a column of that name), else None."""
+    return next((c for c in ctx.roles.derived if c.lstrip("_") == TEMPLATE_ERROR and c in ctx.schema), None)
+
+
+def rejected_by_template(ctx: ShardContext, col: str) -> pl.Expr:
+    """Per row (Boolean, never null): ``col`` is a column the read path rendered and the chat
+    template rejected the row's conversation (its rendered columns are null for that reason)."""
+    err = template_error(ctx)
+    if err is None or col not in ctx.roles.derived:
+        return pl.lit(False)
+    return pl.col(err).is_not_null()
