@@ -389,8 +389,8 @@ def double_bos(ctx: ShardContext) -> Iterable[ShardItem]:
 @measure("sft")
 def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
     """``supervised_tokens``: per-row supervised-token counts of every row (list of int, one per
-    row, in row order; a supervised token is a label other than ``ignore_index`` and null; a null
-    row counts 0), with their
+    row, in row order; a supervised token is a label other than ``ignore_index`` and null; a row
+    whose labels are null (a conversation the chat template rejected) is None), with their
     total, min and max; only for shards with token labels and an assistant_mask or ``[sft]``.
     The query computes the per-row counts once (list kernels) and hands them over as one list; the
     total, min, max and rows with none are derived from it once per shard (:func:`_supervision`):
@@ -402,8 +402,8 @@ def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
     if r.assistant_mask is None and ctx.cfg.sft.response_template_ids is None:
         return
     lab = pl.col(r.labels)
-    # a null label is not a supervised token (as in the position rules); a null row has none
-    per_row = (lab.list.len() - lab.list.count_matches(ign) - lab.list.count_matches(None)).fill_null(0).cast(pl.UInt32)
+    # a null label is not a supervised token (as in the position rules); a null row stays None
+    per_row = (lab.list.len() - lab.list.count_matches(ign) - lab.list.count_matches(None)).cast(pl.UInt32)
     yield Stat(key="supervised_tokens", expr=per_row.implode(), post=_supervision, merge=concat_parts)
 
 

@@ -2,7 +2,7 @@
 before the current one) folded into the derived messages in order, as LLaMA-Factory's
 AlpacaDatasetConverter does: system, then each history pair as a user and an assistant turn, then
 the current user turn (instruction + "\\n" + input) and the output. No real alpaca file of
-/work/shared/chat has a history column (identity.json: instruction/input/output only), so the file
+../shared/chat has a history column (identity.json: instruction/input/output only), so the file
 here follows the format LLaMA-Factory's data/README.md documents; a hypothesis property test holds
 the derivation against a plain-Python transcription of the converter."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +25,7 @@ from datacheck.model.config import config_from_dict
 
 SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-CHAT = Path("/work/shared/chat")
+CHAT = SHARED / "chat"
 
 #: LLaMA-Factory data/README.md, "Alpaca Format": {instruction, input, output, system, history}
 ROWS = [

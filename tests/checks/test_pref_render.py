@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 from test_sft_template_reject import MISTRAL_V01  # Mistral-7B-Instruct-v0.1's published template (its source there)
 
 import datacheck
@@ -23,7 +24,7 @@ from datacheck.model.config import config_from_dict
 
 transformers = pytest.importorskip("transformers")  # the `chat` extra (in dev)
 
-CHAT = Path("/work/shared/chat")
+CHAT = SHARED / "chat"
 TOKENIZER = CHAT / "tokenizers/smollm_135m"
 DPO = CHAT / "llamafactory/dpo_en_demo.json"
 HH = CHAT / "hh_rlhf/harmless-base_test.jsonl.gz"

@@ -3,7 +3,7 @@ a row whose rendering raises (the template's raise_exception, a content it canno
 an sft.role_order failure with the template's own message, and only that row: the batch it was in
 is rendered again row by row, so its good rows are rendered and never blamed.
 
-Real material: the SmolLM-135M tokenizer of /work/shared/chat/tokenizers with Mistral-7B-Instruct-
+Real material: the SmolLM-135M tokenizer of ../shared/chat/tokenizers with Mistral-7B-Instruct-
 v0.1's published chat template (below; it raises on roles that do not alternate and on any role
 but user/assistant), over FastChat's dummy_conversation.json (500 ShareGPT rows, all alternating
 human/gpt) with bad conversations put in at known rows."""
@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import SHARED
 
 from datacheck.checks._expr import counts_to_pairs
 from datacheck.engine.shard import audit_shard
@@ -24,7 +25,7 @@ from datacheck.model.config import config_from_dict
 
 transformers = pytest.importorskip("transformers")  # the `chat` extra (in dev)
 
-CHAT = Path("/work/shared/chat")
+CHAT = SHARED / "chat"
 TOKENIZER = CHAT / "tokenizers/smollm_135m"
 DATA = CHAT / "fastchat/dummy_conversation.json"
 #: Mistral-7B-Instruct-v0.1's chat template, verbatim from the "chat_template" of
