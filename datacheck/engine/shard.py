@@ -446,7 +446,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     """
     needed = _needed_columns(row_checks, measures, schema)
     in_query = [i for i, rc in enumerate(row_checks) if rc.from_payload is None]
-    path = file_batches(data.path, data.format, needed)  # None: batches are slices of the opened frame
+    path = file_batches(data.path, data.format, needed, data.stream)  # None: slices of the opened frame
     try:
         n_rows, per = batch_rows(data.lf, needed, path, data.format) if needed else (0, None)
     except ENGINE_ERRORS as exc:

@@ -11,8 +11,10 @@ Sources:
   decodes page by page inside a row group; polars' own reader decodes a whole row group for any
   slice of it, 8x slower on a 400k-row row group cut in 8). The next batch is decoded in a
   background thread while the engine checks the current one (pyarrow releases the GIL).
-- every other source (Arrow IPC scans, in-memory frames of JSONL/CSV/Megatron/MDS/WebDataset/
-  litdata readers, frames given to ``audit_frame``): zero-copy slices of the lazy frame.
+- local CSV/TSV and Arrow IPC: the reader's batch source (``ShardData.stream``:
+  :mod:`datacheck.io.csv_stream`, :mod:`datacheck.io.ipc_stream`), straight from the file.
+- every other source (in-memory frames of JSONL/Megatron/MDS/WebDataset/litdata readers, shards
+  copied from an object store, frames given to ``audit_frame``): zero-copy slices of the lazy frame.
 
 Each batch is cast to the dtypes of the shard's checked schema (the same casts the one read path
 applies lazily: fixed-size lists as lists, all-null role columns, dictionary text as strings), so
@@ -24,7 +26,7 @@ import os
 import queue
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import polars as pl
 
@@ -55,11 +57,15 @@ def forced_batch_rows() -> int | None:
     return n
 
 
-def file_batches(path: Path | None, fmt: str, columns: list[str]) -> Path | None:
+def file_batches(path: Path | None, fmt: str, columns: list[str], stream: Any = None) -> Any:
     """``path`` when the shard's ``columns`` can be read in batches straight from the file (parquet,
-    through pyarrow), else None (the engine then slices the frame the one read path opened). Not from
+    through pyarrow), the reader's batch source ``stream`` (CSV/TSV, Arrow IPC: an object with
+    ``schema``, ``rows`` and ``batches(columns, rows)``) when it holds the columns, else None (the
+    engine then slices the frame the one read path opened). Not from
     the file: a column the read path made (a derived Alpaca ``messages``, columns rendered by a chat
     template) or a column whose Arrow type polars cannot take as stored (the read path converted it)."""
+    if stream is not None:
+        return stream if set(columns) <= set(stream.schema) else None
     if fmt != "parquet" or path is None:
         return None
     import pyarrow.parquet as pq
@@ -93,7 +99,7 @@ def _parquet_rows_bytes(path: Path, columns: list[str]) -> tuple[int, float] | N
     return rows, first.nbytes / first.num_rows
 
 
-def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Path | None, fmt: str) -> tuple[int, int | None]:
+def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Any, fmt: str) -> tuple[int, int | None]:
     """(rows of the shard, rows per batch) for reading ``columns`` of ``lf``; rows per batch is None
     when the shard fits in one batch (read as one frame).
 
@@ -107,6 +113,8 @@ def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Path | None, fmt: str
         got = _parquet_rows_bytes(path, columns)
         if got is not None:
             n, per_row = got
+    if n is None and path is not None and not isinstance(path, Path):  # a reader's batch source
+        n = int(path.rows)
     if n is None:
         n = int(lf.select(pl.len()).collect().item())
     if forced is not None:
@@ -176,7 +184,7 @@ def _parquet_batches(path: Path, columns: list[str], rows: int) -> Iterator[pl.D
 
 
 def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list[str], rows: int,
-                 n: int, path: Path | None, fmt: str) -> Iterator[pl.DataFrame]:
+                 n: int, path: Any, fmt: str) -> Iterator[pl.DataFrame]:
     """The ``columns`` of the shard in batches of ``rows`` rows (the last may be shorter), in row
     order, each with the dtypes of ``schema``.
 
@@ -186,13 +194,21 @@ def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list
         columns: the columns to read (in schema order).
         rows: rows per batch (>= 1).
         n: the shard's rows.
-        path: the shard file (parquet is read through pyarrow), or None.
+        path: the shard file (parquet is read through pyarrow), a reader's batch source
+            (:func:`file_batches`), or None.
         fmt: the shard's format.
 
     Raises:
         Unreadable: decoding a batch failed (the reason names pyarrow's or polars' message).
     """
     want = {c: schema[c] for c in columns}
+    if path is not None and not isinstance(path, Path):  # a reader's batch source (CSV, Arrow IPC)
+        for df in path.batches(columns, rows):
+            try:
+                yield _cast(df, want)
+            except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+                raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
+        return
     if fmt == "parquet" and path is not None:
         for df in _parquet_batches(path, columns, rows):
             try:

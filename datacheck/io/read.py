@@ -35,8 +35,11 @@ import numpy as np
 import polars as pl
 
 from datacheck.io.chat import RENDERED_COLUMNS, alpaca_messages, load_chat_tokenizer, render_chat, template_turns
+from datacheck.io.csv_stream import open_csv
 from datacheck.io.discover import DiscoveredShard
-from datacheck.io.readers import ShardData, Unreadable, normalize_frame, open_shard
+from datacheck.io.ipc_stream import open_arrow
+from datacheck.io.readers import ShardData, Unreadable, normalize_frame, normalize_shard, open_shard
+from datacheck.io.stores import is_url
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding
 from datacheck.model.roles import (
@@ -67,6 +70,8 @@ class CheckInput:
         line_base: the line of row 0 when ``line_of_row`` is None.
         path: the shard file (None for an in-memory frame): the engine reads parquet batches from it
             (:mod:`datacheck.io.batches`).
+        stream: the reader's batch source for a local CSV/TSV or Arrow IPC shard (``ShardData.stream``:
+            batches read straight from the file), else None.
         format: the shard's format (``"frame"`` for an in-memory frame).
     """
 
@@ -80,6 +85,7 @@ class CheckInput:
     line_base: int = 1
     path: Path | None = None
     format: str = "frame"
+    stream: object = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         """1-based line numbers of the 0-based ``rows`` (line formats), else ``[]``."""
@@ -106,6 +112,11 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     """
     if isinstance(source, (pl.DataFrame, pl.LazyFrame)):
         data = normalize_frame(source.lazy())
+    elif isinstance(source, DiscoveredShard) and source.format in ("csv", "tsv") and not _remote(source):
+        data = normalize_shard(open_csv(Path(source.source), source.format, cfg.dataset, cfg.report.max_examples,
+                                        text_column_names(cfg.columns)))
+    elif isinstance(source, DiscoveredShard) and source.format == "arrow" and not _remote(source):
+        data = normalize_shard(open_arrow(Path(source.source)))
     elif isinstance(source, DiscoveredShard):
         data = open_shard(source.source, source.format, cfg.dataset, cfg.report.max_examples,
                           string_columns=text_column_names(cfg.columns))
@@ -141,7 +152,12 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
-                      path=where[0], format=where[1])
+                      path=where[0], format=where[1], stream=data.stream)
+
+
+def _remote(source: DiscoveredShard) -> bool:
+    """The shard is an object in a store (read by :func:`open_shard`, held in memory)."""
+    return isinstance(source.source, str) and is_url(source.source)
 
 
 def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:
