@@ -4,7 +4,10 @@
 ``schema infer`` and ``audit --against`` all call :func:`open_for_checks`, so they read the same
 columns with the same dtypes:
 
-1. the format's reader (:func:`datacheck.io.readers.open_shard`): CSV/TSV text columns
+1. the format's reader (:func:`datacheck.io.readers.open_shard`; a local CSV/TSV or Arrow IPC file:
+   :func:`datacheck.io.csv_stream.open_csv` / :func:`datacheck.io.ipc_stream.open_arrow`, which read
+   the file in a streaming pass at open and hand the engine its batches straight from the file,
+   ``CheckInput.stream``; their ``lf`` is a scan that reads the file again when collected): CSV/TSV text columns
    (:func:`datacheck.model.roles.text_column_names`: ``[columns] text`` plus the inferred text
    names) are kept as strings even when every value looks like a number; fixed-size lists become
    lists;
