@@ -446,9 +446,9 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     """
     needed = _needed_columns(row_checks, measures, schema)
     in_query = [i for i, rc in enumerate(row_checks) if rc.from_payload is None]
-    path = file_batches(data.path, data.format, needed)  # None: batches are slices of the opened frame
+    path = file_batches(data.path, data.format, needed, data.stream)  # None: slices of the opened frame
     try:
-        n_rows, per = batch_rows(data.lf, needed, path, data.format, source=data.source) if needed else (0, None)
+        n_rows, per = batch_rows(data.lf, needed, path, data.format, stream=data.stream) if needed else (0, None)
     except ENGINE_ERRORS as exc:
         raise Unreadable(f"reading the data failed: {_first_line(exc)}") from None
     except ValueError as exc:  # a bad $DATACHECK_BATCH_ROWS
@@ -468,7 +468,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             yield single
             return
         for df in iter_batches(data.lf, schema, needed, per or 1, n_rows, path, data.format,
-                               source=data.source, ramp=ramp):
+                               ramp=ramp, rescan=data.stream is not None):
             yield df.lazy()
 
     n = 0

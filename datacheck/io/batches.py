@@ -17,8 +17,11 @@ Sources:
   batch's rows, the next chunk decoded one ahead; the decoded frame of the whole file never exists.
   A needed column the source does not hold (derived by the read path) makes one read of the
   needed columns, sliced in memory.
-- every other source (Arrow IPC scans, in-memory frames of JSONL/CSV/Megatron/MDS/WebDataset/
-  litdata readers, frames given to ``audit_frame``): zero-copy slices of the lazy frame.
+- local CSV/TSV and Arrow IPC: the reader's batch source (:mod:`datacheck.io.csv_stream`,
+  :mod:`datacheck.io.ipc_stream`), straight from the file. The three streamed sources are one
+  ``ShardData.stream`` (``schema``, ``rows``, ``batches(columns, rows)``).
+- every other source (in-memory frames of one-chunk JSONL/Megatron/MDS/WebDataset/litdata readers,
+  shards copied from an object store, frames given to ``audit_frame``): zero-copy slices of the lazy frame.
 
 Each batch is cast to the dtypes of the shard's checked schema (the same casts the one read path
 applies lazily: fixed-size lists as lists, all-null role columns, dictionary text as strings), so
@@ -34,7 +37,6 @@ from typing import Any, Iterator
 
 import polars as pl
 
-from datacheck.io.jsonl_stream import JsonlSource
 from datacheck.io.readers import Unreadable, needs_conversion
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
 
@@ -69,11 +71,15 @@ def forced_batch_rows() -> int | None:
     return n
 
 
-def file_batches(path: Path | None, fmt: str, columns: list[str]) -> Path | None:
+def file_batches(path: Path | None, fmt: str, columns: list[str], stream: Any = None) -> Any:
     """``path`` when the shard's ``columns`` can be read in batches straight from the file (parquet,
-    through pyarrow), else None (the engine then slices the frame the one read path opened). Not from
+    through pyarrow), the reader's batch source ``stream`` (CSV/TSV, Arrow IPC: an object with
+    ``schema``, ``rows`` and ``batches(columns, rows)``) when it holds the columns, else None (the
+    engine then slices the frame the one read path opened). Not from
     the file: a column the read path made (a derived Alpaca ``messages``, columns rendered by a chat
     template) or a column whose Arrow type polars cannot take as stored (the read path converted it)."""
+    if stream is not None:
+        return stream if set(columns) <= set(stream.schema) else None
     if fmt != "parquet" or path is None:
         return None
     import pyarrow.parquet as pq
@@ -144,14 +150,15 @@ def _parquet_rows_bytes(path: Path, columns: list[str]) -> tuple[int, float] | N
     return rows, first.nbytes / first.num_rows
 
 
-def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Path | None, fmt: str,
-               source: JsonlSource | None = None) -> tuple[int, int | None]:
+def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Any, fmt: str,
+               stream: Any = None) -> tuple[int, int | None]:
     """(rows of the shard, rows per batch) for reading ``columns`` of ``lf``; rows per batch is None
     when the shard fits in one batch (read as one frame).
 
     Rows per batch: ``$DATACHECK_BATCH_ROWS`` when set, else :data:`BATCH_TARGET_BYTES` over the
-    decoded bytes per row (the decoded size of the first 1,024 rows of the needed columns). ``source``:
-    the shard's streamed source (its rows and bytes per row are known from its first pass: no read).
+    decoded bytes per row (the decoded size of the first 1,024 rows of the needed columns).
+    ``stream``: the shard's batch source (``ShardData.stream``): its rows (and, where it knows them,
+    bytes per row) come from its first pass, without reading the file again.
     Raises what reading the data raises.
     """
     forced = forced_batch_rows()
@@ -161,15 +168,15 @@ def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Path | None, fmt: str
         got = _parquet_rows_bytes(path, columns)
         if got is not None:
             n, per_row = got
-    if n is None and source is not None:
-        n = source.rows
+    if n is None and stream is not None:
+        n = int(stream.rows)
     if n is None:
         n = int(lf.select(pl.len()).collect().item())
     if forced is not None:
         return n, (forced if n > forced else None)
     if per_row is None:
-        if source is not None:
-            per_row = source.bytes_per_row(columns)
+        if stream is not None and hasattr(stream, "bytes_per_row"):
+            per_row = stream.bytes_per_row(columns)
         else:
             sample = lf.select(columns).head(_SAMPLE_ROWS).collect() if columns else None
             per_row = sample.estimated_size() / sample.height if sample is not None and sample.height else 0.0
@@ -264,8 +271,7 @@ def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict
 
 
 def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list[str], rows: int,
-                 n: int, path: Path | None, fmt: str, source: JsonlSource | None = None,
-                 ramp: bool = False) -> Iterator[pl.DataFrame]:
+                 n: int, path: Any, fmt: str, ramp: bool = False, rescan: bool = False) -> Iterator[pl.DataFrame]:
     """The ``columns`` of the shard in batches of ``rows`` rows (the last may be shorter), in row
     order, each with the dtypes of ``schema``.
 
@@ -275,9 +281,12 @@ def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list
         columns: the columns to read (in schema order).
         rows: rows per batch (>= 1).
         n: the shard's rows.
-        path: the shard file (parquet is read through pyarrow), or None.
+        path: the shard file (parquet is read through pyarrow), a reader's batch source
+            (:func:`file_batches`), or None.
         fmt: the shard's format.
-        source: the shard's streamed source (local JSONL), or None.
+        rescan: ``lf`` reads the file again whenever it is collected (a streamed shard whose batch
+            source lacks a needed column: one the read path derived): the needed columns are then
+            read once and sliced in memory, not read again from the start for every slice.
         ramp: parquet only: the first batch has ``rows // RAMP_DIVISOR`` rows, so the engine's
             checks start after a short decode instead of a whole batch's (the decode of each
             later batch overlaps the checks of the one before; batch sizes never change a result).
@@ -286,15 +295,18 @@ def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list
         Unreadable: decoding a batch failed (the reason names pyarrow's or polars' message).
     """
     want = {c: schema[c] for c in columns}
+    if path is not None and not isinstance(path, Path):  # a reader's batch source (JSONL, CSV, Arrow IPC)
+        for df in path.batches(columns, rows):
+            try:
+                yield _cast(df, want)
+            except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+                raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
+        return
     if fmt == "parquet" and path is not None:
         first = max(1, rows // RAMP_DIVISOR) if ramp and n > rows else None
         yield from _parquet_batches(path, columns, rows, want, first)
         return
-    if source is not None:
-        if set(columns) <= set(source.schema):
-            for df in source.batches(columns, rows):
-                yield _cast(df, want)
-            return
+    if rescan:
         try:  # a column derived by the read path: the needed columns read once, sliced in memory
             lf = lf.select(columns).collect().lazy()
         except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:

@@ -368,7 +368,7 @@ class JsonlSource:
 def open_jsonl(path: Path, max_examples: int) -> ShardData:
     """A local JSONL file (plain, ``.gz``, ``.zst``) opened as a streamed source (see the module
     docstring): the rows, findings, dtypes and line numbers of :func:`readers._read_jsonl`, with
-    ``ShardData.source`` the :class:`JsonlSource` (None for a file of one chunk, kept in memory).
+    ``ShardData.stream`` the :class:`JsonlSource` (None for a file of one chunk, kept in memory).
 
     Raises:
         Unreadable: the file cannot be read or decompressed, or its chunks do not form one table.
@@ -476,4 +476,4 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,
                       majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0])
     return ShardData(lf=src.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
-                     line_base=1, source=src)
+                     line_base=1, stream=src)

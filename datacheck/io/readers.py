@@ -54,7 +54,7 @@ from datacheck.io.stores import filesystem, is_url
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["ShardData", "Unreadable", "arrow_for_polars", "needs_conversion", "normalize_frame", "validate_arrow", "open_shard",
+__all__ = ["ShardData", "Unreadable", "arrow_for_polars", "needs_conversion", "normalize_frame", "normalize_shard", "validate_arrow", "open_shard",
            "read_bytes"]
 
 #: A reader's failure: any exception, and polars' ``PanicException`` (a ``BaseException``) on bytes
@@ -80,8 +80,10 @@ class ShardData:
         line_format: True for JSONL/CSV (findings then also carry 1-based line numbers).
         line_of_row: 1-based line number of each row, or None when ``row + line_base``.
         line_base: offset of row 0's line when ``line_of_row`` is None (1 for JSONL, 2 for CSV with header).
-        source: a source the engine reads the rows from in batches without collecting ``lf``
-            (:class:`datacheck.io.jsonl_stream.JsonlSource`: ``rows``, ``schema``, ``batches``), or None.
+        stream: a batch source reading the rows straight from the file, batch by batch (an object
+            with ``schema``, ``rows`` and ``batches(columns, rows)``: :class:`datacheck.io.jsonl_stream.JsonlSource`,
+            :mod:`datacheck.io.csv_stream`, :mod:`datacheck.io.ipc_stream`), or None; the engine reads its
+            batches from it instead of slicing ``lf`` (which, for these, reads the file again when collected).
     """
 
     lf: pl.LazyFrame
@@ -89,7 +91,7 @@ class ShardData:
     line_format: bool = False
     line_of_row: np.ndarray | None = None
     line_base: int = 1
-    source: Any = None
+    stream: Any = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         if not self.line_format:
@@ -209,9 +211,11 @@ def _utf8_findings(lines: list[tuple[int, bytes]], max_examples: int, header_lin
     return ([_utf8_finding(bad, max_examples)] if bad else []), fixed
 
 
-def _utf8_finding(bad: list[tuple[int, int, int, bytes]], max_examples: int) -> Finding:
+def _utf8_finding(bad: list[tuple[int, int, int, bytes]], max_examples: int, total: int | None = None) -> Finding:
     """decode.invalid_utf8 from its bad lines: (0-based line index, byte offset of the first bad
-    byte in the file, that byte, the line's bytes), in file order."""
+    byte in the file, that byte, the line's bytes), in file order. ``total``: the number of bad
+    lines when ``bad`` holds only the first ones (a streaming reader keeps at most 50)."""
+    total = len(bad) if total is None else total
     enc = _suggest_encoding(b"".join(ln for _, _, _, ln in bad[:50]))
     ex = tuple(
         Example(row=None, value=f"byte 0x{b:02x} at offset {o}", line=i + 1, byte_offset=o)
@@ -219,44 +223,48 @@ def _utf8_finding(bad: list[tuple[int, int, int, bytes]], max_examples: int) -> 
     )
     first = bad[0]
     msg = (
-        f"{len(bad)} line(s) are not valid UTF-8 (first: line {first[0] + 1}, byte offset {first[1]}, "
+        f"{total} line(s) are not valid UTF-8 (first: line {first[0] + 1}, byte offset {first[1]}, "
         f"byte 0x{first[2]:02x}); the file looks {enc}-encoded: re-encode it as UTF-8 "
         f"(e.g. iconv -f {enc} -t utf-8). The lines were audited with replacement characters."
     )
     return Finding(
-        check="decode.invalid_utf8", severity="error", message=msg, count=len(bad),
+        check="decode.invalid_utf8", severity="error", message=msg, count=total,
         lines=tuple(i + 1 for i, _, _, _ in bad[:max_examples]), examples=ex,
         details={"likely_encoding": enc, "byte_offsets": [o for _, o, _, _ in bad[:max_examples]]},
-        rows_truncated=len(bad) > max_examples,
+        rows_truncated=total > max_examples,
     )
 
 
-def _bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, max_examples: int) -> Finding:
-    """bad: (1-based line, byte offset, parser message, line text)."""
+def _bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, max_examples: int,
+                        total: int | None = None) -> Finding:
+    """bad: (1-based line, byte offset, parser message, line text); ``total``: the number of bad
+    records when ``bad`` holds only the first ones."""
+    total = len(bad) if total is None else total
     ex = tuple(
         Example(row=None, value=f"{msg}: {show_value(text, 80)}", line=ln, byte_offset=off)
         for ln, off, msg, text in bad[:max_examples]
     )
     ln, off, msg, _ = bad[0]
     return Finding(
-        check="decode.bad_record", severity="error", count=len(bad),
-        ratio=len(bad) / total_lines if total_lines else None,
-        message=(f"{len(bad)} record(s) do not parse (first: line {ln}, byte offset {off}: {msg}); "
+        check="decode.bad_record", severity="error", count=total,
+        ratio=total / total_lines if total_lines else None,
+        message=(f"{total} record(s) do not parse (first: line {ln}, byte offset {off}: {msg}); "
                  "the good records were audited. Fix or drop these lines."),
         lines=tuple(b[0] for b in bad[:max_examples]), examples=ex,
         details={"byte_offsets": [b[1] for b in bad[:max_examples]]},
-        rows_truncated=len(bad) > max_examples,
+        rows_truncated=total > max_examples,
     )
 
 
-def _blank_finding(blank: list[tuple[int, int]], max_examples: int) -> Finding:
+def _blank_finding(blank: list[tuple[int, int]], max_examples: int, total: int | None = None) -> Finding:
+    total = len(blank) if total is None else total
     return Finding(
-        check="decode.bad_record", severity="info", count=len(blank),
-        message=f"{len(blank)} blank line(s) skipped (first: line {blank[0][0]})",
+        check="decode.bad_record", severity="info", count=total,
+        message=f"{total} blank line(s) skipped (first: line {blank[0][0]})",
         lines=tuple(b[0] for b in blank[:max_examples]),
         examples=tuple(Example(row=None, value="''", line=ln, byte_offset=o) for ln, o in blank[:max_examples]),
-        details={"blank_lines": len(blank)},
-        rows_truncated=len(blank) > max_examples,
+        details={"blank_lines": total},
+        rows_truncated=total > max_examples,
     )
 
 
@@ -1108,6 +1116,11 @@ def _normalize(data: ShardData) -> ShardData:
     if casts:
         data.lf = data.lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
     return data
+
+
+def normalize_shard(data: ShardData) -> ShardData:
+    """An opened shard with fixed-size lists read as lists (see :func:`_normalize`). Raises :class:`Unreadable`."""
+    return _normalize(data)
 
 
 def normalize_frame(lf: pl.LazyFrame) -> ShardData:

@@ -215,9 +215,9 @@ def test_streamed_source_equals_the_one_frame_path(tmp_path_factory, lines, chun
     _same_frame(got.lf.collect(), whole)
     assert got.lines_of(list(range(whole.height))) == ref.lines_of(list(range(whole.height)))
     assert [f.to_dict() for f in got.decode_findings] == [f.to_dict() for f in ref.decode_findings]
-    if got.source is not None and whole.width:
+    if got.stream is not None and whole.width:
         cols = list(whole.columns)[::-1]
-        parts = list(got.source.batches(cols, rows))
+        parts = list(got.stream.batches(cols, rows))
         assert all(p.height == rows for p in parts[:-1]) and parts[-1].height <= rows
         _same_frame(pl.concat(parts), whole.select(cols))
         first = whole.columns[0]
@@ -229,12 +229,12 @@ def test_streamed_source_equals_the_one_frame_path(tmp_path_factory, lines, chun
 def test_streamed_source_reads_a_file_changed_between_reads_as_unreadable(tmp_path):
     path = _write(tmp_path / "s.jsonl", _lines(ROWS))
     got = _streamed(path, 64)
-    assert got.source is not None and got.source.rows == 40
+    assert got.stream is not None and got.stream.rows == 40
     path.write_bytes(_lines(ROWS[:30]))
     with pytest.raises(Unreadable, match="changed while it was being read"):
-        list(got.source.batches(["text"], 7))
+        list(got.stream.batches(["text"], 7))
 
 
 def test_one_chunk_files_keep_the_one_frame_path(tmp_path):
     got = _streamed(_write(tmp_path / "s.jsonl", _lines(ROWS)), 10**9)
-    assert got.source is None and got.lf.collect().height == 40
+    assert got.stream is None and got.lf.collect().height == 40

@@ -1,0 +1,401 @@
+"""A local CSV/TSV shard (plain or ``.gz``/``.zst``) read in two streaming passes, in bounded memory.
+
+Pass 1 (:func:`open_csv`, at open) reads the file once as a stream of lines
+(:func:`datacheck.io.readers.line_chunks`: decompressed as a stream, chunks of whole lines) through
+the same record rules as :func:`datacheck.io.records.csv_records` (Python's ``csv`` module,
+``strict=False``, the field-size limit raised by :mod:`datacheck.io.records`): it keeps
+
+- the findings the in-memory reader gives (``decode.invalid_utf8`` per line, ``decode.bad_record``
+  for a wrong field count, blank lines, the header rules and ``[dataset] names``), with the same
+  lines, byte offsets, counts and examples (only the first examples are kept, not every bad line);
+- the row count and the row -> line mapping (an int64 array only once a row is not on the line
+  after the previous row's: a file without multi-line records, blank or bad lines needs none);
+- the dtypes: each chunk of :data:`CSV_CHUNK_ROWS` good records (or :data:`CSV_CHUNK_CHARS`) is re-serialised and parsed by
+  polars exactly as the in-memory reader parses the whole file (``infer_schema_length=None``,
+  ``null_values=[""]``, no date parsing, text columns as strings); the chunks' dtypes combine by
+  polars' own inference rule (:func:`combine_dtypes`: a chunk whose column is all null says
+  nothing; String or Boolean beside another type is String; ints and floats are Float64; the
+  widest int otherwise), so a CSV's inferred dtypes are the ones of the one-frame read
+  (``tests/test_stream_formats.py`` holds it with hypothesis).
+
+Pass 2 (:meth:`CsvStream.batches`, once per engine pass) reads the file again through the same
+record splitter and hands out frames of ``rows`` good records, parsed by polars with the schema of
+pass 1 fixed. The records are split by Python's ``csv`` module in both passes rather than by polars'
+or pyarrow's CSV reader: those differ from it on malformed quoting, ragged rows and invalid UTF-8,
+and the findings (lines, offsets) must not change.
+
+``ShardData.lf`` stays a LazyFrame for every other consumer (inspect, clean, contracts, schema
+infer): a ``polars.io.plugins.register_io_source`` scan that runs pass 2 when collected (projection
+and ``n_rows`` pushed down, the predicate applied per batch).
+
+Differences from the in-memory reader (both on files that are not valid UTF-8 or use lone ``\\r``
+line breaks): a quoted field spanning a CRLF line break keeps its ``\\r`` in a file with invalid
+UTF-8 (the in-memory reader drops it there, not in valid files); a lone ``\\r`` (classic Mac line
+break) is not a line break here (it is in the in-memory reader: the record then fails to parse).
+"""
+from __future__ import annotations
+
+import csv
+import io
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import polars as pl
+from polars.io.plugins import register_io_source
+
+from datacheck.io.readers import (
+    ShardData,
+    Unreadable,
+    _bad_record_finding,
+    _blank_finding,
+    _utf8_finding,
+    line_chunks,
+)
+from datacheck.io.records import BOM, RecordLayoutError
+from datacheck.model.findings import Finding
+
+__all__ = ["CSV_CHUNK_ROWS", "CsvStream", "combine_dtypes", "open_csv"]
+
+#: good records parsed by polars at once in pass 1 (dtype inference) and at most per frame in pass 2
+CSV_CHUNK_ROWS = 65_536
+#: characters of good records parsed by polars at once in pass 1 (whichever of the two comes first)
+CSV_CHUNK_CHARS = 16 * 2**20
+#: decompressed bytes read from the file at once (whole lines; a longer line makes a longer read)
+_READ_BYTES = 2**20
+#: bad UTF-8 lines kept for the encoding guess of ``decode.invalid_utf8`` (as the in-memory reader)
+_ENCODING_SAMPLE = 50
+_INT_RANK = [pl.Int64, pl.Int128]
+
+
+def combine_dtypes(seen: list[pl.DataType]) -> pl.DataType:
+    """The dtype polars infers for a CSV column over the whole file, from the dtypes it infers over
+    chunks of it (only chunks where the column has a non-null value). Rule (polars 1.x/2.x
+    ``infer_schema_length=None``, checked by the tests): none -> String; one kind -> it; String, or
+    Boolean beside a number -> String; Float64 beside ints -> Float64; ints -> the widest."""
+    kinds = set(seen)
+    if not kinds:
+        return pl.String
+    if len(kinds) == 1:
+        return seen[0]
+    if pl.String in kinds or pl.Boolean in kinds:
+        return pl.String
+    if pl.Float64 in kinds:
+        return pl.Float64
+    if kinds <= set(_INT_RANK):
+        return max(kinds, key=_INT_RANK.index)
+    return pl.String
+
+
+@dataclass
+class _Record:
+    line: int
+    offset: int
+    fields: list[str] | None
+    error: str | None = None
+    text: str = ""
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes, str, bool]]:
+    """(byte offset in the file, the line's bytes without its break, the decoded line with its break
+    as written (``\\n`` or ``\\r\\n``), invalid UTF-8) for every line, streamed; a UTF-8 BOM skipped."""
+    pos = 0
+    first = True
+    for chunk in line_chunks(path, _READ_BYTES):
+        start = 0
+        if first:
+            first = False
+            if chunk.startswith(BOM):
+                start = pos = len(BOM)
+        n = len(chunk)
+        while start < n:
+            nl = chunk.find(b"\n", start)
+            end = n if nl < 0 else nl
+            raw = chunk[start:end]
+            brk = "\n" if nl >= 0 else ""
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+                brk = "\r" + brk
+            try:
+                text, bad = raw.decode("utf-8"), False
+            except UnicodeDecodeError:
+                text, bad = raw.decode("utf-8", errors="replace"), True
+            yield pos, raw, text + brk, bad
+            pos += end + 1 - start
+            start = end + 1
+
+
+class _Splitter:
+    """The records of the file (the rules of :func:`datacheck.io.records.csv_records`), streamed."""
+
+    def __init__(self, path: Path, sep: str, quote: str | None, header: bool, names: list[str] | None,
+                 keep_bad: int = _ENCODING_SAMPLE):
+        self.path, self.sep, self.quote, self.header, self.names = path, sep, quote, header, names
+        self.keep_bad = max(keep_bad, _ENCODING_SAMPLE)
+        self.offsets: dict[int, int] = {}
+        self.raws: dict[int, bytes] = {}
+        self.n_lines = 0
+        self.bad_utf8: list[tuple[int, int, int, bytes]] = []
+        self.n_bad_utf8 = 0
+        self.nonblank = False
+        self.header_fields: list[str] | None = None
+        self.width: int | None = len(names) if names else None
+        self.end = 0
+
+    def _text(self) -> Iterator[str]:
+        for off, raw, text, bad in _lines(self.path):
+            self.n_lines += 1
+            self.offsets[self.n_lines] = off
+            self.end = off + len(raw)
+            if bad:
+                self.n_bad_utf8 += 1
+                if len(self.bad_utf8) < self.keep_bad:
+                    try:
+                        raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        self.bad_utf8.append((self.n_lines - 1, off + exc.start, raw[exc.start], raw))
+            if not self.nonblank and text.strip():
+                self.nonblank = True
+            yield text
+
+    def records(self) -> Iterator[_Record]:
+        """Header handling, blank lines (``fields`` None, ``error`` "blank") and records in file order.
+        Raises :class:`RecordLayoutError` (a ``csv`` parse error, ``names`` not fitting the header)."""
+        reader = csv.reader(self._text(), delimiter=self.sep, quotechar=self.quote or '"',
+                            quoting=csv.QUOTE_MINIMAL if self.quote else csv.QUOTE_NONE, strict=False)
+        cols_known = not self.header
+        prev = 0
+        try:
+            for rec in reader:
+                start, prev = prev + 1, reader.line_num
+                off = self.offsets.get(start, self.end)
+                for k in [k for k in self.offsets if k < start]:  # only the lines of the current record are kept
+                    del self.offsets[k]
+                if not rec or (len(rec) == 1 and not rec[0].strip() and (self.width or 0) != 1):
+                    yield _Record(start, off, None, "blank")
+                    continue
+                if not cols_known:
+                    cols_known = True
+                    self.header_fields = rec
+                    self.width = len(rec)
+                    if self.names and len(self.names) != self.width:
+                        raise RecordLayoutError(
+                            f"[dataset] names lists {len(self.names)} column(s) but the header line {start} has "
+                            f"{self.width} ({self.sep.join(rec)[:200]!r}); give one name per column")
+                    continue
+                if self.width is None:
+                    self.width = len(rec)
+                if len(rec) != self.width:
+                    yield _Record(start, off, None, f"{len(rec)} fields, expected {self.width}", self.sep.join(rec))
+                else:
+                    yield _Record(start, off, rec)
+        except csv.Error as exc:
+            raise RecordLayoutError(f"CSV parse error at line {reader.line_num}: {exc}") from None
+
+    def columns(self) -> list[str]:
+        if self.names:
+            return list(self.names)
+        if self.header_fields is not None:
+            return list(self.header_fields)
+        return [f"column_{i + 1}" for i in range(self.width or 0)]
+
+
+def _unique(cols: list[str]) -> list[str]:
+    """Duplicate header names made unique (``a``, ``a_1``), as the in-memory reader does."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in cols:
+        n = seen.get(c, 0)
+        out.append(c if n == 0 else f"{c}_{n}")
+        seen[c] = n + 1
+    return out
+
+
+def _serialise(cols: list[str], records: list[list[str]]) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, delimiter=",", quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+    w.writerow(cols)
+    w.writerows(records)
+    return buf.getvalue().encode("utf-8")
+
+
+@dataclass
+class CsvStream:
+    """A CSV/TSV file's rows as batches read straight from the file (pass 2, see the module docstring).
+
+    Attributes:
+        path: the file. sep, quote, header, names: the ``[dataset]`` CSV options.
+        schema: ``{column: dtype}`` fixed by pass 1 (column names made unique).
+        rows: the good records (rows) of the file.
+    """
+
+    path: Path
+    sep: str
+    quote: str | None
+    header: bool
+    names: list[str] | None
+    schema: dict[str, pl.DataType] = field(default_factory=dict)
+    rows: int = 0
+
+    def _parse(self, records: list[list[str]], columns: list[str] | None) -> pl.DataFrame:
+        cols = list(self.schema)
+        try:
+            return pl.read_csv(_serialise(cols, records), schema=self.schema, columns=columns,
+                               null_values=[""], try_parse_dates=False)
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+            raise Unreadable(f"CSV records do not form one table: {exc}") from None
+
+    def batches(self, columns: list[str] | None, rows: int) -> Iterator[pl.DataFrame]:
+        """The ``columns`` (all when None) of the rows in frames of ``rows`` rows (the last may be
+        shorter; at most :data:`CSV_CHUNK_ROWS` parsed at once, concatenated up to ``rows``), with
+        the dtypes of :attr:`schema`. Raises :class:`Unreadable` (the file changed, cannot be read)."""
+        pending: list[pl.DataFrame] = []
+        have = 0
+        recs: list[list[str]] = []
+        split = _Splitter(self.path, self.sep, self.quote, self.header, self.names)
+        step = max(1, min(rows, CSV_CHUNK_ROWS))
+        try:
+            for r in split.records():
+                if r.fields is None:
+                    continue
+                recs.append(r.fields)
+                if len(recs) >= step:
+                    pending.append(self._parse(recs, columns))
+                    have += len(recs)
+                    recs = []
+                    if have >= rows:
+                        yield from _cut(pending, rows)
+                        have = sum(p.height for p in pending)
+        except RecordLayoutError as exc:
+            raise Unreadable(str(exc)) from None
+        if recs:
+            pending.append(self._parse(recs, columns))
+        if pending:
+            yield from _cut(pending, rows, last=True)
+
+    def lazy(self) -> pl.LazyFrame:
+        """The rows as a LazyFrame that reads the file again (pass 2) when collected."""
+        def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+                   batch_size: int | None) -> Iterator[pl.DataFrame]:
+            left = n_rows
+            for df in self.batches(with_columns, batch_size or CSV_CHUNK_ROWS):
+                if predicate is not None:
+                    df = df.filter(predicate)
+                if left is not None:
+                    df = df.head(left)
+                    left -= df.height
+                yield df
+                if left is not None and left <= 0:
+                    return
+
+        return register_io_source(source, schema=self.schema, explain_name="datacheck-csv")
+
+
+def _cut(pending: list[pl.DataFrame], rows: int, last: bool = False) -> Iterator[pl.DataFrame]:
+    """Frames of ``rows`` rows from the parsed pieces in ``pending`` (emptied in place; the rest kept)."""
+    df = pl.concat(pending, rechunk=False) if len(pending) > 1 else pending[0]
+    pending.clear()
+    off = 0
+    while df.height - off >= rows:
+        yield df.slice(off, rows).rechunk()
+        off += rows
+    if off < df.height:
+        rest = df.slice(off)
+        if last:
+            yield rest.rechunk()
+        else:
+            pending.append(rest)
+
+
+def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_columns: tuple[str, ...]) -> ShardData:
+    """Pass 1 over a local CSV/TSV file (see the module docstring): its findings, rows, line mapping
+    and dtypes; the rows are read later, batch by batch (``ShardData.stream``).
+
+    Raises:
+        Unreadable: the file cannot be read or decompressed, the ``csv`` module cannot parse it,
+            ``[dataset] names`` does not fit the header, or the records do not form one table.
+    """
+    sep = dataset_cfg.separator or ("\t" if fmt == "tsv" else ",")
+    quote = dataset_cfg.quote_char if dataset_cfg.quote_char else None
+    header = dataset_cfg.header
+    names = list(dataset_cfg.names) if dataset_cfg.names else None
+    split = _Splitter(path, sep, quote, header, names, keep_bad=max_examples)
+    bad: list[tuple[int, int, str, str]] = []
+    n_bad = 0
+    blank: list[tuple[int, int]] = []
+    n_blank = 0
+    first_line: int | None = None
+    rows = 0
+    lines: array | None = None  # only once a row is not on the line after the previous one
+    recs: list[list[str]] = []
+    chars = 0
+    seen: dict[int, list[pl.DataType]] = {}
+    cols: list[str] | None = None
+
+    def infer(chunk: list[list[str]]) -> None:
+        nonlocal cols
+        if cols is None:
+            cols = _unique(split.columns())
+        try:
+            df = pl.read_csv(_serialise(cols, chunk), infer_schema_length=None,
+                             schema_overrides={c: pl.String for c in cols if c in string_columns},
+                             null_values=[""], try_parse_dates=False)
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+            raise Unreadable(f"CSV records do not form one table: {exc}") from None
+        for i, s in enumerate(df.get_columns()):
+            if s.null_count() < s.len():
+                seen.setdefault(i, []).append(s.dtype)
+
+    try:
+        for r in split.records():
+            if r.fields is None:
+                if r.error == "blank":
+                    n_blank += 1
+                    if len(blank) < max_examples or not blank:
+                        blank.append((r.line, r.offset))
+                else:
+                    n_bad += 1
+                    if len(bad) < max_examples or not bad:
+                        bad.append((r.line, r.offset, r.error or "", r.text))
+                continue
+            if first_line is None:
+                first_line = r.line
+            elif lines is None and r.line != first_line + rows:
+                lines = array("q", range(first_line, first_line + rows))
+            if lines is not None:
+                lines.append(r.line)
+            rows += 1
+            recs.append(r.fields)
+            chars += sum(map(len, r.fields))
+            if len(recs) >= CSV_CHUNK_ROWS or chars >= CSV_CHUNK_CHARS:
+                infer(recs)
+                recs, chars = [], 0
+    except RecordLayoutError as exc:
+        raise Unreadable(str(exc)) from None
+    if recs:
+        infer(recs)
+    findings: list[Finding] = []
+    if split.n_bad_utf8:
+        findings.append(_utf8_finding(split.bad_utf8, max_examples, total=split.n_bad_utf8))
+    base = 2 if header else 1
+    if not split.nonblank:  # only whitespace: no rows, no columns (as the in-memory reader)
+        return ShardData(lf=pl.LazyFrame(), decode_findings=findings, line_format=True, line_base=base)
+    if n_bad:
+        findings.append(_bad_record_finding(bad, split.n_lines, max_examples, total=n_bad))
+    if n_blank:
+        findings.append(_blank_finding(blank, max_examples, total=n_blank))
+    if cols is None:
+        cols = _unique(split.columns())
+    schema = {c: (pl.String if not rows else combine_dtypes(seen.get(i, []))) for i, c in enumerate(cols)}
+    if rows:
+        for c in cols:
+            if c in string_columns:
+                schema[c] = pl.String
+    stream = CsvStream(path=path, sep=sep, quote=quote, header=header, names=names, schema=schema, rows=rows)
+    return ShardData(
+        lf=stream.lazy(), decode_findings=findings, line_format=True,
+        line_of_row=None if lines is None else np.frombuffer(lines, dtype=np.int64).copy(),
+        line_base=first_line if first_line is not None else base, stream=stream,
+    )
