@@ -218,7 +218,9 @@ import sys
 from pathlib import Path
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard
+from datacheck.io import readers
 from datacheck.model.config import config_from_dict
+readers.JSONL_CHUNK_BYTES = 1 << 20  # JSONL: 1 MiB chunks, so both files are streamed
 p = Path(sys.argv[1])
 r = audit_shard(DiscoveredShard(path=p, rel=p.name, format=sys.argv[2]), config_from_dict({}), "x", p.stat().st_size)
 assert r.readable and r.rows == int(sys.argv[3]), (r.rows, [f.message for f in r.findings])
@@ -237,8 +239,8 @@ def _peak_mib(path: Path, fmt: str, rows: int, batch: int | None) -> int:
     return int(p.stdout.split()[-1])
 
 
-@pytest.mark.parametrize("fmt,stream", [("csv", False), ("arrow", False), ("arrow", True)],
-                         ids=["csv", "arrow-file", "arrow-stream"])
+@pytest.mark.parametrize("fmt,stream", [("csv", False), ("arrow", False), ("arrow", True), ("jsonl", False)],
+                         ids=["csv", "arrow-file", "arrow-stream", "jsonl"])
 def test_peak_memory_does_not_grow_with_the_shard(tmp_path, fmt, stream):
     """Peak RSS (VmHWM) of auditing a shard of 1x and 8x the rows (1 KB of text each) in batches
     of 2,000 rows, in child processes: the 7x more data (~56 MiB more file and frame) costs less
@@ -248,6 +250,9 @@ def test_peak_memory_does_not_grow_with_the_shard(tmp_path, fmt, stream):
         if fmt == "csv":
             path = tmp_path / f"s{n}.csv"
             pl.DataFrame({"id": range(n), "text": text}).write_csv(path)
+        elif fmt == "jsonl":
+            path = tmp_path / f"s{n}.jsonl"
+            pl.DataFrame({"id": range(n), "text": text}).write_ndjson(path)
         else:
             path = tmp_path / f"s{n}.arrow"
             _write_ipc(path, pa.table({"id": list(range(n)), "text": text}), stream, 1_000)
