@@ -10,7 +10,8 @@ whole buffer, after which only the (few) candidate positions are looked at again
 counts come from ``np.bincount`` of their rows. No Python loop over rows.
 
 :func:`position_counts` computes, in one pass, the per-row counts of ``sft.prompt_supervised``,
-``sft.eot_unsupervised`` and the ``eos`` stat (each rule reads its own field; the pass is shared
+``sft.eot_unsupervised``, the ``eos`` stat and the candidate rows of ``labels.shift_mismatch``
+(each rule reads its own field; the pass is shared
 through :func:`~datacheck.checks.registry.shared_pass`, so the three registrations cost one pass).
 Null elements follow the view's rules exactly (a null never matches, a null label is not
 supervised); rows left out of the view (``FlatView.row_ok`` false: list lengths differ, mask not
@@ -29,7 +30,7 @@ from datacheck.checks.registry import shared_pass
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
-POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup")
+POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift")
 
 
 def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
@@ -179,6 +180,19 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
             out["eos_total"] = rows.counts(idx, r)
             s = sup[idx]
             out["eos_sup"] = rows.counts(idx[s], r[s])
+    # labels.shift_mismatch candidates: supervised labels that break the configured convention
+    # (unshifted: labels[i] != input_ids[i]; shifted: labels[i] != input_ids[i+1] in the same row)
+    if not shifted:
+        off = sup0 & (lab != ids) if ids_ok is None else sup0 & ~((lab == ids) & ids_ok)
+    else:
+        off = np.zeros(len(sup0), dtype=bool)
+        nxt_ok = lab[:-1] != ids[1:] if ids_ok is None else ((lab[:-1] != ids[1:]) & ids_ok[1:])
+        off[:-1] = sup0[:-1] & nxt_ok
+        ends = offsets[1:][offsets[1:] > offsets[:-1]] - 1  # the last position of each row has no next
+        off[ends] = False
+    idx, r = keep(np.flatnonzero(off))
+    if len(idx):
+        out["shift"] = rows.counts(idx, r)
     return pl.DataFrame({k: out[k] for k in POSITION_COUNTS}).to_struct("__positions")
 
 
@@ -195,7 +209,11 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
       after an assistant position, or without an assistant mask right after a supervised token,
       that is not supervised);
     - ``eos_total`` / ``eos_sup``: ``eos`` ids of real content (attention_mask not 0), and those
-      supervised (the ``eos`` stat of :func:`datacheck.checks.mask.padding_stats`).
+      supervised (the ``eos`` stat of :func:`datacheck.checks.mask.padding_stats`);
+    - ``shift``: positions whose label is not ``ign`` (nor null) and breaks the configured
+      convention: unshifted ``labels[i] != input_ids[i]``, shifted ``labels[i] != input_ids[i+1]``
+      (``i+1`` in the row, its id not null). A row can fail ``labels.shift_mismatch`` only if it
+      has one (the candidates of that check).
 
     A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
     row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true
