@@ -5,7 +5,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import first_bad, positions_count, supervised_per_row
+from datacheck.checks._expr import first_bad, positions_count, supervised_count
 from datacheck.checks._flat import fast_dtype, position_counts
 from datacheck.checks.registry import (
     FlatView,
@@ -278,7 +278,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
     if labels is not None and lab.ignore is not None:
         ign = lab.ignore
         yield Stat(key="supervised_fraction",
-                   expr=pl.struct(sup=supervised_per_row(labels, ign, None, tok.truncation_side).sum(),
+                   expr=pl.struct(sup=supervised_count(labels, ign).sum(),
                                   slots=pl.col(labels).list.len().sum()),
                    merge=fields_parts(sup=sum_parts, slots=sum_parts),
                    post=lambda v: None if v is None else _div(v["sup"], v["slots"]))

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import counts_to_pairs, value_counts
+from datacheck.checks._expr import counts_to_pairs, supervised_count, value_counts
 from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks._render import template_error
 from datacheck.checks.mask import position_pass, positions_view
@@ -423,9 +423,8 @@ def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
         return
     if r.assistant_mask is None and ctx.cfg.sft.response_template_ids is None:
         return
-    lab = pl.col(r.labels)
     # a null label is not a supervised token (as in the position rules); a null row stays None
-    per_row = (lab.list.len() - lab.list.count_matches(ign) - lab.list.count_matches(None)).cast(pl.UInt32)
+    per_row = supervised_count(r.labels, ign)
     yield Stat(key="supervised_tokens", expr=per_row.implode(), post=_supervision, merge=concat_parts)
 
 
