@@ -77,6 +77,11 @@ def _is(values: np.ndarray, valid: np.ndarray | None, x: int) -> np.ndarray:
     return out if valid is None else (out & valid)
 
 
+def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` in ``dtype`` when that holds every value of ``x``'s dtype (a copy), else ``x``."""
+    return x.astype(dtype) if x.dtype != dtype and np.can_cast(x.dtype, dtype, casting="safe") else x
+
+
 def _aligned(cols: list[pl.Series], ok: pl.Series) -> list[pl.Series]:
     """The columns with the rows outside the view nulled when their lengths differ (only then: the
     flat buffers must share one offset per row; a copy on such shards only)."""
@@ -183,10 +188,12 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # labels.shift_mismatch candidates: supervised labels that break the configured convention
     # (unshifted: labels[i] != input_ids[i]; shifted: labels[i] != input_ids[i+1] in the same row)
     if not shifted:
-        off = sup0 & (lab != ids) if ids_ok is None else sup0 & ~((lab == ids) & ids_ok)
+        same = lab == _as(ids, lab.dtype)  # one dtype: numpy's mixed-type comparison is several times slower
+        off = sup0 & ~same if ids_ok is None else sup0 & ~(same & ids_ok)
     else:
         off = np.zeros(len(sup0), dtype=bool)
-        nxt_ok = lab[:-1] != ids[1:] if ids_ok is None else ((lab[:-1] != ids[1:]) & ids_ok[1:])
+        ids_l = _as(ids, lab.dtype)
+        nxt_ok = lab[:-1] != ids_l[1:] if ids_ok is None else ((lab[:-1] != ids_l[1:]) & ids_ok[1:])
         off[:-1] = sup0[:-1] & nxt_ok
         ends = offsets[1:][offsets[1:] > offsets[:-1]] - 1  # the last position of each row has no next
         off[ends] = False
