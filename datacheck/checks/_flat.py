@@ -21,13 +21,14 @@ binary) count 0. Equality with the view's expressions is held by the property te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import polars as pl
 
 from datacheck.checks.registry import shared_pass
 
-__all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype"]
+__all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
 POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift")
@@ -96,12 +97,18 @@ def _pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...
           with_am: bool, with_att: bool) -> pl.Series:
     """:func:`_chunk_pass` over each chunk of the inputs when they are cut alike (rows never span
     chunks; exploding a column of several chunks would copy it), else over the rechunked inputs."""
+    return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att))
+
+
+def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series]) -> pl.Series:
+    """``fn`` over each chunk of ``inputs`` (Series of one length) when they are cut alike (rows never
+    span chunks; exploding a column of several chunks would copy it), else over the rechunked inputs;
+    the per-row results concatenated."""
     cuts = [s.chunk_lengths() for s in inputs]
     if len(cuts[0]) > 1 and all(c == cuts[0] for c in cuts[1:]):
         parts = [s.get_chunks() for s in inputs]
-        return pl.concat([_chunk_pass([p[k] for p in parts], ign, shifted, stop, eos, with_am, with_att)
-                          for k in range(len(cuts[0]))])
-    return _chunk_pass([s.rechunk() for s in inputs], ign, shifted, stop, eos, with_am, with_att)
+        return pl.concat([fn([p[k] for p in parts]) for k in range(len(cuts[0]))])
+    return fn([s.rechunk() for s in inputs])
 
 
 def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
@@ -240,3 +247,72 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
                                                     assistant_mask is not None, attention_mask is not None))
 
     return pl.map_batches(inputs, run, return_dtype=dtype)
+
+
+#: seq_lens values above this are left to the list kernels (the row-local cumulative sums stay exact)
+_MAX_SEQ_LEN_VALUE = 1 << 31
+
+
+def positions_not_reset(pos: str, seq_lens: str, exact: pl.Expr) -> pl.Expr:
+    """Per row (Boolean) ``packing.position_ids_not_reset`` with documents from ``seq_lens``: the
+    row ``position_ids`` (list of int, not UInt64) is not empty and its first id is not 0, an id is
+    negative, an id at a document start (running sums of ``seq_lens``, list of int, but the last) is
+    not 0 or past the row, or the steps of +1 number other than ``len - documents`` (documents =
+    ``max(len(seq_lens), 1)``). One numpy pass over the flat buffers: the steps other than +1 are
+    few (one per document), so they are counted from their positions. Rows with a null (row or
+    element) or a ``seq_lens`` value that is negative or above 2**31 are judged by ``exact`` (the
+    list-kernel rule, evaluated on those rows only): the same answer as ``exact`` on every row."""
+
+    def chunk(parts: list[pl.Series]) -> pl.Series:
+        p_s, sl_s = parts
+        n = p_s.len()
+        plen, slen = _lens(p_s), _lens(sl_s)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(plen, out=offsets[1:])
+        so = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(slen, out=so[1:])
+        p, p_ok = flat_ints(p_s)
+        s, s_ok = flat_ints(sl_s)
+        s = s.astype(np.int64, copy=False)
+        odd = (p_s.is_null() | sl_s.is_null()).to_numpy().copy()
+        if p_ok is not None:
+            odd[np.searchsorted(offsets, np.flatnonzero(~p_ok), side="right") - 1] = True
+        wild = (s < 0) | (s > _MAX_SEQ_LEN_VALUE)
+        if s_ok is not None:
+            wild |= ~s_ok
+        if wild.any():
+            odd[np.searchsorted(so, np.flatnonzero(wild), side="right") - 1] = True
+        bad = np.zeros(n, dtype=bool)
+        if len(p):
+            if p.dtype.kind == "u":
+                p = p.astype(np.int64)
+            nonempty = plen > 0
+            bad[nonempty] = p[offsets[:-1][nonempty]] != 0
+            if p.min() < 0:
+                bad[np.searchsorted(offsets, np.flatnonzero(p < 0), side="right") - 1] = True
+            # document starts: the row-local running sums of seq_lens but each row's last
+            srow = np.repeat(np.arange(n, dtype=np.int64), slen)
+            cs = np.cumsum(s)
+            local = cs - (cs[so[:-1] - 1] * (so[:-1] > 0))[srow] if len(s) else cs
+            last = np.zeros(len(s), dtype=bool)
+            last[so[1:][slen > 0] - 1] = True
+            use = ~last & ~odd[srow]  # the starts of the rows judged here (odd rows: by ``exact``)
+            st_row, st_at = srow[use], local[use]
+            past = st_at >= plen[st_row]
+            bad[st_row[past]] = True
+            inside = ~past
+            bad[st_row[inside][p[offsets[st_row[inside]] + st_at[inside]] != 0]] = True
+            # the steps other than +1 inside each row: exactly documents - 1 of them
+            k = np.flatnonzero(p[1:] - p[:-1] != 1)
+            kr = np.searchsorted(offsets, k, side="right") - 1
+            within = k < offsets[kr + 1] - 1
+            non1 = np.bincount(kr[within], minlength=n)
+            docs = np.maximum(slen, 1)
+            bad |= nonempty & (non1 != docs - 1)
+        if odd.any():
+            rows = np.flatnonzero(odd)
+            sub = pl.DataFrame([p_s.gather(rows), sl_s.gather(rows)]).select(exact.fill_null(False)).to_series()
+            bad[rows] = sub.to_numpy()
+        return pl.Series(p_s.name, bad)
+
+    return pl.map_batches([pl.col(pos), pl.col(seq_lens)], lambda s: by_chunks(list(s), chunk), return_dtype=pl.Boolean)

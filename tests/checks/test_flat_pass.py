@@ -146,3 +146,77 @@ def test_one_pass_serves_every_rule_of_a_query():
     assert res.failing_rows["sft.eot_unsupervised:labels"] == [2]
     assert "labels.shift_mismatch:labels" not in res.failing_rows
     assert [f.details["positions"] for f in res.findings if f.check.startswith("sft.")] == [1, 1]
+
+
+@st.composite
+def wild_packed(draw):
+    """position_ids and seq_lens of any shape: nulls (rows and elements), empty lists, negative ids,
+    seq_lens that do not sum to the row length, negative or huge seq_lens."""
+    n = draw(st.integers(1, 8))
+    pos, sl = [], []
+    for _ in range(n):
+        if draw(st.integers(0, 9)) == 0:
+            pos.append(None)
+        else:
+            docs = draw(st.lists(st.integers(0, 4), max_size=4))
+            row = [k for d in docs for k in range(d)]
+            if row and draw(st.booleans()):
+                row[draw(st.integers(0, len(row) - 1))] = draw(st.sampled_from([-1, 0, 3, None]))
+            pos.append(row)
+        how = draw(st.integers(0, 9))
+        if how == 0:
+            sl.append(None)
+        elif how <= 5 and pos[-1] is not None:  # documents as planted (runs of 0, 1, 2, ...)
+            row, lens, run = pos[-1], [], 0
+            for k, x in enumerate(row):
+                if k and x == 0:
+                    lens.append(run)
+                    run = 0
+                run += 1
+            sl.append(lens + [run] if row else [])
+        else:
+            sl.append(draw(st.lists(st.one_of(st.integers(-3, 6), st.just(None), st.just(2 ** 40)), max_size=4)))
+    return pos, sl
+
+
+def ref_not_reset(pos, sl) -> bool:
+    """The rule on a row without nulls and with non-negative seq_lens, plain Python."""
+    n = len(pos)
+    if n == 0:
+        return False
+    ends = [sum(sl[:j + 1]) for j in range(len(sl))]
+    starts = ends[:-1]
+    steps = sum(pos[k] - pos[k - 1] == 1 for k in range(1, n))
+    return (pos[0] != 0 or min(pos) < 0 or any(s >= n or pos[s] != 0 for s in starts)
+            or steps != n - max(len(sl), 1))
+
+
+@SETTINGS
+@given(data=wild_packed(), pos_dtype=st.sampled_from([pl.Int64, pl.Int32, pl.Int8, pl.UInt32]),
+       sl_dtype=st.sampled_from([pl.Int64, pl.Int32]))
+def test_positions_not_reset_fast_path_equals_list_kernels(data, pos_dtype, sl_dtype):
+    """packing.position_ids_not_reset with seq_lens: the flat-buffer kernel finds the rows the list
+    kernels find (on any data: nulls, empty rows, wrong or wild seq_lens), and the plain-Python
+    reference on rows without nulls."""
+    pos, sl = data
+    if pos_dtype == pl.UInt32:
+        pos = [None if r is None else [None if x is None else max(x, 0) for x in r] for r in pos]
+    if sl_dtype == pl.Int32:
+        sl = [None if r is None else [None if x == 2 ** 40 else x for x in r] for r in sl]
+    n = len(pos)
+    df = pl.DataFrame({"input_ids": [None if r is None else [5] * len(r) for r in pos], "position_ids": pos,
+                       "seq_lens": sl},
+                      schema={"input_ids": pl.List(pl.Int64), "position_ids": pl.List(pos_dtype),
+                              "seq_lens": pl.List(sl_dtype)})
+    key = "packing.position_ids_not_reset:position_ids"
+    res = audit_frame(df, config_from_dict({}))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    fast = set(res.failing_rows.get(key, []))
+    with patch("datacheck.checks.packing.fast_dtype", lambda *a, **k: False):
+        lists = set(audit_frame(df, config_from_dict({})).failing_rows.get(key, []))
+    assert fast == lists
+    for i in range(n):
+        p, s = pos[i], sl[i]
+        if p is None or s is None or None in p or None in s or any(x < 0 or x > 2 ** 31 for x in s):
+            continue
+        assert (i in fast) == ref_not_reset(p, s), (p, s)
