@@ -263,9 +263,10 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     asst, source = span
     r, ign, tok = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.tokens
-    msg = (lambda n, d, source=source: (f"{n} row(s) supervise tokens outside the assistant spans ({source}; "
-                                        f"{d.get('positions')} positions): system/user tokens are trained on. "
-                                        "Set their labels to ignore_index"))
+    def msg(n: int, d: dict[str, Any], source: str = source) -> str:
+        return (f"{n} row(s) supervise tokens outside the assistant spans ({source}; {d.get('positions')} "
+                "positions): system/user tokens are trained on. Set their labels to ignore_index")
+
     fast = position_pass(ctx)
     if fast is not None and fast[1] is not None and fast[1] == r.assistant_mask:
         # spans from assistant_mask: the per-row counts of the shared pass over the flat buffers
@@ -302,9 +303,11 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("sft.eot_unsupervised", _NO_STOP)
         return
     r, ign = ctx.roles, ctx.cfg.labels.ignore
-    msg = (lambda n, d, stop=stop: (f"{n} row(s) do not supervise the end-of-turn id ({', '.join(map(str, stop))}) "
-                                    f"that closes an assistant turn ({d.get('positions')} positions): the model "
-                                    "never learns to stop. Keep the label of the end-of-turn token"))
+    def msg(n: int, d: dict[str, Any], stop: tuple[int, ...] = stop) -> str:
+        return (f"{n} row(s) do not supervise the end-of-turn id ({', '.join(map(str, stop))}) that closes an "
+                f"assistant turn ({d.get('positions')} positions): the model never learns to stop. Keep the label "
+                "of the end-of-turn token")
+
     span = assistant_span(ctx)
     fast = position_pass(ctx)
     from_mask = r.assistant_mask is not None and fast is not None and fast[1] == r.assistant_mask
