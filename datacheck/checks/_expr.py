@@ -159,3 +159,11 @@ def supervised_per_row(col: str, ignore_index: int, max_len: int | None, side: s
     """Per row (UInt32): token labels other than ``ignore_index`` after truncation. Built the same
     way wherever it is used, so the fused query computes it once (common-subexpression elimination)."""
     return truncated(col, max_len, side).list.eval((pl.element() != ignore_index).cast(pl.UInt32)).list.sum()
+
+
+def supervised_count(col: str, ignore_index: int) -> pl.Expr:
+    """Per row (UInt32): labels (list of int) other than ``ignore_index`` and null; null for a null
+    row. List kernels (``count_matches``), built the same way by every user (the ``supervised_tokens``
+    and ``supervised_fraction`` stats), so the fused query computes it once."""
+    lab = pl.col(col)
+    return (lab.list.len() - lab.list.count_matches(ignore_index) - lab.list.count_matches(None)).cast(pl.UInt32)

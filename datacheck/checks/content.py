@@ -11,6 +11,7 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
+from datacheck.checks._flat import by_chunks
 from datacheck.checks._pos import nxt
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, check
@@ -83,16 +84,18 @@ def _candidates(ctx: ShardContext, ids: str, mask: str | None) -> pl.Expr:
     over the flat buffers of ``ids`` (and the mask), so only the rows that fail are exploded for the
     rolling windows of the check (the second pass reads their runs there). Rows whose ids and mask
     lengths differ are False here (the view leaves them out); a mask that is not binary is left out
-    by the view's own ``where``."""
+    by the view's own ``where``. Chunk by chunk (:func:`~datacheck.checks._flat.by_chunks`): the
+    buffers of a column of several chunks are not copied into one."""
     x = pl.col(ids)
     if mask is None:
-        return pl.map_batches([x], lambda s: periodic_rows(s[0], None), return_dtype=pl.Boolean)
+        return pl.map_batches([x], lambda s: by_chunks(list(s), lambda c: periodic_rows(c[0], None)),
+                              return_dtype=pl.Boolean)
     m = pl.col(mask)
     if not inner_dtype(ctx.schema[mask]).is_integer():  # boolean, or a float mask that is 0/1 (else not in the view)
         m = m.cast(pl.List(pl.Int8), strict=False)
     same = x.list.len() == m.list.len()
     return pl.map_batches([pl.when(same).then(x), pl.when(same).then(m)],
-                          lambda s: periodic_rows(s[0], s[1]), return_dtype=pl.Boolean)
+                          lambda s: by_chunks(list(s), lambda c: periodic_rows(c[0], c[1])), return_dtype=pl.Boolean)
 
 
 #: at most this many window cells (candidates x window width) are held at once by periodic_rows

@@ -5,7 +5,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import first_bad, positions_count, supervised_per_row
+from datacheck.checks._expr import first_bad, positions_count, supervised_count
+from datacheck.checks._flat import fast_dtype, position_counts
 from datacheck.checks.registry import (
     FlatView,
     RowCheck,
@@ -48,6 +49,33 @@ def positions_view(ctx: ShardContext) -> FlatView:
     if r.attention_mask in group:
         binary = _binary(r.attention_mask, inner_dtype(ctx.schema[r.attention_mask]))
     return FlatView(key="positions:" + ",".join(group), cols=group, where=binary)
+
+
+def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
+    """The shared numpy pass over the flat buffers of the positions view
+    (:func:`datacheck.checks._flat.position_counts`: per-row counts of ``sft.prompt_supervised``,
+    ``sft.eot_unsupervised`` and the ``eos`` stat), with the assistant mask it reads (None: none
+    usable by it). None when the view lacks input_ids or labels, ``[labels] ignore_index`` is unset,
+    or a column it would read is not a list of integers (masks: or booleans) Int64 holds: the rules
+    then run in the view itself. Every caller gets the same pass for the same shard."""
+    r, cfg = ctx.roles, ctx.cfg
+    view = positions_view(ctx)
+    ign = cfg.labels.ignore
+    if ign is None or r.input_ids not in view.cols or r.labels not in view.cols:
+        return None
+    if not (fast_dtype(ctx.schema[r.input_ids]) and fast_dtype(ctx.schema[r.labels])):
+        return None
+    att = r.attention_mask if r.attention_mask in view.cols else None
+    if (att is not None) != (r.attention_mask is not None and problem(ctx, "attention_mask") is None):
+        return None
+    if att is not None and not fast_dtype(ctx.schema[att], mask=True):
+        return None
+    am = r.assistant_mask if r.assistant_mask in view.cols else None
+    if am is not None and not fast_dtype(ctx.schema[am], mask=True):
+        am = None
+    tok = cfg.tokens
+    return position_counts(r.input_ids, r.labels, view.row_ok(), view.key, ign, cfg.labels.shifted, tok.stop_ids,
+                           tok.eos_token_id, am, att), am
 
 
 def _binary(col: str, inner: pl.DataType) -> pl.Expr:
@@ -236,15 +264,21 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
         if mcol in usable:
             in_content = in_content & (pl.col(mcol) != 0)
         in_content = in_content.fill_null(False)
-        yield Stat(key=EOS, view=positions_view(ctx), expr=pl.struct(
-            total=in_content.sum(), supervised=(in_content & (label_of_token(ctx, labels) != ign).fill_null(False)).sum(),
-            rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
-            merge=fields_parts(total=sum_parts, supervised=sum_parts, rows_with_eos=sum_parts),  # rows never span batches
-            post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
+        merge = fields_parts(total=sum_parts, supervised=sum_parts, rows_with_eos=sum_parts)  # rows never span batches
+        fast = position_pass(ctx)
+        if fast is not None:  # per-row counts from the shared pass over the flat buffers
+            total, sup = fast[0].struct.field("eos_total"), fast[0].struct.field("eos_sup")
+            yield Stat(key=EOS, expr=pl.struct(total=total.sum(), supervised=sup.sum(), rows_with_eos=(total > 0).sum()),
+                       merge=merge, post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
+        else:
+            yield Stat(key=EOS, view=positions_view(ctx), expr=pl.struct(
+                total=in_content.sum(), supervised=(in_content & (label_of_token(ctx, labels) != ign).fill_null(False)).sum(),
+                rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
+                merge=merge, post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
     if labels is not None and lab.ignore is not None:
         ign = lab.ignore
         yield Stat(key="supervised_fraction",
-                   expr=pl.struct(sup=supervised_per_row(labels, ign, None, tok.truncation_side).sum(),
+                   expr=pl.struct(sup=supervised_count(labels, ign).sum(),
                                   slots=pl.col(labels).list.len().sum()),
                    merge=fields_parts(sup=sum_parts, slots=sum_parts),
                    post=lambda v: None if v is None else _div(v["sup"], v["slots"]))

@@ -13,6 +13,7 @@ from typing import Iterable
 
 import polars as pl
 
+from datacheck.checks._flat import fast_dtype, positions_not_reset
 from datacheck.checks._pos import prev, row_first
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, fields_parts, measure, sum_parts
@@ -73,8 +74,8 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
 
     Documents from ``document_ids`` (flat view), else ``seq_lens``/``cu_seqlens`` (list kernels: no
     id is negative, the ids gathered at the starts are all 0 and exactly ``len - documents`` steps
-    are +1), else position-id resets (a row must start at 0; every other position is 0 or the
-    previous + 1)."""
+    are +1; with ``seq_lens`` over the flat buffers, :func:`datacheck.checks._flat.positions_not_reset`),
+    else position-id resets (a row must start at 0; every other position is 0 or the previous + 1)."""
     r = ctx.roles
     pos = pl.col(r.position_ids)
     msg = ("{n} row(s) have position_ids that do not restart at 0 for each packed document or do not step "
@@ -93,9 +94,11 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
         n = p.list.len()
         bad = ((p.list.first() != 0) | (p.list.min() < 0)
                | (at_starts.list.len() - at_starts.list.count_matches(0) > 0)
-               | (p.list.diff().list.count_matches(1) != n - n_docs))
+               | (p.list.diff().list.count_matches(1) != n - n_docs)) & (n > 0)
+        if src == r.seq_lens and fast_dtype(ctx.schema[r.position_ids]) and fast_dtype(ctx.schema[r.seq_lens]):
+            bad = positions_not_reset(r.position_ids, r.seq_lens, bad)  # the same rule over the flat buffers
         yield RowCheck(check="packing.position_ids_not_reset", column=r.position_ids,
-                       fails=bad & (n > 0), example=pos.list.head(16),
+                       fails=bad, example=pos.list.head(16),
                        message=lambda n, d, src=src: msg.format(n=n, src=repr(src)))
         return
     got = _view_start(ctx)

@@ -12,7 +12,7 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._pos import nxt
-from datacheck.checks.mask import positions_view
+from datacheck.checks.mask import position_pass, positions_view
 from datacheck.checks.registry import FlatView, RowAgg, RowCheck, ShardContext, ShardItem, check, max_parts, min_parts
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
@@ -64,13 +64,18 @@ def shift_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     and ``same < 0.9`` (the labels are pre-shifted and the model shifts again: next-next-token
     prediction); with ``shifted = true`` when ``same >= 0.9`` and ``next < 0.9`` (the model learns to
     copy its input). Rows where both hold (e.g. one repeated token) are ambiguous and never fail.
-    Only candidate rows are exploded (:func:`_shift_candidates`, list kernels: a necessary
-    condition); in their flat position view the four per-row counts are :class:`RowAgg` sums the
+    Only candidate rows are exploded (rows holding a supervised label that breaks the configured
+    convention, from the pass over the flat buffers shared with the sft rules,
+    :func:`datacheck.checks.mask.position_pass`; else :func:`_shift_candidates`, list kernels: a
+    necessary condition); in their flat position view the four per-row counts are :class:`RowAgg` sums the
     engine computes once per shard (no per-row window)."""
     r, ign, shifted = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.labels.shifted
     lab, ids = pl.col(r.labels), pl.col(r.input_ids)
     full = positions_view(ctx)
-    cand = _shift_candidates(ctx, ign, shifted)
+    fast = position_pass(ctx)
+    # candidates: from the shared pass over the flat buffers (exact: a row without a supervised
+    # label breaking the convention cannot fail), else from list kernels (a necessary condition)
+    cand = fast[0].struct.field("shift") > 0 if fast is not None else _shift_candidates(ctx, ign, shifted)
     view = full if cand is None else FlatView(key=full.key + "|shift-candidates", cols=full.cols,
                                               where=cand if full.where is None else (full.where & cand))
     sup = (lab != ign).fill_null(False)

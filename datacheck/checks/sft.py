@@ -22,10 +22,10 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import counts_to_pairs, value_counts
+from datacheck.checks._expr import counts_to_pairs, supervised_count, value_counts
 from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks._render import template_error
-from datacheck.checks.mask import positions_view
+from datacheck.checks.mask import position_pass, positions_view
 from datacheck.checks.registry import (
     RowCheck,
     ShardContext,
@@ -251,7 +251,10 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     is outside the spans, and it is not the end-of-turn/eos id right after a span (templates that
     leave ``<|im_end|>`` outside ``{% generation %}`` while the trainer supervises it are right).
     Skipped without spans: "needs assistant_mask or [sft] response_template_ids" (the dataset-level
-    "every row 100% supervised" variant of CHECKS.md is not built).
+    "every row 100% supervised" variant of CHECKS.md is not built). With spans from an
+    integer/boolean ``assistant_mask`` the per-row counts come from the pass over the flat buffers
+    shared with ``sft.eot_unsupervised`` and the ``eos`` stat
+    (:func:`datacheck.checks.mask.position_pass`); with ``response_template_ids`` from the position view.
     """
     span = assistant_span(ctx)
     if span is None:
@@ -260,16 +263,25 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     asst, source = span
     r, ign, tok = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.tokens
+    def msg(n: int, d: dict[str, Any], source: str = source) -> str:
+        return (f"{n} row(s) supervise tokens outside the assistant spans ({source}; {d.get('positions')} "
+                "positions): system/user tokens are trained on. Set their labels to ignore_index")
+
+    fast = position_pass(ctx)
+    if fast is not None and fast[1] is not None and fast[1] == r.assistant_mask:
+        # spans from assistant_mask: the per-row counts of the shared pass over the flat buffers
+        count = fast[0].struct.field("prompt")
+        yield RowCheck(check="sft.prompt_supervised", column=r.labels, fails=count > 0,
+                       details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
+                       message=msg)
+        return
     sup = supervised_token(r.labels, ign, ctx.cfg.labels.shifted)
     stop = tok.stop_ids
     after_span = (pl.col(r.input_ids).is_in(list(stop)) & prev(asst).fill_null(False)) if stop else pl.lit(False)
     bad = sup & _real(ctx) & ~asst & ~after_span.fill_null(False)
     yield RowCheck(
         check="sft.prompt_supervised", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
-        message=lambda n, d, source=source: (f"{n} row(s) supervise tokens outside the assistant spans ({source}; "
-                                             f"{d.get('positions')} positions): system/user tokens are trained on. "
-                                             "Set their labels to ignore_index"),
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=msg,
     )
 
 
@@ -282,16 +294,32 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     A closing end-of-turn is an ``eot_token_ids``/``eos_token_id`` position of real content that is
     inside an assistant span or right after one (spans from ``assistant_mask`` or
     ``response_template_ids``); without spans, one right after a supervised token. The message
-    gives the share of rows.
+    gives the share of rows. With spans from an integer/boolean ``assistant_mask`` (or none) the
+    per-row counts come from the pass over the flat buffers shared with ``sft.prompt_supervised``
+    and the ``eos`` stat (:func:`datacheck.checks.mask.position_pass`); else from the position view.
     """
     stop = ctx.cfg.tokens.stop_ids
     if not stop:
         yield Skipped("sft.eot_unsupervised", _NO_STOP)
         return
     r, ign = ctx.roles, ctx.cfg.labels.ignore
+    def msg(n: int, d: dict[str, Any], stop: tuple[int, ...] = stop) -> str:
+        return (f"{n} row(s) do not supervise the end-of-turn id ({', '.join(map(str, stop))}) that closes an "
+                f"assistant turn ({d.get('positions')} positions): the model never learns to stop. Keep the label "
+                "of the end-of-turn token")
+
+    span = assistant_span(ctx)
+    fast = position_pass(ctx)
+    from_mask = r.assistant_mask is not None and fast is not None and fast[1] == r.assistant_mask
+    if fast is not None and (from_mask or (span is None and fast[1] is None)):
+        # spans from assistant_mask (or none): the per-row counts of the shared pass over the flat buffers
+        count = fast[0].struct.field("eot")
+        yield RowCheck(check="sft.eot_unsupervised", column=r.labels, fails=count > 0,
+                       details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
+                       message=msg)
+        return
     sup = supervised_token(r.labels, ign, ctx.cfg.labels.shifted)
     is_stop = pl.col(r.input_ids).is_in(list(stop)).fill_null(False)
-    span = assistant_span(ctx)
     if span is None:
         closing = is_stop & prev(sup).fill_null(False)
     else:
@@ -300,10 +328,7 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     bad = closing & _real(ctx) & ~sup
     yield RowCheck(
         check="sft.eot_unsupervised", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
-        message=lambda n, d, stop=stop: (f"{n} row(s) do not supervise the end-of-turn id ({', '.join(map(str, stop))}) "
-                                         f"that closes an assistant turn ({d.get('positions')} positions): the model "
-                                         "never learns to stop. Keep the label of the end-of-turn token"),
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=msg,
     )
 
 
@@ -401,9 +426,8 @@ def supervision_stats(ctx: ShardContext) -> Iterable[Stat]:
         return
     if r.assistant_mask is None and ctx.cfg.sft.response_template_ids is None:
         return
-    lab = pl.col(r.labels)
     # a null label is not a supervised token (as in the position rules); a null row stays None
-    per_row = (lab.list.len() - lab.list.count_matches(ign) - lab.list.count_matches(None)).cast(pl.UInt32)
+    per_row = supervised_count(r.labels, ign)
     yield Stat(key="supervised_tokens", expr=per_row.implode(), post=_supervision, merge=concat_parts)
 
 

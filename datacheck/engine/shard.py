@@ -21,6 +21,7 @@ from datacheck.checks.registry import (
     ShardContext,
     ShardPlan,
     Stat,
+    clear_shared_passes,
     shard_plan,
     unreadable_findings,
 )
@@ -141,7 +142,10 @@ def _per_row_frame(flat: pl.LazyFrame, aggs: list[RowAgg]) -> pl.LazyFrame:
 
 
 def _collect(queries: list[pl.LazyFrame]) -> pl.DataFrame:
-    frames = pl.collect_all(queries) if len(queries) > 1 else [q.collect() for q in queries]
+    try:
+        frames = pl.collect_all(queries) if len(queries) > 1 else [q.collect() for q in queries]
+    finally:  # a pass shared by several checks of this query never outlives it (nor its batch)
+        clear_shared_passes()
     return pl.concat(frames, how="horizontal") if len(frames) > 1 else frames[0]
 
 

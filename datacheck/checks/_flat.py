@@ -1,0 +1,318 @@
+"""One numpy pass over the flat token buffers of a batch, shared by several position-wise rules.
+
+The shard's flat position view (:func:`datacheck.checks.mask.positions_view`) explodes every
+aligned token column into one row per position; rules then compare each position with the one
+before it (``prev``). On clean data almost every position passes, so exploding and shifting 50M
+positions per rule cost more than the decode of the shard. Here the same rules read the list
+columns' own value buffers (``Series.explode`` of a list column without empty lists is zero-copy),
+with the rows' offsets from the list lengths: a rule is a few vectorized comparisons over the
+whole buffer, after which only the (few) candidate positions are looked at again, and per-row
+counts come from ``np.bincount`` of their rows. No Python loop over rows.
+
+:func:`position_counts` computes, in one pass, the per-row counts of ``sft.prompt_supervised``,
+``sft.eot_unsupervised``, the ``eos`` stat and the candidate rows of ``labels.shift_mismatch``
+(each rule reads its own field; the pass is shared
+through :func:`~datacheck.checks.registry.shared_pass`, so the three registrations cost one pass).
+Null elements follow the view's rules exactly (a null never matches, a null label is not
+supervised); rows left out of the view (``FlatView.row_ok`` false: list lengths differ, mask not
+binary) count 0. Equality with the view's expressions is held by the property tests
+(``tests/checks/test_finetune_properties.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import polars as pl
+
+from datacheck.checks.registry import shared_pass
+
+__all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
+
+#: the per-row fields of :func:`position_counts` (UInt32 each)
+POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift")
+
+
+def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
+    """A list column whose values the numpy pass compares exactly: a list of an integer type Int64
+    holds (every integer type but UInt64), or with ``mask`` also of Boolean."""
+    if not isinstance(dtype, pl.List):
+        return False
+    inner = dtype.inner
+    return (mask and inner == pl.Boolean) or (inner.is_integer() and inner != pl.UInt64)
+
+
+def _lens(s: pl.Series) -> np.ndarray:
+    return s.list.len().fill_null(0).to_numpy().astype(np.int64, copy=False)
+
+
+def flat_ints(s: pl.Series) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values, valid) of a list column's elements in row order (null rows and empty lists hold no
+    element): ``values`` a numpy view of the buffer (nulls as 0), ``valid`` None without null element."""
+    flat = s.explode(empty_as_null=False, keep_nulls=False)
+    if flat.null_count():
+        return flat.fill_null(0).to_numpy(), flat.is_not_null().to_numpy()
+    return flat.to_numpy(), None
+
+
+@dataclass(frozen=True)
+class _Rows:
+    offsets: np.ndarray  # int64, rows + 1
+    ok: np.ndarray       # bool per row: the row is in the view
+
+    def row_of(self, idx: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.offsets, idx, side="right") - 1
+
+    def has_prev(self, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The flat positions ``idx`` (of rows ``rows``) have a position before them in their row."""
+        return idx > self.offsets[rows]
+
+    def counts(self, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        n = len(self.ok)
+        return np.bincount(rows, minlength=n).astype(np.uint32) if len(idx) else np.zeros(n, dtype=np.uint32)
+
+
+def _is(values: np.ndarray, valid: np.ndarray | None, x: int) -> np.ndarray:
+    out = values == x
+    return out if valid is None else (out & valid)
+
+
+def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` in ``dtype`` when that holds every value of ``x``'s dtype (a copy), else ``x``."""
+    return x.astype(dtype) if x.dtype != dtype and np.can_cast(x.dtype, dtype, casting="safe") else x
+
+
+def _aligned(cols: list[pl.Series], ok: pl.Series) -> list[pl.Series]:
+    """The columns with the rows outside the view nulled when their lengths differ (only then: the
+    flat buffers must share one offset per row; a copy on such shards only)."""
+    lens = [_lens(c) for c in cols]
+    if all(np.array_equal(lens[0], x) for x in lens[1:]):
+        return cols
+    keep = ok.fill_null(False)
+    return [pl.select(pl.when(keep).then(c)).to_series().alias(c.name) for c in cols]
+
+
+def _pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
+          with_am: bool, with_att: bool) -> pl.Series:
+    """:func:`_chunk_pass` over each chunk of the inputs when they are cut alike (rows never span
+    chunks; exploding a column of several chunks would copy it), else over the rechunked inputs."""
+    return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att))
+
+
+def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series]) -> pl.Series:
+    """``fn`` over each chunk of ``inputs`` (Series of one length) when they are cut alike (rows never
+    span chunks; exploding a column of several chunks would copy it), else over the rechunked inputs;
+    the per-row results concatenated."""
+    cuts = [s.chunk_lengths() for s in inputs]
+    if len(cuts[0]) > 1 and all(c == cuts[0] for c in cuts[1:]):
+        parts = [s.get_chunks() for s in inputs]
+        return pl.concat([fn([p[k] for p in parts]) for k in range(len(cuts[0]))])
+    return fn([s.rechunk() for s in inputs])
+
+
+def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
+                with_am: bool, with_att: bool) -> pl.Series:
+    ids_s, lab_s, ok_s = inputs[0], inputs[1], inputs[2]
+    extra = inputs[3:]
+    am_s = extra.pop(0) if with_am else None
+    att_s = extra.pop(0) if with_att else None
+    cols = _aligned([c for c in (ids_s, lab_s, am_s, att_s) if c is not None], ok_s)
+    ids_s, lab_s = cols[0], cols[1]
+    am_s = cols[2] if with_am else None
+    att_s = cols[-1] if with_att else None
+    n = ids_s.len()
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(_lens(ids_s), out=offsets[1:])
+    rows = _Rows(offsets=offsets, ok=ok_s.fill_null(False).to_numpy())
+    ids, ids_ok = flat_ints(ids_s)
+    lab, lab_ok = flat_ints(lab_s)
+    sup0 = lab != ign                       # the label supervises (not ignore_index, not null)
+    if lab_ok is not None:
+        sup0 &= lab_ok
+    if shifted:                             # token k is supervised by labels[k-1] (same row)
+        sup = np.empty_like(sup0)
+        sup[1:] = sup0[:-1]
+        if len(sup):
+            sup[0] = False
+        starts = offsets[:-1][offsets[1:] > offsets[:-1]]
+        sup[starts] = False
+    else:
+        sup = sup0
+    asst = None
+    if am_s is not None:
+        am, am_ok = flat_ints(am_s)
+        asst = _is(am, am_ok, 1)
+    real = None
+    if att_s is not None:
+        att, att_ok = flat_ints(att_s)
+        real = _is(att, att_ok, 1)
+    out = {k: np.zeros(n, dtype=np.uint32) for k in POSITION_COUNTS}
+
+    def keep(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r = rows.row_of(idx)
+        sel = rows.ok[r]
+        return idx[sel], r[sel]
+
+    # the positions holding a stop id (end-of-turn/eos) or the eos id: one comparison per id
+    wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)))))
+    hits = [np.flatnonzero(_is(ids, ids_ok, x)) for x in wanted]
+    at_id = np.sort(np.concatenate(hits)) if len(hits) > 1 else (hits[0] if hits else np.zeros(0, np.int64))
+    at_stop = at_id[np.isin(ids[at_id], stop)] if eos is not None and eos not in stop else at_id
+
+    # sft.prompt_supervised: supervised, real, outside the spans, not the end-of-turn right after a span
+    if asst is not None:
+        idx, r = keep(np.flatnonzero(np.greater(sup, asst)))  # sup & ~asst
+        if len(idx):
+            good = np.ones(len(idx), dtype=bool) if real is None else real[idx].copy()
+            if stop:
+                st = np.isin(idx, at_stop, assume_unique=True)
+                hp = rows.has_prev(idx, r)
+                good &= ~(st & hp & asst[np.where(hp, idx - 1, idx)])
+            out["prompt"] = rows.counts(idx[good], r[good])
+    # sft.eot_unsupervised: a closing end-of-turn of real content that is not supervised
+    if stop:
+        idx, r = keep(at_stop)
+        if len(idx):
+            hp = rows.has_prev(idx, r)
+            before = np.where(hp, idx - 1, idx)
+            closing = (asst[idx] | (hp & asst[before])) if asst is not None else (hp & sup[before])
+            bad = closing & ~sup[idx]
+            if real is not None:
+                bad &= real[idx]
+            out["eot"] = rows.counts(idx[bad], r[bad])
+    # the eos stat: eos ids inside real content (attention_mask not 0), and how many are supervised
+    if eos is not None:
+        idx = at_id if wanted == (eos,) else at_id[ids[at_id] == eos]
+        if att_s is not None:
+            a = att[idx] != 0
+            idx = idx[a if att_ok is None else (a & att_ok[idx])]
+        idx, r = keep(idx)
+        if len(idx):
+            out["eos_total"] = rows.counts(idx, r)
+            s = sup[idx]
+            out["eos_sup"] = rows.counts(idx[s], r[s])
+    # labels.shift_mismatch candidates: supervised labels that break the configured convention
+    # (unshifted: labels[i] != input_ids[i]; shifted: labels[i] != input_ids[i+1] in the same row)
+    if not shifted:
+        same = lab == _as(ids, lab.dtype)  # one dtype: numpy's mixed-type comparison is several times slower
+        off = sup0 & ~same if ids_ok is None else sup0 & ~(same & ids_ok)
+    else:
+        off = np.zeros(len(sup0), dtype=bool)
+        ids_l = _as(ids, lab.dtype)
+        nxt_ok = lab[:-1] != ids_l[1:] if ids_ok is None else ((lab[:-1] != ids_l[1:]) & ids_ok[1:])
+        off[:-1] = sup0[:-1] & nxt_ok
+        ends = offsets[1:][offsets[1:] > offsets[:-1]] - 1  # the last position of each row has no next
+        off[ends] = False
+    idx, r = keep(np.flatnonzero(off))
+    if len(idx):
+        out["shift"] = rows.counts(idx, r)
+    return pl.DataFrame({k: out[k] for k in POSITION_COUNTS}).to_struct("__positions")
+
+
+def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: int, shifted: bool,
+                    stop: tuple[int, ...], eos: int | None, assistant_mask: str | None,
+                    attention_mask: str | None) -> pl.Expr:
+    """Per row (a struct of UInt32 fields :data:`POSITION_COUNTS`), from one shared numpy pass over
+    the flat buffers of ``ids``, ``labels`` (lists of int, shape (rows, seq_len)) and the optional
+    ``assistant_mask`` / ``attention_mask`` (lists of 0/1 int or bool):
+
+    - ``prompt``: positions of ``sft.prompt_supervised`` (supervised target, real content, outside
+      the assistant mask, not a ``stop`` id right after an assistant position);
+    - ``eot``: positions of ``sft.eot_unsupervised`` (a ``stop`` id of real content inside or right
+      after an assistant position, or without an assistant mask right after a supervised token,
+      that is not supervised);
+    - ``eos_total`` / ``eos_sup``: ``eos`` ids of real content (attention_mask not 0), and those
+      supervised (the ``eos`` stat of :func:`datacheck.checks.mask.padding_stats`);
+    - ``shift``: positions whose label is not ``ign`` (nor null) and breaks the configured
+      convention: unshifted ``labels[i] != input_ids[i]``, shifted ``labels[i] != input_ids[i+1]``
+      (``i+1`` in the row, its id not null). A row can fail ``labels.shift_mismatch`` only if it
+      has one (the candidates of that check).
+
+    A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
+    row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true
+    count 0. Columns must pass :func:`fast_dtype`. ``view_key`` identifies ``row_ok`` in the
+    shared-pass key (equal keys, equal conditions)."""
+    inputs = [pl.col(ids), pl.col(labels), row_ok]
+    if assistant_mask is not None:
+        inputs.append(pl.col(assistant_mask))
+    if attention_mask is not None:
+        inputs.append(pl.col(attention_mask))
+    key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask)
+    dtype = pl.Struct({k: pl.UInt32 for k in POSITION_COUNTS})
+
+    def run(series: list[pl.Series]) -> pl.Series:
+        data = [s for i, s in enumerate(series) if i != 2]  # the row condition is derived from the key
+        return shared_pass(key, data, lambda: _pass(list(series), ign, shifted, stop, eos,
+                                                    assistant_mask is not None, attention_mask is not None))
+
+    return pl.map_batches(inputs, run, return_dtype=dtype)
+
+
+#: seq_lens values above this are left to the list kernels (the row-local cumulative sums stay exact)
+_MAX_SEQ_LEN_VALUE = 1 << 31
+
+
+def positions_not_reset(pos: str, seq_lens: str, exact: pl.Expr) -> pl.Expr:
+    """Per row (Boolean) ``packing.position_ids_not_reset`` with documents from ``seq_lens``: the
+    row ``position_ids`` (list of int, not UInt64) is not empty and its first id is not 0, an id is
+    negative, an id at a document start (running sums of ``seq_lens``, list of int, but the last) is
+    not 0 or past the row, or the steps of +1 number other than ``len - documents`` (documents =
+    ``max(len(seq_lens), 1)``). One numpy pass over the flat buffers: the steps other than +1 are
+    few (one per document), so they are counted from their positions. Rows with a null (row or
+    element) or a ``seq_lens`` value that is negative or above 2**31 are judged by ``exact`` (the
+    list-kernel rule, evaluated on those rows only): the same answer as ``exact`` on every row."""
+
+    def chunk(parts: list[pl.Series]) -> pl.Series:
+        p_s, sl_s = parts
+        n = p_s.len()
+        plen, slen = _lens(p_s), _lens(sl_s)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(plen, out=offsets[1:])
+        so = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(slen, out=so[1:])
+        p, p_ok = flat_ints(p_s)
+        s, s_ok = flat_ints(sl_s)
+        s = s.astype(np.int64, copy=False)
+        odd = (p_s.is_null() | sl_s.is_null()).to_numpy().copy()
+        if p_ok is not None:
+            odd[np.searchsorted(offsets, np.flatnonzero(~p_ok), side="right") - 1] = True
+        wild = (s < 0) | (s > _MAX_SEQ_LEN_VALUE)
+        if s_ok is not None:
+            wild |= ~s_ok
+        if wild.any():
+            odd[np.searchsorted(so, np.flatnonzero(wild), side="right") - 1] = True
+        bad = np.zeros(n, dtype=bool)
+        if len(p):
+            if p.dtype.kind == "u":
+                p = p.astype(np.int64)
+            nonempty = plen > 0
+            bad[nonempty] = p[offsets[:-1][nonempty]] != 0
+            if p.min() < 0:
+                bad[np.searchsorted(offsets, np.flatnonzero(p < 0), side="right") - 1] = True
+            # document starts: the row-local running sums of seq_lens but each row's last
+            srow = np.repeat(np.arange(n, dtype=np.int64), slen)
+            cs = np.cumsum(s)
+            local = cs - (cs[so[:-1] - 1] * (so[:-1] > 0))[srow] if len(s) else cs
+            last = np.zeros(len(s), dtype=bool)
+            last[so[1:][slen > 0] - 1] = True
+            use = ~last & ~odd[srow]  # the starts of the rows judged here (odd rows: by ``exact``)
+            st_row, st_at = srow[use], local[use]
+            past = st_at >= plen[st_row]
+            bad[st_row[past]] = True
+            inside = ~past
+            bad[st_row[inside][p[offsets[st_row[inside]] + st_at[inside]] != 0]] = True
+            # the steps other than +1 inside each row: exactly documents - 1 of them
+            k = np.flatnonzero(p[1:] - p[:-1] != 1)
+            kr = np.searchsorted(offsets, k, side="right") - 1
+            within = k < offsets[kr + 1] - 1
+            non1 = np.bincount(kr[within], minlength=n)
+            docs = np.maximum(slen, 1)
+            bad |= nonempty & (non1 != docs - 1)
+        if odd.any():
+            rows = np.flatnonzero(odd)
+            sub = pl.DataFrame([p_s.gather(rows), sl_s.gather(rows)]).select(exact.fill_null(False)).to_series()
+            bad[rows] = sub.to_numpy()
+        return pl.Series(p_s.name, bad)
+
+    return pl.map_batches([pl.col(pos), pl.col(seq_lens)], lambda s: by_chunks(list(s), chunk), return_dtype=pl.Boolean)

@@ -1,0 +1,222 @@
+"""The pass over the flat token buffers shared by sft.prompt_supervised, sft.eot_unsupervised,
+the eos stat and the labels.shift_mismatch candidates (datacheck.checks._flat, shared through
+registry.shared_pass): each against a plain-Python reference on random ragged rows (null elements,
+null rows, rows whose lists differ in length, masks that are not binary, padding on either side,
+both label conventions), packed rows, several batches and inputs cut in several chunks."""
+from __future__ import annotations
+
+import os
+from unittest.mock import patch
+
+import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
+from test_finetune_properties import EOS, EOT, IGN, SETTINGS, STOP, ragged_sft_rows, ref_flat_rules
+
+from datacheck.checks import _flat
+from datacheck.engine.shard import audit_frame
+from datacheck.model.config import config_from_dict
+
+
+def _in_view(cols: dict, i: int, with_att: bool) -> bool:
+    ids, lab, att = cols["input_ids"][i], cols["labels"][i], cols["attention_mask"][i]
+    if ids is None or len(lab) != len(ids):
+        return False
+    return not (with_att and any(x not in (0, 1) for x in att))
+
+
+def ref_eos(cols: dict, shifted: bool, with_att: bool) -> dict:
+    """The eos stat, plain Python: eos ids of real content (mask not 0) in the rows of the view,
+    how many are supervised (labels[k], or labels[k-1] when shifted), and the rows holding one."""
+    total = sup = rows = 0
+    for i in range(len(cols["input_ids"])):
+        if not _in_view(cols, i, with_att):
+            continue
+        ids, lab, att = cols["input_ids"][i], cols["labels"][i], cols["attention_mask"][i]
+        n = 0
+        for k in range(len(ids)):
+            if ids[k] != EOS or (with_att and att[k] == 0):
+                continue
+            n += 1
+            j = k - 1 if shifted else k
+            sup += j >= 0 and lab[j] is not None and lab[j] != IGN
+        total += n
+        rows += n > 0
+    return {"total": total, "supervised": sup, "rows_with_eos": rows}
+
+
+def ref_shift_rows(cols: dict, shifted: bool, with_att: bool) -> set[int]:
+    """labels.shift_mismatch, plain Python, on the rows of the view (a null next id is no next)."""
+    out = set()
+    for i in range(len(cols["input_ids"])):
+        if not _in_view(cols, i, with_att):
+            continue
+        ids, lab = cols["input_ids"][i], cols["labels"][i]
+        sup = [k for k in range(len(lab)) if lab[k] is not None and lab[k] != IGN]
+        nxt = [k for k in sup if k + 1 < len(ids) and ids[k + 1] is not None]
+        if not sup or not nxt:
+            continue
+        same = sum(lab[k] == ids[k] for k in sup) / len(sup)
+        nx = sum(lab[k] == ids[k + 1] for k in nxt) / len(nxt)
+        if (nx >= 0.9 and same < 0.9) if not shifted else (same >= 0.9 and nx < 0.9):
+            out.add(i)
+    return out
+
+
+def _frame(cols: dict, with_am: bool, with_att: bool) -> pl.DataFrame:
+    data = {c: v for c, v in cols.items() if (c != "assistant_mask" or with_am) and (c != "attention_mask" or with_att)}
+    return pl.DataFrame(data, schema={c: pl.List(pl.Int64) for c in data})
+
+
+CFG = {"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS}}
+
+
+@SETTINGS
+@given(cols=ragged_sft_rows(), shifted=st.booleans(), with_am=st.booleans(), with_att=st.booleans(),
+       batch_rows=st.sampled_from([None, 1, 3]))
+def test_flat_pass_rules_match_reference(cols, shifted, with_am, with_att, batch_rows):
+    """Rows and position counts of the two sft rules, the eos stat and labels.shift_mismatch, in one
+    batch or several (the shared pass never serves one batch's result to another)."""
+    df = _frame(cols, with_am, with_att)
+    env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
+    with patch.dict(os.environ, env):
+        res = audit_frame(df, config_from_dict({**CFG, "labels": {"shifted": shifted}}))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    assert res.stats["eos"] == ref_eos(cols, shifted, with_att)
+    assert set(res.failing_rows.get("labels.shift_mismatch:labels", [])) == ref_shift_rows(cols, shifted, with_att)
+    want = [ref_flat_rules(cols, i, shifted, with_am, with_att) for i in range(df.height)]
+    for k, check in ((0, "sft.prompt_supervised"), (1, "sft.eot_unsupervised")):
+        if check == "sft.prompt_supervised" and not with_am:
+            continue
+        assert set(res.failing_rows.get(f"{check}:labels", [])) == {i for i, w in enumerate(want) if w[k]}
+        f = [f for f in res.findings if f.check == check]
+        assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
+
+
+@SETTINGS
+@given(cols=ragged_sft_rows(), shifted=st.booleans(), cut=st.integers(1, 7))
+def test_flat_pass_over_chunks_equals_one_chunk(cols, shifted, cut):
+    """The pass over inputs cut in chunks (alike, or differently per column) equals the pass over
+    one chunk of each."""
+    df = _frame(cols, True, True)
+    ok = pl.Series([_in_view(cols, i, True) for i in range(df.height)])  # the view's row condition
+    one = [df["input_ids"], df["labels"], ok, df["assistant_mask"], df["attention_mask"]]
+    cut = min(cut, df.height)
+
+    def chunked(s: pl.Series, at: int) -> pl.Series:
+        return pl.concat([s.slice(0, at), s.slice(at)], rechunk=False)
+
+    args = (IGN, shifted, tuple(STOP), EOS, True, True)
+    want = _flat._pass(list(one), *args).to_list()
+    assert _flat._pass([chunked(s, cut) for s in one], *args).to_list() == want
+    other = max(0, cut - 1)
+    assert _flat._pass([chunked(s, cut if i % 2 else other) for i, s in enumerate(one)], *args).to_list() == want
+
+
+def test_one_pass_serves_every_rule_of_a_query():
+    """Packed rows: the two sft rules, the eos stat and the shift candidates read one pass per
+    query: a clean batch costs one pass; the defects planted in row 1 (prompt supervised) and
+    row 2 (eot unsupervised) are found."""
+    ids = [1, 5, 6, EOT, 1, 7, 7, EOT, EOS]
+    clean = [IGN, IGN, IGN, IGN, IGN, 7, 7, EOT, EOS]
+    am = [0, 0, 0, 0, 0, 1, 1, 1, 1]
+    prompt = [IGN, 5, IGN, IGN, IGN, 7, 7, EOT, EOS]
+    eot = [IGN, IGN, IGN, IGN, IGN, 7, 7, IGN, EOS]
+    pos = [[0, 1, 2, 3, 0, 1, 2, 3, 4]] * 3
+
+    def frame(labels):  # distinct rows (a repeated row is dup.exact_in_shard)
+        rows = [[1, 5 + r, *ids[2:]] for r in range(3)]
+        labels = [[x if x != 5 else rows[r][1] for x in lab] for r, lab in enumerate(labels)]
+        return pl.DataFrame({"input_ids": rows, "labels": labels, "assistant_mask": [am] * 3, "position_ids": pos})
+
+    calls = []
+    real = _flat._pass
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    with patch.object(_flat, "_pass", counted):
+        res = audit_frame(frame([clean] * 3), config_from_dict(CFG))
+    assert not res.failing_rows and not [s for s in res.skipped if s.error]
+    assert res.stats["eos"] == {"total": 3, "supervised": 3, "rows_with_eos": 3}
+    assert len(calls) == 1  # one fused query, one pass for its four users
+    res = audit_frame(frame([clean, prompt, eot]), config_from_dict(CFG))
+    assert res.failing_rows["sft.prompt_supervised:labels"] == [1]
+    assert res.failing_rows["sft.eot_unsupervised:labels"] == [2]
+    assert "labels.shift_mismatch:labels" not in res.failing_rows
+    assert [f.details["positions"] for f in res.findings if f.check.startswith("sft.")] == [1, 1]
+
+
+@st.composite
+def wild_packed(draw):
+    """position_ids and seq_lens of any shape: nulls (rows and elements), empty lists, negative ids,
+    seq_lens that do not sum to the row length, negative or huge seq_lens."""
+    n = draw(st.integers(1, 8))
+    pos, sl = [], []
+    for _ in range(n):
+        if draw(st.integers(0, 9)) == 0:
+            pos.append(None)
+        else:
+            docs = draw(st.lists(st.integers(0, 4), max_size=4))
+            row = [k for d in docs for k in range(d)]
+            if row and draw(st.booleans()):
+                row[draw(st.integers(0, len(row) - 1))] = draw(st.sampled_from([-1, 0, 3, None]))
+            pos.append(row)
+        how = draw(st.integers(0, 9))
+        if how == 0:
+            sl.append(None)
+        elif how <= 5 and pos[-1] is not None:  # documents as planted (runs of 0, 1, 2, ...)
+            row, lens, run = pos[-1], [], 0
+            for k, x in enumerate(row):
+                if k and x == 0:
+                    lens.append(run)
+                    run = 0
+                run += 1
+            sl.append(lens + [run] if row else [])
+        else:
+            sl.append(draw(st.lists(st.one_of(st.integers(-3, 6), st.just(None), st.just(2 ** 40)), max_size=4)))
+    return pos, sl
+
+
+def ref_not_reset(pos, sl) -> bool:
+    """The rule on a row without nulls and with non-negative seq_lens, plain Python."""
+    n = len(pos)
+    if n == 0:
+        return False
+    ends = [sum(sl[:j + 1]) for j in range(len(sl))]
+    starts = ends[:-1]
+    steps = sum(pos[k] - pos[k - 1] == 1 for k in range(1, n))
+    return (pos[0] != 0 or min(pos) < 0 or any(s >= n or pos[s] != 0 for s in starts)
+            or steps != n - max(len(sl), 1))
+
+
+@SETTINGS
+@given(data=wild_packed(), pos_dtype=st.sampled_from([pl.Int64, pl.Int32, pl.Int8, pl.UInt32]),
+       sl_dtype=st.sampled_from([pl.Int64, pl.Int32]))
+def test_positions_not_reset_fast_path_equals_list_kernels(data, pos_dtype, sl_dtype):
+    """packing.position_ids_not_reset with seq_lens: the flat-buffer kernel finds the rows the list
+    kernels find (on any data: nulls, empty rows, wrong or wild seq_lens), and the plain-Python
+    reference on rows without nulls."""
+    pos, sl = data
+    if pos_dtype == pl.UInt32:
+        pos = [None if r is None else [None if x is None else max(x, 0) for x in r] for r in pos]
+    if sl_dtype == pl.Int32:
+        sl = [None if r is None else [None if x == 2 ** 40 else x for x in r] for r in sl]
+    n = len(pos)
+    df = pl.DataFrame({"input_ids": [None if r is None else [5] * len(r) for r in pos], "position_ids": pos,
+                       "seq_lens": sl},
+                      schema={"input_ids": pl.List(pl.Int64), "position_ids": pl.List(pos_dtype),
+                              "seq_lens": pl.List(sl_dtype)})
+    key = "packing.position_ids_not_reset:position_ids"
+    res = audit_frame(df, config_from_dict({}))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    fast = set(res.failing_rows.get(key, []))
+    with patch("datacheck.checks.packing.fast_dtype", lambda *a, **k: False):
+        lists = set(audit_frame(df, config_from_dict({})).failing_rows.get(key, []))
+    assert fast == lists
+    for i in range(n):
+        p, s = pos[i], sl[i]
+        if p is None or s is None or None in p or None in s or any(x < 0 or x > 2 ** 31 for x in s):
+            continue
+        assert (i in fast) == ref_not_reset(p, s), (p, s)
