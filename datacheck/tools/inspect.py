@@ -622,7 +622,9 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
 
     Raises:
         UsageError: a path does not exist, no shard was found, an unknown or dataset-level
-            ``--check`` ID (decided across shards: ``datacheck audit`` reports it), or ``limit < 1``.
+            ``--check`` ID (decided across shards: ``datacheck audit`` reports it), ``limit < 1``,
+            or a row of ``rows`` is past the last row of every readable shard (the message names
+            each file and its row count; a row only some shards have is a note on the others).
     """
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
@@ -630,7 +632,30 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
     cfg, notes = _with_facts(cfg, limit, tokenizer, rows)
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     load_families()
-    return [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
+    out = [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
+    _rows_exist(rows, out)
+    return out
+
+
+def _rows_exist(rows: list[int] | None, inspections: list[ShardInspection]) -> None:
+    """Refuse ``--rows`` that no readable shard has.
+
+    Raises:
+        UsageError: a row of ``rows`` is at or past the row count of every readable shard (the
+            message names the rows, each file and its row count).
+    """
+    read = [i for i in inspections if i.rows is not None]
+    if not rows or not read:
+        return
+    most = max(i.rows or 0 for i in read)
+    missing = sorted({r for r in rows if r >= most})
+    if not missing:
+        return
+    shown = ",".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+    sizes = "; ".join(f"{i.shard.rel} has {i.rows:,} row(s)" + (f" (0..{i.rows - 1})" if i.rows else "")
+                      for i in read[:5]) + (f"; {len(read) - 5} more shard(s)" if len(read) > 5 else "")
+    raise UsageError(f"--rows {shown}: past the end: {sizes}. Rows are 0-based per shard: give rows below "
+                     f"{most:,}")
 
 
 # --------------------------------------------------------------------------------------------- export
