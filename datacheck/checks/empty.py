@@ -136,7 +136,7 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     rejected (null rendered labels) are ``sft.role_order``'s, not this. The message counts the rows
     that have supervised tokens before truncation (labels longer than ``max_seq_len``, or, for labels
     the read path rendered and truncated, assistant tokens in the whole rendering): truncation cut
-    their answer; the example says so on those rows."""
+    their answer, and the message says so. Example: the labels kept after truncation."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
@@ -152,12 +152,9 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     by_truncation = none_kept & some_before
     trunc = f"truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
     where = f" after {trunc}" if tok.max_seq_len is not None else ""
-    example = kept if tok.max_seq_len is None else (
-        pl.when(by_truncation).then(pl.lit(f"{trunc} cut the answer: no supervised token is left"))
-        .otherwise(kept.cast(pl.List(pl.String)).list.join(", ")))
     yield RowCheck(
         check="empty.no_supervised_tokens", column=r.labels, fails=none_kept & ~rejected_by_template(ctx, r.labels),
-        example=example,
+        example=kept,
         details={"only_after_truncation": by_truncation.sum()},
         details_merge={"only_after_truncation": sum_parts},
         message=lambda n, d, w=where, ign=ign, trunc=trunc: (
