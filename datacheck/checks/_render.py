@@ -6,15 +6,18 @@ gets null token columns and its error in the ``chat_template_error`` column
 (:data:`TEMPLATE_ERROR <datacheck.io.chat.TEMPLATE_ERROR>`). ``sft.role_order`` reports those rows
 with the template's message; the token rules (``empty.sequence``, ``empty.no_supervised_tokens``,
 ``labels.null``) leave them out, since their null columns are not the data's but the rendering's.
+The rendering also keeps each row's assistant tokens before truncation at ``max_seq_len``
+(:data:`UNTRUNCATED_ASSISTANT <datacheck.io.chat.UNTRUNCATED_ASSISTANT>`), so a row whose answer
+truncation cut is told from a template that marks no assistant token.
 """
 from __future__ import annotations
 
 import polars as pl
 
 from datacheck.checks.registry import ShardContext
-from datacheck.io.chat import TEMPLATE_ERROR
+from datacheck.io.chat import TEMPLATE_ERROR, UNTRUNCATED_ASSISTANT
 
-__all__ = ["template_error", "rejected_by_template"]
+__all__ = ["template_error", "rejected_by_template", "cut_by_truncation"]
 
 
 def template_error(ctx: ShardContext) -> str | None:
@@ -31,3 +34,14 @@ def rejected_by_template(ctx: ShardContext, col: str) -> pl.Expr:
     if err is None or col not in ctx.roles.derived:
         return pl.lit(False)
     return pl.col(err).is_not_null()
+
+
+def cut_by_truncation(ctx: ShardContext, col: str) -> pl.Expr | None:
+    """Per row (Boolean, never null): ``col`` is a column the read path rendered and its whole
+    rendering had assistant tokens (:data:`UNTRUNCATED_ASSISTANT
+    <datacheck.io.chat.UNTRUNCATED_ASSISTANT>` above 0), so a row of ``col`` with none lost them to
+    truncation at ``max_seq_len``. None when the rows were not rendered (tokenized data as it is)."""
+    whole = next((c for c in ctx.roles.derived if c.lstrip("_") == UNTRUNCATED_ASSISTANT and c in ctx.schema), None)
+    if whole is None or col not in ctx.roles.derived:
+        return None
+    return (pl.col(whole) > 0).fill_null(False)

@@ -261,6 +261,24 @@ def _content_columns(shards: list[Any]) -> list[str]:
     return []
 
 
+def _content_of(shards: list[Any], label: bool) -> str:
+    """The content columns of ``shards`` (the shards a finding involves) for its message: the
+    columns hashed as row content (:data:`CONTENT_KEY`), plus ``label`` when it is part of the
+    compared content; shards hashed over different columns are named by group
+    (``"input_ids, label (b.parquet, c.parquet); text, label (a.parquet)"``)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for s in shards:
+        spec = s.payload.get(CONTENT_KEY) or {}
+        cols = list(spec.get("columns") or [])
+        if label and spec.get("label") and spec["label"] not in cols:
+            cols.append(spec["label"])
+        groups.setdefault(tuple(cols), []).append(s.path)
+    if len(groups) == 1:
+        return ", ".join(next(iter(groups)))
+    return "; ".join(f"{', '.join(cols)} ({', '.join(paths[:3])}{' ...' if len(paths) > 3 else ''})"
+                     for cols, paths in groups.items())
+
+
 @check("dup.exact_across_shards", level="dataset")
 def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dup.exact_across_shards``: a row whose content (label included) occurs in an earlier shard
@@ -301,13 +319,13 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     involved = sorted({shards[i].path for i in per_shard["shard"].to_list()}
                       | {shards[i].path for i in hits["first_shard"].unique().to_list()})
     total = sum(s.rows or 0 for s in shards)
-    cols = _content_columns(shards)
+    content = _content_of([s for s in shards if s.path in involved], "label" in keys)
     yield Finding(
         check="dup.exact_across_shards", severity="warn", count=hits.height,
         ratio=hits.height / total if total else None, shards=tuple(involved), examples=examples,
         rows_truncated=hits.height > len(examples),
         message=(f"{hits.height} row(s) repeat a row of an earlier shard exactly (content: "
-                 f"{', '.join(cols + (['label'] if 'label' in keys else []))}); these samples are seen "
+                 f"{content}); these samples are seen "
                  "more than once per epoch"),
         details={"per_shard": {shards[i].path: n for i, n in per_shard.iter_rows()},
                  "examples": [{"shard": shards[r["shard"]].path, "row": int(r["row"]),
@@ -375,7 +393,8 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
         check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
         shards=tuple(involved), examples=examples, rows_truncated=total_rows > len(examples),
         message=(f"{groups.height} distinct content(s) ({total_rows} rows) occur with more than one label "
-                 f"in {label_col!r} (content: {', '.join(_content_columns(shards))}): label noise"),
+                 f"in {label_col!r} (content: {_content_of([s for s in shards if s.path in involved], False)}): "
+                 "label noise"),
         details={"rows": total_rows,
                  "examples": [{"shard": shards[r["shard"]].path, "row": int(r["row"]), "label": r["label"]}
                               for r in rows.head(max_ex).iter_rows(named=True)]},

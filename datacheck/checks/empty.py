@@ -6,7 +6,7 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._expr import truncated
-from datacheck.checks._render import rejected_by_template
+from datacheck.checks._render import cut_by_truncation, rejected_by_template
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, sum_parts
 from datacheck.checks.roledtype import problem
 from datacheck.model.findings import Skipped
@@ -133,7 +133,10 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.no_supervised_tokens``: every token label equals ``ignore_index`` after truncation to
     ``max_seq_len`` on ``truncation_side`` (the mean loss over 0 tokens is 0/0 = NaN). Not
     position-wise, so the same under either ``[labels] shifted`` convention. Rows a chat template
-    rejected (null rendered labels) are ``sft.role_order``'s, not this."""
+    rejected (null rendered labels) are ``sft.role_order``'s, not this. The message counts the rows
+    that have supervised tokens before truncation (labels longer than ``max_seq_len``, or, for labels
+    the read path rendered and truncated, assistant tokens in the whole rendering): truncation cut
+    their answer, and the message says so. Example: the labels kept after truncation."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
@@ -142,14 +145,20 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
     none_kept = kept.list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
     none_at_all = pl.col(r.labels).list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
-    where = (f" after truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
-             if tok.max_seq_len is not None else "")
+    some_before = none_at_all.not_()
+    cut = cut_by_truncation(ctx, r.labels)
+    if cut is not None:
+        some_before = some_before | cut
+    by_truncation = none_kept & some_before
+    trunc = f"truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
+    where = f" after {trunc}" if tok.max_seq_len is not None else ""
     yield RowCheck(
         check="empty.no_supervised_tokens", column=r.labels, fails=none_kept & ~rejected_by_template(ctx, r.labels),
         example=kept,
-        details={"only_after_truncation": (none_kept & none_at_all.not_()).sum()},
+        details={"only_after_truncation": by_truncation.sum()},
         details_merge={"only_after_truncation": sum_parts},
-        message=lambda n, d, w=where, ign=ign: (f"{n} row(s) have no supervised token{w}: every label is "
-                                                f"ignore_index {ign}, so the mean loss is 0/0 = NaN "
-                                                f"({d.get('only_after_truncation', 0)} only because of truncation)"),
+        message=lambda n, d, w=where, ign=ign, trunc=trunc: (
+            f"{n} row(s) have no supervised token{w}: every label is ignore_index {ign}, so the mean loss is 0/0 = NaN"
+            + (f" ({k} of them only because {trunc} cut the answer off: raise max_seq_len, shorten or drop them)"
+               if (k := d.get("only_after_truncation", 0)) else "")),
     )

@@ -24,7 +24,7 @@ import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, supervised_count, value_counts
 from datacheck.checks._pos import assistant_span, prev, supervised_token
-from datacheck.checks._render import template_error
+from datacheck.checks._render import cut_by_truncation, template_error
 from datacheck.checks.mask import position_pass, positions_view
 from datacheck.checks.registry import (
     RowCheck,
@@ -224,19 +224,45 @@ def assistant_mask_empty(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.assistant_mask_empty``: ``assistant_mask`` (list of 0/1, shape (rows, seq_len)) has at
     least one position and no 1 in a row. A chat template without ``{% generation %}`` markers makes
     ``apply_chat_template(return_assistant_tokens_mask=True)`` return all zeros: with assistant-only
-    loss nothing of the row is trained. Native list kernels (``list.max``)."""
+    loss nothing of the row is trained. When the read path rendered the mask, a row whose whole
+    rendering (before truncation at ``[tokens] max_seq_len``) has assistant tokens lost its answer to
+    truncation (a prompt longer than ``max_seq_len``): the message and example say so for those
+    rows and blame the template only for the others. Native list kernels (``list.max``)."""
     col = ctx.roles.assistant_mask
     c = pl.col(col)
     if inner_dtype(ctx.schema[col]) == pl.Boolean:
         c = c.cast(pl.List(pl.Int8))
+    fails = (c.list.len() > 0) & (c.list.max() == 0)
+    cut = cut_by_truncation(ctx, col)
+    tok = ctx.cfg.tokens
+    trunc = f"truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
+    example = pl.format("{} positions, none marked assistant", c.list.len())
+    details: dict[str, Any] = {}
+    if cut is not None:
+        example = pl.when(cut).then(pl.format(f"{{}} positions, none marked assistant: {trunc} cut the answer",
+                                              c.list.len())).otherwise(example)
+        details = {"cut_by_truncation": (fails & cut).sum()}
     yield RowCheck(
-        check="sft.assistant_mask_empty", column=col,
-        fails=(c.list.len() > 0) & (c.list.max() == 0),
-        example=pl.format("{} positions, none marked assistant", c.list.len()),
-        message=lambda n, d, col=col: (f"{n} row(s) have an {col!r} of all zeros: no assistant token is marked, so "
-                                       "assistant-only loss trains nothing on them. The chat template lacks "
-                                       "{% generation %} ... {% endgeneration %} around the assistant content"),
+        check="sft.assistant_mask_empty", column=col, fails=fails, example=example, details=details,
+        details_merge={"cut_by_truncation": sum_parts} if details else {},
+        message=lambda n, d, col=col, trunc=trunc: _mask_empty_message(n, d.get("cut_by_truncation", 0), col, trunc),
     )
+
+
+def _mask_empty_message(n: int, cut: int, col: str, trunc: str) -> str:
+    """``sft.assistant_mask_empty``'s message: ``cut`` of the ``n`` rows lost their answer to
+    truncation; the template is blamed for the rest only."""
+    head = (f"{n} row(s) have an {col!r} of all zeros: no assistant token is marked, so assistant-only loss trains "
+            "nothing on them. ")
+    blame = "The chat template lacks {% generation %} ... {% endgeneration %} around the assistant content"
+    if not cut:
+        return head + blame
+    text = (f"{cut} of them have assistant tokens in the whole rendering: {trunc} cut the answer off (the prompt "
+            "fills max_seq_len); raise max_seq_len, shorten or drop those rows")
+    rest = n - cut
+    if rest:
+        text += f". For the other {rest}: " + blame[0].lower() + blame[1:]
+    return head + text
 
 
 @check("sft.prompt_supervised", roles=("labels", "input_ids"), facts=("labels.ignore_index",),

@@ -34,7 +34,7 @@ from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields, message_fields
 __all__ = ["canonical_role", "blank_content", "turn_roles", "turn_blank", "KNOWN_ROLES", "ASSISTANT_ROLES",
            "INVISIBLE", "CHAT_INSTALL", "RENDERED_COLUMNS", "Rendered", "render_chat", "load_chat_tokenizer",
            "template_turns", "ALPACA_COLUMNS", "alpaca_messages", "TEMPLATE_ERROR", "template_error_column",
-           "PAIR_COLUMNS", "response_turns", "RenderedPairs", "render_pairs"]
+           "PAIR_COLUMNS", "response_turns", "RenderedPairs", "render_pairs", "UNTRUNCATED_ASSISTANT"]
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
 CHAT_INSTALL = ('pip install "transformers>=4.45" "jinja2>=3.1" (or, in the datacheck source folder, '
@@ -46,6 +46,12 @@ RENDERED_COLUMNS = ("input_ids", "assistant_mask", "labels")
 #: conversation is null); ``sft.role_order`` fails those rows. Prefixed with ``_`` until the name
 #: is free when the shard already has a column of that name (:func:`template_error_column`).
 TEMPLATE_ERROR = "chat_template_error"
+#: the column rendering adds beside them: per row, the assistant tokens (``{% generation %}``) of the
+#: whole rendering, before truncation at ``max_seq_len`` (UInt32; null where the row has no tokens).
+#: A row whose kept mask is all zero while this is above 0 lost its answer to truncation, not to the
+#: template (``sft.assistant_mask_empty``, ``empty.no_supervised_tokens``). ``_``-prefixed like
+#: :data:`TEMPLATE_ERROR` when the shard has a column of that name.
+UNTRUNCATED_ASSISTANT = "chat_assistant_tokens_untruncated"
 #: conversations per apply_chat_template call
 _BATCH = 512
 
@@ -186,11 +192,11 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
     return tok, None
 
 
-def template_error_column(names: Any) -> str:
-    """The name of the template-error column among the columns ``names`` (an iterable of column
-    names) of a shard: :data:`TEMPLATE_ERROR`, prefixed with ``_`` until it is not one of them."""
+def template_error_column(names: Any, name: str = TEMPLATE_ERROR) -> str:
+    """The name of a column rendering adds (``name``: :data:`TEMPLATE_ERROR` or
+    :data:`UNTRUNCATED_ASSISTANT`) among the columns ``names`` (an iterable of column names) of a
+    shard: ``name``, prefixed with ``_`` until it is not one of them."""
     taken = set(names)
-    name = TEMPLATE_ERROR
     while name in taken:
         name = "_" + name
     return name
@@ -203,8 +209,10 @@ class Rendered:
     Attributes:
         columns: ``input_ids`` (List(Int32), token ids), ``assistant_mask`` (List(Int8), 1 on tokens
             the template marks with ``{% generation %}``), ``labels`` (List(Int32): the id where the
-            mask is 1, else ``ignore_index``); one row per input row, null where the conversation is
-            null or the template rejected it.
+            mask is 1, else ``ignore_index``), all three truncated at ``max_seq_len``;
+            :data:`UNTRUNCATED_ASSISTANT` (UInt32: the mask's 1s before truncation) and
+            :data:`TEMPLATE_ERROR`; one row per input row, null where the conversation is null or the
+            template rejected it.
         rejected: rows (0-based) the template raised on, with the first error text.
         tokens: tokens rendered in all.
     """
@@ -215,11 +223,17 @@ class Rendered:
     tokens: int
 
 
-def _call(tok: Any, convs: list[Any], max_len: int | None) -> dict[str, Any]:
-    kw: dict[str, Any] = {"tokenize": True, "return_dict": True, "return_assistant_tokens_mask": True}
-    if max_len is not None:
-        kw.update(truncation=True, max_length=max_len)
-    return tok.apply_chat_template(convs, **kw)
+def _call(tok: Any, convs: list[Any]) -> dict[str, Any]:
+    """The whole rendering (no truncation: :func:`render_chat` truncates, as TRL's SFTTrainer
+    truncates the rendered ids after rendering)."""
+    return tok.apply_chat_template(convs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+
+
+def _cut(seq: list[int], max_len: int | None, side: str) -> list[int]:
+    """``seq`` truncated to ``max_len`` on ``side`` (right keeps the start, left the end)."""
+    if max_len is None or len(seq) <= max_len:
+        return seq
+    return seq[:max_len] if side == "right" else seq[len(seq) - max_len:]
 
 
 def _error_text(exc: Exception) -> str:
@@ -232,7 +246,9 @@ def _error_text(exc: Exception) -> str:
 def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, truncation_side: str,
                 ignore_index: int) -> Rendered:
     """Render ``conversations`` (lists of ``{role, content}`` dicts as :func:`template_turns` gives
-    them, or None) with ``tok``'s chat template, as the trainer does (see the module docstring).
+    them, or None) with ``tok``'s chat template, as the trainer does (see the module docstring): the
+    whole conversation rendered, then its ids and mask truncated at ``max_seq_len`` on
+    ``truncation_side`` (the assistant tokens before truncation kept in :data:`UNTRUNCATED_ASSISTANT`).
     A batch the template raises on is rendered row by row, so a good row of that batch is rendered
     (never blamed); the rows it still raises on (the template's ``raise_exception``, a content type
     the template cannot concatenate) have null token columns and their error in :data:`TEMPLATE_ERROR`.
@@ -241,6 +257,7 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
     n = len(conversations)
     ids: list[Any] = [None] * n
     masks: list[Any] = [None] * n
+    whole: list[int | None] = [None] * n
     errors: list[str | None] = [None] * n
     rejected: list[int] = []
     first_error: str | None = None
@@ -253,13 +270,13 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
             if not rows:
                 continue
             try:
-                out = _call(tok, [conversations[i] for i in rows], max_seq_len)
+                out = _call(tok, [conversations[i] for i in rows])
                 for k, i in enumerate(rows):
                     ids[i], masks[i] = out["input_ids"][k], out["assistant_masks"][k]
             except Exception:  # noqa: BLE001 - find the rows the template rejects, one by one
                 for i in rows:
                     try:
-                        out = _call(tok, [conversations[i]], max_seq_len)
+                        out = _call(tok, [conversations[i]])
                         ids[i], masks[i] = out["input_ids"][0], out["assistant_masks"][0]
                     except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bad value
                         rejected.append(i)
@@ -267,6 +284,11 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
                         first_error = first_error or errors[i]
     finally:
         tlog.setLevel(level)
+    for i in range(n):
+        if ids[i] is not None:
+            whole[i] = int(sum(masks[i]))
+            ids[i] = _cut(ids[i], max_seq_len, truncation_side)
+            masks[i] = _cut(masks[i], max_seq_len, truncation_side)
     valid = np.array([x is not None for x in ids], dtype=bool)
     lens = np.array([len(x) if x is not None else 0 for x in ids], dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int32)
@@ -280,7 +302,8 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
         return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), pa.array(values), mask=nulls))  # type: ignore[return-value]
 
     cols = pl.DataFrame([lists(flat_ids).alias("input_ids"), lists(flat_mask).alias("assistant_mask"),
-                         lists(flat_labels).alias("labels"), pl.Series(TEMPLATE_ERROR, errors, dtype=pl.String)])
+                         lists(flat_labels).alias("labels"), pl.Series(UNTRUNCATED_ASSISTANT, whole, dtype=pl.UInt32),
+                         pl.Series(TEMPLATE_ERROR, errors, dtype=pl.String)])
     return Rendered(columns=cols, rejected=rejected, first_error=first_error, tokens=int(lens.sum()))
 
 

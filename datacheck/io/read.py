@@ -20,7 +20,9 @@ columns with the same dtypes:
    is rendered through the tokenizer's chat template (:func:`datacheck.io.chat.render_chat`,
    transformers' ``apply_chat_template``, truncated at ``max_seq_len``) into ``input_ids``,
    ``assistant_mask`` and ``labels`` columns, and the roles are resolved again: the tokenized
-   ``sft.*`` rules then judge what the trainer would see; a ``chat_template_error`` column holds
+   ``sft.*`` rules then judge what the trainer would see; a ``chat_assistant_tokens_untruncated``
+   column holds each row's assistant tokens before truncation
+   (:data:`datacheck.io.chat.UNTRUNCATED_ASSISTANT`); a ``chat_template_error`` column holds
    the error of each conversation the template rejects (``sft.role_order`` fails those rows;
    :data:`datacheck.io.chat.TEMPLATE_ERROR`). Preference data (``chosen``/``rejected`` beside the
    ``messages`` prompt) is rendered as TRL's DPOTrainer does (:func:`datacheck.io.chat.render_pairs`)
@@ -47,6 +49,7 @@ from datacheck.io.chat import (
     PAIR_COLUMNS,
     RENDERED_COLUMNS,
     TEMPLATE_ERROR,
+    UNTRUNCATED_ASSISTANT,
     alpaca_messages,
     load_chat_tokenizer,
     render_chat,
@@ -175,8 +178,9 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         roles = replace(roles, unavailable=tuple((c, why) for c in RENDERED_COLUMNS))
     elif _renders(cfg, roles, schema):
         err = template_error_column(schema)
-        lf, schema, roles = _render(lf, schema, roles, cfg, err)
-        derived += [c for c in (*RENDERED_COLUMNS, err) if c in schema]
+        whole = template_error_column(schema, UNTRUNCATED_ASSISTANT)
+        lf, schema, roles = _render(lf, schema, roles, cfg, err, whole)
+        derived += [c for c in (*RENDERED_COLUMNS, whole, err) if c in schema]
     if derived:
         roles = replace(roles, derived=tuple(derived))
     casts = {**null_role_casts(roles, schema), **text_casts(roles, schema)}
@@ -203,8 +207,9 @@ def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:
 
 
 def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
-            cfg: Config, err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles]:
-    """The rendered columns added to the rows (the template-error column named ``err``)."""
+            cfg: Config, err: str, whole: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles]:
+    """The rendered columns added to the rows (the template-error column named ``err``, the
+    assistant tokens before truncation ``whole``)."""
     tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
     if tok is None:
         return lf, schema, replace(roles, unavailable=tuple((c, why or "") for c in RENDERED_COLUMNS))
@@ -217,7 +222,7 @@ def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
         raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     ign = cfg.labels.ignore if cfg.labels.ignore is not None else -100
     out = render_chat(convs, tok, cfg.tokens.max_seq_len, cfg.tokens.truncation_side, ign)
-    df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
+    df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err, UNTRUNCATED_ASSISTANT: whole}))
     schema = dict(df.schema)
     return df.lazy(), schema, _resolve(cfg, schema)
 

@@ -13,7 +13,11 @@ Three forms of the same ``(token text, class)`` pairs (classes from
   row view (:func:`render_rows_html`, ``inspect --html FILE``).
 
 Runs of identical padding tokens are collapsed to ``token×N``; newlines and tabs in token text are
-shown as ``\\n`` and ``\\t`` so that a row stays on its lines.
+shown as ``\\n`` and ``\\t`` so that a row stays on its lines. Given ``run_text`` (``(class, text)``
+runs whose text the tokenizer decoded from the run's joined ids:
+:attr:`datacheck.tools.inspect.OffendingRow.supervision_runs`), each form shows those texts: a
+character split over byte-level tokens comes out whole and WordPiece pieces are joined into words;
+the token counts still come from the pairs.
 """
 from __future__ import annotations
 
@@ -61,6 +65,15 @@ def runs(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
     return done
 
 
+def _body(pairs: Sequence[tuple[str, str]],
+          run_text: Sequence[tuple[str, str]] | None) -> list[tuple[str, list[str]]]:
+    """The runs shown: ``run_text`` (one text per run, newlines/tabs escaped) when given, else
+    :func:`runs` of the per-token pairs."""
+    if run_text is None:
+        return runs(pairs)
+    return [(c, [_shown(t)]) for c, t in run_text]
+
+
 def supervision_counts(pairs: Sequence[tuple[str, str]]) -> dict[str, int]:
     """Tokens per class (every class of :data:`SUPERVISION_CLASSES`, zeros included)."""
     counts = dict.fromkeys(SUPERVISION_CLASSES, 0)
@@ -75,24 +88,27 @@ def _counts_line(pairs: Sequence[tuple[str, str]]) -> str:
             + (f", {c[PADDING_SUPERVISED]} padding trained on" if c[PADDING_SUPERVISED] else ""))
 
 
-def render_plain(pairs: Sequence[tuple[str, str]], legend: bool = True) -> str:
+def render_plain(pairs: Sequence[tuple[str, str]], legend: bool = True,
+                 run_text: Sequence[tuple[str, str]] | None = None) -> str:
     """The row without colour: ``[I: <|im_start|>user\\nHi][S: Hello<|im_end|>][P: <pad>×12]``, a
-    token count line, and (``legend``) what each mark means."""
-    body = "".join(f"[{MARK[c]}: {''.join(toks)}]" for c, toks in runs(pairs))
+    token count line, and (``legend``) what each mark means. ``run_text``: see the module docstring."""
+    body = "".join(f"[{MARK[c]}: {''.join(toks)}]" for c, toks in _body(pairs, run_text))
     out = [body, _counts_line(pairs)]
     if legend:
         out.append("legend: " + "; ".join(f"{MARK[c]} = {LEGEND[c]}" for c in SUPERVISION_CLASSES))
     return "\n".join(out)
 
 
-def render_ansi(pairs: Sequence[tuple[str, str]], legend: bool = True, width: int = 120) -> str:
-    """The row with ANSI colours (``rich``, standard 16-colour system): each token in its class's
-    :data:`STYLE`, then the token counts and a coloured legend."""
+def render_ansi(pairs: Sequence[tuple[str, str]], legend: bool = True, width: int = 120,
+                run_text: Sequence[tuple[str, str]] | None = None) -> str:
+    """The row with ANSI colours (``rich``, standard 16-colour system): each token (or, with
+    ``run_text``, each decoded run) in its class's :data:`STYLE`, then the token counts and a
+    coloured legend."""
     from rich.console import Console
     from rich.text import Text
 
     text = Text()
-    for c, toks in runs(pairs):
+    for c, toks in _body(pairs, run_text):
         for t in toks:
             text.append(t, style=STYLE[c])
     buf = io.StringIO()
@@ -110,11 +126,11 @@ def render_ansi(pairs: Sequence[tuple[str, str]], legend: bool = True, width: in
     return buf.getvalue().rstrip("\n")
 
 
-def render_html_tokens(pairs: Sequence[tuple[str, str]]) -> str:
+def render_html_tokens(pairs: Sequence[tuple[str, str]], run_text: Sequence[tuple[str, str]] | None = None) -> str:
     """``<div class="toks">`` of one ``<span class="tok CLASS" title="class">`` per token (padding
-    runs collapsed), every token text escaped (data may hold markup)."""
+    runs collapsed; with ``run_text``, per decoded run), every text escaped (data may hold markup)."""
     spans = []
-    for c, toks in runs(pairs):
+    for c, toks in _body(pairs, run_text):
         for t in toks:
             spans.append(f'<span class="tok {_CSS_CLASS[c]}" title="{html.escape(c)}">{html.escape(t)}</span>')
     return f'<div class="toks">{"".join(spans)}</div>'
@@ -138,7 +154,8 @@ def render_rows_html(rows: Iterable[dict[str, Any]], title: str = "datacheck ins
 
     Args:
         rows: dicts with ``shard`` (path), ``row`` (0-based), ``check`` (the check key shown, or
-            ``"(none)"``), ``pairs`` (``(token text, class)`` pairs).
+            ``"(none)"``), ``pairs`` (``(token text, class)`` pairs), optionally ``runs``
+            (``(class, decoded text)`` runs, shown instead of the tokens).
         title: the page title.
         tokenizer: where the tokenizer came from (shown under the title).
 
@@ -154,6 +171,6 @@ def render_rows_html(rows: Iterable[dict[str, Any]], title: str = "datacheck ins
         pairs = r["pairs"]
         parts.append(f"<h2>{e(str(r['shard']))} row {e(str(r['row']))} "
                      f"<span class=\"muted\">{e(str(r.get('check') or ''))}</span></h2>"
-                     f'<p class="muted">{e(_counts_line(pairs))}</p>{render_html_tokens(pairs)}')
+                     f'<p class="muted">{e(_counts_line(pairs))}</p>{render_html_tokens(pairs, r.get("runs"))}')
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -146,7 +146,14 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
 
     Returns:
         (the contract as a mapping in Pandera's polars form plus ``datacheck:``, notes for the user:
-        shards that could not be read, columns whose dtype differs between shards).
+        shards that could not be read, columns whose dtype differs between shards, the columns
+        rendered by ``[tokens] tokenizer`` that were left out). The contract holds the columns of
+        the data as the audit reads them, except those the read path renders with a tokenizer's
+        chat template (``input_ids``/``assistant_mask``/``labels``, ``chat_template_error``,
+        ``chat_assistant_tokens_untruncated``, the pair columns ``chosen_input_ids`` ...): the
+        data does not hold them and an audit without the tokenizer has none. The ``messages``
+        column derived from the Alpaca layout stays: the read path derives it with or without a
+        tokenizer.
 
     Raises:
         UsageError: no shard found, or none readable.
@@ -165,10 +172,15 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
     vocab = cfg.tokens.vocab_size if cfg.tokens.vocab_size is not None else vocab_size
     label: str | None = None
     rows = shards = 0
+    rendered: list[str] = []
     for ds in disc.shards:
         try:
             data = open_for_checks(ds, cfg)  # as the audit reads it: a contract it writes must fit the audit
-            schema, roles = data.schema, data.roles
+            roles = data.roles
+            # every derived column but the Alpaca messages is the tokenizer's rendering
+            made = [c for c in roles.derived if c != "messages"]
+            rendered += [c for c in made if c not in rendered]
+            schema = {c: t for c, t in data.schema.items() if c not in made}
             label = label or roles.label
             for role in (*_VOCAB_ROLES, "labels", *_FLAG_ROLES, "token_type_ids", "position_ids", *_UNBOUNDED_ROLES):
                 for c in roles.of(role):
@@ -200,6 +212,9 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
                 cur["cls"] = sorted(set(cur.get("cls", [])) | set(s["cls"] or []), key=lambda v: (str(type(v)), v))
     if shards == 0:
         raise UsageError("no readable shard to infer a schema from: " + "; ".join(notes or [str(p) for p in paths]))
+    if rendered:
+        notes.append(f"columns rendered by [tokens] tokenizer left out of the contract: {', '.join(rendered)} (the "
+                     "data does not hold them; the audit renders them when a tokenizer is configured)")
     columns: dict[str, Any] = {}
     rules: dict[str, dict[str, Any]] = {}
     for c, ts in dtypes.items():

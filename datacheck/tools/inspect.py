@@ -105,8 +105,49 @@ class TokenizerView:
             return token
         if "\ufffd" in text and "\ufffd" not in token:
             raw = bytes(_GPT2_BYTE_OF.get(ch, 0x3F) for ch in token)
-            return "".join(f"\\x{b:02x}" for b in raw)
+            return raw.decode("utf-8", errors="backslashreplace")  # " \xe2\x80": the space stays a space
         return text
+
+    def decode(self, ids: list[int | None]) -> str:
+        """``ids`` (a run of one row's token ids) as the text they stand for, decoded together as
+        the tokenizer decodes them: byte-level BPE tokens joined into their bytes and decoded as
+        UTF-8 (a character split over several tokens comes out whole: ``bans “Mein``; bytes of a
+        character cut at the run's edge as ``\\xe2\\x80``); other tokenizers through their own
+        ``decode`` (WordPiece ``##`` pieces joined into words, words separated by spaces; special
+        tokens kept). An id outside the vocabulary is ``<oov:ID>``, null ``<null>``."""
+        parts: list[str] = []
+        seg: list[int] = []
+
+        def flush() -> None:
+            if seg:
+                parts.append(self._decode_ids(seg))
+                seg.clear()
+        for i in ids:
+            if i is None or not 0 <= int(i) < self.vocab_size:
+                flush()
+                parts.append("<null>" if i is None else f"<oov:{i}>")
+            else:
+                seg.append(int(i))
+        flush()
+        return "".join(parts)
+
+    def _decode_ids(self, ids: list[int]) -> str:
+        if not self.byte_level:
+            return str(self.tokenizer.decode(ids, skip_special_tokens=False))
+        out: list[str] = []
+        buf = bytearray()
+        for i in ids:
+            tok = self.tokenizer.id_to_token(i) or ""
+            if all(ch in _GPT2_BYTE_OF for ch in tok):
+                buf += bytes(_GPT2_BYTE_OF[ch] for ch in tok)
+                continue
+            if buf:  # a token outside the byte alphabet (an added token): its text as it is
+                out.append(buf.decode("utf-8", errors="backslashreplace"))
+                buf = bytearray()
+            out.append(tok)
+        if buf:
+            out.append(buf.decode("utf-8", errors="backslashreplace"))
+        return "".join(out)
 
     def tokens(self, ids: list[int | None]) -> list[str]:
         """Each id as its token text (:meth:`readable`); an id outside the vocabulary as
@@ -305,6 +346,12 @@ class OffendingRow:
         byte_offset: 0-based byte offset of the line (decode findings), else None.
         supervision: with a tokenizer, the whole ``input_ids`` row as ``(token text, class)`` pairs,
             the class from :func:`classify_supervision` (``[labels]``/``[tokens]`` facts of the config).
+        supervision_runs: the same row as ``(class, text)`` runs of consecutive tokens of one class,
+            each run's text decoded from its joined ids (:meth:`TokenizerView.decode`); a run of one
+            repeated padding token as ``token×N``.
+        supervision_note: why a row with ``input_ids`` has no token supervision view (classification
+            data: no token labels, its supervision is the row's scalar class label), else None.
+        decoded: with ``supervision_note``, the row's ids decoded (padding collapsed), uncoloured.
     """
 
     check: str
@@ -319,6 +366,9 @@ class OffendingRow:
     tokens: tuple[str, ...] | None = None
     byte_offset: int | None = None
     supervision: tuple[tuple[str, str], ...] | None = None
+    supervision_runs: tuple[tuple[str, str], ...] | None = None
+    supervision_note: str | None = None
+    decoded: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.check, "column": self.column, "row": self.row, "line": self.line,
@@ -327,7 +377,10 @@ class OffendingRow:
                 "tokens": list(self.tokens) if self.tokens is not None else None,
                 "byte_offset": self.byte_offset,
                 "supervision": (None if self.supervision is None else
-                                [{"token": t, "class": c} for t, c in self.supervision])}
+                                [{"token": t, "class": c} for t, c in self.supervision]),
+                "supervision_runs": (None if self.supervision_runs is None else
+                                     [{"class": c, "text": t} for c, t in self.supervision_runs]),
+                "supervision_note": self.supervision_note, "decoded": self.decoded}
 
 
 @dataclass
@@ -530,7 +583,9 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
     s2s = seq2seq_layout(cfg.dataset.schema_, schema) is not None
     sup_cols = ([c for c in (roles.attention_mask, roles.labels, roles.assistant_mask)
                  if c is not None and is_list(schema[c])] if seq_col is not None and not s2s else [])
-    extra = [c for c in (seq_col, text_col, *sup_cols) if c is not None and c not in value_cols]
+    # a scalar class label (classification): the row's supervision when there are no token labels
+    label_col = roles.label if seq_col is not None and roles.label is not None and roles.label in schema else None
+    extra = [c for c in (seq_col, text_col, *sup_cols, label_col) if c is not None and c not in value_cols]
     extra = list(dict.fromkeys(extra))
     whole_rows = any(k is None for k, _ in pairs)  # --rows: a chosen row is shown with every column
     if whole_rows:
@@ -562,7 +617,7 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
             detail, pos, length = ex.value, ex.position, ex.length
             if pos is not None and column is not None:
                 bad = _element(value, pos)
-        tokens = supervision = None
+        tokens = supervision = sup_runs = note = decoded = None
         if seq_col is not None and seq_col in df.columns:
             ids = _as_list(df[seq_col][i])
             if ids and not isinstance(ids[0], list):
@@ -572,18 +627,46 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
                 def col_of(c: str | None) -> list[Any] | None:
                     return _as_list(df[c][i]) if c is not None and c in sup_cols else None
 
+                token_labels, amask = col_of(roles.labels), col_of(roles.assistant_mask)
                 classes = classify_supervision(
-                    ids, attention_mask=col_of(roles.attention_mask), labels=col_of(roles.labels),
-                    assistant_mask=col_of(roles.assistant_mask), ignore_index=cfg.labels.ignore,
+                    ids, attention_mask=col_of(roles.attention_mask), labels=token_labels,
+                    assistant_mask=amask, ignore_index=cfg.labels.ignore,
                     shifted=cfg.labels.shifted, pad_token_id=cfg.tokens.pad_token_id,
                     padding_side=cfg.tokens.padding_side)
-                supervision = tuple(zip(texts, classes))
+                if token_labels is None and amask is None and label_col is not None:
+                    # classification: the loss is on the row's class label, no token is a target
+                    value_of = df[label_col][i] if label_col in df.columns else None
+                    note = (f"no token labels: supervision is per row (the class label {label_col!r}"
+                            + (f" = {value_of!r}" if label_col in df.columns else "") + "); tokens shown uncoloured")
+                    decoded = "".join(t for _, t in _decoded_runs(tok, ids, [c if c == PADDING else IGNORED
+                                                                              for c in classes]))
+                else:
+                    supervision = tuple(zip(texts, classes))
+                    sup_runs = tuple(_decoded_runs(tok, ids, classes))
         elif text_col is not None and isinstance(df[text_col][i], str):
             tokens = _window(tok.encode(df[text_col][i]), None)
         shown.append(OffendingRow(check=check, column=column, row=r, line=line_of.get(r), value=shown_value,
                                   position=pos, length=length, bad_value=bad, detail=detail,
-                                  tokens=tokens, supervision=supervision))
+                                  tokens=tokens, supervision=supervision, supervision_runs=sup_runs,
+                                  supervision_note=note, decoded=decoded))
     return shown
+
+
+def _decoded_runs(tok: TokenizerView, ids: list[Any], classes: list[str]) -> list[tuple[str, str]]:
+    """``(class, text)`` runs of consecutive tokens of one class, each run's text decoded from its
+    joined ids (:meth:`TokenizerView.decode`); a padding run of one repeated id as ``token×N``."""
+    out: list[tuple[str, str]] = []
+    start = 0
+    for j in range(1, len(ids) + 1):
+        if j < len(ids) and classes[j] == classes[start]:
+            continue
+        run, cls = ids[start:j], classes[start]
+        if cls in (PADDING, PADDING_SUPERVISED) and len(run) > 1 and len(set(run)) == 1:
+            out.append((cls, f"{tok.tokens(run[:1])[0]}×{len(run)}"))
+        else:
+            out.append((cls, tok.decode(run)))
+        start = j
+    return out
 
 
 def _row_summary(df: pl.DataFrame, i: int, cols: list[str], per_column: int = 60) -> str:
@@ -622,7 +705,9 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
 
     Raises:
         UsageError: a path does not exist, no shard was found, an unknown or dataset-level
-            ``--check`` ID (decided across shards: ``datacheck audit`` reports it), or ``limit < 1``.
+            ``--check`` ID (decided across shards: ``datacheck audit`` reports it), ``limit < 1``,
+            or a row of ``rows`` is past the last row of every readable shard (the message names
+            each file and its row count; a row only some shards have is a note on the others).
     """
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
@@ -630,7 +715,30 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
     cfg, notes = _with_facts(cfg, limit, tokenizer, rows)
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     load_families()
-    return [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
+    out = [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
+    _rows_exist(rows, out)
+    return out
+
+
+def _rows_exist(rows: list[int] | None, inspections: list[ShardInspection]) -> None:
+    """Refuse ``--rows`` that no readable shard has.
+
+    Raises:
+        UsageError: a row of ``rows`` is at or past the row count of every readable shard (the
+            message names the rows, each file and its row count).
+    """
+    read = [i for i in inspections if i.rows is not None]
+    if not rows or not read:
+        return
+    most = max(i.rows or 0 for i in read)
+    missing = sorted({r for r in rows if r >= most})
+    if not missing:
+        return
+    shown = ",".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+    sizes = "; ".join(f"{i.shard.rel} has {i.rows:,} row(s)" + (f" (0..{i.rows - 1})" if i.rows else "")
+                      for i in read[:5]) + (f"; {len(read) - 5} more shard(s)" if len(read) > 5 else "")
+    raise UsageError(f"--rows {shown}: past the end: {sizes}. Rows are 0-based per shard: give rows below "
+                     f"{most:,}")
 
 
 # --------------------------------------------------------------------------------------------- export

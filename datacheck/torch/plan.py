@@ -6,6 +6,11 @@ each shard's rows in file order: global index ``g`` is row ``g - start`` of the 
 ``[start, start + rows)`` holds it (:class:`RowSpace`). A trainer's ``ConcatDataset`` /
 ``datasets.concatenate_datasets`` over the same shard list in the same order has the same indices.
 
+Data with splits (``[splits]``, or a Hugging Face ``DatasetDict`` folder's ``dataset_dict.json``)
+is planned over ONE split, the one a trainer iterates: ``train`` unless another is named
+(``datacheck plan --split NAME``); :attr:`RowSpace.split` says which, and the shards of the other
+splits are not in the row order (:func:`select_split`).
+
 Stable interface (used by ``datacheck trace``)::
 
     rows_of_step(plan_or_ledger, step, *, rank=None, micro_batch=None, space=None) -> list[StepRow]
@@ -28,7 +33,8 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks.batch import supervised_expr, tokens_expr, zero_micro_batches
-from datacheck.io.discover import discover
+from datacheck.checks.crossdup import assign_splits
+from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashing import hash_file, hash_shard
 from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
@@ -40,7 +46,10 @@ from datacheck.torch.ledger import Ledger, LedgerBatch, read_ledger
 from datacheck.torch.order import EpochOrder, epoch_order
 
 __all__ = ["StepRow", "ShardSpan", "RowSpace", "BatchPlan", "row_space", "build_plan", "rows_of_step",
-           "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS"]
+           "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS", "select_split", "TRAIN_SPLIT"]
+
+#: the split a trainer iterates, planned by default when the data has splits
+TRAIN_SPLIT = "train"
 
 
 class StepRow(NamedTuple):
@@ -75,10 +84,20 @@ class ShardSpan:
 
 @dataclass(frozen=True)
 class RowSpace:
-    """The global row order: shards in index order, each a span of global indices."""
+    """The global row order: shards in index order, each a span of global indices.
+
+    Attributes:
+        shards: the shards planned, in index order.
+        root: the folder their relative paths start from.
+        split: the split planned (data with splits), else None (every shard).
+        other_splits: the splits not planned (``{name: shards it holds among the PATHs}``; empty
+            without splits), so the plan can say what it left out.
+    """
 
     shards: tuple[ShardSpan, ...]
     root: Path | None = None
+    split: str | None = None
+    other_splits: dict[str, int] = field(default_factory=dict)
 
     @property
     def n_rows(self) -> int:
@@ -100,28 +119,63 @@ class RowSpace:
         return self.shards[i], g - self.shards[i].start
 
 
-def row_space(paths: list[str], cfg: Config, *, supervised: bool = False) -> tuple[RowSpace, np.ndarray | None]:
-    """Discover the shards of ``paths`` and count their rows (through the one read path).
+def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[DiscoveredShard], str | None, dict[str, str]]:
+    """The shards of the split a trainer iterates: (those shards, the split's name or None, the
+    split of each shard's relative path).
+
+    The splits are ``[splits]`` (config order) or, when the config names none, those a Hugging Face
+    ``DatasetDict`` folder among the PATHs declares (:meth:`Discovery.declared_splits`); a shard
+    belongs to the first split whose glob matches (:func:`datacheck.checks.crossdup.assign_splits`).
+    Without splits every shard is planned (None). With splits, ``split`` (default
+    :data:`TRAIN_SPLIT`) names the one planned.
+
+    Raises:
+        UsageError: ``split`` is given but the data has no splits, or the split is not one of them
+            (the message lists them), or it holds no shard.
+    """
+    splits = dict(cfg.splits) or disc.declared_splits()
+    if not splits:
+        if split is not None:
+            raise UsageError(f"--split {split}: the data has no splits (no [splits] in the config and no DatasetDict "
+                             "dataset_dict.json among the PATHs); drop --split, or name the splits under [splits]")
+        return list(disc.shards), None, {}
+    name = split or TRAIN_SPLIT
+    where = assign_splits([ds.rel for ds in disc.shards], splits)
+    if name not in splits:
+        raise UsageError(f"{'--split ' + name if split else 'the data has splits but none named ' + repr(name)}: "
+                         f"the splits are {', '.join(splits)}; give the one the trainer iterates with --split NAME")
+    chosen = [ds for ds in disc.shards if where.get(ds.rel) == name]
+    if not chosen:
+        raise UsageError(f"split {name!r} ({splits[name]}) holds no shard among the PATHs; the splits are "
+                         f"{', '.join(splits)}")
+    return chosen, name, where
+
+
+def row_space(paths: list[str], cfg: Config, *, supervised: bool = False,
+              split: str | None = None) -> tuple[RowSpace, np.ndarray | None]:
+    """Discover the shards of ``paths`` and count their rows (through the one read path). Data with
+    splits gives the row order of one split (:func:`select_split`: ``train`` unless ``split``).
 
     Args:
         paths: shard files, folders or globs (as ``datacheck audit`` takes them).
         cfg: the config (reader settings, roles, ``[tokens]``/``[labels]`` facts).
         supervised: also compute each row's supervised-token count (needs a token ``labels`` list).
+        split: the split to plan (data with splits; default ``train``).
 
     Returns:
         (the row space, the supervised counts as an int64 array of ``n_rows`` or None when not asked
         for or when a shard has no token labels list).
 
     Raises:
-        UsageError: no shard found, or a shard cannot be read (its rows are unknown; the message
-            names it).
+        UsageError: no shard found, a shard cannot be read (its rows are unknown; the message
+            names it), or the split cannot be chosen (:func:`select_split`).
     """
-    space, sup, _ = _scan(paths, cfg, supervised=supervised, lengths=False)
+    space, sup, _ = _scan(paths, cfg, supervised=supervised, lengths=False, split=split)
     return space, sup
 
 
-def _scan(paths: list[str], cfg: Config, *, supervised: bool,
-          lengths: bool) -> tuple[RowSpace, np.ndarray | None, np.ndarray | None]:
+def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool,
+          split: str | None = None) -> tuple[RowSpace, np.ndarray | None, np.ndarray | None]:
     """:func:`row_space`, plus with ``lengths`` each row's token count (``input_ids`` list length capped
     at ``max_seq_len``; None when a shard has no ``input_ids`` list).
 
@@ -130,11 +184,12 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool,
             names it).
     """
     disc = discover(paths, cfg.dataset.format)
+    shards, name, where = select_split(disc, cfg, split)
     spans: list[ShardSpan] = []
     sup_parts: list[np.ndarray] | None = [] if supervised else None
     len_parts: list[np.ndarray] | None = [] if lengths else None
     start = 0
-    for ds in disc.shards:
+    for ds in shards:
         chash = hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None else hash_file(ds.path)[0]
         try:
             data = open_for_checks(ds, cfg)
@@ -165,7 +220,9 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool,
 
     def cat(parts: list[np.ndarray] | None) -> np.ndarray | None:
         return None if parts is None else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return RowSpace(tuple(spans), disc.root), cat(sup_parts), cat(len_parts)
+    others = {} if name is None else {s: sum(1 for r in where.values() if r == s)
+                                      for s in dict(cfg.splits) or disc.declared_splits() if s != name}
+    return RowSpace(tuple(spans), disc.root, name, others), cat(sup_parts), cat(len_parts)
 
 
 @dataclass
@@ -212,7 +269,8 @@ class BatchPlan:
     def summary(self, epoch: int = 0) -> dict[str, Any]:
         """The plan's numbers for ``epoch`` as plain values (what ``datacheck plan`` prints).
 
-        Keys: ``rows``, ``shards``, ``world_size``, ``batch_size``, ``grad_accum``, ``global_batch``
+        Keys: ``rows``, ``shards``, ``split`` (the split planned, None without splits),
+        ``other_splits`` (``{name: shards}`` of the splits left out), ``world_size``, ``batch_size``, ``grad_accum``, ``global_batch``
         (batch_size x world_size x grad_accum, rows per full optimizer step), ``drop_last``,
         ``shuffle``, ``seed``, ``epoch``, ``epochs``, ``rows_per_rank``, ``micro_batches_per_rank``,
         ``steps_per_epoch``, ``last_step_micro_batches`` (micro-batches of the last step per rank),
@@ -229,7 +287,8 @@ class BatchPlan:
         o = self.order(epoch)
         mbs = o.micro_batches
         out: dict[str, Any] = {
-            "rows": self.space.n_rows, "shards": len(self.space.shards), "world_size": b.world_size,
+            "rows": self.space.n_rows, "shards": len(self.space.shards), "split": self.space.split,
+            "other_splits": dict(self.space.other_splits), "world_size": b.world_size,
             "batch_size": b.batch_size, "grad_accum": b.grad_accum,
             "global_batch": int(b.batch_size or 0) * b.world_size * b.grad_accum, "drop_last": b.drop_last,
             "shuffle": b.shuffle, "seed": b.seed, "epoch": epoch, "epochs": b.epochs,
@@ -263,11 +322,13 @@ class BatchPlan:
         return out
 
 
-def build_plan(paths: list[str], cfg: Config) -> BatchPlan:
-    """Read the shards' row counts (and supervised tokens per row) and set up the plan.
+def build_plan(paths: list[str], cfg: Config, split: str | None = None) -> BatchPlan:
+    """Read the shards' row counts (and supervised tokens per row) and set up the plan: of the split
+    ``split`` (default ``train``) when the data has splits (:func:`select_split`).
 
     Raises:
-        UsageError: ``[batch] batch_size`` is unset, or a shard cannot be read.
+        UsageError: ``[batch] batch_size`` is unset, a shard cannot be read, or the split cannot be
+            chosen.
         OptionalDependencyError: torch is not installed (when the order is first asked for).
     """
     if cfg.batch.batch_size is None and cfg.batch.max_tokens is None:
@@ -275,7 +336,7 @@ def build_plan(paths: list[str], cfg: Config) -> BatchPlan:
                          "datacheck.toml ([batch] batch_size, world_size, grad_accum, ...), or max_tokens "
                          "for token-budget batching")
     tokens = cfg.batch.max_tokens is not None
-    space, sup, lengths = _scan(paths, cfg, supervised=True, lengths=tokens)
+    space, sup, lengths = _scan(paths, cfg, supervised=True, lengths=tokens, split=split)
     if tokens and lengths is None:
         raise UsageError("[batch] max_tokens: token-budget batching needs each row's token count, and a shard "
                          "has no input_ids list column (set [columns] input_ids)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import tempfile
 
 import numpy as np
 import polars as pl
@@ -106,11 +107,14 @@ def test_audit_spilled_equals_in_memory(tmp_path_factory, monkeypatch, data):
     monkeypatch.delenv(ENV_SPILL_ROWS, raising=False)
     want = _dup_findings(root, cfg)
     monkeypatch.setenv(ENV_SPILL_ROWS, "0")
-    before = set(os.listdir(os.environ.get("TMPDIR", "/tmp")))
+    # a temp folder of this test's own: other tests running at the same time (pytest -n) make and
+    # remove spill and part folders in the shared one
+    private = tmp_path_factory.mktemp("tmp")
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     got = _dup_findings(root, cfg)
     assert got == want
-    leftover = {n for n in set(os.listdir(os.environ.get("TMPDIR", "/tmp"))) - before
-                if n.startswith(("datacheck-spill-", "datacheck-parts-"))}
+    leftover = [n for n in os.listdir(private) if n.startswith(("datacheck-spill-", "datacheck-parts-"))]
     assert not leftover  # the spill folders are removed after the audit
 
 

@@ -128,7 +128,10 @@ def test_no_supervised_tokens_after_truncation(tmp_path, labels, max_len, side, 
     rep = audit_df(tmp_path, df, {"tokens": tokens})
     f = one(rep, "empty.no_supervised_tokens", "labels")
     assert (f.rows, f.count) == (tuple(rows), len(rows))
-    assert f"({only_trunc} only because of truncation)" in f.message
+    if only_trunc:
+        assert f"({only_trunc} of them only because truncation to max_seq_len {max_len} ({side}) cut the answer off" in f.message
+    else:
+        assert "because" not in f.message
     if max_len:
         assert f"after truncation to max_seq_len {max_len} ({side})" in f.message
 

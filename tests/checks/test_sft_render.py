@@ -139,3 +139,53 @@ def test_a_tokenizer_without_chat_template_is_a_skip_reason(tmp_path):
 def test_a_missing_tokenizer_folder_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match=r"\[tokens\] tokenizer = .*no such file or folder"):
         datacheck.audit(str(DATA), {"tokens": {"tokenizer": str(tmp_path / "nope")}})
+
+
+GLAIVE = CHAT / "llamafactory/glaive_toolcall_en_demo.json"  # 300 rows; row 243's prompt > 2048 tokens
+GLAIVE_ROLE = {"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool",
+               "system": "system"}
+
+
+def _cut_rows(folder: Path, max_len: int) -> tuple[set[int], set[int]]:
+    """Reference (the tokenizer called here, untruncated, over the JSON): (rows whose first
+    ``max_len`` tokens hold no assistant token while the whole rendering does, rows with none at all)."""
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    rows = json.loads(GLAIVE.read_text())
+    convs = [[{"role": GLAIVE_ROLE[t["from"]], "content": t["value"]} for t in r["conversations"]] for r in rows]
+    out = tok.apply_chat_template(convs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    masks = out["assistant_masks"]
+    cut = {i for i, m in enumerate(masks) if any(m) and not any(m[:max_len])}
+    return cut, {i for i, m in enumerate(masks) if not any(m)}
+
+
+def test_an_answer_cut_by_truncation_is_not_blamed_on_the_template(toks):
+    """Issue 15 item 1: row 243's prompt is longer than 2048 tokens, so right truncation keeps no
+    assistant token; the template has {% generation %} and is not blamed."""
+    cut, none = _cut_rows(toks["gen"], 2048)
+    assert (cut, none) == ({243}, set())
+    res = _audit({"tokenizer": str(toks["gen"]), "max_seq_len": 2048}, GLAIVE)
+    by = {f.check: f for f in res.findings}
+    for cid in ("sft.assistant_mask_empty", "empty.no_supervised_tokens"):
+        assert _rows(res, cid) == cut
+        msg = by[cid].message
+        assert "truncation to max_seq_len 2048 (right) cut the answer off" in msg, msg
+        assert "lacks {% generation %}" not in msg
+        assert by[cid].examples[0].row == 243
+    assert "cut the answer" in by["sft.assistant_mask_empty"].examples[0].value
+    assert "1 of them have assistant tokens in the whole rendering" in by["sft.assistant_mask_empty"].message
+    assert "(1 of them only because truncation" in by["empty.no_supervised_tokens"].message
+
+
+def test_the_template_is_blamed_only_for_rows_with_no_assistant_token_untruncated(toks, tmp_path):
+    rows = json.loads(GLAIVE.read_text())
+    mixed = [rows[243], {"conversations": [{"from": "human", "value": "hello"}]}, rows[0]]
+    (tmp_path / "mixed.json").write_text(json.dumps(mixed))
+    res = _audit({"tokenizer": str(toks["gen"]), "max_seq_len": 2048}, tmp_path / "mixed.json")
+    (f,) = [f for f in res.findings if f.check == "sft.assistant_mask_empty"]
+    assert _rows(res, "sft.assistant_mask_empty") == {0, 1}
+    assert "1 of them have assistant tokens in the whole rendering" in f.message
+    assert "For the other 1: the chat template lacks {% generation %}" in f.message
+    # without the markers nothing is cut: every row is the template's
+    res = _audit({"tokenizer": str(toks["plain"]), "max_seq_len": 2048}, GLAIVE)
+    (f,) = [f for f in res.findings if f.check == "sft.assistant_mask_empty"]
+    assert f.count == 300 and "whole rendering" not in f.message and "lacks {% generation %}" in f.message

@@ -39,6 +39,22 @@ def test_rows_shows_every_column_of_a_passing_row(tmp_path):
     assert "value: text='first text', label=0" in p.stdout and "value: text='fourth', label=0" in p.stdout
 
 
+def test_rows_past_the_end_are_a_usage_error_naming_the_file_and_its_rows(tmp_path):
+    """Issue 15 item 3: --rows 99999 on a 4-row file exited 0 with a note."""
+    shard = tmp_path / "s.parquet"
+    pl.DataFrame({"text": ["a", "b", "c", "d"]}).write_parquet(shard)
+    p = run_cli("inspect", str(shard), "--rows", "99999", "--no-progress", cwd=tmp_path)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "--rows 99999: past the end: s.parquet has 4 row(s) (0..3)" in p.stderr
+    with pytest.raises(UsageError, match=r"--rows 4: past the end: s\.parquet has 4 row\(s\)"):
+        inspect_shards([str(shard)], config_from_dict({}), rows=[1, 4])
+    # a row only the longer of two shards has is shown there and noted on the other
+    pl.DataFrame({"text": ["a", "b"]}).write_parquet(tmp_path / "t.parquet")
+    ins = inspect_shards([str(tmp_path)], config_from_dict({}), rows=[3])
+    assert [(i.shard.rel, [r.row for r in i.shown]) for i in ins] == [("s.parquet", [3]), ("t.parquet", [])]
+    assert "rows 3 are past the last row (1)" in ins[1].notes
+
+
 def test_rows_of_sample_classes_match_the_readme():
     # sample_data/README.md: classes.parquet row 5 holds label -1 (labels.unexpected_sentinel)
     ins = inspect_shards([str(SAMPLE / "defects/labels/classes.parquet")], load_config(SAMPLE_CFG), rows=[0, 5])[0]

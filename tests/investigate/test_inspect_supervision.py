@@ -212,7 +212,8 @@ def test_cli_plain_when_piped_and_ansi_when_asked(tmp_path):
     assert f"{np_ + nr + 3} tokens: {nr} supervised, {np_} ignored, 2 padding, 1 padding trained on" in r.stdout
     assert "supervision: [S: ...] = supervised" in r.stdout
     c = run_cli("inspect", str(shard), "--rows", "1", "--tokenizer", str(SMOLLM), "--color", "always")
-    assert "\x1b[1;37;41m<|im_end|>\x1b[0m" in c.stdout and "\x1b[1;32m4\x1b[0m" in c.stdout
+    # each run decoded from its joined ids, in its class's colour
+    assert "\x1b[1;37;41m<|im_end|>\x1b[0m" in c.stdout and "\x1b[1;32m4<|im_end|>\\n\x1b[0m" in c.stdout
     n = run_cli("inspect", str(shard), "--rows", "1", "--tokenizer", str(SMOLLM), "--color", "never")
     assert "\x1b[" not in n.stdout
 
@@ -225,7 +226,7 @@ def test_cli_html(tmp_path):
     page = out.read_text(encoding="utf-8")
     assert page.count('class="toks"') == 2
     assert page.count('<span class="tok padsup" title="padding_supervised">&lt;|im_end|&gt;</span>') == 1
-    assert '<span class="tok sup" title="supervised">4</span>' in page
+    assert '<span class="tok sup" title="supervised">4&lt;|im_end|&gt;\\n</span>' in page  # one span per run
     assert "<script" not in page
     inside = run_cli("inspect", str(shard), "--tokenizer", str(SMOLLM), "--html", str(shard.parent / "x.html"))
     assert inside.returncode == 2 and "does not write among the data" in inside.stderr
@@ -248,3 +249,62 @@ def test_gpt2_left_padded_shifted(tmp_path):
     row = inspect_shards([str(tmp_path / "d" / "s.parquet")], cfg, rows=[0], tokenizer=tok)[0].shown[0]
     assert row.supervision == (("<|endoftext|>", P), ("<|endoftext|>", P), ("Hello", I), (" world", S),
                                ("<|endoftext|>", S))
+
+
+MINILM = SHARED / "realdata" / "minilm_bert_tokenizer"
+OPENWEBTEXT = SHARED / "realdata" / "megatron_gpt2_openwebtext"
+
+
+def test_byte_level_runs_are_decoded_from_their_joined_ids():
+    """Issue 15 item 6: “ is split over two GPT-2 tokens (564 = " " + e2 80, 250 = 9c); decoded per
+    token it showed as escaped bytes inside the run."""
+    pytest.importorskip("tokenizers")
+    if not (GPT2.is_dir() and OPENWEBTEXT.is_dir()):
+        pytest.skip("../shared/realdata is not present")
+    tok = load_tokenizer(GPT2)
+    row = inspect_shards([str(OPENWEBTEXT)], config_from_dict({}), rows=[0], tokenizer=tok)[0].shown[0]
+    assert [c for c, _ in row.supervision_runs] == [I, S]  # token 0 is never a target; causal LM: the rest
+    assert row.supervision_runs[0][1] == "A"
+    text = row.supervision_runs[1][1]
+    assert text.startswith(" magazine supplement with an image of Adolf Hitler")
+    assert "No law bans “Mein Kampf” in Germany" in text and "\\x" not in text
+    # a token holding part of a character keeps its decodable bytes readable: " \xe2\x80", not "\x20\xe2\x80"
+    assert tok.tokens([564, 250]) == [" \\xe2\\x80", "\\x9c"]
+    assert tok.decode([564, 250]) == " “" and tok.decode([564]) == " \\xe2\\x80"
+
+
+@pytest.mark.parametrize("source", ["tokenizer.json", "vocab.txt"])
+def test_wordpiece_runs_are_decoded_with_the_tokenizers_own_decode(tmp_path, source):
+    """Issue 15 item 6: WordPiece pieces were joined without spaces ("macdonaldcatalogue")."""
+    pytest.importorskip("tokenizers")
+    if not MINILM.is_dir():
+        pytest.skip("../shared/realdata is not present")
+    tok = load_tokenizer(MINILM / source)
+    ids = tok.tokenizer.encode("macdonald catalogue unaffable tokenization").ids  # una ##ffa ##ble token ##ization
+    labels = [-100, -100, *ids[2:]]
+    (tmp_path / "d").mkdir()
+    pl.DataFrame({"input_ids": [ids], "labels": [labels]}).write_parquet(tmp_path / "d" / "s.parquet")
+    row = inspect_shards([str(tmp_path / "d" / "s.parquet")], config_from_dict({}), rows=[0], tokenizer=tok)[0].shown[0]
+    assert row.supervision_runs == ((I, "[CLS] macdonald"), (S, "catalogue unaffable tokenization [SEP]"))
+    r = run_cli("inspect", str(tmp_path / "d" / "s.parquet"), "--rows", "0", "--tokenizer", str(MINILM / source))
+    assert "[I: [CLS] macdonald][S: catalogue unaffable tokenization [SEP]]" in r.stdout, r.stdout
+
+
+def test_classification_rows_are_not_coloured_as_causal_lm_targets(tmp_path):
+    """Issue 15 item 6: a scalar class label and no token labels: the loss is per row, no token is
+    a target; the tokens are shown uncoloured with a note."""
+    pytest.importorskip("tokenizers")
+    if not MINILM.is_dir():
+        pytest.skip("../shared/realdata is not present")
+    tok = load_tokenizer(MINILM)
+    ids = tok.tokenizer.encode("macdonald catalogue").ids + [0, 0, 0]  # [PAD] = 0
+    (tmp_path / "d").mkdir()
+    pl.DataFrame({"input_ids": [ids], "attention_mask": [[1] * 4 + [0] * 3], "label": [1]}).write_parquet(
+        tmp_path / "d" / "s.parquet")
+    row = inspect_shards([str(tmp_path / "d" / "s.parquet")], config_from_dict({}), rows=[0], tokenizer=tok)[0].shown[0]
+    assert row.supervision is None and row.supervision_runs is None
+    assert row.supervision_note == "no token labels: supervision is per row (the class label 'label' = 1); tokens shown uncoloured"
+    assert row.decoded == "[CLS] macdonald catalogue [SEP][PAD]×3"
+    r = run_cli("inspect", str(tmp_path / "d" / "s.parquet"), "--rows", "0", "--tokenizer", str(MINILM), "--color", "always")
+    assert "supervision: no token labels: supervision is per row" in r.stdout and "[CLS] macdonald catalogue" in r.stdout
+    assert "\x1b[1;32m" not in r.stdout and "[S:" not in r.stdout  # nothing coloured or marked supervised

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 import yaml
-from conftest import run_cli
+from conftest import SHARED, run_cli
 from schemahelp import audit, found, summary, write
 
 from datacheck.tools.infer import infer_contract
@@ -139,3 +141,44 @@ def test_infer_many_columns_keeps_each_columns_stats(tmp_path):
     assert data["columns"]["c1"]["in_range"]["min_value"] == 1
     assert data["columns"]["c11"]["in_range"] == {"min_value": 11, "max_value": 111, "include_min": True,
                                                   "include_max": True}
+
+
+CHAT = SHARED / "chat"
+SMOLLM = CHAT / "tokenizers/smollm_135m"
+#: ChatML with {% generation %} (as tests/checks/test_sft_render.py sets it: the folder ships no template)
+CHATML_GEN = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+              "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] + '<|im_end|>' }}"
+              "{% endgeneration %}{% else %}{{ message['content'] + '<|im_end|>' }}{% endif %}{{ '\n' }}{% endfor %}")
+
+
+def _chat_tokenizer(tmp_path):
+    folder = tmp_path / "tok"
+    shutil.copytree(SMOLLM, folder)
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = CHATML_GEN
+    (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+@pytest.mark.skipif(not SMOLLM.is_dir(), reason="shared chat material not present")
+@pytest.mark.parametrize("data, kept, left_out", [
+    # Alpaca layout: messages is derived with or without a tokenizer, so it stays in the contract
+    ("llamafactory/identity.json", {"instruction", "input", "output", "messages"},
+     "input_ids, assistant_mask, labels, chat_assistant_tokens_untruncated, chat_template_error"),
+    # preference pairs: TRL's rendered pair columns
+    ("llamafactory/dpo_en_demo.json", {"conversations", "chosen", "rejected"},
+     "chosen_input_ids, rejected_input_ids, chosen_response_tokens, rejected_response_tokens, chat_template_error"),
+])
+def test_infer_leaves_columns_rendered_by_the_tokenizer_out(tmp_path, data, kept, left_out):
+    """Issue 15 item 5: a contract inferred with [tokens] tokenizer fits the audit without it."""
+    pytest.importorskip("transformers")
+    path = CHAT / data
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[tokens]\ntokenizer = "{_chat_tokenizer(tmp_path)}"\n')
+    out = tmp_path / "contract.yaml"
+    r = run_cli("schema", "infer", str(path), "-o", str(out), "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    contract = yaml.safe_load(out.read_text())
+    assert set(contract["columns"]) == kept
+    assert f"left out of the contract: {left_out} (" in r.stdout + r.stderr
+    assert found(audit(str(path), out)) == []  # no tokenizer: no schema.missing_column

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 torch = pytest.importorskip("torch")
+from conftest import REALDATA  # noqa: E402
 from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
 
 import datacheck  # noqa: E402
@@ -197,3 +198,48 @@ def test_batch_checks_skipped_without_batch_facts(tmp_path):
     assert set(reasons) == {"batch.small_tail", "batch.singleton_tail", "batch.no_batches", "batch.wraparound",
                             "batch.no_supervised_tokens"}
     assert all("batch_size is not set" in r for r in reasons.values())
+
+
+MBERT = REALDATA / "dkhate_danish_offensive/dkhate_mbert"  # DatasetDict: train 2,960 + test 329 (PROVENANCE.md)
+
+
+def _plan_cli(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["plan", *argv])
+    return rc, out.getvalue()
+
+
+@pytest.mark.skipif(not MBERT.is_dir(), reason="shared realdata not present")
+def test_plan_of_a_dataset_dict_plans_the_train_split_and_says_so(tmp_path):
+    """Issue 15 item 2: the test split is not in the batches a trainer iterates."""
+    cfg = tmp_path / "dc.toml"
+    cfg.write_text("[batch]\nbatch_size = 8\n")
+    rc, out = _plan_cli(str(MBERT), "--config", str(cfg), "--format", "json")
+    p = json.loads(out)["result"]["plan"]
+    assert rc == 0 and (p["rows"], p["split"], p["other_splits"], p["steps_per_epoch"]) == (2960, "train", {"test": 1}, 370)
+    plan = build_plan([str(MBERT)], config_from_dict({"batch": {"batch_size": 8}}))
+    assert {s.path for s in plan.space.shards} == {"train/data-00000-of-00001.arrow"}
+    assert {r.shard for st in range(plan.steps_per_epoch) for r in rows_of_step(plan, st)} == {"train/data-00000-of-00001.arrow"}
+    rc, out = _plan_cli(str(MBERT), "--config", str(cfg))
+    assert rc == 0 and "rows 2960 in 1 shard(s) of split 'train' (not planned: test (1 shard(s))" in out
+    rc, out = _plan_cli(str(MBERT), "--config", str(cfg), "--split", "test", "--format", "json")
+    p = json.loads(out)["result"]["plan"]
+    assert (p["rows"], p["split"], p["other_splits"]) == (329, "test", {"train": 1})
+
+
+@pytest.mark.skipif(not MBERT.is_dir(), reason="shared realdata not present")
+def test_plan_split_errors_name_the_splits(tmp_path, capsys):
+    cfg = tmp_path / "dc.toml"
+    cfg.write_text("[batch]\nbatch_size = 8\n")
+    assert main(["plan", str(MBERT), "--config", str(cfg), "--split", "dev"]) == 2
+    assert "--split dev: the splits are train, test" in capsys.readouterr().err
+    data, _ = _dataset(tmp_path, (4,))
+    assert main(["plan", str(data), "--config", str(cfg), "--split", "train"]) == 2
+    assert "--split train: the data has no splits" in capsys.readouterr().err
+    # [splits] in the config without a train split: the plan refuses to guess
+    cfg.write_text('[batch]\nbatch_size = 8\n[splits]\nfit = "train/*"\nheld = "test/*"\n')
+    assert main(["plan", str(MBERT), "--config", str(cfg)]) == 2
+    assert "none named 'train': the splits are fit, held" in capsys.readouterr().err
+    rc, out = _plan_cli(str(MBERT), "--config", str(cfg), "--split", "fit", "--format", "json")
+    assert rc == 0 and json.loads(out)["result"]["plan"]["rows"] == 2960

@@ -117,9 +117,14 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
                 out.append(f"      tokens: {' '.join(r.tokens)}")
             if r.supervision is not None:
                 supervised_rows += 1
-                view = render_ansi(r.supervision, legend=False) if color else render_plain(r.supervision, legend=False)
+                view = (render_ansi(r.supervision, legend=False, run_text=r.supervision_runs) if color
+                        else render_plain(r.supervision, legend=False, run_text=r.supervision_runs))
                 out.append("      supervision:")
                 out += [f"        {line}" for line in view.splitlines()]
+            elif r.supervision_note is not None:
+                out.append(f"      supervision: {r.supervision_note}")
+                if r.decoded is not None:
+                    out.append(f"        {r.decoded}")
         out.append("")
     if supervised_rows:
         if color:
@@ -149,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     inspections = inspect_shards(args.paths, cfg, checks=checks, rows=rows, limit=args.limit, tokenizer=tok)
     html_path = None
     if args.html:
-        html_rows = [{"shard": i.shard.rel, "row": r.row, "pairs": r.supervision,
+        html_rows = [{"shard": i.shard.rel, "row": r.row, "pairs": r.supervision, "runs": r.supervision_runs,
                       "check": r.check + (f" column {r.column}" if r.column else "")}
                      for i in inspections for r in i.shown if r.supervision is not None]
         html_path = write_json_atomic(args.html, render_rows_html(html_rows, tokenizer=tok.source if tok else None))

@@ -1,6 +1,7 @@
 """``datacheck plan PATH``: what the trainer's batching makes of the data, and step -> rows.
 
-Simulates the order with torch's own ``DistributedSampler`` and ``BatchSampler`` under ``[batch]``
+Data with splits (``[splits]`` or a ``DatasetDict`` folder) is planned over the split a trainer
+iterates: ``train`` unless ``--split NAME``; the output names it. Simulates the order with torch's own ``DistributedSampler`` and ``BatchSampler`` under ``[batch]``
 (:mod:`datacheck.torch.order`), or reads a recorded order (``--ledger DIR``: a ``record_batches``
 folder or OLMo's ``data-indices``). Without ``--step``: the plan's numbers (global batch, steps per
 epoch, last batch per rank, wraparound repeats, supervised tokens per micro-batch). With
@@ -41,6 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("paths", nargs="*", metavar="PATH", help="shard files, folders or globs (optional with --ledger: "
                                                            "without them indices are not mapped to shard rows)")
     a.add_argument("--config", help="datacheck.toml (default: as for audit)")
+    a.add_argument("--split", metavar="NAME", help="data with splits ([splits] or a DatasetDict folder): the split the "
+                                                   "trainer iterates (default train)")
     a.add_argument("--epoch", type=int, default=0, metavar="E", help="the epoch whose numbers are shown (default 0)")
     a.add_argument("--step", type=int, metavar="N", help="list the rows of optimizer step N")
     a.add_argument("--rank", type=int, metavar="R", help="with --step: only rank R")
@@ -65,7 +68,11 @@ def _summary_text(s: dict[str, Any]) -> list[str]:
         size = (f"max_tokens {s['max_tokens']}" + (f" (at most {s['batch_size']} rows)" if s["batch_size"] else "")
                 + f" x world_size {s['world_size']} x grad_accum {s['grad_accum']} = at most "
                 f"{tb['global_batch_tokens']} padded tokens per step; {tb['batches_per_epoch']} token batches per epoch")
-    out = [f"rows {s['rows']} in {s['shards']} shard(s); {size}",
+    where = ""
+    if s.get("split") is not None:
+        left = ", ".join(f"{k} ({v} shard(s))" for k, v in s["other_splits"].items())
+        where = f" of split {s['split']!r}" + (f" (not planned: {left}; --split NAME plans another)" if left else "")
+    out = [f"rows {s['rows']} in {s['shards']} shard(s){where}; {size}",
            f"epoch {s['epoch']} of {s['epochs']}: {s['rows_per_rank']} rows per rank, {s['micro_batches_per_rank']} "
            f"micro-batches per rank, {s['steps_per_epoch']} optimizer steps (the last with "
            f"{s['last_step_micro_batches']} micro-batch(es))",
@@ -98,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--export writes the rows of one step: give --step N")
     if (args.rank is not None or args.micro_batch is not None) and args.step is None:
         raise UsageError("--rank and --micro-batch select within a step: give --step N")
+    if args.split is not None and not args.paths:
+        raise UsageError("--split chooses the split of the dataset PATH: give the PATH")
     if not args.paths and not args.ledger:
         raise UsageError("give the dataset PATH (a simulated plan), or --ledger DIR (a recorded order)")
     cfg_path = resolve_config_path(args.config, args.paths) if args.paths or args.config else None
@@ -109,13 +118,13 @@ def run(args: argparse.Namespace) -> int:
     if args.ledger:
         source = read_ledger(args.ledger)
         if args.paths:
-            space, _ = row_space(list(args.paths), cfg)
+            space, _ = row_space(list(args.paths), cfg, split=args.split)
         result["ledger"] = {"folder": str(source.folder), "format": source.format, "ranks": source.ranks,
                             "steps": len(source.steps), "truncated": source.truncated}
         if source.steps:
             result["ledger"]["first_step"], result["ledger"]["last_step"] = source.steps[0], source.steps[-1]
     else:
-        source = build_plan(list(args.paths), cfg)
+        source = build_plan(list(args.paths), cfg, args.split)
         space = source.space
         result["plan"] = source.summary(args.epoch)
     rows: list[StepRow] = []
