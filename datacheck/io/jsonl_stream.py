@@ -324,7 +324,10 @@ class JsonlSource:
                 mask[rows] = True
                 e = pl.Series(name, [[]], dtype=dtype)
                 df = df.with_columns(pl.when(pl.Series(mask)).then(pl.lit(e).first()).otherwise(pl.col(name)).alias(name))
-            yield df.select(cols)
+            out = df.select(cols)
+            del c, p, df  # the chunk's other columns go before the next chunk is read
+            yield out
+            del out
         if seen != len(self.chunk_rows):
             raise Unreadable(changed)
 
@@ -428,6 +431,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
             absorb(first)
             first = None
         absorb(c)
+        del c  # only the summary stays: the chunk's frame goes before the next chunk is read
     if first is not None or n_chunks == 0:  # one chunk (or none): the one-frame path
         return _finish_jsonl([first.piece] if first is not None else [], bad, blank, utf8_bad, total_lines, slow,
                              max_examples)
@@ -459,6 +463,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
             schemas.append(dict(df.schema))
             for n, w in why.items():
                 broken.setdefault(n, w)
+            del c, p, df
     else:
         for s in sums:
             for n, w in s.broken.items():
