@@ -130,7 +130,7 @@ def max_depths(data: bytes, per_line: bool = True) -> np.ndarray:
 def max_line_depth(data: bytes) -> int:
     """The deepest nesting of any line of ``data`` (``max_depths(data).max()``, 0 for no line).
     Memory: one byte per byte of an 8 MiB block plus a few int64 per newline, quote, backslash or
-    bracket of it (not per byte), so a 32 MiB chunk of records adds tens of MiB at most."""
+    bracket of it (not per byte), so a 16 MiB chunk of records adds tens of MiB at most."""
     return int(max_depths(data).max(initial=0))
 
 
