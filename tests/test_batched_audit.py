@@ -266,18 +266,18 @@ def _jsonl_files() -> list[tuple[Path, Path | None]]:
 
 
 def _jsonl_result(path: Path, config: dict, chunk: int | None, rows: int | None, monkeypatch=None):
-    from datacheck.io import readers
+    from datacheck.io import jsonl_stream, readers
 
-    old = readers.JSONL_CHUNK_BYTES
-    if chunk is not None:
-        readers.JSONL_CHUNK_BYTES = chunk
+    old, old_keep = readers.JSONL_CHUNK_BYTES, jsonl_stream.KEEP_BYTES
+    if chunk is not None:  # pass 2 streams the file again, as for a file over KEEP_BYTES
+        readers.JSONL_CHUNK_BYTES, jsonl_stream.KEEP_BYTES = chunk, 0
     try:
         with batch_rows(rows):
             chash, size = hash_file(path)
             return audit_shard(DiscoveredShard(path=path, rel=path.name, format="jsonl"), config_from_dict(config),
                                chash, size, keep_rows=True, cross_shard=True)
     finally:
-        readers.JSONL_CHUNK_BYTES = old
+        readers.JSONL_CHUNK_BYTES, jsonl_stream.KEEP_BYTES = old, old_keep
 
 
 def _toml(path: Path | None) -> dict:

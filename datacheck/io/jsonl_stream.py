@@ -30,6 +30,9 @@ gives, with the same findings, dtypes and line numbers; only where they live dif
   ``collect_schema``) and which runs pass 2 when collected (projection, predicate and ``n_rows``
   applied per chunk).
 
+A file whose chunks all parse fast and decode to at most :data:`KEEP_BYTES` keeps pass 1's chunk
+frames: pass 2 reads them (parsed once; no change check, the file is not read again).
+
 A file of one chunk keeps the one-frame path (its single chunk is in memory after pass 1 anyway;
 the result is identical either way: ``tests/io/test_jsonl_chunks.py``).
 
@@ -74,6 +77,11 @@ __all__ = ["JsonlSource", "open_jsonl"]
 
 #: rows pass 1 measures to estimate the decoded bytes of a row (as :mod:`datacheck.io.batches` samples)
 _SAMPLE_ROWS = 1024
+
+#: Decoded bytes of pass 1's chunk frames kept for pass 2 (64 MiB: about what streaming holds anyway,
+#: one chunk raw and decoded plus one ahead). A file whose chunks all parse fast and stay under it
+#: (up to ~60 MiB of JSONL) is parsed once: pass 2 and every re-read use the kept frames.
+KEEP_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -269,6 +277,8 @@ class JsonlSource:
         chunk_fast: whether each chunk parsed fast in pass 1 (pass 2 then only parses it).
         sample_bytes: {column: decoded bytes of its first ``sample_rows`` rows} (as parsed, before unification).
         sample_rows: the rows ``sample_bytes`` measured (at most 1,024).
+        pieces: pass 1's chunks (those with rows), kept when they fit :data:`KEEP_BYTES`; pass 2
+            then reads them instead of the file (None: pass 2 streams the file again).
         majors: {column: JSON kind} of the columns that mix kinds (values of other kinds are null).
         broken: the columns whose values do not form one column (read as null).
     """
@@ -284,6 +294,7 @@ class JsonlSource:
     chunk_fast: list[bool] = field(default_factory=list)
     sample_bytes: dict[str, int] = field(default_factory=dict)
     sample_rows: int = 0
+    pieces: list[_Piece] | None = None
 
     def bytes_per_row(self, columns: list[str]) -> float:
         """Estimated decoded bytes of one row of ``columns`` (from pass 1's first rows; no read)."""
@@ -298,14 +309,7 @@ class JsonlSource:
         names = list(self.schema)
         cols = names if columns is None else columns
         empty = pl.DataFrame(schema=self.schema)
-        changed = "the file changed while it was being read (its chunks differ between two reads)"
-        seen = 0
-        for c in jsonl_chunks(self.path, self.chunk_bytes, fast=self.chunk_fast):
-            seen += 1
-            if seen > len(self.chunk_rows) or c.piece.rows != self.chunk_rows[seen - 1] \
-                    or c.crc != self.chunk_crc[seen - 1]:
-                raise Unreadable(changed)
-            p = c.piece
+        for p in (iter(self.pieces) if self.pieces is not None else self._stream()):
             if not p.rows:
                 continue
             df, _, empties = _piece_frame(p, names, _drops(p, self.majors) if self.majors else {})
@@ -324,7 +328,24 @@ class JsonlSource:
                 mask[rows] = True
                 e = pl.Series(name, [[]], dtype=dtype)
                 df = df.with_columns(pl.when(pl.Series(mask)).then(pl.lit(e).first()).otherwise(pl.col(name)).alias(name))
-            yield df.select(cols)
+            out = df.select(cols)
+            del p, df  # the chunk's other columns go before the next chunk is read
+            yield out
+            del out
+
+    def _stream(self) -> Iterator[_Piece]:
+        """The file's chunks read again, checked against pass 1's (rows, CRC-32, count)."""
+        changed = "the file changed while it was being read (its chunks differ between two reads)"
+        seen = 0
+        for c in jsonl_chunks(self.path, self.chunk_bytes, fast=self.chunk_fast):
+            seen += 1
+            if seen > len(self.chunk_rows) or c.piece.rows != self.chunk_rows[seen - 1] \
+                    or c.crc != self.chunk_crc[seen - 1]:
+                raise Unreadable(changed)
+            p = c.piece
+            del c
+            yield p
+            del p
         if seen != len(self.chunk_rows):
             raise Unreadable(changed)
 
@@ -390,6 +411,8 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     lines_parts: list[np.ndarray | tuple[int, int]] = []
     sample_bytes: dict[str, int] = {}
     sampled = [0]
+    kept: list[list[_Piece] | None] = [[]]  # pass 1's pieces while they fit KEEP_BYTES
+    kept_bytes = [0]
 
     def absorb(c: _JsonlChunk) -> None:
         p = c.piece
@@ -412,6 +435,13 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
             sampled[0] += head.height
         sums.append(s)
         lines_parts.append(p.lines if c.slow else (int(p.lines[0]), p.rows))
+        pieces = kept[0]
+        if pieces is not None:  # per-line pieces (Python values) are never kept
+            kept_bytes[0] += p.frame.estimated_size() if p.frame is not None else KEEP_BYTES + 1
+            if kept_bytes[0] <= KEEP_BYTES:
+                pieces.append(p)
+            else:
+                kept[0] = None
 
     n_chunks = 0
     for c in jsonl_chunks(path, size):
@@ -428,6 +458,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
             absorb(first)
             first = None
         absorb(c)
+        del c  # only the summary stays: the chunk's frame goes before the next chunk is read
     if first is not None or n_chunks == 0:  # one chunk (or none): the one-frame path
         return _finish_jsonl([first.piece] if first is not None else [], bad, blank, utf8_bad, total_lines, slow,
                              max_examples)
@@ -450,8 +481,8 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     broken: dict[str, str] = {}
     if majors:  # the chunks' dtypes after nulling: a second stream for the schema alone
         schemas = []
-        for c in jsonl_chunks(path, size, fast=chunk_fast):
-            p = c.piece
+        again = kept[0] if kept[0] is not None else (c.piece for c in jsonl_chunks(path, size, fast=chunk_fast))
+        for p in again:
             if not p.rows:
                 continue
             here = set(_piece_names(p))
@@ -459,6 +490,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
             schemas.append(dict(df.schema))
             for n, w in why.items():
                 broken.setdefault(n, w)
+            del p, df
     else:
         for s in sums:
             for n, w in s.broken.items():
@@ -474,6 +506,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     except _READ_ERRORS as exc:
         raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
     src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,
-                      majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0])
+                      majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0],
+                      pieces=kept[0])
     return ShardData(lf=src.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
                      line_base=1, stream=src)

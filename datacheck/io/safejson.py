@@ -36,6 +36,13 @@ MAX_JSON_FILE_BYTES = 256 * 1024 * 1024
 
 _CHUNK = 8 * 1024 * 1024  # bytes scanned at a time by max_depths (bounded temporary arrays)
 
+# byte class of each of the 256 byte values: 0 for every byte the scan ignores
+_NL, _QUOTE, _BS, _OPEN, _CLOSE = 1, 2, 3, 4, 5
+_CLASS = np.zeros(256, dtype=np.uint8)
+_CLASS[10], _CLASS[34], _CLASS[92] = _NL, _QUOTE, _BS
+_CLASS[[91, 123]] = _OPEN
+_CLASS[[93, 125]] = _CLOSE
+
 
 class JsonInputError(ValueError):
     """A JSON text is refused: ``reason`` says why, without the source (callers prefix the file)."""
@@ -45,33 +52,56 @@ class JsonInputError(ValueError):
         super().__init__(reason)
 
 
-def _chunk_depths(buf: np.ndarray, per_line: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(line start indexes, max depth of each line) of one chunk that ends at a line end (per_line)
-    or of one whole text (not per_line: a single "line")."""
+def _chunk_depths(buf: np.ndarray, per_line: bool) -> np.ndarray:
+    """The max depth of each line of one chunk that ends at a line end (per_line; one value a line,
+    never below 0) or of one whole text (not per_line: one value).
+
+    Only the bytes that matter (newlines, quotes, backslashes, brackets) are looked at: one uint8
+    class a byte, then int64 arrays the size of those bytes only (a few per record in common data;
+    at worst 8 bytes x a few arrays per byte of the chunk)."""
     n = buf.size
-    idx = np.arange(n, dtype=np.int64)
-    bs = buf == 92  # backslash
-    quote = buf == 34
-    if bs.any():
-        last_non_bs = np.maximum.accumulate(np.where(bs, -1, idx))
-        prev = np.concatenate(([-1], last_non_bs[:-1]))
-        run = (idx - 1) - prev  # backslashes right before i
-        quote &= (run & 1) == 0
-    nl = (buf == 10) if per_line else np.zeros(n, dtype=bool)
+    cls_all = _CLASS[buf]
+    pos = np.flatnonzero(cls_all)
+    cls = cls_all[pos]
+    del cls_all
+    if per_line:
+        n_lines = int(np.count_nonzero(cls == _NL)) + (0 if n == 0 or buf[-1] == 10 else 1)
+    else:
+        n_lines = 1 if n else 0
+        if cls.size:
+            keep = cls != _NL
+            pos, cls = pos[keep], cls[keep]
+    out = np.zeros(n_lines, dtype=np.int64)
+    if not cls.size:
+        return out
+    bs = cls == _BS
+    quote = cls == _QUOTE
+    if bs.any() and quote.any():
+        # a quote is escaped when the run of backslashes right before it is odd
+        idx = np.arange(cls.size, dtype=np.int64)
+        cont = np.zeros(cls.size, dtype=bool)
+        cont[1:] = bs[1:] & bs[:-1] & (pos[1:] == pos[:-1] + 1)
+        start = np.maximum.accumulate(np.where(bs & ~cont, idx, -1))
+        run = np.where(bs, idx - start + 1, 0)
+        q = np.flatnonzero(quote[1:]) + 1
+        esc = bs[q - 1] & (pos[q - 1] == pos[q] - 1) & ((run[q - 1] & 1) == 1)
+        quote[q[esc]] = False
+        del idx, cont, start, run, q, esc
+    keep = ~bs
+    cls, quote = cls[keep], quote[keep]
+    del pos, bs, keep
+    nl = cls == _NL
     cq = np.cumsum(quote, dtype=np.int64)
     q_base = np.maximum.accumulate(np.where(nl, cq, 0))
     outside = ((cq - q_base) & 1) == 0
-    delta = ((buf == 91) | (buf == 123)).astype(np.int8) - ((buf == 93) | (buf == 125)).astype(np.int8)
-    delta[~outside] = 0
+    del cq, q_base, quote
+    delta = (outside & (cls == _OPEN)).astype(np.int8) - (outside & (cls == _CLOSE)).astype(np.int8)
     d = np.cumsum(delta, dtype=np.int64)
-    starts = np.concatenate(([0], np.flatnonzero(nl) + 1)) if per_line else np.zeros(1, dtype=np.int64)
-    starts = starts[starts < n] if n else starts[:0]
-    if starts.size == 0:
-        return starts, np.zeros(0, dtype=np.int64)
-    base = np.where(starts > 0, d[np.maximum(starts - 1, 0)], 0)
-    line_id = np.cumsum(np.concatenate(([False], nl[:-1]))) if per_line else np.zeros(n, dtype=np.int64)
+    line_id = np.cumsum(nl, dtype=np.int64) - nl  # newlines before each byte of interest
+    base = np.concatenate(([0], d[nl]))
     depth = d - base[line_id]
-    return starts, np.maximum.reduceat(depth, starts)
+    np.maximum.at(out, line_id, depth)  # a newline or quote has the depth of the byte before it
+    return out
 
 
 def max_depths(data: bytes, per_line: bool = True) -> np.ndarray:
@@ -80,10 +110,11 @@ def max_depths(data: bytes, per_line: bool = True) -> np.ndarray:
 
     Brackets inside strings (with ``\\"`` escapes) do not count; a string never spans lines in valid
     JSON, so string state restarts at each line. A line that is not valid JSON still gets a value
-    (the parser then reports it). Memory: about 40 bytes per byte of an 8 MiB chunk.
+    (the parser then reports it); a line whose brackets only close is depth 0. Memory: one byte per
+    byte of an 8 MiB block, plus about 40 bytes per newline, quote, backslash or bracket in it.
     """
     if not per_line:
-        return _chunk_depths(np.frombuffer(data, dtype=np.uint8), False)[1]
+        return _chunk_depths(np.frombuffer(data, dtype=np.uint8), False)
     out: list[np.ndarray] = []
     pos, n = 0, len(data)
     while pos < n:
@@ -91,33 +122,16 @@ def max_depths(data: bytes, per_line: bool = True) -> np.ndarray:
         if end < n:
             nl = data.find(b"\n", end)
             end = n if nl < 0 else nl + 1
-        out.append(_chunk_depths(np.frombuffer(data, dtype=np.uint8, count=end - pos, offset=pos), True)[1])
+        out.append(_chunk_depths(np.frombuffer(data, dtype=np.uint8, count=end - pos, offset=pos), True))
         pos = end
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
 def max_line_depth(data: bytes) -> int:
-    """The deepest nesting of any line of ``data`` (as ``max_depths(data).max()``), cheaper on common
-    data: a line's depth is at most its count of ``[``/``{`` bytes, so when no line holds more than
-    :data:`MAX_JSON_DEPTH` of them the string-aware scan is skipped and that count is returned (an
-    upper bound, exact enough to decide "within the limit")."""
-    pos, n, worst = 0, len(data), 0
-    while pos < n:
-        end = min(pos + _CHUNK, n)
-        if end < n:
-            nl = data.find(b"\n", end)
-            end = n if nl < 0 else nl + 1
-        buf = np.frombuffer(data, dtype=np.uint8, count=end - pos, offset=pos)
-        opens = np.cumsum((buf == 91) | (buf == 123), dtype=np.int64)
-        nls = np.flatnonzero(buf == 10)
-        bounds = np.concatenate((opens[nls], opens[-1:])) if buf.size else opens[:0]
-        per_line = np.diff(bounds, prepend=0) if bounds.size else bounds
-        if per_line.size and int(per_line.max()) > MAX_JSON_DEPTH:
-            worst = max(worst, int(max_depths(bytes(buf)).max(initial=0)))
-        else:
-            worst = max(worst, int(per_line.max(initial=0)))
-        pos = end
-    return worst
+    """The deepest nesting of any line of ``data`` (``max_depths(data).max()``, 0 for no line).
+    Memory: one byte per byte of an 8 MiB block plus a few int64 per newline, quote, backslash or
+    bracket of it (not per byte), so a 16 MiB chunk of records adds tens of MiB at most."""
+    return int(max_depths(data).max(initial=0))
 
 
 def loads(text: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:

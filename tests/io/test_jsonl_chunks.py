@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import datacheck
-from datacheck.io import readers
+from datacheck.io import jsonl_stream, readers
 from datacheck.io.readers import Unreadable, line_chunks
 
 ROWS = [{"text": f"row {i} " + "x" * (i % 7), "label": i % 3, "input_ids": list(range(i % 5 + 1))} for i in range(40)]
@@ -185,15 +185,15 @@ def test_any_chunk_size_gives_the_one_chunk_result(tmp_path_factory, lines, chun
     assert read(chunk) == one
 
 
-def _streamed(path: Path, chunk: int):
-    from datacheck.io.jsonl_stream import open_jsonl
-
-    old = readers.JSONL_CHUNK_BYTES
-    readers.JSONL_CHUNK_BYTES = chunk
+def _streamed(path: Path, chunk: int, keep: int = 0):
+    """``path`` opened by the streamed source at ``chunk`` bytes a chunk; ``keep``: the decoded bytes
+    of pass 1's frames kept for pass 2 (0: pass 2 reads the file again, as for a large file)."""
+    old, old_keep = readers.JSONL_CHUNK_BYTES, jsonl_stream.KEEP_BYTES
+    readers.JSONL_CHUNK_BYTES, jsonl_stream.KEEP_BYTES = chunk, keep
     try:
-        return open_jsonl(path, 5)
+        return jsonl_stream.open_jsonl(path, 5)
     finally:
-        readers.JSONL_CHUNK_BYTES = old
+        readers.JSONL_CHUNK_BYTES, jsonl_stream.KEEP_BYTES = old, old_keep
 
 
 def _same_frame(a: pl.DataFrame, b: pl.DataFrame) -> None:
@@ -202,15 +202,17 @@ def _same_frame(a: pl.DataFrame, b: pl.DataFrame) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lines=st.lists(_LINE, min_size=1, max_size=30), chunk=st.integers(1, 200), rows=st.integers(1, 9))
-def test_streamed_source_equals_the_one_frame_path(tmp_path_factory, lines, chunk, rows):
+@given(lines=st.lists(_LINE, min_size=1, max_size=30), chunk=st.integers(1, 200), rows=st.integers(1, 9),
+       keep=st.sampled_from([0, 2**30]))
+def test_streamed_source_equals_the_one_frame_path(tmp_path_factory, lines, chunk, rows, keep):
     """Property: the streamed source (:mod:`datacheck.io.jsonl_stream`) at any chunk size gives the
     one-frame path's frame (schema, column order, values), line numbers and findings; its batches of
-    any size are that frame cut in order; the lazy frame answers projections, filters and heads."""
+    any size are that frame cut in order; the lazy frame answers projections, filters and heads;
+    whether pass 2 reads the file again (``keep`` 0) or pass 1's kept frames."""
     path = tmp_path_factory.mktemp("p") / "s.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     ref = readers._read_jsonl(path, 5)
-    got = _streamed(path, chunk)
+    got = _streamed(path, chunk, keep)
     whole = ref.lf.collect()
     _same_frame(got.lf.collect(), whole)
     assert got.lines_of(list(range(whole.height))) == ref.lines_of(list(range(whole.height)))
@@ -233,6 +235,24 @@ def test_streamed_source_reads_a_file_changed_between_reads_as_unreadable(tmp_pa
     path.write_bytes(_lines(ROWS[:30]))
     with pytest.raises(Unreadable, match="changed while it was being read"):
         list(got.stream.batches(["text"], 7))
+
+
+def test_small_files_keep_pass_1_frames_and_are_not_read_again(tmp_path):
+    """A file whose fast-parsed chunks fit KEEP_BYTES is parsed once: pass 2 reads the kept frames
+    (the file is not opened again: changing it after pass 1 changes nothing); a chunk that took the
+    per-line path, or frames over the budget, send pass 2 back to the file."""
+    path = _write(tmp_path / "s.jsonl", _lines(ROWS))
+    got = _streamed(path, 64, keep=jsonl_stream.KEEP_BYTES)
+    assert got.source is not None and got.source.pieces is not None
+    assert sum(p.rows for p in got.source.pieces) == 40
+    whole = got.lf.collect()
+    path.write_bytes(_lines(ROWS[:30]))
+    _same_frame(pl.concat(list(got.source.batches(list(whole.columns), 7))), whole)
+    assert _streamed(path, 64, keep=100).source.pieces is None  # over the budget
+    bad = _write(tmp_path / "b.jsonl", _lines(ROWS[:20]) + b'{"text": "broken\n' + _lines(ROWS[20:]))
+    slow = _streamed(bad, 64, keep=jsonl_stream.KEEP_BYTES)
+    assert slow.source is not None and slow.source.pieces is None
+    assert slow.source.rows == 40
 
 
 def test_one_chunk_files_keep_the_one_frame_path(tmp_path):
