@@ -220,7 +220,9 @@ from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io import readers
 from datacheck.model.config import config_from_dict
-readers.JSONL_CHUNK_BYTES = 1 << 20  # JSONL: 1 MiB chunks, so both files are streamed
+from datacheck.io import jsonl_stream
+readers.JSONL_CHUNK_BYTES = 1 << 20  # JSONL: 1 MiB chunks, so both files are streamed,
+jsonl_stream.KEEP_BYTES = 0  # and read from the file again (not pass 1's frames kept for small files)
 p = Path(sys.argv[1])
 r = audit_shard(DiscoveredShard(path=p, rel=p.name, format=sys.argv[2]), config_from_dict({}), "x", p.stat().st_size)
 assert r.readable and r.rows == int(sys.argv[3]), (r.rows, [f.message for f in r.findings])

@@ -243,16 +243,16 @@ def test_small_files_keep_pass_1_frames_and_are_not_read_again(tmp_path):
     per-line path, or frames over the budget, send pass 2 back to the file."""
     path = _write(tmp_path / "s.jsonl", _lines(ROWS))
     got = _streamed(path, 64, keep=jsonl_stream.KEEP_BYTES)
-    assert got.source is not None and got.source.pieces is not None
-    assert sum(p.rows for p in got.source.pieces) == 40
+    assert got.stream is not None and got.stream.pieces is not None
+    assert sum(p.rows for p in got.stream.pieces) == 40
     whole = got.lf.collect()
     path.write_bytes(_lines(ROWS[:30]))
-    _same_frame(pl.concat(list(got.source.batches(list(whole.columns), 7))), whole)
-    assert _streamed(path, 64, keep=100).source.pieces is None  # over the budget
+    _same_frame(pl.concat(list(got.stream.batches(list(whole.columns), 7))), whole)
+    assert _streamed(path, 64, keep=100).stream.pieces is None  # over the budget
     bad = _write(tmp_path / "b.jsonl", _lines(ROWS[:20]) + b'{"text": "broken\n' + _lines(ROWS[20:]))
     slow = _streamed(bad, 64, keep=jsonl_stream.KEEP_BYTES)
-    assert slow.source is not None and slow.source.pieces is None
-    assert slow.source.rows == 40
+    assert slow.stream is not None and slow.stream.pieces is None
+    assert slow.stream.rows == 40
 
 
 def test_one_chunk_files_keep_the_one_frame_path(tmp_path):
