@@ -244,9 +244,9 @@ def _peak_mib(path: Path, fmt: str, rows: int, batch: int | None) -> int:
 @pytest.mark.parametrize("fmt,stream", [("csv", False), ("arrow", False), ("arrow", True), ("jsonl", False)],
                          ids=["csv", "arrow-file", "arrow-stream", "jsonl"])
 def test_peak_memory_does_not_grow_with_the_shard(tmp_path, fmt, stream):
-    """Peak RSS (VmHWM) of auditing a shard of 1x and 8x the rows (1 KB of text each) in batches
-    of 2,000 rows, in child processes: the 7x more data (~56 MiB more file and frame) costs less
-    than 32 MiB more (the one-frame readers held the file's bytes and the whole frame: over 100 MiB more)."""
+    """Peak RSS (VmHWM) of auditing a shard of 1x and 12x the rows (1 KB of text each) in batches
+    of 2,000 rows, in child processes: the 11x more data (~88 MiB more file and frame) costs less
+    than 48 MiB more (measured +10-14 MiB alone, up to +34 MiB beside other tests under pytest -n) (the one-frame readers held the file's bytes and the whole frame: over 100 MiB more)."""
     def write(n: int) -> Path:
         text = [f"row {i} " + "abcdefghij" * 100 for i in range(n)]
         if fmt == "csv":
@@ -260,7 +260,7 @@ def test_peak_memory_does_not_grow_with_the_shard(tmp_path, fmt, stream):
             _write_ipc(path, pa.table({"id": list(range(n)), "text": text}), stream, 1_000)
         return path
 
-    small, big = 8_000, 64_000
+    small, big = 8_000, 96_000
     a = _peak_mib(write(small), fmt, small, 2_000)
     b = _peak_mib(write(big), fmt, big, 2_000)
-    assert b - a < 32, (a, b)
+    assert b - a < 48, (a, b)
