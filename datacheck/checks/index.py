@@ -14,6 +14,7 @@ from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check
 from datacheck.io.dataindex import (
     compare_index,
     compare_shipped,
+    is_listed_file,
     read_index,
     resolve_index_path,
     shipped_files,
@@ -197,7 +198,7 @@ def dataset_dict_items(dctx: Any) -> Iterable[Finding]:
     (folder,) = declared
     for name in splits:
         split_rel = f"{folder}/{name}" if folder else name
-        if (root / split_rel / STATE_NAME).is_file():
+        if is_listed_file(root / split_rel / STATE_NAME):
             continue
         where = f"{folder}/{DATASET_DICT_NAME}" if folder else DATASET_DICT_NAME
         yield Finding(

@@ -57,6 +57,7 @@ from datacheck.model.errors import ENGINE_ERRORS, UsageError
 from datacheck.model.findings import Finding
 
 __all__ = [
+    "is_listed_file",
     "INDEX_FORMAT",
     "INDEX_FORMAT_VERSION",
     "IndexEntry",
@@ -74,6 +75,17 @@ __all__ = [
     "resolve_index_path",
     "count_rows",
 ]
+
+
+def is_listed_file(path: Path) -> bool:
+    """``path`` (named by a file that came with the data: an index, state.json, dataset_dict.json) is a
+    regular file. False, never an exception, for a name the OS cannot take (too long:
+    ``ENAMETOOLONG``; an embedded NUL: ``ValueError``) or cannot reach (a permission error): such a
+    name is simply not on disk, which the index checks report as a missing shard."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 INDEX_FORMAT = "datacheck-index"
 #: Version of the index layout; a reader refuses a newer one.
@@ -406,7 +418,7 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
         entries[rel] = IndexEntry(path=rel, bytes=_int_or_none(part.get("bytes"), f"shards[{k}].{key}.bytes", src),
                                   rows=_int_or_none(s.get("samples"), f"shards[{k}].samples", src), content_hash=None)
         hashes = part.get("hashes") if isinstance(part, dict) else None
-        if isinstance(hashes, dict) and (root / rel).is_file():
+        if isinstance(hashes, dict) and is_listed_file(root / rel):
             for algo, want in sorted(hashes.items()):
                 got = _file_digest(root / rel, str(algo))
                 if got is not None and isinstance(want, str) and got != want.lower():
@@ -454,7 +466,7 @@ def _litdata(index: Path, root: Path) -> DataIndex | None:
             twice.append(rel)
         entries[rel] = IndexEntry(path=rel, bytes=None, rows=items, content_hash=None)
         p = root / rel
-        if items is not None and nbytes is not None and p.is_file():
+        if items is not None and nbytes is not None and is_listed_file(p):
             size = p.stat().st_size
             if size not in expected_chunk_sizes(nbytes, items):
                 resized.append({"path": rel, "chunk_bytes": nbytes, "items": items, "actual_bytes": size,
@@ -569,7 +581,7 @@ def shipped_files(root: Path, lists: list[DataIndex]) -> set[str]:
         except OSError:
             names = []
         out.update(f"{folder}/{n}" if folder else n for n in names)
-        out.update(p for p in lst.entries if (root / p).is_file())
+        out.update(p for p in lst.entries if is_listed_file(root / p))
     return out
 
 

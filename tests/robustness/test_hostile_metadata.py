@@ -65,3 +65,27 @@ def test_user_index_file_nested_too_deep_is_exit_2(tmp_path):
     p = run_cli("index", "verify", str(d), "--index", str(idx), cwd=tmp_path)
     assert "Traceback" not in p.stderr, p.stderr
     assert p.returncode == 2 and "idx.json" in p.stderr and "nested 5000 levels" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("name", ["shard.00000.jso" + "[" * 3000 + "]" * 3000 + "nl", "shard\u0000.jsonl"],
+                         ids=["name-too-long", "embedded-nul"])
+def test_mosaic_index_naming_a_file_the_os_cannot_take_is_a_missing_shard(tmp_path, name):
+    """A shard name in index.json that no file system can hold (ENAMETOOLONG, a NUL byte: seen in the
+    fuzz run as a check error of every index.* check, exit 3) is a listed shard that is absent."""
+    d = tmp_path / "mds"
+    d.mkdir()
+    (d / "shard.00000.jsonl").write_text('{"text": "x", "label": 1}\n')
+    index = {"version": 2, "shards": [{"column_encodings": ["str"], "column_names": ["text"], "column_sizes": [None],
+                                       "compression": None, "format": "jsonl", "hashes": ["sha1"],
+                                       "raw_data": {"basename": name, "bytes": 27, "hashes": {"sha1": "0" * 40}},
+                                       "samples": 1, "size_limit": 67108864, "zip_data": None}]}
+    (d / "index.json").write_text(json.dumps(index))
+    p = run_cli("audit", str(d), "--report-dir", str(tmp_path / "r"), "--format", "json", cwd=tmp_path)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    rep = json.loads(p.stdout)
+    assert not [s for s in rep["skipped"] if s.get("error")], rep["skipped"]
+    missing = [f for f in rep["findings"] if f["check"] == "index.missing_shard"]
+    # the long name is listed and absent; the NUL byte makes index.json itself unusable (a finding on it)
+    assert missing and (missing[0]["details"].get("missing") == [name] or missing[0]["shards"] == ["index.json"]), \
+        rep["findings"]
