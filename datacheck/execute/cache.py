@@ -441,12 +441,25 @@ class ShardCache:
             try:
                 st = os.lstat(d)
             except FileNotFoundError:
-                os.mkdir(d)
+                self._mkdir(d)
                 continue
             if not stat.S_ISDIR(st.st_mode):  # lstat: a link (dangling or not) is no folder
-                os.unlink(d)
-                os.mkdir(d)
+                try:
+                    os.unlink(d)
+                except FileNotFoundError:  # another writer removed it first
+                    pass
+                self._mkdir(d)
         return p.parent
+
+    @staticmethod
+    def _mkdir(d: Path) -> None:
+        """Create the folder ``d``; another writer (thread or process) that created it a moment
+        earlier is no failure when what stands there now is a real folder (not a link)."""
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(d).st_mode):
+                raise
 
     def _read_entry(self, p: Path) -> bytes:
         """The entry's bytes, opened without following a link and only as a regular file (a FIFO

@@ -241,6 +241,28 @@ def test_racing_writers_and_readers_on_one_key(tmp_path):
     assert cache.stats.hits > 0 and cache.stats.corrupt == 0
 
 
+def test_a_folder_another_writer_creates_first_is_no_write_error(tmp_path, monkeypatch):
+    """Two writers of new entries in one new ``<xx>/`` folder: both see it missing, one creates it
+    first; the other's ``mkdir`` fails with EEXIST, which is no write error (CI caught this race in
+    the racing test above: "cannot write (File exists)")."""
+    cache = ShardCache(tmp_path / "cache", Config())
+    r = _rich_result()
+    key = cache.key("a/b.parquet", "parquet", r.content_hash)
+    real_mkdir = os.mkdir
+
+    def mkdir_after_another_writer(path, *args, **kwargs):
+        real_mkdir(path, *args, **kwargs)  # the other writer, a moment earlier
+        real_mkdir(path, *args, **kwargs)  # this writer: FileExistsError
+
+    monkeypatch.setattr(os, "mkdir", mkdir_after_another_writer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        cache.put(key, r)
+    monkeypatch.setattr(os, "mkdir", real_mkdir)
+    assert cache.stats.write_errors == 0 and cache.stats.writes == 1
+    assert cache.get(key, "a/b.parquet").findings == r.findings
+
+
 def test_read_only_cache_folder_is_exit_2(tmp_path, monkeypatch):
     d = write_dataset(tmp_path / "data")
     ro = tmp_path / "ro-cache"
