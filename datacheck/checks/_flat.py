@@ -61,6 +61,14 @@ class _Rows:
     offsets: np.ndarray  # int64, rows + 1
     ok: np.ndarray       # bool per row: the row is in the view
 
+    @property
+    def starts(self) -> np.ndarray:
+        """Bool per flat position: the first position of its row."""
+        out = np.zeros(int(self.offsets[-1]), dtype=bool)
+        first = self.offsets[:-1]
+        out[first[first < self.offsets[1:]]] = True
+        return out
+
     def row_of(self, idx: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, idx, side="right") - 1
 
@@ -171,16 +179,16 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
                 good &= ~(st & hp & asst[np.where(hp, idx - 1, idx)])
             out["prompt"] = rows.counts(idx[good], r[good])
     # sft.eot_unsupervised: a closing end-of-turn of real content that is not supervised
+    # (judged on the flat buffers first: on right-padded data whose pad id is the eos id, half the
+    # positions hold a stop id; only the few failing ones are mapped to their rows)
     if stop:
-        idx, r = keep(at_stop)
+        idx = at_stop if real is None else at_stop[real[at_stop]]
         if len(idx):
-            hp = rows.has_prev(idx, r)
-            before = np.where(hp, idx - 1, idx)
+            hp = ~rows.starts[idx]                 # a position before it in its row
+            before = idx - hp                      # that position (idx itself at a row start)
             closing = (asst[idx] | (hp & asst[before])) if asst is not None else (hp & sup[before])
-            bad = closing & ~sup[idx]
-            if real is not None:
-                bad &= real[idx]
-            out["eot"] = rows.counts(idx[bad], r[bad])
+            idx, r = keep(idx[closing & ~sup[idx]])
+            out["eot"] = rows.counts(idx, r)
     # the eos stat: eos ids inside real content (attention_mask not 0), and how many are supervised
     if eos is not None:
         idx = at_id if wanted == (eos,) else at_id[ids[at_id] == eos]
