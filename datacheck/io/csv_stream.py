@@ -44,7 +44,6 @@ from typing import Iterator
 
 import numpy as np
 import polars as pl
-from polars.io.plugins import register_io_source
 
 from datacheck.io.readers import (
     ShardData,
@@ -55,6 +54,7 @@ from datacheck.io.readers import (
     line_chunks,
 )
 from datacheck.io.records import BOM, RecordLayoutError
+from datacheck.io.stream_source import lazy_source, recut_frames
 from datacheck.model.findings import Finding
 
 __all__ = ["CSV_CHUNK_ROWS", "CsvStream", "combine_dtypes", "open_csv"]
@@ -251,62 +251,29 @@ class CsvStream:
         """The ``columns`` (all when None) of the rows in frames of ``rows`` rows (the last may be
         shorter; at most :data:`CSV_CHUNK_ROWS` parsed at once, concatenated up to ``rows``), with
         the dtypes of :attr:`schema`. Raises :class:`Unreadable` (the file changed, cannot be read)."""
-        pending: list[pl.DataFrame] = []
-        have = 0
+        yield from recut_frames(self._pieces(columns, max(1, min(rows, CSV_CHUNK_ROWS))), rows)
+
+    def _pieces(self, columns: list[str] | None, step: int) -> Iterator[pl.DataFrame]:
+        """The good records parsed ``step`` at a time (the last piece may be shorter)."""
         recs: list[list[str]] = []
         split = _Splitter(self.path, self.sep, self.quote, self.header, self.names)
-        step = max(1, min(rows, CSV_CHUNK_ROWS))
         try:
             for r in split.records():
                 if r.fields is None:
                     continue
                 recs.append(r.fields)
                 if len(recs) >= step:
-                    pending.append(self._parse(recs, columns))
-                    have += len(recs)
+                    yield self._parse(recs, columns)
                     recs = []
-                    if have >= rows:
-                        yield from _cut(pending, rows)
-                        have = sum(p.height for p in pending)
         except RecordLayoutError as exc:
             raise Unreadable(str(exc)) from None
         if recs:
-            pending.append(self._parse(recs, columns))
-        if pending:
-            yield from _cut(pending, rows, last=True)
+            yield self._parse(recs, columns)
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a LazyFrame that reads the file again (pass 2) when collected."""
-        def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
-                   batch_size: int | None) -> Iterator[pl.DataFrame]:
-            left = n_rows
-            for df in self.batches(with_columns, batch_size or CSV_CHUNK_ROWS):
-                if predicate is not None:
-                    df = df.filter(predicate)
-                if left is not None:
-                    df = df.head(left)
-                    left -= df.height
-                yield df
-                if left is not None and left <= 0:
-                    return
-
-        return register_io_source(source, schema=self.schema, explain_name="datacheck-csv")
-
-
-def _cut(pending: list[pl.DataFrame], rows: int, last: bool = False) -> Iterator[pl.DataFrame]:
-    """Frames of ``rows`` rows from the parsed pieces in ``pending`` (emptied in place; the rest kept)."""
-    df = pl.concat(pending, rechunk=False) if len(pending) > 1 else pending[0]
-    pending.clear()
-    off = 0
-    while df.height - off >= rows:
-        yield df.slice(off, rows).rechunk()
-        off += rows
-    if off < df.height:
-        rest = df.slice(off)
-        if last:
-            yield rest.rechunk()
-        else:
-            pending.append(rest)
+        return lazy_source(lambda cols, batch_size: self.batches(cols, batch_size or CSV_CHUNK_ROWS),
+                           self.schema, "datacheck-csv")
 
 
 def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_columns: tuple[str, ...]) -> ShardData:

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import polars as pl
-from polars.io.plugins import register_io_source
 
 from datacheck.io.readers import ShardData, Unreadable, arrow_for_polars, needs_conversion, validate_arrow
+from datacheck.io.stream_source import lazy_source
 from datacheck.model.findings import Finding
 
 __all__ = ["IpcStream", "open_arrow"]
@@ -117,21 +117,8 @@ class IpcStream:
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a LazyFrame that reads the file again when collected."""
-
-        def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
-                   batch_size: int | None) -> Iterator[pl.DataFrame]:
-            left = n_rows
-            for df in self.batches(with_columns, batch_size or _SCAN_ROWS):
-                if predicate is not None:
-                    df = df.filter(predicate)
-                if left is not None:
-                    df = df.head(left)
-                    left -= df.height
-                yield df
-                if left is not None and left <= 0:
-                    return
-
-        return register_io_source(source, schema=self.schema, explain_name="datacheck-arrow-ipc")
+        return lazy_source(lambda cols, batch_size: self.batches(cols, batch_size or _SCAN_ROWS),
+                           self.schema, "datacheck-arrow-ipc")
 
 
 def open_arrow(path: Path) -> ShardData:

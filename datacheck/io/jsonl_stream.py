@@ -65,12 +65,14 @@ from datacheck.io.readers import (
     _finish_jsonl,
     _jsonl_decode_findings,
     _JsonlChunk,
+    _kind_groups,
     _lines_text_counted,
     _Piece,
     _piece_frame,
     _piece_kinds,
     jsonl_chunks,
 )
+from datacheck.io.stream_source import lazy_source, recut_frames
 from datacheck.model.findings import Example, Finding, show_value
 
 __all__ = ["JsonlSource", "open_jsonl"]
@@ -113,22 +115,6 @@ def _piece_names(p: _Piece) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
-def _kind_groups(p: _Piece, name: str) -> list[tuple[str, np.ndarray]]:
-    """(JSON kind, chunk-local rows) of column ``name`` in ``p``, kinds in the order they first appear
-    (null values left out; empty arrays are the kind ``array<*>``), as :func:`readers._join_pieces` groups them."""
-    k = _piece_kinds(p, name)
-    if isinstance(k, tuple):
-        rows_of = [(x, r) for x, r in ((k[0], k[1]), ("array<*>", k[2])) if len(r)]
-    else:
-        groups: dict[str, list[int]] = {}
-        for i, x in enumerate(k):
-            if x is not None:
-                groups.setdefault(x, []).append(i)
-        rows_of = [(x, np.asarray(r, dtype=np.int64)) for x, r in groups.items()]
-    rows_of.sort(key=lambda g: int(g[1][0]))
-    return rows_of
-
-
 def _values(p: _Piece, name: str, rows: np.ndarray) -> list:
     if p.values is not None:
         return [p.values[int(r)].get(name) for r in rows]
@@ -141,7 +127,7 @@ def _summarize(p: _Piece, keep: int, max_examples: int) -> _Summary:
     names = _piece_names(p)
     for name in names:
         out = []
-        for kind, rows in _kind_groups(p, name):
+        for kind, rows in _kind_groups(_piece_kinds(p, name)):
             head = rows[:keep]
             out.append((kind, _Kind(len(rows), head, p.lines[head], _values(p, name, head[:max_examples]))))
         kinds[name] = out
@@ -155,7 +141,7 @@ def _drops(p: _Piece, majors: dict[str, str]) -> dict[str, np.ndarray]:
     for name, major in majors.items():
         if name not in names:
             continue
-        bad = [rows for kind, rows in _kind_groups(p, name) if not _compatible(kind, major)]
+        bad = [rows for kind, rows in _kind_groups(_piece_kinds(p, name)) if not _compatible(kind, major)]
         if bad:
             out[name] = np.sort(np.concatenate(bad))
     return out
@@ -352,38 +338,12 @@ class JsonlSource:
     def batches(self, columns: list[str], rows: int) -> Iterator[pl.DataFrame]:
         """``columns`` in batches of exactly ``rows`` rows (the last may be shorter), in row order; the
         next chunk is decoded one ahead in a background thread. Raises :class:`Unreadable`."""
-        pending: list[pl.DataFrame] = []
-        have = 0
-        for df in _ahead(self.frames(columns)):
-            pending.append(df)
-            have += df.height
-            while have >= rows:
-                whole = pl.concat(pending, rechunk=False) if len(pending) > 1 else pending[0]
-                yield whole.slice(0, rows).rechunk()
-                tail = whole.slice(rows)
-                pending, have = ([tail] if tail.height else []), tail.height
-        if have:
-            yield (pl.concat(pending) if len(pending) > 1 else pending[0]).rechunk()
+        yield from recut_frames(_ahead(self.frames(columns)), rows)
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a ``LazyFrame`` (an IO plugin: its schema is known, collecting it runs pass 2)."""
-        from polars.io.plugins import register_io_source
-
-        def scan(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
-                 _batch_size: int | None) -> Iterator[pl.DataFrame]:
-            left = n_rows
-            for df in self.frames(with_columns):
-                if predicate is not None:
-                    df = df.filter(predicate)
-                if left is not None:
-                    df = df.head(left)
-                    left -= df.height
-                yield df
-                if left is not None and left <= 0:
-                    return
-
-        return register_io_source(scan, schema=self.schema, explain_name="datacheck JSONL",
-                                  explain_detail=str(self.path))
+        return lazy_source(lambda cols, _batch_size: self.frames(cols), self.schema, "datacheck JSONL",
+                           str(self.path))
 
 
 def open_jsonl(path: Path, max_examples: int) -> ShardData:

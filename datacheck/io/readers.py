@@ -533,6 +533,22 @@ def _piece_kinds(piece: _Piece, name: str) -> list[str | None] | tuple[str, np.n
     return kind, np.flatnonzero(present.to_numpy()), np.flatnonzero(star)
 
 
+def _kind_groups(kinds: list[str | None] | tuple[str, np.ndarray, np.ndarray]) -> list[tuple[str, np.ndarray]]:
+    """(JSON kind, piece-local rows as sorted int64) of one column, from its :func:`_piece_kinds`:
+    kinds in the order they first appear, null values left out, empty arrays the kind ``array<*>``
+    (a kind with no rows left out)."""
+    if isinstance(kinds, tuple):
+        rows_of = [(x, r) for x, r in ((kinds[0], kinds[1]), ("array<*>", kinds[2])) if len(r)]
+    else:
+        groups: dict[str, list[int]] = {}
+        for i, x in enumerate(kinds):
+            if x is not None:
+                groups.setdefault(x, []).append(i)
+        rows_of = [(x, np.asarray(r, dtype=np.int64)) for x, r in groups.items()]
+    rows_of.sort(key=lambda g: int(g[1][0]))
+    return rows_of
+
+
 def _value_at(piece: _Piece, name: str, i: int) -> Any:
     if piece.values is not None:
         return piece.values[i].get(name)
@@ -640,15 +656,7 @@ def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame,
         n_bad = n_present = 0
         keep = max(5, max_examples)
         for pi, (p, k) in enumerate(zip(pieces, kinds)):
-            if isinstance(k, tuple):
-                rows_of = [(x, r) for x, r in ((k[0], k[1]), ("array<*>", k[2])) if len(r)]
-            else:
-                groups: dict[str, list[int]] = {}
-                for i, x in enumerate(k):
-                    if x is not None:
-                        groups.setdefault(x, []).append(i)
-                rows_of = [(x, np.asarray(r, dtype=np.int64)) for x, r in groups.items()]
-            rows_of.sort(key=lambda g: int(g[1][0]))  # kinds in the order they first appear
+            rows_of = _kind_groups(k)
             per_key: dict[str, list[np.ndarray]] = {}
             bad_rows: list[tuple[np.ndarray, str]] = []
             for kind, rows in rows_of:

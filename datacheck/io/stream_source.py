@@ -1,0 +1,107 @@
+"""What the streamed readers share (:mod:`datacheck.io.csv_stream`, :mod:`datacheck.io.ipc_stream`,
+:mod:`datacheck.io.jsonl_stream`, and the parquet batches of :mod:`datacheck.io.batches`):
+
+- :func:`lazy_source`: a reader's frames as a polars ``LazyFrame`` (an IO plugin,
+  ``polars.io.plugins.register_io_source``): the schema is known without a read, collecting it
+  reads the file again, with the projection pushed down, the predicate applied per frame and
+  ``n_rows`` stopping the read once enough rows passed the predicate.
+- :func:`recut`: pieces of any heights (parsed chunks, record batches) turned into batches of
+  exactly ``rows`` rows (the last may be shorter), in order.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, Protocol, Self, TypeVar
+
+import polars as pl
+from polars.io.plugins import register_io_source
+
+__all__ = ["lazy_source", "recut", "recut_frames"]
+
+
+class _Sliceable(Protocol):
+    """A table with a row count (``len``) and a zero-copy ``slice(offset, length)``:
+    ``polars.DataFrame`` and ``pyarrow.Table`` both are."""
+
+    def __len__(self) -> int: ...
+
+    def slice(self, offset: int, length: int | None = None) -> Self: ...
+
+
+T = TypeVar("T", bound=_Sliceable)
+
+
+def lazy_source(batches: Callable[[list[str] | None, int | None], Iterator[pl.DataFrame]],
+                schema: dict[str, pl.DataType], name: str, detail: str | None = None) -> pl.LazyFrame:
+    """A ``LazyFrame`` whose rows are the frames ``batches(columns, batch_size)`` yields.
+
+    Args:
+        batches: called when the frame is collected with the columns polars needs (None: all) and
+            polars' batch size in rows (None when polars gives none: the reader picks its own);
+            yields the rows in order as frames with the dtypes of ``schema`` (``columns`` only).
+        schema: ``{column: dtype}`` of the rows (``collect_schema`` reads nothing).
+        name, detail: what ``LazyFrame.explain`` shows for the scan (``detail``: e.g. the file).
+
+    Returns:
+        The LazyFrame. Collecting it applies the query's predicate to each frame and stops reading
+        once ``n_rows`` rows (a pushed-down ``head``) passed it; errors of ``batches`` propagate.
+    """
+
+    def source(with_columns: list[str] | None, predicate: pl.Expr | None, n_rows: int | None,
+               batch_size: int | None) -> Iterator[pl.DataFrame]:
+        left = n_rows
+        for df in batches(with_columns, batch_size):
+            if predicate is not None:
+                df = df.filter(predicate)
+            if left is not None:
+                df = df.head(left)
+                left -= df.height
+            yield df
+            if left is not None and left <= 0:
+                return
+
+    return register_io_source(source, schema=schema, explain_name=name, explain_detail=detail)
+
+
+def recut(pieces: Iterable[T], rows: int, join: Callable[[list[T]], T],
+          out: Callable[[T], T] | None = None, first: int | None = None) -> Iterator[T]:
+    """``pieces`` (tables of any heights, in row order) cut into batches of exactly ``rows`` rows
+    (>= 1; the first has ``first`` rows when given; the last may be shorter; no empty batch), in
+    row order.
+
+    Args:
+        pieces: read lazily: a piece is only asked for when the rows held are fewer than the next
+            batch needs, so a streamed source reads one piece ahead at most.
+        join: one table of a list of pieces (all rows, in order; called with one piece too, so it may
+            also make that piece contiguous): e.g. ``pl.concat(ps, rechunk=False)``.
+        out: applied to each batch before it is handed out (e.g. ``pl.DataFrame.rechunk``); the
+            batch is a slice of what ``join`` returned otherwise.
+        first: the rows of the first batch (None: ``rows``).
+
+    Rows left after a batch are held as one slice of the joined table, joined with the next pieces.
+    """
+    pending: list[T] = []
+    have = 0
+    size = first or rows
+    for piece in pieces:
+        pending.append(piece)
+        have += len(piece)
+        while have >= size:
+            whole = join(pending)
+            head, tail = whole.slice(0, size), whole.slice(size)
+            yield out(head) if out is not None else head
+            pending, have = ([tail] if len(tail) else []), len(tail)
+            size = rows
+    if have:
+        whole = join(pending)
+        yield out(whole) if out is not None else whole
+
+
+def _join_frames(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
+
+
+def recut_frames(pieces: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:
+    """:func:`recut` of polars frames: pieces concatenated without a copy, each batch of ``rows``
+    rows (the last may be shorter) made contiguous (``rechunk``: one copy of the batch, so the
+    engine's query reads one chunk per column and the pieces behind it can be freed)."""
+    return recut(pieces, rows, join=_join_frames, out=pl.DataFrame.rechunk)
