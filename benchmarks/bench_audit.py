@@ -6,7 +6,9 @@ right-padded, then measures in the same run, each in a fresh subprocess so peak 
 
 - read:  ``polars.read_parquet(path)`` (all columns),
 - audit: ``datacheck.audit(path, config)`` with every check that applies (vocab, pad/eos, ignore_index,
-  max_seq_len = the row length, :func:`config_for`: the generated shard is clean unless ``--defects``).
+  max_seq_len = the row length, :func:`config_for`: the generated shard is clean unless ``--defects``),
+  in a process with the pyarrow memory pool the CLI chooses (``datacheck.cli.main.choose_arrow_pool``:
+  jemalloc on Linux unless ``ARROW_DEFAULT_MEMORY_POOL`` is set).
 
 Prints wall seconds (median of --repeat runs), CPU seconds (user + system), peak RSS (MiB) and the
 ratios audit/read. Wall time is what the goal is about; CPU time shows the work when the machine is shared.
@@ -180,6 +182,11 @@ def child(task: str, path: str, seq_len: int) -> None:
     else:
         import importlib
 
+        try:  # the pyarrow pool the CLI process uses (datacheck.cli.main.choose_arrow_pool), where it exists
+            from datacheck.cli.main import choose_arrow_pool
+            choose_arrow_pool()
+        except ImportError:
+            pass
         import datacheck
 
         # imports of the check modules are not audit work (their module moved between versions)

@@ -122,6 +122,35 @@ def test_blas_limit_leaves_a_process_with_numpy_loaded_alone():
     assert out is None
 
 
+_POOL = ("import os, sys, json\n"
+         "from datacheck.cli.main import choose_arrow_pool\n"
+         "choose_arrow_pool()\n"
+         "import pyarrow as pa\n"
+         "print(json.dumps([os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), pa.default_memory_pool().backend_name]))")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI chooses the pool on Linux only")
+def test_cli_decodes_with_jemalloc_unless_the_user_chose_a_pool():
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    full = {**env, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", _POOL], capture_output=True, text=True, env=full, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == ["jemalloc", "jemalloc"]
+    assert p.stderr == ""  # pyarrow warns on stderr when the named pool is not built in
+    p = subprocess.run([sys.executable, "-c", _POOL], capture_output=True, text=True,
+                       env={**full, "ARROW_DEFAULT_MEMORY_POOL": "system"}, timeout=300)
+    assert json.loads(p.stdout) == ["system", "system"]  # the user's own choice is kept
+
+
+def test_arrow_pool_choice_leaves_a_process_with_pyarrow_loaded_alone():
+    out = _py("import os, json, pyarrow\n"
+              "os.environ.pop('ARROW_DEFAULT_MEMORY_POOL', None)\n"
+              "from datacheck.cli.main import choose_arrow_pool\n"
+              "choose_arrow_pool()\n"
+              "print(json.dumps(os.environ.get('ARROW_DEFAULT_MEMORY_POOL')))")
+    assert out is None
+
+
 def test_version_loads_no_verb():
     out = _py("import sys, json, contextlib, io\n"
               "from datacheck.cli.main import main\n"

@@ -84,6 +84,26 @@ def limit_blas_threads() -> None:
         os.environ.setdefault(key, value)
 
 
+#: pyarrow's default memory pool for the CLI process on Linux, unless the user set one (read once, when
+#: pyarrow loads). pyarrow >= 18 defaults to mimalloc, which in a fresh process touches far more new
+#: memory while decoding parquet token lists than jemalloc does: on the 100,000 x 128 shard of
+#: benchmarks/bench_audit.py a process's first decode took 0.09-0.68 s of system time with mimalloc
+#: (about 580 huge-page faults: 1.2 GB zeroed) and 0.13-0.16 s with jemalloc, the audit 1.5-2.3 s
+#: wall against 0.9-1.0 s (/tmp measurements in issue 14's note). Linux only: pyarrow's Linux wheels
+#: are built with jemalloc; elsewhere the variable would name a pool the build may lack.
+ARROW_POOL_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+
+
+def choose_arrow_pool() -> None:
+    """Set :data:`ARROW_POOL_ENV` where unset, on Linux, while pyarrow is not yet imported. Called by
+    :func:`main` before any verb module is imported; the library (``datacheck.audit``) never changes
+    the pool of the process that imports it."""
+    if "pyarrow" in sys.modules or not sys.platform.startswith("linux"):
+        return
+    for key, value in ARROW_POOL_ENV.items():
+        os.environ.setdefault(key, value)
+
+
 #: Arguments that name a file or folder: an empty string there (an unset shell variable) is refused
 #: instead of meaning "the current folder". dest -> how the message names it.
 _PATH_ARGS = {
@@ -166,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     limit_blas_threads()
+    choose_arrow_pool()
     parser = build_parser(verbs_for(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if args.command is None:
