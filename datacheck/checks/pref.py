@@ -6,7 +6,12 @@ Each column holds text (String), token ids (list of int), a message struct with 
 With ``[tokens] tokenizer`` (a chat template) and a ``messages`` prompt, the read path renders
 prompt + chosen and prompt + rejected as TRL's DPOTrainer does (:func:`datacheck.io.chat.render_pairs`):
 ``chosen_input_ids``/``rejected_input_ids`` (token ids, truncated at ``max_seq_len``) and the
-response tokens each keeps; the rules below then also judge the pair the trainer sees.
+response tokens each keeps; the rules below then also judge the pair the trainer sees. TRL's
+implicit-prompt layout (``chosen`` and ``rejected`` whole conversations, no prompt column; also
+LLaMA-Factory's ``chosen_messages`` / ``rejected_messages``) is cut into prompt + responses as TRL's
+``maybe_extract_prompt`` does (:func:`datacheck.io.chat.extract_prompt`) and rendered the same way;
+pairs it cannot render (no shared leading turn, a difference before the last assistant turn, a
+template error, transformers missing) are skipped entries of these rules naming the rows.
 """
 from __future__ import annotations
 
@@ -16,8 +21,9 @@ import polars as pl
 
 from datacheck.checks._expr import truncated
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, sum_parts
-from datacheck.io.chat import PAIR_COLUMNS
+from datacheck.io.chat import PAIR_COLUMNS, blank_content
 from datacheck.model.findings import Skipped
+from datacheck.model.roles import message_fields
 
 __all__ = ["identical_pair", "empty_response"]
 
@@ -45,6 +51,9 @@ def _empty(col: str, dtype: pl.DataType) -> pl.Expr | None:
     if isinstance(dtype, (pl.List, pl.Array)):
         inner = dtype.inner
         base = c.is_null() | (c.list.len() == 0)
+        mf = message_fields(dtype) if isinstance(inner, pl.Struct) else None
+        if mf is not None and mf.parts:  # content as parts (LLaMA-Factory v1: [{type, value}]): their text
+            return base | blank_content(mf, c.list.last())
         if isinstance(inner, pl.Struct) and (f := _text_field(inner)) is not None:
             last = c.list.last().struct.field(f)
             return base | last.is_null() | (last.cast(pl.String).str.strip_chars().str.len_chars() == 0)
@@ -78,7 +87,8 @@ def _example(col: str, dtype: pl.DataType) -> pl.Expr | None:
 def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     """``pref.empty_response``: ``chosen`` or ``rejected`` is null, empty or whitespace-only (text:
     after stripping; token ids: an empty list; a message struct: its content/value; a list of
-    messages: empty, or its last message's content empty). One finding per column. With rendered
+    messages: empty, or its last message's content empty; content given as a list of parts: no
+    part, or every text part blank, :func:`datacheck.io.chat.blank_content`). One finding per column. With rendered
     pairs (module docstring) a row also fails when truncation at ``max_seq_len`` leaves no token of
     the response (``{chosen,rejected}_response_tokens`` is 0: the prompt fills the sequence);
     ``cut`` counts those rows."""

@@ -621,7 +621,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     schema, roles = dict(data.schema), data.roles
     ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard)
     plan: ShardPlan = shard_plan(ctx)
-    row_checks, skipped = plan.row_checks, list(plan.skipped)
+    row_checks, skipped = plan.row_checks, list(plan.skipped) + list(data.skipped)  # the read path's own
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
     try:
         run = _run_batches(data, row_checks, measures, schema, max_ex)

@@ -22,7 +22,7 @@ import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import polars as pl
@@ -34,7 +34,8 @@ from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields, message_fields
 __all__ = ["canonical_role", "blank_content", "turn_roles", "turn_blank", "KNOWN_ROLES", "ASSISTANT_ROLES",
            "INVISIBLE", "CHAT_INSTALL", "RENDERED_COLUMNS", "Rendered", "render_chat", "load_chat_tokenizer",
            "template_turns", "ALPACA_COLUMNS", "alpaca_messages", "TEMPLATE_ERROR", "template_error_column",
-           "PAIR_COLUMNS", "response_turns", "RenderedPairs", "render_pairs", "UNTRUNCATED_ASSISTANT"]
+           "PAIR_COLUMNS", "response_turns", "RenderedPairs", "render_pairs", "UNTRUNCATED_ASSISTANT",
+           "extract_prompt", "ImplicitPairs", "split_implicit_pairs"]
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
 CHAT_INSTALL = ('pip install "transformers>=4.45" "jinja2>=3.1" (or, in the datacheck source folder, '
@@ -439,6 +440,94 @@ def _truncate(full: list[int], prompt_len: int, max_len: int | None, side: str) 
     if side == "left":
         return full[len(full) - max_len:], min(resp, max_len)
     return full[:max_len], max(0, max_len - prompt_len)
+
+
+def extract_prompt(chosen: Sequence[Any], rejected: Sequence[Any]) -> tuple[Any, Any, Any] | None:
+    """TRL's implicit-prompt rule: ``(prompt, chosen, rejected)`` where the prompt is the shared
+    start of ``chosen`` and ``rejected`` (two lists of turns, or two strings) and each response is
+    what follows it; None where TRL raises (``chosen`` or ``rejected`` empty: its loop index is
+    never bound).
+
+    The rule of ``trl.data_utils.extract_prompt`` (huggingface/trl, ``trl/data_utils.py`` @
+    00cc012a666746bd34df2caddae86912287a48e9; ``maybe_extract_prompt`` calls it when a preference
+    example has no ``prompt``, and DPOTrainer maps it over the dataset before applying the chat
+    template), with its quirks kept:
+
+    - the cut ``k`` is the first index ``< min(len(chosen), len(rejected))`` where the two differ;
+      when ``chosen[k - 1] == " "`` the cut moves one back (text: the space goes to the response;
+      at ``k = 0`` this reads ``chosen[-1]``, the last element, as Python indexing does);
+    - when they never differ over that range (equal, or one a prefix of the other) the cut is the
+      last index of the range, ``min(len) - 1``, not ``min(len)``: the last shared turn becomes
+      the responses' first turn (equal conversations give equal one-turn responses).
+
+    Turns compare as whole values (here the ``{role, content}`` dicts of :func:`template_turns`;
+    TRL compares the dataset's message dicts).
+    """
+    n = min(len(chosen), len(rejected))
+    if n == 0:
+        return None
+    k = next((i for i in range(n) if chosen[i] != rejected[i]), None)
+    if k is None:
+        k = n - 1
+    elif chosen[k - 1] == " ":
+        k -= 1
+    return chosen[:k], chosen[k:], rejected[k:]
+
+
+@dataclass
+class ImplicitPairs:
+    """The result of :func:`split_implicit_pairs` (one entry per row).
+
+    Attributes:
+        prompts, chosen, rejected: the prompt turns and the two responses' turns of each row as
+            :func:`extract_prompt` cuts them (lists of ``{role, content}`` dicts), None on a row
+            not rendered: a null or empty conversation (``pref.empty_response`` judges it), or a row
+            listed below.
+        no_prefix: rows (0-based) whose conversations share no leading turn: TRL's prompt is empty
+            and its chat-template step fails on it (an empty prompt has no last role).
+        diverged: rows (0-based) whose conversations differ before the last assistant turn of
+            either: TRL takes the shared turns as the prompt and trains on "responses" that hold
+            other turns (two answers to different prompts).
+    """
+
+    prompts: list[Any]
+    chosen: list[Any]
+    rejected: list[Any]
+    no_prefix: list[int]
+    diverged: list[int]
+
+
+def _last_assistant(turns: list[Any]) -> int:
+    """Index of the last ``assistant`` turn (-1 when none)."""
+    return max((i for i, t in enumerate(turns) if t.get("role") == "assistant"), default=-1)
+
+
+def split_implicit_pairs(chosen: list[Any], rejected: list[Any]) -> ImplicitPairs:
+    """Cut each row's two whole conversations into prompt + responses with TRL's rule
+    (:func:`extract_prompt`).
+
+    Args:
+        chosen, rejected: per row, the conversation's turns (``{role, content}`` dicts as
+            :func:`response_turns` gives them for a list of messages) or None.
+
+    A row is ``no_prefix`` when the cut is 0, ``diverged`` when the cut lies before the index of the
+    last assistant turn of either conversation (the responses then start before the answer being
+    compared); neither kind is rendered (see :class:`ImplicitPairs`).
+    """
+    n = len(chosen)
+    out = ImplicitPairs([None] * n, [None] * n, [None] * n, [], [])
+    for i, (c, r) in enumerate(zip(chosen, rejected)):
+        cut = extract_prompt(c, r) if c is not None and r is not None else None
+        if cut is None:
+            continue
+        p = cut[0]
+        if not p:
+            out.no_prefix.append(i)
+        elif len(p) < max(_last_assistant(c), _last_assistant(r)):
+            out.diverged.append(i)
+        else:
+            out.prompts[i], out.chosen[i], out.rejected[i] = cut
+    return out
 
 
 #: the Alpaca layout (Stanford Alpaca, LLaMA-Factory's ``alpaca`` format): the prompt is the

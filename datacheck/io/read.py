@@ -27,7 +27,11 @@ columns with the same dtypes:
    :data:`datacheck.io.chat.TEMPLATE_ERROR`). Preference data (``chosen``/``rejected`` beside the
    ``messages`` prompt) is rendered as TRL's DPOTrainer does (:func:`datacheck.io.chat.render_pairs`)
    into ``chosen_input_ids``/``rejected_input_ids`` (prompt + response, truncated) and the response
-   tokens each keeps, which the ``pref.*`` rules judge. When it cannot render (transformers not
+   tokens each keeps, which the ``pref.*`` rules judge; so are pairs in TRL's implicit-prompt layout
+   (no ``messages`` prompt; ``chosen``/``rejected`` whole conversations, or LLaMA-Factory's
+   ``chosen_messages``/``rejected_messages``), their prompt cut as TRL's ``maybe_extract_prompt``
+   cuts it (:func:`datacheck.io.chat.split_implicit_pairs`; the rows it cannot render, or why
+   nothing was rendered, are ``CheckInput.skipped`` entries of the ``pref.*`` rules). When it cannot render (transformers not
    installed, no chat template), those roles are ``unavailable`` with the reason (their checks are
    skipped with it);
 5. role columns whose values are all null (dtype ``Null`` / ``List(Null)``) are cast to the role's
@@ -55,6 +59,7 @@ from datacheck.io.chat import (
     render_chat,
     render_pairs,
     response_turns,
+    split_implicit_pairs,
     template_error_column,
     template_turns,
 )
@@ -65,7 +70,7 @@ from datacheck.io.jsonl_stream import open_jsonl
 from datacheck.io.readers import ShardData, Unreadable, normalize_frame, normalize_shard, open_shard
 from datacheck.io.stores import is_url
 from datacheck.model.config import Config
-from datacheck.model.findings import Finding
+from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import (
     Roles,
     message_fields,
@@ -98,6 +103,9 @@ class CheckInput:
             (``ShardData.stream``: ``schema``, ``rows``, ``batches(columns, rows)``; batches read straight
             from the file, the whole decoded shard never held), else None.
         format: the shard's format (``"frame"`` for an in-memory frame).
+        skipped: what the read path could not prepare for a check, as skipped entries the engine
+            adds to the shard's result (implicit-prompt preference pairs: rows not rendered, or why
+            nothing was rendered; empty otherwise).
     """
 
     lf: pl.LazyFrame
@@ -111,6 +119,7 @@ class CheckInput:
     path: Path | None = None
     format: str = "frame"
     stream: object = None
+    skipped: list[Skipped] = field(default_factory=list)
 
     def lines_of(self, rows: list[int]) -> list[int]:
         """1-based line numbers of the 0-based ``rows`` (line formats), else ``[]``."""
@@ -157,6 +166,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     roles = _resolve(cfg, schema)
     lf = data.lf
     derived: list[str] = []
+    notes: list[Skipped] = []
     alpaca = alpaca_messages(schema) if roles.messages is None and cfg.columns.messages is None else None
     if alpaca is not None and "messages" not in schema:
         lf = lf.with_columns(alpaca.alias("messages"))
@@ -176,6 +186,12 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
             why = ("preference data (chosen/rejected): the messages are prompts, and chosen/rejected are not "
                    "responses a chat template renders (text, a message, or a list of messages, in both)")
         roles = replace(roles, unavailable=tuple((c, why) for c in RENDERED_COLUMNS))
+    elif cfg.tokens.tokenizer is not None and roles.messages is None and _renders_pairs(roles, schema) \
+            and all(isinstance(schema[c], pl.List) for c in (roles.chosen, roles.rejected)):
+        err = template_error_column(schema)
+        lf, schema, notes = _render_implicit_pairs(lf, schema, roles, cfg, err)
+        derived += [c for c in (*PAIR_COLUMNS, err) if c in schema]
+        roles = _resolve(cfg, schema)
     elif _renders(cfg, roles, schema):
         err = template_error_column(schema)
         whole = template_error_column(schema, UNTRUNCATED_ASSISTANT)
@@ -190,7 +206,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
-                      path=where[0], format=where[1], stream=data.stream)
+                      path=where[0], format=where[1], stream=data.stream, skipped=notes)
 
 
 def _remote(source: DiscoveredShard) -> bool:
@@ -255,6 +271,55 @@ def _render_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles
                        cfg.tokens.max_seq_len, cfg.tokens.truncation_side)
     df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
     return df.lazy(), dict(df.schema), None
+
+
+#: the checks that judge rendered pairs (the skipped entries of :func:`_render_implicit_pairs` name them)
+_PAIR_CHECKS = ("pref.identical_pair", "pref.empty_response")
+
+
+def _rows_text(rows: list[int], n: int) -> str:
+    """``"3 of 10 rows (0-based: 1, 4, 7)"``, the first 10 rows listed."""
+    shown = ", ".join(str(r) for r in rows[:10]) + (", ..." if len(rows) > 10 else "")
+    return f"{len(rows)} of {n} row(s) (0-based: {shown})"
+
+
+def _render_implicit_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles, cfg: Config,
+                           err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], list[Skipped]]:
+    """Preference pairs in TRL's implicit-prompt layout (``chosen`` and ``rejected`` whole
+    conversations, lists of messages, no prompt column; LLaMA-Factory's ``chosen_messages`` /
+    ``rejected_messages``): the prompt cut as TRL's ``maybe_extract_prompt`` does
+    (:func:`datacheck.io.chat.split_implicit_pairs`), then rendered like an explicit prompt
+    (:func:`datacheck.io.chat.render_pairs`). Returns the rows with the pair columns added, and
+    skipped entries for the pref rules: why nothing was rendered (transformers missing, no chat
+    template), or the rows not rendered (no shared leading turn, a difference before the last
+    assistant turn, a conversation the template rejects)."""
+    tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
+    if tok is None:
+        return lf, schema, [Skipped(c, f"the pairs as the chat template renders them are not judged (only the "
+                                       f"conversations as data): {why}") for c in _PAIR_CHECKS]
+    a, b = roles.chosen, roles.rejected
+    try:
+        df = lf.collect()
+        parts = df.select(response_turns(a, schema[a]).alias("c"), response_turns(b, schema[b]).alias("r"))  # type: ignore[union-attr]
+    except Exception as exc:  # noqa: BLE001 - the data cannot be read: the shard is unreadable
+        raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    split = split_implicit_pairs(parts["c"].to_list(), parts["r"].to_list())
+    out = render_pairs(split.prompts, split.chosen, split.rejected, tok, cfg.tokens.max_seq_len,
+                       cfg.tokens.truncation_side)
+    df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
+    n, notes = df.height, []
+    if split.no_prefix:
+        notes.append(f"{_rows_text(split.no_prefix, n)}: {a!r} and {b!r} share no leading message, so TRL's "
+                     "extract_prompt gives an empty prompt (DPOTrainer fails on it); give both the same prompt turns")
+    if split.diverged:
+        notes.append(f"{_rows_text(split.diverged, n)}: {a!r} and {b!r} differ before the last assistant turn, so "
+                     "TRL's extract_prompt takes only the turns before the first difference as the prompt and "
+                     "compares responses to different prompts; pair answers to one prompt")
+    if out.rejected:
+        notes.append(f"{_rows_text(out.rejected, n)}: the chat template rejects the pair "
+                     f"({out.columns[TEMPLATE_ERROR][out.rejected[0]]})")
+    return df.lazy(), dict(df.schema), [Skipped(c, "not judged as rendered pairs: " + "; ".join(notes))
+                                        for c in _PAIR_CHECKS if notes]
 
 
 def _resolve(cfg: Config, schema: dict[str, pl.DataType]) -> Roles:

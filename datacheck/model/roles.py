@@ -87,8 +87,8 @@ ROLE_TABLE: tuple[RoleSpec, ...] = (
     RoleSpec("document_ids", "one", "int_list", _LIST_INT, ("document_ids",), True, True, _missing("document_ids")),
     RoleSpec("seq_lens", "one", "int_list", _LIST_INT, ("seq_lens",), False, False, _missing("seq_lens")),
     RoleSpec("cu_seqlens", "one", "int_list", _LIST_INT, ("cu_seqlens",), False, False, _missing("cu_seqlens")),
-    RoleSpec("chosen", "one", None, None, ("chosen",), False, True, _missing("chosen")),
-    RoleSpec("rejected", "one", None, None, ("rejected",), False, True, _missing("rejected")),
+    RoleSpec("chosen", "one", None, None, ("chosen", "chosen_messages"), False, True, _missing("chosen")),
+    RoleSpec("rejected", "one", None, None, ("rejected", "rejected_messages"), False, True, _missing("rejected")),
     RoleSpec("input_lengths", "one", "numeric", pl.Int64(), ("input_lengths",), False, True, _missing("input_lengths")),
 )
 ROLE_SPECS: dict[str, RoleSpec] = {r.name: r for r in ROLE_TABLE}
