@@ -21,7 +21,7 @@ import polars as pl
 
 from datacheck.checks._expr import truncated
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, sum_parts
-from datacheck.io.chat import PAIR_COLUMNS, blank_content
+from datacheck.io.chat import PAIR_COLUMNS, blank_content, extract_prompt
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import message_fields
 
@@ -83,12 +83,36 @@ def _example(col: str, dtype: pl.DataType) -> pl.Expr | None:
     return None
 
 
+def _implicit_text(ctx: ShardContext) -> bool:
+    """Text pairs in TRL's implicit-prompt layout: ``chosen`` and ``rejected`` both String and no
+    ``prompt`` column (``maybe_extract_prompt`` then cuts the shared start off as the prompt)."""
+    a, b = ctx.roles.chosen, ctx.roles.rejected
+    return "prompt" not in ctx.schema and ctx.schema[a] == pl.String and ctx.schema[b] == pl.String
+
+
+def _blank_after_cut(a: str, b: str, side: int) -> pl.Expr:
+    """Per row: the response of side ``side`` (0 chosen, 1 rejected) that TRL's implicit-prompt
+    cut leaves (:func:`datacheck.io.chat.extract_prompt`) is whitespace-only (``str.isspace`` or
+    empty); False where either text is null or empty (the plain rule judges those rows)."""
+    def run(s: list[pl.Series]) -> pl.Series:
+        out = []
+        for x, y in zip(s[0].to_list(), s[1].to_list()):
+            cut = extract_prompt(x, y) if x and y else None
+            out.append(cut is not None and not cut[1 + side].strip())
+        return pl.Series(out, dtype=pl.Boolean)
+    return pl.map_batches([pl.col(a), pl.col(b)], run, return_dtype=pl.Boolean)
+
+
 @check("pref.empty_response", roles=("chosen", "rejected"))
 def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     """``pref.empty_response``: ``chosen`` or ``rejected`` is null, empty or whitespace-only (text:
     after stripping; token ids: an empty list; a message struct: its content/value; a list of
     messages: empty, or its last message's content empty; content given as a list of parts: no
-    part, or every text part blank, :func:`datacheck.io.chat.blank_content`). One finding per column. With rendered
+    part, or every text part blank, :func:`datacheck.io.chat.blank_content`). Text pairs with no
+    ``prompt`` column are TRL's implicit-prompt layout (Anthropic HH-RLHF's whole transcripts): a
+    row also fails when the response TRL's ``extract_prompt`` leaves after cutting off the shared
+    start is whitespace-only (a transcript whose last assistant turn is empty); ``after_prompt``
+    counts those rows. One finding per column. With rendered
     pairs (module docstring) a row also fails when truncation at ``max_seq_len`` leaves no token of
     the response (``{chosen,rejected}_response_tokens`` is 0: the prompt fills the sequence);
     ``cut`` counts those rows."""
@@ -97,6 +121,19 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
         bad = _empty(col, ctx.schema[col])
         if bad is None:
             yield Skipped("pref.empty_response", f"{col!r} has dtype {ctx.schema[col]}: not text, token ids or messages")
+            continue
+        if rendered is None and _implicit_text(ctx):
+            cut = _blank_after_cut(ctx.roles.chosen, ctx.roles.rejected, k) & ~bad.fill_null(False)
+            yield RowCheck(
+                check="pref.empty_response", column=col, fails=bad | cut,
+                example=pl.when(cut).then(pl.concat_str([pl.lit(f"{col!r} blank after TRL's implicit prompt: ..."),
+                                                          pl.col(col).str.slice(-60)]))
+                .otherwise(_example(col, ctx.schema[col])),
+                details={"after_prompt": cut.sum()}, details_merge={"after_prompt": sum_parts},
+                message=lambda n, d, col=col: (
+                    f"{n} row(s) have an empty {col!r} response (null, empty or whitespace-only, or blank once TRL's "
+                    f"implicit prompt, the text chosen and rejected share, is cut off: {d.get('after_prompt', 0)} "
+                    "row(s)): the pair teaches nothing or the wrong thing"))
             continue
         if rendered is None:
             yield RowCheck(check="pref.empty_response", column=col, fails=bad, example=_example(col, ctx.schema[col]),

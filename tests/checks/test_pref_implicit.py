@@ -9,6 +9,7 @@ rejected), rendered with the SmolLM-135M tokenizer and SmolLM2's published ChatM
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -50,7 +51,7 @@ _turn = st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assis
 
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.tuples(st.lists(_turn, max_size=5), st.lists(_turn, max_size=5)),
-                 st.tuples(st.text(alphabet="ab ", max_size=8), st.text(alphabet="ab ", max_size=8))))
+                 st.tuples(st.text(alphabet="ab ", max_size=20), st.text(alphabet="ab ", max_size=20))))
 def test_extract_prompt_is_trls_rule(pair):
     c, r = pair
     if not c or not r:
@@ -199,3 +200,45 @@ def test_without_transformers_the_rendered_pairs_are_a_skipped_entry(tok_dir, mo
         assert "the pairs as the chat template renders them are not judged" in reasons[cid]
         assert chat.CHAT_INSTALL in reasons[cid]
     assert _pref(res) == {"pref.identical_pair:": {3}}  # the conversations are still judged as data
+
+
+HH = CHAT / "hh_rlhf/harmless-base_test.jsonl.gz"
+
+
+def test_hh_rlhf_empty_answers_after_trls_implicit_prompt():
+    """Anthropic HH-RLHF (PROVENANCE.md: 2312 rows {chosen, rejected}, whole transcripts, no
+    identical pair): with no prompt column TRL cuts the shared start off as the prompt; 4 chosen
+    transcripts end in an empty assistant turn ("...\\n\\nAssistant: "), so what is left is " "."""
+    if not HH.is_file():
+        pytest.skip("hh_rlhf not present")
+    rows = [json.loads(line) for line in gzip.open(HH, "rt", encoding="utf-8")]
+    assert len(rows) == 2312 and not any(r["chosen"] == r["rejected"] for r in rows)
+    want = {side: {i for i, r in enumerate(rows) if not trl_extract_prompt(r["chosen"], r["rejected"])[k].strip()}
+            for k, side in ((1, "chosen"), (2, "rejected"))}
+    assert want == {"chosen": {86, 516, 925, 1103}, "rejected": set()}  # measured when written
+    assert all(rows[i]["chosen"].endswith("\n\nAssistant: ") for i in want["chosen"])
+    res = audit_frame(pl.DataFrame(rows), config_from_dict({}))
+    assert _pref(res) == {"pref.empty_response:chosen": want["chosen"]}
+    (f,) = [f for f in res.findings if f.check == "pref.empty_response"]
+    assert f.details == {"after_prompt": 4}
+    assert f.examples[0].row == 86 and "'chosen' blank after TRL's implicit prompt: ..." in f.examples[0].value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(alphabet="ab \n", max_size=6)),
+                          st.one_of(st.none(), st.text(alphabet="ab \n", max_size=6))), min_size=1, max_size=8))
+def test_text_pairs_empty_response_matches_trls_cut(pairs):
+    """Text pairs without a prompt column: a side fails when it is null/blank, or blank once TRL's
+    implicit prompt is cut off (plain-Python reference)."""
+    df = pl.DataFrame({"chosen": [c for c, _ in pairs], "rejected": [r for _, r in pairs]},
+                      schema={"chosen": pl.String, "rejected": pl.String})
+    res = audit_frame(df, config_from_dict({}))
+    want: dict[str, set[int]] = {}
+    for i, (c, r) in enumerate(pairs):
+        cut = trl_extract_prompt(c, r) if c and r else None
+        for k, side, v in ((1, "chosen", c), (2, "rejected", r)):
+            if v is None or not v.strip() or (cut is not None and not cut[k].strip()):
+                want.setdefault(f"pref.empty_response:{side}", set()).add(i)
+        if c is not None and c == r:
+            want.setdefault("pref.identical_pair:", set()).add(i)
+    assert _pref(res) == want

@@ -127,8 +127,12 @@ def test_a_pair_the_template_rejects_is_an_sft_role_order_row(tok_dir, tmp_path)
 
 
 def test_text_transcripts_without_a_prompt_are_not_rendered():
-    """HH-RLHF: chosen/rejected are whole transcripts (text), no messages prompt: judged as text."""
+    """HH-RLHF: chosen/rejected are whole transcripts (text), no messages prompt: judged as text,
+    not rendered (no pair columns, whatever max_seq_len); the 4 pairs whose chosen transcript ends in
+    an empty assistant turn are pref.empty_response once TRL's implicit prompt is cut off
+    (tests/checks/test_pref_implicit.py::test_hh_rlhf_empty_answers_after_trls_implicit_prompt)."""
     if not HH.is_file():
         pytest.skip("hh_rlhf not present")
     rep = datacheck.audit(str(HH), {"tokens": {"tokenizer": str(TOKENIZER), "max_seq_len": 8}})
-    assert not [f for f in rep.findings if f.check.startswith("pref.")]
+    assert [(f.check, f.count) for f in rep.findings if f.check.startswith("pref.")] == [("pref.empty_response", 4)]
+    assert not [f for f in rep.findings if f.check == "pref.identical_pair"]  # PROVENANCE.md: no identical pair
