@@ -263,11 +263,20 @@ def _content_key(shard: Any) -> tuple[str, ...]:
     return sig[1] if sig is not None else ()
 
 
+def _group_keys(shards: list[Any]) -> list[tuple[str, ...]]:
+    """:func:`_content_key` of each shard; a shard without roles (the ``--against`` side keeps hash
+    payloads only) takes the key of a shard with roles whose row hashes cover the same column names."""
+    by_cols = {sig[0]: sig[1] for s in shards if s.roles and (sig := _signature(s)) is not None}
+    return [by_cols.get(sig[0], sig[1]) if not s.roles and (sig := _signature(s)) is not None else _content_key(s)
+            for s in shards]
+
+
 def _with_content_group(cand: pl.DataFrame, shards: list[Any]) -> pl.DataFrame:
     """``cand`` with a ``content`` column (UInt32): the index of its shard's :func:`_content_key`
     among the distinct keys; every comparison of hashes joins on (``hash``, ``content``)."""
-    keys = sorted({_content_key(s) for s in shards})
-    code = pl.Series("content", [keys.index(_content_key(s)) for s in shards], dtype=pl.UInt32)
+    own = _group_keys(shards)
+    keys = sorted(set(own))
+    code = pl.Series("content", [keys.index(k) for k in own], dtype=pl.UInt32)
     if cand.height == 0:
         return cand.with_columns(pl.lit(None, dtype=pl.UInt32).alias("content")).clear()
     return cand.with_columns(code.gather(cand["shard"]).alias("content"))
@@ -564,9 +573,10 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                 "columns of the same role, so no row can match and leakage cannot be measured; give both "
                 "sides the same roles ([columns]) or compare datasets of the same layout"))
             continue
-        alone = sorted({_content_key(sh[i]) for i in test_idx} - {_content_key(sh[i]) for i in train_idx})
+        gk = _group_keys(sh)
+        alone = {gk[i] for i in test_idx} - {gk[i] for i in train_idx}
         if alone:  # these shards' rows can match no row of the other side: say so, never a silent 0
-            lone = [sh[i] for i in sorted(test_idx) if _content_key(sh[i]) in alone]
+            lone = [sh[i] for i in sorted(test_idx) if gk[i] in alone]
             yield Skipped("dup.split_overlap", (
                 f"{len(lone)} shard(s) of {what} hash rows over columns no shard of {side} has, so their rows "
                 f"were not compared: {_content_groups(lone)} (other side: "
