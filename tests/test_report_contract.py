@@ -45,6 +45,8 @@ TOP_OPTIONAL_KEYS = {"part"}
 PART_KEYS = {"num_parts", "part", "results_file", "results_digest"}
 SUMMARY_KEYS = {"status", "shards", "rows", "errors", "warnings", "policy_failures"}
 SHARD_KEYS = {"path", "content_hash", "bytes", "rows", "status", "format", "findings", "stats", "columns"}
+#: only when the shards' row contents are made of different columns (report row_content.columns is null)
+SHARD_OPTIONAL_KEYS = {"row_content"}
 FINDING_KEYS = {"check", "severity", "message", "column", "count", "ratio", "rows", "lines", "examples", "details",
                 "fails_policy"}
 DATASET_FINDING_KEYS = FINDING_KEYS | {"shards"}
@@ -145,7 +147,9 @@ def test_schema_pins_the_keys(schema):
     assert set(schema["properties"]) == TOP_KEYS | TOP_OPTIONAL_KEYS
     assert set(schema["properties"]["part"]["required"]) == set(schema["properties"]["part"]["properties"]) == PART_KEYS
     assert set(schema["properties"]["summary"]["required"]) == SUMMARY_KEYS
-    assert set(d["shard"]["required"]) == set(d["shard"]["properties"]) == SHARD_KEYS
+    assert set(d["shard"]["required"]) == SHARD_KEYS
+    assert set(d["shard"]["properties"]) == SHARD_KEYS | SHARD_OPTIONAL_KEYS
+    assert d["shard"]["properties"]["row_content"]["required"] == ["columns"]
     assert set(d["shardFinding"]["required"]) == FINDING_KEYS
     assert set(d["shardFinding"]["properties"]) == FINDING_KEYS | FINDING_OPTIONAL_KEYS
     assert set(d["datasetFinding"]["required"]) == DATASET_FINDING_KEYS
@@ -221,8 +225,10 @@ def test_report_keys_are_pinned(sample):
     assert set(report["summary"]) == SUMMARY_KEYS
     assert set(report["row_content"]) == ROW_CONTENT_KEYS
     assert report["shards"] and report["findings"] and report["skipped"]
+    # sample_data mixes layouts (text, token ids, features): each shard states its row content
+    assert report["row_content"]["columns"] is None
     for s in report["shards"]:
-        assert set(s) == SHARD_KEYS
+        assert set(s) == SHARD_KEYS | ({"row_content"} if s["rows"] is not None else set())
         for f in s["findings"]:
             assert FINDING_KEYS <= set(f) <= FINDING_KEYS | FINDING_OPTIONAL_KEYS
             for e in f["examples"]:

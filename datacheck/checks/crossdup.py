@@ -249,8 +249,57 @@ def _merge(dctx: Any) -> tuple[list[Any], pl.DataFrame]:
     if "audited" not in memo:
         shards, frames = _shard_frames(dctx.readable_shards())
         with_label = any("label" in f.columns for f in frames)
-        memo["audited"] = (shards, _candidates(frames, with_label))
+        memo["audited"] = (shards, _with_content_group(_candidates(frames, with_label), shards))
     return memo["audited"]
+
+
+def _content_key(shard: Any) -> tuple[str, ...]:
+    """What a shard's row hashes are made of: the roles of its content columns, in order
+    (:func:`_signature`; a column without a role by its name). Two shards' hashes are comparable
+    only when their keys are equal: a row hash covers its columns and nothing names them, so hashes
+    over different column sets never match (a duplicate would be missed silently) and, with
+    coinciding values, could match by accident (a false alarm)."""
+    sig = _signature(shard)
+    return sig[1] if sig is not None else ()
+
+
+def _group_keys(shards: list[Any]) -> list[tuple[str, ...]]:
+    """:func:`_content_key` of each shard; a shard without roles (the ``--against`` side keeps hash
+    payloads only) takes the key of a shard with roles whose row hashes cover the same column names."""
+    by_cols = {sig[0]: sig[1] for s in shards if s.roles and (sig := _signature(s)) is not None}
+    return [by_cols.get(sig[0], sig[1]) if not s.roles and (sig := _signature(s)) is not None else _content_key(s)
+            for s in shards]
+
+
+def _with_content_group(cand: pl.DataFrame, shards: list[Any]) -> pl.DataFrame:
+    """``cand`` with a ``content`` column (UInt32): the index of its shard's :func:`_content_key`
+    among the distinct keys; every comparison of hashes joins on (``hash``, ``content``)."""
+    own = _group_keys(shards)
+    keys = sorted(set(own))
+    code = pl.Series("content", [keys.index(k) for k in own], dtype=pl.UInt32)
+    if cand.height == 0:
+        return cand.with_columns(pl.lit(None, dtype=pl.UInt32).alias("content")).clear()
+    return cand.with_columns(code.gather(cand["shard"]).alias("content"))
+
+
+def _content_groups(shards: list[Any]) -> str:
+    """``"input_ids, attention_mask (a.parquet); input_ids, attention_mask, labels (b.parquet, c.parquet)"``:
+    the shards by the columns their row hashes cover (at most 3 paths a group)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for s in shards:
+        groups.setdefault(tuple((s.payload.get(CONTENT_KEY) or {}).get("columns") or ()), []).append(s.path)
+    return "; ".join(f"{', '.join(cols) or '(none)'} ({', '.join(paths[:3])}{f' and {len(paths) - 3} more' if len(paths) > 3 else ''})"
+                     for cols, paths in groups.items())
+
+
+def _mixed_content(cid: str, shards: list[Any], what: str) -> Iterable[Skipped]:
+    """A skipped entry when ``shards`` hash rows over more than one column set: ``what`` is not
+    compared across those groups (see :func:`_content_key`)."""
+    if len({_content_key(s) for s in shards}) > 1:
+        yield Skipped(cid, (
+            f"the shards' row contents are made of different columns, so {what} only among shards of "
+            f"the same columns, never across groups: {_content_groups(shards)}; give every shard the same "
+            "roles ([columns]) or audit each layout as its own dataset"))
 
 
 def _content_columns(shards: list[Any]) -> list[str]:
@@ -294,9 +343,11 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     if lacking:
         yield Skipped("dup.exact_across_shards", f"{len(lacking)} shard(s) have no row hashes (their check could not "
                                                  f"run), so they were not compared: {', '.join(lacking[:5])}")
+    if len(shards) >= 2:
+        yield from _mixed_content("dup.exact_across_shards", shards, "rows are compared")
     if len(shards) < 2 or cand.height == 0:
         return
-    keys = ["hash", "label"] if "label" in cand.columns else ["hash"]
+    keys = ["hash", "content", "label"] if "label" in cand.columns else ["hash", "content"]
     splits = getattr(dctx, "splits", {}) or {}
     if splits:  # across splits, a repeat is dup.split_overlap (leakage), not a repeat within the data
         names = sorted({v for v in splits.values()})
@@ -369,10 +420,12 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     if "label" not in cand.columns and not any(s.payload.get(CONTENT_KEY, {}).get("label") for s in shards):
         yield Skipped("dup.conflicting_labels", "no class label column (set [columns] label)")
         return
+    yield from _mixed_content("dup.conflicting_labels", [s for s in shards if (s.payload.get(CONTENT_KEY) or {}).get("label")],
+                              "labels of equal contents are compared")
     if cand.height == 0 or "label" not in cand.columns:
         return
     c = cand.filter(_has_label(cand.schema["label"], dctx.cfg.labels.ignore)).sort(["shard", "row"])
-    groups = (c.group_by("hash", maintain_order=True)
+    groups = (c.group_by(["hash", "content"], maintain_order=True)
               .agg(pl.col("label").n_unique().alias("k"), pl.col("shard").first().alias("s0"),
                    pl.col("row").first().alias("r0"))
               .filter(pl.col("k") > 1).sort(["s0", "r0"]))
@@ -380,15 +433,16 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     max_ex = dctx.cfg.report.max_examples
     first = groups.head(max_ex)
-    rows = (c.join(first.select("hash", "s0", "r0"), on="hash").sort(["s0", "r0", "shard", "row"])
-            .unique(subset=["hash", "label"], keep="first", maintain_order=True))
+    rows = (c.join(first.select("hash", "content", "s0", "r0"), on=["hash", "content"]).sort(["s0", "r0", "shard", "row"])
+            .unique(subset=["hash", "content", "label"], keep="first", maintain_order=True))
     examples = tuple(Example(row=int(r["row"]), value=f"{shards[r['shard']].path} row {r['row']}: label {r['label']!r}")
                      for r in rows.head(max_ex).iter_rows(named=True))
-    involved = sorted({shards[i].path for i in c.join(groups.select("hash"), on="hash")["shard"].unique().to_list()})
+    involved = sorted({shards[i].path for i in c.join(groups.select("hash", "content"), on=["hash", "content"])["shard"]
+                       .unique().to_list()})
     # the label column of the labelled shards (an unlabeled split's shards have none)
     label_col = next((s.payload[CONTENT_KEY]["label"] for s in shards
                       if (s.payload.get(CONTENT_KEY) or {}).get("label")), None)
-    total_rows = int(c.join(groups.select("hash"), on="hash").height)
+    total_rows = int(c.join(groups.select("hash", "content"), on=["hash", "content"]).height)
     yield Finding(
         check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
         shards=tuple(involved), examples=examples, rows_truncated=total_rows > len(examples),
@@ -416,9 +470,9 @@ def _overlap(cand: pl.DataFrame, shards: list[Any], test_idx: set[int], train_id
     tr = pl.Series("s", sorted(train_idx), dtype=pl.UInt32)
     te = pl.Series("s", sorted(test_idx), dtype=pl.UInt32)
     train = (cand.filter(pl.col("shard").is_in(tr.implode())).sort(["shard", "row"])
-             .group_by("hash", maintain_order=True).agg(pl.col("shard").first().alias("train_shard"),
-                                                       pl.col("row").first().alias("train_row")))
-    hits = (cand.filter(pl.col("shard").is_in(te.implode())).join(train, on="hash", how="inner")
+             .group_by(["hash", "content"], maintain_order=True).agg(pl.col("shard").first().alias("train_shard"),
+                                                                    pl.col("row").first().alias("train_row")))
+    hits = (cand.filter(pl.col("shard").is_in(te.implode())).join(train, on=["hash", "content"], how="inner")
             .sort(["shard", "row"]))
     if hits.height == 0:
         return 0, {}, []
@@ -475,7 +529,7 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
         if "against" not in memo:
             ts, tf = _shard_frames(dctx.readable_shards())
             rs, rf = _shard_frames([s for s in against if s.readable])
-            memo["against"] = (ts + rs, _candidates(tf + rf, with_label=False), len(ts))
+            memo["against"] = (ts + rs, _with_content_group(_candidates(tf + rf, with_label=False), ts + rs), len(ts))
         both, cand2, k = memo["against"]
         comparisons.append(("audited", "against", both, cand2, set(range(k)), set(range(k, len(both)))))
     splits: dict[str, str] = dict(getattr(dctx, "splits", {}) or {})
@@ -519,6 +573,14 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                 "columns of the same role, so no row can match and leakage cannot be measured; give both "
                 "sides the same roles ([columns]) or compare datasets of the same layout"))
             continue
+        gk = _group_keys(sh)
+        alone = {gk[i] for i in test_idx} - {gk[i] for i in train_idx}
+        if alone:  # these shards' rows can match no row of the other side: say so, never a silent 0
+            lone = [sh[i] for i in sorted(test_idx) if gk[i] in alone]
+            yield Skipped("dup.split_overlap", (
+                f"{len(lone)} shard(s) of {what} hash rows over columns no shard of {side} has, so their rows "
+                f"were not compared: {_content_groups(lone)} (other side: "
+                f"{_content_groups([sh[i] for i in sorted(train_idx)])}); give both sides the same roles ([columns])"))
         count, per_shard, examples = _overlap(c, sh, test_idx, train_idx, max_ex)
         if not count:
             continue

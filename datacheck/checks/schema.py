@@ -9,7 +9,9 @@ shards held against each other.
 """
 from __future__ import annotations
 
+import shlex
 from collections import Counter
+from pathlib import PurePosixPath
 from typing import Any, Iterable
 
 from datacheck.checks.registry import ShardContext, ShardItem, check
@@ -151,6 +153,89 @@ def _differences(shards: list[Any], shape_of: Any, where: str) -> Iterable[Findi
             details={"missing": missing, "extra": extra, "dtypes": differ, "reference_shards": counts[ref]})
 
 
+#: roles whose presence makes a shard raw (text or conversations, before tokenization)
+_RAW_ROLES = ("text", "messages")
+
+
+def _stage(shard: Any) -> str | None:
+    """``"tokenized"`` (an ``input_ids`` role and no ``messages``: token ids are what the trainer
+    reads, a kept ``text`` column or not), ``"raw"`` (a ``text`` or ``messages`` role: the data
+    before tokenization; token ids rendered from ``messages`` by the read path do not count),
+    else None (features, targets, preference pairs: no stage told)."""
+    roles = shard.roles or {}
+    if roles.get("input_ids") and not roles.get("messages"):
+        return "tokenized"
+    if any(roles.get(r) for r in _RAW_ROLES):
+        return "raw"
+    return None
+
+
+def _audit_command(root: Any, mine: list[str], others: list[str]) -> str:
+    """A ``datacheck audit`` command line that takes the shards ``mine`` (paths relative to the
+    audited ``root``) and none of ``others``: their common folder when it holds no other shard, else
+    a recursive glob per extension when no other shard has it, else the shard files themselves."""
+    base = PurePosixPath(str(root)) if root is not None else None
+
+    def at(rel: str) -> str:
+        return str(base / rel) if base is not None else rel
+
+    parents = [PurePosixPath(p).parent for p in mine]
+    common = parents[0]
+    while any(common != q and common not in q.parents for q in parents):
+        common = common.parent
+    if str(common) != "." and not any(common in PurePosixPath(o).parents for o in others):
+        return "datacheck audit " + shlex.quote(at(str(common)))
+    exts = sorted({"".join(PurePosixPath(p).suffixes) for p in mine})
+    if all(e and not any(o.endswith(e) for o in others) for e in exts):
+        return "datacheck audit " + " ".join(shlex.quote(at(f"**/*{e}")) for e in exts)
+    return "datacheck audit " + " ".join(shlex.quote(at(p)) for p in mine)
+
+
+def _stages_finding(shards: list[Any], by_stage: dict[str, list[Any]], where: str, root: Any) -> Finding:
+    """One finding for raw and tokenized shards audited together (see :func:`schema_inconsistent`)."""
+    ref = max(by_stage, key=lambda k: (len(by_stage[k]), -shards.index(by_stage[k][0])))
+    layouts = []
+    for stage, members in by_stage.items():
+        shapes: dict[tuple[str, ...], list[str]] = {}
+        for s in members:
+            shapes.setdefault(tuple(sorted(s.columns)), []).append(s.path)
+        for cols, paths in shapes.items():
+            layouts.append({"stage": stage, "columns": list(cols), "shards": sorted(paths)})
+    def named(paths: list[str]) -> str:
+        return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+    text = "; ".join(f"{x['stage']}: columns {', '.join(x['columns'])} in {len(x['shards'])} shard(s) "
+                     f"({named(x['shards'])})" for x in layouts)
+    every = sorted(s.path for s in shards)
+    commands = [_audit_command(root, sorted(s.path for s in members), [p for p in every if p not in
+                                                                       {s.path for s in members}])
+                for members in by_stage.values()]
+    differ = sorted(s.path for stage, members in by_stage.items() if stage != ref for s in members)
+    return Finding(
+        check="schema.inconsistent", severity="error", column=None, count=len(differ),
+        message=("raw and tokenized data in one audit: audit each as its own dataset ("
+                 + "; ".join(f"`{c}`" for c in commands) + f"). The shards {where}: {text}. These are two "
+                 "preprocessing stages (the same data before and after tokenization, or two datasets), not "
+                 "shards of one dataset: a trainer reads one of them, and checks across shards (duplicates, "
+                 "drift) cannot compare them"),
+        shards=tuple(every),
+        details={"layouts": layouts, "reference_stage": ref, "commands": commands})
+
+
+def _inconsistent(members: list[Any], shape_of: Any, where: str, root: Any) -> Iterable[Finding]:
+    """:func:`_differences` of ``members``; raw and tokenized shards among them are one finding
+    for the mix, then compared only with shards of their own stage."""
+    by_stage: dict[str, list[Any]] = {}
+    for s in members:
+        by_stage.setdefault(_stage(s) or "", []).append(s)
+    if not {"raw", "tokenized"} <= set(by_stage):
+        yield from _differences(members, shape_of, where)
+        return
+    yield _stages_finding(members, {k or "other": v for k, v in by_stage.items()}, where, root)
+    for stage_members in by_stage.values():
+        yield from _differences(stage_members, shape_of, where)
+
+
 @check("schema.inconsistent", level="dataset")
 def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     """``schema.inconsistent``: readable shards whose columns or dtypes differ from the majority.
@@ -163,6 +248,16 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     themselves; across splits the label columns (roles ``label``, ``labels``, ``target`` in any
     shard) are left out of the comparison, since a split without labels (an unlabeled test split)
     is a normal layout, and every other column must agree.
+
+    Raw and tokenized shards compared together (a ``text``/``messages`` shard next to an
+    ``input_ids`` shard, :func:`_stage`: the same data before and after tokenization, or two
+    datasets) are not mixed preprocessing of one dataset: they are one finding (count = the shards
+    outside the stage with the most shards) whose message and ``details`` give each column set with
+    its stage and shards (``layouts``) and the ``datacheck audit`` command lines that audit each stage
+    as its own dataset (``commands``: the stage's folder, else a glob per extension, else its files);
+    the shards of each stage are then compared among themselves as above. The config has no key that
+    names datasets within one audit (``[splits]`` are splits of one dataset), so separate audits are
+    the remedy.
     """
     shards = [s for s in dctx.readable_shards() if s.columns]
     if len(shards) < 2:
@@ -172,13 +267,14 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
         groups.setdefault(dctx.splits.get(s.path), []).append(s)
     where = "of the dataset" if len(groups) == 1 else "of their split"
     reported: set[str] = set()
+    root = getattr(dctx, "root", None)
     for name, members in groups.items():
-        for f in _differences(members, lambda s: _shape(s.columns),
-                              where if name is None or len(groups) == 1 else f"of split {name!r}"):
+        for f in _inconsistent(members, lambda s: _shape(s.columns),
+                               where if name is None or len(groups) == 1 else f"of split {name!r}", root):
             reported.update(f.shards)
             yield f
     if len(groups) > 1:  # each shard once: those already reported within their split are left out
         labels = _label_columns(shards)
         rest = [s for s in shards if s.path not in reported]
-        yield from _differences(rest, lambda s: _shape({c: t for c, t in s.columns.items() if c not in labels}),
-                                f"of the other splits (label columns {sorted(labels)} left out)")
+        yield from _inconsistent(rest, lambda s: _shape({c: t for c, t in s.columns.items() if c not in labels}),
+                                 f"of the other splits (label columns {sorted(labels)} left out)", root)

@@ -11,11 +11,17 @@ from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import ShardResult
+from datacheck.model.roles import ROLE_SPECS
 from datacheck.model.stats import LABELS, LENGTHS, LabelCounts, LengthHistogram
 from datacheck.report.model import Report, ShardReport, skipped_dicts
 from datacheck.report.policy import apply_policy, status_of
 
-__all__ = ["build_report"]
+__all__ = ["build_report", "row_content_columns"]
+
+#: how the row content's values are compared (report ``row_content.normalization``)
+_NORMALIZATION = ("values, not storage (integers of any width as int64, float32 as float64, "
+                  "categorical as string, fixed-size and large lists as lists); otherwise "
+                  "exact values, null equals null")
 
 
 def _merged_stats(shards: list[ShardResult]) -> dict[str, Any]:
@@ -43,13 +49,16 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
     total_rows = sum(r.rows or 0 for r in results)
     shard_reports = []
     roles: dict[str, Any] = {}
+    content = {r.path: row_content_columns(r) for r in results if r.readable}
+    agreed = len({tuple(c) for c in content.values()}) <= 1
     for r in sorted(results, key=lambda r: r.path):
         fs = [p for p in (apply_policy(f, cfg, fail_on, r.rows) for f in r.findings) if p is not None]
         for k, v in r.roles.items():
             roles.setdefault(k, v)
         shard_reports.append(ShardReport(
             path=r.path, content_hash=r.content_hash, bytes=r.bytes, rows=r.rows, status=status_of(fs),
-            format=r.format, findings=tuple(fs), stats=r.stats, columns=r.columns))
+            format=r.format, findings=tuple(fs), stats=r.stats, columns=r.columns,
+            row_content=None if agreed or r.path not in content else {"columns": content[r.path]}))
     ds = [p for p in (apply_policy(f, cfg, fail_on, total_rows) for f in dataset_findings) if p is not None]
     ds.sort(key=lambda f: (f.check, f.column or "", f.shards))
     every = [f for s in shard_reports for f in s.findings] + ds
@@ -66,7 +75,9 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         summary["check_errors"] = check_errors
         if not allow_check_errors:
             summary["status"] = "fail"
-    content_cols = next((list(r.roles and _content(r) or []) for r in results if r.readable), [])
+    # one list when every readable shard's rows are hashed over the same columns; else null here and
+    # each shard entry says its own (issue 15: the first shard's columns were stated for all)
+    content_cols = next(iter(content.values()), []) if agreed else None
     return Report(
         datacheck_version=__version__,
         created_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
@@ -79,20 +90,32 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         dataset_findings=tuple(ds),
         skipped=tuple(skipped_dicts(skipped)),
         stats=_merged_stats(results),
-        row_content={"columns": content_cols, "encoding": ROW_ENCODING,
-                     "normalization": ("values, not storage (integers of any width as int64, float32 as float64, "
-                                       "categorical as string, fixed-size and large lists as lists); otherwise "
-                                       "exact values, null equals null")},
+        row_content={"columns": content_cols, "encoding": ROW_ENCODING, "normalization": _NORMALIZATION},
         config_path=config_path,
         ignored=tuple(sorted((dict(i) for i in ignored), key=lambda i: i["path"])),
     )
 
 
-def _content(r: ShardResult) -> list[str]:
+def row_content_columns(r: ShardResult) -> list[str]:
+    """The columns a shard's row content is made of (CHECKS.md "dup"; what ``dup.*`` hash per row,
+    :func:`datacheck.checks.dup.content_columns`): the columns of the roles marked ``content`` in
+    :data:`~datacheck.model.roles.ROLE_TABLE`, in table order, without repeats (the class label
+    included: the cross-shard checks hash it apart and compare it with the hash); all columns, in
+    the shard's order, when the shard has no such role.
+
+    Args:
+        r: a readable shard's result (``roles`` as :meth:`Roles.to_dict` writes them).
+
+    Returns:
+        Column names (empty for a shard without columns).
+    """
     cols: list[str] = []
-    for name, v in r.roles.items():
+    for spec in ROLE_SPECS.values():
+        v = (r.roles or {}).get(spec.name)
+        if not spec.content or not v:
+            continue
         c = v["columns"]
-        for x in ([y for g in c for y in g] if name == "aligned" else (c if isinstance(c, list) else [c])):
+        for x in ([y for g in c for y in g] if spec.arity == "groups" else (c if isinstance(c, list) else [c])):
             if x not in cols:
                 cols.append(x)
     return cols or list(r.columns)

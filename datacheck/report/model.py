@@ -26,7 +26,11 @@ _REQUIRED_KEYS = ("datacheck_version", "created_at", "index_hash", "config_hash"
 
 @dataclass(frozen=True)
 class ShardReport:
-    """One shard in the report. ``rows`` is None when the shard could not be read."""
+    """One shard in the report. ``rows`` is None when the shard could not be read.
+
+    ``row_content`` (``{"columns": [...]}``) is set only when the readable shards' row contents are
+    made of different columns (then the report-level ``row_content.columns`` is None): the columns
+    this shard's row hashes (``dup.*``) were computed over."""
 
     path: str
     content_hash: str
@@ -37,20 +41,24 @@ class ShardReport:
     findings: tuple[Finding, ...] = ()
     stats: dict[str, Any] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)
+    row_content: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "path": self.path, "content_hash": self.content_hash, "bytes": self.bytes, "rows": self.rows,
             "status": self.status, "format": self.format,
             "findings": [f.to_dict() for f in self.findings], "stats": self.stats, "columns": self.columns,
         }
+        if self.row_content is not None:
+            d["row_content"] = self.row_content
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ShardReport":
         return cls(path=d["path"], content_hash=d["content_hash"], bytes=d["bytes"], rows=d.get("rows"),
                    status=d["status"], format=d.get("format", ""),
                    findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
-                   stats=d.get("stats", {}), columns=d.get("columns", {}))
+                   stats=d.get("stats", {}), columns=d.get("columns", {}), row_content=d.get("row_content"))
 
 
 @dataclass(frozen=True)
