@@ -368,8 +368,9 @@ def test_jsonl_whole_frame_is_never_built(tmp_path, monkeypatch):
 
 def test_ramped_parquet_batches_give_the_one_batch_result(tmp_path, monkeypatch):
     """Without ``$DATACHECK_BATCH_ROWS`` a parquet shard above the batch target is read with a
-    short first batch (``RAMP_DIVISOR``, so the checks start early) then full batches: the heights
-    are [per // 8, per, per, ..., rest], and the result equals the one-batch read's."""
+    short first batch (``RAMP_DIVISOR``, so the checks start early), full batches, and a final batch
+    of at most per // 8 rows (so little is left to check after the decode's end): the heights are
+    [per // 8, per, ..., per, shortened, <= per // 8], and the result equals the one-batch read's."""
     n = 230
     rows = [{"text": "a" if i % 9 else "b", "input_ids": [(i * 7 + j) % 61 - 1 for j in range(i % 7)],
              "label": i % 5 - 1, "target": float(i % 13)} for i in range(n)]
@@ -392,6 +393,8 @@ def test_ramped_parquet_batches_give_the_one_batch_result(tmp_path, monkeypatch)
         many = shard_result(path, CONFIG)
     per = calls[1]
     assert len(calls) > 3 and calls[0] == max(1, per // batches.RAMP_DIVISOR) < per
-    assert all(c == per for c in calls[1:-1]) and sum(calls) == n and 0 < calls[-1] <= per
+    ramp = max(1, per // batches.RAMP_DIVISOR)
+    assert all(c == per for c in calls[1:-2]) and 0 < calls[-2] <= per and sum(calls) == n
+    assert 0 < calls[-1] <= ramp
     _same_result(one, many)
     assert any(f.check == "dup.exact_in_shard" for f in one.findings)

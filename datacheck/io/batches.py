@@ -192,9 +192,11 @@ def _cast(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, pl.DataType],
-                     first: int | None = None, piece: int | None = None) -> Iterator[pl.DataFrame]:
+                     first: int | None = None, piece: int | None = None, total: int | None = None,
+                     last: int | None = None) -> Iterator[pl.DataFrame]:
     """Batches of exactly ``rows`` rows (the last may be shorter; with ``first``, the first batch
-    has ``first`` rows), decoded by pyarrow, converted to polars and cast to ``want`` in a
+    has ``first`` rows; with ``total``, the file's rows, and ``last``, the final batch at most
+    ``last`` rows: :func:`~datacheck.io.stream_source.batch_sizes`), decoded by pyarrow, converted to polars and cast to ``want`` in a
     background thread one batch ahead of the consumer: the engine's thread only runs the checks.
 
     Raises:
@@ -218,7 +220,8 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
             # locality: 121 vs 138 ms CPU for 39,016 x 128 tokens), which pays for the combine copy
             decoded = (pa.Table.from_batches([rb]) for rb in
                        pf.iter_batches(batch_size=piece or first or rows, columns=columns, use_threads=True))
-            for table in recut(decoded, rows, join=lambda ts: pa.concat_tables(ts).combine_chunks(), first=first):
+            for table in recut(decoded, rows, join=lambda ts: pa.concat_tables(ts).combine_chunks(), first=first,
+                               total=total, last=last):
                 q.put(_cast(pl.from_arrow(table), want))  # type: ignore[arg-type]
                 if stop.is_set():
                     return
@@ -278,9 +281,10 @@ def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list
         rescan: ``lf`` reads the file again whenever it is collected (a streamed shard whose batch
             source lacks a needed column: one the read path derived): the needed columns are then
             read once and sliced in memory, not read again from the start for every slice.
-        ramp: parquet only: the first batch has ``rows // RAMP_DIVISOR`` rows, so the engine's
-            checks start after a short decode instead of a whole batch's (the decode of each
-            later batch overlaps the checks of the one before; batch sizes never change a result).
+        ramp: parquet only: the first and the final batch have at most ``rows // RAMP_DIVISOR``
+            rows, so the engine's checks start after a short decode instead of a whole batch's
+            (the decode of each later batch overlaps the checks of the one before) and, after the
+            decode's end, only a short batch is left to check (batch sizes never change a result).
 
     Raises:
         Unreadable: decoding a batch failed (the reason names pyarrow's or polars' message).
@@ -295,7 +299,9 @@ def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list
         return
     if fmt == "parquet" and path is not None:
         first = max(1, rows // RAMP_DIVISOR) if ramp and n > rows else None
-        yield from _parquet_batches(path, columns, rows, want, first)
+        # ramped at both ends: the checks start after a short decode, and after the decode's end
+        # only the final short batch is left to check
+        yield from _parquet_batches(path, columns, rows, want, first, total=n, last=first)
         return
     if rescan:
         try:  # a column derived by the read path: the needed columns read once, sliced in memory

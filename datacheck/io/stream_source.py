@@ -62,11 +62,31 @@ def lazy_source(batches: Callable[[list[str] | None, int | None], Iterator[pl.Da
     return register_io_source(source, schema=schema, explain_name=name, explain_detail=detail)
 
 
+def batch_sizes(rows: int, first: int | None = None, total: int | None = None,
+                last: int | None = None) -> Iterator[int]:
+    """The rows of successive batches: ``first`` (when given), then ``rows`` each; with ``total`` (the
+    rows of the whole source) and ``last``, the final batch holds at most ``last`` rows: when the
+    rows left fit in the next batch but are more than ``last``, that batch takes all but ``last``
+    of them. (A pipeline whose consumer is faster than its producer waits, after the producer's
+    end, only for the consumer's work on the final batch: a small final batch shortens that wait.)"""
+    size, emitted = first or rows, 0
+    while True:
+        if total is not None and last is not None:
+            left = total - emitted
+            if last < left <= size:
+                size = left - last
+        yield size
+        emitted += size
+        size = rows
+
+
 def recut(pieces: Iterable[T], rows: int, join: Callable[[list[T]], T],
-          out: Callable[[T], T] | None = None, first: int | None = None) -> Iterator[T]:
+          out: Callable[[T], T] | None = None, first: int | None = None,
+          total: int | None = None, last: int | None = None) -> Iterator[T]:
     """``pieces`` (tables of any heights, in row order) cut into batches of exactly ``rows`` rows
     (>= 1; the first has ``first`` rows when given; the last may be shorter; no empty batch), in
-    row order.
+    row order. With ``total`` (the rows of all pieces) and ``last``, the final batch holds at most
+    ``last`` rows (see :func:`batch_sizes`).
 
     Args:
         pieces: read lazily: a piece is only asked for when the rows held are fewer than the next
@@ -81,7 +101,8 @@ def recut(pieces: Iterable[T], rows: int, join: Callable[[list[T]], T],
     """
     pending: list[T] = []
     have = 0
-    size = first or rows
+    sizes = batch_sizes(rows, first, total, last)
+    size = next(sizes)
     for piece in pieces:
         pending.append(piece)
         have += len(piece)
@@ -90,7 +111,7 @@ def recut(pieces: Iterable[T], rows: int, join: Callable[[list[T]], T],
             head, tail = whole.slice(0, size), whole.slice(size)
             yield out(head) if out is not None else head
             pending, have = ([tail] if len(tail) else []), len(tail)
-            size = rows
+            size = next(sizes)
     if have:
         whole = join(pending)
         yield out(whole) if out is not None else whole

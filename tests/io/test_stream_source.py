@@ -48,6 +48,44 @@ def test_recut_arrow_tables_with_first_matches_plain_python(heights, rows, first
     assert [t.column("id").to_pylist() for t in got] == _reference(heights, rows, first)
 
 
+def _reference_last(total: int, rows: int, first: int | None, last: int) -> list[int]:
+    """Batch heights in plain Python: ``first`` (or ``rows``), then ``rows``; when the rows left fit
+    in the next batch but exceed ``last``, that batch leaves exactly ``last`` rows for a final one."""
+    out, left, size = [], total, first or rows
+    while left > 0:
+        if last < left <= size:
+            size = left - last
+        take = min(size, left)
+        out.append(take)
+        left -= take
+        size = rows
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(heights=st.lists(st.integers(0, 40), max_size=12), rows=st.integers(1, 50),
+       first=st.one_of(st.none(), st.integers(1, 50)), last=st.integers(1, 50))
+def test_recut_with_a_short_final_batch_matches_plain_python(heights, rows, first, last):
+    tables = [pa.table({"id": pa.array(df["id"].to_list(), pa.int64())}) for df in _pieces(heights)]
+    total = sum(heights)
+    got = list(recut(iter(tables), rows, join=lambda ts: pa.concat_tables(ts).combine_chunks(), first=first,
+                     total=total, last=last))
+    ids = [t.column("id").to_pylist() for t in got]
+    assert [x for b in ids for x in b] == list(range(total))  # every row once, in order
+    assert [len(b) for b in ids] == _reference_last(total, rows, first, last)
+    if len(ids) > 1:
+        assert len(ids[-1]) <= max(last, rows)
+
+
+def test_recut_final_batch_of_the_ramp():
+    """The 100,000-row shard of benchmarks/bench_audit.py in batches of 38,648 with the ramp of
+    iter_batches (first and final batch 38,648 // 8 = 4,831 rows)."""
+    tables = [pa.table({"id": pa.array(range(a, min(a + 4831, 100_000)), pa.int64())}) for a in range(0, 100_000, 4831)]
+    got = list(recut(iter(tables), 38648, join=lambda ts: pa.concat_tables(ts).combine_chunks(), first=4831,
+                     total=100_000, last=4831))
+    assert [t.num_rows for t in got] == [4831, 38648, 38648, 13042, 4831]
+
+
 def test_recut_reads_pieces_lazily():
     asked = []
 
