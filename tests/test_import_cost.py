@@ -6,8 +6,8 @@ and asserts on the modules it ended with; ``benchmarks/bench_cli_startup.py`` me
 from __future__ import annotations
 
 import json
-import platform
 import os
+import platform
 import subprocess
 import sys
 
