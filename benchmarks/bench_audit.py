@@ -7,8 +7,9 @@ right-padded, then measures in the same run, each in a fresh subprocess so peak 
 - read:  ``polars.read_parquet(path)`` (all columns),
 - audit: ``datacheck.audit(path, config)`` with every check that applies (vocab, pad/eos, ignore_index,
   max_seq_len = the row length, :func:`config_for`: the generated shard is clean unless ``--defects``),
-  in a process with the pyarrow memory pool the CLI chooses (``datacheck.cli.main.choose_arrow_pool``:
-  jemalloc on Linux unless ``ARROW_DEFAULT_MEMORY_POOL`` is set).
+  in a process with the settings of the CLI process: pyarrow's memory pool
+  (``datacheck.cli.main.choose_arrow_pool``: jemalloc on Linux unless ``ARROW_DEFAULT_MEMORY_POOL`` is
+  set) and glibc's reuse of freed blocks (``keep_freed_memory``).
 
 Prints wall seconds (median of --repeat runs), CPU seconds (user + system), peak RSS (MiB) and the
 ratios audit/read. Wall time is what the goal is about; CPU time shows the work when the machine is shared.
@@ -182,9 +183,11 @@ def child(task: str, path: str, seq_len: int) -> None:
     else:
         import importlib
 
-        try:  # the pyarrow pool the CLI process uses (datacheck.cli.main.choose_arrow_pool), where it exists
+        try:  # the process settings of the CLI (pyarrow's pool, glibc's reuse of freed memory), where they exist
             from datacheck.cli.main import choose_arrow_pool
             choose_arrow_pool()
+            from datacheck.cli.main import keep_freed_memory
+            keep_freed_memory()
         except ImportError:
             pass
         import datacheck

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -160,3 +161,18 @@ def test_version_loads_no_verb():
               "print(json.dumps([rc, buf.getvalue().split()[0], "
               "sorted(m for m in sys.modules if m.startswith('datacheck.cli.commands.'))]))")
     assert out == [0, "datacheck", []]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                    reason="mallopt is glibc's")
+def test_cli_keeps_freed_memory_for_reuse(monkeypatch):
+    """The CLI sets glibc's mmap and trim thresholds before any verb runs (keep_freed_memory), so a
+    batch's large numpy arrays reuse the memory the last batch freed instead of new pages."""
+    import datacheck.cli.main as cli_main
+
+    assert cli_main.keep_freed_memory() is True
+    calls: list[str] = []
+    monkeypatch.setattr(cli_main, "keep_freed_memory", lambda: calls.append("set") or True)
+    with pytest.raises(SystemExit) as e:
+        cli_main.main(["--version"])
+    assert e.value.code == 0 and calls == ["set"]
