@@ -128,6 +128,12 @@ def child(task: str, path: str, seq_len: int) -> None:
         dt, cpu = time.perf_counter() - t0, _cpu() - c0
         extra: dict = {"rows": df.height}
     else:
+        try:  # the process settings of the CLI (pyarrow's pool, glibc's reuse of freed memory), where they exist
+            from datacheck.cli.main import choose_arrow_pool, keep_freed_memory
+            choose_arrow_pool()
+            keep_freed_memory()
+        except ImportError:
+            pass
         import datacheck
         from datacheck.checks.all import load_families
 
