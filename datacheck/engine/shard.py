@@ -7,7 +7,7 @@ and asks the registry's unreadable hook when a shard cannot be read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Final, Iterator
 
 import polars as pl
 
@@ -141,9 +141,17 @@ def _per_row_frame(flat: pl.LazyFrame, aggs: list[RowAgg]) -> pl.LazyFrame:
             .group_by("__row").agg(reduce))
 
 
+#: the polars engine of the fused query over one batch (an in-memory frame). Polars 2's default,
+#: the streaming engine, splits a batch into morsels and sets up a pipeline per query: about 12 ms
+#: more per batch here (40 batches of 50 rows: 1.02 vs 0.54 CPU s), and 0.57-0.59 vs 0.64-0.68 CPU s
+#: for the 100,000 x 128 shard of benchmarks/bench_audit.py (5 batches; /tmp/opt.py in issue 14's note)
+QUERY_ENGINE: Final = "in-memory"
+
+
 def _collect(queries: list[pl.LazyFrame]) -> pl.DataFrame:
     try:
-        frames = pl.collect_all(queries) if len(queries) > 1 else [q.collect() for q in queries]
+        frames = (pl.collect_all(queries, engine=QUERY_ENGINE) if len(queries) > 1
+                  else [q.collect(engine=QUERY_ENGINE) for q in queries])
     finally:  # a pass shared by several checks of this query never outlives it (nor its batch)
         clear_shared_passes()
     return pl.concat(frames, how="horizontal") if len(frames) > 1 else frames[0]
