@@ -38,6 +38,39 @@ __all__ = ["IpcStream", "open_arrow"]
 _SCAN_ROWS = 65_536
 
 
+def _check_names(schema: Any) -> None:
+    """Every field name of ``schema``, nested ones included (list items, struct fields, map keys and
+    values, dictionary values), decodes as UTF-8: pyarrow stores the bytes as written and raises
+    ``UnicodeDecodeError`` only when a name is read.
+
+    Raises:
+        Unreadable: naming the column (index, and name where it decodes) whose field name does not.
+    """
+    import pyarrow as pa
+
+    def walk(t: Any) -> None:
+        if isinstance(t, pa.DictionaryType):
+            walk(t.value_type)
+            return
+        for i in range(t.num_fields):
+            child = t.field(i)
+            child.name  # noqa: B018 - decoding the name is the check
+            walk(child.type)
+
+    for k in range(len(schema)):
+        f = schema.field(k)
+        try:
+            top = f.name
+        except UnicodeDecodeError:
+            raise Unreadable(f"column {k} of the Arrow schema has a name that is not valid UTF-8: the file is "
+                             "corrupt or was not written by an Arrow library; re-export it") from None
+        try:
+            walk(f.type)
+        except UnicodeDecodeError:
+            raise Unreadable(f"column {k} ({top!r}) of the Arrow schema has a nested field whose name is not valid "
+                             "UTF-8: the file is corrupt or was not written by an Arrow library; re-export it") from None
+
+
 def _reason(head: bytes, exc: BaseException) -> str:
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"not a readable Arrow IPC file or stream (first bytes {head!r}): {msg}"
@@ -145,6 +178,7 @@ def open_arrow(path: Path) -> ShardData:
             arrow_schema = (pa.ipc.open_file(src) if stream.file_form else pa.ipc.open_stream(src)).schema
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - any reader failure
         raise Unreadable(_reason(head, exc)) from None
+    _check_names(arrow_schema)
     stream.rows = sum(rb.num_rows for rb in stream.record_batches())
     stream.convert = needs_conversion(arrow_schema)
     findings: list[Finding] = []

@@ -77,3 +77,30 @@ def test_clean_of_a_crasher_leaves_no_staging_folder(tmp_path, folder):
     assert p.returncode >= 0 and "Traceback" not in p.stderr, (p.returncode, p.stderr[-2000:])
     assert not [x for x in tmp_path.iterdir() if ".tmp-" in x.name or x.name.startswith(".out")], list(tmp_path.iterdir())
     assert (out / "good.parquet").is_file()
+
+
+@pytest.mark.parametrize("where, name, said", [
+    ("nested", b"item", "nested field whose name is not valid UTF-8"),
+    ("column", b"ids", "has a name that is not valid UTF-8"),
+])
+def test_a_field_name_that_is_not_utf8_is_unreadable(tmp_path, where, name, said):
+    """A field name whose bytes are not UTF-8 (the fuzz run of benchmarks/fuzz_inputs.py 2000 7 2 made
+    one from a list's item field: pyarrow raised UnicodeDecodeError when the name was read, exit 3)
+    is ``decode.unreadable`` naming the column; the other shards are audited."""
+    t = pa.table({"ids": pa.array([[1, 2], [3]] * 5, pa.list_(pa.int64())), "text": ["a", "bb"] * 5})
+    buf = io.BytesIO()
+    with pa.ipc.new_file(buf, t.schema) as w:
+        w.write_table(t)
+    raw = buf.getvalue()
+    assert name in raw
+    bad = raw.replace(name, b"\xcb" + name[1:])  # 0xcb then an ASCII byte: an invalid UTF-8 sequence
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "shard.arrow").write_bytes(bad)
+    pl.DataFrame({"text": ["x", "y"]}).write_parquet(d / "good.parquet")
+    p = run_cli("audit", str(d), "--report-dir", str(tmp_path / "r"), "--format", "json", cwd=tmp_path)
+    assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
+    by = {s["path"]: s for s in json.loads(p.stdout)["shards"]}
+    un = [f for f in by["shard.arrow"]["findings"] if f["check"] == "decode.unreadable"]
+    assert len(un) == 1 and said in un[0]["message"] and "column 0" in un[0]["message"], by["shard.arrow"]
+    assert by["good.parquet"]["rows"] == 2
