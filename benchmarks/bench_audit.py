@@ -209,7 +209,18 @@ def child(task: str, path: str, seq_len: int) -> None:
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "peak_rss_mib": rss, **extra}))
 
 
+def warm_page_cache(path: Path) -> None:
+    """Read ``path``'s bytes once, so the timed task finds them in the OS page cache. On this VM the
+    disk reads ~35 MB/s and cached pages get reclaimed between tasks (the 713 MiB 4 GiB shard: 20.4 s
+    uncached, 0.10 s cached, `cat` twice): without this, whichever task found the file evicted
+    measured the disk, not the decode and the checks (the 4 GiB x 128 audit waited 4.4 s for reads)."""
+    with open(path, "rb") as f:
+        while f.read(16 << 20):
+            pass
+
+
 def run(task: str, path: Path, seq_len: int, src: str | None = None) -> dict:
+    warm_page_cache(path)
     env = None
     if src is not None:  # the audit of another source tree (PYTHONPATH first on sys.path)
         env = {**os.environ, "PYTHONPATH": src}
