@@ -52,6 +52,7 @@ from datacheck.io.readers import (
     _blank_finding,
     _utf8_finding,
     line_chunks,
+    unique_names,
 )
 from datacheck.io.records import BOM, RecordLayoutError
 from datacheck.io.stream_source import lazy_source, recut_frames
@@ -202,17 +203,6 @@ class _Splitter:
         return [f"column_{i + 1}" for i in range(self.width or 0)]
 
 
-def _unique(cols: list[str]) -> list[str]:
-    """Duplicate header names made unique (``a``, ``a_1``), as the in-memory reader does."""
-    seen: dict[str, int] = {}
-    out = []
-    for c in cols:
-        n = seen.get(c, 0)
-        out.append(c if n == 0 else f"{c}_{n}")
-        seen[c] = n + 1
-    return out
-
-
 def _serialise(cols: list[str], records: list[list[str]]) -> bytes:
     buf = io.StringIO()
     w = csv.writer(buf, delimiter=",", quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
@@ -304,7 +294,7 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     def infer(chunk: list[list[str]]) -> None:
         nonlocal cols
         if cols is None:
-            cols = _unique(split.columns())
+            cols = unique_names(split.columns())
         try:
             df = pl.read_csv(_serialise(cols, chunk), infer_schema_length=None,
                              schema_overrides={c: pl.String for c in cols if c in string_columns},
@@ -354,7 +344,7 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     if n_blank:
         findings.append(_blank_finding(blank, max_examples, total=n_blank))
     if cols is None:
-        cols = _unique(split.columns())
+        cols = unique_names(split.columns())
     schema = {c: (pl.String if not rows else combine_dtypes(seen.get(i, []))) for i, c in enumerate(cols)}
     if rows:
         for c in cols:

@@ -242,6 +242,18 @@ def _utf8_finding(bad: list[tuple[int, int, int, bytes]], max_examples: int, tot
     )
 
 
+def unique_names(cols: list[str]) -> list[str]:
+    """Duplicate header names made unique (``a``, ``a_1``, ``a_2``), first occurrence kept: the CSV
+    readers' (in-memory and streamed) one rule."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in cols:
+        n = seen.get(c, 0)
+        out.append(c if n == 0 else f"{c}_{n}")
+        seen[c] = n + 1
+    return out
+
+
 def _bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, max_examples: int,
                         total: int | None = None) -> Finding:
     """bad: (1-based line, byte offset, parser message, line text); ``total``: the number of bad
@@ -882,12 +894,7 @@ def _read_csv(path: Path, fmt: str, dataset_cfg, max_examples: int,
         findings.append(_blank_finding(split.blank, max_examples))
     cols = split.header or []
     # Duplicate header names would break the frame: make them unique and say so through the schema.
-    seen: dict[str, int] = {}
-    uniq = []
-    for c in cols:
-        n = seen.get(c, 0)
-        uniq.append(c if n == 0 else f"{c}_{n}")
-        seen[c] = n + 1
+    uniq = unique_names(cols)
     if not records:
         df = pl.DataFrame({c: pl.Series(c, [], dtype=pl.String) for c in uniq})
     else:

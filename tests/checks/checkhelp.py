@@ -5,6 +5,8 @@ folder on ``sys.path`` (rootdir-relative "prepend" import mode).
 """
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +67,17 @@ def skipped_reason(rep: Report, check: str) -> str | None:
         if s["check"] == check:
             return s["reason"]
     return None
+
+
+def tokenizer_copy(src: Path, dest: Path, template: str | None = None) -> Path:
+    """A copy of the tokenizer folder ``src`` (e.g. ../shared/chat/tokenizers/smollm_135m) in ``dest``
+    (created), its ``tokenizer_config.json`` given ``template`` as ``chat_template`` when one is given:
+    the shared material is never modified. Returns ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        shutil.copy(f, dest / f.name)
+    if template is not None:
+        cfg = json.loads((dest / "tokenizer_config.json").read_text())
+        cfg["chat_template"] = template
+        (dest / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return dest

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import polars as pl
 import pytest
+from checkhelp import tokenizer_copy
 from conftest import SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -116,11 +116,7 @@ def test_rendered_history_supervises_every_assistant_turn(tmp_path):
     if not tok_src.is_dir():
         pytest.skip("shared chat material not present")
     from test_sft_render import CHATML_GEN  # noqa: PLC0415 - the template of the sibling test
-    folder = tmp_path / "tok"
-    shutil.copytree(tok_src, folder)
-    cfg = json.loads((folder / "tokenizer_config.json").read_text())
-    cfg["chat_template"] = CHATML_GEN
-    (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
+    folder = tokenizer_copy(tok_src, tmp_path / "tok", CHATML_GEN)
     rows = ROWS[:2]
     res = audit_frame(pl.DataFrame(rows), config_from_dict({"tokens": {"tokenizer": str(folder)}}))
     tok = tf.AutoTokenizer.from_pretrained(str(folder))

@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
+from checkhelp import tokenizer_copy
 from conftest import SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -76,13 +76,7 @@ pytestmark = pytest.mark.skipif(not (TOKENIZER.is_dir() and V1.is_file() and DPO
 
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("chatml")
-    for f in TOKENIZER.iterdir():
-        shutil.copy(f, base / f.name)
-    cfg = json.loads((base / "tokenizer_config.json").read_text())
-    cfg["chat_template"] = CHATML
-    (base / "tokenizer_config.json").write_text(json.dumps(cfg))
-    return base
+    return tokenizer_copy(TOKENIZER, tmp_path_factory.mktemp("chatml"), CHATML)
 
 
 def _v1() -> list[dict]:

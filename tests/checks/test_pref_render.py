@@ -9,10 +9,10 @@ there ships its template), including its generation prompt."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from checkhelp import tokenizer_copy
 from conftest import SHARED
 from test_sft_template_reject import MISTRAL_V01  # Mistral-7B-Instruct-v0.1's published template (its source there)
 
@@ -38,13 +38,7 @@ pytestmark = pytest.mark.skipif(not (TOKENIZER.is_dir() and DPO.is_file()), reas
 
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("chatml")
-    for f in TOKENIZER.iterdir():
-        shutil.copy(f, base / f.name)
-    cfg = json.loads((base / "tokenizer_config.json").read_text())
-    cfg["chat_template"] = CHATML
-    (base / "tokenizer_config.json").write_text(json.dumps(cfg))
-    return base
+    return tokenizer_copy(TOKENIZER, tmp_path_factory.mktemp("chatml"), CHATML)
 
 
 def _audit(path: Path, tokens: dict):
@@ -114,11 +108,7 @@ def test_a_pair_the_template_rejects_is_an_sft_role_order_row(tok_dir, tmp_path)
     rows[1]["conversations"] = [{"from": "system", "value": "be brief"}]  # Mistral's template: roles must alternate
     path = tmp_path / "dpo.json"
     path.write_text(json.dumps(rows))
-    mistral = tmp_path / "mistral"
-    shutil.copytree(tok_dir, mistral)
-    cfg = json.loads((mistral / "tokenizer_config.json").read_text())
-    cfg["chat_template"] = MISTRAL_V01
-    (mistral / "tokenizer_config.json").write_text(json.dumps(cfg))
+    mistral = tokenizer_copy(tok_dir, tmp_path / "mistral", MISTRAL_V01)
     res = _audit(path, {"tokenizer": str(mistral)})
     assert _rows(res, "sft.role_order") == {1}
     (f,) = [f for f in res.findings if f.check == "sft.role_order"]

@@ -5,10 +5,10 @@ tokenizer there ships its template), over FastChat's dummy_conversation.json (50
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from checkhelp import tokenizer_copy
 from conftest import SHARED
 
 import datacheck
@@ -37,14 +37,7 @@ pytestmark = pytest.mark.skipif(not (TOKENIZER.is_dir() and DATA.is_file()), rea
 
 
 def _folder(base: Path, template: str | None) -> Path:
-    base.mkdir(parents=True, exist_ok=True)
-    for f in TOKENIZER.iterdir():
-        shutil.copy(f, base / f.name)
-    if template is not None:
-        cfg = json.loads((base / "tokenizer_config.json").read_text())
-        cfg["chat_template"] = template
-        (base / "tokenizer_config.json").write_text(json.dumps(cfg))
-    return base
+    return tokenizer_copy(TOKENIZER, base, template)
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ human/gpt) with bad conversations put in at known rows."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from checkhelp import tokenizer_copy
 from conftest import SHARED
 
 from datacheck.checks._expr import counts_to_pairs
@@ -49,13 +49,7 @@ BAD = {
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("mistral")
-    for f in TOKENIZER.iterdir():
-        shutil.copy(f, base / f.name)
-    cfg = json.loads((base / "tokenizer_config.json").read_text())
-    cfg["chat_template"] = MISTRAL_V01
-    (base / "tokenizer_config.json").write_text(json.dumps(cfg))
-    return base
+    return tokenizer_copy(TOKENIZER, tmp_path_factory.mktemp("mistral"), MISTRAL_V01)
 
 
 @pytest.fixture(scope="module")
