@@ -7,6 +7,7 @@ and asks the registry's unreadable hook when a shard cannot be read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Final, Iterator
 
 import polars as pl
@@ -25,7 +26,14 @@ from datacheck.checks.registry import (
     shard_plan,
     unreadable_findings,
 )
-from datacheck.io.batches import batch_rows, file_batches, forced_batch_rows, iter_batches, read_parquet_columns
+from datacheck.io.batches import (
+    batch_rows,
+    file_batches,
+    forced_batch_rows,
+    iter_batches,
+    read_parquet_columns,
+    read_parquet_rows,
+)
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state, hash_shard
 from datacheck.io.read import CheckInput, open_for_checks
@@ -550,6 +558,11 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         """The rows ``wanted`` of the shard (with ``__row``), from memory or by reading the batches again."""
         if single is not None:
             return _gather(single, wanted)
+        if isinstance(path, Path):  # parquet: only the row groups that hold them are decoded
+            try:
+                return read_parquet_rows(path, needed, wanted, schema)
+            except Unreadable:
+                return None
         got, off = [], 0
         lo, hi = min(wanted), max(wanted)
         for lf in frames():

@@ -391,11 +391,58 @@ def _leaves(values: list) -> tuple[int, bool]:
     return depth, has_float
 
 
+def _has_object(values: list) -> bool:
+    """Whether a JSON object (dict) is among ``values`` at any depth (in lists)."""
+    level = values
+    while level:
+        if any(isinstance(v, dict) for v in level):
+            return True
+        level = [x for v in level if isinstance(v, list) for x in v]
+    return False
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether the value polars holds (``b``, from ``Series.to_list``) is the JSON value ``a``: an
+    object's missing field equals a null one (a struct has every field of its dtype), numbers
+    compare by value (1 == 1.0), a boolean is never a number, NaN equals NaN."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and all(_same_json(a.get(k), b.get(k)) for k in a.keys() | b.keys())
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, float) and a != a:
+        return isinstance(b, float) and b != b
+    return bool(a == b)
+
+
+def _object_series(name: str, values: list) -> pl.Series | str:
+    """A column holding JSON objects: polars' Series builder takes a struct's fields from the first
+    object only (``[{"a": 1}, {"b": "t"}]`` became ``{a}``, row 2's ``b`` silently dropped) and
+    ``from_dicts`` casts fields that change type (``[1]`` next to ``[{"q": 1}]`` became ``{q: 1}``).
+    Each build is kept only when it holds every value exactly (:func:`_same_json`); else polars'
+    message, or a message saying that the objects' fields change type."""
+    why = "the objects' fields change type between rows"
+    for build in (lambda: pl.Series(name, values),
+                  lambda: pl.from_dicts([{name: v} for v in values], infer_schema_length=None).to_series()):
+        try:
+            got = build()
+        except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            continue
+        if all(_same_json(a, b) for a, b in zip(values, got.to_list())):
+            return got
+    return why
+
+
 def _column_series(name: str, values: list) -> pl.Series | str:
     """The column as polars builds it from Python values; numbers that polars' strict builder refuses
     are given one dtype: Float64 when some are floats (ints next to floats), else Int128 (integers
-    beyond 64 bits, e.g. a uint64 id next to a negative one). Returns polars' message when the values
-    still do not form one column (e.g. objects whose fields change type)."""
+    beyond 64 bits, e.g. a uint64 id next to a negative one); objects: :func:`_object_series`.
+    Returns polars' message when the values still do not form one column (e.g. objects whose fields
+    change type)."""
+    if _has_object(values):
+        return _object_series(name, values)
     try:
         return pl.Series(name, values)
     except (TypeError, OverflowError, pl.exceptions.PolarsError):

@@ -131,3 +131,30 @@ def test_objects_whose_fields_change_type_are_reported_not_fatal(tmp_path):
     (f,) = _by(rep, "schema.dtype", "meta")
     assert f.count == 3 and "meta" in f.message
     assert _by(rep, "empty.text", "text")[0].lines == (2,)
+
+
+def test_objects_with_different_fields_keep_every_field(tmp_path):
+    """Polars' Series builder takes a struct's fields from the first object only: row 2's ``b`` was
+    silently dropped on the per-line path (a blank line sends the chunk there), where the streamed
+    path kept it (found by tests/test_batched_audit.py's JSONL property test)."""
+    path = tmp_path / "o.jsonl"
+    path.write_text('\n{"extra": {"a": 1}}\n{"extra": {"b": "t"}}\n{"extra": [{"q": 1}]}\n'
+                    '{"nested": [{"a": 1}]}\n{"nested": [{"b": 2}, null]}\n')
+    got = open_for_checks(DiscoveredShard(path=path, rel="o.jsonl", format="jsonl"), config_from_dict({}))
+    df = got.lf.collect()
+    assert df.schema["extra"] == pl.Struct({"a": pl.Int64, "b": pl.String})
+    assert df["extra"].to_list()[:2] == [{"a": 1, "b": None}, {"a": None, "b": "t"}]
+    assert df["nested"].to_list()[3:] == [[{"a": 1, "b": None}], [{"a": None, "b": 2}, None]]
+    (f,) = [f for f in got.decode_findings if f.check == "schema.dtype" and f.column == "extra"]
+    assert f.lines == (4,)  # the array among objects: read as null, its line named
+
+
+def test_a_field_that_changes_from_list_to_objects_is_reported_not_cast(tmp_path):
+    """``from_dicts`` would read ``[1]`` next to ``[{"q": 1}]`` as ``{q: 1}``: no build that changes a
+    value is kept; the column is read as null with a schema.dtype finding."""
+    path = tmp_path / "o.jsonl"
+    path.write_text('\n{"meta": {"a": [1]}}\n{"meta": {"a": [{"q": 1}]}}\n')
+    got = open_for_checks(DiscoveredShard(path=path, rel="o.jsonl", format="jsonl"), config_from_dict({}))
+    assert got.lf.collect()["meta"].to_list() == [None, None]
+    (f,) = [f for f in got.decode_findings if f.check == "schema.dtype" and f.column == "meta"]
+    assert f.count == 2 and "do not form one column" in f.message
