@@ -162,10 +162,22 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
         sel = rows.ok[r]
         return idx[sel], r[sel]
 
-    # the positions holding a stop id (end-of-turn/eos) or the eos id: one comparison per id
+    # the positions of real content (attention_mask 1) holding a stop id (end-of-turn/eos) or the
+    # eos id: one comparison per id over the buffer, then one list of positions. Both rules below
+    # read only real positions (in a row of the view, whose mask is binary, ``att != 0`` is ``real``);
+    # with a pad id equal to the eos id (GPT-2 style) half the positions of right-padded rows hold
+    # it, so padding is masked out before the positions are listed (27 -> 12 ms for 38,917 x 128)
     wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)))))
-    hits = [np.flatnonzero(_is(ids, ids_ok, x)) for x in wanted]
-    at_id = np.sort(np.concatenate(hits)) if len(hits) > 1 else (hits[0] if hits else np.zeros(0, np.int64))
+    at_id = np.zeros(0, np.int64)
+    if wanted:
+        m = ids == wanted[0]
+        for x in wanted[1:]:
+            m |= ids == x
+        if ids_ok is not None:
+            m &= ids_ok
+        if real is not None:
+            m &= real
+        at_id = np.flatnonzero(m)
     at_stop = at_id[np.isin(ids[at_id], stop)] if eos is not None and eos not in stop else at_id
 
     # sft.prompt_supervised: supervised, real, outside the spans, not the end-of-turn right after a span
@@ -182,7 +194,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # (judged on the flat buffers first: on right-padded data whose pad id is the eos id, half the
     # positions hold a stop id; only the few failing ones are mapped to their rows)
     if stop:
-        idx = at_stop if real is None else at_stop[real[at_stop]]
+        idx = at_stop
         if len(idx):
             hp = ~rows.starts[idx]                 # a position before it in its row
             before = idx - hp                      # that position (idx itself at a row start)
@@ -192,9 +204,6 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # the eos stat: eos ids inside real content (attention_mask not 0), and how many are supervised
     if eos is not None:
         idx = at_id if wanted == (eos,) else at_id[ids[at_id] == eos]
-        if att_s is not None:
-            a = att[idx] != 0
-            idx = idx[a if att_ok is None else (a & att_ok[idx])]
         idx, r = keep(idx)
         if len(idx):
             out["eos_total"] = rows.counts(idx, r)
@@ -203,7 +212,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # labels.shift_mismatch candidates: supervised labels that break the configured convention
     # (unshifted: labels[i] != input_ids[i]; shifted: labels[i] != input_ids[i+1] in the same row)
     if not shifted:
-        same = lab == _as(ids, lab.dtype)  # one dtype: numpy's mixed-type comparison is several times slower
+        same = lab == ids  # numpy 2 compares int64 with int32 as they are: 7.9 ms for 38,917 x 128, 11.0 after widening ids
         off = sup0 & ~same if ids_ok is None else sup0 & ~(same & ids_ok)
     else:
         off = np.zeros(len(sup0), dtype=bool)
@@ -322,6 +331,6 @@ def positions_not_reset(pos: str, seq_lens: str, exact: pl.Expr) -> pl.Expr:
             rows = np.flatnonzero(odd)
             sub = pl.DataFrame([p_s.gather(rows), sl_s.gather(rows)]).select(exact.fill_null(False)).to_series()
             bad[rows] = sub.to_numpy()
-        return pl.Series(p_s.name, bad)
+        return pl.Series(p_s.name, bad, dtype=pl.Boolean)
 
     return pl.map_batches([pl.col(pos), pl.col(seq_lens)], lambda s: by_chunks(list(s), chunk), return_dtype=pl.Boolean)

@@ -71,6 +71,8 @@ from datacheck.io.readers import (
     _piece_frame,
     _piece_kinds,
     jsonl_chunks,
+    sorted_fields,
+    with_sorted_fields,
 )
 from datacheck.io.stream_source import lazy_source, recut_frames
 from datacheck.model.findings import Example, Finding, show_value
@@ -314,7 +316,7 @@ class JsonlSource:
                 mask[rows] = True
                 e = pl.Series(name, [[]], dtype=dtype)
                 df = df.with_columns(pl.when(pl.Series(mask)).then(pl.lit(e).first()).otherwise(pl.col(name)).alias(name))
-            out = df.select(cols)
+            out = with_sorted_fields(df.select(cols))
             del p, df  # the chunk's other columns go before the next chunk is read
             yield out
             del out
@@ -462,7 +464,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
         joined = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
         if broken:
             joined = joined.with_columns([pl.lit(None).alias(n) for n in broken])
-        schema = dict(joined.select(order).schema)
+        schema = {c: sorted_fields(t) for c, t in joined.select(order).schema.items()}
     except _READ_ERRORS as exc:
         raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
     src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,

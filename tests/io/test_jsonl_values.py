@@ -158,3 +158,28 @@ def test_a_field_that_changes_from_list_to_objects_is_reported_not_cast(tmp_path
     assert got.lf.collect()["meta"].to_list() == [None, None]
     (f,) = [f for f in got.decode_findings if f.check == "schema.dtype" and f.column == "meta"]
     assert f.count == 2 and "do not form one column" in f.message
+
+
+def test_struct_fields_are_sorted_by_name_whatever_the_chunks(tmp_path, monkeypatch):
+    """A JSON object's keys have no order: polars orders a struct's fields as it meets them, which
+    depended on how the file was cut into chunks ({b, a} in chunks of one line, {a, b} whole). Both
+    paths now sort every struct's fields by name, nested ones and those in lists included, and a
+    null object stays null."""
+    from datacheck.io import readers
+
+    path = tmp_path / "o.jsonl"
+    path.write_text('{"m": {"z": 1}, "l": [{"y": {"q": 1, "p": 2}}]}\n{"m": {"b": "t", "a": 2}, "l": null}\n'
+                    '{"m": null, "l": [{"x": 3}, null]}\n')
+    want_m = pl.Struct({"a": pl.Int64, "b": pl.String, "z": pl.Int64})
+    want_l = pl.List(pl.Struct({"x": pl.Int64, "y": pl.Struct({"p": pl.Int64, "q": pl.Int64})}))
+    frames = []
+    for chunk in (None, 1):
+        if chunk is not None:
+            monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", chunk)
+        got = open_for_checks(DiscoveredShard(path=path, rel="o.jsonl", format="jsonl"), config_from_dict({}))
+        df = got.lf.collect()
+        assert df.schema["m"] == want_m and df.schema["l"] == want_l
+        frames.append(df)
+    assert frames[0].equals(frames[1])
+    assert frames[0]["m"].to_list() == [{"a": None, "b": None, "z": 1}, {"a": 2, "b": "t", "z": None}, None]
+    assert frames[0]["l"].to_list() == [[{"x": None, "y": {"p": 2, "q": 1}}], None, [{"x": 3, "y": None}, None]]
