@@ -370,7 +370,9 @@ def test_ramped_parquet_batches_give_the_one_batch_result(tmp_path, monkeypatch)
     """Without ``$DATACHECK_BATCH_ROWS`` a parquet shard above the batch target is read with a
     short first batch (``RAMP_DIVISOR``, so the checks start early), full batches, and a final batch
     of at most per // 8 rows (so little is left to check after the decode's end): the heights are
-    [per // 8, per, ..., per, shortened, <= per // 8], and the result equals the one-batch read's."""
+    [per // 8, per - per // 8, per, ..., per, shortened, <= per // 8] (pyarrow's record batches as
+    decoded, the first and the last one cut by zero-copy slices), and the result equals the
+    one-batch read's."""
     n = 230
     rows = [{"text": "a" if i % 9 else "b", "input_ids": [(i * 7 + j) % 61 - 1 for j in range(i % 7)],
              "label": i % 5 - 1, "target": float(i % 13)} for i in range(n)]
@@ -391,10 +393,10 @@ def test_ramped_parquet_batches_give_the_one_batch_result(tmp_path, monkeypatch)
     monkeypatch.setattr(engine, "_run_batch", spy)
     with batch_rows(None):
         many = shard_result(path, CONFIG)
-    per = calls[1]
-    assert len(calls) > 3 and calls[0] == max(1, per // batches.RAMP_DIVISOR) < per
+    per = calls[2]
     ramp = max(1, per // batches.RAMP_DIVISOR)
-    assert all(c == per for c in calls[1:-2]) and 0 < calls[-2] <= per and sum(calls) == n
+    assert len(calls) > 4 and calls[0] == ramp < per and calls[1] == per - ramp
+    assert all(c == per for c in calls[2:-2]) and 0 < calls[-2] <= per and sum(calls) == n
     assert 0 < calls[-1] <= ramp
     _same_result(one, many)
     assert any(f.check == "dup.exact_in_shard" for f in one.findings)

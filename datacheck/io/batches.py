@@ -38,7 +38,6 @@ from typing import Any, Iterator
 import polars as pl
 
 from datacheck.io.readers import Unreadable, needs_conversion
-from datacheck.io.stream_source import recut
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
 
 __all__ = ["forced_batch_rows", "batch_rows", "iter_batches", "read_parquet_columns", "read_parquet_rows"]
@@ -46,8 +45,8 @@ __all__ = ["forced_batch_rows", "batch_rows", "iter_batches", "read_parquet_colu
 #: rows sampled to estimate the decoded bytes of a row of a non-parquet source
 _SAMPLE_ROWS = 1024
 
-#: with ``iter_batches(ramp=True)``, pyarrow decodes pieces of 1/8 of a batch and the first parquet
-#: batch is one such piece: the pipeline's fill (the engine waits for the first decode) drops from
+#: with ``iter_batches(ramp=True)``, the first parquet batch holds 1/8 of a batch (decoded on its
+#: own, :func:`_decoded`), and so does the final one: the pipeline's fill (the engine waits for the first decode) drops from
 #: a whole batch's decode (about 0.13 s of 0.33 s on the 100,000 x 128 shard of
 #: benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more batch (about 20 ms CPU of fixed
 #: per-batch cost in the fused query)
@@ -191,37 +190,72 @@ def _cast(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return df.cast(casts) if casts else df  # type: ignore[arg-type]
 
 
-def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, pl.DataType],
-                     first: int | None = None, piece: int | None = None, total: int | None = None,
-                     last: int | None = None) -> Iterator[pl.DataFrame]:
-    """Batches of exactly ``rows`` rows (the last may be shorter; with ``first``, the first batch
-    has ``first`` rows; with ``total``, the file's rows, and ``last``, the final batch at most
-    ``last`` rows: :func:`~datacheck.io.stream_source.batch_sizes`), decoded by pyarrow, converted to polars and cast to ``want`` in a
-    background thread one batch ahead of the consumer: the engine's thread only runs the checks.
+def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None, total: int | None = None,
+             last: int | None = None) -> Iterator[Any]:
+    """The parquet file's ``columns`` as pyarrow tables of ``rows`` rows, each one record batch as
+    ``ParquetFile.iter_batches`` decodes it (contiguous: no copy; its batches run across row groups):
 
-    Raises:
-        Unreadable: decoding or casting a batch failed (the first line of pyarrow's or polars' message).
+    - ``first``: the first ``first`` rows come first on their own, decoded by a second reader (so the
+      engine's checks start after a short decode); the first piece of ``rows`` is then handed out from
+      row ``first`` on (a zero-copy slice: the first rows are decoded twice, 1/8 of a batch);
+    - ``total`` (the file's rows) and ``last``: the final piece is cut in two zero-copy slices so that
+      the final batch holds at most ``last`` rows (after the decode's end only a short batch is left
+      to check).
+
+    Decoding whole batches with pyarrow's threads costs no more than pieces of 1/8 (1.45 vs 1.56 CPU
+    s for the 1 GiB x 128 shard of benchmarks/bench_audit.py, /tmp/dec4.py in issue 14's note), and
+    joining pieces into a batch (``combine_chunks``) cost 33 ms a 38,917 x 128 batch; a batch of
+    several chunks cost the checks more (0.9 CPU s on that shard).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    # pre_buffer=False: with pyarrow's default (True) the reader keeps every row group's
+    # pre-buffered column chunks allocated until the file is closed, so memory grew with the
+    # shard (pyarrow.total_allocated_bytes 672 MiB after a 4 GiB shard; 19 MiB without it).
+    done = 0
+    if first:
+        head = next(pq.ParquetFile(path, pre_buffer=False).iter_batches(
+            batch_size=first, columns=columns, use_threads=True), None)
+        if head is None:
+            return
+        done = head.num_rows
+        yield pa.Table.from_batches([head])
+    skip = done
+    for rb in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=rows, columns=columns, use_threads=True):
+        t = pa.Table.from_batches([rb])
+        if skip:
+            cut = min(skip, t.num_rows)
+            t, skip = t.slice(cut), skip - cut
+            if not t.num_rows:
+                continue
+        n = t.num_rows
+        if total is not None and last and done + n >= total and n > last:
+            yield t.slice(0, n - last)
+            yield t.slice(n - last)
+        else:
+            yield t
+        done += n
+
+
+def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, pl.DataType],
+                     first: int | None = None, total: int | None = None,
+                     last: int | None = None) -> Iterator[pl.DataFrame]:
+    """Batches of ``rows`` rows (:func:`_decoded`: with ``first``, a first batch of ``first`` rows;
+    with ``total`` and ``last``, a final batch of at most ``last`` rows), decoded by pyarrow,
+    converted to polars and cast to ``want`` in a background thread one batch ahead of the consumer:
+    the engine's thread only runs the checks.
+
+    Raises:
+        Unreadable: decoding or casting a batch failed (the first line of pyarrow's or polars' message).
+    """
     done = object()
     q: queue.Queue = queue.Queue(maxsize=1)
     stop = threading.Event()
 
     def produce() -> None:
         try:
-            # pre_buffer=False: with pyarrow's default (True) the reader keeps every row group's
-            # pre-buffered column chunks allocated until the file is closed, so memory grew with the
-            # shard (pyarrow.total_allocated_bytes 672 MiB after a 4 GiB shard; 19 MiB without it).
-            pf = pq.ParquetFile(path, pre_buffer=False)
-            # with ``first``: pyarrow decodes pieces of ``first`` rows (the first one is handed out
-            # alone) that are combined into batches of ``rows``; smaller pieces decode faster (cache
-            # locality: 121 vs 138 ms CPU for 39,016 x 128 tokens), which pays for the combine copy
-            decoded = (pa.Table.from_batches([rb]) for rb in
-                       pf.iter_batches(batch_size=piece or first or rows, columns=columns, use_threads=True))
-            for table in recut(decoded, rows, join=lambda ts: pa.concat_tables(ts).combine_chunks(), first=first,
-                               total=total, last=last):
+            for table in _decoded(path, columns, rows, first, total, last):
                 q.put(_cast(pl.from_arrow(table), want))  # type: ignore[arg-type]
                 if stop.is_set():
                     return
@@ -252,15 +286,15 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
 
 def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """The ``columns`` of the parquet file ``path`` (``rows`` rows, >= 1) as one frame with the dtypes
-    of ``schema``, decoded by pyarrow in pieces of 1/:data:`RAMP_DIVISOR` of the rows and combined:
-    the one-batch read of a shard. It takes about half the CPU of polars' own reader on token lists
-    (0.33 vs 0.69 s for the 100,000 x 128 shard of benchmarks/bench_audit.py, profile_audit.py).
+    of ``schema``, decoded by pyarrow as one record batch (:func:`_decoded`): the one-batch read of
+    a shard. It takes about half the CPU of polars' own reader on token lists (1.45 vs 3.2 CPU s for
+    the 1 GiB x 128 shard of benchmarks/bench_audit.py decoded in batches).
 
     Raises:
         Unreadable: decoding failed (the first line of pyarrow's or polars' message).
     """
     want = {c: schema[c] for c in columns}
-    got = list(_parquet_batches(path, columns, rows, want, piece=max(1, rows // RAMP_DIVISOR)))
+    got = list(_parquet_batches(path, columns, rows, want))
     return got[0] if len(got) == 1 else pl.concat(got)
 
 

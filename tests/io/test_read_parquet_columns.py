@@ -28,7 +28,7 @@ def test_equals_polars_read(tmp_path, n, row_group):
     got = read_parquet_columns(path, ["input_ids", "text"], n, schema)
     assert got.schema == pl.Schema({"input_ids": pl.List(pl.Int64), "text": pl.String})
     assert got.equals(want.cast({"input_ids": pl.List(pl.Int64)}))
-    assert got.height == n and got["input_ids"].n_chunks() == 1  # pieces of n // RAMP_DIVISOR rows, combined
+    assert got.height == n and got["input_ids"].n_chunks() == 1  # one record batch
 
 
 @pytest.mark.parametrize("n,row_group,wanted", [(53, 10, [0, 52]), (53, 10, [11, 11, 3, 29]), (200, 64, []),
