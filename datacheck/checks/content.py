@@ -68,7 +68,7 @@ def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     mask = ctx.roles.attention_mask if ctx.roles.attention_mask in full.cols else None
     cand = _candidates(ctx, ids, mask)
     view = FlatView(key=full.key + "|periodic-candidates", cols=full.cols,
-                    where=cand if full.where is None else (full.where & cand))
+                    where=cand if full.where is None else (full.where & cand), drop_others=True)
     hits = [_eq(ids, p, mask).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
             for p in range(MIN_PERIOD, MAX_PERIOD + 1)]
     bad = pl.any_horizontal(hits).fill_null(False)

@@ -77,7 +77,8 @@ def shift_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     # label breaking the convention cannot fail), else from list kernels (a necessary condition)
     cand = fast[0].struct.field("shift") > 0 if fast is not None else _shift_candidates(ctx, ign, shifted)
     view = full if cand is None else FlatView(key=full.key + "|shift-candidates", cols=full.cols,
-                                              where=cand if full.where is None else (full.where & cand))
+                                              where=cand if full.where is None else (full.where & cand),
+                                              drop_others=True)
     sup = (lab != ign).fill_null(False)
     nx = nxt(ids)
     has_next = sup & nx.is_not_null()
