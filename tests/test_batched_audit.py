@@ -400,3 +400,34 @@ def test_ramped_parquet_batches_give_the_one_batch_result(tmp_path, monkeypatch)
     assert 0 < calls[-1] <= ramp
     _same_result(one, many)
     assert any(f.check == "dup.exact_in_shard" for f in one.findings)
+
+
+def test_a_candidate_view_is_built_only_for_a_batch_holding_candidates(monkeypatch):
+    """``FlatView.drop_others`` views (the candidates of content.periodic_tokens) are built only in
+    a batch whose probe found a candidate row: on clean batches never; the finding is the one-batch
+    read's whatever the batch size (the run planted in row 7 is found with its run's details)."""
+    from datacheck.checks.registry import FlatView
+
+    ids = [[(i * 31 + j * 7) % 97 + 1 for j in range(50)] for i in range(12)]
+    ids[7] = [5] * 45 + [1, 2, 3, 4, 6]  # period 1, repeated 45 times
+    df = pl.DataFrame({"input_ids": ids, "attention_mask": [[1] * 50] * 12})
+    cfg = config_from_dict({"tokens": {"vocab_size": 100}})
+    built: list[str] = []
+    real = FlatView.frame
+
+    def spy(self, lf):
+        built.append(self.key)
+        return real(self, lf)
+
+    monkeypatch.setattr(FlatView, "frame", spy)
+    with batch_rows(None):
+        one = audit_frame(df, cfg, keep_rows=True)
+    with batch_rows(4):
+        built.clear()
+        many = audit_frame(df, cfg, keep_rows=True)
+    _same_result(one, many)
+    (f,) = [f for f in many.findings if f.check == "content.periodic_tokens"]
+    assert f.rows == (7,) and f.details["runs"][0]["row"] == 7 and f.details["runs"][0]["run"]["period"] == 1
+    # batches of rows 0-3, 4-7, 8-11: the view is built for the second batch's query (and for the
+    # details of its failing row), never for the clean first and third
+    assert sum(k.endswith("|periodic-candidates") for k in built) == 2
