@@ -203,7 +203,7 @@ def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None
       to check).
 
     Decoding whole batches with pyarrow's threads costs no more than pieces of 1/8 (1.45 vs 1.56 CPU
-    s for the 1 GiB x 128 shard of benchmarks/bench_audit.py, /tmp/dec4.py in issue 14's note), and
+    s for the 1 GiB x 128 shard of benchmarks/bench_audit.py; dec4.py with issue 14's note), and
     joining pieces into a batch (``combine_chunks``) cost 33 ms a 38,917 x 128 batch; a batch of
     several chunks cost the checks more (0.9 CPU s on that shard).
     """
@@ -305,8 +305,8 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
     rows), one at a time, so memory is one row group: the engine reads candidate rows of a
     multi-batch shard again this way (duplicate candidates, examples of checks decided after the
     batches). Decoding the batches again up to the last wanted row took 4.9 of the 15.3 s of
-    auditing benchmarks/bench_audit.py's 4 GiB x 128 shard for 2 candidate rows (the 2nd and the
-    25th of 32 row groups), against 2 row groups here.
+    auditing benchmarks/bench_audit.py's 4 GiB x 128 shard for 2 candidate rows (in the 8th and the
+    24th of its 32 row groups), against those 2 row groups here.
 
     Raises:
         Unreadable: the file or a row group cannot be decoded (the first line of pyarrow's message),

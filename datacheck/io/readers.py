@@ -397,7 +397,7 @@ def _has_object(values: list) -> bool:
     while level:
         if any(isinstance(v, dict) for v in level):
             return True
-        level = [x for v in level if isinstance(v, list) for x in v]
+        level = [x for v in level if isinstance(v, list) for x in v if isinstance(x, (list, dict))]
     return False
 
 
