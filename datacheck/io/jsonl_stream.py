@@ -71,10 +71,9 @@ from datacheck.io.readers import (
     _piece_frame,
     _piece_kinds,
     jsonl_chunks,
-    sorted_fields,
-    with_sorted_fields,
 )
 from datacheck.io.stream_source import lazy_source, recut_frames
+from datacheck.io.structs import sorted_fields, with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
 
 __all__ = ["JsonlSource", "open_jsonl"]

@@ -51,6 +51,7 @@ from datacheck.io.formats.webdataset import read_webdataset
 from datacheck.io.records import RecordLayoutError, csv_records, json_array_records, jsonl_records, strip_bom
 from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
 from datacheck.io.stores import filesystem, is_url
+from datacheck.io.structs import with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
 from datacheck.model.roles import TEXT_NAMES
 
@@ -664,39 +665,6 @@ def _broken_finding(name: str, why: str, count: int) -> Finding:
     )
 
 
-def sorted_fields(dtype: pl.DataType) -> pl.DataType:
-    """``dtype`` with the fields of every struct in it (at any depth, in lists too) sorted by name."""
-    if isinstance(dtype, pl.Struct):
-        return pl.Struct({f.name: sorted_fields(f.dtype) for f in sorted(dtype.fields, key=lambda f: f.name)})
-    if isinstance(dtype, pl.List):
-        return pl.List(sorted_fields(dtype.inner))
-    return dtype
-
-
-def _sorted_expr(e: pl.Expr, dtype: pl.DataType) -> pl.Expr:
-    """``e`` (of ``dtype``) rebuilt with :func:`sorted_fields`' field order; a null struct stays null."""
-    if isinstance(dtype, pl.Struct):
-        fields = sorted(dtype.fields, key=lambda f: f.name)
-        rebuilt = pl.struct([_sorted_expr(e.struct.field(f.name), f.dtype).alias(f.name) for f in fields])
-        return pl.when(e.is_null()).then(pl.lit(None, dtype=sorted_fields(dtype))).otherwise(rebuilt)
-    if isinstance(dtype, pl.List):
-        return e.list.eval(_sorted_expr(pl.element(), dtype.inner))
-    return e
-
-
-def with_sorted_fields(df: pl.DataFrame) -> pl.DataFrame:
-    """The JSONL frame with every struct's fields sorted by name (:func:`sorted_fields`). A JSON
-    object's keys have no order, and polars' inference orders a struct's fields by where it met
-    them, which depends on how the file was cut into chunks: ``{"a": 1}`` then ``{"b": "t"}`` gave
-    ``{a, b}`` read whole and ``{b, a}`` in chunks of one line (the row hashes, the dtype in the
-    report and the examples then depended on the chunk size; found by tests/test_batched_audit.py's
-    JSONL property test). Columns without a struct are left as they are (no copy)."""
-    change = [c for c, t in df.schema.items() if sorted_fields(t) != t]
-    if not change:
-        return df
-    return df.with_columns([_sorted_expr(pl.col(c), df.schema[c]).alias(c) for c in change])
-
-
 def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame, list[Finding]]:
     """The frame of a JSONL file's chunks, and the ``schema.dtype`` findings of columns that mix JSON
     types, exactly as :func:`_frame_from_records` decides them over the whole file: a column's kind
@@ -926,7 +894,7 @@ def _finish_jsonl(pieces: list[_Piece], bad: list[tuple[int, int, str, str]], bl
         return ShardData(lf=pl.DataFrame().lazy(), decode_findings=findings, line_format=True,
                          line_of_row=np.zeros(0, dtype=np.int64))
     df, typed = _join_pieces(pieces, max_examples)
-    df = with_sorted_fields(df)
+    df = with_sorted_fields(df)  # a JSON object's keys have no order (io/structs.py)
     findings.extend(typed)
     if not slow:
         return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True, line_base=1)

@@ -1,12 +1,13 @@
 """Row content hashes: the one row-hash module (every verb hashes rows here: the audit's
 cross-shard payload, ``--against``, ``clean``'s verification).
 
-Canonical encoding (``ROW_ENCODING = "datacheck-row-v2"``), stable across library versions. It
+Canonical encoding (``ROW_ENCODING = "datacheck-row-v3"``), stable across library versions. It
 depends on the values, not on their storage (CHECKS.md, dup): each content column is first brought
 to its *value dtype* (:func:`value_dtype`): integers of any width (int8 ... int64, uint8 ...
 uint32; uint64 when every value fits in int64) as int64, float32 as float64 (an exact widening),
 categorical / enum (Arrow dictionary) as string, fixed-size ``Array`` and ``large_list`` as
-``List`` (Arrow ``string``/``large_string`` are one polars ``String`` already), at any nesting depth.
+``List`` (Arrow ``string``/``large_string`` are one polars ``String`` already), a struct's fields in
+name order (:mod:`datacheck.io.structs`: a JSON object's keys have no order), at any nesting depth.
 So the same integers stored as int32 in one file and int64 in another hash the same.
 
 1. each content column gives, per row, one *part* of 17 bytes: a 1-byte tag and a 16-byte digest.
@@ -25,7 +26,11 @@ So the same integers stored as int32 in one file and int64 in another hash the s
 
 Versions: v1 encoded integer and float lists at their storage width (tag ``0x10 + width code``),
 so ``list<int32> [1, 2]`` and ``list<int64> [1, 2]`` differed. v2 keeps every v1 hash of int64 and
-float64 lists, strings and scalars, and moves the other storages onto them. The version is in the
+float64 lists, strings and scalars, and moves the other storages onto them. v3 (this one) takes a
+struct's fields in name order: v2 hashed them in the order the reader gave, so the same chat
+``messages`` hashed differently in a JSONL shard (whose struct fields datacheck now sorts) and a
+parquet shard written as ``{role, content}``; every v2 hash of a row without a struct whose fields
+were out of name order is unchanged. The version is in the
 report (``row_content.encoding``) and in the shard cache key.
 
 All hashing is done by the ``polars-hash`` plugin (xxh3_128); polars' own ``hash()`` is never used.
@@ -43,6 +48,8 @@ import polars as pl
 import polars_hash as plh
 import pyarrow as pa
 
+from datacheck.io.structs import sorted_series
+
 __all__ = ["ROW_ENCODING", "LIST_CODES", "row_hash_series", "row_hash_expr", "value_dtype", "to_value_dtype"]
 
 #: fast-path dtype codes (tag = 0x10 + code); part of the stable encoding, never renumber (v2 uses
@@ -53,7 +60,7 @@ LIST_CODES: dict[Any, int] = {
     pl.Float32: 9, pl.Float64: 10,
 }
 
-ROW_ENCODING = "datacheck-row-v2"
+ROW_ENCODING = "datacheck-row-v3"
 
 _WIDEN = {pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32}
 _INT64_MAX = 2**63 - 1
@@ -61,12 +68,13 @@ _INT64_MAX = 2**63 - 1
 
 def value_dtype(dtype: pl.DataType, uint64_fits: bool = True) -> pl.DataType:
     """The dtype a column is hashed at (see the module docstring): integers as Int64 (UInt64 only
-    when ``uint64_fits``), Float32 as Float64, Categorical/Enum as String, Array as List, recursively
-    through lists and structs; any other dtype unchanged."""
+    when ``uint64_fits``), Float32 as Float64, Categorical/Enum as String, Array as List, a struct's
+    fields in name order, recursively through lists and structs; any other dtype unchanged."""
     if isinstance(dtype, (pl.List, pl.Array)):
         return pl.List(value_dtype(dtype.inner, uint64_fits))
-    if isinstance(dtype, pl.Struct):
-        return pl.Struct([pl.Field(f.name, value_dtype(f.dtype, uint64_fits)) for f in dtype.fields])
+    if isinstance(dtype, pl.Struct):  # its fields in name order (v3)
+        return pl.Struct([pl.Field(f.name, value_dtype(f.dtype, uint64_fits))
+                          for f in sorted(dtype.fields, key=lambda f: f.name)])
     if isinstance(dtype, (pl.Categorical, pl.Enum)):
         return pl.String()
     if dtype in _WIDEN or (dtype == pl.UInt64 and uint64_fits):
@@ -94,7 +102,9 @@ def to_value_dtype(s: pl.Series) -> pl.Series:
             flat = flat.explode() if isinstance(flat.dtype, pl.List) else flat.arr.explode()
         fits = flat.dtype != pl.UInt64 or not (flat.max() or 0) > _INT64_MAX
     target = value_dtype(s.dtype, fits)
-    return s if s.dtype == target else s.cast(target)
+    if s.dtype == target:
+        return s
+    return sorted_series(s).cast(target)  # polars casts a struct only to one with its field order
 
 
 _NP = {1: "<i1", 2: "<i2", 3: "<i4", 4: "<i8", 5: "<u1", 6: "<u2", 7: "<u4", 8: "<u8", 9: "<f4", 10: "<f8"}

@@ -20,7 +20,8 @@ __all__ = ["build_report", "row_content_columns"]
 
 #: how the row content's values are compared (report ``row_content.normalization``)
 _NORMALIZATION = ("values, not storage (integers of any width as int64, float32 as float64, "
-                  "categorical as string, fixed-size and large lists as lists); otherwise "
+                  "categorical as string, fixed-size and large lists as lists, struct fields in name "
+                  "order); otherwise "
                   "exact values, null equals null")
 
 

@@ -2,6 +2,7 @@
 dup.exact_across_shards, dup.conflicting_labels, dup.split_overlap ([splits] and --against)."""
 from __future__ import annotations
 
+import json
 import random
 import struct
 
@@ -362,7 +363,7 @@ def test_row_hash_keeps_the_int64_encoding_of_v1():
     # int64 lists, strings and int64 scalars hash as in datacheck-row-v1 (the pinned values of that
     # version for the same values stored as int64): only other storage moved to them
     ids64 = IDS.cast(pl.List(pl.Int64))
-    assert ROW_ENCODING == "datacheck-row-v2"
+    assert ROW_ENCODING == "datacheck-row-v3"
     assert row_hash_series([ids64, TXT, LAB]).to_list() == GOLDEN
 
 
@@ -377,4 +378,25 @@ def test_leakage_across_storage_widths_is_found(tmp_path):
     rep = datacheck.audit(str(tmp_path / "eval"), config={}, against=str(tmp_path / "train"))
     (f,) = [f for f in rep.findings if f.check == "dup.split_overlap"]
     assert f.count == 1 and f.examples[0].row == 0
-    assert rep.row_content["encoding"] == "datacheck-row-v2"
+    assert rep.row_content["encoding"] == "datacheck-row-v3"
+
+
+def test_leakage_of_chat_messages_across_jsonl_and_parquet_is_found(tmp_path):
+    """datacheck-row-v3: a struct's fields are hashed in name order. The JSONL reader gives struct
+    fields in name order ({content, role}), a parquet file its writer's ({role, content}); the same
+    conversation in both is the same row (v2 hashed the field orders differently: a silent miss)."""
+    (tmp_path / "train").mkdir()
+    (tmp_path / "eval").mkdir()
+    conv = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]]
+    pq.write_table(pa.table({"messages": conv}), tmp_path / "train" / "t.parquet")
+    assert pq.read_schema(tmp_path / "train" / "t.parquet").field("messages").type.value_type.names == ["role", "content"]
+    lines = [json.dumps({"messages": [{"role": "user", "content": "other"}, {"role": "assistant", "content": "x"}]}),
+             json.dumps({"messages": conv[1]})]
+    (tmp_path / "eval" / "e.jsonl").write_text("\n".join(lines) + "\n")
+    rep = datacheck.audit(str(tmp_path / "eval"), config={}, against=str(tmp_path / "train"))
+    (f,) = [f for f in rep.findings if f.check == "dup.split_overlap"]
+    assert f.count == 1 and f.examples[0].row == 1
+    a = pl.Series("m", conv)
+    b = pl.Series("m", [[{"content": m["content"], "role": m["role"]} for m in c] for c in conv])
+    assert a.dtype != b.dtype and row_hash_series([a]).to_list() == row_hash_series([b]).to_list()
