@@ -38,6 +38,7 @@ from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state, hash_shard
 from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
+from datacheck.io.structs import sorted_fields
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import ENGINE_ERRORS, InternalError
@@ -718,7 +719,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     return ShardResult(
         path=rel, format=fmt, content_hash=content_hash, bytes=size, rows=n,
         findings=findings, stats=_jsonable(stat_values), skipped=skipped, roles=roles.to_dict(),
-        columns={c: str(t) for c, t in schema.items()}, failing_rows=failing_rows, payload=payload,
+        columns={c: str(sorted_fields(t)) for c, t in schema.items()}, failing_rows=failing_rows, payload=payload,
     )
 
 

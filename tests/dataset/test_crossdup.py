@@ -400,3 +400,17 @@ def test_leakage_of_chat_messages_across_jsonl_and_parquet_is_found(tmp_path):
     a = pl.Series("m", conv)
     b = pl.Series("m", [[{"content": m["content"], "role": m["role"]} for m in c] for c in conv])
     assert a.dtype != b.dtype and row_hash_series([a]).to_list() == row_hash_series([b]).to_list()
+
+
+def test_jsonl_and_parquet_chat_shards_are_one_schema(tmp_path):
+    """Shards are compared on dtypes with a struct's fields in name order: a JSONL shard's messages
+    ({content, role}, sorted by the reader) and a parquet shard's ({role, content}, as written) are
+    one layout (no schema.inconsistent), and the report names both dtypes alike."""
+    conv = [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]]
+    pq.write_table(pa.table({"messages": conv}), tmp_path / "a.parquet")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"messages": [{"role": "user", "content": "yo"},
+                                                               {"role": "assistant", "content": "hey"}]}) + "\n")
+    rep = datacheck.audit(str(tmp_path), config={})
+    assert not [f for f in rep.findings if f.check == "schema.inconsistent"]
+    dtypes = {s["path"]: s["columns"]["messages"] for s in rep.to_dict()["shards"]}
+    assert len(set(dtypes.values())) == 1 and "{'content': String, 'role': String}" in dtypes["a.parquet"]
