@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from conftest import write_frame
+from conftest import SHARED, write_frame
 
 import datacheck
 from datacheck.engine.shard import audit_shard
@@ -67,6 +67,15 @@ def skipped_reason(rep: Report, check: str) -> str | None:
         if s["check"] == check:
             return s["reason"]
     return None
+
+
+#: the shared chat material: SmolLM2-135M's tokenizer and its published template (ChatML, with
+#: the assistant generation prompt), and the ShareGPT roles as Hugging Face names them
+CHAT = SHARED / "chat"
+TOKENIZER = CHAT / "tokenizers/smollm_135m"
+CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+SHAREGPT_ROLE = {"human": "user", "gpt": "assistant", "system": "system"}
 
 
 def tokenizer_copy(src: Path, dest: Path, template: str | None = None) -> Path:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from checkhelp import tokenizer_copy
-from conftest import SHARED
+from checkhelp import CHAT, CHATML, SHAREGPT_ROLE, TOKENIZER, tokenizer_copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,13 +24,8 @@ from datacheck.io import chat
 from datacheck.io.chat import extract_prompt, split_implicit_pairs
 from datacheck.model.config import config_from_dict
 
-CHAT = SHARED / "chat"
-TOKENIZER = CHAT / "tokenizers/smollm_135m"
 V1 = CHAT / "llamafactory/v1_dpo_demo.jsonl"
 DPO = CHAT / "llamafactory/dpo_en_demo.json"
-CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
-ROLE = {"human": "user", "gpt": "assistant", "system": "system"}
 
 
 def trl_extract_prompt(chosen, rejected):
@@ -155,7 +149,7 @@ def test_implicit_and_explicit_layouts_give_the_same_findings_dpo_en(tok_dir, ma
     (``{role, content}`` conversations, the prompt repeated on both sides)."""
     raw = json.loads(DPO.read_text())
     assert len(raw) == 300 and not any(r["chosen"] == r["rejected"] for r in raw)  # PROVENANCE.md
-    conv = [[{"role": ROLE[t["from"]], "content": t["value"]} for t in r["conversations"]] for r in raw]
+    conv = [[{"role": SHAREGPT_ROLE[t["from"]], "content": t["value"]} for t in r["conversations"]] for r in raw]
     implicit = pl.DataFrame({"chosen": [c + [{"role": "assistant", "content": r["chosen"]["value"]}] for c, r in zip(conv, raw)],
                              "rejected": [c + [{"role": "assistant", "content": r["rejected"]["value"]}] for c, r in zip(conv, raw)]})
     tokens = {"tokenizer": str(tok_dir), "truncation_side": side, **({"max_seq_len": max_len} if max_len else {})}

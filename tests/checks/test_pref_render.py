@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from checkhelp import tokenizer_copy
-from conftest import SHARED
+from checkhelp import CHAT, CHATML, SHAREGPT_ROLE, TOKENIZER, tokenizer_copy
 from test_sft_template_reject import MISTRAL_V01  # Mistral-7B-Instruct-v0.1's published template (its source there)
 
 import datacheck
@@ -24,14 +23,8 @@ from datacheck.model.config import config_from_dict
 
 transformers = pytest.importorskip("transformers")  # the `chat` extra (in dev)
 
-CHAT = SHARED / "chat"
-TOKENIZER = CHAT / "tokenizers/smollm_135m"
 DPO = CHAT / "llamafactory/dpo_en_demo.json"
 HH = CHAT / "hh_rlhf/harmless-base_test.jsonl.gz"
-#: SmolLM2's published template is ChatML, with the assistant generation prompt
-CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
-ROLE = {"human": "user", "gpt": "assistant", "system": "system"}
 
 pytestmark = pytest.mark.skipif(not (TOKENIZER.is_dir() and DPO.is_file()), reason="shared chat material not present")
 
@@ -59,7 +52,7 @@ def _reference(tok_dir: Path, max_len: int, side: str) -> tuple[set[int], set[in
     tok = transformers.AutoTokenizer.from_pretrained(str(tok_dir))
     same, empty_c, empty_r = set(), set(), set()
     for row, r in enumerate(json.loads(DPO.read_text())):
-        prompt = [{"role": ROLE[t["from"]], "content": t["value"]} for t in r["conversations"]]
+        prompt = [{"role": SHAREGPT_ROLE[t["from"]], "content": t["value"]} for t in r["conversations"]]
         head = tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
         seqs, kept = [], []
         for resp in (r["chosen"], r["rejected"]):
