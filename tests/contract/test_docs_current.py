@@ -1,0 +1,37 @@
+"""The generated reference pages of docs/ (``docs/checks.md``: the check catalog; ``docs/config.md``:
+every ``datacheck.toml`` key) are what ``docs/gen_reference.py`` makes from the code now: a check ID
+or a config key added, removed or changed without regenerating them fails here."""
+from __future__ import annotations
+
+import importlib.util
+
+from conftest import ROOT
+
+from datacheck.model.catalog import CATALOG
+from datacheck.model.config import Config
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "docs" / "gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_generated_pages_are_current():
+    gen = _generator()
+    for path, make in gen.PAGES.items():
+        assert path.read_text(encoding="utf-8") == make(), (
+            f"{path.relative_to(ROOT)} is stale: run `python docs/gen_reference.py` and commit the result")
+
+
+def test_every_check_id_and_config_key_is_on_its_page():
+    checks = (ROOT / "docs" / "checks.md").read_text(encoding="utf-8")
+    assert [cid for cid in CATALOG if f"| `{cid}` |" not in checks] == []
+    config = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
+    for section, field in Config.model_fields.items():
+        assert f"## `[{section}]`" in config
+        model = field.annotation
+        for name, sub in getattr(model, "model_fields", {}).items():
+            assert f"| `{sub.alias or name}` |" in config, f"[{section}] {name}"
