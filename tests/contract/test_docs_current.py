@@ -4,6 +4,7 @@ or a config key added, removed or changed without regenerating them fails here."
 from __future__ import annotations
 
 import importlib.util
+import re
 
 from conftest import ROOT
 
@@ -35,3 +36,27 @@ def test_every_check_id_and_config_key_is_on_its_page():
         model = field.annotation
         for name, sub in getattr(model, "model_fields", {}).items():
             assert f"| `{sub.alias or name}` |" in config, f"[{section}] {name}"
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation other than ``-``/``_`` dropped, spaces as ``-``."""
+    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in text.splitlines() if line.startswith("#")}
+
+
+def test_relative_links_of_readme_and_docs_resolve():
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            if not dest.is_file():
+                broken.append(f"{page.name}: {target} (no file)")
+            elif anchor and anchor not in _anchors(dest.read_text(encoding="utf-8")):
+                broken.append(f"{page.name}: {target} (no heading)")
+    assert broken == []
