@@ -60,3 +60,23 @@ def test_relative_links_of_readme_and_docs_resolve():
             elif anchor and anchor not in _anchors(dest.read_text(encoding="utf-8")):
                 broken.append(f"{page.name}: {target} (no heading)")
     assert broken == []
+
+
+def _setup_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Set-up", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_setup_commands_work_in_a_new_terminal():
+    """The README's two set-up commands need no active virtual environment and no ``python`` on PATH:
+    every command is ``python3`` or a program of ``.venv/bin``; the second runs the test suite."""
+    lines = _setup_commands()
+    assert len(lines) == 2, lines
+    for line in lines:
+        for command in line.split("&&"):
+            program = command.split()[0]
+            assert program == "python3" or program.startswith(".venv/bin/"), command
+    assert lines[0].startswith("python3 -m venv .venv") and ".venv/bin/datacheck audit sample_data/" in lines[0]
+    assert lines[1].startswith(".venv/bin/python -m pytest")

@@ -1,5 +1,5 @@
-"""The PyPI name ``datacheck`` belongs to another project: neither the workflows nor any message of
-the package may tell users to install datacheck from PyPI (``pip install datacheck``,
+"""The PyPI name ``datacheck`` belongs to another project: neither the workflows, nor any message of
+the package, nor the README and docs/ may tell users to install datacheck from PyPI (``pip install datacheck``,
 ``"datacheck[extra]"``, ``datacheck==X``, ``pip install -U datacheck``)."""
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def test_workflows_install_the_vendored_source():
 
 def test_no_message_installs_datacheck_from_pypi():
     offenders = []
-    for path in sorted((ROOT / "datacheck").rglob("*.py")) + sorted((ROOT / "workflows").glob("*.yml")):
+    for path in (sorted((ROOT / "datacheck").rglob("*.py")) + sorted((ROOT / "workflows").glob("*.yml"))
+                 + [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))):
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if _PYPI_DATACHECK.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
