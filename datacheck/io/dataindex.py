@@ -43,17 +43,13 @@ from typing import Any, Callable, Iterable
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.io.discover import DiscoveredShard
 from datacheck.io.formats.litdata import expected_chunk_sizes, is_litdata_index
 from datacheck.io.hashing import index_hash
 from datacheck.io.hfmeta import hf_data_files, parse_state
 from datacheck.io.outputs import write_json_atomic
-from datacheck.io.read import open_for_checks
-from datacheck.io.readers import Unreadable
 from datacheck.io.safejson import JsonInputError, read_json_file
-from datacheck.io.stores import is_url
 from datacheck.model.constants import HASH_ALGORITHM
-from datacheck.model.errors import ENGINE_ERRORS, UsageError
+from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
 
 __all__ = [
@@ -73,7 +69,6 @@ __all__ = [
     "compare_shipped",
     "hf_data_files",
     "resolve_index_path",
-    "count_rows",
 ]
 
 
@@ -248,20 +243,6 @@ def write_index(doc: dict[str, Any], path: str | Path) -> Path:
     """Write the index document atomically (temporary file, fsync, rename), sorted keys."""
 
     return write_json_atomic(path, json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
-
-
-def count_rows(path: Path | str, fmt: str, cfg: Any) -> int | None:
-    """Rows of one shard (parquet: from the footer; others: parsed). None when unreadable. ``path`` may
-    be the URL of an object in a store."""
-    import polars as pl
-
-
-    try:
-        url = str(path) if is_url(str(path)) else None
-        data = open_for_checks(DiscoveredShard(path=Path(path), rel=Path(path).name, format=fmt, url=url), cfg)
-        return int(data.lf.select(pl.len()).collect().item())
-    except (Unreadable, *ENGINE_ERRORS):  # an unreadable shard has no row count (the audit reports it)
-        return None
 
 
 # ------------------------------------------------------------------------------------- comparing
