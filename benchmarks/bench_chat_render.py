@@ -6,7 +6,7 @@ repeated --copies times into one JSONL shard; the SmolLM-135M tokenizer with Smo
 template ({% generation %} around the assistant content) written into a temporary folder. Measured
 in the same run (median of --repeat):
 
-- render: ``datacheck.io.chat.render_chat`` alone (transformers' ``apply_chat_template``, batched);
+- render: ``datacheck.derive.chat.render_chat`` alone (transformers' ``apply_chat_template``, batched);
 - audit_plain: ``datacheck.audit`` of the shard without a tokenizer (structural sft rules only);
 - audit_render: the same with ``[tokens] tokenizer`` (rendering + the tokenized sft rules).
 
@@ -37,7 +37,8 @@ def main() -> None:
     import polars as pl
 
     import datacheck
-    from datacheck.io.chat import load_chat_tokenizer, render_chat, template_turns
+    from datacheck.derive.chat import load_chat_tokenizer, render_chat
+    from datacheck.derive.messages import template_turns
     from datacheck.model.roles import message_fields
 
     work = Path(tempfile.mkdtemp(prefix="bench_chat_"))

@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from datacheck.io.discover import DiscoveredShard
-from datacheck.io.read import open_for_checks
+from datacheck.derive.read import open_for_checks
 from datacheck.io.readers import _types_as_written
 from datacheck.model.config import config_from_dict
 

@@ -42,7 +42,8 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks._expr import supervised_per_row
-from datacheck.checks.registry import Payload, ShardContext, check, measure
+from datacheck.checks.registry import Payload, ShardContext, check, derives, measure
+from datacheck.derive.read import CHAT
 from datacheck.model.errors import OptionalDependencyError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import is_list
@@ -50,6 +51,10 @@ from datacheck.torch.order import EpochOrder, epoch_order
 
 __all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "tokens_expr", "batch_payload", "dataset_order",
            "dataset_lengths"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 #: the payload key of the per-row supervised-token counts
 SUPERVISED_KEY = "batch.supervised"

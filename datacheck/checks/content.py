@@ -14,10 +14,15 @@ import polars as pl
 from datacheck.checks._flat import by_chunks
 from datacheck.checks._pos import nxt
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, check, derives
+from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model.roles import inner_dtype
 
 __all__ = ["periodic_tokens", "periodic_rows", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
+
+#: the read path's derivations this family reads: the Alpaca layout's messages and the chat
+#: template's token columns are role columns like the shard's own
+derives(__name__, ALPACA, CHAT)
 
 #: OLMo-core ``InstanceFilterConfig`` defaults (repetition_min_period, repetition_max_period, repetition_max_count)
 MIN_PERIOD, MAX_PERIOD, MIN_REPEATS = 1, 13, 32

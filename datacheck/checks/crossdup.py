@@ -47,7 +47,8 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, first_part, measure
+from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, first_part, measure
+from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.discover import declared_splits
 from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
@@ -63,6 +64,10 @@ __all__ = [
     "split_overlap",
     "assign_splits",
 ]
+
+#: the read path's derivations this family reads: the Alpaca layout's messages and the chat
+#: template's token columns are role columns like the shard's own
+derives(__name__, ALPACA, CHAT)
 
 ROWS_KEY = "crossdup.rows"
 CONTENT_KEY = "crossdup.content"

@@ -35,11 +35,16 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from datacheck.checks.registry import check
+from datacheck.checks.registry import check, derives
+from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["psi", "length_drift", "label_drift", "PSI_THRESHOLD", "MIN_ROWS", "LENGTH_BINS", "PSI_EPSILON",
            "SINGLE_CLASS_P"]
+
+#: the read path's derivations this family reads: the Alpaca layout's messages and the chat
+#: template's token columns are role columns like the shard's own
+derives(__name__, ALPACA, CHAT)
 
 PSI_THRESHOLD = 0.25
 MIN_ROWS = 200

@@ -17,9 +17,14 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks.crossdup import ROWS_KEY, payload_wanted
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives
+from datacheck.derive.read import ALPACA, CHAT
 
 __all__ = ["exact_in_shard", "content_columns"]
+
+#: the read path's derivations this family reads: the Alpaca layout's messages and the chat
+#: template's token columns are role columns like the shard's own
+derives(__name__, ALPACA, CHAT)
 
 
 def content_columns(ctx: ShardContext) -> list[str]:

@@ -7,12 +7,17 @@ import polars as pl
 
 from datacheck.checks._expr import truncated
 from datacheck.checks._render import cut_by_truncation, rejected_by_template
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, sum_parts
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
 from datacheck.checks.roledtype import problem
+from datacheck.derive.read import CHAT
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype, is_list
 
 __all__ = ["empty_text", "empty_sequence", "all_padding", "no_supervised_tokens", "BLANK_CHARS", "ZERO_WIDTH"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 #: Characters that render as nothing but are not Unicode ``White_Space`` (so ``str.strip`` keeps
 #: them): ZERO WIDTH SPACE / NON-JOINER / JOINER (U+200B-U+200D), WORD JOINER (U+2060), ZERO WIDTH

@@ -1,19 +1,26 @@
 """index: the shard set as a whole: ``index.numbering_gap``, ``index.temp_file``, ``dup.shard``;
 the shard set against a committed or shipped index (``index.missing_shard``, ``extra_shard``,
-``changed_shard``, ``row_count_mismatch``: one comparison shared by the four checks); and
-``index.empty_shard`` (per shard, decided after the fused query from the row count)."""
+``changed_shard``, ``row_count_mismatch``: one comparison, :func:`compare_index` /
+:func:`compare_shipped`, shared by the four checks and by ``datacheck index verify``); and
+``index.empty_shard`` (per shard, decided after the fused query from the row count).
+
+The index files themselves (the committed index, HF ``state.json``, MosaicML and litdata
+``index.json``) are read, validated and written by :mod:`datacheck.io.dataindex`, which hands over
+what a shipped list's own records say about its files (recorded hashes, chunk sizes, repeats, an
+empty list) as values; the findings are made here."""
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check
 from datacheck.io.dataindex import (
-    compare_index,
-    compare_shipped,
+    DataIndex,
+    IndexEntry,
     is_listed_file,
     read_index,
     resolve_index_path,
@@ -25,7 +32,7 @@ from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["numbering_gap", "temp_files", "duplicate_shards", "committed_index", "shipped_index", "empty_shard",
-           "index_items", "dataset_dict_items", "SHARD_NAME"]
+           "index_items", "dataset_dict_items", "SHARD_NAME", "compare_index", "compare_shipped"]
 
 #: ``NAME-00002-of-00005.ext`` (Hugging Face / Megatron style shard names)
 SHARD_NAME = re.compile(r"^(?P<prefix>.*?)-?(?P<i>\d+)-of-(?P<n>\d+)(?P<suffix>(\.[^/]*)?)$")
@@ -136,6 +143,181 @@ def duplicate_shards(dctx: Any) -> Iterable[Finding]:
                 message=f"{len(paths)} shards have identical bytes ({h}): {', '.join(sorted(paths))}; every row is seen twice",
                 details={"content_hash": h},
             )
+
+
+def compare_index(idx: DataIndex, actual: list[tuple[str, str, int, int | None]], temp_files: list[str] = (),
+                  rows_of: Callable[[str], int | None] | None = None) -> list[Finding]:
+    """Compare the shards on disk with a committed index.
+
+    Args:
+        idx: the committed index.
+        actual: ``(path, content_hash, bytes, rows)`` of every shard on disk (rows None: unreadable
+            or not counted).
+        temp_files: partial/temporary files (never count as present).
+        rows_of: called for a changed shard whose rows are None, to count them.
+
+    Returns:
+        ``index.missing_shard`` (error, count = absent shards), ``index.extra_shard`` (warn, count =
+        unlisted shards; datacheck indexes only), ``index.changed_shard`` (error, count = shards whose
+        content hash or size differs) and one ``index.row_count_mismatch`` (error, count = |rows - listed
+        rows|) per shard whose rows differ. Rows are only compared for changed shards (or lists without
+        hashes): equal bytes hold equal rows.
+    """
+    on_disk = {p: (h, b, r) for p, h, b, r in actual}
+    out: list[Finding] = []
+    missing = sorted(p for p in idx.entries if p not in on_disk)
+    if missing:
+        partial = [t for t in temp_files if any(t.startswith(m) for m in missing)]
+        hint = f"; partial files present: {', '.join(partial[:5])}" if partial else ""
+        out.append(Finding(
+            check="index.missing_shard", severity="error", count=len(missing), shards=tuple(missing),
+            message=(f"{len(missing)} shard(s) listed in {idx.source} are absent: {', '.join(missing[:10])}"
+                     f"{' ...' if len(missing) > 10 else ''}{hint} (an incomplete download or sync?)"),
+            details={"index": idx.source, "missing": missing[:1000]},
+        ))
+    extra = sorted(p for p in on_disk if p not in idx.entries)
+    if extra and idx.kind == "datacheck":
+        out.append(Finding(
+            check="index.extra_shard", severity="warn", count=len(extra), shards=tuple(extra),
+            message=(f"{len(extra)} shard(s) on disk are not in {idx.source}: {', '.join(extra[:10])}"
+                     f"{' ...' if len(extra) > 10 else ''}; rebuild the index if they belong to the dataset"),
+            details={"index": idx.source, "extra": extra[:1000]},
+        ))
+    changed, rowmis = [], []
+    for p, e in sorted(idx.entries.items()):
+        if p not in on_disk:
+            continue
+        h, b, r = on_disk[p]
+        differs = (e.content_hash is not None and h != e.content_hash) or (e.bytes is not None and b != e.bytes)
+        if differs:
+            changed.append((p, e, h, b))
+        if e.rows is not None and (differs or e.content_hash is None):
+            if r is None and rows_of is not None:
+                r = rows_of(p)
+            if r is not None and r != e.rows:
+                rowmis.append((p, e.rows, r))
+    if changed:
+        out.append(Finding(
+            check="index.changed_shard", severity="error", count=len(changed), shards=tuple(p for p, *_ in changed),
+            message=(f"{len(changed)} shard(s) differ from {idx.source}: "
+                     + "; ".join(f"{p} ({_what_changed(e, h, b)})" for p, e, h, b in changed[:5])
+                     + (" ..." if len(changed) > 5 else "") + "; the data changed after the index was committed"),
+            details={"index": idx.source, "changed": [
+                {"path": p, "expected_hash": e.content_hash, "actual_hash": h, "expected_bytes": e.bytes, "actual_bytes": b}
+                for p, e, h, b in changed[:1000]]},
+        ))
+    for p, exp, got in rowmis:
+        out.append(Finding(
+            check="index.row_count_mismatch", severity="error", count=abs(got - exp), shards=(p,),
+            message=f"{p} holds {got} rows but {idx.source} lists {exp}",
+            details={"index": idx.source, "expected": exp, "actual": got},
+        ))
+    return out
+
+
+def _what_changed(e: IndexEntry, h: str, b: int) -> str:
+    if e.bytes is not None and e.bytes != b:
+        return f"{e.bytes} -> {b} bytes"
+    return f"content hash {e.content_hash} -> {h}, same size"
+
+
+def _list_findings(lst: DataIndex) -> list[Finding]:
+    """The findings of what a shipped list's own records say about its files
+    (:class:`~datacheck.io.dataindex.DataIndex`: MosaicML recorded hashes the bytes do not match, an
+    index listing zero shards; litdata chunks of a size the index does not allow, chunks listed twice)."""
+    src, out = lst.source, []
+    bad_hash = list(lst.hash_mismatches)
+    if bad_hash:
+        out.append(Finding(
+            check="index.changed_shard", severity="error", count=len({b["path"] for b in bad_hash}),
+            shards=tuple(sorted({b["path"] for b in bad_hash})),
+            message=(f"{len(bad_hash)} shard hash(es) recorded in {src} do not match the bytes: "
+                     + "; ".join(f"{b['path']} ({b['algorithm']} {b['expected'][:16]}... != {b['actual'][:16]}...)"
+                                 for b in bad_hash[:5]) + "; the shard changed or was corrupted after writing"),
+            details={"index": src, "mismatches": bad_hash[:1000]},
+        ))
+    if lst.lists_no_shard:
+        out.append(Finding(
+            check="index.empty_shard", severity="warn", count=1, shards=(src,),
+            message=(f"{src} lists zero shards: a StreamingDataset over {lst.folder or '.'} yields no sample "
+                     "(an interrupted write, or a merge that found nothing?)"),
+            details={"index": src},
+        ))
+    resized = list(lst.resized)
+    if resized:
+        out.append(Finding(
+            check="index.changed_shard", severity="error", count=len(resized), shards=tuple(r["path"] for r in resized),
+            message=(f"{len(resized)} chunk(s) differ in size from {src}: "
+                     + "; ".join(f"{r['path']} holds {r['actual_bytes']} bytes, the index allows {r['accepted']}"
+                                 for r in resized[:5]) + "; the chunk was cut or rewritten after the index"),
+            details={"index": src, "resized": resized[:1000]},
+        ))
+    twice = list(lst.listed_twice)
+    if twice:
+        out.append(Finding(
+            check="index.row_count_mismatch", severity="error", count=len(twice), shards=tuple(sorted(set(twice))),
+            message=f"{src} lists {len(twice)} chunk(s) more than once ({', '.join(sorted(set(twice))[:5])}): their items are read twice",
+            details={"index": src, "listed_twice": sorted(set(twice))[:1000]},
+        ))
+    return out
+
+
+def compare_shipped(lst: DataIndex, shards: list[Any], all_files: set[str]) -> list[Finding]:
+    """Compare one shipped list with the audited shards (``ShardResult``-like: path, bytes, rows).
+
+    ``all_files``: every file path (relative) under the root, shards or not, so that a listed
+    shard in a format datacheck does not read (``.mds``) still counts as present.
+    """
+    by_path = {s.path: s for s in shards}
+    actual = [(p, "", s.bytes, s.rows) for p, s in by_path.items()]
+    for p in sorted(all_files):
+        if p in by_path:
+            continue
+        if p in lst.entries:
+            actual.append((p, "", lst.entries[p].bytes or 0, None))
+        elif lst.kind == "hf-state" and p.rpartition("/")[0] == lst.folder and p.endswith(".arrow"):
+            actual.append((p, "", 0, None))  # an unlisted Arrow file discovery left out (hf_data_files)
+    def unlisted_here(p: str) -> bool:
+        folder, _, name = p.rpartition("/")
+        return (lst.extra_glob is not None and folder == lst.folder and p not in lst.entries
+                and fnmatch.fnmatch(name, lst.extra_glob))
+
+    for p in sorted(all_files):
+        if p not in by_path and unlisted_here(p):
+            actual.append((p, "", 0, None))
+    in_scope = [a for a in actual if a[0] in lst.entries
+                or (lst.kind == "hf-state" and a[0].rpartition("/")[0] == lst.folder and a[0].endswith(".arrow"))]
+    out = compare_index(lst, in_scope) + _list_findings(lst)
+    orphans = sorted(a[0] for a in actual if unlisted_here(a[0]))
+    if orphans:
+        out.append(Finding(
+            check="index.extra_shard", severity="warn", count=len(orphans), shards=tuple(orphans),
+            message=(f"{len(orphans)} file(s) in {lst.folder or '.'} are not listed in {lst.source}: "
+                     f"{', '.join(orphans[:10])}{' ...' if len(orphans) > 10 else ''}; a reader of the index never "
+                     "sees them (an orphan from another run, or a copy?)"),
+            details={"index": lst.source, "extra": orphans[:1000]},
+        ))
+    if lst.kind == "hf-state":
+        extra = sorted(a[0] for a in in_scope if a[0] not in lst.entries)
+        if extra:
+            out.append(Finding(
+                check="index.extra_shard", severity="warn", count=len(extra), shards=tuple(extra),
+                message=(f"{len(extra)} Arrow file(s) in {lst.folder or '.'} are not in {lst.source} _data_files: "
+                         f"{', '.join(extra[:10])}; the dataset loader will ignore them"),
+                details={"index": lst.source, "extra": extra[:1000]},
+            ))
+        listed = [by_path[p] for p in lst.entries if p in by_path]
+        if lst.split_rows is not None and len(listed) == len(lst.entries) and all(s.rows is not None for s in listed):
+            got = sum(s.rows for s in listed)
+            if got != lst.split_rows:
+                out.append(Finding(
+                    check="index.row_count_mismatch", severity="error", count=abs(got - lst.split_rows),
+                    shards=tuple(sorted(s.path for s in listed)),
+                    message=(f"the shards of {lst.folder or '.'} hold {got} rows but dataset_info.json lists "
+                             f"{lst.split_rows} examples for this split"),
+                    details={"index": lst.source, "expected": lst.split_rows, "actual": got},
+                ))
+    return out
 
 
 def committed_index(dctx: Any) -> Iterable[Finding | Skipped]:

@@ -8,12 +8,17 @@ import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
 from datacheck.checks._render import rejected_by_template
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, counts_parts, measure
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, counts_parts, derives, measure
 from datacheck.checks.roledtype import problem
+from datacheck.derive.read import CHAT
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.stats import LabelCounts
 
 __all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 
 def _fmt_counts(vc: Any, limit: int = 5) -> str:

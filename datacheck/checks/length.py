@@ -18,6 +18,7 @@ from datacheck.checks.registry import (
     Stat,
     check,
     counts_parts,
+    derives,
     fields_parts,
     max_parts,
     measure,
@@ -25,11 +26,16 @@ from datacheck.checks.registry import (
     sum_parts,
 )
 from datacheck.checks.roledtype import problem, problems
+from datacheck.derive.read import CHAT
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import DECODER_COLUMNS, ROLE_TABLE, inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import LENGTHS, LengthHistogram
 
 __all__ = ["over_max", "length_mismatch", "length_stats", "attended_length"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 
 

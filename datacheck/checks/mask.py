@@ -14,18 +14,24 @@ from datacheck.checks.registry import (
     ShardItem,
     Stat,
     check,
+    derives,
     fields_parts,
     measure,
     sum_parts,
 )
 from datacheck.checks.registry import ratio as _div
 from datacheck.checks.roledtype import problem, problems
+from datacheck.derive.read import CHAT
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import EOS, EosSupervision
 
 __all__ = ["non_binary", "not_contiguous", "token_not_pad", "pad_attended", "label_not_ignored", "padding_stats",
            "eos_unsupervised"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 
 def _aligned(*cols: str) -> pl.Expr:

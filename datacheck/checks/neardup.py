@@ -56,7 +56,8 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, measure
+from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, measure
+from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.hashspill import SpilledColumns
 from datacheck.io.rowhash import row_hash_expr
 from datacheck.model.findings import Example, Finding, Skipped
@@ -64,6 +65,10 @@ from datacheck.model.findings import Example, Finding, Skipped
 __all__ = ["NEAR_KEY", "TEXT_KEY", "NUM_PERM", "SHINGLE", "signatures", "lsh_params", "clusters",
            "ShardSignatures", "shard_clusters",
            "near_payload", "near_duplicate"]
+
+#: the read path's derivations this family reads: the Alpaca layout's messages and the chat
+#: template's token columns are role columns like the shard's own
+derives(__name__, ALPACA, CHAT)
 
 NEAR_KEY = "neardup.minhash"
 TEXT_KEY = "neardup.text"

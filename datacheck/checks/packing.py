@@ -16,13 +16,28 @@ import polars as pl
 from datacheck.checks._flat import fast_dtype, positions_not_reset
 from datacheck.checks._pos import prev, row_first
 from datacheck.checks.mask import positions_view
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, fields_parts, measure, sum_parts
+from datacheck.checks.registry import (
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    derives,
+    fields_parts,
+    measure,
+    sum_parts,
+)
 from datacheck.checks.registry import ratio as _efficiency
 from datacheck.checks.roledtype import problem
+from datacheck.derive.read import CHAT
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype
 
 __all__ = ["position_ids_not_reset", "boundary_mismatch", "cross_document_label", "packing_stats", "starts_list"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 _BOUNDS = "document_ids|seq_lens|cu_seqlens"
 _NO_BOUNDS = "no document_ids, seq_lens or cu_seqlens column (set [columns] document_ids, seq_lens or cu_seqlens)"

@@ -13,11 +13,26 @@ import polars as pl
 
 from datacheck.checks._pos import nxt
 from datacheck.checks.mask import position_pass, positions_view
-from datacheck.checks.registry import FlatView, RowAgg, RowCheck, ShardContext, ShardItem, check, max_parts, min_parts
+from datacheck.checks.registry import (
+    FlatView,
+    RowAgg,
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    check,
+    derives,
+    max_parts,
+    min_parts,
+)
 from datacheck.checks.roledtype import problem
+from datacheck.derive.read import CHAT
 from datacheck.model.findings import Skipped
 
 __all__ = ["position_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 #: share of supervised positions whose label matches the other convention (CHECKS.md: "at least 90%")
 SHIFT_MATCH_SHARE = 0.9

@@ -4,12 +4,12 @@ Each column holds text (String), token ids (list of int), a message struct with 
 ``content`` field (LLaMA-Factory's ShareGPT preference layout), or a list of such messages.
 
 With ``[tokens] tokenizer`` (a chat template) and a ``messages`` prompt, the read path renders
-prompt + chosen and prompt + rejected as TRL's DPOTrainer does (:func:`datacheck.io.chat.render_pairs`):
+prompt + chosen and prompt + rejected as TRL's DPOTrainer does (:func:`datacheck.derive.pairs.render_pairs`):
 ``chosen_input_ids``/``rejected_input_ids`` (token ids, truncated at ``max_seq_len``) and the
 response tokens each keeps; the rules below then also judge the pair the trainer sees. TRL's
 implicit-prompt layout (``chosen`` and ``rejected`` whole conversations, no prompt column; also
 LLaMA-Factory's ``chosen_messages`` / ``rejected_messages``) is cut into prompt + responses as TRL's
-``maybe_extract_prompt`` does (:func:`datacheck.io.chat.extract_prompt`) and rendered the same way;
+``maybe_extract_prompt`` does (:func:`datacheck.derive.pairs.extract_prompt`) and rendered the same way;
 pairs it cannot render (no shared leading turn, a difference before the last assistant turn, a
 template error, transformers missing) are skipped entries of these rules naming the rows.
 """
@@ -20,12 +20,17 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._expr import truncated
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, sum_parts
-from datacheck.io.chat import PAIR_COLUMNS, blank_content, extract_prompt
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
+from datacheck.derive.messages import blank_content
+from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, extract_prompt
+from datacheck.derive.read import PAIRS
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import message_fields
 
 __all__ = ["identical_pair", "empty_response"]
+
+#: the read path's derivations this family reads: the pairs as the chat template renders them
+derives(__name__, PAIRS)
 
 _TEXT_FIELDS = ("content", "value", "text")
 
@@ -62,11 +67,43 @@ def _empty(col: str, dtype: pl.DataType) -> pl.Expr | None:
 
 
 def _rendered(ctx: ShardContext) -> tuple[str, str, str, str] | None:
-    """The rendered pair columns (:data:`PAIR_COLUMNS <datacheck.io.chat.PAIR_COLUMNS>`) when the
+    """The rendered pair columns (:data:`PAIR_COLUMNS <datacheck.derive.pairs.PAIR_COLUMNS>`) when the
     read path made them, else None."""
     if not all(c in ctx.roles.derived and c in ctx.schema for c in PAIR_COLUMNS):
         return None
     return PAIR_COLUMNS  # type: ignore[return-value]
+
+
+def _rows_text(rows: tuple[int, ...], n: int) -> str:
+    """``"3 of 10 row(s) (0-based: 1, 4, 7)"``, the first 10 rows listed."""
+    shown = ", ".join(str(r) for r in rows[:10]) + (", ..." if len(rows) > 10 else "")
+    return f"{len(rows)} of {n} row(s) (0-based: {shown})"
+
+
+def _not_rendered(ctx: ShardContext, cid: str) -> Iterable[Skipped]:
+    """The skipped entry of ``cid`` for the implicit-prompt pairs the read path did not render
+    (:class:`~datacheck.derive.pairs.UnrenderedPairs`): why nothing was rendered, or which rows
+    were not (no shared leading message, a difference before the last assistant turn, a pair the
+    chat template rejects); nothing when every pair was rendered."""
+    u: UnrenderedPairs | None = ctx.unrendered_pairs
+    if u is None:
+        return
+    if u.why is not None:
+        yield Skipped(cid, f"the pairs as the chat template renders them are not judged (only the conversations as "
+                           f"data): {u.why}")
+        return
+    a, b, notes = u.chosen, u.rejected, []
+    if u.no_prefix:
+        notes.append(f"{_rows_text(u.no_prefix, u.rows)}: {a!r} and {b!r} share no leading message, so TRL's "
+                     "extract_prompt gives an empty prompt (DPOTrainer fails on it); give both the same prompt turns")
+    if u.diverged:
+        notes.append(f"{_rows_text(u.diverged, u.rows)}: {a!r} and {b!r} differ before the last assistant turn, so "
+                     "TRL's extract_prompt takes only the turns before the first difference as the prompt and "
+                     "compares responses to different prompts; pair answers to one prompt")
+    if u.template_rejected:
+        notes.append(f"{_rows_text(u.template_rejected, u.rows)}: the chat template rejects the pair ({u.first_error})")
+    if notes:
+        yield Skipped(cid, "not judged as rendered pairs: " + "; ".join(notes))
 
 
 def _cut(ctx: ShardContext) -> str:
@@ -92,7 +129,7 @@ def _implicit_text(ctx: ShardContext) -> bool:
 
 def _blank_after_cut(a: str, b: str, side: int) -> pl.Expr:
     """Per row: the response of side ``side`` (0 chosen, 1 rejected) that TRL's implicit-prompt
-    cut leaves (:func:`datacheck.io.chat.extract_prompt`) is whitespace-only (``str.isspace`` or
+    cut leaves (:func:`datacheck.derive.pairs.extract_prompt`) is whitespace-only (``str.isspace`` or
     empty); False where either text is null or empty (the plain rule judges those rows)."""
     def run(s: list[pl.Series]) -> pl.Series:
         out = []
@@ -108,7 +145,7 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     """``pref.empty_response``: ``chosen`` or ``rejected`` is null, empty or whitespace-only (text:
     after stripping; token ids: an empty list; a message struct: its content/value; a list of
     messages: empty, or its last message's content empty; content given as a list of parts: no
-    part, or every text part blank, :func:`datacheck.io.chat.blank_content`). Text pairs with no
+    part, or every text part blank, :func:`datacheck.derive.messages.blank_content`). Text pairs with no
     ``prompt`` column are TRL's implicit-prompt layout (Anthropic HH-RLHF's whole transcripts): a
     row also fails when the response TRL's ``extract_prompt`` leaves after cutting off the shared
     start is whitespace-only (a transcript whose last assistant turn is empty); ``after_prompt``
@@ -153,6 +190,7 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
                 f"{n} row(s) have an empty {col!r} response (null, empty or whitespace-only, or rendered with the chat "
                 f"template none of its tokens is left after truncation at {how}: {d.get('cut', 0)} row(s)): the "
                 "pair teaches nothing or the wrong thing. Raise max_seq_len or shorten the prompts"))
+    yield from _not_rendered(ctx, "pref.empty_response")
 
 
 @check("pref.identical_pair", roles=("chosen", "rejected"))
@@ -167,6 +205,7 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
     ta, tb = ctx.schema[a], ctx.schema[b]
     if ta != tb:
         yield Skipped("pref.identical_pair", f"{a!r} ({ta}) and {b!r} ({tb}) have different dtypes")
+        yield from _not_rendered(ctx, "pref.identical_pair")
         return
     tok = ctx.cfg.tokens
     if isinstance(ta, pl.List) and ta.inner.is_integer():
@@ -194,3 +233,4 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
                                                      else "")
                                                   + ": the DPO loss is the constant ln 2 with zero gradient. Drop them "
                                                     "or fix the pairing"))
+    yield from _not_rendered(ctx, "pref.identical_pair")

@@ -26,6 +26,11 @@ The hook for a shard that cannot be read at all is registered with :func:`on_unr
 
 Every ID is a catalog ID (:mod:`datacheck.model.catalog`); each has exactly one producer (a shard
 stage, a dataset stage, or both, in one module), or is listed in :data:`NOT_BUILT`.
+
+A family whose checks or measurements read columns the read path derives (the Alpaca layout's
+``messages``, the chat template's ``input_ids``/``assistant_mask``/``labels``, rendered preference
+pairs: :data:`datacheck.derive.read.DERIVATIONS`) declares them with :func:`derives`;
+:func:`needed_derivations` is the set the engine asks the read path for.
 """
 from __future__ import annotations
 
@@ -37,6 +42,8 @@ from typing import Any, Callable, Iterable, Iterator, Union
 import numpy as np
 import polars as pl
 
+from datacheck.derive.pairs import UnrenderedPairs
+from datacheck.derive.read import DERIVATIONS
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import InternalError, ReportVersionError, UsageError
@@ -58,6 +65,9 @@ __all__ = [
     "check",
     "measure",
     "on_unreadable",
+    "derives",
+    "needed_derivations",
+    "DERIVES",
     "CHECKS",
     "MEASURES",
     "NOT_BUILT",
@@ -93,6 +103,9 @@ class ShardContext:
     #: False when the audit has a single shard and no splits or --against: nothing can repeat across
     #: shards, so the row-hash payload for the merge is not computed (it is the costliest item).
     cross_shard: bool = True
+    #: implicit-prompt preference pairs the read path could not render (the pref family reports
+    #: them as skipped entries), or None
+    unrendered_pairs: UnrenderedPairs | None = None
 
 
 @dataclass(frozen=True)
@@ -576,6 +589,8 @@ def fact_value(cfg: Config, fact: str) -> Any:
 CHECKS: dict[str, CheckSpec] = {}
 #: measurements (stats and payloads) by name, in registration order
 MEASURES: dict[str, Callable[[ShardContext], Iterable[MeasureItem]]] = {}
+#: family module -> the derivations of the read path its checks and measurements read (:func:`derives`)
+DERIVES: dict[str, frozenset[str]] = {}
 #: check ID -> the hook for a shard that cannot be read (``fn(shard, format, reason) -> findings``)
 UNREADABLE: dict[str, Callable[[str, str, str], Iterable[Finding]]] = {}
 #: IDs the shard reader itself produces while opening (``ShardData.decode_findings``): ID -> producer module
@@ -647,6 +662,29 @@ def check(cid: str, *, roles: tuple[str, ...] = (), facts: tuple[str, ...] = (),
         return fn
 
     return deco
+
+
+def derives(module: str, *derivations: str) -> None:
+    """Declare that the checks and measurements of the family ``module`` read the columns the read
+    path derives by ``derivations`` (names of :data:`datacheck.derive.read.DERIVATIONS`).
+
+    Raises:
+        InternalError: an unknown derivation name (at import).
+    """
+    unknown = sorted(set(derivations) - DERIVATIONS)
+    if unknown:
+        raise InternalError(f"{module} declares unknown derivations {unknown}; known: {sorted(DERIVATIONS)}")
+    DERIVES[module] = DERIVES.get(module, frozenset()) | frozenset(derivations)
+
+
+def needed_derivations(only: Iterable[str] | None = None) -> frozenset[str]:
+    """The derivations the read path runs for the registered shard-stage checks (those in ``only``,
+    or all) and every measurement: the union of what their families declared with :func:`derives`."""
+    wanted = set(only) if only is not None else None
+    modules = {spec.module for cid, spec in CHECKS.items()
+               if spec.shard is not None and (wanted is None or cid in wanted)}
+    modules |= {fn.__module__ for fn in MEASURES.values()}
+    return frozenset().union(*(DERIVES.get(m, frozenset()) for m in modules))
 
 
 def measure(name: str) -> Callable:

@@ -13,10 +13,15 @@ A column that the configured data contract (``[dataset] schema``) already report
 """
 from __future__ import annotations
 
-from datacheck.checks.registry import ShardContext
+from datacheck.checks.registry import ShardContext, derives
+from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model.roles import RoleDtypeProblem, role_dtype_problems, role_problem
 
 __all__ = ["problems", "problem"]
+
+#: the read path's derivations this family reads: the Alpaca layout's messages and the chat
+#: template's token columns are role columns like the shard's own
+derives(__name__, ALPACA, CHAT)
 
 
 def problems(ctx: ShardContext) -> list[RoleDtypeProblem]:

@@ -14,12 +14,17 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
-from datacheck.checks.registry import ShardContext, ShardItem, check
+from datacheck.checks.registry import ShardContext, ShardItem, check, derives
 from datacheck.checks.roledtype import problems
 from datacheck.contracts import data_items, load_contract, structure_findings
+from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent"]
+
+#: the read path's derivations this family reads: the Alpaca layout's messages and the chat
+#: template's token columns are role columns like the shard's own
+derives(__name__, ALPACA, CHAT)
 
 _NO_SCHEMA = "no schema given (set [dataset] schema or --schema)"
 _memo: dict[str, Any] = {"ctx": None, "parts": None}

@@ -3,7 +3,7 @@
 Conversations before tokenization: the ``messages`` role (a list of turn structs; HF/OpenAI
 ``{role, content}``, ShareGPT ``{from, value}``, content a string or a list of ``{type, text|value}``
 parts; :func:`datacheck.model.roles.message_fields`), judged per turn with list expressions
-(:mod:`datacheck.io.chat`) in the shard's one query: ``sft.role_order``, ``sft.empty_turn``,
+(:mod:`datacheck.derive.messages`) in the shard's one query: ``sft.role_order``, ``sft.empty_turn``,
 ``sft.no_assistant_turn``. Roles are canonical (ShareGPT ``human``/``gpt``/``function_call``/
 ``observation`` are ``user``/``assistant``/``tool_call``/``tool``; :data:`CHAT_ROLE_NAMES
 <datacheck.model.roles.CHAT_ROLE_NAMES>`). Turn indexes in examples are 0-based.
@@ -33,23 +33,29 @@ from datacheck.checks.registry import (
     Stat,
     check,
     concat_parts,
+    derives,
     measure,
     sum_parts,
 )
 from datacheck.checks.roledtype import problem
-from datacheck.io.chat import (
+from datacheck.derive.messages import (
     ASSISTANT_ROLES,
     KNOWN_ROLES,
     blank_content,
     canonical_role,
     turn_roles,
 )
+from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import MessageFields, inner_dtype, message_fields
 
 __all__ = ["role_order", "empty_turn", "no_assistant_turn", "assistant_mask_empty", "prompt_supervised", "eot_unsupervised", "truncated_response", "double_bos",
            "supervision_stats"]
+
+#: the read path's derivations this family reads: the Alpaca layout's messages and the chat
+#: template's token columns are role columns like the shard's own
+derives(__name__, ALPACA, CHAT)
 
 _NEEDS_LABELS = "needs a token labels column, input_ids and [labels] ignore_index"
 _NO_STOP = "needs [tokens] eot_token_ids or eos_token_id (the end-of-turn ids)"
@@ -84,7 +90,7 @@ def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     The example names the first bad turn (0-based), the reason and the role as written. In
     preference data (``chosen``/``rejected`` present) the messages are the prompt: one turn is whole.
 
-    With ``[tokens] tokenizer`` (messages rendered by its chat template, :mod:`datacheck.io.chat`),
+    With ``[tokens] tokenizer`` (messages rendered by its chat template, :mod:`datacheck.derive.chat`),
     a row also fails when the template rejects it (its ``raise_exception``, or a content it cannot
     render): the example is the template's error (first line), the reason "rejected by the chat
     template"; such a row has no tokens, so its tokenized ``sft.*`` rules are not judged (the
@@ -177,7 +183,7 @@ def _empty_rowcheck(col: str, mf: MessageFields, assistant: bool) -> RowCheck:
 def empty_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.empty_turn``: a turn whose content is null, empty, or only whitespace and invisible
     characters (zero-width space, word joiner, BOM, soft hyphen: :data:`INVISIBLE
-    <datacheck.io.chat.INVISIBLE>`); content as parts is empty when every text part is (a
+    <datacheck.derive.messages.INVISIBLE>`); content as parts is empty when every text part is (a
     non-text part such as an image is content). Assistant turns (and tool calls) fail the row with
     the catalog's severity (error); empty turns of other roles fail it as ``warn`` (counted, as
     CHECKS.md asks). The example names the first such turn (0-based) and its role as written."""

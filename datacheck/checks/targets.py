@@ -12,11 +12,16 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks._expr import any_element, first_bad
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, measure, moments_parts
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, derives, measure, moments_parts
+from datacheck.derive.read import CHAT
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import is_list
 
 __all__ = ["binary_out_of_range", "target_moments", "target_scale", "ctc_infeasible"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 
 @check("labels.binary_out_of_range", roles=("target",))

@@ -6,12 +6,17 @@ from typing import Any, Callable, Iterable
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, first_bad, id_storage_cap
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.contracts import load_contract
+from datacheck.derive.read import CHAT
 from datacheck.model.findings import Finding
 from datacheck.model.roles import inner_dtype
 
 __all__ = ["out_of_vocab", "dtype_overflow", "type_id_out_of_range", "contract_dtype_overflow", "overflow_cap"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
 
 
 def overflow_cap(ctx: ShardContext) -> int | None:

@@ -23,9 +23,11 @@ from datacheck.checks.registry import (
     ShardPlan,
     Stat,
     clear_shared_passes,
+    needed_derivations,
     shard_plan,
     unreadable_findings,
 )
+from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.io.batches import (
     batch_rows,
     file_batches,
@@ -36,7 +38,6 @@ from datacheck.io.batches import (
 )
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state, hash_shard
-from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.io.structs import sorted_fields
 from datacheck.model import catalog
@@ -387,7 +388,8 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
     (for ``datacheck clean``); otherwise findings keep the first ``max_examples`` rows only.
     """
     try:
-        data: CheckInput = open_for_checks(ds, cfg)  # the reader, the text-column and null-role casts
+        # the reader, the text-column and null-role casts, the derivations the registered families read
+        data: CheckInput = open_for_checks(ds, cfg, derive=needed_derivations())
     except Unreadable as exc:
         return _unreadable(ds, content_hash, size, exc.reason)
     return _audit_data(data, cfg, ds.rel, ds.format, content_hash, size, keep_rows, cross_shard,
@@ -462,7 +464,7 @@ def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame
                            findings=unreadable_findings(name, "frame", reason))
 
     try:
-        data = open_for_checks(df, cfg)  # the same casts and roles as a file
+        data = open_for_checks(df, cfg, derive=needed_derivations())  # the same casts and roles as a file
     except Unreadable as exc:
         return unreadable(exc.reason)
     return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
@@ -668,9 +670,10 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     candidate refinement, the second pass for examples and details, then the after-query verdicts."""
     max_ex = cfg.report.max_examples
     schema, roles = dict(data.schema), data.roles
-    ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard)
+    ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard,
+                       unrendered_pairs=data.unrendered_pairs)
     plan: ShardPlan = shard_plan(ctx)
-    row_checks, skipped = plan.row_checks, list(plan.skipped) + list(data.skipped)  # the read path's own
+    row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
     try:
         run = _run_batches(data, row_checks, measures, schema, max_ex)

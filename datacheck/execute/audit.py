@@ -15,7 +15,8 @@ import polars as pl
 from datacheck.checks.all import load_families
 from datacheck.checks.crossdup import ROWS_KEY, assign_splits, crossdup_payload
 from datacheck.checks.neardup import NEAR_KEY
-from datacheck.checks.registry import Payload, ShardContext, dataset_items
+from datacheck.checks.registry import Payload, ShardContext, dataset_items, needed_derivations
+from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
 from datacheck.execute.executors import LocalExecutor, WorkerDied, make_executor
@@ -23,7 +24,6 @@ from datacheck.execute.setup import config_and_source, prepare_audit
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashspill import SpillFolder, spill_rows
 from datacheck.io.outputs import check_output_folders
-from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
@@ -359,7 +359,8 @@ def hash_shards(disc: Any, cfg: Any) -> list[Any]:
     out = []
     for ds in disc.shards:
         try:
-            data = open_for_checks(ds, cfg)  # as the audited side reads its shards: same dtypes, same hashes
+            # as the audited side reads its shards: same dtypes, same hashes
+            data = open_for_checks(ds, cfg, derive=needed_derivations())
             ctx = ShardContext(cfg=cfg, roles=data.roles, schema=data.schema, shard=ds.rel)
             items = [i for i in crossdup_payload(ctx) if isinstance(i, Payload)]
             df = data.lf.select([pl.len().alias("__n")] + [i.expr.alias(i.key) for i in items]).collect()

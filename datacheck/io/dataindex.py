@@ -1,6 +1,8 @@
-"""The data index: a versioned, committed record of a shard set (``datacheck index build``), its
-verification (``datacheck index verify``, ``[dataset] index`` in ``datacheck audit``), and the
-shard lists that real datasets ship beside their shards.
+"""The data index: a versioned, committed record of a shard set (``datacheck index build``), read,
+validated, built and written here; and the shard lists that real datasets ship beside their shards,
+read here with what their own records say about the files (sizes, hashes). Comparing either with
+the shards on disk (``datacheck index verify``, ``[dataset] index`` in ``datacheck audit``) is the
+index check family's (:mod:`datacheck.checks.index`).
 
 Index file (JSON, sorted keys, written atomically)::
 
@@ -31,7 +33,6 @@ Shipped shard lists (verified where present, under the audited root):
 """
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
@@ -43,18 +44,13 @@ from typing import Any, Callable, Iterable
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.io.discover import DiscoveredShard
 from datacheck.io.formats.litdata import expected_chunk_sizes, is_litdata_index
 from datacheck.io.hashing import index_hash
 from datacheck.io.hfmeta import hf_data_files, parse_state
 from datacheck.io.outputs import write_json_atomic
-from datacheck.io.read import open_for_checks
-from datacheck.io.readers import Unreadable
 from datacheck.io.safejson import JsonInputError, read_json_file
-from datacheck.io.stores import is_url
 from datacheck.model.constants import HASH_ALGORITHM
-from datacheck.model.errors import ENGINE_ERRORS, UsageError
-from datacheck.model.findings import Finding
+from datacheck.model.errors import UsageError
 
 __all__ = [
     "is_listed_file",
@@ -67,13 +63,10 @@ __all__ = [
     "parse_index",
     "build_index",
     "write_index",
-    "compare_index",
     "shipped_lists",
     "shipped_files",
-    "compare_shipped",
     "hf_data_files",
     "resolve_index_path",
-    "count_rows",
 ]
 
 
@@ -119,12 +112,18 @@ class DataIndex:
     #: for ``hf-state``: the split's expected total row count, and its folder
     split_rows: int | None = None
     folder: str = ""
-    #: files directly in ``folder`` matching this glob but not listed are ``index.extra_shard``
+    #: files directly in ``folder`` matching this glob but not listed are unlisted extras
     #: (MosaicML: ``*.mds*``; litdata: ``chunk-*.bin``); None: no such rule
     extra_glob: str | None = None
-    #: findings decided while reading the list against the files (hash or size mismatches, an index
-    #: listing zero shards); :func:`compare_shipped` reports them with the comparison's
-    findings: tuple[Finding, ...] = ()
+    #: what the list's own records say about the files, found while reading it (the index family
+    #: reports them with the comparison's findings): MosaicML: the recorded hashes a file's bytes do
+    #: not match (``{path, algorithm, expected, actual}``), and whether the index lists zero shards;
+    #: litdata: the chunks whose size is not one the index allows (``{path, chunk_bytes, items,
+    #: actual_bytes, accepted}``) and the chunk files listed more than once (each repeat once more)
+    hash_mismatches: tuple[dict[str, Any], ...] = ()
+    lists_no_shard: bool = False
+    resized: tuple[dict[str, Any], ...] = ()
+    listed_twice: tuple[str, ...] = ()
 
 
 def safe_relpath(p: Any, root: Path, source: str) -> str:
@@ -250,99 +249,6 @@ def write_index(doc: dict[str, Any], path: str | Path) -> Path:
     return write_json_atomic(path, json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
 
 
-def count_rows(path: Path | str, fmt: str, cfg: Any) -> int | None:
-    """Rows of one shard (parquet: from the footer; others: parsed). None when unreadable. ``path`` may
-    be the URL of an object in a store."""
-    import polars as pl
-
-
-    try:
-        url = str(path) if is_url(str(path)) else None
-        data = open_for_checks(DiscoveredShard(path=Path(path), rel=Path(path).name, format=fmt, url=url), cfg)
-        return int(data.lf.select(pl.len()).collect().item())
-    except (Unreadable, *ENGINE_ERRORS):  # an unreadable shard has no row count (the audit reports it)
-        return None
-
-
-# ------------------------------------------------------------------------------------- comparing
-
-
-def compare_index(idx: DataIndex, actual: list[tuple[str, str, int, int | None]], temp_files: list[str] = (),
-                  rows_of: Callable[[str], int | None] | None = None) -> list[Finding]:
-    """Compare the shards on disk with a committed index.
-
-    Args:
-        idx: the committed index.
-        actual: ``(path, content_hash, bytes, rows)`` of every shard on disk (rows None: unreadable
-            or not counted).
-        temp_files: partial/temporary files (never count as present).
-        rows_of: called for a changed shard whose rows are None, to count them.
-
-    Returns:
-        ``index.missing_shard`` (error, count = absent shards), ``index.extra_shard`` (warn, count =
-        unlisted shards; datacheck indexes only), ``index.changed_shard`` (error, count = shards whose
-        content hash or size differs) and one ``index.row_count_mismatch`` (error, count = |rows - listed
-        rows|) per shard whose rows differ. Rows are only compared for changed shards (or lists without
-        hashes): equal bytes hold equal rows.
-    """
-    on_disk = {p: (h, b, r) for p, h, b, r in actual}
-    out: list[Finding] = []
-    missing = sorted(p for p in idx.entries if p not in on_disk)
-    if missing:
-        partial = [t for t in temp_files if any(t.startswith(m) for m in missing)]
-        hint = f"; partial files present: {', '.join(partial[:5])}" if partial else ""
-        out.append(Finding(
-            check="index.missing_shard", severity="error", count=len(missing), shards=tuple(missing),
-            message=(f"{len(missing)} shard(s) listed in {idx.source} are absent: {', '.join(missing[:10])}"
-                     f"{' ...' if len(missing) > 10 else ''}{hint} (an incomplete download or sync?)"),
-            details={"index": idx.source, "missing": missing[:1000]},
-        ))
-    extra = sorted(p for p in on_disk if p not in idx.entries)
-    if extra and idx.kind == "datacheck":
-        out.append(Finding(
-            check="index.extra_shard", severity="warn", count=len(extra), shards=tuple(extra),
-            message=(f"{len(extra)} shard(s) on disk are not in {idx.source}: {', '.join(extra[:10])}"
-                     f"{' ...' if len(extra) > 10 else ''}; rebuild the index if they belong to the dataset"),
-            details={"index": idx.source, "extra": extra[:1000]},
-        ))
-    changed, rowmis = [], []
-    for p, e in sorted(idx.entries.items()):
-        if p not in on_disk:
-            continue
-        h, b, r = on_disk[p]
-        differs = (e.content_hash is not None and h != e.content_hash) or (e.bytes is not None and b != e.bytes)
-        if differs:
-            changed.append((p, e, h, b))
-        if e.rows is not None and (differs or e.content_hash is None):
-            if r is None and rows_of is not None:
-                r = rows_of(p)
-            if r is not None and r != e.rows:
-                rowmis.append((p, e.rows, r))
-    if changed:
-        out.append(Finding(
-            check="index.changed_shard", severity="error", count=len(changed), shards=tuple(p for p, *_ in changed),
-            message=(f"{len(changed)} shard(s) differ from {idx.source}: "
-                     + "; ".join(f"{p} ({_what_changed(e, h, b)})" for p, e, h, b in changed[:5])
-                     + (" ..." if len(changed) > 5 else "") + "; the data changed after the index was committed"),
-            details={"index": idx.source, "changed": [
-                {"path": p, "expected_hash": e.content_hash, "actual_hash": h, "expected_bytes": e.bytes, "actual_bytes": b}
-                for p, e, h, b in changed[:1000]]},
-        ))
-    for p, exp, got in rowmis:
-        out.append(Finding(
-            check="index.row_count_mismatch", severity="error", count=abs(got - exp), shards=(p,),
-            message=f"{p} holds {got} rows but {idx.source} lists {exp}",
-            details={"index": idx.source, "expected": exp, "actual": got},
-        ))
-    return out
-
-
-def _what_changed(e: IndexEntry, h: str, b: int) -> str:
-    if e.bytes is not None and e.bytes != b:
-        return f"{e.bytes} -> {b} bytes"
-    return f"content hash {e.content_hash} -> {h}, same size"
-
-
 # ------------------------------------------------------------------------------ shipped shard lists
 
 
@@ -393,7 +299,7 @@ def _file_digest(path: Path, algo: str) -> str | None:
 def _mosaic(index: Path, root: Path) -> DataIndex | None:
     """A MosaicML ``index.json``: its shards (the compressed ``zip_data`` file when there is one, else
     ``raw_data``) with bytes and sample counts; the per-file ``hashes`` it records are verified here
-    (a mismatch is ``index.changed_shard``); an index that lists zero shards is ``index.empty_shard``."""
+    (:attr:`DataIndex.hash_mismatches`); an index that lists zero shards has ``lists_no_shard``."""
     src = index.relative_to(root).as_posix()
     data = _load_json(index, "MosaicML index.json")
     if not isinstance(data, dict) or "shards" not in data or "format" in data:
@@ -407,7 +313,6 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
     folder = index.parent.relative_to(root).as_posix()
     prefix = "" if folder == "." else folder + "/"
     entries: dict[str, IndexEntry] = {}
-    found: list[Finding] = []
     bad_hash: list[dict[str, Any]] = []
     for k, s in enumerate(shards):
         raw = s.get("raw_data") if isinstance(s, dict) else None
@@ -423,31 +328,15 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
                 got = _file_digest(root / rel, str(algo))
                 if got is not None and isinstance(want, str) and got != want.lower():
                     bad_hash.append({"path": rel, "algorithm": algo, "expected": want, "actual": got})
-    if bad_hash:
-        found.append(Finding(
-            check="index.changed_shard", severity="error", count=len({b["path"] for b in bad_hash}),
-            shards=tuple(sorted({b["path"] for b in bad_hash})),
-            message=(f"{len(bad_hash)} shard hash(es) recorded in {src} do not match the bytes: "
-                     + "; ".join(f"{b['path']} ({b['algorithm']} {b['expected'][:16]}... != {b['actual'][:16]}...)"
-                                 for b in bad_hash[:5]) + "; the shard changed or was corrupted after writing"),
-            details={"index": src, "mismatches": bad_hash[:1000]},
-        ))
-    if not shards:
-        found.append(Finding(
-            check="index.empty_shard", severity="warn", count=1, shards=(src,),
-            message=(f"{src} lists zero shards: a StreamingDataset over {folder or '.'} yields no sample "
-                     "(an interrupted write, or a merge that found nothing?)"),
-            details={"index": src},
-        ))
     return DataIndex(source=src, kind="mosaicml", entries=entries, folder="" if folder == "." else folder,
-                     extra_glob="*.mds*", findings=tuple(found))
+                     extra_glob="*.mds*", hash_mismatches=tuple(bad_hash), lists_no_shard=not shards)
 
 
 def _litdata(index: Path, root: Path) -> DataIndex | None:
     """A litdata ``index.json`` (``chunks`` + ``config``): its chunk files with their item counts
-    (``chunk_size``); a chunk whose size is neither of :func:`expected_chunk_sizes` is
-    ``index.changed_shard``; unlisted ``chunk-*.bin`` files of the folder are ``index.extra_shard``;
-    a file listed twice is ``index.row_count_mismatch`` (its items would be read twice)."""
+    (``chunk_size``); the chunks whose size is neither of :func:`expected_chunk_sizes`
+    (:attr:`DataIndex.resized`) and the files listed twice (their items would be read twice:
+    :attr:`DataIndex.listed_twice`); unlisted ``chunk-*.bin`` files of the folder match ``extra_glob``."""
     src = index.relative_to(root).as_posix()
     data = _load_json(index, "litdata index.json")
     if not is_litdata_index(data):
@@ -471,23 +360,9 @@ def _litdata(index: Path, root: Path) -> DataIndex | None:
             if size not in expected_chunk_sizes(nbytes, items):
                 resized.append({"path": rel, "chunk_bytes": nbytes, "items": items, "actual_bytes": size,
                                 "accepted": list(expected_chunk_sizes(nbytes, items))})
-    found: list[Finding] = []
-    if resized:
-        found.append(Finding(
-            check="index.changed_shard", severity="error", count=len(resized), shards=tuple(r["path"] for r in resized),
-            message=(f"{len(resized)} chunk(s) differ in size from {src}: "
-                     + "; ".join(f"{r['path']} holds {r['actual_bytes']} bytes, the index allows {r['accepted']}"
-                                 for r in resized[:5]) + "; the chunk was cut or rewritten after the index"),
-            details={"index": src, "resized": resized[:1000]},
-        ))
-    if twice:
-        found.append(Finding(
-            check="index.row_count_mismatch", severity="error", count=len(twice), shards=tuple(sorted(set(twice))),
-            message=f"{src} lists {len(twice)} chunk(s) more than once ({', '.join(sorted(set(twice))[:5])}): their items are read twice",
-            details={"index": src, "listed_twice": sorted(set(twice))[:1000]},
-        ))
     return DataIndex(source=src, kind="litdata", entries=entries, folder="" if folder == "." else folder,
-                     extra_glob="chunk-*.bin", findings=tuple(found))
+                     extra_glob="chunk-*.bin", resized=tuple(resized),
+                     listed_twice=tuple(twice))
 
 
 def shipped_lists(root: Path, shards: Iterable[str] | None = None, found: Iterable[str] = (),
@@ -582,62 +457,4 @@ def shipped_files(root: Path, lists: list[DataIndex]) -> set[str]:
             names = []
         out.update(f"{folder}/{n}" if folder else n for n in names)
         out.update(p for p in lst.entries if is_listed_file(root / p))
-    return out
-
-
-def compare_shipped(lst: DataIndex, shards: list[Any], all_files: set[str]) -> list[Finding]:
-    """Compare one shipped list with the audited shards (``ShardResult``-like: path, bytes, rows).
-
-    ``all_files``: every file path (relative) under the root, shards or not, so that a listed
-    shard in a format datacheck does not read (``.mds``) still counts as present.
-    """
-    by_path = {s.path: s for s in shards}
-    actual = [(p, "", s.bytes, s.rows) for p, s in by_path.items()]
-    for p in sorted(all_files):
-        if p in by_path:
-            continue
-        if p in lst.entries:
-            actual.append((p, "", lst.entries[p].bytes or 0, None))
-        elif lst.kind == "hf-state" and p.rpartition("/")[0] == lst.folder and p.endswith(".arrow"):
-            actual.append((p, "", 0, None))  # an unlisted Arrow file discovery left out (hf_data_files)
-    def unlisted_here(p: str) -> bool:
-        folder, _, name = p.rpartition("/")
-        return (lst.extra_glob is not None and folder == lst.folder and p not in lst.entries
-                and fnmatch.fnmatch(name, lst.extra_glob))
-
-    for p in sorted(all_files):
-        if p not in by_path and unlisted_here(p):
-            actual.append((p, "", 0, None))
-    in_scope = [a for a in actual if a[0] in lst.entries
-                or (lst.kind == "hf-state" and a[0].rpartition("/")[0] == lst.folder and a[0].endswith(".arrow"))]
-    out = compare_index(lst, in_scope) + list(lst.findings)
-    orphans = sorted(a[0] for a in actual if unlisted_here(a[0]))
-    if orphans:
-        out.append(Finding(
-            check="index.extra_shard", severity="warn", count=len(orphans), shards=tuple(orphans),
-            message=(f"{len(orphans)} file(s) in {lst.folder or '.'} are not listed in {lst.source}: "
-                     f"{', '.join(orphans[:10])}{' ...' if len(orphans) > 10 else ''}; a reader of the index never "
-                     "sees them (an orphan from another run, or a copy?)"),
-            details={"index": lst.source, "extra": orphans[:1000]},
-        ))
-    if lst.kind == "hf-state":
-        extra = sorted(a[0] for a in in_scope if a[0] not in lst.entries)
-        if extra:
-            out.append(Finding(
-                check="index.extra_shard", severity="warn", count=len(extra), shards=tuple(extra),
-                message=(f"{len(extra)} Arrow file(s) in {lst.folder or '.'} are not in {lst.source} _data_files: "
-                         f"{', '.join(extra[:10])}; the dataset loader will ignore them"),
-                details={"index": lst.source, "extra": extra[:1000]},
-            ))
-        listed = [by_path[p] for p in lst.entries if p in by_path]
-        if lst.split_rows is not None and len(listed) == len(lst.entries) and all(s.rows is not None for s in listed):
-            got = sum(s.rows for s in listed)
-            if got != lst.split_rows:
-                out.append(Finding(
-                    check="index.row_count_mismatch", severity="error", count=abs(got - lst.split_rows),
-                    shards=tuple(sorted(s.path for s in listed)),
-                    message=(f"the shards of {lst.folder or '.'} hold {got} rows but dataset_info.json lists "
-                             f"{lst.split_rows} examples for this split"),
-                    details={"index": lst.source, "expected": lst.split_rows, "actual": got},
-                ))
     return out

@@ -26,8 +26,8 @@ from typing import Any
 import polars as pl
 
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
+from datacheck.derive.read import open_for_checks
 from datacheck.io.discover import discover
-from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
@@ -422,7 +422,7 @@ def propose_layout(paths: list[str], cfg: Config | None = None) -> LayoutProposa
     """Recognize the built-in layout of the shards under ``paths`` and propose its roles and facts.
 
     The layout is decided from the first readable shard's column names and dtypes, read as the audit
-    reads it (:func:`datacheck.io.read.open_for_checks`), in this order:
+    reads it (:func:`datacheck.derive.read.open_for_checks`), in this order:
 
     - ``dpo``: ``chosen`` and ``rejected`` columns (text, conversations or token ids);
     - ``ctc``: a float-list audio feature column (:data:`AUDIO_FEATURES`) and integer-list ``labels``;

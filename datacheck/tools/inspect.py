@@ -3,7 +3,7 @@
 Inspection reuses the audit machinery: shards are found with :func:`datacheck.io.discover.discover`,
 audited with :func:`datacheck.engine.shard.audit_file` (``keep_rows=True``, so every failing row of
 every row check is known), and the offending rows are then read back from the shard as the audit
-read it (:func:`datacheck.io.read.open_for_checks`: same reader, same casts). Row indices are 0-based
+read it (:func:`datacheck.derive.read.open_for_checks`: same reader, same casts). Row indices are 0-based
 positions in the shard as read (header excluded for CSV); JSONL/CSV rows also carry their 1-based
 line number.
 
@@ -30,10 +30,10 @@ from typing import Any
 import polars as pl
 
 from datacheck.checks.all import load_families
+from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.engine.shard import audit_file
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.outputs import write_atomic
-from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config

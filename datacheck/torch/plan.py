@@ -34,9 +34,9 @@ import polars as pl
 
 from datacheck.checks.batch import supervised_expr, tokens_expr, zero_micro_batches
 from datacheck.checks.crossdup import assign_splits
+from datacheck.derive.read import open_for_checks
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashing import hash_file, hash_shard
-from datacheck.io.read import open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError

@@ -17,10 +17,10 @@ from conftest import SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_frame, audit_shard
 from datacheck.io.discover import discover
 from datacheck.io.hashing import hash_file
-from datacheck.io.read import open_for_checks
 from datacheck.model.config import config_from_dict
 
 SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40")), deadline=None,

@@ -19,9 +19,9 @@ from checkhelp import CHAT, CHATML, SHAREGPT_ROLE, TOKENIZER, tokenizer_copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from datacheck.derive import chat
+from datacheck.derive.pairs import extract_prompt, response_turns, split_implicit_pairs
 from datacheck.engine.shard import audit_frame
-from datacheck.io import chat
-from datacheck.io.chat import extract_prompt, split_implicit_pairs
 from datacheck.model.config import config_from_dict
 
 V1 = CHAT / "llamafactory/v1_dpo_demo.jsonl"
@@ -102,8 +102,8 @@ def test_v1_dpo_demo_is_recognized_and_cut_at_the_system_and_user_turns(tok_dir)
     assert len(rows) == 10  # PROVENANCE.md
     assert all(r["chosen_messages"][0]["role"] == "system" for r in rows)  # "with system prompts"
     df = pl.DataFrame(rows)
-    turns = df.select(chat.response_turns("chosen_messages", df.schema["chosen_messages"]).alias("c"),
-                      chat.response_turns("rejected_messages", df.schema["rejected_messages"]).alias("r"))
+    turns = df.select(response_turns("chosen_messages", df.schema["chosen_messages"]).alias("c"),
+                      response_turns("rejected_messages", df.schema["rejected_messages"]).alias("r"))
     split = split_implicit_pairs(turns["c"].to_list(), turns["r"].to_list())
     assert not split.no_prefix and not split.diverged
     assert [[t["role"] for t in p] for p in split.prompts] == [["system", "user"]] * 10

@@ -12,8 +12,8 @@ from checkhelp import tokenizer_copy
 from conftest import SHARED
 
 import datacheck
+from datacheck.derive import chat
 from datacheck.engine.shard import audit_shard
-from datacheck.io import chat
 from datacheck.io.discover import discover
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict

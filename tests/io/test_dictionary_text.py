@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import datacheck
-from datacheck.io.read import open_for_checks
+from datacheck.derive.read import open_for_checks
 from datacheck.model.config import config_from_dict
 
 

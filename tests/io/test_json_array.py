@@ -8,8 +8,8 @@ import pytest
 from conftest import SHARED
 
 import datacheck
+from datacheck.derive.read import open_for_checks
 from datacheck.io.discover import discover, sniff_json_array
-from datacheck.io.read import open_for_checks
 from datacheck.io.records import RecordLayoutError, json_array_records
 from datacheck.model.config import Config
 
@@ -81,5 +81,5 @@ def test_real_json_array_files_are_read(rel, rows, columns):
     inp = open_for_checks(ds, Config())
     df = inp.lf.collect()
     assert df.height == rows and df.columns[:len(columns)] == columns and not inp.decode_findings
-    # an Alpaca file also gets the derived conversation (datacheck.io.chat.alpaca_messages)
+    # an Alpaca file also gets the derived conversation (datacheck.derive.alpaca.alpaca_messages)
     assert df.columns[len(columns):] == (["messages"] if "instruction" in columns else [])

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import datacheck
+from datacheck.derive.read import open_for_checks
 from datacheck.io.discover import DiscoveredShard
-from datacheck.io.read import open_for_checks
 from datacheck.model.config import config_from_dict
 
 

@@ -1,4 +1,4 @@
-"""The one read path (``datacheck.io.read.open_for_checks``): casts, roles, inline frames, and that no
+"""The one read path (``datacheck.derive.read.open_for_checks``): casts, roles, inline frames, and that no
 other module opens a shard by itself."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 
 import datacheck
+from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
-from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.readers import Unreadable
 from datacheck.model.config import config_from_dict
 from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT, Example
@@ -34,11 +34,11 @@ def _calls_of(name: str) -> list[str]:
     return out
 
 
-def test_only_io_read_opens_a_shard():
+def test_only_the_read_path_opens_a_shard():
     # every verb reads through open_for_checks; open_shard is called only there (and defined in readers)
-    assert [c.split(":")[0] for c in _calls_of("open_shard")] == ["io/read.py"]
+    assert [c.split(":")[0] for c in _calls_of("open_shard")] == ["derive/read.py"]
     users = {c.split(":")[0] for c in _calls_of("open_for_checks")}
-    assert users >= {"engine/shard.py", "execute/audit.py", "io/dataindex.py", "tools/infer.py", "tools/inspect.py"}
+    assert users >= {"engine/shard.py", "execute/audit.py", "derive/read.py", "tools/infer.py", "tools/inspect.py"}
 
 
 def _shard(tmp_path: Path, name: str, text: str) -> DiscoveredShard:

@@ -1,5 +1,5 @@
 """The read-path bugs of issue 9: every verb must read a shard as the audit does (same reader, same
-text-column and null-role casts). Each test here failed before ``datacheck.io.read`` existed."""
+text-column and null-role casts). Each test here failed before the one read path (``datacheck.derive.read``) existed."""
 from __future__ import annotations
 
 import sys

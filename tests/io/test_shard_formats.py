@@ -16,9 +16,9 @@ import pytest
 from conftest import SHARED
 
 import datacheck
+from datacheck.derive.read import open_for_checks
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.hashing import hash_shard
-from datacheck.io.read import open_for_checks
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import UsageError
 

@@ -1,4 +1,5 @@
-"""The one read path: a shard opened exactly as the checks see it, for every verb.
+"""The one read path: a shard opened exactly as the checks see it, for every verb: open (the
+format's reader), casts and roles, then the derived columns the checks need.
 
 ``audit``, ``inspect`` (values and ``--export``), ``clean``, ``index build|verify`` (row counts),
 ``schema infer`` and ``audit --against`` all call :func:`open_for_checks`, so they read the same
@@ -15,29 +16,34 @@ columns with the same dtypes:
 2. the roles are resolved against the read schema (:func:`datacheck.model.roles.resolve_roles`);
 3. the Alpaca layout (String ``instruction``/``output``, optional ``input``/``system``; no
    ``messages`` column) gets a derived ``messages`` column, the conversation it stands for
-   (:func:`datacheck.io.chat.alpaca_messages`), so the ``sft.*`` rules judge it like chat data;
+   (:func:`datacheck.derive.alpaca.alpaca_messages`), so the ``sft.*`` rules judge it like chat data;
 4. with ``[tokens] tokenizer`` and a ``messages`` role but no tokenized columns, each conversation
-   is rendered through the tokenizer's chat template (:func:`datacheck.io.chat.render_chat`,
+   is rendered through the tokenizer's chat template (:func:`datacheck.derive.chat.render_chat`,
    transformers' ``apply_chat_template``, truncated at ``max_seq_len``) into ``input_ids``,
    ``assistant_mask`` and ``labels`` columns, and the roles are resolved again: the tokenized
    ``sft.*`` rules then judge what the trainer would see; a ``chat_assistant_tokens_untruncated``
    column holds each row's assistant tokens before truncation
-   (:data:`datacheck.io.chat.UNTRUNCATED_ASSISTANT`); a ``chat_template_error`` column holds
+   (:data:`datacheck.derive.chat.UNTRUNCATED_ASSISTANT`); a ``chat_template_error`` column holds
    the error of each conversation the template rejects (``sft.role_order`` fails those rows;
-   :data:`datacheck.io.chat.TEMPLATE_ERROR`). Preference data (``chosen``/``rejected`` beside the
-   ``messages`` prompt) is rendered as TRL's DPOTrainer does (:func:`datacheck.io.chat.render_pairs`)
+   :data:`datacheck.derive.chat.TEMPLATE_ERROR`). Preference data (``chosen``/``rejected`` beside the
+   ``messages`` prompt) is rendered as TRL's DPOTrainer does (:func:`datacheck.derive.pairs.render_pairs`)
    into ``chosen_input_ids``/``rejected_input_ids`` (prompt + response, truncated) and the response
    tokens each keeps, which the ``pref.*`` rules judge; so are pairs in TRL's implicit-prompt layout
    (no ``messages`` prompt; ``chosen``/``rejected`` whole conversations, or LLaMA-Factory's
    ``chosen_messages``/``rejected_messages``), their prompt cut as TRL's ``maybe_extract_prompt``
-   cuts it (:func:`datacheck.io.chat.split_implicit_pairs`; the rows it cannot render, or why
-   nothing was rendered, are ``CheckInput.skipped`` entries of the ``pref.*`` rules). When it cannot render (transformers not
+   cuts it (:func:`datacheck.derive.pairs.split_implicit_pairs`; the rows it cannot render, or why
+   nothing was rendered, are ``CheckInput.unrendered_pairs``, which the pref family reports). When it cannot render (transformers not
    installed, no chat template), those roles are ``unavailable`` with the reason (their checks are
    skipped with it);
 5. role columns whose values are all null (dtype ``Null`` / ``List(Null)``) are cast to the role's
    dtype (:func:`datacheck.model.roles.null_role_casts`), and dictionary-encoded text columns
    (``Categorical``/``Enum``: Arrow ``dictionary<string>``, pandas ``category``) to ``String``
    (:func:`datacheck.model.roles.text_casts`), lazily.
+
+Steps 3 and 4 are the derivations (:data:`DERIVATIONS`): a caller names those it needs (the engine:
+the ones the registered check families declare, ``checks.registry.needed_derivations``); a
+derivation not asked for is not run (its columns are absent, the checks that read them skipped
+as for any shard without them). Every other verb asks for all of them (the default).
 
 No other module calls ``open_shard`` (a test walks the package's syntax trees for it).
 """
@@ -49,20 +55,17 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from datacheck.io.chat import (
-    PAIR_COLUMNS,
+from datacheck.derive.alpaca import alpaca_messages
+from datacheck.derive.chat import (
     RENDERED_COLUMNS,
     TEMPLATE_ERROR,
     UNTRUNCATED_ASSISTANT,
-    alpaca_messages,
     load_chat_tokenizer,
     render_chat,
-    render_pairs,
-    response_turns,
-    split_implicit_pairs,
     template_error_column,
-    template_turns,
 )
+from datacheck.derive.messages import template_turns
+from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, render_pairs, response_turns, split_implicit_pairs
 from datacheck.io.csv_stream import open_csv
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.ipc_stream import open_arrow
@@ -70,7 +73,8 @@ from datacheck.io.jsonl_stream import open_jsonl
 from datacheck.io.readers import ShardData, Unreadable, normalize_frame, normalize_shard, open_shard
 from datacheck.io.stores import is_url
 from datacheck.model.config import Config
-from datacheck.model.findings import Finding, Skipped
+from datacheck.model.errors import ENGINE_ERRORS
+from datacheck.model.findings import Finding
 from datacheck.model.roles import (
     Roles,
     message_fields,
@@ -80,7 +84,17 @@ from datacheck.model.roles import (
     text_column_names,
 )
 
-__all__ = ["CheckInput", "open_for_checks"]
+__all__ = ["CheckInput", "open_for_checks", "count_rows", "ALPACA", "CHAT", "PAIRS", "DERIVATIONS"]
+
+#: the Alpaca layout's conversation as a ``messages`` column (:func:`datacheck.derive.alpaca.alpaca_messages`)
+ALPACA = "alpaca"
+#: ``messages`` rendered by the chat template: ``input_ids``, ``assistant_mask``, ``labels`` and the
+#: template-error and untruncated-assistant columns (:func:`datacheck.derive.chat.render_chat`)
+CHAT = "chat"
+#: preference pairs rendered as TRL's DPOTrainer does (:func:`datacheck.derive.pairs.render_pairs`)
+PAIRS = "pairs"
+#: every derivation the read path can run
+DERIVATIONS: frozenset[str] = frozenset({ALPACA, CHAT, PAIRS})
 
 
 @dataclass
@@ -103,9 +117,8 @@ class CheckInput:
             (``ShardData.stream``: ``schema``, ``rows``, ``batches(columns, rows)``; batches read straight
             from the file, the whole decoded shard never held), else None.
         format: the shard's format (``"frame"`` for an in-memory frame).
-        skipped: what the read path could not prepare for a check, as skipped entries the engine
-            adds to the shard's result (implicit-prompt preference pairs: rows not rendered, or why
-            nothing was rendered; empty otherwise).
+        unrendered_pairs: implicit-prompt preference pairs the read path could not render (rows not
+            rendered, or why nothing was rendered), or None; the pref family reports it.
     """
 
     lf: pl.LazyFrame
@@ -119,7 +132,7 @@ class CheckInput:
     path: Path | None = None
     format: str = "frame"
     stream: object = None
-    skipped: list[Skipped] = field(default_factory=list)
+    unrendered_pairs: UnrenderedPairs | None = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         """1-based line numbers of the 0-based ``rows`` (line formats), else ``[]``."""
@@ -127,7 +140,8 @@ class CheckInput:
                          line_base=self.line_base).lines_of(rows)
 
 
-def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: Config) -> CheckInput:
+def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: Config,
+                    derive: frozenset[str] = DERIVATIONS) -> CheckInput:
     """Open ``source`` as every verb reads it (see the module docstring).
 
     Args:
@@ -135,6 +149,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
             API: no decode findings, no line numbers).
         cfg: the validated config: ``[dataset]`` (CSV options), ``[columns]`` (roles, text columns),
             ``[report] max_examples`` (examples of decode findings).
+        derive: the derivations to run (:data:`DERIVATIONS`, the default: all of them).
 
     Returns:
         The :class:`CheckInput`; nothing is collected except the schema (parquet/Arrow stay lazy scans).
@@ -166,8 +181,9 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     roles = _resolve(cfg, schema)
     lf = data.lf
     derived: list[str] = []
-    notes: list[Skipped] = []
-    alpaca = alpaca_messages(schema) if roles.messages is None and cfg.columns.messages is None else None
+    unrendered: UnrenderedPairs | None = None
+    wanted = roles.messages is None and cfg.columns.messages is None and ALPACA in derive
+    alpaca = alpaca_messages(schema) if wanted else None
     if alpaca is not None and "messages" not in schema:
         lf = lf.with_columns(alpaca.alias("messages"))
         schema["messages"] = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
@@ -176,23 +192,24 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     if _renders(cfg, roles, schema) and (roles.chosen is not None or roles.rejected is not None):
         why = ("preference data (chosen/rejected): the messages are prompts; prompt + chosen and prompt + "
                "rejected are rendered as chosen_input_ids/rejected_input_ids for the pref.* rules")
-        if _renders_pairs(roles, schema):
+        if _renders_pairs(roles, schema) and PAIRS in derive:
             err = template_error_column(schema)
             lf, schema, cannot = _render_pairs(lf, schema, roles, cfg, err)
             derived += [c for c in (*PAIR_COLUMNS, err) if c in schema]
             roles = _resolve(cfg, schema)
             why = cannot or why
-        else:
+        elif not _renders_pairs(roles, schema):
             why = ("preference data (chosen/rejected): the messages are prompts, and chosen/rejected are not "
                    "responses a chat template renders (text, a message, or a list of messages, in both)")
         roles = replace(roles, unavailable=tuple((c, why) for c in RENDERED_COLUMNS))
     elif cfg.tokens.tokenizer is not None and roles.messages is None and _renders_pairs(roles, schema) \
             and all(isinstance(schema[c], pl.List) for c in (roles.chosen, roles.rejected)):
-        err = template_error_column(schema)
-        lf, schema, notes = _render_implicit_pairs(lf, schema, roles, cfg, err)
-        derived += [c for c in (*PAIR_COLUMNS, err) if c in schema]
-        roles = _resolve(cfg, schema)
-    elif _renders(cfg, roles, schema):
+        if PAIRS in derive:
+            err = template_error_column(schema)
+            lf, schema, unrendered = _render_implicit_pairs(lf, schema, roles, cfg, err)
+            derived += [c for c in (*PAIR_COLUMNS, err) if c in schema]
+            roles = _resolve(cfg, schema)
+    elif _renders(cfg, roles, schema) and CHAT in derive:
         err = template_error_column(schema)
         whole = template_error_column(schema, UNTRUNCATED_ASSISTANT)
         lf, schema, roles = _render(lf, schema, roles, cfg, err, whole)
@@ -206,7 +223,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
-                      path=where[0], format=where[1], stream=data.stream, skipped=notes)
+                      path=where[0], format=where[1], stream=data.stream, unrendered_pairs=unrendered)
 
 
 def _remote(source: DiscoveredShard) -> bool:
@@ -245,7 +262,7 @@ def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
 
 def _renders_pairs(roles: Roles, schema: dict[str, pl.DataType]) -> bool:
     """Preference pairs are rendered when ``chosen`` and ``rejected`` are both responses a chat
-    template renders (:func:`datacheck.io.chat.response_turns`) and none of the rendered pair
+    template renders (:func:`datacheck.derive.pairs.response_turns`) and none of the rendered pair
     columns exists (a tokenized shard is judged as it is)."""
     if roles.chosen is None or roles.rejected is None or any(c in schema for c in PAIR_COLUMNS):
         return False
@@ -254,7 +271,7 @@ def _renders_pairs(roles: Roles, schema: dict[str, pl.DataType]) -> bool:
 
 def _render_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles, cfg: Config,
                   err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], str | None]:
-    """The rendered pair columns (:func:`datacheck.io.chat.render_pairs`) added to the rows, or the
+    """The rendered pair columns (:func:`datacheck.derive.pairs.render_pairs`) added to the rows, or the
     reason it cannot render (transformers missing, no chat template)."""
     tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
     if tok is None:
@@ -273,31 +290,20 @@ def _render_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles
     return df.lazy(), dict(df.schema), None
 
 
-#: the checks that judge rendered pairs (the skipped entries of :func:`_render_implicit_pairs` name them)
-_PAIR_CHECKS = ("pref.identical_pair", "pref.empty_response")
-
-
-def _rows_text(rows: list[int], n: int) -> str:
-    """``"3 of 10 rows (0-based: 1, 4, 7)"``, the first 10 rows listed."""
-    shown = ", ".join(str(r) for r in rows[:10]) + (", ..." if len(rows) > 10 else "")
-    return f"{len(rows)} of {n} row(s) (0-based: {shown})"
-
-
 def _render_implicit_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles, cfg: Config,
-                           err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], list[Skipped]]:
+                           err: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], UnrenderedPairs | None]:
     """Preference pairs in TRL's implicit-prompt layout (``chosen`` and ``rejected`` whole
     conversations, lists of messages, no prompt column; LLaMA-Factory's ``chosen_messages`` /
     ``rejected_messages``): the prompt cut as TRL's ``maybe_extract_prompt`` does
-    (:func:`datacheck.io.chat.split_implicit_pairs`), then rendered like an explicit prompt
-    (:func:`datacheck.io.chat.render_pairs`). Returns the rows with the pair columns added, and
-    skipped entries for the pref rules: why nothing was rendered (transformers missing, no chat
-    template), or the rows not rendered (no shared leading turn, a difference before the last
-    assistant turn, a conversation the template rejects)."""
+    (:func:`datacheck.derive.pairs.split_implicit_pairs`), then rendered like an explicit prompt
+    (:func:`datacheck.derive.pairs.render_pairs`). Returns the rows with the pair columns added, and
+    what was not rendered (None when every pair was): why nothing was rendered (transformers
+    missing, no chat template), or the rows not rendered (no shared leading turn, a difference
+    before the last assistant turn, a conversation the template rejects)."""
+    a, b = roles.chosen, roles.rejected
     tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
     if tok is None:
-        return lf, schema, [Skipped(c, f"the pairs as the chat template renders them are not judged (only the "
-                                       f"conversations as data): {why}") for c in _PAIR_CHECKS]
-    a, b = roles.chosen, roles.rejected
+        return lf, schema, UnrenderedPairs(a, b, 0, why=why or "")  # type: ignore[arg-type]
     try:
         df = lf.collect()
         parts = df.select(response_turns(a, schema[a]).alias("c"), response_turns(b, schema[b]).alias("r"))  # type: ignore[union-attr]
@@ -307,21 +313,27 @@ def _render_implicit_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], rol
     out = render_pairs(split.prompts, split.chosen, split.rejected, tok, cfg.tokens.max_seq_len,
                        cfg.tokens.truncation_side)
     df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
-    n, notes = df.height, []
-    if split.no_prefix:
-        notes.append(f"{_rows_text(split.no_prefix, n)}: {a!r} and {b!r} share no leading message, so TRL's "
-                     "extract_prompt gives an empty prompt (DPOTrainer fails on it); give both the same prompt turns")
-    if split.diverged:
-        notes.append(f"{_rows_text(split.diverged, n)}: {a!r} and {b!r} differ before the last assistant turn, so "
-                     "TRL's extract_prompt takes only the turns before the first difference as the prompt and "
-                     "compares responses to different prompts; pair answers to one prompt")
-    if out.rejected:
-        notes.append(f"{_rows_text(out.rejected, n)}: the chat template rejects the pair "
-                     f"({out.columns[TEMPLATE_ERROR][out.rejected[0]]})")
-    return df.lazy(), dict(df.schema), [Skipped(c, "not judged as rendered pairs: " + "; ".join(notes))
-                                        for c in _PAIR_CHECKS if notes]
+    if not (split.no_prefix or split.diverged or out.rejected):
+        return df.lazy(), dict(df.schema), None
+    first = out.columns[TEMPLATE_ERROR][out.rejected[0]] if out.rejected else None
+    return df.lazy(), dict(df.schema), UnrenderedPairs(
+        a, b, df.height, no_prefix=tuple(split.no_prefix), diverged=tuple(split.diverged),  # type: ignore[arg-type]
+        template_rejected=tuple(out.rejected), first_error=first)
 
 
 def _resolve(cfg: Config, schema: dict[str, pl.DataType]) -> Roles:
     return resolve_roles(cfg.columns, schema,
                          class_domain=cfg.labels.num_classes is not None or cfg.labels.classes is not None)
+
+
+def count_rows(path: Path | str, fmt: str, cfg: Config) -> int | None:
+    """Rows of one shard (parquet: from the footer; others: parsed), read through
+    :func:`open_for_checks` with no derivation (a derived column never changes the rows). None when
+    unreadable. ``path`` may be the URL of an object in a store."""
+    try:
+        url = str(path) if is_url(str(path)) else None
+        data = open_for_checks(DiscoveredShard(path=Path(path), rel=Path(path).name, format=fmt, url=url), cfg,
+                               derive=frozenset())
+        return int(data.lf.select(pl.len()).collect().item())
+    except (Unreadable, *ENGINE_ERRORS):  # an unreadable shard has no row count (the audit reports it)
+        return None
