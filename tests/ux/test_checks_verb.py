@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 
 from datacheck.checks.registry import CHECKS, NOT_BUILT
+from datacheck.listing import describe_check, list_checks, select_checks
 from datacheck.model import catalog
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import ConfigError, UsageError
-from datacheck.tools.checks import describe_check, list_checks, select_checks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import run_cli  # noqa: E402

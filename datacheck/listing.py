@@ -1,7 +1,9 @@
 """The check catalog as users see it (``datacheck checks [ID]``): every check ID with its level,
 default severity and one-line summary, and for one ID what it needs to run (roles, config facts)
 and whether this version builds it, read from the registry that runs the checks, so the listing
-cannot disagree with an audit.
+cannot disagree with an audit; the ``log.*`` IDs of ``datacheck trace`` are read from its rule
+registry (:data:`datacheck.trace.rules.LOG_RULES`). It spans the audit's checks and trace's log rules,
+so it sits at the ``api`` layer, above both.
 
 The catalog itself is :mod:`datacheck.model.catalog` (mirrored from CHECKS.md, the project's
 written contract that users of an installed package do not have).
