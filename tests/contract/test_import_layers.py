@@ -298,3 +298,10 @@ def test_layer_table_places_every_package_once():
     assert len(names) == len(set(names))
     assert {"formats", "derive"} <= set(names)  # placed before they land
     assert set(TOP_LEVEL.values()) <= set(names)
+
+
+def test_type_checking_and_local_imports_count_for_layers():
+    src = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from datacheck.cli.main import main\n"
+           "def f():\n    import datacheck.api\n")
+    mods = [t for n in _all_imports(ast.parse(src)) for t in _targets("datacheck.model.x", False, n)]
+    assert mods == ["datacheck.cli.main", "datacheck.api"]
