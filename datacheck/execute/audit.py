@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.all import load_families
+from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
 from datacheck.checks.crossdup import ROWS_KEY, assign_splits, crossdup_payload
 from datacheck.checks.neardup import NEAR_KEY
 from datacheck.checks.registry import Payload, ShardContext, dataset_items
@@ -92,7 +92,6 @@ def run_job(job: ShardJob) -> ShardOutcome:
     """Audit one shard (answered from the job's cache when it holds the result; a miss is audited
     and its entry written atomically by this process), collecting the warnings it raises. The
     function the ``process`` executor runs in its workers."""
-    load_families()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = (audit_one(job.shard, job.cfg, job.cross_shard) if job.cache is None
@@ -177,7 +176,6 @@ def audit_shards(disc: Discovery, cfg: Config,
         UsageError: a bad ``workers``/``executor`` combination.
         InternalError: a worker process died (the message names the shard it was auditing).
     """
-    load_families()
     ex = make_executor(executor, workers, len(disc.shards), ray_address=ray_address)
     results = _Spilling(spill)
     total = len(disc.shards)
@@ -228,7 +226,6 @@ def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None,
     (a ``skipped`` entry with ``error: true``; see :func:`~datacheck.report.build.build_report`);
     the findings it yielded before raising are dropped.
     """
-    load_families()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     dctx = DatasetContext(cfg=cfg, shards=results, temp_files=list(temp_files), root=root,
                           splits=assign_splits([r.path for r in results], dict(cfg.splits)), index=index,
