@@ -51,7 +51,7 @@ def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> Sha
 
 
 def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: bool = True) -> ShardResult:
-    """Hash one shard; answer from ``cache`` (a :class:`~datacheck.cache.ShardCache`) when it holds
+    """Hash one shard; answer from ``cache`` (a :class:`~datacheck.execute.cache.ShardCache`) when it holds
     the result for these bytes, path, format and config (no shard data is read then), else audit
     it and store the result. A shard that changed while it was read, or whose checks failed
     internally, is never stored."""
@@ -151,7 +151,7 @@ def audit_shards(disc: Discovery, cfg: Config,
                  spill: SpillFolder | None = None) -> list[ShardResult]:
     """Map :func:`audit_one` over the discovered shards; the results (and ``progress`` calls)
     come in discovery order whatever the executor. With ``cache`` (a
-    :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache.
+    :class:`~datacheck.execute.cache.ShardCache`), unchanged shards are answered from the cache.
     ``cross_shard=False`` (one shard, no splits, no --against) skips the row-hash payload that
     only the cross-shard checks need.
 
@@ -264,7 +264,7 @@ def audit(
     Args:
         paths: shard files, folders (searched recursively) or globs.
         config: a :class:`Config`, a path to ``datacheck.toml``, a dict of the same keys, or None:
-            found as the CLI finds it (:func:`resolve_config_path`: ``./datacheck.toml``, else
+            found as the CLI finds it (:func:`~datacheck.execute.setup.resolve_config_path`: ``./datacheck.toml``, else
             ``datacheck.toml`` in the one folder of ``paths`` or its parent, else the defaults).
         config_path: what the report's ``config_path`` says the config file was (a caller that
             loaded the file itself, like the CLI; None: no file); default :data:`FROM_CONFIG`: the
@@ -388,7 +388,7 @@ def hash_shards(disc: Any, cfg: Any) -> list[Any]:
     these shards. An unreadable shard gives a result with ``rows=None`` (it then matches nothing).
 
     Returns:
-        ``ShardResult`` objects (``content_hash`` empty) carrying :data:`ROWS_KEY`/:data:`CONTENT_KEY` payloads.
+        ``ShardResult`` objects (``content_hash`` empty) carrying :data:`ROWS_KEY`/:data:`~datacheck.checks.crossdup.CONTENT_KEY` payloads.
     """
     out = []
     for ds in disc.shards:

@@ -437,7 +437,7 @@ def _is_datacheck_file(path: Path) -> bool:
 def write_json_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` (any text: JSON, HTML, XML, YAML) to ``path`` as UTF-8, atomically.
 
-    Delegates to :func:`datacheck.outputs.write_atomic`: a link is written through to its target, a
+    Delegates to :func:`datacheck.io.outputs.write_atomic`: a link is written through to its target, a
     regular file is replaced by rename from a temporary file in the same folder (fsynced), a
     device or fifo (``/dev/null``, ``/dev/stdout``) is written in place, never replaced.
 
@@ -451,11 +451,11 @@ def write_json_atomic(path: str | Path, text: str) -> Path:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through :func:`datacheck.outputs.write_atomic` (temporary file in
+    """Write ``data`` to ``path`` through :func:`datacheck.io.outputs.write_atomic` (temporary file in
     the same folder, fsync, ``os.replace``; a link is written through to its target).
 
     Raises:
-        OSError: the file cannot be written (the cache turns this into a :class:`CacheWarning`).
+        OSError: the file cannot be written (the cache turns this into a :class:`~datacheck.execute.cache.CacheWarning`).
     """
     write_atomic(path, data, os_errors=True)
 
