@@ -2,7 +2,7 @@
 
 - ``docs/checks.md``: every check ID of the catalog (``datacheck.model.catalog``), with its level,
   default severity, one-line summary and what it needs to run (roles, config facts, as the registry
-  that runs the checks declares them, read through ``datacheck.tools.checks.list_checks``);
+  that runs the checks declares them, read through ``datacheck.listing.list_checks``);
 - ``docs/config.md``: every ``datacheck.toml`` key (``datacheck.model.config``): section, type,
   default and limits read from the pydantic models; the meaning from the field's own description or,
   for a field without one, from :data:`MEANINGS` below (a key without either stops the script).
@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from a checkout: the checkout's datacheck
     sys.path.insert(0, str(ROOT))
 
+from datacheck.listing import list_checks  # noqa: E402
 from datacheck.model import config as cfgmod  # noqa: E402
 from datacheck.model.roles import ROLE_SPECS  # noqa: E402
-from datacheck.tools.checks import list_checks  # noqa: E402
 
 CHECKS_MD = ROOT / "docs" / "checks.md"
 CONFIG_MD = ROOT / "docs" / "config.md"

@@ -23,7 +23,7 @@ HEAVY = ("polars", "numpy", "pyarrow", "pyarrow.parquet", "pydantic", "pandera",
 #: what ``datacheck audit`` needs no part of: the other verbs' libraries and the optional stacks
 NOT_FOR_AUDIT = ("pandera", "torch", "transformers", "tokenizers", "tensorboard", "jinja2",
                  "datacheck.tools.inspect", "datacheck.tools.clean", "datacheck.tools.diff",
-                 "datacheck.tools.infer", "datacheck.torch.plan", "datacheck.torch.guard",
+                 "datacheck.tools.infer", "datacheck.execute.plan", "datacheck.torch.guard",
                  "datacheck.torch.replay", "datacheck.trace.run", "datacheck.cli.commands.inspect",
                  "datacheck.cli.commands.plan", "datacheck.cli.commands.trace")
 
@@ -56,7 +56,7 @@ def test_public_names_load_on_first_use():
 
 def test_datacheck_torch_names_load_on_first_use():
     out = _py("import sys, json, datacheck.torch as t\n"
-              "before = [m for m in ('datacheck.torch.guard', 'datacheck.trace.identity', 'torch') if m in sys.modules]\n"
+              "before = [m for m in ('datacheck.torch.guard', 'datacheck.model.identity', 'torch') if m in sys.modules]\n"
               "g = t.BatchGuard.__module__\n"
               "print(json.dumps([before, g, 'torch' in sys.modules]))")
     assert out == [[], "datacheck.torch.guard", False]

@@ -6,7 +6,7 @@ Series, one value per row: labels other than ``ignore_index`` after truncation t
 ``truncation_side``; every token when ``ignore_index`` is unset). The dataset stage then simulates
 the trainer's order over the shards in index order (the audit's shard order: relative paths
 sorted) with torch's own ``DistributedSampler`` and ``BatchSampler``
-(:mod:`datacheck.torch.order`) from the shards' row counts and these payloads; no shard is read again.
+(:mod:`datacheck.model.order`) from the shards' row counts and these payloads; no shard is read again.
 
 - ``batch.no_batches`` (error): with ``drop_last``, a rank's share (``ceil(rows / world_size)``) is
   under one ``batch_size``, so each rank gets 0 micro-batches; also any dataset of 0 rows.
@@ -21,7 +21,7 @@ sorted) with torch's own ``DistributedSampler`` and ``BatchSampler``
   epoch of ``[batch] epochs`` is simulated (``set_epoch`` reseeds the shuffle).
 
 Token-budget batching (``[batch] max_tokens``; ``batch_size`` then caps the rows of a micro-batch, or
-is unset): the order is that of :class:`datacheck.torch.budget.TokenBudgetBatchSampler` (fairseq's
+is unset): the order is that of :class:`datacheck.model.budget.TokenBudgetBatchSampler` (fairseq's
 ``batch_by_size``), from each row's token count (:data:`TOKENS_KEY` payload: the ``input_ids`` list
 length capped at ``max_seq_len``). The checks keep their meaning, measured in that order:
 ``batch.no_batches`` when, with ``drop_last``, there are fewer token batches than ranks;
@@ -46,8 +46,8 @@ from datacheck.checks.registry import Payload, ShardContext, check, derives, mea
 from datacheck.derive.read import CHAT
 from datacheck.model.errors import OptionalDependencyError
 from datacheck.model.findings import Finding, Skipped
+from datacheck.model.order import EpochOrder, epoch_order
 from datacheck.model.roles import is_list
-from datacheck.torch.order import EpochOrder, epoch_order
 
 __all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "tokens_expr", "batch_payload", "dataset_order",
            "dataset_lengths"]

@@ -25,7 +25,7 @@ the :class:`~datacheck.model.results.DatasetContext` and yield Findings and Skip
 The hook for a shard that cannot be read at all is registered with :func:`on_unreadable`.
 
 Every ID is a catalog ID (:mod:`datacheck.model.catalog`); each has exactly one producer (a shard
-stage, a dataset stage, or both, in one module), or is listed in :data:`NOT_BUILT`.
+stage, a dataset stage, or both, in one module).
 
 A family whose checks or measurements read columns the read path derives (the Alpaca layout's
 ``messages``, the chat template's ``input_ids``/``assistant_mask``/``labels``, rendered preference
@@ -70,7 +70,6 @@ __all__ = [
     "DERIVES",
     "CHECKS",
     "MEASURES",
-    "NOT_BUILT",
     "UNREADABLE",
     "READER_IDS",
     "fact_value",
@@ -596,19 +595,11 @@ UNREADABLE: dict[str, Callable[[str, str, str], Iterable[Finding]]] = {}
 #: IDs the shard reader itself produces while opening (``ShardData.decode_findings``): ID -> producer module
 READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.io.readers", "decode.invalid_utf8": "datacheck.io.readers"}
 
-#: Catalog IDs with no producer yet: ID -> (the config section whose facts they need, why not built).
-#: When that section is configured (or ``[policy]`` names the ID), they are listed as skipped "not yet
-#: built in this version", so a gate that relies on them never passes by accident; otherwise they
-#: stay out of reports.
-NOT_BUILT: dict[str, tuple[str, str]] = {}
-
 
 def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],
               reasons: dict[str, str] | None, dtype_roles: tuple[str, ...] | None) -> None:
     if not catalog.is_known(cid):
         raise InternalError(f"check {cid!r} ({fn.__module__}.{fn.__name__}) is not in the catalog (CHECKS.md)")
-    if cid in NOT_BUILT:
-        raise InternalError(f"check {cid!r} is registered but listed in NOT_BUILT; remove it there")
     for f in (alt for fact in facts for alt in fact.split("|")):
         section, _, key = f.partition(".")
         if not key:
@@ -802,8 +793,8 @@ def _raised(cid: str, fn: Any, exc: BaseException) -> Skipped:
 
 
 def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
-    """Every registered dataset-stage check on ``dctx``, then the :data:`NOT_BUILT` IDs whose config
-    section is set or that ``[policy]`` names (skipped: "not yet built in this version")."""
+    """Every registered dataset-stage check on ``dctx`` (a check whose roles or facts are unmet is skipped
+    with the reason; one whose function raises is a check error)."""
     for cid, spec in CHECKS.items():
         if spec.dataset is None:
             continue
@@ -820,15 +811,6 @@ def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
             continue
         for item in items:
             yield _own(cid, item)
-    for cid, (section, why) in NOT_BUILT.items():
-        if _section_set(dctx.cfg, section) or cid in dctx.cfg.policy:
-            yield Skipped(cid, f"not yet built in this version ({why})")
-
-
-def _section_set(cfg: Config, section: str) -> bool:
-    """Whether the config gives any key of ``[section]`` (a key differing from its default)."""
-    sec = getattr(cfg, section)
-    return sec != type(sec)()
 
 
 def unreadable_findings(shard: str, fmt: str, reason: str) -> list[Finding]:

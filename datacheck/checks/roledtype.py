@@ -6,7 +6,7 @@ A role column of the wrong type (``input_ids`` read as ``List(String)`` because 
 while ``num_classes`` is set, a text column holding numbers, ...) would otherwise switch the role's
 checks off and let the shard pass. It is reported once per column, and every check that
 needs the role lists the same reason under ``skipped`` (:func:`problems` is the one place that
-decides it; the rules are in :func:`datacheck.roles.role_dtype_problems`).
+decides it; the rules are in :func:`datacheck.model.roles.role_dtype_problems`).
 
 A column that the configured data contract (``[dataset] schema``) already reports as
 ``schema.dtype`` is not reported again.

@@ -8,11 +8,7 @@
 """
 from __future__ import annotations
 
-from datacheck.contracts.load import LAYOUTS, contract_from_dict, layout_text, load_contract
-from datacheck.contracts.model import KINDS, ColumnRule, Contract, dtype_kind
+from datacheck.contracts.load import LAYOUTS, layout_text, load_contract
 from datacheck.contracts.validate import data_items, structure_findings, validate_with_pandera
 
-__all__ = [
-    "LAYOUTS", "KINDS", "ColumnRule", "Contract", "dtype_kind", "load_contract", "contract_from_dict",
-    "layout_text", "structure_findings", "data_items", "validate_with_pandera",
-]
+__all__ = ["LAYOUTS", "load_contract", "layout_text", "structure_findings", "data_items", "validate_with_pandera"]

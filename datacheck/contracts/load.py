@@ -14,7 +14,7 @@ Pandera's own ``pandera.io.polars_io.from_yaml`` imports pandas to parse check s
 0.35), which datacheck does not depend on; so the YAML/JSON text is parsed here and only the
 check-free part is handed to ``pandera.io.polars_io.deserialize_schema``; checks are rebuilt from
 Pandera's registered built-in checks (``pandera.Check.<name>``). Every error is a
-:class:`~datacheck.errors.ConfigError` naming the file and the key.
+:class:`~datacheck.model.errors.ConfigError` naming the file and the key.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ Two steps, as measured in ``benchmarks/bench_schema.py``:
    dtype families), ``strict`` (extra columns) and ``require_any`` groups. Decided from the shard's
    polars schema.
 2. **Data**: nullability (``schema.nullable``), every Pandera check of the contract and the list
-   rules (``schema.check``) become :class:`~datacheck.checks.RowCheck` expressions fused by the
+   rules (``schema.check``) become :class:`~datacheck.checks.registry.RowCheck` expressions fused by the
    runner into the shard's ONE lazy query. A Pandera polars check is a function
    ``check_fn(PolarsData) -> LazyFrame`` that selects one boolean expression; the expression is
    taken from it here (:func:`check_expr`) so Pandera defines what a check means and the fused

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.all import load_families
+from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
 from datacheck.checks.crossdup import ROWS_KEY, assign_splits, crossdup_payload
 from datacheck.checks.neardup import NEAR_KEY
 from datacheck.checks.registry import Payload, ShardContext, dataset_items, needed_derivations
@@ -20,7 +20,14 @@ from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
 from datacheck.execute.executors import LocalExecutor, WorkerDied, make_executor
-from datacheck.execute.setup import config_and_source, prepare_audit
+from datacheck.execute.setup import (
+    FROM_CONFIG,
+    AuditOptions,
+    AuditSetup,
+    ConfigPathFrom,
+    config_and_source,
+    prepare_audit,
+)
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashspill import SpillFolder, spill_rows
 from datacheck.io.outputs import check_output_folders
@@ -33,8 +40,8 @@ from datacheck.model.results import DatasetContext, ShardResult
 from datacheck.report.build import build_report
 from datacheck.report.model import Report
 
-__all__ = ["ShardJob", "ShardOutcome", "audit", "audit_one", "audit_one_cached", "audit_shards", "finish_report",
-           "hash_shards", "run_job"]
+__all__ = ["ShardJob", "ShardOutcome", "audit", "run_audit", "audit_one", "audit_one_cached", "audit_shards",
+           "audit_prepared", "finish_report", "hash_shards", "run_job"]
 
 
 def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
@@ -44,7 +51,7 @@ def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> Sha
 
 
 def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: bool = True) -> ShardResult:
-    """Hash one shard; answer from ``cache`` (a :class:`~datacheck.cache.ShardCache`) when it holds
+    """Hash one shard; answer from ``cache`` (a :class:`~datacheck.execute.cache.ShardCache`) when it holds
     the result for these bytes, path, format and config (no shard data is read then), else audit
     it and store the result. A shard that changed while it was read, or whose checks failed
     internally, is never stored."""
@@ -85,7 +92,6 @@ def run_job(job: ShardJob) -> ShardOutcome:
     """Audit one shard (answered from the job's cache when it holds the result; a miss is audited
     and its entry written atomically by this process), collecting the warnings it raises. The
     function the ``process`` executor runs in its workers."""
-    load_families()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = (audit_one(job.shard, job.cfg, job.cross_shard) if job.cache is None
@@ -145,7 +151,7 @@ def audit_shards(disc: Discovery, cfg: Config,
                  spill: SpillFolder | None = None) -> list[ShardResult]:
     """Map :func:`audit_one` over the discovered shards; the results (and ``progress`` calls)
     come in discovery order whatever the executor. With ``cache`` (a
-    :class:`~datacheck.cache.ShardCache`), unchanged shards are answered from the cache.
+    :class:`~datacheck.execute.cache.ShardCache`), unchanged shards are answered from the cache.
     ``cross_shard=False`` (one shard, no splits, no --against) skips the row-hash payload that
     only the cross-shard checks need.
 
@@ -170,7 +176,6 @@ def audit_shards(disc: Discovery, cfg: Config,
         UsageError: a bad ``workers``/``executor`` combination.
         InternalError: a worker process died (the message names the shard it was auditing).
     """
-    load_families()
     ex = make_executor(executor, workers, len(disc.shards), ray_address=ray_address)
     results = _Spilling(spill)
     total = len(disc.shards)
@@ -221,7 +226,6 @@ def finish_report(cfg: Config, results: list[ShardResult], *, root: Path | None,
     (a ``skipped`` entry with ``error: true``; see :func:`~datacheck.report.build.build_report`);
     the findings it yielded before raising are dropped.
     """
-    load_families()
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     dctx = DatasetContext(cfg=cfg, shards=results, temp_files=list(temp_files), root=root,
                           splits=assign_splits([r.path for r in results], dict(cfg.splits)), index=index,
@@ -247,7 +251,7 @@ def audit(
     cache_dir: str | Path | None = None,
     against: str | Path | list[str | Path] | None = None,
     prune_cache: bool = False,
-    config_path: str | None = "derive",
+    config_path: str | None | ConfigPathFrom = FROM_CONFIG,
     allow_check_errors: bool = False,
     workers: int | None = None,
     executor: str | None = None,
@@ -260,11 +264,11 @@ def audit(
     Args:
         paths: shard files, folders (searched recursively) or globs.
         config: a :class:`Config`, a path to ``datacheck.toml``, a dict of the same keys, or None:
-            found as the CLI finds it (:func:`resolve_config_path`: ``./datacheck.toml``, else
+            found as the CLI finds it (:func:`~datacheck.execute.setup.resolve_config_path`: ``./datacheck.toml``, else
             ``datacheck.toml`` in the one folder of ``paths`` or its parent, else the defaults).
         config_path: what the report's ``config_path`` says the config file was (a caller that
-            loaded the file itself, like the CLI; None: no file); default ``"derive"``: the path
-            given or found as ``config``, None for a :class:`Config` or dict.
+            loaded the file itself, like the CLI; None: no file); default :data:`FROM_CONFIG`: the
+            path given or found as ``config``, None for a :class:`Config` or dict.
         fail_on: ``"error"`` (default), ``"warn"`` or ``"never"``: the lowest severity that fails the gate.
         progress: called as ``progress(shard_path, done, total)`` after each shard.
         byte_progress: called as ``byte_progress(shard_path, bytes_done, bytes_total)`` before and
@@ -290,6 +294,9 @@ def audit(
             audited root is not read (listed under ``ignored``); True: it is read (a Hugging Face hub
             cache snapshot). See :func:`datacheck.io.discover.discover`.
 
+    The keyword arguments become one :class:`~datacheck.execute.setup.AuditOptions` (see
+    :func:`run_audit`), the value a part audit takes too.
+
     Returns:
         The :class:`Report`. It is not written anywhere; the CLI stores it.
 
@@ -310,30 +317,57 @@ def audit(
         raise UsageError(f"config must be a path to datacheck.toml, a dict of its keys, a Config or None, got "
                          f"{type(config).__name__}")
     cfg, source = config_and_source(config, paths)
-    if config_path != "derive":
-        source = config_path
-    setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir, follow_symlinks=follow_symlinks)
-    disc, cache, index, cfg = setup.disc, setup.cache, setup.index, setup.cfg
-    against_results = None
-    if against is not None:
+    others = [] if against is None else [against] if isinstance(against, (str, Path)) else list(against)
+    opts = AuditOptions(fail_on=fail_on, config_path=source if config_path is FROM_CONFIG else config_path,
+                        cache_dir=cache_dir, prune_cache=prune_cache, allow_check_errors=allow_check_errors,
+                        workers=workers, executor=executor, ray_address=ray_address, follow_symlinks=follow_symlinks,
+                        against=tuple(str(p) for p in others))
+    return run_audit(list(paths), cfg, opts, progress=progress, byte_progress=byte_progress)
 
-        against_results = hash_shards(discover([str(p) for p in ([against] if isinstance(against, (str, Path))
-                                                                 else against)], cfg.dataset.format), cfg)
-    cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or against is not None
+
+def run_audit(paths: list[str | Path], cfg: Config, opts: AuditOptions, *,
+              progress: Callable[[str, int, int], None] | None = None,
+              byte_progress: Callable[[str, int, int], None] | None = None) -> Report:
+    """The single-job audit of the shards under ``paths`` with the validated ``cfg`` and ``opts``
+    (what :func:`audit` and ``datacheck audit`` run; a part audit takes the same ``opts``).
+
+    Raises:
+        UsageError, ConfigError: as :func:`audit` (all before any shard is read).
+    """
+    setup = prepare_audit(paths, cfg, opts)
+    disc, index, cfg = setup.disc, setup.index, setup.cfg
+    against_results = None
+    if opts.against:
+        against_results = hash_shards(discover(list(opts.against), cfg.dataset.format,
+                                               follow_symlinks=opts.follow_symlinks), cfg)
+    cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or bool(opts.against)
     spill = _spill_folder([str(p) for p in paths]) if cross_shard else None
     try:
-        results = audit_shards(disc, cfg, progress, cache=cache, cross_shard=cross_shard, workers=workers,
-                               executor=executor, ray_address=ray_address, byte_progress=byte_progress, spill=spill)
-        if cache is not None and prune_cache:
-            cache.prune()
+        results = audit_prepared(setup, disc, opts, progress=progress, byte_progress=byte_progress,
+                                 cross_shard=cross_shard, spill=spill)
         # shards in an object store: the dataset checks get no root (they read no local file there)
-        return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root, temp_files=disc.temp_files, fail_on=fail_on,
-                             index=index, against=against_results, config_path=source, ignored=disc.ignored_data,
-                             shard_lists=disc.shard_lists(),
-                             allow_check_errors=allow_check_errors)
+        return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root,
+                             temp_files=disc.temp_files, fail_on=opts.fail_on, index=index, against=against_results,
+                             config_path=opts.config_path, ignored=disc.ignored_data, shard_lists=disc.shard_lists(),
+                             allow_check_errors=opts.allow_check_errors)
     finally:
         if spill is not None:
             spill.close()
+
+
+def audit_prepared(setup: AuditSetup, shards: Discovery, opts: AuditOptions, *,
+                   progress: Callable[[str, int, int], None] | None = None,
+                   byte_progress: Callable[[str, int, int], None] | None = None,
+                   cross_shard: bool = True, spill: SpillFolder | None = None) -> list[ShardResult]:
+    """Audit ``shards`` (``setup.disc``, or a part's selection of it) with ``setup``'s config and
+    cache and ``opts``' executor (:func:`audit_shards`), then prune the cache when
+    ``opts.prune_cache``: the one shard loop of the single-job audit and of a part audit."""
+    results = audit_shards(shards, setup.cfg, progress, cache=setup.cache, cross_shard=cross_shard,
+                           workers=opts.workers, executor=opts.executor, ray_address=opts.ray_address,
+                           byte_progress=byte_progress, spill=spill)
+    if setup.cache is not None and opts.prune_cache:
+        setup.cache.prune()
+    return results
 
 
 def _spill_folder(paths: list[str]) -> SpillFolder | None:
@@ -354,7 +388,7 @@ def hash_shards(disc: Any, cfg: Any) -> list[Any]:
     these shards. An unreadable shard gives a result with ``rows=None`` (it then matches nothing).
 
     Returns:
-        ``ShardResult`` objects (``content_hash`` empty) carrying :data:`ROWS_KEY`/:data:`CONTENT_KEY` payloads.
+        ``ShardResult`` objects (``content_hash`` empty) carrying :data:`ROWS_KEY`/:data:`~datacheck.checks.crossdup.CONTENT_KEY` payloads.
     """
     out = []
     for ds in disc.shards:

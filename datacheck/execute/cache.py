@@ -1,7 +1,7 @@
 """Per-shard result cache for incremental audits, and the binary encoding of shard results.
 
 A nightly audit over a shard set that grows every day should only read the shards that changed.
-Each :class:`~datacheck.runner.ShardResult` is stored under a key made of
+Each :class:`~datacheck.model.results.ShardResult` is stored under a key made of
 
 - the shard's content hash (xxh3-128 of its bytes) and its path relative to the audited root
   (findings' messages name the shard, so the path is part of what the result says),

@@ -6,7 +6,7 @@ sizes; the report keys each shard by relative path and content hash; the absolut
 differ, e.g. two CI checkouts of the same data; every part from
 ``0`` to ``N-1`` exactly once, every shard audited by exactly one part), puts the shard results
 back in discovery order and runs the dataset-level checks over them
-(:func:`datacheck.api.finish_report`): the result equals a single-job audit of the same data
+(:func:`datacheck.execute.audit.finish_report`): the result equals a single-job audit of the same data
 (``created_at`` aside).
 """
 from __future__ import annotations

@@ -33,9 +33,9 @@ import polars as pl
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.execute.audit import audit_shards
+from datacheck.execute.audit import audit_prepared
 from datacheck.execute.cache import EncodeError, code_fingerprint, encode_results
-from datacheck.execute.setup import prepare_audit
+from datacheck.execute.setup import AuditOptions, prepare_audit
 from datacheck.io.discover import Discovery
 from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
 from datacheck.io.safejson import read_json_file
@@ -118,29 +118,28 @@ class PartRun:
         return dataclasses.replace(self.report, part=part)
 
 
-def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail_on: str = "error",
-               cache_dir: str | Path | None = None,
-               progress: Callable[[str, int, int], None] | None = None, prune_cache: bool = False,
-               config_path: str | None = None, allow_check_errors: bool = False, workers: int | None = None,
-               executor: str | None = None, ray_address: str | None = None,
+def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int, part: int, *,
+               progress: Callable[[str, int, int], None] | None = None,
                byte_progress: Callable[[str, int, int], None] | None = None) -> PartRun:
-    """Audit part ``part`` of ``num_parts`` of the shards under ``paths``.
+    """Audit part ``part`` of ``num_parts`` of the shards under ``paths``, with the same
+    :class:`~datacheck.execute.setup.AuditOptions` the single-job audit takes
+    (:func:`datacheck.execute.audit.run_audit`): discovery (``follow_symlinks``), cache, executor.
 
     Every shard is discovered (the merge needs the full ordered list, with each shard's size from
     the file system) but only the part's shards are hashed and read. Nothing in the sidecar that the
     merge compares depends on where the data is checked out: shard paths are relative to the
     audited root, and the ``[dataset] index`` file is named relative to it when it lies inside.
-    ``config_path`` is what the report's ``config_path`` says (see :func:`datacheck.api.audit`);
-    ``allow_check_errors`` decides the part report's status only (the merge takes its own).
-    ``workers``/``executor``/``ray_address``/``progress``/``byte_progress``: as for
-    :func:`datacheck.api.audit` (over the part's shards).
+    ``opts.allow_check_errors`` decides the part report's status only (the merge takes its own).
 
     Raises:
-        UsageError: bad part numbers, a path that does not exist, no shard found, read-only cache.
+        UsageError: bad part numbers, ``opts.against`` set (the whole dataset is compared in one
+            job), a path that does not exist, no shard found, read-only cache.
     """
     check_part_args(num_parts, part)
-    setup = prepare_audit(paths, cfg, fail_on=fail_on, cache_dir=cache_dir)
-    disc, cache, cfg = setup.disc, setup.cache, setup.cfg
+    if opts.against:
+        raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
+    setup = prepare_audit(paths, cfg, opts)
+    disc, cfg = setup.disc, setup.cfg
     index_doc = None
     if setup.index_path is not None:  # the merge gets the index file's content
         source = setup.index_path.absolute()
@@ -148,15 +147,12 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
                   else str(source))
         index_doc = {"source": source, "data": read_json_file(setup.index_path)}
     mine = select_part(disc, num_parts, part)
-    results = audit_shards(mine, cfg, progress, cache=cache, workers=workers, executor=executor,
-                           ray_address=ray_address, byte_progress=byte_progress)
-    if cache is not None and prune_cache:
-        cache.prune()
+    results = audit_prepared(setup, mine, opts, progress=progress, byte_progress=byte_progress)
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     skipped.append(("", Skipped("dataset", f"part {part} of {num_parts} (0-based): the dataset-level checks run "
                                            "in 'datacheck merge' over all parts")))
-    report = build_report(cfg, results, [], skipped, fail_on, config_path=config_path, ignored=disc.ignored_data,
-                          allow_check_errors=allow_check_errors)
+    report = build_report(cfg, results, [], skipped, opts.fail_on, config_path=opts.config_path,
+                          ignored=disc.ignored_data, allow_check_errors=opts.allow_check_errors)
     meta = {
         "kind": PART_KIND,
         "num_parts": num_parts,
@@ -164,14 +160,14 @@ def audit_part(paths: list[str], cfg: Config, num_parts: int, part: int, *, fail
         "all_shards": [s.rel for s in disc.shards],
         "all_bytes": [_size(s.path) for s in disc.shards],
         "root": str(disc.root),  # where this part ran (informational: the merge never compares it)
-        "config_path": config_path,
+        "config_path": opts.config_path,
         "ignored": list(disc.ignored_data),
         "temp_files": list(disc.temp_files),
         "shard_lists": disc.shard_lists(),
         "index": index_doc,
         "config": cfg.to_dict(),
         "config_hash": cfg.hash(),
-        "fail_on": fail_on,
+        "fail_on": opts.fail_on,
         "datacheck_version": __version__,
         "code": code_fingerprint(),
         "polars": pl.__version__,

@@ -3,6 +3,7 @@
 everything an audit checks before it reads any shard."""
 from __future__ import annotations
 
+import enum
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from datacheck.model.config import DEFAULT_CONFIG_NAME, Config, config_from_dict
 from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import UsageError
 
-__all__ = ["MAX_CONFIG_LEVELS", "VCS_MARKERS", "resolve_config_path", "config_and_source", "AuditSetup", "prepare_audit"]
+__all__ = ["MAX_CONFIG_LEVELS", "VCS_MARKERS", "resolve_config_path", "config_and_source", "AuditOptions",
+           "FROM_CONFIG", "AuditSetup", "prepare_audit"]
 
 
 #: Most folders the lookup climbs from the data's folder (that folder and 7 parents above it): a
@@ -132,10 +134,55 @@ def config_and_source(config: Config | str | Path | dict | None, paths: Iterable
     return (load_config(source, allow_python_schema=trusted) if source is not None else Config()), source
 
 
+class ConfigPathFrom(enum.Enum):
+    """The value of :func:`datacheck.api.audit`'s ``config_path`` that means "the file ``config`` was
+    given or found as" (:data:`FROM_CONFIG`), as opposed to a path or None given by the caller."""
+
+    CONFIG = "config"
+
+
+#: ``config_path=FROM_CONFIG``: the report names the config file given or found (None for a Config or dict).
+FROM_CONFIG = ConfigPathFrom.CONFIG
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    """How one audit runs, built once from the flags (``datacheck audit``) or the keyword arguments
+    (:func:`datacheck.api.audit`) and passed whole to :func:`prepare_audit` and to both the single-job
+    audit (:func:`datacheck.execute.audit.run_audit`) and a part audit
+    (:func:`datacheck.execute.parts.audit_part`): neither takes an option of its own, so a part
+    audits exactly the shards the single job audits, with the same settings.
+
+    Attributes:
+        fail_on: ``"error"``, ``"warn"`` or ``"never"``: the lowest severity that fails the gate.
+        config_path: the config file the report names (None: defaults, a Config or a dict).
+        cache_dir: the per-shard result cache folder, or None (no cache).
+        prune_cache: after the audit, delete the cache entries it did not use.
+        allow_check_errors: a check that fails internally does not fail the gate.
+        workers: worker processes (None: ``$DATACHECK_WORKERS``, else one per core).
+        executor: ``"local"``, ``"process"``, ``"ray"`` or None (picked from ``workers``).
+        ray_address: the Ray cluster ``executor="ray"`` joins (None: Ray started in this process).
+        follow_symlinks: read shards reached through symlinks that lead outside the audited root.
+        against: another dataset (files, folders or globs) whose row content the audited rows are
+            compared with (``dup.split_overlap``); empty: none. A part audit refuses it.
+    """
+
+    fail_on: str = "error"
+    config_path: str | None = None
+    cache_dir: str | Path | None = None
+    prune_cache: bool = False
+    allow_check_errors: bool = False
+    workers: int | None = None
+    executor: str | None = None
+    ray_address: str | None = None
+    follow_symlinks: bool = False
+    against: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class AuditSetup:
-    """What an audit knows before it reads any shard (shared by :func:`datacheck.api.audit` and
-    :func:`datacheck.execute.parts.audit_part`).
+    """What an audit knows before it reads any shard (shared by :func:`datacheck.execute.audit.run_audit`
+    and :func:`datacheck.execute.parts.audit_part`).
 
     Attributes:
         cfg: the validated config, with ``[splits]`` filled from a Hugging Face ``DatasetDict`` folder's
@@ -154,8 +201,7 @@ class AuditSetup:
     index_path: Path | None
 
 
-def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
-                  cache_dir: str | Path | None, follow_symlinks: bool = False) -> AuditSetup:
+def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) -> AuditSetup:
     """Every check an audit makes before reading shards, in one place: ``fail_on``, the data contract
     (``[dataset] schema``), the cache folder, discovery of the shards, the splits a ``DatasetDict``
     folder declares (used as ``[splits]`` when the config has none), and the committed data index.
@@ -166,16 +212,16 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, *, fail_on: str,
             or lists a path outside the audited root.
         ConfigError: the contract cannot be loaded (unknown layout, bad YAML, ...).
 
-    ``follow_symlinks``: read shards reached through symlinks that lead outside the audited root
+    ``opts.follow_symlinks``: read shards reached through symlinks that lead outside the audited root
     (:func:`datacheck.io.discover.discover`).
     """
-    if fail_on not in FAIL_ON:
-        raise UsageError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
+    if opts.fail_on not in FAIL_ON:
+        raise UsageError(f"fail_on must be one of {FAIL_ON}, got {opts.fail_on!r}")
     spec = cfg.schema_spec()
     if spec is not None:  # a bad schema is a usage error (exit 2) before any shard is read
         load_contract(spec)
-    cache = ShardCache(cache_dir, cfg) if cache_dir is not None else None
-    disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=follow_symlinks)
+    cache = ShardCache(opts.cache_dir, cfg) if opts.cache_dir is not None else None
+    disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
     if not cfg.splits:  # a DatasetDict folder's declared splits, as [splits] entries; an explicit [splits] wins
         declared = disc.declared_splits()
         if declared:

@@ -1,5 +1,3 @@
-"""Shard discovery and reading (parquet, Arrow IPC file/stream, JSONL(.gz/.zst), CSV/TSV)."""
-from datacheck.io.discover import DiscoveredShard, Discovery, discover
-from datacheck.io.readers import ShardData, Unreadable, open_shard
-
-__all__ = ["discover", "Discovery", "DiscoveredShard", "open_shard", "ShardData", "Unreadable"]
+"""Bytes in and out: shard discovery (:mod:`~datacheck.io.discover`), hashes, object stores, the recorded
+ledger and every write (:mod:`~datacheck.io.outputs`). Names no check ID; the format readers live in
+:mod:`datacheck.formats`, the read path in :mod:`datacheck.derive.read`."""

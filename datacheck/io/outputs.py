@@ -32,12 +32,15 @@ import sys
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from datacheck.io.stores import is_url
 from datacheck.model.errors import UsageError
 
-__all__ = ["write_atomic", "make_temp_folder", "make_temp_file", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["write_atomic", "write_frame_atomic", "make_temp_folder", "make_temp_file", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
 
 #: What :func:`write_atomic` writes: text (UTF-8), bytes, or a function that writes the whole
 #: content to the binary file object it is given (e.g. ``df.write_parquet``).
@@ -434,7 +437,7 @@ def _is_datacheck_file(path: Path) -> bool:
 def write_json_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` (any text: JSON, HTML, XML, YAML) to ``path`` as UTF-8, atomically.
 
-    Delegates to :func:`datacheck.outputs.write_atomic`: a link is written through to its target, a
+    Delegates to :func:`datacheck.io.outputs.write_atomic`: a link is written through to its target, a
     regular file is replaced by rename from a temporary file in the same folder (fsynced), a
     device or fifo (``/dev/null``, ``/dev/stdout``) is written in place, never replaced.
 
@@ -448,11 +451,11 @@ def write_json_atomic(path: str | Path, text: str) -> Path:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through :func:`datacheck.outputs.write_atomic` (temporary file in
+    """Write ``data`` to ``path`` through :func:`datacheck.io.outputs.write_atomic` (temporary file in
     the same folder, fsync, ``os.replace``; a link is written through to its target).
 
     Raises:
-        OSError: the file cannot be written (the cache turns this into a :class:`CacheWarning`).
+        OSError: the file cannot be written (the cache turns this into a :class:`~datacheck.execute.cache.CacheWarning`).
     """
     write_atomic(path, data, os_errors=True)
 
@@ -463,3 +466,19 @@ def os_error_message(given: str, exc: BaseException) -> str | None:
     no OS error (then it is a bug, not the disk)."""
     os_exc = exc if isinstance(exc, OSError) else _os_error_in(exc)
     return None if os_exc is None else str(_usage_error(given, os_exc))
+
+
+def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
+    """Write ``df`` as parquet (``.parquet``/``.pq``) or JSONL (``.jsonl``/``.ndjson``) atomically,
+    through :func:`write_atomic` (temporary file in the target's folder, fsync,
+    rename; a link is written through to its target, a device or fifo is written in place).
+
+    Raises:
+        UsageError: another extension, ``path`` is an existing folder, or it cannot be written.
+    """
+    name = Path(path).name.lower()
+    if not name.endswith((".parquet", ".pq", ".jsonl", ".ndjson")):
+        raise UsageError(f"--export {path}: write .parquet or .jsonl (the format follows the extension)")
+    if name.endswith((".parquet", ".pq")):
+        return write_atomic(path, lambda f: df.write_parquet(f))
+    return write_atomic(path, lambda f: df.write_ndjson(f))

@@ -391,7 +391,7 @@ def describe_config(source: str | None, config_hash: str | None = None) -> str:
     """The line each command prints at the top of its output: ``"config: <file>"``; without a file
     ``"config: none (defaults)"``, or :data:`CONFIG_CHANGED_LINE` when ``config_hash`` (a report's) is not that
     of the defaults: without a file the defaults were changed by ``--schema``, by the splits a Hugging Face
-    ``DatasetDict`` folder declares, or a :class:`Config` or dict was passed to :func:`audit` (the report
+    ``DatasetDict`` folder declares, or a :class:`Config` or dict was passed to :func:`datacheck.audit` (the report
     does not say which; it was "given in memory", which misled a CLI user who had given none)."""
     if source:
         return f"config: {source}"

@@ -29,7 +29,7 @@ class ShardResult:
     columns: dict[str, str] = field(default_factory=dict)  # column -> dtype string
     #: every failing row (0-based, sorted) per "check" or "check:column"; only with ``keep_rows=True``
     failing_rows: dict[str, list[int]] = field(default_factory=dict)
-    #: values of :class:`~datacheck.checks.Payload` items (for the merge; never in the report)
+    #: values of :class:`~datacheck.checks.registry.Payload` items (for the merge; never in the report)
     payload: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -54,7 +54,7 @@ class DatasetContext:
     shard_lists: list[str] = field(default_factory=list)
     #: shard path -> split name from ``[splits]`` (shards matching no glob are absent)
     splits: dict[str, str] = field(default_factory=dict)
-    #: the committed ``[dataset] index`` (:class:`~datacheck.dataindex.DataIndex`), read before any shard
+    #: the committed ``[dataset] index`` (:class:`~datacheck.io.dataindex.DataIndex`), read before any shard
     index: Any = None
     #: shard results of the ``--against`` dataset (hash payloads only), or None
     against: list[ShardResult] | None = None

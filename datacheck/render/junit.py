@@ -20,7 +20,7 @@ The checks listed per shard are every row- and shard-level check ID of the catal
 skipped test case; dataset-level IDs get one test case each with classname ``dataset``. A check
 error (a ``skipped`` entry with ``error: true``) is an ``<error>`` test case, under its own name
 when that name is no catalog ID (a check family whose function raised, a statistic).
-Written atomically (:func:`datacheck.report.write_json_atomic` writes any text).
+Written atomically (:func:`datacheck.io.outputs.write_json_atomic` writes any text).
 """
 from __future__ import annotations
 

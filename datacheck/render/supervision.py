@@ -3,7 +3,7 @@ view: which tokens the loss trains on (supervised), which it ignores (prompt, sy
 ``ignore_index`` or assistant mask 0), which are padding, and padding the loss trains on (a defect).
 
 Three forms of the same ``(token text, class)`` pairs (classes from
-:func:`datacheck.tools.inspect.classify_supervision`):
+:func:`datacheck.model.supervision.classify_supervision`):
 
 - :func:`render_plain`: no colour (a pipe, a file, CI logs): runs of one class as
   ``[S: ...]`` / ``[I: ...]`` / ``[P: ...]`` / ``[X: ...]`` with a legend;
@@ -25,7 +25,7 @@ import html
 import io
 from typing import Any, Iterable, Sequence
 
-from datacheck.tools.inspect import PADDING, PADDING_SUPERVISED, SUPERVISED, SUPERVISION_CLASSES
+from datacheck.model.supervision import PADDING, PADDING_SUPERVISED, SUPERVISED, SUPERVISION_CLASSES
 
 __all__ = ["LEGEND", "MARK", "STYLE", "runs", "render_plain", "render_ansi", "render_html_tokens",
            "render_rows_html", "supervision_counts"]

@@ -105,7 +105,7 @@ def row_content_columns(r: ShardResult) -> list[str]:
     the shard's order, when the shard has no such role.
 
     Args:
-        r: a readable shard's result (``roles`` as :meth:`Roles.to_dict` writes them).
+        r: a readable shard's result (``roles`` as :meth:`~datacheck.model.roles.Roles.to_dict` writes them).
 
     Returns:
         Column names (empty for a shard without columns).

@@ -1,6 +1,6 @@
 """The versioned audit report (JSON contract in DESIGN.md, JSON Schema in ``schemas/report.schema.json``).
 
-Written atomically (:func:`datacheck.outputs.write_atomic`: temporary file in the target's folder, fsync,
+Written atomically (:func:`datacheck.io.outputs.write_atomic`: temporary file in the target's folder, fsync,
 rename; links written through, devices written in place) and deterministically
 (sorted keys). :func:`read_report` refuses a newer ``report_version`` with a clear message.
 """
@@ -67,7 +67,7 @@ class Report:
 
     ``passed`` is False when a finding fails the policy; ``findings`` lists every finding, shard-level
     ones first (with their shard in ``shards``) then dataset-level ones; ``raise_for_policy()`` raises
-    :class:`~datacheck.errors.PolicyFailed`.
+    :class:`~datacheck.model.errors.PolicyFailed`.
     """
 
     datacheck_version: str

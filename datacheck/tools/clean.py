@@ -8,7 +8,7 @@ Guarantees:
   folder) and must not be the input folder, inside it, or contain it.
 - Kept rows + quarantined rows == input rows, exactly: before the rename, both are read back from
   the written files and their per-row content hashes are compared with the input's, row by row
-  (an :class:`~datacheck.errors.InternalError` otherwise, and nothing is renamed into place).
+  (an :class:`~datacheck.model.errors.InternalError` otherwise, and nothing is renamed into place).
 
 Layout of ``out``::
 

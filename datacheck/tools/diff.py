@@ -14,7 +14,7 @@
   percentage point).
 
 Both reports must have the same ``report_version`` (a layout change makes a comparison
-meaningless): otherwise :class:`~datacheck.errors.ReportVersionError` (exit 2).
+meaningless): otherwise :class:`~datacheck.model.errors.ReportVersionError` (exit 2).
 """
 from __future__ import annotations
 

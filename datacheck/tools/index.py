@@ -56,9 +56,9 @@ def verify(paths: list[str], index: str, config: Config | str | None = None,
     Args:
         paths: shard files, folders or globs.
         index: the committed index file.
-        config: a :class:`~datacheck.config.Config`, a ``datacheck.toml`` path, or None (found as for audit).
+        config: a :class:`~datacheck.model.config.Config`, a ``datacheck.toml`` path, or None (found as for audit).
         fail_on: with ``"error"``/``"warn"``/``"never"``, the findings pass through the audit's policy
-            (:func:`datacheck.api.apply_policy`; ignored checks dropped, ``fails_policy`` set);
+            (:func:`datacheck.report.policy.apply_policy`; ignored checks dropped, ``fails_policy`` set);
             None (default): the raw findings.
 
     Raises:

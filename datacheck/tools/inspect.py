@@ -29,17 +29,18 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.checks.all import load_families
+from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.engine.shard import audit_file
 from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.outputs import write_atomic
+from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.readers import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.findings import Example, Finding, Skipped, show_value
 from datacheck.model.roles import is_list, seq2seq_layout
+from datacheck.model.supervision import IGNORED, PADDING, PADDING_SUPERVISED, classify_supervision
 
 __all__ = [
     "OffendingRow",
@@ -49,11 +50,8 @@ __all__ = [
     "inspect_shards",
     "export_rows",
     "parse_row_list",
-    "write_frame_atomic",
     "EXPORT_COLUMNS",
     "TOKENIZERS_INSTALL",
-    "classify_supervision",
-    "SUPERVISION_CLASSES",
 ]
 
 #: The install command shown when the optional ``tokenizers`` package is missing: the ``tokenizers``
@@ -251,82 +249,6 @@ def load_tokenizer(path: str | Path) -> TokenizerView:
                          byte_level=type(decoder).__name__ == "ByteLevel")
 
 
-# --------------------------------------------------------------------------------------------- supervision
-#: The supervision classes of a token (:func:`classify_supervision`), in legend order.
-SUPERVISED, IGNORED, PADDING, PADDING_SUPERVISED = "supervised", "ignored", "padding", "padding_supervised"
-SUPERVISION_CLASSES = (SUPERVISED, IGNORED, PADDING, PADDING_SUPERVISED)
-
-
-def classify_supervision(ids: list[Any], *, attention_mask: list[Any] | None = None, labels: list[Any] | None = None,
-                         assistant_mask: list[Any] | None = None, ignore_index: int | None = -100,
-                         shifted: bool = False, pad_token_id: int | None = None,
-                         padding_side: str = "right") -> list[str]:
-    """The supervision class of each token of one row: what the loss trains on, as the trainer sees it.
-
-    A token is a *target* when the loss asks the model to produce it:
-
-    - with ``labels`` and ``shifted = false`` (Hugging Face: the model shifts): token ``j >= 1`` is a
-      target when ``labels[j]`` is not null and not ``ignore_index`` (``labels[0]`` is never used by
-      the shifted loss, so token 0 is never a target);
-    - with ``labels`` and ``shifted = true`` (nanoGPT, Megatron: ``labels[i]`` is the target of
-      position ``i``): token ``j >= 1`` is a target when ``labels[j - 1]`` is supervised;
-    - without labels, with ``assistant_mask`` (assistant-only loss): token ``j >= 1`` is a target when
-      ``assistant_mask[j] == 1``;
-    - with neither (causal LM, labels = input_ids): every non-padding token ``j >= 1``.
-
-    A token is *padding* when ``attention_mask[j] == 0``; without a mask, when it belongs to the run
-    of ``pad_token_id`` at the padded end of the row (``padding_side``; none when ``pad_token_id``
-    is unset). Classes: ``"supervised"`` (a target), ``"ignored"`` (not a target: prompt, system,
-    user turns), ``"padding"``, and ``"padding_supervised"`` (padding that is a target: the loss
-    trains on padding, ``padding.label_not_ignored``).
-
-    Args:
-        ids: the row's token ids (length L); lists shorter than L leave the missing positions
-            unsupervised / attended.
-        attention_mask: 0/1 per token, or None.
-        labels: token labels per position, or None.
-        assistant_mask: 0/1 per token, or None (used only without ``labels``).
-        ignore_index: the label the loss ignores (``[labels] ignore_index``; None: none).
-        shifted: ``[labels] shifted``.
-        pad_token_id: ``[tokens] pad_token_id`` (only used without ``attention_mask``).
-        padding_side: ``"right"`` or ``"left"`` (only used without ``attention_mask``).
-
-    Returns:
-        One class per token of ``ids`` (length L).
-    """
-    n = len(ids)
-
-    def at(xs: list[Any] | None, j: int) -> Any:
-        return xs[j] if xs is not None and 0 <= j < len(xs) else None
-
-    if attention_mask is not None:
-        pad = [at(attention_mask, j) == 0 for j in range(n)]
-    else:
-        pad = [False] * n
-        if pad_token_id is not None:
-            order = range(n - 1, -1, -1) if padding_side == "right" else range(n)
-            for j in order:
-                if ids[j] != pad_token_id:
-                    break
-                pad[j] = True
-
-    def sup_label(v: Any) -> bool:
-        return v is not None and v != ignore_index
-
-    out = []
-    for j in range(n):
-        if j == 0:
-            target = False
-        elif labels is not None:
-            target = sup_label(at(labels, j - 1 if shifted else j))
-        elif assistant_mask is not None:
-            target = at(assistant_mask, j) in (1, True)
-        else:
-            target = not pad[j]
-        out.append((PADDING_SUPERVISED if target else PADDING) if pad[j] else (SUPERVISED if target else IGNORED))
-    return out
-
-
 # --------------------------------------------------------------------------------------------- inspection
 @dataclass(frozen=True)
 class OffendingRow:
@@ -345,7 +267,7 @@ class OffendingRow:
         tokens: the sequence as tokens (a window around ``position``) when a tokenizer was given.
         byte_offset: 0-based byte offset of the line (decode findings), else None.
         supervision: with a tokenizer, the whole ``input_ids`` row as ``(token text, class)`` pairs,
-            the class from :func:`classify_supervision` (``[labels]``/``[tokens]`` facts of the config).
+            the class from :func:`~datacheck.model.supervision.classify_supervision` (``[labels]``/``[tokens]`` facts of the config).
         supervision_runs: the same row as ``(class, text)`` runs of consecutive tokens of one class,
             each run's text decoded from its joined ids (:meth:`TokenizerView.decode`); a run of one
             repeated padding token as ``token×N``.
@@ -714,7 +636,6 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
     wanted = _check_ids(checks)
     cfg, notes = _with_facts(cfg, limit, tokenizer, rows)
     disc = discover([str(p) for p in paths], cfg.dataset.format)
-    load_families()
     out = [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
     _rows_exist(rows, out)
     return out
@@ -742,22 +663,6 @@ def _rows_exist(rows: list[int] | None, inspections: list[ShardInspection]) -> N
 
 
 # --------------------------------------------------------------------------------------------- export
-def write_frame_atomic(df: pl.DataFrame, path: str | Path) -> Path:
-    """Write ``df`` as parquet (``.parquet``/``.pq``) or JSONL (``.jsonl``/``.ndjson``) atomically,
-    through :func:`datacheck.outputs.write_atomic` (temporary file in the target's folder, fsync,
-    rename; a link is written through to its target, a device or fifo is written in place).
-
-    Raises:
-        UsageError: another extension, ``path`` is an existing folder, or it cannot be written.
-    """
-    name = Path(path).name.lower()
-    if not name.endswith((".parquet", ".pq", ".jsonl", ".ndjson")):
-        raise UsageError(f"--export {path}: write .parquet or .jsonl (the format follows the extension)")
-    if name.endswith((".parquet", ".pq")):
-        return write_atomic(path, lambda f: df.write_parquet(f))
-    return write_atomic(path, lambda f: df.write_ndjson(f))
-
-
 def export_rows(inspections: list[ShardInspection], out: str | Path, cfg: Config,
                 rows: list[int] | None = None) -> tuple[Path | None, int]:
     """Write the offending rows (or the ``rows`` given) of each shard to ``out``, for replay.

@@ -5,20 +5,23 @@ Nothing here imports torch at import time; each feature imports it when used and
 
 - :class:`BatchGuard` (:mod:`datacheck.torch.guard`): check every collated batch in the training loop.
 - :func:`record_batches` (:mod:`datacheck.torch.record`): record the real step -> row indices order.
-- :class:`TokenBudgetBatchSampler` (:mod:`datacheck.torch.budget`): token-budget micro-batches
+- :class:`TokenBudgetBatchSampler` (:mod:`datacheck.model.budget`): token-budget micro-batches
   (fairseq's ``batch_by_size``), sharded over ranks by ``DistributedSampler``.
-- :mod:`datacheck.torch.order`: the order torch's ``DistributedSampler``/``BatchSampler`` give.
-- :mod:`datacheck.torch.plan`: the dataset's global row order and ``rows_of_step`` (step -> rows).
-- :mod:`datacheck.torch.ledger`: the per-rank ledger format and its reader (OLMo's too).
+- :func:`read_ledger` (:mod:`datacheck.io.ledger`): the per-rank ledger format and its reader (OLMo's too).
 - :func:`replay_batch`, :func:`batch_from_export` (:mod:`datacheck.torch.replay`): replay an exported
   step on a fixed batch in train mode, eval mode and fp32, and name the rows with a non-finite loss.
-- :func:`log_data_identity` (:mod:`datacheck.trace.identity`): print and log the audited data's
+- :func:`log_data_identity` (:mod:`datacheck.model.identity`): print and log the audited data's
   ``index_hash``/``config_hash`` from the launch script, so ``datacheck trace`` can tell whether a
   run trained on the audited bytes.
 
-The names below load on first access (PEP 562 module ``__getattr__``): ``datacheck audit`` imports
-:mod:`datacheck.torch.order` for the ``batch.*`` checks without loading the guard, the recorder,
-replay or the trace readers.
+What needs no torch at import lives below the layers that use it: the order torch's
+``DistributedSampler``/``BatchSampler`` give (:mod:`datacheck.model.order`, torch imported when
+run: the ``batch.*`` checks use it), the token-budget sampler (:mod:`datacheck.model.budget`), the
+ledger (:mod:`datacheck.io.ledger`) and the batch plan (:mod:`datacheck.execute.plan`: the dataset's
+global row order and ``rows_of_step``).
+
+The names below load on first access (PEP 562 module ``__getattr__``), so ``import datacheck.torch``
+loads neither the guard, the recorder, replay nor torch.
 """
 from __future__ import annotations
 
@@ -26,25 +29,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from datacheck.torch.budget import TokenBudgetBatchSampler
+    from datacheck.io.ledger import read_ledger
+    from datacheck.model.budget import TokenBudgetBatchSampler
+    from datacheck.model.identity import log_data_identity
     from datacheck.torch.guard import BatchGuard
-    from datacheck.torch.ledger import read_ledger
     from datacheck.torch.record import record_batches
     from datacheck.torch.replay import batch_from_export, replay_batch
-    from datacheck.trace.identity import log_data_identity
 
 __all__ = ["BatchGuard", "TokenBudgetBatchSampler", "record_batches", "read_ledger", "log_data_identity", "replay_batch",
            "batch_from_export"]
 
 #: public name -> the module that defines it (imported on first attribute access)
 _LAZY = {
-    "TokenBudgetBatchSampler": "datacheck.torch.budget",
+    "TokenBudgetBatchSampler": "datacheck.model.budget",
     "BatchGuard": "datacheck.torch.guard",
-    "read_ledger": "datacheck.torch.ledger",
+    "read_ledger": "datacheck.io.ledger",
     "record_batches": "datacheck.torch.record",
     "replay_batch": "datacheck.torch.replay",
     "batch_from_export": "datacheck.torch.replay",
-    "log_data_identity": "datacheck.trace.identity",
+    "log_data_identity": "datacheck.model.identity",
 }
 
 

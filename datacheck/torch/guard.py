@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 from datacheck.io.outputs import write_atomic
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import BatchValidationError, UsageError
-from datacheck.torch._dep import require_torch
+from datacheck.model.torchdep import require_torch
 
 __all__ = ["BatchGuard", "FP16_MAX", "BF16_MAX"]
 

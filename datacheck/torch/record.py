@@ -1,5 +1,5 @@
 """Record the trainer's real batch order: ``record_batches`` wraps a DataLoader or a batch sampler
-and appends every batch's global row indices to the per-rank ledger (:mod:`datacheck.torch.ledger`).
+and appends every batch's global row indices to the per-rank ledger (:mod:`datacheck.io.ledger`).
 
 For trainers whose order cannot be simulated (custom samplers, resumed runs, packing on the fly).
 Recording happens where the batch sampler is iterated (the main process, also with
@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from datacheck.io.ledger import LEDGER_HEADER, LedgerBatch, open_append, rank_file, read_ledger, read_lines
 from datacheck.io.outputs import check_output_target, write_atomic
 from datacheck.model.errors import UsageError
-from datacheck.torch._dep import require_torch
-from datacheck.torch.ledger import LEDGER_HEADER, LedgerBatch, open_append, rank_file, read_ledger, read_lines
+from datacheck.model.torchdep import require_torch
 
 __all__ = ["RecordingBatchSampler", "record_batches"]
 

@@ -6,7 +6,7 @@ runs the model on them in each mode (:func:`replay_batch`) to answer: does the s
 train mode only (dropout, batch-norm statistics), in eval mode too, or only in the run's reduced
 precision (fp16/bf16 overflow), and which rows make the per-row loss non-finite.
 
-torch is imported lazily (:func:`datacheck.torch._dep.require_torch`).
+torch is imported lazily (:func:`datacheck.model.torchdep.require_torch`).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import polars as pl
 
 from datacheck.model.errors import UsageError
-from datacheck.torch._dep import require_torch
+from datacheck.model.torchdep import require_torch
 
 __all__ = ["MODES", "ReplayBatch", "ModeResult", "ReplayResult", "batch_from_export", "replay_batch"]
 

@@ -3,20 +3,19 @@
 - :mod:`~datacheck.trace.readers`: one module per log format, all into :class:`~datacheck.trace.record.StepRecord`;
 - :mod:`~datacheck.trace.rules`: one rule per ``log.*`` check ID (CHECKS.md), run in one streaming pass
   (:mod:`~datacheck.trace.run`);
-- :mod:`~datacheck.trace.data`: step -> rows (a ledger, read by :func:`datacheck.torch.ledger.read_ledger`,
-  the one ledger reader, which needs no torch), those rows audited with every check, exported;
-- :mod:`~datacheck.trace.identity`: the data identity a launch script logs (``log_data_identity``).
+- :mod:`~datacheck.trace.data`: step -> rows (a ledger, read by :func:`datacheck.io.ledger.read_ledger`,
+  the one ledger reader, which needs no torch, or the batch plan of :mod:`datacheck.execute.plan`),
+  those rows audited with every check, exported;
+- the data identity a launch script logs is :mod:`datacheck.model.identity` (``log_data_identity``).
 
-This package sits at the ``tools`` layer: it imports model, io, engine and ``datacheck.torch``'s
-ledger (no torch at import).
+This package sits at the ``tools`` layer beside ``tools``, ``render`` and ``torch`` and imports none
+of them: model, io, checks, engine and execute only.
 """
 from __future__ import annotations
 
-from datacheck.trace.identity import log_data_identity
 from datacheck.trace.readers import open_log
-from datacheck.trace.rules import LOG_RULES, TraceOptions
-from datacheck.trace.run import TraceResult, trace_logs
+from datacheck.trace.rules import TraceOptions
+from datacheck.trace.run import trace_logs
 from datacheck.trace.spikes import parse_spike_rule
 
-__all__ = ["LOG_RULES", "TraceOptions", "TraceResult", "log_data_identity", "open_log", "parse_spike_rule",
-           "trace_logs"]
+__all__ = ["TraceOptions", "open_log", "parse_spike_rule", "trace_logs"]

@@ -2,9 +2,9 @@
 one read path, audited with every check, and exported for a fixed-batch replay.
 
 Anything that gives ``{step: {rank: [global row index, ...]}}`` plugs into :func:`audit_step_rows`:
-a recorded ledger (:func:`ledger_rows`, through :func:`datacheck.torch.ledger.read_ledger`:
+a recorded ledger (:func:`ledger_rows`, through :func:`datacheck.io.ledger.read_ledger`:
 ``record_batches``' files or OLMo's ``data-indices/rank{R}.tsv.gz``) or the simulated batch plan
-(``datacheck.torch.plan``, :func:`plan_rows`).
+(``datacheck.execute.plan``, :func:`plan_rows`).
 
 Global row index = position in the dataset's shards concatenated in discovery order (sorted
 relative paths, :func:`datacheck.io.discover.discover`), 0-based, as a map-style dataset over those
@@ -21,15 +21,15 @@ import polars as pl
 
 from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_frame
+from datacheck.execute.plan import build_plan, rows_of_step
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.hashing import hash_file, index_hash
+from datacheck.io.ledger import read_ledger, step_indices
 from datacheck.io.outputs import write_bytes_atomic
 from datacheck.io.readers import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
-from datacheck.torch.ledger import read_ledger, step_indices
-from datacheck.torch.plan import build_plan, rows_of_step
 
 __all__ = ["StepRows", "ledger_rows", "plan_rows", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
 
@@ -43,7 +43,7 @@ StepRows = dict[int, dict[int, list[int]]]
 def ledger_rows(folder: str | Path, steps: Iterable[int]) -> tuple[StepRows, dict[str, Any]]:
     """The rows of ``steps`` from a ledger folder (``record_batches``' format or OLMo's
     ``data-indices/rank{R}.tsv.gz``), read by the one ledger reader
-    (:func:`datacheck.torch.ledger.read_ledger`, which needs no torch), only the wanted steps kept.
+    (:func:`datacheck.io.ledger.read_ledger`, which needs no torch), only the wanted steps kept.
     A step recorded twice (a resume) keeps its last recording; a rank's micro-batches of a step are
     concatenated in micro-batch order. Step numbers are the ledger's own (the log's, when the trainer
     recorded with its own step count).
@@ -70,7 +70,7 @@ def _facts_text(cfg: Config) -> str:
 
 def plan_rows(paths: list[str], cfg: Config, steps: Iterable[int], first_step: int = 1) -> tuple[StepRows, dict[str, Any]]:
     """The rows of ``steps`` (the log's step numbers) from the simulated batch plan of ``paths`` under
-    ``[batch]`` (:func:`datacheck.torch.plan.build_plan`: torch's ``DistributedSampler`` /
+    ``[batch]`` (:func:`datacheck.execute.plan.build_plan`: torch's ``DistributedSampler`` /
     ``BatchSampler``, or the token-budget sampler with ``max_tokens``), for a run that trained from
     scratch with those samplers. The plan counts optimizer steps from 0; log step ``N`` is plan step
     ``N - first_step`` (``first_step`` 1: the step count after the update, as Hugging Face, Megatron

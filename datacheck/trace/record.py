@@ -107,7 +107,7 @@ class ReadStats:
         line_formats: per-line format -> records (the text reader: mixed formats are counted, not refused).
         notes: facts about the log a finding needs (e.g. "hf_nan_filter").
         identity: ``(index_hash, config_hash)`` of the data the run trained on, when the log holds the
-            line :func:`datacheck.trace.identity.log_data_identity` prints.
+            line :func:`datacheck.model.identity.log_data_identity` prints.
         stopped: why and where the read stopped before the end of the log (a ``trainer_state.json``
             cut mid-write, nesting over the bound), None when it was read to the end; the records read
             before it are traced.

@@ -77,7 +77,8 @@ class SpikeDetector:
     """Feed one rank's values in step order; :meth:`feed` says whether the value is a spike.
 
     For ``foundry`` the return value is True on the value that completes the run (patience + 1
-    values above the threshold) and :attr:`run_start` is the index of the run's first value.
+    values above the threshold); :attr:`run` counts the values of the current run, so the run began
+    ``run - 1`` values before the one that completes it.
     """
 
     def __init__(self, rule: SpikeRule):

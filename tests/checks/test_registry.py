@@ -1,4 +1,4 @@
-"""The check registry: every catalog ID has exactly one producer (or is listed as not yet built),
+"""The check registry: every catalog ID has exactly one producer,
 skips are derived from the declared roles and facts, the engine runs checks on an in-memory frame,
 and the role table drives roles."""
 from __future__ import annotations
@@ -6,11 +6,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+import datacheck.checks.all  # noqa: F401 - every family registers its checks
 from datacheck.checks import registry
-from datacheck.checks.all import load_families
 from datacheck.checks.registry import (
     CHECKS,
-    NOT_BUILT,
     READER_IDS,
     UNREADABLE,
     RowCheck,
@@ -28,10 +27,8 @@ from datacheck.model.results import DatasetContext
 from datacheck.model.roles import ROLE_NAMES, ROLE_TABLE, Roles, null_role_casts, resolve_roles
 from datacheck.trace.rules import LOG_RULES
 
-load_families()
 
-
-def test_every_catalog_id_has_exactly_one_producer_or_is_listed_not_built():
+def test_every_catalog_id_has_exactly_one_producer():
     producers: dict[str, list[str]] = {}
     for cid, spec in CHECKS.items():
         producers.setdefault(cid, []).append(spec.module)
@@ -42,14 +39,8 @@ def test_every_catalog_id_has_exactly_one_producer_or_is_listed_not_built():
     for cid, rule in LOG_RULES.items():  # training-log checks run on log records (datacheck trace)
         producers.setdefault(cid, []).append(rule.__module__)
     for cid in catalog.CATALOG:
-        if cid in NOT_BUILT:
-            assert cid not in producers, f"{cid} is built and listed in NOT_BUILT"
-            assert NOT_BUILT[cid][1], f"{cid}: NOT_BUILT needs a reason"
-            continue
         assert producers.get(cid) and len(producers[cid]) == 1, f"{cid}: producers {producers.get(cid)}"
     assert set(producers) <= set(catalog.CATALOG)
-    # every catalog ID has a producer today (the chat rules on messages were the last, issue 13)
-    assert set(NOT_BUILT) == set()
     assert CHECKS["batch.no_supervised_tokens"].module == "datacheck.checks.batch"
     # each check ID is produced by the module of its family (dup.shard lives with the shard-set checks)
     assert CHECKS["tokens.type_id_out_of_range"].module == "datacheck.checks.tokens"
@@ -67,12 +58,6 @@ def test_registration_refuses_unknown_ids_roles_facts_and_second_producers():
         check("tokens.out_of_vocab", facts=("vocab_size",))(lambda ctx: ())
     with pytest.raises(InternalError, match="two producers"):
         check("tokens.out_of_vocab")(lambda ctx: ())  # registered from this test module, not tokens.py
-    NOT_BUILT["batch.small_tail"] = ("batch", "a test entry")
-    try:
-        with pytest.raises(InternalError, match="NOT_BUILT"):
-            check("batch.small_tail")(lambda ctx: ())
-    finally:
-        del NOT_BUILT["batch.small_tail"]
 
 
 def _ctx(cfg: dict, schema: dict) -> ShardContext:
@@ -101,20 +86,16 @@ def test_skips_are_derived_from_declarations(cfg, schema, cid, reason):
     assert not [rc for rc in plan.row_checks if rc.check == cid]
 
 
-def test_not_built_ids_are_skipped_only_when_their_facts_are_configured(monkeypatch):
+def test_dataset_checks_without_their_facts_are_skipped_with_the_derived_reason():
     def skipped(cfg: dict, prefix: str = "batch.") -> dict[str, str]:
         dctx = DatasetContext(cfg=config_from_dict(cfg), shards=[])
         return {s.check: s.reason for s in dataset_items(dctx) if s.check.startswith(prefix)}
 
     # the batch family is built: without [batch] batch_size each ID is skipped with the derived reason
     assert set(skipped({}).values()) == {"[batch] batch_size is not set"}
-    monkeypatch.setitem(NOT_BUILT, "fake.unbuilt", ("batch", "a test entry"))
-    assert skipped({}, "fake.") == {}
-    got = skipped({"batch": {"batch_size": 8}}, "fake.")
-    assert got == {"fake.unbuilt": "not yet built in this version (a test entry)"}
     dctx = DatasetContext(cfg=config_from_dict({"sft": {"response_template_ids": [5]}}), shards=[])
     sft = {s.check for s in dataset_items(dctx) if s.check.startswith("sft.")}
-    assert sft == set()  # the sft rules on messages are built (issue 13): none is "not yet built"
+    assert sft == set()  # the sft rules on messages are built: none is skipped here
 
 
 def test_audit_frame_runs_checks_without_a_file():

@@ -5,7 +5,12 @@
 - no function-local import of one of the package's own modules, except the pairs in
   :data:`LOCAL_ALLOWED` (what exists today: the list only shrinks; an entry that no longer occurs
   fails too, so it is removed when its import moves to the top). Lazy imports of optional heavy
-  packages (tokenizers, ...) are not the package's own modules and stay allowed.
+  packages (tokenizers, ...) are not the package's own modules and stay allowed;
+- imports go down the layers of :data:`LAYERS` only (ARCHITECTURE.md): a module imports modules of
+  its own group or of a lower rank, never of a higher rank nor of another group of its own rank.
+  Every import statement counts here, module-level, ``if TYPE_CHECKING:`` and function-local alike:
+  a type-only import still makes the lower layer know the upper one's names (and breaks when the
+  upper one moves), so it is a layering dependency even though it never runs.
 """
 from __future__ import annotations
 
@@ -18,6 +23,49 @@ PKG = ROOT / "datacheck"
 
 #: (file, imported module) pairs allowed to import inside a function (issue 9: the lead shrinks this).
 LOCAL_ALLOWED: set[tuple[str, str]] = set()  # none left: every import of the package is at module top
+
+
+#: The layers, bottom to top: each rank is a tuple of groups; the packages of one group may import
+#: each other (without cycles), a group of one rank may not import another group of the same rank
+#: (tools, render, torch and trace are independent verbs' libraries). formats/ and derive/ are
+#: placed before they exist so the table holds when they land.
+LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("model",),),
+    (("io",),),
+    (("formats",),),
+    (("derive",),),
+    (("checks", "contracts"),),  # the schema family holds a contract's rules; a contract's rules are RowChecks
+    (("engine",),),
+    (("report",),),
+    (("execute",),),
+    (("tools",), ("render",), ("torch",), ("trace",)),
+    (("api",),),
+    (("cli",),),
+)
+#: The package's top-level modules, each placed in a layer's group explicitly (``datacheck`` is
+#: ``datacheck/__init__.py``, the public names; ``listing`` spans the audit's checks and trace's
+#: log rules). A new top-level module fails :func:`test_every_module_has_a_layer` until placed here.
+TOP_LEVEL = {"datacheck": "api", "datacheck._version": "model", "datacheck.api": "api",
+             "datacheck.listing": "api", "datacheck.__main__": "cli"}
+#: Folders of the package that hold data, not modules.
+DATA_FOLDERS = ("builtin_schemas",)
+
+
+def _rank_table() -> dict[str, tuple[int, int]]:
+    """Package name -> (rank, group within the rank)."""
+    return {pkg: (r, g) for r, groups in enumerate(LAYERS) for g, group in enumerate(groups) for pkg in group}
+
+
+RANK = _rank_table()
+
+
+def _layer_of(mod: str) -> str | None:
+    """The layer package of a module: ``datacheck.io.read`` -> ``io``; a top-level module's from
+    :data:`TOP_LEVEL`; None when it is placed nowhere."""
+    if mod in TOP_LEVEL:
+        return TOP_LEVEL[mod]
+    parts = mod.split(".")
+    return parts[1] if len(parts) >= 2 else None
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -57,6 +105,40 @@ def _targets(cur: str, is_pkg: bool, node: ast.Import | ast.ImportFrom) -> list[
         if o:
             out.append(o)
     return out
+
+
+def _all_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module: module-level, ``if TYPE_CHECKING:`` and function-local."""
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def layer_violations(rank: dict[str, tuple[int, int]] | None = None,
+                     extra: dict[str, list[tuple[str, int, str]]] | None = None) -> list[str]:
+    """``importer -> imported (layer rank -> layer rank)`` for each import of the package that goes up
+    a rank or sideways to another group of the same rank, with its file and line.
+
+    Args:
+        rank: the table (default :data:`RANK`).
+        extra: planted imports for the self-test: module -> [(file, line, imported module)].
+    """
+    rank = RANK if rank is None else rank
+    found: list[tuple[str, int, str, str]] = []
+    for m, (p, is_pkg) in MODS.items():
+        rel = p.relative_to(ROOT).as_posix()
+        for node in _all_imports(ast.parse(p.read_text(encoding="utf-8"), str(p))):
+            found.extend((rel, node.lineno, m, t) for t in _targets(m, is_pkg, node))
+    for m, planted in (extra or {}).items():
+        found.extend((rel, line, m, t) for rel, line, t in planted)
+    out = []
+    for rel, line, m, t in found:
+        a, b = _layer_of(m), _layer_of(t)
+        if a is None or b is None or a == b:
+            continue
+        (ra, ga), (rb, gb) = rank[a], rank[b]
+        if rb > ra or (rb == ra and gb != ga):
+            how = "up" if rb > ra else "sideways"
+            out.append(f"{rel}:{line} {m} -> {t} ({a} rank {ra} -> {b} rank {rb}: {how})")
+    return sorted(set(out))
 
 
 class _Imports(ast.NodeVisitor):
@@ -181,3 +263,45 @@ def test_moved_modules_have_no_local_imports_of_the_package():
              "datacheck/execute/parts.py", "datacheck/execute/merge.py", "datacheck/tools/diff.py",
              "datacheck/io/outputs.py")
     assert [x for x in local if x[0].startswith(clean)] == []
+
+
+def test_every_module_has_a_layer():
+    """Every module of the package is placed: a package of :data:`LAYERS` or a :data:`TOP_LEVEL` module."""
+    unplaced = sorted(m for m in MODS if (_layer_of(m) or "") not in RANK)
+    assert unplaced == [], f"modules in no layer (add the package to LAYERS or the module to TOP_LEVEL): {unplaced}"
+    folders = sorted(d.name for d in PKG.iterdir() if d.is_dir() and d.name != "__pycache__"
+                     and d.name not in DATA_FOLDERS and not (d / "__init__.py").exists())
+    assert folders == [], f"folders of the package that are neither a package nor data: {folders}"
+
+
+def test_imports_go_down_the_layers():
+    bad = layer_violations()
+    assert bad == [], ("imports against the layer order (ARCHITECTURE.md; a module may import its own group "
+                       "or a lower rank only):\n" + "\n".join(bad))
+
+
+def test_layer_check_finds_planted_upward_and_sideways_imports():
+    """The check itself: an upward import (model -> io), a sideways one (render -> tools) and an
+    allowed one (checks -> contracts, one group) planted on the real graph."""
+    planted = {"datacheck.model.findings": [("datacheck/model/findings.py", 1, "datacheck.io.read")],
+               "datacheck.render.text": [("datacheck/render/text.py", 1, "datacheck.tools.inspect")],
+               "datacheck.checks.schema": [("datacheck/checks/schema.py", 1, "datacheck.contracts.load")]}
+    bad = layer_violations(extra=planted)
+    assert [b for b in bad if b.endswith("up)") and "model.findings" in b] == [
+        "datacheck/model/findings.py:1 datacheck.model.findings -> datacheck.io.read (model rank 0 -> io rank 1: up)"]
+    assert any("datacheck.render.text -> datacheck.tools.inspect" in b and b.endswith("sideways)") for b in bad)
+    assert not any(b.startswith("datacheck/checks/schema.py:1 ") for b in bad)
+
+
+def test_layer_table_places_every_package_once():
+    names = [p for groups in LAYERS for group in groups for p in group]
+    assert len(names) == len(set(names))
+    assert {"formats", "derive"} <= set(names)  # placed before they land
+    assert set(TOP_LEVEL.values()) <= set(names)
+
+
+def test_type_checking_and_local_imports_count_for_layers():
+    src = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from datacheck.cli.main import main\n"
+           "def f():\n    import datacheck.api\n")
+    mods = [t for n in _all_imports(ast.parse(src)) for t in _targets("datacheck.model.x", False, n)]
+    assert mods == ["datacheck.cli.main", "datacheck.api"]

@@ -12,6 +12,7 @@ from dshelp import write
 
 from datacheck.execute.merge import merge_parts
 from datacheck.execute.parts import audit_part, write_part
+from datacheck.execute.setup import AuditOptions
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import UsageError
 
@@ -28,7 +29,7 @@ def _parts(tmp_path, roots, cfg):
     files = []
     for k, root in enumerate(roots):
         out = tmp_path / f"out{k}" / f"part-{k}.json"
-        write_part(audit_part([str(root)], cfg, len(roots), k), out)
+        write_part(audit_part([str(root)], cfg, AuditOptions(), len(roots), k), out)
         files.append(out)
     return files
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 from gatehelp import cli
 
-from datacheck.checks.all import load_families
+import datacheck.checks.all  # noqa: F401 - every family registers its checks
 from datacheck.checks.registry import CHECKS, RowCheck
 from datacheck.execute.audit import audit
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
@@ -41,7 +41,6 @@ def extra_checks(monkeypatch):
     """Swap a registered check's function for a planted one, for one test (restored afterwards):
     ``add("shard", fn)`` replaces the shard function of ``finite.nan`` (``"expression"``: of
     ``finite.inf``), ``add("dataset", fn)`` the dataset function of ``dup.shard``."""
-    load_families()
 
     def add(kind: str, fn) -> None:
         cid = _STAND_IN[kind]

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from datacheck.model.config import config_from_dict
+from datacheck.model.supervision import classify_supervision
 from datacheck.render.supervision import render_ansi, render_html_tokens, render_plain, runs, supervision_counts
-from datacheck.tools.inspect import classify_supervision, inspect_shards, load_tokenizer
+from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"

@@ -11,10 +11,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from datacheck.io.outputs import check_outputs, write_atomic, write_bytes_atomic, write_json_atomic
+from datacheck.io.outputs import check_outputs, write_atomic, write_bytes_atomic, write_frame_atomic, write_json_atomic
 from datacheck.model.errors import UsageError
 from datacheck.report.model import read_report
-from datacheck.tools.inspect import write_frame_atomic
 
 
 def _leftovers(folder: Path) -> list[str]:

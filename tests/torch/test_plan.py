@@ -15,9 +15,9 @@ from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
 
 import datacheck  # noqa: E402
 from datacheck.cli.main import main  # noqa: E402
+from datacheck.execute.plan import build_plan, rows_of_step  # noqa: E402
 from datacheck.model.config import config_from_dict  # noqa: E402
 from datacheck.torch import read_ledger, record_batches  # noqa: E402
-from datacheck.torch.plan import build_plan, rows_of_step  # noqa: E402
 
 # (rows per shard, world_size, batch_size, grad_accum, drop_last, shuffle, seed)
 SETUPS = [

@@ -13,9 +13,9 @@ from torch import nn  # noqa: E402
 
 import datacheck  # noqa: E402
 from datacheck.engine.shard import audit_frame  # noqa: E402
+from datacheck.execute.plan import build_plan, rows_of_step  # noqa: E402
 from datacheck.model.config import config_from_dict  # noqa: E402
 from datacheck.torch import BatchGuard  # noqa: E402
-from datacheck.torch.plan import build_plan, rows_of_step  # noqa: E402
 
 VOCAB, IGNORE = 32, -100
 

@@ -18,10 +18,10 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 import datacheck  # noqa: E402
 from datacheck.cli.main import main  # noqa: E402
+from datacheck.execute.plan import build_plan, rows_of_step  # noqa: E402
+from datacheck.model.budget import length_order, token_budget_batches  # noqa: E402
 from datacheck.model.config import config_from_dict  # noqa: E402
 from datacheck.torch import TokenBudgetBatchSampler, read_ledger, record_batches  # noqa: E402
-from datacheck.torch.budget import length_order, token_budget_batches  # noqa: E402
-from datacheck.torch.plan import build_plan, rows_of_step  # noqa: E402
 
 # (rows per shard, world_size, max_tokens, batch_size cap, grad_accum, drop_last, shuffle, seed)
 SETUPS = [

@@ -15,7 +15,7 @@ import pytest
 
 from datacheck import api
 from datacheck.cli.main import main
-from datacheck.trace.identity import log_data_identity
+from datacheck.model.identity import log_data_identity
 
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402

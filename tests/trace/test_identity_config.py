@@ -10,7 +10,7 @@ import pytest
 
 from datacheck import api
 from datacheck.cli.main import main
-from datacheck.trace.identity import compare_identity, log_data_identity
+from datacheck.model.identity import compare_identity, log_data_identity
 
 GATE = {"columns": {"features": ["x1", "x2"], "label": "label"}}
 

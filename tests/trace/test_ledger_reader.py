@@ -1,4 +1,4 @@
-"""trace reads ledgers through the one reader (datacheck.torch.ledger.read_ledger): record_batches'
+"""trace reads ledgers through the one reader (datacheck.io.ledger.read_ledger): record_batches'
 format (micro-batches, resumes) and OLMo's data-indices (gzip'd or plain, tab- or comma-separated)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gzip
 import pytest
 
 import datacheck
-from datacheck.torch.ledger import LEDGER_HEADER
+from datacheck.io.ledger import LEDGER_HEADER
 from datacheck.trace.data import ledger_rows
 
 

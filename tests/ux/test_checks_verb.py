@@ -10,11 +10,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from datacheck.checks.registry import CHECKS, NOT_BUILT
+from datacheck.checks.registry import CHECKS
+from datacheck.listing import describe_check, list_checks, select_checks
 from datacheck.model import catalog
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import ConfigError, UsageError
-from datacheck.tools.checks import describe_check, list_checks, select_checks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import run_cli  # noqa: E402
@@ -25,8 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_listing_is_the_catalog_with_the_registry_s_needs():
     entries = list_checks()
     assert [e.id for e in entries] == list(catalog.CATALOG)
-    assert all(e.built for e in entries if e.id not in NOT_BUILT)
-    assert {e.id for e in entries if not e.built} == set(NOT_BUILT)
+    assert all(e.built for e in entries)
     oov = describe_check("tokens.out_of_vocab")
     assert (oov.level, oov.severity, oov.roles, oov.facts, oov.producer) == (
         "row", "error", ("input_ids",), ("tokens.vocab_size",), "datacheck.checks.tokens")
@@ -41,8 +40,7 @@ def test_listing_is_the_catalog_with_the_registry_s_needs():
 
 
 def test_an_unbuilt_id_is_marked(monkeypatch):
-    """NOT_BUILT is empty in this version; an ID listed there is shown as not built, with its section."""
-    monkeypatch.setitem(NOT_BUILT, "sft.role_order", ("sft", "not yet built"))
+    """Every catalog ID is built in this version; one without a producer is shown as not built."""
     monkeypatch.delitem(CHECKS, "sft.role_order")
     e = describe_check("sft.role_order")
     assert not e.built
@@ -56,8 +54,7 @@ def test_cli_checks_text_and_json():
     assert f"{len(catalog.CATALOG)} check(s)." in r.stdout
     row = next(ln for ln in lines if ln.startswith("sft.role_order "))
     assert row.split()[1:3] == ["row", "error"]
-    assert [ln for ln in lines if ln.endswith("(not built in this version)")] == [
-        ln for ln in lines if ln.split() and ln.split()[0] in NOT_BUILT]
+    assert [ln for ln in lines if ln.endswith("(not built in this version)")] == []
     one = run_cli("checks", "padding.pad_attended")
     assert one.returncode == 0
     assert one.stdout.startswith("padding.pad_attended: pad != eos and a position holding pad_token_id has mask 1")

@@ -8,16 +8,16 @@ import sys
 from typing import Any
 
 from datacheck.cli.defaults import default_cache_dir, default_report_dir
-from datacheck.execute.audit import audit
+from datacheck.execute.audit import run_audit
 from datacheck.execute.cache import CacheWarning
 from datacheck.execute.executors import ENV_WORKERS, EXECUTORS
 from datacheck.execute.parts import audit_part, check_part_args, write_part
+from datacheck.execute.setup import AuditOptions
 from datacheck.execute.setup import resolve_config_path as _resolve
 from datacheck.io.discover import discover
 from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
 from datacheck.model.config import Config, load_config
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
-from datacheck.model.errors import UsageError
 from datacheck.render.annotations import emit_annotations, in_github_actions
 from datacheck.render.html import render_html
 from datacheck.render.junit import write_junit
@@ -207,18 +207,16 @@ def run(args: argparse.Namespace) -> int:
     check_output_folders({"--report-dir": args.report_dir, "--cache-dir": cache_dir},
                          [*args.paths, *(getattr(args, "against", None) or [])], probe=("--report-dir",))
 
+    opts = AuditOptions(fail_on=args.fail_on, config_path=config_path, cache_dir=cache_dir,
+                        prune_cache=args.cache_prune, allow_check_errors=args.allow_check_errors,
+                        workers=args.workers, executor=args.executor, ray_address=args.ray_address,
+                        follow_symlinks=args.follow_symlinks, against=tuple(getattr(args, "against", None) or ()))
+
     def go(progress, byte_progress):
         if split is not None:
-            if getattr(args, "against", None):
-                raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
-            return audit_part(args.paths, cfg, split[0], split[1], fail_on=args.fail_on, cache_dir=cache_dir,
-                              progress=progress, prune_cache=args.cache_prune, config_path=config_path,
-                              allow_check_errors=args.allow_check_errors, workers=args.workers,
-                              executor=args.executor, ray_address=args.ray_address, byte_progress=byte_progress)
-        return audit(args.paths, cfg, fail_on=args.fail_on, progress=progress, cache_dir=cache_dir,
-                     against=getattr(args, "against", None), prune_cache=args.cache_prune, config_path=config_path,
-                     allow_check_errors=args.allow_check_errors, workers=args.workers, executor=args.executor,
-                     ray_address=args.ray_address, follow_symlinks=args.follow_symlinks, byte_progress=byte_progress)
+            return audit_part(args.paths, cfg, opts, split[0], split[1], progress=progress,
+                              byte_progress=byte_progress)
+        return run_audit(args.paths, cfg, opts, progress=progress, byte_progress=byte_progress)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheWarning)

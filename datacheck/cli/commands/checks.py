@@ -14,8 +14,8 @@ import sys
 import textwrap
 
 from datacheck.cli.envelope import write_envelope
+from datacheck.listing import CheckEntry, select_checks
 from datacheck.model.constants import EXIT_OK
-from datacheck.tools.checks import CheckEntry, select_checks
 
 __all__ = ["add_parser", "run"]
 

@@ -5,7 +5,7 @@ the committed data index (format in :mod:`datacheck.io.dataindex`).
 index atomically with sorted keys. ``verify`` hashes the shards on disk and compares them with the
 index: ``index.missing_shard``, ``index.extra_shard``, ``index.changed_shard``,
 ``index.row_count_mismatch`` (rows are counted only for changed shards). The findings go through the
-audit's policy (:func:`datacheck.api.apply_policy`: ``[policy]`` severities, thresholds and
+audit's policy (:func:`datacheck.report.policy.apply_policy`: ``[policy]`` severities, thresholds and
 ``--fail-on``), so each finding's ``fails_policy`` agrees with the exit code: 1 when a finding fails
 the policy, 0 when none does, 2 for a bad index or config.
 

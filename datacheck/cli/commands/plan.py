@@ -2,7 +2,7 @@
 
 Data with splits (``[splits]`` or a ``DatasetDict`` folder) is planned over the split a trainer
 iterates: ``train`` unless ``--split NAME``; the output names it. Simulates the order with torch's own ``DistributedSampler`` and ``BatchSampler`` under ``[batch]``
-(:mod:`datacheck.torch.order`), or reads a recorded order (``--ledger DIR``: a ``record_batches``
+(:mod:`datacheck.model.order`), or reads a recorded order (``--ledger DIR``: a ``record_batches``
 folder or OLMo's ``data-indices``). Without ``--step``: the plan's numbers (global batch, steps per
 epoch, last batch per rank, wraparound repeats, supervised tokens per micro-batch). With
 ``--step N``: the rows of that optimizer step (every rank and micro-batch, or ``--rank`` /
@@ -18,13 +18,13 @@ import sys
 from typing import Any
 
 from datacheck.cli.envelope import write_envelope
+from datacheck.execute.plan import BatchPlan, RowSpace, StepRow, build_plan, export_step, row_space, rows_of_step
 from datacheck.execute.setup import resolve_config_path
+from datacheck.io.ledger import read_ledger
 from datacheck.io.outputs import check_outputs
 from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK
 from datacheck.model.errors import UsageError
-from datacheck.torch.ledger import read_ledger
-from datacheck.torch.plan import BatchPlan, RowSpace, StepRow, build_plan, export_step, row_space, rows_of_step
 
 __all__ = ["add_parser", "run"]
 

@@ -15,8 +15,8 @@ from datacheck.io.outputs import check_outputs, write_atomic
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
+from datacheck.model.identity import compare_identity
 from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, ledger_rows, plan_rows
-from datacheck.trace.identity import compare_identity
 from datacheck.trace.readers import FORMATS, open_log
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions

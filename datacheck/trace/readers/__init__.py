@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from datacheck.model.errors import UsageError
-from datacheck.trace.identity import IDENTITY_PREFIX, parse_identity
+from datacheck.model.identity import IDENTITY_PREFIX, parse_identity
 from datacheck.trace.readers import deepspeed, keyvalue, megatron, pydict
 from datacheck.trace.readers.fields import RANK_IN_NAME, BadValue
 from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard

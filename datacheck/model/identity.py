@@ -6,8 +6,9 @@ The launch script calls :func:`log_data_identity` with the gate's report; it pri
     datacheck-data-identity: index_hash=<32 hex> config_hash=<hex>
 
 which the trace finds in a text log (or as ``datacheck_index_hash`` / ``datacheck_config_hash`` keys of
-a JSONL metrics line). The issue asks for it as ``datacheck.torch.log_data_identity``; the torch
-package is another branch's, so it lives here and ``datacheck.torch`` re-exports it.
+a JSONL metrics line). The line's format is a value both sides share, so it sits at the model layer:
+the launch script calls it as ``datacheck.torch.log_data_identity`` and ``datacheck trace`` parses it
+(:func:`parse_identity`); neither package imports the other.
 """
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ def log_data_identity(report: Any, stream: TextIO | None = None) -> dict[str, st
     Raises:
         TypeError: ``report`` has no ``index_hash`` / ``config_hash``.
     """
-    get = report.get if isinstance(report, dict) else lambda k: getattr(report, k, None)
+    def get(key: str) -> Any:
+        return report.get(key) if isinstance(report, dict) else getattr(report, key, None)
+
     ih, ch = get("index_hash"), get("config_hash")
     if not ih or not ch:
         raise TypeError("log_data_identity needs a datacheck report (with index_hash and config_hash), "

@@ -1,7 +1,7 @@
 """The trainer's batch order, simulated with torch's own samplers (no data is read here).
 
 One epoch of a data-parallel run over ``n_rows`` rows (global indices ``0 .. n_rows-1``: the rows of
-the dataset's shards in index order, see :mod:`datacheck.torch.plan`) is, for each rank ``r``::
+the dataset's shards in index order, see :mod:`datacheck.execute.plan`) is, for each rank ``r``::
 
     DistributedSampler(rows, num_replicas=world_size, rank=r, shuffle=shuffle, seed=seed, drop_last=False)
     sampler.set_epoch(epoch)
@@ -19,7 +19,7 @@ step on the remainder). Steps are numbered from 0 over the whole run: global ste
 ``N % steps_per_epoch`` of epoch ``N // steps_per_epoch`` (every epoch has the same number of steps).
 
 With ``[batch] max_tokens`` (token-budget batching) the micro-batches of each rank are those of
-:class:`datacheck.torch.budget.TokenBudgetBatchSampler` (fairseq's ``batch_by_size``: rows sorted by
+:class:`datacheck.model.budget.TokenBudgetBatchSampler` (fairseq's ``batch_by_size``: rows sorted by
 length, filled up to ``max_tokens`` padded tokens, at most ``batch_size`` rows when that is set,
 batches shuffled per epoch and sharded over the ranks by ``DistributedSampler``, which repeats
 whole batches to even them out); the steps are grouped the same way.
@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from datacheck.model.budget import TokenBudgetBatchSampler
 from datacheck.model.config import BatchSection
 from datacheck.model.errors import UsageError
-from datacheck.torch._dep import require_torch
-from datacheck.torch.budget import TokenBudgetBatchSampler
+from datacheck.model.torchdep import require_torch
 
 __all__ = ["EpochOrder", "epoch_order", "micro_batch_sizes"]
 
@@ -103,11 +103,11 @@ class EpochOrder:
 
 
 def _sampler_indices(torch: Any, n_rows: int, batch: BatchSection, rank: int, epoch: int) -> list[list[int]]:
-    from torch.utils.data import BatchSampler, DistributedSampler
-    sampler = DistributedSampler(_Rows(n_rows), num_replicas=batch.world_size, rank=rank,
+    data = torch.utils.data
+    sampler = data.DistributedSampler(_Rows(n_rows), num_replicas=batch.world_size, rank=rank,
                                  shuffle=batch.shuffle, seed=batch.seed, drop_last=False)
     sampler.set_epoch(epoch)
-    return list(BatchSampler(sampler, batch_size=int(batch.batch_size or 1), drop_last=batch.drop_last))
+    return list(data.BatchSampler(sampler, batch_size=int(batch.batch_size or 1), drop_last=batch.drop_last))
 
 
 def _token_order(n_rows: int, batch: BatchSection, epoch: int, lengths: np.ndarray) -> EpochOrder:
@@ -127,7 +127,7 @@ def _token_order(n_rows: int, batch: BatchSection, epoch: int, lengths: np.ndarr
 
 def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0, lengths: np.ndarray | None = None) -> EpochOrder:
     """The batches of every rank for one epoch, from torch's samplers (with ``max_tokens``: from
-    :class:`~datacheck.torch.budget.TokenBudgetBatchSampler`).
+    :class:`~datacheck.model.budget.TokenBudgetBatchSampler`).
 
     Args:
         n_rows: rows in the dataset (>= 0).

@@ -37,7 +37,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from datacheck.model.errors import UsageError
-from datacheck.torch._dep import require_torch
+from datacheck.model.torchdep import require_torch
 
 __all__ = ["TokenBudgetBatchSampler", "token_budget_batches", "length_order"]
 
@@ -60,7 +60,7 @@ def length_order(lengths: np.ndarray, shuffle: bool, seed: int) -> np.ndarray:
         torch = require_torch("token-budget batching")
         g = torch.Generator()
         g.manual_seed(seed)
-        perm = torch.randperm(n, generator=g).numpy()
+        perm: np.ndarray = torch.randperm(n, generator=g).numpy()
         return perm[np.argsort(lengths[perm], kind="stable")].astype(np.int64)
     return np.argsort(lengths, kind="stable").astype(np.int64)
 

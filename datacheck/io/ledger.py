@@ -21,7 +21,7 @@ are accepted too, as some exports write them). Plain ``rank{r}.tsv`` files are r
 This module needs neither torch nor any datacheck layer above ``model``: ``datacheck plan --ledger``
 and ``datacheck trace --ledger`` both read ledgers through :func:`read_ledger`, with or without torch.
 
-Indices are global row indices of the dataset (see :mod:`datacheck.torch.plan` for what they map to).
+Indices are global row indices of the dataset (see :mod:`datacheck.execute.plan` for what they map to).
 """
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ Stable interface (used by ``datacheck trace``)::
 
 A :class:`StepRow` is ``(rank, micro_batch, global_index, shard, row)``. Step numbers: a
 :class:`BatchPlan` numbers optimizer steps from 0 over the whole run (global step ``N`` = in-epoch step
-``N % steps_per_epoch`` of epoch ``N // steps_per_epoch``, see :mod:`datacheck.torch.order`); a
-:class:`~datacheck.torch.ledger.Ledger` uses the numbers recorded in it (``record_batches``: from 0
+``N % steps_per_epoch`` of epoch ``N // steps_per_epoch``, see :mod:`datacheck.model.order`); a
+:class:`~datacheck.io.ledger.Ledger` uses the numbers recorded in it (``record_batches``: from 0
 unless the trainer passed its own ``start_step``; OLMo: its 1-based ``global_step``).
 """
 from __future__ import annotations
@@ -37,13 +37,13 @@ from datacheck.checks.crossdup import assign_splits
 from datacheck.derive.read import open_for_checks
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashing import hash_file, hash_shard
+from datacheck.io.ledger import Ledger, LedgerBatch, read_ledger
+from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.readers import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
+from datacheck.model.order import EpochOrder, epoch_order
 from datacheck.model.roles import is_list
-from datacheck.tools.inspect import write_frame_atomic
-from datacheck.torch.ledger import Ledger, LedgerBatch, read_ledger
-from datacheck.torch.order import EpochOrder, epoch_order
 
 __all__ = ["StepRow", "ShardSpan", "RowSpace", "BatchPlan", "row_space", "build_plan", "rows_of_step",
            "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS", "select_split", "TRAIN_SPLIT"]
@@ -228,7 +228,7 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool,
 @dataclass
 class BatchPlan:
     """The simulated batch order of a dataset under ``[batch]`` (torch's samplers; see
-    :mod:`datacheck.torch.order`).
+    :mod:`datacheck.model.order`).
 
     Attributes:
         space: the global row order.
@@ -363,7 +363,7 @@ def rows_of_step(plan_or_ledger: BatchPlan | Ledger, step: int, *, rank: int | N
 
     Args:
         plan_or_ledger: a :class:`BatchPlan` (simulated order; global step numbers from 0) or a
-            :class:`~datacheck.torch.ledger.Ledger` (recorded order; its own step numbers).
+            :class:`~datacheck.io.ledger.Ledger` (recorded order; its own step numbers).
         step: the optimizer step.
         rank: only this rank.
         micro_batch: only this micro-batch of the step.

@@ -1,7 +1,9 @@
 """The check catalog as users see it (``datacheck checks [ID]``): every check ID with its level,
 default severity and one-line summary, and for one ID what it needs to run (roles, config facts)
 and whether this version builds it, read from the registry that runs the checks, so the listing
-cannot disagree with an audit.
+cannot disagree with an audit; the ``log.*`` IDs of ``datacheck trace`` are read from its rule
+registry (:data:`datacheck.trace.rules.LOG_RULES`). It spans the audit's checks and trace's log rules,
+so it sits at the ``api`` layer, above both.
 
 The catalog itself is :mod:`datacheck.model.catalog` (mirrored from CHECKS.md, the project's
 written contract that users of an installed package do not have).
@@ -14,8 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from datacheck.checks.all import load_families
-from datacheck.checks.registry import CHECKS, NOT_BUILT, READER_IDS, UNREADABLE
+from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
+from datacheck.checks.registry import CHECKS, READER_IDS, UNREADABLE
 from datacheck.model import catalog
 from datacheck.model.errors import UsageError
 from datacheck.trace.rules import LOG_RULES
@@ -101,10 +103,6 @@ def _entry(cid: str) -> CheckEntry:
         producer = LOG_RULES[cid].__module__
         note = "a training-log check: run by `datacheck trace LOG...`, not by audit"
         docs = [_doc(LOG_RULES[cid])]
-    elif cid in NOT_BUILT:
-        section, why = NOT_BUILT[cid]
-        note = (f"not built in this version: {why}; when [{section}] is configured or [policy] names it, "
-                "audits list it as skipped")
     return CheckEntry(id=cid, family=info.family, level=info.level, severity=info.severity, summary=info.summary,
                       built=producer is not None, producer=producer, roles=tuple(roles), facts=facts, note=note,
                       description="\n\n".join(_strip_id(cid, d) for d in docs if d).strip())
@@ -112,7 +110,6 @@ def _entry(cid: str) -> CheckEntry:
 
 def list_checks() -> list[CheckEntry]:
     """Every check ID of the catalog, in catalog order (families together)."""
-    load_families()
     return [_entry(cid) for cid in catalog.CATALOG]
 
 
