@@ -268,7 +268,7 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
         unseen = [c for c in domain if str(c) not in seen]
     elif lab.num_classes is not None:
         # From the seen classes, never by enumerating [0, num_classes): memory and time follow the data,
-        # not the config value (num_classes = 2**63 - 1 once enumerated every class, issue 15 item 6).
+        # not the config value (num_classes = 2**63 - 1 once enumerated every class).
         k = lab.num_classes
         seen_in = {int(v) for v in merged if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and float(v).is_integer() and 0 <= v < k}

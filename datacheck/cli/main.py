@@ -5,7 +5,7 @@ Exit codes (DESIGN.md): 0 pass; 1 the policy failed; 2 usage or config error; 3 
 exit code and never prints a traceback: the rest of the output is discarded, as Python's docs
 recommend for SIGPIPE/EPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
 
-Start-up cost (issue 14 item 6): the verbs are found by module name (``pkgutil``, nothing imported)
+Start-up cost: the verbs are found by module name (``pkgutil``, nothing imported)
 and only the verb named on the command line is imported (``importlib``), so ``datacheck audit`` does
 not load what ``inspect``, ``clean``, ``plan`` or ``trace`` need; ``datacheck``, ``datacheck --help``
 and an unknown verb import them all to list them. Before numpy is first imported the CLI process
@@ -90,7 +90,7 @@ def limit_blas_threads() -> None:
 #: memory while decoding parquet token lists than jemalloc does: on the 100,000 x 128 shard of
 #: benchmarks/bench_audit.py a process's first decode took 0.09-0.68 s of system time with mimalloc
 #: (about 580 huge-page faults: 1.2 GB zeroed) and 0.13-0.16 s with jemalloc, the audit 1.5-2.3 s
-#: wall against 0.9-1.0 s (/tmp measurements in issue 14's note). Linux only: pyarrow's Linux wheels
+#: wall against 0.9-1.0 s (measured on the 2-core development machine). Linux only: pyarrow's Linux wheels
 #: are built with jemalloc; elsewhere the variable would name a pool the build may lack.
 ARROW_POOL_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
 
@@ -198,7 +198,7 @@ def keep_freed_memory() -> bool:
     checks: 4.6M positions of a 36,000 x 128 batch are 37 MiB as int64) are page-faulted in again,
     batch after batch. On this project's 2-core VM the shared position pass over one such batch
     took 34-144 ms CPU, 16-120 ms of it in the kernel, 4,100 page faults a call; with these
-    settings 23-30 ms, no fault after the first call (/tmp measurements in issue 14's note).
+    settings 23-30 ms, no fault after the first call (measured on the 2-core development machine).
     Memory stays bounded by the batch (what is freed is reused, not kept beside new blocks).
     Nothing happens elsewhere (musl, macOS, Windows: no ``mallopt``)."""
     if not sys.platform.startswith("linux"):

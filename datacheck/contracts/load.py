@@ -205,7 +205,7 @@ def contract_from_dict(data: Any, source: str) -> Contract:
 
 
 #: Most YAML nodes a schema file may expand to once aliases are resolved: 100,000. A real schema has a
-#: few hundred; a 1 KB "billion laughs" alias bomb expands to ~10**9 and exhausts memory (issue 15 item 7).
+#: few hundred; a 1 KB "billion laughs" alias bomb expands to ~10**9 and exhausts memory.
 MAX_YAML_NODES = 100_000
 
 

@@ -171,7 +171,7 @@ def _per_row_frame(flat: pl.LazyFrame, aggs: list[RowAgg]) -> pl.LazyFrame:
 #: the polars engine of the fused query over one batch (an in-memory frame). Polars 2's default,
 #: the streaming engine, splits a batch into morsels and sets up a pipeline per query: about 12 ms
 #: more per batch here (40 batches of 50 rows: 1.02 vs 0.54 CPU s), and 0.57-0.59 vs 0.64-0.68 CPU s
-#: for the 100,000 x 128 shard of benchmarks/bench_audit.py (5 batches; /tmp/opt.py in issue 14's note)
+#: for the 100,000 x 128 shard of benchmarks/bench_audit.py (5 batches)
 QUERY_ENGINE: Final = "in-memory"
 
 

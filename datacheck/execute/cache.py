@@ -417,7 +417,7 @@ class ShardCache:
 
     def _repair(self, p: Path) -> bool:
         """Remove what stands at ``p`` inside the cache when it is not a regular file (a symlink, a
-        FIFO, a device, a folder): the cache never follows or blocks on it (issue 15 item 11).
+        FIFO, a device, a folder): the cache never follows or blocks on it.
         True when something was removed."""
         try:
             st = os.lstat(p)

@@ -129,7 +129,7 @@ def config_and_source(config: Config | str | Path | dict | None, paths: Iterable
     if isinstance(config, dict):
         return config_from_dict(config, source="config"), None
     source = resolve_config_path(config, paths)
-    # A config the caller named may run its Python schema; one found next to the data may not (issue 15 item 9).
+    # A config the caller named may run its Python schema; one found next to the data may not.
     trusted = config is not None or allow_python_schema
     return (load_config(source, allow_python_schema=trusted) if source is not None else Config()), source
 

@@ -27,7 +27,7 @@ __all__ = ["MAX_JSON_DEPTH", "MAX_JSON_FILE_BYTES", "JsonInputError", "max_depth
 
 #: Deepest nesting of arrays/objects accepted (levels; a flat object is depth 1). datacheck's own bound:
 #: real training records nest a handful of levels (Hugging Face ``Sequence`` of structs, chat messages);
-#: Python's parser fails near 1,000 and polars' NDJSON reader crashes at 600 (issue 15).
+#: Python's parser fails near 1,000 and polars' NDJSON reader crashes at 600.
 MAX_JSON_DEPTH = 64
 
 #: Largest metadata/user JSON file read whole (bytes): 256 MiB. A MosaicML ``index.json`` of a million

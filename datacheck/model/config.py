@@ -323,7 +323,7 @@ PYTHON_SCHEMA = re.compile(r"^(.+\.py):([A-Za-z_]\w*)$")
 
 
 def refuse_python_schema(cfg: Config, source: str) -> None:
-    """The rule on code execution (issue 15 item 9): a Python schema file runs only when the user named it
+    """The rule on code execution: a Python schema file runs only when the user named it
     (``--schema``, a config given with ``--config`` or to the API, ``--allow-python-schema``). A config
     datacheck found by itself (``./datacheck.toml``, next to the data or in its parent) may come with a
     downloaded dataset, so its ``schema = "x.py:M"`` is refused before anything is imported.

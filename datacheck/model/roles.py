@@ -457,7 +457,7 @@ DECODER_COLUMNS = ("decoder_input_ids", "decoder_attention_mask")
 def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> str | None:
     """Why the shard is an encoder-decoder (seq2seq) layout, in words, or None.
 
-    The rule (issue 10): in causal-LM and token-classification data ``labels[i]`` belongs to
+    The rule: in causal-LM and token-classification data ``labels[i]`` belongs to
     ``input_ids[i]``; in seq2seq data (T5, BART) ``labels`` is the target sequence, of its own
     length, and aligns with the decoder columns (:data:`DECODER_COLUMNS`) when the shard has them,
     else with nothing. A shard is seq2seq when

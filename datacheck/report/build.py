@@ -77,7 +77,7 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         if not allow_check_errors:
             summary["status"] = "fail"
     # one list when every readable shard's rows are hashed over the same columns; else null here and
-    # each shard entry says its own (issue 15: the first shard's columns were stated for all)
+    # each shard entry says its own (never the first shard's columns stated for all)
     content_cols = next(iter(content.values()), []) if agreed else None
     return Report(
         datacheck_version=__version__,
