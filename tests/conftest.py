@@ -29,7 +29,7 @@ _TEST_STATE = tempfile.mkdtemp(prefix="datacheck-tests-")
 os.environ["DATACHECK_DIR"] = _TEST_STATE
 #: audits in the suite run in the test's own process unless a test asks for workers (the suite
 #: already runs under xdist, and tests that patch datacheck's functions must see their own calls);
-#: tests/execute/test_executors.py runs the process pool explicitly
+#: tests/unit/execute/test_executors.py runs the process pool explicitly
 os.environ.setdefault("DATACHECK_WORKERS", "1")
 
 

@@ -10,7 +10,7 @@
 After an intended change of the report or the catalog, regenerate the golden file and the schema's
 check-ID enum with::
 
-    DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/test_report_contract.py
+    DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/contract/test_report_schema.py
 
 and review the diff of ``tests/golden/`` and ``schemas/`` before committing. A change to the keys
 also needs the pinned key sets below, the schema, and (if old readers would misread it) a new
@@ -138,7 +138,7 @@ def test_schema_check_ids_equal_the_catalog(schema):
         schema["$defs"]["checkId"]["enum"] = ids
     assert schema["$defs"]["checkId"]["enum"] == ids, (
         "schemas/report.schema.json $defs.checkId.enum differs from datacheck/catalog.py: "
-        "run DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/test_report_contract.py")
+        "run DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/contract/test_report_schema.py")
 
 
 def test_schema_pins_the_keys(schema):
@@ -352,9 +352,9 @@ def test_golden_sample_data_report(sample):
     if UPDATE:
         GOLDEN.parent.mkdir(parents=True, exist_ok=True)
         GOLDEN.write_text(json.dumps(now, sort_keys=True, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert GOLDEN.is_file(), "no golden report: run DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/test_report_contract.py"
+    assert GOLDEN.is_file(), "no golden report: run DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/contract/test_report_schema.py"
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
     differences = _diff(golden, now)
     assert golden == now, ("the sample_data report changed (if intended, regenerate with "
-                           "DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/test_report_contract.py):\n  "
+                           "DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/contract/test_report_schema.py):\n  "
                            + "\n  ".join(differences))

@@ -1,7 +1,7 @@
 """Helpers for the check tests: write a small inline frame as a shard and audit it.
 
-Kept as a plain module (not a conftest) so that test files import it by name; pytest puts this
-folder on ``sys.path`` (rootdir-relative "prepend" import mode).
+Kept as a plain module (not a conftest) so that test files import it by name: pyproject's pytest
+``pythonpath`` puts tests/helpers/ on ``sys.path``.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ one input cannot hide the others. Per input it records:
 - ``hang``: no exit within the timeout (the child is killed);
 - ``changed``: any byte of the input files changed, or a file appeared among them.
 
-Run as a script: ``python tests/robustness/fuzzlib.py N SEED OUT.json [TIMEOUT_S] [JOBS]`` writes the counts
+Run as a script: ``python tests/helpers/fuzzlib.py N SEED OUT.json [TIMEOUT_S] [JOBS]`` writes the counts
 and the failing inputs (kept under ``OUT.json``'s folder as ``fail-*``).
 """
 from __future__ import annotations

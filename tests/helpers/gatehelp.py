@@ -1,7 +1,7 @@
 """Helpers for the gate tests (policy, cache, parts, diff, CI outputs): small multi-shard folders
 and an in-process CLI runner (a subprocess per CLI call would cost a second of imports each).
 
-Kept as a plain module (not a conftest): pytest puts this folder on ``sys.path``.
+Kept as a plain module (not a conftest): pyproject's pytest ``pythonpath`` puts tests/helpers/ on ``sys.path``.
 """
 from __future__ import annotations
 

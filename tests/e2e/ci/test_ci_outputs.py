@@ -1,4 +1,4 @@
-"""CI outputs: --junit (validated against tests/gate/junit.xsd and parsed back with junitparser),
+"""CI outputs: --junit (validated against tests/e2e/ci/junit.xsd and parsed back with junitparser),
 GitHub Actions annotations under GITHUB_ACTIONS=true, --format markdown for the job summary."""
 from __future__ import annotations
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -21,12 +20,11 @@ from datacheck.model.config import config_from_dict, load_config
 from datacheck.model.errors import UsageError
 from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean, default_drop, row_hashes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 CASES = ROOT.parent / "shared" / "cases"
 
-sys.path.insert(0, str(ROOT / "tests"))
 from conftest import run_cli  # noqa: E402
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import builtins
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -15,7 +14,7 @@ from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.tools.inspect import TOKENIZERS_INSTALL, export_rows, inspect_shards, load_tokenizer, parse_row_list
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 CASES = ROOT.parent / "shared" / "cases"
@@ -23,7 +22,6 @@ REAL = ROOT.parent / "shared" / "realdata"
 GPT2 = REAL / "gpt2_tokenizer"
 MINILM = REAL / "minilm_bert_tokenizer"
 
-sys.path.insert(0, str(ROOT / "tests"))
 from conftest import run_cli  # noqa: E402
 
 

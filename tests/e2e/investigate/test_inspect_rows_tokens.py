@@ -3,7 +3,6 @@
 that differs from [tokens] vocab_size."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -13,7 +12,7 @@ from datacheck.model.config import config_from_dict, load_config
 from datacheck.model.errors import UsageError
 from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 REAL = ROOT.parent / "shared" / "realdata"
@@ -21,7 +20,6 @@ GPT2 = REAL / "gpt2_tokenizer"
 TINY = REAL / "megatron_gpt2_openwebtext" / "gpt2-tiny-vocab.json"
 MINILM = REAL / "minilm_bert_tokenizer"
 
-sys.path.insert(0, str(ROOT / "tests"))
 from conftest import run_cli  # noqa: E402
 
 

@@ -4,7 +4,6 @@ and rows without a mask; the plain, ANSI and HTML renderings; the CLI (--color, 
 chat tokenizer (SmolLM-135M) and GPT-2."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -16,11 +15,10 @@ from datacheck.model.config import config_from_dict
 from datacheck.render.supervision import render_ansi, render_html_tokens, render_plain, runs, supervision_counts
 from datacheck.tools.inspect import classify_supervision, inspect_shards, load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHARED = ROOT.parent / "shared"
 SMOLLM = SHARED / "chat" / "tokenizers" / "smollm_135m"
 GPT2 = SHARED / "realdata" / "gpt2_tokenizer"
-sys.path.insert(0, str(ROOT / "tests"))
 from conftest import run_cli  # noqa: E402
 
 S, I, P, X = "supervised", "ignored", "padding", "padding_supervised"  # noqa: E741

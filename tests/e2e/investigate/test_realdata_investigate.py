@@ -3,7 +3,6 @@ a 30,522-token vocabulary, and clean of SST-2 (Vietnamese) train without its in-
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -15,12 +14,11 @@ from datacheck.model.config import config_from_dict
 from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
 from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REAL = ROOT.parent / "shared" / "realdata"
 MBERT_TRAIN = REAL / "dkhate_danish_offensive/dkhate_mbert/train"
 SST2_TRAIN = REAL / "sst2_vi_glue_parquet/train-00000-of-00001.parquet"
 
-sys.path.insert(0, str(ROOT / "tests"))
 from conftest import run_cli  # noqa: E402
 
 pytestmark = [pytest.mark.realdata,

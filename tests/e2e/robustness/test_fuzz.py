@@ -8,11 +8,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import ROOT
 
-FUZZLIB = Path(__file__).with_name("fuzzlib.py")
+FUZZLIB = ROOT / "tests" / "helpers" / "fuzzlib.py"
 
 
 def test_fuzz_every_format_and_metadata_file(tmp_path):

@@ -115,7 +115,7 @@ def test_rendered_history_supervises_every_assistant_turn(tmp_path):
     tok_src = CHAT / "tokenizers/smollm_135m"
     if not tok_src.is_dir():
         pytest.skip("shared chat material not present")
-    from test_sft_render import CHATML_GEN  # noqa: PLC0415 - the template of the sibling test
+    from test_chat_sft_render import CHATML_GEN  # noqa: PLC0415 - the template of the sibling test
     folder = tokenizer_copy(tok_src, tmp_path / "tok", CHATML_GEN)
     rows = ROWS[:2]
     res = audit_frame(pl.DataFrame(rows), config_from_dict({"tokens": {"tokenizer": str(folder)}}))

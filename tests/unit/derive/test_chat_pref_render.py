@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from checkhelp import CHAT, CHATML, SHAREGPT_ROLE, TOKENIZER, tokenizer_copy
-from test_sft_template_reject import MISTRAL_V01  # Mistral-7B-Instruct-v0.1's published template (its source there)
+from test_chat_template_reject import MISTRAL_V01  # Mistral-7B-Instruct-v0.1's published template (its source there)
 
 import datacheck
 from datacheck.engine.shard import audit_shard
@@ -113,7 +113,7 @@ def test_text_transcripts_without_a_prompt_are_not_rendered():
     """HH-RLHF: chosen/rejected are whole transcripts (text), no messages prompt: judged as text,
     not rendered (no pair columns, whatever max_seq_len); the 4 pairs whose chosen transcript ends in
     an empty assistant turn are pref.empty_response once TRL's implicit prompt is cut off
-    (tests/checks/test_pref_implicit.py::test_hh_rlhf_empty_answers_after_trls_implicit_prompt)."""
+    (tests/unit/derive/test_chat_pref_implicit.py::test_hh_rlhf_empty_answers_after_trls_implicit_prompt)."""
     if not HH.is_file():
         pytest.skip("hh_rlhf not present")
     rep = datacheck.audit(str(HH), {"tokens": {"tokenizer": str(TOKENIZER), "max_seq_len": 8}})

@@ -16,14 +16,13 @@ import os
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from batchhelp import _same_result, batch_rows
 from conftest import CASES, ROOT, SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,22 +37,6 @@ from datacheck.model.config import config_from_dict
 from datacheck.model.constants import ENV_BATCH_ROWS
 
 SAMPLE = ROOT / "sample_data"
-
-
-@contextmanager
-def batch_rows(n: int | None):
-    old = os.environ.get(ENV_BATCH_ROWS)
-    if n is None:
-        os.environ.pop(ENV_BATCH_ROWS, None)
-    else:
-        os.environ[ENV_BATCH_ROWS] = str(n)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(ENV_BATCH_ROWS, None)
-        else:
-            os.environ[ENV_BATCH_ROWS] = old
 
 
 def _cli_report(tmp: Path, data: Path, config: Path, rows: int | None, tag: str) -> dict:
@@ -125,40 +108,6 @@ def shard_result(path: Path, config: dict):
     chash, size = hash_file(path)
     return audit_shard(DiscoveredShard(path=path, rel=path.name, format="parquet"), config_from_dict(config),
                        chash, size, keep_rows=True)
-
-
-def _same_payload(a: object, b: object) -> None:
-    if isinstance(a, pl.DataFrame):
-        assert isinstance(b, pl.DataFrame) and a.equals(b)
-    elif isinstance(a, pl.Series):
-        assert isinstance(b, pl.Series) and a.equals(b)
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys()
-        for k in a:
-            _same_payload(a[k], b[k])
-    elif isinstance(a, np.ndarray):
-        assert np.array_equal(a, b)  # type: ignore[arg-type]
-    else:
-        assert a == b
-
-
-def _same_result(one, many) -> None:
-    assert many.rows == one.rows
-    assert [f.to_dict() for f in many.findings] == [f.to_dict() for f in one.findings]
-    assert many.skipped == one.skipped
-    assert many.failing_rows == one.failing_rows
-    s1, s2 = dict(one.stats), dict(many.stats)
-    for k in [k for k in s1 if k.startswith("targets.")]:  # pooled mean/std: floating point, rel 1e-9
-        a, b = s1.pop(k), s2.pop(k)
-        assert a["count"] == b["count"]
-        for f in ("mean", "std"):
-            assert (a[f] is None) == (b[f] is None)
-            if a[f] is not None:
-                assert math.isclose(a[f], b[f], rel_tol=1e-9, abs_tol=1e-9), (k, f, a[f], b[f])
-    assert s2 == s1
-    assert one.payload.keys() == many.payload.keys()
-    for k in one.payload:
-        _same_payload(one.payload[k], many.payload[k])
 
 
 @settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,

@@ -14,7 +14,7 @@ from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 from datacheck.model.findings import Finding
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "report.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "schemas" / "report.schema.json").read_text())
 
 
 @pytest.mark.parametrize(("n_bad", "max_ex", "truncated"), [(5, 5, False), (6, 5, True), (1, 1, False), (30, 20, True)])

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gate"))
 from gatehelp import cli, normalized, write_dataset  # noqa: E402
 
 from datacheck.execute.audit import audit  # noqa: E402

@@ -7,13 +7,10 @@ tests are skipped, with the reason, only when ray is not installed or cannot sta
 from __future__ import annotations
 
 import builtins
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gate"))
 from gatehelp import cli, normalized, write_dataset  # noqa: E402
 
 from datacheck.execute.audit import audit, audit_shards  # noqa: E402

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import gzip
 import os
-import sys
-from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pytest
-
-# the frame helpers live in tests/checks/checkhelp.py (pytest puts only this folder on sys.path)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checks"))
 from checkhelp import findings, one  # noqa: E402
 
 import datacheck  # noqa: E402

@@ -136,7 +136,7 @@ def test_objects_whose_fields_change_type_are_reported_not_fatal(tmp_path):
 def test_objects_with_different_fields_keep_every_field(tmp_path):
     """Polars' Series builder takes a struct's fields from the first object only: row 2's ``b`` was
     silently dropped on the per-line path (a blank line sends the chunk there), where the streamed
-    path kept it (found by tests/test_batched_audit.py's JSONL property test)."""
+    path kept it (found by tests/unit/engine/test_shard_batched.py's JSONL property test)."""
     path = tmp_path / "o.jsonl"
     path.write_text('\n{"extra": {"a": 1}}\n{"extra": {"b": "t"}}\n{"extra": [{"q": 1}]}\n'
                     '{"nested": [{"a": 1}]}\n{"nested": [{"b": 2}, null]}\n')

@@ -24,7 +24,7 @@ from datacheck.model.errors import UsageError
 
 REAL = (SHARED / "realdata")
 if not REAL.is_dir():
-    REAL = Path(__file__).resolve().parents[3] / "shared" / "realdata"
+    REAL = Path(__file__).resolve().parents[4] / "shared" / "realdata"
 pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="../shared/realdata is not present")
 
 OWT = REAL / "megatron_gpt2_openwebtext"

@@ -15,10 +15,10 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pytest
+from batchhelp import _same_result, batch_rows
 from conftest import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_batched_audit import _same_result, batch_rows
 
 from datacheck.engine.shard import audit_shard
 from datacheck.io import csv_stream, read, readers

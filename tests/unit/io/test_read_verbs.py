@@ -2,7 +2,6 @@
 text-column and null-role casts). Each test here failed before ``datacheck.io.read`` existed."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -13,8 +12,7 @@ from datacheck.model.config import config_from_dict
 from datacheck.tools.infer import infer_contract
 from datacheck.tools.inspect import export_rows, inspect_shards
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[3]
 
 #: ``review`` is the text column only by config (not one of the inferred text names)
 CFG = {"columns": {"text": "review", "label": "label"}, "labels": {"num_classes": 2}}

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,10 @@ from datacheck.model.findings import Finding
 from datacheck.render.html import render_html
 from datacheck.report.model import read_report
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 
-sys.path.insert(0, str(ROOT / "tests"))
 from conftest import run_cli  # noqa: E402
 
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'

@@ -2,17 +2,14 @@
 shards that have findings and sum up the rest in one line; ``--show-passing`` lists every shard."""
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
+from conftest import run_cli  # noqa: E402
 
 import datacheck
 from datacheck.render.text import render_markdown, render_text
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import run_cli  # noqa: E402
 
 N_GOOD = 1200
 

@@ -2,17 +2,12 @@
 resolve a report reference with one function (:func:`datacheck.report.model.find_report`)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import polars as pl
 import pytest
+from conftest import run_cli  # noqa: E402
 
 from datacheck.model.errors import UsageError
 from datacheck.report.model import find_report, report_path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import run_cli  # noqa: E402
 
 
 @pytest.fixture

@@ -4,11 +4,11 @@ point to it."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import run_cli  # noqa: E402
 
 from datacheck.checks.registry import CHECKS, NOT_BUILT
 from datacheck.model import catalog
@@ -16,10 +16,7 @@ from datacheck.model.config import config_from_dict
 from datacheck.model.errors import ConfigError, UsageError
 from datacheck.tools.checks import describe_check, list_checks, select_checks
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import run_cli  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_listing_is_the_catalog_with_the_registry_s_needs():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,10 +12,9 @@ import pytest
 from datacheck.model.config import config_from_dict
 from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MBERT = ROOT.parent / "shared" / "realdata" / "dkhate_danish_offensive" / "dkhate_mbert"
 
-sys.path.insert(0, str(ROOT / "tests"))
 from conftest import run_cli  # noqa: E402
 
 

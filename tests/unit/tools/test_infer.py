@@ -145,7 +145,7 @@ def test_infer_many_columns_keeps_each_columns_stats(tmp_path):
 
 CHAT = SHARED / "chat"
 SMOLLM = CHAT / "tokenizers/smollm_135m"
-#: ChatML with {% generation %} (as tests/checks/test_sft_render.py sets it: the folder ships no template)
+#: ChatML with {% generation %} (as tests/unit/derive/test_chat_sft_render.py sets it: the folder ships no template)
 CHATML_GEN = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
               "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] + '<|im_end|>' }}"
               "{% endgeneration %}{% else %}{{ message['content'] + '<|im_end|>' }}{% endif %}{{ '\n' }}{% endfor %}")

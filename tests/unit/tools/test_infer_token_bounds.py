@@ -4,19 +4,16 @@ so the next shard holding a rarer token failed. Id columns are bounded by the vo
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
+from conftest import run_cli  # noqa: E402
 
 import datacheck
 from datacheck.model.config import config_from_dict
 from datacheck.tools.infer import infer_contract
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import run_cli  # noqa: E402
 
 L = pl.List(pl.Int64)
 

@@ -1,6 +1,6 @@
 """``import datacheck`` and the CLI work with torch hidden; a torch verb names the install command
 (``pip install "torch>=2.2"``, or ``pip install -e ".[torch]"`` in the source: the PyPI name ``datacheck``
-is another project's, see tests/gate/test_install_instructions.py)."""
+is another project's, see tests/contract/test_install_instructions.py)."""
 from __future__ import annotations
 
 import re
@@ -9,7 +9,7 @@ import sys
 
 from conftest import ROOT
 
-#: tests/gate/test_install_instructions.py's pattern of "install datacheck from PyPI"
+#: tests/contract/test_install_instructions.py's pattern of "install datacheck from PyPI"
 _PYPI_DATACHECK = re.compile(r"""pip\s+install\s+(?:-U\s+|--upgrade\s+)?["']?datacheck(?:\[|==|>=|["'\s)]|$)""")
 
 BLOCK = """

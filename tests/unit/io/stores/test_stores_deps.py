@@ -6,12 +6,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gate"))
 from gatehelp import cli  # noqa: E402
 
 from datacheck.io.stores import is_url, store_checksum  # noqa: E402

@@ -11,12 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gate"))
 from gatehelp import cli  # noqa: E402
 
 from datacheck.execute.audit import audit, audit_shards  # noqa: E402
@@ -25,7 +22,7 @@ from datacheck.io.discover import discover  # noqa: E402
 from datacheck.io.stores import filesystem, store_checksum  # noqa: E402
 from datacheck.model.config import load_config  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SAMPLE = ROOT / "sample_data"
 CONFIG = SAMPLE / "datacheck.toml"
 
