@@ -8,15 +8,23 @@ environment) that rely on the defaults write there; the session fails when the r
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import json
+import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import pytest
+
+from datacheck.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -74,10 +82,77 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 _BEFORE = pytest.StashKey[dict]()
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m datacheck ARGS`` and return the completed process (text output)."""
+@dataclasses.dataclass
+class CliResult:
+    """What one CLI call gave: ``returncode``, ``stdout`` and ``stderr`` as text (the attributes of a
+    ``subprocess.CompletedProcess`` the tests read), and the ``args`` it ran."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+#: the warning filters of a fresh interpreter (what ``python -m datacheck`` shows on stderr)
+_FRESH_WARNING_FILTERS = (("default", DeprecationWarning, "__main__"), ("ignore", DeprecationWarning, None),
+                          ("ignore", PendingDeprecationWarning, None), ("ignore", ImportWarning, None),
+                          ("ignore", ResourceWarning, None))
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
+    """Run ``datacheck ARGS`` in this process through :func:`datacheck.cli.main.main`, as
+    ``python -m datacheck ARGS`` would run in ``cwd`` (default: the repository root).
+
+    The call is isolated: ``os.environ`` (``env`` applied on top, a value of None unsets it; what
+    ``main`` sets for the CLI process, such as ``OPENBLAS_NUM_THREADS``, is undone), the working
+    folder, ``sys.argv`` and the SIGTERM handler are restored afterwards. stdout and stderr are
+    captured as text; warnings and the ``datacheck`` logger's records reach the captured stderr as in
+    a fresh interpreter. The exit code is ``main``'s return value, or the code of a ``SystemExit``
+    (argparse's ``--help``, ``--version`` and usage errors).
+    """
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    saved_sigterm = signal.getsignal(signal.SIGTERM)
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("datacheck")
+    try:
+        for key, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        os.chdir(cwd or ROOT)
+        sys.argv = ["datacheck", *args]
+        logger.addHandler(handler)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.resetwarnings()
+            for action, category, module in reversed(_FRESH_WARNING_FILTERS):
+                warnings.filterwarnings(action, category=category, module=module or "")
+            try:
+                rc = main(list(args))
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if exc.code is not None and not isinstance(exc.code, int):
+                    err.write(f"{exc.code}\n")
+    finally:
+        logger.removeHandler(handler)
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        if signal.getsignal(signal.SIGTERM) is not saved_sigterm and saved_sigterm is not None:
+            signal.signal(signal.SIGTERM, saved_sigterm)
+    return CliResult(["datacheck", *args], rc, out.getvalue(), err.getvalue())
+
+
+def run_cli_subprocess(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+                       **kwargs) -> subprocess.CompletedProcess:
+    """Run ``python -m datacheck ARGS`` as a real process and return the completed process (text
+    output). Only for what needs a process of its own: closed pipes, a TTY, signals, the exit code of
+    the real entry point, import cost. ``env`` is added to this process's environment."""
     return subprocess.run([sys.executable, "-m", "datacheck", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=600)
+                          cwd=cwd or ROOT, timeout=600, env={**os.environ, **env} if env else None, **kwargs)
 
 
 @pytest.fixture

@@ -5,38 +5,23 @@ Kept as a plain module (not a conftest): pyproject's pytest ``pythonpath`` puts 
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from datacheck.cli.main import main
-
-
-class Result:
-    """Exit code and captured output of one in-process CLI call."""
-
-    def __init__(self, returncode: int, stdout: str, stderr: str):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+from conftest import CliResult, run_cli
 
 
-def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, monkeypatch=None) -> Result:
-    """Run ``datacheck ARGS`` in this process (``cwd``/``env`` applied via ``monkeypatch``)."""
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, monkeypatch=None) -> CliResult:
+    """Run ``datacheck ARGS`` in this process (conftest's :func:`run_cli`) in the current folder;
+    ``cwd``/``env`` are applied via ``monkeypatch`` first, so they hold for the rest of the test."""
     if cwd is not None:
         monkeypatch.chdir(cwd)
     for k, v in (env or {}).items():
         monkeypatch.setenv(k, v)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(list(args))
-        except SystemExit as exc:  # argparse errors
-            rc = int(exc.code or 0)
-    return Result(rc, out.getvalue(), err.getvalue())
+    return run_cli(*args, cwd=Path.cwd())
 
 
 def write_dataset(root: Path, n_shards: int = 6, rows: int = 8) -> Path:

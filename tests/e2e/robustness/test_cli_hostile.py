@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_cli_subprocess
 
 from datacheck.cli.main import main
 
@@ -281,7 +281,7 @@ def test_empty_path_argument_is_a_usage_error(tmp_path, monkeypatch, args, name)
 
 
 def test_empty_path_exit_code_through_the_shell(tmp_path):
-    p = run_cli("audit", "", cwd=tmp_path)
+    p = run_cli_subprocess("audit", "", cwd=tmp_path)
     assert p.returncode == 2 and "empty PATH" in p.stderr
 
 
