@@ -155,6 +155,66 @@ def run_cli_subprocess(*args: str, cwd: Path | None = None, env: dict[str, str] 
                           cwd=cwd or ROOT, timeout=600, env={**os.environ, **env} if env else None, **kwargs)
 
 
+@dataclasses.dataclass(frozen=True)
+class CaseAudit:
+    """One audit of a shared defect case (``audit CASE/data --config CASE/datacheck.toml --output
+    REPORT --report-dir R --no-cache --no-progress --format json``, as ../shared/tools/run_cases.py
+    runs it): the exit code, the captured output and the text of the JSON report written to --output
+    ("" when none was written)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    report: str
+
+
+class CaseAudits:
+    """The shared cases (``../shared/cases/<name>``), each audited once per test run, on first use.
+
+    Under xdist the workers share the results through a folder next to their base temp folders (a
+    worker that finds a case's result there reads it; two workers racing on one case both audit it
+    and write the same result atomically)."""
+
+    def __init__(self, base: Path, shared: Path | None):
+        self._base, self._shared, self._done = base, shared, {}
+
+    def names(self) -> list[str]:
+        return sorted(c.name for c in CASES.iterdir() if (c / "expect.json").is_file()) if CASES.is_dir() else []
+
+    def __getitem__(self, name: str) -> CaseAudit:
+        if name not in self._done:
+            self._done[name] = self._load(name) or self._audit(name)
+        return self._done[name]
+
+    def _load(self, name: str) -> CaseAudit | None:
+        f = self._shared / f"{name}.json" if self._shared else None
+        return CaseAudit(**json.loads(f.read_text())) if f is not None and f.is_file() else None
+
+    def _audit(self, name: str) -> CaseAudit:
+        case, tmp = CASES / name, self._base / name
+        tmp.mkdir(parents=True, exist_ok=True)
+        out = tmp / "report.json"
+        p = run_cli("audit", str(case / "data"), "--config", str(case / "datacheck.toml"), "--output", str(out),
+                    "--report-dir", str(tmp / "r"), "--no-cache", "--no-progress", "--format", "json")
+        got = CaseAudit(p.returncode, p.stdout, p.stderr, out.read_text(encoding="utf-8") if out.is_file() else "")
+        if self._shared is not None:
+            self._shared.mkdir(parents=True, exist_ok=True)
+            part = self._shared / f"{name}.json.{os.getpid()}"
+            part.write_text(json.dumps(dataclasses.asdict(got)))
+            part.replace(self._shared / f"{name}.json")
+        return got
+
+
+@pytest.fixture(scope="session")
+def case_audits(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> CaseAudits:
+    """:class:`CaseAudits`: every shared case audited once per run (skipped when ../shared/cases is absent)."""
+    if not CASES.is_dir():
+        pytest.skip("../shared/cases is not present")
+    base = tmp_path_factory.mktemp("case-audits")
+    shared = tmp_path_factory.getbasetemp().parent / "case-audits" if _is_worker(request.config) else None
+    return CaseAudits(base, shared)
+
+
 @pytest.fixture
 def cli():
     return run_cli

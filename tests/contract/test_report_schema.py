@@ -104,9 +104,11 @@ def test_sample_data_report_validates(validator, sample):
 
 
 @pytest.mark.parametrize("case", _case_dirs(), ids=lambda c: c.name)
-def test_shared_case_reports_validate(validator, case, tmp_path):
-    _, text = _audit(tmp_path, str(case / "data"), "--config", str(case / "datacheck.toml"))
-    assert _errors(validator, json.loads(text)) == []
+def test_shared_case_reports_validate(validator, case, case_audits):
+    got = case_audits[case.name]
+    assert "Traceback" not in got.stderr, got.stderr
+    assert got.report, got.stdout + got.stderr
+    assert _errors(validator, json.loads(got.report)) == []
 
 
 def test_part_and_merged_reports_validate(validator, tmp_path):

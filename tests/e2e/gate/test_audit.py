@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_cli_subprocess
 
 from datacheck.cli.main import main
 from datacheck.report.model import read_report
@@ -108,7 +108,7 @@ def test_exit_codes_follow_fail_on(tmp_path, data, capsys, args, rc):
 def test_exit_1_on_error_and_2_on_usage(tmp_path, data):
     cfg = tmp_path / "datacheck.toml"
     cfg.write_text("[labels]\nnum_classes = 1\n")
-    p = run_cli("audit", str(data), "--config", str(cfg), "--report-dir", str(tmp_path / "r"))
+    p = run_cli_subprocess("audit", str(data), "--config", str(cfg), "--report-dir", str(tmp_path / "r"))
     assert p.returncode == 1
     assert "labels.out_of_range" in p.stdout
     assert "Traceback" not in p.stderr
