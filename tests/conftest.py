@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from datacheck.cli.main import main
 
@@ -39,6 +40,23 @@ os.environ["DATACHECK_DIR"] = _TEST_STATE
 #: already runs under xdist, and tests that patch datacheck's functions must see their own calls);
 #: tests/unit/execute/test_executors.py runs the process pool explicitly
 os.environ.setdefault("DATACHECK_WORKERS", "1")
+
+
+#: Hypothesis profiles, chosen by ``HYPOTHESIS_PROFILE`` (default ``dev``): ``ci`` runs each property
+#: test's own example count (its ``@settings(max_examples=examples(N))``: N), ``dev`` a tenth of it
+#: (at least 5); a test without its own count runs Hypothesis' default 100 under ``ci``, 10 under ``dev``.
+#: Both print the blob that reproduces a failure and have no deadline.
+HYPOTHESIS_PROFILES = {"ci": 1.0, "dev": 0.1}
+settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
+settings.register_profile("dev", max_examples=10, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def examples(n: int) -> int:
+    """A property test's example count ``n`` under the current Hypothesis profile (see
+    :data:`HYPOTHESIS_PROFILES`): ``n`` under ``ci``, ``max(5, n // 10)`` under ``dev``."""
+    fraction = HYPOTHESIS_PROFILES.get(settings.get_current_profile_name(), 1.0)
+    return n if fraction >= 1.0 else max(5, int(n * fraction))
 
 
 def _listing(folder: Path) -> dict[str, tuple[int, int]]:

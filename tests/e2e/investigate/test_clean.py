@@ -25,7 +25,7 @@ SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 CASES = ROOT.parent / "shared" / "cases"
 
-from conftest import run_cli  # noqa: E402
+from conftest import examples, run_cli  # noqa
 
 
 def _hashes(folder: Path) -> dict[str, str]:
@@ -281,7 +281,7 @@ _CFG = {"columns": {"text": ["text"], "label": "label", "target": ["y"], "input_
         "tokens": {"vocab_size": 10}, "labels": {"num_classes": 3}, "numeric": {"compute_dtype": "fp16"}}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frames())
 def test_property_kept_plus_quarantined_equals_input(case):
     rows, fmt, drop = case

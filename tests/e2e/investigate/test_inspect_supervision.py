@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SHARED = ROOT.parent / "shared"
 SMOLLM = SHARED / "chat" / "tokenizers" / "smollm_135m"
 GPT2 = SHARED / "realdata" / "gpt2_tokenizer"
-from conftest import run_cli  # noqa: E402
+from conftest import examples, run_cli  # noqa
 
 S, I, P, X = "supervised", "ignored", "padding", "padding_supervised"  # noqa: E741
 
@@ -95,7 +95,7 @@ def test_other_ignore_index():
 _ids = st.lists(st.integers(0, 5), min_size=1, max_size=24)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.data())
 def test_property_matches_reference(data):
     ids = data.draw(_ids)
@@ -117,7 +117,7 @@ def test_property_matches_reference(data):
     assert got == reference(ids, mask, labels, amask, shifted=shifted, pad_id=pad_id, side=side)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 9), st.booleans()), min_size=2, max_size=30))
 def test_property_conventions_agree(tokens):
     """The same supervision stored both ways (HF unshifted, and shifted one to the left) classifies

@@ -10,6 +10,7 @@ import tempfile
 import numpy as np
 import polars as pl
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +38,7 @@ shard_sets = st.lists(st.lists(st.tuples(st.sampled_from("abcdefgh"), st.sampled
                                min_size=0, max_size=12), min_size=1, max_size=6)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(shard_sets, st.sampled_from([1, 2, 8, 64]), st.booleans())
 def test_partitioned_candidates_equal_in_memory(shards, parts, labelled):
     frames = _frames(shards, labelled)
@@ -92,7 +93,7 @@ dataset = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(dataset)
 def test_audit_spilled_equals_in_memory(tmp_path_factory, monkeypatch, data):
     """A whole audit (``[splits]``, labels) with every payload spilled and the partitioned pass
@@ -155,7 +156,7 @@ def _near_docs(seed: int, n_base: int, copies: int) -> list[str]:
     return docs
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.integers(0, 10_000), st.lists(st.integers(0, 12), min_size=1, max_size=5), st.sampled_from([0.5, 0.8]))
 def test_shard_clusters_equal_clusters(seed, sizes, threshold):
     """LSH over per-shard signature arrays (spilled column-major files, or arrays) == over one array."""

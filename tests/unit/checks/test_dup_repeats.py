@@ -3,6 +3,7 @@ row, against a plain-Python reference (the candidate pre-filter on the hash alon
 from __future__ import annotations
 
 import polars as pl
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ def _reference(hashes: list[int], labels: list[int | None] | None) -> list[int]:
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.one_of(st.none(), st.integers(0, 2))), max_size=60),
        st.booleans())
 def test_repeats_match_reference(rows, with_label):

@@ -7,6 +7,7 @@ import os
 from unittest.mock import patch
 
 import polars as pl
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,7 @@ from datacheck.checks.content import periodic_rows
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
-SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+SETTINGS = settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 IGN = -100
 BOS, EOT, EOS, PAD = 1, 2, 3, 0

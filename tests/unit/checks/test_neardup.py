@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,7 +64,7 @@ def _sig_of_texts(texts: list[str]) -> np.ndarray:
     return signatures(np.frombuffer(buf, dtype=np.uint32), np.array([len(t) for t in texts]))[0]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.text(alphabet="ab é中\n", max_size=14), min_size=1, max_size=6))
 def test_signatures_match_plain_python(texts: list[str]) -> None:
     sig = _sig_of_texts(texts)

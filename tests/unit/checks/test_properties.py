@@ -15,10 +15,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 from checkhelp import shard_result
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40"))), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def failing(df: pl.DataFrame, config: dict) -> dict[str, set[int]]:

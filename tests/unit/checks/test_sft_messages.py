@@ -10,7 +10,7 @@ import os
 
 import polars as pl
 import pytest
-from conftest import SHARED
+from conftest import SHARED, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +19,7 @@ from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
 CHAT = (SHARED / "chat")
-SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
+SETTINGS = settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40"))), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 IDS = ("sft.role_order", "sft.empty_turn", "sft.no_assistant_turn")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,7 +61,7 @@ def ref_type_id_bad(v, k: int) -> bool:
     return v is not None and any(x is None or x < 0 or x >= k for x in v)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rows=st.lists(st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(-3, 6)), max_size=6)),
                      min_size=1, max_size=12),
        k=st.integers(1, 4))

@@ -13,7 +13,7 @@ import os
 import polars as pl
 import pytest
 from checkhelp import tokenizer_copy
-from conftest import SHARED
+from conftest import SHARED, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,7 @@ from datacheck.io.hashing import hash_file
 from datacheck.io.read import open_for_checks
 from datacheck.model.config import config_from_dict
 
-SETTINGS = settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
+SETTINGS = settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "40"))), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 CHAT = SHARED / "chat"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from checkhelp import CHAT, CHATML, SHAREGPT_ROLE, TOKENIZER, tokenizer_copy
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +44,7 @@ _turn = st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assis
                                "content": st.sampled_from(["", " ", "a", "b"])})
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.one_of(st.tuples(st.lists(_turn, max_size=5), st.lists(_turn, max_size=5)),
                  st.tuples(st.text(alphabet="ab ", max_size=20), st.text(alphabet="ab ", max_size=20))))
 def test_extract_prompt_is_trls_rule(pair):
@@ -212,7 +213,7 @@ def test_hh_rlhf_empty_answers_after_trls_implicit_prompt():
     assert f.examples[0].row == 86 and "'chosen' blank after TRL's implicit prompt: ..." in f.examples[0].value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.text(alphabet="ab \n", max_size=6)),
                           st.one_of(st.none(), st.text(alphabet="ab \n", max_size=6))), min_size=1, max_size=8))
 def test_text_pairs_empty_response_matches_trls_cut(pairs):

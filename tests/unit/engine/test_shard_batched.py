@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from batchhelp import _same_result, batch_rows
-from conftest import CASES, ROOT, SHARED, run_cli
+from conftest import CASES, ROOT, SHARED, examples, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -113,7 +113,7 @@ def shard_result(path: Path, config: dict):
                        chash, size, keep_rows=True)
 
 
-@settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+@settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(rows_st, min_size=1, max_size=30), cut=st.integers(1, 9), group=st.integers(1, 12),
        cross=st.booleans())
@@ -259,7 +259,7 @@ _JSON_LINE = st.one_of(
 )
 
 
-@settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+@settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(lines=st.lists(_JSON_LINE, min_size=1, max_size=30), chunk=st.integers(1, 400), cut=st.integers(1, 9))
 def test_random_jsonl_streamed_at_random_chunks_and_batches_equals_one_frame(lines, chunk, cut):

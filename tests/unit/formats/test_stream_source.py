@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pyarrow as pa
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def _pieces(heights: list[int]) -> list[pl.DataFrame]:
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(heights=st.lists(st.integers(0, 40), max_size=12), rows=st.integers(1, 50))
 def test_recut_frames_matches_plain_python(heights, rows):
     got = list(recut_frames(iter(_pieces(heights)), rows))
@@ -39,7 +40,7 @@ def test_recut_frames_matches_plain_python(heights, rows):
     assert all(df.n_chunks("all") == [1, 1] for df in got)  # every batch contiguous (rechunked)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(heights=st.lists(st.integers(0, 40), max_size=12), rows=st.integers(1, 50),
        first=st.one_of(st.none(), st.integers(1, 50)))
 def test_recut_arrow_tables_with_first_matches_plain_python(heights, rows, first):
@@ -62,7 +63,7 @@ def _reference_last(total: int, rows: int, first: int | None, last: int) -> list
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(heights=st.lists(st.integers(0, 40), max_size=12), rows=st.integers(1, 50),
        first=st.one_of(st.none(), st.integers(1, 50)), last=st.integers(1, 50))
 def test_recut_with_a_short_final_batch_matches_plain_python(heights, rows, first, last):

@@ -16,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 from batchhelp import _same_result, batch_rows
-from conftest import ROOT
+from conftest import ROOT, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +78,7 @@ def _write_csv(path: Path, kinds: list[list[int]], bad: set[int], blank: set[int
 csv_rows = st.lists(st.lists(st.integers(0, 6), min_size=4, max_size=4), min_size=1, max_size=25)
 
 
-@settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+@settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(rows=csv_rows, cut=st.integers(1, 9), data=st.data(), crlf=st.booleans())
 def test_csv_in_tiny_batches_equals_the_one_frame_read(monkeypatch, rows, cut, data, crlf):
@@ -159,7 +159,7 @@ def _write_ipc(path: Path, table: pa.Table, stream: bool, chunk: int) -> None:
             w.write_table(table, max_chunksize=chunk)
 
 
-@settings(max_examples=int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+@settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 40), chunk=st.integers(1, 12), cut=st.integers(1, 9), stream=st.booleans())
 def test_ipc_in_tiny_batches_equals_the_one_frame_read(monkeypatch, n, chunk, cut, stream):

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +39,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(alphabe
                      max_leaves=20)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_json, min_size=1, max_size=5))
 def test_max_depths_matches_reference(values):
     lines = [json.dumps(v) for v in values]
@@ -77,7 +78,7 @@ def test_fifo_is_not_read(tmp_path):
         read_json_file(p)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_json, min_size=1, max_size=5), st.integers(0, 80))
 def test_max_line_depth_decides_the_limit_like_the_exact_scan(values, extra):
     from datacheck.io.safejson import max_line_depth
@@ -117,7 +118,7 @@ def _dense_depths(data: bytes, per_line: bool = True) -> list[int]:
     return [max(int(x), 0) for x in np.maximum.reduceat(d - base[line_id], starts)]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(st.sampled_from(list(b'ab"\\[]{}\n ,:')), max_size=80).map(bytes),
        st.sampled_from([0, 1, 62, 63, 64, 65, 70]))
 def test_lean_scan_matches_the_dense_scan(text, deep):

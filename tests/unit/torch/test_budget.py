@@ -10,6 +10,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -124,7 +125,7 @@ def _reference_fill(lengths, order, max_tokens, max_rows):
     return batches
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.integers(0, 50), max_size=60), st.integers(1, 80), st.one_of(st.none(), st.integers(1, 6)),
        st.booleans(), st.integers(0, 3))
 def test_fill_matches_reference_and_keeps_the_budget(lengths, max_tokens, max_rows, shuffle, seed):

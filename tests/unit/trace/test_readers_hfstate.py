@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
@@ -127,7 +128,7 @@ def _expected(v):
     return v
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(doc=_docs, read=hs.integers(1, 40), indent=hs.sampled_from([None, 2]))
 def test_nan_quoting_reader_against_json(doc, read, indent):
     """Reference: Python's json reads the original text; the reader's output, read by json with NaN
