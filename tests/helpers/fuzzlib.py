@@ -204,9 +204,62 @@ def _command(target: str, rel: str, case: Path, work: Path) -> list[str]:
     return ["audit", str(case / rel), *rd]
 
 
-def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2, keep_failures: bool = True) -> dict:
+def mutants(n: int, seed: int, seeds: Path):
+    """The fixed corpus: ``n`` seeded mutants cycling over :data:`TARGETS`, as (index, target, relative
+    path, mutated bytes of that file of ``seeds``). They depend only on ``seed``, ``n`` and the seed files."""
+    rng = random.Random(seed)
+    for k in range(n):
+        target, rel = TARGETS[k % len(TARGETS)]
+        data = (seeds / rel).read_bytes()
+        yield k, target, rel, mutate(data, rng, not rel.endswith((".parquet", ".arrow", ".gz", ".zst")))
+
+
+def _kind(rc: int | None, err: str, changed: bool) -> str | None:
+    """What went wrong with one input (None: nothing): hang, crash, traceback or changed."""
+    if rc is None:
+        return "hang"
+    if rc < 0:
+        return "crash"
+    if rc not in (0, 1, 2) or "Traceback" in err or "internal error" in err:
+        return "traceback"
+    return "changed" if changed else None
+
+
+def fuzz_in_process(n: int, seed: int, workdir: Path, run) -> dict:
+    """The corpus of :func:`mutants` run in this process: ``run(argv) -> (exit code, stderr)`` runs the
+    CLI (a native crash or a hang would stop the caller: those are :func:`fuzz`'s to catch). Returns
+    the counts and failures of :func:`fuzz` (``crash`` and ``hang`` are then always 0)."""
+    workdir = Path(workdir)
+    seeds = workdir / "seed"
+    make_seeds(seeds)
+    counts: dict = {"inputs": 0, "traceback": 0, "crash": 0, "hang": 0, "changed": 0, "exit": {}}
+    failures = []
+    started = time.monotonic()
+    for k, target, rel, data in mutants(n, seed, seeds):
+        case, work = workdir / "case", workdir / "work"
+        shutil.rmtree(case, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(seeds, case, symlinks=True)
+        work.mkdir()
+        (case / rel).write_bytes(data)
+        before = _snapshot(case)
+        argv = _command(target, rel, case, work)
+        rc, err = run(argv)
+        kind = _kind(rc, err, _snapshot(case) != before)
+        counts["inputs"] += 1
+        counts["exit"][str(rc)] = counts["exit"].get(str(rc), 0) + 1
+        if kind:
+            counts[kind] += 1
+            failures.append({"index": k, "target": target, "kind": kind, "rc": rc, "argv": argv, "stderr": err[-1500:]})
+    counts["seconds"] = round(time.monotonic() - started, 1)
+    return {"counts": counts, "failures": failures}
+
+
+def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2, keep_failures: bool = True,
+         max_seconds: float | None = None) -> dict:
     """Run ``n`` seeded mutants (cycling over :data:`TARGETS`), ``jobs`` children at a time, and return
-    the counts and the failures. The mutants depend only on ``seed`` and ``n``."""
+    the counts and the failures. The mutants are :func:`mutants`'s. With ``max_seconds`` no input starts
+    after that many seconds (``counts["inputs"]`` says how many ran)."""
     from datacheck.cli.main import main  # imported once in the server; no polars query runs here
 
     workdir = Path(workdir)
@@ -214,7 +267,7 @@ def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2,
     rc, hung = run_forked(lambda: (make_seeds(seeds), 0)[1], 300, workdir / "seed.out", workdir / "seed.err")
     if rc != 0:
         raise RuntimeError(f"seed case failed (rc {rc}): {(workdir / 'seed.err').read_text()[-3000:]}")
-    rng = random.Random(seed)
+    corpus = mutants(n, seed, seeds)
     counts: dict = {"inputs": 0, "traceback": 0, "crash": 0, "hang": 0, "changed": 0, "exit": {}}
     failures = []
     started = time.monotonic()
@@ -226,15 +279,7 @@ def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2,
         hung = status is None
         rc = None if hung else os.waitstatus_to_exitcode(status)
         err = (work / "err").read_text(errors="replace")
-        kind = None
-        if hung:
-            kind = "hang"
-        elif rc is not None and rc < 0:
-            kind = "crash"
-        elif rc not in (0, 1, 2) or "Traceback" in err or "internal error" in err:
-            kind = "traceback"
-        elif _snapshot(case) != before:
-            kind = "changed"
+        kind = _kind(rc, err, not hung and _snapshot(case) != before)
         counts["inputs"] += 1
         counts["exit"][str(rc)] = counts["exit"].get(str(rc), 0) + 1
         if kind:
@@ -248,25 +293,30 @@ def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2,
             failures.append(item)
         free.append(slot)
 
-    k = 0
-    while k < n or active:
-        while k < n and free:
+    pending = True
+    while pending or active:
+        while pending and free:
+            if max_seconds is not None and time.monotonic() - started > max_seconds:
+                pending = False
+                break
+            item = next(corpus, None)
+            if item is None:
+                pending = False
+                break
+            k, target, rel, data = item
             slot = free.pop()
-            target, rel = TARGETS[k % len(TARGETS)]
             case, work = workdir / f"case{slot}", workdir / f"work{slot}"
             shutil.rmtree(case, ignore_errors=True)
             shutil.rmtree(work, ignore_errors=True)
             shutil.copytree(seeds, case, symlinks=True)
             work.mkdir()
-            f = case / rel
-            f.write_bytes(mutate(f.read_bytes(), rng, not rel.endswith((".parquet", ".arrow", ".gz", ".zst"))))
+            (case / rel).write_bytes(data)
             before = _snapshot(case)
             argv = _command(target, rel, case, work)
             pid = os.fork()
             if pid == 0:
                 _child(lambda argv=argv: main(argv), work / "out", work / "err")
             active[pid] = (k, target, slot, case, work, before, argv, time.monotonic() + timeout)
-            k += 1
         for pid in list(active):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
