@@ -1,4 +1,4 @@
-"""Issue 10 item 15: a cataloged ID with no producer yet (``NOT_BUILT``; ``batch.*`` until the torch
+"""A cataloged ID with no producer yet (``NOT_BUILT``; ``batch.*`` until the torch
 work built them) whose config section is set, or that a ``[policy]`` entry names, appears as skipped
 "not yet built" with the reason: a gate relying on it never passes by accident. Without either it
 stays out of the report. The ``batch.*`` producers are taken out for these tests, as before they existed."""

@@ -1,4 +1,4 @@
-"""The peer benchmark stays honest (issue 14): ``benchmarks/bench_peers.py``'s peers (pandas,
+"""The peer benchmark stays honest: ``benchmarks/bench_peers.py``'s peers (pandas,
 pandera on pandas and on polars, Hugging Face ``datasets.map``) find the same failing-row counts as
 datacheck on a tiny generated shard (500 rows x 16 tokens, 5 rows planted per check), and
 datacheck's counts are the planted ones."""

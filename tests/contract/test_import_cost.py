@@ -1,4 +1,4 @@
-"""Start-up cost (issue 14 item 6): what ``import datacheck`` and ``datacheck audit`` load.
+"""Start-up cost: what ``import datacheck`` and ``datacheck audit`` load.
 
 Each case runs a fresh interpreter (``sys.modules`` of the test process already holds everything)
 and asserts on the modules it ended with; ``benchmarks/bench_cli_startup.py`` measures the times.

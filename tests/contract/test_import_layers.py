@@ -16,7 +16,7 @@ from conftest import ROOT
 
 PKG = ROOT / "datacheck"
 
-#: (file, imported module) pairs allowed to import inside a function (issue 9: the lead shrinks this).
+#: (file, imported module) pairs allowed to import inside a function.
 LOCAL_ALLOWED: set[tuple[str, str]] = set()  # none left: every import of the package is at module top
 
 

@@ -1,4 +1,4 @@
-"""Seeded fuzzing of every input datacheck reads (issue 15): each shard format the readers accept
+"""Seeded fuzzing of every input datacheck reads: each shard format the readers accept
 (parquet, Arrow IPC file and stream, JSONL plain/.gz/.zst, CSV, TSV) and each metadata or user file
 (Hugging Face ``state.json`` / ``dataset_info.json``, MosaicML ``index.json``, a data index for
 ``index verify``, a YAML schema for ``--schema``, a report for ``datacheck report``).

@@ -1,4 +1,4 @@
-"""Issue 10 UX: wrong argument types of the public API are usage errors naming what is expected."""
+"""Wrong argument types of the public API are usage errors naming what is expected."""
 from __future__ import annotations
 
 import pytest

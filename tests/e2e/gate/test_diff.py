@@ -122,7 +122,7 @@ def test_diff_bad_input_is_exit_2(versions, monkeypatch):
         assert "Traceback" not in err
 
 
-# ---------------------------------------------------------------- issue 10 item 6: float noise is no move
+# ---------------------------------------------------------------- Float noise is no move
 def test_float_noise_in_stats_is_not_a_move():
     old = {"lengths": {"min": 3, "p50": 80, "p90": 120, "p99": 200, "max": 512, "mean": 80.5992}}
     new = {"lengths": {"min": 3, "p50": 80, "p90": 120, "p99": 200, "max": 512, "mean": 80.59951905059337}}

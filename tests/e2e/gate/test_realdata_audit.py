@@ -1,4 +1,4 @@
-"""Real data (../shared/realdata, see its PROVENANCE.md): the figures issue 2 asks for."""
+"""Real data (../shared/realdata, see its PROVENANCE.md): the figures read by hand there (rows, findings, shards)."""
 from __future__ import annotations
 
 import pytest

@@ -38,7 +38,7 @@ def test_rows_shows_every_column_of_a_passing_row(tmp_path):
 
 
 def test_rows_past_the_end_are_a_usage_error_naming_the_file_and_its_rows(tmp_path):
-    """Issue 15 item 3: --rows 99999 on a 4-row file exited 0 with a note."""
+    """--rows past the end of the file is a usage error (exit 2) naming the rows the file has."""
     shard = tmp_path / "s.parquet"
     pl.DataFrame({"text": ["a", "b", "c", "d"]}).write_parquet(shard)
     p = run_cli("inspect", str(shard), "--rows", "99999", "--no-progress", cwd=tmp_path)

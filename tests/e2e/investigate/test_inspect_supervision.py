@@ -1,4 +1,4 @@
-"""``datacheck inspect --tokenizer``: each token classified by supervision (issue 13 item 6), checked
+"""``datacheck inspect --tokenizer``: each token classified by supervision, checked
 against a plain-Python reference for both label conventions, left and right padding, assistant masks
 and rows without a mask; the plain, ANSI and HTML renderings; the CLI (--color, --html) on a real
 chat tokenizer (SmolLM-135M) and GPT-2."""
@@ -254,7 +254,7 @@ OPENWEBTEXT = SHARED / "realdata" / "megatron_gpt2_openwebtext"
 
 
 def test_byte_level_runs_are_decoded_from_their_joined_ids():
-    """Issue 15 item 6: “ is split over two GPT-2 tokens (564 = " " + e2 80, 250 = 9c); decoded per
+    """“ is split over two GPT-2 tokens (564 = " " + e2 80, 250 = 9c); decoded per
     token it showed as escaped bytes inside the run."""
     pytest.importorskip("tokenizers")
     if not (GPT2.is_dir() and OPENWEBTEXT.is_dir()):
@@ -273,7 +273,8 @@ def test_byte_level_runs_are_decoded_from_their_joined_ids():
 
 @pytest.mark.parametrize("source", ["tokenizer.json", "vocab.txt"])
 def test_wordpiece_runs_are_decoded_with_the_tokenizers_own_decode(tmp_path, source):
-    """Issue 15 item 6: WordPiece pieces were joined without spaces ("macdonaldcatalogue")."""
+    """WordPiece pieces are decoded by the tokenizer's own decode, with the spaces between words
+(never "macdonaldcatalogue")."""
     pytest.importorskip("tokenizers")
     if not MINILM.is_dir():
         pytest.skip("../shared/realdata is not present")
@@ -289,7 +290,7 @@ def test_wordpiece_runs_are_decoded_with_the_tokenizers_own_decode(tmp_path, sou
 
 
 def test_classification_rows_are_not_coloured_as_causal_lm_targets(tmp_path):
-    """Issue 15 item 6: a scalar class label and no token labels: the loss is per row, no token is
+    """A scalar class label and no token labels: the loss is per row, no token is
     a target; the tokens are shown uncoloured with a note."""
     pytest.importorskip("tokenizers")
     if not MINILM.is_dir():

@@ -1,4 +1,4 @@
-"""The CLI under hostile conditions (user test report items 1, 2, 3, 13, 14, 19, 21): special files
+"""The CLI under hostile conditions: special files
 and links as outputs, outputs pointing into the audited data, closed pipes, BOMs, empty paths,
 SIGTERM. Exit codes matter here, so most cases run ``python -m datacheck`` in a subprocess."""
 from __future__ import annotations
@@ -56,7 +56,7 @@ def failing(tmp_path) -> Path:
     return d
 
 
-# ----------------------------------------------------------------------------- item 1: special outputs
+# ----------------------------------------------------------------------------- Special outputs
 def test_dev_null_outputs_stay_a_character_device(tmp_path, ow):
     """``-o/--junit/--html /dev/null``: written in place. os.replace/os.rename onto /dev is blocked in
     the child, so a regression fails this test instead of replacing the machine's /dev/null."""
@@ -121,7 +121,7 @@ def test_fifo_output_is_written_not_replaced(tmp_path, ow):
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
-# ----------------------------------------------------------------------------- item 2: outputs in data
+# ----------------------------------------------------------------------------- Outputs in data
 def test_outputs_into_the_audited_data_are_refused(tmp_path, ow):
     shard = ow / "validation-00000-of-00001.parquet"
     before = {p.name: p.read_bytes() for p in ow.iterdir()}
@@ -175,7 +175,7 @@ def test_allowed_outputs_beside_the_data(tmp_path, ow, monkeypatch):
     assert json.loads((ow / "index.json").read_text())["shards"][0]["path"] == "train.jsonl"
 
 
-# ----------------------------------------------------------------------------- item 14: no tracebacks
+# ----------------------------------------------------------------------------- No tracebacks
 def test_folders_and_non_reports_are_usage_errors(tmp_path, ow):
     d = tmp_path / "adir"
     d.mkdir()
@@ -206,7 +206,7 @@ def test_export_to_a_folder_named_like_a_file(tmp_path, ow):
     _no_traceback(p)
 
 
-# ----------------------------------------------------------------------------- item 3: closed pipe
+# ----------------------------------------------------------------------------- Closed pipe
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_closed_pipe_keeps_the_policy_exit_code(tmp_path, failing, ow, fmt):
     """stdout is a pipe whose reader is gone before datacheck writes: every write gets EPIPE. The
@@ -231,7 +231,7 @@ def test_pipe_closed_by_head_keeps_exit_code_1(tmp_path, failing):
     _no_traceback(p)
 
 
-# ----------------------------------------------------------------------------- item 13: BOM in clean
+# ----------------------------------------------------------------------------- BOM in clean
 def test_clean_agrees_with_the_audit_on_a_bom_jsonl(tmp_path):
     d = tmp_path / "in"
     d.mkdir()
@@ -260,7 +260,7 @@ def test_clean_agrees_with_the_audit_on_a_bom_csv(tmp_path):
     assert (tmp_path / "out" / "b.csv").read_bytes() == BOM + b"text,label\na,0\nb,1\n"
 
 
-# ----------------------------------------------------------------------------- item 19: empty PATH
+# ----------------------------------------------------------------------------- Empty PATH
 @pytest.mark.parametrize("args, name", [
     (["audit", ""], "empty PATH"),
     (["audit", "ok", ""], "empty PATH"),
@@ -285,7 +285,7 @@ def test_empty_path_exit_code_through_the_shell(tmp_path):
     assert p.returncode == 2 and "empty PATH" in p.stderr
 
 
-# ----------------------------------------------------------------------------- item 21: SIGTERM in clean
+# ----------------------------------------------------------------------------- SIGTERM in clean
 def test_sigterm_during_clean_removes_the_temporary_folder(tmp_path, ow):
     """The child blocks inside clean (after the temporary folder exists) until the test sends
     SIGTERM; then the folder must be gone, ``--out`` not created, exit 143, no traceback."""

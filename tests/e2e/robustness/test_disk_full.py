@@ -1,6 +1,5 @@
-"""A full disk during ``clean --out`` or ``inspect --export`` (issue 15 item 5) is exit 2 naming the path
-and "no space left", with nothing partial left; ``clean`` removes the staging folder a killed run left
-(issue 15, smaller)."""
+"""A full disk during ``clean --out`` or ``inspect --export`` is exit 2 naming the path
+and "no space left", with nothing partial left; ``clean`` removes the staging folder a killed run left."""
 from __future__ import annotations
 
 import contextlib

@@ -79,7 +79,7 @@ def test_row_hash_equality_semantics():
     # column boundaries matter: ("ab", "c") != ("a", "bc")
     a, b = h([pl.Series(["ab"]), pl.Series(["c"])]), h([pl.Series(["a"]), pl.Series(["bc"])])
     assert a.to_list() != b.to_list()
-    # values, not storage (datacheck-row-v2): list widths hash alike (issue 10 item 7)
+    # values, not storage (datacheck-row-v2): list widths hash alike
     assert h([IDS.cast(pl.List(pl.Int64))]).to_list() == h([IDS]).to_list()
     # fixed-size Array columns hash like the same List
     arr = pl.Series([[1, 2], [3, 4]], dtype=pl.Array(pl.Int32, 2))
@@ -287,7 +287,7 @@ def test_payload_survives_the_result_cache(splits, tmp_path, monkeypatch):
         assert one(rep, "dup.exact_across_shards").count == 1
 
 
-# ------------------------------------------- item 17: a [splits] glob that matches nothing
+# ------------------------------------------- A [splits] glob that matches nothing
 
 
 def test_split_glob_matching_nothing_is_a_skip_naming_split_and_glob(splits):
@@ -307,7 +307,7 @@ def _toml(folder, splits_body: str):
     return path
 
 
-# --------------------------------- item 23: "no label" values never conflict with a label
+# --------------------------------- "no label" values never conflict with a label
 
 
 @pytest.mark.parametrize("cfg, other, conflict", [
@@ -342,7 +342,7 @@ def test_realdata_sst2_all_splits_conflicting_labels(realdata, ignore):
     assert set(f.shards) == {"train-00000-of-00001.parquet"}
 
 
-# ------------------------------------------------------------------ issue 10 item 7: values, not storage
+# ------------------------------------------------------------------ Values, not storage
 @pytest.mark.parametrize("a, b", [
     (pl.Series([[1, 2], [3], None, [4, None]], dtype=pl.List(pl.Int32)),
      pl.Series([[1, 2], [3], None, [4, None]], dtype=pl.List(pl.Int64))),

@@ -1,4 +1,4 @@
-"""Issue 15: the report's ``row_content.columns`` tells the truth for every shard, and row hashes
+"""The report's ``row_content.columns`` tells the truth for every shard, and row hashes
 over different column sets are never compared with each other (no silent miss, no false alarm)."""
 from __future__ import annotations
 

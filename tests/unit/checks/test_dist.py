@@ -111,7 +111,7 @@ def test_unseen_class(tmp_path):
     assert by_check(run(tmp_path, {"labels": {"num_classes": 3}}), "labels.unseen_class")[0].details["unseen"] == [1]
 
 
-# ------------------------------------------------- item 25: only like shards are compared
+# ------------------------------------------------- Only like shards are compared
 
 
 def test_length_drift_never_mixes_tokens_and_chars(tmp_path):

@@ -143,7 +143,7 @@ def test_numbering_gap_names_missing_shards_like_the_present_ones(tmp_path):
 
 
 def test_cross_shard_findings_name_the_content_columns_of_the_shards_involved(tmp_path):
-    """Issue 15 item 4: the text shard a.parquet sorts first, but the repeats are between the
+    """The text shard a.parquet sorts first, but the repeats are between the
     token-only shards b and c: the messages name input_ids, not a.parquet's text."""
     d = tmp_path / "data"
     d.mkdir()

@@ -30,7 +30,7 @@ def test_empty_text_counts_whitespace_separately(tmp_path, texts, rows, empty, w
 @pytest.mark.parametrize("blank", ["\u200b", "\u200b\u200b", "\ufeff", "\u00a0\u200b", "\u3000", "\u2060",
                                    "\u200c\u200d", " \u180e ", "\u2028\u2029", "\u0085"])
 def test_empty_text_zero_width_and_unicode_whitespace(tmp_path, blank):
-    """Issue 10 item 12: a text of only zero-width characters (U+200B..U+200D, U+2060, U+FEFF,
+    """A text of only zero-width characters (U+200B..U+200D, U+2060, U+FEFF,
     U+180E) or Unicode whitespace is blank; a zero-width character inside real text is not."""
     rep = audit_df(tmp_path, pl.DataFrame({"text": ["ok", blank, "a\u200bb", "\ufeffhello"]}))
     f = one(rep, "empty.text", "text")

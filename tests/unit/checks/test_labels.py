@@ -65,7 +65,7 @@ def test_string_labels_with_classes(tmp_path):
 
 
 def test_string_labels_with_num_classes_is_a_dtype_finding(tmp_path):
-    # semantics changed (item 4/16): a string label while num_classes is set is schema.dtype, not a silent skip
+    # semantics changed: a string label while num_classes is set is schema.dtype, not a silent skip
     rep = audit_df(tmp_path, {"label": ["a", "b"]}, {"labels": {"num_classes": 2}})
     f = one(rep, "schema.dtype", "label")
     assert f.severity == "error" and rep.passed is False

@@ -1,4 +1,4 @@
-"""Issue 10 item 5: a split without the label column (an unlabeled test split) is a normal layout."""
+"""A split without the label column (an unlabeled test split) is a normal layout."""
 from __future__ import annotations
 
 from dshelp import by_check, run, write
@@ -37,7 +37,7 @@ def test_shards_of_one_split_must_still_agree(tmp_path):
     assert got[("test.parquet",)]["extra"] == ["idx"]
 
 
-# ---------------------------------------------------------------- issue 10 item 8
+# ---------------------------------------------------------------- --against without shared columns
 def test_against_without_shared_content_columns_is_skipped_not_passed(tmp_path):
     write(tmp_path / "eval", "e.parquet", {"text": ["a", "b"]})
     write(tmp_path / "train", "t.parquet", {"input_ids": [[1, 2], [3]], "attention_mask": [[1, 1], [1]]})

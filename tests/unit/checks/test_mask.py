@@ -163,7 +163,7 @@ def test_eos_unsupervised_skipped_without_token_labels(tmp_path):
     assert "token labels" in skipped_reason(rep, "padding.eos_unsupervised")
 
 
-# ---------------------------------------------------------------- padding.pad_attended (issue 10 item 13)
+# ---------------------------------------------------------------- padding.pad_attended
 @pytest.mark.parametrize(
     "ids, mask, rows, positions",
     [
@@ -196,7 +196,7 @@ def test_pad_attended_skipped_when_pad_is_eos_or_unset(tmp_path):
     assert skipped_reason(rep, "padding.pad_attended") == "needs input_ids and [tokens] pad_token_id"
 
 
-# ---------------------------------------------------------------- [labels] shifted (issue 10 item 2)
+# ---------------------------------------------------------------- [labels] shifted
 # nanoGPT/Megatron store labels pre-shifted: labels[i] == input_ids[i+1]; the eos at position i is
 # then supervised by labels[i-1]. pad == eos == 2.
 _SHIFTED = {"input_ids": [[5, 6, 2, 2], [7, 2, 2]], "attention_mask": [[1, 1, 1, 0], [1, 1, 0]],

@@ -48,7 +48,7 @@ def test_every_catalog_id_has_exactly_one_producer_or_is_listed_not_built():
             continue
         assert producers.get(cid) and len(producers[cid]) == 1, f"{cid}: producers {producers.get(cid)}"
     assert set(producers) <= set(catalog.CATALOG)
-    # every catalog ID has a producer today (the chat rules on messages were the last, issue 13)
+    # every catalog ID has a producer today
     assert set(NOT_BUILT) == set()
     assert CHECKS["batch.no_supervised_tokens"].module == "datacheck.checks.batch"
     # each check ID is produced by the module of its family (dup.shard lives with the shard-set checks)
@@ -114,7 +114,7 @@ def test_not_built_ids_are_skipped_only_when_their_facts_are_configured(monkeypa
     assert got == {"fake.unbuilt": "not yet built in this version (a test entry)"}
     dctx = DatasetContext(cfg=config_from_dict({"sft": {"response_template_ids": [5]}}), shards=[])
     sft = {s.check for s in dataset_items(dctx) if s.check.startswith("sft.")}
-    assert sft == set()  # the sft rules on messages are built (issue 13): none is "not yet built"
+    assert sft == set()  # the sft rules on messages are built: none is "not yet built"
 
 
 def test_audit_frame_runs_checks_without_a_file():

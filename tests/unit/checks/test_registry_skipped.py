@@ -44,7 +44,7 @@ def test_skipped_is_in_the_json_report(tmp_path):
 
 
 def test_a_class_label_of_list_dtype_is_a_dtype_finding(tmp_path):
-    # semantics changed (items 4/16): the wrong dtype is a schema.dtype error, not only a skip;
+    # semantics changed: the wrong dtype is a schema.dtype error, not only a skip;
     # labels.null still runs (a missing label is missing whatever the dtype)
     df = pl.DataFrame({"y": [[1], [2]]})
     rep = audit_df(tmp_path, df, {"columns": {"label": "y"}, "labels": {"num_classes": 2}})

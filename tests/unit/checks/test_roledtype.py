@@ -23,7 +23,7 @@ def _jsonl(tmp_path, text: str, config: dict):
 
 
 def test_mixed_json_types_in_input_ids_are_a_dtype_error(tmp_path):
-    # issue 10 item 11: the reader reports the line of the other JSON type and reads it as null;
+    # The reader reports the line of the other JSON type and reads it as null;
     # the other rows keep their integer ids and are audited
     rep = _jsonl(tmp_path, '{"input_ids": [1, 2, 99999]}\n{"input_ids": [5, 6, 7]}\n{"input_ids": ["1", "2"]}\n',
                  {"tokens": {"vocab_size": 100}})
@@ -92,7 +92,7 @@ def test_valid_role_dtypes_give_no_finding(tmp_path):
     assert findings(rep, "schema.dtype") == []
 
 
-# ------------------------------------------------------------------ item 6: float labels are targets
+# ------------------------------------------------------------------ Float labels are targets
 def test_float_label_column_is_inferred_as_target(tmp_path):
     df = pl.DataFrame({"sentence1": ["a", "b", "c"], "label": [0.3, -1.25, float("nan")]})
     rep = audit_df(tmp_path, df)
@@ -103,7 +103,7 @@ def test_float_label_column_is_inferred_as_target(tmp_path):
 
 
 def test_float_label_column_with_num_classes_is_the_class_label(tmp_path):
-    # issue 10 item 9: a class domain makes a float label a class label (integral floats are classes)
+    # A class domain makes a float label a class label (integral floats are classes)
     df = pl.DataFrame({"sentence1": ["a", "b", "c"], "label": [0.3, -1.25, float("nan")]})
     rep = audit_df(tmp_path, df, {"labels": {"num_classes": 2}})
     assert rep.roles["label"] == {"columns": "label", "inferred": True}
@@ -122,12 +122,12 @@ def test_a_column_given_as_target_is_never_the_label(tmp_path):
 def test_a_float_column_named_as_label_stays_the_label(tmp_path):
     df = pl.DataFrame({"label": [0.0, 1.5, 1.0]})
     rep = audit_df(tmp_path, df, {"columns": {"label": "label"}, "labels": {"num_classes": 2}})
-    f = one(rep, "labels.out_of_range")  # item 26: a non-integer is no class index
+    f = one(rep, "labels.out_of_range")  # A non-integer is no class index
     assert f.rows == (1,)
     assert f.message == "1 row(s) of 'label' hold labels not an integer class index: 1.5 x1"
 
 
-# ------------------------------------------------------------------ item 5: class names index
+# ------------------------------------------------------------------ Class names index
 def test_integer_labels_index_into_class_names(tmp_path):
     df = pl.DataFrame({"label": [0, 1, 2, 0, -1]})
     rep = audit_df(tmp_path, df, {"labels": {"classes": ["NOT", "OFF"], "ignore_index": -1}})
@@ -145,7 +145,7 @@ def test_string_labels_still_match_names(tmp_path):
     assert one(rep, "labels.out_of_range").rows == (2,)
 
 
-# ------------------------------------------------------------------ item 15: null elements
+# ------------------------------------------------------------------ Null elements
 def test_null_elements_inside_sequences(tmp_path):
     df = pl.DataFrame({"input_ids": [[1, None, 3], [None], [4, 5]], "attention_mask": [[1, 1, None], [1], [1, 1]]},
                       schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64)})
@@ -166,7 +166,7 @@ def test_jsonl_all_null_id_lists(tmp_path):
     assert one(rep, "empty.sequence").rows == (1,)
 
 
-# ------------------------------------------------------------------ item 22: attended length
+# ------------------------------------------------------------------ Attended length
 @pytest.mark.parametrize("mask_dtype", [pl.Int8, pl.Boolean])
 def test_over_max_counts_attended_tokens(tmp_path, mask_dtype):
     ids = [[1] * 6, [1] * 6, [1] * 3]

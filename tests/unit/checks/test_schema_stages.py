@@ -1,4 +1,4 @@
-"""Issue 15: a folder holding raw (text / chat) shards next to tokenized shards of the same data.
+"""A folder holding raw (text / chat) shards next to tokenized shards of the same data.
 
 Before: ``schema.inconsistent`` said "2 shard(s) differ from the other 2 shard(s) of the dataset:
 missing ['messages']; extra ['attention_mask', 'input_ids', 'labels']. Mixed preprocessing;

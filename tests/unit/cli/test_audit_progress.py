@@ -1,5 +1,4 @@
-"""Issue 10 (UX): the progress bar on one big shard stayed at ``0/?``. Progress is now over the
-bytes of the shard set (sizes from the file system, known before the first shard is read), with
+"""Progress is over the bytes of the shard set (sizes from the file system, known before the first shard is read), with
 the shard being read named."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Small UX rules from issue 10's list: exit codes in ``audit --help``, ``num_classes`` that disagrees
+"""Small UX rules: exit codes in ``audit --help``, ``num_classes`` that disagrees
 with ``classes`` refused, and "did you mean" for a misspelt ``inspect --check``."""
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def test_token_classification(tmp_path):
     bad = pl.DataFrame({"tokens": [["EU", "rejects"], ["Peter"], []], "ner_tags": [[3, 0], [1, 2], []]})
     rep = audit(write(tmp_path / "b", bad, "bad.parquet"), "token_classification")
     assert summary(rep) == {("schema.check", "tokens", 1, (2,))}  # no token
-    # tags not aligned with tokens: tokens + ner_tags are an inferred aligned group (issue 10 item 9),
+    # tags not aligned with tokens: tokens + ner_tags are an inferred aligned group,
     # so length.mismatch reports it and the contract does not compare it twice
     assert summary(rep, "length.") == {("length.mismatch", None, 1, (1,))}
     none = pl.DataFrame({"words": [["a"]], "ner_tags": [[0]]})

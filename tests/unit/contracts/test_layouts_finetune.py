@@ -1,4 +1,4 @@
-"""The fine-tuning layouts (issue 13 item 5): chat_sft, sft_tokenized, packed_lm, dpo, ctc. Each
+"""The fine-tuning layouts: chat_sft, sft_tokenized, packed_lm, dpo, ctc. Each
 validates a matching inline frame with no schema finding and rejects broken ones with the right
 finding (check, column, count, rows)."""
 from __future__ import annotations

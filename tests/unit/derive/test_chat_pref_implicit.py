@@ -1,4 +1,4 @@
-"""Preference pairs in TRL's implicit-prompt layout (issue 13 leftover): ``chosen`` and ``rejected``
+"""Preference pairs in TRL's implicit-prompt layout: ``chosen`` and ``rejected``
 whole conversations with no prompt column (LLaMA-Factory v1: ``chosen_messages`` /
 ``rejected_messages``). The prompt is cut as TRL's ``maybe_extract_prompt`` cuts it, then the pair is
 rendered and judged like an explicit-prompt pair.

@@ -1,4 +1,4 @@
-"""Preference pairs rendered by the tokenizer's chat template (issue 13, rendering gap 2): with
+"""Preference pairs rendered by the tokenizer's chat template: with
 [tokens] tokenizer and a messages prompt, prompt + chosen and prompt + rejected are rendered as
 TRL's DPOTrainer does and pref.identical_pair / pref.empty_response judge the truncated tokens.
 

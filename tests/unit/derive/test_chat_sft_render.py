@@ -1,5 +1,5 @@
 """Conversations rendered by the tokenizer's chat template ([tokens] tokenizer) and judged by the
-tokenized sft.* rules (issue 13 item 3), on real material: the SmolLM-135M tokenizer of
+tokenized sft.* rules, on real material: the SmolLM-135M tokenizer of
 ../shared/chat/tokenizers with SmolLM2's ChatML template set here (PROVENANCE.md: no real
 tokenizer there ships its template), over FastChat's dummy_conversation.json (500 rows)."""
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _cut_rows(folder: Path, max_len: int) -> tuple[set[int], set[int]]:
 
 
 def test_an_answer_cut_by_truncation_is_not_blamed_on_the_template(toks):
-    """Issue 15 item 1: row 243's prompt is longer than 2048 tokens, so right truncation keeps no
+    """Row 243's prompt is longer than 2048 tokens, so right truncation keeps no
     assistant token; the template has {% generation %} and is not blamed."""
     cut, none = _cut_rows(toks["gen"], 2048)
     assert (cut, none) == ({243}, set())

@@ -1,4 +1,4 @@
-"""sft.role_order on conversations the tokenizer's chat template rejects (issue 13, rendering gap 1):
+"""sft.role_order on conversations the tokenizer's chat template rejects:
 a row whose rendering raises (the template's raise_exception, a content it cannot concatenate) is
 an sft.role_order failure with the template's own message, and only that row: the batch it was in
 is rendered again row by row, so its good rows are rendered and never blamed.

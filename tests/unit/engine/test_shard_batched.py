@@ -1,4 +1,4 @@
-"""Auditing a shard batch by batch gives the report of the one-batch path (issue 14 item 1).
+"""Auditing a shard batch by batch gives the report of the one-batch path.
 
 ``$DATACHECK_BATCH_ROWS`` forces tiny batches (7 rows here), so every shard of the shared defect
 cases and of sample_data/ is split into many batches, each checked alone and merged
@@ -201,7 +201,7 @@ def test_columns_the_read_path_makes_are_batched_from_the_opened_frame(tmp_path)
     _same_result(one, many)
 
 
-# ------------------------------------------------------------------ JSONL: the streamed source (issue 15 item 8)
+# ------------------------------------------------------------------ JSONL: the streamed source
 
 def _jsonl_files() -> list[tuple[Path, Path | None]]:
     """Every JSONL file of the shared cases, sample_data and the shared chat/realdata material, with

@@ -1,4 +1,4 @@
-"""Issue 10 (UX): a finding's ``rows``/``lines``/``examples`` hold the first ``[report] max_examples``;
+"""A finding's ``rows``/``lines``/``examples`` hold the first ``[report] max_examples``;
 when more rows fail, the JSON says so (``"rows_truncated": true``), never a silently cut list."""
 from __future__ import annotations
 

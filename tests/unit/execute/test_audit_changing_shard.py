@@ -1,4 +1,4 @@
-"""Issue 10 item 14: a shard that changes while it is audited (a writer still appending, a sync
+"""A shard that changes while it is audited (a writer still appending, a sync
 replacing it) gives a content hash of one version and rows of another. It is reported
 (``decode.unreadable``, reason "changed while being read") and never cached."""
 from __future__ import annotations

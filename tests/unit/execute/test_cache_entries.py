@@ -1,5 +1,4 @@
-"""The result cache never follows links, never blocks on a FIFO and repairs what is not a regular file
-(issue 15 item 11); a failing cache write is said once per audit (issue 15, smaller)."""
+"""The result cache never follows links, never blocks on a FIFO and repairs what is not a regular file; a failing cache write is said once per audit."""
 from __future__ import annotations
 
 import os

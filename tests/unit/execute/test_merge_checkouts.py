@@ -1,4 +1,4 @@
-"""Item 12: ``datacheck merge`` takes parts audited from different checkouts of the same data (two
+"""``datacheck merge`` takes parts audited from different checkouts of the same data (two
 CI jobs, two paths): the parts are matched by relative shard paths, sizes and config, never by
 the absolute root; data that differs between the checkouts is still refused."""
 from __future__ import annotations

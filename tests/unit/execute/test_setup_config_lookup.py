@@ -1,4 +1,4 @@
-"""Issue 10 item 17: one config lookup for every verb and entry point, climbing from the data's
+"""One config lookup for every verb and entry point, climbing from the data's
 folder to the first folder holding ``datacheck.toml`` (bounded: 8 folders, a repository root, never
 the user's home); relative paths in the config resolve against the config file's folder; outputs
 (``inspect --export``, ``--report-dir``, ``--cache-dir``) are refused inside the audited data."""

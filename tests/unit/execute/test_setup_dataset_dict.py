@@ -1,4 +1,4 @@
-"""Issue 10 item 16: a Hugging Face ``DatasetDict`` folder (``dataset_dict.json`` + one
+"""A Hugging Face ``DatasetDict`` folder (``dataset_dict.json`` + one
 ``save_to_disk`` folder per split) is audited with the splits it declares: its train/test leakage is
 ``dup.split_overlap``, not a repeat within the data; an explicit ``[splits]`` wins; a declared split
 missing on disk is a finding about ``dataset_dict.json``."""

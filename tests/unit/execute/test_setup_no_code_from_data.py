@@ -1,4 +1,4 @@
-"""Code shipped with the data never runs (issue 15 item 9): a ``datacheck.toml`` that datacheck finds by
+"""Code shipped with the data never runs: a ``datacheck.toml`` that datacheck finds by
 itself (next to the data or in its parent) may not name a Python schema file; one the user names
 (``--config``, ``--schema``, the API's ``config=``) or ``--allow-python-schema`` may."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Corrupt Arrow IPC data (issue 15 item 1): offsets past their buffers killed the process inside
+"""Corrupt Arrow IPC data: offsets past their buffers killed the process inside
 polars (SIGSEGV). Arrow data is fully validated before polars sees it; a shard that fails is
 ``decode.unreadable`` with the reason, and the other shards are audited.
 

@@ -1,4 +1,4 @@
-"""JSONL is decompressed as a stream and parsed in chunks of whole lines (issue 15 item 8): the
+"""JSONL is decompressed as a stream and parsed in chunks of whole lines: the
 report of a file parsed in 64-byte chunks equals the report of the same file in one chunk, for
 plain, .gz and .zst files, clean or with a bad line, blank lines or mixed types (those take the
 exact per-line path, with the right line numbers)."""

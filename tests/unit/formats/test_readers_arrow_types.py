@@ -1,4 +1,4 @@
-"""Issue 10 item 18: valid Arrow IPC files (file and stream) and parquet files with column types
+"""Valid Arrow IPC files (file and stream) and parquet files with column types
 polars cannot read (union, interval, run-end-encoded, list views, decimal256) are not lost whole
 with a Rust panic: columns with a lossless polars type are converted and audited, the others are
 left out with one ``schema.dtype`` finding each, and nothing reaches stderr."""

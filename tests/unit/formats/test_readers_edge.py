@@ -43,7 +43,7 @@ def test_symlinked_shard_keeps_its_name(tmp_path):
     snap.mkdir()
     os.symlink(blobs / "0123abcd", snap / "train-00000-of-00001.parquet")
     os.symlink(tmp_path / "missing-blob", snap / "test-00000-of-00001.parquet")
-    # issue 15 item 12: links out of the audited root are not followed unless asked (HF hub cache: asked)
+    # Links out of the audited root are not followed unless asked (HF hub cache: asked)
     with pytest.raises(UsageError, match="outside the audited root: not followed .*--follow-symlinks"):
         datacheck.audit(str(snap))
     rep = datacheck.audit(str(snap), follow_symlinks=True)

@@ -1,4 +1,4 @@
-"""Issue 10 item 11: JSON values polars' NDJSON parser does not take as they are.
+"""JSON values polars' NDJSON parser does not take as they are.
 
 - ``NaN``/``Infinity``/``-Infinity`` (what Python's ``json.dumps`` writes by default) are
   ``finite.nan``/``finite.inf`` at their lines, and the good records are audited;

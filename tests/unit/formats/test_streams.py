@@ -1,5 +1,4 @@
-"""CSV/TSV and Arrow IPC shards audited batch by batch straight from the file (issue 15 item 8,
-issue 14 item 1): the streaming readers (:mod:`datacheck.io.csv_stream`, :mod:`datacheck.io.ipc_stream`)
+"""CSV/TSV and Arrow IPC shards audited batch by batch straight from the file: the streaming readers (:mod:`datacheck.io.csv_stream`, :mod:`datacheck.io.ipc_stream`)
 give the report of the one-frame readers (``readers._read_csv`` / ``readers._read_arrow``, which read
 the whole file into one frame) with tiny batches, and never build the whole frame.
 """

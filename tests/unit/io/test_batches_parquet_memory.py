@@ -1,4 +1,4 @@
-"""The parquet batch source's memory does not grow with the shard (issue 14 item 1).
+"""The parquet batch source's memory does not grow with the shard.
 
 pyarrow's ``ParquetFile`` pre-buffers column chunks by default and keeps them allocated until the
 file is closed: reading a shard batch by batch then held every row group's bytes (672 MiB of

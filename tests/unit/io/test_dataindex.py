@@ -212,7 +212,7 @@ def test_hf_state_json(tmp_path):
 def test_hf_state_json_outside_root(tmp_path):
     root = tmp_path / "hf"
     _hf_split(root, "train", ["data-00000-of-00001.arrow"], 3, ["../../../etc/passwd"])
-    # issue 15 item 13: a hostile list inside the data is a finding about that file, not the end of the audit
+    # A hostile list inside the data is a finding about that file, not the end of the audit
     f = one(run(root), "index.missing_shard")
     assert f.shards == ("train/state.json",) and "outside the dataset root" in f.message
 
@@ -242,11 +242,11 @@ def test_mosaicml_index_json(tmp_path):
     f = one(rep, "index.row_count_mismatch")
     assert f.shards == ("shard.00001.jsonl",) and f.details["expected"] == 4 and f.details["actual"] == 2
     _mosaic(root, [("../../etc/passwd", 1)])
-    f = one(run(root), "index.missing_shard")  # issue 15 item 13: a finding, the shards are audited
+    f = one(run(root), "index.missing_shard")  # A finding, the shards are audited
     assert f.shards == ("index.json",) and "outside the dataset root" in f.message
 
 
-# ------------------------- item 24: index verify applies the audit's policy (fails_policy = exit code)
+# ------------------------- Index verify applies the audit's policy (fails_policy = exit code)
 
 
 def test_verify_json_fails_policy_agrees_with_the_exit_code(ds, tmp_path):
@@ -276,7 +276,7 @@ def test_verify_json_fails_policy_agrees_with_the_exit_code(ds, tmp_path):
     assert t.stdout.splitlines()[0] == f"config: {cfg}"
 
 
-# ------------------------------- item 9b: Arrow files a Hugging Face state.json does not list
+# ------------------------------- Arrow files a Hugging Face state.json does not list
 
 
 def _hf_split_with_cache(folder: Path) -> Path:

@@ -67,7 +67,7 @@ def test_forced_jsonl_reads_json_but_never_metadata_code_or_docs(tmp_path):
 
 
 def test_forced_jsonl_single_json_file_is_audited(tmp_path):
-    """Item 7: `audit fmt2/a.json` with format = "jsonl" audits it (it used to be refused)."""
+    """`audit fmt2/a.json` with format = "jsonl" audits it (it used to be refused)."""
     d = tmp_path / "fmt2"
     d.mkdir()
     (d / "a.json").write_text(JSONL)
@@ -81,7 +81,7 @@ def test_forced_jsonl_single_json_file_is_audited(tmp_path):
 
 
 def test_forced_parquet_skips_code_and_notes(tmp_path):
-    """Item 8: generate.py and NOTES.txt are no longer decode.unreadable under format = "parquet"."""
+    """generate.py and NOTES.txt are no longer decode.unreadable under format = "parquet"."""
     import polars as pl
 
     d = _folder(tmp_path)

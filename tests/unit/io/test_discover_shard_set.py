@@ -1,4 +1,4 @@
-"""Issue 10 items 3 and 4: the shard set is what lies on disk next to the audited shards, not the
+"""The shard set is what lies on disk next to the audited shards, not the
 selection; and auditing two sibling folders never walks their common parent."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shard symlinks that lead outside the audited root (issue 15 item 12) are not read by default: their
+"""Shard symlinks that lead outside the audited root are not read by default: their
 content (an example value from another folder, a system file's first line as a column name) would be
 shown in the report. ``--follow-symlinks`` reads them (a Hugging Face hub cache snapshot)."""
 from __future__ import annotations

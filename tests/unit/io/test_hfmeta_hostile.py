@@ -1,4 +1,4 @@
-"""Metadata files shipped with the data (issue 15 items 3 and 13): a hostile or broken state.json,
+"""Metadata files shipped with the data: a hostile or broken state.json,
 dataset_info.json or MosaicML index.json is a finding naming the file; the shards are still audited."""
 from __future__ import annotations
 

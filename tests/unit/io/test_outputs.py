@@ -1,5 +1,5 @@
 """datacheck.io.outputs: the one atomic-write helper (links, folders, fifos, unwritable places) and the
-guard that keeps outputs out of the audited data (user test report items 1, 2, 14)."""
+guard that keeps outputs out of the audited data."""
 from __future__ import annotations
 
 import json
@@ -166,7 +166,7 @@ def data(tmp_path) -> Path:
     # allowed: outside the data, beside a single audited file, below a hidden folder
     (["data"], "elsewhere/report.json", None),
     (["data"], "report.json", None),
-    # issue 15 item 10: next to a single-file or glob PATH is among the data (the folder's next audit reads it)
+    # Next to a single-file or glob PATH is among the data (the folder's next audit reads it)
     (["data/test.parquet"], "data/report.json", "lies inside the folder of data/test.parquet"),
     (["data/*.parquet"], "data/report.json", "lies inside the folder of data/"),
     (["data"], "data/.datacheck/reports/abc/report.json", None),

@@ -1,7 +1,7 @@
-"""Outputs that would land among the audited data (issue 15 item 10) are refused, exit 2, before any
+"""Outputs that would land among the audited data are refused, exit 2, before any
 shard is read: report and cache folders inside it, any output next to a single-file or glob PATH, and a
 MosaicML ``index.json`` that ``index build -o`` would overwrite. Unwritable report folders are found
-before the audit, not after it (issue 15, smaller)."""
+before the audit, not after it."""
 from __future__ import annotations
 
 import json

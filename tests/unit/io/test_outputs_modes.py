@@ -1,4 +1,4 @@
-"""Issue 10 (UX): output folders and files get the permissions ``mkdir``/``open`` would give them
+"""Output folders and files get the permissions ``mkdir``/``open`` would give them
 (``0o777``/``0o666`` minus the umask), not ``tempfile``'s private ``0o700``/``0o600``."""
 from __future__ import annotations
 

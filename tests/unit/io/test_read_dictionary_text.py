@@ -1,4 +1,4 @@
-"""Issue 10 item 10: dictionary-encoded text (Arrow ``dictionary<string>``, pandas ``category``,
+"""Dictionary-encoded text (Arrow ``dictionary<string>``, pandas ``category``,
 polars ``Categorical``/``Enum``) is text: read as strings, so the text checks run on it."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The read-path bugs of issue 9: every verb must read a shard as the audit does (same reader, same
+"""The one read path for every verb: every verb must read a shard as the audit does (same reader, same
 text-column and null-role casts). Each test here failed before ``datacheck.io.read`` existed."""
 from __future__ import annotations
 

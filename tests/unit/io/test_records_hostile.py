@@ -1,4 +1,4 @@
-"""Hostile records in line formats (issue 15 items 2 and 4): deep nesting is a bad record with its
+"""Hostile records in line formats: deep nesting is a bad record with its
 line, never a crash; a long CSV field is a field, not an unreadable file."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one bounded JSON loader (issue 15 items 2 and 3): nesting is counted before any parser runs."""
+"""The one bounded JSON loader: nesting is counted before any parser runs."""
 from __future__ import annotations
 
 import json
@@ -91,8 +91,7 @@ def test_max_line_depth_decides_the_limit_like_the_exact_scan(values, extra):
 
 
 def _dense_depths(data: bytes, per_line: bool = True) -> list[int]:
-    """The byte-by-byte scan max_depths used before it looked only at the bytes that matter (issue 15
-    item 8): int64 prefix sums over every byte (about 40 bytes of memory per byte). Lines whose
+    """The byte-by-byte scan max_depths used before it looked only at the bytes that matter: int64 prefix sums over every byte (about 40 bytes of memory per byte). Lines whose
     brackets only close gave a negative depth there; the lean scan says 0 (both are "within the bound")."""
     buf = np.frombuffer(data, dtype=np.uint8)
     n = buf.size

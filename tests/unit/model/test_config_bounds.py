@@ -1,4 +1,4 @@
-"""Config values that once sized memory (issue 15 item 6): ``labels.unseen_class`` is computed from the
+"""Config values that once sized memory: ``labels.unseen_class`` is computed from the
 seen classes, so a huge ``num_classes`` costs nothing; values past any real model are refused."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 10 item 9: a float ``label`` with a class domain is a class label; Hugging Face token
+"""A float ``label`` with a class domain is a class label; Hugging Face token
 classification (``tokens`` + ``ner_tags``/``pos_tags``/``chunk_tags``) gets its roles inferred."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 10 item 1: in an encoder-decoder (T5/BART) layout ``labels`` are the target sequence: they
+"""In an encoder-decoder (T5/BART) layout ``labels`` are the target sequence: they
 align with the decoder columns when present, else with nothing; never with the encoder's input_ids.
 Causal-LM and token-classification labels align with input_ids."""
 from __future__ import annotations

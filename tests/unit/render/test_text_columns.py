@@ -1,4 +1,4 @@
-"""Issue 10 (UX): the text and markdown tables say which column a finding is about, so the same
+"""The text and markdown tables say which column a finding is about, so the same
 check on two columns (``finite.nan`` on ``x`` and on ``y``) reads as two different rows."""
 from __future__ import annotations
 

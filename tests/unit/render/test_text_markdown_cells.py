@@ -1,4 +1,4 @@
-"""Issue 10 UX: a ``|`` in a shard name does not break the markdown table (GFM: ``\\|``)."""
+"""A ``|`` in a shard name does not break the markdown table (GFM: ``\\|``)."""
 from __future__ import annotations
 
 import polars as pl

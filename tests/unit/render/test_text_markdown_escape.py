@@ -1,4 +1,4 @@
-"""Markdown output never renders HTML or table syntax from file names or messages (issue 15, smaller)."""
+"""Markdown output never renders HTML or table syntax from file names or messages."""
 from __future__ import annotations
 
 import polars as pl

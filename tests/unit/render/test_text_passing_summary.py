@@ -1,4 +1,4 @@
-"""Issue 10 (UX): 3,000 passing shards do not print 3,000 lines. The text and markdown views list the
+"""3,000 passing shards do not print 3,000 lines. The text and markdown views list the
 shards that have findings and sum up the rest in one line; ``--show-passing`` lists every shard."""
 from __future__ import annotations
 

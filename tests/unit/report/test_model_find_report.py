@@ -1,5 +1,5 @@
-"""Issue 10 (UX): ``datacheck report`` took only a file while ``diff`` took an index hash. Both now
-resolve a report reference with one function (:func:`datacheck.report.model.find_report`)."""
+"""``datacheck report`` and ``datacheck diff`` take a report file or an index hash: both resolve a
+report reference with one function (:func:`datacheck.report.model.find_report`)."""
 from __future__ import annotations
 
 import polars as pl

@@ -1,6 +1,5 @@
-"""Issue 10 (UX): messages named "CHECKS.md", which users of the package do not have. ``datacheck
-checks [ID|FAMILY]`` prints the catalog from the registry that runs the checks, and the messages
-point to it."""
+"""``datacheck checks [ID|FAMILY]`` prints the catalog from the registry that runs the checks, and
+the messages point to it (never to "CHECKS.md", which users of the package do not have)."""
 from __future__ import annotations
 
 import json

@@ -29,7 +29,7 @@ def test_infer_values(tmp_path):
     write(tmp_path, _frame().head(2), "a.parquet")
     write(tmp_path, _frame().tail(2), "b.parquet")
     data, notes = infer_contract([str(tmp_path)])
-    # token ids get no observed bounds (issue 10): without [tokens] vocab_size they are left out, with a note
+    # token ids get no observed bounds: without [tokens] vocab_size they are left out, with a note
     assert notes == ["column 'input_ids' (input_ids): token ids: element bounds left out; set [tokens] vocab_size "
                      "or pass --tokenizer to bound them by [0, vocab_size) (the observed range would fail the next "
                      "shard with a rarer token)"]
@@ -119,7 +119,7 @@ def test_dkhate_mbert_against_causal_lm_layout(realdata, tmp_path):
     root = realdata / "dkhate_danish_offensive" / "dkhate_mbert"
     report = audit(root, "causal_lm")
     assert found(report) == []
-    # the DatasetDict's declared splits (issue 10 item 16): 9 of the 329 test rows also sit in train
+    # the DatasetDict's declared splits: 9 of the 329 test rows also sit in train
     # (checked independently with pyarrow over input_ids/attention_mask/token_type_ids); the only error
     errors = [(f.check, f.count) for f in report.findings if f.severity == "error"]
     assert errors == [("dup.split_overlap", 9)]
@@ -170,7 +170,7 @@ def _chat_tokenizer(tmp_path):
      "chosen_input_ids, rejected_input_ids, chosen_response_tokens, rejected_response_tokens, chat_template_error"),
 ])
 def test_infer_leaves_columns_rendered_by_the_tokenizer_out(tmp_path, data, kept, left_out):
-    """Issue 15 item 5: a contract inferred with [tokens] tokenizer fits the audit without it."""
+    """A contract inferred with [tokens] tokenizer fits the audit without it."""
     pytest.importorskip("transformers")
     path = CHAT / data
     cfg = tmp_path / "datacheck.toml"

@@ -1,4 +1,4 @@
-"""``datacheck schema infer`` recognizes the built-in layouts (issue 13 item 2): on a shard in each
+"""``datacheck schema infer`` recognizes the built-in layouts: on a shard in each
 fine-tuning layout it proposes that layout's name, the roles and the facts the data tells (never a
 token-id range), on inline frames and on the real chat and realdata material."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Issue 10 (UX): ``schema infer`` wrote the observed min/max of token ids as the contract's bounds,
-so the next shard holding a rarer token failed. Id columns are bounded by the vocabulary and the
-``[tokens]`` facts, or left out with a note; never by the observed range."""
+"""``schema infer`` bounds id columns by the vocabulary and the ``[tokens]`` facts, or leaves them out
+with a note; never by the observed min/max of token ids (the next shard holding a rarer token would
+fail)."""
 from __future__ import annotations
 
 import json

@@ -212,7 +212,7 @@ def _plan_cli(*argv):
 
 @pytest.mark.skipif(not MBERT.is_dir(), reason="shared realdata not present")
 def test_plan_of_a_dataset_dict_plans_the_train_split_and_says_so(tmp_path):
-    """Issue 15 item 2: the test split is not in the batches a trainer iterates."""
+    """The test split is not in the batches a trainer iterates."""
     cfg = tmp_path / "dc.toml"
     cfg.write_text("[batch]\nbatch_size = 8\n")
     rc, out = _plan_cli(str(MBERT), "--config", str(cfg), "--format", "json")
