@@ -101,20 +101,11 @@ def test_skips_are_derived_from_declarations(cfg, schema, cid, reason):
     assert not [rc for rc in plan.row_checks if rc.check == cid]
 
 
-def test_not_built_ids_are_skipped_only_when_their_facts_are_configured(monkeypatch):
-    def skipped(cfg: dict, prefix: str = "batch.") -> dict[str, str]:
-        dctx = DatasetContext(cfg=config_from_dict(cfg), shards=[])
-        return {s.check: s.reason for s in dataset_items(dctx) if s.check.startswith(prefix)}
-
+def test_batch_ids_are_skipped_without_batch_size():
+    dctx = DatasetContext(cfg=config_from_dict({}), shards=[])
+    got = {s.check: s.reason for s in dataset_items(dctx) if s.check.startswith("batch.")}
     # the batch family is built: without [batch] batch_size each ID is skipped with the derived reason
-    assert set(skipped({}).values()) == {"[batch] batch_size is not set"}
-    monkeypatch.setitem(NOT_BUILT, "fake.unbuilt", ("batch", "a test entry"))
-    assert skipped({}, "fake.") == {}
-    got = skipped({"batch": {"batch_size": 8}}, "fake.")
-    assert got == {"fake.unbuilt": "not yet built in this version (a test entry)"}
-    dctx = DatasetContext(cfg=config_from_dict({"sft": {"response_template_ids": [5]}}), shards=[])
-    sft = {s.check for s in dataset_items(dctx) if s.check.startswith("sft.")}
-    assert sft == set()  # the sft rules on messages are built: none is "not yet built"
+    assert set(got.values()) == {"[batch] batch_size is not set"}
 
 
 def test_audit_frame_runs_checks_without_a_file():

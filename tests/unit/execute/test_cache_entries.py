@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from datacheck.execute.audit import audit
-from datacheck.execute.cache import CacheWarning, ShardCache
+from datacheck.execute.cache import CacheWarning
 from datacheck.model.config import Config
 
 
@@ -87,4 +87,3 @@ def test_full_disk_is_said_once(tmp_path, data, monkeypatch):
     said = [w for w in caught if issubclass(w.category, CacheWarning)]
     assert len(said) == 1 and "No space left" in str(said[0].message)
     assert not list(cache.rglob("*.tmp"))
-    assert isinstance(ShardCache(cache, Config()), ShardCache)

@@ -4,12 +4,13 @@ MosaicML ``index.json`` that ``index build -o`` would overwrite. Unwritable repo
 before the audit, not after it."""
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 
 import polars as pl
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_cli_subprocess
 
 
 @pytest.fixture
@@ -69,12 +70,23 @@ def test_index_build_never_overwrites_a_mosaic_index(tmp_path, data):
     assert p.returncode == 0, p.stderr
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def _held_to_file_permissions() -> None:
+    """In the child before exec: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the capability
+    bounding set, so a CLI started by root is held to file permissions as any user is."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH (linux/capability.h)
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
 def test_unwritable_report_dir_is_found_before_the_audit(tmp_path, data):
+    """As root (CI) the CLI runs in a process without the capabilities that let root write anywhere."""
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
-    p = run_cli("audit", str(data), "--report-dir", str(ro / "r"), cwd=tmp_path)
+    args = ("audit", str(data), "--report-dir", str(ro / "r"))
+    p = run_cli_subprocess(*args, cwd=tmp_path, preexec_fn=_held_to_file_permissions) if os.geteuid() == 0 \
+        else run_cli(*args, cwd=tmp_path)
     _refused(p, "--report-dir")
 
 

@@ -36,14 +36,6 @@ def test_listing_is_the_catalog_with_the_registry_s_needs():
         select_checks("tokens.out_of_vocb")
 
 
-def test_an_unbuilt_id_is_marked(monkeypatch):
-    """NOT_BUILT is empty in this version; an ID listed there is shown as not built, with its section."""
-    monkeypatch.setitem(NOT_BUILT, "sft.role_order", ("sft", "not yet built"))
-    monkeypatch.delitem(CHECKS, "sft.role_order")
-    e = describe_check("sft.role_order")
-    assert not e.built
-
-
 def test_cli_checks_text_and_json():
     r = run_cli("checks")
     assert r.returncode == 0
