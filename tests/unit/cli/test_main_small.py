@@ -2,18 +2,16 @@
 with ``classes`` refused, and "did you mean" for a misspelt ``inspect --check``."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import polars as pl
 import pytest
+from conftest import run_cli
 
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import ConfigError
 
 
 def test_audit_help_lists_the_exit_codes():
-    out = subprocess.run([sys.executable, "-m", "datacheck", "audit", "--help"], capture_output=True, text=True)
+    out = run_cli("audit", "--help")
     assert out.returncode == 0
     for line in ("0  pass", "1  the policy failed", "2  usage or config error", "3  internal error"):
         assert line in out.stdout
@@ -28,7 +26,6 @@ def test_num_classes_must_agree_with_classes():
 def test_inspect_check_did_you_mean(tmp_path):
     p = tmp_path / "s.parquet"
     pl.DataFrame({"text": ["a"]}).write_parquet(p)
-    out = subprocess.run([sys.executable, "-m", "datacheck", "inspect", str(p), "--check", "tokens.out_of_vocb"],
-                         capture_output=True, text=True)
+    out = run_cli("inspect", str(p), "--check", "tokens.out_of_vocb")
     assert out.returncode == 2
     assert "did you mean 'tokens.out_of_vocab'?" in out.stderr
