@@ -1,4 +1,7 @@
-"""Shared test fixtures: paths to ../shared (cases, real data) and a CLI runner.
+"""Shared test fixtures: paths to ../shared (cases, real data); ``run_cli`` (the CLI in the test's
+process) and ``run_cli_subprocess`` (a real ``python -m datacheck`` process, for pipes, TTYs, signals
+and the entry point itself); ``case_audits`` (each shared case audited once per run); the Hypothesis
+profiles ``dev`` and ``ci`` (``HYPOTHESIS_PROFILE``) and :func:`examples`.
 
 Test hygiene: no test writes into the repository's own ``.datacheck/``. ``DATACHECK_DIR`` (the base
 folder of the CLI's default report and cache folders, :mod:`datacheck.cli.defaults`) points at a
