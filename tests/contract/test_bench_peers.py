@@ -51,6 +51,7 @@ def test_a_differing_count_is_reported() -> None:
     assert bench_peers.compare({"datacheck": wrong}, planted) == ["datacheck empty.text: 4 != planted 5"]
 
 
+@pytest.mark.slow
 def test_script_run_exits_zero_and_prints_the_table(shard: tuple[str, dict[str, int]], tmp_path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The driver itself: a fresh process per tool, the table, exit 0 when the counts agree."""

@@ -58,6 +58,7 @@ def _writer_tag() -> str:
 # ------------------------------------------------------------------------------------ generator
 
 
+@pytest.mark.slow
 def test_generator_twice_gives_identical_bytes(tmp_path):
     for out in ("a", "b"):
         p = subprocess.run([sys.executable, str(SAMPLE / "generate.py"), "--out", str(tmp_path / out)],

@@ -42,6 +42,7 @@ def test_import_datacheck_loads_no_heavy_package():
     assert out == []
 
 
+@pytest.mark.slow
 def test_public_names_load_on_first_use():
     out = _py("import sys, json, datacheck\n"
               "before = 'datacheck.execute.audit' in sys.modules\n"
@@ -54,6 +55,7 @@ def test_public_names_load_on_first_use():
     assert out == [False, True, [], "module 'datacheck' has no attribute 'no_such_name'"]
 
 
+@pytest.mark.slow
 def test_datacheck_torch_names_load_on_first_use():
     out = _py("import sys, json, datacheck.torch as t\n"
               "before = [m for m in ('datacheck.torch.guard', 'datacheck.trace.identity', 'torch') if m in sys.modules]\n"
@@ -62,6 +64,7 @@ def test_datacheck_torch_names_load_on_first_use():
     assert out == [[], "datacheck.torch.guard", False]
 
 
+@pytest.mark.slow
 def test_audit_verb_loads_only_what_audit_needs(tmp_path):
     shard = tmp_path / "data" / "a.parquet"
     shard.parent.mkdir()
@@ -75,6 +78,7 @@ def test_audit_verb_loads_only_what_audit_needs(tmp_path):
     assert _py(code) == [0, [], True]
 
 
+@pytest.mark.slow
 def test_help_still_lists_every_verb():
     p = subprocess.run([sys.executable, "-m", "datacheck", "--help"], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, cwd=ROOT)
@@ -85,6 +89,7 @@ def test_help_still_lists_every_verb():
     assert sorted(listed) == verbs
 
 
+@pytest.mark.slow
 def test_unknown_verb_is_a_usage_error_naming_the_choices():
     p = subprocess.run([sys.executable, "-m", "datacheck", "audti", "x"], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, cwd=ROOT)
@@ -101,6 +106,7 @@ _THREADS = ("import os, sys, json\n"
             "print(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS'), n1 - n0]))")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc/self/task (Linux)")
 def test_cli_starts_no_blas_threads_unless_the_user_asks():
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
@@ -114,6 +120,7 @@ def test_cli_starts_no_blas_threads_unless_the_user_asks():
         assert json.loads(p.stdout) == ["2", 1]
 
 
+@pytest.mark.slow
 def test_blas_limit_leaves_a_process_with_numpy_loaded_alone():
     out = _py("import os, json, numpy\n"
               "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
@@ -130,6 +137,7 @@ _POOL = ("import os, sys, json\n"
          "print(json.dumps([os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), pa.default_memory_pool().backend_name]))")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI chooses the pool on Linux only")
 def test_cli_decodes_with_jemalloc_unless_the_user_chose_a_pool():
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
@@ -143,6 +151,7 @@ def test_cli_decodes_with_jemalloc_unless_the_user_chose_a_pool():
     assert json.loads(p.stdout) == ["system", "system"]  # the user's own choice is kept
 
 
+@pytest.mark.slow
 def test_arrow_pool_choice_leaves_a_process_with_pyarrow_loaded_alone():
     out = _py("import os, json, pyarrow\n"
               "os.environ.pop('ARROW_DEFAULT_MEMORY_POOL', None)\n"
@@ -152,6 +161,7 @@ def test_arrow_pool_choice_leaves_a_process_with_pyarrow_loaded_alone():
     assert out is None
 
 
+@pytest.mark.slow
 def test_version_loads_no_verb():
     out = _py("import sys, json, contextlib, io\n"
               "from datacheck.cli.main import main\n"

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from conftest import ROOT
@@ -88,6 +89,7 @@ class _Imports(ast.NodeVisitor):
     visit_Import = visit_ImportFrom = _imp
 
 
+@functools.cache  # one walk of the package for every test here (the tests only read it)
 def _scan() -> tuple[dict[str, set[str]], set[tuple[str, str]], list[str]]:
     graph: dict[str, set[str]] = {m: set() for m in MODS}
     local: set[tuple[str, str]] = set()

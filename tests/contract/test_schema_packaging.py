@@ -15,6 +15,7 @@ from datacheck.contracts import LAYOUTS
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_wheel_carries_layouts_and_names_resolve(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

@@ -105,6 +105,7 @@ def test_exit_codes_follow_fail_on(tmp_path, data, capsys, args, rc):
     assert main(["audit", str(data), "--report-dir", str(tmp_path / "r"), *args]) == rc
 
 
+@pytest.mark.slow
 def test_exit_1_on_error_and_2_on_usage(tmp_path, data):
     cfg = tmp_path / "datacheck.toml"
     cfg.write_text("[labels]\nnum_classes = 1\n")
@@ -150,6 +151,7 @@ def test_unwritable_output_is_exit_2(tmp_path, data):
     assert "cannot write" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux script(1) for a pseudo-terminal")
 def test_progress_bar_on_a_terminal_only(tmp_path, data):
     """On a TTY a progress bar is drawn (on stderr); piped, or with CI set, there is none."""

@@ -77,6 +77,7 @@ SAMPLE_UNREADABLE = {"decode/not_parquet.parquet": "not a parquet file: bad magi
                      "decode/zero_bytes.parquet": "zero-byte file"}
 
 
+@pytest.mark.slow
 def test_sample_defects_default_drop_and_reaudit(tmp_path):
     src = tmp_path / "in"
     shutil.copytree(SAMPLE / "defects", src)

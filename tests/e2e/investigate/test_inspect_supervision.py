@@ -200,6 +200,7 @@ def test_real_smollm_rows(tmp_path):
     assert row1.to_dict()["supervision"][-2] == {"token": "<|im_end|>", "class": X}
 
 
+@pytest.mark.slow
 def test_cli_plain_when_piped_and_ansi_when_asked(tmp_path):
     shard, np_, nr = _chatml_shard(tmp_path)
     r = run_cli("inspect", str(shard), "--rows", "1", "--tokenizer", str(SMOLLM))

@@ -60,6 +60,7 @@ def test_inspect_dkhate_mbert_cli_with_minilm_tokenizer(tmp_path):
     assert load_tokenizer(REAL / "minilm_bert_tokenizer").vocab_size == 30522
 
 
+@pytest.mark.slow
 def test_clean_sst2_train_drops_3622_duplicates(tmp_path):
     cfg = config_from_dict({"columns": {"text": ["sentence"], "label": "label"}})
     before = hash_file(SST2_TRAIN)

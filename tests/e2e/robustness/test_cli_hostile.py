@@ -57,6 +57,7 @@ def failing(tmp_path) -> Path:
 
 
 # ----------------------------------------------------------------------------- Special outputs
+@pytest.mark.slow
 def test_dev_null_outputs_stay_a_character_device(tmp_path, ow):
     """``-o/--junit/--html /dev/null``: written in place. os.replace/os.rename onto /dev is blocked in
     the child, so a regression fails this test instead of replacing the machine's /dev/null."""
@@ -80,6 +81,7 @@ def test_dev_null_outputs_stay_a_character_device(tmp_path, ow):
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
+@pytest.mark.slow
 def test_junit_to_dev_stdout_shares_the_redirected_file(tmp_path, ow):
     """``--junit /dev/stdout > file``: the XML goes through the process's own stdout (same offset),
     so neither the XML nor the text report overwrites the other, and nothing is replaced."""
@@ -207,6 +209,7 @@ def test_export_to_a_folder_named_like_a_file(tmp_path, ow):
 
 
 # ----------------------------------------------------------------------------- Closed pipe
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_closed_pipe_keeps_the_policy_exit_code(tmp_path, failing, ow, fmt):
     """stdout is a pipe whose reader is gone before datacheck writes: every write gets EPIPE. The
@@ -222,6 +225,7 @@ def test_closed_pipe_keeps_the_policy_exit_code(tmp_path, failing, ow, fmt):
         assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
 
 
+@pytest.mark.slow
 def test_pipe_closed_by_head_keeps_exit_code_1(tmp_path, failing):
     """``datacheck audit bad/ --format json | head -c 10``: the reader leaves mid-output."""
     cmd = (f"{sys.executable} -m datacheck audit {failing} --format json --no-cache --report-dir {tmp_path / 'r'} "
@@ -280,12 +284,14 @@ def test_empty_path_argument_is_a_usage_error(tmp_path, monkeypatch, args, name)
     assert out == "" and not (tmp_path / ".datacheck").exists()
 
 
+@pytest.mark.slow
 def test_empty_path_exit_code_through_the_shell(tmp_path):
     p = run_cli_subprocess("audit", "", cwd=tmp_path)
     assert p.returncode == 2 and "empty PATH" in p.stderr
 
 
 # ----------------------------------------------------------------------------- SIGTERM in clean
+@pytest.mark.slow
 def test_sigterm_during_clean_removes_the_temporary_folder(tmp_path, ow):
     """The child blocks inside clean (after the temporary folder exists) until the test sends
     SIGTERM; then the folder must be gone, ``--out`` not created, exit 143, no traceback."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from conftest import run_cli
 from fuzzlib import fuzz_in_process
 
@@ -17,6 +18,7 @@ def _run(argv: list[str]) -> tuple[int, str]:
     return p.returncode, p.stderr
 
 
+@pytest.mark.slow
 def test_fuzz_every_format_and_metadata_file(tmp_path):
     n = int(os.environ.get("DATACHECK_FUZZ_N", "300"))
     seed = int(os.environ.get("DATACHECK_FUZZ_SEED", "0"))

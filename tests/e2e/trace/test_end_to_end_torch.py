@@ -86,6 +86,7 @@ def run(tmp_path_factory):
     return root, data, first_nan, poison_step
 
 
+@pytest.mark.slow
 def test_the_loop_went_nan_at_the_poisoned_step(run):
     _, _, first_nan, poison_step = run
     assert poison_step <= 300 and first_nan == poison_step
@@ -177,6 +178,7 @@ def sampled_run(tmp_path_factory):
     return root, data, cfg, first_nan, seen
 
 
+@pytest.mark.slow
 def test_trace_without_ledger_uses_the_simulated_plan(sampled_run):
     root, data, cfg, first_nan, seen = sampled_run
     assert first_nan is not None and any(POISON in b for b in seen[first_nan].values())

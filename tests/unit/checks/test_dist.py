@@ -114,6 +114,7 @@ def test_unseen_class(tmp_path):
 # ------------------------------------------------- Only like shards are compared
 
 
+@pytest.mark.slow
 def test_length_drift_never_mixes_tokens_and_chars(tmp_path):
     """A tokenized shard (lengths in tokens of input_ids) and text shards (lengths in characters)
     are not compared; like shards still are."""

@@ -72,6 +72,7 @@ def test_signatures_match_plain_python(texts: list[str]) -> None:
         assert row.tolist() == _ref_signature([ord(c) for c in t])
 
 
+@pytest.mark.slow
 def test_signatures_equal_datasketch_when_installed() -> None:
     ds = pytest.importorskip("datasketch")
     text = "the quick brown fox jumps over the lazy dog"
@@ -89,6 +90,7 @@ def _jaccard(x: str, y: str) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
 
 
+@pytest.mark.slow
 def test_recall_and_precision_against_exact_jaccard() -> None:
     """300 documents: 60 random bases of 300 characters and 4 variants of each with 0..12 random
     character edits, so that the exact Jaccard of two documents' 5-gram sets spreads over 0.5..1.0,

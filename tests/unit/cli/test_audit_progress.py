@@ -22,6 +22,7 @@ def _data(tmp_path):
     return d
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_byte_progress_knows_the_total_before_the_first_shard(tmp_path, workers):
     d = _data(tmp_path)

@@ -108,6 +108,7 @@ def test_property_history_matches_the_converter(rows):
 
 
 
+@pytest.mark.slow
 def test_rendered_history_supervises_every_assistant_turn(tmp_path):
     """With [tokens] tokenizer (SmolLM-135M + ChatML with {% generation %}, as test_sft_render.py):
     the history's assistant turns are rendered and supervised like the current one."""

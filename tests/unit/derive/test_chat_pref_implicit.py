@@ -143,6 +143,7 @@ def test_implicit_and_explicit_layouts_give_the_same_findings_v1(tok_dir, max_le
         assert len(cut) == {64: 8, 150: 1}[max_len]  # measured when written (rows 0-1, 3, 5-9 at 64; row 9 at 150)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("max_len", "side"), [(None, "right"), (64, "right"), (8, "left")])
 def test_implicit_and_explicit_layouts_give_the_same_findings_dpo_en(tok_dir, max_len, side):
     """dpo_en_demo in both layouts: the explicit one as shipped (ShareGPT ``conversations`` prompt,

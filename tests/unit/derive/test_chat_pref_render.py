@@ -72,6 +72,7 @@ def _reference(tok_dir: Path, max_len: int, side: str) -> tuple[set[int], set[in
     return same, empty_c, empty_r
 
 
+@pytest.mark.slow
 def test_real_pairs_rendered_whole_give_no_false_alarm(tok_dir):
     res = _audit(DPO, {"tokenizer": str(tok_dir)})
     assert res.rows == 300
@@ -80,6 +81,7 @@ def test_real_pairs_rendered_whole_give_no_false_alarm(tok_dir):
     assert "pref.identical_pair" not in {s.check for s in res.skipped}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("max_len", "side", "counts"), [(64, "right", (233, 231)), (256, "right", (134, 134)),
                                                          (8, "left", (1, 0)), (2, "left", (300, 0))])
 def test_truncation_makes_pairs_identical_exactly_where_the_trainer_sees_them_so(tok_dir, max_len, side, counts):

@@ -151,6 +151,7 @@ def _cut_rows(folder: Path, max_len: int) -> tuple[set[int], set[int]]:
     return cut, {i for i, m in enumerate(masks) if not any(m)}
 
 
+@pytest.mark.slow
 def test_an_answer_cut_by_truncation_is_not_blamed_on_the_template(toks):
     """Row 243's prompt is longer than 2048 tokens, so right truncation keeps no
     assistant token; the template has {% generation %} and is not blamed."""

@@ -88,6 +88,7 @@ def _raises_alone(tok: Path, rows: list) -> dict[int, str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [512, 64])
 def test_only_the_rows_the_template_rejects_fail_with_its_message(tok, data, monkeypatch, batch):
     monkeypatch.setattr(chat, "_BATCH", batch)  # one batch of 500, or 8 batches (3 of them fail)

@@ -113,6 +113,7 @@ def shard_result(path: Path, config: dict):
                        chash, size, keep_rows=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(rows_st, min_size=1, max_size=30), cut=st.integers(1, 9), group=st.integers(1, 12),

@@ -184,6 +184,7 @@ def test_corrupt_entry_is_recomputed(tmp_path, damage):
     decode_results(victim.read_bytes())  # rewritten, valid again
 
 
+@pytest.mark.slow
 def test_concurrent_audits_share_one_cache(tmp_path):
     """Four CLI processes audit the same folder into one cache at the same time."""
     d = write_dataset(tmp_path / "data", n_shards=10)

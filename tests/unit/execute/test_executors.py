@@ -46,6 +46,7 @@ def _audit(root: Path, cache: Path, workers: int, progress: list | None = None):
     return report
 
 
+@pytest.mark.slow
 def test_same_report_for_one_and_two_workers(tmp_path: Path) -> None:
     root = _dataset(tmp_path / "data")
     warm = tmp_path / "cache-warm"
@@ -81,6 +82,7 @@ def test_same_report_for_one_and_two_workers(tmp_path: Path) -> None:
     assert len(cache.used) == 9 and [r.path for r in again] == [s.rel for s in disc.shards]
 
 
+@pytest.mark.slow
 def test_cli_workers_flag_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = _dataset(tmp_path / "data")
     out1, out2 = tmp_path / "r1.json", tmp_path / "r2.json"
@@ -131,6 +133,7 @@ def _square(x: int) -> int:
     return x * x
 
 
+@pytest.mark.slow
 def test_process_executor_order_and_dead_worker() -> None:
     assert list(ProcessExecutor(2).map(_square, list(range(7)))) == [0, 1, 4, 9, 16, 25, 36]
     got = []

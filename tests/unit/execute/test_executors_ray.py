@@ -43,6 +43,7 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_report_equals_local_and_process(tmp_path: Path, ray_local) -> None:
     root = _dataset(tmp_path / "data")
     local = audit([root], CFG, workers=1, executor="local", config_path=None)

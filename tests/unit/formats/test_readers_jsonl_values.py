@@ -12,6 +12,7 @@ import json
 import math
 
 import polars as pl
+import pytest
 from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -97,6 +98,7 @@ _scalar = st.one_of(st.none(), st.integers(-2**63, 2**64 - 1), st.floats(allow_n
                     st.text(max_size=3))
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(60), deadline=None)
 @given(st.lists(_scalar, min_size=1, max_size=12))
 def test_property_each_line_is_read_as_written_or_reported(tmp_path_factory, values):

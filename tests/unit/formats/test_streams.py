@@ -240,6 +240,7 @@ def _peak_mib(path: Path, fmt: str, rows: int, batch: int | None) -> int:
     return int(p.stdout.split()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,stream", [("csv", False), ("arrow", False), ("arrow", True), ("jsonl", False)],
                          ids=["csv", "arrow-file", "arrow-stream", "jsonl"])
 def test_peak_memory_does_not_grow_with_the_shard(tmp_path, fmt, stream):

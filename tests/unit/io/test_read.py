@@ -34,6 +34,7 @@ def _calls_of(name: str) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_only_io_read_opens_a_shard():
     # every verb reads through open_for_checks; open_shard is called only there (and defined in readers)
     assert [c.split(":")[0] for c in _calls_of("open_shard")] == ["io/read.py"]

@@ -59,6 +59,7 @@ def test_cli_checks_text_and_json():
     assert bad.returncode == 2 and "did you mean 'finite.nan'?" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 def test_messages_point_to_datacheck_checks_not_checks_md(tmp_path):
     with pytest.raises(ConfigError, match="`datacheck checks` lists the IDs"):
         config_from_dict({"policy": {"zzz.qqq": {"severity": "warn"}}})

@@ -115,6 +115,7 @@ def test_dkhate_raw_passes_its_own_inferred_schema(realdata, tmp_path):
     assert [f for s in rep["shards"] for f in s["findings"] if f["check"].startswith("schema.")] == []
 
 
+@pytest.mark.slow
 def test_dkhate_mbert_against_causal_lm_layout(realdata, tmp_path):
     root = realdata / "dkhate_danish_offensive" / "dkhate_mbert"
     report = audit(root, "causal_lm")
@@ -160,6 +161,7 @@ def _chat_tokenizer(tmp_path):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SMOLLM.is_dir(), reason="shared chat material not present")
 @pytest.mark.parametrize("data, kept, left_out", [
     # Alpaca layout: messages is derived with or without a tokenizer, so it stays in the contract

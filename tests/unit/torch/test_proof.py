@@ -77,6 +77,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cid,bad,cfg,failure", CASES, ids=[c[0] for c in CASES])
 def test_check_predicts_the_failure_of_a_real_step(cid, bad, cfg, failure):
     cfg = config_from_dict(cfg)

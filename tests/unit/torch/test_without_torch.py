@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 #: tests/contract/test_install_instructions.py's pattern of "install datacheck from PyPI"
@@ -23,6 +24,7 @@ def _run(code: str, cwd) -> subprocess.CompletedProcess:
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
 
 
+@pytest.mark.slow
 def test_import_and_cli_without_torch(tmp_path):
     import polars as pl
     d = tmp_path / "d"

@@ -60,6 +60,7 @@ def _comparable(report_json: str) -> dict:
     return d
 
 
+@pytest.mark.slow
 def test_audit_s3_equals_local(sample_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = load_config(CONFIG)
     local = audit([SAMPLE], cfg, workers=1, config_path=None)
@@ -93,6 +94,7 @@ def test_second_audit_answered_from_cache(sample_url: str, tmp_path: Path) -> No
     assert [r.content_hash for r in again] == [s["content_hash"] for s in first.to_dict()["shards"]]
 
 
+@pytest.mark.slow
 def test_process_executor_reads_s3(sample_url: str) -> None:
     cfg = load_config(CONFIG)
     one = audit([sample_url + "/defects"], cfg, workers=1, config_path=None)
