@@ -92,6 +92,7 @@ def test_the_loop_went_nan_at_the_poisoned_step(run):
     assert poison_step <= 300 and first_nan == poison_step
 
 
+@pytest.mark.slow  # its module fixture takes 2 s or more
 @pytest.mark.parametrize("log", ["metrics.jsonl", "trainer_state.json", "metrics.csv", "tb", "console.log"])
 def test_trace_names_the_step_the_row_and_its_finding(run, log):
     root, data, first_nan, _ = run
@@ -116,6 +117,7 @@ def test_trace_names_the_step_the_row_and_its_finding(run, log):
         assert "logging_nan_inf_filter" in res["findings"][0]["message"]
 
 
+@pytest.mark.slow  # its module fixture takes 2 s or more
 def test_identity_mismatch_is_refused(run, tmp_path):
     root, data, first_nan, _ = run
     other = tmp_path / "other"
@@ -205,6 +207,7 @@ def test_trace_without_ledger_uses_the_simulated_plan(sampled_run):
     assert "log step N = plan step N - 1" in text
 
 
+@pytest.mark.slow  # its module fixture takes 2 s or more
 def test_trace_without_ledger_needs_batch_facts(run):
     root, data, _, _ = run
     cfg = root / "nobatch.toml"

@@ -62,6 +62,7 @@ def test_ray_report_equals_local_and_process(tmp_path: Path, ray_local) -> None:
     assert ray_local.is_initialized()  # a Ray the caller started is left running
 
 
+@pytest.mark.slow  # its module fixture takes 2 s or more
 def test_ray_cache_written_by_tasks(tmp_path: Path, ray_local) -> None:
     root = _dataset(tmp_path / "data")
     cache = tmp_path / "cache"
@@ -74,6 +75,7 @@ def test_ray_cache_written_by_tasks(tmp_path: Path, ray_local) -> None:
     assert sc.stats.hits == 8 and sc.stats.misses == 0 and len(results) == 8  # counters came back from the tasks
 
 
+@pytest.mark.slow  # its module fixture takes 2 s or more
 def test_ray_task_exception_reaches_caller(ray_local) -> None:
     ex = RayExecutor(2)
     inverse = lambda x: 1 / x  # noqa: E731 - a lambda travels to the Ray workers by value
