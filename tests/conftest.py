@@ -130,6 +130,11 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     captured as text; warnings and the ``datacheck`` logger's records reach the captured stderr as in
     a fresh interpreter. The exit code is ``main``'s return value, or the code of a ``SystemExit``
     (argparse's ``--help``, ``--version`` and usage errors).
+
+    What ``main`` sets for its process and is not undone: glibc's ``mallopt`` thresholds (freed
+    blocks kept for reuse; no result depends on them). The BLAS and Arrow pool variables change
+    nothing here (numpy and pyarrow are already loaded) and are restored with the environment; a
+    closed pipe cannot happen on the captured streams (tests of pipes use :func:`run_cli_subprocess`).
     """
     saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
     saved_sigterm = signal.getsignal(signal.SIGTERM)
