@@ -13,7 +13,7 @@ records its version in each parquet footer's ``created_by``). Each file is writt
 (temporary file in the same folder, then ``os.replace``).
 
 What is planted where is listed once, in :data:`PLANTED`; ``sample_data/README.md`` is rendered from
-it and ``tests/test_sample_data.py`` asserts the audit against it.
+it and ``tests/contract/test_golden_report.py`` asserts the audit against it.
 
 Facts (``sample_data/datacheck.toml``, one config for every folder): GPT-2's tokenizer
 (``vocab_size`` 50257, no pad token so ``pad_token_id == eos_token_id == 50256``), ``max_seq_len``
@@ -522,7 +522,7 @@ ignores `schema.inconsistent` here (keep it on for a real dataset).
 Rows are 0-based positions in the shard as read; lines are 1-based (JSONL). Dataset-level findings
 (decided across shards) name their shards; their rows are those of the examples, in the last shard
 named. `defects/split/` is the `[splits]` pair of the config (`train`, `eval`). Every finding the
-audit reports is in this table, and every entry of the table is reported (`tests/test_sample_data.py`).
+audit reports is in this table, and every entry of the table is reported (`tests/contract/test_golden_report.py`).
 
 | file | rows / lines | defect | check ID | severity |
 |---|---|---|---|---|
@@ -536,11 +536,11 @@ one config (GPT-2's vocab_size 50257) serves every folder, and int16 (max 32767)
 
 ## Tests that use this folder
 
-- `tests/test_sample_data.py`: the generator is deterministic and matches these files; the audit
+- `tests/contract/test_golden_report.py`: the generator is deterministic and matches these files; the audit
   reports exactly the table above, exits 1, and finds nothing in the clean sets.
-- `tests/test_report_contract.py`: the report validates against `schemas/report.schema.json`;
+- `tests/contract/test_report_schema.py`: the report validates against `schemas/report.schema.json`;
   `tests/golden/sample_data_report.json` pins it (regenerate with
-  `DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/test_report_contract.py`).
+  `DATACHECK_UPDATE_GOLDEN=1 python -m pytest tests/contract/test_report_schema.py`).
 """
 
 

@@ -1,0 +1,34 @@
+"""``dup.exact_in_shard`` from the row-hash payload: the rows whose (hash, label) repeats an earlier
+row, against a plain-Python reference (the candidate pre-filter on the hash alone keeps it exact)."""
+from __future__ import annotations
+
+import polars as pl
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from datacheck.checks.dup import ROWS_KEY, _repeats_from_hashes
+
+
+def _reference(hashes: list[int], labels: list[int | None] | None) -> list[int]:
+    seen: set = set()
+    out = []
+    for i, h in enumerate(hashes):
+        k = (h, labels[i]) if labels is not None else h
+        if k in seen:
+            out.append(i)
+        seen.add(k)
+    return out
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.one_of(st.none(), st.integers(0, 2))), max_size=60),
+       st.booleans())
+def test_repeats_match_reference(rows, with_label):
+    hashes = [h * (1 << 100) + 7 for h, _ in rows]  # UInt128 values beyond 64 bits
+    labels = [lab for _, lab in rows] if with_label else None
+    cols = {"hash": pl.Series(hashes, dtype=pl.UInt128)}
+    if with_label:
+        cols["label"] = pl.Series(labels, dtype=pl.Int64)
+    got = _repeats_from_hashes({ROWS_KEY: pl.DataFrame(cols)})
+    assert [int(r) for r in got] == _reference(hashes, labels)

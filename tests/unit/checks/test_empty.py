@@ -1,0 +1,148 @@
+"""empty.text / empty.sequence / empty.all_padding / empty.no_supervised_tokens."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from checkhelp import audit_df, findings, one, skipped_reason
+
+
+@pytest.mark.parametrize(
+    "texts, rows, empty, ws, null",
+    [
+        (["a", "", "  ", None, "b", "\t\n"], [1, 2, 3, 5], 1, 2, 1),
+        (["x", "y"], [], 0, 0, 0),
+        (["\u00a0", "\u3000 ", "ok"], [0, 1], 0, 2, 0),
+        ([None, None], [0, 1], 0, 0, 2),
+    ],
+)
+def test_empty_text_counts_whitespace_separately(tmp_path, texts, rows, empty, ws, null):
+    rep = audit_df(tmp_path, pl.DataFrame({"text": texts}, schema={"text": pl.String}))
+    got = findings(rep, "empty.text", "text")
+    if not rows:
+        assert got == []
+        return
+    (f,) = got
+    assert (f.rows, f.count, f.severity) == (tuple(rows), len(rows), "error")
+    assert f"{empty} empty, {ws} whitespace-only, {null} null" in f.message
+    assert (f.details["empty"], f.details["whitespace_only"], f.details["null"]) == (empty, ws, null)
+
+
+@pytest.mark.parametrize("blank", ["\u200b", "\u200b\u200b", "\ufeff", "\u00a0\u200b", "\u3000", "\u2060",
+                                   "\u200c\u200d", " \u180e ", "\u2028\u2029", "\u0085"])
+def test_empty_text_zero_width_and_unicode_whitespace(tmp_path, blank):
+    """A text of only zero-width characters (U+200B..U+200D, U+2060, U+FEFF,
+    U+180E) or Unicode whitespace is blank; a zero-width character inside real text is not."""
+    rep = audit_df(tmp_path, pl.DataFrame({"text": ["ok", blank, "a\u200bb", "\ufeffhello"]}))
+    f = one(rep, "empty.text", "text")
+    assert f.rows == (1,)
+    assert f.details["whitespace_only"] == 1
+
+
+def test_empty_text_list_of_zero_width_strings(tmp_path):
+    df = pl.DataFrame({"text": [["a", "\u200b"], ["\u200b", "\ufeff "], ["\u3000x"]]})
+    rep = audit_df(tmp_path, df, {"columns": {"text": "text"}})
+    assert one(rep, "empty.text", "text").rows == (1,)
+
+
+def test_empty_text_every_text_column(tmp_path):
+    df = {"sentence1": ["a", "", "c"], "sentence2": ["x", "y", " "]}
+    rep = audit_df(tmp_path, df)
+    assert one(rep, "empty.text", "sentence1").rows == (1,)
+    assert one(rep, "empty.text", "sentence2").rows == (2,)
+
+
+def test_empty_text_list_of_strings(tmp_path):
+    df = pl.DataFrame({"text": [["a", ""], ["", " "], [], None, [None]]})
+    rep = audit_df(tmp_path, df, {"columns": {"text": "text"}})
+    assert one(rep, "empty.text", "text").rows == (1, 2, 3, 4)
+
+
+def test_empty_text_non_string_column_is_skipped(tmp_path):
+    rep = audit_df(tmp_path, {"text": [1, 2]}, {"columns": {"text": "text"}})
+    assert findings(rep, "empty.text") == []
+    assert "not a string" in skipped_reason(rep, "empty.text")
+
+
+def test_empty_text_without_text_column_is_skipped(tmp_path):
+    rep = audit_df(tmp_path, {"input_ids": [[1, 2]]})
+    assert "no text column" in skipped_reason(rep, "empty.text")
+
+
+@pytest.mark.parametrize(
+    "ids, rows, nulls",
+    [
+        ([[1, 2], [], None, [0]], [1, 2], 1),
+        ([[1], [2, 3]], [], 0),
+        ([[], []], [0, 1], 0),
+    ],
+)
+def test_empty_sequence(tmp_path, ids, rows, nulls):
+    rep = audit_df(tmp_path, pl.DataFrame({"input_ids": ids}, schema={"input_ids": pl.List(pl.Int32)}))
+    got = findings(rep, "empty.sequence", "input_ids")
+    assert [f.rows for f in got] == ([tuple(rows)] if rows else [])
+    if rows:
+        assert f"({nulls} of them null)" in got[0].message
+
+
+@pytest.mark.parametrize(
+    "ids, mask, rows",
+    [
+        ([[5, 6], [5, 6], [7], [], [1]], [[0, 0], [1, 0], [0], [], [1]], [0, 2]),  # empty ids: empty.sequence only
+        ([[5, 6]], [[True, False]], []),
+        ([[5, 6], [1, 2]], [[False, False], [True, True]], [0]),
+    ],
+)
+def test_all_padding_by_mask(tmp_path, ids, mask, rows):
+    rep = audit_df(tmp_path, {"input_ids": ids, "attention_mask": mask})
+    got = findings(rep, "empty.all_padding")
+    assert [(f.rows, f.column) for f in got] == ([(tuple(rows), "attention_mask")] if rows else [])
+    if rows:
+        assert "all zero" in got[0].message
+
+
+def test_all_padding_by_pad_id_without_mask(tmp_path):
+    rep = audit_df(tmp_path, {"input_ids": [[0, 0], [1, 0], [0], []]}, {"tokens": {"pad_token_id": 0}})
+    f = one(rep, "empty.all_padding", "input_ids")
+    assert f.rows == (0, 2)
+    assert "pad_token_id 0" in f.message
+
+
+def test_all_padding_skipped_without_mask_or_pad(tmp_path):
+    rep = audit_df(tmp_path, {"input_ids": [[0, 0]]})
+    assert skipped_reason(rep, "empty.all_padding") == "no attention_mask column and no [tokens] pad_token_id"
+
+
+@pytest.mark.parametrize(
+    "labels, max_len, side, rows, only_trunc",
+    [
+        ([[-100, -100], [-100, 3], [], None, [5]], None, "right", [0, 2, 3], 0),
+        # right truncation to 2 keeps the first two labels: row 1 loses its only supervised label
+        ([[-100, -100, 7], [-100, -100, -100], [1, -100, -100]], 2, "right", [0, 1], 1),
+        # left truncation keeps the last two
+        ([[7, -100, -100], [-100, 1, -100], [-100, -100, 2]], 2, "left", [0], 1),
+    ],
+)
+def test_no_supervised_tokens_after_truncation(tmp_path, labels, max_len, side, rows, only_trunc):
+    tokens = {"truncation_side": side, **({"max_seq_len": max_len} if max_len else {})}
+    df = pl.DataFrame({"labels": labels}, schema={"labels": pl.List(pl.Int64)})
+    rep = audit_df(tmp_path, df, {"tokens": tokens})
+    f = one(rep, "empty.no_supervised_tokens", "labels")
+    assert (f.rows, f.count) == (tuple(rows), len(rows))
+    if only_trunc:
+        assert f"({only_trunc} of them only because truncation to max_seq_len {max_len} ({side}) cut the answer off" in f.message
+    else:
+        assert "because" not in f.message
+    if max_len:
+        assert f"after truncation to max_seq_len {max_len} ({side})" in f.message
+
+
+def test_no_supervised_tokens_uses_configured_ignore_index(tmp_path):
+    rep = audit_df(tmp_path, {"labels": [[-1, -1], [-100, -1]]}, {"labels": {"ignore_index": -1}})
+    assert one(rep, "empty.no_supervised_tokens").rows == (0,)
+
+
+def test_no_supervised_tokens_skipped_reasons(tmp_path):
+    rep = audit_df(tmp_path, {"labels": [[1, 2]]}, {"labels": {"ignore_index": False}})
+    assert skipped_reason(rep, "empty.no_supervised_tokens") == "[labels] ignore_index is unset"
+    rep = audit_df(tmp_path, {"text": ["a"]})
+    assert "no token labels column" in skipped_reason(rep, "empty.no_supervised_tokens")

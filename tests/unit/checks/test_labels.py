@@ -1,0 +1,162 @@
+"""labels.out_of_range / labels.unexpected_sentinel / labels.null (class and token labels) and
+labels.unseen_class (dataset level)."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from checkhelp import audit_df, findings, one, skipped_reason, write_shard
+
+import datacheck
+
+
+@pytest.mark.parametrize(
+    "labels, cfg, out_rows, sentinel_rows, null_rows",
+    [
+        ([0, 1, 2, -1, None, 1], {"num_classes": 2}, [2], [3], [4]),
+        ([0, -100, 1, -1, -1], {"num_classes": 2}, [], [3, 4], []),           # -100 is the ignore index
+        ([0, -100, 1, -1], {"num_classes": 2, "ignore_index": -1}, [], [1], []),
+        ([0, 255, 1, 3], {"num_classes": 3, "ignore_index": 255}, [3], [], []),
+        ([0, 255, 1, 3], {"num_classes": 3}, [1, 3], [], []),
+        ([0, -5, 1], {"num_classes": 2, "ignore_index": False}, [], [1], []),
+        ([0, 2, 7, 3, -1], {"classes": [0, 2, 7]}, [3], [4], []),
+    ],
+)
+def test_class_label_domain(tmp_path, labels, cfg, out_rows, sentinel_rows, null_rows):
+    rep = audit_df(tmp_path, pl.DataFrame({"label": labels}, schema={"label": pl.Int64}), {"labels": cfg})
+    for check, rows in (("labels.out_of_range", out_rows), ("labels.unexpected_sentinel", sentinel_rows),
+                        ("labels.null", null_rows)):
+        got = findings(rep, check, "label")
+        assert [(f.rows, f.count, f.severity) for f in got] == (
+            [(tuple(rows), len(rows), "error")] if rows else []), check
+
+
+def test_off_by_one_hint(tmp_path):
+    rep = audit_df(tmp_path, {"label": [0, 1, 2, 2, 5]}, {"labels": {"num_classes": 2}})
+    f = one(rep, "labels.out_of_range", "label")
+    assert f.rows == (2, 3, 4)
+    assert "2 equal num_classes (2): an off-by-one" in f.message
+    assert "outputs 0..1" in f.message
+    assert "255" not in f.message
+
+
+def test_void_255_hint(tmp_path):
+    rep = audit_df(tmp_path, {"label": [0, 255, 1]}, {"labels": {"num_classes": 19}})
+    f = one(rep, "labels.out_of_range", "label")
+    assert f.rows == (1,)
+    assert "ignore_index = 255" in f.message
+    assert "off-by-one" not in f.message
+
+
+def test_sentinel_lists_distinct_values_and_counts(tmp_path):
+    rep = audit_df(tmp_path, {"label": [-1, 0, -1, -2, -1, 1]}, {"labels": {"num_classes": 2}})
+    f = one(rep, "labels.unexpected_sentinel", "label")
+    assert (f.rows, f.count) == ((0, 2, 3, 4), 4)
+    assert "-1 x3, -2 x1" in f.message
+    assert "ignore_index is -100" in f.message
+    assert findings(rep, "labels.out_of_range") == []  # sentinels are reported only once
+
+
+def test_string_labels_with_classes(tmp_path):
+    rep = audit_df(tmp_path, {"label": ["NOT", "OFF", "off", None, "NOT"]}, {"labels": {"classes": ["NOT", "OFF"]}})
+    f = one(rep, "labels.out_of_range", "label")
+    assert f.rows == (2,)
+    assert "'off' x1" in f.message
+    assert one(rep, "labels.null", "label").rows == (3,)
+
+
+def test_string_labels_with_num_classes_is_a_dtype_finding(tmp_path):
+    # semantics changed: a string label while num_classes is set is schema.dtype, not a silent skip
+    rep = audit_df(tmp_path, {"label": ["a", "b"]}, {"labels": {"num_classes": 2}})
+    f = one(rep, "schema.dtype", "label")
+    assert f.severity == "error" and rep.passed is False
+    assert "give [labels] classes" in f.message
+    assert f.details == {"role": "label", "expected": "an integer class index (num_classes is set)",
+                         "actual": "String", "source": "roles"}
+    assert skipped_reason(rep, "labels.out_of_range") == (
+        "label column 'label' has dtype String, not an integer class index (num_classes is set) "
+        "(reported as schema.dtype)")
+
+
+def test_label_domain_skipped_without_num_classes(tmp_path):
+    rep = audit_df(tmp_path, {"label": [0, 1, 7]})
+    assert findings(rep, "labels.out_of_range") == []
+    assert skipped_reason(rep, "labels.out_of_range") == "no [labels] num_classes or classes for label column 'label'"
+    assert skipped_reason(rep, "labels.unseen_class") == "no [labels] num_classes or classes"
+
+
+def test_no_label_column_skips_label_checks(tmp_path):
+    rep = audit_df(tmp_path, {"text": ["a"]}, {"labels": {"num_classes": 2}})
+    for cid in ("labels.out_of_range", "labels.unexpected_sentinel", "labels.null", "labels.unseen_class"):
+        assert skipped_reason(rep, cid) is not None, cid
+
+
+@pytest.mark.parametrize(
+    "labels, cfg, out_rows, sentinel_rows",
+    [
+        ([[1, -100, 3], [-1, 2], [10, 0], [], None], {"tokens": {"vocab_size": 10}}, [2], [1]),
+        ([[1, 255], [5, 9]], {"tokens": {"vocab_size": 10}, "labels": {"ignore_index": 255}}, [], []),
+        ([[-100, 4], [1, 3]], {"labels": {"num_classes": 4}}, [0], []),
+    ],
+)
+def test_token_labels(tmp_path, labels, cfg, out_rows, sentinel_rows):
+    df = pl.DataFrame({"labels": labels}, schema={"labels": pl.List(pl.Int64)})
+    rep = audit_df(tmp_path, df, cfg)
+    for check, rows in (("labels.out_of_range", out_rows), ("labels.unexpected_sentinel", sentinel_rows)):
+        got = findings(rep, check, "labels")
+        assert [f.rows for f in got] == ([tuple(rows)] if rows else []), check
+
+
+def test_token_label_examples_give_first_bad_position(tmp_path):
+    rep = audit_df(tmp_path, {"labels": [[1, 2, 3], [0, 0, 0, 12, 40]]}, {"tokens": {"vocab_size": 10}})
+    f = one(rep, "labels.out_of_range", "labels")
+    assert f.examples[0].value == "'first at position 3 of 5: 12'"
+    assert "largest 40" in f.message
+    rep = audit_df(tmp_path, {"labels": [[1, -7, 3]]}, {"tokens": {"vocab_size": 10}})
+    assert one(rep, "labels.unexpected_sentinel").examples[0].value == "'first at position 1 of 3: -7'"
+
+
+def test_token_labels_null_list(tmp_path):
+    df = pl.DataFrame({"labels": [[1], None]}, schema={"labels": pl.List(pl.Int64)})
+    rep = audit_df(tmp_path, df)
+    assert one(rep, "labels.null", "labels").rows == (1,)
+    assert "no [tokens] vocab_size" in skipped_reason(rep, "labels.out_of_range")
+
+
+def test_unseen_class_across_shards(tmp_path):
+    write_shard(tmp_path, {"label": [0, 0, 1]}, "a.parquet")
+    write_shard(tmp_path, {"label": [1, 3]}, "b.parquet")
+    rep = datacheck.audit(str(tmp_path), config={"labels": {"num_classes": 5}})
+    f = one(rep, "labels.unseen_class")
+    assert (f.count, f.severity, f.column) == (2, "warn", "label")
+    assert f.details["unseen"] == [2, 4]
+    assert "[2, 4]" in f.message
+    assert rep.stats["labels"]["counts"] == [[0, 2], [1, 2], [3, 1]]
+
+
+def test_unseen_class_with_string_classes(tmp_path):
+    rep = audit_df(tmp_path, {"label": ["NOT", "NOT"]}, {"labels": {"classes": ["NOT", "OFF"]}})
+    assert one(rep, "labels.unseen_class").details["unseen"] == ["OFF"]
+
+
+def test_every_class_seen_gives_no_finding(tmp_path):
+    rep = audit_df(tmp_path, {"label": [0, 1]}, {"labels": {"num_classes": 2}})
+    assert findings(rep, "labels.unseen_class") == []
+
+
+@pytest.mark.parametrize(
+    "labels, cfg, null_rows, out_rows, sentinel_rows",
+    [
+        # pandas writes a missing label as NaN: it is labels.null, never out_of_range
+        ([0.0, float("nan"), 1.0, None, 2.0, 0.5, -1.0], {"num_classes": 2}, [1, 3], [4, 5], [6]),
+        ([0.0, float("nan"), 7.0, 3.0], {"classes": [0, 7]}, [1], [3], []),
+    ],
+)
+def test_float_class_labels(tmp_path, labels, cfg, null_rows, out_rows, sentinel_rows):
+    # a float column is a class label only when [columns] names it (inferred, it is a regression target)
+    rep = audit_df(tmp_path, pl.DataFrame({"label": labels}, schema={"label": pl.Float64}),
+                   {"labels": cfg, "columns": {"label": "label"}})
+    for check, rows in (("labels.null", null_rows), ("labels.out_of_range", out_rows),
+                        ("labels.unexpected_sentinel", sentinel_rows)):
+        got = findings(rep, check, "label")
+        assert [f.rows for f in got] == ([tuple(rows)] if rows else []), check
+    assert "(null or NaN)" in one(rep, "labels.null").message

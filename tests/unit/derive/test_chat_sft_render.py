@@ -1,0 +1,185 @@
+"""Conversations rendered by the tokenizer's chat template ([tokens] tokenizer) and judged by the
+tokenized sft.* rules, on real material: the SmolLM-135M tokenizer of
+../shared/chat/tokenizers with SmolLM2's ChatML template set here (PROVENANCE.md: no real
+tokenizer there ships its template), over FastChat's dummy_conversation.json (500 rows)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from checkhelp import tokenizer_copy
+from conftest import SHARED
+
+import datacheck
+from datacheck.derive import chat
+from datacheck.engine.shard import audit_shard
+from datacheck.io.discover import discover
+from datacheck.io.hashing import hash_file
+from datacheck.model.config import config_from_dict
+from datacheck.model.errors import UsageError
+
+transformers = pytest.importorskip("transformers")  # the `chat` extra (in dev)
+
+CHAT = (SHARED / "chat")
+TOKENIZER = CHAT / "tokenizers/smollm_135m"
+DATA = CHAT / "fastchat/dummy_conversation.json"
+IM_START, IM_END, ENDOFTEXT = 1, 2, 0  # PROVENANCE.md
+#: SmolLM2's published template is ChatML; the assistant content and its <|im_end|> inside
+#: {% generation %} as trainers mark them for assistant-only loss
+CHATML_GEN = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+              "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] + '<|im_end|>' }}"
+              "{% endgeneration %}{% else %}{{ message['content'] + '<|im_end|>' }}{% endif %}{{ '\n' }}{% endfor %}")
+CHATML_PLAIN = CHATML_GEN.replace("{% generation %}", "").replace("{% endgeneration %}", "")
+ROLE = {"human": "user", "gpt": "assistant"}
+
+pytestmark = pytest.mark.skipif(not (TOKENIZER.is_dir() and DATA.is_file()), reason="shared chat material not present")
+
+
+def _folder(base: Path, template: str | None) -> Path:
+    return tokenizer_copy(TOKENIZER, base, template)
+
+
+@pytest.fixture(scope="module")
+def toks(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tok")
+    return {"gen": _folder(root / "gen", CHATML_GEN), "plain": _folder(root / "plain", CHATML_PLAIN)}
+
+
+def _audit(tokens: dict, path: Path = DATA):
+    (ds,) = discover([str(path)]).shards
+    cfg = config_from_dict({"tokens": {"eot_token_ids": [IM_END], "bos_token_id": ENDOFTEXT, **tokens}})
+    h, size = hash_file(ds.path)
+    res = audit_shard(ds, cfg, h, size, keep_rows=True)
+    assert res.readable and not [s for s in res.skipped if s.error], res.skipped
+    return res
+
+
+def _rows(res, cid: str) -> set[int]:
+    return {r for k, v in res.failing_rows.items() if k.split(":")[0] == cid for r in v}
+
+
+def _reference(folder: Path, max_len: int | None = None):
+    """The tokenizer's own output, called here directly (plain Python over its lists)."""
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    convs = [[{"role": ROLE[t["from"]], "content": t["value"]} for t in r["conversations"]]
+             for r in json.loads(DATA.read_text())]
+    kw = {"truncation": True, "max_length": max_len} if max_len else {}
+    out = tok.apply_chat_template(convs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True, **kw)
+    return out["input_ids"], out["assistant_masks"]
+
+
+def test_a_template_with_generation_markers_gives_no_false_alarm(toks):
+    res = _audit({"tokenizer": str(toks["gen"])})
+    assert res.rows == 500
+    assert not [f for f in res.findings if f.check.startswith(("sft.", "empty.", "labels.", "tokens.", "mask."))], \
+        [(f.check, f.count) for f in res.findings]
+    ran = {"sft.assistant_mask_empty", "sft.prompt_supervised", "sft.eot_unsupervised", "sft.double_bos",
+           "sft.role_order", "sft.empty_turn", "sft.no_assistant_turn"}
+    assert not ran & {s.check for s in res.skipped}
+    ids, masks = _reference(toks["gen"])
+    sup = res.stats["supervised_tokens"]
+    assert sup["per_row"] == [sum(m) for m in masks]  # every row, in row order
+    assert sup["total"] == sum(map(sum, masks)) and sup["zero_rows"] == 0
+    # each assistant span ends with <|im_end|> (supervised: the model learns to stop)
+    assert all(i[k] == IM_END for i, m in zip(ids, masks) for k in range(len(m)) if m[k] and (k + 1 == len(m) or not m[k + 1]))
+
+
+def test_the_same_template_without_generation_markers_empties_every_mask(toks):
+    res = _audit({"tokenizer": str(toks["plain"])})
+    assert _rows(res, "sft.assistant_mask_empty") == set(range(500))
+    assert _rows(res, "empty.no_supervised_tokens") == set(range(500))  # labels all ignore_index
+
+
+@pytest.mark.parametrize("max_len", [24, 48])
+def test_truncation_flags_exactly_the_rows_whose_response_was_cut(toks, max_len):
+    ids, masks = _reference(toks["gen"], max_len)
+    want = set()
+    for row, (i, m) in enumerate(zip(ids, masks)):
+        last = [k for k in range(len(m)) if m[k]]
+        if len(i) >= max_len and last and i[last[-1]] != IM_END:
+            want.add(row)
+    assert len(want) == {24: 333, 48: 178}[max_len]  # counted independently, as measured when written
+    res = _audit({"tokenizer": str(toks["gen"]), "max_seq_len": max_len})
+    assert _rows(res, "sft.truncated_response") == want
+    assert max(len(x) for x in ids) == max_len
+
+
+def test_no_truncation_without_max_seq_len_despite_the_tokenizer_files_fixed_192(toks, tmp_path):
+    """tokenizer.json stores truncation to 192 (PROVENANCE.md quirk): rendering does not apply it."""
+    long = [{"conversations": [{"from": "human", "value": "word " * 150}, {"from": "gpt", "value": "ok " * 150}]}]
+    (tmp_path / "long.json").write_text(json.dumps(long))
+    res = _audit({"tokenizer": str(toks["gen"])}, tmp_path / "long.json")
+    assert res.stats["supervised_tokens"]["per_row"][0] >= 150
+    assert not _rows(res, "sft.truncated_response")
+
+
+def test_without_transformers_the_rendered_rules_are_skipped_with_the_install_command(toks, monkeypatch):
+    monkeypatch.setattr(chat, "_import_transformers", lambda: None)
+    res = _audit({"tokenizer": str(toks["gen"])})
+    reasons = {s.check: s.reason for s in res.skipped}
+    for cid in ("sft.assistant_mask_empty", "sft.prompt_supervised", "sft.truncated_response", "sft.double_bos"):
+        assert chat.CHAT_INSTALL in reasons[cid], reasons.get(cid)
+    assert "sft.role_order" not in reasons  # the structural rules need no tokenizer
+
+
+def test_a_tokenizer_without_chat_template_is_a_skip_reason(tmp_path):
+    res = _audit({"tokenizer": str(_folder(tmp_path / "none", None))})
+    reasons = {s.check: s.reason for s in res.skipped}
+    assert "has no chat template" in reasons["sft.assistant_mask_empty"]
+
+
+def test_a_missing_tokenizer_folder_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match=r"\[tokens\] tokenizer = .*no such file or folder"):
+        datacheck.audit(str(DATA), {"tokens": {"tokenizer": str(tmp_path / "nope")}})
+
+
+GLAIVE = CHAT / "llamafactory/glaive_toolcall_en_demo.json"  # 300 rows; row 243's prompt > 2048 tokens
+GLAIVE_ROLE = {"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool",
+               "system": "system"}
+
+
+def _cut_rows(folder: Path, max_len: int) -> tuple[set[int], set[int]]:
+    """Reference (the tokenizer called here, untruncated, over the JSON): (rows whose first
+    ``max_len`` tokens hold no assistant token while the whole rendering does, rows with none at all)."""
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    rows = json.loads(GLAIVE.read_text())
+    convs = [[{"role": GLAIVE_ROLE[t["from"]], "content": t["value"]} for t in r["conversations"]] for r in rows]
+    out = tok.apply_chat_template(convs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    masks = out["assistant_masks"]
+    cut = {i for i, m in enumerate(masks) if any(m) and not any(m[:max_len])}
+    return cut, {i for i, m in enumerate(masks) if not any(m)}
+
+
+@pytest.mark.slow
+def test_an_answer_cut_by_truncation_is_not_blamed_on_the_template(toks):
+    """Row 243's prompt is longer than 2048 tokens, so right truncation keeps no
+    assistant token; the template has {% generation %} and is not blamed."""
+    cut, none = _cut_rows(toks["gen"], 2048)
+    assert (cut, none) == ({243}, set())
+    res = _audit({"tokenizer": str(toks["gen"]), "max_seq_len": 2048}, GLAIVE)
+    by = {f.check: f for f in res.findings}
+    for cid in ("sft.assistant_mask_empty", "empty.no_supervised_tokens"):
+        assert _rows(res, cid) == cut
+        msg = by[cid].message
+        assert "truncation to max_seq_len 2048 (right) cut the answer off" in msg, msg
+        assert "lacks {% generation %}" not in msg
+        assert by[cid].examples[0].row == 243
+    assert "cut the answer" in by["sft.assistant_mask_empty"].examples[0].value
+    assert "1 of them have assistant tokens in the whole rendering" in by["sft.assistant_mask_empty"].message
+    assert "(1 of them only because truncation" in by["empty.no_supervised_tokens"].message
+
+
+def test_the_template_is_blamed_only_for_rows_with_no_assistant_token_untruncated(toks, tmp_path):
+    rows = json.loads(GLAIVE.read_text())
+    mixed = [rows[243], {"conversations": [{"from": "human", "value": "hello"}]}, rows[0]]
+    (tmp_path / "mixed.json").write_text(json.dumps(mixed))
+    res = _audit({"tokenizer": str(toks["gen"]), "max_seq_len": 2048}, tmp_path / "mixed.json")
+    (f,) = [f for f in res.findings if f.check == "sft.assistant_mask_empty"]
+    assert _rows(res, "sft.assistant_mask_empty") == {0, 1}
+    assert "1 of them have assistant tokens in the whole rendering" in f.message
+    assert "For the other 1: the chat template lacks {% generation %}" in f.message
+    # without the markers nothing is cut: every row is the template's
+    res = _audit({"tokenizer": str(toks["plain"]), "max_seq_len": 2048}, GLAIVE)
+    (f,) = [f for f in res.findings if f.check == "sft.assistant_mask_empty"]
+    assert f.count == 300 and "whole rendering" not in f.message and "lacks {% generation %}" in f.message

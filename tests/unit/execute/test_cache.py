@@ -1,0 +1,361 @@
+"""The per-shard result cache: exact round trip, hit (no shard data read), miss on a changed shard
+or config, corrupt and truncated entries, concurrent writers, read-only folder, --no-cache."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from gatehelp import cli, normalized, write_dataset
+
+import datacheck.engine.shard as runner
+import datacheck.execute.audit as api
+import datacheck.io.readers as readers
+from datacheck.execute.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
+from datacheck.io.discover import discover
+from datacheck.model.config import Config, config_from_dict
+from datacheck.model.findings import Example, Finding, Skipped
+from datacheck.model.results import ShardResult
+
+CFG = {"labels": {"num_classes": 3}}
+
+
+def _same_result(a: ShardResult, b: ShardResult) -> None:
+    for name in ("path", "format", "content_hash", "bytes", "rows", "findings", "stats", "skipped", "roles",
+                 "columns", "failing_rows"):
+        assert getattr(a, name) == getattr(b, name), name
+        assert repr(getattr(a, name)) == repr(getattr(b, name)), name  # same types (tuples stay tuples)
+    assert list(a.payload) == list(b.payload)
+    for k, v in a.payload.items():
+        w = b.payload[k]
+        assert type(v) is type(w), k
+        if isinstance(v, pl.DataFrame):
+            assert v.equals(w) and v.schema == w.schema, k
+        elif isinstance(v, pl.Series):
+            assert v.equals(w) and (v.name, v.dtype) == (w.name, w.dtype), k
+        elif isinstance(v, np.ndarray):
+            assert v.dtype == w.dtype and np.array_equal(v, w), k
+        elif isinstance(v, float) and v != v:
+            assert w != w
+        else:
+            assert v == w and repr(v) == repr(w), k
+
+
+def _rich_result() -> ShardResult:
+    hashes = pl.DataFrame({"h_hi": pl.Series([1, 2**64 - 1, 0], dtype=pl.UInt64),
+                           "h_lo": pl.Series([7, 8, 9], dtype=pl.UInt64), "row": pl.Series([0, 1, 2], dtype=pl.UInt32)})
+    return ShardResult(
+        path="a/b.parquet", format="parquet", content_hash="xxh3-128:" + "0" * 32, bytes=123, rows=3,
+        findings=[Finding(check="finite.nan", severity="error", message="2 NaN", column="x", count=2, ratio=2 / 3,
+                          rows=(0, 2), lines=(1, 3), examples=(Example(row=0, value="nan", line=1, byte_offset=0),
+                                                               Example(row=2, value="nan")),
+                          details={"values": [[-1, 2]], "note": None})],
+        stats={"lengths": {"histogram": [[1, 2], [3, 1]], "p50": 1}, "labels": {"counts": [[None, 1], [0, 2]]},
+               "rows": 3},
+        skipped=[Skipped("tokens.out_of_vocab", "no vocab_size")],
+        roles={"text": {"columns": ["t"], "inferred": True}, "label": {"columns": "y", "inferred": False}},
+        columns={"t": "String", "y": "Int64"},
+        failing_rows={"finite.nan:x": [0, 2], "empty.text": []},
+        payload={"row_hashes": hashes, "hash128": pl.Series("h", [b"\x00" * 16, b"\xff" * 16], dtype=pl.Binary),
+                 "labels_by_hash": pl.Series("lab", [1, None, 3], dtype=pl.Int64), "n": 3, "share": 0.25,
+                 "nan": float("nan"), "pair": (1, "x"), "raw": b"\x01\x02", "by_int": {1: [2, 3], (4, 5): "t"},
+                 "arr": np.arange(4, dtype=np.int16), "scalar": np.uint64(2**63), "nested": {"s": [pl.Series([1.5])]}},
+    )
+
+
+def test_round_trip_is_exact():
+    r = _rich_result()
+    (back,), meta = decode_results(encode_results([r], meta={"key": "k"}))
+    assert meta == {"key": "k"}
+    nested = back.payload.pop("nested")
+    r.payload.pop("nested")
+    assert nested["s"][0].equals(pl.Series([1.5]))
+    _same_result(r, back)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "garbage", "tail"])
+def test_corrupt_blob_is_never_trusted(damage):
+    data = bytearray(encode_results([_rich_result()], meta={"key": "k"}))
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "flip":
+        data[len(data) // 2] ^= 0x01
+    elif damage == "empty":
+        data = bytearray()
+    elif damage == "garbage":
+        data = bytearray(b"not an entry at all" * 10)
+    else:
+        data = data[:-1]
+    with pytest.raises(CorruptEntry):
+        decode_results(bytes(data))
+
+
+def _audit(d: Path, cache: Path | None, cfg=CFG):
+    return api.audit(d, cfg, cache_dir=cache)
+
+
+def test_hit_reads_no_shard_data_and_gives_the_same_report(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    plain = _audit(d, None)
+    first = _audit(d, cache)
+    assert normalized(first.to_json()) == normalized(plain.to_json())
+    n_entries = len(list(cache.rglob("*.dcr")))
+    assert n_entries == len(plain.shards) == 8
+
+    def no_read(*a, **k):
+        raise AssertionError("shard data was read on a cache hit")
+
+    monkeypatch.setattr(runner, "open_for_checks", no_read)
+    monkeypatch.setattr(readers, "open_shard", no_read)
+    monkeypatch.setattr(runner, "audit_shard", no_read)
+    for name in ("scan_parquet", "read_parquet", "scan_ipc", "read_ipc", "scan_ndjson", "read_ndjson", "scan_csv",
+                 "read_csv"):
+        monkeypatch.setattr(pl, name, no_read)
+    again = _audit(d, cache)
+    assert normalized(again.to_json()) == normalized(plain.to_json())
+
+
+def test_changed_shard_is_re_audited_others_are_hits(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    _audit(d, cache)
+    target = d / "shard-00002-of-00007.parquet"
+    pl.DataFrame({"text": ["", "", "x"], "label": [0, 9, 1]}).write_parquet(target)
+    seen = []
+    real = runner.audit_shard
+
+    def spy(ds, *a, **k):
+        seen.append(ds.rel)
+        return real(ds, *a, **k)
+
+    monkeypatch.setattr(runner, "audit_shard", spy)
+    cfg = config_from_dict(CFG)
+    c = ShardCache(cache, cfg)
+    results = api.audit_shards(discover([str(d)]), cfg, cache=c)
+    rep = api.finish_report(cfg, results, root=d, temp_files=["half.parquet.tmp"], fail_on="error")
+    assert seen == ["shard-00002-of-00007.parquet"]
+    assert (c.stats.hits, c.stats.misses, c.stats.writes) == (7, 1, 1)
+    (sh,) = [s for s in rep.shards if s.path == "shard-00002-of-00007.parquet"]
+    assert sh.rows == 3
+    assert {f.check: f.count for f in sh.findings}["empty.text"] == 2
+    assert normalized(rep.to_json()) == normalized(_audit(d, None).to_json())
+
+
+def test_config_change_misses(tmp_path):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    _audit(d, cache)
+    c = ShardCache(cache, config_from_dict({"labels": {"num_classes": 4}}))
+    api.audit_shards(discover([str(d)]), config_from_dict({"labels": {"num_classes": 4}}), cache=c)
+    assert (c.stats.hits, c.stats.misses) == (0, 8)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "zero"])
+def test_corrupt_entry_is_recomputed(tmp_path, damage):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    plain = _audit(d, cache)
+    entries = sorted(cache.rglob("*.dcr"))
+    victim = entries[3]
+    data = bytearray(victim.read_bytes())
+    if damage == "truncate":
+        victim.write_bytes(bytes(data[: len(data) - 40]))
+    elif damage == "flip":
+        data[30] ^= 0xFF
+        victim.write_bytes(bytes(data))
+    else:
+        victim.write_bytes(b"")
+    cfg = config_from_dict(CFG)
+    c = ShardCache(cache, cfg)
+    with pytest.warns(CacheWarning, match="corrupt"):
+        results = api.audit_shards(discover([str(d)]), cfg, cache=c)
+    assert (c.stats.hits, c.stats.corrupt, c.stats.writes) == (7, 1, 1)
+    rep = api.finish_report(cfg, results, root=d, temp_files=["half.parquet.tmp"], fail_on="error")
+    assert normalized(rep.to_json()) == normalized(plain.to_json())
+    decode_results(victim.read_bytes())  # rewritten, valid again
+
+
+@pytest.mark.slow
+def test_concurrent_audits_share_one_cache(tmp_path):
+    """Four CLI processes audit the same folder into one cache at the same time."""
+    d = write_dataset(tmp_path / "data", n_shards=10)
+    cache = tmp_path / "cache"
+    procs = [subprocess.Popen([sys.executable, "-m", "datacheck", "audit", str(d), "--cache-dir", str(cache),
+                               "--format", "json", "--report-dir", str(tmp_path / f"r{i}")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 1, err
+        assert "warning" not in err
+        outs.append(normalized(out))
+    expected = normalized(_audit(d, None).to_json())
+    assert outs == [expected] * 4
+    entries = sorted(cache.rglob("*.dcr"))
+    assert len(entries) == 12
+    for e in entries:
+        decode_results(e.read_bytes())  # every entry complete and valid
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".dcr"]  # no temp file left
+    assert normalized(_audit(d, cache).to_json()) == expected
+
+
+def test_racing_writers_and_readers_on_one_key(tmp_path):
+    """Writers replace one entry again and again while readers read it: a reader gets either a
+    miss or the exact result, never a partial entry."""
+    cache = ShardCache(tmp_path / "cache", Config())
+    r = _rich_result()
+    key = cache.key("a/b.parquet", "parquet", r.content_hash)
+    stop = threading.Event()
+    bad: list[str] = []
+
+    def write():
+        while not stop.is_set():
+            cache.put(key, r)
+
+    def read():
+        while not stop.is_set():
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                got = cache.get(key, "a/b.parquet")
+            if w:
+                bad.append(str(w[0].message))
+            if got is not None and got.findings != r.findings:
+                bad.append("different result")
+
+    threads = [threading.Thread(target=write) for _ in range(2)] + [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    threading.Event().wait(1.0)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert bad == []
+    assert cache.stats.hits > 0 and cache.stats.corrupt == 0
+
+
+def test_a_folder_another_writer_creates_first_is_no_write_error(tmp_path, monkeypatch):
+    """Two writers of new entries in one new ``<xx>/`` folder: both see it missing, one creates it
+    first; the other's ``mkdir`` fails with EEXIST, which is no write error (CI caught this race in
+    the racing test above: "cannot write (File exists)")."""
+    cache = ShardCache(tmp_path / "cache", Config())
+    r = _rich_result()
+    key = cache.key("a/b.parquet", "parquet", r.content_hash)
+    real_mkdir = os.mkdir
+
+    def mkdir_after_another_writer(path, *args, **kwargs):
+        real_mkdir(path, *args, **kwargs)  # the other writer, a moment earlier
+        real_mkdir(path, *args, **kwargs)  # this writer: FileExistsError
+
+    monkeypatch.setattr(os, "mkdir", mkdir_after_another_writer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        cache.put(key, r)
+    monkeypatch.setattr(os, "mkdir", real_mkdir)
+    assert cache.stats.write_errors == 0 and cache.stats.writes == 1
+    assert cache.get(key, "a/b.parquet").findings == r.findings
+
+
+def test_read_only_cache_folder_is_exit_2(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    ro = tmp_path / "ro-cache"
+    ro.mkdir()
+    ro.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+    try:
+        r = cli("audit", str(d), "--cache-dir", str(ro), "--report-dir", str(tmp_path / "r"), monkeypatch=monkeypatch)
+    finally:
+        ro.chmod(0o755)
+    assert r.returncode == 2
+    assert f"cache folder {ro} is read-only" in r.stderr
+    assert "--no-cache" in r.stderr and "Traceback" not in r.stderr
+    assert list(ro.iterdir()) == []
+    assert not (tmp_path / "r").exists()
+
+
+def test_cache_folder_that_is_a_file_is_exit_2(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = cli("audit", str(d), "--cache-dir", str(f / "sub"), "--report-dir", str(tmp_path / "r"), monkeypatch=monkeypatch)
+    assert r.returncode == 2 and "cache folder" in r.stderr
+
+
+def test_cli_default_cache_and_no_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("DATACHECK_DIR")  # the real default: .datacheck/ under the working directory
+    d = write_dataset(tmp_path / "data")
+    work = tmp_path / "work"
+    work.mkdir()
+    r = cli("audit", str(d), "--no-cache", "--format", "json", cwd=work, monkeypatch=monkeypatch)
+    assert r.returncode == 1
+    assert not (work / ".datacheck" / "cache").exists()
+    r2 = cli("audit", str(d), "--format", "json", cwd=work, monkeypatch=monkeypatch)
+    assert len(list((work / ".datacheck" / "cache").rglob("*.dcr"))) == 8
+    r3 = cli("audit", str(d), "--format", "json", cwd=work, monkeypatch=monkeypatch)
+    assert normalized(r.stdout) == normalized(r2.stdout) == normalized(r3.stdout)
+
+
+def test_prune_keeps_only_the_entries_of_this_audit(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    cache = tmp_path / "cache"
+    args = ["audit", str(d), "--cache-dir", str(cache), "--report-dir", str(tmp_path / "r"), "--format", "json"]
+    first = cli(*args, monkeypatch=monkeypatch)
+    old = {p.name for p in cache.rglob("*.dcr")}
+    assert len(old) == 8
+    pl.DataFrame({"text": ["v2"], "label": [0]}).write_parquet(d / "shard-00004-of-00007.parquet")
+    (d / "extra.jsonl").unlink()
+    stale_tmp = cache / "v1" / "00" / ".x.dcr.abc.tmp"
+    stale_tmp.parent.mkdir(parents=True, exist_ok=True)
+    stale_tmp.write_bytes(b"half")
+    os.utime(stale_tmp, (1, 1))
+    cli(*args, monkeypatch=monkeypatch)  # without --cache-prune: old entries stay
+    assert len(list(cache.rglob("*.dcr"))) == 9
+    r = cli(*args, "--cache-prune", monkeypatch=monkeypatch)
+    now = {p.name for p in cache.rglob("*.dcr")}
+    assert len(now) == 7 and len(old & now) == 6  # 6 unchanged shards kept, 1 new version, 2 gone
+    assert not stale_tmp.exists()
+    assert json.loads(r.stdout)["summary"]["shards"] == 7
+    assert json.loads(first.stdout)["summary"]["shards"] == 8
+
+
+def test_single_shard_entry_never_answers_a_multi_shard_audit(tmp_path):
+    """``cross_shard`` is part of the key: a one-shard audit caches its result without the row-hash
+    payload; a later audit of the whole folder must re-audit that shard (not take the entry), or the
+    row it shares with the other shard would go unnoticed."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["same row", "a1"]}).write_parquet(d / "a.parquet")
+    pl.DataFrame({"text": ["same row", "b1"]}).write_parquet(d / "b.parquet")
+    cache_dir = tmp_path / "cache"
+    one = api.audit(d / "a.parquet", cache_dir=cache_dir)
+    assert [s.path for s in one.shards] == ["a.parquet"]
+    (entry,) = list(cache_dir.rglob("*.dcr"))
+    (cached,), _meta = decode_results(entry.read_bytes())
+    assert cached.payload == {}  # the single-shard result carries no row hashes
+    both = api.audit(d, cache_dir=cache_dir)
+    dups = [f for f in both.findings if f.check == "dup.exact_across_shards"]
+    assert [(f.count, f.shards) for f in dups] == [(1, ("a.parquet", "b.parquet"))]
+    # the one-shard entry is still there beside the two new ones (a different key, not overwritten)
+    assert len(list(cache_dir.rglob("*.dcr"))) == 3
+    cache = ShardCache(cache_dir, Config())
+    assert cache.key("a.parquet", "parquet", "xxh3-128:0", cross_shard=False) != \
+        cache.key("a.parquet", "parquet", "xxh3-128:0", cross_shard=True)
+
+
+def test_datacheck_dir_moves_the_default_report_and_cache_folders(tmp_path, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    work, state = tmp_path / "work", tmp_path / "state"
+    work.mkdir()
+    r = cli("audit", str(d), "--format", "json", cwd=work, env={"DATACHECK_DIR": str(state)}, monkeypatch=monkeypatch)
+    assert r.returncode == 1
+    index_hash = json.loads(r.stdout)["index_hash"]
+    assert (state / "reports" / index_hash / "report.json").is_file()
+    assert len(list((state / "cache").rglob("*.dcr"))) == 8
+    assert not (work / ".datacheck").exists()

@@ -1,0 +1,303 @@
+"""The shard set: committed index (build/verify, [dataset] index), shipped shard lists (Hugging Face
+state.json, MosaicML index.json), and the shard-set checks that need no index, on multi-shard
+folders with planted faults; bad index input."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import run_cli
+from dshelp import by_check, hf_split, one, run, write
+
+import datacheck
+from datacheck.io.dataindex import INDEX_FORMAT_VERSION, read_index, safe_relpath
+from datacheck.model.errors import UsageError
+
+
+def _shards(root: Path) -> Path:
+    for i in range(3):
+        write(root, f"data-{i:05d}-of-00003.parquet", {"text": [f"r{i}-{k}" for k in range(4)], "label": [0, 1, 0, 1]})
+    return root
+
+
+@pytest.fixture
+def ds(tmp_path):
+    return _shards(tmp_path / "ds")
+
+
+def _build(ds: Path, out: Path) -> dict:
+    p = run_cli("index", "build", str(ds), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    return json.loads(out.read_text())
+
+
+def test_build_writes_versioned_sorted_index(ds, tmp_path):
+    from datacheck.io.hashing import hash_file, index_hash
+
+    out = tmp_path / "index.json"
+    doc = _build(ds, out)
+    assert doc["format"] == "datacheck-index"
+    assert doc["format_version"] == INDEX_FORMAT_VERSION == 1
+    assert doc["hash_algorithm"] == "xxh3-128"
+    paths = [s["path"] for s in doc["shards"]]
+    assert paths == sorted(paths) == [f"data-{i:05d}-of-00003.parquet" for i in range(3)]
+    s0 = doc["shards"][0]
+    h, size = hash_file(ds / s0["path"])
+    assert s0 == {"path": s0["path"], "bytes": size, "rows": 4, "content_hash": h}
+    assert doc["index_hash"] == index_hash([(s["path"], s["content_hash"]) for s in doc["shards"]])
+    text = out.read_text()
+    assert text == json.dumps(json.loads(text), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert not list(tmp_path.glob(".index.json.*"))  # atomic write leaves no temporary file
+    # deterministic: the same bytes give the same file
+    assert _build(ds, tmp_path / "again.json") == doc
+
+
+def test_verify_clean_then_planted_faults(ds, tmp_path):
+    idx = tmp_path / "index.json"
+    _build(ds, idx)
+    p = run_cli("index", "verify", str(ds), "--index", str(idx))
+    assert p.returncode == 0 and "match" in p.stdout
+    # a changed byte (same size), a rewritten shard with other rows, a missing shard, an extra one
+    b = bytearray((ds / "data-00000-of-00003.parquet").read_bytes())
+    b[len(b) // 2] ^= 0xFF
+    (ds / "data-00000-of-00003.parquet").write_bytes(bytes(b))
+    write(ds, "data-00001-of-00003.parquet", {"text": ["only"], "label": [0]})
+    (ds / "data-00002-of-00003.parquet").unlink()
+    write(ds, "late.parquet", {"text": ["z"], "label": [1]})
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
+    assert p.returncode == 1, p.stderr
+    got = {f["check"]: f for f in json.loads(p.stdout)["result"]["findings"]}
+    assert set(got) == {"index.changed_shard", "index.missing_shard", "index.extra_shard", "index.row_count_mismatch"}
+    assert got["index.changed_shard"]["count"] == 2
+    assert got["index.changed_shard"]["shards"] == ["data-00000-of-00003.parquet", "data-00001-of-00003.parquet"]
+    assert got["index.missing_shard"]["shards"] == ["data-00002-of-00003.parquet"]
+    assert got["index.extra_shard"]["shards"] == ["late.parquet"]
+    assert got["index.row_count_mismatch"]["shards"] == ["data-00001-of-00003.parquet"]
+    assert got["index.row_count_mismatch"]["details"] == {"index": str(idx), "expected": 4, "actual": 1}
+
+
+def test_audit_with_committed_index_and_planted_shard_set(ds, tmp_path):
+    """[dataset] index in audit, plus every shard-set fault: a duplicate shard, a gap, an empty
+    shard, a temporary file and a changed byte against the committed index."""
+    _build(ds, ds / "index.json")
+    shutil.copy(ds / "data-00000-of-00003.parquet", ds / "copy.parquet")  # duplicate shard (and extra)
+    (ds / "data-00001-of-00003.parquet").unlink()  # gap (and missing)
+    write(ds, "data-00002-of-00003.parquet", pl.DataFrame(schema={"text": pl.String, "label": pl.Int64}))  # empty (and changed, rows 4 -> 0)
+    (ds / "data-00003-of-00004.parquet.tmp").write_bytes(b"partial")  # temp file
+    rep = run(ds, {"dataset": {"index": "index.json"}})
+    checks = sorted({f.check for f in rep.findings})
+    assert checks == ["dup.exact_across_shards", "dup.shard", "index.changed_shard", "index.empty_shard",
+                      "index.extra_shard", "index.missing_shard", "index.numbering_gap",
+                      "index.row_count_mismatch", "index.temp_file"]
+    assert one(rep, "dup.shard").shards == ("copy.parquet", "data-00000-of-00003.parquet")
+    assert one(rep, "index.missing_shard").shards == ("data-00001-of-00003.parquet",)
+    assert one(rep, "index.extra_shard").shards == ("copy.parquet",)
+    assert one(rep, "index.changed_shard").shards == ("data-00002-of-00003.parquet",)
+    assert one(rep, "index.row_count_mismatch").details["actual"] == 0
+    assert one(rep, "index.empty_shard").shards == ("data-00002-of-00003.parquet",)
+    assert one(rep, "index.temp_file").shards == ("data-00003-of-00004.parquet.tmp",)
+    assert one(rep, "index.numbering_gap").details["missing"] == [1]
+    assert one(rep, "dup.exact_across_shards").count == 4  # every row of the copy
+    # the CLI fails the gate (errors) with exit 1
+    p = run_cli("audit", str(ds), "--no-cache", "--report-dir", str(tmp_path / "rep"), "--no-progress")
+    assert p.returncode == 1
+
+
+def test_changed_byte_same_size_against_index(ds):
+    _build(ds, ds / "index.json")
+    f = ds / "data-00001-of-00003.parquet"
+    b = bytearray(f.read_bytes())
+    b[4] ^= 0x01  # inside the first page: same size, same rows
+    f.write_bytes(bytes(b))
+    rep = run(ds, {"dataset": {"index": "index.json"}})
+    ch = one(rep, "index.changed_shard")
+    assert ch.shards == ("data-00001-of-00003.parquet",) and "same size" in ch.message
+    assert by_check(rep, "index.missing_shard") == by_check(rep, "index.extra_shard") == []
+
+
+# --------------------------------------------------------------------------------- bad input
+
+
+def _index(tmp_path: Path, shards: list, version: int = 1) -> Path:
+    p = tmp_path / "bad-index.json"
+    p.write_text(json.dumps({"format": "datacheck-index", "format_version": version, "hash_algorithm": "xxh3-128",
+                             "shards": shards}))
+    return p
+
+
+@pytest.mark.parametrize("path", ["../../etc/passwd", "/etc/passwd", "a/../../x.parquet", "..\\x.parquet",
+                                  "C:/x.parquet"])
+def test_index_paths_outside_root_are_refused(ds, tmp_path, path):
+    bad = _index(tmp_path, [{"path": path, "bytes": 1, "rows": 1, "content_hash": "xxh3-128:00"}])
+    p = run_cli("index", "verify", str(ds), "--index", str(bad))
+    assert p.returncode == 2
+    assert "outside the dataset root" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_index_symlink_outside_root_is_refused(ds, tmp_path):
+    (tmp_path / "secret").mkdir()
+    (ds / "link").symlink_to(tmp_path / "secret")
+    with pytest.raises(UsageError, match="resolves outside"):
+        safe_relpath("link/x.parquet", ds, "idx")
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("not json {", "not valid JSON"),
+    (json.dumps({"format": "datacheck-index", "format_version": 2, "hash_algorithm": "xxh3-128", "shards": []}),
+     "format_version 2 is newer"),
+    (json.dumps({"version": 2, "hello": 1}), "not a datacheck index"),
+    (json.dumps({"format": "datacheck-index", "format_version": 1, "hash_algorithm": "md5", "shards": []}),
+     "hash_algorithm 'md5'"),
+])
+def test_bad_index_file_is_a_usage_error(ds, tmp_path, content, msg):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    p = run_cli("index", "verify", str(ds), "--index", str(bad))
+    assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[dataset]\nindex = "{bad}"\n')
+    p = run_cli("audit", str(ds), "--config", str(cfg), "--no-cache", "--report-dir", str(tmp_path / "rep"))
+    assert p.returncode == 2 and msg in p.stderr
+
+
+def test_bad_index_is_refused_before_any_shard_is_read(ds, tmp_path, monkeypatch):
+    bad = _index(tmp_path, [{"path": "../../etc/passwd", "bytes": 1, "rows": 1, "content_hash": "xxh3-128:00"}])
+    opened: list[str] = []
+    import datacheck.execute.audit as api
+
+    monkeypatch.setattr(api, "audit_shards", lambda *a, **k: opened.append("read") or [])
+    with pytest.raises(UsageError, match="outside the dataset root"):
+        datacheck.audit(ds, {"dataset": {"index": str(bad)}})
+    assert opened == []
+
+
+def test_read_index_missing_file(ds, tmp_path):
+    with pytest.raises(UsageError, match="no such index file"):
+        read_index(tmp_path / "nope.json", ds)
+
+
+def test_index_cli_needs_a_verb():
+    p = run_cli("index")
+    assert p.returncode == 2 and "build or verify" in p.stderr
+
+
+# ------------------------------------------------------------------- shipped shard lists
+
+
+_hf_split = hf_split
+
+
+def test_hf_state_json(tmp_path):
+    root = tmp_path / "hf"
+    _hf_split(root, "train", ["data-00000-of-00002.arrow", "data-00001-of-00002.arrow"], 6,
+              ["data-00000-of-00002.arrow", "data-00001-of-00002.arrow"])
+    rep = run(root)
+    assert [f.check for f in rep.findings if f.check.startswith("index.")] == []
+    # a listed file missing, an unlisted Arrow file, and a wrong split size
+    _hf_split(root, "test", ["data-00000-of-00001.arrow", "stray.arrow"], 5, ["data-00000-of-00001.arrow", "gone.arrow"])
+    rep = run(root)
+    assert one(rep, "index.missing_shard").shards == ("test/gone.arrow",)
+    assert one(rep, "index.extra_shard").shards == ("test/stray.arrow",)
+    # the split is incomplete (gone.arrow), so its row total is not compared
+    assert by_check(rep, "index.row_count_mismatch") == []
+    (root / "test" / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"},
+                                                                          {"filename": "stray.arrow"}], "_split": "test"}))
+    f = one(run(root), "index.row_count_mismatch")
+    assert f.details["expected"] == 5 and f.details["actual"] == 6
+
+
+def test_hf_state_json_outside_root(tmp_path):
+    root = tmp_path / "hf"
+    _hf_split(root, "train", ["data-00000-of-00001.arrow"], 3, ["../../../etc/passwd"])
+    # A hostile list inside the data is a finding about that file, not the end of the audit
+    f = one(run(root), "index.missing_shard")
+    assert f.shards == ("train/state.json",) and "outside the dataset root" in f.message
+
+
+def test_realdata_hf_folder_matches_its_state_json(realdata):
+    rep = run(realdata / "dkhate_danish_offensive" / "dkhate_mbert")
+    assert [f.check for f in rep.findings if f.check.startswith("index.")] == []
+
+
+def _mosaic(root: Path, shards: list[tuple[str, int]]) -> None:
+    doc = {"version": 2, "shards": [{"column_encodings": ["str"], "column_names": ["text"], "format": "json",
+                                     "raw_data": {"basename": name, "bytes": (root / name).stat().st_size
+                                                  if (root / name).exists() else 10, "hashes": {}},
+                                     "samples": n, "size_limit": 67108864, "zip_data": None} for name, n in shards]}
+    (root / "index.json").write_text(json.dumps(doc))
+
+
+def test_mosaicml_index_json(tmp_path):
+    root = tmp_path / "mds"
+    write(root, "shard.00000.jsonl", {"text": ["a", "b", "c"]})
+    write(root, "shard.00001.jsonl", {"text": ["d", "e"]})
+    _mosaic(root, [("shard.00000.jsonl", 3), ("shard.00001.jsonl", 2)])
+    assert [f.check for f in run(root).findings if f.check.startswith("index.")] == []
+    _mosaic(root, [("shard.00000.jsonl", 3), ("shard.00001.jsonl", 4), ("shard.00002.jsonl", 1)])
+    rep = run(root)
+    assert one(rep, "index.missing_shard").shards == ("shard.00002.jsonl",)
+    f = one(rep, "index.row_count_mismatch")
+    assert f.shards == ("shard.00001.jsonl",) and f.details["expected"] == 4 and f.details["actual"] == 2
+    _mosaic(root, [("../../etc/passwd", 1)])
+    f = one(run(root), "index.missing_shard")  # A finding, the shards are audited
+    assert f.shards == ("index.json",) and "outside the dataset root" in f.message
+
+
+# ------------------------- Index verify applies the audit's policy (fails_policy = exit code)
+
+
+def test_verify_json_fails_policy_agrees_with_the_exit_code(ds, tmp_path):
+    idx = tmp_path / "index.json"
+    _build(ds, idx)
+    (ds / "data-00002-of-00003.parquet").unlink()  # missing: error
+    write(ds, "late.parquet", {"text": ["z"], "label": [1]})  # extra: warn
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json")
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)["result"]
+    got = {f["check"]: f["fails_policy"] for f in doc["findings"]}
+    assert got == {"index.missing_shard": True, "index.extra_shard": False}
+    assert doc["passed"] is False and doc["config_path"] is None
+    # --fail-on warn: the warning fails too
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json", "--fail-on", "warn")
+    assert p.returncode == 1 and all(f["fails_policy"] for f in json.loads(p.stdout)["result"]["findings"])
+    # [policy]: severity override and ignore, as in the audit
+    cfg = tmp_path / "policy.toml"
+    cfg.write_text('[policy]\n"index.missing_shard" = { severity = "warn" }\n"index.extra_shard" = { ignore = true }\n')
+    p = run_cli("index", "verify", str(ds), "--index", str(idx), "--format", "json", "--config", str(cfg))
+    assert p.returncode == 0, p.stdout
+    doc = json.loads(p.stdout)["result"]
+    assert [(f["check"], f["severity"], f["fails_policy"]) for f in doc["findings"]] == [
+        ("index.missing_shard", "warn", False)]
+    assert doc["passed"] is True and doc["config_path"] == str(cfg)
+    t = run_cli("index", "verify", str(ds), "--index", str(idx), "--config", str(cfg))
+    assert t.stdout.splitlines()[0] == f"config: {cfg}"
+
+
+# ------------------------------- Arrow files a Hugging Face state.json does not list
+
+
+def _hf_split_with_cache(folder: Path) -> Path:
+    write(folder, "data-00000-of-00001.arrow", {"text": [f"t{k}" for k in range(5)], "label": [0, 1, 0, 1, 0]})
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}],
+                                                   "_split": "train"}))
+    (folder / "dataset_info.json").write_text(json.dumps({"splits": {"train": {"num_examples": 5}}}))
+    shutil.copy(folder / "data-00000-of-00001.arrow", folder / "cache-1234abcd.arrow")  # a .map() cache
+    return folder
+
+
+def test_hf_cache_arrow_is_not_audited_but_reported_as_extra(tmp_path):
+    root = tmp_path / "dk"
+    _hf_split_with_cache(root / "train")
+    rep = run(root)
+    assert [s.path for s in rep.shards] == ["train/data-00000-of-00001.arrow"]
+    assert by_check(rep, "dup.shard") == [] and by_check(rep, "dup.exact_across_shards") == []
+    extra = one(rep, "index.extra_shard")
+    assert extra.shards == ("train/cache-1234abcd.arrow",) and "will ignore them" in extra.message
+    assert by_check(rep, "index.row_count_mismatch") == [] and by_check(rep, "index.missing_shard") == []
+    assert [i["path"] for i in rep.ignored] == ["train/cache-1234abcd.arrow"]
+    assert "state.json _data_files" in rep.ignored[0]["reason"]
+    # named on the command line, the file is audited (the user asked for it)
+    assert [s.path for s in run(root / "train" / "cache-1234abcd.arrow").shards] == ["cache-1234abcd.arrow"]

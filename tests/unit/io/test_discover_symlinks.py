@@ -1,0 +1,50 @@
+"""Shard symlinks that lead outside the audited root are not read by default: their
+content (an example value from another folder, a system file's first line as a column name) would be
+shown in the report. ``--follow-symlinks`` reads them (a Hugging Face hub cache snapshot)."""
+from __future__ import annotations
+
+import json
+import os
+
+import polars as pl
+import pytest
+from conftest import run_cli
+
+import datacheck
+
+
+@pytest.fixture
+def linked(tmp_path):
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    (secret / "private.csv").write_text("SECRET_HOSTNAME\nvalue-from-another-folder\n")
+    d = tmp_path / "data"
+    (d / "sub").mkdir(parents=True)
+    pl.DataFrame({"text": ["a", "b"]}).write_parquet(d / "own.parquet")
+    pl.DataFrame({"text": ["c"]}).write_parquet(d / "sub" / "inside.parquet")
+    os.symlink(secret / "private.csv", d / "leak.csv")
+    os.symlink(d / "sub" / "inside.parquet", d / "alias.parquet")  # inside the root: read
+    return d
+
+
+def test_links_out_of_root_are_not_read(tmp_path, linked):
+    p = run_cli("audit", str(linked), "--report-dir", str(tmp_path / "r"), "--format", "json", cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr
+    assert "SECRET_HOSTNAME" not in p.stdout and "value-from-another-folder" not in p.stdout
+    rep = json.loads(p.stdout)
+    assert sorted(s["path"] for s in rep["shards"]) == ["alias.parquet", "own.parquet", "sub/inside.parquet"]
+    (ign,) = [i for i in rep["ignored"] if i["path"] == "leak.csv"]
+    assert "outside the audited root" in ign["reason"] and "--follow-symlinks" in ign["reason"]
+
+
+def test_follow_symlinks_reads_them(tmp_path, linked):
+    rep = datacheck.audit([str(linked)], follow_symlinks=True)
+    assert "leak.csv" in [s.path for s in rep.shards]
+    p = run_cli("audit", str(linked), "--follow-symlinks", "--report-dir", str(tmp_path / "r"), "--format", "json",
+                cwd=tmp_path)
+    assert "leak.csv" in [s["path"] for s in json.loads(p.stdout)["shards"]]
+
+
+def test_a_named_link_is_read(tmp_path, linked):
+    p = run_cli("audit", str(linked / "leak.csv"), "--report-dir", str(tmp_path / "r"), "--format", "json", cwd=tmp_path)
+    assert [s["path"] for s in json.loads(p.stdout)["shards"]] == ["leak.csv"]
