@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from datacheck.engine import shard as engine
 from datacheck.engine.shard import audit_frame, audit_shard
-from datacheck.io import batches
-from datacheck.io.batches import forced_batch_rows
+from datacheck.formats import batches
+from datacheck.formats.batches import forced_batch_rows
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
@@ -266,7 +266,8 @@ def _jsonl_files() -> list[tuple[Path, Path | None]]:
 
 
 def _jsonl_result(path: Path, config: dict, chunk: int | None, rows: int | None, monkeypatch=None):
-    from datacheck.io import jsonl_stream, readers
+    from datacheck.formats import jsonl as jsonl_stream
+    from datacheck.formats import jsonvalues as readers
 
     old, old_keep = readers.JSONL_CHUNK_BYTES, jsonl_stream.KEEP_BYTES
     if chunk is not None:  # pass 2 streams the file again, as for a file over KEEP_BYTES
@@ -326,7 +327,8 @@ def test_jsonl_whole_frame_is_never_built(tmp_path, monkeypatch):
     """A JSONL file of many chunks: the chunks are never joined into one frame (no call of the
     one-frame join), every frame the source decodes holds one chunk's rows, and every frame the
     engine checks one batch's rows; the result equals the one-frame path's."""
-    from datacheck.io import jsonl_stream, readers
+    from datacheck.formats import jsonl as jsonl_stream
+    from datacheck.formats import jsonvalues as readers
 
     rows = [{"text": f"row {i % 50}", "label": i % 3, "input_ids": list(range(i % 6 + 1))} for i in range(3000)]
     path = tmp_path / "big.jsonl.gz"

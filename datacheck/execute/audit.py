@@ -24,7 +24,7 @@ from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashspill import SpillFolder, spill_rows
 from datacheck.io.outputs import check_output_folders
 from datacheck.io.read import open_for_checks
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import ENGINE_ERRORS, InternalError, UsageError

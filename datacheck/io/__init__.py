@@ -1,5 +1,6 @@
-"""Shard discovery and reading (parquet, Arrow IPC file/stream, JSONL(.gz/.zst), CSV/TSV)."""
+"""BYTES IN AND OUT: shard discovery, object stores, hashing, outputs, the JSON loader, metadata files.
+The shard formats and their readers are :mod:`datacheck.formats`."""
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
-from datacheck.io.readers import ShardData, Unreadable, open_shard
+from datacheck.io.shardbytes import Unreadable
 
-__all__ = ["discover", "Discovery", "DiscoveredShard", "open_shard", "ShardData", "Unreadable"]
+__all__ = ["discover", "Discovery", "DiscoveredShard", "Unreadable"]

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datacheck.io.formats.litdata import is_litdata_index
-from datacheck.io.formats.mds import MDS_SUFFIXES
-from datacheck.io.formats.webdataset import WDS_SUFFIXES
+from datacheck.formats.litdata import is_litdata_index
+from datacheck.formats.mds import MDS_SUFFIXES
+from datacheck.formats.webdataset import WDS_SUFFIXES
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
 from datacheck.model.errors import UsageError

@@ -42,7 +42,7 @@ Row content hash (``"xxh3-128:<32 hex>"``): datacheck's one row encoding
 every column in order. Parquet/Arrow: the table's columns; JSONL: the records parsed as the reader
 parses them, with the input's dtypes; CSV: the record's fields as strings. A record that does not
 parse: the XXH3-128 of its raw line bytes (``datacheck.io.hashing.hash_bytes``). JSONL/CSV records
-are split by :mod:`datacheck.io.records` (the readers' own record reader); the Hugging Face
+are split by :mod:`datacheck.formats.records` (the readers' own record reader); the Hugging Face
 ``state.json`` is parsed by :mod:`datacheck.io.hfmeta`.
 """
 from __future__ import annotations
@@ -66,15 +66,16 @@ from typing import Any
 import polars as pl
 
 from datacheck.engine.shard import audit_file
+from datacheck.formats.arrowtypes import validate_arrow
+from datacheck.formats.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.hfmeta import read_state
 from datacheck.io.outputs import make_temp_folder, os_error_message
-from datacheck.io.readers import read_bytes, validate_arrow
-from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.rowhash import row_hash_series
 from datacheck.io.safejson import JsonInputError, read_json_file
+from datacheck.io.shardbytes import read_bytes
 from datacheck.io.stores import is_url
 from datacheck.model import catalog
 from datacheck.model.config import Config
@@ -316,7 +317,7 @@ def _write_table(table, path: Path, kind: str) -> None:
 
 @dataclass
 class _Record:
-    """One JSONL/CSV record (:class:`datacheck.io.records.LineRecord`) with its content hash: a row's
+    """One JSONL/CSV record (:class:`datacheck.formats.records.LineRecord`) with its content hash: a row's
     :func:`row_hashes` hash, or for a record that does not parse the hash of its bytes."""
 
     line: int  # 1-based first line
@@ -337,7 +338,7 @@ def _records(split: RecordSplit, hashes: list[str]) -> list[_Record]:
 
 def _jsonl_records(raw: bytes, schema: dict[str, pl.DataType] | None = None
                    ) -> tuple[list[_Record], int, dict[str, pl.DataType] | None]:
-    """(records, blank lines, row schema) of a JSONL shard, split by :func:`datacheck.io.records.jsonl_records`."""
+    """(records, blank lines, row schema) of a JSONL shard, split by :func:`datacheck.formats.records.jsonl_records`."""
     split = jsonl_records(raw)
     hashes, schema = _jsonl_hashes([r.text for r in split.rows], schema)
     return _records(split, hashes), len(split.blank), schema
@@ -351,7 +352,7 @@ def _csv_dialect(fmt: str, cfg: Config) -> tuple[str, str | None]:
 
 def _csv_records(raw: bytes, fmt: str, cfg: Config) -> tuple[list[str] | None, list[_Record], int]:
     """(header line fields, records, blank lines) of a CSV/TSV shard, split by
-    :func:`datacheck.io.records.csv_records` (as the reader splits it)."""
+    :func:`datacheck.formats.records.csv_records` (as the reader splits it)."""
     sep, quote = _csv_dialect(fmt, cfg)
     try:
         split = csv_records(raw, sep, quote, cfg.dataset.header, list(cfg.dataset.names) if cfg.dataset.names else None)

@@ -34,7 +34,7 @@ from datacheck.engine.shard import audit_file
 from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.outputs import write_atomic
 from datacheck.io.read import CheckInput, open_for_checks
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError

@@ -37,7 +37,7 @@ from datacheck.checks.crossdup import assign_splits
 from datacheck.io.discover import DiscoveredShard, Discovery, discover
 from datacheck.io.hashing import hash_file, hash_shard
 from datacheck.io.read import open_for_checks
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.roles import is_list

@@ -24,7 +24,7 @@ from datacheck.io.discover import DiscoveredShard, discover
 from datacheck.io.hashing import hash_file, index_hash
 from datacheck.io.outputs import write_bytes_atomic
 from datacheck.io.read import open_for_checks
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding

@@ -1,4 +1,4 @@
-"""The shard formats of datacheck.io.formats on the real samples of ../shared/realdata (facts from
+"""The shard formats of datacheck.formats on the real samples of ../shared/realdata (facts from
 its PROVENANCE.md) and on copies broken one rule at a time: Megatron .bin/.idx, MosaicML MDS,
 WebDataset tar, litdata chunks."""
 from __future__ import annotations

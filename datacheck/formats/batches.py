@@ -12,13 +12,13 @@ Sources:
   slice of it, 8x slower on a 400k-row row group cut in 8). The next batch is decoded (and
   converted to polars, and cast) in a background thread while the engine checks the current one
   (pyarrow and polars release the GIL); the first batch is shorter (``ramp``) so the checks start early.
-- a local JSONL file: its streamed source (:class:`datacheck.io.jsonl_stream.JsonlSource`, the
+- a local JSONL file: its streamed source (:class:`datacheck.formats.jsonl.JsonlSource`, the
   ``source`` argument): each chunk parsed, cast to the file's unified schema and re-cut to the
   batch's rows, the next chunk decoded one ahead; the decoded frame of the whole file never exists.
   A needed column the source does not hold (derived by the read path) makes one read of the
   needed columns, sliced in memory.
-- local CSV/TSV and Arrow IPC: the reader's batch source (:mod:`datacheck.io.csv_stream`,
-  :mod:`datacheck.io.ipc_stream`), straight from the file. The three streamed sources are one
+- local CSV/TSV and Arrow IPC: the reader's batch source (:mod:`datacheck.formats.csv`,
+  :mod:`datacheck.formats.arrow`), straight from the file. The three streamed sources are one
   ``ShardData.stream`` (``schema``, ``rows``, ``batches(columns, rows)``).
 - every other source (in-memory frames of one-chunk JSONL/Megatron/MDS/WebDataset/litdata readers,
   shards copied from an object store, frames given to ``audit_frame``): zero-copy slices of the lazy frame.
@@ -37,7 +37,8 @@ from typing import Any, Iterator
 
 import polars as pl
 
-from datacheck.io.readers import Unreadable, needs_conversion
+from datacheck.formats.arrowtypes import needs_conversion
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
 
 __all__ = ["forced_batch_rows", "batch_rows", "iter_batches", "read_parquet_columns", "read_parquet_rows"]
