@@ -23,9 +23,9 @@ from pathlib import Path
 
 import polars as pl
 
+from datacheck.formats.jsonvalues import _types_as_written
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.read import open_for_checks
-from datacheck.formats.jsonvalues import _types_as_written
 from datacheck.model.config import config_from_dict
 
 WORK = Path(__file__).resolve().parent / "_work"

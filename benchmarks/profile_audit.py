@@ -66,7 +66,7 @@ def main() -> None:
     import datacheck
     from datacheck.checks.registry import Payload, ShardContext, Stat, shard_plan
     from datacheck.engine import shard as eng
-    from datacheck.io.discover import discover
+    from datacheck.formats.discovery import discover
     from datacheck.io.read import open_for_checks
     from datacheck.model.config import Config
 

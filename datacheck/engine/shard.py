@@ -34,8 +34,9 @@ from datacheck.formats.batches import (
     read_parquet_columns,
     read_parquet_rows,
 )
+from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
-from datacheck.io.hashing import file_state, hash_shard
+from datacheck.io.hashing import file_state
 from datacheck.io.read import CheckInput, open_for_checks
 from datacheck.io.shardbytes import Unreadable
 from datacheck.io.structs import sorted_fields

@@ -20,7 +20,8 @@ from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
 from datacheck.execute.executors import LocalExecutor, WorkerDied, make_executor
 from datacheck.execute.setup import config_and_source, prepare_audit
-from datacheck.io.discover import DiscoveredShard, Discovery, discover
+from datacheck.formats.discovery import discover
+from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hashspill import SpillFolder, spill_rows
 from datacheck.io.outputs import check_output_folders
 from datacheck.io.read import open_for_checks
@@ -288,7 +289,7 @@ def audit(
             Ray is started in this process with ``workers`` CPUs and stopped after the shards.
         follow_symlinks: False (default): a shard found through a symlink that leads outside the
             audited root is not read (listed under ``ignored``); True: it is read (a Hugging Face hub
-            cache snapshot). See :func:`datacheck.io.discover.discover`.
+            cache snapshot). See :func:`datacheck.formats.discovery.discover`.
 
     Returns:
         The :class:`Report`. It is not written anywhere; the CLI stores it.

@@ -209,5 +209,5 @@ FORMAT = Format(
     open=_open,
     extensions=((".arrow", "arrow"), (".ipc", "arrow"), (".feather", "arrow")),
     forced_extensions={"arrow": (".arrow", ".ipc", ".feather")},
-    rewrite="table",
+    rewrite={"arrow": "table"},
 )

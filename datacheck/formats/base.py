@@ -11,9 +11,10 @@ A format (one module of :mod:`datacheck.formats`, registered in :mod:`datacheck.
 - ``open``: its ONE reader, a local file in, :class:`ShardData` out (a shard in an object store is
   copied to a local file first and opened by the same reader: :func:`datacheck.formats.registry.open_shard`);
   the batches of a streamed format are ``ShardData.stream.batches(columns, rows)``;
-- ``rewrite``: how ``datacheck clean`` writes the kept rows (``"records"``: JSONL/CSV lines copied
-  byte for byte; ``"table"``: parquet/Arrow written again), or None when the format cannot be
-  rewritten (``refusal`` says why).
+- ``rewrite``: per format name, how ``datacheck clean`` writes the kept rows (``"records"``: JSONL/CSV
+  lines copied byte for byte; ``"table"``: parquet/Arrow written again); a format name it does not
+  list is refused by ``clean`` before anything is written (JSON arrays, Megatron, MDS, WebDataset,
+  litdata: their writers own their layout).
 """
 from __future__ import annotations
 
@@ -136,8 +137,7 @@ class Format:
             ``.json`` file, a ``.bin``).
         companions: ``path -> the paths of the files that belong to the shard`` (same store or
             folder; hashed before the shard's own bytes, copied with it from a store).
-        rewrite: ``"records"`` / ``"table"`` (how ``clean`` writes kept rows) or None.
-        refusal: why ``clean`` cannot rewrite it (when ``rewrite`` is None).
+        rewrite: format name -> ``"records"`` / ``"table"`` (how ``clean`` writes kept rows).
     """
 
     names: tuple[str, ...]
@@ -146,8 +146,7 @@ class Format:
     forced_extensions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     sniff: Callable[[Path], str | None] | None = None
     companions: Callable[[str], list[str]] = _no_companions
-    rewrite: str | None = None
-    refusal: str = ""
+    rewrite: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

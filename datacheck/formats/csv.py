@@ -363,5 +363,5 @@ FORMAT = Format(
     open=_open,
     extensions=((".csv.gz", "csv"), (".tsv.gz", "tsv"), (".csv", "csv"), (".tsv", "tsv")),
     forced_extensions={"csv": _TEXT_EXTENSIONS, "tsv": _TEXT_EXTENSIONS},
-    rewrite="records",
+    rewrite={"csv": "records", "tsv": "records"},
 )

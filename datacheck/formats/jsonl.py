@@ -568,5 +568,5 @@ FORMAT = Format(
         "json": tuple(".json" + c for c in ("", ".gz", ".zst")),
     },
     sniff=sniff,
-    rewrite="records",
+    rewrite={"jsonl": "records"},
 )

@@ -206,5 +206,4 @@ def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
 
 
-FORMAT = Format(names=("mds",), open=_open, extensions=tuple((e, "mds") for e in MDS_SUFFIXES),
-                refusal="MosaicML MDS shards are read-only: clean does not rewrite them")
+FORMAT = Format(names=("mds",), open=_open, extensions=tuple((e, "mds") for e in MDS_SUFFIXES))

@@ -129,7 +129,7 @@ def is_index_of_pair(path: Path) -> bool:
 
 def companions(path: str) -> list[str]:
     """The ``.idx`` of the ``.bin`` shard ``path`` (a local path or an object key): read and hashed with it."""
-    return [path[: -len(".bin")] + ".idx"] if path.endswith(".bin") else []
+    return [path.rpartition(".")[0] + ".idx"]
 
 
 def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
@@ -140,5 +140,4 @@ def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return normalize_shard(ShardData(lf=df.lazy()))
 
 
-FORMAT = Format(names=("megatron",), open=_open, sniff=sniff, companions=companions,
-                refusal="Megatron .bin/.idx shards are read-only: clean writes no token stores")
+FORMAT = Format(names=("megatron",), open=_open, sniff=sniff, companions=companions)

@@ -105,5 +105,5 @@ FORMAT = Format(
     open=open_parquet,
     extensions=((".parquet", "parquet"), (".pq", "parquet")),
     forced_extensions={"parquet": (".parquet", ".pq")},
-    rewrite="table",
+    rewrite={"parquet": "table"},
 )

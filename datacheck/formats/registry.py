@@ -15,17 +15,28 @@ from pathlib import Path
 
 from datacheck.formats import arrow, csv, jsonl, litdata, mds, megatron, parquet, webdataset
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
+from datacheck.io.hashing import hash_files
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, store_reason
 from datacheck.io.stores import filesystem, is_url
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["FORMATS", "companions", "format_named", "open_shard"]
+__all__ = ["FORMATS", "REWRITABLE", "companions", "format_named", "hash_shard", "open_shard", "rewrite_mode"]
 
 #: every format, in the order discovery tries their extensions and sniffers
 FORMATS: tuple[Format, ...] = (jsonl.FORMAT, csv.FORMAT, parquet.FORMAT, arrow.FORMAT, mds.FORMAT,
                                webdataset.FORMAT, megatron.FORMAT, litdata.FORMAT)
 
 _BY_NAME: dict[str, Format] = {n: f for f in FORMATS for n in f.names}
+
+
+#: the format names ``datacheck clean`` rewrites -> how (``"records"`` or ``"table"``)
+REWRITABLE: dict[str, str] = {n: mode for f in FORMATS for n, mode in f.rewrite.items()}
+
+
+def rewrite_mode(fmt: str) -> str | None:
+    """How ``clean`` writes the kept rows of a shard of format ``fmt`` (``"records"``: lines copied
+    byte for byte; ``"table"``: the Arrow table written again), or None: it cannot."""
+    return REWRITABLE.get(fmt)
 
 
 def format_named(name: str) -> Format | None:
@@ -38,6 +49,14 @@ def companions(path: str, fmt: str) -> list[str]:
     an object key; hashed before the shard's bytes, copied with it from a store)."""
     f = _BY_NAME.get(fmt)
     return f.companions(path) if f is not None else []
+
+
+def hash_shard(path: Path | str, fmt: str, *, bytes_only: bool = False) -> tuple[str, int]:
+    """Content hash and size of the shard ``path`` of format ``fmt`` over every file it is read from:
+    its companions (a Megatron ``.idx``) then its own bytes (:func:`datacheck.io.hashing.hash_files`;
+    ``path`` may be the URL of an object in a store). Raises ``OSError``."""
+    key = filesystem(path)[1] if isinstance(path, str) and is_url(path) else str(path)
+    return hash_files(path, companions(key, fmt), bytes_only=bytes_only)
 
 
 def open_shard(path: Path | str, fmt: str, dataset_cfg, max_examples: int,

@@ -150,5 +150,4 @@ def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
 
 
-FORMAT = Format(names=("webdataset",), open=_open, extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES),
-                refusal="WebDataset tar shards are read-only: clean does not rewrite them")
+FORMAT = Format(names=("webdataset",), open=_open, extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES))

@@ -1,6 +1,7 @@
-"""BYTES IN AND OUT: shard discovery, object stores, hashing, outputs, the JSON loader, metadata files.
-The shard formats and their readers are :mod:`datacheck.formats`."""
-from datacheck.io.discover import DiscoveredShard, Discovery, discover
+"""BYTES IN AND OUT: shard discovery (the formats' rules passed in), object stores, hashing, outputs,
+the JSON loader, metadata files. The shard formats, their readers and their discovery rules are
+:mod:`datacheck.formats` (``datacheck.formats.discovery.discover``)."""
+from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.shardbytes import Unreadable
 
-__all__ = ["discover", "Discovery", "DiscoveredShard", "Unreadable"]
+__all__ = ["Discovery", "DiscoveredShard", "Unreadable"]

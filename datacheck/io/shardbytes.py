@@ -22,7 +22,7 @@ READ_ERRORS: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicEx
 
 
 class Unreadable(Exception):
-    """The shard cannot be opened or parsed; ``reason`` says why and where (becomes ``decode.unreadable``)."""
+    """The shard cannot be opened or parsed; ``reason`` says why and where (the audit reports the shard as unreadable with it)."""
 
     def __init__(self, reason: str):
         self.reason = reason

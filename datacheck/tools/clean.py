@@ -67,9 +67,11 @@ import polars as pl
 
 from datacheck.engine.shard import audit_file
 from datacheck.formats.arrowtypes import validate_arrow
+from datacheck.formats.discovery import discover
 from datacheck.formats.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
+from datacheck.formats.registry import REWRITABLE, rewrite_mode
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
-from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.hfmeta import read_state
 from datacheck.io.outputs import make_temp_folder, os_error_message
@@ -705,8 +707,9 @@ def _sigterm_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
-#: the shard formats ``clean`` rewrites (row units: see the module docstring)
-CLEANABLE_FORMATS = ("parquet", "arrow", "jsonl", "csv", "tsv")
+#: the shard formats ``clean`` rewrites (row units: see the module docstring): the registry's
+#: rewritable format names (:data:`datacheck.formats.registry.REWRITABLE`)
+CLEANABLE_FORMATS = tuple(REWRITABLE)
 
 
 def _refuse_unwritable_formats(shards: list[DiscoveredShard]) -> None:
@@ -782,7 +785,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                                       if f.check == "decode.unreadable"), None) or "cannot be read"
                 continue
             reasons = _reasons(res.failing_rows, drop_ids)
-            if ds.format in ("parquet", "arrow"):
+            if rewrite_mode(ds.format) == "table":
                 _clean_table(ds, reasons, res.rows or 0, stage, sc)
                 written.append((ds.rel, sc.kept))
             else:

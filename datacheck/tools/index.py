@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from datacheck.execute.setup import config_and_source
+from datacheck.formats.discovery import discover
+from datacheck.formats.registry import hash_shard
 from datacheck.io.dataindex import IndexEntry, build_index, compare_index, count_rows, read_index, write_index
-from datacheck.io.discover import discover
-from datacheck.io.hashing import hash_shard
 from datacheck.io.outputs import check_outputs
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError

@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.io.read import open_for_checks
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config

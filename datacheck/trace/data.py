@@ -7,7 +7,7 @@ a recorded ledger (:func:`ledger_rows`, through :func:`datacheck.torch.ledger.re
 (``datacheck.torch.plan``, :func:`plan_rows`).
 
 Global row index = position in the dataset's shards concatenated in discovery order (sorted
-relative paths, :func:`datacheck.io.discover.discover`), 0-based, as a map-style dataset over those
+relative paths, :func:`datacheck.formats.discovery.discover`), 0-based, as a map-style dataset over those
 shards numbers its samples.
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.engine.shard import audit_frame
-from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.formats.discovery import discover
+from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file, index_hash
 from datacheck.io.outputs import write_bytes_atomic
 from datacheck.io.read import open_for_checks

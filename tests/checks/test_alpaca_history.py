@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datacheck.engine.shard import audit_frame, audit_shard
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.io.hashing import hash_file
 from datacheck.io.read import open_for_checks
 from datacheck.model.config import config_from_dict

@@ -13,8 +13,8 @@ from conftest import SHARED
 
 import datacheck
 from datacheck.engine.shard import audit_shard
+from datacheck.formats.discovery import discover
 from datacheck.io import chat
-from datacheck.io.discover import discover
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import UsageError

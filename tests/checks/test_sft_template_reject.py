@@ -18,8 +18,8 @@ from conftest import SHARED
 
 from datacheck.checks._expr import counts_to_pairs
 from datacheck.engine.shard import audit_shard
+from datacheck.formats.discovery import discover
 from datacheck.io import chat
-from datacheck.io.discover import discover
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
 

@@ -20,7 +20,7 @@ import datacheck.engine.shard as runner
 import datacheck.execute.audit as api
 import datacheck.formats.registry as readers
 from datacheck.execute.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.model.config import Config, config_from_dict
 from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult

@@ -8,8 +8,9 @@ import pytest
 from conftest import SHARED
 
 import datacheck
+from datacheck.formats.discovery import discover
+from datacheck.formats.jsonl import sniff_json_array
 from datacheck.formats.records import RecordLayoutError, json_array_records
-from datacheck.io.discover import discover, sniff_json_array
 from datacheck.io.read import open_for_checks
 from datacheck.model.config import Config
 

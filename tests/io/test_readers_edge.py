@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checks"))
 from checkhelp import findings, one  # noqa: E402
 
 import datacheck  # noqa: E402
-from datacheck.io.discover import discover  # noqa: E402
+from datacheck.formats.discovery import discover  # noqa: E402
 from datacheck.model.errors import UsageError  # noqa: E402
 
 BOM = b"\xef\xbb\xbf"

@@ -16,8 +16,9 @@ import pytest
 from conftest import SHARED
 
 import datacheck
-from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.hashing import hash_shard
+from datacheck.formats.discovery import discover
+from datacheck.formats.registry import hash_shard
+from datacheck.io.discover import DiscoveredShard
 from datacheck.io.read import open_for_checks
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import UsageError

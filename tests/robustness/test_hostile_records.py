@@ -7,8 +7,8 @@ import json
 import pytest
 from conftest import run_cli
 
+from datacheck.formats.discovery import discover
 from datacheck.formats.records import jsonl_records
-from datacheck.io.discover import discover
 from datacheck.io.read import open_for_checks
 from datacheck.io.safejson import MAX_JSON_DEPTH
 from datacheck.model.config import Config
