@@ -31,9 +31,8 @@ from datacheck.formats.batches import (
     file_batches,
     forced_batch_rows,
     iter_batches,
-    read_parquet_columns,
-    read_parquet_rows,
 )
+from datacheck.formats.parquet import read_parquet_columns, read_parquet_rows
 from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state

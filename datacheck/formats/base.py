@@ -29,7 +29,7 @@ from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["Format", "FormatError", "ReadOptions", "ShardData", "normalize_frame", "normalize_shard"]
+__all__ = ["Format", "FormatError", "ReadOptions", "ShardData", "cast_frame", "normalize_frame", "normalize_shard"]
 
 
 class FormatError(Exception):
@@ -106,6 +106,13 @@ def normalize_frame(lf: pl.LazyFrame) -> ShardData:
     """An in-memory frame as an opened shard: fixed-size lists as lists (see :func:`_normalize`),
     no decode findings, no line numbers. Raises :class:`Unreadable` when its schema cannot be read."""
     return _normalize(ShardData(lf=lf))
+
+
+def cast_frame(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """``df`` with the columns of ``schema`` it holds cast to their dtypes there (a batch given the
+    dtypes of the shard's checked schema)."""
+    casts = {c: t for c, t in schema.items() if c in df.schema and df.schema[c] != t}
+    return df.cast(casts) if casts else df  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

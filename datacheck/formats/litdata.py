@@ -13,7 +13,7 @@ The folder's ``index.json`` gives ``config.data_format`` (one format per field o
 ``["jpeg", "pickle"]``) and, per chunk, ``filename``, ``chunk_size`` (items) and ``chunk_bytes``.
 Writers differ on ``chunk_bytes``: ``lightning.data`` (2023) stored the items' bytes without the
 ``4*(N+2)``-byte header, ``litdata`` stores the file size; both are accepted (see
-:func:`expected_chunk_sizes`). The set-level rules (missing, orphan, resized and duplicated chunks,
+:func:`datacheck.io.litdataindex.expected_chunk_sizes`). The set-level rules (missing, orphan, resized and duplicated chunks,
 item counts) are checked against the index in :mod:`datacheck.io.dataindex`.
 
 Columns: ``field_<i>`` per field, decoded by format: ``int`` (Int64, 8-byte little-endian),
@@ -36,20 +36,10 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
+from datacheck.io.litdataindex import is_litdata_index
 from datacheck.io.shardbytes import Unreadable
 
-__all__ = ["is_litdata_index", "expected_chunk_sizes", "read_litdata_chunk", "FORMAT", "litdata_folder", "sniff"]
-
-
-def is_litdata_index(doc: Any) -> bool:
-    """True when a parsed ``index.json`` is a litdata index (``chunks`` and ``config`` keys)."""
-    return isinstance(doc, dict) and isinstance(doc.get("chunks"), list) and isinstance(doc.get("config"), dict)
-
-
-def expected_chunk_sizes(chunk_bytes: int, items: int) -> tuple[int, int]:
-    """The file sizes a chunk of ``items`` items and ``chunk_bytes`` may have: the size itself
-    (``litdata``) and the size plus the ``4*(items+2)``-byte header (``lightning.data`` 2023)."""
-    return chunk_bytes, chunk_bytes + 4 * (items + 2)
+__all__ = ["FORMAT", "is_litdata_index", "litdata_folder", "read_litdata_chunk", "sniff"]
 
 
 def _formats(path: Path) -> list[str] | None:

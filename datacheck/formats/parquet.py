@@ -1,9 +1,8 @@
 """Parquet shards (``.parquet``, ``.pq``).
 
 - A local file: ``pl.scan_parquet`` (lazy; the fused query reads only the needed columns; the
-  engine's batches are pyarrow record batches of only the needed columns,
-  :mod:`datacheck.formats.batches`, and the candidate rows of key checks are read again from only
-  the row groups that hold them, :func:`datacheck.formats.batches.read_parquet_rows`).
+  engine's batches are pyarrow record batches of only the needed columns, and the candidate rows of
+  key checks are read again from only the row groups that hold them: see below).
 - Arrow types polars cannot read (union, interval, run-end-encoded, list views, decimal256): the
   file is read by pyarrow instead, converted where a lossless polars type exists and the other
   columns dropped with a ``schema.dtype`` finding each
@@ -13,19 +12,30 @@
   and scanned lazily by polars (``pl.scan_pyarrow_dataset``), so only the footer and the columns the
   checks need are fetched (:func:`open_remote`).
 - A file that does not open: zero bytes, bad leading or footer magic, else the reader's message.
+- The engine's batches (:func:`_parquet_batches`): ``pyarrow.parquet.ParquetFile.iter_batches`` over
+  only the needed columns (pyarrow decodes page by page inside a row group; polars' own reader
+  decodes a whole row group for any slice of it, 8x slower on a 400k-row row group cut in 8), the
+  next batch decoded, converted and cast in a background thread; the batch size from the footer
+  alone where it can (:func:`_footer_bytes`). Rows read again: only the row groups that hold them
+  (:func:`read_parquet_rows`).
 """
 from __future__ import annotations
 
+import queue
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
-from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
+from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, store_reason
 
-__all__ = ["FORMAT", "open_parquet", "open_remote"]
+#: rows decoded to estimate the decoded bytes of a row when the footer alone does not tell
+_SAMPLE_ROWS = 1024
+
+__all__ = ["FORMAT", "batchable", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
 
 
 def _read_parquet(path: Path) -> ShardData:
@@ -98,6 +108,228 @@ def open_remote(fs: Any, path: str, url: str) -> ShardData:
     except READ_ERRORS as exc:
         raise Unreadable(_parquet_reason(Path(path), exc, fs=fs, url=url)) from None
     return normalize_shard(ShardData(lf=lf))
+
+
+def batchable(path: Path, columns: list[str]) -> bool:
+    """The parquet file's ``columns`` can be read in batches straight from the file (pyarrow): all
+    present and of types polars takes as stored (else the read path converted them)."""
+    import pyarrow.parquet as pq
+
+    try:
+        arrow = pq.read_schema(path)
+    except Exception:  # noqa: BLE001 - the engine's read reports the problem
+        return False
+    return set(columns) <= set(arrow.names) and not needs_conversion(arrow)
+
+
+def _footer_bytes(pf: Any, columns: list[str]) -> int | None:
+    """The decoded (Arrow) bytes of ``columns`` from the footer alone, when each is a fixed-width
+    value or a list of them (token lists): leaf values (the column chunks' ``num_values``, summed
+    over row groups; a null or empty list counts one) times the value width, plus the list offsets
+    and validity bitmaps. None for any other type (strings, structs, nested lists): the caller
+    then decodes the first rows. Decoding the first rows of a shard stored as one row group made
+    pyarrow decompress whole column chunks: 1.25 s CPU on the 50M-token ``bench_sft.py`` shard
+    (read_parquet of all of it: about 3 s), against microseconds here."""
+    import pyarrow as pa
+
+    md = pf.metadata
+    arrow = pf.schema_arrow
+    leaves: dict[str, list[int]] = {}
+    for j in range(md.num_columns):
+        leaves.setdefault(md.schema.column(j).path.split(".")[0], []).append(j)
+    total = 0
+    for name in columns:
+        if name not in arrow.names or len(leaves.get(name, [])) != 1:
+            return None
+        t = arrow.field(name).type
+        per_row = 0.125  # the validity bit of the row
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            per_row += 4 if pa.types.is_list(t) else 8
+            t = t.value_type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+            return None
+        width = 0.125 if pa.types.is_boolean(t) else t.bit_width / 8
+        j = leaves[name][0]
+        values = sum(md.row_group(g).column(j).num_values for g in range(md.num_row_groups))
+        total += int(values * (width + 0.125) + md.num_rows * per_row)
+    return total
+
+
+def _parquet_rows_bytes(path: Path, columns: list[str]) -> tuple[int, float] | None:
+    """(rows, decoded bytes per row of ``columns``) of a parquet file, or None when unknown. The
+    rows come from the footer; the bytes per row from the footer's value counts for fixed-width
+    columns and lists of them (:func:`_footer_bytes`), else from decoding the first
+    ``_SAMPLE_ROWS`` rows (the footer's page sizes are of encoded pages: dictionary and RLE
+    encoding make token lists look several times smaller than they decode)."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False)
+        rows = pf.metadata.num_rows
+        if rows == 0:
+            return 0, 0.0
+        footer = _footer_bytes(pf, columns)
+        if footer is not None:
+            return rows, footer / rows
+        first = next(pf.iter_batches(batch_size=_SAMPLE_ROWS, columns=columns), None)
+    except Exception:  # noqa: BLE001 - the engine's read reports the problem
+        return None
+    if first is None or first.num_rows == 0:
+        return rows, 0.0
+    return rows, first.nbytes / first.num_rows
+
+
+def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None, total: int | None = None,
+             last: int | None = None) -> Iterator[Any]:
+    """The parquet file's ``columns`` as pyarrow tables of ``rows`` rows, each one record batch as
+    ``ParquetFile.iter_batches`` decodes it (contiguous: no copy; its batches run across row groups):
+
+    - ``first``: the first ``first`` rows come first on their own, decoded by a second reader (so the
+      engine's checks start after a short decode); the first piece of ``rows`` is then handed out from
+      row ``first`` on (a zero-copy slice: the first rows are decoded twice, 1/8 of a batch);
+    - ``total`` (the file's rows) and ``last``: the final piece is cut in two zero-copy slices so that
+      the final batch holds at most ``last`` rows (after the decode's end only a short batch is left
+      to check).
+
+    Decoding whole batches with pyarrow's threads costs no more than pieces of 1/8 (1.45 vs 1.56 CPU
+    s for the 1 GiB x 128 shard of benchmarks/bench_audit.py; dec4.py with issue 14's note), and
+    joining pieces into a batch (``combine_chunks``) cost 33 ms a 38,917 x 128 batch; a batch of
+    several chunks cost the checks more (0.9 CPU s on that shard).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # pre_buffer=False: with pyarrow's default (True) the reader keeps every row group's
+    # pre-buffered column chunks allocated until the file is closed, so memory grew with the
+    # shard (pyarrow.total_allocated_bytes 672 MiB after a 4 GiB shard; 19 MiB without it).
+    done = 0
+    if first:
+        head = next(pq.ParquetFile(path, pre_buffer=False).iter_batches(
+            batch_size=first, columns=columns, use_threads=True), None)
+        if head is None:
+            return
+        done = head.num_rows
+        yield pa.Table.from_batches([head])
+    skip = done
+    for rb in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=rows, columns=columns, use_threads=True):
+        t = pa.Table.from_batches([rb])
+        if skip:
+            cut = min(skip, t.num_rows)
+            t, skip = t.slice(cut), skip - cut
+            if not t.num_rows:
+                continue
+        n = t.num_rows
+        if total is not None and last and done + n >= total and n > last:
+            yield t.slice(0, n - last)
+            yield t.slice(n - last)
+        else:
+            yield t
+        done += n
+
+
+def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, pl.DataType],
+                     first: int | None = None, total: int | None = None,
+                     last: int | None = None) -> Iterator[pl.DataFrame]:
+    """Batches of ``rows`` rows (:func:`_decoded`: with ``first``, a first batch of ``first`` rows;
+    with ``total`` and ``last``, a final batch of at most ``last`` rows), decoded by pyarrow,
+    converted to polars and cast to ``want`` in a background thread one batch ahead of the consumer:
+    the engine's thread only runs the checks.
+
+    Raises:
+        Unreadable: decoding or casting a batch failed (the first line of pyarrow's or polars' message).
+    """
+    done = object()
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for table in _decoded(path, columns, rows, first, total, last):
+                q.put(cast_frame(pl.from_arrow(table), want))  # type: ignore[arg-type]
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which reports it
+            q.put(exc)
+
+    t = threading.Thread(target=produce, name="datacheck-parquet-decode", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                msg = str(item).splitlines()[0] if str(item) else type(item).__name__
+                raise Unreadable(f"reading the data failed: {msg}")
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(timeout=0.05)
+
+
+def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The ``columns`` of the parquet file ``path`` (``rows`` rows, >= 1) as one frame with the dtypes
+    of ``schema``, decoded by pyarrow as one record batch (:func:`_decoded`): the one-batch read of
+    a shard. It takes about half the CPU of polars' own reader on token lists (1.45 vs 3.2 CPU s for
+    the 1 GiB x 128 shard of benchmarks/bench_audit.py decoded in batches).
+
+    Raises:
+        Unreadable: decoding failed (the first line of pyarrow's or polars' message).
+    """
+    want = {c: schema[c] for c in columns}
+    got = list(_parquet_batches(path, columns, rows, want))
+    return got[0] if len(got) == 1 else pl.concat(got)
+
+
+def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The shard rows ``rows`` (0-based; any order, repeats ignored) of the parquet file ``path``:
+    ``__row`` (UInt32, the shard row) first, then ``columns`` with the dtypes of ``schema``, in row
+    order. Only the row groups that hold one of them are decoded (the footer gives each group's
+    rows), one at a time, so memory is one row group: the engine reads candidate rows of a
+    multi-batch shard again this way (duplicate candidates, examples of checks decided after the
+    batches). Decoding the batches again up to the last wanted row took 4.9 of the 15.3 s of
+    auditing benchmarks/bench_audit.py's 4 GiB x 128 shard for 2 candidate rows (in the 8th and the
+    24th of its 32 row groups), against those 2 row groups here.
+
+    Raises:
+        Unreadable: the file or a row group cannot be decoded (the first line of pyarrow's message),
+            or a row is past the file's end.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    want = {c: schema[c] for c in columns}
+    wanted = np.unique(np.asarray(rows, dtype=np.int64))
+    parts: list[pl.DataFrame] = []
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False)
+        md = pf.metadata
+        starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
+        if wanted.size and (wanted[0] < 0 or wanted[-1] >= starts[-1]):
+            raise Unreadable(f"reading rows again failed: row {int(wanted[-1])} is past the file's "
+                             f"{int(starts[-1])} rows (the file changed while being audited?)")
+        group = np.searchsorted(starts, wanted, side="right") - 1
+        for g in np.unique(group):
+            inside = wanted[group == g]
+            table = pf.read_row_group(int(g), columns=columns, use_threads=True).take(pa.array(inside - starts[g]))
+            part = cast_frame(pl.from_arrow(table), want)  # type: ignore[arg-type]
+            parts.append(part.insert_column(0, pl.Series("__row", inside, dtype=pl.UInt32)))
+    except Unreadable:
+        raise
+    except (pa.ArrowException, OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise Unreadable(f"reading the data failed: {msg}") from None
+    if not parts:
+        return pl.DataFrame([pl.Series("__row", [], dtype=pl.UInt32),
+                             *[pl.Series(c, [], dtype=t) for c, t in want.items()]])
+    return pl.concat(parts) if len(parts) > 1 else parts[0]
 
 
 FORMAT = Format(

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datacheck.formats.batches import _footer_bytes, _parquet_rows_bytes
+from datacheck.formats.parquet import _footer_bytes, _parquet_rows_bytes
 
 
 def _write(tmp_path, table: pa.Table, row_group_size: int | None = None):

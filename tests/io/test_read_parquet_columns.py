@@ -8,7 +8,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from datacheck.formats.batches import read_parquet_columns, read_parquet_rows
+from datacheck.formats.parquet import read_parquet_columns, read_parquet_rows
 from datacheck.io.shardbytes import Unreadable
 
 
