@@ -33,10 +33,11 @@ import polars as pl
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
 from datacheck.formats.stream_source import lazy_source
-from datacheck.io.shardbytes import Unreadable
+from datacheck.io.shardbytes import Unreadable, read_bytes
+from datacheck.io.stores import is_url
 from datacheck.model.findings import Finding
 
-__all__ = ["FORMAT", "IpcStream", "open_arrow"]
+__all__ = ["FORMAT", "IpcStream", "open_arrow", "read_table"]
 
 #: rows handed to polars at once by the LazyFrame scan when polars gives no batch size
 _SCAN_ROWS = 65_536
@@ -200,6 +201,33 @@ def open_arrow(path: Path) -> ShardData:
     return ShardData(lf=stream.lazy(), decode_findings=findings, stream=stream)
 
 
+def read_table(path: Path | str) -> tuple[Any, str]:
+    """The whole Arrow IPC file or stream (a local path or the URL of an object in a store) as one
+    pyarrow Table, fully validated (never hand corrupt offsets to a writer or polars), with its writer
+    kind (``"ipc_file"`` or ``"ipc_stream"``: ``clean`` rewrites the kept rows in the same form)."""
+    import pyarrow as pa
+
+    if isinstance(path, str) and is_url(path):
+        buf = pa.BufferReader(read_bytes(path))
+        head = buf.read(6)
+        buf.seek(0)
+        if head == b"ARROW1":
+            table, kind = pa.ipc.open_file(buf).read_all(), "ipc_file"
+        else:
+            table, kind = pa.ipc.open_stream(buf).read_all(), "ipc_stream"
+        validate_arrow(table, path)
+        return table, kind
+    with open(path, "rb") as f:
+        head = f.read(6)
+    with pa.memory_map(str(path), "r") as src:
+        if head == b"ARROW1":
+            table, kind = pa.ipc.open_file(src).read_all(), "ipc_file"
+        else:
+            table, kind = pa.ipc.open_stream(src).read_all(), "ipc_stream"
+    validate_arrow(table, str(path))
+    return table, kind
+
+
 def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return normalize_shard(open_arrow(path))
 
@@ -210,4 +238,5 @@ FORMAT = Format(
     extensions=((".arrow", "arrow"), (".ipc", "arrow"), (".feather", "arrow")),
     forced_extensions={"arrow": (".arrow", ".ipc", ".feather")},
     rewrite={"arrow": "table"},
+    table=read_table,
 )

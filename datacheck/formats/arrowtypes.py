@@ -1,14 +1,18 @@
 """Arrow data as the engine (polars) can take it: full validation before polars sees a buffer
 (:func:`validate_arrow`), and the Arrow types polars cannot read converted where a lossless polars
 type exists, the other columns dropped with a ``schema.dtype`` finding each (:func:`arrow_for_polars`).
-Shared by the parquet and Arrow IPC readers, the parquet batches and ``clean``.
+Shared by the parquet and Arrow IPC readers and the parquet batches; :func:`write_table` writes the
+rows ``clean`` keeps in the shard's own form (parquet, Arrow IPC file or stream).
 """
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
 
-__all__ = ["arrow_for_polars", "needs_conversion", "validate_arrow"]
+__all__ = ["arrow_for_polars", "needs_conversion", "validate_arrow", "write_table"]
 
 
 def _polars_type(t):
@@ -121,3 +125,21 @@ def validate_arrow(data, where: str) -> None:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Unreadable(f"corrupt Arrow data in {where} (full validation failed: {msg}); "
                          "the file was damaged or written by a broken writer: re-create or re-download it") from None
+
+
+def write_table(table, path: Path, kind: str) -> None:
+    """Write the pyarrow ``table`` to ``path`` as ``kind`` (``"parquet"``, ``"ipc_file"`` or
+    ``"ipc_stream"``: the writer kind :func:`datacheck.formats.registry.read_table` gave), synced to disk."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "parquet":
+        pq.write_table(table, path)
+    else:
+        with pa.OSFile(str(path), "wb") as sink:
+            opener = pa.ipc.new_file if kind == "ipc_file" else pa.ipc.new_stream
+            with opener(sink, table.schema) as w:
+                w.write_table(table)
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())

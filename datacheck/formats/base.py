@@ -145,6 +145,8 @@ class Format:
         companions: ``path -> the paths of the files that belong to the shard`` (same store or
             folder; hashed before the shard's own bytes, copied with it from a store).
         rewrite: format name -> ``"records"`` / ``"table"`` (how ``clean`` writes kept rows).
+        table: for a ``"table"`` rewrite, ``path -> (pyarrow Table, writer kind)``: the whole shard
+            (a local path or a URL) as ``clean`` rewrites it.
     """
 
     names: tuple[str, ...]
@@ -154,6 +156,7 @@ class Format:
     sniff: Callable[[Path], str | None] | None = None
     companions: Callable[[str], list[str]] = _no_companions
     rewrite: dict[str, str] = field(default_factory=dict)
+    table: Callable[[Path | str], tuple[Any, str]] | None = None
 
     @property
     def name(self) -> str:

@@ -30,12 +30,13 @@ import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
-from datacheck.io.shardbytes import READ_ERRORS, Unreadable, store_reason
+from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes, store_reason
+from datacheck.io.stores import is_url
 
 #: rows decoded to estimate the decoded bytes of a row when the footer alone does not tell
 _SAMPLE_ROWS = 1024
 
-__all__ = ["FORMAT", "batchable", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
+__all__ = ["FORMAT", "batchable", "read_table", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
 
 
 def _read_parquet(path: Path) -> ShardData:
@@ -88,6 +89,17 @@ def _parquet_reason(path: Path, exc: BaseException, fs=None, url: str = "") -> s
     if tail != b"PAR1":
         return f"truncated parquet file: no footer magic at the end ({size} bytes; the write was cut off)"
     return f"parquet reader error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def read_table(path: Path | str) -> tuple[Any, str]:
+    """The whole parquet file (a local path or the URL of an object in a store) as one pyarrow
+    Table, with its writer kind ``"parquet"`` (``clean`` rewrites the kept rows with it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if isinstance(path, str) and is_url(path):
+        return pq.read_table(pa.BufferReader(read_bytes(path))), "parquet"
+    return pq.read_table(path), "parquet"
 
 
 def open_parquet(path: Path, fmt: str = "parquet", opts: ReadOptions | None = None) -> ShardData:
@@ -338,4 +350,5 @@ FORMAT = Format(
     extensions=((".parquet", "parquet"), (".pq", "parquet")),
     forced_extensions={"parquet": (".parquet", ".pq")},
     rewrite={"parquet": "table"},
+    table=read_table,
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from datacheck.formats import arrow, csv, jsonl, litdata, mds, megatron, parquet, webdataset
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
@@ -20,7 +21,7 @@ from datacheck.io.shardbytes import READ_ERRORS, Unreadable, store_reason
 from datacheck.io.stores import filesystem, is_url
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["FORMATS", "REWRITABLE", "companions", "format_named", "hash_shard", "open_shard", "rewrite_mode"]
+__all__ = ["FORMATS", "REWRITABLE", "companions", "format_named", "hash_shard", "open_shard", "read_table", "rewrite_mode"]
 
 #: every format, in the order discovery tries their extensions and sniffers
 FORMATS: tuple[Format, ...] = (jsonl.FORMAT, csv.FORMAT, parquet.FORMAT, arrow.FORMAT, mds.FORMAT,
@@ -37,6 +38,16 @@ def rewrite_mode(fmt: str) -> str | None:
     """How ``clean`` writes the kept rows of a shard of format ``fmt`` (``"records"``: lines copied
     byte for byte; ``"table"``: the Arrow table written again), or None: it cannot."""
     return REWRITABLE.get(fmt)
+
+
+def read_table(path: Path | str, fmt: str) -> tuple[Any, str]:
+    """The whole shard ``path`` of a ``"table"``-rewritten format as one pyarrow Table and the writer
+    kind to write kept rows back with (:func:`datacheck.formats.arrowtypes.write_table`). Raises
+    ValueError for a format that is not rewritten as a table, and what reading raises."""
+    f = _BY_NAME.get(fmt)
+    if f is None or f.table is None:
+        raise ValueError(f"format {fmt!r} is not rewritten as a table")
+    return f.table(path)
 
 
 def format_named(name: str) -> Format | None:

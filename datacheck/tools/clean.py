@@ -66,10 +66,10 @@ from typing import Any
 import polars as pl
 
 from datacheck.engine.shard import audit_file
-from datacheck.formats.arrowtypes import validate_arrow
+from datacheck.formats.arrowtypes import write_table
 from datacheck.formats.discovery import discover
 from datacheck.formats.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
-from datacheck.formats.registry import REWRITABLE, rewrite_mode
+from datacheck.formats.registry import REWRITABLE, read_table, rewrite_mode
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_bytes, hash_file
@@ -269,54 +269,6 @@ def _fsync_write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def _read_table(path: Path | str, fmt: str):
-    """(pyarrow Table, writer kind) for parquet / Arrow IPC file / Arrow IPC stream; ``path`` may be the
-    URL of an object in a store."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if isinstance(path, str) and is_url(path):  # a shard in an object store: its bytes, then as a local file
-        buf = pa.BufferReader(read_bytes(path))
-        if fmt == "parquet":
-            return pq.read_table(buf), "parquet"
-        head = buf.read(6)
-        buf.seek(0)
-        if head == b"ARROW1":
-            table, kind = pa.ipc.open_file(buf).read_all(), "ipc_file"
-        else:
-            table, kind = pa.ipc.open_stream(buf).read_all(), "ipc_stream"
-        validate_arrow(table, path)
-        return table, kind
-    if fmt == "parquet":
-        return pq.read_table(path), "parquet"
-    with open(path, "rb") as f:
-        head = f.read(6)
-    if head == b"ARROW1":
-        with pa.memory_map(str(path), "r") as src:
-            table, kind = pa.ipc.open_file(src).read_all(), "ipc_file"
-    else:
-        with pa.memory_map(str(path), "r") as src:
-            table, kind = pa.ipc.open_stream(src).read_all(), "ipc_stream"
-    validate_arrow(table, str(path))  # never hand corrupt offsets to a writer or polars (issue 15 item 1)
-    return table, kind
-
-
-def _write_table(table, path: Path, kind: str) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "parquet":
-        pq.write_table(table, path)
-    else:
-        with pa.OSFile(str(path), "wb") as sink:
-            opener = pa.ipc.new_file if kind == "ipc_file" else pa.ipc.new_stream
-            with opener(sink, table.schema) as w:
-                w.write_table(table)
-    with open(path, "rb+") as f:
-        os.fsync(f.fileno())
-
-
 @dataclass
 class _Record:
     """One JSONL/CSV record (:class:`datacheck.formats.records.LineRecord`) with its content hash: a row's
@@ -416,14 +368,14 @@ def _take(table, idx: list[int]):
 def _clean_table(ds: DiscoveredShard, reasons: dict[int, list[str]], rows: int, stage: Path, sc: ShardClean) -> None:
     import pyarrow as pa
 
-    table, kind = _read_table(ds.source, ds.format)
+    table, kind = read_table(ds.source, ds.format)
     if table.num_rows != rows:
         raise InternalError(f"{ds.rel}: pyarrow reads {table.num_rows} rows but the audit read {rows}")
     hashes = row_hashes(table)
     drop_idx = sorted(reasons)
     keep_idx = [i for i in range(rows) if i not in reasons]
     kept = _take(table, keep_idx)
-    _write_table(kept, stage / ds.rel, kind)
+    write_table(kept, stage / ds.rel, kind)
     q = _take(table, drop_idx)
     meta = {
         "_datacheck_row": pa.array(drop_idx, type=pa.int64()),
@@ -435,13 +387,13 @@ def _clean_table(ds: DiscoveredShard, reasons: dict[int, list[str]], rows: int, 
     for name, arr in meta.items():
         q = q.append_column(name, arr)
     if drop_idx:  # a quarantine file only for a shard that lost rows
-        _write_table(q, stage / QUARANTINE_DIR / ds.rel, kind)
+        write_table(q, stage / QUARANTINE_DIR / ds.rel, kind)
     for i in drop_idx:
         _count(sc, reasons[i])
     sc.input_rows, sc.kept, sc.quarantined = rows, len(keep_idx), len(drop_idx)
     # proof: read back what was written and compare per-row content hashes with the input, in order
-    back, _ = _read_table(stage / ds.rel, ds.format)
-    qback = _read_table(stage / QUARANTINE_DIR / ds.rel, ds.format)[0] if drop_idx else q
+    back, _ = read_table(stage / ds.rel, ds.format)
+    qback = read_table(stage / QUARANTINE_DIR / ds.rel, ds.format)[0] if drop_idx else q
     got_q = row_hashes(qback.drop_columns(list(META_COLUMNS)))
     _verify(ds.rel, hashes, keep_idx, row_hashes(back), drop_idx, got_q,
             qback.column("_datacheck_row").to_pylist())

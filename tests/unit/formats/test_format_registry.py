@@ -11,8 +11,17 @@ import polars as pl
 import pytest
 
 from datacheck.formats import arrow, csv, jsonl, litdata, mds, megatron, parquet, webdataset
+from datacheck.formats.arrowtypes import write_table
 from datacheck.formats.discovery import EXTENSIONS, RULES, discover, format_of
-from datacheck.formats.registry import FORMATS, companions, format_named, hash_shard, open_shard, rewrite_mode
+from datacheck.formats.registry import (
+    FORMATS,
+    companions,
+    format_named,
+    hash_shard,
+    open_shard,
+    read_table,
+    rewrite_mode,
+)
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import config_from_dict
 
@@ -145,3 +154,25 @@ def test_discovery_asks_the_formats(tmp_path):
                                                          ("m.bin", "megatron")]
     assert [i["path"] for i in disc.ignored_data] == ["x.bin"]
     assert "m.idx" in disc.ignored and Path(tmp_path / "m.idx").exists()
+
+
+@pytest.mark.parametrize("name,fmt,kind", [("t.parquet", "parquet", "parquet"), ("f.arrow", "arrow", "ipc_file"),
+                                           ("s.arrow", "arrow", "ipc_stream")])
+def test_clean_reads_and_writes_a_table_shard_in_its_own_form(tmp_path, name, fmt, kind):
+    df = pl.DataFrame(ROWS)
+    path = tmp_path / name
+    if kind == "parquet":
+        df.write_parquet(path)
+    elif kind == "ipc_file":
+        df.write_ipc(path)
+    else:
+        df.write_ipc_stream(path)
+    table, got_kind = read_table(path, fmt)
+    assert got_kind == kind and table.num_rows == 25
+    there, _ = read_table(_memory(name, path.read_bytes()), fmt)
+    assert there.equals(table)
+    write_table(table.slice(0, 3), tmp_path / "out" / name, got_kind)
+    back, back_kind = read_table(tmp_path / "out" / name, fmt)
+    assert back_kind == kind and pl.from_arrow(back).equals(df.head(3))  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="not rewritten as a table"):
+        read_table(path, "jsonl")
