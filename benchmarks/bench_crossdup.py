@@ -89,7 +89,7 @@ def payloads(root: Path) -> Path:
 
     from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY
     from datacheck.execute.audit import hash_shards
-    from datacheck.io.discover import discover
+    from datacheck.formats.discovery import discover
     from datacheck.model.config import Config
 
     out = root.with_name(root.name + "_payloads")

@@ -2,7 +2,7 @@
 
 polars' NDJSON reader turns a column that mixes JSON types into strings silently; datacheck then
 parses frames with a string-bearing column again with Arrow's strict JSON reader
-(``datacheck.io.readers._types_as_written``). This measures, in one run on one generated file
+(``datacheck.formats.jsonvalues._types_as_written``). This measures, in one run on one generated file
 (ROWS records of ``{"text": ..., "label": int, "score": float}``, seeded):
 
 - polars: ``pl.read_ndjson`` alone (the reader before the check),
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import polars as pl
 
-from datacheck.io.discover import DiscoveredShard
 from datacheck.derive.read import open_for_checks
-from datacheck.io.readers import _types_as_written
+from datacheck.formats.jsonvalues import _types_as_written
+from datacheck.io.discover import DiscoveredShard
 from datacheck.model.config import config_from_dict
 
 WORK = Path(__file__).resolve().parent / "_work"

@@ -65,9 +65,9 @@ def main() -> None:
 
     import datacheck
     from datacheck.checks.registry import Payload, ShardContext, Stat, shard_plan
-    from datacheck.engine import shard as eng
-    from datacheck.io.discover import discover
     from datacheck.derive.read import open_for_checks
+    from datacheck.engine import shard as eng
+    from datacheck.formats.discovery import discover
     from datacheck.model.config import Config
 
     if a.sft:

@@ -1,7 +1,7 @@
 """decode: a shard that cannot be opened or parsed (``decode.unreadable``).
 
 Record-level decode findings (``decode.bad_record``, ``decode.invalid_utf8``) come from the shard
-reader itself (:mod:`datacheck.io.readers`), which finds them while opening the shard.
+reader itself (the format's reader, :mod:`datacheck.formats`), which finds them while opening the shard.
 """
 from __future__ import annotations
 

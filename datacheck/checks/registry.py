@@ -254,7 +254,7 @@ class RowCheck:
 class Stat:
     """An aggregate that goes into the shard's ``stats`` under ``key`` (after ``post``).
 
-    A shard larger than one batch (:mod:`datacheck.io.batches`) evaluates ``expr`` on each batch;
+    A shard larger than one batch (:mod:`datacheck.formats.batches`) evaluates ``expr`` on each batch;
     ``merge`` combines the batches' values (as Python values, before ``post``, in row order) into
     the value ``expr`` has on the whole shard, and ``post`` runs once on it. Write ``expr`` as
     mergeable partial aggregates (counts, sums, exact value counts, min/max, moments) and derive
@@ -593,7 +593,7 @@ DERIVES: dict[str, frozenset[str]] = {}
 #: check ID -> the hook for a shard that cannot be read (``fn(shard, format, reason) -> findings``)
 UNREADABLE: dict[str, Callable[[str, str, str], Iterable[Finding]]] = {}
 #: IDs the shard reader itself produces while opening (``ShardData.decode_findings``): ID -> producer module
-READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.io.readers", "decode.invalid_utf8": "datacheck.io.readers"}
+READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.formats", "decode.invalid_utf8": "datacheck.formats"}
 
 
 def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],

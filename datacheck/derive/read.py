@@ -5,11 +5,11 @@ format's reader), casts and roles, then the derived columns the checks need.
 ``schema infer`` and ``audit --against`` all call :func:`open_for_checks`, so they read the same
 columns with the same dtypes:
 
-1. the format's reader (:func:`datacheck.io.readers.open_shard`; a local JSONL, CSV/TSV or Arrow IPC file:
-   :func:`datacheck.io.jsonl_stream.open_jsonl` /
-   :func:`datacheck.io.csv_stream.open_csv` / :func:`datacheck.io.ipc_stream.open_arrow`, which read
-   the file in a streaming pass at open and hand the engine its batches straight from the file,
-   ``CheckInput.stream``; their ``lf`` is a scan that reads the file again when collected): CSV/TSV text columns
+1. the format's reader (:func:`datacheck.formats.registry.open_shard`, the one reader of each format;
+   JSONL, CSV/TSV and Arrow IPC read the file in a streaming pass at open and hand the engine its
+   batches straight from the file, ``CheckInput.stream``; their ``lf`` is a scan that reads the file
+   again when collected; a shard in an object store is copied and read by the same reader, its rows
+   held in memory): CSV/TSV text columns
    (:func:`datacheck.model.roles.text_column_names`: ``[columns] text`` plus the inferred text
    names) are kept as strings even when every value looks like a number; fixed-size lists become
    lists;
@@ -66,11 +66,10 @@ from datacheck.derive.chat import (
 )
 from datacheck.derive.messages import template_turns
 from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, render_pairs, response_turns, split_implicit_pairs
-from datacheck.io.csv_stream import open_csv
+from datacheck.formats.base import ShardData, normalize_frame
+from datacheck.formats.registry import open_shard
 from datacheck.io.discover import DiscoveredShard
-from datacheck.io.ipc_stream import open_arrow
-from datacheck.io.jsonl_stream import open_jsonl
-from datacheck.io.readers import ShardData, Unreadable, normalize_frame, normalize_shard, open_shard
+from datacheck.io.shardbytes import Unreadable
 from datacheck.io.stores import is_url
 from datacheck.model.config import Config
 from datacheck.model.errors import ENGINE_ERRORS
@@ -112,7 +111,7 @@ class CheckInput:
         line_of_row: ``(rows,)`` int64, the 1-based line of each row, or None when it is ``row + line_base``.
         line_base: the line of row 0 when ``line_of_row`` is None.
         path: the shard file (None for an in-memory frame): the engine reads parquet batches from it
-            (:mod:`datacheck.io.batches`).
+            (:mod:`datacheck.formats.batches`).
         stream: the reader's batch source for a local JSONL, CSV/TSV or Arrow IPC shard
             (``ShardData.stream``: ``schema``, ``rows``, ``batches(columns, rows)``; batches read straight
             from the file, the whole decoded shard never held), else None.
@@ -161,13 +160,6 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     """
     if isinstance(source, (pl.DataFrame, pl.LazyFrame)):
         data = normalize_frame(source.lazy())
-    elif isinstance(source, DiscoveredShard) and source.format == "jsonl" and not _remote(source):
-        data = open_jsonl(source.path, cfg.report.max_examples)  # JSON has no fixed-size lists to normalize
-    elif isinstance(source, DiscoveredShard) and source.format in ("csv", "tsv") and not _remote(source):
-        data = normalize_shard(open_csv(Path(source.source), source.format, cfg.dataset, cfg.report.max_examples,
-                                        text_column_names(cfg.columns)))
-    elif isinstance(source, DiscoveredShard) and source.format == "arrow" and not _remote(source):
-        data = normalize_shard(open_arrow(Path(source.source)))
     elif isinstance(source, DiscoveredShard):
         data = open_shard(source.source, source.format, cfg.dataset, cfg.report.max_examples,
                           string_columns=text_column_names(cfg.columns))
@@ -224,11 +216,6 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
                       path=where[0], format=where[1], stream=data.stream, unrendered_pairs=unrendered)
-
-
-def _remote(source: DiscoveredShard) -> bool:
-    """The shard is an object in a store (read by :func:`open_shard`, held in memory)."""
-    return isinstance(source.source, str) and is_url(source.source)
 
 
 def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:

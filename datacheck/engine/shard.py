@@ -28,17 +28,17 @@ from datacheck.checks.registry import (
     unreadable_findings,
 )
 from datacheck.derive.read import CheckInput, open_for_checks
-from datacheck.io.batches import (
+from datacheck.formats.batches import (
     batch_rows,
     file_batches,
     forced_batch_rows,
     iter_batches,
-    read_parquet_columns,
-    read_parquet_rows,
 )
+from datacheck.formats.parquet import read_parquet_columns, read_parquet_rows
+from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
-from datacheck.io.hashing import file_state, hash_shard
-from datacheck.io.readers import Unreadable
+from datacheck.io.hashing import file_state
+from datacheck.io.shardbytes import Unreadable
 from datacheck.io.structs import sorted_fields
 from datacheck.model import catalog
 from datacheck.model.config import Config
@@ -476,7 +476,7 @@ _Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[in
 
 def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[Stat | Payload],
                  schema: dict[str, pl.DataType], max_ex: int) -> _Run:
-    """The shard's checks over its batches (:mod:`datacheck.io.batches`), merged exactly:
+    """The shard's checks over its batches (:mod:`datacheck.formats.batches`), merged exactly:
 
     - row checks: each batch's failing rows offset by the batch's first row, concatenated (row order);
     - stats: each :class:`Stat`'s raw batch values combined by its ``merge``, then ``post`` once;

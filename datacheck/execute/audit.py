@@ -28,10 +28,11 @@ from datacheck.execute.setup import (
     config_and_source,
     prepare_audit,
 )
-from datacheck.io.discover import DiscoveredShard, Discovery, discover
+from datacheck.formats.discovery import discover
+from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hashspill import SpillFolder, spill_rows
 from datacheck.io.outputs import check_output_folders
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import ENGINE_ERRORS, InternalError, UsageError
@@ -292,7 +293,7 @@ def audit(
             Ray is started in this process with ``workers`` CPUs and stopped after the shards.
         follow_symlinks: False (default): a shard found through a symlink that leads outside the
             audited root is not read (listed under ``ignored``); True: it is read (a Hugging Face hub
-            cache snapshot). See :func:`datacheck.io.discover.discover`.
+            cache snapshot). See :func:`datacheck.formats.discovery.discover`.
 
     The keyword arguments become one :class:`~datacheck.execute.setup.AuditOptions` (see
     :func:`run_audit`), the value a part audit takes too.

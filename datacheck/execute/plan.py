@@ -35,11 +35,13 @@ import polars as pl
 from datacheck.checks.batch import supervised_expr, tokens_expr, zero_micro_batches
 from datacheck.checks.crossdup import assign_splits
 from datacheck.derive.read import open_for_checks
-from datacheck.io.discover import DiscoveredShard, Discovery, discover
-from datacheck.io.hashing import hash_file, hash_shard
+from datacheck.formats.discovery import discover
+from datacheck.formats.registry import hash_shard
+from datacheck.io.discover import DiscoveredShard, Discovery
+from datacheck.io.hashing import hash_file
 from datacheck.io.ledger import Ledger, LedgerBatch, read_ledger
 from datacheck.io.outputs import write_frame_atomic
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.order import EpochOrder, epoch_order

@@ -11,8 +11,9 @@ from typing import Iterable
 
 from datacheck.contracts import load_contract
 from datacheck.execute.cache import ShardCache
+from datacheck.formats.discovery import discover
 from datacheck.io.dataindex import DataIndex, read_index, resolve_index_path
-from datacheck.io.discover import Discovery, discover
+from datacheck.io.discover import Discovery
 from datacheck.io.stores import is_url
 from datacheck.model.config import DEFAULT_CONFIG_NAME, Config, config_from_dict, load_config
 from datacheck.model.constants import FAIL_ON
@@ -213,7 +214,7 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
         ConfigError: the contract cannot be loaded (unknown layout, bad YAML, ...).
 
     ``opts.follow_symlinks``: read shards reached through symlinks that lead outside the audited root
-    (:func:`datacheck.io.discover.discover`).
+    (:func:`datacheck.formats.discovery.discover`).
     """
     if opts.fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {opts.fail_on!r}")

@@ -1,3 +1,3 @@
-"""Bytes in and out: shard discovery (:mod:`~datacheck.io.discover`), hashes, object stores, the recorded
-ledger and every write (:mod:`~datacheck.io.outputs`). Names no check ID; the format readers live in
-``datacheck.formats``, the read path in :mod:`datacheck.derive.read`."""
+"""BYTES IN AND OUT: shard discovery (the formats' rules passed in), object stores, hashing, outputs,
+the recorded ledger, the JSON loader, metadata files. Names no check ID. The shard formats, their readers and
+their discovery rules are :mod:`datacheck.formats`; the read path is :mod:`datacheck.derive.read`."""

@@ -44,9 +44,9 @@ from typing import Any, Callable, Iterable
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.io.formats.litdata import expected_chunk_sizes, is_litdata_index
 from datacheck.io.hashing import index_hash
 from datacheck.io.hfmeta import hf_data_files, parse_state
+from datacheck.io.litdataindex import expected_chunk_sizes, is_litdata_index
 from datacheck.io.outputs import write_json_atomic
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.constants import HASH_ALGORITHM

@@ -1,83 +1,37 @@
 """Finding shards: PATH may be a shard file, a folder (searched recursively) or a glob.
 
-Which files are shards:
+Which files are shards of which format is not decided here: the caller passes the formats' rules
+(:class:`ShardRules`; :data:`datacheck.formats.discovery.RULES`, from the format registry, which
+also names this function as :func:`datacheck.formats.discovery.discover`). Here:
 
-- ``[dataset] format = "auto"`` (default): by extension (:data:`_EXT_FORMATS`). A ``.json`` file is
-  sniffed: when it is JSON Lines (its first non-blank byte is ``{`` and its second non-blank line
-  also starts with ``{``) it is audited as ``jsonl``; when it holds one JSON array of records (its
-  first non-blank byte is ``[`` and the next one ``{``, as LLaMA-Factory's and FastChat's data files)
-  it is audited as ``json``; otherwise it is listed as ignored.
-- a forced format applies only to plausible data files of that format (:data:`FORCED_EXTENSIONS`,
-  also compressed where the reader decompresses, and files without an extension); never to code,
-  docs, config or metadata (:data:`NEVER_SHARD_SUFFIXES`, :data:`_METADATA_NAMES`, hidden files).
-- the shard formats of :mod:`datacheck.io.formats`: ``.mds`` (also ``.mds.zstd/.gz/.bz2``) is MosaicML
-  MDS; ``.tar``/``.tar.gz``/``.tgz`` is WebDataset; a ``<prefix>.bin`` with a ``<prefix>.idx`` beside it
-  is one Megatron shard (the shard is the ``.bin``; its ``.idx`` is read and hashed with it, and is not
-  listed on its own); a ``.bin`` in a folder whose ``index.json`` is a litdata index is a litdata chunk.
-  Any other ``.bin``, or an ``.idx`` without its ``.bin``, is listed as ignored data with the reason.
+- temporary files (:data:`TEMP_PATTERNS`) are listed apart; code, docs, config and metadata
+  (:data:`NEVER_SHARD_SUFFIXES`, dataset metadata names, hidden files) are never shards; a file that
+  belongs to another shard (a Megatron ``.idx``) is not listed on its own;
 - in a Hugging Face ``save_to_disk`` folder (a ``state.json`` with ``_data_files``), an ``.arrow``
   file that the list does not name (``cache-*.arrow`` from ``Dataset.map``) is not a shard: the
-  loader ignores it. It is not audited; the ``index`` checks report it as ``index.extra_shard``.
+  loader ignores it. It is not audited; the ``index`` checks report it as an extra shard.
 
 Files left out that look like data (a data extension, or an unlisted Arrow file) are kept in
 :attr:`Discovery.ignored_data` with the reason, and the report lists them under ``ignored``.
 """
 from __future__ import annotations
 
-import functools
 import glob as _glob
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from datacheck.io.formats.litdata import is_litdata_index
-from datacheck.io.formats.mds import MDS_SUFFIXES
-from datacheck.io.formats.webdataset import WDS_SUFFIXES
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
 from datacheck.model.errors import UsageError
 
-__all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "format_of", "sniff_json_lines", "sniff_json_array", "megatron_companion",
-           "TEMP_PATTERNS",
-           "FORCED_EXTENSIONS", "NEVER_SHARD_SUFFIXES"]
+__all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "ShardRules", "TEMP_PATTERNS",
+           "NEVER_SHARD_SUFFIXES"]
 
-# extension -> format in auto mode; compound extensions first
-_EXT_FORMATS: list[tuple[str, str]] = [
-    (".jsonl.gz", "jsonl"),
-    (".jsonl.zst", "jsonl"),
-    (".ndjson.gz", "jsonl"),
-    (".ndjson.zst", "jsonl"),
-    (".csv.gz", "csv"),
-    (".tsv.gz", "tsv"),
-    (".parquet", "parquet"),
-    (".pq", "parquet"),
-    (".arrow", "arrow"),
-    (".ipc", "arrow"),
-    (".feather", "arrow"),
-    (".jsonl", "jsonl"),
-    (".ndjson", "jsonl"),
-    (".csv", "csv"),
-    (".tsv", "tsv"),
-    *((e, "mds") for e in MDS_SUFFIXES),
-    *((e, "webdataset") for e in WDS_SUFFIXES),
-]
-#: The extensions a forced ``[dataset] format`` accepts (plus files without an extension): the
-#: readers of :mod:`datacheck.io.readers` decompress ``.gz``/``.zst`` JSON Lines and ``.gz`` CSV/TSV.
-FORCED_EXTENSIONS: dict[str, tuple[str, ...]] = {
-    "jsonl": tuple(b + c for b in (".jsonl", ".ndjson", ".json", ".txt") for c in ("", ".gz", ".zst")),
-    "json": tuple(".json" + c for c in ("", ".gz", ".zst")),
-    "csv": tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz")),
-    "tsv": tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz")),
-    "parquet": (".parquet", ".pq"),
-    "arrow": (".arrow", ".ipc", ".feather"),
-}
 #: Code, docs and config: never a shard, whatever the format says.
 NEVER_SHARD_SUFFIXES = (".py", ".md", ".toml", ".yaml", ".yml", ".cfg", ".ini", ".sh", ".lock", ".rst", ".ipynb")
-#: Extensions that look like data (a file with one that is not audited is listed in ``ignored``).
-_DATA_LIKE = tuple(sorted({e for exts in FORCED_EXTENSIONS.values() for e in exts}, key=len, reverse=True))
-#: Partial or temporary files (``index.temp_file``): never audited, reported.
+#: Partial or temporary files: never audited, reported (the ``index`` checks name them).
 TEMP_PATTERNS = ("*.tmp", "*.partial", ".~*", "*.incomplete", "*.crdownload")
 # Metadata that sits beside shards and is never a shard itself.
 _METADATA_NAMES = {
@@ -87,92 +41,26 @@ _METADATA_NAMES = {
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
     "generation_config.json", "added_tokens.json", "merges.txt", "vocab.txt", "requirements.txt",
 }
-_SNIFF_BYTES = 1 << 16
+class ShardRules(Protocol):
+    """The formats' rules discovery applies (:class:`datacheck.formats.discovery.ShardRules`)."""
 
+    #: format name -> the extensions a forced ``[dataset] format`` accepts (named in the no-shard message)
+    forced_extensions: dict[str, tuple[str, ...]]
 
-def format_of(path: Path, forced: str = "auto") -> str | None:
-    """The shard format of ``path``, or None when it is not a shard in this mode.
+    def format_of(self, path: Path, forced: str) -> str | None:
+        """The format of the local file ``path`` in this mode, or None (not a shard)."""
 
-    ``forced == "auto"``: by extension (a ``.json`` file is JSON Lines only after
-    :func:`sniff_json_lines`). A forced format: that format, for a file whose extension is in
-    :data:`FORCED_EXTENSIONS` for it or that has no extension; None otherwise.
-    """
-    name = path.name.lower()
-    if forced != "auto":
-        if name.endswith(FORCED_EXTENSIONS.get(forced, ())) or "." not in name.lstrip("."):
-            return forced
-        return None
-    for ext, fmt in _EXT_FORMATS:
-        if name.endswith(ext):
-            return fmt
-    if name.endswith(".bin"):
-        if path.with_suffix(".idx").is_file():
-            return "megatron"
-        if _litdata_folder(str(path.parent)):
-            return "litdata"
-        return None
-    if name.endswith(".json") and sniff_json_lines(path):
-        return "jsonl"
-    if name.endswith(".json") and sniff_json_array(path):
-        return "json"
-    return None
+    def format_of_object(self, key: str, forced: str, names: set[str], fs: Any) -> str | None:
+        """The format of the object ``key`` of a store whose listing is ``names``, or None."""
 
+    def is_companion(self, path: Path, forced: str) -> bool:
+        """The local file is read and hashed with another shard (not listed on its own)."""
 
-def _litdata_folder(folder: str) -> bool:
-    """True when ``folder/index.json`` is a litdata index (cached per file version)."""
-    index = Path(folder) / "index.json"
-    try:
-        st = index.stat()
-    except OSError:
-        return False
-    return _litdata_index_file(str(index), st.st_mtime_ns, st.st_size)
+    def is_companion_object(self, key: str, forced: str, names: set[str]) -> bool:
+        """The object is read and hashed with another listed shard."""
 
-
-@functools.lru_cache(maxsize=256)
-def _litdata_index_file(index: str, _mtime_ns: int, _size: int) -> bool:
-    try:
-        with open(index, "rb") as f:
-            return is_litdata_index(json.load(f))
-    except (OSError, ValueError):
-        return False
-
-
-def megatron_companion(path: Path) -> bool:
-    """True when ``path`` is the ``.idx`` of a Megatron pair (its ``.bin`` is the shard)."""
-    return path.name.lower().endswith(".idx") and path.with_suffix(".bin").is_file()
-
-
-def _sniff_head(path: Path) -> bytes | None:
-    """The first 64 KiB of ``path`` without a UTF-8 byte order mark, or None when it cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_SNIFF_BYTES)
-    except OSError:
-        return None
-    return head[3:] if head.startswith(b"\xef\xbb\xbf") else head
-
-
-def sniff_json_lines(path: Path) -> bool:
-    """True when ``path`` looks like JSON Lines: its first non-blank byte is ``{`` and its second
-    non-blank line also starts with ``{`` (a one-object file or a pretty-printed document is not).
-    Reads at most 64 KiB; an unreadable file is not JSON Lines (False)."""
-    head = _sniff_head(path)
-    if head is None:
-        return False
-    lines = [ln.strip() for ln in head.splitlines()]
-    lines = [ln for ln in lines if ln]
-    return len(lines) >= 2 and lines[0].startswith(b"{") and lines[1].startswith(b"{")
-
-
-def sniff_json_array(path: Path) -> bool:
-    """True when ``path`` looks like a JSON array of records: its first non-blank byte (after a
-    UTF-8 byte order mark) is ``[`` and the next non-blank byte is ``{``. Reads at most 64 KiB; an
-    unreadable file is not one (False)."""
-    head = _sniff_head(path)
-    if head is None:
-        return False
-    head = head.lstrip()
-    return head.startswith(b"[") and head[1:].lstrip().startswith(b"{")
+    def why_not(self, name: str, forced: str, remote: bool = False) -> str | None:
+        """Why a data-looking file is not a shard in this mode (None: it does not look like data)."""
 
 
 def _is_temp(path: Path) -> bool:
@@ -298,30 +186,6 @@ def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
     raise UsageError(f"{arg}: no such file or folder; give a shard file, a folder of shards or a glob")
 
 
-def _data_like(name: str) -> bool:
-    return name.lower().endswith(_DATA_LIKE)
-
-
-def _why_not(f: Path, forced: str) -> str | None:
-    """Why a data-looking file is not a shard in this mode (None: not data-looking)."""
-    name = f.name.lower()
-    if forced != "auto":
-        if _data_like(name) or any(name.endswith(e) for e, _ in _EXT_FORMATS):
-            return f"its extension does not fit [dataset] format = {forced!r}"
-        return None
-    if name.endswith(".bin"):
-        return ("a .bin file with neither a Megatron .idx of the same name beside it nor a litdata index.json in "
-                "its folder: no format to read it with")
-    if name.endswith(".idx"):
-        return "a Megatron .idx without its .bin (a missing or partial download?)"
-    if name.endswith(".json"):
-        return ("a .json file that is not JSON Lines (one object per line) nor a JSON array of records; "
-                "a single JSON document is not a shard")
-    if _data_like(name):
-        return "no format for this extension; set [dataset] format (csv, tsv or jsonl) to audit it"
-    return None
-
-
 def _link_outside(f: Path, root_real: Path) -> str | None:
     """The real path of ``f`` when ``f`` is reached through a symlink and resolves outside
     ``root_real`` (the audited root, resolved); else None."""
@@ -331,7 +195,8 @@ def _link_outside(f: Path, root_real: Path) -> str | None:
     return str(real)
 
 
-def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: bool = False) -> Discovery:
+def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: bool = False, *,
+             rules: ShardRules) -> Discovery:
     """Resolve PATH arguments into shards under one root.
 
     Symlinks (issue 15 item 12): a file found in a folder or by a glob that is, or lies under, a
@@ -341,7 +206,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
     e.g. a Hugging Face hub cache snapshot, whose files link into the ``blobs/`` folder next to it.
 
     The root is the common folder of all arguments; shard paths in the report are relative to it.
-    Which files are shards: see the module docstring. A file named as a PATH itself is still
+    Which files are shards: ``rules`` (see the module docstring). A file named as a PATH itself is still
     subject to the format rules, but never left out as a Hugging Face cache file.
 
     Raises:
@@ -355,7 +220,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
         if len(urls) != len(paths):
             raise UsageError(f"{urls[0]} is a URL but {next(p for p in paths if not is_url(p))} is a local path: audit "
                              "local files and object-store URLs in separate runs")
-        return _discover_urls([str(u) for u in urls], forced_format)
+        return _discover_urls([str(u) for u in urls], forced_format, rules)
     roots, files, named = [], [], set()
     for arg in paths:
         r, fs, is_named = _candidates(arg)
@@ -381,7 +246,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
             target = _link_outside(f, root_real)
             if target is not None:
                 disc.ignored.append(rel)
-                if format_of(f, forced_format) is not None:
+                if rules.format_of(f, forced_format) is not None:
                     disc.ignored_data.append({"path": rel, "reason": (
                         f"a symlink to {target}, outside the audited root: not followed (pass --follow-symlinks "
                         "to read it, e.g. for a Hugging Face hub cache snapshot)")})
@@ -389,10 +254,10 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
         if lname in _METADATA_NAMES or f.name.startswith(".") or lname.endswith(NEVER_SHARD_SUFFIXES):
             disc.ignored.append(rel)
             continue
-        if forced_format == "auto" and megatron_companion(f):
+        if rules.is_companion(f, forced_format):
             disc.ignored.append(rel)  # read and hashed with its .bin
             continue
-        fmt = format_of(f, forced_format)
+        fmt = rules.format_of(f, forced_format)
         if fmt == "arrow" and f not in named:
             if f.parent not in hf_lists:
                 hf_lists[f.parent] = hf_data_files(f.parent)
@@ -405,7 +270,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
                 continue
         if fmt is None:
             disc.ignored.append(rel)
-            why = _why_not(f, forced_format)
+            why = rules.why_not(f.name, forced_format)
             if why is not None:
                 disc.ignored_data.append({"path": rel, "reason": why})
             continue
@@ -415,7 +280,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
     disc.ignored.sort()
     disc.ignored_data.sort(key=lambda i: i["path"])
     if not disc.shards and not disc.temp_files:
-        raise UsageError(_no_shards_message(paths, disc, forced_format))
+        raise UsageError(_no_shards_message(paths, disc, forced_format, rules))
     return disc
 
 
@@ -456,20 +321,7 @@ def _list_url(arg: str) -> tuple[Any, str, str, dict[str, dict[str, Any]], bool]
     return fs, scheme, path, files, False
 
 
-def _sniff_json_lines_url(fs: Any, path: str) -> bool:
-    """:func:`sniff_json_lines` for an object in a store (reads at most 64 KiB of it)."""
-    try:
-        with fs.open(path, "rb") as f:
-            head = f.read(_SNIFF_BYTES)
-    except Exception:  # noqa: BLE001 - an unreadable object is not JSON Lines
-        return False
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:]
-    lines = [ln.strip() for ln in head.splitlines() if ln.strip()]
-    return len(lines) >= 2 and lines[0].startswith(b"{") and lines[1].startswith(b"{")
-
-
-def _discover_urls(urls: list[str], forced_format: str) -> Discovery:
+def _discover_urls(urls: list[str], forced_format: str, rules: ShardRules) -> Discovery:
     """:func:`discover` for URL PATHs (objects in a store; see :mod:`datacheck.io.stores`).
 
     The same rules as for local files (temporary files, metadata, code, Megatron pairs, JSON Lines
@@ -498,30 +350,19 @@ def _discover_urls(urls: list[str], forced_format: str) -> Discovery:
             rel = key[len(root) + 1:] if root and key.startswith(root + "/") else key
             name = key.rpartition("/")[2]
             lname = name.lower()
-            pure = Path(name)
-            if _is_temp(pure):
+            if _is_temp(Path(name)):
                 disc.temp_files.append(rel)
                 continue
             if lname in _METADATA_NAMES or name.startswith(".") or lname.endswith(NEVER_SHARD_SUFFIXES):
                 disc.ignored.append(rel)
                 continue
-            stem = key.rpartition(".")[0]
-            if forced_format == "auto" and lname.endswith(".idx") and stem + ".bin" in names:
-                disc.ignored.append(rel)  # read and hashed with its .bin
+            if rules.is_companion_object(key, forced_format, names):
+                disc.ignored.append(rel)  # read and hashed with its shard
                 continue
-            fmt: str | None
-            if forced_format == "auto" and lname.endswith(".bin"):
-                fmt = "megatron" if stem + ".idx" in names else None
-            elif forced_format == "auto" and lname.endswith(".json") and not any(lname.endswith(e) for e, _ in _EXT_FORMATS):
-                fmt = "jsonl" if _sniff_json_lines_url(fs, key) else None
-            else:
-                fmt = format_of(pure, forced_format)
+            fmt = rules.format_of_object(key, forced_format, names, fs)
             if fmt is None:
                 disc.ignored.append(rel)
-                why = _why_not(pure, forced_format)
-                if why is not None and lname.endswith(".bin"):
-                    why = ("a .bin object without a Megatron .idx of the same name beside it (litdata folders are "
-                           "read from local disk only: download the folder first)")
+                why = rules.why_not(name, forced_format, remote=True)
                 if why is not None:
                     disc.ignored_data.append({"path": rel, "reason": why})
                 continue
@@ -532,17 +373,17 @@ def _discover_urls(urls: list[str], forced_format: str) -> Discovery:
     disc.ignored.sort()
     disc.ignored_data.sort(key=lambda i: i["path"])
     if not disc.shards and not disc.temp_files:
-        raise UsageError(_no_shards_message(urls, disc, forced_format))
+        raise UsageError(_no_shards_message(urls, disc, forced_format, rules))
     return disc
 
 
-def _no_shards_message(paths: list[str], disc: Discovery, forced: str) -> str:
+def _no_shards_message(paths: list[str], disc: Discovery, forced: str, rules: ShardRules) -> str:
     seen = f" (found only: {', '.join(disc.ignored[:5])}{' ...' if len(disc.ignored) > 5 else ''})" \
         if disc.ignored else " (the paths hold no files)"
     head = f"no shard files under {', '.join(paths)}{seen}"
     if forced != "auto":
         return (f"{head}; with [dataset] format = {forced!r} datacheck reads files ending in "
-                f"{', '.join(FORCED_EXTENSIONS[forced])} or without an extension (never code, docs, config or "
+                f"{', '.join(rules.forced_extensions[forced])} or without an extension (never code, docs, config or "
                 "dataset metadata such as state.json)")
     hints = [f"{i['path']}: {i['reason']}" for i in disc.ignored_data[:3]]
     return (f"{head}; datacheck reads .parquet/.pq, .arrow/.ipc/.feather, .jsonl/.ndjson (also .gz/.zst), "

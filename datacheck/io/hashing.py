@@ -18,7 +18,7 @@ import xxhash
 from datacheck.io.stores import filesystem, hash_object, is_url, object_state, store_checksum
 from datacheck.model.constants import HASH_ALGORITHM
 
-__all__ = ["hash_file", "hash_shard", "hash_bytes", "index_hash", "file_state"]
+__all__ = ["hash_file", "hash_files", "hash_bytes", "index_hash", "file_state"]
 
 #: bytes read at a time, into one reused buffer: a fresh 16 MiB ``bytes`` per read cost three times
 #: the CPU of hashing (allocation and page faults): 37 vs 12 ms for a 125 MiB file (issue 14 fixed costs)
@@ -46,20 +46,16 @@ def hash_file(path: str | Path) -> tuple[str, int]:
     """Stream ``path`` through xxh3-128. Returns (``"xxh3-128:<hex>"``, size in bytes).
 
     Raises:
-        OSError: the file cannot be read (the caller turns this into ``decode.unreadable``).
+        OSError: the file cannot be read (the caller reports the shard as unreadable).
     """
     h = xxhash.xxh3_128()
     size = _update_from(h, path)
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size
 
 
-def _store_paths(url: str, fmt: str) -> tuple[object, list[str]]:
+def _hash_url(url: str, companions: list[str], bytes_only: bool) -> tuple[str, int]:
     fs, p = filesystem(url)
-    return fs, ([p[: -len(".bin")] + ".idx", p] if fmt == "megatron" and p.endswith(".bin") else [p])
-
-
-def _hash_url(url: str, fmt: str, bytes_only: bool) -> tuple[str, int]:
-    fs, paths = _store_paths(url, fmt)
+    paths = [*companions, p]
     try:
         if len(paths) == 1 and not bytes_only:
             info = fs.info(paths[0])  # type: ignore[attr-defined]
@@ -73,22 +69,23 @@ def _hash_url(url: str, fmt: str, bytes_only: bool) -> tuple[str, int]:
         raise OSError(f"{url}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
-def hash_shard(path: str | Path, fmt: str, *, bytes_only: bool = False) -> tuple[str, int]:
+def hash_files(path: str | Path, companions: list[str], *, bytes_only: bool = False) -> tuple[str, int]:
     """Content hash and size of a shard as :func:`hash_file`, over every file the shard is read from:
-    a Megatron shard (format ``megatron``) is its ``.idx`` then its ``.bin`` (one stream), so a changed
-    index changes the hash (and the cache key); every other format is its one file.
+    its ``companions`` (the files that belong to it, e.g. a Megatron ``.idx``: in the same folder, or
+    keys of the same store) then its own bytes, as one stream, so a changed companion changes the hash
+    (and the cache key). Which files a shard has: :func:`datacheck.formats.registry.hash_shard`.
 
     ``path`` may be the URL of an object in a store: its bytes are hashed streaming, or, unless
-    ``bytes_only`` (the data index needs xxh3-128 of the bytes), the store's hash of the bytes is
-    used (:func:`datacheck.io.stores.store_checksum`: ``md5:<hex>``/``sha256:<hex>``, no data read).
+    ``bytes_only`` (the data index needs xxh3-128 of the bytes) or it has companions, the store's hash
+    of the bytes is used (:func:`datacheck.io.stores.store_checksum`: ``md5:<hex>``/``sha256:<hex>``,
+    no data read).
 
     Raises:
         OSError: a file cannot be read (for a URL: after the store client's retries; the message names it).
     """
     if isinstance(path, str) and is_url(path):
-        return _hash_url(path, fmt, bytes_only)
-    path = Path(path)
-    files = [path.with_suffix(".idx"), path] if fmt == "megatron" else [path]
+        return _hash_url(path, companions, bytes_only)
+    files = [*(Path(c) for c in companions), Path(path)]
     h = xxhash.xxh3_128()
     size = sum(_update_from(h, p) for p in files)
     return f"{HASH_ALGORITHM}:{h.hexdigest()}", size

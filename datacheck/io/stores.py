@@ -20,7 +20,7 @@ Retries: a request that fails with a connection error, a timeout or throttling (
 503) is retried by the store's client: s3fs retries ``retries`` times with exponential backoff
 (1.7**i x 0.1 s, at most 15 s) and botocore's ``standard`` retry mode ``max_attempts`` times; both are
 set to :data:`STORE_RETRIES` (``$DATACHECK_STORE_RETRIES``, default 5). A read that still fails is an
-``OSError`` here and ``decode.unreadable`` naming the URL in the report, never a crash.
+``OSError`` here and an unreadable shard naming the URL in the report, never a crash.
 
 Content hashes without downloading (:func:`store_checksum`): a shard's content hash is normally the
 xxh3-128 of its bytes (:mod:`datacheck.io.hashing`), which needs every byte. Where the store gives a
@@ -205,7 +205,7 @@ def store_checksum(fs: Any, path: str, info: dict[str, Any]) -> str | None:
 
 def hash_object(fs: Any, paths: list[str]) -> tuple[str, int]:
     """xxh3-128 of the bytes of ``paths`` read in order as one stream (as
-    :func:`datacheck.io.hashing.hash_shard` does for local files), and their total size.
+    :func:`datacheck.io.hashing.hash_files` does for local files), and their total size.
 
     Raises:
         OSError: a read failed after the store client's retries.

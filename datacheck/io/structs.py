@@ -4,7 +4,7 @@ Polars orders a struct's fields as its reader met them: a JSONL file whose objec
 got ``{a, b}`` read whole and ``{b, a}`` in chunks of one line, and a parquet file has its writer's
 order. Two users of this order:
 
-- the JSONL readers (:mod:`datacheck.io.readers`, :mod:`datacheck.io.jsonl_stream`) give every
+- the JSONL readers (:mod:`datacheck.formats.jsonl`) give every
   struct column its fields in name order, so the frame (dtype in the report, examples) does not
   depend on how the file was cut into chunks;
 - the row content hash (:mod:`datacheck.io.rowhash`, ``datacheck-row-v3``) hashes a struct's

@@ -42,7 +42,7 @@ Row content hash (``"xxh3-128:<32 hex>"``): datacheck's one row encoding
 every column in order. Parquet/Arrow: the table's columns; JSONL: the records parsed as the reader
 parses them, with the input's dtypes; CSV: the record's fields as strings. A record that does not
 parse: the XXH3-128 of its raw line bytes (``datacheck.io.hashing.hash_bytes``). JSONL/CSV records
-are split by :mod:`datacheck.io.records` (the readers' own record reader); the Hugging Face
+are split by :mod:`datacheck.formats.records` (the readers' own record reader); the Hugging Face
 ``state.json`` is parsed by :mod:`datacheck.io.hfmeta`.
 """
 from __future__ import annotations
@@ -66,15 +66,18 @@ from typing import Any
 import polars as pl
 
 from datacheck.engine.shard import audit_file
+from datacheck.formats.arrowtypes import write_table
+from datacheck.formats.discovery import discover
+from datacheck.formats.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
+from datacheck.formats.registry import REWRITABLE, read_table, rewrite_mode
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
-from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_bytes, hash_file
 from datacheck.io.hfmeta import read_state
 from datacheck.io.outputs import make_temp_folder, os_error_message
-from datacheck.io.readers import read_bytes, validate_arrow
-from datacheck.io.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.rowhash import row_hash_series
 from datacheck.io.safejson import JsonInputError, read_json_file
+from datacheck.io.shardbytes import read_bytes
 from datacheck.io.stores import is_url
 from datacheck.model import catalog
 from datacheck.model.config import Config
@@ -266,57 +269,9 @@ def _fsync_write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def _read_table(path: Path | str, fmt: str):
-    """(pyarrow Table, writer kind) for parquet / Arrow IPC file / Arrow IPC stream; ``path`` may be the
-    URL of an object in a store."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if isinstance(path, str) and is_url(path):  # a shard in an object store: its bytes, then as a local file
-        buf = pa.BufferReader(read_bytes(path))
-        if fmt == "parquet":
-            return pq.read_table(buf), "parquet"
-        head = buf.read(6)
-        buf.seek(0)
-        if head == b"ARROW1":
-            table, kind = pa.ipc.open_file(buf).read_all(), "ipc_file"
-        else:
-            table, kind = pa.ipc.open_stream(buf).read_all(), "ipc_stream"
-        validate_arrow(table, path)
-        return table, kind
-    if fmt == "parquet":
-        return pq.read_table(path), "parquet"
-    with open(path, "rb") as f:
-        head = f.read(6)
-    if head == b"ARROW1":
-        with pa.memory_map(str(path), "r") as src:
-            table, kind = pa.ipc.open_file(src).read_all(), "ipc_file"
-    else:
-        with pa.memory_map(str(path), "r") as src:
-            table, kind = pa.ipc.open_stream(src).read_all(), "ipc_stream"
-    validate_arrow(table, str(path))  # never hand corrupt offsets to a writer or polars (issue 15 item 1)
-    return table, kind
-
-
-def _write_table(table, path: Path, kind: str) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "parquet":
-        pq.write_table(table, path)
-    else:
-        with pa.OSFile(str(path), "wb") as sink:
-            opener = pa.ipc.new_file if kind == "ipc_file" else pa.ipc.new_stream
-            with opener(sink, table.schema) as w:
-                w.write_table(table)
-    with open(path, "rb+") as f:
-        os.fsync(f.fileno())
-
-
 @dataclass
 class _Record:
-    """One JSONL/CSV record (:class:`datacheck.io.records.LineRecord`) with its content hash: a row's
+    """One JSONL/CSV record (:class:`datacheck.formats.records.LineRecord`) with its content hash: a row's
     :func:`row_hashes` hash, or for a record that does not parse the hash of its bytes."""
 
     line: int  # 1-based first line
@@ -337,7 +292,7 @@ def _records(split: RecordSplit, hashes: list[str]) -> list[_Record]:
 
 def _jsonl_records(raw: bytes, schema: dict[str, pl.DataType] | None = None
                    ) -> tuple[list[_Record], int, dict[str, pl.DataType] | None]:
-    """(records, blank lines, row schema) of a JSONL shard, split by :func:`datacheck.io.records.jsonl_records`."""
+    """(records, blank lines, row schema) of a JSONL shard, split by :func:`datacheck.formats.records.jsonl_records`."""
     split = jsonl_records(raw)
     hashes, schema = _jsonl_hashes([r.text for r in split.rows], schema)
     return _records(split, hashes), len(split.blank), schema
@@ -351,7 +306,7 @@ def _csv_dialect(fmt: str, cfg: Config) -> tuple[str, str | None]:
 
 def _csv_records(raw: bytes, fmt: str, cfg: Config) -> tuple[list[str] | None, list[_Record], int]:
     """(header line fields, records, blank lines) of a CSV/TSV shard, split by
-    :func:`datacheck.io.records.csv_records` (as the reader splits it)."""
+    :func:`datacheck.formats.records.csv_records` (as the reader splits it)."""
     sep, quote = _csv_dialect(fmt, cfg)
     try:
         split = csv_records(raw, sep, quote, cfg.dataset.header, list(cfg.dataset.names) if cfg.dataset.names else None)
@@ -413,14 +368,14 @@ def _take(table, idx: list[int]):
 def _clean_table(ds: DiscoveredShard, reasons: dict[int, list[str]], rows: int, stage: Path, sc: ShardClean) -> None:
     import pyarrow as pa
 
-    table, kind = _read_table(ds.source, ds.format)
+    table, kind = read_table(ds.source, ds.format)
     if table.num_rows != rows:
         raise InternalError(f"{ds.rel}: pyarrow reads {table.num_rows} rows but the audit read {rows}")
     hashes = row_hashes(table)
     drop_idx = sorted(reasons)
     keep_idx = [i for i in range(rows) if i not in reasons]
     kept = _take(table, keep_idx)
-    _write_table(kept, stage / ds.rel, kind)
+    write_table(kept, stage / ds.rel, kind)
     q = _take(table, drop_idx)
     meta = {
         "_datacheck_row": pa.array(drop_idx, type=pa.int64()),
@@ -432,13 +387,13 @@ def _clean_table(ds: DiscoveredShard, reasons: dict[int, list[str]], rows: int, 
     for name, arr in meta.items():
         q = q.append_column(name, arr)
     if drop_idx:  # a quarantine file only for a shard that lost rows
-        _write_table(q, stage / QUARANTINE_DIR / ds.rel, kind)
+        write_table(q, stage / QUARANTINE_DIR / ds.rel, kind)
     for i in drop_idx:
         _count(sc, reasons[i])
     sc.input_rows, sc.kept, sc.quarantined = rows, len(keep_idx), len(drop_idx)
     # proof: read back what was written and compare per-row content hashes with the input, in order
-    back, _ = _read_table(stage / ds.rel, ds.format)
-    qback = _read_table(stage / QUARANTINE_DIR / ds.rel, ds.format)[0] if drop_idx else q
+    back, _ = read_table(stage / ds.rel, ds.format)
+    qback = read_table(stage / QUARANTINE_DIR / ds.rel, ds.format)[0] if drop_idx else q
     got_q = row_hashes(qback.drop_columns(list(META_COLUMNS)))
     _verify(ds.rel, hashes, keep_idx, row_hashes(back), drop_idx, got_q,
             qback.column("_datacheck_row").to_pylist())
@@ -704,8 +659,9 @@ def _sigterm_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
-#: the shard formats ``clean`` rewrites (row units: see the module docstring)
-CLEANABLE_FORMATS = ("parquet", "arrow", "jsonl", "csv", "tsv")
+#: the shard formats ``clean`` rewrites (row units: see the module docstring): the registry's
+#: rewritable format names (:data:`datacheck.formats.registry.REWRITABLE`)
+CLEANABLE_FORMATS = tuple(REWRITABLE)
 
 
 def _refuse_unwritable_formats(shards: list[DiscoveredShard]) -> None:
@@ -781,7 +737,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                                       if f.check == "decode.unreadable"), None) or "cannot be read"
                 continue
             reasons = _reasons(res.failing_rows, drop_ids)
-            if ds.format in ("parquet", "arrow"):
+            if rewrite_mode(ds.format) == "table":
                 _clean_table(ds, reasons, res.rows or 0, stage, sc)
                 written.append((ds.rel, sc.kept))
             else:

@@ -14,9 +14,9 @@ from typing import Any
 from datacheck.checks.index import compare_index
 from datacheck.derive.read import count_rows
 from datacheck.execute.setup import config_and_source
+from datacheck.formats.discovery import discover
+from datacheck.formats.registry import hash_shard
 from datacheck.io.dataindex import IndexEntry, build_index, read_index, write_index
-from datacheck.io.discover import discover
-from datacheck.io.hashing import hash_shard
 from datacheck.io.outputs import check_outputs
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError

@@ -27,8 +27,8 @@ import polars as pl
 
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
 from datacheck.derive.read import open_for_checks
-from datacheck.io.discover import discover
-from datacheck.io.readers import Unreadable
+from datacheck.formats.discovery import discover
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.roles import inner_dtype, is_list, list_depth, seq2seq_layout

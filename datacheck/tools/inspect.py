@@ -1,6 +1,6 @@
 """``datacheck inspect``: the offending rows of a shard, their values, and a small reproduction file.
 
-Inspection reuses the audit machinery: shards are found with :func:`datacheck.io.discover.discover`,
+Inspection reuses the audit machinery: shards are found with :func:`datacheck.formats.discovery.discover`,
 audited with :func:`datacheck.engine.shard.audit_file` (``keep_rows=True``, so every failing row of
 every row check is known), and the offending rows are then read back from the shard as the audit
 read it (:func:`datacheck.derive.read.open_for_checks`: same reader, same casts). Row indices are 0-based
@@ -32,9 +32,10 @@ import polars as pl
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.engine.shard import audit_file
-from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.formats.discovery import discover
+from datacheck.io.discover import DiscoveredShard
 from datacheck.io.outputs import write_frame_atomic
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError

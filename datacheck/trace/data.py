@@ -7,7 +7,7 @@ a recorded ledger (:func:`ledger_rows`, through :func:`datacheck.io.ledger.read_
 (``datacheck.execute.plan``, :func:`plan_rows`).
 
 Global row index = position in the dataset's shards concatenated in discovery order (sorted
-relative paths, :func:`datacheck.io.discover.discover`), 0-based, as a map-style dataset over those
+relative paths, :func:`datacheck.formats.discovery.discover`), 0-based, as a map-style dataset over those
 shards numbers its samples.
 """
 from __future__ import annotations
@@ -22,11 +22,12 @@ import polars as pl
 from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_frame
 from datacheck.execute.plan import build_plan, rows_of_step
-from datacheck.io.discover import DiscoveredShard, discover
+from datacheck.formats.discovery import discover
+from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file, index_hash
 from datacheck.io.ledger import read_ledger, step_indices
 from datacheck.io.outputs import write_bytes_atomic
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding

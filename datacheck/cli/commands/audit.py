@@ -14,7 +14,7 @@ from datacheck.execute.executors import ENV_WORKERS, EXECUTORS
 from datacheck.execute.parts import audit_part, check_part_args, write_part
 from datacheck.execute.setup import AuditOptions
 from datacheck.execute.setup import resolve_config_path as _resolve
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
 from datacheck.model.config import Config, load_config
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_frame, audit_shard
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
 

@@ -17,7 +17,7 @@ from test_chat_template_reject import MISTRAL_V01  # Mistral-7B-Instruct-v0.1's 
 
 import datacheck
 from datacheck.engine.shard import audit_shard
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
 

@@ -14,7 +14,7 @@ from conftest import SHARED
 import datacheck
 from datacheck.derive import chat
 from datacheck.engine.shard import audit_shard
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import UsageError

@@ -19,7 +19,7 @@ from conftest import SHARED
 from datacheck.checks._expr import counts_to_pairs
 from datacheck.derive import chat
 from datacheck.engine.shard import audit_shard
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
 

@@ -13,7 +13,7 @@ from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
-from datacheck.io.readers import Unreadable
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import config_from_dict
 from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT, Example
 

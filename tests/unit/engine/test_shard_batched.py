@@ -2,7 +2,7 @@
 
 ``$DATACHECK_BATCH_ROWS`` forces tiny batches (7 rows here), so every shard of the shared defect
 cases and of sample_data/ is split into many batches, each checked alone and merged
-(:mod:`datacheck.io.batches`, ``datacheck.engine.shard._run_batches``). The JSON reports must be
+(:mod:`datacheck.formats.batches`, ``datacheck.engine.shard._run_batches``). The JSON reports must be
 identical but for ``created_at``: findings, counts, rows, lines, examples, details, stats, skipped.
 The one float stat that is not merged bit for bit, ``targets.<col>`` (mean/std pooled with Chan's
 formula), is compared within a relative 1e-9 in the property test; the shared cases and
@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from datacheck.engine import shard as engine
 from datacheck.engine.shard import audit_frame, audit_shard
-from datacheck.io import batches
-from datacheck.io.batches import forced_batch_rows
+from datacheck.formats import batches
+from datacheck.formats.batches import forced_batch_rows
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
@@ -219,7 +219,8 @@ def _jsonl_files() -> list[tuple[Path, Path | None]]:
 
 
 def _jsonl_result(path: Path, config: dict, chunk: int | None, rows: int | None, monkeypatch=None):
-    from datacheck.io import jsonl_stream, readers
+    from datacheck.formats import jsonl as jsonl_stream
+    from datacheck.formats import jsonvalues as readers
 
     old, old_keep = readers.JSONL_CHUNK_BYTES, jsonl_stream.KEEP_BYTES
     if chunk is not None:  # pass 2 streams the file again, as for a file over KEEP_BYTES
@@ -279,7 +280,8 @@ def test_jsonl_whole_frame_is_never_built(tmp_path, monkeypatch):
     """A JSONL file of many chunks: the chunks are never joined into one frame (no call of the
     one-frame join), every frame the source decodes holds one chunk's rows, and every frame the
     engine checks one batch's rows; the result equals the one-frame path's."""
-    from datacheck.io import jsonl_stream, readers
+    from datacheck.formats import jsonl as jsonl_stream
+    from datacheck.formats import jsonvalues as readers
 
     rows = [{"text": f"row {i % 50}", "label": i % 3, "input_ids": list(range(i % 6 + 1))} for i in range(3000)]
     path = tmp_path / "big.jsonl.gz"

@@ -18,9 +18,9 @@ from gatehelp import cli, normalized, write_dataset
 
 import datacheck.engine.shard as runner
 import datacheck.execute.audit as api
-import datacheck.io.readers as readers
+import datacheck.formats.registry as readers
 from datacheck.execute.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
-from datacheck.io.discover import discover
+from datacheck.formats.discovery import discover
 from datacheck.model.config import Config, config_from_dict
 from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult

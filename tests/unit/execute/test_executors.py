@@ -74,7 +74,7 @@ def test_same_report_for_one_and_two_workers(tmp_path: Path) -> None:
     # a third run over the pool's cache is answered from it entirely
     cache = ShardCache(c2, CFG)
     from datacheck.execute.audit import audit_shards
-    from datacheck.io.discover import discover
+    from datacheck.formats.discovery import discover
 
     disc = discover([str(root)], CFG.dataset.format)
     again = audit_shards(disc, CFG, cache=cache, workers=2, executor="process")

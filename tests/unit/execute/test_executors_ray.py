@@ -16,7 +16,7 @@ from gatehelp import cli, normalized, write_dataset  # noqa: E402
 from datacheck.execute.audit import audit, audit_shards  # noqa: E402
 from datacheck.execute.cache import ShardCache  # noqa: E402
 from datacheck.execute.executors import RayExecutor, make_executor  # noqa: E402
-from datacheck.io.discover import discover  # noqa: E402
+from datacheck.formats.discovery import discover  # noqa: E402
 from datacheck.model.config import config_from_dict  # noqa: E402
 from datacheck.model.errors import OptionalDependencyError, UsageError  # noqa: E402
 

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import datacheck
-from datacheck.io import jsonl_stream, readers
-from datacheck.io.readers import Unreadable, line_chunks
+from datacheck.formats import jsonl as jsonl_stream
+from datacheck.formats import jsonvalues as readers
+from datacheck.io.shardbytes import Unreadable, line_chunks
 
 ROWS = [{"text": f"row {i} " + "x" * (i % 7), "label": i % 3, "input_ids": list(range(i % 5 + 1))} for i in range(40)]
 
@@ -118,7 +119,7 @@ def test_chunks_with_the_per_line_path_equal_one_chunk(tmp_path, monkeypatch, ca
 def test_types_that_change_between_chunks_are_unified_like_a_whole_file_read(tmp_path, monkeypatch):
     path = _write(tmp_path / "s.jsonl", MORE["ints_then_floats"] + MORE["column_absent_first"])
     monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", 64)
-    got = readers._read_jsonl(path, 5)
+    got = jsonl_stream.open_jsonl(path, 5)
     df = got.lf.collect()
     assert df.schema == {"x": pl.Float64, "a": pl.Int64, "b": pl.String}
     assert df.height == 80 and df["x"].to_list()[:21] == [float(i) for i in range(20)] + [0.5]
@@ -174,13 +175,14 @@ def test_any_chunk_size_gives_the_one_chunk_result(tmp_path_factory, lines, chun
         old = readers.JSONL_CHUNK_BYTES
         readers.JSONL_CHUNK_BYTES = size
         try:
-            got = readers._read_jsonl(path, 5)
+            got = jsonl_stream.open_jsonl(path, 5)
         finally:
             readers.JSONL_CHUNK_BYTES = old
         df = got.lf.collect()
-        # column order aside (polars' NDJSON reader orders the columns of one chunk its own way)
+        # column order aside (polars' NDJSON reader orders the columns of one chunk its own way; the
+        # schema.dtype findings follow the column order)
         return (dict(df.schema), repr([dict(sorted(r.items())) for r in df.to_dicts()]), got.lines_of(list(range(df.height))),
-                [f.to_dict() if hasattr(f, "to_dict") else f for f in got.decode_findings])
+                sorted((f.to_dict() if hasattr(f, "to_dict") else f for f in got.decode_findings), key=repr))
 
     one = read(10**9)
     assert read(chunk) == one
@@ -206,31 +208,25 @@ def _same_frame(a: pl.DataFrame, b: pl.DataFrame) -> None:
 @given(lines=st.lists(_LINE, min_size=1, max_size=30), chunk=st.integers(1, 200), rows=st.integers(1, 9),
        keep=st.sampled_from([0, 2**30]))
 @example(lines=[b'{"b": null}', b'{"a": null, "b": null}'], chunk=1, rows=1, keep=0)
-def test_streamed_source_equals_the_one_frame_path(tmp_path_factory, lines, chunk, rows, keep):
-    """Property: the streamed source (:mod:`datacheck.io.jsonl_stream`) at any chunk size gives the
-    one-frame path's frame at that chunk size (schema, column order, values; at the default chunk
-    size the same columns and values), line numbers and findings; its batches of
+def test_streamed_source_at_any_chunk_size_equals_one_chunk(tmp_path_factory, lines, chunk, rows, keep):
+    """Property: the JSONL reader (:mod:`datacheck.formats.jsonl`) at any chunk size gives the
+    frame of one chunk (the same columns and values), line numbers and findings; its batches of
     any size are that frame cut in order; the lazy frame answers projections, filters and heads;
     whether pass 2 reads the file again (``keep`` 0) or pass 1's kept frames."""
     path = tmp_path_factory.mktemp("p") / "s.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
-    old = readers.JSONL_CHUNK_BYTES
-    readers.JSONL_CHUNK_BYTES = chunk
-    try:  # the one-frame path at the same chunk size: column order included
-        ref = readers._read_jsonl(path, 5)
-    finally:
-        readers.JSONL_CHUNK_BYTES = old
+    ref = _streamed(path, 10**9)  # one chunk, held in memory
     got = _streamed(path, chunk, keep)
-    whole = ref.lf.collect()
-    _same_frame(got.lf.collect(), whole)
-    # at the default chunk size: the same columns and values; their order may differ, as polars'
-    # NDJSON reader orders the columns of one chunk its own way ({"b": 1} then {"a": 2, "b": 3} is
-    # a, b in one chunk and b, a in two; found by this test: lines [{"b": null}, {"a": null, "b": null}])
-    default = readers._read_jsonl(path, 5).lf.collect()
-    assert sorted(default.columns) == sorted(whole.columns)
-    _same_frame(default.select(sorted(default.columns)), whole.select(sorted(whole.columns)))
+    # the same columns and values; their order may differ, as polars' NDJSON reader orders the
+    # columns of one chunk its own way ({"b": 1} then {"a": 2, "b": 3} is a, b in one chunk and
+    # b, a in two; found by this test: lines [{"b": null}, {"a": null, "b": null}])
+    whole = got.lf.collect()
+    one = ref.lf.collect()
+    assert sorted(one.columns) == sorted(whole.columns)
+    _same_frame(one.select(sorted(one.columns)), whole.select(sorted(whole.columns)))
     assert got.lines_of(list(range(whole.height))) == ref.lines_of(list(range(whole.height)))
-    assert [f.to_dict() for f in got.decode_findings] == [f.to_dict() for f in ref.decode_findings]
+    # the schema.dtype findings follow the column order
+    assert sorted((f.to_dict() for f in got.decode_findings), key=repr) == sorted((f.to_dict() for f in ref.decode_findings), key=repr)
     if got.stream is not None and whole.width:
         cols = list(whole.columns)[::-1]
         parts = list(got.stream.batches(cols, rows))
@@ -269,6 +265,6 @@ def test_small_files_keep_pass_1_frames_and_are_not_read_again(tmp_path):
     assert slow.stream.rows == 40
 
 
-def test_one_chunk_files_keep_the_one_frame_path(tmp_path):
+def test_one_chunk_files_are_held_in_memory(tmp_path):
     got = _streamed(_write(tmp_path / "s.jsonl", _lines(ROWS)), 10**9)
     assert got.stream is None and got.lf.collect().height == 40

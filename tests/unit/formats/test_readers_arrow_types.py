@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli
 
 import datacheck
-from datacheck.io.readers import arrow_for_polars
+from datacheck.formats.arrowtypes import arrow_for_polars
 
 
 def _table() -> pa.Table:

@@ -11,7 +11,7 @@ import pytest
 from checkhelp import findings, one  # noqa: E402
 
 import datacheck  # noqa: E402
-from datacheck.io.discover import discover  # noqa: E402
+from datacheck.formats.discovery import discover  # noqa: E402
 from datacheck.model.errors import UsageError  # noqa: E402
 
 BOM = b"\xef\xbb\xbf"

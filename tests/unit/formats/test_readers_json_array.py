@@ -9,8 +9,9 @@ from conftest import SHARED
 
 import datacheck
 from datacheck.derive.read import open_for_checks
-from datacheck.io.discover import discover, sniff_json_array
-from datacheck.io.records import RecordLayoutError, json_array_records
+from datacheck.formats.discovery import discover
+from datacheck.formats.jsonl import sniff_json_array
+from datacheck.formats.records import RecordLayoutError, json_array_records
 from datacheck.model.config import Config
 
 CHAT = (SHARED / "chat")

@@ -168,7 +168,7 @@ def test_struct_fields_are_sorted_by_name_whatever_the_chunks(tmp_path, monkeypa
     depended on how the file was cut into chunks ({b, a} in chunks of one line, {a, b} whole). Both
     paths now sort every struct's fields by name, nested ones and those in lists included, and a
     null object stays null."""
-    from datacheck.io import readers
+    from datacheck.formats import jsonvalues as readers
 
     path = tmp_path / "o.jsonl"
     path.write_text('{"m": {"z": 1}, "l": [{"y": {"q": 1, "p": 2}}]}\n{"m": {"b": "t", "a": 2}, "l": null}\n'

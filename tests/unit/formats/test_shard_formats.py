@@ -1,4 +1,4 @@
-"""The shard formats of datacheck.io.formats on the real samples of ../shared/realdata (facts from
+"""The shard formats of datacheck.formats on the real samples of ../shared/realdata (facts from
 its PROVENANCE.md) and on copies broken one rule at a time: Megatron .bin/.idx, MosaicML MDS,
 WebDataset tar, litdata chunks."""
 from __future__ import annotations
@@ -17,8 +17,9 @@ from conftest import SHARED
 
 import datacheck
 from datacheck.derive.read import open_for_checks
-from datacheck.io.discover import DiscoveredShard, discover
-from datacheck.io.hashing import hash_shard
+from datacheck.formats.discovery import discover
+from datacheck.formats.registry import hash_shard
+from datacheck.io.discover import DiscoveredShard
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import UsageError
 

@@ -1,4 +1,4 @@
-"""The helpers the streamed readers share (datacheck/io/stream_source.py): re-cutting pieces into
+"""The helpers the streamed readers share (datacheck/formats/stream_source.py): re-cutting pieces into
 batches of exact heights, and the IO-plugin LazyFrame over a reader's frames."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datacheck.io.stream_source import lazy_source, recut, recut_frames
+from datacheck.formats.stream_source import lazy_source, recut, recut_frames
 
 
 def _reference(heights: list[int], rows: int, first: int | None) -> list[list[int]]:

@@ -1,6 +1,6 @@
-"""CSV/TSV and Arrow IPC shards audited batch by batch straight from the file: the streaming readers (:mod:`datacheck.io.csv_stream`, :mod:`datacheck.io.ipc_stream`)
-give the report of the one-frame readers (``readers._read_csv`` / ``readers._read_arrow``, which read
-the whole file into one frame) with tiny batches, and never build the whole frame.
+"""CSV/TSV and Arrow IPC shards audited batch by batch straight from the file: the readers
+(:mod:`datacheck.formats.csv`, :mod:`datacheck.formats.arrow`) give
+in tiny batches the report of one batch, and never build the whole frame.
 """
 from __future__ import annotations
 
@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datacheck.engine.shard import audit_shard
-from datacheck.derive import read
-from datacheck.io import csv_stream, readers
+from datacheck.formats import csv as csv_stream
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import config_from_dict
@@ -39,15 +38,10 @@ def _result(path: Path, fmt: str, config: dict):
                        chash, size, keep_rows=True)
 
 
-def _one_frame(monkeypatch, path: Path, fmt: str, config: dict):
-    """The shard through the one-frame readers (the whole file read into one frame), one batch."""
-    monkeypatch.setattr(read, "open_csv", lambda p, f, ds, mx, sc: readers._read_csv(p, f, ds, mx, sc))
-    monkeypatch.setattr(read, "open_arrow", lambda p: readers._read_arrow(p))
-    try:
-        with batch_rows(None):
-            return _result(path, fmt, config)
-    finally:
-        monkeypatch.undo()
+def _one_batch(path: Path, fmt: str, config: dict):
+    """The shard checked in one batch."""
+    with batch_rows(None):
+        return _result(path, fmt, config)
 
 
 # ------------------------------------------------------------------ CSV
@@ -81,13 +75,13 @@ csv_rows = st.lists(st.lists(st.integers(0, 6), min_size=4, max_size=4), min_siz
 @settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(rows=csv_rows, cut=st.integers(1, 9), data=st.data(), crlf=st.booleans())
-def test_csv_in_tiny_batches_equals_the_one_frame_read(monkeypatch, rows, cut, data, crlf):
+def test_csv_in_tiny_batches_equals_one_batch(monkeypatch, rows, cut, data, crlf):
     idx = st.sets(st.integers(0, len(rows) - 1), max_size=3)
     bad, blank, latin1 = data.draw(idx), data.draw(idx), data.draw(idx)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "shard.csv"
         _write_csv(path, rows, bad, blank, crlf, latin1 if not crlf else set())
-        one = _one_frame(monkeypatch, path, "csv", CONFIG)
+        one = _one_batch(path, "csv", CONFIG)
         with batch_rows(cut):
             many = _result(path, "csv", CONFIG)
         assert many.readable == one.readable
@@ -118,7 +112,7 @@ def test_csv_chunks_do_not_change_the_findings(monkeypatch, tmp_path):
     (tmp_path / "s.csv").write_bytes(raw)
     (tmp_path / "s.csv.gz").write_bytes(gzip.compress(raw))
     for name in ("s.csv", "s.csv.gz"):
-        one = _one_frame(monkeypatch, tmp_path / name, "csv", CONFIG)
+        one = _one_batch(tmp_path / name, "csv", CONFIG)
         monkeypatch.setattr(csv_stream, "CSV_CHUNK_ROWS", 4)
         with batch_rows(3):
             many = _result(tmp_path / name, "csv", CONFIG)
@@ -162,11 +156,11 @@ def _write_ipc(path: Path, table: pa.Table, stream: bool, chunk: int) -> None:
 @settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 40), chunk=st.integers(1, 12), cut=st.integers(1, 9), stream=st.booleans())
-def test_ipc_in_tiny_batches_equals_the_one_frame_read(monkeypatch, n, chunk, cut, stream):
+def test_ipc_in_tiny_batches_equals_one_batch(monkeypatch, n, chunk, cut, stream):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "shard.arrow"
         _write_ipc(path, _table(n), stream, chunk)
-        one = _one_frame(monkeypatch, path, "arrow", CONFIG)
+        one = _one_batch(path, "arrow", CONFIG)
         with batch_rows(cut):
             many = _result(path, "arrow", CONFIG)
         assert one.readable and many.rows == one.rows == n
@@ -176,7 +170,7 @@ def test_ipc_in_tiny_batches_equals_the_one_frame_read(monkeypatch, n, chunk, cu
 
 def test_ipc_types_polars_cannot_take_are_converted_per_batch(monkeypatch, tmp_path):
     """Run-end-encoded and decimal256 converted batch by batch, a union dropped with one schema.dtype
-    finding counted over the whole shard, as the one-frame reader does."""
+    finding counted over the whole shard (one finding for the shard)."""
     n = 10
     table = pa.table({
         "label": pa.array([i % 3 for i in range(n)], type=pa.int64()),
@@ -187,7 +181,7 @@ def test_ipc_types_polars_cannot_take_are_converted_per_batch(monkeypatch, tmp_p
     for stream in (False, True):
         path = tmp_path / f"s{int(stream)}.arrow"
         _write_ipc(path, table, stream, 3)
-        one = _one_frame(monkeypatch, path, "arrow", CONFIG)
+        one = _one_batch(path, "arrow", CONFIG)
         with batch_rows(4):
             many = _result(path, "arrow", CONFIG)
         dtype = [f for f in many.findings if f.check == "schema.dtype" and f.column == "u"]
@@ -218,9 +212,9 @@ import sys
 from pathlib import Path
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard
-from datacheck.io import readers
+from datacheck.formats import jsonvalues as readers
 from datacheck.model.config import config_from_dict
-from datacheck.io import jsonl_stream
+from datacheck.formats import jsonl as jsonl_stream
 readers.JSONL_CHUNK_BYTES = 1 << 20  # JSONL: 1 MiB chunks, so both files are streamed,
 jsonl_stream.KEEP_BYTES = 0  # and read from the file again (not pass 1's frames kept for small files)
 p = Path(sys.argv[1])
@@ -247,7 +241,7 @@ def _peak_mib(path: Path, fmt: str, rows: int, batch: int | None) -> int:
 def test_peak_memory_does_not_grow_with_the_shard(tmp_path, fmt, stream):
     """Peak RSS (VmHWM) of auditing a shard of 1x and 12x the rows (1 KB of text each) in batches
     of 2,000 rows, in child processes: the 11x more data (~88 MiB more file and frame) costs less
-    than 48 MiB more (measured +10-14 MiB alone, up to +34 MiB beside other tests under pytest -n) (the one-frame readers held the file's bytes and the whole frame: over 100 MiB more)."""
+    than 48 MiB more (measured +10-14 MiB alone, up to +34 MiB beside other tests under pytest -n)."""
     def write(n: int) -> Path:
         text = [f"row {i} " + "abcdefghij" * 100 for i in range(n)]
         if fmt == "csv":

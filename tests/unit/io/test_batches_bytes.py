@@ -1,4 +1,4 @@
-"""The decoded size of a parquet shard's needed columns, from the footer (io/batches.py): it sizes
+"""The decoded size of a parquet shard's needed columns, from the footer (formats/batches.py): it sizes
 the engine's batches without decoding any row (decoding the first rows of a one-row-group shard made
 pyarrow decompress whole column chunks)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datacheck.io.batches import _footer_bytes, _parquet_rows_bytes
+from datacheck.formats.parquet import _footer_bytes, _parquet_rows_bytes
 
 
 def _write(tmp_path, table: pa.Table, row_group_size: int | None = None):

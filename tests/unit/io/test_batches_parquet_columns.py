@@ -1,4 +1,4 @@
-"""The one-batch read of a parquet shard by pyarrow (``io/batches.py read_parquet_columns``) gives
+"""The one-batch read of a parquet shard by pyarrow (``formats/batches.py read_parquet_columns``) gives
 exactly the frame polars' own reader gives: values, nulls (null lists, null elements), row order
 across row groups and pieces, and the dtypes of the checked schema; so does the read of chosen rows
 again (``read_parquet_rows``), decoding only the row groups that hold them."""
@@ -8,8 +8,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from datacheck.io.batches import read_parquet_columns, read_parquet_rows
-from datacheck.io.readers import Unreadable
+from datacheck.formats.parquet import read_parquet_columns, read_parquet_rows
+from datacheck.io.shardbytes import Unreadable
 
 
 @pytest.mark.parametrize("n,row_group", [(1, 1), (7, 3), (53, 10), (200, 64)])

@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from datacheck.io.batches import _parquet_batches
+from datacheck.formats.parquet import _parquet_batches
 
 
 def _write(path: Path, groups: int, rows: int, seq_len: int) -> int:

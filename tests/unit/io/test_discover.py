@@ -11,7 +11,8 @@ import pytest
 from conftest import run_cli
 
 import datacheck
-from datacheck.io.discover import discover, sniff_json_lines
+from datacheck.formats.discovery import discover
+from datacheck.formats.jsonl import sniff_json_lines
 from datacheck.model.errors import UsageError
 
 JSONL = '{"text": "a", "label": 0}\n{"text": "b", "label": 1}\n'

@@ -1,4 +1,4 @@
-"""The one JSONL/CSV record reader (io/records) and the one state.json parser (io/hfmeta), and that
+"""The one JSONL/CSV record reader (formats/records) and the one state.json parser (io/hfmeta), and that
 clean's row hashes are io/rowhash's."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import polars as pl
 import pytest
 
+from datacheck.formats.records import RecordLayoutError, csv_records, jsonl_records
 from datacheck.io.hfmeta import hf_data_files, parse_state, read_state
-from datacheck.io.records import RecordLayoutError, csv_records, jsonl_records
 from datacheck.io.rowhash import row_hash_series
 from datacheck.model.errors import UsageError
 from datacheck.tools.clean import row_hashes

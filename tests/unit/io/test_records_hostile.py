@@ -8,8 +8,8 @@ import pytest
 from conftest import run_cli
 
 from datacheck.derive.read import open_for_checks
-from datacheck.io.discover import discover
-from datacheck.io.records import jsonl_records
+from datacheck.formats.discovery import discover
+from datacheck.formats.records import jsonl_records
 from datacheck.io.safejson import MAX_JSON_DEPTH
 from datacheck.model.config import Config
 

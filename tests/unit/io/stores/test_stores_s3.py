@@ -18,7 +18,7 @@ from gatehelp import cli  # noqa: E402
 
 from datacheck.execute.audit import audit, audit_shards  # noqa: E402
 from datacheck.execute.cache import ShardCache  # noqa: E402
-from datacheck.io.discover import discover  # noqa: E402
+from datacheck.formats.discovery import discover  # noqa: E402
 from datacheck.io.stores import filesystem, store_checksum  # noqa: E402
 from datacheck.model.config import load_config  # noqa: E402
 

@@ -1,16 +1,18 @@
-"""A local Arrow IPC shard (file form, ``ARROW1`` magic, and stream form: Hugging Face ``save_to_disk``
-``data-*.arrow``) read record batch by record batch, in bounded memory.
+"""Arrow IPC shards (``.arrow``/``.ipc``/``.feather``; file form, ``ARROW1`` magic, and stream form:
+Hugging Face ``save_to_disk`` ``data-*.arrow``, whose folder's ``state.json`` lists the shards:
+:mod:`datacheck.io.discover`): the one reader, for a local file and a copy of an object in a store
+alike, reading record batch by record batch, in bounded memory.
 
 At open (:func:`open_arrow`) every record batch is read once (``pyarrow.ipc``, from the file, not
 memory-mapped, so nothing of the file stays resident) and fully validated
-(:func:`datacheck.io.readers.validate_arrow`: polars trusts offsets, and a corrupt inner list offset
+(:func:`datacheck.formats.arrowtypes.validate_arrow`: polars trusts offsets, and a corrupt inner list offset
 kills the process, issue 15 item 1); the rows are counted. A corrupt batch anywhere is
-``decode.unreadable`` with pyarrow's reason and the batch's index, as the one-frame reader said.
+``decode.unreadable`` with pyarrow's reason and the batch's index.
 
 The engine's batches (:meth:`IpcStream.batches`) read the record batches again, only the columns
 the checks need, each validated again before polars sees it (the file may have changed since),
 converted per batch where polars cannot take the Arrow type as stored
-(:func:`datacheck.io.readers.arrow_for_polars`; a column with no polars equivalent is left out with
+(:func:`datacheck.formats.arrowtypes.arrow_for_polars`; a column with no polars equivalent is left out with
 one ``schema.dtype`` finding, counted over the whole shard), and cut into frames of the engine's rows.
 
 Memory: one record batch of the file plus one engine batch. A file written as one huge record batch
@@ -28,11 +30,14 @@ from typing import Any, Iterator
 
 import polars as pl
 
-from datacheck.io.readers import ShardData, Unreadable, arrow_for_polars, needs_conversion, validate_arrow
-from datacheck.io.stream_source import lazy_source
+from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
+from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
+from datacheck.formats.stream_source import lazy_source
+from datacheck.io.shardbytes import Unreadable, read_bytes
+from datacheck.io.stores import is_url
 from datacheck.model.findings import Finding
 
-__all__ = ["IpcStream", "open_arrow"]
+__all__ = ["FORMAT", "IpcStream", "open_arrow", "read_table"]
 
 #: rows handed to polars at once by the LazyFrame scan when polars gives no batch size
 _SCAN_ROWS = 65_536
@@ -194,3 +199,44 @@ def open_arrow(path: Path) -> ShardData:
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001
         raise Unreadable(_reason(head, exc)) from None
     return ShardData(lf=stream.lazy(), decode_findings=findings, stream=stream)
+
+
+def read_table(path: Path | str) -> tuple[Any, str]:
+    """The whole Arrow IPC file or stream (a local path or the URL of an object in a store) as one
+    pyarrow Table, fully validated (never hand corrupt offsets to a writer or polars), with its writer
+    kind (``"ipc_file"`` or ``"ipc_stream"``: ``clean`` rewrites the kept rows in the same form)."""
+    import pyarrow as pa
+
+    if isinstance(path, str) and is_url(path):
+        buf = pa.BufferReader(read_bytes(path))
+        head = buf.read(6)
+        buf.seek(0)
+        if head == b"ARROW1":
+            table, kind = pa.ipc.open_file(buf).read_all(), "ipc_file"
+        else:
+            table, kind = pa.ipc.open_stream(buf).read_all(), "ipc_stream"
+        validate_arrow(table, path)
+        return table, kind
+    with open(path, "rb") as f:
+        head = f.read(6)
+    with pa.memory_map(str(path), "r") as src:
+        if head == b"ARROW1":
+            table, kind = pa.ipc.open_file(src).read_all(), "ipc_file"
+        else:
+            table, kind = pa.ipc.open_stream(src).read_all(), "ipc_stream"
+    validate_arrow(table, str(path))
+    return table, kind
+
+
+def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+    return normalize_shard(open_arrow(path))
+
+
+FORMAT = Format(
+    names=("arrow",),
+    open=_open,
+    extensions=((".arrow", "arrow"), (".ipc", "arrow"), (".feather", "arrow")),
+    forced_extensions={"arrow": (".arrow", ".ipc", ".feather")},
+    rewrite={"arrow": "table"},
+    table=read_table,
+)

@@ -13,20 +13,21 @@ The folder's ``index.json`` gives ``config.data_format`` (one format per field o
 ``["jpeg", "pickle"]``) and, per chunk, ``filename``, ``chunk_size`` (items) and ``chunk_bytes``.
 Writers differ on ``chunk_bytes``: ``lightning.data`` (2023) stored the items' bytes without the
 ``4*(N+2)``-byte header, ``litdata`` stores the file size; both are accepted (see
-:func:`expected_chunk_sizes`). The set-level rules (missing, orphan, resized and duplicated chunks,
+:func:`datacheck.io.litdataindex.expected_chunk_sizes`). The set-level rules (missing, orphan, resized and duplicated chunks,
 item counts) are checked against the index in :mod:`datacheck.io.dataindex`.
 
 Columns: ``field_<i>`` per field, decoded by format: ``int`` (Int64, 8-byte little-endian),
 ``float`` (Float64), ``str`` (String), any other (``jpeg``, ``png``, ``bytes``, ``numpy``, ``tensor``,
 ``pickle``) Binary. ``pickle`` is never unpickled (unpickling runs code from the data).
 
-Layout rules (a break raises :class:`~datacheck.io.formats.FormatError`, ``decode.unreadable``): the
+Layout rules (a break raises :class:`~datacheck.formats.base.FormatError`, ``decode.unreadable``): the
 file holds its offset table, ``offset[0] = 4*(N+2)``, offsets never decrease, ``offset[N]`` is the file
 size, and each item's field sizes add up to its length. The field count comes from the folder's
 ``index.json`` (a chunk without one is read as one Binary field per item).
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -34,20 +35,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from datacheck.io.formats import FormatError
+from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
+from datacheck.io.litdataindex import is_litdata_index
+from datacheck.io.shardbytes import Unreadable
 
-__all__ = ["is_litdata_index", "expected_chunk_sizes", "read_litdata_chunk"]
-
-
-def is_litdata_index(doc: Any) -> bool:
-    """True when a parsed ``index.json`` is a litdata index (``chunks`` and ``config`` keys)."""
-    return isinstance(doc, dict) and isinstance(doc.get("chunks"), list) and isinstance(doc.get("config"), dict)
-
-
-def expected_chunk_sizes(chunk_bytes: int, items: int) -> tuple[int, int]:
-    """The file sizes a chunk of ``items`` items and ``chunk_bytes`` may have: the size itself
-    (``litdata``) and the size plus the ``4*(items+2)``-byte header (``lightning.data`` 2023)."""
-    return chunk_bytes, chunk_bytes + 4 * (items + 2)
+__all__ = ["FORMAT", "is_litdata_index", "litdata_folder", "read_litdata_chunk", "sniff"]
 
 
 def _formats(path: Path) -> list[str] | None:
@@ -117,3 +109,38 @@ def read_litdata_chunk(path: Path) -> pl.DataFrame:
     dtypes = {"int": pl.Int64, "float": pl.Float64, "str": pl.String}
     return pl.DataFrame({f"field_{j}": pl.Series(f"field_{j}", cols[j], dtype=dtypes.get(fmt, pl.Binary))
                          for j, fmt in enumerate(formats)})
+
+
+def litdata_folder(folder: str) -> bool:
+    """True when ``folder/index.json`` is a litdata index (cached per file version)."""
+    index = Path(folder) / "index.json"
+    try:
+        st = index.stat()
+    except OSError:
+        return False
+    return _litdata_index_file(str(index), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _litdata_index_file(index: str, _mtime_ns: int, _size: int) -> bool:
+    try:
+        with open(index, "rb") as f:
+            return is_litdata_index(json.load(f))
+    except (OSError, ValueError):
+        return False
+
+
+def sniff(path: Path) -> str | None:
+    """``litdata`` for a ``.bin`` in a folder whose ``index.json`` is a litdata index."""
+    return "litdata" if path.name.lower().endswith(".bin") and litdata_folder(str(path.parent)) else None
+
+
+def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+    try:
+        df = read_litdata_chunk(path)
+    except FormatError as exc:
+        raise Unreadable(exc.reason) from None
+    return normalize_shard(ShardData(lf=df.lazy()))
+
+
+FORMAT = Format(names=("litdata",), open=_open, sniff=sniff)

@@ -1,29 +1,32 @@
-"""A JSONL shard as a streamed source: the decoded frame of the whole file never exists.
+"""JSON Lines shards (``.jsonl``/``.ndjson``, also ``.gz``/``.zst``; a ``.json`` file sniffed as
+JSON Lines) and JSON-array files (``.json``: one array of records, LLaMA-Factory's and FastChat's
+data files). The one reader of each, for a local file and a copy of an object in a store alike.
 
-A local JSONL file (plain, ``.gz``, ``.zst``) is read in chunks of whole lines
-(:func:`datacheck.io.readers.jsonl_chunks`: a stream decompressed into
-:data:`~datacheck.io.readers.JSONL_CHUNK_BYTES` chunks, each parsed by polars or, when that fails,
-line by line). The rows are the rows :func:`datacheck.io.readers._read_jsonl` (the one-frame path)
-gives, with the same findings, dtypes and line numbers; only where they live differs:
+A JSONL file is a streamed source: the decoded frame of the whole file never exists. It is read in
+chunks of whole lines (:func:`datacheck.formats.jsonvalues.jsonl_chunks`: a stream decompressed into
+:data:`~datacheck.formats.jsonvalues.JSONL_CHUNK_BYTES` chunks, each parsed by polars or, when that
+fails, line by line, so every bad line is reported with its 1-based line number, byte offset and
+the parser's message, and the good records are still audited). The findings do not depend on where
+the chunks are cut:
 
 - **Pass 1** (:func:`open_jsonl`) streams the chunks once and keeps, per chunk, only a summary: its
   row count, the JSON kinds of each column (count, the first rows and lines, the first example
   values), its dtypes; plus the decode findings (bad, blank, invalid UTF-8 lines; NaN/Infinity are
   values the ``finite.*`` checks see) and the row -> line mapping (None when every chunk parsed
-  fast, else one int64 per row). From those it decides what the one-frame path decides over the
-  whole file: each column's JSON kind (the most common wins; a value of another kind is null with
-  a ``schema.dtype`` finding naming its lines), the unified schema (as
-  ``pl.concat(how="diagonal_relaxed")``: ints in one chunk and floats in another are Float64, a
-  column absent from a chunk is null there, struct fields unioned), columns whose values do not
-  form one column. When a column mixes kinds, the chunks' dtypes after nulling are only known
-  once the kind is decided: the file is streamed a second time for the schema alone (only then).
+  fast, else one int64 per row). From those it decides over the whole file: each column's JSON
+  kind (the most common wins; a value of another kind is null with a ``schema.dtype`` finding
+  naming its lines), the unified schema (as ``pl.concat(how="diagonal_relaxed")``: ints in one
+  chunk and floats in another are Float64, a column absent from a chunk is null there, struct
+  fields unioned), columns whose values do not form one column. When a column mixes kinds, the
+  chunks' dtypes after nulling are only known once the kind is decided: the file is streamed a
+  second time for the schema alone (only then).
 - **Pass 2** (:meth:`JsonlSource.frames`) streams the file again and hands each chunk's rows,
   nulled where pass 1 decided, cast to the unified schema and projected to the wanted columns (a
   chunk that parsed fast in pass 1 is only parsed again, its checks not repeated; a chunk whose
   row count or CRC-32 differs from pass 1's makes the shard unreadable: the file changed).
   The engine reads its batches through :meth:`JsonlSource.batches` (chunks re-cut to exactly the
   batch's rows, the next chunk decoded in a background thread while the engine checks the current
-  batch), dispatched from :mod:`datacheck.io.batches`.
+  batch), dispatched from :mod:`datacheck.formats.batches`.
 - **Every other consumer** (inspect, clean, schema infer, contracts, the one-batch engine read)
   gets ``ShardData.lf``: a polars ``LazyFrame`` over an IO plugin
   (``polars.io.plugins.register_io_source``) whose schema is the unified schema (no read for
@@ -31,10 +34,9 @@ gives, with the same findings, dtypes and line numbers; only where they live dif
   applied per chunk).
 
 A file whose chunks all parse fast and decode to at most :data:`KEEP_BYTES` keeps pass 1's chunk
-frames: pass 2 reads them (parsed once; no change check, the file is not read again).
-
-A file of one chunk keeps the one-frame path (its single chunk is in memory after pass 1 anyway;
-the result is identical either way: ``tests/io/test_jsonl_chunks.py``).
+frames: pass 2 reads them (parsed once; no change check, the file is not read again). A file of one
+chunk is held in memory (its single chunk is in memory after pass 1 anyway; the rows, findings and
+line numbers are those of the streamed path: ``tests/io/test_jsonl_chunks.py``).
 
 Memory: one chunk (raw and decoded) and one batch ahead, whatever the file's size; the row -> line
 mapping (8 bytes a row) only when some chunk took the per-line path. Time: the file is parsed
@@ -42,7 +44,9 @@ twice by an audit (pass 1, the engine's batches), three times when a column mixe
 the engine re-streams it to re-read the candidate rows of key checks (duplicate keys) on a
 shard of several batches. A check that needs a column the read path derives (the Alpaca
 ``messages``, chat-template renderings) reads the needed columns of the shard once into memory.
-Files copied from an object store keep the one-frame path.
+
+A JSON-array file (:func:`open_json_array`) is parsed whole (``json`` records with their lines) and
+held in memory; mixed JSON types are ``schema.dtype`` findings with lines, as in JSONL.
 """
 from __future__ import annotations
 
@@ -55,14 +59,13 @@ from typing import Any, Iterator
 import numpy as np
 import polars as pl
 
-from datacheck.io import readers
-from datacheck.io.readers import (
-    _READ_ERRORS,
-    ShardData,
-    Unreadable,
+from datacheck.formats import jsonvalues
+from datacheck.formats.base import Format, ReadOptions, ShardData
+from datacheck.formats.jsonvalues import (
     _broken_finding,
     _compatible,
     _finish_jsonl,
+    _frame_from_records,
     _jsonl_decode_findings,
     _JsonlChunk,
     _kind_groups,
@@ -72,13 +75,16 @@ from datacheck.io.readers import (
     _piece_kinds,
     jsonl_chunks,
 )
-from datacheck.io.stream_source import lazy_source, recut_frames
+from datacheck.formats.records import RecordLayoutError, json_array_records
+from datacheck.formats.stream_source import lazy_source, recut_frames
+from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
 
-__all__ = ["JsonlSource", "open_jsonl"]
+__all__ = ["FORMAT", "JsonlSource", "open_json_array", "open_jsonl", "sniff", "sniff_json_array", "sniff_json_lines",
+           "sniff_lines_object"]
 
-#: rows pass 1 measures to estimate the decoded bytes of a row (as :mod:`datacheck.io.batches` samples)
+#: rows pass 1 measures to estimate the decoded bytes of a row (as :mod:`datacheck.formats.batches` samples)
 _SAMPLE_ROWS = 1024
 
 #: Decoded bytes of pass 1's chunk frames kept for pass 2 (64 MiB: about what streaming holds anyway,
@@ -151,7 +157,7 @@ def _drops(p: _Piece, majors: dict[str, str]) -> dict[str, np.ndarray]:
 def _decide(sums: list[_Summary], names: list[str], total: int, starts: list[int],
             max_examples: int) -> tuple[list[Finding], dict[str, str]]:
     """The ``schema.dtype`` findings of columns that mix JSON kinds and {column: its kind} for those
-    columns, decided from the chunks' summaries exactly as :func:`readers._join_pieces` decides them
+    columns, decided from the chunks' summaries exactly as :func:`datacheck.formats.jsonvalues._join_pieces` decides them
     from the chunks' rows (same counts, lines, examples and order)."""
     findings: list[Finding] = []
     majors: dict[str, str] = {}
@@ -258,7 +264,7 @@ class JsonlSource:
         path: the file.
         chunk_bytes: the chunk size pass 1 used (pass 2 cuts the same chunks).
         rows: the rows (records that parse).
-        schema: ``{column: dtype}`` of the rows (the one-frame path's schema, column order included).
+        schema: ``{column: dtype}`` of the rows (column order: first seen).
         chunk_rows: the rows of each chunk (pass 2 checks the file did not change).
         chunk_crc: the CRC-32 of each chunk's bytes (pass 2 checks them too).
         chunk_fast: whether each chunk parsed fast in pass 1 (pass 2 then only parses it).
@@ -305,7 +311,7 @@ class JsonlSource:
                 df = df.with_columns([pl.lit(None).alias(n) for n in gone])
             try:
                 df = pl.concat([empty, df], how="diagonal_relaxed").select(names)
-            except _READ_ERRORS as exc:
+            except READ_ERRORS as exc:
                 raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
             for name, rows in empties.items():
                 dtype = self.schema[name]
@@ -349,13 +355,12 @@ class JsonlSource:
 
 def open_jsonl(path: Path, max_examples: int) -> ShardData:
     """A local JSONL file (plain, ``.gz``, ``.zst``) opened as a streamed source (see the module
-    docstring): the rows, findings, dtypes and line numbers of :func:`readers._read_jsonl`, with
-    ``ShardData.stream`` the :class:`JsonlSource` (None for a file of one chunk, kept in memory).
+    docstring), with ``ShardData.stream`` the :class:`JsonlSource` (None for a file of one chunk, kept in memory).
 
     Raises:
         Unreadable: the file cannot be read or decompressed, or its chunks do not form one table.
     """
-    size = readers.JSONL_CHUNK_BYTES  # read at call time (tests shrink it)
+    size = jsonvalues.JSONL_CHUNK_BYTES  # read at call time (tests shrink it)
     bad: list[tuple[int, int, str, str]] = []
     blank: list[tuple[int, int]] = []
     utf8_bad: list[tuple[int, int, int, bytes]] = []
@@ -420,7 +425,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
             first = None
         absorb(c)
         del c  # only the summary stays: the chunk's frame goes before the next chunk is read
-    if first is not None or n_chunks == 0:  # one chunk (or none): the one-frame path
+    if first is not None or n_chunks == 0:  # one chunk (or none): held in memory
         return _finish_jsonl([first.piece] if first is not None else [], bad, blank, utf8_bad, total_lines, slow,
                              max_examples)
     n_rows = sum(s.rows for s in sums)
@@ -432,7 +437,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
         line_of_row = np.concatenate([x if isinstance(x, np.ndarray) else np.arange(x[0], x[0] + x[1], dtype=np.int64)
                                       for x in lines_parts])
     order = list(names)
-    if not order:  # records without fields: the one-frame path gives an empty frame
+    if not order:  # records without fields: an empty frame
         return ShardData(lf=pl.DataFrame().lazy(), decode_findings=findings, line_format=True,
                          line_of_row=line_of_row)
     starts = np.concatenate([[0], np.cumsum([s.rows for s in sums])]).astype(int).tolist()
@@ -464,10 +469,104 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
         if broken:
             joined = joined.with_columns([pl.lit(None).alias(n) for n in broken])
         schema = {c: sorted_fields(t) for c, t in joined.select(order).schema.items()}
-    except _READ_ERRORS as exc:
+    except READ_ERRORS as exc:
         raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
     src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,
                       majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0],
                       pieces=kept[0])
     return ShardData(lf=src.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
                      line_base=1, stream=src)
+
+
+def open_json_array(path: Path, max_examples: int) -> ShardData:
+    """A ``.json`` file holding one JSON array of records (LLaMA-Factory's and FastChat's data files):
+    one row per element, read as the JSONL records are (:func:`_frame_from_records`: mixed JSON
+    types are ``schema.dtype`` findings with lines); each row's line is the line its element starts on."""
+    try:
+        values, lines = json_array_records(read_bytes(path))
+    except RecordLayoutError as exc:
+        raise Unreadable(f"{path.name}: {exc}") from None
+    if not values:
+        return ShardData(lf=pl.LazyFrame(), line_format=True)
+    df, findings = _frame_from_records(values, lines, max_examples)
+    return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
+                     line_of_row=np.asarray(lines, dtype=np.int64))
+
+
+#: bytes read to sniff a ``.json`` file
+_SNIFF_BYTES = 1 << 16
+
+
+def _sniff_head(path: Path) -> bytes | None:
+    """The first 64 KiB of ``path`` without a UTF-8 byte order mark, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return None
+    return head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+
+
+def _looks_like_lines(head: bytes) -> bool:
+    lines = [ln.strip() for ln in head.splitlines()]
+    lines = [ln for ln in lines if ln]
+    return len(lines) >= 2 and lines[0].startswith(b"{") and lines[1].startswith(b"{")
+
+
+def sniff_json_lines(path: Path) -> bool:
+    """True when ``path`` looks like JSON Lines: its first non-blank byte is ``{`` and its second
+    non-blank line also starts with ``{`` (a one-object file or a pretty-printed document is not).
+    Reads at most 64 KiB; an unreadable file is not JSON Lines (False)."""
+    head = _sniff_head(path)
+    return head is not None and _looks_like_lines(head)
+
+
+def sniff_json_array(path: Path) -> bool:
+    """True when ``path`` looks like a JSON array of records: its first non-blank byte (after a
+    UTF-8 byte order mark) is ``[`` and the next non-blank byte is ``{``. Reads at most 64 KiB; an
+    unreadable file is not one (False)."""
+    head = _sniff_head(path)
+    if head is None:
+        return False
+    head = head.lstrip()
+    return head.startswith(b"[") and head[1:].lstrip().startswith(b"{")
+
+
+def sniff_lines_object(fs: Any, key: str) -> bool:
+    """:func:`sniff_json_lines` for the object ``key`` of the fsspec filesystem ``fs`` (reads at most 64 KiB)."""
+    try:
+        with fs.open(key, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except Exception:  # noqa: BLE001 - an unreadable object is not JSON Lines
+        return False
+    return _looks_like_lines(head[3:] if head.startswith(b"\xef\xbb\xbf") else head)
+
+
+def sniff(path: Path) -> str | None:
+    """A ``.json`` file: ``jsonl`` when it is JSON Lines, ``json`` when it holds one JSON array of
+    records (LLaMA-Factory's and FastChat's data files), else None."""
+    if not path.name.lower().endswith(".json"):
+        return None
+    if sniff_json_lines(path):
+        return "jsonl"
+    return "json" if sniff_json_array(path) else None
+
+
+def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+    if fmt == "json":
+        return open_json_array(path, opts.max_examples)
+    return open_jsonl(path, opts.max_examples)  # JSON has no fixed-size lists to normalize
+
+
+FORMAT = Format(
+    names=("jsonl", "json"),
+    open=_open,
+    extensions=(*((b + c, "jsonl") for b in (".jsonl", ".ndjson") for c in (".gz", ".zst")),
+                (".jsonl", "jsonl"), (".ndjson", "jsonl")),
+    forced_extensions={
+        "jsonl": tuple(b + c for b in (".jsonl", ".ndjson", ".json", ".txt") for c in ("", ".gz", ".zst")),
+        "json": tuple(".json" + c for c in ("", ".gz", ".zst")),
+    },
+    sniff=sniff,
+    rewrite={"jsonl": "records"},
+)

@@ -19,7 +19,7 @@ as Megatron-DeepSpeed's ``MMapIndexedDataset``). Megatron's own reader ships ins
 Rows are documents: row k holds ``input_ids`` = the tokens of its sequences, in order (dtype as
 stored, so ``tokens.dtype_overflow`` sees a ``uint16`` store against a vocabulary above 65,536).
 
-Layout rules (a break raises :class:`~datacheck.io.formats.FormatError`, i.e. ``decode.unreadable``;
+Layout rules (a break raises :class:`~datacheck.formats.base.FormatError`, i.e. ``decode.unreadable``;
 Megatron's reader would silently read wrong tokens): the ``.idx`` exists and has the magic, version
 1 and a known dtype code; its size is exactly ``34 + 12*S + 8*D``; every length is >= 0; the
 pointers are the running byte offsets of the lengths (``pointer[i+1] = pointer[i] + len[i]*itemsize``,
@@ -34,9 +34,10 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from datacheck.io.formats import FormatError
+from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
+from datacheck.io.shardbytes import Unreadable
 
-__all__ = ["MAGIC", "DTYPES", "companion_index", "read_megatron"]
+__all__ = ["MAGIC", "DTYPES", "companion_index", "read_megatron", "FORMAT", "companions", "is_index_of_pair", "sniff"]
 
 MAGIC = b"MMIDIDX\x00\x00"
 #: dtype code -> numpy dtype (Megatron-LM ``DType``)
@@ -114,3 +115,29 @@ def read_megatron(bin_path: Path) -> pl.DataFrame:
     offsets = np.append(expect // dtype.itemsize, indexed // dtype.itemsize)[np.asarray(docs)]
     lists = pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), pa.array(np.asarray(tokens)))
     return pl.DataFrame({"input_ids": pl.Series("input_ids", lists)})
+
+
+def sniff(path: Path) -> str | None:
+    """``megatron`` for a ``<prefix>.bin`` with its ``<prefix>.idx`` beside it."""
+    return "megatron" if path.name.lower().endswith(".bin") and companion_index(path).is_file() else None
+
+
+def is_index_of_pair(path: Path) -> bool:
+    """True when ``path`` is the ``.idx`` of a Megatron pair (its ``.bin`` is the shard)."""
+    return path.name.lower().endswith(".idx") and path.with_suffix(".bin").is_file()
+
+
+def companions(path: str) -> list[str]:
+    """The ``.idx`` of the ``.bin`` shard ``path`` (a local path or an object key): read and hashed with it."""
+    return [path.rpartition(".")[0] + ".idx"]
+
+
+def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+    try:
+        df = read_megatron(path)
+    except FormatError as exc:
+        raise Unreadable(exc.reason) from None
+    return normalize_shard(ShardData(lf=df.lazy()))
+
+
+FORMAT = Format(names=("megatron",), open=_open, sniff=sniff, companions=companions)

@@ -16,7 +16,7 @@ Findings: a member whose bytes do not decode under its extension (bad gzip, inva
 a non-integer class), or a key whose members are not consecutive (WebDataset then yields it as two
 samples), or one extension twice in a sample (WebDataset raises): ``decode.bad_record`` naming the
 sample and member; the other samples are still audited. A file that is not a tar, or a tar cut short,
-raises :class:`~datacheck.io.formats.FormatError` (``decode.unreadable``).
+raises :class:`~datacheck.formats.base.FormatError` (``decode.unreadable``).
 """
 from __future__ import annotations
 
@@ -29,10 +29,11 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.io.formats import FormatError
+from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.findings import Example, Finding
 
-__all__ = ["WDS_SUFFIXES", "split_key", "read_webdataset"]
+__all__ = ["WDS_SUFFIXES", "split_key", "read_webdataset", "FORMAT"]
 
 #: file name endings of WebDataset shards
 WDS_SUFFIXES = (".tar", ".tar.gz", ".tgz")
@@ -139,3 +140,14 @@ def read_webdataset(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[F
             rows_truncated=len(bad) > max_examples,
         ))
     return pl.DataFrame(cols), findings
+
+
+def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+    try:
+        df, findings = read_webdataset(path, opts.max_examples)
+    except FormatError as exc:
+        raise Unreadable(exc.reason) from None
+    return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
+
+
+FORMAT = Format(names=("webdataset",), open=_open, extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES))

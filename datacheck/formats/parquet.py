@@ -1,35 +1,26 @@
-"""A shard as a sequence of batches of rows, so that the engine's memory does not grow with the shard.
+"""Parquet shards (``.parquet``, ``.pq``).
 
-The engine (:mod:`datacheck.engine.shard`) reads the columns its checks need in batches of about
-:data:`~datacheck.model.constants.BATCH_TARGET_BYTES` decoded bytes (or ``$DATACHECK_BATCH_ROWS``
-rows when that variable is set) and merges every batch's result exactly. A shard that fits in one
-batch is read exactly as before (one projected ``collect``).
-
-Sources:
-
-- parquet: ``pyarrow.parquet.ParquetFile.iter_batches`` over only the needed columns (pyarrow
-  decodes page by page inside a row group; polars' own reader decodes a whole row group for any
-  slice of it, 8x slower on a 400k-row row group cut in 8). The next batch is decoded (and
-  converted to polars, and cast) in a background thread while the engine checks the current one
-  (pyarrow and polars release the GIL); the first batch is shorter (``ramp``) so the checks start early.
-- a local JSONL file: its streamed source (:class:`datacheck.io.jsonl_stream.JsonlSource`, the
-  ``source`` argument): each chunk parsed, cast to the file's unified schema and re-cut to the
-  batch's rows, the next chunk decoded one ahead; the decoded frame of the whole file never exists.
-  A needed column the source does not hold (derived by the read path) makes one read of the
-  needed columns, sliced in memory.
-- local CSV/TSV and Arrow IPC: the reader's batch source (:mod:`datacheck.io.csv_stream`,
-  :mod:`datacheck.io.ipc_stream`), straight from the file. The three streamed sources are one
-  ``ShardData.stream`` (``schema``, ``rows``, ``batches(columns, rows)``).
-- every other source (in-memory frames of one-chunk JSONL/Megatron/MDS/WebDataset/litdata readers,
-  shards copied from an object store, frames given to ``audit_frame``): zero-copy slices of the lazy frame.
-
-Each batch is cast to the dtypes of the shard's checked schema (the same casts the one read path
-applies lazily: fixed-size lists as lists, all-null role columns, dictionary text as strings), so
-every batch has exactly the dtypes a one-batch read has.
+- A local file: ``pl.scan_parquet`` (lazy; the fused query reads only the needed columns; the
+  engine's batches are pyarrow record batches of only the needed columns, and the candidate rows of
+  key checks are read again from only the row groups that hold them: see below).
+- Arrow types polars cannot read (union, interval, run-end-encoded, list views, decimal256): the
+  file is read by pyarrow instead, converted where a lossless polars type exists and the other
+  columns dropped with a ``schema.dtype`` finding each
+  (:func:`datacheck.formats.arrowtypes.arrow_for_polars`), never handed to polars (whose Rust code
+  panics on them).
+- A shard in an object store: opened with ``pyarrow.dataset`` over the store's fsspec filesystem
+  and scanned lazily by polars (``pl.scan_pyarrow_dataset``), so only the footer and the columns the
+  checks need are fetched (:func:`open_remote`).
+- A file that does not open: zero bytes, bad leading or footer magic, else the reader's message.
+- The engine's batches (:func:`_parquet_batches`): ``pyarrow.parquet.ParquetFile.iter_batches`` over
+  only the needed columns (pyarrow decodes page by page inside a row group; polars' own reader
+  decodes a whole row group for any slice of it, 8x slower on a 400k-row row group cut in 8), the
+  next batch decoded, converted and cast in a background thread; the batch size from the footer
+  alone where it can (:func:`_footer_bytes`). Rows read again: only the row groups that hold them
+  (:func:`read_parquet_rows`).
 """
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from pathlib import Path
@@ -37,60 +28,110 @@ from typing import Any, Iterator
 
 import polars as pl
 
-from datacheck.io.readers import Unreadable, needs_conversion
-from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
+from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
+from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
+from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes, store_reason
+from datacheck.io.stores import is_url
 
-__all__ = ["forced_batch_rows", "batch_rows", "iter_batches", "read_parquet_columns", "read_parquet_rows"]
-
-#: rows sampled to estimate the decoded bytes of a row of a non-parquet source
+#: rows decoded to estimate the decoded bytes of a row when the footer alone does not tell
 _SAMPLE_ROWS = 1024
 
-#: with ``iter_batches(ramp=True)``, the first parquet batch holds 1/8 of a batch (decoded on its
-#: own, :func:`_decoded`), and so does the final one: the pipeline's fill (the engine waits for the first decode) drops from
-#: a whole batch's decode (about 0.13 s of 0.33 s on the 100,000 x 128 shard of
-#: benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more batch (about 20 ms CPU of fixed
-#: per-batch cost in the fused query)
-RAMP_DIVISOR = 8
+__all__ = ["FORMAT", "batchable", "read_table", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
 
 
-def forced_batch_rows() -> int | None:
-    """The rows of one batch forced by ``$DATACHECK_BATCH_ROWS`` (None when unset or empty).
+def _read_parquet(path: Path) -> ShardData:
+    import pyarrow.parquet as pq
 
-    Raises:
-        Unreadable: never; a value that is not an int >= 1 raises ValueError naming the variable.
-    """
-    raw = os.environ.get(ENV_BATCH_ROWS, "").strip()
-    if not raw:
-        return None
     try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"{ENV_BATCH_ROWS}={raw!r}: expected a whole number of rows >= 1 (or unset it)")
-    return n
+        schema = pq.read_schema(path)
+    except READ_ERRORS:
+        schema = None  # the polars reader below names the reason
+    if schema is not None and needs_conversion(schema):
+        try:
+            table = pq.read_table(path)
+            validate_arrow(table, "the parquet file")
+            table, findings = arrow_for_polars(table)
+            return ShardData(lf=pl.from_arrow(table).lazy(), decode_findings=findings)  # type: ignore[union-attr]
+        except Unreadable:
+            raise
+        except READ_ERRORS as exc:
+            raise Unreadable(_parquet_reason(path, exc)) from None
+    try:
+        lf = pl.scan_parquet(path)
+        lf.collect_schema()
+    except READ_ERRORS as exc:
+        raise Unreadable(_parquet_reason(path, exc)) from None
+    return ShardData(lf=lf)
 
 
-def file_batches(path: Path | None, fmt: str, columns: list[str], stream: Any = None) -> Any:
-    """``path`` when the shard's ``columns`` can be read in batches straight from the file (parquet,
-    through pyarrow), the reader's batch source ``stream`` (CSV/TSV, Arrow IPC: an object with
-    ``schema``, ``rows`` and ``batches(columns, rows)``) when it holds the columns, else None (the
-    engine then slices the frame the one read path opened). Not from
-    the file: a column the read path made (a derived Alpaca ``messages``, columns rendered by a chat
-    template) or a column whose Arrow type polars cannot take as stored (the read path converted it)."""
-    if stream is not None:
-        return stream if set(columns) <= set(stream.schema) else None
-    if fmt != "parquet" or path is None:
-        return None
+def _parquet_reason(path: Path, exc: BaseException, fs=None, url: str = "") -> str:
+    """Why a parquet file does not open: zero bytes, bad leading or footer magic, else the reader's
+    message. ``fs``/``url``: the file is ``path`` in that fsspec filesystem (an object store)."""
+    try:
+        if fs is None:
+            size = path.stat().st_size
+            with open(path, "rb") as f:
+                head = f.read(4)
+                f.seek(max(0, size - 4))
+                tail = f.read(4)
+        else:
+            size = int(fs.size(str(path)))
+            head = fs.cat_file(str(path), start=0, end=min(4, size)) if size else b""
+            tail = fs.cat_file(str(path), start=max(0, size - 4), end=size) if size else b""
+    except OSError as e:
+        return f"cannot read file: {e.strerror or e}" if fs is None else store_reason(url, e)
+    except Exception as e:  # noqa: BLE001 - a store client's error after its retries
+        return store_reason(url, e)
+    if size == 0:
+        return "zero-byte file (an interrupted download or write?)"
+    if head != b"PAR1":
+        return f"not a parquet file: bad magic bytes {head!r} at offset 0 (expected b'PAR1')"
+    if tail != b"PAR1":
+        return f"truncated parquet file: no footer magic at the end ({size} bytes; the write was cut off)"
+    return f"parquet reader error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def read_table(path: Path | str) -> tuple[Any, str]:
+    """The whole parquet file (a local path or the URL of an object in a store) as one pyarrow
+    Table, with its writer kind ``"parquet"`` (``clean`` rewrites the kept rows with it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if isinstance(path, str) and is_url(path):
+        return pq.read_table(pa.BufferReader(read_bytes(path))), "parquet"
+    return pq.read_table(path), "parquet"
+
+
+def open_parquet(path: Path, fmt: str = "parquet", opts: ReadOptions | None = None) -> ShardData:
+    """A local parquet file (see the module docstring). Raises :class:`Unreadable`."""
+    return normalize_shard(_read_parquet(path))
+
+
+def open_remote(fs: Any, path: str, url: str) -> ShardData:
+    """The parquet object ``path`` of the fsspec filesystem ``fs`` (``url``: its URL, named in
+    errors), scanned lazily. Raises :class:`Unreadable`."""
+    import pyarrow.dataset as pads
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    try:
+        dataset = pads.dataset(path, filesystem=PyFileSystem(FSSpecHandler(fs)), format="parquet")
+        lf = pl.scan_pyarrow_dataset(dataset)
+        lf.collect_schema()
+    except READ_ERRORS as exc:
+        raise Unreadable(_parquet_reason(Path(path), exc, fs=fs, url=url)) from None
+    return normalize_shard(ShardData(lf=lf))
+
+
+def batchable(path: Path, columns: list[str]) -> bool:
+    """The parquet file's ``columns`` can be read in batches straight from the file (pyarrow): all
+    present and of types polars takes as stored (else the read path converted them)."""
     import pyarrow.parquet as pq
 
     try:
         arrow = pq.read_schema(path)
     except Exception:  # noqa: BLE001 - the engine's read reports the problem
-        return None
-    if not set(columns) <= set(arrow.names):
-        return None
-    return None if needs_conversion(arrow) else path
+        return False
+    return set(columns) <= set(arrow.names) and not needs_conversion(arrow)
 
 
 def _footer_bytes(pf: Any, columns: list[str]) -> int | None:
@@ -148,46 +189,6 @@ def _parquet_rows_bytes(path: Path, columns: list[str]) -> tuple[int, float] | N
     if first is None or first.num_rows == 0:
         return rows, 0.0
     return rows, first.nbytes / first.num_rows
-
-
-def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Any, fmt: str,
-               stream: Any = None) -> tuple[int, int | None]:
-    """(rows of the shard, rows per batch) for reading ``columns`` of ``lf``; rows per batch is None
-    when the shard fits in one batch (read as one frame).
-
-    Rows per batch: ``$DATACHECK_BATCH_ROWS`` when set, else :data:`BATCH_TARGET_BYTES` over the
-    decoded bytes per row (the decoded size of the first 1,024 rows of the needed columns).
-    ``stream``: the shard's batch source (``ShardData.stream``): its rows (and, where it knows them,
-    bytes per row) come from its first pass, without reading the file again.
-    Raises what reading the data raises.
-    """
-    forced = forced_batch_rows()
-    per_row: float | None = None
-    n: int | None = None
-    if fmt == "parquet" and path is not None:
-        got = _parquet_rows_bytes(path, columns)
-        if got is not None:
-            n, per_row = got
-    if n is None and stream is not None:
-        n = int(stream.rows)
-    if n is None:
-        n = int(lf.select(pl.len()).collect().item())
-    if forced is not None:
-        return n, (forced if n > forced else None)
-    if per_row is None:
-        if stream is not None and hasattr(stream, "bytes_per_row"):
-            per_row = stream.bytes_per_row(columns)
-        else:
-            sample = lf.select(columns).head(_SAMPLE_ROWS).collect() if columns else None
-            per_row = sample.estimated_size() / sample.height if sample is not None and sample.height else 0.0
-    if per_row <= 0 or n * per_row <= BATCH_TARGET_BYTES:
-        return n, None
-    return n, max(1, int(BATCH_TARGET_BYTES // per_row))
-
-
-def _cast(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    casts = {c: t for c, t in schema.items() if c in df.schema and df.schema[c] != t}
-    return df.cast(casts) if casts else df  # type: ignore[arg-type]
 
 
 def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None, total: int | None = None,
@@ -256,7 +257,7 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
     def produce() -> None:
         try:
             for table in _decoded(path, columns, rows, first, total, last):
-                q.put(_cast(pl.from_arrow(table), want))  # type: ignore[arg-type]
+                q.put(cast_frame(pl.from_arrow(table), want))  # type: ignore[arg-type]
                 if stop.is_set():
                     return
             q.put(done)
@@ -330,7 +331,7 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
         for g in np.unique(group):
             inside = wanted[group == g]
             table = pf.read_row_group(int(g), columns=columns, use_threads=True).take(pa.array(inside - starts[g]))
-            part = _cast(pl.from_arrow(table), want)  # type: ignore[arg-type]
+            part = cast_frame(pl.from_arrow(table), want)  # type: ignore[arg-type]
             parts.append(part.insert_column(0, pl.Series("__row", inside, dtype=pl.UInt32)))
     except Unreadable:
         raise
@@ -343,54 +344,11 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
     return pl.concat(parts) if len(parts) > 1 else parts[0]
 
 
-def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list[str], rows: int,
-                 n: int, path: Any, fmt: str, ramp: bool = False, rescan: bool = False) -> Iterator[pl.DataFrame]:
-    """The ``columns`` of the shard in batches of ``rows`` rows (the last may be shorter), in row
-    order, each with the dtypes of ``schema``.
-
-    Args:
-        lf: the shard as the one read path opened it (casts applied).
-        schema: ``{column: dtype}`` of ``lf``.
-        columns: the columns to read (in schema order).
-        rows: rows per batch (>= 1).
-        n: the shard's rows.
-        path: the shard file (parquet is read through pyarrow), a reader's batch source
-            (:func:`file_batches`), or None.
-        fmt: the shard's format.
-        rescan: ``lf`` reads the file again whenever it is collected (a streamed shard whose batch
-            source lacks a needed column: one the read path derived): the needed columns are then
-            read once and sliced in memory, not read again from the start for every slice.
-        ramp: parquet only: the first and the final batch have at most ``rows // RAMP_DIVISOR``
-            rows, so the engine's checks start after a short decode instead of a whole batch's
-            (the decode of each later batch overlaps the checks of the one before) and, after the
-            decode's end, only a short batch is left to check (batch sizes never change a result).
-
-    Raises:
-        Unreadable: decoding a batch failed (the reason names pyarrow's or polars' message).
-    """
-    want = {c: schema[c] for c in columns}
-    if path is not None and not isinstance(path, Path):  # a reader's batch source (JSONL, CSV, Arrow IPC)
-        for df in path.batches(columns, rows):
-            try:
-                yield _cast(df, want)
-            except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
-                raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
-        return
-    if fmt == "parquet" and path is not None:
-        first = max(1, rows // RAMP_DIVISOR) if ramp and n > rows else None
-        # ramped at both ends: the checks start after a short decode, and after the decode's end
-        # only the final short batch is left to check
-        yield from _parquet_batches(path, columns, rows, want, first, total=n, last=first)
-        return
-    if rescan:
-        try:  # a column derived by the read path: the needed columns read once, sliced in memory
-            lf = lf.select(columns).collect().lazy()
-        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
-            raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
-    sel = lf.select(columns)
-    for off in range(0, n, rows):
-        try:
-            df = sel.slice(off, rows).collect()
-        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
-            raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
-        yield _cast(df, want)
+FORMAT = Format(
+    names=("parquet",),
+    open=open_parquet,
+    extensions=((".parquet", "parquet"), (".pq", "parquet")),
+    forced_extensions={"parquet": (".parquet", ".pq")},
+    rewrite={"parquet": "table"},
+    table=read_table,
+)

@@ -1,21 +1,23 @@
-"""A local CSV/TSV shard (plain or ``.gz``/``.zst``) read in two streaming passes, in bounded memory.
+"""CSV/TSV shards (``.csv``/``.tsv``, also ``.gz``; any ``[dataset] separator`` and ``quote_char``):
+the one reader, for a local file and a copy of an object in a store alike, reading the file in two
+streaming passes, in bounded memory.
 
 Pass 1 (:func:`open_csv`, at open) reads the file once as a stream of lines
-(:func:`datacheck.io.readers.line_chunks`: decompressed as a stream, chunks of whole lines) through
-the same record rules as :func:`datacheck.io.records.csv_records` (Python's ``csv`` module,
-``strict=False``, the field-size limit raised by :mod:`datacheck.io.records`): it keeps
+(:func:`datacheck.io.shardbytes.line_chunks`: decompressed as a stream, chunks of whole lines) through
+the same record rules as :func:`datacheck.formats.records.csv_records` (Python's ``csv`` module,
+``strict=False``, the field-size limit raised by :mod:`datacheck.formats.records`): it keeps
 
-- the findings the in-memory reader gives (``decode.invalid_utf8`` per line, ``decode.bad_record``
-  for a wrong field count, blank lines, the header rules and ``[dataset] names``), with the same
+- the findings (``decode.invalid_utf8`` per line, ``decode.bad_record``
+  for a wrong field count, blank lines, the header rules and ``[dataset] names``), with their
   lines, byte offsets, counts and examples (only the first examples are kept, not every bad line);
 - the row count and the row -> line mapping (an int64 array only once a row is not on the line
   after the previous row's: a file without multi-line records, blank or bad lines needs none);
 - the dtypes: each chunk of :data:`CSV_CHUNK_ROWS` good records (or :data:`CSV_CHUNK_CHARS`) is re-serialised and parsed by
-  polars exactly as the in-memory reader parses the whole file (``infer_schema_length=None``,
+  polars as a whole file would be (``infer_schema_length=None``,
   ``null_values=[""]``, no date parsing, text columns as strings); the chunks' dtypes combine by
   polars' own inference rule (:func:`combine_dtypes`: a chunk whose column is all null says
   nothing; String or Boolean beside another type is String; ints and floats are Float64; the
-  widest int otherwise), so a CSV's inferred dtypes are the ones of the one-frame read
+  widest int otherwise), so a CSV's inferred dtypes are the ones polars infers over the whole file
   (``tests/test_stream_formats.py`` holds it with hypothesis).
 
 Pass 2 (:meth:`CsvStream.batches`, once per engine pass) reads the file again through the same
@@ -28,10 +30,8 @@ and the findings (lines, offsets) must not change.
 infer): a ``polars.io.plugins.register_io_source`` scan that runs pass 2 when collected (projection
 and ``n_rows`` pushed down, the predicate applied per batch).
 
-Differences from the in-memory reader (both on files that are not valid UTF-8 or use lone ``\\r``
-line breaks): a quoted field spanning a CRLF line break keeps its ``\\r`` in a file with invalid
-UTF-8 (the in-memory reader drops it there, not in valid files); a lone ``\\r`` (classic Mac line
-break) is not a line break here (it is in the in-memory reader: the record then fails to parse).
+Line breaks: ``\\n`` and ``\\r\\n`` (a quoted field spanning a CRLF line break keeps its ``\\r`` in a
+file with invalid UTF-8); a lone ``\\r`` (classic Mac line break) is not a line break.
 """
 from __future__ import annotations
 
@@ -45,20 +45,14 @@ from typing import Iterator
 import numpy as np
 import polars as pl
 
-from datacheck.io.readers import (
-    ShardData,
-    Unreadable,
-    _bad_record_finding,
-    _blank_finding,
-    _utf8_finding,
-    line_chunks,
-    unique_names,
-)
-from datacheck.io.records import BOM, RecordLayoutError
-from datacheck.io.stream_source import lazy_source, recut_frames
+from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
+from datacheck.formats.findings import bad_record_finding, blank_finding, unique_names, utf8_finding
+from datacheck.formats.records import BOM, RecordLayoutError
+from datacheck.formats.stream_source import lazy_source, recut_frames
+from datacheck.io.shardbytes import Unreadable, line_chunks
 from datacheck.model.findings import Finding
 
-__all__ = ["CSV_CHUNK_ROWS", "CsvStream", "combine_dtypes", "open_csv"]
+__all__ = ["CSV_CHUNK_ROWS", "FORMAT", "CsvStream", "combine_dtypes", "open_csv"]
 
 #: good records parsed by polars at once in pass 1 (dtype inference) and at most per frame in pass 2
 CSV_CHUNK_ROWS = 65_536
@@ -66,7 +60,7 @@ CSV_CHUNK_ROWS = 65_536
 CSV_CHUNK_CHARS = 16 * 2**20
 #: decompressed bytes read from the file at once (whole lines; a longer line makes a longer read)
 _READ_BYTES = 2**20
-#: bad UTF-8 lines kept for the encoding guess of ``decode.invalid_utf8`` (as the in-memory reader)
+#: bad UTF-8 lines kept for the encoding guess of ``decode.invalid_utf8`` (the encoding guess)
 _ENCODING_SAMPLE = 50
 _INT_RANK = [pl.Int64, pl.Int128]
 
@@ -129,7 +123,7 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes, str, bool]]:
 
 
 class _Splitter:
-    """The records of the file (the rules of :func:`datacheck.io.records.csv_records`), streamed."""
+    """The records of the file (the rules of :func:`datacheck.formats.records.csv_records`), streamed."""
 
     def __init__(self, path: Path, sep: str, quote: str | None, header: bool, names: list[str] | None,
                  keep_bad: int = _ENCODING_SAMPLE):
@@ -335,14 +329,14 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
         infer(recs)
     findings: list[Finding] = []
     if split.n_bad_utf8:
-        findings.append(_utf8_finding(split.bad_utf8, max_examples, total=split.n_bad_utf8))
+        findings.append(utf8_finding(split.bad_utf8, max_examples, total=split.n_bad_utf8))
     base = 2 if header else 1
-    if not split.nonblank:  # only whitespace: no rows, no columns (as the in-memory reader)
+    if not split.nonblank:  # only whitespace: no rows, no columns (the encoding guess)
         return ShardData(lf=pl.LazyFrame(), decode_findings=findings, line_format=True, line_base=base)
     if n_bad:
-        findings.append(_bad_record_finding(bad, split.n_lines, max_examples, total=n_bad))
+        findings.append(bad_record_finding(bad, split.n_lines, max_examples, total=n_bad))
     if n_blank:
-        findings.append(_blank_finding(blank, max_examples, total=n_blank))
+        findings.append(blank_finding(blank, max_examples, total=n_blank))
     if cols is None:
         cols = unique_names(split.columns())
     schema = {c: (pl.String if not rows else combine_dtypes(seen.get(i, []))) for i, c in enumerate(cols)}
@@ -356,3 +350,18 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
         line_of_row=None if lines is None else np.frombuffer(lines, dtype=np.int64).copy(),
         line_base=first_line if first_line is not None else base, stream=stream,
     )
+
+
+def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+    return normalize_shard(open_csv(path, fmt, opts.dataset, opts.max_examples, opts.string_columns))
+
+
+_TEXT_EXTENSIONS = tuple(b + c for b in (".csv", ".tsv", ".txt", ".data") for c in ("", ".gz"))
+
+FORMAT = Format(
+    names=("csv", "tsv"),
+    open=_open,
+    extensions=((".csv.gz", "csv"), (".tsv.gz", "tsv"), (".csv", "csv"), (".tsv", "tsv")),
+    forced_extensions={"csv": _TEXT_EXTENSIONS, "tsv": _TEXT_EXTENSIONS},
+    rewrite={"csv": "records", "tsv": "records"},
+)

@@ -17,7 +17,7 @@ JSON text, String), ``ndarray[:dtype[:shape]]`` (a flat List of the values), and
 ``jpeg``/``png``/``jpeg_array``/``list[...]``/``str_decimal`` as Binary. ``pkl`` stays Binary: it is
 never unpickled (unpickling runs code from the data).
 
-Layout rules (a break raises :class:`~datacheck.io.formats.FormatError`, i.e. ``decode.unreadable``):
+Layout rules (a break raises :class:`~datacheck.formats.base.FormatError`, i.e. ``decode.unreadable``):
 the file holds the offset table, offsets never decrease, ``offset[N]`` equals the file size, the
 config is JSON with as many encodings as names, every encoding is known, and every sample's sizes fit
 inside it. A value that does not decode under its encoding (bad UTF-8 in a ``str``, a scalar of the
@@ -35,10 +35,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from datacheck.io.formats import FormatError
+from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
+from datacheck.io.shardbytes import Unreadable
 from datacheck.model.findings import Example, Finding
 
-__all__ = ["MDS_SUFFIXES", "read_mds"]
+__all__ = ["MDS_SUFFIXES", "read_mds", "FORMAT"]
 
 #: file name endings of MDS shards (plain and compressed, as the MDS writer names them)
 MDS_SUFFIXES = (".mds", ".mds.zstd", ".mds.gz", ".mds.bz2")
@@ -195,3 +196,14 @@ def read_mds(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]
             rows_truncated=len(bad) > max_examples,
         ))
     return frame, findings
+
+
+def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+    try:
+        df, findings = read_mds(path, opts.max_examples)
+    except FormatError as exc:
+        raise Unreadable(exc.reason) from None
+    return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
+
+
+FORMAT = Format(names=("mds",), open=_open, extensions=tuple((e, "mds") for e in MDS_SUFFIXES))

@@ -1,7 +1,7 @@
 """The one JSONL/CSV record reader: a line-format file split into records, with 1-based line numbers
 and byte offsets, classified as rows, records that do not parse, and blank lines.
 
-Used by the readers (:mod:`datacheck.io.readers`: which records become rows, and the ``decode.*``
+Used by the readers (:mod:`datacheck.formats.jsonl`, :mod:`datacheck.formats.csv`: which records become rows, and the ``decode.*``
 findings) and by ``datacheck clean`` (which copies or quarantines each record): both see the same
 records with the same line numbers.
 

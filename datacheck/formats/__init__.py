@@ -1,0 +1,16 @@
+"""SHARD FORMATS: one module per format, one reader per format (see :mod:`datacheck.formats.base`).
+
+- :mod:`.parquet`; :mod:`.arrow` (Arrow IPC file and stream, Hugging Face ``save_to_disk``);
+  :mod:`.jsonl` (JSON Lines, also ``.gz``/``.zst``, and JSON-array files); :mod:`.csv` (CSV/TSV and
+  other separators): streamed readers (a shard's rows are batches read straight from the file);
+- :mod:`.megatron` (``.bin``/``.idx``), :mod:`.mds` (MosaicML), :mod:`.webdataset` (tar),
+  :mod:`.litdata` (chunks): in-memory readers of byte layouts, each module states its rules;
+- the shared pieces: :mod:`.base` (the protocol, ``ShardData``), :mod:`.registry` (the formats,
+  ``open_shard``), :mod:`.records` (the JSONL/CSV record splitter, also used by ``clean``),
+  :mod:`.jsonvalues` (JSON records as frames), :mod:`.findings` (the line formats' ``decode.*``
+  findings), :mod:`.arrowtypes` (Arrow data polars can take), :mod:`.stream_source` (an IO-plugin
+  LazyFrame over a reader's batches, re-cutting), :mod:`.batches` (a shard as the engine's batches;
+  parquet rows read again by row group).
+
+The layer: ``formats`` imports :mod:`datacheck.model` and :mod:`datacheck.io` (bytes, stores) only.
+"""

@@ -1,0 +1,163 @@
+"""What every shard format shares: the opened shard (:class:`ShardData`), the format's layout error
+(:class:`FormatError`), the one protocol a format implements (:class:`Format`) and the read options
+a reader gets (:class:`ReadOptions`); fixed-size lists read as lists (:func:`normalize_shard`).
+
+A format (one module of :mod:`datacheck.formats`, registered in :mod:`datacheck.formats.registry`):
+
+- ``names``: the format names it reads (``DiscoveredShard.format``, ``[dataset] format``);
+- ``extensions`` / ``forced_extensions`` / ``sniff``: which files are its shards (discovery);
+- ``companions``: the files that belong to a shard besides itself (Megatron's ``.idx``): hashed
+  with it, copied with it from an object store;
+- ``open``: its ONE reader, a local file in, :class:`ShardData` out (a shard in an object store is
+  copied to a local file first and opened by the same reader: :func:`datacheck.formats.registry.open_shard`);
+  the batches of a streamed format are ``ShardData.stream.batches(columns, rows)``;
+- ``rewrite``: per format name, how ``datacheck clean`` writes the kept rows (``"records"``: JSONL/CSV
+  lines copied byte for byte; ``"table"``: parquet/Arrow written again); a format name it does not
+  list is refused by ``clean`` before anything is written (JSON arrays, Megatron, MDS, WebDataset,
+  litdata: their writers own their layout).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import polars as pl
+
+from datacheck.io.shardbytes import READ_ERRORS, Unreadable
+from datacheck.model.findings import Finding
+from datacheck.model.roles import TEXT_NAMES
+
+__all__ = ["Format", "FormatError", "ReadOptions", "ShardData", "cast_frame", "normalize_frame", "normalize_shard"]
+
+
+class FormatError(Exception):
+    """The bytes break the format's layout; ``reason`` says which rule, where, and the remedy
+    (the format's reader turns it into :class:`~datacheck.io.shardbytes.Unreadable`)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass
+class ShardData:
+    """An opened shard.
+
+    Attributes:
+        lf: the rows as read (0-based row index = position in this frame).
+        decode_findings: ``decode.*`` findings found while opening.
+        line_format: True for JSONL/CSV (findings then also carry 1-based line numbers).
+        line_of_row: 1-based line number of each row, or None when ``row + line_base``.
+        line_base: offset of row 0's line when ``line_of_row`` is None (1 for JSONL, 2 for CSV with header).
+        stream: a batch source reading the rows straight from the file, batch by batch (an object
+            with ``schema``, ``rows`` and ``batches(columns, rows)``: :class:`datacheck.formats.jsonl.JsonlSource`,
+            :mod:`datacheck.formats.csv`, :mod:`datacheck.formats.arrow`), or None; the engine reads its
+            batches from it instead of slicing ``lf`` (which, for these, reads the file again when collected).
+    """
+
+    lf: pl.LazyFrame
+    decode_findings: list[Finding] = field(default_factory=list)
+    line_format: bool = False
+    line_of_row: np.ndarray | None = None
+    line_base: int = 1
+    stream: Any = None
+
+    def lines_of(self, rows: list[int]) -> list[int]:
+        if not self.line_format:
+            return []
+        if self.line_of_row is None:
+            return [r + self.line_base for r in rows]
+        return [int(self.line_of_row[r]) for r in rows if r < len(self.line_of_row)]
+
+
+def _as_lists(dtype: pl.DataType) -> pl.DataType:
+    """``dtype`` with every fixed-size ``Array`` (at any depth, also inside structs) made a ``List``."""
+    if isinstance(dtype, pl.Array):
+        return pl.List(_as_lists(dtype.inner))  # type: ignore[arg-type]
+    if isinstance(dtype, pl.List):
+        return pl.List(_as_lists(dtype.inner))  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct([pl.Field(f.name, _as_lists(f.dtype)) for f in dtype.fields])
+    return dtype
+
+
+def _normalize(data: ShardData) -> ShardData:
+    """Fixed-size list columns (Arrow ``fixed_size_list``, polars ``Array``: e.g. Hugging Face
+    ``Sequence(length=N)`` features or numpy-written parquet) are read as variable-size ``List``
+    columns, so that every list check sees one list type. The cast is lazy (part of the fused query)."""
+    try:
+        schema = data.lf.collect_schema()
+    except READ_ERRORS as exc:
+        raise Unreadable(f"cannot read the schema: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    casts = {c: _as_lists(t) for c, t in schema.items() if _as_lists(t) != t}
+    if casts:
+        data.lf = data.lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
+    return data
+
+
+def normalize_shard(data: ShardData) -> ShardData:
+    """An opened shard with fixed-size lists read as lists (see :func:`_normalize`). Raises :class:`Unreadable`."""
+    return _normalize(data)
+
+
+def normalize_frame(lf: pl.LazyFrame) -> ShardData:
+    """An in-memory frame as an opened shard: fixed-size lists as lists (see :func:`_normalize`),
+    no decode findings, no line numbers. Raises :class:`Unreadable` when its schema cannot be read."""
+    return _normalize(ShardData(lf=lf))
+
+
+def cast_frame(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """``df`` with the columns of ``schema`` it holds cast to their dtypes there (a batch given the
+    dtypes of the shard's checked schema)."""
+    casts = {c: t for c, t in schema.items() if c in df.schema and df.schema[c] != t}
+    return df.cast(casts) if casts else df  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What a reader needs besides the path: ``dataset`` (the ``[dataset]`` config: CSV separator,
+    quote, header, names), ``max_examples`` (examples of decode findings), ``string_columns`` (CSV/TSV
+    columns read as strings whatever their values look like: the text columns)."""
+
+    dataset: Any = None
+    max_examples: int = 5
+    string_columns: tuple[str, ...] = TEXT_NAMES
+
+
+def _no_companions(path: str) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Format:
+    """One shard format (see the module docstring).
+
+    Attributes:
+        names: the format names it reads (the first is its own name).
+        open: ``(local path, format name, options) -> ShardData``; raises :class:`Unreadable`.
+        extensions: ``(extension, format name)`` pairs recognised in ``format = "auto"`` (lower case,
+            compound extensions such as ``.jsonl.gz`` included).
+        forced_extensions: format name -> the extensions a forced ``[dataset] format`` accepts.
+        sniff: ``path -> format name or None`` for files whose extension alone does not say (a
+            ``.json`` file, a ``.bin``).
+        companions: ``path -> the paths of the files that belong to the shard`` (same store or
+            folder; hashed before the shard's own bytes, copied with it from a store).
+        rewrite: format name -> ``"records"`` / ``"table"`` (how ``clean`` writes kept rows).
+        table: for a ``"table"`` rewrite, ``path -> (pyarrow Table, writer kind)``: the whole shard
+            (a local path or a URL) as ``clean`` rewrites it.
+    """
+
+    names: tuple[str, ...]
+    open: Callable[[Path, str, ReadOptions], ShardData]
+    extensions: tuple[tuple[str, str], ...] = ()
+    forced_extensions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    sniff: Callable[[Path], str | None] | None = None
+    companions: Callable[[str], list[str]] = _no_companions
+    rewrite: dict[str, str] = field(default_factory=dict)
+    table: Callable[[Path | str], tuple[Any, str]] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.names[0]

@@ -1,0 +1,120 @@
+"""Which files are shards, and of which format: the format rules of discovery, from the registry.
+
+:func:`discover` is :func:`datacheck.io.discover.discover` (listing folders, globs and object
+stores; temporary files, metadata, symlinks, Hugging Face ``state.json`` lists) with these rules:
+
+- ``[dataset] format = "auto"`` (default): by extension (every format's ``extensions``, compound
+  ones such as ``.jsonl.gz`` first). A ``.json`` file is sniffed (:func:`datacheck.formats.jsonl.sniff`):
+  JSON Lines is audited as ``jsonl``, one JSON array of records as ``json``, anything else is
+  listed as ignored. A ``.bin`` file is a Megatron shard when its ``.idx`` is beside it
+  (:func:`datacheck.formats.megatron.sniff`; the ``.idx`` is its companion, read and hashed with it
+  and not listed on its own), a litdata chunk when its folder's ``index.json`` is a litdata index
+  (:func:`datacheck.formats.litdata.sniff`); any other ``.bin``, or an ``.idx`` without its ``.bin``,
+  is listed as ignored data with the reason.
+- a forced format applies only to plausible data files of that format (every format's
+  ``forced_extensions``, and files without an extension).
+- an object in a store: the same rules, except that a ``.bin`` is a Megatron shard when the ``.idx``
+  of the same name was listed, a ``.json`` object is sniffed for JSON Lines only, and litdata
+  folders are read from local disk only.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from datacheck.formats import jsonl, megatron
+from datacheck.formats.registry import FORMATS
+from datacheck.io import discover as _discover
+from datacheck.io.discover import Discovery
+
+__all__ = ["EXTENSIONS", "FORCED_EXTENSIONS", "RULES", "ShardRules", "discover", "format_of"]
+
+#: extension -> format in auto mode, longest first (compound extensions before their last part)
+EXTENSIONS: tuple[tuple[str, str], ...] = tuple(sorted((e for f in FORMATS for e in f.extensions),
+                                                       key=lambda e: -len(e[0])))
+#: The extensions a forced ``[dataset] format`` accepts (plus files without an extension): the
+#: readers decompress ``.gz``/``.zst`` JSON Lines and ``.gz`` CSV/TSV.
+FORCED_EXTENSIONS: dict[str, tuple[str, ...]] = {n: e for f in FORMATS for n, e in f.forced_extensions.items()}
+#: Extensions that look like data (a file with one that is not audited is listed in ``ignored``).
+_DATA_LIKE = tuple(sorted({e for exts in FORCED_EXTENSIONS.values() for e in exts}, key=len, reverse=True))
+
+
+def format_of(path: Path, forced: str = "auto") -> str | None:
+    """The shard format of the local file ``path``, or None when it is not a shard in this mode.
+
+    ``forced == "auto"``: by extension, else by the formats' sniffers (a ``.json`` or ``.bin`` file).
+    A forced format: that format, for a file whose extension is in :data:`FORCED_EXTENSIONS` for it or
+    that has no extension; None otherwise.
+    """
+    name = path.name.lower()
+    if forced != "auto":
+        if name.endswith(FORCED_EXTENSIONS.get(forced, ())) or "." not in name.lstrip("."):
+            return forced
+        return None
+    for ext, fmt in EXTENSIONS:
+        if name.endswith(ext):
+            return fmt
+    for f in FORMATS:
+        got = f.sniff(path) if f.sniff is not None else None
+        if got is not None:
+            return got
+    return None
+
+
+class ShardRules:
+    """The format rules :func:`datacheck.io.discover.discover` applies (see the module docstring)."""
+
+    forced_extensions = FORCED_EXTENSIONS
+
+    def format_of(self, path: Path, forced: str) -> str | None:
+        return format_of(path, forced)
+
+    def format_of_object(self, key: str, forced: str, names: set[str], fs: Any) -> str | None:
+        """The format of the object ``key`` of a store listing ``names`` (``fs``: its filesystem)."""
+        lname = key.rpartition("/")[2].lower()
+        stem = key.rpartition(".")[0]
+        if forced == "auto" and lname.endswith(".bin"):
+            return "megatron" if stem + ".idx" in names else None
+        if forced == "auto" and lname.endswith(".json") and not any(lname.endswith(e) for e, _ in EXTENSIONS):
+            return "jsonl" if jsonl.sniff_lines_object(fs, key) else None
+        return format_of(Path(key.rpartition("/")[2]), forced)
+
+    def is_companion(self, path: Path, forced: str) -> bool:
+        """A local file read and hashed with another shard (a Megatron ``.idx`` beside its ``.bin``)."""
+        return forced == "auto" and megatron.is_index_of_pair(path)
+
+    def is_companion_object(self, key: str, forced: str, names: set[str]) -> bool:
+        """An object read and hashed with another listed shard (a Megatron ``.idx``)."""
+        return forced == "auto" and key.lower().endswith(".idx") and key.rpartition(".")[0] + ".bin" in names
+
+    def why_not(self, name: str, forced: str, remote: bool = False) -> str | None:
+        """Why a data-looking file is not a shard in this mode (None: not data-looking)."""
+        name = name.lower()
+        if forced != "auto":
+            if name.endswith(_DATA_LIKE) or any(name.endswith(e) for e, _ in EXTENSIONS):
+                return f"its extension does not fit [dataset] format = {forced!r}"
+            return None
+        if name.endswith(".bin"):
+            if remote:
+                return ("a .bin object without a Megatron .idx of the same name beside it (litdata folders are "
+                        "read from local disk only: download the folder first)")
+            return ("a .bin file with neither a Megatron .idx of the same name beside it nor a litdata index.json in "
+                    "its folder: no format to read it with")
+        if name.endswith(".idx"):
+            return "a Megatron .idx without its .bin (a missing or partial download?)"
+        if name.endswith(".json"):
+            return ("a .json file that is not JSON Lines (one object per line) nor a JSON array of records; "
+                    "a single JSON document is not a shard")
+        if name.endswith(_DATA_LIKE):
+            return "no format for this extension; set [dataset] format (csv, tsv or jsonl) to audit it"
+        return None
+
+
+#: the rules discovery applies
+RULES = ShardRules()
+
+
+def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: bool = False) -> Discovery:
+    """Resolve PATH arguments into shards under one root (:func:`datacheck.io.discover.discover` with
+    the formats' rules, :data:`RULES`). Raises ``UsageError`` as it does."""
+    return _discover.discover(paths, forced_format, follow_symlinks, rules=RULES)
