@@ -44,7 +44,7 @@ __all__ = ["forced_batch_rows", "batch_rows", "file_batches", "iter_batches"]
 _SAMPLE_ROWS = 1024
 
 #: with ``iter_batches(ramp=True)``, the first parquet batch holds 1/8 of a batch (decoded on its
-#: own, :func:`_decoded`), and so does the final one: the pipeline's fill (the engine waits for the first decode) drops from
+#: own, :func:`datacheck.formats.parquet._decoded`), and so does the final one: the pipeline's fill (the engine waits for the first decode) drops from
 #: a whole batch's decode (about 0.13 s of 0.33 s on the 100,000 x 128 shard of
 #: benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more batch (about 20 ms CPU of fixed
 #: per-batch cost in the fused query)

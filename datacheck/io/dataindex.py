@@ -19,7 +19,7 @@ Index file (JSON, sorted keys, written atomically)::
 
 Paths are POSIX paths relative to the dataset root (the audited folder). A path that is absolute,
 holds ``..``, a backslash, a drive letter or a NUL, or resolves (through symlinks) outside the root
-is refused with a :class:`~datacheck.errors.UsageError` (exit 2), before any file is opened, so an
+is refused with a :class:`~datacheck.model.errors.UsageError` (exit 2), before any file is opened, so an
 index can never make datacheck read outside the dataset. A file that is not JSON, not an index, or
 has a ``format_version`` newer than :data:`INDEX_FORMAT_VERSION` is refused the same way.
 

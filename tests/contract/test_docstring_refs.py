@@ -19,8 +19,6 @@ from conftest import ROOT
 ROLE = re.compile(r":(mod|func|class|meth|attr|data|exc|obj):`~?([^`<>]+?)(?:\(\))?`")
 #: modules never imported here (importing ``datacheck.__main__`` runs the CLI)
 SKIP = {"datacheck.__main__"}
-#: stale references in files other work moves (the list only shrinks; an entry that no longer occurs fails)
-KNOWN_STALE: set[str] = {"datacheck.errors.UsageError", "datacheck.roles.text_column_names"}
 
 
 def _member(obj: Any, name: str) -> tuple[bool, Any]:
@@ -88,13 +86,8 @@ def _stale() -> list[tuple[str, str]]:
 
 
 def test_every_cross_reference_resolves():
-    stale = [where for where, name in _stale() if name not in KNOWN_STALE]
+    stale = [where for where, _ in _stale()]
     assert stale == [], "references to names that do not exist (fix the name or drop the role):\n" + "\n".join(stale)
-
-
-def test_known_stale_list_only_shrinks():
-    gone = KNOWN_STALE - {name for _, name in _stale()}
-    assert gone == set(), f"these references are fixed: remove them from KNOWN_STALE: {sorted(gone)}"
 
 
 def test_a_planted_stale_reference_is_found():
