@@ -6,7 +6,7 @@ alike, reading record batch by record batch, in bounded memory.
 At open (:func:`open_arrow`) every record batch is read once (``pyarrow.ipc``, from the file, not
 memory-mapped, so nothing of the file stays resident) and fully validated
 (:func:`datacheck.formats.arrowtypes.validate_arrow`: polars trusts offsets, and a corrupt inner list offset
-kills the process, issue 15 item 1); the rows are counted. A corrupt batch anywhere is
+kills the process); the rows are counted. A corrupt batch anywhere is
 ``decode.unreadable`` with pyarrow's reason and the batch's index.
 
 The engine's batches (:meth:`IpcStream.batches`) read the record batches again, only the columns

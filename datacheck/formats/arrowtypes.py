@@ -117,7 +117,7 @@ def arrow_for_polars(table, max_examples: int = 0) -> tuple[object, list[Finding
 def validate_arrow(data, where: str) -> None:
     """Full validation of Arrow data (``validate(full=True)``: every offset, index and UTF-8 string
     checked against its buffers) before polars sees it: polars trusts offsets, and a corrupt inner list
-    offset kills the process (SIGSEGV/SIGBUS, issue 15). Costs one pass over the data (CPU, no copy).
+    offset kills the process (SIGSEGV/SIGBUS). Costs one pass over the data (CPU, no copy).
     Raises :class:`Unreadable` naming ``where`` and pyarrow's reason."""
     try:
         data.validate(full=True)

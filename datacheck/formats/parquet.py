@@ -204,7 +204,7 @@ def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None
       to check).
 
     Decoding whole batches with pyarrow's threads costs no more than pieces of 1/8 (1.45 vs 1.56 CPU
-    s for the 1 GiB x 128 shard of benchmarks/bench_audit.py; dec4.py with issue 14's note), and
+    s for the 1 GiB x 128 shard of benchmarks/bench_audit.py), and
     joining pieces into a batch (``combine_chunks``) cost 33 ms a 38,917 x 128 batch; a batch of
     several chunks cost the checks more (0.9 CPU s on that shard).
     """

@@ -199,7 +199,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
              rules: ShardRules) -> Discovery:
     """Resolve PATH arguments into shards under one root.
 
-    Symlinks (issue 15 item 12): a file found in a folder or by a glob that is, or lies under, a
+    Symlinks: a file found in a folder or by a glob that is, or lies under, a
     symlink resolving outside the audited root is not read (its content could be any file of the
     machine, shown in the report); it is listed in ``ignored_data`` with the reason. A file named as a
     PATH itself is always read. ``follow_symlinks=True`` (``--follow-symlinks``) reads such links too,
