@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from conftest import ROOT
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from datacheck.model.config import config_from_dict, load_config
 from datacheck.model.errors import UsageError
 from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean, default_drop, row_hashes
 
-ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 CASES = ROOT.parent / "shared" / "cases"

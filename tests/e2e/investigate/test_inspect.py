@@ -4,17 +4,16 @@ from __future__ import annotations
 import builtins
 import json
 import shutil
-from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import ROOT
 
 from datacheck.io.hashing import hash_file
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.tools.inspect import TOKENIZERS_INSTALL, export_rows, inspect_shards, load_tokenizer, parse_row_list
 
-ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 CASES = ROOT.parent / "shared" / "cases"

@@ -3,16 +3,14 @@
 that differs from [tokens] vocab_size."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
+from conftest import ROOT
 
 from datacheck.model.config import config_from_dict, load_config
 from datacheck.model.errors import UsageError
 from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 REAL = ROOT.parent / "shared" / "realdata"

@@ -4,10 +4,9 @@ and rows without a mask; the plain, ANSI and HTML renderings; the CLI (--color, 
 chat tokenizer (SmolLM-135M) and GPT-2."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +15,6 @@ from datacheck.model.supervision import classify_supervision
 from datacheck.render.supervision import render_ansi, render_html_tokens, render_plain, runs, supervision_counts
 from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[3]
 SHARED = ROOT.parent / "shared"
 SMOLLM = SHARED / "chat" / "tokenizers" / "smollm_135m"
 GPT2 = SHARED / "realdata" / "gpt2_tokenizer"

@@ -3,10 +3,10 @@ a 30,522-token vocabulary, and clean of SST-2 (Vietnamese) train without its in-
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import ROOT
 
 import datacheck
 from datacheck.io.hashing import hash_file
@@ -14,7 +14,6 @@ from datacheck.model.config import config_from_dict
 from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
 from datacheck.tools.inspect import inspect_shards, load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[3]
 REAL = ROOT.parent / "shared" / "realdata"
 MBERT_TRAIN = REAL / "dkhate_danish_offensive/dkhate_mbert/train"
 SST2_TRAIN = REAL / "sst2_vi_glue_parquet/train-00000-of-00001.parquet"

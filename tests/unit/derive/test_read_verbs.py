@@ -12,8 +12,6 @@ from datacheck.model.config import config_from_dict
 from datacheck.tools.infer import infer_contract
 from datacheck.tools.inspect import export_rows, inspect_shards
 
-ROOT = Path(__file__).resolve().parents[3]
-
 #: ``review`` is the text column only by config (not one of the inferred text names)
 CFG = {"columns": {"text": "review", "label": "label"}, "labels": {"num_classes": 2}}
 

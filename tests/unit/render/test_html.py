@@ -8,9 +8,9 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import datacheck
 from datacheck.model.config import config_from_dict, load_config
@@ -18,7 +18,6 @@ from datacheck.model.findings import Finding
 from datacheck.render.html import render_html
 from datacheck.report.model import read_report
 
-ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "sample_data"
 SAMPLE_CFG = SAMPLE / "datacheck.toml"
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from conftest import ROOT
 
 from datacheck.model.config import config_from_dict
 from datacheck.tools.clean import INDEX_NAME, QUARANTINE_DIR, clean
 
-ROOT = Path(__file__).resolve().parents[3]
 MBERT = ROOT.parent / "shared" / "realdata" / "dkhate_danish_offensive" / "dkhate_mbert"
 
 from conftest import run_cli  # noqa: E402

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from gatehelp import cli  # noqa: E402
 
 from datacheck.execute.audit import audit, audit_shards  # noqa: E402
@@ -22,7 +23,6 @@ from datacheck.formats.discovery import discover  # noqa: E402
 from datacheck.io.stores import filesystem, store_checksum  # noqa: E402
 from datacheck.model.config import load_config  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[4]
 SAMPLE = ROOT / "sample_data"
 CONFIG = SAMPLE / "datacheck.toml"
 

@@ -3,19 +3,16 @@ the messages point to it (never to "CHECKS.md", which users of the package do no
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import run_cli  # noqa: E402
+from conftest import ROOT, run_cli  # noqa: E402
 
 from datacheck.checks.registry import CHECKS
 from datacheck.listing import describe_check, list_checks, select_checks
 from datacheck.model import catalog
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import ConfigError, UsageError
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_listing_is_the_catalog_with_the_registry_s_needs():
