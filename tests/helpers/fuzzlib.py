@@ -204,6 +204,17 @@ def _command(target: str, rel: str, case: Path, work: Path) -> list[str]:
     return ["audit", str(case / rel), *rd]
 
 
+def _lay_out(seeds: Path, case: Path, work: Path, target: str, rel: str, data: bytes) -> tuple[dict[str, str], list[str]]:
+    """A fresh copy of the seed data in ``case`` with the mutant written at ``rel``, an empty ``work``
+    folder for outputs; the snapshot of ``case`` before the run and the command to run on it."""
+    shutil.rmtree(case, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(seeds, case, symlinks=True)
+    work.mkdir()
+    (case / rel).write_bytes(data)
+    return _snapshot(case), _command(target, rel, case, work)
+
+
 def mutants(n: int, seed: int, seeds: Path):
     """The fixed corpus: ``n`` seeded mutants cycling over :data:`TARGETS`, as (index, target, relative
     path, mutated bytes of that file of ``seeds``). They depend only on ``seed``, ``n`` and the seed files."""
@@ -237,13 +248,7 @@ def fuzz_in_process(n: int, seed: int, workdir: Path, run) -> dict:
     started = time.monotonic()
     for k, target, rel, data in mutants(n, seed, seeds):
         case, work = workdir / "case", workdir / "work"
-        shutil.rmtree(case, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(seeds, case, symlinks=True)
-        work.mkdir()
-        (case / rel).write_bytes(data)
-        before = _snapshot(case)
-        argv = _command(target, rel, case, work)
+        before, argv = _lay_out(seeds, case, work, target, rel, data)
         rc, err = run(argv)
         kind = _kind(rc, err, _snapshot(case) != before)
         counts["inputs"] += 1
@@ -306,13 +311,7 @@ def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2,
             k, target, rel, data = item
             slot = free.pop()
             case, work = workdir / f"case{slot}", workdir / f"work{slot}"
-            shutil.rmtree(case, ignore_errors=True)
-            shutil.rmtree(work, ignore_errors=True)
-            shutil.copytree(seeds, case, symlinks=True)
-            work.mkdir()
-            (case / rel).write_bytes(data)
-            before = _snapshot(case)
-            argv = _command(target, rel, case, work)
+            before, argv = _lay_out(seeds, case, work, target, rel, data)
             pid = os.fork()
             if pid == 0:
                 _child(lambda argv=argv: main(argv), work / "out", work / "err")
