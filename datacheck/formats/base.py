@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 import polars as pl
@@ -29,7 +29,7 @@ from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["Format", "FormatError", "ReadOptions", "ShardData", "cast_frame", "normalize_frame", "normalize_shard"]
+__all__ = ["Format", "FormatError", "ReadOptions", "ShardData", "ShardReader", "cast_frame", "normalize_frame", "normalize_shard"]
 
 
 class FormatError(Exception):
@@ -39,6 +39,49 @@ class FormatError(Exception):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
+
+
+class ShardReader(Protocol):
+    """The reader an opened shard carries (``ShardData.stream``): the only reader of the shard's
+    rows after ``open``, asked by the engine for batches and for rows read again (never by format
+    name). Implemented by :class:`datacheck.formats.parquet.ParquetReader`,
+    :class:`datacheck.formats.jsonl.JsonlSource`, :class:`datacheck.formats.csv.CsvStream`,
+    :class:`datacheck.formats.arrow.IpcStream` (the last three through
+    :class:`datacheck.formats.batches.StreamedReader`), and for every shard held as a frame by
+    :class:`datacheck.formats.batches.FrameReader` (slices of the opened frame).
+
+    ``rescans``: the opened frame (``ShardData.lf``) reads the file again whenever it is collected.
+    """
+
+    rescans: bool
+
+    def holds(self, columns: list[str]) -> bool:
+        """Whether it reads every one of ``columns`` as the checks see them (False for a column the
+        read path derived, or one it had to convert)."""
+        ...
+
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, decoded bytes of one row of ``columns``) as far as known without a read (None: unknown)."""
+        ...
+
+    def read_all(self, columns: list[str], want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """``columns`` of every row as one frame with the dtypes ``want``, or None when it has no
+        read of its own faster than collecting the opened frame (or that read failed)."""
+        ...
+
+    def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
+                ramp: bool = False) -> Iterator[pl.DataFrame]:
+        """``columns`` in batches of ``rows`` rows (the last may be shorter; with ``ramp`` a reader
+        may make the first and the final batch shorter), in row order, cast to ``want`` (as read
+        when None). Raises :class:`~datacheck.io.shardbytes.Unreadable`."""
+        ...
+
+    def read_rows(self, indices: list[int], columns: list[str], want: dict[str, pl.DataType],
+                  rows: int) -> pl.DataFrame | None:
+        """The shard rows ``indices`` (0-based, sorted): ``__row`` (UInt32) first, then ``columns``
+        with the dtypes ``want``, in row order; None when they cannot be read. ``rows``: the rows
+        per batch of :meth:`batches` (a reader that re-reads its batches uses the same cut)."""
+        ...
 
 
 @dataclass
@@ -51,10 +94,10 @@ class ShardData:
         line_format: True for JSONL/CSV (findings then also carry 1-based line numbers).
         line_of_row: 1-based line number of each row, or None when ``row + line_base``.
         line_base: offset of row 0's line when ``line_of_row`` is None (1 for JSONL, 2 for CSV with header).
-        stream: a batch source reading the rows straight from the file, batch by batch (an object
-            with ``schema``, ``rows`` and ``batches(columns, rows)``: :class:`datacheck.formats.jsonl.JsonlSource`,
-            :mod:`datacheck.formats.csv`, :mod:`datacheck.formats.arrow`), or None; the engine reads its
-            batches from it instead of slicing ``lf`` (which, for these, reads the file again when collected).
+        stream: the shard's :class:`ShardReader`, reading the rows straight from the file batch by
+            batch (local parquet, JSONL of several chunks, CSV/TSV, Arrow IPC), or None (the rows are
+            held as ``lf``: the engine slices it); the engine reads its batches and rows again from it
+            instead of slicing ``lf``.
     """
 
     lf: pl.LazyFrame
@@ -62,7 +105,7 @@ class ShardData:
     line_format: bool = False
     line_of_row: np.ndarray | None = None
     line_base: int = 1
-    stream: Any = None
+    stream: ShardReader | None = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         if not self.line_format:

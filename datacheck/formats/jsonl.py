@@ -61,6 +61,7 @@ import polars as pl
 
 from datacheck.formats import jsonvalues
 from datacheck.formats.base import Format, ReadOptions, ShardData
+from datacheck.formats.batches import StreamedReader, cast_batches
 from datacheck.formats.jsonvalues import (
     _broken_finding,
     _compatible,
@@ -257,7 +258,7 @@ def _ahead(it: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
 
 
 @dataclass
-class JsonlSource:
+class JsonlSource(StreamedReader):
     """A JSONL file's rows, streamed (see the module docstring).
 
     Attributes:
@@ -342,10 +343,16 @@ class JsonlSource:
         if seen != len(self.chunk_rows):
             raise Unreadable(changed)
 
-    def batches(self, columns: list[str], rows: int) -> Iterator[pl.DataFrame]:
-        """``columns`` in batches of exactly ``rows`` rows (the last may be shorter), in row order; the
-        next chunk is decoded one ahead in a background thread. Raises :class:`Unreadable`."""
-        yield from recut_frames(_ahead(self.frames(columns)), rows)
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, decoded bytes of one row of ``columns``): both from pass 1, no read."""
+        return self.rows, self.bytes_per_row(columns)
+
+    def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
+                ramp: bool = False) -> Iterator[pl.DataFrame]:
+        """``columns`` in batches of exactly ``rows`` rows (the last may be shorter), in row order,
+        cast to ``want`` (when given); the next chunk is decoded one ahead in a background thread.
+        Raises :class:`Unreadable`."""
+        yield from cast_batches(recut_frames(_ahead(self.frames(columns)), rows), want)
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a ``LazyFrame`` (an IO plugin: its schema is known, collecting it runs pass 2)."""
