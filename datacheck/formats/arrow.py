@@ -33,6 +33,7 @@ import polars as pl
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
 from datacheck.formats.batches import StreamedReader, cast_batches
+from datacheck.formats.rewrite import TableRewrite
 from datacheck.formats.stream_source import lazy_source
 from datacheck.io.shardbytes import Unreadable, read_bytes
 from datacheck.io.stores import is_url
@@ -243,6 +244,5 @@ FORMAT = Format(
     open=_open,
     extensions=((".arrow", "arrow"), (".ipc", "arrow"), (".feather", "arrow")),
     forced_extensions={"arrow": (".arrow", ".ipc", ".feather")},
-    rewrite={"arrow": "table"},
-    table=read_table,
+    rewrite={"arrow": TableRewrite(read_table)},
 )

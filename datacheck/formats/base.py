@@ -7,14 +7,22 @@ A format (one module of :mod:`datacheck.formats`, registered in :mod:`datacheck.
 - ``names``: the format names it reads (``DiscoveredShard.format``, ``[dataset] format``);
 - ``extensions`` / ``forced_extensions`` / ``sniff``: which files are its shards (discovery);
 - ``companions``: the files that belong to a shard besides itself (Megatron's ``.idx``): hashed
-  with it, copied with it from an object store;
+  with it, copied with it from an object store. Only files a shard's rows are read from are
+  companions: the ``index.json`` of an MDS or litdata folder is not (its reader reads it, but it
+  lists every shard of the folder: hashing it with each shard would change every shard's content
+  hash, and so every cache key, whenever one shard of the folder is added or rewritten);
 - ``open``: its ONE reader, a local file in, :class:`ShardData` out (a shard in an object store is
   copied to a local file first and opened by the same reader: :func:`datacheck.formats.registry.open_shard`);
-  the batches of a streamed format are ``ShardData.stream.batches(columns, rows)``;
-- ``rewrite``: per format name, how ``datacheck clean`` writes the kept rows (``"records"``: JSONL/CSV
-  lines copied byte for byte; ``"table"``: parquet/Arrow written again); a format name it does not
-  list is refused by ``clean`` before anything is written (JSON arrays, Megatron, MDS, WebDataset,
-  litdata: their writers own their layout).
+- ``batches(columns)`` and ``rows(indices)``: members of the opened shard's reader,
+  ``ShardData.stream`` (a :class:`ShardReader`: ``batches(columns, rows, want, ramp)`` and
+  ``read_rows(indices, columns, want, rows)``, the name ``rows`` being the streamed readers' row
+  count); the engine batches and reads rows again only through it
+  (:mod:`datacheck.formats.batches`; a shard held in memory as a frame is sliced);
+- ``rewrite``: per format name, how ``datacheck clean`` writes the kept rows
+  (:mod:`datacheck.formats.rewrite`: a ``"records"`` rewrite copies JSONL/CSV records, a
+  ``"table"`` rewrite writes parquet/Arrow again); a format name it does not list is refused
+  before anything is written, with its ``refusals`` reason (JSON arrays, Megatron, MDS,
+  WebDataset, litdata: their writers own their layout).
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 import polars as pl
 
+from datacheck.formats.rewrite import Rewriter
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
 from datacheck.model.roles import TEXT_NAMES
@@ -187,9 +196,9 @@ class Format:
             ``.json`` file, a ``.bin``).
         companions: ``path -> the paths of the files that belong to the shard`` (same store or
             folder; hashed before the shard's own bytes, copied with it from a store).
-        rewrite: format name -> ``"records"`` / ``"table"`` (how ``clean`` writes kept rows).
-        table: for a ``"table"`` rewrite, ``path -> (pyarrow Table, writer kind)``: the whole shard
-            (a local path or a URL) as ``clean`` rewrites it.
+        rewrite: format name -> its :class:`~datacheck.formats.rewrite.Rewriter` (how ``clean``
+            writes kept rows; ``mode`` ``"records"`` or ``"table"``).
+        refusals: format name -> why ``clean`` cannot rewrite its shards (a name without a rewrite).
     """
 
     names: tuple[str, ...]
@@ -198,8 +207,8 @@ class Format:
     forced_extensions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     sniff: Callable[[Path], str | None] | None = None
     companions: Callable[[str], list[str]] = _no_companions
-    rewrite: dict[str, str] = field(default_factory=dict)
-    table: Callable[[Path | str], tuple[Any, str]] | None = None
+    rewrite: dict[str, Rewriter] = field(default_factory=dict)
+    refusals: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

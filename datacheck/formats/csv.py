@@ -49,6 +49,7 @@ from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_sha
 from datacheck.formats.batches import StreamedReader, cast_batches
 from datacheck.formats.findings import bad_record_finding, blank_finding, unique_names, utf8_finding
 from datacheck.formats.records import BOM, RecordLayoutError
+from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import lazy_source, recut_frames
 from datacheck.io.shardbytes import Unreadable, line_chunks
 from datacheck.model.findings import Finding
@@ -366,5 +367,5 @@ FORMAT = Format(
     open=_open,
     extensions=((".csv.gz", "csv"), (".tsv.gz", "tsv"), (".csv", "csv"), (".tsv", "tsv")),
     forced_extensions={"csv": _TEXT_EXTENSIONS, "tsv": _TEXT_EXTENSIONS},
-    rewrite={"csv": "records", "tsv": "records"},
+    rewrite={"csv": RecordsRewrite(jsonl=False), "tsv": RecordsRewrite(jsonl=False)},
 )

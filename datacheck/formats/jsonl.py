@@ -77,6 +77,7 @@ from datacheck.formats.jsonvalues import (
     jsonl_chunks,
 )
 from datacheck.formats.records import RecordLayoutError, json_array_records
+from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import lazy_source, recut_frames
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
@@ -575,5 +576,7 @@ FORMAT = Format(
         "json": tuple(".json" + c for c in ("", ".gz", ".zst")),
     },
     sniff=sniff,
-    rewrite={"jsonl": "records"},
+    rewrite={"jsonl": RecordsRewrite(jsonl=True)},
+    refusals={"json": "datacheck clean rewrites JSON Lines, CSV, parquet and Arrow shards, not a JSON array file; "
+                      "convert it to JSON Lines first (one object per line)"},
 )

@@ -31,6 +31,7 @@ import polars as pl
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
 from datacheck.formats.batches import RAMP_DIVISOR
+from datacheck.formats.rewrite import TableRewrite
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes, store_reason
 from datacheck.io.stores import is_url
 
@@ -411,6 +412,5 @@ FORMAT = Format(
     open=open_parquet,
     extensions=((".parquet", "parquet"), (".pq", "parquet")),
     forced_extensions={"parquet": (".parquet", ".pq")},
-    rewrite={"parquet": "table"},
-    table=read_table,
+    rewrite={"parquet": TableRewrite(read_table)},
 )
