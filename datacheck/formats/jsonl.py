@@ -26,7 +26,7 @@ the chunks are cut:
   row count or CRC-32 differs from pass 1's makes the shard unreadable: the file changed).
   The engine reads its batches through :meth:`JsonlSource.batches` (chunks re-cut to exactly the
   batch's rows, the next chunk decoded in a background thread while the engine checks the current
-  batch), dispatched from :mod:`datacheck.formats.batches`.
+  batch): the JSONL shard's :class:`~datacheck.formats.base.ShardReader` (``ShardData.stream``).
 - **Every other consumer** (inspect, clean, schema infer, contracts, the one-batch engine read)
   gets ``ShardData.lf``: a polars ``LazyFrame`` over an IO plugin
   (``polars.io.plugins.register_io_source``) whose schema is the unified schema (no read for

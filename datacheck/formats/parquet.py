@@ -12,7 +12,7 @@
   and scanned lazily by polars (``pl.scan_pyarrow_dataset``), so only the footer and the columns the
   checks need are fetched (:func:`open_remote`).
 - A file that does not open: zero bytes, bad leading or footer magic, else the reader's message.
-- The engine's batches (:func:`_parquet_batches`): ``pyarrow.parquet.ParquetFile.iter_batches`` over
+- The engine's batches (:class:`ParquetReader`, the opened shard's reader; :func:`_parquet_batches`): ``pyarrow.parquet.ParquetFile.iter_batches`` over
   only the needed columns (pyarrow decodes page by page inside a row group; polars' own reader
   decodes a whole row group for any slice of it, 8x slower on a 400k-row row group cut in 8), the
   next batch decoded, converted and cast in a background thread; the batch size from the footer
@@ -412,5 +412,6 @@ FORMAT = Format(
     open=open_parquet,
     extensions=((".parquet", "parquet"), (".pq", "parquet")),
     forced_extensions={"parquet": (".parquet", ".pq")},
+    open_remote=open_remote,
     rewrite={"parquet": TableRewrite(read_table)},
 )

@@ -4,8 +4,9 @@
 batches and rows read again come from the reader the format's ``open`` puts on the opened shard.
 
 :func:`open_shard` is the one way a shard is opened: a local file by its format's reader; the URL
-of an object in a store (:mod:`datacheck.io.stores`): parquet scanned lazily through the store's
-filesystem (only the footer and the needed columns fetched), every other format copied with its
+of an object in a store (:mod:`datacheck.io.stores`): by the format's ``open_remote`` where it has
+one (parquet: scanned lazily through the store's filesystem, only the footer and the needed columns
+fetched), every other format copied with its
 companions (a Megatron ``.bin`` with its ``.idx``) to a temporary local folder (streaming), opened by
 the same reader as a local file, its rows read into memory, and the copy deleted.
 """
@@ -116,8 +117,8 @@ def open_shard(path: Path | str, fmt: str, dataset_cfg, max_examples: int,
 def _open_remote(url: str, f: Format, fmt: str, opts: ReadOptions) -> ShardData:
     """Open a shard in an object store (see the module docstring). Raises :class:`Unreadable`."""
     fs, path = filesystem(url)
-    if fmt == "parquet":
-        return parquet.open_remote(fs, path, url)
+    if f.open_remote is not None:  # read in place (parquet: only the footer and the needed columns)
+        return f.open_remote(fs, path, url)
     with tempfile.TemporaryDirectory(prefix="datacheck-store-") as tmp:
         local = Path(tmp) / (path.rpartition("/")[2] or "shard")
         sources = [(path, local)] + [(c, Path(tmp) / c.rpartition("/")[2]) for c in f.companions(path)]
