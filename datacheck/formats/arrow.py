@@ -137,7 +137,7 @@ class IpcStream(StreamedReader):
         except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001
             raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else exc}") from None
 
-    def batches(self, columns: list[str] | None, rows: int,  # type: ignore[override]
+    def batches(self, columns: list[str] | None, rows: int,
                 want: dict[str, pl.DataType] | None = None, ramp: bool = False) -> Iterator[pl.DataFrame]:
         """The ``columns`` (all when None) in frames of ``rows`` rows (the last may be shorter), in
         row order, with the dtypes of :attr:`schema`, cast to ``want`` (when given). Raises

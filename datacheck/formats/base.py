@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, ClassVar, Iterator, Protocol
 
 import numpy as np
 import polars as pl
@@ -62,7 +62,7 @@ class ShardReader(Protocol):
     ``rescans``: the opened frame (``ShardData.lf``) reads the file again whenever it is collected.
     """
 
-    rescans: bool
+    rescans: ClassVar[bool]
 
     def holds(self, columns: list[str]) -> bool:
         """Whether it reads every one of ``columns`` as the checks see them (False for a column the

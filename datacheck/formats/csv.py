@@ -233,7 +233,7 @@ class CsvStream(StreamedReader):
         except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
             raise Unreadable(f"CSV records do not form one table: {exc}") from None
 
-    def batches(self, columns: list[str] | None, rows: int,  # type: ignore[override]
+    def batches(self, columns: list[str] | None, rows: int,
                 want: dict[str, pl.DataType] | None = None, ramp: bool = False) -> Iterator[pl.DataFrame]:
         """The ``columns`` (all when None) of the rows in frames of ``rows`` rows (the last may be
         shorter; at most :data:`CSV_CHUNK_ROWS` parsed at once, concatenated up to ``rows``), with

@@ -4,7 +4,8 @@ protocol, how ``datacheck clean`` writes the kept rows of a shard in its own for
 - :class:`RewriteJob` in (the shard, the rows the audit read, the dropped rows and why), a
   :class:`Rewritten` out (counts, the reasons of each quarantined row); the kept rows go to
   ``target``, the dropped ones with the meta columns (:data:`META_COLUMNS`) to ``quarantine``, both
-  files synced to disk, read back and compared row by row with the input's content hashes.
+  files synced to disk (files made as bytes through the caller's ``write``), read back and
+  compared row by row with the input's content hashes.
 - :class:`TableRewrite` (parquet, Arrow IPC: :func:`rewrite_table`): rows read and written with
   pyarrow (schema and its metadata, e.g. Hugging Face features, kept; the same writer kind).
 - :class:`RecordsRewrite` (JSONL, CSV/TSV: :func:`rewrite_records`): JSONL records copied as their
@@ -31,7 +32,6 @@ import csv
 import gzip
 import io
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol
@@ -46,13 +46,17 @@ from datacheck.io.shardbytes import read_bytes
 from datacheck.model.errors import InternalError
 
 __all__ = ["META_COLUMNS", "RAW_COLUMN", "RecordsRewrite", "RewriteJob", "RewriteRefused", "Rewriter", "Rewritten",
-           "TableRewrite", "rewrite_records", "rewrite_table", "row_hashes"]
+           "TableRewrite", "WriteBytes", "rewrite_records", "rewrite_table", "row_hashes"]
 
 #: Columns added to quarantined rows.
 META_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_checks", "_datacheck_row_hash")
 #: raw text of a quarantined JSONL/CSV record that does not parse
 RAW_COLUMN = "_datacheck_raw"
 _RAW = RAW_COLUMN
+
+
+#: ``(path, data)``: write the whole file ``path`` (its folder made), synced to disk
+WriteBytes = Callable[[Path, bytes], None]
 
 
 class RewriteRefused(Exception):
@@ -102,12 +106,13 @@ class Rewritten:
 
 class Rewriter(Protocol):
     """A format's rewrite: ``mode`` (``"table"`` or ``"records"``) and a call
-    ``(job, target, quarantine) -> Rewritten``."""
+    ``(job, target, quarantine, write) -> Rewritten``; ``write(path, bytes)`` is the caller's
+    writer of whole files (``clean``'s: synced to disk), used for the files a rewrite makes as bytes."""
 
     @property
     def mode(self) -> str: ...
 
-    def __call__(self, job: RewriteJob, target: Path, quarantine: Path) -> Rewritten: ...
+    def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten: ...
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,7 @@ class TableRewrite:
     read: Callable[[Path | str], tuple[Any, str]]
     mode: ClassVar[str] = "table"
 
-    def __call__(self, job: RewriteJob, target: Path, quarantine: Path) -> Rewritten:
+    def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
         return rewrite_table(self.read, job, target, quarantine)
 
 
@@ -129,8 +134,8 @@ class RecordsRewrite:
     jsonl: bool
     mode: ClassVar[str] = "records"
 
-    def __call__(self, job: RewriteJob, target: Path, quarantine: Path) -> Rewritten:
-        return rewrite_records(self.jsonl, job, target, quarantine)
+    def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
+        return rewrite_records(self.jsonl, job, target, quarantine, write)
 
 
 # --------------------------------------------------------------------------------------------- row hashes
@@ -183,14 +188,6 @@ def _compress(path_name: str, data: bytes) -> bytes:
 
         return zstandard.ZstdCompressor().compress(data)
     return data
-
-
-def _fsync_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 @dataclass
@@ -343,13 +340,13 @@ def _record_reasons(rec: _Record, reasons: dict[int, list[str]], drop: tuple[str
     return sorted(out)
 
 
-def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path) -> Rewritten:
+def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
     """Rewrite a JSONL (``jsonl``) or CSV/TSV shard: its records split as the reader splits them
     (:mod:`datacheck.formats.records`); the kept records copied to ``target`` (JSONL: their line
     bytes; CSV: re-written with the same separator and quote; the input's line break and byte
     order mark kept, blank lines not copied), the dropped ones (rows of ``job.reasons``, and
     records that do not parse or hold invalid UTF-8 when ``job.drop`` names their ``decode.*``
-    check) with the meta columns to ``quarantine`` (only when any is dropped); both read back and
+    check) with the meta columns to ``quarantine`` (only when any is dropped), both by ``write``; both read back and
     compared record by record with the input's content hashes. Raises :class:`InternalError` when
     they differ or the records do not split as the audit read them."""
     reasons, rows, drop, dataset = job.reasons, job.rows, job.drop, job.dataset
@@ -385,9 +382,9 @@ def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path
                           "" if rec.value is not None else rec.text, *fields])
         qbody = _csv_bytes(qheader, qrows, job.fmt, dataset, nl)
     bom = raw[:len(raw) - len(strip_bom(raw)[0])]  # the input's UTF-8 byte order mark (or b""), kept
-    _fsync_write(target, _compress(target.name, bom + body))
+    write(target, _compress(target.name, bom + body))
     if quar:  # a quarantine file only for a shard that lost rows
-        _fsync_write(quarantine, _compress(quarantine.name, qbody))
+        write(quarantine, _compress(quarantine.name, qbody))
     kept_rows = sum(1 for rec, _ in kept if rec.row is not None)
     # proof: read back and compare record hashes with the input, in order
     back = read_bytes(target)

@@ -58,7 +58,7 @@ from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
 from datacheck.io.hfmeta import read_state
-from datacheck.io.outputs import make_temp_folder, os_error_message, write_bytes_atomic
+from datacheck.io.outputs import make_temp_folder, os_error_message
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.io.stores import is_url
 from datacheck.model import catalog
@@ -189,6 +189,18 @@ def _check_out(out: Path, inputs: list[Path], root: Path | None) -> None:
 
 
 # --------------------------------------------------------------------------------------------- per shard
+def _fsync_write(path: Path, data: bytes) -> None:
+    """Write the file ``path`` of the staging folder (its folder made), synced to disk: every file
+    ``clean`` makes as bytes (JSONL/CSV shards and quarantines, the Hugging Face metadata); the
+    staging folder is renamed to ``out`` only once all are written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+
 def _reasons(failing_rows: dict[str, list[int]], drop: tuple[str, ...]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for key, rows in failing_rows.items():
@@ -263,7 +275,7 @@ def _hf_metadata(root: Path, stage: Path, kept_rows: dict[str, int]) -> list[str
     written: list[str] = []
 
     def put(rel_path: str, data: bytes) -> None:
-        write_bytes_atomic(stage / rel_path, data)
+        _fsync_write(stage / rel_path, data)
         written.append(rel_path)
 
     for rel, here, state, _split in splits:
@@ -426,7 +438,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                 continue
             job = RewriteJob(source=ds.source, fmt=ds.format, rel=ds.rel, rows=res.rows or 0,
                              reasons=_reasons(res.failing_rows, drop_ids), drop=drop_ids, dataset=cfg.dataset)
-            got = rewriter(ds.format)(job, stage / ds.rel, stage / QUARANTINE_DIR / ds.rel)
+            got = rewriter(ds.format)(job, stage / ds.rel, stage / QUARANTINE_DIR / ds.rel, _fsync_write)
             for why in got.reasons:
                 _count(sc, why)
             sc.input_rows, sc.kept, sc.quarantined, sc.blank_lines = got.input_rows, got.kept, got.quarantined, got.blank_lines

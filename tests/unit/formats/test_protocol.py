@@ -110,6 +110,11 @@ def test_a_reader_lacking_a_column_gives_way_to_slices_of_the_frame(tmp_path, mo
     assert pl.concat(list(reader.batches(["derived"], 5))).to_series().to_list() == [r["label"] for r in ROWS]
 
 
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
 def _job(path: Path, fmt: str, rows: int, reasons: dict[int, list[str]], drop: tuple[str, ...] = ()) -> RewriteJob:
     return RewriteJob(source=path, fmt=fmt, rel=path.name, rows=rows, reasons=reasons, drop=drop, dataset=DATASET)
 
@@ -120,7 +125,7 @@ def test_jsonl_rewrite_copies_the_kept_records_byte_for_byte(tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"\r\n".join(lines) + b"\r\n")
     out, q = tmp_path / "out" / "in.jsonl", tmp_path / "q" / "in.jsonl"
-    got = rewriter("jsonl")(_job(src, "jsonl", 4, {1: ["x.check"]}, drop=("decode.bad_record",)), out, q)
+    got = rewriter("jsonl")(_job(src, "jsonl", 4, {1: ["x.check"]}, drop=("decode.bad_record",)), out, q, _write)
     assert out.read_bytes() == b"".join(lines[i] + b"\r\n" for i in (0, 2, 5))
     assert (got.input_rows, got.kept, got.kept_rows, got.quarantined, got.blank_lines) == (5, 3, 3, 2, 1)
     assert got.reasons == [["x.check"], ["decode.bad_record"]]
@@ -133,7 +138,7 @@ def test_csv_rewrite_keeps_the_kept_records_byte_for_byte(tmp_path):
     src = tmp_path / "in.csv"
     src.write_bytes(b"\n".join(lines) + b"\n")
     out, q = tmp_path / "out.csv", tmp_path / "q.csv"
-    got = rewriter("csv")(_job(src, "csv", 4, {0: ["x.check"], 2: ["y.check"]}), out, q)
+    got = rewriter("csv")(_job(src, "csv", 4, {0: ["x.check"], 2: ["y.check"]}), out, q, _write)
     assert out.read_bytes() == b"".join(lines[i] + b"\n" for i in (0, 2, 4))
     assert (got.kept, got.quarantined) == (2, 2)
     assert q.read_text().splitlines()[0].split(",") == [*META_COLUMNS, "_datacheck_raw", "text", "label"]
@@ -144,7 +149,7 @@ def test_table_rewrite_keeps_exactly_the_kept_rows(tmp_path, monkeypatch, case):
     src = _local(tmp_path, case, monkeypatch)
     out, q = tmp_path / "out" / src.name, tmp_path / "q" / src.name
     drop = {1: ["x.check"], 7: ["x.check", "y.check"], 22: ["y.check"]}
-    got = rewriter("parquet" if case == "parquet" else "arrow")(_job(src, case, len(ROWS), drop), out, q)
+    got = rewriter("parquet" if case == "parquet" else "arrow")(_job(src, case, len(ROWS), drop), out, q, _write)
     fmt = "parquet" if case == "parquet" else "arrow"
     kept, kind = read_table(out, fmt)
     assert kind == read_table(src, fmt)[1]
