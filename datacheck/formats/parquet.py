@@ -358,10 +358,15 @@ class ParquetReader:
     def __init__(self, path: Path):
         self.path = path
         self._rows: int | None = None
+        self._holds: tuple[tuple[str, ...], bool] | None = None
 
     def holds(self, columns: list[str]) -> bool:
-        """:func:`batchable`: every column in the file and of a type polars takes as stored."""
-        return batchable(self.path, columns)
+        """:func:`batchable`: every column in the file and of a type polars takes as stored (the
+        answer for the last ``columns`` asked is kept: the engine asks twice, one footer read)."""
+        key = tuple(columns)
+        if self._holds is None or self._holds[0] != key:
+            self._holds = (key, batchable(self.path, columns))
+        return self._holds[1]
 
     def size(self, columns: list[str]) -> tuple[int | None, float | None]:
         """(rows, decoded bytes per row) from the footer (:func:`_parquet_rows_bytes`), when the file
