@@ -6,9 +6,10 @@ format's reader), casts and roles, then the derived columns the checks need.
 columns with the same dtypes:
 
 1. the format's reader (:func:`datacheck.formats.registry.open_shard`, the one reader of each format;
-   JSONL, CSV/TSV and Arrow IPC read the file in a streaming pass at open and hand the engine its
-   batches straight from the file, ``CheckInput.stream``; their ``lf`` is a scan that reads the file
-   again when collected; a shard in an object store is copied and read by the same reader, its rows
+   a local parquet, JSONL, CSV/TSV or Arrow IPC shard hands the engine its reader,
+   ``CheckInput.stream``, whose batches and re-read rows come straight from the file (JSONL, CSV/TSV
+   and Arrow IPC read the file in a streaming pass at open; their ``lf`` is a scan that reads the
+   file again when collected); a shard in an object store is copied and read by the same reader, its rows
    held in memory): CSV/TSV text columns
    (:func:`datacheck.model.roles.text_column_names`: ``[columns] text`` plus the inferred text
    names) are kept as strings even when every value looks like a number; fixed-size lists become
@@ -66,7 +67,7 @@ from datacheck.derive.chat import (
 )
 from datacheck.derive.messages import template_turns
 from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, render_pairs, response_turns, split_implicit_pairs
-from datacheck.formats.base import ShardData, normalize_frame
+from datacheck.formats.base import ShardData, ShardReader, normalize_frame
 from datacheck.formats.registry import open_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.shardbytes import Unreadable
@@ -110,11 +111,11 @@ class CheckInput:
         line_format: True for JSONL/CSV (rows then also have 1-based line numbers).
         line_of_row: ``(rows,)`` int64, the 1-based line of each row, or None when it is ``row + line_base``.
         line_base: the line of row 0 when ``line_of_row`` is None.
-        path: the shard file (None for an in-memory frame): the engine reads parquet batches from it
-            (:mod:`datacheck.formats.batches`).
-        stream: the reader's batch source for a local JSONL, CSV/TSV or Arrow IPC shard
-            (``ShardData.stream``: ``schema``, ``rows``, ``batches(columns, rows)``; batches read straight
-            from the file, the whole decoded shard never held), else None.
+        path: the shard file (None for an in-memory frame).
+        stream: the opened shard's reader (``ShardData.stream``, a
+            :class:`~datacheck.formats.base.ShardReader`: a local parquet, JSONL, CSV/TSV or Arrow IPC
+            shard's batches and rows read again straight from the file, the whole decoded shard never
+            held), else None (:mod:`datacheck.formats.batches` slices ``lf``).
         format: the shard's format (``"frame"`` for an in-memory frame).
         unrendered_pairs: implicit-prompt preference pairs the read path could not render (rows not
             rendered, or why nothing was rendered), or None; the pref family reports it.
@@ -130,7 +131,7 @@ class CheckInput:
     line_base: int = 1
     path: Path | None = None
     format: str = "frame"
-    stream: object = None
+    stream: ShardReader | None = None
     unrendered_pairs: UnrenderedPairs | None = None
 
     def lines_of(self, rows: list[int]) -> list[int]:

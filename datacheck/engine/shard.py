@@ -7,7 +7,6 @@ and asks the registry's unreadable hook when a shard cannot be read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Final, Iterator
 
 import polars as pl
@@ -28,13 +27,7 @@ from datacheck.checks.registry import (
     unreadable_findings,
 )
 from datacheck.derive.read import CheckInput, open_for_checks
-from datacheck.formats.batches import (
-    batch_rows,
-    file_batches,
-    forced_batch_rows,
-    iter_batches,
-)
-from datacheck.formats.parquet import read_parquet_columns, read_parquet_rows
+from datacheck.formats.batches import batch_rows, forced_batch_rows, gather_rows, shard_reader
 from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import file_state
@@ -331,15 +324,8 @@ def _wanted_rows(rows: list[int], rc: RowCheck, shown_before: int, max_ex: int, 
     return []
 
 
-def _gather(lf: pl.LazyFrame, wanted: set[int] | list[int], offset: int = 0) -> pl.DataFrame | None:
-    """The rows ``wanted`` (0-based shard rows) of a batch starting at shard row ``offset``, with
-    ``__row`` (UInt32, the shard row) first; None when reading them fails."""
-    ids = pl.Series(sorted(wanted), dtype=pl.UInt32)
-    try:
-        return (lf.with_row_index("__row", offset=offset)
-                .filter(pl.col("__row").is_in(ids.implode())).collect())
-    except ENGINE_ERRORS:
-        return None
+#: the rows ``wanted`` of a batch starting at a shard row, ``__row`` first (None when reading fails)
+_gather = gather_rows
 
 
 def _details_of(sub: pl.DataFrame, rc: RowCheck) -> dict[str, Any]:
@@ -476,7 +462,8 @@ _Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[in
 
 def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[Stat | Payload],
                  schema: dict[str, pl.DataType], max_ex: int) -> _Run:
-    """The shard's checks over its batches (:mod:`datacheck.formats.batches`), merged exactly:
+    """The shard's checks over its batches (:mod:`datacheck.formats.batches`: the opened shard's
+    :class:`~datacheck.formats.base.ShardReader`, or slices of its frame), merged exactly:
 
     - row checks: each batch's failing rows offset by the batch's first row, concatenated (row order);
     - stats: each :class:`Stat`'s raw batch values combined by its ``merge``, then ``post`` once;
@@ -496,19 +483,19 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     """
     needed = _needed_columns(row_checks, measures, schema)
     in_query = [i for i, rc in enumerate(row_checks) if rc.from_payload is None]
-    path = file_batches(data.path, data.format, needed, data.stream)  # None: slices of the opened frame
+    want = {c: schema[c] for c in needed}
     try:
-        n_rows, per = batch_rows(data.lf, needed, path, data.format, stream=data.stream) if needed else (0, None)
+        n_rows, per = batch_rows(data.lf, needed, data.stream) if needed else (0, None)
     except ENGINE_ERRORS as exc:
         raise Unreadable(f"reading the data failed: {_first_line(exc)}") from None
     except ValueError as exc:  # a bad $DATACHECK_BATCH_ROWS
         raise InternalError(str(exc)) from None
+    # the opened shard's reader when it holds the needed columns, else slices of the opened frame
+    reader = shard_reader(data.stream, data.lf, needed, n_rows)
     single: pl.LazyFrame | None = None
-    if per is None and path is not None and n_rows > 0:  # parquet read by pyarrow (half polars' CPU)
-        try:
-            single = read_parquet_columns(path, needed, n_rows, schema).lazy()
-        except Unreadable:  # polars' read below says why, as it always has
-            single = None
+    if per is None and n_rows > 0:  # the reader's own one read (parquet: pyarrow, half polars' CPU)
+        whole = reader.read_all(needed, want)
+        single = whole.lazy() if whole is not None else None  # None: polars' read below (it says why)
     if per is None and single is None:
         single = _read_all(data.lf, needed)
     ramp = forced_batch_rows() is None  # a forced batch size is kept exactly (tests cut shards with it)
@@ -517,8 +504,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         if single is not None:
             yield single
             return
-        for df in iter_batches(data.lf, schema, needed, per or 1, n_rows, path, data.format,
-                               ramp=ramp, rescan=data.stream is not None):
+        for df in reader.batches(needed, per or 1, want, ramp=ramp):
             yield df.lazy()
 
     n = 0
@@ -585,29 +571,10 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             stat_values[m.key] = m.post(m.merge(parts))
 
     def reread(wanted: list[int]) -> pl.DataFrame | None:
-        """The rows ``wanted`` of the shard (with ``__row``), from memory or by reading the batches again."""
+        """The rows ``wanted`` of the shard (with ``__row``), from memory or by the reader again."""
         if single is not None:
             return _gather(single, wanted)
-        if isinstance(path, Path):  # parquet: only the row groups that hold them are decoded
-            try:
-                return read_parquet_rows(path, needed, wanted, schema)
-            except Unreadable:
-                return None
-        got, off = [], 0
-        lo, hi = min(wanted), max(wanted)
-        for lf in frames():
-            h = lf.select(pl.len()).collect().item()
-            if off + h > lo and off <= hi:
-                inside = [r for r in wanted if off <= r < off + h]
-                if inside:
-                    sub = _gather(lf, inside, off)
-                    if sub is None:
-                        return None
-                    got.append(sub)
-            off += h
-            if off > hi:
-                break
-        return pl.concat(got) if got else None
+        return reader.read_rows(wanted, needed, want, per or 1)
 
     late: list[int] = []
     for i, parts in keys.items():  # key checks: candidates over the whole shard, verified exactly

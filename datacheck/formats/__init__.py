@@ -5,12 +5,13 @@
   other separators): streamed readers (a shard's rows are batches read straight from the file);
 - :mod:`.megatron` (``.bin``/``.idx``), :mod:`.mds` (MosaicML), :mod:`.webdataset` (tar),
   :mod:`.litdata` (chunks): in-memory readers of byte layouts, each module states its rules;
-- the shared pieces: :mod:`.base` (the protocol, ``ShardData``), :mod:`.registry` (the formats,
-  ``open_shard``), :mod:`.records` (the JSONL/CSV record splitter, also used by ``clean``),
+- the shared pieces: :mod:`.base` (the protocol, ``ShardData``, ``ShardReader``), :mod:`.registry`
+  (the formats, ``open_shard``, ``rewriter``), :mod:`.records` (the JSONL/CSV record splitter, also
+  used by the rewrites), :mod:`.rewrite` (``clean``'s rewrites: JSONL/CSV records, parquet/Arrow tables),
   :mod:`.jsonvalues` (JSON records as frames), :mod:`.findings` (the line formats' ``decode.*``
   findings), :mod:`.arrowtypes` (Arrow data polars can take), :mod:`.stream_source` (an IO-plugin
-  LazyFrame over a reader's batches, re-cutting), :mod:`.batches` (a shard as the engine's batches;
-  parquet rows read again by row group).
+  LazyFrame over a reader's batches, re-cutting), :mod:`.batches` (a shard as the engine's batches,
+  from the opened shard's reader or slices of its frame).
 
 The layer: ``formats`` imports :mod:`datacheck.model` and :mod:`datacheck.io` (bytes, stores) only.
 """

@@ -32,6 +32,8 @@ import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
+from datacheck.formats.batches import StreamedReader, cast_batches
+from datacheck.formats.rewrite import TableRewrite
 from datacheck.formats.stream_source import lazy_source
 from datacheck.io.shardbytes import Unreadable, read_bytes
 from datacheck.io.stores import is_url
@@ -82,7 +84,7 @@ def _reason(head: bytes, exc: BaseException) -> str:
 
 
 @dataclass
-class IpcStream:
+class IpcStream(StreamedReader):
     """An Arrow IPC file's rows as batches read straight from the file (see the module docstring).
 
     Attributes:
@@ -135,9 +137,14 @@ class IpcStream:
         except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001
             raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else exc}") from None
 
-    def batches(self, columns: list[str] | None, rows: int) -> Iterator[pl.DataFrame]:
+    def batches(self, columns: list[str] | None, rows: int,
+                want: dict[str, pl.DataType] | None = None, ramp: bool = False) -> Iterator[pl.DataFrame]:
         """The ``columns`` (all when None) in frames of ``rows`` rows (the last may be shorter), in
-        row order, with the dtypes of :attr:`schema`. Raises :class:`Unreadable`."""
+        row order, with the dtypes of :attr:`schema`, cast to ``want`` (when given). Raises
+        :class:`Unreadable`."""
+        yield from cast_batches(self._frames(columns, rows), want)
+
+    def _frames(self, columns: list[str] | None, rows: int) -> Iterator[pl.DataFrame]:
         pending: list[Any] = []
         have = 0
         for rb in self.record_batches(columns):
@@ -237,6 +244,5 @@ FORMAT = Format(
     open=_open,
     extensions=((".arrow", "arrow"), (".ipc", "arrow"), (".feather", "arrow")),
     forced_extensions={"arrow": (".arrow", ".ipc", ".feather")},
-    rewrite={"arrow": "table"},
-    table=read_table,
+    rewrite={"arrow": TableRewrite(read_table)},
 )

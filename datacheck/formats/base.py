@@ -7,29 +7,38 @@ A format (one module of :mod:`datacheck.formats`, registered in :mod:`datacheck.
 - ``names``: the format names it reads (``DiscoveredShard.format``, ``[dataset] format``);
 - ``extensions`` / ``forced_extensions`` / ``sniff``: which files are its shards (discovery);
 - ``companions``: the files that belong to a shard besides itself (Megatron's ``.idx``): hashed
-  with it, copied with it from an object store;
+  with it, copied with it from an object store. Only files a shard's rows are read from are
+  companions: the ``index.json`` of an MDS or litdata folder is not (its reader reads it, but it
+  lists every shard of the folder: hashing it with each shard would change every shard's content
+  hash, and so every cache key, whenever one shard of the folder is added or rewritten);
 - ``open``: its ONE reader, a local file in, :class:`ShardData` out (a shard in an object store is
   copied to a local file first and opened by the same reader: :func:`datacheck.formats.registry.open_shard`);
-  the batches of a streamed format are ``ShardData.stream.batches(columns, rows)``;
-- ``rewrite``: per format name, how ``datacheck clean`` writes the kept rows (``"records"``: JSONL/CSV
-  lines copied byte for byte; ``"table"``: parquet/Arrow written again); a format name it does not
-  list is refused by ``clean`` before anything is written (JSON arrays, Megatron, MDS, WebDataset,
-  litdata: their writers own their layout).
+- ``batches(columns)`` and ``rows(indices)``: members of the opened shard's reader,
+  ``ShardData.stream`` (a :class:`ShardReader`: ``batches(columns, rows, want, ramp)`` and
+  ``read_rows(indices, columns, want, rows)``, the name ``rows`` being the streamed readers' row
+  count); the engine batches and reads rows again only through it
+  (:mod:`datacheck.formats.batches`; a shard held in memory as a frame is sliced);
+- ``rewrite``: per format name, how ``datacheck clean`` writes the kept rows
+  (:mod:`datacheck.formats.rewrite`: a ``"records"`` rewrite copies JSONL/CSV records, a
+  ``"table"`` rewrite writes parquet/Arrow again); a format name it does not list is refused
+  before anything is written, with its ``refusals`` reason (JSON arrays, Megatron, MDS,
+  WebDataset, litdata: their writers own their layout).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Iterator, Protocol
 
 import numpy as np
 import polars as pl
 
+from datacheck.formats.rewrite import Rewriter
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["Format", "FormatError", "ReadOptions", "ShardData", "cast_frame", "normalize_frame", "normalize_shard"]
+__all__ = ["Format", "FormatError", "ReadOptions", "ShardData", "ShardReader", "cast_frame", "normalize_frame", "normalize_shard"]
 
 
 class FormatError(Exception):
@@ -39,6 +48,49 @@ class FormatError(Exception):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
+
+
+class ShardReader(Protocol):
+    """The reader an opened shard carries (``ShardData.stream``): the only reader of the shard's
+    rows after ``open``, asked by the engine for batches and for rows read again (never by format
+    name). Implemented by :class:`datacheck.formats.parquet.ParquetReader`,
+    :class:`datacheck.formats.jsonl.JsonlSource`, :class:`datacheck.formats.csv.CsvStream`,
+    :class:`datacheck.formats.arrow.IpcStream` (the last three through
+    :class:`datacheck.formats.batches.StreamedReader`), and for every shard held as a frame by
+    :class:`datacheck.formats.batches.FrameReader` (slices of the opened frame).
+
+    ``rescans``: the opened frame (``ShardData.lf``) reads the file again whenever it is collected.
+    """
+
+    rescans: ClassVar[bool]
+
+    def holds(self, columns: list[str]) -> bool:
+        """Whether it reads every one of ``columns`` as the checks see them (False for a column the
+        read path derived, or one it had to convert)."""
+        ...
+
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, decoded bytes of one row of ``columns``) as far as known without a read (None: unknown)."""
+        ...
+
+    def read_all(self, columns: list[str], want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """``columns`` of every row as one frame with the dtypes ``want``, or None when it has no
+        read of its own faster than collecting the opened frame (or that read failed)."""
+        ...
+
+    def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
+                ramp: bool = False) -> Iterator[pl.DataFrame]:
+        """``columns`` in batches of ``rows`` rows (the last may be shorter; with ``ramp`` a reader
+        may make the first and the final batch shorter), in row order, cast to ``want`` (as read
+        when None). Raises :class:`~datacheck.io.shardbytes.Unreadable`."""
+        ...
+
+    def read_rows(self, indices: list[int], columns: list[str], want: dict[str, pl.DataType],
+                  rows: int) -> pl.DataFrame | None:
+        """The shard rows ``indices`` (0-based, sorted): ``__row`` (UInt32) first, then ``columns``
+        with the dtypes ``want``, in row order; None when they cannot be read. ``rows``: the rows
+        per batch of :meth:`batches` (a reader that re-reads its batches uses the same cut)."""
+        ...
 
 
 @dataclass
@@ -51,10 +103,10 @@ class ShardData:
         line_format: True for JSONL/CSV (findings then also carry 1-based line numbers).
         line_of_row: 1-based line number of each row, or None when ``row + line_base``.
         line_base: offset of row 0's line when ``line_of_row`` is None (1 for JSONL, 2 for CSV with header).
-        stream: a batch source reading the rows straight from the file, batch by batch (an object
-            with ``schema``, ``rows`` and ``batches(columns, rows)``: :class:`datacheck.formats.jsonl.JsonlSource`,
-            :mod:`datacheck.formats.csv`, :mod:`datacheck.formats.arrow`), or None; the engine reads its
-            batches from it instead of slicing ``lf`` (which, for these, reads the file again when collected).
+        stream: the shard's :class:`ShardReader`, reading the rows straight from the file batch by
+            batch (local parquet, JSONL of several chunks, CSV/TSV, Arrow IPC), or None (the rows are
+            held as ``lf``: the engine slices it); the engine reads its batches and rows again from it
+            instead of slicing ``lf``.
     """
 
     lf: pl.LazyFrame
@@ -62,7 +114,7 @@ class ShardData:
     line_format: bool = False
     line_of_row: np.ndarray | None = None
     line_base: int = 1
-    stream: Any = None
+    stream: ShardReader | None = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         if not self.line_format:
@@ -144,9 +196,12 @@ class Format:
             ``.json`` file, a ``.bin``).
         companions: ``path -> the paths of the files that belong to the shard`` (same store or
             folder; hashed before the shard's own bytes, copied with it from a store).
-        rewrite: format name -> ``"records"`` / ``"table"`` (how ``clean`` writes kept rows).
-        table: for a ``"table"`` rewrite, ``path -> (pyarrow Table, writer kind)``: the whole shard
-            (a local path or a URL) as ``clean`` rewrites it.
+        open_remote: ``(fsspec filesystem, object path, URL) -> ShardData``: a shard in an object
+            store read in place (raises :class:`Unreadable`); None: copied to a local file and
+            opened by ``open``.
+        rewrite: format name -> its :class:`~datacheck.formats.rewrite.Rewriter` (how ``clean``
+            writes kept rows; ``mode`` ``"records"`` or ``"table"``).
+        refusals: format name -> why ``clean`` cannot rewrite its shards (a name without a rewrite).
     """
 
     names: tuple[str, ...]
@@ -155,8 +210,9 @@ class Format:
     forced_extensions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     sniff: Callable[[Path], str | None] | None = None
     companions: Callable[[str], list[str]] = _no_companions
-    rewrite: dict[str, str] = field(default_factory=dict)
-    table: Callable[[Path | str], tuple[Any, str]] | None = None
+    open_remote: Callable[[Any, str, str], ShardData] | None = None
+    rewrite: dict[str, Rewriter] = field(default_factory=dict)
+    refusals: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -5,21 +5,21 @@ The engine (:mod:`datacheck.engine.shard`) reads the columns its checks need in 
 rows when that variable is set) and merges every batch's result exactly. A shard that fits in one
 batch is read exactly as before (one projected ``collect``).
 
-Sources:
+Every batch comes from a :class:`~datacheck.formats.base.ShardReader` (the protocol's ``batches``
+and ``read_rows``), chosen by :func:`shard_reader` without asking the format's name:
 
-- parquet: the format's batches (:mod:`datacheck.formats.parquet`: pyarrow record batches of only
-  the needed columns, decoded, converted and cast in a background thread while the engine checks
-  the current one); the first batch is shorter (``ramp``) so the checks start early.
-- a local JSONL file: its streamed source (:class:`datacheck.formats.jsonl.JsonlSource`, the
-  ``source`` argument): each chunk parsed, cast to the file's unified schema and re-cut to the
-  batch's rows, the next chunk decoded one ahead; the decoded frame of the whole file never exists.
-  A needed column the source does not hold (derived by the read path) makes one read of the
-  needed columns, sliced in memory.
-- local CSV/TSV and Arrow IPC: the reader's batch source (:mod:`datacheck.formats.csv`,
-  :mod:`datacheck.formats.arrow`), straight from the file. The three streamed sources are one
-  ``ShardData.stream`` (``schema``, ``rows``, ``batches(columns, rows)``).
-- every other source (in-memory frames of one-chunk JSONL/Megatron/MDS/WebDataset/litdata readers,
-  shards copied from an object store, frames given to ``audit_frame``): zero-copy slices of the lazy frame.
+- the reader the format's ``open`` put on the opened shard (``ShardData.stream``) when it holds
+  every needed column: parquet (:class:`datacheck.formats.parquet.ParquetReader`: pyarrow record
+  batches of only the needed columns, decoded, converted and cast in a background thread one
+  batch ahead; the first batch is shorter, ``ramp``, so the checks start early), JSONL
+  (:class:`datacheck.formats.jsonl.JsonlSource`: each chunk parsed, cast to the file's unified
+  schema and re-cut to the batch's rows, the next chunk decoded one ahead), CSV/TSV and Arrow IPC
+  (:mod:`datacheck.formats.csv`, :mod:`datacheck.formats.arrow`), straight from the file;
+- else :class:`FrameReader`: zero-copy slices of the opened lazy frame (the in-memory frames of
+  one-chunk JSONL/Megatron/MDS/WebDataset/litdata readers, shards copied from an object store,
+  frames given to ``audit_frame``). When the shard has a reader that lacks a needed column (one
+  the read path derived) and its frame reads the file again whenever it is collected
+  (``ShardReader.rescans``), the needed columns are read once and sliced in memory.
 
 Each batch is cast to the dtypes of the shard's checked schema (the same casts the one read path
 applies lazily: fixed-size lists as lists, all-null role columns, dictionary text as strings), so
@@ -28,26 +28,26 @@ every batch has exactly the dtypes a one-batch read has.
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Any, Iterator
+from typing import ClassVar, Iterable, Iterator
 
 import polars as pl
 
-from datacheck.formats.base import cast_frame
-from datacheck.formats.parquet import _parquet_batches, _parquet_rows_bytes, batchable
+from datacheck.formats.base import ShardReader, cast_frame
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
+from datacheck.model.errors import ENGINE_ERRORS
 
-__all__ = ["forced_batch_rows", "batch_rows", "file_batches", "iter_batches"]
+__all__ = ["FrameReader", "StreamedReader", "batch_rows", "cast_batches", "forced_batch_rows", "gather_rows",
+           "rows_from_batches", "shard_reader"]
 
-#: rows sampled to estimate the decoded bytes of a row of a non-parquet source
+#: rows sampled to estimate the decoded bytes of a row of a source whose reader does not know them
 _SAMPLE_ROWS = 1024
 
-#: with ``iter_batches(ramp=True)``, the first parquet batch holds 1/8 of a batch (decoded on its
-#: own, :func:`datacheck.formats.parquet._decoded`), and so does the final one: the pipeline's fill (the engine waits for the first decode) drops from
-#: a whole batch's decode (about 0.13 s of 0.33 s on the 100,000 x 128 shard of
-#: benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more batch (about 20 ms CPU of fixed
-#: per-batch cost in the fused query)
+#: with ``ramp``, the first parquet batch holds 1/8 of a batch (decoded on its own,
+#: :func:`datacheck.formats.parquet._decoded`), and so does the final one: the pipeline's fill (the
+#: engine waits for the first decode) drops from a whole batch's decode (about 0.13 s of 0.33 s on
+#: the 100,000 x 128 shard of benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more
+#: batch (about 20 ms CPU of fixed per-batch cost in the fused query)
 RAMP_DIVISOR = 8
 
 
@@ -55,7 +55,7 @@ def forced_batch_rows() -> int | None:
     """The rows of one batch forced by ``$DATACHECK_BATCH_ROWS`` (None when unset or empty).
 
     Raises:
-        Unreadable: never; a value that is not an int >= 1 raises ValueError naming the variable.
+        ValueError: a value that is not an int >= 1 (the message names the variable).
     """
     raw = os.environ.get(ENV_BATCH_ROWS, "").strip()
     if not raw:
@@ -69,103 +69,162 @@ def forced_batch_rows() -> int | None:
     return n
 
 
-def file_batches(path: Path | None, fmt: str, columns: list[str], stream: Any = None) -> Any:
-    """``path`` when the shard's ``columns`` can be read in batches straight from the file (parquet,
-    through pyarrow), the reader's batch source ``stream`` (CSV/TSV, Arrow IPC: an object with
-    ``schema``, ``rows`` and ``batches(columns, rows)``) when it holds the columns, else None (the
-    engine then slices the frame the one read path opened). Not from
-    the file: a column the read path made (a derived Alpaca ``messages``, columns rendered by a chat
-    template) or a column whose Arrow type polars cannot take as stored (the read path converted it)."""
-    if stream is not None:
-        return stream if set(columns) <= set(stream.schema) else None
-    if fmt != "parquet" or path is None:
+def gather_rows(lf: pl.LazyFrame, wanted: set[int] | list[int], offset: int = 0) -> pl.DataFrame | None:
+    """The rows ``wanted`` (0-based shard rows) of a batch starting at shard row ``offset``, with
+    ``__row`` (UInt32, the shard row) first; None when reading them fails."""
+    ids = pl.Series(sorted(wanted), dtype=pl.UInt32)
+    try:
+        return (lf.with_row_index("__row", offset=offset)
+                .filter(pl.col("__row").is_in(ids.implode())).collect())
+    except ENGINE_ERRORS:
         return None
-    return path if batchable(path, columns) else None
 
 
-def batch_rows(lf: pl.LazyFrame, columns: list[str], path: Any, fmt: str,
-               stream: Any = None) -> tuple[int, int | None]:
+def rows_from_batches(batches: Iterable[pl.DataFrame], wanted: list[int]) -> pl.DataFrame | None:
+    """The shard rows ``wanted`` (0-based, sorted) gathered from the shard's ``batches`` read again
+    from the start (stopping after the batch that holds the last of them), ``__row`` first; None
+    when none is found or gathering fails. Raises what reading a batch raises."""
+    got, off = [], 0
+    lo, hi = min(wanted), max(wanted)
+    for df in batches:
+        h = df.height
+        if off + h > lo and off <= hi:
+            inside = [r for r in wanted if off <= r < off + h]
+            if inside:
+                sub = gather_rows(df.lazy(), inside, off)
+                if sub is None:
+                    return None
+                got.append(sub)
+        off += h
+        if off > hi:
+            break
+    return pl.concat(got) if got else None
+
+
+def cast_batches(frames: Iterable[pl.DataFrame], want: dict[str, pl.DataType] | None) -> Iterator[pl.DataFrame]:
+    """``frames`` each cast to the dtypes of ``want`` (as given when None). Raises :class:`Unreadable`
+    when a cast fails (the first line of polars' message)."""
+    for df in frames:
+        if want is None:
+            yield df
+            continue
+        try:
+            yield cast_frame(df, want)
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+            raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
+
+
+class StreamedReader:
+    """What the streamed readers (JSONL, CSV/TSV, Arrow IPC) share as a
+    :class:`~datacheck.formats.base.ShardReader`: a subclass has ``schema`` (the columns it reads),
+    ``rows`` (its row count) and ``batches(columns, rows, want=None, ramp=False)``; its opened
+    frame reads the file again whenever it is collected (``rescans``); it has no one-read path of
+    its own (``read_all`` is None: the engine collects the opened frame once); its rows are read
+    again by reading its batches again up to the last wanted row."""
+
+    rescans: ClassVar[bool] = True
+    schema: dict[str, pl.DataType]
+    rows: int
+
+    def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
+                ramp: bool = False) -> Iterator[pl.DataFrame]:
+        raise NotImplementedError
+
+    def holds(self, columns: list[str]) -> bool:
+        """Whether every one of ``columns`` is read straight from the file."""
+        return set(columns) <= set(self.schema)
+
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, None): the rows from the first pass; the bytes per row are not known."""
+        return int(self.rows), None
+
+    def read_all(self, columns: list[str], want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """None: no one-read path besides collecting the opened frame."""
+        return None
+
+    def read_rows(self, indices: list[int], columns: list[str], want: dict[str, pl.DataType],
+                  rows: int) -> pl.DataFrame | None:
+        """The rows ``indices`` (sorted) from the batches of ``rows`` rows read again."""
+        return rows_from_batches(self.batches(columns, rows, want), indices)
+
+
+class FrameReader:
+    """A :class:`~datacheck.formats.base.ShardReader` over the opened lazy frame ``lf`` of ``n``
+    rows: batches are zero-copy slices of it; with ``rescan`` (the frame reads the file again
+    whenever it is collected) the needed columns are read once and sliced in memory, not read
+    again from the start for every slice."""
+
+    rescans: ClassVar[bool] = False
+
+    def __init__(self, lf: pl.LazyFrame, n: int, rescan: bool = False):
+        self.lf = lf
+        self.n = n
+        self.rescan = rescan
+
+    def holds(self, columns: list[str]) -> bool:
+        """True: the opened frame holds every column the read path made."""
+        return True
+
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(``n``, None): the bytes per row are sampled from the frame."""
+        return self.n, None
+
+    def read_all(self, columns: list[str], want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """None: the engine collects the opened frame once."""
+        return None
+
+    def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
+                ramp: bool = False) -> Iterator[pl.DataFrame]:
+        """``columns`` in slices of ``rows`` rows, in row order, cast to ``want``. Raises :class:`Unreadable`."""
+        lf = self.lf
+        if self.rescan:
+            try:  # a column derived by the read path: the needed columns read once, sliced in memory
+                lf = lf.select(columns).collect().lazy()
+            except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+                raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
+        sel = lf.select(columns)
+        for off in range(0, self.n, rows):
+            try:
+                df = sel.slice(off, rows).collect()
+            except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+                raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
+            yield cast_frame(df, want) if want is not None else df
+
+    def read_rows(self, indices: list[int], columns: list[str], want: dict[str, pl.DataType],
+                  rows: int) -> pl.DataFrame | None:
+        """The rows ``indices`` (sorted) from the slices read again."""
+        return rows_from_batches(self.batches(columns, rows, want), indices)
+
+
+def shard_reader(stream: ShardReader | None, lf: pl.LazyFrame, columns: list[str], n: int) -> ShardReader:
+    """The reader the shard's ``columns`` are batched from: ``stream`` (the opened shard's reader)
+    when it holds them all, else the opened frame ``lf`` of ``n`` rows sliced (:class:`FrameReader`;
+    read once first when ``stream`` re-reads its file whenever ``lf`` is collected)."""
+    if stream is not None and stream.holds(columns):
+        return stream
+    return FrameReader(lf, n, rescan=stream is not None and stream.rescans)
+
+
+def batch_rows(lf: pl.LazyFrame, columns: list[str], stream: ShardReader | None = None) -> tuple[int, int | None]:
     """(rows of the shard, rows per batch) for reading ``columns`` of ``lf``; rows per batch is None
     when the shard fits in one batch (read as one frame).
 
     Rows per batch: ``$DATACHECK_BATCH_ROWS`` when set, else :data:`BATCH_TARGET_BYTES` over the
-    decoded bytes per row (the decoded size of the first 1,024 rows of the needed columns).
-    ``stream``: the shard's batch source (``ShardData.stream``): its rows (and, where it knows them,
-    bytes per row) come from its first pass, without reading the file again.
-    Raises what reading the data raises.
+    decoded bytes per row. ``stream``: the opened shard's reader; what its ``size`` knows (rows
+    from a first pass or a footer, bytes per row from a footer or a first pass's first rows) is not
+    read again; the rest comes from ``lf`` (its row count; the decoded size of the first 1,024
+    rows of the needed columns). Raises what reading the data raises; ValueError for a bad
+    ``$DATACHECK_BATCH_ROWS``.
     """
     forced = forced_batch_rows()
-    per_row: float | None = None
-    n: int | None = None
-    if fmt == "parquet" and path is not None:
-        got = _parquet_rows_bytes(path, columns)
-        if got is not None:
-            n, per_row = got
-    if n is None and stream is not None:
-        n = int(stream.rows)
+    n, per_row = stream.size(columns) if stream is not None else (None, None)
     if n is None:
         n = int(lf.select(pl.len()).collect().item())
     if forced is not None:
         return n, (forced if n > forced else None)
     if per_row is None:
-        if stream is not None and hasattr(stream, "bytes_per_row"):
-            per_row = stream.bytes_per_row(columns)
-        else:
-            sample = lf.select(columns).head(_SAMPLE_ROWS).collect() if columns else None
-            per_row = sample.estimated_size() / sample.height if sample is not None and sample.height else 0.0
+        sample = lf.select(columns).head(_SAMPLE_ROWS).collect() if columns else None
+        per_row = sample.estimated_size() / sample.height if sample is not None and sample.height else 0.0
     if per_row <= 0 or n * per_row <= BATCH_TARGET_BYTES:
         return n, None
     return n, max(1, int(BATCH_TARGET_BYTES // per_row))
-
-
-def iter_batches(lf: pl.LazyFrame, schema: dict[str, pl.DataType], columns: list[str], rows: int,
-                 n: int, path: Any, fmt: str, ramp: bool = False, rescan: bool = False) -> Iterator[pl.DataFrame]:
-    """The ``columns`` of the shard in batches of ``rows`` rows (the last may be shorter), in row
-    order, each with the dtypes of ``schema``.
-
-    Args:
-        lf: the shard as the one read path opened it (casts applied).
-        schema: ``{column: dtype}`` of ``lf``.
-        columns: the columns to read (in schema order).
-        rows: rows per batch (>= 1).
-        n: the shard's rows.
-        path: the shard file (parquet is read through pyarrow), a reader's batch source
-            (:func:`file_batches`), or None.
-        fmt: the shard's format.
-        rescan: ``lf`` reads the file again whenever it is collected (a streamed shard whose batch
-            source lacks a needed column: one the read path derived): the needed columns are then
-            read once and sliced in memory, not read again from the start for every slice.
-        ramp: parquet only: the first and the final batch have at most ``rows // RAMP_DIVISOR``
-            rows, so the engine's checks start after a short decode instead of a whole batch's
-            (the decode of each later batch overlaps the checks of the one before) and, after the
-            decode's end, only a short batch is left to check (batch sizes never change a result).
-
-    Raises:
-        Unreadable: decoding a batch failed (the reason names pyarrow's or polars' message).
-    """
-    want = {c: schema[c] for c in columns}
-    if path is not None and not isinstance(path, Path):  # a reader's batch source (JSONL, CSV, Arrow IPC)
-        for df in path.batches(columns, rows):
-            try:
-                yield cast_frame(df, want)
-            except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
-                raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
-        return
-    if fmt == "parquet" and path is not None:
-        first = max(1, rows // RAMP_DIVISOR) if ramp and n > rows else None
-        # ramped at both ends: the checks start after a short decode, and after the decode's end
-        # only the final short batch is left to check
-        yield from _parquet_batches(path, columns, rows, want, first, total=n, last=first)
-        return
-    if rescan:
-        try:  # a column derived by the read path: the needed columns read once, sliced in memory
-            lf = lf.select(columns).collect().lazy()
-        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
-            raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
-    sel = lf.select(columns)
-    for off in range(0, n, rows):
-        try:
-            df = sel.slice(off, rows).collect()
-        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
-            raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0]}") from None
-        yield cast_frame(df, want)

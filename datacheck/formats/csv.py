@@ -46,8 +46,10 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
+from datacheck.formats.batches import StreamedReader, cast_batches
 from datacheck.formats.findings import bad_record_finding, blank_finding, unique_names, utf8_finding
 from datacheck.formats.records import BOM, RecordLayoutError
+from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import lazy_source, recut_frames
 from datacheck.io.shardbytes import Unreadable, line_chunks
 from datacheck.model.findings import Finding
@@ -206,7 +208,7 @@ def _serialise(cols: list[str], records: list[list[str]]) -> bytes:
 
 
 @dataclass
-class CsvStream:
+class CsvStream(StreamedReader):
     """A CSV/TSV file's rows as batches read straight from the file (pass 2, see the module docstring).
 
     Attributes:
@@ -231,11 +233,13 @@ class CsvStream:
         except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
             raise Unreadable(f"CSV records do not form one table: {exc}") from None
 
-    def batches(self, columns: list[str] | None, rows: int) -> Iterator[pl.DataFrame]:
+    def batches(self, columns: list[str] | None, rows: int,
+                want: dict[str, pl.DataType] | None = None, ramp: bool = False) -> Iterator[pl.DataFrame]:
         """The ``columns`` (all when None) of the rows in frames of ``rows`` rows (the last may be
         shorter; at most :data:`CSV_CHUNK_ROWS` parsed at once, concatenated up to ``rows``), with
-        the dtypes of :attr:`schema`. Raises :class:`Unreadable` (the file changed, cannot be read)."""
-        yield from recut_frames(self._pieces(columns, max(1, min(rows, CSV_CHUNK_ROWS))), rows)
+        the dtypes of :attr:`schema`, cast to ``want`` (when given). Raises :class:`Unreadable`
+        (the file changed, cannot be read)."""
+        yield from cast_batches(recut_frames(self._pieces(columns, max(1, min(rows, CSV_CHUNK_ROWS))), rows), want)
 
     def _pieces(self, columns: list[str] | None, step: int) -> Iterator[pl.DataFrame]:
         """The good records parsed ``step`` at a time (the last piece may be shorter)."""
@@ -363,5 +367,5 @@ FORMAT = Format(
     open=_open,
     extensions=((".csv.gz", "csv"), (".tsv.gz", "tsv"), (".csv", "csv"), (".tsv", "tsv")),
     forced_extensions={"csv": _TEXT_EXTENSIONS, "tsv": _TEXT_EXTENSIONS},
-    rewrite={"csv": "records", "tsv": "records"},
+    rewrite={"csv": RecordsRewrite(jsonl=False), "tsv": RecordsRewrite(jsonl=False)},
 )

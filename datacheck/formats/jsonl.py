@@ -26,7 +26,7 @@ the chunks are cut:
   row count or CRC-32 differs from pass 1's makes the shard unreadable: the file changed).
   The engine reads its batches through :meth:`JsonlSource.batches` (chunks re-cut to exactly the
   batch's rows, the next chunk decoded in a background thread while the engine checks the current
-  batch), dispatched from :mod:`datacheck.formats.batches`.
+  batch): the JSONL shard's :class:`~datacheck.formats.base.ShardReader` (``ShardData.stream``).
 - **Every other consumer** (inspect, clean, schema infer, contracts, the one-batch engine read)
   gets ``ShardData.lf``: a polars ``LazyFrame`` over an IO plugin
   (``polars.io.plugins.register_io_source``) whose schema is the unified schema (no read for
@@ -61,6 +61,7 @@ import polars as pl
 
 from datacheck.formats import jsonvalues
 from datacheck.formats.base import Format, ReadOptions, ShardData
+from datacheck.formats.batches import StreamedReader, cast_batches
 from datacheck.formats.jsonvalues import (
     _broken_finding,
     _compatible,
@@ -76,6 +77,7 @@ from datacheck.formats.jsonvalues import (
     jsonl_chunks,
 )
 from datacheck.formats.records import RecordLayoutError, json_array_records
+from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import lazy_source, recut_frames
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
@@ -257,7 +259,7 @@ def _ahead(it: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
 
 
 @dataclass
-class JsonlSource:
+class JsonlSource(StreamedReader):
     """A JSONL file's rows, streamed (see the module docstring).
 
     Attributes:
@@ -342,10 +344,16 @@ class JsonlSource:
         if seen != len(self.chunk_rows):
             raise Unreadable(changed)
 
-    def batches(self, columns: list[str], rows: int) -> Iterator[pl.DataFrame]:
-        """``columns`` in batches of exactly ``rows`` rows (the last may be shorter), in row order; the
-        next chunk is decoded one ahead in a background thread. Raises :class:`Unreadable`."""
-        yield from recut_frames(_ahead(self.frames(columns)), rows)
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, decoded bytes of one row of ``columns``): both from pass 1, no read."""
+        return self.rows, self.bytes_per_row(columns)
+
+    def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
+                ramp: bool = False) -> Iterator[pl.DataFrame]:
+        """``columns`` in batches of exactly ``rows`` rows (the last may be shorter), in row order,
+        cast to ``want`` (when given); the next chunk is decoded one ahead in a background thread.
+        Raises :class:`Unreadable`."""
+        yield from cast_batches(recut_frames(_ahead(self.frames(columns)), rows), want)
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a ``LazyFrame`` (an IO plugin: its schema is known, collecting it runs pass 2)."""
@@ -568,5 +576,7 @@ FORMAT = Format(
         "json": tuple(".json" + c for c in ("", ".gz", ".zst")),
     },
     sniff=sniff,
-    rewrite={"jsonl": "records"},
+    rewrite={"jsonl": RecordsRewrite(jsonl=True)},
+    refusals={"json": "datacheck clean rewrites JSON Lines, CSV, parquet and Arrow shards, not a JSON array file; "
+                      "convert it to JSON Lines first (one object per line)"},
 )

@@ -143,4 +143,6 @@ def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return normalize_shard(ShardData(lf=df.lazy()))
 
 
-FORMAT = Format(names=("litdata",), open=_open, sniff=sniff)
+FORMAT = Format(names=("litdata",), open=_open, sniff=sniff,
+                refusals={"litdata": "its writer owns the layout (the folder's index.json lists every "
+                                     "chunk and its samples); rebuild it with litdata optimize"})

@@ -206,4 +206,6 @@ def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
 
 
-FORMAT = Format(names=("mds",), open=_open, extensions=tuple((e, "mds") for e in MDS_SUFFIXES))
+FORMAT = Format(names=("mds",), open=_open, extensions=tuple((e, "mds") for e in MDS_SUFFIXES),
+                refusals={"mds": "its writer owns the layout (the folder's index.json lists every shard's "
+                                 "samples and sizes); rebuild it with MosaicML's MDSWriter"})

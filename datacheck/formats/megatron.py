@@ -140,4 +140,6 @@ def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return normalize_shard(ShardData(lf=df.lazy()))
 
 
-FORMAT = Format(names=("megatron",), open=_open, sniff=sniff, companions=companions)
+FORMAT = Format(names=("megatron",), open=_open, sniff=sniff, companions=companions,
+                refusals={"megatron": "its writer owns the layout (the .idx holds every document's offset "
+                                      "into the .bin); rebuild it with Megatron's preprocess_data.py"})

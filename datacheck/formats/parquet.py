@@ -12,7 +12,7 @@
   and scanned lazily by polars (``pl.scan_pyarrow_dataset``), so only the footer and the columns the
   checks need are fetched (:func:`open_remote`).
 - A file that does not open: zero bytes, bad leading or footer magic, else the reader's message.
-- The engine's batches (:func:`_parquet_batches`): ``pyarrow.parquet.ParquetFile.iter_batches`` over
+- The engine's batches (:class:`ParquetReader`, the opened shard's reader; :func:`_parquet_batches`): ``pyarrow.parquet.ParquetFile.iter_batches`` over
   only the needed columns (pyarrow decodes page by page inside a row group; polars' own reader
   decodes a whole row group for any slice of it, 8x slower on a 400k-row row group cut in 8), the
   next batch decoded, converted and cast in a background thread; the batch size from the footer
@@ -24,19 +24,21 @@ from __future__ import annotations
 import queue
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
+from datacheck.formats.batches import RAMP_DIVISOR
+from datacheck.formats.rewrite import TableRewrite
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes, store_reason
 from datacheck.io.stores import is_url
 
 #: rows decoded to estimate the decoded bytes of a row when the footer alone does not tell
 _SAMPLE_ROWS = 1024
 
-__all__ = ["FORMAT", "batchable", "read_table", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
+__all__ = ["FORMAT", "ParquetReader", "batchable", "read_table", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
 
 
 def _read_parquet(path: Path) -> ShardData:
@@ -61,7 +63,7 @@ def _read_parquet(path: Path) -> ShardData:
         lf.collect_schema()
     except READ_ERRORS as exc:
         raise Unreadable(_parquet_reason(path, exc)) from None
-    return ShardData(lf=lf)
+    return ShardData(lf=lf, stream=ParquetReader(path))
 
 
 def _parquet_reason(path: Path, exc: BaseException, fs=None, url: str = "") -> str:
@@ -344,11 +346,77 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
     return pl.concat(parts) if len(parts) > 1 else parts[0]
 
 
+class ParquetReader:
+    """A local parquet file's :class:`~datacheck.formats.base.ShardReader` (see the module
+    docstring): batches through pyarrow (:func:`_parquet_batches`: decoded one ahead in a
+    background thread, ramped at both ends), the one-batch read (:func:`read_parquet_columns`),
+    rows read again from only the row groups that hold them (:func:`read_parquet_rows`). Its opened
+    frame is a ``scan_parquet`` (slices of it read only what they need: ``rescans`` is False)."""
+
+    rescans: ClassVar[bool] = False
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._rows: int | None = None
+        self._holds: tuple[tuple[str, ...], bool] | None = None
+
+    def holds(self, columns: list[str]) -> bool:
+        """:func:`batchable`: every column in the file and of a type polars takes as stored (the
+        answer for the last ``columns`` asked is kept: the engine asks twice, one footer read)."""
+        key = tuple(columns)
+        if self._holds is None or self._holds[0] != key:
+            self._holds = (key, batchable(self.path, columns))
+        return self._holds[1]
+
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, decoded bytes per row) from the footer (:func:`_parquet_rows_bytes`), when the file
+        holds ``columns``; else (None, None)."""
+        got = _parquet_rows_bytes(self.path, columns) if self.holds(columns) else None
+        if got is None:
+            return None, None
+        self._rows = got[0]
+        return got
+
+    def _total(self) -> int:
+        if self._rows is None:
+            import pyarrow.parquet as pq
+
+            self._rows = pq.ParquetFile(self.path, pre_buffer=False).metadata.num_rows
+        return self._rows
+
+    def read_all(self, columns: list[str], want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """:func:`read_parquet_columns` (about half the CPU of polars' reader); None when it fails
+        (polars' read of the opened frame then says why)."""
+        try:
+            return read_parquet_columns(self.path, columns, self._total(), want)
+        except Unreadable:
+            return None
+
+    def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
+                ramp: bool = False) -> Iterator[pl.DataFrame]:
+        """:func:`_parquet_batches`; with ``ramp`` (and more than ``rows`` rows) the first and the
+        final batch have at most ``rows // RAMP_DIVISOR`` rows, so the engine's checks start after a
+        short decode instead of a whole batch's (the decode of each later batch overlaps the checks
+        of the one before) and, after the decode's end, only a short batch is left to check (batch
+        sizes never change a result)."""
+        n = self._total()
+        first = max(1, rows // RAMP_DIVISOR) if ramp and n > rows else None
+        yield from _parquet_batches(self.path, columns, rows, want or {}, first, total=n, last=first)
+
+    def read_rows(self, indices: list[int], columns: list[str], want: dict[str, pl.DataType],
+                  rows: int) -> pl.DataFrame | None:
+        """:func:`read_parquet_rows` (only the row groups that hold them); None when it fails."""
+        try:
+            return read_parquet_rows(self.path, columns, indices, want)
+        except Unreadable:
+            return None
+
+
 FORMAT = Format(
     names=("parquet",),
     open=open_parquet,
     extensions=((".parquet", "parquet"), (".pq", "parquet")),
     forced_extensions={"parquet": (".parquet", ".pq")},
-    rewrite={"parquet": "table"},
-    table=read_table,
+    open_remote=open_remote,
+    rewrite={"parquet": TableRewrite(read_table)},
 )

@@ -2,7 +2,7 @@
 and byte offsets, classified as rows, records that do not parse, and blank lines.
 
 Used by the readers (:mod:`datacheck.formats.jsonl`, :mod:`datacheck.formats.csv`: which records become rows, and the ``decode.*``
-findings) and by ``datacheck clean`` (which copies or quarantines each record): both see the same
+findings) and by ``datacheck clean``'s rewrites (:mod:`datacheck.formats.rewrite`: which copy or quarantine each record): both see the same
 records with the same line numbers.
 
 - A UTF-8 byte order mark at the start is no part of line 1 (offsets still count its 3 bytes).

@@ -1,10 +1,12 @@
 """The one registry of shard formats: every format module of :mod:`datacheck.formats` registers its
 :class:`~datacheck.formats.base.Format` here, and discovery, the read path, hashing and ``clean``
-ask it (never a format name test of their own).
+(:func:`rewriter`, :func:`refusal`) ask it (never a format name test of their own); the engine's
+batches and rows read again come from the reader the format's ``open`` puts on the opened shard.
 
 :func:`open_shard` is the one way a shard is opened: a local file by its format's reader; the URL
-of an object in a store (:mod:`datacheck.io.stores`): parquet scanned lazily through the store's
-filesystem (only the footer and the needed columns fetched), every other format copied with its
+of an object in a store (:mod:`datacheck.io.stores`): by the format's ``open_remote`` where it has
+one (parquet: scanned lazily through the store's filesystem, only the footer and the needed columns
+fetched), every other format copied with its
 companions (a Megatron ``.bin`` with its ``.idx``) to a temporary local folder (streaming), opened by
 the same reader as a local file, its rows read into memory, and the copy deleted.
 """
@@ -16,12 +18,14 @@ from typing import Any
 
 from datacheck.formats import arrow, csv, jsonl, litdata, mds, megatron, parquet, webdataset
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
+from datacheck.formats.rewrite import Rewriter, RewriteRefused, TableRewrite
 from datacheck.io.hashing import hash_files
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, store_reason
 from datacheck.io.stores import filesystem, is_url
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["FORMATS", "REWRITABLE", "companions", "format_named", "hash_shard", "open_shard", "read_table", "rewrite_mode"]
+__all__ = ["FORMATS", "REWRITABLE", "companions", "format_named", "hash_shard", "open_shard", "read_table", "refusal",
+           "rewrite_mode", "rewriter"]
 
 #: every format, in the order discovery tries their extensions and sniffers
 FORMATS: tuple[Format, ...] = (jsonl.FORMAT, csv.FORMAT, parquet.FORMAT, arrow.FORMAT, mds.FORMAT,
@@ -31,13 +35,31 @@ _BY_NAME: dict[str, Format] = {n: f for f in FORMATS for n in f.names}
 
 
 #: the format names ``datacheck clean`` rewrites -> how (``"records"`` or ``"table"``)
-REWRITABLE: dict[str, str] = {n: mode for f in FORMATS for n, mode in f.rewrite.items()}
+REWRITABLE: dict[str, str] = {n: r.mode for f in FORMATS for n, r in f.rewrite.items()}
 
 
 def rewrite_mode(fmt: str) -> str | None:
-    """How ``clean`` writes the kept rows of a shard of format ``fmt`` (``"records"``: lines copied
-    byte for byte; ``"table"``: the Arrow table written again), or None: it cannot."""
+    """How ``clean`` writes the kept rows of a shard of format ``fmt`` (``"records"``: JSONL/CSV
+    records copied; ``"table"``: the Arrow table written again), or None: it cannot."""
     return REWRITABLE.get(fmt)
+
+
+def refusal(fmt: str) -> str | None:
+    """Why ``clean`` cannot rewrite a shard of format ``fmt``, naming the format (None: it can)."""
+    f = _BY_NAME.get(fmt)
+    if f is not None and fmt in f.rewrite:
+        return None
+    why = f.refusals.get(fmt) if f is not None else None
+    return f"format {fmt!r}: " + (why or "datacheck clean has no writer for it")
+
+
+def rewriter(fmt: str) -> Rewriter:
+    """The rewrite of format ``fmt`` (:mod:`datacheck.formats.rewrite`). Raises
+    :class:`~datacheck.formats.rewrite.RewriteRefused` (:func:`refusal`) for a format that has none."""
+    f = _BY_NAME.get(fmt)
+    if f is None or fmt not in f.rewrite:
+        raise RewriteRefused(refusal(fmt))
+    return f.rewrite[fmt]
 
 
 def read_table(path: Path | str, fmt: str) -> tuple[Any, str]:
@@ -45,9 +67,10 @@ def read_table(path: Path | str, fmt: str) -> tuple[Any, str]:
     kind to write kept rows back with (:func:`datacheck.formats.arrowtypes.write_table`). Raises
     ValueError for a format that is not rewritten as a table, and what reading raises."""
     f = _BY_NAME.get(fmt)
-    if f is None or f.table is None:
+    r = f.rewrite.get(fmt) if f is not None else None
+    if not isinstance(r, TableRewrite):
         raise ValueError(f"format {fmt!r} is not rewritten as a table")
-    return f.table(path)
+    return r.read(path)
 
 
 def format_named(name: str) -> Format | None:
@@ -94,8 +117,8 @@ def open_shard(path: Path | str, fmt: str, dataset_cfg, max_examples: int,
 def _open_remote(url: str, f: Format, fmt: str, opts: ReadOptions) -> ShardData:
     """Open a shard in an object store (see the module docstring). Raises :class:`Unreadable`."""
     fs, path = filesystem(url)
-    if fmt == "parquet":
-        return parquet.open_remote(fs, path, url)
+    if f.open_remote is not None:  # read in place (parquet: only the footer and the needed columns)
+        return f.open_remote(fs, path, url)
     with tempfile.TemporaryDirectory(prefix="datacheck-store-") as tmp:
         local = Path(tmp) / (path.rpartition("/")[2] or "shard")
         sources = [(path, local)] + [(c, Path(tmp) / c.rpartition("/")[2]) for c in f.companions(path)]

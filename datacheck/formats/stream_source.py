@@ -1,5 +1,5 @@
 """What the streamed readers share (:mod:`datacheck.formats.csv`, :mod:`datacheck.formats.arrow`,
-:mod:`datacheck.formats.jsonl`, and the parquet batches of :mod:`datacheck.formats.batches`):
+:mod:`datacheck.formats.jsonl`, and the parquet batches of :mod:`datacheck.formats.parquet`):
 
 - :func:`lazy_source`: a reader's frames as a polars ``LazyFrame`` (an IO plugin,
   ``polars.io.plugins.register_io_source``): the schema is known without a read, collecting it

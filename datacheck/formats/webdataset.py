@@ -150,4 +150,6 @@ def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
 
 
-FORMAT = Format(names=("webdataset",), open=_open, extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES))
+FORMAT = Format(names=("webdataset",), open=_open, extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES),
+                refusals={"webdataset": "its writer owns the layout (a sample is the tar members sharing a "
+                                        "key); rebuild it with webdataset's TarWriter"})

@@ -1,0 +1,431 @@
+"""What the rewriting formats share: the ``rewrite`` of the :class:`~datacheck.formats.base.Format`
+protocol, how ``datacheck clean`` writes the kept rows of a shard in its own format.
+
+- :class:`RewriteJob` in (the shard, the rows the audit read, the dropped rows and why), a
+  :class:`Rewritten` out (counts, the reasons of each quarantined row); the kept rows go to
+  ``target``, the dropped ones with the meta columns (:data:`META_COLUMNS`) to ``quarantine``, both
+  files synced to disk (files made as bytes through the caller's ``write``), read back and
+  compared row by row with the input's content hashes.
+- :class:`TableRewrite` (parquet, Arrow IPC: :func:`rewrite_table`): rows read and written with
+  pyarrow (schema and its metadata, e.g. Hugging Face features, kept; the same writer kind).
+- :class:`RecordsRewrite` (JSONL, CSV/TSV: :func:`rewrite_records`): JSONL records copied as their
+  original line bytes, CSV/TSV records re-written with the same separator and quote character;
+  the input's line break (CRLF stays CRLF) and UTF-8 byte order mark kept. Records that do not
+  parse (``decode.bad_record``) are not rows: kept as they were unless ``decode.bad_record`` is
+  dropped, and then quarantined with their raw text (``_datacheck_raw``). Blank lines are not
+  copied. A quarantined record that is not valid UTF-8 is stored decoded with replacement
+  characters (U+FFFD), and its content hash is that of the record as decoded (a record that does
+  not parse: of its bytes).
+
+Row content hash (``"xxh3-128:<32 hex>"``): datacheck's one row encoding
+(:func:`datacheck.io.rowhash.row_hash_series`, the same as the cross-shard duplicate checks) over
+every column in order. Parquet/Arrow: the table's columns; JSONL: the records parsed as the reader
+parses them, with the input's dtypes; CSV: the record's fields as strings. A record that does not
+parse: the XXH3-128 of its raw line bytes (``datacheck.io.hashing.hash_bytes``).
+
+A format name with no rewrite is refused (:class:`RewriteRefused`, naming the format and why:
+its writer owns its layout) before anything is written.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Protocol
+
+import polars as pl
+
+from datacheck.formats.arrowtypes import write_table
+from datacheck.formats.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
+from datacheck.io.hashing import hash_bytes
+from datacheck.io.rowhash import row_hash_series
+from datacheck.io.shardbytes import read_bytes
+from datacheck.model.errors import InternalError
+
+__all__ = ["META_COLUMNS", "RAW_COLUMN", "RecordsRewrite", "RewriteJob", "RewriteRefused", "Rewriter", "Rewritten",
+           "TableRewrite", "WriteBytes", "rewrite_records", "rewrite_table", "row_hashes"]
+
+#: Columns added to quarantined rows.
+META_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_checks", "_datacheck_row_hash")
+#: raw text of a quarantined JSONL/CSV record that does not parse
+RAW_COLUMN = "_datacheck_raw"
+_RAW = RAW_COLUMN
+
+
+#: ``(path, data)``: write the whole file ``path`` (its folder made), synced to disk
+WriteBytes = Callable[[Path, bytes], None]
+
+
+class RewriteRefused(Exception):
+    """The format cannot rewrite its shards; the message names the format and why."""
+
+
+@dataclass(frozen=True)
+class RewriteJob:
+    """One shard to rewrite.
+
+    Attributes:
+        source: the shard (a local path or the URL of an object in a store).
+        fmt: its format name.
+        rel: its report name (``_datacheck_shard`` of the quarantined rows).
+        rows: the rows the audit read (a shard that reads otherwise now is an InternalError).
+        reasons: {dropped row (0-based): the check keys it fails}; every other row is kept.
+        drop: the dropped check IDs (records formats: ``decode.bad_record``, ``decode.invalid_utf8``).
+        dataset: the ``[dataset]`` config (CSV separator, quote, header, names).
+    """
+
+    source: Path | str
+    fmt: str
+    rel: str
+    rows: int
+    reasons: dict[int, list[str]]
+    drop: tuple[str, ...] = ()
+    dataset: Any = None
+
+
+@dataclass
+class Rewritten:
+    """What a rewrite wrote: ``input_rows`` (rows plus records that do not parse), ``kept`` (rows
+    and records written to the target), ``kept_rows`` (of those, rows), ``reasons`` (the check keys
+    of each quarantined row or record, in order), ``blank_lines`` (of a JSONL/CSV input, not copied)."""
+
+    input_rows: int
+    kept: int
+    kept_rows: int
+    reasons: list[list[str]] = field(default_factory=list)
+    blank_lines: int = 0
+
+    @property
+    def quarantined(self) -> int:
+        """Rows and records written to the quarantine."""
+        return len(self.reasons)
+
+
+class Rewriter(Protocol):
+    """A format's rewrite: ``mode`` (``"table"`` or ``"records"``) and a call
+    ``(job, target, quarantine, write) -> Rewritten``; ``write(path, bytes)`` is the caller's
+    writer of whole files (``clean``'s: synced to disk), used for the files a rewrite makes as bytes."""
+
+    @property
+    def mode(self) -> str: ...
+
+    def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten: ...
+
+
+@dataclass(frozen=True)
+class TableRewrite:
+    """The rewrite of a table format: :func:`rewrite_table` with its ``read`` (``path or URL ->
+    (pyarrow Table, writer kind)``)."""
+
+    read: Callable[[Path | str], tuple[Any, str]]
+    mode: ClassVar[str] = "table"
+
+    def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
+        return rewrite_table(self.read, job, target, quarantine)
+
+
+@dataclass(frozen=True)
+class RecordsRewrite:
+    """The rewrite of a line format: :func:`rewrite_records` (``jsonl``: JSONL records, else CSV/TSV)."""
+
+    jsonl: bool
+    mode: ClassVar[str] = "records"
+
+    def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
+        return rewrite_records(self.jsonl, job, target, quarantine, write)
+
+
+# --------------------------------------------------------------------------------------------- row hashes
+def _hash_strings(df: pl.DataFrame) -> list[str]:
+    """``"xxh3-128:<32 hex>"`` per row of ``df``: :func:`datacheck.io.rowhash.row_hash_series` over
+    all its columns in order (a frame without columns: the hash of no bytes, per row)."""
+    if df.width == 0:
+        return [hash_bytes(b"")] * df.height
+    return [f"xxh3-128:{h:032x}" for h in row_hash_series(df.get_columns()).to_list()]
+
+
+def row_hashes(table: Any) -> list[str]:
+    """Per-row content hashes of a pyarrow Table or polars DataFrame (``"xxh3-128:<hex>"``, one per row).
+
+    The encoding is datacheck's one row encoding (:data:`datacheck.io.rowhash.ROW_ENCODING`, see
+    :mod:`datacheck.io.rowhash`) over every column in column order: stable across library versions;
+    dtypes matter (a float and an int of the same value differ; Int32 and Int64 do not).
+    """
+    return _hash_strings(table if isinstance(table, pl.DataFrame) else pl.from_arrow(table))
+
+
+def _jsonl_hashes(texts: list[str], schema: dict[str, pl.DataType] | None) -> tuple[list[str], dict[str, pl.DataType] | None]:
+    """Row hashes of JSON object texts parsed as the reader parses them (``pl.read_ndjson``), with
+    ``schema`` when given (the input's, so a subset of rows gets the input's dtypes), else inferred
+    over every row; returns (hashes, the schema used)."""
+    if not texts:
+        return [], schema
+    data = "\n".join(texts).encode("utf-8")
+    df = pl.read_ndjson(data, schema=schema) if schema is not None else pl.read_ndjson(data, infer_schema_length=None)
+    return _hash_strings(df), dict(df.schema)
+
+
+def _csv_hashes(rows: list[list[str]]) -> list[str]:
+    """Row hashes of CSV records: their fields as String columns (the text as written, before any
+    dtype inference)."""
+    if not rows:
+        return []
+    width = len(rows[0])
+    df = pl.DataFrame(rows, schema=[(f"c{i}", pl.String) for i in range(width)], orient="row")
+    return _hash_strings(df)
+
+
+# --------------------------------------------------------------------------------------------- records
+def _compress(path_name: str, data: bytes) -> bytes:
+    name = path_name.lower()
+    if name.endswith(".gz"):
+        return gzip.compress(data, mtime=0)
+    if name.endswith(".zst"):
+        import zstandard
+
+        return zstandard.ZstdCompressor().compress(data)
+    return data
+
+
+@dataclass
+class _Record:
+    """One JSONL/CSV record (:class:`datacheck.formats.records.LineRecord`) with its content hash: a row's
+    :func:`row_hashes` hash, or for a record that does not parse the hash of its bytes."""
+
+    line: int  # 1-based first line
+    raw: bytes  # original bytes (JSONL: the line; CSV: the record's lines)
+    text: str  # decoded (lossy for invalid UTF-8)
+    value: Any  # JSONL: parsed object; CSV: list of fields; None for a bad record
+    row: int | None
+    invalid_utf8: bool
+    hash: str = ""
+
+
+def _records(split: RecordSplit, hashes: list[str]) -> list[_Record]:
+    """The split's records with hashes: ``hashes`` for the rows (in order), bytes hashes for the rest."""
+    it = iter(hashes)
+    return [_Record(r.line, r.raw, r.text, r.value, r.row, r.invalid_utf8,
+                    next(it) if r.value is not None else hash_bytes(r.raw)) for r in split.records]
+
+
+def _jsonl_records(raw: bytes, schema: dict[str, pl.DataType] | None = None
+                   ) -> tuple[list[_Record], int, dict[str, pl.DataType] | None]:
+    """(records, blank lines, row schema) of a JSONL shard, split by :func:`datacheck.formats.records.jsonl_records`."""
+    split = jsonl_records(raw)
+    hashes, schema = _jsonl_hashes([r.text for r in split.rows], schema)
+    return _records(split, hashes), len(split.blank), schema
+
+
+def _csv_dialect(fmt: str, dataset: Any) -> tuple[str, str | None]:
+    sep = dataset.separator or ("\t" if fmt == "tsv" else ",")
+    quote = dataset.quote_char if dataset.quote_char else None
+    return sep, quote
+
+
+def _csv_records(raw: bytes, fmt: str, dataset: Any) -> tuple[list[str] | None, list[_Record], int]:
+    """(header line fields, records, blank lines) of a CSV/TSV shard, split by
+    :func:`datacheck.formats.records.csv_records` (as the reader splits it)."""
+    sep, quote = _csv_dialect(fmt, dataset)
+    try:
+        split = csv_records(raw, sep, quote, dataset.header, list(dataset.names) if dataset.names else None)
+    except RecordLayoutError as exc:
+        raise InternalError(f"the audit read this CSV but it does not split into records now: {exc}") from None
+    return split.header_fields, _records(split, _csv_hashes([r.value for r in split.rows])), len(split.blank)
+
+
+def _newline(raw: bytes) -> bytes:
+    """The line break of a JSONL/CSV file: ``b"\r\n"`` when its first line ends with CRLF, else ``b"\n"``
+    (copies keep the input's line endings)."""
+    nl = raw.find(b"\n")
+    return b"\r\n" if nl > 0 and raw[nl - 1:nl] == b"\r" else b"\n"
+
+
+def _csv_bytes(header: list[str] | None, rows: list[list[str]], fmt: str, dataset: Any,
+               newline: bytes = b"\n") -> bytes:
+    sep, quote = _csv_dialect(fmt, dataset)
+    buf = io.StringIO()
+    w = csv.writer(buf, delimiter=sep, quotechar=quote or '"', lineterminator=newline.decode("ascii"),
+                   quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE, escapechar=None if quote else "\\")
+    if header is not None:
+        w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------- rewrites
+def _take(table, idx: list[int]):
+    """Rows ``idx`` (sorted) of a pyarrow Table, as slices of contiguous runs: works for every
+    column type (``take`` has no kernel for e.g. ``string_view``, which polars writes to Arrow IPC)."""
+    import pyarrow as pa
+
+    runs: list[tuple[int, int]] = []
+    for i in idx:
+        if runs and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    if not runs:
+        return table.slice(0, 0)
+    return pa.concat_tables([table.slice(a, b - a) for a, b in runs]).combine_chunks()
+
+
+def rewrite_table(read: Callable[[Path | str], tuple[Any, str]], job: RewriteJob, target: Path,
+                  quarantine: Path) -> Rewritten:
+    """Rewrite a table shard (parquet, Arrow IPC): the whole shard read by ``read`` (its format's
+    ``read_table``: the pyarrow Table and its writer kind), the kept rows written to ``target`` and
+    the dropped rows with the meta columns to ``quarantine`` (only when rows are dropped) in the
+    same form (:func:`datacheck.formats.arrowtypes.write_table`), both read back and compared, row
+    by row, with the input's content hashes. Raises :class:`InternalError` when they differ."""
+    import pyarrow as pa
+
+    reasons, rows = job.reasons, job.rows
+    table, kind = read(job.source)
+    if table.num_rows != rows:
+        raise InternalError(f"{job.rel}: pyarrow reads {table.num_rows} rows but the audit read {rows}")
+    hashes = row_hashes(table)
+    drop_idx = sorted(reasons)
+    keep_idx = [i for i in range(rows) if i not in reasons]
+    kept = _take(table, keep_idx)
+    write_table(kept, target, kind)
+    q = _take(table, drop_idx)
+    meta = {
+        "_datacheck_row": pa.array(drop_idx, type=pa.int64()),
+        "_datacheck_line": pa.array([None] * len(drop_idx), type=pa.int64()),
+        "_datacheck_shard": pa.array([job.rel] * len(drop_idx), type=pa.string()),
+        "_datacheck_checks": pa.array([reasons[i] for i in drop_idx], type=pa.list_(pa.string())),
+        "_datacheck_row_hash": pa.array([hashes[i] for i in drop_idx], type=pa.string()),
+    }
+    for name, arr in meta.items():
+        q = q.append_column(name, arr)
+    if drop_idx:  # a quarantine file only for a shard that lost rows
+        write_table(q, quarantine, kind)
+    # proof: read back what was written and compare per-row content hashes with the input, in order
+    back, _ = read(target)
+    qback = read(quarantine)[0] if drop_idx else q
+    got_q = row_hashes(qback.drop_columns(list(META_COLUMNS)))
+    _verify(job.rel, hashes, keep_idx, row_hashes(back), drop_idx, got_q,
+            qback.column("_datacheck_row").to_pylist())
+    return Rewritten(input_rows=rows, kept=len(keep_idx), kept_rows=len(keep_idx),
+                     reasons=[reasons[i] for i in drop_idx])
+
+
+def _verify(rel: str, hashes: list[str], keep_idx: list[int], got_kept: list[str], drop_idx: list[int],
+            got_q: list[str], q_rows: list[int]) -> None:
+    if len(got_kept) + len(got_q) != len(hashes) or sorted(keep_idx + list(q_rows)) != list(range(len(hashes))):
+        raise InternalError(f"{rel}: kept {len(got_kept)} + quarantined {len(got_q)} != {len(hashes)} input rows")
+    for k, (i, h) in enumerate(zip(keep_idx, got_kept)):
+        if hashes[i] != h:
+            raise InternalError(f"{rel}: kept row {k} (input row {i}) differs from the input after writing")
+    for i, h in zip(q_rows, got_q):
+        if hashes[i] != h:
+            raise InternalError(f"{rel}: quarantined input row {i} differs from the input after writing")
+
+
+def _quarantine_obj(rec: _Record, rel: str, reasons: list[str]) -> dict[str, Any]:
+    base = dict(rec.value) if isinstance(rec.value, dict) else {_RAW: rec.text}
+    base.update({"_datacheck_row": rec.row, "_datacheck_line": rec.line, "_datacheck_shard": rel,
+                 "_datacheck_checks": reasons, "_datacheck_row_hash": rec.hash})
+    return base
+
+
+def _record_reasons(rec: _Record, reasons: dict[int, list[str]], drop: tuple[str, ...]) -> list[str]:
+    out = list(reasons.get(rec.row, [])) if rec.row is not None else []
+    if rec.row is None and "decode.bad_record" in drop:
+        out.append("decode.bad_record")
+    if rec.invalid_utf8 and "decode.invalid_utf8" in drop:
+        out.append("decode.invalid_utf8")
+    return sorted(out)
+
+
+def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
+    """Rewrite a JSONL (``jsonl``) or CSV/TSV shard: its records split as the reader splits them
+    (:mod:`datacheck.formats.records`); the kept records copied to ``target`` (JSONL: their line
+    bytes; CSV: re-written with the same separator and quote; the input's line break and byte
+    order mark kept, blank lines not copied), the dropped ones (rows of ``job.reasons``, and
+    records that do not parse or hold invalid UTF-8 when ``job.drop`` names their ``decode.*``
+    check) with the meta columns to ``quarantine`` (only when any is dropped), both by ``write``; both read back and
+    compared record by record with the input's content hashes. Raises :class:`InternalError` when
+    they differ or the records do not split as the audit read them."""
+    reasons, rows, drop, dataset = job.reasons, job.rows, job.drop, job.dataset
+    raw = read_bytes(job.source)
+    schema = None
+    if jsonl:
+        header = None
+        recs, blank, schema = _jsonl_records(raw)
+    else:
+        header, recs, blank = _csv_records(raw, job.fmt, dataset)
+    nrows = sum(1 for r in recs if r.row is not None)
+    if nrows != rows:
+        raise InternalError(f"{job.rel}: {nrows} records parse here but the audit read {rows} rows")
+    kept, quar = [], []
+    for rec in recs:
+        why = _record_reasons(rec, reasons, drop)
+        (quar if why else kept).append((rec, why))
+    nl = _newline(raw)
+    if jsonl:
+        body = b"".join(rec.raw + nl for rec, _ in kept)
+        qbody = "".join(json.dumps(_quarantine_obj(rec, job.rel, why), ensure_ascii=False) + "\n"
+                        for rec, why in quar).encode("utf-8")
+    else:
+        body = _csv_bytes(header, [rec.value if rec.value is not None else rec.text.split(_csv_dialect(job.fmt, dataset)[0])
+                                   for rec, _ in kept], job.fmt, dataset, nl)
+        cols = list(header) if header is not None else [f"column_{i + 1}" for i in range(len(
+            next((r.value for r in recs if r.value is not None), [])))]
+        qheader = [*META_COLUMNS, _RAW, *cols]
+        qrows = []
+        for rec, why in quar:
+            fields = rec.value if rec.value is not None else [""] * len(cols)
+            qrows.append(["" if rec.row is None else str(rec.row), str(rec.line), job.rel, ";".join(why), rec.hash,
+                          "" if rec.value is not None else rec.text, *fields])
+        qbody = _csv_bytes(qheader, qrows, job.fmt, dataset, nl)
+    bom = raw[:len(raw) - len(strip_bom(raw)[0])]  # the input's UTF-8 byte order mark (or b""), kept
+    write(target, _compress(target.name, bom + body))
+    if quar:  # a quarantine file only for a shard that lost rows
+        write(quarantine, _compress(quarantine.name, qbody))
+    kept_rows = sum(1 for rec, _ in kept if rec.row is not None)
+    # proof: read back and compare record hashes with the input, in order
+    back = read_bytes(target)
+    qback = read_bytes(quarantine) if quar else b""
+    if jsonl:
+        got, _, _ = _jsonl_records(back, schema)
+        lossy = {rec.line for rec, _ in quar if rec.invalid_utf8}
+        qgot = []
+        qrows: list[tuple[int, str]] = []  # (line, object text without the meta columns)
+        for line in qback.decode("utf-8").splitlines():
+            obj = json.loads(line)
+            meta = {k: obj.pop(k) for k in META_COLUMNS}
+            if _RAW in obj:  # a record that does not parse: its raw text (lossy only for invalid UTF-8)
+                h = (meta["_datacheck_row_hash"] if meta["_datacheck_line"] in lossy
+                     else hash_bytes(obj[_RAW].encode("utf-8")))
+                qgot.append((meta["_datacheck_line"], h))
+            else:
+                qrows.append((meta["_datacheck_line"], json.dumps(obj, ensure_ascii=False)))
+        qhashes, _ = _jsonl_hashes([t for _, t in qrows], schema)
+        qgot += [(ln, h) for (ln, _), h in zip(qrows, qhashes)]
+    else:
+        _h, got, _b = _csv_records(back, job.fmt, dataset)
+        qdataset = dataset.model_copy(update={"names": None, "header": True})
+        _qh, qrecs, _qb = _csv_records(qback, job.fmt, qdataset)
+        raw_of = {rec.line: rec for rec, _ in quar if rec.value is None}
+        qgot = []
+        qfields: list[tuple[int, list[str]]] = []
+        for rec in qrecs:
+            v = rec.value
+            line, stored, raw_text, fields = int(v[1]), v[4], v[5], v[6:]
+            if line in raw_of:  # a record that does not parse: compare its raw text
+                ok = raw_of[line].invalid_utf8 or raw_of[line].text == raw_text
+                qgot.append((line, stored if ok else hash_bytes(raw_text.encode("utf-8"))))
+            else:
+                qfields.append((line, fields))
+        qgot += [(ln, h) for (ln, _), h in zip(qfields, _csv_hashes([f for _, f in qfields]))]
+    want_kept = [rec.hash for rec, _ in kept if rec.row is not None]
+    got_kept = [rec.hash for rec in got if rec.row is not None]
+    want_q = [(rec.line, rec.hash) for rec, _ in quar]
+    if want_kept != got_kept or sorted(want_q) != sorted(qgot) or len(got) != len(kept):
+        raise InternalError(f"{job.rel}: the written records differ from the input (kept {len(kept)}, "
+                            f"quarantined {len(quar)} of {len(recs)})")
+    return Rewritten(input_rows=len(recs), kept=len(kept), kept_rows=kept_rows,
+                     reasons=[why for _rec, why in quar], blank_lines=blank)
