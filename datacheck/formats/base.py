@@ -38,7 +38,7 @@ from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["Format", "FormatError", "ReadOptions", "ShardData", "ShardReader", "cast_frame", "normalize_frame", "normalize_shard"]
+__all__ = ["read_whole", "Format", "FormatError", "ReadOptions", "ShardData", "ShardReader", "cast_frame", "normalize_frame", "normalize_shard"]
 
 
 class FormatError(Exception):
@@ -152,6 +152,22 @@ def _normalize(data: ShardData) -> ShardData:
 def normalize_shard(data: ShardData) -> ShardData:
     """An opened shard with fixed-size lists read as lists (see :func:`_normalize`). Raises :class:`Unreadable`."""
     return _normalize(data)
+
+
+def read_whole(read: Callable[[Path, ReadOptions], tuple[pl.DataFrame, list[Finding]]]
+               ) -> Callable[[Path, str, ReadOptions], ShardData]:
+    """The ``open`` of a format whose shard is decoded whole into memory by ``read`` (a frame and its
+    ``decode.*`` findings): a :class:`FormatError` becomes :class:`Unreadable` with its reason, and
+    fixed-size lists are read as lists. The engine then batches the frame in slices."""
+
+    def open_whole(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+        try:
+            df, findings = read(path, opts)
+        except FormatError as exc:
+            raise Unreadable(exc.reason) from None
+        return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
+
+    return open_whole
 
 
 def normalize_frame(lf: pl.LazyFrame) -> ShardData:

@@ -35,9 +35,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
+from datacheck.formats.base import Format, FormatError, read_whole
 from datacheck.io.litdataindex import is_litdata_index
-from datacheck.io.shardbytes import Unreadable
 
 __all__ = ["FORMAT", "is_litdata_index", "litdata_folder", "read_litdata_chunk", "sniff"]
 
@@ -135,14 +134,6 @@ def sniff(path: Path) -> str | None:
     return "litdata" if path.name.lower().endswith(".bin") and litdata_folder(str(path.parent)) else None
 
 
-def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
-    try:
-        df = read_litdata_chunk(path)
-    except FormatError as exc:
-        raise Unreadable(exc.reason) from None
-    return normalize_shard(ShardData(lf=df.lazy()))
-
-
-FORMAT = Format(names=("litdata",), open=_open, sniff=sniff,
+FORMAT = Format(names=("litdata",), open=read_whole(lambda path, opts: (read_litdata_chunk(path), [])), sniff=sniff,
                 refusals={"litdata": "its writer owns the layout (the folder's index.json lists every "
                                      "chunk and its samples); rebuild it with litdata optimize"})

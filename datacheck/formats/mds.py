@@ -35,8 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
-from datacheck.io.shardbytes import Unreadable
+from datacheck.formats.base import Format, FormatError, read_whole
 from datacheck.model.findings import Example, Finding
 
 __all__ = ["MDS_SUFFIXES", "read_mds", "FORMAT"]
@@ -198,14 +197,6 @@ def read_mds(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]
     return frame, findings
 
 
-def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
-    try:
-        df, findings = read_mds(path, opts.max_examples)
-    except FormatError as exc:
-        raise Unreadable(exc.reason) from None
-    return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
-
-
-FORMAT = Format(names=("mds",), open=_open, extensions=tuple((e, "mds") for e in MDS_SUFFIXES),
+FORMAT = Format(names=("mds",), open=read_whole(lambda path, opts: read_mds(path, opts.max_examples)), extensions=tuple((e, "mds") for e in MDS_SUFFIXES),
                 refusals={"mds": "its writer owns the layout (the folder's index.json lists every shard's "
                                  "samples and sizes); rebuild it with MosaicML's MDSWriter"})

@@ -34,8 +34,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
-from datacheck.io.shardbytes import Unreadable
+from datacheck.formats.base import Format, FormatError, read_whole
 
 __all__ = ["MAGIC", "DTYPES", "companion_index", "read_megatron", "FORMAT", "companions", "is_index_of_pair", "sniff"]
 
@@ -132,14 +131,6 @@ def companions(path: str) -> list[str]:
     return [path.rpartition(".")[0] + ".idx"]
 
 
-def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
-    try:
-        df = read_megatron(path)
-    except FormatError as exc:
-        raise Unreadable(exc.reason) from None
-    return normalize_shard(ShardData(lf=df.lazy()))
-
-
-FORMAT = Format(names=("megatron",), open=_open, sniff=sniff, companions=companions,
+FORMAT = Format(names=("megatron",), open=read_whole(lambda path, opts: (read_megatron(path), [])), sniff=sniff, companions=companions,
                 refusals={"megatron": "its writer owns the layout (the .idx holds every document's offset "
                                       "into the .bin); rebuild it with Megatron's preprocess_data.py"})

@@ -29,8 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, ReadOptions, ShardData, normalize_shard
-from datacheck.io.shardbytes import Unreadable
+from datacheck.formats.base import Format, FormatError, read_whole
 from datacheck.model.findings import Example, Finding
 
 __all__ = ["WDS_SUFFIXES", "split_key", "read_webdataset", "FORMAT"]
@@ -142,14 +141,6 @@ def read_webdataset(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[F
     return pl.DataFrame(cols), findings
 
 
-def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
-    try:
-        df, findings = read_webdataset(path, opts.max_examples)
-    except FormatError as exc:
-        raise Unreadable(exc.reason) from None
-    return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
-
-
-FORMAT = Format(names=("webdataset",), open=_open, extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES),
+FORMAT = Format(names=("webdataset",), open=read_whole(lambda path, opts: read_webdataset(path, opts.max_examples)), extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES),
                 refusals={"webdataset": "its writer owns the layout (a sample is the tar members sharing a "
                                         "key); rebuild it with webdataset's TarWriter"})
