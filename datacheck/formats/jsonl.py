@@ -50,8 +50,6 @@ held in memory; mixed JSON types are ``schema.dtype`` findings with lines, as in
 """
 from __future__ import annotations
 
-import queue
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -75,10 +73,11 @@ from datacheck.formats.jsonvalues import (
     _piece_frame,
     _piece_kinds,
     jsonl_chunks,
+    major_kind,
 )
 from datacheck.formats.records import RecordLayoutError, json_array_records
 from datacheck.formats.rewrite import RecordsRewrite
-from datacheck.formats.stream_source import lazy_source, recut_frames
+from datacheck.formats.stream_source import ahead, lazy_source, recut_frames
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
@@ -173,9 +172,7 @@ def _decide(sums: list[_Summary], names: list[str], total: int, starts: list[int
                     star_seen = True
                 else:
                     counts[kind] = counts.get(kind, 0) + kr.count
-        if not counts and star_seen:
-            counts["array<*>"] = 1
-        major = max(counts, key=lambda k: counts[k]) if counts else None
+        major = major_kind(counts, star_seen)
         if major is None:
             continue
         by_type: dict[str, list[int]] = {major: []}
@@ -219,43 +216,6 @@ def _decide(sums: list[_Summary], names: list[str], total: int, starts: list[int
             rows_truncated=n_bad > max_examples,
         ))
     return findings, majors
-
-
-def _ahead(it: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-    """``it``'s frames, the next one produced in a background thread while the caller works on the
-    current one (polars parses and pyarrow validates with the GIL released). Re-raises its errors."""
-    done = object()
-    q: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for df in it:
-                q.put(df)
-                if stop.is_set():
-                    return
-            q.put(done)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
-            q.put(exc)
-
-    t = threading.Thread(target=produce, name="datacheck-jsonl-decode", daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while t.is_alive():  # unblock a producer waiting on a full queue
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                pass
-            t.join(timeout=0.05)
 
 
 @dataclass
@@ -353,7 +313,7 @@ class JsonlSource(StreamedReader):
         """``columns`` in batches of exactly ``rows`` rows (the last may be shorter), in row order,
         cast to ``want`` (when given); the next chunk is decoded one ahead in a background thread.
         Raises :class:`Unreadable`."""
-        yield from cast_batches(recut_frames(_ahead(self.frames(columns)), rows), want)
+        yield from cast_batches(recut_frames(ahead(self.frames(columns), "datacheck-jsonl-decode"), rows), want)
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a ``LazyFrame`` (an IO plugin: its schema is known, collecting it runs pass 2)."""

@@ -124,6 +124,15 @@ def _json_type(v) -> str | None:
     return type(v).__name__
 
 
+def major_kind(counts: dict[str, int], star_seen: bool) -> str | None:
+    """The JSON kind most values of a column have (``counts``: kind -> values; ties go to the kind
+    met first); ``array<*>`` (only empty arrays, any item type) when nothing else was seen; None for a
+    column of nulls only."""
+    if not counts and star_seen:
+        return "array<*>"
+    return max(counts, key=lambda k: counts[k]) if counts else None
+
+
 def _compatible(kind: str, major: str) -> bool:
     """An empty array (``array<*>``) fits any array type."""
     return kind == major or (kind == "array<*>" and major.startswith("array<"))
@@ -456,9 +465,7 @@ def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame,
                         counts[x] = counts.get(x, 0) + 1
                     elif x == "array<*>":
                         star_seen = True
-        if not counts and star_seen:
-            counts["array<*>"] = 1
-        major = max(counts, key=lambda k: counts[k]) if counts else None
+        major = major_kind(counts, star_seen)
         if major is None:
             continue
         by_type: dict[str, list[int]] = {major: []}

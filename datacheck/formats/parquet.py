@@ -21,8 +21,6 @@
 """
 from __future__ import annotations
 
-import queue
-import threading
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
@@ -32,6 +30,7 @@ from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, val
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
 from datacheck.formats.batches import RAMP_DIVISOR
 from datacheck.formats.rewrite import TableRewrite
+from datacheck.formats.stream_source import ahead
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes, store_reason
 from datacheck.io.stores import is_url
 
@@ -252,39 +251,15 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
     Raises:
         Unreadable: decoding or casting a batch failed (the first line of pyarrow's or polars' message).
     """
-    done = object()
-    q: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
+    frames = (cast_frame(pl.from_arrow(table), want)  # type: ignore[arg-type]
+              for table in _decoded(path, columns, rows, first, total, last))
+    yield from ahead(frames, "datacheck-parquet-decode", _unreadable)
 
-    def produce() -> None:
-        try:
-            for table in _decoded(path, columns, rows, first, total, last):
-                q.put(cast_frame(pl.from_arrow(table), want))  # type: ignore[arg-type]
-                if stop.is_set():
-                    return
-            q.put(done)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which reports it
-            q.put(exc)
 
-    t = threading.Thread(target=produce, name="datacheck-parquet-decode", daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                msg = str(item).splitlines()[0] if str(item) else type(item).__name__
-                raise Unreadable(f"reading the data failed: {msg}")
-            yield item
-    finally:
-        stop.set()
-        while t.is_alive():  # unblock a producer waiting on a full queue
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                pass
-            t.join(timeout=0.05)
+def _unreadable(exc: BaseException) -> Unreadable:
+    """A decode or cast error as :class:`Unreadable` with the first line of pyarrow's or polars' message."""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return Unreadable(f"reading the data failed: {msg}")
 
 
 def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict[str, pl.DataType]) -> pl.DataFrame:

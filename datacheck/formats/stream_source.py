@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+import queue
+import threading
 from typing import Callable, Iterable, Iterator, Protocol, Self, TypeVar
 
 import polars as pl
@@ -126,3 +128,45 @@ def recut_frames(pieces: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataF
     rows (the last may be shorter) made contiguous (``rechunk``: one copy of the batch, so the
     engine's query reads one chunk per column and the pieces behind it can be freed)."""
     return recut(pieces, rows, join=_join_frames, out=pl.DataFrame.rechunk)
+
+
+_T = TypeVar("_T")
+
+
+def ahead(it: Iterator[_T], name: str, wrap: Callable[[BaseException], BaseException] | None = None) -> Iterator[_T]:
+    """``it``'s items, the next one produced in a background thread (named ``name``) while the caller
+    works on the current one (pyarrow decodes, polars parses and casts with the GIL released): one item
+    ahead, never more. An error of the producer is raised in the caller (``wrap(error)`` when given);
+    closing the generator early stops the producer and joins its thread."""
+    done = object()
+    q: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in it:
+                q.put(item)
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            q.put(exc)
+
+    t = threading.Thread(target=produce, name=name, daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise wrap(item) if wrap is not None else item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(timeout=0.05)
