@@ -10,7 +10,7 @@ Public API (a gate inside a launch script)::
 
 ``import datacheck`` is light: the names below are loaded on first use (PEP 562 module
 ``__getattr__``), so a launch script or a CLI verb pays only for what it touches (no polars, pydantic,
-numpy or pyarrow until ``datacheck.audit`` or another name is used; ``tests/test_import_cost.py``).
+numpy or pyarrow until ``datacheck.audit`` or another name is used; ``tests/contract/test_import_cost.py``).
 """
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ ENV_WORKERS = "DATACHECK_WORKERS"
 #: The executor names ``--executor`` accepts.
 EXECUTORS = ("local", "process", "ray")
 #: what to install for ``--executor ray``: the ``datacheck[ray]`` extra, named in words, and the commands that
-#: work (the PyPI name ``datacheck`` is another project's: tests/gate/test_install_instructions.py).
+#: work (the PyPI name ``datacheck`` is another project's: tests/contract/test_install_instructions.py).
 RAY_INSTALL_HINT = ('the datacheck[ray] extra is not installed: pip install "ray>=2.9" '
                     '(or pip install -e ".[ray]" from datacheck\'s source folder)')
 #: Ray task retries after the worker running a task died (``ray.remote(max_retries=...)``; Ray's default is 3).

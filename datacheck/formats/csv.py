@@ -18,7 +18,7 @@ the same record rules as :func:`datacheck.formats.records.csv_records` (Python's
   polars' own inference rule (:func:`combine_dtypes`: a chunk whose column is all null says
   nothing; String or Boolean beside another type is String; ints and floats are Float64; the
   widest int otherwise), so a CSV's inferred dtypes are the ones polars infers over the whole file
-  (``tests/test_stream_formats.py`` holds it with hypothesis).
+  (``tests/unit/formats/test_streams.py`` holds it with hypothesis).
 
 Pass 2 (:meth:`CsvStream.batches`, once per engine pass) reads the file again through the same
 record splitter and hands out frames of ``rows`` good records, parsed by polars with the schema of

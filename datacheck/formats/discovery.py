@@ -65,6 +65,8 @@ class ShardRules:
     """The format rules :func:`datacheck.io.discover.discover` applies (see the module docstring)."""
 
     forced_extensions = FORCED_EXTENSIONS
+    unlisted_arrow_reason = ("not listed in state.json _data_files (a Dataset.map cache file?): the dataset loader "
+                             "ignores it; reported as index.extra_shard")
 
     def format_of(self, path: Path, forced: str) -> str | None:
         return format_of(path, forced)

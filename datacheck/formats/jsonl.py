@@ -36,7 +36,7 @@ the chunks are cut:
 A file whose chunks all parse fast and decode to at most :data:`KEEP_BYTES` keeps pass 1's chunk
 frames: pass 2 reads them (parsed once; no change check, the file is not read again). A file of one
 chunk is held in memory (its single chunk is in memory after pass 1 anyway; the rows, findings and
-line numbers are those of the streamed path: ``tests/io/test_jsonl_chunks.py``).
+line numbers are those of the streamed path: ``tests/unit/formats/test_jsonl_chunks.py``).
 
 Memory: one chunk (raw and decoded) and one batch ahead, whatever the file's size; the row -> line
 mapping (8 bytes a row) only when some chunk took the per-line path. Time: the file is parsed

@@ -46,6 +46,8 @@ class ShardRules(Protocol):
 
     #: format name -> the extensions a forced ``[dataset] format`` accepts (named in the no-shard message)
     forced_extensions: dict[str, tuple[str, ...]]
+    #: why an Arrow file of a Hugging Face folder that its state.json does not list is not audited
+    unlisted_arrow_reason: str
 
     def format_of(self, path: Path, forced: str) -> str | None:
         """The format of the local file ``path`` in this mode, or None (not a shard)."""
@@ -264,9 +266,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
             listed = hf_lists[f.parent]
             if listed is not None and f.name not in listed:
                 disc.ignored.append(rel)
-                disc.ignored_data.append({"path": rel, "reason": (
-                    "not listed in state.json _data_files (a Dataset.map cache file?): the dataset loader "
-                    "ignores it; reported as index.extra_shard")})
+                disc.ignored_data.append({"path": rel, "reason": rules.unlisted_arrow_reason})
                 continue
         if fmt is None:
             disc.ignored.append(rel)

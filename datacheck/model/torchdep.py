@@ -14,7 +14,7 @@ __all__ = ["require_torch", "INSTALL_HINT", "torch_available"]
 #: what to install: the ``datacheck[torch]`` extra, named in words, and the commands that work (the extra's
 #: requirement, or the extra from datacheck's source folder). The PyPI name ``datacheck`` is another
 #: project's, so no message tells users to install datacheck from PyPI
-#: (tests/gate/test_install_instructions.py).
+#: (tests/contract/test_install_instructions.py).
 INSTALL_HINT = ('the datacheck[torch] extra is not installed: pip install "torch>=2.2" '
                 '(or pip install -e ".[torch]" from datacheck\'s source folder)')
 

@@ -2,7 +2,7 @@
 
 Log checks run on step records, not shards, so they are registered here (:data:`LOG_RULES`), not in
 the shard registry; each ``log.*`` catalog ID has exactly this one producer
-(``tests/checks/test_registry.py`` counts both registries). A rule is fed every training record of
+(``tests/unit/checks/test_registry.py`` counts both registries). A rule is fed every training record of
 every rank in log order (:meth:`Rule.feed`, with the :class:`Stream` state of the record's rank) and
 gives its findings at the end (:meth:`Rule.finish`); it keeps O(1) state per rank (windows of a fixed
 size), so a log of any length is checked in bounded memory.
