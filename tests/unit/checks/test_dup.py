@@ -7,6 +7,11 @@ import shutil
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one, write_shard
+from hypothesis import given
+from hypothesis import strategies as st
+from refs import SHARD_SETTINGS as SETTINGS
+from refs import n_rows as _rows
+from refs import shard_failing as failing
 
 import datacheck
 
@@ -162,3 +167,33 @@ def test_cross_shard_findings_name_the_content_columns_of_the_shards_involved(tm
     pl.DataFrame({"input_ids": [[9]], "label": [0]}).write_parquet(d / "e.parquet")
     rep = datacheck.audit([str(d / "d.parquet"), str(d / "e.parquet")], {}, workers=1)
     assert [f.check for f in rep.dataset_findings if f.check.startswith("dup.")] == []  # different content, no repeat
+
+
+# ---------------------------------------------------------------- property tests against a plain-Python reference
+def ref_dup_in_shard(rows: list[tuple]) -> set[int]:
+    """Rows whose content (a tuple of the role columns' values) equals an earlier row's."""
+    seen: set = set()
+    out = set()
+    for i, r in enumerate(rows):
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in r)
+        if key in seen:
+            out.add(i)
+        seen.add(key)
+    return out
+
+
+@SETTINGS
+@given(data=st.data(), n=_rows(1, 20), with_ids=st.booleans())
+def test_dup_in_shard_matches_reference(data, n, with_ids):
+    text = data.draw(st.lists(st.one_of(st.none(), st.sampled_from(["", "a", "b", " a"])), min_size=n, max_size=n))
+    label = data.draw(st.lists(st.one_of(st.none(), st.integers(0, 1)), min_size=n, max_size=n))
+    idx = list(range(n))  # a column with no role never makes rows distinct
+    cols = {"text": text, "label": label, "idx": idx}
+    schema = {"text": pl.String, "label": pl.Int64, "idx": pl.Int64}
+    content = list(zip(text, label))
+    if with_ids:
+        ids = data.draw(st.lists(st.one_of(st.none(), st.lists(st.integers(0, 1), max_size=2)), min_size=n, max_size=n))
+        cols["input_ids"], schema["input_ids"] = ids, pl.List(pl.Int64)
+        content = list(zip(text, label, ids))
+    got = failing(pl.DataFrame(cols, schema=schema), {})
+    assert got.get("dup.exact_in_shard", set()) | got.get("dup.exact_in_shard:text", set()) == ref_dup_in_shard(content)
