@@ -414,3 +414,25 @@ def test_jsonl_and_parquet_chat_shards_are_one_schema(tmp_path):
     assert not [f for f in rep.findings if f.check == "schema.inconsistent"]
     dtypes = {s["path"]: s["columns"]["messages"] for s in rep.to_dict()["shards"]}
     assert len(set(dtypes.values())) == 1 and "{'content': String, 'role': String}" in dtypes["a.parquet"]
+
+
+def test_cross_shard_findings_name_the_content_columns_of_the_shards_involved(tmp_path):
+    """The text shard a.parquet sorts first, but the repeats are between the
+    token-only shards b and c: the messages name input_ids, not a.parquet's text."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["x", "y"], "label": [0, 1]}).write_parquet(d / "a.parquet")
+    pl.DataFrame({"input_ids": [[1, 2], [3, 4]], "label": [0, 1]}).write_parquet(d / "b.parquet")
+    pl.DataFrame({"input_ids": [[1, 2], [3, 4], [5]], "label": [0, 0, 1]}).write_parquet(d / "c.parquet")
+    rep = datacheck.audit(str(d), {}, workers=1)
+    by = {f.check: f for f in rep.dataset_findings}
+    exact, conflict = by["dup.exact_across_shards"], by["dup.conflicting_labels"]
+    assert (exact.count, exact.shards) == (1, ("b.parquet", "c.parquet"))  # [1, 2] with label 0
+    assert "(content: input_ids, label)" in exact.message
+    assert (conflict.count, conflict.shards) == (1, ("b.parquet", "c.parquet"))  # [3, 4]: labels 1 and 0
+    assert "(content: input_ids)" in conflict.message
+    # shards hashed over different content columns never repeat each other
+    pl.DataFrame({"input_ids": [[9]], "text": ["x"], "label": [0]}).write_parquet(d / "d.parquet")
+    pl.DataFrame({"input_ids": [[9]], "label": [0]}).write_parquet(d / "e.parquet")
+    rep = datacheck.audit([str(d / "d.parquet"), str(d / "e.parquet")], {}, workers=1)
+    assert [f.check for f in rep.dataset_findings if f.check.startswith("dup.")] == []  # different content, no repeat

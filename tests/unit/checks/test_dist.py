@@ -1,5 +1,5 @@
 """dist.length_drift, dist.label_drift (PSI over exact histograms, minimum counts, single-class
-shards) and labels.unseen_class, on small multi-shard folders."""
+shards), on small multi-shard folders."""
 from __future__ import annotations
 
 import math
@@ -99,16 +99,6 @@ def test_token_length_drift(tmp_path):
     write(tmp_path, "c.parquet", shard(250, 60, 64, 2))
     f = one(run(tmp_path), "dist.length_drift")
     assert f.shards == ("c.parquet",) and "tokens" in f.message
-
-
-def test_unseen_class(tmp_path):
-    write(tmp_path, "a.parquet", {"text": ["a", "b"], "label": [0, 2]})
-    write(tmp_path, "b.parquet", {"text": ["c", "d"], "label": [2, 4]})
-    f = one(run(tmp_path, {"labels": {"num_classes": 5}}), "labels.unseen_class")
-    assert f.count == 2 and f.details["unseen"] == [1, 3] and f.severity == "warn"
-    f = one(run(tmp_path, {"labels": {"classes": [0, 2, 4, 7]}}), "labels.unseen_class")
-    assert f.details["unseen"] == [7]
-    assert by_check(run(tmp_path, {"labels": {"num_classes": 3}}), "labels.unseen_class")[0].details["unseen"] == [1]
 
 
 # ------------------------------------------------- Only like shards are compared

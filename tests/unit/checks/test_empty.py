@@ -4,6 +4,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one, skipped_reason
+from hypothesis import given
+from hypothesis import strategies as st
+from refs import SHARD_SETTINGS as SETTINGS
+from refs import int_lists, masks, rows_where, texts
+from refs import n_rows as _rows
+from refs import shard_failing as failing
 
 
 @pytest.mark.parametrize(
@@ -146,3 +152,69 @@ def test_no_supervised_tokens_skipped_reasons(tmp_path):
     assert skipped_reason(rep, "empty.no_supervised_tokens") == "[labels] ignore_index is unset"
     rep = audit_df(tmp_path, {"text": ["a"]})
     assert "no token labels column" in skipped_reason(rep, "empty.no_supervised_tokens")
+
+
+# ---------------------------------------------------------------- property tests against a plain-Python reference
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u180e"
+
+
+def ref_empty_text(s) -> bool:
+    return s is None or all(ch.isspace() or ch in ZERO_WIDTH for ch in s)
+
+
+def ref_empty_sequence(ids) -> bool:
+    return ids is None or len(ids) == 0
+
+
+def ref_all_padding_mask(ids, mask) -> bool:
+    """Every (non-null) mask value is 0; a mask of nulls only is mask.non_binary, not all padding."""
+    if ids is None or len(ids) == 0 or mask is None or len(mask) == 0:
+        return False
+    vals = [m for m in mask if m is not None]
+    return bool(vals) and all(m == 0 for m in vals)
+
+
+def ref_all_padding_ids(ids, pad: int) -> bool:
+    if ids is None or len(ids) == 0:
+        return False
+    return not any(x is not None and x != pad for x in ids)
+
+
+def truncate(seq: list, max_len: int | None, side: str) -> list:
+    if max_len is None:
+        return seq
+    return seq[:max_len] if side == "right" else seq[max(0, len(seq) - max_len):]
+
+
+def ref_no_supervised(labels, ign: int, max_len: int | None, side: str) -> bool:
+    if labels is None:
+        return True
+    return not any(x is not None and x != ign for x in truncate(labels, max_len, side))
+
+
+@SETTINGS
+@given(data=st.data(), n=_rows(), side=st.sampled_from(["right", "left"]),
+       max_len=st.one_of(st.none(), st.integers(1, 4)), with_mask=st.booleans())
+def test_empty_matches_reference(data, n, side, max_len, with_mask):
+    text = data.draw(st.lists(texts, min_size=n, max_size=n))
+    ids = data.draw(st.lists(int_lists, min_size=n, max_size=n))
+    mask = data.draw(st.lists(masks, min_size=n, max_size=n))
+    labels = data.draw(st.lists(int_lists, min_size=n, max_size=n))
+    cols = {"text": text, "input_ids": ids, "labels": labels}
+    schema = {"text": pl.String, "input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)}
+    if with_mask:
+        cols["attention_mask"], schema["attention_mask"] = mask, pl.List(pl.Int64)
+    df = pl.DataFrame(cols, schema=schema)
+    tokens = {"pad_token_id": 0, "truncation_side": side}
+    if max_len is not None:
+        tokens["max_seq_len"] = max_len
+    got = failing(df, {"tokens": tokens})
+    assert got.get("empty.text:text", set()) == rows_where(text, ref_empty_text)
+    assert got.get("empty.sequence:input_ids", set()) == rows_where(ids, ref_empty_sequence)
+    if with_mask:
+        want = {i for i in range(n) if ref_all_padding_mask(ids[i], mask[i])}
+        assert got.get("empty.all_padding:attention_mask", set()) == want
+    else:
+        assert got.get("empty.all_padding:input_ids", set()) == rows_where(ids, lambda v: ref_all_padding_ids(v, 0))
+    assert got.get("empty.no_supervised_tokens:labels", set()) == rows_where(
+        labels, lambda v: ref_no_supervised(v, -100, max_len, side))

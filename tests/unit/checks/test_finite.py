@@ -6,6 +6,12 @@ import math
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one
+from hypothesis import given
+from hypothesis import strategies as st
+from refs import SHARD_SETTINGS as SETTINGS
+from refs import floats, rows_where
+from refs import n_rows as _rows
+from refs import shard_failing as failing
 
 NAN, INF = float("nan"), float("inf")
 
@@ -103,3 +109,34 @@ def test_overflow_threshold_is_configurable(tmp_path):
 def test_float32_storage_cannot_overflow_fp32(tmp_path):
     rep = audit_df(tmp_path, pl.DataFrame({"x": [3.4e38, 1.0]}, schema={"x": pl.Float32}))
     assert findings(rep, "finite.fp16_overflow") == []
+
+
+# ---------------------------------------------------------------- property tests against a plain-Python reference
+def ref_nan(v) -> bool:
+    vals = v if isinstance(v, list) else [v]
+    return any(x is not None and math.isnan(x) for x in vals)
+
+
+def ref_inf(v) -> bool:
+    vals = v if isinstance(v, list) else [v]
+    return any(x is not None and math.isinf(x) for x in vals)
+
+
+def ref_fp16_overflow(v, limit: float = 65504.0, warn_fraction: float = 0.5) -> bool:
+    """Error (|x| > 65504) or warning (|x| > 0.5 x 65504) rows, both under one key."""
+    vals = v if isinstance(v, list) else [v]
+    return any(x is not None and math.isfinite(x) and abs(x) > limit * warn_fraction for x in vals)
+
+
+@SETTINGS
+@given(data=st.data(), n=_rows())
+def test_finite_matches_reference(data, n):
+    scal = data.draw(st.lists(floats, min_size=n, max_size=n))
+    lst = data.draw(st.lists(st.one_of(st.none(), st.lists(floats, max_size=5)), min_size=n, max_size=n))
+    df = pl.DataFrame({"x": scal, "xs": lst}, schema={"x": pl.Float64, "xs": pl.List(pl.Float64)})
+    got = failing(df, {"numeric": {"compute_dtype": "fp16"}})
+    for col, vals in (("x", scal), ("xs", lst)):
+        assert got.get(f"finite.nan:{col}", set()) == rows_where(vals, lambda v: v is not None and ref_nan(v))
+        assert got.get(f"finite.inf:{col}", set()) == rows_where(vals, lambda v: v is not None and ref_inf(v))
+        assert got.get(f"finite.fp16_overflow:{col}", set()) == rows_where(
+            vals, lambda v: v is not None and ref_fp16_overflow(v))

@@ -11,7 +11,8 @@ from unittest.mock import patch
 import polars as pl
 from hypothesis import example, given
 from hypothesis import strategies as st
-from test_finetune_properties import EOS, EOT, IGN, SETTINGS, STOP, ragged_sft_rows, ref_flat_rules
+from refs import EOS, EOT, IGN, STOP, ragged_sft_rows, ref_flat_rules
+from refs import FRAME_SETTINGS as SETTINGS
 
 from datacheck.checks import _flat
 from datacheck.engine.shard import audit_frame

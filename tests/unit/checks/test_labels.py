@@ -2,9 +2,17 @@
 labels.unseen_class (dataset level)."""
 from __future__ import annotations
 
+import math
+
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one, skipped_reason, write_shard
+from hypothesis import given
+from hypothesis import strategies as st
+from refs import SHARD_SETTINGS as SETTINGS
+from refs import int_lists, rows_where, small_ints
+from refs import n_rows as _rows
+from refs import shard_failing as failing
 
 import datacheck
 
@@ -160,3 +168,75 @@ def test_float_class_labels(tmp_path, labels, cfg, null_rows, out_rows, sentinel
         got = findings(rep, check, "label")
         assert [f.rows for f in got] == ([tuple(rows)] if rows else []), check
     assert "(null or NaN)" in one(rep, "labels.null").message
+
+
+# ---------------------------------------------------------------- property tests against a plain-Python reference
+def ref_label_null(v) -> bool:
+    """A missing class label: null, or NaN in a float column."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def ref_label_sentinel(v, ign: int | None) -> bool:
+    return not ref_label_null(v) and v < 0 and v != ign
+
+
+def ref_label_out_of_range(v, k: int, ign: int | None) -> bool:
+    """>= num_classes, or (float labels) a fractional value; never the ignore index or a sentinel."""
+    if ref_label_null(v) or v == ign:
+        return False
+    return v >= k or (v >= 0 and v != math.floor(v))
+
+
+def ref_label_not_in_classes(v, classes: list[int], ign: int | None) -> bool:
+    return not ref_label_null(v) and v not in classes and v != ign and not ref_label_sentinel(v, ign)
+
+
+def ref_token_label_sentinel(lst, ign: int | None) -> bool:
+    return lst is not None and any(x is not None and x < 0 and x != ign for x in lst)
+
+
+def ref_token_label_out_of_range(lst, bound: int, ign: int | None) -> bool:
+    return lst is not None and any(x is not None and x >= bound and x != ign for x in lst)
+
+
+ignores = st.sampled_from([-100, -1, 255, None])
+
+
+float_labels = st.one_of(small_ints.map(lambda v: None if v is None else float(v)),
+                         st.sampled_from([float("nan"), 0.5, 1.5, -0.5, float("inf"), float("-inf")]))
+
+
+@SETTINGS
+@given(data=st.data(), n=_rows(), ign=ignores, k=st.integers(1, 6), sparse=st.booleans(), as_float=st.booleans())
+def test_class_labels_match_reference(data, n, ign, k, sparse, as_float):
+    label = data.draw(st.lists(float_labels if as_float else small_ints, min_size=n, max_size=n))
+    df = pl.DataFrame({"label": label}, schema={"label": pl.Float64 if as_float else pl.Int64})
+    labels_cfg: dict = {"ignore_index": ign if ign is not None else False}
+    classes = [0, 2, 7, 255] if sparse else None
+    if sparse:
+        labels_cfg["classes"] = classes
+    else:
+        labels_cfg["num_classes"] = k
+    # a float column is a class label when [columns] names it (inferred, it would be a regression target)
+    got = failing(df, {"labels": labels_cfg, "columns": {"label": "label"}})
+    assert got.get("labels.null:label", set()) == rows_where(label, ref_label_null)
+    assert got.get("labels.unexpected_sentinel:label", set()) == rows_where(label, lambda v: ref_label_sentinel(v, ign))
+    if sparse:
+        want = rows_where(label, lambda v: ref_label_not_in_classes(v, classes, ign))
+    else:
+        want = rows_where(label, lambda v: ref_label_out_of_range(v, k, ign))
+    assert got.get("labels.out_of_range:label", set()) == want
+
+
+@SETTINGS
+@given(data=st.data(), n=_rows(), ign=ignores, vocab=st.sampled_from([5, 10, 300]))
+def test_token_labels_match_reference(data, n, ign, vocab):
+    labels = data.draw(st.lists(int_lists, min_size=n, max_size=n))
+    df = pl.DataFrame({"labels": labels}, schema={"labels": pl.List(pl.Int64)})
+    got = failing(df, {"labels": {"ignore_index": ign if ign is not None else False},
+                       "tokens": {"vocab_size": vocab}})
+    assert got.get("labels.null:labels", set()) == rows_where(labels, lambda v: v is None)
+    assert got.get("labels.unexpected_sentinel:labels", set()) == rows_where(
+        labels, lambda v: ref_token_label_sentinel(v, ign))
+    assert got.get("labels.out_of_range:labels", set()) == rows_where(
+        labels, lambda v: ref_token_label_out_of_range(v, vocab, ign))

@@ -5,6 +5,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one, shard_result, skipped_reason, write_shard
+from hypothesis import given
+from hypothesis import strategies as st
+from refs import SHARD_SETTINGS as SETTINGS
+from refs import int_lists, rows_where
+from refs import n_rows as _rows
+from refs import shard_failing as failing
 
 import datacheck
 from datacheck.engine.shard import audit_frame
@@ -224,3 +230,61 @@ def test_shifted_eos_unsupervised_end_to_end(tmp_path):
     write_shard(tmp_path, bad, "a.parquet")
     rep = datacheck.audit(str(tmp_path), config=cfg)
     assert one(rep, "padding.eos_unsupervised").details == {"eos_tokens": 2, "eos_supervised": 0, "ratio": 0.0}
+
+
+# ---------------------------------------------------------------- property tests against a plain-Python reference
+def ref_non_binary(mask) -> bool:
+    """A value other than 0 or 1; a null element is neither."""
+    return mask is not None and any(m is None or m not in (0, 1) for m in mask)
+
+
+def ref_not_contiguous(mask, side: str) -> bool:
+    """Binary masks only: right padding fails on a 1 after a 0; left padding on a 0 after a 1."""
+    if mask is None or len(mask) == 0 or ref_non_binary(mask):
+        return False
+    before, after = (0, 1) if side == "right" else (1, 0)
+    return any(mask[i] == before and mask[j] == after for i in range(len(mask)) for j in range(i + 1, len(mask)))
+
+
+def ref_masked_positions_differ(values, mask, expected: int) -> bool:
+    """A position with mask 0 holds a value other than ``expected`` (aligned, binary masks only)."""
+    if values is None or mask is None or len(values) != len(mask) or ref_non_binary(mask):
+        return False
+    return any(m == 0 and v is not None and v != expected for v, m in zip(values, mask))
+
+
+binary_masks = st.one_of(st.none(), st.lists(st.sampled_from([0, 1]), max_size=6))
+
+
+@SETTINGS
+@given(data=st.data(), n=_rows(), side=st.sampled_from(["right", "left"]), ign=st.sampled_from([-100, -1]),
+       pad=st.sampled_from([0, 1]), mask_dtype=st.sampled_from([pl.Int64, pl.Int8, pl.UInt8, pl.Boolean, pl.Float32]))
+def test_mask_and_padding_match_reference(data, n, side, ign, pad, mask_dtype):
+    mask_elems = st.sampled_from({pl.UInt8: [0, 1, 2, None], pl.Boolean: [0, 1, None],
+                                  pl.Float32: [0, 1, 0.5, 2, None]}.get(mask_dtype, [0, 1, 2, -1, None]))
+    # mostly aligned binary masks (so the padding checks see real work), some non-binary, some null
+    mask = data.draw(st.lists(st.one_of(binary_masks, st.lists(mask_elems, max_size=6)), min_size=n, max_size=n))
+    ids = [None if m is None else data.draw(st.lists(st.one_of(st.none(), st.integers(0, 3)), min_size=len(m),
+                                                     max_size=len(m))) for m in mask]
+    ids = [data.draw(int_lists) if data.draw(st.integers(0, 5)) == 0 else x for x in ids]
+    labels = [None if m is None else data.draw(st.lists(st.sampled_from([ign, ign, 0, 5, None]), min_size=len(m),
+                                                        max_size=len(m))) for m in mask]
+    stored = [None if m is None else [bool(x) if mask_dtype == pl.Boolean and x is not None else x for x in m]
+              for m in mask]
+    df = pl.DataFrame({"input_ids": ids, "attention_mask": stored, "labels": labels},
+                      schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(mask_dtype),
+                              "labels": pl.List(pl.Int64)})
+    got = failing(df, {"tokens": {"pad_token_id": pad, "padding_side": side}, "labels": {"ignore_index": ign}})
+    assert got.get("mask.non_binary:attention_mask", set()) == rows_where(mask, ref_non_binary)
+    assert got.get("mask.not_contiguous:attention_mask", set()) == rows_where(mask, lambda m: ref_not_contiguous(m, side))
+    # position-wise checks look only at rows whose input_ids, attention_mask and labels align
+    aligned = [ids[i] is not None and labels[i] is not None and mask[i] is not None
+               and len(ids[i]) == len(mask[i]) == len(labels[i]) for i in range(n)]
+    assert got.get("padding.token_not_pad:input_ids", set()) == {
+        i for i in range(n) if aligned[i] and ref_masked_positions_differ(ids[i], mask[i], pad)}
+    assert got.get("padding.label_not_ignored:labels", set()) == {
+        i for i in range(n) if aligned[i] and ref_masked_positions_differ(labels[i], mask[i], ign)}
+    binary = [mask[i] is not None and not ref_non_binary(mask[i]) for i in range(n)]
+    assert got.get("padding.pad_attended:input_ids", set()) == {
+        i for i in range(n) if aligned[i] and binary[i]
+        and any(m == 1 and v == pad for v, m in zip(ids[i], mask[i]))}

@@ -1,0 +1,151 @@
+"""content.periodic_tokens: its details, and the check and its flat-buffer kernel (content.periodic_rows)
+against a plain-Python reference, with and without an attention mask."""
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
+from refs import FRAME_SETTINGS as SETTINGS
+from refs import frame_failing as failing
+from refs import run
+
+from datacheck.checks.content import periodic_rows
+from datacheck.engine.shard import audit_frame
+from datacheck.model.config import config_from_dict
+
+
+def test_periodic_tokens_details():
+    row = [9, 8] + [4, 7, 7] * 40
+    res = run(pl.DataFrame({"input_ids": [row, list(range(100))]}))
+    f = next(f for f in res.findings if f.check == "content.periodic_tokens")
+    assert f.rows == (0,)
+    run0 = f.details["runs"][0]
+    assert run0["row"] == 0 and run0["run"]["period"] == 3 and run0["run"]["start"] == 2 and run0["run"]["repeats"] == 40
+
+
+def ref_periodic(ids: list[int]) -> bool:
+    for p in range(1, 14):
+        need = 31 * p
+        run = 0
+        for j in range(len(ids) - p):
+            run = run + 1 if ids[j] == ids[j + p] else 0
+            if run >= need:
+                return True
+    return False
+
+
+@st.composite
+def maybe_periodic(draw):
+    n = draw(st.integers(1, 6))
+    out = []
+    for _ in range(n):
+        pre = draw(st.lists(st.integers(0, 3), max_size=5))
+        p = draw(st.integers(1, 13))
+        unit = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
+        reps = draw(st.integers(25, 34))
+        body = (unit * reps)[: draw(st.integers(p * 25, p * reps))]
+        out.append(pre + body + draw(st.lists(st.integers(0, 3), max_size=5)))
+    return out
+
+
+@SETTINGS
+@given(rows=maybe_periodic())
+def test_periodic_tokens_match_reference(rows):
+    df = pl.DataFrame({"input_ids": rows}, schema={"input_ids": pl.List(pl.Int64)})
+    got = failing(df, {})
+    assert got.get("content.periodic_tokens:input_ids", set()) == {i for i, r in enumerate(rows) if ref_periodic(r)}
+
+
+def ref_periodic_masked(ids: list, mask: list[int]) -> bool:
+    """Positions with mask 0 (padding) and null ids are never part of a run."""
+    for p in range(1, 14):
+        run = 0
+        for j in range(len(ids) - p):
+            ok = mask[j] == 1 and mask[j + p] == 1 and ids[j] is not None and ids[j] == ids[j + p]
+            run = run + 1 if ok else 0
+            if run >= 31 * p:
+                return True
+    return False
+
+
+@st.composite
+def masked_periodic(draw):
+    """maybe_periodic rows with an attention_mask: right or left padding (the pad id drawn, possibly
+    the repeated unit's own id, so that padding would extend a run), holes, and null ids."""
+    rows = draw(maybe_periodic())
+    out = []
+    for ids in rows:
+        n = len(ids)
+        k = draw(st.integers(0, min(n, 40)))
+        pad = draw(st.integers(0, 3))
+        style = draw(st.sampled_from(["right", "left", "holes"]))
+        if style == "right":
+            mask = [1] * (n - k) + [0] * k
+            ids = ids[: n - k] + [pad] * k
+        elif style == "left":
+            mask = [0] * k + [1] * (n - k)
+            ids = [pad] * k + ids[k:]
+        else:
+            mask = [0 if draw(st.integers(0, 30)) == 0 else 1 for _ in range(n)]
+        if draw(st.integers(0, 4)) == 0:
+            ids = [None if draw(st.integers(0, 40)) == 0 else x for x in ids]
+        out.append((ids, mask))
+    return out
+
+
+@SETTINGS
+@given(rows=masked_periodic(), mask_dtype=st.sampled_from([pl.Int8, pl.Int64, pl.Boolean]))
+def test_periodic_tokens_with_mask_match_reference(rows, mask_dtype):
+    df = pl.DataFrame({"input_ids": [r[0] for r in rows], "attention_mask": [r[1] for r in rows]},
+                      schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64)})
+    df = df.with_columns(pl.col("attention_mask").cast(pl.List(mask_dtype)))
+    got = failing(df, {})
+    assert got.get("content.periodic_tokens:input_ids", set()) == {
+        i for i, (ids, m) in enumerate(rows) if ref_periodic_masked(ids, m)}
+
+
+@st.composite
+def split_runs(draw):
+    """Rows that each hold part of one long periodic run (a run split across consecutive rows must
+    not count: in the flat buffer the rows are adjacent), some long enough alone, with padding on a
+    drawn side, null ids and null rows."""
+    p = draw(st.integers(1, 13))
+    unit = draw(st.lists(st.integers(0, 2), min_size=p, max_size=p))
+    stream = unit * draw(st.integers(40, 80))
+    side = draw(st.sampled_from(["right", "left", "none"]))
+    ids_rows, masks = [], []
+    at = 0
+    while at < len(stream):
+        n = draw(st.integers(1, 31 * p + 2 * p + 3))
+        ids = list(stream[at:at + n])
+        at += n
+        k = draw(st.integers(0, 3)) if side != "none" else 0
+        mask = [1] * len(ids) + [0] * k if side == "right" else [0] * k + [1] * len(ids)
+        ids = ids + [unit[0]] * k if side == "right" else [unit[0]] * k + ids
+        if draw(st.integers(0, 5)) == 0:
+            ids[draw(st.integers(0, len(ids) - 1))] = None
+        ids_rows.append(ids)
+        masks.append(mask)
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(ids_rows)))
+        ids_rows.insert(at, None)
+        masks.insert(at, None)
+    return ids_rows, masks
+
+
+@SETTINGS
+@given(rows=split_runs(), use_mask=st.booleans())
+def test_periodic_rows_kernel_matches_reference(rows, use_mask):
+    """The flat-buffer kernel (content.periodic_rows) row by row against the plain-Python reference,
+    on runs cut across rows, with right/left padding masked or, without a mask, counted as ids."""
+    ids_rows, masks = rows
+    ids = pl.Series("input_ids", ids_rows, dtype=pl.List(pl.Int64))
+    mask = pl.Series("attention_mask", masks, dtype=pl.List(pl.Int8)) if use_mask else None
+    got = periodic_rows(ids, mask).to_list()
+    want = [False if r is None else (ref_periodic_masked(r, m) if use_mask else
+                                     ref_periodic_masked(r, [1] * len(r)))
+            for r, m in zip(ids_rows, masks)]
+    assert got == want
+    df = pl.DataFrame({"input_ids": ids} if mask is None else {"input_ids": ids, "attention_mask": mask})
+    res = audit_frame(df, config_from_dict({}))
+    assert set(res.failing_rows.get("content.periodic_tokens:input_ids", [])) == {i for i, w in enumerate(want) if w}

@@ -1,0 +1,35 @@
+"""pref.identical_pair / pref.empty_response on inline frames and on the real hh-rlhf pairs."""
+from __future__ import annotations
+
+import polars as pl
+from conftest import SHARED
+from refs import rows, run
+
+import datacheck
+
+
+def test_pref_identical_and_empty_text():
+    res = run({"chosen": ["a good answer", "same", "  ", None], "rejected": ["bad", "same", "x", "y"]})
+    assert rows(res, "pref.identical_pair") == [1]
+    assert rows(res, "pref.empty_response:chosen") == [2, 3]
+    assert rows(res, "pref.empty_response:rejected") == []
+
+
+def test_pref_identical_after_truncation():
+    df = pl.DataFrame({"chosen": [[1, 2, 3, 4], [1, 2, 3]], "rejected": [[1, 2, 3, 9], [1, 2, 4]]})
+    assert rows(run(df), "pref.identical_pair") == []
+    res = run(df, {"tokens": {"max_seq_len": 3}})
+    assert rows(res, "pref.identical_pair") == [0]
+    res = run(df, {"tokens": {"max_seq_len": 2, "truncation_side": "left"}})
+    assert rows(res, "pref.identical_pair") == []
+
+
+def test_pref_on_the_real_hh_rlhf_pairs_gives_no_false_alarm():
+    # PROVENANCE.md: 2312 pairs, no identical pair
+    rep = datacheck.audit(str(SHARED / "chat/hh_rlhf/harmless-base_test.jsonl.gz"))
+    assert [s.rows for s in rep.shards] == [2312]
+    assert not [s for s in rep.skipped if s["check"].startswith("pref.")]
+    # the only pref finding: 4 chosen transcripts ending in an empty assistant turn, blank once TRL's
+    # implicit prompt is cut off (test_pref_implicit.py::test_hh_rlhf_empty_answers_after_trls_implicit_prompt)
+    assert [(f.check, f.count, f.details) for f in rep.findings if f.check.startswith("pref.")] == \
+        [("pref.empty_response", 4, {"after_prompt": 4})]
