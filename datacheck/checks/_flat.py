@@ -16,7 +16,7 @@ through :func:`~datacheck.checks.registry.shared_pass`, so the three registratio
 Null elements follow the view's rules exactly (a null never matches, a null label is not
 supervised); rows left out of the view (``FlatView.row_ok`` false: list lengths differ, mask not
 binary) count 0. Equality with the view's expressions is held by the property tests
-(``tests/checks/test_finetune_properties.py``).
+(``tests/unit/checks/test_flat.py``, references in ``tests/helpers/refs.py``).
 """
 from __future__ import annotations
 

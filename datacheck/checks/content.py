@@ -120,7 +120,7 @@ def periodic_rows(ids: pl.Series, mask: pl.Series | None = None) -> pl.Series:
     each true one, the ``2L - 1`` positions centred on it give the exact length of its run. On
     ordinary tokens almost no sample matches, so the cost is a few strided comparisons per period;
     on degenerate data (every sample true) it is about ``2N`` comparisons per period. Exact: equals
-    the rolling-window definition of the check (tests/checks/test_finetune_properties.py)."""
+    the rolling-window definition of the check (tests/unit/checks/test_content.py)."""
     n = ids.len()
     out = np.zeros(n, dtype=bool)
     if n == 0:
