@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -33,5 +34,9 @@ if __name__ == "__main__":
     print(json.dumps(c))
     for f in res["failures"][:20]:
         print(f["kind"], f["target"], f["rc"], f.get("kept"), f["stderr"][-300:].replace("\n", " | "))
-    print(f"work folder: {wd}")
-    sys.exit(1 if c["traceback"] or c["crash"] or c["hang"] or c["changed"] else 0)
+    failed = bool(c["traceback"] or c["crash"] or c["hang"] or c["changed"])
+    if failed:
+        print(f"work folder (failing inputs kept): {wd}")
+    else:
+        shutil.rmtree(wd, ignore_errors=True)
+    sys.exit(1 if failed else 0)
