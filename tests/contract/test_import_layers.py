@@ -61,7 +61,7 @@ RANK = _rank_table()
 
 
 def _layer_of(mod: str) -> str | None:
-    """The layer package of a module: ``datacheck.io.read`` -> ``io``; a top-level module's from
+    """The layer package of a module: ``datacheck.io.outputs`` -> ``io``; a top-level module's from
     :data:`TOP_LEVEL`; None when it is placed nowhere."""
     if mod in TOP_LEVEL:
         return TOP_LEVEL[mod]
@@ -279,12 +279,12 @@ def test_imports_go_down_the_layers():
 def test_layer_check_finds_planted_upward_and_sideways_imports():
     """The check itself: an upward import (model -> io), a sideways one (render -> tools) and an
     allowed one (checks -> contracts, one group) planted on the real graph."""
-    planted = {"datacheck.model.findings": [("datacheck/model/findings.py", 1, "datacheck.io.read")],
+    planted = {"datacheck.model.findings": [("datacheck/model/findings.py", 1, "datacheck.io.outputs")],
                "datacheck.render.text": [("datacheck/render/text.py", 1, "datacheck.tools.inspect")],
                "datacheck.checks.schema": [("datacheck/checks/schema.py", 1, "datacheck.contracts.load")]}
     bad = layer_violations(extra=planted)
     assert [b for b in bad if b.endswith("up)") and "model.findings" in b] == [
-        "datacheck/model/findings.py:1 datacheck.model.findings -> datacheck.io.read (model rank 0 -> io rank 1: up)"]
+        "datacheck/model/findings.py:1 datacheck.model.findings -> datacheck.io.outputs (model rank 0 -> io rank 1: up)"]
     assert any("datacheck.render.text -> datacheck.tools.inspect" in b and b.endswith("sideways)") for b in bad)
     assert not any(b.startswith("datacheck/checks/schema.py:1 ") for b in bad)
 
