@@ -68,12 +68,12 @@ from datacheck.formats.jsonvalues import (
     _jsonl_decode_findings,
     _JsonlChunk,
     _kind_groups,
-    _lines_text_counted,
     _Piece,
     _piece_frame,
     _piece_kinds,
     jsonl_chunks,
     major_kind,
+    mixed_types_finding,
 )
 from datacheck.formats.records import RecordLayoutError, json_array_records
 from datacheck.formats.rewrite import RecordsRewrite
@@ -203,18 +203,9 @@ def _decide(sums: list[_Summary], names: list[str], total: int, starts: list[int
         if not n_bad:
             continue
         majors[name] = major
-        others = ", ".join(f"{k} at {_lines_text_counted(ls, by_count[k])}" for k, ls in by_type.items() if k != major)
-        findings.append(Finding(
-            check="schema.dtype", severity="error", column=name, count=n_bad, ratio=n_bad / total,
-            message=(f"column {name!r} mixes JSON types: mostly {major} ({n_present - n_bad} "
-                     f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
-                     "Write one JSON type per column."),
-            lines=tuple(ln for _, _, _, ln, _ in bad),
-            examples=tuple(Example(row=starts[pi] + r, value=f"{x}: {show_value(v, 60)}", line=ln)
-                           for pi, r, x, ln, v in bad),
-            details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
-            rows_truncated=n_bad > max_examples,
-        ))
+        findings.append(mixed_types_finding(
+            name, major, n_bad, n_present, total, by_type, by_count, max_examples,
+            tuple(Example(row=starts[pi] + r, value=f"{x}: {show_value(v, 60)}", line=ln) for pi, r, x, ln, v in bad)))
     return findings, majors
 
 

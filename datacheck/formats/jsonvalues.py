@@ -124,6 +124,25 @@ def _json_type(v) -> str | None:
     return type(v).__name__
 
 
+def mixed_types_finding(name: str, major: str, n_bad: int, n_present: int, total: int,
+                        by_type: dict[str, list[int]], by_count: dict[str, int], max_examples: int,
+                        examples: tuple[Example, ...]) -> Finding:
+    """``schema.dtype`` for a JSON column whose values are of several kinds: ``n_bad`` of its
+    ``n_present`` values are not of the ``major`` kind and were read as null (``by_type``: kind -> the
+    first lines holding it, ``by_count``: kind -> values; ``examples`` carry row, kind, value, line)."""
+    others = ", ".join(f"{k} at {_lines_text_counted(ls, by_count[k])}" for k, ls in by_type.items() if k != major)
+    return Finding(
+        check="schema.dtype", severity="error", column=name, count=n_bad, ratio=n_bad / total,
+        message=(f"column {name!r} mixes JSON types: mostly {major} ({n_present - n_bad} "
+                 f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
+                 "Write one JSON type per column."),
+        lines=tuple(e.line for e in examples if e.line is not None),
+        examples=examples,
+        details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
+        rows_truncated=n_bad > max_examples,
+    )
+
+
 def major_kind(counts: dict[str, int], star_seen: bool) -> str | None:
     """The JSON kind most values of a column have (``counts``: kind -> values; ties go to the kind
     met first); ``array<*>`` (only empty arrays, any item type) when nothing else was seen; None for a
@@ -495,18 +514,10 @@ def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame,
                 bad.extend((pi, r, kind) for r, kind in ex[:max(0, max_examples - len(bad))])
         if not n_bad:
             continue
-        others = ", ".join(f"{k} at {_lines_text_counted(ls, by_count[k])}" for k, ls in by_type.items() if k != major)
-        findings.append(Finding(
-            check="schema.dtype", severity="error", column=name, count=n_bad, ratio=n_bad / total,
-            message=(f"column {name!r} mixes JSON types: mostly {major} ({n_present - n_bad} "
-                     f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
-                     "Write one JSON type per column."),
-            lines=tuple(int(pieces[pi].lines[r]) for pi, r, _ in bad),
-            examples=tuple(Example(row=starts[pi] + r, value=f"{x}: {show_value(_value_at(pieces[pi], name, r), 60)}",
-                                   line=int(pieces[pi].lines[r])) for pi, r, x in bad),
-            details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
-            rows_truncated=n_bad > max_examples,
-        ))
+        findings.append(mixed_types_finding(
+            name, major, n_bad, n_present, total, by_type, by_count, max_examples,
+            tuple(Example(row=starts[pi] + r, value=f"{x}: {show_value(_value_at(pieces[pi], name, r), 60)}",
+                          line=int(pieces[pi].lines[r])) for pi, r, x in bad)))
     frames: list[pl.DataFrame] = []
     broken: dict[str, str] = {}
     empties: dict[str, list[np.ndarray]] = {}
