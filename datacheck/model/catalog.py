@@ -14,7 +14,7 @@ __all__ = ["CheckInfo", "CATALOG", "info", "is_known"]
 @dataclass(frozen=True)
 class CheckInfo:
     id: str
-    level: str  # "row" | "shard" | "dataset"; training-log checks (datacheck trace): "step" | "run"
+    level: str  # "row" | "shard" | "dataset"; trace: "step" | "run"; checkpoint: "checkpoint"
     severity: str  # default: "error" | "warn" | "info"
     summary: str
 
@@ -101,6 +101,30 @@ _ENTRIES = [
     ("log.step_regression", "step", "info", "step numbers go back (a resume from an earlier checkpoint)"),
     ("log.lr_discontinuity", "step", "warn", "the learning rate jumps at a resume point or warmup restarts"),
     ("log.rank_divergence", "step", "warn", "one rank goes non-finite or diverges while others do not, or ranks are unseen"),
+    ("log.divergence", "step", "warn", "after warmup the smoothed loss stays above its best value by a margin for a window"),
+    ("log.stagnation", "run", "warn", "after warmup the smoothed loss improves by under 1% over a window of >= 20% of the run"),
+    ("log.zero_lr", "step", "error", "the learning rate is 0 on every logged step, or from some step before the end"),
+    ("log.overfit_onset", "step", "warn", "the eval loss rises past its minimum over >= 3 evals while the train loss falls"),
+    ("log.vanishing_grad", "step", "warn", "the grad norm decays below 1e-3 of its early median while the loss is flat"),
+    ("log.periodic_spikes", "run", "warn", "loss or grad-norm spikes recur at a period (epoch, tail batch, shard switch)"),
+    ("log.post_warmup_spike", "step", "warn", "a spike within a few steps after the learning rate reaches its peak"),
+    ("log.no_loss", "run", "error", "no record carries a loss: nothing was measured"),
+    ("log.hidden_non_finite", "step", "error", "a non-finite loss the logger hid (logging_nan_inf_filter, frac_non_finite_loss)"),
+    ("log.smoothed_loss", "run", "info", "the logged loss is a running average, not a per-step value"),
+    ("log.duplicate_steps", "step", "warn", "a step logged twice with different values, or an eval at a step no train record reached"),
+    ("log.lr_per_micro_batch", "run", "warn", "the learning rate advances per micro-batch, or does not match the configured schedule"),
+    ("ckpt.missing_optimizer", "checkpoint", "error", "no optimizer state or no moment buffers: a warm start, not a lossless resume"),
+    ("ckpt.missing_scheduler", "checkpoint", "error", "no learning-rate scheduler state: the warmup reruns and the lr jumps"),
+    ("ckpt.missing_scaler", "checkpoint", "warn", "fp16 with a loss scaler and no scaler state: the scale restarts"),
+    ("ckpt.missing_rng", "checkpoint", "warn", "no RNG state for some rank: dropout and sampling differ after the resume"),
+    ("ckpt.missing_sampler_state", "checkpoint", "error", "no sampler or dataloader position the trainer could restore"),
+    ("ckpt.step_mismatch", "checkpoint", "error", "the folder's step, global_step, the scheduler's and the optimizer's steps disagree"),
+    ("ckpt.rank_missing", "checkpoint", "error", "a per-rank file (RNG, optimizer or model shard) is absent for some rank"),
+    ("ckpt.unsafe_pickle", "checkpoint", "warn", "a pickle needs a global beyond tensors and plain containers; never loaded"),
+    ("order.seen_twice", "dataset", "error", "rows trained on more than once within one epoch"),
+    ("order.never_seen", "dataset", "error", "rows of a completed epoch never trained on"),
+    ("order.divergent_step", "step", "warn", "the first optimizer step whose rows leave the plan"),
+    ("order.rank_skew", "step", "error", "ranks at different loader positions after a resume"),
 ]
 
 CATALOG: dict[str, CheckInfo] = {e[0]: CheckInfo(*e) for e in _ENTRIES}

@@ -14,11 +14,22 @@ from datacheck.model import catalog
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import ConfigError, UsageError
 
+# Catalog IDs whose producer (trace's dynamics and metric rules, `datacheck checkpoint`,
+# `datacheck order verify`) is not built yet: each leaves this set when its producer lands.
+NOT_YET_BUILT = {
+    "log.divergence", "log.stagnation", "log.zero_lr", "log.overfit_onset", "log.vanishing_grad",
+    "log.periodic_spikes", "log.post_warmup_spike", "log.no_loss", "log.hidden_non_finite",
+    "log.smoothed_loss", "log.duplicate_steps", "log.lr_per_micro_batch",
+    "ckpt.missing_optimizer", "ckpt.missing_scheduler", "ckpt.missing_scaler", "ckpt.missing_rng",
+    "ckpt.missing_sampler_state", "ckpt.step_mismatch", "ckpt.rank_missing", "ckpt.unsafe_pickle",
+    "order.seen_twice", "order.never_seen", "order.divergent_step", "order.rank_skew",
+}
+
 
 def test_listing_is_the_catalog_with_the_registry_s_needs():
     entries = list_checks()
     assert [e.id for e in entries] == list(catalog.CATALOG)
-    assert all(e.built for e in entries)
+    assert {e.id for e in entries if not e.built} == NOT_YET_BUILT
     oov = describe_check("tokens.out_of_vocab")
     assert (oov.level, oov.severity, oov.roles, oov.facts, oov.producer) == (
         "row", "error", ("input_ids",), ("tokens.vocab_size",), "datacheck.checks.tokens")
@@ -47,7 +58,8 @@ def test_cli_checks_text_and_json():
     assert f"{len(catalog.CATALOG)} check(s)." in r.stdout
     row = next(ln for ln in lines if ln.startswith("sft.role_order "))
     assert row.split()[1:3] == ["row", "error"]
-    assert [ln for ln in lines if ln.endswith("(not built in this version)")] == []
+    unbuilt = [ln.split()[0] for ln in lines if ln.endswith("(not built in this version)")]
+    assert set(unbuilt) == NOT_YET_BUILT
     one = run_cli("checks", "padding.pad_attended")
     assert one.returncode == 0
     assert one.stdout.startswith("padding.pad_attended: pad != eos and a position holding pad_token_id has mask 1")
