@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from unbuilt import NOT_YET_BUILT
 
 import datacheck.checks.all  # noqa: F401 - every family registers its checks
 from datacheck.checks import registry
@@ -39,13 +40,16 @@ def test_every_catalog_id_has_exactly_one_producer():
     for cid, rule in LOG_RULES.items():  # training-log checks run on log records (datacheck trace)
         producers.setdefault(cid, []).append(rule.__module__)
     for cid in catalog.CATALOG:
+        if cid in NOT_YET_BUILT:
+            assert cid not in producers, f"{cid} is built: take it out of tests/helpers/unbuilt.py"
+            continue
         assert producers.get(cid) and len(producers[cid]) == 1, f"{cid}: producers {producers.get(cid)}"
     assert set(producers) <= set(catalog.CATALOG)
     assert CHECKS["batch.no_supervised_tokens"].module == "datacheck.checks.batch"
     # each check ID is produced by the module of its family (dup.shard lives with the shard-set checks)
     assert CHECKS["tokens.type_id_out_of_range"].module == "datacheck.checks.tokens"
     assert CHECKS["index.empty_shard"].module == "datacheck.checks.index"
-    assert {c for c in catalog.CATALOG if c.startswith("log.")} == set(LOG_RULES)
+    assert {c for c in catalog.CATALOG if c.startswith("log.")} - NOT_YET_BUILT == set(LOG_RULES)
     assert not set(LOG_RULES) & set(CHECKS)
 
 
