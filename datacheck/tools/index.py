@@ -9,7 +9,7 @@ findings go through the audit's policy.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from datacheck.checks.index import compare_index
 from datacheck.derive.read import count_rows
@@ -26,8 +26,10 @@ from datacheck.report.policy import apply_policy
 __all__ = ["build", "verify"]
 
 
-def build(paths: list[str], output: str, config: Config | str | None = None) -> dict[str, Any]:
+def build(paths: list[str], output: str, config: Config | str | None = None, *,
+          progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Build and write the index of the shards under ``paths``; returns the index document.
+    ``progress(shard path, shards done, shards)`` is called before each shard is hashed and counted.
 
     Raises:
         UsageError: no shard found; the output cannot be written, is a folder, is an audited file or
@@ -38,7 +40,9 @@ def build(paths: list[str], output: str, config: Config | str | None = None) -> 
     cfg = config if isinstance(config, Config) else config_and_source(config, paths)[0]
     disc = discover(paths, cfg.dataset.format)
     entries = []
-    for ds in disc.shards:
+    for k, ds in enumerate(disc.shards):
+        if progress is not None:
+            progress(ds.rel, k, len(disc.shards))
         try:
             h, size = hash_shard(ds.source, ds.format, bytes_only=True)
         except OSError as exc:

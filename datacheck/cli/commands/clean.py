@@ -12,6 +12,7 @@ import sys
 
 from datacheck.cli.commands.inspect import resolve_shard_config
 from datacheck.cli.envelope import write_envelope
+from datacheck.cli.progress import activity
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.tools.clean import DATASET_DROPS, CleanResult, clean
@@ -43,8 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                     "when PATH is one folder)")
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
     a.add_argument("--no-progress", action="store_true",
-                   help="accepted for symmetry with audit (scripts pass it to every command); "
-                        "clean shows no progress bar")
+                   help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     return a
 
 
@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     found = resolve_shard_config(args.config, args.paths)
     cfg = load_config(found, allow_python_schema=args.config is not None or args.allow_python_schema)
     drop = [c.strip() for arg in (args.drop or []) for c in arg.split(",") if c.strip()] or None
-    res = clean(args.paths, args.out, cfg, drop=drop)
+    with activity("cleaning", no_progress=args.no_progress) as tick:
+        res = clean(args.paths, args.out, cfg, drop=drop, progress=tick)
     if args.format == "json":
         write_envelope("datacheck.clean", res.to_dict())
     else:
