@@ -146,3 +146,12 @@ def test_dataset_level_findings_list_their_rows_in_the_report(tmp_path, leak):
     doc = json.loads(rep.to_json())
     assert next(x for x in doc["findings"] if x["check"] == "dup.split_overlap")["rows"] == leaked
     assert [e["train_row"] for e in f.details["examples"]] == [train.index(ev[i]) for i in leaked]
+
+
+def test_progress_names_each_shard_as_it_is_audited_then_written(tmp_path, leak):
+    data, _train, _ev = leak
+    calls: list[tuple[str, int, int]] = []
+    clean([str(data)], tmp_path / "out", config_from_dict(SPLITS), progress=lambda *a: calls.append(a))
+    assert calls == [("auditing eval.parquet", 0, 4), ("auditing train.parquet", 1, 4),
+                     ("writing eval.parquet", 2, 4), ("writing train.parquet", 3, 4),
+                     ("writing the data index", 4, 4)]
