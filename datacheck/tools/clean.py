@@ -64,13 +64,14 @@ from typing import Any
 from datacheck.checks.crossdup import across_shard_copies, assign_splits, split_overlap_rows
 from datacheck.checks.index import SHARD_NAME, duplicate_shard_groups
 from datacheck.engine.shard import audit_file
-from datacheck.execute.audit import finish_report
+from datacheck.execute.audit import SpillingResults, finish_report
 from datacheck.formats.discovery import discover
 from datacheck.formats.registry import REWRITABLE, format_named, rewriter
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, row_hashes
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
+from datacheck.io.hashspill import SpillFolder
 from datacheck.io.hfmeta import read_state
 from datacheck.io.outputs import make_temp_folder, os_error_message
 from datacheck.io.safejson import JsonInputError, read_json_file
@@ -567,9 +568,13 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         raise UsageError(f"--out {out}: cannot create it: {exc.strerror or exc}") from None
     tick = progress or (lambda _what, _done, _total: None)
     steps = 2 * len(disc.shards)
+    spill: SpillFolder | None = None
     try:
-        audited: list[ShardResult] = []
         cross_shard = len(disc.shards) > 1 or bool(cfg.splits)
+        # every shard's row hashes are held for the dataset stage: past spill_rows() rows, on disk
+        # (in the staging folder, removed before it is renamed into place)
+        spill = SpillFolder(stage) if cross_shard else None
+        audited: list[ShardResult] = SpillingResults(spill)
         for k, ds in enumerate(disc.shards):
             tick(f"auditing {ds.rel}", k, steps)
             audited.append(audit_file(ds, cfg, keep_rows=True, cross_shard=cross_shard)[0])
@@ -610,10 +615,14 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         metadata = _hf_metadata(disc.root, stage, dict(written))
         index = _output_index(stage, written)
         write_index(index, stage / INDEX_NAME)
+        if spill is not None:
+            spill.close()
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.replace(stage, out)
     except BaseException as exc:
+        if spill is not None:
+            spill.close()
         shutil.rmtree(stage, ignore_errors=True)
         msg = os_error_message(f"--out {out}", exc) if isinstance(exc, Exception) else None
         if msg is not None and not isinstance(exc, DatacheckError):  # disk full, quota, permission

@@ -88,7 +88,10 @@ def test_plain_clean_names_the_leak_it_left_and_that_the_copy_still_fails(tmp_pa
     assert a.returncode == 1 and "dup.split_overlap" in a.stdout
 
 
-def test_drop_exact_across_shards_keeps_the_first_copy(tmp_path):
+@pytest.mark.parametrize("spill", [None, "2"])
+def test_drop_exact_across_shards_keeps_the_first_copy(tmp_path, monkeypatch, spill):
+    if spill is not None:  # row hashes past 2 rows go to disk (in the staging folder, gone afterwards)
+        monkeypatch.setenv("DATACHECK_SPILL_ROWS", spill)
     d = tmp_path / "data"
     d.mkdir()
     a = _texts(8, "a")
@@ -110,6 +113,8 @@ def test_drop_exact_across_shards_keeps_the_first_copy(tmp_path):
         assert _quarantined_rows(res.out, name) == rows, name
         assert pl.read_parquet(res.out / name)["text"].to_list() == [t for i, t in enumerate(shards[name]) if i not in rows]
     assert pl.read_parquet(res.out / "a.parquet").height == 8  # the in-shard repeat stays
+    assert sorted(p.name for p in res.out.iterdir()) == [".quarantine", "a.parquet", "b.parquet", "c.parquet",
+                                                         "index.json"]
     again = datacheck.audit([str(res.out)], config_from_dict({}), workers=1)
     assert not [f for f in again.dataset_findings if f.check == "dup.exact_across_shards"]
 
