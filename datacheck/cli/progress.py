@@ -1,5 +1,5 @@
 """Progress displays of the CLI verbs that can run for more than a few seconds (audit, clean,
-index build, schema infer, plan, trace --data): drawn on **stderr**, and only when stderr is a
+index build and verify, schema infer, plan, trace --data): drawn on **stderr**, and only when stderr is a
 terminal, whatever stdout is (``datacheck audit data/ > report.txt`` still shows the bar; a
 ``2>log`` or a CI job never gets one).
 

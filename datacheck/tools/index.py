@@ -54,7 +54,7 @@ def build(paths: list[str], output: str, config: Config | str | None = None, *,
 
 
 def verify(paths: list[str], index: str, config: Config | str | None = None,
-           fail_on: str | None = None) -> list[Finding]:
+           fail_on: str | None = None, *, progress: Callable[[str, int, int], None] | None = None) -> list[Finding]:
     """Compare the shards under ``paths`` with the index file; returns the findings (may be empty).
 
     Args:
@@ -64,6 +64,7 @@ def verify(paths: list[str], index: str, config: Config | str | None = None,
         fail_on: with ``"error"``/``"warn"``/``"never"``, the findings pass through the audit's policy
             (:func:`datacheck.report.policy.apply_policy`; ignored checks dropped, ``fails_policy`` set);
             None (default): the raw findings.
+        progress: called as ``progress(shard path, shards done, shards)`` before each shard is hashed.
 
     Raises:
         UsageError: the index is missing, not JSON, newer, or lists a path outside the root.
@@ -73,7 +74,9 @@ def verify(paths: list[str], index: str, config: Config | str | None = None,
     idx = read_index(index, disc.root)  # validated before any shard is hashed
     actual = []
     fmt = {}
-    for ds in disc.shards:
+    for k, ds in enumerate(disc.shards):
+        if progress is not None:
+            progress(ds.rel, k, len(disc.shards))
         fmt[ds.rel] = ds
         try:
             h, size = hash_shard(ds.source, ds.format, bytes_only=True)

@@ -44,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     v.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
     v.add_argument("--fail-on", choices=["error", "warn", "never"], default="error",
                    help="lowest severity that fails (default error)")
+    v.add_argument("--no-progress", action="store_true",
+                   help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     return a
 
 
@@ -58,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}: {len(doc['shards'])} shard(s), "
               f"{sum(s['rows'] or 0 for s in doc['shards'])} rows, index hash {doc['index_hash']}")
         return EXIT_OK
-    findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on)
+    with activity("verifying", no_progress=args.no_progress) as tick:
+        findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on, progress=tick)
     fail = any(f.fails_policy for f in findings)
     if args.format == "json":
         write_envelope("datacheck.index.verify", {"index": args.index, "passed": not fail, "config_path": source,

@@ -1,5 +1,5 @@
-"""Progress of the verbs that can run for more than a few seconds (audit, clean, index build, schema
-infer, plan, trace --data): drawn on stderr when stderr is a terminal, whatever stdout is (here a
+"""Progress of the verbs that can run for more than a few seconds (audit, clean, index build and
+verify, schema infer, plan, trace --data): drawn on stderr when stderr is a terminal, whatever stdout is (here a
 pipe), and never when stderr is not a terminal. stdout stays the verb's output, byte for byte.
 
 Each verb runs as a real process with its stderr on a pseudo-terminal (``pty.openpty``) and its
@@ -78,6 +78,8 @@ def work(tmp_path_factory):
     (root / "datacheck.toml").write_text("[tokens]\nvocab_size = 16\n[batch]\nbatch_size = 4\n")
     (root / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "loss": 2.0 if s != 5 else float("nan")}) + "\n"
                                                 for s in range(1, 10)).replace("NaN", '"nan"'))
+    subprocess.run([sys.executable, "-m", "datacheck", "index", "build", "data", "-o", str(root / "committed.json"),
+                    "--config", str(root / "datacheck.toml")], cwd=root, env=_env(), check=True, capture_output=True)
     return root
 
 
@@ -88,6 +90,7 @@ def _verbs(root: Path) -> dict[str, tuple[list[str], str]]:
         "audit": (["audit", "data", *cfg, "--no-cache", "--report-dir", str(root / "rep")], "auditing"),
         "clean": (["clean", "data", *cfg, "--out", "OUT"], "cleaning"),
         "index build": (["index", "build", "data", *cfg, "-o", "OUT.json"], "indexing"),
+        "index verify": (["index", "verify", "data", *cfg, "--index", str(root / "committed.json")], "verifying"),
         "schema infer": (["schema", "infer", "data", *cfg], "inferring"),
         "plan": (["plan", "data", *cfg, "--step", "2"], "planning"),
         "trace --data": (["trace", "metrics.jsonl", "--data", "data", *cfg, "--step", "3"], "tracing"),
@@ -98,7 +101,8 @@ def _fresh(args: list[str], root: Path, tag: str) -> list[str]:
     return [a.replace("OUT", str(root / f"out-{tag}")) for a in args]
 
 
-@pytest.mark.parametrize("verb", ["audit", "clean", "index build", "schema infer", "plan", "trace --data"])
+@pytest.mark.parametrize("verb", ["audit", "clean", "index build", "index verify", "schema infer", "plan",
+                                  "trace --data"])
 def test_progress_on_a_terminal_stderr_with_stdout_piped_and_never_without_one(work, verb):
     if verb in ("plan", "trace --data"):
         pytest.importorskip("torch")
