@@ -495,8 +495,9 @@ def _left_in_place(findings: list[Finding], dctx: DatasetContext, drop: tuple[st
             left = sum(len(v) for v in split_overlap_rows(dctx, removed=removed).values())
         elif f.check == "dup.exact_across_shards":
             left = sum(len(v) for v in across_shard_copies(dctx, removed=removed).values())
-        elif f.check == "dup.shard":
-            left = sum(1 for p in f.shards[1:] if p not in duplicates)
+        elif f.check == "dup.shard":  # a later copy left in place, unless its rows were all dropped anyway
+            rows_of = {r.path: r.rows or 0 for r in dctx.shards}
+            left = sum(1 for p in f.shards[1:] if p not in duplicates and len(removed.get(p, ())) < rows_of.get(p, 0))
         elif f.check in _UNCHANGED_BY_CLEAN:  # a duplicate shard not copied may add a numbering gap
             left = f.count + (sum(1 for p in duplicates if SHARD_NAME.match(Path(p).name))
                               if f.check == "index.numbering_gap" else 0)

@@ -125,6 +125,9 @@ def test_drop_dup_shard_drops_the_duplicate_shard(tmp_path):
     for k in (0, 2):
         pl.DataFrame({"text": _texts(4, f"s{k}")}).write_parquet(d / f"train-0000{k}-of-00003.parquet")
     shutil.copyfile(d / "train-00000-of-00003.parquet", d / "train-00001-of-00003.parquet")
+    plain = clean([str(d)], tmp_path / "plain", config_from_dict({}))
+    assert [(x.check, x.left, x.still_fails) for x in plain.left_in_place] == [
+        ("dup.exact_across_shards", 4, False), ("dup.shard", 1, True)]
     res = clean([str(d)], tmp_path / "out", config_from_dict({}), drop=["dup.shard"])
     by = {s.path: s for s in res.shards}
     dup = by["train-00001-of-00003.parquet"]
