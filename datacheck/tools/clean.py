@@ -182,6 +182,9 @@ class CleanResult:
     index: dict[str, Any]
     metadata: tuple[str, ...] = ()
     left_in_place: tuple[LeftInPlace, ...] = ()
+    #: why a chosen dataset-level drop removed fewer rows than asked: its check's skipped reasons
+    #: (``"dup.split_overlap: [splits] eval = 'ev*' matches no shard ..."``)
+    notes: tuple[str, ...] = ()
 
     @property
     def kept(self) -> int:
@@ -200,7 +203,7 @@ class CleanResult:
                 "index_hash": self.index["index_hash"], "drop": list(self.drop),
                 "input_rows": self.input_rows, "kept": self.kept, "quarantined": self.quarantined,
                 "shards": [s.to_dict() for s in self.shards], "metadata": list(self.metadata),
-                "left_in_place": [x.to_dict() for x in self.left_in_place]}
+                "left_in_place": [x.to_dict() for x in self.left_in_place], "notes": list(self.notes)}
 
 
 # --------------------------------------------------------------------------------------------- drop set
@@ -547,7 +550,8 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
 
     Raises:
         UsageError: a shard in a format clean cannot write (:data:`CLEANABLE_FORMATS`; nothing is written);
-            an unknown ``drop`` ID, or a non-row-level one clean cannot drop; ``out`` is inside/contains the input
+            an unknown ``drop`` ID, or a non-row-level one clean cannot drop; ``dup.split_overlap`` without
+            ``[splits]``; ``out`` is inside/contains the input
             folder, is not empty, or is not writable; no shard found.
         InternalError: the written rows do not equal the input (nothing is renamed into place).
         SystemExit: SIGTERM arrived during the run (code 143); as on Ctrl-C (KeyboardInterrupt) the
@@ -556,6 +560,10 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
     if isinstance(paths, (str, Path)):
         paths = [str(paths)]
     drop_ids = _drop_ids(drop, cfg)
+    if "dup.split_overlap" in drop_ids and not cfg.splits:
+        raise UsageError("--drop dup.split_overlap drops the eval/test rows whose content is in the training split: "
+                         "it needs [splits] in the config (e.g. train = \"train/*\", eval = \"eval/*\": globs of the "
+                         "shard paths relative to the data's folder)")
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     _refuse_unwritable_formats(disc.shards)
     out = Path(out).resolve()
@@ -580,8 +588,11 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             tick(f"auditing {ds.rel}", k, steps)
             audited.append(audit_file(ds, cfg, keep_rows=True, cross_shard=cross_shard)[0])
         root = None if disc.url_root is not None else disc.root
-        dataset = finish_report(cfg, audited, root=root, temp_files=disc.temp_files, fail_on="error",
-                                shard_lists=disc.shard_lists()).dataset_findings
+        report = finish_report(cfg, audited, root=root, temp_files=disc.temp_files, fail_on="error",
+                               shard_lists=disc.shard_lists())
+        dataset = list(report.dataset_findings)
+        notes = tuple(f"{sk['check']}: {sk['reason']}" for sk in report.skipped
+                      if sk["check"] in DATASET_DROPS and sk["check"] in drop_ids)
         dctx = DatasetContext(cfg=cfg, shards=audited, temp_files=list(disc.temp_files), root=root,
                               splits=assign_splits([r.path for r in audited], dict(cfg.splits)),
                               shard_lists=list(disc.shard_lists()))
@@ -630,4 +641,4 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             raise UsageError(f"{msg} (the cleaned copy was not made; nothing partial is left)") from None
         raise
     return CleanResult(out=out, quarantine=out / QUARANTINE_DIR, index_path=out / INDEX_NAME, drop=drop_ids,
-                       shards=results, index=index, metadata=tuple(metadata), left_in_place=left)
+                       shards=results, index=index, metadata=tuple(metadata), left_in_place=left, notes=notes)

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             f"quarantine:     {res.quarantine}",
             f"data index:     {res.index_path} (index_hash {res.index['index_hash']})",
         ]
+        lines += [f"note: {n}" for n in res.notes]
         lines += _left_lines(res)
         sys.stdout.write("\n".join(lines) + "\n")
     return EXIT_POLICY_FAILED if any(s.unreadable for s in res.shards) else EXIT_OK

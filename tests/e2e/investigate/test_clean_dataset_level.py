@@ -14,6 +14,7 @@ from conftest import run_cli
 
 import datacheck
 from datacheck.model.config import config_from_dict
+from datacheck.model.errors import UsageError
 from datacheck.tools.clean import QUARANTINE_DIR, clean
 
 SPLITS = {"splits": {"train": "train*", "eval": "eval*"}, "labels": {"num_classes": 3}}
@@ -163,3 +164,14 @@ def test_progress_names_each_shard_as_it_is_audited_then_written(tmp_path, leak)
     assert calls == [("auditing eval.parquet", 0, 4), ("auditing train.parquet", 1, 4),
                      ("writing eval.parquet", 2, 4), ("writing train.parquet", 3, 4),
                      ("writing the data index", 4, 4)]
+
+
+def test_drop_split_overlap_without_splits_is_refused_and_a_glob_matching_nothing_is_said(tmp_path, leak):
+    data, _train, _ev = leak
+    with pytest.raises(UsageError, match=r"--drop dup.split_overlap .* needs \[splits\]"):
+        clean([str(data)], tmp_path / "out", config_from_dict({}), drop=["dup.split_overlap"])
+    assert not (tmp_path / "out").exists()
+    cfg = config_from_dict({"splits": {"train": "train*", "eval": "ev/*"}})  # the eval glob matches nothing
+    res = clean([str(data)], tmp_path / "out", cfg, drop=["dup.split_overlap"])
+    assert res.quarantined == 0
+    assert len(res.notes) == 1 and res.notes[0].startswith("dup.split_overlap: [splits] eval = 'ev/*' matches no shard")
