@@ -29,3 +29,15 @@ def test_the_main_module_is_restored_when_the_block_raises(monkeypatch):
     with pytest.raises(KeyError), _main_hidden():
         raise KeyError("x")
     assert sys.modules["__main__"] is script
+
+
+def test_a_script_run_as_a_module_is_hidden_too(monkeypatch):
+    """``python -m launch``: the child would import ``launch`` by name (``init_main_from_name``)."""
+    import importlib.machinery
+
+    script = types.ModuleType("__main__")
+    script.__spec__ = importlib.machinery.ModuleSpec("launch", None)
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    assert multiprocessing.spawn.get_preparation_data("w")["init_main_from_name"] == "launch"
+    with _main_hidden():
+        assert "init_main_from_name" not in multiprocessing.spawn.get_preparation_data("w")
