@@ -63,6 +63,8 @@ __all__ = [
     "conflicting_labels",
     "split_overlap",
     "assign_splits",
+    "across_shard_copies",
+    "split_overlap_rows",
 ]
 
 #: the read path's derivations this family reads: the Alpaca layout's messages and the chat
@@ -333,26 +335,36 @@ def _content_of(shards: list[Any], label: bool) -> str:
                      for cols, paths in groups.items())
 
 
-@check("dup.exact_across_shards", level="dataset")
-def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
-    """``dup.exact_across_shards``: a row whose content (label included) occurs in an earlier shard
-    (of the same split, with ``[splits]``: repeats across splits are ``dup.split_overlap``).
+def _removed_frame(shards: list[Any], removed: dict[str, Any] | None,
+                   among: set[int] | None = None) -> pl.DataFrame | None:
+    """``removed`` ({shard path: 0-based rows}) as a (``shard`` index into ``shards``, ``row``) frame;
+    ``among``: only the shards of these indices (the audited side, when ``shards`` also holds the
+    ``--against`` dataset's shards, whose paths may repeat the audited ones)."""
+    if not removed:
+        return None
+    at = {s.path: i for i, s in enumerate(shards) if among is None or i in among}
+    pairs = [(at[p], int(r)) for p, rows in removed.items() if p in at for r in rows]
+    return pl.DataFrame(pairs, schema={"shard": pl.UInt32, "row": pl.UInt32}, orient="row")
 
-    count = such rows (path order decides which copy is "earlier"); examples: ``shard row`` of the copy
-    and of the first occurrence. Within-shard repeats are ``dup.exact_in_shard``, not counted here.
-    """
-    if len(dctx.readable_shards()) < 2:
-        return  # a single shard: nothing to compare across shards (its repeats are dup.exact_in_shard)
+
+def _without(cand: pl.DataFrame, gone: pl.DataFrame | None) -> pl.DataFrame:
+    """The candidate rows minus ``gone`` (rows taken out of the data, e.g. dropped by ``clean``)."""
+    if gone is None or gone.height == 0 or cand.height == 0:
+        return cand
+    return cand.join(gone, on=["shard", "row"], how="anti")
+
+
+def _copies(dctx: Any, removed: dict[str, Any] | None = None) -> tuple[list[Any], pl.DataFrame, list[str]]:
+    """(shards, copies, keys): every row whose content (and label) occurs in an earlier shard of the
+    same split, as ``shard``, ``row``, ``first_shard``, ``first_row`` (indices into ``shards``;
+    ``shard`` and ``row`` ascending); ``removed`` rows are taken out before comparing."""
     shards, cand = _merge(dctx)
-    lacking = [s.path for s in dctx.readable_shards() if s not in shards]
-    if lacking:
-        yield Skipped("dup.exact_across_shards", f"{len(lacking)} shard(s) have no row hashes (their check could not "
-                                                 f"run), so they were not compared: {', '.join(lacking[:5])}")
-    if len(shards) >= 2:
-        yield from _mixed_content("dup.exact_across_shards", shards, "rows are compared")
-    if len(shards) < 2 or cand.height == 0:
-        return
+    cand = _without(cand, _removed_frame(shards, removed))
     keys = ["hash", "content", "label"] if "label" in cand.columns else ["hash", "content"]
+    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "first_shard": pl.UInt32,
+                                 "first_row": pl.UInt32})
+    if len(shards) < 2 or cand.height == 0:
+        return shards, empty, keys
     splits = getattr(dctx, "splits", {}) or {}
     if splits:  # across splits, a repeat is dup.split_overlap (leakage), not a repeat within the data
         names = sorted({v for v in splits.values()})
@@ -363,7 +375,42 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
         pl.col("shard").first().over(keys).alias("first_shard"),
         pl.col("row").first().over(keys).alias("first_row"),
     )
-    hits = c.filter(pl.col("shard") != pl.col("first_shard"))
+    hits = c.filter(pl.col("shard") != pl.col("first_shard")).select("shard", "row", "first_shard", "first_row")
+    return shards, hits, keys
+
+
+def across_shard_copies(dctx: Any, removed: dict[str, Any] | None = None) -> dict[str, list[int]]:
+    """The rows ``dup.exact_across_shards`` counts, every one (not only the examples): {shard path:
+    0-based rows (ascending)} of each row whose content and label occur in an earlier shard (path
+    order) of the same split. The first copy is never listed, so dropping these rows keeps exactly
+    one copy of each content. ``removed`` ({shard path: rows}) are rows taken out of the data first
+    (rows another check drops): a copy whose only earlier occurrence is removed is then the first."""
+    shards, hits, _keys = _copies(dctx, removed)
+    out: dict[str, list[int]] = {}
+    for (i,), g in hits.group_by(["shard"], maintain_order=True):
+        out[shards[int(i)].path] = g.get_column("row").to_list()
+    return out
+
+
+@check("dup.exact_across_shards", level="dataset")
+def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``dup.exact_across_shards``: a row whose content (label included) occurs in an earlier shard
+    (of the same split, with ``[splits]``: repeats across splits are ``dup.split_overlap``).
+
+    count = such rows (path order decides which copy is "earlier"); rows and examples: the first
+    ``[report] max_examples`` such rows (``rows``: the copy's 0-based row, ``details.examples``: its
+    shard and the first occurrence's shard and row). Within-shard repeats are ``dup.exact_in_shard``,
+    not counted here.
+    """
+    if len(dctx.readable_shards()) < 2:
+        return  # a single shard: nothing to compare across shards (its repeats are dup.exact_in_shard)
+    shards, hits, keys = _copies(dctx)
+    lacking = [s.path for s in dctx.readable_shards() if s not in shards]
+    if lacking:
+        yield Skipped("dup.exact_across_shards", f"{len(lacking)} shard(s) have no row hashes (their check could not "
+                                                 f"run), so they were not compared: {', '.join(lacking[:5])}")
+    if len(shards) >= 2:
+        yield from _mixed_content("dup.exact_across_shards", shards, "rows are compared")
     if hits.height == 0:
         return
     max_ex = dctx.cfg.report.max_examples
@@ -379,7 +426,7 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     yield Finding(
         check="dup.exact_across_shards", severity="warn", count=hits.height,
         ratio=hits.height / total if total else None, shards=tuple(involved), examples=examples,
-        rows_truncated=hits.height > len(examples),
+        rows=tuple(e.row for e in examples), rows_truncated=hits.height > len(examples),
         message=(f"{hits.height} row(s) repeat a row of an earlier shard exactly (content: "
                  f"{content}); these samples are seen "
                  "more than once per epoch"),
@@ -450,7 +497,8 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     total_rows = int(c.join(groups.select("hash", "content"), on=["hash", "content"]).height)
     yield Finding(
         check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
-        shards=tuple(involved), examples=examples, rows_truncated=total_rows > len(examples),
+        shards=tuple(involved), examples=examples, rows=tuple(e.row for e in examples),
+        rows_truncated=total_rows > len(examples),
         message=(f"{groups.height} distinct content(s) ({total_rows} rows) occur with more than one label "
                  f"in {label_col!r} (content: {_content_of([s for s in shards if s.path in involved], False)}): "
                  "label noise"),
@@ -466,12 +514,14 @@ def _train_split(splits: dict[str, str]) -> str | None:
     return "train" if "train" in splits else next(iter(splits))
 
 
-def _overlap(cand: pl.DataFrame, shards: list[Any], test_idx: set[int], train_idx: set[int],
-             max_ex: int) -> tuple[int, dict[str, int], list[dict]]:
-    """(count, per test shard, examples) of rows of ``test_idx`` shards whose hash occurs in a
-    ``train_idx`` shard; ``cand`` are the candidate rows (hashes occurring more than once)."""
+def _overlap_hits(cand: pl.DataFrame, test_idx: set[int], train_idx: set[int]) -> pl.DataFrame:
+    """Every row of a ``test_idx`` shard whose hash occurs in a ``train_idx`` shard: ``shard``, ``row``
+    (ascending), ``train_shard``, ``train_row`` (its first occurrence there; indices into the shards of
+    ``cand``, the candidate rows: hashes occurring more than once)."""
+    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "train_shard": pl.UInt32,
+                                 "train_row": pl.UInt32})
     if cand.height == 0:
-        return 0, {}, []
+        return empty
     tr = pl.Series("s", sorted(train_idx), dtype=pl.UInt32)
     te = pl.Series("s", sorted(test_idx), dtype=pl.UInt32)
     train = (cand.filter(pl.col("shard").is_in(tr.implode())).sort(["shard", "row"])
@@ -479,12 +529,7 @@ def _overlap(cand: pl.DataFrame, shards: list[Any], test_idx: set[int], train_id
                                                                     pl.col("row").first().alias("train_row")))
     hits = (cand.filter(pl.col("shard").is_in(te.implode())).join(train, on=["hash", "content"], how="inner")
             .sort(["shard", "row"]))
-    if hits.height == 0:
-        return 0, {}, []
-    per_shard = {shards[i].path: n for i, n in hits.group_by("shard").len().sort("shard").iter_rows()}
-    examples = [{"shard": shards[r["shard"]].path, "row": int(r["row"]), "train_shard": shards[r["train_shard"]].path,
-                 "train_row": int(r["train_row"])} for r in hits.head(max_ex).iter_rows(named=True)]
-    return hits.height, per_shard, examples
+    return hits.select("shard", "row", "train_shard", "train_row") if hits.height else empty
 
 
 def _signature(shard: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -514,21 +559,18 @@ def _incomparable(sh: list[Any], test_idx: set[int], train_idx: set[int]) -> tup
     return list(sorted(a)[0][0]), list(sorted(b)[0][0])
 
 
-@check("dup.split_overlap", level="dataset")
-def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
-    """``dup.split_overlap``: rows of an eval/test split whose content (label excluded) occurs in the
-    training split (``[splits]``), or in the ``--against`` dataset.
+#: one comparison of dup.split_overlap: (split compared, training split or "against", the shards of
+#: ``cand``, ``cand``, indices of the compared split's shards, indices of the training side's shards)
+_Comparison = tuple[str, str, list[Any], pl.DataFrame, set[int], set[int]]
 
-    count = such rows (each split other than the training split is compared with the training split);
-    examples give the row on both sides (shard and 0-based row). When the two sides share no content
-    column of the same role (e.g. ``text`` against ``input_ids``), no row can match: that comparison
-    is a skipped entry naming both column sets, never a pass with 0 overlap (not exit 2: the other
-    comparisons and checks of the audit still run and report).
-    """
+
+def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
+    """The comparisons ``dup.split_overlap`` makes (each split other than the training split with the
+    training split, the audited data with ``--against``), and a skipped entry for each one that
+    cannot be made or is made only in part (see :func:`split_overlap`)."""
     against = getattr(dctx, "against", None)
-    max_ex = dctx.cfg.report.max_examples
     shards, cand = _merge(dctx)
-    comparisons: list[tuple[str, str, list[Any], pl.DataFrame, set[int], set[int]]] = []
+    comparisons: list[_Comparison] = []
     if against is not None:
         memo = _cache(dctx)
         if "against" not in memo:
@@ -568,7 +610,8 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
             yield Skipped("dup.split_overlap", "no [splits] in the config and no --against dataset" + (
                 f" ({unused[0][1]})" if unused else ""))
         return
-    for name, train, sh, c, test_idx, train_idx in comparisons:
+    for comp in comparisons:
+        name, train, sh, _c, test_idx, train_idx = comp
         side = "the --against dataset" if train == "against" else f"split {train!r}"
         what = "the audited data" if name == "audited" else f"split {name!r}"
         apart = _incomparable(sh, test_idx, train_idx)
@@ -586,18 +629,62 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                 f"{len(lone)} shard(s) of {what} hash rows over columns no shard of {side} has, so their rows "
                 f"were not compared: {_content_groups(lone)} (other side: "
                 f"{_content_groups([sh[i] for i in sorted(train_idx)])}); give both sides the same roles ([columns])"))
-        count, per_shard, examples = _overlap(c, sh, test_idx, train_idx, max_ex)
+        yield comp
+
+
+def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None) -> dict[str, list[int]]:
+    """The rows ``dup.split_overlap`` counts, every one (not only the examples): {shard path of the
+    audited data: 0-based rows (ascending)} of each row of a split other than the training split
+    whose content occurs in the training split (or in the ``--against`` dataset). The training
+    side's rows are never listed: dropping these rows removes the leak and keeps the training data.
+    ``removed`` ({shard path: rows}) are rows taken out of the data first (rows another check drops)."""
+    out: dict[str, set[int]] = {}
+    for comp in _comparisons(dctx):
+        if isinstance(comp, Skipped):
+            continue
+        _name, _train, sh, c, test_idx, train_idx = comp
+        among = test_idx | train_idx if _train != "against" else test_idx
+        hits = _overlap_hits(_without(c, _removed_frame(sh, removed, among)), test_idx, train_idx)
+        for i, r in hits.select("shard", "row").iter_rows():
+            out.setdefault(sh[i].path, set()).add(int(r))
+    return {p: sorted(rows) for p, rows in sorted(out.items())}
+
+
+@check("dup.split_overlap", level="dataset")
+def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``dup.split_overlap``: rows of an eval/test split whose content (label excluded) occurs in the
+    training split (``[splits]``), or in the ``--against`` dataset.
+
+    count = such rows (each split other than the training split is compared with the training split);
+    rows and examples: the first ``[report] max_examples`` of them (``rows``: the eval side's 0-based
+    row; ``details.examples``: the row on both sides, shard and row). When the two sides share no content
+    column of the same role (e.g. ``text`` against ``input_ids``), no row can match: that comparison
+    is a skipped entry naming both column sets, never a pass with 0 overlap (not exit 2: the other
+    comparisons and checks of the audit still run and report).
+    """
+    max_ex = dctx.cfg.report.max_examples
+    for comp in _comparisons(dctx):
+        if isinstance(comp, Skipped):
+            yield comp
+            continue
+        name, train, sh, c, test_idx, train_idx = comp
+        side = "the --against dataset" if train == "against" else f"split {train!r}"
+        what = "the audited data" if name == "audited" else f"split {name!r}"
+        hits = _overlap_hits(c, test_idx, train_idx)
+        count = hits.height
         if not count:
             continue
-        if train == "against":  # name the other dataset's shards apart from the audited ones
-            for e in examples:
-                e["train_shard"] = "against:" + e["train_shard"]
+        per_shard = {sh[i].path: n for i, n in hits.group_by("shard").len().sort("shard").iter_rows()}
+        examples = [{"shard": sh[r["shard"]].path, "row": int(r["row"]),
+                     "train_shard": ("against:" if train == "against" else "") + sh[r["train_shard"]].path,
+                     "train_row": int(r["train_row"])} for r in hits.head(max_ex).iter_rows(named=True)]
         total = sum(sh[i].rows or 0 for i in test_idx)
         yield Finding(
             check="dup.split_overlap", severity="error", count=count, ratio=count / total if total else None,
             shards=tuple(sorted(per_shard)),
             examples=tuple(Example(row=e["row"], value=f"{e['shard']} row {e['row']} = {e['train_shard']} row {e['train_row']}")
                            for e in examples),
+            rows=tuple(e["row"] for e in examples),
             message=(f"{count} row(s) of {what} also occur in {side} (content: "
                      f"{', '.join(_content_columns([sh[i] for i in test_idx]))}; label excluded): leakage, "
                      "evaluation is optimistic"),

@@ -42,7 +42,7 @@ from datacheck.report.build import build_report
 from datacheck.report.model import Report
 
 __all__ = ["ShardJob", "ShardOutcome", "audit", "run_audit", "audit_one", "audit_one_cached", "audit_shards",
-           "audit_prepared", "finish_report", "hash_shards", "run_job"]
+           "audit_prepared", "finish_report", "hash_shards", "run_job", "SpillingResults"]
 
 
 def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
@@ -142,6 +142,11 @@ class _Spilling(list[ShardResult]):
                         if isinstance(got, dict) and type(got.get("sig")) is np.ndarray:
                             got["sig"] = self.spill.spill_array(got["sig"])
         super().append(r)
+
+
+#: the results list that spills row-hash and signature payloads to a :class:`SpillFolder` past
+#: :func:`~datacheck.io.hashspill.spill_rows` rows (``clean`` keeps every shard's result too)
+SpillingResults = _Spilling
 
 
 def audit_shards(disc: Discovery, cfg: Config,

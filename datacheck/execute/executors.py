@@ -12,7 +12,12 @@ same for any number of workers.
   module-level and picklable. Each worker's polars thread pool is sized ``cores // workers``
   (at least 1) through ``POLARS_MAX_THREADS``, set for the children only while they start,
   unless the caller already set that variable: N workers with a full pool each would run
-  N x cores threads on cores cores.
+  N x cores threads on cores cores. The workers never import the caller's main script: while they
+  start, ``sys.modules["__main__"]`` is a bare stand-in (:func:`_main_hidden`), so a spawned child
+  has no main module to re-run. A launch script may call :func:`datacheck.audit` at its top level,
+  without an ``if __name__ == "__main__":`` guard (a spawn pool's children otherwise re-run the
+  script, which starts the audit again and breaks the pool). The mapped function and its items
+  live in datacheck's modules, which the children import by name.
 - ``ray`` (:class:`RayExecutor`, the ``datacheck[ray]`` extra: ``ray>=2.9``): one Ray task per item,
   retried up to ``max_retries`` times when the worker running it dies (``ray.remote(max_retries=...)``:
   a system failure such as a node lost or a process killed for memory; an exception raised by the
@@ -31,6 +36,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
+import types
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -133,6 +140,27 @@ def _child_env(name: str, value: str) -> Iterator[None]:
         os.environ.pop(name, None)
 
 
+@contextmanager
+def _main_hidden() -> Iterator[None]:
+    """Within the block, ``sys.modules["__main__"]`` is a bare module with no file and no spec.
+
+    A process started with the ``spawn`` (or ``forkserver``) method receives the parent's main
+    module's file or module name (``multiprocessing.spawn.get_preparation_data``) and runs it again
+    as ``__mp_main__`` before it unpickles its work; with the stand-in in place there is none to
+    run. The real main module is restored on exit, also when the block raises. Only the calling
+    thread's process starts happen inside the block (a ``ProcessPoolExecutor`` with the ``spawn``
+    method starts its workers in ``submit``)."""
+    real = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if real is not None:
+            sys.modules["__main__"] = real
+        else:
+            sys.modules.pop("__main__", None)
+
+
 class ProcessExecutor:
     """A pool of ``workers`` spawned processes (see the module docstring).
 
@@ -164,7 +192,7 @@ class ProcessExecutor:
         threads = str(max(1, cpu_cores() // self.workers))
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx) as pool:
-            with _child_env("POLARS_MAX_THREADS", threads):  # spawned children start during the submits
+            with _child_env("POLARS_MAX_THREADS", threads), _main_hidden():  # children start during the submits
                 futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]
             try:
                 for fut in futures:

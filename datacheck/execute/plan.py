@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -154,7 +154,8 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
 
 
 def row_space(paths: list[str], cfg: Config, *, supervised: bool = False,
-              split: str | None = None) -> tuple[RowSpace, np.ndarray | None]:
+              split: str | None = None,
+              progress: Callable[[str, int, int], None] | None = None) -> tuple[RowSpace, np.ndarray | None]:
     """Discover the shards of ``paths`` and count their rows (through the one read path). Data with
     splits gives the row order of one split (:func:`select_split`: ``train`` unless ``split``).
 
@@ -163,6 +164,7 @@ def row_space(paths: list[str], cfg: Config, *, supervised: bool = False,
         cfg: the config (reader settings, roles, ``[tokens]``/``[labels]`` facts).
         supervised: also compute each row's supervised-token count (needs a token ``labels`` list).
         split: the split to plan (data with splits; default ``train``).
+        progress: called as ``progress(shard path, shards done, shards)`` before each shard is read.
 
     Returns:
         (the row space, the supervised counts as an int64 array of ``n_rows`` or None when not asked
@@ -172,12 +174,13 @@ def row_space(paths: list[str], cfg: Config, *, supervised: bool = False,
         UsageError: no shard found, a shard cannot be read (its rows are unknown; the message
             names it), or the split cannot be chosen (:func:`select_split`).
     """
-    space, sup, _ = _scan(paths, cfg, supervised=supervised, lengths=False, split=split)
+    space, sup, _ = _scan(paths, cfg, supervised=supervised, lengths=False, split=split, progress=progress)
     return space, sup
 
 
-def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool,
-          split: str | None = None) -> tuple[RowSpace, np.ndarray | None, np.ndarray | None]:
+def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, split: str | None = None,
+          progress: Callable[[str, int, int], None] | None = None
+          ) -> tuple[RowSpace, np.ndarray | None, np.ndarray | None]:
     """:func:`row_space`, plus with ``lengths`` each row's token count (``input_ids`` list length capped
     at ``max_seq_len``; None when a shard has no ``input_ids`` list).
 
@@ -191,7 +194,9 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool,
     sup_parts: list[np.ndarray] | None = [] if supervised else None
     len_parts: list[np.ndarray] | None = [] if lengths else None
     start = 0
-    for ds in shards:
+    for k, ds in enumerate(shards):
+        if progress is not None:
+            progress(ds.rel, k, len(shards))
         chash = hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None else hash_file(ds.path)[0]
         try:
             data = open_for_checks(ds, cfg)
@@ -324,9 +329,11 @@ class BatchPlan:
         return out
 
 
-def build_plan(paths: list[str], cfg: Config, split: str | None = None) -> BatchPlan:
+def build_plan(paths: list[str], cfg: Config, split: str | None = None, *,
+               progress: Callable[[str, int, int], None] | None = None) -> BatchPlan:
     """Read the shards' row counts (and supervised tokens per row) and set up the plan: of the split
-    ``split`` (default ``train``) when the data has splits (:func:`select_split`).
+    ``split`` (default ``train``) when the data has splits (:func:`select_split`). ``progress(shard
+    path, shards done, shards)`` is called before each shard is read.
 
     Raises:
         UsageError: ``[batch] batch_size`` is unset, a shard cannot be read, or the split cannot be
@@ -338,7 +345,7 @@ def build_plan(paths: list[str], cfg: Config, split: str | None = None) -> Batch
                          "datacheck.toml ([batch] batch_size, world_size, grad_accum, ...), or max_tokens "
                          "for token-budget batching")
     tokens = cfg.batch.max_tokens is not None
-    space, sup, lengths = _scan(paths, cfg, supervised=True, lengths=tokens, split=split)
+    space, sup, lengths = _scan(paths, cfg, supervised=True, lengths=tokens, split=split, progress=progress)
     if tokens and lengths is None:
         raise UsageError("[batch] max_tokens: token-budget batching needs each row's token count, and a shard "
                          "has no input_ids list column (set [columns] input_ids)")

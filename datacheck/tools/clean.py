@@ -24,6 +24,17 @@ Layout of ``out``::
     OUT/dataset_dict.json                          to the cleaned files and row counts, so that
                                                   ``load_from_disk(OUT)`` loads the cleaned copy
 
+What is dropped: the rows failing the chosen row-level checks, and for the dataset-level
+duplicate checks the rows they name (:data:`DATASET_DROPS`): ``dup.split_overlap`` the rows of an
+eval/test split whose content occurs in the training split (the training row stays),
+``dup.exact_across_shards`` every copy of a row after its first (path order, within a split),
+``dup.shard`` every shard whose bytes equal an earlier shard's (sorted path order: the first stays;
+the duplicate's rows all go to the quarantine and the shard is not written). The dataset-level
+rows are computed after the row-level drops are known: a leak whose training row is dropped anyway
+is gone, and an eval row is not dropped for it. Every other dataset-level finding (and a duplicate
+check that was not chosen) is reported as left in place (:class:`LeftInPlace`), with the rows it
+still has in the copy where that is known.
+
 The quarantine sits in a dot-folder so that ``datacheck audit OUT`` audits the cleaned shards only
 (discovery skips dot-folders) and ``index.json`` is metadata discovery ignores.
 
@@ -45,18 +56,22 @@ import re
 import shutil
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datacheck.checks.crossdup import across_shard_copies, assign_splits, split_overlap_rows
+from datacheck.checks.index import SHARD_NAME, duplicate_shard_groups
 from datacheck.engine.shard import audit_file
+from datacheck.execute.audit import SpillingResults, finish_report
 from datacheck.formats.discovery import discover
 from datacheck.formats.registry import REWRITABLE, format_named, rewriter
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, row_hashes
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
+from datacheck.io.hashspill import SpillFolder
 from datacheck.io.hfmeta import read_state
 from datacheck.io.outputs import make_temp_folder, os_error_message
 from datacheck.io.safejson import JsonInputError, read_json_file
@@ -64,14 +79,25 @@ from datacheck.io.stores import is_url
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import DatacheckError, UsageError
+from datacheck.model.findings import Finding
+from datacheck.model.results import DatasetContext, ShardResult
 
-__all__ = ["CleanResult", "ShardClean", "clean", "default_drop", "row_hashes", "QUARANTINE_DIR",
-           "META_COLUMNS", "INDEX_NAME"]
+__all__ = ["CleanResult", "ShardClean", "LeftInPlace", "clean", "default_drop", "row_hashes", "QUARANTINE_DIR",
+           "META_COLUMNS", "INDEX_NAME", "DATASET_DROPS"]
 
 #: Folder (inside ``out``) of the quarantine files; a dot-folder, so discovery skips it.
 QUARANTINE_DIR = ".quarantine"
 #: Name of the data index written into ``out``.
 INDEX_NAME = "index.json"
+#: The dataset-level checks whose rows ``--drop`` removes (see the module docstring): what each drops.
+DATASET_DROPS = {
+    "dup.split_overlap": "the eval/test rows whose content is in the training split (the training row stays)",
+    "dup.exact_across_shards": "every copy of a row after its first (path order, within a split)",
+    "dup.shard": "every shard whose bytes equal an earlier shard's (the first stays)",
+}
+#: Dataset-level checks whose finding a clean copy keeps as it is: it copies the shard names and
+#: the columns unchanged (``index.numbering_gap``: the file names; ``schema.inconsistent``: the schemas).
+_UNCHANGED_BY_CLEAN = ("index.numbering_gap", "schema.inconsistent")
 
 
 @dataclass
@@ -88,6 +114,8 @@ class ShardClean:
         quarantined: rows (and records) quarantined in total.
         unreadable: why the shard could not be read (it is then not copied), else None.
         blank_lines: blank lines of a JSONL/CSV input (not copied).
+        duplicate_of: with ``--drop dup.shard``, the shard whose bytes this one repeats: every row
+            is quarantined and the shard is not written; else None.
     """
 
     path: str
@@ -98,11 +126,46 @@ class ShardClean:
     dropped: dict[str, int] = field(default_factory=dict)
     unreadable: str | None = None
     blank_lines: int = 0
+    duplicate_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "format": self.format, "input_rows": self.input_rows, "kept": self.kept,
                 "quarantined": self.quarantined, "dropped": dict(sorted(self.dropped.items())),
-                "unreadable": self.unreadable, "blank_lines": self.blank_lines}
+                "unreadable": self.unreadable, "blank_lines": self.blank_lines, "duplicate_of": self.duplicate_of}
+
+
+@dataclass(frozen=True)
+class LeftInPlace:
+    """A dataset-level finding of the input that the cleaned copy may still have.
+
+    Attributes:
+        check: the check ID; ``severity``: after ``[policy]``; ``fails_policy``: it failed the gate
+            (``--fail-on error``) on the input.
+        count: the finding's count on the input; ``message``: its message.
+        left: for ``dup.split_overlap`` and ``dup.exact_across_shards``: the rows the copy still has
+            (computed on the kept rows); for ``dup.shard``, the duplicate shards kept; for
+            the checks a copy does not change (:data:`_UNCHANGED_BY_CLEAN`), ``count``; else None
+            (not known without auditing the copy).
+    """
+
+    check: str
+    severity: str
+    fails_policy: bool
+    count: int
+    message: str
+    left: int | None
+
+    @property
+    def still_fails(self) -> bool | None:
+        """True: the cleaned copy still fails the gate on this check; False: it no longer does;
+        None: not known without auditing the copy."""
+        if not self.fails_policy:
+            return False
+        return None if self.left is None else self.left > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "severity": self.severity, "fails_policy": self.fails_policy,
+                "count": self.count, "left": self.left, "still_fails": self.still_fails, "message": self.message}
 
 
 @dataclass
@@ -118,6 +181,10 @@ class CleanResult:
     shards: list[ShardClean]
     index: dict[str, Any]
     metadata: tuple[str, ...] = ()
+    left_in_place: tuple[LeftInPlace, ...] = ()
+    #: why a chosen dataset-level drop removed fewer rows than asked: its check's skipped reasons
+    #: (``"dup.split_overlap: [splits] eval = 'ev*' matches no shard ..."``)
+    notes: tuple[str, ...] = ()
 
     @property
     def kept(self) -> int:
@@ -135,7 +202,8 @@ class CleanResult:
         return {"out": str(self.out), "quarantine": str(self.quarantine), "index": str(self.index_path),
                 "index_hash": self.index["index_hash"], "drop": list(self.drop),
                 "input_rows": self.input_rows, "kept": self.kept, "quarantined": self.quarantined,
-                "shards": [s.to_dict() for s in self.shards], "metadata": list(self.metadata)}
+                "shards": [s.to_dict() for s in self.shards], "metadata": list(self.metadata),
+                "left_in_place": [x.to_dict() for x in self.left_in_place], "notes": list(self.notes)}
 
 
 # --------------------------------------------------------------------------------------------- drop set
@@ -160,10 +228,11 @@ def _drop_ids(drop: list[str] | None, cfg: Config) -> tuple[str, ...]:
     for cid in drop:
         if not catalog.is_known(cid):
             raise UsageError(f"--drop {cid!r}: unknown check ID (`datacheck checks` lists the IDs)")
-        if catalog.info(cid).level != "row":
+        if catalog.info(cid).level != "row" and cid not in DATASET_DROPS:
             rows = ", ".join(c for c, i in catalog.CATALOG.items() if i.level == "row")
-            raise UsageError(f"--drop {cid!r}: a {catalog.info(cid).level}-level check names no rows to drop; "
-                             f"row-level checks: {rows}")
+            raise UsageError(f"--drop {cid!r}: clean cannot drop the rows of this {catalog.info(cid).level}-level "
+                             f"check; it drops the rows of the row-level checks ({rows}) and of "
+                             f"{', '.join(DATASET_DROPS)}")
     return tuple(sorted(set(drop)))
 
 
@@ -386,26 +455,103 @@ def _refuse_unwritable_formats(shards: list[DiscoveredShard]) -> None:
                      "TarWriter, litdata optimize); or pass only the cleanable shards to clean")
 
 
+def _dataset_drops(dctx: DatasetContext, drop: tuple[str, ...], row_drops: dict[str, dict[int, list[str]]]
+                   ) -> tuple[dict[str, dict[int, list[str]]], dict[str, str]]:
+    """The rows the dataset-level checks of ``drop`` remove, given the row-level drops
+    (``row_drops``: {shard path: {row: check keys}}): ({shard path: {row: [check ID]}}, {duplicate
+    shard path: the shard it repeats}). ``dup.shard`` first (whole shards), then ``dup.split_overlap``
+    and ``dup.exact_across_shards``, each on the rows left by the drops before it."""
+    out: dict[str, dict[int, list[str]]] = {}
+    removed: dict[str, set[int]] = {p: set(r) for p, r in row_drops.items()}
+    duplicates: dict[str, str] = {}
+
+    def add(cid: str, rows_of: dict[str, Any]) -> None:
+        for path, rows in rows_of.items():
+            for r in rows:
+                out.setdefault(path, {}).setdefault(int(r), []).append(cid)
+                removed.setdefault(path, set()).add(int(r))
+
+    if "dup.shard" in drop:
+        rows_of = {s.path: s.rows or 0 for s in dctx.shards}
+        for _h, paths in duplicate_shard_groups(dctx.shards):
+            for p in paths[1:]:
+                duplicates[p] = paths[0]
+                add("dup.shard", {p: range(rows_of[p])})
+    if "dup.split_overlap" in drop:
+        add("dup.split_overlap", split_overlap_rows(dctx, removed=removed))
+    if "dup.exact_across_shards" in drop:
+        add("dup.exact_across_shards", across_shard_copies(dctx, removed=removed))
+    return out, duplicates
+
+
+def _left_in_place(findings: list[Finding], dctx: DatasetContext, drop: tuple[str, ...],
+                   removed: dict[str, set[int]], duplicates: dict[str, str]) -> tuple[LeftInPlace, ...]:
+    """The dataset-level findings of the input (``findings``, policy applied) at warn or error that
+    the cleaned copy may still have (see :class:`LeftInPlace`); ``removed``: every row dropped
+    ({shard path: rows}); ``duplicates``: the duplicate shards not written."""
+    out = []
+    for f in findings:
+        if f.severity not in ("warn", "error") or f.check == "index.temp_file":  # temp files are never copied
+            continue
+        left: int | None = None
+        if f.check == "dup.split_overlap":
+            left = sum(len(v) for v in split_overlap_rows(dctx, removed=removed).values())
+        elif f.check == "dup.exact_across_shards":
+            left = sum(len(v) for v in across_shard_copies(dctx, removed=removed).values())
+        elif f.check == "dup.shard":  # a later copy left in place, unless its rows were all dropped anyway
+            rows_of = {r.path: r.rows or 0 for r in dctx.shards}
+            left = sum(1 for p in f.shards[1:] if p not in duplicates and len(removed.get(p, ())) < rows_of.get(p, 0))
+        elif f.check in _UNCHANGED_BY_CLEAN:  # a duplicate shard not copied may add a numbering gap
+            left = f.count + (sum(1 for p in duplicates if SHARD_NAME.match(Path(p).name))
+                              if f.check == "index.numbering_gap" else 0)
+        if left == 0:  # removed (by its own drop or as a side effect of the others)
+            continue
+        out.append(LeftInPlace(check=f.check, severity=f.severity, fails_policy=f.fails_policy, count=f.count,
+                               message=f.message, left=left))
+    gaps = sorted(p for p in duplicates if SHARD_NAME.match(Path(p).name))
+    if gaps and not any(x.check == "index.numbering_gap" for x in out):  # a gap the drop itself made
+        entry = dctx.cfg.policy.get("index.numbering_gap")
+        if entry is None or not entry.ignore:
+            sev = entry.severity if entry is not None and entry.severity is not None else \
+                catalog.info("index.numbering_gap").severity
+            out.append(LeftInPlace(
+                check="index.numbering_gap", severity=sev, fails_policy=sev == "error", count=0, left=len(gaps),
+                message=(f"the duplicate shard(s) not copied leave gaps in the numbered shard names: "
+                         f"{', '.join(gaps[:5])}{' ...' if len(gaps) > 5 else ''}")))
+    return tuple(out)
+
+
+#: ``progress(what, done, total)``: ``what`` names the step and shard (``"auditing a.parquet"``,
+#: ``"writing a.parquet"``), ``done``/``total`` count steps (two per shard: audit, then write).
+Progress = Callable[[str, int, int], None]
+
+
 @_sigterm_as_exit()
-def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[str] | None = None) -> CleanResult:
+def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[str] | None = None,
+          progress: Progress | None = None) -> CleanResult:
     """Write cleaned copies of the shards under ``paths`` into ``out``, quarantining dropped rows.
 
     Args:
         paths: shard files, folders (recursive) or globs, as ``datacheck audit`` takes them.
         out: the output folder; must not exist yet (or be empty), and must be outside the input
             folder (not inside it, not containing it).
-        cfg: the validated config (roles and facts decide which rows fail).
-        drop: check IDs whose failing rows are dropped; row-level checks only. Default: every
-            row-level check whose severity (after ``[policy]``) is ``error`` (:func:`default_drop`).
+        cfg: the validated config (roles and facts decide which rows fail; ``[splits]`` which split a
+            shard is in).
+        drop: check IDs whose failing rows are dropped: row-level checks and the dataset-level
+            duplicate checks of :data:`DATASET_DROPS`. Default: every row-level check whose
+            severity (after ``[policy]``) is ``error`` (:func:`default_drop`).
+        progress: called before each shard is audited and before it is written (see :data:`Progress`).
 
     Returns:
         The :class:`CleanResult` (per shard: input rows, kept, quarantined, counts per reason;
-        the Hugging Face ``save_to_disk`` metadata files written, see :func:`_hf_metadata`).
-        A shard that cannot be read is listed with ``unreadable`` set and not copied.
+        the Hugging Face ``save_to_disk`` metadata files written, see :func:`_hf_metadata`; the
+        dataset-level findings left in place). A shard that cannot be read is listed with
+        ``unreadable`` set and not copied.
 
     Raises:
         UsageError: a shard in a format clean cannot write (:data:`CLEANABLE_FORMATS`; nothing is written);
-            unknown or non-row-level ``drop`` ID; ``out`` is inside/contains the input
+            an unknown ``drop`` ID, or a non-row-level one clean cannot drop; ``dup.split_overlap`` without
+            ``[splits]``; ``out`` is inside/contains the input
             folder, is not empty, or is not writable; no shard found.
         InternalError: the written rows do not equal the input (nothing is renamed into place).
         SystemExit: SIGTERM arrived during the run (code 143); as on Ctrl-C (KeyboardInterrupt) the
@@ -414,6 +560,10 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
     if isinstance(paths, (str, Path)):
         paths = [str(paths)]
     drop_ids = _drop_ids(drop, cfg)
+    if "dup.split_overlap" in drop_ids and not cfg.splits:
+        raise UsageError("--drop dup.split_overlap drops the eval/test rows whose content is in the training split: "
+                         "it needs [splits] in the config (e.g. train = \"train/*\", eval = \"eval/*\": globs of the "
+                         "shard paths relative to the data's folder)")
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     _refuse_unwritable_formats(disc.shards)
     out = Path(out).resolve()
@@ -425,35 +575,70 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         stage = make_temp_folder(out.parent, f".{out.name}.tmp-{os.getpid()}-")  # 0o777 minus the umask
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot create it: {exc.strerror or exc}") from None
+    tick = progress or (lambda _what, _done, _total: None)
+    steps = 2 * len(disc.shards)
+    spill: SpillFolder | None = None
     try:
+        cross_shard = len(disc.shards) > 1 or bool(cfg.splits)
+        # every shard's row hashes are held for the dataset stage: past spill_rows() rows, on disk
+        # (in the staging folder, removed before it is renamed into place)
+        spill = SpillFolder(stage) if cross_shard else None
+        audited: list[ShardResult] = SpillingResults(spill)
+        for k, ds in enumerate(disc.shards):
+            tick(f"auditing {ds.rel}", k, steps)
+            audited.append(audit_file(ds, cfg, keep_rows=True, cross_shard=cross_shard)[0])
+        root = None if disc.url_root is not None else disc.root
+        report = finish_report(cfg, audited, root=root, temp_files=disc.temp_files, fail_on="error",
+                               shard_lists=disc.shard_lists())
+        dataset = list(report.dataset_findings)
+        notes = tuple(f"{sk['check']}: {sk['reason']}" for sk in report.skipped
+                      if sk["check"] in DATASET_DROPS and sk["check"] in drop_ids)
+        dctx = DatasetContext(cfg=cfg, shards=audited, temp_files=list(disc.temp_files), root=root,
+                              splits=assign_splits([r.path for r in audited], dict(cfg.splits)),
+                              shard_lists=list(disc.shard_lists()))
+        row_drops = {r.path: _reasons(r.failing_rows, drop_ids) for r in audited if r.readable}
+        extra, duplicates = _dataset_drops(dctx, drop_ids, row_drops)
         results: list[ShardClean] = []
         written: list[tuple[str, int]] = []
-        for ds in disc.shards:
-            sc = ShardClean(path=ds.rel, format=ds.format)
+        for k, (ds, res) in enumerate(zip(disc.shards, audited)):
+            tick(f"writing {ds.rel}", len(disc.shards) + k, steps)
+            sc = ShardClean(path=ds.rel, format=ds.format, duplicate_of=duplicates.get(ds.rel))
             results.append(sc)
-            res = audit_file(ds, cfg, keep_rows=True)[0]
             if not res.readable:
                 sc.unreadable = next((f.details.get("reason") for f in res.findings
                                       if f.check == "decode.unreadable"), None) or "cannot be read"
                 continue
+            reasons = dict(row_drops[ds.rel])
+            for r, cids in extra.get(ds.rel, {}).items():
+                reasons[r] = sorted({*reasons.get(r, []), *cids})
             job = RewriteJob(source=ds.source, fmt=ds.format, rel=ds.rel, rows=res.rows or 0,
-                             reasons=_reasons(res.failing_rows, drop_ids), drop=drop_ids, dataset=cfg.dataset)
+                             reasons=reasons, drop=drop_ids, dataset=cfg.dataset)
             got = rewriter(ds.format)(job, stage / ds.rel, stage / QUARANTINE_DIR / ds.rel, _fsync_write)
             for why in got.reasons:
                 _count(sc, why)
             sc.input_rows, sc.kept, sc.quarantined, sc.blank_lines = got.input_rows, got.kept, got.quarantined, got.blank_lines
+            if sc.duplicate_of is not None:  # every row quarantined (and verified): the shard is not written
+                (stage / ds.rel).unlink()
+                continue
             written.append((ds.rel, got.kept_rows))
+        tick("writing the data index", steps, steps)
+        removed = {p: set(r) | set(extra.get(p, {})) for p, r in row_drops.items()}
+        left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates)
         metadata = _hf_metadata(disc.root, stage, dict(written))
         index = _output_index(stage, written)
         write_index(index, stage / INDEX_NAME)
+        if spill is not None:
+            spill.close()
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.replace(stage, out)
     except BaseException as exc:
+        if spill is not None:
+            spill.close()
         shutil.rmtree(stage, ignore_errors=True)
         msg = os_error_message(f"--out {out}", exc) if isinstance(exc, Exception) else None
         if msg is not None and not isinstance(exc, DatacheckError):  # disk full, quota, permission
             raise UsageError(f"{msg} (the cleaned copy was not made; nothing partial is left)") from None
         raise
     return CleanResult(out=out, quarantine=out / QUARANTINE_DIR, index_path=out / INDEX_NAME, drop=drop_ids,
-                       shards=results, index=index, metadata=tuple(metadata))
+                       shards=results, index=index, metadata=tuple(metadata), left_in_place=left, notes=notes)

@@ -9,7 +9,7 @@ findings go through the audit's policy.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from datacheck.checks.index import compare_index
 from datacheck.derive.read import count_rows
@@ -26,8 +26,10 @@ from datacheck.report.policy import apply_policy
 __all__ = ["build", "verify"]
 
 
-def build(paths: list[str], output: str, config: Config | str | None = None) -> dict[str, Any]:
+def build(paths: list[str], output: str, config: Config | str | None = None, *,
+          progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Build and write the index of the shards under ``paths``; returns the index document.
+    ``progress(shard path, shards done, shards)`` is called before each shard is hashed and counted.
 
     Raises:
         UsageError: no shard found; the output cannot be written, is a folder, is an audited file or
@@ -38,7 +40,9 @@ def build(paths: list[str], output: str, config: Config | str | None = None) -> 
     cfg = config if isinstance(config, Config) else config_and_source(config, paths)[0]
     disc = discover(paths, cfg.dataset.format)
     entries = []
-    for ds in disc.shards:
+    for k, ds in enumerate(disc.shards):
+        if progress is not None:
+            progress(ds.rel, k, len(disc.shards))
         try:
             h, size = hash_shard(ds.source, ds.format, bytes_only=True)
         except OSError as exc:
@@ -50,7 +54,7 @@ def build(paths: list[str], output: str, config: Config | str | None = None) -> 
 
 
 def verify(paths: list[str], index: str, config: Config | str | None = None,
-           fail_on: str | None = None) -> list[Finding]:
+           fail_on: str | None = None, *, progress: Callable[[str, int, int], None] | None = None) -> list[Finding]:
     """Compare the shards under ``paths`` with the index file; returns the findings (may be empty).
 
     Args:
@@ -60,6 +64,7 @@ def verify(paths: list[str], index: str, config: Config | str | None = None,
         fail_on: with ``"error"``/``"warn"``/``"never"``, the findings pass through the audit's policy
             (:func:`datacheck.report.policy.apply_policy`; ignored checks dropped, ``fails_policy`` set);
             None (default): the raw findings.
+        progress: called as ``progress(shard path, shards done, shards)`` before each shard is hashed.
 
     Raises:
         UsageError: the index is missing, not JSON, newer, or lists a path outside the root.
@@ -69,7 +74,9 @@ def verify(paths: list[str], index: str, config: Config | str | None = None,
     idx = read_index(index, disc.root)  # validated before any shard is hashed
     actual = []
     fmt = {}
-    for ds in disc.shards:
+    for k, ds in enumerate(disc.shards):
+        if progress is not None:
+            progress(ds.rel, k, len(disc.shards))
         fmt[ds.rel] = ds
         try:
             h, size = hash_shard(ds.source, ds.format, bytes_only=True)

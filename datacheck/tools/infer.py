@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -133,7 +133,8 @@ def _merge(a: Any, b: Any, how: str) -> Any:
 
 
 def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inferred",
-                   vocab_size: int | None = None) -> tuple[dict[str, Any], list[str]]:
+                   vocab_size: int | None = None, *,
+                   progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, Any], list[str]]:
     """Infer a contract from the shards under ``paths``.
 
     Args:
@@ -143,6 +144,7 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
         name: the schema's ``name``.
         vocab_size: the vocabulary size when ``[tokens] vocab_size`` is unset (e.g. a tokenizer's
             ``get_vocab_size(with_added_tokens=True)``); ``[tokens] vocab_size`` wins when set.
+        progress: called as ``progress(shard path, shards done, shards)`` before each shard is read.
 
     Returns:
         (the contract as a mapping in Pandera's polars form plus ``datacheck:``, notes for the user:
@@ -173,7 +175,9 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
     label: str | None = None
     rows = shards = 0
     rendered: list[str] = []
-    for ds in disc.shards:
+    for k, ds in enumerate(disc.shards):
+        if progress is not None:
+            progress(ds.rel, k, len(disc.shards))
         try:
             data = open_for_checks(ds, cfg)  # as the audit reads it: a contract it writes must fit the audit
             roles = data.roles

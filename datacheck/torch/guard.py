@@ -90,6 +90,15 @@ class BatchGuard:
         dt = self.cfg.numeric.compute_dtype
         self.overflow = FP16_MAX if dt == "fp16" else BF16_MAX if dt == "bf16" else None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the torch module (a module does not pickle), so a DataLoader whose workers
+        start with ``spawn`` or ``forkserver`` (macOS' and Windows' default) can send the guard to them."""
+        return {k: v for k, v in self.__dict__.items() if k != "torch"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.torch = require_torch("datacheck.torch.BatchGuard")
+
     def __call__(self, samples: list[Any]) -> Any:
         batch = self.collate_fn(samples)
         n = self.batches

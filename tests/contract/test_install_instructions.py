@@ -47,3 +47,18 @@ def test_pattern_catches_the_old_spellings():
         assert _PYPI_DATACHECK.search(bad), bad
     for ok in ('pip install "tokenizers>=0.15"', 'pip install -e ".[tokenizers]"', 'pip install "./tools/datacheck"'):
         assert not _PYPI_DATACHECK.search(ok), ok
+
+
+def test_the_readme_set_up_commands_work_in_a_new_terminal():
+    """The set-up block's commands name the interpreter they need: ``python3`` to make the venv, then
+    the venv's own programs (``.venv/bin/...``). A new terminal has no venv active, and a fresh machine
+    may have no ``python``, ``pip`` or ``pytest`` on its PATH."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block is not None
+    commands = [c.strip() for line in block.group(1).splitlines() for c in line.split("&&") if c.strip()]
+    assert commands and commands[0].startswith("python3 -m venv .venv")
+    for cmd in commands[1:]:
+        assert cmd.startswith(".venv/bin/"), cmd
+    assert ".venv/bin/python -m pytest -q" in commands

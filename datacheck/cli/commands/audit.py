@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from datacheck.cli.defaults import default_cache_dir, default_report_dir
+from datacheck.cli.progress import progress_enabled, stderr_console
 from datacheck.execute.audit import run_audit
 from datacheck.execute.cache import CacheWarning
 from datacheck.execute.executors import ENV_WORKERS, EXECUTORS
@@ -155,8 +156,7 @@ def exit_code(report, allow_check_errors: bool) -> int:
 
 
 def _progress_enabled(args: argparse.Namespace) -> bool:
-    return (not args.no_progress and sys.stderr.isatty() and not os.environ.get("CI")
-            and os.environ.get("TERM") != "dumb")
+    return progress_enabled(args.no_progress)
 
 
 @contextlib.contextmanager
@@ -170,7 +170,8 @@ def _bar():
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("auditing"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[shards]}"),
-                  TimeElapsedColumn(), TextColumn("{task.description}"), transient=True) as bar:
+                  TimeElapsedColumn(), TextColumn("{task.description}"), transient=True,
+                  console=stderr_console(), redirect_stdout=False) as bar:  # on stderr, whatever stdout is
         state: dict[str, Any] = {"task": None, "shards": ""}
 
         def tick_bytes(path: str, done: int, total: int) -> None:

@@ -1,8 +1,8 @@
 """``datacheck clean PATH... --out DIR``: cleaned shards, a quarantine of the dropped rows, a data index.
 
 Exit codes: 0 the cleaned copy was written; 1 written, but some shard could not be read (it was
-not copied; the message says why); 2 usage or config error (unknown or non-row-level ``--drop``
-ID, ``--out`` inside/containing the input folder, or not empty); 3 internal error (e.g. the
+not copied; the message says why); 2 usage or config error (unknown ``--drop`` ID, or one clean
+cannot drop, ``--out`` inside/containing the input folder, or not empty); 3 internal error (e.g. the
 written rows did not equal the input: nothing was put in place).
 """
 from __future__ import annotations
@@ -12,9 +12,10 @@ import sys
 
 from datacheck.cli.commands.inspect import resolve_shard_config
 from datacheck.cli.envelope import write_envelope
+from datacheck.cli.progress import activity
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
-from datacheck.tools.clean import clean
+from datacheck.tools.clean import DATASET_DROPS, CleanResult, clean
 
 __all__ = ["add_parser", "run"]
 
@@ -31,8 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, metavar="DIR",
                    help="new (or empty) folder outside the input folder")
     a.add_argument("--drop", action="append", metavar="CHECK_IDS",
-                   help="comma-separated row-level check IDs whose rows are dropped (repeatable); default: "
-                        "every row-level check of severity error")
+                   help="comma-separated check IDs whose rows are dropped (repeatable): row-level checks, and "
+                        "dup.split_overlap (the eval copies; the train row stays), dup.exact_across_shards "
+                        "(every copy after the first), dup.shard (the duplicate shards); default: every "
+                        "row-level check of severity error")
     a.add_argument("--allow-python-schema", action="store_true",
                     help="let a datacheck.toml found by itself (next to the data) name a Python schema "
                          "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
@@ -41,16 +44,39 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                                     "when PATH is one folder)")
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
     a.add_argument("--no-progress", action="store_true",
-                   help="accepted for symmetry with audit (scripts pass it to every command); "
-                        "clean shows no progress bar")
+                   help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     return a
+
+
+def _left_lines(res: CleanResult) -> list[str]:
+    """The dataset-level findings left in place, one line each, and whether the copy still fails the gate."""
+    if not res.left_in_place:
+        return []
+    out = ["", "left in place (dataset-level findings clean did not remove):"]
+    for x in res.left_in_place:
+        if x.left is None:
+            state = "the copy may still have it (audit it to see)"
+        elif x.check == "dup.shard":
+            state = f"{x.left} duplicate shard(s) copied"
+        else:
+            state = f"{x.left} left in the copy"
+        fix = f"; --drop {x.check} removes it" if x.check in DATASET_DROPS else ""
+        out.append(f"  {x.check} [{x.severity}]: {x.message[:200]} ({state}{fix})")
+    fails = [x.check for x in res.left_in_place if x.still_fails]
+    maybe = [x.check for x in res.left_in_place if x.still_fails is None]
+    if fails:
+        out.append(f"the cleaned copy still FAILS the gate (--fail-on error) on: {', '.join(fails)}")
+    elif maybe:
+        out.append(f"the cleaned copy may still fail the gate on: {', '.join(maybe)} (datacheck audit {res.out})")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
     found = resolve_shard_config(args.config, args.paths)
     cfg = load_config(found, allow_python_schema=args.config is not None or args.allow_python_schema)
     drop = [c.strip() for arg in (args.drop or []) for c in arg.split(",") if c.strip()] or None
-    res = clean(args.paths, args.out, cfg, drop=drop)
+    with activity("cleaning", no_progress=args.no_progress) as tick:
+        res = clean(args.paths, args.out, cfg, drop=drop, progress=tick)
     if args.format == "json":
         write_envelope("datacheck.clean", res.to_dict())
     else:
@@ -61,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
                 continue
             why = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items())) or "nothing dropped"
             blank = f"; {s.blank_lines} blank line(s) not copied" if s.blank_lines else ""
+            if s.duplicate_of is not None:
+                lines.append(f"  {s.path}: {s.input_rows} in, all quarantined: same bytes as {s.duplicate_of} "
+                             "(dup.shard), not copied")
+                continue
             lines.append(f"  {s.path}: {s.input_rows} in, {s.kept} kept, {s.quarantined} quarantined ({why}){blank}")
         lines += [
             f"total: {res.input_rows} in = {res.kept} kept + {res.quarantined} quarantined "
@@ -69,5 +99,7 @@ def run(args: argparse.Namespace) -> int:
             f"quarantine:     {res.quarantine}",
             f"data index:     {res.index_path} (index_hash {res.index['index_hash']})",
         ]
+        lines += [f"note: {n}" for n in res.notes]
+        lines += _left_lines(res)
         sys.stdout.write("\n".join(lines) + "\n")
     return EXIT_POLICY_FAILED if any(s.unreadable for s in res.shards) else EXIT_OK

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 
 from datacheck.cli.envelope import write_envelope
+from datacheck.cli.progress import activity
 from datacheck.execute.setup import config_and_source
 from datacheck.model.config import describe_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
@@ -34,6 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     b.add_argument("--output", "-o", required=True, metavar="FILE", help="where to write the index (JSON)")
     b.add_argument("--config", help="datacheck.toml ([dataset] format and csv options; default: ./datacheck.toml, "
                                     "else datacheck.toml in the one folder holding every PATH, else in its parent)")
+    b.add_argument("--no-progress", action="store_true",
+                   help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     v = verbs.add_parser("verify", help="compare the shards under PATH with a committed index")
     v.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     v.add_argument("--index", required=True, metavar="FILE", help="the committed index (from `datacheck index build`)")
@@ -41,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     v.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
     v.add_argument("--fail-on", choices=["error", "warn", "never"], default="error",
                    help="lowest severity that fails (default error)")
+    v.add_argument("--no-progress", action="store_true",
+                   help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     return a
 
 
@@ -49,12 +54,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("datacheck index needs a verb: build or verify (see datacheck index --help)")
     cfg, source = config_and_source(args.config, args.paths)
     if args.index_command == "build":
-        doc = build(args.paths, args.output, cfg)
+        with activity("indexing", no_progress=args.no_progress) as tick:
+            doc = build(args.paths, args.output, cfg, progress=tick)
         print(describe_config(source))
         print(f"wrote {args.output}: {len(doc['shards'])} shard(s), "
               f"{sum(s['rows'] or 0 for s in doc['shards'])} rows, index hash {doc['index_hash']}")
         return EXIT_OK
-    findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on)
+    with activity("verifying", no_progress=args.no_progress) as tick:
+        findings = verify(args.paths, args.index, cfg, fail_on=args.fail_on, progress=tick)
     fail = any(f.fails_policy for f in findings)
     if args.format == "json":
         write_envelope("datacheck.index.verify", {"index": args.index, "passed": not fail, "config_path": source,

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from datacheck.cli.envelope import write_envelope
+from datacheck.cli.progress import Ticker, activity
 from datacheck.execute.plan import BatchPlan, RowSpace, StepRow, build_plan, export_step, row_space, rows_of_step
 from datacheck.execute.setup import resolve_config_path
 from datacheck.io.ledger import read_ledger
@@ -52,6 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--export", metavar="FILE", help="with --step: write the step's rows to FILE.parquet or FILE.jsonl")
     a.add_argument("--limit", type=int, default=50, metavar="N", help="rows listed in text output (default 50)")
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
+    a.add_argument("--no-progress", action="store_true",
+                   help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     return a
 
 
@@ -100,6 +103,11 @@ def _summary_text(s: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    with activity("planning", no_progress=args.no_progress) as tick:
+        return _run(args, tick)
+
+
+def _run(args: argparse.Namespace, tick: Ticker) -> int:
     check_outputs({"--export": args.export}, list(args.paths))
     if args.export and args.step is None:
         raise UsageError("--export writes the rows of one step: give --step N")
@@ -116,15 +124,17 @@ def run(args: argparse.Namespace) -> int:
     space: RowSpace | None = None
     result: dict[str, Any] = {"config": cfg_path, "plan": None, "ledger": None, "step": None}
     if args.ledger:
+        tick.stage("reading the ledger")
         source = read_ledger(args.ledger)
         if args.paths:
-            space, _ = row_space(list(args.paths), cfg, split=args.split)
+            space, _ = row_space(list(args.paths), cfg, split=args.split, progress=tick)
         result["ledger"] = {"folder": str(source.folder), "format": source.format, "ranks": source.ranks,
                             "steps": len(source.steps), "truncated": source.truncated}
         if source.steps:
             result["ledger"]["first_step"], result["ledger"]["last_step"] = source.steps[0], source.steps[-1]
     else:
-        source = build_plan(list(args.paths), cfg, args.split)
+        source = build_plan(list(args.paths), cfg, args.split, progress=tick)
+        tick.stage("simulating the batch order")
         space = source.space
         result["plan"] = source.summary(args.epoch)
     rows: list[StepRow] = []
@@ -139,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         if args.export:
             if space is None:
                 raise UsageError("--export needs the data: pass the dataset PATH with --ledger")
+            tick.stage(f"exporting the rows of step {args.step}")
             path, n = export_step(rows, space, cfg, args.step, args.export)
             result["step"]["export"] = {"path": str(path), "rows": n}
     if args.format == "json":

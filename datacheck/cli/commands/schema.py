@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from datacheck.cli.commands.audit import resolve_config_path
+from datacheck.cli.progress import activity
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_USAGE
@@ -31,6 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                      help="tokenizer.json / vocab.json / vocab.txt or a folder (default: [tokens] tokenizer): token-id "
                           "columns are bounded by [0, its vocab size) when [tokens] vocab_size is unset (needs the tokenizers package); "
                           "without either, their element bounds are left out, never the observed range")
+    inf.add_argument("--no-progress", action="store_true",
+                     help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     return a
 
 
@@ -49,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = args.tokenizer or cfg.tokenizer_path()  # the flag, else [tokens] tokenizer (from the config's folder)
     if tokenizer and cfg.tokens.vocab_size is None:
         vocab = load_tokenizer(tokenizer).vocab_size
-    data, notes = infer_contract(args.paths, cfg, name=args.name, vocab_size=vocab)
-    proposal = propose_layout(args.paths, cfg)
+    with activity("inferring", no_progress=args.no_progress) as tick:
+        data, notes = infer_contract(args.paths, cfg, name=args.name, vocab_size=vocab, progress=tick)
+        tick.stage("recognizing the layout")
+        proposal = propose_layout(args.paths, cfg)
     text = infer_yaml(data, [str(p) for p in args.paths], proposal)
     print(f"datacheck: layout: {proposal.layout or 'none'} ({proposal.why})", file=sys.stderr)
     for n in notes:

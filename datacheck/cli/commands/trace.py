@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from datacheck.cli.envelope import write_envelope
+from datacheck.cli.progress import Ticker, activity
 from datacheck.execute.setup import config_and_source
 from datacheck.io.outputs import check_outputs, write_atomic
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
@@ -60,10 +61,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--format", choices=["text", "json", "html"], default="text", help="output (default text)")
     a.add_argument("--output", default=None, metavar="FILE", help="write the output to FILE instead of stdout")
     a.add_argument("--fail-on", choices=FAIL_ON, default="error", help="severity that fails (default error)")
+    a.add_argument("--no-progress", action="store_true",
+                   help="never show the progress bar of --data (drawn on stderr when stderr is a terminal)")
     return a
 
 
-def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
+def _data(args: argparse.Namespace, res: TraceResult, tick: Ticker) -> dict[str, Any] | None:
     if args.data is None:
         if args.ledger or args.export:
             raise UsageError("--ledger/--export need --data PATH (the dataset the run trained on)")
@@ -71,6 +74,7 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
     if args.window < 0:
         raise UsageError(f"--window must be >= 0, got {args.window}")
     cfg, _ = config_and_source(args.config, args.data)
+    tick.stage("counting the rows of the data")
     ds = DatasetIndex.build(args.data, cfg)
     idents = {st.identity for st in res.logs if st.identity is not None}
     mismatch, config_warning = compare_identity(idents, ds.index_hash(), cfg.hash()) if idents else (None, None)
@@ -87,12 +91,14 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
     steps = list(range(max(0, lo - args.window), hi + 1))
     if len(steps) > _MAX_AUDITED_STEPS:
         raise UsageError(f"{len(steps)} steps to audit (window {lo}..{hi} + {args.window} before); give --step N")
+    tick.stage(f"finding the rows of steps {steps[0]}..{steps[-1]}")
     if args.ledger is not None:
         rows, source = ledger_rows(args.ledger, steps)
         if not rows:
             raise UsageError(f"the ledger {args.ledger} has no rows for steps {steps[0]}..{steps[-1]}")
     else:
         rows, source = plan_rows(args.data, cfg, steps, args.first_step)
+    tick.stage(f"auditing the rows of steps {steps[0]}..{steps[-1]}")
     ra = audit_step_rows(ds, rows)
     exported = export_rows(ra, args.export) if args.export else None
     bad = sorted(ra.row_checks)
@@ -114,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     if args.world_size is not None and args.world_size < 1:
         raise UsageError(f"--world-size must be >= 1, got {args.world_size}")
     res = trace_logs(logs, TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size))
-    data = _data(args, res)
+    with activity("tracing", no_progress=args.no_progress or args.data is None) as tick:
+        data = _data(args, res, tick)
     sev = [f.severity for f in res.findings] + [f["severity"] for f in ((data or {}).get("rows") or {}).get("findings", [])]
     failed = args.fail_on != "never" and any(Severity(s).rank >= Severity(args.fail_on).rank for s in sev)
     if args.format == "json":

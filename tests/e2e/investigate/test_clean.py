@@ -201,8 +201,9 @@ def test_cli_refusals_exit_2(tmp_path):
     (tmp_path / "o" / "f").write_text("")
     p = run_cli("clean", str(src), "--out", str(tmp_path / "o"), "--config", str(SAMPLE_CFG))
     assert p.returncode == 2 and "refusing to write over existing files" in p.stderr
-    p = run_cli("clean", str(src), "--out", str(tmp_path / "n"), "--drop", "dup.shard")
-    assert p.returncode == 2 and "dataset-level check names no rows" in p.stderr
+    p = run_cli("clean", str(src), "--out", str(tmp_path / "n"), "--drop", "index.numbering_gap")
+    assert p.returncode == 2 and "clean cannot drop the rows of this dataset-level check" in p.stderr
+    assert "dup.split_overlap, dup.exact_across_shards, dup.shard" in p.stderr
     p = run_cli("clean", str(src), "--out", str(tmp_path / "n"), "--drop", "nope.x")
     assert p.returncode == 2 and "unknown check ID" in p.stderr
 

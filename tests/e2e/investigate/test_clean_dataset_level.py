@@ -1,0 +1,177 @@
+"""``datacheck clean`` and the dataset-level duplicate checks: ``--drop dup.split_overlap`` drops the
+eval copies (the train row stays), ``--drop dup.exact_across_shards`` keeps the first copy,
+``--drop dup.shard`` drops the duplicate shard; a plain clean names every dataset-level finding it
+left in place and says when the copy still fails the gate; the report's dataset-level findings list
+their rows."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import polars as pl
+import pytest
+from conftest import run_cli
+
+import datacheck
+from datacheck.model.config import config_from_dict
+from datacheck.model.errors import UsageError
+from datacheck.tools.clean import QUARANTINE_DIR, clean
+
+SPLITS = {"splits": {"train": "train*", "eval": "eval*"}, "labels": {"num_classes": 3}}
+
+
+def _texts(n: int, tag: str) -> list[str]:
+    return [f"{tag} sample {i}" for i in range(n)]
+
+
+@pytest.fixture
+def leak(tmp_path):
+    """train (10 rows) and eval (6 rows); eval rows 1, 3 and 4 repeat train rows 2, 7 and 9."""
+    d = tmp_path / "data"
+    d.mkdir()
+    train = _texts(10, "train")
+    ev = _texts(6, "eval")
+    for e, t in ((1, 2), (3, 7), (4, 9)):
+        ev[e] = train[t]
+    for name, texts in (("train", train), ("eval", ev)):  # a copy carries its train row's label
+        pl.DataFrame({"text": texts, "label": [int(t.split()[-1]) % 3 for t in texts]}).write_parquet(d / f"{name}.parquet")
+    return d, train, ev
+
+
+def _quarantined_rows(out, rel):
+    q = out / QUARANTINE_DIR / rel
+    return pl.read_parquet(q)["_datacheck_row"].to_list() if q.exists() else []
+
+
+def test_drop_split_overlap_drops_the_eval_copies_and_keeps_the_train_rows(tmp_path, leak):
+    data, train, ev = leak
+    cfg = config_from_dict(SPLITS)
+    leaked = [i for i, t in enumerate(ev) if t in set(train)]
+    res = clean([str(data)], tmp_path / "out", cfg, drop=["dup.split_overlap"])
+    by = {s.path: s for s in res.shards}
+    assert (by["eval.parquet"].kept, by["eval.parquet"].quarantined) == (len(ev) - len(leaked), len(leaked))
+    assert by["eval.parquet"].dropped == {"dup.split_overlap": len(leaked)}
+    assert (by["train.parquet"].kept, by["train.parquet"].quarantined) == (len(train), 0)
+    assert _quarantined_rows(res.out, "eval.parquet") == leaked
+    assert pl.read_parquet(res.out / "eval.parquet")["text"].to_list() == [t for i, t in enumerate(ev) if i not in leaked]
+    again = datacheck.audit([str(res.out)], cfg, workers=1)
+    assert [f.check for f in again.dataset_findings if f.check.startswith("dup.")] == []
+    assert res.left_in_place == ()
+
+
+def test_a_leak_whose_train_row_is_dropped_anyway_keeps_its_eval_row(tmp_path, leak):
+    data, train, ev = leak
+    df = pl.read_parquet(data / "train.parquet")
+    df = df.with_columns(pl.Series("label", [7 if i == 7 else v for i, v in enumerate(df["label"].to_list())]))
+    df.write_parquet(data / "train.parquet")  # train row 7 (= eval row 3): labels.out_of_range
+    res = clean([str(data)], tmp_path / "out", config_from_dict(SPLITS),
+                drop=["labels.out_of_range", "dup.split_overlap"])
+    assert _quarantined_rows(res.out, "train.parquet") == [7]
+    assert _quarantined_rows(res.out, "eval.parquet") == [1, 4]  # row 3 no longer leaks: it stays
+
+
+def test_plain_clean_names_the_leak_it_left_and_that_the_copy_still_fails(tmp_path, leak):
+    data, _train, _ev = leak
+    (data.parent / "datacheck.toml").write_text('[splits]\ntrain = "train*"\neval = "eval*"\n[labels]\nnum_classes = 3\n')
+    p = run_cli("clean", str(data), "--out", str(tmp_path / "out"), "--config", str(data.parent / "datacheck.toml"))
+    assert p.returncode == 0, p.stderr
+    assert "left in place (dataset-level findings clean did not remove):" in p.stdout
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("  dup.split_overlap [error]"))
+    assert "3 left in the copy; --drop dup.split_overlap removes it" in line
+    assert "the cleaned copy still FAILS the gate (--fail-on error) on: dup.split_overlap" in p.stdout
+    j = run_cli("clean", str(data), "--out", str(tmp_path / "out2"), "--config", str(data.parent / "datacheck.toml"),
+                "--format", "json")
+    left = json.loads(j.stdout)["result"]["left_in_place"]
+    assert [(x["check"], x["count"], x["left"], x["still_fails"]) for x in left] == [("dup.split_overlap", 3, 3, True)]
+    # the gate on the copy agrees
+    a = run_cli("audit", str(tmp_path / "out"), "--config", str(data.parent / "datacheck.toml"), "--no-cache",
+                "--report-dir", str(tmp_path / "rep"))
+    assert a.returncode == 1 and "dup.split_overlap" in a.stdout
+
+
+@pytest.mark.parametrize("spill", [None, "2"])
+def test_drop_exact_across_shards_keeps_the_first_copy(tmp_path, monkeypatch, spill):
+    if spill is not None:  # row hashes past 2 rows go to disk (in the staging folder, gone afterwards)
+        monkeypatch.setenv("DATACHECK_SPILL_ROWS", spill)
+    d = tmp_path / "data"
+    d.mkdir()
+    a = _texts(8, "a")
+    a[6] = a[5]  # a repeat within one shard: dup.exact_in_shard, not this check
+    b = _texts(6, "b")
+    b[0], b[3] = a[0], a[2]
+    c = _texts(5, "c")
+    c[1], c[2], c[4] = a[1], b[4], b[0]  # b[0] is a[0]: its first copy is in a
+    shards = {"a.parquet": a, "b.parquet": b, "c.parquet": c}
+    for name, texts in shards.items():
+        pl.DataFrame({"text": texts}).write_parquet(d / name)
+    seen, want = set(), {}
+    for name in sorted(shards):  # plain reference: a row is dropped when an earlier shard has its text
+        want[name] = [i for i, t in enumerate(shards[name]) if t in seen]
+        seen |= set(shards[name])
+    assert want == {"a.parquet": [], "b.parquet": [0, 3], "c.parquet": [1, 2, 4]}
+    res = clean([str(d)], tmp_path / "out", config_from_dict({}), drop=["dup.exact_across_shards"])
+    for name, rows in want.items():
+        assert _quarantined_rows(res.out, name) == rows, name
+        assert pl.read_parquet(res.out / name)["text"].to_list() == [t for i, t in enumerate(shards[name]) if i not in rows]
+    assert pl.read_parquet(res.out / "a.parquet").height == 8  # the in-shard repeat stays
+    assert sorted(p.name for p in res.out.iterdir()) == [".quarantine", "a.parquet", "b.parquet", "c.parquet",
+                                                         "index.json"]
+    again = datacheck.audit([str(res.out)], config_from_dict({}), workers=1)
+    assert not [f for f in again.dataset_findings if f.check == "dup.exact_across_shards"]
+
+
+def test_drop_dup_shard_drops_the_duplicate_shard(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    for k in (0, 2):
+        pl.DataFrame({"text": _texts(4, f"s{k}")}).write_parquet(d / f"train-0000{k}-of-00003.parquet")
+    shutil.copyfile(d / "train-00000-of-00003.parquet", d / "train-00001-of-00003.parquet")
+    plain = clean([str(d)], tmp_path / "plain", config_from_dict({}))
+    assert [(x.check, x.left, x.still_fails) for x in plain.left_in_place] == [
+        ("dup.exact_across_shards", 4, False), ("dup.shard", 1, True)]
+    res = clean([str(d)], tmp_path / "out", config_from_dict({}), drop=["dup.shard"])
+    by = {s.path: s for s in res.shards}
+    dup = by["train-00001-of-00003.parquet"]
+    assert dup.duplicate_of == "train-00000-of-00003.parquet"
+    assert (dup.input_rows, dup.kept, dup.quarantined, dup.dropped) == (4, 0, 4, {"dup.shard": 4})
+    assert not (res.out / "train-00001-of-00003.parquet").exists()
+    assert _quarantined_rows(res.out, "train-00001-of-00003.parquet") == [0, 1, 2, 3]
+    assert sorted(e["path"] for e in json.loads((res.out / "index.json").read_text())["shards"]) == [
+        "train-00000-of-00003.parquet", "train-00002-of-00003.parquet"]
+    assert (by["train-00000-of-00003.parquet"].kept, by["train-00002-of-00003.parquet"].kept) == (4, 4)
+    # the copy has no duplicate shard, and the summary says the numbering now has a gap
+    again = datacheck.audit([str(res.out)], config_from_dict({}), workers=1)
+    assert [f.check for f in again.dataset_findings if f.check.startswith("dup.")] == []
+    assert [(x.check, x.left, x.still_fails) for x in res.left_in_place] == [("index.numbering_gap", 1, True)]
+    assert [f.count for f in again.dataset_findings if f.check == "index.numbering_gap"] == [1]
+
+
+def test_dataset_level_findings_list_their_rows_in_the_report(tmp_path, leak):
+    data, train, ev = leak
+    rep = datacheck.audit([str(data)], config_from_dict(SPLITS), workers=1)
+    f = next(f for f in rep.dataset_findings if f.check == "dup.split_overlap")
+    leaked = [i for i, t in enumerate(ev) if t in set(train)]
+    assert f.count == len(leaked) and list(f.rows) == leaked
+    doc = json.loads(rep.to_json())
+    assert next(x for x in doc["findings"] if x["check"] == "dup.split_overlap")["rows"] == leaked
+    assert [e["train_row"] for e in f.details["examples"]] == [train.index(ev[i]) for i in leaked]
+
+
+def test_progress_names_each_shard_as_it_is_audited_then_written(tmp_path, leak):
+    data, _train, _ev = leak
+    calls: list[tuple[str, int, int]] = []
+    clean([str(data)], tmp_path / "out", config_from_dict(SPLITS), progress=lambda *a: calls.append(a))
+    assert calls == [("auditing eval.parquet", 0, 4), ("auditing train.parquet", 1, 4),
+                     ("writing eval.parquet", 2, 4), ("writing train.parquet", 3, 4),
+                     ("writing the data index", 4, 4)]
+
+
+def test_drop_split_overlap_without_splits_is_refused_and_a_glob_matching_nothing_is_said(tmp_path, leak):
+    data, _train, _ev = leak
+    with pytest.raises(UsageError, match=r"--drop dup.split_overlap .* needs \[splits\]"):
+        clean([str(data)], tmp_path / "out", config_from_dict({}), drop=["dup.split_overlap"])
+    assert not (tmp_path / "out").exists()
+    cfg = config_from_dict({"splits": {"train": "train*", "eval": "ev/*"}})  # the eval glob matches nothing
+    res = clean([str(data)], tmp_path / "out", cfg, drop=["dup.split_overlap"])
+    assert res.quarantined == 0
+    assert len(res.notes) == 1 and res.notes[0].startswith("dup.split_overlap: [splits] eval = 'ev/*' matches no shard")
