@@ -25,6 +25,7 @@ from datacheck.model.config import config_from_dict
 from datacheck.model.errors import InternalError
 from datacheck.model.results import DatasetContext
 from datacheck.model.roles import ROLE_NAMES, ROLE_TABLE, Roles, null_role_casts, resolve_roles
+from datacheck.resume import RESUME_IDS
 from datacheck.trace.rules import LOG_RULES
 
 
@@ -38,6 +39,8 @@ def test_every_catalog_id_has_exactly_one_producer():
         producers.setdefault(cid, []).append(module)
     for cid, rule in LOG_RULES.items():  # training-log checks run on log records (datacheck trace)
         producers.setdefault(cid, []).append(rule.__module__)
+    for cid, module in RESUME_IDS.items():  # checkpoint and recorded-order checks (datacheck checkpoint, order)
+        producers.setdefault(cid, []).append(module)
     for cid in catalog.CATALOG:
         assert producers.get(cid) and len(producers[cid]) == 1, f"{cid}: producers {producers.get(cid)}"
     assert set(producers) <= set(catalog.CATALOG)
