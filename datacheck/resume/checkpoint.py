@@ -572,7 +572,10 @@ def _inspect_lightning(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> 
         _missing(info, "ckpt.missing_sampler_state", MSG_SAMPLER + " (no loops state)")
     else:
         bp = fit.get("epoch_loop.batch_progress") or {}
-        cur = (bp.get("current") or {}).get("completed")
+        # "processed": batches whose training step ran (a checkpoint saved in on_train_batch_end is written
+        # before Lightning counts that batch "completed")
+        cur_p = bp.get("current") or {}
+        cur = cur_p.get("processed", cur_p.get("completed"))
         ep = ((fit.get("epoch_progress") or {}).get("current") or {}).get("completed")
         stateful = bool((fit.get("state_dict") or {}).get("combined_loader"))
         info.pieces["sampler"].detail = {"epoch": ep, "batches_done_in_epoch": cur, "stateful_dataloader": stateful,
@@ -635,7 +638,8 @@ def _inspect_deepspeed(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> 
             osd = ms["optimizer"]
             inner = osd.get("optimizer_state_dict", osd) if isinstance(osd, dict) else None
             _judge_optimizer(info, inner if is_optimizer_state(inner) else None, models[min(models)])
-        sampler = ms.get("data_sampler") or any(k for k in ms if "sampler" in str(k) or "dataloader" in str(k))
+        sampler = ms.get("data_sampler") or any(v is not None for k, v in ms.items() if k != "data_sampler" and (
+            "sampler" in str(k) or "dataloader" in str(k)))
         info.pieces["sampler"].present = bool(sampler)
         rng_keys = [k for k in ms if "rng" in str(k).lower() or "random" in str(k).lower()]
         if rng_keys:

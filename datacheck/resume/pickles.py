@@ -36,6 +36,7 @@ safetensors' own limit).
 """
 from __future__ import annotations
 
+import _compat_pickle
 import importlib
 import io
 import json
@@ -167,9 +168,21 @@ def scan_pickle(data: bytes, start: int = 0) -> PickleScan:
     return out
 
 
+def unpickled_name(name: str) -> str:
+    """The name unpickling imports for ``name``: protocol 0-2 pickles name Python 2 modules
+    (``__builtin__.set``, ``copy_reg._reconstructor``), which the unpickler maps to Python 3's
+    (:mod:`_compat_pickle`, as ``fix_imports=True`` does)."""
+    mod, _, attr = name.rpartition(".")
+    if (mod, attr) in _compat_pickle.NAME_MAPPING:
+        return ".".join(_compat_pickle.NAME_MAPPING[(mod, attr)])
+    return f"{_compat_pickle.IMPORT_MAPPING.get(mod, mod)}.{attr}"
+
+
 def is_safe_global(name: str) -> bool:
-    """Whether ``torch.load(weights_only=True)`` accepts ``name`` by default, or it is a numpy RNG name."""
-    return name in NUMPY_RNG_GLOBALS or name in _torch_allowed()
+    """Whether ``torch.load(weights_only=True)`` accepts ``name`` by default, or it is a numpy RNG name
+    (Python 2 module names mapped as the unpickler maps them)."""
+    n = unpickled_name(name)
+    return n in NUMPY_RNG_GLOBALS or n in _torch_allowed()
 
 
 _ALLOWED: set[str] | None = None
@@ -349,13 +362,14 @@ def _numpy_objects(names: list[str]) -> list[Any]:
 class _DcpUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         full = f"{module}.{name}"
-        if not _dcp_allowed(full):
+        if not _dcp_allowed(full):  # find_class gets the mapped names already (fix_imports)
             raise pickle.UnpicklingError(f"global {full} is not allowed in a .metadata file")
         return super().find_class(module, name)
 
 
 def _dcp_allowed(name: str) -> bool:
-    return name in DCP_METADATA_GLOBALS or name in _torch_allowed()
+    n = unpickled_name(name)
+    return n in DCP_METADATA_GLOBALS or n in _torch_allowed()
 
 
 def load_dcp_metadata(path: str | Path) -> tuple[Any, FileScan]:
