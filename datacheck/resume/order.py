@@ -347,7 +347,11 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     for start, segs in sorted(resumes.items()):
         located = {r: sg["located"] for r, sg in segs.items()}
         key = {r: (None if p is None else (p["epoch"], p["step"])) for r, p in located.items()}
-        missing = [r for r in led.ranks if r not in segs and any(st0 <= start for (rr, st0) in seg_ws if rr == r)]
+        # a rank that recorded before and not at this resume, and that the resumed world still holds
+        # (a rank past the new world size is a world-size change, judged by the divergent step)
+        new_ws = min(seg_ws[(r, start)] for r in segs)
+        missing = [r for r in led.ranks if r not in segs and r < new_ws
+                   and any(st0 <= start for (rr, st0) in seg_ws if rr == r)]
         if len(set(key.values())) > 1 or missing:
             v.rank_skew.append({"step": start, "positions": {str(r): located[r] for r in sorted(located)},
                                 "ranks_without_resume": missing})
