@@ -28,6 +28,11 @@ lost), ``rewind`` (an earlier step of the epoch), ``skip_ahead`` (a later one: b
 epoch's permutation: the sampler's epoch was lost, ``set_epoch`` not called), ``world_size_changed``
 (the step of a plan with the segment's own ``num_replicas``), or ``unknown``.
 
+**OLMo's ledgers** (``<step>\t<index>...`` per rank, the step OLMo's 1-based ``global_step``; its order
+is OLMo's own global permutation, which datacheck does not simulate): without ``[batch]``, only the
+visit counts are judged (every row at most once per epoch of ``n_rows // global batch`` steps; up to
+``n_rows % global batch`` unseen rows per epoch are what OLMo's dropped last batch leaves).
+
 **Ranks.** After a resume, every rank's first recorded step is located in the plan; ranks at different
 plan positions, or whose resume records start at different steps, are ``order.rank_skew``.
 """
@@ -200,6 +205,8 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     if batch is None or batch.batch_size is None:
         batch = plan_from_ledger(led)
         plan_source = "ledger"
+        if batch is None and led.format == "olmo":
+            return _verify_counts(led, n_rows, 1 if first_step is None else first_step)
         if batch is None:
             raise UsageError("order verify needs the plan: give --config with [batch] batch_size (and world_size, "
                              "grad_accum, seed, shuffle, drop_last as trained); this ledger records no sampler settings")
@@ -372,6 +379,64 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     return v
 
 
+def _verify_counts(led: Ledger, n_rows: int | None, first: int) -> OrderVerdict:
+    """Visit counts of a ledger whose order datacheck cannot simulate (OLMo's: its own global permutation,
+    no sampler settings recorded): every row at most once per epoch, an epoch being ``n_rows // global
+    batch`` steps (OLMo drops the last partial global batch, so up to ``n_rows % global batch`` rows of an
+    epoch are legitimately unseen: fewer unseen rows than that are no finding)."""
+    steps = step_indices(led)
+    if not steps:
+        raise UsageError(f"the ledger {led.folder} records no batch")
+    top = max((max(v) for per in steps.values() for v in per.values() if v), default=-1)
+    notes = ["OLMo ledger without [batch]: its order is OLMo's own permutation, not simulated; only visit counts "
+             "are judged (every row at most once per epoch)"]
+    if n_rows is None:
+        n_rows = top + 1
+        notes.append(f"the dataset's row count is not given (--rows N or --data PATH): taken as {n_rows}")
+    elif top >= n_rows:
+        raise UsageError(f"the ledger records row {top}, but the dataset has {n_rows} rows")
+    s0 = min(s for s in steps if s >= first) if any(s >= first for s in steps) else min(steps)
+    global_batch = sum(len(v) for v in steps[s0].values())
+    spe = max(1, n_rows // max(1, global_batch))
+    dropped = n_rows - spe * global_batch
+    v = OrderVerdict(plan={"source": "counts", "n_rows": n_rows, "global_batch": global_batch, "steps_per_epoch": spe,
+                           "first_step": first, "dropped_per_epoch": dropped},
+                     ledger={"folder": str(led.folder), "format": led.format, "ranks": led.ranks, "steps": len(steps),
+                             "first": min(steps), "last": max(steps), "truncated": led.truncated}, notes=notes)
+    per_epoch: dict[int, list[int]] = {}
+    for s, per in steps.items():
+        if s >= first:
+            per_epoch.setdefault((s - first) // spe, []).extend(g for ix in per.values() for g in ix)
+    last = max(steps)
+    by_twice, by_never, twice_rows, never_rows, completed = {}, {}, [], [], []
+    extra = 0
+    for e in sorted(per_epoch):
+        got = np.bincount(np.asarray(per_epoch[e], dtype=np.int64), minlength=n_rows)[:n_rows]
+        over = np.flatnonzero(got >= 2)
+        if over.size:
+            by_twice[str(e)] = int(over.size)
+            extra += int((got[over] - 1).sum())
+            twice_rows.extend(int(x) for x in over[:FIRST_IDS])
+        if last >= first + (e + 1) * spe - 1:
+            completed.append(e)
+            miss = np.flatnonzero(got == 0)
+            if miss.size > dropped:
+                by_never[str(e)] = int(miss.size)
+                never_rows.extend(int(x) for x in miss[:FIRST_IDS])
+    n_twice, n_never = sum(by_twice.values()), sum(by_never.values())
+    v.seen_twice = {"count": n_twice, "extra_visits": extra, "rows": twice_rows[:FIRST_IDS], "by_epoch": by_twice}
+    v.never_seen = {"count": n_never, "rows": never_rows[:FIRST_IDS], "by_epoch": by_never, "completed_epochs": completed}
+    if n_twice:
+        v.findings.append(_finding("order.seen_twice", f"{n_twice} row(s) trained on more than once within one epoch "
+                                   f"({extra} extra visit(s); by epoch {by_twice}); first ids {twice_rows[:10]}",
+                                   n_twice, twice_rows, by_epoch=by_twice, extra_visits=extra))
+    if n_never:
+        v.findings.append(_finding("order.never_seen", f"{n_never} row(s) of completed epoch(s) never trained on, more "
+                                   f"than the {dropped} the last partial global batch drops (by epoch {by_never}); "
+                                   f"first ids {never_rows[:10]}", n_never, never_rows, by_epoch=by_never))
+    return v
+
+
 def _skew_text(sk: dict[str, Any]) -> str:
     if "resume_steps" in sk:
         return "resumed at steps " + ", ".join(f"rank {r}: {s}" for r, s in sk["resume_steps"].items())
@@ -386,10 +451,14 @@ def summary_lines(v: OrderVerdict) -> list[str]:
     """The text report."""
     p, lg = v.plan, v.ledger
     out = [f"ledger {lg['folder']} ({lg['format']}): ranks {lg['ranks']}, steps {lg['first']}..{lg['last']} "
-           f"({lg['steps']} recorded)",
-           f"plan ({p['source']}): {p['n_rows']} rows, batch_size {p['batch_size']} x world_size {p['world_size']} x "
-           f"grad_accum {p['grad_accum']}, {p['steps_per_epoch']} steps per epoch, seed {p['seed']}, "
-           f"shuffle {str(p['shuffle']).lower()}, drop_last {str(p['drop_last']).lower()}"]
+           f"({lg['steps']} recorded)"]
+    if p["source"] == "counts":
+        out.append(f"no plan (visit counts only): {p['n_rows']} rows, global batch {p['global_batch']}, "
+                   f"{p['steps_per_epoch']} steps per epoch")
+    else:
+        out.append(f"plan ({p['source']}): {p['n_rows']} rows, batch_size {p['batch_size']} x world_size "
+                   f"{p['world_size']} x grad_accum {p['grad_accum']}, {p['steps_per_epoch']} steps per epoch, seed "
+                   f"{p['seed']}, shuffle {str(p['shuffle']).lower()}, drop_last {str(p['drop_last']).lower()}")
     for sg in v.segments:
         if sg["kind"] == "epoch":
             continue

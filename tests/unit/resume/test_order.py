@@ -7,8 +7,10 @@ shuffles with ``torch.randperm(n, generator seeded seed + epoch)`` and rank ``r`
 ``perm[r::w]`` (no padding when ``w`` divides ``n``)."""
 from __future__ import annotations
 
+import gzip
 import json
 
+import numpy as np
 import pytest
 from conftest import run_cli
 
@@ -180,3 +182,32 @@ def test_a_config_plan_and_usage_errors(tmp_path):
     assert r.returncode == 2 and "dataset has 5 rows" in r.stderr
     r = run_cli("order", "verify", str(tmp_path / "nothing"))
     assert r.returncode == 2
+
+
+def test_an_olmo_ledger_restarting_its_data_position(tmp_path):
+    """OLMo's data-indices/rank<r>.tsv.gz (``<global_step>\\t<index>...``, 1-based steps, OLMo's own global
+    permutation sliced ``perm[r::world]`` per rank): the run resumes from step 3 but its loader starts
+    at instance 0 again (the saved position lost), so steps 4-5 repeat steps 1-2's rows."""
+    rows, world, dev = 22, 2, 2
+    glob = world * dev
+    spe = rows // glob  # 5 steps; OLMo drops the last 22 % 4 = 2 rows of the permutation
+    p = np.random.default_rng(0).permutation(rows).tolist()
+    per_rank = [p[: spe * glob][r::world] for r in range(world)]
+
+    def batch(r, k):
+        return per_rank[r][k * dev:(k + 1) * dev]
+
+    folder = tmp_path / "data-indices"
+    folder.mkdir()
+    for r in range(world):
+        lines = [f"{s}\t" + "\t".join(map(str, batch(r, s - 1))) for s in (1, 2, 3)]
+        lines += [f"{s}\t" + "\t".join(map(str, batch(r, s - 4))) for s in (4, 5)]  # instances from 0 again
+        (folder / f"rank{r}.tsv.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    twice = sorted(x for r in range(world) for k in (0, 1) for x in batch(r, k))
+    never = sorted(set(range(rows)) - {x for r in range(world) for k in (0, 1, 2) for x in batch(r, k)})
+    assert len(twice) == 8 and len(never) == 2 * glob + rows % glob
+    v = verify(tmp_path, rows=rows)
+    assert v.plan["source"] == "counts" and v.plan["steps_per_epoch"] == spe
+    assert v.seen_twice["rows"] == twice and v.never_seen["count"] == len(never) and v.never_seen["rows"] == never
+    r = run_cli("order", "verify", str(tmp_path), "--rows", str(rows))
+    assert r.returncode == 1 and "no plan (visit counts only)" in r.stdout
