@@ -7,10 +7,12 @@ import io
 import json
 import pickle
 import struct
+import subprocess
+import sys
 import zipfile
 
 import pytest
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 from datacheck.resume.checkpoint import inspect_checkpoint
 from datacheck.resume.pickles import UnsafeCheckpoint, load_safe, safetensors_header, scan_file, scan_pickle
@@ -121,3 +123,38 @@ def test_malformed_pickle_is_not_loaded(tmp_path):
     assert fs.error and not fs.loadable
     with pytest.raises(UnsafeCheckpoint):
         load_safe(fs)
+
+
+_PEAK = """
+import sys
+from datacheck.resume.checkpoint import inspect_checkpoint
+import torch  # noqa: F401 - imported before the baseline is taken
+
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+before = hwm()
+info = inspect_checkpoint(sys.argv[1])
+print(hwm() - before, info.steps.get("optimizer.step"), sorted(f.check for f in info.findings))
+"""
+
+
+@pytest.mark.slow
+def test_a_large_checkpoint_is_inspected_without_reading_its_tensors(tmp_path):
+    """A 300 MB checkpoint (weights and two Adam moments of a 25M-element parameter) is inspected in
+    another process whose peak resident memory grows by far less than the file: the tensors are
+    memory-mapped and never touched, only the 0-d ``step`` is read."""
+    n = 25_000_000
+    osd = {"state": {0: {"step": torch.tensor(7.0), "exp_avg": torch.zeros(n), "exp_avg_sq": torch.zeros(n)}},
+           "param_groups": [{"params": [0], "lr": 1e-3, "betas": (0.9, 0.999), "initial_lr": 1e-3}]}
+    ck = tmp_path / "big.pt"
+    torch.save({"model": {"w": torch.zeros(n)}, "optimizer": osd, "scheduler": {"last_epoch": 7, "base_lrs": [1e-3]},
+                "step": 7}, ck)
+    size = ck.stat().st_size
+    assert size > 3 * n * 4
+    out = subprocess.run([sys.executable, "-c", _PEAK, str(ck)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, check=True).stdout.split(maxsplit=2)
+    grew, step = int(out[0]), out[1]
+    assert step == "7"
+    assert grew < size / 10, f"peak memory grew by {grew} bytes inspecting a {size}-byte file"
