@@ -13,7 +13,9 @@ Layouts (:func:`detect_layout`):
   ``rng_state.pth`` or ``rng_state_<rank>.pth``, ``trainer_state.json``); an output folder holding
   several is judged by its last ``checkpoint-N`` (what ``resume_from_checkpoint=True`` picks). The
   Trainer rebuilds the data position from ``global_step`` and the seed, so a missing sampler state is
-  a finding only without ``trainer_state.json``.
+  a finding only without ``trainer_state.json``. Under DeepSpeed the folder also holds the engine's
+  ``latest`` and ``global_stepN/``, which hold the optimizer, the loss scaler and (when DeepSpeed owns
+  it) the scheduler.
 - ``accelerate``: an ``Accelerator.save_state`` folder (``model*.safetensors``/``pytorch_model*.bin``,
   ``optimizer*.bin``, ``scheduler*.bin``, ``sampler*.bin`` / ``dl_state_dict*.bin``, ``scaler.pt``,
   ``random_states_<rank>.pkl``). accelerate restores no data position unless one of the sampler
@@ -358,13 +360,13 @@ def detect_layout(path: Path) -> tuple[str, Path]:
     names = {p.name for p in path.iterdir()}
     if ".metadata" in names:
         return "dcp", path
+    if "trainer_state.json" in names or any(_HF_RNG.match(n) for n in names) or {"optimizer.pt", "scheduler.pt"} & names:
+        return "hf_trainer", path  # (under DeepSpeed it also holds latest and global_stepN/)
     if "latest" in names or any(_DS_TAG.match(n) for n in names):
         return "deepspeed", path
     if any(_DS_MODEL.match(n) or _DS_OPTIM.match(n) for n in names):
         return "deepspeed", path
     ckpts = sorted((int(m.group(1)), path / n) for n in names if (m := _CKPT_DIR.match(n)) and (path / n).is_dir())
-    if "trainer_state.json" in names or any(_HF_RNG.match(n) for n in names) or {"optimizer.pt", "scheduler.pt"} & names:
-        return "hf_trainer", path
     if ckpts:
         return detect_layout(ckpts[-1][1])
     if any(_ACC_RNG.match(n) for n in names) or any(n.startswith(("optimizer", "scheduler")) and n.endswith(".bin")
@@ -450,8 +452,13 @@ def _inspect_hf(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
         _missing(info, "ckpt.missing_sampler_state", "no trainer_state.json: the Trainer cannot rebuild the data "
                  "position (it resumes at global_step 0 and skips no batch), so the data order restarts at the "
                  "first batch and the batches before the save are trained on again")
+    ds_here = "latest" in names or any(_DS_TAG.match(n) and (root / n).is_dir() for n in names)
+    if ds_here:  # the Trainer under DeepSpeed: the engine saves the optimizer (and its scheduler) itself
+        _merge_deepspeed(info, root, fp16)
     opt_files = sorted(n for n in names if n == "optimizer.pt" or n.endswith("-optimizer.pt"))
-    if opt_files:
+    if ds_here:
+        pass
+    elif opt_files:
         info.pieces["optimizer"].files = opt_files
         osd = rd.load(root / opt_files[0])
         if is_optimizer_state(osd):
@@ -459,9 +466,11 @@ def _inspect_hf(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
         elif osd is None:
             info.pieces["optimizer"].present = True
             info.pieces["optimizer"].note = f"{opt_files[0]} present, not loaded"
-    elif not any(_DS_TAG.match(n) for n in names):
+    else:
         _missing(info, "ckpt.missing_optimizer", MSG_OPTIMIZER)
-    if "scheduler.pt" in names:
+    if ds_here and info.pieces["scheduler"].present:
+        pass
+    elif "scheduler.pt" in names:
         pc = info.pieces["scheduler"]
         pc.present, pc.files = True, ["scheduler.pt"]
         ssd = rd.load(root / "scheduler.pt")
@@ -474,13 +483,44 @@ def _inspect_hf(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
     if "scaler.pt" in names:
         info.pieces["scaler"].present, info.pieces["scaler"].files = True, ["scaler.pt"]
         rd.load(root / "scaler.pt")
-    _judge_scaler(info, fp16)
+    if not ds_here:  # under DeepSpeed the engine's own loss scaler was judged with its optimizer
+        _judge_scaler(info, fp16)
     rng = {int(m.group(1) or 0): n for n in names if (m := _HF_RNG.match(n))}
     if info.world_size is None and rng:
         info.world_size = max(rng) + 1
     info.ranks = sorted(rng)
     _judge_rng(info, {r: _rng_kinds(rd.load(root / n)) or None for r, n in rng.items()}, rng)
     _judge_steps(info)
+
+
+#: what a DeepSpeed engine's folder inside a Trainer checkpoint decides (the Trainer saves RNG and the
+#: data position itself)
+_DS_MERGED = ("ckpt.missing_optimizer", "ckpt.missing_scheduler", "ckpt.missing_scaler", "ckpt.rank_missing",
+              "ckpt.unsafe_pickle")
+
+
+def _merge_deepspeed(info: CheckpointInfo, root: Path, fp16: bool | None) -> None:
+    """A Trainer checkpoint saved under DeepSpeed (``checkpoint-N/`` holding ``latest`` and
+    ``global_stepN/``): the optimizer, scheduler (when DeepSpeed owns it), loss scaler and their per-rank
+    files come from the engine's folder, judged as a DeepSpeed checkpoint."""
+    sub = CheckpointInfo(path=root, root=root, layout="deepspeed", world_size=info.world_size)
+    try:
+        _inspect_deepspeed(sub, _Reader(sub), fp16)
+    except UsageError as e:
+        info.notes.append(f"DeepSpeed folder inside the checkpoint not read: {e}")
+        return
+    tag = sub.root.name
+    for p in ("optimizer", "scheduler", "scaler"):
+        pc = sub.pieces[p]
+        if pc.present:
+            pc.files = [f"{tag}/{f}" for f in pc.files]
+            info.pieces[p] = pc
+    info.files.update({f"{tag}/{k}": v for k, v in sub.files.items()})
+    scheduler_pt = (root / "scheduler.pt").is_file()
+    info.findings.extend(f for f in sub.findings if f.check in _DS_MERGED
+                         and not (f.check == "ckpt.missing_scheduler" and scheduler_pt))
+    info.steps.update({f"deepspeed.{k}": v for k, v in sub.steps.items() if k != "folder"})
+    info.notes.extend(f"{tag}: {n}" for n in sub.notes)
 
 
 def _inspect_accelerate(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
@@ -663,7 +703,8 @@ def _inspect_deepspeed(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> 
             states = base if isinstance(base, list) else [base]
             bufs = sorted({k for st in states if isinstance(st, dict) for per in (st.get("state") or {}).values()
                            if isinstance(per, dict) for k, v in per.items() if k != "step" and _is_tensor(v)}
-                          | {k for st in states if isinstance(st, dict) for k, v in st.items() if _is_tensor(v)})
+                          | {k for st in states if isinstance(st, dict) for k, v in st.items()
+                             if k != "step" and _is_tensor(v)})
             info.pieces["optimizer"].present = bool(bufs)
             info.pieces["optimizer"].detail = {"zero_stage": inner.get("zero_stage"), "buffers": bufs,
                                                "partition_count": inner.get("partition_count")}

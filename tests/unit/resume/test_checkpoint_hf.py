@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+from ckpthelp import deepspeed_folder
 from conftest import run_cli
 
 from datacheck.resume.checkpoint import inspect_checkpoint
@@ -134,3 +135,23 @@ def test_a_rank_s_rng_file_missing(hf_run, tmp_path):
     (ck / "rng_state_1.pth").rename(ck / "rng_state_0.pth")
     assert _checks(inspect_checkpoint(ck, world_size=3)) == ["ckpt.rank_missing"]
     assert inspect_checkpoint(ck, world_size=3).findings[0].details["ranks"] == [1, 2]
+
+
+def test_a_trainer_checkpoint_saved_under_deepspeed(hf_run, tmp_path):
+    """Made like the Trainer under DeepSpeed: no optimizer.pt / scheduler.pt (the engine saves both in its
+    own global_stepN/ with latest, DeepSpeed's layout), the Trainer's rng_state and trainer_state beside them."""
+    ck = _copy(hf_run, tmp_path)
+    (ck / "optimizer.pt").unlink()
+    (ck / "scheduler.pt").unlink()
+    deepspeed_folder(ck, dp=1, step=STEPS, fp16=True)
+    info = inspect_checkpoint(ck)
+    assert _checks(info) == []
+    assert info.pieces["optimizer"].files == [f"global_step{STEPS}/zero_pp_rank_0_mp_rank_00_optim_states.pt"]
+    assert info.steps["deepspeed.global_steps"] == STEPS and info.steps["trainer_state.global_step"] == STEPS
+    (ck / f"global_step{STEPS}" / "zero_pp_rank_0_mp_rank_00_optim_states.pt").unlink()
+    deepspeed_folder(tmp_path / "two", dp=2, step=STEPS, drop_rank=1)
+    shutil.rmtree(ck / f"global_step{STEPS}")
+    shutil.copytree(tmp_path / "two" / f"global_step{STEPS}", ck / f"global_step{STEPS}")
+    info = inspect_checkpoint(ck)
+    assert _checks(info) == ["ckpt.rank_missing"]
+    assert info.findings[0].details["files"] == ["zero_pp_rank_1_mp_rank_00"]

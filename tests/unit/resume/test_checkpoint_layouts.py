@@ -12,6 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
+from ckpthelp import deepspeed_folder, model_opt_sched
 from conftest import run_cli
 
 from datacheck.resume.checkpoint import inspect_checkpoint
@@ -23,25 +24,12 @@ def _checks(info):
     return sorted({f.check for f in info.findings})
 
 
-def _model_opt_sched(steps):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-    opt = torch.optim.AdamW([{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 1e-3}])
-    sched = torch.optim.lr_scheduler.LinearLR(opt, 0.1, 1.0, total_iters=10)
-    for _ in range(steps):
-        model(torch.randn(2, 4)).pow(2).mean().backward()
-        opt.step()
-        sched.step()
-        opt.zero_grad()
-    return model, opt, sched
-
-
 # ---------------------------------------------------------------------------------------------- plain torch.save
 
 
 @pytest.mark.slow
 def test_plain_torch_save_dict(tmp_path):
-    model, opt, sched = _model_opt_sched(3)
+    model, opt, sched = model_opt_sched(3)
     full = {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
             "step": 3, "sampler": {"epoch": 0, "seed": 0, "position": 6},
             "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}}
@@ -76,7 +64,7 @@ def test_plain_torch_save_dict(tmp_path):
 @pytest.mark.slow
 def test_torch_distributed_checkpoint(tmp_path):
     dcp = pytest.importorskip("torch.distributed.checkpoint")
-    model, opt, sched = _model_opt_sched(2)
+    model, opt, sched = model_opt_sched(2)
     state = {"model": model.state_dict(), "optim": opt.state_dict(), "scheduler": sched.state_dict(), "step": 2,
              "sampler": {"epoch": 0, "position": 4}, "rng": {"torch": torch.get_rng_state()}}
     with pytest.warns(UserWarning, match="single process"):
@@ -102,7 +90,7 @@ def test_torch_distributed_checkpoint(tmp_path):
 def test_accelerate_save_state(tmp_path):
     accelerate = pytest.importorskip("accelerate")
     acc = accelerate.Accelerator(cpu=True)
-    model, opt, sched = _model_opt_sched(0)
+    model, opt, sched = model_opt_sched(0)
     model, opt, sched = acc.prepare(model, opt, sched)
     for _ in range(3):
         acc.backward(model(torch.randn(2, 4)).pow(2).mean())
@@ -173,49 +161,23 @@ def test_lightning_ckpt(tmp_path):
 # ---------------------------------------------------------------------------------------------- DeepSpeed (made like)
 
 
-def _deepspeed_folder(root, *, dp=2, step=6, fp16=True, scaler=True, drop_rank=None, scheduler=True):
-    """The files DeepSpeed's ``save_checkpoint`` writes under ZeRO-1/2 (engine.py ``_save_checkpoint`` and
-    ``_save_zero_checkpoint``), with the dicts' keys DeepSpeed uses; the loss scaler as the state DeepSpeed's
-    ``DynamicLossScaler`` holds (DeepSpeed pickles the object itself)."""
-    model, opt, sched = _model_opt_sched(step)
-    tag = root / f"global_step{step}"
-    tag.mkdir(parents=True)
-    (root / "latest").write_text(f"global_step{step}")
-    ds_config = {"train_micro_batch_size_per_gpu": 2, "fp16": {"enabled": fp16}, "zero_optimization": {"stage": 2}}
-    torch.save({"module": model.state_dict(), "buffer_names": [], "optimizer": None,
-                "lr_scheduler": ({"last_batch_iteration": step - 1, "warmup_num_steps": 10} if scheduler else None),
-                "data_sampler": None, "sparse_tensor_module_names": set(), "skipped_steps": 0,
-                "global_steps": step, "global_samples": step * 4, "dp_world_size": dp, "mp_world_size": 1,
-                "ds_config": ds_config, "ds_version": "0.19.8"}, tag / "mp_rank_00_model_states.pt")
-    for r in range(dp):
-        if r == drop_rank:
-            continue
-        inner = {"zero_stage": 2, "partition_count": [dp], "base_optimizer_state": [opt.state_dict()["state"][0]],
-                 "single_partition_of_fp32_groups": [torch.zeros(4)]}
-        if scaler:
-            inner.update(loss_scaler={"cur_scale": 2.0 ** 16, "cur_iter": step}, dynamic_loss_scale=True, overflow=False)
-        torch.save({"optimizer_state_dict": inner, "ds_config": ds_config, "ds_version": "0.19.8"},
-                   tag / f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt")
-    return root
-
-
 @pytest.mark.slow
 def test_deepspeed_layout(tmp_path):
-    root = _deepspeed_folder(tmp_path / "ok")
+    root = deepspeed_folder(tmp_path / "ok")
     info = inspect_checkpoint(root)
     assert info.layout == "deepspeed" and info.root.name == "global_step6"
     assert info.steps == {"folder": 6, "global_steps": 6, "lr_scheduler": 6}
     assert info.world_size == 2 and info.ranks == [0, 1]
     # DeepSpeed saves neither RNG nor a data position of its own
     assert _checks(info) == ["ckpt.missing_rng", "ckpt.missing_sampler_state"]
-    info = inspect_checkpoint(_deepspeed_folder(tmp_path / "rank", drop_rank=1))
+    info = inspect_checkpoint(deepspeed_folder(tmp_path / "rank", drop_rank=1))
     assert "ckpt.rank_missing" in _checks(info)
     assert next(f for f in info.findings if f.check == "ckpt.rank_missing").details["files"] == [
         "zero_pp_rank_1_mp_rank_00"]
-    assert "ckpt.missing_scaler" in _checks(inspect_checkpoint(_deepspeed_folder(tmp_path / "sc", scaler=False)))
+    assert "ckpt.missing_scaler" in _checks(inspect_checkpoint(deepspeed_folder(tmp_path / "sc", scaler=False)))
     assert "ckpt.missing_scaler" not in _checks(inspect_checkpoint(
-        _deepspeed_folder(tmp_path / "bf", scaler=False, fp16=False)))
-    assert "ckpt.missing_scheduler" in _checks(inspect_checkpoint(_deepspeed_folder(tmp_path / "ns", scheduler=False)))
+        deepspeed_folder(tmp_path / "bf", scaler=False, fp16=False)))
+    assert "ckpt.missing_scheduler" in _checks(inspect_checkpoint(deepspeed_folder(tmp_path / "ns", scheduler=False)))
     r = run_cli("checkpoint", str(tmp_path / "rank"), "--format", "json")
     assert r.returncode == 1
     assert json.loads(r.stdout)["result"]["layout"] == "deepspeed"
