@@ -44,12 +44,12 @@ class SkipFirst:
         return len(self.inner) - self.k
 
 
-def segment(folder, *, world, rank, epoch=0, skip=0, steps, start_step=None):
+def segment(folder, *, world, rank, epoch=0, skip=0, steps, start_step=None, grad_accum=1):
     """Record ``steps`` batches of rank ``rank`` of ``world`` in ``epoch``, after skipping ``skip``."""
     s = torch.utils.data.DistributedSampler(_Rows(), num_replicas=world, rank=rank, shuffle=True, seed=SEED)
     s.set_epoch(epoch)
     bs = torch.utils.data.BatchSampler(s, BS, drop_last=False)
-    rec = RecordingBatchSampler(SkipFirst(bs, skip), folder, rank=rank, start_step=start_step)
+    rec = RecordingBatchSampler(SkipFirst(bs, skip), folder, rank=rank, start_step=start_step, grad_accum=grad_accum)
     it = iter(rec)
     for _ in range(steps):
         next(it)
@@ -211,3 +211,20 @@ def test_an_olmo_ledger_restarting_its_data_position(tmp_path):
     assert v.seen_twice["rows"] == twice and v.never_seen["count"] == len(never) and v.never_seen["rows"] == never
     r = run_cli("order", "verify", str(tmp_path), "--rows", str(rows))
     assert r.returncode == 1 and "no plan (visit counts only)" in r.stdout
+
+
+def test_grad_accumulation_steps_group_micro_batches(tmp_path):
+    """grad_accum 2: a step is two micro-batches; a resume at step 3 that skips its 6 micro-batches
+    continues the plan, one that skips 4 re-trains step 2's rows."""
+    ga = 2
+    segment(tmp_path / "ok", world=1, rank=0, steps=3 * ga, grad_accum=ga)
+    segment(tmp_path / "ok", world=1, rank=0, skip=3 * ga, steps=3 * ga, start_step=3, grad_accum=ga)
+    v = verify(tmp_path / "ok")
+    assert v.plan["grad_accum"] == ga and v.plan["steps_per_epoch"] == N // BS // ga
+    assert v.findings == [] and v.first_divergent_step is None
+    segment(tmp_path / "bad", world=1, rank=0, steps=3 * ga, grad_accum=ga)
+    segment(tmp_path / "bad", world=1, rank=0, skip=2 * ga, steps=3 * ga, start_step=3, grad_accum=ga)
+    v = verify(tmp_path / "bad")
+    assert v.first_divergent_step == 3 and v.divergence["order"] == "rewind"
+    assert v.divergence["located"]["step"] == 2
+    assert v.seen_twice["rows"] == sorted(perm()[2 * ga * BS: 3 * ga * BS])
