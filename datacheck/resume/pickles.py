@@ -333,12 +333,18 @@ def load_safe(fs: FileScan) -> Any:
                                "cannot be memory-mapped; described by its globals only")
     torch = require_torch("datacheck checkpoint")
     extra = [v for v in _numpy_objects(fs.globals) if v is not None]
-    try:
-        with torch.serialization.safe_globals(extra):
-            return torch.load(fs.path, map_location="cpu", weights_only=True, mmap=fs.kind == "torch_zip")
-    except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, ... on refused files
-        raise UnsafeCheckpoint(f"torch.load(weights_only=True) refused it: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    mmap = fs.kind == "torch_zip"
+    for attempt in (mmap, False) if mmap and fs.bytes <= LEGACY_LOAD_MAX_BYTES else (mmap,):
+        try:
+            with torch.serialization.safe_globals(extra):
+                return torch.load(fs.path, map_location="cpu", weights_only=True, mmap=attempt)
+        except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, ... on refused files
+            if attempt and "mmap" in str(e).lower():
+                continue  # an archive torch cannot map (written before torch 2.1): read it, when small enough
+            raise UnsafeCheckpoint(f"torch.load(weights_only=True) refused it: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    raise UnsafeCheckpoint(f"a {fs.bytes}-byte archive torch cannot memory-map: not read (over "
+                           f"{LEGACY_LOAD_MAX_BYTES} bytes)")
 
 
 def _numpy_objects(names: list[str]) -> list[Any]:
