@@ -40,7 +40,6 @@ from its name alone (and said so).
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +59,7 @@ from datacheck.resume.pickles import (
 )
 
 __all__ = ["PIECES", "Piece", "CheckpointInfo", "inspect_checkpoint", "detect_layout", "LAYOUTS",
-           "GRADSCALER_INIT_SCALE"]
+           "GRADSCALER_INIT_SCALE", "summary_lines", "optimizer_detail"]
 
 #: the pieces of a lossless resume, in the order they are listed
 PIECES = ("weights", "optimizer", "scheduler", "scaler", "rng", "sampler", "step")
@@ -934,7 +933,3 @@ def summary_lines(info: CheckpointInfo) -> list[str]:
         out.append("every piece of a lossless resume is present and the steps agree")
     return out
 
-
-def to_json(info: CheckpointInfo) -> str:
-    """The result as JSON text (tests and the CLI use :meth:`CheckpointInfo.to_dict`)."""
-    return json.dumps(info.to_dict(), sort_keys=True, default=str)
