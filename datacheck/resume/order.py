@@ -50,7 +50,7 @@ from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
 from datacheck.model.order import EpochOrder, epoch_order
 
-__all__ = ["OrderVerdict", "verify_order", "plan_from_ledger", "ORDER_KINDS", "FIRST_IDS"]
+__all__ = ["OrderVerdict", "verify_order", "plan_from_ledger", "summary_lines", "ORDER_KINDS", "FIRST_IDS"]
 
 #: how a segment's recorded order relates to the plan
 ORDER_KINDS = ("start", "continuation", "restart_of_epoch", "rewind", "skip_ahead", "another_epoch", "world_size_changed",
