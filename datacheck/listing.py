@@ -2,7 +2,8 @@
 default severity and one-line summary, and for one ID what it needs to run (roles, config facts)
 and whether this version builds it, read from the registry that runs the checks, so the listing
 cannot disagree with an audit; the ``log.*`` IDs of ``datacheck trace`` are read from its rule
-registry (:data:`datacheck.trace.rules.LOG_RULES`). It spans the audit's checks and trace's log rules,
+registry (:data:`datacheck.trace.rules.LOG_RULES`), the ``ckpt.*`` and ``order.*`` IDs from
+:data:`datacheck.resume.RESUME_IDS`. It spans the audit's checks and trace's log rules,
 so it sits at the ``api`` layer, above both.
 
 The catalog itself is :mod:`datacheck.model.catalog` (mirrored from CHECKS.md, the project's
@@ -20,6 +21,7 @@ from datacheck.checks import all as _families  # noqa: F401 - every family regis
 from datacheck.checks.registry import CHECKS, READER_IDS, UNREADABLE
 from datacheck.model import catalog
 from datacheck.model.errors import UsageError
+from datacheck.resume import RESUME_IDS, RESUME_NOTES
 from datacheck.trace.rules import LOG_RULES
 
 __all__ = ["CheckEntry", "list_checks", "describe_check", "select_checks"]
@@ -103,6 +105,9 @@ def _entry(cid: str) -> CheckEntry:
         producer = LOG_RULES[cid].__module__
         note = "a training-log check: run by `datacheck trace LOG...`, not by audit"
         docs = [_doc(LOG_RULES[cid])]
+    elif cid in RESUME_IDS:
+        producer = RESUME_IDS[cid]
+        note = RESUME_NOTES[info.family]
     return CheckEntry(id=cid, family=info.family, level=info.level, severity=info.severity, summary=info.summary,
                       built=producer is not None, producer=producer, roles=tuple(roles), facts=facts, note=note,
                       description="\n\n".join(_strip_id(cid, d) for d in docs if d).strip())

@@ -24,7 +24,7 @@ __all__ = ["ENVELOPE_FORMAT_VERSION", "KINDS", "envelope", "write_envelope"]
 ENVELOPE_FORMAT_VERSION = 1
 #: Every ``kind`` the CLI emits (one per verb with an enveloped ``--format json``).
 KINDS = ("datacheck.diff", "datacheck.inspect", "datacheck.clean", "datacheck.index.verify", "datacheck.plan",
-         "datacheck.trace", "datacheck.checks")
+         "datacheck.trace", "datacheck.checks", "datacheck.checkpoint", "datacheck.order.verify")
 
 
 def envelope(kind: str, result: dict[str, Any]) -> dict[str, Any]:

@@ -112,6 +112,7 @@ _PATH_ARGS = {
     "new": "NEW", "config": "--config", "output": "--output", "out": "--out", "html": "--html",
     "junit": "--junit", "export": "--export", "index": "--index", "report_dir": "--report-dir",
     "cache_dir": "--cache-dir", "tokenizer": "--tokenizer", "schema": "--schema",
+    "path": "PATH", "run_dir": "RUN", "checkpoints": "--checkpoints",
 }
 
 

@@ -28,7 +28,7 @@ LOCAL_ALLOWED: set[tuple[str, str]] = set()  # none left: every import of the pa
 
 #: The layers, bottom to top: each rank is a tuple of groups; the packages of one group may import
 #: each other (without cycles), a group of one rank may not import another group of the same rank
-#: (tools, render, torch and trace are independent verbs' libraries). formats/ and derive/ are
+#: (tools, render, torch, trace and resume are independent verbs' libraries). formats/ and derive/ are
 #: placed before they exist so the table holds when they land.
 LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("model",),),
@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("engine",),),
     (("report",),),
     (("execute",),),
-    (("tools",), ("render",), ("torch",), ("trace",)),
+    (("tools",), ("render",), ("torch",), ("trace",), ("resume",)),
     (("api",),),
     (("cli",),),
 )

@@ -4,6 +4,7 @@ verb's ``result`` are pinned here, and each output validates against ``schemas/e
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from conftest import ROOT
 from datacheck import __version__
 from datacheck.cli.envelope import ENVELOPE_FORMAT_VERSION, KINDS, envelope
 from datacheck.cli.main import main
+from datacheck.io.ledger import LEDGER_HEADER
 
 SCHEMA = json.loads((ROOT / "schemas" / "envelope.schema.json").read_text(encoding="utf-8"))
 ENVELOPE_KEYS = {"kind", "format_version", "datacheck_version", "result"}
@@ -29,6 +31,10 @@ RESULT_KEYS = {
     "datacheck.plan": {"config", "plan", "ledger", "step"},
     "datacheck.trace": {"curves", "data", "events", "findings", "first_bad", "logs", "notes", "passed", "streams"},
     "datacheck.checks": {"checks"},
+    "datacheck.checkpoint": {"files", "findings", "layout", "notes", "passed", "path", "pieces", "ranks", "root",
+                             "step", "steps", "world_size"},
+    "datacheck.order.verify": {"divergence", "findings", "first_divergent_step", "ledger", "never_seen", "notes",
+                               "passed", "plan", "rank_skew", "seen_twice", "segments"},
 }
 #: the keys of each entry of ``datacheck checks --format json`` (``result.checks[*]``)
 CHECK_ENTRY_KEYS = {"id", "family", "level", "severity", "summary", "built", "producer", "roles", "facts", "note",
@@ -86,6 +92,18 @@ def _outputs(data, tmp_path, monkeypatch):
     log.write_text("step=1 loss=2.0\nstep=2 loss=nan\n", encoding="utf-8")
     out.append(("datacheck.trace", *_run(monkeypatch, "trace", str(log), "--format", "json")))
     out.append(("datacheck.checks", *_run(monkeypatch, "checks", "tokens.out_of_vocab", "--format", "json")))
+    import torch
+
+    torch.save({"model": torch.nn.Linear(2, 1).state_dict(), "step": 0}, tmp_path / "ck.pt")
+    out.append(("datacheck.checkpoint", *_run(monkeypatch, "checkpoint", str(tmp_path / "ck.pt"), "--format", "json")))
+    ledger = tmp_path / "run" / "data-indices" / "rank0.tsv.gz"
+    ledger.parent.mkdir(parents=True)
+    lines = [LEDGER_HEADER, '#state\t{"epoch": 0, "start_step": 0}', "0\t0\t0\t0\t0\t1", "1\t0\t0\t0\t2\t3",
+             "2\t0\t0\t0\t4"]  # the plan of batch_size 2 without shuffling over the 5 rows
+    ledger.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    out.append(("datacheck.order.verify", *_run(monkeypatch, "order", "verify", str(tmp_path / "run"), "--data",
+                                                str(data), "--config", str(tmp_path / "batch.toml"), "--format",
+                                                "json")))
     return out
 
 
@@ -112,6 +130,12 @@ def test_every_enveloped_verb(data, tmp_path, monkeypatch):
     rc, ch = by["datacheck.checks"]
     assert rc == 0 and [set(e) for e in ch["checks"]] == [CHECK_ENTRY_KEYS]
     assert ch["checks"][0]["roles"] == ["input_ids"] and ch["checks"][0]["facts"] == ["tokens.vocab_size"]
+    rc, ck = by["datacheck.checkpoint"]
+    assert rc == 1 and ck["layout"] == "torch_save" and ck["passed"] is False
+    assert "ckpt.missing_optimizer" in [f["check"] for f in ck["findings"]]
+    rc, od = by["datacheck.order.verify"]
+    assert rc == 0 and od["first_divergent_step"] is None and od["plan"]["n_rows"] == 5
+    assert od["seen_twice"]["count"] == 0 and od["never_seen"]["count"] == 0
 
 
 def test_report_verbs_print_the_report_not_an_envelope(data, tmp_path, monkeypatch):

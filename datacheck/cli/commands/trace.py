@@ -17,6 +17,8 @@ from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
 from datacheck.model.identity import compare_identity
+from datacheck.resume.join import resume_checkpoints
+from datacheck.resume.join import summary_lines as checkpoint_lines
 from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, ledger_rows, plan_rows
 from datacheck.trace.readers import FORMATS, open_log
 from datacheck.trace.render import render_html, render_text
@@ -58,6 +60,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--export", default=None, metavar="FILE", help="write those rows (.parquet or .jsonl) for a replay")
     a.add_argument("--allow-data-mismatch", action="store_true",
                    help="warn, instead of refusing, when the data's index_hash differs from the one the log records")
+    a.add_argument("--checkpoints", default=None, metavar="DIR",
+                   help="the run's checkpoints: at each resume point, the checkpoint resumed from and what it lacked")
     a.add_argument("--format", choices=["text", "json", "html"], default="text", help="output (default text)")
     a.add_argument("--output", default=None, metavar="FILE", help="write the output to FILE instead of stdout")
     a.add_argument("--fail-on", choices=FAIL_ON, default="error", help="severity that fails (default error)")
@@ -122,13 +126,19 @@ def run(args: argparse.Namespace) -> int:
     res = trace_logs(logs, TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size))
     with activity("tracing", no_progress=args.no_progress or args.data is None) as tick:
         data = _data(args, res, tick)
+    ckpts = resume_checkpoints(res.events, res.findings, args.checkpoints) if args.checkpoints else None
     sev = [f.severity for f in res.findings] + [f["severity"] for f in ((data or {}).get("rows") or {}).get("findings", [])]
+    sev += [f["severity"] for f in (ckpts or {}).get("findings", [])]
     failed = args.fail_on != "never" and any(Severity(s).rank >= Severity(args.fail_on).rank for s in sev)
     if args.format == "json":
         result = {**res.to_dict(), "data": data, "passed": not failed}
+        if ckpts is not None:  # only with --checkpoints: the default result keeps its keys
+            result["checkpoints"] = ckpts
         write_envelope("datacheck.trace", result, _Target(args.output))
     else:
         text = render_html(res, data) if args.format == "html" else render_text(res, data)
+        if ckpts is not None and args.format == "text":
+            text += "\n".join(checkpoint_lines(ckpts)) + "\n"
         if args.output:
             write_atomic(args.output, text)
         else:

@@ -26,6 +26,7 @@ from datacheck.model.config import config_from_dict
 from datacheck.model.errors import InternalError
 from datacheck.model.results import DatasetContext
 from datacheck.model.roles import ROLE_NAMES, ROLE_TABLE, Roles, null_role_casts, resolve_roles
+from datacheck.resume import RESUME_IDS
 from datacheck.trace.rules import LOG_RULES
 
 
@@ -39,6 +40,8 @@ def test_every_catalog_id_has_exactly_one_producer():
         producers.setdefault(cid, []).append(module)
     for cid, rule in LOG_RULES.items():  # training-log checks run on log records (datacheck trace)
         producers.setdefault(cid, []).append(rule.__module__)
+    for cid, module in RESUME_IDS.items():  # checkpoint and recorded-order checks (datacheck checkpoint, order)
+        producers.setdefault(cid, []).append(module)
     for cid in catalog.CATALOG:
         if cid in NOT_YET_BUILT:
             assert cid not in producers, f"{cid} is built: take it out of tests/helpers/unbuilt.py"

@@ -1,0 +1,479 @@
+"""``datacheck order verify RUN/``: which rows a run actually trained on, across resumes and ranks
+(``order.*``), from its recorded ledger (:mod:`datacheck.io.ledger`: datacheck's ``data-indices/``
+written by ``datacheck.torch.record_batches``, or OLMo's) against the plan of ``[batch]``
+(:func:`datacheck.model.order.epoch_order`: torch's ``DistributedSampler`` + ``BatchSampler``).
+
+**The plan.** ``[batch]`` of the config when it sets ``batch_size``; else the sampler settings the
+ledger's first ``#state`` line recorded (``batch_size``, ``num_replicas``, ``seed``, ``shuffle``,
+``drop_last``, ``grad_accum``): the order the run set out to follow. The dataset's row count comes
+from ``rows`` (``--rows N``), else from the data (``--data PATH``), else it is the largest recorded
+index + 1 (a note says so: rows past it, never seen, cannot be told apart from rows that do not exist).
+Global step ``s`` of the ledger (``first_step`` is the ledger's first step number: 0 for
+``record_batches``, 1 for OLMo's 1-based ``global_step``) is in-epoch step ``(s - first_step) %
+steps_per_epoch`` of plan epoch ``(s - first_step) // steps_per_epoch``.
+
+**Visits.** Each row's visits are counted per plan epoch over every rank's recorded batches of that
+epoch's steps and compared with the plan's own count (the sampler's wraparound repeats are planned
+twice, rows ``drop_last`` drops are planned zero times):
+
+- ``order.seen_twice``: a row visited more often than planned in one epoch (and at least twice);
+- ``order.never_seen``: a row planned in an epoch whose last step was recorded, never visited.
+
+**Where the order left the plan.** For each step and rank the recorded rows (the rank's micro-batches
+of the step, concatenated) are compared with the plan's; ``first_divergent_step`` is the first step
+where any rank's differ (``order.divergent_step``). Each segment of the ledger (a ``#state`` line: a
+start, an epoch, a resume) is classified by locating its first recorded step in the plan:
+``continuation`` (the planned step), ``restart_of_epoch`` (the epoch's step 0: the position was
+lost), ``rewind`` (an earlier step of the epoch), ``skip_ahead`` (a later one: batches skipped), ``another_epoch`` (the same position in another
+epoch's permutation: the sampler's epoch was lost, ``set_epoch`` not called), ``world_size_changed``
+(the step of a plan with the segment's own ``num_replicas``), or ``unknown``.
+
+**OLMo's ledgers** (``<step>\t<index>...`` per rank, the step OLMo's 1-based ``global_step``; its order
+is OLMo's own global permutation, which datacheck does not simulate): without ``[batch]``, only the
+visit counts are judged (every row at most once per epoch of ``n_rows // global batch`` steps; up to
+``n_rows % global batch`` unseen rows per epoch are what OLMo's dropped last batch leaves).
+
+**Ranks.** After a resume, every rank's first recorded step is located in the plan; ranks at different
+plan positions, or whose resume records start at different steps, are ``order.rank_skew``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from datacheck.io.ledger import Ledger, step_indices
+from datacheck.model import catalog
+from datacheck.model.config import BatchSection
+from datacheck.model.errors import UsageError
+from datacheck.model.findings import Finding
+from datacheck.model.order import EpochOrder, epoch_order
+
+__all__ = ["OrderVerdict", "verify_order", "plan_from_ledger", "summary_lines", "ORDER_KINDS", "FIRST_IDS"]
+
+#: how a segment's recorded order relates to the plan
+ORDER_KINDS = ("start", "continuation", "restart_of_epoch", "rewind", "skip_ahead", "another_epoch", "world_size_changed",
+               "unknown")
+#: row ids listed in a finding (the count is always complete)
+FIRST_IDS = 20
+
+
+@dataclass
+class OrderVerdict:
+    """What ``order verify`` found.
+
+    Attributes:
+        plan: the plan's settings (``batch_size``, ``world_size``, ``grad_accum``, ``drop_last``, ``seed``,
+            ``shuffle``), ``n_rows``, ``steps_per_epoch``, ``first_step`` and where they came from.
+        ledger: folder, format, ranks, recorded steps.
+        segments: one per ``#state`` line per rank: ``rank``, ``start_step``, ``epoch`` (recorded), ``kind``
+            (``start`` | ``epoch`` | ``resume``), ``order`` (one of :data:`ORDER_KINDS`), ``located`` (the plan
+            position of its first step: ``epoch``, ``step``, ``world_size``) and the settings that changed.
+        seen_twice: ``count`` (rows), ``extra_visits``, ``rows`` (the first ids), ``by_epoch``.
+        never_seen: ``count``, ``rows`` (the first ids), ``by_epoch``, ``completed_epochs``.
+        first_divergent_step: the first step whose recorded rows differ from the plan's on some rank, or None.
+        divergence: at that step: ``rank``, ``order`` kind and where the recorded rows are in the plan.
+        rank_skew: per resume point where ranks disagree: the ranks' plan positions.
+        findings: the ``order.*`` findings.
+        notes: what could not be judged.
+    """
+
+    plan: dict[str, Any]
+    ledger: dict[str, Any]
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    seen_twice: dict[str, Any] = field(default_factory=dict)
+    never_seen: dict[str, Any] = field(default_factory=dict)
+    first_divergent_step: int | None = None
+    divergence: dict[str, Any] | None = None
+    rank_skew: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plan": self.plan, "ledger": self.ledger, "segments": self.segments, "seen_twice": self.seen_twice,
+                "never_seen": self.never_seen, "first_divergent_step": self.first_divergent_step,
+                "divergence": self.divergence, "rank_skew": self.rank_skew,
+                "findings": [f.to_dict() for f in self.findings], "notes": self.notes}
+
+
+def _finding(cid: str, message: str, count: int, rows: list[int] | tuple[int, ...] = (), **details: Any) -> Finding:
+    sev = catalog.info(cid).severity
+    return Finding(check=cid, severity=sev, message=message, count=count, rows=tuple(rows[:FIRST_IDS]),
+                   details=details, fails_policy=sev == "error", rows_truncated=len(rows) > FIRST_IDS)
+
+
+def plan_from_ledger(led: Ledger) -> BatchSection | None:
+    """The ``[batch]`` settings the ledger's first ``#state`` line recorded (rank 0's, else the lowest
+    rank's), or None when it has none (an OLMo ledger)."""
+    for r in led.ranks:
+        states = led.states.get(r) or []
+        if states:
+            st = states[0]
+            bs = st.get("batch_size")
+            if not isinstance(bs, int) or bs < 1:
+                return None
+            return BatchSection(batch_size=bs, world_size=int(st.get("num_replicas") or 1),
+                                grad_accum=int(st.get("grad_accum") or 1), drop_last=bool(st.get("drop_last")),
+                                seed=int(st.get("seed") or 0), shuffle=bool(st.get("shuffle", True)))
+    return None
+
+
+class _Plans:
+    """Epoch orders of the plan (and of other world sizes), built on demand and cached."""
+
+    def __init__(self, n_rows: int, batch: BatchSection):
+        self.n_rows, self.batch = n_rows, batch
+        self._orders: dict[tuple[int, int], EpochOrder] = {}
+        self._index: dict[tuple[int, int], dict[tuple[int, ...], tuple[int, int]]] = {}
+
+    def order(self, epoch: int, world_size: int | None = None) -> EpochOrder:
+        ws = world_size or self.batch.world_size
+        key = (epoch, ws)
+        if key not in self._orders:
+            b = self.batch if ws == self.batch.world_size else self.batch.model_copy(update={"world_size": ws})
+            self._orders[key] = epoch_order(self.n_rows, b, epoch)
+        return self._orders[key]
+
+    def step_rows(self, epoch: int, step: int, rank: int, world_size: int | None = None) -> tuple[int, ...] | None:
+        """The rows of in-epoch ``step`` on ``rank`` (micro-batches concatenated), or None past the epoch."""
+        o = self.order(epoch, world_size)
+        if not 0 <= step < o.steps or rank >= len(o.ranks):
+            return None
+        lo, hi = step * o.grad_accum, min((step + 1) * o.grad_accum, o.micro_batches)
+        return tuple(int(g) for m in range(lo, hi) for g in o.ranks[rank][m])
+
+    def locate(self, rows: tuple[int, ...], epoch: int, world_size: int | None = None) -> tuple[int, int] | None:
+        """(rank, in-epoch step) of ``rows`` in ``epoch``'s plan, or None."""
+        ws = world_size or self.batch.world_size
+        key = (epoch, ws)
+        if key not in self._index:
+            o = self.order(epoch, ws)
+            self._index[key] = {self.step_rows(epoch, s, r, ws) or (): (r, s)
+                                for r in range(len(o.ranks)) for s in range(o.steps)}
+        return self._index[key].get(rows)
+
+    def counts(self, epoch: int) -> np.ndarray:
+        o = self.order(epoch)
+        parts = [mb for mbs in o.ranks for mb in mbs]
+        idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return np.bincount(idx, minlength=self.n_rows)[: self.n_rows]
+
+
+def _classify(plans: _Plans, rows: tuple[int, ...], epoch: int, step: int, world_size: int,
+              epochs_seen: int) -> tuple[str, dict[str, Any] | None]:
+    """Where ``rows`` (recorded at plan ``epoch``, in-epoch ``step``) are in the plan: (order kind, position)."""
+    hit = plans.locate(rows, epoch)
+    if hit is not None:
+        r, s = hit
+        if s == step:
+            return "continuation", {"epoch": epoch, "step": s, "rank": r}
+        if s == 0:
+            return "restart_of_epoch", {"epoch": epoch, "step": s, "rank": r}
+        return ("rewind" if s < step else "skip_ahead"), {"epoch": epoch, "step": s, "rank": r}
+    for e in range(max(epochs_seen, epoch + 2)):
+        if e == epoch:
+            continue
+        hit = plans.locate(rows, e)
+        if hit is not None:
+            return "another_epoch", {"epoch": e, "step": hit[1], "rank": hit[0]}
+    if world_size != plans.batch.world_size:
+        hit = plans.locate(rows, epoch, world_size)
+        if hit is not None:
+            return "world_size_changed", {"epoch": epoch, "step": hit[1], "rank": hit[0], "world_size": world_size}
+    return "unknown", None
+
+
+
+def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *, first_step: int | None = None,
+                 plan_source: str = "config") -> OrderVerdict:
+    """Compare the recorded order of ``led`` with the plan (see the module docstring).
+
+    Args:
+        led: the ledger (:func:`datacheck.io.ledger.read_ledger`).
+        batch: the plan's ``[batch]`` settings; None: those the ledger recorded (:func:`plan_from_ledger`).
+        n_rows: rows of the dataset; None: the largest recorded index + 1 (noted).
+        first_step: the ledger's step number of the run's first step (default 0, OLMo's ledgers 1).
+        plan_source: where ``batch`` came from, for the output.
+
+    Raises:
+        UsageError: no ``[batch] batch_size`` and none recorded (an OLMo ledger: give a config), an empty
+            ledger, token-budget batching (``max_tokens``: not verified), or a recorded index outside
+            ``n_rows``.
+    """
+    notes: list[str] = []
+    if batch is None or batch.batch_size is None:
+        batch = plan_from_ledger(led)
+        plan_source = "ledger"
+        if batch is None and led.format == "olmo":
+            return _verify_counts(led, n_rows, 1 if first_step is None else first_step)
+        if batch is None:
+            raise UsageError("order verify needs the plan: give --config with [batch] batch_size (and world_size, "
+                             "grad_accum, seed, shuffle, drop_last as trained); this ledger records no sampler settings")
+    if batch.max_tokens is not None:
+        raise UsageError("[batch] max_tokens: token-budget batching is not verified by order verify")
+    steps = step_indices(led)
+    if not steps:
+        raise UsageError(f"the ledger {led.folder} records no batch")
+    top = max((max(v) for per in steps.values() for v in per.values() if v), default=-1)
+    if n_rows is None:
+        n_rows = top + 1
+        notes.append(f"the dataset's row count is not given (--rows N or --data PATH): taken as the largest recorded "
+                     f"index + 1 = {n_rows}; rows past it are not judged")
+    elif top >= n_rows:
+        raise UsageError(f"the ledger records row {top}, but the dataset has {n_rows} rows: was it recorded over "
+                         "other data?")
+    first = (1 if led.format == "olmo" else 0) if first_step is None else first_step
+    plans = _Plans(n_rows, batch)
+    spe = plans.order(0).steps
+    if spe == 0:
+        raise UsageError(f"the plan has no step: {n_rows} rows under batch_size {batch.batch_size}")
+    ws = batch.world_size
+    plan_info = {"source": plan_source, "n_rows": n_rows, "batch_size": batch.batch_size, "world_size": ws,
+                 "grad_accum": batch.grad_accum, "drop_last": batch.drop_last, "seed": batch.seed,
+                 "shuffle": batch.shuffle, "steps_per_epoch": spe, "first_step": first}
+    ledger_info = {"folder": str(led.folder), "format": led.format, "ranks": led.ranks,
+                   "steps": len(steps), "first": min(steps), "last": max(steps), "truncated": led.truncated}
+    v = OrderVerdict(plan=plan_info, ledger=ledger_info, notes=notes)
+    if led.truncated:
+        notes.append(f"torn ledger file(s) {led.truncated}: their complete lines were read")
+
+    def pos(step: int) -> tuple[int, int]:
+        return divmod(step - first, spe)
+
+    # --- segments: each #state line of each rank
+    seg_ws: dict[tuple[int, int], int] = {}  # (rank, start_step) -> the segment's world size
+    resumes: dict[int, dict[int, dict[str, Any]]] = {}  # start step of a resume -> rank -> segment
+    epochs_seen = max(pos(s)[0] for s in steps) + 1
+    for r in led.ranks:
+        states = led.states.get(r) or []
+        prev: dict[str, Any] | None = None
+        for i, st in enumerate(states):
+            start = st.get("start_step")
+            if not isinstance(start, int):
+                continue
+            sws = int(st.get("num_replicas") or ws)
+            seg_ws[(r, start)] = sws
+            changed = {k: [prev.get(k), st.get(k)] for k in ("num_replicas", "batch_size", "seed", "shuffle",
+                                                              "grad_accum")
+                       if prev is not None and prev.get(k) != st.get(k)}
+            e_plan, s_plan = pos(start)
+            kind = "start" if i == 0 else ("epoch" if (s_plan == 0 and not changed and prev is not None
+                                                       and st.get("epoch") == (prev.get("epoch") or 0) + 1)
+                                           else "resume")
+            seg: dict[str, Any] = {"rank": r, "start_step": start, "epoch": st.get("epoch"), "kind": kind,
+                                   "changed": changed, "order": None, "located": None}
+            rows = tuple(steps.get(start, {}).get(r, ()))
+            if rows:
+                if start - first < 0:
+                    seg["order"] = "unknown"
+                else:
+                    planned = plans.step_rows(e_plan, s_plan, r)
+                    if planned == rows:
+                        seg["order"] = "start" if kind == "start" else "continuation"
+                        seg["located"] = {"epoch": e_plan, "step": s_plan, "rank": r}
+                    else:
+                        seg["order"], seg["located"] = _classify(plans, rows, e_plan, s_plan, sws, epochs_seen)
+            v.segments.append(seg)
+            if kind == "resume":
+                resumes.setdefault(start, {})[r] = seg
+            prev = st
+
+    # --- the first step leaving the plan
+    for s in sorted(steps):
+        if s < first:
+            continue
+        e, k = pos(s)
+        bad = [r for r in sorted(steps[s]) if plans.step_rows(e, k, r) != tuple(steps[s][r])]
+        if bad:
+            r = bad[0]
+            rows = tuple(steps[s][r])
+            sws = next((w for (rr, st0), w in sorted(seg_ws.items(), reverse=True) if rr == r and st0 <= s), ws)
+            kind, where = _classify(plans, rows, e, k, sws, epochs_seen)
+            v.first_divergent_step = s
+            v.divergence = {"step": s, "rank": r, "ranks": bad, "epoch": e, "epoch_step": k, "order": kind,
+                            "located": where}
+            what = {"restart_of_epoch": "the epoch's first batches again (the data position was lost at a resume)",
+                    "rewind": f"the rows of an earlier step of the epoch (step {where and where['step']})",
+                    "skip_ahead": f"the rows of a later step of the epoch (step {where and where['step']}): "
+                                  "batches were skipped",
+                    "another_epoch": f"the rows of epoch {where and where['epoch']}'s permutation (the sampler's "
+                                     "epoch was lost: set_epoch not called or reset)",
+                    "world_size_changed": f"the rows of a plan with {sws} rank(s) instead of {ws}",
+                    "continuation": "the planned rows of another rank",
+                    "unknown": "rows the plan does not hold at any step of this epoch"}[kind]
+            v.findings.append(_finding(
+                "order.divergent_step", f"step {s} (epoch {e}, step {k} of the epoch) on rank(s) {bad} trained on "
+                f"{what}, not the planned rows", count=len(bad), **v.divergence))
+            break
+
+    # --- visits per plan epoch
+    per_epoch: dict[int, list[np.ndarray]] = {}
+    last_recorded = max(steps)
+    for s, per in steps.items():
+        if s < first:
+            continue
+        e, _ = pos(s)
+        per_epoch.setdefault(e, []).extend(np.asarray(ix, dtype=np.int64) for ix in per.values() if ix)
+    twice_rows: list[int] = []
+    never_rows: list[int] = []
+    extra = 0
+    by_twice: dict[str, int] = {}
+    by_never: dict[str, int] = {}
+    completed: list[int] = []
+    for e in sorted(per_epoch):
+        got = np.bincount(np.concatenate(per_epoch[e]), minlength=n_rows)[:n_rows]
+        want = plans.counts(e)
+        over = np.flatnonzero((got > want) & (got >= 2))
+        if over.size:
+            by_twice[str(e)] = int(over.size)
+            extra += int((got[over] - np.maximum(want[over], 1)).sum())
+            twice_rows.extend(int(x) for x in over[: FIRST_IDS])
+        done = last_recorded >= first + (e + 1) * spe - 1
+        if done:
+            completed.append(e)
+            miss = np.flatnonzero((got == 0) & (want > 0))
+            if miss.size:
+                by_never[str(e)] = int(miss.size)
+                never_rows.extend(int(x) for x in miss[: FIRST_IDS])
+    n_twice, n_never = sum(by_twice.values()), sum(by_never.values())
+    v.seen_twice = {"count": n_twice, "extra_visits": extra, "rows": twice_rows[:FIRST_IDS], "by_epoch": by_twice}
+    v.never_seen = {"count": n_never, "rows": never_rows[:FIRST_IDS], "by_epoch": by_never,
+                    "completed_epochs": completed}
+    if n_twice:
+        v.findings.append(_finding(
+            "order.seen_twice", f"{n_twice} row(s) trained on more often than planned within one epoch "
+            f"({extra} extra visit(s); by epoch {by_twice}); first ids {twice_rows[:10]}", n_twice, twice_rows,
+            by_epoch=by_twice, extra_visits=extra))
+    if n_never:
+        v.findings.append(_finding(
+            "order.never_seen", f"{n_never} row(s) of completed epoch(s) never trained on (by epoch {by_never}); "
+            f"first ids {never_rows[:10]}", n_never, never_rows, by_epoch=by_never))
+
+    # --- rank skew after each resume
+    for start, segs in sorted(resumes.items()):
+        located = {r: sg["located"] for r, sg in segs.items()}
+        key = {r: (None if p is None else (p["epoch"], p["step"])) for r, p in located.items()}
+        # a rank that recorded before and not at this resume, and that the resumed world still holds
+        # (a rank past the new world size is a world-size change, judged by the divergent step)
+        new_ws = min(seg_ws[(r, start)] for r in segs)
+        missing = [r for r in led.ranks if r not in segs and r < new_ws
+                   and any(st0 <= start for (rr, st0) in seg_ws if rr == r)]
+        if len(set(key.values())) > 1 or missing:
+            v.rank_skew.append({"step": start, "positions": {str(r): located[r] for r in sorted(located)},
+                                "ranks_without_resume": missing})
+    # ranks whose resume starts differ (a resume recorded at different steps on different ranks)
+    starts_by_rank: dict[int, list[int]] = {}
+    for sg in v.segments:
+        if sg["kind"] == "resume":
+            starts_by_rank.setdefault(sg["rank"], []).append(sg["start_step"])
+    if len(starts_by_rank) > 1 and len({tuple(x) for x in starts_by_rank.values()}) > 1:
+        v.rank_skew.append({"step": min(s for x in starts_by_rank.values() for s in x),
+                            "resume_steps": {str(r): x for r, x in sorted(starts_by_rank.items())}})
+    if v.rank_skew:
+        first_skew = v.rank_skew[0]
+        v.findings.append(_finding(
+            "order.rank_skew", f"after the resume at step {first_skew['step']} the ranks are at different loader "
+            f"positions ({_skew_text(first_skew)}): they train on rows the plan gives other steps",
+            len(v.rank_skew), skew=v.rank_skew))
+    return v
+
+
+def _verify_counts(led: Ledger, n_rows: int | None, first: int) -> OrderVerdict:
+    """Visit counts of a ledger whose order datacheck cannot simulate (OLMo's: its own global permutation,
+    no sampler settings recorded): every row at most once per epoch, an epoch being ``n_rows // global
+    batch`` steps (OLMo drops the last partial global batch, so up to ``n_rows % global batch`` rows of an
+    epoch are legitimately unseen: fewer unseen rows than that are no finding)."""
+    steps = step_indices(led)
+    if not steps:
+        raise UsageError(f"the ledger {led.folder} records no batch")
+    top = max((max(v) for per in steps.values() for v in per.values() if v), default=-1)
+    notes = ["OLMo ledger without [batch]: its order is OLMo's own permutation, not simulated; only visit counts "
+             "are judged (every row at most once per epoch)"]
+    if n_rows is None:
+        n_rows = top + 1
+        notes.append(f"the dataset's row count is not given (--rows N or --data PATH): taken as {n_rows}")
+    elif top >= n_rows:
+        raise UsageError(f"the ledger records row {top}, but the dataset has {n_rows} rows")
+    s0 = min(s for s in steps if s >= first) if any(s >= first for s in steps) else min(steps)
+    global_batch = sum(len(v) for v in steps[s0].values())
+    spe = max(1, n_rows // max(1, global_batch))
+    dropped = n_rows - spe * global_batch
+    v = OrderVerdict(plan={"source": "counts", "n_rows": n_rows, "global_batch": global_batch, "steps_per_epoch": spe,
+                           "first_step": first, "dropped_per_epoch": dropped},
+                     ledger={"folder": str(led.folder), "format": led.format, "ranks": led.ranks, "steps": len(steps),
+                             "first": min(steps), "last": max(steps), "truncated": led.truncated}, notes=notes)
+    per_epoch: dict[int, list[int]] = {}
+    for s, per in steps.items():
+        if s >= first:
+            per_epoch.setdefault((s - first) // spe, []).extend(g for ix in per.values() for g in ix)
+    last = max(steps)
+    by_twice, by_never, twice_rows, never_rows, completed = {}, {}, [], [], []
+    extra = 0
+    for e in sorted(per_epoch):
+        got = np.bincount(np.asarray(per_epoch[e], dtype=np.int64), minlength=n_rows)[:n_rows]
+        over = np.flatnonzero(got >= 2)
+        if over.size:
+            by_twice[str(e)] = int(over.size)
+            extra += int((got[over] - 1).sum())
+            twice_rows.extend(int(x) for x in over[:FIRST_IDS])
+        if last >= first + (e + 1) * spe - 1:
+            completed.append(e)
+            miss = np.flatnonzero(got == 0)
+            if miss.size > dropped:
+                by_never[str(e)] = int(miss.size)
+                never_rows.extend(int(x) for x in miss[:FIRST_IDS])
+    n_twice, n_never = sum(by_twice.values()), sum(by_never.values())
+    v.seen_twice = {"count": n_twice, "extra_visits": extra, "rows": twice_rows[:FIRST_IDS], "by_epoch": by_twice}
+    v.never_seen = {"count": n_never, "rows": never_rows[:FIRST_IDS], "by_epoch": by_never, "completed_epochs": completed}
+    if n_twice:
+        v.findings.append(_finding("order.seen_twice", f"{n_twice} row(s) trained on more than once within one epoch "
+                                   f"({extra} extra visit(s); by epoch {by_twice}); first ids {twice_rows[:10]}",
+                                   n_twice, twice_rows, by_epoch=by_twice, extra_visits=extra))
+    if n_never:
+        v.findings.append(_finding("order.never_seen", f"{n_never} row(s) of completed epoch(s) never trained on, more "
+                                   f"than the {dropped} the last partial global batch drops (by epoch {by_never}); "
+                                   f"first ids {never_rows[:10]}", n_never, never_rows, by_epoch=by_never))
+    return v
+
+
+def _skew_text(sk: dict[str, Any]) -> str:
+    if "resume_steps" in sk:
+        return "resumed at steps " + ", ".join(f"rank {r}: {s}" for r, s in sk["resume_steps"].items())
+    parts = [f"rank {r}: " + ("not in the plan" if p is None else f"epoch {p['epoch']} step {p['step']}")
+             for r, p in sk["positions"].items()]
+    if sk.get("ranks_without_resume"):
+        parts.append(f"rank(s) {sk['ranks_without_resume']} recorded no resume")
+    return "; ".join(parts)
+
+
+def summary_lines(v: OrderVerdict) -> list[str]:
+    """The text report."""
+    p, lg = v.plan, v.ledger
+    out = [f"ledger {lg['folder']} ({lg['format']}): ranks {lg['ranks']}, steps {lg['first']}..{lg['last']} "
+           f"({lg['steps']} recorded)"]
+    if p["source"] == "counts":
+        out.append(f"no plan (visit counts only): {p['n_rows']} rows, global batch {p['global_batch']}, "
+                   f"{p['steps_per_epoch']} steps per epoch")
+    else:
+        out.append(f"plan ({p['source']}): {p['n_rows']} rows, batch_size {p['batch_size']} x world_size "
+                   f"{p['world_size']} x grad_accum {p['grad_accum']}, {p['steps_per_epoch']} steps per epoch, seed "
+                   f"{p['seed']}, shuffle {str(p['shuffle']).lower()}, drop_last {str(p['drop_last']).lower()}")
+    for sg in v.segments:
+        if sg["kind"] == "epoch":
+            continue
+        loc = sg["located"]
+        where = "" if loc is None else f" (recorded rows at plan epoch {loc['epoch']} step {loc['step']})"
+        out.append(f"  rank {sg['rank']}: {sg['kind']} at step {sg['start_step']}: {sg['order']}{where}"
+                   + (f"; changed {sg['changed']}" if sg["changed"] else ""))
+    out.append("first divergent step: " + ("none (the recorded order is the plan's)" if v.first_divergent_step is None
+                                           else str(v.first_divergent_step)))
+    out.append(f"seen more often than planned: {v.seen_twice['count']} row(s)"
+               + (f", first ids {v.seen_twice['rows'][:10]}" if v.seen_twice["count"] else ""))
+    out.append(f"never seen in completed epochs {v.never_seen['completed_epochs']}: {v.never_seen['count']} row(s)"
+               + (f", first ids {v.never_seen['rows'][:10]}" if v.never_seen["count"] else ""))
+    for f in v.findings:
+        out.append(f"{f.severity}: {f.check}: {f.message}")
+    for n in v.notes:
+        out.append(f"note: {n}")
+    return out

@@ -1,0 +1,157 @@
+"""``datacheck checkpoint`` on real Hugging Face Trainer checkpoints written by a tiny CPU run, with each
+piece removed in turn: the finding names what the resumed run loses."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from ckpthelp import deepspeed_folder
+from conftest import run_cli
+
+from datacheck.resume.checkpoint import inspect_checkpoint
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")  # the Trainer needs it
+
+pytestmark = pytest.mark.slow
+
+STEPS, SAVE_EVERY, BATCH, ROWS = 4, 2, 4, 32
+
+
+@pytest.fixture(scope="module")
+def hf_run(tmp_path_factory):
+    """A 4-step GPT-2 (1 layer, 8 dims) Trainer run on the CPU, saving checkpoint-2 and checkpoint-4."""
+    out = tmp_path_factory.mktemp("hf") / "out"
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=32, n_positions=16)
+    model = transformers.GPT2LMHeadModel(cfg)
+
+    class DS(torch.utils.data.Dataset):
+        def __len__(self):
+            return ROWS
+
+        def __getitem__(self, i):
+            ids = torch.tensor([(i + k) % 32 for k in range(8)])
+            return {"input_ids": ids, "labels": ids}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=BATCH, max_steps=STEPS, save_steps=SAVE_EVERY,
+        save_strategy="steps", use_cpu=True, report_to=[], logging_steps=1, warmup_steps=2, seed=0,
+        disable_tqdm=True)
+    transformers.Trainer(model=model, args=args, train_dataset=DS()).train()
+    return out
+
+
+def _copy(hf_run, tmp_path, step=STEPS):
+    dst = tmp_path / f"checkpoint-{step}"
+    shutil.copytree(hf_run / f"checkpoint-{step}", dst)
+    return dst
+
+
+def _checks(info):
+    return sorted({f.check for f in info.findings})
+
+
+def test_a_complete_checkpoint_has_every_piece(hf_run, tmp_path):
+    ck = _copy(hf_run, tmp_path)
+    info = inspect_checkpoint(ck)
+    assert info.layout == "hf_trainer" and _checks(info) == []
+    gs = json.loads((ck / "trainer_state.json").read_text())["global_step"]
+    assert gs == STEPS
+    assert info.steps == {"folder": STEPS, "trainer_state.global_step": gs, "optimizer.step": STEPS,
+                          "scheduler.last_epoch": STEPS}
+    assert all(info.pieces[p].present for p in ("weights", "optimizer", "scheduler", "rng", "sampler", "step"))
+    groups = info.pieces["optimizer"].detail["groups"]
+    n_params = len(list(transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=1, n_head=2, n_embd=8, vocab_size=32, n_positions=16)).parameters()))
+    assert sum(g["params"] for g in groups) == n_params  # tied lm_head: parameters() counts it once
+    assert all(g["buffers"] == ["exp_avg", "exp_avg_sq"] for g in groups)
+    assert info.pieces["rng"].detail["ranks"] == {"0": ["python", "numpy", "torch"]}
+    # the output folder resolves to its last checkpoint (what resume_from_checkpoint=True picks)
+    assert inspect_checkpoint(hf_run).root.name == f"checkpoint-{STEPS}"
+    r = run_cli("checkpoint", str(ck))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(("remove", "check", "says"), [
+    ("optimizer.pt", "ckpt.missing_optimizer", "warm start"),
+    ("scheduler.pt", "ckpt.missing_scheduler", "warmup reruns"),
+    ("rng_state.pth", "ckpt.missing_rng", "dropout"),
+    ("trainer_state.json", "ckpt.missing_sampler_state", "data order restarts"),
+])
+def test_each_piece_removed_in_turn(hf_run, tmp_path, remove, check, says):
+    ck = _copy(hf_run, tmp_path)
+    (ck / remove).unlink()
+    info = inspect_checkpoint(ck)
+    assert _checks(info) == [check]
+    f = next(f for f in info.findings if f.check == check)
+    assert says in f.message
+    r = run_cli("checkpoint", str(ck), "--format", "json")
+    doc = json.loads(r.stdout)["result"]
+    assert [x["check"] for x in doc["findings"]] == [check]
+    assert r.returncode == (1 if f.severity == "error" else 0)
+
+
+def test_weights_removed(hf_run, tmp_path):
+    ck = _copy(hf_run, tmp_path)
+    (ck / "model.safetensors").unlink()
+    info = inspect_checkpoint(ck)
+    assert not info.pieces["weights"].present
+    assert any("cannot resume" in n for n in info.notes)
+
+
+def test_scaler_missing_under_fp16(hf_run, tmp_path):
+    """A CPU run has no GradScaler (fp16 mixed precision needs CUDA): with --fp16 the absent scaler.pt
+    is the finding; without it, no finding (the run may not have used one)."""
+    ck = _copy(hf_run, tmp_path)
+    assert not (ck / "scaler.pt").exists()
+    assert _checks(inspect_checkpoint(ck)) == []
+    info = inspect_checkpoint(ck, fp16=True)
+    assert _checks(info) == ["ckpt.missing_scaler"]
+    assert "65536" in info.findings[0].message
+    torch.save(torch.amp.GradScaler("cpu", init_scale=1024.0).state_dict(), ck / "scaler.pt")
+    assert _checks(inspect_checkpoint(ck, fp16=True)) == []
+
+
+def test_a_scheduler_from_another_save_is_a_step_mismatch(hf_run, tmp_path):
+    ck = _copy(hf_run, tmp_path)
+    shutil.copy(hf_run / f"checkpoint-{SAVE_EVERY}" / "scheduler.pt", ck / "scheduler.pt")
+    info = inspect_checkpoint(ck)
+    assert _checks(info) == ["ckpt.step_mismatch"]
+    assert info.findings[0].details["steps"]["scheduler.last_epoch"] == SAVE_EVERY
+    assert info.findings[0].details["steps"]["folder"] == STEPS
+
+
+def test_a_rank_s_rng_file_missing(hf_run, tmp_path):
+    """Made like a 2-process run (rng_state_<rank>.pth per process, as the Trainer names them): rank 0's
+    file absent."""
+    ck = _copy(hf_run, tmp_path)
+    (ck / "rng_state.pth").rename(ck / "rng_state_1.pth")
+    info = inspect_checkpoint(ck)
+    assert _checks(info) == ["ckpt.rank_missing"]
+    assert info.findings[0].details["ranks"] == [0]
+    (ck / "rng_state_1.pth").rename(ck / "rng_state_0.pth")
+    assert _checks(inspect_checkpoint(ck, world_size=3)) == ["ckpt.rank_missing"]
+    assert inspect_checkpoint(ck, world_size=3).findings[0].details["ranks"] == [1, 2]
+
+
+def test_a_trainer_checkpoint_saved_under_deepspeed(hf_run, tmp_path):
+    """Made like the Trainer under DeepSpeed: no optimizer.pt / scheduler.pt (the engine saves both in its
+    own global_stepN/ with latest, DeepSpeed's layout), the Trainer's rng_state and trainer_state beside them."""
+    ck = _copy(hf_run, tmp_path)
+    (ck / "optimizer.pt").unlink()
+    (ck / "scheduler.pt").unlink()
+    deepspeed_folder(ck, dp=1, step=STEPS, fp16=True)
+    info = inspect_checkpoint(ck)
+    assert _checks(info) == []
+    assert info.pieces["optimizer"].files == [f"global_step{STEPS}/zero_pp_rank_0_mp_rank_00_optim_states.pt"]
+    assert info.steps["deepspeed.global_steps"] == STEPS and info.steps["trainer_state.global_step"] == STEPS
+    (ck / f"global_step{STEPS}" / "zero_pp_rank_0_mp_rank_00_optim_states.pt").unlink()
+    deepspeed_folder(tmp_path / "two", dp=2, step=STEPS, drop_rank=1)
+    shutil.rmtree(ck / f"global_step{STEPS}")
+    shutil.copytree(tmp_path / "two" / f"global_step{STEPS}", ck / f"global_step{STEPS}")
+    info = inspect_checkpoint(ck)
+    assert _checks(info) == ["ckpt.rank_missing"]
+    assert info.findings[0].details["files"] == ["zero_pp_rank_1_mp_rank_00"]

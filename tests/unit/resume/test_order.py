@@ -1,0 +1,230 @@
+"""``datacheck order verify`` on ledgers of tiny recorded runs: torch's ``DistributedSampler`` +
+``BatchSampler`` iterated through ``record_batches``' recording batch sampler, with a crash and a resume
+done right (the loader skips the batches already trained, as ``skip_first_batches`` does) and wrong
+(the epoch's order restarts; the world size changes; two ranks resume at different positions). The
+rows seen twice and never are counted by hand from the sampler's arithmetic: ``DistributedSampler``
+shuffles with ``torch.randperm(n, generator seeded seed + epoch)`` and rank ``r`` of ``w`` takes
+``perm[r::w]`` (no padding when ``w`` divides ``n``)."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from datacheck.io.ledger import read_ledger
+from datacheck.resume.order import verify_order
+
+torch = pytest.importorskip("torch")
+from datacheck.torch.record import RecordingBatchSampler  # noqa: E402
+
+N, BS, SEED = 24, 2, 0
+
+
+class _Rows:
+    def __len__(self):
+        return N
+
+
+class SkipFirst:
+    """A batch sampler that skips its first ``k`` batches (accelerate's ``skip_first_batches``)."""
+
+    def __init__(self, inner, k):
+        self.inner, self.k = inner, k
+        self.sampler, self.batch_size, self.drop_last = inner.sampler, inner.batch_size, inner.drop_last
+
+    def __iter__(self):
+        for i, b in enumerate(self.inner):
+            if i >= self.k:
+                yield b
+
+    def __len__(self):
+        return len(self.inner) - self.k
+
+
+def segment(folder, *, world, rank, epoch=0, skip=0, steps, start_step=None, grad_accum=1):
+    """Record ``steps`` batches of rank ``rank`` of ``world`` in ``epoch``, after skipping ``skip``."""
+    s = torch.utils.data.DistributedSampler(_Rows(), num_replicas=world, rank=rank, shuffle=True, seed=SEED)
+    s.set_epoch(epoch)
+    bs = torch.utils.data.BatchSampler(s, BS, drop_last=False)
+    rec = RecordingBatchSampler(SkipFirst(bs, skip), folder, rank=rank, start_step=start_step, grad_accum=grad_accum)
+    it = iter(rec)
+    for _ in range(steps):
+        next(it)
+    it.close()  # the recorder flushes in its finally
+
+
+def perm(epoch=0):
+    g = torch.Generator()
+    g.manual_seed(SEED + epoch)
+    return torch.randperm(N, generator=g).tolist()
+
+
+def verify(folder, rows=N):
+    return verify_order(read_ledger(folder), None, rows)
+
+
+def test_a_clean_resume_is_the_continuation(tmp_path):
+    spe = N // BS  # 12 steps per epoch on one rank
+    segment(tmp_path, world=1, rank=0, steps=5)                              # steps 0-4, then a crash
+    segment(tmp_path, world=1, rank=0, skip=5, steps=spe - 5, start_step=5)  # resumed: batches 5..11
+    segment(tmp_path, world=1, rank=0, epoch=1, steps=3)                     # epoch 1: steps 12-14
+    v = verify(tmp_path)
+    assert v.findings == [] and v.first_divergent_step is None
+    assert [(s["kind"], s["order"]) for s in v.segments] == [("start", "start"), ("resume", "continuation"),
+                                                             ("epoch", "continuation")]
+    assert v.seen_twice["count"] == 0 and v.never_seen == {"count": 0, "rows": [], "by_epoch": {},
+                                                           "completed_epochs": [0]}
+    r = run_cli("order", "verify", str(tmp_path), "--rows", str(N), "--format", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "datacheck.order.verify"
+    assert doc["result"]["first_divergent_step"] is None and doc["result"]["passed"] is True
+
+
+def test_a_resume_that_restarts_the_epoch(tmp_path):
+    """transgenic #59's shape: the resumed loader starts the epoch again at step 5."""
+    done, spe = 5, N // BS
+    segment(tmp_path, world=1, rank=0, steps=done)
+    segment(tmp_path, world=1, rank=0, steps=spe - done, start_step=done)  # batches 0..6 again, as steps 5..11
+    p = perm()
+    twice = sorted(p[: done * BS])                       # batches 0..4 trained in both segments
+    never = sorted(p[(spe - done) * BS:])                # batches 7..11: no segment reached them
+    assert len(twice) == 10 and len(never) == 10
+    v = verify(tmp_path)
+    assert v.seen_twice["count"] == len(twice) and v.seen_twice["rows"] == twice
+    assert v.never_seen["count"] == len(never) and v.never_seen["rows"] == never
+    assert v.first_divergent_step == done
+    assert v.divergence["order"] == "restart_of_epoch"
+    assert v.segments[1]["order"] == "restart_of_epoch"
+    assert sorted(f.check for f in v.findings) == ["order.divergent_step", "order.never_seen", "order.seen_twice"]
+    r = run_cli("order", "verify", str(tmp_path), "--rows", str(N), "--format", "json")
+    assert r.returncode == 1
+    res = json.loads(r.stdout)["result"]
+    assert (res["seen_twice"]["count"], res["never_seen"]["count"], res["first_divergent_step"]) == (10, 10, done)
+    assert res["seen_twice"]["rows"] == twice and res["never_seen"]["rows"] == never
+
+
+def test_a_resume_in_epoch_1_replaying_epoch_0_s_permutation(tmp_path):
+    """accelerate #2016's shape: the resumed sampler's epoch is 0 again (set_epoch lost)."""
+    spe = N // BS
+    segment(tmp_path, world=1, rank=0, steps=spe)                                  # epoch 0
+    segment(tmp_path, world=1, rank=0, epoch=1, steps=4)                           # steps 12-15
+    segment(tmp_path, world=1, rank=0, epoch=0, skip=4, steps=spe - 4, start_step=spe + 4)  # wrong epoch
+    v = verify(tmp_path)
+    assert v.first_divergent_step == spe + 4
+    assert v.divergence["order"] == "another_epoch" and v.divergence["located"]["epoch"] == 0
+    p0, p1 = perm(0), perm(1)
+    got = [p0[i] for i in range(4 * BS, N)]  # what epoch 1 trained after the resume: epoch 0's batches 4..11
+    seen1 = p1[: 4 * BS] + got
+    twice = sorted(x for x in set(seen1) if seen1.count(x) > 1)
+    never = sorted(set(range(N)) - set(seen1))
+    assert v.seen_twice["by_epoch"].get("1", 0) == len(twice)
+    assert v.never_seen["by_epoch"].get("1", 0) == len(never)
+
+
+def test_a_resume_at_another_world_size(tmp_path):
+    """Two ranks train 3 steps; the run resumes on one rank and skips 3 batches of its new loader."""
+    world, done = 2, 3
+    spe = N // world // BS  # 6 steps per epoch under the plan (two ranks)
+    for r in range(world):
+        segment(tmp_path, world=world, rank=r, steps=done)
+    segment(tmp_path, world=1, rank=0, skip=done, steps=spe - done, start_step=done)
+    p = perm()
+    first = [x for r in range(world) for x in p[r::world][: done * BS]]    # both ranks' first 3 batches
+    resumed = p[done * BS: spe * BS]                                        # one rank: batches 3..5 of perm
+    seen = first + resumed
+    twice = sorted(x for x in set(seen) if seen.count(x) > 1)
+    never = sorted(set(range(N)) - set(seen))
+    v = verify(tmp_path)
+    assert v.plan["world_size"] == world and v.plan["source"] == "ledger"
+    assert v.first_divergent_step == done
+    assert v.divergence["order"] == "world_size_changed" and v.divergence["located"]["world_size"] == 1
+    resumed_seg = next(s for s in v.segments if s["kind"] == "resume")
+    assert resumed_seg["changed"] == {"num_replicas": [2, 1]} and resumed_seg["order"] == "world_size_changed"
+    assert v.seen_twice["rows"] == twice and v.seen_twice["count"] == len(twice) == 6
+    assert v.never_seen["rows"] == never and v.never_seen["count"] == len(never) == 12
+    assert "order.rank_skew" not in {f.check for f in v.findings}  # rank 1 left the world: not a skew
+
+
+def test_two_ranks_resume_at_different_positions(tmp_path):
+    """prime-rl #1035's shape: after the resume rank 0 skips the 2 trained batches, rank 1 does not."""
+    world, done = 2, 2
+    spe = N // world // BS
+    for r in range(world):
+        segment(tmp_path, world=world, rank=r, steps=done)
+    segment(tmp_path, world=world, rank=0, skip=done, steps=spe - done, start_step=done)
+    segment(tmp_path, world=world, rank=1, skip=0, steps=spe - done, start_step=done)
+    mine = perm()[1::world]  # rank 1's rows in order
+    twice = sorted(mine[: done * BS])
+    never = sorted(mine[(spe - done) * BS:])
+    v = verify(tmp_path)
+    assert v.seen_twice["rows"] == twice and v.never_seen["rows"] == never
+    assert v.first_divergent_step == done and v.divergence["ranks"] == [1]
+    skew = next(f for f in v.findings if f.check == "order.rank_skew")
+    assert skew.details["skew"][0]["positions"] == {"0": {"epoch": 0, "step": done, "rank": 0},
+                                                    "1": {"epoch": 0, "step": 0, "rank": 1}}
+    r = run_cli("order", "verify", str(tmp_path), "--rows", str(N))
+    assert r.returncode == 1 and "order.rank_skew" in r.stdout
+
+
+def test_a_config_plan_and_usage_errors(tmp_path):
+    segment(tmp_path, world=1, rank=0, steps=3)
+    (tmp_path / "batch.toml").write_text(f"[batch]\nbatch_size = {BS}\nseed = {SEED + 1}\n")
+    r = run_cli("order", "verify", str(tmp_path), "--rows", str(N), "--config", str(tmp_path / "batch.toml"),
+                "--format", "json")
+    res = json.loads(r.stdout)["result"]
+    assert res["plan"]["seed"] == SEED + 1 and res["first_divergent_step"] == 0  # another seed: not the plan
+    assert r.returncode == 0  # a divergence alone warns; no completed epoch, no row seen twice
+    r = run_cli("order", "verify", str(tmp_path), "--rows", "5")
+    assert r.returncode == 2 and "dataset has 5 rows" in r.stderr
+    r = run_cli("order", "verify", str(tmp_path / "nothing"))
+    assert r.returncode == 2
+
+
+def test_an_olmo_ledger_restarting_its_data_position(tmp_path):
+    """OLMo's data-indices/rank<r>.tsv.gz (``<global_step>\\t<index>...``, 1-based steps, OLMo's own global
+    permutation sliced ``perm[r::world]`` per rank): the run resumes from step 3 but its loader starts
+    at instance 0 again (the saved position lost), so steps 4-5 repeat steps 1-2's rows."""
+    rows, world, dev = 22, 2, 2
+    glob = world * dev
+    spe = rows // glob  # 5 steps; OLMo drops the last 22 % 4 = 2 rows of the permutation
+    p = np.random.default_rng(0).permutation(rows).tolist()
+    per_rank = [p[: spe * glob][r::world] for r in range(world)]
+
+    def batch(r, k):
+        return per_rank[r][k * dev:(k + 1) * dev]
+
+    folder = tmp_path / "data-indices"
+    folder.mkdir()
+    for r in range(world):
+        lines = [f"{s}\t" + "\t".join(map(str, batch(r, s - 1))) for s in (1, 2, 3)]
+        lines += [f"{s}\t" + "\t".join(map(str, batch(r, s - 4))) for s in (4, 5)]  # instances from 0 again
+        (folder / f"rank{r}.tsv.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    twice = sorted(x for r in range(world) for k in (0, 1) for x in batch(r, k))
+    never = sorted(set(range(rows)) - {x for r in range(world) for k in (0, 1, 2) for x in batch(r, k)})
+    assert len(twice) == 8 and len(never) == 2 * glob + rows % glob
+    v = verify(tmp_path, rows=rows)
+    assert v.plan["source"] == "counts" and v.plan["steps_per_epoch"] == spe
+    assert v.seen_twice["rows"] == twice and v.never_seen["count"] == len(never) and v.never_seen["rows"] == never
+    r = run_cli("order", "verify", str(tmp_path), "--rows", str(rows))
+    assert r.returncode == 1 and "no plan (visit counts only)" in r.stdout
+
+
+def test_grad_accumulation_steps_group_micro_batches(tmp_path):
+    """grad_accum 2: a step is two micro-batches; a resume at step 3 that skips its 6 micro-batches
+    continues the plan, one that skips 4 re-trains step 2's rows."""
+    ga = 2
+    segment(tmp_path / "ok", world=1, rank=0, steps=3 * ga, grad_accum=ga)
+    segment(tmp_path / "ok", world=1, rank=0, skip=3 * ga, steps=3 * ga, start_step=3, grad_accum=ga)
+    v = verify(tmp_path / "ok")
+    assert v.plan["grad_accum"] == ga and v.plan["steps_per_epoch"] == N // BS // ga
+    assert v.findings == [] and v.first_divergent_step is None
+    segment(tmp_path / "bad", world=1, rank=0, steps=3 * ga, grad_accum=ga)
+    segment(tmp_path / "bad", world=1, rank=0, skip=2 * ga, steps=3 * ga, start_step=3, grad_accum=ga)
+    v = verify(tmp_path / "bad")
+    assert v.first_divergent_step == 3 and v.divergence["order"] == "rewind"
+    assert v.divergence["located"]["step"] == 2
+    assert v.seen_twice["rows"] == sorted(perm()[2 * ga * BS: 3 * ga * BS])
