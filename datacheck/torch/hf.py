@@ -33,6 +33,10 @@ What the callback does:
   ``dataloader_num_workers > 0`` the dumps the workers wrote to the guard's ``dump_dir``) and, per
   ``on_guard_error``, sets ``control.should_training_stop`` (``"stop"``: the Trainer ends the epoch
   loop after the current micro-batch, saves and logs as at any stop) or only warns (``"warn"``).
+  accelerate's ``DataLoaderShard`` collates one batch ahead of the one being trained, so with
+  ``gradient_accumulation_steps`` 1 the failure is seen at the end of the step before the bad one,
+  which is then never taken; with more micro-batches per step the step holding the bad one may be
+  part-trained (its optimizer update is not taken when the stop comes before its last micro-batch).
   Each failure is warned once (``RuntimeWarning``) with the batch's step and micro-batch.
 - **trainer_state.json** (``save_state=True``): at ``on_train_end`` the state is written to
   ``args.output_dir/trainer_state.json`` (what ``Trainer.save_state`` writes), so a run stopped

@@ -138,7 +138,9 @@ def test_one_based_log_with_the_ledger(plain):
     rc, res, err = trace_json(str(root / "run" / "metrics1.jsonl"), *_args(root, "--ledger", str(root / "run")))
     assert rc == 1, err
     assert res["first_bad"]["step"] == s + 1
-    _names_the_row(res, s + 1)
+    rows = res["data"]["rows"]  # the audited step (keyed by log or optimizer step) holds the row
+    assert [g for ranks in rows["steps"].values() for r in ranks.values() for g in r].count(BAD) == 1
+    assert rows["row_checks"] == {str(BAD): ["finite.nan:x1"]}
 
 
 @pytest.mark.slow
