@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 torch = pytest.importorskip("torch")
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler  # noqa: E402
@@ -139,3 +141,16 @@ def test_guard_in_process_keeps_its_failures_and_never_overwrites(tmp_path):
         "step 3 micro-batch 0 (rank 0, epoch 1, batch 1 of the epoch)"]
     assert [f["tag"]["step"] for f in g.failures] == [1, 3] and g.failures[0]["checks"] == {"finite.inf": [1]}
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["batch-r0-s0000001-m0-e0.pt", "batch-r0-s0000003-m0-e1.pt"]
+
+
+def test_plan_ledger_says_the_cut_step(tmp_path):
+    rec = record_batches(BatchSampler(SequentialSampler(range(20)), 2, False), tmp_path, grad_accum=4)
+    it = iter(rec)
+    for _ in range(6):  # step 0 complete, step 1 holds 2 of 4 micro-batches
+        next(it)
+    rec.flush()
+    r = run_cli("plan", "--ledger", str(tmp_path))
+    assert r.returncode == 0 and "rank 0: its last step 1 has 2 of 4 micro-batches recorded" in r.stdout
+    r = run_cli("plan", "--ledger", str(tmp_path), "--format", "json")
+    led = json.loads(r.stdout)["result"]["ledger"]
+    assert led["partial"] == {"0": {"step": 1, "recorded": 2, "micro_batches": 4}} and led["truncated"] == []
