@@ -43,6 +43,7 @@ __all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_led
 LEDGER_VERSION = 1
 LEDGER_HEADER = f"#datacheck-ledger\t{LEDGER_VERSION}"
 _RANK_FILE = re.compile(r"^rank(\d+)\.tsv(\.gz)?$")
+_MEMBER_SLICE = 1 << 16  # compressed bytes fed to zlib at a time
 
 
 @dataclass(frozen=True)
@@ -150,19 +151,27 @@ def read_lines(path: Path) -> tuple[list[str], bool]:
         return (lines[:-1] if torn or not lines[-1] else lines), torn
     out = bytearray()
     torn = False
-    data = raw
-    while data:  # concatenated gzip members (one per append): decode each, stop at a torn one
+    view, pos = memoryview(raw), 0
+    while pos < len(raw):  # concatenated gzip members (one per write): decode each, stop at a torn one
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            chunk = d.decompress(data)
-        except zlib.error:
-            torn = True
+        member = bytearray()
+        while True:  # fed in slices, so the bytes after a member are never copied (linear in the file)
+            chunk = view[pos:pos + _MEMBER_SLICE]
+            if not chunk:  # the file ends inside the member: its CRC cannot be verified, its lines dropped
+                torn = True
+                break
+            try:
+                member += d.decompress(chunk)
+            except zlib.error:
+                torn = True
+                break
+            if d.eof:
+                pos += len(chunk) - len(d.unused_data)
+                break
+            pos += len(chunk)
+        if torn:
             break
-        if not d.eof:  # a torn member: its CRC cannot be verified, its lines are dropped
-            torn = True
-            break
-        out += chunk
-        data = d.unused_data
+        out += member
     text = out.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if lines and lines[-1] != "":

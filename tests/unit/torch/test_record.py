@@ -154,3 +154,17 @@ def test_plan_ledger_says_the_cut_step(tmp_path):
     r = run_cli("plan", "--ledger", str(tmp_path), "--format", "json")
     led = json.loads(r.stdout)["result"]["ledger"]
     assert led["partial"] == {"0": {"step": 1, "recorded": 2, "micro_batches": 4}} and led["truncated"] == []
+
+
+def test_members_larger_than_a_read_slice_and_a_torn_one(tmp_path):
+    # steps of 40,000 indices compress to members of well over 64 KiB: each is fed to zlib in slices
+    rec = record_batches(BatchSampler(torch.randperm(120_000, generator=torch.Generator().manual_seed(1)).tolist(),
+                                      40_000, False), tmp_path)
+    want = [list(b) for b in rec]
+    path = rank_file(tmp_path, 0)
+    assert max(len(gzip.compress(" ".join(map(str, w)).encode())) for w in want) > 1 << 16
+    assert [list(b.indices) for s in range(3) for b in read_ledger(tmp_path).batches[0][s]] == want
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-100])  # the last member cut: the first two steps are kept, the cut named
+    led = read_ledger(tmp_path)
+    assert led.steps == [0, 1] and led.truncated == [str(path)]
