@@ -195,3 +195,47 @@ def test_on_guard_error_stop_ends_training_before_the_bad_step(tmp_path):
     led = read_ledger(tmp_path / "out")
     assert sorted(led.batches[0][BAD_STEP][0].indices) == _bad_rows()
     assert place(_bad_rows()[0], SIZES)[0].startswith("part-")
+
+
+@pytest.mark.slow
+def test_resumed_trainer_records_its_order_in_its_numbering(tmp_path):
+    # 2 epochs of 24 micro-batches, gradient_accumulation_steps 2 (12 steps per epoch); the first train()
+    # stops at max_steps 15 (checkpoint-10 saved), the second resumes from checkpoint-10: accelerate skips
+    # the trained batches of the re-read epoch, and the ledger ends as one run's order, epoch e's step s
+    # holding positions 8s .. 8s+7 of randperm(96) seeded 42 + e
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, V, (N, L), generator=g).tolist()
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return N
+
+        def __getitem__(self, i):
+            return {"input_ids": torch.tensor(ids[i]), "labels": torch.tensor(ids[i])}
+
+    def trainer(max_steps):
+        torch.manual_seed(0)
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=V, n_positions=L, n_embd=16, n_layer=1,
+                                                                     n_head=2, bos_token_id=0, eos_token_id=0))
+        args = transformers.TrainingArguments(str(tmp_path / "out"), use_cpu=True, per_device_train_batch_size=B,
+                                              gradient_accumulation_steps=2, num_train_epochs=2, max_steps=max_steps,
+                                              logging_steps=1, seed=SEED, report_to=[], save_strategy="steps",
+                                              save_steps=10, disable_tqdm=True)
+        return transformers.Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[DatacheckCallback()])
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer(15).train()
+        first = read_ledger(tmp_path / "out")
+        resumed = trainer(-1)
+        resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-10"))
+    assert first.steps[-1] == 15 and first.partial == {0: (15, 1, 2)}  # the loader ran ahead of max_steps
+    assert resumed.state.global_step == 24
+    perms = {}
+    for e in (0, 1):
+        gen = torch.Generator()
+        gen.manual_seed(SEED + e)
+        perms[e] = torch.randperm(N, generator=gen).tolist()
+    led = read_ledger(tmp_path / "out")
+    assert {s: [list(b.indices) for b in led.batches[0][s]] for s in led.steps} == \
+        {12 * e + s: [perms[e][(2 * s + m) * B:(2 * s + m + 1) * B] for m in range(2)] for e in (0, 1) for s in range(12)}
+    assert led.partial == {} and [(st["epoch"], st["start_step"]) for st in led.states[0]][-2:] == [(0, 0), (1, 12)]
