@@ -109,6 +109,8 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
 def run(args: argparse.Namespace) -> int:
     rd = expand_run_dirs(args.logs, args.ledger, args.data is not None)  # a Trainer OUTPUT_DIR: its state and ledger
     args.logs, args.ledger = rd.logs, rd.ledger
+    for line in rd.found:  # what was taken from a folder, said (stderr: the output stays one document)
+        print(f"datacheck trace: {line}", file=sys.stderr)
     logs = [open_log(p, args.log_format, args.regex) for p in args.logs]
     outputs = {"--export": args.export, "--output": args.output}
     check_outputs(outputs, args.data or [])  # never among the audited data

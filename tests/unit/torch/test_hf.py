@@ -96,3 +96,24 @@ def test_transformers_stays_optional():
             "    print('refused:', e)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "refused: datacheck.torch.hf needs transformers" in r.stdout, r.stderr
+
+
+def test_failures_in_dataloader_workers_reach_the_callback_through_the_dumps(tmp_path):
+    x = torch.zeros(16, 2)
+    x[9, 1] = float("inf")  # batch 2 (rows 8..11), loaded by worker 0 of 2
+    guard = BatchGuard(on_error="warn", dump_dir=tmp_path / "dumps")
+    loader = DataLoader([{"x": r} for r in x], batch_size=4, num_workers=2, collate_fn=guard)
+    cb = DatacheckCallback(guard=guard, on_guard_error="stop")
+    state, control = TrainerState(), TrainerControl()
+    cb.on_train_begin(_args(tmp_path, ga=1), state, control, train_dataloader=loader)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert len(list(loader)) == 4
+        assert guard.failures == []  # the failure happened in a worker process
+        cb.on_step_end(_args(tmp_path, ga=1), state, control)
+        cb.on_step_end(_args(tmp_path, ga=1), state, control)  # each dump is reported once
+    assert control.should_training_stop and len(cb.guard_failures) == 1
+    f = cb.guard_failures[0]
+    assert f["tag"]["step"] == 2 and f["worker"] == 0 and f["checks"] == {"finite.inf": [1]}
+    assert f["dump"].endswith("batch-r0-s0000002-m0-e0.pt")
+    assert sum(str(w.message).startswith("datacheck: step 2 micro-batch 0") for w in caught) == 1

@@ -45,3 +45,4 @@ def test_trace_cli_reads_the_folder(tmp_path):
     r = run_cli("trace", str(out), "--format", "json")
     res = json.loads(r.stdout)["result"]
     assert r.returncode == 0 and res["logs"][0]["format"] == "hf_state" and res["logs"][0]["records"] == 3
+    assert f"datacheck trace: {out}: a Trainer output folder; read trainer_state.json" in r.stderr
