@@ -32,6 +32,7 @@ def _micro(led, rank=0):
     return [(b.step, b.micro_batch, list(b.indices)) for s in sorted(led.batches[rank]) for b in led.batches[rank][s]]
 
 
+@pytest.mark.slow  # a fresh interpreter that imports torch
 def test_a_loop_that_stops_early_keeps_every_recorded_batch(tmp_path):
     # 16 batches of 4 rows, grad_accum 2; the loop takes 5 batches and the process exits normally with the
     # iterator still referenced (a trainer stopping at max_steps): the ledger holds all 5, the cut step named
