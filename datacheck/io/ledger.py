@@ -9,7 +9,9 @@ state lines; every other line is one micro-batch::
     <step><TAB><rank><TAB><micro_batch><TAB><epoch><TAB><index><TAB><index>...
 
 A ``#state`` line is written each time the recorded sampler starts an epoch (or a resumed run
-starts): the epoch, the step the next batch belongs to (``start_step``) and the sampler's settings.
+starts): the epoch, the step the next batch belongs to (``start_step``), ``grad_accum``, the
+micro-batches the epoch's iteration yields (``batches``, when the sampler has a length) and the
+sampler's settings.
 Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
 superseded (a run resumed from an earlier checkpoint re-records those steps).
 
@@ -41,6 +43,7 @@ __all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_led
 LEDGER_VERSION = 1
 LEDGER_HEADER = f"#datacheck-ledger\t{LEDGER_VERSION}"
 _RANK_FILE = re.compile(r"^rank(\d+)\.tsv(\.gz)?$")
+_MEMBER_SLICE = 1 << 16  # compressed bytes fed to zlib at a time
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,10 @@ class Ledger:
         states: rank -> the ``#state`` records (dicts), in file order.
         truncated: files whose gzip stream ends early (a run killed mid-write): their complete gzip
             members (one per flush) are read, the torn last member is dropped.
+        partial: rank -> ``(step, micro-batches recorded, micro-batches the step has)`` of a rank's last
+            recorded step when it holds fewer micro-batches than it should: ``grad_accum``, or for the
+            last step of an epoch the remainder of the epoch's ``batches`` (the run stopped mid-step,
+            or lost the step's last lines); datacheck ledgers with ``#state`` lines only.
     """
 
     folder: Path
@@ -80,6 +87,7 @@ class Ledger:
     batches: dict[int, dict[int, list[LedgerBatch]]] = field(default_factory=dict)
     states: dict[int, list[dict]] = field(default_factory=dict)
     truncated: list[str] = field(default_factory=list)
+    partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -143,19 +151,27 @@ def read_lines(path: Path) -> tuple[list[str], bool]:
         return (lines[:-1] if torn or not lines[-1] else lines), torn
     out = bytearray()
     torn = False
-    data = raw
-    while data:  # concatenated gzip members (one per append): decode each, stop at a torn one
+    view, pos = memoryview(raw), 0
+    while pos < len(raw):  # concatenated gzip members (one per write): decode each, stop at a torn one
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            chunk = d.decompress(data)
-        except zlib.error:
-            torn = True
+        member = bytearray()
+        while True:  # fed in slices, so the bytes after a member are never copied (linear in the file)
+            chunk = view[pos:pos + _MEMBER_SLICE]
+            if not chunk:  # the file ends inside the member: its CRC cannot be verified, its lines dropped
+                torn = True
+                break
+            try:
+                member += d.decompress(chunk)
+            except zlib.error:
+                torn = True
+                break
+            if d.eof:
+                pos += len(chunk) - len(d.unused_data)
+                break
+            pos += len(chunk)
+        if torn:
             break
-        if not d.eof:  # a torn member: its CRC cannot be verified, its lines are dropped
-            torn = True
-            break
-        out += chunk
-        data = d.unused_data
+        out += member
     text = out.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if lines and lines[-1] != "":
@@ -186,6 +202,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
         raise UsageError(f"{path}: mixes ledger formats ({led.format} and {fmt}) in one folder")
     led.format = fmt
     per: dict[int, list[LedgerBatch]] = {}
+    counts: dict[int, int] = {}  # step -> micro-batches recorded (every step, also those not kept)
     states: list[dict] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -201,8 +218,13 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
                 if isinstance(start, int):  # a (re)start: later records replace what was recorded from here
                     for s in [s for s in per if s >= start]:
                         del per[s]
+                    for s in [s for s in counts if s >= start]:
+                        del counts[s]
             continue
         parts = line.rstrip("\t").split("\t")
+        if ours:
+            first = _ints(parts[:1], path, lineno)[0]
+            counts[first] = counts.get(first, 0) + 1
         if keep is not None and _ints(parts[:1], path, lineno)[0] not in keep:
             continue
         if ours:
@@ -217,6 +239,32 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
         per.setdefault(b.step, []).append(b)
     led.batches[rank] = per
     led.states[rank] = states
+    if ours and counts:
+        _note_partial(led, rank, counts, states)
+
+
+def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[dict]) -> None:
+    """Record in ``led.partial`` a rank's last step when it holds fewer micro-batches than it should
+    (``grad_accum``; the epoch's last step, ``start_step + ceil(batches / grad_accum) - 1`` of the
+    governing ``#state``, has the remainder ``batches - grad_accum x (steps - 1)``)."""
+    last = max(counts)
+    st = next((x for x in reversed(states) if isinstance(x.get("start_step"), int) and x["start_step"] <= last), None)
+    if st is None:
+        return
+    ga, batches = st.get("grad_accum"), st.get("batches")
+    if not isinstance(ga, int):
+        return
+    want = ga
+    if isinstance(batches, int):
+        epoch_last = st["start_step"] + -(-batches // ga) - 1
+        if last > epoch_last:
+            return  # past the epoch the state describes: nothing to compare with
+        if last == epoch_last:  # the epoch's last step takes the remainder micro-batches
+            want = batches - ga * (epoch_last - st["start_step"])
+    got = counts[last]
+    if got >= want:
+        return
+    led.partial[rank] = (last, got, want)
 
 
 def read_ledger(folder: str | Path, steps: Iterable[int] | None = None) -> Ledger:

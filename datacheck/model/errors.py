@@ -70,7 +70,8 @@ class BatchValidationError(DatacheckError):
     """A collated batch failed :class:`datacheck.torch.BatchGuard`'s checks (raised in the training loop).
 
     Attributes:
-        batch: the 0-based number of the batch within the guard's life.
+        batch: the batch's 0-based position: in the epoch's sampler order under ``record_batches`` (the
+            message names its step and micro-batch), else in the loader's order (see ``datacheck.torch.guard``).
         failures: check ID -> 0-based rows of the batch that fail it (``[]`` for a batch-level failure).
         dump: the file the batch was saved to (``torch.load(path, weights_only=True)``), or None.
     """

@@ -10,6 +10,11 @@ Nothing here imports torch at import time; each feature imports it when used and
 - :func:`read_ledger` (:mod:`datacheck.io.ledger`): the per-rank ledger format and its reader (OLMo's too).
 - :func:`replay_batch`, :func:`batch_from_export` (:mod:`datacheck.torch.replay`): replay an exported
   step on a fixed batch in train mode, eval mode and fp32, and name the rows with a non-finite loss.
+- :class:`~datacheck.torch.hf.DatacheckCallback` (:mod:`datacheck.torch.hf`, needs ``transformers``): the
+  Hugging Face Trainer callback: data identity, the ledger aligned with ``state.global_step``, and
+  stop-or-warn on BatchGuard failures.
+- :func:`flush_ledgers` (:mod:`datacheck.torch.record`): write every live recorder's pending lines
+  (before a checkpoint save).
 - :func:`log_data_identity` (:mod:`datacheck.model.identity`): print and log the audited data's
   ``index_hash``/``config_hash`` from the launch script, so ``datacheck trace`` can tell whether a
   run trained on the audited bytes.
@@ -21,7 +26,7 @@ ledger (:mod:`datacheck.io.ledger`) and the batch plan (:mod:`datacheck.execute.
 global row order and ``rows_of_step``).
 
 The names below load on first access (PEP 562 module ``__getattr__``), so ``import datacheck.torch``
-loads neither the guard, the recorder, replay nor torch.
+loads neither the guard, the recorder, replay, the callback, torch nor transformers.
 """
 from __future__ import annotations
 
@@ -33,11 +38,12 @@ if TYPE_CHECKING:
     from datacheck.model.budget import TokenBudgetBatchSampler
     from datacheck.model.identity import log_data_identity
     from datacheck.torch.guard import BatchGuard
-    from datacheck.torch.record import record_batches
+    from datacheck.torch.hf import DatacheckCallback
+    from datacheck.torch.record import flush_ledgers, record_batches
     from datacheck.torch.replay import batch_from_export, replay_batch
 
-__all__ = ["BatchGuard", "TokenBudgetBatchSampler", "record_batches", "read_ledger", "log_data_identity", "replay_batch",
-           "batch_from_export"]
+__all__ = ["BatchGuard", "TokenBudgetBatchSampler", "record_batches", "flush_ledgers", "read_ledger", "log_data_identity",
+           "replay_batch", "batch_from_export", "DatacheckCallback"]
 
 #: public name -> the module that defines it (imported on first attribute access)
 _LAZY = {
@@ -45,6 +51,8 @@ _LAZY = {
     "BatchGuard": "datacheck.torch.guard",
     "read_ledger": "datacheck.io.ledger",
     "record_batches": "datacheck.torch.record",
+    "flush_ledgers": "datacheck.torch.record",
+    "DatacheckCallback": "datacheck.torch.hf",
     "replay_batch": "datacheck.torch.replay",
     "batch_from_export": "datacheck.torch.replay",
     "log_data_identity": "datacheck.model.identity",

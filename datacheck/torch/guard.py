@@ -18,14 +18,31 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
 
 Facts that are unset (no ``vocab_size``) leave their check out, as the audit does. Every check is
 a vectorized tensor reduction; the results are combined so the batch costs one host sync.
-On failure the batch is saved (when ``dump_dir`` is given) as ``batch-<n>.pt`` holding only tensors and
-plain values (``torch.load(path, weights_only=True)`` reads it), then ``on_error`` decides: ``"raise"``
+
+A failing batch is named by its place in the sampler's order, never by a count local to one process:
+
+- under :func:`~datacheck.torch.record.record_batches` (also inside DataLoader workers): the step and
+  micro-batch the ledger records for it (:class:`~datacheck.torch.position.BatchTag`);
+- otherwise its position among the loader's batches of the epoch: the DataLoader hands batch ``k`` of
+  an iteration to worker ``k mod num_workers`` (map-style datasets, in-order loading), so a worker's
+  ``j``-th batch of the iteration is ``j x num_workers + worker``; with ``num_workers == 0`` the guard's
+  own count. (With ``persistent_workers`` the epoch boundary is not visible to a worker; record the
+  order with ``record_batches`` to name steps.)
+
+On failure the batch is saved (when ``dump_dir`` is given) as
+``batch-r<rank>-s<step>-m<micro>-e<epoch>.pt`` (recorded) or ``batch-r<rank>-w<worker>-<position>.pt``,
+written atomically (a temporary file renamed into place), with a ``-<k>`` suffix when the name is
+taken (a later epoch's batch at the same position), holding only tensors and plain values
+(``torch.load(path, weights_only=True)`` reads it), then ``on_error`` decides: ``"raise"``
 :class:`~datacheck.model.errors.BatchValidationError` naming the batch, the checks and the rows;
 ``"warn"`` a ``RuntimeWarning`` and the batch unchanged; ``"skip"`` the batch without its offending rows
-(None when no row is left or the failure is batch-wide).
+(None when no row is left or the failure is batch-wide). Every failure of this process is also kept
+in :attr:`BatchGuard.failures` (the Hugging Face callback reads it; a worker's failures reach the main
+process through ``dump_dir``).
 """
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -34,6 +51,7 @@ from datacheck.io.outputs import write_atomic
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import BatchValidationError, UsageError
 from datacheck.model.torchdep import require_torch
+from datacheck.torch.position import BatchTag, take_tag
 
 __all__ = ["BatchGuard", "FP16_MAX", "BF16_MAX"]
 
@@ -62,10 +80,15 @@ class BatchGuard:
         facts: a :class:`~datacheck.model.config.Config`, a ``datacheck.toml`` path, or a dict in its
             layout (``{"tokens": {"vocab_size": 50257}, "labels": {"ignore_index": -100}}``).
         on_error: ``"raise"`` | ``"warn"`` | ``"skip"``.
-        dump_dir: folder for the failing batches (``batch-<n>.pt``); None: nothing saved.
+        dump_dir: folder for the failing batches (names in the module docstring); None: nothing saved.
+        rank: the data-parallel rank (in dump names and messages); None: ``torch.distributed``'s rank
+            when a process group is initialized when the guard is built, else ``$RANK``, else 0.
 
     Attributes:
-        batches: batches checked so far; ``failed``: how many failed.
+        batches: batches checked so far (in this process); ``failed``: how many failed.
+        failures: one dict per failing batch of this process: ``batch`` (its position, see the module
+            docstring), ``where`` (its name in words), ``tag`` (the recorded step, micro-batch,
+            epoch, rank, position, or None), ``worker``, ``checks`` (check ID -> rows), ``dump``.
 
     Raises:
         UsageError: a bad ``on_error``; ConfigError: bad facts; OptionalDependencyError: no torch.
@@ -73,7 +96,7 @@ class BatchGuard:
 
     def __init__(self, collate_fn: Callable[[list[Any]], Any] | None = None,
                  facts: Config | Mapping[str, Any] | str | Path | None = None, on_error: str = "raise",
-                 dump_dir: str | Path | None = None):
+                 dump_dir: str | Path | None = None, rank: int | None = None):
         if on_error not in ("raise", "warn", "skip"):
             raise UsageError(f"on_error must be 'raise', 'warn' or 'skip', got {on_error!r}")
         self.torch = require_torch("datacheck.torch.BatchGuard")
@@ -87,6 +110,10 @@ class BatchGuard:
         self.labels_key = cols.labels or cols.label or "labels"
         self.batches = 0
         self.failed = 0
+        self.failures: list[dict[str, Any]] = []
+        self.rank = rank if rank is not None else _default_rank(self.torch)
+        self._pid = os.getpid()
+        self._epoch_batches = 0  # batches of this process (a worker's copy counts its own)
         dt = self.cfg.numeric.compute_dtype
         self.overflow = FP16_MAX if dt == "fp16" else BF16_MAX if dt == "bf16" else None
 
@@ -101,13 +128,31 @@ class BatchGuard:
 
     def __call__(self, samples: list[Any]) -> Any:
         batch = self.collate_fn(samples)
-        n = self.batches
+        if os.getpid() != self._pid:  # a fresh DataLoader worker (a copy of the guard): its own count
+            self._pid, self._epoch_batches = os.getpid(), 0
+        j = self._epoch_batches
+        self._epoch_batches += 1
         self.batches += 1
+        tag = take_tag()  # taken for every batch: a later untagged batch never inherits it
         failures = self.check(batch)
         if not failures:
             return batch
         self.failed += 1
-        return self._fail(batch, n, failures)
+        return self._fail(batch, self._where(j, tag), failures)
+
+    def _where(self, j: int, tag: BatchTag | None) -> tuple[int, str, BatchTag | None, int | None, str]:
+        """(position, name in words, tag, worker, dump name stem) of this process's ``j``-th batch."""
+        info = self.torch.utils.data.get_worker_info()
+        worker = None if info is None else int(info.id)
+        if tag is not None:
+            stem = f"batch-r{tag.rank}-s{tag.step:07d}-m{tag.micro_batch}-e{tag.epoch}"
+            return tag.position, tag.describe(), tag, worker, stem
+        if info is None:  # the main process: the guard's own count (epochs run on)
+            pos, words = j, f"batch {j} (rank {self.rank}, counted from the guard's first batch)"
+        else:
+            pos = j * int(info.num_workers) + int(info.id)
+            words = f"batch {pos} of the loader's iteration (rank {self.rank}, worker {worker}'s batch {j})"
+        return pos, words, None, worker, f"batch-r{self.rank}-w{worker if worker is not None else 0}-{pos:06d}"
 
     def check(self, batch: Any) -> dict[str, list[int]]:
         """check ID -> failing 0-based rows of ``batch`` (``[]``: batch-wide); empty when it passes."""
@@ -174,25 +219,37 @@ class BatchGuard:
                 out[name] = [] if name == "batch.no_supervised_tokens" else merged
         return out
 
-    def _dump(self, batch: Any, n: int, failures: dict[str, list[int]]) -> str | None:
+    def _dump(self, batch: Any, where: tuple[int, str, BatchTag | None, int | None, str],
+              failures: dict[str, list[int]]) -> str | None:
         if self.dump_dir is None:
             return None
         torch = self.torch
+        pos, words, tag, worker, stem = where
         items = batch.items() if isinstance(batch, Mapping) else enumerate(batch if isinstance(batch, (list, tuple)) else [batch])
         tensors = {str(k): v.detach().cpu() for k, v in items if isinstance(v, torch.Tensor)}
-        plain = {"batch": n, "failures": {k: list(v) for k, v in failures.items()},
-                 "facts": self.cfg.to_dict()}
-        path = self.dump_dir / f"batch-{n:06d}.pt"
+        plain = {"batch": pos, "where": words, "rank": self.rank, "worker": worker,
+                 "tag": None if tag is None else tag._asdict(),
+                 "failures": {k: list(v) for k, v in failures.items()}, "facts": self.cfg.to_dict()}
+        path = self.dump_dir / f"{stem}.pt"
+        k = 0
+        while path.exists():  # a later epoch's batch at the same position: never overwrite an earlier dump
+            k += 1
+            path = self.dump_dir / f"{stem}-{k}.pt"
         write_atomic(path, lambda f: torch.save({"tensors": tensors, "meta": plain}, f))
         return str(path)
 
-    def _fail(self, batch: Any, n: int, failures: dict[str, list[int]]) -> Any:
-        dump = self._dump(batch, n, failures)
+    def _fail(self, batch: Any, where: tuple[int, str, BatchTag | None, int | None, str],
+              failures: dict[str, list[int]]) -> Any:
+        dump = self._dump(batch, where, failures)
+        n, words, tag, worker = where[0], where[1], where[2], where[3]
+        self.failures.append({"batch": n, "where": words, "tag": None if tag is None else tag._asdict(),
+                              "worker": worker, "checks": {k: list(v) for k, v in failures.items()}, "dump": dump})
         parts = [f"{cid} (rows {v[:10]}{' ...' if len(v) > 10 else ''})" if v else f"{cid} (whole batch)"
                  for cid, v in sorted(failures.items())]
-        msg = (f"batch {n} fails: " + "; ".join(parts)
+        msg = (f"{words} fails: " + "; ".join(parts)
                + (f"; saved to {dump} (torch.load(path, weights_only=True))" if dump else "")
-               + "; find the rows' source with datacheck plan --step or a record_batches ledger")
+               + ("; its rows are in the record_batches ledger at that step" if tag is not None else
+                  "; find the rows' source with datacheck plan --step or a record_batches ledger"))
         if self.on_error == "raise":
             raise BatchValidationError(msg, batch=n, failures=failures, dump=dump)
         if self.on_error == "warn":
@@ -212,3 +269,12 @@ class BatchGuard:
             return type(batch)(sel)
         except TypeError:
             return sel
+
+
+def _default_rank(torch: Any) -> int:
+    """torch.distributed's rank when a process group is initialized, else ``$RANK``, else 0."""
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank())
+    env = os.environ.get("RANK", "")
+    return int(env) if env.isdigit() else 0

@@ -3,13 +3,31 @@ and appends every batch's global row indices to the per-rank ledger (:mod:`datac
 
 For trainers whose order cannot be simulated (custom samplers, resumed runs, packing on the fly).
 Recording happens where the batch sampler is iterated (the main process, also with
-``num_workers > 0``); a line is written per micro-batch and the file is flushed at the end of each
-epoch and every ``flush_every`` batches (a crash loses at most those; the reader drops a torn tail).
+``num_workers > 0``), one line per micro-batch. The sampler runs ahead of the training loop (the
+DataLoader prefetches), so a step's lines are on disk before the trainer takes that step:
+
+- the lines of a step are written (one gzip member, appended) as soon as its last micro-batch is
+  yielded, and at the latest every ``flush_every`` micro-batches;
+- what is left (a step cut short by an early stop, ``max_steps``, a loop that breaks while the
+  iterator is still referenced) is written when the iterator is closed, when the recorder is
+  garbage-collected, at interpreter exit (``weakref.finalize``, an ``atexit`` hook) and by
+  :func:`flush_ledgers` (call it before saving a checkpoint; the Hugging Face callback does);
+- only a process killed outright (SIGKILL, ``os._exit``) loses its unwritten lines; a write cut
+  mid-way leaves a torn gzip member, which :func:`~datacheck.io.ledger.read_ledger` drops and names
+  (``Ledger.truncated``), and a step recorded with fewer micro-batches than ``grad_accum`` before its
+  epoch's end is named as well (``Ledger.partial``).
+
+Each yielded batch is a :class:`~datacheck.torch.position.TaggedBatch` (a list of ints) carrying its
+step, micro-batch, epoch, rank and position in the epoch, which :class:`~datacheck.torch.guard.BatchGuard`
+uses to name a failing batch as the ledger does (also inside DataLoader workers).
 """
 from __future__ import annotations
 
 import gzip
 import json
+import math
+import os
+import weakref
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,8 +35,39 @@ from datacheck.io.ledger import LEDGER_HEADER, LedgerBatch, open_append, rank_fi
 from datacheck.io.outputs import check_output_target, write_atomic
 from datacheck.model.errors import UsageError
 from datacheck.model.torchdep import require_torch
+from datacheck.torch.position import BatchTag, TaggedBatch, set_current_tag
 
-__all__ = ["RecordingBatchSampler", "record_batches"]
+__all__ = ["RecordingBatchSampler", "record_batches", "flush_ledgers"]
+
+#: every live recorder of this process (:func:`flush_ledgers`)
+_LIVE: "weakref.WeakSet[RecordingBatchSampler]" = weakref.WeakSet()
+
+
+def _write_lines(path: Path, buf: list[str], pid: int) -> None:
+    """Append ``buf``'s lines to the ledger as one gzip member and empty it. Only the process that
+    recorded them writes (a forked DataLoader worker holds a copy of the buffer: it never writes)."""
+    if not buf or os.getpid() != pid:
+        return
+    data = gzip.compress("".join(buf).encode(), compresslevel=6)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as f:
+        f.write(data)
+        f.flush()
+    buf.clear()
+
+
+def flush_ledgers() -> int:
+    """Write every live recorder's pending lines (call before saving a checkpoint).
+
+    Returns:
+        How many recorders had lines to write.
+    """
+    n = 0
+    for rec in list(_LIVE):
+        if rec.pending:
+            rec.flush()
+            n += 1
+    return n
 
 
 def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
@@ -55,21 +104,36 @@ class RecordingBatchSampler:
             None: continue after the last complete step of an existing ledger, else 0.
         epoch: the epoch of the next iteration; None: the inner sampler's ``epoch`` attribute
             (``DistributedSampler.set_epoch``) when it has one, else counted from the ledger.
-        flush_every: batches between flushes.
+        flush_every: the most micro-batches held before a write (a step's lines are written when the
+            step is complete, or sooner with a ``grad_accum`` above this).
+        epoch_aligned: each epoch's first batch starts step ``epoch x ceil(len(inner) / grad_accum)``
+            (the Hugging Face Trainer's numbering: an epoch's last step takes the remainder
+            micro-batches; the resumed Trainer re-reads its epoch from the start and skips batches).
+
+    Attributes:
+        pending: micro-batch lines not yet written.
     """
 
     def __init__(self, inner: Any, out_dir: str | Path, *, rank: int = 0, grad_accum: int = 1,
-                 start_step: int | None = None, epoch: int | None = None, flush_every: int = 256):
+                 start_step: int | None = None, epoch: int | None = None, flush_every: int = 256,
+                 epoch_aligned: bool = False):
         if grad_accum < 1:
             raise UsageError(f"grad_accum must be >= 1, got {grad_accum}")
+        if flush_every < 1:
+            raise UsageError(f"flush_every must be >= 1, got {flush_every}")
         self.inner = inner
         self.sampler = getattr(inner, "sampler", None)
         if self.sampler is None and hasattr(inner, "set_epoch"):  # a batch sampler that shuffles itself
             self.sampler = inner  # (TokenBudgetBatchSampler): its epoch is the one to record
         self.path = rank_file(out_dir, rank)
         self.rank, self.grad_accum, self.flush_every = rank, grad_accum, flush_every
+        self.epoch_aligned = epoch_aligned
         self._epoch = epoch
         self._iters = 0
+        self._buf: list[str] = []
+        self._pid = os.getpid()  # the recording process (a forked worker's copy never writes)
+        self._finalizer = weakref.finalize(self, _write_lines, self.path, self._buf, self._pid)
+        _LIVE.add(self)
         last: LedgerBatch | None = None
         last_epoch = None
         if self.path.exists():
@@ -99,6 +163,14 @@ class RecordingBatchSampler:
     def __len__(self) -> int:
         return len(self.inner)
 
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+    def flush(self) -> None:
+        """Write the pending micro-batch lines now (one gzip member appended to the rank's file)."""
+        _write_lines(self.path, self._buf, self._pid)
+
     def set_epoch(self, epoch: int) -> None:
         """Forward ``set_epoch`` to the inner sampler (trainers call it on the loader's sampler)."""
         if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
@@ -116,38 +188,43 @@ class RecordingBatchSampler:
     def __iter__(self) -> Iterator[list[int]]:
         epoch = self._current_epoch()
         self._iters += 1
+        try:
+            batches: int | None = len(self.inner)
+        except TypeError:
+            batches = None
+        if self.epoch_aligned and batches is not None:
+            self.next_step, self.next_micro = epoch * math.ceil(batches / self.grad_accum), 0
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
-                 **_sampler_state(self.inner)}
+                 "batches": batches, **_sampler_state(self.inner)}
+        self.flush()
         with open_append(self.path) as f:
             if self._new:
                 f.write((LEDGER_HEADER + "\n").encode())
                 self._new = False
             f.write(("#state\t" + json.dumps(state, sort_keys=True) + "\n").encode())
-        buf: list[str] = []
+        buf = self._buf
         try:
-            for batch in self.inner:
+            for pos, batch in enumerate(self.inner):
                 idx = [int(i) for i in batch]
+                tag = BatchTag(self.rank, epoch, self.next_step, self.next_micro, pos)
                 buf.append(f"{self.next_step}\t{self.rank}\t{self.next_micro}\t{epoch}\t" + "\t".join(map(str, idx)) + "\n")
                 self.next_micro += 1
-                if self.next_micro == self.grad_accum:
+                if self.next_micro == self.grad_accum:  # the step is complete: on disk before it is trained
                     self.next_step, self.next_micro = self.next_step + 1, 0
-                if len(buf) >= self.flush_every:
-                    self._flush(buf)
-                yield batch
+                    self.flush()
+                elif len(buf) >= self.flush_every:
+                    self.flush()
+                set_current_tag(tag)
+                yield TaggedBatch(idx, tag)
         finally:
-            self._flush(buf)
+            set_current_tag(None)
+            self.flush()
             if self.next_micro:  # an epoch ending mid-step: the trainer steps on the remainder
                 self.next_step, self.next_micro = self.next_step + 1, 0
 
-    def _flush(self, buf: list[str]) -> None:
-        if buf:
-            with open_append(self.path) as f:
-                f.write("".join(buf).encode())
-            buf.clear()
-
 
 def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0, grad_accum: int = 1,
-                   start_step: int | None = None, epoch: int | None = None) -> Any:
+                   start_step: int | None = None, epoch: int | None = None, flush_every: int = 256) -> Any:
     """Wrap a DataLoader or a batch sampler so every batch's global indices go to the ledger.
 
     Args:
@@ -160,6 +237,8 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0
         start_step: the step of the next batch (a resumed trainer's restored global step); default:
             continue the existing ledger after its last complete step, else 0.
         epoch: the epoch (default: the sampler's ``epoch``, else counted).
+        flush_every: the most micro-batch lines held before a write (each complete step is written
+            at once; see the module docstring for every other write).
 
     Raises:
         UsageError: a per-index sampler (wrap it in a ``BatchSampler``), an iterable-style dataset's
@@ -175,7 +254,7 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0
             raise UsageError("record_batches: this DataLoader has no batch sampler (batch_size=None or an "
                              "IterableDataset): there are no row indices to record")
         rec = RecordingBatchSampler(dl.batch_sampler, out_dir, rank=rank, grad_accum=grad_accum,
-                                    start_step=start_step, epoch=epoch)
+                                    start_step=start_step, epoch=epoch, flush_every=flush_every)
         kw: dict[str, Any] = {"num_workers": dl.num_workers, "collate_fn": dl.collate_fn, "pin_memory": dl.pin_memory,
                               "timeout": dl.timeout, "worker_init_fn": dl.worker_init_fn,
                               "generator": dl.generator}
@@ -187,4 +266,4 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0
         raise UsageError("record_batches: pass a DataLoader or a batch sampler (wrap a per-index sampler in "
                          "torch.utils.data.BatchSampler)")
     return RecordingBatchSampler(loader_or_sampler, out_dir, rank=rank, grad_accum=grad_accum,
-                                 start_step=start_step, epoch=epoch)
+                                 start_step=start_step, epoch=epoch, flush_every=flush_every)

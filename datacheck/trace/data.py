@@ -25,14 +25,14 @@ from datacheck.execute.plan import build_plan, rows_of_step
 from datacheck.formats.discovery import discover
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file, index_hash
-from datacheck.io.ledger import read_ledger, step_indices
+from datacheck.io.ledger import Ledger, read_ledger, step_indices
 from datacheck.io.outputs import write_bytes_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
 
-__all__ = ["StepRows", "ledger_rows", "plan_rows", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
+__all__ = ["StepRows", "ledger_rows", "ledger_gaps", "plan_rows", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
 
 #: columns added to exported rows
 ROW_COLUMN, STEP_COLUMN, RANK_COLUMN = "__dc_row", "__dc_step", "__dc_rank"
@@ -56,9 +56,38 @@ def ledger_rows(folder: str | Path, steps: Iterable[int]) -> tuple[StepRows, dic
         UsageError: no ``rank*.tsv[.gz]`` file in the folder, or a line that is not a ledger line
             (the message names file and line).
     """
+    steps = list(steps)
     led = read_ledger(folder, steps)
-    return step_indices(led), {"kind": "ledger", "folder": str(led.folder), "format": led.format,
-                               "description": f"the recorded ledger {led.folder} ({led.format} format)"}
+    rows = step_indices(led)
+    gaps = ledger_gaps(led, steps, rows)
+    desc = f"the recorded ledger {led.folder} ({led.format} format)" + "".join(f"; {g}" for g in gaps)
+    return rows, {"kind": "ledger", "folder": str(led.folder), "format": led.format, "gaps": gaps,
+                  "description": desc}
+
+
+def ledger_gaps(led: Ledger, steps: list[int], rows: StepRows) -> list[str]:
+    """What the ledger lacks for ``steps``, said in words: a torn file (its cut write dropped), a
+    rank's last step recorded with fewer micro-batches than ``grad_accum``, asked steps no rank
+    recorded, and ranks that did not record an asked step that other ranks did."""
+    out = [f"{Path(f).name} ends in a torn write (the run was killed mid-write); its complete lines are read"
+           for f in led.truncated]
+    for rank, (step, got, ga) in sorted(led.partial.items()):
+        if step in steps:
+            out.append(f"rank {rank} recorded {got} of {_ga_text(ga)} of step {step} (the run stopped mid-step): "
+                       "the step's rows are short")
+    missing = [s for s in steps if s not in rows]
+    if missing:
+        out.append(f"step(s) {', '.join(map(str, missing[:10]))}{' ...' if len(missing) > 10 else ''} not recorded "
+                   f"(the ledger's steps end at {max(led.steps) if led.steps else 'none'})")
+    for s in steps:
+        lacking = [r for r in led.ranks if s in rows and r not in rows[s]]
+        if lacking:
+            out.append(f"step {s}: rank(s) {', '.join(map(str, lacking))} recorded no batch of it")
+    return out
+
+
+def _ga_text(ga: int) -> str:
+    return f"{ga} micro-batch{'es' if ga != 1 else ''}"
 
 
 def _facts_text(cfg: Config) -> str:

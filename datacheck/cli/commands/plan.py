@@ -129,7 +129,9 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         if args.paths:
             space, _ = row_space(list(args.paths), cfg, split=args.split, progress=tick)
         result["ledger"] = {"folder": str(source.folder), "format": source.format, "ranks": source.ranks,
-                            "steps": len(source.steps), "truncated": source.truncated}
+                            "steps": len(source.steps), "truncated": source.truncated,
+                            "partial": {str(r): {"step": st, "recorded": got, "micro_batches": want}
+                                        for r, (st, got, want) in sorted(source.partial.items())}}
         if source.steps:
             result["ledger"]["first_step"], result["ledger"]["last_step"] = source.steps[0], source.steps[-1]
     else:
@@ -164,6 +166,9 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
                    f"recorded" + (f" ({led['first_step']}..{led['last_step']})" if led["steps"] else ""))
         for t in led["truncated"]:
             out.append(f"  {t}: torn tail (a run killed mid-write); its complete lines were read")
+        for r, p in led["partial"].items():
+            out.append(f"  rank {r}: its last step {p['step']} has {p['recorded']} of {p['micro_batches']} micro-batches "
+                       "recorded (the run stopped mid-step)")
     if args.step is not None:
         st = result["step"]
         where = f" (epoch {st['epoch']}, step {st['epoch_step']} of the epoch)" if "epoch" in st else ""

@@ -24,6 +24,7 @@ from datacheck.trace.readers import FORMATS, open_log
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
 from datacheck.trace.run import TraceResult, trace_logs
+from datacheck.trace.rundir import expand_run_dirs
 from datacheck.trace.spikes import PRESETS, parse_spike_rule
 
 __all__ = ["add_parser", "run"]
@@ -40,7 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "from --ledger DIR when given, else from the batch plan simulated under the config's [batch] "
                     "facts (torch's samplers; needs torch). Exit 0 pass, 1 findings at or above --fail-on, "
                     "2 usage, 3 internal.")
-    a.add_argument("logs", nargs="+", metavar="LOG", help="log files (per-rank logs: several files, or a rank field)")
+    a.add_argument("logs", nargs="+", metavar="LOG",
+                   help="log files (per-rank logs: several files, or a rank field), or a Hugging Face Trainer "
+                        "output folder (its trainer_state.json, and its data-indices/ ledger as --ledger)")
     a.add_argument("--log-format", choices=FORMATS, default="auto", help="force the log format (default: sniff)")
     a.add_argument("--regex", default=None, metavar="PATTERN",
                    help="parse text lines with this regex: named groups step (required), loss, lr, grad_norm, ...")
@@ -114,6 +117,10 @@ def _data(args: argparse.Namespace, res: TraceResult, tick: Ticker) -> dict[str,
 
 
 def run(args: argparse.Namespace) -> int:
+    rd = expand_run_dirs(args.logs, args.ledger, args.data is not None)  # a Trainer OUTPUT_DIR: its state and ledger
+    args.logs, args.ledger = rd.logs, rd.ledger
+    for line in rd.found:  # what was taken from a folder, said (stderr: the output stays one document)
+        print(f"datacheck trace: {line}", file=sys.stderr)
     logs = [open_log(p, args.log_format, args.regex) for p in args.logs]
     outputs = {"--export": args.export, "--output": args.output}
     check_outputs(outputs, args.data or [])  # never among the audited data

@@ -212,6 +212,8 @@ def read_hf_state(path: Path, source: str, stats: ReadStats, rank: int | None) -
                 if event == "end_map":  # the entry is complete
                     got, entry = entry, None
                     done += 1
+                    if "datacheck_index_hash" in got and "datacheck_config_hash" in got:  # DatacheckCallback's entry
+                        stats.identity = (str(got["datacheck_index_hash"]), str(got["datacheck_config_hash"]))
                     try:
                         rec = record_from_mapping(got, source, None, rank)
                     except BadValue as exc:

@@ -36,7 +36,7 @@ def test_each_check_names_the_row(bad, cid):
     with pytest.raises(BatchValidationError) as ei:
         g([sample(), bad, sample()])
     assert ei.value.failures[cid] == [1] and ei.value.batch == 0
-    assert f"batch 0 fails: {cid} (rows [1])" in str(ei.value)
+    assert f"batch 0 (rank 0, counted from the guard's first batch) fails: {cid} (rows [1])" in str(ei.value)
 
 
 def test_whole_batch_and_length_mismatch():
@@ -59,7 +59,7 @@ def test_warn_skip_and_dump(tmp_path):
     with pytest.warns(RuntimeWarning, match="tokens.out_of_vocab"):
         out = g([sample(), bad])
     assert out["input_ids"].shape == (2, 3)
-    dump = torch.load(tmp_path / "batch-000000.pt", weights_only=True)
+    dump = torch.load(tmp_path / "batch-r0-w0-000000.pt", weights_only=True)
     assert dump["meta"]["failures"] == {"tokens.out_of_vocab": [1]}
     assert torch.equal(dump["tensors"]["input_ids"][1], torch.tensor([1, 10, 3]))
     g = BatchGuard(facts=FACTS, on_error="skip")

@@ -1,0 +1,171 @@
+"""record_batches keeps every recorded micro-batch: a step's lines are on disk as soon as its last
+micro-batch is yielded, the rest at exit (a loop that stops with its iterator still referenced), at
+garbage collection and through ``flush_ledgers``; a cut step or a torn write is named when read.
+The yielded batches carry their step and micro-batch into DataLoader workers (BatchGuard's names)."""
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler  # noqa: E402
+
+from datacheck.io.ledger import rank_file, read_ledger  # noqa: E402
+from datacheck.torch import BatchGuard, record_batches  # noqa: E402
+from datacheck.torch.record import flush_ledgers  # noqa: E402
+from datacheck.trace.data import ledger_rows  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _micro(led, rank=0):
+    return [(b.step, b.micro_batch, list(b.indices)) for s in sorted(led.batches[rank]) for b in led.batches[rank][s]]
+
+
+@pytest.mark.slow  # a fresh interpreter that imports torch
+def test_a_loop_that_stops_early_keeps_every_recorded_batch(tmp_path):
+    # 16 batches of 4 rows, grad_accum 2; the loop takes 5 batches and the process exits normally with the
+    # iterator still referenced (a trainer stopping at max_steps): the ledger holds all 5, the cut step named
+    script = textwrap.dedent(f"""
+        import torch
+        from torch.utils.data import DataLoader
+        from datacheck.torch import record_batches
+        loader = record_batches(DataLoader(list(range(64)), batch_size=4), {str(tmp_path)!r}, grad_accum=2)
+        it = iter(loader)
+        got = [next(it) for _ in range(5)]
+        print("took", len(got))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "took 5" in r.stdout, r.stderr
+    assert "Exception ignored" not in r.stderr
+    led = read_ledger(tmp_path)
+    assert _micro(led) == [(k // 2, k % 2, list(range(4 * k, 4 * k + 4))) for k in range(5)]
+    assert led.partial == {0: (2, 1, 2)} and led.truncated == []
+    rows, src = ledger_rows(tmp_path, [2, 3])
+    assert rows == {2: {0: [16, 17, 18, 19]}}
+    assert "rank 0 recorded 1 of 2 micro-batches of step 2" in src["description"]
+    assert "step(s) 3 not recorded" in src["description"]
+
+
+def test_each_step_is_on_disk_before_the_next_is_yielded(tmp_path):
+    rec = record_batches(BatchSampler(SequentialSampler(range(30)), 3, False), tmp_path, grad_accum=3)
+    seen = []
+    for k, batch in enumerate(rec):
+        seen.append(list(batch))
+        on_disk = _micro(read_ledger(tmp_path))
+        complete = (k + 1) // 3 * 3  # micro-batches of the steps completed so far
+        assert len(on_disk) >= complete and on_disk[:complete] == [(i // 3, i % 3, seen[i]) for i in range(complete)]
+    led = read_ledger(tmp_path)
+    assert led.steps == [0, 1, 2, 3] and led.partial == {}  # 10 batches: step 3 is the epoch's 1-batch remainder
+
+
+def test_flush_ledgers_and_garbage_collection_write_a_cut_step(tmp_path):
+    rec = record_batches(BatchSampler(SequentialSampler(range(20)), 2, False), tmp_path / "a", grad_accum=4)
+    it = iter(rec)
+    for _ in range(3):
+        next(it)
+    assert rec.pending == 3 and _micro(read_ledger(tmp_path / "a")) == []  # step 0 is not complete yet
+    assert flush_ledgers() >= 1 and rec.pending == 0
+    assert [m for _, m, _ in _micro(read_ledger(tmp_path / "a"))] == [0, 1, 2]
+    rec2 = record_batches(BatchSampler(SequentialSampler(range(20)), 2, False), tmp_path / "b", grad_accum=4)
+    it2 = iter(rec2)
+    next(it2)
+    del it2, rec2  # collected mid-step: what the recorder held is written
+    gc.collect()
+    assert _micro(read_ledger(tmp_path / "b")) == [(0, 0, [0, 1])]
+
+
+def test_a_torn_write_is_named(tmp_path):
+    rec = record_batches(BatchSampler(SequentialSampler(range(12)), 2, False), tmp_path, grad_accum=1)
+    assert len(list(rec)) == 6
+    path = rank_file(tmp_path, 0)
+    raw = path.read_bytes()
+    path.write_bytes(raw + gzip.compress(b"6\t0\t0\t0\t12\t13\n")[:-6])  # a write cut mid-member
+    led = read_ledger(tmp_path)
+    assert led.truncated == [str(path)] and led.steps == [0, 1, 2, 3, 4, 5]
+    _, src = ledger_rows(tmp_path, [5])
+    assert "rank0.tsv.gz ends in a torn write" in src["description"]
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_guard_under_workers_names_each_batch_once(tmp_path, record):
+    # 8 batches of 8 rows, a NaN in each, loaded by 2 workers: 8 dumps, 8 distinct names; recorded: the
+    # ledger's step and micro-batch (grad_accum 2), else the batch's position in the loader's order
+    x = torch.zeros(64, 2)
+    for k in range(8):
+        x[8 * k + 3, 0] = float("nan")
+    data = [{"x": x[i]} for i in range(64)]
+    g = BatchGuard(on_error="warn", dump_dir=tmp_path / "dumps", rank=1)
+    loader = DataLoader(data, batch_size=8, num_workers=2, collate_fn=g)
+    if record:
+        loader = record_batches(loader, tmp_path / "run", rank=1, grad_accum=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        batches = list(loader)
+    assert len(batches) == 8
+    names = [f"batch-r1-s{k // 2:07d}-m{k % 2}-e0.pt" if record else f"batch-r1-w{k % 2}-{k:06d}.pt" for k in range(8)]
+    assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == sorted(names)
+    for k, name in enumerate(names):
+        meta = torch.load(tmp_path / "dumps" / name, weights_only=True)["meta"]
+        assert meta["batch"] == k and meta["worker"] == k % 2 and meta["failures"] == {"finite.nan": [3]}
+        assert torch.load(tmp_path / "dumps" / name, weights_only=True)["tensors"]["x"][3, 0].isnan()
+        if record:
+            assert meta["tag"] == {"rank": 1, "epoch": 0, "step": k // 2, "micro_batch": k % 2, "position": k}
+            assert meta["where"].startswith(f"step {k // 2} micro-batch {k % 2} (rank 1, epoch 0")
+    if record:
+        assert _micro(read_ledger(tmp_path / "run"), rank=1) == [(k // 2, k % 2, list(range(8 * k, 8 * k + 8)))
+                                                                 for k in range(8)]
+
+
+def test_guard_in_process_keeps_its_failures_and_never_overwrites(tmp_path):
+    x = torch.zeros(8, 2)
+    x[5, 1] = float("inf")
+    g = BatchGuard(on_error="warn", dump_dir=tmp_path)
+    loader = record_batches(DataLoader([{"x": r} for r in x], batch_size=4, collate_fn=g), tmp_path / "run")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(2):  # two epochs: the same step name is not overwritten
+            list(loader)
+    assert [str(m.message).split(" fails")[0] for m in w] == [
+        "step 1 micro-batch 0 (rank 0, epoch 0, batch 1 of the epoch)",
+        "step 3 micro-batch 0 (rank 0, epoch 1, batch 1 of the epoch)"]
+    assert [f["tag"]["step"] for f in g.failures] == [1, 3] and g.failures[0]["checks"] == {"finite.inf": [1]}
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["batch-r0-s0000001-m0-e0.pt", "batch-r0-s0000003-m0-e1.pt"]
+
+
+def test_plan_ledger_says_the_cut_step(tmp_path):
+    rec = record_batches(BatchSampler(SequentialSampler(range(20)), 2, False), tmp_path, grad_accum=4)
+    it = iter(rec)
+    for _ in range(6):  # step 0 complete, step 1 holds 2 of 4 micro-batches
+        next(it)
+    rec.flush()
+    r = run_cli("plan", "--ledger", str(tmp_path))
+    assert r.returncode == 0 and "rank 0: its last step 1 has 2 of 4 micro-batches recorded" in r.stdout
+    r = run_cli("plan", "--ledger", str(tmp_path), "--format", "json")
+    led = json.loads(r.stdout)["result"]["ledger"]
+    assert led["partial"] == {"0": {"step": 1, "recorded": 2, "micro_batches": 4}} and led["truncated"] == []
+
+
+def test_members_larger_than_a_read_slice_and_a_torn_one(tmp_path):
+    # steps of 40,000 indices compress to members of well over 64 KiB: each is fed to zlib in slices
+    rec = record_batches(BatchSampler(torch.randperm(120_000, generator=torch.Generator().manual_seed(1)).tolist(),
+                                      40_000, False), tmp_path)
+    want = [list(b) for b in rec]
+    path = rank_file(tmp_path, 0)
+    assert max(len(gzip.compress(" ".join(map(str, w)).encode())) for w in want) > 1 << 16
+    assert [list(b.indices) for s in range(3) for b in read_ledger(tmp_path).batches[0][s]] == want
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-100])  # the last member cut: the first two steps are kept, the cut named
+    led = read_ledger(tmp_path)
+    assert led.steps == [0, 1] and led.truncated == [str(path)]
