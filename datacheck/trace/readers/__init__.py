@@ -76,6 +76,8 @@ class LogFile:
         format: the format read (sniffed or forced).
         rank: the rank from the file name (``rank3``), or None.
         regex: the user's compiled ``--regex`` (format ``regex``).
+        steps_per_epoch: optimizer steps per epoch (``--steps-per-epoch``), to place Hugging Face
+            console records that carry only an epoch; the log's own header wins.
         stats: filled while :meth:`records` is iterated.
     """
 
@@ -84,6 +86,7 @@ class LogFile:
     format: str
     rank: int | None = None
     regex: re.Pattern[str] | None = None
+    steps_per_epoch: int | None = None
     stats: ReadStats = field(init=False)
 
     def __post_init__(self) -> None:
@@ -181,8 +184,9 @@ class LogFile:
         return StepRecord(source=self.source, line=n, rank=rank, split=split, step_inferred=inferred, **got)
 
 
-def open_log(path: str, fmt: str = "auto", regex: str | None = None) -> LogFile:
-    """A :class:`LogFile` for ``path`` (format sniffed unless ``fmt`` forces one).
+def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_epoch: int | None = None) -> LogFile:
+    """A :class:`LogFile` for ``path`` (format sniffed unless ``fmt`` forces one; ``steps_per_epoch``:
+    see :class:`LogFile`).
 
     Raises:
         UsageError: the path does not exist, the format is unknown, ``--regex`` does not compile or
@@ -210,4 +214,5 @@ def open_log(path: str, fmt: str = "auto", regex: str | None = None) -> LogFile:
     if chosen == "tensorboard" and p.is_dir() and not any(p.rglob("*tfevents*")):
         raise UsageError(f"folder {path!r} holds no TensorBoard event file (events.out.tfevents.*); give a log file")
     m = RANK_IN_NAME.search(p.name)
-    return LogFile(path=p, source=path, format=chosen, rank=int(m.group(1)) if m else None, regex=rx)
+    return LogFile(path=p, source=path, format=chosen, rank=int(m.group(1)) if m else None, regex=rx,
+                   steps_per_epoch=steps_per_epoch)
