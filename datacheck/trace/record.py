@@ -51,7 +51,10 @@ class StepRecord:
         prev_scale: the attempted (previous) loss scale of an overflow event.
         split: ``"train"``, or ``"eval"`` for a validation line (kept for the timeline, not fed to the rules).
         step_inferred: True when the log line carries no step number (DeepSpeed/apex overflow
-            lines): ``step`` is then the previous record's step + 1.
+            lines): ``step`` is then the previous record's step + 1; for a record that could not be
+            placed at all (see :attr:`ReadStats.unplaced`) ``step`` is the record's ordinal.
+        stated: the log line that states a bad value of this record (a warning such as ``Bad grad_norm
+            detected (grad_norm=nan)``), None when the values come from the metrics line alone.
     """
 
     step: int
@@ -71,6 +74,7 @@ class StepRecord:
     prev_scale: float | None = None
     split: str = "train"
     step_inferred: bool = False
+    stated: str | None = None
 
     def where(self) -> str:
         """``file:line`` (or the file alone) for messages."""
@@ -89,6 +93,8 @@ class StepRecord:
             d["split"] = self.split
         if self.step_inferred:
             d["step_inferred"] = True
+        if self.stated is not None:
+            d["stated"] = self.stated
         return d
 
 

@@ -11,7 +11,8 @@ Formats (``--format``; ``auto`` sniffs):
 ``megatron``   Megatron-LM iteration lines only
 ``deepspeed``  DeepSpeed ``OVERFLOW!`` / apex ``Gradient overflow`` lines only
 ``hf_console`` Hugging Face Trainer dict lines only
-``key_value``  ``key value`` / ``key: value`` / ``key=value`` lines only (nanoGPT, mlx-lm, mmengine, ...)
+``key_value``  ``key value`` / ``key: value`` / ``key=value`` lines only (nanoGPT, mlx-lm, mmengine, llm.c)
+``stated``     lines that state a bad value (``Bad grad_norm detected (grad_norm=nan)``, ``Loss is Infinity``)
 ``regex``      a user regex with named groups (``--regex``)
 ============== =====================================================================================
 
@@ -29,12 +30,12 @@ from typing import Any, Callable, Iterator
 
 from datacheck.model.errors import UsageError
 from datacheck.model.identity import IDENTITY_PREFIX, parse_identity
-from datacheck.trace.readers import deepspeed, keyvalue, megatron, pydict
+from datacheck.trace.readers import deepspeed, keyvalue, megatron, pydict, stated
 from datacheck.trace.readers.fields import RANK_IN_NAME, BadValue
 from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard
 from datacheck.trace.readers.hfstate import read_hf_state
 from datacheck.trace.readers.keyed import record_from_mapping
-from datacheck.trace.record import ReadStats, StepRecord
+from datacheck.trace.record import ReadStats, StepRecord, is_finite
 
 __all__ = ["FORMATS", "LINE_FORMATS", "LogFile", "sniff", "open_log"]
 
@@ -44,6 +45,7 @@ LINE_FORMATS: dict[str, Callable[[str], dict[str, Any] | None]] = {
     deepspeed.NAME: deepspeed.parse_line,
     pydict.NAME: pydict.parse_line,
     keyvalue.NAME: keyvalue.parse_line,
+    stated.NAME: stated.parse_line,
 }
 FORMATS = ("auto", "hf_state", "jsonl", "csv", "tensorboard", "text", *LINE_FORMATS, "regex")
 _SNIFF_BYTES = 64 * 1024
@@ -125,19 +127,33 @@ class LogFile:
             parsers = LINE_FORMATS
         else:
             parsers = {self.format: LINE_FORMATS[self.format]}
-        last: dict[int | None, int] = {}
-        tqdm_step: int | None = None
+        ctx = _TextState()
         st = self.stats
         order = list(parsers.items())  # priority order (a Megatron line would parse as key_value too);
         # each parser rejects a line that is not its own by a substring test before any regex
         tqdm = deepspeed.TQDM
+        held: tuple[int, str, int] | None = None  # a printed dict wrapped onto the next lines
         for n, text in iter_lines(self.path, st):
+            if held is not None:
+                n0, start, parts = held
+                text, n, held = start + " " + text.strip(), n0, None
+                if "}" not in text[text.find("{'"):] and parts < _WRAP_LINES:
+                    held = (n, text, parts + 1)
+                    continue
+            elif "{'" in text and "}" not in text[text.find("{'"):]:
+                held = (n, text, 1)
+                continue
             if not text or text.isspace():
                 continue
             if IDENTITY_PREFIX in text:
                 ident = parse_identity(text)
                 if ident:
                     st.identity = ident
+                    continue
+            if " = " in text and self.format in ("text", pydict.NAME):
+                h = pydict.parse_header(text)
+                if h is not None:
+                    ctx.header[h[0]] = h[1]
                     continue
             for name, parse in order:
                 try:
@@ -147,41 +163,125 @@ class LogFile:
                     break
                 if got is None:
                     continue
-                rec = self._record(name, got, n, last, tqdm_step)
+                rec = self._record(name, got, n, ctx)
                 if rec is None:
                     st.bad(n, f"{text[:120]} (no metric)")
                     break
                 st.line_formats[name] = st.line_formats.get(name, 0) + 1
+                if name == stated.NAME and "step" not in got:
+                    ctx.pending.append(rec)  # placed on the next record of its rank
+                    break
+                yield from self._place_pending(ctx, rec)
                 if rec.split == "train":
-                    last[rec.rank] = rec.step
+                    ctx.last[rec.rank] = rec.step
                 yield rec
                 break
             if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining"
                 t = tqdm.search(text)
                 if t:
-                    tqdm_step = int(t.group(1))
+                    ctx.tqdm_step = int(t.group(1))
+        if held is not None:
+            st.bad(held[0], f"{held[1][:120]} (a printed dict not closed within {_WRAP_LINES} lines)")
+        for rec in ctx.pending:  # stated values after the last metrics record: after it
+            prev = ctx.last.get(rec.rank)
+            rec.step = 0 if prev is None else prev + 1
+            yield rec
+        ctx.pending.clear()
 
-    def _record(self, name: str, got: dict[str, Any], n: int, last: dict[int | None, int],
-                tqdm_step: int | None) -> StepRecord | None:
+    def _place_pending(self, ctx: "_TextState", rec: StepRecord) -> Iterator[StepRecord]:
+        """Stated bad values seen before ``rec`` (same rank, or no rank): merged into ``rec`` when it
+        logged that value as missing or finite, else yielded on its step."""
+        keep = []
+        for p in ctx.pending:
+            if p.rank is not None and p.rank != rec.rank:
+                keep.append(p)
+                continue
+            merged = False
+            for f in ("loss", "grad_norm"):
+                v = getattr(p, f)
+                if v is not None and (getattr(rec, f) is None or is_finite(getattr(rec, f))):
+                    setattr(rec, f, v)
+                    merged = True
+            if merged:
+                rec.stated = p.stated if rec.stated is None else rec.stated
+            else:
+                p.step, p.step_inferred, p.rank = rec.step, rec.step_inferred, rec.rank
+                yield p
+        ctx.pending[:] = keep
+
+    def _record(self, name: str, got: dict[str, Any], n: int, ctx: "_TextState") -> StepRecord | None:
         rank = got.pop("rank", None)
         rank = int(rank) if rank is not None else self.rank
-        prev = last.get(rank)
+        prev = ctx.last.get(rank)
+        st = self.stats
         if name == pydict.NAME:
-            step = tqdm_step if tqdm_step is not None and (prev is None or tqdm_step >= prev) else None
-            fallback = step if step is not None else (0 if prev is None else prev + 1)
-            try:
-                rec = record_from_mapping(got, self.source, n, rank, fallback_step=fallback)
-            except BadValue:
-                return None
-            if rec is not None and step is not None:
-                rec.step_inferred = False
-            return rec
+            return self._hf_record(got, n, rank, prev, ctx)
+        first = got.pop("\0first", None)
+        if first is not None:
+            st.knows(*first)
+        elif name == megatron.NAME:
+            st.knows(1, "Megatron-LM: iteration counted after the update, from 1")
         inferred = "step" not in got
         if inferred:
             got["step"] = 0 if prev is None else prev + 1
         split = got.pop("split", "train")
         got.pop("eval", None)
         return StepRecord(source=self.source, line=n, rank=rank, split=split, step_inferred=inferred, **got)
+
+    def _hf_record(self, got: dict[str, Any], n: int, rank: int | None, prev: int | None,
+                   ctx: "_TextState") -> StepRecord | None:
+        """A Hugging Face console dict, placed on its global step: a tqdm count on its line (or the
+        bar's count before it), else ``epoch`` x the update steps per epoch (the header's, or
+        ``--steps-per-epoch``, or the header's total / epochs); else its ordinal, marked unplaced."""
+        st = self.stats
+        same = got.pop("\0tqdm", None)
+        step = same if same is not None else \
+            ctx.tqdm_step if ctx.tqdm_step is not None and (prev is None or ctx.tqdm_step >= prev) else None
+        why = None
+        if step is None:
+            h = ctx.header
+            spe = h.get("steps_per_epoch") or self.steps_per_epoch
+            if spe is None and h.get("total_steps") and h.get("epochs") and h["total_steps"] % h["epochs"] == 0:
+                spe = h["total_steps"] // h["epochs"]
+            if spe is None:
+                why = ("Hugging Face console records carry an epoch, not a step, and the log has no Trainer header "
+                       "('Num update steps per epoch' or 'Total optimization steps' with 'Num Epochs') nor a progress "
+                       "bar: pass --steps-per-epoch N (the run's update steps per epoch), give the [batch] facts "
+                       "with --data, or trace the run's trainer_state.json")
+            elif "epoch" not in got:
+                why = "a Hugging Face console record without an epoch"
+            else:
+                step, why = pydict.place_by_epoch(str(got["epoch"]), spe)
+        ctx.ordinal += 1
+        try:
+            rec = record_from_mapping(got, self.source, n, rank, fallback_step=step if step is not None else
+                                      ctx.ordinal if prev is None else prev + 1)  # a position, not a step
+        except BadValue:
+            return None
+        if rec is None:
+            return None
+        rec.step_inferred = step is None
+        if step is None:
+            st.unplaced = st.unplaced or why
+        else:
+            st.knows(pydict.HF_FIRST_STEP, pydict.HF_WHY)
+        return rec
+
+
+#: lines a printed dict may be wrapped onto
+_WRAP_LINES = 8
+
+
+@dataclass
+class _TextState:
+    """The text reader's state across lines: the last step per rank, the last tqdm count, the Trainer
+    header's facts, the Hugging Face records seen, and stated bad values waiting for their step."""
+
+    last: dict[int | None, int] = field(default_factory=dict)
+    tqdm_step: int | None = None
+    header: dict[str, int] = field(default_factory=dict)
+    ordinal: int = 0
+    pending: list[StepRecord] = field(default_factory=list)
 
 
 def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_epoch: int | None = None) -> LogFile:

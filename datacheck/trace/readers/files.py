@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from datacheck.model.errors import OptionalDependencyError
-from datacheck.trace.readers.fields import BadValue
-from datacheck.trace.readers.keyed import record_from_mapping
+from datacheck.trace.readers.fields import BadValue, keyed_convention
+from datacheck.trace.readers.keyed import eval_record_beside, record_from_mapping
 from datacheck.trace.record import ReadStats, StepRecord
 
 __all__ = ["read_jsonl", "read_csv", "read_tensorboard", "MAX_LINE_CHARS", "iter_lines"]
@@ -61,8 +61,13 @@ def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> I
             stats.bad(n, f"{text[:120]} ({str(exc).splitlines()[0][:80]})")
             continue
         if rec is not None:
+            if last is None and (conv := keyed_convention(obj)) is not None:
+                stats.knows(*conv)
             last = rec.step
             yield rec
+            ev = eval_record_beside(obj, rec)
+            if ev is not None:
+                yield ev
 
 
 def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
@@ -73,6 +78,9 @@ def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Ite
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         reader = csv.DictReader(f, delimiter=delim)
         last: int | None = None
+        conv = keyed_convention(reader.fieldnames or [])
+        if conv is not None:
+            stats.knows(*conv)
         for row in reader:
             n = reader.line_num
             stats.lines = n
@@ -87,6 +95,9 @@ def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Ite
             if rec is not None:
                 last = rec.step
                 yield rec
+                ev = eval_record_beside(row, rec)
+                if ev is not None:
+                    yield ev
 
 
 def _tb_value(v: Any) -> float | None:
@@ -102,7 +113,9 @@ def _tb_value(v: Any) -> float | None:
 def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
     """Scalar summaries of TensorBoard event files (``events.out.tfevents.*``), read with the
     ``tensorboard`` package's event-file loader (no TensorFlow), one event at a time. Scalars of one
-    step (tags mapped as in :mod:`datacheck.trace.readers.fields`, e.g. ``train/loss``) become one record.
+    step (tags mapped as in :mod:`datacheck.trace.readers.fields`, e.g. ``train/loss``,
+    ``TrainIterStats/loss``, ``lr-AdamW/pg1``) become one record, and an eval loss logged at the same
+    step (``eval/loss``, ``EvalStats/avg_loss``) a second, eval record.
 
     Raises:
         OptionalDependencyError: ``tensorboard`` is not installed (the message gives the install command).
@@ -124,7 +137,12 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
                 stats.bad(step, f"step {step}: {exc}")
                 continue
             if rec is not None:
+                if (conv := keyed_convention(vals)) is not None:
+                    stats.knows(*conv)
                 yield rec
+                ev = eval_record_beside(vals, rec)  # an eval value logged at a training step is kept
+                if ev is not None:
+                    yield ev
 
     for path in files:
         try:
