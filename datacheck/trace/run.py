@@ -204,8 +204,10 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                  f.details.get("step") or 0, f.check))
     anomalies = [f for f in findings if f.severity in ("error", "warn") and f.details.get("step") is not None
                  and f.check != "log.skipped_steps"]
+    # at the same step a rank whose own loss went non-finite comes before a grad norm made non-finite on
+    # every rank by the all-reduce
     first = min(anomalies, key=lambda f: (f.details["window"][0] if "window" in f.details else f.details["step"],
-                                          SEVERITY_ORDER[f.severity]), default=None)
+                                          SEVERITY_ORDER[f.severity], f.details.get("metric") != "loss"), default=None)
     first_bad = None if first is None else {"check": first.check, **{k: v for k, v in first.details.items()
                                                                       if not isinstance(v, (list, dict)) or k == "window"}}
     return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,
