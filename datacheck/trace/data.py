@@ -57,7 +57,7 @@ from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
 __all__ = ["StepRows", "ledger_rows", "plan_rows", "ledger_step_rows", "RowAudit", "audit_step_rows", "DatasetIndex",
-           "export_rows", "trace_data", "MAX_AUDITED_STEPS", "EXPORT_COLUMNS"]
+           "export_rows", "trace_data", "plan_steps_per_epoch", "MAX_AUDITED_STEPS", "EXPORT_COLUMNS"]
 
 #: columns of an export, in front of the data columns: the plan's (and inspect's) export columns,
 #: then the log's step number
@@ -465,9 +465,24 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
     return out.height
 
 
+def plan_steps_per_epoch(index: DatasetIndex) -> int | None:
+    """Optimizer steps per epoch of the simulated plan over ``index`` (what places Hugging Face console
+    records that carry only an epoch), or None when ``[batch]`` sets neither ``batch_size`` nor
+    ``max_tokens``.
+
+    Raises:
+        OptionalDependencyError: torch is not installed.
+    """
+    b = index.cfg.batch
+    if b.batch_size is None and b.max_tokens is None:
+        return None
+    return index.plan().steps_per_epoch
+
+
 def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConvention, *, ledger: str | None = None,
                step: int | None = None, window: int = 0, export: str | None = None,
-               allow_data_mismatch: bool = False, fail_on: str = "error") -> dict[str, Any]:
+               allow_data_mismatch: bool = False, fail_on: str = "error",
+               index: DatasetIndex | None = None) -> dict[str, Any]:
     """The data leg of a trace: the log steps to audit (``step``, else the first anomaly's window;
     ``window`` steps before it), their rows (from ``ledger`` or the simulated plan, joined through
     ``conv``), those rows audited and optionally exported.
@@ -481,10 +496,13 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         UsageError: the data's index_hash differs from the one the log records (unless
             ``allow_data_mismatch``), a log's records carry no step, ``window`` < 0, too many steps,
             the steps are outside the ledger or plan, or a shard cannot be read.
+
+    ``index``: the dataset index when the caller built it already (of ``paths`` under ``cfg``).
     """
     if window < 0:
         raise UsageError(f"--window must be >= 0, got {window}")
-    index = DatasetIndex.build(paths, cfg)
+    if index is None:
+        index = DatasetIndex.build(paths, cfg)
     idents = {st.identity for st in res.logs if st.identity is not None}
     mismatch, config_warning = compare_identity(idents, index.index_hash(), cfg.hash()) if idents else (None, None)
     if mismatch and not allow_data_mismatch:

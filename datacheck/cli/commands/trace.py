@@ -15,7 +15,7 @@ from datacheck.io.outputs import check_outputs, write_atomic
 from datacheck.model.config import Config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
-from datacheck.trace.data import trace_data
+from datacheck.trace.data import DatasetIndex, plan_steps_per_epoch, trace_data
 from datacheck.trace.readers import FORMATS, open_log
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
@@ -84,14 +84,22 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} {out} is one of the logs being read; write the output to another file")
     if args.world_size is not None and args.world_size < 1:
         raise UsageError(f"--world-size must be >= 1, got {args.world_size}")
-    res = trace_logs(logs, TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size))
+    opts = TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size)
+    res = trace_logs(logs, opts)
     conv = resolve_convention(res.logs, args.first_step)
-    res.join(conv)
     cfg = config_and_source(args.config, args.data)[0] if args.data is not None or args.config else Config()
+    index = DatasetIndex.build(args.data, cfg) if args.data is not None else None
+    if conv.unplaced and index is not None and args.steps_per_epoch is None:
+        spe = plan_steps_per_epoch(index)  # the config's [batch] facts place records that carry only an epoch
+        if spe is not None:
+            logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=spe) for p in args.logs]
+            res = trace_logs(logs, opts)
+            conv = resolve_convention(res.logs, args.first_step)
+    res.join(conv)
     res.apply_fail_on(cfg, args.fail_on)
     data = None if args.data is None else trace_data(
         res, args.data, cfg, conv, ledger=args.ledger, step=args.step, window=args.window, export=args.export,
-        allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on)
+        allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on, index=index)
     if data is not None and data.get("audited_steps") and res.first_bad is not None:
         res.first_bad["audited_window"] = data["audited_steps"]
     failed = any(f.fails_policy for f in res.findings) or any(

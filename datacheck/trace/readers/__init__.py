@@ -251,7 +251,8 @@ class LogFile:
             elif "epoch" not in got:
                 why = "a Hugging Face console record without an epoch"
             else:
-                step, why = pydict.place_by_epoch(str(got["epoch"]), spe)
+                ctx.epoch_decimals = max(ctx.epoch_decimals, pydict.epoch_decimals(str(got["epoch"])))
+                step, why = pydict.place_by_epoch(str(got["epoch"]), spe, ctx.epoch_decimals)
         ctx.ordinal += 1
         try:
             rec = record_from_mapping(got, self.source, n, rank, fallback_step=step if step is not None else
@@ -281,6 +282,7 @@ class _TextState:
     tqdm_step: int | None = None
     header: dict[str, int] = field(default_factory=dict)
     ordinal: int = 0
+    epoch_decimals: int = 0
     pending: list[StepRecord] = field(default_factory=list)
 
 

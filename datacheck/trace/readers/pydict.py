@@ -22,7 +22,7 @@ from typing import Any
 
 from datacheck.trace.readers.fields import BadValue
 
-__all__ = ["NAME", "parse_line", "parse_header", "place_by_epoch", "HF_FIRST_STEP", "HF_WHY"]
+__all__ = ["NAME", "parse_line", "parse_header", "place_by_epoch", "epoch_decimals", "HF_FIRST_STEP", "HF_WHY"]
 
 NAME = "hf_console"
 HF_FIRST_STEP = 1
@@ -70,13 +70,20 @@ def parse_header(text: str) -> tuple[str, int] | None:
     return _HEADER_KEYS[m.group(1)], int(m.group(2).replace(",", ""))
 
 
-def place_by_epoch(epoch_text: str, steps_per_epoch: int) -> tuple[int | None, str | None]:
+def epoch_decimals(epoch_text: str) -> int:
+    """Decimals of a printed epoch (16 for an exponent form: a full-precision repr)."""
+    return len(epoch_text.split(".", 1)[1]) if "." in epoch_text and "e" not in epoch_text.lower() else 16
+
+
+def place_by_epoch(epoch_text: str, steps_per_epoch: int, decimals: int | None = None) -> tuple[int | None, str | None]:
     """The global step of a record logged at ``epoch`` (its printed text), or None and why.
 
     ``x = epoch x steps_per_epoch`` is the step, or over it by less than one (a loader length that is
-    not a multiple of the accumulation); the printed epoch is rounded to its decimals, an error of
-    ``rho = steps_per_epoch x 0.5 x 10^-decimals`` steps. A value within ``rho`` of an integer is that
-    integer; otherwise the integer below. With ``rho`` >= 0.25 the step is not placed.
+    not a multiple of the accumulation). The printed epoch is rounded (older Trainers round it to 2 or
+    4 decimals; Python prints a float's shortest repr, so ``0.4`` may be ``0.4000``): ``decimals`` is the
+    most decimals the log's epochs have shown (default: this one's), an error of ``rho =
+    steps_per_epoch x 0.5 x 10^-decimals`` steps. A value within ``rho`` of an integer is that integer;
+    otherwise the integer below. With ``rho`` >= 0.25 the step is not placed.
     """
     try:
         epoch = float(epoch_text)
@@ -84,7 +91,7 @@ def place_by_epoch(epoch_text: str, steps_per_epoch: int) -> tuple[int | None, s
         return None, f"epoch {epoch_text!r} is not a number"
     if not math.isfinite(epoch) or epoch < 0:
         return None, f"epoch {epoch_text!r}"
-    digits = len(epoch_text.split(".", 1)[1]) if "." in epoch_text and "e" not in epoch_text.lower() else 16
+    digits = max(epoch_decimals(epoch_text), decimals or 0)
     rho = steps_per_epoch * 0.5 * 10.0 ** -digits
     if rho >= 0.25:
         return None, (f"the epoch is printed with {digits} decimal(s): x {steps_per_epoch} steps per epoch it is "

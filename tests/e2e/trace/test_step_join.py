@@ -44,7 +44,7 @@ def loop(tmp_path_factory):
                             grad_accum=ACCUM)
     model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    step, seen, first_nan, total = 0, {}, None, 0.0
+    step, seen, first_nan, total, losses = 0, {}, None, 0.0, []
     with open(root / "run" / "metrics.jsonl", "w") as one, open(root / "run" / "metrics0.jsonl", "w") as zero:
         for i, idx in enumerate(loader):
             loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx]) / ACCUM
@@ -56,12 +56,13 @@ def loop(tmp_path_factory):
                 opt.zero_grad()
                 if first_nan is None and total != total:
                     first_nan = step
+                losses.append(total)
                 one.write(json.dumps({"step": step + 1, "loss": total}) + "\n")
                 zero.write(json.dumps({"step": step, "loss": total}) + "\n")
                 step, total = step + 1, 0.0
     del loader
     bad_step = next(k for k, rows in seen.items() if POISON in rows)
-    return root, data, seen, bad_step, first_nan
+    return root, data, seen, bad_step, first_nan, losses
 
 
 def _trace(root, log, *more):
@@ -72,7 +73,7 @@ def _trace(root, log, *more):
 @pytest.mark.slow
 @pytest.mark.parametrize("source", [[], ["--ledger", "LEDGER"]], ids=["plan", "ledger"])
 def test_log_step_after_the_update_joins_the_optimizer_step(loop, source):
-    root, _, seen, bad_step, first_nan = loop
+    root, _, seen, bad_step, first_nan, _ = loop
     assert first_nan == bad_step  # the loop went NaN at the step that loaded the row
     more = [str(root / "run") if a == "LEDGER" else a for a in source]
     r = _trace(root, "metrics.jsonl", "--first-step", "1", "--format", "json", *more)
@@ -89,7 +90,7 @@ def test_log_step_after_the_update_joins_the_optimizer_step(loop, source):
 
 @pytest.mark.slow
 def test_a_log_counting_from_zero_needs_first_step_zero(loop):
-    root, _, seen, bad_step, _ = loop
+    root, _, seen, bad_step, _, _ = loop
     r = _trace(root, "metrics0.jsonl", "--ledger", str(root / "run"), "--first-step", "0", "--format", "json")
     res = json.loads(r.stdout)["result"]
     assert r.returncode == 1 and res["first_bad"]["step"] == bad_step
@@ -99,7 +100,7 @@ def test_a_log_counting_from_zero_needs_first_step_zero(loop):
 
 @pytest.mark.slow
 def test_one_output_window_policy_indexing_and_export(loop):
-    root, _, seen, bad_step, _ = loop
+    root, _, seen, bad_step, _, _ = loop
     export = root / "rows.parquet"
     r = _trace(root, "metrics.jsonl", "--ledger", str(root / "run"), "--window", "1", "--export", str(export),
                "--format", "json")
@@ -132,7 +133,7 @@ def test_one_output_window_policy_indexing_and_export(loop):
 
 @pytest.mark.slow
 def test_plan_and_trace_export_one_schema(loop, tmp_path):
-    root, _, _, bad_step, _ = loop
+    root, _, _, bad_step, _, _ = loop
     plan_out, trace_out = tmp_path / "plan.parquet", tmp_path / "trace.parquet"
     r = run_cli("plan", str(root / "data"), "--config", str(root / "datacheck.toml"), "--step", str(bad_step),
                 "--export", str(plan_out))
@@ -151,3 +152,55 @@ def test_first_step_without_data_is_not_ignored(tmp_path):
     assert r.returncode == 1 and "log step 5 = optimizer step 5" in r.stdout
     r = run_cli("trace", str(log), "--window", "2")
     assert r.returncode == 2 and "--window need --data" in r.stderr
+
+
+MICRO = ROWS // BATCH  # the loader's length: Hugging Face's steps_in_epoch
+HF_HEADER = ("***** Running training *****\n  Num examples = 1,200\n  Num Epochs = 1\n"
+             f"  Gradient Accumulation steps = {ACCUM}\n  Total optimization steps = {-(-MICRO // ACCUM)}\n")
+
+
+EVERY = 5  # logging_steps
+
+
+def _console(losses, header):
+    """The Trainer's console with logging_steps 5 and disable_tqdm: one dict per 5 steps, the mean loss
+    of those steps, epoch = micro-batches done / the loader's length (``Trainer._inner_training_loop``)."""
+    out = [HF_HEADER] if header else []
+    for k in range(EVERY, len(losses) + 1, EVERY):
+        mean = sum(losses[k - EVERY:k]) / EVERY
+        out.append("{'loss': %r, 'grad_norm': %r, 'learning_rate': 0.05, 'epoch': %r}\n"
+                   % (mean, mean, round(ACCUM * k / MICRO, 4)))
+    return "".join(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["header", "config"])
+def test_hf_console_without_steps_is_placed_by_epoch(loop, how):
+    root, _, seen, bad_step, _, losses = loop
+    log = root / "run" / f"console-{how}.log"
+    log.write_text(_console(losses, how == "header"))
+    logged = -(-(bad_step + 1) // EVERY) * EVERY  # the first logged step at or after the bad one
+    assert logged <= len(losses)
+    r = _trace(root, log.name, "--ledger", str(root / "run"), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    res = json.loads(r.stdout)["result"]
+    assert res["first_bad"]["step"] == logged and res["first_bad"]["window"] == [logged - EVERY + 1, logged]
+    assert res["convention"]["first_step"] == 1 and not res["convention"]["unplaced"]
+    d = res["data"]
+    assert d["audited_steps"] == [logged - EVERY + 1, logged]
+    assert d["rows"]["steps"][str(bad_step + 1)] == {"0": seen[bad_step]}
+    assert [r["row"] for r in d["rows"]["failing_rows"]] == [POISON]
+
+
+@pytest.mark.slow
+def test_hf_console_without_steps_or_facts_names_no_rows(loop, tmp_path):
+    root, _, _, _, _, losses = loop
+    log = root / "run" / "console-bare.log"
+    log.write_text(_console(losses, False))
+    cfg = tmp_path / "nobatch.toml"
+    cfg.write_text('[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n')
+    r = run_cli("trace", str(log), "--data", str(root / "data"), "--config", str(cfg), "--ledger", str(root / "run"))
+    assert r.returncode == 2 and "--steps-per-epoch N" in r.stderr and "trainer_state.json" in r.stderr
+    r = run_cli("trace", str(log), "--data", str(root / "data"), "--config", str(cfg), "--ledger", str(root / "run"),
+                "--steps-per-epoch", str(-(-MICRO // ACCUM)), "--format", "json")
+    assert r.returncode == 1 and json.loads(r.stdout)["result"]["data"]["rows"]["failing_rows"][0]["row"] == POISON
