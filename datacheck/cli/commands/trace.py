@@ -16,7 +16,7 @@ from datacheck.model.config import Config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.trace.data import DatasetIndex, plan_steps_per_epoch, trace_data
-from datacheck.trace.readers import FORMATS, open_log
+from datacheck.trace.readers import FORMATS, open_log, pydict
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
 from datacheck.trace.run import trace_logs
@@ -70,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.data is None:
         given = [f for f, v in (("--ledger", args.ledger), ("--export", args.export), ("--step", args.step),
-                                ("--window", args.window or None)) if v is not None]
+                                ("--window", args.window or None),
+                                ("--allow-data-mismatch", args.allow_data_mismatch or None)) if v is not None]
         if given:  # no option is silently ignored
             raise UsageError(f"{', '.join(given)} need --data PATH (the dataset the run trained on)")
     if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
@@ -95,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
             logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=spe) for p in args.logs]
             res = trace_logs(logs, opts)
             conv = resolve_convention(res.logs, args.first_step)
+    if args.steps_per_epoch is not None and not any(st.line_formats.get(pydict.NAME) for st in res.logs):
+        raise UsageError("--steps-per-epoch places Hugging Face console records (dicts with an epoch); the logs "
+                         "have none: drop it")
     res.join(conv)
     res.apply_fail_on(cfg, args.fail_on)
     data = None if args.data is None else trace_data(

@@ -13,10 +13,12 @@ Formats (``--format``; ``auto`` sniffs):
 ``hf_console`` Hugging Face Trainer dict lines only
 ``key_value``  ``key value`` / ``key: value`` / ``key=value`` lines only (nanoGPT, mlx-lm, mmengine, llm.c)
 ``stated``     lines that state a bad value (``Bad grad_norm detected (grad_norm=nan)``, ``Loss is Infinity``)
+``coqui``      Coqui TTS trainer blocks (``--> TIME: ... GLOBAL_STEP: N`` then ``| > loss: X`` lines)
 ``regex``      a user regex with named groups (``--regex``)
 ============== =====================================================================================
 
-Sniffing (``auto``): a name with ``tfevents`` or a folder -> tensorboard; ``.csv``/``.tsv`` -> csv;
+Sniffing (``auto``): a name with ``tfevents``, a folder, or a file that opens as a TFRecord whose
+first event is TensorBoard's file version -> tensorboard; ``.csv``/``.tsv`` -> csv;
 a JSON document whose first 64 KiB mention ``"log_history"`` -> hf_state; ``.jsonl``/``.ndjson`` or a
 first non-blank line starting with ``{"`` -> jsonl; anything else -> text. Per-rank logs: a ``rankN``
 in the file name gives the rank of records that carry none.
@@ -30,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 from datacheck.model.errors import UsageError
 from datacheck.model.identity import IDENTITY_PREFIX, parse_identity
-from datacheck.trace.readers import deepspeed, keyvalue, megatron, pydict, stated
+from datacheck.trace.readers import coqui, deepspeed, keyvalue, megatron, pydict, stated
 from datacheck.trace.readers.fields import RANK_IN_NAME, BadValue
 from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard
 from datacheck.trace.readers.hfstate import read_hf_state
@@ -47,7 +49,7 @@ LINE_FORMATS: dict[str, Callable[[str], dict[str, Any] | None]] = {
     keyvalue.NAME: keyvalue.parse_line,
     stated.NAME: stated.parse_line,
 }
-FORMATS = ("auto", "hf_state", "jsonl", "csv", "tensorboard", "text", *LINE_FORMATS, "regex")
+FORMATS = ("auto", "hf_state", "jsonl", "csv", "tensorboard", "text", *LINE_FORMATS, coqui.NAME, "regex")
 _SNIFF_BYTES = 64 * 1024
 
 
@@ -60,6 +62,9 @@ def sniff(path: Path) -> str:
         return "csv"
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
+    if len(head) >= 12 and 0 < int.from_bytes(head[:8], "little") <= 4096 \
+            and b"brain.Event" in head[12:12 + int.from_bytes(head[:8], "little")]:
+        return "tensorboard"  # a TFRecord whose first event is the file version, whatever the file's name
     stripped = head.lstrip()
     if stripped.startswith(b"{") and b'"log_history"' in head:
         return "hf_state"
@@ -125,8 +130,11 @@ class LogFile:
                 "regex": lambda t: keyvalue.parse_with_regex(t, rx)}
         elif self.format == "text":
             parsers = LINE_FORMATS
+        elif self.format == coqui.NAME:
+            parsers = {}
         else:
             parsers = {self.format: LINE_FORMATS[self.format]}
+        coq = coqui.CoquiBlocks() if self.format in ("text", coqui.NAME) else None
         ctx = _TextState()
         st = self.stats
         order = list(parsers.items())  # priority order (a Megatron line would parse as key_value too);
@@ -149,6 +157,12 @@ class LogFile:
                 ident = parse_identity(text)
                 if ident:
                     st.identity = ident
+                    continue
+            if coq is not None:
+                done, mine = coq.feed(n, text)
+                if done is not None:
+                    yield from self._coqui_record(done, ctx)
+                if mine:
                     continue
             if " = " in text and self.format in ("text", pydict.NAME):
                 h = pydict.parse_header(text)
@@ -182,11 +196,33 @@ class LogFile:
                     ctx.tqdm_step = int(t.group(1))
         if held is not None:
             st.bad(held[0], f"{held[1][:120]} (a printed dict not closed within {_WRAP_LINES} lines)")
+        if coq is not None and (done := coq.finish()) is not None:
+            yield from self._coqui_record(done, ctx)
         for rec in ctx.pending:  # stated values after the last metrics record: after it
             prev = ctx.last.get(rec.rank)
             rec.step = 0 if prev is None else prev + 1
             yield rec
         ctx.pending.clear()
+
+    def _coqui_record(self, done: tuple[int, dict[str, Any]], ctx: "_TextState") -> Iterator[StepRecord]:
+        n, block = done
+        st = self.stats
+        if block.pop("\0eval", None):
+            loss = block.get("avg_loss", block.get("loss"))
+            block = {"step": block["step"], "eval_loss": loss}
+        try:
+            rec = record_from_mapping(block, self.source, n, self.rank)
+        except BadValue as exc:
+            st.bad(n, f"GLOBAL_STEP {block.get('step')}: {exc}")
+            return
+        if rec is None:
+            st.bad(n, f"GLOBAL_STEP {block.get('step')}: no metric")
+            return
+        st.line_formats[coqui.NAME] = st.line_formats.get(coqui.NAME, 0) + 1
+        yield from self._place_pending(ctx, rec)
+        if rec.split == "train":
+            ctx.last[rec.rank] = rec.step
+        yield rec
 
     def _place_pending(self, ctx: "_TextState", rec: StepRecord) -> Iterator[StepRecord]:
         """Stated bad values seen before ``rec`` (same rank, or no rank): merged into ``rec`` when it

@@ -204,3 +204,12 @@ def test_hf_console_without_steps_or_facts_names_no_rows(loop, tmp_path):
     r = run_cli("trace", str(log), "--data", str(root / "data"), "--config", str(cfg), "--ledger", str(root / "run"),
                 "--steps-per-epoch", str(-(-MICRO // ACCUM)), "--format", "json")
     assert r.returncode == 1 and json.loads(r.stdout)["result"]["data"]["rows"]["failing_rows"][0]["row"] == POISON
+
+
+def test_options_that_would_do_nothing_are_refused(tmp_path):
+    log = tmp_path / "m.jsonl"
+    log.write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n")
+    r = run_cli("trace", str(log), "--allow-data-mismatch")
+    assert r.returncode == 2 and "--allow-data-mismatch need --data" in r.stderr
+    r = run_cli("trace", str(log), "--steps-per-epoch", "10")
+    assert r.returncode == 2 and "the logs have none" in r.stderr

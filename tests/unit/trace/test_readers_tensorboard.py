@@ -42,3 +42,14 @@ def test_lightning_learning_rate_monitor_tag(tmp_path):
         (s, 2.0 - s, pytest.approx(0.01)) for s in range(3)]
     assert [r.step for r in recs if r.split == "eval"] == [0, 1, 2]
     assert lf.stats.first_step == 0  # Lightning counts global_step from 0
+
+
+def test_an_event_file_under_another_name_is_sniffed(tmp_path):
+    w = SummaryWriter(str(tmp_path / "tb"))
+    w.add_scalar("train/loss", float("nan"), 7)
+    w.close()
+    ev = next((tmp_path / "tb").iterdir())
+    renamed = tmp_path / "run.events"
+    renamed.write_bytes(ev.read_bytes())
+    lf = open_log(str(renamed))
+    assert lf.format == "tensorboard" and [r.step for r in lf.records()] == [7]

@@ -109,3 +109,20 @@ def test_conventions_of_the_readers(tmp_path):
                    "metrics.csv": (0, 0.001), "hf.jsonl": (1, None)}
     r = run_cli("trace", str(nano), str(mlx))
     assert r.returncode == 2 and "count steps differently" in r.stderr and "--first-step" in r.stderr
+
+
+def test_coqui_console_blocks(tmp_path):
+    """The trainer log trainproof reads: one block per step, eval blocks at the last step."""
+    def block(step, loss):
+        return (f" --> TIME: 2023-04-11 10:21:{step:02d} -- STEP: {step - 1}/406 -- GLOBAL_STEP: {step}\n"
+                f"     | > loss: {loss}  (0.61020)\n     | > current_lr: 0.0001 \n     | > grad_norm: 1.2  (1.3)\n"
+                "     | > step_time: 0.35  (0.34)\n\n")
+    log = tmp_path / "trainer_0_log.txt"
+    log.write_text(block(25, 0.52) + block(50, 0.48) + " --> EVAL PERFORMANCE\n     | > loader_time: 0.01\n"
+                   "     | > avg_loss: 0.55  (+0.01)\n\n" + block(75, "nan"))
+    lf = open_log(str(log))
+    recs = list(lf.records())
+    assert [(r.step, r.split, r.loss) for r in recs[:3]] == [(25, "train", 0.52), (50, "train", 0.48), (50, "eval", 0.55)]
+    assert recs[0].lr == 0.0001 and recs[0].grad_norm == 1.2 and lf.stats.line_formats == {"coqui": 4}
+    f = {x.check: x for x in _trace(log).findings}["log.non_finite"]
+    assert f.details["step"] == 75 and f.details["window"] == [51, 75]
