@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from datacheck.model.errors import UsageError
+from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.identity import IDENTITY_PREFIX, parse_identity
 from datacheck.trace.readers import coqui, deepspeed, keyvalue, megatron, pydict, stated
 from datacheck.trace.readers.fields import RANK_IN_NAME, BadValue
@@ -204,6 +204,27 @@ class LogFile:
             yield rec
         ctx.pending.clear()
 
+    def _state_step(self, ctx: "_TextState", epoch: Any) -> int | None:
+        """The step the run's ``trainer_state.json`` (beside the log, or in its newest ``checkpoint-N``
+        folder) records for this exact epoch value, or None. The console prints the same floats the
+        Trainer appends to ``log_history``, so the epoch names its entry."""
+        if ctx.state_steps is None:
+            ctx.state_steps = {}
+            for cand in _trainer_states(self.path):
+                try:
+                    for rec in read_hf_state(cand, str(cand), ReadStats(str(cand), "hf_state"), None):
+                        if rec.split == "train" and rec.epoch is not None and len(ctx.state_steps) < _STATE_MAX:
+                            ctx.state_steps.setdefault(rec.epoch, rec.step)
+                except (UsageError, OptionalDependencyError, OSError):
+                    continue
+                if ctx.state_steps:
+                    self.stats.notes.add(f"steps from {cand}")
+                    break
+        try:
+            return ctx.state_steps.get(float(epoch))
+        except (TypeError, ValueError):
+            return None
+
     def _coqui_record(self, done: tuple[int, dict[str, Any]], ctx: "_TextState") -> Iterator[StepRecord]:
         n, block = done
         st = self.stats
@@ -267,13 +288,16 @@ class LogFile:
     def _hf_record(self, got: dict[str, Any], n: int, rank: int | None, prev: int | None,
                    ctx: "_TextState") -> StepRecord | None:
         """A Hugging Face console dict, placed on its global step: a tqdm count on its line (or the
-        bar's count before it), else ``epoch`` x the update steps per epoch (the header's, or
-        ``--steps-per-epoch``, or the header's total / epochs); else its ordinal, marked unplaced."""
+        bar's count before it), else the step the run's ``trainer_state.json`` records for its epoch,
+        else ``epoch`` x the update steps per epoch (the header's, or ``--steps-per-epoch``, or the
+        header's total / epochs); else its position, marked unplaced."""
         st = self.stats
         same = got.pop("\0tqdm", None)
         step = same if same is not None else \
             ctx.tqdm_step if ctx.tqdm_step is not None and (prev is None or ctx.tqdm_step >= prev) else None
         why = None
+        if step is None and "epoch" in got:
+            step = self._state_step(ctx, got["epoch"])
         if step is None:
             h = ctx.header
             spe = h.get("steps_per_epoch") or self.steps_per_epoch
@@ -307,6 +331,16 @@ class LogFile:
 
 #: lines a printed dict may be wrapped onto
 _WRAP_LINES = 8
+#: epochs remembered from a trainer_state.json
+_STATE_MAX = 2_000_000
+
+
+def _trainer_states(log: Path) -> list[Path]:
+    """``trainer_state.json`` beside ``log``, then those of its ``checkpoint-N`` folders, newest first."""
+    d = log.parent
+    out = [d / "trainer_state.json"] if (d / "trainer_state.json").is_file() else []
+    ckpts = [p for p in d.glob("checkpoint-*/trainer_state.json") if p.parent.name[11:].isdigit()]
+    return out + sorted(ckpts, key=lambda p: -int(p.parent.name[11:]))
 
 
 @dataclass
@@ -319,6 +353,7 @@ class _TextState:
     header: dict[str, int] = field(default_factory=dict)
     ordinal: int = 0
     epoch_decimals: int = 0
+    state_steps: dict[float, int] | None = None
     pending: list[StepRecord] = field(default_factory=list)
 
 

@@ -174,14 +174,22 @@ def _console(losses, header):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["header", "config"])
+@pytest.mark.parametrize("how", ["header", "config", "trainer_state"])
 def test_hf_console_without_steps_is_placed_by_epoch(loop, how):
     root, _, seen, bad_step, _, losses = loop
-    log = root / "run" / f"console-{how}.log"
+    log = root / "run" / how / "console.log"
+    log.parent.mkdir(exist_ok=True)
     log.write_text(_console(losses, how == "header"))
+    if how == "trainer_state":  # the Trainer's own log_history beside the console: the same epochs, with steps
+        hist = [{"loss": 0.5, "epoch": round(ACCUM * k / MICRO, 4), "step": k} for k in range(EVERY, len(losses) + 1, EVERY)]
+        (log.parent / "checkpoint-30").mkdir(exist_ok=True)
+        (log.parent / "checkpoint-30" / "trainer_state.json").write_text(json.dumps({"log_history": hist}))
     logged = -(-(bad_step + 1) // EVERY) * EVERY  # the first logged step at or after the bad one
     assert logged <= len(losses)
-    r = _trace(root, log.name, "--ledger", str(root / "run"), "--format", "json")
+    more = ["--config", str(root / "nobatch.toml")] if how == "trainer_state" else []
+    (root / "nobatch.toml").write_text('[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n')
+    r = run_cli("trace", str(log), "--data", str(root / "data"), "--config", str(root / "datacheck.toml"), *more,
+                "--ledger", str(root / "run"), "--format", "json")
     assert r.returncode == 1, r.stderr
     res = json.loads(r.stdout)["result"]
     assert res["first_bad"]["step"] == logged and res["first_bad"]["window"] == [logged - EVERY + 1, logged]
