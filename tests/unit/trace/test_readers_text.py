@@ -126,3 +126,14 @@ def test_coqui_console_blocks(tmp_path):
     assert recs[0].lr == 0.0001 and recs[0].grad_norm == 1.2 and lf.stats.line_formats == {"coqui": 4}
     f = {x.check: x for x in _trace(log).findings}["log.non_finite"]
     assert f.details["step"] == 75 and f.details["window"] == [51, 75]
+
+
+def test_jsonl_without_steps_names_no_rows(tmp_path):
+    log = tmp_path / "m.jsonl"
+    log.write_text("".join(json.dumps({"loss": 1.0 if i != 3 else float("nan")}) + "\n" for i in range(6)))
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"x": 1.0}\n')
+    r = run_cli("trace", str(log))
+    assert r.returncode == 1 and "at record 4 (the log gives no step number)" in r.stdout
+    r = run_cli("trace", str(log), "--data", str(data))
+    assert r.returncode == 2 and "carry no step key" in r.stderr
