@@ -140,17 +140,7 @@ class LogFile:
         order = list(parsers.items())  # priority order (a Megatron line would parse as key_value too);
         # each parser rejects a line that is not its own by a substring test before any regex
         tqdm = deepspeed.TQDM
-        held: tuple[int, str, int] | None = None  # a printed dict wrapped onto the next lines
-        for n, text in iter_lines(self.path, st):
-            if held is not None:
-                n0, start, parts = held
-                text, n, held = start + " " + text.strip(), n0, None
-                if "}" not in text[text.find("{'"):] and parts < _WRAP_LINES:
-                    held = (n, text, parts + 1)
-                    continue
-            elif "{'" in text and "}" not in text[text.find("{'"):]:
-                held = (n, text, 1)
-                continue
+        for n, text in self._joined(iter_lines(self.path, st)):
             if not text or text.isspace():
                 continue
             if IDENTITY_PREFIX in text:
@@ -194,8 +184,6 @@ class LogFile:
                 t = tqdm.search(text)
                 if t:
                     ctx.tqdm_step = int(t.group(1))
-        if held is not None:
-            st.bad(held[0], f"{held[1][:120]} (a printed dict not closed within {_WRAP_LINES} lines)")
         if coq is not None and (done := coq.finish()) is not None:
             yield from self._coqui_record(done, ctx)
         for rec in ctx.pending:  # stated values after the last metrics record: after it
@@ -203,6 +191,39 @@ class LogFile:
             rec.step = 0 if prev is None else prev + 1
             yield rec
         ctx.pending.clear()
+
+    def _joined(self, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+        """The log's lines with a record wrapped onto the next lines joined (numbered by its first
+        line): a printed dict not closed on its line (soft wrap: joined with a blank, at most
+        :data:`_WRAP_LINES` lines), a Megatron iteration line that does not end with its ``|`` followed
+        by a line that does and starts no iteration (a terminal's hard wrap: joined as written)."""
+        held: tuple[int, str, str, int] | None = None
+        for n, text in lines:
+            if held is not None:
+                n0, t0, kind, parts = held
+                held = None
+                if kind == "dict":
+                    joined = t0 + " " + text.strip()
+                    if "}" not in joined[joined.find("{'"):] and parts < _WRAP_LINES:
+                        held = (n0, joined, kind, parts + 1)
+                    else:
+                        yield n0, joined
+                    continue
+                if text.rstrip().endswith("|") and not megatron.starts_iteration(text):
+                    yield n0, t0 + text
+                    continue
+                yield n0, t0
+            if "{'" in text and "}" not in text[text.find("{'"):]:
+                held = (n, text, "dict", 1)
+            elif megatron.cut_iteration(text):
+                held = (n, text, "megatron", 1)
+            else:
+                yield n, text
+        if held is not None:
+            if held[2] == "dict":
+                self.stats.bad(held[0], f"{held[1][:120]} (a printed dict not closed within {_WRAP_LINES} lines)")
+            else:
+                yield held[0], held[1]  # a log cut mid-line: the fields before the cut are kept
 
     def _state_step(self, ctx: "_TextState", epoch: Any) -> int | None:
         """The step the run's ``trainer_state.json`` (beside the log, or in its newest ``checkpoint-N``

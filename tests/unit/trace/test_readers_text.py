@@ -137,3 +137,17 @@ def test_jsonl_without_steps_names_no_rows(tmp_path):
     assert r.returncode == 1 and "at record 4 (the log gives no step number)" in r.stdout
     r = run_cli("trace", str(log), "--data", str(data))
     assert r.returncode == 2 and "carry no step key" in r.stderr
+
+
+def test_a_megatron_line_wrapped_by_the_terminal(tmp_path):
+    line = (" iteration       30/    1000 | consumed samples:          120 | elapsed time per iteration (ms): 1376.1 |"
+            " learning rate: 1.500E-04 | global batch size:     4 | lm loss: 2.247505E+01 | loss scale: 16384.0 |"
+            " grad norm: 16.999 | number of skipped iterations:   1 | number of nan iterations:   0 |\n")
+    cut = line.index("2.2475") + 4  # a hard wrap in the middle of the loss value
+    log = tmp_path / "wrapped.out"
+    log.write_text(line.replace("30/", "20/") + line[:cut] + "\n" + line[cut:] + line.replace("30/", "40/")[:60] + "\n")
+    lf = open_log(str(log))
+    recs = list(lf.records())
+    assert [(r.step, r.loss, r.grad_norm) for r in recs] == [(20, 22.47505, 16.999), (30, 22.47505, 16.999),
+                                                             (40, None, None)]
+    assert lf.stats.bad_lines == 0  # the last line, cut mid-write, keeps the fields before the cut
