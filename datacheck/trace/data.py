@@ -517,6 +517,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
                 "source": None, "convention": conv.to_dict()}
     conv.require_placed()
     steps = list(range(max(conv.first_step, lo - window), hi + 1))
+    if not steps:
+        raise UsageError(f"log step {hi} is before the log's first optimizer step, {conv.first_step} ({conv.source})")
     if len(steps) > MAX_AUDITED_STEPS:
         raise UsageError(f"{len(steps)} steps to audit (window {lo}..{hi} + {window} before); give --step N")
     if ledger is not None:

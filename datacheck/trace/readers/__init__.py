@@ -148,7 +148,7 @@ class LogFile:
                 if ident:
                     st.identity = ident
                     continue
-            if coq is not None:
+            if coq is not None and (coq.block is not None or "-->" in text):
                 done, mine = coq.feed(n, text)
                 if done is not None:
                     yield from self._coqui_record(done, ctx)
@@ -175,7 +175,8 @@ class LogFile:
                 if name == stated.NAME and "step" not in got:
                     ctx.pending.append(rec)  # placed on the next record of its rank
                     break
-                yield from self._place_pending(ctx, rec)
+                if ctx.pending:
+                    yield from self._place_pending(ctx, rec)
                 if rec.split == "train":
                     ctx.last[rec.rank] = rec.step
                 yield rec
@@ -199,6 +200,9 @@ class LogFile:
         by a line that does and starts no iteration (a terminal's hard wrap: joined as written)."""
         held: tuple[int, str, str, int] | None = None
         for n, text in lines:
+            if held is None and (text.endswith("|") or ("{'" not in text and "iteration" not in text)):
+                yield n, text  # the common line, decided without a call
+                continue
             if held is not None:
                 n0, t0, kind, parts = held
                 held = None
@@ -295,10 +299,11 @@ class LogFile:
         if name == pydict.NAME:
             return self._hf_record(got, n, rank, prev, ctx)
         first = got.pop("\0first", None)
-        if first is not None:
-            st.knows(*first)
-        elif name == megatron.NAME:
-            st.knows(1, "Megatron-LM: iteration counted after the update, from 1")
+        if st.first_step is None:
+            if first is not None:
+                st.knows(*first)
+            elif name == megatron.NAME:
+                st.knows(1, "Megatron-LM: iteration counted after the update, from 1")
         inferred = "step" not in got
         if inferred:
             got["step"] = 0 if prev is None else prev + 1

@@ -221,3 +221,10 @@ def test_options_that_would_do_nothing_are_refused(tmp_path):
     assert r.returncode == 2 and "--allow-data-mismatch need --data" in r.stderr
     r = run_cli("trace", str(log), "--steps-per-epoch", "10")
     assert r.returncode == 2 and "the logs have none" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_step_before_the_first_is_refused(loop):
+    root = loop[0]
+    r = _trace(root, "metrics.jsonl", "--step", "0", "--first-step", "1")
+    assert r.returncode == 2 and "log step 0 is before the log's first optimizer step, 1" in r.stderr
