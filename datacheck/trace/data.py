@@ -57,13 +57,15 @@ from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
 __all__ = ["StepRows", "ledger_rows", "plan_rows", "ledger_step_rows", "RowAudit", "audit_step_rows", "DatasetIndex",
-           "export_rows", "trace_data", "plan_steps_per_epoch", "MAX_AUDITED_STEPS", "EXPORT_COLUMNS"]
+           "export_rows", "trace_data", "plan_steps_per_epoch", "MAX_AUDITED_STEPS", "EXPORT_COLUMNS", "KEEP_OPENED"]
 
 #: columns of an export, in front of the data columns: the plan's (and inspect's) export columns,
 #: then the log's step number
 EXPORT_COLUMNS = (*PLAN_EXPORT_COLUMNS, "_datacheck_log_step")
 #: steps one trace audits at most (``--step`` narrows a longer window)
 MAX_AUDITED_STEPS = 1000
+#: opened shards a dataset index keeps for the row audit (the rest are opened again when needed)
+KEEP_OPENED = 256
 
 #: log step -> the step's rows (every rank, micro-batch order, batch order)
 StepRows = dict[int, list[StepRow]]
@@ -109,7 +111,9 @@ class DatasetIndex:
         shards: the shards in the global order (the ``train`` split's when the data has splits).
         starts, rows: per shard, the global index of its first row and its row count.
         hashes: content hash of every discovered shard (all splits), by relative path.
-        opened: per shard, the shard as the checks read it (the row audit reads its rows from it).
+        opened: per shard, the shard as the checks read it (the row audit reads its rows from it); the
+            first :data:`KEEP_OPENED` shards are kept, a later one is None and opened again when a
+            step's rows are in it (an opened line-format shard may hold its row -> line table).
         lengths: tokens per global row (int64; with ``[batch] max_tokens``), else None.
         split, other_splits: the split planned (None without splits) and the others' shard counts.
         cfg: the config.
@@ -120,7 +124,7 @@ class DatasetIndex:
     starts: list[int]
     rows: list[int]
     hashes: dict[str, str]
-    opened: list[CheckInput]
+    opened: list[CheckInput | None]
     cfg: Config
     lengths: np.ndarray | None = None
     split: str | None = None
@@ -140,7 +144,11 @@ class DatasetIndex:
         hashes = {ds.rel: (hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None
                            else hash_file(ds.path)[0]) for ds in disc.shards}
         want_len = cfg.batch.max_tokens is not None
-        starts, rows, opened, lens, n = [], [], [], [], 0
+        starts: list[int] = []
+        rows: list[int] = []
+        opened: list[CheckInput | None] = []
+        lens: list[np.ndarray] = []
+        n = 0
         for ds in chosen:
             try:
                 data = open_for_checks(ds, cfg)
@@ -162,7 +170,7 @@ class DatasetIndex:
                 lens.append(np.asarray(df["len"][0].to_numpy(), dtype=np.int64))  # type: ignore[index]
             starts.append(n)
             rows.append(k)
-            opened.append(data)
+            opened.append(data if len(opened) < KEEP_OPENED else None)
             n += k
         others = {} if split is None else {s: sum(1 for r in where.values() if r == s)
                                            for s in dict(cfg.splits) or disc.declared_splits() if s != split}
@@ -354,7 +362,8 @@ def audit_step_rows(index: DatasetIndex, steps: StepRows, conv: StepConvention, 
     skipped: dict[str, str] = {}
     found: list[Finding] = []
     for i, pairs in sorted(_locate(index, sorted(where)).items()):
-        ds, data = index.shards[i], index.opened[i]
+        ds = index.shards[i]
+        data = index.opened[i] or open_for_checks(ds, cfg)
         local = [lr for _, lr in pairs]
         globals_ = [g for g, _ in pairs]
         for g, lr in pairs:

@@ -151,3 +151,24 @@ def test_hf_console_dicts_without_steps_are_records_not_steps(tmp_path):
     # 10 steps per epoch: 0.53 x 10 = 5.3, step 5 (the epoch overshoots by less than a step)
     recs = list(open_log(str(LOGS / rel), steps_per_epoch=10).records())
     assert [r.step for r in recs] == [5, 5, 5] and not any(r.step_inferred for r in recs)
+
+
+@pytest.mark.parametrize("rel, first", [
+    ("megatron/meg_gpt2_base_n4-1809579.out", 1),           # Megatron: iteration counted after the update
+    ("nanogpt/output.log", 0),                              # nanoGPT: iter_num before the update
+    ("issues/xtuner_187_mmengine_grad_norm_nan.txt", 1),    # mmengine: Epoch(train) [e][i/n] from 1
+    ("issues/mlx_examples_620_lora_loss_spike.txt", 1),     # mlx-lm: Iter from 1
+    ("issues/chinese_llama_alpaca_534_deepspeed_overflow_scale_collapse.txt", 1),  # the Trainer's dict after a bar
+    ("issues/gradnorm_tf_17_epoch_loss_nan.txt", None),     # "epoch: N loss: X": no trainer named
+])
+def test_each_real_log_says_how_its_trainer_counts(rel, first):
+    lf = open_log(str(LOGS / rel))
+    recs = list(lf.records())
+    assert recs and lf.stats.first_step == first and lf.stats.unplaced is None
+
+
+def test_the_join_is_printed_with_the_first_anomaly():
+    r = run_cli("trace", str(LOGS / "issues/xtuner_187_mmengine_grad_norm_nan.txt"))
+    assert r.returncode == 1 and "first anomaly: log.non_finite at log step 240 = optimizer step 239 (" in r.stdout
+    r = run_cli("trace", str(LOGS / "issues/gradnorm_tf_17_epoch_loss_nan.txt"))
+    assert "log step 3451 = optimizer step 3450 (assumed)" in r.stdout and "note: step join assumed" in r.stdout
