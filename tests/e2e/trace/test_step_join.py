@@ -79,11 +79,12 @@ def test_log_step_after_the_update_joins_the_optimizer_step(loop, source):
     r = _trace(root, "metrics.jsonl", "--first-step", "1", "--format", "json", *more)
     assert r.returncode == 1, r.stderr
     res = json.loads(r.stdout)["result"]
-    assert res["first_bad"]["step"] == bad_step + 1 and res["first_bad"]["optimizer_step"] == bad_step
     d = res["data"]
+    assert res["first_bad"]["step"] == bad_step + 1
+    assert d["rows"]["steps"] == {str(bad_step + 1): {"0": seen[bad_step]}}  # the rows of optimizer step bad_step
+    assert res["first_bad"]["optimizer_step"] == bad_step
     assert d["step_map"] == f"log step {bad_step + 1} = optimizer step {bad_step}"
     assert d["convention"] == {"first_step": 1, "source": "--first-step", "assumed": False, "unplaced": []}
-    assert d["rows"]["steps"] == {str(bad_step + 1): {"0": seen[bad_step]}}
     assert d["rows"]["failing_rows"] == [{"row": POISON, "shard": "part-00002.jsonl", "shard_row": 234,
                                          "severity": "error", "checks": ["finite.nan:x2"]}]
 
