@@ -143,6 +143,11 @@ class LogFile:
         for n, text in self._joined(iter_lines(self.path, st)):
             if not text or text.isspace():
                 continue
+            if ctx.waiting is not None and "<" in text and (t := tqdm.search(text)) is not None:
+                # the bar tqdm redraws right after writing the dict holds the step it was logged at
+                w, ctx.waiting = ctx.waiting, None
+                w.step = max(w.step, int(t.group(1)))
+                yield from self._emit(w, ctx)
             if IDENTITY_PREFIX in text:
                 ident = parse_identity(text)
                 if ident:
@@ -175,16 +180,20 @@ class LogFile:
                 if name == stated.NAME and "step" not in got:
                     ctx.pending.append(rec)  # placed on the next record of its rank
                     break
-                if ctx.pending:
-                    yield from self._place_pending(ctx, rec)
-                if rec.split == "train":
-                    ctx.last[rec.rank] = rec.step
-                yield rec
+                if ctx.waiting is not None:  # no bar came between: its count so far stands
+                    w, ctx.waiting = ctx.waiting, None
+                    yield from self._emit(w, ctx)
+                if ctx.await_bar:
+                    ctx.await_bar, ctx.waiting = False, rec
+                    break
+                yield from self._emit(rec, ctx)
                 break
-            if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining"
-                t = tqdm.search(text)
-                if t:
+            if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining": the last one on the line
+                for t in tqdm.finditer(text):
                     ctx.tqdm_step = int(t.group(1))
+        if ctx.waiting is not None:
+            yield from self._emit(ctx.waiting, ctx)
+            ctx.waiting = None
         if coq is not None and (done := coq.finish()) is not None:
             yield from self._coqui_record(done, ctx)
         for rec in ctx.pending:  # stated values after the last metrics record: after it
@@ -192,6 +201,14 @@ class LogFile:
             rec.step = 0 if prev is None else prev + 1
             yield rec
         ctx.pending.clear()
+
+    def _emit(self, rec: StepRecord, ctx: "_TextState") -> Iterator[StepRecord]:
+        """``rec`` after the stated values waiting for it; it becomes its rank's last step."""
+        if ctx.pending:
+            yield from self._place_pending(ctx, rec)
+        if rec.split == "train":
+            ctx.last[rec.rank] = rec.step
+        yield rec
 
     def _joined(self, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         """The log's lines with a record wrapped onto the next lines joined (numbered by its first
@@ -229,24 +246,28 @@ class LogFile:
             else:
                 yield held[0], held[1]  # a log cut mid-line: the fields before the cut are kept
 
-    def _state_step(self, ctx: "_TextState", epoch: Any) -> int | None:
+    def _state_step(self, ctx: "_TextState", epoch: Any, sig4: bool) -> int | None:
         """The step the run's ``trainer_state.json`` (beside the log, or in its newest ``checkpoint-N``
-        folder) records for this exact epoch value, or None. The console prints the same floats the
-        Trainer appends to ``log_history``, so the epoch names its entry."""
+        folder) records for this epoch, or None. The console prints the floats the Trainer appends to
+        ``log_history``: the same value, or (``sig4``) its ``f"{v:.4g}"``; an epoch two entries share
+        in that form names no entry."""
         if ctx.state_steps is None:
             ctx.state_steps = {}
             for cand in _trainer_states(self.path):
                 try:
                     for rec in read_hf_state(cand, str(cand), ReadStats(str(cand), "hf_state"), None):
-                        if rec.split == "train" and rec.epoch is not None and len(ctx.state_steps) < _STATE_MAX:
-                            ctx.state_steps.setdefault(rec.epoch, rec.step)
+                        if rec.split != "train" or rec.epoch is None or len(ctx.state_steps) >= _STATE_MAX:
+                            continue
+                        for key in (rec.epoch, f"{rec.epoch:.4g}"):
+                            got = ctx.state_steps.get(key, rec.step)
+                            ctx.state_steps[key] = rec.step if got == rec.step else None  # None: ambiguous
                 except (UsageError, OptionalDependencyError, OSError):
                     continue
                 if ctx.state_steps:
                     self.stats.notes.add(f"steps from {cand}")
                     break
         try:
-            return ctx.state_steps.get(float(epoch))
+            return ctx.state_steps.get(str(epoch) if sig4 else float(epoch))
         except (TypeError, ValueError):
             return None
 
@@ -313,17 +334,20 @@ class LogFile:
 
     def _hf_record(self, got: dict[str, Any], n: int, rank: int | None, prev: int | None,
                    ctx: "_TextState") -> StepRecord | None:
-        """A Hugging Face console dict, placed on its global step: a tqdm count on its line (or the
-        bar's count before it), else the step the run's ``trainer_state.json`` records for its epoch,
-        else ``epoch`` x the update steps per epoch (the header's, or ``--steps-per-epoch``, or the
-        header's total / epochs); else its position, marked unplaced."""
+        """A Hugging Face console dict, placed on its global step: the step the run's
+        ``trainer_state.json`` records for its epoch, else ``epoch`` x the update steps per epoch (the
+        header's, or ``--steps-per-epoch``, or the header's total / epochs, or the plan's), else the count
+        of the tqdm bar before it on its line, else of the bar tqdm redraws after writing it
+        (``ctx.await_bar``: a bar on an earlier line is a lower bound); else its position, marked
+        unplaced."""
         st = self.stats
+        st.notes.add("hf_nan_filter")  # the Trainer's logging_nan_inf_filter, as in trainer_state.json
         same = got.pop("\0tqdm", None)
-        step = same if same is not None else \
+        sig4 = bool(got.pop("\0sig4", False))
+        bar = same if same is not None else \
             ctx.tqdm_step if ctx.tqdm_step is not None and (prev is None or ctx.tqdm_step >= prev) else None
         why = None
-        if step is None and "epoch" in got:
-            step = self._state_step(ctx, got["epoch"])
+        step = self._state_step(ctx, got["epoch"], sig4) if "epoch" in got else None
         if step is None:
             h = ctx.header
             spe = h.get("steps_per_epoch") or self.steps_per_epoch
@@ -337,8 +361,16 @@ class LogFile:
             elif "epoch" not in got:
                 why = "a Hugging Face console record without an epoch"
             else:
-                ctx.epoch_decimals = max(ctx.epoch_decimals, pydict.epoch_decimals(str(got["epoch"])))
-                step, why = pydict.place_by_epoch(str(got["epoch"]), spe, ctx.epoch_decimals)
+                if sig4:  # 4 significant digits: this value's own precision
+                    digits = pydict.epoch_decimals(str(got["epoch"]), sig4=True)
+                else:  # rounded to a number of decimals, trailing zeros dropped: the most the log has shown
+                    digits = ctx.epoch_decimals = max(ctx.epoch_decimals, pydict.epoch_decimals(str(got["epoch"])))
+                step, why = pydict.place_by_epoch(str(got["epoch"]), spe, digits)
+        if step is None and bar is not None:
+            # a bar on the dict's own line is its step; one drawn on an earlier line (a ``\r`` segment)
+            # may be stale (tqdm redraws at most every 0.1 s): a lower bound, raised by the bar tqdm
+            # redraws after writing the dict
+            step, why, ctx.await_bar = bar, None, same is None
         ctx.ordinal += 1
         try:
             rec = record_from_mapping(got, self.source, n, rank, fallback_step=step if step is not None else
@@ -379,7 +411,9 @@ class _TextState:
     header: dict[str, int] = field(default_factory=dict)
     ordinal: int = 0
     epoch_decimals: int = 0
-    state_steps: dict[float, int] | None = None
+    state_steps: dict[Any, int | None] | None = None
+    await_bar: bool = False
+    waiting: StepRecord | None = None
     pending: list[StepRecord] = field(default_factory=list)
 
 

@@ -3,7 +3,9 @@
     {'loss': 0.2051, 'grad_norm': nan, 'learning_rate': 9.774074342405685e-06, 'epoch': 0.53}
 
 possibly after a tqdm bar on the same line (``50/313 [00:03<00:17, 15.2it/s]{'loss': ...}``, the
-bar's count is then the step). Values are Python reprs (``nan``, ``inf`` unquoted), so the line is
+bar's count is then the step). transformers 5 prints the floats as strings of 4 significant digits
+(``{'loss': '0.6931', 'epoch': '0.1597'}``, ``PrinterCallback`` / ``ProgressCallback``); older
+versions print the values (the epoch rounded to 2 or 4 decimals, or not at all). Values are Python reprs (``nan``, ``inf`` unquoted), so the line is
 read key by key, not by ``ast.literal_eval``. The dict has no step: the caller places it
 (:func:`place_by_epoch`, a tqdm count) from the Trainer's header (:func:`parse_header`).
 
@@ -50,12 +52,15 @@ def parse_line(text: str) -> dict[str, Any] | None:
     m = _DICT.match(text, at)
     if m is None:
         return None
-    pairs: dict[str, Any] = {k: v.strip().strip("'\"") for k, v in _PAIR.findall(text, at)}
+    raw = _PAIR.findall(text, at)
+    pairs: dict[str, Any] = {k: v.strip().strip("'\"") for k, v in raw}
     if not pairs:
         raise BadValue("a dict line without 'key': value pairs")
-    t = _TQDM.search(text, 0, at) if at else None
-    if t:
-        pairs["\0tqdm"] = int(t.group(1))
+    if any(k == "epoch" and v.strip()[:1] in ("'", '"') for k, v in raw):
+        pairs["\0sig4"] = True  # printed by the Trainer's callbacks as f"{v:.4g}"
+    if at:
+        for t in _TQDM.finditer(text, 0, at):  # the last bar drawn before the dict
+            pairs["\0tqdm"] = int(t.group(1))
     return pairs
 
 
@@ -70,8 +75,16 @@ def parse_header(text: str) -> tuple[str, int] | None:
     return _HEADER_KEYS[m.group(1)], int(m.group(2).replace(",", ""))
 
 
-def epoch_decimals(epoch_text: str) -> int:
-    """Decimals of a printed epoch (16 for an exponent form: a full-precision repr)."""
+def epoch_decimals(epoch_text: str, sig4: bool = False) -> int:
+    """Decimals of a printed epoch: with ``sig4`` (the value was printed as ``f"{v:.4g}"``, as
+    transformers' ``PrinterCallback`` and ``ProgressCallback`` print floats, trailing zeros dropped)
+    those of 4 significant digits; else the decimals written (16 for an exponent form: a full repr)."""
+    if sig4:
+        try:
+            v = abs(float(epoch_text))
+        except ValueError:
+            return 0
+        return 3 - math.floor(math.log10(v)) if v > 0 and math.isfinite(v) else 16
     return len(epoch_text.split(".", 1)[1]) if "." in epoch_text and "e" not in epoch_text.lower() else 16
 
 
