@@ -21,6 +21,8 @@ __all__ = ["NAME", "CoquiBlocks"]
 
 NAME = "coqui"
 _HEAD = re.compile(r"-->\s*TIME:.*?GLOBAL_STEP:\s*(\d+)")
+#: metrics kept per block
+_MAX_KEYS = 256
 _ITEM = re.compile(r"^\s*\|\s*>\s*([^:]+?)\s*:\s*(\S+)")
 
 
@@ -39,7 +41,8 @@ class CoquiBlocks:
         if self.block is not None:
             m = _ITEM.match(text)
             if m:
-                self.block[m.group(1).strip()] = m.group(2)
+                if len(self.block) < _MAX_KEYS:  # a block of endless distinct keys holds a bounded few
+                    self.block[m.group(1).strip()] = m.group(2)
                 return None, True
             done = self.finish()
         if "-->" in text:
