@@ -3,9 +3,12 @@
 - :mod:`~datacheck.trace.readers`: one module per log format, all into :class:`~datacheck.trace.record.StepRecord`;
 - :mod:`~datacheck.trace.rules`: one rule per ``log.*`` check ID (CHECKS.md), run in one streaming pass
   (:mod:`~datacheck.trace.run`);
+- :mod:`~datacheck.trace.steps`: how a log numbers its steps (each reader names its trainer's count),
+  and the join of a log step to the 0-based optimizer step of the plan and the ledger;
 - :mod:`~datacheck.trace.data`: step -> rows (a ledger, read by :func:`datacheck.io.ledger.read_ledger`,
   the one ledger reader, which needs no torch, or the batch plan of :mod:`datacheck.execute.plan`),
-  those rows audited with every check, exported;
+  those rows audited with every check, exported; :func:`~datacheck.trace.data.trace_data` is the
+  whole data leg over one dataset index (each shard discovered, hashed and opened once);
 - the data identity a launch script logs is :mod:`datacheck.model.identity` (``log_data_identity``).
 
 This package sits at the ``tools`` layer beside ``tools``, ``render`` and ``torch`` and imports none

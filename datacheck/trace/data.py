@@ -1,56 +1,83 @@
-"""The data side of a trace: step -> global row indices (a recorded ledger), those rows read through the
-one read path, audited with every check, and exported for a fixed-batch replay.
+"""The data side of a trace: log step -> optimizer step -> global rows (a recorded ledger or the
+simulated batch plan), those rows read through the one read path, audited with every check, and
+exported for a fixed-batch replay. :func:`trace_data` is the whole leg (the CLI only calls it).
 
-Anything that gives ``{step: {rank: [global row index, ...]}}`` plugs into :func:`audit_step_rows`:
-a recorded ledger (:func:`ledger_rows`, through :func:`datacheck.io.ledger.read_ledger`:
-``record_batches``' files or OLMo's ``data-indices/rank{R}.tsv.gz``) or the simulated batch plan
-(``datacheck.execute.plan``, :func:`plan_rows`).
+One :class:`DatasetIndex` per trace: the shards are discovered once, each hashed once (the data's
+``index_hash``, compared with the identity the run logged) and opened once through
+:func:`datacheck.derive.read.open_for_checks` (its row count, and with ``[batch] max_tokens`` its
+rows' token counts, in one query); the batch plan is built on that index's row space and the row
+audit reads the step's rows from the shards it already opened.
+
+Step numbers: a log numbers steps its trainer's way (:mod:`datacheck.trace.steps`); the plan and
+datacheck's ledger number optimizer steps from 0; OLMo's ``data-indices`` from 1 (its
+``global_step``). Log step ``N`` is optimizer step ``N - first_step``, the plan's step of that
+number, and ledger step ``N - first_step`` (datacheck) or ``N - first_step + 1`` (OLMo).
 
 Global row index = position in the dataset's shards concatenated in discovery order (sorted
-relative paths, :func:`datacheck.formats.discovery.discover`), 0-based, as a map-style dataset over those
-shards numbers its samples.
+relative paths, :func:`datacheck.formats.discovery.discover`; of the ``train`` split when the data
+has splits, as the plan orders them), 0-based, as a map-style dataset over those shards numbers
+its samples. Every row the output names carries that index, its shard and its row in the shard.
 """
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import polars as pl
 
-from datacheck.derive.read import open_for_checks
+from datacheck.checks.batch import tokens_expr
+from datacheck.checks.registry import RowsKey
+from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.engine.shard import audit_frame
-from datacheck.execute.plan import build_plan, rows_of_step
+from datacheck.execute.plan import (
+    PLAN_EXPORT_COLUMNS,
+    BatchPlan,
+    RowSpace,
+    ShardSpan,
+    StepRow,
+    rows_of_step,
+    select_split,
+)
 from datacheck.formats.discovery import discover
+from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file, index_hash
 from datacheck.io.ledger import Ledger, read_ledger, step_indices
-from datacheck.io.outputs import write_bytes_atomic
+from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
-from datacheck.model.findings import Finding
+from datacheck.model.findings import Example, Finding, Severity
+from datacheck.model.identity import compare_identity
+from datacheck.model.roles import is_list
+from datacheck.report.policy import apply_policy
+from datacheck.trace.run import TraceResult
+from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
-__all__ = ["StepRows", "ledger_rows", "ledger_gaps", "plan_rows", "RowAudit", "audit_step_rows", "DatasetIndex", "ROW_COLUMN", "export_rows"]
+__all__ = ["StepRows", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows", "RowAudit", "audit_step_rows",
+           "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "MAX_AUDITED_STEPS", "EXPORT_COLUMNS",
+           "KEEP_OPENED"]
 
-#: columns added to exported rows
-ROW_COLUMN, STEP_COLUMN, RANK_COLUMN = "__dc_row", "__dc_step", "__dc_rank"
+#: columns of an export, in front of the data columns: the plan's (and inspect's) export columns,
+#: then the log's step number
+EXPORT_COLUMNS = (*PLAN_EXPORT_COLUMNS, "_datacheck_log_step")
+#: steps one trace audits at most (``--step`` narrows a longer window)
+MAX_AUDITED_STEPS = 1000
+#: opened shards a dataset index keeps for the row audit (the rest are opened again when needed)
+KEEP_OPENED = 256
 
-#: step -> rank -> global row indices, in batch order
-StepRows = dict[int, dict[int, list[int]]]
+#: log step -> the step's rows (every rank, micro-batch order, batch order)
+StepRows = dict[int, list[StepRow]]
 
 
-def ledger_rows(folder: str | Path, steps: Iterable[int]) -> tuple[StepRows, dict[str, Any]]:
-    """The rows of ``steps`` from a ledger folder (``record_batches``' format or OLMo's
+def ledger_rows(folder: str | Path, steps: Iterable[int]) -> tuple[dict[int, dict[int, list[int]]], dict[str, Any]]:
+    """The rows of the ledger's own step numbers ``steps`` (``record_batches``' format or OLMo's
     ``data-indices/rank{R}.tsv.gz``), read by the one ledger reader
-    (:func:`datacheck.io.ledger.read_ledger`, which needs no torch), only the wanted steps kept.
-    A step recorded twice (a resume) keeps its last recording; a rank's micro-batches of a step are
-    concatenated in micro-batch order. Step numbers are the ledger's own (the log's, when the trainer
-    recorded with its own step count).
-
-    Returns:
-        (the rows, the source: ``{"kind": "ledger", "folder", "format", "description"}``).
+    (:func:`datacheck.io.ledger.read_ledger`, which needs no torch), as ``{step: {rank: [global
+    rows]}}``. A step recorded twice (a resume) keeps its last recording; a rank's micro-batches of
+    a step are concatenated in micro-batch order.
 
     Raises:
         UsageError: no ``rank*.tsv[.gz]`` file in the folder, or a line that is not a ledger line
@@ -59,13 +86,20 @@ def ledger_rows(folder: str | Path, steps: Iterable[int]) -> tuple[StepRows, dic
     steps = list(steps)
     led = read_ledger(folder, steps)
     rows = step_indices(led)
+    src = _ledger_source(led)
     gaps = ledger_gaps(led, steps, rows)
-    desc = f"the recorded ledger {led.folder} ({led.format} format)" + "".join(f"; {g}" for g in gaps)
-    return rows, {"kind": "ledger", "folder": str(led.folder), "format": led.format, "gaps": gaps,
-                  "description": desc}
+    src.update(gaps=gaps, description=src["description"] + "".join(f"; {g}" for g in gaps))
+    return rows, src
 
 
-def ledger_gaps(led: Ledger, steps: list[int], rows: StepRows) -> list[str]:
+def _ledger_source(led: Ledger) -> dict[str, Any]:
+    return {"kind": "ledger", "folder": str(led.folder), "format": led.format,
+            "first_step": OLMO_LEDGER_FIRST_STEP if led.format == "olmo" else 0,
+            "truncated": list(led.truncated),
+            "description": f"the recorded ledger {led.folder} ({led.format} format)"}
+
+
+def ledger_gaps(led: Ledger, steps: list[int], rows: dict[int, dict[int, list[int]]]) -> list[str]:
     """What the ledger lacks for ``steps``, said in words: a torn file (its cut write dropped), a
     rank's last step recorded with fewer micro-batches than ``grad_accum``, asked steps no rank
     recorded, and ranks that did not record an asked step that other ranks did."""
@@ -98,26 +132,129 @@ def _facts_text(cfg: Config) -> str:
             f"shuffle {str(b.shuffle).lower()}, seed {b.seed}, epochs {b.epochs}")
 
 
-def plan_rows(paths: list[str], cfg: Config, steps: Iterable[int], first_step: int = 1) -> tuple[StepRows, dict[str, Any]]:
-    """The rows of ``steps`` (the log's step numbers) from the simulated batch plan of ``paths`` under
-    ``[batch]`` (:func:`datacheck.execute.plan.build_plan`: torch's ``DistributedSampler`` /
-    ``BatchSampler``, or the token-budget sampler with ``max_tokens``), for a run that trained from
-    scratch with those samplers. The plan counts optimizer steps from 0; log step ``N`` is plan step
-    ``N - first_step`` (``first_step`` 1: the step count after the update, as Hugging Face, Megatron
-    and OLMo log it; 0 for loops that log from 0). A rank's micro-batches of a step are concatenated.
+@dataclass
+class DatasetIndex:
+    """The dataset of one trace, read once: its shards (of the planned split), each hashed and opened
+    once, their row counts and the global index of their first row.
+
+    Attributes:
+        root: the folder the shards' relative paths start from.
+        shards: the shards in the global order (the ``train`` split's when the data has splits).
+        starts, rows: per shard, the global index of its first row and its row count.
+        hashes: content hash of every discovered shard (all splits), by relative path.
+        opened: per shard, the shard as the checks read it (the row audit reads its rows from it); the
+            first :data:`KEEP_OPENED` shards are kept, a later one is None and opened again when a
+            step's rows are in it (an opened line-format shard may hold its row -> line table).
+        lengths: tokens per global row (int64; with ``[batch] max_tokens``), else None.
+        split, other_splits: the split planned (None without splits) and the others' shard counts.
+        cfg: the config.
+    """
+
+    root: Path
+    shards: list[DiscoveredShard]
+    starts: list[int]
+    rows: list[int]
+    hashes: dict[str, str]
+    opened: list[CheckInput | None]
+    cfg: Config
+    lengths: np.ndarray | None = None
+    split: str | None = None
+    other_splits: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, paths: list[str], cfg: Config) -> "DatasetIndex":
+        """Discover the shards, hash every one, open the planned split's shards (each once) and count
+        their rows (and, with ``[batch] max_tokens``, their rows' tokens) in one query per shard.
+
+        Raises:
+            UsageError: no shard found, a shard cannot be read (its rows cannot be numbered), or the
+                data has splits and none is ``train`` (:func:`datacheck.execute.plan.select_split`).
+        """
+        disc = discover(paths, cfg.dataset.format)
+        chosen, split, where = select_split(disc, cfg, None)
+        hashes = {ds.rel: (hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None
+                           else hash_file(ds.path)[0]) for ds in disc.shards}
+        want_len = cfg.batch.max_tokens is not None
+        starts: list[int] = []
+        rows: list[int] = []
+        opened: list[CheckInput | None] = []
+        lens: list[np.ndarray] = []
+        n = 0
+        for ds in chosen:
+            try:
+                data = open_for_checks(ds, cfg)
+                ids = data.roles.input_ids
+                exprs = [pl.len().alias("n")]
+                has_len = want_len and ids is not None and is_list(data.schema[ids])
+                if has_len:
+                    exprs.append(tokens_expr(cfg, str(ids)).implode().alias("len"))
+                known = data.stream.size([])[0] if data.stream is not None and not has_len else None
+                df = None if known is not None else data.lf.select(exprs).collect()
+            except Unreadable as exc:
+                raise UsageError(f"{ds.rel}: unreadable ({exc.reason}): its rows cannot be numbered; "
+                                 "run datacheck audit on the data first") from None
+            k = int(known) if known is not None else int(df["n"][0])  # type: ignore[index]
+            if want_len:
+                if not has_len:
+                    raise UsageError("[batch] max_tokens: token-budget batching needs each row's token count, and "
+                                     f"{ds.rel} has no input_ids list column (set [columns] input_ids)")
+                lens.append(np.asarray(df["len"][0].to_numpy(), dtype=np.int64))  # type: ignore[index]
+            starts.append(n)
+            rows.append(k)
+            opened.append(data if len(opened) < KEEP_OPENED else None)
+            n += k
+        others = {} if split is None else {s: sum(1 for r in where.values() if r == s)
+                                           for s in dict(cfg.splits) or disc.declared_splits() if s != split}
+        return cls(root=disc.root, shards=list(chosen), starts=starts, rows=rows, hashes=hashes, opened=opened,
+                   cfg=cfg, lengths=(np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64)) if want_len
+                   else None, split=split, other_splits=others)
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows)
+
+    def index_hash(self) -> str:
+        """The data's ``index_hash`` over every discovered shard (as the audit report records it)."""
+        return index_hash(sorted(self.hashes.items()))
+
+    def space(self) -> RowSpace:
+        """The global row order as the plan takes it."""
+        return RowSpace(tuple(ShardSpan(ds.rel, self.hashes[ds.rel], k, s, ds.source)
+                              for ds, k, s in zip(self.shards, self.rows, self.starts)),
+                        self.root, self.split, dict(self.other_splits))
+
+    def plan(self) -> BatchPlan:
+        """The simulated batch plan over this index (no shard read again).
+
+        Raises:
+            UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens``.
+        """
+        if self.cfg.batch.batch_size is None and self.cfg.batch.max_tokens is None:
+            raise UsageError("[batch] batch_size is not set: give the trainer's per-device batch size in "
+                             "datacheck.toml ([batch] batch_size, world_size, grad_accum, ...), or max_tokens "
+                             "for token-budget batching")
+        return BatchPlan(space=self.space(), cfg=self.cfg, supervised=None, lengths=self.lengths)
+
+
+def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -> tuple[StepRows, dict[str, Any]]:
+    """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
+    (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
+    the token-budget sampler with ``max_tokens``), for a run that trained from scratch with those
+    samplers: log step ``N`` is plan step ``conv.optimizer_step(N)``.
 
     Returns:
-        (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts", "first_step",
-        "steps_per_epoch", "run_steps", "outside", "description"}``; ``outside`` lists the asked steps
-        the plan does not have).
+        (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
+        "steps_per_epoch", "run_steps", "outside", "description"}``; ``outside`` lists the asked log
+        steps the plan does not have).
 
     Raises:
         UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens`` (the message says to set
-            them or give ``--ledger``), a shard cannot be read, or no asked step is inside the plan.
+            them or give ``--ledger``), or no asked step is inside the plan.
         OptionalDependencyError: torch is not installed (the plan is simulated with torch's samplers).
     """
+    cfg = index.cfg
     try:
-        plan = build_plan(paths, cfg)
+        plan = index.plan()
         spe = plan.steps_per_epoch
     except UsageError as exc:
         raise UsageError(f"{exc}; trace without --ledger takes a step's rows from the simulated batch plan "
@@ -126,77 +263,57 @@ def plan_rows(paths: list[str], cfg: Config, steps: Iterable[int], first_step: i
     out: StepRows = {}
     outside: list[int] = []
     for step in steps:
-        k = step - first_step
+        k = conv.optimizer_step(step)
         if not 0 <= k < total:
             outside.append(step)
             continue
-        per: dict[int, list[int]] = {}
-        for r in rows_of_step(plan, k):
-            per.setdefault(r.rank, []).append(r.global_index)
-        out[step] = per
+        out[step] = rows_of_step(plan, k)
     if not out:
-        raise UsageError(f"steps {sorted(outside)[0]}..{sorted(outside)[-1]} of the log are outside the simulated "
-                         f"plan (log steps {first_step}..{first_step + total - 1}: {spe} per epoch x {cfg.batch.epochs} "
+        raise UsageError(f"log steps {min(outside)}..{max(outside)} are outside the simulated plan (log steps "
+                         f"{conv.log_step(0)}..{conv.log_step(total - 1)}: {spe} per epoch x {cfg.batch.epochs} "
                          "epoch(s), [batch] epochs); check [batch] and --first-step, or give --ledger DIR")
-    desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; log step N = plan step "
-            f"N - {first_step}; assumes a run from scratch with these samplers: a resumed run or another "
+    desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; optimizer step = log step - "
+            f"{conv.first_step}; assumes a run from scratch with these samplers: a resumed run or another "
             "sampler needs --ledger)")
-    return out, {"kind": "plan", "facts": cfg.batch.model_dump(mode="json"), "first_step": first_step,
-                 "steps_per_epoch": spe, "run_steps": total, "outside": sorted(outside), "description": desc}
+    return out, {"kind": "plan", "facts": cfg.batch.model_dump(mode="json"), "steps_per_epoch": spe,
+                 "run_steps": total, "outside": sorted(outside), "description": desc}
 
 
-@dataclass
-class DatasetIndex:
-    """The dataset's shards, their row counts and the global index of their first row."""
+def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[int],
+                     conv: StepConvention) -> tuple[StepRows, dict[str, Any]]:
+    """The rows of log steps ``steps`` from a recorded ledger: log step ``N`` is optimizer step
+    ``conv.optimizer_step(N)``, recorded as that number in datacheck's ledger (``record_batches``
+    numbers optimizer steps from 0) and as that number + 1 in OLMo's (its ``global_step``).
 
-    root: Path
-    shards: list[DiscoveredShard]
-    starts: list[int]
-    rows: list[int]
-    cfg: Config
-
-    @classmethod
-    def build(cls, paths: list[str], cfg: Config) -> "DatasetIndex":
-        """Discover the shards and count their rows (through :func:`open_for_checks`).
-
-        Raises:
-            UsageError: no shard found, or a shard cannot be read (its rows cannot be numbered).
-        """
-        disc = discover(paths, cfg.dataset.format)
-        starts, rows, n = [], [], 0
-        for ds in disc.shards:
-            try:
-                k = int(open_for_checks(ds, cfg).lf.select(pl.len()).collect().item())
-            except Unreadable as exc:
-                raise UsageError(f"{ds.rel}: unreadable ({exc.reason}): its rows cannot be numbered; "
-                                 "run datacheck audit on the data first") from None
-            starts.append(n)
-            rows.append(k)
-            n += k
-        return cls(root=disc.root, shards=disc.shards, starts=starts, rows=rows, cfg=cfg)
-
-    @property
-    def total(self) -> int:
-        return sum(self.rows)
-
-    def index_hash(self) -> str:
-        """The data's ``index_hash`` (as the audit report records it)."""
-        return index_hash([(ds.rel, hash_file(ds.path)[0]) for ds in self.shards])
-
-    def locate(self, rows: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
-        """shard number -> ``[(global row, local row)]``.
-
-        Raises:
-            UsageError: a row is negative or beyond the dataset's rows.
-        """
-        out: dict[int, list[tuple[int, int]]] = {}
-        for g in rows:
-            if not 0 <= g < self.total:
-                raise UsageError(f"row index {g} is outside the dataset's {self.total} rows "
-                                 "(the ledger belongs to other data, or a different shard order?)")
-            i = max(k for k, s in enumerate(self.starts) if s <= g and self.rows[k] > g - s)
-            out.setdefault(i, []).append((g, g - self.starts[i]))
-        return out
+    Raises:
+        UsageError: the ledger cannot be read, or holds none of the steps (the message gives the
+            recorded range and the join used).
+    """
+    steps = list(steps)
+    led = read_ledger(folder)
+    src = _ledger_source(led)
+    base = src["first_step"]
+    space = index.space()
+    out: StepRows = {}
+    missing = []
+    recorded = set(led.steps)
+    for step in steps:
+        ls = conv.optimizer_step(step) + base
+        if ls not in recorded:
+            missing.append(step)
+            continue
+        out[step] = rows_of_step(led, ls, space=space)
+    if not out:
+        have = led.steps
+        span = f"{have[0]}..{have[-1]}" if have else "none"
+        raise UsageError(f"the ledger {led.folder} has no rows for log steps {steps[0]}..{steps[-1]} (= ledger steps "
+                         f"{conv.optimizer_step(steps[0]) + base}..{conv.optimizer_step(steps[-1]) + base}; "
+                         f"recorded: {span}); check --first-step")
+    asked = [conv.optimizer_step(step) + base for step in steps]
+    gaps = ledger_gaps(led, asked, step_indices(led))
+    src.update(outside=missing, gaps=gaps, description=f"{src['description']}; ledger step = optimizer step"
+               + (" + 1 (OLMo's global_step)" if base else "") + "".join(f"; {g}" for g in gaps))
+    return out, src
 
 
 @dataclass
@@ -204,61 +321,115 @@ class RowAudit:
     """The audit of exactly the rows of some steps.
 
     Attributes:
-        steps: the steps audited, ``{step: {rank: [global rows]}}``.
-        findings: per shard, the findings over its selected rows (``rows`` are global indices).
+        steps: log step -> its rows (:class:`~datacheck.execute.plan.StepRow`: rank, micro-batch,
+            global index, shard, shard row).
+        conv: how log steps map to optimizer steps.
+        findings: per shard, the findings over its selected rows, most severe first: ``rows`` and
+            ``examples[].row`` are global indices; ``details["locations"]`` gives each example row's
+            ``shard``, ``shard_row`` and ``line``; ``ratio`` is ``count`` over the audited rows.
         row_checks: global row -> the check IDs (``check:column``) that row fails.
-        supervised_tokens: ``{step: {rank: tokens}}``: labels that are not ``ignore_index`` (token
-            labels), None when the data has no token ``labels`` column.
+        row_severity: global row -> the most severe severity among its failing checks.
+        supervised_tokens: ``{log step: {rank: tokens}}``: labels that are not ``ignore_index``
+            (token labels), None when the data has no token ``labels`` column.
         skipped: ``[(check, reason)]`` of the checks that could not run on these rows.
-        frame: the selected rows with ``__dc_row``, ``__dc_step``, ``__dc_rank`` (for the export).
+        frames: the selected rows of each shard, with ``_datacheck_global_index`` (for the export).
+        hashes: shard -> content hash.
     """
 
     steps: StepRows
+    conv: StepConvention
     findings: list[Finding] = field(default_factory=list)
     row_checks: dict[int, list[str]] = field(default_factory=dict)
+    row_severity: dict[int, str] = field(default_factory=dict)
     supervised_tokens: dict[int, dict[int, int]] | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)
     frames: list[pl.DataFrame] = field(default_factory=list)
+    hashes: dict[str, str] = field(default_factory=dict)
+    where: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def audited(self) -> int:
+        """Distinct rows audited."""
+        return len({r.global_index for rows in self.steps.values() for r in rows})
+
+    def failing(self) -> list[int]:
+        """Failing global rows, errors first, then warnings, then info; each group in row order."""
+        return sorted(self.row_checks, key=lambda g: (-Severity(self.row_severity[g]).rank, g))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"steps": {str(s): {str(r): v for r, v in rr.items()} for s, rr in sorted(self.steps.items())},
+        def rank_rows(rows: list[StepRow]) -> dict[str, list[int]]:
+            out: dict[str, list[int]] = {}
+            for r in rows:
+                out.setdefault(str(r.rank), []).append(r.global_index)
+            return out
+        return {"steps": {str(s): rank_rows(rows) for s, rows in sorted(self.steps.items())},
+                "optimizer_steps": {str(s): self.conv.optimizer_step(s) for s in sorted(self.steps)},
+                "audited_rows": self.audited,
                 "findings": [f.to_dict() for f in self.findings],
-                "row_checks": {str(k): v for k, v in sorted(self.row_checks.items())},
+                "row_checks": {str(g): self.row_checks[g] for g in self.failing()},
+                "failing_rows": [{"row": g, "shard": self.where[g][0], "shard_row": self.where[g][1],
+                                  "severity": self.row_severity[g], "checks": self.row_checks[g]}
+                                 for g in self.failing()],
                 "supervised_tokens": None if self.supervised_tokens is None else
                 {str(s): {str(r): t for r, t in rr.items()} for s, rr in sorted(self.supervised_tokens.items())},
                 "skipped": [{"check": c, "reason": r} for c, r in self.skipped]}
 
 
-def audit_step_rows(dataset: DatasetIndex, steps: StepRows) -> RowAudit:
-    """Read exactly the rows of ``steps`` (each shard through :func:`open_for_checks`) and audit them
-    with every check (:func:`datacheck.engine.shard.audit_frame`, one frame per shard).
+def audit_step_rows(index: DatasetIndex, steps: StepRows, conv: StepConvention, fail_on: str = "error") -> RowAudit:
+    """Read exactly the rows of ``steps`` from the shards ``index`` opened and audit them with every
+    check (:func:`datacheck.engine.shard.audit_frame`, one frame per shard), the config's policy and
+    ``fail_on`` applied (``fails_policy``).
 
     Returns:
-        The :class:`RowAudit`; finding rows are mapped back to global row indices.
+        The :class:`RowAudit`; finding rows and examples are global indices (see its attributes).
     """
-    cfg = dataset.cfg
-    where: dict[int, list[tuple[int, int]]] = {}  # global row -> [(step, rank)]
-    for step, ranks in steps.items():
-        for rank, rows in ranks.items():
-            for g in rows:
-                where.setdefault(g, []).append((step, rank))
-    ra = RowAudit(steps=steps)
+    cfg = index.cfg
+    where: dict[int, list[tuple[int, int]]] = {}  # global row -> [(log step, rank)]
+    for step, rows in steps.items():
+        for r in rows:
+            where.setdefault(r.global_index, []).append((step, r.rank))
+    ra = RowAudit(steps=steps, conv=conv, hashes=dict(index.hashes))
+    total = ra.audited
     tokens: dict[int, dict[int, int]] = {}
     has_labels = False
     skipped: dict[str, str] = {}
-    for i, pairs in sorted(dataset.locate(sorted(where)).items()):
-        ds = dataset.shards[i]
-        data = open_for_checks(ds, cfg)
+    found: list[Finding] = []
+    for i, pairs in sorted(_locate(index, sorted(where)).items()):
+        ds = index.shards[i]
+        data = index.opened[i] or open_for_checks(ds, cfg)
         local = [lr for _, lr in pairs]
         globals_ = [g for g, _ in pairs]
+        for g, lr in pairs:
+            ra.where[g] = (ds.rel, lr)
         frame = (data.lf.with_row_index("__local").filter(pl.col("__local").is_in(local)).collect()
                  .sort("__local").drop("__local"))
+        lines = data.lines_of(local) or [None] * len(local)
         res = audit_frame(frame, cfg, name=ds.rel, keep_rows=True)
+        sev: dict[str, str] = {}
+        sev_of_check: dict[str, str] = {}
         for f in res.findings:
-            ra.findings.append(f.with_(rows=tuple(globals_[r] for r in f.rows if r < len(globals_)), shards=(ds.rel,)))
+            f = apply_policy(f, cfg, fail_on, total)
+            if f is None:
+                continue
+            sev[str(RowsKey(f.check, f.column))] = f.severity
+            sev_of_check.setdefault(f.check, f.severity)
+            pos = [r for r in f.rows if r < len(globals_)]
+            exs = tuple(Example(row=globals_[e.row], value=e.value, line=lines[e.row], byte_offset=e.byte_offset)
+                        if e.row is not None and e.row < len(globals_) else e for e in f.examples)
+            locs = [{"row": globals_[r], "shard": ds.rel, "shard_row": local[r], "line": lines[r]} for r in pos]
+            found.append(f.with_(rows=tuple(globals_[r] for r in pos),
+                                 lines=tuple(x for x in (lines[r] for r in pos) if x is not None),
+                                 examples=exs, shards=(ds.rel,), ratio=f.count / total if total else None,
+                                 details={**f.details, "locations": locs}))
         for key, rows in res.failing_rows.items():
+            s_key = sev.get(key) or sev_of_check.get(key.split(":")[0])
+            if s_key is None:  # ignored by the policy
+                continue
             for r in rows:
-                ra.row_checks.setdefault(globals_[r], []).append(key)
+                g = globals_[r]
+                ra.row_checks.setdefault(g, []).append(key)
+                if g not in ra.row_severity or Severity(s_key).rank > Severity(ra.row_severity[g]).rank:
+                    ra.row_severity[g] = s_key
         for s in res.skipped:
             skipped.setdefault(s.check, s.reason)
         labels = data.roles.labels
@@ -271,30 +442,139 @@ def audit_step_rows(dataset: DatasetIndex, steps: StepRows) -> RowAudit:
                 for step, rank in where[g]:
                     tokens.setdefault(step, {}).setdefault(rank, 0)
                     tokens[step][rank] += int(n or 0)
-        ra.frames.append(frame.with_columns(pl.Series(ROW_COLUMN, globals_, dtype=pl.Int64)))
+        ra.frames.append(frame.with_columns(
+            pl.Series("_datacheck_global_index", globals_, dtype=pl.Int64),
+            pl.Series("_datacheck_row", local, dtype=pl.Int64),
+            pl.Series("_datacheck_line", lines, dtype=pl.Int64),
+            pl.lit(ds.rel, dtype=pl.String).alias("_datacheck_shard"),
+            pl.lit(index.hashes[ds.rel], dtype=pl.String).alias("_datacheck_shard_hash")))
+    ra.findings = sorted(found, key=lambda f: (-Severity(f.severity).rank, f.check, f.rows[:1]))
     ra.supervised_tokens = tokens if has_labels else None
     ra.skipped = sorted(skipped.items())
     return ra
 
 
+def _locate(index: DatasetIndex, rows: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+    """shard number -> ``[(global row, shard row)]``.
+
+    Raises:
+        UsageError: a row is negative or beyond the dataset's rows.
+    """
+    out: dict[int, list[tuple[int, int]]] = {}
+    total = index.total
+    for g in rows:
+        if not 0 <= g < total:
+            raise UsageError(f"row index {g} is outside the dataset's {total} rows "
+                             "(the ledger belongs to other data, or a different shard order?)")
+        i = max(k for k, s in enumerate(index.starts) if s <= g and index.rows[k] > g - s)
+        out.setdefault(i, []).append((g, g - index.starts[i]))
+    return out
+
+
 def export_rows(ra: RowAudit, path: str | Path) -> int:
-    """Write the rows of the audited steps, in batch order, for a fixed-batch replay: one row per
-    (step, rank, position) with ``__dc_step``, ``__dc_rank``, ``__dc_pos`` and ``__dc_row`` (global
-    index) added, as Parquet (``.parquet``) or JSON lines (any other suffix), written atomically.
-    Replaying them (train mode, eval mode, fp32) needs the user's model: the file is its input.
+    """Write the rows of the audited steps in batch order, for a fixed-batch replay, with the columns
+    ``datacheck plan --export`` and ``inspect --export`` write (:data:`EXPORT_COLUMNS`:
+    ``_datacheck_row`` (the row in its shard), ``_datacheck_line``, ``_datacheck_shard``,
+    ``_datacheck_shard_hash``, ``_datacheck_checks`` (the checks the row fails),
+    ``_datacheck_step`` (the 0-based optimizer step), ``_datacheck_rank``, ``_datacheck_micro_batch``,
+    ``_datacheck_global_index``, and ``_datacheck_log_step``) in front of the data columns, one row per
+    (step, rank, micro-batch, position), as Parquet (``.parquet``) or JSON lines (``.jsonl``), written
+    atomically. Replaying them needs the user's model: the file is its input.
 
     Returns:
         The number of rows written.
+
+    Raises:
+        UsageError: another extension, or the target cannot be written.
     """
     order = pl.DataFrame(
-        [(s, r, i, g) for s, rr in sorted(ra.steps.items()) for r, rows in sorted(rr.items()) for i, g in enumerate(rows)],
-        schema={STEP_COLUMN: pl.Int64, RANK_COLUMN: pl.Int64, "__dc_pos": pl.Int64, ROW_COLUMN: pl.Int64}, orient="row")
-    rows = pl.concat(ra.frames, how="diagonal_relaxed") if ra.frames else pl.DataFrame({ROW_COLUMN: []})
-    out = order.join(rows, on=ROW_COLUMN, how="left").sort([STEP_COLUMN, RANK_COLUMN, "__dc_pos"])
-    buf = io.BytesIO()
-    if str(path).endswith(".parquet"):
-        out.write_parquet(buf)
-    else:
-        out.write_ndjson(buf)
-    write_bytes_atomic(Path(path), buf.getvalue())
+        [(ra.conv.optimizer_step(s), s, r.rank, r.micro_batch, i, r.global_index)
+         for s, rows in sorted(ra.steps.items()) for i, r in enumerate(rows)],
+        schema={"_datacheck_step": pl.Int64, "_datacheck_log_step": pl.Int64, "_datacheck_rank": pl.Int64,
+                "_datacheck_micro_batch": pl.Int64, "__pos": pl.Int64, "_datacheck_global_index": pl.Int64},
+        orient="row")
+    checks = pl.DataFrame({"_datacheck_global_index": list(ra.row_checks), "_datacheck_checks": list(ra.row_checks.values())},
+                          schema={"_datacheck_global_index": pl.Int64, "_datacheck_checks": pl.List(pl.String)})
+    rows = (pl.concat(ra.frames, how="diagonal_relaxed") if ra.frames
+            else pl.DataFrame({"_datacheck_global_index": []}, schema={"_datacheck_global_index": pl.Int64}))
+    out = (order.join(rows, on="_datacheck_global_index", how="left")
+           .join(checks, on="_datacheck_global_index", how="left")
+           .with_columns(pl.col("_datacheck_checks").fill_null(pl.lit([], dtype=pl.List(pl.String))))
+           .sort(["_datacheck_log_step", "_datacheck_rank", "__pos"]).drop("__pos"))
+    lead = [c for c in EXPORT_COLUMNS if c in out.columns]
+    out = out.select([*lead, *[c for c in out.columns if c not in lead]])
+    write_frame_atomic(out, path)
     return out.height
+
+
+def plan_steps_per_epoch(index: DatasetIndex) -> int | None:
+    """Optimizer steps per epoch of the simulated plan over ``index`` (what places Hugging Face console
+    records that carry only an epoch), or None when ``[batch]`` sets neither ``batch_size`` nor
+    ``max_tokens``.
+
+    Raises:
+        OptionalDependencyError: torch is not installed.
+    """
+    b = index.cfg.batch
+    if b.batch_size is None and b.max_tokens is None:
+        return None
+    return index.plan().steps_per_epoch
+
+
+def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConvention, *, ledger: str | None = None,
+               step: int | None = None, window: int = 0, export: str | None = None,
+               allow_data_mismatch: bool = False, fail_on: str = "error",
+               index: DatasetIndex | None = None) -> dict[str, Any]:
+    """The data leg of a trace: the log steps to audit (``step``, else the first anomaly's window;
+    ``window`` steps before it), their rows (from ``ledger`` or the simulated plan, joined through
+    ``conv``), those rows audited and optionally exported.
+
+    Returns:
+        ``{"message", "rows" (:meth:`RowAudit.to_dict`, None when nothing to audit), "audited_steps"
+        ([first, last] log steps), "audited_optimizer_steps", "step_map" (the join, e.g. "log step 50 =
+        optimizer step 49"), "convention", "warning", "source", "export"}``.
+
+    Raises:
+        UsageError: the data's index_hash differs from the one the log records (unless
+            ``allow_data_mismatch``), a log's records carry no step, ``window`` < 0, too many steps,
+            the steps are outside the ledger or plan, or a shard cannot be read.
+
+    ``index``: the dataset index when the caller built it already (of ``paths`` under ``cfg``).
+    """
+    if window < 0:
+        raise UsageError(f"--window must be >= 0, got {window}")
+    if index is None:
+        index = DatasetIndex.build(paths, cfg)
+    idents = {st.identity for st in res.logs if st.identity is not None}
+    mismatch, config_warning = compare_identity(idents, index.index_hash(), cfg.hash()) if idents else (None, None)
+    if mismatch and not allow_data_mismatch:
+        raise UsageError(mismatch + "; give the training data, or --allow-data-mismatch to trace anyway")
+    warning = "; ".join(w for w in (mismatch, config_warning) if w) or None
+    if step is not None:
+        lo, hi = step, step
+    elif res.first_bad is not None:
+        lo, hi = res.first_bad["window"]
+    else:
+        return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": warning,
+                "source": None, "convention": conv.to_dict()}
+    conv.require_placed()
+    steps = list(range(max(conv.first_step, lo - window), hi + 1))
+    if not steps:
+        raise UsageError(f"log step {hi} is before the log's first optimizer step, {conv.first_step} ({conv.source})")
+    if len(steps) > MAX_AUDITED_STEPS:
+        raise UsageError(f"{len(steps)} steps to audit (window {lo}..{hi} + {window} before); give --step N")
+    if ledger is not None:
+        rows, source = ledger_step_rows(ledger, index, steps, conv)
+    else:
+        rows, source = plan_rows(index, steps, conv)
+    ra = audit_step_rows(index, rows, conv, fail_on)
+    exported = export_rows(ra, export) if export else None
+    bad = ra.failing()
+    a, b = min(rows), max(rows)
+    names = [f"{ra.where[g][0]} row {ra.where[g][1]} (global {g})" for g in bad[:20]]
+    msg = (f"log steps {a}..{b} (optimizer steps {conv.optimizer_step(a)}..{conv.optimizer_step(b)}): {ra.audited} "
+           f"row(s) audited, {len(bad)} failing a check" + (f": {', '.join(names)}" if bad else ""))
+    return {"message": msg, "rows": ra.to_dict(), "audited_steps": [a, b],
+            "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
+            "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,
+            "export": None if exported is None else {"path": export, "rows": exported}}

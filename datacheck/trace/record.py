@@ -51,7 +51,10 @@ class StepRecord:
         prev_scale: the attempted (previous) loss scale of an overflow event.
         split: ``"train"``, or ``"eval"`` for a validation line (kept for the timeline, not fed to the rules).
         step_inferred: True when the log line carries no step number (DeepSpeed/apex overflow
-            lines): ``step`` is then the previous record's step + 1.
+            lines): ``step`` is then the previous record's step + 1; for a record that could not be
+            placed at all (see :attr:`ReadStats.unplaced`) ``step`` is the record's ordinal.
+        stated: the log line that states a bad value of this record (a warning such as ``Bad grad_norm
+            detected (grad_norm=nan)``), None when the values come from the metrics line alone.
     """
 
     step: int
@@ -71,6 +74,7 @@ class StepRecord:
     prev_scale: float | None = None
     split: str = "train"
     step_inferred: bool = False
+    stated: str | None = None
 
     def where(self) -> str:
         """``file:line`` (or the file alone) for messages."""
@@ -89,6 +93,8 @@ class StepRecord:
             d["split"] = self.split
         if self.step_inferred:
             d["step_inferred"] = True
+        if self.stated is not None:
+            d["stated"] = self.stated
         return d
 
 
@@ -111,6 +117,12 @@ class ReadStats:
         stopped: why and where the read stopped before the end of the log (a ``trainer_state.json``
             cut mid-write, nesting over the bound), None when it was read to the end; the records read
             before it are traced.
+        first_step: the log's number of the first optimizer step when the reader recognised the
+            trainer (:mod:`datacheck.trace.steps`), else None.
+        first_step_why: the trainer and its rule (for the output).
+        unplaced: why the records carry no step number and what would give it (Hugging Face console
+            dicts without a progress bar, header or ``--steps-per-epoch``), None when every record has
+            its step.
     """
 
     source: str
@@ -123,6 +135,14 @@ class ReadStats:
     notes: set[str] = field(default_factory=set)
     identity: tuple[str, str] | None = None
     stopped: str | None = None
+    first_step: int | None = None
+    first_step_why: str | None = None
+    unplaced: str | None = None
+
+    def knows(self, first: int, why: str) -> None:
+        """Record the trainer's step count (the first reader line that names it wins)."""
+        if self.first_step is None:
+            self.first_step, self.first_step_why = first, why
 
     def bad(self, line: int, text: str) -> None:
         self.bad_lines += 1
@@ -135,4 +155,5 @@ class ReadStats:
                 "bad_examples": [{"line": n, "text": t} for n, t in self.bad_examples],
                 "line_formats": dict(sorted(self.line_formats.items())), "notes": sorted(self.notes),
                 "identity": None if self.identity is None else
-                {"index_hash": self.identity[0], "config_hash": self.identity[1]}, "stopped": self.stopped}
+                {"index_hash": self.identity[0], "config_hash": self.identity[1]}, "stopped": self.stopped,
+                "first_step": self.first_step, "first_step_why": self.first_step_why, "unplaced": self.unplaced}

@@ -21,9 +21,10 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
         out.append(line)
         if st.stopped:
             out.append(f"  warning: {st.source}: {st.stopped}")
-    fb = res.first_bad
-    out.append("first anomaly: " + (f"{fb['check']} at step {fb['step']} ({fb.get('rank')}), window "
-                                    f"{fb['window'][0]}..{fb['window'][1]}" if fb else "none"))
+    out.append("first anomaly: " + _first(res.first_bad))
+    conv = res.convention or {}
+    if conv.get("assumed") and res.first_bad is not None:
+        out.append(f"  note: step join {conv['source']}")
     for f in res.findings:
         out.append(f"  [{f.severity}] {f.check}: {f.message}")
     for note in res.notes:
@@ -43,15 +44,32 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
             out.append(f"  warning: {data['warning']}")
         audited = data.get("rows")  # None: no anomaly and no --step, no rows audited
         if audited:
+            opt = audited.get("optimizer_steps", {})
             for step, ranks in sorted(((int(k), v) for k, v in audited["steps"].items())):
                 for rank, rows in ranks.items():
                     toks = (audited["supervised_tokens"] or {}).get(str(step), {}).get(rank)
-                    out.append(f"  step {step} rank {rank}: rows {rows}" + (f", {toks} supervised token(s)" if toks is not None else ""))
-            for row, checks in audited["row_checks"].items():
-                out.append(f"  row {row}: {', '.join(checks)}")
+                    out.append(f"  log step {step} = optimizer step {opt.get(str(step))}, rank {rank}: global rows "
+                               f"{rows}" + (f", {toks} supervised token(s)" if toks is not None else ""))
+            for r in audited.get("failing_rows", []):  # errors first
+                out.append(f"  [{r['severity']}] {r['shard']} row {r['shard_row']} (global {r['row']}): "
+                           f"{', '.join(r['checks'])}")
             for f in audited["findings"]:
-                out.append(f"  [{f['severity']}] {f['check']}: {f['message']} (rows {f['rows']})")
+                locs = f["details"].get("locations") or []
+                where = ", ".join(f"{x['shard']} row {x['shard_row']}" for x in locs) or f"rows {f['rows']}"
+                out.append(f"  [{f['severity']}] {f['check']}: {f['message']} ({where})")
     return "\n".join(out) + "\n"
+
+
+def _first(fb: dict[str, Any] | None) -> str:
+    """The first anomaly, its step join, and the window the data section audits (the anomaly's own
+    window widened by ``--window``)."""
+    if fb is None:
+        return "none"
+    w = fb.get("audited_window") or fb["window"]
+    text = f"{fb['check']} at {fb.get('step_map') or 'step ' + str(fb['step'])} ({fb.get('rank')}), window {w[0]}..{w[1]}"
+    if list(w) != list(fb["window"]):
+        text += f" audited (the anomaly's window {fb['window'][0]}..{fb['window'][1]} and the steps before it)"
+    return text
 
 
 _W, _H, _PAD = 720, 160, 40

@@ -159,10 +159,13 @@ def log_rule(cid: str) -> Callable[[type[Rule]], type[Rule]]:
 
 @log_rule("log.non_finite")
 class NonFinite(Rule):
-    """The first record per rank whose loss or grad norm is NaN/inf; Megatron's nan-iteration counter
-    above 0; or a Megatron-style line (with a loss scale) whose loss is missing although the previous
-    record had one and not every step of the interval was skipped (Megatron averages only finite,
-    non-skipped losses, so a NaN can show up as a missing ``lm loss``: reported as suspected)."""
+    """The first record per rank whose loss or grad norm is NaN/inf (from the metrics line or a line
+    stating it, ``details["stated"]``); Megatron's nan-iteration counter above 0; a line with skipped
+    iterations counted, no loss and no loss scale (bf16/fp32: Megatron skips a step whose gradients
+    are not finite; suspected); or a Megatron-style line (with a loss scale) whose loss is missing
+    although the previous record had one and not every step of the interval was skipped (Megatron
+    averages only finite, non-skipped losses, so a NaN can show up as a missing ``lm loss``: reported
+    as suspected). ``details["metric"]``: ``loss``, ``grad_norm`` or ``counter``."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
@@ -179,6 +182,10 @@ class NonFinite(Rule):
             return " and ".join(bad)
         if rec.nan_steps:
             return f"{rec.nan_steps} nan iteration(s) counted"
+        if rec.loss is None and rec.skipped and rec.loss_scale is None and not rec.overflow:
+            # no fp16 loss scale to back off: Megatron skips an iteration whose gradients are not finite
+            return (f"skipped iteration(s) counted ({rec.skipped}) and no loss logged, with no loss scale (bf16/fp32): "
+                    "the skipped step's gradients were not finite")
         interval = rec.step - s.prev.step if s.prev is not None else None
         if (rec.loss is None and rec.loss_scale is not None and s.prev is not None and s.prev.loss is not None
                 and not rec.overflow and (rec.skipped is None or interval is None or rec.skipped < interval)):
@@ -191,7 +198,12 @@ class NonFinite(Rule):
             return
         self.count[s.key] = self.count.get(s.key, 0) + 1
         if s.key not in self.first:
-            self.first[s.key] = (s, rec, _details(s, rec, reason=why, suspected=why.startswith("no loss")))
+            loss = rec.loss
+            metric = "loss" if loss is not None and not math.isfinite(loss) else \
+                "grad_norm" if rec.grad_norm is not None and not math.isfinite(rec.grad_norm) else "counter"
+            more = {"stated": rec.stated} if rec.stated is not None else {}
+            self.first[s.key] = (s, rec, _details(s, rec, reason=why, suspected=why.startswith(("no loss", "skipped")),
+                                                  metric=metric, **more))
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out = []
@@ -441,19 +453,24 @@ class LrDiscontinuity(Rule):
 
 @log_rule("log.rank_divergence")
 class RankDivergence(Rule):
-    """Across ranks: a rank whose loss goes non-finite while others stay finite; a rank whose mean
+    """Across ranks: a rank whose loss goes non-finite while others stay finite (judged on the loss,
+    each rank's own; on the grad norm, all-reduced and so the same on every rank, only when no loss
+    went non-finite); a rank whose mean
     loss over its last :data:`DIVERGE_LAST` records exceeds :data:`DIVERGE_FACTOR` x the others'
     median; ranks missing from 0..max (or from ``--world-size``), e.g. only rank 0 logged."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
         self.first_bad: dict[Any, StepRecord] = {}
+        self.grad_bad: dict[Any, StepRecord] = {}
         self.tail: dict[Any, deque[float]] = {}
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         loss, g = rec.loss, rec.grad_norm
-        if (loss is not None and not math.isfinite(loss)) or (g is not None and not math.isfinite(g)):
+        if loss is not None and not math.isfinite(loss):  # a rank's own loss, not the all-reduced grad norm
             self.first_bad.setdefault(s.key, rec)
+        elif g is not None and not math.isfinite(g):
+            self.grad_bad.setdefault(s.key, rec)
         if loss is not None and math.isfinite(loss):
             t = self.tail.get(s.key)
             if t is None:
@@ -477,8 +494,9 @@ class RankDivergence(Rule):
                                             "their loss and non-finite steps are unknown"), len(missing),
                                 {"step": None, "ranks_seen": ranks, "missing": missing}))
         if len(ranks) > 1:
-            for k, rec in sorted(self.first_bad.items(), key=lambda kv: kv[1].step):
-                fine = [r for r in ranks if r != k and (r not in self.first_bad or self.first_bad[r].step > rec.step)]
+            bad = dict(self.first_bad) if self.first_bad else dict(self.grad_bad)
+            for k, rec in sorted(bad.items(), key=lambda kv: kv[1].step):
+                fine = [r for r in ranks if r != k and (r not in bad or bad[r].step > rec.step)]
                 if fine:
                     out.append(_finding(self.id, f"rank {k} goes non-finite at step {rec.step} ({rec.where()}) while "
                                                  f"ranks {fine} are still finite there", 1,

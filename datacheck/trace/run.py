@@ -11,11 +11,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
+from datacheck.report.policy import apply_policy
 from datacheck.trace.readers import LogFile
 from datacheck.trace.record import ReadStats, StepRecord
 from datacheck.trace.rules import LOG_RULES, Stream, TraceOptions, stream_name
+from datacheck.trace.steps import StepConvention
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
 
@@ -66,6 +69,8 @@ class TraceResult:
         streams: the ranks (or logs) seen -> training records.
         notes: what a rule could not judge (e.g. a spike rule's history on a short log): no finding,
             no effect on the exit code, but a "none" is then not a verdict on those values.
+        convention: how the log's steps join the 0-based optimizer steps
+            (:meth:`datacheck.trace.steps.StepConvention.to_dict`), once :meth:`join` was called.
     """
 
     logs: list[ReadStats]
@@ -75,11 +80,32 @@ class TraceResult:
     curves: dict[str, dict[str, Curve]] = field(default_factory=dict)
     streams: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    convention: dict[str, Any] | None = None
+
+    def join(self, conv: StepConvention) -> None:
+        """Name the first anomaly's optimizer step (``first_bad["optimizer_step"]``, ``"step_map"``:
+        "log step 50 = optimizer step 49"), or, for a log whose records carry no step, that its
+        ``step`` is a record ordinal (``first_bad["unplaced"]``)."""
+        self.convention = conv.to_dict()
+        fb = self.first_bad
+        if fb is None:
+            return
+        if conv.unplaced and fb.get("step_inferred"):
+            fb["unplaced"] = True
+            fb["step_map"] = f"record {fb['step']} (the log gives no step number)"
+        else:
+            fb["optimizer_step"] = conv.optimizer_step(fb["step"])
+            fb["step_map"] = conv.describe(fb["step"]) + (" (assumed)" if conv.assumed else "")
+
+    def apply_fail_on(self, cfg: Config, fail_on: str) -> None:
+        """Set each finding's ``fails_policy`` (and severity) by the config's ``[policy]`` and ``fail_on``."""
+        kept = [apply_policy(f, cfg, fail_on, None) for f in self.findings]
+        self.findings = [f for f in kept if f is not None]
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"logs": [s.to_dict() for s in self.logs], "findings": [f.to_dict() for f in self.findings],
                          "first_bad": self.first_bad, "events": self.events, "streams": self.streams,
-                         "notes": self.notes,
+                         "notes": self.notes, "convention": self.convention,
                          "curves": {k: {m: c.to_dict() for m, c in v.items()} for k, v in self.curves.items()}})
 
 
@@ -178,8 +204,10 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                  f.details.get("step") or 0, f.check))
     anomalies = [f for f in findings if f.severity in ("error", "warn") and f.details.get("step") is not None
                  and f.check != "log.skipped_steps"]
+    # at the same step a rank whose own loss went non-finite comes before a grad norm made non-finite on
+    # every rank by the all-reduce
     first = min(anomalies, key=lambda f: (f.details["window"][0] if "window" in f.details else f.details["step"],
-                                          SEVERITY_ORDER[f.severity]), default=None)
+                                          SEVERITY_ORDER[f.severity], f.details.get("metric") != "loss"), default=None)
     first_bad = None if first is None else {"check": first.check, **{k: v for k, v in first.details.items()
                                                                       if not isinstance(v, (list, dict)) or k == "window"}}
     return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,

@@ -29,7 +29,7 @@ RESULT_KEYS = {
                         "out", "quarantine", "quarantined", "shards"},
     "datacheck.index.verify": {"index", "passed", "config_path", "findings"},
     "datacheck.plan": {"config", "plan", "ledger", "step"},
-    "datacheck.trace": {"curves", "data", "events", "findings", "first_bad", "logs", "notes", "passed", "streams"},
+    "datacheck.trace": {"convention", "curves", "data", "events", "findings", "first_bad", "logs", "notes", "passed", "streams"},
     "datacheck.checks": {"checks"},
     "datacheck.checkpoint": {"files", "findings", "layout", "notes", "passed", "path", "pieces", "ranks", "root",
                              "step", "steps", "world_size"},

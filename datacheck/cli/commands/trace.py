@@ -1,35 +1,34 @@
 """``datacheck trace LOG...``: the training log's timeline (first anomaly, resumes, loss-scale events)
 and, with ``--data``, the rows of the first bad step audited with every check. The rows come from
 ``--ledger DIR`` (the recorded order) or, without it, from the simulated batch plan of the data under
-the config's ``[batch]`` facts (:func:`datacheck.trace.data.plan_rows`); the output names the source."""
+the config's ``[batch]`` facts; the output names the source and the step join ("log step 50 =
+optimizer step 49"). The data leg is :func:`datacheck.trace.data.trace_data`."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from datacheck.cli.envelope import write_envelope
-from datacheck.cli.progress import Ticker, activity
+from datacheck.cli.progress import activity
 from datacheck.execute.setup import config_and_source
 from datacheck.io.outputs import check_outputs, write_atomic
+from datacheck.model.config import Config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
-from datacheck.model.identity import compare_identity
 from datacheck.resume.join import resume_checkpoints
 from datacheck.resume.join import summary_lines as checkpoint_lines
-from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, ledger_rows, plan_rows
-from datacheck.trace.readers import FORMATS, open_log
+from datacheck.trace.data import DatasetIndex, plan_steps_per_epoch, trace_data
+from datacheck.trace.readers import FORMATS, open_log, pydict
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
-from datacheck.trace.run import TraceResult, trace_logs
+from datacheck.trace.run import trace_logs
 from datacheck.trace.rundir import expand_run_dirs
 from datacheck.trace.spikes import PRESETS, parse_spike_rule
+from datacheck.trace.steps import resolve_convention
 
 __all__ = ["add_parser", "run"]
-
-_MAX_AUDITED_STEPS = 1000
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -51,13 +50,19 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help=f"spike rule: {', '.join(PRESETS)} or ratio:F:W (default olmo)")
     a.add_argument("--world-size", type=int, default=None, metavar="N", help="ranks the run had (finds unseen ranks)")
     a.add_argument("--data", nargs="+", default=None, metavar="PATH", help="the dataset the run trained on")
-    a.add_argument("--config", default=None, help="datacheck.toml for the data (default: looked up as for audit)")
+    a.add_argument("--config", default=None,
+                   help="datacheck.toml: [policy] of the log and data findings, the data's roles and [batch] facts "
+                        "(default: looked up as for audit when --data is given)")
     a.add_argument("--ledger", default=None, metavar="DIR",
-                   help="per-rank step -> row indices (rank<R>.tsv.gz: OLMo data-indices / record_batches)")
-    a.add_argument("--first-step", type=int, default=1, metavar="K",
-                   help="without --ledger: the log's number of the first optimizer step (default 1: Hugging Face, "
-                        "Megatron and OLMo log the step count after the update; 0 for loops that log from 0); log "
-                        "step N is step N-K of the simulated plan")
+                   help="per-rank step -> row indices (rank<R>.tsv.gz: record_batches, optimizer steps from 0; OLMo "
+                        "data-indices, from 1)")
+    a.add_argument("--first-step", type=int, default=None, metavar="K",
+                   help="the log's number of the first optimizer step: log step N is optimizer step N-K of the plan "
+                        "and of the ledger (default: the trainer's count when the log names it: Hugging Face and "
+                        "Megatron 1, Lightning, nanoGPT and llm.c 0; else assumed 1, and the output says so)")
+    a.add_argument("--steps-per-epoch", type=int, default=None, metavar="N",
+                   help="optimizer steps per epoch, to place Hugging Face console records that carry only an epoch "
+                        "(the Trainer's header 'Num update steps per epoch' gives it when the log has it)")
     a.add_argument("--step", type=int, default=None, metavar="N", help="the step to look at (default: the first anomaly)")
     a.add_argument("--window", type=int, default=0, metavar="K", help="also the K steps before it (default 0)")
     a.add_argument("--export", default=None, metavar="FILE", help="write those rows (.parquet or .jsonl) for a replay")
@@ -73,55 +78,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return a
 
 
-def _data(args: argparse.Namespace, res: TraceResult, tick: Ticker) -> dict[str, Any] | None:
-    if args.data is None:
-        if args.ledger or args.export:
-            raise UsageError("--ledger/--export need --data PATH (the dataset the run trained on)")
-        return None
-    if args.window < 0:
-        raise UsageError(f"--window must be >= 0, got {args.window}")
-    cfg, _ = config_and_source(args.config, args.data)
-    tick.stage("counting the rows of the data")
-    ds = DatasetIndex.build(args.data, cfg)
-    idents = {st.identity for st in res.logs if st.identity is not None}
-    mismatch, config_warning = compare_identity(idents, ds.index_hash(), cfg.hash()) if idents else (None, None)
-    if mismatch and not args.allow_data_mismatch:
-        raise UsageError(mismatch + "; give the training data, or --allow-data-mismatch to trace anyway")
-    mismatch = "; ".join(w for w in (mismatch, config_warning) if w) or None  # the output's "warning"
-    if args.step is not None:
-        lo, hi = args.step, args.step
-    elif res.first_bad is not None:
-        lo, hi = res.first_bad["window"]
-    else:
-        return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": mismatch,
-                "source": None}
-    steps = list(range(max(0, lo - args.window), hi + 1))
-    if len(steps) > _MAX_AUDITED_STEPS:
-        raise UsageError(f"{len(steps)} steps to audit (window {lo}..{hi} + {args.window} before); give --step N")
-    tick.stage(f"finding the rows of steps {steps[0]}..{steps[-1]}")
-    if args.ledger is not None:
-        rows, source = ledger_rows(args.ledger, steps)
-        if not rows:
-            raise UsageError(f"the ledger {args.ledger} has no rows for steps {steps[0]}..{steps[-1]}")
-    else:
-        rows, source = plan_rows(args.data, cfg, steps, args.first_step)
-    tick.stage(f"auditing the rows of steps {steps[0]}..{steps[-1]}")
-    ra = audit_step_rows(ds, rows)
-    exported = export_rows(ra, args.export) if args.export else None
-    bad = sorted(ra.row_checks)
-    msg = (f"steps {steps[0]}..{steps[-1]}: {sum(len(v) for rr in rows.values() for v in rr.values())} row(s) "
-           f"audited, {len(bad)} failing a check" + (f" (rows {bad[:20]})" if bad else ""))
-    return {"message": msg, "rows": ra.to_dict(), "audited_steps": [steps[0], steps[-1]], "warning": mismatch,
-            "source": source,
-            "export": None if exported is None else {"path": args.export, "rows": exported}}
-
-
 def run(args: argparse.Namespace) -> int:
     rd = expand_run_dirs(args.logs, args.ledger, args.data is not None)  # a Trainer OUTPUT_DIR: its state and ledger
     args.logs, args.ledger = rd.logs, rd.ledger
     for line in rd.found:  # what was taken from a folder, said (stderr: the output stays one document)
         print(f"datacheck trace: {line}", file=sys.stderr)
-    logs = [open_log(p, args.log_format, args.regex) for p in args.logs]
+    if args.data is None:
+        given = [f for f, v in (("--ledger", args.ledger), ("--export", args.export), ("--step", args.step),
+                                ("--window", args.window or None),
+                                ("--allow-data-mismatch", args.allow_data_mismatch or None)) if v is not None]
+        if given:  # no option is silently ignored
+            raise UsageError(f"{', '.join(given)} need --data PATH (the dataset the run trained on)")
+    if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
+        raise UsageError(f"--steps-per-epoch must be >= 1, got {args.steps_per_epoch}")
+    logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=args.steps_per_epoch) for p in args.logs]
     outputs = {"--export": args.export, "--output": args.output}
     check_outputs(outputs, args.data or [])  # never among the audited data
     logs_given = {Path(p).resolve() for p in args.logs}
@@ -130,13 +100,35 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} {out} is one of the logs being read; write the output to another file")
     if args.world_size is not None and args.world_size < 1:
         raise UsageError(f"--world-size must be >= 1, got {args.world_size}")
-    res = trace_logs(logs, TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size))
+    opts = TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size)
+    res = trace_logs(logs, opts)
+    conv = resolve_convention(res.logs, args.first_step)
+    cfg = config_and_source(args.config, args.data)[0] if args.data is not None or args.config else Config()
     with activity("tracing", no_progress=args.no_progress or args.data is None) as tick:
-        data = _data(args, res, tick)
+        tick.stage("counting the rows of the data")
+        index = DatasetIndex.build(args.data, cfg) if args.data is not None else None
+        if conv.unplaced and index is not None and args.steps_per_epoch is None:
+            spe = plan_steps_per_epoch(index)  # the config's [batch] facts place records that carry only an epoch
+            if spe is not None:
+                logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=spe) for p in args.logs]
+                res = trace_logs(logs, opts)
+                conv = resolve_convention(res.logs, args.first_step)
+        if args.steps_per_epoch is not None and not any(st.line_formats.get(pydict.NAME) for st in res.logs):
+            raise UsageError("--steps-per-epoch places Hugging Face console records (dicts with an epoch); the logs "
+                             "have none: drop it")
+        res.join(conv)
+        res.apply_fail_on(cfg, args.fail_on)
+        tick.stage("auditing the rows of the steps")
+        data = None if args.data is None else trace_data(
+            res, args.data, cfg, conv, ledger=args.ledger, step=args.step, window=args.window, export=args.export,
+            allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on, index=index)
     ckpts = resume_checkpoints(res.events, res.findings, args.checkpoints) if args.checkpoints else None
-    sev = [f.severity for f in res.findings] + [f["severity"] for f in ((data or {}).get("rows") or {}).get("findings", [])]
-    sev += [f["severity"] for f in (ckpts or {}).get("findings", [])]
-    failed = args.fail_on != "never" and any(Severity(s).rank >= Severity(args.fail_on).rank for s in sev)
+    if data is not None and data.get("audited_steps") and res.first_bad is not None:
+        res.first_bad["audited_window"] = data["audited_steps"]
+    failed = any(f.fails_policy for f in res.findings) or any(
+        f["fails_policy"] for f in ((data or {}).get("rows") or {}).get("findings", [])) or any(
+        Severity(f["severity"]).rank >= Severity(args.fail_on).rank for f in (ckpts or {}).get("findings", [])
+        if args.fail_on != "never")
     if args.format == "json":
         result = {**res.to_dict(), "data": data, "passed": not failed}
         if ckpts is not None:  # only with --checkpoints: the default result keeps its keys

@@ -11,11 +11,14 @@ Formats (``--format``; ``auto`` sniffs):
 ``megatron``   Megatron-LM iteration lines only
 ``deepspeed``  DeepSpeed ``OVERFLOW!`` / apex ``Gradient overflow`` lines only
 ``hf_console`` Hugging Face Trainer dict lines only
-``key_value``  ``key value`` / ``key: value`` / ``key=value`` lines only (nanoGPT, mlx-lm, mmengine, ...)
+``key_value``  ``key value`` / ``key: value`` / ``key=value`` lines only (nanoGPT, mlx-lm, mmengine, llm.c)
+``stated``     lines that state a bad value (``Bad grad_norm detected (grad_norm=nan)``, ``Loss is Infinity``)
+``coqui``      Coqui TTS trainer blocks (``--> TIME: ... GLOBAL_STEP: N`` then ``| > loss: X`` lines)
 ``regex``      a user regex with named groups (``--regex``)
 ============== =====================================================================================
 
-Sniffing (``auto``): a name with ``tfevents`` or a folder -> tensorboard; ``.csv``/``.tsv`` -> csv;
+Sniffing (``auto``): a name with ``tfevents``, a folder, or a file that opens as a TFRecord whose
+first event is TensorBoard's file version -> tensorboard; ``.csv``/``.tsv`` -> csv;
 a JSON document whose first 64 KiB mention ``"log_history"`` -> hf_state; ``.jsonl``/``.ndjson`` or a
 first non-blank line starting with ``{"`` -> jsonl; anything else -> text. Per-rank logs: a ``rankN``
 in the file name gives the rank of records that carry none.
@@ -27,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from datacheck.model.errors import UsageError
+from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.identity import IDENTITY_PREFIX, parse_identity
-from datacheck.trace.readers import deepspeed, keyvalue, megatron, pydict
+from datacheck.trace.readers import coqui, deepspeed, keyvalue, megatron, pydict, stated
 from datacheck.trace.readers.fields import RANK_IN_NAME, BadValue
 from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard
 from datacheck.trace.readers.hfstate import read_hf_state
 from datacheck.trace.readers.keyed import record_from_mapping
-from datacheck.trace.record import ReadStats, StepRecord
+from datacheck.trace.record import ReadStats, StepRecord, is_finite
 
 __all__ = ["FORMATS", "LINE_FORMATS", "LogFile", "sniff", "open_log"]
 
@@ -44,8 +47,9 @@ LINE_FORMATS: dict[str, Callable[[str], dict[str, Any] | None]] = {
     deepspeed.NAME: deepspeed.parse_line,
     pydict.NAME: pydict.parse_line,
     keyvalue.NAME: keyvalue.parse_line,
+    stated.NAME: stated.parse_line,
 }
-FORMATS = ("auto", "hf_state", "jsonl", "csv", "tensorboard", "text", *LINE_FORMATS, "regex")
+FORMATS = ("auto", "hf_state", "jsonl", "csv", "tensorboard", "text", *LINE_FORMATS, coqui.NAME, "regex")
 _SNIFF_BYTES = 64 * 1024
 
 
@@ -58,6 +62,9 @@ def sniff(path: Path) -> str:
         return "csv"
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
+    if len(head) >= 12 and 0 < int.from_bytes(head[:8], "little") <= 4096 \
+            and b"brain.Event" in head[12:12 + int.from_bytes(head[:8], "little")]:
+        return "tensorboard"  # a TFRecord whose first event is the file version, whatever the file's name
     stripped = head.lstrip()
     if stripped.startswith(b"{") and b'"log_history"' in head:
         return "hf_state"
@@ -76,6 +83,8 @@ class LogFile:
         format: the format read (sniffed or forced).
         rank: the rank from the file name (``rank3``), or None.
         regex: the user's compiled ``--regex`` (format ``regex``).
+        steps_per_epoch: optimizer steps per epoch (``--steps-per-epoch``), to place Hugging Face
+            console records that carry only an epoch; the log's own header wins.
         stats: filled while :meth:`records` is iterated.
     """
 
@@ -84,6 +93,7 @@ class LogFile:
     format: str
     rank: int | None = None
     regex: re.Pattern[str] | None = None
+    steps_per_epoch: int | None = None
     stats: ReadStats = field(init=False)
 
     def __post_init__(self) -> None:
@@ -120,21 +130,39 @@ class LogFile:
                 "regex": lambda t: keyvalue.parse_with_regex(t, rx)}
         elif self.format == "text":
             parsers = LINE_FORMATS
+        elif self.format == coqui.NAME:
+            parsers = {}
         else:
             parsers = {self.format: LINE_FORMATS[self.format]}
-        last: dict[int | None, int] = {}
-        tqdm_step: int | None = None
+        coq = coqui.CoquiBlocks() if self.format in ("text", coqui.NAME) else None
+        ctx = _TextState()
         st = self.stats
         order = list(parsers.items())  # priority order (a Megatron line would parse as key_value too);
         # each parser rejects a line that is not its own by a substring test before any regex
         tqdm = deepspeed.TQDM
-        for n, text in iter_lines(self.path, st):
+        for n, text in self._joined(iter_lines(self.path, st)):
             if not text or text.isspace():
                 continue
+            if ctx.waiting is not None and "<" in text and (t := tqdm.search(text)) is not None:
+                # the bar tqdm redraws right after writing the dict holds the step it was logged at
+                w, ctx.waiting = ctx.waiting, None
+                w.step = max(w.step, int(t.group(1)))
+                yield from self._emit(w, ctx)
             if IDENTITY_PREFIX in text:
                 ident = parse_identity(text)
                 if ident:
                     st.identity = ident
+                    continue
+            if coq is not None and (coq.block is not None or "-->" in text):
+                done, mine = coq.feed(n, text)
+                if done is not None:
+                    yield from self._coqui_record(done, ctx)
+                if mine:
+                    continue
+            if " = " in text and self.format in ("text", pydict.NAME):
+                h = pydict.parse_header(text)
+                if h is not None:
+                    ctx.header[h[0]] = h[1]
                     continue
             for name, parse in order:
                 try:
@@ -144,35 +172,159 @@ class LogFile:
                     break
                 if got is None:
                     continue
-                rec = self._record(name, got, n, last, tqdm_step)
+                rec = self._record(name, got, n, ctx)
                 if rec is None:
                     st.bad(n, f"{text[:120]} (no metric)")
                     break
                 st.line_formats[name] = st.line_formats.get(name, 0) + 1
-                if rec.split == "train":
-                    last[rec.rank] = rec.step
-                yield rec
+                if name == stated.NAME and "step" not in got:
+                    ctx.pending.append(rec)  # placed on the next record of its rank
+                    break
+                if ctx.waiting is not None:  # no bar came between: its count so far stands
+                    w, ctx.waiting = ctx.waiting, None
+                    yield from self._emit(w, ctx)
+                if ctx.await_bar:
+                    ctx.await_bar, ctx.waiting = False, rec
+                    break
+                yield from self._emit(rec, ctx)
                 break
-            if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining"
-                t = tqdm.search(text)
-                if t:
-                    tqdm_step = int(t.group(1))
+            if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining": the last one on the line
+                for t in tqdm.finditer(text):
+                    ctx.tqdm_step = int(t.group(1))
+        if ctx.waiting is not None:
+            yield from self._emit(ctx.waiting, ctx)
+            ctx.waiting = None
+        if coq is not None and (done := coq.finish()) is not None:
+            yield from self._coqui_record(done, ctx)
+        for rec in ctx.pending:  # stated values after the last metrics record: after it
+            prev = ctx.last.get(rec.rank)
+            rec.step = 0 if prev is None else prev + 1
+            yield rec
+        ctx.pending.clear()
 
-    def _record(self, name: str, got: dict[str, Any], n: int, last: dict[int | None, int],
-                tqdm_step: int | None) -> StepRecord | None:
+    def _emit(self, rec: StepRecord, ctx: "_TextState") -> Iterator[StepRecord]:
+        """``rec`` after the stated values waiting for it; it becomes its rank's last step."""
+        if ctx.pending:
+            yield from self._place_pending(ctx, rec)
+        if rec.split == "train":
+            ctx.last[rec.rank] = rec.step
+        yield rec
+
+    def _joined(self, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+        """The log's lines with a record wrapped onto the next lines joined (numbered by its first
+        line): a printed dict not closed on its line (soft wrap: joined with a blank, at most
+        :data:`_WRAP_LINES` lines), a Megatron iteration line that does not end with its ``|`` followed
+        by a line that does and starts no iteration (a terminal's hard wrap: joined as written)."""
+        held: tuple[int, str, str, int] | None = None
+        for n, text in lines:
+            if held is None and (text.endswith("|") or ("{'" not in text and "iteration" not in text)):
+                yield n, text  # the common line, decided without a call
+                continue
+            if held is not None:
+                n0, t0, kind, parts = held
+                held = None
+                if kind == "dict":
+                    joined = t0 + " " + text.strip()
+                    if "}" not in joined[joined.find("{'"):] and parts < _WRAP_LINES:
+                        held = (n0, joined, kind, parts + 1)
+                    else:
+                        yield n0, joined
+                    continue
+                if text.rstrip().endswith("|") and not megatron.starts_iteration(text):
+                    yield n0, t0 + text
+                    continue
+                yield n0, t0
+            if "{'" in text and "}" not in text[text.find("{'"):]:
+                held = (n, text, "dict", 1)
+            elif megatron.cut_iteration(text):
+                held = (n, text, "megatron", 1)
+            else:
+                yield n, text
+        if held is not None:
+            if held[2] == "dict":
+                self.stats.bad(held[0], f"{held[1][:120]} (a printed dict not closed within {_WRAP_LINES} lines)")
+            else:
+                yield held[0], held[1]  # a log cut mid-line: the fields before the cut are kept
+
+    def _state_step(self, ctx: "_TextState", epoch: Any, sig4: bool) -> int | None:
+        """The step the run's ``trainer_state.json`` (beside the log, or in its newest ``checkpoint-N``
+        folder) records for this epoch, or None. The console prints the floats the Trainer appends to
+        ``log_history``: the same value, or (``sig4``) its ``f"{v:.4g}"``; an epoch two entries share
+        in that form names no entry."""
+        if ctx.state_steps is None:
+            ctx.state_steps = {}
+            for cand in _trainer_states(self.path):
+                try:
+                    for rec in read_hf_state(cand, str(cand), ReadStats(str(cand), "hf_state"), None):
+                        if rec.split != "train" or rec.epoch is None or len(ctx.state_steps) >= _STATE_MAX:
+                            continue
+                        for key in (rec.epoch, f"{rec.epoch:.4g}"):
+                            got = ctx.state_steps.get(key, rec.step)
+                            ctx.state_steps[key] = rec.step if got == rec.step else None  # None: ambiguous
+                except (UsageError, OptionalDependencyError, OSError):
+                    continue
+                if ctx.state_steps:
+                    self.stats.notes.add(f"steps from {cand}")
+                    break
+        try:
+            return ctx.state_steps.get(str(epoch) if sig4 else float(epoch))
+        except (TypeError, ValueError):
+            return None
+
+    def _coqui_record(self, done: tuple[int, dict[str, Any]], ctx: "_TextState") -> Iterator[StepRecord]:
+        n, block = done
+        st = self.stats
+        if block.pop("\0eval", None):
+            loss = block.get("avg_loss", block.get("loss"))
+            block = {"step": block["step"], "eval_loss": loss}
+        try:
+            rec = record_from_mapping(block, self.source, n, self.rank)
+        except BadValue as exc:
+            st.bad(n, f"GLOBAL_STEP {block.get('step')}: {exc}")
+            return
+        if rec is None:
+            st.bad(n, f"GLOBAL_STEP {block.get('step')}: no metric")
+            return
+        st.line_formats[coqui.NAME] = st.line_formats.get(coqui.NAME, 0) + 1
+        yield from self._place_pending(ctx, rec)
+        if rec.split == "train":
+            ctx.last[rec.rank] = rec.step
+        yield rec
+
+    def _place_pending(self, ctx: "_TextState", rec: StepRecord) -> Iterator[StepRecord]:
+        """Stated bad values seen before ``rec`` (same rank, or no rank): merged into ``rec`` when it
+        logged that value as missing or finite, else yielded on its step."""
+        keep = []
+        for p in ctx.pending:
+            if p.rank is not None and p.rank != rec.rank:
+                keep.append(p)
+                continue
+            merged = False
+            for f in ("loss", "grad_norm"):
+                v = getattr(p, f)
+                if v is not None and (getattr(rec, f) is None or is_finite(getattr(rec, f))):
+                    setattr(rec, f, v)
+                    merged = True
+            if merged:
+                rec.stated = p.stated if rec.stated is None else rec.stated
+            else:
+                p.step, p.step_inferred, p.rank = rec.step, rec.step_inferred, rec.rank
+                yield p
+        ctx.pending[:] = keep
+
+    def _record(self, name: str, got: dict[str, Any], n: int, ctx: "_TextState") -> StepRecord | None:
         rank = got.pop("rank", None)
         rank = int(rank) if rank is not None else self.rank
-        prev = last.get(rank)
+        prev = ctx.last.get(rank)
+        st = self.stats
         if name == pydict.NAME:
-            step = tqdm_step if tqdm_step is not None and (prev is None or tqdm_step >= prev) else None
-            fallback = step if step is not None else (0 if prev is None else prev + 1)
-            try:
-                rec = record_from_mapping(got, self.source, n, rank, fallback_step=fallback)
-            except BadValue:
-                return None
-            if rec is not None and step is not None:
-                rec.step_inferred = False
-            return rec
+            return self._hf_record(got, n, rank, prev, ctx)
+        first = got.pop("\0first", None)
+        if st.first_step is None:
+            if first is not None:
+                st.knows(*first)
+            elif name == megatron.NAME:
+                st.knows(1, "Megatron-LM: iteration counted after the update, from 1")
         inferred = "step" not in got
         if inferred:
             got["step"] = 0 if prev is None else prev + 1
@@ -180,9 +332,94 @@ class LogFile:
         got.pop("eval", None)
         return StepRecord(source=self.source, line=n, rank=rank, split=split, step_inferred=inferred, **got)
 
+    def _hf_record(self, got: dict[str, Any], n: int, rank: int | None, prev: int | None,
+                   ctx: "_TextState") -> StepRecord | None:
+        """A Hugging Face console dict, placed on its global step: the step the run's
+        ``trainer_state.json`` records for its epoch, else ``epoch`` x the update steps per epoch (the
+        header's, or ``--steps-per-epoch``, or the header's total / epochs, or the plan's), else the count
+        of the tqdm bar before it on its line, else of the bar tqdm redraws after writing it
+        (``ctx.await_bar``: a bar on an earlier line is a lower bound); else its position, marked
+        unplaced."""
+        st = self.stats
+        st.notes.add("hf_nan_filter")  # the Trainer's logging_nan_inf_filter, as in trainer_state.json
+        same = got.pop("\0tqdm", None)
+        sig4 = bool(got.pop("\0sig4", False))
+        bar = same if same is not None else \
+            ctx.tqdm_step if ctx.tqdm_step is not None and (prev is None or ctx.tqdm_step >= prev) else None
+        why = None
+        step = self._state_step(ctx, got["epoch"], sig4) if "epoch" in got else None
+        if step is None:
+            h = ctx.header
+            spe = h.get("steps_per_epoch") or self.steps_per_epoch
+            if spe is None and h.get("total_steps") and h.get("epochs") and h["total_steps"] % h["epochs"] == 0:
+                spe = h["total_steps"] // h["epochs"]
+            if spe is None:
+                why = ("Hugging Face console records carry an epoch, not a step, and the log has no Trainer header "
+                       "('Num update steps per epoch' or 'Total optimization steps' with 'Num Epochs') nor a progress "
+                       "bar: pass --steps-per-epoch N (the run's update steps per epoch), give the [batch] facts "
+                       "with --data, or trace the run's trainer_state.json")
+            elif "epoch" not in got:
+                why = "a Hugging Face console record without an epoch"
+            else:
+                if sig4:  # 4 significant digits: this value's own precision
+                    digits = pydict.epoch_decimals(str(got["epoch"]), sig4=True)
+                else:  # rounded to a number of decimals, trailing zeros dropped: the most the log has shown
+                    digits = ctx.epoch_decimals = max(ctx.epoch_decimals, pydict.epoch_decimals(str(got["epoch"])))
+                step, why = pydict.place_by_epoch(str(got["epoch"]), spe, digits)
+        if step is None and bar is not None:
+            # a bar on the dict's own line is its step; one drawn on an earlier line (a ``\r`` segment)
+            # may be stale (tqdm redraws at most every 0.1 s): a lower bound, raised by the bar tqdm
+            # redraws after writing the dict
+            step, why, ctx.await_bar = bar, None, same is None
+        ctx.ordinal += 1
+        try:
+            rec = record_from_mapping(got, self.source, n, rank, fallback_step=step if step is not None else
+                                      ctx.ordinal if prev is None else prev + 1)  # a position, not a step
+        except BadValue:
+            return None
+        if rec is None:
+            return None
+        rec.step_inferred = step is None
+        if step is None:
+            st.unplaced = st.unplaced or why
+        else:
+            st.knows(pydict.HF_FIRST_STEP, pydict.HF_WHY)
+        return rec
 
-def open_log(path: str, fmt: str = "auto", regex: str | None = None) -> LogFile:
-    """A :class:`LogFile` for ``path`` (format sniffed unless ``fmt`` forces one).
+
+#: lines a printed dict may be wrapped onto
+_WRAP_LINES = 8
+#: epochs remembered from a trainer_state.json
+_STATE_MAX = 2_000_000
+
+
+def _trainer_states(log: Path) -> list[Path]:
+    """``trainer_state.json`` beside ``log``, then those of its ``checkpoint-N`` folders, newest first."""
+    d = log.parent
+    out = [d / "trainer_state.json"] if (d / "trainer_state.json").is_file() else []
+    ckpts = [p for p in d.glob("checkpoint-*/trainer_state.json") if p.parent.name[11:].isdigit()]
+    return out + sorted(ckpts, key=lambda p: -int(p.parent.name[11:]))
+
+
+@dataclass
+class _TextState:
+    """The text reader's state across lines: the last step per rank, the last tqdm count, the Trainer
+    header's facts, the Hugging Face records seen, and stated bad values waiting for their step."""
+
+    last: dict[int | None, int] = field(default_factory=dict)
+    tqdm_step: int | None = None
+    header: dict[str, int] = field(default_factory=dict)
+    ordinal: int = 0
+    epoch_decimals: int = 0
+    state_steps: dict[Any, int | None] | None = None
+    await_bar: bool = False
+    waiting: StepRecord | None = None
+    pending: list[StepRecord] = field(default_factory=list)
+
+
+def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_epoch: int | None = None) -> LogFile:
+    """A :class:`LogFile` for ``path`` (format sniffed unless ``fmt`` forces one; ``steps_per_epoch``:
+    see :class:`LogFile`).
 
     Raises:
         UsageError: the path does not exist, the format is unknown, ``--regex`` does not compile or
@@ -210,4 +447,5 @@ def open_log(path: str, fmt: str = "auto", regex: str | None = None) -> LogFile:
     if chosen == "tensorboard" and p.is_dir() and not any(p.rglob("*tfevents*")):
         raise UsageError(f"folder {path!r} holds no TensorBoard event file (events.out.tfevents.*); give a log file")
     m = RANK_IN_NAME.search(p.name)
-    return LogFile(path=p, source=path, format=chosen, rank=int(m.group(1)) if m else None, regex=rx)
+    return LogFile(path=p, source=path, format=chosen, rank=int(m.group(1)) if m else None, regex=rx,
+                   steps_per_epoch=steps_per_epoch)

@@ -10,16 +10,18 @@ import math
 import re
 from typing import Any
 
-__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "to_float", "to_int", "BadValue", "RANK_IN_NAME"]
+__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "to_float", "to_int", "BadValue", "RANK_IN_NAME",
+           "keyed_convention"]
 
 #: field -> the key names that mean it (after lower-casing and prefix removal).
 _ALIASES: dict[str, tuple[str, ...]] = {
     "step": ("step", "global_step", "_step", "iter", "iteration", "iterations", "trainer/global_step", "it",
-             "num_steps", "optimizer_step"),
+             "num_steps", "optimizer_step", "steps", "train/step"),
     "loss": ("loss", "train_loss", "lm loss", "lm_loss", "training_loss", "train loss", "loss_step",
              "train_loss_step"),
-    "grad_norm": ("grad_norm", "grad norm", "gradient_norm", "gnorm", "grad_norm_total", "total_grad_norm"),
-    "lr": ("lr", "learning_rate", "learning rate", "lr-adamw", "lr-adam", "lr-sgd", "lr_0", "lr-0"),
+    "grad_norm": ("grad_norm", "grad norm", "gradient_norm", "gnorm", "grad_norm_total", "total_grad_norm",
+                  "grad_l2", "total_norm", "grad_norm_step"),
+    "lr": ("lr", "learning_rate", "learning rate", "lr-adamw", "lr-adam", "lr-sgd", "lr_0", "lr-0", "current_lr"),
     "loss_scale": ("loss_scale", "loss scale", "scaler", "grad_scale", "scale"),
     "rank": ("rank", "global_rank", "local_rank_global", "dp_rank"),
     "epoch": ("epoch",),
@@ -29,12 +31,14 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "skipped": ("skipped", "skipped_steps", "skipped_iterations", "number of skipped iterations"),
     "nan_steps": ("number of nan iterations", "nan_iterations"),
 }
-PREFIXES = ("train/", "train_", "training/", "trainer/", "optim/", "optimizer/", "throughput/")
+PREFIXES = ("train/", "train_", "training/", "trainer/", "optim/", "optimizer/", "throughput/",
+            "trainiterstats/")  # Coqui TTS's trainer: TrainIterStats/loss, TrainIterStats/current_lr
 FIELD_OF: dict[str, str] = {k: f for f, keys in _ALIASES.items() for k in keys}
 STEP_KEYS = set(_ALIASES["step"])
 #: keys of evaluation metrics: a record holding one of these and no training loss is an eval record.
 EVAL_KEYS = ("eval_loss", "val_loss", "valid_loss", "validation_loss", "val/loss", "eval/loss", "val loss",
-             "validation/loss", "valid/loss", "lm loss value")
+             "validation/loss", "valid/loss", "lm loss value", "test_loss", "val_loss_epoch", "val_loss_step",
+             "evalstats/avg_loss", "evalstats/loss")
 #: a rank in a log's file name: ``rank3.log``, ``train-rank-03.jsonl``, ``log_rank_1.txt``
 RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
@@ -48,6 +52,8 @@ def field_of(key: str) -> str | None:
     k = key.strip().lower()
     if k in FIELD_OF:
         return FIELD_OF[k]
+    if k.startswith(("lr-", "lr/")):  # Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg1, lr-<name>
+        return "lr"
     for p in PREFIXES:
         if k.startswith(p) and k[len(p):] in FIELD_OF:
             return FIELD_OF[k[len(p):]]
@@ -86,3 +92,21 @@ def to_int(v: Any, key: str) -> int | None:
     if not math.isfinite(f) or f != int(f):
         raise BadValue(f"{key}: {v!r} is not an integer")
     return int(f)
+
+
+LIGHTNING_WHY = "Lightning: global_step counts the updates done before this one, from 0"
+HF_KEY_WHY = "Hugging Face global_step: counted after the update, from 1"
+
+
+def keyed_convention(keys: Any) -> tuple[int, str] | None:
+    """How the logger of a keyed record (JSONL line, CSV header, TensorBoard tags) counts steps, when
+    its keys name it: Lightning's (``trainer/global_step``, ``lr-<Optimizer>`` of its
+    LearningRateMonitor, ``*_step`` / ``*_epoch`` pairs of ``self.log(on_step, on_epoch)``) from 0;
+    Hugging Face's ``global_step`` / ``train/global_step`` from 1; None otherwise."""
+    low = {str(k).strip().lower() for k in keys}
+    if "trainer/global_step" in low or any(k.startswith("lr-") for k in low) or any(
+            k.endswith("_step") and k[:-5] + "_epoch" in low for k in low):
+        return 0, LIGHTNING_WHY
+    if "global_step" in low or "train/global_step" in low:
+        return 1, HF_KEY_WHY
+    return None

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from datacheck.model.errors import OptionalDependencyError
-from datacheck.trace.readers.fields import BadValue
-from datacheck.trace.readers.keyed import record_from_mapping
+from datacheck.trace.readers.fields import BadValue, keyed_convention
+from datacheck.trace.readers.keyed import eval_record_beside, record_from_mapping
 from datacheck.trace.record import ReadStats, StepRecord
 
 __all__ = ["read_jsonl", "read_csv", "read_tensorboard", "MAX_LINE_CHARS", "iter_lines"]
@@ -42,10 +42,21 @@ def iter_lines(path: Path, stats: ReadStats) -> Iterator[tuple[int, str]]:
             yield n, text.rstrip("\n")
 
 
+NO_STEP = ("the records carry no step key (step, global_step, _step, iter, iteration): their positions are not "
+           "optimizer steps; log the step with each record")
+
+
+def _no_step(stats: ReadStats, rec: StepRecord, last: int | None) -> None:
+    """A record without a step before any record with one: the log cannot be joined to steps."""
+    if rec.step_inferred and last is None:
+        stats.unplaced = stats.unplaced or NO_STEP
+
+
 def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
     """One JSON object per line (NaN/Infinity accepted, as Python's json writes them). A line that is
     not a JSON object, or whose metric is not a number, is counted as unparsed; an object without a
-    step gets the previous step + 1 (``step_inferred``)."""
+    step gets the previous step + 1 (``step_inferred``), and a log that starts without one is unplaced
+    (``stats.unplaced``: no rows are named from it)."""
     last: int | None = None
     for n, text in iter_lines(path, stats):
         if not text.strip():
@@ -56,13 +67,19 @@ def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> I
                 raise BadValue(f"a JSON {type(obj).__name__}, not an object")
             if "datacheck_index_hash" in obj and "datacheck_config_hash" in obj:
                 stats.identity = (str(obj["datacheck_index_hash"]), str(obj["datacheck_config_hash"]))
-            rec = record_from_mapping(obj, source, n, rank, fallback_step=0 if last is None else last + 1)
+            rec = record_from_mapping(obj, source, n, rank, fallback_step=1 if last is None else last + 1)
         except (ValueError, BadValue) as exc:
             stats.bad(n, f"{text[:120]} ({str(exc).splitlines()[0][:80]})")
             continue
         if rec is not None:
+            if last is None and (conv := keyed_convention(obj)) is not None:
+                stats.knows(*conv)
+            _no_step(stats, rec, last)
             last = rec.step
             yield rec
+            ev = eval_record_beside(obj, rec)
+            if ev is not None:
+                yield ev
 
 
 def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
@@ -73,6 +90,9 @@ def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Ite
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         reader = csv.DictReader(f, delimiter=delim)
         last: int | None = None
+        conv = keyed_convention(reader.fieldnames or [])
+        if conv is not None:
+            stats.knows(*conv)
         for row in reader:
             n = reader.line_num
             stats.lines = n
@@ -80,13 +100,17 @@ def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Ite
                 stats.bad(n, f"{len(row[None]) + len(row) - 1} cells for {len(reader.fieldnames or [])} columns")
                 continue
             try:
-                rec = record_from_mapping(row, source, n, rank, fallback_step=0 if last is None else last + 1)
+                rec = record_from_mapping(row, source, n, rank, fallback_step=1 if last is None else last + 1)
             except BadValue as exc:
                 stats.bad(n, f"{','.join(str(v) for v in row.values())[:120]} ({exc})")
                 continue
             if rec is not None:
+                _no_step(stats, rec, last)
                 last = rec.step
                 yield rec
+                ev = eval_record_beside(row, rec)
+                if ev is not None:
+                    yield ev
 
 
 def _tb_value(v: Any) -> float | None:
@@ -102,7 +126,9 @@ def _tb_value(v: Any) -> float | None:
 def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
     """Scalar summaries of TensorBoard event files (``events.out.tfevents.*``), read with the
     ``tensorboard`` package's event-file loader (no TensorFlow), one event at a time. Scalars of one
-    step (tags mapped as in :mod:`datacheck.trace.readers.fields`, e.g. ``train/loss``) become one record.
+    step (tags mapped as in :mod:`datacheck.trace.readers.fields`, e.g. ``train/loss``,
+    ``TrainIterStats/loss``, ``lr-AdamW/pg1``) become one record, and an eval loss logged at the same
+    step (``eval/loss``, ``EvalStats/avg_loss``) a second, eval record.
 
     Raises:
         OptionalDependencyError: ``tensorboard`` is not installed (the message gives the install command).
@@ -124,7 +150,12 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
                 stats.bad(step, f"step {step}: {exc}")
                 continue
             if rec is not None:
+                if (conv := keyed_convention(vals)) is not None:
+                    stats.knows(*conv)
                 yield rec
+                ev = eval_record_beside(vals, rec)  # an eval value logged at a training step is kept
+                if ev is not None:
+                    yield ev
 
     for path in files:
         try:

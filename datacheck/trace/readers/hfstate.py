@@ -151,6 +151,7 @@ def read_hf_state(path: Path, source: str, stats: ReadStats, rank: int | None) -
     """
     ijson = ijson_backend()
     stats.notes.add("hf_nan_filter")
+    stats.knows(1, "Hugging Face trainer_state.json: global_step counted after the update, from 1")
     depth = 0  # nesting level after the current event (the document's object is 1, log_history 2)
     top_key: str | None = None
     hist_seen = False

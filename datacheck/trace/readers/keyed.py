@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from datacheck.trace.readers.fields import EVAL_KEYS, BadValue, field_of, to_float, to_int
 from datacheck.trace.record import StepRecord
 
-__all__ = ["record_from_mapping"]
+__all__ = ["record_from_mapping", "eval_record_beside"]
 
 _INT_FIELDS = frozenset(("step", "rank", "skipped", "nan_steps"))
 _EVAL = "\0eval"  # the cache's mark of an eval-loss key
@@ -73,3 +73,23 @@ def record_from_mapping(d: Mapping[str, Any], source: str, line: int | None, ran
     if vals.get("rank") is None:
         vals["rank"] = rank
     return StepRecord(source=source, line=line, split=split, step_inferred=inferred, **vals)
+
+
+def eval_record_beside(d: Mapping[str, Any], rec: StepRecord) -> StepRecord | None:
+    """The eval record of an entry that also holds training metrics (a TensorBoard step with
+    ``train/loss`` and ``eval/loss``, a W&B history row): its eval loss at ``rec``'s step, or None."""
+    if rec.split != "train":
+        return None
+    for k, v in d.items():
+        f = _FIELD_CACHE.get(k, _MISS)
+        if f is _MISS:
+            f = _resolve(k)
+        if f == _EVAL:
+            try:
+                loss = v if type(v) is float else to_float(v, str(k))
+            except BadValue:
+                return None
+            if loss is not None:
+                return StepRecord(step=rec.step, source=rec.source, line=rec.line, rank=rec.rank, split="eval",
+                                  loss=loss, step_inferred=rec.step_inferred)
+    return None

@@ -5,7 +5,13 @@
 - mmengine: ``Epoch(train) [1][200/735]  lr: 1.9870e-04 ... loss: 2.7522  grad_norm: 3.0608``
   (iteration within the epoch: the step is ``(epoch - 1) * iters_per_epoch + iter``);
 - ``epoch: 3451 loss: nan`` (a loop that logs once per epoch: the epoch is the step);
-- ``step=10 loss=2.31 lr=1e-4``.
+- ``step=10 loss=2.31 lr=1e-4``;
+- llm.c's ``main.log``: ``s:120 trl:3.2812 lr:0.000600 norm:0.91`` (training), ``s:250 tel:3.41``
+  (validation), ``s:250 eval:0.29`` (HellaSwag accuracy: not a loss, not read).
+
+How the trainer counts (:mod:`datacheck.trace.steps`) is returned as ``"\0first"`` when the line's
+shape names it: nanoGPT's ``iter N: loss`` and llm.c's ``s:N`` from 0, mlx-lm's ``Iter N: Train loss``
+and mmengine's ``Epoch(train) [e][i/n]`` from 1.
 
 A line is a record when it names a step (``iter``, ``iteration``, ``step``, ``epoch``) and at least
 one of loss / grad norm / learning rate; a line whose metric value is not a number
@@ -35,6 +41,28 @@ _KEYS_RE = "|".join(sorted((re.escape(k).replace(r"\ ", "[ _]") for k in _KEY), 
 _PAIR = re.compile(rf"(?i)(?<![\w/])({_KEYS_RE})\s*[:=]?\s*(\S+?)(?=[\s,;:|%]|ms\b|$)")
 _MMENGINE = re.compile(r"Epoch\((train|val)\)\s*\[(\d+)\]\[\s*(\d+)\s*/\s*(\d+)\]")
 _NUM_RE = re.compile(rf"(?i)^{_NUM}$")
+_LLMC = re.compile(r"^\s*s:(\d+)\s+(trl|tel):(\S+)(?:\s+lr:(\S+))?(?:\s+norm:(\S+))?")
+_NANOGPT = re.compile(r"^\s*iter \d+: loss ")
+_MLX = re.compile(r"^\s*Iter \d+: Train loss ")
+FIRST_LLMC = (0, "llm.c: s:N is the 0-based step of the update")
+FIRST_NANOGPT = (0, "nanoGPT: iter counts the updates done before this one, from 0")
+FIRST_MLX = (1, "mlx-lm: Iter counts from 1")
+FIRST_MMENGINE = (1, "mmengine: Epoch(train) [e][i/n] counts iterations from 1")
+
+
+def _llmc(text: str) -> dict[str, Any] | None:
+    m = _LLMC.match(text)
+    if m is None:
+        return None
+    out: dict[str, Any] = {"step": int(m.group(1)), "\0first": FIRST_LLMC}
+    out["loss"] = to_float(m.group(3), m.group(2))
+    if m.group(2) == "tel":
+        out["split"] = "eval"
+    if m.group(4) is not None:
+        out["lr"] = to_float(m.group(4), "lr")
+    if m.group(5) is not None:
+        out["grad_norm"] = to_float(m.group(5), "norm")
+    return out
 
 
 def parse_line(text: str) -> dict[str, Any] | None:
@@ -43,6 +71,8 @@ def parse_line(text: str) -> dict[str, Any] | None:
     Raises:
         BadValue: a step and a metric key are present but a metric's value is not a number.
     """
+    if text.lstrip().startswith("s:"):
+        return _llmc(text)
     low = text.lower()
     if "iter" not in low and "step" not in low and "epoch" not in low:  # no step key: not a metric line
         return None
@@ -55,6 +85,7 @@ def parse_line(text: str) -> dict[str, Any] | None:
         found["epoch"] = float(epoch)
         if mm.group(1) == "val":
             found["split"] = "eval"
+        found["\0first"] = FIRST_MMENGINE
         text = text[mm.end():]
     for key, value in _PAIR.findall(text):
         f = _KEY.get(re.sub(r"[ _]+", " ", key.lower()))
@@ -72,6 +103,10 @@ def parse_line(text: str) -> dict[str, Any] | None:
         return None
     if bad and not metrics:
         raise BadValue("; ".join(bad) + ": not a number")
+    if "\0first" not in found:
+        first = FIRST_NANOGPT if _NANOGPT.match(text) else FIRST_MLX if _MLX.match(text) else None
+        if first is not None:
+            found["\0first"] = first
     if "eval" in found:  # a validation line (nanoGPT's "step N: train loss A, val loss B" is one too)
         found["split"] = "eval"
         found["loss"] = found.pop("eval")

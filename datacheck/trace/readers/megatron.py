@@ -8,7 +8,8 @@ and validation lines (``validation loss at iteration 100 | lm loss value: 7.9 | 
 Megatron leaves ``lm loss`` out when every iteration of the logging interval was skipped, and averages
 only the iterations that were not skipped (``training_log``: ``total_loss_dict``); ``consumed
 samples`` is a sample count (kept as ``tokens``, unit samples). A line cut at its end (a log truncated
-mid-write) keeps the fields before the cut.
+mid-write) keeps the fields before the cut; a line a terminal wrapped onto the next (which ends with the
+closing ``|``) is joined by the text reader.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from datacheck.trace.readers.fields import BadValue, to_float, to_int
 
-__all__ = ["NAME", "parse_line"]
+__all__ = ["NAME", "parse_line", "starts_iteration", "cut_iteration"]
 
 NAME = "megatron"
 _ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -52,6 +53,16 @@ def _number(v: str, key: str, field: str) -> float | int | None:
     """
     k, v = key.strip(), v.strip()
     return to_int(v, k) if field == "skipped" or field == "nan_steps" else to_float(v, k)
+
+
+def starts_iteration(text: str) -> bool:
+    """Whether ``text`` is (the start of) an iteration line."""
+    return "iteration" in text and _ITER.match(text) is not None
+
+
+def cut_iteration(text: str) -> bool:
+    """An iteration line that does not end with its closing ``|`` (wrapped, or cut mid-write)."""
+    return "iteration" in text and not text.rstrip().endswith("|") and _ITER.match(text) is not None
 
 
 def parse_line(text: str) -> dict[str, Any] | None:

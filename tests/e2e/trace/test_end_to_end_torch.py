@@ -111,8 +111,12 @@ def test_trace_names_the_step_the_row_and_its_finding(run, log):
     f = [x for x in rows["findings"] if x["check"] == "finite.nan"]
     assert f and f[0]["rows"] == [POISON] and f[0]["column"] == "x1"
     ex = pl.read_parquet(export)
-    assert ex.height == 2 * BATCH and ex.filter(pl.col("__dc_row") == POISON)["__dc_step"].to_list() == [first_nan]
-    assert ex.filter(pl.col("__dc_row") == POISON)["x1"].is_nan().to_list() == [True]
+    hit = ex.filter(pl.col("_datacheck_global_index") == POISON)
+    assert ex.height == 2 * BATCH and hit["_datacheck_log_step"].to_list() == [first_nan]
+    # one export schema with plan and inspect: the shard row, the 0-based optimizer step, the checks
+    assert hit["_datacheck_shard"].to_list() == ["train.parquet"] and hit["_datacheck_row"].to_list() == [POISON]
+    assert hit["_datacheck_step"].to_list() == [first_nan - 1] and hit["_datacheck_checks"].to_list() == [["finite.nan:x1"]]
+    assert hit["x1"].is_nan().to_list() == [True]
     if log == "trainer_state.json":
         assert "logging_nan_inf_filter" in res["findings"][0]["message"]
 
@@ -158,7 +162,7 @@ def sampled_run(tmp_path_factory):
                    f"[batch]\nbatch_size = {BATCH}\nworld_size = {WS}\nseed = {SEED}\nepochs = {EPOCHS}\n")
     idx = list(range(ROWS))
     samplers = [DistributedSampler(idx, num_replicas=WS, rank=r, shuffle=True, seed=SEED) for r in range(WS)]
-    loaders = [record_batches(DataLoader(idx, batch_size=BATCH, sampler=s), root / "run", rank=r, start_step=1)
+    loaders = [record_batches(DataLoader(idx, batch_size=BATCH, sampler=s), root / "run", rank=r)  # steps from 0
                for r, s in enumerate(samplers)]
     model = torch.nn.Linear(2, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -191,7 +195,9 @@ def test_trace_without_ledger_uses_the_simulated_plan(sampled_run):
     assert res["first_bad"]["step"] == first_nan
     d = res["data"]
     src = d["source"]
-    assert src["kind"] == "plan" and src["first_step"] == 1 and src["steps_per_epoch"] == ROWS // (BATCH * WS)
+    assert d["convention"]["first_step"] == 1 and d["convention"]["assumed"]  # a bare "step" key: assumed from 1
+    assert d["step_map"] == f"log step {first_nan} = optimizer step {first_nan - 1}"
+    assert src["kind"] == "plan" and src["steps_per_epoch"] == ROWS // (BATCH * WS)
     assert src["facts"]["world_size"] == WS and src["facts"]["seed"] == SEED and "simulated batch plan" in src["description"]
     steps = d["rows"]["steps"]
     assert steps == {str(s): {str(r): seen[s][r] for r in range(WS)} for s in (first_nan - 1, first_nan)}
@@ -204,7 +210,8 @@ def test_trace_without_ledger_uses_the_simulated_plan(sampled_run):
     assert led["rows"]["steps"] == steps
     rc, text, _ = cli("trace", str(root / "run" / "metrics.jsonl"), "--data", str(data), "--config", str(cfg))
     assert rc == 1 and "rows from the simulated batch plan (batch_size 8 x world_size 2 x grad_accum 1" in text
-    assert "log step N = plan step N - 1" in text
+    assert "optimizer step = log step - 1" in text
+    assert f"first anomaly: log.non_finite at log step {first_nan} = optimizer step {first_nan - 1} (assumed)" in text
 
 
 @pytest.mark.slow  # its module fixture takes 2 s or more

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, run_cli
 
 from datacheck.trace import TraceOptions, open_log, parse_spike_rule, trace_logs
 
@@ -84,7 +84,7 @@ def test_nanogpt_iter_lines_and_eval_lines():
 @pytest.mark.parametrize("rel, step, window, last_good, why", [
     ("issues/gradnorm_tf_17_epoch_loss_nan.txt", 3451, [3451, 3451], 3450, "loss nan"),
     ("issues/xtuner_187_mmengine_grad_norm_nan.txt", 240, [231, 240], 230, "grad_norm nan"),
-    ("issues/modernbert_233_hf_trainer_grad_norm_nan.txt", 0, [0, 0], None, "grad_norm nan"),
+    ("issues/modernbert_233_hf_trainer_grad_norm_nan.txt", 1, [1, 1], None, "grad_norm nan"),  # record 1: no step
 ])
 def test_first_non_finite_step(rel, step, window, last_good, why):
     f = _by(_trace(rel))["log.non_finite"]
@@ -133,3 +133,42 @@ def test_mlx_spike_window():
     assert (f.details["step"], f.details["window"], f.details["previous_value"]) == (75, [51, 75], 1.406)
     recs = [r for r in open_log(str(LOGS / "issues/mlx_examples_620_lora_loss_spike.txt")).records() if r.split == "train"]
     assert [r.loss for r in recs[:4]] == [1.593, 1.406, 3.316, 6.437]
+
+
+def test_hf_console_dicts_without_steps_are_records_not_steps(tmp_path):
+    """The ModernBERT excerpt: three Trainer dicts at epoch 0.53, no header, no progress bar. Their
+    ordinals are not steps: the first anomaly is "record 1", and no rows are named from it."""
+    rel = "issues/modernbert_233_hf_trainer_grad_norm_nan.txt"
+    r = run_cli("trace", str(LOGS / rel))
+    assert r.returncode == 1 and "first anomaly: log.non_finite at record 1 (the log gives no step number)" in r.stdout
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"x": 1.0}\n')
+    r = run_cli("trace", str(LOGS / rel), "--data", str(data))
+    assert r.returncode == 2 and "cannot place the log's records" in r.stderr and "--steps-per-epoch N" in r.stderr
+    # the epoch is printed with 2 decimals: x 1000 steps per epoch it is known to +/-5 steps only
+    r = run_cli("trace", str(LOGS / rel), "--data", str(data), "--steps-per-epoch", "1000")
+    assert r.returncode == 2 and "2 decimal(s)" in r.stderr and "+/-5 steps" in r.stderr
+    # 10 steps per epoch: 0.53 x 10 = 5.3, step 5 (the epoch overshoots by less than a step)
+    recs = list(open_log(str(LOGS / rel), steps_per_epoch=10).records())
+    assert [r.step for r in recs] == [5, 5, 5] and not any(r.step_inferred for r in recs)
+
+
+@pytest.mark.parametrize("rel, first", [
+    ("megatron/meg_gpt2_base_n4-1809579.out", 1),           # Megatron: iteration counted after the update
+    ("nanogpt/output.log", 0),                              # nanoGPT: iter_num before the update
+    ("issues/xtuner_187_mmengine_grad_norm_nan.txt", 1),    # mmengine: Epoch(train) [e][i/n] from 1
+    ("issues/mlx_examples_620_lora_loss_spike.txt", 1),     # mlx-lm: Iter from 1
+    ("issues/chinese_llama_alpaca_534_deepspeed_overflow_scale_collapse.txt", 1),  # the Trainer's dict after a bar
+    ("issues/gradnorm_tf_17_epoch_loss_nan.txt", None),     # "epoch: N loss: X": no trainer named
+])
+def test_each_real_log_says_how_its_trainer_counts(rel, first):
+    lf = open_log(str(LOGS / rel))
+    recs = list(lf.records())
+    assert recs and lf.stats.first_step == first and lf.stats.unplaced is None
+
+
+def test_the_join_is_printed_with_the_first_anomaly():
+    r = run_cli("trace", str(LOGS / "issues/xtuner_187_mmengine_grad_norm_nan.txt"))
+    assert r.returncode == 1 and "first anomaly: log.non_finite at log step 240 = optimizer step 239 (" in r.stdout
+    r = run_cli("trace", str(LOGS / "issues/gradnorm_tf_17_epoch_loss_nan.txt"))
+    assert "log step 3451 = optimizer step 3450 (assumed)" in r.stdout and "note: step join assumed" in r.stdout

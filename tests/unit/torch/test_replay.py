@@ -95,7 +95,7 @@ def test_bad_export_and_loss_inputs_are_usage_errors(export, tmp_path):
     (tmp_path / "x.csv").write_text("a\n1\n")
     with pytest.raises(UsageError, match="an export is .parquet or .jsonl"):
         batch_from_export(tmp_path / "x.csv", ["a"])
-    batch = batch_from_export(export, ["x1", "x2"], "label", step=3)
+    batch = batch_from_export(export, ["x1", "x2"], "label", step=2)  # log step 3 = optimizer step 2
     with pytest.raises(UsageError, match="one loss per row"):
         replay_batch(_model(), batch, torch.nn.CrossEntropyLoss())
     with pytest.raises(UsageError, match="unknown"):

@@ -1,0 +1,55 @@
+"""TensorBoard tags of the trainers trace reads: Coqui TTS's TrainIterStats/EvalStats, Lightning's
+lr-<Optimizer>/pg<i>, and an eval value logged at the same step as the training values (kept)."""
+from __future__ import annotations
+
+import pytest
+
+from datacheck.trace import open_log
+
+pytest.importorskip("tensorboard")
+pytestmark = pytest.mark.slow  # importing torch and its SummaryWriter takes seconds
+torch = pytest.importorskip("torch")
+from torch.utils.tensorboard import SummaryWriter  # noqa: E402
+
+
+def test_coqui_tags_and_eval_at_a_training_step(tmp_path):
+    w = SummaryWriter(str(tmp_path / "tb"))
+    for s in range(1, 7):
+        w.add_scalar("TrainIterStats/loss", 1.0 / s, s)
+        w.add_scalar("TrainIterStats/current_lr", 1e-4, s)
+        w.add_scalar("TrainIterStats/grad_norm", float("nan") if s == 5 else 2.0, s)
+        if s % 3 == 0:
+            w.add_scalar("EvalStats/avg_loss", 2.0 / s, s)
+    w.close()
+    lf = open_log(str(tmp_path / "tb"))
+    recs = list(lf.records())
+    train = [(r.step, r.loss, r.lr) for r in recs if r.split == "train"]
+    assert train == [(s, pytest.approx(1.0 / s), pytest.approx(1e-4)) for s in range(1, 7)]
+    assert [(r.step, r.loss) for r in recs if r.split == "eval"] == [(3, pytest.approx(2 / 3)), (6, pytest.approx(1 / 3))]
+    assert [r.step for r in recs if r.grad_norm is not None and r.grad_norm != r.grad_norm] == [5]
+
+
+def test_lightning_learning_rate_monitor_tag(tmp_path):
+    w = SummaryWriter(str(tmp_path / "tb"))
+    for s in range(3):
+        w.add_scalar("train_loss_step", 2.0 - s, s)
+        w.add_scalar("lr-AdamW/pg1", 0.01, s)
+        w.add_scalar("val_loss", 3.0, s)
+    w.close()
+    lf = open_log(str(tmp_path / "tb"))
+    recs = list(lf.records())
+    assert [(r.step, r.loss, r.lr) for r in recs if r.split == "train"] == [
+        (s, 2.0 - s, pytest.approx(0.01)) for s in range(3)]
+    assert [r.step for r in recs if r.split == "eval"] == [0, 1, 2]
+    assert lf.stats.first_step == 0  # Lightning counts global_step from 0
+
+
+def test_an_event_file_under_another_name_is_sniffed(tmp_path):
+    w = SummaryWriter(str(tmp_path / "tb"))
+    w.add_scalar("train/loss", float("nan"), 7)
+    w.close()
+    ev = next((tmp_path / "tb").iterdir())
+    renamed = tmp_path / "run.events"
+    renamed.write_bytes(ev.read_bytes())
+    lf = open_log(str(renamed))
+    assert lf.format == "tensorboard" and [r.step for r in lf.records()] == [7]

@@ -1,0 +1,153 @@
+"""The text reader's line formats and step conventions: Hugging Face console dicts placed by the
+Trainer's header or a tqdm count, wrapped dicts, llm.c, stated bad values (warning lines), and the
+trainer's count of its first step."""
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+from datacheck.trace import TraceOptions, open_log, parse_spike_rule, trace_logs
+
+HEADER = ("***** Running training *****\n  Num examples = 10,000\n  Num Epochs = 1\n"
+          "  Instantaneous batch size per device = 16\n  Gradient Accumulation steps = 2\n"
+          "  Total optimization steps = 313\n")
+
+
+def _dict(loss, epoch):
+    return "{'loss': %s, 'grad_norm': %s, 'learning_rate': 4.2e-05, 'epoch': %s}\n" % (loss, loss, epoch)
+
+
+def _trace(path):
+    return trace_logs([open_log(str(path))], TraceOptions(spike=parse_spike_rule("olmo")))
+
+
+def test_hf_console_steps_from_the_header(tmp_path):
+    # the Trainer logs every 10 steps; epoch = (micro-batch + 1) / 626 micro-batches, 313 update steps
+    lines = [_dict("nan" if s == 50 else 1.0, round(2 * s / 626, 4)) for s in range(10, 101, 10)]
+    log = tmp_path / "console.log"
+    log.write_text(HEADER + "".join(lines))
+    lf = open_log(str(log))
+    assert [r.step for r in lf.records()] == list(range(10, 101, 10))
+    assert lf.stats.first_step == 1 and lf.stats.unplaced is None
+    r = run_cli("trace", str(log))
+    assert r.returncode == 1
+    assert "first anomaly: log.non_finite at log step 50 = optimizer step 49 (" in r.stdout and "window 41..50" in r.stdout
+
+
+def test_tqdm_prefixed_dict_on_one_line(tmp_path):
+    log = tmp_path / "bar.log"
+    log.write_text(" 16%|#6        | 50/313 [00:03<00:17, 15.2it/s]" + _dict("nan", 0.1597)
+                   + " 19%|#9        | 60/313 [00:04<00:17, 15.2it/s]" + _dict(0.5, 0.1917))
+    for fmt in ("auto", "hf_console"):
+        lf = open_log(str(log), fmt)
+        assert [r.step for r in lf.records()] == [50, 60] and lf.stats.bad_lines == 0
+
+
+def test_a_dict_wrapped_onto_two_lines(tmp_path):
+    log = tmp_path / "wrapped.log"
+    log.write_text(HEADER + "{'loss': 0.7, 'grad_norm': 1.5,\n 'learning_rate': 4e-05, 'epoch': 0.0319}\n"
+                   + "{'loss': inf, 'grad_norm': 1.5, 'learning_rate': 4e-05,\n 'epoch': 0.0639}\n")
+    recs = list(open_log(str(log)).records())
+    assert [(r.step, r.loss, r.lr) for r in recs] == [(10, 0.7, 4e-05), (20, float("inf"), 4e-05)]
+
+
+def test_llmc_main_log(tmp_path):
+    log = tmp_path / "main.log"
+    with open(log, "w") as f:
+        for s in range(19560):
+            f.write(f"s:{s} trl:{3.0 - s * 1e-4:.6f} lr:0.000600 norm:{0.5:.4f}\n")
+            if s % 250 == 0:
+                f.write(f"s:{s} tel:{3.1 - s * 1e-4:.6f}\n")
+                f.write(f"s:{s} eval:0.2950\n")  # HellaSwag accuracy: not a loss
+    res = _trace(log)
+    assert res.streams == {str(log): 19560} and res.first_bad is None
+    assert sum(1 for e in res.events if e["kind"] == "eval") == 79
+    assert res.logs[0].first_step == 0 and res.logs[0].bad_lines == 0
+    rec = next(iter(open_log(str(log)).records()))
+    assert (rec.step, rec.loss, rec.lr, rec.grad_norm) == (0, 3.0, 0.0006, 0.5)
+
+
+def test_loss_is_infinity_line(tmp_path):
+    log = tmp_path / "bigdl.log"
+    log.write_text("iteration 1: loss 2.1\niteration 2: loss 2.0\nLoss is Infinity\niteration 3: loss 2.2\n")
+    f = {x.check: x for x in _trace(log).findings}["log.non_finite"]
+    assert f.details["step"] == 3 and f.details["reason"] == "loss inf"
+
+
+def test_megatron_bad_grad_norm_warning_and_skipped_iteration(tmp_path):
+    it = (" iteration {n:8d}/    1000 | consumed samples: {c:12d} | learning rate: 1.500E-04 | global batch size:"
+          "     4 |{loss} loss scale: 1.0 | number of skipped iterations: {sk:3d} | number of nan iterations:   0 |\n")
+    log = tmp_path / "megatron.out"
+    log.write_text(it.format(n=1, c=4, loss=" lm loss: 2.247505E+00 |", sk=0)
+                   + it.format(n=2, c=8, loss=" lm loss: 2.201E+00 |", sk=0)
+                   + "WARNING: Bad grad_norm detected (grad_norm=nan)\n"
+                   + it.format(n=3, c=12, loss="", sk=1))
+    res = _trace(log)
+    f = {x.check: x for x in res.findings}["log.non_finite"]
+    assert f.details["step"] == 3 and f.details["reason"] == "grad_norm nan"
+    assert res.first_bad["step"] == 3 and res.logs[0].first_step == 1
+
+
+def test_conventions_of_the_readers(tmp_path):
+    nano = tmp_path / "nano.log"
+    nano.write_text("iter 0: loss 4.2, time 50.0ms, mfu -100.00%\niter 10: loss 3.9, time 50.0ms, mfu 7.0%\n")
+    mlx = tmp_path / "mlx.log"
+    mlx.write_text("Iter 1: Train loss 1.5, Learning Rate 1.0e-05, It/sec 0.9\n")
+    plain = tmp_path / "m.jsonl"
+    plain.write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n")
+    lightning = tmp_path / "metrics.csv"
+    lightning.write_text("epoch,lr-AdamW/pg1,step,train_loss_step\n0,0.001,0,2.0\n0,0.001,1,1.9\n")
+    hf = tmp_path / "hf.jsonl"
+    hf.write_text(json.dumps({"train/global_step": 1, "train/loss": 1.0}) + "\n")
+    got = {}
+    for p in (nano, mlx, plain, lightning, hf):
+        lf = open_log(str(p))
+        recs = list(lf.records())
+        got[p.name] = (lf.stats.first_step, recs[0].lr)
+    assert got == {"nano.log": (0, None), "mlx.log": (1, 1e-05), "m.jsonl": (None, None),
+                   "metrics.csv": (0, 0.001), "hf.jsonl": (1, None)}
+    r = run_cli("trace", str(nano), str(mlx))
+    assert r.returncode == 2 and "count steps differently" in r.stderr and "--first-step" in r.stderr
+
+
+def test_coqui_console_blocks(tmp_path):
+    """The trainer log trainproof reads: one block per step, eval blocks at the last step."""
+    def block(step, loss):
+        return (f" --> TIME: 2023-04-11 10:21:{step:02d} -- STEP: {step - 1}/406 -- GLOBAL_STEP: {step}\n"
+                f"     | > loss: {loss}  (0.61020)\n     | > current_lr: 0.0001 \n     | > grad_norm: 1.2  (1.3)\n"
+                "     | > step_time: 0.35  (0.34)\n\n")
+    log = tmp_path / "trainer_0_log.txt"
+    log.write_text(block(25, 0.52) + block(50, 0.48) + " --> EVAL PERFORMANCE\n     | > loader_time: 0.01\n"
+                   "     | > avg_loss: 0.55  (+0.01)\n\n" + block(75, "nan"))
+    lf = open_log(str(log))
+    recs = list(lf.records())
+    assert [(r.step, r.split, r.loss) for r in recs[:3]] == [(25, "train", 0.52), (50, "train", 0.48), (50, "eval", 0.55)]
+    assert recs[0].lr == 0.0001 and recs[0].grad_norm == 1.2 and lf.stats.line_formats == {"coqui": 4}
+    f = {x.check: x for x in _trace(log).findings}["log.non_finite"]
+    assert f.details["step"] == 75 and f.details["window"] == [51, 75]
+
+
+def test_jsonl_without_steps_names_no_rows(tmp_path):
+    log = tmp_path / "m.jsonl"
+    log.write_text("".join(json.dumps({"loss": 1.0 if i != 3 else float("nan")}) + "\n" for i in range(6)))
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"x": 1.0}\n')
+    r = run_cli("trace", str(log))
+    assert r.returncode == 1 and "at record 4 (the log gives no step number)" in r.stdout
+    r = run_cli("trace", str(log), "--data", str(data))
+    assert r.returncode == 2 and "carry no step key" in r.stderr
+
+
+def test_a_megatron_line_wrapped_by_the_terminal(tmp_path):
+    line = (" iteration       30/    1000 | consumed samples:          120 | elapsed time per iteration (ms): 1376.1 |"
+            " learning rate: 1.500E-04 | global batch size:     4 | lm loss: 2.247505E+01 | loss scale: 16384.0 |"
+            " grad norm: 16.999 | number of skipped iterations:   1 | number of nan iterations:   0 |\n")
+    cut = line.index("2.2475") + 4  # a hard wrap in the middle of the loss value
+    log = tmp_path / "wrapped.out"
+    log.write_text(line.replace("30/", "20/") + line[:cut] + "\n" + line[cut:] + line.replace("30/", "40/")[:60] + "\n")
+    lf = open_log(str(log))
+    recs = list(lf.records())
+    assert [(r.step, r.loss, r.grad_norm) for r in recs] == [(20, 22.47505, 16.999), (30, 22.47505, 16.999),
+                                                             (40, None, None)]
+    assert lf.stats.bad_lines == 0  # the last line, cut mid-write, keeps the fields before the cut
