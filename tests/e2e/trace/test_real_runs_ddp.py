@@ -77,8 +77,6 @@ def test_trace_names_the_step_and_the_row_on_rank_1(ddp_run, logs):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs rank attribution over the all-reduce: the rank whose loss went "
-                                       "non-finite first beats a grad norm made non-finite on every rank")
 def test_trace_names_rank_1_from_all_ranks_logs(ddp_run):
     root, _ = ddp_run
     rc, res, err = trace_json(*_args(root, "metrics-rank0.jsonl", "metrics-rank1.jsonl"))
@@ -87,7 +85,6 @@ def test_trace_names_rank_1_from_all_ranks_logs(ddp_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs the text output to name each failing row's shard and shard row")
 def test_text_names_shard_and_shard_row(ddp_run):
     root, bad = ddp_run
     shard, row = place(bad, SIZES)

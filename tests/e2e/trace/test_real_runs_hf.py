@@ -144,8 +144,6 @@ def test_trace_the_logged_step_through_the_simulated_plan(hf_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs the 1-based Trainer log joined to the 0-based ledger (log step N = "
-                                       "ledger step N - 1)")
 def test_trace_output_dir_with_its_ledger(hf_run):
     root, ls, _, _, _ = hf_run
     step, window = (BAD_STEP + 1, 0) if ls == 1 else (10, 9)

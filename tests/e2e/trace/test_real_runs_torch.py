@@ -107,7 +107,6 @@ def _names_the_row(res: dict, step: int, rank: int = 0, bad: int = BAD, check: s
 
 
 #: the text output naming a failing row's shard and its row in that shard ("part-00001.jsonl row 534")
-SHARD_ROW = "needs the text output to name each failing row's shard and shard row"
 
 
 @pytest.mark.slow  # the run takes 5 s or more
@@ -131,8 +130,6 @@ def test_one_based_log_with_the_simulated_plan(plain):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs the 1-based log joined to the 0-based ledger (log step N = ledger "
-                                       "step N - --first-step)")
 def test_one_based_log_with_the_ledger(plain):
     root, s, _ = plain
     rc, res, err = trace_json(str(root / "run" / "metrics1.jsonl"), *_args(root, "--ledger", str(root / "run")))
@@ -144,7 +141,6 @@ def test_one_based_log_with_the_ledger(plain):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=SHARD_ROW)
 def test_text_names_shard_and_shard_row(plain):
     root, s, _ = plain
     shard, row = place(BAD, SIZES)
@@ -250,7 +246,6 @@ def test_resume_without_scheduler_state_names_step_and_row(resumed):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=SHARD_ROW)
 def test_resume_text_names_shard_and_shard_row(resumed):
     root, bad, _, _, _ = resumed
     shard, row = place(bad, R_SIZES)
@@ -328,7 +323,6 @@ def test_token_budget_one_based_log_with_the_simulated_plan(budget):
     _names_unsupervised(res, T_BAD_BATCH + 1, bad_rows)
 
 
-@pytest.mark.xfail(strict=True, reason=SHARD_ROW)
 def test_token_budget_text_names_shard_and_shard_row(budget):
     root, bad_rows = budget
     assert sorted(p.name for p in (root / "data").iterdir()) == list(SHARD_NAMES)
