@@ -8,7 +8,7 @@ up to :data:`CURVE_POINTS` as well), so a log of any size is traced in bounded m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from datacheck.model.errors import UsageError
@@ -66,6 +66,8 @@ class TraceResult:
         streams: the ranks (or logs) seen -> training records.
         notes: what a rule could not judge (e.g. a spike rule's history on a short log): no finding,
             no effect on the exit code, but a "none" is then not a verdict on those values.
+        not_run: ``{"check", "reason"}`` per rule that could not run on these logs at all (no learning
+            rate, no eval loss, no grad norm logged, ...).
     """
 
     logs: list[ReadStats]
@@ -75,11 +77,12 @@ class TraceResult:
     curves: dict[str, dict[str, Curve]] = field(default_factory=dict)
     streams: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    not_run: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"logs": [s.to_dict() for s in self.logs], "findings": [f.to_dict() for f in self.findings],
                          "first_bad": self.first_bad, "events": self.events, "streams": self.streams,
-                         "notes": self.notes,
+                         "notes": self.notes, "not_run": self.not_run,
                          "curves": {k: {m: c.to_dict() for m, c in v.items()} for k, v in self.curves.items()}})
 
 
@@ -128,11 +131,13 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 if lf.stats.notes - notes:
                     notes |= lf.stats.notes
                     for r in rules:
-                        r.opts = TraceOptions(spike=opts.spike, world_size=opts.world_size, notes=frozenset(notes))
+                        r.opts = replace(opts, notes=frozenset(notes))
             key = rec.rank if rec.rank is not None else lf.source
             if rec.split != "train":
                 if len(events) < _EVENTS:
                     events.append({"kind": "eval", "step": rec.step, "rank": stream_name(key), "loss": rec.loss})
+                for r in rules:
+                    r.feed_eval(rec, key)
                 continue
             s = streams.get(key)
             if s is None:
@@ -184,4 +189,5 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                                                       if not isinstance(v, (list, dict)) or k == "window"}}
     return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,
                        streams={s.name: s.records for s in streams.values()},
-                       notes=[n for r in rules for n in r.notes])
+                       notes=[n for r in rules for n in r.notes],
+                       not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run])
