@@ -17,9 +17,6 @@ from datacheck.model.errors import ConfigError, UsageError
 # Catalog IDs whose producer (trace's dynamics and metric rules, `datacheck checkpoint`,
 # `datacheck order verify`) is not built yet: each leaves this set when its producer lands.
 NOT_YET_BUILT = {
-    "log.divergence", "log.stagnation", "log.zero_lr", "log.overfit_onset", "log.vanishing_grad",
-    "log.periodic_spikes", "log.post_warmup_spike", "log.no_loss", "log.hidden_non_finite",
-    "log.smoothed_loss", "log.duplicate_steps", "log.lr_per_micro_batch",
     "ckpt.missing_optimizer", "ckpt.missing_scheduler", "ckpt.missing_scaler", "ckpt.missing_rng",
     "ckpt.missing_sampler_state", "ckpt.step_mismatch", "ckpt.rank_missing", "ckpt.unsafe_pickle",
     "order.seen_twice", "order.never_seen", "order.divergent_step", "order.rank_skew",
