@@ -27,7 +27,8 @@ RESULT_KEYS = {
                         "quarantined", "shards"},
     "datacheck.index.verify": {"index", "passed", "config_path", "findings"},
     "datacheck.plan": {"config", "plan", "ledger", "step"},
-    "datacheck.trace": {"curves", "data", "events", "findings", "first_bad", "logs", "notes", "passed", "streams"},
+    "datacheck.trace": {"curves", "data", "events", "findings", "first_bad", "logs", "not_run", "notes", "passed",
+                        "streams", "verdict"},
     "datacheck.checks": {"checks"},
 }
 #: the keys of each entry of ``datacheck checks --format json`` (``result.checks[*]``)

@@ -20,8 +20,9 @@ from datacheck.trace.data import DatasetIndex, audit_step_rows, export_rows, led
 from datacheck.trace.readers import FORMATS, open_log
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
-from datacheck.trace.run import TraceResult, trace_logs
+from datacheck.trace.run import TraceResult, jsonable, trace_logs
 from datacheck.trace.spikes import PRESETS, parse_spike_rule
+from datacheck.trace.verdict import build_verdict
 
 __all__ = ["add_parser", "run"]
 
@@ -41,8 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--log-format", choices=FORMATS, default="auto", help="force the log format (default: sniff)")
     a.add_argument("--regex", default=None, metavar="PATTERN",
                    help="parse text lines with this regex: named groups step (required), loss, lr, grad_norm, ...")
-    a.add_argument("--spike", default="olmo", metavar="RULE",
-                   help=f"spike rule: {', '.join(PRESETS)} or ratio:F:W (default olmo)")
+    a.add_argument("--spike", default=None, metavar="RULE",
+                   help=f"spike rule: {', '.join(PRESETS)} or ratio:F:W (default: [trace] spike, robust)")
     a.add_argument("--world-size", type=int, default=None, metavar="N", help="ranks the run had (finds unseen ranks)")
     a.add_argument("--data", nargs="+", default=None, metavar="PATH", help="the dataset the run trained on")
     a.add_argument("--config", default=None, help="datacheck.toml for the data (default: looked up as for audit)")
@@ -113,15 +114,20 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} {out} is one of the logs being read; write the output to another file")
     if args.world_size is not None and args.world_size < 1:
         raise UsageError(f"--world-size must be >= 1, got {args.world_size}")
-    res = trace_logs(logs, TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size))
+    cfg, _ = config_and_source(args.config, args.data or [])
+    opts = TraceOptions(spike=parse_spike_rule(args.spike or cfg.trace.spike, cfg.trace.grad_spike_factor),
+                        world_size=args.world_size, limits=cfg.trace,
+                        grad_accum=cfg.batch.grad_accum if cfg.batch.grad_accum > 1 else None)
+    res = trace_logs(logs, opts)
     data = _data(args, res)
+    verdict = build_verdict(res, data)
     sev = [f.severity for f in res.findings] + [f["severity"] for f in ((data or {}).get("rows") or {}).get("findings", [])]
     failed = args.fail_on != "never" and any(Severity(s).rank >= Severity(args.fail_on).rank for s in sev)
     if args.format == "json":
-        result = {**res.to_dict(), "data": data, "passed": not failed}
+        result = {**res.to_dict(), "data": data, "verdict": jsonable(verdict), "passed": not failed}
         write_envelope("datacheck.trace", result, _Target(args.output))
     else:
-        text = render_html(res, data) if args.format == "html" else render_text(res, data)
+        text = render_html(res, data, verdict) if args.format == "html" else render_text(res, data, verdict)
         if args.output:
             write_atomic(args.output, text)
         else:
