@@ -380,10 +380,13 @@ class ZeroLr(_Dynamics):
 
 @log_rule("log.overfit_onset")
 class OverfitOnset(_Dynamics):
-    """The eval loss rises above its minimum so far by more than ``[trace] overfit_margin`` on
-    ``overfit_evals`` consecutive evals while the train loss falls (its median over the train points
+    """The eval loss rises above its minimum so far by more than ``[trace] overfit_margin`` (and more
+    than 3 sigmas of the eval's own noise: 1.4826 MAD of its second differences / sqrt 6, which a
+    trend does not inflate, so a noisy eval of a converged run is not a rise) on ``overfit_evals`` consecutive evals (the eval values and
+    their running median of 3 both above) while the train loss falls (its median over the train points
     between two evals, at the minimum's eval and at the last of those evals, drops by at least
-    ``stagnation_improvement``). Reported at the step of the eval minimum: the checkpoint worth keeping."""
+    ``stagnation_improvement``). Reported at the step of the eval minimum (the lowest raw eval beside
+    where the running median bottoms): the checkpoint worth keeping."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         ev = self.evals.get(key)
@@ -393,17 +396,23 @@ class OverfitOnset(_Dynamics):
         if len(ev) < lim.overfit_evals + 1:
             return f"{len(ev)} eval loss value(s), fewer than {lim.overfit_evals + 1}"
         pts = self.losses(key)
+        raw = [e[1] for e in ev]
+        sm = smooth(raw, 3)
+        d2 = [raw[i - 1] - 2 * raw[i] + raw[i + 1] for i in range(1, len(raw) - 1)]
+        noise = MAD_SIGMA * median([abs(x) for x in d2]) / math.sqrt(6) if d2 else 0.0
         best_i, run = 0, 0
         for i in range(1, len(ev)):
-            if ev[i][1] < ev[best_i][1]:
+            if sm[i] < sm[best_i]:
                 best_i, run = i, 0
                 continue
-            run = run + 1 if ev[i][1] > (1 + lim.overfit_margin) * ev[best_i][1] else 0
+            top = sm[best_i] + max(lim.overfit_margin * abs(sm[best_i]), 3 * noise)
+            run = run + 1 if sm[i] > top and raw[i] > top else 0
             if run >= lim.overfit_evals:
                 t0, t1 = _train_near(pts, ev, best_i), _train_near(pts, ev, i)
                 if t0 is None or t1 is None or not t1 < (1 - lim.stagnation_improvement) * t0:
                     continue
-                bs, bl, bw = ev[best_i]
+                lo_i = min(range(max(0, best_i - 1), min(len(ev), best_i + 2)), key=lambda k: raw[k])
+                bs, bl, bw = ev[lo_i]  # the lowest eval where the smoothed eval bottoms: the checkpoint to keep
                 p = next((q for q in pts if q.step >= bs), pts[-1]) if pts else Pt(bs, None, None, None, bw, None)
                 d = _step_details(name, Pt(bs, bl, p.grad_norm, p.lr, bw, p.loss_scale), None,
                                   eval_min_step=bs, eval_min=bl, eval_at=ev[i][0], eval_loss=ev[i][1],

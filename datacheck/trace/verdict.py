@@ -10,6 +10,9 @@ a resume point) and ``rank`` (one rank only).
 
 The rules, in order (the first that applies decides):
 
+``log.skipped_steps`` is left out of the anomalies when a non-finite or loss-scale finding tells the
+same event, or when every skip came before the first successful step (the fp16 initial scale search).
+
 1. ``data``: ``--data`` audited the anomaly's steps (the first anomaly's window, or ``--step``) and
    some of those rows fail a check; or periodic spikes whose period is the plan's steps per epoch
    (the epoch's tail batch).
@@ -171,9 +174,12 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None) -> dict[str, An
     resumes = sorted({(int(r["to_step"]), 1) for f in res.findings if f.check == "log.step_regression"
                       for r in f.details.get("resumes", [])})
     anomalies = []
+    numeric = any(f.check in ("log.non_finite", "log.loss_scale_collapse") for f in res.findings)
     for f in res.findings:
         if f.severity not in ("error", "warn"):
             continue
+        if f.check == "log.skipped_steps" and (numeric or f.details.get("before_first_success") == f.count):
+            continue  # the same event as the non-finite/collapse finding, or the fp16 initial scale search
         d = dict(f.details)
         cls, why = _classify(f, res, data, bad_rows, audited, rank_hits, resumes)
         if cls == "data":
@@ -213,7 +219,7 @@ def _g(x: Any) -> str:
 def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict[str, Any]]) -> dict[str, Any]:
     fb = res.first_bad
     if fb is None:
-        first = next((a for a in anomalies if a["step"] is not None), None)
+        first = next((a for a in anomalies if a["step"] is not None and a["check"] != "log.skipped_steps"), None)
         if first is None:
             return {"from_step": None, "ranks": None, "nan_or_inf": None, "rows": None}
         fb = {"check": first["check"], "step": first["step"], "rank": first["rank"], "window": [first["step"]] * 2}
