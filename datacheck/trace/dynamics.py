@@ -159,7 +159,8 @@ def _ev(p: Pt, **values: Any) -> dict[str, Any]:
 
 
 def _step_details(s_name: str, p: Pt, last_good: Pt | None, **more: Any) -> dict[str, Any]:
-    return {"step": p.step, "rank": s_name, "window": [p.step, p.step], "where": p.where, "lr": p.lr,
+    lo = last_good.step + 1 if last_good is not None and last_good.step < p.step else p.step
+    return {"step": p.step, "rank": s_name, "window": [lo, p.step], "where": p.where, "lr": p.lr,
             "loss_scale": p.loss_scale, "grad_norm": p.grad_norm, "loss": p.loss,
             "last_good_step": None if last_good is None else last_good.step,
             "last_good_lr": None if last_good is None else last_good.lr,
