@@ -40,6 +40,10 @@ STAGNATION_MIN_POINTS = 20
 STAY_OUT = 0.8
 #: an lr at or below this fraction of its peak is decayed (a plateau there is convergence, not a stall)
 DECAYED_LR = 0.5
+#: a run whose loss fell by at least this fraction before a plateau of at most :data:`CONVERGED_SPAN`
+#: of the run has converged (trainproof's dead-run rule asks for 5% improvement; 10% leaves room for noise)
+CONVERGED_DROP = 0.1
+CONVERGED_SPAN = 0.5
 #: a logged lr of at most this fraction of the peak is treated as the peak being reached (warmup end)
 PEAK_LR = 0.999
 
@@ -301,9 +305,11 @@ class Stagnation(_Dynamics):
     the window against the median of its last fifth) over the last ``stagnation_window`` of the
     points, and does not rise by more than ``divergence_floor`` either (a rising loss is
     ``log.divergence``'s). The plateau's start is the earliest point from which that still holds.
-    Not a finding on a converged run: the eval loss still improving over the plateau, or an lr decayed
+    Not a finding on a converged run: the eval loss still improving over the plateau; an lr decayed
     to at most :data:`DECAYED_LR` of its peak where the plateau starts (a loss at its floor under a
-    decayed lr: a full-length cosine or linear decay)."""
+    decayed lr: a full-length cosine or linear decay); or a loss that fell by :data:`CONVERGED_DROP`
+    before a plateau of at most :data:`CONVERGED_SPAN` of the run (it learned, then reached its floor).
+    A dead run (no such drop) and a long stall are findings."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         allp = self.points[key].pts
@@ -335,6 +341,10 @@ class Stagnation(_Dynamics):
         peak = max((p.lr for p in allp if p.lr is not None and math.isfinite(p.lr)), default=None)
         if peak and start.lr is not None and start.lr <= DECAYED_LR * peak:
             return None  # converged under a decayed lr
+        learned = median([p.loss for p in body[:f]])  # type: ignore[misc]
+        level = median([p.loss for p in body[i:i + f]])  # type: ignore[misc]
+        if learned and (learned - level) / abs(learned) >= CONVERGED_DROP and len(body) - i <= CONVERGED_SPAN * n:
+            return None  # learned, then flattened for under half the run: converged at its floor
         ev = [e for e in self.evals.get(key, []) if e[0] >= start.step]
         if len(ev) >= 2 and ev[-1][1] < (1 - lim.stagnation_improvement) * ev[0][1]:
             return None  # the eval loss still improves: converged train loss, not a stall
