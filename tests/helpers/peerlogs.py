@@ -106,13 +106,23 @@ def gradsnitch_synthetic(kind: str, n: int = 400) -> dict[str, list[float]]:
             "val_loss": val.tolist()}
 
 
-def gradsnitch_csv(kind: str, out: Path) -> Path:
-    """gradsnitch's planted run ``kind`` as a CSV datacheck reads (``step,loss,val_loss,grad_norm,lr``)."""
+def _num(x: float) -> str:
+    return "nan" if math.isnan(x) else repr(x)
+
+
+def gradsnitch_csv(kind: str, out: Path, split_eval: bool = True) -> Path:
+    """gradsnitch's planted run ``kind`` as a CSV (``step,loss,val_loss,grad_norm,lr``). ``split_eval``:
+    the eval loss on rows of its own (as Lightning's CSVLogger and the Trainer write it; datacheck reads
+    one record per row); otherwise on the train rows (gradsnitch's own DataFrame)."""
     d = gradsnitch_synthetic(kind)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = ["step,loss,val_loss,grad_norm,lr"]
     for s, lo, v, g, lr in zip(d["step"], d["train_loss"], d["val_loss"], d["grad_norm"], d["lr"]):
-        rows.append(f"{s},{'nan' if math.isnan(lo) else repr(lo)},{'nan' if math.isnan(v) else repr(v)},{g!r},{lr!r}")
+        if split_eval:
+            rows.append(f"{s},{_num(lo)},,{g!r},{lr!r}")
+            rows.append(f"{s},,{_num(v)},,")
+        else:
+            rows.append(f"{s},{_num(lo)},{_num(v)},{g!r},{lr!r}")
     out.write_text("\n".join(rows) + "\n")
     return out
 

@@ -143,3 +143,9 @@ def test_losslint_healthy(tmp_path):
 def test_spike_indices_match_the_detector():
     xs = [1.0, 1.1, 0.9, 3.5, 1.0, 1.05]
     assert spike_indices(xs, 2.0) == [3]  # 3.5 > 2 x median(1.0, 1.1, 0.9)
+
+
+def test_overfit_onset_on_gradsnitch_planted_run(tmp_path):
+    """gradsnitch's overfit: val = train + 0.05, rising 0.002/step from step 200 while train keeps falling."""
+    f = by_check(trace(gradsnitch_csv("overfit", tmp_path / "o.csv")))["log.overfit_onset"]
+    assert 195 <= f.details["step"] <= 200 and f.details["train_now"] < f.details["train_at_min"]
