@@ -123,10 +123,12 @@ def _bands(v: dict[str, Any], stream: str, last_step: int | None) -> list[dict[s
     step, to its end: a divergence to the log's end, a plateau to its end) and its class."""
     out = []
     for a in v["anomalies"]:
-        if a["step"] is None or (a["rank"] is not None and a["rank"] != stream):
+        if a["rank"] is not None and a["rank"] != stream:
             continue
         ev = [e.get("step") for e in a["evidence"] if isinstance(e.get("step"), int)]
-        lo = a["step"]
+        lo = a["step"] if a["step"] is not None else min(ev, default=None)  # a run-level finding: its evidence
+        if lo is None:
+            continue
         hi = max([lo] + ev)
         if a["check"] in ("log.divergence", "log.zero_lr", "log.stagnation", "log.vanishing_grad") and last_step:
             hi = max(hi, last_step)

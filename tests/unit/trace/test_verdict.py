@@ -96,3 +96,18 @@ def test_nothing_to_judge_says_which_checks_could_not_run(tmp_path):
     for cid in ("log.divergence", "log.zero_lr", "log.overfit_onset", "log.vanishing_grad"):
         assert f"  {cid}: " in r.stdout
     assert "no eval loss logged" in r.stdout and "no learning rate logged" in r.stdout
+
+
+def test_html_marks_each_anomaly_band_with_its_class_and_eval_beside_train(tmp_path):
+    rows = []
+    for i in range(1, 401):
+        rows.append({"step": i, "loss": 2.0 * math.exp(-i / 150) + 0.2, "lr": 1e-3, "grad_norm": 1.0})
+        if i % 40 == 0:
+            rows.append({"step": i, "eval_loss": 1.5 - 0.1 * (i // 40) if i <= 160 else 1.1 + 0.08 * ((i - 160) // 40)})
+    out = tmp_path / "t.html"
+    r = run_cli("trace", str(write_jsonl(tmp_path / "o.jsonl", rows)), "--format", "html", "--output", str(out))
+    assert r.returncode == 0
+    h = out.read_text()
+    assert "<title>dynamics: log.overfit_onset from step 160</title>" in h and ">dynamics</text>" in h
+    assert "<title>eval loss</title>" in h and "eval loss (dashed)" in h
+    assert "<script" not in h
