@@ -31,7 +31,7 @@ from typing import Any
 from datacheck.model.findings import Finding
 from datacheck.trace.run import SEVERITY_ORDER, TraceResult
 
-__all__ = ["CLASSES", "CLASS_OF", "RESUME_NEAR", "build_verdict", "verdict_text"]
+__all__ = ["CLASSES", "CLASS_OF", "RESUME_NEAR", "build_verdict", "verdict_text", "replay_conclusion"]
 
 CLASSES = ("numeric", "dynamics", "metric", "data", "resume", "rank")
 
@@ -163,11 +163,41 @@ def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_row
     return cls, why
 
 
-def build_verdict(res: TraceResult, data: dict[str, Any] | None) -> dict[str, Any]:
+def replay_conclusion(replay: dict[str, Any]) -> tuple[str | None, str]:
+    """What a replay of the bad step's batch (``ReplayResult.to_dict()``: per mode ``finite`` and
+    ``bad_rows``) says, as (class or None, text):
+
+    - rows non-finite in every mode that ran, fp32 included: ``data`` (those input rows are bad);
+    - train and eval non-finite, fp32 finite: ``numeric`` (the reduced precision overflows);
+    - train non-finite only: ``numeric`` (train mode: dropout, batch-norm statistics, or backward);
+    - eval (and fp32) non-finite on rows that train mode did not flag: ``numeric`` (the weights given are
+      already bad);
+    - every mode finite: None (the batch alone does not break these weights: mixed precision in the
+      run's backward, the optimizer's update, or weights that differ from the checkpoint given).
+    """
+    modes = replay.get("modes") or {}
+    fin = {m: bool(r.get("finite")) for m, r in modes.items()}
+    bad = {m: set(r.get("bad_rows") or []) for m, r in modes.items()}
+    every = set.intersection(*bad.values()) if bad else set()
+    if every and all(not f for f in fin.values()):
+        return "data", f"rows {sorted(every)[:20]} give a non-finite loss in every mode, fp32 included: the input rows are bad"
+    if fin and all(fin.values()):
+        return None, ("the batch is finite in train, eval and fp32 on these weights: look at mixed precision in the "
+                      "run's backward, the optimizer's update, or weights that differ from the checkpoint given")
+    if not fin.get("train", True) and not fin.get("eval", True) and fin.get("fp32", False):
+        return "numeric", "non-finite in the run's precision, finite in fp32: the reduced precision overflows"
+    if not fin.get("train", True) and fin.get("eval", True):
+        return "numeric", "non-finite in train mode only: dropout, batch-norm statistics or the backward"
+    return "numeric", "non-finite in eval mode too: the weights given are already bad"
+
+
+def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[str, Any] | None = None) -> dict[str, Any]:
     """The verdict of a trace (and its ``--data`` result): ``anomalies`` (each ``check``, ``severity``,
     ``step``, ``rank``, ``class``, ``why``, ``evidence``, ``next_experiment``; warn and error findings,
     earliest first), ``answers`` (the four answers: ``from_step``, ``ranks``, ``nan_or_inf``, ``rows``),
-    and ``not_judged`` (each check that could not run and why, and the rules' notes)."""
+    and ``not_judged`` (each check that could not run and why, and the rules' notes). With ``replay``
+    (``--replay``: the first bad step's batch replayed), ``replay`` holds it and its conclusion, and
+    the anomaly at the replayed step takes the replay's class (:func:`replay_conclusion`) when it has one."""
     bad_rows, audited, row_checks = _data_rows(data)
     rank_hits = {f.details["rank"]: f.details["step"] for f in res.findings
                  if f.check == "log.rank_divergence" and f.details.get("rank") and f.details.get("step") is not None}
@@ -193,7 +223,23 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None) -> dict[str, An
                                   SEVERITY_ORDER[a["severity"]]))
     not_judged = [{"check": n["check"], "reason": n["reason"]} for n in res.not_run]
     not_judged += [{"check": n.split(":", 1)[0], "reason": n.split(":", 1)[1].strip()} for n in res.notes]
-    return {"anomalies": anomalies, "answers": _answers(res, data, anomalies), "not_judged": not_judged}
+    out = {"anomalies": anomalies, "answers": _answers(res, data, anomalies), "not_judged": not_judged}
+    if replay is not None:
+        cls, text = replay_conclusion(replay)
+        out["replay"] = {**replay, "class": cls, "conclusion": text}
+        for a in anomalies:
+            if a["step"] is not None and replay.get("step") is not None and a["step"] == replay["step"]:
+                if cls is not None:
+                    a["class"], a["why"] = cls, f"replay: {text}"
+                a["evidence"] = a["evidence"] + [{"replay": m, "finite": r.get("finite"), "loss": r.get("loss"),
+                                                  "bad_rows": r.get("bad_rows")} for m, r in replay["modes"].items()]
+                a["next_experiment"] = (f"replayed: {text}" if cls is None else
+                                        f"replayed ({text}); " + _next(cls, Finding(check=a["check"], severity=a["severity"],
+                                                                                    message="", details={}),
+                                                                       {"step": a["step"], "bad_rows": sorted(
+                                                                           set.intersection(*[set(r.get("bad_rows") or [])
+                                                                                              for r in replay["modes"].values()]))}))
+    return out
 
 
 def _value_at(res: TraceResult, stream: str | None, metric: str, step: int | None) -> float | None:
@@ -305,6 +351,12 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
         for e in an["evidence"][:4]:
             out.append("    evidence: " + ", ".join(f"{k} {_g(x)}" for k, x in e.items() if x is not None))
         out.append(f"    next: {an['next_experiment']}")
+    if v.get("replay"):
+        r = v["replay"]
+        out.append(f"replay of step {r['step']} ({r['spec']}" + (f", checkpoint {r['checkpoint']}" if r.get("checkpoint") else "")
+                   + "): " + "; ".join(f"{m} loss {_g(x.get('loss'))}" + (f", non-finite rows {x['bad_rows'][:10]}"
+                                                                          if x.get("bad_rows") else "")
+                                     for m, x in r["modes"].items()) + f": {r['conclusion']}")
     if v["not_judged"]:
         out.append("not judged:")
         for n in v["not_judged"]:

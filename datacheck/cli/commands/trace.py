@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from datacheck.cli.envelope import write_envelope
+from datacheck.cli.tracereplay import run_replay
 from datacheck.execute.setup import config_and_source
 from datacheck.io.outputs import check_outputs, write_atomic
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
@@ -58,6 +60,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--export", default=None, metavar="FILE", help="write those rows (.parquet or .jsonl) for a replay")
     a.add_argument("--allow-data-mismatch", action="store_true",
                    help="warn, instead of refusing, when the data's index_hash differs from the one the log records")
+    a.add_argument("--replay", default=None, metavar="MODULE:FN",
+                   help="replay the first bad step's rows (needs --data) on FN()'s (model, per-row loss_fn) in train, "
+                        "eval and fp32 and fold the result into the verdict (runs your code; needs torch)")
+    a.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="with --replay: a state dict to load into the model first (torch.load weights_only=True)")
+    a.add_argument("--replay-dtype", choices=["float16", "bfloat16"], default=None,
+                   help="with --replay: the run's autocast dtype for train and eval (default: the model's own)")
     a.add_argument("--format", choices=["text", "json", "html"], default="text", help="output (default text)")
     a.add_argument("--output", default=None, metavar="FILE", help="write the output to FILE instead of stdout")
     a.add_argument("--fail-on", choices=FAIL_ON, default="error", help="severity that fails (default error)")
@@ -119,8 +128,22 @@ def run(args: argparse.Namespace) -> int:
                         world_size=args.world_size, limits=cfg.trace,
                         grad_accum=cfg.batch.grad_accum if cfg.batch.grad_accum > 1 else None)
     res = trace_logs(logs, opts)
-    data = _data(args, res)
-    verdict = build_verdict(res, data)
+    replay = None
+    if args.replay is not None or args.checkpoint is not None:
+        if args.replay is None or args.data is None:
+            raise UsageError("--replay MODULE:FN needs --data (the rows to replay); --checkpoint needs --replay")
+        with tempfile.TemporaryDirectory(prefix="datacheck-replay-") as tmp:
+            export, args.export = args.export, args.export or str(Path(tmp) / "rows.parquet")
+            data = _data(args, res)
+            step = args.step if args.step is not None else (res.first_bad or {}).get("step")
+            if data is not None and data.get("rows") and step is not None:
+                replay = run_replay(args.replay, args.checkpoint, args.export, cfg, step, args.replay_dtype)
+            args.export = export
+            if data is not None and export is None:
+                data["export"] = None
+    else:
+        data = _data(args, res)
+    verdict = build_verdict(res, data, replay)
     sev = [f.severity for f in res.findings] + [f["severity"] for f in ((data or {}).get("rows") or {}).get("findings", [])]
     failed = args.fail_on != "never" and any(Severity(s).rank >= Severity(args.fail_on).rank for s in sev)
     if args.format == "json":

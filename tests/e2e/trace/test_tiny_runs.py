@@ -156,3 +156,40 @@ def test_logging_bug_micro_batch_losses_under_one_step_is_metric(tmp_path):
     a = next(a for a in res["verdict"]["anomalies"] if a["check"] == "log.duplicate_steps")
     assert (a["class"], a["step"]) == ("metric", 1)
     assert a["evidence"][0]["loss"] == rows[0]["loss"] and a["evidence"][1]["loss"] == rows[1]["loss"]
+
+
+@pytest.mark.slow
+def test_replay_from_the_command_line_folds_into_the_verdict(tmp_path):
+    """--replay module:fn replays the bad step's rows in train, eval and fp32: the NaN row is non-finite
+    in every mode, so the anomaly is data, with the replay's modes as evidence."""
+    bad = 101
+    x, y = _data(bad_row=bad)
+    data = tmp_path / "data"
+    data.mkdir()
+    pl.DataFrame({"x1": x[:, 0].tolist(), "x2": x[:, 1].tolist(), "label": y.tolist()}).write_parquet(
+        data / "train.parquet")
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text('[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n[batch]\nbatch_size = 8\nshuffle = false\n')
+    ckpt = tmp_path / "init.pt"
+    torch.save(_model().state_dict(), ckpt)
+    (tmp_path / "replaymodel.py").write_text(
+        "import torch\n"
+        "def build():\n"
+        "    m = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))\n"
+        "    return m, lambda out, y: torch.nn.functional.cross_entropy(out, y, reduction='none')\n")
+    rows = _train(lr=1e-2, steps=40, opt="sgd", bad_row=bad)
+    p = _write(tmp_path / "bad.jsonl", rows)
+    r = run_cli("trace", str(p), "--data", str(data), "--config", str(cfg), "--replay",
+                f"{tmp_path / 'replaymodel.py'}:build", "--checkpoint", str(ckpt), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    v = json.loads(r.stdout)["result"]["verdict"]
+    step = bad // BATCH + 1
+    assert v["replay"]["step"] == step and v["replay"]["class"] == "data"
+    assert all(m["bad_rows"] == [bad] and m["finite"] is False for m in v["replay"]["modes"].values())
+    first = v["anomalies"][0]
+    assert first["class"] == "data" and first["why"].startswith("replay: rows [101] give a non-finite loss in every mode")
+    assert {e.get("replay") for e in first["evidence"]} >= {"train", "eval", "fp32"}
+    text = run_cli("trace", str(p), "--data", str(data), "--config", str(cfg), "--replay",
+                   f"{tmp_path / 'replaymodel.py'}:build").stdout
+    assert f"replay of step {step} (" in text and "train loss nan, non-finite rows [101]" in text
+    assert run_cli("trace", str(p), "--replay", "x:y").returncode == 2  # --replay needs --data
