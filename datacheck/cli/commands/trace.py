@@ -91,6 +91,8 @@ def _data(args: argparse.Namespace, res: TraceResult) -> dict[str, Any] | None:
         lo, hi = args.step, args.step
     elif res.first_bad is not None:
         lo, hi = res.first_bad["window"]
+    elif any(f.check == "log.periodic_spikes" for f in res.findings):  # the first spike's rows, matched to the plan
+        lo = hi = next(f for f in res.findings if f.check == "log.periodic_spikes").details["spike_steps"][0]
     else:
         return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": mismatch,
                 "source": None}

@@ -193,3 +193,22 @@ def test_replay_from_the_command_line_folds_into_the_verdict(tmp_path):
                    f"{tmp_path / 'replaymodel.py'}:build").stdout
     assert f"replay of step {step} (" in text and "train loss nan, non-finite rows [101]" in text
     assert run_cli("trace", str(p), "--replay", "x:y").returncode == 2  # --replay needs --data
+
+
+def test_periodic_spikes_at_the_epoch_boundary_are_data(tmp_path):
+    """100 rows in batches of 8: 13 steps per epoch, the 13th holds the 4-row tail. A loss that spikes on
+    every epoch's last step has the plan's period: the verdict puts it in the data class (the tail batch)."""
+    rows_n, bs = 100, 8
+    spe = -(-rows_n // bs)
+    data = tmp_path / "data"
+    data.mkdir()
+    pl.DataFrame({"x1": [float(i) for i in range(rows_n)], "x2": [1.0] * rows_n,
+                  "label": [i % 2 for i in range(rows_n)]}).write_parquet(data / "train.parquet")
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n[batch]\nbatch_size = {bs}\nshuffle = false\n'
+                   'epochs = 5\n')
+    log = [{"step": s, "loss": 4.0 if s % spe == 0 else 1.0 + 0.01 * (s % 3)} for s in range(1, 5 * spe + 1)]
+    res, text = _verdict(tmp_path, "per", log, "--data", str(data), "--config", str(cfg))
+    a = next(a for a in res["verdict"]["anomalies"] if a["check"] == "log.periodic_spikes")
+    assert a["class"] == "data" and f"the plan's {spe} steps per epoch" in a["why"]
+    assert res["data"]["rows"]["steps"] == {str(spe): {"0": list(range((spe - 1) * bs, rows_n))}}  # the 4-row tail
