@@ -1,8 +1,8 @@
 """The training-dynamics ``log.*`` checks (CHECKS.md "training dynamics"): finite values, a run going
 wrong. Registered into :data:`datacheck.trace.rules.LOG_RULES` like the numeric rules.
 
-Each rule keeps, per stream (rank, or log), the training records' ``(step, loss, grad norm, lr,
-file:line)`` in a :class:`Points` buffer bounded to :data:`MAX_POINTS` entries (past it every other
+The rules share, per stream (rank, or log), one buffer of the training records' ``(step, loss, grad
+norm, lr, file:line)`` (kept in the stream's ``shared`` state by :class:`Divergence`), a :class:`Points` bounded to :data:`MAX_POINTS` entries (past it every other
 entry is dropped and the stride doubles, as the plot's curves are down-sampled), so a log of any length
 is judged in bounded memory; on a log of more than :data:`MAX_POINTS` records an onset is dated to the
 kept entry, within one stride. Records whose whole logging interval was skipped (Megatron's
@@ -173,20 +173,25 @@ def _step_details(s_name: str, p: Pt, last_good: Pt | None, **more: Any) -> dict
             "last_good_loss": None if last_good is None else last_good.loss, **more}
 
 
+_SHARED_KEY = "dynamics_points"
+
+
 class _Dynamics(Rule):
-    """Collects each stream's points; subclasses judge them in :meth:`judge`."""
+    """Judges each stream's shared points (:meth:`judge`); :class:`Divergence` collects them, once per
+    record, for every dynamics rule (the others leave :meth:`feed` alone and the runner skips them)."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
         self.points: dict[Any, Points] = {}
         self.evals: dict[Any, list[tuple[int, float, str]]] = {}
 
-    def feed(self, rec: StepRecord, s: Stream) -> None:
+    def collect(self, rec: StepRecord, s: Stream) -> None:
+        """Add ``rec`` to the stream's shared :class:`Points` (records of a wholly skipped interval left out)."""
+        pts = s.shared.get(_SHARED_KEY)
+        if pts is None:
+            pts = s.shared[_SHARED_KEY] = Points()
         if _interval_skipped(rec, s):
             return
-        pts = self.points.get(s.key)
-        if pts is None:
-            pts = self.points[s.key] = Points()
         loss = rec.loss if rec.loss is not None and math.isfinite(rec.loss) else None
         g = rec.grad_norm if rec.grad_norm is not None and math.isfinite(rec.grad_norm) else None
         pts.add(Pt(rec.step, loss, g, rec.lr, rec.where(), rec.loss_scale))
@@ -201,6 +206,7 @@ class _Dynamics(Rule):
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out: list[Finding] = []
         reasons: list[str] = []
+        self.points = {k: s.shared[_SHARED_KEY] for k, s in streams.items() if _SHARED_KEY in s.shared}
         for key in self.points:
             got = self.judge(key, stream_name(key))
             if isinstance(got, str):
@@ -236,7 +242,11 @@ class Divergence(_Dynamics):
     that diverges while the lr warms up (the lr too high) is the commonest divergence. The onset is
     the first raw loss above the band before the smoothed curve stayed out. The details say whether
     the grad norm rose before it (``grad_rise_step``: the grad norm above twice its median so far,
-    within the 10 records before the onset)."""
+    within the 10 records before the onset). This rule collects the stream's points every dynamics
+    rule reads (:meth:`_Dynamics.collect`)."""
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        self.collect(rec, s)
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         pts = self.losses(key)

@@ -61,6 +61,7 @@ class Stream:
         last_good: the last record with a finite loss and finite grad norm (where logged) that was not an overflow.
         ok_steps: whether an optimizer step is known to have succeeded (a finite loss with no skip).
         records: training records seen.
+        shared: state several rules build once per stream (the dynamics rules' kept points).
     """
 
     key: Any
@@ -68,6 +69,7 @@ class Stream:
     last_good: StepRecord | None = None
     ok_steps: bool = False
     records: int = 0
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -136,7 +138,8 @@ class Rule:
         self.not_run: list[str] = []
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
-        raise NotImplementedError
+        """One training record of stream ``s``. A rule that judges only what another rule keeps in
+        :attr:`Stream.shared` leaves this as it is, and the runner never calls it."""
 
     def feed_eval(self, rec: StepRecord, key: Any) -> None:
         """An eval record (``split == "eval"``) of stream ``key``; most rules ignore them."""

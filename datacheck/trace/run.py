@@ -15,7 +15,7 @@ from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
 from datacheck.trace.readers import LogFile
 from datacheck.trace.record import ReadStats, StepRecord
-from datacheck.trace.rules import LOG_RULES, Stream, TraceOptions, stream_name
+from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, stream_name
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
 
@@ -143,7 +143,7 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
             if s is None:
                 s = streams[key] = Stream(key)
                 curves[s.name] = {m: Curve() for m in METRICS}
-                feeds[key] = [r.feed for r in rules]
+                feeds[key] = [r.feed for r in rules if type(r).feed is not Rule.feed]  # rules that read records
             prev = s.prev
             if prev is not None and rec.step < prev.step and len(events) < _EVENTS:
                 events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": prev.step,
