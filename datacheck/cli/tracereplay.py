@@ -64,7 +64,7 @@ def load_replay_fn(spec: str) -> Any:
 
 def run_replay(spec: str, checkpoint: str | None, export: str, cfg: Config, step: int | None,
                dtype: str | None = None) -> dict[str, Any]:
-    """Replay the exported rows of ``step`` and return :meth:`ReplayResult.to_dict` plus ``step``.
+    """Replay the exported rows of ``step`` and return :meth:`datacheck.torch.replay.ReplayResult.to_dict` plus ``step``.
 
     Raises:
         UsageError: a bad ``--replay`` or ``--checkpoint``, ``fn`` not returning ``(model, loss_fn)``, no
