@@ -48,7 +48,7 @@ TRUTH = {
     "gradsnitch/diverge": "200 rise (divergence)", "gradsnitch/vanish": "grad norm -> 0, loss flat",
     "gradsnitch/osc": "growing oscillation", "gradsnitch/lrdead": "200 lr 0 (scheduler too short)",
     "gradsnitch/cosine": "clean (cosine to 0)", "gradsnitch/healthy_osc": "clean (constant oscillation)",
-    "trainproof/lr_hot": "10 lr x100 (divergence)", "trainproof/lr_zero": "5 lr 0 on every step",
+    "trainproof/healthy": "clean (warmup, cosine to ~0)", "trainproof/lr_hot": "10 lr x100 (divergence)", "trainproof/lr_zero": "5 lr 0 on every step",
     "trainproof/fp16_nan": "20 inf grad norm (transient), then divergence from 25",
     "shared/megatron/meg_ds_3d_gpt2_perf_n16-ds-off.out": "3 divergence (12.44 -> 44.24, never back)",
     "shared/megatron/meg_gpt2_base_n4-1809579.out": "clean after the fp16 scale search",
@@ -80,7 +80,7 @@ def _materials(tmp: Path) -> dict[str, dict[str, Path]]:
     for k in peerlogs.GRADSNITCH_KINDS:
         out[f"gradsnitch/{k}"] = {"native": peerlogs.gradsnitch_csv(k, tmp / "gradsnitch" / f"{k}.csv"),
                                   "gs": peerlogs.gradsnitch_csv(k, tmp / "gs" / f"{k}.csv", split_eval=False)}
-    for g in ("lr_hot", "lr_zero", "fp16_nan"):
+    for g in ("healthy", "lr_hot", "lr_zero", "fp16_nan"):
         out[f"trainproof/{g}"] = {"native": peerlogs.trainproof_gallery(g, tmp / "trainproof" / g / "trainer_state.json")}
     for f in sorted(SHARED.glob("*/*")):
         if f.suffix in (".md", ".yaml", ".json"):

@@ -4,7 +4,7 @@
   ``losslint/demo.py`` (healthy.csv, nan.jsonl, diverging.csv, spike.jsonl, trainer_state.json);
 - gradsnitch 0.1.0 ``_synthetic(kind)``: its planted runs (400 steps, numpy ``default_rng(0)``), rebuilt
   from ``gradsnitch/__init__.py`` and written as CSV (step, loss, val_loss, grad_norm, lr);
-- trainproof 0.22 ``examples/gallery``: three real QLoRA ``trainer_state.json`` runs, vendored in
+- trainproof 0.22 ``examples/gallery``: four real QLoRA ``trainer_state.json`` runs, vendored in
   ``tests/data/trace/trainproof_gallery.json`` (rounded; the summary entry kept as written).
 
 Used by the trace tests and by ``benchmarks/trace_peers.py`` (the comparison table).

@@ -149,3 +149,8 @@ def test_overfit_onset_on_gradsnitch_planted_run(tmp_path):
     """gradsnitch's overfit: val = train + 0.05, rising 0.002/step from step 200 while train keeps falling."""
     f = by_check(trace(gradsnitch_csv("overfit", tmp_path / "o.csv")))["log.overfit_onset"]
     assert 195 <= f.details["step"] <= 200 and f.details["train_now"] < f.details["train_at_min"]
+
+
+def test_trainproof_healthy_gallery_run(tmp_path):
+    """A real healthy QLoRA run (warmup to 2e-4, cosine to ~0, noisy loss 1.52 -> ~1.06): nothing."""
+    assert loud(trace(trainproof_gallery("healthy", tmp_path / "trainer_state.json"))) == []
