@@ -323,6 +323,14 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
     return {"from_step": {"first": at, "last_good": last}, "ranks": ranks, "nan_or_inf": nan_inf, "rows": rows}
 
 
+def _evidence_line(e: dict[str, Any]) -> str:
+    """``file:line, step N: key value, ...`` (``what`` first when the line names what it is)."""
+    head = ", ".join(str(x) for x in (e.get("what"), e.get("where")) if x is not None)
+    at = f"step {e['step']}" if e.get("step") is not None else ""
+    vals = ", ".join(f"{k} {_g(x)}" for k, x in e.items() if x is not None and k not in ("what", "where", "step"))
+    return ", ".join(x for x in (head, at) if x) + (f": {vals}" if vals else "")
+
+
 def verdict_text(v: dict[str, Any]) -> list[str]:
     """The verdict as text lines: the four answers, then each anomaly's class, evidence and next
     experiment, then what could not be judged."""
@@ -344,13 +352,15 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
     out.append("4. the rows of that step: " + (a["rows"]["answer"] if a["rows"] else "no anomaly"))
     if v["anomalies"]:
         out.append("verdict:")
+    last_next = None
     for an in v["anomalies"]:
         at = f"step {an['step']}" if an["step"] is not None else "the run"
         out.append(f"  [{an['class']}] {an['check']} at {at}" + (f" ({an['rank']})" if an["rank"] else "")
                    + f": {an['why']}")
         for e in an["evidence"][:4]:
-            out.append("    evidence: " + ", ".join(f"{k} {_g(x)}" for k, x in e.items() if x is not None))
-        out.append(f"    next: {an['next_experiment']}")
+            out.append("    evidence: " + _evidence_line(e))
+        out.append("    next: " + ("as above" if an["next_experiment"] == last_next else an["next_experiment"]))
+        last_next = an["next_experiment"]
     if v.get("replay"):
         r = v["replay"]
         out.append(f"replay of step {r['step']} ({r['spec']}" + (f", checkpoint {r['checkpoint']}" if r.get("checkpoint") else "")
