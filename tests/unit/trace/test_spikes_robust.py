@@ -8,7 +8,7 @@ import random
 import pytest
 from conftest import SHARED
 from peerlogs import trainproof_gallery
-from tracehelp import by_check, trace, write_jsonl
+from tracehelp import by_check, loud, trace, write_jsonl
 
 from datacheck.trace.spikes import SpikeDetector, parse_spike_rule
 
@@ -35,23 +35,26 @@ def test_lr_x100_gallery_run_is_bad_from_step_10(tmp_path):
 
 
 def _long_clean(n=19_560, seed=0):
-    """A long clean pretraining-like run: the loss falls from 11 to ~3.3 with per-step noise (Student-t,
-    heavy tails) and the grad norm falls from ~5 to ~0.4 with lognormal noise, logged every step."""
+    """A long clean pretraining-like run (llm.c's GPT-2 124M shape: 700 warmup steps, then the lr
+    decaying linearly to 0): the loss falls from 11 to ~3.3 and keeps improving slowly, with per-step
+    noise (Student-t with 3 degrees of freedom: heavy tails); the grad norm falls from ~5 to ~0.4
+    with lognormal noise; logged every step."""
     rng = random.Random(seed)
     rows = []
     for i in range(1, n + 1):
         t = rng.gauss(0, 1) / math.sqrt(max(1e-9, sum(rng.gauss(0, 1) ** 2 for _ in range(3)) / 3))
-        loss = 3.3 + 7.7 * math.exp(-i / 400) + 0.3 * math.exp(-i / 4000) + 0.03 * t
+        loss = 3.3 + 7.7 * math.exp(-i / 400) + 0.4 * (1 - i / n) + 0.03 * t
         g = (0.4 + 4.6 * math.exp(-i / 300)) * math.exp(rng.gauss(0, 0.35))
-        rows.append({"step": i, "loss": loss, "grad_norm": g, "lr": 6e-4 * min(1.0, i / 700)})
+        lr = 6e-4 * (i / 700 if i < 700 else (n - i) / (n - 700))
+        rows.append({"step": i, "loss": loss, "grad_norm": g, "lr": lr})
     return rows
 
 
 @pytest.mark.slow
 def test_a_long_clean_run_gives_no_spike(tmp_path):
     p = write_jsonl(tmp_path / "clean.jsonl", _long_clean())
-    robust = by_check(trace(p))
-    assert "log.loss_spike" not in robust and "log.grad_norm_spike" not in robust
+    res = trace(p)
+    assert loud(res) == []  # no spike, and nothing else at warn or above
     olmo = by_check(trace(p, spike="olmo"))  # mean + 6 sigma of the last 128: a tight late window fires
     assert olmo["log.loss_spike"].count + olmo["log.grad_norm_spike"].count > 0
 
