@@ -235,7 +235,9 @@ def _margin(best: float, sigma: float, opts: TraceOptions) -> float:
 class Divergence(_Dynamics):
     """The smoothed loss (centred running median, :func:`smooth`) stays above its best smoothed value
     so far by more than a margin for ``[trace] divergence_window`` of the points and on
-    :data:`STAY_OUT` of the points to the end of the log. The margin is
+    :data:`STAY_OUT` of the points to the end of the log, never reaching a new best after it (a loss
+    that jumps and then comes back under its old best is a spike episode; a later sustained rise
+    from the new best is the divergence). The margin is
     ``divergence_sigmas`` robust sigmas of the early noise (the first quarter's residuals around the
     smoothed curve), at least ``divergence_floor`` and at most ``divergence_factor - 1`` of the best
     (so 1.5x the best is always out of the band). Judged from the first value, warmup included: a run
@@ -269,8 +271,8 @@ class Divergence(_Dynamics):
             if not all(sm[j] > top for j in range(i, i + win)):
                 continue
             rest = sm[i:]
-            if sum(v > top for v in rest) < STAY_OUT * len(rest):
-                continue
+            if sum(v > top for v in rest) < STAY_OUT * len(rest) or min(rest) < b:
+                continue  # it came back under its band, or to a new best: an episode, not a divergence
             j = i
             while j - 1 > bi and raw[j - 1] > top:  # type: ignore[operator]
                 j -= 1

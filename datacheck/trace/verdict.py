@@ -135,7 +135,7 @@ def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_row
               audited: list[int] | None, rank_hits: dict[str, int], resumes: list[tuple[int, int]]) -> tuple[str, str]:
     d = f.details
     step = d.get("step")
-    if bad_rows and audited and step is not None and audited[0] <= step <= audited[1] + 0 and \
+    if bad_rows and audited and step is not None and audited[0] <= step <= audited[1] and \
             f.check not in ("log.step_regression", "log.no_loss"):
         return "data", f"rows {bad_rows[:10]} of the audited steps {audited[0]}..{audited[1]} fail data checks"
     if f.check == "log.periodic_spikes" and data and (data.get("source") or {}).get("steps_per_epoch"):
@@ -151,8 +151,9 @@ def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_row
                                                                          "resumed_from" in d):
         return "resume", "at a resume point"
     if step is not None and f.check not in ("log.step_regression",):
-        for to_step, interval in resumes:
-            if to_step <= step <= to_step + RESUME_NEAR * max(1, interval):
+        w = d.get("window") or [step, step]
+        for to_step, _ in resumes:  # the anomaly's window width is the log's interval there
+            if to_step <= step <= to_step + RESUME_NEAR * max(1, w[1] - w[0] + 1):
                 return "resume", f"within {RESUME_NEAR} logging intervals after the resume to step {to_step}"
     cls = CLASS_OF.get(f.check, "dynamics")
     why = {"numeric": "non-finite or overflowing values", "dynamics": "finite values, the run going wrong",
