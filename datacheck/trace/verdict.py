@@ -48,6 +48,8 @@ CLASS_OF: dict[str, str] = {
 }
 #: an anomaly within this many logging intervals after a resume point is put in the ``resume`` class
 RESUME_NEAR = 5
+#: a grad-norm spike up to this many steps before a loss spike or divergence led it (named in ``why``)
+GRAD_LEAD = 10
 
 _REPLAY = ("replay the fixed batch of step {step} (--data ... --export rows.parquet, then "
            "datacheck.torch.replay_batch) in train mode, eval mode and fp32: all fine means mixed precision, "
@@ -121,6 +123,20 @@ def _evidence(f: Finding, d: dict[str, Any]) -> list[dict[str, Any]]:
     for r in (d.get("resumes") or [])[:3]:
         out.append({"where": r.get("where"), "step": r.get("to_step"), "from_step": r.get("from_step"), "lr": r.get("lr")})
     return out
+
+
+def _grad_lead(f: Finding, findings: list[Finding]) -> int | None:
+    """The step of a grad-norm spike of the same rank that came before a loss spike, divergence or
+    post-warmup spike (within :data:`GRAD_LEAD` steps): the grad norm led the loss."""
+    if f.check not in ("log.loss_spike", "log.divergence", "log.post_warmup_spike") or f.details.get("step") is None:
+        return None
+    step = f.details["step"]
+    for g in findings:
+        gs = g.details.get("step")
+        if g.check == "log.grad_norm_spike" and g.details.get("rank") == f.details.get("rank") and gs is not None \
+                and step - GRAD_LEAD <= gs < step:
+            return int(gs)
+    return None
 
 
 def _data_rows(data: dict[str, Any] | None) -> tuple[list[int], list[int] | None, dict[str, list[str]]]:
@@ -215,6 +231,9 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
         cls, why = _classify(f, res, data, bad_rows, audited, rank_hits, resumes)
         if cls == "data":
             d["bad_rows"] = bad_rows
+        lead = _grad_lead(f, res.findings)
+        if lead is not None:
+            why += f"; the grad norm rose first (log.grad_norm_spike at step {lead})"
         a = {"check": f.check, "severity": f.severity, "step": d.get("step"), "rank": d.get("rank"), "class": cls,
              "why": why, "message": f.message, "evidence": _evidence(f, d), "next_experiment": _next(cls, f, d)}
         if cls == "data":

@@ -111,3 +111,12 @@ def test_html_marks_each_anomaly_band_with_its_class_and_eval_beside_train(tmp_p
     assert "<title>dynamics: log.overfit_onset from step 160</title>" in h and ">dynamics</text>" in h
     assert "<title>eval loss</title>" in h and "eval loss (dashed)" in h
     assert "<script" not in h
+
+
+def test_a_grad_norm_rise_that_leads_the_loss_spike_is_named(tmp_path):
+    rows = [{"step": i, "loss": 2.0 - 0.001 * i, "grad_norm": 1.0 + 0.01 * (i % 3)} for i in range(1, 101)]
+    rows[59]["grad_norm"] = 40.0  # step 60: the grad norm first
+    rows[61]["loss"] = 9.0  # step 62: then the loss
+    v = verdict(trace(write_jsonl(tmp_path / "g.jsonl", rows)))
+    spike = next(a for a in v["anomalies"] if a["check"] == "log.loss_spike")
+    assert spike["step"] == 62 and "the grad norm rose first (log.grad_norm_spike at step 60)" in spike["why"]
