@@ -50,7 +50,7 @@ TRUTH = {
     "gradsnitch/cosine": "clean (cosine to 0)", "gradsnitch/healthy_osc": "clean (constant oscillation)",
     "trainproof/healthy": "clean (warmup, cosine to ~0)", "trainproof/lr_hot": "10 lr x100 (divergence)", "trainproof/lr_zero": "5 lr 0 on every step",
     "trainproof/fp16_nan": "20 inf grad norm (transient), then divergence from 25",
-    "shared/megatron/meg_ds_3d_gpt2_perf_n16-ds-off.out": "3 divergence (12.44 -> 44.24, never back)",
+    "shared/megatron/meg_ds_3d_gpt2_perf_n16-ds-off.out": "3 spike (12.44 -> 44.24); back to 11.65 at 31, then rises to 20.44 (divergence)",
     "shared/megatron/meg_gpt2_base_n4-1809579.out": "clean after the fp16 scale search",
     "shared/megatron/meg_gpt2_perf_n16.out": "no loss (every step skipped, scale search)",
     "shared/nanogpt/output.log": "1750 overfit (eval min 2.1041)",
