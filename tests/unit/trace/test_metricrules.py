@@ -96,3 +96,12 @@ def test_trainer_summary_entry_is_never_a_step(tmp_path):
     assert "hf_summary_entry" in lf.stats.notes
     assert "log.duplicate_steps" not in by_check(trace(p))
     assert [c for c, _, _ in loud(trace(p))] == ["log.zero_lr", "log.stagnation"]
+
+
+def test_trainer_console_summary_line_is_never_a_step(tmp_path):
+    p = tmp_path / "console.txt"
+    p.write_text("{'loss': 2.5, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.1}\n"
+                 "{'loss': 2.3, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.2}\n"
+                 "{'train_runtime': 12.3, 'train_samples_per_second': 5.0, 'train_steps_per_second': 1.0, "
+                 "'train_loss': 2.4, 'epoch': 0.2}\n")
+    assert [r.loss for r in open_log(str(p)).records()] == [2.5, 2.3]
