@@ -101,6 +101,7 @@ SECTIONS: dict[str, str] = {
               "finding does not fail",
     "report": "how much of each finding the report keeps",
     "dup": "near-duplicate detection",
+    "trace": "the thresholds of `datacheck trace`'s spike and training-dynamics rules (not part of `config_hash`)",
 }
 
 
@@ -201,7 +202,8 @@ def config_page() -> str:
     models: dict[str, Any] = {}
     for name, field in cfgmod.Config.model_fields.items():
         models[name] = field.annotation
-    order = ["dataset", "columns", "tokens", "labels", "numeric", "sft", "batch", "splits", "policy", "report", "dup"]
+    order = ["dataset", "columns", "tokens", "labels", "numeric", "sft", "batch", "splits", "policy", "report", "dup",
+             "trace"]
     missing = set(models) - set(order)
     if missing:
         raise SystemExit(f"docs/gen_reference.py: sections without a place on the page: {sorted(missing)}")

@@ -18,7 +18,7 @@ from datacheck.model import catalog
 from datacheck.model.constants import DEFAULT_MAX_EXAMPLES
 from datacheck.model.errors import ConfigError
 
-__all__ = ["Config", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
+__all__ = ["Config", "TraceSection", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
 DEFAULT_CONFIG_NAME = "datacheck.toml"
 
@@ -200,6 +200,47 @@ class DupSection(_Section):
     near_threshold: float = Field(default=0.8, gt=0, le=1)
 
 
+class TraceSection(_Section):
+    """``[trace]``: the thresholds of ``datacheck trace``'s training-dynamics and spike rules
+    (:mod:`datacheck.trace.dynamics`, :mod:`datacheck.trace.spikes`). They change what a log is judged
+    by, never an audit, so they are left out of :meth:`Config.hash` (the report's ``config_hash``)."""
+
+    spike: str = Field(default="robust", description=(
+        "the spike rule when `--spike` is not given: `robust` (2x the median of the last 64 values and "
+        "6 robust sigmas above it; judged from the second value), `megatron`, `foundry`, `olmo` or `ratio:F:W`"))
+    grad_spike_factor: float = Field(default=5.0, gt=1, le=1e6, description=(
+        "the robust spike rule's factor over the median for the grad norm (the loss uses 2): the grad norm "
+        "swings several-fold in clean runs (gradsnitch flags 8x, trainproof 10x its median)"))
+    divergence_factor: float = Field(default=1.5, gt=1, le=100, description=(
+        "`log.divergence`: the smoothed loss above this multiple of its best smoothed value so far is "
+        "diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5)"))
+    divergence_sigmas: float = Field(default=3.0, gt=0, le=100, description=(
+        "`log.divergence`: or this many robust sigmas (1.4826 MAD) of the early noise above the best, "
+        "whichever margin is smaller, but at least `divergence_floor` of the best"))
+    divergence_floor: float = Field(default=0.1, gt=0, le=10, description=(
+        "`log.divergence`: the least margin, relative to the best smoothed loss (a noiseless curve has "
+        "0 sigma); gradsnitch's sustained-rise gate is 0.15, losslint's 0.25"))
+    divergence_window: float = Field(default=0.1, gt=0, le=1, description=(
+        "`log.divergence`: the smoothed loss must stay above its band for this fraction of the logged "
+        "points (at least 3) and on 80% of the points to the end of the log"))
+    stagnation_improvement: float = Field(default=0.01, gt=0, lt=1, description=(
+        "`log.stagnation`: relative improvement of the loss over the window under which the run stalls "
+        "(CHECKS.md: 1%; losslint's stagnation_min_improvement)"))
+    stagnation_window: float = Field(default=0.2, gt=0, le=1, description=(
+        "`log.stagnation`: the window, a fraction of the run's logged points (CHECKS.md: 20%; gradsnitch's frac)"))
+    overfit_margin: float = Field(default=0.05, gt=0, le=10, description=(
+        "`log.overfit_onset`: the eval loss above its minimum by this fraction (CHECKS.md: 5%)"))
+    overfit_evals: int = Field(default=3, ge=1, le=1000, description=(
+        "`log.overfit_onset`: consecutive evals above the margin (CHECKS.md: 3; losslint's overfit_min_worsen)"))
+    vanishing_ratio: float = Field(default=1e-3, gt=0, lt=1, description=(
+        "`log.vanishing_grad`: the grad norm below this fraction of its early median (CHECKS.md: 1e-3)"))
+    post_warmup_records: int = Field(default=5, ge=1, le=10_000, description=(
+        "`log.post_warmup_spike`: logged records after the learning rate reaches its peak that are watched"))
+    warmup_steps: int | None = Field(default=None, ge=1, description=(
+        "the run's configured warmup in optimizer steps (`log.lr_per_micro_batch` compares the logged "
+        "peak with it and with warmup / `[batch] grad_accum`)"))
+
+
 class Config(_Section):
     """The whole validated configuration (frozen). Build with :func:`load_config` or :func:`config_from_dict`."""
 
@@ -214,6 +255,7 @@ class Config(_Section):
     sft: SftSection = SftSection()
     report: ReportSection = ReportSection()
     dup: DupSection = DupSection()
+    trace: TraceSection = TraceSection()
 
     @field_validator("policy")
     @classmethod
@@ -276,8 +318,10 @@ class Config(_Section):
         return None if self.dataset.index is None else self.anchored(self.dataset.index)
 
     def hash(self) -> str:
-        """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``."""
-        blob = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+        """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``.
+        ``[trace]`` is left out: it sets how training logs are judged, not how data is audited."""
+        blob = json.dumps(self.model_dump(mode="json", by_alias=True, exclude={"trace"}), sort_keys=True,
+                          separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:

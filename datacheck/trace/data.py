@@ -554,6 +554,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         lo, hi = step, step
     elif res.first_bad is not None:
         lo, hi = res.first_bad["window"]
+    elif any(f.check == "log.periodic_spikes" for f in res.findings):  # the first spike's rows, matched to the plan
+        lo = hi = next(f for f in res.findings if f.check == "log.periodic_spikes").details["spike_steps"][0]
     else:
         return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": warning,
                 "source": None, "convention": conv.to_dict()}

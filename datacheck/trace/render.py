@@ -1,4 +1,5 @@
-"""``datacheck trace`` output: text (the timeline) and one offline HTML file with the curves (inline SVG)."""
+"""``datacheck trace`` output: text (the four answers, the timeline, the verdict) and one offline HTML
+file with the curves (inline SVG: the anomalies' bands and classes marked, the eval loss beside the train loss)."""
 from __future__ import annotations
 
 import html
@@ -6,12 +7,19 @@ import math
 from typing import Any
 
 from datacheck.trace.run import Curve, TraceResult
+from datacheck.trace.verdict import build_verdict, verdict_text
 
 __all__ = ["render_text", "render_html"]
 
 
-def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
-    out = []
+def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str, Any] | None = None) -> str:
+    """The text output: the four answers first (:func:`datacheck.trace.verdict.verdict_text`), the logs
+    read, the first anomaly, the findings, the timeline, the rows, then the verdict per anomaly and what
+    could not be judged."""
+    v = verdict if verdict is not None else build_verdict(res, data)
+    vt = verdict_text(v)
+    answers = [ln for ln in vt if ln[:3] in ("1. ", "2. ", "3. ", "4. ")]
+    out = list(answers)
     for st in res.logs:
         line = f"log {st.source}: {st.format}, {st.records} record(s) from {st.lines} line(s)"
         if st.line_formats and st.format == "text":
@@ -21,7 +29,8 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
         out.append(line)
         if st.stopped:
             out.append(f"  warning: {st.source}: {st.stopped}")
-    out.append("first anomaly: " + _first(res.first_bad))
+    unjudged = len(v["not_judged"])
+    out.append("first anomaly: " + _first(res.first_bad, unjudged))
     conv = res.convention or {}
     if conv.get("assumed") and res.first_bad is not None:
         out.append(f"  note: step join {conv['source']}")
@@ -57,14 +66,15 @@ def render_text(res: TraceResult, data: dict[str, Any] | None) -> str:
                 locs = f["details"].get("locations") or []
                 where = ", ".join(f"{x['shard']} row {x['shard_row']}" for x in locs) or f"rows {f['rows']}"
                 out.append(f"  [{f['severity']}] {f['check']}: {f['message']} ({where})")
+    out.extend(ln for ln in vt if ln not in answers)
     return "\n".join(out) + "\n"
 
 
-def _first(fb: dict[str, Any] | None) -> str:
+def _first(fb: dict[str, Any] | None, unjudged: int = 0) -> str:
     """The first anomaly, its step join, and the window the data section audits (the anomaly's own
-    window widened by ``--window``)."""
+    window widened by ``--window``); with none, how many checks could not judge the log."""
     if fb is None:
-        return "none"
+        return "none at warn or above" + (f"; {unjudged} check(s) could not judge (see 'not judged')" if unjudged else "")
     w = fb.get("audited_window") or fb["window"]
     text = f"{fb['check']} at {fb.get('step_map') or 'step ' + str(fb['step'])} ({fb.get('rank')}), window {w[0]}..{w[1]}"
     if list(w) != list(fb["window"]):
@@ -75,14 +85,23 @@ def _first(fb: dict[str, Any] | None) -> str:
 _W, _H, _PAD = 720, 160, 40
 
 
-def _svg(curve: Curve, mark: int | None, title: str, log: bool) -> str:
+_CLASS_COLOR = {"numeric": "#d62728", "dynamics": "#ff7f0e", "metric": "#9467bd", "data": "#8c564b",
+                "resume": "#17becf", "rank": "#e377c2"}
+
+
+def _svg(curve: Curve, mark: int | None, title: str, log: bool, bands: list[dict[str, Any]] | None = None,
+         evals: list[tuple[int, float]] | None = None) -> str:
     pts = [(s, v) for s, v in curve.points if not log or v > 0]
-    if not pts and not curve.bad:
+    evals = [(s, v) for s, v in (evals or []) if not log or v > 0]
+    if not pts and not curve.bad and not evals:
         return ""
-    steps = [s for s, _ in pts] + curve.bad + ([mark] if mark is not None else [])
+    bands = bands or []
+    steps = [s for s, _ in pts] + [s for s, _ in evals] + curve.bad + ([mark] if mark is not None else []) + \
+        [b["from"] for b in bands] + [b["to"] for b in bands]
     x0, x1 = min(steps), max(steps)
     ys = [math.log10(v) if log else v for _, v in pts] or [0.0]
-    y0, y1 = min(ys), max(ys)
+    eys = [math.log10(v) if log else v for _, v in evals]
+    y0, y1 = min(ys + eys), max(ys + eys)
     def sx(s):
         return (_PAD + (s - x0) / ((x1 - x0) or 1) * (_W - 2 * _PAD))
     def sy(y):
@@ -91,7 +110,20 @@ def _svg(curve: Curve, mark: int | None, title: str, log: bool) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" aria-label="{html.escape(title)}">',
              f'<text x="4" y="14" font-size="12">{html.escape(title)}{" (log10)" if log else ""}: '
              f'{y0:.4g} .. {y1:.4g}, steps {x0}..{x1}</text>',
-             f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.2" points="{path}"/>']
+             ]
+    for b in bands:
+        x_a, x_b = sx(b["from"]), sx(b["to"])
+        color = _CLASS_COLOR.get(b["class"], "#7f7f7f")
+        parts.append(f'<rect x="{x_a:.1f}" y="{_PAD / 2}" width="{max(2.0, x_b - x_a):.1f}" height="{_H - _PAD}" '
+                     f'fill="{color}" fill-opacity="0.15"><title>{html.escape(b["label"])}</title></rect>'
+                     f'<text x="{x_a + 2:.1f}" y="{_PAD / 2 + 10}" font-size="10" fill="{color}">'
+                     f'{html.escape(b["class"])}</text>')
+    parts.append(f'<polyline fill="none" stroke="#1f77b4" stroke-width="1.2" points="{path}"/>')
+    if evals:
+        epath = " ".join(f"{sx(s):.1f},{sy(y):.1f}" for (s, _), y in zip(evals, eys))
+        parts.append(f'<polyline fill="none" stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="5 3" '
+                     f'points="{epath}"><title>eval loss</title></polyline>')
+        parts.append(f'<text x="{_W - 160}" y="14" font-size="11" fill="#2ca02c">eval loss (dashed)</text>')
     for b in curve.bad[:200]:
         parts.append(f'<line x1="{sx(b):.1f}" x2="{sx(b):.1f}" y1="{_PAD / 2}" y2="{_H - _PAD / 2}" stroke="#d62728" '
                      f'stroke-opacity="0.3"><title>non-finite at step {b}</title></line>')
@@ -102,15 +134,39 @@ def _svg(curve: Curve, mark: int | None, title: str, log: bool) -> str:
     return "".join(parts)
 
 
-def render_html(res: TraceResult, data: dict[str, Any] | None) -> str:
-    """One self-contained HTML page (no script, no external resource): the timeline text, the findings,
-    and per rank the loss, grad-norm, lr and loss-scale curves with the first anomaly marked."""
+def _bands(v: dict[str, Any], stream: str, last_step: int | None) -> list[dict[str, Any]]:
+    """Per anomaly of ``stream`` (or of the run): its steps as a band (from its onset, or its last good
+    step, to its end: a divergence to the log's end, a plateau to its end) and its class."""
+    out = []
+    for a in v["anomalies"]:
+        if a["rank"] is not None and a["rank"] != stream:
+            continue
+        ev = [e.get("step") for e in a["evidence"] if isinstance(e.get("step"), int)]
+        lo = a["step"] if a["step"] is not None else min(ev, default=None)  # a run-level finding: its evidence
+        if lo is None:
+            continue
+        hi = max([lo] + ev)
+        if a["check"] in ("log.divergence", "log.zero_lr", "log.stagnation", "log.vanishing_grad") and last_step:
+            hi = max(hi, last_step)
+        out.append({"from": lo, "to": hi, "class": a["class"], "label": f"{a['class']}: {a['check']} from step {lo}"})
+    return out[:20]
+
+
+def render_html(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str, Any] | None = None) -> str:
+    """One self-contained HTML page (no script, no external resource): the text output, and per rank
+    the loss (with the eval loss beside it, dashed), grad-norm, lr and loss-scale curves with the first
+    anomaly marked and each anomaly's steps shaded in its class's colour, the class written on it."""
+    v = verdict if verdict is not None else build_verdict(res, data)
     mark = res.first_bad["step"] if res.first_bad else None
-    body = [f"<h1>datacheck trace</h1><pre>{html.escape(render_text(res, data))}</pre>"]
+    body = [f"<h1>datacheck trace</h1><pre>{html.escape(render_text(res, data, v))}</pre>"]
     for name, curves in res.curves.items():
         body.append(f"<h2>{html.escape(name)}</h2>")
+        last = max((s for c in curves.values() for s, _ in c.points[-1:]), default=None)
+        bands = _bands(v, name, last)
+        evals = [(e["step"], e["loss"]) for e in res.events if e["kind"] == "eval" and e["rank"] == name
+                 and isinstance(e.get("loss"), float) and math.isfinite(e["loss"])]
         for metric, log in (("loss", False), ("grad_norm", True), ("lr", False), ("loss_scale", True)):
-            svg = _svg(curves[metric], mark, metric, log)
+            svg = _svg(curves[metric], mark, metric, log, bands, evals if metric == "loss" else None)
             if svg:
                 body.append(f"<div>{svg}</div>")
     return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>datacheck trace</title>"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from datacheck.model import catalog
+from datacheck.model.config import TraceSection
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding
 from datacheck.trace.record import StepRecord
@@ -60,6 +61,7 @@ class Stream:
         last_good: the last record with a finite loss and finite grad norm (where logged) that was not an overflow.
         ok_steps: whether an optimizer step is known to have succeeded (a finite loss with no skip).
         records: training records seen.
+        shared: state several rules build once per stream (the dynamics rules' kept points).
     """
 
     key: Any
@@ -67,6 +69,7 @@ class Stream:
     last_good: StepRecord | None = None
     ok_steps: bool = False
     records: int = 0
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -76,11 +79,14 @@ class Stream:
 @dataclass(frozen=True)
 class TraceOptions:
     """What the rules need beyond the records: the spike rule, the expected world size (None =
-    unknown), and the log notes (e.g. ``hf_nan_filter``)."""
+    unknown), the log notes (e.g. ``hf_nan_filter``), the ``[trace]`` thresholds (``limits``) and the
+    ``[batch]`` ``grad_accum`` (None = not configured)."""
 
     spike: SpikeRule
     world_size: int | None = None
     notes: frozenset[str] = field(default_factory=frozenset)
+    limits: TraceSection = field(default_factory=TraceSection)
+    grad_accum: int | None = None
 
 
 def _at(rec: StepRecord | None) -> dict[str, Any]:
@@ -128,9 +134,15 @@ class Rule:
         self.opts = opts
         #: what the rule could not judge, for the output (set by :meth:`finish`; no finding, no exit code)
         self.notes: list[str] = []
+        #: why the rule could not run at all on this log (e.g. no learning rate logged), set by :meth:`finish`
+        self.not_run: list[str] = []
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
-        raise NotImplementedError
+        """One training record of stream ``s``. A rule that judges only what another rule keeps in
+        :attr:`Stream.shared` leaves this as it is, and the runner never calls it."""
+
+    def feed_eval(self, rec: StepRecord, key: Any) -> None:
+        """An eval record (``split == "eval"``) of stream ``key``; most rules ignore them."""
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         raise NotImplementedError
@@ -171,6 +183,9 @@ class NonFinite(Rule):
         super().__init__(opts)
         self.first: dict[Any, tuple[Stream, StepRecord, dict[str, Any]]] = {}
         self.count: dict[Any, int] = {}
+        #: per rank: finite records after the first non-finite one (the scaler skipped it and training went on)
+        self.finite_after: dict[Any, int] = {}
+        self.recovered_at: dict[Any, StepRecord] = {}
 
     def _why(self, rec: StepRecord, s: Stream) -> str | None:
         loss, g = rec.loss, rec.grad_norm
@@ -195,6 +210,9 @@ class NonFinite(Rule):
     def feed(self, rec: StepRecord, s: Stream) -> None:
         why = self._why(rec, s)
         if why is None:
+            if s.key in self.first and rec.loss is not None:
+                self.finite_after[s.key] = self.finite_after.get(s.key, 0) + 1
+                self.recovered_at.setdefault(s.key, rec)
             return
         self.count[s.key] = self.count.get(s.key, 0) + 1
         if s.key not in self.first:
@@ -209,7 +227,15 @@ class NonFinite(Rule):
         out = []
         for key, (s, rec, d) in self.first.items():
             d["records"] = self.count[key]
+            after = self.finite_after.get(key, 0)
+            d["finite_after"] = after
+            d["persistent"] = after == 0
+            back = self.recovered_at.get(key)
+            d["recovered_step"] = None if back is None else back.step
             msg = f"{s.name}: {d['reason']} at {_context(d)}; {self.count[key]} record(s) non-finite from there"
+            msg += ("; no finite loss after it: persistent (the weights are poisoned, every later step invalid)"
+                    if after == 0 else f"; finite again from step {back.step if back else '?'} ({after} finite "
+                    "record(s) after it): transient (the step was skipped or the value recovered)")
             if "hf_nan_filter" in self.opts.notes:
                 msg += ("; Hugging Face's logging_nan_inf_filter (on by default) leaves non-finite losses out of the "
                         "logged average, so finite logged losses before it do not prove finite steps")
@@ -234,7 +260,8 @@ class _Spike(Rule):
             return
         det = self.det.get(s.key)
         if det is None:
-            det = self.det[s.key] = SpikeDetector(self.opts.spike)
+            det = self.det[s.key] = SpikeDetector(
+                self.opts.spike if self.metric == "loss" else self.opts.spike.for_grad_norm())
         hit = det.feed(x)
         if det.rule.kind == "foundry":  # the run's records, details built while the stream state is theirs
             run = self.pending.setdefault(s.key, [])

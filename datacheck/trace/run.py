@@ -8,7 +8,7 @@ up to :data:`CURVE_POINTS` as well), so a log of any size is traced in bounded m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from datacheck.model.config import Config
@@ -17,7 +17,7 @@ from datacheck.model.findings import Finding
 from datacheck.report.policy import apply_policy
 from datacheck.trace.readers import LogFile
 from datacheck.trace.record import ReadStats, StepRecord
-from datacheck.trace.rules import LOG_RULES, Stream, TraceOptions, stream_name
+from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, stream_name
 from datacheck.trace.steps import StepConvention
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
@@ -71,6 +71,8 @@ class TraceResult:
             no effect on the exit code, but a "none" is then not a verdict on those values.
         convention: how the log's steps join the 0-based optimizer steps
             (:meth:`datacheck.trace.steps.StepConvention.to_dict`), once :meth:`join` was called.
+        not_run: ``{"check", "reason"}`` per rule that could not run on these logs at all (no learning
+            rate, no eval loss, no grad norm logged, ...).
     """
 
     logs: list[ReadStats]
@@ -80,6 +82,7 @@ class TraceResult:
     curves: dict[str, dict[str, Curve]] = field(default_factory=dict)
     streams: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    not_run: list[dict[str, str]] = field(default_factory=list)
     convention: dict[str, Any] | None = None
 
     def join(self, conv: StepConvention) -> None:
@@ -105,7 +108,7 @@ class TraceResult:
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"logs": [s.to_dict() for s in self.logs], "findings": [f.to_dict() for f in self.findings],
                          "first_bad": self.first_bad, "events": self.events, "streams": self.streams,
-                         "notes": self.notes, "convention": self.convention,
+                         "notes": self.notes, "convention": self.convention, "not_run": self.not_run,
                          "curves": {k: {m: c.to_dict() for m, c in v.items()} for k, v in self.curves.items()}})
 
 
@@ -154,17 +157,19 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 if lf.stats.notes - notes:
                     notes |= lf.stats.notes
                     for r in rules:
-                        r.opts = TraceOptions(spike=opts.spike, world_size=opts.world_size, notes=frozenset(notes))
+                        r.opts = replace(opts, notes=frozenset(notes))
             key = rec.rank if rec.rank is not None else lf.source
             if rec.split != "train":
                 if len(events) < _EVENTS:
                     events.append({"kind": "eval", "step": rec.step, "rank": stream_name(key), "loss": rec.loss})
+                for r in rules:
+                    r.feed_eval(rec, key)
                 continue
             s = streams.get(key)
             if s is None:
                 s = streams[key] = Stream(key)
                 curves[s.name] = {m: Curve() for m in METRICS}
-                feeds[key] = [r.feed for r in rules]
+                feeds[key] = [r.feed for r in rules if type(r).feed is not Rule.feed]  # rules that read records
             prev = s.prev
             if prev is not None and rec.step < prev.step and len(events) < _EVENTS:
                 events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": prev.step,
@@ -212,4 +217,5 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                                                       if not isinstance(v, (list, dict)) or k == "window"}}
     return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,
                        streams={s.name: s.records for s in streams.values()},
-                       notes=[n for r in rules for n in r.notes])
+                       notes=[n for r in rules for n in r.notes],
+                       not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run])

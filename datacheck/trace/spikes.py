@@ -9,23 +9,38 @@ Presets:
   ``window_size=100``); the spike is reported at the first value of that run;
 - ``olmo``: a value above mean + 6 standard deviations of the previous 128 values (at least
   :data:`OLMO_MIN_HISTORY` of them);
+- ``robust`` (the default): a value above ``max(F x median, median + 6 x 1.4826 x MAD)`` of the
+  previous (up to) 64 values, F = 2 for the loss (llm-foundry's ``outlier_multiplier``) and
+  ``[trace] grad_spike_factor`` (5) for the grad norm; the 6 sigmas are OLMo's, measured robustly
+  (median and median absolute deviation, so a spike does not widen its own band). Judged from the
+  second value on: with fewer than :data:`ROBUST_MIN_HISTORY` earlier values only the F x median part
+  applies (a 3.6x jump at step 3 is a spike). The F x median floor keeps a long clean run quiet: a
+  late, low-noise loss has a tiny sigma, and 6 of them are a few percent of the loss;
 - ``ratio:F:W`` (user): a value above F times the mean of the previous (up to) W values.
 
 Only finite values enter the windows; a non-finite value is ``log.non_finite``'s, not a spike.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from datacheck.model.errors import UsageError
 
-__all__ = ["SpikeRule", "parse_spike_rule", "SpikeDetector", "PRESETS", "OLMO_MIN_HISTORY"]
+__all__ = ["SpikeRule", "parse_spike_rule", "SpikeDetector", "PRESETS", "OLMO_MIN_HISTORY", "ROBUST_MIN_HISTORY",
+           "ROBUST_SIGMAS", "MAD_SIGMA"]
 
-PRESETS = ("megatron", "foundry", "olmo")
+PRESETS = ("robust", "megatron", "foundry", "olmo")
 #: values the olmo rule needs before it judges (a standard deviation of 2-3 values is noise)
 OLMO_MIN_HISTORY = 10
+#: earlier values the robust rule needs before its sigma part applies (a MAD of fewer is noise)
+ROBUST_MIN_HISTORY = 8
+#: the robust rule's sigmas above the median (OLMo's 6)
+ROBUST_SIGMAS = 6.0
+#: a normal distribution's sigma is 1.4826 times its median absolute deviation
+MAD_SIGMA = 1.4826
 
 
 @dataclass(frozen=True)
@@ -36,8 +51,18 @@ class SpikeRule:
     factor: float
     window: int
     patience: int = 0
+    grad_factor: float | None = None
+
+    def for_grad_norm(self) -> "SpikeRule":
+        """The rule the grad norm is judged by: the robust rule with ``grad_factor``; others unchanged."""
+        if self.kind == "robust" and self.grad_factor is not None:
+            return replace(self, factor=self.grad_factor)
+        return self
 
     def describe(self) -> str:
+        if self.kind == "robust":
+            return (f"above max({self.factor:g}x the median, median + {ROBUST_SIGMAS:g} robust sigma) of the last "
+                    f"{self.window} values (robust)")
         if self.kind == "megatron":
             return f"above {self.factor:g}x the max of the first {self.window} values (megatron)"
         if self.kind == "foundry":
@@ -48,13 +73,16 @@ class SpikeRule:
         return f"above {self.factor:g}x the mean of the previous {self.window} values"
 
 
-def parse_spike_rule(text: str) -> SpikeRule:
-    """``megatron`` | ``foundry`` | ``olmo`` | ``ratio:F:W`` -> :class:`SpikeRule`.
+def parse_spike_rule(text: str, grad_factor: float = 5.0) -> SpikeRule:
+    """``robust`` | ``megatron`` | ``foundry`` | ``olmo`` | ``ratio:F:W`` -> :class:`SpikeRule`
+    (``grad_factor``: the robust rule's factor for the grad norm, ``[trace] grad_spike_factor``).
 
     Raises:
         UsageError: anything else, or F <= 1 / W < 1.
     """
     t = text.strip().lower()
+    if t == "robust":
+        return SpikeRule("robust", 2.0, 64, grad_factor=grad_factor)
     if t == "megatron":
         return SpikeRule("megatron", 10.0, 100)
     if t == "foundry":
@@ -69,7 +97,7 @@ def parse_spike_rule(text: str) -> SpikeRule:
             f, w = 0.0, 0
         if f > 1 and w >= 1:
             return SpikeRule("ratio", f, w)
-    raise UsageError(f"--spike {text!r}: expected megatron, foundry, olmo or ratio:F:W "
+    raise UsageError(f"--spike {text!r}: expected robust, megatron, foundry, olmo or ratio:F:W "
                      "(F > 1 times the mean of the previous W >= 1 values, e.g. ratio:2:10)")
 
 
@@ -85,6 +113,7 @@ class SpikeDetector:
         self.rule = rule
         self.first: list[float] = []
         self.win: deque[float] = deque()
+        self.sorted: list[float] = []  # the robust rule's window, kept sorted (bisect: O(window) memmove)
         self.total = 0.0  # running sum and sum of squares of ``win``: O(1) per value
         self.total_sq = 0.0
         self.run = 0
@@ -100,6 +129,8 @@ class SpikeDetector:
             return False
         kind = r.kind
         self.seen += 1
+        if kind == "robust":
+            return self._robust(x)
         if kind == "megatron":
             if len(self.first) < r.window:
                 self.first.append(x)
@@ -134,4 +165,27 @@ class SpikeDetector:
         if kind == "foundry":
             self.run = self.run + 1 if spike else 0
             return self.run == r.patience + 1
+        return spike
+
+    def _robust(self, x: float) -> bool:
+        r, srt, win = self.rule, self.sorted, self.win
+        n = len(srt)
+        spike = False
+        if n == 0:
+            self.unjudged += 1
+        else:
+            med = srt[n // 2] if n & 1 else 0.5 * (srt[n // 2 - 1] + srt[n // 2])
+            self.threshold = r.factor * med
+            if med > 0 and x > self.threshold:
+                spike = True
+                if n >= ROBUST_MIN_HISTORY:
+                    dev = sorted(abs(v - med) for v in srt)
+                    mad = dev[n // 2] if n & 1 else 0.5 * (dev[n // 2 - 1] + dev[n // 2])
+                    self.threshold = max(self.threshold, med + ROBUST_SIGMAS * MAD_SIGMA * mad)
+                    spike = x > self.threshold
+        win.append(x)
+        bisect.insort(srt, x)
+        if n >= r.window:
+            old = win.popleft()
+            del srt[bisect.bisect_left(srt, old)]
         return spike

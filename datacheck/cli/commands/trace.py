@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from datacheck.cli.envelope import write_envelope
 from datacheck.cli.progress import activity
+from datacheck.cli.tracereplay import run_replay
 from datacheck.execute.setup import config_and_source
 from datacheck.io.outputs import check_outputs, write_atomic
 from datacheck.model.config import Config
@@ -23,10 +25,11 @@ from datacheck.trace.data import DatasetIndex, plan_steps_per_epoch, trace_data
 from datacheck.trace.readers import FORMATS, open_log, pydict
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
-from datacheck.trace.run import trace_logs
+from datacheck.trace.run import jsonable, trace_logs
 from datacheck.trace.rundir import expand_run_dirs
 from datacheck.trace.spikes import PRESETS, parse_spike_rule
 from datacheck.trace.steps import resolve_convention
+from datacheck.trace.verdict import build_verdict
 
 __all__ = ["add_parser", "run"]
 
@@ -46,8 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--log-format", choices=FORMATS, default="auto", help="force the log format (default: sniff)")
     a.add_argument("--regex", default=None, metavar="PATTERN",
                    help="parse text lines with this regex: named groups step (required), loss, lr, grad_norm, ...")
-    a.add_argument("--spike", default="olmo", metavar="RULE",
-                   help=f"spike rule: {', '.join(PRESETS)} or ratio:F:W (default olmo)")
+    a.add_argument("--spike", default=None, metavar="RULE",
+                   help=f"spike rule: {', '.join(PRESETS)} or ratio:F:W (default: [trace] spike, robust)")
     a.add_argument("--world-size", type=int, default=None, metavar="N", help="ranks the run had (finds unseen ranks)")
     a.add_argument("--data", nargs="+", default=None, metavar="PATH", help="the dataset the run trained on")
     a.add_argument("--config", default=None,
@@ -70,6 +73,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="warn, instead of refusing, when the data's index_hash differs from the one the log records")
     a.add_argument("--checkpoints", default=None, metavar="DIR",
                    help="the run's checkpoints: at each resume point, the checkpoint resumed from and what it lacked")
+    a.add_argument("--replay", default=None, metavar="MODULE:FN",
+                   help="replay the first bad step's rows (needs --data) on FN()'s (model, per-row loss_fn) in train, "
+                        "eval and fp32 and fold the result into the verdict (runs your code; needs torch)")
+    a.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="with --replay: a state dict to load into the model first (torch.load weights_only=True)")
+    a.add_argument("--replay-dtype", choices=["float16", "bfloat16"], default=None,
+                   help="with --replay: the run's autocast dtype for train and eval (default: the model's own)")
     a.add_argument("--format", choices=["text", "json", "html"], default="text", help="output (default text)")
     a.add_argument("--output", default=None, metavar="FILE", help="write the output to FILE instead of stdout")
     a.add_argument("--fail-on", choices=FAIL_ON, default="error", help="severity that fails (default error)")
@@ -100,10 +110,15 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} {out} is one of the logs being read; write the output to another file")
     if args.world_size is not None and args.world_size < 1:
         raise UsageError(f"--world-size must be >= 1, got {args.world_size}")
-    opts = TraceOptions(spike=parse_spike_rule(args.spike), world_size=args.world_size)
+    cfg = config_and_source(args.config, args.data)[0] if args.data is not None or args.config else Config()
+    opts = TraceOptions(spike=parse_spike_rule(args.spike or cfg.trace.spike, cfg.trace.grad_spike_factor),
+                        world_size=args.world_size, limits=cfg.trace,
+                        grad_accum=cfg.batch.grad_accum if cfg.batch.grad_accum > 1 else None)
+    if (args.replay is not None or args.checkpoint is not None) and (args.replay is None or args.data is None):
+        raise UsageError("--replay MODULE:FN needs --data (the rows to replay); --checkpoint needs --replay")
     res = trace_logs(logs, opts)
     conv = resolve_convention(res.logs, args.first_step)
-    cfg = config_and_source(args.config, args.data)[0] if args.data is not None or args.config else Config()
+    replay = None
     with activity("tracing", no_progress=args.no_progress or args.data is None) as tick:
         tick.stage("counting the rows of the data")
         index = DatasetIndex.build(args.data, cfg) if args.data is not None else None
@@ -119,23 +134,35 @@ def run(args: argparse.Namespace) -> int:
         res.join(conv)
         res.apply_fail_on(cfg, args.fail_on)
         tick.stage("auditing the rows of the steps")
-        data = None if args.data is None else trace_data(
-            res, args.data, cfg, conv, ledger=args.ledger, step=args.step, window=args.window, export=args.export,
-            allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on, index=index)
+        with tempfile.TemporaryDirectory(prefix="datacheck-replay-") as tmp:
+            export = args.export or (str(Path(tmp) / "rows.parquet") if args.replay is not None else None)
+            data = None if args.data is None else trace_data(
+                res, args.data, cfg, conv, ledger=args.ledger, step=args.step, window=args.window, export=export,
+                allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on, index=index)
+            step = args.step if args.step is not None else (res.first_bad or {}).get("step")
+            if args.replay is not None and export is not None and data is not None and data.get("rows") \
+                    and step is not None:
+                tick.stage("replaying the rows of the step")
+                # the export's _datacheck_step is the 0-based optimizer step; the verdict speaks in log steps
+                replay = {**run_replay(args.replay, args.checkpoint, export, cfg, conv.optimizer_step(step),
+                                       args.replay_dtype), "step": step}
+            if data is not None and args.export is None:
+                data["export"] = None
     ckpts = resume_checkpoints(res.events, res.findings, args.checkpoints) if args.checkpoints else None
     if data is not None and data.get("audited_steps") and res.first_bad is not None:
         res.first_bad["audited_window"] = data["audited_steps"]
+    verdict = build_verdict(res, data, replay)
     failed = any(f.fails_policy for f in res.findings) or any(
         f["fails_policy"] for f in ((data or {}).get("rows") or {}).get("findings", [])) or any(
         Severity(f["severity"]).rank >= Severity(args.fail_on).rank for f in (ckpts or {}).get("findings", [])
         if args.fail_on != "never")
     if args.format == "json":
-        result = {**res.to_dict(), "data": data, "passed": not failed}
+        result = {**res.to_dict(), "data": data, "verdict": jsonable(verdict), "passed": not failed}
         if ckpts is not None:  # only with --checkpoints: the default result keeps its keys
             result["checkpoints"] = ckpts
         write_envelope("datacheck.trace", result, _Target(args.output))
     else:
-        text = render_html(res, data) if args.format == "html" else render_text(res, data)
+        text = render_html(res, data, verdict) if args.format == "html" else render_text(res, data, verdict)
         if ckpts is not None and args.format == "text":
             text += "\n".join(checkpoint_lines(ckpts)) + "\n"
         if args.output:

@@ -33,6 +33,9 @@ from datacheck.trace.record import ReadStats, StepRecord
 __all__ = ["NanQuotingReader", "read_hf_state", "ijson_backend"]
 
 _READ = 1 << 20  # bytes read from the file at a time
+#: keys of the Trainer's final ``log_history`` entry (``TrainOutput.metrics``: ``train_runtime``,
+#: ``total_flos``, ``train_loss`` = the mean loss of the whole run): it is no step and is never read as one
+_SUMMARY_KEYS = frozenset(("train_runtime", "total_flos", "train_samples_per_second", "train_steps_per_second"))
 _HOLD = len(b"-Infinity") - 1  # bytes held back at a chunk's end: a token may continue in the next chunk
 _OUTSIDE = re.compile(rb'"|-?Infinity|NaN')  # what matters outside a string: a string start, a bare token
 _STRING_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.S)  # a string's characters up to its closing quote
@@ -137,7 +140,8 @@ def read_hf_state(path: Path, source: str, stats: ReadStats, rank: int | None) -
     ``learning_rate``, ``epoch``, ``step``; eval entries ``eval_loss``), streamed. Notes ``hf_nan_filter``
     (the Trainer's ``logging_nan_inf_filter``, on by default, drops non-finite losses from the logged
     average) and ``logging_steps=N`` (the logging interval; ``sort_keys`` puts it after ``log_history``,
-    so it is noted when the read reaches it).
+    so it is noted when the read reaches it). The final summary entry (``train_runtime``,
+    ``total_flos``, ``train_loss`` = the run's mean) is skipped and noted ``hf_summary_entry``.
 
     ``stats.lines`` counts ``log_history`` entries. An entry that is not an object, or whose metric is
     not a number, is counted as unparsed. A document cut mid-write, a syntax error, nesting deeper than
@@ -215,6 +219,9 @@ def read_hf_state(path: Path, source: str, stats: ReadStats, rank: int | None) -
                     done += 1
                     if "datacheck_index_hash" in got and "datacheck_config_hash" in got:  # DatacheckCallback's entry
                         stats.identity = (str(got["datacheck_index_hash"]), str(got["datacheck_config_hash"]))
+                    if _SUMMARY_KEYS & got.keys():  # the run's summary: train_loss is the run's mean, no step's
+                        stats.notes.add("hf_summary_entry")
+                        continue
                     try:
                         rec = record_from_mapping(got, source, None, rank)
                     except BadValue as exc:

@@ -29,8 +29,10 @@ def _resolve(k: Any) -> str | None:
 
 def record_from_mapping(d: Mapping[str, Any], source: str, line: int | None, rank: int | None = None,
                         fallback_step: int | None = None) -> StepRecord | None:
-    """The record of one keyed entry, or None when it holds no training or eval metric (e.g. a
-    Hugging Face run summary, a CSV row of test metrics).
+    """The record of one keyed entry, or None when it holds no training or eval metric (e.g. a CSV row
+    of test metrics) or is the Hugging Face Trainer's run summary (``train_runtime`` / ``total_flos``:
+    its ``train_loss`` is the mean over the run, never a step's loss; in ``trainer_state.json`` and on
+    the console alike).
 
     Args:
         d: metric name -> value (names per :mod:`datacheck.trace.readers.fields`).
@@ -42,6 +44,8 @@ def record_from_mapping(d: Mapping[str, Any], source: str, line: int | None, ran
     Raises:
         BadValue: a metric value is not a number, or no step is given and there is no fallback.
     """
+    if "train_runtime" in d or "total_flos" in d:  # the Trainer's run summary: train_loss is the run's mean
+        return None
     vals: dict[str, Any] = {}
     eval_loss = None
     for k, v in d.items():

@@ -1,0 +1,577 @@
+"""The training-dynamics ``log.*`` checks (CHECKS.md "training dynamics"): finite values, a run going
+wrong. Registered into :data:`datacheck.trace.rules.LOG_RULES` like the numeric rules.
+
+The rules share, per stream (rank, or log), one buffer of the training records' ``(step, loss, grad
+norm, lr, file:line)`` (kept in the stream's ``shared`` state by :class:`Divergence`), a :class:`Points` bounded to :data:`MAX_POINTS` entries (past it every other
+entry is dropped and the stride doubles, as the plot's curves are down-sampled), so a log of any length
+is judged in bounded memory; on a log of more than :data:`MAX_POINTS` records an onset is dated to the
+kept entry, within one stride. Records whose whole logging interval was skipped (Megatron's
+``number of skipped iterations`` equal to the interval, an overflow line) carry no update and are left
+out. Eval records come through :meth:`~datacheck.trace.rules.Rule.feed_eval`.
+
+Every threshold is a ``[trace]`` key (:class:`datacheck.model.config.TraceSection`, whose descriptions
+give their sources). Onsets are dated where the curve left its band (the first raw value above it,
+walking back from where the smoothed curve stayed out), never where a rolling window finally fired.
+The smoothed curve is the centred running median over :func:`smooth_width` points.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from datacheck.model.findings import Finding
+from datacheck.trace.record import StepRecord
+from datacheck.trace.rules import Rule, Stream, TraceOptions, _finding, _g, log_rule, stream_name
+from datacheck.trace.spikes import MAD_SIGMA, ROBUST_MIN_HISTORY, ROBUST_SIGMAS
+
+__all__ = ["Points", "Pt", "MAX_POINTS", "MIN_POINTS", "median", "smooth", "smooth_width", "robust_sigma",
+           "warmup_end", "spike_indices"]
+
+#: entries kept per stream (past it the stride doubles)
+MAX_POINTS = 8192
+#: finite losses a dynamics rule needs before it judges a stream
+MIN_POINTS = 8
+#: stagnation needs this many finite losses (a 20% window of fewer is a handful of values)
+STAGNATION_MIN_POINTS = 20
+#: the fraction of points from the onset to the end that must stay out of the band (divergence,
+#: vanishing gradient): a curve that comes back is an episode, not a divergence
+STAY_OUT = 0.8
+#: an lr at or below this fraction of its peak is decayed (a plateau there is convergence, not a stall)
+DECAYED_LR = 0.5
+#: a run whose loss fell by at least this fraction before a plateau of at most :data:`CONVERGED_SPAN`
+#: of the run has converged (trainproof's dead-run rule asks for 5% improvement; 10% leaves room for noise)
+CONVERGED_DROP = 0.1
+CONVERGED_SPAN = 0.5
+#: a logged lr of at most this fraction of the peak is treated as the peak being reached (warmup end)
+PEAK_LR = 0.999
+
+
+@dataclass(slots=True)
+class Pt:
+    """One kept training record: step, loss, grad norm, lr (None: not logged), ``file:line``, loss scale."""
+
+    step: int
+    loss: float | None
+    grad_norm: float | None
+    lr: float | None
+    where: str
+    loss_scale: float | None
+
+
+def _interval_skipped(rec: StepRecord, s: Stream) -> bool:
+    if rec.overflow:
+        return True
+    if not rec.skipped:
+        return False
+    interval = rec.step - s.prev.step if s.prev is not None and s.prev.step < rec.step else 1
+    return rec.skipped >= interval
+
+
+class Points:
+    """A stream's kept records (every ``stride``-th; at most :data:`MAX_POINTS`)."""
+
+    def __init__(self) -> None:
+        self.pts: list[Pt] = []
+        self.stride = 1
+        self.n = 0
+
+    def add(self, p: Pt) -> None:
+        if self.n % self.stride == 0:
+            self.pts.append(p)
+            if len(self.pts) >= MAX_POINTS:
+                self.pts = self.pts[::2]
+                self.stride *= 2
+        self.n += 1
+
+
+def median(xs: list[float]) -> float:
+    """The median of a non-empty list."""
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n & 1 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def smooth_width(n: int) -> int:
+    """The running-median width for ``n`` points: 4% of them, odd, at least 3."""
+    w = max(3, n // 25)
+    return w | 1
+
+
+def smooth(xs: list[float], w: int) -> list[float]:
+    """The centred running median of ``xs`` over ``w`` points (truncated at the ends)."""
+    h = w // 2
+    out = []
+    win: list[float] = sorted(xs[:h])
+    n = len(xs)
+    for i in range(n):
+        if i + h < n:
+            bisect.insort(win, xs[i + h])
+        if i - h - 1 >= 0:
+            del win[bisect.bisect_left(win, xs[i - h - 1])]
+        k = len(win)
+        out.append(win[k // 2] if k & 1 else 0.5 * (win[k // 2 - 1] + win[k // 2]))
+    return out
+
+
+def robust_sigma(xs: list[float], ref: list[float]) -> float:
+    """1.4826 x the median absolute deviation of ``xs`` from ``ref`` (a normal sigma, robust to spikes)."""
+    if not xs:
+        return 0.0
+    return MAD_SIGMA * median([abs(a - b) for a, b in zip(xs, ref)])
+
+
+def warmup_end(lrs: list[float | None]) -> int | None:
+    """The index of the first lr at its peak when the lr warms up (its first value is under half the
+    peak); 0 when the lr starts at its peak; None when no lr is logged."""
+    vals = [(i, v) for i, v in enumerate(lrs) if v is not None and math.isfinite(v)]
+    if not vals:
+        return None
+    peak = max(v for _, v in vals)
+    if peak <= 0:
+        return None
+    if vals[0][1] > 0.5 * peak:
+        return 0
+    return next(i for i, v in vals if v >= PEAK_LR * peak)
+
+
+def spike_indices(xs: list[float], factor: float, window: int = 64) -> list[int]:
+    """Indices of the values of ``xs`` that the robust spike rule (:mod:`datacheck.trace.spikes`) calls spikes."""
+    out = []
+    srt: list[float] = []
+    for i, x in enumerate(xs):
+        n = len(srt)
+        if n:
+            med = srt[n // 2] if n & 1 else 0.5 * (srt[n // 2 - 1] + srt[n // 2])
+            if med > 0 and x > factor * med:
+                hit = True
+                if n >= ROBUST_MIN_HISTORY:
+                    mad = median([abs(v - med) for v in srt])
+                    hit = x > med + ROBUST_SIGMAS * MAD_SIGMA * mad
+                if hit:
+                    out.append(i)
+        bisect.insort(srt, x)
+        if i >= window:
+            del srt[bisect.bisect_left(srt, xs[i - window])]
+    return out
+
+
+def _ev(p: Pt, **values: Any) -> dict[str, Any]:
+    """One evidence line: where, step and the values it rests on."""
+    return {"where": p.where, "step": p.step, **{k: v for k, v in values.items() if v is not None}}
+
+
+def _step_details(s_name: str, p: Pt, last_good: Pt | None, **more: Any) -> dict[str, Any]:
+    lo = last_good.step + 1 if last_good is not None and last_good.step < p.step else p.step
+    return {"step": p.step, "rank": s_name, "window": [lo, p.step], "where": p.where, "lr": p.lr,
+            "loss_scale": p.loss_scale, "grad_norm": p.grad_norm, "loss": p.loss,
+            "last_good_step": None if last_good is None else last_good.step,
+            "last_good_lr": None if last_good is None else last_good.lr,
+            "last_good_loss_scale": None if last_good is None else last_good.loss_scale,
+            "last_good_grad_norm": None if last_good is None else last_good.grad_norm,
+            "last_good_loss": None if last_good is None else last_good.loss, **more}
+
+
+_SHARED_KEY = "dynamics_points"
+
+
+class _Dynamics(Rule):
+    """Judges each stream's shared points (:meth:`judge`); :class:`Divergence` collects them, once per
+    record, for every dynamics rule (the others leave :meth:`feed` alone and the runner skips them)."""
+
+    def __init__(self, opts: TraceOptions):
+        super().__init__(opts)
+        self.points: dict[Any, Points] = {}
+        self.evals: dict[Any, list[tuple[int, float, str]]] = {}
+
+    def collect(self, rec: StepRecord, s: Stream) -> None:
+        """Add ``rec`` to the stream's shared :class:`Points` (records of a wholly skipped interval left out)."""
+        pts = s.shared.get(_SHARED_KEY)
+        if pts is None:
+            pts = s.shared[_SHARED_KEY] = Points()
+        if _interval_skipped(rec, s):
+            return
+        loss = rec.loss if rec.loss is not None and math.isfinite(rec.loss) else None
+        g = rec.grad_norm if rec.grad_norm is not None and math.isfinite(rec.grad_norm) else None
+        pts.add(Pt(rec.step, loss, g, rec.lr, rec.where(), rec.loss_scale))
+
+    def feed_eval(self, rec: StepRecord, key: Any) -> None:
+        if rec.loss is not None and math.isfinite(rec.loss):
+            self.evals.setdefault(key, []).append((rec.step, rec.loss, rec.where()))
+
+    def losses(self, key: Any) -> list[Pt]:
+        return [p for p in self.points[key].pts if p.loss is not None]
+
+    def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
+        out: list[Finding] = []
+        reasons: list[str] = []
+        self.points = {k: s.shared[_SHARED_KEY] for k, s in streams.items() if _SHARED_KEY in s.shared}
+        for key in self.points:
+            got = self.judge(key, stream_name(key))
+            if isinstance(got, str):
+                reasons.append(f"{stream_name(key)}: {got}")
+            elif got is not None:
+                out.append(got)
+        if not self.points:
+            reasons.append("no training record")
+        if reasons and len(reasons) == len(self.points or [None]):
+            self.not_run.append("; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else ""))
+        return out
+
+    def judge(self, key: Any, name: str) -> Finding | str | None:
+        """A finding, None (judged: nothing wrong), or why the stream could not be judged."""
+        raise NotImplementedError
+
+
+def _margin(best: float, sigma: float, opts: TraceOptions) -> float:
+    lim = opts.limits
+    if best <= 0:
+        return lim.divergence_sigmas * sigma
+    return max(lim.divergence_floor * best, min((lim.divergence_factor - 1) * best, lim.divergence_sigmas * sigma))
+
+
+@log_rule("log.divergence")
+class Divergence(_Dynamics):
+    """The smoothed loss (centred running median, :func:`smooth`) stays above its best smoothed value
+    so far by more than a margin for ``[trace] divergence_window`` of the points and on
+    :data:`STAY_OUT` of the points to the end of the log, never reaching a new best after it (a loss
+    that jumps and then comes back under its old best is a spike episode; a later sustained rise
+    from the new best is the divergence). The margin is
+    ``divergence_sigmas`` robust sigmas of the early noise (the first quarter's residuals around the
+    smoothed curve), at least ``divergence_floor`` and at most ``divergence_factor - 1`` of the best
+    (so 1.5x the best is always out of the band). Judged from the first value, warmup included: a run
+    that diverges while the lr warms up (the lr too high) is the commonest divergence. The onset is
+    the first raw loss above the band before the smoothed curve stayed out. The details say whether
+    the grad norm rose before it (``grad_rise_step``: the grad norm above twice its median so far,
+    within the 10 records before the onset). This rule collects the stream's points every dynamics
+    rule reads (:meth:`_Dynamics.collect`)."""
+
+    def feed(self, rec: StepRecord, s: Stream) -> None:
+        self.collect(rec, s)
+
+    def judge(self, key: Any, name: str) -> Finding | str | None:
+        pts = self.losses(key)
+        n = len(pts)
+        if n < MIN_POINTS:
+            return f"{n} finite loss value(s), fewer than {MIN_POINTS}"
+        raw = [p.loss for p in pts]  # type: ignore[misc]
+        sm = smooth(raw, smooth_width(n))  # type: ignore[arg-type]
+        q = max(MIN_POINTS, n // 4)
+        sigma = robust_sigma(raw[:q], sm[:q])  # type: ignore[arg-type]
+        win = max(3, math.ceil(self.opts.limits.divergence_window * n))
+        best, best_i = sm[0], 0
+        tops = []
+        for i, v in enumerate(sm):
+            if v < best:
+                best, best_i = v, i
+            tops.append((best, best_i, best + _margin(best, sigma, self.opts)))
+        for i in range(1, n - win + 1):
+            b, bi, top = tops[i - 1]
+            if not all(sm[j] > top for j in range(i, i + win)):
+                continue
+            rest = sm[i:]
+            if sum(v > top for v in rest) < STAY_OUT * len(rest) or min(rest) < b:
+                continue  # it came back under its band, or to a new best: an episode, not a divergence
+            j = i
+            while j - 1 > bi and raw[j - 1] > top:  # type: ignore[operator]
+                j -= 1
+            while j < n - 1 and raw[j] <= top:  # type: ignore[operator]
+                j += 1
+            onset, good = pts[j], pts[j - 1]
+            end = sm[-1]
+            d = _step_details(name, onset, good, best_step=pts[bi].step, best_smoothed_loss=b, band_top=top,
+                              end_smoothed_loss=end, sigma=sigma, ratio=end / b if b > 0 else None,
+                              grad_rise_step=_grad_rise(self.points[key].pts, onset.step),
+                              evidence=[_ev(pts[bi], smoothed_loss=b), _ev(good, loss=good.loss, lr=good.lr,
+                                                                           grad_norm=good.grad_norm),
+                                        _ev(onset, loss=onset.loss, lr=onset.lr, grad_norm=onset.grad_norm),
+                                        _ev(pts[-1], smoothed_loss=end)])
+            msg = (f"{name}: the loss left its band at step {onset.step} (loss {_g(onset.loss)}, band top {_g(top)}: "
+                   f"best smoothed {_g(b)} at step {pts[bi].step}) and stayed out: smoothed {_g(end)} at the last "
+                   f"step {pts[-1].step}; last good step {good.step} (lr {_g(good.lr)}, loss scale "
+                   f"{_g(good.loss_scale)}, grad norm {_g(good.grad_norm)}); at the onset lr {_g(onset.lr)}, grad "
+                   f"norm {_g(onset.grad_norm)}")
+            if d["grad_rise_step"] is not None:
+                msg += f"; the grad norm rose first, at step {d['grad_rise_step']}"
+            return _finding(self.id, msg, n - j, d)
+        return None
+
+
+def _grad_rise(pts: list[Pt], onset_step: int, before: int = 10) -> int | None:
+    gs = [(p.step, p.grad_norm) for p in pts if p.grad_norm is not None and p.step <= onset_step]
+    if len(gs) < 3:
+        return None
+    first = max(1, len(gs) - before - 1)
+    for k in range(first, len(gs)):
+        med = median([g for _, g in gs[:k]])
+        if med > 0 and gs[k][1] > 2 * med:
+            return gs[k][0]
+    return None
+
+
+@log_rule("log.stagnation")
+class Stagnation(_Dynamics):
+    """After warmup (the lr's peak, :func:`warmup_end`; the first record when no lr is logged), the loss
+    improves by less than ``[trace] stagnation_improvement`` (relative, median of the first fifth of
+    the window against the median of its last fifth) over the last ``stagnation_window`` of the
+    points, and does not rise by more than ``divergence_floor`` either (a rising loss is
+    ``log.divergence``'s). The plateau's start is the earliest point from which that still holds.
+    Not a finding on a converged run: the eval loss still improving over the plateau; an lr decayed
+    to at most :data:`DECAYED_LR` of its peak where the plateau starts (a loss at its floor under a
+    decayed lr: a full-length cosine or linear decay); or a loss that fell by :data:`CONVERGED_DROP`
+    before a plateau of at most :data:`CONVERGED_SPAN` of the run (it learned, then reached its floor).
+    A dead run (no such drop) and a long stall are findings."""
+
+    def judge(self, key: Any, name: str) -> Finding | str | None:
+        allp = self.points[key].pts
+        pts = self.losses(key)
+        n = len(pts)
+        if n < STAGNATION_MIN_POINTS:
+            return f"{n} finite loss value(s), fewer than {STAGNATION_MIN_POINTS}"
+        lim = self.opts.limits
+        we = warmup_end([p.lr for p in allp])
+        start_step = allp[we].step if we is not None else pts[0].step
+        body = [p for p in pts if p.step >= start_step]
+        w = max(5, math.ceil(lim.stagnation_window * n))
+        if len(body) < w:
+            return "the run after warmup is shorter than the stagnation window"
+        f = max(1, w // 5)
+        last = median([p.loss for p in body[-f:]])  # type: ignore[misc]
+
+        def change(i: int) -> float:
+            first = median([p.loss for p in body[i:i + f]])  # type: ignore[misc]
+            return (first - last) / abs(first) if first else 0.0
+
+        c = change(len(body) - w)
+        if not -lim.divergence_floor < c < lim.stagnation_improvement:
+            return None
+        i = len(body) - w
+        while i > 0 and -lim.divergence_floor < change(i - 1) < lim.stagnation_improvement:
+            i -= 1
+        start = body[i]
+        peak = max((p.lr for p in allp if p.lr is not None and math.isfinite(p.lr)), default=None)
+        if peak and start.lr is not None and start.lr <= DECAYED_LR * peak:
+            return None  # converged under a decayed lr
+        learned = median([p.loss for p in body[:f]])  # type: ignore[misc]
+        level = median([p.loss for p in body[i:i + f]])  # type: ignore[misc]
+        if learned and (learned - level) / abs(learned) >= CONVERGED_DROP and len(body) - i <= CONVERGED_SPAN * n:
+            return None  # learned, then flattened for under half the run: converged at its floor
+        ev = [e for e in self.evals.get(key, []) if e[0] >= start.step]
+        if len(ev) >= 2 and ev[-1][1] < (1 - lim.stagnation_improvement) * ev[0][1]:
+            return None  # the eval loss still improves: converged train loss, not a stall
+        d = _step_details(name, start, None, plateau_from=start.step, plateau_to=body[-1].step,
+                          change=c, points=len(body) - i, peak_lr=peak,
+                          evidence=[_ev(start, loss=start.loss, lr=start.lr), _ev(body[-1], loss=body[-1].loss,
+                                                                                  lr=body[-1].lr)])
+        d["step"] = None  # a run-level check (CHECKS.md): the plateau's start is in plateau_from
+        msg = (f"{name}: the loss stalls from step {start.step} to {body[-1].step} ({len(body) - i} points, "
+               f"{c:+.2%} change over the last {w}: under {lim.stagnation_improvement:.0%}); lr {_g(start.lr)} "
+               f"there (peak {_g(peak)}), no eval improvement")
+        return _finding(self.id, msg, len(body) - i, d)
+
+
+@log_rule("log.zero_lr")
+class ZeroLr(_Dynamics):
+    """The logged learning rate is exactly 0 on every record that has one (at least 2), or from some
+    record on to the end over at least 2 records and 5% of them (a scheduler sized for fewer steps
+    than the run takes). An lr of 0 on the last record alone is the end of a full-length decay, not a
+    finding; records whose whole interval was skipped are left out (no update, no scheduler step)."""
+
+    def judge(self, key: Any, name: str) -> Finding | str | None:
+        pts = [p for p in self.points[key].pts if p.lr is not None and math.isfinite(p.lr)]
+        if not pts:
+            return "no learning rate logged"
+        k = len(pts)
+        while k > 0 and pts[k - 1].lr == 0:
+            k -= 1
+        zeros = len(pts) - k
+        if zeros < 2 or zeros < 0.05 * len(pts):
+            return None
+        at = pts[k]
+        good = pts[k - 1] if k else None
+        d = _step_details(name, at, good, zero_records=zeros, records=len(pts), every=k == 0,
+                          evidence=[_ev(at, lr=at.lr)] + ([_ev(good, lr=good.lr)] if good else [])
+                          + [_ev(pts[-1], lr=pts[-1].lr)])
+        msg = (f"{name}: the learning rate is 0 on every logged step ({zeros} record(s), from step {at.step}): "
+               "nothing is trained" if k == 0 else
+               f"{name}: the learning rate is 0 from step {at.step} to the last step {pts[-1].step} ({zeros} of "
+               f"{len(pts)} records; {_g(good.lr) if good else '-'} at step {good.step if good else '-'}): the "
+               "scheduler was sized for fewer steps than the run takes")
+        return _finding(self.id, msg, zeros, d)
+
+
+@log_rule("log.overfit_onset")
+class OverfitOnset(_Dynamics):
+    """The eval loss rises above its minimum so far by more than ``[trace] overfit_margin`` (and more
+    than 3 sigmas of the eval's own noise: 1.4826 MAD of its second differences / sqrt 6, which a
+    trend does not inflate, so a noisy eval of a converged run is not a rise) on ``overfit_evals`` consecutive evals (the eval values and
+    their running median of 3 both above) while the train loss falls (its median over the train points
+    between two evals, at the minimum's eval and at the last of those evals, drops by at least
+    ``stagnation_improvement``). Reported at the step of the eval minimum (the lowest raw eval beside
+    where the running median bottoms): the checkpoint worth keeping."""
+
+    def judge(self, key: Any, name: str) -> Finding | str | None:
+        ev = self.evals.get(key)
+        if not ev:
+            return "no eval loss logged"
+        lim = self.opts.limits
+        if len(ev) < lim.overfit_evals + 1:
+            return f"{len(ev)} eval loss value(s), fewer than {lim.overfit_evals + 1}"
+        pts = self.losses(key)
+        raw = [e[1] for e in ev]
+        sm = smooth(raw, 3)
+        d2 = [raw[i - 1] - 2 * raw[i] + raw[i + 1] for i in range(1, len(raw) - 1)]
+        noise = MAD_SIGMA * median([abs(x) for x in d2]) / math.sqrt(6) if d2 else 0.0
+        best_i, run = 0, 0
+        for i in range(1, len(ev)):
+            if sm[i] < sm[best_i]:
+                best_i, run = i, 0
+                continue
+            top = sm[best_i] + max(lim.overfit_margin * abs(sm[best_i]), 3 * noise)
+            run = run + 1 if sm[i] > top and raw[i] > top else 0
+            if run >= lim.overfit_evals:
+                t0, t1 = _train_near(pts, ev, best_i), _train_near(pts, ev, i)
+                if t0 is None or t1 is None or not t1 < (1 - lim.stagnation_improvement) * t0:
+                    continue
+                lo_i = min(range(max(0, best_i - 1), min(len(ev), best_i + 2)), key=lambda k: raw[k])
+                bs, bl, bw = ev[lo_i]  # the lowest eval where the smoothed eval bottoms: the checkpoint to keep
+                p = next((q for q in pts if q.step >= bs), pts[-1]) if pts else Pt(bs, None, None, None, bw, None)
+                d = _step_details(name, Pt(bs, bl, p.grad_norm, p.lr, bw, p.loss_scale), None,
+                                  eval_min_step=bs, eval_min=bl, eval_at=ev[i][0], eval_loss=ev[i][1],
+                                  train_at_min=t0, train_now=t1, evals_above=run, best_checkpoint_step=bs,
+                                  evidence=[{"where": bw, "step": bs, "eval_loss": bl},
+                                            {"where": ev[i][2], "step": ev[i][0], "eval_loss": ev[i][1]}])
+                d["eval_last"] = ev[-1][1]
+                msg = (f"{name}: the eval loss bottoms at {_g(bl)} at step {bs} and is above it by more than "
+                       f"{lim.overfit_margin:.0%} on {run} consecutive evals ({_g(ev[i][1])} at step {ev[i][0]}; "
+                       f"{_g(ev[-1][1])} at the last eval, step {ev[-1][0]}) while the train loss falls "
+                       f"({_g(t0)} -> {_g(t1)}): overfitting from step {bs}, the checkpoint worth keeping")
+                return _finding(self.id, msg, run, d)
+        return None
+
+
+def _train_near(pts: list[Pt], ev: list[tuple[int, float, str]], i: int) -> float | None:
+    """The median train loss between the evals before and after eval ``i`` (or around its step)."""
+    lo = ev[i - 1][0] if i > 0 else ev[i][0]
+    hi = ev[i + 1][0] if i + 1 < len(ev) else ev[i][0]
+    xs = [p.loss for p in pts if lo <= p.step <= hi and p.loss is not None]
+    if not xs:
+        near = min(pts, key=lambda p: abs(p.step - ev[i][0]), default=None)
+        return None if near is None else near.loss
+    return median(xs)
+
+
+@log_rule("log.vanishing_grad")
+class VanishingGrad(_Dynamics):
+    """The grad norm (running median of 5) falls below ``[trace] vanishing_ratio`` of its early median
+    (the first 10% of the grad norms, at least 5) and stays there on :data:`STAY_OUT` of the records to
+    the end, while the loss over that stretch changes by less than ``stagnation_improvement`` (flat).
+    A grad norm shrinking while the loss falls is convergence, not a finding."""
+
+    def judge(self, key: Any, name: str) -> Finding | str | None:
+        allp = self.points[key].pts
+        gp = [p for p in allp if p.grad_norm is not None]
+        if not gp:
+            return "no grad norm logged"
+        if len(gp) < MIN_POINTS:
+            return f"{len(gp)} finite grad norm(s), fewer than {MIN_POINTS}"
+        early = median([p.grad_norm for p in gp[:max(5, len(gp) // 10)]])  # type: ignore[misc]
+        if early <= 0:
+            return None
+        lim = self.opts.limits
+        gs = [p.grad_norm for p in gp]
+        low = [median(gs[max(0, i - 4):i + 1]) < lim.vanishing_ratio * early for i in range(len(gs))]  # type: ignore
+        for i, is_low in enumerate(low):
+            if not is_low or sum(low[i:]) < STAY_OUT * (len(low) - i):
+                continue
+            j = i
+            while j > 0 and gs[j - 1] < lim.vanishing_ratio * early:  # type: ignore[operator]
+                j -= 1
+            at = gp[j]
+            losses = [p.loss for p in allp if p.step >= at.step and p.loss is not None]
+            if len(losses) < 2:
+                return None
+            f = max(1, len(losses) // 5)
+            a, b = median(losses[:f]), median(losses[-f:])
+            if a and abs(a - b) / abs(a) >= lim.stagnation_improvement:
+                return None
+            d = _step_details(name, at, gp[j - 1] if j else None, early_median=early, grad_norm=at.grad_norm,
+                              loss_change=(a - b) / abs(a) if a else 0.0,
+                              evidence=[_ev(gp[0], grad_norm=gp[0].grad_norm), _ev(at, grad_norm=at.grad_norm,
+                                                                                   loss=at.loss)])
+            msg = (f"{name}: the grad norm falls to {_g(at.grad_norm)} at step {at.step}, under "
+                   f"{lim.vanishing_ratio:g} of its early median {_g(early)}, and stays there while the loss is "
+                   f"flat ({_g(a)} -> {_g(b)})")
+            return _finding(self.id, msg, len(low) - j, d)
+        return None
+
+
+@log_rule("log.periodic_spikes")
+class PeriodicSpikes(_Dynamics):
+    """Loss or grad-norm spikes (the robust spike rule, :func:`spike_indices`) that recur at a period:
+    at least 3 spikes whose gaps (in steps) all lie within 5% (at least 1 step) of their median gap,
+    and at least 2 gaps. The verdict (:mod:`datacheck.trace.verdict`) matches the period with the
+    batch plan when ``--data``/``[batch]`` give it (epoch boundaries, tail batches)."""
+
+    def judge(self, key: Any, name: str) -> Finding | str | None:
+        allp = self.points[key].pts
+        if len([p for p in allp if p.loss is not None]) < MIN_POINTS:
+            return f"fewer than {MIN_POINTS} finite loss values"
+        for metric, factor in (("loss", self.opts.spike.factor if self.opts.spike.kind == "robust" else 2.0),
+                               ("grad_norm", self.opts.limits.grad_spike_factor)):
+            pts = [p for p in allp if getattr(p, metric) is not None]
+            idx = spike_indices([getattr(p, metric) for p in pts], factor)
+            # a run of consecutive spikes is one event at its first record
+            events = [i for k, i in enumerate(idx) if k == 0 or idx[k - 1] != i - 1]
+            steps = [pts[i].step for i in events]
+            if len(steps) < 3:
+                continue
+            gaps = [b - a for a, b in zip(steps, steps[1:])]
+            period = median([float(g) for g in gaps])
+            tol = max(1.0, 0.05 * period)
+            if period <= 1 or any(abs(g - period) > tol for g in gaps):
+                continue
+            first = pts[events[0]]
+            d = _step_details(name, first, pts[events[0] - 1] if events[0] else None, metric=metric,
+                              period=period, spike_steps=steps[:50], spikes=len(steps),
+                              evidence=[_ev(pts[i], **{metric: getattr(pts[i], metric)}) for i in events[:5]])
+            d["step"] = None  # a run-level check (CHECKS.md): the spikes' steps are in spike_steps
+            msg = (f"{name}: {len(steps)} {metric.replace('_', ' ')} spikes recur every {period:g} steps (steps "
+                   f"{', '.join(str(s) for s in steps[:8])}{'...' if len(steps) > 8 else ''}): a step-periodic "
+                   "cause (epoch boundary, tail batch, shard switch, accumulation boundary)")
+            return _finding(self.id, msg, len(steps), d)
+        return None
+
+
+@log_rule("log.post_warmup_spike")
+class PostWarmupSpike(_Dynamics):
+    """A loss (or grad norm) spike within ``[trace] post_warmup_records`` logged records after the
+    learning rate reaches its peak (the end of a warmup: the lr's first value is under half its peak):
+    a value above twice (the grad norm: ``grad_spike_factor`` times) the median of the (up to 16)
+    values before the peak. The peak lr is the suspect."""
+
+    def judge(self, key: Any, name: str) -> Finding | str | None:
+        allp = self.points[key].pts
+        we = warmup_end([p.lr for p in allp])
+        if we is None:
+            return "no learning rate logged"
+        if we == 0:
+            return "no warmup in the logged learning rate (it starts at its peak)"
+        for metric, factor in (("loss", 2.0), ("grad_norm", self.opts.limits.grad_spike_factor)):
+            before = [getattr(p, metric) for p in allp[max(0, we - 16):we] if getattr(p, metric) is not None]
+            if len(before) < 2:
+                continue
+            ref = median(before)
+            for p in allp[we:we + self.opts.limits.post_warmup_records + 1]:
+                v = getattr(p, metric)
+                if v is not None and ref > 0 and v > factor * ref:
+                    peak = allp[we]
+                    d = _step_details(name, p, allp[we - 1], metric=metric, value=v, reference=ref,
+                                      peak_step=peak.step, peak_lr=peak.lr,
+                                      evidence=[_ev(peak, lr=peak.lr), _ev(p, **{metric: v})])
+                    msg = (f"{name}: {metric.replace('_', ' ')} {_g(v)} at step {p.step}, over {factor:g}x the "
+                           f"median {_g(ref)} before the lr peak {_g(peak.lr)} (reached at step {peak.step}): the "
+                           "peak learning rate is the suspect")
+                    return _finding(self.id, msg, 1, d)
+        return None

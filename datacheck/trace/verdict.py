@@ -1,0 +1,394 @@
+"""The verdict of ``datacheck trace`` (CHECKS.md "The verdict"): each anomaly in one class, from
+deterministic rules, with the evidence it rests on and the next experiment that tells the classes
+apart; and the four answers the text output starts with.
+
+Classes: ``numeric`` (non-finite or overflowing values; ``persistent``: no finite loss after it, the
+weights are poisoned; ``transient``: the scaler skipped the step and training went on), ``dynamics``
+(finite values, the run diverging, stalling, overfitting or spiking), ``metric`` (the logged number is
+wrong or missing), ``data`` (with ``--data``: rows with findings in the anomaly's steps), ``resume`` (at
+a resume point) and ``rank`` (one rank only).
+
+The rules, in order (the first that applies decides):
+
+``log.skipped_steps`` is left out of the anomalies when a non-finite or loss-scale finding tells the
+same event, or when every skip came before the first successful step (the fp16 initial scale search).
+
+1. ``data``: ``--data`` audited the anomaly's steps (the first anomaly's window, or ``--step``) and
+   some of those rows fail a check; or periodic spikes whose period is the plan's steps per epoch
+   (the epoch's tail batch).
+2. ``rank``: a ``log.rank_divergence`` finding names the anomaly's rank (other ranks fine there).
+3. ``resume``: the anomaly is a resume-point check (``log.step_regression``, ``log.lr_discontinuity``
+   at a resume), or its step lies within :data:`RESUME_NEAR` logged intervals after a resume.
+4. otherwise the check's own class (:data:`CLASS_OF`).
+
+Nothing is scored: a class is named with the evidence lines (file, line, values) that put it there.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from datacheck.model.findings import Finding
+from datacheck.trace.run import SEVERITY_ORDER, TraceResult
+
+__all__ = ["CLASSES", "CLASS_OF", "RESUME_NEAR", "build_verdict", "verdict_text", "replay_conclusion"]
+
+CLASSES = ("numeric", "dynamics", "metric", "data", "resume", "rank")
+
+#: each log check's class when no other rule applies
+CLASS_OF: dict[str, str] = {
+    "log.non_finite": "numeric", "log.loss_scale_collapse": "numeric", "log.skipped_steps": "numeric",
+    "log.hidden_non_finite": "numeric",
+    "log.loss_spike": "dynamics", "log.grad_norm_spike": "dynamics", "log.divergence": "dynamics",
+    "log.stagnation": "dynamics", "log.zero_lr": "dynamics", "log.overfit_onset": "dynamics",
+    "log.vanishing_grad": "dynamics", "log.periodic_spikes": "dynamics", "log.post_warmup_spike": "dynamics",
+    "log.no_loss": "metric", "log.smoothed_loss": "metric", "log.duplicate_steps": "metric",
+    "log.lr_per_micro_batch": "metric",
+    "log.step_regression": "resume", "log.lr_discontinuity": "resume", "log.rank_divergence": "rank",
+}
+#: an anomaly within this many logging intervals after a resume point is put in the ``resume`` class
+RESUME_NEAR = 5
+#: a grad-norm spike up to this many steps before a loss spike or divergence led it (named in ``why``)
+GRAD_LEAD = 10
+
+_REPLAY = ("replay the fixed batch of step {step} (--data ... --export rows.parquet, then "
+           "datacheck.torch.replay_batch) in train mode, eval mode and fp32: all fine means mixed precision, "
+           "backward or the optimizer; eval bad too means the weights or the input were already bad")
+
+
+def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
+    step, good = d.get("step"), d.get("last_good_step")
+    before = f"the checkpoint before step {step}" + (f" (last good step {good})" if good is not None else "")
+    c = f.check
+    if cls == "data":
+        rows = d.get("bad_rows") or []
+        return (f"drop or fix rows {rows[:20]} (their findings are listed) and {_REPLAY.format(step=step)}; "
+                "if the replay without those rows is clean, the data was the cause")
+    if cls == "rank":
+        return (f"replay rank {d.get('rank')}'s rows of step {step} on another device and compare them with the "
+                "other ranks' rows (--ledger gives each rank's rows): the same rows bad everywhere point at data, "
+                "only that device at hardware")
+    if cls == "resume":
+        return ("check the checkpoint the run resumed from (datacheck checkpoint PATH): optimizer, scheduler, scaler "
+                "and RNG state must be there for a lossless resume; then resume again from it")
+    if cls == "numeric":
+        if c == "log.hidden_non_finite":
+            return (f"rerun from {before} with logging_nan_inf_filter=False to see the NaN step, then "
+                    + _REPLAY.format(step=step))
+        if d.get("persistent") is False:
+            return (f"the value recovered (the scaler skipped the step); if it recurs, {_REPLAY.format(step=step)}")
+        if c == "log.loss_scale_collapse":
+            return (f"resume from {before} in bf16 or fp32 (or a higher min loss scale); if it still overflows at "
+                    f"step {step}, {_REPLAY.format(step=step)}")
+        return f"resume from {before} and {_REPLAY.format(step=step)}"
+    if cls == "metric":
+        if c == "log.no_loss":
+            return ("log the loss itself (the trainer's loss key, or --regex naming the loss group): nothing "
+                    "about training can be judged from this log")
+        if c == "log.duplicate_steps":
+            return "fix the step counter of the logger (one record per optimizer step) and read the curves again"
+        if c == "log.smoothed_loss":
+            return "log the per-step loss (not its running average) to date spikes and onsets"
+        return "step the scheduler once per optimizer step (after the grad_accum micro-batches), not per micro-batch"
+    if c == "log.overfit_onset":
+        return (f"keep the checkpoint of step {d.get('eval_min_step', step)} (the eval minimum); early-stop, add "
+                "regularization or data")
+    if c == "log.zero_lr":
+        return ("size the scheduler to the run's optimizer steps (num_training_steps = steps per epoch x epochs, "
+                "after grad_accum) and rerun from the checkpoint before the lr reached 0")
+    if c == "log.stagnation":
+        return ("check the lr reaches the optimizer and the parameters are trainable (not frozen), then raise the "
+                "peak lr; replay a fixed batch to see whether the loss moves at all")
+    if c == "log.vanishing_grad":
+        return "check the initialization, normalization and activations (dead units), or raise the lr"
+    if c == "log.periodic_spikes":
+        return ("give --data and [batch] to match the period with the plan (epoch boundaries, tail batches); replay "
+                "the batches of the spike steps")
+    return (f"lower the peak lr (e.g. by half) and rerun from {before}; if it breaks at the same step again, "
+            f"{_REPLAY.format(step=step)} (a data cause follows the rows, an lr cause moves)")
+
+
+def _evidence(f: Finding, d: dict[str, Any]) -> list[dict[str, Any]]:
+    ev = d.get("evidence")
+    if ev:
+        return list(ev)
+    line: dict[str, Any] = {"where": d.get("where"), "step": d.get("step")}
+    for k in ("value", "loss", "grad_norm", "lr", "loss_scale", "reason", "from_scale", "to_scale", "skipped"):
+        if d.get(k) is not None:
+            line[k] = d[k]
+    out = [line]
+    if d.get("last_good_step") is not None:
+        out.append({"step": d["last_good_step"], "lr": d.get("last_good_lr"), "loss_scale": d.get("last_good_loss_scale"),
+                    "what": "last good step"})
+    for r in (d.get("resumes") or [])[:3]:
+        out.append({"where": r.get("where"), "step": r.get("to_step"), "from_step": r.get("from_step"), "lr": r.get("lr")})
+    return out
+
+
+def _grad_lead(f: Finding, findings: list[Finding]) -> int | None:
+    """The step of a grad-norm spike of the same rank that came before a loss spike, divergence or
+    post-warmup spike (within :data:`GRAD_LEAD` steps): the grad norm led the loss."""
+    if f.check not in ("log.loss_spike", "log.divergence", "log.post_warmup_spike") or f.details.get("step") is None:
+        return None
+    step = f.details["step"]
+    for g in findings:
+        gs = g.details.get("step")
+        if g.check == "log.grad_norm_spike" and g.details.get("rank") == f.details.get("rank") and gs is not None \
+                and step - GRAD_LEAD <= gs < step:
+            return int(gs)
+    return None
+
+
+def _data_rows(data: dict[str, Any] | None) -> tuple[list[int], list[int] | None, dict[str, list[str]]]:
+    """(the audited steps' rows that fail a check, the audited step range, row -> checks)."""
+    if not data or not data.get("rows"):
+        return [], None, {}
+    rc = data["rows"].get("row_checks") or {}
+    return sorted(int(r) for r in rc), data.get("audited_steps"), rc
+
+
+def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_rows: list[int],
+              audited: list[int] | None, rank_hits: dict[str, int], resumes: list[tuple[int, int]]) -> tuple[str, str]:
+    d = f.details
+    step = d.get("step")
+    if bad_rows and audited and step is not None and audited[0] <= step <= audited[1] and \
+            f.check not in ("log.step_regression", "log.no_loss"):
+        return "data", f"rows {bad_rows[:10]} of the audited steps {audited[0]}..{audited[1]} fail data checks"
+    if f.check == "log.periodic_spikes" and data and (data.get("source") or {}).get("steps_per_epoch"):
+        spe = data["source"]["steps_per_epoch"]
+        if abs(float(d.get("period", 0)) - spe) <= 1:
+            return "data", (f"the spike period {d['period']:g} is the plan's {spe} steps per epoch: the epoch boundary "
+                            "(its tail batch: batch.small_tail)")
+    rank = d.get("rank")
+    if f.check != "log.rank_divergence" and rank in rank_hits and step is not None and abs(rank_hits[rank] - step) <= \
+            max(1, (d.get("window") or [step, step])[1] - (d.get("window") or [step, step])[0] + 1):
+        return "rank", f"{rank} alone (log.rank_divergence at step {rank_hits[rank]})"
+    if f.check in ("log.step_regression", "log.lr_discontinuity") and (f.check == "log.step_regression" or
+                                                                         "resumed_from" in d):
+        return "resume", "at a resume point"
+    if step is not None and f.check not in ("log.step_regression",):
+        w = d.get("window") or [step, step]
+        for to_step, _ in resumes:  # the anomaly's window width is the log's interval there
+            if to_step <= step <= to_step + RESUME_NEAR * max(1, w[1] - w[0] + 1):
+                return "resume", f"within {RESUME_NEAR} logging intervals after the resume to step {to_step}"
+    cls = CLASS_OF.get(f.check, "dynamics")
+    why = {"numeric": "non-finite or overflowing values", "dynamics": "finite values, the run going wrong",
+           "metric": "the logged number itself", "resume": "at a resume point", "rank": "one rank"}[cls]
+    if f.check == "log.non_finite":
+        why += "; persistent: no finite loss after it" if d.get("persistent") else \
+            f"; transient: finite again from step {d.get('recovered_step')}"
+    return cls, why
+
+
+def replay_conclusion(replay: dict[str, Any]) -> tuple[str | None, str]:
+    """What a replay of the bad step's batch (``ReplayResult.to_dict()``: per mode ``finite`` and
+    ``bad_rows``) says, as (class or None, text):
+
+    - rows non-finite in every mode that ran, fp32 included: ``data`` (those input rows are bad);
+    - train and eval non-finite, fp32 finite: ``numeric`` (the reduced precision overflows);
+    - train non-finite only: ``numeric`` (train mode: dropout, batch-norm statistics, or backward);
+    - eval (and fp32) non-finite on rows that train mode did not flag: ``numeric`` (the weights given are
+      already bad);
+    - every mode finite: None (the batch alone does not break these weights: mixed precision in the
+      run's backward, the optimizer's update, or weights that differ from the checkpoint given).
+    """
+    modes = replay.get("modes") or {}
+    fin = {m: bool(r.get("finite")) for m, r in modes.items()}
+    bad = {m: set(r.get("bad_rows") or []) for m, r in modes.items()}
+    every = set.intersection(*bad.values()) if bad else set()
+    if every and all(not f for f in fin.values()):
+        return "data", f"rows {sorted(every)[:20]} give a non-finite loss in every mode, fp32 included: the input rows are bad"
+    if fin and all(fin.values()):
+        return None, ("the batch is finite in train, eval and fp32 on these weights: look at mixed precision in the "
+                      "run's backward, the optimizer's update, or weights that differ from the checkpoint given")
+    if not fin.get("train", True) and not fin.get("eval", True) and fin.get("fp32", False):
+        return "numeric", "non-finite in the run's precision, finite in fp32: the reduced precision overflows"
+    if not fin.get("train", True) and fin.get("eval", True):
+        return "numeric", "non-finite in train mode only: dropout, batch-norm statistics or the backward"
+    return "numeric", "non-finite in eval mode too: the weights given are already bad"
+
+
+def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The verdict of a trace (and its ``--data`` result): ``anomalies`` (each ``check``, ``severity``,
+    ``step``, ``rank``, ``class``, ``why``, ``evidence``, ``next_experiment``; warn and error findings,
+    earliest first), ``answers`` (the four answers: ``from_step``, ``ranks``, ``nan_or_inf``, ``rows``),
+    and ``not_judged`` (each check that could not run and why, and the rules' notes). With ``replay``
+    (``--replay``: the first bad step's batch replayed), ``replay`` holds it and its conclusion, and
+    the anomaly at the replayed step takes the replay's class (:func:`replay_conclusion`) when it has one."""
+    bad_rows, audited, row_checks = _data_rows(data)
+    rank_hits = {f.details["rank"]: f.details["step"] for f in res.findings
+                 if f.check == "log.rank_divergence" and f.details.get("rank") and f.details.get("step") is not None}
+    resumes = sorted({(int(r["to_step"]), 1) for f in res.findings if f.check == "log.step_regression"
+                      for r in f.details.get("resumes", [])})
+    anomalies = []
+    numeric = any(f.check in ("log.non_finite", "log.loss_scale_collapse") for f in res.findings)
+    for f in res.findings:
+        if f.severity not in ("error", "warn"):
+            continue
+        if f.check == "log.skipped_steps" and (numeric or f.details.get("before_first_success") == f.count):
+            continue  # the same event as the non-finite/collapse finding, or the fp16 initial scale search
+        d = dict(f.details)
+        cls, why = _classify(f, res, data, bad_rows, audited, rank_hits, resumes)
+        if cls == "data":
+            d["bad_rows"] = bad_rows
+        lead = _grad_lead(f, res.findings)
+        if lead is not None:
+            why += f"; the grad norm rose first (log.grad_norm_spike at step {lead})"
+        a = {"check": f.check, "severity": f.severity, "step": d.get("step"), "rank": d.get("rank"), "class": cls,
+             "why": why, "message": f.message, "evidence": _evidence(f, d), "next_experiment": _next(cls, f, d)}
+        if cls == "data":
+            a["evidence"] = a["evidence"] + [{"row": r, "checks": row_checks.get(str(r), [])} for r in bad_rows[:20]]
+        anomalies.append(a)
+    anomalies.sort(key=lambda a: (a["step"] is None, a["step"] if a["step"] is not None else 0,
+                                  SEVERITY_ORDER[a["severity"]]))
+    not_judged = [{"check": n["check"], "reason": n["reason"]} for n in res.not_run]
+    not_judged += [{"check": n.split(":", 1)[0], "reason": n.split(":", 1)[1].strip()} for n in res.notes]
+    out = {"anomalies": anomalies, "answers": _answers(res, data, anomalies), "not_judged": not_judged}
+    if replay is not None:
+        cls, text = replay_conclusion(replay)
+        out["replay"] = {**replay, "class": cls, "conclusion": text}
+        for a in anomalies:
+            if a["step"] is not None and replay.get("step") is not None and a["step"] == replay["step"]:
+                if cls is not None:
+                    a["class"], a["why"] = cls, f"replay: {text}"
+                a["evidence"] = a["evidence"] + [{"replay": m, "finite": r.get("finite"), "loss": r.get("loss"),
+                                                  "bad_rows": r.get("bad_rows")} for m, r in replay["modes"].items()]
+                a["next_experiment"] = (f"replayed: {text}" if cls is None else
+                                        f"replayed ({text}); " + _next(cls, Finding(check=a["check"], severity=a["severity"],
+                                                                                    message="", details={}),
+                                                                       {"step": a["step"], "bad_rows": sorted(
+                                                                           set.intersection(*[set(r.get("bad_rows") or [])
+                                                                                              for r in replay["modes"].values()]))}))
+    return out
+
+
+def _value_at(res: TraceResult, stream: str | None, metric: str, step: int | None) -> float | None:
+    if step is None or stream not in res.curves:
+        return None
+    c = res.curves[stream][metric]
+    if step in c.bad:
+        return math.nan
+    for s, v in c.points:
+        if s == step:
+            return v
+    return None
+
+
+def _g(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict[str, Any]]) -> dict[str, Any]:
+    fb = res.first_bad
+    if fb is None:
+        first = next((a for a in anomalies if a["step"] is not None and a["check"] != "log.skipped_steps"), None)
+        if first is None:
+            return {"from_step": None, "ranks": None, "nan_or_inf": None, "rows": None}
+        fb = {"check": first["check"], "step": first["step"], "rank": first["rank"], "window": [first["step"]] * 2}
+        fb.update({k: v for k, v in next(f.details for f in res.findings if f.check == first["check"]).items()
+                   if not isinstance(v, (list, dict))})
+    stream = fb.get("rank")
+    step, good = fb.get("step"), fb.get("last_good_step")
+    at = {"step": step, "window": fb.get("window"), "check": fb["check"], "lr": fb.get("lr"),
+          "loss_scale": fb.get("loss_scale"),
+          "grad_norm": fb.get("grad_norm") if fb.get("grad_norm") is not None else _value_at(res, stream, "grad_norm", step)}
+    last = None if good is None else {
+        "step": good, "lr": fb.get("last_good_lr"), "loss_scale": fb.get("last_good_loss_scale"),
+        "grad_norm": fb.get("last_good_grad_norm") if fb.get("last_good_grad_norm") is not None
+        else _value_at(res, stream, "grad_norm", good)}
+    ranks_seen = sorted(res.streams)
+    hit = sorted({a["rank"] for a in anomalies if a["rank"] is not None and a["check"] == fb["check"]})
+    if len(ranks_seen) == 1:
+        ranks = {"answer": "one log, no rank named" if not ranks_seen[0].startswith("rank ") else
+                 f"only {ranks_seen[0]} is logged: the other ranks are unseen", "seen": ranks_seen, "affected": hit}
+    else:
+        ranks = {"answer": "all ranks" if set(hit) >= set(ranks_seen) else f"{', '.join(hit)} only (of {len(ranks_seen)})",
+                 "seen": ranks_seen, "affected": hit}
+    nf = next((f for f in res.findings if f.check == "log.non_finite" and f.details.get("rank") == stream), None) or \
+        next((f for f in res.findings if f.check == "log.non_finite"), None)
+    hidden = next((f for f in res.findings if f.check == "log.hidden_non_finite"), None)
+    if nf is not None:
+        reason = str(nf.details.get("reason", ""))
+        kind = "NaN" if "nan" in reason.lower() else "inf" if "inf" in reason.lower() else "non-finite (suspected)"
+        nan_inf = {"answer": f"{kind} at step {nf.details.get('step')} ({reason}); "
+                             + ("persistent: no finite loss after it (the weights are poisoned)" if nf.details.get("persistent")
+                                else f"transient: finite again from step {nf.details.get('recovered_step')}"),
+                   "kind": kind, "step": nf.details.get("step"), "persistent": nf.details.get("persistent")}
+    elif hidden is not None:
+        nan_inf = {"answer": f"a non-finite loss hidden by the logger at step {hidden.details.get('step')} (logged as 0.0)",
+                   "kind": "hidden", "step": hidden.details.get("step"), "persistent": None}
+    elif any(f.check == "log.loss_scale_collapse" for f in res.findings):
+        nan_inf = {"answer": "inf: fp16 overflows (the loss scale backed off); no NaN or inf loss logged",
+                   "kind": "inf", "step": None, "persistent": None}
+    else:
+        nan_inf = {"answer": "neither: every logged loss and grad norm is finite", "kind": None, "step": None,
+                   "persistent": None}
+    if data is None:
+        rows: dict[str, Any] = {"answer": "not looked at: give --data (and --ledger or [batch]) to audit that step's rows"}
+    elif not data.get("rows"):
+        rows = {"answer": data.get("message", "no rows audited")}
+    else:
+        bad_rows, audited, rc = _data_rows(data)
+        steps = data["rows"].get("steps") or {}
+        n = sum(len(v) for rr in steps.values() for v in rr.values())
+        rows = {"answer": (f"{n} row(s) in steps {audited[0]}..{audited[1]}" if audited else f"{n} row(s)")
+                + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"row {r}: {', '.join(rc[str(r)])}"
+                                                                    for r in bad_rows[:5]) if bad_rows else
+                   "; none fails a data check (the rows look sound)"),
+                "rows": n, "bad_rows": bad_rows}
+    return {"from_step": {"first": at, "last_good": last}, "ranks": ranks, "nan_or_inf": nan_inf, "rows": rows}
+
+
+def _evidence_line(e: dict[str, Any]) -> str:
+    """``file:line, step N: key value, ...`` (``what`` first when the line names what it is)."""
+    head = ", ".join(str(x) for x in (e.get("what"), e.get("where")) if x is not None)
+    at = f"step {e['step']}" if e.get("step") is not None else ""
+    vals = ", ".join(f"{k} {_g(x)}" for k, x in e.items() if x is not None and k not in ("what", "where", "step"))
+    return ", ".join(x for x in (head, at) if x) + (f": {vals}" if vals else "")
+
+
+def verdict_text(v: dict[str, Any]) -> list[str]:
+    """The verdict as text lines: the four answers, then each anomaly's class, evidence and next
+    experiment, then what could not be judged."""
+    out = []
+    a = v["answers"]
+    fs = a["from_step"]
+    if fs is None:
+        out.append("1. from which step: no anomaly at warn or above")
+    else:
+        f, g = fs["first"], fs["last_good"]
+        w = f.get("window") or [f["step"], f["step"]]
+        win = f"step {f['step']}" if w[0] == w[1] else f"steps {w[0]}..{w[1]} (logged every {w[1] - w[0] + 1})"
+        out.append(f"1. from which step: {win} ({f['check']}): lr {_g(f['lr'])}, loss scale {_g(f['loss_scale'])}, "
+                   f"grad norm {_g(f['grad_norm'])}; last good step "
+                   + (f"{g['step']}: lr {_g(g['lr'])}, loss scale {_g(g['loss_scale'])}, grad norm {_g(g['grad_norm'])}"
+                      if g else "none before it"))
+    out.append("2. all ranks or one: " + (a["ranks"]["answer"] if a["ranks"] else "-"))
+    out.append("3. NaN or inf: " + (a["nan_or_inf"]["answer"] if a["nan_or_inf"] else "no anomaly"))
+    out.append("4. the rows of that step: " + (a["rows"]["answer"] if a["rows"] else "no anomaly"))
+    if v["anomalies"]:
+        out.append("verdict:")
+    last_next = None
+    for an in v["anomalies"]:
+        at = f"step {an['step']}" if an["step"] is not None else "the run"
+        out.append(f"  [{an['class']}] {an['check']} at {at}" + (f" ({an['rank']})" if an["rank"] else "")
+                   + f": {an['why']}")
+        for e in an["evidence"][:4]:
+            out.append("    evidence: " + _evidence_line(e))
+        out.append("    next: " + ("as above" if an["next_experiment"] == last_next else an["next_experiment"]))
+        last_next = an["next_experiment"]
+    if v.get("replay"):
+        r = v["replay"]
+        out.append(f"replay of step {r['step']} ({r['spec']}" + (f", checkpoint {r['checkpoint']}" if r.get("checkpoint") else "")
+                   + "): " + "; ".join(f"{m} loss {_g(x.get('loss'))}" + (f", non-finite rows {x['bad_rows'][:10]}"
+                                                                          if x.get("bad_rows") else "")
+                                     for m, x in r["modes"].items()) + f": {r['conclusion']}")
+    if v["not_judged"]:
+        out.append("not judged:")
+        for n in v["not_judged"]:
+            out.append(f"  {n['check']}: {n['reason']}")
+    return out

@@ -1,0 +1,122 @@
+"""The verdict (datacheck/trace/verdict.py): one class per anomaly from deterministic rules, with its
+evidence and next experiment; the four answers the text output starts with; what could not run."""
+from __future__ import annotations
+
+import json
+import math
+
+from conftest import SHARED, run_cli
+from peerlogs import trainproof_gallery
+from tracehelp import trace, verdict, write_jsonl
+
+LOGS = SHARED / "logs"
+
+
+def _first(v):
+    return v["anomalies"][0]
+
+
+def test_numeric_persistent_and_transient(tmp_path):
+    v = verdict(trace(LOGS / "issues/gradnorm_tf_17_epoch_loss_nan.txt"))
+    a = _first(v)
+    assert (a["class"], a["check"], a["step"]) == ("numeric", "log.non_finite", 3451)
+    assert "persistent" in a["why"] and "resume from the checkpoint before step 3451" in a["next_experiment"]
+    assert "train mode, eval mode and fp32" in a["next_experiment"]
+    assert v["answers"]["nan_or_inf"]["kind"] == "NaN" and v["answers"]["nan_or_inf"]["persistent"] is True
+    w = verdict(trace(trainproof_gallery("fp16_nan", tmp_path / "trainer_state.json")))
+    b = _first(w)
+    assert (b["class"], b["step"]) == ("numeric", 20) and "transient: finite again from step 25" in b["why"]
+    assert w["answers"]["nan_or_inf"]["kind"] == "inf"
+
+
+def test_dynamics_with_evidence_lines(tmp_path):
+    v = verdict(trace(trainproof_gallery("lr_hot", tmp_path / "trainer_state.json")))
+    a = next(x for x in v["anomalies"] if x["check"] == "log.divergence")
+    assert (a["class"], a["step"]) == ("dynamics", 10)
+    steps = [e["step"] for e in a["evidence"]]
+    assert steps[1:3] == [5, 10] and a["evidence"][2]["loss"] == 3.3023
+    assert "lower the peak lr" in a["next_experiment"]
+    first = v["answers"]["from_step"]
+    assert first["first"]["step"] == 10 and first["last_good"]["step"] == 5
+    assert (first["first"]["lr"], first["first"]["grad_norm"]) == (0.009, 672.21)
+    assert (first["last_good"]["lr"], first["last_good"]["grad_norm"]) == (0.004, 0.73032)
+
+
+def test_metric_class_for_a_log_without_a_loss(tmp_path):
+    p = write_jsonl(tmp_path / "m.jsonl", [{"step": i, "lr": 1e-4} for i in range(1, 11)])
+    v = verdict(trace(p))
+    assert [(a["class"], a["check"]) for a in v["anomalies"]] == [("metric", "log.no_loss")]
+    assert v["answers"]["from_step"] is None or v["answers"]["from_step"]["first"] is None
+
+
+def test_resume_class_near_a_resume_point(tmp_path):
+    rows = [{"step": i, "loss": 2.0 - 0.005 * i, "lr": 1e-3} for i in range(1, 101)]
+    rows += [{"step": i, "loss": (9.0 if i == 82 else 2.0 - 0.005 * i), "lr": 1e-3} for i in range(80, 121)]
+    v = verdict(trace(write_jsonl(tmp_path / "r.jsonl", rows)))
+    spike = next(a for a in v["anomalies"] if a["check"] == "log.loss_spike")
+    assert spike["step"] == 82 and spike["class"] == "resume" and "resume to step 80" in spike["why"]
+
+
+def test_rank_class_when_one_rank_goes_non_finite(tmp_path):
+    r0 = write_jsonl(tmp_path / "rank0.jsonl", [{"step": i, "loss": 2.0} for i in range(1, 31)])
+    r1 = write_jsonl(tmp_path / "rank1.jsonl", [{"step": i, "loss": 2.0 if i < 20 else math.nan} for i in range(1, 31)])
+    v = verdict(trace(r0, r1))
+    a = _first(v)
+    assert (a["class"], a["step"], a["rank"]) == ("rank", 20, "rank 1")
+    assert v["answers"]["ranks"]["answer"] == "rank 1 only (of 2)"
+
+
+def test_data_class_when_the_step_s_rows_fail_checks():
+    res = trace(LOGS / "issues/gradnorm_tf_17_epoch_loss_nan.txt")
+    data = {"message": "m", "source": {"kind": "ledger"}, "audited_steps": [3451, 3451],
+            "rows": {"steps": {"3451": {"0": [7, 8]}}, "row_checks": {"8": ["numeric.non_finite:x"]}, "findings": []}}
+    v = verdict(res, data)
+    a = _first(v)
+    assert a["class"] == "data" and {"row": 8, "checks": ["numeric.non_finite:x"]} in a["evidence"]
+    assert v["answers"]["rows"]["bad_rows"] == [8] and "row 8: numeric.non_finite:x" in v["answers"]["rows"]["answer"]
+
+
+def test_text_starts_with_the_four_answers_and_json_has_class_evidence_next(tmp_path):
+    p = trainproof_gallery("lr_hot", tmp_path / "trainer_state.json")
+    r = run_cli("trace", str(p))
+    lines = r.stdout.splitlines()
+    assert [ln[:3] for ln in lines[:4]] == ["1. ", "2. ", "3. ", "4. "]
+    # logged every 5 steps: the first bad step is bounded to 6..10
+    assert lines[0] == ("1. from which step: steps 6..10 (logged every 5) (log.divergence): lr 0.009, loss scale -, "
+                        "grad norm 672.2; last good step 5: lr 0.004, loss scale -, grad norm 0.7303")
+    assert lines[2] == "3. NaN or inf: neither: every logged loss and grad norm is finite"
+    j = json.loads(run_cli("trace", str(p), "--format", "json").stdout)["result"]["verdict"]
+    assert all({"class", "evidence", "next_experiment"} <= a.keys() for a in j["anomalies"])
+
+
+def test_nothing_to_judge_says_which_checks_could_not_run(tmp_path):
+    p = write_jsonl(tmp_path / "s.jsonl", [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.9}])
+    r = run_cli("trace", str(p))
+    assert "first anomaly: none at warn or above;" in r.stdout and "not judged:" in r.stdout
+    for cid in ("log.divergence", "log.zero_lr", "log.overfit_onset", "log.vanishing_grad"):
+        assert f"  {cid}: " in r.stdout
+    assert "no eval loss logged" in r.stdout and "no learning rate logged" in r.stdout
+
+
+def test_html_marks_each_anomaly_band_with_its_class_and_eval_beside_train(tmp_path):
+    rows = []
+    for i in range(1, 401):
+        rows.append({"step": i, "loss": 2.0 * math.exp(-i / 150) + 0.2, "lr": 1e-3, "grad_norm": 1.0})
+        if i % 40 == 0:
+            rows.append({"step": i, "eval_loss": 1.5 - 0.1 * (i // 40) if i <= 160 else 1.1 + 0.08 * ((i - 160) // 40)})
+    out = tmp_path / "t.html"
+    r = run_cli("trace", str(write_jsonl(tmp_path / "o.jsonl", rows)), "--format", "html", "--output", str(out))
+    assert r.returncode == 0
+    h = out.read_text()
+    assert "<title>dynamics: log.overfit_onset from step 160</title>" in h and ">dynamics</text>" in h
+    assert "<title>eval loss</title>" in h and "eval loss (dashed)" in h
+    assert "<script" not in h
+
+
+def test_a_grad_norm_rise_that_leads_the_loss_spike_is_named(tmp_path):
+    rows = [{"step": i, "loss": 2.0 - 0.001 * i, "grad_norm": 1.0 + 0.01 * (i % 3)} for i in range(1, 101)]
+    rows[59]["grad_norm"] = 40.0  # step 60: the grad norm first
+    rows[61]["loss"] = 9.0  # step 62: then the loss
+    v = verdict(trace(write_jsonl(tmp_path / "g.jsonl", rows)))
+    spike = next(a for a in v["anomalies"] if a["check"] == "log.loss_spike")
+    assert spike["step"] == 62 and "the grad norm rose first (log.grad_norm_spike at step 60)" in spike["why"]
