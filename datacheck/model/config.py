@@ -225,15 +225,15 @@ class TraceSection(_Section):
         "points (at least 3) and on 80% of the points to the end of the log"))
     stagnation_improvement: float = Field(default=0.01, gt=0, lt=1, description=(
         "`log.stagnation`: relative improvement of the loss over the window under which the run stalls "
-        "(CHECKS.md: 1%; losslint's stagnation_min_improvement)"))
+        "(the catalog: 1%; losslint's stagnation_min_improvement)"))
     stagnation_window: float = Field(default=0.2, gt=0, le=1, description=(
-        "`log.stagnation`: the window, a fraction of the run's logged points (CHECKS.md: 20%; gradsnitch's frac)"))
+        "`log.stagnation`: the window, a fraction of the run's logged points (the catalog: 20%; gradsnitch's frac)"))
     overfit_margin: float = Field(default=0.05, gt=0, le=10, description=(
-        "`log.overfit_onset`: the eval loss above its minimum by this fraction (CHECKS.md: 5%)"))
+        "`log.overfit_onset`: the eval loss above its minimum by this fraction (the catalog: 5%)"))
     overfit_evals: int = Field(default=3, ge=1, le=1000, description=(
-        "`log.overfit_onset`: consecutive evals above the margin (CHECKS.md: 3; losslint's overfit_min_worsen)"))
+        "`log.overfit_onset`: consecutive evals above the margin (the catalog: 3; losslint's overfit_min_worsen)"))
     vanishing_ratio: float = Field(default=1e-3, gt=0, lt=1, description=(
-        "`log.vanishing_grad`: the grad norm below this fraction of its early median (CHECKS.md: 1e-3)"))
+        "`log.vanishing_grad`: the grad norm below this fraction of its early median (the catalog: 1e-3)"))
     post_warmup_records: int = Field(default=5, ge=1, le=10_000, description=(
         "`log.post_warmup_spike`: logged records after the learning rate reaches its peak that are watched"))
     warmup_steps: int | None = Field(default=None, ge=1, description=(

@@ -235,7 +235,8 @@ def _margin(best: float, sigma: float, opts: TraceOptions) -> float:
 class Divergence(_Dynamics):
     """The smoothed loss (centred running median, :func:`smooth`) stays above its best smoothed value
     so far by more than a margin for ``[trace] divergence_window`` of the points and on
-    :data:`STAY_OUT` of the points to the end of the log, never reaching a new best after it (a loss
+    :data:`STAY_OUT` of the points to the end of the log (at least twice that window of points: a
+    short tail, e.g. a finite stretch cut by a NaN, cannot tell a rise from noise), never reaching a new best after it (a loss
     that jumps and then comes back under its old best is a spike episode; a later sustained rise
     from the new best is the divergence). The margin is
     ``divergence_sigmas`` robust sigmas of the early noise (the first quarter's residuals around the
@@ -271,6 +272,8 @@ class Divergence(_Dynamics):
             if not all(sm[j] > top for j in range(i, i + win)):
                 continue
             rest = sm[i:]
+            if len(rest) < 2 * win:
+                break  # too few points left to tell a sustained rise from the noise of the tail
             if sum(v > top for v in rest) < STAY_OUT * len(rest) or min(rest) < b:
                 continue  # it came back under its band, or to a new best: an episode, not a divergence
             j = i

@@ -13,8 +13,9 @@ Presets:
   previous (up to) 64 values, F = 2 for the loss (llm-foundry's ``outlier_multiplier``) and
   ``[trace] grad_spike_factor`` (5) for the grad norm; the 6 sigmas are OLMo's, measured robustly
   (median and median absolute deviation, so a spike does not widen its own band). Judged from the
-  second value on: with fewer than :data:`ROBUST_MIN_HISTORY` earlier values only the F x median part
-  applies (a 3.6x jump at step 3 is a spike). The F x median floor keeps a long clean run quiet: a
+  third value on: with fewer than :data:`ROBUST_MIN_HISTORY` earlier values a spike is above F x
+  the largest earlier value (a 3.6x jump at step 3 is a spike; a noisy small-batch loss that swings
+  5x between its first steps is not). The F x median floor keeps a long clean run quiet: a
   late, low-noise loss has a tiny sigma, and 6 of them are a few percent of the loss;
 - ``ratio:F:W`` (user): a value above F times the mean of the previous (up to) W values.
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from datacheck.model.errors import UsageError
 
-__all__ = ["SpikeRule", "parse_spike_rule", "SpikeDetector", "PRESETS", "OLMO_MIN_HISTORY", "ROBUST_MIN_HISTORY",
+__all__ = ["SpikeRule", "parse_spike_rule", "SpikeDetector", "PRESETS", "OLMO_MIN_HISTORY", "ROBUST_MIN_HISTORY", "ROBUST_FIRST_JUDGED",
            "ROBUST_SIGMAS", "MAD_SIGMA"]
 
 PRESETS = ("robust", "megatron", "foundry", "olmo")
@@ -37,6 +38,8 @@ PRESETS = ("robust", "megatron", "foundry", "olmo")
 OLMO_MIN_HISTORY = 10
 #: earlier values the robust rule needs before its sigma part applies (a MAD of fewer is noise)
 ROBUST_MIN_HISTORY = 8
+#: earlier values the robust rule needs before it judges at all (one value says nothing of the noise)
+ROBUST_FIRST_JUDGED = 2
 #: the robust rule's sigmas above the median (OLMo's 6)
 ROBUST_SIGMAS = 6.0
 #: a normal distribution's sigma is 1.4826 times its median absolute deviation
@@ -171,11 +174,13 @@ class SpikeDetector:
         r, srt, win = self.rule, self.sorted, self.win
         n = len(srt)
         spike = False
-        if n == 0:
+        if n < ROBUST_FIRST_JUDGED:
             self.unjudged += 1
         else:
             med = srt[n // 2] if n & 1 else 0.5 * (srt[n // 2 - 1] + srt[n // 2])
-            self.threshold = r.factor * med
+            # few earlier values say nothing of the noise: F x their max, not their median (a noisy
+            # small-batch loss swings 5x between two steps; a spike clears every earlier value)
+            self.threshold = r.factor * (med if n >= ROBUST_MIN_HISTORY else srt[-1])
             if med > 0 and x > self.threshold:
                 spike = True
                 if n >= ROBUST_MIN_HISTORY:

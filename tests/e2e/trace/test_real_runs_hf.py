@@ -158,7 +158,6 @@ def test_trace_output_dir_with_its_ledger(hf_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs log.hidden_non_finite (a logged loss 0.0 beside grad_norm 0.0)")
 def test_trace_names_the_hidden_step(hf_run):
     root, ls, _, _, _ = hf_run
     if ls != 1:
@@ -172,7 +171,6 @@ def test_trace_names_the_hidden_step(hf_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs the HF console dicts placed at their step (epoch x steps per epoch)")
 def test_trace_console_log_steps(hf_run):
     root, ls, _, _, _ = hf_run
     text = (root / "console.log").read_text()
