@@ -10,6 +10,7 @@ from datacheck.checks._render import cut_by_truncation, rejected_by_template
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype, is_list
 
@@ -46,7 +47,7 @@ def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
     return m.list.eval(pl.element().cast(pl.Float64) != 0).list.any().not_()
 
 
-@check("empty.text", roles=("text",), dtype_roles=())
+@check("empty.text", layouts=lay.ANY - {"packed_lm", "packed_sft", "tabular", "ctc"}, roles=("text",), dtype_roles=())
 def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.text``: a text value (dtype String) is null, ``""`` or blank: only Unicode whitespace
     and zero-width characters (:data:`BLANK_CHARS`, e.g. U+00A0, U+3000, U+200B, U+FEFF), which a
@@ -80,7 +81,7 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
                           else f"text column {col!r} has dtype {t}, not a string")
 
 
-@check("empty.sequence", roles=("input_ids",), dtype_roles=())
+@check("empty.sequence", layouts=lay.TOKENIZED, roles=("input_ids",), dtype_roles=())
 def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.sequence``: ``input_ids`` is null or has length 0. An empty list is empty whatever
     its element type, so this runs on any list-typed ``input_ids``; on another dtype it is skipped
@@ -100,7 +101,7 @@ def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("empty.all_padding", roles=("input_ids",))
+@check("empty.all_padding", layouts=lay.TOKENIZED, roles=("input_ids",))
 def all_padding(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.all_padding``: in a non-empty sequence, the ``attention_mask`` sums to 0 (or, without
     a mask, every id equals ``pad_token_id``): attention divides 0 by 0 and the loss is NaN."""
@@ -132,7 +133,7 @@ def all_padding(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("empty.all_padding", "no attention_mask column and no [tokens] pad_token_id")
 
 
-@check("empty.no_supervised_tokens", roles=("labels",), facts=("labels.ignore_index",),
+@check("empty.no_supervised_tokens", layouts=lay.TOKENIZED | frozenset({"ctc"}), roles=("labels",), facts=("labels.ignore_index",),
        reasons={"labels.ignore_index": "[labels] ignore_index is unset"})
 def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.no_supervised_tokens``: every token label equals ``ignore_index`` after truncation to

@@ -46,6 +46,7 @@ from datacheck.derive.messages import (
     turn_roles,
 )
 from datacheck.derive.read import ALPACA, CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import MessageFields, inner_dtype, message_fields
@@ -80,7 +81,7 @@ def _first(flags: pl.Expr) -> pl.Expr:
     return flags.list.eval(pl.arg_where(pl.element().fill_null(False)).first()).list.first()
 
 
-@check("sft.role_order", roles=("messages",))
+@check("sft.role_order", layouts=frozenset({"chat_sft", "dpo"}), roles=("messages",))
 def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.role_order``: a conversation a chat template rejects or mis-renders (CHECKS.md). A row
     (``messages``: list of turn structs) fails when it has fewer than two turns, or a turn has an
@@ -179,7 +180,7 @@ def _empty_rowcheck(col: str, mf: MessageFields, assistant: bool) -> RowCheck:
     )
 
 
-@check("sft.empty_turn", roles=("messages",))
+@check("sft.empty_turn", layouts=frozenset({"chat_sft", "dpo"}), roles=("messages",))
 def empty_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.empty_turn``: a turn whose content is null, empty, or only whitespace and invisible
     characters (zero-width space, word joiner, BOM, soft hyphen: :data:`INVISIBLE
@@ -192,7 +193,7 @@ def empty_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     yield _empty_rowcheck(col, mf, assistant=False)
 
 
-@check("sft.no_assistant_turn", roles=("messages",))
+@check("sft.no_assistant_turn", layouts=frozenset({"chat_sft"}), roles=("messages",))
 def no_assistant_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.no_assistant_turn``: a conversation (``messages``, not null) with no assistant turn
     (canonical role ``assistant`` or ``tool_call``): nothing to train on. An empty list fails.
@@ -225,7 +226,7 @@ def _real(ctx: ShardContext) -> pl.Expr:
     return (pl.col(m).cast(pl.Int64) == 1).fill_null(False)
 
 
-@check("sft.assistant_mask_empty", roles=("assistant_mask",))
+@check("sft.assistant_mask_empty", layouts=lay.SFT, roles=("assistant_mask",))
 def assistant_mask_empty(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.assistant_mask_empty``: ``assistant_mask`` (list of 0/1, shape (rows, seq_len)) has at
     least one position and no 1 in a row. A chat template without ``{% generation %}`` markers makes
@@ -271,7 +272,7 @@ def _mask_empty_message(n: int, cut: int, col: str, trunc: str) -> str:
     return head + text
 
 
-@check("sft.prompt_supervised", roles=("labels", "input_ids"), facts=("labels.ignore_index",),
+@check("sft.prompt_supervised", layouts=lay.SFT, roles=("labels", "input_ids"), facts=("labels.ignore_index",),
        reasons={"labels": _NEEDS_LABELS, "input_ids": _NEEDS_LABELS, "labels.ignore_index": _NEEDS_LABELS})
 def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.prompt_supervised``: a token outside the assistant spans is a supervised target.
@@ -317,7 +318,7 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("sft.eot_unsupervised", roles=("labels", "input_ids"), facts=("labels.ignore_index",),
+@check("sft.eot_unsupervised", layouts=lay.SFT, roles=("labels", "input_ids"), facts=("labels.ignore_index",),
        reasons={"labels": _NEEDS_LABELS, "input_ids": _NEEDS_LABELS, "labels.ignore_index": _NEEDS_LABELS})
 def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.eot_unsupervised`` (warn): the end-of-turn token closing an assistant turn is not a
@@ -364,7 +365,7 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("sft.truncated_response", roles=("labels",), facts=("labels.ignore_index", "tokens.max_seq_len"),
+@check("sft.truncated_response", layouts=lay.SFT, roles=("labels",), facts=("labels.ignore_index", "tokens.max_seq_len"),
        reasons={"labels": _NEEDS_LABELS})
 def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.truncated_response`` (warn): the row is ``max_seq_len`` long (its real content: the
@@ -422,7 +423,7 @@ def _long_enough(ctx: ShardContext, max_len: int) -> pl.Expr:
     return (mask.list.sum() >= max_len).fill_null(False)
 
 
-@check("sft.double_bos", roles=("input_ids",), facts=("tokens.bos_token_id",))
+@check("sft.double_bos", layouts=lay.SFT | lay.LM, roles=("input_ids",), facts=("tokens.bos_token_id",))
 def double_bos(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.double_bos`` (warn): the sequence starts with ``bos_token_id`` twice (the chat template
     and the tokenizer both add it). With left padding and an attention_mask, the sequence starts

@@ -21,7 +21,7 @@ import polars as pl
 
 from datacheck.model.config import ColumnsSection
 
-__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
+__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "row_content", "is_list", "inner_dtype", "ROLE_NAMES",
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
@@ -442,6 +442,30 @@ def text_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.Dat
         if t is not None and _dictionary_text(t):
             out[c] = pl.List(pl.String) if isinstance(t, (pl.List, pl.Array)) else pl.String()
     return out
+
+
+def row_content(role_columns: list[str], label: str | None, columns: list[str]) -> list[str]:
+    """The columns a row's content is made of for the ``dup.*`` checks (CHECKS.md "dup").
+
+    - the role columns (the roles marked ``content`` in :data:`ROLE_TABLE`, in table order) when one
+      of them is not the class label ``label``: columns without a role (an ``idx``) never make rows
+      distinct;
+    - else every column but the label, then the label: a shard whose only role is its label (numeric
+      features and a class, with no ``[columns] features``) is compared on its features, never on the
+      label alone;
+    - else (the label is the shard's only column) the label alone: ``dup.*`` skip such a shard.
+
+    Args:
+        role_columns: ``Roles.columns()`` of the shard.
+        label: the class label column (``Roles.label``), or None.
+        columns: every column of the shard, in its order.
+    """
+    if any(c != label for c in role_columns):
+        return list(role_columns)
+    others = [c for c in columns if c != label]
+    if others:
+        return others + ([label] if label is not None and label in columns else [])
+    return list(role_columns) or list(columns)
 
 
 def text_column_names(cfg: ColumnsSection) -> tuple[str, ...]:

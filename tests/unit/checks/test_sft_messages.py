@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import datacheck
+from datacheck.checks.registry import CHECKS
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
@@ -295,5 +296,7 @@ def test_real_dpo_prompts_are_not_conversations_without_an_answer():
     assert rep.shards[0].rows == 300
     assert not [f for f in rep.findings if f.check.startswith("sft.")], [(f.check, f.count) for f in rep.findings]
     reasons = {s["check"]: s["reason"] for s in rep.skipped}
-    assert "preference data" in reasons["sft.no_assistant_turn"]
-    assert "sft.role_order" not in reasons
+    # the shard is preference data: the rule for a conversation without an answer does not apply there
+    assert rep.shards[0].layout == "dpo"
+    assert "sft.no_assistant_turn" in CHECKS and not CHECKS["sft.no_assistant_turn"].applies("dpo")
+    assert "sft.no_assistant_turn" not in reasons and "sft.role_order" not in reasons
