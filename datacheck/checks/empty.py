@@ -6,7 +6,7 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._expr import truncated
-from datacheck.checks._render import cut_by_truncation, rejected_by_template
+from datacheck.checks._render import UNMARKED, cut_by_truncation, rejected_by_template, unmarked_template
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
@@ -142,10 +142,15 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     rejected (null rendered labels) are ``sft.role_order``'s, not this. The message counts the rows
     that have supervised tokens before truncation (labels longer than ``max_seq_len``, or, for labels
     the read path rendered and truncated, assistant tokens in the whole rendering): truncation cut
-    their answer, and the message says so. Example: the labels kept after truncation."""
+    their answer, and the message says so of those rows only. Example: the labels kept after
+    truncation. Skipped for labels rendered by a chat template without ``{% generation %}`` markers
+    (``sft.assistant_mask_empty`` reports the template once)."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
+        return
+    if unmarked_template(ctx, r.labels) is not None:
+        yield Skipped("empty.no_supervised_tokens", UNMARKED)
         return
     ign = lab.ignore
     kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
@@ -157,14 +162,13 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
         some_before = some_before | cut
     by_truncation = none_kept & some_before
     trunc = f"truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
-    where = f" after {trunc}" if tok.max_seq_len is not None else ""
     yield RowCheck(
         check="empty.no_supervised_tokens", column=r.labels, fails=none_kept & ~rejected_by_template(ctx, r.labels),
         example=kept,
         details={"only_after_truncation": by_truncation.sum()},
         details_merge={"only_after_truncation": sum_parts},
-        message=lambda n, d, w=where, ign=ign, trunc=trunc: (
-            f"{n} row(s) have no supervised token{w}: every label is ignore_index {ign}, so the mean loss is 0/0 = NaN"
+        message=lambda n, d, ign=ign, trunc=trunc: (
+            f"{n} row(s) have no supervised token: every label is ignore_index {ign}, so the mean loss is 0/0 = NaN"
             + (f" ({k} of them only because {trunc} cut the answer off: raise max_seq_len, shorten or drop them)"
                if (k := d.get("only_after_truncation", 0)) else "")),
     )

@@ -135,7 +135,7 @@ def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     with nothing, and the encoder columns align among themselves."""
     r = ctx.roles
     groups: list[tuple[str, ...]] = []
-    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema)
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
     decoder = tuple(c for c in DECODER_COLUMNS if c in ctx.schema and is_list(ctx.schema[c]))
     enc_labels = None if s2s else r.labels
     bad = {p.column for p in problems(ctx)}

@@ -48,7 +48,7 @@ def positions_view(ctx: ShardContext) -> FlatView:
     are the decoder's target and are not part of the view."""
     r = ctx.roles
     bad = {p.column for p in problems(ctx)}
-    labels = None if seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) else r.labels
+    labels = None if seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout) else r.labels
     group = tuple(c for c in dict.fromkeys((r.input_ids, r.attention_mask, labels, r.assistant_mask,
                                             r.position_ids, r.document_ids))
                   if c is not None and c not in bad and is_list(ctx.schema[c]))
@@ -240,7 +240,7 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     if problem(ctx, "labels") is not None:
         yield Skipped("padding.label_not_ignored", _NEEDS_IGNORE)
         return
-    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema)
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
     if s2s is not None:
         yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not attention_mask")
         return
@@ -284,7 +284,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
                    post=lambda v: None if v is None else 1 - _div(v["real"], v["slots"]))
     # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
     usable = {c for c in (r.labels, r.input_ids, mcol) if c is not None} - {p.column for p in problems(ctx)}
-    labels = r.labels if r.labels in usable and seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) is None else None
+    labels = r.labels if r.labels in usable and seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout) is None else None
     ids = r.input_ids if r.input_ids in usable else None
     if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
         eos, ign = tok.eos_token_id, lab.ignore

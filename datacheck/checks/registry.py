@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Iterator, Union
 import numpy as np
 import polars as pl
 
+from datacheck.derive.chat import ChatTemplate
 from datacheck.derive.pairs import UnrenderedPairs
 from datacheck.derive.read import DERIVATIONS
 from datacheck.model import catalog
@@ -107,6 +108,9 @@ class ShardContext:
     #: implicit-prompt preference pairs the read path could not render (the pref family reports
     #: them as skipped entries), or None
     unrendered_pairs: UnrenderedPairs | None = None
+    #: the chat template the read path rendered ``messages`` with (:class:`~datacheck.derive.chat.ChatTemplate`),
+    #: or None when nothing was rendered
+    chat_template: ChatTemplate | None = None
     #: the shard's layout name (:data:`datacheck.model.layouts.LAYOUTS`), or None when unknown: a
     #: check whose declared layouts leave it out is not applicable (not run, not skipped)
     layout: str | None = None

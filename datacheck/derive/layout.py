@@ -11,7 +11,9 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
 4. ``chat_sft``: a list-of-struct ``messages`` role (``messages`` / ``conversations``);
 5. token ids (``input_ids``, an integer list):
 
-   - ``seq2seq``: a decoder column, or ``labels`` of another length than ``input_ids`` in a sample row;
+   - ``seq2seq``: a decoder column, or ``labels`` of another length than ``input_ids`` in every sample
+     row, or in some rows and unlike the ids in the others (labels equal to the ids where the lengths
+     agree: unsure, a ``length.mismatch`` defect or decoder targets);
    - packed (``document_ids``, ``seq_lens`` or ``cu_seqlens``, or ``position_ids`` that reset to 0
      inside a sample row): ``packed_sft`` when some document's labels ignore more than its first
      token (a prompt hidden from the loss), else ``packed_lm``;
@@ -212,12 +214,16 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
         padded, how = _padded_or_ragged(df, ids, mask)
         return found("causal_lm" if padded else "packed_lm", f"token ids {ids!r} without labels; {how}")
     assert ev is not None
+    lm = bool(ev["sup"]) and max(ev["same"], ev["next"]) >= AGREEMENT * ev["sup"]
+    if ev["ragged"] and ev["sup"] and not lm:
+        return found("seq2seq", f"{labels!r} of another length than {ids!r} in {ev['ragged']} of "
+                                f"{ev['ragged'] + ev['rows']} sample rows, and unlike the ids where the lengths agree "
+                                "(decoder targets)")
     if ev["ragged"]:
         return unknown(f"unsure: {labels!r} has the length of {ids!r} in {ev['rows']} sample rows and another length "
                        f"in {ev['ragged']} (seq2seq or token labels?)")
     if not ev["sup"]:
         return unknown(f"unsure: no sample row of {labels!r} has a supervised label, so it tells nothing")
-    lm = max(ev["same"], ev["next"]) >= AGREEMENT * ev["sup"]
     if not lm:
         if ev["max"] < MAX_TAG_ID and ev["max"] < ev["sup"]:
             return found("token_classification", f"{labels!r} holds class ids up to {ev['max']} aligned with {ids!r}")

@@ -641,7 +641,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, roles, _sampler(data),
                           cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None)
     ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard,
-                       unrendered_pairs=data.unrendered_pairs, layout=layout.name)
+                       unrendered_pairs=data.unrendered_pairs, layout=layout.name, chat_template=data.chat_template)
     plan: ShardPlan = shard_plan(ctx)
     row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]

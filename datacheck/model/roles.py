@@ -478,7 +478,7 @@ def text_column_names(cfg: ColumnsSection) -> tuple[str, ...]:
 DECODER_COLUMNS = ("decoder_input_ids", "decoder_attention_mask")
 
 
-def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> str | None:
+def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType], layout: str | None = None) -> str | None:
     """Why the shard is an encoder-decoder (seq2seq) layout, in words, or None.
 
     The rule: in causal-LM and token-classification data ``labels[i]`` belongs to
@@ -487,6 +487,7 @@ def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> s
     else with nothing. A shard is seq2seq when
 
     - ``[dataset] schema = "seq2seq"`` (the built-in layout) is set, or
+    - ``layout`` (the shard's layout, :mod:`datacheck.model.layouts`) is ``seq2seq``, or
     - it has a list-typed ``decoder_input_ids`` or ``decoder_attention_mask`` column.
 
     Otherwise (lists of varying length and no declaration) labels align with ``input_ids`` and a
@@ -494,6 +495,8 @@ def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> s
     """
     if schema_name == "seq2seq":
         return '[dataset] schema = "seq2seq"'
+    if layout == "seq2seq":
+        return "the shard's layout is seq2seq"
     dec = [c for c in DECODER_COLUMNS if c in schema and is_list(schema[c])]
     if dec:
         return f"decoder column {dec[0]!r}"

@@ -107,10 +107,10 @@ def test_openai_tool_calls_field_makes_an_assistant_turn_a_call():
     calls = [[None, [{"name": "f"}], None, None], [None, None, None, None]]
     msgs = [[{**m, "tool_calls": c} for m, c in zip(r, cs)] for r, cs in zip(rows, calls)]
     got = failing(pl.DataFrame({"messages": msgs}))
-    # row 0: the empty assistant turn carries the call (content may be empty? it is still counted
-    # empty: CHECKS.md says null/empty content of an assistant turn); row 1: tool without a call
+    # row 0: the assistant turn with empty content carries the call: a tool call, not an empty turn
+    # (OpenAI writes content null beside tool_calls); row 1: a tool answer without a call
     assert got["sft.role_order"] == {1}
-    assert got["sft.empty_turn"] == {0}
+    assert "sft.empty_turn" not in got
 
 
 def test_content_parts_are_read_not_flagged():
