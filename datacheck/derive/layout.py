@@ -44,7 +44,7 @@ import polars as pl
 from datacheck.model.layouts import Layout, layout_of
 from datacheck.model.roles import Roles, inner_dtype, is_list, list_depth, seq2seq_layout
 
-__all__ = ["recognize", "shard_layout", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
+__all__ = ["recognize", "shard_layout", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
            "DELIMITERS", "Sample"]
 
 #: rows of a shard read to decide what the columns alone cannot (position resets, hidden prompts,
@@ -239,11 +239,27 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
                  f"token ids {ids!r}, labels {labels!r} = the ids (no prompt hidden); {how}")
 
 
+#: built-in contract -> the finer layouts whose rows it also holds (``datacheck schema infer`` proposes
+#: ``packed_lm`` for packed SFT rows and ``causal_lm`` for encoder rows): the recognizer may refine it
+REFINES: dict[str, frozenset[str]] = {
+    "packed_lm": frozenset({"packed_sft"}),
+    "causal_lm": frozenset({"packed_lm", "packed_sft", "sft_tokenized", "text_classification", "token_classification"}),
+    "sft_tokenized": frozenset({"packed_sft"}),
+    "tabular": frozenset({"regression"}),
+}
+
+
 def shard_layout(configured: str | None, schema_name: str | None, schema: dict[str, pl.DataType], roles: Roles,
                  sample: Sample, ignore: int | None = -100, spans: bool = False) -> Layout:
     """The shard's layout: ``[dataset] layout`` (source ``config``), else the built-in contract of
-    ``[dataset] schema`` (``schema``), else :func:`recognize` (``recognized`` or ``unknown``)."""
+    ``[dataset] schema`` (``schema``; refined by :func:`recognize` to one of its :data:`REFINES`, e.g.
+    packed SFT rows under ``schema = "packed_lm"``), else :func:`recognize` (``recognized`` or
+    ``unknown``)."""
     given = layout_of(configured, schema_name)
+    if given is not None and given.source == "schema" and REFINES.get(given.name or ""):
+        found = recognize(schema, roles, sample, ignore, spans)
+        if found.name in REFINES[given.name or ""]:
+            return Layout(found.name, "recognized", f"{found.why} (rows of [dataset] schema = \"{given.name}\")")
     if given is not None:
         return given
     return recognize(schema, roles, sample, ignore, spans)
