@@ -233,6 +233,7 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
         "",
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
         f"index `{report.index_hash}`; {_config_line(report)}",
+        *[f"- {_md_text(line)}" for line in _layout_lines(report)],
         "",
     ]
     table = ["| shard | rows | status | check | column | severity | count | first rows |",
@@ -265,4 +266,7 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
                 + _md_text(sk["reason"] + (f" {_shards_txt(sk['shards'])}" if sk.get("shards") else ""))
                 for sk in report.skipped]
         out += ["", "</details>"]
+    na = _not_applicable_lines(report)
+    if na:
+        out += [""] + [_md_text(line) for line in na]
     return "\n".join(out) + "\n"
