@@ -176,6 +176,8 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
             return found("regression", f"numeric columns only, float target {floats[0]!r}")
         if roles.label is not None:
             return found("tabular", f"numeric columns only, class label {roles.label!r}")
+    if not schema:
+        return unknown("the shard has no columns")
     return unknown("no layout fits the columns " + ", ".join(f"{c} ({t})" for c, t in list(schema.items())[:8])
                    + (", ..." if len(schema) > 8 else ""))
 

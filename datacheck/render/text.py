@@ -94,14 +94,16 @@ def _layout_groups(report: Report) -> dict[tuple[str | None, str, str], list]:
     return groups
 
 
-def _layout_lines(report: Report) -> list[str]:
+def _layout_lines(report: Report, names: bool = True) -> list[str]:
     """``layout: NAME (source: why)``, one line per (layout, source, why) of the readable shards (with
-    their shards when they are not all); nothing for a report without layouts (an older report)."""
+    their shards when they are not all, and ``names``; a count of shards otherwise); nothing for a
+    report without layouts (an older report)."""
     groups = _layout_groups(report)
     readable = sum(1 for sh in report.shards if sh.rows is not None)
     out = []
     for (name, source, why), shards in list(groups.items())[:5]:
-        where = "" if len(shards) == readable else " " + _shards_txt([sh.path for sh in shards])
+        where = ("" if len(shards) == readable else " " + _shards_txt([sh.path for sh in shards]) if names
+                 else f" ({len(shards)} shard{'s' if len(shards) > 1 else ''})")
         what = f"{name} ({source}: {why})" if name is not None else f"unknown ({why})"
         out.append(f"layout: {what}{where}")
     if len(groups) > 5:
@@ -233,7 +235,7 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
         "",
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
         f"index `{report.index_hash}`; {_config_line(report)}",
-        *[f"- {_md_text(line)}" for line in _layout_lines(report)],
+        *[f"- {_md_text(line)}" for line in _layout_lines(report, names=False)],
         "",
     ]
     table = ["| shard | rows | status | check | column | severity | count | first rows |",
