@@ -225,7 +225,7 @@ def near_payload(ctx: ShardContext) -> Iterable[Payload]:
                   post=lambda v: v if isinstance(v, pl.Series) else pl.Series(v))
 
 
-@check("dup.near_duplicate", layouts=lay.ANY, roles=("text|input_ids",))
+@check("dup.near_duplicate", layouts=lay.ANY - {"tabular", "ctc"}, roles=("text|input_ids",))
 def _near_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
     if not enabled(ctx.cfg):
         yield Skipped("dup.near_duplicate", "near-duplicate search is off: set [dup] near = true (MinHash LSH over "

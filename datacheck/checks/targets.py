@@ -67,7 +67,7 @@ def target_moments(ctx: ShardContext) -> Iterable[Stat]:
                    post=lambda v: dict(v) if v else None)
 
 
-@check("dist.target_scale", layouts=frozenset({"regression", "tabular"}), level="dataset", facts=("numeric.target_scale_warn",))
+@check("dist.target_scale", layouts=frozenset({"regression"}), level="dataset", facts=("numeric.target_scale_warn",))
 def target_scale(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dist.target_scale`` (shard level, decided from each shard's ``targets`` stats): a regression
     target whose standard deviation or absolute mean exceeds ``[numeric] target_scale_warn``
