@@ -28,6 +28,7 @@ from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
+from datacheck.model.roles import seq2seq_layout
 
 __all__ = ["position_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
 
@@ -85,6 +86,10 @@ def shift_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     :func:`datacheck.checks.mask.position_pass`; else :func:`_shift_candidates`, list kernels: a
     necessary condition); in their flat position view the four per-row counts are :class:`RowAgg` sums the
     engine computes once per shard (no per-row window)."""
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
+    if s2s is not None:  # only with [dataset] layout naming another layout: labels follow the decoder
+        yield Skipped("labels.shift_mismatch", f"seq2seq layout ({s2s}): labels follow the decoder, not input_ids")
+        return
     r, ign, shifted = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.labels.shifted
     lab, ids = pl.col(r.labels), pl.col(r.input_ids)
     full = positions_view(ctx)

@@ -50,7 +50,7 @@ from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Skipped
-from datacheck.model.roles import MessageFields, inner_dtype, message_fields
+from datacheck.model.roles import MessageFields, inner_dtype, message_fields, seq2seq_layout
 
 __all__ = ["role_order", "empty_turn", "no_assistant_turn", "assistant_mask_empty", "prompt_supervised", "eot_unsupervised", "truncated_response", "double_bos",
            "supervision_stats"]
@@ -368,6 +368,10 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     if ctx.roles.assistant_mask is not None and unmarked_template(ctx, ctx.roles.assistant_mask) is not None:
         yield Skipped("sft.eot_unsupervised", UNMARKED)
+        return
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
+    if s2s is not None:  # only with [dataset] layout naming another layout: labels follow the decoder
+        yield Skipped("sft.eot_unsupervised", f"seq2seq layout ({s2s}): labels follow the decoder, not input_ids")
         return
     r, ign = ctx.roles, ctx.cfg.labels.ignore
     def msg(n: int, d: dict[str, Any], stop: tuple[int, ...] = stop) -> str:

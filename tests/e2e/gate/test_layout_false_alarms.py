@@ -51,7 +51,7 @@ PRETRAIN = {"tokens": {"vocab_size": 50257, "eos_token_id": EOS, "pad_token_id":
 
 def _audit_dir(tmp_path: Path, df: pl.DataFrame, toml: str, *args: str):
     data = tmp_path / "data"
-    data.mkdir()
+    data.mkdir(parents=True)
     df.write_parquet(data / "train.parquet")
     (tmp_path / "datacheck.toml").write_text(toml, encoding="utf-8")
     out = tmp_path / "report.json"
@@ -120,10 +120,16 @@ def test_encoder_decoder_rows_run_every_applicable_check(tmp_path):
     df = pl.DataFrame({"input_ids": ids, "attention_mask": [[1] * len(x) for x in ids], "labels": labels})
     toml = ("[tokens]\nvocab_size = 50257\neos_token_id = 50256\npad_token_id = 50256\nmax_seq_len = 1024\n"
             "bos_token_id = 50256\neot_token_ids = [50256]\nmax_position_embeddings = 1024\n")
-    r, rep = _audit_dir(tmp_path, df, toml, "--fail-on", "warn")
-    assert r.returncode == 0 and rep["summary"].get("check_errors", 0) == 0, r.stdout
-    assert rep["shards"][0]["layout"] == "seq2seq"
-    assert [f["check"] for f in rep["shards"][0]["findings"]] == []
+    for i, dataset in enumerate(("", '[dataset]\nschema = "seq2seq"\n',
+                                 '[dataset]\nschema = "seq2seq"\nlayout = "sft_tokenized"\n')):
+        # recognized; declared by the built-in contract (two checks used to fail to run: exit 3); and a
+        # layout stated against the contract (the rules that assume aligned labels skip, never raise)
+        r, rep = _audit_dir(tmp_path / str(i), df, dataset + toml, "--fail-on", "warn")
+        assert rep["summary"].get("check_errors", 0) == 0, r.stdout
+        if i < 2:
+            assert r.returncode == 0, r.stdout
+            assert rep["shards"][0]["layout"] == "seq2seq"
+            assert [f["check"] for f in rep["shards"][0]["findings"]] == []
 
 
 def test_tool_calls_are_not_empty_turns():
