@@ -21,6 +21,7 @@ from datacheck.checks import all as _families  # noqa: F401 - every family regis
 from datacheck.checks.registry import CHECKS, READER_IDS, UNREADABLE
 from datacheck.model import catalog
 from datacheck.model.errors import UsageError
+from datacheck.model.layouts import LAYOUT_NAMES
 from datacheck.resume import RESUME_IDS, RESUME_NOTES
 from datacheck.trace.rules import LOG_RULES
 
@@ -45,6 +46,8 @@ class CheckEntry:
         note: how it runs when it is not a registered data check (reader, trace, not built), or "".
         description: the producer's documentation (what makes a row fail, thresholds and their
             source, when it is skipped), or "".
+        layouts: the layouts (:data:`datacheck.model.layouts.LAYOUTS`) a registered data check
+            applies to, in that table's order; empty for an ID that is no registered data check.
     """
 
     id: str
@@ -58,12 +61,18 @@ class CheckEntry:
     facts: tuple[str, ...]
     note: str
     description: str
+    layouts: tuple[str, ...] = ()
+
+    def applies(self, layout: str) -> bool:
+        """Whether the check runs on a shard of ``layout`` (an ID that is no registered data check,
+        such as a reader's ``decode.*`` or trace's ``log.*``, is not judged by layout: True)."""
+        return not self.layouts or layout in self.layouts
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "family": self.family, "level": self.level, "severity": self.severity,
                 "summary": self.summary, "built": self.built, "producer": self.producer,
                 "roles": list(self.roles), "facts": list(self.facts), "note": self.note,
-                "description": self.description}
+                "description": self.description, "layouts": list(self.layouts)}
 
 
 def _doc(obj: Any) -> str:
@@ -88,8 +97,10 @@ def _entry(cid: str) -> CheckEntry:
     producer: str | None = None
     note = ""
     docs: list[str] = []
+    layouts: tuple[str, ...] = ()
     spec = CHECKS.get(cid)
     if spec is not None:
+        layouts = tuple(n for n in LAYOUT_NAMES if n in spec.layouts)
         producer = spec.module
         roles = spec.roles
         facts = tuple(dict.fromkeys(spec.facts + spec.dataset_facts))
@@ -110,7 +121,7 @@ def _entry(cid: str) -> CheckEntry:
         note = RESUME_NOTES[info.family]
     return CheckEntry(id=cid, family=info.family, level=info.level, severity=info.severity, summary=info.summary,
                       built=producer is not None, producer=producer, roles=tuple(roles), facts=facts, note=note,
-                      description="\n\n".join(_strip_id(cid, d) for d in docs if d).strip())
+                      description="\n\n".join(_strip_id(cid, d) for d in docs if d).strip(), layouts=layouts)
 
 
 def list_checks() -> list[CheckEntry]:

@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout: the checkout's
 
 from datacheck.listing import list_checks  # noqa: E402
 from datacheck.model import config as cfgmod  # noqa: E402
+from datacheck.model.layouts import LAYOUT_NAMES  # noqa: E402
 from datacheck.model.roles import ROLE_SPECS  # noqa: E402
 
 CHECKS_MD = ROOT / "docs" / "checks.md"
@@ -277,7 +278,8 @@ def checks_page() -> str:
         "the reason. Levels: `row` (findings name rows), `shard`, `dataset` (cross-shard); `step` and `run` "
         "are training-log checks of `datacheck trace`. Needs: the column roles and `section.key` "
         "config facts the check declares (`a or b`: either); `-`: none declared (the check judges what the "
-        "shard has).",
+        "shard has). Layouts: the layouts the check applies to (`datacheck checks --layout NAME`); on a "
+        "shard of another layout it is not applicable (not run, not skipped); `all`: every layout.",
         "",
         f"{len(entries)} check IDs in {len({e.family for e in entries})} families.",
     ]
@@ -285,14 +287,16 @@ def checks_page() -> str:
     for e in entries:
         if e.family != family:
             family = e.family
-            out += ["", f"## `{family}`", "", "| ID | level | severity | what fails | needs |", "|---|---|---|---|---|"]
+            out += ["", f"## `{family}`", "", "| ID | level | severity | what fails | needs | layouts |",
+                    "|---|---|---|---|---|---|"]
         needs = [f"`{r}`".replace("|", " or ") for r in e.roles] + [f"`{f}`".replace("|", " or ") for f in e.facts]
         need = ", ".join(needs) if needs else ("-" if e.built else "")
         if e.note:
             need = (need + "; " if need and need != "-" else "") + e.note
         if not e.built and not e.note:
             need = (need + "; " if need else "") + "not built in this version"
-        out.append(f"| `{e.id}` | {e.level} | {e.severity} | {_cell(e.summary)} | {_cell(need)} |")
+        lays = "" if not e.layouts else "all" if len(e.layouts) == len(LAYOUT_NAMES) else ", ".join(e.layouts)
+        out.append(f"| `{e.id}` | {e.level} | {e.severity} | {_cell(e.summary)} | {_cell(need)} | {lays} |")
     out.append("")
     return "\n".join(out)
 

@@ -1,14 +1,14 @@
 """Expression helpers shared by the check families (scalar, list and nested-list columns alike)."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import polars as pl
 
 from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT
 from datacheck.model.roles import inner_dtype, is_list
 
-__all__ = ["struct_float_fields", "flat_list", "any_element", "count_elements", "first_bad", "value_counts", "is_int", "is_numeric", "int_max"]
+__all__ = ["struct_float_fields", "flat_list", "any_element", "count_elements", "first_bad", "first_at", "value_counts", "is_int", "is_numeric", "int_max"]
 
 Pred = Callable[[pl.Expr], pl.Expr]
 
@@ -85,6 +85,30 @@ def first_bad(col: str, dtype: pl.DataType, pred: Pred, null_text: str | None = 
     n = lst.list.len()
     return pl.struct(pl.format("first at position {} of {}: {}", pos, n, val).alias(EXAMPLE_TEXT),
                      pos.alias(EXAMPLE_POSITION), n.alias(EXAMPLE_LENGTH))
+
+
+def first_at(cols: list[str], pred: Callable[..., bool], show: Callable[..., str],
+             count: pl.Expr | None = None, what: str = "") -> pl.Expr:
+    """Per row, for examples of a rule over several aligned lists (evaluated in the second pass, on
+    example rows only, so a Python function per row is fine): the :data:`EXAMPLE_TEXT` struct of the
+    first position ``k`` where ``pred(a[k], b[k], ...)`` holds (one argument per column of ``cols``),
+    shown as ``"{count} {what}; first at position {k} of {len}: {show(a[k], b[k], ...)}"`` (the count
+    part only with ``count``, a per-row expression). Null when the lists are null or no position fails."""
+    def one(r: dict[str, Any]) -> dict[str, Any] | None:
+        vals = [r[c] for c in cols]
+        if any(v is None for v in vals):
+            return None
+        for k in range(min(len(v) for v in vals)):
+            at = [v[k] for v in vals]
+            if None not in at and pred(*at):
+                head = f"{r['__n']} {what}; " if count is not None else ""
+                return {EXAMPLE_TEXT: f"{head}first at position {k} of {len(vals[0])}: {show(*at)}",
+                        EXAMPLE_POSITION: k, EXAMPLE_LENGTH: len(vals[0])}
+        return None
+
+    fields = [pl.col(c) for c in cols] + ([count.alias("__n")] if count is not None else [])
+    return pl.struct(fields).map_elements(one, return_dtype=pl.Struct(
+        {EXAMPLE_TEXT: pl.String, EXAMPLE_POSITION: pl.Int64, EXAMPLE_LENGTH: pl.Int64}))
 
 
 def value_counts(expr: pl.Expr, limit: int = 20) -> pl.Expr:

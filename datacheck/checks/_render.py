@@ -15,9 +15,23 @@ from __future__ import annotations
 import polars as pl
 
 from datacheck.checks.registry import ShardContext
-from datacheck.derive.chat import TEMPLATE_ERROR, UNTRUNCATED_ASSISTANT
+from datacheck.derive.chat import TEMPLATE_ERROR, UNTRUNCATED_ASSISTANT, ChatTemplate
 
-__all__ = ["template_error", "rejected_by_template", "cut_by_truncation"]
+__all__ = ["template_error", "rejected_by_template", "cut_by_truncation", "unmarked_template", "UNMARKED"]
+
+#: the skip reason of a mask/label rule on rows rendered by a template without generation markers
+UNMARKED = ("the chat template has no {% generation %} markers, so the rendered assistant_mask and labels mark "
+            "nothing (one sft.assistant_mask_empty finding says what to add); these rows are judged once it has them")
+
+
+def unmarked_template(ctx: ShardContext, col: str) -> ChatTemplate | None:
+    """The chat template when ``col`` is a column the read path rendered with a template that has no
+    ``{% generation %}`` markers (every rendered ``assistant_mask`` all zeros, every rendered label
+    ``ignore_index``), else None."""
+    t = ctx.chat_template
+    if t is None or t.generation or col not in ctx.roles.derived:
+        return None
+    return t
 
 
 def template_error(ctx: ShardContext) -> str | None:

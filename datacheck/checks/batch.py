@@ -44,6 +44,7 @@ import polars as pl
 from datacheck.checks._expr import supervised_per_row
 from datacheck.checks.registry import Payload, ShardContext, check, derives, measure
 from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.errors import OptionalDependencyError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.order import EpochOrder, epoch_order
@@ -151,7 +152,7 @@ def _setup(dctx: Any) -> str:
     return f"{size} x world_size {b.world_size} x grad_accum {b.grad_accum}, drop_last {str(b.drop_last).lower()}"
 
 
-@check("batch.no_batches", level="dataset", facts=_FACTS, reasons=_REASONS)
+@check("batch.no_batches", layouts=lay.ANY, level="dataset", facts=_FACTS, reasons=_REASONS)
 def no_batches(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.no_batches``: each rank gets 0 micro-batches per epoch."""
     order, skip = dataset_order(dctx, "batch.no_batches")
@@ -170,7 +171,7 @@ def no_batches(dctx: Any) -> Iterable[Finding | Skipped]:
                       details={"rows": order.n_rows, "rows_per_rank": order.per_rank})
 
 
-@check("batch.singleton_tail", level="dataset", facts=_FACTS, reasons=_REASONS)
+@check("batch.singleton_tail", layouts=lay.ANY, level="dataset", facts=_FACTS, reasons=_REASONS)
 def singleton_tail(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.singleton_tail``: the last micro-batch of a rank holds exactly 1 row."""
     order, skip = dataset_order(dctx, "batch.singleton_tail")
@@ -187,7 +188,7 @@ def singleton_tail(dctx: Any) -> Iterable[Finding | Skipped]:
                       details={"ranks": ranks[:1000], "last_batch_rows": 1, "micro_batches_per_rank": order.micro_batches})
 
 
-@check("batch.small_tail", level="dataset", facts=_FACTS, reasons=_REASONS)
+@check("batch.small_tail", layouts=lay.ANY, level="dataset", facts=_FACTS, reasons=_REASONS)
 def small_tail(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.small_tail``: the last micro-batch of a rank has 2 .. ceil(batch_size/2)-1 rows (with
     ``max_tokens``: 2 rows or more and padded tokens, rows x longest row, under ``max_tokens / 2``)."""
@@ -220,7 +221,7 @@ def small_tail(dctx: Any) -> Iterable[Finding | Skipped]:
                       details={"ranks": ranks[:1000], "last_batch_rows": sizes})
 
 
-@check("batch.wraparound", level="dataset", facts=_FACTS, reasons=_REASONS)
+@check("batch.wraparound", layouts=lay.ANY, level="dataset", facts=_FACTS, reasons=_REASONS)
 def wraparound(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.wraparound``: DistributedSampler repeats rows to pad the epoch."""
     order, skip = dataset_order(dctx, "batch.wraparound")
@@ -258,7 +259,7 @@ def zero_micro_batches(order: EpochOrder, supervised: np.ndarray) -> list[tuple[
     return out
 
 
-@check("batch.no_supervised_tokens", level="dataset", facts=_FACTS, reasons=_REASONS)
+@check("batch.no_supervised_tokens", layouts=lay.ANY, level="dataset", facts=_FACTS, reasons=_REASONS)
 def no_supervised_batches(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.no_supervised_tokens``: a (step, rank, micro-batch) of the simulated order with 0
     supervised tokens, over every epoch of ``[batch] epochs``."""

@@ -16,6 +16,7 @@ from datacheck.checks._pos import nxt
 from datacheck.checks.mask import positions_view
 from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.roles import inner_dtype
 
 __all__ = ["periodic_tokens", "periodic_rows", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
@@ -60,7 +61,7 @@ def _runs_detail(ids: str, mask: str | None) -> pl.Expr:
     return pl.struct(row=pl.col("__row").cast(pl.Int64), run=best).filter(first_in_row).head(20).implode()
 
 
-@check("content.periodic_tokens", roles=("input_ids",))
+@check("content.periodic_tokens", layouts=lay.TOKENIZED, roles=("input_ids",))
 def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``content.periodic_tokens`` (warn): ``input_ids`` (list of int) hold a run in which a period of
     1 to 13 tokens repeats at least 32 times: positions ``t .. t + 32p - 1`` with

@@ -52,7 +52,9 @@ from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.discover import declared_splits
 from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Example, Finding, Skipped
+from datacheck.model.roles import row_content
 
 __all__ = [
     "ROWS_KEY",
@@ -80,8 +82,7 @@ def content_spec(ctx: ShardContext) -> tuple[list[str], str | None]:
     """(content columns without the class label, the class label column or None)."""
     label = ctx.roles.label
     cols = ctx.roles.columns()
-    if not cols:
-        cols = sorted(ctx.schema)
+    cols = row_content(cols, label, list(ctx.schema)) if cols else sorted(ctx.schema)
     return [c for c in cols if c != label], label
 
 
@@ -121,17 +122,17 @@ def _no_content(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
         yield Skipped(cid, "no content column besides the label")
 
 
-@check("dup.exact_across_shards")
+@check("dup.exact_across_shards", layouts=lay.ANY)
 def _across_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
     return _no_content(ctx, "dup.exact_across_shards")
 
 
-@check("dup.conflicting_labels")
+@check("dup.conflicting_labels", layouts=lay.CLASSIFICATION | {"kto"})
 def _conflicting_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
     return _no_content(ctx, "dup.conflicting_labels")
 
 
-@check("dup.split_overlap")
+@check("dup.split_overlap", layouts=lay.ANY)
 def _overlap_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
     return _no_content(ctx, "dup.split_overlap")
 

@@ -37,6 +37,7 @@ from typing import Any, Iterable
 
 from datacheck.checks.registry import check, derives
 from datacheck.derive.read import ALPACA, CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["psi", "length_drift", "label_drift", "PSI_THRESHOLD", "MIN_ROWS", "LENGTH_BINS", "PSI_EPSILON",
@@ -291,14 +292,14 @@ def _single_class(s: Any, h: dict, rest: dict, n: int, m: int, split: str | None
     )
 
 
-@check("dist.length_drift", level="dataset")
+@check("dist.length_drift", layouts=lay.ANY, level="dataset")
 def length_drift(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dist.length_drift``: a shard's exact length histogram (stats ``lengths``) against the rest of
     its split (or dataset), PSI over decile bins > 0.25; no verdict below 200 rows on either side."""
     yield from _drift(dctx, "lengths", "histogram", "dist.length_drift", binned=True)
 
 
-@check("dist.label_drift", level="dataset")
+@check("dist.label_drift", layouts=lay.LABELED, level="dataset")
 def label_drift(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dist.label_drift``: a shard's label counts (stats ``labels``) against the rest, PSI > 0.25
     (no verdict below 200 rows), or a single class of a multi-class dataset (chance < 0.001)."""

@@ -19,6 +19,9 @@ import polars as pl
 from datacheck.checks.crossdup import ROWS_KEY, payload_wanted
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
+from datacheck.model import layouts as lay
+from datacheck.model.findings import Skipped
+from datacheck.model.roles import row_content
 
 __all__ = ["exact_in_shard", "content_columns"]
 
@@ -28,8 +31,8 @@ derives(__name__, ALPACA, CHAT)
 
 
 def content_columns(ctx: ShardContext) -> list[str]:
-    cols = ctx.roles.columns()
-    return cols if cols else list(ctx.schema)
+    """The shard's row content (:func:`datacheck.model.roles.row_content`), the class label included."""
+    return row_content(ctx.roles.columns(), ctx.roles.label, list(ctx.schema))
 
 
 def _key_column(cols: list[str], schema: dict[str, pl.DataType]) -> str:
@@ -99,12 +102,16 @@ def _repeats_from_hashes(payload: dict) -> list[int]:
     return cand.filter(pl.struct(df.columns).is_first_distinct().not_())["__r"].to_list()
 
 
-@check("dup.exact_in_shard")
+@check("dup.exact_in_shard", layouts=lay.ANY)
 def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
     count = extra copies; rows = the copies (never the first occurrence)."""
     cols = content_columns(ctx)
     if not cols:
+        return
+    if cols == [ctx.roles.label]:
+        yield Skipped("dup.exact_in_shard", "no content column besides the label (set [columns] text or "
+                                            "features to the columns a row is made of)")
         return
     key_cols = [_key_column(cols, ctx.schema)]
     shown = [c for c in cols if ctx.schema[c] == pl.String][:1] or key_cols

@@ -6,10 +6,11 @@ from typing import Iterable
 import polars as pl
 
 from datacheck.checks._expr import truncated
-from datacheck.checks._render import cut_by_truncation, rejected_by_template
+from datacheck.checks._render import UNMARKED, cut_by_truncation, rejected_by_template, unmarked_template
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype, is_list
 
@@ -46,7 +47,7 @@ def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
     return m.list.eval(pl.element().cast(pl.Float64) != 0).list.any().not_()
 
 
-@check("empty.text", roles=("text",), dtype_roles=())
+@check("empty.text", layouts=lay.ANY - {"packed_lm", "packed_sft", "tabular", "ctc"}, roles=("text",), dtype_roles=())
 def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.text``: a text value (dtype String) is null, ``""`` or blank: only Unicode whitespace
     and zero-width characters (:data:`BLANK_CHARS`, e.g. U+00A0, U+3000, U+200B, U+FEFF), which a
@@ -80,7 +81,7 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
                           else f"text column {col!r} has dtype {t}, not a string")
 
 
-@check("empty.sequence", roles=("input_ids",), dtype_roles=())
+@check("empty.sequence", layouts=lay.TOKENIZED, roles=("input_ids",), dtype_roles=())
 def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.sequence``: ``input_ids`` is null or has length 0. An empty list is empty whatever
     its element type, so this runs on any list-typed ``input_ids``; on another dtype it is skipped
@@ -100,7 +101,7 @@ def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("empty.all_padding", roles=("input_ids",))
+@check("empty.all_padding", layouts=lay.TOKENIZED, roles=("input_ids",))
 def all_padding(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.all_padding``: in a non-empty sequence, the ``attention_mask`` sums to 0 (or, without
     a mask, every id equals ``pad_token_id``): attention divides 0 by 0 and the loss is NaN."""
@@ -132,7 +133,7 @@ def all_padding(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("empty.all_padding", "no attention_mask column and no [tokens] pad_token_id")
 
 
-@check("empty.no_supervised_tokens", roles=("labels",), facts=("labels.ignore_index",),
+@check("empty.no_supervised_tokens", layouts=lay.TOKENIZED | frozenset({"ctc"}), roles=("labels",), facts=("labels.ignore_index",),
        reasons={"labels.ignore_index": "[labels] ignore_index is unset"})
 def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``empty.no_supervised_tokens``: every token label equals ``ignore_index`` after truncation to
@@ -141,10 +142,15 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     rejected (null rendered labels) are ``sft.role_order``'s, not this. The message counts the rows
     that have supervised tokens before truncation (labels longer than ``max_seq_len``, or, for labels
     the read path rendered and truncated, assistant tokens in the whole rendering): truncation cut
-    their answer, and the message says so. Example: the labels kept after truncation."""
+    their answer, and the message says so of those rows only. Example: the labels kept after
+    truncation. Skipped for labels rendered by a chat template without ``{% generation %}`` markers
+    (``sft.assistant_mask_empty`` reports the template once)."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
+        return
+    if unmarked_template(ctx, r.labels) is not None:
+        yield Skipped("empty.no_supervised_tokens", UNMARKED)
         return
     ign = lab.ignore
     kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
@@ -156,14 +162,13 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
         some_before = some_before | cut
     by_truncation = none_kept & some_before
     trunc = f"truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
-    where = f" after {trunc}" if tok.max_seq_len is not None else ""
     yield RowCheck(
         check="empty.no_supervised_tokens", column=r.labels, fails=none_kept & ~rejected_by_template(ctx, r.labels),
         example=kept,
         details={"only_after_truncation": by_truncation.sum()},
         details_merge={"only_after_truncation": sum_parts},
-        message=lambda n, d, w=where, ign=ign, trunc=trunc: (
-            f"{n} row(s) have no supervised token{w}: every label is ignore_index {ign}, so the mean loss is 0/0 = NaN"
+        message=lambda n, d, ign=ign, trunc=trunc: (
+            f"{n} row(s) have no supervised token: every label is ignore_index {ign}, so the mean loss is 0/0 = NaN"
             + (f" ({k} of them only because {trunc} cut the answer off: raise max_seq_len, shorten or drop them)"
                if (k := d.get("only_after_truncation", 0)) else "")),
     )

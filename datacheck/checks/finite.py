@@ -11,6 +11,7 @@ import polars as pl
 
 from datacheck.checks._expr import any_element, count_elements, first_bad, flat_list, struct_float_fields
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, max_parts
+from datacheck.model import layouts as lay
 from datacheck.model.constants import BF16_MAX, FP16_MAX, FP32_MAX
 from datacheck.model.roles import inner_dtype
 
@@ -62,7 +63,7 @@ def _struct_fields(ctx: ShardContext, cid: str, pred, what: str) -> Iterable[Row
             )
 
 
-@check("finite.nan")
+@check("finite.nan", layouts=lay.ANY)
 def finite_nan(ctx: ShardContext) -> Iterable[ShardItem]:
     """``finite.nan``: a row fails when its float value (or any element of its float list, or a
     float field inside its structs, e.g. ``messages[].loss_weight``) is NaN. Nulls are not NaN here
@@ -77,7 +78,7 @@ def finite_nan(ctx: ShardContext) -> Iterable[ShardItem]:
     yield from _struct_fields(ctx, "finite.nan", nan, "NaN")
 
 
-@check("finite.inf")
+@check("finite.inf", layouts=lay.ANY)
 def finite_inf(ctx: ShardContext) -> Iterable[ShardItem]:
     """``finite.inf``: a row fails when its float value (or any list element, or a float field
     inside its structs) is +inf or -inf."""
@@ -91,7 +92,7 @@ def finite_inf(ctx: ShardContext) -> Iterable[ShardItem]:
     yield from _struct_fields(ctx, "finite.inf", inf, "+/-inf")
 
 
-@check("finite.fp16_overflow")
+@check("finite.fp16_overflow", layouts=lay.ANY)
 def fp16_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
     """``finite.fp16_overflow``: a finite value whose magnitude exceeds the maximum of
     ``[numeric] compute_dtype`` (error), or ``overflow_warn_fraction`` of it (warn; not for fp32).

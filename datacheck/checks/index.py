@@ -29,6 +29,7 @@ from datacheck.io.dataindex import (
 )
 from datacheck.io.discover import declared_splits
 from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["numbering_gap", "temp_files", "duplicate_shards", "duplicate_shard_groups", "committed_index", "shipped_index", "empty_shard",
@@ -65,7 +66,7 @@ def _on_disk(root: Any, key: tuple[str, str, str]) -> list[tuple[int, int]]:
     return out
 
 
-@check("index.numbering_gap", level="dataset")
+@check("index.numbering_gap", layouts=lay.ANY, level="dataset")
 def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
     """Shards named ``NAME-0000k-of-0000N``: every k in [0, N) must be present exactly once, and all
     audited shards of one NAME must agree on N. Temporary files do not count as present.
@@ -114,7 +115,7 @@ def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
             )
 
 
-@check("index.temp_file", level="dataset")
+@check("index.temp_file", layouts=lay.ANY, level="dataset")
 def temp_files(dctx: Any) -> Iterable[Finding]:
     """Partial or temporary files (``*.tmp``, ``*.partial``, ``.~*``, ``*.incomplete``) among the shards."""
     tmp = dctx.temp_files
@@ -138,7 +139,7 @@ def duplicate_shard_groups(shards: Iterable[Any]) -> list[tuple[str, list[str]]]
     return [(h, sorted(paths)) for h, paths in sorted(by_hash.items()) if len(paths) > 1]
 
 
-@check("dup.shard", level="dataset")
+@check("dup.shard", layouts=lay.ANY, level="dataset")
 def duplicate_shards(dctx: Any) -> Iterable[Finding]:
     """``dup.shard``: two or more shards with identical content hashes (bytes), e.g. a shard uploaded twice.
 
@@ -412,31 +413,31 @@ def index_items(dctx: Any) -> list[Finding | Skipped]:
     return memo
 
 
-@check("index.missing_shard", level="dataset")
+@check("index.missing_shard", layouts=lay.ANY, level="dataset")
 def missing_shard(dctx: Any) -> Iterable[Finding | Skipped]:
     """``index.missing_shard``: a shard listed in the committed index (or a shipped list) is absent."""
     return [i for i in index_items(dctx) if i.check == "index.missing_shard"]
 
 
-@check("index.extra_shard", level="dataset")
+@check("index.extra_shard", layouts=lay.ANY, level="dataset")
 def extra_shard(dctx: Any) -> Iterable[Finding | Skipped]:
     """``index.extra_shard``: a shard on disk is not in the committed index (or a shipped list)."""
     return [i for i in index_items(dctx) if i.check == "index.extra_shard"]
 
 
-@check("index.changed_shard", level="dataset")
+@check("index.changed_shard", layouts=lay.ANY, level="dataset")
 def changed_shard(dctx: Any) -> Iterable[Finding | Skipped]:
     """``index.changed_shard``: a shard's content hash differs from the committed index."""
     return [i for i in index_items(dctx) if i.check == "index.changed_shard"]
 
 
-@check("index.row_count_mismatch", level="dataset")
+@check("index.row_count_mismatch", layouts=lay.ANY, level="dataset")
 def row_count_mismatch(dctx: Any) -> Iterable[Finding | Skipped]:
     """``index.row_count_mismatch``: a shard's row count differs from the index or its own metadata."""
     return [i for i in index_items(dctx) if i.check == "index.row_count_mismatch"]
 
 
-@check("index.empty_shard", level="dataset")
+@check("index.empty_shard", layouts=lay.ANY, level="dataset")
 def empty_index(dctx: Any) -> Iterable[Finding | Skipped]:
     """``index.empty_shard`` at the dataset stage: a shipped index that lists zero shards (a MosaicML
     ``index.json`` with ``"shards": []``): the dataset it describes yields no sample."""

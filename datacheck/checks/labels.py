@@ -11,6 +11,7 @@ from datacheck.checks._render import rejected_by_template
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, counts_parts, derives, measure
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.stats import LabelCounts
 
@@ -201,7 +202,7 @@ def _label_items(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
 _NO_LABEL = {"label|labels": "no label column (set [columns] label or labels)"}
 
 
-@check("labels.out_of_range", roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.out_of_range", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
 def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.out_of_range``: a class label >= ``num_classes`` (or not in ``classes``), or a
     non-integer float (1.5: "not an integer class index"), and not ``ignore_index``. With string
@@ -213,14 +214,14 @@ def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     return _label_items(ctx, "labels.out_of_range")
 
 
-@check("labels.unexpected_sentinel", roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.unexpected_sentinel", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
 def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.unexpected_sentinel``: a negative class or token label that is not ``ignore_index``
     (reported here only, never again as ``labels.out_of_range``)."""
     return _label_items(ctx, "labels.unexpected_sentinel")
 
 
-@check("labels.null", roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.null", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
 def label_null(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.null``: a missing label (null; for a float class label column, null or NaN), whatever
     the label column's dtype."""
@@ -241,7 +242,7 @@ def label_stats(ctx: ShardContext) -> Iterable[Stat]:
                post=lambda v, col=col: {"column": col, "counts": sorted(counts_to_pairs(v), key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))})
 
 
-@check("labels.unseen_class", level="dataset")
+@check("labels.unseen_class", layouts=lay.CLASSIFICATION | frozenset({"kto"}), level="dataset")
 def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     """``labels.unseen_class``: a class in ``[0, num_classes)`` (or in ``classes``) that no row of the
     dataset carries. Uses the exact per-shard label counts (merged). With string ``classes`` and

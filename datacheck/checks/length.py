@@ -27,6 +27,7 @@ from datacheck.checks.registry import (
 )
 from datacheck.checks.roledtype import problem, problems
 from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import DECODER_COLUMNS, ROLE_TABLE, inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import LENGTHS, LengthHistogram
@@ -103,7 +104,7 @@ def length_stats(ctx: ShardContext) -> Iterable[Stat]:
                    post=_hist_post("+".join(text), "chars"))
 
 
-@check("length.over_max", roles=("input_ids",), facts=("tokens.max_seq_len",))
+@check("length.over_max", layouts=lay.TOKENIZED, roles=("input_ids",), facts=("tokens.max_seq_len",))
 def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
     """``length.over_max`` (warn): a sequence longer than ``max_seq_len``, which the trainer
     truncates. Length as in :func:`attended_length` (attended tokens with a mask)."""
@@ -122,7 +123,7 @@ def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("length.mismatch")
+@check("length.mismatch", layouts=lay.ANY - {"tabular"})
 def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     """``length.mismatch``: in a row, the list columns that must align differ in length.
 
@@ -134,7 +135,7 @@ def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     with nothing, and the encoder columns align among themselves."""
     r = ctx.roles
     groups: list[tuple[str, ...]] = []
-    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema)
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
     decoder = tuple(c for c in DECODER_COLUMNS if c in ctx.schema and is_list(ctx.schema[c]))
     enc_labels = None if s2s else r.labels
     bad = {p.column for p in problems(ctx)}

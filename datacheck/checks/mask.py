@@ -5,7 +5,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import first_bad, positions_count, supervised_count
+from datacheck.checks._expr import first_at, first_bad, positions_count, supervised_count
 from datacheck.checks._flat import fast_dtype, position_counts
 from datacheck.checks.registry import (
     FlatView,
@@ -22,7 +22,8 @@ from datacheck.checks.registry import (
 from datacheck.checks.registry import ratio as _div
 from datacheck.checks.roledtype import problem, problems
 from datacheck.derive.read import CHAT
-from datacheck.model.findings import Finding, Skipped
+from datacheck.model import layouts as lay
+from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT, Finding, Skipped
 from datacheck.model.roles import inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import EOS, EosSupervision
 
@@ -47,7 +48,7 @@ def positions_view(ctx: ShardContext) -> FlatView:
     are the decoder's target and are not part of the view."""
     r = ctx.roles
     bad = {p.column for p in problems(ctx)}
-    labels = None if seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) else r.labels
+    labels = None if seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout) else r.labels
     group = tuple(c for c in dict.fromkeys((r.input_ids, r.attention_mask, labels, r.assistant_mask,
                                             r.position_ids, r.document_ids))
                   if c is not None and c not in bad and is_list(ctx.schema[c]))
@@ -108,7 +109,7 @@ def _mask_int(ctx: ShardContext) -> tuple[str, pl.DataType, pl.DataType, pl.Expr
     return mcol, t, inner, mi, _binary(mcol, inner)
 
 
-@check("mask.non_binary", roles=("attention_mask",))
+@check("mask.non_binary", layouts=lay.TOKENIZED, roles=("attention_mask",))
 def non_binary(ctx: ShardContext) -> Iterable[ShardItem]:
     """``mask.non_binary``: an ``attention_mask`` value (list of ints/bools/floats, shape (rows,
     seq_len), 1 = real token, 0 = padding) is not 0 or 1; a null element is neither."""
@@ -125,7 +126,25 @@ def non_binary(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("mask.not_contiguous", roles=("attention_mask",))
+def _hole_example(mcol: str, side: str) -> pl.Expr:
+    """Example of ``mask.not_contiguous``: the first position that breaks the block of 1s (right
+    padding: a 1 after a 0; left padding: a 0 after a 1), with the mask around it."""
+    def one(m: list | None) -> dict | None:
+        if not m:
+            return None
+        before, after = (0, 1) if side == "right" else (1, 0)
+        for k in range(1, len(m)):
+            if m[k] == after and before in m[:k]:
+                return {EXAMPLE_TEXT: f"first at position {k} of {len(m)}: {after} after a {before} "
+                                      f"(padding_side={side}); mask[{max(0, k - 4)}:{k + 4}] = {m[max(0, k - 4):k + 4]}",
+                        EXAMPLE_POSITION: k, EXAMPLE_LENGTH: len(m)}
+        return None
+
+    return pl.struct(pl.col(mcol).alias("m")).map_elements(lambda r: one(r["m"]), return_dtype=pl.Struct(
+        {EXAMPLE_TEXT: pl.String, EXAMPLE_POSITION: pl.Int64, EXAMPLE_LENGTH: pl.Int64}))
+
+
+@check("mask.not_contiguous", layouts=lay.TOKENIZED, roles=("attention_mask",))
 def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
     """``mask.not_contiguous``: a binary mask whose 1s are not one block against ``padding_side``
     (right: a 1 after a 0; left: a 0 after a 1)."""
@@ -140,7 +159,7 @@ def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
     else:
         holes = (mi.list.max() == 1) & (mi.list.arg_max() != mi.list.len() - s_ones)
     yield RowCheck(
-        check="mask.not_contiguous", column=mcol, fails=binary & holes, example=pl.col(mcol),
+        check="mask.not_contiguous", column=mcol, fails=binary & holes, example=_hole_example(mcol, side),
         message=lambda n, d, side=side: (f"{n} row(s) have an attention_mask that is not one block of 1s "
                                          f"against padding_side={side} (holes, or padding on the other side)"),
     )
@@ -149,7 +168,7 @@ def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
 _NEEDS_PAD = "needs input_ids and [tokens] pad_token_id"
 
 
-@check("padding.token_not_pad", roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
+@check("padding.token_not_pad", layouts=lay.TOKENIZED, roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
        reasons={"input_ids": _NEEDS_PAD, "tokens.pad_token_id": _NEEDS_PAD}, dtype_roles=("attention_mask",))
 def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.token_not_pad`` (warn): a position with mask 0 holds an id other than
@@ -164,14 +183,15 @@ def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
     bad = (pl.col(mcol) == 0) & (pl.col(ids) != pad)
     yield RowCheck(
         check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx),
-        example=pl.format("{} masked position(s) hold non-pad ids", nz),
+        example=first_at([mcol, ids], lambda m, x, pad=pad: m == 0 and x != pad, lambda m, x: f"id {x} with mask 0",
+                         count=nz, what="masked position(s) hold non-pad ids"),
         details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
                                        f"with attention_mask 0 ({d.get('positions')} positions)"),
     )
 
 
-@check("padding.pad_attended", roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
+@check("padding.pad_attended", layouts=lay.TOKENIZED, roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
        reasons={"input_ids": _NEEDS_PAD, "tokens.pad_token_id": _NEEDS_PAD}, dtype_roles=("attention_mask",))
 def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.pad_attended``: ``pad_token_id != eos_token_id`` and a position holding
@@ -195,7 +215,8 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
     bad = (pl.col(mcol).cast(pl.Int64) == 1) & (pl.col(ids) == pad)
     yield RowCheck(
         check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx),
-        example=pl.format("{} attended position(s) hold pad_token_id", nz),
+        example=first_at([mcol, ids], lambda m, x, pad=pad: m == 1 and x == pad,
+                         lambda m, x: f"pad id {x} with mask 1", count=nz, what="attended position(s) hold pad_token_id"),
         details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, pad=pad: (f"{n} row(s) hold pad_token_id {pad} at positions with attention_mask 1 "
                                        f"({d.get('positions')} positions): the model attends to padding. Set the "
@@ -207,7 +228,7 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
 _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
 
 
-@check("padding.label_not_ignored", roles=("attention_mask", "labels"), facts=("labels.ignore_index",),
+@check("padding.label_not_ignored", layouts=lay.TOKENIZED - frozenset({"seq2seq"}), roles=("attention_mask", "labels"), facts=("labels.ignore_index",),
        reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",))
 def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.label_not_ignored``: a position with mask 0 has a label other than ``ignore_index``
@@ -219,7 +240,7 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     if problem(ctx, "labels") is not None:
         yield Skipped("padding.label_not_ignored", _NEEDS_IGNORE)
         return
-    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema)
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
     if s2s is not None:
         yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not attention_mask")
         return
@@ -228,7 +249,8 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     bad = (pl.col(mcol) == 0) & (pl.col(labels) != ign)
     yield RowCheck(
         check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx),
-        example=pl.format("{} padded position(s) are supervised", nz),
+        example=first_at([mcol, labels], lambda m, y, ign=ign: m == 0 and y != ign,
+                         lambda m, y: f"label {y} with mask 0", count=nz, what="padded position(s) are supervised"),
         details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
         message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
                                        f"positions (attention_mask 0; {d.get('positions')} positions): "
@@ -262,7 +284,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
                    post=lambda v: None if v is None else 1 - _div(v["real"], v["slots"]))
     # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
     usable = {c for c in (r.labels, r.input_ids, mcol) if c is not None} - {p.column for p in problems(ctx)}
-    labels = r.labels if r.labels in usable and seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema) is None else None
+    labels = r.labels if r.labels in usable and seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout) is None else None
     ids = r.input_ids if r.input_ids in usable else None
     if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
         eos, ign = tok.eos_token_id, lab.ignore
@@ -290,7 +312,7 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
                    post=lambda v: None if v is None else _div(v["sup"], v["slots"]))
 
 
-@check("padding.eos_unsupervised", level="dataset")
+@check("padding.eos_unsupervised", layouts=lay.LM | lay.SFT | lay.PACKED, level="dataset")
 def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
     """``padding.eos_unsupervised``: ``pad_token_id == eos_token_id`` and no eos inside real content
     (attention_mask 1) carries a label other than ``ignore_index`` in any sample: the collator masked

@@ -60,6 +60,7 @@ from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, d
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.hashspill import SpilledColumns
 from datacheck.io.rowhash import row_hash_expr
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Example, Finding, Skipped
 
 __all__ = ["NEAR_KEY", "TEXT_KEY", "NUM_PERM", "SHINGLE", "signatures", "lsh_params", "clusters",
@@ -224,7 +225,7 @@ def near_payload(ctx: ShardContext) -> Iterable[Payload]:
                   post=lambda v: v if isinstance(v, pl.Series) else pl.Series(v))
 
 
-@check("dup.near_duplicate", roles=("text|input_ids",))
+@check("dup.near_duplicate", layouts=lay.ANY - {"tabular", "ctc"}, roles=("text|input_ids",))
 def _near_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
     if not enabled(ctx.cfg):
         yield Skipped("dup.near_duplicate", "near-duplicate search is off: set [dup] near = true (MinHash LSH over "

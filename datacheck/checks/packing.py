@@ -30,7 +30,8 @@ from datacheck.checks.registry import (
 from datacheck.checks.registry import ratio as _efficiency
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
-from datacheck.model.findings import Skipped
+from datacheck.model import layouts as lay
+from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT, Skipped
 from datacheck.model.roles import inner_dtype
 
 __all__ = ["position_ids_not_reset", "boundary_mismatch", "cross_document_label", "packing_stats", "starts_list"]
@@ -70,6 +71,46 @@ def starts_list(ctx: ShardContext) -> tuple[pl.Expr, str] | None:
     return None
 
 
+def first_unreset(pos: list | None, docs: list | None = None, starts: list | None = None) -> dict | None:
+    """The example of a row that fails ``packing.position_ids_not_reset``: its first bad position.
+
+    Documents start at position 0, at each offset of ``starts`` (from ``seq_lens``/``cu_seqlens``),
+    where ``docs`` (``document_ids``) changes, or (neither given) where a position id is 0. A position
+    is bad when a document start is not 0 or another position is not the previous + 1. Returns the
+    :data:`~datacheck.model.findings.EXAMPLE_TEXT` struct (text with the ids around it, position,
+    row length), or None when no position is bad."""
+    if pos is None:
+        return None
+    st = set(starts or ())
+    for k, v in enumerate(pos):
+        start = k == 0 or k in st or (docs is not None and k < len(docs) and docs[k] != docs[k - 1])
+        prev_v = pos[k - 1] if k else None
+        if start:
+            want = 0
+        elif starts is None and docs is None and v == 0:
+            continue  # a reset starts the next document
+        else:
+            want = None if prev_v is None else prev_v + 1
+        if v is None or v != want:
+            where = "a document start" if start else "inside a document"
+            around = pos[max(0, k - 3):k + 4]
+            return {EXAMPLE_TEXT: f"first at position {k} of {len(pos)} ({where}): {v}, expected {want}; "
+                                  f"position_ids[{max(0, k - 3)}:{k + 4}] = {around}",
+                    EXAMPLE_POSITION: k, EXAMPLE_LENGTH: len(pos)}
+    return None
+
+
+_EXAMPLE_DTYPE = pl.Struct({EXAMPLE_TEXT: pl.String, EXAMPLE_POSITION: pl.Int64, EXAMPLE_LENGTH: pl.Int64})
+
+
+def _unreset_example(pos: pl.Expr, docs: pl.Expr | None = None, starts: pl.Expr | None = None) -> pl.Expr:
+    """Per failing row (the engine evaluates examples on example rows only): :func:`first_unreset`."""
+    fields = [pos.alias("p")] + ([docs.alias("d")] if docs is not None else []) + (
+        [starts.alias("s")] if starts is not None else [])
+    return pl.struct(fields).map_elements(
+        lambda r: first_unreset(r["p"], r.get("d"), r.get("s")), return_dtype=_EXAMPLE_DTYPE)
+
+
 def _view_start(ctx: ShardContext) -> tuple[pl.Expr, str] | None:
     """Per position in the flat view: True at the first token of each document (document_ids, else
     position-id resets), with the column it came from; None when neither is usable."""
@@ -82,7 +123,7 @@ def _view_start(ctx: ShardContext) -> tuple[pl.Expr, str] | None:
     return None
 
 
-@check("packing.position_ids_not_reset", roles=("position_ids",))
+@check("packing.position_ids_not_reset", layouts=lay.PACKED, roles=("position_ids",))
 def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
     """``packing.position_ids_not_reset``: in a packed row, a document does not start at position 0,
     or positions within a document do not step by 1 (``position_ids[k] == position_ids[k-1] + 1``).
@@ -113,7 +154,7 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
         if src == r.seq_lens and fast_dtype(ctx.schema[r.position_ids]) and fast_dtype(ctx.schema[r.seq_lens]):
             bad = positions_not_reset(r.position_ids, r.seq_lens, bad)  # the same rule over the flat buffers
         yield RowCheck(check="packing.position_ids_not_reset", column=r.position_ids,
-                       fails=bad, example=pos.list.head(16),
+                       fails=bad, example=_unreset_example(pos, starts=starts),
                        message=lambda n, d, src=src: msg.format(n=n, src=repr(src)))
         return
     got = _view_start(ctx)
@@ -121,12 +162,13 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     start, src = got
     bad = pl.when(start).then(pos != 0).otherwise(pos != prev(pos) + 1).fill_null(False)
+    docs = pl.col(r.document_ids) if src == r.document_ids else None
     yield RowCheck(check="packing.position_ids_not_reset", column=r.position_ids, fails=bad,
-                   view=positions_view(ctx), details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
+                   example=_unreset_example(pos, docs=docs), view=positions_view(ctx), details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
                    message=lambda n, d, src=src: msg.format(n=n, src=repr(src)) + f" ({d.get('positions')} positions)")
 
 
-@check("packing.boundary_mismatch", roles=(_BOUNDS,), reasons={_BOUNDS: _NO_BOUNDS})
+@check("packing.boundary_mismatch", layouts=lay.PACKED, roles=(_BOUNDS,), reasons={_BOUNDS: _NO_BOUNDS})
 def boundary_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     """``packing.boundary_mismatch``: ``seq_lens`` (list of int) do not sum to the row length (the
     length of input_ids, else position_ids, labels or document_ids); ``cu_seqlens`` does not start
@@ -161,7 +203,7 @@ def boundary_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
                                                       "another document)"))
 
 
-@check("packing.cross_document_label", roles=("labels", "document_ids|seq_lens|cu_seqlens|position_ids"),
+@check("packing.cross_document_label", layouts=lay.PACKED, roles=("labels", "document_ids|seq_lens|cu_seqlens|position_ids"),
        facts=("labels.ignore_index",),
        reasons={"document_ids|seq_lens|cu_seqlens|position_ids":
                 "no document_ids, seq_lens, cu_seqlens or position_ids column (set [columns] document_ids)"})

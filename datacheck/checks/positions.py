@@ -26,7 +26,9 @@ from datacheck.checks.registry import (
 )
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
+from datacheck.model.roles import seq2seq_layout
 
 __all__ = ["position_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
 
@@ -38,7 +40,7 @@ derives(__name__, CHAT)
 SHIFT_MATCH_SHARE = 0.9
 
 
-@check("tokens.position_out_of_range", roles=("position_ids|input_ids",), facts=("tokens.max_position_embeddings",))
+@check("tokens.position_out_of_range", layouts=lay.TOKENIZED, roles=("position_ids|input_ids",), facts=("tokens.max_position_embeddings",))
 def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``tokens.position_out_of_range``: a ``position_ids`` value (list of int) outside
     ``[0, max_position_embeddings)`` or null; without position ids, an ``input_ids`` sequence longer
@@ -68,7 +70,7 @@ def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
                                    f"{d.get('longest')}): their positions run past the position table"))
 
 
-@check("labels.shift_mismatch", roles=("labels", "input_ids"), facts=("labels.ignore_index",))
+@check("labels.shift_mismatch", layouts=lay.LM | lay.SFT | lay.PACKED, roles=("labels", "input_ids"), facts=("labels.ignore_index",))
 def shift_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.shift_mismatch``: a row's labels follow the other shift convention than ``[labels]
     shifted`` says.
@@ -84,6 +86,10 @@ def shift_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     :func:`datacheck.checks.mask.position_pass`; else :func:`_shift_candidates`, list kernels: a
     necessary condition); in their flat position view the four per-row counts are :class:`RowAgg` sums the
     engine computes once per shard (no per-row window)."""
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
+    if s2s is not None:  # only with [dataset] layout naming another layout: labels follow the decoder
+        yield Skipped("labels.shift_mismatch", f"seq2seq layout ({s2s}): labels follow the decoder, not input_ids")
+        return
     r, ign, shifted = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.labels.shifted
     lab, ids = pl.col(r.labels), pl.col(r.input_ids)
     full = positions_view(ctx)

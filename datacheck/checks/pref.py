@@ -140,7 +140,7 @@ def _blank_after_cut(a: str, b: str, side: int) -> pl.Expr:
     return pl.map_batches([pl.col(a), pl.col(b)], run, return_dtype=pl.Boolean)
 
 
-@check("pref.empty_response", roles=("chosen", "rejected"))
+@check("pref.empty_response", layouts=frozenset({"dpo"}), roles=("chosen", "rejected"))
 def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     """``pref.empty_response``: ``chosen`` or ``rejected`` is null, empty or whitespace-only (text:
     after stripping; token ids: an empty list; a message struct: its content/value; a list of
@@ -193,7 +193,7 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     yield from _not_rendered(ctx, "pref.empty_response")
 
 
-@check("pref.identical_pair", roles=("chosen", "rejected"))
+@check("pref.identical_pair", layouts=frozenset({"dpo"}), roles=("chosen", "rejected"))
 def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
     """``pref.identical_pair``: ``chosen`` equals ``rejected``: exact text (or message) equality, or
     for token-id lists equality after truncation to ``max_seq_len`` on ``truncation_side`` (when

@@ -2,7 +2,7 @@
 
 A check is one function registered with the ID it emits and the roles and facts it needs::
 
-    @check("tokens.out_of_vocab", roles=("input_ids",), facts=("tokens.vocab_size",))
+    @check("tokens.out_of_vocab", layouts=TOKENIZED, roles=("input_ids",), facts=("tokens.vocab_size",))
     def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]: ...
 
 The registry, not the function, lists the check as :class:`~datacheck.model.findings.Skipped`
@@ -42,12 +42,15 @@ from typing import Any, Callable, Iterable, Iterator, Union
 import numpy as np
 import polars as pl
 
+from datacheck.derive.chat import ChatTemplate
 from datacheck.derive.pairs import UnrenderedPairs
 from datacheck.derive.read import DERIVATIONS
 from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import InternalError, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
+from datacheck.model.layouts import ANY as ANY_LAYOUT
+from datacheck.model.layouts import LAYOUTS
 from datacheck.model.roles import ROLE_SPECS, Roles, role_dtype_problems, role_problem
 
 __all__ = [
@@ -105,6 +108,12 @@ class ShardContext:
     #: implicit-prompt preference pairs the read path could not render (the pref family reports
     #: them as skipped entries), or None
     unrendered_pairs: UnrenderedPairs | None = None
+    #: the chat template the read path rendered ``messages`` with (:class:`~datacheck.derive.chat.ChatTemplate`),
+    #: or None when nothing was rendered
+    chat_template: ChatTemplate | None = None
+    #: the shard's layout name (:data:`datacheck.model.layouts.LAYOUTS`), or None when unknown: a
+    #: check whose declared layouts leave it out is not applicable (not run, not skipped)
+    layout: str | None = None
 
 
 @dataclass(frozen=True)
@@ -506,6 +515,8 @@ class CheckSpec:
         dataset: the dataset-stage function, or None.
         module: the module that registered it.
         dataset_facts: config facts the dataset stage needs (its own declaration).
+        layouts: the layouts (:data:`datacheck.model.layouts.LAYOUTS`) the check applies to; on a
+            shard of another (known) layout it is not applicable.
     """
 
     id: str
@@ -517,6 +528,11 @@ class CheckSpec:
     dataset: DatasetFn | None = None
     module: str = ""
     dataset_facts: tuple[str, ...] = ()
+    layouts: frozenset[str] = ANY_LAYOUT
+
+    def applies(self, layout: str | None) -> bool:
+        """Whether the check applies to a shard of ``layout`` (None, unknown: every check applies)."""
+        return layout is None or layout in self.layouts
 
     def reason(self, name: str, default: str) -> str:
         return dict(self.reasons).get(name, default)
@@ -597,9 +613,14 @@ READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.formats", "decode.
 
 
 def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],
-              reasons: dict[str, str] | None, dtype_roles: tuple[str, ...] | None) -> None:
+              reasons: dict[str, str] | None, dtype_roles: tuple[str, ...] | None,
+              layouts: Iterable[str] | None) -> None:
     if not catalog.is_known(cid):
         raise InternalError(f"check {cid!r} ({fn.__module__}.{fn.__name__}) is not in the catalog (CHECKS.md)")
+    if layouts is not None:
+        unknown = sorted(set(layouts) - set(LAYOUTS))
+        if unknown or not set(layouts):
+            raise InternalError(f"check {cid!r}: layouts must be names of {sorted(LAYOUTS)}, got {sorted(layouts)}")
     for f in (alt for fact in facts for alt in fact.split("|")):
         section, _, key = f.partition(".")
         if not key:
@@ -617,18 +638,25 @@ def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts:
     if dtype_roles is None:
         dtype_roles = tuple(r for r in roles if "|" not in r)
     base = old if old is not None else CheckSpec(id=cid, module=fn.__module__)
+    if old is None and layouts is None:
+        raise InternalError(f"check {cid!r} ({fn.__module__}.{fn.__name__}) declares no layouts: write "
+                            "layouts=ANY (or the layouts it applies to, datacheck.model.layouts)")
+    if old is not None and layouts is not None and frozenset(layouts) != old.layouts:
+        raise InternalError(f"check {cid!r}: its shard and dataset stages declare different layouts")
+    lay = frozenset(layouts) if layouts is not None else base.layouts
     if stage == "shard":
         CHECKS[cid] = CheckSpec(cid, tuple(roles), tuple(facts), tuple((reasons or {}).items()) + base.reasons,
-                                tuple(dtype_roles), fn, base.dataset, fn.__module__, base.dataset_facts)
+                                tuple(dtype_roles), fn, base.dataset, fn.__module__, base.dataset_facts, lay)
     else:
         if roles:
             raise InternalError(f"check {cid!r}: a dataset-stage check declares facts, not roles")
         CHECKS[cid] = CheckSpec(cid, base.roles, base.facts, base.reasons + tuple((reasons or {}).items()),
-                                base.dtype_roles, base.shard, fn, fn.__module__, tuple(facts))
+                                base.dtype_roles, base.shard, fn, fn.__module__, tuple(facts), lay)
 
 
 def check(cid: str, *, roles: tuple[str, ...] = (), facts: tuple[str, ...] = (), level: str = "shard",
-          reasons: dict[str, str] | None = None, dtype_roles: tuple[str, ...] | None = None) -> Callable:
+          reasons: dict[str, str] | None = None, dtype_roles: tuple[str, ...] | None = None,
+          layouts: Iterable[str] | None = None) -> Callable:
     """Register the producer of check ``cid``.
 
     Args:
@@ -643,13 +671,17 @@ def check(cid: str, *, roles: tuple[str, ...] = (), facts: tuple[str, ...] = (),
         reasons: skip reasons by role or fact name, replacing the derived ones.
         dtype_roles: the declared roles whose column must have a dtype that serves the role
             (default: every declared single role; ``()`` to check dtypes in the function).
+        layouts: the layouts the check applies to (:mod:`datacheck.model.layouts`: ``ANY`` or a
+            group such as ``SFT``); required at an ID's first registration (InternalError without);
+            its other stage may repeat it or leave it out. On a shard of another known layout the
+            check is not applicable: neither run nor skipped, counted in ``ShardPlan.not_applicable``.
     """
     if level not in ("shard", "dataset"):
         raise InternalError(f"check {cid!r}: level must be 'shard' or 'dataset', not {level!r}")
 
     def deco(fn: Callable) -> Callable:
         _register(cid, level, fn, tuple(roles), tuple(facts), reasons,
-                  dtype_roles if level == "shard" else ())
+                  dtype_roles if level == "shard" else (), layouts)
         return fn
 
     return deco
@@ -715,6 +747,8 @@ class ShardPlan:
     findings: list[Finding] = field(default_factory=list)
     after: list[AfterQuery] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    #: the shard-stage checks that do not apply to the shard's layout (IDs, registration order)
+    not_applicable: list[str] = field(default_factory=list)
 
 
 def _own(spec_id: str, item: Any) -> Any:
@@ -742,6 +776,9 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
 
     for cid, spec in CHECKS.items():
         if spec.shard is None or (only is not None and cid not in only):
+            continue
+        if not spec.applies(ctx.layout):
+            plan.not_applicable.append(cid)
             continue
         why = spec.unmet(ctx.roles, ctx.cfg, problems)
         if why is not None:
@@ -794,9 +831,13 @@ def _raised(cid: str, fn: Any, exc: BaseException) -> Skipped:
 
 def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
     """Every registered dataset-stage check on ``dctx`` (a check whose roles or facts are unmet is skipped
-    with the reason; one whose function raises is a check error)."""
+    with the reason; one whose function raises is a check error). A check that applies to none of the
+    readable shards' layouts (every one known) is not run and not listed."""
+    layouts = {(s.layout or {}).get("name") for s in dctx.shards if s.readable}
     for cid, spec in CHECKS.items():
         if spec.dataset is None:
+            continue
+        if layouts and not any(spec.applies(lay) for lay in layouts):
             continue
         why = spec.unmet_dataset(dctx.cfg)
         if why is not None:

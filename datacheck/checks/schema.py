@@ -18,6 +18,7 @@ from datacheck.checks.registry import ShardContext, ShardItem, check, derives
 from datacheck.checks.roledtype import problems
 from datacheck.contracts import data_items, load_contract, structure_findings
 from datacheck.derive.read import ALPACA, CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent"]
@@ -57,7 +58,7 @@ def _contract_items(ctx: ShardContext, cid: str) -> list[ShardItem]:
     return [i for i in [*findings, *items] if i.check == cid]
 
 
-@check("schema.missing_column")
+@check("schema.missing_column", layouts=lay.ANY)
 def missing_column(ctx: ShardContext) -> Iterable[ShardItem]:
     """``schema.missing_column`` (error, shard level): a column that ``[columns]`` names for a role,
     or that the data contract requires, is absent from the shard (the role's checks then skip)."""
@@ -71,7 +72,7 @@ def missing_column(ctx: ShardContext) -> Iterable[ShardItem]:
     yield from _contract_items(ctx, "schema.missing_column")
 
 
-@check("schema.dtype")
+@check("schema.dtype", layouts=lay.ANY)
 def dtype(ctx: ShardContext) -> Iterable[ShardItem]:
     """``schema.dtype`` (error, shard level): a role column whose dtype cannot serve its role (rules
     in :func:`datacheck.model.roles.role_dtype_problems`; message names the column, role, dtype
@@ -91,14 +92,14 @@ def dtype(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("schema.dtype", _NO_SCHEMA)
 
 
-@check("schema.nullable", facts=("dataset.schema",), reasons={"dataset.schema": _NO_SCHEMA})
+@check("schema.nullable", layouts=lay.ANY, facts=("dataset.schema",), reasons={"dataset.schema": _NO_SCHEMA})
 def nullable(ctx: ShardContext) -> Iterable[ShardItem]:
     """``schema.nullable``: a row fails when a column the contract declares non-nullable is null
     (NaN is not null here); fused into the shard's one query (:mod:`datacheck.contracts.validate`)."""
     return _contract_items(ctx, "schema.nullable")
 
 
-@check("schema.check", facts=("dataset.schema",), reasons={"dataset.schema": _NO_SCHEMA})
+@check("schema.check", layouts=lay.ANY, facts=("dataset.schema",), reasons={"dataset.schema": _NO_SCHEMA})
 def contract_check(ctx: ShardContext) -> Iterable[ShardItem]:
     """``schema.check``: a row fails a user-defined Pandera check of the contract (or the list
     rules); strict-mode extra columns are a shard-level finding of the same ID."""
@@ -241,7 +242,7 @@ def _inconsistent(members: list[Any], shape_of: Any, where: str, root: Any) -> I
         yield from _differences(stage_members, shape_of, where)
 
 
-@check("schema.inconsistent", level="dataset")
+@check("schema.inconsistent", layouts=lay.ANY, level="dataset")
 def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     """``schema.inconsistent``: readable shards whose columns or dtypes differ from the majority.
 

@@ -24,7 +24,7 @@ import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, supervised_count, value_counts
 from datacheck.checks._pos import assistant_span, prev, supervised_token
-from datacheck.checks._render import cut_by_truncation, template_error
+from datacheck.checks._render import UNMARKED, cut_by_truncation, template_error, unmarked_template
 from datacheck.checks.mask import position_pass, positions_view
 from datacheck.checks.registry import (
     RowCheck,
@@ -38,6 +38,7 @@ from datacheck.checks.registry import (
     sum_parts,
 )
 from datacheck.checks.roledtype import problem
+from datacheck.derive.chat import ChatTemplate
 from datacheck.derive.messages import (
     ASSISTANT_ROLES,
     KNOWN_ROLES,
@@ -46,9 +47,10 @@ from datacheck.derive.messages import (
     turn_roles,
 )
 from datacheck.derive.read import ALPACA, CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Skipped
-from datacheck.model.roles import MessageFields, inner_dtype, message_fields
+from datacheck.model.roles import MessageFields, inner_dtype, message_fields, seq2seq_layout
 
 __all__ = ["role_order", "empty_turn", "no_assistant_turn", "assistant_mask_empty", "prompt_supervised", "eot_unsupervised", "truncated_response", "double_bos",
            "supervision_stats"]
@@ -80,7 +82,7 @@ def _first(flags: pl.Expr) -> pl.Expr:
     return flags.list.eval(pl.arg_where(pl.element().fill_null(False)).first()).list.first()
 
 
-@check("sft.role_order", roles=("messages",))
+@check("sft.role_order", layouts=frozenset({"chat_sft", "dpo"}), roles=("messages",))
 def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.role_order``: a conversation a chat template rejects or mis-renders (CHECKS.md). A row
     (``messages``: list of turn structs) fails when it has fewer than two turns, or a turn has an
@@ -179,7 +181,7 @@ def _empty_rowcheck(col: str, mf: MessageFields, assistant: bool) -> RowCheck:
     )
 
 
-@check("sft.empty_turn", roles=("messages",))
+@check("sft.empty_turn", layouts=frozenset({"chat_sft", "dpo"}), roles=("messages",))
 def empty_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.empty_turn``: a turn whose content is null, empty, or only whitespace and invisible
     characters (zero-width space, word joiner, BOM, soft hyphen: :data:`INVISIBLE
@@ -192,7 +194,7 @@ def empty_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     yield _empty_rowcheck(col, mf, assistant=False)
 
 
-@check("sft.no_assistant_turn", roles=("messages",))
+@check("sft.no_assistant_turn", layouts=frozenset({"chat_sft"}), roles=("messages",))
 def no_assistant_turn(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.no_assistant_turn``: a conversation (``messages``, not null) with no assistant turn
     (canonical role ``assistant`` or ``tool_call``): nothing to train on. An empty list fails.
@@ -225,7 +227,7 @@ def _real(ctx: ShardContext) -> pl.Expr:
     return (pl.col(m).cast(pl.Int64) == 1).fill_null(False)
 
 
-@check("sft.assistant_mask_empty", roles=("assistant_mask",))
+@check("sft.assistant_mask_empty", layouts=lay.SFT, roles=("assistant_mask",))
 def assistant_mask_empty(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.assistant_mask_empty``: ``assistant_mask`` (list of 0/1, shape (rows, seq_len)) has at
     least one position and no 1 in a row. A chat template without ``{% generation %}`` markers makes
@@ -233,12 +235,29 @@ def assistant_mask_empty(ctx: ShardContext) -> Iterable[ShardItem]:
     loss nothing of the row is trained. When the read path rendered the mask, a row whose whole
     rendering (before truncation at ``[tokens] max_seq_len``) has assistant tokens lost its answer to
     truncation (a prompt longer than ``max_seq_len``): the message and example say so for those
-    rows and blame the template only for the others. Native list kernels (``list.max``)."""
+    rows and blame the template only for the others. A rendered conversation with no assistant turn
+    is ``sft.no_assistant_turn``'s row, not this (the template is not to blame). Native list kernels
+    (``list.max``).
+
+    When the read path rendered the mask with a template that has no ``{% generation %}`` markers at
+    all (:func:`~datacheck.checks._render.unmarked_template`), every row's mask is all zeros for that
+    one reason: the finding's message is about the template (where it came from, what to add), and the
+    other mask and label rules skip those rows."""
     col = ctx.roles.assistant_mask
     c = pl.col(col)
     if inner_dtype(ctx.schema[col]) == pl.Boolean:
         c = c.cast(pl.List(pl.Int8))
     fails = (c.list.len() > 0) & (c.list.max() == 0)
+    m = ctx.roles.messages
+    if col in ctx.roles.derived and m is not None and (mf := message_fields(ctx.schema[m])) is not None:
+        # a rendered conversation without an assistant turn has nothing to mark: sft.no_assistant_turn's row
+        fails = fails & turn_roles(m, mf).list.eval(pl.element().is_in(ASSISTANT_ROLES)).list.any().fill_null(False)
+    unmarked = unmarked_template(ctx, col)
+    if unmarked is not None:  # one cause for every rendered row: the finding is about the template
+        yield RowCheck(check="sft.assistant_mask_empty", column=col, fails=fails,
+                       example=pl.format("{} positions, none marked assistant", c.list.len()),
+                       message=lambda n, d, t=unmarked, col=col: _unmarked_message(n, t, col))
+        return
     cut = cut_by_truncation(ctx, col)
     tok = ctx.cfg.tokens
     trunc = f"truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
@@ -253,6 +272,16 @@ def assistant_mask_empty(ctx: ShardContext) -> Iterable[ShardItem]:
         details_merge={"cut_by_truncation": sum_parts} if details else {},
         message=lambda n, d, col=col, trunc=trunc: _mask_empty_message(n, d.get("cut_by_truncation", 0), col, trunc),
     )
+
+
+def _unmarked_message(n: int, t: ChatTemplate, col: str) -> str:
+    """``sft.assistant_mask_empty``'s message for ``n`` rows rendered with the template ``t``, which has
+    no ``{% generation %}`` markers: the one cause, where the template came from, what to add."""
+    return (f"the chat template of {t.source} has no {{% generation %}} ... {{% endgeneration %}} markers, so "
+            f"transformers marks no assistant token: the rendered {col!r} is all zeros on every one of the {n} "
+            "rendered row(s) with an assistant turn, and assistant-only loss trains nothing. Wrap each assistant "
+            "message's content in the template: {% generation %}{{ message['content'] }}{% endgeneration %} (the "
+            "other mask and label rules skip these rows until then)")
 
 
 def _mask_empty_message(n: int, cut: int, col: str, trunc: str) -> str:
@@ -271,7 +300,7 @@ def _mask_empty_message(n: int, cut: int, col: str, trunc: str) -> str:
     return head + text
 
 
-@check("sft.prompt_supervised", roles=("labels", "input_ids"), facts=("labels.ignore_index",),
+@check("sft.prompt_supervised", layouts=lay.SFT, roles=("labels", "input_ids"), facts=("labels.ignore_index",),
        reasons={"labels": _NEEDS_LABELS, "input_ids": _NEEDS_LABELS, "labels.ignore_index": _NEEDS_LABELS})
 def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.prompt_supervised``: a token outside the assistant spans is a supervised target.
@@ -288,6 +317,9 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     shared with ``sft.eot_unsupervised`` and the ``eos`` stat
     (:func:`datacheck.checks.mask.position_pass`); with ``response_template_ids`` from the position view.
     """
+    if ctx.roles.assistant_mask is not None and unmarked_template(ctx, ctx.roles.assistant_mask) is not None:
+        yield Skipped("sft.prompt_supervised", UNMARKED)
+        return
     span = assistant_span(ctx)
     if span is None:
         yield Skipped("sft.prompt_supervised", "needs an assistant_mask column or [sft] response_template_ids "
@@ -317,7 +349,7 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("sft.eot_unsupervised", roles=("labels", "input_ids"), facts=("labels.ignore_index",),
+@check("sft.eot_unsupervised", layouts=lay.SFT, roles=("labels", "input_ids"), facts=("labels.ignore_index",),
        reasons={"labels": _NEEDS_LABELS, "input_ids": _NEEDS_LABELS, "labels.ignore_index": _NEEDS_LABELS})
 def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.eot_unsupervised`` (warn): the end-of-turn token closing an assistant turn is not a
@@ -333,6 +365,13 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     stop = ctx.cfg.tokens.stop_ids
     if not stop:
         yield Skipped("sft.eot_unsupervised", _NO_STOP)
+        return
+    if ctx.roles.assistant_mask is not None and unmarked_template(ctx, ctx.roles.assistant_mask) is not None:
+        yield Skipped("sft.eot_unsupervised", UNMARKED)
+        return
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
+    if s2s is not None:  # only with [dataset] layout naming another layout: labels follow the decoder
+        yield Skipped("sft.eot_unsupervised", f"seq2seq layout ({s2s}): labels follow the decoder, not input_ids")
         return
     r, ign = ctx.roles, ctx.cfg.labels.ignore
     def msg(n: int, d: dict[str, Any], stop: tuple[int, ...] = stop) -> str:
@@ -364,7 +403,7 @@ def eot_unsupervised(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("sft.truncated_response", roles=("labels",), facts=("labels.ignore_index", "tokens.max_seq_len"),
+@check("sft.truncated_response", layouts=lay.SFT, roles=("labels",), facts=("labels.ignore_index", "tokens.max_seq_len"),
        reasons={"labels": _NEEDS_LABELS})
 def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.truncated_response`` (warn): the row is ``max_seq_len`` long (its real content: the
@@ -422,7 +461,7 @@ def _long_enough(ctx: ShardContext, max_len: int) -> pl.Expr:
     return (mask.list.sum() >= max_len).fill_null(False)
 
 
-@check("sft.double_bos", roles=("input_ids",), facts=("tokens.bos_token_id",))
+@check("sft.double_bos", layouts=lay.SFT, roles=("input_ids",), facts=("tokens.bos_token_id",))
 def double_bos(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.double_bos`` (warn): the sequence starts with ``bos_token_id`` twice (the chat template
     and the tokenizer both add it). With left padding and an attention_mask, the sequence starts

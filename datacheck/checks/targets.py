@@ -14,6 +14,7 @@ import polars as pl
 from datacheck.checks._expr import any_element, first_bad
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, derives, measure, moments_parts
 from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import is_list
 
@@ -24,7 +25,7 @@ __all__ = ["binary_out_of_range", "target_moments", "target_scale", "ctc_infeasi
 derives(__name__, CHAT)
 
 
-@check("labels.binary_out_of_range", roles=("target",))
+@check("labels.binary_out_of_range", layouts=lay.LABELED, roles=("target",))
 def binary_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.binary_out_of_range``: with ``[labels] target_kind = "binary"`` (BCE / multi-label
     targets), a ``target`` value (scalar or list of numbers) outside ``[0, 1]``: BCE on 0/255 masks
@@ -66,7 +67,7 @@ def target_moments(ctx: ShardContext) -> Iterable[Stat]:
                    post=lambda v: dict(v) if v else None)
 
 
-@check("dist.target_scale", level="dataset", facts=("numeric.target_scale_warn",))
+@check("dist.target_scale", layouts=frozenset({"regression"}), level="dataset", facts=("numeric.target_scale_warn",))
 def target_scale(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dist.target_scale`` (shard level, decided from each shard's ``targets`` stats): a regression
     target whose standard deviation or absolute mean exceeds ``[numeric] target_scale_warn``
@@ -98,7 +99,7 @@ def target_scale(dctx: Any) -> Iterable[Finding | Skipped]:
         yield Skipped("dist.target_scale", "no regression target column (set [columns] target)")
 
 
-@check("length.ctc_infeasible", roles=("input_lengths", "labels"))
+@check("length.ctc_infeasible", layouts=frozenset({"ctc"}), roles=("input_lengths", "labels"))
 def ctc_infeasible(ctx: ShardContext) -> Iterable[ShardItem]:
     """``length.ctc_infeasible``: with ``input_lengths`` (per-row encoder frames, integer) and token
     ``labels`` (list of int; ``ignore_index`` entries are padding and dropped):

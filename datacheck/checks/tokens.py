@@ -9,6 +9,7 @@ from datacheck.checks._expr import counts_to_pairs, first_bad, id_storage_cap
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.contracts import load_contract
 from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding
 from datacheck.model.roles import inner_dtype
 
@@ -25,7 +26,7 @@ def overflow_cap(ctx: ShardContext) -> int | None:
     return id_storage_cap(ctx.schema[ctx.roles.input_ids], ctx.cfg.tokens.vocab_size)
 
 
-@check("tokens.dtype_overflow", roles=("input_ids",), facts=("tokens.vocab_size",))
+@check("tokens.dtype_overflow", layouts=lay.TOKENIZED, roles=("input_ids",), facts=("tokens.vocab_size",))
 def dtype_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
     """``tokens.dtype_overflow`` (shard level, from the schema): the ``input_ids`` element type cannot
     hold ``vocab_size - 1`` (e.g. uint16, max 65535, for mBERT's 119547): ids above it cannot be
@@ -56,7 +57,7 @@ def row_outside_range(c: pl.Expr, hi: int) -> pl.Expr:
     return (c.list.max() >= hi) | (c.list.min() < 0) | (c.list.count_matches(None) > 0)
 
 
-@check("tokens.out_of_vocab", roles=("input_ids",), facts=("tokens.vocab_size",))
+@check("tokens.out_of_vocab", layouts=lay.TOKENIZED, roles=("input_ids",), facts=("tokens.vocab_size",))
 def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]:
     """``tokens.out_of_vocab``.
 
@@ -84,11 +85,11 @@ def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]:
                  "min_id": flat.filter(bad(flat)).min(),
                  "ids": c.list.eval(bad(pl.element()).cast(pl.UInt32)).list.sum().sum(),
                  "null_ids": c.list.count_matches(None).sum()},
-        message=lambda n, d: _oov_message(n, d, vocab),
+        message=lambda n, d: _oov_message(n, d, vocab, ctx.cfg.tokens.pad_token_id),
     )
 
 
-@check("tokens.type_id_out_of_range", roles=("token_type_ids",), facts=("tokens.type_vocab_size",))
+@check("tokens.type_id_out_of_range", layouts=lay.TOKENIZED, roles=("token_type_ids",), facts=("tokens.type_vocab_size",))
 def type_id_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``tokens.type_id_out_of_range``: a ``token_type_ids`` value outside ``[0, type_vocab_size)``.
 
@@ -123,17 +124,28 @@ def _pairs(vc: Any) -> str:
     return ", ".join(f"{'null' if v is None else v} x{n}" for v, n in pairs)
 
 
-def _oov_message(n: int, d: dict, vocab: int) -> str:
+def _oov_message(n: int, d: dict, vocab: int, pad: int | None = None) -> str:
+    """The message of ``tokens.out_of_vocab``. When ``pad`` (``[tokens] pad_token_id``) is itself out of
+    range and is the only offending id (min = max = pad), the pad is named as the cause: a pad token
+    added past the model's vocabulary (SmolLM's ``[PAD]`` = 49152 with ``vocab_size`` 49152)."""
     nulls = d.get("null_ids") or 0
     msg = f"{n} row(s) hold token ids outside [0, vocab_size={vocab})"
     parts = [f"{d.get('ids')} ids"]
-    if d.get("min_id") is not None:
-        parts.append(f"offending ids range from {d.get('min_id')} to {d.get('max_id')}")
+    lo, hi = d.get("min_id"), d.get("max_id")
+    if lo is not None:
+        parts.append(f"offending ids range from {lo} to {hi}" if lo != hi else f"the offending id is {lo}")
     if nulls:
         parts.append(f"{nulls} null id(s): a null id has no embedding")
     msg += " (" + "; ".join(parts) + ")"
-    if d.get("min_id") is not None:
+    pad_out = pad is not None and not 0 <= pad < vocab
+    if lo is not None and pad_out and lo == hi == pad:
+        msg += (f": the out-of-range id is [tokens] pad_token_id = {pad}, a pad token added past the model's "
+                f"vocabulary; pad with an id below {vocab} (e.g. eos) or resize the model's embeddings to "
+                f"{pad + 1} rows and set [tokens] vocab_size to match")
+    elif lo is not None:
         msg += ": a tokenizer/model vocab mismatch or a wrong vocab_size"
+        if pad_out and lo <= pad <= hi:  # type: ignore[operator]
+            msg += f" (pad_token_id = {pad} is among them: it lies past the vocabulary too)"
     return msg
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import pyarrow as pa
 from datacheck.model.errors import UsageError
 
 __all__ = ["CHAT_INSTALL", "RENDERED_COLUMNS", "TEMPLATE_ERROR", "UNTRUNCATED_ASSISTANT", "Rendered", "render_chat",
+           "ChatTemplate", "template_of", "GENERATION_TAG",
            "load_chat_tokenizer", "template_error_column", "error_text"]
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
@@ -89,6 +91,38 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
         return None, (f"the tokenizer in {folder} has no chat template (set chat_template in tokenizer_config.json "
                       "or add chat_template.jinja): messages cannot be rendered as the trainer does")
     return tok, None
+
+
+#: a ``{% generation %}`` tag of a chat template (whitespace control ``{%-``/``-%}`` allowed): the
+#: markers transformers' ``return_assistant_tokens_mask`` reads
+GENERATION_TAG = re.compile(r"\{%-?\s*generation\s*-?%\}")
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """The chat template the read path rendered with.
+
+    Attributes:
+        source: where it came from: the folder's ``chat_template.jinja`` when it has one, else its
+            ``tokenizer_config.json`` (``chat_template``).
+        generation: whether it has ``{% generation %}`` markers (:data:`GENERATION_TAG`); without
+            them transformers marks no assistant token, so every rendered ``assistant_mask`` is all
+            zeros and the rendered labels supervise nothing.
+    """
+
+    source: str
+    generation: bool
+
+
+def template_of(tok: Any, path: str) -> ChatTemplate:
+    """The :class:`ChatTemplate` of ``tok``, loaded from ``path`` (``[tokens] tokenizer``: a folder
+    or a file inside it)."""
+    p = Path(path)
+    folder = p if p.is_dir() else p.parent
+    jinja = folder / "chat_template.jinja"
+    source = str(jinja if jinja.is_file() else folder / "tokenizer_config.json")
+    text = tok.chat_template if isinstance(tok.chat_template, str) else str(tok.chat_template)
+    return ChatTemplate(source=source, generation=bool(GENERATION_TAG.search(text)))
 
 
 def template_error_column(names: Any, name: str = TEMPLATE_ERROR) -> str:

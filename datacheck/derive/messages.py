@@ -14,7 +14,7 @@ import polars as pl
 
 from datacheck.model.roles import CHAT_ROLE_NAMES, MessageFields
 
-__all__ = ["KNOWN_ROLES", "ASSISTANT_ROLES", "INVISIBLE", "canonical_role", "blank_content", "turn_roles",
+__all__ = ["KNOWN_ROLES", "ASSISTANT_ROLES", "INVISIBLE", "canonical_role", "has_tool_calls", "blank_content", "turn_roles",
            "turn_blank", "template_turns", "turns_for_template"]
 
 #: the canonical roles (values of CHAT_ROLE_NAMES)
@@ -34,28 +34,39 @@ def canonical_role(mf: MessageFields, turn: pl.Expr) -> pl.Expr:
     raw = turn.struct.field(mf.role)
     role = raw.replace(CHAT_ROLE_NAMES)
     if mf.tool_calls is not None:
-        calls = turn.struct.field(mf.tool_calls)
-        has = calls.is_not_null()
-        if mf.tool_calls == "tool_calls":
-            has = has & (calls.list.len() > 0)
-        role = pl.when((role == "assistant") & has.fill_null(False)).then(pl.lit("tool_call")).otherwise(role)
+        role = pl.when((role == "assistant") & has_tool_calls(mf, turn)).then(pl.lit("tool_call")).otherwise(role)
     return role
+
+
+def has_tool_calls(mf: MessageFields, turn: pl.Expr) -> pl.Expr:
+    """Per turn: True when its tool-call field (OpenAI ``tool_calls``: a non-empty list; legacy
+    ``function_call``: not null) holds a call; False when the struct has no such field."""
+    if mf.tool_calls is None:
+        return pl.lit(False)
+    calls = turn.struct.field(mf.tool_calls)
+    has = calls.is_not_null()
+    if mf.tool_calls == "tool_calls":
+        has = has & (calls.list.len() > 0)
+    return has.fill_null(False)
 
 
 def blank_content(mf: MessageFields, turn: pl.Expr) -> pl.Expr:
     """Per turn: True when its content is null, empty or only whitespace/invisible characters
-    (:data:`INVISIBLE`). Content as parts: no part, or every part is a text part (``type`` absent or
-    ``"text"``) whose text is blank; a part of another type (an image) is content."""
+    (:data:`INVISIBLE`) and it carries no tool call (:func:`has_tool_calls`: an OpenAI assistant
+    message with ``tool_calls`` and ``content`` null is a call, not an empty turn). Content as parts:
+    no part, or every part is a text part (``type`` absent or ``"text"``) whose text is blank; a part
+    of another type (an image) is content."""
     content = turn.struct.field(mf.content)
+    call = has_tool_calls(mf, turn)
     if not mf.parts:
-        return content.is_null() | (content.str.replace_all(INVISIBLE, "") == "")
+        return (content.is_null() | (content.str.replace_all(INVISIBLE, "") == "")) & ~call
     part = pl.element()
     text = part.struct.field(mf.part_text or "text")
     empty_text = text.is_null() | (text.str.replace_all(INVISIBLE, "") == "")
     if mf.part_type:
         empty_text = empty_text & (part.struct.field("type").fill_null("text") == "text")
     all_blank = content.list.eval(empty_text).list.all()
-    return content.is_null() | (content.list.len() == 0) | all_blank
+    return (content.is_null() | (content.list.len() == 0) | all_blank) & ~call
 
 
 def turn_roles(col: str, mf: MessageFields) -> pl.Expr:

@@ -61,9 +61,11 @@ from datacheck.derive.chat import (
     RENDERED_COLUMNS,
     TEMPLATE_ERROR,
     UNTRUNCATED_ASSISTANT,
+    ChatTemplate,
     load_chat_tokenizer,
     render_chat,
     template_error_column,
+    template_of,
 )
 from datacheck.derive.messages import template_turns
 from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, render_pairs, response_turns, split_implicit_pairs
@@ -119,6 +121,8 @@ class CheckInput:
         format: the shard's format (``"frame"`` for an in-memory frame).
         unrendered_pairs: implicit-prompt preference pairs the read path could not render (rows not
             rendered, or why nothing was rendered), or None; the pref family reports it.
+        chat_template: the chat template ``messages`` were rendered with (where it came from, whether
+            it has ``{% generation %}`` markers), or None when nothing was rendered.
     """
 
     lf: pl.LazyFrame
@@ -133,6 +137,7 @@ class CheckInput:
     format: str = "frame"
     stream: ShardReader | None = None
     unrendered_pairs: UnrenderedPairs | None = None
+    chat_template: ChatTemplate | None = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         """1-based line numbers of the 0-based ``rows`` (line formats), else ``[]``."""
@@ -175,6 +180,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     lf = data.lf
     derived: list[str] = []
     unrendered: UnrenderedPairs | None = None
+    template: ChatTemplate | None = None
     wanted = roles.messages is None and cfg.columns.messages is None and ALPACA in derive
     alpaca = alpaca_messages(schema) if wanted else None
     if alpaca is not None and "messages" not in schema:
@@ -205,7 +211,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     elif _renders(cfg, roles, schema) and CHAT in derive:
         err = template_error_column(schema)
         whole = template_error_column(schema, UNTRUNCATED_ASSISTANT)
-        lf, schema, roles = _render(lf, schema, roles, cfg, err, whole)
+        lf, schema, roles, template = _render(lf, schema, roles, cfg, err, whole)
         derived += [c for c in (*RENDERED_COLUMNS, whole, err) if c in schema]
     if derived:
         roles = replace(roles, derived=tuple(derived))
@@ -216,7 +222,8 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
-                      path=where[0], format=where[1], stream=data.stream, unrendered_pairs=unrendered)
+                      path=where[0], format=where[1], stream=data.stream, unrendered_pairs=unrendered,
+                      chat_template=template)
 
 
 def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:
@@ -228,12 +235,12 @@ def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:
 
 
 def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
-            cfg: Config, err: str, whole: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles]:
+            cfg: Config, err: str, whole: str) -> tuple[pl.LazyFrame, dict[str, pl.DataType], Roles, ChatTemplate | None]:
     """The rendered columns added to the rows (the template-error column named ``err``, the
-    assistant tokens before truncation ``whole``)."""
+    assistant tokens before truncation ``whole``), and the template they were rendered with."""
     tok, why = load_chat_tokenizer(cfg.tokenizer_path() or "")
     if tok is None:
-        return lf, schema, replace(roles, unavailable=tuple((c, why or "") for c in RENDERED_COLUMNS))
+        return lf, schema, replace(roles, unavailable=tuple((c, why or "") for c in RENDERED_COLUMNS)), None
     col = roles.messages
     mf = message_fields(schema[col])
     try:
@@ -245,7 +252,7 @@ def _render(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles,
     out = render_chat(convs, tok, cfg.tokens.max_seq_len, cfg.tokens.truncation_side, ign)
     df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err, UNTRUNCATED_ASSISTANT: whole}))
     schema = dict(df.schema)
-    return df.lazy(), schema, _resolve(cfg, schema)
+    return df.lazy(), schema, _resolve(cfg, schema), template_of(tok, cfg.tokenizer_path() or "")
 
 
 def _renders_pairs(roles: Roles, schema: dict[str, pl.DataType]) -> bool:

@@ -26,6 +26,7 @@ from datacheck.checks.registry import (
     shard_plan,
     unreadable_findings,
 )
+from datacheck.derive.layout import SAMPLE_ROWS, shard_layout
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.formats.batches import batch_rows, forced_batch_rows, gather_rows, shard_reader
 from datacheck.formats.registry import hash_shard
@@ -637,8 +638,10 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     candidate refinement, the second pass for examples and details, then the after-query verdicts."""
     max_ex = cfg.report.max_examples
     schema, roles = dict(data.schema), data.roles
+    layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, roles, _sampler(data),
+                          cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None)
     ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard,
-                       unrendered_pairs=data.unrendered_pairs)
+                       unrendered_pairs=data.unrendered_pairs, layout=layout.name, chat_template=data.chat_template)
     plan: ShardPlan = shard_plan(ctx)
     row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
@@ -690,7 +693,21 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
         path=rel, format=fmt, content_hash=content_hash, bytes=size, rows=n,
         findings=findings, stats=_jsonable(stat_values), skipped=skipped, roles=roles.to_dict(),
         columns={c: str(sorted_fields(t)) for c, t in schema.items()}, failing_rows=failing_rows, payload=payload,
+        layout=layout.to_dict(), not_applicable=list(plan.not_applicable),
     )
+
+
+def _sampler(data: CheckInput) -> Callable[[list[str]], pl.DataFrame | None]:
+    """The layout recognizer's sample: the first :data:`~datacheck.derive.layout.SAMPLE_ROWS` rows of
+    the given columns (a pushed-down ``head``: the streamed readers stop once they have them); None
+    when they cannot be read (the engine's own read then says why)."""
+    def sample(cols: list[str]) -> pl.DataFrame | None:
+        try:
+            return data.lf.select(cols).head(SAMPLE_ROWS).collect()
+        except ENGINE_ERRORS:  # Unreadable included
+            return None
+
+    return sample
 
 
 def _jsonable(v: Any) -> Any:

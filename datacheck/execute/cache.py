@@ -209,6 +209,8 @@ def _result_to_obj(r: Any, blobs: list[bytes]) -> dict[str, Any]:
         "columns": _encode_value(r.columns, blobs, where + " (columns)"),
         "failing_rows": _encode_value(r.failing_rows, blobs, where + " (failing_rows)"),
         "payload": _encode_value(r.payload, blobs, where + " (payload)"),
+        "layout": dict(r.layout),
+        "not_applicable": list(r.not_applicable),
     }
 
 
@@ -225,6 +227,8 @@ def _result_from_obj(o: dict[str, Any], blobs: list[memoryview]) -> Any:
         columns=_decode_value(o["columns"], blobs),
         failing_rows=_decode_value(o["failing_rows"], blobs),
         payload=_decode_value(o["payload"], blobs),
+        layout=dict(o.get("layout") or {}),
+        not_applicable=list(o.get("not_applicable") or ()),
     )
 
 

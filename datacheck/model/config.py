@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from datacheck.model import catalog
 from datacheck.model.constants import DEFAULT_MAX_EXAMPLES
 from datacheck.model.errors import ConfigError
+from datacheck.model.layouts import LAYOUTS
 
 __all__ = ["Config", "TraceSection", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
@@ -40,6 +41,15 @@ class DatasetSection(_Section):
     names: list[str] | None = None
     quote_char: str | None = '"'
     schema_: str | None = Field(default=None, alias="schema")
+    layout: str | None = Field(default=None, description="the rows' layout (datacheck checks --layout lists "
+                               "each layout's checks); unset: the built-in schema's layout, else recognized")
+
+    @field_validator("layout")
+    @classmethod
+    def _layout(cls, v: str | None) -> str | None:
+        if v is not None and v not in LAYOUTS:
+            raise ValueError(f"unknown layout {v!r}; layouts: {', '.join(LAYOUTS)}")
+        return v
 
     @field_validator("separator")
     @classmethod

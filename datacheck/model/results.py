@@ -31,6 +31,11 @@ class ShardResult:
     failing_rows: dict[str, list[int]] = field(default_factory=dict)
     #: values of :class:`~datacheck.checks.registry.Payload` items (for the merge; never in the report)
     payload: dict[str, Any] = field(default_factory=dict)
+    #: the shard's layout (:meth:`datacheck.model.layouts.Layout.to_dict`: name, source, why); empty
+    #: for a shard that could not be read
+    layout: dict[str, Any] = field(default_factory=dict)
+    #: the shard-stage checks that do not apply to the shard's layout (not run, not skipped)
+    not_applicable: list[str] = field(default_factory=list)
 
     @property
     def readable(self) -> bool:

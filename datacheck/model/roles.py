@@ -21,7 +21,7 @@ import polars as pl
 
 from datacheck.model.config import ColumnsSection
 
-__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "is_list", "inner_dtype", "ROLE_NAMES",
+__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "row_content", "is_list", "inner_dtype", "ROLE_NAMES",
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
@@ -444,6 +444,30 @@ def text_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.Dat
     return out
 
 
+def row_content(role_columns: list[str], label: str | None, columns: list[str]) -> list[str]:
+    """The columns a row's content is made of for the ``dup.*`` checks (CHECKS.md "dup").
+
+    - the role columns (the roles marked ``content`` in :data:`ROLE_TABLE`, in table order) when one
+      of them is not the class label ``label``: columns without a role (an ``idx``) never make rows
+      distinct;
+    - else every column but the label, then the label: a shard whose only role is its label (numeric
+      features and a class, with no ``[columns] features``) is compared on its features, never on the
+      label alone;
+    - else (the label is the shard's only column) the label alone: ``dup.*`` skip such a shard.
+
+    Args:
+        role_columns: ``Roles.columns()`` of the shard.
+        label: the class label column (``Roles.label``), or None.
+        columns: every column of the shard, in its order.
+    """
+    if any(c != label for c in role_columns):
+        return list(role_columns)
+    others = [c for c in columns if c != label]
+    if others:
+        return others + ([label] if label is not None and label in columns else [])
+    return list(role_columns) or list(columns)
+
+
 def text_column_names(cfg: ColumnsSection) -> tuple[str, ...]:
     """Columns that hold text: the configured ``[columns] text`` plus the names inferred as text.
     CSV/TSV readers keep them as strings even when every value looks like a number."""
@@ -454,7 +478,7 @@ def text_column_names(cfg: ColumnsSection) -> tuple[str, ...]:
 DECODER_COLUMNS = ("decoder_input_ids", "decoder_attention_mask")
 
 
-def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> str | None:
+def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType], layout: str | None = None) -> str | None:
     """Why the shard is an encoder-decoder (seq2seq) layout, in words, or None.
 
     The rule: in causal-LM and token-classification data ``labels[i]`` belongs to
@@ -463,6 +487,7 @@ def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> s
     else with nothing. A shard is seq2seq when
 
     - ``[dataset] schema = "seq2seq"`` (the built-in layout) is set, or
+    - ``layout`` (the shard's layout, :mod:`datacheck.model.layouts`) is ``seq2seq``, or
     - it has a list-typed ``decoder_input_ids`` or ``decoder_attention_mask`` column.
 
     Otherwise (lists of varying length and no declaration) labels align with ``input_ids`` and a
@@ -470,6 +495,8 @@ def seq2seq_layout(schema_name: str | None, schema: dict[str, pl.DataType]) -> s
     """
     if schema_name == "seq2seq":
         return '[dataset] schema = "seq2seq"'
+    if layout == "seq2seq":
+        return "the shard's layout is seq2seq"
     dec = [c for c in DECODER_COLUMNS if c in schema and is_list(schema[c])]
     if dec:
         return f"decoder column {dec[0]!r}"

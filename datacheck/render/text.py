@@ -85,6 +85,42 @@ def _count_txt(sh, f) -> str:
     return str(f.count)
 
 
+def _layout_groups(report: Report) -> dict[tuple[str | None, str, str], list]:
+    """The readable shards grouped by (layout, source, why), in shard order."""
+    groups: dict[tuple[str | None, str, str], list] = {}
+    for sh in report.shards:
+        if sh.rows is not None and getattr(sh, "layout_source", ""):
+            groups.setdefault((sh.layout, sh.layout_source, sh.layout_why), []).append(sh)
+    return groups
+
+
+def _layout_lines(report: Report, names: bool = True) -> list[str]:
+    """``layout: NAME (source: why)``, one line per (layout, source, why) of the readable shards (with
+    their shards when they are not all, and ``names``; a count of shards otherwise); nothing for a
+    report without layouts (an older report)."""
+    groups = _layout_groups(report)
+    readable = sum(1 for sh in report.shards if sh.rows is not None)
+    out = []
+    for (name, source, why), shards in list(groups.items())[:5]:
+        where = ("" if len(shards) == readable else " " + _shards_txt([sh.path for sh in shards]) if names
+                 else f" ({len(shards)} shard{'s' if len(shards) > 1 else ''})")
+        what = f"{name} ({source}: {why})" if name is not None else f"unknown ({why})"
+        out.append(f"layout: {what}{where}")
+    if len(groups) > 5:
+        out.append(f"layout: … {len(groups) - 5} more (see each shard's 'layout' in the JSON report)")
+    return out
+
+
+def _not_applicable_lines(report: Report) -> list[str]:
+    """One line per known layout: how many shard-level checks do not apply to it."""
+    counts: dict[str, int] = {}
+    for sh in report.shards:
+        if sh.layout is not None and getattr(sh, "not_applicable", 0):
+            counts[sh.layout] = max(counts.get(sh.layout, 0), sh.not_applicable)
+    return [f"{n} checks do not apply to {name}; `datacheck checks --layout {name}` lists them"
+            for name, n in counts.items()]
+
+
 def _passing_line(n: int) -> str:
     """The one line that stands for ``n`` shards with no finding (listed with ``show_passing``)."""
     return f"{n:,} shard{'s' if n != 1 else ''} passed with no findings (--show-passing lists them)"
@@ -109,6 +145,7 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
         + (f", {report.check_errors} CHECK ERROR(S): datacheck failed to run some checks" if report.check_errors else ""),
         _config_line(report),
         f"index_hash {report.index_hash}",
+        *_layout_lines(report),
         "",
     ]
     rows = []
@@ -161,6 +198,9 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
             lines.append(f"  {', '.join(checks)}{mark}: {reason.split(chr(0))[0]}" + (f" {where}" if where else ""))
         if len(shown) > MAX_SKIP_LINES:
             lines.append(f"  … {sum(len(c) for _, c in shown[MAX_SKIP_LINES:])} more")
+    na = _not_applicable_lines(report)
+    if na:
+        lines += [""] + na
     lines += _ignored_lines(report)
     lines.append("")
     lines.append("'!' marks findings that fail the policy.")
@@ -195,6 +235,7 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
         "",
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
         f"index `{report.index_hash}`; {_config_line(report)}",
+        *[f"- {_md_text(line)}" for line in _layout_lines(report, names=False)],
         "",
     ]
     table = ["| shard | rows | status | check | column | severity | count | first rows |",
@@ -227,4 +268,7 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
                 + _md_text(sk["reason"] + (f" {_shards_txt(sk['shards'])}" if sk.get("shards") else ""))
                 for sk in report.skipped]
         out += ["", "</details>"]
+    na = _not_applicable_lines(report)
+    if na:
+        out += [""] + [_md_text(line) for line in na]
     return "\n".join(out) + "\n"

@@ -11,7 +11,7 @@ from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import ShardResult
-from datacheck.model.roles import ROLE_SPECS
+from datacheck.model.roles import ROLE_SPECS, row_content
 from datacheck.model.stats import LABELS, LENGTHS, LabelCounts, LengthHistogram
 from datacheck.report.model import Report, ShardReport, skipped_dicts
 from datacheck.report.policy import apply_policy, status_of
@@ -59,7 +59,9 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         shard_reports.append(ShardReport(
             path=r.path, content_hash=r.content_hash, bytes=r.bytes, rows=r.rows, status=status_of(fs),
             format=r.format, findings=tuple(fs), stats=r.stats, columns=r.columns,
-            row_content=None if agreed or r.path not in content else {"columns": content[r.path]}))
+            row_content=None if agreed or r.path not in content else {"columns": content[r.path]},
+            layout=(r.layout or {}).get("name"), layout_source=(r.layout or {}).get("source", ""),
+            layout_why=(r.layout or {}).get("why", ""), not_applicable=len(r.not_applicable)))
     ds = [p for p in (apply_policy(f, cfg, fail_on, total_rows) for f in dataset_findings) if p is not None]
     ds.sort(key=lambda f: (f.check, f.column or "", f.shards))
     every = [f for s in shard_reports for f in s.findings] + ds
@@ -102,7 +104,8 @@ def row_content_columns(r: ShardResult) -> list[str]:
     :func:`datacheck.checks.dup.content_columns`): the columns of the roles marked ``content`` in
     :data:`~datacheck.model.roles.ROLE_TABLE`, in table order, without repeats (the class label
     included: the cross-shard checks hash it apart and compare it with the hash); all columns, in
-    the shard's order, when the shard has no such role.
+    the shard's order, when the shard has no such role; every column but the label, then the label,
+    when the label is its only such role (:func:`datacheck.model.roles.row_content`).
 
     Args:
         r: a readable shard's result (``roles`` as :meth:`~datacheck.model.roles.Roles.to_dict` writes them).
@@ -111,6 +114,7 @@ def row_content_columns(r: ShardResult) -> list[str]:
         Column names (empty for a shard without columns).
     """
     cols: list[str] = []
+    label = ((r.roles or {}).get("label") or {}).get("columns")
     for spec in ROLE_SPECS.values():
         v = (r.roles or {}).get(spec.name)
         if not spec.content or not v:
@@ -119,4 +123,4 @@ def row_content_columns(r: ShardResult) -> list[str]:
         for x in ([y for g in c for y in g] if spec.arity == "groups" else (c if isinstance(c, list) else [c])):
             if x not in cols:
                 cols.append(x)
-    return cols or list(r.columns)
+    return row_content(cols, label, list(r.columns)) if cols else list(r.columns)

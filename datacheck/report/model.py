@@ -30,7 +30,12 @@ class ShardReport:
 
     ``row_content`` (``{"columns": [...]}``) is set only when the readable shards' row contents are
     made of different columns (then the report-level ``row_content.columns`` is None): the columns
-    this shard's row hashes (``dup.*``) were computed over."""
+    this shard's row hashes (``dup.*``) were computed over.
+
+    ``layout`` is the shard's layout name (None: unknown), ``layout_source`` where it came from
+    (``config``, ``schema``, ``recognized``, ``unknown``; ``""`` for a shard that could not be read),
+    ``layout_why`` the evidence or why none was found, ``not_applicable`` how many shard-level checks
+    do not apply to that layout (``datacheck checks --layout NAME`` lists them)."""
 
     path: str
     content_hash: str
@@ -42,12 +47,18 @@ class ShardReport:
     stats: dict[str, Any] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)
     row_content: dict[str, Any] | None = None
+    layout: str | None = None
+    layout_source: str = ""
+    layout_why: str = ""
+    not_applicable: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = {
             "path": self.path, "content_hash": self.content_hash, "bytes": self.bytes, "rows": self.rows,
             "status": self.status, "format": self.format,
             "findings": [f.to_dict() for f in self.findings], "stats": self.stats, "columns": self.columns,
+            "layout": self.layout, "layout_source": self.layout_source, "layout_why": self.layout_why,
+            "not_applicable": self.not_applicable,
         }
         if self.row_content is not None:
             d["row_content"] = self.row_content
@@ -58,7 +69,9 @@ class ShardReport:
         return cls(path=d["path"], content_hash=d["content_hash"], bytes=d["bytes"], rows=d.get("rows"),
                    status=d["status"], format=d.get("format", ""),
                    findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
-                   stats=d.get("stats", {}), columns=d.get("columns", {}), row_content=d.get("row_content"))
+                   stats=d.get("stats", {}), columns=d.get("columns", {}), row_content=d.get("row_content"),
+                   layout=d.get("layout"), layout_source=d.get("layout_source", ""), layout_why=d.get("layout_why", ""),
+                   not_applicable=int(d.get("not_applicable", 0)))
 
 
 @dataclass(frozen=True)
@@ -196,7 +209,9 @@ def report_path(report_dir: str | Path, index_hash: str) -> Path:
 
 
 #: an index hash or a prefix of it long enough to name one report (6 to 32 lowercase hex digits)
-_HEX = re.compile(r"^[0-9a-f]{6,32}$")
+#: the fewest hex digits of an index hash prefix that ``find_report`` looks up
+MIN_PREFIX = 6
+_HEX = re.compile(r"^[0-9a-f]{%d,32}$" % MIN_PREFIX)
 
 
 def find_report(ref: str | Path, report_dir: str | Path) -> Path:
@@ -222,7 +237,12 @@ def find_report(ref: str | Path, report_dir: str | Path) -> Path:
         if len(hits) > 1:
             raise UsageError(f"{ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); give more digits")
         raise UsageError(f"{ref}: no report file, and no report {report_dir}/{ref}*/report.json (set --report-dir)")
-    raise UsageError(f"{ref}: no such report file (or index hash in --report-dir {report_dir})")
+    if re.fullmatch(r"[0-9a-fA-F]{1,32}", ref):  # a hash prefix too short (or in capitals) to look up
+        got = f"got {len(ref)}" if len(ref) < MIN_PREFIX else "write them in lowercase"
+        raise UsageError(f"{ref}: no such report file; an index hash prefix needs at least {MIN_PREFIX} "
+                         f"lowercase hex digits ({got}), as `datacheck audit` prints it")
+    raise UsageError(f"{ref}: no such report file (or index hash of at least {MIN_PREFIX} hex digits in "
+                     f"--report-dir {report_dir})")
 
 
 def read_report(path: str | Path) -> Report:

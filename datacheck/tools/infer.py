@@ -20,17 +20,19 @@ The output is Pandera's polars YAML form (``pandera.io.polars_io.serialize_schem
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import polars as pl
 
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
+from datacheck.derive.layout import recognize
 from datacheck.derive.read import open_for_checks
 from datacheck.formats.discovery import discover
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
+from datacheck.model.layouts import Layout
 from datacheck.model.roles import inner_dtype, is_list, list_depth, seq2seq_layout
 
 __all__ = ["infer_contract", "infer_yaml", "element_bounds", "MAX_CLASSES", "LayoutProposal", "propose_layout",
@@ -311,6 +313,9 @@ class LayoutProposal:
             minimum or maximum: a bound must come from the tokenizer, not from the data it judges).
         notes: what the user must still decide (facts the data cannot tell, ambiguities).
         sample_rows: rows of the first shard the facts were decided on (at most :data:`SAMPLE_ROWS`).
+        rows: the layout ``datacheck audit`` recognizes the rows as (:func:`datacheck.derive.layout.recognize`
+            on the same sample; the checks outside it do not apply), or None. It may be finer than
+            ``layout`` (the built-in contract): packed SFT rows are ``packed_lm`` data to a contract.
     """
 
     layout: str | None
@@ -319,6 +324,7 @@ class LayoutProposal:
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     sample_rows: int = 0
+    rows: Layout | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"layout": self.layout, "why": self.why, "columns": dict(self.columns),
@@ -423,6 +429,14 @@ def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None) ->
 
 
 def propose_layout(paths: list[str], cfg: Config | None = None) -> LayoutProposal:
+    """Recognize the built-in layout of the shards under ``paths`` and propose its roles and facts
+    (:func:`_propose`), with ``rows``: the layout the audit recognizes the rows as."""
+    seen: list[Layout] = []
+    p = _propose(paths, cfg, seen)
+    return replace(p, rows=seen[0]) if seen else p
+
+
+def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> LayoutProposal:
     """Recognize the built-in layout of the shards under ``paths`` and propose its roles and facts.
 
     The layout is decided from the first readable shard's column names and dtypes, read as the audit
@@ -473,6 +487,8 @@ def propose_layout(paths: list[str], cfg: Config | None = None) -> LayoutProposa
         raise UsageError("no readable shard to recognize a layout in: " + "; ".join(reasons or [str(p) for p in paths]))
     schema, roles = data.schema, data.roles
     n = df.height
+    seen.append(recognize(schema, roles, lambda cols: df.select([c for c in cols if c in df.columns]),
+                          cfg.labels.ignore, cfg.sft.response_template_ids is not None))
     cols: dict[str, Any] = {}
     facts: dict[str, dict[str, Any]] = {}
     notes: list[str] = []

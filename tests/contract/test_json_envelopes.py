@@ -39,7 +39,7 @@ RESULT_KEYS = {
 }
 #: the keys of each entry of ``datacheck checks --format json`` (``result.checks[*]``)
 CHECK_ENTRY_KEYS = {"id", "family", "level", "severity", "summary", "built", "producer", "roles", "facts", "note",
-                    "description"}
+                    "description", "layouts"}
 
 
 def cli(*args: str, monkeypatch=None) -> SimpleNamespace:

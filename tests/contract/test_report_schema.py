@@ -44,7 +44,8 @@ TOP_KEYS = {"report_version", "datacheck_version", "created_at", "index_hash", "
 TOP_OPTIONAL_KEYS = {"part"}
 PART_KEYS = {"num_parts", "part", "results_file", "results_digest"}
 SUMMARY_KEYS = {"status", "shards", "rows", "errors", "warnings", "policy_failures"}
-SHARD_KEYS = {"path", "content_hash", "bytes", "rows", "status", "format", "findings", "stats", "columns"}
+SHARD_KEYS = {"path", "content_hash", "bytes", "rows", "status", "format", "findings", "stats", "columns", "layout",
+              "layout_source", "layout_why", "not_applicable"}
 #: only when the shards' row contents are made of different columns (report row_content.columns is null)
 SHARD_OPTIONAL_KEYS = {"row_content"}
 FINDING_KEYS = {"check", "severity", "message", "column", "count", "ratio", "rows", "lines", "examples", "details",

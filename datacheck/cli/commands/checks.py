@@ -1,6 +1,8 @@
 """``datacheck checks [ID|FAMILY] [--format text|json]``: the check catalog.
 
-Without an argument: every check ID with its level, default severity and summary. With a check ID:
+Without an argument: every check ID with its level, default severity and summary. With ``--layout
+NAME``: the checks that apply to that layout, then the IDs of those that do not (not run on its
+shards); with ``--format json``, the applicable entries (each entry lists its ``layouts``). With a check ID:
 that check in full (the roles and config facts it needs, whether this version builds it, what makes
 a row fail). With a family (``tokens``, ``dup``): that family's IDs. ``--format json`` prints the
 versioned envelope (kind ``datacheck.checks``; ``result.checks`` is a list of entries).
@@ -16,6 +18,7 @@ import textwrap
 from datacheck.cli.envelope import write_envelope
 from datacheck.listing import CheckEntry, select_checks
 from datacheck.model.constants import EXIT_OK
+from datacheck.model.layouts import LAYOUT_NAMES, LAYOUTS
 
 __all__ = ["add_parser", "run"]
 
@@ -28,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         epilog="exit codes:\n  0  listed\n  2  unknown check ID or family",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("check", nargs="?", metavar="ID|FAMILY", help="a check ID (tokens.out_of_vocab) or a family (tokens)")
+    a.add_argument("--layout", choices=list(LAYOUT_NAMES), metavar="LAYOUT",
+                   help="the checks that apply to this layout, then those that do not (" + ", ".join(LAYOUT_NAMES) + ")")
     a.add_argument("--format", choices=["text", "json"], default="text", help="output (default text)")
     return a
 
@@ -59,6 +64,10 @@ def _one(e: CheckEntry) -> str:
              f"  needs roles       {roles}",
              f"  needs facts       {facts}",
              f"  built             {built}"]
+    if e.layouts:
+        every = len(e.layouts) == len(LAYOUT_NAMES)
+        lines.append(f"  layouts           {'every layout' if every else ', '.join(e.layouts)}"
+                     + ("" if every else " (on a shard of another layout it does not apply)"))
     if e.note:
         lines.append(f"  note              {e.note}")
     if e.roles or e.facts:
@@ -72,8 +81,28 @@ def _one(e: CheckEntry) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _by_layout(entries: list[CheckEntry], layout: str) -> str:
+    """The entries that apply to ``layout`` as a table, then the IDs of those that do not."""
+    apply = [e for e in entries if e.applies(layout)]
+    other = [e for e in entries if not e.applies(layout)]
+    out = f"layout {layout}: {LAYOUTS[layout]}\n\n" + _table(apply).replace(
+        f"{len(apply)} check(s).", f"{len(apply)} check(s) apply to {layout}.")
+    if other:
+        out += f"\n{len(other)} check(s) do not apply to {layout} (not run on its shards, not listed as skipped):\n"
+        out += "\n".join(textwrap.wrap(", ".join(e.id for e in other), width=100, initial_indent="  ",
+                                        subsequent_indent="  ")) + "\n"
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     entries = select_checks(args.check)
+    layout = getattr(args, "layout", None)
+    if layout is not None:
+        if args.format == "json":  # the checks that apply; each entry lists its layouts
+            write_envelope("datacheck.checks", {"checks": [e.to_dict() for e in entries if e.applies(layout)]})
+        else:
+            sys.stdout.write(_by_layout(entries, layout))
+        return EXIT_OK
     if args.format == "json":
         write_envelope("datacheck.checks", {"checks": [e.to_dict() for e in entries]})
     elif args.check is not None and len(entries) == 1 and entries[0].id == args.check:

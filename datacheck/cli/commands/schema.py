@@ -58,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
         proposal = propose_layout(args.paths, cfg)
     text = infer_yaml(data, [str(p) for p in args.paths], proposal)
     print(f"datacheck: layout: {proposal.layout or 'none'} ({proposal.why})", file=sys.stderr)
+    rows = proposal.rows
+    if rows is not None:  # what the audit will take the rows for (the checks outside it do not apply)
+        said = (f"{rows.name} ({rows.why}); state it with [dataset] layout = \"{rows.name}\"" if rows.name is not None
+                else f"unknown ({rows.why})")
+        print(f"datacheck: the audit recognizes the rows as {said}", file=sys.stderr)
     for n in notes:
         print(f"datacheck: note: {n}", file=sys.stderr)
     if args.output:

@@ -70,8 +70,15 @@ def test_empty_text_non_string_column_is_skipped(tmp_path):
 
 
 def test_empty_text_without_text_column_is_skipped(tmp_path):
-    rep = audit_df(tmp_path, {"input_ids": [[1, 2]]})
+    rep = audit_df(tmp_path, {"input_ids": [[1, 2]], "label": [0]})  # tokenized classification rows
     assert "no text column" in skipped_reason(rep, "empty.text")
+
+
+def test_empty_text_does_not_apply_to_pretraining_rows(tmp_path):
+    """Packed token rows have no text column to judge: not applicable, not listed as skipped."""
+    rep = audit_df(tmp_path, {"input_ids": [[1, 2]]})
+    assert rep.shards[0].layout == "packed_lm" and rep.shards[0].not_applicable > 0
+    assert skipped_reason(rep, "empty.text") is None
 
 
 @pytest.mark.parametrize(
@@ -138,8 +145,8 @@ def test_no_supervised_tokens_after_truncation(tmp_path, labels, max_len, side, 
         assert f"({only_trunc} of them only because truncation to max_seq_len {max_len} ({side}) cut the answer off" in f.message
     else:
         assert "because" not in f.message
-    if max_len:
-        assert f"after truncation to max_seq_len {max_len} ({side})" in f.message
+    # "after truncation" is said of the rows truncation cut only (the parenthesis above), never of all
+    assert f.message.startswith(f"{len(rows)} row(s) have no supervised token: every label is ignore_index")
 
 
 def test_no_supervised_tokens_uses_configured_ignore_index(tmp_path):

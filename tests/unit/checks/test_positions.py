@@ -58,5 +58,5 @@ def test_shift_mismatch_matches_reference(rows, shifted, ids_dtype):
     df = pl.DataFrame({"input_ids": [r[0] for r in rows], "labels": [r[1] for r in rows]},
                       schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
     df = df.with_columns(pl.col("input_ids").cast(pl.List(ids_dtype)))
-    got = failing(df, {"labels": {"shifted": shifted}})
+    got = failing(df, {"labels": {"shifted": shifted}, "dataset": {"layout": "causal_lm"}})  # LM rows, stated
     assert got.get("labels.shift_mismatch:labels", set()) == {i for i, (a, b) in enumerate(rows) if ref_shift(a, b, shifted)}

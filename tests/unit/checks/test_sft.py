@@ -8,13 +8,32 @@ from unittest.mock import patch
 import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
-from refs import BOS, EOS, EOT, IGN, PAD, STOP, ragged_sft_rows, ref_flat_rules, rows, run, skip
+from refs import BOS, EOS, EOT, IGN, PAD, STOP, frame_failing, ragged_sft_rows, ref_flat_rules, rows, skip
 from refs import FRAME_SETTINGS as SETTINGS
-from refs import frame_failing as failing
+from refs import run as run_any
 
 from datacheck.checks import sft
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
+
+#: the rows of these tests are fine-tuning rows; the layout is stated, so that the rules run whatever
+#: the recognizer would make of a few synthetic rows (tests/unit/derive/test_layout.py tests it)
+SFT_LAYOUT = {"layout": "sft_tokenized"}
+
+
+def _as_sft(cfg: dict | None) -> dict:
+    cfg = dict(cfg or {})
+    return {**cfg, "dataset": {**SFT_LAYOUT, **cfg.get("dataset", {})}}
+
+
+def failing(df: pl.DataFrame, cfg: dict) -> dict[str, set[int]]:
+    """``refs.frame_failing`` on ``sft_tokenized`` rows."""
+    return frame_failing(df, _as_sft(cfg))
+
+
+def run(df, cfg: dict | None = None):
+    """``df`` audited in memory as ``sft_tokenized`` rows with the config ``cfg``."""
+    return run_any(df, _as_sft(cfg))
 
 
 def test_sft_skips_name_the_missing_fact():
@@ -174,7 +193,7 @@ def test_sft_position_rules_on_ragged_rows_match_reference(cols, shifted, with_a
         cols = {**cols, "assistant_mask": [None if r is None else [None if x is None else (1 if x == 1 else 0)
                                                                      for x in r] for r in cols["assistant_mask"]]}
     res = audit_frame(df, config_from_dict({"tokens": {"eot_token_ids": [EOT], "eos_token_id": EOS},
-                                            "labels": {"shifted": shifted}}))
+                                            "labels": {"shifted": shifted}, "dataset": SFT_LAYOUT}))
     assert not [s for s in res.skipped if s.error], res.skipped
     want = [ref_flat_rules(cols, i, shifted, with_am, with_att) for i in range(df.height)]
     for k, check in ((0, "sft.prompt_supervised"), (1, "sft.eot_unsupervised")):

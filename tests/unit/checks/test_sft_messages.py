@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import datacheck
+from datacheck.checks.registry import CHECKS
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
 
@@ -106,10 +107,10 @@ def test_openai_tool_calls_field_makes_an_assistant_turn_a_call():
     calls = [[None, [{"name": "f"}], None, None], [None, None, None, None]]
     msgs = [[{**m, "tool_calls": c} for m, c in zip(r, cs)] for r, cs in zip(rows, calls)]
     got = failing(pl.DataFrame({"messages": msgs}))
-    # row 0: the empty assistant turn carries the call (content may be empty? it is still counted
-    # empty: CHECKS.md says null/empty content of an assistant turn); row 1: tool without a call
+    # row 0: the assistant turn with empty content carries the call: a tool call, not an empty turn
+    # (OpenAI writes content null beside tool_calls); row 1: a tool answer without a call
     assert got["sft.role_order"] == {1}
-    assert got["sft.empty_turn"] == {0}
+    assert "sft.empty_turn" not in got
 
 
 def test_content_parts_are_read_not_flagged():
@@ -295,5 +296,7 @@ def test_real_dpo_prompts_are_not_conversations_without_an_answer():
     assert rep.shards[0].rows == 300
     assert not [f for f in rep.findings if f.check.startswith("sft.")], [(f.check, f.count) for f in rep.findings]
     reasons = {s["check"]: s["reason"] for s in rep.skipped}
-    assert "preference data" in reasons["sft.no_assistant_turn"]
-    assert "sft.role_order" not in reasons
+    # the shard is preference data: the rule for a conversation without an answer does not apply there
+    assert rep.shards[0].layout == "dpo"
+    assert "sft.no_assistant_turn" in CHECKS and not CHECKS["sft.no_assistant_turn"].applies("dpo")
+    assert "sft.no_assistant_turn" not in reasons and "sft.role_order" not in reasons

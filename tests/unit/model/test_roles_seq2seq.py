@@ -26,9 +26,9 @@ def test_seq2seq_declared_labels_align_with_nothing():
     bad = {**T5, "attention_mask": [[1, 1, 1, 1], [1, 1, 1, 0, 0]]}
     (f,) = _checks(audit_frame(pl.DataFrame(bad), cfg), "length.mismatch")
     assert f.rows == (0,) and "['input_ids', 'attention_mask']" in f.message
-    # labels no longer compared with the encoder's mask position by position
-    assert [s.reason for s in res.skipped if s.check == "padding.label_not_ignored"] == [
-        "seq2seq layout ([dataset] schema = \"seq2seq\"): labels follow the decoder, not attention_mask"]
+    # labels no longer compared with the encoder's mask position by position: the check does not apply
+    assert res.layout["name"] == "seq2seq" and "padding.label_not_ignored" in res.not_applicable
+    assert not [s for s in res.skipped if s.check == "padding.label_not_ignored"]
 
 
 def test_seq2seq_equal_lengths_are_not_compared_with_the_encoder_mask():
@@ -45,7 +45,14 @@ def test_seq2seq_decoder_columns_align_with_labels():
     assert "decoder_input_ids" in f.message and "labels" in f.message and "'input_ids'" not in f.message
 
 
-@pytest.mark.parametrize("cfg", [{}, {"dataset": {"schema": "causal_lm"}}])
+def test_undeclared_seq2seq_rows_are_recognized():
+    """Labels of another length than input_ids in every row: decoder targets, not a length defect."""
+    res = audit_frame(pl.DataFrame(T5), config_from_dict({}))
+    assert res.layout["name"] == "seq2seq" and res.layout["source"] == "recognized"
+    assert _checks(res, "length.mismatch") == []
+
+
+@pytest.mark.parametrize("cfg", [{"dataset": {"schema": "causal_lm"}}, {"dataset": {"layout": "causal_lm"}}])
 def test_causal_lm_labels_still_align_with_input_ids(cfg):
     (f,) = _checks(audit_frame(pl.DataFrame(T5), config_from_dict(cfg)), "length.mismatch")
     assert f.rows == (0, 1)

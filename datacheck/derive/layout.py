@@ -1,0 +1,267 @@
+"""The layout of a shard (:mod:`datacheck.model.layouts`): given, or recognized from its columns and a
+sample of its rows. ``datacheck audit`` decides it once per shard (the checks outside it do not
+apply); ``datacheck schema infer`` proposes it with the same rules (:func:`recognize`).
+
+Order of the rules (the first that fits decides; column dtypes from the schema, values from the
+first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
+
+1. ``dpo``: ``chosen`` and ``rejected`` roles;
+2. ``kto``: a ``completion`` column and a Boolean ``label`` column (TRL's unpaired preference form);
+3. ``ctc``: a float-list audio feature column (:data:`AUDIO_FEATURES`) and integer-list ``labels``;
+4. ``chat_sft``: a list-of-struct ``messages`` role (``messages`` / ``conversations``);
+5. token ids (``input_ids``, an integer list):
+
+   - ``seq2seq``: a decoder column, or ``labels`` of another length than ``input_ids`` in every sample
+     row, or in some rows and unlike the ids in the others (labels equal to the ids where the lengths
+     agree: unsure, a ``length.mismatch`` defect or decoder targets);
+   - packed (``document_ids``, ``seq_lens`` or ``cu_seqlens``, or ``position_ids`` that reset to 0
+     inside a sample row): ``packed_sft`` when some document's labels ignore more than its first
+     token (a prompt hidden from the loss), else ``packed_lm``;
+   - with integer-list ``labels``: ``token_classification`` when the supervised labels are small
+     class ids (below :data:`MAX_TAG_ID` and equal to the id or the next id on under
+     :data:`AGREEMENT` of the supervised positions); ``sft_tokenized`` when the labels equal the ids
+     (or the next ids) on at least :data:`AGREEMENT` of them and an ``assistant_mask`` column exists
+     or some sample row ignores attended tokens before its first supervised one; ``causal_lm`` when
+     the labels equal the ids and some row is padded (a 0 in ``attention_mask``) or the rows differ
+     in length; ``packed_lm`` when every sample row is unpadded and of one length (``group_texts``);
+     unknown (unsure) when the labels match neither;
+   - without ``labels``: ``text_classification`` with a class ``label`` column; else ``causal_lm``
+     (padded or of varying length) or ``packed_lm`` (one length, no padding);
+6. ``token_classification``: aligned word and tag lists;
+7. ``text_classification`` (text and a class label) or ``regression`` (text or features and a float
+   ``label``/``target``/``score`` column);
+8. ``tabular``: numeric columns (or lists of numbers) only, with a class label (``regression`` when
+   a target column is a float).
+
+No rule fits: the layout is unknown, with the columns in the reason.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import polars as pl
+
+from datacheck.model.layouts import Layout, layout_of
+from datacheck.model.roles import Roles, inner_dtype, is_list, list_depth, seq2seq_layout
+
+__all__ = ["recognize", "shard_layout", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
+           "DELIMITERS", "Sample"]
+
+#: rows of a shard read to decide what the columns alone cannot (position resets, hidden prompts,
+#: padding, label values); the same sample ``datacheck schema infer`` reads
+SAMPLE_ROWS = 1000
+#: share of the supervised positions whose label equals the id (or the next id) for the labels to be
+#: token labels of a language model: 90%, the threshold of ``labels.shift_mismatch`` (CHECKS.md)
+AGREEMENT = 0.9
+#: the largest label of a token-classification tag set the recognizer accepts (CoNLL-2003: 8, OntoNotes: 36)
+MAX_TAG_ID = 1000
+#: Hugging Face audio feature columns: raw waveform (wav2vec2) and log-mel frames (Whisper, conformers)
+AUDIO_FEATURES = ("input_values", "input_features")
+#: conversation columns: TRL/OpenAI ``messages`` ({role, content}) and ShareGPT ``conversations`` ({from, value})
+CHAT_NAMES = ("messages", "conversations")
+#: columns that delimit the documents of a packed row, besides ``position_ids`` that reset
+DELIMITERS = ("document_ids", "seq_lens", "cu_seqlens")
+#: float columns taken as a regression target
+_TARGET_NAMES = ("label", "labels", "target", "targets", "score", "y")
+
+#: ``columns -> the first SAMPLE_ROWS rows of those columns`` (None: the rows cannot be read)
+Sample = Callable[[list[str]], "pl.DataFrame | None"]
+
+
+def _int_list(t: pl.DataType | None) -> bool:
+    return t is not None and is_list(t) and inner_dtype(t).is_integer() and list_depth(t) == 1
+
+
+def _float_list(t: pl.DataType | None) -> bool:
+    return t is not None and is_list(t) and inner_dtype(t).is_float()
+
+
+def _struct_list(t: pl.DataType | None) -> bool:
+    return t is not None and is_list(t) and isinstance(inner_dtype(t), pl.Struct)
+
+
+def _padded_or_ragged(df: pl.DataFrame, ids: str, mask: str | None) -> tuple[bool, str]:
+    """Whether some sample row is padded (a 0 in the mask) or the rows differ in length, in words."""
+    if mask is not None and mask in df.columns and df.height:
+        zeros = int(df.select(pl.col(mask).list.eval(pl.element() == 0).list.any().sum()).item() or 0)
+        if zeros:
+            return True, f"{zeros} of {df.height} sample rows padded ({mask} 0)"
+    lens = df[ids].list.len().drop_nulls()
+    if lens.n_unique() > 1:
+        return True, f"sample rows of {int(lens.min())} to {int(lens.max())} tokens"  # type: ignore[arg-type]
+    return False, (f"every sample row {int(lens[0])} tokens, unpadded" if len(lens) else "no sample rows")
+
+
+def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,
+                    starts: str | None = None) -> dict[str, int]:
+    """Counts over the sample rows whose ids and labels have one length: supervised positions,
+    those whose label equals the id / the next id, the largest supervised label, rows that ignore
+    attended tokens before their first supervised one (a hidden prompt), rows whose labels have
+    another length than the ids, and ignored positions that are not a document's first token (with
+    ``starts``: the position-ids column, 0 at each document's first token)."""
+    ev = {"sup": 0, "same": 0, "next": 0, "max": -1, "hidden": 0, "ragged": 0, "inner_ignored": 0, "rows": 0}
+    cols = [ids, labels] + ([mask] if mask else []) + ([starts] if starts else [])
+    for row in df.select(cols).iter_rows():
+        a, b = row[0], row[1]
+        m = row[2] if mask else None
+        s = row[-1] if starts else None
+        if a is None or b is None:
+            continue
+        if len(a) != len(b):
+            ev["ragged"] += 1
+            continue
+        ev["rows"] += 1
+        sup = [i for i, v in enumerate(b) if v is not None and v != ignore and v >= 0]
+        ign = [i for i, v in enumerate(b) if v is None or v == ignore or v < 0]
+        if s is not None and len(s) == len(b):
+            ev["inner_ignored"] += sum(1 for i in ign if s[i] != 0 and (m is None or len(m) != len(b) or m[i]))
+        if sup:
+            first = sup[0]
+            if first > 0 and any(a[i] is not None and (m is None or len(m) != len(a) or m[i]) for i in range(first)):
+                ev["hidden"] += 1
+        for i in sup:
+            ev["sup"] += 1
+            ev["same"] += b[i] == a[i]
+            ev["next"] += i + 1 < len(a) and b[i] == a[i + 1]
+            ev["max"] = max(ev["max"], b[i])
+    return ev
+
+
+def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ignore: int | None = -100,
+              spans: bool = False) -> Layout:
+    """The layout the shard's columns and sample rows show (the module docstring's rules).
+
+    Args:
+        schema: ``{column: dtype}`` as the checks read the shard.
+        roles: its resolved roles.
+        sample: reads the first :data:`SAMPLE_ROWS` rows of the given columns (called only when a
+            rule needs values; None when they cannot be read: the layout is then unknown).
+        ignore: the labels' ignore index (``[labels] ignore_index``; None: none).
+        spans: ``[sft] response_template_ids`` is set: the rows have assistant spans (token rows are
+            then fine-tuning rows, ``sft_tokenized`` or ``packed_sft``, whatever their labels hide).
+
+    Returns:
+        A :class:`Layout` of source ``recognized``, or of source ``unknown`` (name None) with the
+        reason (``unsure: ...`` when the evidence points two ways; set ``[dataset] layout``).
+    """
+    def found(name: str, why: str) -> Layout:
+        return Layout(name, "recognized", why)
+
+    def unknown(why: str) -> Layout:
+        return Layout(None, "unknown", why + "; set [dataset] layout (`datacheck checks --layout` lists the layouts)")
+
+    if roles.chosen is not None and roles.rejected is not None:
+        return found("dpo", f"preference pairs {roles.chosen!r} and {roles.rejected!r}")
+    if "completion" in schema and any(schema.get(c) == pl.Boolean for c in ("label", "labels")):
+        return found("kto", "'completion' and a Boolean 'label' (unpaired preference)")
+    labels = roles.labels if roles.labels is not None and _int_list(schema.get(roles.labels)) else None
+    audio = [c for c in AUDIO_FEATURES if _float_list(schema.get(c))]
+    if audio and labels is not None:
+        return found("ctc", f"audio features {audio[0]!r} and label sequences {labels!r}")
+    if roles.messages is not None and _struct_list(schema.get(roles.messages)):
+        return found("chat_sft", f"conversations {roles.messages!r}")
+    ids = roles.input_ids if roles.input_ids is not None and _int_list(schema.get(roles.input_ids)) else None
+    if ids is not None:
+        return _tokenized(schema, roles, sample, ids, labels, ignore, spans, found, unknown)
+    if roles.aligned and roles.labels is not None:
+        return found("token_classification", f"aligned words and tags {list(roles.aligned[0])}")
+    floats = [c for c in _TARGET_NAMES if c in schema and schema[c].is_float()]
+    if roles.text and roles.label is not None:
+        return found("text_classification", f"text {list(roles.text)} and class label {roles.label!r}")
+    if (roles.text or roles.features) and floats:
+        return found("regression", f"text {list(roles.text or roles.features)} and float target {floats[0]!r}")
+    numeric = [c for c, t in schema.items() if inner_dtype(t).is_numeric() or inner_dtype(t) == pl.Boolean]
+    if schema and len(numeric) == len(schema):
+        if floats:
+            return found("regression", f"numeric columns only, float target {floats[0]!r}")
+        if roles.label is not None:
+            return found("tabular", f"numeric columns only, class label {roles.label!r}")
+    if not schema:
+        return unknown("the shard has no columns")
+    return unknown("no layout fits the columns " + ", ".join(f"{c} ({t})" for c, t in list(schema.items())[:8])
+                   + (", ..." if len(schema) > 8 else ""))
+
+
+def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids: str, labels: str | None,
+               ignore: int | None, spans: bool, found: Callable[[str, str], Layout], unknown: Callable[[str], Layout]) -> Layout:
+    """Rule 5 of the module docstring: rows of token ids."""
+    dec = seq2seq_layout(None, schema)
+    if dec is not None:
+        return found("seq2seq", f"encoder-decoder: {dec}")
+    mask = roles.attention_mask if roles.attention_mask is not None and _int_list(schema.get(roles.attention_mask)) else None
+    pos = roles.position_ids if roles.position_ids is not None and _int_list(schema.get(roles.position_ids)) else None
+    delim = [getattr(roles, r) for r in DELIMITERS if getattr(roles, r) is not None]
+    cols = [c for c in (ids, labels, mask, pos) if c is not None]
+    df = sample(cols)
+    if df is None:
+        return unknown(f"token ids {ids!r}, but the sample rows could not be read")
+    if not df.height:
+        return unknown(f"token ids {ids!r}, but the shard has no rows to tell the layout by")
+    resets = 0
+    if pos is not None:
+        resets = int(df.select(pl.col(pos).list.slice(1).list.eval(pl.element() == 0).list.any().sum()).item() or 0)
+    ev = _label_evidence(df, ids, labels, mask, ignore, pos if resets else None) if labels is not None else None
+    if ev is not None and ev["ragged"] and not ev["rows"]:
+        return found("seq2seq", f"{labels!r} of another length than {ids!r} in {ev['ragged']} sample rows "
+                                "(decoder targets)")
+    if delim or resets:
+        by = ", ".join(repr(c) for c in delim) or f"{pos!r} (reset inside {resets} of {df.height} sample rows)"
+        if spans or roles.assistant_mask is not None or (
+                ev is not None and (ev["inner_ignored"] or (not resets and ev["hidden"]))):
+            return found("packed_sft", f"packed rows, documents from {by}; labels hide prompts")
+        return found("packed_lm", f"packed rows, documents from {by}")
+    if labels is None:
+        if roles.label is not None:
+            return found("text_classification", f"token ids {ids!r} and class label {roles.label!r}")
+        padded, how = _padded_or_ragged(df, ids, mask)
+        return found("causal_lm" if padded else "packed_lm", f"token ids {ids!r} without labels; {how}")
+    assert ev is not None
+    lm = bool(ev["sup"]) and max(ev["same"], ev["next"]) >= AGREEMENT * ev["sup"]
+    if ev["ragged"] and ev["sup"] and not lm:
+        return found("seq2seq", f"{labels!r} of another length than {ids!r} in {ev['ragged']} of "
+                                f"{ev['ragged'] + ev['rows']} sample rows, and unlike the ids where the lengths agree "
+                                "(decoder targets)")
+    if ev["ragged"]:
+        return unknown(f"unsure: {labels!r} has the length of {ids!r} in {ev['rows']} sample rows and another length "
+                       f"in {ev['ragged']} (seq2seq or token labels?)")
+    if not ev["sup"]:
+        return unknown(f"unsure: no sample row of {labels!r} has a supervised label, so it tells nothing")
+    if not lm:
+        if ev["max"] < MAX_TAG_ID and ev["max"] < ev["sup"]:
+            return found("token_classification", f"{labels!r} holds class ids up to {ev['max']} aligned with {ids!r}")
+        return unknown(f"unsure: {labels!r} equals {ids!r} on {ev['same']} and the next id on {ev['next']} of "
+                       f"{ev['sup']} supervised sample positions (neither token labels nor tags)")
+    if roles.assistant_mask is not None or ev["hidden"] or spans:
+        why = (f"assistant mask {roles.assistant_mask!r}" if roles.assistant_mask is not None else
+               "[sft] response_template_ids marks the assistant spans" if spans else
+               f"{ev['hidden']} of {ev['rows']} sample rows hide a prompt from the loss")
+        return found("sft_tokenized", f"token ids {ids!r} and labels {labels!r}; {why}")
+    padded, how = _padded_or_ragged(df, ids, mask)
+    return found("causal_lm" if padded else "packed_lm",
+                 f"token ids {ids!r}, labels {labels!r} = the ids (no prompt hidden); {how}")
+
+
+#: built-in contract -> the finer layouts whose rows it also holds (``datacheck schema infer`` proposes
+#: ``packed_lm`` for packed SFT rows and ``causal_lm`` for encoder rows): the recognizer may refine it
+REFINES: dict[str, frozenset[str]] = {
+    "packed_lm": frozenset({"packed_sft"}),
+    "causal_lm": frozenset({"packed_lm", "packed_sft", "sft_tokenized", "text_classification", "token_classification"}),
+    "sft_tokenized": frozenset({"packed_sft"}),
+    "tabular": frozenset({"regression"}),
+}
+
+
+def shard_layout(configured: str | None, schema_name: str | None, schema: dict[str, pl.DataType], roles: Roles,
+                 sample: Sample, ignore: int | None = -100, spans: bool = False) -> Layout:
+    """The shard's layout: ``[dataset] layout`` (source ``config``), else the built-in contract of
+    ``[dataset] schema`` (``schema``; refined by :func:`recognize` to one of its :data:`REFINES`, e.g.
+    packed SFT rows under ``schema = "packed_lm"``), else :func:`recognize` (``recognized`` or
+    ``unknown``)."""
+    given = layout_of(configured, schema_name)
+    if given is not None and given.source == "schema" and REFINES.get(given.name or ""):
+        found = recognize(schema, roles, sample, ignore, spans)
+        if found.name in REFINES[given.name or ""]:
+            return Layout(found.name, "recognized", f"{found.why} (rows of [dataset] schema = \"{given.name}\")")
+    if given is not None:
+        return given
+    return recognize(schema, roles, sample, ignore, spans)

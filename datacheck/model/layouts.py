@@ -1,0 +1,110 @@
+"""Data layouts: what kind of training rows a shard holds, and which layouts a check applies to.
+
+A layout names the shape of a training example (the field's names: Hugging Face ``run_clm``,
+TRL's trainers, ``DataCollatorWithFlattening``, token-classification and seq2seq examples):
+
+- ``packed_lm``: pre-training rows packed to one length (``group_texts``: no padding, the row end
+  cuts a document) or several documents per row (``position_ids`` that reset, ``document_ids``,
+  ``seq_lens``, ``cu_seqlens``); labels, when present, are the ids themselves (the loss covers
+  every token);
+- ``packed_sft``: packed rows whose labels also hide prompts (``DataCollatorWithFlattening`` over
+  SFT examples, TRL ``padding_free``);
+- ``causal_lm``: one document per row, padded (or of varying length), labels the ids;
+- ``sft_tokenized``: tokenized instruction/chat rows whose labels (or an ``assistant_mask``) hide the
+  prompt;
+- ``chat_sft``: conversations (``messages`` / ShareGPT ``conversations``), before or after rendering;
+- ``dpo``: preference pairs (``chosen``, ``rejected``; ``prompt`` optional);
+- ``kto``: unpaired preference rows (``prompt``, ``completion``, a boolean ``label``: TRL's KTO form);
+- ``seq2seq``: encoder-decoder rows (T5, BART): ``labels`` is the target sequence, of its own length;
+- ``text_classification``: a text (or its token ids) and one class label;
+- ``token_classification``: one class label per token or word (NER, POS);
+- ``tabular``: numeric feature columns and a class label;
+- ``regression``: a numeric (float) target per row, with text or features;
+- ``ctc``: audio features and a label sequence (wav2vec2-style CTC).
+
+:class:`Layout` is a shard's layout with where it came from (``config``: ``[dataset] layout``;
+``schema``: the built-in contract named by ``[dataset] schema``; ``recognized``: the recognizer
+of ``datacheck schema infer``; ``unknown``: none could be determined, with the reason). The groups
+below are what checks declare (``@check(..., layouts=...)``); a check outside the shard's layout is
+not applicable there. A shard of unknown layout runs every check its roles allow.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LAYOUTS", "LAYOUT_NAMES", "Layout", "ANY", "LM", "PACKED", "SFT", "TOKENIZED", "CLASSIFICATION",
+           "LABELED", "TEXT", "SOURCES", "layout_of"]
+
+#: layout name -> what its rows hold, in words (``datacheck checks --layout``, the text header)
+LAYOUTS: dict[str, str] = {
+    "packed_lm": "pre-training rows: documents packed to one length (labels = input_ids)",
+    "packed_sft": "packed fine-tuning rows: several examples per row, prompts hidden from the loss",
+    "causal_lm": "one document per row, padded (labels = input_ids)",
+    "sft_tokenized": "tokenized fine-tuning rows: labels or an assistant mask hide the prompt",
+    "chat_sft": "conversations (messages / ShareGPT conversations), rendered by a chat template",
+    "dpo": "preference pairs (chosen, rejected; prompt optional)",
+    "kto": "unpaired preference rows (prompt, completion, boolean label)",
+    "seq2seq": "encoder-decoder rows: labels are a target sequence of their own length",
+    "text_classification": "a text (or its token ids) and one class label",
+    "token_classification": "one class label per token or word (NER, POS)",
+    "tabular": "numeric feature columns and a class label",
+    "regression": "a numeric target per row",
+    "ctc": "audio features and a label sequence (CTC)",
+}
+#: the layout names, in the order above
+LAYOUT_NAMES: tuple[str, ...] = tuple(LAYOUTS)
+#: where a shard's layout came from
+SOURCES = ("config", "schema", "recognized", "unknown")
+
+#: every layout (checks of the rows' bytes, schema, values and duplicates)
+ANY: frozenset[str] = frozenset(LAYOUT_NAMES)
+#: language-model rows whose labels are the ids themselves (pre-training)
+LM: frozenset[str] = frozenset({"packed_lm", "causal_lm"})
+#: rows that pack several documents or examples
+PACKED: frozenset[str] = frozenset({"packed_lm", "packed_sft"})
+#: rows with a prompt and a response: the response rules (sft.*) apply
+SFT: frozenset[str] = frozenset({"sft_tokenized", "chat_sft", "packed_sft"})
+#: rows of token ids (input_ids) a model's embedding reads
+TOKENIZED: frozenset[str] = LM | SFT | PACKED | frozenset({"seq2seq", "text_classification", "token_classification"})
+#: rows with a class label
+CLASSIFICATION: frozenset[str] = frozenset({"text_classification", "token_classification", "tabular"})
+#: rows with a label or labels of any kind
+LABELED: frozenset[str] = CLASSIFICATION | frozenset({"kto", "regression"})
+#: rows with text columns
+TEXT: frozenset[str] = frozenset({"chat_sft", "dpo", "kto", "seq2seq", "text_classification",
+                                  "token_classification", "regression", "sft_tokenized", "causal_lm", "packed_lm"})
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A shard's layout and where it came from.
+
+    Attributes:
+        name: a name of :data:`LAYOUTS`, or None (unknown: every check the roles allow runs).
+        source: ``config``, ``schema``, ``recognized`` or ``unknown`` (:data:`SOURCES`).
+        why: the evidence in words (the key that set it, or what the recognizer saw, or why none fits).
+    """
+
+    name: str | None
+    source: str
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "source": self.source, "why": self.why}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "Layout":
+        d = d or {}
+        return cls(d.get("name"), d.get("source", "unknown"), d.get("why", ""))
+
+
+def layout_of(configured: str | None, schema_name: str | None) -> Layout | None:
+    """The layout given by the config (``[dataset] layout``) or by the built-in contract named in
+    ``[dataset] schema`` (when it names a layout); None when neither gives one (then the shard's
+    layout is recognized from its columns)."""
+    if configured is not None:
+        return Layout(configured, "config", f'[dataset] layout = "{configured}"')
+    if schema_name in LAYOUTS:
+        return Layout(schema_name, "schema", f'[dataset] schema = "{schema_name}" (a built-in layout)')
+    return None

@@ -1,0 +1,107 @@
+"""The shard layout (datacheck.derive.layout): given by [dataset] layout, by the built-in contract of
+[dataset] schema (refined by the recognizer where the contract also holds finer rows), or recognized
+from the columns and a sample of rows; unknown, with the reason and the key to set, when unsure. A
+check outside the shard's layout does not apply there (counted, never a skipped entry); a shard of
+unknown layout runs every check its roles allow."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from datacheck.checks.registry import CHECKS, check
+from datacheck.engine.shard import audit_frame
+from datacheck.model import catalog
+from datacheck.model.config import config_from_dict
+from datacheck.model.errors import ConfigError, InternalError
+from datacheck.model.layouts import LAYOUT_NAMES
+
+IGN = -100
+
+
+def _layout(df: dict | pl.DataFrame, cfg: dict | None = None) -> dict:
+    return audit_frame(pl.DataFrame(df) if isinstance(df, dict) else df, config_from_dict(cfg or {})).layout
+
+
+@pytest.mark.parametrize("frame, name", [
+    ({"chosen": ["a"], "rejected": ["b"], "prompt": ["q"]}, "dpo"),
+    ({"prompt": ["q", "q"], "completion": ["a", "b"], "label": [True, False]}, "kto"),
+    ({"input_values": [[0.1, 0.2]], "labels": [[3, 4]]}, "ctc"),
+    ({"messages": [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]]}, "chat_sft"),
+    # group_texts rows: one length, no padding, labels = ids
+    ({"input_ids": [[5, 6, 7, 8]] * 2, "attention_mask": [[1] * 4] * 2, "labels": [[5, 6, 7, 8]] * 2}, "packed_lm"),
+    # padded causal LM
+    ({"input_ids": [[5, 6, 0, 0], [5, 6, 7, 8]], "attention_mask": [[1, 1, 0, 0], [1] * 4],
+      "labels": [[5, 6, IGN, IGN], [5, 6, 7, 8]]}, "causal_lm"),
+    # a prompt hidden from the loss
+    ({"input_ids": [[1, 2, 3, 4]], "labels": [[IGN, IGN, 3, 4]]}, "sft_tokenized"),
+    ({"input_ids": [[1, 2, 3, 4]], "labels": [[1, 2, 3, 4]], "assistant_mask": [[0, 0, 1, 1]]}, "sft_tokenized"),
+    # position ids reset inside a row: packed; labels hiding more than each document's first token: packed SFT
+    ({"input_ids": [[1, 2, 3, 4, 5]], "labels": [[IGN, 2, 3, IGN, 5]], "position_ids": [[0, 1, 2, 0, 1]]}, "packed_lm"),
+    ({"input_ids": [[1, 2, 3, 4, 5]], "labels": [[IGN, IGN, 3, IGN, 5]], "position_ids": [[0, 1, 2, 0, 1]]},
+     "packed_sft"),
+    ({"input_ids": [[1, 2, 3]], "document_ids": [[0, 0, 1]]}, "packed_lm"),
+    # labels of their own length: decoder targets
+    ({"input_ids": [[1, 2, 3], [4, 5, 6, 7]], "labels": [[9, 1], [8, 8, 8, 8, 1]]}, "seq2seq"),
+    ({"input_ids": [[1, 2]], "decoder_input_ids": [[0, 5]], "labels": [[5, 1]]}, "seq2seq"),
+    # small class ids aligned with the pieces
+    ({"input_ids": [[101, 2054, 2003, 102]] * 3, "labels": [[IGN, 1, 0, IGN], [IGN, 2, 0, IGN], [IGN, 0, 0, IGN]]},
+     "token_classification"),
+    ({"tokens": [["EU", "rejects"]], "ner_tags": [[3, 0]]}, "token_classification"),
+    ({"input_ids": [[101, 7, 102]], "attention_mask": [[1, 1, 1]], "label": [1]}, "text_classification"),
+    ({"text": ["good", "bad"], "label": [1, 0]}, "text_classification"),
+    ({"text": ["good", "bad"], "score": [0.7, 0.1]}, "regression"),
+    ({"f0": [0.1, 0.2], "f1": [1.0, 2.0], "label": [0, 1]}, "tabular"),
+    ({"f0": [0.1, 0.2], "target": [1.5, 2.5]}, "regression"),
+])
+def test_recognized(frame, name):
+    got = _layout(frame)
+    assert (got["name"], got["source"]) == (name, "recognized"), got
+    assert got["why"]
+
+
+def test_unsure_says_so_and_asks_for_the_key():
+    # labels equal to the ids where the lengths agree, and of another length elsewhere: a length defect or seq2seq?
+    got = _layout({"input_ids": [[1, 2, 3], [4, 5, 6]], "labels": [[1, 2, 3], [4, 5]]})
+    assert got["name"] is None and got["source"] == "unknown"
+    assert got["why"].startswith("unsure:") and "set [dataset] layout" in got["why"]
+    got = _layout({"a": ["x"], "b": [[1.5]]})
+    assert got["name"] is None and "no layout fits the columns a (String)" in got["why"]
+
+
+def test_given_layouts_and_refinement():
+    rows = {"input_ids": [[1, 2, 3, 4]], "labels": [[IGN, IGN, 3, 4]]}
+    assert _layout(rows, {"dataset": {"layout": "causal_lm"}}) == {
+        "name": "causal_lm", "source": "config", "why": '[dataset] layout = "causal_lm"'}
+    got = _layout(rows, {"dataset": {"schema": "seq2seq"}})
+    assert (got["name"], got["source"]) == ("seq2seq", "schema")
+    # the causal_lm contract also holds SFT rows: the recognizer refines it
+    got = _layout(rows, {"dataset": {"schema": "causal_lm"}})
+    assert (got["name"], got["source"]) == ("sft_tokenized", "recognized") and 'schema = "causal_lm"' in got["why"]
+    with pytest.raises(ConfigError, match="unknown layout 'pretraining'"):
+        config_from_dict({"dataset": {"layout": "pretraining"}})
+
+
+def test_not_applicable_checks_are_counted_not_skipped():
+    rows = pl.DataFrame({"input_ids": [[5, 6, 7, 8]] * 3, "labels": [[5, 6, 7, 8]] * 3})
+    res = audit_frame(rows, config_from_dict({"tokens": {"max_seq_len": 4, "eos_token_id": 2}}))
+    assert res.layout["name"] == "packed_lm"
+    expected = [cid for cid, spec in CHECKS.items() if spec.shard is not None and not spec.applies("packed_lm")]
+    assert res.not_applicable == expected and "sft.truncated_response" in expected
+    assert not {s.check for s in res.skipped} & set(expected)
+
+
+def test_an_unknown_layout_runs_every_check_the_roles_allow():
+    """No gate passes by accident: the response rule still judges rows of a shard of unknown layout."""
+    df = pl.DataFrame({"input_ids": [[1, 2, 3], [4, 5, 6]], "labels": [[1, 2, 3], [4, 5]], "attention_mask": [[1] * 3] * 2})
+    res = audit_frame(df, config_from_dict({"tokens": {"max_seq_len": 3, "eos_token_id": 2}}))
+    assert res.layout["name"] is None and res.not_applicable == []
+    assert {f.check for f in res.findings} >= {"length.mismatch", "sft.truncated_response"}
+
+
+def test_every_check_declares_known_layouts():
+    for cid, spec in CHECKS.items():
+        assert spec.layouts and spec.layouts <= set(LAYOUT_NAMES), cid
+    unbuilt = next(c for c in catalog.CATALOG if c not in CHECKS and not c.startswith(("decode.", "log.")))
+    with pytest.raises(InternalError, match="declares no layouts"):
+        check(unbuilt)(lambda ctx: ())  # a first registration must say where it applies
+    assert unbuilt not in CHECKS
