@@ -391,7 +391,8 @@ def _changed_reason(before: tuple[int, int, int, int], after: tuple[int, int, in
 
 
 def audit_file(ds: DiscoveredShard, cfg: Config, *, keep_rows: bool = False, cross_shard: bool = True,
-               lookup: Callable[[str], ShardResult | None] | None = None) -> tuple[ShardResult, str]:
+               lookup: Callable[[str], ShardResult | None] | None = None,
+               known: tuple[tuple[Any, ...], str, int] | None = None) -> tuple[ShardResult, str]:
     """Hash and audit one shard file, making sure it did not change meanwhile (every verb that audits
     a file calls this: audit, inspect, clean).
 
@@ -407,6 +408,9 @@ def audit_file(ds: DiscoveredShard, cfg: Config, *, keep_rows: bool = False, cro
         cross_shard: as :func:`audit_shard`.
         lookup: called with the content hash; a result it returns is used instead of auditing
             (the per-shard cache), provided the file did not change while it was hashed.
+        known: (file state, content hash, size) the caller took a moment ago (it hashed the bytes
+            already, to look the shard up in the cache): when the file's state is still that one,
+            the bytes are not hashed again.
 
     Returns:
         (result, how): ``how`` is ``"audited"``, ``"cached"`` (from ``lookup``), ``"changed"`` or
@@ -414,7 +418,10 @@ def audit_file(ds: DiscoveredShard, cfg: Config, *, keep_rows: bool = False, cro
     """
     try:
         before = file_state(ds.source)
-        chash, size = hash_shard(ds.source, ds.format)
+        if known is not None and tuple(known[0]) == tuple(before):
+            chash, size = known[1], known[2]
+        else:
+            chash, size = hash_shard(ds.source, ds.format)
     except OSError as exc:
         return _unreadable(ds, "", 0, f"cannot read file: {exc.strerror or exc}"), "unreadable"
     result = lookup(chash) if lookup is not None else None
