@@ -577,11 +577,27 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         else:
             stat_values[m.key] = m.post(m.merge(parts))
 
+    held: list[pl.DataFrame] = []  # rows the reader read again (``__row`` and the needed columns)
+    held_rows: set[int] = set()
+
     def reread(wanted: list[int]) -> pl.DataFrame | None:
-        """The rows ``wanted`` of the shard (with ``__row``), from memory or by the reader again."""
+        """The rows ``wanted`` of the shard (with ``__row``, in row order), from memory or by the
+        reader again; a row read again once (a duplicate candidate) is taken from memory when it is
+        wanted again (its example), so a row group is decoded again at most once."""
         if single is not None:
             return _gather(single, wanted)
-        return reader.read_rows(wanted, needed, want, per or 1)
+        if not wanted:
+            return reader.read_rows(wanted, needed, want, per or 1)
+        missing = sorted({int(r) for r in wanted} - held_rows)
+        if missing:
+            got = reader.read_rows(missing, needed, want, per or 1)
+            if got is None:
+                return None
+            held.append(got)
+            held_rows.update(missing)
+        mine = pl.Series(sorted({int(r) for r in wanted}), dtype=pl.UInt32)
+        frame = pl.concat(held) if len(held) > 1 else held[0]
+        return frame.filter(pl.col("__row").is_in(mine.implode())).sort("__row")
 
     late: list[int] = []
     for i, parts in keys.items():  # key checks: candidates over the whole shard, verified exactly
