@@ -25,8 +25,10 @@ of ``--repeat`` rounds, the files' bytes read once before every task (page cache
 - ``audit``: ``python -m datacheck audit FOLDER --no-cache --config C`` (the CLI, its defaults:
   workers one per core), every check that applies (vocab, pad/eos, ignore_index, ``max_seq_len`` =
   the row length: clean shards, no finding);
-- ``rerun``: the same audit with ``--cache-dir`` after one audit filled the cache (an unchanged folder);
-  with ``--trust-mtime`` also the same rerun identifying files by size and modification time.
+- ``rerun``: the same audit with ``--cache-dir`` after one audit filled a fresh cache (an unchanged
+  folder: every shard hashed, answered from the cache); ``rerun_mtime``: the same rerun with
+  ``--trust-mtime`` (files identified by size, modification and status-change times and inode, as
+  recorded by the filling audit; no shard byte read).
 
 Wall seconds, CPU seconds of the process and its children (user + system), peak RSS of the largest
 process (``ru_maxrss``), tokens per second per core (tokens / CPU seconds), and the ratios audit/read
@@ -59,7 +61,7 @@ CHAT = (10, 2_000)
 
 def config_toml(seq_len: int | None) -> str:
     if seq_len is None:
-        return '[dataset]\nformat = "jsonl"\n'
+        return ""
     return (f"[tokens]\nvocab_size = 50257\npad_token_id = {EOS}\neos_token_id = {EOS}\nmax_seq_len = {seq_len}\n"
             "[labels]\nignore_index = -100\n")
 
@@ -220,11 +222,10 @@ def measure(name: str, a: argparse.Namespace) -> None:
                 if t == "audit":
                     r = run("audit", folder, seq, work, ["--no-cache"])
                 elif t in ("rerun", "rerun_mtime"):
-                    shutil.rmtree(cache, ignore_errors=True)
-                    (run("audit", folder, seq, work, ["--cache-dir", str(cache)]))  # fills the cache
+                    if t == "rerun" or not cache.exists():  # a fresh cache, filled by one audit
+                        shutil.rmtree(cache, ignore_errors=True)
+                        run("audit", folder, seq, work, ["--cache-dir", str(cache)])
                     flags = ["--cache-dir", str(cache)] + (["--trust-mtime"] if t == "rerun_mtime" else [])
-                    if t == "rerun_mtime":  # a first trusted run records the file identities
-                        (run("audit", folder, seq, work, flags))
                     r = run("audit", folder, seq, work, flags)
                 else:
                     r = run(t, folder, seq, work)

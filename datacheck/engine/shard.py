@@ -6,6 +6,8 @@ plans for the shard: row checks, stats, payloads, schema-level findings and afte
 and asks the registry's unreadable hook when a shard cannot be read."""
 from __future__ import annotations
 
+import dataclasses
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Iterator
 
@@ -13,6 +15,7 @@ import polars as pl
 
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
 from datacheck.checks.registry import (
+    CHECKS,
     FlatView,
     Payload,
     RowAgg,
@@ -660,9 +663,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     candidate refinement, the second pass for examples and details, then the after-query verdicts."""
     max_ex = cfg.report.max_examples
     schema, roles = dict(data.schema), data.roles
-    ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard,
-                       unrendered_pairs=data.unrendered_pairs)
-    plan: ShardPlan = shard_plan(ctx)
+    plan, named = _plan_for(cfg, roles, schema, rel, cross_shard, data.unrendered_pairs)
     row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
     try:
@@ -671,7 +672,8 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
         return on_unreadable(exc.reason)
     n, results, example_values, stat_values, payload, more_skipped = run
     skipped += more_skipped
-    findings: list[Finding] = list(data.decode_findings) + plan.findings
+    findings: list[Finding] = list(data.decode_findings) + [named(f) for f in plan.findings]
+    skipped = [named(x) for x in skipped]
     for i, (rows, details) in results.items():
         if not rows:
             continue
@@ -688,7 +690,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
         findings.append(Finding(
             check=rc.check,
             severity=rc.severity or catalog.info(rc.check).severity,
-            message=rc.message(len(rows), details),
+            message=named(rc.message(len(rows), details)),
             column=rc.column,
             count=len(rows),
             ratio=len(rows) / n if n else None,
@@ -699,7 +701,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
             rows_truncated=len(rows) > len(ex_rows),
         ))
     for verdict in plan.after:
-        findings.extend(verdict.decide(n))
+        findings.extend(named(f) for f in verdict.decide(n))
     findings.sort(key=lambda f: (f.check, f.column or "", f.severity))
     failing_rows: dict[str, list[int]] = {}
     if keep_rows:
@@ -714,6 +716,68 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
         findings=findings, stats=_jsonable(stat_values), skipped=skipped, roles=roles.to_dict(),
         columns={c: str(sorted_fields(t)) for c, t in schema.items()}, failing_rows=failing_rows, payload=payload,
     )
+
+
+#: The shard name a memoized plan is built with (:func:`_plan_for`): a text no path holds; every
+#: text the plan's items give (finding messages and details, skip reasons, after-query verdicts, row
+#: check messages) has it replaced by the shard's name.
+SHARD_TOKEN: Final = "\x00datacheck-shard\x00"
+#: Plans kept (the last ones used): a folder's shards usually share one schema, so one plan.
+_PLANS_KEPT: Final = 8
+_plans: OrderedDict[tuple[Any, ...], tuple[Config, ShardPlan]] = OrderedDict()
+
+
+def _plan_for(cfg: Config, roles: Any, schema: dict[str, pl.DataType], rel: str, cross_shard: bool,
+              unrendered: Any) -> tuple[ShardPlan, Callable[[Any], Any]]:
+    """The registry's plan for a shard, built once per (config object, roles, schema, cross_shard,
+    registered checks) and reused for every shard of that kind: building it (every check function,
+    its polars expressions) cost about 6.6 ms a shard (100 shards of 100 rows: 0.66 of 3.85 s).
+
+    The memoized plan is built with :data:`SHARD_TOKEN` followed by the suffixes of the shard's file
+    name (``.parquet``, ``.jsonl.gz``: part of the key, since a check may tell line formats by name)
+    as the shard name; the returned ``named`` function puts the shard's name ``rel`` back into every
+    text an item gives (checks use ``ShardContext.shard`` in messages, and its suffix). A shard with unrenderable preference
+    pairs (data-dependent items) gets a plan of its own, built with its name."""
+    if unrendered is not None:
+        ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard,
+                           unrendered_pairs=unrendered)
+        return shard_plan(ctx), _identity
+    base = rel.rsplit("/", 1)[-1]
+    suffixes = base[base.find("."):] if "." in base else ""  # ".jsonl.gz": a check may tell formats by name
+    token = SHARD_TOKEN + suffixes
+    key = (id(cfg), suffixes, repr(roles), tuple((c, repr(t)) for c, t in schema.items()), cross_shard,
+           tuple((cid, id(spec), id(spec.shard)) for cid, spec in CHECKS.items()))
+    got = _plans.get(key)
+    if got is None or got[0] is not cfg:  # the config object is held, so its id is not reused meanwhile
+        ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=token, cross_shard=cross_shard)
+        got = (cfg, shard_plan(ctx))
+        _plans[key] = got
+        while len(_plans) > _PLANS_KEPT:
+            _plans.popitem(last=False)
+    _plans.move_to_end(key)
+    return got[1], lambda v: _renamed(v, token, rel)
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+def _renamed(v: Any, token: str, rel: str) -> Any:
+    """``v`` with ``token`` replaced by ``rel`` in every text: a str, the message and details of a
+    :class:`Finding`, the reason of a :class:`Skipped`, lists, tuples and dicts."""
+    if isinstance(v, str):
+        return v.replace(token, rel) if SHARD_TOKEN in v else v
+    if isinstance(v, Finding):
+        return dataclasses.replace(v, message=_renamed(v.message, token, rel), details=_renamed(v.details, token, rel))
+    if isinstance(v, Skipped):
+        return dataclasses.replace(v, reason=_renamed(v.reason, token, rel))
+    if isinstance(v, dict):
+        return {_renamed(k, token, rel): _renamed(x, token, rel) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_renamed(x, token, rel) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_renamed(x, token, rel) for x in v)
+    return v
 
 
 def _jsonable(v: Any) -> Any:
