@@ -35,7 +35,11 @@ process (``ru_maxrss``), tokens per second per core (tokens / CPU seconds), and 
 (wall and CPU) against pyarrow, and rerun/audit. The load average (``os.getloadavg``) is printed at the
 start and end of every row.
 
+With ``--baseline-src DIR`` the tasks ``audit_base`` and ``rerun_base`` run the datacheck package in
+DIR (an earlier commit) the same way, interleaved: before and after in one run.
+
 Usage: python benchmarks/bench_table.py [--rows big256,f10,f100,...] [--repeat 3] [--scale 1.0]
+       [--tasks pyarrow,polars,audit,rerun,rerun_mtime,audit_base,rerun_base --baseline-src DIR]
 """
 from __future__ import annotations
 
@@ -175,7 +179,7 @@ def child_read(tool: str, folder: str) -> None:
     print(json.dumps({"rows": rows}))
 
 
-def run(task: str, folder: Path, seq: int | None, work: Path, extra: list[str] = ()) -> dict:
+def run(task: str, folder: Path, seq: int | None, work: Path, extra: list[str] = (), src: str | None = None) -> dict:
     """One task in a fresh process: wall, CPU (the process and its children), peak RSS (MiB)."""
     warm(folder)
     if task in ("pyarrow", "polars"):
@@ -188,7 +192,7 @@ def run(task: str, folder: Path, seq: int | None, work: Path, extra: list[str] =
     # os.wait4 gives this one child's CPU and peak RSS (with those of the children it waited for: workers)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=str(ROOT))
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=src or str(ROOT))
         _, status, ru = os.wait4(proc.pid, 0)
         dt = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -207,6 +211,9 @@ def report_of(work: Path) -> str:
 
 
 def measure(name: str, a: argparse.Namespace) -> None:
+    # generated in a child process: this process stays small (a child's peak RSS as the kernel reports
+    # it starts from the RSS of the process that forked it)
+    subprocess.run([sys.executable, __file__, "--gen", name, str(a.scale)], check=True)
     folder, seq, amount = make_data(name, a.scale)
     n = len(files_of(folder))
     print(f"\n## {name}: {folder.name} ({n} files, {'%.1fM tokens' % (amount / 1e6) if seq else '%d rows' % amount}, "
@@ -219,8 +226,13 @@ def measure(name: str, a: argparse.Namespace) -> None:
         reports: dict[str, str] = {}
         for _ in range(a.repeat):
             for t in tasks:
-                if t == "audit":
-                    r = run("audit", folder, seq, work, ["--no-cache"])
+                if t in ("audit", "audit_base"):
+                    r = run("audit", folder, seq, work, ["--no-cache"], a.baseline_src if t == "audit_base" else None)
+                elif t == "rerun_base":
+                    shutil.rmtree(cache, ignore_errors=True)
+                    run("audit", folder, seq, work, ["--cache-dir", str(cache)], a.baseline_src)
+                    r = run("audit", folder, seq, work, ["--cache-dir", str(cache)], a.baseline_src)
+                    shutil.rmtree(cache, ignore_errors=True)
                 elif t in ("rerun", "rerun_mtime"):
                     if t == "rerun" or not cache.exists():  # a fresh cache, filled by one audit
                         shutil.rmtree(cache, ignore_errors=True)
@@ -230,7 +242,7 @@ def measure(name: str, a: argparse.Namespace) -> None:
                 else:
                     r = run(t, folder, seq, work)
                 got[t].append(r)
-                if t.startswith(("audit", "rerun")):
+                if t.startswith(("audit", "rerun")) and not t.endswith("_base"):
                     rep = report_of(work)
                     reports.setdefault(t, rep)
                     if rep != reports[t]:
@@ -254,6 +266,14 @@ def measure(name: str, a: argparse.Namespace) -> None:
         for t in ("rerun", "rerun_mtime"):
             if t in med:
                 print(f"{t} / audit: {100 * med[t][0] / au[0]:.1f}% wall, {100 * med[t][1] / au[1]:.1f}% CPU")
+        if "audit_base" in med:
+            b = med["audit_base"]
+            print(f"audit now / baseline: {au[0] / b[0]:.2f} wall, {au[1] / b[1]:.2f} CPU; baseline / pyarrow: "
+                  f"{b[0] / med['pyarrow'][0]:.2f} wall" if "pyarrow" in med else "")
+        if "rerun_base" in med and "rerun" in med:
+            b = med["rerun_base"]
+            print(f"baseline rerun: {b[0]:.2f} s wall, {b[1]:.2f} CPU s ({100 * b[0] / med['audit_base'][0]:.1f}% of the "
+                  "baseline audit)" if "audit_base" in med else f"baseline rerun: {b[0]:.2f} s wall")
     print(f"load at the end {os.getloadavg()}", flush=True)
 
 
@@ -263,10 +283,17 @@ def main() -> None:
     ap.add_argument("--tasks", default="pyarrow,polars,audit,rerun,rerun_mtime")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the rows a shard (quick runs: 0.1)")
+    ap.add_argument("--baseline-src", default=None,
+                    help="a folder holding an earlier datacheck package (git archive COMMIT datacheck | tar -x -C DIR): "
+                         "tasks audit_base and rerun_base run it, interleaved")
     ap.add_argument("--child", nargs=2, metavar=("TOOL", "FOLDER"), help=argparse.SUPPRESS)
+    ap.add_argument("--gen", nargs=2, metavar=("NAME", "SCALE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child_read(*a.child)
+        return
+    if a.gen:
+        make_data(a.gen[0], float(a.gen[1]))
         return
     WORK.mkdir(parents=True, exist_ok=True)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; load {os.getloadavg()}")
