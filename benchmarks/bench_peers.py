@@ -449,9 +449,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(WORK), help="folder of the generated shard")
     ap.add_argument("--duckdb-path", default=None, help="a folder holding the duckdb package (pip install --target)")
     ap.add_argument("--child", nargs=2, metavar=("TOOL", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--gen", nargs=4, metavar=("ROWS", "SEQ_LEN", "OUT", "RATE"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         child(*a.child)
+        return 0
+    if a.gen:
+        make_shard(int(a.gen[0]), int(a.gen[1]), Path(a.gen[2]), float(a.gen[3]))
         return 0
     tools = [t for t in a.tools.split(",") if t]
     unknown = sorted(set(tools) - set(TOOLS))
@@ -460,6 +464,10 @@ def main(argv: list[str] | None = None) -> int:
     if "duckdb" in tools and not has_duckdb(a.duckdb_path):
         print("duckdb is not importable (pip install --target DIR duckdb, then --duckdb-path DIR): left out")
         tools.remove("duckdb")
+    # generated in a child process: a child's peak RSS as the kernel reports it starts from that of the
+    # process that forked it, so this one must not have held the shard
+    subprocess.run([sys.executable, __file__, "--gen", str(a.rows), str(a.seq_len), a.out, str(a.defect_rate)],
+                   check=True)
     path, planted = make_shard(a.rows, a.seq_len, Path(a.out), a.defect_rate)
     print(f"shard {path} ({a.rows} rows x {a.seq_len} tokens, {path.stat().st_size / 2**20:.1f} MiB); "
           f"{planted[CHECKS[0]]} rows planted per check; load average {os.getloadavg()[0]:.2f} on "
