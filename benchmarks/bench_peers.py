@@ -35,6 +35,12 @@ the shard and computing the counts, after the imports; the whole process's wall 
   the counts are the distinct failing row indices per check in ``SchemaErrors.failure_cases``;
 - ``pandera-polars``: the same schema on the polars backend (``pandera.polars``): each custom check
   returns a per-row boolean column of the lazy frame (polars list kernels);
+- ``polars``: a hand-written polars query: ``pl.scan_parquet`` and one ``select`` of the nine per-row
+  verdicts (list kernels: ``list.min``/``list.max``/``list.len``, ``list.eval(...).list.any()``) summed;
+- ``duckdb``: one DuckDB SQL query over ``read_parquet`` (list lambdas ``list_bool_or(list_transform(...))``,
+  ``len``), the nine verdicts summed; DuckDB is not one of datacheck's dependencies: it is imported
+  from the environment, or from ``--duckdb-path DIR`` (e.g. ``pip install --target DIR duckdb``), and
+  left out with a note when absent;
 - ``datasets``: Hugging Face ``Dataset.from_parquet`` (arrow cache in a temporary folder, deleted)
   then ``Dataset.map(batched=True, batch_size=1000)`` computing one boolean flag column per check
   in Python over the batch's lists (the default python format; one process), summed;
@@ -70,7 +76,7 @@ IGNORE = -100
 CONFIG = {"tokens": {"vocab_size": VOCAB, "pad_token_id": PAD}, "labels": {"ignore_index": IGNORE}}
 CHECKS = ("finite.nan", "empty.text", "tokens.out_of_vocab", "mask.non_binary", "empty.all_padding",
           "labels.out_of_range", "labels.unexpected_sentinel", "empty.no_supervised_tokens", "length.mismatch")
-TOOLS = ("datacheck", "pandas", "pandera-pandas", "pandera-polars", "datasets")
+TOOLS = ("datacheck", "polars", "duckdb", "pandas", "pandera-pandas", "pandera-polars", "datasets")
 
 
 # --------------------------------------------------------------------------------------------- data
@@ -294,6 +300,41 @@ def counts_pandera_polars(path: str) -> dict[str, int]:
     return {c: 0 for c in CHECKS}
 
 
+def counts_polars(path: str) -> dict[str, int]:
+    """A hand-written polars query: the nine verdicts of :func:`_polars_rules`, summed in one select."""
+    import polars as pl
+
+    exprs = [e.fill_null(False).sum().alias(cid) for cid, (_, e) in _polars_rules().items()]
+    got = pl.scan_parquet(path).select(exprs).collect().row(0, named=True)
+    return {c: int(got[c]) for c in CHECKS}
+
+
+#: the nine verdicts in DuckDB SQL (True = the row fails)
+DUCKDB_RULES = {
+    "finite.nan": "isnan(quality)",
+    "empty.text": "text IS NULL OR trim(text, ' \t\n\r\f\v') = ''",
+    "tokens.out_of_vocab": f"list_min(input_ids) < 0 OR list_max(input_ids) >= {VOCAB}",
+    "mask.non_binary": "list_bool_or(list_transform(attention_mask, lambda x: x <> 0 AND x <> 1))",
+    "empty.all_padding": "len(input_ids) > 0 AND len(attention_mask) > 0 AND list_max(attention_mask) = 0",
+    "labels.out_of_range": f"list_bool_or(list_transform(labels, lambda x: x >= {VOCAB} AND x <> {IGNORE}))",
+    "labels.unexpected_sentinel": f"list_bool_or(list_transform(labels, lambda x: x < 0 AND x <> {IGNORE}))",
+    "empty.no_supervised_tokens": f"NOT list_bool_or(list_transform(labels, lambda x: x <> {IGNORE}))",
+    "length.mismatch": "len(input_ids) <> len(attention_mask) OR len(input_ids) <> len(labels)",
+}
+
+
+def counts_duckdb(path: str) -> dict[str, int]:
+    """DuckDB SQL: one query over ``read_parquet`` summing the nine verdicts (its default threads)."""
+    import duckdb
+
+    cols = ", ".join(f"count(*) FILTER (WHERE coalesce({sql}, false)) AS \"{cid}\"" for cid, sql in DUCKDB_RULES.items())
+    con = duckdb.connect()
+    row = con.execute(f"SELECT {cols} FROM read_parquet(?)", [path]).fetchone()
+    con.close()
+    assert row is not None
+    return {c: int(v) for c, v in zip(DUCKDB_RULES, row)}
+
+
 def _flags(batch: dict[str, list]) -> dict[str, list[bool]]:
     """``Dataset.map`` function: the nine flags of each row of a batch (python lists)."""
     out: dict[str, list[bool]] = {c: [] for c in CHECKS}
@@ -327,11 +368,12 @@ def counts_datasets(path: str) -> dict[str, int]:
 
 
 PEERS: dict[str, Callable[[str], dict[str, int]]] = {
-    "datacheck": counts_datacheck, "pandas": counts_pandas, "pandera-pandas": counts_pandera_pandas,
+    "datacheck": counts_datacheck, "polars": counts_polars, "duckdb": counts_duckdb, "pandas": counts_pandas, "pandera-pandas": counts_pandera_pandas,
     "pandera-polars": counts_pandera_polars, "datasets": counts_datasets,
 }
 IMPORTS = {
-    "datacheck": ("datacheck", "datacheck.checks.all"), "pandas": ("pandas", "pyarrow"),
+    "datacheck": ("datacheck", "datacheck.checks.all"), "polars": ("polars",), "duckdb": ("duckdb",),
+    "pandas": ("pandas", "pyarrow"),
     "pandera-pandas": ("pandas", "pandera.pandas", "pyarrow"), "pandera-polars": ("polars", "pandera.polars"),
     "datasets": ("datasets",),
 }
@@ -357,9 +399,24 @@ def child(tool: str, path: str) -> None:
     print(json.dumps({"seconds": dt, "cpu_seconds": cpu, "peak_rss_mib": rss, "counts": counts}))
 
 
-def run(tool: str, path: Path) -> dict:
-    """Run ``tool`` on ``path`` in a fresh process; adds ``process_seconds`` (start to exit)."""
+def has_duckdb(extra_path: str | None) -> bool:
+    """Whether ``import duckdb`` works in a child process (with ``extra_path`` on its PYTHONPATH)."""
+    env = _env(extra_path)
+    return subprocess.run([sys.executable, "-c", "import duckdb"], capture_output=True, env=env).returncode == 0
+
+
+def _env(extra_path: str | None) -> dict[str, str]:
+    """The child's environment: this checkout's datacheck first on the path (not an installed copy),
+    ``extra_path`` last (the environment's own packages win)."""
     env = dict(os.environ)
+    repo = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([p for p in (repo, env.get("PYTHONPATH"), extra_path) if p])
+    return env
+
+
+def run(tool: str, path: Path, extra_path: str | None = None) -> dict:
+    """Run ``tool`` on ``path`` in a fresh process; adds ``process_seconds`` (start to exit)."""
+    env = _env(extra_path if tool == "duckdb" else None)
     env.setdefault("HF_DATASETS_CACHE", tempfile.gettempdir())  # nothing under ~/.cache from the datasets peer
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", tool, str(path)],
@@ -390,15 +447,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--defect-rate", type=float, default=0.005)
     ap.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated, of {', '.join(TOOLS)}")
     ap.add_argument("--out", default=str(WORK), help="folder of the generated shard")
+    ap.add_argument("--duckdb-path", default=None, help="a folder holding the duckdb package (pip install --target)")
     ap.add_argument("--child", nargs=2, metavar=("TOOL", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--gen", nargs=4, metavar=("ROWS", "SEQ_LEN", "OUT", "RATE"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         child(*a.child)
+        return 0
+    if a.gen:
+        make_shard(int(a.gen[0]), int(a.gen[1]), Path(a.gen[2]), float(a.gen[3]))
         return 0
     tools = [t for t in a.tools.split(",") if t]
     unknown = sorted(set(tools) - set(TOOLS))
     if unknown:
         ap.error(f"unknown tool(s) {unknown}; choose among {', '.join(TOOLS)}")
+    if "duckdb" in tools and not has_duckdb(a.duckdb_path):
+        print("duckdb is not importable (pip install --target DIR duckdb, then --duckdb-path DIR): left out")
+        tools.remove("duckdb")
+    # generated in a child process: a child's peak RSS as the kernel reports it starts from that of the
+    # process that forked it, so this one must not have held the shard
+    subprocess.run([sys.executable, __file__, "--gen", str(a.rows), str(a.seq_len), a.out, str(a.defect_rate)],
+                   check=True)
     path, planted = make_shard(a.rows, a.seq_len, Path(a.out), a.defect_rate)
     print(f"shard {path} ({a.rows} rows x {a.seq_len} tokens, {path.stat().st_size / 2**20:.1f} MiB); "
           f"{planted[CHECKS[0]]} rows planted per check; load average {os.getloadavg()[0]:.2f} on "
@@ -406,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {t: [] for t in tools}
     for _ in range(a.repeat):  # interleaved: every round runs every tool once
         for t in tools:
-            runs[t].append(run(t, path))
+            runs[t].append(run(t, path, a.duckdb_path))
     results = {t: runs[t][0]["counts"] for t in tools}
     for t in tools:
         if any(r["counts"] != results[t] for r in runs[t]):
@@ -423,6 +492,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {t} | {med['seconds']:.2f} | {med['cpu_seconds']:.2f} | {med['process_seconds']:.2f} | "
               f"{rss:.0f} | {same} |")
     print("counts per check: " + json.dumps(results.get("datacheck", planted)))
+    if "datacheck" in runs:
+        dc = statistics.median(r["seconds"] for r in runs["datacheck"])
+        peers = {t: statistics.median(r["seconds"] for r in runs[t]) for t in tools if t != "datacheck"}
+        if peers:
+            best = min(peers, key=lambda t: peers[t])
+            print(f"fastest peer: {best} {peers[best]:.2f} s work wall; it / datacheck = {peers[best] / dc:.2f}x "
+                  f"(goal >= 1.5); datacheck runs every check that applies, the peers only these nine")
     if diffs:
         print("COUNTS DIFFER:\n  " + "\n  ".join(diffs))
         return 1

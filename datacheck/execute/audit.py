@@ -2,12 +2,13 @@
 dataset-level checks in the merge, apply the policy, and build the report."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import polars as pl
@@ -19,7 +20,7 @@ from datacheck.checks.registry import Payload, ShardContext, dataset_items, need
 from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
-from datacheck.execute.executors import LocalExecutor, WorkerDied, make_executor
+from datacheck.execute.executors import LocalExecutor, ProcessExecutor, WorkerDied, make_executor
 from datacheck.execute.setup import (
     FROM_CONFIG,
     AuditOptions,
@@ -29,7 +30,9 @@ from datacheck.execute.setup import (
     prepare_audit,
 )
 from datacheck.formats.discovery import discover
+from datacheck.formats.registry import companions, hash_shard
 from datacheck.io.discover import DiscoveredShard, Discovery
+from datacheck.io.hashing import file_state
 from datacheck.io.hashspill import SpillFolder, spill_rows
 from datacheck.io.outputs import check_output_folders
 from datacheck.io.shardbytes import Unreadable
@@ -41,8 +44,9 @@ from datacheck.model.results import DatasetContext, ShardResult
 from datacheck.report.build import build_report
 from datacheck.report.model import Report
 
-__all__ = ["ShardJob", "ShardOutcome", "audit", "run_audit", "audit_one", "audit_one_cached", "audit_shards",
-           "audit_prepared", "finish_report", "hash_shards", "run_job", "SpillingResults"]
+__all__ = ["Probe", "ShardJob", "ShardOutcome", "audit", "run_audit", "audit_one", "audit_one_cached", "audit_shards",
+           "audit_prepared", "finish_report", "hash_shards", "probe_cache", "run_job", "run_jobs", "tasks_of",
+           "SpillingResults"]
 
 
 def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
@@ -51,18 +55,70 @@ def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> Sha
     return audit_file(ds, cfg, cross_shard=cross_shard)[0]
 
 
-def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: bool = True) -> ShardResult:
+def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: bool = True,
+                     probe: "Probe | None" = None) -> ShardResult:
     """Hash one shard; answer from ``cache`` (a :class:`~datacheck.execute.cache.ShardCache`) when it holds
     the result for these bytes, path, format and config (no shard data is read then), else audit
     it and store the result. A shard that changed while it was read, or whose checks failed
-    internally, is never stored."""
+    internally, is never stored.
+
+    ``probe``: what :func:`probe_cache` found for this shard a moment ago (a miss): the cache is not
+    asked again, and the bytes are not hashed again while the file's state is the probed one."""
     def key(chash: str) -> str:
         return str(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard))
 
-    result, how = audit_file(ds, cfg, cross_shard=cross_shard, lookup=lambda chash: cache.get(key(chash), ds.rel))
+    if probe is not None:
+        known = None if probe.content_hash is None else (probe.state, probe.content_hash, probe.size)
+        result, how = audit_file(ds, cfg, cross_shard=cross_shard, known=known)
+    else:
+        result, how = audit_file(ds, cfg, cross_shard=cross_shard,
+                                 lookup=lambda chash: cache.get(key(chash), ds.rel))
     if how == "audited" and not result.check_errors:  # a check error is retried next time, never replayed
         cache.put(key(result.content_hash), result)
     return result
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What :func:`probe_cache` learned of one shard: its file state
+    (:func:`~datacheck.io.hashing.file_state`), content hash and size (None, 0: not hashed, e.g. the
+    file could not be read), and the cached result (None: a miss)."""
+
+    state: tuple[Any, ...] | None
+    content_hash: str | None
+    size: int
+    result: ShardResult | None
+
+
+def probe_cache(ds: DiscoveredShard, cache: ShardCache, cross_shard: bool) -> Probe:
+    """Look one shard up in ``cache`` in this process, before any worker starts: its file state,
+    then its content hash (the recorded one when the cache may trust file states and they are
+    unchanged: :meth:`~datacheck.execute.cache.ShardCache.known_hash`; else the bytes hashed), then
+    the entry. A hit counts only when the file's state did not change meanwhile. The identity of a
+    hashed local file is recorded for later audits
+    (:meth:`~datacheck.execute.cache.ShardCache.remember`).
+
+    Never raises for the shard: a file that cannot be stat-ed or read is a miss (its audit reports it)."""
+    files = None if ds.url is not None else [*companions(str(ds.path), ds.format), str(ds.path)]
+    try:
+        before = file_state(ds.source)
+        states = None if files is None else [before if f == files[-1] else file_state(f) for f in files]
+        known = None if files is None or states is None else cache.known_hash(files, states)
+        chash, size = known if known is not None else hash_shard(ds.source, ds.format)
+        if files is not None and states is not None and known is None:
+            if file_state(ds.source) == before:  # the bytes hashed are those of this state
+                cache.remember(files, states, chash, size)
+    except OSError:
+        return Probe(state=None, content_hash=None, size=0, result=None)
+    got = cache.get(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard), ds.rel)
+    if got is not None:
+        try:
+            unchanged = file_state(ds.source) == before
+        except OSError:
+            unchanged = False
+        if not unchanged:
+            got = None
+    return Probe(state=before, content_hash=chash, size=size, result=got)
 
 
 @dataclass(frozen=True)
@@ -70,12 +126,13 @@ class ShardJob:
     """One shard's work for an executor (picklable: it travels to a worker process).
 
     ``cache`` is a :meth:`~datacheck.execute.cache.ShardCache.worker_view` of the audit's cache
-    (None: no cache)."""
+    (None: no cache); ``probe`` what :func:`probe_cache` found for the shard (a miss), or None."""
 
     shard: DiscoveredShard
     cfg: Config
     cache: ShardCache | None
     cross_shard: bool
+    probe: Probe | None = None
 
 
 @dataclass
@@ -96,10 +153,44 @@ def run_job(job: ShardJob) -> ShardOutcome:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = (audit_one(job.shard, job.cfg, job.cross_shard) if job.cache is None
-                  else audit_one_cached(job.shard, job.cfg, job.cache, job.cross_shard))
+                  else audit_one_cached(job.shard, job.cfg, job.cache, job.cross_shard, job.probe))
     return ShardOutcome(result=result, cache_stats=None if job.cache is None else job.cache.stats,
                         cache_used=set() if job.cache is None else job.cache.used,
                         warnings=[(w.category, str(w.message)) for w in caught])
+
+
+def run_jobs(jobs: list[ShardJob]) -> list[ShardOutcome]:
+    """:func:`run_job` over a task of several small shards, in order (one worker task)."""
+    out = []
+    for job in jobs:
+        if job.cache is not None:  # each outcome carries its own counters
+            job = dataclasses.replace(job, cache=job.cache.worker_view())
+        out.append(run_job(job))
+    return out
+
+
+#: Small shards go to a worker together, in one task of about this many bytes of files (a task's
+#: pickling, queueing and result transfer cost about a millisecond; a shard of a few MiB about 0.1 s).
+TASK_BYTES = 16 << 20
+
+
+def tasks_of(todo: list[int], sizes: list[int], workers: int) -> list[list[int]]:
+    """Consecutive positions of ``todo`` grouped into tasks of at least :data:`TASK_BYTES` bytes
+    (``sizes``), at most ``len(todo) // (4 * workers)`` shards a task (at least 1), so each worker
+    still gets several tasks to balance the load."""
+    most = max(1, len(todo) // (4 * max(1, workers)))
+    tasks: list[list[int]] = []
+    cur: list[int] = []
+    held = 0
+    for k in todo:
+        cur.append(k)
+        held += sizes[k]
+        if held >= TASK_BYTES or len(cur) >= most:
+            tasks.append(cur)
+            cur, held = [], 0
+    if cur:
+        tasks.append(cur)
+    return tasks
 
 
 def shard_sizes(shards: list[DiscoveredShard]) -> list[int]:
@@ -182,42 +273,63 @@ def audit_shards(disc: Discovery, cfg: Config,
         UsageError: a bad ``workers``/``executor`` combination.
         InternalError: a worker process died (the message names the shard it was auditing).
     """
-    ex = make_executor(executor, workers, len(disc.shards), ray_address=ray_address)
-    results = _Spilling(spill)
     total = len(disc.shards)
-    sizes = shard_sizes(disc.shards) if byte_progress is not None else [0] * total
+    sizes = shard_sizes(disc.shards)
+    probes: list[Probe | None] = ([probe_cache(ds, cache, cross_shard) for ds in disc.shards] if cache is not None
+                                  else [None] * total)
+    todo = [k for k, p in enumerate(probes) if p is None or p.result is None]
+    ex = make_executor(executor, workers, len(todo), ray_address=ray_address,
+                       work_bytes=sum(sizes[k] for k in todo))
+    results = _Spilling(spill)
     bytes_total, bytes_done = sum(sizes), 0
-    if isinstance(ex, LocalExecutor):
+
+    def job(k: int) -> ShardJob:
+        return ShardJob(shard=disc.shards[k], cfg=cfg, cache=None if cache is None else cache.worker_view(),
+                        cross_shard=cross_shard, probe=probes[k])
+
+    def outcomes() -> Iterator[ShardOutcome]:
+        if isinstance(ex, LocalExecutor):  # the audit's own cache (its counters), warnings raised as they come
+            for k in todo:
+                ds = disc.shards[k]
+                yield ShardOutcome(result=audit_one(ds, cfg, cross_shard) if cache is None
+                                   else audit_one_cached(ds, cfg, cache, cross_shard, probes[k]))
+        elif isinstance(ex, ProcessExecutor):
+            tasks = tasks_of(list(range(len(todo))), [sizes[k] for k in todo], ex.workers)
+            try:
+                for batch in ex.map(run_jobs, [[job(todo[j]) for j in t] for t in tasks]):
+                    yield from batch
+            except WorkerDied as exc:  # positions of tasks -> positions in todo
+                raise WorkerDied([j for t in exc.pending for j in tasks[t]], str(exc)) from None
+        else:
+            yield from ex.map(run_job, [job(k) for k in todo])
+
+    done = outcomes()
+    try:
         for k, ds in enumerate(disc.shards):
-            if byte_progress is not None:
+            if byte_progress is not None and isinstance(ex, LocalExecutor):
                 byte_progress(ds.rel, bytes_done, bytes_total)
-            results.append(audit_one(ds, cfg, cross_shard) if cache is None
-                           else audit_one_cached(ds, cfg, cache, cross_shard))
+            p = probes[k]
+            if p is not None and p.result is not None:
+                results.append(p.result)
+            else:
+                out = next(done)
+                if cache is not None and out.cache_stats is not None:
+                    cache.absorb(out.cache_stats, out.cache_used)
+                for category, message in out.warnings:
+                    warnings.warn(message, category, stacklevel=2)
+                results.append(out.result)
             bytes_done += sizes[k]
             if byte_progress is not None:
                 byte_progress(ds.rel, bytes_done, bytes_total)
             if progress is not None:
                 progress(ds.rel, k + 1, total)
-        return results
-    jobs = [ShardJob(shard=ds, cfg=cfg, cache=None if cache is None else cache.worker_view(), cross_shard=cross_shard)
-            for ds in disc.shards]
-    try:
-        for k, out in enumerate(ex.map(run_job, jobs)):
-            if cache is not None and out.cache_stats is not None:
-                cache.absorb(out.cache_stats, out.cache_used)
-            for category, message in out.warnings:
-                warnings.warn(message, category, stacklevel=2)
-            results.append(out.result)
-            bytes_done += sizes[k]
-            if byte_progress is not None:
-                byte_progress(disc.shards[k].rel, bytes_done, bytes_total)
-            if progress is not None:
-                progress(disc.shards[k].rel, k + 1, total)
     except WorkerDied as exc:
-        names = [disc.shards[j].rel for j in exc.pending]
+        names = [disc.shards[todo[j]].rel for j in exc.pending if j < len(todo)]
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise InternalError(f"{exc} while auditing one of: {shown}; rerun with fewer --workers (each holds one "
                             "shard in memory) or --workers 1 to audit in this process") from None
+    finally:
+        done.close()
     return results
 
 
@@ -264,6 +376,7 @@ def audit(
     follow_symlinks: bool = False,
     ray_address: str | None = None,
     byte_progress: Callable[[str, int, int], None] | None = None,
+    trust_mtime: bool = False,
 ) -> Report:
     """Audit the shards under ``paths`` and return the report.
 
@@ -282,6 +395,10 @@ def audit(
             progress bar over a few big shards.
         cache_dir: per-shard result cache folder (:mod:`datacheck.execute.cache`); None (default): no cache.
         prune_cache: after the audit, delete the cache entries it did not use (:meth:`ShardCache.prune`).
+        trust_mtime: with ``cache_dir``, take the content hash recorded for a local shard file whose
+            size, modification and status-change times and inode are unchanged instead of reading its
+            bytes (:mod:`datacheck.execute.cache`, "File identities"); False (default): every shard is
+            hashed.
         against: another dataset (shard files, folders or globs) to compare with: rows of the audited
             data whose content also occurs there are ``dup.split_overlap`` (e.g. eval against train).
             Only its row content hashes are computed; its own defects are not reported.
@@ -325,7 +442,8 @@ def audit(
     cfg, source = config_and_source(config, paths)
     others = [] if against is None else [against] if isinstance(against, (str, Path)) else list(against)
     opts = AuditOptions(fail_on=fail_on, config_path=source if config_path is FROM_CONFIG else config_path,
-                        cache_dir=cache_dir, prune_cache=prune_cache, allow_check_errors=allow_check_errors,
+                        cache_dir=cache_dir, prune_cache=prune_cache, trust_mtime=trust_mtime,
+                        allow_check_errors=allow_check_errors,
                         workers=workers, executor=executor, ray_address=ray_address, follow_symlinks=follow_symlinks,
                         against=tuple(str(p) for p in others))
     return run_audit(list(paths), cfg, opts, progress=progress, byte_progress=byte_progress)

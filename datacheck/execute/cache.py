@@ -11,8 +11,18 @@ Each :class:`~datacheck.model.results.ShardResult` is stored under a key made of
 - the datacheck version, a fingerprint of datacheck's own source files (a changed check must
   never be answered from an old result) and the polars version.
 
-A rerun over unchanged shards hashes each shard (it has to: the hash *is* the key) and reads no
-shard data: no scan, no parse. A changed shard has a new content hash, misses and is re-audited.
+A rerun over unchanged shards hashes each shard (the hash *is* the key) and reads no shard data:
+no scan, no parse. A changed shard has a new content hash, misses and is re-audited.
+
+File identities (``--trust-mtime``, :meth:`ShardCache.known_hash`): beside the entries, the cache
+records for each local shard file the content hash it had together with the file's state (size,
+modification time, status-change time and inode of the shard and of each of its companions, in ns).
+Only where the user allows it does a later audit take the recorded hash for a file whose state is
+exactly the recorded one, without reading its bytes. A write, an append, a rename over it or a copy
+changes the status-change time (which no user call can set back), so such a file is hashed again. A
+state is recorded only when the file was last modified more than :data:`SETTLE_NS` before it was
+stat-ed (a write within the same clock tick as the stat would leave the times unchanged: git's "racy
+clean" case). Without the permission every shard is hashed, as above.
 
 Entries (the ``.dcr`` "datacheck results" layout, also used for part sidecars; see
 :func:`encode_results`)::
@@ -51,6 +61,7 @@ import shutil
 import stat
 import struct
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +99,10 @@ ENTRY_LAYOUT = 1
 _MAGIC = b"DCR1\n"
 _DIGEST_LEN = 16  # xxh3-128
 _TAG = "__dc__"
+#: A file modified less than this many ns before it was stat-ed gets no identity record: 2 s, the
+#: coarsest modification-time step of common file systems (FAT; ext4 and XFS keep ns, NFS
+#: servers may round to 1 s).
+SETTLE_NS = 2_000_000_000
 
 
 class CacheWarning(UserWarning):
@@ -398,12 +413,14 @@ class ShardCache:
         UsageError: ``root`` cannot be created or is read-only (checked here, before any shard is read).
     """
 
-    def __init__(self, root: str | Path, cfg: Config):
+    def __init__(self, root: str | Path, cfg: Config, *, trust_mtime: bool = False):
         self.root = Path(root)
         _check_writable(self.root)
         self.salt = cache_salt(cfg)
+        self.trust_mtime = trust_mtime
         self.stats = CacheStats()
         self.used: set[str] = set()  # keys read or written by this audit (kept by :meth:`prune`)
+        self.used_ids: set[str] = set()  # identity records read or written (kept by :meth:`prune`)
 
     def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False, cross_shard: bool = True) -> str:
         """The entry key (32 hex digits) of a shard at relative path ``rel`` with ``content_hash``.
@@ -418,6 +435,64 @@ class ShardCache:
     def entry_path(self, key: str) -> Path:
         """``<root>/v<layout>/<key[:2]>/<key>.dcr`` (256 sub-folders keep folder listings short)."""
         return self.root / f"v{ENTRY_LAYOUT}" / key[:2] / f"{key}.dcr"
+
+    def identity_path(self, files: list[str]) -> Path:
+        """``<root>/v<layout>/ids/<h[:2]>/<h>.json``, ``h`` the xxh3-128 of the files' absolute paths."""
+        h = xxhash.xxh3_128_hexdigest("\0".join(os.path.abspath(f) for f in files).encode("utf-8", "surrogateescape"))
+        return self.root / f"v{ENTRY_LAYOUT}" / "ids" / h[:2] / f"{h}.json"
+
+    def known_hash(self, files: list[str], states: list[tuple[int, int, int, int]]) -> tuple[str, int] | None:
+        """The recorded (content hash, size) of the shard read from ``files`` (its companions, then
+        the shard file; local paths) when the cache may trust file states (``trust_mtime``) and the
+        record's states equal ``states`` (:func:`datacheck.io.hashing.file_state` of each file) exactly;
+        else None (the bytes are hashed). A record that cannot be read or parsed is None too."""
+        if not self.trust_mtime:
+            return None
+        p = self.identity_path(files)
+        try:
+            rec = safejson.loads(self._read_entry(p))
+        except (OSError, ValueError):
+            return None
+        if (not isinstance(rec, dict) or rec.get("files") != [os.path.abspath(f) for f in files]
+                or rec.get("states") != [list(s) for s in states]
+                or not isinstance(rec.get("hash"), str) or not isinstance(rec.get("size"), int)):
+            return None
+        self.used_ids.add(p.stem)
+        return rec["hash"], rec["size"]
+
+    def remember(self, files: list[str], states: list[tuple[int, int, int, int]], content_hash: str, size: int) -> None:
+        """Record that ``files`` with ``states`` hold bytes of ``content_hash`` and ``size`` (see
+        :meth:`known_hash`); nothing is recorded for a file modified less than :data:`SETTLE_NS`
+        before now (its state may not tell a later write apart). A failed write is ignored: the
+        next audit hashes the file."""
+        now = time.time_ns()
+        if any(now - st[1] < SETTLE_NS for st in states):
+            return
+        p = self.identity_path(files)
+        self.used_ids.add(p.stem)
+        rec = {"files": [os.path.abspath(f) for f in files], "states": [list(s) for s in states],
+               "hash": content_hash, "size": size}
+        data = json.dumps(rec, separators=(",", ":")).encode("utf-8", "surrogateescape")
+        try:
+            if self._read_entry(p) == data:
+                return
+        except OSError:
+            pass
+        tmp = None
+        try:
+            fd, tmp = make_temp_file(self._entry_dir(p), f".{p.name}.")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, p)  # no fsync: a torn record does not parse and is only a miss
+            tmp = None
+        except OSError:
+            pass
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
 
     def _repair(self, p: Path) -> bool:
         """Remove what stands at ``p`` inside the cache when it is not a regular file (a symlink, a
@@ -440,8 +515,14 @@ class ShardCache:
 
     def _entry_dir(self, p: Path) -> Path:
         """The entry's folders ``<root>/v<layout>/<xx>`` as real folders of the cache: a symlink (dangling
-        or not) or a file standing there is removed first, so nothing is created or written outside."""
-        for d in (p.parent.parent, p.parent):
+        or not) or a file standing there is removed first, so nothing is created or written outside
+        (also the deeper ``<root>/v<layout>/ids/<xx>`` of an identity record)."""
+        chain = []
+        up = p.parent
+        while up != self.root and self.root in up.parents:
+            chain.append(up)
+            up = up.parent
+        for d in reversed(chain):
             try:
                 st = os.lstat(d)
             except FileNotFoundError:
@@ -573,6 +654,7 @@ class ShardCache:
         view = copy.copy(self)
         view.stats = CacheStats()
         view.used = set()
+        view.used_ids = set()
         return view
 
     def absorb(self, stats: CacheStats, used: set[str]) -> None:
@@ -606,6 +688,8 @@ class ShardCache:
                     continue
             elif p.suffix == ".dcr" and rel[0].startswith("v"):
                 stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used
+            elif p.suffix == ".json" and len(rel) == 4 and rel[0].startswith("v") and rel[1] == "ids":
+                stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used_ids
             if stale:
                 try:
                     p.unlink()

@@ -159,6 +159,9 @@ class AuditOptions:
         config_path: the config file the report names (None: defaults, a Config or a dict).
         cache_dir: the per-shard result cache folder, or None (no cache).
         prune_cache: after the audit, delete the cache entries it did not use.
+        trust_mtime: with a cache, a local shard file whose size, modification and status-change
+            times and inode are those recorded with its content hash is not hashed again
+            (:mod:`datacheck.execute.cache`, "File identities"); False: every shard is hashed.
         allow_check_errors: a check that fails internally does not fail the gate.
         workers: worker processes (None: ``$DATACHECK_WORKERS``, else one per core).
         executor: ``"local"``, ``"process"``, ``"ray"`` or None (picked from ``workers``).
@@ -172,6 +175,7 @@ class AuditOptions:
     config_path: str | None = None
     cache_dir: str | Path | None = None
     prune_cache: bool = False
+    trust_mtime: bool = False
     allow_check_errors: bool = False
     workers: int | None = None
     executor: str | None = None
@@ -221,7 +225,7 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
     spec = cfg.schema_spec()
     if spec is not None:  # a bad schema is a usage error (exit 2) before any shard is read
         load_contract(spec)
-    cache = ShardCache(opts.cache_dir, cfg) if opts.cache_dir is not None else None
+    cache = ShardCache(opts.cache_dir, cfg, trust_mtime=opts.trust_mtime) if opts.cache_dir is not None else None
     disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
     if not cfg.splits:  # a DatasetDict folder's declared splits, as [splits] entries; an explicit [splits] wins
         declared = disc.declared_splits()

@@ -85,6 +85,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="per-shard result cache: unchanged shards are hashed, not re-read (default .datacheck/cache, "
                         "or $DATACHECK_DIR/cache)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
+    g.add_argument("--trust-mtime", action="store_true",
+                   help="with the cache: a shard file whose size, modification time, status-change time and inode "
+                        "are those recorded with its content hash is not hashed again (a rerun reads no shard bytes); "
+                        "by default every shard is hashed")
     g.add_argument("--cache-prune", action="store_true",
                    help="after the audit, delete the cache entries it did not use (a cache folder kept for this "
                         "dataset, e.g. by actions/cache)")
@@ -121,16 +125,16 @@ def add_ci_arguments(a: argparse.ArgumentParser) -> None:
                         "--fail-on; the errors are still listed in the report (default: status fail, exit 3)")
 
 
-def emit_report(report, args: argparse.Namespace, stored, root=None) -> int:
+def emit_report(report, args: argparse.Namespace, stored, root=None, text: str | None = None) -> int:
     """Write ``--output``/``--junit``, print the report in ``--format``, emit GitHub Actions
-    annotations when ``GITHUB_ACTIONS=true`` (on stderr, so stdout stays the report); return the exit code."""
-    text = report.to_json()
+    annotations when ``GITHUB_ACTIONS=true`` (on stderr, so stdout stays the report); return the exit code.
+    ``text``: the report's JSON when the caller encoded it already (encoded here only for ``--format json``)."""
     if getattr(args, "junit", None):
         write_junit(report, args.junit)
     if getattr(args, "html", None):
         write_json_atomic(args.html, render_html(report))
     if args.format == "json":
-        sys.stdout.write(text)
+        sys.stdout.write(text if text is not None else report.to_json())
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(report, show_passing=getattr(args, "show_passing", False)))
     elif args.format == "html":
@@ -209,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
                          [*args.paths, *(getattr(args, "against", None) or [])], probe=("--report-dir",))
 
     opts = AuditOptions(fail_on=args.fail_on, config_path=config_path, cache_dir=cache_dir,
-                        prune_cache=args.cache_prune, allow_check_errors=args.allow_check_errors,
+                        prune_cache=args.cache_prune, trust_mtime=args.trust_mtime,
+                        allow_check_errors=args.allow_check_errors,
                         workers=args.workers, executor=args.executor, ray_address=args.ray_address,
                         follow_symlinks=args.follow_symlinks, against=tuple(getattr(args, "against", None) or ()))
 
@@ -231,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"datacheck: warning: {w.message}", file=sys.stderr)
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    text: str | None = None
     if split is not None:
         stored = report_path(args.report_dir, result.report.index_hash)
         report = write_part(result, stored)
@@ -245,4 +251,4 @@ def run(args: argparse.Namespace) -> int:
     root = None
     if os.environ.get("GITHUB_ACTIONS") == "true":
         root = discover(list(args.paths), cfg.dataset.format).root
-    return emit_report(report, args, stored, root)
+    return emit_report(report, args, stored, root, text)

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from datacheck.engine import shard as engine
 from datacheck.engine.shard import audit_frame, audit_shard
 from datacheck.formats import batches
+from datacheck.formats import parquet as engine_parquet
 from datacheck.formats.batches import forced_batch_rows
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
@@ -386,3 +387,40 @@ def test_a_candidate_view_is_built_only_for_a_batch_holding_candidates(monkeypat
     # batches of rows 0-3, 4-7, 8-11: the view is built for the second batch's query (and for the
     # details of its failing row), never for the clean first and third
     assert sum(k.endswith("|periodic-candidates") for k in built) == 2
+
+
+def test_duplicate_candidates_are_read_again_once(tmp_path, monkeypatch):
+    """A multi-batch parquet shard with duplicate rows: the candidate rows are read again once (for
+    the refinement), and the examples of the verified duplicates come from those rows in memory."""
+    n = 40
+    ids = [[3 + i, 5, 2] for i in range(n)]
+    ids[33] = ids[2]
+    ids[38] = ids[5]
+    table = pa.table({"input_ids": pa.array(ids, type=pa.list_(pa.int32())),
+                      "attention_mask": pa.array([[1, 1, 1]] * n, type=pa.list_(pa.int8())),
+                      "labels": pa.array(ids, type=pa.list_(pa.int64()))})
+    pq.write_table(table, tmp_path / "shard.parquet", row_group_size=10)
+    reads: list[list[int]] = []
+    real = engine_parquet.read_parquet_rows
+
+    def spy(path, columns, rows, schema):
+        reads.append(sorted(rows))
+        return real(path, columns, rows, schema)
+
+    monkeypatch.setattr(engine_parquet, "read_parquet_rows", spy)
+    path = tmp_path / "shard.parquet"
+    chash, size = hash_file(path)
+    ds = DiscoveredShard(path=path, rel=path.name, format="parquet")
+
+    def one_shard():  # a one-shard audit: the in-shard duplicates are keys verified by `refine`
+        return audit_shard(ds, config_from_dict(CONFIG), chash, size, keep_rows=True, cross_shard=False)
+
+    with batch_rows(None):
+        one = one_shard()
+    assert reads == []  # one batch: from memory
+    with batch_rows(7):
+        many = one_shard()
+    assert reads == [[2, 5, 33, 38]]  # the candidates once; their examples from memory
+    dup = next(f for f in many.findings if f.check == "dup.exact_in_shard")
+    assert dup.count == 2 and list(dup.rows) == [33, 38]
+    _same_result(one, many)

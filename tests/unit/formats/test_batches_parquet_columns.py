@@ -8,6 +8,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+import datacheck.formats.parquet as parquet_mod
 from datacheck.formats.parquet import read_parquet_columns, read_parquet_rows
 from datacheck.io.shardbytes import Unreadable
 
@@ -56,16 +57,23 @@ def test_rows_decode_only_the_row_groups_holding_them(tmp_path, monkeypatch):
     path = tmp_path / "shard.parquet"
     pl.DataFrame({"x": list(range(100))}).write_parquet(path, row_group_size=10)
     groups: list[int] = []
-    real = pq.ParquetFile.read_row_group
+    decoded: list[int] = []
+    real = pq.ParquetFile.iter_batches
 
-    def spy(self, i, *a, **k):
-        groups.append(i)
-        return real(self, i, *a, **k)
+    def spy(self, *a, row_groups=None, **k):
+        groups.extend(row_groups)
+        for b in real(self, *a, row_groups=row_groups, **k):
+            decoded.append(b.num_rows)
+            yield b
 
-    monkeypatch.setattr(pq.ParquetFile, "read_row_group", spy)
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy)
+    monkeypatch.setattr(parquet_mod, "REREAD_BATCH_ROWS", 4)
     got = read_parquet_rows(path, ["x"], [95, 12, 17, 10], {"x": pl.Int64})
     assert got["x"].to_list() == [10, 12, 17, 95]
     assert groups == [1, 9]
+    # group 1: rows 10-17 are in its first two batches of 4 (its last 2 rows are not decoded);
+    # group 9: row 95 is in its second batch
+    assert decoded == [4, 4, 4, 4]
 
 
 def test_a_row_past_the_end_is_unreadable_naming_it(tmp_path):
