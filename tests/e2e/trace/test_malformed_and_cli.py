@@ -137,10 +137,10 @@ def test_spike_rule_history_is_a_note_not_a_silent_none(tmp_path):
     assert r.returncode == 0 and "  note: log.loss_spike: 6 of 6" in r.stdout
     r = cli("trace", str(p), "--spike", "olmo", "--format", "json")
     assert json.loads(r.stdout)["result"]["notes"] == res.notes
-    # the default rule (robust) judges from the second value: 3.3 > 2 x the median 1.5 of 1.6 and 1.4
+    # the default rule (robust) judges from the third value: 3.3 > 2 x 1.6, the largest of 1.6 and 1.4
     r = cli("trace", str(p), "--format", "json")
     spike = next(f for f in json.loads(r.stdout)["result"]["findings"] if f["check"] == "log.loss_spike")
-    assert spike["details"]["step"] == 2 and spike["details"]["threshold"] == pytest.approx(2 * (1.6 + 1.4) / 2)
+    assert spike["details"]["step"] == 2 and spike["details"]["threshold"] == pytest.approx(2 * 1.6)
     long = tmp_path / "long.jsonl"
     long.write_text("".join(f'{{"step": {i}, "loss": {2.0 + 0.01 * (i % 3)}}}\n' for i in range(40)))
     assert _t(long).notes == ["log.loss_spike: 10 of 40 finite loss value(s) (1 stream(s)) came before the spike "
