@@ -204,7 +204,10 @@ def test_concurrent_audits_share_one_cache(tmp_path):
     assert len(entries) == 12
     for e in entries:
         decode_results(e.read_bytes())  # every entry complete and valid
-    assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".dcr"]  # no temp file left
+    ids = [p for p in cache.rglob("*") if p.is_file() and p.parent.parent.name == "ids"]  # file identity records
+    for p in ids:
+        assert p.suffix == ".json" and isinstance(json.loads(p.read_text()), dict)  # each complete
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".dcr" and p not in ids]  # no temp file
     assert normalized(_audit(d, cache).to_json()) == expected
 
 
