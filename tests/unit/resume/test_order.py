@@ -182,6 +182,7 @@ def test_a_config_plan_and_usage_errors(tmp_path):
     assert r.returncode == 2 and "dataset has 5 rows" in r.stderr
     r = run_cli("order", "verify", str(tmp_path / "nothing"))
     assert r.returncode == 2
+    assert f"RUN {tmp_path / 'nothing'}: not a folder" in r.stderr and "--ledger" not in r.stderr
 
 
 def test_an_olmo_ledger_restarting_its_data_position(tmp_path):
