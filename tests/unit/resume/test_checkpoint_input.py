@@ -115,3 +115,23 @@ def test_a_protocol_0_pickle_as_rng_state_is_named(ckpt, tmp_path):
     (ckpt / "rng_state.pth").write_bytes(proto1)
     info = inspect_checkpoint(ckpt)
     assert any(f.check == "ckpt.unsafe_pickle" for f in info.findings) and not marker.exists()
+
+
+def test_accelerate_s_own_sampler_pickle_counts_a_hostile_one_does_not(ckpt, tmp_path):
+    """accelerate's sampler.bin pickles its SeedableRandomSampler (a global of accelerate itself): not loaded,
+    named, and still the sampler piece; a sampler.bin calling os.system is not a sampler state."""
+    data_loader = pytest.importorskip("accelerate.data_loader")
+    acc = tmp_path / "acc"
+    acc.mkdir()
+    for src, dst in (("model.safetensors", "model.safetensors"), ("optimizer.pt", "optimizer.bin"),
+                     ("scheduler.pt", "scheduler.bin"), ("rng_state.pth", "random_states_0.pkl")):
+        (acc / dst).write_bytes((ckpt / src).read_bytes())
+    torch.save(data_loader.SeedableRandomSampler(list(range(16))), acc / "sampler.bin")
+    info = inspect_checkpoint(acc)
+    assert info.layout == "accelerate" and info.pieces["sampler"].present
+    assert {f.check for f in info.findings} == {"ckpt.unsafe_pickle"}
+    marker = tmp_path / "pwned"
+    torch.save(_Hostile(marker), acc / "sampler.bin")
+    info = inspect_checkpoint(acc)
+    assert not info.pieces["sampler"].present and not marker.exists()
+    assert {"ckpt.unsafe_pickle", "ckpt.missing_sampler_state"} <= {f.check for f in info.findings}
