@@ -31,6 +31,7 @@ uses to name a failing batch as the ledger does (also inside DataLoader workers)
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -273,6 +274,7 @@ class RecordingBatchSampler:
                 self.next_step, self.next_micro = self.next_step + 1, 0
 
 
+@functools.lru_cache(maxsize=None)
 def _recording_loader_class(DataLoader: Any) -> Any:
     """A ``DataLoader`` subclass whose iterator commits each batch's ledger line as it yields the batch to
     the training loop (so batches prefetched by workers and never taken are not recorded)."""

@@ -210,3 +210,23 @@ def test_skip_first_batches_then_record_records_only_the_trained_batches(tmp_pat
                                                             tmp_path / "wrong"), 4)
     with pytest.warns(UserWarning, match="skip_first_batches"):
         assert len([b for b in wrong]) == 4
+
+
+def test_the_same_loader_iterated_again_continues_after_the_batches_received(tmp_path):
+    """num_workers 2, grad_accum 2: the loop takes 3 micro-batches (step 0, and step 1's first) and breaks; the
+    next iteration of the same loader starts at step 2 (a step cut short is not continued), not after the
+    batches the workers had prefetched."""
+    loader = record_batches(DataLoader(list(range(64)), batch_size=4, num_workers=2), tmp_path, grad_accum=2)
+    for k, _b in enumerate(loader):
+        if k == 2:
+            break
+    gc.collect()
+    it = iter(loader)
+    first = next(it)
+    assert first.tolist() == [0, 1, 2, 3]
+    del it
+    gc.collect()
+    flush_ledgers()
+    led = read_ledger(tmp_path)
+    assert [st["start_step"] for st in led.states[0]] == [0, 2]
+    assert _micro(led) == [(0, 0, [0, 1, 2, 3]), (0, 1, [4, 5, 6, 7]), (1, 0, [8, 9, 10, 11]), (2, 0, [0, 1, 2, 3])]
