@@ -119,21 +119,25 @@ class Ledger:
         return per[max(per)][-1]
 
 
-def ledger_files(folder: str | Path) -> dict[int, Path]:
+def ledger_files(folder: str | Path, what: str = "--ledger") -> dict[int, Path]:
     """rank -> ledger file under ``folder`` (or ``folder/data-indices``).
+
+    Args:
+        folder: the ledger folder.
+        what: how the command line named it, for the error (``--ledger``, or ``RUN`` for a positional).
 
     Raises:
         UsageError: the folder does not exist or holds no ``rank{r}.tsv.gz`` file.
     """
     base = Path(folder)
     if not base.is_dir():
-        raise UsageError(f"--ledger {folder}: not a folder (pass the folder given to record_batches, "
+        raise UsageError(f"{what} {folder}: not a folder (pass the folder given to record_batches, "
                          "or an OLMo save folder holding data-indices/)")
     for cand in (base / "data-indices", base):
         found = {int(m.group(1)): p for p in cand.glob("rank*.tsv*") if (m := _RANK_FILE.match(p.name))}
         if found:
             return dict(sorted(found.items()))
-    raise UsageError(f"--ledger {folder}: no rank<r>.tsv.gz file in it or in its data-indices/ folder")
+    raise UsageError(f"{what} {folder}: no rank<r>.tsv.gz file in it or in its data-indices/ folder")
 
 
 def rank_file(folder: str | Path, rank: int) -> Path:
@@ -267,19 +271,20 @@ def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[d
     led.partial[rank] = (last, got, want)
 
 
-def read_ledger(folder: str | Path, steps: Iterable[int] | None = None) -> Ledger:
+def read_ledger(folder: str | Path, steps: Iterable[int] | None = None, *, what: str = "--ledger") -> Ledger:
     """Read every rank's ledger under ``folder`` (datacheck's format or OLMo's ``data-indices``).
 
     Args:
         folder: the ledger folder (or one holding ``data-indices/``).
         steps: keep only these steps' batches (the rest are parsed for their step number only);
             None: every step.
+        what: how the command line named the folder, for the errors (default ``--ledger``).
 
     Raises:
         UsageError: no ledger file, a line that is not a ledger line (file:line named), a newer
             ledger version, or mixed formats.
     """
-    files = ledger_files(folder)
+    files = ledger_files(folder, what)
     led = Ledger(folder=next(iter(files.values())).parent, format="")
     keep = None if steps is None else set(steps)
     for rank, path in files.items():

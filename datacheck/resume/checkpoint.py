@@ -58,7 +58,7 @@ from datacheck.resume.pickles import (
     scan_file,
 )
 
-__all__ = ["PIECES", "Piece", "CheckpointInfo", "inspect_checkpoint", "detect_layout", "LAYOUTS",
+__all__ = ["PIECES", "Piece", "CheckpointInfo", "inspect_checkpoint", "detect_layout", "LAYOUTS", "resumable",
            "GRADSCALER_INIT_SCALE", "summary_lines", "optimizer_detail"]
 
 #: the pieces of a lossless resume, in the order they are listed
@@ -337,8 +337,7 @@ def _judge_scaler(info: CheckpointInfo, fp16: bool | None) -> None:
     if fp16:
         _missing(info, "ckpt.missing_scaler", MSG_SCALER)
     elif fp16 is None:
-        info.pieces["scaler"].note = ("no scaler state; a finding only for fp16 training with a loss scaler "
-                                      "(pass --fp16 when the run used one)")
+        info.pieces["scaler"].note = "pass --fp16 when the run trained in fp16 with a loss scaler"
 
 
 # ---------------------------------------------------------------------------------------------- layouts
@@ -805,6 +804,10 @@ def _inspect_dcp(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
 def _inspect_torch_save(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
     rel = rd.rel(info.root)
     ck = rd.load(info.root)
+    alone = _piece_alone(ck)
+    if alone:
+        raise UsageError(f"{info.root}: {alone}: one piece of a checkpoint, not a checkpoint; pass the checkpoint "
+                         f"(the folder holding it, {info.root.parent}) to judge every piece of the resume")
     if not isinstance(ck, dict):
         if ck is not None:
             info.notes.append(f"{rel}: holds a {type(ck).__name__}, not a dict of pieces")
@@ -873,6 +876,62 @@ def _inspect_torch_save(info: CheckpointInfo, rd: _Reader, fp16: bool | None) ->
     _judge_steps(info)
 
 
+
+def _piece_alone(ck: Any) -> str | None:
+    """What ``ck`` is when it is one piece of a checkpoint saved alone (an optimizer, scheduler, loss
+    scaler or RNG state dict), or None."""
+    if is_optimizer_state(ck):
+        det = optimizer_detail(ck)
+        with_state = sum(g["with_state"] for g in det["groups"])
+        return (f"an optimizer state dict ({len(det['groups'])} param group(s), {with_state} param(s) with state"
+                + (f", step {det['step']}" if det["step"] is not None else "") + ")")
+    if is_scheduler_state(ck):
+        return f"a learning-rate scheduler state dict (last_epoch {ck.get('last_epoch', ck.get('last_batch_iteration'))})"
+    if is_scaler_state(ck):
+        return f"a loss scaler state dict (scale {_num(ck.get('scale', ck.get('cur_scale')))})"
+    if isinstance(ck, dict) and _rng_kinds(ck) and len(_rng_kinds(ck)) >= len(ck) / 2:
+        return f"an RNG state dict ({', '.join(_rng_kinds(ck))})"
+    return None
+
+
+#: the finding a piece's absence raises (the weights: no resume at all, said by the closing line)
+_MISSING_ID = {"optimizer": ("ckpt.missing_optimizer", MSG_OPTIMIZER),
+               "scheduler": ("ckpt.missing_scheduler", MSG_SCHEDULER),
+               "sampler": ("ckpt.missing_sampler_state", MSG_SAMPLER),
+               "rng": ("ckpt.missing_rng", "no RNG state the resume can restore: dropout masks, random augmentation "
+                       "and sampling after the resume differ from an uninterrupted run")}
+
+
+#: modules of the trainers whose own objects a checkpoint file may pickle (accelerate's ``sampler.bin``
+#: holds its sampler object): such a file is not loaded, yet counts for its piece by its name
+TRAINER_MODULES = ("accelerate.", "transformers.", "lightning.", "pytorch_lightning.", "deepspeed.")
+
+
+def _drop_unsafe_pieces(info: CheckpointInfo, fp16: bool | None) -> None:
+    """A piece whose files are unsafe pickles (never loaded) needing a global outside the trainers' own
+    modules (:data:`TRAINER_MODULES`: ``os.system``, ``builtins.eval``, an unresolvable opcode, ...) is
+    not present, and its missing-piece finding is raised (the ``ckpt.unsafe_pickle`` finding names the
+    globals); for the RNG piece, one such rank file is enough."""
+    def hostile(f: str) -> bool:
+        return f in info.files and any(not g.startswith(TRAINER_MODULES) for g in info.files[f].unsafe)
+
+    for name, pc in info.pieces.items():
+        bad = [f for f in pc.files if hostile(f)]
+        if not pc.files or not bad or (name != "rng" and len(bad) < len(pc.files)):
+            continue
+        pc.present = False
+        pc.note = (f"{', '.join(bad)}: an unsafe pickle, never loaded: it does not count as present"
+                   + (f"; {pc.note}" if pc.note else ""))
+        why = f"{', '.join(bad)} is an unsafe pickle (never loaded), so "
+        if name == "scaler":
+            if fp16:
+                _missing(info, "ckpt.missing_scaler", why + MSG_SCALER, file=bad)
+        elif name in _MISSING_ID:
+            cid, msg = _MISSING_ID[name]
+            if not any(f.check == cid for f in info.findings):
+                _missing(info, cid, why + msg, file=bad)
+
+
 _INSPECT = {"hf_trainer": _inspect_hf, "accelerate": _inspect_accelerate, "lightning": _inspect_lightning,
             "deepspeed": _inspect_deepspeed, "dcp": _inspect_dcp, "torch_save": _inspect_torch_save}
 
@@ -904,16 +963,32 @@ def inspect_checkpoint(path: str | Path, *, fp16: bool | None = None, world_size
         layout, root = detect_layout(p)
     info = CheckpointInfo(path=p, root=root, layout=layout, world_size=world_size)
     _INSPECT[layout](info, _Reader(info), fp16)
+    _drop_unsafe_pieces(info, fp16)
+    if layout == "torch_save" and not any(pc.present for pc in info.pieces.values()) and not any(
+            fs.unsafe for fs in info.files.values()):
+        why = "; ".join(info.notes) or "no piece of resume state in it"
+        raise UsageError(f"{p}: not a checkpoint ({why}). A checkpoint is a Hugging Face checkpoint-N/ folder, an "
+                         "accelerate save_state folder, a DeepSpeed folder (latest, global_stepN/), a "
+                         "torch.distributed.checkpoint folder (.metadata), a Lightning .ckpt, or a torch.save file of "
+                         "a dict holding the model weights (and the optimizer, scheduler, RNG, ... states)")
     if not info.pieces["weights"].present:
         info.notes.append("no model weights found: the run cannot resume from this checkpoint at all")
     return info
 
 
+def resumable(info: CheckpointInfo) -> bool:
+    """Whether the checkpoint holds model weights (without them there is nothing to resume)."""
+    return info.pieces["weights"].present
+
+
 def summary_lines(info: CheckpointInfo) -> list[str]:
     """The text report: one line per piece, then the findings and notes."""
     out = [f"{info.root} ({info.layout}" + (f", step {info.step}" if info.step is not None else "") + ")"]
+    flagged = {f.check for f in info.findings}
     for name, pc in info.pieces.items():
         mark = "present" if pc.present else "MISSING"
+        if name == "scaler" and not pc.present and "ckpt.missing_scaler" not in flagged:
+            mark = "not needed (not fp16)"
         extra = ""
         if name == "optimizer" and pc.detail.get("groups"):
             extra = "; " + ", ".join(f"group {g['group']}: {g['with_state']}/{g['params']} params, buffers "
@@ -929,7 +1004,12 @@ def summary_lines(info: CheckpointInfo) -> list[str]:
         out.append(f"{f.severity}: {f.check}: {f.message}")
     for n in info.notes:
         out.append(f"note: {n}")
-    if not info.findings:
+    absent = [n for n, pc in info.pieces.items() if not pc.present and n != "scaler"]
+    if not resumable(info):
+        out.append("no model weights found: not a resumable checkpoint")
+    elif not info.findings and not absent:
         out.append("every piece of a lossless resume is present and the steps agree")
+    elif not info.findings:
+        out.append(f"no finding, but not every piece was found: {', '.join(absent)} (see above)")
     return out
 

@@ -12,8 +12,13 @@ Global step ``s`` of the ledger (``first_step`` is the ledger's first step numbe
 ``record_batches``, 1 for OLMo's 1-based ``global_step``) is in-epoch step ``(s - first_step) %
 steps_per_epoch`` of plan epoch ``(s - first_step) // steps_per_epoch``.
 
-**Visits.** Each row's visits are counted per plan epoch over every rank's recorded batches of that
-epoch's steps and compared with the plan's own count (the sampler's wraparound repeats are planned
+**Visits.** Each row's visits are counted per epoch over every rank's recorded batches of that epoch and
+compared with the plan's own count. A batch's epoch is that of the segment (``#state`` line) that
+recorded it, not its step number: a resume trains the epoch in progress (whatever order it restarted,
+whatever steps it is numbered), a segment after an iteration that ran to its end trains the next epoch,
+and a segment whose recorded epoch is later trains that one; an epoch is completed when a later one was
+trained, its last segment iterated to its end, or a rank recorded an epoch's worth of micro-batches in it
+(``_visit_epochs``) (the sampler's wraparound repeats are planned
 twice, rows ``drop_last`` drops are planned zero times):
 
 - ``order.seen_twice``: a row visited more often than planned in one epoch (and at least twice);
@@ -307,14 +312,8 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                 f"{what}, not the planned rows", count=len(bad), **v.divergence))
             break
 
-    # --- visits per plan epoch
-    per_epoch: dict[int, list[np.ndarray]] = {}
-    last_recorded = max(steps)
-    for s, per in steps.items():
-        if s < first:
-            continue
-        e, _ = pos(s)
-        per_epoch.setdefault(e, []).extend(np.asarray(ix, dtype=np.int64) for ix in per.values() if ix)
+    # --- visits per epoch: each segment's batches belong to the epoch its iteration trained
+    per_epoch, done_epochs = _visit_epochs(led, plans, first, spe)
     twice_rows: list[int] = []
     never_rows: list[int] = []
     extra = 0
@@ -329,8 +328,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             by_twice[str(e)] = int(over.size)
             extra += int((got[over] - np.maximum(want[over], 1)).sum())
             twice_rows.extend(int(x) for x in over[: FIRST_IDS])
-        done = last_recorded >= first + (e + 1) * spe - 1
-        if done:
+        if e in done_epochs:
             completed.append(e)
             miss = np.flatnonzero((got == 0) & (want > 0))
             if miss.size:
@@ -377,6 +375,79 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             f"positions ({_skew_text(first_skew)}): they train on rows the plan gives other steps",
             len(v.rank_skew), skew=v.rank_skew))
     return v
+
+
+
+def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int) -> tuple[dict[int, list[np.ndarray]], set[int]]:
+    """Each epoch's recorded batches (all ranks) and the epochs the run completed.
+
+    A datacheck ledger's batches belong to the segment (``#state`` line) that recorded them: on each rank,
+    the last ``#state`` in file order whose ``start_step`` is at or before the batch's step (a later
+    ``#state`` supersedes what was recorded at or after its ``start_step``). A segment trains:
+
+    - the first segment: its recorded epoch;
+    - a segment whose recorded epoch is past the epoch in progress: that epoch;
+    - a segment after one whose iteration ran to its end (its micro-batches reached its ``#state``'s
+      ``batches``): the next epoch (a new pass over the data, even when the sampler's epoch was not
+      advanced);
+    - any other segment (a resume, whatever order it restarted): the epoch in progress.
+
+    An epoch is completed when, on some rank, a later epoch was trained, or the epoch's last segment
+    iterated to its end, or the rank recorded at least the plan's micro-batches of one epoch in it.
+    Ledgers without ``#state`` start steps (OLMo's) take plan epoch ``(step - first) // spe``, completed
+    once the last recorded step reaches its last step.
+    """
+    per_epoch: dict[int, list[np.ndarray]] = {}
+    done: set[int] = set()
+    starts = {r: [(i, st) for i, st in enumerate(led.states.get(r) or []) if isinstance(st.get("start_step"), int)]
+              for r in led.ranks}
+    if led.format != "datacheck" or not all(starts.values()):
+        last = max(led.steps)
+        for r in led.ranks:
+            for s, bs in led.batches[r].items():
+                if s >= first:
+                    e = (s - first) // spe
+                    per_epoch.setdefault(e, []).extend(np.asarray(b.indices, dtype=np.int64) for b in bs if b.indices)
+                    if last >= first + (e + 1) * spe - 1:
+                        done.add(e)
+        return per_epoch, done
+    for r in led.ranks:
+        segs = starts[r]
+        mbs: dict[int, list[np.ndarray]] = {}  # segment -> its micro-batches
+        for s, bs in led.batches[r].items():
+            if s < first:
+                continue
+            k = next((k for k in range(len(segs) - 1, -1, -1) if segs[k][1]["start_step"] <= s), None)
+            if k is not None:
+                mbs.setdefault(k, []).extend(np.asarray(b.indices, dtype=np.int64) for b in bs if b.indices)
+        seg_epoch: list[int] = []
+        ran_out: list[bool] = []
+        for k, (_i, st) in enumerate(segs):
+            rec_epoch = st.get("epoch")
+            rec = rec_epoch if isinstance(rec_epoch, int) else 0
+            n = len(mbs.get(k, []))
+            batches = st.get("batches")
+            ran_out.append(isinstance(batches, int) and n >= batches > 0)
+            if k == 0:
+                seg_epoch.append(rec)
+            elif rec > seg_epoch[-1]:
+                seg_epoch.append(rec)
+            elif ran_out[k - 1]:
+                seg_epoch.append(seg_epoch[-1] + 1)
+            else:
+                seg_epoch.append(seg_epoch[-1])
+        by_e: dict[int, int] = {}
+        for k, e in enumerate(seg_epoch):
+            got = mbs.get(k, [])
+            per_epoch.setdefault(e, []).extend(got)
+            by_e[e] = by_e.get(e, 0) + len(got)
+        for e, n in by_e.items():
+            last_k = max(k for k, ek in enumerate(seg_epoch) if ek == e)
+            later = any(ek > e and mbs.get(k) for k, ek in enumerate(seg_epoch))
+            planned = plans.order(e).micro_batches if r < len(plans.order(e).ranks) else 0
+            if later or ran_out[last_k] or (planned and n >= planned):
+                done.add(e)
+    return {e: v for e, v in per_epoch.items() if v}, done
 
 
 def _verify_counts(led: Ledger, n_rows: int | None, first: int) -> OrderVerdict:

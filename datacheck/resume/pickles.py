@@ -304,7 +304,22 @@ def scan_file(path: str | Path, allowed: Any = None) -> FileScan:
                 at = sc.end
         _judge(fs, scans, allowed)
         return fs
+    if head[:1] in _TEXT_PICKLE_START and size <= PICKLE_MAX_BYTES:  # protocol 0-1: no PROTO opcode
+        with open(p, "rb") as f:
+            data = f.read(size)
+        sc = scan_pickle(data)
+        if sc.globals or (sc.error is None and sc.end > 0):  # a pickle stream (or one that names globals)
+            fs = FileScan(p, "pickle", size)
+            _judge(fs, [sc], allowed)
+            return fs
     return FileScan(p, "other", size)
+
+
+#: the first opcodes of a protocol 0-1 pickle (no ``PROTO`` header) that can lead to a call: ``GLOBAL``
+#: (``c``), ``INST`` (``i``), ``MARK`` (``(``, before ``OBJ``/``INST``/a tuple), ``EMPTY_LIST`` / ``EMPTY_DICT``
+#: / ``EMPTY_TUPLE`` (``]``, ``}``, ``)``), ``PUT``/``BINPUT`` (``p``/``q``), ``NONE`` (``N``), the string
+#: pushes (``S``, ``V``, ``X``, ``U``, ``T``) and number pushes (``I``, ``L``, ``F``, ``J``, ``K``, ``M``, ``G``)
+_TEXT_PICKLE_START = frozenset(bytes([c]) for c in b"ci(]})pqNSVXUTILFJKMG")
 
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C

@@ -59,10 +59,11 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from datacheck.checks.crossdup import across_shard_copies, assign_splits, split_overlap_rows
-from datacheck.checks.index import SHARD_NAME, duplicate_shard_groups
+from datacheck.checks.index import SHARD_NAME, duplicate_shard_groups, numbering_gap
 from datacheck.engine.shard import audit_file
 from datacheck.execute.audit import SpillingResults, finish_report
 from datacheck.formats.discovery import discover
@@ -484,11 +485,44 @@ def _dataset_drops(dctx: DatasetContext, drop: tuple[str, ...], row_drops: dict[
     return out, duplicates
 
 
+def _row_drops_not_run(skipped: Any, drop: tuple[str, ...]) -> tuple[str, ...]:
+    """One note per chosen row-level check that could not run (its skipped reason, e.g. ``[tokens]
+    vocab_size is not set``): nothing was dropped for it."""
+    why: dict[str, str] = {}
+    for sk in skipped:
+        cid = sk["check"]
+        if cid in drop and cid not in DATASET_DROPS and cid not in why:
+            why[cid] = str(sk["reason"])
+    return tuple(f"{cid} could not run: {reason}: nothing dropped for it" for cid, reason in sorted(why.items()))
+
+
+def _copy_gaps(copied: list[str]) -> list[Finding]:
+    """``index.numbering_gap`` findings of the copy's own shard list (the shards written)."""
+    ctx = SimpleNamespace(shards=[SimpleNamespace(path=p) for p in copied], root=None)
+    return [f for f in numbering_gap(ctx) if isinstance(f, Finding)]
+
+
+def _emptied(cfg: Config, shards: list[ShardClean]) -> tuple[LeftInPlace, ...]:
+    """``index.empty_shard`` on the copy: shards with rows in the input that the drops left with none
+    (written with 0 rows), unless ``[policy]`` ignores the check."""
+    empty = [s.path for s in shards if s.unreadable is None and s.duplicate_of is None and s.input_rows and not s.kept]
+    entry = cfg.policy.get("index.empty_shard")
+    if not empty or (entry is not None and entry.ignore):
+        return ()
+    sev = entry.severity if entry is not None and entry.severity is not None else catalog.info("index.empty_shard").severity
+    return (LeftInPlace(check="index.empty_shard", severity=sev, fails_policy=sev == "error", count=0, left=len(empty),
+                        message=f"every row of {len(empty)} shard(s) was dropped: the copy holds them with 0 rows "
+                                f"({', '.join(empty[:5])}{' ...' if len(empty) > 5 else ''})"),)
+
+
 def _left_in_place(findings: list[Finding], dctx: DatasetContext, drop: tuple[str, ...],
-                   removed: dict[str, set[int]], duplicates: dict[str, str]) -> tuple[LeftInPlace, ...]:
+                   removed: dict[str, set[int]], duplicates: dict[str, str],
+                   copied: list[str] | None = None) -> tuple[LeftInPlace, ...]:
     """The dataset-level findings of the input (``findings``, policy applied) at warn or error that
     the cleaned copy may still have (see :class:`LeftInPlace`); ``removed``: every row dropped
-    ({shard path: rows}); ``duplicates``: the duplicate shards not written."""
+    ({shard path: rows}); ``duplicates``: the duplicate shards not written; ``copied``: the shards
+    written (``index.numbering_gap`` is re-derived on them: its count and message are the copy's)."""
+    gaps_now = _copy_gaps(copied) if copied is not None else None
     out = []
     for f in findings:
         if f.severity not in ("warn", "error") or f.check == "index.temp_file":  # temp files are never copied
@@ -504,20 +538,26 @@ def _left_in_place(findings: list[Finding], dctx: DatasetContext, drop: tuple[st
         elif f.check in _UNCHANGED_BY_CLEAN:  # a duplicate shard not copied may add a numbering gap
             left = f.count + (sum(1 for p in duplicates if SHARD_NAME.match(Path(p).name))
                               if f.check == "index.numbering_gap" else 0)
+        message = f.message
+        if f.check == "index.numbering_gap" and gaps_now is not None:
+            left = sum(g.count for g in gaps_now)
+            message = "; ".join(g.message for g in gaps_now) or message
         if left == 0:  # removed (by its own drop or as a side effect of the others)
             continue
         out.append(LeftInPlace(check=f.check, severity=f.severity, fails_policy=f.fails_policy, count=f.count,
-                               message=f.message, left=left))
+                               message=message, left=left))
     gaps = sorted(p for p in duplicates if SHARD_NAME.match(Path(p).name))
     if gaps and not any(x.check == "index.numbering_gap" for x in out):  # a gap the drop itself made
         entry = dctx.cfg.policy.get("index.numbering_gap")
         if entry is None or not entry.ignore:
             sev = entry.severity if entry is not None and entry.severity is not None else \
                 catalog.info("index.numbering_gap").severity
+            made = "; ".join(g.message for g in gaps_now or [])
             out.append(LeftInPlace(
-                check="index.numbering_gap", severity=sev, fails_policy=sev == "error", count=0, left=len(gaps),
+                check="index.numbering_gap", severity=sev, fails_policy=sev == "error", count=0,
+                left=sum(g.count for g in gaps_now) if gaps_now else len(gaps),
                 message=(f"the duplicate shard(s) not copied leave gaps in the numbered shard names: "
-                         f"{', '.join(gaps[:5])}{' ...' if len(gaps) > 5 else ''}")))
+                         f"{', '.join(gaps[:5])}{' ...' if len(gaps) > 5 else ''}" + (f" ({made})" if made else ""))))
     return tuple(out)
 
 
@@ -593,6 +633,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         dataset = list(report.dataset_findings)
         notes = tuple(f"{sk['check']}: {sk['reason']}" for sk in report.skipped
                       if sk["check"] in DATASET_DROPS and sk["check"] in drop_ids)
+        notes += _row_drops_not_run(report.skipped, drop_ids)
         dctx = DatasetContext(cfg=cfg, shards=audited, temp_files=list(disc.temp_files), root=root,
                               splits=assign_splits([r.path for r in audited], dict(cfg.splits)),
                               shard_lists=list(disc.shard_lists()))
@@ -623,7 +664,8 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             written.append((ds.rel, got.kept_rows))
         tick("writing the data index", steps, steps)
         removed = {p: set(r) | set(extra.get(p, {})) for p, r in row_drops.items()}
-        left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates)
+        left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates, [rel for rel, _ in written])
+        left += _emptied(cfg, results)
         metadata = _hf_metadata(disc.root, stage, dict(written))
         index = _output_index(stage, written)
         write_index(index, stage / INDEX_NAME)

@@ -2,12 +2,20 @@
 and appends every batch's global row indices to the per-rank ledger (:mod:`datacheck.io.ledger`).
 
 For trainers whose order cannot be simulated (custom samplers, resumed runs, packing on the fly).
-Recording happens where the batch sampler is iterated (the main process, also with
-``num_workers > 0``), one line per micro-batch. The sampler runs ahead of the training loop (the
-DataLoader prefetches), so a step's lines are on disk before the trainer takes that step:
+One line per micro-batch, for the batches the training loop received: the DataLoader that
+``record_batches`` returns numbers each batch where its batch sampler is iterated (the main process,
+also with ``num_workers > 0``) and writes the batch's line when the loader's iterator yields that batch
+to the loop, so the ``num_workers x prefetch_factor`` batches the workers fetched ahead and the loop
+never took are not in the ledger, and a resume continues after the last batch received. A batch
+sampler passed alone (or iterated by another DataLoader, such as the one accelerate's
+``skip_first_batches`` builds around it: a warning says so) records each batch as it yields it.
+Resuming with accelerate: call ``skip_first_batches`` first and ``record_batches`` on the loader it
+returns (with the resumed ``start_step``), so skipped batches are never recorded.
+
+When the lines reach the disk:
 
 - the lines of a step are written (one gzip member, appended) as soon as its last micro-batch is
-  yielded, and at the latest every ``flush_every`` micro-batches;
+  received by the loop (yielded, for a batch sampler alone), and at the latest every ``flush_every`` micro-batches;
 - what is left (a step cut short by an early stop, ``max_steps``, a loop that breaks while the
   iterator is still referenced) is written when the iterator is closed, when the recorder is
   garbage-collected, at interpreter exit (``weakref.finalize``, an ``atexit`` hook) and by
@@ -23,11 +31,14 @@ uses to name a failing batch as the ledger does (also inside DataLoader workers)
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
 import os
+import warnings
 import weakref
+from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -133,6 +144,12 @@ class RecordingBatchSampler:
         self._buf: list[str] = []
         self._pid = os.getpid()  # the recording process (a forked worker's copy never writes)
         self._finalizer = weakref.finalize(self, _write_lines, self.path, self._buf, self._pid)
+        # under the DataLoader record_batches returns, a batch's line waits in ``_issued`` until the loader
+        # yields that batch to the training loop (:meth:`commit`); ``_claim`` marks the next iteration as one
+        self._issued: deque[tuple[str, BatchTag]] = deque()
+        self._claim = False
+        self._from_loader = False
+        self._warned_foreign = False
         _LIVE.add(self)
         last: LedgerBatch | None = None
         last_epoch = None
@@ -152,6 +169,7 @@ class RecordingBatchSampler:
                 done = last.micro_batch is not None and last.micro_batch == grad_accum - 1
                 start_step = last.step + 1 if done else last.step
         self.next_step, self.next_micro = start_step, 0
+        self._committed = (start_step, 0)  # (step, micro-batch) after the last batch the loop received
         self._resume_epoch = last_epoch
         self._new = not self.path.exists()
 
@@ -171,6 +189,21 @@ class RecordingBatchSampler:
         """Write the pending micro-batch lines now (one gzip member appended to the rank's file)."""
         _write_lines(self.path, self._buf, self._pid)
 
+    def commit(self) -> None:
+        """The loader yielded the oldest issued batch to the training loop: its line goes to the ledger
+        (written at once when it completes its step)."""
+        if not self._issued:
+            return
+        line, tag = self._issued.popleft()
+        self._buf.append(line)
+        nxt = (tag.step, tag.micro_batch + 1)
+        if nxt[1] == self.grad_accum:
+            nxt = (tag.step + 1, 0)
+            self.flush()
+        elif len(self._buf) >= self.flush_every:
+            self.flush()
+        self._committed = nxt
+
     def set_epoch(self, epoch: int) -> None:
         """Forward ``set_epoch`` to the inner sampler (trainers call it on the loader's sampler)."""
         if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
@@ -186,6 +219,18 @@ class RecordingBatchSampler:
         return base + self._iters
 
     def __iter__(self) -> Iterator[list[int]]:
+        deferred, self._claim = self._claim, False
+        if not deferred and self._from_loader and not self._warned_foreign:
+            self._warned_foreign = True
+            warnings.warn("record_batches: the recording batch sampler is iterated by a DataLoader other than the "
+                          "one record_batches returned (skip_first_batches applied after record_batches?): each "
+                          "batch is recorded when the sampler yields it, skipped and prefetched batches included; "
+                          "call record_batches on the loader skip_first_batches returns", stacklevel=2)
+        if deferred:
+            self._issued.clear()  # batches of an earlier iteration the loop never received
+            step, micro = self._committed  # the position after the last batch the loop received
+            self.next_step, self.next_micro = (step + 1, 0) if micro else (step, 0)
+            self._committed = (self.next_step, 0)
         epoch = self._current_epoch()
         self._iters += 1
         try:
@@ -207,13 +252,19 @@ class RecordingBatchSampler:
             for pos, batch in enumerate(self.inner):
                 idx = [int(i) for i in batch]
                 tag = BatchTag(self.rank, epoch, self.next_step, self.next_micro, pos)
-                buf.append(f"{self.next_step}\t{self.rank}\t{self.next_micro}\t{epoch}\t" + "\t".join(map(str, idx)) + "\n")
+                line = f"{self.next_step}\t{self.rank}\t{self.next_micro}\t{epoch}\t" + "\t".join(map(str, idx)) + "\n"
                 self.next_micro += 1
-                if self.next_micro == self.grad_accum:  # the step is complete: on disk before it is trained
-                    self.next_step, self.next_micro = self.next_step + 1, 0
-                    self.flush()
-                elif len(buf) >= self.flush_every:
-                    self.flush()
+                if deferred:  # written when the loader yields it to the loop (commit)
+                    self._issued.append((line, tag))
+                    if self.next_micro == self.grad_accum:
+                        self.next_step, self.next_micro = self.next_step + 1, 0
+                else:
+                    buf.append(line)
+                    if self.next_micro == self.grad_accum:  # the step is complete: on disk before it is trained
+                        self.next_step, self.next_micro = self.next_step + 1, 0
+                        self.flush()
+                    elif len(buf) >= self.flush_every:
+                        self.flush()
                 set_current_tag(tag)
                 yield TaggedBatch(idx, tag)
         finally:
@@ -221,6 +272,30 @@ class RecordingBatchSampler:
             self.flush()
             if self.next_micro:  # an epoch ending mid-step: the trainer steps on the remainder
                 self.next_step, self.next_micro = self.next_step + 1, 0
+
+
+@functools.lru_cache(maxsize=None)
+def _recording_loader_class(DataLoader: Any) -> Any:
+    """A ``DataLoader`` subclass whose iterator commits each batch's ledger line as it yields the batch to
+    the training loop (so batches prefetched by workers and never taken are not recorded)."""
+
+    class RecordingDataLoader(DataLoader):  # type: ignore[misc, valid-type]
+        def __iter__(self) -> Iterator[Any]:
+            rec = self.batch_sampler
+            rec._claim = True
+            it = super().__iter__()
+
+            def received() -> Iterator[Any]:
+                try:
+                    for batch in it:
+                        rec.commit()
+                        yield batch
+                finally:
+                    rec.flush()
+
+            return received()
+
+    return RecordingDataLoader
 
 
 def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0, grad_accum: int = 1,
@@ -261,7 +336,8 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0
         if dl.num_workers > 0:
             kw.update(prefetch_factor=dl.prefetch_factor, persistent_workers=dl.persistent_workers,
                       multiprocessing_context=dl.multiprocessing_context)
-        return DataLoader(dl.dataset, batch_sampler=rec, **kw)
+        rec._from_loader = True
+        return _recording_loader_class(DataLoader)(dl.dataset, batch_sampler=rec, **kw)
     if isinstance(loader_or_sampler, torch.utils.data.Sampler) and not hasattr(loader_or_sampler, "batch_size"):
         raise UsageError("record_batches: pass a DataLoader or a batch sampler (wrap a per-index sampler in "
                          "torch.utils.data.BatchSampler)")

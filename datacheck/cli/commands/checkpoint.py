@@ -4,8 +4,9 @@ Reads a Hugging Face ``checkpoint-N/``, an accelerate ``save_state`` folder, a L
 DeepSpeed ``global_stepN/`` (with ``latest``), a ``torch.distributed.checkpoint`` folder or a plain
 ``torch.save`` file (:mod:`datacheck.resume.checkpoint`) without running any code from it.
 
-Exit codes: 0 no finding at or above ``--fail-on``; 1 some; 2 usage (no such path, no layout
-recognised, torch missing); 3 internal error.
+Exit codes: 0 no finding at or above ``--fail-on``; 1 some; 2 usage (no such path, not a checkpoint,
+one piece of a checkpoint given alone, torch missing) or a checkpoint without model weights (the
+report is written, then "no model weights found: not a resumable checkpoint"); 3 internal error.
 """
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import argparse
 import sys
 
 from datacheck.cli.envelope import write_envelope
-from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
+from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, EXIT_USAGE, FAIL_ON
 from datacheck.model.findings import Severity
-from datacheck.resume.checkpoint import LAYOUTS, inspect_checkpoint, summary_lines
+from datacheck.resume.checkpoint import LAYOUTS, inspect_checkpoint, resumable, summary_lines
 
 __all__ = ["add_parser", "run"]
 
@@ -45,8 +46,12 @@ def run(args: argparse.Namespace) -> int:
     info = inspect_checkpoint(args.path, fp16=args.fp16, world_size=args.world_size, layout=args.layout)
     failed = args.fail_on != "never" and any(Severity(f.severity).rank >= Severity(args.fail_on).rank
                                              for f in info.findings)
+    ok = resumable(info)
     if args.format == "json":
-        write_envelope("datacheck.checkpoint", {**info.to_dict(), "passed": not failed})
+        write_envelope("datacheck.checkpoint", {**info.to_dict(), "passed": ok and not failed})
     else:
         sys.stdout.write("\n".join(summary_lines(info)) + "\n")
+    if not ok:
+        sys.stderr.write(f"error: {args.path}: no model weights found: not a resumable checkpoint\n")
+        return EXIT_USAGE
     return EXIT_POLICY_FAILED if failed else EXIT_OK

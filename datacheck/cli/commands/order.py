@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--rows must be >= 1, got {args.rows}")
     cfg_path = resolve_config_path(args.config, args.data or [args.run_dir])
     cfg: Config = load_config(cfg_path) if cfg_path else Config()
-    led = read_ledger(args.run_dir)
+    led = read_ledger(args.run_dir, what="RUN")
     n_rows = args.rows
     if args.data:
         n_rows = row_space(list(args.data), cfg)[0].n_rows

@@ -175,3 +175,55 @@ def test_drop_split_overlap_without_splits_is_refused_and_a_glob_matching_nothin
     res = clean([str(data)], tmp_path / "out", cfg, drop=["dup.split_overlap"])
     assert res.quarantined == 0
     assert len(res.notes) == 1 and res.notes[0].startswith("dup.split_overlap: [splits] eval = 'ev/*' matches no shard")
+
+
+def test_the_numbering_gap_left_in_place_is_the_copy_s(tmp_path):
+    """Shards 0, 1 and 3 of 4 (2 is missing), 1 a byte copy of 0: the input's gap is 1 shard; the copy,
+    without the duplicate, misses shards 1 and 2, and the summary quotes the copy's gap."""
+    d = tmp_path / "data"
+    d.mkdir()
+    for k in (0, 3):
+        pl.DataFrame({"text": _texts(4, f"s{k}")}).write_parquet(d / f"train-0000{k}-of-00004.parquet")
+    shutil.copyfile(d / "train-00000-of-00004.parquet", d / "train-00001-of-00004.parquet")
+    res = clean([str(d)], tmp_path / "out", config_from_dict({}), drop=["dup.shard"])
+    copied = sorted(p.name for p in res.out.glob("*.parquet"))
+    missing = sorted(set(range(4)) - {int(n.split("-")[1]) for n in copied})
+    assert missing == [1, 2]
+    (gap,) = [x for x in res.left_in_place if x.check == "index.numbering_gap"]
+    assert gap.count == 1 and gap.left == len(missing)
+    assert f"{len(missing)} of 4 shard(s) missing" in gap.message
+    assert all(f"train-0000{k}-of-00004.parquet" in gap.message for k in missing)
+    again = datacheck.audit([str(res.out)], config_from_dict({}), workers=1)
+    assert [f.count for f in again.dataset_findings if f.check == "index.numbering_gap"] == [len(missing)]
+
+
+def test_a_shard_emptied_by_the_drop_is_said(tmp_path):
+    """b.parquet's 2 rows both repeat a.parquet's rows: --drop dup.exact_across_shards leaves it with 0 rows,
+    which the copy's audit flags as index.empty_shard; the summary says so."""
+    d = tmp_path / "data"
+    d.mkdir()
+    a = _texts(3, "a")
+    pl.DataFrame({"text": a}).write_parquet(d / "a.parquet")
+    pl.DataFrame({"text": [a[2], a[0]]}).write_parquet(d / "b.parquet")
+    res = clean([str(d)], tmp_path / "out", config_from_dict({}), drop=["dup.exact_across_shards"])
+    assert {s.path: s.kept for s in res.shards} == {"a.parquet": 3, "b.parquet": 0}
+    (empty,) = [x for x in res.left_in_place if x.check == "index.empty_shard"]
+    assert empty.left == 1 and "b.parquet" in empty.message
+    again = datacheck.audit([str(res.out)], config_from_dict({}), workers=1)
+    assert [f.check for s in again.shards for f in s.findings if f.check == "index.empty_shard"] == ["index.empty_shard"]
+    r = run_cli("clean", str(d), "--out", str(tmp_path / "out2"), "--drop", "dup.exact_across_shards")
+    assert "index.empty_shard" in r.stdout and "b.parquet" in r.stdout
+
+
+def test_a_dropped_check_that_cannot_run_is_said(tmp_path):
+    """tokens.out_of_vocab needs [tokens] vocab_size: without it nothing can be dropped for it, and the
+    summary says so instead of a silent clean copy."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"input_ids": [[1, 2, 3], [4, 5, 999]]}).write_parquet(d / "a.parquet")
+    res = clean([str(d)], tmp_path / "out", config_from_dict({}), drop=["tokens.out_of_vocab"])
+    assert res.quarantined == 0
+    (note,) = [n for n in res.notes if n.startswith("tokens.out_of_vocab could not run:")]
+    assert "vocab_size" in note and note.endswith("nothing dropped for it")
+    r = run_cli("clean", str(d), "--out", str(tmp_path / "out2"), "--drop", "tokens.out_of_vocab")
+    assert "note: tokens.out_of_vocab could not run:" in r.stdout

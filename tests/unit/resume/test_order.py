@@ -182,6 +182,7 @@ def test_a_config_plan_and_usage_errors(tmp_path):
     assert r.returncode == 2 and "dataset has 5 rows" in r.stderr
     r = run_cli("order", "verify", str(tmp_path / "nothing"))
     assert r.returncode == 2
+    assert f"RUN {tmp_path / 'nothing'}: not a folder" in r.stderr and "--ledger" not in r.stderr
 
 
 def test_an_olmo_ledger_restarting_its_data_position(tmp_path):
@@ -228,3 +229,33 @@ def test_grad_accumulation_steps_group_micro_batches(tmp_path):
     assert v.first_divergent_step == 3 and v.divergence["order"] == "rewind"
     assert v.divergence["located"]["step"] == 2
     assert v.seen_twice["rows"] == sorted(perm()[2 * ga * BS: 3 * ga * BS])
+
+
+def test_a_restart_from_scratch_that_trains_the_whole_epoch_sees_every_row(tmp_path):
+    """Micro-batches 0-7 (steps 0-3) trained, then the run restarts the epoch from its start (the recorder
+    numbers it from step 4 on) and trains all of it: every row is seen, the first 8 micro-batches' rows
+    twice; the visits of one epoch are those of both segments, whatever step numbers they carry."""
+    ga, done = 2, 8
+    mbs = N // BS  # 12 micro-batches per epoch on one rank
+    segment(tmp_path, world=1, rank=0, steps=done, grad_accum=ga)        # steps 0-3
+    segment(tmp_path, world=1, rank=0, steps=mbs, grad_accum=ga)         # the whole epoch again, steps 4-9
+    twice = sorted(perm()[: done * BS])
+    v = verify(tmp_path)
+    assert v.segments[1]["start_step"] == done // ga and v.segments[1]["order"] == "restart_of_epoch"
+    assert v.seen_twice["count"] == len(twice) == 16 and v.seen_twice["rows"] == twice
+    assert v.never_seen["count"] == 0 and v.never_seen["completed_epochs"] == [0]
+    assert sorted(f.check for f in v.findings) == ["order.divergent_step", "order.seen_twice"]
+
+
+def test_an_unfinished_resumed_epoch_judges_no_row_never_seen(tmp_path):
+    """A crash after 3 batches, a resume that skips them and stops after 4 more (7 of 12): the epoch is
+    not completed, so no row is 'never seen'; a loop over a second epoch without set_epoch is a new pass."""
+    segment(tmp_path, world=1, rank=0, steps=3)
+    segment(tmp_path, world=1, rank=0, skip=3, steps=4, start_step=3)
+    v = verify(tmp_path)
+    assert v.findings == [] and v.never_seen["completed_epochs"] == []
+    segment(tmp_path / "again", world=1, rank=0, steps=N // BS)   # epoch 0 whole
+    segment(tmp_path / "again", world=1, rank=0, steps=N // BS)   # a second pass, sampler epoch still 0
+    v = verify(tmp_path / "again")
+    assert v.seen_twice["count"] == 0 and v.never_seen["completed_epochs"] == [0, 1]
+    assert v.divergence["order"] == "another_epoch" and v.first_divergent_step == N // BS

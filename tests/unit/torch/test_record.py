@@ -169,3 +169,64 @@ def test_members_larger_than_a_read_slice_and_a_torn_one(tmp_path):
     path.write_bytes(raw[:-100])  # the last member cut: the first two steps are kept, the cut named
     led = read_ledger(tmp_path)
     assert led.steps == [0, 1] and led.truncated == [str(path)]
+
+
+def test_workers_prefetch_is_not_recorded_only_the_batches_the_loop_received(tmp_path):
+    """num_workers 2 (prefetch_factor 2: 4 batches fetched ahead); the loop takes 8 micro-batches of 4 rows
+    (grad_accum 2: steps 0-3) and breaks: the ledger holds exactly those 8, and a recorder opened next on
+    the folder continues at step 8 // 2 = 4."""
+    loader = record_batches(DataLoader(list(range(64)), batch_size=4, num_workers=2, prefetch_factor=2),
+                            tmp_path, grad_accum=2)
+    got = []
+    for batch in loader:
+        got.append(batch.tolist())
+        if len(got) == 8:
+            break
+    del batch
+    gc.collect()
+    led = read_ledger(tmp_path)
+    assert _micro(led) == [(k // 2, k % 2, list(range(4 * k, 4 * k + 4))) for k in range(8)]
+    assert [idx for _s, _m, idx in _micro(led)] == got
+    again = record_batches(DataLoader(list(range(64)), batch_size=4), tmp_path, grad_accum=2)
+    first = next(iter(again))
+    assert first.tolist() == [0, 1, 2, 3]
+    flush_ledgers()
+    led = read_ledger(tmp_path)
+    assert led.states[0][-1]["start_step"] == 4 and sorted(led.batches[0]) == [0, 1, 2, 3, 4]
+
+
+def test_skip_first_batches_then_record_records_only_the_trained_batches(tmp_path):
+    """accelerate's skip_first_batches on a plain DataLoader, then record_batches on what it returns with the
+    resumed step: the 4 skipped micro-batches (steps 0-1 under grad_accum 2) are never recorded; the
+    other order (record, then skip) warns that skipped batches are recorded."""
+    accelerate_dl = pytest.importorskip("accelerate.data_loader")
+    skipped = accelerate_dl.skip_first_batches(DataLoader(list(range(32)), batch_size=4), 4)
+    loader = record_batches(skipped, tmp_path / "right", grad_accum=2, start_step=2)
+    got = [b.tolist() for b in loader]
+    assert got == [list(range(4 * k, 4 * k + 4)) for k in range(4, 8)]
+    led = read_ledger(tmp_path / "right")
+    assert _micro(led) == [(2 + (k - 4) // 2, k % 2, list(range(4 * k, 4 * k + 4))) for k in range(4, 8)]
+    wrong = accelerate_dl.skip_first_batches(record_batches(DataLoader(list(range(32)), batch_size=4),
+                                                            tmp_path / "wrong"), 4)
+    with pytest.warns(UserWarning, match="skip_first_batches"):
+        assert len([b for b in wrong]) == 4
+
+
+def test_the_same_loader_iterated_again_continues_after_the_batches_received(tmp_path):
+    """num_workers 2, grad_accum 2: the loop takes 3 micro-batches (step 0, and step 1's first) and breaks; the
+    next iteration of the same loader starts at step 2 (a step cut short is not continued), not after the
+    batches the workers had prefetched."""
+    loader = record_batches(DataLoader(list(range(64)), batch_size=4, num_workers=2), tmp_path, grad_accum=2)
+    for k, _b in enumerate(loader):
+        if k == 2:
+            break
+    gc.collect()
+    it = iter(loader)
+    first = next(it)
+    assert first.tolist() == [0, 1, 2, 3]
+    del it
+    gc.collect()
+    flush_ledgers()
+    led = read_ledger(tmp_path)
+    assert [st["start_step"] for st in led.states[0]] == [0, 2]
+    assert _micro(led) == [(0, 0, [0, 1, 2, 3]), (0, 1, [4, 5, 6, 7]), (1, 0, [8, 9, 10, 11]), (2, 0, [0, 1, 2, 3])]
