@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from datacheck.checks.registry import check, derives
+from datacheck.checks.registry import check, derives, finding
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
@@ -265,8 +265,8 @@ def _finding(check: str, s: Any, value: float, h: dict, rest: dict, split: str |
         desc = f"lengths ({st.get('unit', 'length')}) {_summary(h)} vs {_summary(rest)} in {where}"
     else:
         desc = f"labels {{{_shares(h)}}} vs {{{_shares(rest)}}} in {where}"
-    return Finding(
-        check=check, severity="warn", column=st.get("column"), count=sum(h.values()), shards=(s.path,),
+    return finding(
+        check, column=st.get("column"), count=sum(h.values()), shards=(s.path,),
         message=f"{s.path}: {desc}; PSI {value:.3f} > {PSI_THRESHOLD} (a different source or preprocessing?)",
         details={"psi": round(value, 6), "threshold": PSI_THRESHOLD, "split": split, "rows": sum(h.values())},
     )
@@ -283,8 +283,8 @@ def _single_class(s: Any, h: dict, rest: dict, n: int, m: int, split: str | None
     if p_chance >= SINGLE_CLASS_P:
         return
     where = f"split {split!r}" if split else "the dataset"
-    yield Finding(
-        check="dist.label_drift", severity="warn", column=None, count=cnt, shards=(s.path,),
+    yield finding(
+        "dist.label_drift", column=None, count=cnt, shards=(s.path,),
         message=(f"{s.path} holds a single class ({cls!r}, {cnt} rows) while the rest of {where} has "
                  f"{len(set(classes_rest))} classes ({_shares(rest)}); chance of that {p_chance:.1e} "
                  "(a shard cut from label-sorted data?)"),

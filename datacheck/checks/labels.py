@@ -8,7 +8,17 @@ import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
 from datacheck.checks._render import rejected_by_template
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, counts_parts, derives, measure
+from datacheck.checks.registry import (
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    counts_parts,
+    derives,
+    finding,
+    measure,
+)
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
@@ -281,8 +291,8 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     if lab.num_classes is None or lab.classes is not None:
         n_unseen = len(unseen)
     if unseen:
-        yield Finding(
-            check="labels.unseen_class", severity="warn", column=col, count=n_unseen,
+        yield finding(
+            "labels.unseen_class", column=col, count=n_unseen,
             message=(f"{n_unseen} class(es) never occur in the dataset: {unseen[:20]}"
                      f"{' ...' if n_unseen > 20 else ''}; their output units get no positive examples"),
             details={"unseen": unseen[:1000]},

@@ -16,6 +16,7 @@ from datacheck.checks.registry import (
     check,
     derives,
     fields_parts,
+    finding,
     measure,
     sum_parts,
 )
@@ -341,8 +342,8 @@ def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
                       "needs input_ids, a token labels column and [labels] ignore_index in some shard")
         return
     if total and sup == 0:
-        yield Finding(
-            check="padding.eos_unsupervised", severity="error", count=rows, ratio=0.0,
+        yield finding(
+            "padding.eos_unsupervised", count=rows, ratio=0.0,
             shards=tuple(shards),
             message=(f"pad_token_id == eos_token_id ({tok.eos_token_id}) and none of the {total} eos tokens in "
                      f"{rows} row(s) is supervised (eos-supervision ratio 0): the collator masked eos as padding, "

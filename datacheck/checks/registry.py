@@ -76,6 +76,7 @@ __all__ = [
     "UNREADABLE",
     "READER_IDS",
     "fact_value",
+    "finding",
     "shard_plan",
     "dataset_items",
     "unreadable_findings",
@@ -292,6 +293,20 @@ class Payload:
     expr: pl.Expr
     post: Callable[[Any], Any] = lambda v: v
     merge: Callable[[list[Any]], Any] = field(default=lambda parts: concat_parts(parts))
+
+
+def finding(check_id: str, message: str, *, severity: str | None = None, **fields: Any) -> Finding:
+    """A :class:`~datacheck.model.findings.Finding` of ``check_id`` at the catalog's default severity
+    (:func:`datacheck.model.catalog.info`), unless ``severity`` names another; ``fields`` are the
+    Finding's other attributes (``column``, ``count``, ``rows``, ``shards``, ``details``, ...). The
+    policy's ``[policy]`` overrides apply later, to every finding alike.
+
+    Raises:
+        InternalError: ``check_id`` is not a catalog ID.
+    """
+    if not catalog.is_known(check_id):
+        raise InternalError(f"finding of {check_id!r}: not a catalog ID (CHECKS.md)")
+    return Finding(check=check_id, severity=severity or catalog.info(check_id).severity, message=message, **fields)
 
 
 # ------------------------------------------------------------------ merging batches (exact)

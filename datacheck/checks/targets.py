@@ -12,7 +12,17 @@ from typing import Any, Iterable
 import polars as pl
 
 from datacheck.checks._expr import any_element, first_bad
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, derives, measure, moments_parts
+from datacheck.checks.registry import (
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    derives,
+    finding,
+    measure,
+    moments_parts,
+)
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
@@ -91,7 +101,7 @@ def target_scale(dctx: Any) -> Iterable[Finding | Skipped]:
             if big:
                 col = key.split(".", 1)[1]
                 what = ", ".join(f"{name} {val:.4g}" for name, val in big)
-                yield Finding(check="dist.target_scale", severity="warn", column=col, shards=(s.path,),
+                yield finding("dist.target_scale", column=col, shards=(s.path,),
                               message=(f"target {col!r} in {s.path} has {what} above target_scale_warn={limit:g}: "
                                        "MSE on raw magnitudes explodes; standardize the target (z-score or log)"),
                               details={"mean": mean, "std": std, "count": v.get("count"), "limit": limit})

@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterable
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, first_bad, id_storage_cap
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, finding
 from datacheck.contracts import load_contract
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
@@ -37,8 +37,8 @@ def dtype_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
     cap = overflow_cap(ctx)
     if cap is not None:
         inner = inner_dtype(ctx.schema[ids])
-        yield Finding(
-            check="tokens.dtype_overflow", severity="error", column=ids,
+        yield finding(
+            "tokens.dtype_overflow", column=ids,
             message=(f"{ids!r} stores ids as {inner} (max {cap}) but vocab_size is {vocab}: ids above {cap} "
                      f"cannot be stored: if the data was tokenized with vocab_size {vocab} they were wrapped or "
                      "clipped. Store ids as int32 (or uint32)."),
@@ -177,8 +177,8 @@ def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
         inner = inner_dtype(declared)
         cap = id_storage_cap(declared, vocab)
         if cap is not None:
-            yield Finding(
-                check="tokens.dtype_overflow", severity="error", column=col,
+            yield finding(
+                "tokens.dtype_overflow", column=col,
                 message=(f"schema {contract.name} declares {col!r} as {declared} (max {cap}) but vocab_size is "
                          f"{vocab}: data that follows this contract wraps ids above {cap}. Declare int32 ids"),
                 shards=tuple(sorted(s.path for s in dctx.readable_shards())),
