@@ -21,6 +21,7 @@ from datacheck.checks import (  # noqa: F401 - imported for their registrations
     mask,
     neardup,
     packing,
+    padding,
     positions,
     pref,
     roledtype,
