@@ -22,12 +22,10 @@ from datacheck.checks import (  # noqa: F401 - imported for their registrations
     neardup,
     packing,
     padding,
-    positions,
     pref,
     roledtype,
     schema,
     sft,
-    targets,
     tokens,
 )
 
