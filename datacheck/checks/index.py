@@ -1,4 +1,5 @@
-"""index: the shard set as a whole: ``index.numbering_gap``, ``index.temp_file``, ``dup.shard``;
+"""index: the shard set as a whole: ``index.numbering_gap``, ``index.temp_file`` (``dup.shard`` is
+:mod:`datacheck.checks.dup.shard`'s);
 the shard set against a committed or shipped index (``index.missing_shard``, ``extra_shard``,
 ``changed_shard``, ``row_count_mismatch``: one comparison, :func:`compare_index` /
 :func:`compare_shipped`, shared by the four checks and by ``datacheck index verify``); and
@@ -32,7 +33,7 @@ from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["numbering_gap", "temp_files", "duplicate_shards", "duplicate_shard_groups", "committed_index", "shipped_index", "empty_shard",
+__all__ = ["numbering_gap", "temp_files", "committed_index", "shipped_index", "empty_shard",
            "index_items", "dataset_dict_items", "SHARD_NAME", "compare_index", "compare_shipped"]
 
 #: ``NAME-00002-of-00005.ext`` (Hugging Face / Megatron style shard names)
@@ -124,32 +125,6 @@ def temp_files(dctx: Any) -> Iterable[Finding]:
             "index.temp_file", count=len(tmp), shards=tuple(tmp),
             message=(f"{len(tmp)} partial or temporary file(s) among the shards (not audited): "
                      f"{', '.join(tmp[:10])}{' ...' if len(tmp) > 10 else ''}; a write or download did not finish"),
-        )
-
-
-def duplicate_shard_groups(shards: Iterable[Any]) -> list[tuple[str, list[str]]]:
-    """(content hash, shard paths in sorted order) of each set of two or more readable shards with
-    identical bytes, by content hash. The first path of a group is the copy ``clean --drop dup.shard``
-    keeps; the others are the duplicates it drops. Unreadable shards (``rows`` None) and empty files
-    are left out (see :func:`duplicate_shards`)."""
-    by_hash: dict[str, list[str]] = defaultdict(list)
-    for s in shards:
-        if s.bytes and s.rows is not None:
-            by_hash[s.content_hash].append(s.path)
-    return [(h, sorted(paths)) for h, paths in sorted(by_hash.items()) if len(paths) > 1]
-
-
-@check("dup.shard", layouts=lay.ANY, level="dataset")
-def duplicate_shards(dctx: Any) -> Iterable[Finding]:
-    """``dup.shard``: two or more shards with identical content hashes (bytes), e.g. a shard uploaded twice.
-
-    Unreadable shards (``rows`` None: ``decode.unreadable``) do not count: they feed no row to training,
-    so two identical broken files are two ``decode.unreadable`` findings, not rows seen twice."""
-    for h, paths in duplicate_shard_groups(dctx.shards):
-        yield finding(
-            "dup.shard", count=len(paths) - 1, shards=tuple(paths),
-            message=f"{len(paths)} shards have identical bytes ({h}): {', '.join(paths)}; every row is seen twice",
-            details={"content_hash": h},
         )
 
 

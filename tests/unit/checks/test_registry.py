@@ -53,9 +53,17 @@ def test_every_catalog_id_has_exactly_one_producer():
         assert producers.get(cid) and len(producers[cid]) == 1, f"{cid}: producers {producers.get(cid)}"
     assert set(producers) <= set(catalog.CATALOG)
     assert CHECKS["batch.no_supervised_tokens"].module == "datacheck.checks.batch"
-    # each check ID is produced by the module of its family (dup.shard lives with the shard-set checks)
+    # each check ID is produced by the module its prefix names, or by a module of the package its
+    # prefix names (the dup.* IDs: datacheck.checks.dup.in_shard, .cross, .near, .shard)
     assert CHECKS["tokens.type_id_out_of_range"].module == "datacheck.checks.tokens"
     assert CHECKS["index.empty_shard"].module == "datacheck.checks.index"
+    assert CHECKS["padding.eos_unsupervised"].module == "datacheck.checks.padding"
+    assert CHECKS["dup.shard"].module == "datacheck.checks.dup.shard"
+    owned = {cid: spec.module for cid, spec in CHECKS.items()} | {cid: fn.__module__ for cid, fn in UNREADABLE.items()}
+    misplaced = {cid: module for cid, module in owned.items()
+                 if module != f"datacheck.checks.{cid.split('.')[0]}"
+                 and not module.startswith(f"datacheck.checks.{cid.split('.')[0]}.")}
+    assert misplaced == {}
     assert {c for c in catalog.CATALOG if c.startswith("log.")} - NOT_YET_BUILT == set(LOG_RULES)
     assert not set(LOG_RULES) & set(CHECKS)
 

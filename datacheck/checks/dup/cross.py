@@ -37,7 +37,7 @@ Bounded memory (many rows): past :func:`~datacheck.io.hashspill.spill_rows` rows
 (:class:`~datacheck.io.hashspill.SpilledRows`) and the candidate pass is then partitioned by hash
 (:func:`_candidates_partitioned`): one shard, then one of 64 partitions, in memory at a time.
 (``datacheck merge`` of part reports, whose payloads arrive in memory, keeps the in-memory pass.)
-The findings are the same either way (``tests/unit/checks/test_crossdup_partitioned.py``).
+The findings are the same either way (``tests/unit/checks/test_dup_cross_partitioned.py``).
 """
 from __future__ import annotations
 
