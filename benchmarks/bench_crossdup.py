@@ -7,7 +7,7 @@ Steps (generated data and payloads are kept in benchmarks/_work/ and reused):
    0.5% of the rows repeat a row of another shard, 0.1% repeat a text with the other label, and
    the last 10 shards are split ``test`` of which 1% of rows come from ``train``;
 2. compute each shard's row-hash payload with the same code the audit runs
-   (:func:`datacheck.checks.crossdup.hash_shards`), store it as Arrow IPC (``UInt128`` hash + label);
+   (:func:`datacheck.checks.dup.cross.hash_shards`), store it as Arrow IPC (``UInt128`` hash + label);
 3. in a fresh process: load the payloads, then time the merge (the three dataset checks on a
    ``DatasetContext``) and measure its peak RSS above the loaded payloads (``ru_maxrss`` growth).
 
@@ -87,7 +87,7 @@ def generate(shards: int, rows: int, seed: int = 0) -> Path:
 def payloads(root: Path) -> Path:
     """Hash every shard (payload-only query) and store the payloads; returns their folder."""
 
-    from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY
+    from datacheck.checks.dup.cross import CONTENT_KEY, ROWS_KEY
     from datacheck.execute.audit import hash_shards
     from datacheck.formats.discovery import discover
     from datacheck.model.config import Config
@@ -114,7 +114,7 @@ def payloads(root: Path) -> Path:
 def child_merge(pdir: str) -> None:
     import polars as pl
 
-    from datacheck.checks.crossdup import (
+    from datacheck.checks.dup.cross import (
         CONTENT_KEY,
         ROWS_KEY,
         assign_splits,

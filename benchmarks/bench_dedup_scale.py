@@ -94,7 +94,7 @@ def generate(rows: int, shards: int, seed: int = 0) -> Path:
 def child(mode: str, root: str) -> None:
     import polars as pl
 
-    from datacheck.checks.crossdup import (
+    from datacheck.checks.dup.cross import (
         CONTENT_KEY,
         ROWS_KEY,
         assign_splits,
@@ -180,8 +180,8 @@ def child_near(mode: str, root: str) -> None:
     import numpy as np
     import polars as pl
 
-    from datacheck.checks.crossdup import assign_splits
-    from datacheck.checks.neardup import NEAR_KEY, TEXT_KEY, near_duplicate
+    from datacheck.checks.dup.cross import assign_splits
+    from datacheck.checks.dup.near import NEAR_KEY, TEXT_KEY, near_duplicate
     from datacheck.io.hashspill import SpilledColumns
     from datacheck.model.config import config_from_dict
     from datacheck.model.results import DatasetContext, ShardResult

@@ -1,5 +1,5 @@
 """Benchmark: MinHash signatures for ``dup.near_duplicate``, datacheck's vectorized numpy
-implementation (:func:`datacheck.checks.neardup.signatures`) against ``datasketch`` (issue 14 item 5).
+implementation (:func:`datacheck.checks.dup.near.signatures`) against ``datasketch`` (issue 14 item 5).
 
 Generates (seeded) ROWS documents of about 400 characters (``--dupes`` of them near-copies of
 others with a few character edits) and computes, in one run:
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from datacheck.checks.neardup import NUM_PERM, clusters, shingle_hashes, signatures  # noqa: E402
+from datacheck.checks.dup.near import NUM_PERM, clusters, shingle_hashes, signatures  # noqa: E402
 
 
 def documents(rows: int, dupes: float, seed: int = 0) -> list[str]:

@@ -240,7 +240,7 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
       after an assistant position, or without an assistant mask right after a supervised token,
       that is not supervised);
     - ``eos_total`` / ``eos_sup``: ``eos`` ids of real content (attention_mask not 0), and those
-      supervised (the ``eos`` stat of :func:`datacheck.checks.mask.padding_stats`);
+      supervised (the ``eos`` stat of :func:`datacheck.checks.padding.padding_stats`);
     - ``shift``: positions whose label is not ``ign`` (nor null) and breaks the configured
       convention: unshifted ``labels[i] != input_ids[i]``, shifted ``labels[i] != input_ids[i+1]``
       (``i+1`` in the row, its id not null). A row can fail ``labels.shift_mismatch`` only if it

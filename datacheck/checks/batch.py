@@ -42,7 +42,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks._expr import supervised_per_row
-from datacheck.checks.registry import Payload, ShardContext, check, derives, measure
+from datacheck.checks.registry import Payload, ShardContext, check, derives, finding, measure
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.errors import OptionalDependencyError
@@ -166,7 +166,7 @@ def no_batches(dctx: Any) -> Iterable[Finding | Skipped]:
                f"{b.world_size} rank(s), and drop_last drops them" if order.max_tokens is not None else
                f"each of {b.world_size} rank(s) gets {order.per_rank} row(s), under one batch of "
                f"{b.batch_size}, and drop_last drops it")
-        yield Finding(check="batch.no_batches", severity="error", count=order.n_rows,
+        yield finding("batch.no_batches", count=order.n_rows,
                       message=f"no batch at all per epoch: {why} ({_setup(dctx)}); the trainer runs 0 steps",
                       details={"rows": order.n_rows, "rows_per_rank": order.per_rank})
 
@@ -181,7 +181,7 @@ def singleton_tail(dctx: Any) -> Iterable[Finding | Skipped]:
     tails = _tails(order)
     ranks = [r for r, t in enumerate(tails) if t == 1]
     if ranks:
-        yield Finding(check="batch.singleton_tail", severity="error", count=len(ranks),
+        yield finding("batch.singleton_tail", count=len(ranks),
                       message=(f"the last micro-batch of {len(ranks)} rank(s) holds 1 row ({_setup(dctx)}; "
                                f"{order.n_rows} rows): batch norm fails on it in training mode; "
                                "set drop_last or change the batch size"),
@@ -203,7 +203,7 @@ def small_tail(dctx: Any) -> Iterable[Finding | Skipped]:
         padded = [len(m[-1]) * int(lengths[m[-1]].max()) if len(m) and len(m[-1]) else 0 for m in order.ranks]
         ranks = [r for r, t in enumerate(tails) if 1 < t and 2 * padded[r] < order.max_tokens]
         if ranks:
-            yield Finding(check="batch.small_tail", severity="warn", count=len(ranks),
+            yield finding("batch.small_tail", count=len(ranks),
                           message=(f"the last micro-batch of {len(ranks)} rank(s) holds {padded[ranks[0]]} padded "
                                    f"tokens, under half of max_tokens {order.max_tokens} ({_setup(dctx)}; "
                                    f"{order.n_rows} rows): its gradient is noisier and weighs each row more"),
@@ -214,7 +214,7 @@ def small_tail(dctx: Any) -> Iterable[Finding | Skipped]:
     ranks = [r for r, t in enumerate(tails) if 1 < t and 2 * t < bs]
     if ranks:
         sizes = sorted({tails[r] for r in ranks})
-        yield Finding(check="batch.small_tail", severity="warn", count=len(ranks),
+        yield finding("batch.small_tail", count=len(ranks),
                       message=(f"the last micro-batch of {len(ranks)} rank(s) holds {sizes[0]} row(s), under half "
                                f"of batch_size {bs} ({_setup(dctx)}; {order.n_rows} rows): its gradient is noisier "
                                "and weighs each row more"),
@@ -230,14 +230,14 @@ def wraparound(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     if order.repeats and order.max_tokens is not None:
         ws = dctx.cfg.batch.world_size
-        yield Finding(check="batch.wraparound", severity="info", count=order.repeats,
+        yield finding("batch.wraparound", count=order.repeats,
                       message=(f"DistributedSampler repeats {order.repeated_batches} token batch(es) ({order.repeats} "
                                f"row(s)) per epoch to split {order.n_batches} batches evenly over {ws} ranks"),
                       details={"repeats_per_epoch": order.repeats, "repeated_batches": order.repeated_batches,
                                "batches_per_epoch": order.n_batches})
     elif order.repeats:
         ws = dctx.cfg.batch.world_size
-        yield Finding(check="batch.wraparound", severity="info", count=order.repeats,
+        yield finding("batch.wraparound", count=order.repeats,
                       message=(f"DistributedSampler repeats {order.repeats} row(s) per epoch to split {order.n_rows} "
                                f"rows evenly over {ws} ranks ({order.per_rank} each)"),
                       details={"repeats_per_epoch": order.repeats, "rows_per_rank": order.per_rank})
@@ -279,7 +279,7 @@ def no_supervised_batches(dctx: Any) -> Iterable[Finding | Skipped]:
         spe = order.steps
         listed = ", ".join(f"epoch {e} step {s} (global {e * spe + s}) rank {r} micro-batch {m}"
                            for e, s, r, m in zeros[:5])
-        yield Finding(check=cid, severity="error", count=len(zeros),
+        yield finding(cid, count=len(zeros),
                       message=(f"{len(zeros)} micro-batch(es) of the simulated order have 0 supervised tokens "
                                f"(mean loss 0/0 = NaN): {listed}{' ...' if len(zeros) > 5 else ''}; "
                                "see them with datacheck plan --step N"),

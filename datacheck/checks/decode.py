@@ -5,7 +5,7 @@ reader itself (the format's reader, :mod:`datacheck.formats`), which finds them 
 """
 from __future__ import annotations
 
-from datacheck.checks.registry import on_unreadable
+from datacheck.checks.registry import finding, on_unreadable
 from datacheck.model.findings import Finding
 
 __all__ = ["unreadable"]
@@ -20,6 +20,5 @@ def unreadable(shard: str, fmt: str, reason: str) -> list[Finding]:
         fmt: its format (``parquet``, ``jsonl``, ..., or ``frame`` for an in-memory frame).
         reason: why, in words (the reader's or the engine's first error line).
     """
-    return [Finding(check="decode.unreadable", severity="error",
-                    message=f"{shard}: {reason}. The other shards were still audited.",
+    return [finding("decode.unreadable", message=f"{shard}: {reason}. The other shards were still audited.",
                     details={"reason": reason, "format": fmt})]

@@ -1,5 +1,6 @@
 """dist: a shard whose length or label distribution differs from the rest of the dataset (a shard
-from another preprocessing run, a shard holding one class of a sorted dataset).
+from another preprocessing run, a shard holding one class of a sorted dataset), and the scale of
+regression targets (``dist.target_scale``, from the per-shard ``targets`` stats).
 
 Both checks work on the exact per-shard histograms in the shard stats (``lengths``: integer
 length -> count; ``labels``: label -> count), so they need no re-read and merge exactly. Each
@@ -35,13 +36,16 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from datacheck.checks.registry import check, derives
+import polars as pl
+
+from datacheck.checks.registry import ShardContext, Stat, check, derives, finding, measure, moments_parts
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import is_list
 
 __all__ = ["psi", "length_drift", "label_drift", "PSI_THRESHOLD", "MIN_ROWS", "LENGTH_BINS", "PSI_EPSILON",
-           "SINGLE_CLASS_P"]
+           "SINGLE_CLASS_P", "target_moments", "target_scale"]
 
 #: the read path's derivations this family reads: the Alpaca layout's messages and the chat
 #: template's token columns are role columns like the shard's own
@@ -265,8 +269,8 @@ def _finding(check: str, s: Any, value: float, h: dict, rest: dict, split: str |
         desc = f"lengths ({st.get('unit', 'length')}) {_summary(h)} vs {_summary(rest)} in {where}"
     else:
         desc = f"labels {{{_shares(h)}}} vs {{{_shares(rest)}}} in {where}"
-    return Finding(
-        check=check, severity="warn", column=st.get("column"), count=sum(h.values()), shards=(s.path,),
+    return finding(
+        check, column=st.get("column"), count=sum(h.values()), shards=(s.path,),
         message=f"{s.path}: {desc}; PSI {value:.3f} > {PSI_THRESHOLD} (a different source or preprocessing?)",
         details={"psi": round(value, 6), "threshold": PSI_THRESHOLD, "split": split, "rows": sum(h.values())},
     )
@@ -283,8 +287,8 @@ def _single_class(s: Any, h: dict, rest: dict, n: int, m: int, split: str | None
     if p_chance >= SINGLE_CLASS_P:
         return
     where = f"split {split!r}" if split else "the dataset"
-    yield Finding(
-        check="dist.label_drift", severity="warn", column=None, count=cnt, shards=(s.path,),
+    yield finding(
+        "dist.label_drift", column=None, count=cnt, shards=(s.path,),
         message=(f"{s.path} holds a single class ({cls!r}, {cnt} rows) while the rest of {where} has "
                  f"{len(set(classes_rest))} classes ({_shares(rest)}); chance of that {p_chance:.1e} "
                  "(a shard cut from label-sorted data?)"),
@@ -304,3 +308,50 @@ def label_drift(dctx: Any) -> Iterable[Finding | Skipped]:
     """``dist.label_drift``: a shard's label counts (stats ``labels``) against the rest, PSI > 0.25
     (no verdict below 200 rows), or a single class of a multi-class dataset (chance < 0.001)."""
     yield from _drift(dctx, "labels", "counts", "dist.label_drift", binned=False)
+
+
+@measure("targets")
+def target_moments(ctx: ShardContext) -> Iterable[Stat]:
+    """``targets``: per regression target column, ``{count, mean, std}`` of its finite values
+    (list targets flattened), for ``dist.target_scale``."""
+    for col in ctx.roles.target:
+        t = ctx.schema[col]
+        x = pl.col(col).explode() if is_list(t) else pl.col(col)
+        if not (x is not None and (t.is_numeric() or is_list(t))):
+            continue
+        x = x.cast(pl.Float64, strict=False)
+        x = x.filter(x.is_finite())
+        yield Stat(key=f"targets.{col}", expr=pl.struct(count=x.count(), mean=x.mean(), std=x.std()), merge=moments_parts,
+                   post=lambda v: dict(v) if v else None)
+
+
+@check("dist.target_scale", layouts=frozenset({"regression"}), level="dataset", facts=("numeric.target_scale_warn",))
+def target_scale(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``dist.target_scale`` (shard level, decided from each shard's ``targets`` stats): a regression
+    target whose standard deviation or absolute mean exceeds ``[numeric] target_scale_warn``
+    (default 1000): MSE on raw magnitudes explodes; standardize it. Not judged for
+    ``target_kind = "binary"``."""
+    cfg = dctx.cfg
+    if cfg.labels.target_kind != "regression":
+        yield Skipped("dist.target_scale", '[labels] target_kind is "binary"')
+        return
+    limit = cfg.numeric.target_scale_warn
+    seen = False
+    for s in dctx.readable_shards():
+        for key, v in sorted(s.stats.items()):
+            if not key.startswith("targets.") or not isinstance(v, dict):
+                continue
+            seen = True
+            mean, std = v.get("mean"), v.get("std")
+            big = [(name, val) for name, val in (("|mean|", abs(mean) if isinstance(mean, float) else None),
+                                                 ("std", std if isinstance(std, float) else None))
+                   if val is not None and math.isfinite(val) and val > limit]
+            if big:
+                col = key.split(".", 1)[1]
+                what = ", ".join(f"{name} {val:.4g}" for name, val in big)
+                yield finding("dist.target_scale", column=col, shards=(s.path,),
+                              message=(f"target {col!r} in {s.path} has {what} above target_scale_warn={limit:g}: "
+                                       "MSE on raw magnitudes explodes; standardize the target (z-score or log)"),
+                              details={"mean": mean, "std": std, "count": v.get("count"), "limit": limit})
+    if not seen:
+        yield Skipped("dist.target_scale", "no regression target column (set [columns] target)")

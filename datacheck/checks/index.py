@@ -1,4 +1,5 @@
-"""index: the shard set as a whole: ``index.numbering_gap``, ``index.temp_file``, ``dup.shard``;
+"""index: the shard set as a whole: ``index.numbering_gap``, ``index.temp_file`` (``dup.shard`` is
+:mod:`datacheck.checks.dup.shard`'s);
 the shard set against a committed or shipped index (``index.missing_shard``, ``extra_shard``,
 ``changed_shard``, ``row_count_mismatch``: one comparison, :func:`compare_index` /
 :func:`compare_shipped`, shared by the four checks and by ``datacheck index verify``); and
@@ -17,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check
+from datacheck.checks.registry import AfterQuery, ShardContext, ShardItem, check, finding
 from datacheck.io.dataindex import (
     DataIndex,
     IndexEntry,
@@ -32,7 +33,7 @@ from datacheck.io.hfmeta import DATASET_DICT_NAME, STATE_NAME
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["numbering_gap", "temp_files", "duplicate_shards", "duplicate_shard_groups", "committed_index", "shipped_index", "empty_shard",
+__all__ = ["numbering_gap", "temp_files", "committed_index", "shipped_index", "empty_shard",
            "index_items", "dataset_dict_items", "SHARD_NAME", "compare_index", "compare_shipped"]
 
 #: ``NAME-00002-of-00005.ext`` (Hugging Face / Megatron style shard names)
@@ -90,8 +91,8 @@ def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
     for (folder, prefix, suffix), by_n in sorted(groups.items()):
         name = f"{folder + '/' if folder else ''}{prefix}-*-of-*{suffix}"
         if len(by_n) > 1:
-            yield Finding(
-                check="index.numbering_gap", severity="error", count=len(by_n),
+            yield finding(
+                "index.numbering_gap", count=len(by_n),
                 message=f"shards {name} disagree on the shard count: -of-{sorted(by_n)}",
                 details={"pattern": name, "counts": sorted(by_n)},
             )
@@ -108,8 +109,8 @@ def numbering_gap(dctx: Any) -> Iterable[Finding | Skipped]:
                              + (" ..." if len(missing) > 20 else ""))
             if beyond:
                 parts.append(f"shard numbers {beyond[:20]} are >= the count {n}")
-            yield Finding(
-                check="index.numbering_gap", severity="error", count=len(missing) + len(beyond),
+            yield finding(
+                "index.numbering_gap", count=len(missing) + len(beyond),
                 message=f"{name}: " + "; ".join(parts) + " (an incomplete download or upload?)",
                 details={"pattern": name, "expected": n, "missing": missing[:1000], "beyond_count": beyond[:1000]},
             )
@@ -120,36 +121,10 @@ def temp_files(dctx: Any) -> Iterable[Finding]:
     """Partial or temporary files (``*.tmp``, ``*.partial``, ``.~*``, ``*.incomplete``) among the shards."""
     tmp = dctx.temp_files
     if tmp:
-        yield Finding(
-            check="index.temp_file", severity="warn", count=len(tmp), shards=tuple(tmp),
+        yield finding(
+            "index.temp_file", count=len(tmp), shards=tuple(tmp),
             message=(f"{len(tmp)} partial or temporary file(s) among the shards (not audited): "
                      f"{', '.join(tmp[:10])}{' ...' if len(tmp) > 10 else ''}; a write or download did not finish"),
-        )
-
-
-def duplicate_shard_groups(shards: Iterable[Any]) -> list[tuple[str, list[str]]]:
-    """(content hash, shard paths in sorted order) of each set of two or more readable shards with
-    identical bytes, by content hash. The first path of a group is the copy ``clean --drop dup.shard``
-    keeps; the others are the duplicates it drops. Unreadable shards (``rows`` None) and empty files
-    are left out (see :func:`duplicate_shards`)."""
-    by_hash: dict[str, list[str]] = defaultdict(list)
-    for s in shards:
-        if s.bytes and s.rows is not None:
-            by_hash[s.content_hash].append(s.path)
-    return [(h, sorted(paths)) for h, paths in sorted(by_hash.items()) if len(paths) > 1]
-
-
-@check("dup.shard", layouts=lay.ANY, level="dataset")
-def duplicate_shards(dctx: Any) -> Iterable[Finding]:
-    """``dup.shard``: two or more shards with identical content hashes (bytes), e.g. a shard uploaded twice.
-
-    Unreadable shards (``rows`` None: ``decode.unreadable``) do not count: they feed no row to training,
-    so two identical broken files are two ``decode.unreadable`` findings, not rows seen twice."""
-    for h, paths in duplicate_shard_groups(dctx.shards):
-        yield Finding(
-            check="dup.shard", severity="error", count=len(paths) - 1, shards=tuple(paths),
-            message=f"{len(paths)} shards have identical bytes ({h}): {', '.join(paths)}; every row is seen twice",
-            details={"content_hash": h},
         )
 
 
@@ -177,16 +152,16 @@ def compare_index(idx: DataIndex, actual: list[tuple[str, str, int, int | None]]
     if missing:
         partial = [t for t in temp_files if any(t.startswith(m) for m in missing)]
         hint = f"; partial files present: {', '.join(partial[:5])}" if partial else ""
-        out.append(Finding(
-            check="index.missing_shard", severity="error", count=len(missing), shards=tuple(missing),
+        out.append(finding(
+            "index.missing_shard", count=len(missing), shards=tuple(missing),
             message=(f"{len(missing)} shard(s) listed in {idx.source} are absent: {', '.join(missing[:10])}"
                      f"{' ...' if len(missing) > 10 else ''}{hint} (an incomplete download or sync?)"),
             details={"index": idx.source, "missing": missing[:1000]},
         ))
     extra = sorted(p for p in on_disk if p not in idx.entries)
     if extra and idx.kind == "datacheck":
-        out.append(Finding(
-            check="index.extra_shard", severity="warn", count=len(extra), shards=tuple(extra),
+        out.append(finding(
+            "index.extra_shard", count=len(extra), shards=tuple(extra),
             message=(f"{len(extra)} shard(s) on disk are not in {idx.source}: {', '.join(extra[:10])}"
                      f"{' ...' if len(extra) > 10 else ''}; rebuild the index if they belong to the dataset"),
             details={"index": idx.source, "extra": extra[:1000]},
@@ -205,8 +180,8 @@ def compare_index(idx: DataIndex, actual: list[tuple[str, str, int, int | None]]
             if r is not None and r != e.rows:
                 rowmis.append((p, e.rows, r))
     if changed:
-        out.append(Finding(
-            check="index.changed_shard", severity="error", count=len(changed), shards=tuple(p for p, *_ in changed),
+        out.append(finding(
+            "index.changed_shard", count=len(changed), shards=tuple(p for p, *_ in changed),
             message=(f"{len(changed)} shard(s) differ from {idx.source}: "
                      + "; ".join(f"{p} ({_what_changed(e, h, b)})" for p, e, h, b in changed[:5])
                      + (" ..." if len(changed) > 5 else "") + "; the data changed after the index was committed"),
@@ -215,8 +190,8 @@ def compare_index(idx: DataIndex, actual: list[tuple[str, str, int, int | None]]
                 for p, e, h, b in changed[:1000]]},
         ))
     for p, exp, got in rowmis:
-        out.append(Finding(
-            check="index.row_count_mismatch", severity="error", count=abs(got - exp), shards=(p,),
+        out.append(finding(
+            "index.row_count_mismatch", count=abs(got - exp), shards=(p,),
             message=f"{p} holds {got} rows but {idx.source} lists {exp}",
             details={"index": idx.source, "expected": exp, "actual": got},
         ))
@@ -236,8 +211,8 @@ def _list_findings(lst: DataIndex) -> list[Finding]:
     src, out = lst.source, []
     bad_hash = list(lst.hash_mismatches)
     if bad_hash:
-        out.append(Finding(
-            check="index.changed_shard", severity="error", count=len({b["path"] for b in bad_hash}),
+        out.append(finding(
+            "index.changed_shard", count=len({b["path"] for b in bad_hash}),
             shards=tuple(sorted({b["path"] for b in bad_hash})),
             message=(f"{len(bad_hash)} shard hash(es) recorded in {src} do not match the bytes: "
                      + "; ".join(f"{b['path']} ({b['algorithm']} {b['expected'][:16]}... != {b['actual'][:16]}...)"
@@ -245,16 +220,16 @@ def _list_findings(lst: DataIndex) -> list[Finding]:
             details={"index": src, "mismatches": bad_hash[:1000]},
         ))
     if lst.lists_no_shard:
-        out.append(Finding(
-            check="index.empty_shard", severity="warn", count=1, shards=(src,),
+        out.append(finding(
+            "index.empty_shard", count=1, shards=(src,),
             message=(f"{src} lists zero shards: a StreamingDataset over {lst.folder or '.'} yields no sample "
                      "(an interrupted write, or a merge that found nothing?)"),
             details={"index": src},
         ))
     resized = list(lst.resized)
     if resized:
-        out.append(Finding(
-            check="index.changed_shard", severity="error", count=len(resized), shards=tuple(r["path"] for r in resized),
+        out.append(finding(
+            "index.changed_shard", count=len(resized), shards=tuple(r["path"] for r in resized),
             message=(f"{len(resized)} chunk(s) differ in size from {src}: "
                      + "; ".join(f"{r['path']} holds {r['actual_bytes']} bytes, the index allows {r['accepted']}"
                                  for r in resized[:5]) + "; the chunk was cut or rewritten after the index"),
@@ -262,8 +237,8 @@ def _list_findings(lst: DataIndex) -> list[Finding]:
         ))
     twice = list(lst.listed_twice)
     if twice:
-        out.append(Finding(
-            check="index.row_count_mismatch", severity="error", count=len(twice), shards=tuple(sorted(set(twice))),
+        out.append(finding(
+            "index.row_count_mismatch", count=len(twice), shards=tuple(sorted(set(twice))),
             message=f"{src} lists {len(twice)} chunk(s) more than once ({', '.join(sorted(set(twice))[:5])}): their items are read twice",
             details={"index": src, "listed_twice": sorted(set(twice))[:1000]},
         ))
@@ -298,8 +273,8 @@ def compare_shipped(lst: DataIndex, shards: list[Any], all_files: set[str]) -> l
     out = compare_index(lst, in_scope) + _list_findings(lst)
     orphans = sorted(a[0] for a in actual if unlisted_here(a[0]))
     if orphans:
-        out.append(Finding(
-            check="index.extra_shard", severity="warn", count=len(orphans), shards=tuple(orphans),
+        out.append(finding(
+            "index.extra_shard", count=len(orphans), shards=tuple(orphans),
             message=(f"{len(orphans)} file(s) in {lst.folder or '.'} are not listed in {lst.source}: "
                      f"{', '.join(orphans[:10])}{' ...' if len(orphans) > 10 else ''}; a reader of the index never "
                      "sees them (an orphan from another run, or a copy?)"),
@@ -308,8 +283,8 @@ def compare_shipped(lst: DataIndex, shards: list[Any], all_files: set[str]) -> l
     if lst.kind == "hf-state":
         extra = sorted(a[0] for a in in_scope if a[0] not in lst.entries)
         if extra:
-            out.append(Finding(
-                check="index.extra_shard", severity="warn", count=len(extra), shards=tuple(extra),
+            out.append(finding(
+                "index.extra_shard", count=len(extra), shards=tuple(extra),
                 message=(f"{len(extra)} Arrow file(s) in {lst.folder or '.'} are not in {lst.source} _data_files: "
                          f"{', '.join(extra[:10])}; the dataset loader will ignore them"),
                 details={"index": lst.source, "extra": extra[:1000]},
@@ -318,8 +293,8 @@ def compare_shipped(lst: DataIndex, shards: list[Any], all_files: set[str]) -> l
         if lst.split_rows is not None and len(listed) == len(lst.entries) and all(s.rows is not None for s in listed):
             got = sum(s.rows for s in listed)
             if got != lst.split_rows:
-                out.append(Finding(
-                    check="index.row_count_mismatch", severity="error", count=abs(got - lst.split_rows),
+                out.append(finding(
+                    "index.row_count_mismatch", count=abs(got - lst.split_rows),
                     shards=tuple(sorted(s.path for s in listed)),
                     message=(f"the shards of {lst.folder or '.'} hold {got} rows but dataset_info.json lists "
                              f"{lst.split_rows} examples for this split"),
@@ -354,8 +329,8 @@ def shipped_index(dctx: Any) -> Iterable[Finding | Skipped]:
     lists = shipped_lists(root, [s.path for s in dctx.shards], found=found, broken=broken)
     yield from dataset_dict_items(dctx)
     for rel, reason in broken:
-        yield Finding(
-            check="index.missing_shard", severity="error", count=1, shards=(rel,),
+        yield finding(
+            "index.missing_shard", count=1, shards=(rel,),
             message=(f"the shard list {rel} shipped with the data cannot be used ({reason}); the dataset loader "
                      "cannot list its shards from it, so which shards belong to the dataset is unknown. "
                      "Fix or regenerate that file"),
@@ -379,8 +354,8 @@ def dataset_dict_items(dctx: Any) -> Iterable[Finding]:
         return
     splits, problems = declared_splits(root, list(dctx.shard_lists))
     for rel, reason in problems:
-        yield Finding(
-            check="index.missing_shard", severity="error", count=1, shards=(rel,),
+        yield finding(
+            "index.missing_shard", count=1, shards=(rel,),
             message=(f"{rel} (a DatasetDict split list) cannot be used: {reason}; the splits it declares were not "
                      "assigned, so leakage between them is not measured"),
             details={"index": rel, "broken": reason},
@@ -391,8 +366,8 @@ def dataset_dict_items(dctx: Any) -> Iterable[Finding]:
         if is_listed_file(root / split_rel / STATE_NAME):
             continue
         where = f"{folder}/{DATASET_DICT_NAME}" if folder else DATASET_DICT_NAME
-        yield Finding(
-            check="index.missing_shard", severity="error", count=1, shards=(where,),
+        yield finding(
+            "index.missing_shard", count=1, shards=(where,),
             message=(f"{where} declares the split {name!r}, but {split_rel}/{STATE_NAME} is not on disk: "
                      "datasets.load_from_disk fails and that split's shards are missing. Restore the split "
                      f"folder or remove {name!r} from the file"),
@@ -452,6 +427,6 @@ def empty_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     def decide(rows: int) -> list[Finding]:
         if rows:
             return []
-        return [Finding(check="index.empty_shard", severity="warn", message=f"{shard} is readable but holds 0 rows")]
+        return [finding("index.empty_shard", message=f"{shard} is readable but holds 0 rows")]
 
     yield AfterQuery("index.empty_shard", decide)

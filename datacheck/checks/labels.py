@@ -1,4 +1,6 @@
-"""labels: the label domain (class labels and token labels), and label statistics."""
+"""labels: the label domain (class labels and token labels, binary targets in [0, 1]), the label-shift
+convention of token labels (``labels.shift_mismatch``, in the flat position view of
+:mod:`datacheck.checks.mask`), and label statistics."""
 from __future__ import annotations
 
 import itertools
@@ -6,16 +8,31 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import counts_to_pairs, first_bad, value_counts
+from datacheck.checks._expr import any_element, counts_to_pairs, first_bad, value_counts
+from datacheck.checks._pos import nxt
 from datacheck.checks._render import rejected_by_template
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, Stat, check, counts_parts, derives, measure
+from datacheck.checks.mask import position_pass, positions_view
+from datacheck.checks.registry import (
+    FlatView,
+    RowAgg,
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    counts_parts,
+    derives,
+    finding,
+    measure,
+)
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import is_list, seq2seq_layout
 from datacheck.model.stats import LabelCounts
 
-__all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes"]
+__all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes", "binary_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -281,9 +298,127 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     if lab.num_classes is None or lab.classes is not None:
         n_unseen = len(unseen)
     if unseen:
-        yield Finding(
-            check="labels.unseen_class", severity="warn", column=col, count=n_unseen,
+        yield finding(
+            "labels.unseen_class", column=col, count=n_unseen,
             message=(f"{n_unseen} class(es) never occur in the dataset: {unseen[:20]}"
                      f"{' ...' if n_unseen > 20 else ''}; their output units get no positive examples"),
             details={"unseen": unseen[:1000]},
         )
+
+
+@check("labels.binary_out_of_range", layouts=lay.LABELED, roles=("target",))
+def binary_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``labels.binary_out_of_range``: with ``[labels] target_kind = "binary"`` (BCE / multi-label
+    targets), a ``target`` value (scalar or list of numbers) outside ``[0, 1]``: BCE on 0/255 masks
+    gives a negative loss. Null and NaN are not judged here (``finite.nan``). The message hints at
+    {0, 255} masks. Skipped with ``target_kind = "regression"`` (the default)."""
+    if ctx.cfg.labels.target_kind != "binary":
+        yield Skipped("labels.binary_out_of_range", '[labels] target_kind is "regression" (set "binary" for BCE targets)')
+        return
+    for col in ctx.roles.target:
+        t = ctx.schema[col]
+
+        def bad(x: pl.Expr) -> pl.Expr:
+            return ((x < 0) | (x > 1)).fill_null(False)
+
+        flat = pl.col(col).explode() if is_list(t) else pl.col(col)
+        yield RowCheck(
+            check="labels.binary_out_of_range", column=col, fails=any_element(col, t, bad).fill_null(False),
+            example=first_bad(col, t, bad),
+            details={"min": flat.min(), "max": flat.max(),
+                     "only_0_255": flat.cast(pl.Float64).drop_nulls().drop_nans().is_in([0.0, 255.0]).all()},
+            message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold binary targets outside [0, 1] "
+                                           f"(range {d.get('min')}..{d.get('max')}): BCE gives a negative loss"
+                                           + ("; the values are {0, 255}: divide the masks by 255"
+                                              if d.get("only_0_255") else "")))
+
+
+#: share of supervised positions whose label matches the other convention (CHECKS.md: "at least 90%")
+SHIFT_MATCH_SHARE = 0.9
+
+
+@check("labels.shift_mismatch", layouts=lay.LM | lay.SFT | lay.PACKED, roles=("labels", "input_ids"), facts=("labels.ignore_index",))
+def shift_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``labels.shift_mismatch``: a row's labels follow the other shift convention than ``[labels]
+    shifted`` says.
+
+    Over the supervised positions ``i`` (label other than ``ignore_index``) of a row: ``next`` = the
+    share with ``labels[i] == input_ids[i+1]`` (among those with an ``i+1``), ``same`` = the share
+    with ``labels[i] == input_ids[i]``. With ``shifted = false`` a row fails when ``next >= 0.9``
+    and ``same < 0.9`` (the labels are pre-shifted and the model shifts again: next-next-token
+    prediction); with ``shifted = true`` when ``same >= 0.9`` and ``next < 0.9`` (the model learns to
+    copy its input). Rows where both hold (e.g. one repeated token) are ambiguous and never fail.
+    Only candidate rows are exploded (rows holding a supervised label that breaks the configured
+    convention, from the pass over the flat buffers shared with the sft rules,
+    :func:`datacheck.checks.mask.position_pass`; else :func:`_shift_candidates`, list kernels: a
+    necessary condition); in their flat position view the four per-row counts are :class:`RowAgg` sums the
+    engine computes once per shard (no per-row window)."""
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
+    if s2s is not None:  # only with [dataset] layout naming another layout: labels follow the decoder
+        yield Skipped("labels.shift_mismatch", f"seq2seq layout ({s2s}): labels follow the decoder, not input_ids")
+        return
+    r, ign, shifted = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.labels.shifted
+    lab, ids = pl.col(r.labels), pl.col(r.input_ids)
+    full = positions_view(ctx)
+    fast = position_pass(ctx)
+    # candidates: from the shared pass over the flat buffers (exact: a row without a supervised
+    # label breaking the convention cannot fail), else from list kernels (a necessary condition)
+    cand = fast[0].struct.field("shift") > 0 if fast is not None else _shift_candidates(ctx, ign, shifted)
+    view = full if cand is None else FlatView(key=full.key + "|shift-candidates", cols=full.cols,
+                                              where=cand if full.where is None else (full.where & cand),
+                                              drop_others=True)
+    sup = (lab != ign).fill_null(False)
+    nx = nxt(ids)
+    has_next = sup & nx.is_not_null()
+    aggs = (RowAgg("__shift_sup", sup), RowAgg("__shift_has_next", has_next),
+            RowAgg("__shift_next", (has_next & (lab == nx)).fill_null(False)),
+            RowAgg("__shift_same", (sup & (lab == ids)).fill_null(False)))
+    n_sup, n_has_next, n_next, n_same = (pl.col(a.name) for a in aggs)
+    p_next = pl.when(n_has_next > 0).then(n_next / n_has_next)
+    p_same = pl.when(n_sup > 0).then(n_same / n_sup)
+    t = SHIFT_MATCH_SHARE
+    wrong = (p_next >= t) & (p_same < t) if not shifted else (p_same >= t) & (p_next < t)
+    said = "true" if shifted else "false"
+    found = "unshifted (labels[i] == input_ids[i])" if shifted else "already shifted (labels[i] == input_ids[i+1])"
+    fix = ("set [labels] shifted = false, or shift the labels" if shifted
+           else "set [labels] shifted = true if the trainer does not shift, else store unshifted labels")
+    yield RowCheck(
+        check="labels.shift_mismatch", column=r.labels, fails=wrong, view=view, per_row=aggs,
+        message=lambda n, d: (f"{n} row(s) have labels {found} on at least {t:.0%} of their supervised positions "
+                              f"while [labels] shifted = {said}: the model learns "
+                              f"{'to copy its input' if shifted else 'next-next-token prediction'}; {fix}"))
+
+
+def _exact_ints(dtype: pl.DataType) -> bool:
+    """A list of integers that Int64 holds exactly (every integer type but UInt64)."""
+    return isinstance(dtype, pl.List) and dtype.inner.is_integer() and dtype.inner != pl.UInt64
+
+
+def _shift_candidates(ctx: ShardContext, ign: int, shifted: bool) -> pl.Expr | None:
+    """Per row, by list kernels (no explode): False where ``labels.shift_mismatch`` cannot fire, so
+    only the other rows are exploded for the exact shares. None when no such bound is cheap (labels
+    or input_ids not a list of integers Int64 holds), then every row is checked exactly.
+
+    ``eq`` = positions with ``labels[i] == input_ids[i]`` (zeros of the list difference; rows whose
+    lengths differ are null: the view leaves them out anyway). The exact count of supervised
+    matches ``same`` lies in ``[eq - count(input_ids == ignore_index), eq]``, and ``sup`` (supervised
+    positions) is at most ``len - count(labels == ignore_index)`` and exactly that minus the null
+    labels. With ``shifted = false`` a row fails only if ``same / sup < 0.9``: rows whose lower bound
+    already reaches 0.9 cannot fail (ordinary unshifted labels are copies of input_ids: none is a
+    candidate). With ``shifted = true`` a row fails only if ``same / sup >= 0.9``: rows whose upper
+    bound stays below cannot fail."""
+    r = ctx.roles
+    if not (_exact_ints(ctx.schema[r.labels]) and _exact_ints(ctx.schema[r.input_ids])):
+        return None
+    lab = pl.col(r.labels).cast(pl.List(pl.Int64))
+    ids = pl.col(r.input_ids).cast(pl.List(pl.Int64))
+    same_len = lab.list.len() == ids.list.len()
+    eq = (pl.when(same_len).then(lab) - ids).list.count_matches(0).cast(pl.Int64)
+    n = lab.list.len().cast(pl.Int64)
+    n_ign = lab.list.count_matches(ign).cast(pl.Int64)
+    t = SHIFT_MATCH_SHARE
+    if not shifted:
+        low = eq - ids.list.count_matches(ign).cast(pl.Int64)
+        return ~(low / (n - n_ign) >= t).fill_null(False)
+    exact_sup = n - n_ign - lab.list.count_matches(None).cast(pl.Int64)
+    return (eq / exact_sup >= t).fill_null(True)

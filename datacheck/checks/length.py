@@ -1,4 +1,5 @@
-"""length: sequence lengths against max_seq_len, list columns that must align, and length statistics
+"""length: sequence lengths against max_seq_len, list columns that must align, CTC feasibility
+(``length.ctc_infeasible``), and length statistics
 (exact histograms: lengths are integers, so histograms merge exactly across shards).
 
 A sequence's length is the number of tokens the model attends to: with an ``attention_mask``, the
@@ -32,7 +33,7 @@ from datacheck.model.findings import Skipped
 from datacheck.model.roles import DECODER_COLUMNS, ROLE_TABLE, inner_dtype, is_list, seq2seq_layout
 from datacheck.model.stats import LENGTHS, LengthHistogram
 
-__all__ = ["over_max", "length_mismatch", "length_stats", "attended_length"]
+__all__ = ["over_max", "length_mismatch", "length_stats", "attended_length", "ctc_infeasible"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -165,3 +166,23 @@ def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
                                                   "positions no longer line up (a collator will fail or misalign "
                                                   f"labels){hint}"),
         )
+
+
+@check("length.ctc_infeasible", layouts=frozenset({"ctc"}), roles=("input_lengths", "labels"))
+def ctc_infeasible(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``length.ctc_infeasible``: with ``input_lengths`` (per-row encoder frames, integer) and token
+    ``labels`` (list of int; ``ignore_index`` entries are padding and dropped):
+    ``floor(input_length / ctc_downsample)`` is less than the label length plus its adjacent repeats
+    (CTC needs a blank between two equal labels), so the CTC loss is inf."""
+    r, ign, ds = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.labels.ctc_downsample
+    lab = pl.col(r.labels).cast(pl.List(pl.Int64))
+    if ign is not None:
+        lab = lab.list.eval(pl.element().filter(pl.element() != ign))
+    need = lab.list.len() + lab.list.diff().list.count_matches(0)
+    frames = pl.col(r.input_lengths).cast(pl.Int64) // ds
+    yield RowCheck(
+        check="length.ctc_infeasible", column=r.labels, fails=(frames < need).fill_null(False),
+        example=pl.format("{} output steps < {} needed", frames, need),
+        message=lambda n, d, ds=ds: (f"{n} row(s) have fewer encoder output steps (input_lengths // ctc_downsample="
+                                     f"{ds}) than their labels need (length + adjacent repeats): the CTC loss is inf. "
+                                     "Drop them, or use zero_infinity=True"))

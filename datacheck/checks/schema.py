@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
-from datacheck.checks.registry import ShardContext, ShardItem, check, derives
+from datacheck.checks.registry import ShardContext, ShardItem, check, derives, finding
 from datacheck.checks.roledtype import problems
 from datacheck.contracts import data_items, load_contract, structure_findings
 from datacheck.derive.read import ALPACA, CHAT
@@ -63,8 +63,8 @@ def missing_column(ctx: ShardContext) -> Iterable[ShardItem]:
     """``schema.missing_column`` (error, shard level): a column that ``[columns]`` names for a role,
     or that the data contract requires, is absent from the shard (the role's checks then skip)."""
     for role, col in ctx.roles.missing:
-        yield Finding(
-            check="schema.missing_column", severity="error", column=col,
+        yield finding(
+            "schema.missing_column", column=col,
             message=(f"column {col!r} (role {role} in [columns]) is absent from {ctx.shard}; "
                      f"fix [columns] {role} or the data. The checks of this role did not run on this shard."),
             details={"role": role},
@@ -86,7 +86,7 @@ def dtype(ctx: ShardContext) -> Iterable[ShardItem]:
         if p.column in done:
             continue
         done.add(p.column)
-        yield Finding(check="schema.dtype", severity="error", column=p.column, message=p.message,
+        yield finding("schema.dtype", column=p.column, message=p.message,
                       details={"role": p.role, "expected": p.expected, "actual": p.found, "source": "roles"})
     if ctx.cfg.dataset.schema_ is None:
         yield Skipped("schema.dtype", _NO_SCHEMA)
@@ -151,8 +151,8 @@ def _differences(shards: list[Any], shape_of: Any, where: str) -> Iterable[Findi
             parts.append(f"extra {extra}")
         if differ:
             parts.append("dtypes " + ", ".join(f"{c}: {v['actual']} (others {v['expected']})" for c, v in differ.items()))
-        yield Finding(
-            check="schema.inconsistent", severity="error", column=None, count=len(names),
+        yield finding(
+            "schema.inconsistent", column=None, count=len(names),
             message=(f"{len(names)} shard(s) differ from the other {counts[ref]} shard(s) {where}: "
                      f"{'; '.join(parts)}. Mixed preprocessing; re-export these shards"),
             shards=tuple(names),
@@ -217,8 +217,8 @@ def _stages_finding(shards: list[Any], by_stage: dict[str, list[Any]], where: st
                                                                        {s.path for s in members}])
                 for members in by_stage.values()]
     differ = sorted(s.path for stage, members in by_stage.items() if stage != ref for s in members)
-    return Finding(
-        check="schema.inconsistent", severity="error", column=None, count=len(differ),
+    return finding(
+        "schema.inconsistent", column=None, count=len(differ),
         message=("raw and tokenized data in one audit: audit each as its own dataset ("
                  + "; ".join(f"`{c}`" for c in commands) + f"). The shards {where}: {text}. These are two "
                  "preprocessing stages (the same data before and after tokenization, or two datasets), not "

@@ -1,4 +1,5 @@
-"""tokens: token ids against the vocabulary, the id column's storage type, and token type ids."""
+"""tokens: token ids against the vocabulary, the id column's storage type, token type ids, and
+position ids against the model's position table (``tokens.position_out_of_range``)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
@@ -6,14 +7,15 @@ from typing import Any, Callable, Iterable
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, first_bad, id_storage_cap
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, finding, max_parts, min_parts
+from datacheck.checks.roledtype import problem
 from datacheck.contracts import load_contract
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
-from datacheck.model.findings import Finding
+from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import inner_dtype
 
-__all__ = ["out_of_vocab", "dtype_overflow", "type_id_out_of_range", "contract_dtype_overflow", "overflow_cap"]
+__all__ = ["out_of_vocab", "dtype_overflow", "type_id_out_of_range", "contract_dtype_overflow", "overflow_cap", "position_out_of_range"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -37,8 +39,8 @@ def dtype_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
     cap = overflow_cap(ctx)
     if cap is not None:
         inner = inner_dtype(ctx.schema[ids])
-        yield Finding(
-            check="tokens.dtype_overflow", severity="error", column=ids,
+        yield finding(
+            "tokens.dtype_overflow", column=ids,
             message=(f"{ids!r} stores ids as {inner} (max {cap}) but vocab_size is {vocab}: ids above {cap} "
                      f"cannot be stored: if the data was tokenized with vocab_size {vocab} they were wrapped or "
                      "clipped. Store ids as int32 (or uint32)."),
@@ -177,9 +179,39 @@ def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
         inner = inner_dtype(declared)
         cap = id_storage_cap(declared, vocab)
         if cap is not None:
-            yield Finding(
-                check="tokens.dtype_overflow", severity="error", column=col,
+            yield finding(
+                "tokens.dtype_overflow", column=col,
                 message=(f"schema {contract.name} declares {col!r} as {declared} (max {cap}) but vocab_size is "
                          f"{vocab}: data that follows this contract wraps ids above {cap}. Declare int32 ids"),
                 shards=tuple(sorted(s.path for s in dctx.readable_shards())),
                 details={"dtype": str(inner), "dtype_max": cap, "vocab_size": vocab, "source": "schema"})
+
+
+@check("tokens.position_out_of_range", layouts=lay.TOKENIZED, roles=("position_ids|input_ids",), facts=("tokens.max_position_embeddings",))
+def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``tokens.position_out_of_range``: a ``position_ids`` value (list of int) outside
+    ``[0, max_position_embeddings)`` or null; without position ids, an ``input_ids`` sequence longer
+    than ``max_position_embeddings`` (positions 0..len-1 are used). The position embedding (or RoPE
+    cache) has ``max_position_embeddings`` rows. Native list kernels (``list.min``/``list.max``)."""
+    k = ctx.cfg.tokens.max_position_embeddings
+    r = ctx.roles
+    if r.position_ids is not None and problem(ctx, "position_ids") is None:
+        c = pl.col(r.position_ids)
+        yield RowCheck(
+            check="tokens.position_out_of_range", column=r.position_ids,
+            fails=(c.list.max() >= k) | (c.list.min() < 0) | (c.list.count_matches(None) > 0),
+            example=pl.format("min {} max {}", c.list.min(), c.list.max()),
+            details={"max": c.list.max().max(), "min": c.list.min().min()},
+            details_merge={"max": max_parts, "min": min_parts},
+            message=lambda n, d, k=k: (f"{n} row(s) hold position_ids outside [0, max_position_embeddings={k}) "
+                                       f"(range {d.get('min')}..{d.get('max')}): the position table has no row for them"))
+        return
+    if r.input_ids is None or problem(ctx, "input_ids") is not None:
+        yield Skipped("tokens.position_out_of_range", "no usable position_ids or input_ids column")
+        return
+    n_tok = pl.col(r.input_ids).list.len()
+    yield RowCheck(
+        check="tokens.position_out_of_range", column=r.input_ids, fails=n_tok > k,
+        example=pl.format("{} tokens", n_tok), details={"longest": n_tok.max()}, details_merge={"longest": max_parts},
+        message=lambda n, d, k=k: (f"{n} row(s) are longer than max_position_embeddings={k} (longest "
+                                   f"{d.get('longest')}): their positions run past the position table"))

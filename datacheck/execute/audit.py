@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
-from datacheck.checks.crossdup import ROWS_KEY, assign_splits, crossdup_payload
-from datacheck.checks.neardup import NEAR_KEY
+from datacheck.checks.dup.cross import ROWS_KEY, assign_splits, crossdup_payload
+from datacheck.checks.dup.near import NEAR_KEY
 from datacheck.checks.registry import Payload, ShardContext, dataset_items, needed_derivations
 from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_file
@@ -512,7 +512,7 @@ def hash_shards(disc: Any, cfg: Any) -> list[Any]:
     these shards. An unreadable shard gives a result with ``rows=None`` (it then matches nothing).
 
     Returns:
-        ``ShardResult`` objects (``content_hash`` empty) carrying :data:`ROWS_KEY`/:data:`~datacheck.checks.crossdup.CONTENT_KEY` payloads.
+        ``ShardResult`` objects (``content_hash`` empty) carrying :data:`ROWS_KEY`/:data:`~datacheck.checks.dup.cross.CONTENT_KEY` payloads.
     """
     out = []
     for ds in disc.shards:

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks.batch import supervised_expr, tokens_expr, zero_micro_batches
-from datacheck.checks.crossdup import assign_splits
+from datacheck.checks.dup.cross import assign_splits
 from datacheck.derive.read import open_for_checks
 from datacheck.formats.discovery import discover
 from datacheck.formats.registry import hash_shard
@@ -127,7 +127,7 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
 
     The splits are ``[splits]`` (config order) or, when the config names none, those a Hugging Face
     ``DatasetDict`` folder among the PATHs declares (:meth:`Discovery.declared_splits`); a shard
-    belongs to the first split whose glob matches (:func:`datacheck.checks.crossdup.assign_splits`).
+    belongs to the first split whose glob matches (:func:`datacheck.checks.dup.cross.assign_splits`).
     Without splits every shard is planned (None). With splits, ``split`` (default
     :data:`TRAIN_SPLIT`) names the one planned.
 

@@ -104,7 +104,7 @@ def declared_splits(root: Path, found: list[str]) -> tuple[dict[str, str], list[
     ``dataset_dict.json`` among them (``{"splits": ["train", "test"]}``, written by
     ``DatasetDict.save_to_disk``; read with the bounded loader of :mod:`datacheck.io.hfmeta`) gives,
     per declared split, the entry ``name -> "<its folder>/<name>/*"``: exactly what a user would write
-    under ``[splits]`` (the same glob rule, :func:`datacheck.checks.crossdup.assign_splits`).
+    under ``[splits]`` (the same glob rule, :func:`datacheck.checks.dup.cross.assign_splits`).
 
     Returns:
         (``{split name: glob}`` in the file's order, ``[(dataset_dict.json path, reason)]`` for a file

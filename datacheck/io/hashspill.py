@@ -1,5 +1,5 @@
 """Row-hash payloads on disk, and a partitioned pass over them: the bounded-memory form of the
-cross-shard duplicate merge (:mod:`datacheck.checks.crossdup`).
+cross-shard duplicate merge (:mod:`datacheck.checks.dup.cross`).
 
 Two pieces:
 
@@ -13,7 +13,7 @@ Two pieces:
 - :meth:`SpillFolder.spill_array` / :class:`SpilledColumns`: the same for the MinHash signatures
   of ``dup.near_duplicate`` (uint32 [rows, 128], 512 B a row), written column-major to ``.npy``:
   the dataset stage reads one LSH band's columns, or the rows it compares, and nothing stays
-  mapped (:class:`~datacheck.checks.neardup.ShardSignatures`).
+  mapped (:class:`~datacheck.checks.dup.near.ShardSignatures`).
 - :func:`partitions`: the rows of a list of per-shard payloads (in-memory frames or spilled files,
   read one at a time) split into ``parts`` partitions by the top bits of the low 64 bits of the row
   hash and written to a temp folder as ``(hash, shard, row)`` (24 bytes a row); the partitions

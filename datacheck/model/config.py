@@ -202,7 +202,7 @@ class BatchSection(_Section):
 
 
 class DupSection(_Section):
-    """``[dup]``: ``dup.near_duplicate`` (MinHash LSH, :mod:`datacheck.checks.neardup`) runs when
+    """``[dup]``: ``dup.near_duplicate`` (MinHash LSH, :mod:`datacheck.checks.dup.near`) runs when
     ``near`` is true (off by default: the costliest pass); rows whose estimated Jaccard similarity of
     5-gram shingles is at or above ``near_threshold`` (default 0.8, CHECKS.md) are near-duplicates."""
 

@@ -101,7 +101,7 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
 
 def row_content_columns(r: ShardResult) -> list[str]:
     """The columns a shard's row content is made of (CHECKS.md "dup"; what ``dup.*`` hash per row,
-    :func:`datacheck.checks.dup.content_columns`): the columns of the roles marked ``content`` in
+    :func:`datacheck.checks.dup.in_shard.content_columns`): the columns of the roles marked ``content`` in
     :data:`~datacheck.model.roles.ROLE_TABLE`, in table order, without repeats (the class label
     included: the cross-shard checks hash it apart and compare it with the hash); all columns, in
     the shard's order, when the shard has no such role; every column but the label, then the label,

@@ -62,8 +62,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from datacheck.checks.crossdup import across_shard_copies, assign_splits, split_overlap_rows
-from datacheck.checks.index import SHARD_NAME, duplicate_shard_groups, numbering_gap
+from datacheck.checks.dup.cross import across_shard_copies, assign_splits, split_overlap_rows
+from datacheck.checks.dup.shard import duplicate_shard_groups
+from datacheck.checks.index import SHARD_NAME, numbering_gap
 from datacheck.engine.shard import audit_file
 from datacheck.execute.audit import SpillingResults, finish_report
 from datacheck.formats.discovery import discover

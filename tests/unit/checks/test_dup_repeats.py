@@ -7,7 +7,7 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datacheck.checks.dup import ROWS_KEY, _repeats_from_hashes
+from datacheck.checks.dup.in_shard import ROWS_KEY, _repeats_from_hashes
 
 
 def _reference(hashes: list[int], labels: list[int | None] | None) -> list[int]:

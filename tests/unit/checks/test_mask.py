@@ -1,20 +1,16 @@
-"""mask.non_binary / mask.not_contiguous / padding.token_not_pad / padding.label_not_ignored and
-padding.eos_unsupervised (dataset level)."""
+"""mask.non_binary / mask.not_contiguous; the padding rules on the same mask reading (skips without a
+mask, a frame that made polars panic, the property test of mask and padding against a reference)."""
 from __future__ import annotations
 
 import polars as pl
 import pytest
-from checkhelp import audit_df, findings, one, shard_result, skipped_reason, write_shard
+from checkhelp import audit_df, findings, one, shard_result, skipped_reason
 from hypothesis import given
 from hypothesis import strategies as st
 from refs import SHARD_SETTINGS as SETTINGS
 from refs import int_lists, rows_where
 from refs import n_rows as _rows
 from refs import shard_failing as failing
-
-import datacheck
-from datacheck.engine.shard import audit_frame
-from datacheck.model.config import config_from_dict
 
 
 @pytest.mark.parametrize(
@@ -57,48 +53,6 @@ def test_boolean_mask(tmp_path):
     assert one(rep, "mask.not_contiguous").rows == (1,)
 
 
-@pytest.mark.parametrize(
-    "ids, mask, pad, rows, positions",
-    [
-        ([[5, 6, 0, 0], [5, 6, 7, 0], [5, 9, 9, 9], [1, 2]], [[1, 1, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1]],
-         0, [1, 2], 4),
-        ([[1, 1, 5]], [[0, 0, 1]], 1, [], 0),
-        # rows whose lists differ in length or whose mask is not binary are left to the other checks
-        ([[5, 7, 7], [5, 7]], [[1, 0], [1, 2]], 0, [], 0),
-    ],
-)
-def test_token_not_pad(tmp_path, ids, mask, pad, rows, positions):
-    rep = audit_df(tmp_path, {"input_ids": ids, "attention_mask": mask}, {"tokens": {"pad_token_id": pad}})
-    got = findings(rep, "padding.token_not_pad", "input_ids")
-    assert [(f.rows, f.severity) for f in got] == ([(tuple(rows), "warn")] if rows else [])
-    if rows:
-        assert f"({positions} positions)" in got[0].message
-        assert f"pad_token_id {pad}" in got[0].message
-
-
-def test_token_not_pad_skipped_without_pad_id(tmp_path):
-    rep = audit_df(tmp_path, {"input_ids": [[1]], "attention_mask": [[1]]})
-    assert skipped_reason(rep, "padding.token_not_pad") == "needs input_ids and [tokens] pad_token_id"
-
-
-@pytest.mark.parametrize(
-    "labels, mask, ign, rows",
-    [
-        ([[3, 4, -100], [3, 4, 4], [3, -100, -100]], [[1, 1, 0], [1, 1, 0], [1, 1, 0]], -100, [1]),
-        ([[3, -1], [3, -100]], [[1, 0], [1, 0]], -1, [1]),
-        ([[0, 5]], [[0, 1]], -100, [0]),
-    ],
-)
-def test_label_not_ignored(tmp_path, labels, mask, ign, rows):
-    rep = audit_df(tmp_path, {"labels": labels, "attention_mask": mask}, {"labels": {"ignore_index": ign}})
-    f = one(rep, "padding.label_not_ignored", "labels")
-    assert (f.rows, f.severity) == (tuple(rows), "error")
-    assert "trains on padding" in f.message
-
-
-def test_label_not_ignored_skipped_without_ignore_index(tmp_path):
-    rep = audit_df(tmp_path, {"labels": [[1]], "attention_mask": [[0]]}, {"labels": {"ignore_index": False}})
-    assert "ignore_index" in skipped_reason(rep, "padding.label_not_ignored")
 
 
 def test_mask_checks_skipped_without_mask(tmp_path):
@@ -106,10 +60,6 @@ def test_mask_checks_skipped_without_mask(tmp_path):
     for cid in ("mask.non_binary", "mask.not_contiguous", "padding.token_not_pad", "padding.label_not_ignored"):
         assert skipped_reason(rep, cid) == "no attention_mask column (set [columns] attention_mask)"
 
-
-def test_padding_fraction_stat(tmp_path):
-    rep = audit_df(tmp_path, {"attention_mask": [[1, 1, 0, 0], [1, 1, 1, 1]]})
-    assert rep.shards[0].stats["padding_fraction"] == pytest.approx(0.25)
 
 
 def test_fused_query_engine_panic_is_isolated(tmp_path):
@@ -126,110 +76,6 @@ def test_fused_query_engine_panic_is_isolated(tmp_path):
     assert res.failing_rows["padding.token_not_pad:input_ids"] == [1]
     assert res.failing_rows["empty.sequence:input_ids"] == [2]
     assert res.failing_rows["padding.label_not_ignored:labels"] == [0]
-
-
-def _eos_shard(tmp_path, name, eos_labels):
-    # eos = pad = 2; every row ends with eos then padding; labels at the eos position are ``eos_labels``
-    rows = [{"input_ids": [5, 6, 2, 2], "attention_mask": [1, 1, 1, 0], "labels": [5, 6, lab, -100]}
-            for lab in eos_labels]
-    return write_shard(tmp_path, pl.DataFrame(rows), name)
-
-
-def test_eos_unsupervised_across_the_dataset(tmp_path):
-    _eos_shard(tmp_path, "a.parquet", [-100, -100])
-    _eos_shard(tmp_path, "b.parquet", [-100])
-    cfg = {"tokens": {"pad_token_id": 2, "eos_token_id": 2}}
-    rep = datacheck.audit(str(tmp_path), config=cfg)
-    f = one(rep, "padding.eos_unsupervised")
-    assert (f.count, f.severity, f.ratio) == (3, "error", 0.0)
-    assert f.shards == ("a.parquet", "b.parquet")
-    assert "eos-supervision ratio 0" in f.message
-    assert f.details == {"eos_tokens": 3, "eos_supervised": 0, "ratio": 0.0}
-
-
-def test_eos_supervised_in_one_shard_passes(tmp_path):
-    _eos_shard(tmp_path, "a.parquet", [-100, -100])
-    _eos_shard(tmp_path, "b.parquet", [2])
-    rep = datacheck.audit(str(tmp_path), config={"tokens": {"pad_token_id": 2, "eos_token_id": 2}})
-    assert findings(rep, "padding.eos_unsupervised") == []
-
-
-def test_eos_unsupervised_needs_pad_equal_eos(tmp_path):
-    _eos_shard(tmp_path, "a.parquet", [-100])
-    rep = datacheck.audit(str(tmp_path), config={"tokens": {"pad_token_id": 0, "eos_token_id": 2}})
-    assert findings(rep, "padding.eos_unsupervised") == []
-    rep = datacheck.audit(str(tmp_path), config={"tokens": {"pad_token_id": 2}})
-    assert skipped_reason(rep, "padding.eos_unsupervised") == "needs [tokens] pad_token_id and eos_token_id"
-
-
-def test_eos_unsupervised_skipped_without_token_labels(tmp_path):
-    write_shard(tmp_path, {"input_ids": [[5, 2, 2]], "attention_mask": [[1, 1, 0]]}, "a.parquet")
-    rep = datacheck.audit(str(tmp_path), config={"tokens": {"pad_token_id": 2, "eos_token_id": 2}})
-    assert findings(rep, "padding.eos_unsupervised") == []
-    assert "token labels" in skipped_reason(rep, "padding.eos_unsupervised")
-
-
-# ---------------------------------------------------------------- padding.pad_attended
-@pytest.mark.parametrize(
-    "ids, mask, rows, positions",
-    [
-        # a mask of all ones over [PAD] (BERT: pad 0): rows 0 and 2; row 1 is padded correctly
-        ([[101, 7, 102, 0, 0], [101, 8, 102, 0], [101, 0, 0]], [[1, 1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1]], [0, 2], 4),
-        ([[101, 102]], [[1, 1]], [], 0),
-        # rows whose lists differ in length or whose mask is not binary are left to the other checks
-        ([[0, 0, 0], [0, 0]], [[1, 1], [1, 2]], [], 0),
-    ],
-)
-def test_pad_attended(ids, mask, rows, positions):
-    df = pl.DataFrame({"input_ids": ids, "attention_mask": mask})
-    res = audit_frame(df, config_from_dict({"tokens": {"pad_token_id": 0, "eos_token_id": 102}}))
-    got = [f for f in res.findings if f.check == "padding.pad_attended"]
-    if not rows:
-        assert got == []
-        return
-    (f,) = got
-    assert (f.rows, f.column, f.severity) == (tuple(rows), "input_ids", "error")
-    assert f.details["positions"] == positions
-    assert "pad_token_id 0" in f.message and "attention_mask 1" in f.message
-
-
-def test_pad_attended_skipped_when_pad_is_eos_or_unset(tmp_path):
-    df = {"input_ids": [[5, 2, 2]], "attention_mask": [[1, 1, 1]]}
-    rep = audit_df(tmp_path, df, {"tokens": {"pad_token_id": 2, "eos_token_id": 2}})
-    assert findings(rep, "padding.pad_attended") == []
-    assert "eos_token_id" in skipped_reason(rep, "padding.pad_attended")
-    rep = audit_df(tmp_path, df)
-    assert skipped_reason(rep, "padding.pad_attended") == "needs input_ids and [tokens] pad_token_id"
-
-
-# ---------------------------------------------------------------- [labels] shifted
-# nanoGPT/Megatron store labels pre-shifted: labels[i] == input_ids[i+1]; the eos at position i is
-# then supervised by labels[i-1]. pad == eos == 2.
-_SHIFTED = {"input_ids": [[5, 6, 2, 2], [7, 2, 2]], "attention_mask": [[1, 1, 1, 0], [1, 1, 0]],
-            "labels": [[6, 2, -100, -100], [2, -100, -100]]}
-
-
-def test_preshifted_labels_supervise_eos_when_shifted_is_set():
-    cfg = {"tokens": {"pad_token_id": 2, "eos_token_id": 2}}
-    df = pl.DataFrame(_SHIFTED)
-    # read as unshifted (the Hugging Face convention), the eos carries -100: the alarm is right
-    res = audit_frame(df, config_from_dict(cfg))
-    assert res.stats["eos"] == {"total": 2, "supervised": 0, "rows_with_eos": 2}
-    # declared shifted, each eos is the target of the position before it: supervised
-    res = audit_frame(df, config_from_dict({**cfg, "labels": {"shifted": True}}))
-    assert res.stats["eos"] == {"total": 2, "supervised": 2, "rows_with_eos": 2}
-
-
-def test_shifted_eos_unsupervised_end_to_end(tmp_path):
-    write_shard(tmp_path, _SHIFTED, "a.parquet")
-    cfg = {"tokens": {"pad_token_id": 2, "eos_token_id": 2}, "labels": {"shifted": True}}
-    rep = datacheck.audit(str(tmp_path), config=cfg)
-    assert findings(rep, "padding.eos_unsupervised") == []
-    # shifted, but the label before each eos is ignore_index: the eos is never a target
-    bad = {**_SHIFTED, "labels": [[6, -100, -100, -100], [-100, -100, -100]]}
-    write_shard(tmp_path, bad, "a.parquet")
-    rep = datacheck.audit(str(tmp_path), config=cfg)
-    assert one(rep, "padding.eos_unsupervised").details == {"eos_tokens": 2, "eos_supervised": 0, "ratio": 0.0}
 
 
 # ---------------------------------------------------------------- property tests against a plain-Python reference

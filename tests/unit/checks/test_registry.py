@@ -3,6 +3,9 @@ skips are derived from the declared roles and facts, the engine runs checks on a
 and the role table drives roles."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import polars as pl
 import pytest
 from unbuilt import NOT_YET_BUILT
@@ -18,6 +21,7 @@ from datacheck.checks.registry import (
     ShardContext,
     check,
     dataset_items,
+    finding,
     shard_plan,
 )
 from datacheck.engine.shard import audit_frame
@@ -49,11 +53,44 @@ def test_every_catalog_id_has_exactly_one_producer():
         assert producers.get(cid) and len(producers[cid]) == 1, f"{cid}: producers {producers.get(cid)}"
     assert set(producers) <= set(catalog.CATALOG)
     assert CHECKS["batch.no_supervised_tokens"].module == "datacheck.checks.batch"
-    # each check ID is produced by the module of its family (dup.shard lives with the shard-set checks)
+    # each check ID is produced by the module its prefix names, or by a module of the package its
+    # prefix names (the dup.* IDs: datacheck.checks.dup.in_shard, .cross, .near, .shard)
     assert CHECKS["tokens.type_id_out_of_range"].module == "datacheck.checks.tokens"
     assert CHECKS["index.empty_shard"].module == "datacheck.checks.index"
+    assert CHECKS["padding.eos_unsupervised"].module == "datacheck.checks.padding"
+    assert CHECKS["dup.shard"].module == "datacheck.checks.dup.shard"
+    owned = {cid: spec.module for cid, spec in CHECKS.items()} | {cid: fn.__module__ for cid, fn in UNREADABLE.items()}
+    misplaced = {cid: module for cid, module in owned.items()
+                 if module != f"datacheck.checks.{cid.split('.')[0]}"
+                 and not module.startswith(f"datacheck.checks.{cid.split('.')[0]}.")}
+    assert misplaced == {}
     assert {c for c in catalog.CATALOG if c.startswith("log.")} - NOT_YET_BUILT == set(LOG_RULES)
     assert not set(LOG_RULES) & set(CHECKS)
+
+
+def test_finding_takes_the_catalog_severity_unless_told_otherwise():
+    for cid in ("tokens.dtype_overflow", "dup.near_duplicate", "batch.wraparound"):
+        f = finding(cid, message="m", count=3, shards=("a.parquet",))
+        assert (f.check, f.severity, f.message, f.count, f.shards) == (cid, catalog.CATALOG[cid].severity, "m", 3,
+                                                                        ("a.parquet",))
+    assert finding("dup.near_duplicate", "m", severity="info").severity == "info"
+    with pytest.raises(InternalError, match="not a catalog ID"):
+        finding("tokens.no_such_check", "m")
+
+
+def test_check_modules_build_findings_through_the_factory():
+    """No ``Finding(...)`` literal in the checks package outside the factory itself: the severity is
+    the catalog's, written once."""
+    pkg = Path(registry.__file__).parent
+    literals = []
+    for path in sorted(pkg.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        factory = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "finding"
+                   for n in ast.walk(f)}
+        literals += [f"{path.relative_to(pkg)}:{n.lineno}" for n in ast.walk(tree)
+                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Finding"
+                     and id(n) not in factory]
+    assert literals == []
 
 
 def test_registration_refuses_unknown_ids_roles_facts_and_second_producers():

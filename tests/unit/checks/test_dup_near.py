@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import datacheck
-from datacheck.checks.neardup import NUM_PERM, clusters, lsh_params, permutations, signatures
+from datacheck.checks.dup.near import NUM_PERM, clusters, lsh_params, permutations, signatures
 from datacheck.engine.shard import audit_frame
 from datacheck.execute.audit import finish_report
 from datacheck.model.config import config_from_dict

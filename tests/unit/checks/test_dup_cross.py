@@ -16,7 +16,7 @@ from conftest import run_cli
 from dshelp import by_check, one, run, write
 
 import datacheck
-from datacheck.checks.crossdup import CONTENT_KEY, ROWS_KEY, assign_splits
+from datacheck.checks.dup.cross import CONTENT_KEY, ROWS_KEY, assign_splits
 from datacheck.engine.shard import audit_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file

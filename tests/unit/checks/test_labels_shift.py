@@ -1,20 +1,13 @@
-"""The checks of datacheck.checks.positions: tokens.position_out_of_range (its skip reason) and
-labels.shift_mismatch against a plain-Python reference, for both label conventions."""
+"""labels.shift_mismatch of datacheck.checks.labels against a plain-Python reference, for both label
+conventions."""
 from __future__ import annotations
 
 import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
 from refs import FRAME_SETTINGS as SETTINGS
-from refs import IGN, rows, run, skip
+from refs import IGN
 from refs import frame_failing as failing
-
-
-def test_position_out_of_range_without_position_ids():
-    df = pl.DataFrame({"input_ids": [[1] * 5, [1] * 3]})
-    res = run(df, {"tokens": {"max_position_embeddings": 4}})
-    assert rows(res, "tokens.position_out_of_range:input_ids") == [0]
-    assert skip(run(df), "tokens.position_out_of_range") == "[tokens] max_position_embeddings is not set"
 
 
 def ref_shift(ids, lab, shifted) -> bool:

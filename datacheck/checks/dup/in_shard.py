@@ -4,7 +4,7 @@ Content: the role columns together (all columns when no role is declared or infe
 no role (an ``idx``) never make rows distinct. Null equals null; values are compared exactly.
 When there is content besides the class label, repeats are decided from the 128-bit row content
 hashes (plus the label) that the fused query computes anyway for the cross-shard checks
-(crossdup.py; canonical encoding, xxh3-128). Otherwise (the label is the only content) the fused
+(dup/cross.py; canonical encoding, xxh3-128). Otherwise (the label is the only content) the fused
 query finds candidates with polars' in-memory 64-bit hash (never stored), verified by exact
 comparison, so a hash collision can never create a finding.
 """
@@ -16,7 +16,7 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.crossdup import ROWS_KEY, payload_wanted
+from datacheck.checks.dup.cross import ROWS_KEY, payload_wanted
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
@@ -82,7 +82,7 @@ def _refine(cols: list[str]):
 
 
 def _repeats_from_hashes(payload: dict) -> list[int]:
-    """Rows whose (128-bit content hash, label) repeats an earlier row (see crossdup.py's encoding)."""
+    """Rows whose (128-bit content hash, label) repeats an earlier row (see dup/cross.py's encoding)."""
 
     df = payload[ROWS_KEY]
     if len(df.columns) == 1:
@@ -118,7 +118,7 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
 
     if payload_wanted(ctx) and [c for c in cols if c != ctx.roles.label]:
         # The fused query already computes 128-bit content hashes of every row (label excluded) for
-        # the cross-shard checks (crossdup.py); (hash, label) decides in-shard repeats at no extra scan.
+        # the cross-shard checks (dup/cross.py); (hash, label) decides in-shard repeats at no extra scan.
         yield RowCheck(
             check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None, fails=None,
             from_payload=_repeats_from_hashes, example=pl.col(shown[0]),

@@ -1,5 +1,5 @@
 """The partitioned (bounded-memory) cross-shard duplicate pass gives the same findings as the
-in-memory one (datacheck/io/hashspill.py, checks/crossdup.py ``_candidates_partitioned``)."""
+in-memory one (datacheck/io/hashspill.py, checks/dup/cross.py ``_candidates_partitioned``)."""
 from __future__ import annotations
 
 import json
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import datacheck
-from datacheck.checks.crossdup import _candidates_in_memory, _candidates_partitioned
-from datacheck.checks.neardup import ShardSignatures, clusters, shard_clusters, signatures
+from datacheck.checks.dup.cross import _candidates_in_memory, _candidates_partitioned
+from datacheck.checks.dup.near import ShardSignatures, clusters, shard_clusters, signatures
 from datacheck.io.hashspill import ENV_SPILL_ROWS, SpillFolder, partitions, spill_rows
 from datacheck.io.rowhash import row_hash_series
 

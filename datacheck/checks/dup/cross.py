@@ -37,7 +37,7 @@ Bounded memory (many rows): past :func:`~datacheck.io.hashspill.spill_rows` rows
 (:class:`~datacheck.io.hashspill.SpilledRows`) and the candidate pass is then partitioned by hash
 (:func:`_candidates_partitioned`): one shard, then one of 64 partitions, in memory at a time.
 (``datacheck merge`` of part reports, whose payloads arrive in memory, keeps the in-memory pass.)
-The findings are the same either way (``tests/unit/checks/test_crossdup_partitioned.py``).
+The findings are the same either way (``tests/unit/checks/test_dup_cross_partitioned.py``).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, first_part, measure
+from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, finding, first_part, measure
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.discover import declared_splits
 from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
@@ -424,8 +424,8 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
                       | {shards[i].path for i in hits["first_shard"].unique().to_list()})
     total = sum(s.rows or 0 for s in shards)
     content = _content_of([s for s in shards if s.path in involved], "label" in keys)
-    yield Finding(
-        check="dup.exact_across_shards", severity="warn", count=hits.height,
+    yield finding(
+        "dup.exact_across_shards", count=hits.height,
         ratio=hits.height / total if total else None, shards=tuple(involved), examples=examples,
         rows=tuple(e.row for e in examples), rows_truncated=hits.height > len(examples),
         message=(f"{hits.height} row(s) repeat a row of an earlier shard exactly (content: "
@@ -496,8 +496,8 @@ def conflicting_labels(dctx: Any) -> Iterable[Finding | Skipped]:
     label_col = next((s.payload[CONTENT_KEY]["label"] for s in shards
                       if (s.payload.get(CONTENT_KEY) or {}).get("label")), None)
     total_rows = int(c.join(groups.select("hash", "content"), on=["hash", "content"]).height)
-    yield Finding(
-        check="dup.conflicting_labels", severity="warn", column=label_col, count=groups.height,
+    yield finding(
+        "dup.conflicting_labels", column=label_col, count=groups.height,
         shards=tuple(involved), examples=examples, rows=tuple(e.row for e in examples),
         rows_truncated=total_rows > len(examples),
         message=(f"{groups.height} distinct content(s) ({total_rows} rows) occur with more than one label "
@@ -680,8 +680,8 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                      "train_shard": ("against:" if train == "against" else "") + sh[r["train_shard"]].path,
                      "train_row": int(r["train_row"])} for r in hits.head(max_ex).iter_rows(named=True)]
         total = sum(sh[i].rows or 0 for i in test_idx)
-        yield Finding(
-            check="dup.split_overlap", severity="error", count=count, ratio=count / total if total else None,
+        yield finding(
+            "dup.split_overlap", count=count, ratio=count / total if total else None,
             shards=tuple(sorted(per_shard)),
             examples=tuple(Example(row=e["row"], value=f"{e['shard']} row {e['row']} = {e['train_shard']} row {e['train_row']}")
                            for e in examples),

@@ -56,7 +56,7 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, measure
+from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, finding, measure
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.hashspill import SpilledColumns
 from datacheck.io.rowhash import row_hash_expr
@@ -454,8 +454,8 @@ def near_duplicate(dctx: Any) -> Iterable[Finding | Skipped]:
     total = sum(s.rows or 0 for s in shards)
     bands, r = lsh_params(round(threshold, 6))
     span = f"; {spanning} cluster(s) span splits (leakage)" if splits else ""
-    yield Finding(
-        check="dup.near_duplicate", severity="warn", count=count, ratio=count / total if total else None,
+    yield finding(
+        "dup.near_duplicate", count=count, ratio=count / total if total else None,
         shards=tuple(sorted(involved)), examples=tuple(examples), rows_truncated=count > len(examples),
         message=(f"{count} row(s) are near-duplicates (estimated Jaccard similarity of 5-gram shingles >= "
                  f"{threshold:g}) of another row, in {per.height} cluster(s){span}"),

@@ -1,0 +1,222 @@
+"""padding: what padded positions hold (``padding.*``): ids and labels at mask-0 positions, pad ids
+attended, eos supervision when the pad is the eos; and the shard's ``padding_fraction``, ``eos`` and
+``supervised_fraction`` stats."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import polars as pl
+
+from datacheck.checks._expr import first_at, positions_count, supervised_count
+from datacheck.checks.mask import mask_int, position_pass, positions_view
+from datacheck.checks.registry import (
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    Stat,
+    check,
+    derives,
+    fields_parts,
+    finding,
+    measure,
+    sum_parts,
+)
+from datacheck.checks.registry import ratio as _div
+from datacheck.checks.roledtype import problem, problems
+from datacheck.derive.read import CHAT
+from datacheck.model import layouts as lay
+from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import seq2seq_layout
+from datacheck.model.stats import EOS, EosSupervision
+
+__all__ = ["token_not_pad", "pad_attended", "label_not_ignored", "label_of_token", "padding_stats", "eos_unsupervised"]
+
+#: the read path's derivations this family reads: the token columns a chat template's rendering
+#: gives (``[tokens] tokenizer``)
+derives(__name__, CHAT)
+
+
+_NEEDS_PAD = "needs input_ids and [tokens] pad_token_id"
+
+
+@check("padding.token_not_pad", layouts=lay.TOKENIZED, roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
+       reasons={"input_ids": _NEEDS_PAD, "tokens.pad_token_id": _NEEDS_PAD}, dtype_roles=("attention_mask",))
+def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``padding.token_not_pad`` (warn): a position with mask 0 holds an id other than
+    ``pad_token_id``. Only rows whose input_ids, attention_mask and labels (those present) have
+    equal lengths and whose mask is binary are looked at (others are ``length.mismatch`` /
+    ``mask.non_binary``)."""
+    if problem(ctx, "input_ids") is not None:
+        yield Skipped("padding.token_not_pad", _NEEDS_PAD)
+        return
+    mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, ctx.cfg.tokens.pad_token_id
+    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 0) & (x != pad))
+    bad = (pl.col(mcol) == 0) & (pl.col(ids) != pad)
+    yield RowCheck(
+        check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx),
+        example=first_at([mcol, ids], lambda m, x, pad=pad: m == 0 and x != pad, lambda m, x: f"id {x} with mask 0",
+                         count=nz, what="masked position(s) hold non-pad ids"),
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
+        message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
+                                       f"with attention_mask 0 ({d.get('positions')} positions)"),
+    )
+
+
+@check("padding.pad_attended", layouts=lay.TOKENIZED, roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
+       reasons={"input_ids": _NEEDS_PAD, "tokens.pad_token_id": _NEEDS_PAD}, dtype_roles=("attention_mask",))
+def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``padding.pad_attended``: ``pad_token_id != eos_token_id`` and a position holding
+    ``pad_token_id`` in ``input_ids`` (list of ints) has ``attention_mask`` 1 (list of 0/1 ints,
+    bools or floats): the model attends to padding, as when the mask was built as all ones.
+
+    Skipped when ``pad_token_id == eos_token_id`` (GPT-2 style: an attended pad id is the eos
+    that ends the text). With ``eos_token_id`` unset, pad is taken to differ from eos. Only rows
+    whose input_ids, attention_mask and labels (those present) have equal lengths and whose mask is
+    binary are looked at (others are ``length.mismatch`` / ``mask.non_binary``)."""
+    tok = ctx.cfg.tokens
+    if problem(ctx, "input_ids") is not None:
+        yield Skipped("padding.pad_attended", _NEEDS_PAD)
+        return
+    if tok.eos_token_id is not None and tok.eos_token_id == tok.pad_token_id:
+        yield Skipped("padding.pad_attended", f"pad_token_id == eos_token_id ({tok.pad_token_id}): an attended "
+                                              "pad id is the eos that ends the text")
+        return
+    mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, tok.pad_token_id
+    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 1) & (x == pad))
+    bad = (pl.col(mcol).cast(pl.Int64) == 1) & (pl.col(ids) == pad)
+    yield RowCheck(
+        check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx),
+        example=first_at([mcol, ids], lambda m, x, pad=pad: m == 1 and x == pad,
+                         lambda m, x: f"pad id {x} with mask 1", count=nz, what="attended position(s) hold pad_token_id"),
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
+        message=lambda n, d, pad=pad: (f"{n} row(s) hold pad_token_id {pad} at positions with attention_mask 1 "
+                                       f"({d.get('positions')} positions): the model attends to padding. Set the "
+                                       "mask to 0 at padded positions (if pad_token_id is also your eos, set "
+                                       "[tokens] eos_token_id)"),
+    )
+
+
+_NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
+
+
+@check("padding.label_not_ignored", layouts=lay.TOKENIZED - frozenset({"seq2seq"}), roles=("attention_mask", "labels"), facts=("labels.ignore_index",),
+       reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",))
+def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``padding.label_not_ignored``: a position with mask 0 has a label other than ``ignore_index``
+    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder).
+
+    The rule is the same whatever ``[labels] shifted`` says: unshifted, ``labels[i]`` at a padded
+    position is the target predicted from position i-1 (the model learns to emit padding);
+    shifted, it is the target predicted from the padded position i itself (loss on padding input)."""
+    if problem(ctx, "labels") is not None:
+        yield Skipped("padding.label_not_ignored", _NEEDS_IGNORE)
+        return
+    s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
+    if s2s is not None:
+        yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not attention_mask")
+        return
+    mcol, labels, ign = ctx.roles.attention_mask, ctx.roles.labels, ctx.cfg.labels.ignore
+    nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
+    bad = (pl.col(mcol) == 0) & (pl.col(labels) != ign)
+    yield RowCheck(
+        check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx),
+        example=first_at([mcol, labels], lambda m, y, ign=ign: m == 0 and y != ign,
+                         lambda m, y: f"label {y} with mask 0", count=nz, what="padded position(s) are supervised"),
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
+        message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
+                                       f"positions (attention_mask 0; {d.get('positions')} positions): "
+                                       "the loss trains on padding. Set labels to ignore_index where the mask is 0"),
+    )
+
+
+def label_of_token(ctx: ShardContext, labels: str) -> pl.Expr:
+    """In :func:`~datacheck.checks.mask.positions_view`: the label that supervises the token at each position.
+
+    ``[labels] shifted = false`` (Hugging Face; the model shifts): ``labels[i]``. ``shifted = true``
+    (nanoGPT, Megatron: ``labels[i] == input_ids[i+1]``): ``labels[i-1]``, the target predicted at
+    the position before (null at position 0, which no label supervises)."""
+    if ctx.cfg.labels.shifted:
+        return pl.col(labels).shift(1).over("__row")
+    return pl.col(labels)
+
+
+@measure("padding")
+def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
+    """``padding_fraction`` (share of mask-0 positions), ``eos`` (eos tokens inside real content,
+    and how many are supervised: for ``padding.eos_unsupervised``; with ``[labels] shifted`` the eos
+    at position i is supervised by ``labels[i-1]``, see :func:`label_of_token`) and
+    ``supervised_fraction``."""
+    r, tok, lab = ctx.roles, ctx.cfg.tokens, ctx.cfg.labels
+    mcol = r.attention_mask
+    if mcol is not None and problem(ctx, "attention_mask") is None:
+        _mcol, _t, _inner, mi, _binary = mask_int(ctx)
+        yield Stat(key="padding_fraction", expr=pl.struct(real=mi.list.sum().sum(), slots=mi.list.len().sum()),
+                   merge=fields_parts(real=sum_parts, slots=sum_parts),
+                   post=lambda v: None if v is None else 1 - _div(v["real"], v["slots"]))
+    # eos supervision stats (for padding.eos_unsupervised, decided across the dataset)
+    usable = {c for c in (r.labels, r.input_ids, mcol) if c is not None} - {p.column for p in problems(ctx)}
+    labels = r.labels if r.labels in usable and seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout) is None else None
+    ids = r.input_ids if r.input_ids in usable else None
+    if labels is not None and ids is not None and lab.ignore is not None and tok.eos_token_id is not None:
+        eos, ign = tok.eos_token_id, lab.ignore
+        in_content = pl.col(ids) == eos
+        if mcol in usable:
+            in_content = in_content & (pl.col(mcol) != 0)
+        in_content = in_content.fill_null(False)
+        merge = fields_parts(total=sum_parts, supervised=sum_parts, rows_with_eos=sum_parts)  # rows never span batches
+        fast = position_pass(ctx)
+        if fast is not None:  # per-row counts from the shared pass over the flat buffers
+            total, sup = fast[0].struct.field("eos_total"), fast[0].struct.field("eos_sup")
+            yield Stat(key=EOS, expr=pl.struct(total=total.sum(), supervised=sup.sum(), rows_with_eos=(total > 0).sum()),
+                       merge=merge, post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
+        else:
+            yield Stat(key=EOS, view=positions_view(ctx), expr=pl.struct(
+                total=in_content.sum(), supervised=(in_content & (label_of_token(ctx, labels) != ign).fill_null(False)).sum(),
+                rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
+                merge=merge, post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
+    if labels is not None and lab.ignore is not None:
+        ign = lab.ignore
+        yield Stat(key="supervised_fraction",
+                   expr=pl.struct(sup=supervised_count(labels, ign).sum(),
+                                  slots=pl.col(labels).list.len().sum()),
+                   merge=fields_parts(sup=sum_parts, slots=sum_parts),
+                   post=lambda v: None if v is None else _div(v["sup"], v["slots"]))
+
+
+@check("padding.eos_unsupervised", layouts=lay.LM | lay.SFT | lay.PACKED, level="dataset")
+def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
+    """``padding.eos_unsupervised``: ``pad_token_id == eos_token_id`` and no eos inside real content
+    (attention_mask 1) carries a label other than ``ignore_index`` in any sample: the collator masked
+    every eos as padding, so the model never learns to stop. Reports the eos-supervision ratio."""
+    tok = dctx.cfg.tokens
+    if tok.pad_token_id is None or tok.eos_token_id is None:
+        yield Skipped("padding.eos_unsupervised", "needs [tokens] pad_token_id and eos_token_id")
+        return
+    if tok.pad_token_id != tok.eos_token_id:
+        return
+    total = sup = rows = 0
+    shards = []
+    measured = 0
+    for s in dctx.readable_shards():
+        e = EosSupervision.of(s.stats)
+        if e is None:
+            continue
+        measured += 1
+        total += e.total
+        sup += e.supervised
+        rows += e.rows_with_eos
+        if e.total:
+            shards.append(s.path)
+    if not measured:
+        yield Skipped("padding.eos_unsupervised",
+                      "needs input_ids, a token labels column and [labels] ignore_index in some shard")
+        return
+    if total and sup == 0:
+        yield finding(
+            "padding.eos_unsupervised", count=rows, ratio=0.0,
+            shards=tuple(shards),
+            message=(f"pad_token_id == eos_token_id ({tok.eos_token_id}) and none of the {total} eos tokens in "
+                     f"{rows} row(s) is supervised (eos-supervision ratio 0): the collator masked eos as padding, "
+                     "so the model never learns to stop. Keep the label of the eos that ends each sample"),
+            details={"eos_tokens": total, "eos_supervised": sup, "ratio": 0.0},
+        )
