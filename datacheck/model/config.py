@@ -243,7 +243,9 @@ class TraceSection(_Section):
     overfit_evals: int = Field(default=3, ge=1, le=1000, description=(
         "`log.overfit_onset`: consecutive evals above the margin (the catalog: 3; losslint's overfit_min_worsen)"))
     vanishing_ratio: float = Field(default=1e-3, gt=0, lt=1, description=(
-        "`log.vanishing_grad`: the grad norm below this fraction of its early median (the catalog: 1e-3)"))
+        "`log.vanishing_grad`: the grad norm below this fraction of its early median (the catalog: 1e-3; "
+        "a grad norm that levels off on a noise floor above it, e.g. 0.5% of its early median, needs a looser "
+        "ratio: gradsnitch's GS007 uses 0.05, late over early median)"))
     post_warmup_records: int = Field(default=5, ge=1, le=10_000, description=(
         "`log.post_warmup_spike`: logged records after the learning rate reaches its peak that are watched"))
     warmup_steps: int | None = Field(default=None, ge=1, description=(

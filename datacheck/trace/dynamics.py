@@ -46,6 +46,16 @@ CONVERGED_DROP = 0.1
 CONVERGED_SPAN = 0.5
 #: a logged lr of at most this fraction of the peak is treated as the peak being reached (warmup end)
 PEAK_LR = 0.999
+#: the growing-oscillation test of ``log.divergence`` cuts the finite losses into this many equal windows
+#: (each at least :data:`MIN_POINTS` points)
+OSC_WINDOWS = 10
+#: ... and asks the amplitude (q90 - q10) of the last 3 windows (median) to be at least this multiple of
+#: the first 3 windows' (the oscillation at least doubled: a constant one, gradsnitch's healthy_osc,
+#: gives about 1.0) ...
+OSC_GROWTH = 2.0
+#: ... rising steadily: the Spearman rank correlation of the windows' amplitudes with their order at
+#: least this (noise around a flat loss gives up to about 0.8 on 10 windows: the bar is above it)
+OSC_RHO = 0.9
 
 
 @dataclass(slots=True)
@@ -246,7 +256,12 @@ class Divergence(_Dynamics):
     the first raw loss above the band before the smoothed curve stayed out. The details say whether
     the grad norm rose before it (``grad_rise_step``: the grad norm above twice its median so far,
     within the 10 records before the onset). This rule collects the stream's points every dynamics
-    rule reads (:meth:`_Dynamics.collect`)."""
+    rule reads (:meth:`_Dynamics.collect`).
+
+    A loss whose running median stays flat while it oscillates with a growing amplitude (the upper
+    envelope, not the median, leaves the band: :meth:`_oscillation`) is the same unstable dynamics (the
+    lr too high) and the same finding, with ``kind: growing_oscillation`` in its details; a constant
+    or decaying oscillation is not."""
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         self.collect(rec, s)
@@ -298,7 +313,65 @@ class Divergence(_Dynamics):
             if d["grad_rise_step"] is not None:
                 msg += f"; the grad norm rose first, at step {d['grad_rise_step']}"
             return _finding(self.id, msg, n - j, d)
-        return None
+        return self._oscillation(key, name, pts, raw, sigma)  # type: ignore[arg-type]
+
+    def _oscillation(self, key: Any, name: str, pts: list[Pt], raw: list[float], sigma: float) -> Finding | None:
+        """The growing oscillation (the lr too high: each step overshoots more than the last), whose
+        running median stays flat: the finite losses cut into :data:`OSC_WINDOWS` equal windows, the
+        amplitude (q90 - q10) of the last 3 at least :data:`OSC_GROWTH` times the first 3's, rising
+        steadily (Spearman >= :data:`OSC_RHO`), and the upper envelope (each window's q90) above its
+        best (lowest) window's by the divergence margin on the last 2 windows. The onset is the first
+        raw loss above that band in the first window from which every later envelope stays above it."""
+        n = len(raw)
+        w = n // OSC_WINDOWS
+        if w < MIN_POINTS:
+            return None
+        wins = [sorted(raw[k * w:(k + 1) * w]) for k in range(OSC_WINDOWS)]
+        amp = [_q(v, 0.9) - _q(v, 0.1) for v in wins]
+        top = [_q(v, 0.9) for v in wins]
+        a0, a1 = median(amp[:3]), median(amp[-3:])
+        if a0 <= 0 or a1 < OSC_GROWTH * a0 or _spearman(amp) < OSC_RHO:
+            return None
+        bi = min(range(OSC_WINDOWS), key=lambda k: top[k])
+        best = top[bi]
+        band = best + _margin(best, sigma, self.opts)
+        if bi >= OSC_WINDOWS - 2 or not all(x > band for x in top[-2:]):
+            return None
+        k0 = OSC_WINDOWS - 2
+        while k0 - 1 > bi and top[k0 - 1] > band:
+            k0 -= 1
+        j = next(i for i in range(k0 * w, n) if raw[i] > band)
+        onset, good = pts[j], pts[j - 1]
+        d = _step_details(name, onset, good, kind="growing_oscillation", best_step=pts[bi * w].step,
+                          best_envelope=best, band_top=band, end_envelope=top[-1], amplitude_first=a0,
+                          amplitude_last=a1, growth=a1 / a0, windows=OSC_WINDOWS, window_points=w,
+                          grad_rise_step=_grad_rise(self.points[key].pts, onset.step),
+                          evidence=[_ev(pts[bi * w], loss_q90=best, amplitude=amp[bi]),
+                                    _ev(onset, loss=onset.loss, lr=onset.lr, grad_norm=onset.grad_norm),
+                                    _ev(pts[-1], loss_q90=top[-1], amplitude=amp[-1])])
+        msg = (f"{name}: the loss oscillates with a growing amplitude ({_g(a0)} -> {_g(a1)}, q90 - q10 over windows "
+               f"of {w} points, x{a1 / a0:.1f}) and its upper envelope left its band at step {onset.step} (loss "
+               f"{_g(onset.loss)}, band top {_g(band)}: best envelope {_g(best)} from step {pts[bi * w].step}), "
+               f"{_g(top[-1])} at the end: unstable dynamics (each step overshoots: the lr too high); last good step "
+               f"{good.step} (lr {_g(good.lr)}, loss scale {_g(good.loss_scale)}, grad norm {_g(good.grad_norm)})")
+        return _finding(self.id, msg, n - j, d)
+
+
+def _q(s: list[float], p: float) -> float:
+    """The ``p`` quantile of the sorted list ``s`` (linear interpolation)."""
+    k = (len(s) - 1) * p
+    lo = math.floor(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _spearman(xs: list[float]) -> float:
+    """The Spearman rank correlation of ``xs`` with 0, 1, 2, ... (ties broken by position)."""
+    n = len(xs)
+    rank = [0] * n
+    for r, i in enumerate(sorted(range(n), key=lambda i: xs[i])):
+        rank[i] = r
+    return 1 - 6 * sum((rank[i] - i) ** 2 for i in range(n)) / (n * (n * n - 1))
 
 
 def _grad_rise(pts: list[Pt], onset_step: int, before: int = 10) -> int | None:

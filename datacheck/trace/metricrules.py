@@ -78,7 +78,19 @@ class HiddenNonFinite(Rule):
     logs a NaN step's loss as the running mean of the interval, which is exactly 0.0 once the interval
     holds nothing else: a loss of exactly 0.0 beside a grad norm of 0.0 or a non-finite one on the same
     record, or (with the filter noted: a ``trainer_state.json``) a run of :data:`ZERO_RUN` or more
-    exact-0.0 losses to the end of the log after a positive one. The first such record per stream."""
+    exact-0.0 losses to the end of the log after a positive one. TRL's ``frac_non_finite_loss``
+    (:attr:`~datacheck.trace.record.StepRecord.non_finite_frac`) above 0 (or NaN) is the same event,
+    stated by the logger: that share of the step's losses was dropped from the logged mean. The first
+    such record per stream.
+
+    The filter's "running mean" is the mean of the steps of the current logging interval only (the
+    Trainer adds ``tr_loss / (1 + steps logged in the interval)`` for a non-finite step and resets
+    ``tr_loss`` at every log: ``transformers.Trainer``'s training loop and ``_maybe_log_save_evaluate``),
+    never of earlier logged losses. With ``logging_steps=1`` that interval holds nothing else, so the
+    hidden step logs exactly 0.0 (caught above); with ``logging_steps=N>1`` it logs a blend of the
+    interval's finite steps that no rule can tell from a real value, and the NaN shows as exact
+    0.0 losses from the next fully non-finite interval on (the zero run above). A loss equal to the
+    mean of the earlier logged losses is therefore not a sign of the filter and is not tested for."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
@@ -88,6 +100,15 @@ class HiddenNonFinite(Rule):
         self.streams: dict[Any, Stream] = {}
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
+        frac = rec.non_finite_frac
+        if frac is not None and s.key not in self.first and (frac > 0 or math.isnan(frac)):
+            self.streams[s.key] = s
+            d = _details(s, rec, loss=rec.loss, non_finite_frac=frac,
+                         evidence=[{"where": rec.where(), "step": rec.step, "frac_non_finite_loss": frac,
+                                    "loss": rec.loss}])
+            d["reason"] = (f"frac_non_finite_loss {frac:g} (that share of the step's losses was non-finite and left "
+                           f"out of the logged loss {_g(rec.loss)})")
+            self.first[s.key] = (s, d)
         loss = rec.loss
         if loss is None:
             return
@@ -114,10 +135,15 @@ class HiddenNonFinite(Rule):
                     self.first[key] = (self.streams[key], d)
         out = []
         for key, (s, d) in self.first.items():
-            msg = (f"{s.name}: {d['reason']} at step {d['step']} ({d['where']}): a non-finite loss hidden by the "
-                   "logger (Hugging Face's logging_nan_inf_filter, on by default, logs a NaN step's loss as the "
-                   "interval's running mean, 0.0 when nothing else is in it); rerun with logging_nan_inf_filter="
-                   f"False to see it. Last good step {d['last_good_step']}")
+            if "non_finite_frac" in d:
+                msg = (f"{s.name}: {d['reason']} at step {d['step']} ({d['where']}): a non-finite loss the logged mean "
+                       f"hides (TRL); the step's batch holds rows whose loss is NaN or inf. Last good step "
+                       f"{d['last_good_step']}")
+            else:
+                msg = (f"{s.name}: {d['reason']} at step {d['step']} ({d['where']}): a non-finite loss hidden by the "
+                       "logger (Hugging Face's logging_nan_inf_filter, on by default, logs a NaN step's loss as the "
+                       "interval's running mean, 0.0 when nothing else is in it); rerun with logging_nan_inf_filter="
+                       f"False to see it. Last good step {d['last_good_step']}")
             out.append(_finding(self.id, msg, 1, d))
         return out
 

@@ -55,6 +55,8 @@ class StepRecord:
             placed at all (see :attr:`ReadStats.unplaced`) ``step`` is the record's ordinal.
         stated: the log line that states a bad value of this record (a warning such as ``Bad grad_norm
             detected (grad_norm=nan)``), None when the values come from the metrics line alone.
+        non_finite_frac: the fraction (0..1) of the step's losses that were non-finite and left out of
+            the logged loss (TRL's ``frac_non_finite_loss``), None when not logged.
     """
 
     step: int
@@ -75,6 +77,7 @@ class StepRecord:
     split: str = "train"
     step_inferred: bool = False
     stated: str | None = None
+    non_finite_frac: float | None = None
 
     def where(self) -> str:
         """``file:line`` (or the file alone) for messages."""
@@ -83,7 +86,7 @@ class StepRecord:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"step": self.step, "source": self.source}
         for k in ("line", "rank", "epoch", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_steps",
-                  "tokens", "wall_time", "prev_scale"):
+                  "tokens", "wall_time", "prev_scale", "non_finite_frac"):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v if not isinstance(v, float) or math.isfinite(v) else str(v)

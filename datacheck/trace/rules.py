@@ -45,6 +45,10 @@ DIVERGE_FACTOR = 2.0
 DIVERGE_LAST = 10
 #: steps -> lr remembered per rank to compare the lr after a resume with the lr logged before
 _LR_MEMORY = 100_000
+#: a grad-norm spike at most this many steps before a loss spike (strictly before it) led it: the
+#: loss spike's ``grad_rise_step`` (gradsnitch's planted spike puts the grad norm one step ahead)
+GRAD_LEAD = 10
+_GRAD_SPIKE_KEY = "last_grad_spike_step"
 
 
 def stream_name(key: Any) -> str:
@@ -276,12 +280,18 @@ class _Spike(Rule):
             return
         if hit:
             self.count[s.key] = self.count.get(s.key, 0) + 1
+            if self.metric == "grad_norm":
+                s.shared[_GRAD_SPIKE_KEY] = rec.step
             if s.key not in self.first:
                 self.first[s.key] = (s, self._details(rec, s, x, det.threshold))
 
     def _details(self, rec: StepRecord, s: Stream, x: float, threshold: float | None) -> dict[str, Any]:
         prev_val = getattr(s.prev, self.metric) if s.prev is not None else None
-        return _details(s, rec, value=x, previous_value=prev_val, threshold=threshold)
+        d = _details(s, rec, value=x, previous_value=prev_val, threshold=threshold)
+        if self.metric == "loss":
+            g = s.shared.get(_GRAD_SPIKE_KEY)
+            d["grad_rise_step"] = g if g is not None and 0 < rec.step - g <= GRAD_LEAD else None
+        return d
 
     def _unjudged_note(self) -> str | None:
         """A note when the spike rule judged fewer values than it was fed beyond each stream's first
@@ -309,13 +319,18 @@ class _Spike(Rule):
             d["spikes"] = self.count[key]
             msg = (f"{s.name}: {self.metric.replace('_', ' ')} {d['value']:.4g} (previous {_g(d['previous_value'])}) "
                    f"is {d['rule']}, threshold {_g(d['threshold'])}, at {_context(d)}; {self.count[key]} spike(s)")
+            if d.get("grad_rise_step") is not None:
+                msg += f"; the grad norm spiked first, at step {d['grad_rise_step']}"
             out.append(_finding(self.id, msg, self.count[key], d))
         return out
 
 
 @log_rule("log.loss_spike")
 class LossSpike(_Spike):
-    """A loss above the spike rule (:mod:`datacheck.trace.spikes`); the first spike per rank and the count."""
+    """A loss above the spike rule (:mod:`datacheck.trace.spikes`); the first spike per rank and the count.
+    Its details' ``grad_rise_step`` is the step of the last grad-norm spike (``log.grad_norm_spike``'s
+    rule, same stream) at most :data:`GRAD_LEAD` steps before it, None when the grad norm did not lead
+    (or is not logged, or that rule is not run)."""
 
     metric = "loss"
 

@@ -29,6 +29,7 @@ import math
 from typing import Any
 
 from datacheck.model.findings import Finding
+from datacheck.trace.rules import GRAD_LEAD
 from datacheck.trace.run import SEVERITY_ORDER, TraceResult
 
 __all__ = ["CLASSES", "CLASS_OF", "RESUME_NEAR", "build_verdict", "verdict_text", "replay_conclusion"]
@@ -48,8 +49,6 @@ CLASS_OF: dict[str, str] = {
 }
 #: an anomaly within this many logging intervals after a resume point is put in the ``resume`` class
 RESUME_NEAR = 5
-#: a grad-norm spike up to this many steps before a loss spike or divergence led it (named in ``why``)
-GRAD_LEAD = 10
 
 _REPLAY = ("replay the fixed batch of step {step} (--data ... --export rows.parquet, then "
            "datacheck.torch.replay_batch) in train mode, eval mode and fp32: all fine means mixed precision, "
@@ -126,10 +125,13 @@ def _evidence(f: Finding, d: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _grad_lead(f: Finding, findings: list[Finding]) -> int | None:
-    """The step of a grad-norm spike of the same rank that came before a loss spike, divergence or
-    post-warmup spike (within :data:`GRAD_LEAD` steps): the grad norm led the loss."""
+    """The step where the grad norm rose before a loss spike, divergence or post-warmup spike: the
+    finding's own ``grad_rise_step`` (the loss-spike and divergence rules date it), else a grad-norm
+    spike finding of the same rank within :data:`~datacheck.trace.rules.GRAD_LEAD` steps before it."""
     if f.check not in ("log.loss_spike", "log.divergence", "log.post_warmup_spike") or f.details.get("step") is None:
         return None
+    if f.details.get("grad_rise_step") is not None:
+        return int(f.details["grad_rise_step"])
     step = f.details["step"]
     for g in findings:
         gs = g.details.get("step")
@@ -233,9 +235,14 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
             d["bad_rows"] = bad_rows
         lead = _grad_lead(f, res.findings)
         if lead is not None:
-            why += f"; the grad norm rose first (log.grad_norm_spike at step {lead})"
+            why += f"; the grad norm rose first, at step {lead} (it leads the loss: lower the peak lr or clip harder)"
+            d["grad_rise_step"] = lead
         a = {"check": f.check, "severity": f.severity, "step": d.get("step"), "rank": d.get("rank"), "class": cls,
              "why": why, "message": f.message, "evidence": _evidence(f, d), "next_experiment": _next(cls, f, d)}
+        if lead is not None:
+            a["grad_rise_step"] = lead
+            a["evidence"].insert(1, {"what": "the grad norm rose first", "step": lead,
+                                     "grad_norm": _value_at(res, d.get("rank"), "grad_norm", lead)})
         if cls == "data":
             a["evidence"] = a["evidence"] + [{"row": r, "checks": row_checks.get(str(r), [])} for r in bad_rows[:20]]
         anomalies.append(a)

@@ -30,6 +30,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "wall_time": ("_timestamp", "timestamp", "wall_time", "time", "_runtime"),
     "skipped": ("skipped", "skipped_steps", "skipped_iterations", "number of skipped iterations"),
     "nan_steps": ("number of nan iterations", "nan_iterations"),
+    "non_finite_frac": ("frac_non_finite_loss",),  # TRL: the share of a step's losses that were non-finite
 }
 PREFIXES = ("train/", "train_", "training/", "trainer/", "optim/", "optimizer/", "throughput/",
             "trainiterstats/")  # Coqui TTS's trainer: TrainIterStats/loss, TrainIterStats/current_lr

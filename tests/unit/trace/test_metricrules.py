@@ -6,6 +6,7 @@ import json
 import math
 import random
 
+import pytest
 from conftest import SHARED
 from peerlogs import losslint_demo, trainproof_gallery
 from tracehelp import by_check, loud, trace, write_jsonl
@@ -105,3 +106,54 @@ def test_trainer_console_summary_line_is_never_a_step(tmp_path):
                  "{'train_runtime': 12.3, 'train_samples_per_second': 5.0, 'train_steps_per_second': 1.0, "
                  "'train_loss': 2.4, 'epoch': 0.2}\n")
     assert [r.loss for r in open_log(str(p)).records()] == [2.5, 2.3]
+
+
+def _hf_filtered_log(losses, logging_steps):
+    """What the Hugging Face Trainer logs with ``logging_nan_inf_filter`` on (its training loop: a
+    non-finite step adds ``tr_loss / (1 + global_step - globalstep_last_logged)``; every log writes
+    ``tr_loss / steps since the last log`` and resets ``tr_loss``), with the grad norm of the
+    interval's last step (NaN once the loss is)."""
+    rows, tr, last, gs = [], 0.0, 0, 0
+    for x in losses:
+        tr = tr + tr / (1 + gs - last) if not math.isfinite(x) else tr + x
+        gs += 1
+        if gs % logging_steps == 0:
+            rows.append({"step": gs, "loss": tr / (gs - last), "grad_norm": x if not math.isfinite(x) else 1.0})
+            tr, last = 0.0, gs
+    return rows
+
+
+@pytest.mark.parametrize("logging_steps", [1, 4])
+def test_hidden_non_finite_under_the_trainers_filter_arithmetic(tmp_path, logging_steps):
+    """A loss NaN from step 43 on: with logging_steps=1 the step logs exactly 0.0 (its interval holds
+    nothing else); with 4 the interval of step 43 logs a finite blend and the next interval 0.0. The
+    hidden value is never the mean of the earlier logged losses."""
+    nan_from = 43
+    losses = [3.0 * math.exp(-i / 50) + 0.1 * math.sin(i) + 0.5 if i < nan_from else math.nan
+              for i in range(1, 101)]
+    rows = _hf_filtered_log(losses, logging_steps)
+    first_zero = next(r["step"] for r in rows if r["loss"] == 0.0)
+    # the end of the first logging interval whose steps are all non-finite
+    assert first_zero == -(-(nan_from + logging_steps - 1) // logging_steps) * logging_steps
+    onset = next(r for r in rows if r["step"] >= nan_from)
+    earlier = [r["loss"] for r in rows if r["step"] < onset["step"]]
+    assert not math.isclose(onset["loss"], sum(earlier) / len(earlier), rel_tol=1e-6)
+    f = by_check(trace(write_jsonl(tmp_path / "hf.jsonl", rows)))["log.hidden_non_finite"]
+    assert f.details["step"] == first_zero and f.severity == "error"
+
+
+def test_hidden_non_finite_trl_frac_non_finite_loss(tmp_path):
+    """TRL's frac_non_finite_loss: 1 of 8 losses of step 37 non-finite (the logged mean is finite)."""
+    rows = [{"step": i, "loss": 2.0 - 0.005 * i, "frac_non_finite_loss": 0.125 if i == 37 else 0.0}
+            for i in range(1, 61)]
+    at = next(r["step"] for r in rows if r["frac_non_finite_loss"] > 0)
+    f = by_check(trace(write_jsonl(tmp_path / "trl.jsonl", rows)))["log.hidden_non_finite"]
+    assert f.details["step"] == at and f.details["non_finite_frac"] == 0.125 and f.details["last_good_step"] == at - 1
+    assert "frac_non_finite_loss 0.125" in f.message
+    hist = [{"step": r["step"], "loss": r["loss"], "train/frac_non_finite_loss": r["frac_non_finite_loss"]}
+            for r in rows]
+    p = tmp_path / "trainer_state.json"
+    p.write_text(json.dumps({"log_history": hist}))
+    assert by_check(trace(p))["log.hidden_non_finite"].details["step"] == at
+    clean = [{**r, "frac_non_finite_loss": 0.0} for r in rows]
+    assert "log.hidden_non_finite" not in by_check(trace(write_jsonl(tmp_path / "c.jsonl", clean)))

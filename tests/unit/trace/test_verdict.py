@@ -6,8 +6,10 @@ import json
 import math
 
 from conftest import SHARED, run_cli
-from peerlogs import trainproof_gallery
+from peerlogs import gradsnitch_csv, gradsnitch_synthetic, trainproof_gallery
 from tracehelp import trace, verdict, write_jsonl
+
+from datacheck.trace.verdict import verdict_text
 
 LOGS = SHARED / "logs"
 
@@ -119,4 +121,32 @@ def test_a_grad_norm_rise_that_leads_the_loss_spike_is_named(tmp_path):
     rows[61]["loss"] = 9.0  # step 62: then the loss
     v = verdict(trace(write_jsonl(tmp_path / "g.jsonl", rows)))
     spike = next(a for a in v["anomalies"] if a["check"] == "log.loss_spike")
-    assert spike["step"] == 62 and "the grad norm rose first (log.grad_norm_spike at step 60)" in spike["why"]
+    assert spike["step"] == 62 and "the grad norm rose first, at step 60" in spike["why"]
+    assert spike["grad_rise_step"] == 60
+
+
+def test_grad_rise_leads_the_loss_spike_on_gradsnitch_planted_spike(tmp_path):
+    """gradsnitch's spike: grad norm 30 at step 200, the loss + 1.5 on steps 201..209."""
+    cols = gradsnitch_synthetic("spike")
+    g, lo = cols["grad_norm"], cols["train_loss"]
+    grad_step = max(range(len(g)), key=lambda i: g[i])
+    loss_step = next(i for i in range(1, len(lo)) if lo[i] - lo[i - 1] > 1.0)
+    assert (grad_step, loss_step) == (200, 201)
+    res = trace(gradsnitch_csv("spike", tmp_path / "s.csv"))
+    f = next(x for x in res.findings if x.check == "log.loss_spike")
+    assert f.details["step"] == loss_step and f.details["grad_rise_step"] == grad_step
+    assert f"the grad norm spiked first, at step {grad_step}" in f.message
+    v = verdict(res)
+    a = next(x for x in v["anomalies"] if x["check"] == "log.loss_spike")
+    assert a["grad_rise_step"] == grad_step
+    assert a["evidence"][1] == {"what": "the grad norm rose first", "step": grad_step, "grad_norm": g[grad_step]}
+    text = "\n".join(verdict_text(v))
+    assert f"log.loss_spike at step {loss_step}" in text and f"the grad norm rose first, at step {grad_step}" in text
+    assert f"evidence: the grad norm rose first, step {grad_step}: grad_norm {g[grad_step]:.4g}" in text
+
+
+def test_no_grad_rise_without_a_grad_spike_before_the_loss_spike(tmp_path):
+    rows = [{"step": i, "loss": 2.0 - 0.001 * i, "grad_norm": 1.0 + 0.01 * (i % 3)} for i in range(1, 101)]
+    rows[61]["loss"] = 9.0  # step 62, grad norm flat
+    f = next(x for x in trace(write_jsonl(tmp_path / "g.jsonl", rows)).findings if x.check == "log.loss_spike")
+    assert f.details["step"] == 62 and f.details["grad_rise_step"] is None
