@@ -104,11 +104,30 @@ def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> tuple[np.ndarray, lis
     if all(np.array_equal(lens[0], x) for x in lens[1:]):
         return lens[0], flats
     keep = ok.fill_null(False).to_numpy()
-    out = []
-    for n_c, (values, valid) in zip(lens, flats):
-        sel = np.repeat(keep, n_c)
-        out.append((values[sel], None if valid is None else valid[sel]))
+    out = [(_without_rows(values, n_c, keep), None if valid is None else _without_rows(valid, n_c, keep))
+           for n_c, (values, valid) in zip(lens, flats)]
     return np.where(keep, lens[0], 0), out
+
+
+#: :func:`_without_rows` concatenates the kept runs when the array holds at least this many elements
+#: per dropped row (a slice costs about 1 us in Python, the boolean selection about 1 ns an element)
+ELEMENTS_PER_SLICE = 2000
+
+
+def _without_rows(flat: np.ndarray, lens: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The elements of ``flat`` (rows of ``lens`` elements, in order) of the rows where ``keep``.
+    Few dropped rows: the kept runs between them concatenated (one copy, 2.7 ms for 16,384 x 256
+    int64 with 91 rows dropped); many: a boolean selection (6.9 ms there, whatever the count)."""
+    drop = np.flatnonzero(~keep & (lens > 0))
+    if len(drop) == 0:
+        return flat
+    if len(drop) * ELEMENTS_PER_SLICE > len(flat):
+        return flat[np.repeat(keep, lens)]
+    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    starts = [0, *offsets[drop + 1].tolist()]
+    ends = [*offsets[drop].tolist(), int(offsets[-1])]
+    return np.concatenate([flat[a:b] for a, b in zip(starts, ends)])
 
 
 def _pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
