@@ -54,8 +54,8 @@ def _key_columns(cols: list[str], schema: dict[str, pl.DataType]) -> list[str]:
     them, so the key finds every duplicate candidate; the fewer rows share a key, the fewer are read
     again to be compared exactly. A key of one low-cardinality column (a short ``text`` of a few
     words before the token ids) made every row a candidate: 199,485 of the 200,000 rows of
-    benchmarks/bench_peers.py's 200,000 x 256 shard, read again whole (8 s, 3 GB) and compared
-    (5 s). Further list columns (masks, labels: 3 of them cost 0.30 vs 0.09 CPU s there) are left
+    benchmarks/bench_peers.py's 200,000 x 256 shard, read again whole and compared (8.1 and 5.4 s
+    under cProfile; peak RSS 3.1-3.5 GiB, about 1 GiB with this key). Further list columns (masks, labels: 3 of them cost 0.30 vs 0.09 CPU s there) are left
     to the exact comparison."""
     lists = [c for c in cols if isinstance(schema.get(c), (pl.List, pl.Array))]
     token = next((c for c in lists if c == "input_ids"), lists[0] if lists else None)
