@@ -111,10 +111,11 @@ def _deferred(row_checks: list[RowCheck], stats: list[Stat | Payload], checks: l
 
 def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Payload],
              checks: list[int], stat_idx: list[int], with_len: bool = True, probe: bool = False,
-             extra: list[pl.Expr] | None = None) -> list[pl.LazyFrame]:
+             extra: list[pl.Expr] | None = None, direct: frozenset[int] = frozenset()) -> list[pl.LazyFrame]:
     """The shard's queries: one select over the rows, plus one per flat view. They all derive from
     the same scan, and are collected together so that polars reads the data once. ``probe``: see
-    :func:`_row_exprs`. ``extra``: more outputs (reductions) of the select over the rows."""
+    :func:`_row_exprs`; the checks in ``direct`` gather their failing rows even so. ``extra``: more
+    outputs (reductions) of the select over the rows."""
     main: list[pl.Expr] = ([pl.len().alias("__n")] if with_len else []) + list(extra or [])
     views: dict[str, tuple[FlatView, list[pl.Expr]]] = {}
     per_row: dict[str, tuple[dict[str, RowAgg], list[pl.Expr]]] = {}
@@ -125,10 +126,10 @@ def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Pa
             aggs, exprs = per_row.setdefault(rc.view.key, ({}, []))
             for a in rc.per_row:
                 _add_agg(aggs, a, rc.check)
-            exprs.extend(_row_exprs(i, rc, probe))
+            exprs.extend(_row_exprs(i, rc, probe and i not in direct))
             continue
         target = main if rc.view is None or rc.key is not None else views.setdefault(rc.view.key, (rc.view, []))[1]
-        target.extend(_row_exprs(i, rc, probe))
+        target.extend(_row_exprs(i, rc, probe and i not in direct))
     for j in stat_idx:
         st = stats[j]
         sv = _view_of(st)
@@ -173,11 +174,8 @@ QUERY_ENGINE: Final = "in-memory"
 
 
 def _collect(queries: list[pl.LazyFrame]) -> pl.DataFrame:
-    try:
-        frames = (pl.collect_all(queries, engine=QUERY_ENGINE) if len(queries) > 1
-                  else [q.collect(engine=QUERY_ENGINE) for q in queries])
-    finally:  # a pass shared by several checks of this query never outlives it (nor its batch)
-        clear_shared_passes()
+    frames = (pl.collect_all(queries, engine=QUERY_ENGINE) if len(queries) > 1
+              else [q.collect(engine=QUERY_ENGINE) for q in queries])
     return pl.concat(frames, how="horizontal") if len(frames) > 1 else frames[0]
 
 
@@ -201,22 +199,39 @@ class _Batch:
 
 
 def _run_batch(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat | Payload],
-               in_query: list[int]) -> _Batch:
+               in_query: list[int], direct: frozenset[int] = frozenset()) -> _Batch:
     """The one fused query over one batch (a select over the rows, plus the flat views, collected
     together over one read) computing every row check, key, stat and payload. A row check with
     ``fails`` is first only probed (does any row fail?); the row numbers are gathered afterwards,
     in one more fused query over the same batch (in memory), for the checks that failed only: on a
     clean 100,000 x 128 token shard this took the fused query from 0.72 to 0.64 s CPU
-    (``benchmarks/profile_audit.py``). If it fails, find out whether reading or one check is at
-    fault (that check alone cannot run)."""
+    (``benchmarks/profile_audit.py``). The checks in ``direct`` (those that failed on the batch
+    before: defects spread over a shard fail most batches), but those of a candidate view
+    (:func:`_deferred`), gather their rows in the first query, so a batch is not evaluated twice
+    for them; the shared passes (:func:`~datacheck.checks.registry.shared_pass`) of the first
+    query serve the second too. On benchmarks/bench_peers.py's 200,000 x 256 shard (11 checks
+    failing in each of its 13 batches) the second queries took 2.0 of 5.6 CPU s of the batches'
+    queries, 0.13 s after. If it fails, find out whether reading or one check
+    is at fault (that check alone cannot run)."""
+    try:
+        return _run_batch_queries(lf, row_checks, measures, in_query, direct)
+    finally:  # a pass shared by several checks (both queries of the batch) never outlives the batch
+        clear_shared_passes()
+
+
+def _run_batch_queries(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat | Payload],
+                       in_query: list[int], direct: frozenset[int]) -> _Batch:
+    """:func:`_run_batch`'s queries (the shared passes they compute are kept until it returns)."""
     stats = measures
     try:
         deferred = _deferred(row_checks, stats, in_query)
         later = {i for _, idx in deferred for i in idx}
+        direct = direct - later  # a candidate view is still built only for a batch holding candidates
         anyrow = [v.row_ok().fill_null(False).any().alias(f"__v{k}") for k, (v, _) in enumerate(deferred)]
         df = _collect(_queries(lf, row_checks, stats, [i for i in in_query if i not in later],
-                               list(range(len(stats))), probe=True, extra=anyrow))
-        hit = [i for i in in_query if i not in later and _probed(row_checks[i]) and bool(df.get_column(f"__r{i}")[0])]
+                               list(range(len(stats))), probe=True, extra=anyrow, direct=direct))
+        hit = [i for i in in_query if i not in later and i not in direct and _probed(row_checks[i])
+               and bool(df.get_column(f"__r{i}")[0])]
         for k, (_, idx) in enumerate(deferred):  # a view without rows: its checks fail no row
             if bool(df.get_column(f"__v{k}")[0]):
                 hit.extend(idx)
@@ -526,8 +541,10 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     broken_s: dict[int, str] = {}
     subs: list[pl.DataFrame] = []
     detail_parts: dict[int, list[dict[str, Any]]] = {}
+    direct: frozenset[int] = frozenset()  # the probed checks that failed on the batch before
     for lf in frames():
-        b = _run_batch(lf, row_checks, measures, in_query)
+        b = _run_batch(lf, row_checks, measures, in_query, direct)
+        direct = frozenset(i for i, local in b.rows.items() if local and _probed(row_checks[i]))
         for i, why in b.broken_checks.items():
             broken_c.setdefault(i, why)
         for j, why in b.broken_stats.items():

@@ -35,16 +35,31 @@ def content_columns(ctx: ShardContext) -> list[str]:
     return row_content(ctx.roles.columns(), ctx.roles.label, list(ctx.schema))
 
 
-def _key_column(cols: list[str], schema: dict[str, pl.DataType]) -> str:
-    """The content column that best tells rows apart (token ids, else text, else the first):
-    equal rows have equal values here, so hashing it alone finds every duplicate candidate."""
+def _shown_column(cols: list[str], schema: dict[str, pl.DataType]) -> str:
+    """The column an example shows when the content has no string column: token ids, else the
+    first list column, else the first column."""
     for c in cols:
-        if c in ("input_ids",) or (schema.get(c) == pl.String):
+        if c == "input_ids":
             return c
     for c in cols:
         if isinstance(schema.get(c), (pl.List, pl.Array)):
             return c
     return cols[0]
+
+
+def _key_columns(cols: list[str], schema: dict[str, pl.DataType]) -> list[str]:
+    """The content columns hashed into the duplicate-candidate key: every column that is not a list
+    (a string or a number costs one hash a row: 2 ms for 200,000 rows) and the one list column that
+    best tells rows apart (token ids, else the first list). Equal rows have equal values in all of
+    them, so the key finds every duplicate candidate; the fewer rows share a key, the fewer are read
+    again to be compared exactly. A key of one low-cardinality column (a short ``text`` of a few
+    words before the token ids) made every row a candidate: 199,485 of the 200,000 rows of
+    benchmarks/bench_peers.py's 200,000 x 256 shard, read again whole and compared (8.1 and 5.4 s
+    under cProfile; peak RSS 3.1-3.5 GiB, about 1 GiB with this key). Further list columns (masks, labels: 3 of them cost 0.30 vs 0.09 CPU s there) are left
+    to the exact comparison."""
+    lists = [c for c in cols if isinstance(schema.get(c), (pl.List, pl.Array))]
+    token = next((c for c in lists if c == "input_ids"), lists[0] if lists else None)
+    return [c for c in cols if c not in lists or c == token]
 
 
 def _fingerprint(col: str, dtype: pl.DataType | None) -> pl.Expr:
@@ -113,8 +128,8 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("dup.exact_in_shard", "no content column besides the label (set [columns] text or "
                                             "features to the columns a row is made of)")
         return
-    key_cols = [_key_column(cols, ctx.schema)]
-    shown = [c for c in cols if ctx.schema[c] == pl.String][:1] or key_cols
+    key_cols = _key_columns(cols, ctx.schema)
+    shown = [c for c in cols if ctx.schema[c] == pl.String][:1] or [_shown_column(cols, ctx.schema)]
 
     if payload_wanted(ctx) and [c for c in cols if c != ctx.roles.label]:
         # The fused query already computes 128-bit content hashes of every row (label excluded) for

@@ -36,6 +36,33 @@ def test_exact_in_shard_message_names_content(tmp_path):
     assert f.ratio == pytest.approx(0.5)
 
 
+def test_candidates_are_rows_sharing_text_and_token_ids(tmp_path, monkeypatch):
+    """A short text of few distinct values before the token ids does not make every row a
+    candidate: the rows compared exactly are those sharing the text and the token ids (rows 0, 3
+    and 5: row 5 differs in its mask only), and the duplicate found is row 3."""
+    from datacheck.checks import dup
+
+    seen: list[list[int]] = []
+    real = dup._refine
+
+    def spy(cols):
+        inner = real(cols)
+
+        def refine(sub):
+            seen.append(sub["__row"].to_list())
+            return inner(sub)
+
+        return refine
+
+    monkeypatch.setattr(dup, "_refine", spy)
+    ids = [[1, 2, 3], [4, 5, 6], [7, 8, 9], [1, 2, 3], [2, 3, 4], [1, 2, 3]]
+    rep = audit_df(tmp_path, {"text": ["a b", "a b", "a b", "a b", "a b", "a b"], "input_ids": ids,
+                              "attention_mask": [[1, 1, 1]] * 5 + [[1, 1, 0]]})
+    f = one(rep, "dup.exact_in_shard")
+    assert f.rows == (3,) and f.count == 1
+    assert seen == [[0, 3, 5]]
+
+
 # ---------------------------------------------------------------- property tests against a plain-Python reference
 def ref_dup_in_shard(rows: list[tuple]) -> set[int]:
     """Rows whose content (a tuple of the role columns' values) equals an earlier row's."""

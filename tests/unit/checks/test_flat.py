@@ -115,6 +115,22 @@ def test_flat_pass_over_chunks_equals_one_chunk(cols, shifted, cut):
     assert _flat._pass([chunked(s, cut if i % 2 else other) for i, s in enumerate(one)], *args).to_list() == want
 
 
+@SETTINGS
+@given(cols=ragged_sft_rows(), shifted=st.booleans())
+def test_flat_pass_drops_misaligned_rows_alike_by_runs_and_by_mask(cols, shifted):
+    """Rows whose lists differ in length leave the flat buffers the same way whether the kept runs
+    are concatenated (few dropped rows) or a boolean selection is taken (many)."""
+    df = _frame(cols, True, True)
+    ok = pl.Series([_in_view(cols, i, True) for i in range(df.height)])
+    inputs = [df["input_ids"], df["labels"], ok, df["assistant_mask"], df["attention_mask"]]
+    args = (IGN, shifted, tuple(STOP), EOS, True, True)
+    with patch.object(_flat, "ELEMENTS_PER_SLICE", 0):  # always concatenate the runs
+        runs = _flat._pass(list(inputs), *args).to_list()
+    with patch.object(_flat, "ELEMENTS_PER_SLICE", 10**12):  # always select by mask
+        mask = _flat._pass(list(inputs), *args).to_list()
+    assert runs == mask
+
+
 def test_one_pass_serves_every_rule_of_a_query():
     """Packed rows: the two sft rules, the eos stat and the shift candidates read one pass per
     query: a clean batch costs one pass; the defects planted in row 1 (prompt supervised) and

@@ -389,6 +389,35 @@ def test_a_candidate_view_is_built_only_for_a_batch_holding_candidates(monkeypat
     assert sum(k.endswith("|periodic-candidates") for k in built) == 2
 
 
+def test_a_check_failing_the_batch_before_gathers_its_rows_in_the_first_query(monkeypatch):
+    """A check that failed on the batch before gathers its failing rows in the batch's first query:
+    with a defect in every batch, only the first batch runs a second query; the result is the
+    one-batch read's."""
+    n, per = 24, 4
+    ids = [[5, 6, 7, 8] for _ in range(n)]
+    for r in range(1, n, per):  # one row out of vocabulary in every batch
+        ids[r] = [5, 200, 7, 8]
+    df = pl.DataFrame({"input_ids": ids, "attention_mask": [[1, 1, 1, 1]] * n})
+    cfg = config_from_dict({"tokens": {"vocab_size": 100}})
+    queries: list[int] = []
+    real = engine._collect
+
+    def spy(qs):
+        queries.append(len(qs))
+        return real(qs)
+
+    monkeypatch.setattr(engine, "_collect", spy)
+    with batch_rows(None):
+        one = audit_frame(df, cfg, keep_rows=True)
+    with batch_rows(per):
+        queries.clear()
+        many = audit_frame(df, cfg, keep_rows=True)
+    _same_result(one, many)
+    (f,) = [f for f in many.findings if f.check == "tokens.out_of_vocab"]
+    assert f.count == n // per and list(f.rows) == list(range(1, n, per))[:len(f.rows)]
+    assert len(queries) == n // per + 1  # one query a batch, plus the first batch's second query
+
+
 def test_duplicate_candidates_are_read_again_once(tmp_path, monkeypatch):
     """A multi-batch parquet shard with duplicate rows: the candidate rows are read again once (for
     the refinement), and the examples of the verified duplicates come from those rows in memory."""
