@@ -10,6 +10,8 @@ from refs import SHARD_SETTINGS as SETTINGS
 from refs import n_rows as _rows
 from refs import shard_failing as failing
 
+from datacheck.checks.dup import in_shard as dup
+
 
 @pytest.mark.parametrize(
     "cols, rows",
@@ -40,7 +42,6 @@ def test_candidates_are_rows_sharing_text_and_token_ids(tmp_path, monkeypatch):
     """A short text of few distinct values before the token ids does not make every row a
     candidate: the rows compared exactly are those sharing the text and the token ids (rows 0, 3
     and 5: row 5 differs in its mask only), and the duplicate found is row 3."""
-    from datacheck.checks import dup
 
     seen: list[list[int]] = []
     real = dup._refine
