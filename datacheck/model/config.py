@@ -23,6 +23,18 @@ __all__ = ["Config", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 DEFAULT_CONFIG_NAME = "datacheck.toml"
 
 
+#: default ``[dataset] max_member_bytes``: 256 MiB (a tar member, an MDS value, a litdata field)
+MAX_MEMBER_BYTES = 256 << 20
+#: default ``[dataset] max_record_bytes``: 512 MiB (an MDS sample, a litdata item, a WebDataset sample)
+MAX_RECORD_BYTES = 512 << 20
+#: default ``[dataset] max_file_bytes``: 4 GiB inflated (a whole-file shard: MDS, WebDataset, litdata)
+MAX_FILE_BYTES = 4 << 30
+#: the keys that bound reads: part of the config hash only when set to another value than the default
+#: (a report made with the defaults keeps the hash it had before they existed)
+_LIMIT_KEYS = {"max_member_bytes": MAX_MEMBER_BYTES, "max_record_bytes": MAX_RECORD_BYTES,
+               "max_file_bytes": MAX_FILE_BYTES}
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -40,6 +52,20 @@ class DatasetSection(_Section):
     names: list[str] | None = None
     quote_char: str | None = '"'
     schema_: str | None = Field(default=None, alias="schema")
+    max_member_bytes: int = Field(default=MAX_MEMBER_BYTES, gt=0, le=2**40, description=(
+        "largest single value a binary-layout reader takes (a tar member, an MDS column value, a litdata "
+        "field): a larger one is a decode finding naming it, never read"))
+    max_record_bytes: int = Field(default=MAX_RECORD_BYTES, gt=0, le=2**40, description=(
+        "largest record (an MDS sample, a litdata item, a WebDataset sample's members together)"))
+    max_file_bytes: int = Field(default=MAX_FILE_BYTES, gt=0, le=2**44, description=(
+        "largest shard a whole-file reader holds (MDS, WebDataset, litdata; after decompression)"))
+
+    @field_validator("index")
+    @classmethod
+    def _index_path(cls, v: str | None) -> str | None:
+        if v is not None and ("\0" in v or not v.strip()):
+            raise ValueError("must be a file path (no NUL character, not blank)")
+        return v
 
     @field_validator("separator")
     @classmethod
@@ -277,7 +303,11 @@ class Config(_Section):
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``."""
-        blob = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+        doc = self.model_dump(mode="json", by_alias=True)
+        for key, default in _LIMIT_KEYS.items():
+            if doc["dataset"].get(key) == default:
+                del doc["dataset"][key]
+        blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
