@@ -61,7 +61,8 @@ def _import_transformers() -> Any:
 def _load(path: str, _stamp: float) -> Any:
     transformers = _import_transformers()
     try:
-        return transformers.AutoTokenizer.from_pretrained(path)
+        # never the data's code (auto_map), never a prompt asking whether to run it, never the network
+        return transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any loader failure is the config's tokenizer path
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise UsageError(f"[tokens] tokenizer = {path!r}: transformers cannot load a tokenizer there ({first}); "
@@ -72,6 +73,10 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
     """The tokenizer of ``[tokens] tokenizer`` (a folder, or a file inside it) for rendering, or
     (None, why) when it cannot render: transformers is not installed (the install command), or the
     tokenizer has no chat template. Loaded once per folder and modification time.
+
+    The load passes ``trust_remote_code=False`` (a ``tokenizer_config.json`` whose ``auto_map`` names
+    a Python file is refused, never imported, and transformers never asks whether to run it) and
+    ``local_files_only=True`` (nothing is downloaded).
 
     Raises:
         UsageError: no such path, or transformers cannot load a tokenizer from it (exit 2).

@@ -374,6 +374,16 @@ def _found_config_tokenizer(root: Path) -> list[str]:
     return ["audit", str(d), "--report-dir", str(root / "reports"), "--no-cache", "--no-progress", "--format", "json"]
 
 
+def _found_config_outside(root: Path) -> list[str]:
+    """A datacheck.toml shipped inside the data names a tokenizer outside its own folder."""
+    d = _data(root)
+    conv = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a b"}]
+    (d / "a.jsonl").write_text(json.dumps({"messages": conv}) + "\n")
+    write_tokenizer(root / "tok", "{% for m in messages %}{{ m.content }}{% endfor %}")
+    (d / "datacheck.toml").write_text('[tokens]\ntokenizer = "../tok"\n')
+    return ["audit", str(d), "--report-dir", str(root / "reports"), "--no-cache", "--no-progress", "--format", "json"]
+
+
 def _named_config_remote_code(root: Path) -> list[str]:
     """The same tokenizer named by a config the user passes: loaded, but never its code."""
     argv = _found_config_tokenizer(root)
@@ -445,6 +455,8 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
                                     "{% endfor %}"),
     "chat_string_3e9": _chat_case("{{ 'a' * 3000000000 }}"),
     "found_config_tokenizer": _found_config_tokenizer,
+    "found_config_tokenizer_outside": _found_config_outside,
+    "named_config_remote_code": _named_config_remote_code,
     # user schemas of wrong types
     "schema_strict_yes_please": _schema_case(_SCHEMA_HEAD + "strict: yes_please\n"),
     "schema_kind_5": _schema_case(_SCHEMA_HEAD + "datacheck:\n  version: 1\n  columns:\n    label: {kind: 5}\n"),
@@ -452,5 +464,4 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "schema_json_kind_5": _schema_case(json.dumps({"schema_type": "dataframe", "columns": {"text": {"dtype": "str"}},
                                                    "datacheck": {"version": 1, "columns": {"label": {"kind": 5}}}}),
                                        ".json"),
-    "named_config_remote_code": _named_config_remote_code,
 }

@@ -99,8 +99,11 @@ def _expect(case: str, rc: int, out: str, err: str) -> None:
         rep = _report(out)
         reasons = [i for i in rep["ignored"] if "not a regular file" in i["reason"]]
         assert reasons, rep["ignored"]
-    elif case in ("found_config_tokenizer",):
-        assert rc == 2 and "tokenizer" in err, err
+    elif case == "found_config_tokenizer_outside":
+        assert rc == 2 and "tokens.tokenizer" in err and "outside" in err, err
+    elif case in ("found_config_tokenizer", "named_config_remote_code"):
+        # the tokenizer's code is refused (trust_remote_code=False), without a prompt
+        assert rc == 2 and "tokenizer" in err and "[y/N]" not in err + out, err
     elif case.startswith(("schema_", "cfg_batch_size", "cfg_world_size", "cfg_epochs", "cfg_template_ids",
                           "cfg_index")):
         assert rc == 2, err
