@@ -68,8 +68,9 @@ def _check_of(name: str, stats: Any, options: dict[str, Any], where: str, source
             check = fn(**stats)
         else:
             check = fn(stats)
-    except (TypeError, ValueError) as exc:
-        raise _err(f"{where}: check {name!r} got bad arguments {stats!r}: {exc}", source) from None
+    except Exception as exc:  # noqa: BLE001 - re.error of a pattern, pandera's own errors: the file's arguments
+        raise _err(f"{where}: check {name!r} got bad arguments {str(stats)[:120]}: "
+                   f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}", source) from None
     for k, v in options.items():
         if k not in ("check_name",):
             setattr(check, k, v)
@@ -108,9 +109,11 @@ def _rule_of(raw: Any, where: str, source: str) -> ColumnRule:
     if bad:
         raise _err(f"{where}: unknown key(s) {sorted(bad)}; allowed: {sorted(_RULE_KEYS)}", source)
     kind = raw.get("kind", ())
+    if not (kind is None or isinstance(kind, (str, list, tuple))):
+        raise _err(f"{where}.kind: must be a kind name or a list of them, got {str(kind)[:80]}", source)
     kind = (kind,) if isinstance(kind, str) else tuple(kind or ())
     for k in kind:
-        if k not in KINDS:
+        if not isinstance(k, str) or k not in KINDS:
             raise _err(f"{where}.kind: {k!r} is not one of {list(KINDS)}", source)
     for k in ("min_length", "max_length"):
         v = raw.get(k)
@@ -184,8 +187,9 @@ def contract_from_dict(data: Any, source: str) -> Contract:
     data["checks"] = None
     try:
         schema = pio.deserialize_schema(data)
-    except (SchemaDefinitionError, TypeError, ValueError, KeyError) as exc:
-        raise _err(f"not a valid Pandera polars schema: {str(exc).splitlines()[0]}", source) from None
+    except (SchemaDefinitionError, TypeError, ValueError, KeyError, AttributeError, re.error) as exc:
+        raise _err(f"not a valid Pandera polars schema: {(str(exc).splitlines() or [type(exc).__name__])[0][:200]}",
+                   source) from None
     for name, checks in col_checks.items():
         if checks:
             schema = schema.update_column(name, checks=checks)
