@@ -22,6 +22,7 @@ import copy
 import importlib.resources
 import importlib.util
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -339,6 +340,8 @@ def load_contract(spec: str) -> Contract:
         except OSError:
             raise _err(f"schema file {str(path)!r} not found; give an existing file or a built-in layout "
                        f"({', '.join(LAYOUTS)})", spec) from None
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read, a device never ends
+            raise _err(f"schema file {str(path)!r} is not a regular file (a FIFO, device or folder)", spec)
         key = (kind, str(path.resolve()), target[1] if kind == "python" else None, st.st_mtime_ns, st.st_size)
     if key in _CACHE:
         return _CACHE[key]

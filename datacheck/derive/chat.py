@@ -245,6 +245,10 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
         raise UsageError(f"[tokens] tokenizer = {path!r}: no such file or folder; give the tokenizer's folder "
                          "(tokenizer.json, tokenizer_config.json and its chat template)")
     folder = p if p.is_dir() else p.parent
+    special = next((f.name for f in folder.iterdir() if f.exists() and not f.is_dir() and not f.is_file()), None)
+    if special is not None:  # a FIFO would block transformers' open, a device never ends
+        raise UsageError(f"[tokens] tokenizer = {path!r}: {special} in {folder} is not a regular file (a FIFO, device "
+                         "or socket); datacheck loads no tokenizer from such a folder")
     if _import_transformers() is None:
         return None, f"rendering messages with [tokens] tokenizer needs transformers and jinja2: {CHAT_INSTALL}"
     stamp = max((f.stat().st_mtime for f in folder.iterdir() if f.is_file()), default=0.0)

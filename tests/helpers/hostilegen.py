@@ -399,6 +399,27 @@ def _schema_case(yaml_text: str, suffix: str = ".yaml") -> Callable[[Path], list
     return build
 
 
+def _fifo_user_file(kind: str) -> Callable[[Path], list[str]]:
+    """A FIFO where the user names a file: ``--schema``, ``--config``, or the tokenizer.json of the
+    config's tokenizer folder."""
+    def build(root: Path) -> list[str]:
+        d = _data(root)
+        conv = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a b"}]
+        (d / "a.jsonl").write_text(json.dumps({"text": "a", "messages": conv}) + "\n")
+        if kind == "schema":
+            os.mkfifo(root / "schema.yaml")
+            return _audit(root, "--schema", str(root / "schema.yaml"))
+        if kind == "config":
+            os.mkfifo(root / "datacheck.toml")
+            return _audit(root, "--config", str(root / "datacheck.toml"))
+        write_tokenizer(root / "tok", "{% for m in messages %}{{ m.content }}{% endfor %}")
+        (root / "tok" / "tokenizer.json").unlink()
+        os.mkfifo(root / "tok" / "tokenizer.json")
+        (root / "datacheck.toml").write_text(f'[tokens]\ntokenizer = "{root / "tok"}"\n')
+        return _audit(root, "--config", str(root / "datacheck.toml"))
+    return build
+
+
 _SCHEMA_HEAD = "schema_type: dataframe\nversion: 0.0.0\ncolumns:\n  text:\n    dtype: str\n"
 CASES: dict[str, Callable[[Path], list[str]]] = {
     # MDS
@@ -457,6 +478,9 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "found_config_tokenizer": _found_config_tokenizer,
     "found_config_tokenizer_outside": _found_config_outside,
     "named_config_remote_code": _named_config_remote_code,
+    "user_fifo_schema": _fifo_user_file("schema"),
+    "user_fifo_config": _fifo_user_file("config"),
+    "user_fifo_tokenizer": _fifo_user_file("tokenizer"),
     # user schemas of wrong types
     "schema_strict_yes_please": _schema_case(_SCHEMA_HEAD + "strict: yes_please\n"),
     "schema_kind_5": _schema_case(_SCHEMA_HEAD + "datacheck:\n  version: 1\n  columns:\n    label: {kind: 5}\n"),

@@ -99,6 +99,8 @@ def _expect(case: str, rc: int, out: str, err: str) -> None:
         rep = _report(out)
         reasons = [i for i in rep["ignored"] if "not a regular file" in i["reason"]]
         assert reasons, rep["ignored"]
+    elif case.startswith("user_fifo_"):
+        assert rc == 2 and "not a regular file" in err, err
     elif case == "found_config_tokenizer_outside":
         assert rc == 2 and "tokens.tokenizer" in err and "outside" in err, err
     elif case in ("found_config_tokenizer", "named_config_remote_code"):
