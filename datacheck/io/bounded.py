@@ -36,7 +36,7 @@ class NotRegular(OSError):
         self.kind = kind
         self.reason = f"not a regular file ({kind}): never opened"
         super().__init__(self.reason)
-        self.filename = str(path)
+        self.path = str(path)
 
 
 def human_bytes(n: int) -> str:
