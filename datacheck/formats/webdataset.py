@@ -138,7 +138,7 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
                     continue
                 shown = _shown(member.name)
                 if plain and member.offset_data + member.size > file_size and not member.issparse():
-                    raise FormatError(f"member {shown!r} declares {member.size} bytes at byte {member.offset_data} "
+                    raise FormatError(f"member '{shown}' declares {member.size} bytes at byte {member.offset_data} "
                                       f"but the file holds {file_size}: a corrupt or hostile header")
                 parts = split_key(member.name)
                 base = member.name.rsplit("/", 1)[-1]
@@ -155,20 +155,20 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
                 row = len(samples) - 1
                 sample = samples[-1]
                 if shown != member.name:
-                    bad.append((row, f"member {shown!r}: its name is not UTF-8; the member was not read"))
+                    bad.append((row, f"member '{shown}': its name is not UTF-8; the member was not read"))
                     continue
                 if member.size > member_cap:
-                    bad.append((row, f"member {shown!r}: {member.size} bytes, over the limit of "
+                    bad.append((row, f"member '{shown}': {member.size} bytes, over the limit of "
                                      f"{human_bytes(member_cap)} ([dataset] max_member_bytes); not read"))
                     continue
                 if sizes[row] + member.size > record_cap:
-                    bad.append((row, f"member {shown!r}: takes sample {key!r} to {sizes[row] + member.size} bytes, "
+                    bad.append((row, f"member '{shown}': takes sample {key!r} to {sizes[row] + member.size} bytes, "
                                      f"over the limit of {human_bytes(record_cap)} ([dataset] max_record_bytes); "
                                      "not read"))
                     continue
                 total += member.size
                 if total > file_cap:
-                    raise FormatError(f"the members up to {shown!r} add up to {total} bytes, over the limit of "
+                    raise FormatError(f"the members up to '{shown}' add up to {total} bytes, over the limit of "
                                       f"{human_bytes(file_cap)} ([dataset] max_file_bytes)")
                 f = tar.extractfile(member)
                 data = f.read(member.size) if f is not None else b""
