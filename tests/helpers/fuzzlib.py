@@ -416,12 +416,31 @@ def fuzz_in_process(n: int, seed: int, workdir: Path, run) -> dict:
     return {"counts": counts, "failures": failures}
 
 
+#: the modules every child would import again (seconds each: the audit verb and its checks, pandera)
+PRELOAD = ("datacheck.cli.commands.audit", "datacheck.cli.commands.plan", "datacheck.cli.commands.trace",
+           "datacheck.cli.commands.index", "datacheck.cli.commands.report", "pandera.polars")
+
+
+def preload() -> None:
+    """Import :data:`PRELOAD` in the server (imports only: no polars query runs, so no engine thread
+    exists to be copied into a child), so that each forked child starts with them."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional extra not installed: its children import (and report) it
+            pass
+
+
 def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2, keep_failures: bool = True,
          max_seconds: float | None = None) -> dict:
     """Run ``n`` seeded mutants (cycling over :data:`TARGETS`), ``jobs`` children at a time, and return
     the counts and the failures. The mutants are :func:`mutants`'s. With ``max_seconds`` no input starts
     after that many seconds (``counts["inputs"]`` says how many ran)."""
     from datacheck.cli.main import main  # imported once in the server; no polars query runs here
+
+    preload()
 
     workdir = Path(workdir)
     seeds = workdir / "seed"
