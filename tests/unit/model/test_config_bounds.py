@@ -1,40 +1,40 @@
-"""Every config key that sizes work has an upper bound, paths take no NUL, and the read bounds of
-``[dataset]`` enter the config hash only when set to another value than their default."""
+"""Config values that once sized memory: ``labels.unseen_class`` is computed from the
+seen classes, so a huge ``num_classes`` costs nothing; values past any real model are refused."""
 from __future__ import annotations
 
+import polars as pl
 import pytest
+from conftest import run_cli
 
-from datacheck.model.config import MAX_EPOCHS, MAX_ID_LIST, MAX_WORLD_SIZE, Config, config_from_dict
-from datacheck.model.errors import ConfigError
-
-I63 = 2**63 - 1
+import datacheck
 
 
-@pytest.mark.parametrize(("section", "key", "value"), [
-    ("batch", "epochs", I63), ("batch", "epochs", MAX_EPOCHS + 1), ("batch", "batch_size", 2**63),
-    ("batch", "batch_size", 2**31), ("batch", "world_size", I63), ("batch", "world_size", MAX_WORLD_SIZE + 1),
-    ("batch", "grad_accum", 2**63), ("batch", "seed", 2**64), ("batch", "max_tokens", 2**63),
-    ("sft", "response_template_ids", [5] * 100_000), ("sft", "response_template_ids", [2**63]),
-    ("tokens", "eot_token_ids", [1] * (MAX_ID_LIST + 1)), ("tokens", "pad_token_id", 2**63),
-    ("tokens", "type_vocab_size", 2**63), ("labels", "ignore_index", -(2**63) - 1),
-    ("dataset", "index", "\u0000"), ("dataset", "index", "a\u0000b"), ("dataset", "schema", "\u0000.yaml"),
-    ("tokens", "tokenizer", "tok\u0000"), ("dataset", "max_member_bytes", 0), ("dataset", "max_file_bytes", 2**45),
-])
-def test_value_beyond_its_bound_is_a_config_error_naming_the_key(section, key, value):
-    with pytest.raises(ConfigError) as exc:
-        config_from_dict({section: {key: value}})
-    assert exc.value.key == f"{section}.{key}"
-    assert len(str(exc.value)) < 600  # a 100,000-id list is not echoed whole
+@pytest.fixture
+def three_classes(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    pl.DataFrame({"text": ["a", "b", "c", "d"], "label": [0, 1, 2, 1]}).write_parquet(d / "train.parquet")
+    return d
 
 
-def test_bounds_accept_real_values():
-    cfg = config_from_dict({"batch": {"epochs": MAX_EPOCHS, "world_size": 4096, "batch_size": 2**31 - 1,
-                                      "seed": 2**64 - 1}, "sft": {"response_template_ids": [1] * MAX_ID_LIST}})
-    assert cfg.batch.epochs == MAX_EPOCHS
+def test_unseen_class_of_twenty_million_classes_is_counted_not_listed(three_classes):
+    rep = datacheck.audit([str(three_classes)], config={"labels": {"num_classes": 20_000_000}})
+    (f,) = [f for f in rep.findings if f.check == "labels.unseen_class"]
+    assert f.count == 20_000_000 - 3
+    assert f.details["unseen"][:3] == [3, 4, 5] and len(f.details["unseen"]) == 1000
 
 
-def test_read_bounds_change_the_hash_only_when_set():
-    default = Config().hash()
-    same = config_from_dict({"dataset": {"max_member_bytes": 256 << 20}}).hash()
-    other = config_from_dict({"dataset": {"max_member_bytes": 1 << 20}}).hash()
-    assert same == default != other
+def test_unseen_class_small(three_classes):
+    rep = datacheck.audit([str(three_classes)], config={"labels": {"num_classes": 5}})
+    (f,) = [f for f in rep.findings if f.check == "labels.unseen_class"]
+    assert f.count == 2 and f.details["unseen"] == [3, 4]
+
+
+@pytest.mark.parametrize("line", ["[labels]\nnum_classes = 9223372036854775807",
+                                  "[tokens]\nvocab_size = 99999999999999999999"])
+def test_num_classes_past_any_model_is_exit_2(tmp_path, three_classes, line):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(line + "\n")
+    p = run_cli("audit", str(three_classes), "--config", str(cfg), "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert ("labels.num_classes" in p.stderr) or ("tokens.vocab_size" in p.stderr), p.stderr
