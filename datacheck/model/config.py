@@ -267,7 +267,8 @@ class BatchSection(_Section):
     grad_accum: int = Field(default=1, gt=0, le=MAX_BATCH_ROWS,
                             description="micro-batches per optimizer step per rank")
     drop_last: bool = False
-    seed: int = Field(default=0, ge=-(2**63), le=2**64 - 1, description="the sampler's seed (torch's manual_seed range)")
+    seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1, description=(
+        "the sampler's seed (64 bits: torch seeds epoch e with seed + e)"))
     shuffle: bool = True
     epochs: int = Field(default=1, gt=0, le=MAX_EPOCHS)
     max_tokens: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token budget per micro-batch")

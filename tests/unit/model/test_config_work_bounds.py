@@ -13,7 +13,7 @@ I63 = 2**63 - 1
 @pytest.mark.parametrize(("section", "key", "value"), [
     ("batch", "epochs", I63), ("batch", "epochs", MAX_EPOCHS + 1), ("batch", "batch_size", 2**63),
     ("batch", "batch_size", 2**31), ("batch", "world_size", I63), ("batch", "world_size", MAX_WORLD_SIZE + 1),
-    ("batch", "grad_accum", 2**63), ("batch", "seed", 2**64), ("batch", "max_tokens", 2**63),
+    ("batch", "grad_accum", 2**63), ("batch", "seed", 2**63), ("batch", "max_tokens", 2**63),
     ("sft", "response_template_ids", [5] * 100_000), ("sft", "response_template_ids", [2**63]),
     ("tokens", "eot_token_ids", [1] * (MAX_ID_LIST + 1)), ("tokens", "pad_token_id", 2**63),
     ("tokens", "type_vocab_size", 2**63), ("labels", "ignore_index", -(2**63) - 1),
@@ -29,7 +29,7 @@ def test_value_beyond_its_bound_is_a_config_error_naming_the_key(section, key, v
 
 def test_bounds_accept_real_values():
     cfg = config_from_dict({"batch": {"epochs": MAX_EPOCHS, "world_size": 4096, "batch_size": 2**31 - 1,
-                                      "seed": 2**64 - 1}, "sft": {"response_template_ids": [1] * MAX_ID_LIST}})
+                                      "seed": 2**63 - 1}, "sft": {"response_template_ids": [1] * MAX_ID_LIST}})
     assert cfg.batch.epochs == MAX_EPOCHS
 
 
