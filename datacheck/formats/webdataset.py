@@ -24,6 +24,7 @@ import gzip
 import io
 import re
 import tarfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -178,11 +179,11 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
                     continue
                 try:
                     sample[ext] = _decode(ext, data, member_cap)
-                except (OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
+                except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as exc:
                     sample[ext] = None
                     bad.append((row, f"{shown}: does not decode as .{ext}: {str(exc)[:200]}"))
             end = tar.offset
-    except (tarfile.TarError, EOFError, OSError, UnicodeError, ValueError) as exc:
+    except (tarfile.TarError, EOFError, OSError, UnicodeError, ValueError, zlib.error) as exc:
         raise FormatError(f"not a readable tar file ({str(exc)[:200]}); a WebDataset shard is a tar archive, "
                           "re-create or re-download it") from None
     if plain:

@@ -121,3 +121,14 @@ def test_litdata_index_nested_deep_is_no_litdata_folder(tmp_path):
 
     (tmp_path / "index.json").write_bytes(b'{"chunks": [], "config": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}")
     assert litdata_folder(str(tmp_path)) is False
+
+
+def test_tar_gz_member_with_corrupt_deflate_is_a_bad_record(tmp_path):
+    import gzip
+
+    body = bytearray(gzip.compress(b'{"a": 1}', compresslevel=0))
+    body[11] ^= 0xFF  # the stored block's LEN no longer matches its NLEN: zlib.error, not OSError
+    p = tmp_path / "s.tar"
+    p.write_bytes(tar_bytes([("a.txt", b"x"), ("a.json.gz", bytes(body))]))
+    df, findings = read_webdataset(p, _opts())
+    assert "a.json.gz" in findings[0].message and df["json.gz"].to_list() == [None]
