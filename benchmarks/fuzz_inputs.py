@@ -1,8 +1,10 @@
-"""The fuzz campaign: seeded mutants of every format and metadata file datacheck reads, one forked
-process per input (:mod:`fuzzlib` in tests/helpers/), so native crashes (a signal) and hangs (killed
-after the timeout) are caught besides tracebacks and changed inputs. Prints the counts (inputs,
-tracebacks, crashes, hangs, changed inputs, exit codes, seconds) and the first failures; exits 1 when
-any input failed. CI runs it bounded in time (.ci/run); the test suite runs the fixed 300-input corpus
+"""The fuzz campaign: seeded mutants of every format and metadata file datacheck reads (the shard
+formats, MDS, WebDataset, litdata and Megatron layouts, trace logs, ledgers, a chat template, a
+config, schemas, reports and indexes), one forked process per input (:mod:`fuzzlib` in
+tests/helpers/), so native crashes (a signal) and hangs (killed after the timeout) are caught besides
+tracebacks and changed inputs. Prints the counts (inputs, tracebacks, crashes, hangs, changed inputs,
+exit codes, seconds, inputs per target, peak RSS of the children) and the first failures; exits 1
+when any input failed. CI runs it bounded in time (.ci/run); the test suite runs the fixed 300-input corpus
 (seed 0) in process (tests/e2e/robustness/test_fuzz.py).
 
     PYTHONPATH=. python benchmarks/fuzz_inputs.py [-n 3500] [--seed 1] [--jobs 2] [--max-seconds S] [--timeout 120]
@@ -32,6 +34,8 @@ if __name__ == "__main__":
     res = fuzz(a.n, a.seed, wd, timeout=a.timeout, jobs=a.jobs, max_seconds=a.max_seconds)
     c = res["counts"]
     print(json.dumps(c))
+    print(f"inputs {c['inputs']}, tracebacks {c['traceback']}, crashes {c['crash']}, hangs {c['hang']}, "
+          f"changed {c['changed']}, peak RSS {c.get('peak_rss_bytes', 0) / 2**20:.0f} MiB, {c['seconds']} s")
     for f in res["failures"][:20]:
         print(f["kind"], f["target"], f["rc"], f.get("kept"), f["stderr"][-300:].replace("\n", " | "))
     failed = bool(c["traceback"] or c["crash"] or c["hang"] or c["changed"])

@@ -74,7 +74,8 @@ def attended_length(ctx: ShardContext) -> tuple[pl.Expr, str] | None:
     attended = pl.col(m).list.sum()  # Int64 for integer masks, UInt32 (count of True) for booleans
     if inner.is_float():
         attended = attended.round(0)
-    return (pl.when(pl.col(ids).is_not_null()).then(pl.coalesce(attended.cast(pl.Int64), n)),
+    # a float mask summing to inf/NaN (``mask.non_binary`` reports it) counts the list length
+    return (pl.when(pl.col(ids).is_not_null()).then(pl.coalesce(attended.cast(pl.Int64, strict=False), n)),
             "attended tokens (attention_mask sum)")
 
 

@@ -100,7 +100,7 @@ def mask_int(ctx: ShardContext) -> tuple[str, pl.DataType, pl.DataType, pl.Expr,
     inner = inner_dtype(t)
     m = pl.col(mcol)
     mi = m.cast(pl.List(pl.Int8)) if inner == pl.Boolean else (m if inner.is_integer() else
-                                                               m.list.eval(pl.element().cast(pl.Int64)))
+                                                               m.list.eval(pl.element().cast(pl.Int64, strict=False)))
     return mcol, t, inner, mi, _binary(mcol, inner)
 
 

@@ -22,6 +22,7 @@ import copy
 import importlib.resources
 import importlib.util
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,9 @@ def _check_of(name: str, stats: Any, options: dict[str, Any], where: str, source
             check = fn(**stats)
         else:
             check = fn(stats)
-    except (TypeError, ValueError) as exc:
-        raise _err(f"{where}: check {name!r} got bad arguments {stats!r}: {exc}", source) from None
+    except Exception as exc:  # noqa: BLE001 - re.error of a pattern, pandera's own errors: the file's arguments
+        raise _err(f"{where}: check {name!r} got bad arguments {str(stats)[:120]}: "
+                   f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}", source) from None
     for k, v in options.items():
         if k not in ("check_name",):
             setattr(check, k, v)
@@ -108,9 +110,11 @@ def _rule_of(raw: Any, where: str, source: str) -> ColumnRule:
     if bad:
         raise _err(f"{where}: unknown key(s) {sorted(bad)}; allowed: {sorted(_RULE_KEYS)}", source)
     kind = raw.get("kind", ())
+    if not (kind is None or isinstance(kind, (str, list, tuple))):
+        raise _err(f"{where}.kind: must be a kind name or a list of them, got {str(kind)[:80]}", source)
     kind = (kind,) if isinstance(kind, str) else tuple(kind or ())
     for k in kind:
-        if k not in KINDS:
+        if not isinstance(k, str) or k not in KINDS:
             raise _err(f"{where}.kind: {k!r} is not one of {list(KINDS)}", source)
     for k in ("min_length", "max_length"):
         v = raw.get(k)
@@ -184,8 +188,9 @@ def contract_from_dict(data: Any, source: str) -> Contract:
     data["checks"] = None
     try:
         schema = pio.deserialize_schema(data)
-    except (SchemaDefinitionError, TypeError, ValueError, KeyError) as exc:
-        raise _err(f"not a valid Pandera polars schema: {str(exc).splitlines()[0]}", source) from None
+    except (SchemaDefinitionError, TypeError, ValueError, KeyError, AttributeError, re.error) as exc:
+        raise _err(f"not a valid Pandera polars schema: {(str(exc).splitlines() or [type(exc).__name__])[0][:200]}",
+                   source) from None
     for name, checks in col_checks.items():
         if checks:
             schema = schema.update_column(name, checks=checks)
@@ -335,6 +340,8 @@ def load_contract(spec: str) -> Contract:
         except OSError:
             raise _err(f"schema file {str(path)!r} not found; give an existing file or a built-in layout "
                        f"({', '.join(LAYOUTS)})", spec) from None
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read, a device never ends
+            raise _err(f"schema file {str(path)!r} is not a regular file (a FIFO, device or folder)", spec)
         key = (kind, str(path.resolve()), target[1] if kind == "python" else None, st.st_mtime_ns, st.st_size)
     if key in _CACHE:
         return _CACHE[key]

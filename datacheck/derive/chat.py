@@ -14,9 +14,13 @@ transformers and jinja2 are the optional ``chat`` extra, imported lazily.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
+import signal
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +31,9 @@ import pyarrow as pa
 
 from datacheck.model.errors import UsageError
 
-__all__ = ["CHAT_INSTALL", "RENDERED_COLUMNS", "TEMPLATE_ERROR", "UNTRUNCATED_ASSISTANT", "Rendered", "render_chat",
-           "ChatTemplate", "template_of", "GENERATION_TAG",
+__all__ = ["bounded_templates", "RenderLimit", "RENDER_SECONDS", "RENDER_MAX_CHARS", "CHAT_INSTALL", "RENDERED_COLUMNS",
+           "TEMPLATE_ERROR", "UNTRUNCATED_ASSISTANT", "Rendered", "render_chat", "ChatTemplate", "template_of",
+           "GENERATION_TAG",
            "load_chat_tokenizer", "template_error_column", "error_text"]
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
@@ -49,6 +54,161 @@ TEMPLATE_ERROR = "chat_template_error"
 UNTRUNCATED_ASSISTANT = "chat_assistant_tokens_untruncated"
 #: conversations per apply_chat_template call
 _BATCH = 512
+#: seconds one conversation's rendering may take (a template looping ``range(100000)`` twice runs
+#: for hours); past it the row is rejected with :class:`RenderLimit`'s text
+RENDER_SECONDS = 5.0
+#: characters one conversation's rendering (or one string the template builds with ``*`` or ``+``)
+#: may reach: 16 Mi characters, far above any training context; ``'a' * 3000000000`` is refused
+#: before it is built
+RENDER_MAX_CHARS = 16 << 20
+
+
+class RenderLimit(Exception):
+    """A conversation's rendering passed :data:`RENDER_SECONDS` or :data:`RENDER_MAX_CHARS`."""
+
+
+_guard = threading.local()  # .deadline: the monotonic time the current conversation must end by
+
+
+def _check_deadline() -> None:
+    deadline = getattr(_guard, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline:
+        _guard.deadline = None
+        raise RenderLimit(f"the chat template ran past {RENDER_SECONDS:g} s on one conversation")
+
+
+def _sized(v: Any) -> int:
+    return len(v) if isinstance(v, (str, bytes, list, tuple)) else 0
+
+
+@functools.lru_cache(maxsize=1)
+def _bounded_env_class(base: type) -> type:
+    """``base`` (transformers' ``ImmutableSandboxedEnvironment``) with bounds: ``*``, ``**`` and
+    ``+`` are intercepted (a string or list product or sum past :data:`RENDER_MAX_CHARS`, a power
+    of a huge exponent, refused before it is computed), every call and every 1,024 steps of
+    ``range`` check the conversation's deadline. The sandbox's own rules stay."""
+    from jinja2.exceptions import SecurityError
+
+    def timed_range(*args: Any) -> Any:
+        r = base.globals["range"](*args) if "range" in base.globals else range(*args)
+        for i, v in enumerate(r):
+            if not i & 1023:
+                _check_deadline()
+            yield v
+
+    class BoundedEnv(base):  # type: ignore[misc, valid-type]
+        intercepted_binops = frozenset(["*", "**", "+"])
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.globals["range"] = timed_range
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            _check_deadline()
+            if operator == "*":
+                seq, n = (left, right) if _sized(left) or isinstance(left, (str, list, tuple)) else (right, left)
+                if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int) and len(seq) * n > RENDER_MAX_CHARS:
+                    raise SecurityError(f"the template builds a value of {len(seq) * n} items (datacheck renders at "
+                                        f"most {RENDER_MAX_CHARS})")
+            elif operator == "**":
+                if isinstance(right, (int, float)) and isinstance(left, (int, float)) and abs(right) > 1024 \
+                        and abs(left) > 1:
+                    raise SecurityError("the template raises a number to a power over 1024")
+            elif operator == "+" and _sized(left) + _sized(right) > RENDER_MAX_CHARS:
+                raise SecurityError(f"the template builds a value over {RENDER_MAX_CHARS} items")
+            return super().call_binop(context, operator, left, right)
+
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+            _check_deadline()
+            return super().call(__context, __obj, *args, **kwargs)
+
+    return BoundedEnv
+
+
+@functools.lru_cache(maxsize=16)
+def _bounded_compile(ctu: Any, template: str) -> Any:
+    """transformers' own template compilation with :func:`_bounded_env_class` as its environment."""
+    base = ctu.ImmutableSandboxedEnvironment
+    ctu.ImmutableSandboxedEnvironment = _bounded_env_class(base)
+    try:
+        compiled = ctu._cached_compile_jinja_template(template)
+    finally:
+        ctu.ImmutableSandboxedEnvironment = base
+    compiled.render = functools.partial(_bounded_text, compiled)  # the tokenize=False path (preference pairs)
+    return compiled
+
+
+def _bounded_text(compiled: Any, *args: Any, **kwargs: Any) -> str:
+    """``Template.render`` of one conversation under its bounds (deadline, :data:`RENDER_MAX_CHARS`)."""
+    _guard.deadline = time.monotonic() + RENDER_SECONDS
+    out: list[str] = []
+    size = 0
+    try:
+        for block in compiled.generate(*args, **kwargs):
+            size += len(block)
+            if size > RENDER_MAX_CHARS:
+                raise RenderLimit(f"the chat template rendered over {RENDER_MAX_CHARS} characters of one conversation")
+            out.append(block)
+            _check_deadline()
+    finally:
+        _guard.deadline = None
+    return "".join(out)
+
+
+def _bounded_render(compiled_template: Any, messages: Any, tools: Any, documents: Any, add_generation_prompt: Any,
+                    **template_kwargs: Any) -> tuple[str, list[Any]]:
+    """transformers' ``_render_with_assistant_indices`` with one conversation's bounds: the deadline
+    starts here, and the blocks rendered may not pass :data:`RENDER_MAX_CHARS` characters."""
+    _guard.deadline = time.monotonic() + RENDER_SECONDS
+    rendered_blocks: list[str] = []
+    generation_indices: list[Any] = []
+    size = 0
+    try:
+        with compiled_template.environment.activate_tracker(rendered_blocks, generation_indices):
+            for block in compiled_template.generate(messages=messages, tools=tools, documents=documents,
+                                                    add_generation_prompt=add_generation_prompt, **template_kwargs):
+                size += len(block)
+                if size > RENDER_MAX_CHARS:
+                    raise RenderLimit(f"the chat template rendered over {RENDER_MAX_CHARS} characters of one conversation")
+                rendered_blocks.append(block)
+                _check_deadline()
+            rendered_chat = "".join(rendered_blocks)
+    finally:
+        _guard.deadline = None
+    return rendered_chat, generation_indices
+
+
+@contextlib.contextmanager
+def bounded_templates() -> Any:
+    """While rendering: transformers compiles chat templates with the bounded environment and renders
+    each conversation under its bounds; in the main thread a 0.5 s timer also stops a template loop
+    that calls nothing (the timer raises :class:`RenderLimit` once the deadline has passed). Where
+    transformers lacks the functions patched here, only the timer holds."""
+    transformers = _import_transformers()
+    ctu = getattr(getattr(transformers, "utils", None), "chat_template_utils", None)
+    patch = ctu is not None and all(hasattr(ctu, n) for n in (
+        "_compile_jinja_template", "_cached_compile_jinja_template", "_render_with_assistant_indices",
+        "ImmutableSandboxedEnvironment"))
+    saved = (ctu._compile_jinja_template, ctu._render_with_assistant_indices) if patch else None
+    if patch:
+        ctu._compile_jinja_template = functools.partial(_bounded_compile, ctu)
+        ctu._render_with_assistant_indices = _bounded_render
+    timer = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    old = None
+    if timer:
+        def on_alarm(_sig: int, _frame: Any) -> None:
+            _check_deadline()
+
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, 0.5, 0.5)
+    try:
+        yield
+    finally:
+        if timer:
+            signal.setitimer(signal.ITIMER_REAL, 0, 0)
+            signal.signal(signal.SIGALRM, old)
+        if saved is not None:
+            ctu._compile_jinja_template, ctu._render_with_assistant_indices = saved
 
 
 def _import_transformers() -> Any:
@@ -63,7 +223,8 @@ def _import_transformers() -> Any:
 def _load(path: str, _stamp: float) -> Any:
     transformers = _import_transformers()
     try:
-        return transformers.AutoTokenizer.from_pretrained(path)
+        # never the data's code (auto_map), never a prompt asking whether to run it, never the network
+        return transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any loader failure is the config's tokenizer path
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise UsageError(f"[tokens] tokenizer = {path!r}: transformers cannot load a tokenizer there ({first}); "
@@ -75,6 +236,10 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
     (None, why) when it cannot render: transformers is not installed (the install command), or the
     tokenizer has no chat template. Loaded once per folder and modification time.
 
+    The load passes ``trust_remote_code=False`` (a ``tokenizer_config.json`` whose ``auto_map`` names
+    a Python file is refused, never imported, and transformers never asks whether to run it) and
+    ``local_files_only=True`` (nothing is downloaded).
+
     Raises:
         UsageError: no such path, or transformers cannot load a tokenizer from it (exit 2).
     """
@@ -83,6 +248,10 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
         raise UsageError(f"[tokens] tokenizer = {path!r}: no such file or folder; give the tokenizer's folder "
                          "(tokenizer.json, tokenizer_config.json and its chat template)")
     folder = p if p.is_dir() else p.parent
+    special = next((f.name for f in folder.iterdir() if f.exists() and not f.is_dir() and not f.is_file()), None)
+    if special is not None:  # a FIFO would block transformers' open, a device never ends
+        raise UsageError(f"[tokens] tokenizer = {path!r}: {special} in {folder} is not a regular file (a FIFO, device "
+                         "or socket); datacheck loads no tokenizer from such a folder")
     if _import_transformers() is None:
         return None, f"rendering messages with [tokens] tokenizer needs transformers and jinja2: {CHAT_INSTALL}"
     stamp = max((f.stat().st_mtime for f in folder.iterdir() if f.is_file()), default=0.0)
@@ -176,6 +345,29 @@ def error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+def _render_rows(tok: Any, conversations: list[Any], ids: list[Any], masks: list[Any], errors: list[str | None],
+                 rejected: list[int]) -> None:
+    """Fill ``ids``/``masks`` of the rendered rows, ``errors``/``rejected`` of the rows the template
+    raised on (batches of :data:`_BATCH`; a batch that raises is rendered row by row)."""
+    n = len(conversations)
+    for start in range(0, n, _BATCH):
+        rows = [i for i in range(start, min(start + _BATCH, n)) if conversations[i] is not None]
+        if not rows:
+            continue
+        try:
+            out = _call(tok, [conversations[i] for i in rows])
+            for k, i in enumerate(rows):
+                ids[i], masks[i] = out["input_ids"][k], out["assistant_masks"][k]
+        except Exception:  # noqa: BLE001 - find the rows the template rejects, one by one
+            for i in rows:
+                try:
+                    out = _call(tok, [conversations[i]])
+                    ids[i], masks[i] = out["input_ids"][0], out["assistant_masks"][0]
+                except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bound, a bad value
+                    rejected.append(i)
+                    errors[i] = error_text(exc)
+
+
 def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, truncation_side: str,
                 ignore_index: int) -> Rendered:
     """Render ``conversations`` (lists of ``{role, content}`` dicts as :func:`~datacheck.derive.messages.template_turns` gives
@@ -184,7 +376,9 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
     ``truncation_side`` (the assistant tokens before truncation kept in :data:`UNTRUNCATED_ASSISTANT`).
     A batch the template raises on is rendered row by row, so a good row of that batch is rendered
     (never blamed); the rows it still raises on (the template's ``raise_exception``, a content type
-    the template cannot concatenate) have null token columns and their error in :data:`TEMPLATE_ERROR`.
+    the template cannot concatenate, a bound of :func:`bounded_templates` passed: over
+    :data:`RENDER_SECONDS` or :data:`RENDER_MAX_CHARS` on one conversation) have null token columns
+    and their error in :data:`TEMPLATE_ERROR` (``sft.role_order`` reports those rows).
     """
     tok.truncation_side = truncation_side
     n = len(conversations)
@@ -193,30 +387,15 @@ def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, tru
     whole: list[int | None] = [None] * n
     errors: list[str | None] = [None] * n
     rejected: list[int] = []
-    first_error: str | None = None
     tlog = logging.getLogger("transformers")
     level = tlog.level
     tlog.setLevel(logging.ERROR)  # the "no {% generation %}" warning is what sft.assistant_mask_empty reports
     try:
-        for start in range(0, n, _BATCH):
-            rows = [i for i in range(start, min(start + _BATCH, n)) if conversations[i] is not None]
-            if not rows:
-                continue
-            try:
-                out = _call(tok, [conversations[i] for i in rows])
-                for k, i in enumerate(rows):
-                    ids[i], masks[i] = out["input_ids"][k], out["assistant_masks"][k]
-            except Exception:  # noqa: BLE001 - find the rows the template rejects, one by one
-                for i in rows:
-                    try:
-                        out = _call(tok, [conversations[i]])
-                        ids[i], masks[i] = out["input_ids"][0], out["assistant_masks"][0]
-                    except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bad value
-                        rejected.append(i)
-                        errors[i] = error_text(exc)
-                        first_error = first_error or errors[i]
+        with bounded_templates():
+            _render_rows(tok, conversations, ids, masks, errors, rejected)
     finally:
         tlog.setLevel(level)
+    first_error = next((errors[i] for i in rejected), None)
     for i in range(n):
         if ids[i] is not None:
             whole[i] = int(sum(masks[i]))

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from datacheck.derive.chat import TEMPLATE_ERROR, error_text
+from datacheck.derive.chat import TEMPLATE_ERROR, bounded_templates, error_text
 from datacheck.derive.messages import turns_for_template
 from datacheck.model.roles import message_fields
 
@@ -74,6 +74,13 @@ def _texts(tok: Any, convs: list[Any], generation_prompt: bool, errors: list[str
     is rendered row by row; a row it raises on is None and its error is set in ``errors`` (the first
     one kept). None conversations (and rows with an error already) are not rendered."""
     out: list[str | None] = [None] * len(convs)
+    with bounded_templates():  # each conversation under the time and size bounds of derive.chat
+        _texts_into(tok, convs, generation_prompt, errors, out)
+    return out
+
+
+def _texts_into(tok: Any, convs: list[Any], generation_prompt: bool, errors: list[str | None],
+                out: list[str | None]) -> None:
     for start in range(0, len(convs), _BATCH):
         rows = [i for i in range(start, min(start + _BATCH, len(convs))) if convs[i] is not None and errors[i] is None]
         if not rows:
@@ -89,7 +96,6 @@ def _texts(tok: Any, convs: list[Any], generation_prompt: bool, errors: list[str
                     out[i] = tok.apply_chat_template(convs[i], tokenize=False, add_generation_prompt=generation_prompt)
                 except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bad value
                     errors[i] = error_text(exc)
-    return out
 
 
 def _common_prefix(a: str, b: str) -> str:

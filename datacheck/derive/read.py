@@ -84,6 +84,7 @@ from datacheck.model.roles import (
     resolve_roles,
     text_casts,
     text_column_names,
+    wide_int_casts,
 )
 
 __all__ = ["CheckInput", "open_for_checks", "count_rows", "ALPACA", "CHAT", "PAIRS", "DERIVATIONS"]
@@ -215,9 +216,10 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         derived += [c for c in (*RENDERED_COLUMNS, whole, err) if c in schema]
     if derived:
         roles = replace(roles, derived=tuple(derived))
-    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema)}
+    wide = wide_int_casts(roles, schema)
+    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema), **wide}
     if casts:
-        lf = lf.with_columns([pl.col(c).cast(t) for c, t in casts.items()])
+        lf = lf.with_columns([pl.col(c).cast(t, strict=c not in wide) for c, t in casts.items()])
         schema.update(casts)
     where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),

@@ -264,7 +264,7 @@ class RayExecutor:
                          log_to_driver=False, runtime_env={"env_vars": env} if env else None)
             else:
                 ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - Ray raises plain Exception when its node fails to start
             where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
             raise UsageError(f"--executor ray: cannot start or join {where}: {str(exc).splitlines()[0] if str(exc) else exc}"
                              "; check --ray-address (e.g. ray://HEAD:10001, or auto inside a cluster) or run "
@@ -274,16 +274,29 @@ class RayExecutor:
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
         """Yield ``fn(item)`` in the items' order; every item is submitted at once as one Ray task.
 
+        When this process has not initialised Ray itself, the Ray driver runs in a child process
+        (``spawn``) that sends each result back: Ray ends its driver process with exit 1 when the
+        raylet or the dashboard agent dies, and that must end the child, not datacheck. A Ray the
+        caller initialised (a notebook, a test) is used here, in this process.
+
         Raises:
-            WorkerDied: a task's worker died ``max_retries + 1`` times (``pending``: the items without a
-                result at that point).
+            WorkerDied: a task's worker died ``max_retries + 1`` times, Ray itself failed (raylet,
+                dashboard agent, object store), or the driver process ended without a result
+                (``pending``: the items without a result at that point).
             Exception: whatever ``fn`` raised for that item (unwrapped from Ray's ``RayTaskError``).
         """
         items = list(items)
         if not items:
             return
+        if self.ray.is_initialized():
+            yield from self._map_here(fn, items)
+        else:
+            yield from self._map_isolated(fn, items)
+
+    def _map_here(self, fn: Callable[[T], R], items: list[T]) -> Iterator[R]:
         ray = self.ray
         started = self._start()
+        k = 0
         try:
             remote = ray.remote(max_retries=self.max_retries, retry_exceptions=False, num_cpus=1)(fn)
             refs = [remote.remote(item) for item in items]
@@ -299,9 +312,90 @@ class RayExecutor:
                                      f"a Ray worker ended without a result after {self.max_retries} retries "
                                      f"({type(exc).__name__})") from None
                 yield result
+        except (WorkerDied, UsageError, GeneratorExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - Ray's own failure (raylet gone, RPC error, object store)
+            if _raised_by_fn(exc, ray):
+                raise
+            raise WorkerDied(list(range(k, len(items))),
+                             f"Ray failed while the shards were audited ({type(exc).__name__}: "
+                             f"{(str(exc).splitlines() or [''])[0][:200]})") from None
         finally:
             if started:
-                ray.shutdown()
+                try:
+                    ray.shutdown()
+                except Exception:  # noqa: BLE001, S110 - a Ray already broken cannot shut down cleanly
+                    pass
+
+    def _map_isolated(self, fn: Callable[[T], R], items: list[T]) -> Iterator[R]:
+        ctx = multiprocessing.get_context("spawn")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_ray_driver, args=(send, self.workers, self.address, self.max_retries, fn, items),
+                           name="datacheck-ray-driver")
+        proc.start()
+        send.close()
+        k = 0
+        try:
+            while k < len(items):
+                try:
+                    kind, payload = recv.recv()
+                except EOFError:  # the driver process ended without sending everything
+                    break
+                if kind == "result":
+                    k += 1
+                    yield payload
+                elif kind == "raise":
+                    raise payload
+                elif kind == "usage":
+                    raise UsageError(payload)
+                else:  # "died"
+                    raise WorkerDied(list(range(k, len(items))), payload)
+            if k < len(items):
+                proc.join(30)
+                code = proc.exitcode
+                raise WorkerDied(list(range(k, len(items))),
+                                 f"the Ray driver process ended without a result (exit code {code}; Ray ends its "
+                                 "driver when the raylet or the dashboard agent dies)")
+        finally:
+            recv.close()
+            proc.join(120 if k == len(items) else 5)  # the driver shuts Ray down before it ends
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(30)
+
+
+def _raised_by_fn(exc: BaseException, ray: Any) -> bool:
+    """True for an exception of the mapped function itself (unwrapped from ``RayTaskError``): not one
+    of Ray's own exception types, nor a connection or RPC error."""
+    errors = getattr(getattr(ray, "exceptions", None), "RayError", ())
+    if errors and isinstance(exc, errors):
+        return False
+    return not isinstance(exc, (ConnectionError, OSError)) and type(exc).__module__.split(".")[0] not in ("ray", "grpc")
+
+
+def _ray_driver(conn: Any, workers: int, address: str | None, max_retries: int, fn: Callable[[Any], Any],
+                items: list[Any]) -> None:
+    """The child process of :meth:`RayExecutor._map_isolated`: the Ray driver, sending
+    ``("result", value)`` per item in order, or ``("raise", exception)`` / ``("died", message)`` /
+    ``("usage", message)`` once."""
+    import pickle
+
+    try:
+        ex = RayExecutor(workers, address, max_retries)
+        for result in ex._map_here(fn, items):
+            conn.send(("result", result))
+    except WorkerDied as exc:
+        conn.send(("died", str(exc)))
+    except (UsageError, OptionalDependencyError) as exc:
+        conn.send(("usage", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - the mapped function's own exception, re-raised by the caller
+        try:
+            pickle.dumps(exc)
+            conn.send(("raise", exc))
+        except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+            conn.send(("raise", RuntimeError(f"{type(exc).__name__}: {exc}")))
+    finally:
+        conn.close()
 
 
 #: With the default workers, work of fewer bytes than this (the files of the shards to audit) is

@@ -28,28 +28,38 @@ size, and each item's field sizes add up to its length. The field count comes fr
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, read_whole
+from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.io import safejson
+from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_regular, read_capped
 from datacheck.io.litdataindex import is_litdata_index
+from datacheck.model.config import MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_RECORD_BYTES
 
 __all__ = ["FORMAT", "is_litdata_index", "litdata_folder", "read_litdata_chunk", "sniff"]
 
 
+#: most fields an item may have (litdata items are tuples or flattened dicts of a few fields)
+_MAX_FIELDS = 4096
+
+
 def _formats(path: Path) -> list[str] | None:
+    """``config.data_format`` of the folder's ``index.json`` (read by :mod:`datacheck.io.safejson`:
+    depth- and size-bounded, never a FIFO), or None when there is no usable one."""
     try:
-        doc = json.loads((path.parent / "index.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = safejson.read_json_file(path.parent / "index.json")
+    except (OSError, safejson.JsonInputError):
         return None
     if not is_litdata_index(doc):
         return None
     fmt = doc["config"].get("data_format")
-    return [str(f) for f in fmt] if isinstance(fmt, list) else None
+    if not isinstance(fmt, list) or not 0 < len(fmt) <= _MAX_FIELDS:
+        return None
+    return [f if isinstance(f, str) else str(f)[:40] for f in fmt]
 
 
 def _decode(fmt: str, b: bytes) -> Any:
@@ -62,16 +72,30 @@ def _decode(fmt: str, b: bytes) -> Any:
     return bytes(b)
 
 
-def read_litdata_chunk(path: Path) -> pl.DataFrame:
+def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> pl.DataFrame:
     """Read one chunk file: one row per item, one column per field.
 
+    Bounds (``[dataset]`` keys of ``opts``): the file over ``max_file_bytes``, an item over
+    ``max_record_bytes`` or a field over ``max_member_bytes`` is refused (the reason names the item).
+
     Raises:
-        FormatError: a layout rule of the module docstring is broken.
+        FormatError: a layout rule of the module docstring is broken, or a bound is passed.
     """
+    ds = opts.dataset if opts is not None else None
+    file_cap = int(getattr(ds, "max_file_bytes", None) or MAX_FILE_BYTES)
+    record_cap = int(getattr(ds, "max_record_bytes", None) or MAX_RECORD_BYTES)
+    member_cap = int(getattr(ds, "max_member_bytes", None) or MAX_MEMBER_BYTES)
     try:
-        data = path.read_bytes()
+        with open_regular(path) as f:
+            size = f.seek(0, 2)
+            f.seek(0)
+            data = read_capped(f, size, file_cap, "the chunk", "max_file_bytes")
+    except NotRegular as exc:
+        raise FormatError(exc.reason) from None
     except OSError as exc:
         raise FormatError(f"cannot read file: {exc.strerror or exc}") from None
+    except OverLimit as exc:
+        raise FormatError(exc.reason) from None
     size = len(data)
     if size < 8:
         raise FormatError(f"{size} bytes: too short for a litdata chunk (item count and offsets); a cut write?")
@@ -97,11 +121,17 @@ def read_litdata_chunk(path: Path) -> pl.DataFrame:
             continue
         if b + 4 * k > e:
             raise FormatError(f"item {i}: {e - b} bytes cannot hold the sizes of its {k} fields")
+        if e - b > record_cap:
+            raise FormatError(f"item {i}: {e - b} bytes, over the limit of {human_bytes(record_cap)} "
+                              "([dataset] max_record_bytes)")
         sizes = np.frombuffer(data[b:b + 4 * k], "<u4").astype(np.int64)
         if b + 4 * k + int(sizes.sum()) != e:
             raise FormatError(f"item {i}: its {k} fields take {4 * k + int(sizes.sum())} bytes but the offsets give "
                               f"it {e - b} (index.json data_format {formats} does not fit the chunk)")
         at = b + 4 * k
+        if int(sizes.max(initial=0)) > member_cap:
+            raise FormatError(f"item {i}: a field of {int(sizes.max())} bytes, over the limit of "
+                              f"{human_bytes(member_cap)} ([dataset] max_member_bytes)")
         for j, (fmt, ln) in enumerate(zip(formats, sizes)):
             cols[j].append(_decode(fmt, data[at:at + int(ln)]))
             at += int(ln)
@@ -123,9 +153,8 @@ def litdata_folder(folder: str) -> bool:
 @functools.lru_cache(maxsize=256)
 def _litdata_index_file(index: str, _mtime_ns: int, _size: int) -> bool:
     try:
-        with open(index, "rb") as f:
-            return is_litdata_index(json.load(f))
-    except (OSError, ValueError):
+        return is_litdata_index(safejson.read_json_file(Path(index)))
+    except (OSError, safejson.JsonInputError):
         return False
 
 
@@ -134,6 +163,6 @@ def sniff(path: Path) -> str | None:
     return "litdata" if path.name.lower().endswith(".bin") and litdata_folder(str(path.parent)) else None
 
 
-FORMAT = Format(names=("litdata",), open=read_whole(lambda path, opts: (read_litdata_chunk(path), [])), sniff=sniff,
+FORMAT = Format(names=("litdata",), open=read_whole(lambda path, opts: (read_litdata_chunk(path, opts), [])), sniff=sniff,
                 refusals={"litdata": "its writer owns the layout (the folder's index.json lists every "
                                      "chunk and its samples); rebuild it with litdata optimize"})

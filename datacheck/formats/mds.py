@@ -26,16 +26,16 @@ still audited.
 """
 from __future__ import annotations
 
-import bz2
-import gzip
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, read_whole
+from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.io import safejson
+from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_inflated, read_capped
+from datacheck.model.config import MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_RECORD_BYTES
 from datacheck.model.findings import Example, Finding
 
 __all__ = ["MDS_SUFFIXES", "read_mds", "FORMAT"]
@@ -51,26 +51,67 @@ _BINARY = {"bytes", "pil", "jpeg", "png", "jpeg_array", "jpegarray", "list[pil]"
 _ND_VALUE = {8: "uint8", 9: "int8", 16: "uint16", 17: "int16", 32: "uint32", 33: "int32", 64: "uint64",
              65: "int64", 66: "float16", 67: "float32", 68: "float64"}
 _ND_SHAPE = {0: np.uint8, 1: np.uint16, 2: np.uint32, 3: np.uint64}
+#: the ``ndarray:<dtype>`` names MDS writes (``streaming.base.format.mds.encodings``: the dtypes of
+#: :data:`_ND_VALUE`); any other dtype string (``O``, ``V8``, ``<U3``, ``xyz``) is refused
+_ND_DTYPES = frozenset(_ND_VALUE.values())
+_DEFAULT_LIMITS = {"max_file_bytes": MAX_FILE_BYTES, "max_member_bytes": MAX_MEMBER_BYTES,
+                   "max_record_bytes": MAX_RECORD_BYTES}
+#: the encodings read as text/number columns besides the scalars, binaries and ndarrays
+_OTHER = frozenset({"str", "json", "str_int", "str_float"})
+#: the most dimensions an MDS ndarray may declare (6 bits of its header byte)
+_ND_MAX_DIMS = 63
 
 
-def _raw(path: Path) -> bytes:
-    name = path.name.lower()
+def _raw(path: Path, opts: ReadOptions) -> bytes:
+    """The shard's bytes (inflated as a stream for ``.zstd``/``.gz``/``.bz2``): the sample count and
+    offset table are read first, and no more than ``offset[N]`` bytes (the size the table declares,
+    checked against ``[dataset] max_file_bytes`` before it is read) plus one, to tell trailing bytes."""
+    cap = _limit(opts, "max_file_bytes")
     try:
-        raw = path.read_bytes()
+        with open_inflated(path) as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return head
+            n = int(np.frombuffer(head[:4], "<u4")[0])
+            table = head + read_capped(f, 4 * n, cap, f"the offset table of {n} samples", "max_file_bytes")
+            if len(table) < 4 * (n + 2):
+                return table
+            end = int(np.frombuffer(table[-4:], "<u4")[0])
+            rest = read_capped(f, max(0, end - len(table)) + 1, cap, f"the shard (offset[{n}] = {end})",
+                               "max_file_bytes")
+            return table + rest
+    except OverLimit as exc:
+        raise FormatError(exc.reason) from None
+    except NotRegular as exc:
+        raise FormatError(exc.reason) from None
     except OSError as exc:
         raise FormatError(f"cannot read file: {exc.strerror or exc}") from None
-    try:
-        if name.endswith(".zstd"):
-            import zstandard
-
-            return zstandard.ZstdDecompressor().stream_reader(raw).read()
-        if name.endswith(".gz"):
-            return gzip.decompress(raw)
-        if name.endswith(".bz2"):
-            return bz2.decompress(raw)
     except Exception as exc:  # noqa: BLE001 - any decompressor error is a broken shard
         raise FormatError(f"cannot decompress {path.suffix} data: {exc}") from None
-    return raw
+
+
+def _limit(opts: ReadOptions, key: str) -> int:
+    return int(getattr(opts.dataset, key, None) or _DEFAULT_LIMITS[key])
+
+
+def _encoding_problem(enc: Any) -> str | None:
+    """Why ``enc`` is not an encoding MDS writes (None: it is one). ``ndarray`` takes an optional
+    dtype of :data:`_ND_DTYPES` and an optional shape of positive integers (``ndarray:int32:3,4``)."""
+    if not isinstance(enc, str):
+        return f"{enc!r} is a JSON {type(enc).__name__}, not an encoding name"
+    if enc in _SCALARS or enc in _BINARY or enc in _OTHER:
+        return None
+    parts = enc.split(":")
+    if parts[0] != "ndarray" or len(parts) > 3:
+        return f"unknown encoding {enc[:80]!r}"
+    if len(parts) > 1 and parts[1] and parts[1] not in _ND_DTYPES:
+        return (f"ndarray dtype {parts[1][:40]!r} is not one MDS writes ({', '.join(sorted(_ND_DTYPES))}); "
+                "object and other dtypes are refused")
+    if len(parts) == 3:
+        dims = parts[2].split(",")
+        if not (0 < len(dims) <= _ND_MAX_DIMS and all(d.isdigit() and len(d) <= 12 and int(d) > 0 for d in dims)):
+            return f"ndarray shape {parts[2][:40]!r} is not a list of positive integers"
+    return None
 
 
 def _polars_type(enc: str) -> pl.DataType:
@@ -84,7 +125,8 @@ def _polars_type(enc: str) -> pl.DataType:
         return pl.Float64()
     if enc.startswith("ndarray"):
         parts = enc.split(":")
-        inner = pl.from_numpy(np.zeros(1, parts[1])).dtypes[0] if len(parts) > 1 and parts[1] else pl.Float64()
+        dt = parts[1] if len(parts) > 1 and parts[1] else "float64"
+        inner = pl.from_numpy(np.zeros(1, dt if dt in _ND_DTYPES else "float64")).dtypes[0]
         return pl.List(pl.Float32() if inner == pl.Float16() else inner)
     return pl.Binary()
 
@@ -100,7 +142,7 @@ def _decode(enc: str, b: bytes) -> Any:
         return b.decode("utf-8")
     if enc == "json":
         text = b.decode("utf-8")
-        json.loads(text)
+        safejson.loads(b)
         return text
     if enc == "str_int":
         return int(b.decode("utf-8"))
@@ -114,15 +156,19 @@ def _decode(enc: str, b: bytes) -> Any:
         else:
             dt = _ND_VALUE[b[0]]
             i = 1
+        if dt not in _ND_DTYPES:
+            raise ValueError(f"ndarray dtype {dt!r} is not one MDS writes")
         if len(parts) <= 2:  # dynamic shape: [ndim << 2 | shape dtype code] [shape]
             ndim, sdt = b[i] >> 2, _ND_SHAPE[b[i] % 4]
             i += 1 + ndim * np.dtype(sdt).itemsize
+            if i > len(b):
+                raise ValueError(f"the ndarray header declares {ndim} dimensions but the value holds {len(b)} bytes")
         arr = np.frombuffer(b[i:], dt)
         return arr.astype(np.float32).tolist() if dt == "float16" else arr.tolist()
     return bytes(b)
 
 
-def read_mds(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]]:
+def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]]:
     """Read one MDS shard: one row per sample, one column per MDS column.
 
     Returns:
@@ -131,7 +177,8 @@ def read_mds(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]
     Raises:
         FormatError: a layout rule of the module docstring is broken.
     """
-    data = _raw(path)
+    max_examples = opts.max_examples
+    data = _raw(path, opts)
     size = len(data)
     if size < 8:
         raise FormatError(f"{size} bytes: too short for an MDS shard (sample count and offsets); a cut write?")
@@ -146,18 +193,35 @@ def read_mds(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]
     if offsets[-1] != size:
         raise FormatError(f"the last sample ends at byte {int(offsets[-1])} but the file holds {size} bytes "
                           f"({'truncated' if offsets[-1] > size else 'trailing bytes'}); rewrite the shard")
+    where = f"the shard's JSON config (bytes {table_end}..{int(offsets[0])})"
     try:
-        cfg = json.loads(data[table_end:int(offsets[0])].decode("utf-8"))
-        names, encs = list(cfg["column_names"]), list(cfg["column_encodings"])
-        sizes = list(cfg.get("column_sizes") or [None] * len(names))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise FormatError(f"the shard's JSON config (bytes {table_end}..{int(offsets[0])}) does not parse: {exc}") from None
+        cfg = safejson.loads(data[table_end:int(offsets[0])])
+    except safejson.JsonInputError as exc:
+        raise FormatError(f"{where} does not parse: {exc.reason}") from None
+    if not isinstance(cfg, dict):
+        raise FormatError(f"{where} is a JSON {type(cfg).__name__}, not an object")
+    names, encs, sizes = cfg.get("column_names"), cfg.get("column_encodings"), cfg.get("column_sizes")
+    if sizes is None and isinstance(names, list):
+        sizes = [None] * len(names)
+    for key, val in (("column_names", names), ("column_encodings", encs), ("column_sizes", sizes)):
+        if not isinstance(val, list):
+            raise FormatError(f"{where}: {key} is {type(val).__name__ if val is not None else 'missing'}, not a list")
+    assert isinstance(names, list) and isinstance(encs, list) and isinstance(sizes, list)
     if not (len(names) == len(encs) == len(sizes)):
         raise FormatError(f"the config lists {len(names)} column names, {len(encs)} encodings and {len(sizes)} sizes")
-    unknown = [e for e in encs if e not in _SCALARS and e not in _BINARY and e not in ("str", "json", "str_int", "str_float")
-               and not e.startswith("ndarray")]
-    if unknown:
-        raise FormatError(f"unknown MDS encoding(s) {unknown}: datacheck reads the encodings of mosaicml-streaming 0.13")
+    bad_name = next((nm for nm in names if not isinstance(nm, str)), None)
+    if bad_name is not None or len(set(names)) != len(names):
+        raise FormatError(f"{where}: column_names must be distinct strings (got {str(names)[:120]})")
+    member_cap = _limit(opts, "max_member_bytes")
+    for nm, sz in zip(names, sizes):
+        if sz is not None and (not isinstance(sz, int) or isinstance(sz, bool) or not 0 <= sz <= member_cap):
+            raise FormatError(f"{where}: column_sizes of column {nm!r} is {str(sz)[:40]!r}, not null or a byte "
+                              f"count in 0..{member_cap} ([dataset] max_member_bytes)")
+    problems = [f"column {nm!r}: {p}" for nm, e in zip(names, encs) if (p := _encoding_problem(e)) is not None]
+    if problems:
+        raise FormatError(f"unsupported MDS encoding(s): {'; '.join(problems[:3])} (datacheck reads the encodings "
+                          "mosaicml-streaming 0.13 writes)")
+    record_cap = _limit(opts, "max_record_bytes")
     cols: list[list[Any]] = [[] for _ in names]
     bad: list[tuple[int, str]] = []
     for r in range(n):
@@ -174,16 +238,29 @@ def read_mds(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]
         if at + sum(lens) != end:
             raise FormatError(f"sample {r}: its columns take {at + sum(lens) - b} bytes but the offsets give it {end - b}")
         problem = None
+        over = end - b > record_cap
         for k, (enc, ln) in enumerate(zip(encs, lens)):
+            if over or ln > member_cap:
+                cols[k].append(None)
+                problem = problem or (f"sample of {end - b} bytes, over the limit of {human_bytes(record_cap)} "
+                                      "([dataset] max_record_bytes)" if over else
+                                      f"column {names[k]!r}: {ln} bytes, over the limit of {human_bytes(member_cap)} "
+                                      "([dataset] max_member_bytes)")
+                at += ln
+                continue
             try:
                 cols[k].append(_decode(enc, data[at:at + ln]))
-            except (ValueError, KeyError, IndexError, UnicodeDecodeError) as exc:
+            except (ValueError, KeyError, IndexError, UnicodeDecodeError, OverflowError) as exc:
                 cols[k].append(None)
                 problem = problem or f"column {names[k]!r} ({enc}): {exc}"
             at += ln
         if problem:
             bad.append((r, problem))
-    frame = pl.DataFrame({nm: pl.Series(nm, v, dtype=_polars_type(e)) for nm, v, e in zip(names, cols, encs)})
+    try:
+        frame = pl.DataFrame({nm: pl.Series(nm, v, dtype=_polars_type(e)) for nm, v, e in zip(names, cols, encs)})
+    except (ValueError, TypeError, OverflowError, pl.exceptions.PolarsError) as exc:
+        raise FormatError(f"the decoded values do not form columns of their encodings' types: "
+                          f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}") from None
     findings = []
     if bad:
         findings.append(Finding(
@@ -197,6 +274,6 @@ def read_mds(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]
     return frame, findings
 
 
-FORMAT = Format(names=("mds",), open=read_whole(lambda path, opts: read_mds(path, opts.max_examples)), extensions=tuple((e, "mds") for e in MDS_SUFFIXES),
+FORMAT = Format(names=("mds",), open=read_whole(read_mds), extensions=tuple((e, "mds") for e in MDS_SUFFIXES),
                 refusals={"mds": "its writer owns the layout (the folder's index.json lists every shard's "
                                  "samples and sizes); rebuild it with MosaicML's MDSWriter"})

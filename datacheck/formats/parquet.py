@@ -273,6 +273,8 @@ def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict
     """
     want = {c: schema[c] for c in columns}
     got = list(_parquet_batches(path, columns, rows, want))
+    if not got:  # a footer counting rows that no row group holds
+        raise Unreadable(f"reading the data failed: the footer gives {rows} row(s) but the row groups decode to none")
     return got[0] if len(got) == 1 else pl.concat(got)
 
 

@@ -21,15 +21,19 @@ raises :class:`~datacheck.formats.base.FormatError` (``decode.unreadable``).
 from __future__ import annotations
 
 import gzip
-import json
+import io
 import re
 import tarfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, read_whole
+from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.io import safejson
+from datacheck.io.bounded import NotRegular, human_bytes, open_regular
+from datacheck.model.config import MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_RECORD_BYTES
 from datacheck.model.findings import Example, Finding
 
 __all__ = ["WDS_SUFFIXES", "split_key", "read_webdataset", "FORMAT"]
@@ -54,73 +58,144 @@ def _kind(ext: str) -> str:
     return "text" if last in _TEXT else "json" if last in _JSON else "int" if last in _INT else "binary"
 
 
-def _decode(ext: str, b: bytes) -> Any:
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _decode(ext: str, b: bytes, cap: int) -> Any:
+    """The value of a member of extension ``ext``; a ``.gz`` member is inflated as a stream to at most
+    ``cap`` bytes. Raises ``ValueError`` (and ``OSError``/``EOFError`` for bad gzip) on a value that
+    does not decode."""
     if ext.endswith(".gz"):
-        b = gzip.decompress(b)
+        with gzip.GzipFile(fileobj=io.BytesIO(b)) as g:
+            b = g.read(cap + 1)
+        if len(b) > cap:
+            raise ValueError(f"inflates past {human_bytes(cap)} ([dataset] max_member_bytes)")
     kind = _kind(ext)
     if kind == "text":
         return b.decode("utf-8")
     if kind == "json":
         text = b.decode("utf-8")
-        json.loads(text)
+        safejson.loads(b)
         return text
     if kind == "int":
-        return int(b.decode("utf-8").strip())
+        text = b.decode("utf-8").strip()
+        if len(text) > 20:
+            raise ValueError(f"a class of {len(text)} characters is not an integer of 64 bits")
+        v = int(text)
+        if not _INT64[0] <= v <= _INT64[1]:
+            raise ValueError(f"{v} is beyond a 64-bit integer")
+        return v
     return b
 
 
-def read_webdataset(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[Finding]]:
+def _limit(opts: ReadOptions, key: str, default: int) -> int:
+    return int(getattr(opts.dataset, key, None) or default)
+
+
+def _shown(name: str) -> str:
+    """A member name as a report can show it (undecodable bytes as ``\\xff``)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]]:
     """Read one WebDataset tar shard: one row per sample.
+
+    Bounds (``[dataset]`` keys): a member over ``max_member_bytes`` (its header's size, sparse and pax
+    sizes included, checked before a byte of it is read; a ``.gz`` member inflated past it) and a
+    member that would take its sample over ``max_record_bytes`` are ``decode.bad_record`` findings
+    naming the member, never read; members adding up past ``max_file_bytes`` stop the read
+    (``decode.unreadable``). A member name that is not UTF-8 is a ``decode.bad_record`` naming it
+    (its bytes escaped).
 
     Returns:
         (frame, findings): ``decode.bad_record`` (error) for members that do not decode, keys split
-        over non-consecutive members, or an extension repeated in a sample.
+        over non-consecutive members, an extension repeated in a sample, or a bound passed.
 
     Raises:
-        FormatError: not a tar file, or the tar is truncated.
+        FormatError: not a tar file, the tar is truncated, a member declares more bytes than the file
+            holds, or the members pass ``max_file_bytes``.
     """
+    member_cap = _limit(opts, "max_member_bytes", MAX_MEMBER_BYTES)
+    record_cap = _limit(opts, "max_record_bytes", MAX_RECORD_BYTES)
+    file_cap = _limit(opts, "max_file_bytes", MAX_FILE_BYTES)
     samples: list[dict[str, Any]] = []
+    sizes: list[int] = []
     bad: list[tuple[int, str]] = []
     seen_keys: dict[str, int] = {}
+    plain = path.name.lower().endswith(".tar")
+    total = 0
     try:
-        with tarfile.open(path, mode="r:*") as tar:
+        raw = open_regular(path)
+    except NotRegular as exc:
+        raise FormatError(exc.reason) from None
+    except OSError as exc:
+        raise FormatError(f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        file_size = raw.seek(0, 2)
+        raw.seek(0)
+        with raw, tarfile.open(fileobj=raw, mode="r:*", encoding="utf-8", errors="surrogateescape") as tar:
             for member in tar:
                 if not member.isfile():
                     continue
+                shown = _shown(member.name)
+                if plain and member.offset_data + member.size > file_size and not member.issparse():
+                    raise FormatError(f"member '{shown}' declares {member.size} bytes at byte {member.offset_data} "
+                                      f"but the file holds {file_size}: a corrupt or hostile header")
                 parts = split_key(member.name)
                 base = member.name.rsplit("/", 1)[-1]
                 if parts is None or base.startswith("__") or base.startswith("."):
                     continue
                 key, ext = parts
-                f = tar.extractfile(member)
-                raw = f.read() if f is not None else b""
                 if not samples or samples[-1]["__key__"] != key:
                     if key in seen_keys:
-                        bad.append((len(samples), f"key {key!r} resumes after other samples (first at sample "
-                                                  f"{seen_keys[key]}): WebDataset yields it as two samples"))
+                        bad.append((len(samples), f"key {_shown(key)!r} resumes after other samples (first at "
+                                                  f"sample {seen_keys[key]}): WebDataset yields it as two samples"))
                     seen_keys.setdefault(key, len(samples))
                     samples.append({"__key__": key})
+                    sizes.append(0)
+                row = len(samples) - 1
                 sample = samples[-1]
+                if shown != member.name:
+                    bad.append((row, f"member '{shown}': its name is not UTF-8; the member was not read"))
+                    continue
+                if member.size > member_cap:
+                    bad.append((row, f"member '{shown}': {member.size} bytes, over the limit of "
+                                     f"{human_bytes(member_cap)} ([dataset] max_member_bytes); not read"))
+                    continue
+                if sizes[row] + member.size > record_cap:
+                    bad.append((row, f"member '{shown}': takes sample {key!r} to {sizes[row] + member.size} bytes, "
+                                     f"over the limit of {human_bytes(record_cap)} ([dataset] max_record_bytes); "
+                                     "not read"))
+                    continue
+                total += member.size
+                if total > file_cap:
+                    raise FormatError(f"the members up to '{shown}' add up to {total} bytes, over the limit of "
+                                      f"{human_bytes(file_cap)} ([dataset] max_file_bytes)")
+                f = tar.extractfile(member)
+                data = f.read(member.size) if f is not None else b""
+                sizes[row] += len(data)
                 if ext in sample:
-                    bad.append((len(samples) - 1, f"{member.name}: extension {ext!r} twice in sample {key!r}"))
+                    bad.append((row, f"{shown}: extension {ext!r} twice in sample {key!r}"))
                     continue
                 try:
-                    sample[ext] = _decode(ext, raw)
-                except (OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
+                    sample[ext] = _decode(ext, data, member_cap)
+                except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as exc:
                     sample[ext] = None
-                    bad.append((len(samples) - 1, f"{member.name}: does not decode as .{ext}: {exc}"))
+                    bad.append((row, f"{shown}: does not decode as .{ext}: {str(exc)[:200]}"))
             end = tar.offset
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise FormatError(f"not a readable tar file ({exc}); a WebDataset shard is a tar archive, re-create or "
-                          "re-download it") from None
-    if path.name.lower().endswith(".tar"):
+    except (tarfile.TarError, EOFError, OSError, UnicodeError, ValueError, zlib.error) as exc:
+        raise FormatError(f"not a readable tar file ({str(exc)[:200]}); a WebDataset shard is a tar archive, "
+                          "re-create or re-download it") from None
+    if plain:
         # tarfile stops quietly at a header cut in half; a complete archive ends with two zero blocks
-        with open(path, "rb") as f:
-            f.seek(end)
-            marker = f.read(1024)
+        with open(path, "rb") as fh:
+            fh.seek(end)
+            marker = fh.read(1024)
         if len(marker) < 1024 or marker.strip(b"\0"):
             raise FormatError(f"truncated tar: no end-of-archive marker after byte {end} ({len(samples)} complete "
                               "sample(s) before it); a cut download or write, re-create or re-download it")
+    for s_ in samples:
+        s_["__key__"] = _shown(s_["__key__"])
     exts = sorted({k for s in samples for k in s if k != "__key__"})
     cols: dict[str, pl.Series] = {"__key__": pl.Series("__key__", [s["__key__"] for s in samples], dtype=pl.String)}
     for ext in exts:
@@ -128,6 +203,7 @@ def read_webdataset(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[F
         dtype = pl.String if kind in ("text", "json") else pl.Int64 if kind == "int" else pl.Binary
         cols[ext] = pl.Series(ext, [s.get(ext) for s in samples], dtype=dtype)
     findings = []
+    max_examples = opts.max_examples
     if bad:
         bad.sort()
         findings.append(Finding(
@@ -141,6 +217,6 @@ def read_webdataset(path: Path, max_examples: int) -> tuple[pl.DataFrame, list[F
     return pl.DataFrame(cols), findings
 
 
-FORMAT = Format(names=("webdataset",), open=read_whole(lambda path, opts: read_webdataset(path, opts.max_examples)), extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES),
+FORMAT = Format(names=("webdataset",), open=read_whole(read_webdataset), extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES),
                 refusals={"webdataset": "its writer owns the layout (a sample is the tar members sharing a "
                                         "key); rebuild it with webdataset's TarWriter"})

@@ -11,6 +11,9 @@ also names this function as :func:`datacheck.formats.discovery.discover`). Here:
   file that the list does not name (``cache-*.arrow`` from ``Dataset.map``) is not a shard: the
   loader ignores it. It is not audited; the ``index`` checks report it as an extra shard.
 
+A FIFO, device or socket is never opened (a FIFO blocks the open, a device never ends): it is
+listed under ``ignored`` with that reason, whatever its name.
+
 Files left out that look like data (a data extension, or an unlisted Arrow file) are kept in
 :attr:`Discovery.ignored_data` with the reason, and the report lists them under ``ignored``.
 """
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from datacheck.io.bounded import special_kind
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
 from datacheck.model.errors import UsageError
@@ -167,7 +171,7 @@ def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
     """(root, files, named) for one PATH argument; ``named``: the argument is one file."""
     p = Path(arg)
     if any(ch in arg for ch in "*?["):
-        files = sorted(Path(x) for x in _glob.glob(arg, recursive=True) if Path(x).is_file())
+        files = sorted(Path(x) for x in _glob.glob(arg, recursive=True) if not Path(x).is_dir())
         base = arg
         for i, ch in enumerate(arg):
             if ch in "*?[":
@@ -243,6 +247,11 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
         lname = f.name.lower()
         if _is_temp(f):
             disc.temp_files.append(rel)
+            continue
+        kind = special_kind(f)
+        if kind is not None:  # never opened: a FIFO blocks the open, a device never ends
+            disc.ignored.append(rel)
+            disc.ignored_data.append({"path": rel, "reason": f"not a regular file ({kind}): never opened"})
             continue
         if not follow_symlinks and f not in named:
             target = _link_outside(f, root_real)

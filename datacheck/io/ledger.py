@@ -28,13 +28,15 @@ Indices are global row indices of the dataset (see :mod:`datacheck.execute.plan`
 from __future__ import annotations
 
 import gzip
-import json
+import itertools
 import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
+from datacheck.io import safejson
+from datacheck.io.bounded import NotRegular, open_regular
 from datacheck.model.errors import UsageError
 
 __all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_ledger", "step_indices", "ledger_files",
@@ -43,7 +45,6 @@ __all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_led
 LEDGER_VERSION = 1
 LEDGER_HEADER = f"#datacheck-ledger\t{LEDGER_VERSION}"
 _RANK_FILE = re.compile(r"^rank(\d+)\.tsv(\.gz)?$")
-_MEMBER_SLICE = 1 << 16  # compressed bytes fed to zlib at a time
 
 
 @dataclass(frozen=True)
@@ -145,46 +146,121 @@ def rank_file(folder: str | Path, rank: int) -> Path:
     return Path(folder) / "data-indices" / f"rank{rank}.tsv.gz"
 
 
-def read_lines(path: Path) -> tuple[list[str], bool]:
-    """The complete lines of a (possibly gzip'd, possibly torn) ledger file, and whether it was torn."""
-    raw = path.read_bytes()
-    if not raw.startswith(b"\x1f\x8b"):
-        text = raw.decode("utf-8", errors="replace")
-        torn = not text.endswith("\n") and bool(text)
-        lines = text.split("\n")
-        return (lines[:-1] if torn or not lines[-1] else lines), torn
-    out = bytearray()
-    torn = False
-    view, pos = memoryview(raw), 0
-    while pos < len(raw):  # concatenated gzip members (one per write): decode each, stop at a torn one
+#: the most bytes a ledger file may inflate to (a 100,000-step run of 64 ranks' micro-batches of
+#: 1,024 rows is about 1 GiB a rank); past it the read stops with a usage error naming the file
+MAX_LEDGER_BYTES = 4 << 30
+#: the longest ledger line (one micro-batch's indices: 16 MiB is two million indices)
+MAX_LEDGER_LINE = 16 << 20
+_BLOCK = 1 << 22
+
+
+class _Lines:
+    """The complete lines of a ledger file, streamed (see :func:`iter_lines`); ``torn`` is set once
+    the iteration has ended on a torn gzip member or a last line without its newline."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.torn = False
+        self._total = 0
+        self._plain = False
+
+    def _blocks(self, f: Any) -> Iterator[tuple[bytes, bool]]:
+        """(inflated bytes, end of a gzip member or of a plain file) in blocks of at most 4 MiB."""
+        if f.read(2) != b"\x1f\x8b":
+            self._plain = True
+            f.seek(0)
+            while chunk := f.read(_BLOCK):
+                yield chunk, False
+            yield b"", True
+            return
+        f.seek(0)
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        member = bytearray()
-        while True:  # fed in slices, so the bytes after a member are never copied (linear in the file)
-            chunk = view[pos:pos + _MEMBER_SLICE]
-            if not chunk:  # the file ends inside the member: its CRC cannot be verified, its lines dropped
-                torn = True
-                break
+        data, fed = b"", False
+        while True:
+            if not data:
+                data = f.read(_BLOCK)
+                if not data:
+                    self.torn = self.torn or fed  # a member cut short: its lines are dropped
+                    return
             try:
-                member += d.decompress(chunk)
+                out = d.decompress(data, _BLOCK)
             except zlib.error:
-                torn = True
-                break
-            if d.eof:
-                pos += len(chunk) - len(d.unused_data)
-                break
-            pos += len(chunk)
-        if torn:
-            break
-        out += member
-    text = out.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] != "":
-        torn = True
-    return lines[:-1], torn
+                self.torn = True
+                return
+            fed = True
+            data = d.unconsumed_tail
+            if d.eof:  # the next gzip member (one per append)
+                data = d.unused_data + data
+                d, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
+            yield out, not fed
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        path = self.path
+        try:
+            f = open_regular(path)
+        except NotRegular as exc:
+            raise UsageError(f"{path}: {exc.reason}; a ledger file is a regular file") from None
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read the ledger file ({exc.strerror or exc})") from None
+        with f:
+            buf = b""
+            lineno = 0
+            held: list[tuple[int, str]] = []  # the lines of the gzip member being read (dropped if torn)
+            for chunk, member_end in self._blocks(f):
+                self._total += len(chunk)
+                if self._total > MAX_LEDGER_BYTES:
+                    raise UsageError(f"{path}: the ledger inflates past {MAX_LEDGER_BYTES >> 30} GiB: not a ledger "
+                                     "datacheck reads (a ledger is one line of indices per micro-batch)")
+                if b"\n" in chunk and not chunk.strip(b"\n\r\t "):  # blank lines only: counted, never split
+                    if buf.strip():
+                        held.append((lineno + 1, buf.decode("utf-8", errors="replace")))
+                    lineno += chunk.count(b"\n")
+                    buf = chunk[chunk.rfind(b"\n") + 1:]
+                else:
+                    buf += chunk
+                    if b"\n" in chunk:
+                        *whole, buf = buf.split(b"\n")
+                        for line in whole:
+                            lineno += 1
+                            if line.strip():
+                                held.append((lineno, line.decode("utf-8", errors="replace")))
+                if len(buf) > MAX_LEDGER_LINE:
+                    raise UsageError(f"{path}: a ledger line over {MAX_LEDGER_LINE >> 20} MiB (after line "
+                                     f"{lineno}): not a ledger line")
+                if member_end or self._plain:
+                    yield from held
+                    held = []
+            if not self.torn:
+                yield from held
+            if buf.strip():
+                self.torn = True  # the last line has no newline: a cut write
+
+
+def iter_lines(path: Path) -> _Lines:
+    """``(1-based line, text)`` of the complete lines of a (possibly gzip'd, possibly torn) ledger
+    file, streamed: read in 4 MiB blocks, each gzip member inflated in blocks, blank stretches
+    counted without splitting, at most :data:`MAX_LEDGER_BYTES` inflated and lines of at most
+    :data:`MAX_LEDGER_LINE`. Only a regular file is opened. ``.torn`` tells, after the iteration,
+    whether a torn gzip member or a last line without newline was dropped.
+
+    Raises (while iterated):
+        UsageError: not a regular file (a FIFO, ``/dev/zero``), unreadable, or a bound passed.
+    """
+    return _Lines(path)
+
+
+def read_lines(path: Path) -> tuple[list[str], bool]:
+    """The complete lines of a (possibly gzip'd, possibly torn) ledger file, and whether it was torn
+    (:func:`iter_lines`; blank lines left out)."""
+    it = iter_lines(path)
+    lines = [line for _n, line in it if line.strip()]
+    return lines, it.torn
 
 
 def _ints(parts: list[str], path: Path, lineno: int) -> list[int]:
     try:
+        if any(len(p.strip()) > 20 for p in parts):
+            raise ValueError("beyond 64 bits")
         return [int(p) for p in parts]
     except ValueError:
         raise UsageError(f"{path}:{lineno}: not a ledger line (expected tab-separated integers); "
@@ -192,12 +268,13 @@ def _ints(parts: list[str], path: Path, lineno: int) -> list[int]:
 
 
 def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None) -> None:
-    lines, torn = read_lines(path)
-    if torn:
-        led.truncated.append(str(path))
-    ours = bool(lines) and lines[0].startswith("#datacheck-ledger")
+    it = iter_lines(path)
+    lines = iter(it)
+    first = next(((n, line) for n, line in lines if line.strip()), None)
+    ours = first is not None and first[1].startswith("#datacheck-ledger")
     if ours:
-        version = lines[0].split("\t")[1:2]
+        assert first is not None
+        version = first[1].split("\t")[1:2]
         if version and version[0].isdigit() and int(version[0]) > LEDGER_VERSION:
             raise UsageError(f"{path}: ledger version {version[0]} is newer than this datacheck reads "
                              f"({LEDGER_VERSION}); upgrade datacheck")
@@ -208,15 +285,12 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     per: dict[int, list[LedgerBatch]] = {}
     counts: dict[int, int] = {}  # step -> micro-batches recorded (every step, also those not kept)
     states: list[dict] = []
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in itertools.chain([first] if first is not None else [], lines):
         if not line.strip():
             continue
         if line.startswith("#"):
             if line.startswith("#state\t"):
-                try:
-                    st = json.loads(line.split("\t", 1)[1])
-                except json.JSONDecodeError:
-                    raise UsageError(f"{path}:{lineno}: bad #state line") from None
+                st = _state(line.split("\t", 1)[1], path, lineno)
                 states.append(st)
                 start = st.get("start_step")
                 if isinstance(start, int):  # a (re)start: later records replace what was recorded from here
@@ -241,6 +315,8 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
             b = LedgerBatch(step=nums[0], rank=rank, micro_batch=None, epoch=None, indices=tuple(nums[1:]))
             per.pop(b.step, None)  # OLMo: a step written again (a resumed run) replaces the earlier one
         per.setdefault(b.step, []).append(b)
+    if it.torn:
+        led.truncated.append(str(path))
     led.batches[rank] = per
     led.states[rank] = states
     if ours and counts:
@@ -269,6 +345,25 @@ def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[d
     if got >= want:
         return
     led.partial[rank] = (last, got, want)
+
+
+def _state(text: str, path: Path, lineno: int) -> dict:
+    """A ``#state`` line's JSON object (:mod:`datacheck.io.safejson`: depth-bounded), its integer
+    fields (``epoch``, ``start_step``, ``seed``, ...) within 64 bits.
+
+    Raises:
+        UsageError: not a JSON object, or an integer field beyond 64 bits (file:line named).
+    """
+    try:
+        st = safejson.loads(text)
+    except safejson.JsonInputError as exc:
+        raise UsageError(f"{path}:{lineno}: bad #state line ({exc.reason})") from None
+    if not isinstance(st, dict):
+        raise UsageError(f"{path}:{lineno}: bad #state line (a JSON {type(st).__name__}, not an object)")
+    for key, v in st.items():
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+            raise UsageError(f"{path}:{lineno}: bad #state line ({key} is beyond a 64-bit integer)")
+    return st
 
 
 def read_ledger(folder: str | Path, steps: Iterable[int] | None = None, *, what: str = "--ledger") -> Ledger:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -19,9 +21,60 @@ from datacheck.model.constants import DEFAULT_MAX_EXAMPLES
 from datacheck.model.errors import ConfigError
 from datacheck.model.layouts import LAYOUTS
 
+
+def special_kind(path: Path) -> str | None:
+    """What ``path`` is when it is not a regular file (a FIFO would block the read); None otherwise."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
+
+
 __all__ = ["Config", "TraceSection", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
 DEFAULT_CONFIG_NAME = "datacheck.toml"
+
+
+#: default ``[dataset] max_member_bytes``: 256 MiB (a tar member, an MDS value, a litdata field)
+MAX_MEMBER_BYTES = 256 << 20
+#: default ``[dataset] max_record_bytes``: 512 MiB (an MDS sample, a litdata item, a WebDataset sample)
+MAX_RECORD_BYTES = 512 << 20
+#: default ``[dataset] max_file_bytes``: 4 GiB inflated (a whole-file shard: MDS, WebDataset, litdata)
+MAX_FILE_BYTES = 4 << 30
+#: the keys that bound reads: part of the config hash only when set to another value than the default
+#: (a report made with the defaults keeps the hash it had before they existed)
+_LIMIT_KEYS = {"max_member_bytes": MAX_MEMBER_BYTES, "max_record_bytes": MAX_RECORD_BYTES,
+               "max_file_bytes": MAX_FILE_BYTES}
+
+
+#: the most ids a list of token ids in the config may hold (a response template or the end-of-turn
+#: ids are a handful of tokens; a longer list is a mistake, and each id is matched per position)
+MAX_ID_LIST = 1024
+#: the largest ``[batch]`` sizes: rows per micro-batch and micro-batches per step (2**31 - 1, the
+#: int32 bound of samplers' indices), ranks (2**20: beyond any data-parallel run), epochs (the plan
+#: and ``batch.*`` simulate each epoch)
+MAX_BATCH_ROWS = 2**31 - 1
+MAX_WORLD_SIZE = 2**20
+MAX_EPOCHS = 100_000
+
+
+def _path_value(v: str | None) -> str | None:
+    """A path written in the config: no NUL character (no file system takes one), not blank."""
+    if v is not None and ("\0" in v or not v.strip()):
+        raise ValueError("must be a file path (no NUL character, not blank)")
+    return v
+
+
+def _int64_ids(v: list[int] | None) -> list[int] | None:
+    """Token ids of the config: each a 64-bit integer (the dtype of every id column)."""
+    if v is not None:
+        bad = next((x for x in v if not -(2**63) <= x <= 2**63 - 1), None)
+        if bad is not None:
+            raise ValueError(f"{str(bad)[:30]} is not a 64-bit token id")
+    return v
 
 
 class _Section(BaseModel):
@@ -38,7 +91,7 @@ class DatasetSection(_Section):
     index: str | None = None
     separator: str | None = Field(default=None, description="csv/tsv field separator (one character)")
     header: bool = True
-    names: list[str] | None = None
+    names: list[str] | None = Field(default=None, max_length=1_000_000)
     quote_char: str | None = '"'
     schema_: str | None = Field(default=None, alias="schema")
     layout: str | None = Field(default=None, description="the rows' layout (datacheck checks --layout lists "
@@ -50,6 +103,18 @@ class DatasetSection(_Section):
         if v is not None and v not in LAYOUTS:
             raise ValueError(f"unknown layout {v!r}; layouts: {', '.join(LAYOUTS)}")
         return v
+    max_member_bytes: int = Field(default=MAX_MEMBER_BYTES, gt=0, le=2**40, description=(
+        "largest single value a binary-layout reader takes (a tar member, an MDS column value, a litdata "
+        "field): a larger one is a decode finding naming it, never read"))
+    max_record_bytes: int = Field(default=MAX_RECORD_BYTES, gt=0, le=2**40, description=(
+        "largest record (an MDS sample, a litdata item, a WebDataset sample's members together)"))
+    max_file_bytes: int = Field(default=MAX_FILE_BYTES, gt=0, le=2**44, description=(
+        "largest shard a whole-file reader holds (MDS, WebDataset, litdata; after decompression)"))
+
+    @field_validator("index", "schema_")
+    @classmethod
+    def _index_path(cls, v: str | None) -> str | None:
+        return _path_value(v)
 
     @field_validator("separator")
     @classmethod
@@ -96,16 +161,27 @@ class TokensSection(_Section):
     """``[tokens]``: tokenizer facts. ``vocab_size`` is the embedding rows (ids in ``[0, vocab_size)``)."""
 
     vocab_size: int | None = Field(default=None, gt=0, le=2**63 - 1)
-    pad_token_id: int | None = None
-    eos_token_id: int | None = None
+    pad_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    eos_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     max_seq_len: int | None = Field(default=None, gt=0, le=2**63 - 1)
     padding_side: Literal["right", "left"] = "right"
     truncation_side: Literal["right", "left"] = "right"
-    type_vocab_size: int | None = Field(default=None, gt=0, description="token_type_ids range (BERT: 2, RoBERTa: 1)")
-    max_position_embeddings: int | None = Field(default=None, gt=0, description="position_ids range [0, n)")
-    bos_token_id: int | None = None
-    eot_token_ids: list[int] | None = Field(default=None, description="end-of-turn ids (default: [eos_token_id])")
+    type_vocab_size: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token_type_ids range (BERT: 2, RoBERTa: 1)")
+    max_position_embeddings: int | None = Field(default=None, gt=0, le=2**63 - 1, description="position_ids range [0, n)")
+    bos_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    eot_token_ids: list[int] | None = Field(default=None, max_length=MAX_ID_LIST,
+                                            description="end-of-turn ids (default: [eos_token_id])")
     tokenizer: str | None = Field(default=None, description="a tokenizer file or folder (its chat template renders messages)")
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_path(cls, v: str | None) -> str | None:
+        return _path_value(v)
+
+    @field_validator("eot_token_ids")
+    @classmethod
+    def _ids64(cls, v: list[int] | None) -> list[int] | None:
+        return _int64_ids(v)
 
     @property
     def stop_ids(self) -> tuple[int, ...]:
@@ -125,13 +201,13 @@ class LabelsSection(_Section):
 
     num_classes: int | None = Field(default=None, gt=0, le=2**31 - 1, description=(
         "class count; at most 2**31 - 1 (no output layer is wider; the check never enumerates it)"))
-    classes: list[Union[int, str]] | None = None
-    ignore_index: int | Literal[False] | None = -100
+    classes: list[Union[int, str]] | None = Field(default=None, max_length=2**31 - 1)
+    ignore_index: int | Literal[False] | None = Field(default=-100, ge=-(2**63), le=2**63 - 1)
     shifted: bool = Field(default=False, description=(
         "false: the model shifts labels itself (Hugging Face: labels[i] is the label of input_ids[i]); "
         "true: labels[i] is already the target of position i, i.e. input_ids[i+1] (nanoGPT, Megatron)"))
     target_kind: Literal["regression", "binary"] = "regression"
-    ctc_downsample: int = Field(default=1, gt=0, description="encoder frames per CTC output step")
+    ctc_downsample: int = Field(default=1, gt=0, le=2**31 - 1, description="encoder frames per CTC output step")
 
     @model_validator(mode="after")
     def _one_domain(self) -> "LabelsSection":
@@ -162,7 +238,12 @@ class SftSection(_Section):
     assistant turn (TRL's response template); with ``[tokens] eot_token_ids`` they delimit the
     assistant spans when the data has no ``assistant_mask``."""
 
-    response_template_ids: list[int] | None = Field(default=None, min_length=1)
+    response_template_ids: list[int] | None = Field(default=None, min_length=1, max_length=MAX_ID_LIST)
+
+    @field_validator("response_template_ids")
+    @classmethod
+    def _ids64(cls, v: list[int] | None) -> list[int] | None:
+        return _int64_ids(v)
 
 
 class ReportSection(_Section):
@@ -175,7 +256,7 @@ class PolicyEntry(_Section):
     """One ``[policy]`` entry: severity override, and thresholds under which the finding does not fail."""
 
     severity: Literal["error", "warn", "info"] | None = None
-    max_count: int | None = Field(default=None, ge=0)
+    max_count: int | None = Field(default=None, ge=0, le=2**63 - 1)
     max_ratio: float | None = Field(default=None, ge=0, le=1)
     ignore: bool = False
 
@@ -191,14 +272,16 @@ class BatchSection(_Section):
     token-budget batching (a micro-batch holds rows until their tokens would exceed it).
     """
 
-    batch_size: int | None = Field(default=None, gt=0, description="rows per micro-batch per device")
-    world_size: int = Field(default=1, gt=0, description="data-parallel ranks")
-    grad_accum: int = Field(default=1, gt=0, description="micro-batches per optimizer step per rank")
+    batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH_ROWS, description="rows per micro-batch per device")
+    world_size: int = Field(default=1, gt=0, le=MAX_WORLD_SIZE, description="data-parallel ranks")
+    grad_accum: int = Field(default=1, gt=0, le=MAX_BATCH_ROWS,
+                            description="micro-batches per optimizer step per rank")
     drop_last: bool = False
-    seed: int = 0
+    seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1, description=(
+        "the sampler's seed (64 bits: torch seeds epoch e with seed + e)"))
     shuffle: bool = True
-    epochs: int = Field(default=1, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0, description="token budget per micro-batch")
+    epochs: int = Field(default=1, gt=0, le=MAX_EPOCHS)
+    max_tokens: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token budget per micro-batch")
 
 
 class DupSection(_Section):
@@ -331,9 +414,13 @@ class Config(_Section):
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``.
-        ``[trace]`` is left out: it sets how training logs are judged, not how data is audited."""
-        blob = json.dumps(self.model_dump(mode="json", by_alias=True, exclude={"trace"}), sort_keys=True,
-                          separators=(",", ":"))
+        ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
+        reader limits of ``[dataset]`` enter only when set to a value other than their default."""
+        doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})
+        for key, default in _LIMIT_KEYS.items():
+            if doc["dataset"].get(key) == default:
+                del doc["dataset"][key]
+        blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
@@ -368,8 +455,8 @@ def config_from_dict(data: dict[str, Any], source: str | None = None) -> Config:
                 where = f"in [{section}]" if section else "at the top level"
                 msgs.append(f"unknown key {key!r} {where}: remove it or fix its spelling")
             else:
-                got = err.get("input")
-                msgs.append(f"key {key!r}: {err['msg']} (got {got!r})")
+                got = repr(err.get("input"))
+                msgs.append(f"key {key!r}: {err['msg']} (got {got[:120]}{' ...' if len(got) > 120 else ''})")
         first = _key_of(exc.errors()[0]["loc"])
         raise ConfigError("; ".join(msgs), key=first, path=source) from None
 
@@ -396,13 +483,44 @@ def refuse_python_schema(cfg: Config, source: str) -> None:
             "--allow-python-schema if you trust this file", key="dataset.schema", path=source)
 
 
+def refuse_outside_paths(cfg: Config, source: str) -> None:
+    """The rule on files a found config names: a config datacheck found by itself may have come with
+    the data, so every file it names (``[tokens] tokenizer``, ``[dataset] schema`` and ``index``)
+    must lie inside the config file's own folder once links are resolved; a path outside it (``..``,
+    an absolute path elsewhere, a link out) is refused before anything is read.
+
+    Raises:
+        ConfigError: a named file lies outside the config's folder (the key is named).
+    """
+    if cfg.folder is None:
+        return
+    root = Path(os.path.realpath(cfg.folder))
+    for key, value in (("tokens.tokenizer", cfg.tokenizer_path()), ("dataset.index", cfg.index_file()),
+                       ("dataset.schema", cfg.schema_spec() if _is_schema_file(cfg.dataset.schema_) else None)):
+        if value is None:
+            continue
+        real = Path(os.path.realpath(value.rpartition(":")[0] if key == "dataset.schema" and PYTHON_SCHEMA.match(value)
+                                     else value))
+        if real != root and not real.is_relative_to(root):
+            raise ConfigError(
+                f"{key} names {value!r}, outside the folder of this config ({root}); datacheck reads no file "
+                "outside it for a config it found by itself (it may have come with the data). Pass this config "
+                f"explicitly with --config {source} if you trust it", key=key, path=source)
+
+
+def _is_schema_file(spec: str | None) -> bool:
+    return spec is not None and (bool(PYTHON_SCHEMA.match(spec)) or Path(spec).suffix.lower() in (".yaml", ".yml", ".json")
+                                 or "/" in spec or "\\" in spec)
+
+
 def load_config(path: str | Path | None = None, *, allow_python_schema: bool = True) -> Config:
     """Load and validate ``datacheck.toml``.
 
     Args:
         path: the TOML file. None: ``./datacheck.toml`` when present, else the defaults.
         allow_python_schema: False for a config datacheck found by itself (not named by the user):
-            a ``dataset.schema`` naming a Python file is then refused (:func:`refuse_python_schema`).
+            a ``dataset.schema`` naming a Python file is then refused (:func:`refuse_python_schema`),
+            and so is any file it names outside its own folder (:func:`refuse_outside_paths`).
             A config found for ``path=None`` is always treated so.
 
     Paths written in the file (``[dataset] schema`` and ``index``) are relative to the file's folder:
@@ -419,6 +537,8 @@ def load_config(path: str | Path | None = None, *, allow_python_schema: bool = T
         path = default
         allow_python_schema = False
     path = Path(path)
+    if special_kind(path) is not None:
+        raise ConfigError(f"not a regular file ({special_kind(path)}): a config is a TOML file", path=str(path))
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -435,6 +555,7 @@ def load_config(path: str | Path | None = None, *, allow_python_schema: bool = T
     cfg._folder = str(path.parent.absolute())  # relative paths in the file are relative to its folder
     if not allow_python_schema:
         refuse_python_schema(cfg, str(path))
+        refuse_outside_paths(cfg, str(path))
     return cfg
 
 

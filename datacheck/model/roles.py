@@ -432,6 +432,31 @@ def null_role_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, p
     return out
 
 
+def _int128(t: pl.DataType) -> bool:
+    inner = t
+    while isinstance(inner, (pl.List, pl.Array)):
+        inner = inner.inner  # type: ignore[assignment]
+    return inner == pl.Int128 or str(inner) == "UInt128"
+
+
+def wide_int_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
+    """``{column: dtype}`` for the integer role columns read as 128-bit integers (a JSON value beyond
+    64 bits, such as ``18446744073709551616`` in ``input_ids``): read as the role's 64-bit dtype
+    (``Int64``, ``List(Int64)``), a value beyond 64 bits becoming null. No checkpoint's ids or labels
+    are that wide, and a null id is a finding of the role's checks (``tokens.out_of_vocab``); the
+    runner casts them non-strictly, so that the checks (numpy has no 128-bit integers) run."""
+    out: dict[str, pl.DataType] = {}
+    for spec in ROLE_TABLE:
+        dtype = spec.null_as
+        if dtype is None or not (dtype == pl.Int64 or dtype == pl.List(pl.Int64)):
+            continue
+        for c in roles.of(spec.name):
+            t = schema.get(c)
+            if t is not None and _int128(t):
+                out.setdefault(c, pl.List(pl.Int64) if isinstance(t, (pl.List, pl.Array)) else pl.Int64())
+    return out
+
+
 def text_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
     """``{column: dtype}`` for the text columns stored dictionary-encoded (``Categorical``/``Enum``,
     or a list of them): read as ``String`` (``List(String)``), the same values, so that the text

@@ -22,6 +22,7 @@ from datacheck.model import catalog
 from datacheck.model.config import TraceSection
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding
+from datacheck.trace.readers.fields import MAX_RANK
 from datacheck.trace.record import StepRecord
 from datacheck.trace.spikes import OLMO_MIN_HISTORY, SpikeDetector, SpikeRule
 
@@ -528,7 +529,8 @@ class RankDivergence(Rule):
                                              "other ranks are unseen (one rank's log only?)", 0,
                                     {"step": None, "ranks_seen": [], "world_size": self.opts.world_size}))
             return out
-        expected = set(range(self.opts.world_size)) if self.opts.world_size else set(range(max(ranks) + 1))
+        expected = set(range(min(self.opts.world_size, MAX_RANK))) if self.opts.world_size \
+            else set(range(min(max(ranks), MAX_RANK - 1) + 1))
         missing = sorted(expected - set(ranks))
         if missing:
             out.append(_finding(self.id, f"ranks {missing} are not in the logs (seen {ranks}); "

@@ -10,7 +10,10 @@ one input cannot hide the others. Per input it records:
 - ``traceback``: an exit code outside {0, 1, 2}, or "Traceback"/"internal error" on stderr;
 - ``crash``: a child killed by a signal (SIGSEGV, SIGBUS, SIGABRT, the OOM killer);
 - ``hang``: no exit within the timeout (the child is killed);
-- ``changed``: any byte of the input files changed, or a file appeared among them.
+- ``changed``: any byte of the input files changed, or a file appeared among them;
+- the peak resident memory of the children (``peak_rss_bytes``, and per target) and the inputs run
+  per target (``per_target``). Each child runs with stdin from ``/dev/null`` and its address space
+  limited to :data:`CHILD_LIMIT_AS`.
 
 Run as a script: ``python tests/helpers/fuzzlib.py N SEED OUT.json [TIMEOUT_S] [JOBS]`` writes the counts
 and the failing inputs (kept under ``OUT.json``'s folder as ``fail-*``).
@@ -29,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hostilegen import litdata_chunk, litdata_index, mds_bytes, mds_cfg, mds_index, tar_bytes, write_tokenizer
+
 #: (target name, the file mutated, relative to the case folder)
 TARGETS = [
     ("parquet", "d/train-00000-of-00001.parquet"),
@@ -45,6 +50,24 @@ TARGETS = [
     ("data_index", "user/index.json"),
     ("schema_yaml", "user/schema.yaml"),
     ("report", "user/report.json"),
+    # the binary layouts (seeds written from the writers' layouts by hostilegen)
+    ("mds", "mds2/shard.00000.mds"),
+    ("mds_zstd", "mdz/shard.00000.mds.zstd"),
+    ("mds_config", "mdc/config.json"),
+    ("wds_tar", "wds/s.tar"),
+    ("wds_targz", "wdz/s.tar.gz"),
+    ("litdata_chunk", "lit/chunk-0-0.bin"),
+    ("litdata_index", "lit/index.json"),
+    ("megatron_bin", "meg/x.bin"),
+    ("megatron_idx", "meg/x.idx"),
+    # trace logs, ledgers, chat templates, config values
+    ("trace_jsonl", "logs/log.jsonl"),
+    ("trace_hf_state", "logs/trainer_state.json"),
+    ("trace_text", "logs/train.log"),
+    ("ledger_gz", "led/data-indices/rank0.tsv.gz"),
+    ("ledger_tsv", "led2/data-indices/rank0.tsv"),
+    ("chat_template", "tok/tokenizer_config.json"),
+    ("config_toml", "cfg/datacheck.toml"),
 ]
 
 
@@ -86,12 +109,117 @@ def make_seeds(root: Path) -> None:
     (user / "schema.yaml").write_text(
         "schema_type: polars_dataframe\napi: polars\nname: fz\ncolumns:\n  text: {dtype: String, nullable: true}\n"
         "  label: &lab {nullable: false}\ndatacheck:\n  version: 1\n  columns:\n    label: {kind: [integer]}\n")
+    _new_format_seeds(root)
     out = root / ".." / "seed-out"
     if main(["index", "build", str(d), "-o", str(user / "index.json")]) != 0:
         raise RuntimeError("seed index build failed")
     if main(["audit", str(d), "--report-dir", str(out), "--output", str(user / "report.json"), "--no-cache",
              "--fail-on", "never"]) != 0:
         raise RuntimeError("seed audit failed")
+
+
+def _megatron_pair(folder: Path, docs: list[list[int]]) -> None:
+    """A Megatron ``MMIDIDX`` pair (uint16 tokens, one sequence per document)."""
+    import struct
+
+    import numpy as np
+
+    lens = np.array([len(d) for d in docs], dtype=np.int32)
+    ptrs = np.concatenate([[0], np.cumsum(lens[:-1].astype(np.int64) * 2)]).astype(np.int64)
+    doc = np.arange(len(docs) + 1, dtype=np.int64)
+    (folder / "x.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(docs), len(doc))
+                                   + lens.tobytes() + ptrs.tobytes() + doc.tobytes())
+    (folder / "x.bin").write_bytes(np.array([t for d in docs for t in d], dtype=np.uint16).tobytes())
+
+
+def build_mds_config(case: Path) -> None:
+    """``mdc/shard.00000.mds`` assembled around the (mutated) ``mdc/config.json``, which is removed:
+    the MDS reader's config JSON as a text input of its own."""
+    cfg = (case / "mdc" / "config.json").read_bytes()
+    (case / "mdc" / "shard.00000.mds").write_bytes(mds_bytes(cfg, _MDS_SAMPLES))
+    (case / "mdc" / "config.json").unlink()
+
+
+#: the samples of the MDS seeds (text, int64, json, dynamic-shape uint8 ndarray)
+_MDS_SAMPLES: list[list[bytes]] = []
+
+
+def struct_i64(i: int) -> bytes:
+    import struct
+
+    return struct.pack("<q", i)
+
+
+def _new_format_seeds(root: Path) -> None:
+    """Valid seeds of MDS, WebDataset, litdata, Megatron, trace logs, ledgers, a chat template and a
+    config (the formats the readers added after the first fuzz rounds)."""
+    import zstandard
+
+    global _MDS_SAMPLES
+    _MDS_SAMPLES = [[b"row %d" % i, struct_i64(i), b'{"k": [%d]}' % i, bytes([1 << 2 | 0, 3, 9, 1, 2, 3])]
+                    for i in range(4)]
+    names, encs = ["text", "n", "meta", "ids"], ["str", "int64", "json", "ndarray"]
+    cfg = mds_cfg(names, encs, [None, 8, None, None])
+    shard = mds_bytes(cfg, _MDS_SAMPLES, [None, 8, None, None])
+    for folder, name, data in (("mds2", "shard.00000.mds", shard),
+                               ("mdz", "shard.00000.mds.zstd", zstandard.ZstdCompressor().compress(shard))):
+        (root / folder).mkdir()
+        (root / folder / name).write_bytes(data)
+        (root / folder / "index.json").write_bytes(mds_index([(name, 4, len(data))]))
+    (root / "mdc").mkdir()
+    (root / "mdc" / "config.json").write_text(json.dumps(cfg))
+    (root / "wds").mkdir()
+    members = [(f"s{i:03d}.{ext}", val) for i in range(4) for ext, val in
+               (("txt", f"text {i}".encode()), ("json", json.dumps({"a": i, "b": [i, i]}).encode()),
+                ("cls", str(i % 2).encode()), ("json.gz", gzip.compress(b'{"z": 1}')))]
+    (root / "wds" / "s.tar").write_bytes(tar_bytes(members))
+    (root / "wdz").mkdir()
+    (root / "wdz" / "s.tar.gz").write_bytes(gzip.compress(tar_bytes(members)))
+    (root / "lit").mkdir()
+    chunk = litdata_chunk([[struct_i64(i), f"item {i}".encode()] for i in range(3)])
+    (root / "lit" / "chunk-0-0.bin").write_bytes(chunk)
+    (root / "lit" / "index.json").write_bytes(litdata_index([("chunk-0-0.bin", 3, len(chunk))], ["int", "str"]))
+    (root / "meg").mkdir()
+    _megatron_pair(root / "meg", [[1, 2, 3], [4, 5], [6, 7, 8, 9]])
+    (root / "logs").mkdir()
+    (root / "logs" / "log.jsonl").write_text("".join(
+        json.dumps({"step": s, "loss": 2.0 - s / 50 + (3.0 if s == 30 else 0.0), "grad_norm": 1.0, "lr": 1e-4,
+                    "rank": s % 2}) + "\n" for s in range(40)))
+    (root / "logs" / "trainer_state.json").write_text(json.dumps({
+        "global_step": 20, "logging_steps": 1, "log_history": [
+            {"step": s, "loss": 2.0 - s / 50, "grad_norm": float("nan") if s == 12 else 1.0, "learning_rate": 1e-4,
+             "epoch": s / 20} for s in range(1, 21)] + [{"step": 20, "eval_loss": 1.5}]}, indent=2))
+    (root / "logs" / "train.log").write_text("".join(
+        f"step {s}: loss {2.0 - s / 50:.4f} lr 0.0001 grad_norm 1.0\n" for s in range(30))
+        + " iteration       31/    100 | lm loss: 1.500000E+00 | grad norm: 1.000 | number of skipped iterations:   0 |\n")
+    rows = "".join(json.dumps({"text": f"r{i}", "input_ids": [i, i + 1], "labels": [i, i + 1]}) + "\n"
+                   for i in range(8))
+    for led, compress in (("led", True), ("led2", False)):
+        (root / led / "data").mkdir(parents=True)
+        (root / led / "data" / "a.jsonl").write_text(rows)
+        (root / led / "datacheck.toml").write_text("[batch]\nbatch_size = 2\nworld_size = 1\nshuffle = false\n")
+        body = ("#datacheck-ledger\t1\n#state\t" + json.dumps({"epoch": 0, "start_step": 0, "seed": 0,
+                                                                 "sampler": "DistributedSampler"}) + "\n"
+                + "".join(f"{s}\t0\t0\t0\t{2 * s}\t{2 * s + 1}\n" for s in range(4)))
+        (root / led / "data-indices").mkdir()
+        f = root / led / "data-indices" / ("rank0.tsv.gz" if compress else "rank0.tsv")
+        f.write_bytes(gzip.compress(body.encode()) if compress else body.encode())
+    (root / "chat").mkdir()
+    conv = [{"role": "system", "content": "x"}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "a b"}]
+    (root / "chat" / "a.jsonl").write_text("".join(json.dumps({"messages": conv}) + "\n" for _ in range(3)))
+    write_tokenizer(root / "tok", "{% for m in messages %}{{ m.role }}: {% if m.role == 'assistant' %}"
+                                  "{% generation %}{{ m.content }}</s>{% endgeneration %}{% else %}{{ m.content }}"
+                                  "{% endif %}\n{% endfor %}")
+    (root / "chat" / "datacheck.toml").write_text(f'[tokens]\ntokenizer = "{root / "tok"}"\n')
+    (root / "cfg").mkdir()
+    (root / "cfg" / "datacheck.toml").write_text(
+        '[dataset]\nformat = "auto"\n\n[columns]\ntext = "text"\ninput_ids = "input_ids"\nlabels = "labels"\n\n'
+        "[tokens]\nvocab_size = 100\npad_token_id = 0\neos_token_id = 1\nmax_seq_len = 16\n\n"
+        "[batch]\nbatch_size = 2\nworld_size = 2\ngrad_accum = 2\nepochs = 2\nseed = 3\n\n"
+        "[sft]\nresponse_template_ids = [5, 6]\n\n[labels]\nignore_index = -100\n\n[report]\nmax_examples = 5\n")
+    (root / "cfg" / "data").mkdir()
+    (root / "cfg" / "data" / "a.jsonl").write_text(rows)
 
 
 # ------------------------------------------------------------------------------------------ mutations
@@ -151,10 +279,22 @@ def _snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def _child(fn, out_path: Path, err_path: Path) -> None:
-    """In a forked child: stdout/stderr to files, run ``fn() -> int``, exit with it (never returns)."""
+#: address space of each fuzzed child (bytes): a memory bomb fails there (a traceback or a signal,
+#: both counted) instead of taking the machine
+CHILD_LIMIT_AS = 4 << 30
+
+
+def _child(fn, out_path: Path, err_path: Path, limit_as: int | None = None) -> None:
+    """In a forked child: stdout/stderr to files, stdin from /dev/null (a prompt reads EOF), the
+    address space limited to ``limit_as`` bytes, run ``fn() -> int``, exit with it (never returns)."""
     rc = 98
     try:
+        if limit_as:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+        fi = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(fi, 0)
         fo = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         fe = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fo, 1)
@@ -199,7 +339,17 @@ def _command(target: str, rel: str, case: Path, work: Path) -> list[str]:
         return ["audit", str(case / "d" / "e.csv"), "--schema", str(case / "user" / "schema.yaml"), *rd]
     if target == "report":
         return ["report", str(case / "user" / "report.json"), "--format", "json"]
-    if rel.startswith(("hf/", "mds/")):
+    if target.startswith("trace_"):
+        return ["trace", str(case / rel), "--format", "json"]
+    if target.startswith("ledger_"):
+        led = case / rel.split("/")[0]
+        return ["plan", str(led / "data"), "--config", str(led / "datacheck.toml"), "--ledger", str(led), "--step", "1",
+                "--format", "json"]
+    if target == "chat_template":
+        return ["audit", str(case / "chat"), "--config", str(case / "chat" / "datacheck.toml"), *rd]
+    if target == "config_toml":
+        return ["audit", str(case / "cfg" / "data"), "--config", str(case / "cfg" / "datacheck.toml"), *rd]
+    if rel.startswith(("hf/", "mds/", "mds2/", "mdz/", "mdc/", "wds/", "wdz/", "lit/", "meg/")):
         return ["audit", str(case / rel.split("/")[0]), *rd]
     return ["audit", str(case / rel), *rd]
 
@@ -212,7 +362,13 @@ def _lay_out(seeds: Path, case: Path, work: Path, target: str, rel: str, data: b
     shutil.copytree(seeds, case, symlinks=True)
     work.mkdir()
     (case / rel).write_bytes(data)
+    if target == "mds_config":
+        build_mds_config(case)
     return _snapshot(case), _command(target, rel, case, work)
+
+
+#: files mutated as bytes only (no text mutations: nesting, digits, quotes)
+_BINARY_SUFFIXES = (".parquet", ".arrow", ".gz", ".zst", ".zstd", ".mds", ".tar", ".bin", ".idx")
 
 
 def mutants(n: int, seed: int, seeds: Path):
@@ -222,7 +378,7 @@ def mutants(n: int, seed: int, seeds: Path):
     for k in range(n):
         target, rel = TARGETS[k % len(TARGETS)]
         data = (seeds / rel).read_bytes()
-        yield k, target, rel, mutate(data, rng, not rel.endswith((".parquet", ".arrow", ".gz", ".zst")))
+        yield k, target, rel, mutate(data, rng, not rel.endswith(_BINARY_SUFFIXES))
 
 
 def _kind(rc: int | None, err: str, changed: bool) -> str | None:
@@ -260,6 +416,23 @@ def fuzz_in_process(n: int, seed: int, workdir: Path, run) -> dict:
     return {"counts": counts, "failures": failures}
 
 
+#: the modules every child would import again (seconds each: the audit verb and its checks, pandera)
+PRELOAD = ("datacheck.cli.commands.audit", "datacheck.cli.commands.plan", "datacheck.cli.commands.trace",
+           "datacheck.cli.commands.index", "datacheck.cli.commands.report", "pandera.polars")
+
+
+def preload() -> None:
+    """Import :data:`PRELOAD` in the server (imports only: no polars query runs, so no engine thread
+    exists to be copied into a child), so that each forked child starts with them."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional extra not installed: its children import (and report) it
+            pass
+
+
 def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2, keep_failures: bool = True,
          max_seconds: float | None = None) -> dict:
     """Run ``n`` seeded mutants (cycling over :data:`TARGETS`), ``jobs`` children at a time, and return
@@ -267,13 +440,16 @@ def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2,
     after that many seconds (``counts["inputs"]`` says how many ran)."""
     from datacheck.cli.main import main  # imported once in the server; no polars query runs here
 
+    preload()
+
     workdir = Path(workdir)
     seeds = workdir / "seed"
     rc, hung = run_forked(lambda: (make_seeds(seeds), 0)[1], 300, workdir / "seed.out", workdir / "seed.err")
     if rc != 0:
         raise RuntimeError(f"seed case failed (rc {rc}): {(workdir / 'seed.err').read_text()[-3000:]}")
     corpus = mutants(n, seed, seeds)
-    counts: dict = {"inputs": 0, "traceback": 0, "crash": 0, "hang": 0, "changed": 0, "exit": {}}
+    counts: dict = {"inputs": 0, "traceback": 0, "crash": 0, "hang": 0, "changed": 0, "exit": {},
+                    "peak_rss_bytes": 0, "per_target": {}, "peak_rss_by_target": {}}
     failures = []
     started = time.monotonic()
     active: dict[int, tuple] = {}  # pid -> (k, target, slot, case, work, before, argv, deadline)
@@ -314,15 +490,22 @@ def fuzz(n: int, seed: int, workdir: Path, timeout: float = 60.0, jobs: int = 2,
             before, argv = _lay_out(seeds, case, work, target, rel, data)
             pid = os.fork()
             if pid == 0:
-                _child(lambda argv=argv: main(argv), work / "out", work / "err")
+                _child(lambda argv=argv: main(argv), work / "out", work / "err", CHILD_LIMIT_AS)
             active[pid] = (k, target, slot, case, work, before, argv, time.monotonic() + timeout)
         for pid in list(active):
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
+                rss = usage.ru_maxrss * 1024  # Linux: KiB
+                counts["peak_rss_bytes"] = max(counts["peak_rss_bytes"], rss)
+                tgt = active[pid][1]
+                counts["per_target"][tgt] = counts["per_target"].get(tgt, 0) + 1
+                counts["peak_rss_by_target"][tgt] = max(counts["peak_rss_by_target"].get(tgt, 0), rss)
                 finish(pid, status)
             elif time.monotonic() > active[pid][7]:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+                tgt = active[pid][1]
+                counts["per_target"][tgt] = counts["per_target"].get(tgt, 0) + 1
                 finish(pid, None)
         time.sleep(0.005)
     counts["seconds"] = round(time.monotonic() - started, 1)

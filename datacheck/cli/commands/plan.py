@@ -23,7 +23,7 @@ from datacheck.execute.plan import BatchPlan, RowSpace, StepRow, build_plan, exp
 from datacheck.execute.setup import resolve_config_path
 from datacheck.io.ledger import read_ledger
 from datacheck.io.outputs import check_outputs
-from datacheck.model.config import Config, describe_config, load_config
+from datacheck.model.config import MAX_EPOCHS, Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK
 from datacheck.model.errors import UsageError
 
@@ -118,7 +118,10 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
     if not args.paths and not args.ledger:
         raise UsageError("give the dataset PATH (a simulated plan), or --ledger DIR (a recorded order)")
     cfg_path = resolve_config_path(args.config, args.paths) if args.paths or args.config else None
-    cfg: Config = load_config(cfg_path) if cfg_path else Config()
+    # a config found next to the data (not named with --config) names no code and no file outside its folder
+    cfg: Config = load_config(cfg_path, allow_python_schema=args.config is not None) if cfg_path else Config()
+    if not 0 <= args.epoch < MAX_EPOCHS:
+        raise UsageError(f"--epoch {str(args.epoch)[:30]}: expected 0 .. {MAX_EPOCHS - 1}")
     header = describe_config(cfg_path)
     source: BatchPlan | Any
     space: RowSpace | None = None

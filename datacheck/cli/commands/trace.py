@@ -15,7 +15,7 @@ from datacheck.cli.progress import activity
 from datacheck.cli.tracereplay import run_replay
 from datacheck.execute.setup import config_and_source
 from datacheck.io.outputs import check_outputs, write_atomic
-from datacheck.model.config import Config
+from datacheck.model.config import MAX_WORLD_SIZE, Config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED, FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
@@ -108,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
     for flag, out in outputs.items():  # a log is an input, not data: only the file itself is off limits
         if out is not None and Path(out).resolve() in logs_given:
             raise UsageError(f"{flag} {out} is one of the logs being read; write the output to another file")
-    if args.world_size is not None and args.world_size < 1:
-        raise UsageError(f"--world-size must be >= 1, got {args.world_size}")
+    if args.world_size is not None and not 1 <= args.world_size <= MAX_WORLD_SIZE:
+        raise UsageError(f"--world-size must be 1 .. {MAX_WORLD_SIZE}, got {str(args.world_size)[:40]}")
     cfg = config_and_source(args.config, args.data)[0] if args.data is not None or args.config else Config()
     opts = TraceOptions(spike=parse_spike_rule(args.spike or cfg.trace.spike, cfg.trace.grad_spike_factor),
                         world_size=args.world_size, limits=cfg.trace,

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from datacheck.io.bounded import special_kind
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.identity import IDENTITY_PREFIX, parse_identity
 from datacheck.trace.readers import coqui, deepspeed, keyvalue, megatron, pydict, stated
-from datacheck.trace.readers.fields import RANK_IN_NAME, BadValue
+from datacheck.trace.readers.fields import MAX_RANK, RANK_IN_NAME, BadValue, bounded_int
 from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard
 from datacheck.trace.readers.hfstate import read_hf_state
 from datacheck.trace.readers.keyed import record_from_mapping
@@ -314,7 +315,10 @@ class LogFile:
 
     def _record(self, name: str, got: dict[str, Any], n: int, ctx: "_TextState") -> StepRecord | None:
         rank = got.pop("rank", None)
-        rank = int(rank) if rank is not None else self.rank
+        try:
+            rank = bounded_int(int(rank), "rank", "rank") if rank is not None else self.rank
+        except (BadValue, ValueError, OverflowError):
+            return None
         prev = ctx.last.get(rank)
         st = self.stats
         if name == pydict.NAME:
@@ -428,6 +432,9 @@ def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_e
     p = Path(path)
     if not p.exists():
         raise UsageError(f"log {path!r} does not exist")
+    kind = special_kind(p)
+    if kind is not None and kind != "a folder":  # a FIFO blocks the open, a device never ends
+        raise UsageError(f"log {path!r} is not a regular file ({kind}): never opened; give the log file")
     if fmt not in FORMATS:
         raise UsageError(f"unknown log format {fmt!r}; expected one of {', '.join(FORMATS)}")
     rx = None
@@ -447,5 +454,5 @@ def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_e
     if chosen == "tensorboard" and p.is_dir() and not any(p.rglob("*tfevents*")):
         raise UsageError(f"folder {path!r} holds no TensorBoard event file (events.out.tfevents.*); give a log file")
     m = RANK_IN_NAME.search(p.name)
-    return LogFile(path=p, source=path, format=chosen, rank=int(m.group(1)) if m else None, regex=rx,
-                   steps_per_epoch=steps_per_epoch)
+    rank = int(m.group(1)) if m and len(m.group(1)) <= 7 and int(m.group(1)) < MAX_RANK else None
+    return LogFile(path=p, source=path, format=chosen, rank=rank, regex=rx, steps_per_epoch=steps_per_epoch)

@@ -10,8 +10,8 @@ import math
 import re
 from typing import Any
 
-__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "to_float", "to_int", "BadValue", "RANK_IN_NAME",
-           "keyed_convention"]
+__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "to_float", "to_int", "bounded_int", "BadValue",
+           "RANK_IN_NAME", "MAX_RANK", "keyed_convention"]
 
 #: field -> the key names that mean it (after lower-casing and prefix removal).
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -71,8 +71,13 @@ def to_float(v: Any, key: str) -> float | None:
         return None
     if isinstance(v, bool):
         raise BadValue(f"{key}: {v!r} is not a number")
-    if isinstance(v, (int, float)):
-        return float(v)
+    if isinstance(v, int):
+        try:
+            return float(v)
+        except OverflowError:  # an integer of hundreds of digits: beyond any float, as 1e400 is
+            return math.inf if v > 0 else -math.inf
+    if isinstance(v, float):
+        return v
     if isinstance(v, str):
         try:
             return float(v.strip())
@@ -91,8 +96,25 @@ def to_int(v: Any, key: str) -> int | None:
     if f is None:
         return None
     if not math.isfinite(f) or f != int(f):
-        raise BadValue(f"{key}: {v!r} is not an integer")
-    return int(f)
+        raise BadValue(f"{key}: {str(v)[:40]!r} is not an integer")
+    return bounded_int(int(f), key)
+
+
+#: the most ranks a log may name (ranks 0 .. 2**20 - 1): a rank sizes the set of expected ranks
+MAX_RANK = 2**20
+
+
+def bounded_int(v: int, key: str, field: str | None = None) -> int:
+    """``v`` when it fits a 64-bit integer (and, for ``field == "rank"``, lies in ``0 .. MAX_RANK - 1``).
+
+    Raises:
+        BadValue: beyond those bounds (the line is counted as unparsed, never used to size anything).
+    """
+    if not -(2**63) <= v < 2**63:
+        raise BadValue(f"{key}: {str(v)[:40]}... is beyond a 64-bit integer")
+    if field == "rank" and not 0 <= v < MAX_RANK:
+        raise BadValue(f"{key}: {v} is not a rank (0 .. {MAX_RANK - 1})")
+    return v
 
 
 LIGHTNING_WHY = "Lightning: global_step counts the updates done before this one, from 0"

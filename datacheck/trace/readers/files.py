@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from datacheck.io import safejson
+from datacheck.io.safejson import MAX_JSON_DEPTH
 from datacheck.model.errors import OptionalDependencyError
 from datacheck.trace.readers.fields import BadValue, keyed_convention
 from datacheck.trace.readers.keyed import eval_record_beside, record_from_mapping
@@ -62,7 +64,8 @@ def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> I
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            # deep nesting goes through the depth-bounded loader (json.loads recurses); flat lines stay fast
+            obj = safejson.loads(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else json.loads(text)
             if not isinstance(obj, dict):
                 raise BadValue(f"a JSON {type(obj).__name__}, not an object")
             if "datacheck_index_hash" in obj and "datacheck_config_hash" in obj:

@@ -12,6 +12,8 @@ Two things the standard parser accepts and ``ijson`` does not are handled here:
   (a ``grad_norm`` of NaN is the very case ``trace`` is for). :class:`NanQuotingReader` rewrites
   those tokens outside strings into the JSON strings ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``,
   which :func:`~datacheck.trace.readers.fields.to_float` reads back as ``nan`` / ``inf`` / ``-inf``.
+- A string longer than :data:`_MAX_STRING` bytes is passed on cut (its middle left out), since
+  ``yajl`` takes time quadratic in a string's length.
 - The bounds of :mod:`datacheck.io.safejson` hold per entry: nesting deeper than
   :data:`~datacheck.io.safejson.MAX_JSON_DEPTH` levels stops the read (``yajl`` keeps its own stack,
   so the deep document is never built); an integer too large for ``yajl`` (over 64 bits) or for
@@ -36,6 +38,10 @@ _READ = 1 << 20  # bytes read from the file at a time
 #: keys of the Trainer's final ``log_history`` entry (``TrainOutput.metrics``: ``train_runtime``,
 #: ``total_flos``, ``train_loss`` = the mean loss of the whole run): it is no step and is never read as one
 _SUMMARY_KEYS = frozenset(("train_runtime", "total_flos", "train_samples_per_second", "train_steps_per_second"))
+#: the longest string passed to the parser (bytes): ``yajl`` through ``ijson`` takes time quadratic in
+#: a string's length (a 16 MiB string: 3 s; 1 GiB: hours), and no value of a trainer_state.json is
+#: near this; the middle of a longer string is left out (the document stays valid JSON)
+_MAX_STRING = 1 << 20
 _HOLD = len(b"-Infinity") - 1  # bytes held back at a chunk's end: a token may continue in the next chunk
 _OUTSIDE = re.compile(rb'"|-?Infinity|NaN')  # what matters outside a string: a string start, a bare token
 _STRING_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.S)  # a string's characters up to its closing quote
@@ -61,6 +67,19 @@ class NanQuotingReader:
         self._ready = b""
         self._at = 0  # bytes of _ready already returned
         self.consumed = 0
+        self._run = 0  # bytes of the current string passed on whole buffers so far
+        #: strings cut at _MAX_STRING bytes (their middle left out)
+        self.cut_strings = 0
+
+    def _long_string(self, n: int) -> bool:
+        """Count ``n`` bytes of a string that fills a whole buffer; True once the string is past
+        :data:`_MAX_STRING` (the caller leaves these bytes out)."""
+        self._run += n
+        if self._run > _MAX_STRING:
+            if self._run - n <= _MAX_STRING:
+                self.cut_strings += 1
+            return True
+        return False
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` converted bytes (all that is ready when ``n`` < 0); ``b""`` at the end."""
@@ -83,7 +102,12 @@ class NanQuotingReader:
         end = len(buf) if self._eof else max(0, len(buf) - _HOLD)
         if b"\\" not in buf and b"NaN" not in buf and b"Infinity" not in buf:
             self._carry = buf[end:]
-            if buf.count(b'"', 0, end) & 1:
+            quotes = buf.count(b'"', 0, end)
+            if not quotes and self._in_string and self._long_string(end):
+                return b""  # the middle of a string over _MAX_STRING: left out
+            if quotes:
+                self._run = 0
+            if quotes & 1:
                 self._in_string = not self._in_string
             return buf[:end]
         out: list[bytes] = []
@@ -100,6 +124,9 @@ class NanQuotingReader:
                 # the string runs past the buffer; a trailing backslash (escape) waits for the next byte
                 keep = stop if stop < len(buf) and buf[stop:stop + 1] == b"\\" and not self._eof else len(buf)
                 keep = max(keep, pos)
+                if pos == 0 and self._long_string(keep):
+                    self._carry = buf[keep:]
+                    return b""  # the middle of a string over _MAX_STRING: left out
                 out.append(buf[pos:keep])
                 self._carry = buf[keep:]
                 return b"".join(out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from datacheck.trace.readers.fields import EVAL_KEYS, BadValue, field_of, to_float, to_int
+from datacheck.trace.readers.fields import EVAL_KEYS, BadValue, bounded_int, field_of, to_float, to_int
 from datacheck.trace.record import StepRecord
 
 __all__ = ["record_from_mapping", "eval_record_beside"]
@@ -60,7 +60,9 @@ def record_from_mapping(d: Mapping[str, Any], source: str, line: int | None, ran
         if f in vals:
             continue
         if f in _INT_FIELDS:
-            vals[f] = v if type(v) is int else to_int(v, str(k))
+            vals[f] = bounded_int(v, str(k), f) if type(v) is int else to_int(v, str(k))
+            if f == "rank" and vals[f] is not None:
+                bounded_int(vals[f], str(k), f)
         else:
             vals[f] = v if type(v) is float else to_float(v, str(k))
     split = "train"

@@ -1,0 +1,56 @@
+"""datacheck.io.bounded: only regular files are opened, reads take at most the stated limit, and a
+compressed file is inflated as a stream (never whole)."""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+
+import pytest
+
+from datacheck.io.bounded import (
+    NotRegular,
+    OverLimit,
+    human_bytes,
+    open_inflated,
+    open_regular,
+    read_capped,
+    special_kind,
+)
+
+
+def test_special_files_are_named_and_never_opened(tmp_path):
+    fifo = tmp_path / "x.jsonl"
+    os.mkfifo(fifo)
+    assert special_kind(fifo) == "a FIFO"
+    assert special_kind("/dev/zero") == "a character device"
+    assert special_kind(tmp_path) == "a folder"
+    (tmp_path / "f").write_bytes(b"x")
+    assert special_kind(tmp_path / "f") is None
+    with pytest.raises(NotRegular, match="a FIFO"):
+        open_regular(fifo)  # would block forever if it were opened
+    with pytest.raises(NotRegular, match="character device"):
+        open_regular("/dev/zero")
+    os.symlink("/dev/zero", tmp_path / "link.tsv")
+    with pytest.raises(NotRegular):
+        open_regular(tmp_path / "link.tsv")
+
+
+def test_read_capped_checks_the_declared_size_first():
+    f = io.BytesIO(b"abcdef")
+    assert read_capped(f, 4, 10, "x", "max_member_bytes") == b"abcd"
+    assert read_capped(f, 100, 100, "x", "max_member_bytes") == b"ef"  # fewer at the end of the stream
+    with pytest.raises(OverLimit, match=r"declares 3000000000 bytes, over the limit of 256 MiB \(\[dataset\] max_member_bytes\)"):
+        read_capped(io.BytesIO(b""), 3_000_000_000, 256 << 20, "member '0.txt'", "max_member_bytes")
+
+
+def test_open_inflated_streams(tmp_path):
+    p = tmp_path / "a.gz"
+    p.write_bytes(gzip.compress(b"0123456789" * 1000))
+    with open_inflated(p) as f:
+        assert f.read(5) == b"01234"
+
+
+def test_human_bytes():
+    assert [human_bytes(n) for n in (5, 1024, 256 << 20, 3 << 30, 1536)] == ["5 bytes", "1 KiB", "256 MiB", "3 GiB",
+                                                                              "1.5 KiB"]
