@@ -300,7 +300,7 @@ class TraceSection(_Section):
 
     spike: str = Field(default="robust", description=(
         "the spike rule when `--spike` is not given: `robust` (2x the median of the last 64 values and "
-        "6 robust sigmas above it; judged from the second value), `megatron`, `foundry`, `olmo` or `ratio:F:W`"))
+        "6 robust sigmas above it; judged from the third value, 2x the largest earlier value until 8 are seen), `megatron`, `foundry`, `olmo` or `ratio:F:W`"))
     grad_spike_factor: float = Field(default=5.0, gt=1, le=1e6, description=(
         "the robust spike rule's factor over the median for the grad norm (the loss uses 2): the grad norm "
         "swings several-fold in clean runs (gradsnitch flags 8x, trainproof 10x its median)"))
@@ -315,7 +315,8 @@ class TraceSection(_Section):
         "0 sigma); gradsnitch's sustained-rise gate is 0.15, losslint's 0.25"))
     divergence_window: float = Field(default=0.1, gt=0, le=1, description=(
         "`log.divergence`: the smoothed loss must stay above its band for this fraction of the logged "
-        "points (at least 3) and on 80% of the points to the end of the log"))
+        "points (at least 3) and on 80% of the points to the end of the log, which must hold at least "
+        "twice that window"))
     stagnation_improvement: float = Field(default=0.01, gt=0, lt=1, description=(
         "`log.stagnation`: relative improvement of the loss over the window under which the run stalls "
         "(the catalog: 1%; losslint's stagnation_min_improvement)"))
