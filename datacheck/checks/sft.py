@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks._expr import counts_to_pairs, supervised_count, value_counts
+from datacheck.checks._flat import by_chunks
 from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks._render import UNMARKED, cut_by_truncation, template_error, unmarked_template
 from datacheck.checks.mask import position_pass, positions_view
@@ -82,6 +84,53 @@ def _first(flags: pl.Expr) -> pl.Expr:
     return flags.list.eval(pl.arg_where(pl.element().fill_null(False)).first()).list.first()
 
 
+#: the rules of ``sft.role_order`` a turn can break, in the order they are judged (the first that holds
+#: names the turn's fault)
+TURN_ORDER_RULES = ("null role", "unknown role", "system not first", "two user turns in a row",
+                    "assistant before any user", "tool result without a tool call")
+#: canonical role -> its code in :func:`turn_order_kinds` (5: a name outside :data:`KNOWN_ROLES`, 6: null)
+_ROLE_CODES = {"system": 0, "user": 1, "assistant": 2, "tool_call": 3, "tool": 4}
+
+
+def turn_order_kinds(roles: pl.Series) -> pl.Series:
+    """Per row of ``roles`` (List(String): the canonical role of each turn, :func:`turn_roles`), the
+    :data:`TURN_ORDER_RULES` entry its first faulty turn breaks (String; null when no turn breaks
+    one, or the row is null). A turn breaks, in this order: a null role; a role outside
+    :data:`KNOWN_ROLES`; ``system`` at a position > 0; ``user`` right after ``user``; an assistant
+    turn or tool call with no ``user`` turn before it; ``tool`` not right after a tool call or
+    another tool result. One vectorized pass over the flattened roles (the same rules as the
+    per-turn expressions of :func:`role_order`'s examples: a property test holds it)."""
+    n = len(roles)
+    lens = roles.list.len().fill_null(0).to_numpy().astype(np.int64, copy=False)
+    flat = roles.explode(empty_as_null=False, keep_nulls=False)
+    codes = flat.replace_strict(_ROLE_CODES, default=5, return_dtype=pl.Int8).to_numpy().copy()
+    codes[flat.is_null().to_numpy()] = 6  # replace_strict gives a null the default
+    total = int(lens.sum())
+    out = np.zeros(n, dtype=np.int8)
+    if total:
+        off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        row = np.repeat(np.arange(n), lens)
+        idx = np.arange(total) - off[:-1][row]
+        prev = np.empty(total, dtype=np.int8)
+        prev[0] = -1
+        prev[1:] = codes[:-1]
+        prev[idx == 0] = -1
+        user = codes == 1
+        users = np.cumsum(user)
+        users_upto = users - np.concatenate(([0], users))[off[:-1]][row]
+        faults = [codes == 6, codes == 5, (codes == 0) & (idx > 0), user & (prev == 1),
+                  ((codes == 2) | (codes == 3)) & (users_upto == 0), (codes == 4) & (prev != 3) & (prev != 4)]
+        kind = np.zeros(total, dtype=np.int8)
+        for k in range(len(faults), 0, -1):  # the first rule that holds wins
+            kind[faults[k - 1]] = k
+        bad = np.flatnonzero(kind)
+        rows, first = np.unique(row[bad], return_index=True)
+        out[rows] = kind[bad[first]]
+    names = pl.Series([None, *TURN_ORDER_RULES], dtype=pl.String)
+    return names.gather(pl.Series(out.astype(np.uint32)))
+
+
 @check("sft.role_order", layouts=frozenset({"chat_sft", "dpo"}), roles=("messages",))
 def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.role_order``: a conversation a chat template rejects or mis-renders (CHECKS.md). A row
@@ -103,35 +152,32 @@ def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
     raw = turn.struct.field(mf.role)
     idx = pl.int_range(pl.len())
     before = r.shift(1)
-    rules = [
-        (r.is_null(), "null role", pl.lit("null role")),
-        (~r.is_in(KNOWN_ROLES), "unknown role", pl.format("unknown role '{}'", raw)),
-        ((r == "system") & (idx > 0), "system not first", pl.format("system turn at position {}, not first", idx)),
-        ((r == "user") & (before == "user"), "two user turns in a row", pl.lit("two user turns in a row")),
-        (r.is_in(ASSISTANT_ROLES) & ((r == "user").cum_sum() == 0), "assistant before any user",
-         pl.format("'{}' turn before any user turn", raw)),
-        ((r == "tool") & ~before.is_in(["tool_call", "tool"]).fill_null(False), "tool result without a tool call",
+    # the reasons' texts, per turn: evaluated only on the failing rows (the examples' second pass)
+    texts = [
+        (r.is_null(), pl.lit("null role")),
+        (~r.is_in(KNOWN_ROLES), pl.format("unknown role '{}'", raw)),
+        ((r == "system") & (idx > 0), pl.format("system turn at position {}, not first", idx)),
+        ((r == "user") & (before == "user"), pl.lit("two user turns in a row")),
+        (r.is_in(ASSISTANT_ROLES) & ((r == "user").cum_sum() == 0), pl.format("'{}' turn before any user turn", raw)),
+        ((r == "tool") & ~before.is_in(["tool_call", "tool"]).fill_null(False),
          pl.format("tool result ('{}') with no tool call before it", raw)),
     ]
-
-    def chain(text: bool) -> pl.Expr:
-        """Per turn: the first rule it breaks (the text shown, or the rule's name), else null."""
-        e: Any = pl
-        for cond, kind, out in rules:
-            e = e.when(cond).then(out if text else pl.lit(kind))
-        return e.otherwise(pl.lit(None, dtype=pl.String))
-
-    reasons = pl.col(col).list.eval(chain(True))
-    kinds = pl.col(col).list.eval(chain(False))
+    e: Any = pl
+    for cond, out in texts:
+        e = e.when(cond).then(out)
+    reasons = pl.col(col).list.eval(e.otherwise(pl.lit(None, dtype=pl.String)))
+    # per row, the rule its first bad turn breaks: one numpy pass over the canonical roles
+    first_kind = turn_roles(col, mf).map_batches(
+        lambda s: by_chunks([s], lambda c: turn_order_kinds(c[0])), return_dtype=pl.String)
     n = pl.col(col).list.len()
     first = reasons.list.drop_nulls().list.first()
     # preference data (chosen/rejected beside the messages): the conversation is the prompt, one turn is whole
     short = (n < 2) if not _preference(ctx) else pl.lit(False)
     why = pl.when(short).then(pl.format("{} turn(s): a conversation needs at least two", n)).otherwise(first)
-    kind = pl.when(short).then(pl.lit("fewer than two turns")).otherwise(kinds.list.drop_nulls().list.first())
+    kind = pl.when(short).then(pl.lit("fewer than two turns")).otherwise(first_kind)
     example = pl.when(short).then(why).otherwise(
         pl.format("turn {}: {}", _first(reasons.list.eval(pl.element().is_not_null())), why))
-    fails = short | (kinds.list.drop_nulls().list.len() > 0)
+    fails = short | first_kind.is_not_null()
     err = template_error(ctx)
     if err is not None:  # rendered by the tokenizer's chat template: the rows it rejected
         rejected = pl.col(err).is_not_null()
@@ -139,7 +185,7 @@ def role_order(ctx: ShardContext) -> Iterable[ShardItem]:
         kind = pl.when(rejected).then(pl.lit(_REJECTED)).otherwise(kind)
         example = pl.when(rejected).then(pl.format("the chat template rejects it: {}", pl.col(err))).otherwise(example)
     yield RowCheck(
-        # the verdict from the rule names (pl.lit): polars 2.1 panics on pl.format inside list.eval
+        # the verdict from the rule names (the kernel's): polars 2.1 panics on pl.format inside list.eval
         # under a filter when a row is null; the formatted text is only evaluated on failing rows
         check="sft.role_order", column=col, fails=fails, example=example,
         details={"reasons": value_counts(kind)},
