@@ -61,3 +61,17 @@ def _same_result(one, many) -> None:
     assert one.payload.keys() == many.payload.keys()
     for k in one.payload:
         _same_payload(one.payload[k], many.payload[k])
+
+
+class IdRows:
+    """A map-style dataset of ``n`` rows for a torch ``DataLoader``: row ``g`` is its global id
+    (the trainer's ConcatDataset of the shards, reduced to what a sampler test compares)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i

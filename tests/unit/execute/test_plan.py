@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 torch = pytest.importorskip("torch")
+from batchhelp import IdRows  # noqa: E402
 from conftest import REALDATA  # noqa: E402
 from torch.utils.data import DataLoader, DistributedSampler  # noqa: E402
 
@@ -40,18 +41,6 @@ def _dataset(tmp_path, sizes):
     return d, g
 
 
-class _Rows(torch.utils.data.Dataset):
-    """The trainer's dataset: row g returns its global id (the ConcatDataset of the shards)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return i
-
 
 @pytest.mark.parametrize("sizes,ws,bs,ga,drop_last,shuffle,seed", SETUPS)
 def test_plan_matches_torch_dataloader_and_recorded_ledger(tmp_path, sizes, ws, bs, ga, drop_last, shuffle, seed):
@@ -62,8 +51,8 @@ def test_plan_matches_torch_dataloader_and_recorded_ledger(tmp_path, sizes, ws, 
     ledger_dir = tmp_path / "ledger"
     seen: dict[int, list[tuple[int, int, list[int]]]] = {}  # step -> (rank, micro-batch, ids) from torch
     for rank in range(ws):
-        sampler = DistributedSampler(_Rows(n), num_replicas=ws, rank=rank, shuffle=shuffle, seed=seed)
-        loader = record_batches(DataLoader(_Rows(n), batch_size=bs, sampler=sampler, drop_last=drop_last),
+        sampler = DistributedSampler(IdRows(n), num_replicas=ws, rank=rank, shuffle=shuffle, seed=seed)
+        loader = record_batches(DataLoader(IdRows(n), batch_size=bs, sampler=sampler, drop_last=drop_last),
                                 ledger_dir, rank=rank, grad_accum=ga)
         k = 0
         for epoch in range(2):

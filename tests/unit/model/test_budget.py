@@ -10,6 +10,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
+from batchhelp import IdRows  # noqa: E402
 from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,16 +52,6 @@ def _dataset(tmp_path, sizes, seed=0):
     return d, lens
 
 
-class _Rows(torch.utils.data.Dataset):
-    def __init__(self, n):
-        self.n = n
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        return i
-
 
 @pytest.mark.parametrize("sizes,ws,max_tokens,cap,ga,drop_last,shuffle,seed", SETUPS)
 def test_plan_matches_token_budget_sampler_in_dataloader_and_ledger(tmp_path, sizes, ws, max_tokens, cap, ga,
@@ -77,7 +68,7 @@ def test_plan_matches_token_budget_sampler_in_dataloader_and_ledger(tmp_path, si
     for rank in range(ws):  # what each rank's trainer loads: the sampler in a real DataLoader, recorded
         sampler = TokenBudgetBatchSampler(lens, max_tokens, max_rows=cap, num_replicas=ws, rank=rank,
                                           shuffle=shuffle, seed=seed, drop_last=drop_last)
-        loader = record_batches(DataLoader(_Rows(n), batch_sampler=sampler), ledger_dir, rank=rank, grad_accum=ga)
+        loader = record_batches(DataLoader(IdRows(n), batch_sampler=sampler), ledger_dir, rank=rank, grad_accum=ga)
         k = 0
         for epoch in range(2):
             sampler.set_epoch(epoch)
