@@ -20,7 +20,10 @@ What the callback does:
   args.gradient_accumulation_steps`` and the Trainer's step numbering: epoch ``e`` starts at step
   ``e x ceil(len(loader) / grad_accum)`` (the Trainer's ``num_update_steps_per_epoch``; its last step
   takes the remainder micro-batches). A micro-batch is recorded under the value ``state.global_step``
-  has while the Trainer trains on it: the 0-based optimizer step. The Trainer logs that step's loss at
+  has while the Trainer trains on it: the 0-based optimizer step. Its line is written when the
+  Trainer has trained it (``on_substep_end`` / ``on_step_end``), so the batches DataLoader workers
+  (``dataloader_num_workers``) and accelerate fetched ahead of a stop (``max_steps``, a guard stop,
+  an interrupt) are not recorded. The Trainer logs that step's loss at
   ``global_step`` + 1 (the count after the update), so log step ``N`` is ledger step ``N - 1``. A
   resumed ``train(resume_from_checkpoint=...)`` re-reads its epoch from the start and skips batches
   (accelerate's ``skip_first_batches``): the skipped batches are recorded again under the same steps,
@@ -126,6 +129,7 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
         self.guard_failures: list[dict[str, Any]] = []
         self._seen_local = 0
         self._seen_dumps: set[str] = set()
+        self._trained_micro = 0  # micro-batches of the current step trained so far
 
     # -- events -------------------------------------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, train_dataloader: Any = None, **kw: Any) -> Any:
@@ -140,12 +144,21 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
         return control
 
     def on_substep_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        # a micro-batch of step global_step (not its last) is trained
+        self._trained_micro += 1
+        if self.recorder is not None:
+            self.recorder.commit_through(int(state.global_step), self._trained_micro)
         return self._check_guard(state, control)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        self._trained_micro = 0
         return self._check_guard(state, control)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        # the optimizer step is taken: global_step already counts it, so every batch of the steps before
+        self._trained_micro = 0
+        if self.recorder is not None:
+            self.recorder.commit_through(int(state.global_step))
         return self._check_guard(state, control)
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
@@ -172,7 +185,7 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
             return None
         out = Path(self.ledger_dir if self.ledger_dir is not None else args.output_dir)
         rec = RecordingBatchSampler(inner, out, rank=int(getattr(args, "process_index", 0)),
-                                    grad_accum=int(args.gradient_accumulation_steps), epoch_aligned=True)
+                                    grad_accum=int(args.gradient_accumulation_steps), epoch_aligned=True, hold=True)
         # DataLoader refuses a new batch_sampler after __init__; its iterators read the attribute anew
         # each epoch (_index_sampler), so the recorder is what they iterate from here on
         object.__setattr__(dl, "batch_sampler", rec)

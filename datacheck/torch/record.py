@@ -120,6 +120,10 @@ class RecordingBatchSampler:
         epoch_aligned: each epoch's first batch starts step ``epoch x ceil(len(inner) / grad_accum)``
             (the Hugging Face Trainer's numbering: an epoch's last step takes the remainder
             micro-batches; the resumed Trainer re-reads its epoch from the start and skips batches).
+        hold: every batch's line is held until :meth:`commit_through` says the training loop has
+            trained it (the Hugging Face callback calls it at each micro-batch's and step's end), so
+            batches that DataLoader workers or accelerate prefetched and the loop never trained are
+            not recorded.
 
     Attributes:
         pending: micro-batch lines not yet written.
@@ -127,7 +131,7 @@ class RecordingBatchSampler:
 
     def __init__(self, inner: Any, out_dir: str | Path, *, rank: int = 0, grad_accum: int = 1,
                  start_step: int | None = None, epoch: int | None = None, flush_every: int = 256,
-                 epoch_aligned: bool = False):
+                 epoch_aligned: bool = False, hold: bool = False):
         if grad_accum < 1:
             raise UsageError(f"grad_accum must be >= 1, got {grad_accum}")
         if flush_every < 1:
@@ -139,6 +143,7 @@ class RecordingBatchSampler:
         self.path = rank_file(out_dir, rank)
         self.rank, self.grad_accum, self.flush_every = rank, grad_accum, flush_every
         self.epoch_aligned = epoch_aligned
+        self.hold = hold
         self._epoch = epoch
         self._iters = 0
         self._buf: list[str] = []
@@ -204,6 +209,13 @@ class RecordingBatchSampler:
             self.flush()
         self._committed = nxt
 
+    def commit_through(self, step: int, micro_batch: int = 0) -> None:
+        """The training loop has trained every batch before position (``step``, ``micro_batch``): the
+        held lines of those batches go to the ledger (in the order they were issued); later ones stay
+        held. With ``micro_batch`` 0: every batch of the steps before ``step``."""
+        while self._issued and (self._issued[0][1].step, self._issued[0][1].micro_batch) < (step, micro_batch):
+            self.commit()
+
     def set_epoch(self, epoch: int) -> None:
         """Forward ``set_epoch`` to the inner sampler (trainers call it on the loader's sampler)."""
         if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
@@ -219,7 +231,7 @@ class RecordingBatchSampler:
         return base + self._iters
 
     def __iter__(self) -> Iterator[list[int]]:
-        deferred, self._claim = self._claim, False
+        deferred, self._claim = self._claim or self.hold, False
         if not deferred and self._from_loader and not self._warned_foreign:
             self._warned_foreign = True
             warnings.warn("record_batches: the recording batch sampler is iterated by a DataLoader other than the "

@@ -185,11 +185,15 @@ def test_trace_console_log_steps(hf_run):
 def test_on_guard_error_stop_ends_training_before_the_bad_step(tmp_path):
     trainer, cb, warned = _train(tmp_path, 1, on_guard_error="stop")
     # accelerate's DataLoaderShard collates one batch ahead: the bad micro-batch is checked while step 4
-    # trains, the callback stops at that step's end, and the bad step is never taken
+    # trains, the callback stops at that step's end, and the bad step is never taken: the ledger holds
+    # the trained steps only (the bad batch was fetched, never trained)
     assert trainer.state.global_step == BAD_STEP
     assert cb.guard_failures[0]["tag"]["step"] == BAD_STEP and "stopping training at global step" in warned[0]
     led = read_ledger(tmp_path / "out")
-    assert sorted(led.batches[0][BAD_STEP][0].indices) == _bad_rows()
+    perm = _perm()
+    assert led.steps == list(range(BAD_STEP)) and led.partial == {}
+    assert [[list(b.indices) for b in led.batches[0][s]] for s in led.steps] == \
+        [[perm[s * B:(s + 1) * B]] for s in range(BAD_STEP)]
     assert place(_bad_rows()[0], SIZES)[0].startswith("part-")
 
 
@@ -224,7 +228,8 @@ def test_resumed_trainer_records_its_order_in_its_numbering(tmp_path):
         first = read_ledger(tmp_path / "out")
         resumed = trainer(-1)
         resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-10"))
-    assert first.steps[-1] == 15 and first.partial == {0: (15, 1, 2)}  # the loader ran ahead of max_steps
+    # the loader ran ahead of max_steps (a micro-batch of step 15 was fetched): only trained steps are recorded
+    assert first.steps == list(range(15)) and first.partial == {}
     assert resumed.state.global_step == 24
     perms = {}
     for e in (0, 1):
@@ -235,3 +240,39 @@ def test_resumed_trainer_records_its_order_in_its_numbering(tmp_path):
     assert {s: [list(b.indices) for b in led.batches[0][s]] for s in led.steps} == \
         {12 * e + s: [perms[e][(2 * s + m) * B:(2 * s + m + 1) * B] for m in range(2)] for e in (0, 1) for s in range(12)}
     assert led.partial == {} and [(st["epoch"], st["start_step"]) for st in led.states[0]][-2:] == [(0, 0), (1, 12)]
+
+
+class _Ids(torch.utils.data.Dataset):
+    """N rows of L token ids (seeded), as the Trainer reads them."""
+
+    def __init__(self):
+        g = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, V, (N, L), generator=g)
+
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+@pytest.mark.slow
+def test_batches_prefetched_by_dataloader_workers_are_not_recorded(tmp_path):
+    # 2 DataLoader workers prefetch 2 batches each ahead of the loop; the Trainer stops at max_steps 6
+    # (grad_accum 2: 12 micro-batches trained of the epoch's 24): the ledger holds those 12, step by step
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=V, n_positions=L, n_embd=16, n_layer=1,
+                                                                 n_head=2, bos_token_id=0, eos_token_id=0))
+    args = transformers.TrainingArguments(str(tmp_path / "out"), use_cpu=True, per_device_train_batch_size=B,
+                                          gradient_accumulation_steps=2, max_steps=6, logging_steps=1, seed=SEED,
+                                          report_to=[], save_strategy="no", disable_tqdm=True,
+                                          dataloader_num_workers=2, dataloader_prefetch_factor=2)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=_Ids(), callbacks=[DatacheckCallback()])
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer.train()
+    assert trainer.state.global_step == 6
+    perm = _perm()
+    led = read_ledger(tmp_path / "out")
+    assert led.partial == {} and led.steps == list(range(6))
+    assert {s: [list(b.indices) for b in led.batches[0][s]] for s in led.steps} == \
+        {s: [perm[(2 * s + m) * B:(2 * s + m + 1) * B] for m in range(2)] for s in range(6)}

@@ -28,6 +28,27 @@ def _args(tmp_path, ga=2):
     return SimpleNamespace(output_dir=str(tmp_path / "out"), process_index=0, gradient_accumulation_steps=ga)
 
 
+def _train_epoch(cb, loader, args, state, control, stop_after_steps=None):
+    """Iterate ``loader`` once as the Trainer's epoch loop does: ``on_step_begin`` at a step's first
+    micro-batch, ``on_substep_end`` after each other micro-batch, ``global_step += 1`` then
+    ``on_step_end`` after a step's last (an epoch's last step takes the remainder); stop after
+    ``stop_after_steps`` optimizer steps (max_steps). Returns the batches trained."""
+    ga, n = args.gradient_accumulation_steps, len(loader)
+    trained = []
+    for k, batch in enumerate(loader):
+        if k % ga == 0:
+            cb.on_step_begin(args, state, control)
+        trained.append(batch.tolist())
+        if (k + 1) % ga == 0 or k + 1 == n:
+            state.global_step += 1
+            cb.on_step_end(args, state, control)
+            if stop_after_steps is not None and state.global_step >= stop_after_steps:
+                break
+        else:
+            cb.on_substep_end(args, state, control)
+    return trained
+
+
 def test_the_loader_is_recorded_in_the_trainers_step_numbering(tmp_path):
     loader = DataLoader(list(range(10)), batch_size=2)  # 5 micro-batches, grad_accum 2: 3 steps per epoch
     cb = DatacheckCallback({"index_hash": "ab" * 16, "config_hash": "cfg"})
@@ -36,7 +57,7 @@ def test_the_loader_is_recorded_in_the_trainers_step_numbering(tmp_path):
     assert isinstance(loader.batch_sampler, RecordingBatchSampler) and cb.recorder is loader.batch_sampler
     assert len(loader) == 5
     for _ in range(2):
-        assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+        assert _train_epoch(cb, loader, _args(tmp_path), state, control) == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
     led = read_ledger(tmp_path / "out")
     got = [(b.step, b.micro_batch, b.epoch) for r in [led.batches[0]] for s in sorted(r) for b in r[s]]
     assert got == [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0), (2, 0, 0),
@@ -45,10 +66,26 @@ def test_the_loader_is_recorded_in_the_trainers_step_numbering(tmp_path):
     assert state.log_history == [{"datacheck_index_hash": "ab" * 16, "datacheck_config_hash": "cfg", "step": 0}]
     cb.on_train_begin(_args(tmp_path), state, control, train_dataloader=loader)  # a second train(): one entry, one recorder
     assert len(state.log_history) == 1 and cb.recorder is loader.batch_sampler
-    state.global_step = 6
+    assert state.global_step == 6
     cb.on_train_end(_args(tmp_path), state, control)
     saved = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
     assert saved["global_step"] == 6 and saved["log_history"][0]["datacheck_config_hash"] == "cfg"
+
+
+def test_batches_fetched_ahead_by_workers_and_never_trained_are_not_recorded(tmp_path):
+    # 12 micro-batches of 2 rows, grad_accum 2, 2 DataLoader workers prefetching 2 batches each; training
+    # stops after 2 optimizer steps (max_steps): only the 4 micro-batches of steps 0 and 1 were trained
+    loader = DataLoader(list(range(24)), batch_size=2, num_workers=2, prefetch_factor=2)
+    cb = DatacheckCallback()
+    state, control = TrainerState(), TrainerControl()
+    cb.on_train_begin(_args(tmp_path), state, control, train_dataloader=loader)
+    trained = _train_epoch(cb, loader, _args(tmp_path), state, control, stop_after_steps=2)
+    cb.on_train_end(_args(tmp_path), state, control)
+    assert trained == [[0, 1], [2, 3], [4, 5], [6, 7]] and cb.recorder.pending == 0
+    led = read_ledger(tmp_path / "out")
+    assert {s: [list(b.indices) for b in led.batches[0][s]] for s in led.steps} == {0: [[0, 1], [2, 3]],
+                                                                                   1: [[4, 5], [6, 7]]}
+    assert led.partial == {}
 
 
 @pytest.mark.parametrize("action", ["stop", "warn"])
