@@ -111,62 +111,83 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
     ev = {"sup": 0, "same": 0, "next": 0, "max": -1, "hidden": 0, "ragged": 0, "inner_ignored": 0, "rows": 0}
     if not df.height:
         return ev
-    both = df.filter(pl.col(ids).is_not_null() & pl.col(labels).is_not_null())
-    same_len = both[ids].list.len() == both[labels].list.len()
-    ev["ragged"] = int((~same_len).sum())
-    sub = both.filter(same_len)
-    n = sub.height
+    if any(inner_dtype(df.schema[c]) == pl.UInt64 for c in (ids, labels, mask, starts) if c is not None):
+        both = df.filter(pl.col(ids).is_not_null() & pl.col(labels).is_not_null())
+        same_len = both[ids].list.len() == both[labels].list.len()
+        ev["ragged"] = int((~same_len).sum())
+        sub = both.filter(same_len)
+        ev["rows"] = sub.height
+        return _label_evidence_rows(sub, ids, labels, mask, ignore, starts, ev)
+
+    def lengths(col: str) -> "np.ndarray":
+        """Per row, the list's length (-1: a null row)."""
+        return df[col].list.len().fill_null(-1).to_numpy().astype(np.int64, copy=False)
+
+    la, lb = lengths(ids), lengths(labels)
+    keep = (la >= 0) & (lb >= 0)
+    ev["ragged"] = int((keep & (la != lb)).sum())
+    keep &= la == lb
+    n = int(keep.sum())
     ev["rows"] = n
     if not n:
         return ev
-    if any(inner_dtype(sub.schema[c]) == pl.UInt64 for c in (ids, labels, mask, starts) if c is not None):
-        return _label_evidence_rows(sub, ids, labels, mask, ignore, starts, ev)
-    lens = sub[ids].list.len().cast(pl.Int64).to_numpy()
+    lens = la[keep]
     total = int(lens.sum())
     if not total:
         return ev
 
-    def flat(col: str, rows: "np.ndarray | None" = None) -> tuple["np.ndarray", "np.ndarray"]:
-        """(values as int64, nulls as 0; validity) of ``col``'s elements, row after row (of the rows
-        where ``rows`` is True; those rows hold lists of the ids' lengths)."""
-        s = sub[col] if rows is None else sub[col].filter(pl.Series(rows))
-        v = s.filter(s.list.len() > 0).explode()  # an empty list would explode to one null
-        return v.fill_null(0).to_numpy().astype(np.int64, copy=False), v.is_not_null().to_numpy()
+    def flat(col: str, rows: "np.ndarray", col_lens: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """(values as int64, nulls as 0; validity) of ``col``'s elements in the rows where ``rows`` is
+        True, row after row (``col_lens``: the column's list lengths, -1 for a null row). The list
+        column's value buffer is read as it is (no row is copied), then only the elements of those
+        rows are kept."""
+        v = df[col].explode(empty_as_null=False, keep_nulls=False)
+        present = col_lens >= 0
+        take = np.repeat(rows[present], col_lens[present])
+        vals = v.fill_null(0).to_numpy() if v.null_count() else v.to_numpy()
+        valid = v.is_not_null().to_numpy() if v.null_count() else np.ones(len(v), dtype=bool)
+        if take.all():  # every row kept (the common case): no gather
+            return vals.astype(np.int64, copy=False), valid
+        return vals[take].astype(np.int64, copy=False), valid[take]
 
-    a, a_ok = flat(ids)
-    b, b_ok = flat(labels)
+    a, a_ok = flat(ids, keep, la)
+    b, b_ok = flat(labels, keep, lb)
     row = np.repeat(np.arange(n), lens)
     starts_at = np.concatenate(([0], np.cumsum(lens)[:-1]))
     pos = np.arange(total) - np.repeat(starts_at, lens)
 
-    def per_row_ok(col: str | None) -> "np.ndarray | None":
-        """Rows where ``col`` is present with the ids' length (None: no such column)."""
+    def in_rows(col: str | None) -> "tuple[np.ndarray, np.ndarray] | None":
+        """(the kept rows where ``col`` is present with the ids' length, as a mask over the kept rows;
+        the column's lengths) (None: no such column)."""
         if col is None:
             return None
-        s = sub[col]
-        return (s.is_not_null() & (s.list.len().cast(pl.Int64) == pl.Series(lens))).to_numpy()
+        lc = lengths(col)
+        return (lc == la) & keep, lc
 
     attended = np.ones(total, dtype=bool)
-    m_rows = per_row_ok(mask)
-    if m_rows is not None and m_rows.any():
-        mv, m_ok = flat(mask, m_rows)  # type: ignore[arg-type]
-        attended[np.repeat(m_rows, lens)] = m_ok & (mv != 0)
+    got = in_rows(mask)
+    if got is not None and got[0].any():
+        mv, m_ok = flat(mask, got[0], got[1])  # type: ignore[arg-type]
+        attended[np.repeat(got[0][keep], lens)] = m_ok & (mv != 0)
     sup = b_ok & (b >= 0)
     if ignore is not None:
         sup &= b != ignore
-    s_rows = per_row_ok(starts)
-    if s_rows is not None and s_rows.any():
-        sv, s_ok = flat(starts, s_rows)  # type: ignore[arg-type]
-        in_s = np.repeat(s_rows, lens)
+    got = in_rows(starts)
+    if got is not None and got[0].any():
+        sv, s_ok = flat(starts, got[0], got[1])  # type: ignore[arg-type]
+        in_s = np.repeat(got[0][keep], lens)
         inner = np.zeros(total, dtype=bool)
         inner[in_s] = ~s_ok | (sv != 0)
         ev["inner_ignored"] = int((~sup & inner & attended).sum())
     if sup.any():
-        sup_rows, first_at = np.unique(row[sup], return_index=True)
+        at = np.flatnonzero(sup)
+        sup_rows = row[at]
+        new_row = np.ones(at.size, dtype=bool)  # the rows are in order: a row's first supervised position
+        new_row[1:] = sup_rows[1:] != sup_rows[:-1]
         first = np.full(n, -1, dtype=np.int64)
-        first[sup_rows] = pos[sup][first_at]
-        before = a_ok & attended & (pos < first[row])
-        ev["hidden"] = int(np.unique(row[before]).size)
+        first[sup_rows[new_row]] = pos[at[new_row]]
+        hid = row[a_ok & attended & (pos < first[row])]
+        ev["hidden"] = int(hid.size and 1 + np.count_nonzero(hid[1:] != hid[:-1]))
         ev["sup"] = int(sup.sum())
         ev["same"] = int((sup & a_ok & (b == a)).sum())
         nxt_ok = np.append(a_ok[1:], False) & (pos + 1 < np.repeat(lens, lens))
