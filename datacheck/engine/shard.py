@@ -764,14 +764,16 @@ class _Sampler:
     """The layout recognizer's sample: the first :data:`~datacheck.derive.layout.SAMPLE_ROWS` rows of
     the given columns; None when they cannot be read (the engine's own read then says why).
 
-    When the opened shard's reader has a one-read path (``ShardReader.read_all``: parquet) and the
-    sampled columns fit in one batch (:func:`~datacheck.formats.batches.batch_rows`), they are read
-    whole, once: the sample is their first rows, and the engine's read of the shard takes them from
-    ``held`` instead of decoding them again (:func:`_run_batches`). A separate read of the first
-    rows cost as much as a third of the shard's decode: polars' scan decodes a whole row group for
-    a ``head``, 19 ms CPU of a 5,000 x 256 token shard whose one read costs 40-50 ms. Otherwise
-    (no such reader, a shard of several batches, a failed read) the sample is a pushed-down
-    ``head`` of the opened frame (the streamed readers stop once they have the rows)."""
+    When the opened shard's reader knows the decoded size of the sampled columns without reading
+    rows (``ShardReader.size``: a parquet footer), they fit in one batch
+    (:func:`~datacheck.formats.batches.batch_rows`) and the reader has a one-read path
+    (``ShardReader.read_all``: parquet), they are read whole, once: the sample is their first rows,
+    and the engine's read of the shard takes them from ``held`` instead of decoding them again
+    (:func:`_run_batches`). A separate read of the first rows cost as much as a third of the
+    shard's decode: polars' scan decodes a whole row group for a ``head``, 19 ms CPU of a 5,000 x
+    256 token shard whose one read costs 40-50 ms. Otherwise (a streamed format, a shard of several
+    batches, a failed read) the sample is a pushed-down ``head`` of the opened frame (the streamed
+    readers stop once they have the rows)."""
 
     def __init__(self, data: CheckInput):
         self.data = data
@@ -782,6 +784,9 @@ class _Sampler:
         data = self.data
         reader = data.stream
         if reader is None or not cols or not reader.holds(cols):
+            return None
+        rows, per_row = reader.size(cols)
+        if rows is None or per_row is None:  # known only by reading rows (streamed formats): sampled apart
             return None
         try:
             n, per = batch_rows(data.lf, cols, reader)

@@ -110,3 +110,24 @@ def test_a_forced_batch_size_keeps_the_separate_sample(tmp_path, monkeypatch):
     assert [how for how, _ in reads] == ["batches"]
     with batch_rows(None):
         _same_result(_audit(path), got)
+
+
+def test_a_streamed_shard_is_sampled_apart_without_sizing_it_twice(tmp_path, monkeypatch):
+    """An Arrow IPC shard's decoded size is known only by reading rows: its sample is a head of the
+    opened frame, and only the engine sizes its batches (no read of rows to decide on the sample)."""
+    path = tmp_path / "s.arrow"
+    pl.DataFrame({"input_ids": pl.Series([[i % 60, 3, 4] for i in range(50)], dtype=pl.List(pl.Int32)),
+                  "labels": pl.Series([[-100, 3, 4]] * 50, dtype=pl.List(pl.Int64))}).write_ipc(path)
+    sized: list[tuple[str, ...]] = []
+    real = engine.batch_rows
+
+    def spy(lf, columns, stream=None):
+        sized.append(tuple(columns))
+        return real(lf, columns, stream)
+
+    monkeypatch.setattr(engine, "batch_rows", spy)
+    chash, size = hash_file(path)
+    got = audit_shard(DiscoveredShard(path=path, rel=path.name, format="arrow"), config_from_dict(CONFIG),
+                      chash, size, keep_rows=True)
+    assert got.rows == 50 and got.layout["name"] == "sft_tokenized"
+    assert len(sized) == 1  # the engine's own
