@@ -176,7 +176,7 @@ def _list_parts(s: pl.Series, code: int, target: pl.DataType) -> tuple[np.ndarra
     off = np.frombuffer(arr.buffers()[1], dtype=np.int64 if pa.types.is_large_list(arr.type) else np.int32)
     off = off[arr.offset:arr.offset + n + 1].astype(np.int64, copy=False)
     vals = arr.values
-    store = np.dtype(_NP[LIST_CODES[s.dtype.inner]])  # type: ignore[union-attr, index]
+    store = np.dtype(_NP[_list_code(s.dtype) or code])  # the storage width (a List of one of LIST_CODES)
     width = np.dtype(_NP[code]).itemsize
     base, end = int(off[0]), int(off[-1])
     raw = vals.buffers()[1]
