@@ -487,7 +487,7 @@ _Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[in
 
 
 def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[Stat | Payload],
-                 schema: dict[str, pl.DataType], max_ex: int) -> _Run:
+                 schema: dict[str, pl.DataType], max_ex: int, sampled: pl.DataFrame | None = None) -> _Run:
     """The shard's checks over its batches (:mod:`datacheck.formats.batches`: the opened shard's
     :class:`~datacheck.formats.base.ShardReader`, or slices of its frame), merged exactly:
 
@@ -504,6 +504,9 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
       entry, an error), as on a one-batch shard.
 
     A shard that fits in one batch is read once and checked exactly as before batching existed.
+    ``sampled``: columns of every row the reader read already (the layout's sample, :class:`_Sampler`):
+    the one read of a shard that fits in one batch decodes only the needed columns it lacks; the
+    batches of a larger shard are read without them and take their rows from it (zero-copy slices).
     Returns (rows, check results, example values, stat values, payload values, skipped).
     Raises :class:`Unreadable`.
     """
@@ -518,9 +521,19 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         raise InternalError(str(exc)) from None
     # the opened shard's reader when it holds the needed columns, else slices of the opened frame
     reader = shard_reader(data.stream, data.lf, needed, n_rows)
+    kept = [c for c in needed if c in sampled.columns] if sampled is not None and reader is data.stream \
+        and sampled.height == n_rows else []
+    if per is not None and len(kept) == len(needed):  # cannot be (the sampled columns fit in one batch)
+        kept = []
+    rest = [c for c in needed if c not in kept]
     single: pl.LazyFrame | None = None
     if per is None and n_rows > 0:  # the reader's own one read (parquet: pyarrow, half polars' CPU)
-        whole = reader.read_all(needed, want)
+        if not rest:
+            whole = sampled.select(needed)  # type: ignore[union-attr]
+        else:
+            whole = reader.read_all(rest, {c: want[c] for c in rest})
+            if whole is not None and kept:
+                whole = whole.hstack(sampled.select(kept).get_columns()).select(needed)  # type: ignore[union-attr]
         single = whole.lazy() if whole is not None else None  # None: polars' read below (it says why)
     if per is None and single is None:
         single = _read_all(data.lf, needed)
@@ -530,8 +543,14 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         if single is not None:
             yield single
             return
-        for df in reader.batches(needed, per or 1, want, ramp=ramp):
-            yield df.lazy()
+        if not kept:
+            for df in reader.batches(needed, per or 1, want, ramp=ramp):
+                yield df.lazy()
+            return
+        off = 0  # the sampled columns' rows of each batch of the others
+        for df in reader.batches(rest, per or 1, {c: want[c] for c in rest}, ramp=ramp):
+            yield df.hstack(sampled.slice(off, df.height).select(kept).get_columns()).select(needed).lazy()  # type: ignore[union-attr]
+            off += df.height
 
     n = 0
     rows_acc: dict[int, list[int]] = {i: [] for i in in_query}
@@ -681,14 +700,15 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     candidate refinement, the second pass for examples and details, then the after-query verdicts."""
     max_ex = cfg.report.max_examples
     schema, roles = dict(data.schema), data.roles
-    layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, roles, _sampler(data),
+    sampler = _Sampler(data)
+    layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, roles, sampler,
                           cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None)
     plan, named = _plan_for(cfg, roles, schema, rel, cross_shard, data.unrendered_pairs, layout.name,
                             data.chat_template)
     row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
     try:
-        run = _run_batches(data, row_checks, measures, schema, max_ex)
+        run = _run_batches(data, row_checks, measures, schema, max_ex, sampled=sampler.held)
     except Unreadable as exc:
         return on_unreadable(exc.reason)
     n, results, example_values, stat_values, payload, more_skipped = run
@@ -740,17 +760,53 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     )
 
 
-def _sampler(data: CheckInput) -> Callable[[list[str]], pl.DataFrame | None]:
+class _Sampler:
     """The layout recognizer's sample: the first :data:`~datacheck.derive.layout.SAMPLE_ROWS` rows of
-    the given columns (a pushed-down ``head``: the streamed readers stop once they have them); None
-    when they cannot be read (the engine's own read then says why)."""
-    def sample(cols: list[str]) -> pl.DataFrame | None:
+    the given columns; None when they cannot be read (the engine's own read then says why).
+
+    When the opened shard's reader knows the decoded size of the sampled columns without reading
+    rows (``ShardReader.size``: a parquet footer), they fit in one batch
+    (:func:`~datacheck.formats.batches.batch_rows`) and the reader has a one-read path
+    (``ShardReader.read_all``: parquet), they are read whole, once: the sample is their first rows,
+    and the engine's read of the shard takes them from ``held`` instead of decoding them again
+    (:func:`_run_batches`). A separate read of the first rows cost as much as a third of the
+    shard's decode: polars' scan decodes a whole row group for a ``head``, 19 ms CPU of a 5,000 x
+    256 token shard whose one read costs 40-50 ms. Otherwise (a streamed format, a shard of several
+    batches, a failed read) the sample is a pushed-down ``head`` of the opened frame (the streamed
+    readers stop once they have the rows)."""
+
+    def __init__(self, data: CheckInput):
+        self.data = data
+        #: the sampled columns read whole (every row, the checked schema's dtypes), or None
+        self.held: pl.DataFrame | None = None
+
+    def _whole(self, cols: list[str]) -> pl.DataFrame | None:
+        data = self.data
+        reader = data.stream
+        if reader is None or not cols or not reader.holds(cols):
+            return None
+        rows, per_row = reader.size(cols)
+        if rows is None or per_row is None:  # known only by reading rows (streamed formats): sampled apart
+            return None
         try:
-            return data.lf.select(cols).head(SAMPLE_ROWS).collect()
+            n, per = batch_rows(data.lf, cols, reader)
+        except ValueError:  # a bad $DATACHECK_BATCH_ROWS: the engine says so
+            return None
+        except ENGINE_ERRORS:  # an unreadable shard: the engine's own read says why
+            return None
+        if per is not None or n == 0:
+            return None
+        return reader.read_all(cols, {c: data.schema[c] for c in cols})
+
+    def __call__(self, cols: list[str]) -> pl.DataFrame | None:
+        whole = self._whole(cols)
+        if whole is not None:
+            self.held = whole
+            return whole.head(SAMPLE_ROWS)
+        try:
+            return self.data.lf.select(cols).head(SAMPLE_ROWS).collect()
         except ENGINE_ERRORS:  # Unreadable included
             return None
-
-    return sample
 #: The shard name a memoized plan is built with (:func:`_plan_for`): a text no path holds; every
 #: text the plan's items give (finding messages and details, skip reasons, after-query verdicts, row
 #: check messages) has it replaced by the shard's name.

@@ -95,13 +95,7 @@ def _has_uint64(dtype: pl.DataType) -> bool:
 def to_value_dtype(s: pl.Series) -> pl.Series:
     """``s`` cast to its :func:`value_dtype` (a no-op when it is there already). A UInt64 column
     (at any depth) holding a value above int64's maximum keeps UInt64 (no int64 value can equal it)."""
-    fits = True
-    if _has_uint64(s.dtype):
-        flat = s
-        while isinstance(flat.dtype, (pl.List, pl.Array)):
-            flat = flat.explode() if isinstance(flat.dtype, pl.List) else flat.arr.explode()
-        fits = flat.dtype != pl.UInt64 or not (flat.max() or 0) > _INT64_MAX
-    target = value_dtype(s.dtype, fits)
+    target = value_dtype(s.dtype, _uint64_fits(s) if _has_uint64(s.dtype) else True)
     if s.dtype == target:
         return s
     return sorted_series(s).cast(target)  # polars casts a struct only to one with its field order
@@ -144,36 +138,55 @@ def _list_code(dtype: pl.DataType) -> int | None:
 def _column_parts(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """Tags ``(n,)`` and digests ``(n, 16)`` of one content column (see the module docstring)."""
     n = len(s)
-    s = to_value_dtype(s)
-    code = _list_code(s.dtype)
+    fits = True
+    if _has_uint64(s.dtype):
+        fits = _uint64_fits(s)
+    target = value_dtype(s.dtype, fits)
+    code = _list_code(target)
     if code is None:
-        return np.full(n, _TAG_GENERAL, dtype=np.uint8), _general_digests(s)
+        return np.full(n, _TAG_GENERAL, dtype=np.uint8), _general_digests(to_value_dtype(s))
     if isinstance(s.dtype, pl.Array):
         s = s.cast(pl.List(s.dtype.inner))
     if s.n_chunks() > 1:  # chunk by chunk: no copy of the whole column (rows never span chunks)
-        got = [_list_parts(c, code) for c in s.get_chunks()]
+        got = [_list_parts(c, code, target) for c in s.get_chunks()]
         return np.concatenate([t for t, _ in got]), np.concatenate([d for _, d in got])
-    return _list_parts(s, code)
+    return _list_parts(s, code, target)
 
 
-def _list_parts(s: pl.Series, code: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fast path of :func:`_column_parts` for one chunk of a numeric ``List`` column."""
+def _uint64_fits(s: pl.Series) -> bool:
+    """Whether every UInt64 value of ``s`` (at any depth) fits in int64 (see :func:`to_value_dtype`)."""
+    flat = s
+    while isinstance(flat.dtype, (pl.List, pl.Array)):
+        flat = flat.explode() if isinstance(flat.dtype, pl.List) else flat.arr.explode()
+    return flat.dtype != pl.UInt64 or not (flat.max() or 0) > _INT64_MAX
+
+
+def _list_parts(s: pl.Series, code: int, target: pl.DataType) -> tuple[np.ndarray, np.ndarray]:
+    """Fast path of :func:`_column_parts` for one chunk of a numeric ``List`` column whose value
+    dtype ``target`` is a list of code ``code`` (int64, uint64 or float64). The digest input of a
+    row, its values' little-endian bytes at the value width, is built over the Arrow value buffer:
+    no copy where the storage is the value width (int64, float64, and uint64: a uint64 that fits
+    in int64 has the same 8 bytes), one numpy widening of the whole buffer otherwise; the rows'
+    byte strings are a zero-copy ``large_binary`` view of it. Rows with a null list or a null
+    element take the general path (their value-dtype column, hashed by ``hash_rows``)."""
     n = len(s)
     arr = s.to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if not pa.types.is_large_list(arr.type):
-        arr = arr.cast(pa.large_list(arr.type.value_type))
-    off = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    off = np.frombuffer(arr.buffers()[1], dtype=np.int64 if pa.types.is_large_list(arr.type) else np.int32)
+    off = off[arr.offset:arr.offset + n + 1].astype(np.int64, copy=False)
     vals = arr.values
+    store = np.dtype(_NP[_list_code(s.dtype) or code])  # the storage width (a List of one of LIST_CODES)
     width = np.dtype(_NP[code]).itemsize
     base, end = int(off[0]), int(off[-1])
-    nbytes = (end - base) * width
-    data = vals.buffers()[1]
-    child = pa.Array.from_buffers(pa.uint8(), nbytes, [None, data.slice((vals.offset + base) * width, nbytes)]) \
-        if nbytes else pa.array([], type=pa.uint8())
-    as_bytes = pa.LargeListArray.from_arrays(pa.array((off - base) * width, type=pa.int64()), child)
-    digests = _digests_binary(pl.Series(as_bytes).cast(pl.Binary)).copy()
+    raw = vals.buffers()[1]
+    flat = (np.frombuffer(raw, dtype=store, count=vals.offset + end)[vals.offset + base:]
+            if raw is not None and end > base else np.empty(0, dtype=store))
+    if store.itemsize != width:  # a narrower storage, widened to the value dtype
+        flat = flat.astype(_NP[code])
+    data = pa.py_buffer(flat) if flat.size else pa.py_buffer(b"")
+    rows = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer((off - base) * width), data])
+    digests = _digests_binary(pl.Series(rows)).copy()
     tags = np.full(n, 0x10 + code, dtype=np.uint8)
     # rows that take the general path: a null list, or a list holding a null element
     slow = np.zeros(n, dtype=bool)
@@ -187,7 +200,7 @@ def _list_parts(s: pl.Series, code: int) -> tuple[np.ndarray, np.ndarray]:
         slow |= (csum[rel[1:]] - csum[rel[:-1]]) > 0
     if slow.any():
         idx = np.flatnonzero(slow)
-        digests[idx] = _general_digests(s.gather(idx))
+        digests[idx] = _general_digests(s.gather(idx).cast(target))
         tags[idx] = _TAG_GENERAL
     return tags, digests
 
@@ -212,8 +225,8 @@ def row_hash_series(columns: list[pl.Series]) -> pl.Series:
         tags, dig = _column_parts(s)
         mat[:, 17 * j] = tags
         mat[:, 17 * j + 1:17 * (j + 1)] = dig
-    offsets = pa.array(np.arange(0, 17 * k * (n + 1), 17 * k, dtype=np.int64))
-    parts = pl.Series(pa.LargeListArray.from_arrays(offsets, pa.array(mat.reshape(-1)))).cast(pl.Binary)
+    offsets = pa.py_buffer(np.arange(0, 17 * k * (n + 1), 17 * k, dtype=np.int64))
+    parts = pl.Series(pa.Array.from_buffers(pa.large_binary(), n, [None, offsets, pa.py_buffer(mat)]))
     return parts.to_frame("p").select(plh.col("p").nchash.xxh3_128().alias("hash")).to_series()
 
 
