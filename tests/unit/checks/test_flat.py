@@ -131,6 +131,29 @@ def test_flat_pass_drops_misaligned_rows_alike_by_runs_and_by_mask(cols, shifted
     assert runs == mask
 
 
+@SETTINGS
+@given(cols=ragged_sft_rows(), shifted=st.booleans(), step=st.integers(1, 9))
+def test_flat_pass_by_steps_equals_one_step(cols, shifted, step):
+    """The scan of the flat buffers by steps of any size (a step ending inside a row, or between a
+    label and the id after it) gives the counts of one step over the whole buffers; ids stored as
+    Int32 and masks as Int8 beside Int64 labels (a parquet shard's usual types) give the counts of
+    Int64 everywhere."""
+    df = _frame(cols, True, True)
+    ok = pl.Series([_in_view(cols, i, True) for i in range(df.height)])
+    args = (IGN, shifted, tuple(STOP), EOS, True, True)
+
+    def inputs(frame: pl.DataFrame) -> list[pl.Series]:
+        return [frame["input_ids"], frame["labels"], ok, frame["assistant_mask"], frame["attention_mask"]]
+
+    want = _flat._pass(inputs(df), *args).to_list()
+    narrow = df.with_columns(pl.col("input_ids").cast(pl.List(pl.Int32)),
+                             pl.col("assistant_mask").cast(pl.List(pl.Int8)),
+                             pl.col("attention_mask").cast(pl.List(pl.Int8)))
+    with patch.object(_flat, "SCAN_STEP", step):
+        assert _flat._pass(inputs(df), *args).to_list() == want
+        assert _flat._pass(inputs(narrow), *args).to_list() == want
+
+
 def test_one_pass_serves_every_rule_of_a_query():
     """Packed rows: the two sft rules, the eos stat and the shift candidates read one pass per
     query: a clean batch costs one pass; the defects planted in row 1 (prompt supervised) and
