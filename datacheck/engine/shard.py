@@ -743,12 +743,12 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
 def _sampler(data: CheckInput) -> Callable[[list[str]], pl.DataFrame | None]:
     """The layout recognizer's sample: the first :data:`~datacheck.derive.layout.SAMPLE_ROWS` rows of
     the given columns, with the checked schema's dtypes: the opened shard's reader's own read of
-    them where it has a cheaper one (``ShardReader.head``: parquet decodes only the first pages),
+    them where it has a cheaper one (``ShardReader.first_rows``: parquet decodes only the first pages),
     else a pushed-down ``head`` of the opened frame (the streamed readers stop once they have
     them); None when they cannot be read (the engine's own read then says why)."""
     def sample(cols: list[str]) -> pl.DataFrame | None:
         if data.stream is not None and all(c in data.schema for c in cols):
-            got = data.stream.head(cols, SAMPLE_ROWS, {c: data.schema[c] for c in cols})
+            got = data.stream.first_rows(cols, SAMPLE_ROWS, {c: data.schema[c] for c in cols})
             if got is not None:
                 return got
         try:

@@ -142,7 +142,7 @@ class StreamedReader:
         """None: no one-read path besides collecting the opened frame."""
         return None
 
-    def head(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
         """None: the opened frame's ``head`` stops once it has the rows."""
         return None
 
@@ -177,7 +177,7 @@ class FrameReader:
         """None: the engine collects the opened frame once."""
         return None
 
-    def head(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
         """None: the opened frame's ``head`` is the read."""
         return None
 
