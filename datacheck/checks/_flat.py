@@ -31,7 +31,7 @@ from datacheck.checks.registry import shared_pass
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
-POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift")
+POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label")
 
 
 def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
@@ -123,10 +123,10 @@ def _without_rows(flat: np.ndarray, lens: np.ndarray, keep: np.ndarray) -> np.nd
 
 
 def _pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
-          with_am: bool, with_att: bool) -> pl.Series:
+          with_am: bool, with_att: bool, pad: int | None = None) -> pl.Series:
     """:func:`_chunk_pass` over each chunk of the inputs when they are cut alike (rows never span
     chunks; exploding a column of several chunks would copy it), else over the rechunked inputs."""
-    return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att))
+    return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att, pad))
 
 
 def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series]) -> pl.Series:
@@ -148,18 +148,23 @@ SCAN_STEP = 65536
 
 
 def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
-                real: np.ndarray | None, ign: int, shifted: bool, wanted: tuple[int, ...]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                real: np.ndarray | None, ign: int, shifted: bool, wanted: tuple[int, ...],
+                masked: np.ndarray | None = None, pad: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The comparisons of :func:`_chunk_pass` over the whole flat buffers, by steps of
     :data:`SCAN_STEP` elements: (``sup0``: bool per position, the label is neither ``ign`` nor null;
     the positions whose label breaks the convention, the shift candidates before the row-end and
     row-view rules: unshifted ``sup0[k] & ~(lab[k] == ids[k] & ids_ok[k])``, shifted
     ``sup0[k] & lab[k] != ids[k+1] & ids_ok[k+1]`` for ``k + 1 < len``; the positions of real content
-    (``real``, all when None) holding a non-null id of ``wanted``), both int64, ascending."""
+    (``real``, all when None) holding a non-null id of ``wanted``; with ``masked`` (bool per position:
+    attention_mask 0), the masked positions holding a non-null id other than ``pad`` (none when
+    ``pad`` is None), and those whose label is neither ``ign`` nor null), each int64, ascending."""
     n = len(ids)
     sup0 = np.empty(n, dtype=bool)
     off_parts: list[np.ndarray] = []
     hit_parts: list[np.ndarray] = []
+    pad_id_parts: list[np.ndarray] = []
+    pad_lab_parts: list[np.ndarray] = []
     buf = np.empty(min(n, SCAN_STEP), dtype=bool)
     hit = np.empty(min(n, SCAN_STEP), dtype=bool)
     for a in range(0, n, SCAN_STEP):
@@ -195,14 +200,30 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
             got = np.flatnonzero(h)
             if len(got):
                 hit_parts.append(got + a)
-    empty = np.zeros(0, dtype=np.int64)
-    off = np.concatenate(off_parts) if off_parts else empty
-    hits = np.concatenate(hit_parts) if hit_parts else empty
-    return sup0, off, hits
+        if masked is not None:
+            m_a = masked[a:b]
+            h = hit[:b - a]
+            if pad is not None:
+                np.not_equal(ids_a, pad, out=h)
+                h &= m_a
+                if ids_ok is not None:
+                    h &= ids_ok[a:b]
+                got = np.flatnonzero(h)
+                if len(got):
+                    pad_id_parts.append(got + a)
+            np.logical_and(m_a, sup_a, out=h)
+            got = np.flatnonzero(h)
+            if len(got):
+                pad_lab_parts.append(got + a)
+
+    def joined(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    return sup0, joined(off_parts), joined(hit_parts), joined(pad_id_parts), joined(pad_lab_parts)
 
 
 def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
-                with_am: bool, with_att: bool) -> pl.Series:
+                with_am: bool, with_att: bool, pad: int | None = None) -> pl.Series:
     """:func:`position_counts` over one chunk of each input (see there). The label and id buffers
     are read once, by steps (:func:`_dense_scan`); every rule then works on the few positions it
     concerns (ids of ``stop``/``eos``, shift candidates), mapped to their rows by ``searchsorted``
@@ -222,16 +243,17 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     if am_s is not None:
         am, am_ok = flats[2]
         asst = _is(am, am_ok, 1)
-    real = None
+    real = masked = None
     if att_s is not None:
         att, att_ok = flats[-1]
         real = _is(att, att_ok, 1)
+        masked = _is(att, att_ok, 0)
     # the positions of real content (attention_mask 1) holding a stop id (end-of-turn/eos) or the
     # eos id: both rules below read only real positions (in a row of the view, whose mask is binary,
     # ``att != 0`` is ``real``); with a pad id equal to the eos id (GPT-2 style) half the positions
     # of right-padded rows hold it, so padding is masked out before the positions are listed
     wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)))))
-    sup0, off, at_id = _dense_scan(ids, ids_ok, lab, lab_ok, real, ign, shifted, wanted)
+    sup0, off, at_id, pad_id, pad_lab = _dense_scan(ids, ids_ok, lab, lab_ok, real, ign, shifted, wanted, masked, pad)
     if shifted:                             # token k is supervised by labels[k-1] (same row)
         sup = np.empty_like(sup0)
         sup[1:] = sup0[:-1]
@@ -296,12 +318,18 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
         idx, r = keep(idx, r)
         if len(idx):
             out["shift"] = rows.counts(idx, r)
+    # padding.token_not_pad / padding.label_not_ignored: masked positions holding a non-pad id / a
+    # label other than ignore_index (neither null)
+    for name, at in (("pad_id", pad_id), ("pad_label", pad_lab)):
+        if len(at):
+            idx, r = keep(at)
+            out[name] = rows.counts(idx, r)
     return pl.DataFrame({k: out[k] for k in POSITION_COUNTS}).to_struct("__positions")
 
 
 def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: int, shifted: bool,
                     stop: tuple[int, ...], eos: int | None, assistant_mask: str | None,
-                    attention_mask: str | None) -> pl.Expr:
+                    attention_mask: str | None, pad: int | None = None) -> pl.Expr:
     """Per row (a struct of UInt32 fields :data:`POSITION_COUNTS`), from one shared numpy pass over
     the flat buffers of ``ids``, ``labels`` (lists of int, shape (rows, seq_len)) and the optional
     ``assistant_mask`` / ``attention_mask`` (lists of 0/1 int or bool):
@@ -316,7 +344,10 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
     - ``shift``: positions whose label is not ``ign`` (nor null) and breaks the configured
       convention: unshifted ``labels[i] != input_ids[i]``, shifted ``labels[i] != input_ids[i+1]``
       (``i+1`` in the row, its id not null). A row can fail ``labels.shift_mismatch`` only if it
-      has one (the candidates of that check).
+      has one (the candidates of that check);
+    - ``pad_id`` / ``pad_label`` (with ``attention_mask``): positions of ``padding.token_not_pad``
+      (mask 0, a non-null id other than ``pad``; none when ``pad`` is None) and of
+      ``padding.label_not_ignored`` (mask 0, a non-null label other than ``ign``).
 
     A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
     row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true
@@ -327,13 +358,13 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
         inputs.append(pl.col(assistant_mask))
     if attention_mask is not None:
         inputs.append(pl.col(attention_mask))
-    key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask)
+    key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask, pad)
     dtype = pl.Struct({k: pl.UInt32 for k in POSITION_COUNTS})
 
     def run(series: list[pl.Series]) -> pl.Series:
         data = [s for i, s in enumerate(series) if i != 2]  # the row condition is derived from the key
         return shared_pass(key, data, lambda: _pass(list(series), ign, shifted, stop, eos,
-                                                    assistant_mask is not None, attention_mask is not None))
+                                                    assistant_mask is not None, attention_mask is not None, pad))
 
     return pl.map_batches(inputs, run, return_dtype=dtype)
 

@@ -56,7 +56,9 @@ def positions_view(ctx: ShardContext) -> FlatView:
 def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
     """The shared numpy pass over the flat buffers of the positions view
     (:func:`datacheck.checks._flat.position_counts`: per-row counts of ``sft.prompt_supervised``,
-    ``sft.eot_unsupervised`` and the ``eos`` stat), with the assistant mask it reads (None: none
+    ``sft.eot_unsupervised``, the ``eos`` stat, the ``labels.shift_mismatch`` candidates and, when
+    it reads the attention mask, ``padding.token_not_pad`` and ``padding.label_not_ignored``), with
+    the assistant mask it reads (None: none
     usable by it). None when the view lacks input_ids or labels, ``[labels] ignore_index`` is unset,
     or a column it would read is not a list of integers (masks: or booleans) Int64 holds: the rules
     then run in the view itself. Every caller gets the same pass for the same shard."""
@@ -77,7 +79,7 @@ def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
         am = None
     tok = cfg.tokens
     return position_counts(r.input_ids, r.labels, view.row_ok(), view.key, ign, cfg.labels.shifted, tok.stop_ids,
-                           tok.eos_token_id, am, att), am
+                           tok.eos_token_id, am, att, tok.pad_token_id), am
 
 
 def _binary(col: str, inner: pl.DataType) -> pl.Expr:
