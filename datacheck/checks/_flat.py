@@ -31,7 +31,8 @@ from datacheck.checks.registry import shared_pass
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
-POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label")
+POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "lab_neg", "lab_high",
+                   "lab_kept")
 
 
 def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
@@ -83,10 +84,10 @@ def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.astype(dtype) if x.dtype != dtype and np.can_cast(x.dtype, dtype, casting="safe") else x
 
 
-def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]]]:
-    """(lengths, [(values, valid) of each column]) of ``cols`` (:func:`flat_ints`) sharing one offset
-    per row: when the list lengths differ on some row, the rows outside the view (``ok`` not true)
-    hold no element in any column (length 0), as if nulled. Done on the flat numpy buffers (one
+def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]], bool]:
+    """(lengths, [(values, valid) of each column], whether every element was kept) of ``cols``
+    (:func:`flat_ints`) sharing one offset per row: when the list lengths differ on some row, the
+    rows outside the view (``ok`` not true) hold no element in any column (length 0), as if nulled. Done on the flat numpy buffers (one
     boolean selection a column, on such shards only): nulling the rows in polars (``when/then``)
     and exploding the result copied them element by element, 31 ms a column-triple for 16,384 x 256
     rows with 91 rows of differing lengths (every batch of benchmarks/bench_peers.py's 200,000 x 256
@@ -94,11 +95,11 @@ def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> tuple[np.ndarray, lis
     lens = [_lens(c) for c in cols]
     flats = [flat_ints(c) for c in cols]
     if all(np.array_equal(lens[0], x) for x in lens[1:]):
-        return lens[0], flats
+        return lens[0], flats, True
     keep = ok.fill_null(False).to_numpy()
     out = [(_without_rows(values, n_c, keep), None if valid is None else _without_rows(valid, n_c, keep))
            for n_c, (values, valid) in zip(lens, flats)]
-    return np.where(keep, lens[0], 0), out
+    return np.where(keep, lens[0], 0), out, False
 
 
 #: :func:`_without_rows` concatenates the kept runs when the array holds at least this many elements
@@ -123,10 +124,12 @@ def _without_rows(flat: np.ndarray, lens: np.ndarray, keep: np.ndarray) -> np.nd
 
 
 def _pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
-          with_am: bool, with_att: bool, pad: int | None = None) -> pl.Series:
+          with_am: bool, with_att: bool, pad: int | None = None, bound: int | None = None,
+          keep_len: int | None = None, keep_side: str = "right") -> pl.Series:
     """:func:`_chunk_pass` over each chunk of the inputs when they are cut alike (rows never span
     chunks; exploding a column of several chunks would copy it), else over the rechunked inputs."""
-    return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att, pad))
+    return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att, pad,
+                                                       bound, keep_len, keep_side))
 
 
 def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series]) -> pl.Series:
@@ -149,24 +152,32 @@ SCAN_STEP = 65536
 
 def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
                 real: np.ndarray | None, ign: int, shifted: bool, wanted: tuple[int, ...],
-                masked: np.ndarray | None = None, pad: int | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                masked: np.ndarray | None = None, pad: int | None = None, bound: int | None = None
+                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The comparisons of :func:`_chunk_pass` over the whole flat buffers, by steps of
-    :data:`SCAN_STEP` elements: (``sup0``: bool per position, the label is neither ``ign`` nor null;
-    the positions whose label breaks the convention, the shift candidates before the row-end and
-    row-view rules: unshifted ``sup0[k] & ~(lab[k] == ids[k] & ids_ok[k])``, shifted
-    ``sup0[k] & lab[k] != ids[k+1] & ids_ok[k+1]`` for ``k + 1 < len``; the positions of real content
-    (``real``, all when None) holding a non-null id of ``wanted``; with ``masked`` (bool per position:
-    attention_mask 0), the masked positions holding a non-null id other than ``pad`` (none when
-    ``pad`` is None), and those whose label is neither ``ign`` nor null), each int64, ascending."""
+    :data:`SCAN_STEP` elements: ``sup0`` (bool per position: the label is neither ``ign`` nor null)
+    and the positions (int64, ascending) of
+
+    - ``off``: labels that break the convention, the shift candidates before the row-end and
+      row-view rules: unshifted ``sup0[k] & ~(lab[k] == ids[k] & ids_ok[k])``, shifted
+      ``sup0[k] & lab[k] != ids[k+1] & ids_ok[k+1]`` for ``k + 1 < len``;
+    - ``hits``: real content (``real``; all positions when None) holding a non-null id of ``wanted``;
+    - ``pad_id`` / ``pad_label`` (with ``masked``, bool per position: attention_mask 0): masked
+      positions holding a non-null id other than ``pad`` (none when ``pad`` is None) / a label
+      where ``sup0``;
+    - ``neg`` / ``high``: labels where ``sup0`` that are negative / at least ``bound`` (none when
+      ``bound`` is None)."""
     n = len(ids)
     sup0 = np.empty(n, dtype=bool)
-    off_parts: list[np.ndarray] = []
-    hit_parts: list[np.ndarray] = []
-    pad_id_parts: list[np.ndarray] = []
-    pad_lab_parts: list[np.ndarray] = []
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("off", "hits", "pad_id", "pad_label", "neg", "high")}
     buf = np.empty(min(n, SCAN_STEP), dtype=bool)
     hit = np.empty(min(n, SCAN_STEP), dtype=bool)
+
+    def where(name: str, mask: np.ndarray, a: int) -> None:
+        got = np.flatnonzero(mask)
+        if len(got):
+            parts[name].append(got + a)
+
     for a in range(0, n, SCAN_STEP):
         b = min(n, a + SCAN_STEP)
         lab_a, ids_a, sup_a = lab[a:b], ids[a:b], sup0[a:b]
@@ -185,11 +196,9 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
             if ids_ok is not None:
                 t &= ids_ok[a + 1:e + 1]
         t &= sup_a[:len(t)]
-        got = np.flatnonzero(t)
-        if len(got):
-            off_parts.append(got + a)
+        where("off", t, a)
+        h = hit[:b - a]
         if wanted:
-            h = hit[:b - a]
             np.equal(ids_a, wanted[0], out=h)
             for x in wanted[1:]:
                 h |= ids_a == x
@@ -197,33 +206,78 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
                 h &= ids_ok[a:b]
             if real is not None:
                 h &= real[a:b]
-            got = np.flatnonzero(h)
-            if len(got):
-                hit_parts.append(got + a)
+            where("hits", h, a)
         if masked is not None:
             m_a = masked[a:b]
-            h = hit[:b - a]
             if pad is not None:
                 np.not_equal(ids_a, pad, out=h)
                 h &= m_a
                 if ids_ok is not None:
                     h &= ids_ok[a:b]
-                got = np.flatnonzero(h)
-                if len(got):
-                    pad_id_parts.append(got + a)
+                where("pad_id", h, a)
             np.logical_and(m_a, sup_a, out=h)
-            got = np.flatnonzero(h)
-            if len(got):
-                pad_lab_parts.append(got + a)
+            where("pad_label", h, a)
+        np.less(lab_a, 0, out=h)
+        h &= sup_a
+        where("neg", h, a)
+        if bound is not None:
+            np.greater_equal(lab_a, bound, out=h)
+            h &= sup_a
+            where("high", h, a)
+    empty = np.zeros(0, dtype=np.int64)
+    return sup0, {k: (np.concatenate(v) if v else empty) for k, v in parts.items()}
 
-    def joined(parts: list[np.ndarray]) -> np.ndarray:
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    return sup0, joined(off_parts), joined(hit_parts), joined(pad_id_parts), joined(pad_lab_parts)
+def _label_rows(lab_s: pl.Series, ign: int, bound: int | None, keep_len: int | None, keep_side: str,
+                scanned: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None) -> dict[str, np.ndarray]:
+    """Per row of the labels ``lab_s`` (every row, whatever the view), UInt32:
+
+    - ``lab_neg`` / ``lab_high``: labels other than ``ign`` and null that are negative / at least
+      ``bound`` (0 when ``bound`` is None);
+    - ``lab_kept``: 1 when a label other than ``ign`` and null lies in the part of the row kept by
+      truncation to ``keep_len`` labels on ``keep_side`` (``"right"``: the first ones; else the last
+      ones; the whole row when ``keep_len`` is None), else 0 (null and empty rows: 0).
+
+    ``scanned``: (offsets, ``sup0``, positions) of :func:`_dense_scan` over buffers holding every
+    label of ``lab_s`` (rows of equal lengths in every column); None: the labels' own buffer is
+    compared here (rows whose lists differ in length left the scanned buffers)."""
+    n = lab_s.len()
+    if scanned is not None:
+        offsets, sup0, at = scanned
+        neg, high = at["neg"], at["high"]
+    else:
+        lens = _lens(lab_s)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        lab, lab_ok = flat_ints(lab_s)
+        sup0 = lab != ign
+        if lab_ok is not None:
+            sup0 &= lab_ok
+        neg = np.flatnonzero(sup0 & (lab < 0))
+        high = np.flatnonzero(sup0 & (lab >= bound)) if bound is not None else np.zeros(0, dtype=np.int64)
+    rows = _Rows(offsets=offsets, ok=np.ones(n, dtype=bool))
+    out = {"lab_neg": np.zeros(n, dtype=np.uint32), "lab_high": np.zeros(n, dtype=np.uint32),
+           "lab_kept": np.zeros(n, dtype=np.uint32)}
+    for name, at_pos in (("lab_neg", neg), ("lab_high", high)):
+        if len(at_pos):
+            out[name] = rows.counts(at_pos, rows.row_of(at_pos))
+    lens = offsets[1:] - offsets[:-1]
+    keep = lens if keep_len is None else np.minimum(lens, keep_len)
+    lo = offsets[:-1] if keep_len is None or keep_side == "right" else offsets[1:] - keep
+    full = np.flatnonzero(keep > 0)
+    if len(full):  # any(sup0) over each kept run [lo, lo + keep): runs ascending, apart or adjacent
+        starts, ends = lo[full], lo[full] + keep[full]
+        cut = np.empty(2 * len(full), dtype=np.int64)
+        cut[0::2], cut[1::2] = starts, ends
+        inner = cut[:-1] if ends[-1] == len(sup0) else cut  # reduceat takes indices below the length
+        anyrun = np.logical_or.reduceat(sup0, inner)[0::2] if len(sup0) else np.zeros(len(full), dtype=bool)
+        out["lab_kept"][full] = anyrun
+    return out
 
 
 def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
-                with_am: bool, with_att: bool, pad: int | None = None) -> pl.Series:
+                with_am: bool, with_att: bool, pad: int | None = None, bound: int | None = None,
+                keep_len: int | None = None, keep_side: str = "right") -> pl.Series:
     """:func:`position_counts` over one chunk of each input (see there). The label and id buffers
     are read once, by steps (:func:`_dense_scan`); every rule then works on the few positions it
     concerns (ids of ``stop``/``eos``, shift candidates), mapped to their rows by ``searchsorted``
@@ -232,7 +286,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     extra = inputs[3:]
     am_s = extra.pop(0) if with_am else None
     att_s = extra.pop(0) if with_att else None
-    lens, flats = _aligned_flat([c for c in (ids_s, lab_s, am_s, att_s) if c is not None], ok_s)
+    lens, flats, whole = _aligned_flat([c for c in (ids_s, lab_s, am_s, att_s) if c is not None], ok_s)
     n = ids_s.len()
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
@@ -253,7 +307,8 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # ``att != 0`` is ``real``); with a pad id equal to the eos id (GPT-2 style) half the positions
     # of right-padded rows hold it, so padding is masked out before the positions are listed
     wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)))))
-    sup0, off, at_id, pad_id, pad_lab = _dense_scan(ids, ids_ok, lab, lab_ok, real, ign, shifted, wanted, masked, pad)
+    sup0, at = _dense_scan(ids, ids_ok, lab, lab_ok, real, ign, shifted, wanted, masked, pad, bound)
+    off, at_id = at["off"], at["hits"]
     if shifted:                             # token k is supervised by labels[k-1] (same row)
         sup = np.empty_like(sup0)
         sup[1:] = sup0[:-1]
@@ -320,16 +375,20 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
             out["shift"] = rows.counts(idx, r)
     # padding.token_not_pad / padding.label_not_ignored: masked positions holding a non-pad id / a
     # label other than ignore_index (neither null)
-    for name, at in (("pad_id", pad_id), ("pad_label", pad_lab)):
-        if len(at):
-            idx, r = keep(at)
+    for name in ("pad_id", "pad_label"):
+        if len(at[name]):
+            idx, r = keep(at[name])
             out[name] = rows.counts(idx, r)
+    # every row, in the view or not: labels.unexpected_sentinel, labels.out_of_range and
+    # empty.no_supervised_tokens (from the scanned buffers when they hold every label)
+    out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, (offsets, sup0, at) if whole else None))
     return pl.DataFrame({k: out[k] for k in POSITION_COUNTS}).to_struct("__positions")
 
 
 def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: int, shifted: bool,
                     stop: tuple[int, ...], eos: int | None, assistant_mask: str | None,
-                    attention_mask: str | None, pad: int | None = None) -> pl.Expr:
+                    attention_mask: str | None, pad: int | None = None, bound: int | None = None,
+                    keep_len: int | None = None, keep_side: str = "right") -> pl.Expr:
     """Per row (a struct of UInt32 fields :data:`POSITION_COUNTS`), from one shared numpy pass over
     the flat buffers of ``ids``, ``labels`` (lists of int, shape (rows, seq_len)) and the optional
     ``assistant_mask`` / ``attention_mask`` (lists of 0/1 int or bool):
@@ -347,24 +406,31 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
       has one (the candidates of that check);
     - ``pad_id`` / ``pad_label`` (with ``attention_mask``): positions of ``padding.token_not_pad``
       (mask 0, a non-null id other than ``pad``; none when ``pad`` is None) and of
-      ``padding.label_not_ignored`` (mask 0, a non-null label other than ``ign``).
+      ``padding.label_not_ignored`` (mask 0, a non-null label other than ``ign``);
+    - over every row, in the view or not: ``lab_neg`` / ``lab_high``, labels other than ``ign``
+      and null that are negative (``labels.unexpected_sentinel``) / at least ``bound``
+      (``labels.out_of_range``; 0 when ``bound`` is None); ``lab_kept``, 1 when a label other than
+      ``ign`` and null lies in the part of the row kept by truncation to ``keep_len`` on
+      ``keep_side`` (``empty.no_supervised_tokens``), else 0.
 
     A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
     row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true
-    count 0. Columns must pass :func:`fast_dtype`. ``view_key`` identifies ``row_ok`` in the
+    count 0 in the fields above the last three. Columns must pass :func:`fast_dtype`. ``view_key`` identifies ``row_ok`` in the
     shared-pass key (equal keys, equal conditions)."""
     inputs = [pl.col(ids), pl.col(labels), row_ok]
     if assistant_mask is not None:
         inputs.append(pl.col(assistant_mask))
     if attention_mask is not None:
         inputs.append(pl.col(attention_mask))
-    key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask, pad)
+    key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask, pad, bound,
+           keep_len, keep_side)
     dtype = pl.Struct({k: pl.UInt32 for k in POSITION_COUNTS})
 
     def run(series: list[pl.Series]) -> pl.Series:
         data = [s for i, s in enumerate(series) if i != 2]  # the row condition is derived from the key
         return shared_pass(key, data, lambda: _pass(list(series), ign, shifted, stop, eos,
-                                                    assistant_mask is not None, attention_mask is not None, pad))
+                                                    assistant_mask is not None, attention_mask is not None, pad,
+                                                    bound, keep_len, keep_side))
 
     return pl.map_batches(inputs, run, return_dtype=dtype)
 

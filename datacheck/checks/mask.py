@@ -56,8 +56,10 @@ def positions_view(ctx: ShardContext) -> FlatView:
 def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
     """The shared numpy pass over the flat buffers of the positions view
     (:func:`datacheck.checks._flat.position_counts`: per-row counts of ``sft.prompt_supervised``,
-    ``sft.eot_unsupervised``, the ``eos`` stat, the ``labels.shift_mismatch`` candidates and, when
-    it reads the attention mask, ``padding.token_not_pad`` and ``padding.label_not_ignored``), with
+    ``sft.eot_unsupervised``, the ``eos`` stat, the ``labels.shift_mismatch`` candidates, when
+    it reads the attention mask ``padding.token_not_pad`` and ``padding.label_not_ignored``, and
+    over every row ``labels.unexpected_sentinel``, ``labels.out_of_range`` (bound: ``vocab_size``,
+    else ``num_classes``) and ``empty.no_supervised_tokens``), with
     the assistant mask it reads (None: none
     usable by it). None when the view lacks input_ids or labels, ``[labels] ignore_index`` is unset,
     or a column it would read is not a list of integers (masks: or booleans) Int64 holds: the rules
@@ -79,7 +81,8 @@ def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
         am = None
     tok = cfg.tokens
     return position_counts(r.input_ids, r.labels, view.row_ok(), view.key, ign, cfg.labels.shifted, tok.stop_ids,
-                           tok.eos_token_id, am, att, tok.pad_token_id), am
+                           tok.eos_token_id, am, att, tok.pad_token_id, tok.vocab_size or cfg.labels.num_classes,
+                           tok.max_seq_len, tok.truncation_side), am
 
 
 def _binary(col: str, inner: pl.DataType) -> pl.Expr:

@@ -142,6 +142,56 @@ def test_flat_pass_padding_rules_match_reference(cols, shifted, with_am, batch_r
         assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
 
 
+@st.composite
+def labels_with_strays(draw):
+    """:func:`ragged_sft_rows` whose labels sometimes hold a negative value other than IGN or a
+    large one."""
+    cols = draw(ragged_sft_rows())
+    for lab in cols["labels"]:
+        for k in range(len(lab or [])):
+            if draw(st.integers(0, 5)) == 0:
+                lab[k] = draw(st.sampled_from([-1, -7, 9, 100]))
+    return cols
+
+
+def ref_label_rows(cols: dict, bound: int, keep_len: int | None, side: str) -> dict[str, set[int]]:
+    """Rows of labels.unexpected_sentinel, labels.out_of_range and empty.no_supervised_tokens, plain
+    Python, over every row (in the position view or not)."""
+    out: dict[str, set[int]] = {"labels.unexpected_sentinel": set(), "labels.out_of_range": set(),
+                                "empty.no_supervised_tokens": set()}
+    for i, lab in enumerate(cols["labels"]):
+        if lab is None:
+            out["empty.no_supervised_tokens"].add(i)
+            continue
+        real = [x for x in lab if x is not None and x != IGN]
+        if any(x < 0 for x in real):
+            out["labels.unexpected_sentinel"].add(i)
+        if any(x >= bound for x in real):
+            out["labels.out_of_range"].add(i)
+        kept = lab if keep_len is None else (lab[:keep_len] if side == "right" else lab[max(0, len(lab) - keep_len):])
+        if not any(x is not None and x != IGN for x in kept):
+            out["empty.no_supervised_tokens"].add(i)
+    return out
+
+
+@SETTINGS
+@given(cols=labels_with_strays(), with_att=st.booleans(), bound=st.sampled_from([4, 8, 200]),
+       keep_len=st.sampled_from([None, 1, 3, 6]), side=st.sampled_from(["right", "left"]),
+       batch_rows=st.sampled_from([None, 3]))
+def test_flat_pass_label_rules_match_reference(cols, with_att, bound, keep_len, side, batch_rows):
+    """labels.unexpected_sentinel, labels.out_of_range and empty.no_supervised_tokens read from the
+    shared pass (every row, rows left out of the position view included): their failing rows equal
+    the plain-Python rules, whatever the truncation."""
+    df = _frame(cols, False, with_att)
+    env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
+    tokens = {**CFG["tokens"], "vocab_size": bound, "max_seq_len": keep_len, "truncation_side": side}
+    with patch.dict(os.environ, env):
+        res = audit_frame(df, config_from_dict({**CFG, "tokens": {k: v for k, v in tokens.items() if v is not None}}))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    for check, rows in ref_label_rows(cols, bound, keep_len, side).items():
+        assert set(res.failing_rows.get(f"{check}:labels", [])) == rows, check
+
+
 @SETTINGS
 @given(cols=ragged_sft_rows(), shifted=st.booleans(), cut=st.integers(1, 7))
 def test_flat_pass_over_chunks_equals_one_chunk(cols, shifted, cut):
