@@ -267,10 +267,11 @@ def _run_batch_queries(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: l
         df = pl.concat(df_parts, how="horizontal")
         del exc
     out = _Batch(n=int(df["__n"][0]), broken_checks=broken_c, broken_stats=broken_s)
+    dtypes = df.schema  # built once: a frame's schema is made anew on every access (0.2 ms for 25 outputs)
     for i in ok_checks:
         if row_checks[i].key is not None:
             out.keys[i] = df.get_column(f"__k{i}")[0]
-        elif df.schema[f"__r{i}"] == pl.Boolean:  # probed: no row fails
+        elif dtypes[f"__r{i}"] == pl.Boolean:  # probed: no row fails
             out.rows[i] = []
         else:
             out.rows[i] = _first(df, f"__r{i}") or []
