@@ -229,15 +229,16 @@ def test_flat_pass_drops_misaligned_rows_alike_by_runs_and_by_mask(cols, shifted
 
 
 @SETTINGS
-@given(cols=ragged_sft_rows(), shifted=st.booleans(), step=st.integers(1, 9))
-def test_flat_pass_by_steps_equals_one_step(cols, shifted, step):
+@given(cols=st.one_of(labels_with_strays(), padded_with_leaks()), shifted=st.booleans(), step=st.integers(1, 9),
+       keep=st.sampled_from([(None, "right"), (2, "right"), (2, "left")]))
+def test_flat_pass_by_steps_equals_one_step(cols, shifted, step, keep):
     """The scan of the flat buffers by steps of any size (a step ending inside a row, or between a
     label and the id after it) gives the counts of one step over the whole buffers; ids stored as
     Int32 and masks as Int8 beside Int64 labels (a parquet shard's usual types) give the counts of
-    Int64 everywhere."""
+    Int64 everywhere (every field: padding and label fields included)."""
     df = _frame(cols, True, True)
     ok = pl.Series([_in_view(cols, i, True) for i in range(df.height)])
-    args = (IGN, shifted, tuple(STOP), EOS, True, True)
+    args = (IGN, shifted, tuple(STOP), EOS, True, True, PAD, 8, *keep)
 
     def inputs(frame: pl.DataFrame) -> list[pl.Series]:
         return [frame["input_ids"], frame["labels"], ok, frame["assistant_mask"], frame["attention_mask"]]
