@@ -31,8 +31,8 @@ from datacheck.checks.registry import shared_pass
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
-POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "lab_neg", "lab_high",
-                   "lab_kept")
+POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "trunc", "lab_neg",
+                   "lab_high", "lab_kept")
 
 
 def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
@@ -228,6 +228,31 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
     return sup0, {k: (np.concatenate(v) if v else empty) for k, v in parts.items()}
 
 
+#: the widest window (positions per row) :func:`_last_true` compares at once
+LAST_WINDOW = 512
+
+
+def _last_true(flags: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per segment ``[starts[i], ends[i])`` of ``flags`` (bool), the index of its last True, -1 when
+    it has none. Searched from the end by windows of 8, 64, then :data:`LAST_WINDOW` positions: a
+    response's last supervised label lies near the row's end, so most segments cost one window of 8."""
+    out = np.full(len(starts), -1, dtype=np.int64)
+    todo = np.flatnonzero(ends > starts)
+    hi = ends.astype(np.int64, copy=True)
+    width = 8
+    while len(todo):
+        lo_s, h = starts[todo], hi[todo]
+        lo = np.maximum(lo_s, h - width)
+        at = h[:, None] - 1 - np.arange(width, dtype=np.int64)[None, :]  # h-1, h-2, ... h-width
+        hit = (at >= lo[:, None]) & flags[np.maximum(at, 0)]
+        anyhit = hit.any(axis=1)
+        out[todo[anyhit]] = (h - 1 - hit.argmax(axis=1))[anyhit]
+        hi[todo] = lo
+        todo = todo[~anyhit & (lo > lo_s)]
+        width = min(width * 8, LAST_WINDOW)
+    return out
+
+
 def _label_rows(lab_s: pl.Series, ign: int, bound: int | None, keep_len: int | None, keep_side: str,
                 scanned: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None) -> dict[str, np.ndarray]:
     """Per row of the labels ``lab_s`` (every row, whatever the view), UInt32:
@@ -286,6 +311,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     extra = inputs[3:]
     am_s = extra.pop(0) if with_am else None
     att_s = extra.pop(0) if with_att else None
+    real_s = extra.pop(0) if extra else None  # the mask's sum per row (sft.truncated_response)
     lens, flats, whole = _aligned_flat([c for c in (ids_s, lab_s, am_s, att_s) if c is not None], ok_s)
     n = ids_s.len()
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -379,6 +405,17 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
         if len(at[name]):
             idx, r = keep(at[name])
             out[name] = rows.counts(idx, r)
+    # sft.truncated_response: rows of the view whose real content (the mask's sum, else the length)
+    # reaches keep_len and whose last label other than ign (and null) is not a stop id
+    if keep_len is not None and stop:
+        size = real_s.fill_null(0).to_numpy() if real_s is not None else lens
+        judged = np.flatnonzero(rows.ok & (size >= keep_len))
+        if len(judged):
+            last = _last_true(sup0, offsets[judged], offsets[judged + 1])
+            found = last >= 0
+            bad = np.zeros(len(judged), dtype=bool)
+            bad[found] = ~np.isin(lab[last[found]], stop)
+            out["trunc"][judged[bad]] = 1
     # every row, in the view or not: labels.unexpected_sentinel, labels.out_of_range and
     # empty.no_supervised_tokens (from the scanned buffers when they hold every label)
     out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, (offsets, sup0, at) if whole else None))
@@ -407,6 +444,9 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
     - ``pad_id`` / ``pad_label`` (with ``attention_mask``): positions of ``padding.token_not_pad``
       (mask 0, a non-null id other than ``pad``; none when ``pad`` is None) and of
       ``padding.label_not_ignored`` (mask 0, a non-null label other than ``ign``);
+    - ``trunc`` (with ``keep_len`` and ``stop``): 1 for a row of ``sft.truncated_response``: its
+      real content (the attention mask's sum; without a mask, its length) is at least ``keep_len``
+      and its last label other than ``ign`` and null is not a ``stop`` id, else 0;
     - over every row, in the view or not: ``lab_neg`` / ``lab_high``, labels other than ``ign``
       and null that are negative (``labels.unexpected_sentinel``) / at least ``bound``
       (``labels.out_of_range``; 0 when ``bound`` is None); ``lab_kept``, 1 when a label other than
@@ -415,19 +455,24 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
 
     A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
     row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true
-    count 0 in the fields above the last three. Columns must pass :func:`fast_dtype`. ``view_key`` identifies ``row_ok`` in the
-    shared-pass key (equal keys, equal conditions)."""
+    count 0 in the fields above the last three. Columns must pass :func:`fast_dtype`. ``view_key``
+    identifies ``row_ok`` in the shared-pass key (equal keys, equal conditions)."""
     inputs = [pl.col(ids), pl.col(labels), row_ok]
     if assistant_mask is not None:
         inputs.append(pl.col(assistant_mask))
     if attention_mask is not None:
         inputs.append(pl.col(attention_mask))
+        if keep_len is not None and stop:  # derived from the mask: not part of the shared-pass key's data
+            inputs.append(pl.col(attention_mask).list.sum())
     key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask, pad, bound,
            keep_len, keep_side)
     dtype = pl.Struct({k: pl.UInt32 for k in POSITION_COUNTS})
 
+    masks = (assistant_mask is not None) + (attention_mask is not None)
+
     def run(series: list[pl.Series]) -> pl.Series:
-        data = [s for i, s in enumerate(series) if i != 2]  # the row condition is derived from the key
+        # the columns only: the row condition (and the mask's sum) derive from them and the key
+        data = [series[0], series[1], *series[3:3 + masks]]
         return shared_pass(key, data, lambda: _pass(list(series), ign, shifted, stop, eos,
                                                     assistant_mask is not None, attention_mask is not None, pad,
                                                     bound, keep_len, keep_side))

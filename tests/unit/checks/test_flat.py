@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from unittest.mock import patch
 
+import numpy as np
 import polars as pl
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -250,6 +251,20 @@ def test_flat_pass_by_steps_equals_one_step(cols, shifted, step, keep):
     with patch.object(_flat, "SCAN_STEP", step):
         assert _flat._pass(inputs(df), *args).to_list() == want
         assert _flat._pass(inputs(narrow), *args).to_list() == want
+
+
+@SETTINGS
+@given(lens=st.lists(st.integers(0, 1500), min_size=1, max_size=6), seed=st.integers(0, 2**16),
+       density=st.sampled_from([0.0, 0.0005, 0.01, 0.5]))
+def test_last_true_matches_reference(lens, seed, density):
+    """The last True of each segment (sft.truncated_response's last supervised label), found by
+    windows of 8, 64 and 512 positions from the end, equals a plain scan of the segment."""
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    flags = rng.random(int(offsets[-1])) < density
+    got = _flat._last_true(flags, offsets[:-1], offsets[1:]).tolist()
+    want = [max((k for k in range(a, b) if flags[k]), default=-1) for a, b in zip(offsets[:-1], offsets[1:])]
+    assert got == want
 
 
 def test_one_pass_serves_every_rule_of_a_query():
