@@ -151,8 +151,8 @@ SCAN_STEP = 65536
 
 
 def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
-                real: np.ndarray | None, ign: int, shifted: bool, wanted: tuple[int, ...],
-                masked: np.ndarray | None = None, pad: int | None = None, bound: int | None = None
+                att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, shifted: bool,
+                wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None
                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The comparisons of :func:`_chunk_pass` over the whole flat buffers, by steps of
     :data:`SCAN_STEP` elements: ``sup0`` (bool per position: the label is neither ``ign`` nor null)
@@ -161,31 +161,40 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
     - ``off``: labels that break the convention, the shift candidates before the row-end and
       row-view rules: unshifted ``sup0[k] & ~(lab[k] == ids[k] & ids_ok[k])``, shifted
       ``sup0[k] & lab[k] != ids[k+1] & ids_ok[k+1]`` for ``k + 1 < len``;
-    - ``hits``: real content (``real``; all positions when None) holding a non-null id of ``wanted``;
-    - ``pad_id`` / ``pad_label`` (with ``masked``, bool per position: attention_mask 0): masked
-      positions holding a non-null id other than ``pad`` (none when ``pad`` is None) / a label
-      where ``sup0``;
+    - ``hits``: real content (attention mask ``att`` 1 and not null; every position without a
+      mask) holding a non-null id of ``wanted``;
+    - ``pad_id`` / ``pad_label`` (with a mask): positions of mask 0 holding a non-null id other than
+      ``pad`` (none when ``pad`` is None) / a label where ``sup0``;
     - ``neg`` / ``high``: labels where ``sup0`` that are negative / at least ``bound`` (none when
-      ``bound`` is None)."""
+      ``bound`` is None). Both come from one comparison where ``0 <= bound <=`` the label type's
+      maximum: the labels read as unsigned integers of their width are ``>= bound`` exactly when
+      negative or at least ``bound``.
+
+    A list of positions is made only for a step that holds one (``any`` first: most lists are
+    empty on clean data)."""
     n = len(ids)
     sup0 = np.empty(n, dtype=bool)
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("off", "hits", "pad_id", "pad_label", "neg", "high")}
-    buf = np.empty(min(n, SCAN_STEP), dtype=bool)
-    hit = np.empty(min(n, SCAN_STEP), dtype=bool)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("off", "hits", "pad_id", "pad_label", "odd")}
+    step = min(n, SCAN_STEP)
+    buf, hit = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
+    real, masked = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
+    unsigned = None  # labels read as unsigned: one comparison finds the negative and the high ones
+    if bound is not None and lab.dtype.kind == "i" and 0 <= bound <= np.iinfo(lab.dtype).max:
+        unsigned = lab.view(np.dtype(f"u{lab.dtype.itemsize}"))
 
     def where(name: str, mask: np.ndarray, a: int) -> None:
-        got = np.flatnonzero(mask)
-        if len(got):
-            parts[name].append(got + a)
+        if mask.any():
+            parts[name].append(np.flatnonzero(mask) + a)
 
     for a in range(0, n, SCAN_STEP):
         b = min(n, a + SCAN_STEP)
+        k = b - a
         lab_a, ids_a, sup_a = lab[a:b], ids[a:b], sup0[a:b]
         np.not_equal(lab_a, ign, out=sup_a)
         if lab_ok is not None:
             sup_a &= lab_ok[a:b]
         if not shifted:
-            t = buf[:b - a]
+            t = buf[:k]
             np.not_equal(lab_a, ids_a, out=t)
             if ids_ok is not None:
                 t |= ~ids_ok[a:b]
@@ -197,18 +206,24 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
                 t &= ids_ok[a + 1:e + 1]
         t &= sup_a[:len(t)]
         where("off", t, a)
-        h = hit[:b - a]
+        h = hit[:k]
+        if att is not None:
+            r_a, m_a = real[:k], masked[:k]
+            np.equal(att[a:b], 1, out=r_a)
+            np.equal(att[a:b], 0, out=m_a)
+            if att_ok is not None:
+                r_a &= att_ok[a:b]
+                m_a &= att_ok[a:b]
         if wanted:
             np.equal(ids_a, wanted[0], out=h)
             for x in wanted[1:]:
                 h |= ids_a == x
             if ids_ok is not None:
                 h &= ids_ok[a:b]
-            if real is not None:
-                h &= real[a:b]
+            if att is not None:
+                h &= r_a
             where("hits", h, a)
-        if masked is not None:
-            m_a = masked[a:b]
+        if att is not None:
             if pad is not None:
                 np.not_equal(ids_a, pad, out=h)
                 h &= m_a
@@ -217,15 +232,21 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
                 where("pad_id", h, a)
             np.logical_and(m_a, sup_a, out=h)
             where("pad_label", h, a)
-        np.less(lab_a, 0, out=h)
+        if unsigned is not None:
+            np.greater_equal(unsigned[a:b], bound, out=h)
+        else:
+            np.less(lab_a, 0, out=h)
+            if bound is not None:
+                h |= lab_a >= bound
         h &= sup_a
-        where("neg", h, a)
-        if bound is not None:
-            np.greater_equal(lab_a, bound, out=h)
-            h &= sup_a
-            where("high", h, a)
+        where("odd", h, a)
     empty = np.zeros(0, dtype=np.int64)
-    return sup0, {k: (np.concatenate(v) if v else empty) for k, v in parts.items()}
+    at = {k: (np.concatenate(v) if v else empty) for k, v in parts.items()}
+    odd = at.pop("odd")
+    vals = lab[odd]
+    at["neg"] = odd[vals < 0]
+    at["high"] = odd[vals >= bound] if bound is not None else empty
+    return sup0, at
 
 
 #: the widest window (positions per row) :func:`_last_true` compares at once
@@ -323,17 +344,15 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     if am_s is not None:
         am, am_ok = flats[2]
         asst = _is(am, am_ok, 1)
-    real = masked = None
+    att = att_ok = None
     if att_s is not None:
         att, att_ok = flats[-1]
-        real = _is(att, att_ok, 1)
-        masked = _is(att, att_ok, 0)
     # the positions of real content (attention_mask 1) holding a stop id (end-of-turn/eos) or the
     # eos id: both rules below read only real positions (in a row of the view, whose mask is binary,
     # ``att != 0`` is ``real``); with a pad id equal to the eos id (GPT-2 style) half the positions
     # of right-padded rows hold it, so padding is masked out before the positions are listed
     wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)))))
-    sup0, at = _dense_scan(ids, ids_ok, lab, lab_ok, real, ign, shifted, wanted, masked, pad, bound)
+    sup0, at = _dense_scan(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound)
     off, at_id = at["off"], at["hits"]
     if shifted:                             # token k is supervised by labels[k-1] (same row)
         sup = np.empty_like(sup0)
@@ -360,7 +379,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     if asst is not None:
         idx, r = keep(np.flatnonzero(np.greater(sup, asst)))  # sup & ~asst
         if len(idx):
-            good = np.ones(len(idx), dtype=bool) if real is None else real[idx].copy()
+            good = np.ones(len(idx), dtype=bool) if att is None else _is(att[idx], None if att_ok is None else att_ok[idx], 1)
             if stop:
                 st = np.isin(idx, at_stop, assume_unique=True)
                 hp = rows.has_prev(idx, r)

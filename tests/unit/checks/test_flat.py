@@ -231,15 +231,16 @@ def test_flat_pass_drops_misaligned_rows_alike_by_runs_and_by_mask(cols, shifted
 
 @SETTINGS
 @given(cols=st.one_of(labels_with_strays(), padded_with_leaks()), shifted=st.booleans(), step=st.integers(1, 9),
-       keep=st.sampled_from([(None, "right"), (2, "right"), (2, "left")]))
-def test_flat_pass_by_steps_equals_one_step(cols, shifted, step, keep):
+       keep=st.sampled_from([(None, "right"), (2, "right"), (2, "left")]), bound=st.sampled_from([8, 200]))
+def test_flat_pass_by_steps_equals_one_step(cols, shifted, step, keep, bound):
     """The scan of the flat buffers by steps of any size (a step ending inside a row, or between a
     label and the id after it) gives the counts of one step over the whole buffers; ids stored as
-    Int32 and masks as Int8 beside Int64 labels (a parquet shard's usual types) give the counts of
-    Int64 everywhere (every field: padding and label fields included)."""
+    Int32 and masks as Int8 beside Int64 labels (a parquet shard's usual types), or labels as Int8
+    (a bound of 200 above their type's maximum), give the counts of Int64 everywhere (every field:
+    padding and label fields included)."""
     df = _frame(cols, True, True)
     ok = pl.Series([_in_view(cols, i, True) for i in range(df.height)])
-    args = (IGN, shifted, tuple(STOP), EOS, True, True, PAD, 8, *keep)
+    args = (IGN, shifted, tuple(STOP), EOS, True, True, PAD, bound, *keep)
 
     def inputs(frame: pl.DataFrame) -> list[pl.Series]:
         return [frame["input_ids"], frame["labels"], ok, frame["assistant_mask"], frame["attention_mask"]]
@@ -251,6 +252,7 @@ def test_flat_pass_by_steps_equals_one_step(cols, shifted, step, keep):
     with patch.object(_flat, "SCAN_STEP", step):
         assert _flat._pass(inputs(df), *args).to_list() == want
         assert _flat._pass(inputs(narrow), *args).to_list() == want
+        assert _flat._pass(inputs(narrow.with_columns(pl.col("labels").cast(pl.List(pl.Int8)))), *args).to_list() == want
 
 
 @SETTINGS
