@@ -32,7 +32,7 @@ __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
 POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "trunc", "lab_neg",
-                   "lab_high", "lab_kept")
+                   "lab_high", "lab_kept", "mask_hole")
 
 
 def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
@@ -125,11 +125,11 @@ def _without_rows(flat: np.ndarray, lens: np.ndarray, keep: np.ndarray) -> np.nd
 
 def _pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
           with_am: bool, with_att: bool, pad: int | None = None, bound: int | None = None,
-          keep_len: int | None = None, keep_side: str = "right") -> pl.Series:
+          keep_len: int | None = None, keep_side: str = "right", padding_side: str = "right") -> pl.Series:
     """:func:`_chunk_pass` over each chunk of the inputs when they are cut alike (rows never span
     chunks; exploding a column of several chunks would copy it), else over the rechunked inputs."""
     return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att, pad,
-                                                       bound, keep_len, keep_side))
+                                                       bound, keep_len, keep_side, padding_side))
 
 
 def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series]) -> pl.Series:
@@ -274,6 +274,36 @@ def _last_true(flags: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
     return out
 
 
+def _mask_holes(att_s: pl.Series, side: str) -> np.ndarray:
+    """Per row of the attention mask ``att_s`` (list of int or bool; every row, whatever the view),
+    UInt32: 1 when the mask is binary (no null element, every value 0 or 1) and its 1s are not one
+    block against ``side`` (``"right"``: a 1 after a 0; else a 0 after a 1), else 0 (null and empty
+    rows: 0). Over the mask's own flat buffer read as unsigned integers of its width: a value above 1
+    (a negative one included) is not binary, and a step up (right) or down (left) between two
+    positions of one row is a hole."""
+    n = att_s.len()
+    out = np.zeros(n, dtype=np.uint32)
+    vals, valid = flat_ints(att_s)
+    if len(vals) < 2:
+        return out
+    lens = _lens(att_s)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    u = vals.view(np.dtype(f"u{vals.dtype.itemsize}"))
+    step = np.flatnonzero(u[1:] > u[:-1] if side == "right" else u[1:] < u[:-1]) + 1
+    if not len(step):
+        return out
+    rows = np.searchsorted(offsets, step, side="right") - 1
+    rows = rows[step > offsets[rows]]  # both positions in one row
+    bad = np.flatnonzero(u > 1)
+    if valid is not None:
+        bad = np.union1d(bad, np.flatnonzero(~valid))
+    out[rows] = 1
+    if len(bad):
+        out[np.searchsorted(offsets, bad, side="right") - 1] = 0
+    return out
+
+
 def _label_rows(lab_s: pl.Series, ign: int, bound: int | None, keep_len: int | None, keep_side: str,
                 scanned: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None) -> dict[str, np.ndarray]:
     """Per row of the labels ``lab_s`` (every row, whatever the view), UInt32:
@@ -323,7 +353,7 @@ def _label_rows(lab_s: pl.Series, ign: int, bound: int | None, keep_len: int | N
 
 def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
                 with_am: bool, with_att: bool, pad: int | None = None, bound: int | None = None,
-                keep_len: int | None = None, keep_side: str = "right") -> pl.Series:
+                keep_len: int | None = None, keep_side: str = "right", padding_side: str = "right") -> pl.Series:
     """:func:`position_counts` over one chunk of each input (see there). The label and id buffers
     are read once, by steps (:func:`_dense_scan`); every rule then works on the few positions it
     concerns (ids of ``stop``/``eos``, shift candidates), mapped to their rows by ``searchsorted``
@@ -438,13 +468,15 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # every row, in the view or not: labels.unexpected_sentinel, labels.out_of_range and
     # empty.no_supervised_tokens (from the scanned buffers when they hold every label)
     out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, (offsets, sup0, at) if whole else None))
+    if att_s is not None:  # mask.not_contiguous, every row
+        out["mask_hole"] = _mask_holes(att_s, padding_side)
     return pl.DataFrame({k: out[k] for k in POSITION_COUNTS}).to_struct("__positions")
 
 
 def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: int, shifted: bool,
                     stop: tuple[int, ...], eos: int | None, assistant_mask: str | None,
                     attention_mask: str | None, pad: int | None = None, bound: int | None = None,
-                    keep_len: int | None = None, keep_side: str = "right") -> pl.Expr:
+                    keep_len: int | None = None, keep_side: str = "right", padding_side: str = "right") -> pl.Expr:
     """Per row (a struct of UInt32 fields :data:`POSITION_COUNTS`), from one shared numpy pass over
     the flat buffers of ``ids``, ``labels`` (lists of int, shape (rows, seq_len)) and the optional
     ``assistant_mask`` / ``attention_mask`` (lists of 0/1 int or bool):
@@ -470,11 +502,12 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
       and null that are negative (``labels.unexpected_sentinel``) / at least ``bound``
       (``labels.out_of_range``; 0 when ``bound`` is None); ``lab_kept``, 1 when a label other than
       ``ign`` and null lies in the part of the row kept by truncation to ``keep_len`` on
-      ``keep_side`` (``empty.no_supervised_tokens``), else 0.
+      ``keep_side`` (``empty.no_supervised_tokens``), else 0; ``mask_hole`` (with
+      ``attention_mask``), 1 for a row of ``mask.not_contiguous`` against ``padding_side``.
 
     A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
     row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true
-    count 0 in the fields above the last three. Columns must pass :func:`fast_dtype`. ``view_key``
+    count 0 in the fields above the last four. Columns must pass :func:`fast_dtype`. ``view_key``
     identifies ``row_ok`` in the shared-pass key (equal keys, equal conditions)."""
     inputs = [pl.col(ids), pl.col(labels), row_ok]
     if assistant_mask is not None:
@@ -484,7 +517,7 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
         if keep_len is not None and stop:  # derived from the mask: not part of the shared-pass key's data
             inputs.append(pl.col(attention_mask).list.sum())
     key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask, pad, bound,
-           keep_len, keep_side)
+           keep_len, keep_side, padding_side)
     dtype = pl.Struct({k: pl.UInt32 for k in POSITION_COUNTS})
 
     masks = (assistant_mask is not None) + (attention_mask is not None)
@@ -494,7 +527,7 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
         data = [series[0], series[1], *series[3:3 + masks]]
         return shared_pass(key, data, lambda: _pass(list(series), ign, shifted, stop, eos,
                                                     assistant_mask is not None, attention_mask is not None, pad,
-                                                    bound, keep_len, keep_side))
+                                                    bound, keep_len, keep_side, padding_side))
 
     return pl.map_batches(inputs, run, return_dtype=dtype)
 
