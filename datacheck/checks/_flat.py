@@ -31,7 +31,8 @@ from datacheck.checks.registry import shared_pass
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
-POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift")
+POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "trunc", "lab_neg",
+                   "lab_high", "lab_kept", "mask_hole")
 
 
 def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
@@ -61,14 +62,6 @@ class _Rows:
     offsets: np.ndarray  # int64, rows + 1
     ok: np.ndarray       # bool per row: the row is in the view
 
-    @property
-    def starts(self) -> np.ndarray:
-        """Bool per flat position: the first position of its row."""
-        out = np.zeros(int(self.offsets[-1]), dtype=bool)
-        first = self.offsets[:-1]
-        out[first[first < self.offsets[1:]]] = True
-        return out
-
     def row_of(self, idx: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.offsets, idx, side="right") - 1
 
@@ -91,10 +84,10 @@ def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.astype(dtype) if x.dtype != dtype and np.can_cast(x.dtype, dtype, casting="safe") else x
 
 
-def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]]]:
-    """(lengths, [(values, valid) of each column]) of ``cols`` (:func:`flat_ints`) sharing one offset
-    per row: when the list lengths differ on some row, the rows outside the view (``ok`` not true)
-    hold no element in any column (length 0), as if nulled. Done on the flat numpy buffers (one
+def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]], bool]:
+    """(lengths, [(values, valid) of each column], whether every element was kept) of ``cols``
+    (:func:`flat_ints`) sharing one offset per row: when the list lengths differ on some row, the
+    rows outside the view (``ok`` not true) hold no element in any column (length 0), as if nulled. Done on the flat numpy buffers (one
     boolean selection a column, on such shards only): nulling the rows in polars (``when/then``)
     and exploding the result copied them element by element, 31 ms a column-triple for 16,384 x 256
     rows with 91 rows of differing lengths (every batch of benchmarks/bench_peers.py's 200,000 x 256
@@ -102,11 +95,11 @@ def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> tuple[np.ndarray, lis
     lens = [_lens(c) for c in cols]
     flats = [flat_ints(c) for c in cols]
     if all(np.array_equal(lens[0], x) for x in lens[1:]):
-        return lens[0], flats
+        return lens[0], flats, True
     keep = ok.fill_null(False).to_numpy()
     out = [(_without_rows(values, n_c, keep), None if valid is None else _without_rows(valid, n_c, keep))
            for n_c, (values, valid) in zip(lens, flats)]
-    return np.where(keep, lens[0], 0), out
+    return np.where(keep, lens[0], 0), out, False
 
 
 #: :func:`_without_rows` concatenates the kept runs when the array holds at least this many elements
@@ -131,10 +124,12 @@ def _without_rows(flat: np.ndarray, lens: np.ndarray, keep: np.ndarray) -> np.nd
 
 
 def _pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
-          with_am: bool, with_att: bool) -> pl.Series:
+          with_am: bool, with_att: bool, pad: int | None = None, bound: int | None = None,
+          keep_len: int | None = None, keep_side: str = "right", padding_side: str = "right") -> pl.Series:
     """:func:`_chunk_pass` over each chunk of the inputs when they are cut alike (rows never span
     chunks; exploding a column of several chunks would copy it), else over the rechunked inputs."""
-    return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att))
+    return by_chunks(inputs, lambda parts: _chunk_pass(parts, ign, shifted, stop, eos, with_am, with_att, pad,
+                                                       bound, keep_len, keep_side, padding_side))
 
 
 def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series]) -> pl.Series:
@@ -148,22 +143,247 @@ def by_chunks(inputs: list[pl.Series], fn: Callable[[list[pl.Series]], pl.Series
     return fn([s.rechunk() for s in inputs])
 
 
+#: elements of the flat buffers one step of :func:`_dense_scan` works on: the label and id slices
+#: (int64: 512 KiB) and the masks made from them stay in the CPU cache between the comparisons of
+#: one step, where whole-buffer comparisons read the labels from memory once per comparison (on
+#: 19,528 x 256 rows with int64 labels and int32 ids: 15.7 ms by steps of 65,536, 27.5 ms whole)
+SCAN_STEP = 65536
+
+
+def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
+                att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, shifted: bool,
+                wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None
+                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The comparisons of :func:`_chunk_pass` over the whole flat buffers, by steps of
+    :data:`SCAN_STEP` elements: ``sup0`` (bool per position: the label is neither ``ign`` nor null)
+    and the positions (int64, ascending) of
+
+    - ``off``: labels that break the convention, the shift candidates before the row-end and
+      row-view rules: unshifted ``sup0[k] & ~(lab[k] == ids[k] & ids_ok[k])``, shifted
+      ``sup0[k] & lab[k] != ids[k+1] & ids_ok[k+1]`` for ``k + 1 < len``;
+    - ``hits``: real content (attention mask ``att`` 1 and not null; every position without a
+      mask) holding a non-null id of ``wanted``;
+    - ``pad_id`` / ``pad_label`` (with a mask): positions of mask 0 holding a non-null id other than
+      ``pad`` (none when ``pad`` is None) / a label where ``sup0``;
+    - ``neg`` / ``high``: labels where ``sup0`` that are negative / at least ``bound`` (none when
+      ``bound`` is None). Both come from one comparison where ``0 <= bound <=`` the label type's
+      maximum: the labels read as unsigned integers of their width are ``>= bound`` exactly when
+      negative or at least ``bound``.
+
+    A list of positions is made only for a step that holds one (``any`` first: most lists are
+    empty on clean data)."""
+    n = len(ids)
+    sup0 = np.empty(n, dtype=bool)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("off", "hits", "pad_id", "pad_label", "odd")}
+    step = min(n, SCAN_STEP)
+    buf, hit = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
+    real, masked = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
+    unsigned = None  # labels read as unsigned: one comparison finds the negative and the high ones
+    if bound is not None and lab.dtype.kind == "i" and 0 <= bound <= np.iinfo(lab.dtype).max:
+        unsigned = lab.view(np.dtype(f"u{lab.dtype.itemsize}"))
+
+    def where(name: str, mask: np.ndarray, a: int) -> None:
+        if mask.any():
+            parts[name].append(np.flatnonzero(mask) + a)
+
+    for a in range(0, n, SCAN_STEP):
+        b = min(n, a + SCAN_STEP)
+        k = b - a
+        lab_a, ids_a, sup_a = lab[a:b], ids[a:b], sup0[a:b]
+        np.not_equal(lab_a, ign, out=sup_a)
+        if lab_ok is not None:
+            sup_a &= lab_ok[a:b]
+        if not shifted:
+            t = buf[:k]
+            np.not_equal(lab_a, ids_a, out=t)
+            if ids_ok is not None:
+                t |= ~ids_ok[a:b]
+        else:  # position k against the id at k + 1 (the last position of the buffers has none)
+            e = min(b, n - 1)
+            t = buf[:e - a]
+            np.not_equal(lab[a:e], ids[a + 1:e + 1], out=t)
+            if ids_ok is not None:
+                t &= ids_ok[a + 1:e + 1]
+        t &= sup_a[:len(t)]
+        where("off", t, a)
+        h = hit[:k]
+        if att is not None:
+            r_a, m_a = real[:k], masked[:k]
+            np.equal(att[a:b], 1, out=r_a)
+            np.equal(att[a:b], 0, out=m_a)
+            if att_ok is not None:
+                r_a &= att_ok[a:b]
+                m_a &= att_ok[a:b]
+        if wanted:
+            np.equal(ids_a, wanted[0], out=h)
+            for x in wanted[1:]:
+                h |= ids_a == x
+            if ids_ok is not None:
+                h &= ids_ok[a:b]
+            if att is not None:
+                h &= r_a
+            where("hits", h, a)
+        if att is not None:
+            if pad is not None:
+                np.not_equal(ids_a, pad, out=h)
+                h &= m_a
+                if ids_ok is not None:
+                    h &= ids_ok[a:b]
+                where("pad_id", h, a)
+            np.logical_and(m_a, sup_a, out=h)
+            where("pad_label", h, a)
+        if unsigned is not None:
+            np.greater_equal(unsigned[a:b], bound, out=h)
+        else:
+            np.less(lab_a, 0, out=h)
+            if bound is not None:
+                h |= lab_a >= bound
+        h &= sup_a
+        where("odd", h, a)
+    empty = np.zeros(0, dtype=np.int64)
+    at = {k: (np.concatenate(v) if v else empty) for k, v in parts.items()}
+    odd = at.pop("odd")
+    vals = lab[odd]
+    at["neg"] = odd[vals < 0]
+    at["high"] = odd[vals >= bound] if bound is not None else empty
+    return sup0, at
+
+
+#: the widest window (positions per row) :func:`_last_true` compares at once
+LAST_WINDOW = 512
+
+
+def _last_true(flags: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per segment ``[starts[i], ends[i])`` of ``flags`` (bool), the index of its last True, -1 when
+    it has none. Searched from the end by windows of 8, 64, then :data:`LAST_WINDOW` positions: a
+    response's last supervised label lies near the row's end, so most segments cost one window of 8."""
+    out = np.full(len(starts), -1, dtype=np.int64)
+    todo = np.flatnonzero(ends > starts)
+    hi = ends.astype(np.int64, copy=True)
+    width = 8
+    while len(todo):
+        lo_s, h = starts[todo], hi[todo]
+        lo = np.maximum(lo_s, h - width)
+        at = h[:, None] - 1 - np.arange(width, dtype=np.int64)[None, :]  # h-1, h-2, ... h-width
+        hit = (at >= lo[:, None]) & flags[np.maximum(at, 0)]
+        anyhit = hit.any(axis=1)
+        out[todo[anyhit]] = (h - 1 - hit.argmax(axis=1))[anyhit]
+        hi[todo] = lo
+        todo = todo[~anyhit & (lo > lo_s)]
+        width = min(width * 8, LAST_WINDOW)
+    return out
+
+
+def _mask_holes(att_s: pl.Series, side: str) -> np.ndarray:
+    """Per row of the attention mask ``att_s`` (list of int or bool; every row, whatever the view),
+    UInt32: 1 when the mask is binary (no null element, every value 0 or 1) and its 1s are not one
+    block against ``side`` (``"right"``: a 1 after a 0; else a 0 after a 1), else 0 (null and empty
+    rows: 0). Over the mask's own flat buffer read as unsigned integers of its width: a value above 1
+    (a negative one included) is not binary, and a step up (right) or down (left) between two
+    positions of one row is a hole."""
+    n = att_s.len()
+    out = np.zeros(n, dtype=np.uint32)
+    vals, valid = flat_ints(att_s)
+    if len(vals) < 2:
+        return out
+    lens = _lens(att_s)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    u = vals.view(np.dtype(f"u{vals.dtype.itemsize}"))
+    step = np.flatnonzero(u[1:] > u[:-1] if side == "right" else u[1:] < u[:-1]) + 1
+    if not len(step):
+        return out
+    rows = np.searchsorted(offsets, step, side="right") - 1
+    rows = rows[step > offsets[rows]]  # both positions in one row
+    bad = np.flatnonzero(u > 1)
+    if valid is not None:
+        bad = np.union1d(bad, np.flatnonzero(~valid))
+    out[rows] = 1
+    if len(bad):
+        out[np.searchsorted(offsets, bad, side="right") - 1] = 0
+    return out
+
+
+def _label_rows(lab_s: pl.Series, ign: int, bound: int | None, keep_len: int | None, keep_side: str,
+                scanned: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None) -> dict[str, np.ndarray]:
+    """Per row of the labels ``lab_s`` (every row, whatever the view), UInt32:
+
+    - ``lab_neg`` / ``lab_high``: labels other than ``ign`` and null that are negative / at least
+      ``bound`` (0 when ``bound`` is None);
+    - ``lab_kept``: 1 when a label other than ``ign`` and null lies in the part of the row kept by
+      truncation to ``keep_len`` labels on ``keep_side`` (``"right"``: the first ones; else the last
+      ones; the whole row when ``keep_len`` is None), else 0 (null and empty rows: 0).
+
+    ``scanned``: (offsets, ``sup0``, positions) of :func:`_dense_scan` over buffers holding every
+    label of ``lab_s`` (rows of equal lengths in every column); None: the labels' own buffer is
+    compared here (rows whose lists differ in length left the scanned buffers)."""
+    n = lab_s.len()
+    if scanned is not None:
+        offsets, sup0, at = scanned
+        neg, high = at["neg"], at["high"]
+    else:
+        lens = _lens(lab_s)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        lab, lab_ok = flat_ints(lab_s)
+        sup0 = lab != ign
+        if lab_ok is not None:
+            sup0 &= lab_ok
+        neg = np.flatnonzero(sup0 & (lab < 0))
+        high = np.flatnonzero(sup0 & (lab >= bound)) if bound is not None else np.zeros(0, dtype=np.int64)
+    rows = _Rows(offsets=offsets, ok=np.ones(n, dtype=bool))
+    out = {"lab_neg": np.zeros(n, dtype=np.uint32), "lab_high": np.zeros(n, dtype=np.uint32),
+           "lab_kept": np.zeros(n, dtype=np.uint32)}
+    for name, at_pos in (("lab_neg", neg), ("lab_high", high)):
+        if len(at_pos):
+            out[name] = rows.counts(at_pos, rows.row_of(at_pos))
+    lens = offsets[1:] - offsets[:-1]
+    keep = lens if keep_len is None else np.minimum(lens, keep_len)
+    lo = offsets[:-1] if keep_len is None or keep_side == "right" else offsets[1:] - keep
+    full = np.flatnonzero(keep > 0)
+    if len(full):  # any(sup0) over each kept run [lo, lo + keep): runs ascending, apart or adjacent
+        starts, ends = lo[full], lo[full] + keep[full]
+        cut = np.empty(2 * len(full), dtype=np.int64)
+        cut[0::2], cut[1::2] = starts, ends
+        inner = cut[:-1] if ends[-1] == len(sup0) else cut  # reduceat takes indices below the length
+        anyrun = np.logical_or.reduceat(sup0, inner)[0::2] if len(sup0) else np.zeros(len(full), dtype=bool)
+        out["lab_kept"][full] = anyrun
+    return out
+
+
 def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
-                with_am: bool, with_att: bool) -> pl.Series:
+                with_am: bool, with_att: bool, pad: int | None = None, bound: int | None = None,
+                keep_len: int | None = None, keep_side: str = "right", padding_side: str = "right") -> pl.Series:
+    """:func:`position_counts` over one chunk of each input (see there). The label and id buffers
+    are read once, by steps (:func:`_dense_scan`); every rule then works on the few positions it
+    concerns (ids of ``stop``/``eos``, shift candidates), mapped to their rows by ``searchsorted``
+    over the offsets; only the rule over assistant spans (``prompt``) reads dense masks."""
     ids_s, lab_s, ok_s = inputs[0], inputs[1], inputs[2]
     extra = inputs[3:]
     am_s = extra.pop(0) if with_am else None
     att_s = extra.pop(0) if with_att else None
-    lens, flats = _aligned_flat([c for c in (ids_s, lab_s, am_s, att_s) if c is not None], ok_s)
+    real_s = extra.pop(0) if extra else None  # the mask's sum per row (sft.truncated_response)
+    lens, flats, whole = _aligned_flat([c for c in (ids_s, lab_s, am_s, att_s) if c is not None], ok_s)
     n = ids_s.len()
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     rows = _Rows(offsets=offsets, ok=ok_s.fill_null(False).to_numpy())
     ids, ids_ok = flats[0]
     lab, lab_ok = flats[1]
-    sup0 = lab != ign                       # the label supervises (not ignore_index, not null)
-    if lab_ok is not None:
-        sup0 &= lab_ok
+    asst = None
+    if am_s is not None:
+        am, am_ok = flats[2]
+        asst = _is(am, am_ok, 1)
+    att = att_ok = None
+    if att_s is not None:
+        att, att_ok = flats[-1]
+    # the positions of real content (attention_mask 1) holding a stop id (end-of-turn/eos) or the
+    # eos id: both rules below read only real positions (in a row of the view, whose mask is binary,
+    # ``att != 0`` is ``real``); with a pad id equal to the eos id (GPT-2 style) half the positions
+    # of right-padded rows hold it, so padding is masked out before the positions are listed
+    wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)))))
+    sup0, at = _dense_scan(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound)
+    off, at_id = at["off"], at["hits"]
     if shifted:                             # token k is supervised by labels[k-1] (same row)
         sup = np.empty_like(sup0)
         sup[1:] = sup0[:-1]
@@ -173,89 +393,90 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
         sup[starts] = False
     else:
         sup = sup0
-    asst = None
-    if am_s is not None:
-        am, am_ok = flats[2]
-        asst = _is(am, am_ok, 1)
-    real = None
-    if att_s is not None:
-        att, att_ok = flats[-1]
-        real = _is(att, att_ok, 1)
     out = {k: np.zeros(n, dtype=np.uint32) for k in POSITION_COUNTS}
+    at_row = rows.row_of(at_id)
+    at_stop, stop_row = at_id, at_row
+    if eos is not None and eos not in stop:
+        sel = np.isin(ids[at_id], stop)
+        at_stop, stop_row = at_id[sel], at_row[sel]
 
-    def keep(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r = rows.row_of(idx)
+    def keep(idx: np.ndarray, r: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        r = rows.row_of(idx) if r is None else r
         sel = rows.ok[r]
         return idx[sel], r[sel]
-
-    # the positions of real content (attention_mask 1) holding a stop id (end-of-turn/eos) or the
-    # eos id: one comparison per id over the buffer, then one list of positions. Both rules below
-    # read only real positions (in a row of the view, whose mask is binary, ``att != 0`` is ``real``);
-    # with a pad id equal to the eos id (GPT-2 style) half the positions of right-padded rows hold
-    # it, so padding is masked out before the positions are listed (27 -> 12 ms for 38,917 x 128)
-    wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)))))
-    at_id = np.zeros(0, np.int64)
-    if wanted:
-        m = ids == wanted[0]
-        for x in wanted[1:]:
-            m |= ids == x
-        if ids_ok is not None:
-            m &= ids_ok
-        if real is not None:
-            m &= real
-        at_id = np.flatnonzero(m)
-    at_stop = at_id[np.isin(ids[at_id], stop)] if eos is not None and eos not in stop else at_id
 
     # sft.prompt_supervised: supervised, real, outside the spans, not the end-of-turn right after a span
     if asst is not None:
         idx, r = keep(np.flatnonzero(np.greater(sup, asst)))  # sup & ~asst
         if len(idx):
-            good = np.ones(len(idx), dtype=bool) if real is None else real[idx].copy()
+            good = np.ones(len(idx), dtype=bool) if att is None else _is(att[idx], None if att_ok is None else att_ok[idx], 1)
             if stop:
                 st = np.isin(idx, at_stop, assume_unique=True)
                 hp = rows.has_prev(idx, r)
                 good &= ~(st & hp & asst[np.where(hp, idx - 1, idx)])
             out["prompt"] = rows.counts(idx[good], r[good])
     # sft.eot_unsupervised: a closing end-of-turn of real content that is not supervised
-    # (judged on the flat buffers first: on right-padded data whose pad id is the eos id, half the
-    # positions hold a stop id; only the few failing ones are mapped to their rows)
-    if stop:
-        idx = at_stop
-        if len(idx):
-            hp = ~rows.starts[idx]                 # a position before it in its row
-            before = idx - hp                      # that position (idx itself at a row start)
-            closing = (asst[idx] | (hp & asst[before])) if asst is not None else (hp & sup[before])
-            idx, r = keep(idx[closing & ~sup[idx]])
-            out["eot"] = rows.counts(idx, r)
+    # (judged on the positions holding a stop id; only the failing ones count for their rows)
+    if stop and len(at_stop):
+        idx, r = at_stop, stop_row
+        hp = rows.has_prev(idx, r)             # a position before it in its row
+        before = idx - hp                      # that position (idx itself at a row start)
+        closing = (asst[idx] | (hp & asst[before])) if asst is not None else (hp & sup[before])
+        sel = closing & ~sup[idx]
+        idx, r = keep(idx[sel], r[sel])
+        out["eot"] = rows.counts(idx, r)
     # the eos stat: eos ids inside real content (attention_mask not 0), and how many are supervised
-    if eos is not None:
-        idx = at_id if wanted == (eos,) else at_id[ids[at_id] == eos]
-        idx, r = keep(idx)
+    if eos is not None and len(at_id):
+        if wanted == (eos,):
+            idx, r = at_id, at_row
+        else:
+            sel = ids[at_id] == eos
+            idx, r = at_id[sel], at_row[sel]
+        idx, r = keep(idx, r)
         if len(idx):
             out["eos_total"] = rows.counts(idx, r)
             s = sup[idx]
             out["eos_sup"] = rows.counts(idx[s], r[s])
     # labels.shift_mismatch candidates: supervised labels that break the configured convention
     # (unshifted: labels[i] != input_ids[i]; shifted: labels[i] != input_ids[i+1] in the same row)
-    if not shifted:
-        same = lab == ids  # numpy 2 compares int64 with int32 as they are: 7.9 ms for 38,917 x 128, 11.0 after widening ids
-        off = sup0 & ~same if ids_ok is None else sup0 & ~(same & ids_ok)
-    else:
-        off = np.zeros(len(sup0), dtype=bool)
-        ids_l = _as(ids, lab.dtype)
-        nxt_ok = lab[:-1] != ids_l[1:] if ids_ok is None else ((lab[:-1] != ids_l[1:]) & ids_ok[1:])
-        off[:-1] = sup0[:-1] & nxt_ok
-        ends = offsets[1:][offsets[1:] > offsets[:-1]] - 1  # the last position of each row has no next
-        off[ends] = False
-    idx, r = keep(np.flatnonzero(off))
-    if len(idx):
-        out["shift"] = rows.counts(idx, r)
+    if len(off):
+        r = rows.row_of(off)
+        idx = off
+        if shifted:  # the last position of each row has no next id in the row
+            sel = off < offsets[r + 1] - 1
+            idx, r = off[sel], r[sel]
+        idx, r = keep(idx, r)
+        if len(idx):
+            out["shift"] = rows.counts(idx, r)
+    # padding.token_not_pad / padding.label_not_ignored: masked positions holding a non-pad id / a
+    # label other than ignore_index (neither null)
+    for name in ("pad_id", "pad_label"):
+        if len(at[name]):
+            idx, r = keep(at[name])
+            out[name] = rows.counts(idx, r)
+    # sft.truncated_response: rows of the view whose real content (the mask's sum, else the length)
+    # reaches keep_len and whose last label other than ign (and null) is not a stop id
+    if keep_len is not None and stop:
+        size = real_s.fill_null(0).to_numpy() if real_s is not None else lens
+        judged = np.flatnonzero(rows.ok & (size >= keep_len))
+        if len(judged):
+            last = _last_true(sup0, offsets[judged], offsets[judged + 1])
+            found = last >= 0
+            bad = np.zeros(len(judged), dtype=bool)
+            bad[found] = ~np.isin(lab[last[found]], stop)
+            out["trunc"][judged[bad]] = 1
+    # every row, in the view or not: labels.unexpected_sentinel, labels.out_of_range and
+    # empty.no_supervised_tokens (from the scanned buffers when they hold every label)
+    out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, (offsets, sup0, at) if whole else None))
+    if att_s is not None:  # mask.not_contiguous, every row
+        out["mask_hole"] = _mask_holes(att_s, padding_side)
     return pl.DataFrame({k: out[k] for k in POSITION_COUNTS}).to_struct("__positions")
 
 
 def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: int, shifted: bool,
                     stop: tuple[int, ...], eos: int | None, assistant_mask: str | None,
-                    attention_mask: str | None) -> pl.Expr:
+                    attention_mask: str | None, pad: int | None = None, bound: int | None = None,
+                    keep_len: int | None = None, keep_side: str = "right", padding_side: str = "right") -> pl.Expr:
     """Per row (a struct of UInt32 fields :data:`POSITION_COUNTS`), from one shared numpy pass over
     the flat buffers of ``ids``, ``labels`` (lists of int, shape (rows, seq_len)) and the optional
     ``assistant_mask`` / ``attention_mask`` (lists of 0/1 int or bool):
@@ -270,24 +491,43 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
     - ``shift``: positions whose label is not ``ign`` (nor null) and breaks the configured
       convention: unshifted ``labels[i] != input_ids[i]``, shifted ``labels[i] != input_ids[i+1]``
       (``i+1`` in the row, its id not null). A row can fail ``labels.shift_mismatch`` only if it
-      has one (the candidates of that check).
+      has one (the candidates of that check);
+    - ``pad_id`` / ``pad_label`` (with ``attention_mask``): positions of ``padding.token_not_pad``
+      (mask 0, a non-null id other than ``pad``; none when ``pad`` is None) and of
+      ``padding.label_not_ignored`` (mask 0, a non-null label other than ``ign``);
+    - ``trunc`` (with ``keep_len`` and ``stop``): 1 for a row of ``sft.truncated_response``: its
+      real content (the attention mask's sum; without a mask, its length) is at least ``keep_len``
+      and its last label other than ``ign`` and null is not a ``stop`` id, else 0;
+    - over every row, in the view or not: ``lab_neg`` / ``lab_high``, labels other than ``ign``
+      and null that are negative (``labels.unexpected_sentinel``) / at least ``bound``
+      (``labels.out_of_range``; 0 when ``bound`` is None); ``lab_kept``, 1 when a label other than
+      ``ign`` and null lies in the part of the row kept by truncation to ``keep_len`` on
+      ``keep_side`` (``empty.no_supervised_tokens``), else 0; ``mask_hole`` (with
+      ``attention_mask``), 1 for a row of ``mask.not_contiguous`` against ``padding_side``.
 
     A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
     row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true
-    count 0. Columns must pass :func:`fast_dtype`. ``view_key`` identifies ``row_ok`` in the
-    shared-pass key (equal keys, equal conditions)."""
+    count 0 in the fields above the last four. Columns must pass :func:`fast_dtype`. ``view_key``
+    identifies ``row_ok`` in the shared-pass key (equal keys, equal conditions)."""
     inputs = [pl.col(ids), pl.col(labels), row_ok]
     if assistant_mask is not None:
         inputs.append(pl.col(assistant_mask))
     if attention_mask is not None:
         inputs.append(pl.col(attention_mask))
-    key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask)
+        if keep_len is not None and stop:  # derived from the mask: not part of the shared-pass key's data
+            inputs.append(pl.col(attention_mask).list.sum())
+    key = ("positions", ids, labels, view_key, ign, shifted, stop, eos, assistant_mask, attention_mask, pad, bound,
+           keep_len, keep_side, padding_side)
     dtype = pl.Struct({k: pl.UInt32 for k in POSITION_COUNTS})
 
+    masks = (assistant_mask is not None) + (attention_mask is not None)
+
     def run(series: list[pl.Series]) -> pl.Series:
-        data = [s for i, s in enumerate(series) if i != 2]  # the row condition is derived from the key
+        # the columns only: the row condition (and the mask's sum) derive from them and the key
+        data = [series[0], series[1], *series[3:3 + masks]]
         return shared_pass(key, data, lambda: _pass(list(series), ign, shifted, stop, eos,
-                                                    assistant_mask is not None, attention_mask is not None))
+                                                    assistant_mask is not None, attention_mask is not None, pad,
+                                                    bound, keep_len, keep_side, padding_side))
 
     return pl.map_batches(inputs, run, return_dtype=dtype)
 

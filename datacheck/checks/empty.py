@@ -7,6 +7,7 @@ import polars as pl
 
 from datacheck.checks._expr import truncated
 from datacheck.checks._render import UNMARKED, cut_by_truncation, rejected_by_template, unmarked_template
+from datacheck.checks.mask import position_pass
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
@@ -144,7 +145,9 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     the read path rendered and truncated, assistant tokens in the whole rendering): truncation cut
     their answer, and the message says so of those rows only. Example: the labels kept after
     truncation. Skipped for labels rendered by a chat template without ``{% generation %}`` markers
-    (``sft.assistant_mask_empty`` reports the template once)."""
+    (``sft.assistant_mask_empty`` reports the template once). Which rows fail comes from the shared
+    pass over the flat buffers where it applies (:func:`datacheck.checks.mask.position_pass`), else
+    from list kernels."""
     r, s, tok, lab = ctx.roles, ctx.schema, ctx.cfg.tokens, ctx.cfg.labels
     if not is_list(s[r.labels]):
         yield Skipped("empty.no_supervised_tokens", f"labels column {r.labels!r} is not a list")
@@ -155,6 +158,8 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     ign = lab.ignore
     kept = truncated(r.labels, tok.max_seq_len, tok.truncation_side)
     none_kept = kept.list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
+    fast = position_pass(ctx)  # the shared pass over the flat buffers, where it applies: the same rows
+    none_kept_rows = (fast[0].struct.field("lab_kept") == 0) if fast is not None else none_kept
     none_at_all = pl.col(r.labels).list.eval(pl.element() != ign).list.any().not_() | pl.col(r.labels).is_null()
     some_before = none_at_all.not_()
     cut = cut_by_truncation(ctx, r.labels)
@@ -163,7 +168,7 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     by_truncation = none_kept & some_before
     trunc = f"truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
     yield RowCheck(
-        check="empty.no_supervised_tokens", column=r.labels, fails=none_kept & ~rejected_by_template(ctx, r.labels),
+        check="empty.no_supervised_tokens", column=r.labels, fails=none_kept_rows & ~rejected_by_template(ctx, r.labels),
         example=kept,
         details={"only_after_truncation": by_truncation.sum()},
         details_merge={"only_after_truncation": sum_parts},

@@ -179,8 +179,12 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         return (x < 0) & (x != ign) if ign is not None else x < 0
 
     c = pl.col(col)
+    # the shared pass over the flat buffers counts both rules per row where it applies (every row)
+    fast = position_pass(ctx) if col == ctx.roles.labels else None
+    counts = fast[0] if fast is not None else None
     yield RowCheck(
-        check="labels.unexpected_sentinel", column=col, fails=c.list.eval(neg(pl.element())).list.any(),
+        check="labels.unexpected_sentinel", column=col,
+        fails=(counts.struct.field("lab_neg") > 0) if counts is not None else c.list.eval(neg(pl.element())).list.any(),
         example=first_bad(col, t, neg),
         details={"values": _flat_value_counts(c, neg)},
         message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold negative token labels other than ignore_index "
@@ -195,9 +199,12 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     def high(x: pl.Expr) -> pl.Expr:
         return (x >= bound) & (x != ign) if ign is not None else x >= bound
 
-    fast = (c.list.max() >= bound) if (ign is None or ign < bound) else c.list.eval(high(pl.element())).list.any()
+    if counts is not None:
+        over = counts.struct.field("lab_high") > 0
+    else:
+        over = (c.list.max() >= bound) if (ign is None or ign < bound) else c.list.eval(high(pl.element())).list.any()
     yield RowCheck(
-        check="labels.out_of_range", column=col, fails=fast, example=first_bad(col, t, high),
+        check="labels.out_of_range", column=col, fails=over, example=first_bad(col, t, high),
         details={"max": c.list.max().max()},
         message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold token labels >= {bound_name} {bound} "
                                        f"(largest {d.get('max')})"),

@@ -56,7 +56,11 @@ def positions_view(ctx: ShardContext) -> FlatView:
 def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
     """The shared numpy pass over the flat buffers of the positions view
     (:func:`datacheck.checks._flat.position_counts`: per-row counts of ``sft.prompt_supervised``,
-    ``sft.eot_unsupervised`` and the ``eos`` stat), with the assistant mask it reads (None: none
+    ``sft.eot_unsupervised``, the ``eos`` stat, the ``labels.shift_mismatch`` candidates, when
+    it reads the attention mask ``padding.token_not_pad`` and ``padding.label_not_ignored``, and
+    over every row ``labels.unexpected_sentinel``, ``labels.out_of_range`` (bound: ``vocab_size``,
+    else ``num_classes``), ``empty.no_supervised_tokens`` and ``mask.not_contiguous``), with
+    the assistant mask it reads (None: none
     usable by it). None when the view lacks input_ids or labels, ``[labels] ignore_index`` is unset,
     or a column it would read is not a list of integers (masks: or booleans) Int64 holds: the rules
     then run in the view itself. Every caller gets the same pass for the same shard."""
@@ -77,7 +81,8 @@ def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
         am = None
     tok = cfg.tokens
     return position_counts(r.input_ids, r.labels, view.row_ok(), view.key, ign, cfg.labels.shifted, tok.stop_ids,
-                           tok.eos_token_id, am, att), am
+                           tok.eos_token_id, am, att, tok.pad_token_id, tok.vocab_size or cfg.labels.num_classes,
+                           tok.max_seq_len, tok.truncation_side, tok.padding_side), am
 
 
 def _binary(col: str, inner: pl.DataType) -> pl.Expr:
@@ -142,7 +147,8 @@ def _hole_example(mcol: str, side: str) -> pl.Expr:
 @check("mask.not_contiguous", layouts=lay.TOKENIZED, roles=("attention_mask",))
 def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
     """``mask.not_contiguous``: a binary mask whose 1s are not one block against ``padding_side``
-    (right: a 1 after a 0; left: a 0 after a 1)."""
+    (right: a 1 after a 0; left: a 0 after a 1). Where the shared pass over the flat buffers reads
+    the mask (:func:`position_pass`) it decides which rows fail; else list kernels."""
     mcol, _t, _inner, mi, binary = mask_int(ctx)
     side = ctx.cfg.tokens.padding_side
     # For a binary mask with s ones: right padding is contiguous iff the first 0 sits at index s
@@ -153,8 +159,12 @@ def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
         holes = (mi.list.min() == 0) & (mi.list.arg_min() != s_ones)
     else:
         holes = (mi.list.max() == 1) & (mi.list.arg_max() != mi.list.len() - s_ones)
+    fails = binary & holes
+    fast = position_pass(ctx)
+    if fast is not None and mcol in positions_view(ctx).cols:  # the same rows, from the shared flat pass
+        fails = fast[0].struct.field("mask_hole") > 0
     yield RowCheck(
-        check="mask.not_contiguous", column=mcol, fails=binary & holes, example=_hole_example(mcol, side),
+        check="mask.not_contiguous", column=mcol, fails=fails, example=_hole_example(mcol, side),
         message=lambda n, d, side=side: (f"{n} row(s) have an attention_mask that is not one block of 1s "
                                          f"against padding_side={side} (holes, or padding on the other side)"),
     )

@@ -45,21 +45,41 @@ def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.token_not_pad`` (warn): a position with mask 0 holds an id other than
     ``pad_token_id``. Only rows whose input_ids, attention_mask and labels (those present) have
     equal lengths and whose mask is binary are looked at (others are ``length.mismatch`` /
-    ``mask.non_binary``)."""
+    ``mask.non_binary``). Where the shared pass over the flat buffers reads the mask
+    (:func:`_pass_counts`) the per-row counts come from it; else from the position view."""
     if problem(ctx, "input_ids") is not None:
         yield Skipped("padding.token_not_pad", _NEEDS_PAD)
         return
     mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, ctx.cfg.tokens.pad_token_id
     nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 0) & (x != pad))
     bad = (pl.col(mcol) == 0) & (pl.col(ids) != pad)
+    example = first_at([mcol, ids], lambda m, x, pad=pad: m == 0 and x != pad, lambda m, x: f"id {x} with mask 0",
+                       count=nz, what="masked position(s) hold non-pad ids")
+
+    def message(n: int, d: dict[str, Any], pad: int | None = pad) -> str:
+        return (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
+                f"with attention_mask 0 ({d.get('positions')} positions)")
+
+    count = _pass_counts(ctx, "pad_id")
+    if count is not None:
+        yield RowCheck(check="padding.token_not_pad", column=ids, fails=count > 0, example=example,
+                       details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
+                       message=message)
+        return
     yield RowCheck(
-        check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx),
-        example=first_at([mcol, ids], lambda m, x, pad=pad: m == 0 and x != pad, lambda m, x: f"id {x} with mask 0",
-                         count=nz, what="masked position(s) hold non-pad ids"),
-        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
-        message=lambda n, d, pad=pad: (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
-                                       f"with attention_mask 0 ({d.get('positions')} positions)"),
+        check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx), example=example,
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=message,
     )
+
+
+def _pass_counts(ctx: ShardContext, name: str) -> pl.Expr | None:
+    """Per row (UInt32): the field ``name`` of the shared pass over the flat buffers
+    (:func:`datacheck.checks.mask.position_pass`) when that pass reads the attention mask, the
+    rows of the position view alike; else None (the rule runs in the position view)."""
+    fast = position_pass(ctx)
+    if fast is None or ctx.roles.attention_mask not in positions_view(ctx).cols:
+        return None
+    return fast[0].struct.field(name)
 
 
 @check("padding.pad_attended", layouts=lay.TOKENIZED, roles=("attention_mask", "input_ids"), facts=("tokens.pad_token_id",),
@@ -107,7 +127,9 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
 
     The rule is the same whatever ``[labels] shifted`` says: unshifted, ``labels[i]`` at a padded
     position is the target predicted from position i-1 (the model learns to emit padding);
-    shifted, it is the target predicted from the padded position i itself (loss on padding input)."""
+    shifted, it is the target predicted from the padded position i itself (loss on padding input).
+    Per-row counts from the shared pass over the flat buffers where it reads the mask, else from
+    the position view (as ``padding.token_not_pad``)."""
     if problem(ctx, "labels") is not None:
         yield Skipped("padding.label_not_ignored", _NEEDS_IGNORE)
         return
@@ -118,14 +140,23 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     mcol, labels, ign = ctx.roles.attention_mask, ctx.roles.labels, ctx.cfg.labels.ignore
     nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
     bad = (pl.col(mcol) == 0) & (pl.col(labels) != ign)
+    example = first_at([mcol, labels], lambda m, y, ign=ign: m == 0 and y != ign,
+                       lambda m, y: f"label {y} with mask 0", count=nz, what="padded position(s) are supervised")
+
+    def message(n: int, d: dict[str, Any], ign: int | None = ign) -> str:
+        return (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
+                f"positions (attention_mask 0; {d.get('positions')} positions): "
+                "the loss trains on padding. Set labels to ignore_index where the mask is 0")
+
+    count = _pass_counts(ctx, "pad_label")
+    if count is not None:
+        yield RowCheck(check="padding.label_not_ignored", column=labels, fails=count > 0, example=example,
+                       details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
+                       message=message)
+        return
     yield RowCheck(
-        check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx),
-        example=first_at([mcol, labels], lambda m, y, ign=ign: m == 0 and y != ign,
-                         lambda m, y: f"label {y} with mask 0", count=nz, what="padded position(s) are supervised"),
-        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
-        message=lambda n, d, ign=ign: (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
-                                       f"positions (attention_mask 0; {d.get('positions')} positions): "
-                                       "the loss trains on padding. Set labels to ignore_index where the mask is 0"),
+        check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx), example=example,
+        details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=message,
     )
 
 

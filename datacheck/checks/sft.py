@@ -462,7 +462,9 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     ``max_seq_len`` (:func:`_long_enough`), their last label other than ``ignore_index`` against
     the end-of-turn/eos ids. That label is looked for in the last :data:`_TAIL` labels of each
     judged row first (a response ends near the row's end), and in the whole row only for the rows
-    whose tail has none (padding, a long unsupervised tail): the same label, exactly."""
+    whose tail has none (padding, a long unsupervised tail): the same label, exactly. Where the
+    shared pass over the flat buffers applies (:func:`datacheck.checks.mask.position_pass`) it
+    decides which rows fail; the details still come from the list kernels, on failing rows only."""
     stop = ctx.cfg.tokens.stop_ids
     if not stop:
         yield Skipped("sft.truncated_response", _NO_STOP)
@@ -480,6 +482,9 @@ def truncated_response(ctx: ShardContext) -> Iterable[ShardItem]:
     tail = last_sup(lab.list.tail(_TAIL))
     last = pl.coalesce(tail, last_sup(pl.when(tail.is_null()).then(lab))).alias(r.labels)
     fails = (~last.is_in(list(stop))).fill_null(False)
+    fast = position_pass(ctx)
+    if fast is not None:  # the same rows, from the shared pass over the flat buffers
+        fails = fast[0].struct.field("trunc") > 0
     yield RowCheck(
         check="sft.truncated_response", column=r.labels, fails=fails,
         details={"last_ids": last.filter(fails).value_counts(sort=True, name="count").head(5).implode()},

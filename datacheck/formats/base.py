@@ -78,6 +78,11 @@ class ShardReader(Protocol):
         read of its own faster than collecting the opened frame (or that read failed)."""
         ...
 
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """The first ``rows`` rows of ``columns`` with the dtypes ``want``, or None when it has no read
+        of them cheaper than the opened frame's ``head`` (or that read failed)."""
+        ...
+
     def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
                 ramp: bool = False) -> Iterator[pl.DataFrame]:
         """``columns`` in batches of ``rows`` rows (the last may be shorter; with ``ramp`` a reader

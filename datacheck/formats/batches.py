@@ -142,6 +142,10 @@ class StreamedReader:
         """None: no one-read path besides collecting the opened frame."""
         return None
 
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """None: the opened frame's ``head`` stops once it has the rows."""
+        return None
+
     def read_rows(self, indices: list[int], columns: list[str], want: dict[str, pl.DataType],
                   rows: int) -> pl.DataFrame | None:
         """The rows ``indices`` (sorted) from the batches of ``rows`` rows read again."""
@@ -171,6 +175,10 @@ class FrameReader:
 
     def read_all(self, columns: list[str], want: dict[str, pl.DataType]) -> pl.DataFrame | None:
         """None: the engine collects the opened frame once."""
+        return None
+
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """None: the opened frame's ``head`` is the read."""
         return None
 
     def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,

@@ -390,6 +390,25 @@ class ParquetReader:
         except Unreadable:
             return None
 
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """The first ``rows`` rows of ``columns``, cast to ``want``: one record batch decoded by pyarrow
+        page by page (``pl.scan_parquet``'s ``head`` decodes the whole first row group: 0.085 vs
+        0.023 CPU s for the first 1,000 rows of 3 token-list columns x 256 in a 100,000-row row group,
+        the layout recognizer's sample). None when the file does not hold ``columns`` as stored
+        (:meth:`holds`), holds no row, or decoding fails (the opened frame's ``head`` then says why)."""
+        import pyarrow.parquet as pq
+
+        if not columns or rows < 1 or not self.holds(columns):
+            return None
+        try:
+            first = next(pq.ParquetFile(self.path, pre_buffer=False).iter_batches(
+                batch_size=rows, columns=columns, use_threads=True), None)
+            if first is None:
+                return None
+            return cast_frame(pl.from_arrow(first), want)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - the opened frame's read reports the problem
+            return None
+
     def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
                 ramp: bool = False) -> Iterator[pl.DataFrame]:
         """:func:`_parquet_batches`; with ``ramp`` (and more than ``rows`` rows) the first and the

@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 from unittest.mock import patch
 
+import numpy as np
 import polars as pl
 from hypothesis import example, given
 from hypothesis import strategies as st
-from refs import EOS, EOT, IGN, STOP, ragged_sft_rows, ref_flat_rules
+from refs import EOS, EOT, IGN, PAD, STOP, ragged_sft_rows, ref_flat_rules
 from refs import FRAME_SETTINGS as SETTINGS
 
 from datacheck.checks import _flat
@@ -95,6 +96,103 @@ def test_flat_pass_rules_match_reference(cols, shifted, with_am, with_att, batch
         assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
 
 
+def ref_padding(cols: dict, i: int) -> tuple[int, int]:
+    """(padding.token_not_pad positions, padding.label_not_ignored positions) of row ``i``, plain
+    Python: in a row of the view, positions with attention_mask 0 holding a non-null id other than
+    PAD / a non-null label other than IGN."""
+    if not _in_view(cols, i, True):
+        return 0, 0
+    ids, lab, att = cols["input_ids"][i], cols["labels"][i], cols["attention_mask"][i]
+    masked = [k for k in range(len(ids)) if att[k] == 0]
+    return (sum(ids[k] is not None and ids[k] != PAD for k in masked),
+            sum(lab[k] is not None and lab[k] != IGN for k in masked))
+
+
+@st.composite
+def padded_with_leaks(draw):
+    """:func:`ragged_sft_rows` whose padded positions (attention_mask 0) sometimes hold another id,
+    a null id, a supervised or a null label."""
+    cols = draw(ragged_sft_rows())
+    for i, att in enumerate(cols["attention_mask"]):
+        if att is None:
+            continue
+        ids, lab = cols["input_ids"][i], cols["labels"][i]
+        for k in range(len(att)):
+            if att[k] == 0 and draw(st.integers(0, 3)) == 0:
+                ids[k] = draw(st.sampled_from([PAD, EOS, 5, None]))
+                if k < len(lab):
+                    lab[k] = draw(st.sampled_from([IGN, 6, None]))
+    return cols
+
+
+@SETTINGS
+@given(cols=padded_with_leaks(), shifted=st.booleans(), with_am=st.booleans(), batch_rows=st.sampled_from([None, 2]))
+def test_flat_pass_padding_rules_match_reference(cols, shifted, with_am, batch_rows):
+    """padding.token_not_pad and padding.label_not_ignored read from the shared pass: their rows and
+    position counts equal the plain-Python rule on the rows of the position view."""
+    df = _frame(cols, with_am, True)
+    env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
+    cfg = {**CFG, "tokens": {**CFG["tokens"], "pad_token_id": PAD}, "labels": {"shifted": shifted}}
+    with patch.dict(os.environ, env):
+        res = audit_frame(df, config_from_dict(cfg))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    want = [ref_padding(cols, i) for i in range(df.height)]
+    for k, (check, col) in enumerate((("padding.token_not_pad", "input_ids"), ("padding.label_not_ignored", "labels"))):
+        assert set(res.failing_rows.get(f"{check}:{col}", [])) == {i for i, w in enumerate(want) if w[k]}
+        f = [f for f in res.findings if f.check == check]
+        assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
+
+
+@st.composite
+def labels_with_strays(draw):
+    """:func:`ragged_sft_rows` whose labels sometimes hold a negative value other than IGN or a
+    large one."""
+    cols = draw(ragged_sft_rows())
+    for lab in cols["labels"]:
+        for k in range(len(lab or [])):
+            if draw(st.integers(0, 5)) == 0:
+                lab[k] = draw(st.sampled_from([-1, -7, 9, 100]))
+    return cols
+
+
+def ref_label_rows(cols: dict, bound: int, keep_len: int | None, side: str) -> dict[str, set[int]]:
+    """Rows of labels.unexpected_sentinel, labels.out_of_range and empty.no_supervised_tokens, plain
+    Python, over every row (in the position view or not)."""
+    out: dict[str, set[int]] = {"labels.unexpected_sentinel": set(), "labels.out_of_range": set(),
+                                "empty.no_supervised_tokens": set()}
+    for i, lab in enumerate(cols["labels"]):
+        if lab is None:
+            out["empty.no_supervised_tokens"].add(i)
+            continue
+        real = [x for x in lab if x is not None and x != IGN]
+        if any(x < 0 for x in real):
+            out["labels.unexpected_sentinel"].add(i)
+        if any(x >= bound for x in real):
+            out["labels.out_of_range"].add(i)
+        kept = lab if keep_len is None else (lab[:keep_len] if side == "right" else lab[max(0, len(lab) - keep_len):])
+        if not any(x is not None and x != IGN for x in kept):
+            out["empty.no_supervised_tokens"].add(i)
+    return out
+
+
+@SETTINGS
+@given(cols=labels_with_strays(), with_att=st.booleans(), bound=st.sampled_from([4, 8, 200]),
+       keep_len=st.sampled_from([None, 1, 3, 6]), side=st.sampled_from(["right", "left"]),
+       batch_rows=st.sampled_from([None, 3]))
+def test_flat_pass_label_rules_match_reference(cols, with_att, bound, keep_len, side, batch_rows):
+    """labels.unexpected_sentinel, labels.out_of_range and empty.no_supervised_tokens read from the
+    shared pass (every row, rows left out of the position view included): their failing rows equal
+    the plain-Python rules, whatever the truncation."""
+    df = _frame(cols, False, with_att)
+    env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
+    tokens = {**CFG["tokens"], "vocab_size": bound, "max_seq_len": keep_len, "truncation_side": side}
+    with patch.dict(os.environ, env):
+        res = audit_frame(df, config_from_dict({**CFG, "tokens": {k: v for k, v in tokens.items() if v is not None}}))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    for check, rows in ref_label_rows(cols, bound, keep_len, side).items():
+        assert set(res.failing_rows.get(f"{check}:labels", [])) == rows, check
+
+
 @SETTINGS
 @given(cols=ragged_sft_rows(), shifted=st.booleans(), cut=st.integers(1, 7))
 def test_flat_pass_over_chunks_equals_one_chunk(cols, shifted, cut):
@@ -129,6 +227,46 @@ def test_flat_pass_drops_misaligned_rows_alike_by_runs_and_by_mask(cols, shifted
     with patch.object(_flat, "ELEMENTS_PER_SLICE", 10**12):  # always select by mask
         mask = _flat._pass(list(inputs), *args).to_list()
     assert runs == mask
+
+
+@SETTINGS
+@given(cols=st.one_of(labels_with_strays(), padded_with_leaks()), shifted=st.booleans(), step=st.integers(1, 9),
+       keep=st.sampled_from([(None, "right"), (2, "right"), (2, "left")]), bound=st.sampled_from([8, 200]))
+def test_flat_pass_by_steps_equals_one_step(cols, shifted, step, keep, bound):
+    """The scan of the flat buffers by steps of any size (a step ending inside a row, or between a
+    label and the id after it) gives the counts of one step over the whole buffers; ids stored as
+    Int32 and masks as Int8 beside Int64 labels (a parquet shard's usual types), or labels as Int8
+    (a bound of 200 above their type's maximum), give the counts of Int64 everywhere (every field:
+    padding and label fields included)."""
+    df = _frame(cols, True, True)
+    ok = pl.Series([_in_view(cols, i, True) for i in range(df.height)])
+    args = (IGN, shifted, tuple(STOP), EOS, True, True, PAD, bound, *keep)
+
+    def inputs(frame: pl.DataFrame) -> list[pl.Series]:
+        return [frame["input_ids"], frame["labels"], ok, frame["assistant_mask"], frame["attention_mask"]]
+
+    want = _flat._pass(inputs(df), *args).to_list()
+    narrow = df.with_columns(pl.col("input_ids").cast(pl.List(pl.Int32)),
+                             pl.col("assistant_mask").cast(pl.List(pl.Int8)),
+                             pl.col("attention_mask").cast(pl.List(pl.Int8)))
+    with patch.object(_flat, "SCAN_STEP", step):
+        assert _flat._pass(inputs(df), *args).to_list() == want
+        assert _flat._pass(inputs(narrow), *args).to_list() == want
+        assert _flat._pass(inputs(narrow.with_columns(pl.col("labels").cast(pl.List(pl.Int8)))), *args).to_list() == want
+
+
+@SETTINGS
+@given(lens=st.lists(st.integers(0, 1500), min_size=1, max_size=6), seed=st.integers(0, 2**16),
+       density=st.sampled_from([0.0, 0.0005, 0.01, 0.5]))
+def test_last_true_matches_reference(lens, seed, density):
+    """The last True of each segment (sft.truncated_response's last supervised label), found by
+    windows of 8, 64 and 512 positions from the end, equals a plain scan of the segment."""
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    flags = rng.random(int(offsets[-1])) < density
+    got = _flat._last_true(flags, offsets[:-1], offsets[1:]).tolist()
+    want = [max((k for k in range(a, b) if flags[k]), default=-1) for a, b in zip(offsets[:-1], offsets[1:])]
+    assert got == want
 
 
 def test_one_pass_serves_every_rule_of_a_query():

@@ -81,3 +81,21 @@ def test_a_row_past_the_end_is_unreadable_naming_it(tmp_path):
     pl.DataFrame({"x": list(range(5))}).write_parquet(path)
     with pytest.raises(Unreadable, match="row 5 is past the file's 5 rows"):
         read_parquet_rows(path, ["x"], [1, 5], {"x": pl.Int64})
+
+
+@pytest.mark.parametrize("n,row_group,rows", [(1, 1, 5), (53, 10, 12), (200, 64, 100), (200, 200, 1)])
+def test_first_rows_equal_polars_head(tmp_path, n, row_group, rows):
+    """``ParquetReader.first_rows`` (the layout recognizer's sample): the first rows, across row
+    groups, with the checked schema's dtypes, as the head of polars' own read gives them; None for
+    a column the file does not hold."""
+    ids = [None if i % 11 == 5 else [(i * 3 + j) % 17 - 2 if (i + j) % 13 else None for j in range(i % 6)]
+           for i in range(n)]
+    df = pl.DataFrame({"input_ids": pl.Series(ids, dtype=pl.List(pl.Int32)),
+                       "text": pl.Series([None if i % 7 == 0 else f"t{i % 4}" for i in range(n)], dtype=pl.String)})
+    path = tmp_path / "shard.parquet"
+    df.write_parquet(path, row_group_size=row_group)
+    want = {"input_ids": pl.List(pl.Int64), "text": pl.String}
+    got = parquet_mod.ParquetReader(path).first_rows(["input_ids", "text"], rows, want)
+    assert got is not None and got.schema == pl.Schema(want)
+    assert got.equals(pl.read_parquet(path).head(rows).cast(want))  # type: ignore[arg-type]
+    assert parquet_mod.ParquetReader(path).first_rows(["input_ids", "missing"], rows, want) is None
