@@ -137,24 +137,24 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
         return ev
 
     def flat(col: str, rows: "np.ndarray", col_lens: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
-        """(values as int64, nulls as 0; validity) of ``col``'s elements in the rows where ``rows`` is
-        True, row after row (``col_lens``: the column's list lengths, -1 for a null row). The list
-        column's value buffer is read as it is (no row is copied), then only the elements of those
-        rows are kept."""
+        """(values in their stored integer type, nulls as 0; validity) of ``col``'s elements in the rows
+        where ``rows`` is True, row after row (``col_lens``: the column's list lengths, -1 for a null
+        row). The list column's value buffer is read as it is (no row is copied), then only the
+        elements of those rows are kept (numpy compares mixed integer types exactly)."""
         v = df[col].explode(empty_as_null=False, keep_nulls=False)
         present = col_lens >= 0
-        take = np.repeat(rows[present], col_lens[present])
         vals = v.fill_null(0).to_numpy() if v.null_count() else v.to_numpy()
         valid = v.is_not_null().to_numpy() if v.null_count() else np.ones(len(v), dtype=bool)
-        if take.all():  # every row kept (the common case): no gather
-            return vals.astype(np.int64, copy=False), valid
-        return vals[take].astype(np.int64, copy=False), valid[take]
+        if present.all() and rows.all():  # every row kept (the common case): no gather
+            return vals, valid
+        take = np.repeat(rows[present], col_lens[present])
+        return vals[take], valid[take]
 
     a, a_ok = flat(ids, keep, la)
     b, b_ok = flat(labels, keep, lb)
     row = np.repeat(np.arange(n), lens)
     starts_at = np.concatenate(([0], np.cumsum(lens)[:-1]))
-    pos = np.arange(total) - np.repeat(starts_at, lens)
+    pos = np.arange(total) - starts_at[row]
 
     def in_rows(col: str | None) -> "tuple[np.ndarray, np.ndarray] | None":
         """(the kept rows where ``col`` is present with the ids' length, as a mask over the kept rows;
@@ -168,14 +168,18 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
     got = in_rows(mask)
     if got is not None and got[0].any():
         mv, m_ok = flat(mask, got[0], got[1])  # type: ignore[arg-type]
-        attended[np.repeat(got[0][keep], lens)] = m_ok & (mv != 0)
+        in_m = got[0][keep]
+        if in_m.all():
+            attended = m_ok & (mv != 0)
+        else:
+            attended[in_m[row]] = m_ok & (mv != 0)
     sup = b_ok & (b >= 0)
     if ignore is not None:
         sup &= b != ignore
     got = in_rows(starts)
     if got is not None and got[0].any():
         sv, s_ok = flat(starts, got[0], got[1])  # type: ignore[arg-type]
-        in_s = np.repeat(got[0][keep], lens)
+        in_s = got[0][keep][row]
         inner = np.zeros(total, dtype=bool)
         inner[in_s] = ~s_ok | (sv != 0)
         ev["inner_ignored"] = int((~sup & inner & attended).sum())
@@ -190,9 +194,8 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
         ev["hidden"] = int(hid.size and 1 + np.count_nonzero(hid[1:] != hid[:-1]))
         ev["sup"] = int(sup.sum())
         ev["same"] = int((sup & a_ok & (b == a)).sum())
-        nxt_ok = np.append(a_ok[1:], False) & (pos + 1 < np.repeat(lens, lens))
-        a_next = np.append(a[1:], 0)
-        ev["next"] = int((sup & nxt_ok & (b == a_next)).sum())
+        # the next position is in the same row: its id compared (the last position has none)
+        ev["next"] = int((sup[:-1] & a_ok[1:] & (row[1:] == row[:-1]) & (b[:-1] == a[1:])).sum())
         ev["max"] = int(b[sup].max())
     return ev
 
