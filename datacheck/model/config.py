@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from datacheck.model import catalog
-from datacheck.model.constants import DEFAULT_MAX_EXAMPLES
+from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES
 from datacheck.model.errors import ConfigError
 from datacheck.model.layouts import LAYOUTS
 
@@ -35,7 +35,6 @@ def special_kind(path: Path) -> str | None:
 
 __all__ = ["Config", "TraceSection", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
-DEFAULT_CONFIG_NAME = "datacheck.toml"
 
 
 #: default ``[dataset] max_member_bytes``: 256 MiB (a tar member, an MDS value, a litdata field)
