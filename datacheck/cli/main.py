@@ -218,7 +218,11 @@ def _main(argv: list[str] | None) -> int:
     keep_freed_memory()
     given = sys.argv[1:] if argv is None else argv
     if given and given[0] == "audit":  # an unchanged rerun answered before the verb is imported
-        replayed = replay_audit(given[1:])
+        try:
+            replayed = replay_audit(given[1:])
+        except KeyboardInterrupt:
+            print("datacheck: interrupted", file=sys.stderr)
+            return 130
         if replayed is not None:
             return replayed
     parser = build_parser(verbs_for(given))

@@ -101,34 +101,36 @@ def eligible(args: argparse.Namespace) -> bool:
             and all(not is_url(p) and not any(ch in p for ch in "*?[") for p in args.paths))
 
 
-def _static(args: argparse.Namespace, config_path: str | None) -> dict[str, Any]:
+def _static(args: argparse.Namespace, config_path: str | None) -> tuple[dict[str, Any], bytes | None]:
     """The direct key's caller part: the flags but :data:`RUN_ONLY`, the working folder, the config
     file's path and content hash, the ``DATACHECK_*`` (but the workers') and ``POLARS_*`` environment
-    and ``HOME`` (the config lookup stops there). Raises OSError when the config cannot be read."""
+    and ``HOME`` (the config lookup stops there); and the config file's bytes. Raises OSError when the
+    config cannot be read."""
     flags = {k: v for k, v in sorted(vars(args).items()) if k not in RUN_ONLY and not k.startswith("_")}
-    conf = None
+    conf, raw = None, None
     if config_path is not None:
         with open(config_path, "rb") as f:
-            conf = [os.path.abspath(config_path), xxhash.xxh3_128_hexdigest(f.read())]
+            raw = f.read()
+        conf = [os.path.abspath(config_path), xxhash.xxh3_128_hexdigest(raw)]
     env = {k: v for k, v in sorted(os.environ.items())
            if (k.startswith(("DATACHECK_", "POLARS_")) and k != ENV_WORKERS) or k == "HOME"}
-    return {"verb": "audit", "cwd": os.getcwd(), "flags": flags, "config": conf, "env": env}
+    return {"verb": "audit", "cwd": os.getcwd(), "flags": flags, "config": conf, "env": env}, raw
 
 
 def begin(args: argparse.Namespace) -> memo.Snapshot | None:
-    """The memo's view of the inputs of the audit ``args`` describe, taken before it runs (the config
-    file is its first external file); None when the memo does not apply (:func:`eligible`, a folder
-    holding a link or a special file, a config that cannot be read)."""
+    """The memo's view of the inputs of the audit ``args`` describe, taken before it runs (with the
+    config file's bytes: the caller checks that the audit's config is the one they give); None when
+    the memo does not apply (:func:`eligible`, a folder holding a link or a special file, a config
+    that cannot be read)."""
     if not eligible(args):
         return None
-    config_path = resolve_config_path(args.config, args.paths)
     try:
-        static = _static(args, config_path)
+        static, raw = _static(args, resolve_config_path(args.config, args.paths))
     except OSError:
         return None
     snap = memo.snapshot(list(args.paths), static)
-    if snap is None or (config_path is not None and not snap.add_externals([os.path.abspath(config_path)])):
-        return None
+    if snap is not None:
+        snap.config_raw = raw
     return snap
 
 
@@ -170,7 +172,10 @@ def replay(argv: Sequence[str]) -> int | None:
                              probe=("--report-dir",))
     except (DatacheckError, OSError):
         return None
-    hit = memo.lookup(cache_dir, snap, trust_states=args.trust_mtime)
+    try:
+        hit = memo.lookup(cache_dir, snap, trust_states=args.trust_mtime)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):  # a record of an unexpected shape: a miss
+        hit = None
     if hit is None:
         return None
     try:

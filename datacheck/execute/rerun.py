@@ -203,8 +203,11 @@ class Snapshot:
     files: list[list[tuple[str, State]]]
     static: dict[str, Any]
     started_ns: int = field(default_factory=time.time_ns)
-    #: files outside the folders that the audit reads (the config, what it names), with their states
+    #: files outside the folders that the audit reads (what the config names), with their states
     externals: list[tuple[str, State]] = field(default_factory=list)
+    #: the config file's bytes as read for the key (the caller checks that the audit ran with the
+    #: config these bytes give, so the config file itself need not be settled)
+    config_raw: bytes | None = None
 
     def add_externals(self, paths: Iterable[str]) -> bool:
         """Add ``paths`` (absolute) with their current states to :attr:`externals`; False when one

@@ -33,7 +33,7 @@ def special_kind(path: Path) -> str | None:
     return "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
 
 
-__all__ = ["Config", "TraceSection", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
+__all__ = ["Config", "TraceSection", "load_config", "config_from_bytes", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
 
 
@@ -545,6 +545,17 @@ def load_config(path: str | Path | None = None, *, allow_python_schema: bool = T
         raise ConfigError("config file not found; pass an existing file to --config", path=str(path)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror}", path=str(path)) from None
+    return config_from_bytes(raw, path, allow_python_schema=allow_python_schema)
+
+
+def config_from_bytes(raw: bytes, path: str | Path, *, allow_python_schema: bool = True) -> Config:
+    """The config :func:`load_config` gives for a file at ``path`` holding the bytes ``raw`` (the
+    whole-audit memo checks that the config an audit ran with is the one whose bytes its key holds).
+
+    Raises:
+        ConfigError: as :func:`load_config`.
+    """
+    path = Path(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -18,8 +18,9 @@ from datacheck.execute.setup import AuditOptions
 from datacheck.execute.setup import resolve_config_path as _resolve
 from datacheck.formats.discovery import discover
 from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
-from datacheck.model.config import Config, load_config
+from datacheck.model.config import Config, config_from_bytes, load_config
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.model.errors import DatacheckError
 from datacheck.render.annotations import emit_annotations, in_github_actions
 from datacheck.render.html import render_html
 from datacheck.render.junit import write_junit
@@ -106,6 +107,23 @@ def resolve_config_path(given: str | None, paths: list[str]) -> str | None:
     return _resolve(given, paths)
 
 
+def _same(cfg: Config) -> tuple[dict, str | None]:
+    """What makes two configs the same for an audit: every value, and the folder relative paths start from."""
+    return cfg.to_dict(), getattr(cfg, "_folder", None)
+
+
+def _config_of(snap, args: argparse.Namespace, config_path: str | None) -> tuple[dict, str | None] | None:
+    """:func:`_same` of the config the bytes in the memo's key give (``snap.config_raw``), read as
+    :func:`run` reads the file; None when they give none (the audit then records no memo)."""
+    try:
+        cfg = (config_from_bytes(snap.config_raw, config_path,
+                                 allow_python_schema=args.config is not None or args.allow_python_schema)
+               if config_path is not None and snap.config_raw is not None else Config())
+        return _same(cfg.with_schema(args.schema) if getattr(args, "schema", None) else cfg)
+    except DatacheckError:
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     import warnings
 
@@ -129,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
                         workers=args.workers, executor=args.executor, ray_address=args.ray_address,
                         follow_symlinks=args.follow_symlinks, against=tuple(getattr(args, "against", None) or ()))
 
-    if snap is not None and not memo.name_externals(snap, args, cfg.model_dump(), config_path):
+    if snap is not None and not (_config_of(snap, args, config_path) == _same(cfg)
+                                 and memo.name_externals(snap, args, cfg.model_dump(), config_path)):
         snap = None
 
     def go(progress, byte_progress):
