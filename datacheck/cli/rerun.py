@@ -34,12 +34,23 @@ from datacheck.io.stores import is_url
 from datacheck.model.constants import ENV_WORKERS
 from datacheck.model.errors import DatacheckError
 
-__all__ = ["RUN_ONLY", "replay", "eligible", "begin", "name_externals", "finish", "parse_audit"]
+__all__ = ["KNOWN_FLAGS", "RUN_ONLY", "replay", "eligible", "begin", "name_externals", "finish", "parse_audit"]
 
 #: ``audit`` flags that choose how the work runs, never what it gives, and ``--output`` (where a copy of
 #: the report goes; a hit writes it there): left out of the memo's key (a rerun with ``--trust-mtime``
 #: or another ``--workers`` is answered by a record of an audit without).
 RUN_ONLY = ("workers", "executor", "ray_address", "trust_mtime", "no_progress", "output")
+
+
+#: Every ``audit`` flag (argparse ``dest``) whose meaning the memo was written for: the flags that
+#: change the output are in the key, those that write other files make an audit ineligible. A flag
+#: not listed here (a new one) makes every audit ineligible until it is placed
+#: (tests/e2e/ci/test_rerun_memo.py compares this set with the parser's).
+KNOWN_FLAGS = frozenset({
+    "command", "paths", "follow_symlinks", "allow_python_schema", "config", "report_dir", "output", "format", "html",
+    "fail_on", "no_progress", "show_passing", "against", "schema", "junit", "allow_check_errors", "workers",
+    "executor", "ray_address", "cache_dir", "no_cache", "trust_mtime", "cache_prune", "num_parts", "part",
+})
 
 
 class _Refused(Exception):
@@ -93,8 +104,11 @@ def _strings(v: Any) -> Iterable[str]:
 
 def eligible(args: argparse.Namespace) -> bool:
     """Whether the memo may answer (and record) the audit ``args`` describe (module docstring)."""
-    if any(not s.strip() for s in _strings([v for k, v in vars(args).items() if not k.startswith("_")])):
+    given = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    if any(not s.strip() for s in _strings(list(given.values()))):
         return False  # an empty path argument: the verb refuses it
+    if set(given) - KNOWN_FLAGS:
+        return False
     return (_cache_dir(args) is not None and not args.cache_prune and args.num_parts is None and args.part is None
             and not args.against and not args.junit and not args.html and args.format in ("text", "json")
             and os.environ.get("GITHUB_ACTIONS") != "true"

@@ -6,16 +6,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 from checkhelp import TOKENIZER, tokenizer_copy
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from gatehelp import write_dataset
 
 import datacheck.cli.commands.audit as audit_verb
+import datacheck.cli.rerun as rerun_cli
 import datacheck.execute.rerun as memo
 
 OLD = time.time() - 3600  # files last modified an hour ago: settled (memo.SETTLE_NS)
@@ -226,3 +229,28 @@ def test_trust_mtime_hashes_no_listed_file(tmp_path, audits, monkeypatch):
     run_cli("audit", str(d), *flags, "--format", "json")
     assert len(audits) == 1
     assert sorted(hashed) == sorted(str(p) for p in d.rglob("*") if p.is_file())  # every file, once
+
+
+def test_a_hit_imports_nothing_heavy(tmp_path):
+    """The rerun's process loads none of polars, numpy, pyarrow, pydantic nor the checks."""
+    d, flags = _setup(tmp_path)
+    run_cli("audit", str(d), *flags, "--format", "json")
+    heavy = ("polars", "numpy", "pyarrow", "pydantic", "datacheck.checks.all", "datacheck.execute.audit",
+             "datacheck.cli.commands.audit")
+    code = ("import sys, json, contextlib, io\n"
+            "from datacheck.cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    rc = main(['audit', {str(d)!r}, *{flags!r}, '--format', 'json'])\n"
+            f"print(json.dumps([rc, sorted(m for m in {heavy!r} if m in sys.modules), len(out.getvalue())]))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    rc, loaded, printed = json.loads(p.stdout.strip().splitlines()[-1])
+    assert (rc, loaded) == (1, []) and printed > 0
+
+
+def test_every_audit_flag_is_placed():
+    """A new ``audit`` flag is decided for the memo (in its key, or making an audit ineligible)."""
+    args = rerun_cli.parse_audit(["x"])
+    assert set(vars(args)) == rerun_cli.KNOWN_FLAGS
+    assert set(rerun_cli.RUN_ONLY) <= rerun_cli.KNOWN_FLAGS
