@@ -61,7 +61,7 @@ from datacheck.io.hashing import hash_file
 from datacheck.io.outputs import make_temp_file
 
 __all__ = ["MEMO_LAYOUT", "SETTLE_NS", "MAX_EXTERNAL_FILES", "Snapshot", "Hit", "code_fingerprint",
-           "runtime_fingerprint", "snapshot", "direct_key", "memo_path", "lookup", "record", "now_created_at",
+           "runtime_fingerprint", "observe", "snapshot", "direct_key", "memo_path", "lookup", "record", "now_created_at",
            "external_files"]
 
 #: Layout version of memo records; part of the direct key.
@@ -79,6 +79,11 @@ RUNTIME_PACKAGES = ("polars", "pyarrow", "numpy", "xxhash", "polars_hash", "pyda
                     "tokenizers", "jinja2", "yaml")
 
 State = tuple[int, int, int, int]
+
+#: Content hashes this process computed while a snapshot was being recorded (absolute path -> (file
+#: state, content hash)), noted by the per-shard cache's probe (:func:`observe`), so :func:`record`
+#: reads no shard a second time; None while no snapshot is taken (nothing is kept then).
+_seen: dict[str, tuple[tuple[Any, ...], str]] | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -227,9 +232,20 @@ class Snapshot:
         return direct_key(self.static, self.roots, self.folders, self.files)
 
 
+def observe(path: str, state: tuple[Any, ...], content_hash: str) -> None:
+    """Note that the local file ``path`` held bytes of ``content_hash`` (:func:`~datacheck.io.hashing.hash_file`)
+    while its state was ``state`` before and after they were hashed; kept only while a snapshot is
+    being recorded (:func:`record` then takes the hash instead of reading the file again)."""
+    if _seen is not None:
+        _seen[os.path.abspath(path)] = (tuple(state), content_hash)
+
+
 def snapshot(roots: list[str], static: dict[str, Any]) -> Snapshot | None:
     """Walk the audited folders ``roots`` (each an existing folder, not a link); None when one is not
-    or holds an entry that is neither a folder nor a regular file (no memo for such an audit)."""
+    or holds an entry that is neither a folder nor a regular file (no memo for such an audit).
+    Content hashes noted by :func:`observe` from now on serve the next :func:`record`."""
+    global _seen
+    _seen = {}
     folders, files = [], []
     for r in roots:
         got = _walk(r)
@@ -381,7 +397,8 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
            exit_code: int) -> bool:
     """Store what the audit ``snap`` describes gave (its report's JSON text, whose ``created_at`` is
     ``created_at``; what it printed; where it stored the report; its exit code) under its direct key,
-    with the content hashes of its external files and of every listed file. Nothing is stored (False)
+    with the content hashes of its external files and of every listed file (a file whose hash the
+    audit noted with :func:`observe` for its current state is not read again). Nothing is stored (False)
     when one of those files changed since its state was taken, was modified less than :data:`SETTLE_NS`
     before the snapshot, cannot be read, or the report's ``created_at`` does not occur exactly once in its text; a
     failed write is ignored (the next rerun audits)."""
@@ -392,12 +409,16 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
     stdout_is_report = stdout == report_text
     if not stdout_is_report and created_at in stdout:  # a printed created_at would go stale
         return False
+    global _seen
+    seen, _seen = _seen or {}, None
+
     def settled_hash(path: str, state: State) -> str | None:
         """The content hash of ``path`` when its state is ``state`` before and after the hash and it
         was last modified :data:`SETTLE_NS` or more before the snapshot; else None."""
         if state[1] > snap.started_ns - SETTLE_NS:
             return None
-        h = _hash(path)
+        noted = seen.get(path)
+        h = noted[1] if noted is not None and noted[0] == tuple(state) else _hash(path)
         try:
             after = _state(os.stat(path))
         except OSError:

@@ -254,3 +254,15 @@ def test_every_audit_flag_is_placed():
     args = rerun_cli.parse_audit(["x"])
     assert set(vars(args)) == rerun_cli.KNOWN_FLAGS
     assert set(rerun_cli.RUN_ONLY) <= rerun_cli.KNOWN_FLAGS
+
+
+def test_the_record_reads_no_shard_the_audit_hashed(tmp_path, monkeypatch):
+    """The first audit's record takes each shard's content hash from the per-shard cache's probe: it
+    reads only the files that are no shards (the temporary file, the config)."""
+    d, flags = _setup(tmp_path)
+    hashed: list[str] = []
+    real = memo._hash
+    monkeypatch.setattr(memo, "_hash", lambda p: hashed.append(p) or real(p))
+    run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(memo_records(tmp_path / "cache")) == 1
+    assert sorted(hashed) == sorted([str(d / "half.parquet.tmp"), str(d / "datacheck.toml")])
