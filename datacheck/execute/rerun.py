@@ -448,7 +448,14 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
     p = memo_path(cache_dir, key)
     tmp = None
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)  # the folder the user named (a link to one is fine)
+        for d in (p.parent.parent.parent, p.parent.parent, p.parent):  # memo/, memo/v<n>/, memo/v<n>/<xx>/
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                pass
+            if not stat.S_ISDIR(os.lstat(d).st_mode):  # a link planted there: nothing is made through it
+                return False
         fd, tmp = make_temp_file(p.parent, f".{p.name}.")
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -171,3 +171,13 @@ def test_a_damaged_record_is_a_miss(tmp_path, damage):
         p.unlink()
         p.mkdir()
     assert memo.lookup(tmp_path / "c", snap_of(root)) is None
+
+
+def test_no_record_is_written_through_a_link_in_the_cache(tmp_path):
+    root = tree(tmp_path / "d")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "memo").symlink_to(elsewhere)
+    assert not _record(tmp_path / "c", snap_of(root))
+    assert list(elsewhere.iterdir()) == []
