@@ -5,14 +5,13 @@ it gave (:func:`begin` before the audit, :func:`finish` after it).
 
 Which audits use the memo (:func:`eligible`): the result cache is on (``--cache-dir``, default
 ``.datacheck/cache``; not ``--no-cache``) and not pruned (``--cache-prune``), no part (``--num-parts``/
-``--part``), no ``--against``, ``--junit`` or ``--html``, ``--format`` text or json, not under GitHub
-Actions (``GITHUB_ACTIONS=true``: annotations on stderr), every PATH a local folder (no file, glob or
-URL) holding only folders and regular files. A record is written only when the audit raised no warning,
-had no check error, and exited 0 or 1.
+``--part``), no ``--against``, ``--junit`` or ``--html``, ``--format`` text or json, every PATH a local
+folder (no file, glob or URL) holding only folders and regular files. A record is written only when
+the audit raised no warning, had no check error, and exited 0 or 1.
 
 What a hit reproduces: the report file (``<report-dir>/<index_hash>/report.json``) and ``--output``,
 byte for byte but ``created_at`` (now), written atomically as the audit writes them; stdout; the
-exit code. What it skips: the per-shard cache (no entry is read; the identity records of
+GitHub Actions annotations on stderr (``GITHUB_ACTIONS=true`` is part of the key); the exit code. What it skips: the per-shard cache (no entry is read; the identity records of
 ``--trust-mtime`` are neither read nor written); the progress bar.
 """
 from __future__ import annotations
@@ -111,14 +110,13 @@ def eligible(args: argparse.Namespace) -> bool:
         return False
     return (_cache_dir(args) is not None and not args.cache_prune and args.num_parts is None and args.part is None
             and not args.against and not args.junit and not args.html and args.format in ("text", "json")
-            and os.environ.get("GITHUB_ACTIONS") != "true"
             and all(not is_url(p) and not any(ch in p for ch in "*?[") for p in args.paths))
 
 
 def _static(args: argparse.Namespace, config_path: str | None) -> tuple[dict[str, Any], bytes | None]:
     """The direct key's caller part: the flags but :data:`RUN_ONLY`, the working folder, the config
-    file's path and content hash, the ``DATACHECK_*`` (but the workers') and ``POLARS_*`` environment
-    and ``HOME`` (the config lookup stops there); and the config file's bytes. Raises OSError when the
+    file's path and content hash, the ``DATACHECK_*`` (but the workers') and ``POLARS_*`` environment,
+    ``HOME`` (the config lookup stops there) and ``GITHUB_ACTIONS`` (annotations); and the config file's bytes. Raises OSError when the
     config cannot be read."""
     flags = {k: v for k, v in sorted(vars(args).items()) if k not in RUN_ONLY and not k.startswith("_")}
     conf, raw = None, None
@@ -127,7 +125,7 @@ def _static(args: argparse.Namespace, config_path: str | None) -> tuple[dict[str
             raw = f.read()
         conf = [os.path.abspath(config_path), xxhash.xxh3_128_hexdigest(raw)]
     env = {k: v for k, v in sorted(os.environ.items())
-           if (k.startswith(("DATACHECK_", "POLARS_")) and k != ENV_WORKERS) or k == "HOME"}
+           if (k.startswith(("DATACHECK_", "POLARS_")) and k != ENV_WORKERS) or k in ("HOME", "GITHUB_ACTIONS")}
     return {"verb": "audit", "cwd": os.getcwd(), "flags": flags, "config": conf, "env": env}, raw
 
 
@@ -199,15 +197,19 @@ def replay(argv: Sequence[str]) -> int | None:
     except (DatacheckError, OSError):
         return None
     sys.stdout.write(hit.stdout)
+    if hit.stderr:
+        sys.stdout.flush()
+        sys.stderr.write(hit.stderr)
+        sys.stderr.flush()
     return hit.exit_code
 
 
 def finish(args: argparse.Namespace, snap: memo.Snapshot, *, report_text: str, created_at: str, stdout: str,
-           stored: str, exit_code: int) -> bool:
+           stderr: str, stored: str, exit_code: int) -> bool:
     """Record what the audit ``snap`` was taken for gave (:func:`datacheck.execute.rerun.record`);
     True when recorded."""
     cache_dir = _cache_dir(args)
     if cache_dir is None:
         return False
     return memo.record(cache_dir, snap, report_text=report_text, created_at=created_at, stdout=stdout,
-                       stored=stored, exit_code=exit_code)
+                       stderr=stderr, stored=stored, exit_code=exit_code)

@@ -259,10 +259,12 @@ def snapshot(roots: list[str], static: dict[str, Any]) -> Snapshot | None:
 def direct_key(static: dict[str, Any], roots: list[str], folders: list[list[str]],
                files: list[list[tuple[str, State]]]) -> str:
     """xxh3-128 (hex) of the memo layout, datacheck's version, :func:`code_fingerprint`,
-    :func:`runtime_fingerprint`, ``static`` (what the caller says decides the output) and the
-    listing (folders and file names, not their states) of each root."""
+    :func:`runtime_fingerprint`, ``static`` (what the caller says decides the output), each root as
+    given and with its links resolved, and the listing (folders and file names, not their states)
+    of each root."""
     doc = {"layout": MEMO_LAYOUT, "datacheck": __version__, "code": code_fingerprint(),
            "runtime": runtime_fingerprint(), "static": static, "roots": roots,
+           "real": [os.path.realpath(r) for r in roots],
            "listing": [[fo, [name for name, _ in fi]] for fo, fi in zip(folders, files)]}
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return xxhash.xxh3_128_hexdigest(blob.encode("utf-8", "surrogateescape"))
@@ -288,6 +290,7 @@ class Hit:
     stdout: str
     stored: str
     exit_code: int
+    stderr: str = ""
 
 
 def _encode(header: dict[str, Any], blobs: list[bytes]) -> bytes:
@@ -383,6 +386,7 @@ def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False)
     try:
         text = blobs[0].decode("utf-8")
         printed = text if header["stdout_is_report"] else blobs[1].decode("utf-8")
+        errors = blobs[2].decode("utf-8")
         at, old = int(header["created_at_at"]), json.dumps(header["created_at"])
     except (IndexError, KeyError, TypeError, ValueError, UnicodeDecodeError):
         return None
@@ -390,13 +394,14 @@ def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False)
         return None
     report_text = text[:at] + json.dumps(now_created_at()) + text[at + len(old):]
     return Hit(report_text=report_text, stdout=report_text if header["stdout_is_report"] else printed,
-               stored=str(header["stored"]), exit_code=int(header["exit_code"]))
+               stored=str(header["stored"]), exit_code=int(header["exit_code"]), stderr=errors)
 
 
 def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_at: str, stdout: str, stored: str,
-           exit_code: int) -> bool:
+           exit_code: int, stderr: str = "") -> bool:
     """Store what the audit ``snap`` describes gave (its report's JSON text, whose ``created_at`` is
-    ``created_at``; what it printed; where it stored the report; its exit code) under its direct key,
+    ``created_at``; what it printed on stdout and on stderr; where it stored the report; its exit
+    code) under its direct key,
     with the content hashes of its external files and of every listed file (a file whose hash the
     audit noted with :func:`observe` for its current state is not read again). Nothing is stored (False)
     when one of those files changed since its state was taken, was modified less than :data:`SETTLE_NS`
@@ -407,7 +412,7 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
         return False
     at = report_text.index(slot) + len('\n  "created_at": ')
     stdout_is_report = stdout == report_text
-    if not stdout_is_report and created_at in stdout:  # a printed created_at would go stale
+    if (not stdout_is_report and created_at in stdout) or created_at in stderr:  # a printed one would go stale
         return False
     global _seen
     seen, _seen = _seen or {}, None
@@ -444,7 +449,8 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
     header = {"layout": MEMO_LAYOUT, "key": key, "files": hashed, "externals": ext, "stored": str(stored),
               "exit_code": int(exit_code), "created_at": created_at, "created_at_at": at,
               "stdout_is_report": stdout_is_report}
-    data = _encode(header, [report_text.encode("utf-8"), b"" if stdout_is_report else stdout.encode("utf-8")])
+    data = _encode(header, [report_text.encode("utf-8"), b"" if stdout_is_report else stdout.encode("utf-8"),
+                            stderr.encode("utf-8")])
     p = memo_path(cache_dir, key)
     tmp = None
     try:

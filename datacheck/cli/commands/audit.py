@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import sys
 from typing import Any
@@ -27,23 +28,37 @@ from datacheck.render.junit import write_junit
 from datacheck.render.text import render_markdown, render_text
 from datacheck.report.model import report_path
 
-__all__ = ["add_parser", "add_view_arguments", "add_ci_arguments", "EXIT_CODES_HELP", "emit_report", "run"]
+__all__ = ["add_parser", "add_view_arguments", "add_ci_arguments", "EXIT_CODES_HELP", "emit_report", "printed_text",
+           "annotations_text", "run"]
 
 
 def emit_report(report, args: argparse.Namespace, stored, root=None, text: str | None = None,
-                printed: str | None = None) -> int:
+                printed: str | None = None, annotations: str | None = None) -> int:
     """Write ``--output``/``--junit``, print the report in ``--format``, emit GitHub Actions
     annotations when ``GITHUB_ACTIONS=true`` (on stderr, so stdout stays the report); return the exit code.
     ``text``: the report's JSON when the caller encoded it already (encoded here only for ``--format json``);
-    ``printed``: what :func:`printed_text` gave for these arguments, when the caller has it."""
+    ``printed``/``annotations``: what :func:`printed_text` / :func:`annotations_text` gave, when the caller has it."""
     if getattr(args, "junit", None):
         write_junit(report, args.junit)
     if getattr(args, "html", None):
         write_json_atomic(args.html, render_html(report))
     sys.stdout.write(printed if printed is not None else printed_text(report, args, stored, text))
-    if in_github_actions():
-        emit_annotations(report, sys.stderr, root=root)
+    if annotations is None:
+        annotations = annotations_text(report, root)
+    if annotations:
+        sys.stderr.write(annotations)
+        sys.stderr.flush()
     return exit_code(report, getattr(args, "allow_check_errors", False))
+
+
+def annotations_text(report, root=None) -> str:
+    """The GitHub Actions annotations of ``report`` (:func:`~datacheck.render.annotations.emit_annotations`)
+    when ``GITHUB_ACTIONS=true``, else the empty string."""
+    if not in_github_actions():
+        return ""
+    buf = io.StringIO()
+    emit_annotations(report, buf, root=root)
+    return buf.getvalue()
 
 
 def printed_text(report, args: argparse.Namespace, stored, text: str | None = None) -> str:
@@ -185,9 +200,10 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("GITHUB_ACTIONS") == "true":
         root = discover(list(args.paths), cfg.dataset.format).root
     printed = printed_text(report, args, stored, text)
-    rc = emit_report(report, args, stored, root, text, printed)
+    annotations = annotations_text(report, root)
+    rc = emit_report(report, args, stored, root, text, printed, annotations)
     if snap is not None and text is not None and not caught and not report.check_errors and rc in (EXIT_OK,
                                                                                                   EXIT_POLICY_FAILED):
-        memo.finish(args, snap, report_text=text, created_at=report.created_at, stdout=printed, stored=str(stored),
-                    exit_code=rc)
+        memo.finish(args, snap, report_text=text, created_at=report.created_at, stdout=printed, stderr=annotations,
+                    stored=str(stored), exit_code=rc)
     return rc

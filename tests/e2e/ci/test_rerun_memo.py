@@ -266,3 +266,14 @@ def test_the_record_reads_no_shard_the_audit_hashed(tmp_path, monkeypatch):
     run_cli("audit", str(d), *flags, "--format", "json")
     assert len(memo_records(tmp_path / "cache")) == 1
     assert sorted(hashed) == sorted([str(d / "half.parquet.tmp"), str(d / "datacheck.toml")])
+
+
+def test_annotations_under_github_actions_are_replayed(tmp_path, audits, monkeypatch):
+    d, flags = _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    first = run_cli("audit", str(d), *flags, "--format", "json", env={"GITHUB_ACTIONS": "true"})
+    assert "::error" in first.stderr or "::warning" in first.stderr
+    again = run_cli("audit", str(d), *flags, "--format", "json", env={"GITHUB_ACTIONS": "true"})
+    assert len(audits) == 1 and again.stderr == first.stderr and again.returncode == first.returncode
+    plain = run_cli("audit", str(d), *flags, "--format", "json", env={"GITHUB_ACTIONS": None})
+    assert len(audits) == 2 and plain.stderr == ""  # another environment: another key
