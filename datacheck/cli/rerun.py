@@ -147,10 +147,11 @@ def begin(args: argparse.Namespace) -> memo.Snapshot | None:
 
 
 def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values: Any, config_path: str | None) -> bool:
-    """Add to ``snap`` the files outside the audited folders that the config's string values
-    (``config_values``: the validated config as plain data) name, found from the working folder and
-    the config's folder (:func:`datacheck.execute.rerun.external_files`; files inside the audited
-    folders, the cache and the report folder left out): call it before the audit reads them. False:
+    """Add to ``snap`` the files the config's string values (``config_values``: the validated config
+    as plain data) name that its listing does not hold, found from the working folder and
+    the config's folder (:func:`datacheck.execute.rerun.external_files`; the files the listing of the
+    audited folders holds, and those in the cache and the report folder, left out; a file in a hidden
+    folder of the data, which the listing leaves out, is kept): call it before the audit reads them. False:
     no memo for this audit (a value is a URL, a named folder holds too many files, or a file cannot
     be stat-ed)."""
     cache_dir = _cache_dir(args)
@@ -161,8 +162,10 @@ def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values:
     found = memo.external_files(values, anchors)
     if found is None or cache_dir is None:
         return False
-    skip = [os.path.join(os.path.realpath(d), "") for d in (*snap.roots, cache_dir, args.report_dir)]
-    return snap.add_externals(f for f in found if not any(os.path.realpath(f).startswith(x) for x in skip))
+    listed = {os.path.join(root, name) for root, files in zip(snap.roots, snap.files) for name, _ in files}
+    skip = [os.path.join(os.path.realpath(d), "") for d in (cache_dir, args.report_dir)]  # its own outputs
+    return snap.add_externals(f for f in found
+                              if f not in listed and not any(os.path.realpath(f).startswith(x) for x in skip))
 
 
 def replay(argv: Sequence[str]) -> int | None:

@@ -23,8 +23,8 @@ A memo record is stored in the result cache folder (``--cache-dir``) under
 
 The record holds the content hash (xxh3-128, :func:`~datacheck.io.hashing.hash_file`) and file state
 (size, modification and status-change times in ns, inode) of every listed file, the content hash of
-every file outside the folders the audit read (:attr:`Snapshot.externals`: the files the config
-names, and the files of folders it names), and the outputs: the report's JSON text, what was printed
+every other file the audit reads (:attr:`Snapshot.externals`: the files the config names, and the
+files of folders it names, outside the listing), and the outputs: the report's JSON text, what was printed
 and the exit code. A lookup (:func:`lookup`) hits only when every external file and every listed file
 still has its recorded content hash: each file's bytes are hashed again, as a rerun through the
 per-shard cache hashes every shard, unless the caller allows file states to be trusted

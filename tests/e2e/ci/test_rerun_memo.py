@@ -277,3 +277,22 @@ def test_annotations_under_github_actions_are_replayed(tmp_path, audits, monkeyp
     assert len(audits) == 1 and again.stderr == first.stderr and again.returncode == first.returncode
     plain = run_cli("audit", str(d), *flags, "--format", "json", env={"GITHUB_ACTIONS": None})
     assert len(audits) == 2 and plain.stderr == ""  # another environment: another key
+
+
+def test_a_named_file_in_a_hidden_folder_of_the_data_is_an_input(tmp_path, audits):
+    """The listing leaves hidden folders out (discovery never reads them), but a file the config names
+    there is read by the audit: a change to it audits again."""
+    d, flags = _setup(tmp_path)
+    (d / ".contracts").mkdir()
+    schema = d / ".contracts" / "schema.yaml"
+    schema.write_text("columns:\n  label:\n    dtype: Int64\n    in_range: {min_value: 0, max_value: 2}\n")
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[labels]\nnum_classes = 3\n[dataset]\nschema = "{schema}"\n')
+    age(d, cfg)
+    run_cli("audit", str(d), *flags, "--config", str(cfg), "--format", "json")
+    run_cli("audit", str(d), *flags, "--config", str(cfg), "--format", "json")
+    assert len(audits) == 1
+    schema.write_text(schema.read_text().replace("min_value: 0", "min_value: 1"))
+    age(schema)
+    run_cli("audit", str(d), *flags, "--config", str(cfg), "--format", "json")
+    assert len(audits) == 2
