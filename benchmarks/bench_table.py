@@ -17,8 +17,7 @@ chat       a JSONL chat folder: 10 files x 2,000 conversations (``messages``: 2-
 =========  ====================================
 
 and measures, each task in a fresh process, rounds interleaved (every task once per round), medians
-of ``--repeat`` rounds, the files' bytes read once before every task (page cache), the package's byte
-code compiled first and kept (as an installed package runs; ``PYTHONDONTWRITEBYTECODE`` is dropped):
+of ``--repeat`` rounds, the files' bytes read once before every task (page cache):
 
 - ``pyarrow``: ``pyarrow.parquet.read_table`` of every file (its default threads); for the chat
   folder ``pyarrow.json.read_json`` of every file;
@@ -39,13 +38,16 @@ start and end of every row.
 With ``--baseline-src DIR`` the tasks ``audit_base`` and ``rerun_base`` run the datacheck package in
 DIR (an earlier commit) the same way, interleaved: before and after in one run.
 
-Usage: python benchmarks/bench_table.py [--rows big256,f10,f100,...] [--repeat 3] [--scale 1.0]
+With ``--pyc`` datacheck's sources (this tree's and the baseline's) are compiled to ``.pyc`` first, as
+``pip install`` does; without it, where ``PYTHONDONTWRITEBYTECODE=1`` is set every datacheck process
+compiles them again (0.25-0.3 CPU s a process, workers included).
+
+Usage: python benchmarks/bench_table.py [--rows big256,f10,f100,...] [--repeat 3] [--scale 1.0] [--pyc]
        [--tasks pyarrow,polars,audit,rerun,rerun_mtime,audit_base,rerun_base --baseline-src DIR]
 """
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import shutil
@@ -288,6 +290,10 @@ def main() -> None:
     ap.add_argument("--baseline-src", default=None,
                     help="a folder holding an earlier datacheck package (git archive COMMIT datacheck | tar -x -C DIR): "
                          "tasks audit_base and rerun_base run it, interleaved")
+    ap.add_argument("--pyc", action="store_true",
+                    help="compile datacheck's sources (this tree's and --baseline-src's) to .pyc first, as pip does "
+                         "when it installs the package; without it, under PYTHONDONTWRITEBYTECODE=1 every datacheck "
+                         "process (and each worker) compiles them again")
     ap.add_argument("--child", nargs=2, metavar=("TOOL", "FOLDER"), help=argparse.SUPPRESS)
     ap.add_argument("--gen", nargs=2, metavar=("NAME", "SCALE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -298,12 +304,14 @@ def main() -> None:
         make_data(a.gen[0], float(a.gen[1]))
         return
     WORK.mkdir(parents=True, exist_ok=True)
-    # as installed packages run: byte code compiled once and kept (a PYTHONDONTWRITEBYTECODE=1
-    # environment would otherwise recompile every stale module in every task: 0.2-0.5 CPU s)
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    for src in filter(None, [str(ROOT), a.baseline_src]):
-        compileall.compile_dir(str(Path(src) / "datacheck"), quiet=1)
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; load {os.getloadavg()}")
+    if a.pyc:  # as installed packages run: byte code compiled once and kept
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        for src in [ROOT, *([Path(a.baseline_src)] if a.baseline_src else [])]:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(src / "datacheck")], check=True,
+                           stdout=subprocess.DEVNULL)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; load {os.getloadavg()}; "
+          f".pyc {'compiled first' if a.pyc else 'as the environment leaves them'} "
+          f"(PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')})")
     for name in a.rows.split(","):
         measure(name, a)
 

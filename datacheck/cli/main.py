@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 import datacheck.cli.commands as pkg
 from datacheck import __version__
+from datacheck.cli.rerun import replay as replay_audit
 from datacheck.model.constants import EXIT_INTERNAL, EXIT_POLICY_FAILED, EXIT_USAGE
 from datacheck.model.errors import DatacheckError, PolicyFailed, ReportVersionError, UsageError
 
@@ -215,7 +216,16 @@ def _main(argv: list[str] | None) -> int:
     limit_blas_threads()
     choose_arrow_pool()
     keep_freed_memory()
-    parser = build_parser(verbs_for(sys.argv[1:] if argv is None else argv))
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] == "audit":  # an unchanged rerun answered before the verb is imported
+        try:
+            replayed = replay_audit(given[1:])
+        except KeyboardInterrupt:
+            print("datacheck: interrupted", file=sys.stderr)
+            return 130
+        if replayed is not None:
+            return replayed
+    parser = build_parser(verbs_for(given))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)

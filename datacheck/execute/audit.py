@@ -21,6 +21,7 @@ from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
 from datacheck.execute.executors import LocalExecutor, ProcessExecutor, WorkerDied, make_executor
+from datacheck.execute.rerun import observe
 from datacheck.execute.setup import (
     FROM_CONFIG,
     AuditOptions,
@@ -105,9 +106,11 @@ def probe_cache(ds: DiscoveredShard, cache: ShardCache, cross_shard: bool) -> Pr
         states = None if files is None else [before if f == files[-1] else file_state(f) for f in files]
         known = None if files is None or states is None else cache.known_hash(files, states)
         chash, size = known if known is not None else hash_shard(ds.source, ds.format)
-        if files is not None and states is not None and known is None:
-            if file_state(ds.source) == before:  # the bytes hashed are those of this state
+        if files is not None and states is not None and file_state(ds.source) == before:
+            if known is None:  # the bytes hashed are those of this state
                 cache.remember(files, states, chash, size)
+            if len(files) == 1:  # no companion: the shard's content hash is its file's (whole-audit memo)
+                observe(files[0], before, chash)
     except OSError:
         return Probe(state=None, content_hash=None, size=0, result=None)
     got = cache.get(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard), ds.rel)

@@ -39,6 +39,9 @@ never trusted, it is counted, removed and recomputed. Entries are written to a t
 the entry's folder, fsynced and renamed (``os.replace``), so a reader sees either no entry or a
 complete one, and two audits writing the same entry at once both leave a complete entry.
 
+The same folder holds the whole-audit memo of the CLI (``memo/``: :mod:`datacheck.execute.rerun`),
+which answers a rerun over unchanged inputs before any shard is looked up here.
+
 Entries are never deleted during an audit; ``--cache-prune`` (:meth:`ShardCache.prune`) deletes,
 after the audit, the entries it did not use (the old versions of changed or removed shards) and
 temporary files older than an hour, for a cache folder kept for one dataset (nightly CI).
@@ -53,7 +56,6 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
-import functools
 import io
 import json
 import os
@@ -70,6 +72,7 @@ from typing import Any
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.execute.rerun import SETTLE_NS, code_fingerprint
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
 from datacheck.io.outputs import make_temp_file
@@ -99,10 +102,6 @@ ENTRY_LAYOUT = 1
 _MAGIC = b"DCR1\n"
 _DIGEST_LEN = 16  # xxh3-128
 _TAG = "__dc__"
-#: A file modified less than this many ns before it was stat-ed gets no identity record: 2 s, the
-#: coarsest modification-time step of common file systems (FAT; ext4 and XFS keep ns, NFS
-#: servers may round to 1 s).
-SETTLE_NS = 2_000_000_000
 
 
 class CacheWarning(UserWarning):
@@ -305,24 +304,6 @@ def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------- keys
-
-
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """xxh3-128 over datacheck's own source and data files (``.py``, ``.json``, ``.yaml``: the checks
-    and the built-in schemas; sorted relative paths and bytes).
-
-    Part of every cache key: results computed by different check code never answer each other,
-    even when the version string did not change (editable installs, development).
-    """
-    pkg = Path(__file__).resolve().parent
-    h = xxhash.xxh3_128()
-    for p in sorted(pkg.rglob("*")):
-        if p.suffix in (".py", ".json", ".yaml") and p.is_file() and "__pycache__" not in p.parts:
-            h.update(p.relative_to(pkg).as_posix().encode() + b"\0")
-            h.update(p.read_bytes())
-            h.update(b"\0")
-    return h.hexdigest()
 
 
 def _schema_file_hash(cfg: Config) -> str | None:
@@ -665,8 +646,10 @@ class ShardCache:
         self.used |= used
 
     def prune(self, temp_max_age_s: float = 3600.0) -> int:
-        """Delete every entry this audit did not use, entries of other layouts, and temporary files
-        older than ``temp_max_age_s`` seconds (left by a killed writer). Returns the files removed.
+        """Delete every entry this audit did not use, entries of other layouts, every whole-audit memo
+        record (``memo/``, :mod:`datacheck.execute.rerun`: an audit with ``--cache-prune`` neither reads
+        nor writes one) and temporary files older than ``temp_max_age_s`` seconds (left by a killed
+        writer). Returns the files removed.
 
         For a cache folder dedicated to one dataset and config (e.g. restored by ``actions/cache``
         in a nightly job): entries of the shard versions that are gone would otherwise pile up.
@@ -690,6 +673,8 @@ class ShardCache:
                 stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used
             elif p.suffix == ".json" and len(rel) == 4 and rel[0].startswith("v") and rel[1] == "ids":
                 stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used_ids
+            elif p.suffix == ".dcm" and rel[0] == "memo":  # whole-audit memo records (execute/rerun.py)
+                stale = True
             if stale:
                 try:
                     p.unlink()

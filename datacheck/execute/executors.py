@@ -43,15 +43,12 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
 
+from datacheck.model.constants import ENV_WORKERS, EXECUTORS
 from datacheck.model.errors import OptionalDependencyError, UsageError
 
 __all__ = ["ENV_WORKERS", "EXECUTORS", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "WorkerDied",
            "LOCAL_BYTES", "RAY_INSTALL_HINT", "cpu_cores", "default_workers", "make_executor", "require_ray"]
 
-#: Environment variable giving the default number of workers (``--workers`` and ``workers=`` win).
-ENV_WORKERS = "DATACHECK_WORKERS"
-#: The executor names ``--executor`` accepts.
-EXECUTORS = ("local", "process", "ray")
 #: what to install for ``--executor ray``: the ``datacheck[ray]`` extra, named in words, and the commands that
 #: work (the PyPI name ``datacheck`` is another project's: tests/contract/test_install_instructions.py).
 RAY_INSTALL_HINT = ('the datacheck[ray] extra is not installed: pip install "ray>=2.9" '

@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from datacheck.model import catalog
-from datacheck.model.constants import DEFAULT_MAX_EXAMPLES
+from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES
 from datacheck.model.errors import ConfigError
 from datacheck.model.layouts import LAYOUTS
 
@@ -33,9 +33,8 @@ def special_kind(path: Path) -> str | None:
     return "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
 
 
-__all__ = ["Config", "TraceSection", "load_config", "config_from_dict", "DEFAULT_CONFIG_NAME"]
+__all__ = ["Config", "TraceSection", "load_config", "config_from_bytes", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
-DEFAULT_CONFIG_NAME = "datacheck.toml"
 
 
 #: default ``[dataset] max_member_bytes``: 256 MiB (a tar member, an MDS value, a litdata field)
@@ -546,6 +545,17 @@ def load_config(path: str | Path | None = None, *, allow_python_schema: bool = T
         raise ConfigError("config file not found; pass an existing file to --config", path=str(path)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror}", path=str(path)) from None
+    return config_from_bytes(raw, path, allow_python_schema=allow_python_schema)
+
+
+def config_from_bytes(raw: bytes, path: str | Path, *, allow_python_schema: bool = True) -> Config:
+    """The config :func:`load_config` gives for a file at ``path`` holding the bytes ``raw`` (the
+    whole-audit memo checks that the config an audit ran with is the one whose bytes its key holds).
+
+    Raises:
+        ConfigError: as :func:`load_config`.
+    """
+    path = Path(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

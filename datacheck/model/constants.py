@@ -9,6 +9,9 @@ __all__ = [
     "REPORT_VERSION",
     "HASH_ALGORITHM",
     "DEFAULT_REPORT_DIR",
+    "DEFAULT_CONFIG_NAME",
+    "ENV_WORKERS",
+    "EXECUTORS",
     "DEFAULT_MAX_EXAMPLES",
     "EXAMPLE_VALUE_MAX_CHARS",
     "FP16_MAX",
@@ -27,6 +30,8 @@ REPORT_VERSION = 1
 #: Algorithm of every content hash datacheck stores (prefix of ``content_hash`` values).
 HASH_ALGORITHM = "xxh3-128"
 DEFAULT_REPORT_DIR = ".datacheck/reports"
+#: The config file name datacheck looks for (``--config`` names another).
+DEFAULT_CONFIG_NAME = "datacheck.toml"
 #: Example rows kept per finding (``rows``/``examples``), unless ``[report] max_examples`` says otherwise.
 DEFAULT_MAX_EXAMPLES = 20
 #: Example values are shown truncated to this many characters.
@@ -50,3 +55,7 @@ BATCH_TARGET_BYTES = 64 * 2**20
 #: Environment variable forcing the rows of one batch (an int >= 1; tests use tiny batches to prove
 #: that every result merges exactly). Unset: rows from :data:`BATCH_TARGET_BYTES`.
 ENV_BATCH_ROWS = "DATACHECK_BATCH_ROWS"
+#: Environment variable giving the default number of workers (``--workers`` and ``workers=`` win).
+ENV_WORKERS = "DATACHECK_WORKERS"
+#: The executor names ``--executor`` accepts.
+EXECUTORS = ("local", "process", "ray")

@@ -13,7 +13,7 @@ Every message says the bad value, what was expected and what to do.
 """
 from __future__ import annotations
 
-import polars as pl
+from typing import Any
 
 __all__ = [
     "DatacheckError",
@@ -86,7 +86,25 @@ class BatchValidationError(DatacheckError):
 
 
 
-#: What a failing polars query raises: its exceptions, and ``PanicException`` (a ``BaseException``
-#: raised when the engine itself panics, e.g. on some fused list expressions over a parquet scan).
-#: Both are isolated to the check at fault, never allowed to crash the audit.
-ENGINE_ERRORS: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
+#: (declared for readers and type checkers; the value is built by :func:`__getattr__` on first use)
+ENGINE_ERRORS: tuple[type[BaseException], ...]
+
+
+def __getattr__(name: str) -> Any:
+    """``ENGINE_ERRORS``: what a failing polars query raises: its exceptions, and ``PanicException`` (a
+    ``BaseException`` raised when the engine itself panics, e.g. on some fused list expressions over a
+    parquet scan). Both are isolated to the check at fault, never allowed to crash the audit.
+
+    Built on first access (PEP 562), so that importing the error classes does not import polars
+    (the CLI's start-up, a rerun answered from the whole-audit memo: :mod:`datacheck.execute.rerun`).
+
+    Raises:
+        AttributeError: any other missing name.
+    """
+    if name == "ENGINE_ERRORS":
+        import polars as pl  # lazy: 0.2-0.4 s, needed only where a query runs
+
+        value: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

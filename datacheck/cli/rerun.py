@@ -1,0 +1,218 @@
+"""``datacheck audit`` answered from the whole-audit memo (:mod:`datacheck.execute.rerun`) before
+anything heavy is imported: :func:`replay` runs first for every ``audit`` command line
+(:func:`datacheck.cli.main.main`); on a miss the verb runs as always and, when it may, records what
+it gave (:func:`begin` before the audit, :func:`finish` after it).
+
+Which audits use the memo (:func:`eligible`): the result cache is on (``--cache-dir``, default
+``.datacheck/cache``; not ``--no-cache``) and not pruned (``--cache-prune``), no part (``--num-parts``/
+``--part``), no ``--against``, ``--junit`` or ``--html``, ``--format`` text or json, every PATH a local
+folder (no file, glob or URL) holding only folders and regular files. A record is written only when
+the audit raised no warning, had no check error, and exited 0 or 1.
+
+What a hit reproduces: the report file (``<report-dir>/<index_hash>/report.json``) and ``--output``,
+byte for byte but ``created_at`` (now), written atomically as the audit writes them; stdout; the
+GitHub Actions annotations on stderr (``GITHUB_ACTIONS=true`` is part of the key); the exit code. What it skips: the per-shard cache (no entry is read; the identity records of
+``--trust-mtime`` are neither read nor written); the progress bar.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import xxhash
+
+from datacheck.cli.auditargs import add_parser
+from datacheck.cli.defaults import default_cache_dir
+from datacheck.execute import rerun as memo
+from datacheck.execute.configpath import resolve_config_path
+from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
+from datacheck.io.stores import is_url
+from datacheck.model.constants import ENV_WORKERS
+from datacheck.model.errors import DatacheckError
+
+__all__ = ["KNOWN_FLAGS", "RUN_ONLY", "replay", "eligible", "begin", "name_externals", "finish", "parse_audit"]
+
+#: ``audit`` flags that choose how the work runs, never what it gives, and ``--output`` (where a copy of
+#: the report goes; a hit writes it there): left out of the memo's key (a rerun with ``--trust-mtime``
+#: or another ``--workers`` is answered by a record of an audit without).
+RUN_ONLY = ("workers", "executor", "ray_address", "trust_mtime", "no_progress", "output")
+
+
+#: Every ``audit`` flag (argparse ``dest``) whose meaning the memo was written for: the flags that
+#: change the output are in the key, those that write other files make an audit ineligible. A flag
+#: not listed here (a new one) makes every audit ineligible until it is placed
+#: (tests/e2e/ci/test_rerun_memo.py compares this set with the parser's).
+KNOWN_FLAGS = frozenset({
+    "command", "paths", "follow_symlinks", "allow_python_schema", "config", "report_dir", "output", "format", "html",
+    "fail_on", "no_progress", "show_passing", "against", "schema", "junit", "allow_check_errors", "workers",
+    "executor", "ray_address", "cache_dir", "no_cache", "trust_mtime", "cache_prune", "num_parts", "part",
+})
+
+
+class _Refused(Exception):
+    """The command line is not one the memo answers (the verb parses it and says what is wrong)."""
+
+
+class _QuietParser(argparse.ArgumentParser):
+    """A parser that prints nothing and never exits: an error, ``--help`` or a usage line is
+    :class:`_Refused`."""
+
+    def error(self, message: str) -> Any:
+        raise _Refused(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
+        raise _Refused(message or "")
+
+    def print_help(self, file: Any = None) -> None:
+        raise _Refused("help")
+
+    def print_usage(self, file: Any = None) -> None:
+        raise _Refused("usage")
+
+
+def parse_audit(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` (after ``audit``) parsed by the verb's own parser (:func:`datacheck.cli.auditargs.add_parser`).
+
+    Raises:
+        _Refused: not a command line the verb would run (a usage error, ``--help``).
+    """
+    p = _QuietParser(prog="datacheck", add_help=False)
+    sub = p.add_subparsers(dest="command")
+    add_parser(sub)
+    return p.parse_args(["audit", *argv])
+
+
+def _cache_dir(args: argparse.Namespace) -> str | None:
+    return None if args.no_cache else (args.cache_dir or default_cache_dir())
+
+
+def _strings(v: Any) -> Iterable[str]:
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield from _strings(k)
+            yield from _strings(x)
+    elif isinstance(v, (list, tuple, set, frozenset)):
+        for x in v:
+            yield from _strings(x)
+
+
+def eligible(args: argparse.Namespace) -> bool:
+    """Whether the memo may answer (and record) the audit ``args`` describe (module docstring)."""
+    given = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    if any(not s.strip() for s in _strings(list(given.values()))):
+        return False  # an empty path argument: the verb refuses it
+    if set(given) - KNOWN_FLAGS:
+        return False
+    return (_cache_dir(args) is not None and not args.cache_prune and args.num_parts is None and args.part is None
+            and not args.against and not args.junit and not args.html and args.format in ("text", "json")
+            and all(not is_url(p) and not any(ch in p for ch in "*?[") for p in args.paths))
+
+
+def _static(args: argparse.Namespace, config_path: str | None) -> tuple[dict[str, Any], bytes | None]:
+    """The direct key's caller part: the flags but :data:`RUN_ONLY`, the working folder, the config
+    file's path and content hash, the ``DATACHECK_*`` (but the workers') and ``POLARS_*`` environment,
+    ``HOME`` (the config lookup stops there) and ``GITHUB_ACTIONS`` (annotations); and the config file's bytes. Raises OSError when the
+    config cannot be read."""
+    flags = {k: v for k, v in sorted(vars(args).items()) if k not in RUN_ONLY and not k.startswith("_")}
+    conf, raw = None, None
+    if config_path is not None:
+        with open(config_path, "rb") as f:
+            raw = f.read()
+        conf = [os.path.abspath(config_path), xxhash.xxh3_128_hexdigest(raw)]
+    env = {k: v for k, v in sorted(os.environ.items())
+           if (k.startswith(("DATACHECK_", "POLARS_")) and k != ENV_WORKERS) or k in ("HOME", "GITHUB_ACTIONS")}
+    return {"verb": "audit", "cwd": os.getcwd(), "flags": flags, "config": conf, "env": env}, raw
+
+
+def begin(args: argparse.Namespace) -> memo.Snapshot | None:
+    """The memo's view of the inputs of the audit ``args`` describe, taken before it runs (with the
+    config file's bytes: the caller checks that the audit's config is the one they give); None when
+    the memo does not apply (:func:`eligible`, a folder holding a link or a special file, a config
+    that cannot be read)."""
+    if not eligible(args):
+        return None
+    try:
+        static, raw = _static(args, resolve_config_path(args.config, args.paths))
+    except OSError:
+        return None
+    snap = memo.snapshot(list(args.paths), static)
+    if snap is not None:
+        snap.config_raw = raw
+    return snap
+
+
+def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values: Any, config_path: str | None) -> bool:
+    """Add to ``snap`` the files the config's string values (``config_values``: the validated config
+    as plain data) name that its listing does not hold, found from the working folder and
+    the config's folder (:func:`datacheck.execute.rerun.external_files`; the files the listing of the
+    audited folders holds, and those in the cache and the report folder, left out; a file in a hidden
+    folder of the data, which the listing leaves out, is kept): call it before the audit reads them. False:
+    no memo for this audit (a value is a URL, a named folder holds too many files, or a file cannot
+    be stat-ed)."""
+    cache_dir = _cache_dir(args)
+    values = list(_strings(config_values))
+    if any(is_url(v) for v in values):  # an object the audit may read from a store: not fingerprinted here
+        return False
+    anchors = [os.getcwd()] + ([os.path.dirname(os.path.abspath(config_path))] if config_path else [])
+    found = memo.external_files(values, anchors)
+    if found is None or cache_dir is None:
+        return False
+    listed = {os.path.join(root, name) for root, files in zip(snap.roots, snap.files) for name, _ in files}
+    skip = [os.path.join(os.path.realpath(d), "") for d in (cache_dir, args.report_dir)]  # its own outputs
+    return snap.add_externals(f for f in found
+                              if f not in listed and not any(os.path.realpath(f).startswith(x) for x in skip))
+
+
+def replay(argv: Sequence[str]) -> int | None:
+    """Answer ``datacheck audit ARGV`` from the memo: write the report and ``--output``, print what
+    the audit printed and return its exit code; None when the memo does not answer (the verb runs).
+    Nothing is written before the answer is known."""
+    try:
+        args = parse_audit(argv)
+    except _Refused:
+        return None
+    snap = begin(args)
+    if snap is None:
+        return None
+    cache_dir = _cache_dir(args)
+    assert cache_dir is not None  # eligible
+    try:  # the verb's own refusals: where they would refuse, the verb runs and says so
+        check_outputs({"--output": args.output, "--html": args.html, "--junit": args.junit}, list(args.paths))
+        check_output_folders({"--report-dir": args.report_dir, "--cache-dir": cache_dir}, list(args.paths),
+                             probe=("--report-dir",))
+    except (DatacheckError, OSError):
+        return None
+    try:
+        hit = memo.lookup(cache_dir, snap, trust_states=args.trust_mtime)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):  # a record of an unexpected shape: a miss
+        hit = None
+    if hit is None:
+        return None
+    try:
+        write_json_atomic(hit.stored, hit.report_text)
+        if args.output:
+            write_json_atomic(args.output, hit.report_text)
+    except (DatacheckError, OSError):
+        return None
+    sys.stdout.write(hit.stdout)
+    if hit.stderr:
+        sys.stdout.flush()
+        sys.stderr.write(hit.stderr)
+        sys.stderr.flush()
+    return hit.exit_code
+
+
+def finish(args: argparse.Namespace, snap: memo.Snapshot, *, report_text: str, created_at: str, stdout: str,
+           stderr: str, stored: str, exit_code: int) -> bool:
+    """Record what the audit ``snap`` was taken for gave (:func:`datacheck.execute.rerun.record`);
+    True when recorded."""
+    cache_dir = _cache_dir(args)
+    if cache_dir is None:
+        return False
+    return memo.record(cache_dir, snap, report_text=report_text, created_at=created_at, stdout=stdout,
+                       stderr=stderr, stored=stored, exit_code=exit_code)

@@ -1,0 +1,298 @@
+"""A rerun of ``datacheck audit`` over unchanged inputs is answered by the whole-audit memo
+(datacheck/execute/rerun.py, datacheck/cli/rerun.py): the same report file, ``--output``, stdout and
+exit code as the audit (``created_at`` apart), without auditing; any changed input audits again."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from checkhelp import TOKENIZER, tokenizer_copy
+from conftest import ROOT, run_cli
+from gatehelp import write_dataset
+
+import datacheck.cli.commands.audit as audit_verb
+import datacheck.cli.rerun as rerun_cli
+import datacheck.execute.rerun as memo
+
+OLD = time.time() - 3600  # files last modified an hour ago: settled (memo.SETTLE_NS)
+
+
+def age(*paths: Path) -> None:
+    """Set the modification time of every file under ``paths`` an hour back (a record needs settled files)."""
+    for p in paths:
+        for f in [p] if p.is_file() else [x for x in p.rglob("*") if x.is_file()]:
+            os.utime(f, (OLD, OLD))
+
+
+@pytest.fixture
+def audits(monkeypatch):
+    """Counts the audits that ran (``run_audit`` of the verb); a hit of the memo runs none."""
+    calls: list[int] = []
+    real = audit_verb.run_audit
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(audit_verb, "run_audit", counted)
+    return calls
+
+
+def files_under(root: Path) -> dict[str, str]:
+    """Relative path -> text of every file under ``root``, ``created_at`` blanked."""
+    return {p.relative_to(root).as_posix(): blank(p.read_text()) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def blank(text: str) -> str:
+    return re.sub(r'"created_at": "[^"]*"', '"created_at": ""', text)
+
+
+def memo_records(cache: Path) -> list[Path]:
+    return sorted(cache.rglob("*.dcm"))
+
+
+def _setup(tmp_path: Path) -> tuple[Path, list[str]]:
+    d = write_dataset(tmp_path / "data")
+    age(d)
+    return d, ["--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"), "--no-progress"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_rerun_gives_the_audits_outputs(tmp_path, audits, fmt):
+    d, flags = _setup(tmp_path)
+    plain = run_cli("audit", str(d), "--no-cache", "--format", fmt, "--report-dir", str(tmp_path / "p"),
+                    "-o", str(tmp_path / "plain.json"))
+    first = run_cli("audit", str(d), *flags, "--format", fmt, "-o", str(tmp_path / "first.json"))
+    assert len(audits) == 2 and first.returncode == plain.returncode == 1  # a finding fails the policy
+    assert len(memo_records(tmp_path / "cache")) == 1
+    reports_after_first = files_under(tmp_path / "r")
+    before = time.time()
+    again = run_cli("audit", str(d), *flags, "--format", fmt, "-o", str(tmp_path / "again.json"), "--workers", "1")
+    assert len(audits) == 2  # answered by the memo: no audit ran
+    assert again.returncode == first.returncode and again.stderr == first.stderr == ""
+    assert files_under(tmp_path / "r") == reports_after_first
+    for name in ("first.json", "again.json"):
+        assert blank((tmp_path / name).read_text()) == blank((tmp_path / "plain.json").read_text())
+    if fmt == "json":
+        assert blank(again.stdout) == blank(first.stdout) == blank(plain.stdout)
+        assert again.stdout == (tmp_path / "again.json").read_text()
+    else:
+        assert again.stdout == first.stdout
+        assert first.stdout.replace(str(tmp_path / "r"), "R") == plain.stdout.replace(str(tmp_path / "p"), "R")
+    created = json.loads((tmp_path / "again.json").read_text())["created_at"]
+    stamp = time.mktime(time.strptime(created.replace("+00:00", ""), "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    assert stamp >= int(before) - 1  # made anew
+    stored = next((tmp_path / "r").rglob("report.json"))
+    assert stored.read_text() == (tmp_path / "again.json").read_text()
+
+
+def _change_shard(d: Path, root: Path) -> None:
+    """Same size, same modification time, other bytes: only the content hash tells."""
+    p = d / "extra.jsonl"
+    st = p.stat()
+    text = p.read_text()
+    p.write_text(text.replace('"a"', '"z"'))
+    assert p.stat().st_size == st.st_size
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _change_config(d: Path, root: Path) -> None:
+    p = root / "datacheck.toml"
+    p.write_text(p.read_text().replace("num_classes = 3", "num_classes = 2"))
+    age(p)
+
+
+def _add_file(d: Path, root: Path) -> None:
+    pl.DataFrame({"text": ["new"], "label": [0]}).write_parquet(d / "copy" / "late.parquet")
+    age(d)
+
+
+def _change_schema(d: Path, root: Path) -> None:
+    p = root / "schema.yaml"
+    p.write_text(p.read_text().replace("min_value: 0", "min_value: 1"))
+    age(p)
+
+
+@pytest.mark.parametrize("change", [_change_shard, _change_config, _add_file, _change_schema])
+@pytest.mark.parametrize("trust", [False, True])
+def test_a_changed_input_audits_again(tmp_path, audits, change, trust):
+    d, flags = _setup(tmp_path)
+    schema = tmp_path / "schema.yaml"  # outside the data: a file the config names
+    schema.write_text("columns:\n  label:\n    dtype: Int64\n    in_range: {min_value: 0, max_value: 2}\n")
+    age(schema)
+    cfg = tmp_path / "datacheck.toml"  # named with --config: it may name a file outside its folder
+    cfg.write_text(f'[labels]\nnum_classes = 3\n[dataset]\nschema = "{schema}"\n')
+    age(cfg)
+    extra = ["--config", str(cfg), *(["--trust-mtime"] if trust else [])]
+    run_cli("audit", str(d), *flags, "--format", "json", *extra)
+    run_cli("audit", str(d), *flags, "--format", "json", *extra)
+    assert len(audits) == 1
+    change(d, tmp_path)
+    after = run_cli("audit", str(d), *flags, "--format", "json", *extra)
+    assert len(audits) == 2 and after.returncode in (0, 1), after.stderr  # audited again
+    fresh = run_cli("audit", str(d), "--no-cache", "--format", "json", "--report-dir", str(tmp_path / "p"),
+                    "--config", str(cfg))
+    assert blank(after.stdout) == blank(fresh.stdout) and after.returncode == fresh.returncode
+    again = run_cli("audit", str(d), *flags, "--format", "json", *extra)
+    assert len(audits) == 3  # the audit after the change recorded what it gave (its inputs are settled)
+    assert blank(again.stdout) == blank(fresh.stdout)
+
+
+@pytest.mark.slow
+def test_a_changed_tokenizer_file_audits_again(tmp_path, audits):
+    tok = tokenizer_copy(TOKENIZER, tmp_path / "tok")
+    age(tok)
+    d = tmp_path / "data"
+    d.mkdir()
+    conv = [[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+            for i in range(6)]
+    pl.DataFrame({"messages": conv}).write_parquet(d / "train.parquet")
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[tokens]\ntokenizer = "{tok}"\nmax_seq_len = 64\n')
+    age(d, cfg)
+    flags = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"),
+             "--format", "json"]
+    run_cli("audit", str(d), *flags)
+    run_cli("audit", str(d), *flags)
+    assert len(audits) == 1
+    tokcfg = tok / "tokenizer_config.json"
+    data = json.loads(tokcfg.read_text())
+    data["chat_template"] = "{{ raise_exception('this template renders no conversation') }}"
+    tokcfg.write_text(json.dumps(data))
+    age(tok)
+    after = run_cli("audit", str(d), *flags)
+    assert len(audits) == 2  # a file of the tokenizer folder the config names changed: audited again
+    fresh = run_cli("audit", str(d), "--no-cache", *flags[:2], "--report-dir", str(tmp_path / "p"), "--format", "json")
+    assert blank(after.stdout) == blank(fresh.stdout)
+
+
+def test_unsettled_files_record_nothing(tmp_path, audits):
+    d = write_dataset(tmp_path / "data")  # written just now
+    flags = ["--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"), "--format", "json"]
+    run_cli("audit", str(d), *flags)
+    assert memo_records(tmp_path / "cache") == []
+    run_cli("audit", str(d), *flags)
+    assert len(audits) == 2
+
+
+@pytest.mark.parametrize("flag", [["--junit", "j.xml"], ["--html", "h.html"], ["--format", "markdown"],
+                                  ["--cache-prune"], ["--no-cache"]])
+def test_outputs_the_memo_does_not_hold_always_audit(tmp_path, audits, flag):
+    d, flags = _setup(tmp_path)
+    flag = [str(tmp_path / f) if f.endswith((".xml", ".html")) else f for f in flag]
+    run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(memo_records(tmp_path / "cache")) == 1
+    for _ in range(2):
+        run_cli("audit", str(d), *flags, *flag)
+    assert len(audits) == 3
+    if flag == ["--cache-prune"]:
+        assert memo_records(tmp_path / "cache") == []  # pruned with the unused entries
+
+
+def test_a_link_in_the_folder_means_no_memo(tmp_path, audits):
+    d, flags = _setup(tmp_path)
+    (d / "copy" / "link.parquet").symlink_to(d / "copy" / "again.parquet")
+    run_cli("audit", str(d), *flags, "--format", "json")
+    run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(audits) == 2 and memo_records(tmp_path / "cache") == []
+
+
+def test_a_corrupt_record_is_a_miss(tmp_path, audits):
+    d, flags = _setup(tmp_path)
+    first = run_cli("audit", str(d), *flags, "--format", "json")
+    (rec,) = memo_records(tmp_path / "cache")
+    data = bytearray(rec.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    rec.write_bytes(bytes(data))
+    again = run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(audits) == 2 and blank(again.stdout) == blank(first.stdout)
+    run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(audits) == 2  # the rewritten record answers
+
+
+def test_trust_mtime_hashes_no_listed_file(tmp_path, audits, monkeypatch):
+    d, flags = _setup(tmp_path)
+    run_cli("audit", str(d), *flags, "--format", "json")
+    hashed: list[str] = []
+    real = memo._hash
+    monkeypatch.setattr(memo, "_hash", lambda p: hashed.append(p) or real(p))
+    run_cli("audit", str(d), *flags, "--format", "json", "--trust-mtime")
+    assert len(audits) == 1
+    assert hashed == []  # no data file read (the config's bytes are in the key)
+    run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(audits) == 1
+    assert sorted(hashed) == sorted(str(p) for p in d.rglob("*") if p.is_file())  # every file, once
+
+
+def test_a_hit_imports_nothing_heavy(tmp_path):
+    """The rerun's process loads none of polars, numpy, pyarrow, pydantic nor the checks."""
+    d, flags = _setup(tmp_path)
+    run_cli("audit", str(d), *flags, "--format", "json")
+    heavy = ("polars", "numpy", "pyarrow", "pydantic", "datacheck.checks.all", "datacheck.execute.audit",
+             "datacheck.cli.commands.audit")
+    code = ("import sys, json, contextlib, io\n"
+            "from datacheck.cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    rc = main(['audit', {str(d)!r}, *{flags!r}, '--format', 'json'])\n"
+            f"print(json.dumps([rc, sorted(m for m in {heavy!r} if m in sys.modules), len(out.getvalue())]))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    rc, loaded, printed = json.loads(p.stdout.strip().splitlines()[-1])
+    assert (rc, loaded) == (1, []) and printed > 0
+
+
+def test_every_audit_flag_is_placed():
+    """A new ``audit`` flag is decided for the memo (in its key, or making an audit ineligible)."""
+    args = rerun_cli.parse_audit(["x"])
+    assert set(vars(args)) == rerun_cli.KNOWN_FLAGS
+    assert set(rerun_cli.RUN_ONLY) <= rerun_cli.KNOWN_FLAGS
+
+
+def test_the_record_reads_no_shard_the_audit_hashed(tmp_path, monkeypatch):
+    """The first audit's record takes each shard's content hash from the per-shard cache's probe: it
+    reads only the files that are no shards (the temporary file, the config)."""
+    d, flags = _setup(tmp_path)
+    hashed: list[str] = []
+    real = memo._hash
+    monkeypatch.setattr(memo, "_hash", lambda p: hashed.append(p) or real(p))
+    run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(memo_records(tmp_path / "cache")) == 1
+    assert sorted(hashed) == sorted([str(d / "half.parquet.tmp"), str(d / "datacheck.toml")])
+
+
+def test_annotations_under_github_actions_are_replayed(tmp_path, audits, monkeypatch):
+    d, flags = _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    first = run_cli("audit", str(d), *flags, "--format", "json", env={"GITHUB_ACTIONS": "true"})
+    assert "::error" in first.stderr or "::warning" in first.stderr
+    again = run_cli("audit", str(d), *flags, "--format", "json", env={"GITHUB_ACTIONS": "true"})
+    assert len(audits) == 1 and again.stderr == first.stderr and again.returncode == first.returncode
+    plain = run_cli("audit", str(d), *flags, "--format", "json", env={"GITHUB_ACTIONS": None})
+    assert len(audits) == 2 and plain.stderr == ""  # another environment: another key
+
+
+def test_a_named_file_in_a_hidden_folder_of_the_data_is_an_input(tmp_path, audits):
+    """The listing leaves hidden folders out (discovery never reads them), but a file the config names
+    there is read by the audit: a change to it audits again."""
+    d, flags = _setup(tmp_path)
+    (d / ".contracts").mkdir()
+    schema = d / ".contracts" / "schema.yaml"
+    schema.write_text("columns:\n  label:\n    dtype: Int64\n    in_range: {min_value: 0, max_value: 2}\n")
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[labels]\nnum_classes = 3\n[dataset]\nschema = "{schema}"\n')
+    age(d, cfg)
+    run_cli("audit", str(d), *flags, "--config", str(cfg), "--format", "json")
+    run_cli("audit", str(d), *flags, "--config", str(cfg), "--format", "json")
+    assert len(audits) == 1
+    schema.write_text(schema.read_text().replace("min_value: 0", "min_value: 1"))
+    age(schema)
+    run_cli("audit", str(d), *flags, "--config", str(cfg), "--format", "json")
+    assert len(audits) == 2

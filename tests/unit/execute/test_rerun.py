@@ -1,0 +1,183 @@
+"""The whole-audit memo's parts (datacheck/execute/rerun.py): the walk of the audited folders, the
+external files a config names, and a record's round trip, each refusal of a record and of a hit."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from datacheck.execute import rerun as memo
+
+OLD_NS = time.time_ns() - 3600 * 10**9
+
+REPORT = '{\n  "config_hash": "x",\n  "created_at": "2026-01-02T03:04:05+00:00",\n  "index_hash": "abc"\n}\n'
+CREATED = "2026-01-02T03:04:05+00:00"
+
+
+def tree(root: Path) -> Path:
+    """A folder of data files (two levels, a hidden folder, a ``.~`` folder), modified an hour ago."""
+    (root / "sub").mkdir(parents=True)
+    (root / ".hidden").mkdir()
+    (root / ".~partial").mkdir()
+    for rel, data in {"a.parquet": b"A" * 100, "sub/b.jsonl": b'{"x": 1}\n', ".hidden/c.bin": b"C",
+                      ".~partial/d.bin": b"D", ".top.tmp": b"T"}.items():
+        (root / rel).write_bytes(data)
+        os.utime(root / rel, ns=(OLD_NS, OLD_NS))
+    return root
+
+
+def snap_of(root: Path, **static) -> memo.Snapshot:
+    got = memo.snapshot([str(root)], {"cwd": "/", **static})
+    assert got is not None
+    return got
+
+
+def test_walk_lists_what_discovery_walks(tmp_path):
+    root = tree(tmp_path / "d")
+    s = snap_of(root)
+    assert s.folders == [["", ".~partial", "sub"]]  # the hidden folder left out, as discovery leaves it
+    names = [n for n, _ in s.files[0]]
+    assert names == [".top.tmp", "a.parquet", ".~partial/d.bin", "sub/b.jsonl"]
+    st = (root / "a.parquet").stat()
+    assert dict(s.files[0])["a.parquet"] == (100, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@pytest.mark.parametrize("kind", ["file_link", "dir_link", "fifo"])
+def test_a_link_or_special_file_means_no_snapshot(tmp_path, kind):
+    root = tree(tmp_path / "d")
+    if kind == "file_link":
+        (root / "sub" / "l.parquet").symlink_to(root / "a.parquet")
+    elif kind == "dir_link":
+        (root / "more").symlink_to(root / "sub")
+    else:
+        os.mkfifo(root / "sub" / "pipe")
+    assert memo.snapshot([str(root)], {}) is None
+
+
+def test_a_linked_root_is_walked(tmp_path):
+    root = tree(tmp_path / "d")
+    (tmp_path / "link").symlink_to(root)
+    assert snap_of(tmp_path / "link").files[0] == snap_of(root).files[0]
+
+
+def test_external_files(tmp_path, monkeypatch):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "schema.yaml").write_text("x")
+    (tmp_path / "conf" / "model.py").write_text("x")
+    tok = tmp_path / "tok"
+    (tok / "deep").mkdir(parents=True)
+    for n in ("tokenizer.json", "deep/vocab.txt"):
+        (tok / n).write_text(n)
+    got = memo.external_files(["schema.yaml", "model.py:Contract", str(tok), "input_ids", "", "missing.json"],
+                              [tmp_path / "conf"])
+    assert got == sorted([str(tmp_path / "conf" / "schema.yaml"), str(tmp_path / "conf" / "model.py"),
+                          str(tok / "tokenizer.json"), str(tok / "deep" / "vocab.txt")])
+    monkeypatch.setattr(memo, "MAX_EXTERNAL_FILES", 1)
+    assert memo.external_files([str(tok)], []) is None  # too many files to fingerprint: no memo
+
+
+def _record(cache: Path, s: memo.Snapshot, **kw) -> bool:
+    args = {"report_text": REPORT, "created_at": CREATED, "stdout": REPORT, "stored": "r/abc/report.json",
+            "exit_code": 1, **kw}
+    return memo.record(cache, s, **args)
+
+
+def test_record_and_lookup_round_trip(tmp_path):
+    root = tree(tmp_path / "d")
+    ext = tmp_path / "datacheck.toml"
+    ext.write_text("[labels]\n")
+    os.utime(ext, ns=(OLD_NS, OLD_NS))
+    s = snap_of(root)
+    assert s.add_externals([str(ext)])
+    assert _record(tmp_path / "c", s)
+    for trust in (False, True):
+        hit = memo.lookup(tmp_path / "c", snap_of(root), trust_states=trust)
+        assert hit is not None and hit.exit_code == 1 and hit.stored == "r/abc/report.json"
+        new = json.loads(hit.report_text)["created_at"]
+        assert new != CREATED and hit.report_text == REPORT.replace(CREATED, new) and hit.stdout == hit.report_text
+    text_hit = None
+    assert _record(tmp_path / "c2", snap_of(root), stdout="summary\nreport: r/abc/report.json\n")
+    text_hit = memo.lookup(tmp_path / "c2", snap_of(root))
+    assert text_hit is not None and text_hit.stdout == "summary\nreport: r/abc/report.json\n"
+    # the external file's bytes change: a miss
+    ext.write_text("[labels]\nnum_classes = 2\n")
+    assert memo.lookup(tmp_path / "c", snap_of(root)) is None
+
+
+def test_other_static_parts_are_another_key(tmp_path):
+    root = tree(tmp_path / "d")
+    assert _record(tmp_path / "c", snap_of(root, flags={"format": "json"}))
+    assert memo.lookup(tmp_path / "c", snap_of(root, flags={"format": "json"})) is not None
+    assert memo.lookup(tmp_path / "c", snap_of(root, flags={"format": "text"})) is None
+
+
+@pytest.mark.parametrize("trust", [False, True])
+def test_same_size_same_mtime_other_bytes_is_a_miss(tmp_path, trust):
+    root = tree(tmp_path / "d")
+    assert _record(tmp_path / "c", snap_of(root))
+    p = root / "a.parquet"
+    p.write_bytes(b"B" * 100)
+    os.utime(p, ns=(OLD_NS, OLD_NS))  # size and mtime as recorded; the status-change time is new
+    assert memo.lookup(tmp_path / "c", snap_of(root), trust_states=trust) is None
+
+
+def test_trusted_states_read_no_bytes(tmp_path, monkeypatch):
+    root = tree(tmp_path / "d")
+    assert _record(tmp_path / "c", snap_of(root))
+    hashed: list[str] = []
+    real = memo._hash
+    monkeypatch.setattr(memo, "_hash", lambda p: hashed.append(p) or real(p))
+    assert memo.lookup(tmp_path / "c", snap_of(root), trust_states=True) is not None
+    assert hashed == []
+    assert memo.lookup(tmp_path / "c", snap_of(root)) is not None
+    assert len(hashed) == 4
+
+
+def test_no_record_for_unsettled_or_changed_files(tmp_path):
+    root = tree(tmp_path / "d")
+    s = snap_of(root)
+    (root / "sub" / "b.jsonl").write_bytes(b'{"x": 2}\n')  # changed after the snapshot
+    assert not _record(tmp_path / "c", s)
+    root2 = tree(tmp_path / "e")
+    (root2 / "fresh.parquet").write_bytes(b"new")  # modified just now: not settled
+    assert not _record(tmp_path / "c", snap_of(root2))
+    assert list((tmp_path / "c").rglob("*.dcm")) == []
+
+
+def test_created_at_must_occur_once_in_the_report(tmp_path):
+    root = tree(tmp_path / "d")
+    assert not _record(tmp_path / "c", snap_of(root), report_text=REPORT.replace('"created_at"', '"made"'))
+    assert not _record(tmp_path / "c", snap_of(root), stdout=f"created {CREATED}\n")  # printed: would go stale
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "folder"])
+def test_a_damaged_record_is_a_miss(tmp_path, damage):
+    root = tree(tmp_path / "d")
+    s = snap_of(root)
+    assert _record(tmp_path / "c", s)
+    p = memo.memo_path(tmp_path / "c", s.key())
+    data = bytearray(p.read_bytes())
+    if damage == "flip":
+        data[len(data) // 3] ^= 0x01
+        p.write_bytes(bytes(data))
+    elif damage == "truncate":
+        p.write_bytes(bytes(data[:-5]))
+    elif damage == "empty":
+        p.write_bytes(b"")
+    else:
+        p.unlink()
+        p.mkdir()
+    assert memo.lookup(tmp_path / "c", snap_of(root)) is None
+
+
+def test_no_record_is_written_through_a_link_in_the_cache(tmp_path):
+    root = tree(tmp_path / "d")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "memo").symlink_to(elsewhere)
+    assert not _record(tmp_path / "c", snap_of(root))
+    assert list(elsewhere.iterdir()) == []
