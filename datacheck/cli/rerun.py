@@ -146,9 +146,30 @@ def begin(args: argparse.Namespace) -> memo.Snapshot | None:
     return snap
 
 
+def _tokenizer_folders(config_values: Any, anchors: list[str]) -> list[str]:
+    """The folder of ``[tokens] tokenizer`` when it names a file: the audit loads the whole folder
+    (:func:`datacheck.derive.chat.load_chat_tokenizer`: ``tokenizer_config.json``, ``chat_template.jinja``
+    beside the named file), so every file there is an input (absolute paths, one per anchor that
+    finds the file)."""
+    tokens = config_values.get("tokens") if isinstance(config_values, dict) else None
+    tok = tokens.get("tokenizer") if isinstance(tokens, dict) else None
+    if not isinstance(tok, str) or not tok.strip() or "\0" in tok:
+        return []
+    p = os.path.expanduser(tok)
+    out = []
+    for c in [p] if os.path.isabs(p) else [os.path.join(a, p) for a in anchors] + [p]:
+        try:
+            if os.path.isfile(c):
+                out.append(os.path.dirname(os.path.abspath(c)))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values: Any, config_path: str | None) -> bool:
     """Add to ``snap`` the files the config's string values (``config_values``: the validated config
-    as plain data) name that its listing does not hold, found from the working folder and
+    as plain data) name that its listing does not hold (and every file of the folder of a
+    ``[tokens] tokenizer`` that names a file), found from the working folder and
     the config's folder (:func:`datacheck.execute.rerun.external_files`; the files the listing of the
     audited folders holds, and those in the cache and the report folder, left out; a file in a hidden
     folder of the data, which the listing leaves out, is kept): call it before the audit reads them. False:
@@ -159,6 +180,7 @@ def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values:
     if any(is_url(v) for v in values):  # an object the audit may read from a store: not fingerprinted here
         return False
     anchors = [os.getcwd()] + ([os.path.dirname(os.path.abspath(config_path))] if config_path else [])
+    values += _tokenizer_folders(config_values, anchors)
     found = memo.external_files(values, anchors)
     if found is None or cache_dir is None:
         return False

@@ -296,3 +296,34 @@ def test_a_named_file_in_a_hidden_folder_of_the_data_is_an_input(tmp_path, audit
     age(schema)
     run_cli("audit", str(d), *flags, "--config", str(cfg), "--format", "json")
     assert len(audits) == 2
+
+
+@pytest.mark.slow
+def test_a_tokenizer_named_by_its_file_fingerprints_its_folder(tmp_path, audits):
+    """``[tokens] tokenizer`` naming a file inside the tokenizer's folder loads the whole folder (its
+    ``tokenizer_config.json`` holds the chat template): a change to another file there audits again."""
+    tok = tokenizer_copy(TOKENIZER, tmp_path / "tok")
+    d = tmp_path / "data"
+    d.mkdir()
+    conv = [[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+            for i in range(6)]
+    pl.DataFrame({"messages": conv}).write_parquet(d / "train.parquet")
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text('[tokens]\ntokenizer = "tok/tokenizer.json"\nmax_seq_len = 64\n')
+    age(tok, d, cfg)
+    flags = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"),
+             "--format", "json", "--no-progress"]
+    first = run_cli("audit", str(d), *flags)
+    run_cli("audit", str(d), *flags)
+    assert len(audits) == 1 and first.returncode == 0, first.stderr
+    tokcfg = tok / "tokenizer_config.json"
+    data = json.loads(tokcfg.read_text())
+    data["chat_template"] = "{{ raise_exception('this template renders no conversation') }}"
+    tokcfg.write_text(json.dumps(data))
+    for f in tok.iterdir():  # settled, and another time than before (the loader keeps a tokenizer per time)
+        os.utime(f, (OLD - 60, OLD - 60))
+    after = run_cli("audit", str(d), *flags)
+    assert len(audits) == 2  # the folder's config changed: audited again
+    fresh = run_cli("audit", str(d), "--no-cache", *flags[:2], "--report-dir", str(tmp_path / "p"), "--format", "json")
+    assert after.returncode == fresh.returncode == 1
+    assert blank(after.stdout) == blank(fresh.stdout)
