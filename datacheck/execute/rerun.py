@@ -173,7 +173,8 @@ def _walk(root: str) -> tuple[list[str], list[tuple[str, State]]] | None:
 def external_files(values: Iterable[str], anchors: Iterable[str | Path]) -> list[str] | None:
     """The files outside the audited folders that ``values`` (the strings of a config) may name: each
     value (and, for ``file.py:Class``, the part before the last ``:``), as given and joined to each
-    of ``anchors`` (the config's folder, the working folder), that names an existing file, or every
+    of ``anchors`` (the config's folder, the working folder), and a ``~`` one expanded too (the audit
+    never expands it: a config path is joined to the config's folder as written), that names an existing file, or every
     file under it when it names a folder. Absolute, sorted, without repeats. None when a named folder
     holds more than :data:`MAX_EXTERNAL_FILES` files (no memo)."""
     found: set[str] = set()
@@ -182,8 +183,10 @@ def external_files(values: Iterable[str], anchors: Iterable[str | Path]) -> list
         if not v or "\0" in v or len(v) > 4096:
             continue
         for text in {v, v.rsplit(":", 1)[0]} if ":" in v else {v}:
-            p = Path(text).expanduser() if text.startswith("~") else Path(text)
+            p = Path(text)
             cands = [p] if p.is_absolute() else [a / p for a in anchor_list] + [p]
+            if text.startswith("~"):  # the audit reads it as written; a ``~user`` form may name another
+                cands.append(p.expanduser())
             for c in cands:
                 try:
                     if c.is_file():

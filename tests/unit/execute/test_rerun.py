@@ -79,6 +79,19 @@ def test_external_files(tmp_path, monkeypatch):
     assert memo.external_files([str(tok)], []) is None  # too many files to fingerprint: no memo
 
 
+def test_a_tilde_value_is_found_as_written_too(tmp_path, monkeypatch):
+    """A config path is never ``~``-expanded by the audit (:meth:`datacheck.model.config.Config.anchored`
+    joins ``~/s.yaml`` to the config's folder): that file is an input, as is the expanded one."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "s.yaml").write_text("h")
+    monkeypatch.setenv("HOME", str(home))
+    (tmp_path / "conf" / "~").mkdir(parents=True)
+    (tmp_path / "conf" / "~" / "s.yaml").write_text("x")
+    got = memo.external_files(["~/s.yaml"], [tmp_path / "conf"])
+    assert got == sorted([str(tmp_path / "conf" / "~" / "s.yaml"), str(home / "s.yaml")])
+
+
 def _record(cache: Path, s: memo.Snapshot, **kw) -> bool:
     args = {"report_text": REPORT, "created_at": CREATED, "stdout": REPORT, "stored": "r/abc/report.json",
             "exit_code": 1, **kw}
