@@ -308,8 +308,10 @@ def decode_results(data: bytes) -> tuple[list[Any], dict[str, Any]]:
 
 def _schema_file_hash(cfg: Config) -> str | None:
     """Content hash of the schema file ``[dataset] schema`` names (a ``.yaml``/``.json`` path or
-    ``file.py:ClassName``); None for a built-in layout name (covered by :func:`code_fingerprint`)."""
-    name = getattr(cfg.dataset, "schema_", None)
+    ``file.py:ClassName``), found where the audit loads it (:meth:`Config.schema_spec`: a relative
+    path from the config file's folder, whatever the working folder); None for a built-in layout
+    name (covered by :func:`code_fingerprint`)."""
+    name = cfg.schema_spec()
     if not name:
         return None
 

@@ -327,3 +327,34 @@ def test_a_tokenizer_named_by_its_file_fingerprints_its_folder(tmp_path, audits)
     fresh = run_cli("audit", str(d), "--no-cache", *flags[:2], "--report-dir", str(tmp_path / "p"), "--format", "json")
     assert after.returncode == fresh.returncode == 1
     assert blank(after.stdout) == blank(fresh.stdout)
+
+
+@pytest.mark.parametrize("written", ["s.yaml", "~/s.yaml"])
+def test_a_schema_relative_to_the_config_folder_changed_audits_anew(tmp_path, audits, monkeypatch, written):
+    """``[dataset] schema`` written relative to the config's folder (as the audit reads it, never
+    ``~``-expanded), the audit run from another folder: after the schema changes, a rerun with the
+    caches gives what a fresh audit gives (neither the memo nor the per-shard cache answers)."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["a", "bb", "ccc"], "label": [0, 1, 2]}).write_parquet(d / "s.parquet")
+    conf = tmp_path / "conf"
+    schema = conf / written
+    schema.parent.mkdir(parents=True)
+    schema.write_text("columns:\n  label:\n    dtype: Int64\n    in_range: {min_value: 0, max_value: 2}\n")
+    cfg = conf / "datacheck.toml"
+    cfg.write_text(f'[dataset]\nschema = "{written}"\n')
+    age(d, conf)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    flags = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"),
+             "--format", "json", "--no-progress"]
+    assert run_cli("audit", str(d), *flags).returncode == 0  # every label is in [0, 2]
+    schema.write_text(schema.read_text().replace("min_value: 0", "min_value: 1"))  # label 0 now fails
+    os.utime(schema, (OLD - 60, OLD - 60))  # settled, at another time than before
+    after = run_cli("audit", str(d), *flags)
+    assert len(audits) == 2  # the memo did not answer
+    fresh = run_cli("audit", str(d), "--no-cache", *flags[:2], "--report-dir", str(tmp_path / "p"), "--format", "json")
+    assert after.returncode == fresh.returncode == 1
+    assert blank(after.stdout) == blank(fresh.stdout)
