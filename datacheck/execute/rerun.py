@@ -11,7 +11,7 @@ A memo record is stored in the result cache folder (``--cache-dir``) under
 - the record layout, datacheck's version and :func:`code_fingerprint` (its own source and data files),
 - :func:`runtime_fingerprint`: the Python version and, for each package an audit's output depends on
   (polars, pyarrow, numpy, xxhash, polars-hash, pydantic, pandera, transformers, tokenizers, jinja2,
-  PyYAML), where it is installed and the size, modification and status-change times and inode of its
+  PyYAML, zstandard: ``.zst`` shards, fsspec), where it is installed and the size, modification and status-change times and inode of its
   ``__init__.py`` (an upgrade or a reinstall rewrites it);
 - what the caller says decides the output (the CLI: its flags but those that only choose how the work
   runs, the working folder, the ``DATACHECK_*``/``POLARS_*`` environment, the config file's path and
@@ -76,7 +76,7 @@ SETTLE_NS = 2_000_000_000
 MAX_EXTERNAL_FILES = 10_000
 #: The packages whose installed version changes an audit's output (see the module docstring).
 RUNTIME_PACKAGES = ("polars", "pyarrow", "numpy", "xxhash", "polars_hash", "pydantic", "pandera", "transformers",
-                    "tokenizers", "jinja2", "yaml")
+                    "tokenizers", "jinja2", "yaml", "zstandard", "fsspec")
 
 State = tuple[int, int, int, int]
 

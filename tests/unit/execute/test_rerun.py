@@ -2,8 +2,10 @@
 external files a config names, and a record's round trip, each refusal of a record and of a hit."""
 from __future__ import annotations
 
+import ast
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -90,6 +92,40 @@ def test_a_tilde_value_is_found_as_written_too(tmp_path, monkeypatch):
     (tmp_path / "conf" / "~" / "s.yaml").write_text("x")
     got = memo.external_files(["~/s.yaml"], [tmp_path / "conf"])
     assert got == sorted([str(tmp_path / "conf" / "~" / "s.yaml"), str(home / "s.yaml")])
+
+
+#: Third-party packages the audit's layers import that never change what an audit gives: ray (where
+#: the work runs) and torch (model/torchdep.py: the torch verbs only).
+NOT_OUTPUT = {"ray", "torch"}
+
+
+def test_every_package_the_audit_imports_is_in_the_runtime_fingerprint():
+    """A package the audit's layers import (model .. execute) is in :data:`memo.RUNTIME_PACKAGES`:
+    installing, upgrading or removing it (e.g. zstandard: a ``.zst`` shard becomes unreadable) is
+    another key."""
+    pkg = Path(memo.__file__).resolve().parent.parent
+    layers = ("model", "io", "formats", "derive", "checks", "contracts", "engine", "report", "execute")
+    found: set[str] = set()
+    for layer in layers:
+        for f in (pkg / layer).rglob("*.py"):
+            for node in ast.walk(ast.parse(f.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+                found.update(n.split(".")[0] for n in names)
+    third = found - set(sys.stdlib_module_names) - {"datacheck"}
+    assert "zstandard" in third and "polars" in third  # the scan sees real imports
+    assert third - NOT_OUTPUT <= set(memo.RUNTIME_PACKAGES)
+
+
+def test_a_shadowed_package_is_another_key(tmp_path, monkeypatch):
+    """A package found elsewhere (another install, ``PYTHONPATH``) gives another runtime fingerprint."""
+    before = memo.runtime_fingerprint.__wrapped__()
+    (tmp_path / "zstandard").mkdir()
+    (tmp_path / "zstandard" / "__init__.py").write_text("raise ImportError('not here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    after = memo.runtime_fingerprint.__wrapped__()
+    assert before != after
+    assert [e for e in after if e[0] == "zstandard"][0][1] == str(tmp_path / "zstandard" / "__init__.py")
 
 
 def _record(cache: Path, s: memo.Snapshot, **kw) -> bool:
