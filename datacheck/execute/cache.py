@@ -72,7 +72,7 @@ from typing import Any
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.execute.rerun import SETTLE_NS, code_fingerprint
+from datacheck.execute.rerun import SETTLE_NS, code_fingerprint, runtime_fingerprint
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
 from datacheck.io.outputs import make_temp_file
@@ -341,13 +341,15 @@ def _tokenizer_hash(cfg: Config) -> str | None:
 def cache_salt(cfg: Config) -> str:
     """Everything besides the shard that decides a shard result, as one hex digest (32 chars):
     entry layout, datacheck version, code fingerprint, row encoding (``ROW_ENCODING``: cached row
-    hashes of another encoding never meet this one's), polars version, config hash, schema file hash,
-    the tokenizer folder's file hashes (:func:`_tokenizer_hash`)."""
+    hashes of another encoding never meet this one's), polars version, the installed packages that
+    decide a result (:func:`~datacheck.execute.rerun.runtime_fingerprint`: a decoder removed, e.g.
+    zstandard, or any of them reinstalled), config hash, schema file hash, the tokenizer folder's file
+    hashes (:func:`_tokenizer_hash`)."""
     import polars as pl
 
     parts = {"layout": ENTRY_LAYOUT, "datacheck": __version__, "code": code_fingerprint(), "rows": ROW_ENCODING,
-             "polars": pl.__version__, "config": cfg.hash(), "schema_file": _schema_file_hash(cfg),
-             "tokenizer": _tokenizer_hash(cfg)}
+             "polars": pl.__version__, "runtime": runtime_fingerprint(), "config": cfg.hash(),
+             "schema_file": _schema_file_hash(cfg), "tokenizer": _tokenizer_hash(cfg)}
     return xxhash.xxh3_128_hexdigest(json.dumps(parts, sort_keys=True).encode())
 
 

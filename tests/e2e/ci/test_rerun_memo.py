@@ -358,3 +358,31 @@ def test_a_schema_relative_to_the_config_folder_changed_audits_anew(tmp_path, au
     fresh = run_cli("audit", str(d), "--no-cache", *flags[:2], "--report-dir", str(tmp_path / "p"), "--format", "json")
     assert after.returncode == fresh.returncode == 1
     assert blank(after.stdout) == blank(fresh.stdout)
+
+
+def test_a_removed_decoder_package_meets_no_cached_result(tmp_path, audits, monkeypatch):
+    """A ``.jsonl.zst`` shard audited while zstandard is installed, then zstandard gone (shadowed
+    by a package that cannot be imported, as after an uninstall): a rerun with the caches gives what
+    a fresh audit gives, never the cached pass (neither the memo nor a per-shard entry answers)."""
+    zstandard = pytest.importorskip("zstandard")
+    d = tmp_path / "data"
+    d.mkdir()
+    rows = "".join(json.dumps({"text": f"t{i}", "label": i % 3}) + "\n" for i in range(5)).encode()
+    (d / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(rows))
+    age(d)
+    flags = ["--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"), "--format", "json",
+             "--no-progress"]
+    assert run_cli("audit", str(d), *flags).returncode == 0
+    shadow = tmp_path / "shadow" / "zstandard"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError('No module named zstandard', name='zstandard')\n")
+    monkeypatch.syspath_prepend(str(shadow.parent))
+    monkeypatch.delitem(sys.modules, "zstandard")
+    memo.runtime_fingerprint.cache_clear()
+    try:
+        after = run_cli("audit", str(d), *flags)
+        fresh = run_cli("audit", str(d), "--no-cache", "--report-dir", str(tmp_path / "p"), "--format", "json")
+    finally:
+        memo.runtime_fingerprint.cache_clear()
+    assert len(audits) == 3  # neither rerun was answered by the memo
+    assert fresh.returncode != 0 and after.returncode == fresh.returncode
