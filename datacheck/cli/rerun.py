@@ -155,9 +155,11 @@ def _tokenizer_folders(config_values: Any, anchors: list[str]) -> list[str]:
     tok = tokens.get("tokenizer") if isinstance(tokens, dict) else None
     if not isinstance(tok, str) or not tok.strip() or "\0" in tok:
         return []
-    p = os.path.expanduser(tok)
+    cands = [tok] if os.path.isabs(tok) else [os.path.join(a, tok) for a in anchors] + [tok]
+    if tok.startswith("~"):  # read as written (joined to the config's folder); expanded too, as external_files does
+        cands.append(os.path.expanduser(tok))
     out = []
-    for c in [p] if os.path.isabs(p) else [os.path.join(a, p) for a in anchors] + [p]:
+    for c in cands:
         try:
             if os.path.isfile(c):
                 out.append(os.path.dirname(os.path.abspath(c)))
@@ -181,13 +183,15 @@ def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values:
         return False
     anchors = [os.getcwd()] + ([os.path.dirname(os.path.abspath(config_path))] if config_path else [])
     values += _tokenizer_folders(config_values, anchors)
-    found = memo.external_files(values, anchors)
+    folders: list[str] = []
+    found = memo.external_files(values, anchors, folders)
     if found is None or cache_dir is None:
         return False
     listed = {os.path.join(root, name) for root, files in zip(snap.roots, snap.files) for name, _ in files}
     skip = [os.path.join(os.path.realpath(d), "") for d in (cache_dir, args.report_dir)]  # its own outputs
-    return snap.add_externals(f for f in found
-                              if f not in listed and not any(os.path.realpath(f).startswith(x) for x in skip))
+    return (snap.add_external_folders(folders, skip)
+            and snap.add_externals(f for f in found
+                                   if f not in listed and not any(os.path.realpath(f).startswith(x) for x in skip)))
 
 
 def replay(argv: Sequence[str]) -> int | None:

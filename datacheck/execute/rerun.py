@@ -24,9 +24,10 @@ A memo record is stored in the result cache folder (``--cache-dir``) under
 The record holds the content hash (xxh3-128, :func:`~datacheck.io.hashing.hash_file`) and file state
 (size, modification and status-change times in ns, inode) of every listed file, the content hash of
 every other file the audit reads (:attr:`Snapshot.externals`: the files the config names, and the
-files of folders it names, outside the listing), and the outputs: the report's JSON text, what was printed
-and the exit code. A lookup (:func:`lookup`) hits only when every external file and every listed file
-still has its recorded content hash: each file's bytes are hashed again, as a rerun through the
+files of folders it names, outside the listing), the listing of every folder the config names
+(:attr:`Snapshot.external_folders`), and the outputs: the report's JSON text, what was printed
+and the exit code. A lookup (:func:`lookup`) hits only when every named folder still lists the
+recorded files and every external file and every listed file still has its recorded content hash: each file's bytes are hashed again, as a rerun through the
 per-shard cache hashes every shard, unless the caller allows file states to be trusted
 (``--trust-mtime``): then a file whose state equals the recorded one exactly is taken as unchanged
 (the rule of :meth:`datacheck.execute.cache.ShardCache.known_hash`). The report's ``created_at`` is
@@ -170,13 +171,29 @@ def _walk(root: str) -> tuple[list[str], list[tuple[str, State]]] | None:
     return folders, files
 
 
-def external_files(values: Iterable[str], anchors: Iterable[str | Path]) -> list[str] | None:
+def folder_listing(folder: str, skip: Iterable[str] = ()) -> list[str] | None:
+    """Every file under ``folder`` (``os.walk``, links to folders not followed) as a sorted absolute
+    path, but those whose real path starts with one of ``skip`` (folders ending in a separator: the
+    audit's own outputs); None when there are more than :data:`MAX_EXTERNAL_FILES`."""
+    skip = tuple(skip)
+    out: list[str] = []
+    for dirpath, _dirs, names in os.walk(folder):
+        out.extend(f for f in (os.path.abspath(os.path.join(dirpath, n)) for n in names)
+                   if not skip or not os.path.realpath(f).startswith(skip))
+        if len(out) > MAX_EXTERNAL_FILES:
+            return None
+    return sorted(out)
+
+
+def external_files(values: Iterable[str], anchors: Iterable[str | Path],
+                   folders: list[str] | None = None) -> list[str] | None:
     """The files outside the audited folders that ``values`` (the strings of a config) may name: each
     value (and, for ``file.py:Class``, the part before the last ``:``), as given and joined to each
     of ``anchors`` (the config's folder, the working folder), and a ``~`` one expanded too (the audit
     never expands it: a config path is joined to the config's folder as written), that names an existing file, or every
     file under it when it names a folder. Absolute, sorted, without repeats. None when a named folder
-    holds more than :data:`MAX_EXTERNAL_FILES` files (no memo)."""
+    holds more than :data:`MAX_EXTERNAL_FILES` files (no memo). ``folders``: where each named folder
+    (absolute) is appended."""
     found: set[str] = set()
     anchor_list = [Path(a) for a in anchors]
     for v in values:
@@ -192,6 +209,8 @@ def external_files(values: Iterable[str], anchors: Iterable[str | Path]) -> list
                     if c.is_file():
                         found.add(os.path.abspath(c))
                     elif c.is_dir():
+                        if folders is not None and os.path.abspath(c) not in folders:
+                            folders.append(os.path.abspath(c))
                         for dirpath, _dirs, names in os.walk(c):
                             found.update(os.path.abspath(os.path.join(dirpath, n)) for n in names)
                             if len(found) > MAX_EXTERNAL_FILES:
@@ -216,6 +235,11 @@ class Snapshot:
     #: the config file's bytes as read for the key (the caller checks that the audit ran with the
     #: config these bytes give, so the config file itself need not be settled)
     config_raw: bytes | None = None
+    #: the folders the config names with their :func:`folder_listing` (a file added to one, e.g. a
+    #: tokenizer folder's ``chat_template.jinja``, changes what the audit reads)
+    external_folders: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: the ``skip`` of those listings (the audit's own output folders)
+    external_skip: list[str] = field(default_factory=list)
 
     def add_externals(self, paths: Iterable[str]) -> bool:
         """Add ``paths`` (absolute) with their current states to :attr:`externals`; False when one
@@ -228,6 +252,17 @@ class Snapshot:
             if not stat.S_ISREG(st.st_mode):
                 return False
             self.externals.append((path, _state(st)))
+        return True
+
+    def add_external_folders(self, folders: Iterable[str], skip: Iterable[str] = ()) -> bool:
+        """Add each of ``folders`` (absolute) with its :func:`folder_listing` to :attr:`external_folders`;
+        False when one holds too many files or cannot be walked (no memo)."""
+        self.external_skip = list(skip)
+        for folder in folders:
+            listing = folder_listing(folder, self.external_skip)
+            if listing is None:
+                return False
+            self.external_folders.append((folder, listing))
         return True
 
     def key(self) -> str:
@@ -370,6 +405,10 @@ def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False)
     header, blobs = got
     if header.get("key") != key:
         return None
+    skip = header.get("ext_skip", [])
+    for folder, listing in header.get("ext_folders", []):
+        if folder_listing(folder, skip) != listing:
+            return None
     for path, h in header["externals"]:
         if _hash(path) != h:
             return None
@@ -448,8 +487,12 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
         if h is None:
             return False
         ext.append([path, h])
+    for folder, listing in snap.external_folders:  # a file added or removed while the audit ran: no record
+        if folder_listing(folder, snap.external_skip) != listing:
+            return False
     key = snap.key()
     header = {"layout": MEMO_LAYOUT, "key": key, "files": hashed, "externals": ext, "stored": str(stored),
+              "ext_folders": [[f, listing] for f, listing in snap.external_folders], "ext_skip": snap.external_skip,
               "exit_code": int(exit_code), "created_at": created_at, "created_at_at": at,
               "stdout_is_report": stdout_is_report}
     data = _encode(header, [report_text.encode("utf-8"), b"" if stdout_is_report else stdout.encode("utf-8"),

@@ -386,3 +386,31 @@ def test_a_removed_decoder_package_meets_no_cached_result(tmp_path, audits, monk
         memo.runtime_fingerprint.cache_clear()
     assert len(audits) == 3  # neither rerun was answered by the memo
     assert fresh.returncode != 0 and after.returncode == fresh.returncode
+
+
+@pytest.mark.slow
+def test_a_file_added_to_the_tokenizer_folder_audits_again(tmp_path, audits):
+    """A ``chat_template.jinja`` added to the ``[tokens] tokenizer`` folder overrides the template of
+    its ``tokenizer_config.json``: the rerun audits and gives what a fresh audit gives."""
+    tok = tokenizer_copy(TOKENIZER, tmp_path / "tok")
+    d = tmp_path / "data"
+    d.mkdir()
+    conv = [[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+            for i in range(6)]
+    pl.DataFrame({"messages": conv}).write_parquet(d / "train.parquet")
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[tokens]\ntokenizer = "{tok}"\nmax_seq_len = 64\n')
+    age(tok, d, cfg)
+    flags = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"),
+             "--format", "json", "--no-progress"]
+    assert run_cli("audit", str(d), *flags).returncode == 0
+    run_cli("audit", str(d), *flags)
+    assert len(audits) == 1
+    (tok / "chat_template.jinja").write_text("{{ raise_exception('this template renders no conversation') }}")
+    for f in tok.iterdir():  # settled, and another time than before (the loader keeps a tokenizer per time)
+        os.utime(f, (OLD - 60, OLD - 60))
+    after = run_cli("audit", str(d), *flags)
+    assert len(audits) == 2  # a new file in the named folder: audited again
+    fresh = run_cli("audit", str(d), "--no-cache", *flags[:2], "--report-dir", str(tmp_path / "p"), "--format", "json")
+    assert after.returncode == fresh.returncode == 1
+    assert blank(after.stdout) == blank(fresh.stdout)

@@ -156,6 +156,33 @@ def test_record_and_lookup_round_trip(tmp_path):
     assert memo.lookup(tmp_path / "c", snap_of(root)) is None
 
 
+def test_a_file_added_to_or_removed_from_a_named_folder_is_a_miss(tmp_path):
+    """A folder the config names (a tokenizer folder) is an input by its listing too: a new file
+    there (``chat_template.jinja`` overrides the template of ``tokenizer_config.json``) is a miss."""
+    root = tree(tmp_path / "d")
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "tokenizer_config.json").write_text("{}")
+    os.utime(tok / "tokenizer_config.json", ns=(OLD_NS, OLD_NS))
+    folders: list[str] = []
+    found = memo.external_files([str(tok)], [], folders)
+    assert folders == [str(tok)] and found == [str(tok / "tokenizer_config.json")]
+
+    def snap() -> memo.Snapshot:
+        s = snap_of(root)
+        assert s.add_external_folders(folders) and s.add_externals(found)
+        return s
+
+    assert _record(tmp_path / "c", snap())
+    assert memo.lookup(tmp_path / "c", snap()) is not None
+    (tok / "chat_template.jinja").write_text("{{ x }}")
+    assert memo.lookup(tmp_path / "c", snap_of(root)) is None  # the record's listing, not the caller's
+    (tok / "chat_template.jinja").unlink()
+    assert memo.lookup(tmp_path / "c", snap_of(root)) is not None
+    (tok / "tokenizer_config.json").rename(tok / "other.json")
+    assert memo.lookup(tmp_path / "c", snap_of(root)) is None
+
+
 def test_other_static_parts_are_another_key(tmp_path):
     root = tree(tmp_path / "d")
     assert _record(tmp_path / "c", snap_of(root, flags={"format": "json"}))
