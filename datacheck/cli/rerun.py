@@ -30,7 +30,7 @@ from datacheck.execute import rerun as memo
 from datacheck.execute.configpath import resolve_config_path
 from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
 from datacheck.io.stores import is_url
-from datacheck.model.constants import ENV_WORKERS
+from datacheck.model.constants import ENV_WORKERS, is_python_schema
 from datacheck.model.errors import DatacheckError
 
 __all__ = ["KNOWN_FLAGS", "RUN_ONLY", "replay", "eligible", "begin", "name_externals", "finish", "parse_audit"]
@@ -179,6 +179,10 @@ def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values:
     be stat-ed)."""
     cache_dir = _cache_dir(args)
     values = list(_strings(config_values))
+    dataset = config_values.get("dataset") if isinstance(config_values, dict) else None
+    schema = dataset.get("schema") if isinstance(dataset, dict) else None
+    if isinstance(schema, str) and is_python_schema(schema):  # its module's imports are inputs no hash covers
+        return False
     if any(is_url(v) for v in values):  # an object the audit may read from a store: not fingerprinted here
         return False
     anchors = [os.getcwd()] + ([os.path.dirname(os.path.abspath(config_path))] if config_path else [])

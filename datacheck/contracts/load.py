@@ -28,6 +28,7 @@ from typing import Any
 
 from datacheck.contracts.model import KINDS, ColumnRule, Contract
 from datacheck.io import safejson
+from datacheck.model.constants import PYTHON_SCHEMA
 from datacheck.model.errors import ConfigError
 
 __all__ = ["LAYOUTS", "load_contract", "contract_from_dict", "layout_text", "CONTRACT_FORMAT_VERSION"]
@@ -298,7 +299,7 @@ def _load_python(path: Path, cls_name: str, spec: str) -> Contract:
 
 def _resolve(spec: str) -> tuple[str, Any]:
     """(kind, target) for ``spec``: ``("layout", name)``, ``("file", Path)`` or ``("python", (Path, cls))``."""
-    m = re.match(r"^(.+\.py):([A-Za-z_]\w*)$", spec)
+    m = PYTHON_SCHEMA.match(spec)
     if m:
         return "python", (Path(m.group(1)), m.group(2))
     if spec in LAYOUTS:

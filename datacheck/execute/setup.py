@@ -4,18 +4,19 @@ everything an audit checks before it reads any shard."""
 from __future__ import annotations
 
 import enum
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from datacheck.contracts import load_contract
-from datacheck.execute.cache import ShardCache
+from datacheck.execute.cache import CacheWarning, ShardCache
 from datacheck.execute.configpath import MAX_CONFIG_LEVELS, VCS_MARKERS, resolve_config_path
 from datacheck.formats.discovery import discover
 from datacheck.io.dataindex import DataIndex, read_index, resolve_index_path
 from datacheck.io.discover import Discovery
 from datacheck.model.config import Config, config_from_dict, load_config
-from datacheck.model.constants import FAIL_ON
+from datacheck.model.constants import FAIL_ON, is_python_schema
 from datacheck.model.errors import UsageError
 
 __all__ = ["MAX_CONFIG_LEVELS", "VCS_MARKERS", "resolve_config_path", "config_and_source", "AuditOptions",
@@ -140,6 +141,13 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
     if spec is not None:  # a bad schema is a usage error (exit 2) before any shard is read
         load_contract(spec)
     cache = ShardCache(opts.cache_dir, cfg, trust_mtime=opts.trust_mtime) if opts.cache_dir is not None else None
+    if cache is not None and is_python_schema(spec):
+        # the modules the schema's module imports are inputs no fingerprint covers: a cached result
+        # could pass a gate a fresh audit fails
+        warnings.warn(CacheWarning(f"the result cache is off for this audit: the Python schema {spec!r} may import "
+                                   "other modules, whose changes the cache cannot see (every shard is read)"),
+                      stacklevel=2)
+        cache = None
     disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
     if not cfg.splits:  # a DatasetDict folder's declared splits, as [splits] entries; an explicit [splits] wins
         declared = disc.declared_splits()

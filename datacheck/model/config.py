@@ -8,7 +8,6 @@ import difflib
 import hashlib
 import json
 import os
-import re
 import stat
 import tomllib
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from datacheck.model import catalog
-from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES
+from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES, PYTHON_SCHEMA
 from datacheck.model.errors import ConfigError
 from datacheck.model.layouts import LAYOUTS
 
@@ -459,10 +458,6 @@ def config_from_dict(data: dict[str, Any], source: str | None = None) -> Config:
                 msgs.append(f"key {key!r}: {err['msg']} (got {got[:120]}{' ...' if len(got) > 120 else ''})")
         first = _key_of(exc.errors()[0]["loc"])
         raise ConfigError("; ".join(msgs), key=first, path=source) from None
-
-
-#: ``file.py:ClassName``: a Pandera model in a Python file. Loading it imports (executes) that file.
-PYTHON_SCHEMA = re.compile(r"^(.+\.py):([A-Za-z_]\w*)$")
 
 
 def refuse_python_schema(cfg: Config, source: str) -> None:

@@ -1,7 +1,11 @@
 """Named constants shared by the CLI and the library: exit codes, report version, limits."""
 from __future__ import annotations
 
+import re
+
 __all__ = [
+    "PYTHON_SCHEMA",
+    "is_python_schema",
     "EXIT_OK",
     "EXIT_POLICY_FAILED",
     "EXIT_USAGE",
@@ -59,3 +63,14 @@ ENV_BATCH_ROWS = "DATACHECK_BATCH_ROWS"
 ENV_WORKERS = "DATACHECK_WORKERS"
 #: The executor names ``--executor`` accepts.
 EXECUTORS = ("local", "process", "ray")
+
+
+#: ``[dataset] schema = "file.py:ClassName"``: a Pandera model in a Python file (loading it imports, i.e.
+#: executes, that file)
+PYTHON_SCHEMA = re.compile(r"^(.+\.py):([A-Za-z_]\w*)$")
+
+
+def is_python_schema(spec: str | None) -> bool:
+    """Whether ``[dataset] schema`` names a Python module's model (``file.py:ClassName``): its module
+    may import others, which no file fingerprint covers, so the result caches do not serve it."""
+    return bool(spec) and PYTHON_SCHEMA.match(spec or "") is not None

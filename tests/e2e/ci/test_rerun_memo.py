@@ -414,3 +414,39 @@ def test_a_file_added_to_the_tokenizer_folder_audits_again(tmp_path, audits):
     fresh = run_cli("audit", str(d), "--no-cache", *flags[:2], "--report-dir", str(tmp_path / "p"), "--format", "json")
     assert after.returncode == fresh.returncode == 1
     assert blank(after.stdout) == blank(fresh.stdout)
+
+
+def test_a_python_schema_importing_a_helper_is_never_answered_from_a_cache(tmp_path, audits, monkeypatch):
+    """``[dataset] schema = "schema.py:M"`` whose module imports a helper module: a change of the
+    helper alone (the schema file unchanged) is seen by a rerun with the caches, which neither the
+    memo nor the per-shard cache answers (no hash covers a module's imports); the cache being off is
+    said on stderr."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["a", "bb", "ccc"], "label": [0, 1, 2]}).write_parquet(d / "s.parquet")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "helper.py").write_text("MAXLABEL = 5\n")
+    (conf / "schema.py").write_text(
+        "import sys, os\nsys.path.insert(0, os.path.dirname(__file__))\n"
+        "import pandera.polars as pa\nfrom helper import MAXLABEL\n\n"
+        "class M(pa.DataFrameModel):\n    label: int = pa.Field(le=MAXLABEL)\n")
+    cfg = conf / "datacheck.toml"
+    cfg.write_text('[dataset]\nschema = "schema.py:M"\n')
+    age(d, conf)
+    flags = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"),
+             "--format", "json", "--no-progress"]
+    first = subprocess.run([sys.executable, "-m", "datacheck", "audit", str(d), *flags], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr  # every label <= 5
+    assert "the result cache is off for this audit: the Python schema" in first.stderr
+    assert memo_records(tmp_path / "cache") == []
+    (conf / "helper.py").write_text("MAXLABEL = 1\n")  # label 2 now fails; schema.py is unchanged
+    os.utime(conf / "helper.py", (OLD - 60, OLD - 60))
+    after = subprocess.run([sys.executable, "-m", "datacheck", "audit", str(d), *flags], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    fresh = subprocess.run([sys.executable, "-m", "datacheck", "audit", str(d), "--no-cache", *flags[:2],
+                            "--report-dir", str(tmp_path / "p"), "--format", "json"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert after.returncode == fresh.returncode == 1, (after.stderr, fresh.stderr)
+    assert blank(after.stdout) == blank(fresh.stdout)

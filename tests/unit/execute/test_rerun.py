@@ -123,6 +123,8 @@ def test_a_shadowed_package_is_another_key(tmp_path, monkeypatch):
     (tmp_path / "zstandard").mkdir()
     (tmp_path / "zstandard" / "__init__.py").write_text("raise ImportError('not here')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    # find_spec answers from sys.modules for a package imported already (by another test here)
+    monkeypatch.delitem(sys.modules, "zstandard", raising=False)
     after = memo.runtime_fingerprint.__wrapped__()
     assert before != after
     assert [e for e in after if e[0] == "zstandard"][0][1] == str(tmp_path / "zstandard" / "__init__.py")
