@@ -297,7 +297,7 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
             ))
             built = pl.Series(name, [None] * len(col), dtype=pl.Null)
         series.append(built)
-    return pl.DataFrame(series), findings
+    return _frame_of(series), findings
 
 
 def _fast_chunk(data: bytes) -> pl.DataFrame | None:
@@ -395,6 +395,12 @@ def _value_at(piece: _Piece, name: str, i: int) -> Any:
     return piece.frame[name].slice(i, 1).to_list()[0]  # as Python values (lists, dicts)
 
 
+def _frame_of(series: list[pl.Series]) -> pl.DataFrame:
+    """A frame of ``series`` with their names as written: a JSON key ``""`` stays the column ``""``
+    (``pl.DataFrame`` of a list of Series renames an unnamed one ``column_<i>``)."""
+    return pl.DataFrame({s.name: s for s in series})
+
+
 def _piece_frame(p: _Piece, names: list[str], drop: dict[str, np.ndarray]) -> tuple[pl.DataFrame, dict[str, str], dict[str, np.ndarray]]:
     """One chunk's frame as :func:`_join_pieces` joins it: the values of the rows in ``drop``
     (column -> rows of a JSON type other than the column's) read as null; a fast-parsed column left
@@ -418,7 +424,7 @@ def _piece_frame(p: _Piece, names: list[str], drop: dict[str, np.ndarray]) -> tu
             df = df.with_columns(s)
         missing = [pl.Series(n, [None] * p.rows, dtype=pl.Null) for n in names if n not in df.columns]
         if missing:  # a chunk of ``{}`` records has no columns, yet its rows count
-            df = pl.DataFrame([*df.get_columns(), *missing]) if df.width else pl.DataFrame(missing)
+            df = _frame_of([*df.get_columns(), *missing])
         return df, broken, empties
     values = p.values or []
     series = []
@@ -431,7 +437,7 @@ def _piece_frame(p: _Piece, names: list[str], drop: dict[str, np.ndarray]) -> tu
             broken.setdefault(name, built)
             built = pl.Series(name, [None] * len(col), dtype=pl.Null)
         series.append(built)
-    return pl.DataFrame(series), broken, empties
+    return _frame_of(series), broken, empties
 
 
 def _broken_finding(name: str, why: str, count: int) -> Finding:

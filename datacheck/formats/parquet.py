@@ -339,8 +339,9 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Unreadable(f"reading the data failed: {msg}") from None
     if not parts:
-        return pl.DataFrame([pl.Series("__row", [], dtype=pl.UInt32),
-                             *[pl.Series(c, [], dtype=t) for c, t in want.items()]])
+        # a dict keeps every name as written (a list of Series renames a column named "" column_<i>)
+        return pl.DataFrame({"__row": pl.Series("__row", [], dtype=pl.UInt32),
+                             **{c: pl.Series(c, [], dtype=t) for c, t in want.items()}})
     return pl.concat(parts) if len(parts) > 1 else parts[0]
 
 
