@@ -557,6 +557,8 @@ def config_from_bytes(raw: bytes, path: str | Path, *, allow_python_schema: bool
         raise ConfigError(f"not valid TOML: {exc}", path=str(path)) from None
     except RecursionError:
         raise ConfigError("not a usable TOML file: nested too deep", path=str(path)) from None
+    except ValueError as exc:  # tomllib's int() of a number past Python's 4,300-digit limit
+        raise ConfigError(f"not a usable TOML file: {str(exc).splitlines()[0]}", path=str(path)) from None
     cfg = config_from_dict(data, source=str(path))
     cfg._folder = str(path.parent.absolute())  # relative paths in the file are relative to its folder
     if not allow_python_schema:

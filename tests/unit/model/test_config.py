@@ -74,6 +74,14 @@ def test_bad_toml_exits_2(tmp_path, shard):
     p = run_cli("audit", str(shard), "--config", str(cfg), "--report-dir", str(tmp_path / "r"))
     assert p.returncode == 2
     assert "not valid TOML" in p.stderr and str(cfg) in p.stderr
+
+
+def test_an_integer_past_pythons_digit_limit_exits_2(tmp_path, shard):
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text("[tokens]\nvocab_size = " + "9" * 5000 + "\n")  # tomllib's int() refuses > 4,300 digits
+    p = run_cli("audit", str(shard), "--config", str(cfg), "--report-dir", str(tmp_path / "r"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "not a usable TOML file" in p.stderr and "4300 digits" in p.stderr and str(cfg) in p.stderr
     assert "Traceback" not in p.stderr
 
 
