@@ -170,7 +170,7 @@ def table(a: argparse.Namespace) -> None:
     rows: list[tuple[str, float, float]] = []
 
     def recognized():
-        return shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, data.roles, eng._sampler(data),
+        return shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, data.roles, eng._Sampler(data),
                             cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None)
 
     c, w, layout = timed(recognized, a.repeat)
