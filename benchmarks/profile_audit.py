@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--sft", action="store_true", help="the packed SFT shard and config of bench_sft.py")
-    ap.add_argument("--table", default=None, help="a one-shard row of bench_table.py (big256, big128): its shard, "
+    ap.add_argument("--table", default=None, help="a one-shard row of bench_table.py (big256, big128), or peers (bench_peers.py's 200,000 x 256 shard with planted defects): its shard, "
                     "its config, the batched pipeline's phases")
     ap.add_argument("--cross-shard", action="store_true",
                     help="plan the row-hash payload too (an audit of several shards or with splits does; "
@@ -159,11 +159,18 @@ def table(a: argparse.Namespace) -> None:
     from datacheck.formats.discovery import discover
     from datacheck.model.config import Config
 
-    folder, seq, _ = bench_table.make_data(a.table, 1.0)
-    paths = bench_table.files_of(folder)
-    if len(paths) != 1:
-        raise SystemExit(f"--table {a.table}: {len(paths)} shards; this profile is of one shard")
-    cfg = Config.model_validate(tomllib.loads(bench_table.config_toml(seq)))
+    if a.table == "peers":  # bench_peers.py's shard (planted defects: the second pass runs) and config
+        import bench_peers
+
+        seq = 256
+        paths = [bench_peers.make_shard(200_000, seq)[0]]
+        cfg = Config.model_validate(bench_peers.CONFIG)
+    else:
+        folder, seq, _ = bench_table.make_data(a.table, 1.0)
+        paths = bench_table.files_of(folder)
+        if len(paths) != 1:
+            raise SystemExit(f"--table {a.table}: {len(paths)} shards; this profile is of one shard")
+        cfg = Config.model_validate(tomllib.loads(bench_table.config_toml(seq)))
     ds = discover([str(paths[0])]).shards[0]
     data = open_for_checks(ds, cfg, derive=needed_derivations())
     schema = dict(data.schema)

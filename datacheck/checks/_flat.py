@@ -31,8 +31,8 @@ from datacheck.checks.registry import shared_pass
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
-POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "trunc", "lab_neg",
-                   "lab_high", "lab_kept", "mask_hole")
+POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "pad_att", "trunc",
+                   "lab_neg", "lab_high", "lab_kept", "mask_hole")
 
 
 def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
@@ -381,7 +381,9 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # eos id: both rules below read only real positions (in a row of the view, whose mask is binary,
     # ``att != 0`` is ``real``); with a pad id equal to the eos id (GPT-2 style) half the positions
     # of right-padded rows hold it, so padding is masked out before the positions are listed
-    wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)))))
+    # with a mask, the pad id of real content is padding.pad_attended (a defect: padding is masked)
+    pad_att = pad is not None and att_s is not None
+    wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)), *((pad,) if pad_att else ()))))
     sup0, at = _dense_scan(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound)
     off, at_id = at["off"], at["hits"]
     if shifted:                             # token k is supervised by labels[k-1] (same row)
@@ -396,7 +398,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     out = {k: np.zeros(n, dtype=np.uint32) for k in POSITION_COUNTS}
     at_row = rows.row_of(at_id)
     at_stop, stop_row = at_id, at_row
-    if eos is not None and eos not in stop:
+    if set(wanted) != set(stop):  # eos or pad ids are in the positions too
         sel = np.isin(ids[at_id], stop)
         at_stop, stop_row = at_id[sel], at_row[sel]
 
@@ -437,6 +439,12 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
             out["eos_total"] = rows.counts(idx, r)
             s = sup[idx]
             out["eos_sup"] = rows.counts(idx[s], r[s])
+    # padding.pad_attended: real content (mask 1) holding the pad id
+    if pad_att and len(at_id):
+        sel = ids[at_id] == pad
+        if sel.any():
+            idx, r = keep(at_id[sel], at_row[sel])
+            out["pad_att"] = rows.counts(idx, r)
     # labels.shift_mismatch candidates: supervised labels that break the configured convention
     # (unshifted: labels[i] != input_ids[i]; shifted: labels[i] != input_ids[i+1] in the same row)
     if len(off):
@@ -494,7 +502,8 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
       has one (the candidates of that check);
     - ``pad_id`` / ``pad_label`` (with ``attention_mask``): positions of ``padding.token_not_pad``
       (mask 0, a non-null id other than ``pad``; none when ``pad`` is None) and of
-      ``padding.label_not_ignored`` (mask 0, a non-null label other than ``ign``);
+      ``padding.label_not_ignored`` (mask 0, a non-null label other than ``ign``); ``pad_att``:
+      positions of ``padding.pad_attended`` (mask 1, the id ``pad``);
     - ``trunc`` (with ``keep_len`` and ``stop``): 1 for a row of ``sft.truncated_response``: its
       real content (the attention mask's sum; without a mask, its length) is at least ``keep_len``
       and its last label other than ``ign`` and null is not a ``stop`` id, else 0;

@@ -92,7 +92,8 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
     Skipped when ``pad_token_id == eos_token_id`` (GPT-2 style: an attended pad id is the eos
     that ends the text). With ``eos_token_id`` unset, pad is taken to differ from eos. Only rows
     whose input_ids, attention_mask and labels (those present) have equal lengths and whose mask is
-    binary are looked at (others are ``length.mismatch`` / ``mask.non_binary``)."""
+    binary are looked at (others are ``length.mismatch`` / ``mask.non_binary``). Per-row counts
+    from the shared pass over the flat buffers where it reads the mask (as ``padding.token_not_pad``)."""
     tok = ctx.cfg.tokens
     if problem(ctx, "input_ids") is not None:
         yield Skipped("padding.pad_attended", _NEEDS_PAD)
@@ -103,17 +104,24 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, tok.pad_token_id
     nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 1) & (x == pad))
+    example = first_at([mcol, ids], lambda m, x, pad=pad: m == 1 and x == pad,
+                       lambda m, x: f"pad id {x} with mask 1", count=nz, what="attended position(s) hold pad_token_id")
+
+    def message(n: int, d: dict[str, Any], pad: int | None = pad) -> str:
+        return (f"{n} row(s) hold pad_token_id {pad} at positions with attention_mask 1 "
+                f"({d.get('positions')} positions): the model attends to padding. Set the "
+                "mask to 0 at padded positions (if pad_token_id is also your eos, set "
+                "[tokens] eos_token_id)")
+
+    count = _pass_counts(ctx, "pad_att")
+    if count is not None:
+        yield RowCheck(check="padding.pad_attended", column=ids, fails=count > 0, example=example,
+                       details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
+                       message=message)
+        return
     bad = (pl.col(mcol).cast(pl.Int64) == 1) & (pl.col(ids) == pad)
-    yield RowCheck(
-        check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx),
-        example=first_at([mcol, ids], lambda m, x, pad=pad: m == 1 and x == pad,
-                         lambda m, x: f"pad id {x} with mask 1", count=nz, what="attended position(s) hold pad_token_id"),
-        details={"positions": bad.sum()}, details_merge={"positions": sum_parts},
-        message=lambda n, d, pad=pad: (f"{n} row(s) hold pad_token_id {pad} at positions with attention_mask 1 "
-                                       f"({d.get('positions')} positions): the model attends to padding. Set the "
-                                       "mask to 0 at padded positions (if pad_token_id is also your eos, set "
-                                       "[tokens] eos_token_id)"),
-    )
+    yield RowCheck(check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx), example=example,
+                   details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=message)
 
 
 _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"

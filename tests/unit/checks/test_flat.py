@@ -96,22 +96,25 @@ def test_flat_pass_rules_match_reference(cols, shifted, with_am, with_att, batch
         assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
 
 
-def ref_padding(cols: dict, i: int) -> tuple[int, int]:
-    """(padding.token_not_pad positions, padding.label_not_ignored positions) of row ``i``, plain
-    Python: in a row of the view, positions with attention_mask 0 holding a non-null id other than
-    PAD / a non-null label other than IGN."""
+def ref_padding(cols: dict, i: int) -> tuple[int, int, int]:
+    """(padding.token_not_pad positions, padding.label_not_ignored positions, padding.pad_attended
+    positions) of row ``i``, plain Python: in a row of the view, positions with attention_mask 0
+    holding a non-null id other than PAD / a non-null label other than IGN; positions with
+    attention_mask 1 holding PAD."""
     if not _in_view(cols, i, True):
-        return 0, 0
+        return 0, 0, 0
     ids, lab, att = cols["input_ids"][i], cols["labels"][i], cols["attention_mask"][i]
     masked = [k for k in range(len(ids)) if att[k] == 0]
     return (sum(ids[k] is not None and ids[k] != PAD for k in masked),
-            sum(lab[k] is not None and lab[k] != IGN for k in masked))
+            sum(lab[k] is not None and lab[k] != IGN for k in masked),
+            sum(att[k] == 1 and ids[k] == PAD for k in range(len(ids))))
 
 
 @st.composite
 def padded_with_leaks(draw):
     """:func:`ragged_sft_rows` whose padded positions (attention_mask 0) sometimes hold another id,
-    a null id, a supervised or a null label."""
+    a null id, a supervised or a null label, and whose real positions (attention_mask 1) sometimes
+    hold the pad id."""
     cols = draw(ragged_sft_rows())
     for i, att in enumerate(cols["attention_mask"]):
         if att is None:
@@ -122,14 +125,16 @@ def padded_with_leaks(draw):
                 ids[k] = draw(st.sampled_from([PAD, EOS, 5, None]))
                 if k < len(lab):
                     lab[k] = draw(st.sampled_from([IGN, 6, None]))
+            elif att[k] == 1 and draw(st.integers(0, 5)) == 0:
+                ids[k] = PAD
     return cols
 
 
 @SETTINGS
 @given(cols=padded_with_leaks(), shifted=st.booleans(), with_am=st.booleans(), batch_rows=st.sampled_from([None, 2]))
 def test_flat_pass_padding_rules_match_reference(cols, shifted, with_am, batch_rows):
-    """padding.token_not_pad and padding.label_not_ignored read from the shared pass: their rows and
-    position counts equal the plain-Python rule on the rows of the position view."""
+    """padding.token_not_pad, padding.label_not_ignored and padding.pad_attended read from the shared
+    pass: their rows and position counts equal the plain-Python rule on the rows of the position view."""
     df = _frame(cols, with_am, True)
     env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
     cfg = {**CFG, "tokens": {**CFG["tokens"], "pad_token_id": PAD}, "labels": {"shifted": shifted}}
@@ -137,7 +142,8 @@ def test_flat_pass_padding_rules_match_reference(cols, shifted, with_am, batch_r
         res = audit_frame(df, config_from_dict(cfg))
     assert not [s for s in res.skipped if s.error], res.skipped
     want = [ref_padding(cols, i) for i in range(df.height)]
-    for k, (check, col) in enumerate((("padding.token_not_pad", "input_ids"), ("padding.label_not_ignored", "labels"))):
+    for k, (check, col) in enumerate((("padding.token_not_pad", "input_ids"), ("padding.label_not_ignored", "labels"),
+                                      ("padding.pad_attended", "input_ids"))):
         assert set(res.failing_rows.get(f"{check}:{col}", [])) == {i for i, w in enumerate(want) if w[k]}
         f = [f for f in res.findings if f.check == check]
         assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
