@@ -1,7 +1,8 @@
 """The row content hash of numeric list columns (io/rowhash.py's fast path over the Arrow value
 buffers) against a plain-Python reference of the documented encoding, for every storage width,
-null lists and null elements, slices, several chunks, and uint64 values beyond int64; and rows of
-at most two runs (attention masks), built and hashed once per distinct row."""
+null lists and null elements, slices, several chunks, uint64 values beyond int64, narrower storage
+widened group of rows by group of rows; and rows of at most two runs (attention masks), built and
+hashed once per distinct row."""
 from __future__ import annotations
 
 import random
@@ -63,14 +64,17 @@ def columns(draw):
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(columns(), st.integers(0, 3), st.integers(0, 3), st.booleans())
-def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunked):
+@given(columns(), st.integers(0, 3), st.integers(0, 3), st.booleans(), st.sampled_from([None, 8, 24]))
+def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunked, group):
+    """``group``: the widening's group size in bytes (one value, three, or as shipped: 4 MiB)."""
     rows, storage, floats = col
     s = pl.Series("c", [None] * head + rows + [[1]] * tail, dtype=pl.List(storage)).slice(head, len(rows))
     if chunked and len(rows) > 1:  # the same rows in two chunks
         k = len(rows) // 2
         s = pl.concat([s.slice(0, k), s.slice(k)], rechunk=False)
-    assert row_hash_series([s]).to_list() == _reference(rows, floats)
+    with mock.patch.object(rowhash, "_WIDEN_GROUP_BYTES", group or rowhash._WIDEN_GROUP_BYTES):
+        got = row_hash_series([s]).to_list()
+    assert got == _reference(rows, floats)
 
 
 # ------------------------------------------- rows of at most two runs (attention masks, constant rows)
