@@ -207,6 +207,8 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
     ev["sup"] = int(np.count_nonzero(sup))
     if not ev["sup"]:
         return ev
+    if a.dtype != b.dtype:  # one conversion for both comparisons (numpy would convert for each)
+        a = a.astype(np.promote_types(a.dtype, b.dtype))
     same = sup & (b == a)
     if a_ok is not None:
         same &= a_ok

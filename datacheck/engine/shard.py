@@ -880,8 +880,21 @@ def _renamed(v: Any, token: str, rel: str) -> Any:
     return v
 
 
+#: the types :func:`_jsonable` returns as they are (exactly these types: subclasses take its checks)
+_PLAIN: Final = frozenset({int, str, bool, type(None)})
+
+
 def _jsonable(v: Any) -> Any:
-    """Convert polars/numpy scalars and nested containers into JSON-serialisable values."""
+    """Convert polars/numpy scalars and nested containers into JSON-serialisable values (a list's or
+    dict's plain ints, strings, bools and None are taken as they are, without a call each: a
+    shard's stats hold a few hundred of them)."""
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    if t is list or t is tuple:
+        return [x if type(x) in _PLAIN else _jsonable(x) for x in v]
+    if t is dict:
+        return {str(k): x if type(x) in _PLAIN else _jsonable(x) for k, x in v.items()}
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
