@@ -1,8 +1,8 @@
 """The row content hash of numeric list columns (io/rowhash.py's fast path over the Arrow value
 buffers) against a plain-Python reference of the documented encoding, for every storage width,
 null lists and null elements, slices, several chunks, uint64 values beyond int64, narrower storage
-widened group of rows by group of rows; and rows of at most two runs (attention masks), built and
-hashed once per distinct row."""
+widened group of rows by group of rows, long rows hashed one by one; and rows of at most two runs
+(attention masks), built and hashed once per distinct row."""
 from __future__ import annotations
 
 import random
@@ -64,15 +64,19 @@ def columns(draw):
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(columns(), st.integers(0, 3), st.integers(0, 3), st.booleans(), st.sampled_from([None, 8, 24]))
-def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunked, group):
-    """``group``: the widening's group size in bytes (one value, three, or as shipped: 4 MiB)."""
+@given(columns(), st.integers(0, 3), st.integers(0, 3), st.booleans(), st.sampled_from([None, 8, 24]),
+       st.sampled_from([None, 0, 16]))
+def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunked, group, loop):
+    """``group``: the widening's group size in bytes (one value, three, or as shipped: 4 MiB);
+    ``loop``: the row size from which rows are hashed one by one (always, from two values, or as
+    shipped: 4 KiB)."""
     rows, storage, floats = col
     s = pl.Series("c", [None] * head + rows + [[1]] * tail, dtype=pl.List(storage)).slice(head, len(rows))
     if chunked and len(rows) > 1:  # the same rows in two chunks
         k = len(rows) // 2
         s = pl.concat([s.slice(0, k), s.slice(k)], rechunk=False)
-    with mock.patch.object(rowhash, "_WIDEN_GROUP_BYTES", group or rowhash._WIDEN_GROUP_BYTES):
+    with mock.patch.object(rowhash, "_WIDEN_GROUP_BYTES", group or rowhash._WIDEN_GROUP_BYTES), \
+            mock.patch.object(rowhash, "_LOOP_ROW_BYTES", rowhash._LOOP_ROW_BYTES if loop is None else loop):
         got = row_hash_series([s]).to_list()
     assert got == _reference(rows, floats)
 
@@ -109,8 +113,8 @@ def run_rows(draw):
 
 
 @settings(max_examples=examples(200), deadline=None)
-@given(run_rows(), st.integers(0, 3), st.booleans())
-def test_rows_of_two_runs_hash_as_the_plain_python_reference(col, head, chunked):
+@given(run_rows(), st.integers(0, 3), st.booleans(), st.booleans())
+def test_rows_of_two_runs_hash_as_the_plain_python_reference(col, head, chunked, loop):
     """Rows of two runs are built and hashed once per distinct row (io/rowhash.py): the same hashes
     as the reference, whatever the storage, lengths, nulls, slices and chunks."""
     rows, storage = col
@@ -118,7 +122,8 @@ def test_rows_of_two_runs_hash_as_the_plain_python_reference(col, head, chunked)
     if chunked and len(rows) > 1:
         k = len(rows) // 2
         s = pl.concat([s.slice(0, k), s.slice(k)], rechunk=False)
-    with mock.patch.object(rowhash, "_RUNS_MIN_VALUES", 0), mock.patch.object(rowhash, "_RUNS_MIN_MEAN", 0):
+    with mock.patch.object(rowhash, "_RUNS_MIN_VALUES", 0), mock.patch.object(rowhash, "_RUNS_MIN_MEAN", 0), \
+            mock.patch.object(rowhash, "_LOOP_ROW_BYTES", 0 if loop else rowhash._LOOP_ROW_BYTES):
         got = row_hash_series([s]).to_list()
     assert got == _reference(rows, False)
 
