@@ -69,7 +69,7 @@ def columns(draw):
 def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunked, group, loop):
     """``group``: the widening's group size in bytes (one value, three, or as shipped: 4 MiB);
     ``loop``: the row size from which rows are hashed one by one (always, from two values, or as
-    shipped: 4 KiB)."""
+    shipped: 2 KiB)."""
     rows, storage, floats = col
     s = pl.Series("c", [None] * head + rows + [[1]] * tail, dtype=pl.List(storage)).slice(head, len(rows))
     if chunked and len(rows) > 1:  # the same rows in two chunks
