@@ -145,12 +145,16 @@ def counts_to_pairs(vc: list[dict] | None) -> list[list]:
     """``value_counts`` output (list of {value, count}) as ``[[value, count], ...]``."""
     if not vc:
         return []
-    out = []
-    for d in vc:
-        cnt = d.get("count")
-        val = next(v for k, v in d.items() if k != "count")
-        out.append([val, cnt])
-    return out
+    return [[_value_of(d), d.get("count")] for d in vc]
+
+
+def _value_of(d: dict) -> Any:
+    """The value of a ``value_counts`` entry: its first field other than ``count``."""
+    items = iter(d.items())
+    k, v = next(items)
+    if k == "count":
+        k, v = next(items)
+    return v
 
 
 def positions_count(cols: list[str], pred: Callable[..., pl.Expr]) -> pl.Expr:

@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.registry import shared_pass
+from datacheck.checks.registry import shared_column, shared_pass
 
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
 
@@ -538,7 +538,8 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
                                                     assistant_mask is not None, attention_mask is not None, pad,
                                                     bound, keep_len, keep_side, padding_side))
 
-    return pl.map_batches(inputs, run, return_dtype=dtype)
+    # one column per frame, however many checks read its fields (see shared_column)
+    return shared_column(key, pl.map_batches(inputs, run, return_dtype=dtype))
 
 
 #: seq_lens values above this are left to the list kernels (the row-local cumulative sums stay exact)

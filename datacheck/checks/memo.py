@@ -1,15 +1,23 @@
 """One pass shared by several checks within one query: :func:`shared_pass` memoizes a
 ``map_batches`` kernel's result by key and by the identity of its input buffers, and the engine
 forgets every entry after each query (:func:`clear_shared_passes`).
+
+:func:`shared_column` goes one step further for a per-row kernel whose result several checks
+read: the checks read a column, and the engine computes that column once per frame it evaluates
+them on (:func:`with_shared_columns`), where polars would call the kernel once per expression that
+reads it (a Python function is never a common subexpression): twelve calls of the shared token
+pass on a batch, each costing its inputs' conversion and the memo's lookup (about 0.2 ms each).
 """
 from __future__ import annotations
 
+import hashlib
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import polars as pl
 
-__all__ = ["shared_pass", "clear_shared_passes"]
+__all__ = ["shared_pass", "clear_shared_passes", "shared_column", "SHARED_PREFIX", "shared_roots",
+           "with_shared_columns"]
 
 #: results of :func:`shared_pass` for the query being run: key -> (the inputs, held so that their
 #: buffer addresses stay theirs, and the value); emptied by the engine after each query
@@ -56,3 +64,42 @@ def clear_shared_passes() -> None:
     with _SHARED_LOCK:
         _SHARED.clear()
         _SHARED_KEY_LOCKS.clear()
+
+
+#: the name of every shared column starts with it (no column of the data does: the engine
+#: reserves ``__``-names)
+SHARED_PREFIX = "__shared_"
+#: shared column name -> the expression computing it (over the frame's own columns)
+_COLUMNS: dict[str, pl.Expr] = {}
+
+
+def shared_column(key: tuple, expr: pl.Expr) -> pl.Expr:
+    """``pl.col`` of a column holding ``expr``'s per-row value, computed by the engine once per frame
+    it evaluates the checks on (:func:`with_shared_columns`). ``key`` identifies ``expr`` (equal keys,
+    equal expressions: the first one registered is kept); ``expr`` reads only the frame's own
+    columns. Every engine evaluation of check expressions (the fused query, its flat views before
+    they explode, the second pass's details and examples) adds the shared columns they read."""
+    name = SHARED_PREFIX + hashlib.blake2b(repr(key).encode(), digest_size=8).hexdigest()
+    with _SHARED_LOCK:
+        _COLUMNS.setdefault(name, expr)
+    return pl.col(name)
+
+
+def shared_roots(exprs: Iterable[pl.Expr]) -> tuple[set[str], set[str]]:
+    """(the shared columns ``exprs`` read, the frame columns those shared columns read)."""
+    names: set[str] = set()
+    for e in exprs:
+        names.update(n for n in e.meta.root_names() if n.startswith(SHARED_PREFIX))
+    roots: set[str] = set()
+    for n in names:
+        roots.update(_COLUMNS[n].meta.root_names())
+    return names, roots
+
+
+def with_shared_columns(lf: pl.LazyFrame, exprs: Iterable[pl.Expr]) -> pl.LazyFrame:
+    """``lf`` with the shared columns ``exprs`` read (:func:`shared_column`), in name order;
+    ``lf`` itself when they read none."""
+    names, _ = shared_roots(exprs)
+    if not names:
+        return lf
+    return lf.with_columns([_COLUMNS[n].alias(n) for n in sorted(names)])

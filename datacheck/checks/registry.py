@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from datacheck.checks.memo import clear_shared_passes, shared_pass
+from datacheck.checks.memo import clear_shared_passes, shared_column, shared_pass, shared_roots, with_shared_columns
 from datacheck.checks.merge import (
     concat_parts,
     counts_parts,
@@ -115,6 +115,9 @@ __all__ = [
     "ratio_post",
     "shared_pass",
     "clear_shared_passes",
+    "shared_column",
+    "shared_roots",
+    "with_shared_columns",
 ]
 
 

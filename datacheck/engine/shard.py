@@ -27,7 +27,9 @@ from datacheck.checks.registry import (
     clear_shared_passes,
     needed_derivations,
     shard_plan,
+    shared_roots,
     unreadable_findings,
+    with_shared_columns,
 )
 from datacheck.derive.layout import SAMPLE_ROWS, shard_layout
 from datacheck.derive.read import CheckInput, open_for_checks
@@ -113,9 +115,10 @@ def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Pa
              checks: list[int], stat_idx: list[int], with_len: bool = True, probe: bool = False,
              extra: list[pl.Expr] | None = None, direct: frozenset[int] = frozenset()) -> list[pl.LazyFrame]:
     """The shard's queries: one select over the rows, plus one per flat view. They all derive from
-    the same scan, and are collected together so that polars reads the data once. ``probe``: see
-    :func:`_row_exprs`; the checks in ``direct`` gather their failing rows even so. ``extra``: more
-    outputs (reductions) of the select over the rows."""
+    the same scan (with the shared columns their row expressions read:
+    :func:`~datacheck.checks.registry.shared_column`), and are collected together so that polars
+    reads the data once. ``probe``: see :func:`_row_exprs`; the checks in ``direct`` gather their
+    failing rows even so. ``extra``: more outputs (reductions) of the select over the rows."""
     main: list[pl.Expr] = ([pl.len().alias("__n")] if with_len else []) + list(extra or [])
     views: dict[str, tuple[FlatView, list[pl.Expr]]] = {}
     per_row: dict[str, tuple[dict[str, RowAgg], list[pl.Expr]]] = {}
@@ -135,6 +138,8 @@ def _queries(lf: pl.LazyFrame, row_checks: list[RowCheck], stats: list[Stat | Pa
         sv = _view_of(st)
         target = main if sv is None else views.setdefault(sv.key, (sv, []))[1]
         target.append(st.expr.alias(f"__s{j}"))
+    # the shared columns the rows' expressions and the views' row conditions read, computed once
+    lf = with_shared_columns(lf, main + [view.row_ok() for view, _ in views.values()])
     out = [lf.select(main)] if main else []
     for key, (view, exprs) in views.items():
         flat = view.frame(lf)
@@ -312,6 +317,7 @@ def _needed_columns(row_checks: list[RowCheck], stats: list[Stat | Payload], sch
         names.update(v.cols)
         if v.where is not None:
             names.update(v.where.meta.root_names())
+    names.update(shared_roots(exprs + [v.where for v in views if v.where is not None])[1])  # what shared columns read
     return [c for c in schema if c in names]
 
 
@@ -351,7 +357,8 @@ _gather = gather_rows
 def _details_of(sub: pl.DataFrame, rc: RowCheck) -> dict[str, Any]:
     """``rc.details`` evaluated over ``sub`` (its failing rows, with ``__row``); {} when they fail."""
     try:
-        frame = sub.lazy() if rc.view is None else rc.view.frame(sub.lazy())
+        rows = with_shared_columns(sub.lazy(), [*rc.details.values()] + ([rc.view.row_ok()] if rc.view else []))
+        frame = rows if rc.view is None else rc.view.frame(rows)
         got = frame.select([e.alias(k) for k, e in rc.details.items()]).collect()
         return {k: _first(got, k) for k in rc.details}
     except ENGINE_ERRORS:
@@ -379,7 +386,11 @@ def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_che
             first = rows[:max_ex]
             part = sub.filter(pl.col("__row").is_in(pl.Series(first, dtype=pl.UInt32).implode()))
             try:
-                got = part.select(pl.col("__row"), rc.example.alias("__e"))
+                if shared_roots([rc.example])[0]:  # it reads shared columns: computed over these rows
+                    got = with_shared_columns(part.lazy(), [rc.example]).select(
+                        pl.col("__row"), rc.example.alias("__e")).collect()
+                else:
+                    got = part.select(pl.col("__row"), rc.example.alias("__e"))
             except ENGINE_ERRORS:
                 continue
             examples[i] = dict(zip((int(r) for r in got["__row"].to_list()), got["__e"].to_list()))
@@ -880,8 +891,21 @@ def _renamed(v: Any, token: str, rel: str) -> Any:
     return v
 
 
+#: the types :func:`_jsonable` returns as they are (exactly these types: subclasses take its checks)
+_PLAIN: Final = frozenset({int, str, bool, type(None)})
+
+
 def _jsonable(v: Any) -> Any:
-    """Convert polars/numpy scalars and nested containers into JSON-serialisable values."""
+    """Convert polars/numpy scalars and nested containers into JSON-serialisable values (a list's or
+    dict's plain ints, strings, bools and None are taken as they are, without a call each: a
+    shard's stats hold a few hundred of them)."""
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    if t is list or t is tuple:
+        return [x if type(x) in _PLAIN else _jsonable(x) for x in v]
+    if t is dict:
+        return {str(k): x if type(x) in _PLAIN else _jsonable(x) for k, x in v.items()}
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

@@ -1,9 +1,13 @@
 """The row content hash of numeric list columns (io/rowhash.py's fast path over the Arrow value
 buffers) against a plain-Python reference of the documented encoding, for every storage width,
-null lists and null elements, slices, several chunks, and uint64 values beyond int64."""
+null lists and null elements, slices, several chunks, uint64 values beyond int64, narrower storage
+widened group of rows by group of rows, long rows hashed one by one; and rows of at most two runs
+(attention masks), built and hashed once per distinct row."""
 from __future__ import annotations
 
+import random
 import struct
+from unittest import mock
 
 import polars as pl
 import polars_hash as plh
@@ -12,6 +16,7 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from datacheck.io import rowhash
 from datacheck.io.rowhash import row_hash_series
 
 #: storage dtype -> (smallest value, largest value) drawn
@@ -59,11 +64,87 @@ def columns(draw):
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(columns(), st.integers(0, 3), st.integers(0, 3), st.booleans())
-def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunked):
+@given(columns(), st.integers(0, 3), st.integers(0, 3), st.booleans(), st.sampled_from([None, 8, 24]),
+       st.sampled_from([None, 0, 16]))
+def test_list_row_hashes_match_the_plain_python_reference(col, head, tail, chunked, group, loop):
+    """``group``: the widening's group size in bytes (one value, three, or as shipped: 4 MiB);
+    ``loop``: the row size from which rows are hashed one by one (always, from two values, or as
+    shipped: 2 KiB)."""
     rows, storage, floats = col
     s = pl.Series("c", [None] * head + rows + [[1]] * tail, dtype=pl.List(storage)).slice(head, len(rows))
     if chunked and len(rows) > 1:  # the same rows in two chunks
         k = len(rows) // 2
         s = pl.concat([s.slice(0, k), s.slice(k)], rechunk=False)
-    assert row_hash_series([s]).to_list() == _reference(rows, floats)
+    with mock.patch.object(rowhash, "_WIDEN_GROUP_BYTES", group or rowhash._WIDEN_GROUP_BYTES), \
+            mock.patch.object(rowhash, "_LOOP_ROW_BYTES", rowhash._LOOP_ROW_BYTES if loop is None else loop):
+        got = row_hash_series([s]).to_list()
+    assert got == _reference(rows, floats)
+
+
+# ------------------------------------------- rows of at most two runs (attention masks, constant rows)
+
+
+@st.composite
+def run_rows(draw):
+    """Integer list rows that are mostly two runs of one value each (``[a] * r + [b] * (n - r)``), of
+    one length or of several, with sometimes a row of three runs, a null row, a null element or an
+    empty row; run values mostly small, sometimes past the packed key's range (2**15)."""
+    storage = draw(st.sampled_from([pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32,
+                                    pl.UInt64]))
+    lo, hi = STORAGE[storage]
+    small = st.integers(max(lo, -3), min(hi, 3))
+    value = st.one_of(small, small, small, st.integers(lo, hi))
+    width = draw(st.integers(1, 12))
+    one_length = draw(st.booleans())
+    rows = []
+    for _ in range(draw(st.integers(1, 30))):
+        n = width if one_length else draw(st.integers(0, 12))
+        r = draw(st.integers(0, n))
+        row = [draw(value)] * r + [draw(value)] * (n - r)
+        kind = draw(st.sampled_from(["runs"] * 12 + ["three", "null", "null element"]))
+        if kind == "three" and n >= 3:
+            row[n // 2] = draw(value)
+        elif kind == "null":
+            row = None
+        elif kind == "null element" and n:
+            row[draw(st.integers(0, n - 1))] = None
+        rows.append(row)
+    return rows, storage
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(run_rows(), st.integers(0, 3), st.booleans(), st.booleans())
+def test_rows_of_two_runs_hash_as_the_plain_python_reference(col, head, chunked, loop):
+    """Rows of two runs are built and hashed once per distinct row (io/rowhash.py): the same hashes
+    as the reference, whatever the storage, lengths, nulls, slices and chunks."""
+    rows, storage = col
+    s = pl.Series("c", [[1, 2, 3]] * head + rows, dtype=pl.List(storage)).slice(head, len(rows))
+    if chunked and len(rows) > 1:
+        k = len(rows) // 2
+        s = pl.concat([s.slice(0, k), s.slice(k)], rechunk=False)
+    with mock.patch.object(rowhash, "_RUNS_MIN_VALUES", 0), mock.patch.object(rowhash, "_RUNS_MIN_MEAN", 0), \
+            mock.patch.object(rowhash, "_LOOP_ROW_BYTES", 0 if loop else rowhash._LOOP_ROW_BYTES):
+        got = row_hash_series([s]).to_list()
+    assert got == _reference(rows, False)
+
+
+def test_a_padded_attention_mask_takes_the_distinct_row_path_and_hashes_as_the_reference():
+    # 400 rows x 256 (102,400 values, past the path's threshold): ones then zeros, all ones, all zeros
+    rng = random.Random(7)
+    rows = [[1] * k + [0] * (256 - k) for k in (rng.randint(0, 256) for _ in range(400))]
+    s = pl.Series("attention_mask", rows, dtype=pl.List(pl.Int8))
+    seen = []
+    real = rowhash._two_run_rows
+
+    def spy(flat, off):
+        got = real(flat, off)
+        seen.append(got is not None)
+        return got
+
+    with mock.patch.object(rowhash, "_two_run_rows", spy):
+        got = row_hash_series([s]).to_list()
+    assert seen == [True]
+    assert got == _reference(rows, False)
+    # one row of three runs: the column is hashed row by row, with the same hashes
+    rows[5] = [1] * 10 + [0] * 10 + [1] * 236
+    assert row_hash_series([pl.Series("m", rows, dtype=pl.List(pl.Int8))]).to_list() == _reference(rows, False)

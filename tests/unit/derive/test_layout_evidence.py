@@ -1,6 +1,7 @@
 """The layout recognizer's label evidence (``derive/layout._label_evidence``), vectorized over the
 flattened sample, against a plain-Python reference on random rows: null rows, null elements, empty
-lists, rows whose labels or mask have another length, position ids that reset, any ignore index."""
+lists, rows whose labels or mask have another length, position ids that reset, any ignore index;
+and rows of one length (the padded rows of most token data, counted by another path)."""
 from __future__ import annotations
 
 import polars as pl
@@ -58,6 +59,28 @@ _lst = st.one_of(st.none(), st.lists(_val, max_size=6))
     max_size=8),
     ignore=st.sampled_from([-100, None, 0, 3]), with_mask=st.booleans(), with_starts=st.booleans())
 def test_vectorized_evidence_equals_the_reference(rows, ignore, with_mask, with_starts):
+    got = _label_evidence(_frame(rows), "input_ids", "labels", "attention_mask" if with_mask else None, ignore,
+                          "position_ids" if with_starts else None)
+    assert got == reference(rows, ignore, with_mask, with_starts)
+
+
+@st.composite
+def _rows_of_one_length(draw: st.DrawFn) -> list[dict]:
+    """Rows whose ids, labels, mask and position ids all have one length (padded token rows), some
+    of them null or of another length."""
+    width = draw(st.integers(0, 7))
+    exact = st.lists(_val, min_size=width, max_size=width)
+    small = st.lists(st.one_of(st.none(), st.integers(0, 2)), min_size=width, max_size=width)
+    return draw(st.lists(st.fixed_dictionaries({
+        "input_ids": exact, "labels": st.one_of(exact, exact, _lst),
+        "attention_mask": st.one_of(small, small, st.none(), st.lists(st.integers(0, 1), max_size=3)),
+        "position_ids": st.one_of(small, st.none())}), min_size=1, max_size=12))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(rows=_rows_of_one_length(), ignore=st.sampled_from([-100, None, 0, 3]), with_mask=st.booleans(),
+       with_starts=st.booleans())
+def test_vectorized_evidence_on_rows_of_one_length_equals_the_reference(rows, ignore, with_mask, with_starts):
     got = _label_evidence(_frame(rows), "input_ids", "labels", "attention_mask" if with_mask else None, ignore,
                           "position_ids" if with_starts else None)
     assert got == reference(rows, ignore, with_mask, with_starts)
