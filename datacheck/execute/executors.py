@@ -7,17 +7,26 @@ same for any number of workers.
 
 - ``local`` (:class:`LocalExecutor`): in this process, one item after the other (``--workers 1``).
 - ``process`` (:class:`ProcessExecutor`): a :class:`concurrent.futures.ProcessPoolExecutor` of
-  ``workers`` processes started with the ``spawn`` method (polars' thread pool is not fork-safe,
-  and spawn is what macOS and Windows use anyway), so the mapped function and its items must be
-  module-level and picklable. Each worker's polars thread pool is sized ``cores // workers``
-  (at least 1) through ``POLARS_MAX_THREADS``, set for the children only while they start,
-  unless the caller already set that variable: N workers with a full pool each would run
-  N x cores threads on cores cores. The workers never import the caller's main script: while they
-  start, ``sys.modules["__main__"]`` is a bare stand-in (:func:`_main_hidden`), so a spawned child
-  has no main module to re-run. A launch script may call :func:`datacheck.audit` at its top level,
+  ``workers`` processes, so the mapped function and its items must be module-level and picklable.
+  The workers are started with the ``fork`` method where that is safe (:func:`fork_is_safe`: on
+  Linux, while this process runs no thread but its main one and the idle ones that importing
+  polars and pyarrow starts, i.e. before any polars or pyarrow thread pool, Python thread or BLAS
+  thread exists): a forked worker has every module this process imported and starts in a few
+  milliseconds, where a spawned one imports datacheck, polars, pyarrow and numpy again (about
+  0.7 CPU s a worker on the benchmark machine). Elsewhere (another platform, a process that has
+  run a polars query or holds a thread of its own: a notebook, the progress bar) they are started
+  with the ``spawn`` method (a thread pool's threads do not survive a fork and the locks they held
+  stay held in the child; spawn is what macOS and Windows use anyway). Each worker's polars thread
+  pool is sized ``cores // workers`` (at least 1) through ``POLARS_MAX_THREADS``, set for the
+  children only while they start, unless the caller already set that variable (a forked worker
+  has polars imported already and reloads the variable, :func:`_worker_start`, before its pool
+  is built): N workers with a full pool each would run N x cores threads on cores cores. The
+  workers never import the caller's main script: while they start, ``sys.modules["__main__"]`` is
+  a bare stand-in (:func:`_main_hidden`), so a spawned child has no main module to re-run (a
+  forked one runs none). A launch script may call :func:`datacheck.audit` at its top level,
   without an ``if __name__ == "__main__":`` guard (a spawn pool's children otherwise re-run the
   script, which starts the audit again and breaks the pool). The mapped function and its items
-  live in datacheck's modules, which the children import by name.
+  live in datacheck's modules, which spawned children import by name.
 - ``ray`` (:class:`RayExecutor`, the ``datacheck[ray]`` extra: ``ray>=2.9``): one Ray task per item,
   retried up to ``max_retries`` times when the worker running it dies (``ray.remote(max_retries=...)``:
   a system failure such as a node lost or a process killed for memory; an exception raised by the
@@ -34,10 +43,13 @@ The default number of workers is the number of cores this process may run on
 """
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
+import threading
 import types
+import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -47,7 +59,8 @@ from datacheck.model.constants import ENV_WORKERS, EXECUTORS
 from datacheck.model.errors import OptionalDependencyError, UsageError
 
 __all__ = ["ENV_WORKERS", "EXECUTORS", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "WorkerDied",
-           "LOCAL_BYTES", "RAY_INSTALL_HINT", "cpu_cores", "default_workers", "make_executor", "require_ray"]
+           "LOCAL_BYTES", "RAY_INSTALL_HINT", "cpu_cores", "default_workers", "fork_is_safe", "make_executor",
+           "require_ray", "start_method"]
 
 #: what to install for ``--executor ray``: the ``datacheck[ray]`` extra, named in words, and the commands that
 #: work (the PyPI name ``datacheck`` is another project's: tests/contract/test_install_instructions.py).
@@ -158,8 +171,52 @@ def _main_hidden() -> Iterator[None]:
             sys.modules.pop("__main__", None)
 
 
+#: the names (``/proc/self/task/*/comm``, 15 characters at most) of the native threads that importing
+#: polars and pyarrow starts and that wait idle, holding no lock a worker needs, until asked: jemalloc's
+#: background purge threads (pyarrow's and polars' allocators; jemalloc takes and releases its own locks
+#: around a fork) and polars' spill-file cleaner (it waits on a channel; a forked worker that spills
+#: leaves its spill files to the next polars process's clean-up of dead processes' folders)
+IDLE_THREADS = frozenset({"jemalloc_bg_thd", "polars-ooc-clea"})
+
+
+def fork_is_safe() -> bool:
+    """True when a worker forked from this process now starts in a sound state: on Linux, the
+    calling thread is this process's only Python thread and every other native thread is one of
+    :data:`IDLE_THREADS` (no polars or pyarrow thread pool has started, no BLAS thread, no thread
+    of the caller's). A thread pool's threads are not copied by ``fork`` and a lock one of them
+    held stays held in the child, which can then deadlock; a process that has run a polars query
+    or a pyarrow read has such threads, so False there. False where ``/proc`` cannot be read."""
+    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+        return False
+    try:
+        names = []
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
+                names.append(f.read().strip())
+    except OSError:
+        return False
+    return sum(name not in IDLE_THREADS for name in names) == 1
+
+
+def start_method() -> str:
+    """``"fork"`` when :func:`fork_is_safe`, else ``"spawn"``: how :class:`ProcessExecutor` starts
+    its workers."""
+    return "fork" if fork_is_safe() else "spawn"
+
+
+def _worker_start(threads: str) -> None:
+    """The initializer of every pool worker: in a forked worker, polars (imported before the fork,
+    its settings read from the environment then) reads ``POLARS_MAX_THREADS`` again, as set for
+    the children, before its thread pool is first built; a spawned worker reads it at import."""
+    if "polars" not in sys.modules or os.environ.get("POLARS_MAX_THREADS") != threads:
+        return
+    pl = sys.modules["polars"]
+    pl.Config.load(json.dumps({"environment": {"POLARS_MAX_THREADS": threads}}))
+
+
 class ProcessExecutor:
-    """A pool of ``workers`` spawned processes (see the module docstring).
+    """A pool of ``workers`` processes, forked where that is safe, else spawned (see the module
+    docstring).
 
     Args:
         workers: number of processes (>= 1).
@@ -187,10 +244,14 @@ class ProcessExecutor:
         if not items:
             return
         threads = str(max(1, cpu_cores() // self.workers))
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx) as pool:
-            with _child_env("POLARS_MAX_THREADS", threads), _main_hidden():  # children start during the submits
-                futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]
+        ctx = multiprocessing.get_context(start_method())
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx,
+                                 initializer=_worker_start, initargs=(os.environ.get("POLARS_MAX_THREADS", threads),)
+                                 ) as pool:
+            with _child_env("POLARS_MAX_THREADS", threads), _main_hidden(), warnings.catch_warnings():
+                # Python >= 3.12 warns of a fork in a process with other threads; those are IDLE_THREADS
+                warnings.filterwarnings("ignore", message=".*multi-threaded.*fork", category=DeprecationWarning)
+                futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]  # children start here
             try:
                 for fut in futures:
                     try:
