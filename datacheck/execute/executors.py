@@ -14,7 +14,7 @@ same for any number of workers.
   thread exists): a forked worker has every module this process imported and starts in a few
   milliseconds, where a spawned one imports datacheck, polars, pyarrow and numpy again (about
   0.7 CPU s a worker on the benchmark machine). Elsewhere (another platform, a process that has
-  run a polars query or holds a thread of its own: a notebook, the progress bar) they are started
+  run a polars query or holds a thread of its own, as a notebook may) they are started
   with the ``spawn`` method (a thread pool's threads do not survive a fork and the locks they held
   stay held in the child; spawn is what macOS and Windows use anyway). Each worker's polars thread
   pool is sized ``cores // workers`` (at least 1) through ``POLARS_MAX_THREADS``, set for the
