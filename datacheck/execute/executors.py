@@ -13,14 +13,18 @@ same for any number of workers.
   polars and pyarrow starts, i.e. before any polars or pyarrow thread pool, Python thread or BLAS
   thread exists): a forked worker has every module this process imported and starts in a few
   milliseconds, where a spawned one imports datacheck, polars, pyarrow and numpy again (about
-  0.7 CPU s a worker on the benchmark machine). Elsewhere (another platform, a process that has
-  run a polars query or holds a thread of its own, as a notebook may) they are started
-  with the ``spawn`` method (a thread pool's threads do not survive a fork and the locks they held
-  stay held in the child; spawn is what macOS and Windows use anyway). Each worker's polars thread
+  0.7 CPU s a worker on the benchmark machine). A process that has run a polars query or holds a
+  thread of its own (a notebook, a training script) is not forked (a thread pool's threads do not
+  survive a fork and the locks they held stay held in the child): on Linux its workers are forked
+  from Python's fork server (``forkserver``), a process started once, the first time, that imports
+  the mapped function's module (one import in all, not one a worker) and stays, idle, for the
+  rest of the caller's life; each worker takes the caller's environment and working folder as
+  they are when the pool starts (:func:`_worker_start`), not the server's. Elsewhere (macOS,
+  Windows) they are started with the ``spawn`` method. Each worker's polars thread
   pool is sized ``cores // workers`` (at least 1) through ``POLARS_MAX_THREADS``, set for the
   children only while they start, unless the caller already set that variable (a forked worker
-  has polars imported already and reloads the variable, :func:`_worker_start`, before its pool
-  is built): N workers with a full pool each would run N x cores threads on cores cores. The
+  has polars imported already and reads its variables again, :func:`_worker_start`, before its
+  pool is built): N workers with a full pool each would run N x cores threads on cores cores. The
   workers never import the caller's main script: while they start, ``sys.modules["__main__"]`` is
   a bare stand-in (:func:`_main_hidden`), so a spawned child has no main module to re-run (a
   forked one runs none). A launch script may call :func:`datacheck.audit` at its top level,
@@ -199,19 +203,43 @@ def fork_is_safe() -> bool:
 
 
 def start_method() -> str:
-    """``"fork"`` when :func:`fork_is_safe`, else ``"spawn"``: how :class:`ProcessExecutor` starts
-    its workers."""
-    return "fork" if fork_is_safe() else "spawn"
+    """How :class:`ProcessExecutor` starts its workers: ``"fork"`` when :func:`fork_is_safe`; else,
+    on Linux, ``"forkserver"``: a server process started once (the first time, for the rest of
+    this process's life) imports the mapped function's module and forks each worker from itself,
+    a process that has only imported modules (one import in all instead of one a worker);
+    elsewhere ``"spawn"``."""
+    if fork_is_safe():
+        return "fork"
+    if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
+        return "forkserver"
+    return "spawn"
 
 
-def _worker_start(threads: str) -> None:
-    """The initializer of every pool worker: in a forked worker, polars (imported before the fork,
-    its settings read from the environment then) reads ``POLARS_MAX_THREADS`` again, as set for
-    the children, before its thread pool is first built; a spawned worker reads it at import."""
-    if "polars" not in sys.modules or os.environ.get("POLARS_MAX_THREADS") != threads:
-        return
-    pl = sys.modules["polars"]
-    pl.Config.load(json.dumps({"environment": {"POLARS_MAX_THREADS": threads}}))
+def _worker_start(threads: str | None, environ: dict[str, str], cwd: str | None) -> None:
+    """The initializer of every pool worker: the worker takes the caller's environment and working
+    folder as they are now (a worker of the fork server would otherwise have the server's, those of
+    the moment the server started), with ``POLARS_MAX_THREADS`` set to ``threads`` (None: the
+    caller set it, and the environment carries it). A worker forked from this process or from the
+    fork server has polars imported already, its settings read from the environment then: polars
+    reads them again here, before its thread pool is first built; a spawned worker reads them at
+    import."""
+    if os.environ != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+    if threads is not None:
+        os.environ["POLARS_MAX_THREADS"] = threads
+    if cwd is not None and cwd != os.getcwd():
+        os.chdir(cwd)
+    if "polars" in sys.modules:
+        sys.modules["polars"].Config.load(json.dumps({"environment": {}}))  # reads every POLARS_* variable again
+
+
+def _cwd() -> str | None:
+    """This process's working folder, or None where it no longer exists."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 class ProcessExecutor:
@@ -244,10 +272,13 @@ class ProcessExecutor:
         if not items:
             return
         threads = str(max(1, cpu_cores() // self.workers))
-        ctx = multiprocessing.get_context(start_method())
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx,
-                                 initializer=_worker_start, initargs=(os.environ.get("POLARS_MAX_THREADS", threads),)
-                                 ) as pool:
+        method = start_method()
+        ctx = multiprocessing.get_context(method)
+        if method == "forkserver":  # read when the server starts (once): it imports the function's module
+            ctx.set_forkserver_preload([fn.__module__])
+        given = "POLARS_MAX_THREADS" in os.environ
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx, initializer=_worker_start,
+                                 initargs=(None if given else threads, dict(os.environ), _cwd())) as pool:
             with _child_env("POLARS_MAX_THREADS", threads), _main_hidden(), warnings.catch_warnings():
                 # Python >= 3.12 warns of a fork in a process with other threads; those are IDLE_THREADS
                 warnings.filterwarnings("ignore", message=".*multi-threaded.*fork", category=DeprecationWarning)
