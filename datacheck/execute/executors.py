@@ -18,8 +18,8 @@ same for any number of workers.
   survive a fork and the locks they held stay held in the child): on Linux its workers are forked
   from Python's fork server (``forkserver``), a process started once, the first time, that imports
   the mapped function's module (one import in all, not one a worker) and stays, idle, for the
-  rest of the caller's life; each worker takes the caller's environment and working folder as
-  they are when the pool starts (:func:`_worker_start`), not the server's. Elsewhere (macOS,
+  rest of the caller's life; each worker takes the caller's environment as it is when the pool
+  starts (:func:`_worker_start`), not the server's. Elsewhere (macOS,
   Windows) they are started with the ``spawn`` method. Each worker's polars thread
   pool is sized ``cores // workers`` (at least 1) through ``POLARS_MAX_THREADS``, set for the
   children only while they start, unless the caller already set that variable (a forked worker
@@ -215,31 +215,21 @@ def start_method() -> str:
     return "spawn"
 
 
-def _worker_start(threads: str | None, environ: dict[str, str], cwd: str | None) -> None:
-    """The initializer of every pool worker: the worker takes the caller's environment and working
-    folder as they are now (a worker of the fork server would otherwise have the server's, those of
-    the moment the server started), with ``POLARS_MAX_THREADS`` set to ``threads`` (None: the
-    caller set it, and the environment carries it). A worker forked from this process or from the
-    fork server has polars imported already, its settings read from the environment then: polars
-    reads them again here, before its thread pool is first built; a spawned worker reads them at
-    import."""
+def _worker_start(threads: str | None, environ: dict[str, str]) -> None:
+    """The initializer of every pool worker: the worker takes the caller's environment as it is now
+    (a worker of the fork server would otherwise have the server's, that of the moment the server
+    started; its working folder and ``sys.path`` multiprocessing sets from the caller's), with
+    ``POLARS_MAX_THREADS`` set to ``threads`` (None: the caller set it, and the environment carries
+    it). A worker forked from this process or from the fork server has polars imported already,
+    its settings read from the environment then: polars reads them again here, before its thread
+    pool is first built; a spawned worker reads them at import."""
     if os.environ != environ:
         os.environ.clear()
         os.environ.update(environ)
     if threads is not None:
         os.environ["POLARS_MAX_THREADS"] = threads
-    if cwd is not None and cwd != os.getcwd():
-        os.chdir(cwd)
     if "polars" in sys.modules:
         sys.modules["polars"].Config.load(json.dumps({"environment": {}}))  # reads every POLARS_* variable again
-
-
-def _cwd() -> str | None:
-    """This process's working folder, or None where it no longer exists."""
-    try:
-        return os.getcwd()
-    except OSError:
-        return None
 
 
 class ProcessExecutor:
@@ -278,7 +268,7 @@ class ProcessExecutor:
             ctx.set_forkserver_preload([fn.__module__])
         given = "POLARS_MAX_THREADS" in os.environ
         with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx, initializer=_worker_start,
-                                 initargs=(None if given else threads, dict(os.environ), _cwd())) as pool:
+                                 initargs=(None if given else threads, dict(os.environ))) as pool:
             with _child_env("POLARS_MAX_THREADS", threads), _main_hidden(), warnings.catch_warnings():
                 # Python >= 3.12 warns of a fork in a process with other threads; those are IDLE_THREADS
                 warnings.filterwarnings("ignore", message=".*multi-threaded.*fork", category=DeprecationWarning)
