@@ -481,7 +481,11 @@ def _ray_driver(conn: Any, workers: int, address: str | None, max_retries: int, 
 #: audited in this process: a spawned worker costs about 0.5 s to start (it imports datacheck,
 #: polars and numpy) and the audit reads about 25 MB of parquet a CPU second, so a second worker
 #: saves less than its start below about 32 MiB (measured on 2 cores: 2 small shards 1.99 s with
-#: a pool vs 1.17 s without; 100 shards of 3 MB, 300 MB, 6.95 s vs 9.04 s).
+#: a pool vs 1.17 s without; 100 shards of 3 MB, 300 MB, 6.95 s vs 9.04 s). A forked worker starts
+#: in milliseconds but still pays its first shard's warm-up (the readers' lazy imports, polars'
+#: first query: a 5,000 x 256 shard took 0.24-0.28 CPU s first, 0.08-0.11 s after, measured on the
+#: same machine), and with the machine shared the pool did not pay below this either (12 such
+#: shards, 36 MB: 1.8 CPU s and 1.8 s in this process, 2.7 and 2.7 s with two forked workers).
 LOCAL_BYTES = 32 << 20
 
 
