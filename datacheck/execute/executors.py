@@ -229,12 +229,15 @@ def _worker_start(threads: str | None, environ: dict[str, str]) -> None:
     if threads is not None:
         os.environ["POLARS_MAX_THREADS"] = threads
     if "polars" in sys.modules:
-        sys.modules["polars"].Config.load(json.dumps({"environment": {}}))  # reads every POLARS_* variable again
+        try:  # reads every POLARS_* variable again
+            sys.modules["polars"].Config.load(json.dumps({"environment": {}}))
+        except Exception:  # noqa: BLE001, S110 - a polars without it keeps the pool size read at import
+            pass
 
 
 class ProcessExecutor:
-    """A pool of ``workers`` processes, forked where that is safe, else spawned (see the module
-    docstring).
+    """A pool of ``workers`` processes, forked from this process where that is safe, else from a fork
+    server (Linux) or spawned (see the module docstring and :func:`start_method`).
 
     Args:
         workers: number of processes (>= 1).
