@@ -7,17 +7,30 @@ same for any number of workers.
 
 - ``local`` (:class:`LocalExecutor`): in this process, one item after the other (``--workers 1``).
 - ``process`` (:class:`ProcessExecutor`): a :class:`concurrent.futures.ProcessPoolExecutor` of
-  ``workers`` processes started with the ``spawn`` method (polars' thread pool is not fork-safe,
-  and spawn is what macOS and Windows use anyway), so the mapped function and its items must be
-  module-level and picklable. Each worker's polars thread pool is sized ``cores // workers``
-  (at least 1) through ``POLARS_MAX_THREADS``, set for the children only while they start,
-  unless the caller already set that variable: N workers with a full pool each would run
-  N x cores threads on cores cores. The workers never import the caller's main script: while they
-  start, ``sys.modules["__main__"]`` is a bare stand-in (:func:`_main_hidden`), so a spawned child
-  has no main module to re-run. A launch script may call :func:`datacheck.audit` at its top level,
+  ``workers`` processes, so the mapped function and its items must be module-level and picklable.
+  The workers are started with the ``fork`` method where that is safe (:func:`fork_is_safe`: on
+  Linux, while this process runs no thread but its main one and the idle ones that importing
+  polars and pyarrow starts, i.e. before any polars or pyarrow thread pool, Python thread or BLAS
+  thread exists): a forked worker has every module this process imported and starts in a few
+  milliseconds, where a spawned one imports datacheck, polars, pyarrow and numpy again (about
+  0.7 CPU s a worker on the benchmark machine). A process that has run a polars query or holds a
+  thread of its own (a notebook, a training script) is not forked (a thread pool's threads do not
+  survive a fork and the locks they held stay held in the child): on Linux its workers are forked
+  from Python's fork server (``forkserver``), a process started once, the first time, that imports
+  the mapped function's module (one import in all, not one a worker) and stays, idle, for the
+  rest of the caller's life; each worker takes the caller's environment as it is when the pool
+  starts (:func:`_worker_start`), not the server's. Elsewhere (macOS,
+  Windows) they are started with the ``spawn`` method. Each worker's polars thread
+  pool is sized ``cores // workers`` (at least 1) through ``POLARS_MAX_THREADS``, set for the
+  children only while they start, unless the caller already set that variable (a forked worker
+  has polars imported already and reads its variables again, :func:`_worker_start`, before its
+  pool is built): N workers with a full pool each would run N x cores threads on cores cores. The
+  workers never import the caller's main script: while they start, ``sys.modules["__main__"]`` is
+  a bare stand-in (:func:`_main_hidden`), so a spawned child has no main module to re-run (a
+  forked one runs none). A launch script may call :func:`datacheck.audit` at its top level,
   without an ``if __name__ == "__main__":`` guard (a spawn pool's children otherwise re-run the
   script, which starts the audit again and breaks the pool). The mapped function and its items
-  live in datacheck's modules, which the children import by name.
+  live in datacheck's modules, which spawned children import by name.
 - ``ray`` (:class:`RayExecutor`, the ``datacheck[ray]`` extra: ``ray>=2.9``): one Ray task per item,
   retried up to ``max_retries`` times when the worker running it dies (``ray.remote(max_retries=...)``:
   a system failure such as a node lost or a process killed for memory; an exception raised by the
@@ -34,10 +47,13 @@ The default number of workers is the number of cores this process may run on
 """
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
+import threading
 import types
+import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -47,7 +63,8 @@ from datacheck.model.constants import ENV_WORKERS, EXECUTORS
 from datacheck.model.errors import OptionalDependencyError, UsageError
 
 __all__ = ["ENV_WORKERS", "EXECUTORS", "Executor", "LocalExecutor", "ProcessExecutor", "RayExecutor", "WorkerDied",
-           "LOCAL_BYTES", "RAY_INSTALL_HINT", "cpu_cores", "default_workers", "make_executor", "require_ray"]
+           "LOCAL_BYTES", "RAY_INSTALL_HINT", "cpu_cores", "default_workers", "fork_is_safe", "make_executor",
+           "require_ray", "start_method"]
 
 #: what to install for ``--executor ray``: the ``datacheck[ray]`` extra, named in words, and the commands that
 #: work (the PyPI name ``datacheck`` is another project's: tests/contract/test_install_instructions.py).
@@ -158,8 +175,69 @@ def _main_hidden() -> Iterator[None]:
             sys.modules.pop("__main__", None)
 
 
+#: the names (``/proc/self/task/*/comm``, 15 characters at most) of the native threads that importing
+#: polars and pyarrow starts and that wait idle, holding no lock a worker needs, until asked: jemalloc's
+#: background purge threads (pyarrow's and polars' allocators; jemalloc takes and releases its own locks
+#: around a fork) and polars' spill-file cleaner (it waits on a channel; a forked worker that spills
+#: leaves its spill files to the next polars process's clean-up of dead processes' folders)
+IDLE_THREADS = frozenset({"jemalloc_bg_thd", "polars-ooc-clea"})
+
+
+def fork_is_safe() -> bool:
+    """True when a worker forked from this process now starts in a sound state: on Linux, the
+    calling thread is this process's only Python thread and every other native thread is one of
+    :data:`IDLE_THREADS` (no polars or pyarrow thread pool has started, no BLAS thread, no thread
+    of the caller's). A thread pool's threads are not copied by ``fork`` and a lock one of them
+    held stays held in the child, which can then deadlock; a process that has run a polars query
+    or a pyarrow read has such threads, so False there. False where ``/proc`` cannot be read."""
+    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+        return False
+    try:
+        names = []
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
+                names.append(f.read().strip())
+    except OSError:
+        return False
+    return sum(name not in IDLE_THREADS for name in names) == 1
+
+
+def start_method() -> str:
+    """How :class:`ProcessExecutor` starts its workers: ``"fork"`` when :func:`fork_is_safe`; else,
+    on Linux, ``"forkserver"``: a server process started once (the first time, for the rest of
+    this process's life) imports the mapped function's module and forks each worker from itself,
+    a process that has only imported modules (one import in all instead of one a worker);
+    elsewhere ``"spawn"``."""
+    if fork_is_safe():
+        return "fork"
+    if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
+        return "forkserver"
+    return "spawn"
+
+
+def _worker_start(threads: str | None, environ: dict[str, str]) -> None:
+    """The initializer of every pool worker: the worker takes the caller's environment as it is now
+    (a worker of the fork server would otherwise have the server's, that of the moment the server
+    started; its working folder and ``sys.path`` multiprocessing sets from the caller's), with
+    ``POLARS_MAX_THREADS`` set to ``threads`` (None: the caller set it, and the environment carries
+    it). A worker forked from this process or from the fork server has polars imported already,
+    its settings read from the environment then: polars reads them again here, before its thread
+    pool is first built; a spawned worker reads them at import."""
+    if os.environ != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+    if threads is not None:
+        os.environ["POLARS_MAX_THREADS"] = threads
+    if "polars" in sys.modules:
+        try:  # reads every POLARS_* variable again
+            sys.modules["polars"].Config.load(json.dumps({"environment": {}}))
+        except Exception:  # noqa: BLE001, S110 - a polars without it keeps the pool size read at import
+            pass
+
+
 class ProcessExecutor:
-    """A pool of ``workers`` spawned processes (see the module docstring).
+    """A pool of ``workers`` processes, forked from this process where that is safe, else from a fork
+    server (Linux) or spawned (see the module docstring and :func:`start_method`).
 
     Args:
         workers: number of processes (>= 1).
@@ -187,10 +265,17 @@ class ProcessExecutor:
         if not items:
             return
         threads = str(max(1, cpu_cores() // self.workers))
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx) as pool:
-            with _child_env("POLARS_MAX_THREADS", threads), _main_hidden():  # children start during the submits
-                futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]
+        method = start_method()
+        ctx = multiprocessing.get_context(method)
+        if method == "forkserver":  # read when the server starts (once): it imports the function's module
+            ctx.set_forkserver_preload([fn.__module__])
+        given = "POLARS_MAX_THREADS" in os.environ
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx, initializer=_worker_start,
+                                 initargs=(None if given else threads, dict(os.environ))) as pool:
+            with _child_env("POLARS_MAX_THREADS", threads), _main_hidden(), warnings.catch_warnings():
+                # Python >= 3.12 warns of a fork in a process with other threads; those are IDLE_THREADS
+                warnings.filterwarnings("ignore", message=".*multi-threaded.*fork", category=DeprecationWarning)
+                futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]  # children start here
             try:
                 for fut in futures:
                     try:
@@ -399,7 +484,11 @@ def _ray_driver(conn: Any, workers: int, address: str | None, max_retries: int, 
 #: audited in this process: a spawned worker costs about 0.5 s to start (it imports datacheck,
 #: polars and numpy) and the audit reads about 25 MB of parquet a CPU second, so a second worker
 #: saves less than its start below about 32 MiB (measured on 2 cores: 2 small shards 1.99 s with
-#: a pool vs 1.17 s without; 100 shards of 3 MB, 300 MB, 6.95 s vs 9.04 s).
+#: a pool vs 1.17 s without; 100 shards of 3 MB, 300 MB, 6.95 s vs 9.04 s). A forked worker starts
+#: in milliseconds but still pays its first shard's warm-up (the readers' lazy imports, polars'
+#: first query: a 5,000 x 256 shard took 0.24-0.28 CPU s first, 0.08-0.11 s after, measured on the
+#: same machine), and with the machine shared the pool did not pay below this either (12 such
+#: shards, 36 MB: 1.8 CPU s and 1.8 s in this process, 2.7 and 2.7 s with two forked workers).
 LOCAL_BYTES = 32 << 20
 
 

@@ -96,25 +96,34 @@ def _bar():
     Bytes, not shards, so one big shard shows its size and name at once instead of ``0/?``
     (progress inside one shard's query is not observable; the bar moves when a shard finishes).
     Yields ``(progress, byte_progress)`` callbacks for :func:`datacheck.api.audit`; the task is
-    added at the first call, when the total is known, so no frame shows an unknown total."""
+    added at the first call, when the total is known, so no frame shows an unknown total.
+
+    The display (and its refresh thread) starts at that first call too, not before: with worker
+    processes the first call comes after the pool started, so the audit's process still runs no
+    thread of its own when its workers are forked
+    (:func:`~datacheck.execute.executors.fork_is_safe`)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("auditing"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[shards]}"),
-                  TimeElapsedColumn(), TextColumn("{task.description}"), transient=True,
-                  console=stderr_console(), redirect_stdout=False) as bar:  # on stderr, whatever stdout is
-        state: dict[str, Any] = {"task": None, "shards": ""}
+    bar = Progress(TextColumn("auditing"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[shards]}"),
+                   TimeElapsedColumn(), TextColumn("{task.description}"), transient=True,
+                   console=stderr_console(), redirect_stdout=False)  # on stderr, whatever stdout is
+    state: dict[str, Any] = {"task": None, "shards": ""}
 
-        def tick_bytes(path: str, done: int, total: int) -> None:
-            if state["task"] is None:
-                state["task"] = bar.add_task(path, total=total, completed=done, shards=state["shards"])
-            bar.update(state["task"], completed=done, total=total, description=path, shards=state["shards"])
+    def tick_bytes(path: str, done: int, total: int) -> None:
+        if state["task"] is None:
+            bar.start()
+            state["task"] = bar.add_task(path, total=total, completed=done, shards=state["shards"])
+        bar.update(state["task"], completed=done, total=total, description=path, shards=state["shards"])
 
-        def tick(path: str, done: int, total: int) -> None:
-            state["shards"] = f"{done:,}/{total:,} shards"
-            if state["task"] is not None:
-                bar.update(state["task"], shards=state["shards"])
+    def tick(path: str, done: int, total: int) -> None:
+        state["shards"] = f"{done:,}/{total:,} shards"
+        if state["task"] is not None:
+            bar.update(state["task"], shards=state["shards"])
 
+    try:
         yield tick, tick_bytes
+    finally:
+        bar.stop()  # nothing to stop when no call came
 
 
 def resolve_config_path(given: str | None, paths: list[str]) -> str | None:

@@ -53,3 +53,20 @@ def test_bar_on_one_shard_shows_its_size_and_name(tmp_path):
     assert "/?" not in frames
     assert re.search(rf"auditing \S* 0\.0/{kb:.1f} kB\s+\S+ big\.parquet", frames), frames[:500]
     assert re.search(rf"{kb:.1f}/{kb:.1f} kB 1/1 shards", frames)
+
+
+def test_the_bar_runs_no_thread_before_its_first_call():
+    """The display's refresh thread starts with the first byte count (after a process pool has
+    started: its workers are forked from a process with no thread of its own)."""
+    import threading
+
+    from datacheck.cli.commands.audit import _bar
+
+    before = threading.active_count()
+    with _bar() as (tick, tick_bytes):
+        tick("a.parquet", 0, 2)  # a shard count alone shows nothing yet
+        assert threading.active_count() == before
+        tick_bytes("a.parquet", 10, 20)
+        assert threading.active_count() == before + 1
+    with _bar():  # never called: nothing started, nothing to stop
+        assert threading.active_count() <= before + 1

@@ -1,0 +1,137 @@
+"""The process pool forks its workers from a process that has only imported modules (the CLI's,
+before any shard is read); from one whose polars thread pool, or a thread of its own, runs, it
+forks them from a fork server that imported the mapped function's module. A forked worker keeps
+the parent's modules (no second import), a worker of the server has the module imported afresh;
+both size their polars pool ``cores // workers``, and a worker that dies is still
+:class:`WorkerDied` with the items left. Each case runs in a fresh Python process, as the CLI
+does (this test process has run polars)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import ROOT, run_cli_subprocess
+from gatehelp import normalized, write_dataset
+
+WORK = '''
+import os
+
+MARK = "imported"
+
+
+def probe(x):
+    import polars as pl
+    return [MARK, pl.thread_pool_size(), x * x, os.getppid(), os.environ.get("FORKWORK_VAR"), os.getcwd()]
+
+
+def square_or_die(x):
+    if x == 3:
+        os._exit(9)  # a worker killed mid-task (as by the OOM killer)
+    return x * x
+'''
+
+SCRIPT = '''
+import json, os, threading
+import datacheck.execute.audit  # polars, pyarrow and numpy, imported as an audit imports them
+from datacheck.execute.executors import ProcessExecutor, WorkerDied, cpu_cores, fork_is_safe, start_method
+import forkwork
+
+forkwork.MARK = "set in the parent"
+out = {"cores": cpu_cores(), "fresh": [fork_is_safe(), start_method()]}
+
+def died():
+    got = []
+    try:
+        for v in ProcessExecutor(2).map(forkwork.square_or_die, list(range(6))):
+            got.append(v)
+    except WorkerDied as exc:
+        return [got, exc.pending]
+
+
+def probes(workers):
+    return [r[:3] + [r[3] == os.getpid(), r[4], r[5] == os.getcwd()]
+            for r in ProcessExecutor(workers).map(forkwork.probe, [0, 1, 2])]
+
+
+out["forked"] = probes(2)
+out["died"] = died()
+stop = threading.Event()
+t = threading.Thread(target=stop.wait)
+t.start()
+out["with_a_thread"] = [fork_is_safe(), start_method()]
+stop.set()
+t.join()
+import polars as pl
+pl.DataFrame({"a": [1, 2, 3]}).lazy().select(pl.col("a").sum()).collect()
+out["after_a_query"] = [fork_is_safe(), start_method()]
+out["served"] = probes(2)
+# the same server, started above: each worker takes the caller's pool size, environment and folder
+os.environ["FORKWORK_VAR"] = "set later"
+os.mkdir("elsewhere")
+os.chdir("elsewhere")
+out["served_one"] = probes(1)
+out["served_died"] = died()
+print(json.dumps(out))
+'''
+
+
+def _run(tmp_path: Path) -> dict:
+    (tmp_path / "forkwork.py").write_text(WORK)
+    (tmp_path / "case.py").write_text(textwrap.dedent(SCRIPT))
+    env = {k: v for k, v in os.environ.items() if k not in ("POLARS_MAX_THREADS", "FORKWORK_VAR")}
+    # the CLI process's settings (cli/main.py): one BLAS thread, pyarrow's jemalloc pool
+    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]), OPENBLAS_NUM_THREADS="1",
+               ARROW_DEFAULT_MEMORY_POOL="jemalloc")
+    p = subprocess.run([sys.executable, str(tmp_path / "case.py")], capture_output=True, text=True, cwd=tmp_path,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+@pytest.mark.slow
+def test_workers_fork_from_a_fresh_process_and_from_a_server_after_a_query(tmp_path: Path) -> None:
+    out = _run(tmp_path)
+    threads = max(1, out["cores"] // 2)
+    assert out["fresh"] == [True, "fork"]
+    # a forked worker, a child of this process, has the parent's modules as they were (the mark set
+    # after import), and its polars pool has cores // workers threads although polars was imported
+    # before the fork
+    assert out["forked"] == [["set in the parent", threads, x * x, True, None, True] for x in range(3)]
+    for got, pending in (out["died"], out["served_died"]):
+        assert 3 in pending and got == [0, 1, 4, 9, 16, 25][:len(got)] and pending[0] == len(got)
+    assert out["with_a_thread"] == [False, "forkserver"]
+    assert out["after_a_query"] == [False, "forkserver"]
+    # a worker of the fork server (not a child of this process) has the module as imported there
+    assert out["served"] == [["imported", threads, x * x, False, None, True] for x in range(3)]
+    assert out["served_one"] == [["imported", out["cores"], x * x, False, "set later", True] for x in range(3)]
+
+
+@pytest.mark.slow
+def test_cli_forked_pool_same_report_as_one_process(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    write_dataset(root, n_shards=5, rows=8)
+    src = pl.read_parquet(root / "shard-00001-of-00006.parquet")
+    pl.concat([src.reverse().head(3), pl.DataFrame({"text": ["only here"], "label": [2]})]).write_parquet(
+        root / "mixed.parquet")
+    (root / "broken.parquet").write_bytes(b"PAR1 this is not a parquet file")
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text("[labels]\nnum_classes = 3\n")
+    reports = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"r{workers}.json"
+        r = run_cli_subprocess("audit", str(root), "--config", str(cfg), "--no-cache", "--no-progress",
+                               "--workers", workers, "--executor", "local" if workers == "1" else "process",
+                               "--output", str(out), "--report-dir", str(tmp_path / f"rep{workers}"),
+                               "--format", "json", cwd=tmp_path)
+        assert r.returncode == 1, r.stderr[-2000:]
+        reports.append(normalized(out.read_text()))
+    assert reports[0] == reports[1]
+    checks = {f["check"] for f in json.loads(reports[1])["findings"]}
+    assert {"dup.exact_across_shards", "dup.shard"} <= checks
