@@ -287,9 +287,12 @@ def periodic_flat(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) 
     n = len(offsets) - 1
     out = np.zeros(n, dtype=bool)
     total = int(offsets[-1])
+    # a run of period p spans MIN_REPEATS * p positions of one row: periods longer than the longest
+    # row allows are not searched (on rows of 128 ids, periods 5 to 13)
+    longest = int((offsets[1:] - offsets[:-1]).max()) if n else 0
     for p in range(MIN_PERIOD, MAX_PERIOD + 1):
         win = (MIN_REPEATS - 1) * p
-        if total <= p:
+        if total <= p or MIN_REPEATS * p > longest:
             break
         k = (total - p + win - 1) // win  # samples s = 0, win, 2 win, ... < total - p (strided views, no copies)
         s_ok = vals[0:total - p:win] == vals[p:total:win][:k]

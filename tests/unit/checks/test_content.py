@@ -210,3 +210,14 @@ def test_periodic_tokens_from_the_shared_pass_match_reference(rows, batch_rows):
     assert not [s for s in res.skipped if s.error], res.skipped
     assert set(res.failing_rows.get("content.periodic_tokens:input_ids", [])) == {
         i for i, (ids, m, lab) in enumerate(rows) if _in_position_view(ids, m, lab) and ref_periodic_masked(ids, m)}
+
+
+def test_periodic_rows_at_the_shortest_row_that_holds_a_run():
+    """A run of period p needs 32 p ids of one row: a row of exactly 32 p periodic ids holds one (the
+    longest row of the batch bounds the periods searched), one id less does not, whatever the period."""
+    for p in (1, 4, 5, 13):
+        unit = list(range(100, 100 + p))
+        rows = [(unit * 32)[: 32 * p], (unit * 32)[: 32 * p - 1], [7] * 3]
+        assert periodic_rows(pl.Series("input_ids", rows, dtype=pl.List(pl.Int64))).to_list() == [True, False, False]
+        assert periodic_rows(pl.Series("input_ids", rows[1:], dtype=pl.List(pl.Int64))).to_list() == [False, False]
+        assert [ref_periodic(r) for r in rows] == [True, False, False]
