@@ -365,7 +365,7 @@ def _mask_holes(att_s: pl.Series, side: str) -> np.ndarray:
         return out
     rows = np.searchsorted(offsets, step, side="right") - 1
     rows = rows[step > offsets[rows]]  # both positions in one row
-    bad = np.flatnonzero(u > 1)
+    bad = np.flatnonzero(u > 1) if u.max() > 1 else np.zeros(0, dtype=np.int64)  # max: one read, no mask
     if valid is not None:
         bad = np.union1d(bad, np.flatnonzero(~valid))
     out[rows] = 1
