@@ -360,9 +360,12 @@ def _mask_holes(att_s: pl.Series, side: str) -> np.ndarray:
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     u = vals.view(np.dtype(f"u{vals.dtype.itemsize}"))
-    step = np.flatnonzero(u[1:] > u[:-1] if side == "right" else u[1:] < u[:-1]) + 1
-    if not len(step):
+    d = u[1:] > u[:-1] if side == "right" else u[1:] < u[:-1]  # d[i]: a step from position i to i + 1
+    cut = offsets[1:-1] - 1  # steps onto a row's first position lie between rows: not holes
+    d[cut[(cut >= 0) & (cut < len(d))]] = False
+    if not d.any():  # right-padded rows step up at every row start only: no position is listed
         return out
+    step = np.flatnonzero(d) + 1
     rows = np.searchsorted(offsets, step, side="right") - 1
     rows = rows[step > offsets[rows]]  # both positions in one row
     bad = np.flatnonzero(u > 1) if u.max() > 1 else np.zeros(0, dtype=np.int64)  # max: one read, no mask
