@@ -12,7 +12,8 @@ counts come from ``np.bincount`` of their rows. No Python loop over rows.
 :func:`position_counts` computes, in one pass, the per-row counts of ``sft.prompt_supervised``,
 ``sft.eot_unsupervised``, the ``eos`` stat and the candidate rows of ``labels.shift_mismatch``
 (each rule reads its own field; the pass is shared
-through :func:`~datacheck.checks.registry.shared_pass`, so the three registrations cost one pass).
+through :func:`~datacheck.checks.registry.shared_pass`, so the registrations cost one pass), and the
+other rules :func:`position_counts` lists, ``content.periodic_tokens``' candidate rows included.
 Null elements follow the view's rules exactly (a null never matches, a null label is not
 supervised); rows left out of the view (``FlatView.row_ok`` false: list lengths differ, mask not
 binary) count 0. Equality with the view's expressions is held by the property tests
@@ -28,11 +29,16 @@ import polars as pl
 
 from datacheck.checks.registry import shared_column, shared_pass
 
-__all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset"]
+__all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset",
+           "periodic_flat", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
 POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "pad_att", "trunc",
-                   "lab_neg", "lab_high", "lab_kept", "mask_hole")
+                   "lab_neg", "lab_high", "lab_kept", "mask_hole", "periodic")
+
+#: ``content.periodic_tokens``: OLMo-core ``InstanceFilterConfig`` defaults (repetition_min_period,
+#: repetition_max_period, repetition_max_count)
+MIN_PERIOD, MAX_PERIOD, MIN_REPEATS = 1, 13, 32
 
 
 def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
@@ -153,10 +159,11 @@ SCAN_STEP = 65536
 def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
                 att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, shifted: bool,
                 wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None
-                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+                ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
     """The comparisons of :func:`_chunk_pass` over the whole flat buffers, by steps of
-    :data:`SCAN_STEP` elements: ``sup0`` (bool per position: the label is neither ``ign`` nor null)
-    and the positions (int64, ascending) of
+    :data:`SCAN_STEP` elements: ``sup0`` (bool per position: the label is neither ``ign`` nor null),
+    ``real`` (with a mask ``att``, bool per position: the mask is 1 and not null; else None) and the
+    positions (int64, ascending) of
 
     - ``off``: labels that break the convention, the shift candidates before the row-end and
       row-view rules: unshifted ``sup0[k] & ~(lab[k] == ids[k] & ids_ok[k])``, shifted
@@ -177,7 +184,11 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("off", "hits", "pad_id", "pad_label", "odd")}
     step = min(n, SCAN_STEP)
     buf, hit = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
-    real, masked = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
+    masked = np.empty(step, dtype=bool)
+    real = np.empty(n, dtype=bool) if att is not None else None
+    # the pad id is the only wanted id (GPT-2 style: pad = eos): padding.token_not_pad reuses the
+    # comparison with it (a masked position holding a non-null id that is not the pad)
+    pad_is_wanted = pad is not None and wanted == (pad,)
     unsigned = None  # labels read as unsigned: one comparison finds the negative and the high ones
     if bound is not None and lab.dtype.kind == "i" and 0 <= bound <= np.iinfo(lab.dtype).max:
         unsigned = lab.view(np.dtype(f"u{lab.dtype.itemsize}"))
@@ -207,8 +218,8 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
         t &= sup_a[:len(t)]
         where("off", t, a)
         h = hit[:k]
-        if att is not None:
-            r_a, m_a = real[:k], masked[:k]
+        if real is not None:
+            r_a, m_a = real[a:b], masked[:k]
             np.equal(att[a:b], 1, out=r_a)
             np.equal(att[a:b], 0, out=m_a)
             if att_ok is not None:
@@ -218,13 +229,19 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
             np.equal(ids_a, wanted[0], out=h)
             for x in wanted[1:]:
                 h |= ids_a == x
+            if pad_is_wanted and att is not None:  # masked and not the pad: m_a > (ids == pad)
+                t = buf[:k]
+                np.greater(m_a, h, out=t)
+                if ids_ok is not None:
+                    t &= ids_ok[a:b]
+                where("pad_id", t, a)
             if ids_ok is not None:
                 h &= ids_ok[a:b]
             if att is not None:
                 h &= r_a
             where("hits", h, a)
         if att is not None:
-            if pad is not None:
+            if pad is not None and not pad_is_wanted:
                 np.not_equal(ids_a, pad, out=h)
                 h &= m_a
                 if ids_ok is not None:
@@ -246,7 +263,60 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
     vals = lab[odd]
     at["neg"] = odd[vals < 0]
     at["high"] = odd[vals >= bound] if bound is not None else empty
-    return sup0, at
+    return sup0, real, at
+
+
+#: at most this many window cells (candidates x window width) are held at once by :func:`periodic_flat`
+_CELLS = 1 << 22
+
+
+def periodic_flat(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) -> np.ndarray:
+    """Per row (bool, ``len(offsets) - 1`` rows): the row holds a run of ``content.periodic_tokens``:
+    for some period ``p`` in ``MIN_PERIOD..MAX_PERIOD``, ``L = (MIN_REPEATS - 1) p`` consecutive
+    positions ``j`` of the row with ``vals[j] == vals[j + p]``, ``j + p`` in the row and, with ``ok``
+    (bool per position: the id is not null and the position is real content), both positions ok.
+
+    ``vals``: the flat id buffer (integers, rows in order, nulls as any value); ``offsets``: int64,
+    each row's first position, then the total. One pass over the buffer, no loop over rows: any ``L``
+    consecutive flat positions contain exactly one multiple of ``L``, so a run of length ``>= L``
+    holds a true comparison at a sampled position ``s = kL``. Only those samples (``N / L`` per
+    period) are compared first; around each true one, the ``2L - 1`` positions centred on it give the
+    exact length of its run. On ordinary tokens almost no sample matches, so the cost is a few
+    strided comparisons per period; on degenerate data (every sample true) it is about ``2N``
+    comparisons per period."""
+    n = len(offsets) - 1
+    out = np.zeros(n, dtype=bool)
+    total = int(offsets[-1])
+    # a run of period p spans MIN_REPEATS * p positions of one row: periods longer than the longest
+    # row allows are not searched (on rows of 128 ids, periods 5 to 13)
+    longest = int((offsets[1:] - offsets[:-1]).max()) if n else 0
+    for p in range(MIN_PERIOD, MAX_PERIOD + 1):
+        win = (MIN_REPEATS - 1) * p
+        if total <= p or MIN_REPEATS * p > longest:
+            break
+        k = (total - p + win - 1) // win  # samples s = 0, win, 2 win, ... < total - p (strided views, no copies)
+        s_ok = vals[0:total - p:win] == vals[p:total:win][:k]
+        if ok is not None:
+            s_ok &= ok[0:total - p:win] & ok[p:total:win][:k]
+        cand = np.flatnonzero(s_ok).astype(np.int64) * win
+        crow = np.searchsorted(offsets, cand, side="right") - 1
+        keep = (cand + p < offsets[crow + 1]) & ~out[crow]  # the compared position in the same row
+        cand, crow = cand[keep], crow[keep]
+        step = max(1, _CELLS // (2 * win))
+        for c0 in range(0, len(cand), step):  # bounded memory: chunks of candidates, not rows
+            c, r = cand[c0:c0 + step], crow[c0:c0 + step]
+            j = c[:, None] + np.arange(-(win - 1), win, dtype=np.int64)[None, :]
+            inside = (j >= offsets[r][:, None]) & (j + p < offsets[r + 1][:, None])
+            jc = np.clip(j, 0, total - 1 - p)
+            eq = inside & (vals[jc] == vals[jc + p])
+            if ok is not None:
+                eq &= ok[jc] & ok[jc + p]
+            left = eq[:, : win - 1][:, ::-1]  # positions c-1, c-2, ... (c itself is true)
+            right = eq[:, win:]
+            n_left = np.where(left.all(axis=1), win - 1, left.argmin(axis=1))
+            n_right = np.where(right.all(axis=1), win - 1, right.argmin(axis=1))
+            out[r[n_left + 1 + n_right >= win]] = True
+    return out
 
 
 #: the widest window (positions per row) :func:`_last_true` compares at once
@@ -290,12 +360,15 @@ def _mask_holes(att_s: pl.Series, side: str) -> np.ndarray:
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     u = vals.view(np.dtype(f"u{vals.dtype.itemsize}"))
-    step = np.flatnonzero(u[1:] > u[:-1] if side == "right" else u[1:] < u[:-1]) + 1
-    if not len(step):
+    d = u[1:] > u[:-1] if side == "right" else u[1:] < u[:-1]  # d[i]: a step from position i to i + 1
+    cut = offsets[1:-1] - 1  # steps onto a row's first position lie between rows: not holes
+    d[cut[(cut >= 0) & (cut < len(d))]] = False
+    if not d.any():  # right-padded rows step up at every row start only: no position is listed
         return out
+    step = np.flatnonzero(d) + 1
     rows = np.searchsorted(offsets, step, side="right") - 1
     rows = rows[step > offsets[rows]]  # both positions in one row
-    bad = np.flatnonzero(u > 1)
+    bad = np.flatnonzero(u > 1) if u.max() > 1 else np.zeros(0, dtype=np.int64)  # max: one read, no mask
     if valid is not None:
         bad = np.union1d(bad, np.flatnonzero(~valid))
     out[rows] = 1
@@ -384,7 +457,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # with a mask, the pad id of real content is padding.pad_attended (a defect: padding is masked)
     pad_att = pad is not None and att_s is not None
     wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)), *((pad,) if pad_att else ()))))
-    sup0, at = _dense_scan(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound)
+    sup0, real, at = _dense_scan(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound)
     off, at_id = at["off"], at["hits"]
     if shifted:                             # token k is supervised by labels[k-1] (same row)
         sup = np.empty_like(sup0)
@@ -478,6 +551,9 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, (offsets, sup0, at) if whole else None))
     if att_s is not None:  # mask.not_contiguous, every row
         out["mask_hole"] = _mask_holes(att_s, padding_side)
+    # content.periodic_tokens candidates: rows of the view holding a run of non-null real ids
+    ok_ids = ids_ok if real is None else (real if ids_ok is None else real & ids_ok)
+    out["periodic"] = (periodic_flat(ids, ok_ids, offsets) & rows.ok).astype(np.uint32)
     return pl.DataFrame({k: out[k] for k in POSITION_COUNTS}).to_struct("__positions")
 
 
@@ -512,11 +588,14 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
       (``labels.out_of_range``; 0 when ``bound`` is None); ``lab_kept``, 1 when a label other than
       ``ign`` and null lies in the part of the row kept by truncation to ``keep_len`` on
       ``keep_side`` (``empty.no_supervised_tokens``), else 0; ``mask_hole`` (with
-      ``attention_mask``), 1 for a row of ``mask.not_contiguous`` against ``padding_side``.
+      ``attention_mask``), 1 for a row of ``mask.not_contiguous`` against ``padding_side``;
+    - ``periodic``: 1 for a row of the view holding a run of ``content.periodic_tokens``
+      (:func:`periodic_flat` over the ids, positions of a null id or, with ``attention_mask``, of a
+      mask other than 1 never part of a run), else 0.
 
     A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
     row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true
-    count 0 in the fields above the last four. Columns must pass :func:`fast_dtype`. ``view_key``
+    count 0 in every field but ``lab_neg``, ``lab_high``, ``lab_kept`` and ``mask_hole``. Columns must pass :func:`fast_dtype`. ``view_key``
     identifies ``row_ok`` in the shared-pass key (equal keys, equal conditions)."""
     inputs = [pl.col(ids), pl.col(labels), row_ok]
     if assistant_mask is not None:

@@ -11,9 +11,9 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks._flat import by_chunks
+from datacheck.checks._flat import MAX_PERIOD, MIN_PERIOD, MIN_REPEATS, by_chunks, periodic_flat
 from datacheck.checks._pos import nxt
-from datacheck.checks.mask import positions_view
+from datacheck.checks.mask import position_pass, positions_view
 from datacheck.checks.registry import FlatView, RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
@@ -24,9 +24,6 @@ __all__ = ["periodic_tokens", "periodic_rows", "MIN_PERIOD", "MAX_PERIOD", "MIN_
 #: the read path's derivations this family reads: the Alpaca layout's messages and the chat
 #: template's token columns are role columns like the shard's own
 derives(__name__, ALPACA, CHAT)
-
-#: OLMo-core ``InstanceFilterConfig`` defaults (repetition_min_period, repetition_max_period, repetition_max_count)
-MIN_PERIOD, MAX_PERIOD, MIN_REPEATS = 1, 13, 32
 
 
 def _eq(ids: str, p: int, mask: str | None = None) -> pl.Expr:
@@ -72,7 +69,8 @@ def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     ids = ctx.roles.input_ids
     full = positions_view(ctx)
     mask = ctx.roles.attention_mask if ctx.roles.attention_mask in full.cols else None
-    cand = _candidates(ctx, ids, mask)
+    fast = position_pass(ctx)  # reads the same mask when there is one (None: no shared pass)
+    cand = fast[0].struct.field("periodic") > 0 if fast is not None else _candidates(ctx, ids, mask)
     view = FlatView(key=full.key + "|periodic-candidates", cols=full.cols,
                     where=cand if full.where is None else (full.where & cand), drop_others=True)
     hits = [_eq(ids, p, mask).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
@@ -86,7 +84,9 @@ def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
 
 
 def _candidates(ctx: ShardContext, ids: str, mask: str | None) -> pl.Expr:
-    """Per row (Boolean, one per row): the row holds a run, decided exactly by :func:`periodic_rows`
+    """Per row (Boolean, one per row), where the shard has no shared position pass
+    (:func:`~datacheck.checks.mask.position_pass`: there the pass's ``periodic`` field, from the same
+    buffers it reads for the other position rules): the row holds a run, decided exactly by :func:`periodic_rows`
     over the flat buffers of ``ids`` (and the mask), so only the rows that fail are exploded for the
     rolling windows of the check (the second pass reads their runs there). Rows whose ids and mask
     lengths differ are False here (the view leaves them out); a mask that is not binary is left out
@@ -104,32 +104,20 @@ def _candidates(ctx: ShardContext, ids: str, mask: str | None) -> pl.Expr:
                           lambda s: by_chunks(list(s), lambda c: periodic_rows(c[0], c[1])), return_dtype=pl.Boolean)
 
 
-#: at most this many window cells (candidates x window width) are held at once by periodic_rows
-_CELLS = 1 << 22
-
-
 def periodic_rows(ids: pl.Series, mask: pl.Series | None = None) -> pl.Series:
     """Per row of ``ids`` (list of int, one row per row, nulls allowed): True when the row holds a
     run of ``content.periodic_tokens``: for some period ``p`` in ``MIN_PERIOD..MAX_PERIOD``,
     ``L = (MIN_REPEATS - 1) p`` consecutive positions ``j`` of the row with ``ids[j] == ids[j + p]``
     (``j + p`` in the row, both ids not null, and with ``mask`` (list of int, same lengths; 1 = real
-    token) both positions real). Null rows are False.
-
-    One pass over the flat id buffer (numpy, no loop over rows): any ``L`` consecutive flat positions
-    contain exactly one multiple of ``L``, so a run of length ``>= L`` holds a true comparison at a
-    sampled position ``s = kL``. Only those samples (``N / L`` per period) are compared first; around
-    each true one, the ``2L - 1`` positions centred on it give the exact length of its run. On
-    ordinary tokens almost no sample matches, so the cost is a few strided comparisons per period;
-    on degenerate data (every sample true) it is about ``2N`` comparisons per period. Exact: equals
+    token) both positions real). Null rows are False. The rows' flat buffers through
+    :func:`~datacheck.checks._flat.periodic_flat` (one numpy pass, no loop over rows). Exact: equals
     the rolling-window definition of the check (tests/unit/checks/test_content.py)."""
     n = ids.len()
-    out = np.zeros(n, dtype=bool)
     if n == 0:
-        return pl.Series(ids.name, out, dtype=pl.Boolean)
+        return pl.Series(ids.name, np.zeros(0, dtype=bool), dtype=pl.Boolean)
     lens = ids.list.len().fill_null(0).to_numpy().astype(np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    total = int(offsets[-1])
     flat = ids.explode(empty_as_null=False, keep_nulls=False)
     ok: np.ndarray | None = None  # per flat position: the id is not null (and the position is real)
     if flat.null_count():
@@ -139,32 +127,7 @@ def periodic_rows(ids: pl.Series, mask: pl.Series | None = None) -> pl.Series:
     if mask is not None:
         real = mask.explode(empty_as_null=False, keep_nulls=False).fill_null(0).to_numpy() == 1
         ok = real if ok is None else (ok & real)
-    for p in range(MIN_PERIOD, MAX_PERIOD + 1):
-        win = (MIN_REPEATS - 1) * p
-        if total <= p:
-            break
-        k = (total - p + win - 1) // win  # samples s = 0, win, 2 win, ... < total - p (strided views, no copies)
-        s_ok = vals[0:total - p:win] == vals[p:total:win][:k]
-        if ok is not None:
-            s_ok &= ok[0:total - p:win] & ok[p:total:win][:k]
-        cand = np.flatnonzero(s_ok).astype(np.int64) * win
-        crow = np.searchsorted(offsets, cand, side="right") - 1
-        keep = (cand + p < offsets[crow + 1]) & ~out[crow]  # the compared position in the same row
-        cand, crow = cand[keep], crow[keep]
-        step = max(1, _CELLS // (2 * win))
-        for c0 in range(0, len(cand), step):  # bounded memory: chunks of candidates, not rows
-            c, r = cand[c0:c0 + step], crow[c0:c0 + step]
-            j = c[:, None] + np.arange(-(win - 1), win, dtype=np.int64)[None, :]
-            inside = (j >= offsets[r][:, None]) & (j + p < offsets[r + 1][:, None])
-            jc = np.clip(j, 0, total - 1 - p)
-            eq = inside & (vals[jc] == vals[jc + p])
-            if ok is not None:
-                eq &= ok[jc] & ok[jc + p]
-            left = eq[:, : win - 1][:, ::-1]  # positions c-1, c-2, ... (c itself is true)
-            right = eq[:, win:]
-            n_left = np.where(left.all(axis=1), win - 1, left.argmin(axis=1))
-            n_right = np.where(right.all(axis=1), win - 1, right.argmin(axis=1))
-            out[r[n_left + 1 + n_right >= win]] = True
+    out = periodic_flat(vals, ok, offsets)
     out &= ids.is_not_null().to_numpy()
     return pl.Series(ids.name, out, dtype=pl.Boolean)  # with the dtype: 0.02 ms, without 0.65 (polars 2.1)
 

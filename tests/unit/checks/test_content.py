@@ -2,8 +2,11 @@
 against a plain-Python reference, with and without an attention mask."""
 from __future__ import annotations
 
+import os
+from unittest.mock import patch
+
 import polars as pl
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from refs import FRAME_SETTINGS as SETTINGS
 from refs import frame_failing as failing
@@ -149,3 +152,72 @@ def test_periodic_rows_kernel_matches_reference(rows, use_mask):
     df = pl.DataFrame({"input_ids": ids} if mask is None else {"input_ids": ids, "attention_mask": mask})
     res = audit_frame(df, config_from_dict({}))
     assert set(res.failing_rows.get("content.periodic_tokens:input_ids", [])) == {i for i, w in enumerate(want) if w}
+
+
+@st.composite
+def periodic_with_labels(draw):
+    """Rows with labels (so the shard has the shared position pass) and an attention mask, about
+    half of them holding a run long enough (32 repeats of a period of 1 to 13 ids or more) before
+    masking: padding on a drawn side, holes, null ids, and rows left out of the position view
+    (labels of another length, a mask value 2 or a null one)."""
+    out = []
+    for _ in range(draw(st.integers(1, 6))):
+        p = draw(st.integers(1, 13))
+        unit = draw(st.lists(st.integers(0, 3), min_size=p, max_size=p))
+        ids = draw(st.lists(st.integers(0, 3), max_size=4)) + unit * draw(st.integers(29, 36)) \
+            + draw(st.lists(st.integers(0, 3), max_size=4))
+        n = len(ids)
+        k = draw(st.integers(0, 6))
+        style = draw(st.sampled_from(["right", "left", "holes", "none"]))
+        mask = [1] * n
+        if style == "right":
+            mask[n - k:] = [0] * k
+        elif style == "left":
+            mask[:k] = [0] * k
+        elif style == "holes":
+            mask = [0 if draw(st.integers(0, 60)) == 0 else 1 for _ in range(n)]
+        if draw(st.integers(0, 4)) == 0:
+            ids = [None if draw(st.integers(0, 80)) == 0 else x for x in ids]
+        labels = [-100 if x is None else x for x in ids]
+        what = draw(st.integers(0, 9))
+        if what == 0:
+            labels = labels[:-1]
+        elif what == 1:
+            mask[draw(st.integers(0, n - 1))] = draw(st.sampled_from([2, None]))
+        out.append((ids, mask, labels))
+    return out
+
+
+def _in_position_view(ids: list, mask: list, labels: list) -> bool:
+    return len(labels) == len(ids) == len(mask) and all(m in (0, 1) for m in mask)
+
+
+@SETTINGS
+@given(rows=periodic_with_labels(), batch_rows=st.sampled_from([None, 2]))
+@example(rows=[([9, 8] + [4, 7, 7] * 40, [1] * 122, [9, 8] + [4, 7, 7] * 40), (list(range(100)), [1] * 100, [0] * 100)],
+         batch_rows=None)
+def test_periodic_tokens_from_the_shared_pass_match_reference(rows, batch_rows):
+    """With labels and ignore_index (the shard's shared position pass, datacheck.checks._flat), the
+    candidate rows come from that pass (content._candidates is never asked) and the failing rows
+    equal the plain-Python rule on the rows of the position view."""
+    df = pl.DataFrame({"input_ids": [r[0] for r in rows], "attention_mask": [r[1] for r in rows],
+                       "labels": [r[2] for r in rows]},
+                      schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int8),
+                              "labels": pl.List(pl.Int64)})
+    env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
+    with patch.dict(os.environ, env), patch("datacheck.checks.content._candidates", side_effect=AssertionError):
+        res = audit_frame(df, config_from_dict({"dataset": {"layout": "causal_lm"}}))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    assert set(res.failing_rows.get("content.periodic_tokens:input_ids", [])) == {
+        i for i, (ids, m, lab) in enumerate(rows) if _in_position_view(ids, m, lab) and ref_periodic_masked(ids, m)}
+
+
+def test_periodic_rows_at_the_shortest_row_that_holds_a_run():
+    """A run of period p needs 32 p ids of one row: a row of exactly 32 p periodic ids holds one (the
+    longest row of the batch bounds the periods searched), one id less does not, whatever the period."""
+    for p in (1, 4, 5, 13):
+        unit = list(range(100, 100 + p))
+        rows = [(unit * 32)[: 32 * p], (unit * 32)[: 32 * p - 1], [7] * 3]
+        assert periodic_rows(pl.Series("input_ids", rows, dtype=pl.List(pl.Int64))).to_list() == [True, False, False]
+        assert periodic_rows(pl.Series("input_ids", rows[1:], dtype=pl.List(pl.Int64))).to_list() == [False, False]
+        assert [ref_periodic(r) for r in rows] == [True, False, False]
