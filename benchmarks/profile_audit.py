@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--sft", action="store_true", help="the packed SFT shard and config of bench_sft.py")
-    ap.add_argument("--table", default=None, help="a one-shard row of bench_table.py (big256, big128), or peers (bench_peers.py's 200,000 x 256 shard with planted defects): its shard, "
+    ap.add_argument("--table", default=None, help="a row of bench_table.py (big256, big128; a folder row f10/f9/f100: its first shard), or peers (bench_peers.py's 200,000 x 256 shard with planted defects): its shard, "
                     "its config, the batched pipeline's phases")
     ap.add_argument("--cross-shard", action="store_true",
                     help="plan the row-hash payload too (an audit of several shards or with splits does; "
@@ -168,8 +168,7 @@ def table(a: argparse.Namespace) -> None:
     else:
         folder, seq, _ = bench_table.make_data(a.table, 1.0)
         paths = bench_table.files_of(folder)
-        if len(paths) != 1:
-            raise SystemExit(f"--table {a.table}: {len(paths)} shards; this profile is of one shard")
+        paths = paths[:1]  # a folder row (f10, f9, f100): its first shard
         cfg = Config.model_validate(tomllib.loads(bench_table.config_toml(seq)))
     ds = discover([str(paths[0])]).shards[0]
     data = open_for_checks(ds, cfg, derive=needed_derivations())
