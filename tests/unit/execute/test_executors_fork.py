@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import polars as pl
@@ -28,6 +30,14 @@ MARK = "imported"
 def probe(x):
     import polars as pl
     return [MARK, pl.thread_pool_size(), x * x, os.getppid(), os.environ.get("FORKWORK_VAR"), os.getcwd()]
+
+
+def hold(x):
+    import time
+    with open(f"held-{x}.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(600)  # the caller is killed meanwhile
+    return x
 
 
 def square_or_die(x):
@@ -135,3 +145,60 @@ def test_cli_forked_pool_same_report_as_one_process(tmp_path: Path) -> None:
     assert reports[0] == reports[1]
     checks = {f["check"] for f in json.loads(reports[1])["findings"]}
     assert {"dup.exact_across_shards", "dup.shard"} <= checks
+
+
+HOLD = '''
+import os, sys
+import datacheck.execute.audit
+from datacheck.execute.executors import ProcessExecutor, start_method
+import forkwork
+
+if sys.argv[1] == "forkserver":  # a process that has run a polars query forks from the server
+    import polars as pl
+    pl.DataFrame({"a": [1, 2]}).select(pl.col("a").sum())
+print(start_method(), flush=True)
+list(ProcessExecutor(2).map(forkwork.hold, [0, 1]))
+'''
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (a container's init may never reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, and workers forked on Linux only")
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_workers_end_when_the_caller_is_killed(tmp_path: Path, method: str) -> None:
+    (tmp_path / "forkwork.py").write_text(WORK)
+    (tmp_path / "hold.py").write_text(textwrap.dedent(HOLD))
+    env = {k: v for k, v in os.environ.items() if k != "POLARS_MAX_THREADS"}
+    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]), OPENBLAS_NUM_THREADS="1")
+    p = subprocess.Popen([sys.executable, str(tmp_path / "hold.py"), method], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == method
+        files = [tmp_path / f"held-{x}.pid" for x in (0, 1)]
+        deadline = time.monotonic() + 120
+        while not all(f.exists() and f.read_text() for f in files):
+            assert time.monotonic() < deadline and p.poll() is None, "the workers never started"
+            time.sleep(0.05)
+        workers = [int(f.read_text()) for f in files]
+        assert all(_running(w) for w in workers) and p.pid not in workers
+        os.kill(p.pid, signal.SIGKILL)  # as the OOM killer, or `kill -9`, ends the audit's process
+        p.wait(30)
+        deadline = time.monotonic() + 20
+        while any(_running(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [w for w in workers if _running(w)] == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for f in tmp_path.glob("held-*.pid"):
+            pid = int(f.read_text() or 0)
+            if pid and _running(pid):
+                os.kill(pid, signal.SIGKILL)
