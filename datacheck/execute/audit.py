@@ -261,8 +261,10 @@ def audit_shards(disc: Discovery, cfg: Config,
 
     ``byte_progress(shard_path, bytes_done, bytes_total)`` (sizes in bytes from the file system,
     :func:`shard_sizes`): in this process it is called before each shard is audited (``bytes_done``:
-    the shards finished before it) and after it; with worker processes after each shard finishes.
-    The total is known from the first call, so a set of one big shard shows its size and which
+    the shards finished before it) and after it; with worker processes after each shard finishes,
+    and neither callback before the workers started and the first of them gave an outcome (shards
+    the cache answers ahead of it are reported then): a callback may start a thread, and the
+    workers are forked only from a process with none of its own. The total is known from the first call, so a set of one big shard shows its size and which
     shard is being read, not an unknown count.
 
     ``spill`` (a :class:`~datacheck.io.hashspill.SpillFolder`): once the results hold more than
@@ -307,7 +309,13 @@ def audit_shards(disc: Discovery, cfg: Config,
             yield from ex.map(run_job, [job(k) for k in todo])
 
     done = outcomes()
+    first: list[ShardOutcome] = []
     try:
+        if todo and not isinstance(ex, LocalExecutor) and (progress is not None or byte_progress is not None):
+            # the pool starts before any progress call: a call may start a thread (the CLI's bar starts its
+            # display), and workers are forked only from a process with no thread of its own (fork_is_safe);
+            # the shards the cache answers ahead of the first miss are reported with its outcome
+            first.append(next(done))
         for k, ds in enumerate(disc.shards):
             if byte_progress is not None and isinstance(ex, LocalExecutor):
                 byte_progress(ds.rel, bytes_done, bytes_total)
@@ -315,7 +323,7 @@ def audit_shards(disc: Discovery, cfg: Config,
             if p is not None and p.result is not None:
                 results.append(p.result)
             else:
-                out = next(done)
+                out = first.pop() if first else next(done)
                 if cache is not None and out.cache_stats is not None:
                     cache.absorb(out.cache_stats, out.cache_used)
                 for category, message in out.warnings:
