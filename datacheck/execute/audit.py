@@ -471,15 +471,17 @@ def run_audit(paths: list[str | Path], cfg: Config, opts: AuditOptions, *,
     """
     setup = prepare_audit(paths, cfg, opts)
     disc, index, cfg = setup.disc, setup.index, setup.cfg
-    against_results = None
-    if opts.against:
-        against_results = hash_shards(discover(list(opts.against), cfg.dataset.format,
-                                               follow_symlinks=opts.follow_symlinks), cfg)
+    # the --against dataset is found now (a bad path fails before any shard is read) and hashed after
+    # the audited shards: its polars queries start polars' thread pool in this process, and a process
+    # pool's workers are forked only from a process without one (executors.fork_is_safe)
+    others = (discover(list(opts.against), cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
+              if opts.against else None)
     cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or bool(opts.against)
     spill = _spill_folder([str(p) for p in paths]) if cross_shard else None
     try:
         results = audit_prepared(setup, disc, opts, progress=progress, byte_progress=byte_progress,
                                  cross_shard=cross_shard, spill=spill)
+        against_results = hash_shards(others, cfg) if others is not None else None
         # shards in an object store: the dataset checks get no root (they read no local file there)
         return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root,
                              temp_files=disc.temp_files, fail_on=opts.fail_on, index=index, against=against_results,

@@ -202,3 +202,46 @@ def test_workers_end_when_the_caller_is_killed(tmp_path: Path, method: str) -> N
             pid = int(f.read_text() or 0)
             if pid and _running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+AGAINST = '''
+import json, sys
+import datacheck
+import datacheck.execute.executors as ex
+
+methods = []
+real = ex.start_method
+
+
+def recorded():
+    methods.append(real())
+    return methods[-1]
+
+
+ex.start_method = recorded
+report = datacheck.audit(sys.argv[1], config={}, against=sys.argv[2], workers=2, executor="process")
+overlap = [f for f in report.findings if f.check == "dup.split_overlap"]
+print(json.dumps({"methods": methods, "overlap": [f.count for f in overlap]}))
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_an_audit_against_another_dataset_still_forks_its_workers(tmp_path: Path) -> None:
+    """The other dataset's rows are hashed (polars queries, polars' thread pool started) after the
+    audited shards, so the pool is forked from a process with no thread pool running."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    data.mkdir()
+    other.mkdir()
+    for k in range(3):
+        pl.DataFrame({"text": [f"shard {k} row {i}" for i in range(50)]}).write_parquet(data / f"s{k}.parquet")
+    shared = pl.DataFrame({"text": ["shard 1 row 7", "shard 2 row 30", "only in the other dataset"]})
+    shared.write_parquet(other / "eval.parquet")
+    (tmp_path / "case.py").write_text(AGAINST)
+    env = {k: v for k, v in os.environ.items() if k != "POLARS_MAX_THREADS"}
+    env.update(PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")  # as cli/main.py sets it
+    p = subprocess.run([sys.executable, str(tmp_path / "case.py"), str(data), str(other)], capture_output=True,
+                       text=True, cwd=tmp_path, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["methods"] == ["fork"]
+    assert sum(out["overlap"]) == 2  # the audited rows also found in the other dataset
