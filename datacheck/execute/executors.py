@@ -242,7 +242,10 @@ def _pdeathsig() -> bool:
 def _watch(caller: int) -> None:
     """A daemon thread that SIGKILLs this process once process ``caller`` has ended: it waits on the
     caller's pidfd (``os.pidfd_open``, Linux >= 5.3), else looks every :data:`WATCH_EVERY_S`
-    seconds (``os.kill(caller, 0)``); a caller already gone is noticed at the first look."""
+    seconds (``os.kill(caller, 0)``, and, for a child of the caller, whether it was handed to
+    another parent: a caller ended but not yet reaped still answers ``kill``); a caller already
+    gone is noticed at the first look."""
+    child = os.getppid() == caller
     try:
         fd: int | None = os.pidfd_open(caller)  # type: ignore[attr-defined, unused-ignore]
     except (AttributeError, OSError):
@@ -252,7 +255,7 @@ def _watch(caller: int) -> None:
         if fd is not None:
             select.select([fd], [], [])
         else:
-            while True:
+            while not (child and os.getppid() != caller):
                 try:
                     os.kill(caller, 0)
                 except ProcessLookupError:

@@ -245,3 +245,33 @@ def test_an_audit_against_another_dataset_still_forks_its_workers(tmp_path: Path
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["methods"] == ["fork"]
     assert sum(out["overlap"]) == 2  # the audited rows also found in the other dataset
+
+
+WATCHED = '''
+import os, sys, time
+del os.pidfd_open  # as on Linux < 5.3: the watch looks every WATCH_EVERY_S seconds
+from datacheck.execute import executors
+executors.WATCH_EVERY_S = 0.05
+executors._watch(int(sys.argv[1]))
+print("watching", flush=True)
+time.sleep(120)
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_the_watch_without_pidfd_kills_its_process_when_the_caller_ends(tmp_path: Path) -> None:
+    caller = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    watched = subprocess.Popen([sys.executable, "-c", WATCHED, str(caller.pid)], stdout=subprocess.PIPE, text=True,
+                               env=env)
+    try:
+        assert watched.stdout is not None and watched.stdout.readline().strip() == "watching"
+        assert watched.poll() is None
+        caller.kill()
+        caller.wait()
+        assert watched.wait(20) == -signal.SIGKILL
+    finally:
+        for p in (caller, watched):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
