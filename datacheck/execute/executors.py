@@ -283,15 +283,33 @@ def _die_with_caller(caller: int) -> None:
     _watch(caller)
 
 
+def _default_signals() -> None:
+    """Give every signal this process handles in Python its interpreter default again: SIGINT
+    raises KeyboardInterrupt, any other ends the process (``SIG_DFL``); ignored ones stay ignored.
+    A forked worker inherits the caller's handlers (a training script's SIGTERM handler that only
+    notes a preemption), and a pool whose worker died ends the others with SIGTERM: a worker that
+    kept the caller's handler would go on auditing the shards queued to it first, and a SIGTERM
+    sent to the whole process group would not end it. A spawned worker starts with the defaults."""
+    for sig in signal.valid_signals():
+        try:
+            handler = signal.getsignal(sig)
+        except (OSError, ValueError):
+            continue
+        if callable(handler) and handler is not signal.default_int_handler:
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+
+
 def _worker_start(threads: str | None, environ: dict[str, str], caller: int | None = None) -> None:
-    """The initializer of every pool worker: the worker ends when the caller's process ``caller``
-    ends (:func:`_die_with_caller`; None: not watched) and takes the caller's environment as it is
+    """The initializer of every pool worker: the worker handles signals as a fresh interpreter
+    does (:func:`_default_signals`), ends when the caller's process ``caller`` ends
+    (:func:`_die_with_caller`; None: not watched) and takes the caller's environment as it is
     now (a worker of the fork server would otherwise have the server's, that of the moment the server
     started; its working folder and ``sys.path`` multiprocessing sets from the caller's), with
     ``POLARS_MAX_THREADS`` set to ``threads`` (None: the caller set it, and the environment carries
     it). A worker forked from this process or from the fork server has polars imported already,
     its settings read from the environment then: polars reads them again here, before its thread
     pool is first built; a spawned worker reads them at import."""
+    _default_signals()
     if caller is not None:
         _die_with_caller(caller)
     if os.environ != environ:

@@ -32,6 +32,12 @@ def probe(x):
     return [MARK, pl.thread_pool_size(), x * x, os.getppid(), os.environ.get("FORKWORK_VAR"), os.getcwd()]
 
 
+def handlers(x):
+    import signal
+    term, intr = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    return [term == signal.SIG_DFL, intr is signal.default_int_handler, x]
+
+
 def hold(x):
     import time
     with open(f"held-{x}.pid", "w") as f:
@@ -54,6 +60,14 @@ import forkwork
 
 forkwork.MARK = "set in the parent"
 out = {"cores": cpu_cores(), "fresh": [fork_is_safe(), start_method()]}
+
+# a training script's handlers (note a preemption, save on Ctrl-C): a forked worker must not keep them
+import signal
+signal.signal(signal.SIGTERM, lambda *a: None)
+signal.signal(signal.SIGINT, lambda *a: None)
+out["handlers"] = list(ProcessExecutor(2).map(forkwork.handlers, [0, 1]))
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def died():
     got = []
@@ -110,6 +124,8 @@ def test_workers_fork_from_a_fresh_process_and_from_a_server_after_a_query(tmp_p
     out = _run(tmp_path)
     threads = max(1, out["cores"] // 2)
     assert out["fresh"] == [True, "fork"]
+    # a forked worker handles SIGTERM and SIGINT as a fresh interpreter does, not with the caller's handlers
+    assert out["handlers"] == [[True, True, 0], [True, True, 1]]
     # a forked worker, a child of this process, has the parent's modules as they were (the mark set
     # after import), and its polars pool has cores // workers threads although polars was imported
     # before the fork
