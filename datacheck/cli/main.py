@@ -135,11 +135,13 @@ def check_empty_paths(args: argparse.Namespace) -> None:
 class _PipeSafe:
     """A text stream proxy that survives a closed pipe: on ``BrokenPipeError`` the stream's file
     descriptor is pointed at ``os.devnull`` (Python's docs, "Note on SIGPIPE") and the rest of the
-    output is discarded, so the command still finishes and returns its own exit code."""
+    output is discarded, so the command still finishes and returns its own exit code. A stream
+    Python has none of (``sys.stdout`` is None: the command was started with that descriptor
+    closed, ``>&-``) is ``os.devnull``."""
 
-    def __init__(self, stream: TextIO):
-        self._stream = stream
-        self.broken = False
+    def __init__(self, stream: TextIO | None):
+        self.broken = stream is None
+        self._stream: TextIO = stream if stream is not None else open(os.devnull, "w", encoding="utf-8")
 
     def _silence(self) -> None:
         self.broken = True

@@ -261,8 +261,10 @@ def audit_shards(disc: Discovery, cfg: Config,
 
     ``byte_progress(shard_path, bytes_done, bytes_total)`` (sizes in bytes from the file system,
     :func:`shard_sizes`): in this process it is called before each shard is audited (``bytes_done``:
-    the shards finished before it) and after it; with worker processes after each shard finishes.
-    The total is known from the first call, so a set of one big shard shows its size and which
+    the shards finished before it) and after it; with worker processes after each shard finishes,
+    and neither callback before the workers started and the first of them gave an outcome (shards
+    the cache answers ahead of it are reported then): a callback may start a thread, and the
+    workers are forked only from a process with none of its own. The total is known from the first call, so a set of one big shard shows its size and which
     shard is being read, not an unknown count.
 
     ``spill`` (a :class:`~datacheck.io.hashspill.SpillFolder`): once the results hold more than
@@ -307,7 +309,13 @@ def audit_shards(disc: Discovery, cfg: Config,
             yield from ex.map(run_job, [job(k) for k in todo])
 
     done = outcomes()
+    first: list[ShardOutcome] = []
     try:
+        if todo and not isinstance(ex, LocalExecutor) and (progress is not None or byte_progress is not None):
+            # the pool starts before any progress call: a call may start a thread (the CLI's bar starts its
+            # display), and workers are forked only from a process with no thread of its own (fork_is_safe);
+            # the shards the cache answers ahead of the first miss are reported with its outcome
+            first.append(next(done))
         for k, ds in enumerate(disc.shards):
             if byte_progress is not None and isinstance(ex, LocalExecutor):
                 byte_progress(ds.rel, bytes_done, bytes_total)
@@ -315,7 +323,7 @@ def audit_shards(disc: Discovery, cfg: Config,
             if p is not None and p.result is not None:
                 results.append(p.result)
             else:
-                out = next(done)
+                out = first.pop() if first else next(done)
                 if cache is not None and out.cache_stats is not None:
                     cache.absorb(out.cache_stats, out.cache_used)
                 for category, message in out.warnings:
@@ -463,15 +471,17 @@ def run_audit(paths: list[str | Path], cfg: Config, opts: AuditOptions, *,
     """
     setup = prepare_audit(paths, cfg, opts)
     disc, index, cfg = setup.disc, setup.index, setup.cfg
-    against_results = None
-    if opts.against:
-        against_results = hash_shards(discover(list(opts.against), cfg.dataset.format,
-                                               follow_symlinks=opts.follow_symlinks), cfg)
+    # the --against dataset is found now (a bad path fails before any shard is read) and hashed after
+    # the audited shards: its polars queries start polars' thread pool in this process, and a process
+    # pool's workers are forked only from a process without one (executors.fork_is_safe)
+    others = (discover(list(opts.against), cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
+              if opts.against else None)
     cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or bool(opts.against)
     spill = _spill_folder([str(p) for p in paths]) if cross_shard else None
     try:
         results = audit_prepared(setup, disc, opts, progress=progress, byte_progress=byte_progress,
                                  cross_shard=cross_shard, spill=spill)
+        against_results = hash_shards(others, cfg) if others is not None else None
         # shards in an object store: the dataset checks get no root (they read no local file there)
         return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root,
                              temp_files=disc.temp_files, fail_on=opts.fail_on, index=index, against=against_results,

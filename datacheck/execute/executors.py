@@ -30,7 +30,9 @@ same for any number of workers.
   forked one runs none). A launch script may call :func:`datacheck.audit` at its top level,
   without an ``if __name__ == "__main__":`` guard (a spawn pool's children otherwise re-run the
   script, which starts the audit again and breaks the pool). The mapped function and its items
-  live in datacheck's modules, which spawned children import by name.
+  live in datacheck's modules, which spawned children import by name. Every worker ends when the
+  caller's process ends, also when that process is killed (:func:`_die_with_caller`): no worker
+  (or fork server) is left waiting for work that will never come.
 - ``ray`` (:class:`RayExecutor`, the ``datacheck[ray]`` extra: ``ray>=2.9``): one Ray task per item,
   retried up to ``max_retries`` times when the worker running it dies (``ray.remote(max_retries=...)``:
   a system failure such as a node lost or a process killed for memory; an exception raised by the
@@ -50,8 +52,11 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import select
+import signal
 import sys
 import threading
+import time
 import types
 import warnings
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -215,14 +220,98 @@ def start_method() -> str:
     return "spawn"
 
 
-def _worker_start(threads: str | None, environ: dict[str, str]) -> None:
-    """The initializer of every pool worker: the worker takes the caller's environment as it is now
-    (a worker of the fork server would otherwise have the server's, that of the moment the server
+#: ``prctl`` option that asks Linux to send this process a signal when its parent ends (``<linux/prctl.h>``)
+PR_SET_PDEATHSIG = 1
+#: seconds between two looks of a worker's watch thread at whether the caller still runs (where the
+#: kernel cannot tell it: no ``pidfd_open``, Linux < 5.3 or not Linux)
+WATCH_EVERY_S = 1.0
+
+
+def _pdeathsig() -> bool:
+    """Linux: ask the kernel to SIGKILL this process when its parent ends; True when that is set."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no C library to load, or no prctl in it
+        return False
+
+
+def _watch(caller: int) -> None:
+    """A daemon thread that SIGKILLs this process once process ``caller`` has ended: it waits on the
+    caller's pidfd (``os.pidfd_open``, Linux >= 5.3), else looks every :data:`WATCH_EVERY_S`
+    seconds (``os.kill(caller, 0)``, and, for a child of the caller, whether it was handed to
+    another parent: a caller ended but not yet reaped still answers ``kill``); a caller already
+    gone is noticed at the first look."""
+    child = os.getppid() == caller
+    try:
+        fd: int | None = os.pidfd_open(caller)  # type: ignore[attr-defined, unused-ignore]
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])
+        else:
+            while not (child and os.getppid() != caller):
+                try:
+                    os.kill(caller, 0)
+                except ProcessLookupError:
+                    break
+                except OSError:  # alive, owned by another user
+                    pass
+                time.sleep(WATCH_EVERY_S)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="datacheck-watch", daemon=True).start()
+
+
+def _die_with_caller(caller: int) -> None:
+    """Make this worker end when the audit's process ``caller`` ends. A pool worker otherwise waits
+    for its next task forever once that process is killed (``kill PID``, the OOM killer, a
+    scheduler's SIGTERM to the main process only), holding its memory; a worker of the fork server
+    also keeps the server alive (it holds the server's liveness pipe). A worker whose parent is the
+    caller (forked by it) gets the kernel's parent-death signal (``prctl(PR_SET_PDEATHSIG)``); any
+    other (a worker of the fork server, or where ``prctl`` is missing) a watch thread
+    (:func:`_watch`). SIGKILL, not SIGTERM: a forked worker inherits the caller's signal handlers,
+    and a training script's SIGTERM handler would keep it alive. A worker whose parent ended before
+    the signal was set is caught by the check after it."""
+    if os.getppid() == caller and _pdeathsig() and os.getppid() == caller:
+        return
+    _watch(caller)
+
+
+def _default_signals() -> None:
+    """Give every signal this process handles in Python its interpreter default again: SIGINT
+    raises KeyboardInterrupt, any other ends the process (``SIG_DFL``); ignored ones stay ignored.
+    A forked worker inherits the caller's handlers (a training script's SIGTERM handler that only
+    notes a preemption), and a pool whose worker died ends the others with SIGTERM: a worker that
+    kept the caller's handler would go on auditing the shards queued to it first, and a SIGTERM
+    sent to the whole process group would not end it. A spawned worker starts with the defaults."""
+    for sig in signal.valid_signals():
+        try:
+            handler = signal.getsignal(sig)
+        except (OSError, ValueError):
+            continue
+        if callable(handler) and handler is not signal.default_int_handler:
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+
+
+def _worker_start(threads: str | None, environ: dict[str, str], caller: int | None = None) -> None:
+    """The initializer of every pool worker: the worker handles signals as a fresh interpreter
+    does (:func:`_default_signals`), ends when the caller's process ``caller`` ends
+    (:func:`_die_with_caller`; None: not watched) and takes the caller's environment as it is
+    now (a worker of the fork server would otherwise have the server's, that of the moment the server
     started; its working folder and ``sys.path`` multiprocessing sets from the caller's), with
     ``POLARS_MAX_THREADS`` set to ``threads`` (None: the caller set it, and the environment carries
     it). A worker forked from this process or from the fork server has polars imported already,
     its settings read from the environment then: polars reads them again here, before its thread
     pool is first built; a spawned worker reads them at import."""
+    _default_signals()
+    if caller is not None:
+        _die_with_caller(caller)
     if os.environ != environ:
         os.environ.clear()
         os.environ.update(environ)
@@ -271,7 +360,7 @@ class ProcessExecutor:
             ctx.set_forkserver_preload([fn.__module__])
         given = "POLARS_MAX_THREADS" in os.environ
         with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx, initializer=_worker_start,
-                                 initargs=(None if given else threads, dict(os.environ))) as pool:
+                                 initargs=(None if given else threads, dict(os.environ), os.getpid())) as pool:
             with _child_env("POLARS_MAX_THREADS", threads), _main_hidden(), warnings.catch_warnings():
                 # Python >= 3.12 warns of a fork in a process with other threads; those are IDLE_THREADS
                 warnings.filterwarnings("ignore", message=".*multi-threaded.*fork", category=DeprecationWarning)

@@ -226,6 +226,18 @@ def test_closed_pipe_keeps_the_policy_exit_code(tmp_path, failing, ow, fmt):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("closed", [">&-", "2>&-"])
+def test_closed_stdout_or_stderr_keeps_the_policy_exit_code(tmp_path, failing, closed):
+    """``datacheck audit bad/ >&-``: started with stdout (or stderr) closed, Python has no such
+    stream (None); the output is dropped and the exit code is still the policy's."""
+    cmd = (f"{sys.executable} -m datacheck audit {failing} --no-cache --report-dir {tmp_path / 'r'} {closed}; "
+           "echo \" rc=$?\"")
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.stdout.endswith(" rc=1\n"), (p.stdout, p.stderr)
+    _no_traceback(p)
+
+
+@pytest.mark.slow
 def test_pipe_closed_by_head_keeps_exit_code_1(tmp_path, failing):
     """``datacheck audit bad/ --format json | head -c 10``: the reader leaves mid-output."""
     cmd = (f"{sys.executable} -m datacheck audit {failing} --format json --no-cache --report-dir {tmp_path / 'r'} "

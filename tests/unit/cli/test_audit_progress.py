@@ -2,6 +2,7 @@
 the shard being read named."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import shutil
@@ -70,3 +71,28 @@ def test_the_bar_runs_no_thread_before_its_first_call():
         assert threading.active_count() == before + 1
     with _bar():  # never called: nothing started, nothing to stop
         assert threading.active_count() <= before + 1
+
+
+def test_progress_comes_after_the_pool_started_when_the_cache_answers_the_first_shards(tmp_path):
+    """A warm cache answers the first shards (new shards sort last): their progress is reported
+    once the pool's workers run, not before, so a progress bar's display thread never runs in the
+    process the workers are forked from."""
+    d = tmp_path / "d"
+    d.mkdir()
+    for name in ("a", "b"):
+        pl.DataFrame({"text": [f"{name}{i}" for i in range(200)]}).write_parquet(d / f"{name}.parquet")
+    cache = tmp_path / "cache"
+    datacheck.audit([str(d)], config={}, workers=1, cache_dir=cache)
+    for name in ("c", "e"):  # two misses after two hits
+        pl.DataFrame({"text": [f"{name}{i}" for i in range(200)]}).write_parquet(d / f"{name}.parquet")
+    seen: list[tuple[str, int]] = []
+
+    def note(path, done, total):
+        seen.append((path, len(multiprocessing.active_children())))
+
+    report = datacheck.audit([str(d)], config={}, workers=2, executor="process", cache_dir=cache,
+                             byte_progress=note, progress=note)
+    # byte_progress then progress, after each shard, in discovery order
+    assert [p for p, _ in seen] == [p for name in "abce" for p in (f"{name}.parquet", f"{name}.parquet")]
+    assert all(n > 0 for _, n in seen), seen  # the workers were running at every call
+    assert [s.path for s in report.shards] == ["a.parquet", "b.parquet", "c.parquet", "e.parquet"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import polars as pl
@@ -30,6 +32,20 @@ def probe(x):
     return [MARK, pl.thread_pool_size(), x * x, os.getppid(), os.environ.get("FORKWORK_VAR"), os.getcwd()]
 
 
+def handlers(x):
+    import signal
+    term, intr = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    return [term == signal.SIG_DFL, intr is signal.default_int_handler, x]
+
+
+def hold(x):
+    import time
+    with open(f"held-{x}.pid", "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(600)  # the caller is killed meanwhile
+    return x
+
+
 def square_or_die(x):
     if x == 3:
         os._exit(9)  # a worker killed mid-task (as by the OOM killer)
@@ -44,6 +60,14 @@ import forkwork
 
 forkwork.MARK = "set in the parent"
 out = {"cores": cpu_cores(), "fresh": [fork_is_safe(), start_method()]}
+
+# a training script's handlers (note a preemption, save on Ctrl-C): a forked worker must not keep them
+import signal
+signal.signal(signal.SIGTERM, lambda *a: None)
+signal.signal(signal.SIGINT, lambda *a: None)
+out["handlers"] = list(ProcessExecutor(2).map(forkwork.handlers, [0, 1]))
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def died():
     got = []
@@ -100,6 +124,8 @@ def test_workers_fork_from_a_fresh_process_and_from_a_server_after_a_query(tmp_p
     out = _run(tmp_path)
     threads = max(1, out["cores"] // 2)
     assert out["fresh"] == [True, "fork"]
+    # a forked worker handles SIGTERM and SIGINT as a fresh interpreter does, not with the caller's handlers
+    assert out["handlers"] == [[True, True, 0], [True, True, 1]]
     # a forked worker, a child of this process, has the parent's modules as they were (the mark set
     # after import), and its polars pool has cores // workers threads although polars was imported
     # before the fork
@@ -135,3 +161,133 @@ def test_cli_forked_pool_same_report_as_one_process(tmp_path: Path) -> None:
     assert reports[0] == reports[1]
     checks = {f["check"] for f in json.loads(reports[1])["findings"]}
     assert {"dup.exact_across_shards", "dup.shard"} <= checks
+
+
+HOLD = '''
+import os, sys
+import datacheck.execute.audit
+from datacheck.execute.executors import ProcessExecutor, start_method
+import forkwork
+
+if sys.argv[1] == "forkserver":  # a process that has run a polars query forks from the server
+    import polars as pl
+    pl.DataFrame({"a": [1, 2]}).select(pl.col("a").sum())
+print(start_method(), flush=True)
+list(ProcessExecutor(2).map(forkwork.hold, [0, 1]))
+'''
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (a container's init may never reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, and workers forked on Linux only")
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_workers_end_when_the_caller_is_killed(tmp_path: Path, method: str) -> None:
+    (tmp_path / "forkwork.py").write_text(WORK)
+    (tmp_path / "hold.py").write_text(textwrap.dedent(HOLD))
+    env = {k: v for k, v in os.environ.items() if k != "POLARS_MAX_THREADS"}
+    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]), OPENBLAS_NUM_THREADS="1")
+    p = subprocess.Popen([sys.executable, str(tmp_path / "hold.py"), method], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == method
+        files = [tmp_path / f"held-{x}.pid" for x in (0, 1)]
+        deadline = time.monotonic() + 120
+        while not all(f.exists() and f.read_text() for f in files):
+            assert time.monotonic() < deadline and p.poll() is None, "the workers never started"
+            time.sleep(0.05)
+        workers = [int(f.read_text()) for f in files]
+        assert all(_running(w) for w in workers) and p.pid not in workers
+        os.kill(p.pid, signal.SIGKILL)  # as the OOM killer, or `kill -9`, ends the audit's process
+        p.wait(30)
+        deadline = time.monotonic() + 20
+        while any(_running(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [w for w in workers if _running(w)] == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for f in tmp_path.glob("held-*.pid"):
+            pid = int(f.read_text() or 0)
+            if pid and _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+AGAINST = '''
+import json, sys
+import datacheck
+import datacheck.execute.executors as ex
+
+methods = []
+real = ex.start_method
+
+
+def recorded():
+    methods.append(real())
+    return methods[-1]
+
+
+ex.start_method = recorded
+report = datacheck.audit(sys.argv[1], config={}, against=sys.argv[2], workers=2, executor="process")
+overlap = [f for f in report.findings if f.check == "dup.split_overlap"]
+print(json.dumps({"methods": methods, "overlap": [f.count for f in overlap]}))
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_an_audit_against_another_dataset_still_forks_its_workers(tmp_path: Path) -> None:
+    """The other dataset's rows are hashed (polars queries, polars' thread pool started) after the
+    audited shards, so the pool is forked from a process with no thread pool running."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    data.mkdir()
+    other.mkdir()
+    for k in range(3):
+        pl.DataFrame({"text": [f"shard {k} row {i}" for i in range(50)]}).write_parquet(data / f"s{k}.parquet")
+    shared = pl.DataFrame({"text": ["shard 1 row 7", "shard 2 row 30", "only in the other dataset"]})
+    shared.write_parquet(other / "eval.parquet")
+    (tmp_path / "case.py").write_text(AGAINST)
+    env = {k: v for k, v in os.environ.items() if k != "POLARS_MAX_THREADS"}
+    env.update(PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")  # as cli/main.py sets it
+    p = subprocess.run([sys.executable, str(tmp_path / "case.py"), str(data), str(other)], capture_output=True,
+                       text=True, cwd=tmp_path, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["methods"] == ["fork"]
+    assert sum(out["overlap"]) == 2  # the audited rows also found in the other dataset
+
+
+WATCHED = '''
+import os, sys, time
+del os.pidfd_open  # as on Linux < 5.3: the watch looks every WATCH_EVERY_S seconds
+from datacheck.execute import executors
+executors.WATCH_EVERY_S = 0.05
+executors._watch(int(sys.argv[1]))
+print("watching", flush=True)
+time.sleep(120)
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_the_watch_without_pidfd_kills_its_process_when_the_caller_ends(tmp_path: Path) -> None:
+    caller = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    watched = subprocess.Popen([sys.executable, "-c", WATCHED, str(caller.pid)], stdout=subprocess.PIPE, text=True,
+                               env=env)
+    try:
+        assert watched.stdout is not None and watched.stdout.readline().strip() == "watching"
+        assert watched.poll() is None
+        caller.kill()
+        caller.wait()
+        assert watched.wait(20) == -signal.SIGKILL
+    finally:
+        for p in (caller, watched):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
