@@ -3,7 +3,7 @@ attended, eos supervision when the pad is the eos; and the shard's ``padding_fra
 ``supervised_fraction`` stats."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import polars as pl
 
@@ -60,16 +60,22 @@ def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
         return (f"{n} row(s) hold ids other than pad_token_id {pad} at positions "
                 f"with attention_mask 0 ({d.get('positions')} positions)")
 
-    count = _pass_counts(ctx, "pad_id")
+    yield _positions_rule(ctx, "padding.token_not_pad", ids, "pad_id", bad, example, message)
+
+
+def _positions_rule(ctx: ShardContext, check_id: str, column: str, field: str, bad: pl.Expr, example: Any,
+                    message: Callable[[int, dict[str, Any]], str]) -> RowCheck:
+    """The row check of a rule over the positions of the position view: a row fails when it holds a
+    position where ``bad`` (per position, Boolean) holds; ``details["positions"]`` counts them. Its
+    per-row counts come from the field ``field`` of the shared pass (:func:`_pass_counts`) where that
+    pass reads the mask, else from ``bad`` evaluated in the position view: the same rows and counts."""
+    count = _pass_counts(ctx, field)
     if count is not None:
-        yield RowCheck(check="padding.token_not_pad", column=ids, fails=count > 0, example=example,
-                       details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
-                       message=message)
-        return
-    yield RowCheck(
-        check="padding.token_not_pad", column=ids, fails=bad, view=positions_view(ctx), example=example,
-        details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=message,
-    )
+        return RowCheck(check=check_id, column=column, fails=count > 0, example=example,
+                        details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
+                        message=message)
+    return RowCheck(check=check_id, column=column, fails=bad, view=positions_view(ctx), example=example,
+                    details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=message)
 
 
 def _pass_counts(ctx: ShardContext, name: str) -> pl.Expr | None:
@@ -113,15 +119,8 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
                 "mask to 0 at padded positions (if pad_token_id is also your eos, set "
                 "[tokens] eos_token_id)")
 
-    count = _pass_counts(ctx, "pad_att")
-    if count is not None:
-        yield RowCheck(check="padding.pad_attended", column=ids, fails=count > 0, example=example,
-                       details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
-                       message=message)
-        return
     bad = (pl.col(mcol).cast(pl.Int64) == 1) & (pl.col(ids) == pad)
-    yield RowCheck(check="padding.pad_attended", column=ids, fails=bad, view=positions_view(ctx), example=example,
-                   details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=message)
+    yield _positions_rule(ctx, "padding.pad_attended", ids, "pad_att", bad, example, message)
 
 
 _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
@@ -156,16 +155,7 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
                 f"positions (attention_mask 0; {d.get('positions')} positions): "
                 "the loss trains on padding. Set labels to ignore_index where the mask is 0")
 
-    count = _pass_counts(ctx, "pad_label")
-    if count is not None:
-        yield RowCheck(check="padding.label_not_ignored", column=labels, fails=count > 0, example=example,
-                       details={"positions": count.cast(pl.Int64).sum()}, details_merge={"positions": sum_parts},
-                       message=message)
-        return
-    yield RowCheck(
-        check="padding.label_not_ignored", column=labels, fails=bad, view=positions_view(ctx), example=example,
-        details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=message,
-    )
+    yield _positions_rule(ctx, "padding.label_not_ignored", labels, "pad_label", bad, example, message)
 
 
 def label_of_token(ctx: ShardContext, labels: str) -> pl.Expr:
