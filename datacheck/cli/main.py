@@ -38,7 +38,6 @@ from typing import Any, TextIO
 import datacheck.cli.commands as pkg
 from datacheck import __version__
 from datacheck.cli.rerun import replay as replay_audit
-from datacheck.io.outputs import os_error_message
 from datacheck.model.constants import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -182,7 +181,8 @@ class _PipeSafe:
         except (OSError, ValueError):
             pass
         if self._name is not None:
-            raise UsageError(os_error_message(self._name, exc) or f"cannot write {self._name}: {exc}") from None
+            raise UsageError(f"cannot write {self._name}: {exc.strerror or exc} (errno {exc.errno}); what was "
+                             "printed is incomplete: free space, or send the output elsewhere") from None
 
     def write(self, text: str) -> int:
         if self.broken:
