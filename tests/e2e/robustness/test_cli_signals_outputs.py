@@ -183,3 +183,54 @@ def test_polars_max_threads_usage_error_before_polars_panics(tmp_path, ow, value
     assert f"POLARS_MAX_THREADS={value!r}" in p.stderr and "unset it" in p.stderr, p.stderr
     _no_traceback(p.stderr)
     assert not (tmp_path / "r").exists()
+
+
+def test_kill_ends_workers_busy_with_a_shard(tmp_path, ow):
+    """``kill PID`` while a pool worker is inside a long shard (it would sleep 600 s): the audit ends
+    at once (exit 143, well before the shard would finish), its workers end and the spill folder is
+    removed, instead of the pool's shutdown waiting for the running shard. The slow shard is made by
+    a ``sitecustomize`` module, which every process of the audit runs at start (forked, fork-server
+    and spawned workers alike)."""
+    tmpd = tmp_path / "tmpd"
+    tmpd.mkdir()
+    marker = tmp_path / "in-shard"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(textwrap.dedent(f"""
+        import os, time
+        from pathlib import Path
+        import datacheck.execute.audit as a
+        real = a.audit_one
+        def slow(shard, *args, **kwargs):
+            if str(shard.path).endswith(".parquet"):
+                Path({str(marker)!r}).write_text(str(os.getpid()))
+                time.sleep(600)
+            return real(shard, *args, **kwargs)
+        a.audit_one = slow
+    """))
+    env = {**os.environ, "TMPDIR": str(tmpd), "DATACHECK_SPILL_ROWS": "0",
+           # ROOT too: sitecustomize imports datacheck before ``-m`` puts the working folder on sys.path
+           "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    p = subprocess.Popen([sys.executable, "-m", "datacheck", "audit", str(ow), "--no-cache", "--no-progress",
+                          "--workers", "2", "--report-dir", str(tmp_path / "reports")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    try:
+        while not marker.exists() or not marker.read_text():
+            if p.poll() is not None:
+                raise AssertionError(p.communicate()[1])
+            time.sleep(0.05)  # polling for the marker, not a timed assertion
+        worker = int(marker.read_text())
+        assert worker != p.pid  # the shard runs in a pool worker
+        assert len(_spill_folders(tmpd)) == 1
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)  # the shard alone would take 600 s
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err
+    assert "terminated (SIGTERM)" in err, err
+    assert _spill_folders(tmpd) == []
+    with pytest.raises(ProcessLookupError):
+        for _ in range(200):  # the worker is gone (reaped by the pool, or dying with its parent)
+            os.kill(worker, 0)
+            time.sleep(0.05)
