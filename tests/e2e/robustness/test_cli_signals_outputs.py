@@ -75,6 +75,26 @@ def test_sigterm_in_process_removes_the_spill_folder(tmp_path, ow, monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # main() put the default back
 
 
+def test_ctrl_c_in_process_stays_exit_130(tmp_path, ow, monkeypatch):
+    """Ctrl-C (KeyboardInterrupt) after the first spill: exit 130 "interrupted", the spill folder removed."""
+    tmpd = tmp_path / "tmpd"
+    tmpd.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpd))
+    real = hashspill.SpillFolder.spill
+
+    def spill_then_ctrl_c(self, df):
+        real(self, df)
+        assert len(_spill_folders(tmpd)) == 1
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hashspill.SpillFolder, "spill", spill_then_ctrl_c)
+    p = run_cli("audit", str(ow), "--no-cache", "--no-progress", "--workers", "1", "--report-dir",
+                str(tmp_path / "reports"), env={"DATACHECK_SPILL_ROWS": "0"})
+    assert p.returncode == 128 + signal.SIGINT, p.stderr
+    assert p.stderr.strip() == "datacheck: interrupted"
+    assert _spill_folders(tmpd) == [] and not (tmp_path / "reports").exists()
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_kill_during_audit_removes_the_spill_folder(tmp_path, ow, workers):
     """A real ``kill PID`` while ``python -m datacheck audit`` holds its spill folder (blocked in its
