@@ -14,8 +14,10 @@ __all__ = ["EXIT_CODES_HELP", "add_parser", "add_view_arguments", "add_ci_argume
 EXIT_CODES_HELP = """exit codes:
   0  pass: no finding fails the policy
   1  the policy failed (findings at or above --fail-on; an unreadable shard is a finding)
-  2  usage or config error (the message names the flag or key); nothing was audited
-  3  internal error, or a check that failed internally (see --allow-check-errors)"""
+  2  usage or config error (the message names the flag or key); nothing was audited;
+     or an output that cannot be written (disk full, no permission; the message names it)
+  3  internal error, or a check that failed internally (see --allow-check-errors)
+130  interrupted (Ctrl-C);  143  terminated (SIGTERM); temporary files removed"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

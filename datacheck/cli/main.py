@@ -1,9 +1,16 @@
 """The ``datacheck`` command line: a thin layer over :mod:`datacheck.execute.audit`.
 
-Exit codes (DESIGN.md): 0 pass; 1 the policy failed; 2 usage or config error; 3 internal error;
-130 interrupted (Ctrl-C). A closed output pipe (``datacheck audit data/ | head -5``) never changes the
+Exit codes (DESIGN.md): 0 pass; 1 the policy failed; 2 usage or config error, or an output that
+cannot be written (disk full, no permission: the message names the file, or the standard output, and
+the OS reason); 3 internal error; 130 interrupted (Ctrl-C, SIGINT); 143 terminated (SIGTERM: ``kill PID``,
+a scheduler's preemption). Both signals end the command the same way: the exception unwinds the
+verb, so its ``finally`` blocks remove what it made (the audit's spill folder, ``clean``'s staging
+folder), outputs are never half-written (they are written atomically), one line is printed.
+A closed output pipe (``datacheck audit data/ | head -5``) never changes the
 exit code and never prints a traceback: the rest of the output is discarded, as Python's docs
 recommend for SIGPIPE/EPIPE (https://docs.python.org/3/library/signal.html#note-on-sigpipe).
+``POLARS_MAX_THREADS`` set to a value polars cannot use (polars panics at its first query on
+anything but a whole number >= 1) is refused before any verb runs (exit 2).
 
 Start-up cost: the verbs are found by module name (``pkgutil``, nothing imported)
 and only the verb named on the command line is imported (``importlib``), so ``datacheck audit`` does
@@ -20,7 +27,10 @@ import ctypes
 import importlib
 import os
 import pkgutil
+import re
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -28,10 +38,16 @@ from typing import Any, TextIO
 import datacheck.cli.commands as pkg
 from datacheck import __version__
 from datacheck.cli.rerun import replay as replay_audit
-from datacheck.model.constants import EXIT_INTERNAL, EXIT_POLICY_FAILED, EXIT_USAGE
+from datacheck.model.constants import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_POLICY_FAILED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+)
 from datacheck.model.errors import DatacheckError, PolicyFailed, ReportVersionError, UsageError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "Terminated", "check_polars_threads"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -137,10 +153,14 @@ class _PipeSafe:
     descriptor is pointed at ``os.devnull`` (Python's docs, "Note on SIGPIPE") and the rest of the
     output is discarded, so the command still finishes and returns its own exit code. A stream
     Python has none of (``sys.stdout`` is None: the command was started with that descriptor
-    closed, ``>&-``) is ``os.devnull``."""
+    closed, ``>&-``) is ``os.devnull``. Any other ``OSError`` of a write or flush (``> /dev/full``:
+    ENOSPC, a file over the quota, EIO) also silences the stream; when it has a ``name`` (the
+    standard output, whose text is the command's result) a :class:`UsageError` naming it and the OS
+    reason is raised once (exit 2), else (stderr: there is nowhere to report to) it is dropped."""
 
-    def __init__(self, stream: TextIO | None):
+    def __init__(self, stream: TextIO | None, name: str | None = None):
         self.broken = stream is None
+        self._name = name
         self._stream: TextIO = stream if stream is not None else open(os.devnull, "w", encoding="utf-8")
 
     def _silence(self) -> None:
@@ -152,12 +172,28 @@ class _PipeSafe:
         except (OSError, ValueError, AttributeError):
             pass  # no real descriptor (an in-memory stream): the writes below are dropped anyway
 
+    def _failed(self, exc: OSError) -> None:
+        """Silence the stream after a write failed with ``exc`` (not a closed pipe); raise it as a
+        :class:`UsageError` when the stream has a name. The buffered rest goes to ``os.devnull``."""
+        self._silence()
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+        if self._name is not None:
+            raise UsageError(f"cannot write {self._name}: {exc.strerror or exc} (errno {exc.errno}); what was "
+                             "printed is incomplete: free space, or send the output elsewhere") from None
+
     def write(self, text: str) -> int:
+        if self.broken:
+            return len(text)
         try:
             return self._stream.write(text)
         except BrokenPipeError:
             self._silence()
-            return len(text)
+        except OSError as exc:
+            self._failed(exc)
+        return len(text)
 
     def writelines(self, lines: Any) -> None:
         for line in lines:
@@ -172,21 +208,83 @@ class _PipeSafe:
                 self._stream.flush()  # the buffered rest now goes to os.devnull
             except (OSError, ValueError):
                 pass
+        except OSError as exc:
+            self._failed(exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
 
+class Terminated(KeyboardInterrupt):
+    """Raised in the CLI's main thread when SIGTERM arrives (``kill PID``, a scheduler's preemption)
+    while :func:`main` runs. A ``KeyboardInterrupt`` so that every path that ends cleanly on Ctrl-C
+    (``finally`` blocks, the pool's shutdown, ``clean``'s ``except BaseException``) does the same on
+    SIGTERM; :func:`main` reports it as "terminated" with exit code 143."""
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise Terminated(signum)
+
+
+def _catch_sigterm() -> Any:
+    """Make SIGTERM raise :class:`Terminated` while :func:`main` runs; returns the handler to restore
+    (None: nothing was changed). Only in the main thread (Python delivers signals there), and only
+    over the default action: a handler the embedding program set is kept."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        return None
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    return previous
+
+
+#: values of ``POLARS_MAX_THREADS`` polars uses: a whole decimal number >= 1, surrounding blanks and a
+#: ``+`` allowed. Polars (1.x) panics on 0 ("Worker threads cannot be set to 0") when its thread pool is
+#: first built and silently ignores anything else ("abc", "-1", "2.5", ""), using every core.
+_THREADS_VALUE = re.compile(r"\s*\+?[0-9]+\s*")
+
+
+def check_polars_threads(environ: Any = None) -> None:
+    """Refuse a ``POLARS_MAX_THREADS`` polars cannot use, before polars builds its thread pool.
+
+    Polars reads the variable once, when its first query starts its thread pool: it panics on 0 (a
+    ``PanicException`` with a Rust traceback) and ignores a value that is not a whole number (then
+    every worker runs a pool of every core); datacheck's workers inherit the variable as it is
+    (:mod:`datacheck.execute.executors` sizes their pools only where it is unset).
+
+    Raises:
+        UsageError: naming the variable, its value and what to set instead (exit code 2).
+    """
+    env = os.environ if environ is None else environ
+    value = env.get("POLARS_MAX_THREADS")
+    if value is None or (_THREADS_VALUE.fullmatch(value) and int(value) >= 1):
+        return
+    raise UsageError(f"POLARS_MAX_THREADS={value!r}: polars needs a whole number of threads, 1 or more (it "
+                     "panics on 0 and ignores anything else); set it "
+                     "to e.g. POLARS_MAX_THREADS=4, or unset it (datacheck then sizes each worker's pool "
+                     "to cores // workers)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``datacheck`` command line; returns the exit code (see the module docstring)."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _PipeSafe(out), _PipeSafe(err)
+    sys.stdout, sys.stderr = _PipeSafe(out, "the standard output"), _PipeSafe(err)
+    previous = _catch_sigterm()
     try:
-        return _main(argv)
+        code = _main(argv)
+        try:
+            sys.stdout.flush()  # a full disk under ``> file`` shows here, while stderr can still say so
+        except UsageError as exc:
+            print(f"datacheck: error: {exc}", file=sys.stderr)
+            code = EXIT_USAGE
+        return code
     finally:
         sys.stdout.flush()  # a closed pipe is silenced here, not at interpreter exit (exit code 120)
         sys.stderr.flush()
         sys.stdout, sys.stderr = out, err
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 #: glibc malloc settings for the CLI process (``mallopt``): (M_MMAP_THRESHOLD, bytes), (M_TRIM_THRESHOLD, bytes)
@@ -219,20 +317,17 @@ def _main(argv: list[str] | None) -> int:
     choose_arrow_pool()
     keep_freed_memory()
     given = sys.argv[1:] if argv is None else argv
-    if given and given[0] == "audit":  # an unchanged rerun answered before the verb is imported
-        try:
-            replayed = replay_audit(given[1:])
-        except KeyboardInterrupt:
-            print("datacheck: interrupted", file=sys.stderr)
-            return 130
-        if replayed is not None:
-            return replayed
-    parser = build_parser(verbs_for(given))
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
     try:
+        check_polars_threads()
+        if given and given[0] == "audit":  # an unchanged rerun answered before the verb is imported
+            replayed = replay_audit(given[1:])
+            if replayed is not None:
+                return replayed
+        parser = build_parser(verbs_for(given))
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
         check_empty_paths(args)
         return args._run(args)
     except (UsageError, ReportVersionError) as exc:
@@ -244,9 +339,13 @@ def _main(argv: list[str] | None) -> int:
     except DatacheckError as exc:
         print(f"datacheck: internal error: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
+    except Terminated:
+        print("datacheck: terminated (SIGTERM): stopped, temporary files removed, no output half-written",
+              file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("datacheck: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # a pipe other than stdout/stderr (those are _PipeSafe): no result to trust
         if isinstance(sys.stdout, _PipeSafe):
             sys.stdout._silence()

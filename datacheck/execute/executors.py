@@ -365,6 +365,7 @@ class ProcessExecutor:
                 # Python >= 3.12 warns of a fork in a process with other threads; those are IDLE_THREADS
                 warnings.filterwarnings("ignore", message=".*multi-threaded.*fork", category=DeprecationWarning)
                 futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]  # children start here
+            got = 0  # results taken: the pool's shutdown waits for nothing once all are
             try:
                 for fut in futures:
                     try:
@@ -374,10 +375,31 @@ class ProcessExecutor:
                                    and isinstance(f.exception(), BrokenProcessPool)]
                         raise WorkerDied(pending, "a worker process ended without a result (killed for memory, "
                                                   "or a crash in native code)") from None
+                    got += 1
                     yield result
             finally:
                 for fut in futures:
                     fut.cancel()
+                if got < len(futures):
+                    _end_workers(pool)
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """End the workers of ``pool`` now (SIGTERM; a worker handles it with the default action,
+    :func:`_default_signals`), when its map is left before every result came: Ctrl-C, SIGTERM in the
+    CLI (:class:`datacheck.cli.main.Terminated`), an error of the caller. The pool's shutdown
+    otherwise waits for the items the workers are running, a whole shard each, before the audit
+    can end and remove its spill folder. ``terminate_workers`` on Python >= 3.14, else each of the
+    pool's processes (``_processes``, the pool's own table, on every Python since 3.2)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.terminate()
+        except (OSError, ValueError):  # already reaped
+            pass
 
 
 def require_ray() -> Any:

@@ -10,6 +10,8 @@ __all__ = [
     "EXIT_POLICY_FAILED",
     "EXIT_USAGE",
     "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
     "REPORT_VERSION",
     "HASH_ALGORITHM",
     "DEFAULT_REPORT_DIR",
@@ -28,6 +30,10 @@ EXIT_OK = 0
 EXIT_POLICY_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+#: Ended by a signal: 128 + the signal's number, the shell's convention (SIGINT = 2: Ctrl-C; SIGTERM = 15:
+#: ``kill PID``, a scheduler's preemption). Temporary files are removed first; no output is half-written.
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 #: Version of the JSON report layout; a reader refuses a newer one.
 REPORT_VERSION = 1
