@@ -55,6 +55,7 @@ import os
 import select
 import signal
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -207,15 +208,30 @@ def fork_is_safe() -> bool:
     return sum(name not in IDLE_THREADS for name in names) == 1
 
 
+#: the longest path a Unix socket's address holds (Linux ``<sys/un.h>``: ``sun_path[108]``, its NUL included)
+UNIX_PATH_MAX = 107
+#: what the fork server's listening socket adds to the temporary folder: ``/pymp-XXXXXXXX/listener-XXXXXXXX``
+#: (``multiprocessing.util.get_temp_dir`` and ``multiprocessing.connection.arbitrary_address``, CPython 3.11)
+_LISTENER_SUFFIX = len("/pymp-") + 8 + len("/listener-") + 8
+
+
+def _forkserver_fits() -> bool:
+    """The fork server can bind its socket under the temporary folder ($TMPDIR): a longer path
+    makes it fail with ``OSError: AF_UNIX path too long`` when the pool starts."""
+    return len(os.fsencode(tempfile.gettempdir())) + _LISTENER_SUFFIX <= UNIX_PATH_MAX
+
+
 def start_method() -> str:
     """How :class:`ProcessExecutor` starts its workers: ``"fork"`` when :func:`fork_is_safe`; else,
     on Linux, ``"forkserver"``: a server process started once (the first time, for the rest of
     this process's life) imports the mapped function's module and forks each worker from itself,
-    a process that has only imported modules (one import in all instead of one a worker);
-    elsewhere ``"spawn"``."""
+    a process that has only imported modules (one import in all instead of one a worker), unless
+    the temporary folder's path is too long for its socket (:func:`_forkserver_fits`); elsewhere
+    ``"spawn"``."""
     if fork_is_safe():
         return "fork"
-    if sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods():
+    if (sys.platform.startswith("linux") and "forkserver" in multiprocessing.get_all_start_methods()
+            and _forkserver_fits()):
         return "forkserver"
     return "spawn"
 

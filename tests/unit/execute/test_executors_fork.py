@@ -291,3 +291,22 @@ def test_the_watch_without_pidfd_kills_its_process_when_the_caller_ends(tmp_path
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_temporary_folder_too_long_for_the_fork_servers_socket_spawns(tmp_path, monkeypatch):
+    """The fork server listens on a Unix socket under $TMPDIR (``pymp-*/listener-*``), whose path
+    holds at most 107 bytes: under a longer temporary folder the pool spawns its workers instead of
+    failing with "AF_UNIX path too long", and they still run."""
+    from datacheck.execute import executors
+
+    monkeypatch.setattr(executors, "fork_is_safe", lambda: False)  # as after a polars query
+    short = tmp_path / "t"
+    short.mkdir()
+    monkeypatch.setattr(executors.tempfile, "tempdir", str(short))
+    assert len(str(short)) + 32 <= 107, short  # pytest's tmp_path leaves room for the suffix
+    assert executors.start_method() == "forkserver"
+    deep = tmp_path / ("d" * (108 - 32 - len(str(tmp_path)) - 1))  # one byte past the limit
+    deep.mkdir()
+    monkeypatch.setattr(executors.tempfile, "tempdir", str(deep))
+    assert len(str(deep)) + 32 == 108
+    assert executors.start_method() == "spawn"
