@@ -25,6 +25,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import polars as pl
 import pytest
 from hypothesis import settings
 
@@ -285,3 +286,13 @@ def write_frame(path: Path, df, arrow_stream: bool = False) -> Path:
 
 def load_json(p: Path) -> dict:
     return json.loads(Path(p).read_text())
+
+
+@pytest.fixture
+def ow(tmp_path) -> Path:
+    """(e2e robustness) A clean folder of two shards (audit passes; two shards, so the audit makes a spill folder)."""
+    d = tmp_path / "ow"
+    d.mkdir()
+    pl.DataFrame({"text": ["a", "b", "c"], "label": [0, 1, 0]}).write_parquet(d / "validation-00000-of-00001.parquet")
+    (d / "train.jsonl").write_text('{"text": "x", "label": 1}\n{"text": "y", "label": 0}\n')
+    return d

@@ -37,16 +37,6 @@ def _no_traceback(p) -> None:
 
 
 @pytest.fixture
-def ow(tmp_path) -> Path:
-    """A clean folder of two shards (audit passes)."""
-    d = tmp_path / "ow"
-    d.mkdir()
-    pl.DataFrame({"text": ["a", "b", "c"], "label": [0, 1, 0]}).write_parquet(d / "validation-00000-of-00001.parquet")
-    (d / "train.jsonl").write_text('{"text": "x", "label": 1}\n{"text": "y", "label": 0}\n')
-    return d
-
-
-@pytest.fixture
 def failing(tmp_path) -> Path:
     """A folder whose audit fails the policy: a JSONL line that is not JSON (decode.bad_record)."""
     d = tmp_path / "bad"

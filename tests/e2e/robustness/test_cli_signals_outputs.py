@@ -14,7 +14,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import polars as pl
 import pytest
 from conftest import ROOT, run_cli, run_cli_subprocess
 
@@ -23,16 +22,6 @@ import datacheck.io.outputs as outputs
 from datacheck.cli.main import check_polars_threads
 from datacheck.model.constants import EXIT_TERMINATED, EXIT_USAGE
 from datacheck.model.errors import UsageError
-
-
-@pytest.fixture
-def ow(tmp_path) -> Path:
-    """A clean folder of two shards (audit passes; two shards, so the audit makes a spill folder)."""
-    d = tmp_path / "ow"
-    d.mkdir()
-    pl.DataFrame({"text": ["a", "b", "c"], "label": [0, 1, 0]}).write_parquet(d / "validation-00000-of-00001.parquet")
-    (d / "train.jsonl").write_text('{"text": "x", "label": 1}\n{"text": "y", "label": 0}\n')
-    return d
 
 
 def _spill_folders(folder: Path) -> list[str]:
