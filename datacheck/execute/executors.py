@@ -187,6 +187,11 @@ def _main_hidden() -> Iterator[None]:
 #: around a fork) and polars' spill-file cleaner (it waits on a channel; a forked worker that spills
 #: leaves its spill files to the next polars process's clean-up of dead processes' folders)
 IDLE_THREADS = frozenset({"jemalloc_bg_thd", "polars-ooc-clea"})
+#: how often :func:`fork_is_safe` looks again while another Python thread runs (one ending: a pool's
+#: manager thread just after the pool closed) or a native thread still carries the process's own name
+#: (one just started, not named yet), and the pause between two looks (seconds): at most 0.1 s
+NAME_LOOKS = 10
+NAME_WAIT_S = 0.01
 
 
 def fork_is_safe() -> bool:
@@ -195,17 +200,36 @@ def fork_is_safe() -> bool:
     :data:`IDLE_THREADS` (no polars or pyarrow thread pool has started, no BLAS thread, no thread
     of the caller's). A thread pool's threads are not copied by ``fork`` and a lock one of them
     held stays held in the child, which can then deadlock; a process that has run a polars query
-    or a pyarrow read has such threads, so False there. False where ``/proc`` cannot be read."""
-    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+    or a pyarrow read has such threads, so False there. False where ``/proc`` cannot be read.
+    While another Python thread runs or a native thread still carries the process's own name, it
+    looks again (:data:`NAME_LOOKS` times, :data:`NAME_WAIT_S` apart): a thread ending or starting
+    settles within that; a thread of another name answers False at once."""
+    if not sys.platform.startswith("linux"):
         return False
-    try:
-        names = []
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
-                names.append(f.read().strip())
-    except OSError:
-        return False
-    return sum(name not in IDLE_THREADS for name in names) == 1
+    for look in range(NAME_LOOKS):
+        if threading.active_count() != 1:  # another Python thread; one that is ending (a pool's manager
+            if look == NAME_LOOKS - 1:     # thread just after the pool closed) is gone at a next look
+                return False
+            time.sleep(NAME_WAIT_S)
+            continue
+        try:
+            names = []
+            for tid in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
+                    names.append(f.read().strip())
+            with open("/proc/self/comm", encoding="utf-8", errors="replace") as f:
+                own = f.read().strip()
+        except OSError:
+            return False
+        others = [name for name in names if name not in IDLE_THREADS]
+        if len(others) == 1:
+            return True
+        # a native thread that importing polars/pyarrow has just started carries this process's name
+        # until it names itself: look again shortly; any other thread answers at once
+        if any(name != own for name in others) or look == NAME_LOOKS - 1:
+            return False
+        time.sleep(NAME_WAIT_S)
+    return False
 
 
 #: the longest path a Unix socket's address holds (Linux ``<sys/un.h>``: ``sun_path[108]``, its NUL included)

@@ -310,3 +310,51 @@ def test_a_temporary_folder_too_long_for_the_fork_servers_socket_spawns(tmp_path
     monkeypatch.setattr(executors.tempfile, "tempdir", str(deep))
     assert len(str(deep)) + 32 == 108
     assert executors.start_method() == "spawn"
+
+
+def test_a_thread_not_named_yet_is_looked_at_again(monkeypatch):
+    """A native thread polars starts at import carries the process's own name until it names itself
+    (the spill-file cleaner, seen under load): fork_is_safe looks again and forks once it is named;
+    a thread of another name answers False at once, one that never names itself False in the end."""
+    import io
+
+    from datacheck.execute import executors
+
+    looks = {"n": 0}
+
+    def fake(second):
+        def listdir(path):
+            assert path == "/proc/self/task"
+            looks["n"] += 1
+            return ["1", "2"]
+
+        def opener(path, *a, **k):
+            if path == "/proc/self/comm" or path == "/proc/self/task/1/comm":
+                return io.StringIO("python\n")
+            assert path == "/proc/self/task/2/comm"
+            return io.StringIO(second(looks["n"]) + "\n")
+        monkeypatch.setattr(executors.os, "listdir", listdir)
+        monkeypatch.setattr(executors, "open", opener, raising=False)
+        monkeypatch.setattr(executors.threading, "active_count", lambda: 1)
+        monkeypatch.setattr(executors, "NAME_WAIT_S", 0)
+        looks["n"] = 0
+
+    fake(lambda n: "python" if n < 3 else "polars-ooc-clea")
+    assert executors.fork_is_safe() is True and looks["n"] == 3
+    fake(lambda n: "tokio-runtime-w")
+    assert executors.fork_is_safe() is False and looks["n"] == 1
+    fake(lambda n: "python")
+    assert executors.fork_is_safe() is False and looks["n"] == executors.NAME_LOOKS
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_a_python_thread_that_is_ending_is_waited_for():
+    """Right after a pool closed its manager thread may still be ending: fork_is_safe waits for it
+    (a fresh process, as the CLI's; this test process has pytest's threads)."""
+    code = ("import threading, time\n"
+            "from datacheck.execute.executors import fork_is_safe\n"
+            "t = threading.Thread(target=time.sleep, args=(0.03,))\n"
+            "t.start()\n"
+            "print(fork_is_safe())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.stdout.strip() == "True", p.stderr
