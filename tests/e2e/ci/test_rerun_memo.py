@@ -145,20 +145,26 @@ def test_a_changed_input_audits_again(tmp_path, audits, change, trust):
     assert blank(again.stdout) == blank(fresh.stdout)
 
 
-@pytest.mark.slow
-def test_a_changed_tokenizer_file_audits_again(tmp_path, audits):
+def _chat_audit(tmp_path: Path, tokenizer: str | None = None) -> tuple[Path, Path, list[str]]:
+    """(the tokenizer folder copied under ``tmp_path``, a data folder of one 6-conversation chat
+    shard, the audit flags: a config naming ``tokenizer`` (default: the copied folder), a cache and a
+    report folder, JSON output); every file aged past the memo's settling time."""
     tok = tokenizer_copy(TOKENIZER, tmp_path / "tok")
-    age(tok)
     d = tmp_path / "data"
     d.mkdir()
     conv = [[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
             for i in range(6)]
     pl.DataFrame({"messages": conv}).write_parquet(d / "train.parquet")
     cfg = tmp_path / "datacheck.toml"
-    cfg.write_text(f'[tokens]\ntokenizer = "{tok}"\nmax_seq_len = 64\n')
-    age(d, cfg)
-    flags = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"),
-             "--format", "json"]
+    cfg.write_text(f'[tokens]\ntokenizer = "{tokenizer or tok}"\nmax_seq_len = 64\n')
+    age(tok, d, cfg)
+    return tok, d, ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir",
+                    str(tmp_path / "r"), "--format", "json"]
+
+
+@pytest.mark.slow
+def test_a_changed_tokenizer_file_audits_again(tmp_path, audits):
+    tok, d, flags = _chat_audit(tmp_path)
     run_cli("audit", str(d), *flags)
     run_cli("audit", str(d), *flags)
     assert len(audits) == 1
@@ -302,17 +308,8 @@ def test_a_named_file_in_a_hidden_folder_of_the_data_is_an_input(tmp_path, audit
 def test_a_tokenizer_named_by_its_file_fingerprints_its_folder(tmp_path, audits):
     """``[tokens] tokenizer`` naming a file inside the tokenizer's folder loads the whole folder (its
     ``tokenizer_config.json`` holds the chat template): a change to another file there audits again."""
-    tok = tokenizer_copy(TOKENIZER, tmp_path / "tok")
-    d = tmp_path / "data"
-    d.mkdir()
-    conv = [[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
-            for i in range(6)]
-    pl.DataFrame({"messages": conv}).write_parquet(d / "train.parquet")
-    cfg = tmp_path / "datacheck.toml"
-    cfg.write_text('[tokens]\ntokenizer = "tok/tokenizer.json"\nmax_seq_len = 64\n')
-    age(tok, d, cfg)
-    flags = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"),
-             "--format", "json", "--no-progress"]
+    tok, d, flags = _chat_audit(tmp_path, "tok/tokenizer.json")
+    flags.append("--no-progress")
     first = run_cli("audit", str(d), *flags)
     run_cli("audit", str(d), *flags)
     assert len(audits) == 1 and first.returncode == 0, first.stderr
@@ -392,17 +389,8 @@ def test_a_removed_decoder_package_meets_no_cached_result(tmp_path, audits, monk
 def test_a_file_added_to_the_tokenizer_folder_audits_again(tmp_path, audits):
     """A ``chat_template.jinja`` added to the ``[tokens] tokenizer`` folder overrides the template of
     its ``tokenizer_config.json``: the rerun audits and gives what a fresh audit gives."""
-    tok = tokenizer_copy(TOKENIZER, tmp_path / "tok")
-    d = tmp_path / "data"
-    d.mkdir()
-    conv = [[{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
-            for i in range(6)]
-    pl.DataFrame({"messages": conv}).write_parquet(d / "train.parquet")
-    cfg = tmp_path / "datacheck.toml"
-    cfg.write_text(f'[tokens]\ntokenizer = "{tok}"\nmax_seq_len = 64\n')
-    age(tok, d, cfg)
-    flags = ["--config", str(cfg), "--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"),
-             "--format", "json", "--no-progress"]
+    tok, d, flags = _chat_audit(tmp_path)
+    flags.append("--no-progress")
     assert run_cli("audit", str(d), *flags).returncode == 0
     run_cli("audit", str(d), *flags)
     assert len(audits) == 1
