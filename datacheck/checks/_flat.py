@@ -22,10 +22,11 @@ binary) count 0. Equality with the view's expressions is held by the property te
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from datacheck.checks.registry import shared_column, shared_pass
 
@@ -51,6 +52,17 @@ def fast_dtype(dtype: pl.DataType, mask: bool = False) -> bool:
 
 
 def _lens(s: pl.Series) -> np.ndarray:
+    """The list lengths of ``s`` (int64 per row; null rows 0). A one-chunk column without null rows:
+    the differences of its Arrow offsets (zero-copy export; 0.02 ms for 19,581 rows, 0.14 ms by the
+    list kernel)."""
+    if s.n_chunks() == 1 and not s.null_count():
+        arr = s.to_arrow()
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+        if pa.types.is_large_list(arr.type) or pa.types.is_list(arr.type):
+            width = np.int64 if pa.types.is_large_list(arr.type) else np.int32
+            offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1]
+            return np.diff(offsets).astype(np.int64, copy=False)
     return s.list.len().fill_null(0).to_numpy().astype(np.int64, copy=False)
 
 
@@ -90,43 +102,95 @@ def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.astype(dtype) if x.dtype != dtype and np.can_cast(x.dtype, dtype, casting="safe") else x
 
 
-def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray | None]], bool]:
-    """(lengths, [(values, valid) of each column], whether every element was kept) of ``cols``
-    (:func:`flat_ints`) sharing one offset per row: when the list lengths differ on some row, the
-    rows outside the view (``ok`` not true) hold no element in any column (length 0), as if nulled. Done on the flat numpy buffers (one
-    boolean selection a column, on such shards only): nulling the rows in polars (``when/then``)
-    and exploding the result copied them element by element, 31 ms a column-triple for 16,384 x 256
-    rows with 91 rows of differing lengths (every batch of benchmarks/bench_peers.py's 200,000 x 256
-    shard), against 0.2 ms for the zero-copy explode of clean columns."""
+@dataclass(frozen=True)
+class _Aligned:
+    """Flat buffers of several list columns read in one coordinate system: position ``k`` of the
+    pass is element ``k + shift`` of each column's buffer, where ``shift`` is that column's shift in
+    the segment holding ``k`` (:attr:`segs`). Positions outside every segment (the elements of
+    :attr:`gaps` rows in the first column) are never scanned and no column element is read there."""
+
+    lens: np.ndarray        # int64 per row: the row's positions (the first column's lengths, or 0)
+    cols: list[tuple[np.ndarray, np.ndarray | None]]  # (values, valid) of each column
+    segs: list[tuple[int, int, tuple[int, ...]]]      # (start, end, shift of each column), ascending
+    gaps: np.ndarray        # int64: rows whose lists differ in length (their positions are not scanned)
+    whole: bool             # every column's every element is at a scanned position (labels included)
+
+    def take(self, c: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(values, valid) of column ``c`` at the positions ``idx`` (int64, inside segments)."""
+        values, valid = self.cols[c]
+        if len(self.segs) == 1:
+            j = idx + self.segs[0][2][c] if self.segs[0][2][c] else idx
+        else:
+            starts = np.fromiter((a for a, _, _ in self.segs), dtype=np.int64, count=len(self.segs))
+            shifts = np.fromiter((sh[c] for _, _, sh in self.segs), dtype=np.int64, count=len(self.segs))
+            j = idx + shifts[np.searchsorted(starts, idx, side="right") - 1]
+        return values[j], None if valid is None else valid[j]
+
+    def dense(self, c: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Column ``c`` at every position (a copy when the column's buffer is not in the pass's
+        coordinates; positions of :attr:`gaps` rows hold 0 / not valid)."""
+        values, valid = self.cols[c]
+        if all(sh[c] == 0 for _, _, sh in self.segs) and len(values) == int(self.lens.sum()):
+            return values, valid
+        n = int(self.lens.sum())
+        out = np.zeros(n, dtype=values.dtype)
+        ok = None if valid is None else np.zeros(n, dtype=bool)
+        for a, b, sh in self.segs:
+            out[a:b] = values[a + sh[c]:b + sh[c]]
+            if ok is not None and valid is not None:
+                ok[a:b] = valid[a + sh[c]:b + sh[c]]
+        return out, ok
+
+
+def _aligned_flat(cols: list[pl.Series], ok: pl.Series) -> _Aligned:
+    """The flat buffers of ``cols`` (:func:`flat_ints`) sharing one offset per row.
+
+    When the list lengths differ on some rows (never rows of the view: ``ok`` is the view's row
+    condition, which requires one length), the pass must not compare elements of different rows.
+    Few such rows (at most one per :data:`ELEMENTS_PER_SLICE` elements): no column is copied; the
+    positions are the first column's, and the runs of rows between two such rows are segments in
+    which each other column's elements sit at a constant shift (the positions of the rows that
+    differ are skipped). Copying the columns without those rows cost 24 ms a batch of 19,581 x 256
+    rows with 206 such rows (benchmarks/bench_peers.py's shard: int64 labels, int32 ids, int8 mask),
+    the segments nothing. Many such rows: the rows outside the view are taken out of every column
+    (one boolean selection a column; their length becomes 0), and the segment is the whole."""
     lens = [_lens(c) for c in cols]
     flats = [flat_ints(c) for c in cols]
-    if all(np.array_equal(lens[0], x) for x in lens[1:]):
-        return lens[0], flats, True
-    keep = ok.fill_null(False).to_numpy()
-    out = [(_without_rows(values, n_c, keep), None if valid is None else _without_rows(valid, n_c, keep))
-           for n_c, (values, valid) in zip(lens, flats)]
-    return np.where(keep, lens[0], 0), out, False
+    n = int(lens[0].sum())
+    zero = (0,) * len(cols)
+    differ = np.zeros(len(lens[0]), dtype=bool)
+    for x in lens[1:]:
+        differ |= x != lens[0]
+    gaps = np.flatnonzero(differ)
+    if not len(gaps):
+        return _Aligned(lens[0], flats, [(0, n, zero)] if n else [], gaps, True)
+    if len(gaps) * ELEMENTS_PER_SLICE > max(n, 1):
+        keep = ok.fill_null(False).to_numpy() & ~differ
+        out = [(values[np.repeat(keep, n_c)], None if valid is None else valid[np.repeat(keep, n_c)])
+               for n_c, (values, valid) in zip(lens, flats)]
+        kept = np.where(keep, lens[0], 0)
+        total = int(kept.sum())
+        return _Aligned(kept, out, [(0, total, zero)] if total else [], np.zeros(0, dtype=np.int64), False)
+    offs = []
+    for x in lens:
+        o = np.zeros(len(x) + 1, dtype=np.int64)
+        np.cumsum(x, out=o[1:])
+        offs.append(o)
+    first = np.concatenate([[0], gaps + 1])   # segments of rows: [first[i], last[i])
+    last = np.concatenate([gaps, [len(lens[0])]])
+    segs = []
+    for r0, r1 in zip(first.tolist(), last.tolist()):
+        a, b = int(offs[0][r0]), int(offs[0][r1])
+        if b > a:
+            segs.append((a, b, tuple(int(o[r0]) - a for o in offs)))
+    return _Aligned(lens[0], flats, segs, gaps, False)
 
 
-#: :func:`_without_rows` concatenates the kept runs when the array holds at least this many elements
-#: per dropped row (a slice costs about 1 us in Python, the boolean selection about 1 ns an element)
+#: :func:`_aligned_flat` keeps the columns' own buffers (segments between the rows whose lists differ
+#: in length) when the buffers hold at least this many elements per such row; else it copies the
+#: columns without the rows outside the view (a segment costs about 30 numpy calls of the scan, a
+#: boolean selection about 1 ns an element)
 ELEMENTS_PER_SLICE = 2000
-
-
-def _without_rows(flat: np.ndarray, lens: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """The elements of ``flat`` (rows of ``lens`` elements, in order) of the rows where ``keep``.
-    Few dropped rows: the kept runs between them concatenated (one copy, 2.7 ms for 16,384 x 256
-    int64 with 91 rows dropped); many: a boolean selection (6.9 ms there, whatever the count)."""
-    drop = np.flatnonzero(~keep & (lens > 0))
-    if len(drop) == 0:
-        return flat
-    if len(drop) * ELEMENTS_PER_SLICE > len(flat):
-        return flat[np.repeat(keep, lens)]
-    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    starts = [0, *offsets[drop + 1].tolist()]
-    ends = [*offsets[drop].tolist(), int(offsets[-1])]
-    return np.concatenate([flat[a:b] for a, b in zip(starts, ends)])
 
 
 def _pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[int, ...], eos: int | None,
@@ -158,7 +222,8 @@ SCAN_STEP = 65536
 
 def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab_ok: np.ndarray | None,
                 att: np.ndarray | None, att_ok: np.ndarray | None, ign: int, shifted: bool,
-                wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None
+                wanted: tuple[int, ...], pad: int | None = None, bound: int | None = None,
+                segs: list[tuple[int, int, int, int]] | None = None
                 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]:
     """The comparisons of :func:`_chunk_pass` over the whole flat buffers, by steps of
     :data:`SCAN_STEP` elements: ``sup0`` (bool per position: the label is neither ``ign`` nor null),
@@ -178,14 +243,23 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
       negative or at least ``bound``.
 
     A list of positions is made only for a step that holds one (``any`` first: most lists are
-    empty on clean data)."""
+    empty on clean data).
+
+    Positions are the ids' (``ids[k]``); ``segs`` lists the ranges ``[start, end)`` of positions
+    scanned with, for each, the shift of the labels' and the mask's buffers (position ``k`` is
+    ``lab[k + lab_shift]``, ``att[k + att_shift]``; :class:`_Aligned`); None: every position, no
+    shift. ``sup0`` and ``real`` are False at positions outside the ranges, and no position there is
+    listed."""
     n = len(ids)
-    sup0 = np.empty(n, dtype=bool)
+    if segs is None:
+        segs = [(0, n, 0, 0)] if n else []
+    covered = sum(b - a for a, b, _, _ in segs) == n
+    sup0 = (np.empty if covered else np.zeros)(n, dtype=bool)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("off", "hits", "pad_id", "pad_label", "odd")}
     step = min(n, SCAN_STEP)
     buf, hit = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
     masked = np.empty(step, dtype=bool)
-    real = np.empty(n, dtype=bool) if att is not None else None
+    real = (np.empty if covered else np.zeros)(n, dtype=bool) if att is not None else None
     # the pad id is the only wanted id (GPT-2 style: pad = eos): padding.token_not_pad reuses the
     # comparison with it (a masked position holding a non-null id that is not the pad)
     pad_is_wanted = pad is not None and wanted == (pad,)
@@ -197,13 +271,12 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
         if mask.any():
             parts[name].append(np.flatnonzero(mask) + a)
 
-    for a in range(0, n, SCAN_STEP):
-        b = min(n, a + SCAN_STEP)
+    for a, b, sl, sa in _steps(segs):
         k = b - a
-        lab_a, ids_a, sup_a = lab[a:b], ids[a:b], sup0[a:b]
+        lab_a, ids_a, sup_a = lab[a + sl:b + sl], ids[a:b], sup0[a:b]
         np.not_equal(lab_a, ign, out=sup_a)
         if lab_ok is not None:
-            sup_a &= lab_ok[a:b]
+            sup_a &= lab_ok[a + sl:b + sl]
         if not shifted:
             t = buf[:k]
             np.not_equal(lab_a, ids_a, out=t)
@@ -212,19 +285,19 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
         else:  # position k against the id at k + 1 (the last position of the buffers has none)
             e = min(b, n - 1)
             t = buf[:e - a]
-            np.not_equal(lab[a:e], ids[a + 1:e + 1], out=t)
+            np.not_equal(lab[a + sl:e + sl], ids[a + 1:e + 1], out=t)
             if ids_ok is not None:
                 t &= ids_ok[a + 1:e + 1]
         t &= sup_a[:len(t)]
         where("off", t, a)
         h = hit[:k]
-        if real is not None:
+        if real is not None and att is not None:
             r_a, m_a = real[a:b], masked[:k]
-            np.equal(att[a:b], 1, out=r_a)
-            np.equal(att[a:b], 0, out=m_a)
+            np.equal(att[a + sa:b + sa], 1, out=r_a)
+            np.equal(att[a + sa:b + sa], 0, out=m_a)
             if att_ok is not None:
-                r_a &= att_ok[a:b]
-                m_a &= att_ok[a:b]
+                r_a &= att_ok[a + sa:b + sa]
+                m_a &= att_ok[a + sa:b + sa]
         if wanted:
             np.equal(ids_a, wanted[0], out=h)
             for x in wanted[1:]:
@@ -250,7 +323,7 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
             np.logical_and(m_a, sup_a, out=h)
             where("pad_label", h, a)
         if unsigned is not None:
-            np.greater_equal(unsigned[a:b], bound, out=h)
+            np.greater_equal(unsigned[a + sl:b + sl], bound, out=h)
         else:
             np.less(lab_a, 0, out=h)
             if bound is not None:
@@ -260,10 +333,27 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
     empty = np.zeros(0, dtype=np.int64)
     at = {k: (np.concatenate(v) if v else empty) for k, v in parts.items()}
     odd = at.pop("odd")
-    vals = lab[odd]
+    vals = lab[odd + _shift_at(segs, odd, 2)]
     at["neg"] = odd[vals < 0]
     at["high"] = odd[vals >= bound] if bound is not None else empty
     return sup0, real, at
+
+
+def _steps(segs: list[tuple[int, int, int, int]]) -> Iterator[tuple[int, int, int, int]]:
+    """The steps of :func:`_dense_scan`: ``(start, end, lab_shift, att_shift)``, at most
+    :data:`SCAN_STEP` positions each, none crossing a segment's end."""
+    for a0, b0, sl, sa in segs:
+        for a in range(a0, b0, SCAN_STEP):
+            yield a, min(b0, a + SCAN_STEP), sl, sa
+
+
+def _shift_at(segs: list[tuple[int, int, int, int]], idx: np.ndarray, field: int) -> np.ndarray | int:
+    """The shift (``segs`` tuple item ``field``) of the segment holding each position ``idx``."""
+    if len(segs) <= 1:
+        return segs[0][field] if segs else 0
+    starts = np.fromiter((s[0] for s in segs), dtype=np.int64, count=len(segs))
+    shifts = np.fromiter((s[field] for s in segs), dtype=np.int64, count=len(segs))
+    return shifts[np.searchsorted(starts, idx, side="right") - 1]
 
 
 #: at most this many window cells (candidates x window width) are held at once by :func:`periodic_flat`
@@ -436,20 +526,25 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     am_s = extra.pop(0) if with_am else None
     att_s = extra.pop(0) if with_att else None
     real_s = extra.pop(0) if extra else None  # the mask's sum per row (sft.truncated_response)
-    lens, flats, whole = _aligned_flat([c for c in (ids_s, lab_s, am_s, att_s) if c is not None], ok_s)
+    al = _aligned_flat([c for c in (ids_s, lab_s, am_s, att_s) if c is not None], ok_s)
+    lens = al.lens
     n = ids_s.len()
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    rows = _Rows(offsets=offsets, ok=ok_s.fill_null(False).to_numpy())
-    ids, ids_ok = flats[0]
-    lab, lab_ok = flats[1]
+    in_view = ok_s.fill_null(False).to_numpy()
+    if len(al.gaps):  # a row whose lists differ in length is never in the view
+        in_view = in_view.copy()
+        in_view[al.gaps] = False
+    rows = _Rows(offsets=offsets, ok=in_view)
+    ids, ids_ok = al.cols[0]
+    lab, lab_ok = al.cols[1]
     asst = None
     if am_s is not None:
-        am, am_ok = flats[2]
-        asst = _is(am, am_ok, 1)
+        asst = _is(*al.dense(2), 1)
     att = att_ok = None
+    c_att = len(al.cols) - 1
     if att_s is not None:
-        att, att_ok = flats[-1]
+        att, att_ok = al.cols[c_att]
     # the positions of real content (attention_mask 1) holding a stop id (end-of-turn/eos) or the
     # eos id: both rules below read only real positions (in a row of the view, whose mask is binary,
     # ``att != 0`` is ``real``); with a pad id equal to the eos id (GPT-2 style) half the positions
@@ -457,7 +552,8 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     # with a mask, the pad id of real content is padding.pad_attended (a defect: padding is masked)
     pad_att = pad is not None and att_s is not None
     wanted = tuple(dict.fromkeys((*stop, *(() if eos is None else (eos,)), *((pad,) if pad_att else ()))))
-    sup0, real, at = _dense_scan(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound)
+    segs = [(a, b, sh[1], sh[c_att] if att_s is not None else 0) for a, b, sh in al.segs]
+    sup0, real, at = _dense_scan(ids, ids_ok, lab, lab_ok, att, att_ok, ign, shifted, wanted, pad, bound, segs)
     off, at_id = at["off"], at["hits"]
     if shifted:                             # token k is supervised by labels[k-1] (same row)
         sup = np.empty_like(sup0)
@@ -484,7 +580,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     if asst is not None:
         idx, r = keep(np.flatnonzero(np.greater(sup, asst)))  # sup & ~asst
         if len(idx):
-            good = np.ones(len(idx), dtype=bool) if att is None else _is(att[idx], None if att_ok is None else att_ok[idx], 1)
+            good = np.ones(len(idx), dtype=bool) if att is None else _is(*al.take(c_att, idx), 1)
             if stop:
                 st = np.isin(idx, at_stop, assume_unique=True)
                 hp = rows.has_prev(idx, r)
@@ -544,11 +640,19 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
             last = _last_true(sup0, offsets[judged], offsets[judged + 1])
             found = last >= 0
             bad = np.zeros(len(judged), dtype=bool)
-            bad[found] = ~np.isin(lab[last[found]], stop)
+            bad[found] = ~np.isin(al.take(1, last[found])[0], stop)
             out["trunc"][judged[bad]] = 1
     # every row, in the view or not: labels.unexpected_sentinel, labels.out_of_range and
     # empty.no_supervised_tokens (from the scanned buffers when they hold every label)
-    out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, (offsets, sup0, at) if whole else None))
+    if al.whole:
+        out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, (offsets, sup0, at)))
+    elif len(al.gaps):  # the scanned positions hold every row's labels but those of the rows that differ
+        out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, (offsets, sup0, at)))
+        sub = _label_rows(lab_s.gather(al.gaps), ign, bound, keep_len, keep_side, None)
+        for k, v in sub.items():
+            out[k][al.gaps] = v
+    else:
+        out.update(_label_rows(lab_s, ign, bound, keep_len, keep_side, None))
     if att_s is not None:  # mask.not_contiguous, every row
         out["mask_hole"] = _mask_holes(att_s, padding_side)
     # content.periodic_tokens candidates: rows of the view holding a run of non-null real ids

@@ -220,19 +220,25 @@ def test_flat_pass_over_chunks_equals_one_chunk(cols, shifted, cut):
 
 
 @SETTINGS
-@given(cols=ragged_sft_rows(), shifted=st.booleans())
-def test_flat_pass_drops_misaligned_rows_alike_by_runs_and_by_mask(cols, shifted):
-    """Rows whose lists differ in length leave the flat buffers the same way whether the kept runs
-    are concatenated (few dropped rows) or a boolean selection is taken (many)."""
+@given(cols=ragged_sft_rows(), shifted=st.booleans(), with_am=st.booleans(), with_att=st.booleans(),
+       keep=st.sampled_from([(None, "right"), (2, "right"), (2, "left")]), bound=st.sampled_from([None, 8]),
+       step=st.sampled_from([3, 65536]))
+def test_flat_pass_skips_misaligned_rows_alike_in_segments_and_by_mask(cols, shifted, with_am, with_att, keep, bound,
+                                                                         step):
+    """Rows whose lists differ in length give every field the same counts whether the pass reads
+    the columns' own buffers in segments between those rows (few such rows) or copies the columns
+    without the rows outside the view (many), by steps that end inside a segment or not."""
     df = _frame(cols, True, True)
-    ok = pl.Series([_in_view(cols, i, True) for i in range(df.height)])
-    inputs = [df["input_ids"], df["labels"], ok, df["assistant_mask"], df["attention_mask"]]
-    args = (IGN, shifted, tuple(STOP), EOS, True, True)
-    with patch.object(_flat, "ELEMENTS_PER_SLICE", 0):  # always concatenate the runs
-        runs = _flat._pass(list(inputs), *args).to_list()
-    with patch.object(_flat, "ELEMENTS_PER_SLICE", 10**12):  # always select by mask
-        mask = _flat._pass(list(inputs), *args).to_list()
-    assert runs == mask
+    ok = pl.Series([_in_view(cols, i, with_att) for i in range(df.height)])
+    inputs = [df["input_ids"], df["labels"], ok] + ([df["assistant_mask"]] if with_am else []) + (
+        [df["attention_mask"]] if with_att else [])
+    args = (IGN, shifted, tuple(STOP), EOS, with_am, with_att, PAD, bound, *keep)
+    with patch.object(_flat, "SCAN_STEP", step):
+        with patch.object(_flat, "ELEMENTS_PER_SLICE", 0):  # always segments
+            segments = _flat._pass(list(inputs), *args).to_list()
+        with patch.object(_flat, "ELEMENTS_PER_SLICE", 10**12):  # always a copy without the rows
+            copied = _flat._pass(list(inputs), *args).to_list()
+    assert segments == copied
 
 
 @SETTINGS
