@@ -98,8 +98,11 @@ def shared_roots(exprs: Iterable[pl.Expr]) -> tuple[set[str], set[str]]:
 
 def with_shared_columns(lf: pl.LazyFrame, exprs: Iterable[pl.Expr]) -> pl.LazyFrame:
     """``lf`` with the shared columns ``exprs`` read (:func:`shared_column`), in name order;
-    ``lf`` itself when they read none."""
+    ``lf`` itself when they read none. A shared column ``lf`` holds already is kept, not computed
+    again: rows gathered from a frame that held it (a per-row value depends on its row only)."""
     names, _ = shared_roots(exprs)
     if not names:
         return lf
-    return lf.with_columns([_COLUMNS[n].alias(n) for n in sorted(names)])
+    held = set(lf.collect_schema().names())
+    todo = sorted(n for n in names if n not in held)
+    return lf.with_columns([_COLUMNS[n].alias(n) for n in todo]) if todo else lf

@@ -217,16 +217,8 @@ def _run_batch(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat
     query serve the second too. On benchmarks/bench_peers.py's 200,000 x 256 shard (11 checks
     failing in each of its 13 batches) the second queries took 2.0 of 5.6 CPU s of the batches'
     queries, 0.13 s after. If it fails, find out whether reading or one check
-    is at fault (that check alone cannot run)."""
-    try:
-        return _run_batch_queries(lf, row_checks, measures, in_query, direct)
-    finally:  # a pass shared by several checks (both queries of the batch) never outlives the batch
-        clear_shared_passes()
-
-
-def _run_batch_queries(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat | Payload],
-                       in_query: list[int], direct: frozenset[int]) -> _Batch:
-    """:func:`_run_batch`'s queries (the shared passes they compute are kept until it returns)."""
+    is at fault (that check alone cannot run). The shared passes it computes are kept: the caller
+    forgets them (:func:`clear_shared_passes`) when it is done with the batch."""
     stats = measures
     try:
         deferred = _deferred(row_checks, stats, in_query)
@@ -574,24 +566,16 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     detail_parts: dict[int, list[dict[str, Any]]] = {}
     direct: frozenset[int] = frozenset()  # the probed checks that failed on the batch before
     for lf in frames():
-        b = _run_batch(lf, row_checks, measures, in_query, direct)
+        try:
+            b = _run_batch(lf, row_checks, measures, in_query, direct)
+            subs.extend(_batch_rows(lf, b, n, row_checks, rows_acc, detail_parts, max_ex, batched=single is None))
+        finally:  # a pass shared by several checks (the batch's queries, its details) never outlives the batch
+            clear_shared_passes()
         direct = frozenset(i for i, local in b.rows.items() if local and _probed(row_checks[i]))
         for i, why in b.broken_checks.items():
             broken_c.setdefault(i, why)
         for j, why in b.broken_stats.items():
             broken_s.setdefault(j, why)
-        wanted: set[int] = set()
-        for i, local in b.rows.items():
-            if not local:
-                continue
-            rows = [int(r) + n for r in local]
-            rc = row_checks[i]
-            wanted.update(_wanted_rows(rows, rc, len(rows_acc[i]), max_ex, batched=single is None))
-            rows_acc[i].extend(rows)
-            if single is None and _merged_details(rc):  # details of this batch's failing rows, merged below
-                part = _gather(lf, rows, n)
-                got = _details_of(part, rc) if part is not None else {}
-                detail_parts.setdefault(i, []).append(got)
         for i, k in b.keys.items():
             keys.setdefault(i, []).append(k)
         for j in range(len(measures)):
@@ -599,10 +583,6 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
                 stat_parts[j].append(b.stats[j])
             elif j in b.payload:
                 stat_parts[j].append(b.payload[j])
-        if wanted:
-            sub = _gather(lf, wanted, n)
-            if sub is not None:
-                subs.append(sub)
         n += b.n
 
     skipped: list[Skipped] = []
@@ -704,6 +684,51 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     fail_details.update(merged)
     results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}
     return n, results, example_values, stat_values, payload, skipped
+
+
+def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck], rows_acc: dict[int, list[int]],
+                detail_parts: dict[int, list[dict[str, Any]]], max_ex: int, batched: bool) -> list[pl.DataFrame]:
+    """One batch's failing rows (``b``; the batch starts at shard row ``n``) added to ``rows_acc``;
+    on a shard of several batches (``batched``) the details of its checks whose details merge batch
+    by batch (:func:`_merged_details`) appended to ``detail_parts``. Returns the batch's rows the
+    second pass reads (``__row`` and the batch's columns; [] for none).
+
+    The rows are gathered once for every check of the batch, from the batch with the shared
+    columns the details read (computed by the batch's query, still in memory): the details of a
+    check then read those per-row values instead of computing the shared pass again over its rows
+    (on benchmarks/bench_peers.py's shard, 65 gathers and 65 passes over a few hundred rows cost
+    0.6 CPU s of 13 batches)."""
+    wanted: set[int] = set()
+    merged: dict[int, list[int]] = {}
+    for i, local in b.rows.items():
+        if not local:
+            continue
+        rows = [int(r) + n for r in local]
+        rc = row_checks[i]
+        wanted.update(_wanted_rows(rows, rc, len(rows_acc[i]), max_ex, batched=batched))
+        rows_acc[i].extend(rows)
+        if batched and _merged_details(rc):  # details of this batch's failing rows, merged by the caller
+            merged[i] = rows
+    if not wanted and not merged:
+        return []
+    reads = [e for i in merged for e in (*row_checks[i].details.values(),
+                                         *([row_checks[i].view.row_ok()] if row_checks[i].view else []))]
+    src = with_shared_columns(lf, reads)
+    if src is not lf:  # whole chunks, as the batch's query had them: the shared passes it made serve again
+        src = src.collect(engine=QUERY_ENGINE).lazy()
+    columns = lf.collect_schema().names()
+    every = wanted.union(*merged.values())
+    part = _gather(src, every, n)
+    for i, rows in merged.items():
+        mine = part
+        if part is not None and len(rows) < part.height:
+            mine = part.filter(pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
+        detail_parts.setdefault(i, []).append(_details_of(mine, row_checks[i]) if mine is not None else {})
+    if not wanted or part is None:
+        return []
+    if len(wanted) < part.height:
+        part = part.filter(pl.col("__row").is_in(pl.Series(sorted(wanted), dtype=pl.UInt32).implode()))
+    return [part.select("__row", *columns)]
 
 
 def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash: str, size: int, keep_rows: bool,
