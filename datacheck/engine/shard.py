@@ -711,8 +711,8 @@ def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck],
             merged[i] = rows
     if not wanted and not merged:
         return []
-    reads = [e for i in merged for e in (*row_checks[i].details.values(),
-                                         *([row_checks[i].view.row_ok()] if row_checks[i].view else []))]
+    reads = [e for i in merged for e in row_checks[i].details.values()]
+    reads += [v.row_ok() for i in merged if (v := row_checks[i].view) is not None]
     src = with_shared_columns(lf, reads)
     if src is not lf:  # whole chunks, as the batch's query had them: the shared passes it made serve again
         src = src.collect(engine=QUERY_ENGINE).lazy()
