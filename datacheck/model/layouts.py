@@ -93,6 +93,10 @@ class Layout:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, "why": self.why}
 
+    def describe(self) -> str:
+        """``NAME (source: why)``, or ``unknown (why)``: how the text outputs name a shard's layout."""
+        return f"{self.name} ({self.source}: {self.why})" if self.name is not None else f"unknown ({self.why})"
+
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> "Layout":
         d = d or {}

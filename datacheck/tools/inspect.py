@@ -40,6 +40,7 @@ from datacheck.model import catalog
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.findings import Example, Finding, Skipped, show_value
+from datacheck.model.layouts import Layout
 from datacheck.model.roles import is_list, seq2seq_layout
 from datacheck.model.supervision import IGNORED, PADDING, PADDING_SUPERVISED, classify_supervision
 
@@ -321,6 +322,11 @@ class ShardInspection:
         decode: ``decode.*`` findings (bad lines, invalid UTF-8) with line numbers and byte offsets.
         skipped: checks that could not run on this shard, and why.
         notes: facts worth saying (e.g. ``vocab_size`` taken from the tokenizer).
+        layout: the shard's layout as ``datacheck audit`` decides it with the same config
+            (:func:`datacheck.derive.layout.shard_layout`, run by the audit of the shard that
+            inspection is: ``[dataset] layout``, else the built-in schema's, else recognized); None
+            for an unreadable shard. It decides whether ``labels`` align with ``input_ids`` in the
+            token supervision view (not in ``seq2seq``: there they are the decoder's targets).
     """
 
     shard: DiscoveredShard
@@ -333,6 +339,7 @@ class ShardInspection:
     decode: list[Finding] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    layout: Layout | None = None
 
     @property
     def has_failures(self) -> bool:
@@ -356,6 +363,7 @@ class ShardInspection:
             "decode": [f.to_dict() for f in self.decode],
             "skipped": [s.to_dict() for s in self.skipped],
             "notes": list(self.notes),
+            "layout": None if self.layout is None else self.layout.to_dict(),
         }
 
 
@@ -446,8 +454,9 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
         return ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=None, unreadable=exc.reason)
     failing = {k: v for k, v in res.failing_rows.items() if checks is None or k.split(":", 1)[0] in checks}
     decode = [f for f in res.findings if f.check.startswith("decode.") and (checks is None or f.check in checks)]
+    layout = Layout.from_dict(res.layout)  # the audit's own decision for this shard and config
     out = ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=res.rows, failing=failing,
-                          decode=decode, skipped=list(res.skipped), notes=list(notes))
+                          decode=decode, skipped=list(res.skipped), notes=list(notes), layout=layout)
     if rows is not None:
         beyond = [r for r in rows if r >= (res.rows or 0)]
         if beyond:
@@ -464,7 +473,7 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
     if not pairs:
         return out
     examples = {(f.check, f.column, e.row): e for f in res.findings for e in f.examples if e.row is not None}
-    out.shown = _read_rows(data, pairs, examples, tok, cfg)
+    out.shown = _read_rows(data, pairs, examples, tok, cfg, layout.name)
     return out
 
 
@@ -491,9 +500,11 @@ def _as_list(v: Any) -> list[Any] | None:
 
 def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
                examples: dict[tuple[str, str | None, int], Example],
-               tok: TokenizerView | None, cfg: Config | None = None) -> list[OffendingRow]:
+               tok: TokenizerView | None, cfg: Config | None = None, layout: str | None = None) -> list[OffendingRow]:
     """Values, first bad positions (the engine's examples), tokens and the tokens' supervision
-    classes of the (check key, row) pairs, in one read of the shard as the audit read it."""
+    classes of the (check key, row) pairs, in one read of the shard as the audit read it.
+    ``layout``: the shard's layout name as the audit decided it (None: unknown); in ``seq2seq`` the
+    labels are the decoder's targets, so no token supervision view is built."""
     cfg = cfg or Config()
     schema, roles = data.schema, data.roles
     keys = sorted({k for k, _ in pairs if k is not None})
@@ -503,12 +514,14 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
     seq_col = roles.input_ids if tok is not None else None
     text_col = roles.text[0] if (tok is not None and roles.text and seq_col is None) else None
     # encoder-decoder labels are the target sequence, not per input token: no supervision view there
-    s2s = seq2seq_layout(cfg.dataset.schema_, schema) is not None
+    s2s = seq2seq_layout(cfg.dataset.schema_, schema, layout) is not None  # the rule the audit's checks apply
     sup_cols = ([c for c in (roles.attention_mask, roles.labels, roles.assistant_mask)
                  if c is not None and is_list(schema[c])] if seq_col is not None and not s2s else [])
     # a scalar class label (classification): the row's supervision when there are no token labels
     label_col = roles.label if seq_col is not None and roles.label is not None and roles.label in schema else None
-    extra = [c for c in (seq_col, text_col, *sup_cols, label_col) if c is not None and c not in value_cols]
+    # seq2seq: the decoder's targets, shown decoded beside the encoder's tokens
+    target_col = roles.labels if s2s and seq_col is not None and roles.labels in schema and is_list(schema[roles.labels]) else None
+    extra = [c for c in (seq_col, text_col, *sup_cols, label_col, target_col) if c is not None and c not in value_cols]
     extra = list(dict.fromkeys(extra))
     whole_rows = any(k is None for k, _ in pairs)  # --rows: a chosen row is shown with every column
     if whole_rows:
@@ -546,6 +559,13 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
             if ids and not isinstance(ids[0], list):
                 texts = tok.tokens(ids)
                 tokens = _window(texts, pos if column == seq_col else None)
+            targets = _as_list(df[target_col][i]) if target_col is not None else None
+            if targets is not None and not (targets and isinstance(targets[0], list)):
+                kept = [t for t in targets if t is not None and t != cfg.labels.ignore]
+                note = (f"seq2seq: {target_col!r} holds the decoder's targets ({len(kept)} supervised of "
+                        f"{len(targets)}), not one label per input token; the input tokens are shown uncoloured, "
+                        "the targets decoded below")
+                decoded = tok.decode(kept)
             if ids and not isinstance(ids[0], list) and not s2s:
                 def col_of(c: str | None) -> list[Any] | None:
                     return _as_list(df[c][i]) if c is not None and c in sup_cols else None

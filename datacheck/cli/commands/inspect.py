@@ -88,6 +88,8 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
             out += [head, f"  UNREADABLE: {ins.unreadable}", ""]
             continue
         out.append(f"{head}: {ins.rows} rows")
+        if ins.layout is not None:
+            out.append(f"  layout: {ins.layout.describe()}")
         out += [f"  note: {n}" for n in ins.notes]
         for f in ins.decode:
             out.append(f"  {f.check} [{f.severity}] {f.message}")
