@@ -4,7 +4,11 @@ One file, readable offline: inline CSS and inline SVG charts; no script, font, i
 external resource. Every value that comes from the data or the report (shard paths, example
 values, messages, label values) is escaped with :func:`html.escape`, since data may contain markup.
 
-Contents: the summary and status of the dataset; a table of shards with status; drift findings
+Contents: the summary and status of the dataset, with the shards' layout (``layout``,
+``layout_source``, ``layout_why`` of each shard in the JSON report: one line when every readable
+shard has the same, else one line per layout naming its shards, a layout column in the table of
+shards and the layout in each shard's heading) and how many checks do not apply to it; a table of
+shards with status; drift findings
 (``dist.*``) highlighted in their own section and in the tables; dataset-level findings; per
 shard, its findings with the first rows/lines and example values, its token length histogram and
 its label distribution (from the shard's ``stats``: ``lengths.histogram`` ``[[length, count], ...]``
@@ -205,8 +209,49 @@ def _findings_table(findings: Iterable[Finding], with_shards: bool = False) -> s
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+def _layout_text(s: ShardReport) -> str:
+    """``NAME (source: why)`` or ``unknown (why)`` of a readable shard; "" for an unreadable one or a
+    report without layouts (an older report)."""
+    if s.rows is None or not s.layout_source:
+        return ""
+    return f"{s.layout} ({s.layout_source}: {s.layout_why})" if s.layout is not None else f"unknown ({s.layout_why})"
+
+
+def _layout_groups(shards: tuple[ShardReport, ...]) -> dict[str, list[ShardReport]]:
+    """The readable shards grouped by their layout text, in shard order."""
+    groups: dict[str, list[ShardReport]] = {}
+    for s in shards:
+        if (text := _layout_text(s)):
+            groups.setdefault(text, []).append(s)
+    return groups
+
+
+def _layout_block(report: Report) -> str:
+    """The layout of the shards (one line, or one per layout with its shards when they differ) and,
+    per layout, how many shard-level checks do not apply to it; "" for a report without layouts."""
+    groups = _layout_groups(report.shards)
+    if not groups:
+        return ""
+    items = []
+    for text, shards in groups.items():
+        names = "" if len(groups) == 1 else (
+            f' <span class="muted">({len(shards)} shard{"s" if len(shards) != 1 else ""}: </span><span class="mono">'
+            f'{_e(", ".join(s.path for s in shards[:10]))}{_e(" …") if len(shards) > 10 else ""}</span>'
+            '<span class="muted">)</span>')
+        items.append(f"<li>{_e(text)}{names}</li>")
+    apart: dict[str, int] = {}
+    for s in report.shards:
+        if s.rows is not None and s.layout is not None and s.not_applicable:
+            apart[s.layout] = max(apart.get(s.layout, 0), s.not_applicable)
+    notes = "".join(f'<li class="muted">{n:,} checks do not apply to {_e(name)}; <code>datacheck checks --layout '
+                    f"{_e(name)}</code> lists them</li>" for name, n in apart.items())
+    head = "Layout" if len(groups) == 1 else f"Layouts ({len(groups)})"
+    return f'<h3>{head}</h3><ul id="layout">{"".join(items)}{notes}</ul>'
+
+
 def _shards_table(shards: tuple[ShardReport, ...]) -> str:
     rows = []
+    per_shard = len(_layout_groups(shards)) > 1  # the shards differ: each row says its layout
     for s in shards:
         drift = any(_is_drift(f) for f in s.findings)
         cls = ' class="drift"' if drift else ""
@@ -215,11 +260,13 @@ def _shards_table(shards: tuple[ShardReport, ...]) -> str:
         tag = ' <span class="badge drift">DRIFT</span>' if drift else ""
         rows.append(
             f"<tr{cls}><td>{_badge(s.status)}{tag}</td><td class=\"mono\"><a href=\"#{_e(_anchor(s.path))}\">"
-            f"{_e(s.path)}</a></td><td>{_e(s.format)}</td><td class=\"num\">{rows_n}</td>"
+            f"{_e(s.path)}</a></td><td>{_e(s.format)}</td>"
+            + (f"<td>{_e(s.layout or ('unknown' if _layout_text(s) else ''))}</td>" if per_shard else "")
+            + f"<td class=\"num\">{rows_n}</td>"
             f"<td class=\"num\">{_fmt_int(s.bytes)}</td><td>{_e(', '.join(checks))}</td>"
             f"<td class=\"mono\">{_e(s.content_hash)}</td></tr>")
-    head = ("<tr><th>status</th><th>shard</th><th>format</th><th>rows</th><th>bytes</th><th>checks with findings</th>"
-            "<th>content hash</th></tr>")
+    head = ("<tr><th>status</th><th>shard</th><th>format</th>" + ("<th>layout</th>" if per_shard else "")
+            + "<th>rows</th><th>bytes</th><th>checks with findings</th><th>content hash</th></tr>")
     return f"<table>{head}{''.join(rows)}</table>"
 
 
@@ -259,8 +306,9 @@ def render_html(report: Report, title: str | None = None) -> str:
         f'<div class="meta">datacheck {_e(report.datacheck_version)} · created {_e(report.created_at)} · '
         f"index_hash {_e(report.index_hash)} · config_hash {_e(report.config_hash)} · "
         f"--fail-on {_e(report.fail_on)}</div></header><main>",
-        f'<section id="summary"><h2>Summary</h2><div class="cards">{cards}</div></section>',
+        f'<section id="summary"><h2>Summary</h2><div class="cards">{cards}</div>{_layout_block(report)}</section>',
     ]
+    per_shard = len(_layout_groups(report.shards)) > 1
     if drift:
         items = "".join(f"<li><code>{_e(f.check)}</code> in <span class=\"mono\">{_e(where)}</span>: "
                         f"{_e(f.message)}</li>" for where, f in drift)
@@ -272,10 +320,11 @@ def render_html(report: Report, title: str | None = None) -> str:
                  f"<h3>Distributions over all shards</h3>{_charts(report.stats, 'dataset')}</section>")
     for sh in report.shards:
         rows_n = "unreadable" if sh.rows is None else f"{sh.rows:,} rows"
+        lay = f'<div class="muted">layout: {_e(_layout_text(sh))}</div>' if per_shard and _layout_text(sh) else ""
         parts.append(
             f'<section id="{_e(_anchor(sh.path))}" class="shard"><h2>{_badge(sh.status)} '
             f'<span class="mono">{_e(sh.path)}</span> <span class="muted">({_e(sh.format)}, {_e(rows_n)}, '
-            f"{_fmt_int(sh.bytes)} bytes)</span></h2>{_findings_table(sh.findings)}"
+            f"{_fmt_int(sh.bytes)} bytes)</span></h2>{lay}{_findings_table(sh.findings)}"
             f"{_charts(sh.stats, sh.path) if sh.rows is not None else ''}</section>")
     if report.skipped:
         items = "".join(f"<tr><td><code>{_e(k.get('check'))}</code></td><td>{_e(k.get('reason'))}</td>"
