@@ -69,7 +69,7 @@ from datacheck.engine.shard import audit_file
 from datacheck.execute.audit import SpillingResults, finish_report
 from datacheck.formats.discovery import discover
 from datacheck.formats.registry import REWRITABLE, format_named, rewriter
-from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, row_hashes
+from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, row_hashes
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file
@@ -106,18 +106,31 @@ _UNCHANGED_BY_CLEAN = ("index.numbering_gap", "schema.inconsistent")
 class ShardClean:
     """The outcome for one input shard.
 
+    Rows are counted as the audit reads them: ``input_rows == kept + quarantined`` (``kept`` is the
+    cleaned shard's row count in ``OUT/index.json``). A JSONL line or CSV record that does not parse
+    (``decode.bad_record``) is not a row: it is counted in ``bad_records``, and is never dropped
+    silently: it is quarantined (its raw text in ``_datacheck_raw``) when ``decode.bad_record`` is
+    dropped (the default drop) or its shard is a dropped duplicate (``dup.shard``), else copied into
+    the cleaned shard as it is (``bad_records - bad_records_quarantined`` of them), where the copy's
+    audit reports it again.
+
     Attributes:
         path: shard path relative to the input root (also its path inside ``out``).
         format: ``parquet`` | ``arrow`` | ``jsonl`` | ``csv`` | ``tsv``.
-        input_rows: rows (plus unparseable records) read from the input.
-        kept: rows (and records) written to the cleaned shard.
-        dropped: rows (and records) written to the quarantine, by reason: {check ID: count}
-            (a row failing two checks counts under both).
-        quarantined: rows (and records) quarantined in total.
+        input_rows: rows read from the input (the audit's row count).
+        kept: rows written to the cleaned shard.
+        dropped: rows and records that do not parse written to the quarantine, by reason: {check
+            ID: count} (a row failing two checks counts under both; ``decode.bad_record`` counts records).
+        quarantined: rows quarantined in total.
+        bad_records: records of a JSONL/CSV input that do not parse (``decode.bad_record``; JSONL: lines).
+        bad_records_quarantined: of those, the ones written to the quarantine (the others are copied
+            as they are).
+        bad_record_lines: the 1-based first lines of the first records that do not parse (the audit's
+            ``decode.bad_record`` examples).
         unreadable: why the shard could not be read (it is then not copied), else None.
         blank_lines: blank lines of a JSONL/CSV input (not copied).
         duplicate_of: with ``--drop dup.shard``, the shard whose bytes this one repeats: every row
-            is quarantined and the shard is not written; else None.
+            (and record that does not parse) is quarantined and the shard is not written; else None.
     """
 
     path: str
@@ -129,16 +142,28 @@ class ShardClean:
     unreadable: str | None = None
     blank_lines: int = 0
     duplicate_of: str | None = None
+    bad_records: int = 0
+    bad_records_quarantined: int = 0
+    bad_record_lines: tuple[int, ...] = ()
+
+    @property
+    def bad_records_kept(self) -> int:
+        """Records that do not parse copied into the cleaned shard as they are."""
+        return self.bad_records - self.bad_records_quarantined
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "format": self.format, "input_rows": self.input_rows, "kept": self.kept,
                 "quarantined": self.quarantined, "dropped": dict(sorted(self.dropped.items())),
-                "unreadable": self.unreadable, "blank_lines": self.blank_lines, "duplicate_of": self.duplicate_of}
+                "unreadable": self.unreadable, "blank_lines": self.blank_lines, "duplicate_of": self.duplicate_of,
+                "bad_records": self.bad_records, "bad_records_quarantined": self.bad_records_quarantined,
+                "bad_record_lines": list(self.bad_record_lines)}
 
 
 @dataclass(frozen=True)
 class LeftInPlace:
-    """A dataset-level finding of the input that the cleaned copy may still have.
+    """A finding of the input that the cleaned copy may still have: a dataset-level finding, or one
+    the drops make (``index.empty_shard``: a shard left with no row) or leave (``decode.bad_record``:
+    records that do not parse copied as they are, ``left`` of them).
 
     Attributes:
         check: the check ID; ``severity``: after ``[policy]``; ``fails_policy``: it failed the gate
@@ -200,10 +225,20 @@ class CleanResult:
     def input_rows(self) -> int:
         return sum(s.input_rows for s in self.shards)
 
+    @property
+    def bad_records(self) -> int:
+        """JSONL/CSV records that do not parse, over every shard (not rows: see :class:`ShardClean`)."""
+        return sum(s.bad_records for s in self.shards)
+
+    @property
+    def bad_records_quarantined(self) -> int:
+        return sum(s.bad_records_quarantined for s in self.shards)
+
     def to_dict(self) -> dict[str, Any]:
         return {"out": str(self.out), "quarantine": str(self.quarantine), "index": str(self.index_path),
                 "index_hash": self.index["index_hash"], "drop": list(self.drop),
                 "input_rows": self.input_rows, "kept": self.kept, "quarantined": self.quarantined,
+                "bad_records": self.bad_records, "bad_records_quarantined": self.bad_records_quarantined,
                 "shards": [s.to_dict() for s in self.shards], "metadata": list(self.metadata),
                 "left_in_place": [x.to_dict() for x in self.left_in_place], "notes": list(self.notes)}
 
@@ -284,6 +319,37 @@ def _reasons(failing_rows: dict[str, list[int]], drop: tuple[str, ...]) -> dict[
 def _count(sc: ShardClean, reasons: list[str]) -> None:
     for cid in sorted({k.split(":", 1)[0] for k in reasons}):
         sc.dropped[cid] = sc.dropped.get(cid, 0) + 1
+
+
+def _shard_counts(sc: ShardClean, got: Rewritten, res: ShardResult) -> None:
+    """``sc``'s counts from the rewrite (``got``: records, rows among them) and the audit (``res``):
+    rows as the audit read them, and apart from them the records that do not parse (see
+    :class:`ShardClean`)."""
+    rows = res.rows or 0
+    sc.input_rows, sc.kept, sc.quarantined = rows, got.kept_rows, rows - got.kept_rows
+    sc.bad_records = got.input_rows - rows
+    sc.bad_records_quarantined = sc.bad_records - (got.kept - got.kept_rows)
+    sc.blank_lines = got.blank_lines
+    sc.bad_record_lines = tuple(ln for f in res.findings if f.check == "decode.bad_record"
+                                and "blank_lines" not in f.details for ln in f.lines)  # not the blank lines' info
+
+
+def _bad_records_left(cfg: Config, shards: list[ShardClean]) -> tuple[LeftInPlace, ...]:
+    """``decode.bad_record`` on the copy: records that do not parse copied as they are (the check was
+    not dropped), unless ``[policy]`` ignores the check."""
+    left = [s for s in shards if s.bad_records_kept]
+    entry = cfg.policy.get("decode.bad_record")
+    if not left or (entry is not None and entry.ignore):
+        return ()
+    sev = entry.severity if entry is not None and entry.severity is not None else catalog.info("decode.bad_record").severity
+    n = sum(s.bad_records_kept for s in left)
+    where = "; ".join(f"{s.path}" + (f" line {', '.join(map(str, s.bad_record_lines[:5]))}"
+                                     + (" ..." if s.bad_records > len(s.bad_record_lines[:5]) else "")
+                                     if s.bad_record_lines else "") for s in left[:5])
+    return (LeftInPlace(check="decode.bad_record", severity=sev, fails_policy=sev == "error",
+                        count=sum(s.bad_records for s in left), left=n,
+                        message=f"{n} record(s) that do not parse copied into the cleaned shards as they are "
+                                f"({where}{' ...' if len(left) > 5 else ''})"),)
 
 
 # --------------------------------------------------------------------------------------------- HF metadata
@@ -653,12 +719,14 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             reasons = dict(row_drops[ds.rel])
             for r, cids in extra.get(ds.rel, {}).items():
                 reasons[r] = sorted({*reasons.get(r, []), *cids})
+            # a duplicate shard is not written: its records that do not parse go to the quarantine too
+            job_drop = drop_ids if sc.duplicate_of is None else tuple(sorted({*drop_ids, "decode.bad_record"}))
             job = RewriteJob(source=ds.source, fmt=ds.format, rel=ds.rel, rows=res.rows or 0,
-                             reasons=reasons, drop=drop_ids, dataset=cfg.dataset)
+                             reasons=reasons, drop=job_drop, dataset=cfg.dataset)
             got = rewriter(ds.format)(job, stage / ds.rel, stage / QUARANTINE_DIR / ds.rel, _fsync_write)
             for why in got.reasons:
                 _count(sc, why)
-            sc.input_rows, sc.kept, sc.quarantined, sc.blank_lines = got.input_rows, got.kept, got.quarantined, got.blank_lines
+            _shard_counts(sc, got, res)
             if sc.duplicate_of is not None:  # every row quarantined (and verified): the shard is not written
                 (stage / ds.rel).unlink()
                 continue
@@ -666,7 +734,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         tick("writing the data index", steps, steps)
         removed = {p: set(r) | set(extra.get(p, {})) for p, r in row_drops.items()}
         left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates, [rel for rel, _ in written])
-        left += _emptied(cfg, results)
+        left += _emptied(cfg, results) + _bad_records_left(cfg, results)
         metadata = _hf_metadata(disc.root, stage, dict(written))
         index = _output_index(stage, written)
         write_index(index, stage / INDEX_NAME)

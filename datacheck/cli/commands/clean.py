@@ -15,7 +15,7 @@ from datacheck.cli.envelope import write_envelope
 from datacheck.cli.progress import activity
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
-from datacheck.tools.clean import DATASET_DROPS, CleanResult, clean
+from datacheck.tools.clean import DATASET_DROPS, CleanResult, ShardClean, clean
 
 __all__ = ["add_parser", "run"]
 
@@ -26,8 +26,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Write a cleaned copy of the shards into --out (same formats), without the rows that fail "
                     "the chosen checks; the dropped rows go to OUT/.quarantine/ (same layout, with their row "
                     "index, shard and reasons), and OUT/index.json is the data index of the cleaned shards. "
-                    "The originals are never modified. Kept + quarantined rows equal the input, verified by "
-                    "per-row content hashes before the output is renamed into place.")
+                    "The originals are never modified. Kept + quarantined rows equal the input rows, verified by "
+                    "per-row content hashes before the output is renamed into place. JSONL lines and CSV records "
+                    "that do not parse are not rows: they are counted apart and quarantined when decode.bad_record "
+                    "is dropped (the default), else copied as they are.")
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     a.add_argument("--out", required=True, metavar="DIR",
                    help="new (or empty) folder outside the input folder")
@@ -52,7 +54,7 @@ def _left_lines(res: CleanResult) -> list[str]:
     """The dataset-level findings left in place, one line each, and whether the copy still fails the gate."""
     if not res.left_in_place:
         return []
-    out = ["", "left in place (dataset-level findings clean did not remove):"]
+    out = ["", "left in place (findings clean did not remove):"]
     for x in res.left_in_place:
         if x.left is None:
             state = "the copy may still have it (audit it to see)"
@@ -60,7 +62,7 @@ def _left_lines(res: CleanResult) -> list[str]:
             state = f"{x.left} duplicate shard(s) copied"
         else:
             state = f"{x.left} left in the copy"
-        fix = f"; --drop {x.check} removes it" if x.check in DATASET_DROPS else ""
+        fix = f"; --drop {x.check} removes it" if x.check in DATASET_DROPS or x.check == "decode.bad_record" else ""
         out.append(f"  {x.check} [{x.severity}]: {x.message[:200]} ({state}{fix})")
     fails = [x.check for x in res.left_in_place if x.still_fails]
     maybe = [x.check for x in res.left_in_place if x.still_fails is None]
@@ -69,6 +71,23 @@ def _left_lines(res: CleanResult) -> list[str]:
     elif maybe:
         out.append(f"the cleaned copy may still fail the gate on: {', '.join(maybe)} (datacheck audit {res.out})")
     return out
+
+
+def _bad_records_text(s: ShardClean) -> str:
+    """``; N line(s) that do not parse as JSON (decode.bad_record: line 2, 4): what clean did with them``
+    ("" when every record parsed)."""
+    if not s.bad_records:
+        return ""
+    what = "line(s) that do not parse as JSON" if s.format == "jsonl" else "record(s) that do not parse"
+    where = (f": line {', '.join(map(str, s.bad_record_lines[:10]))}{' ...' if s.bad_records > 10 else ''}"
+             if s.bad_record_lines else "")
+    if not s.bad_records_kept:
+        done = "quarantined"
+    elif not s.bad_records_quarantined:
+        done = "copied as they are (--drop decode.bad_record quarantines them)"
+    else:
+        done = f"{s.bad_records_quarantined} quarantined, {s.bad_records_kept} copied as they are"
+    return f"; {s.bad_records} {what} (decode.bad_record{where}): {done}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,16 +104,25 @@ def run(args: argparse.Namespace) -> int:
             if s.unreadable is not None:
                 lines.append(f"  {s.path}: UNREADABLE, not copied: {s.unreadable}")
                 continue
-            why = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items())) or "nothing dropped"
+            # the rows' reasons (records that do not parse are said apart: they are not rows)
+            why = ", ".join(f"{k} {v}" for k, v in sorted(s.dropped.items())
+                            if k != "decode.bad_record" or not s.bad_records) or "nothing dropped"
             blank = f"; {s.blank_lines} blank line(s) not copied" if s.blank_lines else ""
+            bad = _bad_records_text(s)
             if s.duplicate_of is not None:
                 lines.append(f"  {s.path}: {s.input_rows} in, all quarantined: same bytes as {s.duplicate_of} "
-                             "(dup.shard), not copied")
+                             f"(dup.shard), not copied{bad}")
                 continue
-            lines.append(f"  {s.path}: {s.input_rows} in, {s.kept} kept, {s.quarantined} quarantined ({why}){blank}")
+            lines.append(f"  {s.path}: {s.input_rows} in, {s.kept} kept, {s.quarantined} quarantined "
+                         f"({why}){bad}{blank}")
+        bad_total = ""
+        if res.bad_records:
+            bad_total = (f"; {res.bad_records} record(s) that do not parse, not rows: "
+                         f"{res.bad_records - res.bad_records_quarantined} copied as they are, "
+                         f"{res.bad_records_quarantined} quarantined")
         lines += [
             f"total: {res.input_rows} in = {res.kept} kept + {res.quarantined} quarantined "
-            "(verified by per-row content hashes)",
+            f"(verified by per-row content hashes){bad_total}",
             f"cleaned shards: {res.out}",
             f"quarantine:     {res.quarantine}",
             f"data index:     {res.index_path} (index_hash {res.index['index_hash']})",

@@ -64,13 +64,15 @@ SAMPLE_DROPPED = {
     "tokens/ids.parquet": {"tokens.out_of_vocab": 3},  # rows 1, 3, 4
     "tokens/ids_int16.parquet": {"tokens.out_of_vocab": 1},  # row 2
 }
-# the quarantined rows (0-based; JSONL/CSV records that do not parse have no row): a row failing two
-# checks is quarantined once
+# the quarantined rows (a row failing two checks is quarantined once); JSONL/CSV records that do not
+# parse are not rows: counted apart (SAMPLE_BAD_RECORDS), and quarantined too by the default drop
 SAMPLE_QUARANTINED = {
-    "decode/records.jsonl": 3, "decode/rows_vs_lines.jsonl": 2, "empty/text.jsonl": 3, "empty/tokens.parquet": 3,
+    "decode/records.jsonl": 1, "decode/rows_vs_lines.jsonl": 1, "empty/text.jsonl": 3, "empty/tokens.parquet": 3,
     "finite/regression.parquet": 7, "labels/classes.parquet": 4, "labels/token_labels.parquet": 3,
     "length/seqs.parquet": 2, "mask/batch.parquet": 3, "tokens/ids.parquet": 3, "tokens/ids_int16.parquet": 1,
 }
+# records that do not parse (README: records.jsonl lines 2 and 4, rows_vs_lines line 2): (records, quarantined)
+SAMPLE_BAD_RECORDS = {"decode/records.jsonl": (2, 2), "decode/rows_vs_lines.jsonl": (1, 1)}
 # decode.unreadable shards: not copied, with the reason (README: bad magic, no footer, zero bytes)
 SAMPLE_UNREADABLE = {"decode/not_parquet.parquet": "not a parquet file: bad magic",
                      "decode/truncated.parquet": "truncated parquet file: no footer",
@@ -88,6 +90,7 @@ def test_sample_defects_default_drop_and_reaudit(tmp_path):
     by = {s.path: s for s in res.shards}
     assert {p: s.dropped for p, s in by.items() if s.unreadable is None} == SAMPLE_DROPPED
     assert {p: s.quarantined for p, s in by.items() if s.quarantined} == SAMPLE_QUARANTINED
+    assert {p: (s.bad_records, s.bad_records_quarantined) for p, s in by.items() if s.bad_records} == SAMPLE_BAD_RECORDS
     assert sorted(p for p, s in by.items() if s.unreadable) == sorted(SAMPLE_UNREADABLE)
     for p, why in SAMPLE_UNREADABLE.items():
         assert by[p].unreadable.startswith(why), by[p].unreadable

@@ -75,7 +75,7 @@ def test_plain_clean_names_the_leak_it_left_and_that_the_copy_still_fails(tmp_pa
     (data.parent / "datacheck.toml").write_text('[splits]\ntrain = "train*"\neval = "eval*"\n[labels]\nnum_classes = 3\n')
     p = run_cli("clean", str(data), "--out", str(tmp_path / "out"), "--config", str(data.parent / "datacheck.toml"))
     assert p.returncode == 0, p.stderr
-    assert "left in place (dataset-level findings clean did not remove):" in p.stdout
+    assert "left in place (findings clean did not remove):" in p.stdout
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("  dup.split_overlap [error]"))
     assert "3 left in the copy; --drop dup.split_overlap removes it" in line
     assert "the cleaned copy still FAILS the gate (--fail-on error) on: dup.split_overlap" in p.stdout
