@@ -2,6 +2,7 @@
 dataset-level checks in the merge, apply the policy, and build the report."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -476,12 +477,14 @@ def run_audit(paths: list[str | Path], cfg: Config, opts: AuditOptions, *,
     # pool's workers are forked only from a process without one (executors.fork_is_safe)
     others = (discover(list(opts.against), cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
               if opts.against else None)
+    if others is not None:
+        refuse_shared_files(disc, others, opts.against)
     cross_shard = len(disc.shards) > 1 or bool(cfg.splits) or bool(opts.against)
     spill = _spill_folder([str(p) for p in paths]) if cross_shard else None
     try:
         results = audit_prepared(setup, disc, opts, progress=progress, byte_progress=byte_progress,
                                  cross_shard=cross_shard, spill=spill)
-        against_results = hash_shards(others, cfg) if others is not None else None
+        against_results = hash_shards(others, cfg, same_size_as=disc) if others is not None else None
         # shards in an object store: the dataset checks get no root (they read no local file there)
         return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root,
                              temp_files=disc.temp_files, fail_on=opts.fail_on, index=index, against=against_results,
@@ -519,16 +522,72 @@ def _spill_folder(paths: list[str]) -> SpillFolder | None:
         return None
 
 
-def hash_shards(disc: Any, cfg: Any) -> list[Any]:
+def _file_id(ds: DiscoveredShard) -> tuple[Any, ...] | None:
+    """What makes two discovered shards one file: a store object's URL, a local file's device and inode
+    (one file under two spellings, through a symlink or a hard link); None when it cannot be stat'ed."""
+    if ds.url is not None:
+        return ("url", ds.url)
+    try:
+        st = os.stat(ds.path)
+    except OSError:
+        return None
+    return ("file", st.st_dev, st.st_ino)
+
+
+def refuse_shared_files(disc: Discovery, others: Discovery, against: Iterable[str] = ()) -> None:
+    """Refuse an ``--against`` dataset that holds files the audit itself reads (``audit DATA --against
+    DATA``, or a folder holding the audited shards): each such shard would be compared with itself and
+    every one of its rows counted as a ``dup.split_overlap`` leak. A config mistake, said before any
+    shard is read; byte-identical copies under other names are a real leak, named in that finding.
+
+    Raises:
+        UsageError: naming up to 5 shared shards (audited path, ``--against`` path, content hash) and
+            how many there are.
+    """
+    mine = {fid: ds for ds in disc.shards if (fid := _file_id(ds)) is not None}
+    shared = [(mine[fid], ds) for ds in others.shards if (fid := _file_id(ds)) is not None and fid in mine]
+    if not shared:
+        return
+    named = []
+    for a, b in shared[:5]:
+        try:
+            chash = hash_shard(a.source, a.format)[0]
+        except OSError:
+            chash = "content hash not read"
+        named.append(f"{a.rel} = against:{b.rel} ({chash})")
+    more = f" and {len(shared) - 5} more" if len(shared) > 5 else ""
+    raise UsageError(
+        f"--against {' '.join(against)}".rstrip()
+        + f": {len(shared)} of its {len(others.shards)} shard(s) are shards this audit reads: {'; '.join(named)}{more}. "
+        "Each would be compared with itself and every row of it reported as a train/eval leak "
+        "(dup.split_overlap). Give --against the training shards only, or compare the splits of one folder "
+        "with [splits] in datacheck.toml (e.g. train = \"train/*\", eval = \"eval/*\")")
+
+
+def hash_shards(disc: Any, cfg: Any, same_size_as: Discovery | None = None) -> list[Any]:
     """Row content hashes of every shard of a discovery (the ``--against`` dataset): one query per
     shard computing only :func:`crossdup_payload`; no other check runs and nothing is reported for
     these shards. An unreadable shard gives a result with ``rows=None`` (it then matches nothing).
+    With ``same_size_as`` (the audited shards), a local shard whose file has the size of an audited
+    local shard's also gets its content hash (``dup.split_overlap`` names the shards whose bytes are
+    the same on both sides); the others keep an empty one (their bytes are not read twice).
 
     Returns:
-        ``ShardResult`` objects (``content_hash`` empty) carrying :data:`ROWS_KEY`/:data:`~datacheck.checks.dup.cross.CONTENT_KEY` payloads.
+        ``ShardResult`` objects (``content_hash`` empty unless computed as above) carrying
+        :data:`ROWS_KEY`/:data:`~datacheck.checks.dup.cross.CONTENT_KEY` payloads.
     """
+    sizes = set()
+    for a in (same_size_as.shards if same_size_as is not None else ()):
+        if a.url is None:
+            with contextlib.suppress(OSError):
+                sizes.add(os.stat(a.path).st_size)
     out = []
     for ds in disc.shards:
+        chash, size = "", 0
+        if sizes and ds.url is None:
+            with contextlib.suppress(OSError):
+                if os.stat(ds.path).st_size in sizes:
+                    chash, size = hash_shard(ds.path, ds.format)
         try:
             # as the audited side reads its shards: same dtypes, same hashes
             data = open_for_checks(ds, cfg, derive=needed_derivations())
@@ -536,9 +595,9 @@ def hash_shards(disc: Any, cfg: Any) -> list[Any]:
             items = [i for i in crossdup_payload(ctx) if isinstance(i, Payload)]
             df = data.lf.select([pl.len().alias("__n")] + [i.expr.alias(i.key) for i in items]).collect()
         except (Unreadable, *ENGINE_ERRORS):  # unreadable, or the engine failed on it: it matches nothing
-            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0, rows=None))
+            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None))
             continue
         payload = {i.key: i.post(df.get_column(i.key)[0]) for i in items}
-        out.append(ShardResult(path=ds.rel, format=ds.format, content_hash="", bytes=0,
+        out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size,
                                rows=int(df["__n"][0]), payload=payload))
     return out

@@ -661,7 +661,11 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
     row; ``details.examples``: the row on both sides, shard and row). When the two sides share no content
     column of the same role (e.g. ``text`` against ``input_ids``), no row can match: that comparison
     is a skipped entry naming both column sets, never a pass with 0 overlap (not exit 2: the other
-    comparisons and checks of the audit still run and report).
+    comparisons and checks of the audit still run and report). An audited shard with the same bytes
+    as a shard of the ``--against`` dataset (equal content hashes: a copy under another name) is named
+    first in the message and listed in ``details.same_bytes`` (``shard``, ``against_shard``,
+    ``content_hash``); the same file on both sides is refused before the audit reads anything
+    (:func:`datacheck.execute.audit.refuse_shared_files`, exit 2).
     """
     max_ex = dctx.cfg.report.max_examples
     for comp in _comparisons(dctx):
@@ -680,18 +684,45 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
                      "train_shard": ("against:" if train == "against" else "") + sh[r["train_shard"]].path,
                      "train_row": int(r["train_row"])} for r in hits.head(max_ex).iter_rows(named=True)]
         total = sum(sh[i].rows or 0 for i in test_idx)
+        details: dict[str, Any] = {"split": name, "train_split": train, "per_shard": per_shard, "examples": examples}
+        same = _same_bytes(sh, test_idx, train_idx) if train == "against" else []
+        if same:
+            details["same_bytes"] = same
         yield finding(
             "dup.split_overlap", count=count, ratio=count / total if total else None,
             shards=tuple(sorted(per_shard)),
             examples=tuple(Example(row=e["row"], value=f"{e['shard']} row {e['row']} = {e['train_shard']} row {e['train_row']}")
                            for e in examples),
             rows=tuple(e["row"] for e in examples),
-            message=(f"{count} row(s) of {what} also occur in {side} (content: "
+            message=(_same_bytes_text(same) + f"{count} row(s) of {what} also occur in {side} (content: "
                      f"{', '.join(_content_columns([sh[i] for i in test_idx]))}; label excluded): leakage, "
                      "evaluation is optimistic"),
-            details={"split": name, "train_split": train, "per_shard": per_shard, "examples": examples},
+            details=details,
             rows_truncated=count > len(examples),
         )
+
+
+def _same_bytes(sh: list[Any], test_idx: set[int], train_idx: set[int]) -> list[dict[str, str]]:
+    """``{"shard", "against_shard", "content_hash"}`` of each audited shard whose bytes are those of a
+    shard of the ``--against`` dataset (equal content hashes; an ``--against`` shard has one only when
+    its file has an audited shard's size, see :func:`datacheck.execute.audit.hash_shards`), in path order."""
+    theirs: dict[str, list[str]] = {}
+    for j in sorted(train_idx):
+        if sh[j].content_hash:
+            theirs.setdefault(sh[j].content_hash, []).append(sh[j].path)
+    return [{"shard": sh[i].path, "against_shard": p, "content_hash": sh[i].content_hash}
+            for i in sorted(test_idx, key=lambda k: sh[k].path) for p in theirs.get(sh[i].content_hash, [])]
+
+
+def _same_bytes_text(same: list[dict[str, str]]) -> str:
+    """The message's first sentence, naming the shards of both sides with the same bytes ("" when none)."""
+    if not same:
+        return ""
+    shown = "; ".join(f"{x['shard']} = against:{x['against_shard']} ({x['content_hash']})" for x in same[:5])
+    more = f"; and {len(same) - 5} more" if len(same) > 5 else ""
+    n = len({x["shard"] for x in same})
+    return (f"{n} audited shard(s) have the same bytes as a shard of the --against dataset ({shown}{more}): "
+            "every row of them is in both sets. ")
 
 
 def assign_splits(paths: list[str], splits: dict[str, str]) -> dict[str, str]:
