@@ -47,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_view_arguments(a)
     a.add_argument("--against", action="append", metavar="PATH", default=None,
                    help="another dataset (file, folder or glob; repeatable) to compare with: audited rows whose "
-                        "content also occurs there are dup.split_overlap (e.g. eval against train)")
+                        "content also occurs there are dup.split_overlap (e.g. eval against train); a file the "
+                        "audit itself reads is refused there (exit 2)")
     a.add_argument("--schema", metavar="NAME|PATH",
                    help="data contract: a built-in layout (causal_lm, seq2seq, text_classification, "
                         "token_classification, tabular, chat_sft, sft_tokenized, packed_lm, dpo, ctc), a Pandera YAML/JSON file or file.py:ClassName "
