@@ -450,7 +450,8 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
     - ``sft_tokenized``: ``input_ids`` and integer-list ``labels``, with an ``assistant_mask(s)``
       column or labels that ignore attended tokens before the first supervised one in some sample row
       (a hidden prompt);
-    - ``seq2seq`` (decoder columns), ``token_classification`` (``tokens`` + a tag column),
+    - ``seq2seq`` (decoder columns, or rows the audit's recognizer takes for encoder-decoder rows:
+      :func:`datacheck.derive.layout.recognize`), ``token_classification`` (``tokens`` + a tag column),
       ``causal_lm`` (``input_ids``), ``text_classification`` (a text column and a class label),
       ``tabular`` (numeric columns only, with a target name).
 
@@ -603,7 +604,8 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
                 return LayoutProposal("sft_tokenized", why, cols, facts, tuple(notes), n)
         else:
             token_facts(False)
-        dec = seq2seq_layout(None, schema)
+        # decoder columns, or what the audit's recognizer saw (labels of their own length: decoder targets)
+        dec = seq2seq_layout(None, schema) or (seen[0].why if seen and seen[0].name == "seq2seq" else None)
         if dec is not None:
             return LayoutProposal("seq2seq", f"encoder-decoder: {dec}", cols, facts, tuple(notes), n)
         if roles.token_type_ids is not None:
