@@ -90,6 +90,47 @@ def test_csv_in_tiny_batches_equals_one_batch(monkeypatch, rows, cut, data, crlf
         _same_result(one, many)
 
 
+WIDE = "99999999999999999999"  # beyond Int64: polars infers Int128 for the column
+
+
+@pytest.mark.parametrize("column", ["text", "label", "score", "flag"])
+@pytest.mark.parametrize("cells", [
+    ["", WIDE], [WIDE, ""], ["1", WIDE], [WIDE, "1"], ["", "-" + WIDE], ["1.5", WIDE], ["x", WIDE],
+    ["18446744073709551615", "1"], ["", "", WIDE], ["true", WIDE],
+])
+@pytest.mark.parametrize("cut", [1, 2])
+def test_csv_wide_integers_decode_alike_in_any_batches(tmp_path, column, cells, cut):
+    """A column whose value in one batch is beyond Int64 (polars infers Int128 for the file): the
+    batches decode it exactly as the one-batch read does (same dtypes, same values, same findings),
+    in a role column (``label``: read as the role's Int64, the wide value null) and in a plain one."""
+    cols = ["text", "label", "score", "flag"]
+    lines = [",".join(cols)] + [",".join(v if c == column else "0" for c in cols) for v in cells]
+    path = tmp_path / "shard.csv"
+    path.write_text("\n".join(lines) + "\n")
+    one = _one_batch(path, "csv", CONFIG)
+    with batch_rows(cut):
+        many = _result(path, "csv", CONFIG)
+    assert one.readable and many.readable, [f.message for f in many.findings]
+    assert many.columns == one.columns
+    _same_result(one, many)
+
+
+@pytest.mark.parametrize("cut", [None, 1])
+def test_csv_integer_beyond_128_bits_is_unreadable_naming_line_column_and_value(tmp_path, cut):
+    """An integer polars cannot hold (beyond Int128) makes no number column in any batch size: the
+    shard is decode.unreadable, and the message names the file, the line, the column, the value
+    and what to write instead (not polars' advice about its own read_csv arguments)."""
+    huge = str(2**127)
+    path = tmp_path / "shard.csv"
+    path.write_text(f"text,n\na,1\n\nb,{huge}\nc,2\n")
+    with batch_rows(cut):
+        res = _result(path, "csv", CONFIG)
+    assert not res.readable
+    (f,) = [f for f in res.findings if f.check == "decode.unreadable"]
+    assert f"line 4, column 'n': {huge}" in f.message
+    assert "infer_schema_length" not in f.message and "text" in f.message
+
+
 def test_csv_dtypes_combine_like_one_inference():
     """combine_dtypes over chunk dtypes is polars' inference over the whole column."""
     values = ["1", "-2", "1.5", "true", "x", "", "99999999999999999999", "inf"]
