@@ -157,20 +157,6 @@ def _compatible(kind: str, major: str) -> bool:
     return kind == major or (kind == "array<*>" and major.startswith("array<"))
 
 
-def _leaves(values: list) -> tuple[int, bool]:
-    """(list depth, any float among the leaves) of a column's Python values."""
-    depth, has_float, level = 0, False, [v for v in values if v is not None]
-    while level:
-        if any(isinstance(v, float) for v in level):
-            has_float = True
-        lists = [v for v in level if isinstance(v, list)]
-        if not lists:
-            break
-        depth += 1
-        level = [x for v in lists for x in v if x is not None]
-    return depth, has_float
-
-
 def _has_object(values: list) -> bool:
     """Whether a JSON object (dict) is among ``values`` at any depth (in lists)."""
     level = values
@@ -215,25 +201,69 @@ def _object_series(name: str, values: list) -> pl.Series | str:
     return why
 
 
+def _number_leaves(values: list) -> tuple[int, pl.DataType] | None:
+    """(list depth, leaf dtype) when every non-null leaf of ``values`` is a JSON number at one list
+    depth, else None. The leaf dtype is the one polars' NDJSON parser gives the same numbers, and
+    ``pl.concat(how="diagonal_relaxed")`` gives chunks of them, so it does not depend on which
+    values share a chunk: Float64 when one is a float (ints beside floats), else Int64 when every
+    int fits it, else Int128."""
+    depth, level = 0, [v for v in values if v is not None]
+    while level and all(isinstance(v, list) for v in level):
+        depth += 1
+        level = [x for v in level for x in v if x is not None]
+    if not level or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in level):
+        return None
+    if any(isinstance(v, float) for v in level):
+        leaf: pl.DataType = pl.Float64()
+    elif all(-2**63 <= v < 2**63 for v in level):
+        leaf = pl.Int64()
+    else:
+        leaf = pl.Int128()
+    return depth, leaf
+
+
+def _no_uint64(dtype: pl.DataType) -> pl.DataType:
+    """``dtype`` with UInt64 (polars' Series builder's choice for ints in [2**63, 2**64)) read as
+    Int128 (the NDJSON parser's choice for the same values), in lists and struct fields too."""
+    if dtype == pl.UInt64:
+        return pl.Int128()
+    if isinstance(dtype, pl.List):
+        return pl.List(_no_uint64(dtype.inner))  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Array):
+        return pl.Array(_no_uint64(dtype.inner), dtype.shape)  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct([pl.Field(f.name, _no_uint64(f.dtype)) for f in dtype.fields])  # type: ignore[arg-type]
+    return dtype
+
+
 def _column_series(name: str, values: list) -> pl.Series | str:
-    """The column as polars builds it from Python values; numbers that polars' strict builder refuses
-    are given one dtype: Float64 when some are floats (ints next to floats), else Int128 (integers
-    beyond 64 bits, e.g. a uint64 id next to a negative one); objects: :func:`_object_series`.
-    Returns polars' message when the values still do not form one column (e.g. objects whose fields
-    change type)."""
-    if _has_object(values):
-        return _object_series(name, values)
+    """The column as polars builds it from Python values, with the dtypes polars' NDJSON parser
+    gives the same values (so a column's dtype is one whatever chunk its values were parsed in):
+
+    - numbers (at any list depth): the dtype of :func:`_number_leaves`, every value kept exactly
+      (the Series builder takes a list column's item type from its first list: ``[[1], [2.5]]``
+      became ``List(Int64)``, 2.5 read as 2);
+    - objects: :func:`_object_series`;
+    - UInt64 anywhere (ints in [2**63, 2**64)): Int128 (:func:`_no_uint64`).
+
+    Returns polars' message when the values do not form one column (e.g. objects whose fields
+    change type, an integer beyond 128 bits)."""
+    numbers = None if _has_object(values) else _number_leaves(values)
     try:
-        return pl.Series(name, values)
-    except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        depth, has_float = _leaves(values)
-        dtype: pl.DataType = pl.Float64() if has_float else pl.Int128()
-        for _ in range(depth):
-            dtype = pl.List(dtype)
-        try:
-            return pl.Series(name, values, dtype=dtype)
-        except (TypeError, OverflowError, pl.exceptions.PolarsError) as exc:
-            return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if numbers is not None:
+            dtype = numbers[1]
+            for _ in range(numbers[0]):
+                dtype = pl.List(dtype)
+            got = pl.Series(name, values, dtype=dtype, strict=True)
+        else:
+            built = _object_series(name, values) if _has_object(values) else pl.Series(name, values)
+            if isinstance(built, str):
+                return built
+            got = built
+        wide = _no_uint64(got.dtype)
+        return got if wide == got.dtype else got.cast(wide)
+    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _lines_text(lines: list[int]) -> str:
