@@ -45,7 +45,7 @@ from datacheck.model.constants import (
     EXIT_USAGE,
 )
 from datacheck.model.environment import check_polars_threads
-from datacheck.model.errors import DatacheckError, PolicyFailed, ReportVersionError, UsageError
+from datacheck.model.errors import DatacheckError, OutOfMemory, PolicyFailed, ReportVersionError, UsageError
 
 __all__ = ["main", "build_parser", "Terminated", "check_polars_threads"]
 
@@ -309,6 +309,9 @@ def _main(argv: list[str] | None) -> int:
     except PolicyFailed as exc:
         print(f"datacheck: {exc}", file=sys.stderr)
         return EXIT_POLICY_FAILED
+    except OutOfMemory as exc:  # the machine, not the data nor a bug: exit 3 as for a worker killed for memory
+        print(f"datacheck: out of memory: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
     except DatacheckError as exc:
         print(f"datacheck: internal error: {exc}", file=sys.stderr)
         return EXIT_INTERNAL

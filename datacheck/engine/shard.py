@@ -41,7 +41,7 @@ from datacheck.io.shardbytes import Unreadable
 from datacheck.io.structs import sorted_fields
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.errors import ENGINE_ERRORS, InternalError
+from datacheck.model.errors import ENGINE_ERRORS, InternalError, OutOfMemory, ran_out_of_memory
 from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult
 
@@ -55,6 +55,15 @@ __all__ = ["ShardResult", "audit_shard", "audit_file", "audit_frame"]
 def _unreadable(ds: DiscoveredShard, chash: str, size: int, reason: str) -> ShardResult:
     return ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None,
                        findings=unreadable_findings(ds.rel, ds.format, reason))
+
+
+def _out_of_memory(rel: str, size: int) -> OutOfMemory:
+    """Memory ran out while ``rel`` (``size`` bytes) was decoded or checked: not a data defect (never
+    ``decode.unreadable``), said with what to do."""
+    what = f"{rel} ({size:,} bytes)" if size else rel
+    return OutOfMemory(f"memory ran out while decoding {what}; the data itself may be fine: audit again with fewer "
+                       "--workers (each worker holds a batch of its shard in memory), smaller batches "
+                       "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -400,17 +409,24 @@ def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_che
 def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, keep_rows: bool = False,
                 cross_shard: bool = True) -> ShardResult:
     """Audit one shard. Never raises for bad data: an unreadable shard gets the registry's unreadable findings.
+    Raises :class:`~datacheck.model.errors.OutOfMemory` when memory runs out while it is decoded or checked
+    (a ``MemoryError``, also one a reader reported as an unreadable shard): the machine, not the data.
 
     With ``keep_rows``, ``ShardResult.failing_rows`` holds every failing row of every row check
     (for ``datacheck clean``); otherwise findings keep the first ``max_examples`` rows only.
     """
     try:
-        # the reader, the text-column and null-role casts, the derivations the registered families read
-        data: CheckInput = open_for_checks(ds, cfg, derive=needed_derivations())
-    except Unreadable as exc:
-        return _unreadable(ds, content_hash, size, exc.reason)
-    return _audit_data(data, cfg, ds.rel, ds.format, content_hash, size, keep_rows, cross_shard,
-                       on_unreadable=lambda reason: _unreadable(ds, content_hash, size, reason))
+        try:
+            # the reader, the text-column and null-role casts, the derivations the registered families read
+            data: CheckInput = open_for_checks(ds, cfg, derive=needed_derivations())
+        except Unreadable as exc:
+            if ran_out_of_memory(exc):
+                raise _out_of_memory(ds.rel, size) from None
+            return _unreadable(ds, content_hash, size, exc.reason)
+        return _audit_data(data, cfg, ds.rel, ds.format, content_hash, size, keep_rows, cross_shard,
+                           on_unreadable=lambda reason: _unreadable(ds, content_hash, size, reason))
+    except MemoryError:
+        raise _out_of_memory(ds.rel, size) from None
 
 
 def _changed_reason(before: tuple[int, int, int, int], after: tuple[int, int, int, int]) -> str:
@@ -488,10 +504,15 @@ def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame
                            findings=unreadable_findings(name, "frame", reason))
 
     try:
-        data = open_for_checks(df, cfg, derive=needed_derivations())  # the same casts and roles as a file
-    except Unreadable as exc:
-        return unreadable(exc.reason)
-    return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
+        try:
+            data = open_for_checks(df, cfg, derive=needed_derivations())  # the same casts and roles as a file
+        except Unreadable as exc:
+            if ran_out_of_memory(exc):
+                raise _out_of_memory(name, 0) from None
+            return unreadable(exc.reason)
+        return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
+    except MemoryError:
+        raise _out_of_memory(name, 0) from None
 
 
 _Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[int, Any]], dict[str, Any],
@@ -722,6 +743,8 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     try:
         run = _run_batches(data, row_checks, measures, schema, max_ex, sampled=sampler.held)
     except Unreadable as exc:
+        if ran_out_of_memory(exc):
+            raise _out_of_memory(rel, size) from None
         return on_unreadable(exc.reason)
     n, results, example_values, stat_values, payload, more_skipped = run
     skipped += more_skipped

@@ -1,0 +1,58 @@
+"""Memory running out while a shard is decoded is not a data defect: the audit stops with
+:class:`~datacheck.model.errors.OutOfMemory` naming the shard and what to do (fewer workers, smaller
+batches), the CLI exits 3 with one "out of memory" line, and no ``decode.unreadable`` is reported."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from batchhelp import batch_rows
+from conftest import run_cli
+
+from datacheck.engine.shard import audit_shard
+from datacheck.formats import csv as csv_stream
+from datacheck.io.discover import DiscoveredShard
+from datacheck.io.hashing import hash_file
+from datacheck.model.config import config_from_dict
+from datacheck.model.constants import EXIT_INTERNAL
+from datacheck.model.errors import OutOfMemory
+
+
+def _csv(tmp_path):
+    path = tmp_path / "data" / "shard.csv"
+    path.parent.mkdir()
+    path.write_text("text,label\n" + "".join(f"row {i},{i % 3}\n" for i in range(20)))
+    return path
+
+
+@pytest.fixture(params=[MemoryError, pa.lib.ArrowMemoryError], ids=["MemoryError", "ArrowMemoryError"])
+def no_memory(request, monkeypatch):
+    """Parsing a CSV piece runs out of memory (Python's MemoryError, or pyarrow's subclass of it)."""
+    def parse(self, records, columns):
+        raise request.param("cannot allocate 64 MiB")
+
+    monkeypatch.setattr(csv_stream.CsvStream, "_parse", parse)
+
+
+# None: the one-batch read (polars collects the reader's IO source, a failure there is caught as an
+# engine error); 3: the batches (the reader's own error)
+@pytest.mark.parametrize("rows", [None, 3])
+def test_memory_running_out_while_decoding_is_out_of_memory_not_unreadable(tmp_path, no_memory, rows):
+    path = _csv(tmp_path)
+    chash, size = hash_file(path)
+    with batch_rows(rows), pytest.raises(OutOfMemory) as err:
+        audit_shard(DiscoveredShard(path=path, rel="shard.csv", format="csv"), config_from_dict({}), chash, size)
+    msg = str(err.value)
+    assert "memory ran out while decoding shard.csv" in msg
+    assert "--workers" in msg and "DATACHECK_BATCH_ROWS" in msg
+
+
+def test_cli_out_of_memory_is_exit_3_with_one_line_and_no_report(tmp_path, no_memory):
+    path = _csv(tmp_path)
+    out = tmp_path / "report.json"
+    p = run_cli("audit", str(path.parent), "--no-cache", "--no-progress", "--workers", "1", "--output", str(out),
+                "--report-dir", str(tmp_path / "reports"))
+    assert p.returncode == EXIT_INTERNAL, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert lines[-1].startswith("datacheck: out of memory: memory ran out while decoding shard.csv"), p.stderr
+    assert "unreadable" not in p.stdout + p.stderr and "Traceback" not in p.stderr
+    assert not out.exists() and not (tmp_path / "reports").exists()
