@@ -271,12 +271,16 @@ def _run_batch_queries(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: l
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [i], [], with_len=False)))
                 ok_checks.append(i)
             except ENGINE_ERRORS as e:
+                if ran_out_of_memory(e):  # even alone: the machine, not the check (OutOfMemory)
+                    raise
                 broken_c[i] = _first_line(e)
         for j in range(len(stats)):
             try:
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [], [j], with_len=False)))
                 ok_stats.append(j)
             except ENGINE_ERRORS as e:
+                if ran_out_of_memory(e):
+                    raise
                 broken_s[j] = _first_line(e)
         df = pl.concat(df_parts, how="horizontal")
         del exc

@@ -56,3 +56,18 @@ def test_cli_out_of_memory_is_exit_3_with_one_line_and_no_report(tmp_path, no_me
     assert lines[-1].startswith("datacheck: out of memory: memory ran out while decoding shard.csv"), p.stderr
     assert "unreadable" not in p.stdout + p.stderr and "Traceback" not in p.stderr
     assert not out.exists() and not (tmp_path / "reports").exists()
+
+
+def test_memory_running_out_in_a_check_query_is_out_of_memory_not_a_check_error(tmp_path, monkeypatch):
+    """The fused query runs out of memory, and so does each check run alone: OutOfMemory, not a
+    check error listed under ``skipped`` (the check is not at fault)."""
+    import datacheck.engine.shard as engine
+
+    def collect(queries):
+        raise MemoryError("cannot allocate")
+
+    monkeypatch.setattr(engine, "_collect", collect)
+    path = _csv(tmp_path)
+    chash, size = hash_file(path)
+    with pytest.raises(OutOfMemory, match="memory ran out while decoding shard.csv"):
+        audit_shard(DiscoveredShard(path=path, rel="shard.csv", format="csv"), config_from_dict({}), chash, size)
