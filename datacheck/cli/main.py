@@ -312,6 +312,10 @@ def _main(argv: list[str] | None) -> int:
     except OutOfMemory as exc:  # the machine, not the data nor a bug: exit 3 as for a worker killed for memory
         print(f"datacheck: out of memory: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
+    except MemoryError:
+        print("datacheck: out of memory: memory ran out; run again with fewer --workers, smaller batches "
+              "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory", file=sys.stderr)
+        return EXIT_INTERNAL
     except DatacheckError as exc:
         print(f"datacheck: internal error: {exc}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -57,15 +57,6 @@ def _unreadable(ds: DiscoveredShard, chash: str, size: int, reason: str) -> Shar
                        findings=unreadable_findings(ds.rel, ds.format, reason))
 
 
-def _out_of_memory(rel: str, size: int) -> OutOfMemory:
-    """Memory ran out while ``rel`` (``size`` bytes) was decoded or checked: not a data defect (never
-    ``decode.unreadable``), said with what to do."""
-    what = f"{rel} ({size:,} bytes)" if size else rel
-    return OutOfMemory(f"memory ran out while decoding {what}; the data itself may be fine: audit again with fewer "
-                       "--workers (each worker holds a batch of its shard in memory), smaller batches "
-                       "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory")
-
-
 def _first_line(exc: BaseException) -> str:
     """The first line of an exception's message (polars puts its plan below it)."""
     lines = str(exc).splitlines()
@@ -424,13 +415,12 @@ def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, 
             # the reader, the text-column and null-role casts, the derivations the registered families read
             data: CheckInput = open_for_checks(ds, cfg, derive=needed_derivations())
         except Unreadable as exc:
-            if ran_out_of_memory(exc):
-                raise _out_of_memory(ds.rel, size) from None
+            OutOfMemory.check(exc, ds.rel, size)
             return _unreadable(ds, content_hash, size, exc.reason)
         return _audit_data(data, cfg, ds.rel, ds.format, content_hash, size, keep_rows, cross_shard,
                            on_unreadable=lambda reason: _unreadable(ds, content_hash, size, reason))
     except MemoryError:
-        raise _out_of_memory(ds.rel, size) from None
+        raise OutOfMemory.decoding(ds.rel, size) from None
 
 
 def _changed_reason(before: tuple[int, int, int, int], after: tuple[int, int, int, int]) -> str:
@@ -511,12 +501,11 @@ def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame
         try:
             data = open_for_checks(df, cfg, derive=needed_derivations())  # the same casts and roles as a file
         except Unreadable as exc:
-            if ran_out_of_memory(exc):
-                raise _out_of_memory(name, 0) from None
+            OutOfMemory.check(exc, name, 0)
             return unreadable(exc.reason)
         return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
     except MemoryError:
-        raise _out_of_memory(name, 0) from None
+        raise OutOfMemory.decoding(name, 0) from None
 
 
 _Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[int, Any]], dict[str, Any],
@@ -747,8 +736,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     try:
         run = _run_batches(data, row_checks, measures, schema, max_ex, sampled=sampler.held)
     except Unreadable as exc:
-        if ran_out_of_memory(exc):
-            raise _out_of_memory(rel, size) from None
+        OutOfMemory.check(exc, rel, size)
         return on_unreadable(exc.reason)
     n, results, example_values, stat_values, payload, more_skipped = run
     skipped += more_skipped

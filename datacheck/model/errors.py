@@ -70,6 +70,21 @@ class OutOfMemory(DatacheckError):
     shard and what to do (fewer workers, smaller batches). The CLI's exit code is 3, as for a worker
     process killed for memory."""
 
+    @classmethod
+    def decoding(cls, shard: str, size: int = 0) -> "OutOfMemory":
+        """Memory ran out while ``shard`` (``size`` bytes, 0: not known) was decoded or checked."""
+        what = f"{shard} ({size:,} bytes)" if size else shard
+        return cls(f"memory ran out while decoding {what}; the data itself may be fine: run again with fewer "
+                   "--workers (each worker holds a batch of its shard in memory), smaller batches "
+                   "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory")
+
+    @classmethod
+    def check(cls, exc: BaseException, shard: str, size: int = 0) -> None:
+        """Raise :meth:`decoding` of ``shard`` when ``exc`` (e.g. an unreadable shard) came from memory
+        running out (:func:`ran_out_of_memory`); else return, the caller handling ``exc`` as it does."""
+        if ran_out_of_memory(exc):
+            raise cls.decoding(shard, size) from None
+
 
 def ran_out_of_memory(exc: BaseException | None) -> bool:
     """Whether ``exc`` is a ``MemoryError``, or was raised while one was handled (its

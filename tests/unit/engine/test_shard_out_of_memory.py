@@ -71,3 +71,31 @@ def test_memory_running_out_in_a_check_query_is_out_of_memory_not_a_check_error(
     chash, size = hash_file(path)
     with pytest.raises(OutOfMemory, match="memory ran out while decoding shard.csv"):
         audit_shard(DiscoveredShard(path=path, rel="shard.csv", format="csv"), config_from_dict({}), chash, size)
+
+
+@pytest.mark.parametrize("verb", ["inspect", "schema infer", "clean"])
+def test_other_verbs_say_out_of_memory_too(tmp_path, no_memory, verb):
+    """inspect, schema infer and clean read shards through the same path: the same one line, exit 3."""
+    path = _csv(tmp_path)
+    target = str(path) if verb == "inspect" else str(path.parent)
+    extra = ["--out", str(tmp_path / "cleaned")] if verb == "clean" else []
+    p = run_cli(*verb.split(), target, *extra, "--no-progress")
+    assert p.returncode == EXIT_INTERNAL, (p.stdout, p.stderr)
+    assert p.stderr.strip().splitlines()[-1].startswith(
+        "datacheck: out of memory: memory ran out while decoding shard.csv"), p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "cleaned").exists()
+
+
+def test_a_memory_error_anywhere_in_a_verb_is_the_out_of_memory_line(tmp_path, monkeypatch):
+    """A MemoryError outside any shard's decoding (here: listing the shards) is not a bug report."""
+    import datacheck.cli.commands.checks as checks_verb
+
+    def no_memory(args):
+        raise MemoryError
+
+    monkeypatch.setattr(checks_verb, "run", no_memory)
+    p = run_cli("checks")
+    assert p.returncode == EXIT_INTERNAL
+    assert p.stderr.strip().splitlines() == [
+        "datacheck: out of memory: memory ran out; run again with fewer --workers, smaller batches "
+        "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory"], p.stderr
