@@ -443,6 +443,8 @@ def audit(
             (``OptionalDependencyError`` for ``executor="ray"`` without ray),
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
+        OutOfMemory: memory ran out while a shard was decoded or checked (the message names it and says
+            what to do: fewer ``workers``, smaller batches); never reported as an unreadable shard.
     """
     check_polars_threads()  # before any polars query: polars panics on POLARS_MAX_THREADS=0
     if isinstance(paths, (str, Path)):
