@@ -33,7 +33,7 @@ from datacheck.io.shardbytes import READ_ERRORS, Unreadable, line_chunks
 from datacheck.io.structs import with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
 
-__all__ = ["JSONL_CHUNK_BYTES", "jsonl_chunks"]
+__all__ = ["BEYOND_128_BITS", "JSONL_CHUNK_BYTES", "TYPES_CHANGE", "join_dtypes", "jsonl_chunks"]
 
 #: Decompressed bytes of one JSONL chunk (whole lines; a longer line makes a longer chunk).
 JSONL_CHUNK_BYTES = 16 * 2**20  # 16 MiB: pass 1 peaks ~100 MiB lower than at 32 MiB, no slower (bench_jsonl_stream.py)
@@ -157,16 +157,6 @@ def _compatible(kind: str, major: str) -> bool:
     return kind == major or (kind == "array<*>" and major.startswith("array<"))
 
 
-def _has_object(values: list) -> bool:
-    """Whether a JSON object (dict) is among ``values`` at any depth (in lists)."""
-    level = values
-    while level:
-        if any(isinstance(v, dict) for v in level):
-            return True
-        level = [x for v in level if isinstance(v, list) for x in v if isinstance(x, (list, dict))]
-    return False
-
-
 def _same_json(a: Any, b: Any) -> bool:
     """Whether the value polars holds (``b``, from ``Series.to_list``) is the JSON value ``a``: an
     object's missing field equals a null one (a struct has every field of its dtype), numbers
@@ -182,88 +172,162 @@ def _same_json(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _object_series(name: str, values: list) -> pl.Series | str:
-    """A column holding JSON objects: polars' Series builder takes a struct's fields from the first
-    object only (``[{"a": 1}, {"b": "t"}]`` became ``{a}``, row 2's ``b`` silently dropped) and
-    ``from_dicts`` casts fields that change type (``[1]`` next to ``[{"q": 1}]`` became ``{q: 1}``).
-    Each build is kept only when it holds every value exactly (:func:`_same_json`); else polars'
-    message, or a message saying that the objects' fields change type."""
-    why = "the objects' fields change type between rows"
-    for build in (lambda: pl.Series(name, values),
-                  lambda: pl.from_dicts([{name: v} for v in values], infer_schema_length=None).to_series()):
-        try:
-            got = build()
-        except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError) as exc:
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            continue
-        if all(_same_json(a, b) for a, b in zip(values, got.to_list())):
-            return got
-    return why
+#: why a column's values cannot be one column (the same words whatever chunks its values were parsed in)
+TYPES_CHANGE = "the values' types change between rows (an object's field or an array's items)"
+#: why a column holding an integer beyond 128 bits cannot be one column
+BEYOND_128_BITS = "an integer beyond 128 bits, which no column type holds"
 
 
-def _number_leaves(values: list) -> tuple[int, pl.DataType] | None:
-    """(list depth, leaf dtype) when every non-null leaf of ``values`` is a JSON number at one list
-    depth, else None. The leaf dtype is the one polars' NDJSON parser gives the same numbers, and
-    ``pl.concat(how="diagonal_relaxed")`` gives chunks of them, so it does not depend on which
-    values share a chunk: Float64 when one is a float (ints beside floats), else Int64 when every
-    int fits it, else Int128."""
-    depth, level = 0, [v for v in values if v is not None]
-    while level and all(isinstance(v, list) for v in level):
-        depth += 1
-        level = [x for v in level for x in v if x is not None]
-    if not level or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in level):
+class _Beyond128Bits(ValueError):
+    """An integer outside Int128's range: no column dtype holds it (:data:`BEYOND_128_BITS`)."""
+
+
+def join_dtypes(a: pl.DataType, b: pl.DataType) -> pl.DataType | None:
+    """The dtype of one column whose values have dtype ``a`` in some rows (or chunks) and ``b`` in
+    others, by the rule polars' NDJSON parser follows over a whole file, or None when they do not
+    form one column. Null joins any dtype; numbers widen (Float64 beside a float, Int128 beside an
+    int beyond Int64); lists join their items; objects (structs) join field by field, a field
+    missing on one side kept as it is. Nothing else joins: a number or a boolean is never read as a
+    string, nor a list as a value (``pl.concat(how="diagonal_relaxed")`` would turn ``{"a": 1}``
+    beside ``{"a": "x"}`` into the string ``"1"``, and fails on ``{"a": [1]}`` beside ``{"a": 1}``)."""
+    if a == b:
+        return a
+    if a == pl.Null:
+        return b
+    if b == pl.Null:
+        return a
+    if a.is_numeric() and b.is_numeric():
+        if a.is_float() or b.is_float():
+            return pl.Float64()
+        return a if a == pl.Int128 else b if b == pl.Int128 else pl.Int128()
+    if isinstance(a, pl.List) and isinstance(b, pl.List):
+        inner = join_dtypes(a.inner, b.inner)  # type: ignore[arg-type]
+        return None if inner is None else pl.List(inner)
+    if isinstance(a, pl.Struct) and isinstance(b, pl.Struct):
+        fields = {f.name: f.dtype for f in a.fields}
+        for f in b.fields:
+            t = join_dtypes(fields[f.name], f.dtype) if f.name in fields else f.dtype
+            if t is None:
+                return None
+            fields[f.name] = t
+        return pl.Struct(fields)
+    return None
+
+
+# the dtypes most values have, made once: a column's rows mostly share one of them (compared by identity)
+_NULL, _INT64, _INT128, _FLOAT64 = pl.Null(), pl.Int64(), pl.Int128(), pl.Float64()
+_LISTS = {t: pl.List(t) for t in (_NULL, _INT64, _INT128, _FLOAT64)}
+_SCALAR_DTYPES: dict[type, pl.DataType] = {bool: pl.Boolean(), float: _FLOAT64, str: pl.String()}
+
+
+def _int_dtype(values: list[int]) -> pl.DataType:
+    """Int64, else Int128, for the ints ``values``. Raises :class:`_Beyond128Bits`."""
+    lo, hi = min(values), max(values)
+    if -2**63 <= lo and hi < 2**63:
+        return _INT64
+    if -2**127 <= lo and hi < 2**127:
+        return _INT128
+    raise _Beyond128Bits
+
+
+
+
+def _value_dtype(v: Any) -> pl.DataType | None:
+    """The dtype polars' NDJSON parser gives the JSON value ``v`` (as ``json.loads`` returns it), or
+    None when its parts do not join (:func:`join_dtypes`). Raises :class:`_Beyond128Bits`."""
+    if v is None:
+        return _NULL
+    if isinstance(v, int) and not isinstance(v, bool):
+        return _int_dtype([v])
+    t = _SCALAR_DTYPES.get(type(v))
+    if t is not None:
+        return t
+    if isinstance(v, list):
+        kinds = {type(x) for x in v} - {type(None)}
+        if kinds <= {int}:  # a list of ints (token ids): no walk item by item
+            items = [x for x in v if x is not None] if None in v else v
+            return _LISTS[_int_dtype(items) if items else _NULL]
+        if kinds <= {int, float}:
+            return _LISTS[_FLOAT64]
+        joined: pl.DataType | None = _NULL
+        for x in v:
+            xt = _value_dtype(x)
+            joined = None if xt is None or joined is None else join_dtypes(joined, xt)
+            if joined is None:
+                return None
+        return pl.List(joined)
+    if isinstance(v, dict):
+        fields = {}
+        for k, x in v.items():
+            xt = _value_dtype(x)
+            if xt is None:
+                return None
+            fields[k] = xt
+        return pl.Struct(fields)
+    return None
+
+
+def _conform(v: Any, dtype: pl.DataType) -> Any:
+    """``v`` with its ints written as floats where ``dtype`` reads them as Float64 (polars' builder
+    refuses an int among the floats of a struct's list)."""
+    if v is None:
         return None
-    if any(isinstance(v, float) for v in level):
-        leaf: pl.DataType = pl.Float64()
-    elif all(-2**63 <= v < 2**63 for v in level):
-        leaf = pl.Int64()
-    else:
-        leaf = pl.Int128()
-    return depth, leaf
+    if dtype == pl.Float64 and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(dtype, pl.List) and isinstance(v, list):
+        return [_conform(x, dtype.inner) for x in v]  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct) and isinstance(v, dict):
+        return {f.name: _conform(v.get(f.name), f.dtype) for f in dtype.fields}
+    return v
 
 
-def _no_uint64(dtype: pl.DataType) -> pl.DataType:
-    """``dtype`` with UInt64 (polars' Series builder's choice for ints in [2**63, 2**64)) read as
-    Int128 (the NDJSON parser's choice for the same values), in lists and struct fields too."""
-    if dtype == pl.UInt64:
-        return pl.Int128()
+def _holds(dtype: pl.DataType, what: type) -> bool:
+    """Whether ``dtype`` is, or holds in its lists and struct fields, a dtype of the class ``what``."""
+    if isinstance(dtype, what):
+        return True
     if isinstance(dtype, pl.List):
-        return pl.List(_no_uint64(dtype.inner))  # type: ignore[arg-type]
-    if isinstance(dtype, pl.Array):
-        return pl.Array(_no_uint64(dtype.inner), dtype.shape)  # type: ignore[arg-type]
+        return _holds(dtype.inner, what)  # type: ignore[arg-type]
     if isinstance(dtype, pl.Struct):
-        return pl.Struct([pl.Field(f.name, _no_uint64(f.dtype)) for f in dtype.fields])  # type: ignore[arg-type]
-    return dtype
+        return any(_holds(f.dtype, what) for f in dtype.fields)
+    return False
 
 
 def _column_series(name: str, values: list) -> pl.Series | str:
-    """The column as polars builds it from Python values, with the dtypes polars' NDJSON parser
-    gives the same values (so a column's dtype is one whatever chunk its values were parsed in):
+    """The column of the Python values ``values`` (``json.loads``), with the dtype polars' NDJSON
+    parser gives them: every value's dtype (:func:`_value_dtype`) joined (:func:`join_dtypes`), so a
+    column's dtype does not depend on which rows share a chunk, and every value kept as written
+    (ints beside floats as Float64, as the parser reads them). Polars' own builder is not trusted
+    with the dtype: it takes a list column's item type from its first list (``[[1], [2.5]]`` became
+    ``List(Int64)``, 2.5 read as 2), a struct's fields from the first object (a later field
+    dropped), UInt64 for ints the parser reads as Int128.
 
-    - numbers (at any list depth): the dtype of :func:`_number_leaves`, every value kept exactly
-      (the Series builder takes a list column's item type from its first list: ``[[1], [2.5]]``
-      became ``List(Int64)``, 2.5 read as 2);
-    - objects: :func:`_object_series`;
-    - UInt64 anywhere (ints in [2**63, 2**64)): Int128 (:func:`_no_uint64`).
-
-    Returns polars' message when the values do not form one column (e.g. objects whose fields
-    change type, an integer beyond 128 bits)."""
-    numbers = None if _has_object(values) else _number_leaves(values)
+    Returns why not when the values do not form one column: :data:`BEYOND_128_BITS`, else
+    :data:`TYPES_CHANGE`."""
+    dtype: pl.DataType | None = _NULL
+    last = None  # the dtype joined last: rows mostly repeat it (the same object, see _INT64)
     try:
-        if numbers is not None:
-            dtype = numbers[1]
-            for _ in range(numbers[0]):
-                dtype = pl.List(dtype)
-            got = pl.Series(name, values, dtype=dtype, strict=True)
-        else:
-            built = _object_series(name, values) if _has_object(values) else pl.Series(name, values)
-            if isinstance(built, str):
-                return built
-            got = built
-        wide = _no_uint64(got.dtype)
-        return got if wide == got.dtype else got.cast(wide)
-    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError) as exc:
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        for v in values:
+            t = _value_dtype(v)
+            if t is None:
+                return TYPES_CHANGE
+            if t is last:
+                continue
+            dtype = None if dtype is None else join_dtypes(dtype, t)
+            if dtype is None:
+                return TYPES_CHANGE
+            last = t
+    except _Beyond128Bits:
+        return BEYOND_128_BITS
+    assert dtype is not None
+    data = [_conform(v, dtype) for v in values] if _holds(dtype, pl.Float64) else values
+    try:
+        got = pl.Series(name, data, dtype=dtype, strict=True)
+    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
+        return TYPES_CHANGE
+    if _holds(dtype, pl.Struct):  # objects: every field kept (checked, as polars' struct builder is lax)
+        if not all(_same_json(a, b) for a, b in zip(data, got.to_list())):
+            return TYPES_CHANGE
+    return got
 
 
 def _lines_text(lines: list[int]) -> str:
