@@ -15,9 +15,11 @@ the chunks are cut:
   values the ``finite.*`` checks see) and the row -> line mapping (None when every chunk parsed
   fast, else one int64 per row). From those it decides over the whole file: each column's JSON
   kind (the most common wins; a value of another kind is null with a ``schema.dtype`` finding
-  naming its lines), the unified schema (as ``pl.concat(how="diagonal_relaxed")``: ints in one
-  chunk and floats in another are Float64, a column absent from a chunk is null there, struct
-  fields unioned), columns whose values do not form one column. When a column mixes kinds, the
+  naming its lines), the unified schema (the chunks' dtypes joined column by column,
+  :func:`datacheck.formats.jsonvalues.join_dtypes`: ints in one chunk and floats in another are
+  Float64, a column absent from a chunk is null there, struct fields unioned), columns whose
+  values do not form one column (in a chunk, or across chunks: a field that is a number in one
+  chunk and a string in another). When a column mixes kinds, the
   chunks' dtypes after nulling are only known once the kind is decided: the file is streamed a
   second time for the schema alone (only then).
 - **Pass 2** (:meth:`JsonlSource.frames`) streams the file again and hands each chunk's rows,

@@ -8,9 +8,15 @@
   of a file (plain, ``.gz``, ``.zst``: decompressed as a stream, :data:`JSONL_CHUNK_BYTES` of whole
   lines each).
 - A column's JSON type is decided over the whole file (the most common kind wins; a value of another
-  kind is read as null with a ``schema.dtype`` finding naming its lines); chunk frames are joined
-  as ``pl.concat(how="diagonal_relaxed")`` does (:func:`_join_pieces`: ints in one chunk and floats
-  in another are Float64, a column missing from a chunk is null there).
+  kind is read as null with a ``schema.dtype`` finding naming its lines).
+- A column's dtype is its values' dtypes joined by one rule, :func:`join_dtypes` (the rule of
+  polars' NDJSON parser: ints beside floats are Float64, an int beyond Int64 makes Int128, Null
+  joins anything, lists join their items, objects join field by field; a number or a boolean never
+  becomes a string), row by row on the per-line path (:func:`_column_series`) and chunk by chunk
+  (:func:`datacheck.formats.jsonl.open_jsonl`): the same dtype whatever the chunking. Values whose
+  dtypes do not join (a field that is a number in one line and a string in another, array items
+  of several types, an integer beyond 128 bits) make the column null with a ``schema.dtype``
+  finding (:data:`TYPES_CHANGE`, :data:`BEYOND_128_BITS`).
 - Records parsed by ``json.loads`` (NaN/Infinity are floats, big integers exact) become a frame with
   :func:`_frame_from_records` (the JSON-array reader).
 """
