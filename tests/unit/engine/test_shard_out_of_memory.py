@@ -99,3 +99,12 @@ def test_a_memory_error_anywhere_in_a_verb_is_the_out_of_memory_line(tmp_path, m
     assert p.stderr.strip().splitlines() == [
         "datacheck: out of memory: memory ran out; run again with fewer --workers, smaller batches "
         "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory"], p.stderr
+
+
+def test_out_of_memory_crosses_a_worker_process_as_it_is():
+    """A worker's OutOfMemory reaches the caller through the pool (pickled) with its message."""
+    import pickle
+
+    err = OutOfMemory.decoding("shard.csv", 1024)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is OutOfMemory and str(back) == str(err) and "shard.csv (1,024 bytes)" in str(back)
