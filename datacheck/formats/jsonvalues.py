@@ -179,7 +179,7 @@ def _same_json(a: Any, b: Any) -> bool:
 
 
 #: why a column's values cannot be one column (the same words whatever chunks its values were parsed in)
-TYPES_CHANGE = "the values' types change between rows (an object's field or an array's items)"
+TYPES_CHANGE = "an object's field or an array's items change type between rows"
 #: why a column holding an integer beyond 128 bits cannot be one column
 BEYOND_128_BITS = "an integer beyond 128 bits, which no column type holds"
 
