@@ -108,3 +108,22 @@ def test_out_of_memory_crosses_a_worker_process_as_it_is():
     err = OutOfMemory.decoding("shard.csv", 1024)
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is OutOfMemory and str(back) == str(err) and "shard.csv (1,024 bytes)" in str(back)
+
+
+def test_memory_running_out_in_a_check_function_is_out_of_memory_not_a_check_error(tmp_path, monkeypatch):
+    """A check function (planning its items) that runs out of memory: OutOfMemory, not a check
+    error listed under ``skipped``."""
+    import dataclasses
+
+    from datacheck.checks import registry
+
+    def raising(ctx):
+        raise MemoryError
+
+    spec = registry.CHECKS["empty.text"]
+    assert spec.shard is not None
+    monkeypatch.setitem(registry.CHECKS, "empty.text", dataclasses.replace(spec, shard=raising))
+    path = _csv(tmp_path)
+    chash, size = hash_file(path)
+    with pytest.raises(OutOfMemory, match="memory ran out while decoding shard.csv"):
+        audit_shard(DiscoveredShard(path=path, rel="shard.csv", format="csv"), config_from_dict({}), chash, size)
