@@ -236,8 +236,6 @@ def _int_dtype(values: list[int]) -> pl.DataType:
     raise _Beyond128Bits
 
 
-
-
 def _value_dtype(v: Any) -> pl.DataType | None:
     """The dtype polars' NDJSON parser gives the JSON value ``v`` (as ``json.loads`` returns it), or
     None when its parts do not join (:func:`join_dtypes`). Raises :class:`_Beyond128Bits`."""
