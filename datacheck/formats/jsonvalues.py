@@ -273,7 +273,7 @@ def _value_dtype(v: Any) -> pl.DataType | None:
 
 def _conform(v: Any, dtype: pl.DataType) -> Any:
     """``v`` with its ints written as floats where ``dtype`` reads them as Float64 (polars' builder
-    refuses an int among the floats of a struct's list)."""
+    refuses an int among the floats of a struct's list; outside structs it converts them itself)."""
     if v is None:
         return None
     if dtype == pl.Float64 and isinstance(v, int) and not isinstance(v, bool):
@@ -323,12 +323,13 @@ def _column_series(name: str, values: list) -> pl.Series | str:
     except _Beyond128Bits:
         return BEYOND_128_BITS
     assert dtype is not None
-    data = [_conform(v, dtype) for v in values] if _holds(dtype, pl.Float64) else values
+    objects = _holds(dtype, pl.Struct)
+    data = [_conform(v, dtype) for v in values] if objects and _holds(dtype, pl.Float64) else values
     try:
         got = pl.Series(name, data, dtype=dtype, strict=True)
     except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
         return TYPES_CHANGE
-    if _holds(dtype, pl.Struct):  # objects: every field kept (checked, as polars' struct builder is lax)
+    if objects:  # every field kept (checked, as polars' struct builder is lax)
         if not all(_same_json(a, b) for a, b in zip(data, got.to_list())):
             return TYPES_CHANGE
     return got
