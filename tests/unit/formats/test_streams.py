@@ -48,7 +48,7 @@ def _one_batch(path: Path, fmt: str, config: dict):
 
 def _cell(kind: int, i: int) -> str:
     return ["", str(i - 3), f"{i / 4:.2f}", "true" if i % 2 else "false", f"t{i % 3}",
-            'say "hi", then\nleave', "99999999999999999999"][kind]
+            'say "hi", then\nleave', "99999999999999999999", "-18446744073709551615", "1e400"][kind]
 
 
 def _write_csv(path: Path, kinds: list[list[int]], bad: set[int], blank: set[int], crlf: bool,
@@ -69,7 +69,7 @@ def _write_csv(path: Path, kinds: list[list[int]], bad: set[int], blank: set[int
     path.write_bytes(b"".join(out))
 
 
-csv_rows = st.lists(st.lists(st.integers(0, 6), min_size=4, max_size=4), min_size=1, max_size=25)
+csv_rows = st.lists(st.lists(st.integers(0, 8), min_size=4, max_size=4), min_size=1, max_size=25)
 
 
 @settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
