@@ -310,7 +310,9 @@ def test_jsonl_object_fields_decode_alike_in_any_chunks_and_batches(tmp_path, va
 _JSON_LINE = st.one_of(
     rows_st.map(lambda r: json.dumps({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})),
     st.sampled_from(["", "{", "[1]", '{"label": "x"}', '{"target": NaN}', '{"input_ids": [1, "a"]}', "{}",
-                     '{"text": 5}', '{"input_ids": []}', '{"extra": {"a": 1}}', '{"extra": {"b": "t"}}']),
+                     '{"text": 5}', '{"input_ids": []}', '{"extra": {"a": 1}}', '{"extra": {"b": "t"}}',
+                     '{"extra": {"a": "x"}}', '{"extra": {"a": [2.5]}}', '{"extra": [1.5, false]}',
+                     '{"label": 99999999999999999999}', '{"input_ids": [1, 18446744073709551615]}']),
 )
 
 
