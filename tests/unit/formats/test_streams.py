@@ -99,17 +99,19 @@ WIDE = "99999999999999999999"  # beyond Int64: polars infers Int128 for the colu
     ["18446744073709551615", "1"], ["", "", WIDE], ["true", WIDE],
 ])
 @pytest.mark.parametrize("cut", [1, 2])
-def test_csv_wide_integers_decode_alike_in_any_batches(tmp_path, column, cells, cut):
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_csv_wide_integers_decode_alike_in_any_batches(tmp_path, column, cells, cut, fmt):
     """A column whose value in one batch is beyond Int64 (polars infers Int128 for the file): the
     batches decode it exactly as the one-batch read does (same dtypes, same values, same findings),
     in a role column (``label``: read as the role's Int64, the wide value null) and in a plain one."""
     cols = ["text", "label", "score", "flag"]
-    lines = [",".join(cols)] + [",".join(v if c == column else "0" for c in cols) for v in cells]
-    path = tmp_path / "shard.csv"
+    sep = "," if fmt == "csv" else "\t"
+    lines = [sep.join(cols)] + [sep.join(v if c == column else "0" for c in cols) for v in cells]
+    path = tmp_path / f"shard.{fmt}"
     path.write_text("\n".join(lines) + "\n")
-    one = _one_batch(path, "csv", CONFIG)
+    one = _one_batch(path, fmt, CONFIG)
     with batch_rows(cut):
-        many = _result(path, "csv", CONFIG)
+        many = _result(path, fmt, CONFIG)
     assert one.readable and many.readable, [f.message for f in many.findings]
     assert many.columns == one.columns
     _same_result(one, many)
