@@ -22,7 +22,14 @@ from datacheck._version import __version__
 if TYPE_CHECKING:
     from datacheck.api import audit
     from datacheck.model.config import Config, load_config
-    from datacheck.model.errors import ConfigError, DatacheckError, PolicyFailed, ReportVersionError, UsageError
+    from datacheck.model.errors import (
+        ConfigError,
+        DatacheckError,
+        OutOfMemory,
+        PolicyFailed,
+        ReportVersionError,
+        UsageError,
+    )
     from datacheck.model.findings import Example, Finding, Severity
     from datacheck.report.model import Report, ShardReport, read_report
 
@@ -42,6 +49,7 @@ _LAZY = {
     "UsageError": "datacheck.model.errors",
     "PolicyFailed": "datacheck.model.errors",
     "ReportVersionError": "datacheck.model.errors",
+    "OutOfMemory": "datacheck.model.errors",
 }
 
 __all__ = [
@@ -60,6 +68,7 @@ __all__ = [
     "UsageError",
     "PolicyFailed",
     "ReportVersionError",
+    "OutOfMemory",
 ]
 
 

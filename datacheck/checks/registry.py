@@ -307,7 +307,7 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
             continue
         try:
             items = list(spec.shard(ctx))
-        except (UsageError, ReportVersionError):  # bad input the check found: the user's error (exit 2)
+        except (UsageError, ReportVersionError, MemoryError):  # the user's error (exit 2); memory: OutOfMemory
             raise
         except Exception as exc:  # noqa: BLE001 - a raising check function is a check error, not a crash
             plan.skipped.append(_raised(cid, spec.shard, exc))
@@ -328,7 +328,7 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
         for name, fn in MEASURES.items():
             try:
                 measured = list(fn(ctx))
-            except (UsageError, ReportVersionError):
+            except (UsageError, ReportVersionError, MemoryError):
                 raise
             except Exception as exc:  # noqa: BLE001 - a raising measurement is a check error, not a crash
                 plan.skipped.append(_raised(f"stats.{name}", fn, exc))
@@ -366,7 +366,7 @@ def dataset_items(dctx: Any) -> Iterator[Finding | Skipped]:
             continue
         try:
             items = list(spec.dataset(dctx))
-        except (UsageError, ReportVersionError):  # bad input the check found (e.g. a shipped index): exit 2
+        except (UsageError, ReportVersionError, MemoryError):  # bad input (e.g. a shipped index): exit 2; memory
             raise
         except Exception as exc:  # noqa: BLE001 - a raising check function is a check error, not a crash
             yield _raised(cid, spec.dataset, exc)

@@ -27,7 +27,6 @@ import ctypes
 import importlib
 import os
 import pkgutil
-import re
 import signal
 import sys
 import threading
@@ -45,7 +44,8 @@ from datacheck.model.constants import (
     EXIT_TERMINATED,
     EXIT_USAGE,
 )
-from datacheck.model.errors import DatacheckError, PolicyFailed, ReportVersionError, UsageError
+from datacheck.model.environment import check_polars_threads
+from datacheck.model.errors import DatacheckError, OutOfMemory, PolicyFailed, ReportVersionError, UsageError
 
 __all__ = ["main", "build_parser", "Terminated", "check_polars_threads"]
 
@@ -239,33 +239,6 @@ def _catch_sigterm() -> Any:
     return previous
 
 
-#: values of ``POLARS_MAX_THREADS`` polars uses: a whole decimal number >= 1, surrounding blanks and a
-#: ``+`` allowed. Polars (1.x) panics on 0 ("Worker threads cannot be set to 0") when its thread pool is
-#: first built and silently ignores anything else ("abc", "-1", "2.5", ""), using every core.
-_THREADS_VALUE = re.compile(r"\s*\+?[0-9]+\s*")
-
-
-def check_polars_threads(environ: Any = None) -> None:
-    """Refuse a ``POLARS_MAX_THREADS`` polars cannot use, before polars builds its thread pool.
-
-    Polars reads the variable once, when its first query starts its thread pool: it panics on 0 (a
-    ``PanicException`` with a Rust traceback) and ignores a value that is not a whole number (then
-    every worker runs a pool of every core); datacheck's workers inherit the variable as it is
-    (:mod:`datacheck.execute.executors` sizes their pools only where it is unset).
-
-    Raises:
-        UsageError: naming the variable, its value and what to set instead (exit code 2).
-    """
-    env = os.environ if environ is None else environ
-    value = env.get("POLARS_MAX_THREADS")
-    if value is None or (_THREADS_VALUE.fullmatch(value) and int(value) >= 1):
-        return
-    raise UsageError(f"POLARS_MAX_THREADS={value!r}: polars needs a whole number of threads, 1 or more (it "
-                     "panics on 0 and ignores anything else); set it "
-                     "to e.g. POLARS_MAX_THREADS=4, or unset it (datacheck then sizes each worker's pool "
-                     "to cores // workers)")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the ``datacheck`` command line; returns the exit code (see the module docstring)."""
     out, err = sys.stdout, sys.stderr
@@ -336,6 +309,13 @@ def _main(argv: list[str] | None) -> int:
     except PolicyFailed as exc:
         print(f"datacheck: {exc}", file=sys.stderr)
         return EXIT_POLICY_FAILED
+    except OutOfMemory as exc:  # the machine, not the data nor a bug: exit 3 as for a worker killed for memory
+        print(f"datacheck: out of memory: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+    except MemoryError:
+        print("datacheck: out of memory: memory ran out; run again with fewer --workers, smaller batches "
+              "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory", file=sys.stderr)
+        return EXIT_INTERNAL
     except DatacheckError as exc:
         print(f"datacheck: internal error: {exc}", file=sys.stderr)
         return EXIT_INTERNAL

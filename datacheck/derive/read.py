@@ -80,6 +80,7 @@ from datacheck.model.findings import Finding
 from datacheck.model.roles import (
     Roles,
     message_fields,
+    narrows_wide_int,
     null_role_casts,
     resolve_roles,
     text_casts,
@@ -216,10 +217,9 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         derived += [c for c in (*RENDERED_COLUMNS, whole, err) if c in schema]
     if derived:
         roles = replace(roles, derived=tuple(derived))
-    wide = wide_int_casts(roles, schema)
-    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema), **wide}
-    if casts:
-        lf = lf.with_columns([pl.col(c).cast(t, strict=c not in wide) for c, t in casts.items()])
+    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema), **wide_int_casts(roles, schema)}
+    if casts:  # the rule of each batch's cast too (formats.base.cast_frame)
+        lf = lf.with_columns([pl.col(c).cast(t, strict=not narrows_wide_int(schema[c], t)) for c, t in casts.items()])
         schema.update(casts)
     where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),

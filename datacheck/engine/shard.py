@@ -41,7 +41,7 @@ from datacheck.io.shardbytes import Unreadable
 from datacheck.io.structs import sorted_fields
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.errors import ENGINE_ERRORS, InternalError
+from datacheck.model.errors import ENGINE_ERRORS, InternalError, OutOfMemory, ran_out_of_memory
 from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult
 
@@ -254,12 +254,16 @@ def _run_batch(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [i], [], with_len=False)))
                 ok_checks.append(i)
             except ENGINE_ERRORS as e:
+                if ran_out_of_memory(e):  # even alone: the machine, not the check (OutOfMemory)
+                    raise
                 broken_c[i] = _first_line(e)
         for j in range(len(stats)):
             try:
                 df_parts.append(_collect(_queries(lf, row_checks, stats, [], [j], with_len=False)))
                 ok_stats.append(j)
             except ENGINE_ERRORS as e:
+                if ran_out_of_memory(e):
+                    raise
                 broken_s[j] = _first_line(e)
         df = pl.concat(df_parts, how="horizontal")
         del exc
@@ -392,17 +396,23 @@ def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_che
 def audit_shard(ds: DiscoveredShard, cfg: Config, content_hash: str, size: int, keep_rows: bool = False,
                 cross_shard: bool = True) -> ShardResult:
     """Audit one shard. Never raises for bad data: an unreadable shard gets the registry's unreadable findings.
+    Raises :class:`~datacheck.model.errors.OutOfMemory` when memory runs out while it is decoded or checked
+    (a ``MemoryError``, also one a reader reported as an unreadable shard): the machine, not the data.
 
     With ``keep_rows``, ``ShardResult.failing_rows`` holds every failing row of every row check
     (for ``datacheck clean``); otherwise findings keep the first ``max_examples`` rows only.
     """
     try:
-        # the reader, the text-column and null-role casts, the derivations the registered families read
-        data: CheckInput = open_for_checks(ds, cfg, derive=needed_derivations())
-    except Unreadable as exc:
-        return _unreadable(ds, content_hash, size, exc.reason)
-    return _audit_data(data, cfg, ds.rel, ds.format, content_hash, size, keep_rows, cross_shard,
-                       on_unreadable=lambda reason: _unreadable(ds, content_hash, size, reason))
+        try:
+            # the reader, the text-column and null-role casts, the derivations the registered families read
+            data: CheckInput = open_for_checks(ds, cfg, derive=needed_derivations())
+        except Unreadable as exc:
+            OutOfMemory.check(exc, ds.rel, size)
+            return _unreadable(ds, content_hash, size, exc.reason)
+        return _audit_data(data, cfg, ds.rel, ds.format, content_hash, size, keep_rows, cross_shard,
+                           on_unreadable=lambda reason: _unreadable(ds, content_hash, size, reason))
+    except MemoryError:
+        raise OutOfMemory.decoding(ds.rel, size) from None
 
 
 def _changed_reason(before: tuple[int, int, int, int], after: tuple[int, int, int, int]) -> str:
@@ -480,10 +490,14 @@ def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame
                            findings=unreadable_findings(name, "frame", reason))
 
     try:
-        data = open_for_checks(df, cfg, derive=needed_derivations())  # the same casts and roles as a file
-    except Unreadable as exc:
-        return unreadable(exc.reason)
-    return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
+        try:
+            data = open_for_checks(df, cfg, derive=needed_derivations())  # the same casts and roles as a file
+        except Unreadable as exc:
+            OutOfMemory.check(exc, name, 0)
+            return unreadable(exc.reason)
+        return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
+    except MemoryError:
+        raise OutOfMemory.decoding(name, 0) from None
 
 
 _Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[int, Any]], dict[str, Any],
@@ -747,6 +761,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     try:
         run = _run_batches(data, row_checks, measures, schema, max_ex, sampled=sampler.held)
     except Unreadable as exc:
+        OutOfMemory.check(exc, rel, size)
         return on_unreadable(exc.reason)
     n, results, example_values, stat_values, payload, more_skipped = run
     skipped += more_skipped

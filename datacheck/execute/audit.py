@@ -40,6 +40,7 @@ from datacheck.io.outputs import check_output_folders
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
+from datacheck.model.environment import check_polars_threads
 from datacheck.model.errors import ENGINE_ERRORS, InternalError, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
@@ -436,13 +437,17 @@ def audit(
         The :class:`Report`. It is not written anywhere; the CLI stores it.
 
     Raises:
-        ConfigError: the config is invalid (before any shard is read).
+        ConfigError: the config is invalid (before any shard is read); ``POLARS_MAX_THREADS`` is set to
+            a value polars cannot use (before any polars query: :mod:`datacheck.model.environment`).
         UsageError: ``paths`` or ``config`` is of another type (e.g. ``audit(123)``), a path does not
             exist, no shard was found, ``fail_on`` is unknown, ``workers``/``executor``/``ray_address`` are bad
             (``OptionalDependencyError`` for ``executor="ray"`` without ray),
             ``cache_dir`` is read-only, or the ``[dataset] index`` file is missing, not JSON, of a
             newer format version or lists a path outside the audited root (all before any shard is read).
+        OutOfMemory: memory ran out while a shard was decoded or checked (the message names it and says
+            what to do: fewer ``workers``, smaller batches); never reported as an unreadable shard.
     """
+    check_polars_threads()  # before any polars query: polars panics on POLARS_MAX_THREADS=0
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, Path)) for p in paths):

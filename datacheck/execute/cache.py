@@ -62,7 +62,6 @@ import os
 import shutil
 import stat
 import struct
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -75,7 +74,7 @@ from datacheck._version import __version__
 from datacheck.execute.rerun import SETTLE_NS, code_fingerprint, runtime_fingerprint
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
-from datacheck.io.outputs import make_temp_file
+from datacheck.io.outputs import probe_writable, replace_file
 from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
@@ -380,9 +379,7 @@ def _check_writable(root: Path) -> None:
     if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
         raise UsageError(f"cache folder {root} is read-only (mode {stat.filemode(mode)}); {remedy}")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=root)
-        os.close(fd)
-        os.unlink(tmp)
+        probe_writable(root)
     except OSError as exc:
         raise UsageError(f"cache folder {root} is not writable ({exc.strerror or exc}); {remedy}") from None
 
@@ -463,21 +460,11 @@ class ShardCache:
                 return
         except OSError:
             pass
-        tmp = None
         try:
-            fd, tmp = make_temp_file(self._entry_dir(p), f".{p.name}.")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, p)  # no fsync: a torn record does not parse and is only a miss
-            tmp = None
+            self._entry_dir(p)
+            replace_file(p, data, durable=False)  # no fsync: a torn record does not parse and is only a miss
         except OSError:
             pass
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
 
     def _repair(self, p: Path) -> bool:
         """Remove what stands at ``p`` inside the cache when it is not a regular file (a symlink, a
@@ -607,29 +594,16 @@ class ShardCache:
             return
         p = self.entry_path(key)
         self.used.add(key)
-        tmp = None
         try:
-            folder = self._entry_dir(p)
+            self._entry_dir(p)
             self._repair(p)
-            fd, tmp = make_temp_file(folder, f".{p.name}.")  # 0o666 minus the umask, like any output
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-            tmp = None
+            replace_file(p, data)  # 0o666 minus the umask, like any output
         except OSError as exc:
             self.stats.write_errors += 1
             if self.stats.write_errors == 1:
                 warnings.warn(f"cache entry {p}: cannot write ({exc.strerror or exc}); continuing without the "
                               "cache (said once per audit)", CacheWarning, stacklevel=2)
             return
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
         self.stats.writes += 1
 
 

@@ -43,7 +43,7 @@ from datacheck.io.ledger import Ledger, LedgerBatch, read_ledger
 from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
-from datacheck.model.errors import UsageError
+from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.order import EpochOrder, epoch_order
 from datacheck.model.roles import is_list
 
@@ -210,6 +210,7 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, spl
                 exprs.append(tokens_expr(cfg, ids).implode().alias("len"))  # type: ignore[arg-type]
             df = data.lf.select(exprs).collect()
         except Unreadable as exc:
+            OutOfMemory.check(exc, ds.rel)
             raise UsageError(f"{ds.rel}: cannot be read ({exc.reason}); the plan needs every shard's row count") from None
         n = int(df["n"][0])
         if sup_parts is not None:

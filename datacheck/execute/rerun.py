@@ -59,7 +59,7 @@ import xxhash
 
 from datacheck._version import __version__
 from datacheck.io.hashing import hash_file
-from datacheck.io.outputs import make_temp_file
+from datacheck.io.outputs import replace_file
 
 __all__ = ["MEMO_LAYOUT", "SETTLE_NS", "MAX_EXTERNAL_FILES", "Snapshot", "Hit", "code_fingerprint",
            "runtime_fingerprint", "observe", "snapshot", "direct_key", "memo_path", "lookup", "record", "now_created_at",
@@ -498,7 +498,6 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
     data = _encode(header, [report_text.encode("utf-8"), b"" if stdout_is_report else stdout.encode("utf-8"),
                             stderr.encode("utf-8")])
     p = memo_path(cache_dir, key)
-    tmp = None
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)  # the folder the user named (a link to one is fine)
         for d in (p.parent.parent.parent, p.parent.parent, p.parent):  # memo/, memo/v<n>/, memo/v<n>/<xx>/
@@ -508,17 +507,7 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
                 pass
             if not stat.S_ISDIR(os.lstat(d).st_mode):  # a link planted there: nothing is made through it
                 return False
-        fd, tmp = make_temp_file(p.parent, f".{p.name}.")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)  # no fsync: a torn record fails its digest and is only a miss
-        tmp = None
+        replace_file(p, data, durable=False)  # no fsync: a torn record fails its digest and is only a miss
     except OSError:
         return False
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     return True

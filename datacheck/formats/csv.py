@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,26 @@ def combine_dtypes(seen: list[pl.DataType]) -> pl.DataType:
     if kinds <= set(_INT_RANK):
         return max(kinds, key=_INT_RANK.index)
     return pl.String
+
+
+_UNPARSED = re.compile(r"could not parse `(?P<value>.*?)` as dtype `(?P<dtype>[^`]*)` at column '(?P<column>.*?)'")
+
+
+def _refusal(exc: BaseException, cols: list[str], records: list[list[str]], lines: list[int]) -> Unreadable:
+    """Why polars' inference refused a chunk of good ``records`` (``lines``: each one's 1-based line):
+    a value it cannot parse as the dtype it inferred (an integer beyond 128 bits) is named by line,
+    column and value, with what to write instead; any other error in polars' own words."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    m = _UNPARSED.search(first)
+    if m is not None and m["column"] in cols:
+        i, value = cols.index(m["column"]), m["value"]
+        line = next((ln for rec, ln in zip(records, lines) if rec[i] == value), None)
+        where = f"line {line}, " if line is not None else ""
+        return Unreadable(
+            f"{where}column {m['column']!r}: {value} cannot be read as a number (polars infers {m['dtype']} for the "
+            "column, and no integer dtype holds a value beyond 128 bits); write it as a float, or name the column "
+            "in [columns] text to read the column as strings")
+    return Unreadable(f"CSV records do not form one table: {first}")
 
 
 @dataclass
@@ -285,11 +306,12 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     rows = 0
     lines: array | None = None  # only once a row is not on the line after the previous one
     recs: list[list[str]] = []
+    rec_lines: list[int] = []  # the line of each of recs
     chars = 0
     seen: dict[int, list[pl.DataType]] = {}
     cols: list[str] | None = None
 
-    def infer(chunk: list[list[str]]) -> None:
+    def infer(chunk: list[list[str]], chunk_lines: list[int]) -> None:
         nonlocal cols
         if cols is None:
             cols = unique_names(split.columns())
@@ -298,7 +320,7 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
                              schema_overrides={c: pl.String for c in cols if c in string_columns},
                              null_values=[""], try_parse_dates=False)
         except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
-            raise Unreadable(f"CSV records do not form one table: {exc}") from None
+            raise _refusal(exc, cols, chunk, chunk_lines) from None
         for i, s in enumerate(df.get_columns()):
             if s.null_count() < s.len():
                 seen.setdefault(i, []).append(s.dtype)
@@ -323,14 +345,15 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
                 lines.append(r.line)
             rows += 1
             recs.append(r.fields)
+            rec_lines.append(r.line)
             chars += sum(map(len, r.fields))
             if len(recs) >= CSV_CHUNK_ROWS or chars >= CSV_CHUNK_CHARS:
-                infer(recs)
-                recs, chars = [], 0
+                infer(recs, rec_lines)
+                recs, rec_lines, chars = [], [], 0
     except RecordLayoutError as exc:
         raise Unreadable(str(exc)) from None
     if recs:
-        infer(recs)
+        infer(recs, rec_lines)
     findings: list[Finding] = []
     if split.n_bad_utf8:
         findings.append(utf8_finding(split.bad_utf8, max_examples, total=split.n_bad_utf8))

@@ -15,9 +15,11 @@ the chunks are cut:
   values the ``finite.*`` checks see) and the row -> line mapping (None when every chunk parsed
   fast, else one int64 per row). From those it decides over the whole file: each column's JSON
   kind (the most common wins; a value of another kind is null with a ``schema.dtype`` finding
-  naming its lines), the unified schema (as ``pl.concat(how="diagonal_relaxed")``: ints in one
-  chunk and floats in another are Float64, a column absent from a chunk is null there, struct
-  fields unioned), columns whose values do not form one column. When a column mixes kinds, the
+  naming its lines), the unified schema (the chunks' dtypes joined column by column,
+  :func:`datacheck.formats.jsonvalues.join_dtypes`: ints in one chunk and floats in another are
+  Float64, a column absent from a chunk is null there, struct fields unioned), columns whose
+  values do not form one column (in a chunk, or across chunks: a field that is a number in one
+  chunk and a string in another). When a column mixes kinds, the
   chunks' dtypes after nulling are only known once the kind is decided: the file is streamed a
   second time for the schema alone (only then).
 - **Pass 2** (:meth:`JsonlSource.frames`) streams the file again and hands each chunk's rows,
@@ -61,6 +63,7 @@ from datacheck.formats import jsonvalues
 from datacheck.formats.base import Format, ReadOptions, ShardData
 from datacheck.formats.batches import StreamedReader, cast_batches
 from datacheck.formats.jsonvalues import (
+    TYPES_CHANGE,
     _broken_finding,
     _compatible,
     _finish_jsonl,
@@ -71,6 +74,7 @@ from datacheck.formats.jsonvalues import (
     _Piece,
     _piece_frame,
     _piece_kinds,
+    join_dtypes,
     jsonl_chunks,
     major_kind,
     mixed_types_finding,
@@ -420,16 +424,19 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
         for s in sums:
             for n, w in s.broken.items():
                 broken.setdefault(n, w)
+    joined: dict[str, pl.DataType] = {}  # the chunks' dtypes joined column by column (join_dtypes)
+    for sch in schemas:
+        for n, t in sch.items():
+            if n in broken:
+                continue
+            got = join_dtypes(joined[n], t) if n in joined else t
+            if got is None:  # e.g. a field that is a number in one chunk and a string in another
+                broken[n] = TYPES_CHANGE
+                continue
+            joined[n] = got
     for n, w in broken.items():
         findings.append(_broken_finding(n, w, nonnull.get(n, 0)))
-    try:
-        frames = [pl.DataFrame(schema=s) for s in schemas]
-        joined = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
-        if broken:
-            joined = joined.with_columns([pl.lit(None).alias(n) for n in broken])
-        schema = {c: sorted_fields(t) for c, t in joined.select(order).schema.items()}
-    except READ_ERRORS as exc:
-        raise Unreadable(f"the JSONL chunks do not form one table: {str(exc).splitlines()[0]}") from None
+    schema = {c: pl.Null() if c in broken else sorted_fields(joined.get(c, pl.Null())) for c in order}
     src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,
                       majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0],
                       pieces=kept[0])

@@ -8,9 +8,15 @@
   of a file (plain, ``.gz``, ``.zst``: decompressed as a stream, :data:`JSONL_CHUNK_BYTES` of whole
   lines each).
 - A column's JSON type is decided over the whole file (the most common kind wins; a value of another
-  kind is read as null with a ``schema.dtype`` finding naming its lines); chunk frames are joined
-  as ``pl.concat(how="diagonal_relaxed")`` does (:func:`_join_pieces`: ints in one chunk and floats
-  in another are Float64, a column missing from a chunk is null there).
+  kind is read as null with a ``schema.dtype`` finding naming its lines).
+- A column's dtype is its values' dtypes joined by one rule, :func:`join_dtypes` (the rule of
+  polars' NDJSON parser: ints beside floats are Float64, an int beyond Int64 makes Int128, Null
+  joins anything, lists join their items, objects join field by field; a number or a boolean never
+  becomes a string), row by row on the per-line path (:func:`_column_series`) and chunk by chunk
+  (:func:`datacheck.formats.jsonl.open_jsonl`): the same dtype whatever the chunking. Values whose
+  dtypes do not join (a field that is a number in one line and a string in another, array items
+  of several types, an integer beyond 128 bits) make the column null with a ``schema.dtype``
+  finding (:data:`TYPES_CHANGE`, :data:`BEYOND_128_BITS`).
 - Records parsed by ``json.loads`` (NaN/Infinity are floats, big integers exact) become a frame with
   :func:`_frame_from_records` (the JSON-array reader).
 """
@@ -33,7 +39,7 @@ from datacheck.io.shardbytes import READ_ERRORS, Unreadable, line_chunks
 from datacheck.io.structs import with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
 
-__all__ = ["JSONL_CHUNK_BYTES", "jsonl_chunks"]
+__all__ = ["BEYOND_128_BITS", "JSONL_CHUNK_BYTES", "TYPES_CHANGE", "join_dtypes", "jsonl_chunks"]
 
 #: Decompressed bytes of one JSONL chunk (whole lines; a longer line makes a longer chunk).
 JSONL_CHUNK_BYTES = 16 * 2**20  # 16 MiB: pass 1 peaks ~100 MiB lower than at 32 MiB, no slower (bench_jsonl_stream.py)
@@ -157,30 +163,6 @@ def _compatible(kind: str, major: str) -> bool:
     return kind == major or (kind == "array<*>" and major.startswith("array<"))
 
 
-def _leaves(values: list) -> tuple[int, bool]:
-    """(list depth, any float among the leaves) of a column's Python values."""
-    depth, has_float, level = 0, False, [v for v in values if v is not None]
-    while level:
-        if any(isinstance(v, float) for v in level):
-            has_float = True
-        lists = [v for v in level if isinstance(v, list)]
-        if not lists:
-            break
-        depth += 1
-        level = [x for v in lists for x in v if x is not None]
-    return depth, has_float
-
-
-def _has_object(values: list) -> bool:
-    """Whether a JSON object (dict) is among ``values`` at any depth (in lists)."""
-    level = values
-    while level:
-        if any(isinstance(v, dict) for v in level):
-            return True
-        level = [x for v in level if isinstance(v, list) for x in v if isinstance(x, (list, dict))]
-    return False
-
-
 def _same_json(a: Any, b: Any) -> bool:
     """Whether the value polars holds (``b``, from ``Series.to_list``) is the JSON value ``a``: an
     object's missing field equals a null one (a struct has every field of its dtype), numbers
@@ -196,44 +178,161 @@ def _same_json(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _object_series(name: str, values: list) -> pl.Series | str:
-    """A column holding JSON objects: polars' Series builder takes a struct's fields from the first
-    object only (``[{"a": 1}, {"b": "t"}]`` became ``{a}``, row 2's ``b`` silently dropped) and
-    ``from_dicts`` casts fields that change type (``[1]`` next to ``[{"q": 1}]`` became ``{q: 1}``).
-    Each build is kept only when it holds every value exactly (:func:`_same_json`); else polars'
-    message, or a message saying that the objects' fields change type."""
-    why = "the objects' fields change type between rows"
-    for build in (lambda: pl.Series(name, values),
-                  lambda: pl.from_dicts([{name: v} for v in values], infer_schema_length=None).to_series()):
-        try:
-            got = build()
-        except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError) as exc:
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            continue
-        if all(_same_json(a, b) for a, b in zip(values, got.to_list())):
-            return got
-    return why
+#: why a column's values cannot be one column (the same words whatever chunks its values were parsed in)
+TYPES_CHANGE = "an object's field or an array's items change type between rows"
+#: why a column holding an integer beyond 128 bits cannot be one column
+BEYOND_128_BITS = "an integer beyond 128 bits, which no column type holds"
+
+
+class _Beyond128Bits(ValueError):
+    """An integer outside Int128's range: no column dtype holds it (:data:`BEYOND_128_BITS`)."""
+
+
+def join_dtypes(a: pl.DataType, b: pl.DataType) -> pl.DataType | None:
+    """The dtype of one column whose values have dtype ``a`` in some rows (or chunks) and ``b`` in
+    others, by the rule polars' NDJSON parser follows over a whole file, or None when they do not
+    form one column. Null joins any dtype; numbers widen (Float64 beside a float, Int128 beside an
+    int beyond Int64); lists join their items; objects (structs) join field by field, a field
+    missing on one side kept as it is. Nothing else joins: a number or a boolean is never read as a
+    string, nor a list as a value (``pl.concat(how="diagonal_relaxed")`` would turn ``{"a": 1}``
+    beside ``{"a": "x"}`` into the string ``"1"``, and fails on ``{"a": [1]}`` beside ``{"a": 1}``)."""
+    if a == b:
+        return a
+    if a == pl.Null:
+        return b
+    if b == pl.Null:
+        return a
+    if a.is_numeric() and b.is_numeric():
+        if a.is_float() or b.is_float():
+            return pl.Float64()
+        return a if a == pl.Int128 else b if b == pl.Int128 else pl.Int128()
+    if isinstance(a, pl.List) and isinstance(b, pl.List):
+        inner = join_dtypes(a.inner, b.inner)  # type: ignore[arg-type]
+        return None if inner is None else pl.List(inner)
+    if isinstance(a, pl.Struct) and isinstance(b, pl.Struct):
+        fields = {f.name: f.dtype for f in a.fields}
+        for f in b.fields:
+            t = join_dtypes(fields[f.name], f.dtype) if f.name in fields else f.dtype
+            if t is None:
+                return None
+            fields[f.name] = t
+        return pl.Struct(fields)
+    return None
+
+
+# the dtypes most values have, made once: a column's rows mostly share one of them (compared by identity)
+_NULL, _INT64, _INT128, _FLOAT64 = pl.Null(), pl.Int64(), pl.Int128(), pl.Float64()
+_LISTS = {t: pl.List(t) for t in (_NULL, _INT64, _INT128, _FLOAT64)}
+_SCALAR_DTYPES: dict[type, pl.DataType] = {bool: pl.Boolean(), float: _FLOAT64, str: pl.String()}
+
+
+def _int_dtype(values: list[int]) -> pl.DataType:
+    """Int64, else Int128, for the ints ``values``. Raises :class:`_Beyond128Bits`."""
+    lo, hi = min(values), max(values)
+    if -2**63 <= lo and hi < 2**63:
+        return _INT64
+    if -2**127 <= lo and hi < 2**127:
+        return _INT128
+    raise _Beyond128Bits
+
+
+def _value_dtype(v: Any) -> pl.DataType | None:
+    """The dtype polars' NDJSON parser gives the JSON value ``v`` (as ``json.loads`` returns it), or
+    None when its parts do not join (:func:`join_dtypes`). Raises :class:`_Beyond128Bits`."""
+    if v is None:
+        return _NULL
+    if isinstance(v, int) and not isinstance(v, bool):
+        return _int_dtype([v])
+    t = _SCALAR_DTYPES.get(type(v))
+    if t is not None:
+        return t
+    if isinstance(v, list):
+        kinds = {type(x) for x in v} - {type(None)}
+        if kinds <= {int}:  # a list of ints (token ids): no walk item by item
+            items = [x for x in v if x is not None] if None in v else v
+            return _LISTS[_int_dtype(items) if items else _NULL]
+        if kinds <= {int, float}:
+            return _LISTS[_FLOAT64]
+        joined: pl.DataType | None = _NULL
+        for x in v:
+            xt = _value_dtype(x)
+            joined = None if xt is None or joined is None else join_dtypes(joined, xt)
+            if joined is None:
+                return None
+        return pl.List(joined)
+    if isinstance(v, dict):
+        fields = {}
+        for k, x in v.items():
+            xt = _value_dtype(x)
+            if xt is None:
+                return None
+            fields[k] = xt
+        return pl.Struct(fields)
+    return None
+
+
+def _conform(v: Any, dtype: pl.DataType) -> Any:
+    """``v`` with its ints written as floats where ``dtype`` reads them as Float64 (polars' builder
+    refuses an int among the floats of a struct's list; outside structs it converts them itself)."""
+    if v is None:
+        return None
+    if dtype == pl.Float64 and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(dtype, pl.List) and isinstance(v, list):
+        return [_conform(x, dtype.inner) for x in v]  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct) and isinstance(v, dict):
+        return {f.name: _conform(v.get(f.name), f.dtype) for f in dtype.fields}
+    return v
+
+
+def _holds(dtype: pl.DataType, what: type) -> bool:
+    """Whether ``dtype`` is, or holds in its lists and struct fields, a dtype of the class ``what``."""
+    if isinstance(dtype, what):
+        return True
+    if isinstance(dtype, pl.List):
+        return _holds(dtype.inner, what)  # type: ignore[arg-type]
+    if isinstance(dtype, pl.Struct):
+        return any(_holds(f.dtype, what) for f in dtype.fields)
+    return False
 
 
 def _column_series(name: str, values: list) -> pl.Series | str:
-    """The column as polars builds it from Python values; numbers that polars' strict builder refuses
-    are given one dtype: Float64 when some are floats (ints next to floats), else Int128 (integers
-    beyond 64 bits, e.g. a uint64 id next to a negative one); objects: :func:`_object_series`.
-    Returns polars' message when the values still do not form one column (e.g. objects whose fields
-    change type)."""
-    if _has_object(values):
-        return _object_series(name, values)
+    """The column of the Python values ``values`` (``json.loads``), with the dtype polars' NDJSON
+    parser gives them: every value's dtype (:func:`_value_dtype`) joined (:func:`join_dtypes`), so a
+    column's dtype does not depend on which rows share a chunk, and every value kept as written
+    (ints beside floats as Float64, as the parser reads them). Polars' own builder is not trusted
+    with the dtype: it takes a list column's item type from its first list (``[[1], [2.5]]`` became
+    ``List(Int64)``, 2.5 read as 2), a struct's fields from the first object (a later field
+    dropped), UInt64 for ints the parser reads as Int128.
+
+    Returns why not when the values do not form one column: :data:`BEYOND_128_BITS`, else
+    :data:`TYPES_CHANGE`."""
+    dtype: pl.DataType | None = _NULL
+    last = None  # the dtype joined last: rows mostly repeat it (the same object, see _INT64)
     try:
-        return pl.Series(name, values)
-    except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        depth, has_float = _leaves(values)
-        dtype: pl.DataType = pl.Float64() if has_float else pl.Int128()
-        for _ in range(depth):
-            dtype = pl.List(dtype)
-        try:
-            return pl.Series(name, values, dtype=dtype)
-        except (TypeError, OverflowError, pl.exceptions.PolarsError) as exc:
-            return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        for v in values:
+            t = _value_dtype(v)
+            if t is None:
+                return TYPES_CHANGE
+            if t is last:
+                continue
+            dtype = None if dtype is None else join_dtypes(dtype, t)
+            if dtype is None:
+                return TYPES_CHANGE
+            last = t
+    except _Beyond128Bits:
+        return BEYOND_128_BITS
+    assert dtype is not None
+    objects = _holds(dtype, pl.Struct)
+    data = [_conform(v, dtype) for v in values] if objects and _holds(dtype, pl.Float64) else values
+    try:
+        got = pl.Series(name, data, dtype=dtype, strict=True)
+    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
+        return TYPES_CHANGE
+    if objects:  # every field kept (checked, as polars' struct builder is lax)
+        if not all(_same_json(a, b) for a, b in zip(data, got.to_list())):
+            return TYPES_CHANGE
+    return got
 
 
 def _lines_text(lines: list[int]) -> str:

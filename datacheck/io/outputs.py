@@ -2,7 +2,8 @@
 that keeps outputs out of the audited data.
 
 Writing (:func:`write_atomic`, used by reports, ``--html``, ``--junit``, ``inspect --export``,
-``index build``, ``schema infer``, part sidecars and cache entries):
+``index build``, ``schema infer`` and part sidecars; its rename step, :func:`replace_file`, also
+writes the result cache's entries and the whole-audit memo's records):
 
 * a symbolic link is followed: its final target is written (the link stays a link);
 * a regular file, or a new one, is written as a temporary file in the target's own folder
@@ -40,7 +41,7 @@ from datacheck.model.errors import UsageError
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["write_atomic", "write_frame_atomic", "make_temp_folder", "make_temp_file", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
+__all__ = ["write_atomic", "write_frame_atomic", "replace_file", "probe_writable", "make_temp_folder", "make_temp_file", "check_outputs", "check_output_folders", "check_output_target", "Content", "os_error_message"]
 
 #: What :func:`write_atomic` writes: text (UTF-8), bytes, or a function that writes the whole
 #: content to the binary file object it is given (e.g. ``df.write_parquet``).
@@ -172,6 +173,14 @@ def make_temp_file(folder: str | os.PathLike[str], prefix: str, suffix: str = ".
     return fd, tmp
 
 
+def probe_writable(folder: str | os.PathLike[str]) -> None:
+    """Prove that a file can be created in the existing ``folder``: a ``.probe-*`` file made and
+    removed at once (nothing is left). Raises the ``OSError`` of the failure."""
+    fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=folder)
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def _fsync_dir(folder: str) -> None:
     """Make the rename durable (best effort: some file systems refuse to fsync a folder)."""
     try:
@@ -184,6 +193,50 @@ def _fsync_dir(folder: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def replace_file(path: str | os.PathLike[str], content: Content, *, durable: bool = True,
+                 mode: int | None = None) -> None:
+    """Put ``content`` at ``path`` by rename, the one temporary-file writer of datacheck: a
+    temporary file ``.NAME.XXXXXXXX.tmp`` in ``path``'s folder (which must exist; :func:`make_temp_file`),
+    given ``mode`` (None: ``0o666`` minus the umask), written, fsynced when ``durable``, then renamed over
+    ``path`` (``os.replace``: a reader sees the old or the new content, never a part of it; whatever
+    stands at ``path``, a file or a symbolic link, is replaced, never written through). On any failure,
+    an interrupt too, the temporary file is removed and ``path`` is untouched.
+
+    :func:`write_atomic` (every output) calls it after resolving links and devices; the result cache
+    and the whole-audit memo (:mod:`datacheck.execute.cache`, :mod:`datacheck.execute.rerun`) call it on
+    their own entries, without ``durable`` for records whose torn copy only reads as a miss.
+
+    Raises:
+        OSError: the file cannot be created, written or renamed (also the OS error a content writer
+            such as polars wraps in its own exception: "... (os error 28)").
+    """
+    target = os.fspath(path)
+    fd, tmp = make_temp_file(os.path.dirname(target) or ".", f".{os.path.basename(target)}.")
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            try:
+                _put(f, content)
+            except OSError:
+                raise
+            except Exception as exc:  # a writer (polars, pyarrow) that wraps the OS error in its own type
+                os_exc = _os_error_in(exc)
+                if os_exc is None:
+                    raise
+                raise os_exc from None
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _write(given: str, content: Content) -> None:
@@ -205,28 +258,7 @@ def _write(given: str, content: Content) -> None:
         return
     folder = os.path.dirname(target) or "."
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=folder)
-    try:
-        os.fchmod(fd, _new_file_mode() if mode is None else mode)  # mkstemp creates 0600
-        with os.fdopen(fd, "wb") as f:
-            try:
-                _put(f, content)
-            except OSError:
-                raise
-            except Exception as exc:  # a writer (polars, pyarrow) that wraps the OS error in its own type
-                os_exc = _os_error_in(exc)
-                if os_exc is None:
-                    raise
-                raise os_exc from None
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_file(target, content, mode=mode)  # an existing file keeps its mode
     _fsync_dir(folder)
 
 
@@ -351,9 +383,7 @@ def check_output_folders(folders: Mapping[str, str | os.PathLike[str] | None], i
                 if not os.path.lexists(d):
                     os.mkdir(d)
                     created.append(d)
-            fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=target)
-            os.close(fd)
-            os.unlink(tmp)
+            probe_writable(target)
         except OSError as exc:
             raise UsageError(f"{flag} {folder}: {_usage_error(str(folder), exc)}") from None
         finally:

@@ -22,6 +22,8 @@ __all__ = [
     "ReportVersionError",
     "PolicyFailed",
     "InternalError",
+    "OutOfMemory",
+    "ran_out_of_memory",
     "OptionalDependencyError",
     "BatchValidationError",
     "ENGINE_ERRORS",
@@ -60,6 +62,41 @@ class PolicyFailed(DatacheckError):
 
 class InternalError(DatacheckError):
     """A bug in datacheck: please report it with the command line and the traceback."""
+
+
+class OutOfMemory(DatacheckError):
+    """The machine ran out of memory while datacheck worked (a ``MemoryError``, pyarrow's
+    ``ArrowMemoryError`` among them): not a defect of the data nor a bug; the message names the
+    shard and what to do (fewer workers, smaller batches). The CLI's exit code is 3, as for a worker
+    process killed for memory."""
+
+    @classmethod
+    def decoding(cls, shard: str, size: int = 0) -> "OutOfMemory":
+        """Memory ran out while ``shard`` (``size`` bytes, 0: not known) was decoded or checked."""
+        what = f"{shard} ({size:,} bytes)" if size else shard
+        return cls(f"memory ran out while decoding {what}; the data itself may be fine: run again with fewer "
+                   "--workers (each worker holds a batch of its shard in memory), smaller batches "
+                   "(DATACHECK_BATCH_ROWS=N rows a batch), or on a machine with more memory")
+
+    @classmethod
+    def check(cls, exc: BaseException, shard: str, size: int = 0) -> None:
+        """Raise :meth:`decoding` of ``shard`` when ``exc`` (e.g. an unreadable shard) came from memory
+        running out (:func:`ran_out_of_memory`); else return, the caller handling ``exc`` as it does."""
+        if ran_out_of_memory(exc):
+            raise cls.decoding(shard, size) from None
+
+
+def ran_out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a ``MemoryError``, or was raised while one was handled (its
+    ``__cause__``/``__context__`` chain holds one: a reader that turned it into an unreadable
+    shard with ``raise ... from None`` keeps it as the context)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, MemoryError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class OptionalDependencyError(UsageError):

@@ -25,7 +25,7 @@ __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "nu
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
-           "MessageFields", "message_fields"]
+           "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -437,6 +437,13 @@ def _int128(t: pl.DataType) -> bool:
     while isinstance(inner, (pl.List, pl.Array)):
         inner = inner.inner  # type: ignore[assignment]
     return inner == pl.Int128 or str(inner) == "UInt128"
+
+
+def narrows_wide_int(source: pl.DataType, target: pl.DataType) -> bool:
+    """Whether casting ``source`` to ``target`` reads 128-bit integers as 64-bit ones (the casts of
+    :func:`wide_int_casts`): such a cast is non-strict, a value beyond 64 bits becoming null; every
+    other cast of the read path is strict. The one rule of the one-frame read and of each batch."""
+    return _int128(source) and (target == pl.Int64 or target == pl.List(pl.Int64))
 
 
 def wide_int_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:

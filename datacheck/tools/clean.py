@@ -482,8 +482,11 @@ def _sigterm_as_exit() -> Iterator[None]:
     """While active, SIGTERM raises ``SystemExit(143)`` (128 + SIGTERM, the shell's convention) instead
     of killing the process outright, so the ``except BaseException`` cleanup of :func:`clean` removes
     its temporary output folder, as it does on Ctrl-C. The previous handler is restored on exit.
-    Only in the main thread (Python delivers signals there); elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
+    Only in the main thread (Python delivers signals there) and only over the default action: a
+    handler the caller set is kept (the CLI's raises ``Terminated``, a ``KeyboardInterrupt``: the
+    same cleanup, then its one "terminated" line and exit 143, as for every verb)."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
 
@@ -661,8 +664,8 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             ``[splits]``; ``out`` is inside/contains the input
             folder, is not empty, or is not writable; no shard found.
         InternalError: the written rows do not equal the input (nothing is renamed into place).
-        SystemExit: SIGTERM arrived during the run (code 143); as on Ctrl-C (KeyboardInterrupt) the
-            temporary output folder is removed and ``out`` is not created.
+        SystemExit: SIGTERM arrived during the run (code 143) while it had its default action; as on
+            Ctrl-C (KeyboardInterrupt) the temporary output folder is removed and ``out`` is not created.
     """
     if isinstance(paths, (str, Path)):
         paths = [str(paths)]

@@ -31,7 +31,7 @@ from datacheck.derive.read import open_for_checks
 from datacheck.formats.discovery import discover
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
-from datacheck.model.errors import UsageError
+from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.layouts import Layout
 from datacheck.model.roles import inner_dtype, is_list, list_depth, seq2seq_layout
 
@@ -192,7 +192,10 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
                 for c in roles.of(role):
                     role_of.setdefault(c, role)
             st = _shard_stats(data.lf, schema, roles.label)
+        except MemoryError:
+            raise OutOfMemory.decoding(ds.rel) from None
         except Unreadable as exc:
+            OutOfMemory.check(exc, ds.rel)
             notes.append(f"{ds.rel}: not read ({exc.reason})")
             continue
         except pl.exceptions.PolarsError as exc:
@@ -480,7 +483,10 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
             data = open_for_checks(ds, cfg)
             df = data.lf.head(SAMPLE_ROWS).collect()
             break
+        except MemoryError:
+            raise OutOfMemory.decoding(ds.rel) from None
         except Unreadable as exc:
+            OutOfMemory.check(exc, ds.rel)
             reasons.append(f"{ds.rel}: {exc.reason}")
         except pl.exceptions.PolarsError as exc:
             reasons.append(f"{ds.rel}: {str(exc).splitlines()[0]}")

@@ -38,7 +38,7 @@ from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.errors import OptionalDependencyError, UsageError
+from datacheck.model.errors import OptionalDependencyError, OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Skipped, show_value
 from datacheck.model.layouts import Layout
 from datacheck.model.roles import is_list, seq2seq_layout
@@ -451,6 +451,7 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
     try:
         data = open_for_checks(ds, cfg)  # as the audit read it
     except Unreadable as exc:  # the file changed between the audit and now
+        OutOfMemory.check(exc, ds.rel, size)
         return ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=None, unreadable=exc.reason)
     failing = {k: v for k, v in res.failing_rows.items() if checks is None or k.split(":", 1)[0] in checks}
     decode = [f for f in res.findings if f.check.startswith("decode.") and (checks is None or f.check in checks)]

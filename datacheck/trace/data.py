@@ -48,7 +48,7 @@ from datacheck.io.ledger import Ledger, read_ledger, step_indices
 from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
-from datacheck.model.errors import UsageError
+from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Severity
 from datacheck.model.identity import compare_identity
 from datacheck.model.roles import is_list
@@ -191,6 +191,7 @@ class DatasetIndex:
                 known = data.stream.size([])[0] if data.stream is not None and not has_len else None
                 df = None if known is not None else data.lf.select(exprs).collect()
             except Unreadable as exc:
+                OutOfMemory.check(exc, ds.rel)
                 raise UsageError(f"{ds.rel}: unreadable ({exc.reason}): its rows cannot be numbered; "
                                  "run datacheck audit on the data first") from None
             k = int(known) if known is not None else int(df["n"][0])  # type: ignore[index]

@@ -327,6 +327,8 @@ def test_sigterm_during_clean_removes_the_temporary_folder(tmp_path, ow):
             p.kill()
     assert p.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("datacheck: terminated (SIGTERM): stopped, temporary files removed, "
+                                            "no output half-written"), err
     assert [x.name for x in tmp_path.iterdir() if x.name.startswith(".cleaned")] == []
     assert not out.exists()
 

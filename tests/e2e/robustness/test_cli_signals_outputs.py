@@ -64,6 +64,49 @@ def test_sigterm_in_process_removes_the_spill_folder(tmp_path, ow, monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # main() put the default back
 
 
+# every verb that reads shards (all read them through derive/read.open_for_checks -> open_shard):
+# (arguments after the data folder, the output it must not leave behind)
+_READING_VERBS = {
+    "audit": (["--no-cache", "--workers", "1", "--output", "{out}/report.json", "--report-dir", "{out}/reports"],
+              "report.json"),
+    "clean": (["--out", "{out}/cleaned"], "cleaned"),
+    "inspect": (["--export", "{out}/rows.parquet"], "rows.parquet"),
+    "index build": (["--output", "{out}/index.json"], "index.json"),
+    "schema infer": (["-o", "{out}/schema.yaml"], "schema.yaml"),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(_READING_VERBS))
+def test_sigterm_while_a_verb_reads_a_shard_is_one_terminated_line(tmp_path, ow, monkeypatch, verb):
+    """SIGTERM arrives (sent by the process to itself) while the verb reads its first shard: exit
+    143, a last line "terminated (SIGTERM)", no output and no temporary folder left, no traceback;
+    the same for every verb."""
+    import datacheck.derive.read as read
+
+    real = read.open_shard
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def open_then_sigterm(*a, **k):
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # the default action would end pytest itself
+            raise AssertionError("SIGTERM has its default action (kill the process) while the verb runs")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises in the main thread at the next bytecode, well before this ends
+        return real(*a, **k)
+
+    monkeypatch.setattr(read, "open_shard", open_then_sigterm)
+    args, made = _READING_VERBS[verb]
+    data = ow / "train.jsonl" if verb == "inspect" else ow
+    p = run_cli(*verb.split(), str(data), *[a.format(out=out) for a in args], "--no-progress")
+    assert p.returncode == EXIT_TERMINATED, (p.stdout, p.stderr)
+    # the last line (a verb may have said which config it read before)
+    assert p.stderr.strip().splitlines()[-1:] == [
+        "datacheck: terminated (SIGTERM): stopped, temporary files removed, no output half-written"], p.stderr
+    assert sorted(x.name for x in out.iterdir()) == [], made  # nothing written, no staging folder
+    _no_traceback(p.stderr)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def test_ctrl_c_in_process_stays_exit_130(tmp_path, ow, monkeypatch):
     """Ctrl-C (KeyboardInterrupt) after the first spill: exit 130 "interrupted", the spill folder removed."""
     tmpd = tmp_path / "tmpd"

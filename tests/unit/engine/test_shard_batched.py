@@ -255,10 +255,64 @@ def test_jsonl_streamed_in_tiny_chunks_and_batches_equals_the_one_frame_path(pat
         _same_result(one, many)
 
 
+_WIDE = 99999999999999999999  # beyond Int64
+
+
+@pytest.mark.parametrize("column,values", [
+    ("input_ids", [[1, 2], [-_WIDE, 2], [_WIDE, 2]]),       # a token id beyond Int64: a null id
+    ("input_ids", [None, [-_WIDE, 2], [1.5, 2]]),           # a float beside it: List(Float64)
+    ("input_ids", [[1, 2], [2**64 - 1, 2], "x"]),           # mixed JSON types beside it
+    ("label", [None, _WIDE, 1]),
+    ("label", [1, 2**64 - 1, None]),
+    ("extra", [1, 2**64 - 1, "x"]),                          # no role: read as Int128
+])
+@pytest.mark.parametrize("chunk,rows", [(1, 1), (1, None), (None, 1)])
+def test_jsonl_wide_integers_decode_alike_in_any_chunks_and_batches(tmp_path, column, values, chunk, rows):
+    """Integers beyond Int64 in JSONL, one line a chunk and/or one row a batch: the dtypes, findings
+    and failing rows of the one-frame read, never an unreadable shard."""
+    path = tmp_path / "shard.jsonl"
+    path.write_text("".join(json.dumps({"text": f"t{i}", column: v}) + "\n" for i, v in enumerate(values)))
+    one = _jsonl_result(path, CONFIG, None, None)
+    many = _jsonl_result(path, CONFIG, chunk, rows)
+    assert one.readable and many.readable, [f.message for f in many.findings if f.check == "decode.unreadable"]
+    assert many.columns == one.columns
+    _same_result(one, many)
+
+
+@pytest.mark.parametrize("values,one_column", [
+    ([{"a": 1}, {"a": "x"}], False),             # a field number then string: was the string "1" when chunked
+    ([{"a": True}, {"a": 1}], False),            # boolean then number
+    ([{"a": [1]}, {"a": 1}], False),             # list then number: the chunked shard was unreadable
+    ([{"a": [2, -2.5]}, None], True),            # ints and a float in a field's list: Float64
+    ([{"a": "x"}, None, {"b": None}], True),     # a field seen only null is kept (Null)
+    ([[{"a": 1}], [{"a": 2.5}]], True),          # a list of objects whose field widens
+    ([[1.5, False], []], False),                 # array items of two types: not read as [null, null]
+])
+@pytest.mark.parametrize("chunk,rows", [(1, 1), (1, None), (None, 1)])
+def test_jsonl_object_fields_decode_alike_in_any_chunks_and_batches(tmp_path, values, one_column, chunk, rows):
+    """Objects whose fields change JSON type between lines: one line a chunk and/or one row a batch
+    give the one-frame read's dtypes and findings; a field that is a number in one line and a
+    string (or a list) in another is never converted: the column is read as null with a
+    schema.dtype finding, whatever the chunking."""
+    path = tmp_path / "shard.jsonl"
+    path.write_text("".join(json.dumps({"text": f"t{i}", "extra": v}) + "\n" for i, v in enumerate(values)))
+    one = _jsonl_result(path, CONFIG, None, None)
+    many = _jsonl_result(path, CONFIG, chunk, rows)
+    assert one.readable and many.readable, [f.message for f in many.findings if f.check == "decode.unreadable"]
+    assert many.columns == one.columns
+    _same_result(one, many)
+    broken = [f for f in many.findings if f.check == "schema.dtype" and f.column == "extra"]
+    assert (not broken) == one_column, [f.message for f in broken]
+    if not one_column:
+        assert "do not form one column" in broken[0].message and many.columns["extra"] == "Null"
+
+
 _JSON_LINE = st.one_of(
     rows_st.map(lambda r: json.dumps({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})),
     st.sampled_from(["", "{", "[1]", '{"label": "x"}', '{"target": NaN}', '{"input_ids": [1, "a"]}', "{}",
-                     '{"text": 5}', '{"input_ids": []}', '{"extra": {"a": 1}}', '{"extra": {"b": "t"}}']),
+                     '{"text": 5}', '{"input_ids": []}', '{"extra": {"a": 1}}', '{"extra": {"b": "t"}}',
+                     '{"extra": {"a": "x"}}', '{"extra": {"a": [2.5]}}', '{"extra": [1.5, false]}',
+                     '{"label": 99999999999999999999}', '{"input_ids": [1, 18446744073709551615]}']),
 )
 
 

@@ -187,3 +187,42 @@ def test_struct_fields_are_sorted_by_name_whatever_the_chunks(tmp_path, monkeypa
     assert frames[0].equals(frames[1])
     assert frames[0]["m"].to_list() == [{"a": None, "b": None, "z": 1}, {"a": 2, "b": "t", "z": None}, None]
     assert frames[0]["l"].to_list() == [[{"x": None, "y": {"p": 2, "q": 1}}], None, [{"x": 3, "y": None}, None]]
+
+
+# JSON numbers whose polars dtype depends on which values a chunk holds: ints within Int64, ints
+# beyond it (Int128), floats; the decoded values must be the JSON values whatever the chunking.
+_NUMBER_COLUMNS = [
+    [[1], [2.5]],                                   # polars' Series builder took List(Int64): 2.5 became 2
+    [None, [-99999999999999999999, 2], [1.5, 2]],   # List(Int128) from the first list: 1.5 became 1
+    [1, None, 18446744073709551615],                # UInt64 from the builder, Int128 from read_ndjson
+    [[1, 18446744073709551615]],
+    [[1], [18446744073709551615], [-1]],
+    [1, 2.5, 99999999999999999999],
+]
+
+
+@pytest.mark.parametrize("values", _NUMBER_COLUMNS)
+@pytest.mark.parametrize("chunk", [None, 1])
+def test_json_numbers_decode_to_their_values_in_any_chunks(tmp_path, monkeypatch, values, chunk):
+    """A number column read by the exact per-line path or by polars' parser, in one chunk or one
+    line a chunk: the same dtype (ints within Int64: Int64; an int beyond it: Int128; a float
+    anywhere: Float64; lists alike), and every value as written."""
+    from datacheck.formats import jsonl as jsonl_stream
+    from datacheck.formats import jsonvalues as readers
+
+    path = tmp_path / "s.jsonl"
+    # a blank line sends the one-chunk read down the per-line path (Python values)
+    path.write_text("\n".join(json.dumps({"v": v}) for v in values) + "\n\n")
+    if chunk is not None:
+        monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", chunk)
+        monkeypatch.setattr(jsonl_stream, "KEEP_BYTES", 0)
+    got = jsonl_stream.open_jsonl(path, 5).lf.collect()["v"]
+    leaves = [x for v in values if v is not None for x in (v if isinstance(v, list) else [v]) if x is not None]
+    leaf = pl.Float64 if any(isinstance(x, float) for x in leaves) else \
+        pl.Int64 if all(-2**63 <= x < 2**63 for x in leaves) else pl.Int128
+    assert got.dtype == (pl.List(leaf) if any(isinstance(v, list) for v in values) else leaf)
+    # ints beside floats are Float64 (polars' rule for JSON and CSV numbers): each int as that float
+    as_leaf = float if leaf == pl.Float64 else int
+    want = [None if v is None else [None if x is None else as_leaf(x) for x in v] if isinstance(v, list)
+            else as_leaf(v) for v in values]
+    assert got.to_list() == want

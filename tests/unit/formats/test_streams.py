@@ -48,7 +48,7 @@ def _one_batch(path: Path, fmt: str, config: dict):
 
 def _cell(kind: int, i: int) -> str:
     return ["", str(i - 3), f"{i / 4:.2f}", "true" if i % 2 else "false", f"t{i % 3}",
-            'say "hi", then\nleave', "99999999999999999999"][kind]
+            'say "hi", then\nleave', "99999999999999999999", "-18446744073709551615", "1e400"][kind]
 
 
 def _write_csv(path: Path, kinds: list[list[int]], bad: set[int], blank: set[int], crlf: bool,
@@ -69,7 +69,7 @@ def _write_csv(path: Path, kinds: list[list[int]], bad: set[int], blank: set[int
     path.write_bytes(b"".join(out))
 
 
-csv_rows = st.lists(st.lists(st.integers(0, 6), min_size=4, max_size=4), min_size=1, max_size=25)
+csv_rows = st.lists(st.lists(st.integers(0, 8), min_size=4, max_size=4), min_size=1, max_size=25)
 
 
 @settings(max_examples=examples(int(os.environ.get("DATACHECK_HYPOTHESIS_EXAMPLES", "25"))), deadline=None,
@@ -88,6 +88,49 @@ def test_csv_in_tiny_batches_equals_one_batch(monkeypatch, rows, cut, data, crlf
         if one.readable:
             assert many.columns == one.columns  # the inferred dtypes do not change
         _same_result(one, many)
+
+
+WIDE = "99999999999999999999"  # beyond Int64: polars infers Int128 for the column
+
+
+@pytest.mark.parametrize("column", ["text", "label", "score", "flag"])
+@pytest.mark.parametrize("cells", [
+    ["", WIDE], [WIDE, ""], ["1", WIDE], [WIDE, "1"], ["", "-" + WIDE], ["1.5", WIDE], ["x", WIDE],
+    ["18446744073709551615", "1"], ["", "", WIDE], ["true", WIDE],
+])
+@pytest.mark.parametrize("cut", [1, 2])
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_csv_wide_integers_decode_alike_in_any_batches(tmp_path, column, cells, cut, fmt):
+    """A column whose value in one batch is beyond Int64 (polars infers Int128 for the file): the
+    batches decode it exactly as the one-batch read does (same dtypes, same values, same findings),
+    in a role column (``label``: read as the role's Int64, the wide value null) and in a plain one."""
+    cols = ["text", "label", "score", "flag"]
+    sep = "," if fmt == "csv" else "\t"
+    lines = [sep.join(cols)] + [sep.join(v if c == column else "0" for c in cols) for v in cells]
+    path = tmp_path / f"shard.{fmt}"
+    path.write_text("\n".join(lines) + "\n")
+    one = _one_batch(path, fmt, CONFIG)
+    with batch_rows(cut):
+        many = _result(path, fmt, CONFIG)
+    assert one.readable and many.readable, [f.message for f in many.findings]
+    assert many.columns == one.columns
+    _same_result(one, many)
+
+
+@pytest.mark.parametrize("cut", [None, 1])
+def test_csv_integer_beyond_128_bits_is_unreadable_naming_line_column_and_value(tmp_path, cut):
+    """An integer polars cannot hold (beyond Int128) makes no number column in any batch size: the
+    shard is decode.unreadable, and the message names the file, the line, the column, the value
+    and what to write instead (not polars' advice about its own read_csv arguments)."""
+    huge = str(2**127)
+    path = tmp_path / "shard.csv"
+    path.write_text(f"text,n\na,1\n\nb,{huge}\nc,2\n")
+    with batch_rows(cut):
+        res = _result(path, "csv", CONFIG)
+    assert not res.readable
+    (f,) = [f for f in res.findings if f.check == "decode.unreadable"]
+    assert f"line 4, column 'n': {huge}" in f.message
+    assert "infer_schema_length" not in f.message and "text" in f.message
 
 
 def test_csv_dtypes_combine_like_one_inference():

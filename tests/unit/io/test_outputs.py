@@ -223,3 +223,47 @@ def test_minimal_report_reads(tmp_path):
     p = tmp_path / "r.json"
     p.write_text(json.dumps(_MIN))
     assert read_report(p).status == "pass"
+
+
+# ----------------------------------------------------------------------------- replace_file: the one rename writer
+@pytest.mark.parametrize("durable", [True, False])
+def test_replace_file_replaces_a_link_instead_of_writing_through_it(tmp_path, durable):
+    from datacheck.io.outputs import replace_file
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    entry = tmp_path / "entry.dcr"
+    entry.symlink_to(outside)
+    replace_file(entry, b"new", durable=durable)
+    assert not entry.is_symlink() and entry.read_bytes() == b"new"
+    assert outside.read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry.dcr", "outside.txt"]  # no temporary file left
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_replace_file_leaves_the_old_content_and_no_temporary_file_on_failure(tmp_path, failure):
+    from datacheck.io.outputs import replace_file
+
+    entry = tmp_path / "memo.bin"
+    entry.write_bytes(b"old")
+
+    def writer(f):
+        f.write(b"half")
+        raise failure
+
+    with pytest.raises(type(failure)):
+        replace_file(entry, writer)
+    assert entry.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["memo.bin"]
+
+
+def test_cache_and_memo_write_through_replace_file(tmp_path, monkeypatch):
+    """The result cache's entries and identity records and the whole-audit memo's records are
+    written by io/outputs.replace_file (no temporary-file writer of their own)."""
+    import datacheck.execute.cache as cache
+    import datacheck.execute.rerun as rerun
+    import datacheck.io.outputs as outputs
+
+    assert cache.replace_file is outputs.replace_file and rerun.replace_file is outputs.replace_file
+    for mod in (cache, rerun):
+        assert not hasattr(mod, "make_temp_file") and "os.replace(" not in Path(mod.__file__).read_text()

@@ -1,0 +1,41 @@
+"""Environment variables datacheck refuses before polars reads them.
+
+``POLARS_MAX_THREADS``: polars reads it once, when its first query builds its thread pool; it panics
+on 0 (a ``PanicException`` with a Rust traceback, "Worker threads cannot be set to 0") and silently
+ignores anything but a whole number (then every worker runs a pool of every core); datacheck's
+workers inherit the variable as it is (:mod:`datacheck.execute.executors` sizes their pools only where
+it is unset). :func:`check_polars_threads` refuses such a value before any query: the CLI before any
+verb runs (exit 2), :func:`datacheck.audit` before it reads its config. Imports nothing but ``os``
+and ``re`` (the CLI calls it before polars is imported).
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from datacheck.model.errors import ConfigError
+
+__all__ = ["check_polars_threads"]
+
+#: values of ``POLARS_MAX_THREADS`` polars uses: a whole decimal number >= 1, surrounding blanks and a
+#: ``+`` allowed. Polars (1.x, 2.1) panics on 0 when its thread pool is first built and silently
+#: ignores anything else ("abc", "-1", "2.5", ""), using every core.
+_THREADS_VALUE = re.compile(r"\s*\+?[0-9]+\s*")
+
+
+def check_polars_threads(environ: Any = None) -> None:
+    """Refuse a ``POLARS_MAX_THREADS`` polars cannot use (see the module docstring); ``environ``: the
+    environment to read (None: ``os.environ``).
+
+    Raises:
+        ConfigError: naming the variable, its value and what to set instead (the CLI's exit code 2).
+    """
+    env = os.environ if environ is None else environ
+    value = env.get("POLARS_MAX_THREADS")
+    if value is None or (_THREADS_VALUE.fullmatch(value) and int(value) >= 1):
+        return
+    raise ConfigError(f"POLARS_MAX_THREADS={value!r}: polars needs a whole number of threads, 1 or more (it "
+                      "panics on 0 and ignores anything else); set it "
+                      "to e.g. POLARS_MAX_THREADS=4, or unset it (datacheck then sizes each worker's pool "
+                      "to cores // workers)")
