@@ -391,6 +391,8 @@ class ParquetReader:
         #: the file's footer (:class:`Footer`), read once (at open, or on first use)
         self._footer = footer
         self._footer_failed = False
+        #: :meth:`size`'s answer for the columns asked last (the sampler and the engine ask alike)
+        self._size: tuple[tuple[str, ...], tuple[int | None, float | None]] | None = None
 
     def footer(self) -> Footer | None:
         """The file's footer, read once; None when it cannot be read (the reads then say why)."""
@@ -410,10 +412,13 @@ class ParquetReader:
     def size(self, columns: list[str]) -> tuple[int | None, float | None]:
         """(rows, decoded bytes per row) from the footer (:func:`_parquet_rows_bytes`), when the file
         holds ``columns``; else (None, None)."""
+        key = tuple(columns)
+        if self._size is not None and self._size[0] == key:
+            return self._size[1]
         got = _parquet_rows_bytes(self.path, columns, self.footer()) if self.holds(columns) else None
-        if got is None:
-            return None, None
-        return got
+        answer: tuple[int | None, float | None] = (None, None) if got is None else got
+        self._size = (key, answer)
+        return answer
 
     def _total(self) -> int:
         footer = self.footer()
