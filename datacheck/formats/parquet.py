@@ -44,9 +44,10 @@ class Footer:
     """A parquet file's footer, read once: ``metadata`` (``pyarrow.parquet.FileMetaData``: rows, row
     groups, column chunks), ``schema_arrow`` (the Arrow schema pyarrow decodes to, what
     ``pyarrow.parquet.read_schema`` gives) and ``convert`` (whether a column is of a type polars
-    cannot take as stored: :func:`~datacheck.formats.arrowtypes.needs_conversion`). Every read of the shard's rows hands ``metadata`` to ``pyarrow.parquet.ParquetFile``,
-    which then parses no footer again (a shard opened by the engine was parsed 9 times: 1-2 ms of a
-    5,000 x 256-token shard's 65 ms)."""
+    cannot take as stored: :func:`~datacheck.formats.arrowtypes.needs_conversion`). Every read of
+    the shard's rows hands ``metadata`` to ``pyarrow.parquet.ParquetFile``, which then parses no
+    footer again (the footer of a shard the engine audited was parsed 9 times: 1-2 ms of a 5,000 x
+    256-token shard's 65 ms)."""
 
     def __init__(self, pf: Any):
         self.metadata = pf.metadata
@@ -73,12 +74,12 @@ def _file(path: Path, footer: Footer | None) -> Any:
 def _read_parquet(path: Path) -> ShardData:
     import pyarrow.parquet as pq
 
+    footer: Footer | None
     try:
-        footer: Footer | None = Footer.read(path)
-        schema = footer.schema_arrow  # type: ignore[union-attr]
+        footer = Footer.read(path)
     except READ_ERRORS:
-        footer = schema = None  # the polars reader below names the reason
-    if schema is not None and needs_conversion(schema):
+        footer = None  # the polars reader below names the reason
+    if footer is not None and footer.convert:
         try:
             table = pq.read_table(path)
             validate_arrow(table, "the parquet file")
