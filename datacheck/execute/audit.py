@@ -334,7 +334,8 @@ def audit_shards(disc: Discovery, cfg: Config,
         elif isinstance(ex, ProcessExecutor):
             tasks = tasks_of(list(range(len(todo))), [sizes[k] for k in todo], ex.workers)
             try:
-                preload = [*WORKER_PRELOAD, *{m: None for k in todo for m in FORMAT_PRELOAD.get(disc.shards[k].format, ())}]
+                formats = sorted({disc.shards[k].format for k in todo})
+                preload = [*WORKER_PRELOAD, *(m for f in formats for m in FORMAT_PRELOAD.get(f, ()))]
                 for batch in ex.map(run_jobs, [[job(todo[j]) for j in t] for t in tasks], preload=preload):
                     yield from batch
             except WorkerDied as exc:  # positions of tasks -> positions in todo

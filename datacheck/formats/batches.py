@@ -46,11 +46,11 @@ _SAMPLE_ROWS = 1024
 #: a shard whose needed columns decode to at most this many times
 #: :data:`~datacheck.model.constants.BATCH_TARGET_BYTES` is read as one batch (:func:`batch_rows`).
 #: A shard read in batches holds two at once (the one being checked and the next, decoded ahead in a
-#: thread), so reading one of up to two targets whole peaks no higher: a 7,800 x 1024-token shard
-#: (104 MB decoded) peaked at 610 MiB RSS whole against 592 MiB in batches, and took 27 % less CPU
-#: (382 vs 525 ms, interleaved, one polars thread): no second decode of its first rows (the layout's
-#: sample is the one read's head, the ramp's first batch needs no second reader) and one fused
-#: query instead of four (the ramp's short first and final batches and the remainder)
+#: thread), so reading one of up to two targets whole peaks about as high: a 7,800 x 1024-token
+#: shard (104 MB decoded) peaked at 610 MiB RSS whole against 592 MiB in batches, and took 27 % less
+#: CPU (382 vs 525 ms, in one process, interleaved, one polars thread): no second decode of its first
+#: rows (the layout's sample is the one read's head, the ramp's first batch needs no second reader)
+#: and one fused query instead of four (the ramp's short first and final batches and the remainder)
 ONE_BATCH_TARGETS = 2
 
 #: with ``ramp``, the first parquet batch holds 1/8 of a batch (decoded on its own,
