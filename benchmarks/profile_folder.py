@@ -14,11 +14,16 @@ without the row-hash payload (over each batch, summed); the row-hash payload alo
 With ``--src DIR`` the datacheck package in DIR is profiled instead (``git archive COMMIT datacheck |
 tar -x -C DIR``: an earlier commit, whose engine has no ``_Sampler``: its sample is its own read).
 
-Usage: python benchmarks/profile_folder.py [--row f100] [--shards 14] [--src DIR]
+The process takes the CLI's settings (``datacheck.cli.main``: one BLAS thread, pyarrow's jemalloc
+pool, glibc keeping freed blocks) and a pool worker's ``POLARS_MAX_THREADS`` (``--polars-threads``,
+1 by default: two workers on two cores), so the phases cost what they cost in a worker.
+
+Usage: python benchmarks/profile_folder.py [--row f100] [--shards 14] [--src DIR] [--polars-threads 1]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tomllib
@@ -43,8 +48,17 @@ def main() -> None:
                     help="the bench_table.py folder row whose shards are profiled")
     ap.add_argument("--shards", type=int, default=14)
     ap.add_argument("--src", default=None, help="a folder holding another datacheck package")
+    ap.add_argument("--polars-threads", type=int, default=1,
+                    help="POLARS_MAX_THREADS (default 1: a worker of the CLI's pool on 2 cores; 0: unset)")
     a = ap.parse_args()
     sys.path.insert(0, a.src or str(Path(__file__).resolve().parent.parent))
+    if a.polars_threads:  # a pool worker's setting (POLARS_MAX_THREADS = cores // workers)
+        os.environ["POLARS_MAX_THREADS"] = str(a.polars_threads)
+    from datacheck.cli.main import choose_arrow_pool, keep_freed_memory, limit_blas_threads
+
+    limit_blas_threads()  # the CLI process's settings: BLAS threads, pyarrow's pool, glibc's freed blocks
+    choose_arrow_pool()
+    keep_freed_memory()
     from datacheck.checks.registry import needed_derivations
     from datacheck.derive import layout
     from datacheck.derive.read import open_for_checks

@@ -109,7 +109,16 @@ def limit_blas_threads() -> None:
 #: (about 580 huge-page faults: 1.2 GB zeroed) and 0.13-0.16 s with jemalloc, the audit 1.5-2.3 s
 #: wall against 0.9-1.0 s (measured on the 2-core development machine). Linux only: pyarrow's Linux wheels
 #: are built with jemalloc; elsewhere the variable would name a pool the build may lack.
-ARROW_POOL_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+#: With it, jemalloc's decay (``JE_ARROW_MALLOC_CONF``, read when pyarrow loads; pyarrow builds jemalloc
+#: with 1,000 ms): freed pages are returned to the OS over 10 s instead of 1 s, so the next batch or
+#: shard reuses them instead of faulting them in again. In one process, a 7,800 x 1024-token shard's
+#: decode took 25-34k page faults and 80-110 ms of system time a shard with pyarrow's setting,
+#: 0.3-0.8k and 5-17 ms with this one; the 200,000 x 256 shard of benchmarks/bench_table.py
+#: (``big256``) 226-252k minor faults and 0.76-0.81 s system time against 167-170k and 0.61-0.64 s,
+#: peak RSS 647-706 against 689-700 MiB (measured on the 2-core development machine). A forked pool
+#: worker is not affected (jemalloc's background purge threads do not run in a forked child).
+ARROW_POOL_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+                  "JE_ARROW_MALLOC_CONF": "dirty_decay_ms:10000,muzzy_decay_ms:10000"}
 
 
 def choose_arrow_pool() -> None:

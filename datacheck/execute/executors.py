@@ -49,6 +49,7 @@ The default number of workers is the number of cores this process may run on
 """
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
@@ -382,9 +383,11 @@ class ProcessExecutor:
             raise UsageError(f"workers={workers}: expected at least 1 worker process")
         self.workers = workers
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    def map(self, fn: Callable[[T], R], items: Sequence[T], preload: Sequence[str] = ()) -> Iterator[R]:
         """Yield ``fn(item)`` in the items' order; every item is submitted at once (one item per
-        task, so a large shard does not hold back a batch of small ones).
+        task, so a large shard does not hold back a batch of small ones). ``preload``: modules
+        ``fn`` imports on first use (:func:`_preload`), imported here once before the workers are
+        forked from this process (each worker would import them again), or by the fork server.
 
         Raises:
             WorkerDied: a worker process died (``pending``: the items left without a result).
@@ -395,9 +398,13 @@ class ProcessExecutor:
             return
         threads = str(max(1, cpu_cores() // self.workers))
         method = start_method()
+        if method == "fork" and preload:
+            _preload(preload)
+            if not fork_is_safe():  # an import that started a thread would make a fork unsound
+                method = start_method()
         ctx = multiprocessing.get_context(method)
         if method == "forkserver":  # read when the server starts (once): it imports the function's module
-            ctx.set_forkserver_preload([fn.__module__])
+            ctx.set_forkserver_preload([fn.__module__, *preload])
         given = "POLARS_MAX_THREADS" in os.environ
         with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=ctx, initializer=_worker_start,
                                  initargs=(None if given else threads, dict(os.environ), os.getpid())) as pool:
@@ -422,6 +429,16 @@ class ProcessExecutor:
                     fut.cancel()
                 if got < len(futures):
                     _end_workers(pool)
+
+
+def _preload(modules: Sequence[str]) -> None:
+    """Import ``modules`` (one that is missing or fails to import is left to the worker that needs
+    it: these are imports done ahead of time, never new requirements)."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - the worker's own import says what is wrong
+            continue
 
 
 def _end_workers(pool: ProcessPoolExecutor) -> None:

@@ -40,14 +40,46 @@ _SAMPLE_ROWS = 1024
 __all__ = ["FORMAT", "ParquetReader", "batchable", "read_table", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
 
 
+class Footer:
+    """A parquet file's footer, read once: ``metadata`` (``pyarrow.parquet.FileMetaData``: rows, row
+    groups, column chunks), ``schema_arrow`` (the Arrow schema pyarrow decodes to, what
+    ``pyarrow.parquet.read_schema`` gives) and ``convert`` (whether a column is of a type polars
+    cannot take as stored: :func:`~datacheck.formats.arrowtypes.needs_conversion`). Every read of
+    the shard's rows hands ``metadata`` to ``pyarrow.parquet.ParquetFile``, which then parses no
+    footer again (the footer of a shard the engine audited was parsed 9 times: 1-2 ms of a 5,000 x
+    256-token shard's 65 ms)."""
+
+    def __init__(self, pf: Any):
+        self.metadata = pf.metadata
+        self.schema_arrow = pf.schema_arrow
+        self.convert = needs_conversion(self.schema_arrow)
+
+    @classmethod
+    def read(cls, path: Path) -> Footer:
+        """The footer of the file ``path``. Raises what pyarrow raises for a file it cannot open."""
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(path, pre_buffer=False) as pf:
+            return cls(pf)
+
+
+def _file(path: Path, footer: Footer | None) -> Any:
+    """``pyarrow.parquet.ParquetFile`` of ``path`` (``pre_buffer=False``, see :func:`_decoded`),
+    given the footer already read when there is one."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path, pre_buffer=False, metadata=None if footer is None else footer.metadata)
+
+
 def _read_parquet(path: Path) -> ShardData:
     import pyarrow.parquet as pq
 
+    footer: Footer | None
     try:
-        schema = pq.read_schema(path)
+        footer = Footer.read(path)
     except READ_ERRORS:
-        schema = None  # the polars reader below names the reason
-    if schema is not None and needs_conversion(schema):
+        footer = None  # the polars reader below names the reason
+    if footer is not None and footer.convert:
         try:
             table = pq.read_table(path)
             validate_arrow(table, "the parquet file")
@@ -62,7 +94,7 @@ def _read_parquet(path: Path) -> ShardData:
         lf.collect_schema()
     except READ_ERRORS as exc:
         raise Unreadable(_parquet_reason(path, exc)) from None
-    return ShardData(lf=lf, stream=ParquetReader(path))
+    return ShardData(lf=lf, stream=ParquetReader(path, footer))
 
 
 def _parquet_reason(path: Path, exc: BaseException, fs=None, url: str = "") -> str:
@@ -168,23 +200,22 @@ def _footer_bytes(pf: Any, columns: list[str]) -> int | None:
     return total
 
 
-def _parquet_rows_bytes(path: Path, columns: list[str]) -> tuple[int, float] | None:
+def _parquet_rows_bytes(path: Path, columns: list[str], footer: Footer | None = None) -> tuple[int, float] | None:
     """(rows, decoded bytes per row of ``columns``) of a parquet file, or None when unknown. The
     rows come from the footer; the bytes per row from the footer's value counts for fixed-width
     columns and lists of them (:func:`_footer_bytes`), else from decoding the first
     ``_SAMPLE_ROWS`` rows (the footer's page sizes are of encoded pages: dictionary and RLE
-    encoding make token lists look several times smaller than they decode)."""
-    import pyarrow.parquet as pq
-
+    encoding make token lists look several times smaller than they decode). ``footer``: the file's
+    footer read already (:class:`Footer`)."""
     try:
-        pf = pq.ParquetFile(path, pre_buffer=False)
+        pf = footer if footer is not None else _file(path, None)
         rows = pf.metadata.num_rows
         if rows == 0:
             return 0, 0.0
-        footer = _footer_bytes(pf, columns)
-        if footer is not None:
-            return rows, footer / rows
-        first = next(pf.iter_batches(batch_size=_SAMPLE_ROWS, columns=columns), None)
+        known = _footer_bytes(pf, columns)
+        if known is not None:
+            return rows, known / rows
+        first = next(_file(path, footer).iter_batches(batch_size=_SAMPLE_ROWS, columns=columns), None)
     except Exception:  # noqa: BLE001 - the engine's read reports the problem
         return None
     if first is None or first.num_rows == 0:
@@ -193,7 +224,7 @@ def _parquet_rows_bytes(path: Path, columns: list[str]) -> tuple[int, float] | N
 
 
 def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None, total: int | None = None,
-             last: int | None = None) -> Iterator[Any]:
+             last: int | None = None, footer: Footer | None = None) -> Iterator[Any]:
     """The parquet file's ``columns`` as pyarrow tables of ``rows`` rows, each one record batch as
     ``ParquetFile.iter_batches`` decodes it (contiguous: no copy; its batches run across row groups):
 
@@ -204,27 +235,28 @@ def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None
       the final batch holds at most ``last`` rows (after the decode's end only a short batch is left
       to check).
 
+    ``footer``: the file's footer read already (:class:`Footer`).
+
     Decoding whole batches with pyarrow's threads costs no more than pieces of 1/8 (1.45 vs 1.56 CPU
     s for the 1 GiB x 128 shard of benchmarks/bench_audit.py), and
     joining pieces into a batch (``combine_chunks``) cost 33 ms a 38,917 x 128 batch; a batch of
     several chunks cost the checks more (0.9 CPU s on that shard).
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     # pre_buffer=False: with pyarrow's default (True) the reader keeps every row group's
     # pre-buffered column chunks allocated until the file is closed, so memory grew with the
     # shard (pyarrow.total_allocated_bytes 672 MiB after a 4 GiB shard; 19 MiB without it).
     done = 0
     if first:
-        head = next(pq.ParquetFile(path, pre_buffer=False).iter_batches(
+        head = next(_file(path, footer).iter_batches(
             batch_size=first, columns=columns, use_threads=True), None)
         if head is None:
             return
         done = head.num_rows
         yield pa.Table.from_batches([head])
     skip = done
-    for rb in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=rows, columns=columns, use_threads=True):
+    for rb in _file(path, footer).iter_batches(batch_size=rows, columns=columns, use_threads=True):
         t = pa.Table.from_batches([rb])
         if skip:
             cut = min(skip, t.num_rows)
@@ -242,7 +274,7 @@ def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None
 
 def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, pl.DataType],
                      first: int | None = None, total: int | None = None,
-                     last: int | None = None) -> Iterator[pl.DataFrame]:
+                     last: int | None = None, footer: Footer | None = None) -> Iterator[pl.DataFrame]:
     """Batches of ``rows`` rows (:func:`_decoded`: with ``first``, a first batch of ``first`` rows;
     with ``total`` and ``last``, a final batch of at most ``last`` rows), decoded by pyarrow,
     converted to polars and cast to ``want`` in a background thread one batch ahead of the consumer:
@@ -252,7 +284,7 @@ def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, 
         Unreadable: decoding or casting a batch failed (the first line of pyarrow's or polars' message).
     """
     frames = (cast_frame(pl.from_arrow(table), want)  # type: ignore[arg-type]
-              for table in _decoded(path, columns, rows, first, total, last))
+              for table in _decoded(path, columns, rows, first, total, last, footer))
     yield from ahead(frames, "datacheck-parquet-decode", _unreadable)
 
 
@@ -262,7 +294,8 @@ def _unreadable(exc: BaseException) -> Unreadable:
     return Unreadable(f"reading the data failed: {msg}")
 
 
-def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict[str, pl.DataType],
+                         footer: Footer | None = None) -> pl.DataFrame:
     """The ``columns`` of the parquet file ``path`` (``rows`` rows, >= 1) as one frame with the dtypes
     of ``schema``, decoded by pyarrow as one record batch (:func:`_decoded`): the one-batch read of
     a shard. It takes about half the CPU of polars' own reader on token lists (1.45 vs 3.2 CPU s for
@@ -272,7 +305,7 @@ def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict
         Unreadable: decoding failed (the first line of pyarrow's or polars' message).
     """
     want = {c: schema[c] for c in columns}
-    got = list(_parquet_batches(path, columns, rows, want))
+    got = list(_parquet_batches(path, columns, rows, want, footer=footer))
     if not got:  # a footer counting rows that no row group holds
         raise Unreadable(f"reading the data failed: the footer gives {rows} row(s) but the row groups decode to none")
     return got[0] if len(got) == 1 else pl.concat(got)
@@ -283,7 +316,8 @@ def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict
 REREAD_BATCH_ROWS = 8192
 
 
-def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: dict[str, pl.DataType],
+                      footer: Footer | None = None) -> pl.DataFrame:
     """The shard rows ``rows`` (0-based; any order, repeats ignored) of the parquet file ``path``:
     ``__row`` (UInt32, the shard row) first, then ``columns`` with the dtypes of ``schema``, in row
     order. Only the row groups that hold one of them are decoded (the footer gives each group's
@@ -300,13 +334,12 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
     """
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     want = {c: schema[c] for c in columns}
     wanted = np.unique(np.asarray(rows, dtype=np.int64))
     parts: list[pl.DataFrame] = []
     try:
-        pf = pq.ParquetFile(path, pre_buffer=False)
+        pf = _file(path, footer)
         md = pf.metadata
         starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
         if wanted.size and (wanted[0] < 0 or wanted[-1] >= starts[-1]):
@@ -354,40 +387,53 @@ class ParquetReader:
 
     rescans: ClassVar[bool] = False
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, footer: Footer | None = None):
         self.path = path
-        self._rows: int | None = None
-        self._holds: tuple[tuple[str, ...], bool] | None = None
+        #: the file's footer (:class:`Footer`), read once (at open, or on first use)
+        self._footer = footer
+        self._footer_failed = False
+        #: :meth:`size`'s answer for the columns asked last (the sampler and the engine ask alike)
+        self._size: tuple[tuple[str, ...], tuple[int | None, float | None]] | None = None
+
+    def footer(self) -> Footer | None:
+        """The file's footer, read once; None when it cannot be read (the reads then say why)."""
+        if self._footer is None and not self._footer_failed:
+            try:
+                self._footer = Footer.read(self.path)
+            except Exception:  # noqa: BLE001 - the engine's read reports the problem
+                self._footer_failed = True
+        return self._footer
 
     def holds(self, columns: list[str]) -> bool:
-        """:func:`batchable`: every column in the file and of a type polars takes as stored (the
-        answer for the last ``columns`` asked is kept: the engine asks twice, one footer read)."""
-        key = tuple(columns)
-        if self._holds is None or self._holds[0] != key:
-            self._holds = (key, batchable(self.path, columns))
-        return self._holds[1]
+        """:func:`batchable`: every column in the file and of a type polars takes as stored (from
+        the footer read once)."""
+        footer = self.footer()
+        return footer is not None and set(columns) <= set(footer.schema_arrow.names) and not footer.convert
 
     def size(self, columns: list[str]) -> tuple[int | None, float | None]:
         """(rows, decoded bytes per row) from the footer (:func:`_parquet_rows_bytes`), when the file
         holds ``columns``; else (None, None)."""
-        got = _parquet_rows_bytes(self.path, columns) if self.holds(columns) else None
-        if got is None:
-            return None, None
-        self._rows = got[0]
-        return got
+        key = tuple(columns)
+        if self._size is not None and self._size[0] == key:
+            return self._size[1]
+        got = _parquet_rows_bytes(self.path, columns, self.footer()) if self.holds(columns) else None
+        answer: tuple[int | None, float | None] = (None, None) if got is None else got
+        self._size = (key, answer)
+        return answer
 
     def _total(self) -> int:
-        if self._rows is None:
+        footer = self.footer()
+        if footer is None:
             import pyarrow.parquet as pq
 
-            self._rows = pq.ParquetFile(self.path, pre_buffer=False).metadata.num_rows
-        return self._rows
+            return pq.ParquetFile(self.path, pre_buffer=False).metadata.num_rows  # raises why it cannot
+        return footer.metadata.num_rows
 
     def read_all(self, columns: list[str], want: dict[str, pl.DataType]) -> pl.DataFrame | None:
         """:func:`read_parquet_columns` (about half the CPU of polars' reader); None when it fails
         (polars' read of the opened frame then says why)."""
         try:
-            return read_parquet_columns(self.path, columns, self._total(), want)
+            return read_parquet_columns(self.path, columns, self._total(), want, self.footer())
         except Unreadable:
             return None
 
@@ -397,12 +443,10 @@ class ParquetReader:
         0.023 CPU s for the first 1,000 rows of 3 token-list columns x 256 in a 100,000-row row group,
         the layout recognizer's sample). None when the file does not hold ``columns`` as stored
         (:meth:`holds`), holds no row, or decoding fails (the opened frame's ``head`` then says why)."""
-        import pyarrow.parquet as pq
-
         if not columns or rows < 1 or not self.holds(columns):
             return None
         try:
-            first = next(pq.ParquetFile(self.path, pre_buffer=False).iter_batches(
+            first = next(_file(self.path, self.footer()).iter_batches(
                 batch_size=rows, columns=columns, use_threads=True), None)
             if first is None:
                 return None
@@ -419,13 +463,14 @@ class ParquetReader:
         sizes never change a result)."""
         n = self._total()
         first = max(1, rows // RAMP_DIVISOR) if ramp and n > rows else None
-        yield from _parquet_batches(self.path, columns, rows, want or {}, first, total=n, last=first)
+        yield from _parquet_batches(self.path, columns, rows, want or {}, first, total=n, last=first,
+                                    footer=self.footer())
 
     def read_rows(self, indices: list[int], columns: list[str], want: dict[str, pl.DataType],
                   rows: int) -> pl.DataFrame | None:
         """:func:`read_parquet_rows` (only the row groups that hold them); None when it fails."""
         try:
-            return read_parquet_rows(self.path, columns, indices, want)
+            return read_parquet_rows(self.path, columns, indices, want, self.footer())
         except Unreadable:
             return None
 

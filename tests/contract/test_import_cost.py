@@ -134,21 +134,26 @@ _POOL = ("import os, sys, json\n"
          "from datacheck.cli.main import choose_arrow_pool\n"
          "choose_arrow_pool()\n"
          "import pyarrow as pa\n"
-         "print(json.dumps([os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), pa.default_memory_pool().backend_name]))")
+         "pa.allocate_buffer(1 << 20)\n"  # the pool's first allocation: jemalloc reads its conf
+         "print(json.dumps([os.environ.get('ARROW_DEFAULT_MEMORY_POOL'), pa.default_memory_pool().backend_name,\n"
+         "                  os.environ.get('JE_ARROW_MALLOC_CONF')]))")
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the CLI chooses the pool on Linux only")
 def test_cli_decodes_with_jemalloc_unless_the_user_chose_a_pool():
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    env = {k: v for k, v in os.environ.items() if k not in ("ARROW_DEFAULT_MEMORY_POOL", "JE_ARROW_MALLOC_CONF")}
     full = {**env, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-c", _POOL], capture_output=True, text=True, env=full, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout) == ["jemalloc", "jemalloc"]
-    assert p.stderr == ""  # pyarrow warns on stderr when the named pool is not built in
+    decay = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
+    assert json.loads(p.stdout) == ["jemalloc", "jemalloc", decay]
+    # pyarrow warns on stderr when the named pool is not built in, jemalloc on a conf pair it does not take
+    assert p.stderr == ""
     p = subprocess.run([sys.executable, "-c", _POOL], capture_output=True, text=True,
-                       env={**full, "ARROW_DEFAULT_MEMORY_POOL": "system"}, timeout=300)
-    assert json.loads(p.stdout) == ["system", "system"]  # the user's own choice is kept
+                       env={**full, "ARROW_DEFAULT_MEMORY_POOL": "system", "JE_ARROW_MALLOC_CONF": "narenas:2"},
+                       timeout=300)
+    assert json.loads(p.stdout) == ["system", "system", "narenas:2"]  # the user's own choices are kept
 
 
 @pytest.mark.slow

@@ -486,9 +486,9 @@ def test_duplicate_candidates_are_read_again_once(tmp_path, monkeypatch):
     reads: list[list[int]] = []
     real = engine_parquet.read_parquet_rows
 
-    def spy(path, columns, rows, schema):
+    def spy(path, columns, rows, schema, footer=None):
         reads.append(sorted(rows))
-        return real(path, columns, rows, schema)
+        return real(path, columns, rows, schema, footer)
 
     monkeypatch.setattr(engine_parquet, "read_parquet_rows", spy)
     path = tmp_path / "shard.parquet"

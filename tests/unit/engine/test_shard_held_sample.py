@@ -71,7 +71,8 @@ def _separate(monkeypatch) -> None:
 def test_the_sample_comes_from_the_engine_s_one_read(tmp_path, monkeypatch, target):
     path = _shard(tmp_path / "s.parquet", 200)
     if target is not None:  # the token columns fit in one batch, with the text they do not
-        monkeypatch.setattr(batches, "BATCH_TARGET_BYTES", target)
+        # (15,452 and 43,881 decoded bytes; one batch holds at most ONE_BATCH_TARGETS targets)
+        monkeypatch.setattr(batches, "BATCH_TARGET_BYTES", target // batches.ONE_BATCH_TARGETS)
     with batch_rows(None):
         with monkeypatch.context() as m:
             _separate(m)

@@ -46,6 +46,12 @@ def hold(x):
     return x
 
 
+def preloaded(x):
+    import sys
+    mod = sys.modules.get("forkpre")  # imported by the worker's parent (preloaded), not by the worker
+    return [mod is not None and mod.PID == os.getppid(), x]
+
+
 def square_or_die(x):
     if x == 3:
         os._exit(9)  # a worker killed mid-task (as by the OOM killer)
@@ -84,6 +90,9 @@ def probes(workers):
 
 
 out["forked"] = probes(2)
+import sys
+out["preloaded"] = list(ProcessExecutor(2).map(forkwork.preloaded, [0, 1], preload=["forkpre", "no_such_module_x"]))
+out["preloaded_here"] = [sys.modules["forkpre"].PID == os.getpid(), fork_is_safe()]
 out["died"] = died()
 stop = threading.Event()
 t = threading.Thread(target=stop.wait)
@@ -107,6 +116,7 @@ print(json.dumps(out))
 
 def _run(tmp_path: Path) -> dict:
     (tmp_path / "forkwork.py").write_text(WORK)
+    (tmp_path / "forkpre.py").write_text("import os\n\nPID = os.getpid()\n")
     (tmp_path / "case.py").write_text(textwrap.dedent(SCRIPT))
     env = {k: v for k, v in os.environ.items() if k not in ("POLARS_MAX_THREADS", "FORKWORK_VAR")}
     # the CLI process's settings (cli/main.py): one BLAS thread, pyarrow's jemalloc pool
@@ -130,6 +140,9 @@ def test_workers_fork_from_a_fresh_process_and_from_a_server_after_a_query(tmp_p
     # after import), and its polars pool has cores // workers threads although polars was imported
     # before the fork
     assert out["forked"] == [["set in the parent", threads, x * x, True, None, True] for x in range(3)]
+    # modules preloaded for a forked pool are imported once, by the caller, before the fork (a missing
+    # one is left to the worker), and the caller still forks afterwards
+    assert out["preloaded"] == [[True, 0], [True, 1]] and out["preloaded_here"] == [True, True]
     for got, pending in (out["died"], out["served_died"]):
         assert 3 in pending and got == [0, 1, 4, 9, 16, 25][:len(got)] and pending[0] == len(got)
     assert out["with_a_thread"] == [False, "forkserver"]
