@@ -96,12 +96,18 @@ def code_fingerprint() -> str:
     even when the version string did not change (editable installs, development).
     """
     pkg = Path(__file__).resolve().parent.parent
+    files: list[tuple[list[str], str]] = []  # (relative path's parts: the order of sorted Paths, full path)
+    for root, dirs, names in os.walk(pkg):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]  # byte code: not walked (it doubles the entries)
+        rel = Path(root).relative_to(pkg).parts
+        files += [([*rel, n], os.path.join(root, n)) for n in names
+                  if n.endswith((".py", ".json", ".yaml")) and os.path.isfile(os.path.join(root, n))]
     h = xxhash.xxh3_128()
-    for p in sorted(pkg.rglob("*")):
-        if p.suffix in (".py", ".json", ".yaml") and p.is_file() and "__pycache__" not in p.parts:
-            h.update(p.relative_to(pkg).as_posix().encode() + b"\0")
-            h.update(p.read_bytes())
-            h.update(b"\0")
+    for parts, full in sorted(files):
+        h.update("/".join(parts).encode() + b"\0")
+        with open(full, "rb") as f:
+            h.update(f.read())
+        h.update(b"\0")
     return h.hexdigest()
 
 
