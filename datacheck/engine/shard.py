@@ -749,7 +749,10 @@ def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck],
     reads += [v.row_ok() for i in merged if (v := row_checks[i].view) is not None]
     src = with_shared_columns(lf, reads)
     if src is not lf:  # whole chunks, as the batch's query had them: the shared passes it made serve again
-        src = src.collect(engine=QUERY_ENGINE).lazy()
+        try:
+            src = src.collect(engine=QUERY_ENGINE).lazy()
+        except ENGINE_ERRORS:  # the details compute what they can on their own rows (_details_of)
+            src = lf
     columns = lf.collect_schema().names()
     every = wanted.union(*merged.values())
     part = _gather(src, every, n)
