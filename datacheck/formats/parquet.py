@@ -16,7 +16,7 @@
   only the needed columns (pyarrow decodes page by page inside a row group; polars' own reader
   decodes a whole row group for any slice of it, 8x slower on a 400k-row row group cut in 8), the
   next batch decoded, converted and cast in a background thread; the batch size from the footer
-  alone where it can (:func:`_footer_bytes`). Rows read again: only the row groups that hold them
+  alone where it can (:func:`_footer_bytes`; the first rows of the other columns only). Rows read again: only the row groups that hold them
   (:func:`read_parquet_rows`).
 """
 from __future__ import annotations
@@ -167,14 +167,15 @@ def batchable(path: Path, columns: list[str]) -> bool:
     return set(columns) <= set(arrow.names) and not needs_conversion(arrow)
 
 
-def _footer_bytes(pf: Any, columns: list[str]) -> int | None:
-    """The decoded (Arrow) bytes of ``columns`` from the footer alone, when each is a fixed-width
-    value or a list of them (token lists): leaf values (the column chunks' ``num_values``, summed
-    over row groups; a null or empty list counts one) times the value width, plus the list offsets
-    and validity bitmaps. None for any other type (strings, structs, nested lists): the caller
-    then decodes the first rows. Decoding the first rows of a shard stored as one row group made
-    pyarrow decompress whole column chunks: 1.25 s CPU on the 50M-token ``bench_sft.py`` shard
-    (read_parquet of all of it: about 3 s), against microseconds here."""
+def _footer_bytes(pf: Any, columns: list[str]) -> tuple[int, list[str]]:
+    """The decoded (Arrow) bytes of those ``columns`` the footer alone sizes, and the others (in
+    order). A column is sized when it is a fixed-width value or a list of them (token lists): leaf
+    values (the column chunks' ``num_values``, summed over row groups; a null or empty list counts
+    one) times the value width, plus the list offsets and validity bitmaps. Strings, structs and
+    nested lists are not: the caller decodes the first rows of those columns only. Decoding the
+    first rows of a shard stored as one row group made pyarrow decompress whole column chunks: 1.25
+    s CPU on the 50M-token ``bench_sft.py`` shard (read_parquet of all of it: about 3 s), against
+    microseconds here."""
     import pyarrow as pa
 
     md = pf.metadata
@@ -183,44 +184,49 @@ def _footer_bytes(pf: Any, columns: list[str]) -> int | None:
     for j in range(md.num_columns):
         leaves.setdefault(md.schema.column(j).path.split(".")[0], []).append(j)
     total = 0
+    rest: list[str] = []
     for name in columns:
         if name not in arrow.names or len(leaves.get(name, [])) != 1:
-            return None
+            rest.append(name)
+            continue
         t = arrow.field(name).type
         per_row = 0.125  # the validity bit of the row
         if pa.types.is_list(t) or pa.types.is_large_list(t):
             per_row += 4 if pa.types.is_list(t) else 8
             t = t.value_type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-            return None
+            rest.append(name)
+            continue
         width = 0.125 if pa.types.is_boolean(t) else t.bit_width / 8
         j = leaves[name][0]
         values = sum(md.row_group(g).column(j).num_values for g in range(md.num_row_groups))
         total += int(values * (width + 0.125) + md.num_rows * per_row)
-    return total
+    return total, rest
 
 
 def _parquet_rows_bytes(path: Path, columns: list[str], footer: Footer | None = None) -> tuple[int, float] | None:
     """(rows, decoded bytes per row of ``columns``) of a parquet file, or None when unknown. The
     rows come from the footer; the bytes per row from the footer's value counts for fixed-width
-    columns and lists of them (:func:`_footer_bytes`), else from decoding the first
-    ``_SAMPLE_ROWS`` rows (the footer's page sizes are of encoded pages: dictionary and RLE
-    encoding make token lists look several times smaller than they decode). ``footer``: the file's
-    footer read already (:class:`Footer`)."""
+    columns and lists of them (:func:`_footer_bytes`), plus, for the other columns only, their
+    decoded bytes in the first ``_SAMPLE_ROWS`` rows (the footer's page sizes are of encoded pages:
+    dictionary and RLE encoding make token lists look several times smaller than they decode). A
+    text column beside three token lists (benchmarks/bench_peers.py's shard) decoded the lists'
+    first rows too: 29 ms CPU before the first batch, the text column's alone about 1 ms.
+    ``footer``: the file's footer read already (:class:`Footer`)."""
     try:
         pf = footer if footer is not None else _file(path, None)
         rows = pf.metadata.num_rows
         if rows == 0:
             return 0, 0.0
-        known = _footer_bytes(pf, columns)
-        if known is not None:
+        known, rest = _footer_bytes(pf, columns)
+        if not rest:
             return rows, known / rows
-        first = next(_file(path, footer).iter_batches(batch_size=_SAMPLE_ROWS, columns=columns), None)
+        first = next(_file(path, footer).iter_batches(batch_size=_SAMPLE_ROWS, columns=rest), None)
     except Exception:  # noqa: BLE001 - the engine's read reports the problem
         return None
     if first is None or first.num_rows == 0:
-        return rows, 0.0
-    return rows, first.nbytes / first.num_rows
+        return rows, known / rows
+    return rows, known / rows + first.nbytes / first.num_rows
 
 
 def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None, total: int | None = None,
