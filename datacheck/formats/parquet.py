@@ -63,12 +63,22 @@ class Footer:
             return cls(pf)
 
 
-def _file(path: Path, footer: Footer | None) -> Any:
+#: bytes a reader of a file's first rows reads at a time (``ParquetFile(buffer_size=...)``): without
+#: it pyarrow reads each column chunk whole before decoding its first page; the first 1,000 rows of
+#: three token lists in one 200,000-row row group (51 MiB a chunk, benchmarks/bench_peers.py's shard)
+#: cost 35-44 ms CPU whole, 7 ms buffered. The engine's full read keeps whole chunks (buffered reads
+#: measured no cheaper there: 3.2-3.9 vs 3.4-4.2 CPU s for big128's ten row groups)
+HEAD_BUFFER_BYTES = 1 << 20
+
+
+def _file(path: Path, footer: Footer | None, head: bool = False) -> Any:
     """``pyarrow.parquet.ParquetFile`` of ``path`` (``pre_buffer=False``, see :func:`_decoded`),
-    given the footer already read when there is one."""
+    given the footer already read when there is one; ``head``: for reading the first rows only
+    (column chunks read :data:`HEAD_BUFFER_BYTES` at a time)."""
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(path, pre_buffer=False, metadata=None if footer is None else footer.metadata)
+    return pq.ParquetFile(path, pre_buffer=False, metadata=None if footer is None else footer.metadata,
+                          buffer_size=HEAD_BUFFER_BYTES if head else 0)
 
 
 def _read_parquet(path: Path) -> ShardData:
@@ -221,7 +231,7 @@ def _parquet_rows_bytes(path: Path, columns: list[str], footer: Footer | None = 
         known, rest = _footer_bytes(pf, columns)
         if not rest:
             return rows, known / rows
-        first = next(_file(path, footer).iter_batches(batch_size=_SAMPLE_ROWS, columns=rest), None)
+        first = next(_file(path, footer, head=True).iter_batches(batch_size=_SAMPLE_ROWS, columns=rest), None)
     except Exception:  # noqa: BLE001 - the engine's read reports the problem
         return None
     if first is None or first.num_rows == 0:
@@ -255,7 +265,7 @@ def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None
     # shard (pyarrow.total_allocated_bytes 672 MiB after a 4 GiB shard; 19 MiB without it).
     done = 0
     if first:
-        head = next(_file(path, footer).iter_batches(
+        head = next(_file(path, footer, head=True).iter_batches(
             batch_size=first, columns=columns, use_threads=True), None)
         if head is None:
             return
@@ -452,7 +462,7 @@ class ParquetReader:
         if not columns or rows < 1 or not self.holds(columns):
             return None
         try:
-            first = next(_file(self.path, self.footer()).iter_batches(
+            first = next(_file(self.path, self.footer(), head=True).iter_batches(
                 batch_size=rows, columns=columns, use_threads=True), None)
             if first is None:
                 return None
