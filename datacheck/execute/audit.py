@@ -40,7 +40,7 @@ from datacheck.io.outputs import check_output_folders
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.environment import check_batch_rows, check_polars_threads
+from datacheck.model.environment import check_batch_rows, check_polars_threads, check_spill_rows
 from datacheck.model.errors import ENGINE_ERRORS, InternalError, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
@@ -474,7 +474,8 @@ def audit(
     Raises:
         ConfigError: the config is invalid (before any shard is read); ``POLARS_MAX_THREADS`` is set to
             a value polars cannot use (before any polars query), or ``DATACHECK_BATCH_ROWS`` to one that
-            is not a whole number >= 1 (:mod:`datacheck.model.environment`).
+            is not a whole number >= 1, or ``DATACHECK_SPILL_ROWS`` to one that is not a whole number
+            >= 0 (:mod:`datacheck.model.environment`).
         UsageError: ``paths`` or ``config`` is of another type (e.g. ``audit(123)``), a path does not
             exist, no shard was found, ``fail_on`` is unknown, ``workers``/``executor``/``ray_address`` are bad
             (``OptionalDependencyError`` for ``executor="ray"`` without ray),
@@ -485,6 +486,7 @@ def audit(
     """
     check_polars_threads()  # before any polars query: polars panics on POLARS_MAX_THREADS=0
     check_batch_rows()  # before any shard is read: a shard failing on it would be cached as unreadable
+    check_spill_rows()
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, Path)) for p in paths):

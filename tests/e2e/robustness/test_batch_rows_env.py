@@ -32,3 +32,15 @@ def test_the_library_refuses_it_too(tmp_path, monkeypatch):
         datacheck.audit([str(CLEAN)], str(CFG), cache_dir=tmp_path / "c", workers=1)
     monkeypatch.setenv("DATACHECK_BATCH_ROWS", "7")  # a good value: the same report as one batch
     assert datacheck.audit([str(CLEAN)], str(CFG), cache_dir=tmp_path / "c2", workers=1).summary["status"] == "pass"
+
+
+@pytest.mark.parametrize("value", ["-1", "abc"])
+def test_a_bad_spill_rows_is_a_usage_error_not_an_internal_one(tmp_path, value):
+    # DATACHECK_SPILL_ROWS (rows of row hashes held before spilling, >= 0) is read by the cross-shard
+    # pass: a bad value said as exit 2 before any shard is read, not a traceback (exit 3)
+    r = run_cli_subprocess("audit", str(CLEAN), str(ROOT / "sample_data" / "lm_clean"), "--config", str(CFG),
+                           "--report-dir", str(tmp_path / "r"), "--no-cache", env={"DATACHECK_SPILL_ROWS": value})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert f"DATACHECK_SPILL_ROWS={value!r}" in r.stderr and "Traceback" not in r.stderr
+    assert run_cli_subprocess("audit", str(CLEAN), "--config", str(CFG), "--report-dir", str(tmp_path / "r"),
+                              "--no-cache", env={"DATACHECK_SPILL_ROWS": "0"}).returncode == 0
