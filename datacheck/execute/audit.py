@@ -17,7 +17,7 @@ import polars as pl
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
 from datacheck.checks.dup.cross import ROWS_KEY, assign_splits, crossdup_payload
 from datacheck.checks.dup.near import NEAR_KEY
-from datacheck.checks.registry import Payload, ShardContext, dataset_items, needed_derivations
+from datacheck.checks.registry import Payload, ShardContext, dataset_items, needed_derivations, unreadable_findings
 from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
@@ -638,8 +638,10 @@ def hash_shards(disc: Any, cfg: Any, same_size_as: Discovery | None = None) -> l
             ctx = ShardContext(cfg=cfg, roles=data.roles, schema=data.schema, shard=ds.rel)
             items = [i for i in crossdup_payload(ctx) if isinstance(i, Payload)]
             df = data.lf.select([pl.len().alias("__n")] + [i.expr.alias(i.key) for i in items]).collect()
-        except (Unreadable, *ENGINE_ERRORS):  # unreadable, or the engine failed on it: it matches nothing
-            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None))
+        except (Unreadable, *ENGINE_ERRORS) as exc:  # unreadable, or the engine failed on it: it matches nothing
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__  # said in dup.split_overlap's skip
+            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None,
+                                   findings=unreadable_findings(ds.rel, ds.format, why)))
             continue
         payload = {i.key: i.post(df.get_column(i.key)[0]) for i in items}
         out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size,
