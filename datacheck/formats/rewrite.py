@@ -164,7 +164,14 @@ def _jsonl_hashes(texts: list[str], schema: dict[str, pl.DataType] | None) -> tu
     if not texts:
         return [], schema
     data = "\n".join(texts).encode("utf-8")
-    df = pl.read_ndjson(data, schema=schema) if schema is not None else pl.read_ndjson(data, infer_schema_length=None)
+    try:
+        df = pl.read_ndjson(data, schema=schema) if schema is not None else pl.read_ndjson(data, infer_schema_length=None)
+    except pl.exceptions.ComputeError:
+        # the literals NaN, Infinity and -Infinity (Python's json.dumps writes them; the reader reads them
+        # as floats) stop polars' NDJSON parser: the rows parsed by Python's json, as the reader does
+        values = [json.loads(t) for t in texts]
+        df = (pl.DataFrame(values, schema=schema, strict=False) if schema is not None
+              else pl.DataFrame(values, infer_schema_length=None))
     return _hash_strings(df), dict(df.schema)
 
 
