@@ -47,3 +47,10 @@ def test_inspect_text_prints_no_control_characters(tmp_path):
     assert r.returncode == 1, r.stderr
     assert _controls(r.stdout) == [], repr(r.stdout)
     assert "finite.nan:\\x1b[31mscore" in r.stdout
+
+
+def test_clean_text_prints_no_control_characters(tmp_path):
+    r = run_cli("clean", str(_data(tmp_path)), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    assert "a\\x1b[2J.jsonl" in r.stdout
+    assert _controls(r.stdout) == [], repr(r.stdout)
