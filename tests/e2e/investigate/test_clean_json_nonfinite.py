@@ -28,3 +28,18 @@ def test_nan_and_infinity_literals_are_cleaned(tmp_path):
     assert (shard["input_rows"], shard["kept"], shard["quarantined"]) == (len(ROWS), len(ROWS) - len(bad), len(bad))
     kept = (tmp_path / "out" / "a.jsonl").read_text().splitlines()
     assert kept == [ln for i, ln in enumerate(lines) if i not in bad]  # the good lines, as written
+
+
+def test_fields_that_change_type_and_wide_integers_are_cleaned(tmp_path):
+    # the reader reads these rows (a schema.dtype finding names the mixed column); clean copies them
+    lines = ['{"text": "a", "n": 18446744073709551616}', '{"text": "b", "n": 1}', '{"text": "c", "n": [1, 2]}',
+             '{"text": "d", "ids": [1, "x"]}', '{"text": "", "n": %d}' % 2**200, '{"text": "f", "ids": [1]}']
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_text("\n".join(lines) + "\n")
+    r = run_cli("clean", str(data), "--out", str(tmp_path / "out"), "--drop", "empty.text", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    empty = [i for i, ln in enumerate(lines) if json.loads(ln)["text"] == ""]
+    (shard,) = json.loads(r.stdout)["result"]["shards"]
+    assert (shard["input_rows"], shard["kept"], shard["quarantined"]) == (len(lines), len(lines) - len(empty), len(empty))
+    assert (tmp_path / "out" / "a.jsonl").read_text().splitlines() == [ln for i, ln in enumerate(lines) if i not in empty]
