@@ -68,7 +68,8 @@ def _left_lines(res: CleanResult) -> list[str]:
     fails = [x.check for x in res.left_in_place if x.still_fails]
     maybe = [x.check for x in res.left_in_place if x.still_fails is None]
     if fails:
-        out.append(f"the cleaned copy still FAILS the gate (--fail-on error) on: {', '.join(fails)}")
+        out.append(f"the cleaned copy still FAILS the gate (--fail-on error) on: {', '.join(fails)}"
+                   + (f"; it may also fail on: {', '.join(maybe)}" if maybe else ""))
     elif maybe:
         out.append(f"the cleaned copy may still fail the gate on: {', '.join(maybe)} (datacheck audit {res.out})")
     return out

@@ -74,3 +74,18 @@ def test_a_shard_level_error_clean_cannot_drop_is_named(tmp_path):
     assert left["left"] is None and left["fails_policy"] is True and "train.jsonl" in left["message"]
     assert "may still fail the gate on: schema.dtype" in text
     assert _audit_rc(tmp_path / "out", cfg, tmp_path) == 1
+
+
+def test_the_verdict_names_the_checks_that_may_fail_beside_those_that_do(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    same = '{"text": "x", "source": 1}\n{"text": "y", "source": 2}\n'
+    (data / "a.jsonl").write_text(same)
+    (data / "b.jsonl").write_text(same)  # dup.shard (error): left, since it is not dropped
+    (data / "c.jsonl").write_text('{"text": "z", "source": 1}\n{"text": "w", "source": "web"}\n')  # schema.dtype
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text("")
+    res, text = _clean(data, tmp_path / "out", cfg)
+    verdict = next(ln for ln in text.splitlines() if ln.startswith("the cleaned copy"))
+    assert "still FAILS the gate (--fail-on error) on: dup.shard" in verdict and "schema.dtype" in verdict, verdict
+    assert _audit_rc(tmp_path / "out", cfg, tmp_path) == 1
