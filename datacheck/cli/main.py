@@ -44,7 +44,7 @@ from datacheck.model.constants import (
     EXIT_TERMINATED,
     EXIT_USAGE,
 )
-from datacheck.model.environment import check_polars_threads
+from datacheck.model.environment import check_batch_rows, check_polars_threads, check_spill_rows
 from datacheck.model.errors import DatacheckError, OutOfMemory, PolicyFailed, ReportVersionError, UsageError
 
 __all__ = ["main", "build_parser", "Terminated", "check_polars_threads"]
@@ -301,6 +301,8 @@ def _main(argv: list[str] | None) -> int:
     given = sys.argv[1:] if argv is None else argv
     try:
         check_polars_threads()
+        check_batch_rows()
+        check_spill_rows()
         if given and given[0] == "audit":  # an unchanged rerun answered before the verb is imported
             replayed = replay_audit(given[1:])
             if replayed is not None:

@@ -17,7 +17,7 @@ import polars as pl
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
 from datacheck.checks.dup.cross import ROWS_KEY, assign_splits, crossdup_payload
 from datacheck.checks.dup.near import NEAR_KEY
-from datacheck.checks.registry import Payload, ShardContext, dataset_items, needed_derivations
+from datacheck.checks.registry import Payload, ShardContext, dataset_items, needed_derivations, unreadable_findings
 from datacheck.derive.read import open_for_checks
 from datacheck.engine.shard import audit_file
 from datacheck.execute.cache import CacheStats, ShardCache
@@ -40,7 +40,7 @@ from datacheck.io.outputs import check_output_folders
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
 from datacheck.model.config import Config
-from datacheck.model.environment import check_polars_threads
+from datacheck.model.environment import check_batch_rows, check_polars_threads, check_spill_rows
 from datacheck.model.errors import ENGINE_ERRORS, InternalError, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import DatasetContext, ShardResult
@@ -473,7 +473,9 @@ def audit(
 
     Raises:
         ConfigError: the config is invalid (before any shard is read); ``POLARS_MAX_THREADS`` is set to
-            a value polars cannot use (before any polars query: :mod:`datacheck.model.environment`).
+            a value polars cannot use (before any polars query), or ``DATACHECK_BATCH_ROWS`` to one that
+            is not a whole number >= 1, or ``DATACHECK_SPILL_ROWS`` to one that is not a whole number
+            >= 0 (:mod:`datacheck.model.environment`).
         UsageError: ``paths`` or ``config`` is of another type (e.g. ``audit(123)``), a path does not
             exist, no shard was found, ``fail_on`` is unknown, ``workers``/``executor``/``ray_address`` are bad
             (``OptionalDependencyError`` for ``executor="ray"`` without ray),
@@ -483,6 +485,8 @@ def audit(
             what to do: fewer ``workers``, smaller batches); never reported as an unreadable shard.
     """
     check_polars_threads()  # before any polars query: polars panics on POLARS_MAX_THREADS=0
+    check_batch_rows()  # before any shard is read: a shard failing on it would be cached as unreadable
+    check_spill_rows()
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, Path)) for p in paths):
@@ -634,8 +638,10 @@ def hash_shards(disc: Any, cfg: Any, same_size_as: Discovery | None = None) -> l
             ctx = ShardContext(cfg=cfg, roles=data.roles, schema=data.schema, shard=ds.rel)
             items = [i for i in crossdup_payload(ctx) if isinstance(i, Payload)]
             df = data.lf.select([pl.len().alias("__n")] + [i.expr.alias(i.key) for i in items]).collect()
-        except (Unreadable, *ENGINE_ERRORS):  # unreadable, or the engine failed on it: it matches nothing
-            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None))
+        except (Unreadable, *ENGINE_ERRORS) as exc:  # unreadable, or the engine failed on it: it matches nothing
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__  # said in dup.split_overlap's skip
+            out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size, rows=None,
+                                   findings=unreadable_findings(ds.rel, ds.format, why)))
             continue
         payload = {i.key: i.post(df.get_column(i.key)[0]) for i in items}
         out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size,

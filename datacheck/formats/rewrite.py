@@ -157,15 +157,37 @@ def row_hashes(table: Any) -> list[str]:
     return _hash_strings(table if isinstance(table, pl.DataFrame) else pl.from_arrow(table))
 
 
+#: the schema :func:`_jsonl_hashes` returns for rows polars' NDJSON parser cannot read as one frame
+#: (the literals NaN / Infinity, a field whose type changes between rows, an integer beyond 128 bits:
+#: the reader reads them all): every later call for the shard (the read-back, the quarantine) then
+#: hashes its rows the same way, by their canonical JSON
+_AS_JSON: dict[str, pl.DataType] = {}
+
+
+def _canonical_hash(text: str) -> str:
+    """The hash of one JSON object text's canonical form (Python's ``json``: keys sorted, no spaces)."""
+    return hash_bytes(json.dumps(json.loads(text), sort_keys=True, ensure_ascii=False,
+                                 separators=(",", ":")).encode("utf-8"))
+
+
 def _jsonl_hashes(texts: list[str], schema: dict[str, pl.DataType] | None) -> tuple[list[str], dict[str, pl.DataType] | None]:
     """Row hashes of JSON object texts parsed as the reader parses them (``pl.read_ndjson``), with
     ``schema`` when given (the input's, so a subset of rows gets the input's dtypes), else inferred
-    over every row; returns (hashes, the schema used)."""
+    over every row; returns (hashes, the schema used). Rows polars cannot parse as one frame are
+    hashed by their canonical JSON, and the schema returned is :data:`_AS_JSON`, which later calls
+    for the same shard pass back."""
     if not texts:
         return [], schema
-    data = "\n".join(texts).encode("utf-8")
-    df = pl.read_ndjson(data, schema=schema) if schema is not None else pl.read_ndjson(data, infer_schema_length=None)
-    return _hash_strings(df), dict(df.schema)
+    if schema is not _AS_JSON:
+        data = "\n".join(texts).encode("utf-8")
+        try:
+            df = (pl.read_ndjson(data, schema=schema) if schema is not None
+                  else pl.read_ndjson(data, infer_schema_length=None))
+            return _hash_strings(df), dict(df.schema)
+        except (pl.exceptions.PolarsError, OverflowError):
+            if schema is not None:  # the input parsed as one frame: a subset of its rows must too
+                raise
+    return [_canonical_hash(t) for t in texts], _AS_JSON
 
 
 def _csv_hashes(rows: list[list[str]]) -> list[str]:

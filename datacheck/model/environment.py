@@ -7,6 +7,14 @@ workers inherit the variable as it is (:mod:`datacheck.execute.executors` sizes 
 it is unset). :func:`check_polars_threads` refuses such a value before any query: the CLI before any
 verb runs (exit 2), :func:`datacheck.audit` before it reads its config. Imports nothing but ``os``
 and ``re`` (the CLI calls it before polars is imported).
+
+``DATACHECK_BATCH_ROWS``: the rows of one batch (:func:`datacheck.formats.batches.forced_batch_rows`).
+:func:`check_batch_rows` refuses a value that is not a whole number >= 1 at the same two places,
+before any shard is read: a shard read with it would fail as ``decode.unreadable``, and that result
+would be stored in the cache and replayed by the next run with the variable set right.
+:func:`check_spill_rows` refuses a ``DATACHECK_SPILL_ROWS`` that is not a whole number >= 0 (the rule
+of :func:`datacheck.io.hashspill.spill_rows`, read by the cross-shard pass after every shard was read)
+there too, as a usage error rather than an internal one.
 """
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ from typing import Any
 
 from datacheck.model.errors import ConfigError
 
-__all__ = ["check_polars_threads"]
+__all__ = ["check_batch_rows", "check_polars_threads", "check_spill_rows"]
 
 #: values of ``POLARS_MAX_THREADS`` polars uses: a whole decimal number >= 1, surrounding blanks and a
 #: ``+`` allowed. Polars (1.x, 2.1) panics on 0 when its thread pool is first built and silently
@@ -39,3 +47,45 @@ def check_polars_threads(environ: Any = None) -> None:
                       "panics on 0 and ignores anything else); set it "
                       "to e.g. POLARS_MAX_THREADS=4, or unset it (datacheck then sizes each worker's pool "
                       "to cores // workers)")
+
+
+def check_batch_rows(environ: Any = None) -> None:
+    """Refuse a ``DATACHECK_BATCH_ROWS`` that is set (not blank) but not a whole number >= 1 (the rule
+    of :func:`datacheck.formats.batches.forced_batch_rows`); ``environ``: the environment to read
+    (None: ``os.environ``).
+
+    Raises:
+        ConfigError: naming the variable and its value (the CLI's exit code 2).
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("DATACHECK_BATCH_ROWS", "").strip()
+    if not raw:
+        return
+    try:
+        ok = int(raw) >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"DATACHECK_BATCH_ROWS={raw!r}: expected a whole number of rows >= 1 (e.g. "
+                          "DATACHECK_BATCH_ROWS=10000), or unset it (batches of about 64 MiB decoded)")
+
+
+def check_spill_rows(environ: Any = None) -> None:
+    """Refuse a ``DATACHECK_SPILL_ROWS`` that is set (not blank) but not a whole number >= 0 (the rule
+    of :func:`datacheck.io.hashspill.spill_rows`); ``environ``: the environment to read (None:
+    ``os.environ``).
+
+    Raises:
+        ConfigError: naming the variable and its value (the CLI's exit code 2).
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("DATACHECK_SPILL_ROWS", "").strip()
+    if not raw:
+        return
+    try:
+        ok = int(raw) >= 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"DATACHECK_SPILL_ROWS={raw!r}: expected a whole number of rows >= 0 (rows of row "
+                          "hashes held in memory before they spill to $TMPDIR), or unset it (8,000,000)")

@@ -252,6 +252,7 @@ def _layout_block(report: Report) -> str:
 def _shards_table(shards: tuple[ShardReport, ...]) -> str:
     rows = []
     per_shard = len(_layout_groups(shards)) > 1  # the shards differ: each row says its layout
+    anchors = _anchors(shards)
     for s in shards:
         drift = any(_is_drift(f) for f in s.findings)
         cls = ' class="drift"' if drift else ""
@@ -259,7 +260,7 @@ def _shards_table(shards: tuple[ShardReport, ...]) -> str:
         rows_n = "unreadable" if s.rows is None else _fmt_int(s.rows)
         tag = ' <span class="badge drift">DRIFT</span>' if drift else ""
         rows.append(
-            f"<tr{cls}><td>{_badge(s.status)}{tag}</td><td class=\"mono\"><a href=\"#{_e(_anchor(s.path))}\">"
+            f"<tr{cls}><td>{_badge(s.status)}{tag}</td><td class=\"mono\"><a href=\"#{_e(anchors[s.path])}\">"
             f"{_e(s.path)}</a></td><td>{_e(s.format)}</td>"
             + (f"<td>{_e(s.layout or ('unknown' if _layout_text(s) else ''))}</td>" if per_shard else "")
             + f"<td class=\"num\">{rows_n}</td>"
@@ -270,8 +271,21 @@ def _shards_table(shards: tuple[ShardReport, ...]) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def _anchor(path: str) -> str:
-    return "shard-" + "".join(ch if ch.isalnum() else "-" for ch in path)
+def _anchors(shards: tuple[ShardReport, ...]) -> dict[str, str]:
+    """Each shard's HTML id: ``shard-`` and its path with every character but a letter or digit as
+    ``-``; paths that give the same id (``a<b`` and ``a>b``) get ``-2``, ``-3``, ... in report order,
+    so every id is unique and each link of the shards table leads to its own shard."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for s in shards:
+        base = "shard-" + "".join(ch if ch.isalnum() else "-" for ch in s.path)
+        anchor, n = base, 1
+        while anchor in used:
+            n += 1
+            anchor = f"{base}-{n}"
+        used.add(anchor)
+        out[s.path] = anchor
+    return out
 
 
 # ------------------------------------------------------------------------------------------ page
@@ -318,11 +332,12 @@ def render_html(report: Report, title: str | None = None) -> str:
     parts.append(f'<section id="dataset"><h2>Dataset</h2><h3>Dataset-level findings</h3>'
                  f"{_findings_table(report.dataset_findings, with_shards=True)}"
                  f"<h3>Distributions over all shards</h3>{_charts(report.stats, 'dataset')}</section>")
+    anchors = _anchors(report.shards)
     for sh in report.shards:
         rows_n = "unreadable" if sh.rows is None else f"{sh.rows:,} rows"
         lay = f'<div class="muted">layout: {_e(_layout_text(sh))}</div>' if per_shard and _layout_text(sh) else ""
         parts.append(
-            f'<section id="{_e(_anchor(sh.path))}" class="shard"><h2>{_badge(sh.status)} '
+            f'<section id="{_e(anchors[sh.path])}" class="shard"><h2>{_badge(sh.status)} '
             f'<span class="mono">{_e(sh.path)}</span> <span class="muted">({_e(sh.format)}, {_e(rows_n)}, '
             f"{_fmt_int(sh.bytes)} bytes)</span></h2>{lay}{_findings_table(sh.findings)}"
             f"{_charts(sh.stats, sh.path) if sh.rows is not None else ''}</section>")

@@ -7,12 +7,25 @@ import re
 from datacheck.model.config import describe_config
 from datacheck.report.model import Report
 
-__all__ = ["render_text", "render_markdown"]
+__all__ = ["render_text", "render_markdown", "terminal_safe"]
 
 #: lines of the "Skipped" section of the text view (each line: the checks skipped for one reason)
 MAX_SKIP_LINES = 20
 
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
+
+#: characters a terminal acts on instead of showing: the C0 controls but tab and newline, DEL, the
+#: C1 controls (Unicode category Cc), and the bidirectional embeddings, overrides and isolates
+#: (U+202A-U+202E, U+2066-U+2069), which reorder the text after them
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every terminal control character (:data:`_CONTROL`) written as its Python escape
+    (``\\x1b``, ``\\u202e``), so names and values from the data (a column or file name holding
+    ``ESC [2J``) are shown, never executed by the terminal; tab, newline and every printable
+    character are kept as they are."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 def _rows_txt(f, k: int = 5) -> str:
@@ -204,7 +217,7 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
     lines += _ignored_lines(report)
     lines.append("")
     lines.append("'!' marks findings that fail the policy.")
-    return "\n".join(lines) + "\n"
+    return terminal_safe("\n".join(lines) + "\n")
 
 
 def _md_code(text: str) -> str:

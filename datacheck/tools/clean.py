@@ -33,7 +33,8 @@ the duplicate's rows all go to the quarantine and the shard is not written). The
 rows are computed after the row-level drops are known: a leak whose training row is dropped anyway
 is gone, and an eval row is not dropped for it. Every other dataset-level finding (and a duplicate
 check that was not chosen) is reported as left in place (:class:`LeftInPlace`), with the rows it
-still has in the copy where that is known.
+still has in the copy where that is known; so is each shard-level finding at warn or error that the
+drops did not remove (a row-level check not chosen, with its kept rows; a check clean cannot drop).
 
 The quarantine sits in a dot-folder so that ``datacheck audit OUT`` audits the cleaned shards only
 (discovery skips dot-folders) and ``index.json`` is metadata discovery ignores.
@@ -161,7 +162,9 @@ class ShardClean:
 
 @dataclass(frozen=True)
 class LeftInPlace:
-    """A finding of the input that the cleaned copy may still have: a dataset-level finding, or one
+    """A finding of the input that the cleaned copy may still have: a dataset-level finding, a
+    shard-level one clean did not remove (one per check over the shards: a row-level check not dropped,
+    ``left`` = its rows kept; a check clean cannot drop, such as ``schema.dtype``, ``left`` None), or one
     the drops make (``index.empty_shard``: a shard left with no row) or leave (``decode.bad_record``:
     records that do not parse copied as they are, ``left`` of them).
 
@@ -350,6 +353,42 @@ def _bad_records_left(cfg: Config, shards: list[ShardClean]) -> tuple[LeftInPlac
                         count=sum(s.bad_records for s in left), left=n,
                         message=f"{n} record(s) that do not parse copied into the cleaned shards as they are "
                                 f"({where}{' ...' if len(left) > 5 else ''})"),)
+
+
+def _shard_findings_left(report_shards: Any, audited: list[ShardResult], drop: tuple[str, ...],
+                         removed: dict[str, set[int]], duplicates: dict[str, str]) -> tuple[LeftInPlace, ...]:
+    """The shard-level findings of the input (``report_shards``: the report's shards, policy applied) at
+    warn or error that the written copy still has, one :class:`LeftInPlace` per check over all shards:
+    a row-level check that was not dropped, ``left`` = its failing rows the copy keeps (rows dropped
+    for other checks are gone; 0 rows left: not listed); a check clean cannot drop (``schema.dtype``,
+    ``length.over_max``'s shard statistics, ...), ``left`` None (not known without auditing the copy).
+    A dropped check's rows are all gone; ``decode.bad_record`` is :func:`_bad_records_left`'s; an
+    unreadable shard or a duplicate shard not written has no copy."""
+    failing = {r.path: r.failing_rows for r in audited if r.readable}
+    found: dict[str, list[tuple[str, Finding, int | None]]] = {}
+    for s in report_shards:
+        if s.rows is None or s.path in duplicates or s.path not in failing:
+            continue
+        for f in s.findings:
+            if f.severity not in ("warn", "error") or f.check in drop or f.check.startswith("decode."):
+                continue
+            rows = {int(r) for key, rs in failing[s.path].items() if key.split(":", 1)[0] == f.check for r in rs}
+            left = len(rows - removed.get(s.path, set())) if rows else None
+            if left != 0:
+                found.setdefault(f.check, []).append((s.path, f, left))
+    out = []
+    for cid, items in sorted(found.items()):
+        counts = [n for _, _, n in items]
+        shards = sorted({p for p, _, _ in items})
+        path, first, _ = items[0]
+        more = f" (and {len(items) - 1} more finding(s); shards: {', '.join(shards[:5])}{' ...' if len(shards) > 5 else ''})" \
+            if len(items) > 1 else ""
+        out.append(LeftInPlace(
+            check=cid, severity="error" if any(f.severity == "error" for _, f, _ in items) else "warn",
+            fails_policy=any(f.fails_policy for _, f, _ in items), count=sum(f.count for _, f, _ in items),
+            message=f"{path}: {first.message}{more}",
+            left=None if any(n is None for n in counts) else sum(n for n in counts if n is not None)))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------------------------- HF metadata
@@ -737,6 +776,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         tick("writing the data index", steps, steps)
         removed = {p: set(r) | set(extra.get(p, {})) for p, r in row_drops.items()}
         left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates, [rel for rel, _ in written])
+        left += _shard_findings_left(report.shards, audited, drop_ids, removed, duplicates)
         left += _emptied(cfg, results) + _bad_records_left(cfg, results)
         metadata = _hf_metadata(disc.root, stage, dict(written))
         index = _output_index(stage, written)

@@ -150,7 +150,8 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
 
     Returns:
         (the contract as a mapping in Pandera's polars form plus ``datacheck:``, notes for the user:
-        shards that could not be read, columns whose dtype differs between shards, the columns
+        shards that could not be read, columns whose dtype differs between shards or is one the
+        contract cannot name (Int128: the column is kept without dtype or range), the columns
         rendered by ``[tokens] tokenizer`` that were left out). The contract holds the columns of
         the data as the audit reads them, except those the read path renders with a tokenizer's
         chat template (``input_ids``/``assistant_mask``/``labels``, ``chat_template_error``,
@@ -236,7 +237,12 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
             checks.append(pa.Check.isin(list(s["cls"])))
         elif s.get("min") is not None and s.get("max") is not None:
             checks.append(pa.Check.in_range(s["min"], s["max"]))
-        columns[c] = pa.Column(t, nullable=s["n"] > 0, required=present[c] == shards, checks=checks or None)
+        try:
+            columns[c] = pa.Column(t, nullable=s["n"] > 0, required=present[c] == shards, checks=checks or None)
+        except TypeError:  # a dtype Pandera's polars engine cannot name (Int128: a CSV integer beyond Int64)
+            notes.append(f"column {c!r} is {t}, a dtype the contract (Pandera's polars engine) cannot name: "
+                         "dtype and observed range left out")
+            columns[c] = pa.Column(None, nullable=s["n"] > 0, required=present[c] == shards)
         if any(k in s for k in ("lmin", "emin")):
             r: dict[str, Any] = {}
             for src, dst in (("lmin", "min_length"), ("lmax", "max_length"), ("emin", "min_value"), ("emax", "max_value")):

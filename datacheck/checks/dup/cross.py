@@ -580,6 +580,14 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
             memo["against"] = (ts + rs, _with_content_group(_candidates(tf + rf, with_label=False), ts + rs), len(ts))
         both, cand2, k = memo["against"]
         comparisons.append(("audited", "against", both, cand2, set(range(k)), set(range(k, len(both)))))
+        unread = [s for s in against if not s.readable]
+        if unread:  # their rows are compared with nothing: a leak into them would pass silently
+            names = ", ".join(s.path for s in unread[:5]) + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
+            why = next((str(f.details.get("reason")) for f in unread[0].findings
+                        if f.check == "decode.unreadable" and f.details.get("reason")), None)
+            yield Skipped("dup.split_overlap", (
+                f"{len(unread)} shard(s) of the --against dataset could not be read, so their rows were not "
+                f"compared: {names}" + (f" ({unread[0].path}: {why})" if why else "; audit them to see why")))
     splits: dict[str, str] = dict(getattr(dctx, "splits", {}) or {})
     if dctx.cfg.splits:
         train = _train_split(dict(dctx.cfg.splits))

@@ -15,6 +15,7 @@ from datacheck.cli.envelope import write_envelope
 from datacheck.cli.progress import activity
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.render.text import terminal_safe
 from datacheck.tools.clean import DATASET_DROPS, CleanResult, ShardClean, clean
 
 __all__ = ["add_parser", "run"]
@@ -67,7 +68,8 @@ def _left_lines(res: CleanResult) -> list[str]:
     fails = [x.check for x in res.left_in_place if x.still_fails]
     maybe = [x.check for x in res.left_in_place if x.still_fails is None]
     if fails:
-        out.append(f"the cleaned copy still FAILS the gate (--fail-on error) on: {', '.join(fails)}")
+        out.append(f"the cleaned copy still FAILS the gate (--fail-on error) on: {', '.join(fails)}"
+                   + (f"; it may also fail on: {', '.join(maybe)}" if maybe else ""))
     elif maybe:
         out.append(f"the cleaned copy may still fail the gate on: {', '.join(maybe)} (datacheck audit {res.out})")
     return out
@@ -129,5 +131,5 @@ def run(args: argparse.Namespace) -> int:
         ]
         lines += [f"note: {n}" for n in res.notes]
         lines += _left_lines(res)
-        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.write(terminal_safe("\n".join(lines) + "\n"))  # shard names and messages from the data
     return EXIT_POLICY_FAILED if any(s.unreadable for s in res.shards) else EXIT_OK

@@ -19,6 +19,7 @@ from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
 from datacheck.render.supervision import LEGEND, MARK, render_ansi, render_plain, render_rows_html
+from datacheck.render.text import terminal_safe
 from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
 
 __all__ = ["add_parser", "run", "resolve_shard_config"]
@@ -81,6 +82,7 @@ def use_color(choice: str, stream=None) -> bool:
 
 def _text(inspections, exported, tok_source: str | None, color: bool = False) -> str:
     out: list[str] = []
+    coloured: set[int] = set()  # indices of the lines rich coloured
     supervised_rows = 0
     for ins in inspections:
         head = f"{ins.shard.rel} ({ins.shard.format}, {ins.bytes} bytes, {ins.content_hash})"
@@ -122,6 +124,8 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
                 view = (render_ansi(r.supervision, legend=False, run_text=r.supervision_runs) if color
                         else render_plain(r.supervision, legend=False, run_text=r.supervision_runs))
                 out.append("      supervision:")
+                if color:
+                    coloured.update(range(len(out), len(out) + len(view.splitlines())))
                 out += [f"        {line}" for line in view.splitlines()]
             elif r.supervision_note is not None:
                 out.append(f"      supervision: {r.supervision_note}")
@@ -130,6 +134,7 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
         out.append("")
     if supervised_rows:
         if color:
+            coloured.add(len(out))
             out.append(render_ansi([], legend=True).splitlines()[-1])
         else:
             out.append("supervision: " + "; ".join(f"[{MARK[c]}: ...] = {LEGEND[c]}" for c in LEGEND))
@@ -138,7 +143,9 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
     if exported is not None:
         path, n = exported
         out.append(f"exported {n} row(s) to {path}" if path is not None else "nothing to export: no rows selected")
-    return "\n".join(out).rstrip("\n") + "\n"
+    # names and values from the data are shown escaped (never a control sequence the terminal runs);
+    # only the coloured supervision lines keep the escape codes rich wrote
+    return "\n".join(ln if i in coloured else terminal_safe(ln) for i, ln in enumerate(out)).rstrip("\n") + "\n"
 
 
 def run(args: argparse.Namespace) -> int:

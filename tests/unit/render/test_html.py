@@ -142,3 +142,18 @@ def test_renders_in_headless_chromium(tmp_path, sample_report):
     assert dom.count("<svg") >= 10 and "<rect" in dom
     assert shot.is_file() and shot.stat().st_size > 20_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_shard_anchors_are_unique_when_names_differ_only_in_punctuation(tmp_path):
+    import polars as pl
+    names = ["a<b.parquet", "a>b.parquet", "a-b.parquet", "a_b.parquet"]
+    for n in names:
+        pl.DataFrame({"text": ["x", "y"], "label": [0, 1]}).write_parquet(tmp_path / n)
+    page = render_html(datacheck.audit([str(tmp_path)], config_from_dict({}), workers=1))
+    ids = re.findall(r'<section id="(shard-[^"]*)" class="shard"><h2>.*?<span class="mono">([^<]*)</span>', page)
+    assert len(ids) == len(names) and len({i for i, _ in ids}) == len(names)
+    target = {i: _html.unescape(p) for i, p in ids}
+    links = re.findall(r'<a href="#(shard-[^"]*)">([^<]*)</a>', page)
+    assert sorted(_html.unescape(p) for _, p in links) == sorted(names)
+    for anchor, path in links:  # each link of the shards table leads to its own shard's section
+        assert target[anchor] == _html.unescape(path)

@@ -184,3 +184,22 @@ def test_infer_leaves_columns_rendered_by_the_tokenizer_out(tmp_path, data, kept
     assert set(contract["columns"]) == kept
     assert f"left out of the contract: {left_out} (" in r.stdout + r.stderr
     assert found(audit(str(path), out)) == []  # no tokenizer: no schema.missing_column
+
+
+def test_a_csv_integer_column_beyond_int64_is_inferred_and_the_data_passes_it(tmp_path):
+    # polars reads a CSV integer column holding a value beyond Int64 as Int128, a dtype Pandera's polars
+    # engine cannot name: the contract leaves that column's dtype (and its observed range) out with a
+    # note, and the same data passes the contract
+    big = 2**63  # one past the Int64 maximum
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.csv").write_text(f"text,label,big\na,1,1\nb,0,{big}\nc,1,-5\n")
+    assert pl.read_csv(data / "a.csv")["big"].dtype == pl.Int128
+    contract, notes = infer_contract([str(data)])
+    assert "dtype" not in contract["columns"]["big"] and "in_range" not in contract["columns"]["big"]
+    assert contract["columns"]["label"] == {"dtype": "Int64", "isin": [0, 1]}
+    assert any("'big'" in n and "Int128" in n for n in notes), notes
+    out = tmp_path / "schema.yaml"
+    r = run_cli("schema", "infer", str(data), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert found(audit([str(data)], str(out))) == []

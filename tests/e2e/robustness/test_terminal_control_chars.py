@@ -1,0 +1,56 @@
+"""Names and values from the data never reach the terminal as control characters: a column name or
+file name holding ESC (``\\x1b[2J`` clears the screen, ``\\x1b]0;...\\x07`` retitles the window) or
+another C0/C1 control is printed escaped (``\\x1b``) by ``audit`` and ``inspect``, and the name is
+still recognizable; plain names are printed unchanged."""
+from __future__ import annotations
+
+import json
+import unicodedata
+
+from conftest import run_cli
+
+EVIL_COL = "\x1b[31mscore\x1b]0;pwned\x07"
+
+
+def _controls(text: str) -> list[str]:
+    return [c for c in text if unicodedata.category(c) == "Cc" and c not in "\n\t"]
+
+
+def _data(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    rows = [{"text": "a", "label": 1, EVIL_COL: float("nan")}, {"text": "", "label": 0, EVIL_COL: 1.0}]
+    (d / "a\x1b[2J.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return d
+
+
+def test_terminal_safe_escapes_controls_only():
+    from datacheck.render.text import terminal_safe
+    assert terminal_safe("plain text, ünïcode, 中文\tand\nlines") == "plain text, ünïcode, 中文\tand\nlines"
+    assert terminal_safe("\x1b[2J\x07\x9b\x7f\r") == "\\x1b[2J\\x07\\x9b\\x7f\\r"
+    assert terminal_safe("a\u202eb") == "a\\u202eb"  # a bidi override reorders what follows it
+
+
+def test_audit_text_prints_no_control_characters(tmp_path):
+    r = run_cli("audit", str(_data(tmp_path)), "--report-dir", str(tmp_path / "reports"))
+    assert r.returncode == 1, r.stderr
+    assert "finite.nan" in r.stdout
+    assert _controls(r.stdout) == [], repr(r.stdout)
+    assert "\\x1b[31mscore" in r.stdout  # the column, escaped
+    assert "a\\x1b[2J.jsonl" in r.stdout  # the shard, escaped
+
+
+def test_inspect_text_prints_no_control_characters(tmp_path):
+    data = _data(tmp_path)
+    (shard,) = data.iterdir()
+    r = run_cli("inspect", str(shard), "--color", "never")
+    assert r.returncode == 1, r.stderr
+    assert _controls(r.stdout) == [], repr(r.stdout)
+    assert "finite.nan:\\x1b[31mscore" in r.stdout
+
+
+def test_clean_text_prints_no_control_characters(tmp_path):
+    r = run_cli("clean", str(_data(tmp_path)), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    assert "a\\x1b[2J.jsonl" in r.stdout
+    assert _controls(r.stdout) == [], repr(r.stdout)
