@@ -63,7 +63,7 @@ class Footer:
             return cls(pf)
 
 
-#: bytes a reader of a file's first rows reads at a time (``ParquetFile(buffer_size=...)``): without
+#: bytes a reader of a file's first rows (or of rows read again) reads at a time (``ParquetFile(buffer_size=...)``): without
 #: it pyarrow reads each column chunk whole before decoding its first page; the first 1,000 rows of
 #: three token lists in one 200,000-row row group (51 MiB a chunk, benchmarks/bench_peers.py's shard)
 #: cost 35-44 ms CPU whole, 7 ms buffered. The engine's full read keeps whole chunks (buffered reads
@@ -71,14 +71,15 @@ class Footer:
 HEAD_BUFFER_BYTES = 1 << 20
 
 
-def _file(path: Path, footer: Footer | None, head: bool = False) -> Any:
+def _file(path: Path, footer: Footer | None, partial: bool = False) -> Any:
     """``pyarrow.parquet.ParquetFile`` of ``path`` (``pre_buffer=False``, see :func:`_decoded`),
-    given the footer already read when there is one; ``head``: for reading the first rows only
-    (column chunks read :data:`HEAD_BUFFER_BYTES` at a time)."""
+    given the footer already read when there is one; ``partial``: for reads that stop early (the
+    first rows, rows read again up to the last one wanted in a row group): column chunks read
+    :data:`HEAD_BUFFER_BYTES` at a time."""
     import pyarrow.parquet as pq
 
     return pq.ParquetFile(path, pre_buffer=False, metadata=None if footer is None else footer.metadata,
-                          buffer_size=HEAD_BUFFER_BYTES if head else 0)
+                          buffer_size=HEAD_BUFFER_BYTES if partial else 0)
 
 
 def _read_parquet(path: Path) -> ShardData:
@@ -231,7 +232,7 @@ def _parquet_rows_bytes(path: Path, columns: list[str], footer: Footer | None = 
         known, rest = _footer_bytes(pf, columns)
         if not rest:
             return rows, known / rows
-        first = next(_file(path, footer, head=True).iter_batches(batch_size=_SAMPLE_ROWS, columns=rest), None)
+        first = next(_file(path, footer, partial=True).iter_batches(batch_size=_SAMPLE_ROWS, columns=rest), None)
     except Exception:  # noqa: BLE001 - the engine's read reports the problem
         return None
     if first is None or first.num_rows == 0:
@@ -265,7 +266,7 @@ def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None
     # shard (pyarrow.total_allocated_bytes 672 MiB after a 4 GiB shard; 19 MiB without it).
     done = 0
     if first:
-        head = next(_file(path, footer, head=True).iter_batches(
+        head = next(_file(path, footer, partial=True).iter_batches(
             batch_size=first, columns=columns, use_threads=True), None)
         if head is None:
             return
@@ -355,7 +356,7 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
     wanted = np.unique(np.asarray(rows, dtype=np.int64))
     parts: list[pl.DataFrame] = []
     try:
-        pf = _file(path, footer)
+        pf = _file(path, footer, partial=True)
         md = pf.metadata
         starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
         if wanted.size and (wanted[0] < 0 or wanted[-1] >= starts[-1]):
@@ -462,7 +463,7 @@ class ParquetReader:
         if not columns or rows < 1 or not self.holds(columns):
             return None
         try:
-            first = next(_file(self.path, self.footer(), head=True).iter_batches(
+            first = next(_file(self.path, self.footer(), partial=True).iter_batches(
                 batch_size=rows, columns=columns, use_threads=True), None)
             if first is None:
                 return None
