@@ -49,6 +49,21 @@ def check_polars_threads(environ: Any = None) -> None:
                       "to cores // workers)")
 
 
+def _check_whole_number(name: str, least: int, advice: str, environ: Any) -> None:
+    """Refuse the environment variable ``name`` when it is set (not blank) but not a whole number >=
+    ``least``; ``advice`` ends the message (what to set instead)."""
+    env = os.environ if environ is None else environ
+    raw = env.get(name, "").strip()
+    if not raw:
+        return
+    try:
+        ok = int(raw) >= least
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{name}={raw!r}: expected a whole number of rows >= {least} {advice}")
+
+
 def check_batch_rows(environ: Any = None) -> None:
     """Refuse a ``DATACHECK_BATCH_ROWS`` that is set (not blank) but not a whole number >= 1 (the rule
     of :func:`datacheck.formats.batches.forced_batch_rows`); ``environ``: the environment to read
@@ -57,17 +72,8 @@ def check_batch_rows(environ: Any = None) -> None:
     Raises:
         ConfigError: naming the variable and its value (the CLI's exit code 2).
     """
-    env = os.environ if environ is None else environ
-    raw = env.get("DATACHECK_BATCH_ROWS", "").strip()
-    if not raw:
-        return
-    try:
-        ok = int(raw) >= 1
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(f"DATACHECK_BATCH_ROWS={raw!r}: expected a whole number of rows >= 1 (e.g. "
-                          "DATACHECK_BATCH_ROWS=10000), or unset it (batches of about 64 MiB decoded)")
+    _check_whole_number("DATACHECK_BATCH_ROWS", 1, "(e.g. DATACHECK_BATCH_ROWS=10000), or unset it "
+                        "(batches of about 64 MiB decoded)", environ)
 
 
 def check_spill_rows(environ: Any = None) -> None:
@@ -78,14 +84,5 @@ def check_spill_rows(environ: Any = None) -> None:
     Raises:
         ConfigError: naming the variable and its value (the CLI's exit code 2).
     """
-    env = os.environ if environ is None else environ
-    raw = env.get("DATACHECK_SPILL_ROWS", "").strip()
-    if not raw:
-        return
-    try:
-        ok = int(raw) >= 0
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(f"DATACHECK_SPILL_ROWS={raw!r}: expected a whole number of rows >= 0 (rows of row "
-                          "hashes held in memory before they spill to $TMPDIR), or unset it (8,000,000)")
+    _check_whole_number("DATACHECK_SPILL_ROWS", 0, "(rows of row hashes held in memory before they spill "
+                        "to $TMPDIR), or unset it (8,000,000)", environ)
