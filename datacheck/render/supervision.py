@@ -26,6 +26,7 @@ import io
 from typing import Any, Iterable, Sequence
 
 from datacheck.model.supervision import PADDING, PADDING_SUPERVISED, SUPERVISED, SUPERVISION_CLASSES
+from datacheck.render.text import terminal_safe
 
 __all__ = ["LEGEND", "MARK", "STYLE", "runs", "render_plain", "render_ansi", "render_html_tokens",
            "render_rows_html", "supervision_counts"]
@@ -44,7 +45,11 @@ _CSS_CLASS = {"supervised": "sup", "ignored": "ign", "padding": "pad", "padding_
 
 
 def _shown(token: str) -> str:
-    return token.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    """A token's text as shown: backslash, newline, tab and carriage return as their escapes, every
+    other terminal control character too (:func:`~datacheck.render.text.terminal_safe`: a tokenizer's
+    vocabulary can hold ``ESC``)."""
+    return terminal_safe(token.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
+                         .replace("\r", "\\r"))
 
 
 def runs(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:

@@ -154,6 +154,14 @@ def test_ansi_rendering():
     assert out.splitlines()[1] == "8 tokens: 2 supervised, 2 ignored, 3 padding, 1 padding trained on"
 
 
+def test_terminal_control_characters_in_tokens_are_escaped():
+    """A tokenizer's vocabulary can hold ESC and bidi controls: shown as escapes, never sent live."""
+    pairs = [("\x1b[2J", S), ("a\u202eb", I)]
+    for out in (render_plain(pairs, legend=False), render_ansi(pairs, legend=False)):
+        assert "\x1b[2J" not in out and "\u202e" not in out
+        assert "\\x1b[2J" in out and "a\\u202eb" in out
+
+
 def test_html_tokens_escape_markup():
     got = render_html_tokens([("<script>", S), ("&", I)])
     assert got == ('<div class="toks"><span class="tok sup" title="supervised">&lt;script&gt;</span>'
