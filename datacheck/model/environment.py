@@ -30,6 +30,10 @@ __all__ = ["check_batch_rows", "check_polars_threads", "check_spill_rows"]
 #: ``+`` allowed. Polars (1.x, 2.1) panics on 0 when its thread pool is first built and silently
 #: ignores anything else ("abc", "-1", "2.5", ""), using every core.
 _THREADS_VALUE = re.compile(r"\s*\+?[0-9]+\s*")
+#: the most ``POLARS_MAX_THREADS`` datacheck lets polars start: polars starts as many threads as the
+#: value says (18446744073709551615, u64's maximum, made ``import polars`` hang) and ignores a value
+#: beyond u64 with a warning, using every core
+MAX_POLARS_THREADS = 65536
 
 
 def check_polars_threads(environ: Any = None) -> None:
@@ -41,10 +45,11 @@ def check_polars_threads(environ: Any = None) -> None:
     """
     env = os.environ if environ is None else environ
     value = env.get("POLARS_MAX_THREADS")
-    if value is None or (_THREADS_VALUE.fullmatch(value) and int(value) >= 1):
+    if value is None or (_THREADS_VALUE.fullmatch(value) and 1 <= int(value) <= MAX_POLARS_THREADS):
         return
-    raise ConfigError(f"POLARS_MAX_THREADS={value!r}: polars needs a whole number of threads, 1 or more (it "
-                      "panics on 0 and ignores anything else); set it "
+    raise ConfigError(f"POLARS_MAX_THREADS={value!r}: polars needs a whole number of threads from 1 to "
+                      f"{MAX_POLARS_THREADS} (it panics on 0, starts as many threads as a larger number says "
+                      "and ignores anything else); set it "
                       "to e.g. POLARS_MAX_THREADS=4, or unset it (datacheck then sizes each worker's pool "
                       "to cores // workers)")
 

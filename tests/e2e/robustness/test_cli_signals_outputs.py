@@ -211,7 +211,8 @@ def test_full_disk_leaves_no_temporary_file(tmp_path, ow, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- POLARS_MAX_THREADS
-BAD_THREADS = ["0", "00", "abc", "-1", "", "2.5"]
+# beyond the bound polars starts that many threads (u64's maximum hung `import polars`) or ignores it
+BAD_THREADS = ["0", "00", "abc", "-1", "", "2.5", "65537", "18446744073709551615", "99999999999999999999"]
 
 
 @pytest.mark.parametrize("value", BAD_THREADS)
@@ -220,7 +221,7 @@ def test_unusable_polars_max_threads_is_refused(value):
         check_polars_threads({"POLARS_MAX_THREADS": value})
 
 
-@pytest.mark.parametrize("value", ["1", "4", "64", " 4", "+4"])
+@pytest.mark.parametrize("value", ["1", "4", "64", " 4", "+4", "65536"])
 def test_usable_polars_max_threads_is_accepted(value):
     check_polars_threads({"POLARS_MAX_THREADS": value})
     check_polars_threads({})
