@@ -146,7 +146,7 @@ def test_cli_decodes_with_jemalloc_unless_the_user_chose_a_pool():
     full = {**env, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-c", _POOL], capture_output=True, text=True, env=full, timeout=300)
     assert p.returncode == 0, p.stderr
-    decay = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
+    decay = "dirty_decay_ms:10000,muzzy_decay_ms:10000,thp:always"
     assert json.loads(p.stdout) == ["jemalloc", "jemalloc", decay]
     # pyarrow warns on stderr when the named pool is not built in, jemalloc on a conf pair it does not take
     assert p.stderr == ""
