@@ -126,4 +126,20 @@ def test_lean_scan_matches_the_dense_scan(text, deep):
     data = text + b"[" * deep + b"]" * deep + b"\n" + text
     assert max_depths(data).tolist() == _dense_depths(data)
     assert max_depths(data, per_line=False).tolist() == _dense_depths(data, per_line=False)
-    assert max_line_depth(data) == max(_dense_depths(data), default=0)
+    exact = max(_dense_depths(data), default=0)
+    assert max_line_depth(data, limit=0) == exact  # no line within 0 brackets: the exact scan
+    got = max_line_depth(data)
+    assert got >= exact and (got > MAX_JSON_DEPTH) == (exact > MAX_JSON_DEPTH)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(_json, min_size=0, max_size=6), st.integers(0, 8), st.booleans())
+def test_max_line_depth_bound_decides_any_limit_like_the_exact_scan(values, limit, final_newline):
+    lines = [json.dumps(v) for v in values]
+    text = "\n".join(lines) + ("\n" if final_newline and lines else "")
+    data = text.encode()
+    exact = max((_ref_depth(ln) for ln in lines), default=0)
+    opens = max((ln.count("[") + ln.count("{") for ln in lines), default=0)
+    got = max_line_depth(data, limit)
+    assert got >= exact and (got > limit) == (exact > limit)
+    assert got == (opens if opens <= limit else exact)  # the cheap count where it decides, else the scan
