@@ -284,10 +284,11 @@ else:
 
 
 def _class_label_dtype(dtype: pl.DataType) -> bool:
-    """Dtypes inferred as a class label: integer, string, categorical/enum, boolean (or all-null).
-    A float column is not (its values may be regression scores; see :func:`resolve_roles`)."""
-    return (dtype.is_integer() or dtype in (pl.String, pl.Boolean) or isinstance(dtype, (pl.Categorical, pl.Enum))
-            or _all_null(dtype))
+    """Dtypes inferred as a class label: integer (an integral decimal too, :func:`_integral_decimal`),
+    string, categorical/enum, boolean (or all-null). A float column is not (its values may be
+    regression scores; see :func:`resolve_roles`)."""
+    return (dtype.is_integer() or _integral_decimal(dtype) or dtype in (pl.String, pl.Boolean)
+            or isinstance(dtype, (pl.Categorical, pl.Enum)) or _all_null(dtype))
 
 
 #: Hugging Face token-classification label columns (CoNLL-2003, WikiANN, ...), in the order one is
@@ -433,11 +434,19 @@ def null_role_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, p
     return out
 
 
+def _integral_decimal(t: pl.DataType) -> bool:
+    """A decimal of scale 0 (SQL ``NUMERIC(p, 0)``, Snowflake's and Oracle's ``NUMBER(38, 0)``
+    exported to parquet): whole numbers of up to 38 digits, every one an Int128."""
+    return isinstance(t, pl.Decimal) and t.scale == 0
+
+
 def _int128(t: pl.DataType) -> bool:
+    """Whether ``t`` (or the innermost dtype of its lists) holds whole numbers wider than 64 bits:
+    ``Int128``, ``UInt128``, or an integral decimal (:func:`_integral_decimal`)."""
     inner = t
     while isinstance(inner, (pl.List, pl.Array)):
         inner = inner.inner  # type: ignore[assignment]
-    return inner == pl.Int128 or str(inner) == "UInt128"
+    return inner == pl.Int128 or str(inner) == "UInt128" or _integral_decimal(inner)
 
 
 def narrows_wide_int(source: pl.DataType, target: pl.DataType) -> bool:
@@ -474,16 +483,18 @@ def cast_expr(name: str, source: pl.DataType, target: pl.DataType) -> pl.Expr:
     def bound(e: pl.Expr) -> pl.Expr:  # an unsigned value is never below INT64_MIN (nor can it hold it)
         return e.clip(upper_bound=INT64_MAX) if str(inner) == "UInt128" else e.clip(INT64_MIN, INT64_MAX)
 
+    wide = pl.Int128() if _integral_decimal(inner) else inner  # a decimal of 38 digits fits Int128
     if isinstance(source, (pl.List, pl.Array)) and _int128(inner) and not isinstance(inner, (pl.List, pl.Array)):
-        return col.cast(pl.List(inner)).list.eval(bound(pl.element())).cast(target)
+        return col.cast(pl.List(wide)).list.eval(bound(pl.element())).cast(target)
     if isinstance(source, (pl.List, pl.Array)):  # deeper lists: not a role's dtype; as before, non-strict
         return col.cast(target, strict=False)
-    return bound(col).cast(target)
+    return bound(col.cast(wide)).cast(target)
 
 
 def wide_int_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
     """``{column: dtype}`` for the integer role columns read as 128-bit integers (a JSON value beyond
-    64 bits, such as ``18446744073709551616`` in ``input_ids``): read as the role's 64-bit dtype
+    64 bits, such as ``18446744073709551616`` in ``input_ids``) or stored as integral decimals
+    (``decimal(38, 0)`` from a SQL export): read as the role's 64-bit dtype
     (``Int64``, ``List(Int64)``) by :func:`cast_expr`, a value beyond 64 bits at Int64's nearest
     bound (an id or label no vocabulary or class count reaches: the role's range checks report
     it). The runner casts them so that the checks (numpy has no 128-bit integers) run."""

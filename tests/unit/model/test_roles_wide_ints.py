@@ -52,3 +52,24 @@ def test_other_casts_stay_strict():
     df = pl.DataFrame({"a": [2**40]})
     with pytest.raises(pl.exceptions.InvalidOperationError):
         df.select(cast_expr("a", pl.Int64(), pl.Int32()))
+
+
+def test_integral_decimals_are_read_as_int64_clipped():
+    """``decimal(38, 0)`` (a SQL export's integer column): each value as an Int64, one beyond it at
+    the nearest bound; a list of them likewise."""
+    from decimal import Decimal
+
+    values = [0, 7, -(10**30), 10**37, None]
+    s = pl.Series("a", [None if v is None else Decimal(v) for v in values], dtype=pl.Decimal(38, 0))
+    assert narrows_wide_int(s.dtype, pl.Int64())
+    out = s.to_frame().select(cast_expr("a", s.dtype, pl.Int64()))["a"]
+    assert out.to_list() == [_clip(v) for v in values]
+    rows = [[1, None, 10**30], None, []]
+    ls = pl.Series("ids", [None if r is None else [None if v is None else Decimal(v) for v in r] for r in rows],
+                   dtype=pl.List(pl.Decimal(38, 0)))
+    got = ls.to_frame().select(cast_expr("ids", ls.dtype, pl.List(pl.Int64)))["ids"]
+    assert got.to_list() == [[1, None, 2**63 - 1], None, []]
+
+
+def test_a_decimal_with_a_fraction_is_not_read_as_integers():
+    assert not narrows_wide_int(pl.Decimal(10, 2), pl.Int64())
