@@ -145,7 +145,8 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
             facts for the bounds of id columns); defaults when None.
         name: the schema's ``name``.
         vocab_size: the vocabulary size when ``[tokens] vocab_size`` is unset (e.g. a tokenizer's
-            ``get_vocab_size(with_added_tokens=True)``); ``[tokens] vocab_size`` wins when set.
+            largest id + 1, :attr:`datacheck.tools.inspect.TokenizerView.vocab_size`); ``[tokens]
+            vocab_size`` wins when set.
         progress: called as ``progress(shard path, shards done, shards)`` before each shard is read.
 
     Returns:
