@@ -6,9 +6,10 @@ from typing import Any, Callable
 import polars as pl
 
 from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT
-from datacheck.model.roles import inner_dtype, is_list
+from datacheck.model.roles import INT64_MAX, inner_dtype, is_list
 
-__all__ = ["struct_float_fields", "flat_list", "any_element", "count_elements", "first_bad", "first_at", "value_counts", "is_int", "is_numeric", "int_max"]
+__all__ = ["struct_float_fields", "flat_list", "any_element", "count_elements", "first_bad", "first_at", "value_counts", "is_int", "is_numeric", "int_max",
+           "as_int64"]
 
 Pred = Callable[[pl.Expr], pl.Expr]
 
@@ -155,6 +156,20 @@ def _value_of(d: dict) -> Any:
     if k == "count":
         k, v = next(items)
     return v
+
+
+def as_int64(col: str, dtype: pl.DataType) -> pl.Expr:
+    """Column ``col`` of dtype ``dtype`` (a scalar or one list level) as ``Int64`` /
+    ``List(Int64)``, for arithmetic that needs signed values: a ``UInt64`` value beyond Int64
+    (``2**63`` and above) is read as Int64's largest value ``2**63 - 1`` (a strict cast raised on
+    it, failing the check on data it should judge). No row length, offset, position or vocabulary
+    reaches that value, so such a row still breaks the rule it broke. Other dtypes are cast as
+    before (strictly)."""
+    e = pl.col(col)
+    listed = is_list(dtype)
+    if inner_dtype(dtype) == pl.UInt64:
+        e = e.list.eval(pl.element().clip(upper_bound=INT64_MAX)) if listed else e.clip(upper_bound=INT64_MAX)
+    return e.cast(pl.List(pl.Int64) if listed else pl.Int64)
 
 
 def positions_count(cols: list[str], pred: Callable[..., pl.Expr]) -> pl.Expr:
