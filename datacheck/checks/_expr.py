@@ -172,19 +172,22 @@ def as_int64(col: str, dtype: pl.DataType) -> pl.Expr:
     return e.cast(pl.List(pl.Int64) if listed else pl.Int64)
 
 
-def positions_count(cols: list[str], pred: Callable[..., pl.Expr]) -> pl.Expr:
+def positions_count(cols: list[str], pred: Callable[..., pl.Expr],
+                    schema: dict[str, pl.DataType] | None = None) -> pl.Expr:
     """Per row: how many positions ``p`` satisfy ``pred(col0[p], col1[p], ...)``, for list columns of
     equal length in that row (rows whose lengths differ give null; they are ``length.mismatch``).
 
     The lists are concatenated into one Int64 list and split back by position inside ``list.eval``
     (``pl.len() // k``), which keeps every operation inside polars' list kernels; element-wise
     arithmetic between two list columns is avoided on purpose (it panicked in polars 2.1 inside
-    large fused queries).
+    large fused queries). With ``schema`` (the shard's dtypes), each column is read by
+    :func:`as_int64` (a uint64 value beyond Int64 at Int64's largest value, not a cast error).
     """
     k = len(cols)
     lens = [pl.col(c).list.len() for c in cols]
     same = pl.all_horizontal([x == lens[0] for x in lens[1:]]) if k > 1 else pl.lit(True)
-    both = pl.concat_list([pl.col(c).cast(pl.List(pl.Int64)) for c in cols])
+    both = pl.concat_list([as_int64(c, schema[c]) if schema is not None and c in schema
+                           else pl.col(c).cast(pl.List(pl.Int64)) for c in cols])
     n = pl.len() // k
     parts = [pl.element().slice(i * n, n) for i in range(k)]
     return pl.when(same).then(both.list.eval(pred(*parts).cast(pl.UInt32).sum()).list.first())
