@@ -6,9 +6,10 @@ from typing import Any, Callable
 import polars as pl
 
 from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT
-from datacheck.model.roles import inner_dtype, is_list
+from datacheck.model.roles import INT64_MAX, inner_dtype, is_list
 
-__all__ = ["struct_float_fields", "flat_list", "any_element", "count_elements", "first_bad", "first_at", "value_counts", "is_int", "is_numeric", "int_max"]
+__all__ = ["struct_float_fields", "flat_list", "any_element", "count_elements", "first_bad", "first_at", "value_counts", "is_int", "is_numeric", "int_max",
+           "as_int64"]
 
 Pred = Callable[[pl.Expr], pl.Expr]
 
@@ -157,19 +158,36 @@ def _value_of(d: dict) -> Any:
     return v
 
 
-def positions_count(cols: list[str], pred: Callable[..., pl.Expr]) -> pl.Expr:
+def as_int64(col: str, dtype: pl.DataType) -> pl.Expr:
+    """Column ``col`` of dtype ``dtype`` (a scalar or one list level) as ``Int64`` /
+    ``List(Int64)``, for arithmetic that needs signed values: a ``UInt64`` value beyond Int64
+    (``2**63`` and above) is read as Int64's largest value ``2**63 - 1`` (a strict cast raised on
+    it, failing the check on data it should judge). No row length, offset, position or vocabulary
+    reaches that value, so such a row still breaks the rule it broke. Other dtypes are cast as
+    before (strictly)."""
+    e = pl.col(col)
+    listed = is_list(dtype)
+    if inner_dtype(dtype) == pl.UInt64:
+        e = e.list.eval(pl.element().clip(upper_bound=INT64_MAX)) if listed else e.clip(upper_bound=INT64_MAX)
+    return e.cast(pl.List(pl.Int64) if listed else pl.Int64)
+
+
+def positions_count(cols: list[str], pred: Callable[..., pl.Expr],
+                    schema: dict[str, pl.DataType] | None = None) -> pl.Expr:
     """Per row: how many positions ``p`` satisfy ``pred(col0[p], col1[p], ...)``, for list columns of
     equal length in that row (rows whose lengths differ give null; they are ``length.mismatch``).
 
     The lists are concatenated into one Int64 list and split back by position inside ``list.eval``
     (``pl.len() // k``), which keeps every operation inside polars' list kernels; element-wise
     arithmetic between two list columns is avoided on purpose (it panicked in polars 2.1 inside
-    large fused queries).
+    large fused queries). With ``schema`` (the shard's dtypes), each column is read by
+    :func:`as_int64` (a uint64 value beyond Int64 at Int64's largest value, not a cast error).
     """
     k = len(cols)
     lens = [pl.col(c).list.len() for c in cols]
     same = pl.all_horizontal([x == lens[0] for x in lens[1:]]) if k > 1 else pl.lit(True)
-    both = pl.concat_list([pl.col(c).cast(pl.List(pl.Int64)) for c in cols])
+    both = pl.concat_list([as_int64(c, schema[c]) if schema is not None and c in schema
+                           else pl.col(c).cast(pl.List(pl.Int64)) for c in cols])
     n = pl.len() // k
     parts = [pl.element().slice(i * n, n) for i in range(k)]
     return pl.when(same).then(both.list.eval(pred(*parts).cast(pl.UInt32).sum()).list.first())

@@ -24,6 +24,7 @@ from datacheck.checks.registry import (
     derives,
     finding,
     measure,
+    sum_parts,
 )
 from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
@@ -165,9 +166,7 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     t = ctx.schema[col]
     bad_dtype = problem(ctx, "labels", col)
     if bad_dtype is not None:
-        yield RowCheck(check="labels.null", column=col, fails=pl.col(col).is_null() & ~rejected_by_template(ctx, col),
-                       example=pl.col(col),
-                       message=lambda n, d, col=col: f"{n} row(s) have no token labels in {col!r} (null)")
+        yield _token_label_nulls(ctx, col, t)
         for cid in ("labels.unexpected_sentinel", "labels.out_of_range"):
             yield Skipped(cid, bad_dtype.skip_reason)
         return
@@ -190,8 +189,7 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold negative token labels other than ignore_index "
                                        f"{ign}: {_fmt_counts(d.get('values'))}"),
     )
-    yield RowCheck(check="labels.null", column=col, fails=c.is_null() & ~rejected_by_template(ctx, col), example=c,
-                   message=lambda n, d, col=col: f"{n} row(s) have no token labels in {col!r} (null)")
+    yield _token_label_nulls(ctx, col, t)
     if bound is None:
         yield Skipped("labels.out_of_range", f"token labels {col!r}: no [tokens] vocab_size or [labels] num_classes")
         return
@@ -209,6 +207,31 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold token labels >= {bound_name} {bound} "
                                        f"(largest {d.get('max')})"),
     )
+
+
+def _token_label_nulls(ctx: ShardContext, col: str, t: pl.DataType) -> RowCheck:
+    """``labels.null`` of the token labels ``col``: a row that is null, or that holds a null label
+    among its labels (no class for that position: the collator cannot build the labels tensor, and
+    no other label rule judges a null). Rows a chat template rejected are ``sft.role_order``'s.
+    Example: the first null label's position, or the null row."""
+    c = pl.col(col)
+    null_row = c.is_null()
+    if is_list(t):
+        missing = null_row | c.list.eval(pl.element().is_null()).list.any()  # no nulls: polars skips the scan
+        example = first_bad(col, t, lambda x: x.is_null(), null_text="null")
+    else:
+        missing, example = null_row, c
+    return RowCheck(
+        check="labels.null", column=col, fails=missing & ~rejected_by_template(ctx, col), example=example,
+        details={"null_rows": null_row.sum()}, details_merge={"null_rows": sum_parts},
+        message=lambda n, d, col=col: _token_null_message(n, d.get("null_rows", n), col))
+
+
+def _token_null_message(n: int, null_rows: int, col: str) -> str:
+    if null_rows == n:
+        return f"{n} row(s) have no token labels in {col!r} (null)"
+    held = f"{n - null_rows} row(s) of {col!r} hold null token labels (a position with no label)"
+    return held + (f"; {null_rows} more have no token labels (null)" if null_rows else "")
 
 
 def _label_items(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import counts_to_pairs
+from datacheck.checks._expr import as_int64, counts_to_pairs
 from datacheck.checks.registry import (
     RowCheck,
     ShardContext,
@@ -176,11 +176,11 @@ def ctc_infeasible(ctx: ShardContext) -> Iterable[ShardItem]:
     ``floor(input_length / ctc_downsample)`` is less than the label length plus its adjacent repeats
     (CTC needs a blank between two equal labels), so the CTC loss is inf."""
     r, ign, ds = ctx.roles, ctx.cfg.labels.ignore, ctx.cfg.labels.ctc_downsample
-    lab = pl.col(r.labels).cast(pl.List(pl.Int64))
+    lab = as_int64(r.labels, ctx.schema[r.labels])
     if ign is not None:
         lab = lab.list.eval(pl.element().filter(pl.element() != ign))
     need = lab.list.len() + lab.list.diff().list.count_matches(0)
-    frames = pl.col(r.input_lengths).cast(pl.Int64) // ds
+    frames = as_int64(r.input_lengths, ctx.schema[r.input_lengths]) // ds
     yield RowCheck(
         check="length.ctc_infeasible", column=r.labels, fails=(frames < need).fill_null(False),
         example=pl.format("{} output steps < {} needed", frames, need),

@@ -13,6 +13,7 @@ from typing import Iterable
 
 import polars as pl
 
+from datacheck.checks._expr import as_int64
 from datacheck.checks._flat import fast_dtype, positions_not_reset
 from datacheck.checks._pos import prev, row_first
 from datacheck.checks.mask import positions_view
@@ -62,10 +63,10 @@ def starts_list(ctx: ShardContext) -> tuple[pl.Expr, str] | None:
     column it came from; None without either."""
     r = ctx.roles
     if _ok(ctx, "cu_seqlens"):
-        cu = pl.col(r.cu_seqlens).cast(pl.List(pl.Int64))
+        cu = as_int64(r.cu_seqlens, ctx.schema[r.cu_seqlens])
         return cu.list.slice(1, (cu.list.len() - 2).clip(0)), r.cu_seqlens
     if _ok(ctx, "seq_lens"):
-        sl = pl.col(r.seq_lens).cast(pl.List(pl.Int64))
+        sl = as_int64(r.seq_lens, ctx.schema[r.seq_lens])
         ends = sl.list.eval(pl.element().cum_sum())
         return ends.list.head((ends.list.len() - 1).clip(0)), r.seq_lens
     return None
@@ -144,7 +145,7 @@ def position_ids_not_reset(ctx: ShardContext) -> Iterable[ShardItem]:
         # a negative id, and such a row fails anyway), and no start step (to 0 from an id >= 0) is
         # +1, so "len - documents steps are +1" means every step inside a document is. UInt64 is
         # compared in Int64 (its differences would not fit); one cast, used once per kernel below.
-        p = pos.cast(pl.List(pl.Int64)) if inner_dtype(ctx.schema[r.position_ids]) == pl.UInt64 else pos
+        p = as_int64(r.position_ids, ctx.schema[r.position_ids]) if inner_dtype(ctx.schema[r.position_ids]) == pl.UInt64 else pos
         at_starts = p.list.gather(starts, null_on_oob=True)
         n_docs = starts.list.len() + 1
         n = p.list.len()
@@ -179,9 +180,12 @@ def boundary_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     parts: list[tuple[pl.Expr, str]] = []
     if _ok(ctx, "seq_lens") and n is not None:
         sl = pl.col(r.seq_lens)
-        parts.append(((sl.list.sum() != n) | (sl.list.len() == 0), r.seq_lens))
+        # every length in [0, n] first: the sum of such lengths cannot wrap around ([2**64 - 1, 5]
+        # summed to 4 in uint64), and a negative length ([-2, 6]) is no document
+        parts.append(((sl.list.sum() != n) | (sl.list.len() == 0) | (sl.list.min() < 0) | (sl.list.max() > n),
+                      r.seq_lens))
     if _ok(ctx, "cu_seqlens"):
-        cu = pl.col(r.cu_seqlens).cast(pl.List(pl.Int64))
+        cu = as_int64(r.cu_seqlens, ctx.schema[r.cu_seqlens])
         rising = cu.list.diff().list.slice(1).list.min() > 0
         bad = (cu.list.first() != 0) | ~rising.fill_null(True) | (cu.list.len() < 2)
         if n is not None:
@@ -240,7 +244,7 @@ def cross_document_label(ctx: ShardContext) -> Iterable[ShardItem]:
     if sl is None:
         return
     starts, src = sl
-    l64 = lab.cast(pl.List(pl.Int64))
+    l64 = as_int64(r.labels, ctx.schema[r.labels])
     at = l64.list.gather(starts - 1 if shifted else starts, null_on_oob=True)
     ok = at.list.count_matches(ign) + at.list.count_matches(None)
     if shifted:
@@ -270,7 +274,7 @@ def packing_stats(ctx: ShardContext) -> Iterable[Stat]:
         return
     pad = ctx.cfg.tokens.pad_token_id
     if _ok(ctx, "attention_mask"):
-        real = pl.col(r.attention_mask).cast(pl.List(pl.Int64)).list.sum().sum()
+        real = as_int64(r.attention_mask, ctx.schema[r.attention_mask]).list.sum().sum()
     elif pad is not None and _ok(ctx, "input_ids"):
         ids = pl.col(r.input_ids)
         real = (ids.list.len() - ids.list.count_matches(pad)).sum()

@@ -51,7 +51,7 @@ def token_not_pad(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("padding.token_not_pad", _NEEDS_PAD)
         return
     mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, ctx.cfg.tokens.pad_token_id
-    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 0) & (x != pad))
+    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 0) & (x != pad), ctx.schema)
     bad = (pl.col(mcol) == 0) & (pl.col(ids) != pad)
     example = first_at([mcol, ids], lambda m, x, pad=pad: m == 0 and x != pad, lambda m, x: f"id {x} with mask 0",
                        count=nz, what="masked position(s) hold non-pad ids")
@@ -109,7 +109,7 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
                                               "pad id is the eos that ends the text")
         return
     mcol, ids, pad = ctx.roles.attention_mask, ctx.roles.input_ids, tok.pad_token_id
-    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 1) & (x == pad))
+    nz = positions_count([mcol, ids], lambda mm, x, pad=pad: (mm == 1) & (x == pad), ctx.schema)
     example = first_at([mcol, ids], lambda m, x, pad=pad: m == 1 and x == pad,
                        lambda m, x: f"pad id {x} with mask 1", count=nz, what="attended position(s) hold pad_token_id")
 
@@ -145,7 +145,7 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not attention_mask")
         return
     mcol, labels, ign = ctx.roles.attention_mask, ctx.roles.labels, ctx.cfg.labels.ignore
-    nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign))
+    nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign), ctx.schema)
     bad = (pl.col(mcol) == 0) & (pl.col(labels) != ign)
     example = first_at([mcol, labels], lambda m, y, ign=ign: m == 0 and y != ign,
                        lambda m, y: f"label {y} with mask 0", count=nz, what="padded position(s) are supervised")

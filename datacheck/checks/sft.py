@@ -23,7 +23,7 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks._expr import counts_to_pairs, supervised_count, value_counts
+from datacheck.checks._expr import as_int64, counts_to_pairs, supervised_count, value_counts
 from datacheck.checks._flat import by_chunks
 from datacheck.checks._pos import assistant_span, prev, supervised_token
 from datacheck.checks._render import UNMARKED, cut_by_truncation, template_error, unmarked_template
@@ -521,7 +521,7 @@ def double_bos(ctx: ShardContext) -> Iterable[ShardItem]:
     ids, bos = pl.col(r.input_ids), tok.bos_token_id
     start: pl.Expr | int = 0
     if tok.padding_side == "left" and _usable(ctx, "attention_mask"):
-        m = pl.col(r.attention_mask).cast(pl.List(pl.Int64))
+        m = as_int64(r.attention_mask, ctx.schema[r.attention_mask])
         start = ids.list.len() - m.list.sum()
     first = ids.list.get(start, null_on_oob=True)
     second = ids.list.get(start + 1, null_on_oob=True)

@@ -218,7 +218,7 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
         pair &= a_ok[1:]
     last = ends[(lens > 0) & (ends < total)] - 1  # a non-empty row's last position, a next row after it
     ev["next"] = int(np.count_nonzero(pair)) - int(np.count_nonzero(pair[last]))
-    ev["max"] = int(np.max(b, where=sup, initial=-1))
+    ev["max"] = int(np.max(b, where=sup, initial=0))  # sup: some labels >= 0 (initial 0 fits unsigned dtypes)
 
     seen = a_ok if attended is None else (attended if a_ok is None else attended & a_ok)
     if lens.min() == lens.max():  # rows of one length: a row's first position in a mask by argmax

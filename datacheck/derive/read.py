@@ -39,7 +39,10 @@ columns with the same dtypes:
 5. role columns whose values are all null (dtype ``Null`` / ``List(Null)``) are cast to the role's
    dtype (:func:`datacheck.model.roles.null_role_casts`), and dictionary-encoded text columns
    (``Categorical``/``Enum``: Arrow ``dictionary<string>``, pandas ``category``) to ``String``
-   (:func:`datacheck.model.roles.text_casts`), lazily.
+   (:func:`datacheck.model.roles.text_casts`), and integer role columns read as 128-bit integers
+   (a JSON or CSV value beyond 64 bits) to the role's 64-bit dtype, a value beyond it clipped to
+   Int64's nearest bound, never null (:func:`datacheck.model.roles.wide_int_casts`,
+   :func:`datacheck.model.roles.cast_expr`), lazily.
 
 Steps 3 and 4 are the derivations (:data:`DERIVATIONS`): a caller names those it needs (the engine:
 the ones the registered check families declare, ``checks.registry.needed_derivations``); a
@@ -79,8 +82,8 @@ from datacheck.model.errors import ENGINE_ERRORS
 from datacheck.model.findings import Finding
 from datacheck.model.roles import (
     Roles,
+    cast_expr,
     message_fields,
-    narrows_wide_int,
     null_role_casts,
     resolve_roles,
     text_casts,
@@ -219,7 +222,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         roles = replace(roles, derived=tuple(derived))
     casts = {**null_role_casts(roles, schema), **text_casts(roles, schema), **wide_int_casts(roles, schema)}
     if casts:  # the rule of each batch's cast too (formats.base.cast_frame)
-        lf = lf.with_columns([pl.col(c).cast(t, strict=not narrows_wide_int(schema[c], t)) for c, t in casts.items()])
+        lf = lf.with_columns([cast_expr(c, schema[c], t) for c, t in casts.items()])
         schema.update(casts)
     where = (source.path, source.format) if isinstance(source, DiscoveredShard) else (None, "frame")
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),

@@ -567,22 +567,28 @@ def _spill_folder(paths: list[str]) -> SpillFolder | None:
 
 
 def _file_id(ds: DiscoveredShard) -> tuple[Any, ...] | None:
-    """What makes two discovered shards one file: a store object's URL, a local file's device and inode
-    (one file under two spellings, through a symlink or a hard link); None when it cannot be stat'ed."""
+    """What makes two discovered shards one path given twice: a store object's URL; a local file's
+    device and inode together with the device and inode of its folder and its name (case folded, for
+    case-insensitive file systems): one file reached through the same folder under the same name,
+    however the folder is spelled (relative, absolute, through a symlinked folder). A hard link, or a
+    file symlink followed by ``--follow-symlinks``, under another name or in another folder is another
+    path: its rows are compared as data. None when it cannot be stat'ed."""
     if ds.url is not None:
         return ("url", ds.url)
     try:
-        st = os.stat(ds.path)
+        st, parent = os.stat(ds.path), os.stat(ds.path.parent)
     except OSError:
         return None
-    return ("file", st.st_dev, st.st_ino)
+    return ("file", st.st_dev, st.st_ino, parent.st_dev, parent.st_ino, ds.path.name.casefold())
 
 
 def refuse_shared_files(disc: Discovery, others: Discovery, against: Iterable[str] = ()) -> None:
-    """Refuse an ``--against`` dataset that holds files the audit itself reads (``audit DATA --against
-    DATA``, or a folder holding the audited shards): each such shard would be compared with itself and
-    every one of its rows counted as a ``dup.split_overlap`` leak. A config mistake, said before any
-    shard is read; byte-identical copies under other names are a real leak, named in that finding.
+    """Refuse an ``--against`` dataset that holds the paths the audit itself reads (``audit DATA --against
+    DATA``, or a folder holding the audited shards; :func:`_file_id`): each such shard would be
+    compared with itself and every one of its rows counted as a ``dup.split_overlap`` leak. A
+    config mistake, said before any shard is read. Byte-identical files under other paths (a copy,
+    a hard link, a file symlink followed: content-addressed caches such as DVC's or the Hugging Face
+    hub's give one file to identical splits) are a real leak, named in that finding.
 
     Raises:
         UsageError: naming up to 5 shared shards (audited path, ``--against`` path, content hash) and

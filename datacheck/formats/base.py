@@ -36,7 +36,7 @@ import polars as pl
 from datacheck.formats.rewrite import Rewriter
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
-from datacheck.model.roles import TEXT_NAMES, narrows_wide_int
+from datacheck.model.roles import TEXT_NAMES, cast_expr
 
 __all__ = ["read_whole", "Format", "FormatError", "ReadOptions", "ShardData", "ShardReader", "cast_frame", "normalize_frame", "normalize_shard"]
 
@@ -183,13 +183,13 @@ def normalize_frame(lf: pl.LazyFrame) -> ShardData:
 
 def cast_frame(df: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """``df`` with the columns of ``schema`` it holds cast to their dtypes there (a batch given the
-    dtypes of the shard's checked schema), as the read path casts the whole shard: strictly, but a
-    128-bit integer column read as a 64-bit one non-strictly, a value beyond 64 bits null
-    (:func:`~datacheck.model.roles.narrows_wide_int`). Raises polars' error of a strict cast."""
+    dtypes of the shard's checked schema), as the read path casts the whole shard
+    (:func:`~datacheck.model.roles.cast_expr`: strictly, but a 128-bit integer column read as a
+    64-bit one clipped to Int64's range). Raises polars' error of a strict cast."""
     casts = {c: t for c, t in schema.items() if c in df.schema and df.schema[c] != t}
     if not casts:
         return df
-    return df.with_columns([pl.col(c).cast(t, strict=not narrows_wide_int(df.schema[c], t)) for c, t in casts.items()])
+    return df.with_columns([cast_expr(c, df.schema[c], t) for c, t in casts.items()])
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "nu
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
-           "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts"]
+           "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts",
+           "cast_expr", "INT64_MIN", "INT64_MAX"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -283,10 +284,11 @@ else:
 
 
 def _class_label_dtype(dtype: pl.DataType) -> bool:
-    """Dtypes inferred as a class label: integer, string, categorical/enum, boolean (or all-null).
-    A float column is not (its values may be regression scores; see :func:`resolve_roles`)."""
-    return (dtype.is_integer() or dtype in (pl.String, pl.Boolean) or isinstance(dtype, (pl.Categorical, pl.Enum))
-            or _all_null(dtype))
+    """Dtypes inferred as a class label: integer (an integral decimal too, :func:`_integral_decimal`),
+    string, categorical/enum, boolean (or all-null). A float column is not (its values may be
+    regression scores; see :func:`resolve_roles`)."""
+    return (dtype.is_integer() or _integral_decimal(dtype) or dtype in (pl.String, pl.Boolean)
+            or isinstance(dtype, (pl.Categorical, pl.Enum)) or _all_null(dtype))
 
 
 #: Hugging Face token-classification label columns (CoNLL-2003, WikiANN, ...), in the order one is
@@ -432,26 +434,70 @@ def null_role_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, p
     return out
 
 
+def _integral_decimal(t: pl.DataType) -> bool:
+    """A decimal of scale 0 (SQL ``NUMERIC(p, 0)``, Snowflake's and Oracle's ``NUMBER(38, 0)``
+    exported to parquet): whole numbers of up to 38 digits, every one an Int128."""
+    return isinstance(t, pl.Decimal) and t.scale == 0
+
+
 def _int128(t: pl.DataType) -> bool:
+    """Whether ``t`` (or the innermost dtype of its lists) holds whole numbers wider than 64 bits:
+    ``Int128``, ``UInt128``, or an integral decimal (:func:`_integral_decimal`)."""
     inner = t
     while isinstance(inner, (pl.List, pl.Array)):
         inner = inner.inner  # type: ignore[assignment]
-    return inner == pl.Int128 or str(inner) == "UInt128"
+    return inner == pl.Int128 or str(inner) == "UInt128" or _integral_decimal(inner)
 
 
 def narrows_wide_int(source: pl.DataType, target: pl.DataType) -> bool:
     """Whether casting ``source`` to ``target`` reads 128-bit integers as 64-bit ones (the casts of
-    :func:`wide_int_casts`): such a cast is non-strict, a value beyond 64 bits becoming null; every
-    other cast of the read path is strict. The one rule of the one-frame read and of each batch."""
+    :func:`wide_int_casts`, made by :func:`cast_expr`: a value beyond 64 bits read at Int64's nearest
+    bound); every other cast of the read path is strict."""
     return _int128(source) and (target == pl.Int64 or target == pl.List(pl.Int64))
+
+
+#: Int64's range, the bounds a 128-bit integer of a role column is read at (:func:`cast_expr`)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def cast_expr(name: str, source: pl.DataType, target: pl.DataType) -> pl.Expr:
+    """The read path's cast of column ``name`` from ``source`` to ``target``: the one rule of the
+    one-frame read (:mod:`datacheck.derive.read`) and of each batch
+    (:func:`datacheck.formats.base.cast_frame`).
+
+    Strict (polars raises on a value that does not fit), except where ``source`` holds 128-bit
+    integers read as the role's 64-bit dtype (:func:`narrows_wide_int`): each value is clipped to
+    ``[INT64_MIN, INT64_MAX]`` first, so a value beyond 64 bits (``18446744073709551616`` in JSON,
+    a CSV cell ``99999999999999999999``) is read as Int64's nearest bound, never as null: no
+    ``vocab_size``, ``num_classes`` or position limit reaches ``INT64_MAX`` (config bounds them
+    below it), so the range checks report the row (``tokens.out_of_vocab``,
+    ``labels.out_of_range``; a value below ``INT64_MIN``: ``labels.unexpected_sentinel``) with the
+    bound as its value, where a null made it ``labels.null`` or no finding at all. (Only an
+    ``ignore_index`` or ``pad_token_id`` configured as exactly ``INT64_MIN``/``INT64_MAX`` would
+    match such a value.)"""
+    col = pl.col(name)
+    if not narrows_wide_int(source, target):
+        return col.cast(target)
+    inner: pl.DataType = source.inner if isinstance(source, (pl.List, pl.Array)) else source  # type: ignore[assignment]
+
+    def bound(e: pl.Expr) -> pl.Expr:  # an unsigned value is never below INT64_MIN (nor can it hold it)
+        return e.clip(upper_bound=INT64_MAX) if str(inner) == "UInt128" else e.clip(INT64_MIN, INT64_MAX)
+
+    wide = pl.Int128() if _integral_decimal(inner) else inner  # a decimal of 38 digits fits Int128
+    if isinstance(source, (pl.List, pl.Array)) and _int128(inner) and not isinstance(inner, (pl.List, pl.Array)):
+        return col.cast(pl.List(wide)).list.eval(bound(pl.element())).cast(target)
+    if isinstance(source, (pl.List, pl.Array)):  # deeper lists: not a role's dtype; as before, non-strict
+        return col.cast(target, strict=False)
+    return bound(col.cast(wide)).cast(target)
 
 
 def wide_int_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
     """``{column: dtype}`` for the integer role columns read as 128-bit integers (a JSON value beyond
-    64 bits, such as ``18446744073709551616`` in ``input_ids``): read as the role's 64-bit dtype
-    (``Int64``, ``List(Int64)``), a value beyond 64 bits becoming null. No checkpoint's ids or labels
-    are that wide, and a null id is a finding of the role's checks (``tokens.out_of_vocab``); the
-    runner casts them non-strictly, so that the checks (numpy has no 128-bit integers) run."""
+    64 bits, such as ``18446744073709551616`` in ``input_ids``) or stored as integral decimals
+    (``decimal(38, 0)`` from a SQL export): read as the role's 64-bit dtype
+    (``Int64``, ``List(Int64)``) by :func:`cast_expr`, a value beyond 64 bits at Int64's nearest
+    bound (an id or label no vocabulary or class count reaches: the role's range checks report
+    it). The runner casts them so that the checks (numpy has no 128-bit integers) run."""
     out: dict[str, pl.DataType] = {}
     for spec in ROLE_TABLE:
         dtype = spec.null_as

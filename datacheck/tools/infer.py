@@ -33,7 +33,7 @@ from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.layouts import Layout
-from datacheck.model.roles import inner_dtype, is_list, list_depth, seq2seq_layout
+from datacheck.model.roles import INT64_MAX, INT64_MIN, inner_dtype, is_list, list_depth, seq2seq_layout
 
 __all__ = ["infer_contract", "infer_yaml", "element_bounds", "MAX_CLASSES", "LayoutProposal", "propose_layout",
            "SAMPLE_ROWS"]
@@ -145,13 +145,17 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
             facts for the bounds of id columns); defaults when None.
         name: the schema's ``name``.
         vocab_size: the vocabulary size when ``[tokens] vocab_size`` is unset (e.g. a tokenizer's
-            ``get_vocab_size(with_added_tokens=True)``); ``[tokens] vocab_size`` wins when set.
+            largest id + 1, :attr:`datacheck.tools.inspect.TokenizerView.vocab_size`); ``[tokens]
+            vocab_size`` wins when set.
         progress: called as ``progress(shard path, shards done, shards)`` before each shard is read.
 
     Returns:
         (the contract as a mapping in Pandera's polars form plus ``datacheck:``, notes for the user:
         shards that could not be read, columns whose dtype differs between shards or is one the
-        contract cannot name (Int128: the column is kept without dtype or range), the columns
+        contract cannot name (Int128: the column is kept without dtype or range), the integer role
+        columns holding values beyond 64 bits (read at Int64's bounds,
+        :func:`datacheck.model.roles.cast_expr`: their observed classes or range are left out, a
+        bound is no value of the data), the columns
         rendered by ``[tokens] tokenizer`` that were left out). The contract holds the columns of
         the data as the audit reads them, except those the read path renders with a tokenizer's
         chat template (``input_ids``/``assistant_mask``/``labels``, ``chat_template_error``,
@@ -178,6 +182,7 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
     label: str | None = None
     rows = shards = 0
     rendered: list[str] = []
+    clipped: list[str] = []  # role columns with values beyond 64 bits (read at Int64's bounds)
     for k, ds in enumerate(disc.shards):
         if progress is not None:
             progress(ds.rel, k, len(disc.shards))
@@ -193,6 +198,7 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
                 for c in roles.of(role):
                     role_of.setdefault(c, role)
             st = _shard_stats(data.lf, schema, roles.label)
+            clipped += [c for c in data.casts if c not in clipped and _at_int64_bounds(st.get(c, {}))]
         except MemoryError:
             raise OutOfMemory.decoding(ds.rel) from None
         except Unreadable as exc:
@@ -233,6 +239,10 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
         if t is None:
             notes.append(f"column {c!r} has different dtypes across shards ({', '.join(map(str, ts))}): dtype left out")
         checks = []
+        if c in clipped:
+            notes.append(f"column {c!r} holds integers beyond 64 bits, which the audit reads at Int64's bounds "
+                         f"({INT64_MIN}, {INT64_MAX}): observed classes and range left out")
+            s = {k: v for k, v in s.items() if k not in ("cls", "min", "max", "emin", "emax")}
         if "cls" in s and s["cls"] and len(s["cls"]) <= MAX_CLASSES:
             checks.append(pa.Check.isin(list(s["cls"])))
         elif s.get("min") is not None and s.get("max") is not None:
@@ -266,6 +276,14 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
         out["datacheck"] = {"version": CONTRACT_FORMAT_VERSION, "columns": rules}
     contract_from_dict(out, "inferred schema")  # it must load back (raises ConfigError otherwise)
     return out, notes
+
+
+def _at_int64_bounds(stats: dict[str, Any]) -> bool:
+    """Whether a cast column's observed values (classes, range, element range) reach Int64's bounds:
+    the read path cast it from 128-bit integers (the other casts of an integer role are of
+    all-null columns, which hold no value), so a value there stands for one beyond 64 bits."""
+    vals = [stats.get(k) for k in ("min", "max", "emin", "emax")] + list(stats.get("cls") or [])
+    return any(isinstance(v, int) and not isinstance(v, bool) and v in (INT64_MIN, INT64_MAX) for v in vals)
 
 
 def infer_yaml(data: dict[str, Any], sources: list[str], proposal: LayoutProposal | None = None) -> str:

@@ -82,7 +82,8 @@ class TokenizerView:
     Attributes:
         tokenizer: a ``tokenizers.Tokenizer`` (or one of its implementation classes).
         source: the file(s) it was loaded from, for messages.
-        vocab_size: ``get_vocab_size(with_added_tokens=True)``: ids in ``[0, vocab_size)`` decode.
+        vocab_size: one more than the tokenizer's largest id, added tokens included
+            (:func:`_id_bound`): ids in ``[0, vocab_size)`` are the rows an embedding for it needs.
         byte_level: the tokenizer's decoder is byte-level (GPT-2 style BPE): its tokens are
             shown decoded (``"Ġworld"`` as ``" world"``), see :meth:`readable`.
     """
@@ -247,8 +248,18 @@ def load_tokenizer(path: str | Path) -> TokenizerView:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"--tokenizer {p}: cannot load it as a tokenizer: {msg}") from None
     decoder = getattr(tok, "decoder", None)
-    return TokenizerView(tokenizer=tok, source=source, vocab_size=int(tok.get_vocab_size(with_added_tokens=True)),
+    return TokenizerView(tokenizer=tok, source=source, vocab_size=_id_bound(tok),
                          byte_level=type(decoder).__name__ == "ByteLevel")
+
+
+def _id_bound(tok: Any) -> int:
+    """One more than the largest id of ``tok`` (``tokenizers``), added tokens included: the ids
+    its vocabulary holds lie in ``[0, bound)``. Not ``get_vocab_size``, which counts tokens: a
+    vocabulary with a gap (a ``[PAD]`` added at id 50 beside ids 0-3) holds ids up to 50 with 5
+    tokens, and id 50 is then no out-of-vocabulary id."""
+    size = int(tok.get_vocab_size(with_added_tokens=True))
+    ids = tok.get_vocab(with_added_tokens=True).values()
+    return max(size, max(ids) + 1) if ids else size
 
 
 # --------------------------------------------------------------------------------------------- inspection

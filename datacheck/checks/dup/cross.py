@@ -672,7 +672,8 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
     comparisons and checks of the audit still run and report). An audited shard with the same bytes
     as a shard of the ``--against`` dataset (equal content hashes: a copy under another name) is named
     first in the message and listed in ``details.same_bytes`` (``shard``, ``against_shard``,
-    ``content_hash``); the same file on both sides is refused before the audit reads anything
+    ``content_hash``), a hard link or a followed file symlink under another path too; the same path on
+    both sides is refused before the audit reads anything
     (:func:`datacheck.execute.audit.refuse_shared_files`, exit 2).
     """
     max_ex = dctx.cfg.report.max_examples

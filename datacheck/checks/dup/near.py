@@ -181,7 +181,9 @@ def _document_values(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
         buf = "".join(texts).encode("utf-32-le", "surrogatepass")
         return np.frombuffer(buf, dtype=np.uint32), lengths
     lengths = s.list.len().fill_null(0).to_numpy().astype(np.int64)
-    flat = s.explode().drop_nulls().cast(pl.Int64).to_numpy()
+    ids = s.explode().drop_nulls()
+    # uint64 as it is (its bits are the int64 view of the same ids below 2**63; one beyond did not cast)
+    flat = (ids if ids.dtype == pl.UInt64 else ids.cast(pl.Int64)).to_numpy()
     if flat.size != int(lengths.sum()):  # a null id inside a list: drop it from its row's sequence
         lengths = s.list.eval(pl.element().drop_nulls()).list.len().fill_null(0).to_numpy().astype(np.int64)
     return flat.view(np.uint64) if flat.dtype == np.int64 else flat, lengths

@@ -1,11 +1,13 @@
 """``datacheck audit EVAL --against TRAIN`` when the two sides share shards.
 
-- The same file on both sides (``audit DATA --against DATA``, a folder that holds the audited shards,
-  a hard link): a config mistake, refused with exit 2 before any shard is read, naming each shared
-  shard by both paths and its content hash; no report is written. Otherwise every row would be
-  reported as a train/eval leak and the gate would fail on data that is fine.
-- A copy under another name (equal content hashes): a real leak, ``dup.split_overlap`` (exit 1),
-  whose message names both shards and the content hash first, with ``details.same_bytes``.
+- The same path on both sides (``audit DATA --against DATA``, also spelled through a symlinked
+  folder, a folder that holds the audited shards): a config mistake, refused with exit 2 before any
+  shard is read, naming each shared shard by both paths and its content hash; no report is written.
+  Otherwise every row would be reported as a train/eval leak and the gate would fail on data that is fine.
+- A copy under another name (equal content hashes), a hard link, a file symlink followed with
+  ``--follow-symlinks`` (a content-addressed cache gives byte-identical splits one file): a real
+  leak, ``dup.split_overlap`` (exit 1), whose message names both shards and the content hash first,
+  with ``details.same_bytes``.
 
 Material: SST-2 (Vietnamese) validation and dkhate test shards from ../shared/realdata; the expected
 hashes are xxh3-128 of the files' bytes and the expected leak count is computed with polars here."""
@@ -73,12 +75,41 @@ def test_a_parent_folder_holding_the_audited_shard_is_refused(data, tmp_path):
 
 
 @pytest.mark.realdata
-def test_a_hard_link_is_the_same_file(data, tmp_path):
+def test_the_same_folder_through_a_symlinked_folder_is_refused(data, tmp_path):
+    ev, _tr, cfg = data
+    (tmp_path / "eval_link").symlink_to(ev, target_is_directory=True)
+    r = _audit(tmp_path, cfg, str(ev), "--against", str(tmp_path / "eval_link"))
+    assert r.returncode == 2, r.stderr
+    assert f"sst2.parquet = against:sst2.parquet ({_hash(ev / 'sst2.parquet')})" in r.stderr
+
+
+def _same_bytes_leak(r, ev, against_rel):
+    """The run ``r`` reports every eval row as a leak, the shard named by its bytes."""
+    assert r.returncode == 1, r.stderr
+    rep = json.loads(r.stdout)
+    (f,) = [f for f in rep["findings"] if f["check"] == "dup.split_overlap"]
+    h = _hash(ev / "sst2.parquet")
+    assert f["details"]["same_bytes"] == [{"shard": "sst2.parquet", "against_shard": against_rel, "content_hash": h}]
+    assert f["count"] == pl.read_parquet(ev / "sst2.parquet").height
+    assert f["severity"] == "error" and f["fails_policy"] is True
+
+
+@pytest.mark.realdata
+def test_a_hard_link_in_the_other_folder_is_a_leak_named_by_its_bytes(data, tmp_path):
+    """One inode under two paths (DVC's hardlink cache, ``cp -al``): the eval split is the train
+    file, a leak of every row, never refused as a config mistake."""
     ev, tr, cfg = data
     os.link(ev / "sst2.parquet", tr / "linked.parquet")
-    r = _audit(tmp_path, cfg, str(ev), "--against", str(tr))
-    assert r.returncode == 2, r.stderr
-    assert f"sst2.parquet = against:linked.parquet ({_hash(ev / 'sst2.parquet')})" in r.stderr
+    _same_bytes_leak(_audit(tmp_path, cfg, str(ev), "--against", str(tr)), ev, "linked.parquet")
+
+
+@pytest.mark.realdata
+def test_a_followed_file_symlink_is_a_leak_named_by_its_bytes(data, tmp_path):
+    """Hugging Face's hub cache links byte-identical split files to one blob."""
+    ev, tr, cfg = data
+    (tr / "blob.parquet").symlink_to(ev / "sst2.parquet")
+    r = _audit(tmp_path, cfg, str(ev), "--against", str(tr), "--follow-symlinks")
+    _same_bytes_leak(r, ev, "blob.parquet")
 
 
 @pytest.mark.realdata

@@ -103,3 +103,24 @@ def test_note_when_tokenizer_size_differs_from_vocab_size():
     same = inspect_shards([str(SAMPLE / "defects/tokens/ids.parquet")], load_config(SAMPLE_CFG),
                           tokenizer=load_tokenizer(GPT2))[0]
     assert not [n for n in same.notes if "tokenizer" in n]
+
+
+@needs_tok
+def test_a_vocabulary_with_a_gap_bounds_ids_by_its_largest_id(tmp_path):
+    """A tokenizer whose pad token sits past its token count (WordLevel ids 0-3 and [PAD] = 50:
+    5 tokens): ids up to 50 are its vocabulary, so a row padded with 50 is no out-of-vocabulary
+    row, and id 50 shows as [PAD], not <oov:50>."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"a": 0, "b": 1, "c": 2, "[UNK]": 3, "[PAD]": 50}
+    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    t.save(str(tmp_path / "tokenizer.json"))
+    tok = load_tokenizer(tmp_path / "tokenizer.json")
+    assert t.get_vocab_size() == len(vocab) and tok.vocab_size == max(vocab.values()) + 1
+    assert tok.tokens([0, 50, 51]) == ["a", "[PAD]", "<oov:51>"]
+    shard = tmp_path / "s.parquet"
+    pl.DataFrame({"input_ids": [[0, 1, 2, 50, 50], [0, 1, 2, 2, 51]],
+                  "attention_mask": [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]}).write_parquet(shard)
+    ins = inspect_shards([str(shard)], config_from_dict({}), tokenizer=tok)[0]
+    assert [(r.row, r.check) for r in ins.shown] == [(1, "tokens.out_of_vocab")]

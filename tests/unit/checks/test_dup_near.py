@@ -171,6 +171,24 @@ def test_token_ids_and_exact_copies_only() -> None:
     assert not [x for x in d["findings"] if x["check"] == "dup.near_duplicate"]
 
 
+def test_uint64_token_ids_beyond_int64_are_signed_like_their_int64_peers() -> None:
+    """uint64 ids (one of them uint64 -1, beyond Int64): the near-duplicate pass runs (the cast to
+    Int64 raised: a check error) and finds the same cluster as the int64 copy of the ids below 2**63."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 1000, 120).tolist()
+    b = a[:115] + [7, 7, 7, 7, 7]
+    other = rng.integers(0, 1000, 120).tolist()
+    cfg = config_from_dict(ON)
+    got = []
+    for dtype, odd in ((pl.UInt64, 2**64 - 1), (pl.Int64, 5)):
+        df = pl.DataFrame({"input_ids": [a, b, other, [odd, 1, 2]]}, schema={"input_ids": pl.List(dtype)})
+        res = audit_frame(df, cfg)
+        assert not res.check_errors, res.check_errors
+        d = _report([res], cfg)
+        got.append([x["details"]["clusters"] for x in d["findings"] if x["check"] == "dup.near_duplicate"])
+    assert got[0] == got[1] and got[0][0][0]["size"] == 2
+
+
 def test_skips() -> None:
     df = pl.DataFrame({"text": ["some text here", "some text here!"]})
     off = audit_frame(df, config_from_dict({}))

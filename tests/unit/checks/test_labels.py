@@ -130,6 +130,25 @@ def test_token_labels_null_list(tmp_path):
     assert "no [tokens] vocab_size" in skipped_reason(rep, "labels.out_of_range")
 
 
+@pytest.mark.parametrize("labels, null_rows, message", [
+    ([[-100, None, 3], [1, 2], [None, None]], (0, 2), "2 row(s) of 'labels' hold null token labels"),
+    ([[1, 2], None, [3, None]], (1, 2), "1 row(s) of 'labels' hold null token labels (a position with no label); "
+                                        "1 more have no token labels (null)"),
+    ([None, [1]], (0,), "1 row(s) have no token labels in 'labels' (null)"),
+])
+def test_a_null_token_label_inside_a_row_is_labels_null(tmp_path, labels, null_rows, message):
+    """A null among a row's token labels has no class: labels.null at that row (it failed no rule),
+    the example naming the first null's position."""
+    df = pl.DataFrame({"input_ids": [[1] * len(r) if r is not None else [1] for r in labels], "labels": labels},
+                      schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
+    rep = audit_df(tmp_path, df, {"tokens": {"vocab_size": 10}})
+    f = one(rep, "labels.null", "labels")
+    assert f.rows == null_rows and f.message.startswith(message)
+    first = labels[null_rows[0]]
+    if first is not None:
+        assert f.examples[0].value == f"'first at position {first.index(None)} of {len(first)}: null'"
+
+
 def test_unseen_class_across_shards(tmp_path):
     write_shard(tmp_path, {"label": [0, 0, 1]}, "a.parquet")
     write_shard(tmp_path, {"label": [1, 3]}, "b.parquet")
@@ -191,6 +210,11 @@ def ref_label_not_in_classes(v, classes: list[int], ign: int | None) -> bool:
     return not ref_label_null(v) and v not in classes and v != ign and not ref_label_sentinel(v, ign)
 
 
+def ref_token_label_null(lst) -> bool:
+    """No token labels (a null row), or a null label at some position."""
+    return lst is None or any(x is None for x in lst)
+
+
 def ref_token_label_sentinel(lst, ign: int | None) -> bool:
     return lst is not None and any(x is not None and x < 0 and x != ign for x in lst)
 
@@ -235,7 +259,7 @@ def test_token_labels_match_reference(data, n, ign, vocab):
     df = pl.DataFrame({"labels": labels}, schema={"labels": pl.List(pl.Int64)})
     got = failing(df, {"labels": {"ignore_index": ign if ign is not None else False},
                        "tokens": {"vocab_size": vocab}})
-    assert got.get("labels.null:labels", set()) == rows_where(labels, lambda v: v is None)
+    assert got.get("labels.null:labels", set()) == rows_where(labels, ref_token_label_null)
     assert got.get("labels.unexpected_sentinel:labels", set()) == rows_where(
         labels, lambda v: ref_token_label_sentinel(v, ign))
     assert got.get("labels.out_of_range:labels", set()) == rows_where(

@@ -17,6 +17,17 @@ def test_ctc_infeasible_counts_repeats():
     assert rows(res, "length.ctc_infeasible:labels") == [0]
 
 
+def test_ctc_with_uint64_lengths_and_labels_beyond_int64_is_judged():
+    """uint64 input_lengths and labels holding uint64 -1: a row with 2**64 - 1 frames is feasible,
+    a row whose 2 frames cannot emit 2 labels is not (a strict cast to Int64 raised: a check error)."""
+    u = 2**64 - 1
+    df = pl.DataFrame({"input_lengths": [u, 1, 8], "labels": [[1, 2], [u, 1], [u, 1]]},
+                      schema={"input_lengths": pl.UInt64, "labels": pl.List(pl.UInt64)})
+    res = run(df, {"dataset": {"layout": "ctc"}})
+    assert not res.check_errors, res.check_errors
+    assert rows(res, "length.ctc_infeasible:labels") == [1]
+
+
 @SETTINGS
 @given(rows=st.lists(st.tuples(st.integers(0, 12), st.lists(st.integers(-1, 4), max_size=6)), min_size=1, max_size=8),
        ds=st.integers(1, 3), kmax=st.integers(1, 6))

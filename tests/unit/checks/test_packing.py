@@ -112,3 +112,32 @@ def test_packing_rules_match_reference(rows, shifted, how, pos_dtype):
     assert got.get("packing.cross_document_label:labels", set()) == want_cross
     bound = set().union(*[v for k, v in got.items() if k.startswith("packing.boundary_mismatch")])
     assert bound == want_bound
+
+
+def test_seq_lens_that_wrap_or_go_negative_are_boundary_mismatches():
+    """seq_lens whose sum equals the row length only by wrapping around (uint64: [2**64 - 1, 5] sums
+    to 4; Int64: [2**63 - 1, 2**63 - 1, 6] sums to 4) or by a negative length ([-2, 6]) do not
+    describe the row's documents."""
+    u = 2**64 - 1
+    df = pl.DataFrame({"input_ids": [[5] * 4] * 3, "seq_lens": [[2, 2], [u, 5], [1, 3]]},
+                      schema={"input_ids": pl.List(pl.Int64), "seq_lens": pl.List(pl.UInt64)})
+    assert rows(run(df), "packing.boundary_mismatch:seq_lens") == [1]
+    big = 2**63 - 1
+    df = pl.DataFrame({"input_ids": [[5] * 4] * 3, "seq_lens": [[-2, 6], [big, big, 6], [4]]},
+                      schema={"input_ids": pl.List(pl.Int64), "seq_lens": pl.List(pl.Int64)})
+    assert rows(run(df), "packing.boundary_mismatch:seq_lens") == [0, 1]
+
+
+def test_uint64_values_beyond_int64_are_judged_not_check_errors():
+    """Unsigned 64-bit seq_lens, cu_seqlens, position ids and labels holding values beyond Int64
+    (uint64 -1): the packing rules judge the rows (a strict cast to Int64 raised: a check error)."""
+    u = 2**64 - 1
+    lst = pl.List(pl.UInt64)
+    for bounds, col in (([[2, 2], [u, 1]], "seq_lens"), ([[0, 2, 4], [0, u, 4]], "cu_seqlens")):
+        df = pl.DataFrame({"input_ids": [[1, 2, 3, 4]] * 2, "labels": [[1, 2, 3, 4], [1, u, 3, 4]],
+                           "position_ids": [[0, 1, 0, 1], [0, u, 2, 3]], col: bounds},
+                          schema={"input_ids": lst, "labels": lst, "position_ids": lst, col: lst})
+        res = run(df, {"labels": {"ignore_index": -100}})
+        assert not res.check_errors, res.check_errors
+        assert rows(res, f"packing.boundary_mismatch:{col}") == [1]
+        assert rows(res, "packing.position_ids_not_reset:position_ids") == [1]

@@ -163,3 +163,15 @@ def test_shifted_eos_unsupervised_end_to_end(tmp_path):
     write_shard(tmp_path, bad, "a.parquet")
     rep = datacheck.audit(str(tmp_path), config=cfg)
     assert one(rep, "padding.eos_unsupervised").details == {"eos_tokens": 2, "eos_supervised": 0, "ratio": 0.0}
+
+
+def test_token_not_pad_example_with_uint64_ids_beyond_int64():
+    """uint64 ids holding uint64 -1 at masked positions: the example counts them and names the first
+    (the per-row count cast the ids to Int64, which raised, and the example was lost)."""
+    u = 2**64 - 1
+    df = pl.DataFrame({"input_ids": [[5, 6, u, u], [5, 6, 0, 0]], "attention_mask": [[1, 1, 0, 0], [1, 1, 0, 0]]},
+                      schema={"input_ids": pl.List(pl.UInt64), "attention_mask": pl.List(pl.UInt64)})
+    res = audit_frame(df, config_from_dict({"tokens": {"pad_token_id": 0}}))
+    f = next(f for f in res.findings if f.check == "padding.token_not_pad")
+    assert f.rows == (0,)
+    assert f.examples[0].value == f"'2 masked position(s) hold non-pad ids; first at position 2 of 4: id {u} with mask 0'"

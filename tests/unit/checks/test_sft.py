@@ -236,3 +236,16 @@ def test_prompt_supervised_from_response_template(data, shifted):
             want_e.add(i)
     assert got.get("sft.prompt_supervised:labels", set()) == want_p
     assert got.get("sft.eot_unsupervised:labels", set()) == want_e
+
+
+def test_double_bos_with_a_uint64_mask_beyond_int64_is_judged():
+    """Left padding, a uint64 attention_mask: the sequence starts at len - sum(mask); a mask value of
+    uint64 -1 (mask.non_binary's) no longer makes the check raise (a strict cast to Int64)."""
+    u = 2**64 - 1
+    df = pl.DataFrame({"input_ids": [[PAD, BOS, BOS, 5], [PAD, BOS, 5, 6]], "labels": [[IGN, IGN, 5, 6]] * 2,
+                       "attention_mask": [[0, 1, 1, 1], [0, u, 1, 1]]},
+                      schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64),
+                              "attention_mask": pl.List(pl.UInt64)})
+    res = run(df, {"tokens": {"bos_token_id": BOS, "padding_side": "left", "pad_token_id": PAD}})
+    assert not [s for s in res.check_errors if s.check == "sft.double_bos"], res.check_errors
+    assert rows(res, "sft.double_bos:input_ids") == [0]

@@ -46,6 +46,16 @@ def test_message_lists_the_offending_values_and_example_names_the_position():
     assert f.examples[0].value == "'first at position 1 of 3: 2'"  # show_value quotes strings
 
 
+def test_uint64_type_ids_beyond_int64_are_listed_with_their_values():
+    """uint64 -1 among uint64 type ids: the message lists the value (its cast to Int64 raised, and
+    the list came out empty)."""
+    u = 2**64 - 1
+    res = _audit([[0, 1], [0, u, u], [0, 3]], 2, dtype=pl.List(pl.UInt64))
+    f = next(f for f in res.findings if f.check == "tokens.type_id_out_of_range")
+    assert f.rows == (1, 2)
+    assert f"outside [0, type_vocab_size=2): {u} x2, 3 x1;" in f.message
+
+
 def test_skipped_without_the_fact_or_with_a_float_column():
     res = _audit([[0, 5]], None)
     assert ("tokens.type_id_out_of_range", "[tokens] type_vocab_size is not set") in {

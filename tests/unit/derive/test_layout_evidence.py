@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 from conftest import examples
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from datacheck.derive.layout import _label_evidence
@@ -103,3 +103,35 @@ def test_unsigned_64_bit_labels_past_int64_are_counted_exactly():
                       schema={"input_ids": pl.List(pl.UInt64), "labels": pl.List(pl.UInt64)})
     ev = _label_evidence(df, "input_ids", "labels", None, -100)
     assert (ev["sup"], ev["same"], ev["max"]) == (2, 2, big)
+
+
+_UNSIGNED = [pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64]
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(rows=st.lists(st.fixed_dictionaries({
+    "input_ids": st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=6)),
+    "labels": st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(0, 255)), max_size=6))}),
+    max_size=8), dtype=st.sampled_from(_UNSIGNED), ignore=st.sampled_from([-100, None, 0, 3]))
+@example(rows=[{"input_ids": [1, 2], "labels": [1, 255]}], dtype=pl.UInt8, ignore=-100)
+@example(rows=[{"input_ids": [1, 2], "labels": [0, 0]}], dtype=pl.UInt16, ignore=None)
+def test_unsigned_labels_of_every_width_equal_the_reference(rows, dtype, ignore):
+    """Token labels stored unsigned (uint8 to uint64: no ignore index below 0 can be written) are
+    counted as signed ones are; the largest supervised label starts from 0, which every width holds."""
+    df = pl.DataFrame(rows, schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(dtype)})
+    got = _label_evidence(df, "input_ids", "labels", None, ignore)
+    assert got == reference([{**r, "attention_mask": None, "position_ids": None} for r in rows], ignore, False, False)
+
+
+def test_an_audit_of_unsigned_token_labels_reports_their_range(tmp_path):
+    """A shard whose token labels are uint8 (255 among them) is audited, never an internal error:
+    255 is a token label outside [0, vocab_size)."""
+    import datacheck
+
+    for dtype in _UNSIGNED:
+        path = tmp_path / f"{dtype}.parquet"
+        pl.DataFrame({"input_ids": [[1, 2, 3], [1, 2, 3]], "labels": [[1, 2, 3], [1, 255, 3]]},
+                     schema={"input_ids": pl.List(pl.Int32), "labels": pl.List(dtype)}).write_parquet(path)
+        rep = datacheck.audit(str(path), config={"tokens": {"vocab_size": 100}}, fail_on="never")
+        (f,) = [f for f in rep.findings if f.check == "labels.out_of_range"]
+        assert f.rows == (1,) and f.examples[0].value == "'first at position 1 of 3: 255'", dtype

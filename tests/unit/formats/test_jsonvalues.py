@@ -2,7 +2,8 @@
 
 - ``NaN``/``Infinity``/``-Infinity`` (what Python's ``json.dumps`` writes by default) are
   ``finite.nan``/``finite.inf`` at their lines, and the good records are audited;
-- a token id above int64 (uint64 -1) is a number: reported with its value and line;
+- a token id or label above int64 (uint64 -1) is a number: reported by the role's range check at
+  its line (read at Int64's nearest bound), never as null;
 - a column mixing JSON types (``"1"``, 1.5, ``[1]``, ``{"a": 1}``) is ``schema.dtype`` with the
   lines of each type, not stringified.
 """
@@ -56,9 +57,57 @@ def test_token_id_above_int64_is_reported_with_value_and_line(tmp_path):
     assert not any("string" in f.message for f in _by(rep, "schema.dtype")), [f.message for f in rep.findings]
     (oov,) = _by(rep, "tokens.out_of_vocab", "input_ids")
     assert (oov.rows, oov.lines) == ((1,), (2,))
-    # an id beyond int64 is read as a null id (model/roles.wide_int_casts: numpy has no 128-bit
-    # integers); the example names its position, the line names the record
-    assert oov.examples[0].value == "'first at position 0 of 2: null id'" and oov.examples[0].line == 2
+    # an id beyond int64 is read at Int64's largest value (model/roles.cast_expr: numpy has no
+    # 128-bit integers), never as a null id; the example names its position, the line the record
+    assert oov.examples[0].value == f"'first at position 0 of 2: {2**63 - 1}'" and oov.examples[0].line == 2
+    assert "null" not in oov.message
+
+
+_INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64 - 1, 2**64, 2**100])
+def test_class_label_beyond_int64_is_out_of_range_not_null(tmp_path, value):
+    """A class label beyond Int64 in JSONL (polars reads the column as Int128) is a label outside
+    ``[0, num_classes)`` at its line, never ``labels.null``: the value is there."""
+    path = _jsonl(tmp_path / "cls.jsonl", [{"text": "a", "label": 0}, {"text": "b", "label": 1},
+                                           {"text": "c", "label": value}])
+    rep = datacheck.audit(str(path), config={"labels": {"num_classes": 2}}, fail_on="never")
+    assert not _by(rep, "labels.null"), [f.message for f in rep.findings]
+    (f,) = _by(rep, "labels.out_of_range", "label")
+    assert (f.rows, f.lines) == ((2,), (3,))
+    assert f.examples[0].value == str(min(value, _INT64_MAX))
+
+
+def test_class_label_below_int64_is_an_unexpected_sentinel_not_null(tmp_path):
+    """A negative label beyond Int64 is a negative label that is not the ignore index."""
+    path = _jsonl(tmp_path / "neg.jsonl", [{"text": "a", "label": 0}, {"text": "b", "label": -(2**64)}])
+    rep = datacheck.audit(str(path), config={"labels": {"num_classes": 2}}, fail_on="never")
+    assert not _by(rep, "labels.null"), [f.message for f in rep.findings]
+    (f,) = _by(rep, "labels.unexpected_sentinel", "label")
+    assert (f.rows, f.lines) == ((1,), (2,))
+    assert f.examples[0].value == str(-(2**63))
+
+
+def test_token_label_beyond_int64_is_out_of_range_not_a_silent_pass(tmp_path):
+    """A token label beyond Int64 (uint64 -1 written as a number) beside -100: read as a null
+    element it failed no rule; it is a token label >= vocab_size at its position."""
+    path = _jsonl(tmp_path / "tl.jsonl", [{"input_ids": [1, 2, 3], "labels": [-100, 2, 3]},
+                                          {"input_ids": [1, 2, 3], "labels": [-100, 2**64 - 1, 3]}])
+    rep = datacheck.audit(str(path), config={"tokens": {"vocab_size": 100}}, fail_on="never")
+    (f,) = _by(rep, "labels.out_of_range", "labels")
+    assert (f.rows, f.lines) == ((1,), (2,))
+    assert f.examples[0].value == f"'first at position 1 of 3: {_INT64_MAX}'"
+
+
+def test_csv_label_beyond_int64_is_out_of_range_not_null(tmp_path):
+    """The CSV reader infers Int128 for a cell beyond Int64 (polars' rule): the same reading."""
+    path = tmp_path / "cls.csv"
+    path.write_text("text,label\na,0\nb,99999999999999999999\nc,1\n")
+    rep = datacheck.audit(str(path), config={"labels": {"num_classes": 2}}, fail_on="never")
+    assert not _by(rep, "labels.null"), [f.message for f in rep.findings]
+    (f,) = _by(rep, "labels.out_of_range", "label")
+    assert f.rows == (1,) and f.examples[0].value == str(_INT64_MAX)
 
 
 def test_mixed_json_types_in_one_column_are_schema_dtype_with_lines(tmp_path):

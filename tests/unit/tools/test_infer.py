@@ -186,6 +186,21 @@ def test_infer_leaves_columns_rendered_by_the_tokenizer_out(tmp_path, data, kept
     assert found(audit(str(path), out)) == []  # no tokenizer: no schema.missing_column
 
 
+def test_a_role_column_beyond_int64_keeps_no_observed_bound(tmp_path):
+    """A class label and token ids beyond 64 bits (JSONL: Int128, read by the audit at Int64's
+    bounds): the contract keeps their Int64 dtype but no classes or element range made of a bound
+    (9223372036854775807 is no value of the data), with a note naming each column."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_text('{"text": "a", "label": 0, "input_ids": [1, 2]}\n'
+                                  '{"text": "b", "label": %d, "input_ids": [%d, 2]}\n' % (2**64, -(2**64)))
+    contract, notes = infer_contract([str(data)])
+    assert contract["columns"]["label"] == {"dtype": "Int64"}
+    assert contract["columns"]["input_ids"] == {"dtype": "List(Int64)"}
+    assert "min_value" not in contract.get("datacheck", {}).get("columns", {}).get("input_ids", {})
+    assert sorted(n.split("'")[1] for n in notes if "beyond 64 bits" in n) == ["input_ids", "label"]
+
+
 def test_a_csv_integer_column_beyond_int64_is_inferred_and_the_data_passes_it(tmp_path):
     # polars reads a CSV integer column holding a value beyond Int64 as Int128, a dtype Pandera's polars
     # engine cannot name: the contract leaves that column's dtype (and its observed range) out with a
