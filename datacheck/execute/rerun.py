@@ -58,7 +58,7 @@ from typing import Any, Iterable
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.io.hashing import hash_file
+from datacheck.io.hashing import hash_file, iter_file_hashes
 from datacheck.io.outputs import replace_file
 
 __all__ = ["MEMO_LAYOUT", "SETTLE_NS", "MAX_EXTERNAL_FILES", "Snapshot", "Hit", "code_fingerprint",
@@ -396,6 +396,20 @@ def _hash(path: str) -> str | None:
         return None
 
 
+def _hashes_match(pairs: list[tuple[str, str]]) -> bool:
+    """Whether every (path, content hash) of ``pairs`` still holds: the files are hashed in order
+    (:func:`~datacheck.io.hashing.iter_file_hashes`, several read at once) and the first one that
+    differs or cannot be read ends the reading (False)."""
+    got = iter_file_hashes([p for p, _ in pairs])
+    try:
+        for (_, want), h in zip(pairs, got):
+            if isinstance(h, OSError) or h[0] != want:
+                return False
+        return True
+    finally:
+        got.close()
+
+
 def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False) -> Hit | None:
     """The memo's answer for the audit ``snap`` describes, or None (a miss: no record, a record that
     does not check out, an external or listed file whose content hash changed, or a file whose
@@ -415,22 +429,20 @@ def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False)
     for folder, listing in header.get("ext_folders", []):
         if folder_listing(folder, skip) != listing:
             return None
-    for path, h in header["externals"]:
-        if _hash(path) != h:
-            return None
     recorded = header["files"]
     if len(recorded) != len(snap.roots):
         return None
+    to_hash: list[tuple[str, str]] = [(path, h) for path, h in header["externals"]]
     for root, now, then in zip(snap.roots, snap.files, recorded):
         if len(now) != len(then):
             return None
         for (name, state), (name2, size, mtime, ctime, ino, h) in zip(now, then):
             if name != name2 or state[0] != size:
                 return None
-            if trust_states and tuple(state) == (size, mtime, ctime, ino):
-                continue
-            if _hash(os.path.join(root, name)) != h:
-                return None
+            if not (trust_states and tuple(state) == (size, mtime, ctime, ino)):
+                to_hash.append((os.path.join(root, name), h))
+    if not _hashes_match(to_hash):
+        return None
     try:
         text = blobs[0].decode("utf-8")
         printed = text if header["stdout_is_report"] else blobs[1].decode("utf-8")

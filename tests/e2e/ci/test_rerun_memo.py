@@ -227,8 +227,8 @@ def test_trust_mtime_hashes_no_listed_file(tmp_path, audits, monkeypatch):
     d, flags = _setup(tmp_path)
     run_cli("audit", str(d), *flags, "--format", "json")
     hashed: list[str] = []
-    real = memo._hash
-    monkeypatch.setattr(memo, "_hash", lambda p: hashed.append(p) or real(p))
+    real = memo.iter_file_hashes
+    monkeypatch.setattr(memo, "iter_file_hashes", lambda paths: hashed.extend(paths) or real(paths))
     run_cli("audit", str(d), *flags, "--format", "json", "--trust-mtime")
     assert len(audits) == 1
     assert hashed == []  # no data file read (the config's bytes are in the key)

@@ -206,8 +206,8 @@ def test_trusted_states_read_no_bytes(tmp_path, monkeypatch):
     root = tree(tmp_path / "d")
     assert _record(tmp_path / "c", snap_of(root))
     hashed: list[str] = []
-    real = memo._hash
-    monkeypatch.setattr(memo, "_hash", lambda p: hashed.append(p) or real(p))
+    real = memo.iter_file_hashes
+    monkeypatch.setattr(memo, "iter_file_hashes", lambda paths: hashed.extend(paths) or real(paths))
     assert memo.lookup(tmp_path / "c", snap_of(root), trust_states=True) is not None
     assert hashed == []
     assert memo.lookup(tmp_path / "c", snap_of(root)) is not None
