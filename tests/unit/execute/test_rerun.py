@@ -3,6 +3,7 @@ external files a config names, and a record's round trip, each refusal of a reco
 from __future__ import annotations
 
 import ast
+import datetime as _dt
 import json
 import os
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from datacheck.execute import rerun as memo
 
@@ -259,3 +261,28 @@ def test_no_record_is_written_through_a_link_in_the_cache(tmp_path):
     (tmp_path / "c" / "memo").symlink_to(elsewhere)
     assert not _record(tmp_path / "c", snap_of(root))
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("seconds", [0.0, 59.25, 951_782_400.5, 1_764_979_199.999, 4_102_444_799.0])
+def test_created_at_is_written_as_the_report_writes_it(seconds):
+    """The memo's ``created_at`` has the report's format (``datetime``'s ISO form, whole seconds, UTC)."""
+    want = _dt.datetime.fromtimestamp(int(seconds), _dt.timezone.utc).replace(microsecond=0).isoformat()
+    assert memo.created_at_of(seconds) == want
+    now = memo.now_created_at()
+    assert _dt.datetime.fromisoformat(now).isoformat() == now and now.endswith("+00:00")
+
+
+def test_code_fingerprint_is_of_every_source_file_by_sorted_path():
+    """xxh3-128 over (relative path, NUL, bytes, NUL) of every ``.py``/``.json``/``.yaml`` file of the
+    package in sorted path order, as ``os.walk`` lists them (``__pycache__`` and links to folders not walked)."""
+    pkg = Path(memo.__file__).resolve().parent.parent
+    files = []
+    for root, dirs, names in os.walk(pkg):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = Path(root).relative_to(pkg).parts
+        files += [([*rel, n], os.path.join(root, n)) for n in names
+                  if n.endswith((".py", ".json", ".yaml")) and os.path.isfile(os.path.join(root, n))]
+    h = xxhash.xxh3_128()
+    for parts, full in sorted(files):
+        h.update("/".join(parts).encode() + b"\0" + Path(full).read_bytes() + b"\0")
+    assert len(files) > 100 and memo.code_fingerprint.__wrapped__() == h.hexdigest()
