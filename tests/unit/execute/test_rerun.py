@@ -286,3 +286,43 @@ def test_code_fingerprint_is_of_every_source_file_by_sorted_path():
     for parts, full in sorted(files):
         h.update("/".join(parts).encode() + b"\0" + Path(full).read_bytes() + b"\0")
     assert len(files) > 100 and memo.code_fingerprint.__wrapped__() == h.hexdigest()
+
+
+@pytest.mark.parametrize("how", ["removed", "folder", "external removed"])
+def test_a_file_gone_between_the_listing_and_its_hash_is_a_miss(tmp_path, how, monkeypatch):
+    """A listed (or external) file removed, or replaced by a folder, after the snapshot listed it and
+    before its bytes are hashed: a miss (the audit then runs and reports what it finds), never an error.
+    Several files, so the threaded reader has others in flight."""
+    monkeypatch.setattr("datacheck.io.hashing._threads_available", lambda: 2)
+    root = tree(tmp_path / "d")
+    for i in range(6):
+        (root / f"s{i}.bin").write_bytes(bytes([i]) * (3 << 20))
+        os.utime(root / f"s{i}.bin", ns=(OLD_NS, OLD_NS))
+    ext = tmp_path / "datacheck.toml"
+    ext.write_text("[labels]\n")
+    os.utime(ext, ns=(OLD_NS, OLD_NS))
+
+    def snap() -> memo.Snapshot:
+        s = snap_of(root)
+        assert s.add_externals([str(ext)])
+        return s
+
+    assert _record(tmp_path / "c", snap())
+    assert memo.lookup(tmp_path / "c", snap()) is not None
+    s = snap()  # the listing holds every file
+    if how == "removed":
+        (root / "s3.bin").unlink()
+    elif how == "folder":
+        (root / "s3.bin").unlink()
+        (root / "s3.bin").mkdir()
+    else:
+        ext.unlink()
+    assert memo.lookup(tmp_path / "c", s) is None
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file")
+def test_an_unreadable_file_is_a_miss(tmp_path):
+    root = tree(tmp_path / "d")
+    assert _record(tmp_path / "c", snap_of(root))
+    (root / "a.parquet").chmod(0)
+    assert memo.lookup(tmp_path / "c", snap_of(root)) is None
