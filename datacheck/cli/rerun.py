@@ -76,7 +76,7 @@ class _QuietParser(argparse.ArgumentParser):
     def _get_formatter(self) -> argparse.HelpFormatter:
         """A formatter of a fixed width: this parser prints nothing, but ``argparse`` makes a formatter
         for every argument added (to check its metavar), whose default width, the terminal's, costs an
-        import of :mod:`shutil` (3 ms of a memo hit)."""
+        import of ``shutil`` (3 ms of a memo hit)."""
         return self.formatter_class(prog=self.prog, width=80)
 
 

@@ -124,7 +124,7 @@ def _new_folder_mode() -> int:
     return 0o777 & ~_umask()
 
 
-#: the characters and the number of tries of a temporary name, as :mod:`tempfile` makes them
+#: the characters and the number of tries of a temporary name, as ``tempfile`` makes them
 #: (``tempfile._RandomNameSequence.characters``, ``tempfile.TMP_MAX``)
 _TEMP_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _TEMP_TRIES = 10_000
@@ -132,7 +132,7 @@ _TEMP_TRIES = 10_000
 
 def _temp_names(folder: str | os.PathLike[str], prefix: str, suffix: str) -> Iterator[str]:
     """:data:`_TEMP_TRIES` fresh paths ``FOLDER/PREFIX`` + 8 random characters + ``SUFFIX`` (absolute), as
-    ``tempfile.mkstemp``/``mkdtemp`` try them, without importing :mod:`tempfile` (3 ms: ``shutil``,
+    ``tempfile.mkstemp``/``mkdtemp`` try them, without importing ``tempfile`` (3 ms: ``shutil``,
     ``random``, ``bz2``, ``lzma``) on the path of a rerun answered from the whole-audit memo."""
     folder = os.path.abspath(folder)
     for _ in range(_TEMP_TRIES):
