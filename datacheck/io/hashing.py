@@ -66,13 +66,18 @@ def _threads_available() -> int:
     return max(1, min(_THREADS, cores, 1 + int(cores - load)))
 
 
+#: seconds a thread of :func:`iter_file_hashes` waits before it looks again at what it waits for (it is
+#: woken at once by the change it waits for; the timeout only bounds a wait whose wake-up was missed)
+_WAIT_S = 0.05
+
+
 class _Job:
     """One file of :func:`iter_file_hashes`: chunk ``k`` is bytes ``[k*_CHUNK, (k+1)*_CHUNK)`` of the
     size the file had when opened; a thread claims the next chunk (:attr:`claimed`), reads it, and
     feeds it to the hash when ``turn == k``, so the hash sees the bytes in order whoever read them."""
 
-    __slots__ = ("index", "path", "owner", "fd", "size", "chunks", "claimed", "turn", "h", "error", "changed",
-                 "serial", "users", "consumed")
+    __slots__ = ("index", "path", "owner", "fd", "size", "chunks", "claimed", "turn", "turn_waiters", "h", "error",
+                 "changed", "serial", "users", "consumed")
 
     def __init__(self, index: int, path: str | Path, owner: int):
         self.index = index
@@ -83,6 +88,7 @@ class _Job:
         self.chunks = 0
         self.claimed = 0
         self.turn = 0
+        self.turn_waiters = 0  # threads waiting for a turn of this file (woken when the turn moves)
         self.h = xxhash.xxh3_128()
         self.error: OSError | None = None
         self.changed = False  # a chunk came back shorter than the size at open: read again, by the caller alone
@@ -130,6 +136,8 @@ class _Reader:
                 job.serial = True
         except OSError as exc:
             job.error = exc
+        if job.chunks > 1:  # chunks another thread with nothing to do may join
+            self.cond.notify_all()
         return job
 
     @staticmethod
@@ -182,8 +190,10 @@ class _Reader:
             if error is not None:
                 job.error = job.error or error
             else:
+                job.turn_waiters += 1
                 while job.turn != k and not self.gone(job):
-                    self.cond.wait()
+                    self.cond.wait(_WAIT_S)
+                job.turn_waiters -= 1
                 if not self.gone(job):
                     ok = n == want
                     job.changed = not ok
@@ -197,7 +207,8 @@ class _Reader:
             job.turn = k + 1
             job.users -= 1
             self._close_if_done(job)
-            self.cond.notify_all()
+            if job.turn_waiters or job.turn == job.chunks:  # wake only who waits for it: a switch costs
+                self.cond.notify_all()
 
     def helper(self, me: int) -> None:
         """Helper thread ``me`` (1, 2, ...): read what :meth:`_next_work` gives until every file is
@@ -214,7 +225,7 @@ class _Reader:
                             break
                         if self.opened == len(self.paths):
                             return  # every file opened, every chunk claimed
-                        self.cond.wait()
+                        self.cond.wait(_WAIT_S)
                 self._work(*got, view)
         except BaseException:
             with self.cond:
@@ -241,7 +252,7 @@ class _Reader:
                         got = self._next_work(0)
                         if got is not None:
                             break
-                        self.cond.wait()
+                        self.cond.wait(_WAIT_S)
                 if got is None:
                     break
                 self._work(*got, view)
