@@ -127,12 +127,14 @@ class _Reader:
         job = self.jobs[self.opened] = _Job(self.opened, self.paths[self.opened], me)
         self.opened += 1
         try:
-            job.fd = os.open(job.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # never blocks here, under the lock (a FIFO without a writer would block open() itself)
+            job.fd = os.open(job.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
             st = os.fstat(job.fd)
             if stat.S_ISREG(st.st_mode):
                 job.size = st.st_size
                 job.chunks = -(-st.st_size // _CHUNK)
-            else:
+            else:  # read by the caller alone, blocking as hash_file reads it
+                os.set_blocking(job.fd, True)
                 job.serial = True
         except OSError as exc:
             job.error = exc
@@ -296,7 +298,8 @@ def iter_file_hashes(paths: Sequence[str | Path]) -> Iterator[tuple[str, int] | 
     order (:class:`_Reader`). A file is read to the end it had when opened and on to the end it has
     then (bytes appended meanwhile are read, as :func:`hash_file` reads to the end); one that came back
     shorter (truncated while read) is read again from its start on the same descriptor; one that is not
-    a regular file (a FIFO) is read on from its start, as :func:`hash_file` reads it.
+    a regular file (a FIFO) is read on from its start, as :func:`hash_file` reads it, but opening it
+    never waits for a writer (a FIFO that has none reads as empty, where :func:`hash_file` would wait).
 
     Closing the iterator early (a caller that stops at the first mismatch) stops the helper: nothing
     is read on and every descriptor is closed.

@@ -168,3 +168,15 @@ def test_a_helper_only_where_a_core_is_idle(monkeypatch, cores, load, want):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
     assert hashing._threads_available() == want
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_fifo_without_a_writer_never_blocks_the_others(tmp_path, monkeypatch):
+    """A FIFO with no writer (a file replaced by one after it was listed) reads as empty with the
+    helper threads: opening it does not wait for a writer, and the files around it are hashed."""
+    files = write_files(tmp_path, [3 * CHUNK, 2 * CHUNK])
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(hashing, "_threads_available", lambda: 2)
+    got = list(iter_file_hashes([files[0][0], fifo, files[1][0]]))
+    assert got == [expected(files[0][1]), expected(b""), expected(files[1][1])]
