@@ -41,11 +41,11 @@ def _update_from(h: "xxhash.xxh3_128", path: str | Path) -> int:
 
 
 #: threads :func:`iter_file_hashes` reads with at most (the caller's and a helper). Measured on the
-#: 2-core development machine, files in the page cache, medians of 11-21: f9 of
-#: benchmarks/bench_table.py (9 files, 143 MB) took 28 ms to hash one by one and 17 ms with two threads
-#: while the other core was idle; big256 (one 105 MB file) 20 and 12 ms. With the other core busy, two
-#: threads cost more than one (8-20 % more CPU and wall: a thread switch for every chunk read in turns),
-#: hence :func:`_threads_available`.
+#: 2-core development machine, files in the page cache, medians of 11: f9 of benchmarks/bench_table.py
+#: (9 files, 143 MB) took 23-28 ms to hash one by one and 15-17 ms with two threads while the other core
+#: was idle, big256 (one 105 MB file, read in turns) 17-21 and 11-12.5 ms, chat (10 files, 18 MB) 3.4
+#: and 2.3 ms, for 10-25 % more CPU. With the other core busy two threads gain nothing and cost that
+#: CPU (and as much wall: a thread switch for every chunk read in turns), hence :func:`_threads_available`.
 _THREADS = 2
 
 
