@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -71,6 +72,12 @@ class _QuietParser(argparse.ArgumentParser):
 
     def print_usage(self, file: Any = None) -> None:
         raise _Refused("usage")
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        """A formatter of a fixed width: this parser prints nothing, but ``argparse`` makes a formatter
+        for every argument added (to check its metavar), whose default width, the terminal's, costs an
+        import of ``shutil`` (3 ms of a memo hit)."""
+        return self.formatter_class(prog=self.prog, width=80)
 
 
 def parse_audit(argv: Sequence[str]) -> argparse.Namespace:
@@ -198,6 +205,34 @@ def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values:
                                    if f not in listed and not any(os.path.realpath(f).startswith(x) for x in skip)))
 
 
+def _write_all(paths: list[str], text: str) -> bool:
+    """Write ``text`` to every one of ``paths`` as the audit writes its reports (:func:`write_json_atomic`:
+    a temporary file, fsynced, renamed), each in its own thread, so the waits for the disk overlap
+    (a 655 KB report written twice: 12 ms one after the other, 8 ms at once, medians on the 2-core
+    development machine). False when one of them could not be written (the verb then runs and says
+    why); any other error is raised in the calling thread."""
+    errors: list[BaseException] = []
+
+    def write(path: str) -> None:
+        try:
+            write_json_atomic(path, text)
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread below
+            errors.append(exc)
+
+    others = [threading.Thread(target=write, args=(p,), name="datacheck-write") for p in paths[1:]]
+    for t in others:
+        t.start()
+    try:
+        write(paths[0])
+    finally:
+        for t in others:
+            t.join()
+    for exc in errors:
+        if not isinstance(exc, (DatacheckError, OSError)):
+            raise exc
+    return not errors
+
+
 def replay(argv: Sequence[str]) -> int | None:
     """Answer ``datacheck audit ARGV`` from the memo: write the report and ``--output``, print what
     the audit printed and return its exit code; None when the memo does not answer (the verb runs).
@@ -223,11 +258,7 @@ def replay(argv: Sequence[str]) -> int | None:
         hit = None
     if hit is None:
         return None
-    try:
-        write_json_atomic(hit.stored, hit.report_text)
-        if args.output:
-            write_json_atomic(args.output, hit.report_text)
-    except (DatacheckError, OSError):
+    if not _write_all([hit.stored, *([args.output] if args.output else [])], hit.report_text):
         return None
     sys.stdout.write(hit.stdout)
     if hit.stderr:

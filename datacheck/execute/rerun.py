@@ -42,7 +42,6 @@ clean" rule). Records are written to a temporary file and renamed; one that does
 """
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import json
 import os
@@ -50,20 +49,19 @@ import stat
 import struct
 import sys
 import time
-from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.io.hashing import hash_file
+from datacheck.io.hashing import hash_file, iter_file_hashes
 from datacheck.io.outputs import replace_file
 
 __all__ = ["MEMO_LAYOUT", "SETTLE_NS", "MAX_EXTERNAL_FILES", "Snapshot", "Hit", "code_fingerprint",
            "runtime_fingerprint", "observe", "snapshot", "direct_key", "memo_path", "lookup", "record", "now_created_at",
-           "external_files"]
+           "created_at_of", "external_files"]
 
 #: Layout version of memo records; part of the direct key.
 MEMO_LAYOUT = 1
@@ -95,18 +93,31 @@ def code_fingerprint() -> str:
     Part of every cache key: results computed by different check code never answer each other,
     even when the version string did not change (editable installs, development).
     """
-    pkg = Path(__file__).resolve().parent.parent
+    pkg = str(Path(__file__).resolve().parent.parent)
     files: list[tuple[list[str], str]] = []  # (relative path's parts: the order of sorted Paths, full path)
-    for root, dirs, names in os.walk(pkg):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]  # byte code: not walked (it doubles the entries)
-        rel = Path(root).relative_to(pkg).parts
-        files += [([*rel, n], os.path.join(root, n)) for n in names
-                  if n.endswith((".py", ".json", ".yaml")) and os.path.isfile(os.path.join(root, n))]
+    stack: list[tuple[str, list[str]]] = [(pkg, [])]
+    while stack:  # os.walk's listing (a link to a folder is not walked), one scandir a folder, no second stat
+        folder, rel = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:  # as os.walk: a folder that cannot be listed is left out
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name != "__pycache__":  # byte code: not walked (it doubles the entries)
+                    stack.append((e.path, [*rel, e.name]))
+            elif e.name.endswith((".py", ".json", ".yaml")) and e.is_file():
+                files.append(([*rel, e.name], e.path))
     h = xxhash.xxh3_128()
     for parts, full in sorted(files):
         h.update("/".join(parts).encode() + b"\0")
-        with open(full, "rb") as f:
-            h.update(f.read())
+        fd = os.open(full, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            while data := os.read(fd, 1 << 20):
+                h.update(data)
+        finally:
+            os.close(fd)
         h.update(b"\0")
     return h.hexdigest()
 
@@ -226,26 +237,35 @@ def external_files(values: Iterable[str], anchors: Iterable[str | Path],
     return sorted(found)
 
 
-@dataclass
 class Snapshot:
     """The audit's inputs as seen before it ran: the direct key's parts and the listing of the
-    audited folders with each file's state (:func:`snapshot`)."""
+    audited folders with each file's state (:func:`snapshot`).
 
-    roots: list[str]
-    folders: list[list[str]]
-    files: list[list[tuple[str, State]]]
-    static: dict[str, Any]
-    started_ns: int = field(default_factory=time.time_ns)
-    #: files outside the folders that the audit reads (what the config names), with their states
-    externals: list[tuple[str, State]] = field(default_factory=list)
-    #: the config file's bytes as read for the key (the caller checks that the audit ran with the
-    #: config these bytes give, so the config file itself need not be settled)
-    config_raw: bytes | None = None
-    #: the folders the config names with their :func:`folder_listing` (a file added to one, e.g. a
-    #: tokenizer folder's ``chat_template.jinja``, changes what the audit reads)
-    external_folders: list[tuple[str, list[str]]] = field(default_factory=list)
-    #: the ``skip`` of those listings (the audit's own output folders)
-    external_skip: list[str] = field(default_factory=list)
+    Attributes:
+        roots: the audited folders (absolute).
+        folders: for each root, its folders by relative name (:func:`_walk`).
+        files: for each root, its regular files by relative name with their states.
+        static: what the caller says decides the output (:func:`direct_key`).
+        started_ns: when the snapshot was taken (ns since the epoch; default now).
+        externals: files outside the folders that the audit reads (what the config names), with their states.
+        config_raw: the config file's bytes as read for the key (the caller checks that the audit ran
+            with the config these bytes give, so the config file itself need not be settled).
+        external_folders: the folders the config names with their :func:`folder_listing` (a file added
+            to one, e.g. a tokenizer folder's ``chat_template.jinja``, changes what the audit reads).
+        external_skip: the ``skip`` of those listings (the audit's own output folders).
+    """
+
+    def __init__(self, roots: list[str], folders: list[list[str]], files: list[list[tuple[str, State]]],
+                 static: dict[str, Any], started_ns: int | None = None):
+        self.roots = roots
+        self.folders = folders
+        self.files = files
+        self.static = static
+        self.started_ns = time.time_ns() if started_ns is None else started_ns
+        self.externals: list[tuple[str, State]] = []
+        self.config_raw: bytes | None = None
+        self.external_folders: list[tuple[str, list[str]]] = []
+        self.external_skip: list[str] = []
 
     def add_externals(self, paths: Iterable[str]) -> bool:
         """Add ``paths`` (absolute) with their current states to :attr:`externals`; False when one
@@ -320,12 +340,19 @@ def memo_path(cache_dir: str | Path, key: str) -> Path:
 
 
 def now_created_at() -> str:
-    """A report's ``created_at`` for now: UTC, whole seconds, ISO 8601 with ``+00:00``."""
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    """A report's ``created_at`` for now: UTC, whole seconds, ISO 8601 with ``+00:00`` (what
+    ``datetime.now(timezone.utc).replace(microsecond=0).isoformat()`` gives, the format of
+    :func:`datacheck.report.build.build_report`, without importing ``datetime``)."""
+    return created_at_of(time.time())
 
 
-@dataclass(frozen=True)
-class Hit:
+def created_at_of(seconds: float) -> str:
+    """:func:`now_created_at` for ``seconds`` since the epoch (whole seconds: the fraction is dropped)."""
+    t = time.gmtime(seconds)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}+00:00"
+
+
+class Hit(NamedTuple):
     """What a memo record gives back: the report's JSON text with a new ``created_at``, what the
     audit printed on stdout (``created_at`` made anew there too where it was printed), where the
     report was stored, and the exit code."""
@@ -396,6 +423,20 @@ def _hash(path: str) -> str | None:
         return None
 
 
+def _hashes_match(pairs: list[tuple[str, str]]) -> bool:
+    """Whether every (path, content hash) of ``pairs`` still holds: the files are hashed in order
+    (:func:`~datacheck.io.hashing.iter_file_hashes`, several read at once) and the first one that
+    differs or cannot be read ends the reading (False)."""
+    got = iter_file_hashes([p for p, _ in pairs])
+    try:
+        for (_, want), h in zip(pairs, got):
+            if isinstance(h, OSError) or h[0] != want:
+                return False
+        return True
+    finally:
+        got.close()
+
+
 def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False) -> Hit | None:
     """The memo's answer for the audit ``snap`` describes, or None (a miss: no record, a record that
     does not check out, an external or listed file whose content hash changed, or a file whose
@@ -415,22 +456,20 @@ def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False)
     for folder, listing in header.get("ext_folders", []):
         if folder_listing(folder, skip) != listing:
             return None
-    for path, h in header["externals"]:
-        if _hash(path) != h:
-            return None
     recorded = header["files"]
     if len(recorded) != len(snap.roots):
         return None
+    to_hash: list[tuple[str, str]] = [(path, h) for path, h in header["externals"]]
     for root, now, then in zip(snap.roots, snap.files, recorded):
         if len(now) != len(then):
             return None
         for (name, state), (name2, size, mtime, ctime, ino, h) in zip(now, then):
             if name != name2 or state[0] != size:
                 return None
-            if trust_states and tuple(state) == (size, mtime, ctime, ino):
-                continue
-            if _hash(os.path.join(root, name)) != h:
-                return None
+            if not (trust_states and tuple(state) == (size, mtime, ctime, ino)):
+                to_hash.append((os.path.join(root, name), h))
+    if not _hashes_match(to_hash):
+        return None
     try:
         text = blobs[0].decode("utf-8")
         printed = text if header["stdout_is_report"] else blobs[1].decode("utf-8")

@@ -3,6 +3,7 @@ external files a config names, and a record's round trip, each refusal of a reco
 from __future__ import annotations
 
 import ast
+import datetime as _dt
 import json
 import os
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from datacheck.execute import rerun as memo
 
@@ -206,8 +208,8 @@ def test_trusted_states_read_no_bytes(tmp_path, monkeypatch):
     root = tree(tmp_path / "d")
     assert _record(tmp_path / "c", snap_of(root))
     hashed: list[str] = []
-    real = memo._hash
-    monkeypatch.setattr(memo, "_hash", lambda p: hashed.append(p) or real(p))
+    real = memo.iter_file_hashes
+    monkeypatch.setattr(memo, "iter_file_hashes", lambda paths: hashed.extend(paths) or real(paths))
     assert memo.lookup(tmp_path / "c", snap_of(root), trust_states=True) is not None
     assert hashed == []
     assert memo.lookup(tmp_path / "c", snap_of(root)) is not None
@@ -259,3 +261,68 @@ def test_no_record_is_written_through_a_link_in_the_cache(tmp_path):
     (tmp_path / "c" / "memo").symlink_to(elsewhere)
     assert not _record(tmp_path / "c", snap_of(root))
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("seconds", [0.0, 59.25, 951_782_400.5, 1_764_979_199.999, 4_102_444_799.0])
+def test_created_at_is_written_as_the_report_writes_it(seconds):
+    """The memo's ``created_at`` has the report's format (``datetime``'s ISO form, whole seconds, UTC)."""
+    want = _dt.datetime.fromtimestamp(int(seconds), _dt.timezone.utc).replace(microsecond=0).isoformat()
+    assert memo.created_at_of(seconds) == want
+    now = memo.now_created_at()
+    assert _dt.datetime.fromisoformat(now).isoformat() == now and now.endswith("+00:00")
+
+
+def test_code_fingerprint_is_of_every_source_file_by_sorted_path():
+    """xxh3-128 over (relative path, NUL, bytes, NUL) of every ``.py``/``.json``/``.yaml`` file of the
+    package in sorted path order, as ``os.walk`` lists them (``__pycache__`` and links to folders not walked)."""
+    pkg = Path(memo.__file__).resolve().parent.parent
+    files = []
+    for root, dirs, names in os.walk(pkg):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = Path(root).relative_to(pkg).parts
+        files += [([*rel, n], os.path.join(root, n)) for n in names
+                  if n.endswith((".py", ".json", ".yaml")) and os.path.isfile(os.path.join(root, n))]
+    h = xxhash.xxh3_128()
+    for parts, full in sorted(files):
+        h.update("/".join(parts).encode() + b"\0" + Path(full).read_bytes() + b"\0")
+    assert len(files) > 100 and memo.code_fingerprint.__wrapped__() == h.hexdigest()
+
+
+@pytest.mark.parametrize("how", ["removed", "folder", "external removed"])
+def test_a_file_gone_between_the_listing_and_its_hash_is_a_miss(tmp_path, how, monkeypatch):
+    """A listed (or external) file removed, or replaced by a folder, after the snapshot listed it and
+    before its bytes are hashed: a miss (the audit then runs and reports what it finds), never an error.
+    Several files, so the threaded reader has others in flight."""
+    monkeypatch.setattr("datacheck.io.hashing._threads_available", lambda: 2)
+    root = tree(tmp_path / "d")
+    for i in range(6):
+        (root / f"s{i}.bin").write_bytes(bytes([i]) * (3 << 20))
+        os.utime(root / f"s{i}.bin", ns=(OLD_NS, OLD_NS))
+    ext = tmp_path / "datacheck.toml"
+    ext.write_text("[labels]\n")
+    os.utime(ext, ns=(OLD_NS, OLD_NS))
+
+    def snap() -> memo.Snapshot:
+        s = snap_of(root)
+        assert s.add_externals([str(ext)])
+        return s
+
+    assert _record(tmp_path / "c", snap())
+    assert memo.lookup(tmp_path / "c", snap()) is not None
+    s = snap()  # the listing holds every file
+    if how == "removed":
+        (root / "s3.bin").unlink()
+    elif how == "folder":
+        (root / "s3.bin").unlink()
+        (root / "s3.bin").mkdir()
+    else:
+        ext.unlink()
+    assert memo.lookup(tmp_path / "c", s) is None
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file")
+def test_an_unreadable_file_is_a_miss(tmp_path):
+    root = tree(tmp_path / "d")
+    assert _record(tmp_path / "c", snap_of(root))
+    (root / "a.parquet").chmod(0)
+    assert memo.lookup(tmp_path / "c", snap_of(root)) is None

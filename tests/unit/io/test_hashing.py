@@ -1,0 +1,182 @@
+"""Content hashes of files: ``iter_file_hashes`` (several threads taking each file's chunks in turn)
+gives, file by file, what ``hash_file`` and xxh3-128 over the whole bytes give, and the same errors."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import xxhash
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from datacheck.io import hashing
+from datacheck.io.hashing import hash_file, iter_file_hashes
+
+CHUNK = hashing._CHUNK
+SIZES = [0, 1, 17, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 3 * CHUNK + 17, 5 * CHUNK - 3]
+
+
+def expected(data: bytes) -> tuple[str, int]:
+    return f"xxh3-128:{xxhash.xxh3_128_hexdigest(data)}", len(data)
+
+
+def write_files(folder: Path, sizes: list[int], seed: int = 0) -> list[tuple[Path, bytes]]:
+    out = []
+    for i, n in enumerate(sizes):
+        data = (seed + i).to_bytes(8, "little") * (n // 8 + 1)
+        data = bytes(b ^ (j * 31 % 251) for j, b in enumerate(data[:n])) if n < 5000 else data[:n]
+        p = folder / f"f{i:03d}.bin"
+        p.write_bytes(data)
+        out.append((p, data))
+    return out
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture(params=[1, 2, 3], ids=["1-thread", "2-threads", "3-threads"])
+def threads(request, monkeypatch):
+    monkeypatch.setattr(hashing, "_threads_available", lambda: request.param)
+    return request.param
+
+
+def test_every_size_hashes_as_the_whole_bytes(tmp_path, threads):
+    files = write_files(tmp_path, SIZES)
+    got = list(iter_file_hashes([p for p, _ in files]))
+    assert got == [expected(data) for _, data in files]
+    assert got == [hash_file(p) for p, _ in files]
+
+
+def test_one_file_and_none(tmp_path, threads):
+    (p, data), = write_files(tmp_path, [4 * CHUNK + 5])
+    assert list(iter_file_hashes([p])) == [expected(data)]
+    assert list(iter_file_hashes([])) == []
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(sizes=st.lists(st.integers(0, 9 * 512 + 3), max_size=7), chunk=st.sampled_from([512, 1024, 4096]),
+       n_threads=st.integers(1, 3))
+def test_any_sizes_any_chunk(tmp_path_factory, sizes, chunk, n_threads):
+    folder = tmp_path_factory.mktemp("h")
+    files = write_files(folder, sizes, seed=len(sizes))
+    old = (hashing._CHUNK, hashing._threads_available)
+    hashing._CHUNK, hashing._threads_available = chunk, lambda: n_threads
+    try:
+        got = list(iter_file_hashes([p for p, _ in files]))
+    finally:
+        hashing._CHUNK, hashing._threads_available = old
+    assert got == [expected(data) for _, data in files]
+
+
+def test_an_unreadable_file_is_its_own_error(tmp_path, threads):
+    files = write_files(tmp_path, [3 * CHUNK, 10, 2 * CHUNK + 1])
+    paths = [p for p, _ in files]
+    gone = tmp_path / "removed.bin"  # listed, then removed before it was hashed
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    got = list(iter_file_hashes([paths[0], gone, paths[1], folder, paths[2]]))
+    assert got[0] == expected(files[0][1]) and got[2] == expected(files[1][1]) and got[4] == expected(files[2][1])
+    with pytest.raises(OSError) as direct:
+        hash_file(gone)
+    assert isinstance(got[1], FileNotFoundError) and got[1].errno == direct.value.errno
+    assert isinstance(got[3], IsADirectoryError)
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.geteuid() == 0, reason="root reads a mode-000 file")
+def test_a_file_without_permission_is_its_own_error(tmp_path, threads):
+    files = write_files(tmp_path, [CHUNK + 3, 5])
+    files[0][0].chmod(0)
+    got = list(iter_file_hashes([p for p, _ in files]))
+    assert isinstance(got[0], PermissionError) and got[1] == expected(files[1][1])
+
+
+def test_a_file_truncated_while_read_is_read_again(tmp_path, threads, monkeypatch):
+    """A chunk that comes back shorter than the size at open: the file is read again from its start
+    on the same descriptor, as hash_file would have read it then."""
+    if threads == 1:
+        pytest.skip("one thread reads as hash_file does (no preadv)")
+    (p, data), (q, other) = write_files(tmp_path, [4 * CHUNK, 2 * CHUNK + 9])
+    real = os.preadv
+    done = []
+
+    def truncating(fd, buffers, offset):
+        if not done and os.fstat(fd).st_ino == p.stat().st_ino:
+            done.append(1)
+            os.truncate(p, CHUNK + 100)
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", truncating)
+    got = list(iter_file_hashes([p, q]))
+    assert got == [expected(data[:CHUNK + 100]), expected(other)]
+
+
+def test_bytes_appended_after_open_are_read_too(tmp_path, threads, monkeypatch):
+    if threads == 1:
+        pytest.skip("one thread reads as hash_file does (no preadv)")
+    (p, data), = write_files(tmp_path, [2 * CHUNK + 1])
+    real = os.preadv
+    done = []
+
+    def appending(fd, buffers, offset):
+        if not done:
+            done.append(1)
+            with open(p, "ab") as f:
+                f.write(b"tail")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", appending)
+    assert list(iter_file_hashes([p])) == [expected(data + b"tail")]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_fifo_is_read_to_its_end(tmp_path, threads):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    payload = b"fifo bytes " * 50_000
+
+    def feed():
+        with open(fifo, "wb") as f:
+            f.write(payload)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    got = list(iter_file_hashes([fifo]))
+    writer.join()
+    assert got == [expected(payload)]
+
+
+def test_stopping_early_closes_everything(tmp_path, threads):
+    files = write_files(tmp_path, [2 * CHUNK + 1] * 6)
+    before_fds, before_threads = open_fds(), threading.active_count()
+    it = iter_file_hashes([p for p, _ in files])
+    assert next(it) == expected(files[0][1])
+    it.close()
+    assert open_fds() == before_fds and threading.active_count() == before_threads
+    list(iter_file_hashes([p for p, _ in files]))
+    assert open_fds() == before_fds and threading.active_count() == before_threads
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or not hasattr(os, "preadv"), reason="Linux")
+@pytest.mark.parametrize(("cores", "load", "want"), [(1, 0.0, 1), (2, 0.0, 2), (2, 0.9, 2), (2, 1.0, 2), (2, 1.1, 1),
+                                                     (2, 3.5, 1), (16, 4.0, 2), (16, 15.5, 1)])
+def test_a_helper_only_where_a_core_is_idle(monkeypatch, cores, load, want):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    assert hashing._threads_available() == want
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_fifo_without_a_writer_never_blocks_the_others(tmp_path, monkeypatch):
+    """A FIFO with no writer (a file replaced by one after it was listed) reads as empty with the
+    helper threads: opening it does not wait for a writer, and the files around it are hashed."""
+    files = write_files(tmp_path, [3 * CHUNK, 2 * CHUNK])
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(hashing, "_threads_available", lambda: 2)
+    got = list(iter_file_hashes([files[0][0], fifo, files[1][0]]))
+    assert got == [expected(files[0][1]), expected(b""), expected(files[1][1])]
