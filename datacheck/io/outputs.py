@@ -30,7 +30,8 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+import tempfile
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -124,53 +125,13 @@ def _new_folder_mode() -> int:
     return 0o777 & ~_umask()
 
 
-#: the characters and the number of tries of a temporary name, as ``tempfile`` makes them
-#: (``tempfile._RandomNameSequence.characters``, ``tempfile.TMP_MAX``)
-_TEMP_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
-_TEMP_TRIES = 10_000
-
-
-def _temp_names(folder: str | os.PathLike[str], prefix: str, suffix: str) -> Iterator[str]:
-    """:data:`_TEMP_TRIES` fresh paths ``FOLDER/PREFIX`` + 8 random characters + ``SUFFIX`` (absolute), as
-    ``tempfile.mkstemp``/``mkdtemp`` try them, without importing ``tempfile`` (3 ms: ``shutil``,
-    ``random``, ``bz2``, ``lzma``) on the path of a rerun answered from the whole-audit memo."""
-    folder = os.path.abspath(folder)
-    for _ in range(_TEMP_TRIES):
-        name = "".join(_TEMP_CHARS[b % len(_TEMP_CHARS)] for b in os.urandom(8))
-        yield os.path.join(folder, f"{prefix}{name}{suffix}")
-
-
-def _mkstemp(folder: str | os.PathLike[str], prefix: str, suffix: str) -> tuple[int, str]:
-    """A new file as ``tempfile.mkstemp`` creates it (exclusively, never through a link, mode ``0o600``):
-    (open descriptor, absolute path). Raises the ``OSError`` of the creation."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-    for path in _temp_names(folder, prefix, suffix):
-        try:
-            return os.open(path, flags, 0o600), path
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, "no unused temporary name", os.path.join(folder, f"{prefix}*{suffix}"))
-
-
-def _mkdtemp(parent: str | os.PathLike[str], prefix: str) -> str:
-    """A new folder as ``tempfile.mkdtemp`` creates it (mode ``0o700``): its absolute path. Raises the
-    ``OSError`` of the creation."""
-    for path in _temp_names(parent, prefix, ""):
-        try:
-            os.mkdir(path, 0o700)
-            return path
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, "no unused temporary name", os.path.join(parent, f"{prefix}*"))
-
-
 def make_temp_folder(parent: str | os.PathLike[str], prefix: str) -> Path:
     """Create a fresh temporary folder in ``parent`` with the permissions ``mkdir`` would give it.
 
-    ``tempfile.mkdtemp`` (and :func:`_mkdtemp`) creates its folder ``0o700``; a folder that is later
-    renamed into place as an output (``clean --out``) must instead get ``0o777`` minus the umask,
-    like any folder the user makes. The name is ``PREFIX`` + random characters (unique: ``mkdir`` fails on an existing
-    name, and another name is tried).
+    ``tempfile.mkdtemp`` creates its folder ``0o700``; a folder that is later renamed into place as
+    an output (``clean --out``) must instead get ``0o777`` minus the umask, like any folder the
+    user makes. The name is ``PREFIX`` + random characters (unique, created with ``O_EXCL``
+    semantics by ``mkdtemp``).
 
     Args:
         parent: an existing folder to create it in.
@@ -182,7 +143,7 @@ def make_temp_folder(parent: str | os.PathLike[str], prefix: str) -> Path:
     Raises:
         OSError: it cannot be created (the caller turns it into a ``UsageError`` naming its flag).
     """
-    folder = Path(_mkdtemp(parent, prefix))
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
         os.chmod(folder, _new_folder_mode())
     except OSError:
@@ -192,9 +153,7 @@ def make_temp_folder(parent: str | os.PathLike[str], prefix: str) -> Path:
 
 
 def make_temp_file(folder: str | os.PathLike[str], prefix: str, suffix: str = ".tmp") -> tuple[int, str]:
-    """A new file in ``folder`` as ``tempfile.mkstemp`` makes one (``PREFIX`` + 8 random characters +
-    ``SUFFIX``, created exclusively, never through a link; :func:`_mkstemp`), which then gets
-    ``0o666`` minus the umask (not ``0o600``).
+    """``tempfile.mkstemp`` in ``folder`` whose file gets ``0o666`` minus the umask (not ``0o600``).
 
     For a file that is renamed into place as an output (a cache entry shared by a team, a report).
 
@@ -204,7 +163,7 @@ def make_temp_file(folder: str | os.PathLike[str], prefix: str, suffix: str = ".
     Raises:
         OSError: it cannot be created.
     """
-    fd, tmp = _mkstemp(folder, prefix, suffix)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
     try:
         os.fchmod(fd, _new_file_mode())
     except OSError:
@@ -217,7 +176,7 @@ def make_temp_file(folder: str | os.PathLike[str], prefix: str, suffix: str = ".
 def probe_writable(folder: str | os.PathLike[str]) -> None:
     """Prove that a file can be created in the existing ``folder``: a ``.probe-*`` file made and
     removed at once (nothing is left). Raises the ``OSError`` of the failure."""
-    fd, tmp = _mkstemp(folder, ".probe-", "")
+    fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=folder)
     os.close(fd)
     os.unlink(tmp)
 
