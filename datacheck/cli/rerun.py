@@ -73,12 +73,6 @@ class _QuietParser(argparse.ArgumentParser):
     def print_usage(self, file: Any = None) -> None:
         raise _Refused("usage")
 
-    def _get_formatter(self) -> argparse.HelpFormatter:
-        """A formatter of a fixed width: this parser prints nothing, but ``argparse`` makes a formatter
-        for every argument added (to check its metavar), whose default width, the terminal's, costs an
-        import of ``shutil`` (3 ms of a memo hit)."""
-        return self.formatter_class(prog=self.prog, width=80)
-
 
 def parse_audit(argv: Sequence[str]) -> argparse.Namespace:
     """``argv`` (after ``audit``) parsed by the verb's own parser (:func:`datacheck.cli.auditargs.add_parser`).
