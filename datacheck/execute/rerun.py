@@ -59,7 +59,7 @@ from datacheck._version import __version__
 from datacheck.io.hashing import hash_file, iter_file_hashes
 from datacheck.io.outputs import replace_file
 
-__all__ = ["MEMO_LAYOUT", "SETTLE_NS", "MAX_EXTERNAL_FILES", "Snapshot", "Hit", "code_fingerprint",
+__all__ = ["MEMO_LAYOUT", "SETTLE_NS", "MAX_EXTERNAL_FILES", "Snapshot", "Hit", "code_fingerprint", "tree_fingerprint",
            "runtime_fingerprint", "observe", "snapshot", "direct_key", "memo_path", "lookup", "record", "now_created_at",
            "created_at_of", "external_files"]
 
@@ -88,25 +88,42 @@ _seen: dict[str, tuple[tuple[Any, ...], str]] | None = None
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """xxh3-128 over datacheck's own source and data files (``.py``, ``.json``, ``.yaml``: the checks
-    and the built-in schemas; sorted relative paths and bytes).
+    and the built-in schemas; sorted relative paths and bytes): :func:`tree_fingerprint` of the package.
 
     Part of every cache key: results computed by different check code never answer each other,
     even when the version string did not change (editable installs, development).
     """
-    pkg = str(Path(__file__).resolve().parent.parent)
+    return tree_fingerprint(str(Path(__file__).resolve().parent.parent))
+
+
+def tree_fingerprint(root: str) -> str:
+    """xxh3-128 (32 hex) over the ``.py``, ``.json`` and ``.yaml`` files under folder ``root``: each
+    file's path relative to ``root`` (``/``-separated), then its bytes, in sorted path order.
+    ``__pycache__`` folders are left out (byte code). A link to a folder is followed (a checkout's
+    ``datacheck/builtin_schemas`` links to ``schemas/``: its files are part of the code); a link to
+    ``root`` or to a folder already reached through a link is not walked again (a cycle of links ends);
+    a folder that cannot be
+    listed is left out, as ``os.walk`` leaves it. Raises OSError when a listed file cannot be read."""
     files: list[tuple[list[str], str]] = []  # (relative path's parts: the order of sorted Paths, full path)
-    stack: list[tuple[str, list[str]]] = [(pkg, [])]
-    while stack:  # os.walk's listing (a link to a folder is not walked), one scandir a folder, no second stat
+    stack: list[tuple[str, list[str]]] = [(root, [])]
+    seen = {os.path.realpath(root)}
+    while stack:  # one scandir a folder, no second stat
         folder, rel = stack.pop()
         try:
             with os.scandir(folder) as it:
                 entries = list(it)
-        except OSError:  # as os.walk: a folder that cannot be listed is left out
+        except OSError:
             continue
         for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                if e.name != "__pycache__":  # byte code: not walked (it doubles the entries)
-                    stack.append((e.path, [*rel, e.name]))
+            if e.is_dir():
+                if e.name == "__pycache__":  # byte code: not walked (it doubles the entries)
+                    continue
+                if e.is_symlink():
+                    real = os.path.realpath(e.path)
+                    if real in seen:
+                        continue
+                    seen.add(real)
+                stack.append((e.path, [*rel, e.name]))
             elif e.name.endswith((".py", ".json", ".yaml")) and e.is_file():
                 files.append(([*rel, e.name], e.path))
     h = xxhash.xxh3_128()

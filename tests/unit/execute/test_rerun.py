@@ -274,10 +274,11 @@ def test_created_at_is_written_as_the_report_writes_it(seconds):
 
 def test_code_fingerprint_is_of_every_source_file_by_sorted_path():
     """xxh3-128 over (relative path, NUL, bytes, NUL) of every ``.py``/``.json``/``.yaml`` file of the
-    package in sorted path order, as ``os.walk`` lists them (``__pycache__`` and links to folders not walked)."""
+    package in sorted path order, as ``os.walk(followlinks=True)`` lists them (``__pycache__`` not walked; a
+    checkout's ``builtin_schemas`` link to ``schemas/`` walked: the built-in schemas are part of the code)."""
     pkg = Path(memo.__file__).resolve().parent.parent
     files = []
-    for root, dirs, names in os.walk(pkg):
+    for root, dirs, names in os.walk(pkg, followlinks=True):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         rel = Path(root).relative_to(pkg).parts
         files += [([*rel, n], os.path.join(root, n)) for n in names
@@ -286,6 +287,22 @@ def test_code_fingerprint_is_of_every_source_file_by_sorted_path():
     for parts, full in sorted(files):
         h.update("/".join(parts).encode() + b"\0" + Path(full).read_bytes() + b"\0")
     assert len(files) > 100 and memo.code_fingerprint.__wrapped__() == h.hexdigest()
+    assert any(parts[0] == "builtin_schemas" and parts[-1].endswith(".yaml") for parts, _ in files)
+
+
+def test_tree_fingerprint_follows_folder_links_once(tmp_path):
+    """A linked folder's files count under the link's path (a change there changes the fingerprint);
+    a link back to the root is not walked again."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "data" / "s.yaml").write_text("k: 1\n")
+    (tmp_path / "pkg" / "schemas").symlink_to(tmp_path / "data", target_is_directory=True)
+    (tmp_path / "pkg" / "loop").symlink_to(tmp_path / "pkg", target_is_directory=True)
+    want = xxhash.xxh3_128(b"a.py\0x = 1\n\0schemas/s.yaml\0k: 1\n\0").hexdigest()
+    assert memo.tree_fingerprint(str(tmp_path / "pkg")) == want
+    (tmp_path / "data" / "s.yaml").write_text("k: 2\n")
+    assert memo.tree_fingerprint(str(tmp_path / "pkg")) != want
 
 
 @pytest.mark.parametrize("how", ["removed", "folder", "external removed"])
