@@ -242,8 +242,12 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
       maximum: the labels read as unsigned integers of their width are ``>= bound`` exactly when
       negative or at least ``bound``.
 
-    A list of positions is made only for a step that holds one (``any`` first: most lists are
-    empty on clean data).
+    The four lists of rare positions (``off``, ``pad_id``, ``pad_label`` and the labels out of
+    range) are gathered as one: each step ORs their masks into one buffer and lists its positions
+    only when it holds one (``any`` first: on clean data none does); the positions are then sorted
+    into the four lists by evaluating each rule again at them (a few values gathered), so a step
+    costs one ``any`` and at most one ``flatnonzero`` for the four of them (benchmarks/bench_peers.py's
+    shard, whose planted defects leave one of each kind in most steps: about four before).
 
     Positions are the ids' (``ids[k]``); ``segs`` lists the ranges ``[start, end)`` of positions
     scanned with, for each, the shift of the labels' and the mask's buffers (position ``k`` is
@@ -255,9 +259,9 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
         segs = [(0, n, 0, 0)] if n else []
     covered = sum(b - a for a, b, _, _ in segs) == n
     sup0 = (np.empty if covered else np.zeros)(n, dtype=bool)
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("off", "hits", "pad_id", "pad_label", "odd")}
+    parts: dict[str, list[np.ndarray]] = {"hits": [], "rare": []}
     step = min(n, SCAN_STEP)
-    buf, hit = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
+    buf, hit, more = np.empty(step, dtype=bool), np.empty(step, dtype=bool), np.empty(step, dtype=bool)
     masked = np.empty(step, dtype=bool)
     real = (np.empty if covered else np.zeros)(n, dtype=bool) if att is not None else None
     # the pad id is the only wanted id (GPT-2 style: pad = eos): padding.token_not_pad reuses the
@@ -277,20 +281,21 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
         np.not_equal(lab_a, ign, out=sup_a)
         if lab_ok is not None:
             sup_a &= lab_ok[a + sl:b + sl]
+        rare = buf[:k]  # off | pad_id | pad_label | out of range, sorted out after the scan
         if not shifted:
-            t = buf[:k]
-            np.not_equal(lab_a, ids_a, out=t)
+            np.not_equal(lab_a, ids_a, out=rare)
             if ids_ok is not None:
-                t |= ~ids_ok[a:b]
+                rare |= ~ids_ok[a:b]
+            rare &= sup_a
         else:  # position k against the id at k + 1 (the last position of the buffers has none)
             e = min(b, n - 1)
-            t = buf[:e - a]
+            t = rare[:e - a]
             np.not_equal(lab[a + sl:e + sl], ids[a + 1:e + 1], out=t)
             if ids_ok is not None:
                 t &= ids_ok[a + 1:e + 1]
-        t &= sup_a[:len(t)]
-        where("off", t, a)
-        h = hit[:k]
+            t &= sup_a[:e - a]
+            rare[e - a:] = False
+        h, x = hit[:k], more[:k]
         if real is not None and att is not None:
             r_a, m_a = real[a:b], masked[:k]
             np.equal(att[a + sa:b + sa], 1, out=r_a)
@@ -300,14 +305,13 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
                 m_a &= att_ok[a + sa:b + sa]
         if wanted:
             np.equal(ids_a, wanted[0], out=h)
-            for x in wanted[1:]:
-                h |= ids_a == x
+            for w in wanted[1:]:
+                h |= ids_a == w
             if pad_is_wanted and att is not None:  # masked and not the pad: m_a > (ids == pad)
-                t = buf[:k]
-                np.greater(m_a, h, out=t)
+                np.greater(m_a, h, out=x)
                 if ids_ok is not None:
-                    t &= ids_ok[a:b]
-                where("pad_id", t, a)
+                    x &= ids_ok[a:b]
+                rare |= x
             if ids_ok is not None:
                 h &= ids_ok[a:b]
             if att is not None:
@@ -315,27 +319,54 @@ def _dense_scan(ids: np.ndarray, ids_ok: np.ndarray | None, lab: np.ndarray, lab
             where("hits", h, a)
         if att is not None:
             if pad is not None and not pad_is_wanted:
-                np.not_equal(ids_a, pad, out=h)
-                h &= m_a
+                np.not_equal(ids_a, pad, out=x)
+                x &= m_a
                 if ids_ok is not None:
-                    h &= ids_ok[a:b]
-                where("pad_id", h, a)
-            np.logical_and(m_a, sup_a, out=h)
-            where("pad_label", h, a)
+                    x &= ids_ok[a:b]
+                rare |= x
+            np.logical_and(m_a, sup_a, out=x)
+            rare |= x
         if unsigned is not None:
-            np.greater_equal(unsigned[a + sl:b + sl], bound, out=h)
+            np.greater_equal(unsigned[a + sl:b + sl], bound, out=x)
         else:
-            np.less(lab_a, 0, out=h)
+            np.less(lab_a, 0, out=x)
             if bound is not None:
-                h |= lab_a >= bound
-        h &= sup_a
-        where("odd", h, a)
+                x |= lab_a >= bound
+        x &= sup_a
+        rare |= x
+        where("rare", rare, a)
     empty = np.zeros(0, dtype=np.int64)
-    at = {k: (np.concatenate(v) if v else empty) for k, v in parts.items()}
-    odd = at.pop("odd")
-    vals = lab[odd + _shift_at(segs, odd, 2)]
-    at["neg"] = odd[vals < 0]
-    at["high"] = odd[vals >= bound] if bound is not None else empty
+    at = {"hits": np.concatenate(parts["hits"]) if parts["hits"] else empty}
+    p = np.concatenate(parts["rare"]) if parts["rare"] else empty
+    sup_p = sup0[p]
+    vals = lab[p + _shift_at(segs, p, 2)]
+    if not shifted:
+        off = ids[p] != vals
+        if ids_ok is not None:
+            off |= ~ids_ok[p]
+    else:
+        nxt = np.minimum(p + 1, n - 1)
+        off = (p + 1 < n) & (ids[nxt] != vals)
+        if ids_ok is not None:
+            off &= ids_ok[nxt]
+    at["off"] = p[off & sup_p]
+    if att is not None:
+        pa_ = p + _shift_at(segs, p, 3)
+        m_p = att[pa_] == 0
+        if att_ok is not None:
+            m_p &= att_ok[pa_]
+        if pad is not None:
+            bad_id = m_p & (ids[p] != pad)
+            if ids_ok is not None:
+                bad_id &= ids_ok[p]
+            at["pad_id"] = p[bad_id]
+        else:
+            at["pad_id"] = empty
+        at["pad_label"] = p[m_p & sup_p]
+    else:
+        at["pad_id"] = at["pad_label"] = empty
+    at["neg"] = p[sup_p & (vals < 0)]
+    at["high"] = p[sup_p & (vals >= bound)] if bound is not None else empty
     return sup0, real, at
 
 
