@@ -79,8 +79,21 @@ def flat_ints(s: pl.Series) -> tuple[np.ndarray, np.ndarray | None]:
 class _Rows:
     offsets: np.ndarray  # int64, rows + 1
     ok: np.ndarray       # bool per row: the row is in the view
+    width: int = 0       # every row holds this many positions (> 0), else 0 (:meth:`of`)
+
+    @classmethod
+    def of(cls, offsets: np.ndarray, ok: np.ndarray) -> _Rows:
+        """The rows of ``offsets`` (int64, starting at 0), with :attr:`width` set when every row has
+        one length (padded batches): the row of a position is then a division, where a binary
+        search over the offsets cost 2.4 ms for the 38,917 eos positions of a 38,917 x 128 batch."""
+        lens = np.diff(offsets)
+        w = int(lens[0]) if len(lens) else 0
+        return cls(offsets, ok, w if w > 0 and int(offsets[0]) == 0 and bool((lens == w).all()) else 0)
 
     def row_of(self, idx: np.ndarray) -> np.ndarray:
+        """The row (int64) of each flat position ``idx`` (int64, in ``[0, offsets[-1])``)."""
+        if self.width:
+            return idx // self.width
         return np.searchsorted(self.offsets, idx, side="right") - 1
 
     def has_prev(self, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -525,7 +538,7 @@ def _label_rows(lab_s: pl.Series, ign: int, bound: int | None, keep_len: int | N
             sup0 &= lab_ok
         neg = np.flatnonzero(sup0 & (lab < 0))
         high = np.flatnonzero(sup0 & (lab >= bound)) if bound is not None else np.zeros(0, dtype=np.int64)
-    rows = _Rows(offsets=offsets, ok=np.ones(n, dtype=bool))
+    rows = _Rows.of(offsets, np.ones(n, dtype=bool))
     out = {"lab_neg": np.zeros(n, dtype=np.uint32), "lab_high": np.zeros(n, dtype=np.uint32),
            "lab_kept": np.zeros(n, dtype=np.uint32)}
     for name, at_pos in (("lab_neg", neg), ("lab_high", high)):
@@ -566,7 +579,7 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     if len(al.gaps):  # a row whose lists differ in length is never in the view
         in_view = in_view.copy()
         in_view[al.gaps] = False
-    rows = _Rows(offsets=offsets, ok=in_view)
+    rows = _Rows.of(offsets, in_view)
     ids, ids_ok = al.cols[0]
     lab, lab_ok = al.cols[1]
     asst = None

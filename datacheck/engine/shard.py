@@ -11,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Iterator
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
@@ -283,6 +284,17 @@ def _run_batch(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat
         else:  # payloads stay polars objects (e.g. a Series of row hashes)
             out.payload[j] = st.post(df.get_column(f"__s{j}")[0])
     return out
+
+
+def _has_repeats(key: pl.Series) -> bool:
+    """Whether a value of ``key`` (the candidate keys of a whole shard, one per row) occurs twice.
+    Integer keys without nulls (the row hashes of ``dup.exact_in_shard``): one numpy sort of a copy
+    and a comparison of neighbours, 18 ms CPU for 1,000,000 UInt64 keys where ``n_unique`` took 53
+    ms (28 ms wall on two threads; ``is_duplicated().any()`` 125 ms); other keys: ``n_unique``."""
+    if key.dtype.is_integer() and not key.null_count() and key.len() > 1:
+        ordered = np.sort(key.to_numpy())
+        return bool((ordered[1:] == ordered[:-1]).any())
+    return key.n_unique() < key.len()
 
 
 def _needed_columns(row_checks: list[RowCheck], stats: list[Stat | Payload], schema: dict[str, pl.DataType]) -> list[str]:
@@ -672,7 +684,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             continue
         key = pl.concat(parts) if len(parts) > 1 else parts[0]
         rows = []
-        if key.n_unique() < key.len():  # 9.9 ms for 645,277 keys, is_duplicated().any() 40.9
+        if _has_repeats(key):
             shared = key.to_frame("k").with_row_index("r").filter(pl.col("k").is_duplicated())["r"].to_list()
             try:
                 sub = reread(shared)
