@@ -615,8 +615,12 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
         sel = np.isin(ids[at_id], stop)
         at_stop, stop_row = at_id[sel], at_row[sel]
 
+    every = bool(in_view.all())  # every row in the view (a clean batch): nothing to leave out
+
     def keep(idx: np.ndarray, r: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         r = rows.row_of(idx) if r is None else r
+        if every:
+            return idx, r
         sel = rows.ok[r]
         return idx[sel], r[sel]
 
