@@ -96,18 +96,18 @@ def test_flat_pass_rules_match_reference(cols, shifted, with_am, with_att, batch
         assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
 
 
-def ref_padding(cols: dict, i: int) -> tuple[int, int, int]:
+def ref_padding(cols: dict, i: int, pad: int = PAD) -> tuple[int, int, int]:
     """(padding.token_not_pad positions, padding.label_not_ignored positions, padding.pad_attended
     positions) of row ``i``, plain Python: in a row of the view, positions with attention_mask 0
-    holding a non-null id other than PAD / a non-null label other than IGN; positions with
-    attention_mask 1 holding PAD."""
+    holding a non-null id other than ``pad`` / a non-null label other than IGN; positions with
+    attention_mask 1 holding ``pad``."""
     if not _in_view(cols, i, True):
         return 0, 0, 0
     ids, lab, att = cols["input_ids"][i], cols["labels"][i], cols["attention_mask"][i]
     masked = [k for k in range(len(ids)) if att[k] == 0]
-    return (sum(ids[k] is not None and ids[k] != PAD for k in masked),
+    return (sum(ids[k] is not None and ids[k] != pad for k in masked),
             sum(lab[k] is not None and lab[k] != IGN for k in masked),
-            sum(att[k] == 1 and ids[k] == PAD for k in range(len(ids))))
+            sum(att[k] == 1 and ids[k] == pad for k in range(len(ids))))
 
 
 @st.composite
@@ -147,6 +147,32 @@ def test_flat_pass_padding_rules_match_reference(cols, shifted, with_am, batch_r
         assert set(res.failing_rows.get(f"{check}:{col}", [])) == {i for i, w in enumerate(want) if w[k]}
         f = [f for f in res.findings if f.check == check]
         assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
+
+
+@SETTINGS
+@given(cols=padded_with_leaks(), shifted=st.booleans(), batch_rows=st.sampled_from([None, 2]))
+def test_flat_pass_padding_rules_with_pad_as_eos_match_reference(cols, shifted, batch_rows):
+    """GPT-2 style: the pad id is the eos id and no other end-of-turn id is set, so the pad is the
+    only id the scan looks for (padding.token_not_pad reuses that comparison). padding.token_not_pad,
+    padding.label_not_ignored, the eos stat and the shift candidates equal the plain-Python rules
+    (padding.pad_attended is skipped: an attended pad id is the eos). The rows are padded with the
+    eos id (every PAD id becomes EOS), so most masked positions hold the pad."""
+    cols["input_ids"] = [None if row is None else [EOS if x == PAD else x for x in row] for row in cols["input_ids"]]
+    df = _frame(cols, False, True)
+    env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
+    cfg = {"tokens": {"eos_token_id": EOS, "pad_token_id": EOS}, "dataset": {"layout": "sft_tokenized"},
+           "labels": {"shifted": shifted}}
+    with patch.dict(os.environ, env):
+        res = audit_frame(df, config_from_dict(cfg))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    want = [ref_padding(cols, i, EOS) for i in range(df.height)]
+    assert any(s.check == "padding.pad_attended" for s in res.skipped)  # an attended pad is the eos here
+    for k, (check, col) in enumerate((("padding.token_not_pad", "input_ids"), ("padding.label_not_ignored", "labels"))):
+        assert set(res.failing_rows.get(f"{check}:{col}", [])) == {i for i, w in enumerate(want) if w[k]}
+        f = [f for f in res.findings if f.check == check]
+        assert (f[0].details.get("positions") if f else 0) == sum(w[k] for w in want)
+    assert res.stats["eos"] == ref_eos(cols, shifted, True)
+    assert set(res.failing_rows.get("labels.shift_mismatch:labels", [])) == ref_shift_rows(cols, shifted, True)
 
 
 @st.composite
@@ -391,3 +417,19 @@ def test_positions_not_reset_fast_path_equals_list_kernels(data, pos_dtype, sl_d
         if p is None or s is None or None in p or None in s or any(x < 0 or x > 2 ** 31 for x in s):
             continue
         assert (i in fast) == ref_not_reset(p, s), (p, s)
+
+
+@SETTINGS
+@given(lens=st.lists(st.integers(0, 9), min_size=1, max_size=8), same=st.booleans(), seed=st.integers(0, 2**16))
+def test_row_of_a_position_matches_a_search_of_the_offsets(lens, same, seed):
+    """The row of each flat position: a division when every row has one length (padded rows), a
+    binary search of the offsets otherwise; both equal the plain scan of the rows' ranges."""
+    if same:
+        lens = [lens[0]] * len(lens)
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    rows = _flat._Rows.of(offsets, np.ones(len(lens), dtype=bool))
+    assert rows.width == (lens[0] if same and lens[0] > 0 else rows.width)
+    total = int(offsets[-1])
+    idx = np.sort(np.random.default_rng(seed).integers(0, max(total, 1), size=min(total, 20))).astype(np.int64)
+    want = [next(r for r in range(len(lens)) if offsets[r] <= k < offsets[r + 1]) for k in idx.tolist()]
+    assert rows.row_of(idx).tolist() == want
