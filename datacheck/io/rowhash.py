@@ -136,10 +136,11 @@ def _digests_of(s: pl.Series) -> np.ndarray:
     """``(n, 16)`` uint8: XXH3-128 big-endian digests of a Binary series without nulls (any number
     of chunks: one plugin call for all of them)."""
     h = s.to_frame("b").select(plh.col("b").nchash.xxh3_128(return_binary=True, byte_order="big")).to_series()
-    arr = h.to_arrow()
+    arr = h.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_binary: no cast (pyarrow.compute's import)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    arr = arr.cast(pa.large_binary())
+    if arr.type != pa.large_binary():
+        arr = arr.cast(pa.large_binary())
     data = arr.buffers()[2]
     off = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
     buf = np.frombuffer(data, dtype=np.uint8)[off[0]:off[-1]]
