@@ -180,7 +180,7 @@ def _binary(offsets: np.ndarray, data: np.ndarray) -> pl.Series:
 
 
 def _series(arr: pa.Array) -> pl.Series:
-    """``arr`` as a polars Series (no copy), taken in as a record batch: polars' constructor of a bare
+    """``arr`` as a polars Series, taken in as a record batch: polars' constructor of a bare
     Arrow array imports ``pyarrow.compute`` (``coerce_arrow``), 40-60 ms CPU the first time in a
     process, so in each pool worker's first shard."""
     return pl.from_arrow(pa.RecordBatch.from_arrays([arr], names=[""]), rechunk=False).to_series()  # type: ignore[union-attr]
