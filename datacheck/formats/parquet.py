@@ -316,13 +316,19 @@ def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict
     """The ``columns`` of the parquet file ``path`` (``rows`` rows, >= 1) as one frame with the dtypes
     of ``schema``, decoded by pyarrow as one record batch (:func:`_decoded`): the one-batch read of
     a shard. It takes about half the CPU of polars' own reader on token lists (1.45 vs 3.2 CPU s for
-    the 1 GiB x 128 shard of benchmarks/bench_audit.py decoded in batches).
+    the 1 GiB x 128 shard of benchmarks/bench_audit.py decoded in batches). Decoded in the calling
+    thread (pyarrow's own threads decode the columns): nothing overlaps one read, so a thread of its
+    own would only add its start and hand-over to every shard of a folder.
 
     Raises:
         Unreadable: decoding failed (the first line of pyarrow's or polars' message).
     """
     want = {c: schema[c] for c in columns}
-    got = list(_parquet_batches(path, columns, rows, want, footer=footer))
+    try:
+        got = [cast_frame(pl.from_arrow(table), want)  # type: ignore[arg-type]
+               for table in _decoded(path, columns, rows, footer=footer)]
+    except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - any decode or cast failure
+        raise _unreadable(exc) from None
     if not got:  # a footer counting rows that no row group holds
         raise Unreadable(f"reading the data failed: the footer gives {rows} row(s) but the row groups decode to none")
     return got[0] if len(got) == 1 else pl.concat(got)

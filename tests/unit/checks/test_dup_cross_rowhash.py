@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import random
 import struct
+import subprocess
+import sys
+from pathlib import Path
 from unittest import mock
 
 import polars as pl
@@ -148,3 +151,29 @@ def test_a_padded_attention_mask_takes_the_distinct_row_path_and_hashes_as_the_r
     # one row of three runs: the column is hashed row by row, with the same hashes
     rows[5] = [1] * 10 + [0] * 10 + [1] * 236
     assert row_hash_series([pl.Series("m", rows, dtype=pl.List(pl.Int8))]).to_list() == _reference(rows, False)
+
+
+def test_long_rows_of_one_length_hash_as_the_reference_from_a_slice():
+    # 40 rows of 300 int64 values (2,400 bytes: hashed row by row), taken from row 3 on (the values
+    # start past the buffer's first row), then one row longer: the rows no longer have one length
+    rng = random.Random(11)
+    rows = [[rng.randint(-2**63, 2**63 - 1) for _ in range(300)] for _ in range(43)]
+    s = pl.Series("labels", rows, dtype=pl.List(pl.Int64)).slice(3, 40)
+    assert row_hash_series([s]).to_list() == _reference(rows[3:], False)
+    rows[20].append(5)
+    s = pl.Series("labels", rows, dtype=pl.List(pl.Int64)).slice(3, 40)
+    assert row_hash_series([s]).to_list() == _reference(rows[3:], False)
+
+
+def test_row_hashes_do_not_import_pyarrow_compute():
+    # polars' constructor of a bare Arrow array imports pyarrow.compute (40-60 ms in a fresh process,
+    # once per pool worker); the row hashes take their arrays in as record batches
+    code = ("import sys, polars as pl\n"
+            "from datacheck.io.rowhash import row_hash_series\n"
+            "row_hash_series([pl.Series('a', [[1, 2, 3]] * 3000, dtype=pl.List(pl.Int32)),\n"
+            "                 pl.Series('b', [[1] * 700] * 3000, dtype=pl.List(pl.Int8)),\n"
+            "                 pl.Series('c', ['x', None, 'z'] * 1000)])\n"
+            "print('pyarrow.compute' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    assert out.stdout.strip() == "False"
