@@ -237,21 +237,30 @@ def test_trust_mtime_hashes_no_listed_file(tmp_path, audits, monkeypatch):
     assert sorted(hashed) == sorted(str(p) for p in d.rglob("*") if p.is_file())  # every file, once
 
 
-def test_a_hit_imports_nothing_heavy(tmp_path):
-    """The rerun's process loads none of polars, numpy, pyarrow, pydantic nor the checks."""
+def _hit_loads(tmp_path, modules: tuple[str, ...]) -> tuple[int, list[str], int]:
+    """A memo hit in a fresh process: (exit code, which of ``modules`` it loaded beyond what the
+    interpreter had loaded before, characters printed)."""
     d, flags = _setup(tmp_path)
     run_cli("audit", str(d), *flags, "--format", "json")
-    heavy = ("polars", "numpy", "pyarrow", "pydantic", "datacheck.checks.all", "datacheck.execute.audit",
-             "datacheck.cli.commands.audit")
     code = ("import sys, json, contextlib, io\n"
+            "before = set(sys.modules)\n"
             "from datacheck.cli.main import main\n"
             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
             f"    rc = main(['audit', {str(d)!r}, *{flags!r}, '--format', 'json'])\n"
-            f"print(json.dumps([rc, sorted(m for m in {heavy!r} if m in sys.modules), len(out.getvalue())]))")
+            f"print(json.dumps([rc, sorted(m for m in {modules!r} if m in sys.modules and m not in before), "
+            "len(out.getvalue())]))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr
     rc, loaded, printed = json.loads(p.stdout.strip().splitlines()[-1])
+    return rc, loaded, printed
+
+
+def test_a_hit_imports_nothing_heavy(tmp_path):
+    """The rerun's process loads none of polars, numpy, pyarrow, pydantic nor the checks."""
+    heavy = ("polars", "numpy", "pyarrow", "pydantic", "datacheck.checks.all", "datacheck.execute.audit",
+             "datacheck.cli.commands.audit")
+    rc, loaded, printed = _hit_loads(tmp_path, heavy)
     assert (rc, loaded) == (1, []) and printed > 0
 
 
@@ -260,19 +269,8 @@ def test_a_hit_imports_only_what_it_uses(tmp_path):
     1-6 ms of a rerun: ``dataclasses`` with ``inspect``, ``datetime``, ``traceback``;
     ``concurrent.futures``), beyond what the interpreter had loaded before. ``tempfile`` (with ``shutil``
     and ``random``, 3 ms) is loaded: the output writer makes its temporary files with it."""
-    d, flags = _setup(tmp_path)
-    run_cli("audit", str(d), *flags, "--format", "json")
-    unused = ("dataclasses", "inspect", "datetime", "traceback", "concurrent.futures")
-    code = ("import sys, json, contextlib, io\n"
-            "before = set(sys.modules)\n"
-            "from datacheck.cli.main import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-            f"    rc = main(['audit', {str(d)!r}, *{flags!r}, '--format', 'json'])\n"
-            f"print(json.dumps([rc, sorted(m for m in {unused!r} if m in sys.modules and m not in before)]))")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout.strip().splitlines()[-1]) == [1, []]
+    rc, loaded, _ = _hit_loads(tmp_path, ("dataclasses", "inspect", "datetime", "traceback", "concurrent.futures"))
+    assert (rc, loaded) == (1, [])
 
 
 def test_every_audit_flag_is_placed():
