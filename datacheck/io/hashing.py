@@ -285,6 +285,15 @@ class _Reader:
         return f"{HASH_ALGORITHM}:{job.h.hexdigest()}", total
 
 
+def _regular_or_missing(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file (links followed), or cannot be stat'ed (its open then fails
+    and says why, on any path)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True
+
+
 def iter_file_hashes(paths: Sequence[str | Path]) -> Iterator[tuple[str, int] | OSError]:
     """For each local file of ``paths``, in order: what :func:`hash_file` gives for it (``"xxh3-128:<hex>"``,
     size in bytes), or the ``OSError`` it would raise (a file that cannot be opened or read): the same
@@ -297,14 +306,19 @@ def iter_file_hashes(paths: Sequence[str | Path]) -> Iterator[tuple[str, int] | 
     file (or the last one) by both, taking its chunks in turn, each chunk fed to the file's hash in
     order (:class:`_Reader`). A file is read to the end it had when opened and on to the end it has
     then (bytes appended meanwhile are read, as :func:`hash_file` reads to the end); one that came back
-    shorter (truncated while read) is read again from its start on the same descriptor; one that is not
-    a regular file (a FIFO) is read on from its start, as :func:`hash_file` reads it, but opening it
-    never waits for a writer (a FIFO that has none reads as empty, where :func:`hash_file` would wait).
+    shorter (truncated while read) is read again from its start on the same descriptor. Where a path
+    is not a regular file when the call starts (a FIFO, a device: ``os.stat``), every file is read by
+    the calling thread alone with :func:`hash_file` (a FIFO read to its end, its open waiting for a
+    writer as :func:`hash_file`'s does); one that becomes a FIFO after that is opened without waiting
+    for a writer and read on from its start (one that has none reads as empty: a digest that matches
+    no regular file's but an empty one's).
 
     Closing the iterator early (a caller that stops at the first mismatch) stops the helper: nothing
     is read on and every descriptor is closed.
     """
     threads = _threads_available() if len(paths) else 1
+    if threads > 1 and not all(map(_regular_or_missing, paths)):
+        threads = 1
     if threads < 2:
         for p in paths:
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -143,11 +144,32 @@ def test_a_fifo_is_read_to_its_end(tmp_path, threads):
         with open(fifo, "wb") as f:
             f.write(payload)
 
-    writer = threading.Thread(target=feed)
+    writer = threading.Thread(target=feed, daemon=True)
+    got = []
+
+    def read():
+        got.extend(iter_file_hashes([fifo]))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(0.2)  # the reader first, waiting for a writer (with a helper thread it read as empty)
     writer.start()
-    got = list(iter_file_hashes([fifo]))
-    writer.join()
+    reader.join(30)
+    writer.join(30)
+    assert not reader.is_alive() and not writer.is_alive()
     assert got == [expected(payload)]
+
+
+def test_a_fifo_in_the_list_reads_every_file_alone(tmp_path, monkeypatch):
+    """A listed path that is not a regular file: every file is hashed by hash_file, one by one."""
+    files = write_files(tmp_path, [2 * CHUNK + 5, 7])
+    os.mkfifo(tmp_path / "pipe")
+    monkeypatch.setattr(hashing, "_threads_available", lambda: 2)
+    seen = []
+    monkeypatch.setattr(hashing, "hash_file", lambda p: seen.append(str(p)) or ("x", 0))
+    paths = [str(files[0][0]), str(tmp_path / "pipe"), str(files[1][0])]
+    it = iter_file_hashes(paths)
+    assert [next(it), next(it)] == [("x", 0), ("x", 0)] and seen == paths[:2]
 
 
 def test_stopping_early_closes_everything(tmp_path, threads):
@@ -172,11 +194,13 @@ def test_a_helper_only_where_a_core_is_idle(monkeypatch, cores, load, want):
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
 def test_a_fifo_without_a_writer_never_blocks_the_others(tmp_path, monkeypatch):
-    """A FIFO with no writer (a file replaced by one after it was listed) reads as empty with the
-    helper threads: opening it does not wait for a writer, and the files around it are hashed."""
+    """A FIFO with no writer that was a regular file when the call looked (replaced by one after
+    that) reads as empty with the helper threads: opening it does not wait for a writer, and the
+    files around it are hashed."""
     files = write_files(tmp_path, [3 * CHUNK, 2 * CHUNK])
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     monkeypatch.setattr(hashing, "_threads_available", lambda: 2)
+    monkeypatch.setattr(hashing, "_regular_or_missing", lambda path: True)  # as the call's own look saw it
     got = list(iter_file_hashes([files[0][0], fifo, files[1][0]]))
     assert got == [expected(files[0][1]), expected(b""), expected(files[1][1])]
