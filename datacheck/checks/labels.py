@@ -61,8 +61,7 @@ def _bound_note(*counts: Any) -> str:
     if not seen:
         return ""
     return (f". {' and '.join(str(v) for v in seen)} is Int64's {'bound' if len(seen) == 1 else 'bounds'}: an integer "
-            "beyond 64 bits in the file is read at it, so the file may hold an integer further from zero there (inspect "
-            "the rows' lines)")
+            "beyond 64 bits in the file is read at it, so the file may hold an integer further from zero there")
 
 
 def _fmt_label(v: Any, names: list | None) -> str:
