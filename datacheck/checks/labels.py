@@ -30,7 +30,7 @@ from datacheck.checks.roledtype import problem
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import is_list, seq2seq_layout
+from datacheck.model.roles import INT64_MAX, INT64_MIN, is_list, seq2seq_layout
 from datacheck.model.stats import LabelCounts
 
 __all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes", "binary_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
@@ -49,6 +49,19 @@ def _flat_value_counts(c: pl.Expr, pred) -> pl.Expr:
     """Aggregate: value counts of the list elements satisfying ``pred`` (one explode, shared by CSE)."""
     x = c.explode()
     return value_counts(x.filter(pred(x).fill_null(False)))
+
+
+def _bound_note(*counts: Any) -> str:
+    """A sentence for a message whose value counts (``counts``) hold Int64's largest or smallest
+    value: the read path reads an integer beyond 64 bits at that bound
+    (:func:`datacheck.model.roles.cast_expr`), so the file may hold a larger one than the value shown;
+    "" when none does."""
+    seen = sorted({v for vc in counts if vc for v, _ in counts_to_pairs(vc)
+                   if isinstance(v, int) and not isinstance(v, bool) and v in (INT64_MIN, INT64_MAX)})
+    if not seen:
+        return ""
+    return (f". {' and '.join(str(v) for v in seen)} is Int64's {'bound' if len(seen) == 1 else 'bounds'}: an integer "
+            "beyond 64 bits in the file is read at it, so the file may hold an integer further from zero there")
 
 
 def _fmt_label(v: Any, names: list | None) -> str:
@@ -106,7 +119,8 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
             check="labels.unexpected_sentinel", column=col, fails=sentinel, example=c,
             details={"values": value_counts(c.filter(sentinel))},
             message=lambda n, d, col=col, t=ign_txt: (f"{n} row(s) of {col!r} hold negative labels that are not the "
-                                                      f"loss's ignore index ({t}): {_fmt_counts(d.get('values'))}. "
+                                                      f"loss's ignore index ({t}): {_fmt_counts(d.get('values'))}"
+                                                      f"{_bound_note(d.get('values'))}. "
                                                       "Set [labels] ignore_index to the value the loss ignores, or drop these rows"),
         )
     names: list | None = None
@@ -153,6 +167,7 @@ def _range_message(n: int, d: dict, col: str, k: int, names: list | None = None)
     if d.get("non_integer"):
         parts.append(f"not an integer class index: {_fmt_counts(d.get('non_integer'))}")
     msg = f"{n} row(s) of {col!r} hold labels " + ("; ".join(parts) if parts else f"outside {domain}")
+    msg += _bound_note(d.get("values"))
     what = "num_classes" if names is None else "the number of classes"
     if d.get("equal_num_classes"):
         msg += (f". {d['equal_num_classes']} equal {what} ({k}): an off-by-one in the labelling or binning "

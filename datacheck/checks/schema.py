@@ -113,6 +113,30 @@ def _shape(columns: dict[str, str]) -> tuple[tuple[str, str], ...]:
 _LABEL_ROLES = ("label", "labels", "target")
 
 
+#: formats whose column dtypes are inferred from the values (a CSV/TSV header without rows reads as
+#: String columns: the dtypes of such a shard with no row are no evidence of its preprocessing)
+_VALUE_TYPED_FORMATS = ("csv", "tsv")
+
+
+def _effective_columns(shards: list[Any]) -> dict[str, dict[str, str]]:
+    """Each shard's columns (path -> {column: dtype}) as :func:`schema_inconsistent` compares them: a
+    shard of :data:`_VALUE_TYPED_FORMATS` with no row takes, for each of its columns, the dtype most
+    shards with rows (or of a declared-type format) give that column (the first such shard in path
+    order on a tie), so only its column names are compared; every other shard as read."""
+    untyped = {s.path for s in shards if s.format in _VALUE_TYPED_FORMATS and s.rows == 0}
+    seen: dict[str, Counter[str]] = {}
+    first: dict[tuple[str, str], int] = {}
+    for i, s in enumerate(shards):
+        if s.path in untyped:
+            continue
+        for c, t in s.columns.items():
+            seen.setdefault(c, Counter())[t] += 1
+            first.setdefault((c, t), i)
+    vote = {c: max(ts, key=lambda t, c=c: (ts[t], -first[(c, t)])) for c, ts in seen.items()}
+    return {s.path: ({c: vote.get(c, t) for c, t in s.columns.items()} if s.path in untyped else dict(s.columns))
+            for s in shards}
+
+
 def _label_columns(shards: list[Any]) -> set[str]:
     """The columns any shard uses as a label (roles ``label``, ``labels``, ``target``)."""
     out: set[str] = set()
@@ -247,7 +271,8 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     """``schema.inconsistent``: readable shards whose columns or dtypes differ from the majority.
 
     The majority layout (most shards; ties broken by the first shard in path order) is the
-    reference; every other layout is one finding listing its shards, the missing and extra columns
+    reference (a CSV/TSV shard without rows is compared by its column names only:
+    :func:`_effective_columns`); every other layout is one finding listing its shards, the missing and extra columns
     and the dtypes that differ.
 
     With ``[splits]``, the shards of each split (and those in no split) are compared among
@@ -268,6 +293,7 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     shards = [s for s in dctx.readable_shards() if s.columns]
     if len(shards) < 2:
         return
+    cols = _effective_columns(shards)
     groups: dict[str | None, list[Any]] = {}
     for s in shards:
         groups.setdefault(dctx.splits.get(s.path), []).append(s)
@@ -275,12 +301,12 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     reported: set[str] = set()
     root = getattr(dctx, "root", None)
     for name, members in groups.items():
-        for f in _inconsistent(members, lambda s: _shape(s.columns),
+        for f in _inconsistent(members, lambda s: _shape(cols[s.path]),
                                where if name is None or len(groups) == 1 else f"of split {name!r}", root):
             reported.update(f.shards)
             yield f
     if len(groups) > 1:  # each shard once: those already reported within their split are left out
         labels = _label_columns(shards)
         rest = [s for s in shards if s.path not in reported]
-        yield from _inconsistent(rest, lambda s: _shape({c: t for c, t in s.columns.items() if c not in labels}),
+        yield from _inconsistent(rest, lambda s: _shape({c: t for c, t in cols[s.path].items() if c not in labels}),
                                  f"of the other splits (label columns {sorted(labels)} left out)", root)

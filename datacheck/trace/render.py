@@ -30,7 +30,8 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
         if st.stopped:
             out.append(f"  warning: {st.source}: {st.stopped}")
     unjudged = len(v["not_judged"])
-    out.append("first anomaly: " + _first(res.first_bad, unjudged))
+    loud = sorted({f.check for f in res.findings if f.severity in ("error", "warn")})
+    out.append("first anomaly: " + _first(res.first_bad, unjudged, loud))
     conv = res.convention or {}
     if conv.get("assumed") and res.first_bad is not None:
         out.append(f"  note: step join {conv['source']}")
@@ -70,11 +71,15 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
     return "\n".join(out) + "\n"
 
 
-def _first(fb: dict[str, Any] | None, unjudged: int = 0) -> str:
+def _first(fb: dict[str, Any] | None, unjudged: int = 0, loud: list[str] | None = None) -> str:
     """The first anomaly, its step join, and the window the data section audits (the anomaly's own
-    window widened by ``--window``); with none, how many checks could not judge the log."""
+    window widened by ``--window``); with none, the checks whose findings at warn or above (``loud``,
+    listed below the line) mark no first bad step (``log.no_loss``: no step at all; ``log.skipped_steps``:
+    fp16 overflows without a non-finite loss), and how many checks could not judge the log."""
     if fb is None:
-        return "none at warn or above" + (f"; {unjudged} check(s) could not judge (see 'not judged')" if unjudged else "")
+        head = (f"none placed at a step: the finding(s) at warn or above below ({', '.join(loud)}) mark no first "
+                "bad step" if loud else "none at warn or above")
+        return head + (f"; {unjudged} check(s) could not judge (see 'not judged')" if unjudged else "")
     w = fb.get("audited_window") or fb["window"]
     text = f"{fb['check']} at {fb.get('step_map') or 'step ' + str(fb['step'])} ({fb.get('rank')}), window {w[0]}..{w[1]}"
     if list(w) != list(fb["window"]):

@@ -365,7 +365,10 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
     a = v["answers"]
     fs = a["from_step"]
     if fs is None:
-        out.append("1. from which step: no anomaly at warn or above")
+        loud = sorted({a["check"] for a in v["anomalies"]})
+        out.append("1. from which step: " + (
+            f"no first bad step: {len(v['anomalies'])} anomaly(ies) at warn or above ({', '.join(loud)}), listed "
+            "below, mark no step where training went bad" if loud else "no anomaly at warn or above"))
     else:
         f, g = fs["first"], fs["last_good"]
         w = f.get("window") or [f["step"], f["step"]]

@@ -18,6 +18,7 @@ from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
+from datacheck.model.roles import INT64_MAX, INT64_MIN
 from datacheck.render.supervision import LEGEND, MARK, render_ansi, render_plain, render_rows_html
 from datacheck.render.text import terminal_safe
 from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
@@ -80,6 +81,12 @@ def use_color(choice: str, stream=None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
 
 
+#: a value shown at Int64's bound may stand for an integer beyond 64 bits in the file (the read path
+#: reads such an integer at the bound: :func:`datacheck.model.roles.cast_expr`)
+_BOUNDS = (str(INT64_MAX), str(INT64_MIN))
+_BOUND_NOTE = " (Int64's bound: the file may hold an integer beyond 64 bits here, read at the bound)"
+
+
 def _text(inspections, exported, tok_source: str | None, color: bool = False) -> str:
     out: list[str] = []
     coloured: set[int] = set()  # indices of the lines rich coloured
@@ -112,9 +119,10 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
             col = f" column {r.column}" if r.column else ""
             out.append(f"  {where}  {r.check}{col}")
             if r.value:
-                out.append(f"      value: {r.value}")
+                out.append(f"      value: {r.value}" + (_BOUND_NOTE if r.value in _BOUNDS else ""))
             if r.position is not None:
-                out.append(f"      first bad element: position {r.position} of {r.length}: {r.bad_value}")
+                out.append(f"      first bad element: position {r.position} of {r.length}: {r.bad_value}"
+                           + (_BOUND_NOTE if r.bad_value in _BOUNDS else ""))
             elif r.detail is not None and r.detail != r.value:
                 out.append(f"      detail: {r.detail}")
             if r.tokens is not None:

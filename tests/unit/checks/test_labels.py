@@ -264,3 +264,25 @@ def test_token_labels_match_reference(data, n, ign, vocab):
         labels, lambda v: ref_token_label_sentinel(v, ign))
     assert got.get("labels.out_of_range:labels", set()) == rows_where(
         labels, lambda v: ref_token_label_out_of_range(v, vocab, ign))
+
+
+def test_labels_beyond_64_bits_are_reported_with_the_bound_named(tmp_path):
+    # JSON integers beyond Int64 are read at Int64's nearest bound: the message must not pass the bound
+    # off as the file's value, and an ordinary out-of-range label gets no such note
+    values = [0, 1, 2**63, 2**64 + 5, -(2**63) - 1, 7, 1]
+    lines = "".join('{"text": "row %d", "label": %d}\n' % (i, v) for i, v in enumerate(values))
+    (tmp_path / "a.jsonl").write_text(lines)
+    rep = datacheck.audit(str(tmp_path / "a.jsonl"), config={"labels": {"num_classes": 3}})
+    i64_max, i64_min = 2**63 - 1, -(2**63)
+    high = [i for i, v in enumerate(values) if v >= 3]
+    low = [i for i, v in enumerate(values) if v < 0]
+    out = one(rep, "labels.out_of_range", "label")
+    assert (out.rows, out.count) == (tuple(high), len(high))
+    assert f"{i64_max} x{sum(v > i64_max for v in values)}" in out.message
+    assert f"{i64_max} is Int64's bound: an integer beyond 64 bits in the file is read at it" in out.message
+    sen = one(rep, "labels.unexpected_sentinel", "label")
+    assert (sen.rows, sen.count) == (tuple(low), len(low))
+    assert f"{i64_min} is Int64's bound" in sen.message
+    plain = one(audit_df(tmp_path, pl.DataFrame({"label": [0, 5, 1]}), {"labels": {"num_classes": 3}}),
+                "labels.out_of_range", "label")
+    assert plain.message == "1 row(s) of 'label' hold labels outside [0, 3): 5 x1"

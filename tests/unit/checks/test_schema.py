@@ -55,3 +55,26 @@ def test_wide_enough_contract_no_overflow(tmp_path):
     write(tmp_path / "d", {"input_ids": pl.Series([[1, 2]], dtype=L(pl.Int32))})
     report = audit(tmp_path / "d", tmp_path / "i32.yaml", tokens={"vocab_size": 119547})
     assert [f for f in report.findings if f.check == "tokens.dtype_overflow"] == []
+
+
+def test_header_only_csv_is_compared_by_its_column_names(tmp_path):
+    # a CSV with a header and no row reads every column as String (no value to infer from): its dtypes
+    # say nothing of its preprocessing, so it is not "mixed preprocessing"; a renamed column still is
+    (tmp_path / "a.csv").write_text("text,label\nhello,0\nworld,1\n")
+    (tmp_path / "b.csv").write_text("text,label\nfoo,1\nbar,0\n")
+    (tmp_path / "c.csv").write_text("text,label\n")
+    rep = audit(tmp_path, None)
+    assert [s.rows for s in rep.shards] == [2, 2, 0]
+    assert pl.read_csv(tmp_path / "c.csv").schema["label"] == pl.String  # what the reader sees: no evidence
+    assert found(rep) == []
+    assert [(f.check, f.shards) for f in rep.findings if f.check == "index.empty_shard"] == [
+        ("index.empty_shard", ("c.csv",))]
+    (tmp_path / "c.csv").write_text("text,labl\n")
+    fs = found(audit(tmp_path, None))
+    assert [(f.check, f.shards, f.details["missing"], f.details["extra"], f.details["dtypes"]) for f in fs] == [
+        ("schema.inconsistent", ("c.csv",), ["label"], ["labl"], {})]
+    # a shard with rows whose column holds other values is compared by dtype as before
+    (tmp_path / "c.csv").write_text("text,label\nbaz,x\n")
+    fs = found(audit(tmp_path, None))
+    assert [(f.shards, f.details["dtypes"]) for f in fs] == [
+        (("c.csv",), {"label": {"expected": "Int64", "actual": "String"}})]

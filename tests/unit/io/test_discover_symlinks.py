@@ -48,3 +48,21 @@ def test_follow_symlinks_reads_them(tmp_path, linked):
 def test_a_named_link_is_read(tmp_path, linked):
     p = run_cli("audit", str(linked / "leak.csv"), "--report-dir", str(tmp_path / "r"), "--format", "json", cwd=tmp_path)
     assert [s["path"] for s in json.loads(p.stdout)["shards"]] == ["leak.csv"]
+
+
+def test_a_broken_link_out_of_root_is_named_broken(tmp_path, linked):
+    # a dangling link (a shard missing or not downloaded): nothing --follow-symlinks could read
+    gone = tmp_path / "elsewhere" / "gone.parquet"
+    os.symlink(gone, linked / "missing.parquet")
+    assert not gone.exists()
+    p = run_cli("audit", str(linked), "--report-dir", str(tmp_path / "r"), "--format", "json", cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr
+    rep = json.loads(p.stdout)
+    (ign,) = [i for i in rep["ignored"] if i["path"] == "missing.parquet"]
+    assert ign["reason"].startswith(f"a broken symlink: its target {gone}, outside the audited root, does not exist")
+    assert "pass --follow-symlinks to read it" not in ign["reason"]
+    (leak,) = [i for i in rep["ignored"] if i["path"] == "leak.csv"]  # a link whose target exists: as before
+    assert "pass --follow-symlinks to read it" in leak["reason"]
+    followed = datacheck.audit([str(linked)], follow_symlinks=True)
+    (f,) = [f for f in followed.findings if f.check == "decode.unreadable"]
+    assert f.shards == ("missing.parquet",)

@@ -150,3 +150,19 @@ def test_no_grad_rise_without_a_grad_spike_before_the_loss_spike(tmp_path):
     rows[61]["loss"] = 9.0  # step 62, grad norm flat
     f = next(x for x in trace(write_jsonl(tmp_path / "g.jsonl", rows)).findings if x.check == "log.loss_spike")
     assert f.details["step"] == 62 and f.details["grad_rise_step"] is None
+
+
+def test_a_loud_finding_without_a_step_is_not_called_no_anomaly(tmp_path):
+    # every record has a step, an lr and a grad norm but no loss: log.no_loss (an error) names no step,
+    # so the text must not answer "no anomaly" above that error
+    rows = [{"step": s, "lr": 0.1, "grad_norm": 1.0 + s / 10} for s in range(1, 4)]
+    p = write_jsonl(tmp_path / "noloss.jsonl", rows)
+    r = run_cli("trace", str(p))
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert "  [error] log.no_loss: none of the 3 training record(s) carries a loss" in r.stdout
+    assert "no anomaly at warn or above" not in lines[0]
+    assert lines[0].startswith("1. from which step: no first bad step: 1 anomaly(ies) at warn or above (log.no_loss)")
+    first = next(ln for ln in lines if ln.startswith("first anomaly: "))
+    assert first.startswith("first anomaly: none placed at a step: the finding(s) at warn or above below "
+                            "(log.no_loss) mark no first bad step")
