@@ -215,7 +215,9 @@ def test_empty_matches_reference(data, n, side, max_len, with_mask):
     tokens = {"pad_token_id": 0, "truncation_side": side}
     if max_len is not None:
         tokens["max_seq_len"] = max_len
-    got = failing(df, {"tokens": tokens})
+    # the layout given: recognized from a few drawn rows it can be packed_lm (every non-null row's labels
+    # the ids, one length), where a text column is not judged; these four rules apply to tokenized SFT rows
+    got = failing(df, {"tokens": tokens, "dataset": {"layout": "sft_tokenized"}})
     assert got.get("empty.text:text", set()) == rows_where(text, ref_empty_text)
     assert got.get("empty.sequence:input_ids", set()) == rows_where(ids, ref_empty_sequence)
     if with_mask:
