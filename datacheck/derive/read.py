@@ -83,6 +83,7 @@ from datacheck.model.findings import Finding
 from datacheck.model.roles import (
     Roles,
     cast_expr,
+    decimal_casts,
     message_fields,
     null_role_casts,
     resolve_roles,
@@ -220,7 +221,8 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         derived += [c for c in (*RENDERED_COLUMNS, whole, err) if c in schema]
     if derived:
         roles = replace(roles, derived=tuple(derived))
-    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema), **wide_int_casts(roles, schema)}
+    casts = {**null_role_casts(roles, schema), **text_casts(roles, schema), **wide_int_casts(roles, schema),
+             **decimal_casts(roles, schema)}
     if casts:  # the rule of each batch's cast too (formats.base.cast_frame)
         lf = lf.with_columns([cast_expr(c, schema[c], t) for c, t in casts.items()])
         schema.update(casts)

@@ -25,7 +25,7 @@ __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "nu
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
-           "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts",
+           "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts", "decimal_casts",
            "cast_expr", "INT64_MIN", "INT64_MAX"]
 
 @dataclass(frozen=True)
@@ -361,11 +361,11 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
             if (cand not in schema or is_list(schema[cand]) or cand == labels or cand in numeric_given
                     or (cand == "labels" and token_shaped)):
                 continue
-            if _class_label_dtype(schema[cand]) or (class_domain and schema[cand].is_float()):
+            if _class_label_dtype(schema[cand]) or (class_domain and _float_like(schema[cand])):
                 label = cand
                 inferred.add("label")
                 break
-            if schema[cand].is_float() and cfg.target is None:
+            if _float_like(schema[cand]) and cfg.target is None:
                 # a float ``label`` (e.g. STS-B similarity scores) is a regression target, not a class
                 inferred_target.append(cand)
                 inferred.add("target")
@@ -438,6 +438,30 @@ def _integral_decimal(t: pl.DataType) -> bool:
     """A decimal of scale 0 (SQL ``NUMERIC(p, 0)``, Snowflake's and Oracle's ``NUMBER(38, 0)``
     exported to parquet): whole numbers of up to 38 digits, every one an Int128."""
     return isinstance(t, pl.Decimal) and t.scale == 0
+
+
+def _fractional_decimal(t: pl.DataType) -> bool:
+    """A decimal of scale above 0 (SQL ``NUMERIC(10, 2)``): a number with a fractional part, read
+    as Float64 by the label and numeric roles (:func:`decimal_casts`)."""
+    return isinstance(t, pl.Decimal) and (t.scale or 0) > 0
+
+
+def _float_like(t: pl.DataType) -> bool:
+    """A float dtype, or a decimal with a fractional part (:func:`_fractional_decimal`)."""
+    return t.is_float() or _fractional_decimal(t)
+
+
+def decimal_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
+    """``{column: Float64}`` for the class label and the ``target``/``features`` columns stored as
+    decimals with a fractional part (``decimal(10, 2)`` from a SQL export): read as Float64, as a
+    float column is (a class label 1.50 is "not an integer class index", a target's values get the
+    numeric checks). Integral decimals are integers: :func:`wide_int_casts`."""
+    out: dict[str, pl.DataType] = {}
+    for c in (*([roles.label] if roles.label else []), *roles.of("target"), *roles.of("features")):
+        t = schema.get(c)
+        if t is not None and _fractional_decimal(t):
+            out.setdefault(c, pl.Float64())
+    return out
 
 
 def _int128(t: pl.DataType) -> bool:
