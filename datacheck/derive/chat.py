@@ -220,15 +220,19 @@ def _import_transformers() -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str, _stamp: float) -> Any:
+def _load(folder: str, _stamp: float, given: str) -> Any:
+    """The tokenizer in ``folder`` (``given``: the path as ``[tokens] tokenizer`` names it, for the
+    message). Raises UsageError naming ``given`` and the folder transformers read."""
     transformers = _import_transformers()
     try:
         # never the data's code (auto_map), never a prompt asking whether to run it, never the network
-        return transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
+        return transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any loader failure is the config's tokenizer path
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"[tokens] tokenizer = {path!r}: transformers cannot load a tokenizer there ({first}); "
-                         "give a folder holding tokenizer.json and tokenizer_config.json") from None
+        first = (str(exc).splitlines() or [type(exc).__name__])[0].strip()
+        where = "there" if Path(given) == Path(folder) else f"from its folder {folder!r}"
+        raise UsageError(f"[tokens] tokenizer = {given!r}: transformers cannot load a tokenizer {where} "
+                         f"(transformers: {first}); give a folder holding tokenizer.json and "
+                         "tokenizer_config.json") from None
 
 
 def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
@@ -255,7 +259,7 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
     if _import_transformers() is None:
         return None, f"rendering messages with [tokens] tokenizer needs transformers and jinja2: {CHAT_INSTALL}"
     stamp = max((f.stat().st_mtime for f in folder.iterdir() if f.is_file()), default=0.0)
-    tok = _load(str(folder), stamp)
+    tok = _load(str(folder), stamp, path)
     if not getattr(tok, "chat_template", None):
         return None, (f"the tokenizer in {folder} has no chat template (set chat_template in tokenizer_config.json "
                       "or add chat_template.jinja): messages cannot be rendered as the trainer does")

@@ -136,6 +136,20 @@ def test_a_missing_tokenizer_folder_is_a_usage_error(tmp_path):
         datacheck.audit(str(DATA), {"tokens": {"tokenizer": str(tmp_path / "nope")}})
 
 
+def test_an_unloadable_tokenizer_file_is_named_as_written(tmp_path):
+    """``[tokens] tokenizer`` naming a file of a folder transformers cannot load a tokenizer from: the
+    message names the path as written and the folder that was read."""
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    given = folder / "merges.txt"
+    given.write_text("#version: 0.2\na b\n")
+    with pytest.raises(UsageError) as err:
+        datacheck.audit(str(DATA), {"tokens": {"tokenizer": str(given)}})
+    msg = str(err.value)
+    assert msg.startswith(f"[tokens] tokenizer = {str(given)!r}: transformers cannot load a tokenizer from its "
+                          f"folder {str(folder)!r} (transformers: ")
+
+
 GLAIVE = CHAT / "llamafactory/glaive_toolcall_en_demo.json"  # 300 rows; row 243's prompt > 2048 tokens
 GLAIVE_ROLE = {"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool",
                "system": "system"}
