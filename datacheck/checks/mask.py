@@ -50,7 +50,10 @@ def positions_view(ctx: ShardContext) -> FlatView:
     binary = None
     if r.attention_mask in group:
         binary = _binary(r.attention_mask, inner_dtype(ctx.schema[r.attention_mask]))
-    return FlatView(key="positions:" + ",".join(group), cols=group, where=binary)
+    # the key names the row condition too: it differs by the mask's dtype (a boolean mask is binary
+    # when it has no null), and the shared pass keyed by it lives as long as the process
+    key = "positions:" + ",".join(group) + ("" if binary is None else f"|where:{binary}")
+    return FlatView(key=key, cols=group, where=binary)
 
 
 def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:

@@ -136,3 +136,21 @@ def test_mask_and_padding_match_reference(data, n, side, ign, pad, mask_dtype):
     assert got.get("padding.pad_attended:input_ids", set()) == {
         i for i in range(n) if aligned[i] and binary[i]
         and any(m == 1 and v == pad for v, m in zip(ids[i], mask[i]))}
+
+
+def test_a_boolean_mask_audited_first_does_not_change_an_integer_mask_s_rows():
+    """The shared pass over the positions is registered once per process by its key: a shard whose
+    mask is boolean (binary when it has no null) audited before one whose integer mask holds a 2 gave
+    that row padding.token_not_pad (its non-binary row taken as binary); each mask's own rule now."""
+    cfg = {"tokens": {"pad_token_id": 1, "padding_side": "right"}, "labels": {"ignore_index": -1},
+           "dataset": {"layout": "causal_lm"}}
+
+    def frame(dtype, mask):
+        return pl.DataFrame({"input_ids": [[5, 0, 7]], "attention_mask": [mask], "labels": [[-1, -1, -1]]},
+                            schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(dtype),
+                                    "labels": pl.List(pl.Int64)})
+
+    assert "padding.token_not_pad:input_ids" not in failing(frame(pl.Boolean, [True, True, True]), cfg)
+    got = failing(frame(pl.Int64, [1, 0, 2]), cfg)
+    assert got["mask.non_binary:attention_mask"] == {0}  # a 2: the row is left out of the padding rules
+    assert "padding.token_not_pad:input_ids" not in got
