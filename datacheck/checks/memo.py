@@ -75,11 +75,14 @@ _COLUMNS: dict[str, pl.Expr] = {}
 
 def shared_column(key: tuple, expr: pl.Expr) -> pl.Expr:
     """``pl.col`` of a column holding ``expr``'s per-row value, computed by the engine once per frame
-    it evaluates the checks on (:func:`with_shared_columns`). ``key`` identifies ``expr`` (equal keys,
-    equal expressions: the first one registered is kept); ``expr`` reads only the frame's own
-    columns. Every engine evaluation of check expressions (the fused query, its flat views before
-    they explode, the second pass's details and examples) adds the shared columns they read."""
-    name = SHARED_PREFIX + hashlib.blake2b(repr(key).encode(), digest_size=8).hexdigest()
+    it evaluates the checks on (:func:`with_shared_columns`). The column is named by ``key`` (the
+    kernel's parameters) and by ``expr``'s text (its inputs, e.g. a row condition that differs by a
+    column's dtype; a Python function prints as ``python_udf``): equal keys and equal expressions, one
+    column, registered for the life of the process; a key that misses a parameter the expression
+    carries still gives another column. ``expr`` reads only the frame's own columns. Every engine
+    evaluation of check expressions (the fused query, its flat views before they explode, the second
+    pass's details and examples) adds the shared columns they read."""
+    name = SHARED_PREFIX + hashlib.blake2b(f"{key!r}\n{expr}".encode(), digest_size=8).hexdigest()
     with _SHARED_LOCK:
         _COLUMNS.setdefault(name, expr)
     return pl.col(name)

@@ -34,8 +34,10 @@ def test_a_shared_column_is_computed_once_for_every_expression_reading_it():
     assert got.row(0) == (3, 5, True)  # lengths 2 + 0 + 1 (a null row has none), sums 3, 0, 5
     names, roots = memo.shared_roots(exprs)
     assert roots == {"a"} and len(names) == 1 and next(iter(names)).startswith(memo.SHARED_PREFIX)
-    # equal keys: the same column (the first expression registered is kept)
-    assert memo.shared_column(("test-kernel", 1), pl.lit(0)).meta.root_names() == col.meta.root_names()
+    # equal keys and equal expressions (a new closure prints the same): the same column; the same key
+    # with another expression (an input a key forgot): another column
+    assert memo.shared_column(("test-kernel", 1), _counting_kernel([])).meta.root_names() == col.meta.root_names()
+    assert memo.shared_column(("test-kernel", 1), pl.lit(0)).meta.root_names() != col.meta.root_names()
     assert memo.with_shared_columns(df.lazy(), [pl.col("b")]).collect_schema().names() == ["a", "b"]
 
 
