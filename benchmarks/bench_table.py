@@ -16,8 +16,12 @@ f100       100 x 5,000 x 256
 chat       a JSONL chat folder: 10 files x 2,000 conversations (``messages``: 2-6 turns of text)
 =========  ====================================
 
-and measures, each task in a fresh process, rounds interleaved (every task once per round), medians
-of ``--repeat`` rounds, the files' bytes read once before every task (page cache):
+and measures, each task in a fresh process, rounds interleaved (every task once per round, the
+rounds' orders those of a Williams design (:func:`balanced_orders`): over a whole design, ``n``
+rounds for ``n`` tasks, ``2n`` when ``n`` is odd, every task follows every other task equally often),
+medians of ``--repeat`` rounds, the files' bytes read once before every task (page cache), then a
+settle process run right before it (``--settle-mib``, below), so that every measured task has the
+same predecessor:
 
 - ``pyarrow``: ``pyarrow.parquet.read_table`` of every file (its default threads); for the chat
   folder ``pyarrow.json.read_json`` of every file;
@@ -35,6 +39,16 @@ process (``ru_maxrss``), tokens per second per core (tokens / CPU seconds), and 
 (wall and CPU) against pyarrow, and rerun/audit. The load average (``os.getloadavg``) is printed at the
 start and end of every row.
 
+The settle process touches ``--settle-mib`` MiB (default 3072: more than any task's peak RSS) and
+exits. On a virtual machine whose balloon driver reports free pages to the host, the first touch of a
+page reported there costs several times the system time of one freed a moment ago (a process touching
+2 GiB: 0.7-1.7 s of system time right after another one freed as much, 5-12 s after 3-8 s idle); without
+the settle a task's CPU depended on the memory its predecessor had just freed (the task after a
+pyarrow read paid less than the one after a cached rerun), and rounds rotated by one task gave
+``audit`` a pyarrow read as predecessor in two of three rounds and ``audit_base`` in none.
+``--settle-mib 0`` turns it off. Give ``--repeat`` a multiple of the design's rounds for a full
+balance (4 tasks: 4 rounds; 3 tasks: 6).
+
 With ``--baseline-src DIR`` the tasks ``audit_base`` and ``rerun_base`` run the datacheck package in
 DIR (an earlier commit) the same way, interleaved: before and after in one run.
 
@@ -43,6 +57,7 @@ With ``--pyc`` datacheck's sources (this tree's and the baseline's) are compiled
 compiles them again (0.25-0.3 CPU s a process, workers included).
 
 Usage: python benchmarks/bench_table.py [--rows big256,f10,f100,...] [--repeat 3] [--scale 1.0] [--pyc]
+       [--settle-mib 3072]
        [--tasks pyarrow,polars,audit,rerun,rerun_mtime,audit_base,rerun_base --baseline-src DIR]
 """
 from __future__ import annotations
@@ -183,9 +198,32 @@ def child_read(tool: str, folder: str) -> None:
     print(json.dumps({"rows": rows}))
 
 
-def run(task: str, folder: Path, seq: int | None, work: Path, extra: list[str] = (), src: str | None = None) -> dict:
-    """One task in a fresh process: wall, CPU (the process and its children), peak RSS (MiB)."""
+def child_settle(mib: int) -> None:
+    """Touch ``mib`` MiB of fresh memory (every byte written) and exit: the settle process."""
+    buf = bytearray(mib << 20)  # calloc: pages mapped but not touched yet
+    step = 1 << 20
+    one = b"\x01" * step
+    for k in range(0, len(buf), step):
+        buf[k:k + step] = one
+
+
+#: MiB the settle process touches before every measured task (0: none); set by ``--settle-mib``
+SETTLE_MIB = 3072
+
+
+def settle() -> None:
+    """The fixed predecessor of every measured task (see the module's docstring)."""
+    if SETTLE_MIB > 0:
+        subprocess.run([sys.executable, __file__, "--settle", str(SETTLE_MIB)], check=True)
+
+
+def run(task: str, folder: Path, seq: int | None, work: Path, extra: list[str] = (), src: str | None = None,
+        measured: bool = True) -> dict:
+    """One task in a fresh process: wall, CPU (the process and its children), peak RSS (MiB). A measured
+    task runs right after the settle process."""
     warm(folder)
+    if measured:
+        settle()
     if task in ("pyarrow", "polars"):
         cmd = [sys.executable, __file__, "--child", task, str(folder)]
     else:
@@ -208,6 +246,21 @@ def run(task: str, folder: Path, seq: int | None, work: Path, extra: list[str] =
     return {"seconds": dt, "cpu": ru.ru_utime + ru.ru_stime, "rss_mib": ru.ru_maxrss / 1024, "stdout": stdout}
 
 
+def balanced_orders(tasks: list[str]) -> list[list[str]]:
+    """The rounds' task orders: a Williams design (a Latin square whose rows also balance first-order
+    carry-over: over all its rows each task directly follows each other task equally often, once
+    for an even number of tasks, twice over the ``2n`` rows for an odd number ``n``). Row ``r`` is
+    ``r, r+1, r-1, r+2, r-2, ...`` (mod ``n``), then for odd ``n`` the same rows reversed."""
+    n = len(tasks)
+    first = [0]
+    for j in range(1, n):
+        first.append((j + 1) // 2 if j % 2 else n - j // 2)
+    rows = [[(x + r) % n for x in first] for r in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return [[tasks[x] for x in row] for row in rows]
+
+
 def report_of(work: Path) -> str:
     import re
 
@@ -223,24 +276,25 @@ def measure(name: str, a: argparse.Namespace) -> None:
     print(f"\n## {name}: {folder.name} ({n} files, {'%.1fM tokens' % (amount / 1e6) if seq else '%d rows' % amount}, "
           f"{sum(p.stat().st_size for p in files_of(folder)) / 2**20:.0f} MiB); load {os.getloadavg()}", flush=True)
     tasks = a.tasks.split(",")
+    orders = balanced_orders(tasks)
     got: dict[str, list[dict]] = {t: [] for t in tasks}
     with tempfile.TemporaryDirectory(prefix="bench_table_", dir=WORK) as tmp:
         work = Path(tmp)
         cache = work / "cache"
         reports: dict[str, str] = {}
-        for _ in range(a.repeat):
-            for t in tasks:
+        for k in range(a.repeat):
+            for t in orders[k % len(orders)]:
                 if t in ("audit", "audit_base"):
                     r = run("audit", folder, seq, work, ["--no-cache"], a.baseline_src if t == "audit_base" else None)
                 elif t == "rerun_base":
                     shutil.rmtree(cache, ignore_errors=True)
-                    run("audit", folder, seq, work, ["--cache-dir", str(cache)], a.baseline_src)
+                    run("audit", folder, seq, work, ["--cache-dir", str(cache)], a.baseline_src, measured=False)
                     r = run("audit", folder, seq, work, ["--cache-dir", str(cache)], a.baseline_src)
                     shutil.rmtree(cache, ignore_errors=True)
                 elif t in ("rerun", "rerun_mtime"):
                     if t == "rerun" or not cache.exists():  # a fresh cache, filled by one audit
                         shutil.rmtree(cache, ignore_errors=True)
-                        run("audit", folder, seq, work, ["--cache-dir", str(cache)])
+                        run("audit", folder, seq, work, ["--cache-dir", str(cache)], measured=False)
                     flags = ["--cache-dir", str(cache)] + (["--trust-mtime"] if t == "rerun_mtime" else [])
                     r = run("audit", folder, seq, work, flags)
                 else:
@@ -255,11 +309,12 @@ def measure(name: str, a: argparse.Namespace) -> None:
             raise SystemExit("the cached rerun's report differs from the audit's")
     med = {t: (statistics.median(x["seconds"] for x in v), statistics.median(x["cpu"] for x in v),
                max(x["rss_mib"] for x in v)) for t, v in got.items()}
-    print("| task | wall s (runs) | CPU s | peak RSS MiB (max) |")
+    print("| task | wall s (runs) | CPU s (runs) | peak RSS MiB (max) |")
     print("|---|---|---|---|")
     for t, v in got.items():
         runs = ", ".join(f"{x['seconds']:.2f}" for x in v)
-        print(f"| {t} | {med[t][0]:.2f} ({runs}) | {med[t][1]:.2f} | {med[t][2]:.0f} |")
+        cpus = ", ".join(f"{x['cpu']:.2f}" for x in v)
+        print(f"| {t} | {med[t][0]:.2f} ({runs}) | {med[t][1]:.2f} ({cpus}) | {med[t][2]:.0f} |")
     if "audit" in med:
         au = med["audit"]
         if seq:
@@ -282,6 +337,7 @@ def measure(name: str, a: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    global SETTLE_MIB
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="big256,big128,f10,f9,f100,chat", help="table rows to run (names above)")
     ap.add_argument("--tasks", default="pyarrow,polars,audit,rerun,rerun_mtime")
@@ -294,12 +350,20 @@ def main() -> None:
                     help="compile datacheck's sources (this tree's and --baseline-src's) to .pyc first, as pip does "
                          "when it installs the package; without it, under PYTHONDONTWRITEBYTECODE=1 every datacheck "
                          "process (and each worker) compiles them again")
+    ap.add_argument("--settle-mib", type=int, default=SETTLE_MIB,
+                    help="MiB a settle process touches right before every measured task, so that each has the same "
+                         "predecessor (0: no settle process)")
+    ap.add_argument("--settle", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=2, metavar=("TOOL", "FOLDER"), help=argparse.SUPPRESS)
     ap.add_argument("--gen", nargs=2, metavar=("NAME", "SCALE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.settle is not None:
+        child_settle(a.settle)
+        return
     if a.child:
         child_read(*a.child)
         return
+    SETTLE_MIB = a.settle_mib
     if a.gen:
         make_data(a.gen[0], float(a.gen[1]))
         return
@@ -311,7 +375,8 @@ def main() -> None:
                            stdout=subprocess.DEVNULL)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; load {os.getloadavg()}; "
           f".pyc {'compiled first' if a.pyc else 'as the environment leaves them'} "
-          f"(PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')})")
+          f"(PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}); settle process "
+          f"{f'{SETTLE_MIB} MiB' if SETTLE_MIB else 'off'}")
     for name in a.rows.split(","):
         measure(name, a)
 

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+# Each child runs under a 4 GiB address-space limit (fuzzlib.CHILD_LIMIT_AS); polars' default pool, a
+# thread per core (each with its stack and malloc arena), crosses a limit of that size on a machine
+# of a few hundred cores, which would count as a crash of the input. Pinned before polars is imported.
+os.environ.setdefault("POLARS_MAX_THREADS", "4")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
 

@@ -1,7 +1,7 @@
 """Shared test fixtures: paths to ../shared (cases, real data); ``run_cli`` (the CLI in the test's
 process) and ``run_cli_subprocess`` (a real ``python -m datacheck`` process, for pipes, TTYs, signals
 and the entry point itself); ``case_audits`` (each shared case audited once per run); the Hypothesis
-profiles ``dev`` and ``ci`` (``HYPOTHESIS_PROFILE``) and :func:`examples`.
+profiles ``dev``, ``ci`` and ``explore`` (``HYPOTHESIS_PROFILE``) and :func:`examples`.
 
 Test hygiene: no test writes into the repository's own ``.datacheck/``. ``DATACHECK_DIR`` (the base
 folder of the CLI's default report and cache folders, :mod:`datacheck.cli.defaults`) points at a
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from datacheck.cli.main import main
 
@@ -49,9 +49,20 @@ os.environ.setdefault("DATACHECK_WORKERS", "1")
 #: Hypothesis profiles, chosen by ``HYPOTHESIS_PROFILE`` (default ``dev``): ``ci`` runs each property
 #: test's own example count (its ``@settings(max_examples=examples(N))``: N), ``dev`` a tenth of it
 #: (at least 5); a test without its own count runs Hypothesis' default 100 under ``ci``, 10 under ``dev``.
-#: Both print the blob that reproduces a failure and have no deadline.
-HYPOTHESIS_PROFILES = {"ci": 1.0, "dev": 0.1}
-settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True)
+#: All print the blob that reproduces a failure and have no deadline.
+#:
+#: ``ci`` is derandomized (as Hypothesis' own ``ci`` profile): each test draws the same examples on every
+#: run (seeded from the test function's source), so the gate's verdict depends on the code alone, never
+#: on a new random example; it uses no example database and no timing health check (``too_slow``: a
+#: loaded CI machine is no defect). ``dev`` draws new examples each run (with the local database): that
+#: is where new counterexamples are found, as is ``explore``: ``ci``'s counts with new random examples
+#: (``--hypothesis-seed N`` repeats one such run). A real counterexample is fixed in datacheck and pinned
+#: with ``@example``.
+HYPOTHESIS_PROFILES = {"ci": 1.0, "explore": 1.0, "dev": 0.1}
+settings.register_profile("ci", max_examples=100, deadline=None, print_blob=True, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", max_examples=100, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=10, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
@@ -230,6 +241,15 @@ class CaseAudits:
             part.write_text(json.dumps(dataclasses.asdict(got)))
             part.replace(self._shared / f"{name}.json")
         return got
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _config_lookup_stays_in_basetemp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """pytest's base temporary folder (this process's: each xdist worker has its own) holds a ``.jj``
+    folder, a repository root to the config lookup (:func:`datacheck.execute.configpath.resolve_config_path`
+    checks it and climbs no higher): an audit of a test's tmp data without ``--config`` never uses a
+    ``datacheck.toml`` above it (``/tmp/datacheck.toml``, left by a user, changed every such result)."""
+    (tmp_path_factory.getbasetemp() / ".jj").mkdir(exist_ok=True)
 
 
 @pytest.fixture(scope="session")

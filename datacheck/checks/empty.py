@@ -62,7 +62,7 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
             c = pl.col(col)
             blank = _blank(c)
             yield RowCheck(
-                check="empty.text", column=col, fails=c.is_null() | blank, example=c,
+                check="empty.text", column=col, fails=c.is_null() | blank, example=c, not_retyped=col,
                 details={"null": c.is_null().sum(), "empty": (c.str.len_bytes() == 0).sum(),
                          "whitespace_only": ((c.str.len_bytes() > 0) & blank).sum()},
                 details_merge={"null": sum_parts, "empty": sum_parts, "whitespace_only": sum_parts},
@@ -72,7 +72,7 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
         elif is_list(t) and inner_dtype(t) == pl.String:
             c = pl.col(col)
             yield RowCheck(
-                check="empty.text", column=col, example=c,
+                check="empty.text", column=col, example=c, not_retyped=col,
                 fails=c.is_null() | (c.list.eval(_blank(pl.element()).not_()).list.any().not_()),
                 message=lambda n, d, col=col: f"{n} row(s) of {col!r} hold no non-blank text",
             )
@@ -96,7 +96,7 @@ def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
     c = pl.col(ids)
     yield RowCheck(
         check="empty.sequence", column=ids, fails=(c.is_null() | (c.list.len() == 0)) & ~rejected_by_template(ctx, ids),
-        example=c,
+        example=c, not_retyped=ids,
         details={"null": c.is_null().sum()}, details_merge={"null": sum_parts},
         message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
     )
@@ -143,7 +143,11 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     rejected (null rendered labels) are ``sft.role_order``'s, not this. The message counts the rows
     that have supervised tokens before truncation (labels longer than ``max_seq_len``, or, for labels
     the read path rendered and truncated, assistant tokens in the whole rendering): truncation cut
-    their answer, and the message says so of those rows only. Example: the labels kept after
+    their answer, and the message says so of those rows only. Rows whose labels are null, whose
+    kept labels hold a null (a null label is no supervised token), or whose labels are an empty list
+    beside input_ids that hold tokens are counted in the details (``null_rows``, ``null_labels``,
+    ``empty_labels``, present only when not 0) and named as such in the message, never as "every
+    label is ignore_index" (the first two are ``labels.null``'s rows too). Example: the labels kept after
     truncation. Skipped for labels rendered by a chat template without ``{% generation %}`` markers
     (``sft.assistant_mask_empty`` reports the template once). Which rows fail comes from the shared
     pass over the flat buffers where it applies (:func:`datacheck.checks.mask.position_pass`), else
@@ -167,13 +171,46 @@ def no_supervised_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
         some_before = some_before | cut
     by_truncation = none_kept & some_before
     trunc = f"truncation to max_seq_len {tok.max_seq_len} ({tok.truncation_side})"
+    lab_col = pl.col(r.labels)
+    ids_listed = r.input_ids is not None and is_list(s[r.input_ids])
+    with_tokens = (pl.col(r.input_ids).list.len() > 0) if ids_listed else pl.lit(True)
+    empty_text = "with an empty labels list" + (f" beside {r.input_ids!r} that hold tokens" if ids_listed else "")
+    kinds = {  # the failing rows that are not "every label is ignore_index" (None when there are none)
+        "null_rows": lab_col.is_null(),
+        "empty_labels": (lab_col.list.len() == 0) & with_tokens.fill_null(True),
+        "null_labels": kept.list.count_matches(None) > 0,
+    }
     yield RowCheck(
         check="empty.no_supervised_tokens", column=r.labels, fails=none_kept_rows & ~rejected_by_template(ctx, r.labels),
-        example=kept,
-        details={"only_after_truncation": by_truncation.sum()},
-        details_merge={"only_after_truncation": sum_parts},
-        message=lambda n, d, ign=ign, trunc=trunc: (
-            f"{n} row(s) have no supervised token: every label is ignore_index {ign}, so the mean loss is 0/0 = NaN"
-            + (f" ({k} of them only because {trunc} cut the answer off: raise max_seq_len, shorten or drop them)"
-               if (k := d.get("only_after_truncation", 0)) else "")),
+        example=kept, not_retyped=r.labels,
+        details={"only_after_truncation": by_truncation.sum(),
+                 **{k: pl.when(e.sum() > 0).then(e.sum()) for k, e in kinds.items()}},
+        details_merge={"only_after_truncation": sum_parts, **{k: sum_parts for k in kinds}},
+        message=lambda n, d, ign=ign, trunc=trunc, empty_text=empty_text: _no_supervised_message(
+            n, d, ign, trunc, empty_text),
     )
+
+
+def _no_supervised_message(n: int, d: dict[str, int], ign: int, trunc: str, empty_text: str) -> str:
+    """``empty.no_supervised_tokens``' message for ``n`` rows: what holds of each kind of row in the
+    details ``d`` (``null_rows``: labels null; ``empty_labels``: an empty labels list (beside
+    input_ids that hold tokens, where there is an input_ids list column), said as ``empty_text``;
+    ``null_labels``: kept labels each null or ``ign``, at least one null; the others: every kept
+    label is ``ign``, a row with no token and no label at all among them, as ``empty.sequence``
+    reports it), then how many only truncation cut (``only_after_truncation``)."""
+    odd = {k: d.get(k) or 0 for k in ("null_rows", "empty_labels", "null_labels")}
+    if not any(odd.values()):
+        head = f"{n} row(s) have no supervised token: every label is ignore_index {ign}, so the mean loss is 0/0 = NaN"
+    else:
+        rest = n - sum(odd.values())
+        parts = ([f"{rest} with every label ignore_index {ign}"] if rest > 0 else []) + [
+            text for k, text in (
+                ("null_rows", f"{odd['null_rows']} whose labels are null (also labels.null)"),
+                ("null_labels", f"{odd['null_labels']} whose labels are each null or ignore_index {ign} "
+                                "(also labels.null)"),
+                ("empty_labels", f"{odd['empty_labels']} {empty_text}"),
+            ) if odd[k]]
+        head = f"{n} row(s) have no supervised token, so the mean loss is 0/0 = NaN: " + ", ".join(parts)
+    k = d.get("only_after_truncation", 0)
+    return head + (f" ({k} of them only because {trunc} cut the answer off: raise max_seq_len, shorten or drop them)"
+                   if k else "")

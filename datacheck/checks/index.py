@@ -206,8 +206,8 @@ def _what_changed(e: IndexEntry, h: str, b: int) -> str:
 
 def _list_findings(lst: DataIndex) -> list[Finding]:
     """The findings of what a shipped list's own records say about its files
-    (:class:`~datacheck.io.dataindex.DataIndex`: MosaicML recorded hashes the bytes do not match, an
-    index listing zero shards; litdata chunks of a size the index does not allow, chunks listed twice)."""
+    (:class:`~datacheck.io.dataindex.DataIndex`: MosaicML recorded hashes the bytes do not match,
+    shards whose own column config differs from the index's, an index listing zero shards; litdata chunks of a size the index does not allow, chunks listed twice)."""
     src, out = lst.source, []
     bad_hash = list(lst.hash_mismatches)
     if bad_hash:
@@ -218,6 +218,19 @@ def _list_findings(lst: DataIndex) -> list[Finding]:
                      + "; ".join(f"{b['path']} ({b['algorithm']} {b['expected'][:16]}... != {b['actual'][:16]}...)"
                                  for b in bad_hash[:5]) + "; the shard changed or was corrupted after writing"),
             details={"index": src, "mismatches": bad_hash[:1000]},
+        ))
+    bad_cfg = list(lst.config_mismatches)
+    if bad_cfg:
+        paths = sorted({b["path"] for b in bad_cfg})
+        first = bad_cfg[0]
+        out.append(finding(
+            "index.changed_shard", count=len(paths), shards=tuple(paths),
+            message=(f"{len(paths)} shard(s) carry another column config than {src} gives them (first: "
+                     f"{first['path']} {first['field']} {str(first['shard'])[:120]} in the shard, "
+                     f"{str(first['index'])[:120]} in the index): StreamingDataset decodes every sample by the "
+                     "index's, so the trainer reads other values than the ones audited; the shard was rewritten "
+                     "after the index, or the index belongs to another shard set: rebuild it with MDSWriter"),
+            details={"index": src, "config_mismatches": bad_cfg[:1000]},
         ))
     if lst.lists_no_shard:
         out.append(finding(

@@ -95,7 +95,7 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     bad_dtype = problem(ctx, "label", col)
     c = pl.col(col)
     if bad_dtype is not None:  # a missing label is missing whatever the dtype; the domain checks cannot run
-        yield RowCheck(check="labels.null", column=col, fails=c.is_null(), example=c,
+        yield RowCheck(check="labels.null", column=col, fails=c.is_null(), example=c, not_retyped=col,
                        message=lambda n, d, col=col: f"{n} row(s) have no label in {col!r} (null)")
         for cid in ("labels.unexpected_sentinel", "labels.out_of_range"):
             yield Skipped(cid, bad_dtype.skip_reason)
@@ -107,7 +107,7 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     # A float label column (pandas writes missing labels as NaN) holds missing labels as null or NaN.
     is_float = t.is_float()
     missing = (c.is_null() | c.is_nan()) if is_float else c.is_null()
-    yield RowCheck(check="labels.null", column=col, fails=missing, example=c,
+    yield RowCheck(check="labels.null", column=col, fails=missing, example=c, not_retyped=col,
                    message=lambda n, d, col=col, f=is_float: (f"{n} row(s) have no label in {col!r} "
                                                               f"({'null or NaN' if f else 'null'})"))
     not_ignored = (c != ign) if (ign is not None and numeric) else pl.lit(True)
@@ -118,10 +118,9 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         yield RowCheck(
             check="labels.unexpected_sentinel", column=col, fails=sentinel, example=c,
             details={"values": value_counts(c.filter(sentinel))},
-            message=lambda n, d, col=col, t=ign_txt: (f"{n} row(s) of {col!r} hold negative labels that are not the "
-                                                      f"loss's ignore index ({t}): {_fmt_counts(d.get('values'))}"
-                                                      f"{_bound_note(d.get('values'))}. "
-                                                      "Set [labels] ignore_index to the value the loss ignores, or drop these rows"),
+            message=lambda n, d, col=col, t=ign_txt: (_sentinel_head(n, d, col, t) + ". Set [labels] ignore_index to "
+                                                      "the value the loss ignores, or drop these rows"),
+            message_all_rows=lambda n, d, col=col, t=ign_txt: _unlabeled_split(n, d, col, t),
         )
     names: list | None = None
     if lab.classes is not None and index_classes(lab.classes, t):
@@ -157,6 +156,43 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         details={**details, "equal_num_classes": (c == k).sum(), "equal_255": (c == 255).sum()},
         message=lambda n, d, col=col, k=k, names=names: _range_message(n, d, col, k, names),
     )
+
+
+def _sentinel_head(n: int, d: dict[str, Any], col: str, ign_txt: str) -> str:
+    """``labels.unexpected_sentinel``'s message for class labels, up to its advice: the rows, the
+    ignore index (``ign_txt``) and the negative values counted (``d["values"]``)."""
+    return (f"{n} row(s) of {col!r} hold negative labels that are not the loss's ignore index ({ign_txt}): "
+            f"{_fmt_counts(d.get('values'))}{_bound_note(d.get('values'))}")
+
+
+def _unlabeled_split(n: int, d: dict[str, Any], col: str, ign_txt: str) -> str | None:
+    """``labels.unexpected_sentinel``'s message for a class label column when every row of the shard
+    fails and every label is -1 (``d["values"]``: the only value counted): the split is unlabeled,
+    as the test splits of GLUE on the Hugging Face hub are (their hidden labels are stored as -1),
+    said instead of the advice to set ``ignore_index``. None when another negative value occurs."""
+    if [v for v, _ in counts_to_pairs(d.get("values"))] != [-1]:
+        return None
+    return (_sentinel_head(n, d, col, ign_txt) + ". Every label of this shard is -1: the split is unlabeled (as GLUE's "
+            "test splits on the Hugging Face hub are: their hidden labels are stored as -1), and a loss or metric "
+            "over it reads -1 as a class. Leave it out of training and evaluation, or give it its real labels")
+
+
+def _minus_one_token_labels(n: int, d: dict[str, Any], col: str, ign: int | None) -> str | None:
+    """``labels.unexpected_sentinel``'s message for a token label column when every row of the shard
+    fails and -1 is the only negative value counted (``d["values"]``): -1 is then the labels' own
+    ignore value (transformers before v2.4 masked labels with -1, as its ``masked_lm_labels`` docs
+    said, and other pipelines still do), not a label; said instead of the generic count, with what
+    setting ``[labels] ignore_index = -1`` changes. Unlike class labels (:func:`_unlabeled_split`),
+    -1 token labels are no hidden-label convention of a test split. None when another negative value
+    occurs."""
+    if [v for v, _ in counts_to_pairs(d.get("values"))] != [-1]:
+        return None
+    return (f"{n} row(s) of {col!r} hold negative token labels other than ignore_index {ign}: "
+            f"{_fmt_counts(d.get('values'))}. Every row of this shard holds -1 labels and no other negative value: "
+            "-1 is likely the ignore value the labels were written with (transformers before v2.4 masked labels "
+            "with -1), and a loss that ignores another value indexes class -1. Set [labels] ignore_index = -1 if "
+            "the loss ignores -1 (rows whose labels are all -1 then have no supervised token), else rewrite the "
+            "labels with the loss's ignore index")
 
 
 def _range_message(n: int, d: dict, col: str, k: int, names: list | None = None) -> str:
@@ -203,6 +239,7 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         details={"values": _flat_value_counts(c, neg)},
         message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold negative token labels other than ignore_index "
                                        f"{ign}: {_fmt_counts(d.get('values'))}"),
+        message_all_rows=lambda n, d, col=col: _minus_one_token_labels(n, d, col, ign),
     )
     yield _token_label_nulls(ctx, col, t)
     if bound is None:
@@ -238,7 +275,7 @@ def _token_label_nulls(ctx: ShardContext, col: str, t: pl.DataType) -> RowCheck:
         missing, example = null_row, c
     return RowCheck(
         check="labels.null", column=col, fails=missing & ~rejected_by_template(ctx, col), example=example,
-        details={"null_rows": null_row.sum()}, details_merge={"null_rows": sum_parts},
+        not_retyped=col, details={"null_rows": null_row.sum()}, details_merge={"null_rows": sum_parts},
         message=lambda n, d, col=col: _token_null_message(n, d.get("null_rows", n), col))
 
 
@@ -279,7 +316,9 @@ def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
 @check("labels.unexpected_sentinel", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
 def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.unexpected_sentinel``: a negative class or token label that is not ``ignore_index``
-    (reported here only, never again as ``labels.out_of_range``)."""
+    (reported here only, never again as ``labels.out_of_range``). When every class label of a shard
+    is -1, the message says the split is unlabeled (GLUE's test splits store their hidden labels
+    as -1) instead of asking for ``[labels] ignore_index``."""
     return _label_items(ctx, "labels.unexpected_sentinel")
 
 

@@ -87,13 +87,14 @@ def length_stats(ctx: ShardContext) -> Iterable[Stat]:
     Length unit: tokens. With an ``attention_mask``, the histogram and ``truncation_rate`` count
     attended tokens (the sum of the mask; padding is not content and is never truncated away from
     real text), e.g. a shard padded to 128 with at most 40 real tokens has lengths <= 40. Without a
-    mask, the ``input_ids`` list length. Without ``input_ids``, characters of the text columns."""
+    mask, the ``input_ids`` list length. Without ``input_ids``, characters of the text columns. No
+    ``truncation_rate`` when the loader cuts samples across the rows (:attr:`ShardContext.packed_by_loader`)."""
     measured = attended_length(ctx)
     if measured is not None:
         L, _how = measured
         yield Stat(key=LENGTHS, expr=L.value_counts(name="count").implode(), merge=counts_parts(),
                    post=_hist_post(ctx.roles.input_ids, "tokens"))
-        if ctx.cfg.tokens.max_seq_len is not None:
+        if ctx.cfg.tokens.max_seq_len is not None and ctx.packed_by_loader is None:
             # (rows over, rows with a length): both add across batches; the rate is their ratio
             over = L > ctx.cfg.tokens.max_seq_len
             yield Stat(key="truncation_rate", expr=pl.struct(over=over.sum(), n=over.count()),
@@ -109,7 +110,14 @@ def length_stats(ctx: ShardContext) -> Iterable[Stat]:
 @check("length.over_max", layouts=lay.TOKENIZED, roles=("input_ids",), facts=("tokens.max_seq_len",))
 def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
     """``length.over_max`` (warn): a sequence longer than ``max_seq_len``, which the trainer
-    truncates. Length as in :func:`attended_length` (attended tokens with a mask)."""
+    truncates. Length as in :func:`attended_length` (attended tokens with a mask).
+
+    Skipped, with the reason, on a shard whose rows are documents the loader cuts samples across
+    (:attr:`ShardContext.packed_by_loader`): a long one is spread over several samples, never truncated."""
+    why = ctx.packed_by_loader
+    if why is not None:
+        yield Skipped("length.over_max", why)
+        return
     tok = ctx.cfg.tokens
     measured = attended_length(ctx)
     if measured is None:

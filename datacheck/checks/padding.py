@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable
 
 import polars as pl
 
-from datacheck.checks._expr import first_at, positions_count, supervised_count
+from datacheck.checks._expr import first_at, positions_count, supervised_count, supervised_total
 from datacheck.checks.mask import mask_int, position_pass, positions_view
 from datacheck.checks.registry import (
     RowCheck,
@@ -205,9 +205,20 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
                 merge=merge, post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
     if labels is not None and lab.ignore is not None:
         ign = lab.ignore
+        # where the sft family's supervised_tokens stat reads supervised_count too, the query
+        # computes it once for both (common subexpression): the total is its sum then
+        shared = r.assistant_mask is not None or ctx.cfg.sft.response_template_ids is not None
+        # else from the shared pass over the flat buffers when it runs (its per-row ``lab_sup``: the
+        # labels other than ign and null, every row), which has compared every label with ign already
+        fast = None if shared else position_pass(ctx)
+        if shared:
+            sup = supervised_count(labels, ign).sum()
+        elif fast is not None:
+            sup = fast[0].struct.field("lab_sup").sum()
+        else:
+            sup = supervised_total(labels, ctx.schema[labels], ign)
         yield Stat(key="supervised_fraction",
-                   expr=pl.struct(sup=supervised_count(labels, ign).sum(),
-                                  slots=pl.col(labels).list.len().sum()),
+                   expr=pl.struct(sup=sup, slots=pl.col(labels).list.len().sum()),
                    merge=fields_parts(sup=sum_parts, slots=sum_parts),
                    post=lambda v: None if v is None else _div(v["sup"], v["slots"]))
 

@@ -26,6 +26,7 @@ from datacheck.model.roles import ROLE_SPECS, Roles, role_problem
 
 __all__ = [
     "ShardContext",
+    "LOADER_PACKED_FORMATS",
     "FlatView",
     "ROW_AGG_HOW",
     "RowAgg",
@@ -44,6 +45,18 @@ __all__ = [
     "fact_unset",
     "unset_reason",
 ]
+
+
+#: formats whose rows are documents that the training loader concatenates and cuts samples across:
+#: format name -> why a row's length is no sample's length. Megatron-LM's GPTDataset
+#: (megatron/core/datasets/gpt_dataset.py, ``_build_sample_index``) walks the shuffled documents of a
+#: ``.bin``/``.idx`` pair and cuts samples of ``seq_length + 1`` tokens across document boundaries: a
+#: document longer than that fills several samples, none is truncated, and positions restart in each.
+LOADER_PACKED_FORMATS: dict[str, str] = {
+    "megatron": ("its rows are Megatron documents: Megatron's GPTDataset concatenates them and cuts samples of "
+                 "seq_length + 1 tokens across document boundaries, so a long document fills several samples "
+                 "and none is truncated"),
+}
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,16 @@ class ShardContext:
     #: the shard's layout name (:data:`datacheck.model.layouts.LAYOUTS`), or None when unknown: a
     #: check whose declared layouts leave it out is not applicable (not run, not skipped)
     layout: str | None = None
+    #: the shard's format name (``parquet``, ``megatron``, ...: :data:`datacheck.formats.registry.FORMATS`),
+    #: or None (a frame given in memory): a check whose meaning depends on how a format's loader
+    #: turns rows into samples reads it
+    format: str | None = None
+
+    @property
+    def packed_by_loader(self) -> str | None:
+        """Why a row's length is not a training sample's length (:data:`LOADER_PACKED_FORMATS`: the
+        loader cuts samples across the rows of this format), or None (a row is a sample)."""
+        return LOADER_PACKED_FORMATS.get(self.format or "")
 
 
 @dataclass(frozen=True)
@@ -189,6 +212,13 @@ class RowCheck:
         per_row: with ``view``: the :class:`RowAgg` aggregates ``fails`` reads. ``fails`` is then
             evaluated over one row per row of the view (columns ``__row`` and the aggregate names),
             not per position; ``details`` stay per position.
+        not_retyped: a column: the rows the reader read as null in it because their value was of
+            another JSON type (``CheckInput.retyped``, reported by the reader as ``schema.dtype``
+            with row, line and value) do not fail this check (a check of missing values: they are
+            not missing).
+        message_all_rows: ``f(count, details) -> str | None``: the message when every row of the
+            shard fails (a hint that the whole shard is of another kind); None (the function, or
+            its result) keeps ``message``.
     """
 
     check: str
@@ -205,6 +235,8 @@ class RowCheck:
     key: pl.Expr | None = None
     details_merge: dict[str, Callable[[list[Any]], Any]] = field(default_factory=dict)
     per_row: tuple[RowAgg, ...] = ()
+    message_all_rows: Callable[[int, dict[str, Any]], str | None] | None = None
+    not_retyped: str | None = None
 
     def __post_init__(self) -> None:
         if self.per_row and self.view is None:

@@ -87,7 +87,7 @@ def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]:
                  "min_id": flat.filter(bad(flat)).min(),
                  "ids": c.list.eval(bad(pl.element()).cast(pl.UInt32)).list.sum().sum(),
                  "null_ids": c.list.count_matches(None).sum()},
-        message=lambda n, d: _oov_message(n, d, vocab, ctx.cfg.tokens.pad_token_id),
+        message=lambda n, d: _oov_message(n, d, vocab, ctx.cfg.tokens.pad_token_id, ctx.cfg.labels.ignore),
     )
 
 
@@ -129,10 +129,14 @@ def _pairs(vc: Any) -> str:
     return ", ".join(f"{'null' if v is None else v} x{n}" for v, n in pairs)
 
 
-def _oov_message(n: int, d: dict, vocab: int, pad: int | None = None) -> str:
+def _oov_message(n: int, d: dict, vocab: int, pad: int | None = None, ignore: int | None = None) -> str:
     """The message of ``tokens.out_of_vocab``. When ``pad`` (``[tokens] pad_token_id``) is itself out of
     range and is the only offending id (min = max = pad), the pad is named as the cause: a pad token
-    added past the model's vocabulary (SmolLM's ``[PAD]`` = 49152 with ``vocab_size`` 49152)."""
+    added past the model's vocabulary (SmolLM's ``[PAD]`` = 49152 with ``vocab_size`` 49152).
+    When the offending ids are negative and both the smallest and the largest are label sentinels
+    (``ignore``, ``[labels] ignore_index``, default -100, or -1), the advice names a sentinel written
+    into ``input_ids`` (ids padded with the labels' pad value), not ``vocab_size``: no vocabulary
+    has a negative id. Other ids keep the vocab mismatch advice."""
     nulls = d.get("null_ids") or 0
     msg = f"{n} row(s) hold token ids outside [0, vocab_size={vocab})"
     parts = [f"{d.get('ids')} ids"]
@@ -147,6 +151,12 @@ def _oov_message(n: int, d: dict, vocab: int, pad: int | None = None) -> str:
         msg += (f": the out-of-range id is [tokens] pad_token_id = {pad}, a pad token added past the model's "
                 f"vocabulary; pad with an id below {vocab} (e.g. eos) or resize the model's embeddings to "
                 f"{pad + 1} rows and set [tokens] vocab_size to match")
+    elif lo is not None and hi < 0 and {lo, hi} <= {-1, ignore}:  # type: ignore[operator]
+        shown = " and ".join(str(v) for v in sorted({lo, hi}))
+        msg += (f": {shown} {'is a label sentinel' if lo == hi else 'are label sentinels'} ([labels] ignore_index "
+                f"{ignore} or -1), not token ids: no vocabulary has a negative id, so input_ids were padded or "
+                "masked with the labels' value; pad input_ids with [tokens] pad_token_id (masked in attention_mask) "
+                "and keep the sentinel in the labels")
     elif lo is not None:
         msg += ": a tokenizer/model vocab mismatch or a wrong vocab_size"
         if pad_out and lo <= pad <= hi:  # type: ignore[operator]
@@ -194,8 +204,10 @@ def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
 def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``tokens.position_out_of_range``: a ``position_ids`` value (list of int) outside
     ``[0, max_position_embeddings)`` or null; without position ids, an ``input_ids`` sequence longer
-    than ``max_position_embeddings`` (positions 0..len-1 are used). The position embedding (or RoPE
-    cache) has ``max_position_embeddings`` rows. Native list kernels (``list.min``/``list.max``)."""
+    than ``max_position_embeddings`` (positions 0..len-1 are used), skipped with the reason when the
+    loader cuts samples across the rows (:attr:`ShardContext.packed_by_loader`: Megatron documents). The
+    position embedding (or RoPE cache) has ``max_position_embeddings`` rows. Native list kernels
+    (``list.min``/``list.max``)."""
     k = ctx.cfg.tokens.max_position_embeddings
     r = ctx.roles
     if r.position_ids is not None and problem(ctx, "position_ids") is None:
@@ -211,6 +223,9 @@ def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     if r.input_ids is None or problem(ctx, "input_ids") is not None:
         yield Skipped("tokens.position_out_of_range", "no usable position_ids or input_ids column")
+        return
+    if ctx.packed_by_loader is not None:  # a sample's positions restart: a long row runs past nothing
+        yield Skipped("tokens.position_out_of_range", ctx.packed_by_loader)
         return
     n_tok = pl.col(r.input_ids).list.len()
     yield RowCheck(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from datacheck.cli.defaults import default_report_dir
+from datacheck.cli.defaults import config_help, default_report_dir
 from datacheck.model.constants import ENV_WORKERS, EXECUTORS
 
 __all__ = ["EXIT_CODES_HELP", "add_parser", "add_view_arguments", "add_ci_arguments"]
@@ -32,8 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     help="let a datacheck.toml found by itself (next to the data) name a Python schema "
                          "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
                          "with --schema or in a --config file runs")
-    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
-                                    "folder holding every PATH, else in its parent)")
+    a.add_argument("--config", help=config_help())
     a.add_argument("--report-dir", default=default_report_dir(),
                    help=f"reports are stored as DIR/<index_hash>/report.json (default {default_report_dir()}; "
                         "$DATACHECK_DIR/reports when DATACHECK_DIR is set)")

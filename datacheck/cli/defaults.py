@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 
+from datacheck.execute.configpath import MAX_CONFIG_LEVELS
 from datacheck.model.constants import DEFAULT_REPORT_DIR
 
-__all__ = ["ENV_DIR", "state_dir", "default_report_dir", "default_cache_dir"]
+__all__ = ["ENV_DIR", "state_dir", "default_report_dir", "default_cache_dir", "config_help"]
 
 #: Environment variable naming the base folder of the default report and cache folders.
 ENV_DIR = "DATACHECK_DIR"
@@ -34,3 +35,12 @@ def default_report_dir() -> str:
 def default_cache_dir() -> str:
     """The default ``--cache-dir``: ``.datacheck/cache``, or ``$DATACHECK_DIR/cache``."""
     return os.path.join(state_dir(), "cache")
+
+
+def config_help(what: str = "", paths: str = "PATH") -> str:
+    """The ``--config`` help of every verb that looks its config up from the data: the order of
+    :func:`datacheck.execute.configpath.resolve_config_path`, which they all call. ``what``: what the
+    verb reads from it (e.g. ``" ([policy] and format)"``); ``paths``: the positional's metavar."""
+    return (f"datacheck.toml{what} (default: ./datacheck.toml, else the first datacheck.toml in the folder "
+            f"holding every {paths} or in one of its parents: at most {MAX_CONFIG_LEVELS} folders, never "
+            "above a repository root nor the home folder)")

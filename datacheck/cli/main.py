@@ -35,6 +35,7 @@ from typing import Any, TextIO
 
 import datacheck.cli.commands as pkg
 from datacheck import __version__
+from datacheck.cli.prefetch import shard_prefetch
 from datacheck.cli.rerun import replay as replay_audit
 from datacheck.model.constants import (
     EXIT_INTERNAL,
@@ -116,17 +117,18 @@ def limit_blas_threads() -> None:
 #: (``big256``) 226-252k minor faults and 0.76-0.81 s system time against 167-170k and 0.61-0.64 s,
 #: peak RSS 647-706 against 689-700 MiB (measured on the 2-core development machine). A forked pool
 #: worker is not affected (jemalloc's background purge threads do not run in a forked child).
-#: And ``thp:always``: jemalloc asks for transparent huge pages (``madvise(MADV_HUGEPAGE)``) on the
-#: memory it maps, where the kernel's THP mode is ``madvise`` (the default of most distributions; with
-#: ``always`` the kernel does it anyway, with ``never`` or no THP the option changes nothing): a decoded
-#: batch faults in 2 MiB at a time instead of 4 KiB. ``big256``: 183k -> 27k minor faults, 0.59 ->
-#: 0.30 s system time, 2.56 -> 2.28 s wall; ``big128``: 197k -> 35k faults, 0.67 -> 0.42 s, 4.38 ->
-#: 4.06 s; ``f9`` (9 shards, forked workers: jemalloc was set up in the parent) 318k -> 57k faults,
-#: 0.90 -> 0.57 s; peak RSS 50-80 MiB higher (798 -> 854, 851 -> 933, 649 -> 703 MiB); ``f100`` (5,000-row
-#: shards) unchanged (medians of 3-5 interleaved runs, ``/usr/bin/time``-style ``wait4`` figures, on the
-#: 2-core development machine; ``metadata_thp:always`` as well gave no more).
+#: No ``thp:always`` (jemalloc asking for transparent huge pages, ``madvise(MADV_HUGEPAGE)``, on the
+#: memory it maps): it once cut a decoded batch's faults 5-7x (``big256`` 183k -> 27k minor faults,
+#: 0.59 -> 0.30 s system time), but on a virtual machine that reports free pages to its host a huge
+#: page faulted in again costs far more than its 512 small pages: with it, ``datacheck audit`` of the
+#: folders of benchmarks/bench_table.py took ``f9`` 5.6-10.3 CPU s (2.9-7.2 of them system time)
+#: against 3.6-3.7 (0.7) without, ``f10`` 16.0-16.8 (8.0-8.7) against 9.3-9.6 (1.0-1.2), ``f100``
+#: 7.7-8.0 (2.0-2.6) against 5.7-6.5 (0.4-0.5), ``big128`` 7.5-7.8 against 5.1-5.5, ``big256``
+#: 2.5-4.8 against 2.1-2.3, and more wall time on every row (``f10`` 12.9-13.1 s against 7.8-9.0;
+#: alternated runs, each after the same settle process, on the 2-core development machine); its
+#: system time also swung run to run (``big128`` 0.32-3.47 s with it, 0.56-0.68 without).
 ARROW_POOL_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
-                  "JE_ARROW_MALLOC_CONF": "dirty_decay_ms:10000,muzzy_decay_ms:10000,thp:always"}
+                  "JE_ARROW_MALLOC_CONF": "dirty_decay_ms:10000,muzzy_decay_ms:10000"}
 
 
 def choose_arrow_pool() -> None:
@@ -205,7 +207,11 @@ class _PipeSafe:
         if self.broken:
             return len(text)
         try:
-            return self._stream.write(text)
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError:  # a name whose bytes are not UTF-8, or a terminal of a narrower encoding
+                enc = getattr(self._stream, "encoding", None) or "utf-8"
+                return self._stream.write(text.encode(enc, "backslashreplace").decode(enc))
         except BrokenPipeError:
             self._silence()
         except OSError as exc:
@@ -315,13 +321,14 @@ def _main(argv: list[str] | None) -> int:
             replayed = replay_audit(given[1:])
             if replayed is not None:
                 return replayed
-        parser = build_parser(verbs_for(given))
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help(sys.stderr)
-            return EXIT_USAGE
-        check_empty_paths(args)
-        return args._run(args)
+        with shard_prefetch(given):  # one big parquet shard's first batches decoded while the verb imports
+            parser = build_parser(verbs_for(given))
+            args = parser.parse_args(argv)
+            if args.command is None:
+                parser.print_help(sys.stderr)
+                return EXIT_USAGE
+            check_empty_paths(args)
+            return args._run(args)
     except (UsageError, ReportVersionError) as exc:
         print(f"datacheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -19,6 +19,7 @@ Pandera's registered built-in checks (``pandera.Check.<name>``). Every error is 
 from __future__ import annotations
 
 import copy
+import difflib
 import importlib.resources
 import importlib.util
 import re
@@ -215,23 +216,58 @@ def contract_from_dict(data: Any, source: str) -> Contract:
 MAX_YAML_NODES = 100_000
 
 
-def _expanded_size(root: Any) -> int:
+def _expanded_size(root: Any) -> int | None:
     """Nodes of a composed YAML graph counted as if every alias were copied (memoized per node, so a
-    bomb is measured in time linear in its *distinct* nodes; stops counting past the limit)."""
+    bomb is measured in time linear in its *distinct* nodes; stops counting past the limit); None when
+    a node holds itself through an alias (``a: &a [1, *a]``: no finite copy exists)."""
+    def kids(node: Any) -> list[Any]:
+        return ([c for kv in node.value for c in kv] if node.id == "mapping"
+                else list(node.value) if node.id == "sequence" else [])
+
     memo: dict[int, int] = {}
+    on_path: set[int] = set()  # entered, not yet counted: the depth-first path from the root
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
         node, done = stack.pop()
+        if done:
+            on_path.discard(id(node))
+            memo[id(node)] = min(1 + sum(memo[id(k)] for k in kids(node)), MAX_YAML_NODES + 1)
+            continue
         if id(node) in memo:
             continue
-        kids = ([c for kv in node.value for c in kv] if node.id == "mapping"
-                else list(node.value) if node.id == "sequence" else [])
-        if not done:
-            stack.append((node, True))
-            stack.extend((k, False) for k in kids if id(k) not in memo)
-            continue
-        memo[id(node)] = min(1 + sum(memo.get(id(k), 1) for k in kids), MAX_YAML_NODES + 1)
+        if id(node) in on_path:  # reached again from below itself: a cycle
+            return None
+        on_path.add(id(node))
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids(node) if id(k) not in memo)
     return memo[id(root)]
+
+
+def _unbuilt_scalar(root: Any) -> Any:
+    """The first scalar node under ``root`` (document order) that PyYAML's safe constructor cannot
+    build (an int beyond Python's digit limit, a timestamp no calendar holds), or None."""
+    import yaml
+
+    probe = yaml.SafeLoader("")
+    try:
+        stack, seen = [root], set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:  # an alias (recursive ones included) is looked at once
+                continue
+            seen.add(id(node))
+            if isinstance(node, yaml.ScalarNode):
+                try:
+                    probe.construct_object(node)
+                except (ValueError, OverflowError, yaml.YAMLError):
+                    return node
+            elif isinstance(node, yaml.MappingNode):
+                stack.extend(c for kv in reversed(node.value) for c in reversed(kv))
+            elif isinstance(node, yaml.SequenceNode):
+                stack.extend(reversed(node.value))
+        return None
+    finally:
+        probe.dispose()
 
 
 def _parse_text(text: str, suffix: str, source: str) -> Any:
@@ -249,11 +285,19 @@ def _parse_text(text: str, suffix: str, source: str) -> Any:
             if node is None:
                 return None
             size = _expanded_size(node)
+            if size is None:
+                raise _err("the YAML holds itself through an alias (&anchor inside its own *alias): a schema "
+                           "cannot be recursive; write the repeated part out", source)
             if size > MAX_YAML_NODES:
                 raise _err(f"the YAML expands to {size} nodes through aliases (&anchor/*alias), over the "
                            f"limit of {MAX_YAML_NODES}: an alias bomb? Write the schema without nested aliases",
                            source)
-            return loader.construct_document(node)
+            try:
+                return loader.construct_document(node)
+            except (ValueError, OverflowError) as exc:  # a scalar PyYAML parses but Python cannot build
+                bad = _unbuilt_scalar(node)
+                where = f" at line {bad.start_mark.line + 1}, column {bad.start_mark.column + 1}" if bad else ""
+                raise _err(f"not a usable YAML value{where}: {str(exc).splitlines()[0][:200]}", source) from None
         finally:
             loader.dispose()
     except RecursionError:
@@ -309,9 +353,11 @@ def _resolve(spec: str) -> tuple[str, Any]:
         return "file", p
     if p.suffix.lower() == ".py":
         raise _err(f"{spec!r}: name the model class too, as {spec}:ClassName", spec)
-    if "/" not in spec and "\\" not in spec and not p.exists():
-        raise _err(f"unknown schema name {spec!r}; built-in layouts: {', '.join(LAYOUTS)}; "
-                   "or give a path to a .yaml/.json schema or a file.py:ClassName", spec)
+    if "/" not in spec and "\\" not in spec and not p.exists():  # no file: the message names the value itself
+        close = difflib.get_close_matches(spec, LAYOUTS, n=1)
+        raise ConfigError(f"unknown schema name {spec!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                          + f"; built-in layouts: {', '.join(LAYOUTS)}; or give a path to a .yaml/.json schema "
+                          "or a file.py:ClassName", key=_KEY)
     return "file", p
 
 

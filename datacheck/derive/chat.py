@@ -34,7 +34,26 @@ from datacheck.model.errors import UsageError
 __all__ = ["bounded_templates", "RenderLimit", "RENDER_SECONDS", "RENDER_MAX_CHARS", "CHAT_INSTALL", "RENDERED_COLUMNS",
            "TEMPLATE_ERROR", "UNTRUNCATED_ASSISTANT", "Rendered", "render_chat", "ChatTemplate", "template_of",
            "GENERATION_TAG",
-           "load_chat_tokenizer", "template_error_column", "error_text"]
+           "load_chat_tokenizer", "refuse_special_files", "template_error_column", "error_text", "TOKENIZER_FILES", "tokenizer_file"]
+
+#: the files a tokenizer folder is read from, in this order (``inspect --tokenizer``, ``schema infer
+#: --tokenizer`` and ``[tokens] tokenizer`` alike): a Hugging Face fast tokenizer, a GPT-2 style
+#: byte-level BPE vocabulary (``merges.txt`` beside it), a WordPiece vocabulary
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt")
+
+#: the files a folder's chat template is read from by transformers (``tokenizer_config.json``'s
+#: ``chat_template``, or the template files beside it)
+_TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
+
+
+def tokenizer_file(path: str | Path) -> Path | None:
+    """The tokenizer file ``path`` names: ``path`` itself when it is not a folder, else the first of
+    :data:`TOKENIZER_FILES` the folder holds (None when it holds none). The one rule by which every
+    verb finds a tokenizer in a folder."""
+    p = Path(path)
+    if not p.is_dir():
+        return p
+    return next((p / name for name in TOKENIZER_FILES if (p / name).is_file()), None)
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
 CHAT_INSTALL = ('pip install "transformers>=4.45" "jinja2>=3.1" (or, in the datacheck source folder, '
@@ -63,6 +82,11 @@ RENDER_SECONDS = 5.0
 RENDER_MAX_CHARS = 16 << 20
 
 
+#: rendered blocks held before they are joined into one string: a template loop yields one small
+#: string per step, millions of list entries (8 bytes each, and more) before a bound stops it
+_COALESCE = 1 << 16
+
+
 class RenderLimit(Exception):
     """A conversation's rendering passed :data:`RENDER_SECONDS` or :data:`RENDER_MAX_CHARS`."""
 
@@ -89,8 +113,8 @@ def _bounded_env_class(base: type) -> type:
     ``range`` check the conversation's deadline. The sandbox's own rules stay."""
     from jinja2.exceptions import SecurityError
 
-    def timed_range(*args: Any) -> Any:
-        r = base.globals["range"](*args) if "range" in base.globals else range(*args)
+    def timed_range(inner: Any, *args: Any) -> Any:
+        r = inner(*args)  # the sandbox's own range first: its size bound holds as it is
         for i, v in enumerate(r):
             if not i & 1023:
                 _check_deadline()
@@ -101,7 +125,9 @@ def _bounded_env_class(base: type) -> type:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.globals["range"] = timed_range
+            # the instance's range (the sandbox's safe_range: ``globals`` is set per instance, the
+            # class has none), wrapped to check the deadline
+            self.globals["range"] = functools.partial(timed_range, self.globals.get("range", range))
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             _check_deadline()
@@ -149,6 +175,8 @@ def _bounded_text(compiled: Any, *args: Any, **kwargs: Any) -> str:
             if size > RENDER_MAX_CHARS:
                 raise RenderLimit(f"the chat template rendered over {RENDER_MAX_CHARS} characters of one conversation")
             out.append(block)
+            if len(out) >= _COALESCE:
+                out[:] = ["".join(out)]
             _check_deadline()
     finally:
         _guard.deadline = None
@@ -171,6 +199,8 @@ def _bounded_render(compiled_template: Any, messages: Any, tools: Any, documents
                 if size > RENDER_MAX_CHARS:
                     raise RenderLimit(f"the chat template rendered over {RENDER_MAX_CHARS} characters of one conversation")
                 rendered_blocks.append(block)
+                if len(rendered_blocks) >= _COALESCE:  # one string, not millions of small ones (a loop's
+                    rendered_blocks[:] = ["".join(rendered_blocks)]  # output); the tracker reads the same list
                 _check_deadline()
             rendered_chat = "".join(rendered_blocks)
     finally:
@@ -235,10 +265,26 @@ def _load(folder: str, _stamp: float, given: str) -> Any:
                          "tokenizer_config.json") from None
 
 
+def refuse_special_files(folder: Path, given: str) -> None:
+    """Refuse a tokenizer folder holding a FIFO, device or socket (a FIFO would block the open of a
+    tokenizer file, a device never ends), before any of its files is opened.
+
+    Raises:
+        UsageError: naming ``[tokens] tokenizer = given`` and the file.
+    """
+    special = next((f.name for f in folder.iterdir() if f.exists() and not f.is_dir() and not f.is_file()), None)
+    if special is not None:
+        raise UsageError(f"[tokens] tokenizer = {given!r}: {special} in {folder} is not a regular file (a FIFO, device "
+                         "or socket); datacheck loads no tokenizer from such a folder")
+
+
 def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
     """The tokenizer of ``[tokens] tokenizer`` (a folder, or a file inside it) for rendering, or
     (None, why) when it cannot render: transformers is not installed (the install command), or the
-    tokenizer has no chat template. Loaded once per folder and modification time.
+    tokenizer has no chat template, also a folder holding a tokenizer by :func:`tokenizer_file`'s
+    rule (as ``inspect --tokenizer`` reads it: e.g. a GPT-2 ``vocab.json`` + ``merges.txt``) and no
+    file a chat template lives in (``tokenizer_config.json``, ``chat_template.jinja``), which is not
+    given to transformers. Loaded once per folder and modification time.
 
     The load passes ``trust_remote_code=False`` (a ``tokenizer_config.json`` whose ``auto_map`` names
     a Python file is refused, never imported, and transformers never asks whether to run it) and
@@ -252,10 +298,14 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
         raise UsageError(f"[tokens] tokenizer = {path!r}: no such file or folder; give the tokenizer's folder "
                          "(tokenizer.json, tokenizer_config.json and its chat template)")
     folder = p if p.is_dir() else p.parent
-    special = next((f.name for f in folder.iterdir() if f.exists() and not f.is_dir() and not f.is_file()), None)
-    if special is not None:  # a FIFO would block transformers' open, a device never ends
-        raise UsageError(f"[tokens] tokenizer = {path!r}: {special} in {folder} is not a regular file (a FIFO, device "
-                         "or socket); datacheck loads no tokenizer from such a folder")
+    refuse_special_files(folder, path)
+    found = tokenizer_file(folder)
+    if found is not None and found.name == "vocab.json" and not (folder / "merges.txt").is_file():
+        found = None  # half a GPT-2 vocabulary: transformers says why it cannot load it
+    if found is not None and not any((folder / n).is_file() for n in _TEMPLATE_FILES):
+        # a tokenizer inspect --tokenizer reads (tokenizer.json, vocab.json + merges.txt, vocab.txt), no template beside it
+        return None, (f"the tokenizer in {folder} ({found.name}) has no chat template (no tokenizer_config.json or "
+                      "chat_template.jinja beside it): messages cannot be rendered as the trainer does")
     if _import_transformers() is None:
         return None, f"rendering messages with [tokens] tokenizer needs transformers and jinja2: {CHAT_INSTALL}"
     stamp = max((f.stat().st_mtime for f in folder.iterdir() if f.is_file()), default=0.0)
@@ -263,7 +313,49 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
     if not getattr(tok, "chat_template", None):
         return None, (f"the tokenizer in {folder} has no chat template (set chat_template in tokenizer_config.json "
                       "or add chat_template.jinja): messages cannot be rendered as the trainer does")
+    _check_compiles(tok.chat_template, folder, path)
     return tok, None
+
+
+@functools.lru_cache(maxsize=16)
+def _compile_problem(template: str) -> str | None:
+    """Why transformers' own compiler (its sandboxed jinja2 environment, with the ``generation`` tag)
+    refuses ``template``: the jinja2 message and line; None when it compiles (or transformers has no
+    such compiler to ask)."""
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+    except ImportError:
+        return None
+    import jinja2
+
+    try:
+        _compile_jinja_template(template)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"{exc.message} (line {exc.lineno})"
+    except Exception:  # noqa: BLE001 - anything else is found when a conversation is rendered
+        return None
+    return None
+
+
+def _check_compiles(template: Any, folder: Path, given: str) -> None:
+    """Refuse a chat template that does not compile: it rejects every conversation alike, which is a
+    fault of the tokenizer's template, never of a row (rendering would blame each row's turn order).
+
+    Raises:
+        UsageError: a template (the default one, or any named one) with a jinja2 syntax error,
+            naming the file it comes from and the error's line.
+    """
+    templates = template.items() if isinstance(template, dict) else [("", template)]
+    for name, text in templates:
+        if not isinstance(text, str):
+            continue
+        why = _compile_problem(text)
+        if why is not None:
+            jinja = folder / "chat_template.jinja"
+            source = jinja if jinja.is_file() else folder / "tokenizer_config.json"
+            label = f"chat template {name!r}" if name else "chat template"
+            raise UsageError(f"[tokens] tokenizer = {given!r}: the {label} in {source} does not compile "
+                             f"(jinja2: {why}); no conversation can be rendered with it: fix the template")
 
 
 #: a ``{% generation %}`` tag of a chat template (whitespace control ``{%-``/``-%}`` allowed): the
@@ -349,11 +441,22 @@ def error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+#: conversations in a row that may each run past :data:`RENDER_SECONDS`, none rendered before them,
+#: before the template itself is refused (at 5 s a conversation, a slow template would take days)
+SLOW_TEMPLATE_STRIKES = 3
+
+
 def _render_rows(tok: Any, conversations: list[Any], ids: list[Any], masks: list[Any], errors: list[str | None],
                  rejected: list[int]) -> None:
     """Fill ``ids``/``masks`` of the rendered rows, ``errors``/``rejected`` of the rows the template
-    raised on (batches of :data:`_BATCH`; a batch that raises is rendered row by row)."""
+    raised on (batches of :data:`_BATCH`; a batch that raises is rendered row by row).
+
+    Raises:
+        UsageError: the first :data:`SLOW_TEMPLATE_STRIKES` conversations rendered one by one each ran
+            past :data:`RENDER_SECONDS` and none rendered: the template, not the rows, is at fault.
+    """
     n = len(conversations)
+    strikes, rendered = 0, False
     for start in range(0, n, _BATCH):
         rows = [i for i in range(start, min(start + _BATCH, n)) if conversations[i] is not None]
         if not rows:
@@ -362,14 +465,22 @@ def _render_rows(tok: Any, conversations: list[Any], ids: list[Any], masks: list
             out = _call(tok, [conversations[i] for i in rows])
             for k, i in enumerate(rows):
                 ids[i], masks[i] = out["input_ids"][k], out["assistant_masks"][k]
+            rendered = True
         except Exception:  # noqa: BLE001 - find the rows the template rejects, one by one
             for i in rows:
                 try:
                     out = _call(tok, [conversations[i]])
                     ids[i], masks[i] = out["input_ids"][0], out["assistant_masks"][0]
+                    rendered = True
                 except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bound, a bad value
                     rejected.append(i)
                     errors[i] = error_text(exc)
+                    strikes += isinstance(exc, RenderLimit) and "ran past" in str(exc)
+                    if strikes >= SLOW_TEMPLATE_STRIKES and not rendered:
+                        raise UsageError(
+                            f"[tokens] tokenizer: the chat template ran past {RENDER_SECONDS:g} s on each of the "
+                            f"first {strikes} conversations it was given and rendered none: at that pace it cannot "
+                            "render the data (a loop that runs too long?); fix the template") from None
 
 
 def render_chat(conversations: list[Any], tok: Any, max_seq_len: int | None, truncation_side: str,

@@ -41,6 +41,7 @@ from typing import Callable
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from datacheck.model.layouts import Layout, layout_of
 from datacheck.model.roles import Roles, inner_dtype, is_list, list_depth, seq2seq_layout
@@ -124,10 +125,21 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
         return _label_evidence_rows(sub, ids, labels, mask, ignore, starts, ev)
 
     def row_lengths(col: str) -> "np.ndarray":
-        """Per row, the list's length (int64; -1: a null row), by polars' list kernel (pyarrow's
-        ``ListArray.offsets`` of a sliced array runs a compute kernel, whose first use in a process
-        initializes pyarrow's compute registry: 0.2-0.27 s of a one-shard audit)."""
-        return df[col].list.len().fill_null(-1).to_numpy().astype(np.int64, copy=False)
+        """Per row, the list's length (int64; -1: a null row). A one-chunk column without a null row:
+        the differences of its Arrow offsets, read from the exported buffer (0.01 ms a column of
+        1,000 rows, 0.08 ms by polars' list kernel, which the other columns take). Never
+        ``ListArray.offsets`` of a sliced array: it runs a compute kernel, whose first use in a
+        process initializes pyarrow's compute registry (0.2-0.27 s of a one-shard audit)."""
+        s = df[col]
+        if s.n_chunks() == 1 and not s.null_count() and isinstance(s.dtype, pl.List):
+            arr = s.to_arrow()
+            if hasattr(arr, "num_chunks"):  # a ChunkedArray of one chunk
+                arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+            width = np.int64 if pa.types.is_large_list(arr.type) else np.int32 if pa.types.is_list(arr.type) else None
+            if width is not None:
+                offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1]
+                return np.diff(offsets).astype(np.int64, copy=False)
+        return s.list.len().fill_null(-1).to_numpy().astype(np.int64, copy=False)
 
     lens_of = {c: row_lengths(c) for c in dict.fromkeys((ids, labels, mask, starts)) if c is not None}
     la, lb = lens_of[ids], lens_of[labels]

@@ -129,6 +129,12 @@ class CheckInput:
             rendered, or why nothing was rendered), or None; the pref family reports it.
         chat_template: the chat template ``messages`` were rendered with (where it came from, whether
             it has ``{% generation %}`` markers), or None when nothing was rendered.
+        retyped: ``{column: rows}`` the reader read as null for a value of another JSON type
+            (``ShardData.retyped``; its ``schema.dtype`` finding names them).
+        clipped: the role columns of integers wider than 64 bits (128-bit integers, integral
+            decimals: :func:`~datacheck.model.roles.wide_int_casts`) ``lf`` reads at Int64's bounds;
+            ``uncast`` (not None when there are some) is ``lf`` before the casts, where ``inspect``
+            reads their values as written.
     """
 
     lf: pl.LazyFrame
@@ -144,6 +150,9 @@ class CheckInput:
     stream: ShardReader | None = None
     unrendered_pairs: UnrenderedPairs | None = None
     chat_template: ChatTemplate | None = None
+    retyped: dict[str, np.ndarray] = field(default_factory=dict)
+    clipped: tuple[str, ...] = ()
+    uncast: pl.LazyFrame | None = None
 
     def lines_of(self, rows: list[int]) -> list[int]:
         """1-based line numbers of the 0-based ``rows`` (line formats), else ``[]``."""
@@ -221,6 +230,8 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         derived += [c for c in (*RENDERED_COLUMNS, whole, err) if c in schema]
     if derived:
         roles = replace(roles, derived=tuple(derived))
+    clipped = tuple(wide_int_casts(roles, schema))
+    uncast = lf if clipped else None
     casts = {**null_role_casts(roles, schema), **text_casts(roles, schema), **wide_int_casts(roles, schema),
              **decimal_casts(roles, schema)}
     if casts:  # the rule of each batch's cast too (formats.base.cast_frame)
@@ -230,7 +241,7 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
     return CheckInput(lf=lf, schema=schema, roles=roles, casts=casts, decode_findings=list(data.decode_findings),
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
                       path=where[0], format=where[1], stream=data.stream, unrendered_pairs=unrendered,
-                      chat_template=template)
+                      chat_template=template, retyped=dict(data.retyped), clipped=clipped, uncast=uncast)
 
 
 def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:

@@ -383,24 +383,71 @@ def _wanted_rows(rows: list[int], rc: RowCheck, shown_before: int, max_ex: int, 
 _gather = gather_rows
 
 
-def _details_of(sub: pl.DataFrame, rc: RowCheck) -> dict[str, Any]:
-    """``rc.details`` evaluated over ``sub`` (its failing rows, with ``__row``); {} when they fail."""
+#: why a failed check's details or example values could not be computed: check index -> {what: why},
+#: ``what`` one of "details", "example values"; said in the finding's message (:func:`_unshown_note`)
+Unshown = dict[int, dict[str, str]]
+
+
+def _note(unshown: Unshown, i: int, what: str, exc: BaseException) -> None:
+    """Record in ``unshown`` that ``what`` of check ``i`` raised ``exc`` (the first reason is kept).
+    Re-raises ``exc`` when memory ran out (:func:`~datacheck.model.errors.ran_out_of_memory`): the
+    machine, not the check, and :func:`audit_shard` makes it :class:`OutOfMemory`."""
+    if ran_out_of_memory(exc):
+        raise exc
+    unshown.setdefault(i, {}).setdefault(what, f"{type(exc).__name__}: {_first_line(exc)}")
+
+
+def _details_of(sub: pl.DataFrame, rc: RowCheck, i: int, unshown: Unshown) -> dict[str, Any]:
+    """``rc.details`` evaluated over ``sub`` (its failing rows, with ``__row``); {} when they raise,
+    with the reason noted in ``unshown`` under check index ``i``."""
     try:
         rows = with_shared_columns(sub.lazy(), [*rc.details.values()] + ([rc.view.row_ok()] if rc.view else []))
         frame = rows if rc.view is None else rc.view.frame(rows)
         got = frame.select([e.alias(k) for k, e in rc.details.items()]).collect()
         return {k: _first(got, k) for k in rc.details}
-    except ENGINE_ERRORS:
+    except ENGINE_ERRORS as exc:
+        _note(unshown, i, "details", exc)
         return {}
 
 
+def _message(rc: RowCheck, count: int, n: int, details: dict[str, Any]) -> str:
+    """The message of ``rc``'s finding: ``count`` of the shard's ``n`` rows fail (``details``
+    evaluated); when every row fails, ``rc.message_all_rows``' text where it gives one."""
+    if count == n and rc.message_all_rows is not None:
+        whole = rc.message_all_rows(count, details)
+        if whole is not None:
+            return whole
+    return rc.message(count, details)
+
+
+def _unshown_note(rc: RowCheck, details: dict[str, Any], examples: dict[int, Any], ex_rows: list[int],
+                  why: dict[str, str]) -> str:
+    """The text a finding's message ends with when its details or example values are missing: which,
+    and why (``why``: the reasons noted while they were computed; a row the second pass did not get
+    back was not read again). "" when nothing is missing: details are missing when the check declares
+    some and none came back; example values when the check has an example and a shown row has none."""
+    missing = []
+    if rc.details and not details:
+        missing.append(("details", why.get("details", "its failing rows could not be read again")))
+    if rc.example is not None and any(r not in examples for r in ex_rows):
+        missing.append(("example values", why.get("example values", "its failing rows could not be read again")))
+    if not missing:
+        return ""
+    if len(missing) == 2 and missing[0][1] == missing[1][1]:
+        missing = [("details and example values", missing[0][1])]
+    said = "; ".join(f"its {what} could not be computed ({reason})" for what, reason in missing)
+    return f" [{said}; the count and rows are exact]"
+
+
 def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_checks: list[RowCheck],
-                 max_ex: int, done: frozenset[int] = frozenset()
+                 max_ex: int, done: frozenset[int] = frozenset(), unshown: Unshown | None = None
                  ) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
     """Second pass, only when something failed: on ``sub`` (the failing rows the checks need, with
     ``__row``, in row order, gathered batch by batch), each failed check's ``details`` (aggregated
     over its failing rows; not for the checks in ``done``, whose details were merged batch by
-    batch) and ``example`` values (its first ``max_ex`` rows) are evaluated."""
+    batch) and ``example`` values (its first ``max_ex`` rows) are evaluated. An expression that
+    raises gives none of them, its reason noted in ``unshown``."""
+    unshown = {} if unshown is None else unshown
     if sub is None or sub.height == 0:
         return {}, {}
     details: dict[int, dict[str, Any]] = {}
@@ -410,7 +457,7 @@ def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_che
         if rc.details and i not in done:
             part = sub if len(rows) == sub.height else sub.filter(
                 pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
-            details[i] = _details_of(part, rc)
+            details[i] = _details_of(part, rc, i, unshown)
         if rc.example is not None:
             first = rows[:max_ex]
             part = sub.filter(pl.col("__row").is_in(pl.Series(first, dtype=pl.UInt32).implode()))
@@ -420,7 +467,8 @@ def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_che
                         pl.col("__row"), rc.example.alias("__e")).collect()
                 else:
                     got = part.select(pl.col("__row"), rc.example.alias("__e"))
-            except ENGINE_ERRORS:
+            except ENGINE_ERRORS as exc:
+                _note(unshown, i, "example values", exc)
                 continue
             examples[i] = dict(zip((int(r) for r in got["__row"].to_list()), got["__e"].to_list()))
     return details, examples
@@ -504,7 +552,7 @@ def audit_file(ds: DiscoveredShard, cfg: Config, *, keep_rows: bool = False, cro
 
 
 def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame", keep_rows: bool = True,
-                cross_shard: bool = False) -> ShardResult:
+                cross_shard: bool = False, read_as: str | None = None) -> ShardResult:
     """Audit an in-memory polars frame as one shard (no file: tests and library use).
 
     Args:
@@ -513,6 +561,9 @@ def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame
         name: the shard name findings and skips carry.
         keep_rows: fill ``ShardResult.failing_rows`` with every failing row of every row check.
         cross_shard: compute the row-hash payload for the merge (off: one frame is one shard).
+        read_as: the format of the shard the rows were read from (``megatron``, ...: the trace's
+            rows of a step), which the checks see as :attr:`ShardContext.format`, as they do when
+            that shard is audited; None: a frame of no format.
 
     Returns:
         The :class:`ShardResult` (``format`` "frame", no content hash). A frame the engine cannot
@@ -528,13 +579,14 @@ def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame
         except Unreadable as exc:
             OutOfMemory.check(exc, name, 0)
             return unreadable(exc.reason)
-        return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable)
+        return _audit_data(data, cfg, name, "frame", "", 0, keep_rows, cross_shard, on_unreadable=unreadable,
+                           read_as=read_as)
     except MemoryError:
         raise OutOfMemory.decoding(name, 0) from None
 
 
 _Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[int, Any]], dict[str, Any],
-             dict[str, Any], list[Skipped]]
+             dict[str, Any], list[Skipped], Unshown]
 
 
 def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[Stat | Payload],
@@ -558,7 +610,8 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     ``sampled``: columns of every row the reader read already (the layout's sample, :class:`_Sampler`):
     the one read of a shard that fits in one batch decodes only the needed columns it lacks; the
     batches of a larger shard are read without them and take their rows from it (zero-copy slices).
-    Returns (rows, check results, example values, stat values, payload values, skipped).
+    Returns (rows, check results, example values, stat values, payload values, skipped, why details
+    or example values of a failed check are missing: :data:`Unshown`).
     Raises :class:`Unreadable`.
     """
     needed = _needed_for(row_checks, measures, schema)
@@ -611,11 +664,15 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     broken_s: dict[int, str] = {}
     subs: list[pl.DataFrame] = []
     detail_parts: dict[int, list[dict[str, Any]]] = {}
+    unshown: Unshown = {}
+    retyped = {i: data.retyped[rc.not_retyped] for i, rc in enumerate(row_checks)
+               if rc.not_retyped is not None and rc.not_retyped in data.retyped}
     direct: frozenset[int] = frozenset()  # the probed checks that failed on the batch before
     for lf in frames():
         try:
             b = _run_batch(lf, row_checks, measures, in_query, direct)
-            subs.extend(_batch_rows(lf, b, n, row_checks, rows_acc, detail_parts, max_ex, batched=single is None))
+            subs.extend(_batch_rows(lf, b, n, row_checks, rows_acc, detail_parts, max_ex, batched=single is None,
+                                    unshown=unshown, retyped=retyped))
         finally:  # a pass shared by several checks (the batch's queries, its details) never outlives the batch
             clear_shared_passes()
         direct = frozenset(i for i, local in b.rows.items() if local and _probed(row_checks[i]))
@@ -727,30 +784,39 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             merged[i] = {}
             continue
         merged[i] = {k: rc.details_merge[k]([d[k] for d in parts_d]) for k in rc.details}
-    fail_details, example_values = _second_pass(sub_all, failed, row_checks, max_ex, frozenset(merged))
+    fail_details, example_values = _second_pass(sub_all, failed, row_checks, max_ex, frozenset(merged), unshown)
     fail_details.update(merged)
     results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}
-    return n, results, example_values, stat_values, payload, skipped
+    return n, results, example_values, stat_values, payload, skipped, unshown
 
 
 def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck], rows_acc: dict[int, list[int]],
-                detail_parts: dict[int, list[dict[str, Any]]], max_ex: int, batched: bool) -> list[pl.DataFrame]:
+                detail_parts: dict[int, list[dict[str, Any]]], max_ex: int, batched: bool,
+                unshown: Unshown | None = None, retyped: dict[int, np.ndarray] | None = None) -> list[pl.DataFrame]:
     """One batch's failing rows (``b``; the batch starts at shard row ``n``) added to ``rows_acc``;
     on a shard of several batches (``batched``) the details of its checks whose details merge batch
-    by batch (:func:`_merged_details`) appended to ``detail_parts``. Returns the batch's rows the
-    second pass reads (``__row`` and the batch's columns; [] for none).
+    by batch (:func:`_merged_details`) appended to ``detail_parts`` ({} where they raised: the
+    reason noted in ``unshown``). A check's rows in ``retyped`` (check index -> sorted shard rows its
+    ``RowCheck.not_retyped`` column's reader read as null for a value of another type) do not fail
+    it. Returns the batch's rows the second pass reads (``__row`` and the batch's columns; [] for none).
 
     The rows are gathered once for every check of the batch, from the batch with the shared
     columns the details read (computed by the batch's query, still in memory): the details of a
     check then read those per-row values instead of computing the shared pass again over its rows
     (on benchmarks/bench_peers.py's shard, 65 gathers and 65 passes over a few hundred rows cost
     0.6 CPU s of 13 batches)."""
+    unshown = {} if unshown is None else unshown
     wanted: set[int] = set()
     merged: dict[int, list[int]] = {}
     for i, local in b.rows.items():
         if not local:
             continue
         rows = [int(r) + n for r in local]
+        if retyped and i in retyped:
+            arr = np.asarray(rows, dtype=np.int64)
+            rows = arr[~np.isin(arr, retyped[i])].tolist()
+            if not rows:
+                continue
         rc = row_checks[i]
         wanted.update(_wanted_rows(rows, rc, len(rows_acc[i]), max_ex, batched=batched))
         rows_acc[i].extend(rows)
@@ -764,7 +830,9 @@ def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck],
     if src is not lf:  # whole chunks, as the batch's query had them: the shared passes it made serve again
         try:
             src = src.collect(engine=QUERY_ENGINE).lazy()
-        except ENGINE_ERRORS:  # the details compute what they can on their own rows (_details_of)
+        except ENGINE_ERRORS as exc:  # the details compute what they can on their own rows (_details_of)
+            if ran_out_of_memory(exc):
+                raise
             src = lf
     columns = lf.collect_schema().names()
     every = wanted.union(*merged.values())
@@ -773,7 +841,7 @@ def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck],
         mine = part
         if part is not None and len(rows) < part.height:
             mine = part.filter(pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
-        detail_parts.setdefault(i, []).append(_details_of(mine, row_checks[i]) if mine is not None else {})
+        detail_parts.setdefault(i, []).append(_details_of(mine, row_checks[i], i, unshown) if mine is not None else {})
     if not wanted or part is None:
         return []
     if len(wanted) < part.height:
@@ -782,16 +850,18 @@ def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck],
 
 
 def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash: str, size: int, keep_rows: bool,
-                cross_shard: bool, on_unreadable: Callable[[str], ShardResult]) -> ShardResult:
+                cross_shard: bool, on_unreadable: Callable[[str], ShardResult], read_as: str | None = None) -> ShardResult:
     """Run the registry's plan for one opened shard: the fused query (batch by batch, merged),
-    candidate refinement, the second pass for examples and details, then the after-query verdicts."""
+    candidate refinement, the second pass for examples and details, then the after-query verdicts.
+    The checks see ``read_as`` as the shard's format when given (a frame of rows read from a shard),
+    else ``fmt``."""
     max_ex = cfg.report.max_examples
     schema, roles = dict(data.schema), data.roles
     sampler = _Sampler(data)
     layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, roles, sampler,
                           cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None)
     plan, named = _plan_for(cfg, roles, schema, rel, cross_shard, data.unrendered_pairs, layout.name,
-                            data.chat_template)
+                            data.chat_template, read_as or fmt)
     row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
     try:
@@ -799,7 +869,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     except Unreadable as exc:
         OutOfMemory.check(exc, rel, size)
         return on_unreadable(exc.reason)
-    n, results, example_values, stat_values, payload, more_skipped = run
+    n, results, example_values, stat_values, payload, more_skipped, unshown = run
     skipped += more_skipped
     findings: list[Finding] = list(data.decode_findings) + [named(f) for f in plan.findings]
     skipped = [named(x) for x in skipped]
@@ -815,11 +885,12 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
             else Example(row=r, value="", line=(lines[k] if k < len(lines) else None))
             for k, r in enumerate(ex_rows)
         )
+        note = _unshown_note(rc, details, vals, ex_rows, unshown.get(i, {}))
         details = {k: v for k, v in details.items() if v is not None}
         findings.append(Finding(
             check=rc.check,
             severity=rc.severity or catalog.info(rc.check).severity,
-            message=named(rc.message(len(rows), details)),
+            message=named(_message(rc, len(rows), n, details) + note),
             column=rc.column,
             count=len(rows),
             ratio=len(rows) / n if n else None,
@@ -914,9 +985,10 @@ _plans: OrderedDict[tuple[Any, ...], tuple[Config, ShardPlan]] = OrderedDict()
 
 
 def _plan_for(cfg: Config, roles: Any, schema: dict[str, pl.DataType], rel: str, cross_shard: bool,
-              unrendered: Any, layout: str | None, chat_template: Any) -> tuple[ShardPlan, Callable[[Any], Any]]:
+              unrendered: Any, layout: str | None, chat_template: Any,
+              fmt: str | None = None) -> tuple[ShardPlan, Callable[[Any], Any]]:
     """The registry's plan for a shard, built once per (config object, roles, schema, cross_shard,
-    layout, chat template, registered checks) and reused for every shard of that kind: building it (every check function,
+    layout, chat template, format, registered checks) and reused for every shard of that kind: building it (every check function,
     its polars expressions) cost about 6.6 ms a shard (100 shards of 100 rows: 0.66 of 3.85 s).
 
     The memoized plan is built with :data:`SHARD_TOKEN` followed by the suffixes of the shard's file
@@ -926,17 +998,17 @@ def _plan_for(cfg: Config, roles: Any, schema: dict[str, pl.DataType], rel: str,
     pairs (data-dependent items) gets a plan of its own, built with its name."""
     if unrendered is not None:
         ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard,
-                           unrendered_pairs=unrendered, layout=layout, chat_template=chat_template)
+                           unrendered_pairs=unrendered, layout=layout, chat_template=chat_template, format=fmt)
         return shard_plan(ctx), _identity
     base = rel.rsplit("/", 1)[-1]
     suffixes = base[base.find("."):] if "." in base else ""  # ".jsonl.gz": a check may tell formats by name
     token = SHARD_TOKEN + suffixes
-    key = (id(cfg), suffixes, repr(roles), tuple((c, repr(t)) for c, t in schema.items()), cross_shard, layout,
+    key = (id(cfg), suffixes, fmt, repr(roles), tuple((c, repr(t)) for c, t in schema.items()), cross_shard, layout,
            repr(chat_template), tuple((cid, id(spec), id(spec.shard)) for cid, spec in CHECKS.items()))
     got = _plans.get(key)
     if got is None or got[0] is not cfg:  # the config object is held, so its id is not reused meanwhile
         ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=token, cross_shard=cross_shard, layout=layout,
-                           chat_template=chat_template)
+                           chat_template=chat_template, format=fmt)
         got = (cfg, shard_plan(ctx))
         _plans[key] = got
         while len(_plans) > _PLANS_KEPT:

@@ -84,6 +84,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+_DIED = "a worker process ended without a result (killed for memory, or a crash in native code)"
+
+
 class WorkerDied(RuntimeError):
     """A worker process ended without returning a result (killed for memory, a crash in native code).
 
@@ -411,23 +414,29 @@ class ProcessExecutor:
             with _child_env("POLARS_MAX_THREADS", threads), _main_hidden(), warnings.catch_warnings():
                 # Python >= 3.12 warns of a fork in a process with other threads; those are IDLE_THREADS
                 warnings.filterwarnings("ignore", message=".*multi-threaded.*fork", category=DeprecationWarning)
-                futures: list[Future[Any]] = [pool.submit(fn, item) for item in items]  # children start here
+                futures: list[Future[Any]] = []
+                try:
+                    for item in items:
+                        futures.append(pool.submit(fn, item))  # children start here
+                except BrokenProcessPool:  # a worker died while the rest were still being submitted
+                    pass
+            unsubmitted = list(range(len(futures), len(items)))
             got = 0  # results taken: the pool's shutdown waits for nothing once all are
             try:
                 for fut in futures:
                     try:
                         result = fut.result()
                     except BrokenProcessPool:
-                        pending = [j for j, f in enumerate(futures) if f.exception() is not None
-                                   and isinstance(f.exception(), BrokenProcessPool)]
-                        raise WorkerDied(pending, "a worker process ended without a result (killed for memory, "
-                                                  "or a crash in native code)") from None
+                        pending = [j for j, f in enumerate(futures) if isinstance(f.exception(), BrokenProcessPool)]
+                        raise WorkerDied(pending + unsubmitted, _DIED) from None
                     got += 1
                     yield result
+                if unsubmitted:  # every submitted item came back, and the pool broke before the rest
+                    raise WorkerDied(unsubmitted, _DIED)
             finally:
                 for fut in futures:
                     fut.cancel()
-                if got < len(futures):
+                if got < len(items):
                     _end_workers(pool)
 
 

@@ -166,6 +166,7 @@ def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int
         "shard_lists": disc.shard_lists(),
         "index": index_doc,
         "config": cfg.to_dict(),
+        "tokenizer_facts": cfg.tokenizer_facts,
         "config_hash": cfg.hash(),
         "fail_on": opts.fail_on,
         "datacheck_version": __version__,

@@ -126,7 +126,8 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
     split of each shard's relative path).
 
     The splits are ``[splits]`` (config order) or, when the config names none, those a Hugging Face
-    ``DatasetDict`` folder among the PATHs declares (:meth:`Discovery.declared_splits`); a shard
+    ``DatasetDict`` folder among the PATHs declares or the shards' names give by the Hub's split
+    naming (``[dataset] infer_splits``; :meth:`Discovery.declared_splits`); a shard
     belongs to the first split whose glob matches (:func:`datacheck.checks.dup.cross.assign_splits`).
     Without splits every shard is planned (None). With splits, ``split`` (default
     :data:`TRAIN_SPLIT`) names the one planned.
@@ -135,11 +136,12 @@ def select_split(disc: Discovery, cfg: Config, split: str | None) -> tuple[list[
         UsageError: ``split`` is given but the data has no splits, or the split is not one of them
             (the message lists them), or it holds no shard.
     """
-    splits = dict(cfg.splits) or disc.declared_splits()
+    splits = dict(cfg.splits) or disc.declared_splits(cfg.dataset.infer_splits)
     if not splits:
         if split is not None:
-            raise UsageError(f"--split {split}: the data has no splits (no [splits] in the config and no DatasetDict "
-                             "dataset_dict.json among the PATHs); drop --split, or name the splits under [splits]")
+            raise UsageError(f"--split {split}: the data has no splits (no [splits] in the config, no DatasetDict "
+                             "dataset_dict.json among the PATHs and no split named by the Hub's file names); drop "
+                             "--split, or name the splits under [splits]")
         return list(disc.shards), None, {}
     name = split or TRAIN_SPLIT
     where = assign_splits([ds.rel for ds in disc.shards], splits)
@@ -228,8 +230,8 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, spl
 
     def cat(parts: list[np.ndarray] | None) -> np.ndarray | None:
         return None if parts is None else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    others = {} if name is None else {s: sum(1 for r in where.values() if r == s)
-                                      for s in dict(cfg.splits) or disc.declared_splits() if s != name}
+    splits = dict(cfg.splits) or disc.declared_splits(cfg.dataset.infer_splits)
+    others = {} if name is None else {s: sum(1 for r in where.values() if r == s) for s in splits if s != name}
     return RowSpace(tuple(spans), disc.root, name, others), cat(sup_parts), cat(len_parts)
 
 
@@ -269,7 +271,11 @@ class BatchPlan:
         """
         spe = self.steps_per_epoch
         total = spe * self.cfg.batch.epochs
-        if spe == 0 or not 0 <= step < total:
+        if spe == 0:
+            raise UsageError(f"--step {step}: the plan has no step: 0 steps per epoch (fewer rows than one "
+                             "micro-batch with drop_last, or no rows); check [batch] batch_size, world_size and "
+                             "drop_last against the data's rows")
+        if not 0 <= step < total:
             raise UsageError(f"--step {step}: the run has steps 0..{total - 1} ({spe} per epoch x "
                              f"{self.cfg.batch.epochs} epoch(s) from [batch] epochs)")
         return step // spe, step % spe

@@ -489,8 +489,8 @@ def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False)
         return None
     try:
         text = blobs[0].decode("utf-8")
-        printed = text if header["stdout_is_report"] else blobs[1].decode("utf-8")
-        errors = blobs[2].decode("utf-8")
+        printed = text if header["stdout_is_report"] else blobs[1].decode("utf-8", "surrogateescape")
+        errors = blobs[2].decode("utf-8", "surrogateescape")
         at, old = int(header["created_at_at"]), json.dumps(header["created_at"])
     except (IndexError, KeyError, TypeError, ValueError, UnicodeDecodeError):
         return None
@@ -557,8 +557,10 @@ def record(cache_dir: str | Path, snap: Snapshot, *, report_text: str, created_a
               "ext_folders": [[f, listing] for f, listing in snap.external_folders], "ext_skip": snap.external_skip,
               "exit_code": int(exit_code), "created_at": created_at, "created_at_at": at,
               "stdout_is_report": stdout_is_report}
-    data = _encode(header, [report_text.encode("utf-8"), b"" if stdout_is_report else stdout.encode("utf-8"),
-                            stderr.encode("utf-8")])
+    # printed text may name a path given on the command line whose bytes are not UTF-8 (held as lone
+    # surrogates): stored as those bytes, and decoded back the same way
+    data = _encode(header, [report_text.encode("utf-8"), b"" if stdout_is_report else
+                            stdout.encode("utf-8", "surrogateescape"), stderr.encode("utf-8", "surrogateescape")])
     p = memo_path(cache_dir, key)
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)  # the folder the user named (a link to one is fine)

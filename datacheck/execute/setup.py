@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterable
 
 from datacheck.contracts import load_contract
+from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.execute.cache import CacheWarning, ShardCache
 from datacheck.execute.configpath import MAX_CONFIG_LEVELS, VCS_MARKERS, resolve_config_path
 from datacheck.formats.discovery import discover
@@ -17,9 +18,10 @@ from datacheck.io.dataindex import DataIndex, read_index, resolve_index_path
 from datacheck.io.discover import Discovery
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.constants import FAIL_ON, is_python_schema
-from datacheck.model.errors import UsageError
+from datacheck.model.errors import ConfigError, UsageError
 
 __all__ = ["MAX_CONFIG_LEVELS", "VCS_MARKERS", "resolve_config_path", "config_and_source", "AuditOptions",
+           "with_declared_splits", "check_contract",
            "FROM_CONFIG", "AuditSetup", "prepare_audit"]
 
 
@@ -106,8 +108,8 @@ class AuditSetup:
 
     Attributes:
         cfg: the validated config, with ``[splits]`` filled from a Hugging Face ``DatasetDict`` folder's
-            ``dataset_dict.json`` when the config names no split (see
-            :func:`datacheck.io.discover.declared_splits`; the report's config and hash show them).
+            ``dataset_dict.json``, or from the Hub's split file names, when the config names no split (see
+            :func:`with_declared_splits`; the report's config hash shows them).
         disc: the discovered shards (all of them; a part selects its own).
         cache: the per-shard result cache, or None.
         index: the committed ``[dataset] index`` (read and validated), or None.
@@ -121,10 +123,45 @@ class AuditSetup:
     index_path: Path | None
 
 
+def with_declared_splits(cfg: Config, disc: Discovery, *, against: bool = False) -> Config:
+    """``cfg`` with ``[splits]`` filled from the splits the data gives when the config names no split
+    (:meth:`Discovery.declared_splits`): those a Hugging Face ``DatasetDict`` folder among the
+    discovered shards declares (its ``dataset_dict.json``), else, unless ``[dataset] infer_splits``
+    is false or the audit compares with an ``--against`` dataset (``against``), those the shards'
+    names give by the Hugging Face Hub's split naming (:mod:`datacheck.io.hubsplits`: ``train-*``,
+    ``data/test-*``, ``validation/``). An explicit ``[splits]``, or data giving none, leaves ``cfg`` as
+    it is. ``audit``, ``merge`` parts and ``clean`` use the same splits, so test rows found in the
+    train split are ``dup.split_overlap`` in every one of them, exactly as with the same ``[splits]``
+    written in the config."""
+    if cfg.splits:
+        return cfg
+    declared = disc.declared_splits(infer=cfg.dataset.infer_splits and not against)
+    return cfg.model_copy(update={"splits": declared}) if declared else cfg
+
+
+def check_contract(cfg: Config, config_path: str | None) -> None:
+    """Load the data contract ``[dataset] schema`` names (if any), before any shard is read, as every
+    verb that runs the checks does (audit, inspect, clean).
+
+    Raises:
+        ConfigError: the contract cannot be loaded (unknown layout name, missing file, bad YAML, ...);
+            the message names where it was given: ``--schema``, or the config file and its key
+            (:meth:`Config.schema_source`).
+    """
+    spec = cfg.schema_spec()
+    if spec is None:
+        return
+    try:
+        load_contract(spec)
+    except ConfigError as exc:
+        raise ConfigError(f"{cfg.schema_source(config_path)}: {exc}", key=exc.key) from None
+
+
 def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) -> AuditSetup:
     """Every check an audit makes before reading shards, in one place: ``fail_on``, the data contract
     (``[dataset] schema``), the cache folder, discovery of the shards, the splits a ``DatasetDict``
-    folder declares (used as ``[splits]`` when the config has none), and the committed data index.
+    folder declares or the shards' names give (used as ``[splits]`` when the config has none:
+    :func:`with_declared_splits`), and the committed data index.
 
     Raises:
         UsageError: ``fail_on`` is not one of ``error|warn|never``; a path does not exist or holds no
@@ -137,9 +174,9 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
     """
     if opts.fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {FAIL_ON}, got {opts.fail_on!r}")
+    cfg = with_tokenizer_facts(cfg)  # before the cache: the filled facts are part of the config hash
     spec = cfg.schema_spec()
-    if spec is not None:  # a bad schema is a usage error (exit 2) before any shard is read
-        load_contract(spec)
+    check_contract(cfg, opts.config_path)  # a bad schema is a usage error (exit 2) before any shard is read
     cache = ShardCache(opts.cache_dir, cfg, trust_mtime=opts.trust_mtime) if opts.cache_dir is not None else None
     if cache is not None and is_python_schema(spec):
         # the modules the schema's module imports are inputs no fingerprint covers: a cached result
@@ -149,10 +186,7 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
                       stacklevel=2)
         cache = None
     disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
-    if not cfg.splits:  # a DatasetDict folder's declared splits, as [splits] entries; an explicit [splits] wins
-        declared = disc.declared_splits()
-        if declared:
-            cfg = cfg.model_copy(update={"splits": declared})
+    cfg = with_declared_splits(cfg, disc, against=bool(opts.against))
     index = index_path = None
     index_file = cfg.index_file()
     if index_file is not None:  # a bad index is a usage error before any shard is read

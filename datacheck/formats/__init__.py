@@ -5,6 +5,8 @@
   other separators): streamed readers (a shard's rows are batches read straight from the file);
 - :mod:`.megatron` (``.bin``/``.idx``), :mod:`.mds` (MosaicML), :mod:`.webdataset` (tar),
   :mod:`.litdata` (chunks): in-memory readers of byte layouts, each module states its rules;
+- :mod:`.parquetdecode`: parquet's pyarrow side without polars (footer sizes, decoded record batches,
+  the prefetch of a shard's first batches the CLI starts while it imports);
 - the shared pieces: :mod:`.base` (the protocol, ``ShardData``, ``ShardReader``), :mod:`.registry`
   (the formats, ``open_shard``, ``rewriter``), :mod:`.records` (the JSONL/CSV record splitter, also
   used by the rewrites), :mod:`.rewrite` (``clean``'s rewrites: JSONL/CSV records, parquet/Arrow tables),

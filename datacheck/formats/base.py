@@ -112,6 +112,10 @@ class ShardData:
             batch (local parquet, JSONL of several chunks, CSV/TSV, Arrow IPC), or None (the rows are
             held as ``lf``: the engine slices it); the engine reads its batches and rows again from it
             instead of slicing ``lf``.
+        retyped: ``{column: rows}``: the 0-based rows (sorted int64) whose value the reader read as
+            null because it was of another JSON type than the column's (a ``true`` among numbers);
+            the reader reports them as ``schema.dtype``, so a check of missing values does not count
+            them again (``RowCheck.not_retyped``). Empty for formats whose columns have one type.
     """
 
     lf: pl.LazyFrame
@@ -120,6 +124,7 @@ class ShardData:
     line_of_row: np.ndarray | None = None
     line_base: int = 1
     stream: ShardReader | None = None
+    retyped: dict[str, np.ndarray] = field(default_factory=dict)
 
     def lines_of(self, rows: list[int]) -> list[int]:
         if not self.line_format:

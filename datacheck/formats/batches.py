@@ -34,31 +34,15 @@ import polars as pl
 
 from datacheck.formats.base import ShardReader, cast_frame
 from datacheck.io.shardbytes import Unreadable
-from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS
+from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS, ONE_BATCH_TARGETS, RAMP_DIVISOR
 from datacheck.model.errors import ENGINE_ERRORS
 
-__all__ = ["FrameReader", "StreamedReader", "batch_rows", "cast_batches", "forced_batch_rows", "gather_rows",
+__all__ = ["ONE_BATCH_TARGETS", "RAMP_DIVISOR", "FrameReader", "StreamedReader", "batch_rows", "cast_batches", "forced_batch_rows", "gather_rows",
            "rows_from_batches", "shard_reader"]
 
 #: rows sampled to estimate the decoded bytes of a row of a source whose reader does not know them
 _SAMPLE_ROWS = 1024
 
-#: a shard whose needed columns decode to at most this many times
-#: :data:`~datacheck.model.constants.BATCH_TARGET_BYTES` is read as one batch (:func:`batch_rows`).
-#: A shard read in batches holds two at once (the one being checked and the next, decoded ahead in a
-#: thread), so reading one of up to two targets whole peaks about as high: a 7,800 x 1024-token
-#: shard (104 MB decoded) peaked at 610 MiB RSS whole against 592 MiB in batches, and took 27 % less
-#: CPU (382 vs 525 ms, in one process, interleaved, one polars thread): no second decode of its first
-#: rows (the layout's sample is the one read's head, the ramp's first batch needs no second reader)
-#: and one fused query instead of four (the ramp's short first and final batches and the remainder)
-ONE_BATCH_TARGETS = 2
-
-#: with ``ramp``, the first parquet batch holds 1/8 of a batch (decoded on its own,
-#: :func:`datacheck.formats.parquet._decoded`), and so does the final one: the pipeline's fill (the
-#: engine waits for the first decode) drops from a whole batch's decode (about 0.13 s of 0.33 s on
-#: the 100,000 x 128 shard of benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more
-#: batch (about 20 ms CPU of fixed per-batch cost in the fused query)
-RAMP_DIVISOR = 8
 
 
 def forced_batch_rows() -> int | None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from array import array
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ from datacheck.formats.stream_source import lazy_source, recut_frames
 from datacheck.io.shardbytes import Unreadable, line_chunks
 from datacheck.model.findings import Finding
 
-__all__ = ["CSV_CHUNK_ROWS", "FORMAT", "CsvStream", "combine_dtypes", "open_csv"]
+__all__ = ["CSV_CHUNK_ROWS", "FORMAT", "SEPARATORS", "CsvStream", "combine_dtypes", "open_csv"]
 
 #: good records parsed by polars at once in pass 1 (dtype inference) and at most per frame in pass 2
 CSV_CHUNK_ROWS = 65_536
@@ -66,6 +67,13 @@ _READ_BYTES = 2**20
 #: bad UTF-8 lines kept for the encoding guess of ``decode.invalid_utf8`` (the encoding guess)
 _ENCODING_SAMPLE = 50
 _INT_RANK = [pl.Int64, pl.Int128]
+#: the separators a delimited file is commonly written with; with ``[dataset] separator`` unset, a
+#: header that is one column under the default separator but splits under one of the others is refused
+#: (:func:`_wrong_separator`)
+SEPARATORS = (",", ";", "\t", "|")
+#: the first records of a one-column file held to judge another separator by (each must split into
+#: as many fields as the header)
+_SEPARATOR_SAMPLE = 1000
 
 
 def combine_dtypes(seen: list[pl.DataType]) -> pl.DataType:
@@ -105,6 +113,29 @@ def _refusal(exc: BaseException, cols: list[str], records: list[list[str]], line
             "column, and no integer dtype holds a value beyond 128 bits); write it as a float, or name the column "
             "in [columns] text to read the column as strings")
     return Unreadable(f"CSV records do not form one table: {first}")
+
+
+def _wrong_separator(header: str, sample: list[str], sep: str, quote: str | None) -> Unreadable | None:
+    """The refusal of a file read as one column under the default separator ``sep`` whose ``header``
+    and every one of the first records (``sample``: each record's single field) split into the same
+    number (>= 2) of fields under another of :data:`SEPARATORS` (the first such, in that order):
+    e.g. ``text;label_name`` read with ``,``. Read as it is, the file is one column that no check
+    has a role for: a silent audit of nothing. None when no other separator splits them alike."""
+    def width(text: str, cand: str) -> int:
+        return len(next(csv.reader([text], delimiter=cand, quotechar=quote or '"',
+                                   quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE, strict=False), []))
+
+    for cand in SEPARATORS:
+        if cand == sep:
+            continue
+        n = width(header, cand)
+        if n >= 2 and all(width(rec, cand) == n for rec in sample):
+            checked = f" and its first {len(sample)} record(s)" if sample else ""
+            return Unreadable(
+                f"the header {header!r} is one column under the separator {sep!r}, but it{checked} split into {n} "
+                f"columns under {cand!r}: set [dataset] separator = {json.dumps(cand)} (or separator = {json.dumps(sep)} "
+                "to read the file as one column)")
+    return None
 
 
 @dataclass
@@ -310,6 +341,9 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     chars = 0
     seen: dict[int, list[pl.DataType]] = {}
     cols: list[str] | None = None
+    # the default separator of a file with a header: hold the first records while it reads as one column
+    guessed = dataset_cfg.separator is None and header and names is None
+    sample: list[str] = []
 
     def infer(chunk: list[list[str]], chunk_lines: list[int]) -> None:
         nonlocal cols
@@ -344,6 +378,8 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
             if lines is not None:
                 lines.append(r.line)
             rows += 1
+            if guessed and len(sample) < _SEPARATOR_SAMPLE and len(r.fields) == 1:
+                sample.append(r.fields[0])
             recs.append(r.fields)
             rec_lines.append(r.line)
             chars += sum(map(len, r.fields))
@@ -352,6 +388,10 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
                 recs, rec_lines, chars = [], [], 0
     except RecordLayoutError as exc:
         raise Unreadable(str(exc)) from None
+    if guessed and split.header_fields is not None and len(split.header_fields) == 1:
+        wrong = _wrong_separator(split.header_fields[0], sample, sep, quote)
+        if wrong is not None:
+            raise wrong
     if recs:
         infer(recs, rec_lines)
     findings: list[Finding] = []

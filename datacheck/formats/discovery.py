@@ -19,12 +19,15 @@ stores; temporary files, metadata, symlinks, Hugging Face ``state.json`` lists) 
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from datacheck.formats import jsonl, megatron
+from datacheck.formats import jsonl, litdata, megatron
 from datacheck.formats.registry import FORMATS
 from datacheck.io import discover as _discover
+from datacheck.io import safejson
+from datacheck.io.bounded import special_kind
 from datacheck.io.discover import Discovery
 
 __all__ = ["EXTENSIONS", "FORCED_EXTENSIONS", "RULES", "ShardRules", "discover", "format_of"]
@@ -89,8 +92,14 @@ class ShardRules:
         """An object read and hashed with another listed shard (a Megatron ``.idx``)."""
         return forced == "auto" and key.lower().endswith(".idx") and key.rpartition(".")[0] + ".bin" in names
 
-    def why_not(self, name: str, forced: str, remote: bool = False) -> str | None:
-        """Why a data-looking file is not a shard in this mode (None: not data-looking)."""
+    def why_not(self, name: str, forced: str, remote: bool = False, path: Path | None = None) -> str | None:
+        """Why a data-looking file is not a shard in this mode (None: not data-looking); ``path``: the
+        local file, so that a ``.bin`` whose ``.idx`` is there but unreadable (a broken symlink of a
+        partial hub download, a folder, a FIFO) is said to be so."""
+        if path is not None and name.lower().endswith(".bin") and forced == "auto":
+            why = _unreadable_index(path) or _unusable_litdata_index(path)
+            if why is not None:
+                return why
         name = name.lower()
         if forced != "auto":
             if name.endswith(_DATA_LIKE) or any(name.endswith(e) for e, _ in EXTENSIONS):
@@ -110,6 +119,46 @@ class ShardRules:
         if name.endswith(_DATA_LIKE):
             return "no format for this extension; set [dataset] format (csv, tsv or jsonl) to audit it"
         return None
+
+
+def _unreadable_index(bin_path: Path) -> str | None:
+    """Why the Megatron ``.idx`` beside ``bin_path`` cannot be read although a file of that name is
+    there (None: it is absent, or a regular file)."""
+    idx = megatron.companion_index(bin_path)
+    if not os.path.lexists(idx):
+        return None
+    what = None
+    if os.path.islink(idx) and not os.path.exists(idx):
+        try:
+            target = os.readlink(idx)
+        except OSError:
+            target = "?"
+        what = (f"a broken symlink (to {target}: a file not downloaded, or a symlink loop)")
+    elif idx.is_dir():
+        what = "a folder"
+    elif (kind := special_kind(idx)) is not None:
+        what = f"not a regular file ({kind})"
+    if what is None:
+        return None
+    return f"a Megatron .bin whose {idx.name} beside it is {what}: the pair cannot be read"
+
+
+def _unusable_litdata_index(bin_path: Path) -> str | None:
+    """Why the ``index.json`` beside a ``.bin`` (no Megatron ``.idx``) does not make it a litdata chunk,
+    when there is one (None: there is none)."""
+    index = bin_path.parent / "index.json"
+    if megatron.companion_index(bin_path).exists() or not os.path.lexists(index):
+        return None
+    try:
+        doc = safejson.read_json_file(index)
+    except safejson.JsonInputError as exc:
+        return f"a .bin whose folder's index.json does not parse ({exc.reason}): not read as a litdata chunk"
+    except OSError as exc:
+        return f"a .bin whose folder's index.json cannot be read ({getattr(exc, 'reason', None) or exc.strerror or exc})"
+    if not litdata.is_litdata_index(doc):
+        return ("a .bin whose folder's index.json is not a litdata index (no \"chunks\" list and \"config\" object) "
+                "and with no Megatron .idx beside it: no format to read it with")
+    return None
 
 
 #: the rules discovery applies

@@ -1,10 +1,11 @@
 """The ``decode.*`` findings of the line formats (JSONL, JSON arrays, CSV/TSV): invalid UTF-8 lines,
-records that do not parse, blank lines; and the CSV header rule shared by its passes."""
+records that do not parse, blank lines; the rows of a binary layout (MDS, litdata) whose fields do not
+decode; and the CSV header rule shared by its passes."""
 from __future__ import annotations
 
 from datacheck.model.findings import Example, Finding, show_value
 
-__all__ = ["bad_record_finding", "blank_finding", "unique_names", "utf8_finding"]
+__all__ = ["bad_record_finding", "bad_rows_finding", "blank_finding", "unique_names", "utf8_finding"]
 
 
 def _suggest_encoding(b: bytes) -> str:
@@ -71,6 +72,18 @@ def bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, m
         lines=tuple(b[0] for b in bad[:max_examples]), examples=ex,
         details={"byte_offsets": [b[1] for b in bad[:max_examples]]},
         rows_truncated=total > max_examples,
+    )
+
+
+def bad_rows_finding(bad: list[tuple[int, str]], rows: int, max_examples: int, message: str) -> Finding:
+    """decode.bad_record (error) over the rows of a binary layout whose fields do not decode: ``bad``
+    holds (0-based row, what is wrong) in row order, ``rows`` the shard's rows (the ratio's
+    denominator), ``message`` the finding's text (it names the layout and the first row)."""
+    return Finding(
+        check="decode.bad_record", severity="error", count=len(bad), ratio=len(bad) / rows if rows else None,
+        rows=tuple(r for r, _ in bad[:max_examples]),
+        examples=tuple(Example(row=r, value=msg) for r, msg in bad[:max_examples]),
+        message=message, rows_truncated=len(bad) > max_examples,
     )
 
 

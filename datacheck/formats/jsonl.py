@@ -408,14 +408,20 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     findings += typed
     schemas = [s.schema for s in sums]
     broken: dict[str, str] = {}
-    if majors:  # the chunks' dtypes after nulling: a second stream for the schema alone
+    retyped: dict[str, list[np.ndarray]] = {}
+    if majors:  # the chunks' dtypes after nulling (and the rows nulled): a second stream for them alone
         schemas = []
         again = kept[0] if kept[0] is not None else (c.piece for c in jsonl_chunks(path, size, fast=chunk_fast))
+        first = 0  # the shard row of the chunk's row 0
         for p in again:
             if not p.rows:
                 continue
             here = set(_piece_names(p))
-            df, why, _ = _piece_frame(p, [n for n in order if n in here], _drops(p, majors))
+            drops = _drops(p, majors)
+            for n, rows in drops.items():
+                retyped.setdefault(n, []).append(rows.astype(np.int64) + first)
+            first += p.rows
+            df, why, _ = _piece_frame(p, [n for n in order if n in here], drops)
             schemas.append(dict(df.schema))
             for n, w in why.items():
                 broken.setdefault(n, w)
@@ -441,7 +447,8 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
                       majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0],
                       pieces=kept[0])
     return ShardData(lf=src.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
-                     line_base=1, stream=src)
+                     line_base=1, stream=src,
+                     retyped={n: np.concatenate(parts) for n, parts in retyped.items() if n not in broken})
 
 
 def open_json_array(path: Path, max_examples: int) -> ShardData:
@@ -454,9 +461,10 @@ def open_json_array(path: Path, max_examples: int) -> ShardData:
         raise Unreadable(f"{path.name}: {exc}") from None
     if not values:
         return ShardData(lf=pl.LazyFrame(), line_format=True)
-    df, findings = _frame_from_records(values, lines, max_examples)
+    retyped: dict[str, np.ndarray] = {}
+    df, findings = _frame_from_records(values, lines, max_examples, retyped)
     return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
-                     line_of_row=np.asarray(lines, dtype=np.int64))
+                     line_of_row=np.asarray(lines, dtype=np.int64), retyped=retyped)
 
 
 #: bytes read to sniff a ``.json`` file

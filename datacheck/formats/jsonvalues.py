@@ -142,6 +142,7 @@ def mixed_types_finding(name: str, major: str, n_bad: int, n_present: int, total
         message=(f"column {name!r} mixes JSON types: mostly {major} ({n_present - n_bad} "
                  f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
                  "Write one JSON type per column."),
+        rows=tuple(e.row for e in examples if e.row is not None),
         lines=tuple(e.line for e in examples if e.line is not None),
         examples=examples,
         details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
@@ -340,13 +341,15 @@ def _lines_text(lines: list[int]) -> str:
     return f"line {shown}" if len(lines) == 1 else f"lines {shown}"
 
 
-def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples: int) -> tuple[pl.DataFrame, list[Finding]]:
+def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples: int,
+                        retyped: dict[str, np.ndarray] | None = None) -> tuple[pl.DataFrame, list[Finding]]:
     """The rows of the parsed JSON records (``json.loads``: ``NaN``/``Infinity`` are floats, big
     integers exact) as a frame, with one ``schema.dtype`` finding per column that mixes JSON types.
 
     A column is read as its most common JSON type (rows counted; ties: the type seen first); a value
     of another type is read as null and its line reported (the finding's ``lines`` and
-    ``details["json_types"]``: JSON type -> 1-based lines), so the other rows are still audited.
+    ``details["json_types"]``: JSON type -> 1-based lines), so the other rows are still audited;
+    its rows (0-based, int64) are put in ``retyped`` under the column's name when it is given.
     """
     columns: dict[str, list] = {}
     for i, rec in enumerate(values):
@@ -378,6 +381,7 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
                 message=(f"column {name!r} mixes JSON types: mostly {major} ({len(col) - len(bad) - kinds.count(None)} "
                          f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
                          "Write one JSON type per column."),
+                rows=tuple(bad[:max_examples]),
                 lines=tuple(line_of_row[i] for i in bad[:max_examples]),
                 examples=tuple(Example(row=i, value=f"{kinds[i]}: {show_value(col[i], 60)}", line=line_of_row[i])
                                for i in bad[:max_examples]),
@@ -386,8 +390,12 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
             ))
             for i in bad:
                 col[i] = None
+            if retyped is not None:
+                retyped[name] = np.asarray(bad, dtype=np.int64)
         built = _column_series(name, col)
         if isinstance(built, str):
+            if retyped is not None:  # the whole column is read as null, which this finding says
+                retyped.pop(name, None)
             findings.append(Finding(
                 check="schema.dtype", severity="error", column=name, count=len(col) - kinds.count(None),
                 message=(f"column {name!r}: its JSON values do not form one column ({built}); the column was "
@@ -549,7 +557,8 @@ def _broken_finding(name: str, why: str, count: int) -> Finding:
     )
 
 
-def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame, list[Finding]]:
+def _join_pieces(pieces: list[_Piece], max_examples: int,
+                 retyped: dict[str, np.ndarray] | None = None) -> tuple[pl.DataFrame, list[Finding]]:
     """The frame of a JSONL file's chunks, and the ``schema.dtype`` findings of columns that mix JSON
     types, exactly as :func:`_frame_from_records` decides them over the whole file: a column's kind
     is its most common JSON type over all chunks (ties: the one seen first), and a value of another
@@ -558,7 +567,9 @@ def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame,
     The chunks' frames are then joined like ``pl.concat(how="diagonal_relaxed")`` (the schema a
     whole-file parse infers): a column absent from a chunk is null there, numbers that are ints in
     one chunk and floats in another are Float64, struct fields are the union of the chunks' fields;
-    columns come in the order they first appear in the file.
+    columns come in the order they first appear in the file. The rows read as null (0-based, int64)
+    go into ``retyped`` under their column's name when it is given (not for a column read as null
+    as a whole).
     """
     names: list[str] = []
     seen: set[str] = set()
@@ -642,6 +653,13 @@ def _join_pieces(pieces: list[_Piece], max_examples: int) -> tuple[pl.DataFrame,
                 count += p.rows - p.frame[name].null_count()
         findings.append(_broken_finding(name, why, count))
         frames = [f.with_columns(pl.lit(None).alias(name)) if name in f.columns else f for f in frames]
+    if retyped is not None:
+        parts: dict[str, list[np.ndarray]] = {}
+        for pi, cols in nulled.items():
+            for name, rows in cols.items():
+                if name not in broken:
+                    parts.setdefault(name, []).append(rows.astype(np.int64) + starts[pi])
+        retyped.update({name: np.concatenate(got) for name, got in parts.items()})
     try:
         df = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=True)
     except READ_ERRORS as exc:
@@ -755,10 +773,11 @@ def _finish_jsonl(pieces: list[_Piece], bad: list[tuple[int, int, str, str]], bl
     if not pieces:
         return ShardData(lf=pl.DataFrame().lazy(), decode_findings=findings, line_format=True,
                          line_of_row=np.zeros(0, dtype=np.int64))
-    df, typed = _join_pieces(pieces, max_examples)
+    retyped: dict[str, np.ndarray] = {}
+    df, typed = _join_pieces(pieces, max_examples, retyped)
     df = with_sorted_fields(df)  # a JSON object's keys have no order (io/structs.py)
     findings.extend(typed)
     if not slow:
-        return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True, line_base=1)
+        return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True, line_base=1, retyped=retyped)
     return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
-                     line_of_row=np.concatenate([p.lines for p in pieces]))
+                     line_of_row=np.concatenate([p.lines for p in pieces]), retyped=retyped)

@@ -23,7 +23,11 @@ Columns: ``field_<i>`` per field, decoded by format: ``int`` (Int64, 8-byte litt
 Layout rules (a break raises :class:`~datacheck.formats.base.FormatError`, ``decode.unreadable``): the
 file holds its offset table, ``offset[0] = 4*(N+2)``, offsets never decrease, ``offset[N]`` is the file
 size, and each item's field sizes add up to its length. The field count comes from the folder's
-``index.json`` (a chunk without one is read as one Binary field per item).
+``index.json`` (a chunk without one is read as one Binary field per item); an index whose
+``data_format`` is not a list of format names, or that declares a compressor other than ``zstd``, is a
+break too, as is a chunk that does not inflate as the ``zstd`` its index declares (litdata compresses
+each whole chunk file). A field that does not decode under its format (an ``int``/``float`` not 8
+bytes, a ``str`` not UTF-8) is a ``decode.bad_record`` finding for that item, its cell null.
 """
 from __future__ import annotations
 
@@ -35,10 +39,12 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.formats.findings import bad_rows_finding
 from datacheck.io import safejson
-from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_regular, read_capped
+from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_inflated, open_regular, read_capped
 from datacheck.io.litdataindex import is_litdata_index
 from datacheck.model.config import MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_RECORD_BYTES
+from datacheck.model.findings import Finding
 
 __all__ = ["FORMAT", "is_litdata_index", "litdata_folder", "read_litdata_chunk", "sniff"]
 
@@ -47,9 +53,23 @@ __all__ = ["FORMAT", "is_litdata_index", "litdata_folder", "read_litdata_chunk",
 _MAX_FIELDS = 4096
 
 
-def _formats(path: Path) -> list[str] | None:
-    """``config.data_format`` of the folder's ``index.json`` (read by :mod:`datacheck.io.safejson`:
-    depth- and size-bounded, never a FIFO), or None when there is no usable one."""
+class _Config:
+    """What the folder's ``index.json`` says about its chunks: ``formats`` (``config.data_format``:
+    one format per field) and ``compression`` (``config.compression``; None: none)."""
+
+    def __init__(self, formats: list[str], compression: str | None):
+        self.formats, self.compression = formats, compression
+
+
+def _config(path: Path) -> _Config | None:
+    """The chunk's folder's litdata ``index.json`` config (read by :mod:`datacheck.io.safejson`:
+    depth- and size-bounded, never a FIFO), or None when the folder has no litdata index.
+
+    Raises:
+        FormatError: the index is a litdata index whose ``config.data_format`` is not a list of 1 to
+            :data:`_MAX_FIELDS` format names, or whose ``config.compression`` is neither null nor a name:
+            litdata cannot read its chunks by it, and neither can datacheck.
+    """
     try:
         doc = safejson.read_json_file(path.parent / "index.json")
     except (OSError, safejson.JsonInputError):
@@ -57,45 +77,94 @@ def _formats(path: Path) -> list[str] | None:
     if not is_litdata_index(doc):
         return None
     fmt = doc["config"].get("data_format")
-    if not isinstance(fmt, list) or not 0 < len(fmt) <= _MAX_FIELDS:
-        return None
-    return [f if isinstance(f, str) else str(f)[:40] for f in fmt]
+    if not isinstance(fmt, list) or not 0 < len(fmt) <= _MAX_FIELDS or not all(isinstance(f, str) for f in fmt):
+        raise FormatError(f"index.json config.data_format is {str(fmt)[:80]!r}, not a list of 1 to {_MAX_FIELDS} "
+                          "format names (one per field of an item): the chunk's items cannot be split into "
+                          "fields; fix or rebuild the index with litdata optimize")
+    comp = doc["config"].get("compression")
+    if comp is not None and not isinstance(comp, str):
+        raise FormatError(f"index.json config.compression is {str(comp)[:40]!r}, neither null nor a compressor "
+                          "name; fix or rebuild the index with litdata optimize")
+    return _Config(list(fmt), comp or None)
 
 
 def _decode(fmt: str, b: bytes) -> Any:
-    if fmt == "int":
-        return int(np.frombuffer(b, "<i8")[0]) if len(b) == 8 else None
-    if fmt == "float":
-        return float(np.frombuffer(b, "<f8")[0]) if len(b) == 8 else None
+    """One field's value under its ``data_format``: ``int``/``float`` 8 little-endian bytes, ``str``
+    UTF-8, any other format the bytes themselves.
+
+    Raises:
+        ValueError: the bytes are not a value of that format (the message says why).
+    """
+    if fmt in ("int", "float"):
+        if len(b) != 8:
+            raise ValueError(f"{len(b)} bytes for an {fmt} (litdata writes 8)")
+        return int(np.frombuffer(b, "<i8")[0]) if fmt == "int" else float(np.frombuffer(b, "<f8")[0])
     if fmt == "str":
-        return b.decode("utf-8", errors="replace")
+        return b.decode("utf-8")
     return bytes(b)
 
 
-def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> pl.DataFrame:
+def _chunk_bytes(path: Path, compression: str | None, file_cap: int) -> bytes:
+    """The chunk's bytes: the file, or for ``compression`` ``zstd`` (litdata's one compressor, which
+    compresses each whole chunk file) the file inflated as a stream, at most ``file_cap`` bytes.
+
+    Raises:
+        FormatError: unreadable, over the bound, another compressor, or not inflatable as declared.
+    """
+    try:
+        if compression is None:
+            with open_regular(path) as f:
+                size = f.seek(0, 2)
+                f.seek(0)
+                return read_capped(f, size, file_cap, "the chunk", "max_file_bytes")
+        if not compression.lower().startswith("zstd"):
+            raise FormatError(f"index.json declares compression {compression[:40]!r}: datacheck inflates litdata "
+                              "chunks compressed with zstd only")
+        parts, total = [], 0
+        with open_inflated(path, "chunk.zst") as f:
+            while b := f.read(1 << 24):
+                total += len(b)
+                if total > file_cap:
+                    raise FormatError(f"the chunk inflates past {human_bytes(file_cap)} ([dataset] max_file_bytes); "
+                                      "not read (raise the key if such sizes are real)")
+                parts.append(b)
+        return b"".join(parts)
+    except NotRegular as exc:
+        raise FormatError(exc.reason) from None
+    except OverLimit as exc:
+        raise FormatError(exc.reason) from None
+    except FormatError:
+        raise
+    except OSError as exc:
+        raise FormatError(f"cannot read file: {exc.strerror or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - any decompressor error is a chunk that is not what the index says
+        raise FormatError(f"index.json declares compression {compression!r} but the chunk does not inflate as "
+                          f"zstd ({str(exc)[:120] or type(exc).__name__}): a raw chunk beside a compressed index, "
+                          "or a cut file; litdata cannot read it either") from None
+
+
+def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.DataFrame, list[Finding]]:
     """Read one chunk file: one row per item, one column per field.
 
     Bounds (``[dataset]`` keys of ``opts``): the file over ``max_file_bytes``, an item over
     ``max_record_bytes`` or a field over ``max_member_bytes`` is refused (the reason names the item).
 
+    Returns:
+        (frame, findings): ``decode.bad_record`` (error) for the items holding a field that does not
+        decode under its ``data_format`` (an ``int``/``float`` not 8 bytes, a ``str`` not UTF-8):
+        those cells are null, the other items are audited.
+
     Raises:
-        FormatError: a layout rule of the module docstring is broken, or a bound is passed.
+        FormatError: a layout rule of the module docstring is broken, the folder's index is not one
+            litdata can read the chunk by, or a bound is passed.
     """
     ds = opts.dataset if opts is not None else None
+    max_examples = opts.max_examples if opts is not None else 5
     file_cap = int(getattr(ds, "max_file_bytes", None) or MAX_FILE_BYTES)
     record_cap = int(getattr(ds, "max_record_bytes", None) or MAX_RECORD_BYTES)
     member_cap = int(getattr(ds, "max_member_bytes", None) or MAX_MEMBER_BYTES)
-    try:
-        with open_regular(path) as f:
-            size = f.seek(0, 2)
-            f.seek(0)
-            data = read_capped(f, size, file_cap, "the chunk", "max_file_bytes")
-    except NotRegular as exc:
-        raise FormatError(exc.reason) from None
-    except OSError as exc:
-        raise FormatError(f"cannot read file: {exc.strerror or exc}") from None
-    except OverLimit as exc:
-        raise FormatError(exc.reason) from None
+    cfg = _config(path)
+    data = _chunk_bytes(path, cfg.compression if cfg is not None else None, file_cap)
     size = len(data)
     if size < 8:
         raise FormatError(f"{size} bytes: too short for a litdata chunk (item count and offsets); a cut write?")
@@ -104,16 +173,22 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> pl.DataFr
     if head > size:
         raise FormatError(f"the chunk says {n} items but its {size} bytes cannot hold their offset table")
     offsets = np.frombuffer(data[4:head], "<u4").astype(np.int64)
-    if offsets[0] != head or np.any(np.diff(offsets) < 0):
-        raise FormatError(f"the item offsets start at {int(offsets[0])} (expected {head}) or decrease: not a "
-                          "litdata chunk, or corrupt")
+    if offsets[0] != head:
+        raise FormatError(f"the item offsets start at {int(offsets[0])}, not at {head} (the end of the offset table "
+                          f"of {n} items): not a litdata chunk, or corrupt")
+    back = np.flatnonzero(np.diff(offsets) < 0)
+    if back.size:
+        i = int(back[0])
+        raise FormatError(f"item {i + 1}'s offset {int(offsets[i + 1])} is below item {i}'s {int(offsets[i])} "
+                          "(offsets never decrease): not a litdata chunk, or corrupt")
     if offsets[-1] != size:
         raise FormatError(f"the last item ends at byte {int(offsets[-1])} but the file holds {size} bytes "
                           f"({'truncated' if offsets[-1] > size else 'trailing bytes'}); re-run the optimize step")
-    listed = _formats(path)
+    listed = cfg.formats if cfg is not None else None
     formats = listed or ["bytes"]
     k = len(formats)
     cols: list[list[Any]] = [[] for _ in formats]
+    bad: list[tuple[int, str]] = []
     for i in range(n):
         b, e = int(offsets[i]), int(offsets[i + 1])
         if listed is None:
@@ -132,12 +207,27 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> pl.DataFr
         if int(sizes.max(initial=0)) > member_cap:
             raise FormatError(f"item {i}: a field of {int(sizes.max())} bytes, over the limit of "
                               f"{human_bytes(member_cap)} ([dataset] max_member_bytes)")
+        problem = None
         for j, (fmt, ln) in enumerate(zip(formats, sizes)):
-            cols[j].append(_decode(fmt, data[at:at + int(ln)]))
+            try:
+                cols[j].append(_decode(fmt, data[at:at + int(ln)]))
+            except (ValueError, UnicodeDecodeError) as exc:
+                cols[j].append(None)
+                problem = problem or f"field_{j} ({fmt}): {exc}"
             at += int(ln)
+        if problem:
+            bad.append((i, problem))
     dtypes = {"int": pl.Int64, "float": pl.Float64, "str": pl.String}
-    return pl.DataFrame({f"field_{j}": pl.Series(f"field_{j}", cols[j], dtype=dtypes.get(fmt, pl.Binary))
-                         for j, fmt in enumerate(formats)})
+    frame = pl.DataFrame({f"field_{j}": pl.Series(f"field_{j}", cols[j], dtype=dtypes.get(fmt, pl.Binary))
+                          for j, fmt in enumerate(formats)})
+    findings = []
+    if bad:
+        findings.append(bad_rows_finding(
+            bad, n, max_examples,
+            f"{len(bad)} litdata item(s) hold fields that do not decode under index.json's data_format "
+            f"{formats[:8]} (first: item {bad[0][0]}, {bad[0][1]}); their cells are read as null, the "
+            "other items were audited"))
+    return frame, findings
 
 
 def litdata_folder(folder: str) -> bool:
@@ -163,6 +253,6 @@ def sniff(path: Path) -> str | None:
     return "litdata" if path.name.lower().endswith(".bin") and litdata_folder(str(path.parent)) else None
 
 
-FORMAT = Format(names=("litdata",), open=read_whole(lambda path, opts: (read_litdata_chunk(path, opts), [])), sniff=sniff,
+FORMAT = Format(names=("litdata",), open=read_whole(read_litdata_chunk), sniff=sniff,
                 refusals={"litdata": "its writer owns the layout (the folder's index.json lists every "
                                      "chunk and its samples); rebuild it with litdata optimize"})

@@ -33,10 +33,11 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.formats.findings import bad_rows_finding
 from datacheck.io import safejson
 from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_inflated, read_capped
 from datacheck.model.config import MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_RECORD_BYTES
-from datacheck.model.findings import Example, Finding
+from datacheck.model.findings import Finding
 
 __all__ = ["MDS_SUFFIXES", "read_mds", "FORMAT"]
 
@@ -263,14 +264,10 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
                           f"{(str(exc).splitlines() or [type(exc).__name__])[0][:200]}") from None
     findings = []
     if bad:
-        findings.append(Finding(
-            check="decode.bad_record", severity="error", count=len(bad), ratio=len(bad) / n,
-            rows=tuple(r for r, _ in bad[:max_examples]),
-            examples=tuple(Example(row=r, value=msg) for r, msg in bad[:max_examples]),
-            message=(f"{len(bad)} MDS sample(s) hold values that do not decode (first: sample {bad[0][0]}, {bad[0][1]}); "
-                     "their cells are read as null, the other samples were audited"),
-            rows_truncated=len(bad) > max_examples,
-        ))
+        findings.append(bad_rows_finding(
+            bad, n, max_examples,
+            f"{len(bad)} MDS sample(s) hold values that do not decode (first: sample {bad[0][0]}, {bad[0][1]}); "
+            "their cells are read as null, the other samples were audited"))
     return frame, findings
 
 

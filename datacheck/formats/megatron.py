@@ -101,9 +101,17 @@ def read_megatron(bin_path: Path) -> pl.DataFrame:
         raise FormatError(f"{name}: sequence {i} points at byte {int(pointers[i])} of the .bin but the lengths "
                           f"before it put it at {int(expect[i])} (pointers and lengths disagree)")
     if d == 0 or docs[0] != 0 or docs[-1] != s or (d > 1 and np.any(np.diff(docs) < 0)):
-        first, last = (int(docs[0]), int(docs[-1])) if d else (None, None)
+        if d == 0:
+            what = "it holds no entry"
+        elif d > 1 and np.any(np.diff(docs) < 0):
+            i = int(np.argmax(np.diff(docs) < 0))
+            what = f"entry {i + 1} ({int(docs[i + 1])}) is below entry {i} ({int(docs[i])})"
+        elif docs[0] != 0:
+            what = f"entry 0 is {int(docs[0])}"
+        else:
+            what = f"its last entry ({d - 1}) is {int(docs[-1])}"
         raise FormatError(f"{name}: the document index must start at 0, never decrease and end at the sequence "
-                          f"count {s}; it holds {d} entries from {first} to {last}")
+                          f"count {s}; {what} (a corrupt index, or one of another .bin); rebuild the pair")
     indexed = int(expect[-1] + int(lengths[-1]) * dtype.itemsize) if s else 0
     if bin_size != indexed:
         what = "shorter" if bin_size < indexed else "longer"

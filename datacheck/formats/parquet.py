@@ -16,8 +16,11 @@
   only the needed columns (pyarrow decodes page by page inside a row group; polars' own reader
   decodes a whole row group for any slice of it, 8x slower on a 400k-row row group cut in 8), the
   next batch decoded, converted and cast in a background thread; the batch size from the footer
-  alone where it can (:func:`_footer_bytes`; the first rows of the other columns only). Rows read again: only the row groups that hold them
-  (:func:`read_parquet_rows`).
+  alone where it can (:func:`~datacheck.formats.parquetdecode.footer_bytes`; the first rows of the
+  other columns only). The first tables may come from a prefetch of the same read started earlier
+  (:class:`~datacheck.formats.parquetdecode.Prefetch`: the command line's, while it imports, or the
+  library's, while the one shard is hashed, opened and planned). Rows read again: only the row
+  groups that hold them (:func:`read_parquet_rows`).
 """
 from __future__ import annotations
 
@@ -28,14 +31,12 @@ import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
-from datacheck.formats.batches import RAMP_DIVISOR
+from datacheck.formats.parquetdecode import claim, decoded, parquet_file, rows_bytes
 from datacheck.formats.rewrite import TableRewrite
 from datacheck.formats.stream_source import ahead
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes, store_reason
 from datacheck.io.stores import is_url
-
-#: rows decoded to estimate the decoded bytes of a row when the footer alone does not tell
-_SAMPLE_ROWS = 1024
+from datacheck.model.constants import RAMP_DIVISOR
 
 __all__ = ["FORMAT", "ParquetReader", "batchable", "read_table", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
 
@@ -61,25 +62,6 @@ class Footer:
 
         with pq.ParquetFile(path, pre_buffer=False) as pf:
             return cls(pf)
-
-
-#: bytes a reader of a file's first rows (or of rows read again) reads at a time (``ParquetFile(buffer_size=...)``): without
-#: it pyarrow reads each column chunk whole before decoding its first page; the first 1,000 rows of
-#: three token lists in one 200,000-row row group (51 MiB a chunk, benchmarks/bench_peers.py's shard)
-#: cost 35-44 ms CPU whole, 7 ms buffered. The engine's full read keeps whole chunks (buffered reads
-#: measured no cheaper there: 3.2-3.9 vs 3.4-4.2 CPU s for big128's ten row groups)
-HEAD_BUFFER_BYTES = 1 << 20
-
-
-def _file(path: Path, footer: Footer | None, partial: bool = False) -> Any:
-    """``pyarrow.parquet.ParquetFile`` of ``path`` (``pre_buffer=False``, see :func:`_decoded`),
-    given the footer already read when there is one; ``partial``: for reads that stop early (the
-    first rows, rows read again up to the last one wanted in a row group): column chunks read
-    :data:`HEAD_BUFFER_BYTES` at a time."""
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(path, pre_buffer=False, metadata=None if footer is None else footer.metadata,
-                          buffer_size=HEAD_BUFFER_BYTES if partial else 0)
 
 
 def _read_parquet(path: Path) -> ShardData:
@@ -178,130 +160,25 @@ def batchable(path: Path, columns: list[str]) -> bool:
     return set(columns) <= set(arrow.names) and not needs_conversion(arrow)
 
 
-def _footer_bytes(pf: Any, columns: list[str]) -> tuple[int, list[str]]:
-    """The decoded (Arrow) bytes of those ``columns`` the footer alone sizes, and the others (in
-    order). A column is sized when it is a fixed-width value or a list of them (token lists): leaf
-    values (the column chunks' ``num_values``, summed over row groups; a null or empty list counts
-    one) times the value width, plus the list offsets and validity bitmaps. Strings, structs and
-    nested lists are not: the caller decodes the first rows of those columns only. Decoding the
-    first rows of a shard stored as one row group made pyarrow decompress whole column chunks: 1.25
-    s CPU on the 50M-token ``bench_sft.py`` shard (read_parquet of all of it: about 3 s), against
-    microseconds here."""
-    import pyarrow as pa
-
-    md = pf.metadata
-    arrow = pf.schema_arrow
-    leaves: dict[str, list[int]] = {}
-    for j in range(md.num_columns):
-        leaves.setdefault(md.schema.column(j).path.split(".")[0], []).append(j)
-    total = 0
-    rest: list[str] = []
-    for name in columns:
-        if name not in arrow.names or len(leaves.get(name, [])) != 1:
-            rest.append(name)
-            continue
-        t = arrow.field(name).type
-        per_row = 0.125  # the validity bit of the row
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            per_row += 4 if pa.types.is_list(t) else 8
-            t = t.value_type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-            rest.append(name)
-            continue
-        width = 0.125 if pa.types.is_boolean(t) else t.bit_width / 8
-        j = leaves[name][0]
-        values = sum(md.row_group(g).column(j).num_values for g in range(md.num_row_groups))
-        total += int(values * (width + 0.125) + md.num_rows * per_row)
-    return total, rest
-
-
-def _parquet_rows_bytes(path: Path, columns: list[str], footer: Footer | None = None) -> tuple[int, float] | None:
-    """(rows, decoded bytes per row of ``columns``) of a parquet file, or None when unknown. The
-    rows come from the footer; the bytes per row from the footer's value counts for fixed-width
-    columns and lists of them (:func:`_footer_bytes`), plus, for the other columns only, their
-    decoded bytes in the first ``_SAMPLE_ROWS`` rows (the footer's page sizes are of encoded pages:
-    dictionary and RLE encoding make token lists look several times smaller than they decode). A
-    text column beside three token lists (benchmarks/bench_peers.py's shard) decoded the lists'
-    first rows too: 29 ms CPU before the first batch, the text column's alone about 1 ms.
-    ``footer``: the file's footer read already (:class:`Footer`)."""
-    try:
-        pf = footer if footer is not None else _file(path, None)
-        rows = pf.metadata.num_rows
-        if rows == 0:
-            return 0, 0.0
-        known, rest = _footer_bytes(pf, columns)
-        if not rest:
-            return rows, known / rows
-        first = next(_file(path, footer, partial=True).iter_batches(batch_size=_SAMPLE_ROWS, columns=rest), None)
-    except Exception:  # noqa: BLE001 - the engine's read reports the problem
-        return None
-    if first is None or first.num_rows == 0:
-        return rows, known / rows
-    return rows, known / rows + first.nbytes / first.num_rows
-
-
-def _decoded(path: Path, columns: list[str], rows: int, first: int | None = None, total: int | None = None,
-             last: int | None = None, footer: Footer | None = None) -> Iterator[Any]:
-    """The parquet file's ``columns`` as pyarrow tables of ``rows`` rows, each one record batch as
-    ``ParquetFile.iter_batches`` decodes it (contiguous: no copy; its batches run across row groups):
-
-    - ``first``: the first ``first`` rows come first on their own, decoded by a second reader (so the
-      engine's checks start after a short decode); the first piece of ``rows`` is then handed out from
-      row ``first`` on (a zero-copy slice: the first rows are decoded twice, 1/8 of a batch);
-    - ``total`` (the file's rows) and ``last``: the final piece is cut in two zero-copy slices so that
-      the final batch holds at most ``last`` rows (after the decode's end only a short batch is left
-      to check).
-
-    ``footer``: the file's footer read already (:class:`Footer`).
-
-    Decoding whole batches with pyarrow's threads costs no more than pieces of 1/8 (1.45 vs 1.56 CPU
-    s for the 1 GiB x 128 shard of benchmarks/bench_audit.py), and
-    joining pieces into a batch (``combine_chunks``) cost 33 ms a 38,917 x 128 batch; a batch of
-    several chunks cost the checks more (0.9 CPU s on that shard).
-    """
-    import pyarrow as pa
-
-    # pre_buffer=False: with pyarrow's default (True) the reader keeps every row group's
-    # pre-buffered column chunks allocated until the file is closed, so memory grew with the
-    # shard (pyarrow.total_allocated_bytes 672 MiB after a 4 GiB shard; 19 MiB without it).
-    done = 0
-    if first:
-        head = next(_file(path, footer, partial=True).iter_batches(
-            batch_size=first, columns=columns, use_threads=True), None)
-        if head is None:
-            return
-        done = head.num_rows
-        yield pa.Table.from_batches([head])
-    skip = done
-    for rb in _file(path, footer).iter_batches(batch_size=rows, columns=columns, use_threads=True):
-        t = pa.Table.from_batches([rb])
-        if skip:
-            cut = min(skip, t.num_rows)
-            t, skip = t.slice(cut), skip - cut
-            if not t.num_rows:
-                continue
-        n = t.num_rows
-        if total is not None and last and done + n >= total and n > last:
-            yield t.slice(0, n - last)
-            yield t.slice(n - last)
-        else:
-            yield t
-        done += n
-
-
 def _parquet_batches(path: Path, columns: list[str], rows: int, want: dict[str, pl.DataType],
                      first: int | None = None, total: int | None = None,
                      last: int | None = None, footer: Footer | None = None) -> Iterator[pl.DataFrame]:
-    """Batches of ``rows`` rows (:func:`_decoded`: with ``first``, a first batch of ``first`` rows;
+    """Batches of ``rows`` rows (:func:`~datacheck.formats.parquetdecode.decoded`: with ``first``, a first batch of ``first`` rows;
     with ``total`` and ``last``, a final batch of at most ``last`` rows), decoded by pyarrow,
     converted to polars and cast to ``want`` in a background thread one batch ahead of the consumer:
-    the engine's thread only runs the checks.
+    the engine's thread only runs the checks. The first tables come from a
+    :class:`~datacheck.formats.parquetdecode.Prefetch` of this very read when the command line started
+    one (:func:`~datacheck.formats.parquetdecode.claim`: the same file, columns and batch sizes), else
+    they are decoded here.
 
     Raises:
         Unreadable: decoding or casting a batch failed (the first line of pyarrow's or polars' message).
     """
+    tables = claim(path, columns, rows, first, total, last)
+    if tables is None:
+        tables = decoded(path, columns, rows, first, total, last, footer)
     frames = (cast_frame(pl.from_arrow(table), want)  # type: ignore[arg-type]
-              for table in _decoded(path, columns, rows, first, total, last, footer))
+              for table in tables)
     yield from ahead(frames, "datacheck-parquet-decode", _unreadable)
 
 
@@ -314,7 +191,7 @@ def _unreadable(exc: BaseException) -> Unreadable:
 def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict[str, pl.DataType],
                          footer: Footer | None = None) -> pl.DataFrame:
     """The ``columns`` of the parquet file ``path`` (``rows`` rows, >= 1) as one frame with the dtypes
-    of ``schema``, decoded by pyarrow as one record batch (:func:`_decoded`): the one-batch read of
+    of ``schema``, decoded by pyarrow as one record batch (:func:`~datacheck.formats.parquetdecode.decoded`): the one-batch read of
     a shard. It takes about half the CPU of polars' own reader on token lists (1.45 vs 3.2 CPU s for
     the 1 GiB x 128 shard of benchmarks/bench_audit.py decoded in batches). Decoded in the calling
     thread (pyarrow's own threads decode the columns): nothing overlaps one read, so a thread of its
@@ -326,7 +203,7 @@ def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict
     want = {c: schema[c] for c in columns}
     try:
         got = [cast_frame(pl.from_arrow(table), want)  # type: ignore[arg-type]
-               for table in _decoded(path, columns, rows, footer=footer)]
+               for table in decoded(path, columns, rows, footer=footer)]
     except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001 - any decode or cast failure
         raise _unreadable(exc) from None
     if not got:  # a footer counting rows that no row group holds
@@ -362,7 +239,7 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
     wanted = np.unique(np.asarray(rows, dtype=np.int64))
     parts: list[pl.DataFrame] = []
     try:
-        pf = _file(path, footer, partial=True)
+        pf = parquet_file(path, footer, partial=True)
         md = pf.metadata
         starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
         if wanted.size and (wanted[0] < 0 or wanted[-1] >= starts[-1]):
@@ -434,12 +311,12 @@ class ParquetReader:
         return footer is not None and set(columns) <= set(footer.schema_arrow.names) and not footer.convert
 
     def size(self, columns: list[str]) -> tuple[int | None, float | None]:
-        """(rows, decoded bytes per row) from the footer (:func:`_parquet_rows_bytes`), when the file
+        """(rows, decoded bytes per row) from the footer (:func:`~datacheck.formats.parquetdecode.rows_bytes`), when the file
         holds ``columns``; else (None, None)."""
         key = tuple(columns)
         if self._size is not None and self._size[0] == key:
             return self._size[1]
-        got = _parquet_rows_bytes(self.path, columns, self.footer()) if self.holds(columns) else None
+        got = rows_bytes(self.path, columns, self.footer()) if self.holds(columns) else None
         answer: tuple[int | None, float | None] = (None, None) if got is None else got
         self._size = (key, answer)
         return answer
@@ -469,7 +346,7 @@ class ParquetReader:
         if not columns or rows < 1 or not self.holds(columns):
             return None
         try:
-            first = next(_file(self.path, self.footer(), partial=True).iter_batches(
+            first = next(parquet_file(self.path, self.footer(), partial=True).iter_batches(
                 batch_size=rows, columns=columns, use_threads=True), None)
             if first is None:
                 return None

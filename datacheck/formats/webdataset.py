@@ -15,8 +15,10 @@ A sample lacking an extension that others have holds null there.
 Findings: a member whose bytes do not decode under its extension (bad gzip, invalid UTF-8, bad JSON,
 a non-integer class), or a key whose members are not consecutive (WebDataset then yields it as two
 samples), or one extension twice in a sample (WebDataset raises): ``decode.bad_record`` naming the
-sample and member; the other samples are still audited. A file that is not a tar, or a tar cut short,
-raises :class:`~datacheck.formats.base.FormatError` (``decode.unreadable``).
+sample and member; the other samples are still audited. A file that is not a tar, a tar cut short
+(no end-of-archive marker), or a compressed tar (gzip, bz2 or xz, told by the bytes as webdataset's
+``r|*`` does, whatever the name) whose stream is cut before its end-of-stream marker or has a bad
+checksum raises :class:`~datacheck.formats.base.FormatError` (``decode.unreadable``).
 """
 from __future__ import annotations
 
@@ -97,6 +99,39 @@ def _shown(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+def _check_compressed_end(f: Any, end: int, n_samples: int, file_cap: int) -> None:
+    """Reads the inflated stream ``f`` of a compressed tar from the end of its last member (``end``)
+    to the end of the stream: the end-of-archive marker (two zero blocks) must follow, and the stream
+    must end at its end-of-stream marker with a matching checksum (gzip's CRC32 and length, bz2's
+    and xz's own), which is only checked once the decompressor reads it. The inflated bytes after
+    the marker (a tar writer's zero padding) count against ``file_cap``.
+
+    Raises:
+        FormatError: no end-of-archive marker, a stream cut before its end-of-stream marker or with
+            a bad checksum, or more than ``file_cap`` inflated bytes after the marker.
+    """
+    try:
+        f.seek(end)
+        marker = f.read(1024)
+        if len(marker) < 1024 or marker.strip(b"\0"):
+            raise FormatError(f"truncated tar: no end-of-archive marker after byte {end} of the inflated data "
+                              f"({n_samples} complete sample(s) before it); a cut download or write, re-create "
+                              "or re-download it")
+        left = file_cap
+        while b := f.read(min(1 << 20, left + 1)):
+            left -= len(b)
+            if left < 0:
+                raise FormatError(f"the compressed tar inflates past {human_bytes(file_cap)} of bytes after its "
+                                  "end-of-archive marker ([dataset] max_file_bytes); not read")
+    except (EOFError, OSError, zlib.error, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise
+        why = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(": ")
+        raise FormatError(f"truncated or corrupt compressed tar ({why[:200]}): the stream does not end at its "
+                          f"end-of-stream marker with a matching checksum ({n_samples} sample(s) read before "
+                          "it); a cut download or write, re-create or re-download it") from None
+
+
 def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]]:
     """Read one WebDataset tar shard: one row per sample.
 
@@ -112,8 +147,9 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
         over non-consecutive members, an extension repeated in a sample, or a bound passed.
 
     Raises:
-        FormatError: not a tar file, the tar is truncated, a member declares more bytes than the file
-            holds, or the members pass ``max_file_bytes``.
+        FormatError: not a tar file, the tar is truncated (for ``.tar.gz``/``.tgz``: also a compressed
+            stream cut before its end-of-stream marker or with a bad checksum, :func:`_check_compressed_end`),
+            a member declares more bytes than the file holds, or the members pass ``max_file_bytes``.
     """
     member_cap = _limit(opts, "max_member_bytes", MAX_MEMBER_BYTES)
     record_cap = _limit(opts, "max_record_bytes", MAX_RECORD_BYTES)
@@ -122,7 +158,7 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
     sizes: list[int] = []
     bad: list[tuple[int, str]] = []
     seen_keys: dict[str, int] = {}
-    plain = path.name.lower().endswith(".tar")
+    plain = True  # an uncompressed tar; set from what tarfile opened (a .tar may hold a gzip stream, as webdataset reads it)
     total = 0
     try:
         raw = open_regular(path)
@@ -134,6 +170,7 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
         file_size = raw.seek(0, 2)
         raw.seek(0)
         with raw, tarfile.open(fileobj=raw, mode="r:*", encoding="utf-8", errors="surrogateescape") as tar:
+            plain = tar.fileobj is raw  # "r:*" wraps a gzip, bz2 or xz stream whatever the name says
             for member in tar:
                 if not member.isfile():
                     continue
@@ -183,8 +220,13 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
                     sample[ext] = None
                     bad.append((row, f"{shown}: does not decode as .{ext}: {str(exc)[:200]}"))
             end = tar.offset
+            if not plain:
+                _check_compressed_end(tar.fileobj, end, len(samples), file_cap)
     except (tarfile.TarError, EOFError, OSError, UnicodeError, ValueError, zlib.error) as exc:
-        raise FormatError(f"not a readable tar file ({str(exc)[:200]}); a WebDataset shard is a tar archive, "
+        why = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(": ")
+        if why.startswith("file could not be opened successfully"):  # tarfile's "r:*" tried every method
+            why = "no tar header at its start, and not a gzip, bz2 or xz stream either"
+        raise FormatError(f"not a readable tar file ({why[:200]}); a WebDataset shard is a tar archive, "
                           "re-create or re-download it") from None
     if plain:
         # tarfile stops quietly at a header cut in half; a complete archive ends with two zero blocks

@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["OverLimit", "NotRegular", "special_kind", "require_regular", "open_regular", "open_inflated",
-           "read_capped", "human_bytes"]
+           "read_capped", "human_bytes", "zstd_cut", "TRUNCATED"]
+
+#: what a compressed stream that stops before its end-of-stream marker reads as (gzip's and bz2's own
+#: ``EOFError`` text, so that every compressor says it the same way)
+TRUNCATED = "Compressed file ended before the end-of-stream marker was reached"
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_HEADER = 14  # the longest frame header: magic, descriptor, window, 4-byte dictionary id, 8-byte content size
 
 
 class OverLimit(Exception):
@@ -101,13 +107,73 @@ def open_regular(path: Path | str) -> IO[bytes]:
         raise
 
 
+def zstd_cut(f: IO[bytes]) -> str | None:
+    """Why the zstd data of the seekable binary file ``f`` (read from its position to its end) is not
+    a sequence of whole frames, or None when it is. Only the frame and block headers are read (3 bytes
+    per block, RFC 8878 section 3.1): the data are not inflated. ``f``'s position is left anywhere.
+
+    A frame cut before its last block, or before the 4-byte checksum its descriptor announces, is
+    what the zstd library's streaming reader (``zstandard`` ``stream_reader``) returns as a quiet end
+    of data; gzip and bz2 raise ``EOFError`` there. The text starts with :data:`TRUNCATED`.
+    Bytes after the last frame that are not a frame are left to the library (it raises on them).
+    """
+    start = pos = f.tell()
+    end = f.seek(0, 2)
+
+    def cut(what: str) -> str:
+        return f"{TRUNCATED} (zstd {what} cut at byte {end - start} of the data)"
+
+    while pos < end:
+        f.seek(pos)
+        head = f.read(_ZSTD_HEADER)
+        if len(head) < 5:
+            return cut("frame header")
+        magic = int.from_bytes(head[:4], "little")
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: magic, 4-byte size, that many bytes
+            if len(head) < 8:
+                return cut("skippable frame header")
+            pos += 8 + int.from_bytes(head[4:8], "little")
+            if pos > end:
+                return cut("skippable frame")
+            continue
+        if magic != _ZSTD_MAGIC:
+            return None  # not a frame: the library reports the bytes
+        desc = head[4]
+        single = desc >> 5 & 1
+        fcs = (1 if single else 0, 2, 4, 8)[desc >> 6]
+        hlen = 5 + (0 if single else 1) + (0, 1, 2, 4)[desc & 3] + fcs
+        if len(head) < hlen:
+            return cut("frame header")
+        pos += hlen
+        while True:
+            f.seek(pos)
+            bh = f.read(3)
+            if len(bh) < 3:
+                return cut("block header")
+            v = int.from_bytes(bh, "little")
+            btype, size = v >> 1 & 3, v >> 3
+            pos += 3 + (1 if btype == 1 else size)
+            if pos > end:
+                return cut("block")
+            if v & 1:
+                break
+        if desc & 4:
+            pos += 4
+            if pos > end:
+                return cut("frame checksum")
+    return None
+
+
 def open_inflated(path: Path | str, name: str | None = None) -> IO[bytes]:
     """A regular file opened for reading, inflated as a stream by its name's last suffix
     (``.gz``, ``.zst``/``.zstd``, ``.bz2``; ``name`` overrides the path's name). Nothing is inflated
-    before it is read.
+    before it is read. A ``.gz`` or ``.bz2`` stream read to its end raises ``EOFError`` when its
+    end-of-stream marker is missing; a ``.zst`` file is checked to hold whole frames when opened
+    (:func:`zstd_cut`, headers only), as its reader ends quietly at a cut frame.
 
     Raises:
         NotRegular, OSError: as :func:`open_regular`.
+        EOFError: a ``.zst`` file whose last frame is cut (the text starts with :data:`TRUNCATED`).
     """
     raw = open_regular(path)
     lname = (name or Path(path).name).lower()
@@ -117,6 +183,10 @@ def open_inflated(path: Path | str, name: str | None = None) -> IO[bytes]:
         if lname.endswith((".zst", ".zstd")):
             import zstandard
 
+            why = zstd_cut(raw)
+            if why is not None:
+                raise EOFError(why)
+            raw.seek(0)
             return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
         if lname.endswith(".bz2"):
             return bz2.BZ2File(raw)  # type: ignore[return-value]

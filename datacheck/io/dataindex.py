@@ -44,11 +44,13 @@ from typing import Any, Callable, Iterable
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.io.bounded import open_inflated
 from datacheck.io.hashing import index_hash
 from datacheck.io.hfmeta import hf_data_files, parse_state
 from datacheck.io.litdataindex import expected_chunk_sizes, is_litdata_index
 from datacheck.io.outputs import write_json_atomic
 from datacheck.io.safejson import JsonInputError, read_json_file
+from datacheck.io.safejson import loads as safe_loads
 from datacheck.model.constants import HASH_ALGORITHM
 from datacheck.model.errors import UsageError
 
@@ -84,6 +86,8 @@ INDEX_FORMAT = "datacheck-index"
 #: Version of the index layout; a reader refuses a newer one.
 INDEX_FORMAT_VERSION = 1
 _DRIVE = re.compile(r"^[A-Za-z]:")
+#: a non-UTF-8 byte of a file name as discovery writes it (``\xe9``: 0x80 to 0xff, never an ASCII byte)
+_BYTE_ESCAPE = re.compile(r"\\x[89a-f][0-9a-f]")
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,10 @@ class DataIndex:
     #: litdata: the chunks whose size is not one the index allows (``{path, chunk_bytes, items,
     #: actual_bytes, accepted}``) and the chunk files listed more than once (each repeat once more)
     hash_mismatches: tuple[dict[str, Any], ...] = ()
+    #: MosaicML: the shards whose own config (the JSON in the shard's header) names other columns,
+    #: encodings or sizes than the index entry StreamingDataset decodes them by
+    #: (``{path, field, index, shard}``)
+    config_mismatches: tuple[dict[str, Any], ...] = ()
     lists_no_shard: bool = False
     resized: tuple[dict[str, Any], ...] = ()
     listed_twice: tuple[str, ...] = ()
@@ -129,13 +137,16 @@ class DataIndex:
 def safe_relpath(p: Any, root: Path, source: str) -> str:
     """Validate a path read from an index: relative, inside ``root``; returns it as a POSIX string.
 
+    A ``\\xNN`` in a path is a byte of a file name that is not UTF-8, as discovery names such files
+    (:func:`datacheck.io.discover.shown_rel`), not a backslash separator: it is accepted.
+
     Raises:
         UsageError: the path is not a string, is absolute, holds ``..``/backslashes/NUL/a drive
             letter, or resolves (symlinks included) outside ``root``. Nothing is opened.
     """
     if not isinstance(p, str) or not p:
         raise UsageError(f"{source}: shard path {p!r} is not a non-empty string; fix or rebuild the index")
-    bad = (p.startswith(("/", "\\")) or "\\" in p or "\x00" in p or _DRIVE.match(p)
+    bad = (p.startswith(("/", "\\")) or "\\" in _BYTE_ESCAPE.sub("", p) or "\x00" in p or _DRIVE.match(p)
            or ".." in PurePosixPath(p).parts)
     if bad:
         raise UsageError(f"{source}: shard path {p!r} points outside the dataset root {root}; an index may only "
@@ -296,10 +307,57 @@ def _file_digest(path: Path, algo: str) -> str | None:
     return str(h.hexdigest())
 
 
+#: the MDS config fields a shard's header and its index entry must agree on (StreamingDataset's
+#: ``MDSReader`` decodes each sample by the index entry's, never by the header's)
+_MDS_COLUMN_KEYS = ("column_names", "column_encodings", "column_sizes")
+#: most bytes of an MDS header (sample count, offset table, config) read to compare configs
+_MDS_HEADER_MAX = 64 << 20
+
+
+def _mds_shard_config(path: Path) -> dict[str, Any] | None:
+    """The JSON config an MDS shard carries in its header (inflated by name for ``.zstd``/``.gz``/
+    ``.bz2``), or None when the header cannot be read as one (the shard's reader reports that)."""
+    try:
+        with open_inflated(path) as f:
+            head = f.read(4)
+            if len(head) < 4:
+                return None
+            n = int.from_bytes(head, "little")
+            if 4 * (n + 1) > _MDS_HEADER_MAX:
+                return None
+            table = f.read(4 * (n + 1))
+            if len(table) < 4 * (n + 1):
+                return None
+            start, end = 4 * (n + 2), int.from_bytes(table[:4], "little")
+            if not start <= end <= start + _MDS_HEADER_MAX:
+                return None
+            cfg = safe_loads(f.read(end - start))
+    except Exception:  # noqa: BLE001 - an unreadable header is the shard reader's finding, not this comparison's
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def _mds_config_mismatch(rel: str, entry: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    """The column fields on which the shard's own config and its index entry disagree."""
+    cfg = _mds_shard_config(path)
+    if cfg is None:
+        return []
+    out = []
+    for key in _MDS_COLUMN_KEYS:
+        want, got = entry.get(key), cfg.get(key)
+        if key == "column_sizes" and want is None and got is None:
+            continue
+        if isinstance(want, list) and isinstance(got, list) and want != got:
+            out.append({"path": rel, "field": key, "index": want[:64], "shard": got[:64]})
+    return out
+
+
 def _mosaic(index: Path, root: Path) -> DataIndex | None:
     """A MosaicML ``index.json``: its shards (the compressed ``zip_data`` file when there is one, else
     ``raw_data``) with bytes and sample counts; the per-file ``hashes`` it records are verified here
-    (:attr:`DataIndex.hash_mismatches`); an index that lists zero shards has ``lists_no_shard``."""
+    (:attr:`DataIndex.hash_mismatches`), and so are each listed shard's column names, encodings and
+    sizes against the config in the shard's own header (:attr:`DataIndex.config_mismatches`); an index
+    that lists zero shards has ``lists_no_shard``."""
     src = index.relative_to(root).as_posix()
     data = _load_json(index, "MosaicML index.json")
     if not isinstance(data, dict) or "shards" not in data or "format" in data:
@@ -314,6 +372,7 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
     prefix = "" if folder == "." else folder + "/"
     entries: dict[str, IndexEntry] = {}
     bad_hash: list[dict[str, Any]] = []
+    bad_cfg: list[dict[str, Any]] = []
     for k, s in enumerate(shards):
         raw = s.get("raw_data") if isinstance(s, dict) else None
         zipd = s.get("zip_data") if isinstance(s, dict) else None
@@ -323,13 +382,16 @@ def _mosaic(index: Path, root: Path) -> DataIndex | None:
         entries[rel] = IndexEntry(path=rel, bytes=_int_or_none(part.get("bytes"), f"shards[{k}].{key}.bytes", src),
                                   rows=_int_or_none(s.get("samples"), f"shards[{k}].samples", src), content_hash=None)
         hashes = part.get("hashes") if isinstance(part, dict) else None
+        if isinstance(s, dict) and is_listed_file(root / rel):
+            bad_cfg.extend(_mds_config_mismatch(rel, s, root / rel))
         if isinstance(hashes, dict) and is_listed_file(root / rel):
             for algo, want in sorted(hashes.items()):
                 got = _file_digest(root / rel, str(algo))
                 if got is not None and isinstance(want, str) and got != want.lower():
                     bad_hash.append({"path": rel, "algorithm": algo, "expected": want, "actual": got})
     return DataIndex(source=src, kind="mosaicml", entries=entries, folder="" if folder == "." else folder,
-                     extra_glob="*.mds*", hash_mismatches=tuple(bad_hash), lists_no_shard=not shards)
+                     extra_glob="*.mds*", hash_mismatches=tuple(bad_hash), config_mismatches=tuple(bad_cfg),
+                     lists_no_shard=not shards)
 
 
 def _litdata(index: Path, root: Path) -> DataIndex | None:

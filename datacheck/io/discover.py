@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from datacheck.io.bounded import special_kind
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
+from datacheck.io.hubsplits import HubSplits, glob_literal, hub_splits
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
 from datacheck.model.errors import UsageError
 
@@ -65,8 +66,9 @@ class ShardRules(Protocol):
     def is_companion_object(self, key: str, forced: str, names: set[str]) -> bool:
         """The object is read and hashed with another listed shard."""
 
-    def why_not(self, name: str, forced: str, remote: bool = False) -> str | None:
-        """Why a data-looking file is not a shard in this mode (None: it does not look like data)."""
+    def why_not(self, name: str, forced: str, remote: bool = False, path: Path | None = None) -> str | None:
+        """Why a data-looking file is not a shard in this mode (None: it does not look like data);
+        ``path``: the local file, when there is one."""
 
 
 def _is_temp(path: Path) -> bool:
@@ -78,7 +80,8 @@ def _is_temp(path: Path) -> bool:
 @dataclass(frozen=True)
 class DiscoveredShard:
     """One shard: ``path`` (absolute; for a shard in an object store, the URL as a path, never opened),
-    ``rel`` (POSIX path relative to the root: the report's name), ``format``, and ``url`` (the
+    ``rel`` (POSIX path relative to the root: the report's name, a non-UTF-8 byte written ``\\xNN``:
+    :func:`shown_rel`), ``format``, and ``url`` (the
     ``scheme://...`` of a shard in an object store, :mod:`datacheck.io.stores`; None for a local file)."""
 
     path: Path  # absolute
@@ -92,13 +95,20 @@ class DiscoveredShard:
         return self.url if self.url is not None else self.path
 
 
+def shown_rel(rel: str) -> str:
+    """``rel`` as the report names it: a name whose bytes are not UTF-8 (Python holds them as lone
+    surrogates, ``b"\\xe9"`` -> ``"\\udce9"``) with those bytes written ``\\xe9``, so that the
+    report, the cache and the index hash, which are UTF-8, can hold it; the file itself is opened by
+    its real name (:attr:`DiscoveredShard.path`). Any other name is returned as it is."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(rel).decode("utf-8", "backslashreplace")
+    return rel
+
+
 #: file names of the shard lists datasets ship (Hugging Face; MosaicML and litdata)
 SHARD_LIST_NAMES = ("state.json", "index.json")
-
-
-def _fnmatch_escape(name: str) -> str:
-    """``name`` as a literal ``fnmatch`` pattern (``*``, ``?`` and ``[`` wrapped in brackets)."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def declared_splits(root: Path, found: list[str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -131,9 +141,9 @@ def declared_splits(root: Path, found: list[str]) -> tuple[dict[str, str], list[
         if dd.problem is not None:
             problems.append((rel, dd.problem))
         folder = rel.rpartition("/")[0]
-        prefix = _fnmatch_escape(folder) + "/" if folder else ""
+        prefix = glob_literal(folder) + "/" if folder else ""
         for name in dd.splits:
-            out[name] = f"{prefix}{_fnmatch_escape(name)}/*"
+            out[name] = f"{prefix}{glob_literal(name)}/*"
     return out, problems
 
 
@@ -155,10 +165,21 @@ class Discovery:
         shipped-list checks even in a folder that holds no shard (a MosaicML index listing zero shards)."""
         return [p for p in self.ignored if p.rpartition("/")[2] in (*SHARD_LIST_NAMES, DATASET_DICT_NAME)]
 
-    def declared_splits(self) -> dict[str, str]:
-        """The ``[splits]`` entries the ``DatasetDict`` folder among the PATHs declares (see
-        :func:`declared_splits`; empty when there is none)."""
-        return declared_splits(self.root, self.ignored)[0]
+    def declared_splits(self, infer: bool = True) -> dict[str, str]:
+        """The ``[splits]`` entries the data gives when the config names none: those the
+        ``DatasetDict`` folder among the PATHs declares (see :func:`declared_splits`); without a
+        ``dataset_dict.json`` and with ``infer``, those the shards' names give by the Hugging Face
+        Hub's split naming (:meth:`hub_splits`). Empty when there are none."""
+        declared = declared_splits(self.root, self.ignored)[0]
+        return declared if declared or not infer else self.hub_splits().splits
+
+    def hub_splits(self) -> HubSplits:
+        """The splits the shards' relative paths give by the Hub's file-naming convention
+        (:func:`datacheck.io.hubsplits.hub_splits`), or none (no note either) when a ``DatasetDict``'s
+        ``dataset_dict.json`` is among the PATHs: that file declares the splits, or says why not."""
+        if any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in self.ignored):
+            return HubSplits()
+        return hub_splits([s.rel for s in self.shards])
 
 
 def _abs(p: Path) -> Path:
@@ -243,7 +264,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
         if f in seen:
             continue
         seen.add(f)
-        rel = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.as_posix()
+        rel = shown_rel(f.relative_to(root).as_posix() if f.is_relative_to(root) else f.as_posix())
         lname = f.name.lower()
         if _is_temp(f):
             disc.temp_files.append(rel)
@@ -281,7 +302,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
                 continue
         if fmt is None:
             disc.ignored.append(rel)
-            why = rules.why_not(f.name, forced_format)
+            why = rules.why_not(f.name, forced_format, path=f)
             if why is not None:
                 disc.ignored_data.append({"path": rel, "reason": why})
             continue
@@ -389,8 +410,9 @@ def _discover_urls(urls: list[str], forced_format: str, rules: ShardRules) -> Di
 
 
 def _no_shards_message(paths: list[str], disc: Discovery, forced: str, rules: ShardRules) -> str:
+    globs = any(ch in p for p in paths for ch in "*?")
     seen = f" (found only: {', '.join(disc.ignored[:5])}{' ...' if len(disc.ignored) > 5 else ''})" \
-        if disc.ignored else " (the paths hold no files)"
+        if disc.ignored else (" (the pattern matches no file)" if globs else " (the paths hold no files)")
     head = f"no shard files under {', '.join(paths)}{seen}"
     if forced != "auto":
         return (f"{head}; with [dataset] format = {forced!r} datacheck reads files ending in "

@@ -77,6 +77,8 @@ class Ledger:
         states: rank -> the ``#state`` records (dicts), in file order.
         truncated: files whose gzip stream ends early (a run killed mid-write): their complete gzip
             members (one per flush) are read, the torn last member is dropped.
+        empty: files holding no complete line (0 bytes, an empty gzip stream, or one whose only
+            gzip member was cut): their rank is in ``batches`` with no step, and they decide no format.
         partial: rank -> ``(step, micro-batches recorded, micro-batches the step has)`` of a rank's last
             recorded step when it holds fewer micro-batches than it should: ``grad_accum``, or for the
             last step of an epoch the remainder of the epoch's ``batches`` (the run stopped mid-step,
@@ -88,11 +90,20 @@ class Ledger:
     batches: dict[int, dict[int, list[LedgerBatch]]] = field(default_factory=dict)
     states: dict[int, list[dict]] = field(default_factory=dict)
     truncated: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
         return sorted(self.batches)
+
+    @property
+    def world_ranks(self) -> list[int]:
+        """Every rank the run had: those with a ledger file, and ``0 .. num_replicas - 1`` of the
+        largest ``num_replicas`` a ``#state`` line records (a rank whose file is absent included)."""
+        ws = max((st["num_replicas"] for sts in self.states.values() for st in sts
+                  if isinstance(st.get("num_replicas"), int) and 0 < st["num_replicas"] <= 1 << 20), default=0)
+        return sorted(set(self.batches) | set(range(ws)))
 
     @property
     def steps(self) -> list[int]:
@@ -258,22 +269,38 @@ def read_lines(path: Path) -> tuple[list[str], bool]:
 
 
 def _ints(parts: list[str], path: Path, lineno: int) -> list[int]:
+    """The line's numbers: every one a non-negative integer within 64 bits (steps, ranks,
+    micro-batches, epochs and row indices are all counts from 0).
+
+    Raises:
+        UsageError: a part that is not such an integer (file:line and the value named).
+    """
     try:
         if any(len(p.strip()) > 20 for p in parts):
             raise ValueError("beyond 64 bits")
-        return [int(p) for p in parts]
+        nums = [int(p) for p in parts]
     except ValueError:
         raise UsageError(f"{path}:{lineno}: not a ledger line (expected tab-separated integers); "
                          "pass a folder written by record_batches or OLMo's data-indices") from None
+    neg = next((v for v in nums if v < 0), None)
+    if neg is not None:
+        raise UsageError(f"{path}:{lineno}: not a ledger line: {neg} is negative (steps, ranks and row indices "
+                         "count from 0); the file was edited or written by another tool")
+    return nums
 
 
 def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None) -> None:
     it = iter_lines(path)
     lines = iter(it)
     first = next(((n, line) for n, line in lines if line.strip()), None)
-    ours = first is not None and first[1].startswith("#datacheck-ledger")
+    if first is None:  # no complete line: a rank that recorded nothing, or whose only write was cut
+        if it.torn:
+            led.truncated.append(str(path))
+        led.empty.append(str(path))
+        led.batches[rank], led.states[rank] = {}, []
+        return
+    ours = first[1].startswith("#datacheck-ledger")
     if ours:
-        assert first is not None
         version = first[1].split("\t")[1:2]
         if version and version[0].isdigit() and int(version[0]) > LEDGER_VERSION:
             raise UsageError(f"{path}: ledger version {version[0]} is newer than this datacheck reads "
@@ -285,7 +312,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     per: dict[int, list[LedgerBatch]] = {}
     counts: dict[int, int] = {}  # step -> micro-batches recorded (every step, also those not kept)
     states: list[dict] = []
-    for lineno, line in itertools.chain([first] if first is not None else [], lines):
+    for lineno, line in itertools.chain([first], lines):
         if not line.strip():
             continue
         if line.startswith("#"):
@@ -376,14 +403,19 @@ def read_ledger(folder: str | Path, steps: Iterable[int] | None = None, *, what:
         what: how the command line named the folder, for the errors (default ``--ledger``).
 
     Raises:
-        UsageError: no ledger file, a line that is not a ledger line (file:line named), a newer
-            ledger version, or mixed formats.
+        UsageError: no ledger file, no file holding a complete line, a line that is not a ledger
+            line (file:line named; a negative number included), a newer ledger version, or mixed
+            formats.
     """
     files = ledger_files(folder, what)
     led = Ledger(folder=next(iter(files.values())).parent, format="")
     keep = None if steps is None else set(steps)
     for rank, path in files.items():
         _read_rank(path, rank, led, keep)
+    if not led.format:
+        raise UsageError(f"{what} {folder}: no ledger file holds a complete line ({', '.join(led.empty[:4])}"
+                         f"{' ...' if len(led.empty) > 4 else ''}: empty, or cut before the first write ended); "
+                         "nothing was recorded")
     return led
 
 

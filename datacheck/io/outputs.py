@@ -101,8 +101,12 @@ def _plan(given: str) -> tuple[str, bool, int | None, int | None]:
 
 
 def _put(f: BinaryIO, content: Content) -> None:
+    """Write ``content`` to ``f``: text as UTF-8, where a lone surrogate (a file name that is not
+    UTF-8, as Python decodes it: ``b"\\xe9"`` -> ``"\\udce9"``) is written as the escape ``\\udce9``:
+    in a JSON string that is the same character again (``json.loads`` gives the name back), in any
+    other text a visible escape; never a byte that is not UTF-8."""
     if isinstance(content, str):
-        f.write(content.encode("utf-8"))
+        f.write(content.encode("utf-8", "backslashreplace"))
     elif isinstance(content, (bytes, bytearray, memoryview)):
         f.write(content)
     else:

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import polars as pl
 
+from datacheck.io.bounded import zstd_cut
 from datacheck.io.stores import filesystem, is_url
 
 __all__ = ["READ_ERRORS", "Unreadable", "line_chunks", "read_bytes", "store_reason"]
@@ -31,7 +32,8 @@ class Unreadable(Exception):
 
 def read_bytes(path: Path | str) -> bytes:
     """The shard's bytes, decompressed for ``.gz``/``.zst``; ``path`` may be the URL of an object in a
-    store (:mod:`datacheck.io.stores`). Raises :class:`Unreadable`."""
+    store (:mod:`datacheck.io.stores`). Raises :class:`Unreadable`, also for a compressed stream cut
+    before its end-of-stream marker (a ``.zst`` frame cut short: :func:`datacheck.io.bounded.zstd_cut`)."""
     if isinstance(path, str) and is_url(path):
         fs, key = filesystem(path)
         try:
@@ -52,6 +54,9 @@ def read_bytes(path: Path | str) -> bytes:
         if name.endswith(".zst"):
             import zstandard
 
+            why = zstd_cut(io.BytesIO(raw))
+            if why is not None:
+                raise EOFError(why)
             return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
     except READ_ERRORS as exc:  # corrupt compressed stream
         raise Unreadable(f"cannot decompress .{name.rpartition('.')[2]} data: {exc}") from None
@@ -64,7 +69,9 @@ def line_chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
     one chunk plus one read block, whatever the inflated size.
 
     Raises:
-        Unreadable: the file cannot be read, or its compressed stream is corrupt (the reason says which).
+        Unreadable: the file cannot be read, or its compressed stream is corrupt or cut before its
+            end-of-stream marker (the reason says which; a cut ``.zst`` frame is found before the first
+            chunk, :func:`datacheck.io.bounded.zstd_cut`).
     """
     name = path.name.lower()
     try:
@@ -77,6 +84,10 @@ def line_chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
         elif name.endswith(".zst"):
             import zstandard
 
+            why = zstd_cut(raw)
+            if why is not None:
+                raise Unreadable(f"cannot decompress {path.suffix} data: {why}")
+            raw.seek(0)
             f = zstandard.ZstdDecompressor().stream_reader(raw)
         else:
             f = raw

@@ -6,9 +6,10 @@ changes meaning.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
-__all__ = ["CheckInfo", "CATALOG", "info", "is_known"]
+__all__ = ["CheckInfo", "CATALOG", "info", "is_known", "unknown_hint"]
 
 
 @dataclass(frozen=True)
@@ -137,3 +138,13 @@ def info(check_id: str) -> CheckInfo:
 
 def is_known(check_id: str) -> bool:
     return check_id in CATALOG
+
+
+def unknown_hint(check_id: str) -> str:
+    """The hint after "unknown check ID": `` (did you mean 'ID'?)`` naming a catalog ID with the same
+    last part (``tokens.out_of_vocab`` for ``token.out_of_vocab``), else the closest by spelling
+    (difflib ratio >= 0.6, its own default), else where the IDs are listed. The config's ``[policy]``,
+    ``inspect --check`` and ``clean --drop`` all give it."""
+    close = ([c for c in CATALOG if c.split(".")[-1] == check_id.split(".")[-1]]
+             or difflib.get_close_matches(check_id, list(CATALOG), n=1))
+    return f" (did you mean {close[0]!r}?)" if close else " (`datacheck checks` lists the IDs)"

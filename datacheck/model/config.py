@@ -46,6 +46,9 @@ MAX_FILE_BYTES = 4 << 30
 #: (a report made with the defaults keeps the hash it had before they existed)
 _LIMIT_KEYS = {"max_member_bytes": MAX_MEMBER_BYTES, "max_record_bytes": MAX_RECORD_BYTES,
                "max_file_bytes": MAX_FILE_BYTES}
+#: the ``[dataset]`` keys left out of the config hash at their default: the reader limits, and
+#: ``infer_splits`` (the splits it infers enter the hash as ``[splits]``)
+_OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {**_LIMIT_KEYS, "infer_splits": True}
 
 
 #: the most ids a list of token ids in the config may hold (a response template or the end-of-turn
@@ -108,6 +111,9 @@ class DatasetSection(_Section):
         "largest record (an MDS sample, a litdata item, a WebDataset sample's members together)"))
     max_file_bytes: int = Field(default=MAX_FILE_BYTES, gt=0, le=2**44, description=(
         "largest shard a whole-file reader holds (MDS, WebDataset, litdata; after decompression)"))
+    infer_splits: bool = Field(default=True, description=(
+        "with no [splits] and no --against: splits named by the Hugging Face Hub's file names (train-*, "
+        "data/test-*, validation/ ...), as datasets names them; false: the files are one dataset"))
 
     @field_validator("index", "schema_")
     @classmethod
@@ -156,7 +162,9 @@ class ColumnsSection(_Section):
 
 
 class TokensSection(_Section):
-    """``[tokens]``: tokenizer facts. ``vocab_size`` is the embedding rows (ids in ``[0, vocab_size)``)."""
+    """``[tokens]``: tokenizer facts. ``vocab_size`` is the embedding rows (ids in ``[0, vocab_size)``).
+    With ``tokenizer`` set, ``vocab_size`` and ``pad_token_id`` / ``eos_token_id`` / ``bos_token_id``
+    left unset are taken from it before any shard is read (:meth:`Config.with_tokenizer_facts`)."""
 
     vocab_size: int | None = Field(default=None, gt=0, le=2**63 - 1)
     pad_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
@@ -169,7 +177,10 @@ class TokensSection(_Section):
     bos_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     eot_token_ids: list[int] | None = Field(default=None, max_length=MAX_ID_LIST,
                                             description="end-of-turn ids (default: [eos_token_id])")
-    tokenizer: str | None = Field(default=None, description="a tokenizer file or folder (its chat template renders messages)")
+    tokenizer: str | None = Field(default=None, description="a tokenizer file or folder, found as inspect --tokenizer finds it: "
+                                  "vocab_size (its ids, added tokens included) and pad/eos/bos_token_id (the tokens its "
+                                  "tokenizer_config.json / special_tokens_map.json declare) when unset here; a vocab_size "
+                                  "below its count is an error; its chat template renders messages and preference pairs")
 
     @field_validator("tokenizer")
     @classmethod
@@ -303,11 +314,13 @@ class TraceSection(_Section):
         "the robust spike rule's factor over the median for the grad norm (the loss uses 2): the grad norm "
         "swings several-fold in clean runs (gradsnitch flags 8x, trainproof 10x its median)"))
     divergence_factor: float = Field(default=1.5, gt=1, le=100, description=(
-        "`log.divergence`: the smoothed loss above this multiple of its best smoothed value so far is "
-        "diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5)"))
+        "`log.divergence`: the smoothed loss above this multiple of its best level so far (the lowest smoothed "
+        "value plus its expected min-bias under the noise) is diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5)"))
     divergence_sigmas: float = Field(default=3.0, gt=0, le=100, description=(
-        "`log.divergence`: or this many robust sigmas (1.4826 MAD) of the early noise above the best, "
-        "whichever margin is smaller, but at least `divergence_floor` of the best"))
+        "`log.divergence`: or this many robust sigmas of the smoothed loss above its best level, whichever "
+        "margin is smaller, but at least `divergence_floor` of the best (the smoothed curve's sigma: the noise "
+        "before the point judged, 1.4826 MAD of the loss's second differences / sqrt 6, times sqrt(pi / (2w + 1)) "
+        "for a running median of w points; against the first loss, the raw noise)"))
     divergence_floor: float = Field(default=0.1, gt=0, le=10, description=(
         "`log.divergence`: the least margin, relative to the best smoothed loss (a noiseless curve has "
         "0 sigma); gradsnitch's sustained-rise gate is 0.15, losslint's 0.25"))
@@ -356,20 +369,61 @@ class Config(_Section):
     def _known_ids(cls, v: dict[str, PolicyEntry]) -> dict[str, PolicyEntry]:
         for key in v:
             if not catalog.is_known(key):
-                close = ([c for c in catalog.CATALOG if c.split(".")[-1] == key.split(".")[-1]]
-                         or difflib.get_close_matches(key, list(catalog.CATALOG), n=1, cutoff=0.8))
-                hint = f" (did you mean {close[0]!r}?)" if close else " (`datacheck checks` lists the IDs)"
-                raise ValueError(f"unknown check ID {key!r}{hint}")
+                raise ValueError(f"unknown check ID {key!r}{catalog.unknown_hint(key)}")
         return v
 
     #: the folder of the file this config was loaded from (absolute), or None (built in memory). Not a
     #: key: it is not part of :meth:`hash`, so moving a checkout does not change the config hash.
     _folder: str | None = PrivateAttr(default=None)
+    #: the ``[tokens]`` facts :meth:`with_tokenizer_facts` took from the tokenizer (None: none). Not a
+    #: key: the values themselves are in ``tokens`` (and in :meth:`hash`).
+    _from_tokenizer: dict[str, Any] | None = PrivateAttr(default=None)
+    #: where ``[dataset] schema`` was given when not in the config file: ``"--schema"`` (:meth:`with_schema`)
+    _schema_flag: str | None = PrivateAttr(default=None)
 
     @property
     def folder(self) -> str | None:
         """The absolute folder of the config file, or None for a config built in memory."""
         return self._folder
+
+    @property
+    def tokenizer_facts(self) -> dict[str, Any] | None:
+        """The ``[tokens]`` facts taken from ``[tokens] tokenizer`` (:meth:`with_tokenizer_facts`):
+        ``{"tokenizer": the path as written, "facts": {key: value}}`` (only the keys it filled), or
+        None when it filled none; the report's ``tokenizer_facts``."""
+        return self._from_tokenizer
+
+    def with_tokenizer_facts(self, vocab_size: int | None, ids: dict[str, int], read_from: str) -> Config:
+        """This config with the facts of its ``[tokens] tokenizer`` filled where ``[tokens]`` leaves
+        them unset: ``vocab_size`` (the ids the tokenizer can produce, added tokens included; None: not known) and the
+        ``ids`` of ``pad_token_id`` / ``eos_token_id`` / ``bos_token_id`` the tokenizer declares. A
+        value written in the config always wins; which keys were filled is kept
+        (:attr:`tokenizer_facts`). ``read_from`` names the tokenizer's file(s) in the message.
+
+        Raises:
+            ConfigError: ``[tokens] vocab_size`` is smaller than ``vocab_size``: the tokenizer emits
+                ids the embedding has no row for (key ``tokens.vocab_size``; both numbers named). A
+                larger one is common (embeddings padded to a multiple of 64) and kept.
+        """
+        t = self.tokens
+        if t.vocab_size is not None and vocab_size is not None and t.vocab_size < vocab_size:
+            gap = str(t.vocab_size) if vocab_size - t.vocab_size == 1 else f"{t.vocab_size}..{vocab_size - 1}"
+            raise ConfigError(
+                f"[tokens] vocab_size = {t.vocab_size} is smaller than the {vocab_size} ids the tokenizer "
+                f"{t.tokenizer!r} can produce ({read_from}: its vocabulary plus added tokens): id(s) {gap} would have no "
+                f"embedding row. Set [tokens] vocab_size to the model's embedding size (at least {vocab_size}), or "
+                "remove it to take the tokenizer's", key="tokens.vocab_size")
+        filled: dict[str, int] = {}
+        if t.vocab_size is None and vocab_size is not None:
+            filled["vocab_size"] = vocab_size
+        for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
+            if key in ids and getattr(t, key) is None:
+                filled[key] = ids[key]
+        if not filled:
+            return self
+        out = self.model_copy(update={"tokens": t.model_copy(update=filled)})
+        out._from_tokenizer = {"tokenizer": t.tokenizer, "facts": filled}
+        return out
 
     def anchored(self, value: str) -> str:
         """A path written in the config, resolved as the config file's folder sees it: an absolute path
@@ -400,7 +454,16 @@ class Config(_Section):
         probe = Config.model_validate({"dataset": {"schema": spec}})
         probe._folder = str(Path.cwd())
         dataset = self.dataset.model_copy(update={"schema_": probe.schema_spec()})
-        return self.model_copy(update={"dataset": dataset})
+        out = self.model_copy(update={"dataset": dataset})
+        out._schema_flag = "--schema"
+        return out
+
+    def schema_source(self, config_path: str | None = None) -> str:
+        """Where the data contract was given, as an error message names it: ``--schema``, else
+        ``<config file>: key 'dataset.schema'`` (``config_path``; "[dataset] schema" without one)."""
+        if self._schema_flag is not None:
+            return self._schema_flag
+        return f"{config_path}: key 'dataset.schema'" if config_path else "[dataset] schema"
 
     def tokenizer_path(self) -> str | None:
         """``[tokens] tokenizer`` (a tokenizer file or folder) anchored at the config file's folder
@@ -414,9 +477,10 @@ class Config(_Section):
     def hash(self) -> str:
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``.
         ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
-        reader limits of ``[dataset]`` enter only when set to a value other than their default."""
+        reader limits of ``[dataset]`` and ``infer_splits`` enter only when set to a value other than their
+        default."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})
-        for key, default in _LIMIT_KEYS.items():
+        for key, default in _OUT_OF_HASH_AT_DEFAULT.items():
             if doc["dataset"].get(key) == default:
                 del doc["dataset"][key]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
@@ -437,6 +501,22 @@ def _key_of(loc: tuple[Any, ...]) -> str:
     return ".".join(keep) or "(top level)"
 
 
+def _close_key(section: str | None, name: str) -> str | None:
+    """The key of ``section`` (a dotted path of sections; None: the top level) closest in spelling to
+    ``name`` (``difflib``, ratio >= 0.75), as written in the file (its alias when it has one); None
+    when no key is close or the section is not a fixed set of keys."""
+    model: Any = Config
+    for part in section.split(".") if section else ():
+        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        ann = getattr(field, "annotation", None)
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return None
+        model = ann
+    keys = [f.alias or n for n, f in model.model_fields.items()]
+    near = difflib.get_close_matches(name, keys, n=1, cutoff=0.75)
+    return near[0] if near else None
+
+
 def config_from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     """Validate a parsed config mapping. Raises :class:`ConfigError` naming the first bad key."""
     try:
@@ -452,7 +532,9 @@ def config_from_dict(data: dict[str, Any], source: str | None = None) -> Config:
             if err["type"] == "extra_forbidden":
                 section = key.rsplit(".", 1)[0] if "." in key else None
                 where = f"in [{section}]" if section else "at the top level"
-                msgs.append(f"unknown key {key!r} {where}: remove it or fix its spelling")
+                near = _close_key(section, key.rsplit(".", 1)[-1])
+                msgs.append(f"unknown key {key!r} {where}: remove it or fix its spelling"
+                            + (f" (did you mean {near!r}?)" if near else ""))
             else:
                 got = repr(err.get("input"))
                 msgs.append(f"key {key!r}: {err['msg']} (got {got[:120]}{' ...' if len(got) > 120 else ''})")
@@ -568,15 +650,25 @@ def config_from_bytes(raw: bytes, path: str | Path, *, allow_python_schema: bool
 
 
 #: the config line of a report made without a config file under settings other than the defaults
-CONFIG_CHANGED_LINE = ("config: none (the defaults changed by --schema, a DatasetDict's declared splits "
-                       "or a config given in memory)")
+CONFIG_CHANGED_LINE = ("config: none (the defaults changed by --schema, a DatasetDict's declared splits, "
+                       "the splits the Hub's file names give or a config given in memory)")
+
+
+def describe_tokenizer_facts(facts: dict[str, Any] | None) -> str:
+    """The facts a report's ``tokenizer_facts`` says came from the tokenizer, as one phrase:
+    ``"[tokens] vocab_size = 49153, pad_token_id = 49152 from the tokenizer 'tok'"``; ``""`` for None."""
+    if not facts:
+        return ""
+    keys = ", ".join(f"{k} = {v}" for k, v in facts.get("facts", {}).items())
+    return f"[tokens] {keys} from the tokenizer {facts.get('tokenizer')!r}"
 
 
 def describe_config(source: str | None, config_hash: str | None = None) -> str:
     """The line each command prints at the top of its output: ``"config: <file>"``; without a file
     ``"config: none (defaults)"``, or :data:`CONFIG_CHANGED_LINE` when ``config_hash`` (a report's) is not that
     of the defaults: without a file the defaults were changed by ``--schema``, by the splits a Hugging Face
-    ``DatasetDict`` folder declares, or a :class:`Config` or dict was passed to :func:`datacheck.audit` (the report
+    ``DatasetDict`` folder declares or the shards' names give (``[dataset] infer_splits``), or a :class:`Config`
+    or dict was passed to :func:`datacheck.audit` (the report
     does not say which; it was "given in memory", which misled a CLI user who had given none)."""
     if source:
         return f"config: {source}"

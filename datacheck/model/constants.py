@@ -65,6 +65,22 @@ BATCH_TARGET_BYTES = 64 * 2**20
 #: Environment variable forcing the rows of one batch (an int >= 1; tests use tiny batches to prove
 #: that every result merges exactly). Unset: rows from :data:`BATCH_TARGET_BYTES`.
 ENV_BATCH_ROWS = "DATACHECK_BATCH_ROWS"
+#: a shard whose needed columns decode to at most this many times
+#: :data:`BATCH_TARGET_BYTES` is read as one batch (:func:`datacheck.formats.batches.batch_rows`).
+#: A shard read in batches holds two at once (the one being checked and the next, decoded ahead in a
+#: thread), so reading one of up to two targets whole peaks about as high: a 7,800 x 1024-token
+#: shard (104 MB decoded) peaked at 610 MiB RSS whole against 592 MiB in batches, and took 27 % less
+#: CPU (382 vs 525 ms, in one process, interleaved, one polars thread): no second decode of its first
+#: rows (the layout's sample is the one read's head, the ramp's first batch needs no second reader)
+#: and one fused query instead of four (the ramp's short first and final batches and the remainder)
+ONE_BATCH_TARGETS = 2
+
+#: with ``ramp``, the first parquet batch holds 1/8 of a batch (decoded on its own,
+#: :func:`datacheck.formats.parquetdecode.decoded`), and so does the final one: the pipeline's fill (the
+#: engine waits for the first decode) drops from a whole batch's decode (about 0.13 s of 0.33 s on
+#: the 100,000 x 128 shard of benchmarks/bench_audit.py, 3 batches) to 1/8 of it, for one more
+#: batch (about 20 ms CPU of fixed per-batch cost in the fused query)
+RAMP_DIVISOR = 8
 #: Environment variable giving the default number of workers (``--workers`` and ``workers=`` win).
 ENV_WORKERS = "DATACHECK_WORKERS"
 #: The executor names ``--executor`` accepts.

@@ -21,7 +21,7 @@ import polars as pl
 
 from datacheck.model.config import ColumnsSection
 
-__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "row_content", "is_list", "inner_dtype", "ROLE_NAMES",
+__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "row_content", "CONTEXT_COLUMNS", "KEY_COLUMNS", "is_list", "inner_dtype", "ROLE_NAMES",
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
@@ -66,7 +66,10 @@ def _missing(role: str, what: str | None = None) -> str:
 _LIST_INT = pl.List(pl.Int64)
 #: The role table: one row per role, in the order roles are listed (``Roles.columns``, ``to_dict``).
 ROLE_TABLE: tuple[RoleSpec, ...] = (
-    RoleSpec("text", "many", "text", pl.String(), ("text", "sentence", "content", "sentence1", "sentence2"),
+    # `txt` (and a gzipped member's `txt.gz`/`text.gz`): a WebDataset sample's text member, the column
+    # Hugging Face's webdataset loader and formats/webdataset.py name by the member's extension
+    RoleSpec("text", "many", "text", pl.String(), ("text", "sentence", "content", "sentence1", "sentence2", "txt",
+                                                    "txt.gz", "text.gz"),
              False, True, _missing("text")),
     RoleSpec("label", "one", "class_label", pl.Int64(), ("label", "labels"), False, True,
              _missing("label", "class label")),
@@ -546,15 +549,30 @@ def text_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.Dat
     return out
 
 
+#: Columns without a role that condition what the model is trained on, so two rows that differ in
+#: one of them are different samples even when their role columns are equal: a preference or
+#: prompt-completion row's ``prompt`` (TRL's dataset formats), the ``system`` prompt and ``tools``
+#: a chat template renders with the conversation (transformers' ``apply_chat_template(tools=...)``,
+#: LLaMA-Factory's ShareGPT columns), and the media of a vision or audio sample (``images``,
+#: ``videos``, ``audios``: TRL and LLaMA-Factory). They join the row content after the role columns.
+CONTEXT_COLUMNS = ("prompt", "system", "tools", "images", "videos", "audios")
+#: Columns a reader adds to name a sample: WebDataset's ``__key__`` (the members' common name before
+#: their extensions, unique per sample). A sample's identity, never its content: with them, no two
+#: samples of a shard without roles could ever be duplicates.
+KEY_COLUMNS = ("__key__",)
+
+
 def row_content(role_columns: list[str], label: str | None, columns: list[str]) -> list[str]:
     """The columns a row's content is made of for the ``dup.*`` checks (CHECKS.md "dup").
 
     - the role columns (the roles marked ``content`` in :data:`ROLE_TABLE`, in table order) when one
-      of them is not the class label ``label``: columns without a role (an ``idx``) never make rows
-      distinct;
-    - else every column but the label, then the label: a shard whose only role is its label (numeric
-      features and a class, with no ``[columns] features``) is compared on its features, never on the
-      label alone;
+      of them is not the class label ``label``, followed by the shard's :data:`CONTEXT_COLUMNS`
+      that are not role columns (in that tuple's order): other columns without a role (an ``idx``)
+      never make rows distinct;
+    - else every column but the label and the reader's :data:`KEY_COLUMNS`, then the label: a shard
+      whose only role is its label (numeric features and a class, with no ``[columns] features``) is
+      compared on its features, never on the label alone; a WebDataset shard on its members, never on
+      its sample keys;
     - else (the label is the shard's only column) the label alone: ``dup.*`` skip such a shard.
 
     Args:
@@ -563,8 +581,9 @@ def row_content(role_columns: list[str], label: str | None, columns: list[str]) 
         columns: every column of the shard, in its order.
     """
     if any(c != label for c in role_columns):
-        return list(role_columns)
-    others = [c for c in columns if c != label]
+        present = set(columns)
+        return list(role_columns) + [c for c in CONTEXT_COLUMNS if c in present and c not in role_columns]
+    others = [c for c in columns if c != label and c not in KEY_COLUMNS]
     if others:
         return others + ([label] if label is not None and label in columns else [])
     return list(role_columns) or list(columns)

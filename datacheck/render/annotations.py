@@ -75,6 +75,8 @@ def annotation_lines(report: Report, root: Path | None = None, limit: int = MAX_
         title = f"datacheck {f.check}" + (f" ({f.column})" if f.column else "")
         props.append(f"title={_esc_prop(title)}")
         where = f"{path}: " if path else ("dataset: " if not f.shards else f"{', '.join(f.shards[:5])}: ")
+        if f.message.startswith(where):  # a dataset finding that names its shard first (dist.*): once
+            where = ""
         rows = f" first rows {', '.join(map(str, f.rows[:5]))}" if f.rows else ""
         msg = f"{where}{f.message} [{f.severity}, count {f.count}{';' + rows if rows else ''}]"
         out.append(f"::{kind} {','.join(props)}::{_esc_data(msg)}")

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 from datacheck.model.supervision import PADDING, PADDING_SUPERVISED, SUPERVISED, SUPERVISION_CLASSES
 from datacheck.render.text import terminal_safe
 
-__all__ = ["LEGEND", "MARK", "STYLE", "runs", "render_plain", "render_ansi", "render_html_tokens",
+__all__ = ["LEGEND", "MARK", "STYLE", "runs", "shown_token", "render_plain", "render_ansi", "render_html_tokens",
            "render_rows_html", "supervision_counts"]
 
 #: One-letter mark of each class in the plain form.
@@ -44,7 +44,7 @@ LEGEND = {"supervised": "supervised (a target of the loss)",
 _CSS_CLASS = {"supervised": "sup", "ignored": "ign", "padding": "pad", "padding_supervised": "padsup"}
 
 
-def _shown(token: str) -> str:
+def shown_token(token: str) -> str:
     """A token's text as shown: backslash, newline, tab and carriage return as their escapes, every
     other terminal control character too (:func:`~datacheck.render.text.terminal_safe`: a tokenizer's
     vocabulary can hold ``ESC``)."""
@@ -64,9 +64,9 @@ def runs(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
     done = []
     for cls, toks in out:
         if cls in (PADDING, PADDING_SUPERVISED) and len(toks) > 1 and len(set(toks)) == 1:
-            done.append((cls, [f"{_shown(toks[0])}×{len(toks)}"]))
+            done.append((cls, [f"{shown_token(toks[0])}×{len(toks)}"]))
         else:
-            done.append((cls, [_shown(t) for t in toks]))
+            done.append((cls, [shown_token(t) for t in toks]))
     return done
 
 
@@ -76,7 +76,7 @@ def _body(pairs: Sequence[tuple[str, str]],
     :func:`runs` of the per-token pairs."""
     if run_text is None:
         return runs(pairs)
-    return [(c, [_shown(t)]) for c, t in run_text]
+    return [(c, [shown_token(t)]) for c, t in run_text]
 
 
 def supervision_counts(pairs: Sequence[tuple[str, str]]) -> dict[str, int]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import html
 import re
 
-from datacheck.model.config import describe_config
+from datacheck.model.config import describe_config, describe_tokenizer_facts
 from datacheck.report.model import Report
 
-__all__ = ["render_text", "render_markdown", "terminal_safe"]
+__all__ = ["render_text", "render_markdown", "terminal_safe", "clip_message"]
 
 #: lines of the "Skipped" section of the text view (each line: the checks skipped for one reason)
 MAX_SKIP_LINES = 20
@@ -59,8 +59,11 @@ def _column_txt(f) -> str:
 
 
 def _config_line(report: Report) -> str:
-    """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``)."""
-    return describe_config(getattr(report, "config_path", None), report.config_hash)
+    """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``), followed by the
+    ``[tokens]`` facts taken from the tokenizer (the report's ``tokenizer_facts``) when there are some."""
+    line = describe_config(getattr(report, "config_path", None), report.config_hash)
+    facts = describe_tokenizer_facts(getattr(report, "tokenizer_facts", None))
+    return f"{line}; {facts}" if facts else line
 
 
 def _ignored_lines(report: Report, k: int = 10) -> list[str]:
@@ -98,23 +101,43 @@ def _count_txt(sh, f) -> str:
     return str(f.count)
 
 
-def _layout_groups(report: Report) -> dict[tuple[str | None, str, str], list]:
-    """The readable shards grouped by (layout, source, why), in shard order."""
-    groups: dict[tuple[str | None, str, str], list] = {}
+def _why_shape(why: str) -> tuple[str, ...]:
+    """A layout's evidence clauses (``"; "``-separated) with every number as ``#``: shards recognized
+    by the same evidence on other row counts ("500 of 500 sample rows ..." and "100 of 100 ...")
+    share one shape."""
+    return tuple(re.sub(r"\d[\d,.]*", "#", c) for c in why.split("; "))
+
+
+def _layout_groups(report: Report) -> dict[tuple[str | None, str, tuple[str, ...]], list]:
+    """The readable shards grouped by (layout, source, the shape of why: :func:`_why_shape`), in shard order."""
+    groups: dict[tuple[str | None, str, tuple[str, ...]], list] = {}
     for sh in report.shards:
         if sh.rows is not None and getattr(sh, "layout_source", ""):
-            groups.setdefault((sh.layout, sh.layout_source, sh.layout_why), []).append(sh)
+            groups.setdefault((sh.layout, sh.layout_source, _why_shape(sh.layout_why)), []).append(sh)
     return groups
 
 
+def _group_why(shards: list) -> str:
+    """The evidence of a group of shards: their ``layout_why`` when all say the same, else the clauses
+    they share and a pointer to each shard's own (its counts differ)."""
+    whys = [sh.layout_why for sh in shards]
+    if len(set(whys)) == 1:
+        return whys[0]
+    clauses = [w.split("; ") for w in whys]
+    common = [c for i, c in enumerate(clauses[0]) if all(cl[i] == c for cl in clauses)]
+    return "; ".join(common + ["the counts differ per shard: each shard's 'layout_why' in the JSON report"])
+
+
 def _layout_lines(report: Report, names: bool = True) -> list[str]:
-    """``layout: NAME (source: why)``, one line per (layout, source, why) of the readable shards (with
-    their shards when they are not all, and ``names``; a count of shards otherwise); nothing for a
-    report without layouts (an older report)."""
+    """``layout: NAME (source: why)``, one line per (layout, source, shape of why) of the readable
+    shards (with their shards when they are not all, and ``names``; a count of shards otherwise);
+    shards whose evidence differs only in its counts share a line (:func:`_group_why`); nothing for
+    a report without layouts (an older report)."""
     groups = _layout_groups(report)
     readable = sum(1 for sh in report.shards if sh.rows is not None)
     out = []
-    for (name, source, why), shards in list(groups.items())[:5]:
+    for (name, source, _shape), shards in list(groups.items())[:5]:
+        why = _group_why(shards)
         where = ("" if len(shards) == readable else " " + _shards_txt([sh.path for sh in shards]) if names
                  else f" ({len(shards)} shard{'s' if len(shards) > 1 else ''})")
         what = f"{name} ({source}: {why})" if name is not None else f"unknown ({why})"
@@ -134,9 +157,37 @@ def _not_applicable_lines(report: Report) -> list[str]:
             for name, n in counts.items()]
 
 
-def _passing_line(n: int) -> str:
-    """The one line that stands for ``n`` shards with no finding (listed with ``show_passing``)."""
-    return f"{n:,} shard{'s' if n != 1 else ''} passed with no findings (--show-passing lists them)"
+def clip_message(msg: str, limit: int) -> str:
+    """``msg`` when it has at most ``limit`` characters; else cut to about ``limit``, marked ``…``. A
+    message ends with what to do about the finding, so its last sentence (after the last ". ") is kept
+    whole after the cut when it is at most half of ``limit`` (``head … last sentence``); a longer last
+    sentence is cut with the rest."""
+    if len(msg) <= limit:
+        return msg
+    k = msg.rfind(". ")
+    tail = msg[k + 2:] if k >= 0 else ""
+    if tail and len(tail) <= limit // 2:
+        head = msg[: max(0, limit - len(tail) - 3)].rstrip()
+        if len(head) < k:
+            return f"{head} … {tail}"
+    return msg[:limit] + "…"
+
+
+def _passing_line(n: int, named: int = 0) -> str:
+    """The one line that stands for ``n`` shards with no finding of their own (listed with
+    ``show_passing``); ``named`` of them are named by a dataset-level finding (a train/eval leak, a
+    duplicate shard), so they did not pass: the line says so instead."""
+    if not named:
+        return f"{n:,} shard{'s' if n != 1 else ''} passed with no findings (--show-passing lists them)"
+    return (f"{n:,} shard{'s' if n != 1 else ''} without shard-level findings (--show-passing lists them); "
+            + ("it is named by a dataset-level finding below" if n == 1 else
+               f"{'all' if named == n else f'{named:,}'} of them named by the dataset-level findings below"))
+
+
+def _quiet_named(report: Report, quiet: list[str]) -> int:
+    """How many of the shards ``quiet`` (no finding of their own) a dataset-level finding names."""
+    named = {p for f in report.dataset_findings for p in (f.shards or ())}
+    return sum(p in named for p in quiet)
 
 
 def render_text(report: Report, max_message: int = 110, show_passing: bool = False) -> str:
@@ -144,7 +195,8 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
 
     Args:
         report: the report to show.
-        max_message: characters of a finding's message shown in "Findings" (x3; longer ones end "…").
+        max_message: characters of a finding's message shown in "Dataset" and "Findings" (x3; a longer
+            one is cut by :func:`clip_message`, keeping its last sentence: the advice).
         show_passing: list every shard, also those without any finding (``--show-passing``). By
             default those are one line under the table ("2,998 shards passed with no findings"), as
             a test runner reports passes: a gate over thousands of shards prints what needs a look.
@@ -177,17 +229,17 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
     if rows:
         lines += _table(["status", "shard", "rows", "check", "column", "severity", "count", "first"], rows)
     if quiet:
-        lines.append(_passing_line(quiet))
+        lines.append(_passing_line(quiet, _quiet_named(report, [sh.path for sh in report.shards if not sh.findings])))
     if report.dataset_findings:
         lines += ["", "Dataset:"]
         for f in report.dataset_findings:
-            lines.append(f"  {f.check} [{f.severity}{'!' if f.fails_policy else ''}] {f.message[:300]}"
-                         f"{_finding_shards(f)}")
+            lines.append(f"  {f.check} [{f.severity}{'!' if f.fails_policy else ''}] "
+                         f"{clip_message(f.message, max_message * 3)}{_finding_shards(f)}")
     details = [(sh.path, f) for sh in report.shards for f in sh.findings if f.severity != "info"]
     if details:
         lines += ["", "Findings:"]
         for path, f in details:
-            msg = f.message if len(f.message) <= max_message * 3 else f.message[: max_message * 3] + "…"
+            msg = clip_message(f.message, max_message * 3)
             lines.append(f"  {path}: {f.check} [{f.severity}{'!' if f.fails_policy else ''}] {msg}")
             for e in f.examples[:3]:
                 where = f"line {e.line}" if e.line is not None and e.row is None else (
@@ -269,7 +321,8 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
     if len(table) > 2:
         out += table
     if quiet:
-        out += ([""] if len(table) > 2 else []) + [_passing_line(quiet).replace("--show-passing", "`--show-passing`")]
+        out += ([""] if len(table) > 2 else []) + [_passing_line(quiet, _quiet_named(report, [sh.path for sh in report.shards if not sh.findings]))
+                                                       .replace("--show-passing", "`--show-passing`")]
     if report.dataset_findings:
         out += ["", "### Dataset", ""]
         for f in report.dataset_findings:

@@ -11,7 +11,7 @@ from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import ShardResult
-from datacheck.model.roles import ROLE_SPECS, row_content
+from datacheck.model.roles import KEY_COLUMNS, ROLE_SPECS, row_content
 from datacheck.model.stats import LABELS, LENGTHS, LabelCounts, LengthHistogram
 from datacheck.report.model import Report, ShardReport, skipped_dicts
 from datacheck.report.policy import apply_policy, status_of
@@ -96,6 +96,7 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         row_content={"columns": content_cols, "encoding": ROW_ENCODING, "normalization": _NORMALIZATION},
         config_path=config_path,
         ignored=tuple(sorted((dict(i) for i in ignored), key=lambda i: i["path"])),
+        tokenizer_facts=cfg.tokenizer_facts,
     )
 
 
@@ -123,4 +124,5 @@ def row_content_columns(r: ShardResult) -> list[str]:
         for x in ([y for g in c for y in g] if spec.arity == "groups" else (c if isinstance(c, list) else [c])):
             if x not in cols:
                 cols.append(x)
-    return row_content(cols, label, list(r.columns)) if cols else list(r.columns)
+    return (row_content(cols, label, list(r.columns)) if cols else
+            [c for c in r.columns if c not in KEY_COLUMNS] or list(r.columns))

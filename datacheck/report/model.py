@@ -104,6 +104,10 @@ class Report:
     config_path: str | None = None
     #: files under the audited paths that look like data but are not audited: ``{"path", "reason"}``
     ignored: tuple[dict[str, str], ...] = ()
+    #: the ``[tokens]`` facts taken from ``[tokens] tokenizer`` because the config left them unset:
+    #: ``{"tokenizer": path as written, "facts": {"vocab_size": ..., "pad_token_id": ...}}``
+    #: (:attr:`datacheck.model.config.Config.tokenizer_facts`); None (no key in the JSON) when none was
+    tokenizer_facts: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -152,6 +156,8 @@ class Report:
         d = self._to_dict()
         if self.part is not None:
             d["part"] = self.part
+        if self.tokenizer_facts is not None:
+            d["tokenizer_facts"] = self.tokenizer_facts
         return d
 
     def _to_dict(self) -> dict[str, Any]:
@@ -198,6 +204,7 @@ class Report:
             dataset_findings=tuple(Finding.from_dict(f) for f in d.get("findings", [])),
             skipped=tuple(d.get("skipped", [])), stats=d.get("stats", {}), row_content=d.get("row_content", {}),
             part=d.get("part"), config_path=d.get("config_path"), ignored=tuple(d.get("ignored", [])),
+            tokenizer_facts=d.get("tokenizer_facts"),
         )
 
 

@@ -126,6 +126,9 @@ class CheckpointInfo:
     files: dict[str, FileScan] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: relative path -> why the file cannot be loaded by anyone (not a torch.save file, a cut or
+    #: corrupt archive or pickle, not a regular file): its piece is not present (not in ``to_dict``)
+    unusable: dict[str, str] = field(default_factory=dict)
 
     @property
     def step(self) -> int | None:
@@ -150,6 +153,13 @@ def _finding(cid: str, message: str, count: int = 1, **details: Any) -> Finding:
     sev = catalog.info(cid).severity
     return Finding(check=cid, severity=sev, message=message, count=count, details=details,
                    fails_policy=sev == "error")
+
+
+def unusable(fs: FileScan) -> bool:
+    """Whether a scanned file is one no trainer can load either: not a torch.save file at all (cut
+    before its zip directory, random bytes, not a regular file), an unreadable zip or a malformed
+    pickle. A file refused for safety or size only is not (the trainer would load it)."""
+    return fs.kind == "other" or bool(fs.error and fs.error.startswith(("malformed pickle", "unreadable zip")))
 
 
 class _Reader:
@@ -180,6 +190,10 @@ class _Reader:
             return load_safe(fs)
         except UnsafeCheckpoint as e:
             self.info.notes.append(f"{rel}: not loaded ({e})")
+            if unusable(fs):
+                self.info.unusable[rel] = fs.error or ("not a torch.save file: neither a zip archive holding "
+                                                       "data.pkl nor a pickle (cut before its zip directory, or "
+                                                       "other bytes)")
             return None
 
 
@@ -358,15 +372,18 @@ def detect_layout(path: Path) -> tuple[str, Path]:
     names = {p.name for p in path.iterdir()}
     if ".metadata" in names:
         return "dcp", path
-    if "trainer_state.json" in names or any(_HF_RNG.match(n) for n in names) or {"optimizer.pt", "scheduler.pt"} & names:
+    ckpts = sorted((int(m.group(1)), path / n) for n in names if (m := _CKPT_DIR.match(n)) and (path / n).is_dir())
+    resume_state = any(_HF_RNG.match(n) for n in names) or {"optimizer.pt", "scheduler.pt"} & names
+    if ckpts and not resume_state:
+        # a Trainer's output folder: its own trainer_state.json (Trainer.save_state, DatacheckCallback at
+        # the end) and final weights are no resume point; resume_from_checkpoint=True takes the last checkpoint-N
+        return detect_layout(ckpts[-1][1])
+    if "trainer_state.json" in names or resume_state:
         return "hf_trainer", path  # (under DeepSpeed it also holds latest and global_stepN/)
     if "latest" in names or any(_DS_TAG.match(n) for n in names):
         return "deepspeed", path
     if any(_DS_MODEL.match(n) or _DS_OPTIM.match(n) for n in names):
         return "deepspeed", path
-    ckpts = sorted((int(m.group(1)), path / n) for n in names if (m := _CKPT_DIR.match(n)) and (path / n).is_dir())
-    if ckpts:
-        return detect_layout(ckpts[-1][1])
     if any(_ACC_RNG.match(n) for n in names) or any(n.startswith(("optimizer", "scheduler")) and n.endswith(".bin")
                                                     for n in names):
         return "accelerate", path
@@ -416,6 +433,9 @@ def _weights_files(info: CheckpointInfo, rd: _Reader, folder: Path) -> None:
                 n.startswith("pytorch_model-") and n.endswith(".bin")):
             fs = scan_file(folder / n)
             info.files[n] = fs
+            if unusable(fs):
+                info.notes.append(f"{n}: not loadable ({fs.error or 'not a torch.save file'})")
+                continue
             pc.present = True
             pc.files.append(n)
             if fs.unsafe:
@@ -435,15 +455,18 @@ def _inspect_hf(info: CheckpointInfo, rd: _Reader, fp16: bool | None) -> None:
         try:
             ts = read_json_file(root / "trainer_state.json")
             gs = ts.get("global_step") if isinstance(ts, dict) else None
-            if isinstance(gs, int):
-                info.steps["trainer_state.global_step"] = gs
+            if not isinstance(ts, dict) or not isinstance(gs, int) or isinstance(gs, bool) or gs < 0:
+                what = (f"a JSON {type(ts).__name__}, not an object" if not isinstance(ts, dict) else
+                        f"its global_step is {str(gs)[:40]!r}, not a step count")
+                raise ValueError(f"{what}: the Trainer cannot read its data position from it")
+            info.steps["trainer_state.global_step"] = gs
             info.pieces["sampler"].present = True
             info.pieces["sampler"].files = ["trainer_state.json"]
             info.pieces["sampler"].note = ("the Trainer rebuilds the data position from global_step and the seed "
                                            "(it skips the epoch's first global_step batches)")
             info.pieces["sampler"].detail = {"epoch": ts.get("epoch"), "global_step": gs,
                                              "train_batch_size": ts.get("train_batch_size")}
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError) as e:  # NotRegular (a FIFO, a folder) is an OSError: never opened
             info.notes.append(f"trainer_state.json: unreadable ({e})")
             ts_present = False
     if not ts_present:
@@ -909,20 +932,29 @@ TRAINER_MODULES = ("accelerate.", "transformers.", "lightning.", "pytorch_lightn
 
 def _drop_unsafe_pieces(info: CheckpointInfo, fp16: bool | None) -> None:
     """A piece whose files are unsafe pickles (never loaded) needing a global outside the trainers' own
-    modules (:data:`TRAINER_MODULES`: ``os.system``, ``builtins.eval``, an unresolvable opcode, ...) is
-    not present, and its missing-piece finding is raised (the ``ckpt.unsafe_pickle`` finding names the
+    modules (:data:`TRAINER_MODULES`: ``os.system``, ``builtins.eval``, an unresolvable opcode, ...), or
+    files no trainer can load (:func:`unusable`: cut short, corrupt, not a regular file), is not
+    present, and its missing-piece finding is raised (the ``ckpt.unsafe_pickle`` finding names the
     globals); for the RNG piece, one such rank file is enough."""
     def hostile(f: str) -> bool:
         return f in info.files and any(not g.startswith(TRAINER_MODULES) for g in info.files[f].unsafe)
 
     for name, pc in info.pieces.items():
-        bad = [f for f in pc.files if hostile(f)]
+        bad = [f for f in pc.files if hostile(f) or f in info.unusable]
         if not pc.files or not bad or (name != "rng" and len(bad) < len(pc.files)):
             continue
         pc.present = False
-        pc.note = (f"{', '.join(bad)}: an unsafe pickle, never loaded: it does not count as present"
-                   + (f"; {pc.note}" if pc.note else ""))
-        why = f"{', '.join(bad)} is an unsafe pickle (never loaded), so "
+        broken = [f for f in bad if f in info.unusable]
+        if broken:
+            reason = info.unusable[broken[0]]
+            kept = pc.note if pc.note and not pc.note.endswith("present, not loaded") else ""
+            pc.note = (f"{', '.join(broken)}: no trainer can load it ({reason}): it does not count as present"
+                       + (f"; {kept}" if kept else ""))
+            why = f"{', '.join(broken)} cannot be loaded ({reason}; the resume fails on it or must skip it), so "
+        else:
+            pc.note = (f"{', '.join(bad)}: an unsafe pickle, never loaded: it does not count as present"
+                       + (f"; {pc.note}" if pc.note else ""))
+            why = f"{', '.join(bad)} is an unsafe pickle (never loaded), so "
         if name == "scaler":
             if fp16:
                 _missing(info, "ckpt.missing_scaler", why + MSG_SCALER, file=bad)
@@ -949,7 +981,8 @@ def inspect_checkpoint(path: str | Path, *, fp16: bool | None = None, world_size
         layout: force a layout (one of :data:`LAYOUTS`); default: detected.
 
     Raises:
-        UsageError: the path does not exist or no layout is recognised; ``world_size`` < 1.
+        UsageError: the path does not exist or no layout is recognised; ``world_size`` < 1, or below
+            a rank whose per-rank files the checkpoint holds (the message names the ranks found).
         OptionalDependencyError: torch is not installed.
     """
     p = Path(path)
@@ -963,6 +996,12 @@ def inspect_checkpoint(path: str | Path, *, fp16: bool | None = None, world_size
         layout, root = detect_layout(p)
     info = CheckpointInfo(path=p, root=root, layout=layout, world_size=world_size)
     _INSPECT[layout](info, _Reader(info), fp16)
+    over = [r for r in info.ranks if world_size is not None and r >= world_size]
+    if over:
+        raise UsageError(f"--world-size is {world_size} (ranks 0 .. {world_size - 1}), but {root} holds per-rank "
+                         f"files of rank(s) {', '.join(map(str, over[:10]))}{' ...' if len(over) > 10 else ''} "
+                         f"(ranks found: {', '.join(map(str, info.ranks[:10]))}{' ...' if len(info.ranks) > 10 else ''}"
+                         f"): give the run's world size (at least {max(over) + 1}), or drop --world-size")
     _drop_unsafe_pieces(info, fp16)
     if layout == "torch_save" and not any(pc.present for pc in info.pieces.values()) and not any(
             fs.unsafe for fs in info.files.values()):

@@ -58,6 +58,8 @@ from datacheck.model.order import EpochOrder, epoch_order
 __all__ = ["OrderVerdict", "verify_order", "plan_from_ledger", "summary_lines", "ORDER_KINDS", "FIRST_IDS"]
 
 #: how a segment's recorded order relates to the plan
+#: the loader settings a ledger's ``#state`` line records, compared between a rank's segments
+_SETTINGS = ("num_replicas", "batch_size", "seed", "shuffle", "grad_accum")
 ORDER_KINDS = ("start", "continuation", "restart_of_epoch", "rewind", "skip_ahead", "another_epoch", "world_size_changed",
                "unknown")
 #: row ids listed in a finding (the count is always complete)
@@ -242,6 +244,11 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     v = OrderVerdict(plan=plan_info, ledger=ledger_info, notes=notes)
     if led.truncated:
         notes.append(f"torn ledger file(s) {led.truncated}: their complete lines were read")
+    silent = [r for r in range(ws) if not led.batches.get(r)]
+    if silent:
+        notes.append(f"rank(s) {silent[:16]}{' ...' if len(silent) > 16 else ''} of world size {ws} recorded no batch "
+                     "(no rank<r>.tsv.gz file, or one with no complete line): the rows planned for them count as "
+                     "never seen; copy their ledger files, or the run lost them")
 
     def pos(step: int) -> tuple[int, int]:
         return divmod(step - first, spe)
@@ -253,15 +260,19 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     for r in led.ranks:
         states = led.states.get(r) or []
         prev: dict[str, Any] | None = None
+        known: dict[str, Any] = {}  # setting -> the last value a state line of this rank recorded
         for i, st in enumerate(states):
             start = st.get("start_step")
             if not isinstance(start, int):
                 continue
             sws = int(st.get("num_replicas") or ws)
             seg_ws[(r, start)] = sws
-            changed = {k: [prev.get(k), st.get(k)] for k in ("num_replicas", "batch_size", "seed", "shuffle",
-                                                              "grad_accum")
-                       if prev is not None and prev.get(k) != st.get(k)}
+            # a setting a state line does not record (null: a resumed loader's SkipBatchSampler hides its
+            # sampler) is not a change; it is compared with the last state that recorded it
+            changed = {k: [known[k], st.get(k)] for k in _SETTINGS
+                       if prev is not None and st.get(k) is not None and known.get(k) is not None
+                       and known[k] != st.get(k)}
+            known.update({k: st.get(k) for k in _SETTINGS if st.get(k) is not None})
             e_plan, s_plan = pos(start)
             kind = "start" if i == 0 else ("epoch" if (s_plan == 0 and not changed and prev is not None
                                                        and st.get("epoch") == (prev.get("epoch") or 0) + 1)

@@ -40,6 +40,7 @@ import _compat_pickle
 import importlib
 import io
 import json
+import os
 import pickle
 import pickletools
 import struct
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datacheck.io.bounded import NotRegular, open_regular
 from datacheck.model.torchdep import require_torch
 
 __all__ = ["PickleScan", "scan_pickle", "scan_file", "FileScan", "load_safe", "load_dcp_metadata",
@@ -252,9 +254,14 @@ def scan_file(path: str | Path, allowed: Any = None) -> FileScan:
         allowed: ``name -> bool`` of the globals allowed (default :func:`is_safe_global`).
     """
     p = Path(path)
-    size = p.stat().st_size
-    with open(p, "rb") as f:
-        head = f.read(16)
+    try:
+        with open_regular(p) as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(16)
+    except NotRegular as e:  # a FIFO would block the open, a folder named like a file cannot be read
+        return FileScan(p, "other", 0, error=e.reason)
+    except OSError as e:
+        return FileScan(p, "other", 0, error=f"cannot read it ({e.strerror or e})")
     if zipfile.is_zipfile(p):
         fs = FileScan(p, "torch_zip", size)
         try:
@@ -416,12 +423,14 @@ def safetensors_header(path: str | Path) -> dict[str, Any]:
     read from its first ``8 + N`` bytes only.
 
     Raises:
-        ValueError: the length prefix is over :data:`SAFETENSORS_HEADER_MAX` or past the file's end, or
-            the header is not a JSON object.
+        ValueError: the length prefix is over :data:`SAFETENSORS_HEADER_MAX` or past the file's end,
+            the header is not a JSON object, or its tensors do not cover the data after it as the
+            ``safetensors`` loader requires (:func:`_check_safetensors_data`: a file cut short).
+        OSError: not a regular file (:class:`~datacheck.io.bounded.NotRegular`: never opened), unreadable.
     """
     p = Path(path)
-    size = p.stat().st_size
-    with open(p, "rb") as f:
+    with open_regular(p) as f:
+        size = os.fstat(f.fileno()).st_size
         raw = f.read(8)
         if len(raw) < 8:
             raise ValueError("shorter than the 8-byte header length")
@@ -431,4 +440,43 @@ def safetensors_header(path: str | Path) -> dict[str, Any]:
         head = json.loads(f.read(n))
     if not isinstance(head, dict):
         raise ValueError("the header is not a JSON object")
+    _check_safetensors_data(head, size - 8 - n)
     return head
+
+
+#: bytes per element of the safetensors dtypes (``safetensors`` ``Dtype``)
+_ST_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+                   "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
+def _check_safetensors_data(head: dict[str, Any], data_bytes: int) -> None:
+    """The rules the ``safetensors`` loader holds a file to: every tensor's ``data_offsets`` lie in the
+    data after the header, its byte count is its shape times its dtype's size, and the tensors end
+    exactly where the file does (a file cut short, or with bytes after its tensors, does not load).
+
+    Raises:
+        ValueError: the first rule broken, naming the tensor.
+    """
+    end = 0
+    for name, t in head.items():
+        if name == "__metadata__":
+            continue
+        offs = t.get("data_offsets") if isinstance(t, dict) else None
+        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) and not isinstance(o, bool)
+                                                                   for o in offs) and 0 <= offs[0] <= offs[1]):
+            raise ValueError(f"tensor {name[:80]!r}: data_offsets {str(offs)[:40]} is not [begin, end]")
+        if offs[1] > data_bytes:
+            raise ValueError(f"tensor {name[:80]!r} ends at byte {offs[1]} of the data, but the file holds "
+                             f"{data_bytes} bytes of tensor data (a file cut short)")
+        shape, size = t.get("shape"), _ST_DTYPE_BYTES.get(str(t.get("dtype")))
+        if size is not None and isinstance(shape, list) and all(isinstance(d, int) for d in shape):
+            want = size
+            for d in shape:
+                want *= d
+            if want != offs[1] - offs[0]:
+                raise ValueError(f"tensor {name[:80]!r}: {t.get('dtype')} {shape} needs {want} bytes, its offsets "
+                                 f"give {offs[1] - offs[0]}")
+        end = max(end, offs[1])
+    if end != data_bytes:
+        raise ValueError(f"the tensors end at byte {end} of the data but the file holds {data_bytes} bytes after "
+                         "its header (bytes after the last tensor)")

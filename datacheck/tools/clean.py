@@ -66,8 +66,10 @@ from typing import Any
 from datacheck.checks.dup.cross import across_shard_copies, assign_splits, split_overlap_rows
 from datacheck.checks.dup.shard import duplicate_shard_groups
 from datacheck.checks.index import SHARD_NAME, numbering_gap
+from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.engine.shard import audit_file
 from datacheck.execute.audit import SpillingResults, finish_report
+from datacheck.execute.setup import with_declared_splits
 from datacheck.formats.discovery import discover
 from datacheck.formats.registry import REWRITABLE, format_named, rewriter
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, row_hashes
@@ -172,8 +174,9 @@ class LeftInPlace:
         check: the check ID; ``severity``: after ``[policy]``; ``fails_policy``: it failed the gate
             (``--fail-on error``) on the input.
         count: the finding's count on the input; ``message``: its message.
-        left: for ``dup.split_overlap`` and ``dup.exact_across_shards``: the rows the copy still has
-            (computed on the kept rows); for ``dup.shard``, the duplicate shards kept; for
+        left: for ``dup.split_overlap`` and ``dup.exact_across_shards``: the rows of the finding's own
+            shards (one finding per eval split or column group) the copy still has (computed on the
+            kept rows); for ``dup.shard``, the duplicate shards kept; for
             the checks a copy does not change (:data:`_UNCHANGED_BY_CLEAN`), ``count``; else None
             (not known without auditing the copy).
     """
@@ -267,7 +270,7 @@ def _drop_ids(drop: list[str] | None, cfg: Config) -> tuple[str, ...]:
         return default_drop(cfg)
     for cid in drop:
         if not catalog.is_known(cid):
-            raise UsageError(f"--drop {cid!r}: unknown check ID (`datacheck checks` lists the IDs)")
+            raise UsageError(f"--drop {cid!r}: unknown check ID{catalog.unknown_hint(cid)}")
         if catalog.info(cid).level != "row" and cid not in DATASET_DROPS:
             rows = ", ".join(c for c, i in catalog.CATALOG.items() if i.level == "row")
             raise UsageError(f"--drop {cid!r}: clean cannot drop the rows of this {catalog.info(cid).level}-level "
@@ -594,14 +597,22 @@ def _dataset_drops(dctx: DatasetContext, drop: tuple[str, ...], row_drops: dict[
     return out, duplicates
 
 
-def _row_drops_not_run(skipped: Any, drop: tuple[str, ...]) -> tuple[str, ...]:
-    """One note per chosen row-level check that could not run (its skipped reason, e.g. ``[tokens]
-    vocab_size is not set``): nothing was dropped for it."""
+def _row_drops_not_run(skipped: Any, drop: tuple[str, ...], named: bool = True) -> tuple[str, ...]:
+    """The row-level checks of ``drop`` that could not run: nothing was dropped for them. ``named``
+    (``--drop`` given): one note per check with its skipped reason (e.g. ``[tokens] vocab_size is not
+    set``). The default drop (every row-level check of severity error) holds checks for every kind of
+    data, most of which a dataset has no column for: one note naming them, without the reasons, whose
+    hints ("set [columns] input_ids" for a text dataset) would not fit the data (``datacheck audit``
+    lists each reason under ``skipped``)."""
     why: dict[str, str] = {}
     for sk in skipped:
         cid = sk["check"]
         if cid in drop and cid not in DATASET_DROPS and cid not in why:
             why[cid] = str(sk["reason"])
+    if not named and why:
+        return (f"{len(why)} of the default checks could not run on this data (no column or fact for them; "
+                f"`datacheck audit` says why under 'skipped'), so nothing was dropped for them: "
+                f"{', '.join(sorted(why))}",)
     return tuple(f"{cid} could not run: {reason}: nothing dropped for it" for cid, reason in sorted(why.items()))
 
 
@@ -637,10 +648,11 @@ def _left_in_place(findings: list[Finding], dctx: DatasetContext, drop: tuple[st
         if f.severity not in ("warn", "error") or f.check == "index.temp_file":  # temp files are never copied
             continue
         left: int | None = None
+        mine = set(f.shards)  # one finding per eval split (or column group): only its own shards' rows
         if f.check == "dup.split_overlap":
-            left = sum(len(v) for v in split_overlap_rows(dctx, removed=removed).values())
+            left = sum(len(v) for p, v in split_overlap_rows(dctx, removed=removed).items() if p in mine)
         elif f.check == "dup.exact_across_shards":
-            left = sum(len(v) for v in across_shard_copies(dctx, removed=removed).values())
+            left = sum(len(v) for p, v in across_shard_copies(dctx, removed=removed).items() if p in mine)
         elif f.check == "dup.shard":  # a later copy left in place, unless its rows were all dropped anyway
             rows_of = {r.path: r.rows or 0 for r in dctx.shards}
             left = sum(1 for p in f.shards[1:] if p not in duplicates and len(removed.get(p, ())) < rows_of.get(p, 0))
@@ -685,7 +697,8 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         out: the output folder; must not exist yet (or be empty), and must be outside the input
             folder (not inside it, not containing it).
         cfg: the validated config (roles and facts decide which rows fail; ``[splits]`` which split a
-            shard is in).
+            shard is in; without it, the splits a Hugging Face ``DatasetDict`` folder declares or the
+            shards' names give by the Hub's split naming, as ``audit`` takes them).
         drop: check IDs whose failing rows are dropped: row-level checks and the dataset-level
             duplicate checks of :data:`DATASET_DROPS`. Default: every row-level check whose
             severity (after ``[policy]``) is ``error`` (:func:`default_drop`).
@@ -700,20 +713,26 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
     Raises:
         UsageError: a shard in a format clean cannot write (:data:`CLEANABLE_FORMATS`; nothing is written);
             an unknown ``drop`` ID, or a non-row-level one clean cannot drop; ``dup.split_overlap`` without
-            ``[splits]``; ``out`` is inside/contains the input
-            folder, is not empty, or is not writable; no shard found.
+            ``[splits]``, a ``DatasetDict`` folder nor split names in the shards' names; ``out`` is inside/contains
+            the input folder, is not empty, or is not writable; no shard found; ``[tokens] tokenizer`` cannot
+            be loaded, or its count exceeds ``[tokens] vocab_size`` (ConfigError). The facts the
+            config leaves unset are taken from the tokenizer as the audit takes them.
         InternalError: the written rows do not equal the input (nothing is renamed into place).
         SystemExit: SIGTERM arrived during the run (code 143) while it had its default action; as on
             Ctrl-C (KeyboardInterrupt) the temporary output folder is removed and ``out`` is not created.
     """
     if isinstance(paths, (str, Path)):
         paths = [str(paths)]
+    cfg = with_tokenizer_facts(cfg)  # [tokens] tokenizer's facts, as the audit takes them
     drop_ids = _drop_ids(drop, cfg)
+    disc = discover([str(p) for p in paths], cfg.dataset.format)
+    cfg = with_declared_splits(cfg, disc)  # a DatasetDict's or the Hub's file names' splits, as the audit takes them
     if "dup.split_overlap" in drop_ids and not cfg.splits:
         raise UsageError("--drop dup.split_overlap drops the eval/test rows whose content is in the training split: "
                          "it needs [splits] in the config (e.g. train = \"train/*\", eval = \"eval/*\": globs of the "
-                         "shard paths relative to the data's folder)")
-    disc = discover([str(p) for p in paths], cfg.dataset.format)
+                         "shard paths relative to the data's folder), a Hugging Face DatasetDict folder, whose "
+                         "dataset_dict.json declares them, or shard names that name the splits as the Hugging Face Hub's "
+                         "do (data/train-*, test/, validation.csv)")
     _refuse_unwritable_formats(disc.shards)
     out = Path(out).resolve()
     _check_out(out, [Path(p).resolve() for p in paths if "*" not in str(p) and not is_url(str(p))],
@@ -742,7 +761,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         dataset = list(report.dataset_findings)
         notes = tuple(f"{sk['check']}: {sk['reason']}" for sk in report.skipped
                       if sk["check"] in DATASET_DROPS and sk["check"] in drop_ids)
-        notes += _row_drops_not_run(report.skipped, drop_ids)
+        notes += _row_drops_not_run(report.skipped, drop_ids, named=bool(drop))
         dctx = DatasetContext(cfg=cfg, shards=audited, temp_files=list(disc.temp_files), root=root,
                               splits=assign_splits([r.path for r in audited], dict(cfg.splits)),
                               shard_lists=list(disc.shard_lists()))

@@ -1,8 +1,11 @@
 """Comparing two reports of a dataset (``datacheck diff OLD NEW``): what changed between data versions.
 
-- Shards: added (path only in NEW), removed (only in OLD), changed (same path, other content hash).
-- Findings, keyed by (shard path or ``dataset``, check ID, column); counts of findings sharing a key
-  are summed: *new* (key only in NEW), *resolved* (only in OLD), *grown* (count went up),
+- Shards: added (path only in NEW), removed (only in OLD), changed (same path, other content hash),
+  renamed (a path only in OLD and a path only in NEW with the same content hash: the same bytes
+  moved, neither added nor removed; several such paths are paired in sorted order).
+- Findings, keyed by (shard path or ``dataset``, check ID, column), a renamed shard's OLD findings
+  under its NEW path (a rename alone never makes a finding new nor resolves one); counts of findings
+  sharing a key are summed: *new* (key only in NEW), *resolved* (only in OLD), *grown* (count went up),
   *reduced* (count went down).
 - New policy failures: findings of NEW that fail the policy where OLD had no failing finding with
   that key, or whose count grew. ``datacheck diff`` exits 1 when there is any.
@@ -42,8 +45,10 @@ DATASET = "dataset"
 
 @dataclass(frozen=True)
 class FindingDelta:
-    """One finding key on both sides: ``where`` (shard path or ``dataset``), check, column, the summed
-    counts (0 when absent), and whether any finding of the key fails the policy on each side."""
+    """One finding key on both sides: ``where`` (shard path or ``dataset``), check, column, severity
+    (an error and a warning of one check and column are two keys: the per-row severity of
+    ``finite.fp16_overflow`` and the like), the summed counts (0 when absent), and whether any finding
+    of the key fails the policy on each side."""
 
     where: str
     check: str
@@ -53,9 +58,11 @@ class FindingDelta:
     old_fails: bool
     new_fails: bool
     message: str
+    severity: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"where": self.where, "check": self.check, "column": self.column, "old_count": self.old_count,
+        return {"where": self.where, "check": self.check, "column": self.column, "severity": self.severity,
+                "old_count": self.old_count,
                 "new_count": self.new_count, "old_fails_policy": self.old_fails, "new_fails_policy": self.new_fails,
                 "message": self.message}
 
@@ -70,6 +77,7 @@ class ReportDiff:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: list[tuple[str, str, str]] = field(default_factory=list)
+    renamed: list[tuple[str, str, str]] = field(default_factory=list)
     new: list[FindingDelta] = field(default_factory=list)
     resolved: list[FindingDelta] = field(default_factory=list)
     grown: list[FindingDelta] = field(default_factory=list)
@@ -85,7 +93,8 @@ class ReportDiff:
         return {
             "old_index_hash": self.old_index, "new_index_hash": self.new_index, "config_changed": self.config_changed,
             "shards": {"added": self.added, "removed": self.removed,
-                       "changed": [{"path": p, "old": a, "new": b} for p, a, b in self.changed]},
+                       "changed": [{"path": p, "old": a, "new": b} for p, a, b in self.changed],
+                       "renamed": [{"old_path": a, "new_path": b, "content_hash": h} for a, b, h in self.renamed]},
             "findings": {k: [d.to_dict() for d in getattr(self, k)] for k in ("new", "resolved", "grown", "reduced")},
             "new_policy_failures": [d.to_dict() for d in self.new_policy_failures],
             "stats_moved": self.stats_moved,
@@ -103,17 +112,21 @@ def resolve_report(ref: str, report_dir: str | Path) -> Report:
     return read_report(find_report(ref, report_dir))
 
 
-def _aggregate(report: Report) -> dict[tuple[str, str, str | None], dict[str, Any]]:
-    out: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+def _aggregate(report: Report, paths: dict[str, str] | None = None) -> dict[tuple[str, str, str | None, str],
+                                                                            dict[str, Any]]:
+    """Findings summed by (shard path or ``dataset``, check, column, severity); ``paths`` maps a shard
+    path to the path its findings are keyed under (a renamed shard's OLD path to its NEW one)."""
+    out: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
+    paths = paths or {}
 
     def add(where: str, f: Finding) -> None:
-        e = out.setdefault((where, f.check, f.column), {"count": 0, "fails": False, "message": f.message})
+        e = out.setdefault((where, f.check, f.column, f.severity), {"count": 0, "fails": False, "message": f.message})
         e["count"] += f.count
         e["fails"] = e["fails"] or f.fails_policy
 
     for sh in report.shards:
         for f in sh.findings:
-            add(sh.path, f)
+            add(paths.get(sh.path, sh.path), f)
     for f in report.dataset_findings:
         add(DATASET, f)
     return out
@@ -164,12 +177,16 @@ def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHAR
     os_, ns = {s.path: s for s in old.shards}, {s.path: s for s in new.shards}
     d.added = sorted(set(ns) - set(os_))
     d.removed = sorted(set(os_) - set(ns))
+    d.renamed = _renames(os_, ns, d.removed, d.added)
+    moved = {a: b for a, b, _ in d.renamed}
+    d.removed = [p for p in d.removed if p not in moved]
+    d.added = [p for p in d.added if p not in set(moved.values())]
     d.changed = sorted((p, os_[p].content_hash, ns[p].content_hash) for p in set(os_) & set(ns)
                        if os_[p].content_hash != ns[p].content_hash)
-    ao, an = _aggregate(old), _aggregate(new)
-    for key in sorted(set(ao) | set(an), key=lambda k: (k[0], k[1], k[2] or "")):
+    ao, an = _aggregate(old, moved), _aggregate(new)
+    for key in sorted(set(ao) | set(an), key=lambda k: (k[0], k[1], k[2] or "", k[3])):
         eo, en = ao.get(key), an.get(key)
-        delta = FindingDelta(where=key[0], check=key[1], column=key[2],
+        delta = FindingDelta(where=key[0], check=key[1], column=key[2], severity=key[3],
                              old_count=eo["count"] if eo else 0, new_count=en["count"] if en else 0,
                              old_fails=bool(eo and eo["fails"]), new_fails=bool(en and en["fails"]),
                              message=(en or eo)["message"])
@@ -186,21 +203,43 @@ def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHAR
     d.stats_moved = _stats_moved(DATASET, old.stats, new.stats, share_threshold)
     for p in sorted(set(os_) & set(ns)):
         d.stats_moved += _stats_moved(p, os_[p].stats, ns[p].stats, share_threshold)
+    for a, b, _ in d.renamed:
+        d.stats_moved += _stats_moved(b, os_[a].stats, ns[b].stats, share_threshold)
     return d
+
+
+def _renames(old: dict[str, Any], new: dict[str, Any], removed: list[str], added: list[str]) -> list[tuple[str, str, str]]:
+    """(OLD path, NEW path, content hash) for each removed path whose content hash an added path has:
+    paths of one hash paired in sorted order, the rest stay removed or added. A shard without a content
+    hash (none recorded) is never paired."""
+    by_hash: dict[str, list[str]] = {}
+    for p in added:
+        h = new[p].content_hash
+        if h:
+            by_hash.setdefault(h, []).append(p)
+    out = []
+    for p in removed:
+        h = old[p].content_hash
+        if h and by_hash.get(h):
+            out.append((p, by_hash[h].pop(0), h))
+    return out
 
 
 def _fmt_delta(x: FindingDelta) -> str:
     col = f" ({x.column})" if x.column else ""
+    sev = f" [{x.severity}]" if x.severity else ""
     fail = " FAILS POLICY" if x.new_fails else ""
-    return f"{x.where}: {x.check}{col} {x.old_count} -> {x.new_count}{fail}"
+    return f"{x.where}: {x.check}{col}{sev} {x.old_count} -> {x.new_count}{fail}"
 
 
 def render_diff_text(d: ReportDiff) -> str:
     """Plain-text rendering for terminals and CI logs."""
     out = [f"datacheck diff {d.old_index} -> {d.new_index}"
            + ("  (the config changed between the two audits)" if d.config_changed else "")]
-    out.append(f"shards: {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed")
+    out.append(f"shards: {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
+               + (f", {len(d.renamed)} renamed (same content)" if d.renamed else ""))
     out += [f"  + {p}" for p in d.added] + [f"  - {p}" for p in d.removed] + [f"  ~ {p}" for p, _, _ in d.changed]
+    out += [f"  > {a} -> {b}" for a, b, _ in d.renamed]
     out.append(f"findings: {len(d.new)} new, {len(d.resolved)} resolved, {len(d.grown)} grown, {len(d.reduced)} reduced")
     for name, items in (("new", d.new), ("resolved", d.resolved), ("grown", d.grown), ("reduced", d.reduced)):
         out += [f"  {name:8s} {_fmt_delta(x)}" for x in items]
@@ -217,9 +256,11 @@ def render_diff_markdown(d: ReportDiff) -> str:
     icon = "❌" if d.has_new_failures else "✅"
     out = [f"## {icon} datacheck diff", "",
            f"`{d.old_index}` → `{d.new_index}`" + (" (config changed)" if d.config_changed else ""), "",
-           f"**Shards:** {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed", ""]
+           f"**Shards:** {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
+           + (f", {len(d.renamed)} renamed (same content)" if d.renamed else ""), ""]
     for sym, items in (("added", d.added), ("removed", d.removed), ("changed", [p for p, _, _ in d.changed])):
         out += [f"- {sym}: `{p}`" for p in items]
+    out += [f"- renamed: `{a}` → `{b}`" for a, b, _ in d.renamed]
     out += ["", f"**Findings:** {len(d.new)} new, {len(d.resolved)} resolved, {len(d.grown)} grown, "
                 f"{len(d.reduced)} reduced", ""]
     rows = [(n, x) for n, items in (("new", d.new), ("resolved", d.resolved), ("grown", d.grown),

@@ -145,7 +145,7 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
             facts for the bounds of id columns); defaults when None.
         name: the schema's ``name``.
         vocab_size: the vocabulary size when ``[tokens] vocab_size`` is unset (e.g. a tokenizer's
-            largest id + 1, :attr:`datacheck.tools.inspect.TokenizerView.vocab_size`); ``[tokens]
+            largest id + 1, :attr:`datacheck.derive.tokenizer.TokenizerView.vocab_size`); ``[tokens]
             vocab_size`` wins when set.
         progress: called as ``progress(shard path, shards done, shards)`` before each shard is read.
 

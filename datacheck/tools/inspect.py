@@ -21,7 +21,7 @@ fixed batch.
 """
 from __future__ import annotations
 
-import difflib
+import decimal
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,14 +31,15 @@ import polars as pl
 
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
 from datacheck.derive.read import CheckInput, open_for_checks
+from datacheck.derive.tokenizer import TOKENIZERS_INSTALL, TokenizerView, load_tokenizer, with_tokenizer_facts
 from datacheck.engine.shard import audit_file
 from datacheck.formats.discovery import discover
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
-from datacheck.model.config import Config
-from datacheck.model.errors import OptionalDependencyError, OutOfMemory, UsageError
+from datacheck.model.config import Config, describe_tokenizer_facts
+from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Skipped, show_value
 from datacheck.model.layouts import Layout
 from datacheck.model.roles import is_list, seq2seq_layout
@@ -56,11 +57,6 @@ __all__ = [
     "TOKENIZERS_INSTALL",
 ]
 
-#: The install command shown when the optional ``tokenizers`` package is missing: the ``tokenizers``
-#: extra's own dependency (pyproject.toml), not a datacheck package from PyPI (the PyPI name
-#: ``datacheck`` belongs to another project).
-TOKENIZERS_INSTALL = ('pip install "tokenizers>=0.15" (or, in the datacheck source folder, '
-                      'pip install -e ".[tokenizers]")')
 #: Columns :func:`export_rows` adds to the data columns (names chosen not to clash with data).
 EXPORT_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_shard_hash",
                   "_datacheck_checks")
@@ -72,194 +68,6 @@ ROW_VALUE_CHARS = 120
 #: failing rows up to the highest row chosen, but at most this many (the ``[report] max_examples``
 #: bound); a chosen row past it is shown without its first bad position.
 MAX_EXAMPLE_ROWS = 10_000
-
-
-# --------------------------------------------------------------------------------------------- tokenizer
-@dataclass
-class TokenizerView:
-    """A loaded tokenizer and where it came from.
-
-    Attributes:
-        tokenizer: a ``tokenizers.Tokenizer`` (or one of its implementation classes).
-        source: the file(s) it was loaded from, for messages.
-        vocab_size: one more than the tokenizer's largest id, added tokens included
-            (:func:`_id_bound`): ids in ``[0, vocab_size)`` are the rows an embedding for it needs.
-        byte_level: the tokenizer's decoder is byte-level (GPT-2 style BPE): its tokens are
-            shown decoded (``"Ġworld"`` as ``" world"``), see :meth:`readable`.
-    """
-
-    tokenizer: Any
-    source: str
-    vocab_size: int
-    byte_level: bool = False
-
-    def readable(self, token: str) -> str:
-        """``token`` as text: byte-level BPE tokens through the tokenizer's own decoder, one token at
-        a time (``"Ġworld"`` -> ``" world"``); a token that holds only part of a UTF-8 character
-        (the decoder gives U+FFFD) as its bytes, e.g. ``"\\xe2\\x80"``. Other tokens (WordPiece
-        ``"##ing"``, special tokens) are returned as they are."""
-        if not self.byte_level:
-            return token
-        try:
-            text = self.tokenizer.decoder.decode([token])
-        except Exception:  # a decoder that rejects a lone token: show the token itself
-            return token
-        if "\ufffd" in text and "\ufffd" not in token:
-            raw = bytes(_GPT2_BYTE_OF.get(ch, 0x3F) for ch in token)
-            return raw.decode("utf-8", errors="backslashreplace")  # " \xe2\x80": the space stays a space
-        return text
-
-    def decode(self, ids: list[int | None]) -> str:
-        """``ids`` (a run of one row's token ids) as the text they stand for, decoded together as
-        the tokenizer decodes them: byte-level BPE tokens joined into their bytes and decoded as
-        UTF-8 (a character split over several tokens comes out whole: ``bans “Mein``; bytes of a
-        character cut at the run's edge as ``\\xe2\\x80``); other tokenizers through their own
-        ``decode`` (WordPiece ``##`` pieces joined into words, words separated by spaces; special
-        tokens kept). An id outside the vocabulary is ``<oov:ID>``, null ``<null>``."""
-        parts: list[str] = []
-        seg: list[int] = []
-
-        def flush() -> None:
-            if seg:
-                parts.append(self._decode_ids(seg))
-                seg.clear()
-        for i in ids:
-            if i is None or not 0 <= int(i) < self.vocab_size:
-                flush()
-                parts.append("<null>" if i is None else f"<oov:{i}>")
-            else:
-                seg.append(int(i))
-        flush()
-        return "".join(parts)
-
-    def _decode_ids(self, ids: list[int]) -> str:
-        if not self.byte_level:
-            return str(self.tokenizer.decode(ids, skip_special_tokens=False))
-        out: list[str] = []
-        buf = bytearray()
-        for i in ids:
-            tok = self.tokenizer.id_to_token(i) or ""
-            if all(ch in _GPT2_BYTE_OF for ch in tok):
-                buf += bytes(_GPT2_BYTE_OF[ch] for ch in tok)
-                continue
-            if buf:  # a token outside the byte alphabet (an added token): its text as it is
-                out.append(buf.decode("utf-8", errors="backslashreplace"))
-                buf = bytearray()
-            out.append(tok)
-        if buf:
-            out.append(buf.decode("utf-8", errors="backslashreplace"))
-        return "".join(out)
-
-    def tokens(self, ids: list[int | None]) -> list[str]:
-        """Each id as its token text (:meth:`readable`); an id outside the vocabulary as
-        ``<oov:ID>``, null as ``<null>``."""
-        out = []
-        for i in ids:
-            if i is None:
-                out.append("<null>")
-                continue
-            tok = self.tokenizer.id_to_token(int(i)) if 0 <= int(i) < self.vocab_size else None
-            out.append(self.readable(tok) if tok is not None else f"<oov:{i}>")
-        return out
-
-    def encode(self, text: str) -> list[str]:
-        """``text`` split into tokens (no padding or truncation), each as :meth:`readable` text."""
-        return [self.readable(tok) for tok in self.tokenizer.encode(text).tokens]
-
-
-def _gpt2_byte_of() -> dict[str, int]:
-    """Character -> byte of GPT-2's byte-level alphabet (``bytes_to_unicode`` in openai/gpt-2
-    ``src/encoder.py``, which the ``tokenizers`` ByteLevel pre-tokenizer uses): printable Latin-1
-    bytes map to themselves, the other 68 bytes to U+0100 onwards, in byte order."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    out = {chr(b): b for b in keep}
-    extra = 0
-    for b in range(256):
-        if b not in out.values():
-            out[chr(256 + extra)] = b
-            extra += 1
-    return out
-
-
-_GPT2_BYTE_OF = _gpt2_byte_of()
-
-
-def _import_tokenizers():
-    try:
-        import tokenizers
-    except ImportError:
-        raise OptionalDependencyError(
-            f"--tokenizer needs the optional 'tokenizers' package: {TOKENIZERS_INSTALL}") from None
-    return tokenizers
-
-
-def load_tokenizer(path: str | Path) -> TokenizerView:
-    """Load a tokenizer for showing sequences as tokens.
-
-    Args:
-        path: a ``tokenizer.json`` file (Hugging Face fast tokenizer); a GPT-2 style ``vocab.json``
-            whose folder also holds ``merges.txt`` (byte-level BPE); a WordPiece ``vocab.txt``; or a
-            folder holding one of these (``tokenizer.json`` first, then ``vocab.json`` +
-            ``merges.txt``, then ``vocab.txt``).
-
-    Returns:
-        The :class:`TokenizerView`. Padding and truncation stored in a ``tokenizer.json`` are
-        switched off (MiniLM's file pads every encoding to 128).
-
-    Raises:
-        OptionalDependencyError: ``tokenizers`` is not installed (the message gives the install command).
-        UsageError: nothing loadable at ``path``, or the files do not parse.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"--tokenizer {path}: no such file or folder; give tokenizer.json, "
-                         "vocab.json (with merges.txt beside it) or a folder holding them")
-    tk = _import_tokenizers()
-    if p.is_dir():
-        for cand in ("tokenizer.json", "vocab.json", "vocab.txt"):
-            if (p / cand).is_file():
-                p = p / cand
-                break
-        else:
-            raise UsageError(f"--tokenizer {path}: the folder holds no tokenizer.json, vocab.json + merges.txt "
-                             "or vocab.txt")
-    try:
-        # GPT-2 style pair: vocab.json + merges.txt, or PREFIX-vocab.json + PREFIX-merges.txt
-        paired = p.parent / (p.name[: -len("vocab.json")] + "merges.txt") if p.name.endswith("vocab.json") else None
-        if p.name.endswith("vocab.json") or (p.suffix == ".json" and (p.parent / "merges.txt").is_file()
-                                             and p.name != "tokenizer.json"):
-            merges = paired if paired is not None and paired.is_file() else p.parent / "merges.txt"
-            if not merges.is_file():
-                raise UsageError(f"--tokenizer {p}: a GPT-2 style vocab.json needs merges.txt "
-                                 f"({paired.name if paired is not None else 'merges.txt'}) in the same folder")
-            tok = tk.ByteLevelBPETokenizer(str(p), str(merges))
-            source = f"{p} + {merges.name}"
-        elif p.suffix == ".txt":
-            tok = tk.BertWordPieceTokenizer(str(p), lowercase=True)
-            source = str(p)
-        else:
-            tok = tk.Tokenizer.from_file(str(p))
-            tok.no_padding()
-            tok.no_truncation()
-            source = str(p)
-    except UsageError:
-        raise
-    except Exception as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"--tokenizer {p}: cannot load it as a tokenizer: {msg}") from None
-    decoder = getattr(tok, "decoder", None)
-    return TokenizerView(tokenizer=tok, source=source, vocab_size=_id_bound(tok),
-                         byte_level=type(decoder).__name__ == "ByteLevel")
-
-
-def _id_bound(tok: Any) -> int:
-    """One more than the largest id of ``tok`` (``tokenizers``), added tokens included: the ids
-    its vocabulary holds lie in ``[0, bound)``. Not ``get_vocab_size``, which counts tokens: a
-    vocabulary with a gap (a ``[PAD]`` added at id 50 beside ids 0-3) holds ids up to 50 with 5
-    tokens, and id 50 is then no out-of-vocabulary id."""
-    size = int(tok.get_vocab_size(with_added_tokens=True))
-    ids = tok.get_vocab(with_added_tokens=True).values()
-    return max(size, max(ids) + 1) if ids else size
 
 
 # --------------------------------------------------------------------------------------------- inspection
@@ -332,7 +140,8 @@ class ShardInspection:
         shown: the offending rows shown (at most ``limit`` per check key, or the ``--rows`` asked for).
         decode: ``decode.*`` findings (bad lines, invalid UTF-8) with line numbers and byte offsets.
         skipped: checks that could not run on this shard, and why.
-        notes: facts worth saying (e.g. ``vocab_size`` taken from the tokenizer).
+        notes: facts worth saying (e.g. ``vocab_size`` taken from the tokenizer, the ``[tokens]`` facts
+            taken from ``[tokens] tokenizer``: :func:`~datacheck.model.config.describe_tokenizer_facts`).
         layout: the shard's layout as ``datacheck audit`` decides it with the same config
             (:func:`datacheck.derive.layout.shard_layout`, run by the audit of the shard that
             inspection is: ``[dataset] layout``, else the built-in schema's, else recognized); None
@@ -405,10 +214,7 @@ def _check_ids(checks: list[str] | None) -> set[str] | None:
         return None
     bad = [c for c in checks if not catalog.is_known(c)]
     if bad:
-        close = ([k for k in catalog.CATALOG if k.split(".")[-1] == bad[0].split(".")[-1]]
-                 or difflib.get_close_matches(bad[0], list(catalog.CATALOG), n=1, cutoff=0.75))
-        hint = f" (did you mean {close[0]!r}?)" if close else " (`datacheck checks` lists the IDs)"
-        raise UsageError(f"--check {bad[0]!r}: unknown check ID{hint}")
+        raise UsageError(f"--check {bad[0]!r}: unknown check ID{catalog.unknown_hint(bad[0])}")
     dataset = [c for c in checks if catalog.info(c).level == "dataset"]
     if dataset:  # decided across shards: inspect (one shard's rows) would silently show nothing
         raise UsageError(f"--check {dataset[0]!r}: {dataset[0]} is a dataset-level check; run datacheck audit "
@@ -468,7 +274,9 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
     decode = [f for f in res.findings if f.check.startswith("decode.") and (checks is None or f.check in checks)]
     layout = Layout.from_dict(res.layout)  # the audit's own decision for this shard and config
     out = ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=res.rows, failing=failing,
-                          decode=decode, skipped=list(res.skipped), notes=list(notes), layout=layout)
+                          decode=decode, skipped=[k for k in res.skipped if checks is None or k.check in checks
+                                                    or any(c.startswith(k.check + ".") for c in checks)],
+                          notes=list(notes), layout=layout)
     if rows is not None:
         beyond = [r for r in rows if r >= (res.rows or 0)]
         if beyond:
@@ -541,6 +349,7 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
     exprs += [pl.col(c) for c in value_cols + extra]
     df = data.lf.with_row_index("__row").filter(pl.col("__row").is_in(want_rows)).select(exprs).collect()
     by_row = {int(r): i for i, r in enumerate(df["__row"].to_list())}
+    written = _as_written(data, [c for c in value_cols if c in data.clipped], want_rows)
     lines = data.lines_of(want_rows)
     line_of = dict(zip(want_rows, lines)) if lines else {}
     shown: list[OffendingRow] = []
@@ -552,6 +361,9 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
         if key is not None and ":" not in key:
             column = None
         value = df[column][i] if column is not None and column in df.columns else None
+        read_as = None
+        if column in written:  # integers beyond 64 bits: shown as the file holds them, not at Int64's bounds
+            read_as, value = value, written[column].get(r)
         if isinstance(value, pl.Series):
             value = value.to_list()
         if column is not None:
@@ -563,6 +375,9 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
         ex = examples.get((check, column, r)) if key is not None else None
         if ex is not None:
             detail, pos, length = ex.value, ex.position, ex.length
+            if read_as is not None and detail == show_value(read_as.to_list() if isinstance(read_as, pl.Series)
+                                                            else read_as):
+                detail = None  # the value as the checks read it (at Int64's bound): the value as written is shown
             if pos is not None and column is not None:
                 bad = _element(value, pos)
         tokens = supervision = sup_runs = note = decoded = None
@@ -607,6 +422,27 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
     return shown
 
 
+def _as_written(data: CheckInput, columns: list[str], rows: list[int]) -> dict[str, dict[int, Any]]:
+    """``{column: {row: value}}`` of ``columns`` (role columns the read path clips to Int64:
+    ``CheckInput.clipped``) at ``rows`` as the file holds them (``CheckInput.uncast``): 128-bit
+    integers as Python ints, integral decimals as ints, in lists too. {} when there are none."""
+    if not columns or data.uncast is None:
+        return {}
+    raw = (data.uncast.with_row_index("__row").filter(pl.col("__row").is_in(rows))
+           .select(pl.col("__row"), *(pl.col(c) for c in columns)).collect())
+    at = [int(r) for r in raw["__row"].to_list()]
+    return {c: dict(zip(at, (_whole(v) for v in raw[c].to_list()))) for c in columns}
+
+
+def _whole(v: Any) -> Any:
+    """``v`` with every integral ``Decimal`` (a decimal(38, 0) column's value) an ``int``, in lists too."""
+    if isinstance(v, list):
+        return [_whole(x) for x in v]
+    if isinstance(v, decimal.Decimal) and v.is_finite() and v == v.to_integral_value():
+        return int(v)
+    return v
+
+
 def _decoded_runs(tok: TokenizerView, ids: list[Any], classes: list[str]) -> list[tuple[str, str]]:
     """``(class, text)`` runs of consecutive tokens of one class, each run's text decoded from its
     joined ids (:meth:`TokenizerView.decode`); a padding run of one repeated id as ``token×N``."""
@@ -647,12 +483,15 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
     Args:
         paths: shard files, folders (searched recursively; e.g. a Hugging Face ``save_to_disk``
             split folder) or globs, as ``datacheck audit`` takes them.
-        cfg: the validated config (roles and facts such as ``vocab_size``).
+        cfg: the validated config (roles and facts such as ``vocab_size``); the facts it leaves
+            unset are taken from ``[tokens] tokenizer`` as the audit takes them
+            (:func:`datacheck.derive.tokenizer.with_tokenizer_facts`).
         checks: only these check IDs (None: every check).
         rows: show these 0-based rows (with the checks they fail) instead of the failing ones.
         limit: at most this many rows shown per check key (default 20).
         tokenizer: shows ``input_ids`` (else the first text column) as tokens; when ``[tokens]
-            vocab_size`` is not set, the tokenizer's vocabulary size is used.
+            vocab_size`` is not set (in the config, nor by ``[tokens] tokenizer``), the tokenizer's
+            vocabulary size is used.
 
     Returns:
         One :class:`ShardInspection` per shard, in path order. An unreadable shard is returned
@@ -662,12 +501,16 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
         UsageError: a path does not exist, no shard was found, an unknown or dataset-level
             ``--check`` ID (decided across shards: ``datacheck audit`` reports it), ``limit < 1``,
             or a row of ``rows`` is past the last row of every readable shard (the message names
-            each file and its row count; a row only some shards have is a note on the others).
+            each file and its row count; a row only some shards have is a note on the others);
+            ``[tokens] tokenizer`` cannot be loaded, or its count exceeds ``[tokens] vocab_size``
+            (ConfigError).
     """
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
     wanted = _check_ids(checks)
-    cfg, notes = _with_facts(cfg, limit, tokenizer, rows)
+    cfg, notes = _with_facts(with_tokenizer_facts(cfg), limit, tokenizer, rows)  # [tokens] tokenizer's facts first
+    if cfg.tokenizer_facts is not None:
+        notes.insert(0, describe_tokenizer_facts(cfg.tokenizer_facts))
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     out = [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
     _rows_exist(rows, out)

@@ -36,19 +36,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from datacheck.io.ledger import read_ledger
     from datacheck.model.budget import TokenBudgetBatchSampler
+    from datacheck.model.errors import BatchValidationError
     from datacheck.model.identity import log_data_identity
     from datacheck.torch.guard import BatchGuard
     from datacheck.torch.hf import DatacheckCallback
     from datacheck.torch.record import flush_ledgers, record_batches
     from datacheck.torch.replay import batch_from_export, replay_batch
 
-__all__ = ["BatchGuard", "TokenBudgetBatchSampler", "record_batches", "flush_ledgers", "read_ledger", "log_data_identity",
+__all__ = ["BatchGuard", "BatchValidationError", "TokenBudgetBatchSampler", "record_batches", "flush_ledgers", "read_ledger", "log_data_identity",
            "replay_batch", "batch_from_export", "DatacheckCallback"]
 
 #: public name -> the module that defines it (imported on first attribute access)
 _LAZY = {
     "TokenBudgetBatchSampler": "datacheck.model.budget",
     "BatchGuard": "datacheck.torch.guard",
+    "BatchValidationError": "datacheck.model.errors",
     "read_ledger": "datacheck.io.ledger",
     "record_batches": "datacheck.torch.record",
     "flush_ledgers": "datacheck.torch.record",

@@ -30,6 +30,7 @@ import polars as pl
 from datacheck.checks.batch import tokens_expr
 from datacheck.checks.registry import RowsKey
 from datacheck.derive.read import CheckInput, open_for_checks
+from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.engine.shard import audit_frame
 from datacheck.execute.plan import (
     PLAN_EXPORT_COLUMNS,
@@ -102,7 +103,8 @@ def _ledger_source(led: Ledger) -> dict[str, Any]:
 def ledger_gaps(led: Ledger, steps: list[int], rows: dict[int, dict[int, list[int]]]) -> list[str]:
     """What the ledger lacks for ``steps``, said in words: a torn file (its cut write dropped), a
     rank's last step recorded with fewer micro-batches than ``grad_accum``, asked steps no rank
-    recorded, and ranks that did not record an asked step that other ranks did."""
+    recorded, and ranks that did not record an asked step that other ranks did (a rank of the run's
+    ``num_replicas`` whose ledger file is absent included)."""
     out = [f"{Path(f).name} ends in a torn write (the run was killed mid-write); its complete lines are read"
            for f in led.truncated]
     for rank, (step, got, ga) in sorted(led.partial.items()):
@@ -114,7 +116,7 @@ def ledger_gaps(led: Ledger, steps: list[int], rows: dict[int, dict[int, list[in
         out.append(f"step(s) {', '.join(map(str, missing[:10]))}{' ...' if len(missing) > 10 else ''} not recorded "
                    f"(the ledger's steps end at {max(led.steps) if led.steps else 'none'})")
     for s in steps:
-        lacking = [r for r in led.ranks if s in rows and r not in rows[s]]
+        lacking = [r for r in led.world_ranks if s in rows and r not in rows[s]]
         if lacking:
             out.append(f"step {s}: rank(s) {', '.join(map(str, lacking))} recorded no batch of it")
     return out
@@ -168,8 +170,11 @@ class DatasetIndex:
 
         Raises:
             UsageError: no shard found, a shard cannot be read (its rows cannot be numbered), or the
-                data has splits and none is ``train`` (:func:`datacheck.execute.plan.select_split`).
+                data has splits and none is ``train`` (:func:`datacheck.execute.plan.select_split`);
+                ``[tokens] tokenizer`` cannot be loaded (its facts fill the ``[tokens]`` keys the
+                config leaves unset, as the audit's: :func:`datacheck.derive.tokenizer.with_tokenizer_facts`).
         """
+        cfg = with_tokenizer_facts(cfg)
         disc = discover(paths, cfg.dataset.format)
         chosen, split, where = select_split(disc, cfg, None)
         hashes = {ds.rel: (hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None
@@ -204,8 +209,8 @@ class DatasetIndex:
             rows.append(k)
             opened.append(data if len(opened) < KEEP_OPENED else None)
             n += k
-        others = {} if split is None else {s: sum(1 for r in where.values() if r == s)
-                                           for s in dict(cfg.splits) or disc.declared_splits() if s != split}
+        splits = dict(cfg.splits) or disc.declared_splits(cfg.dataset.infer_splits)
+        others = {} if split is None else {s: sum(1 for r in where.values() if r == s) for s in splits if s != split}
         return cls(root=disc.root, shards=list(chosen), starts=starts, rows=rows, hashes=hashes, opened=opened,
                    cfg=cfg, lengths=(np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64)) if want_len
                    else None, split=split, other_splits=others)
@@ -281,17 +286,25 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
 
 
 def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[int],
-                     conv: StepConvention) -> tuple[StepRows, dict[str, Any]]:
+                     conv: StepConvention, world_size: int | None = None) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from a recorded ledger: log step ``N`` is optimizer step
     ``conv.optimizer_step(N)``, recorded as that number in datacheck's ledger (``record_batches``
     numbers optimizer steps from 0) and as that number + 1 in OLMo's (its ``global_step``).
 
     Raises:
         UsageError: the ledger cannot be read, or holds none of the steps (the message gives the
-            recorded range and the join used).
+            recorded range and the join used), or it records a rank at or above ``world_size`` (a rank
+            file, or a ``#state`` line's ``num_replicas``; the message names the ranks).
     """
     steps = list(steps)
     led = read_ledger(folder)
+    over = [r for r in led.world_ranks if world_size and r >= world_size]
+    if over:
+        raise UsageError(f"--world-size is {world_size} (ranks 0 .. {world_size - 1}), but the ledger {folder} "
+                         f"records rank(s) {', '.join(map(str, over[:10]))}{' ...' if len(over) > 10 else ''} (ranks "
+                         f"recorded: {', '.join(map(str, led.world_ranks[:10]))}"
+                         f"{' ...' if len(led.world_ranks) > 10 else ''}): give the run's world size (at least "
+                         f"{max(over) + 1}), or drop --world-size")
     src = _ledger_source(led)
     base = src["first_step"]
     space = index.space()
@@ -405,7 +418,7 @@ def audit_step_rows(index: DatasetIndex, steps: StepRows, conv: StepConvention, 
         frame = (data.lf.with_row_index("__local").filter(pl.col("__local").is_in(local)).collect()
                  .sort("__local").drop("__local"))
         lines = data.lines_of(local) or [None] * len(local)
-        res = audit_frame(frame, cfg, name=ds.rel, keep_rows=True)
+        res = audit_frame(frame, cfg, name=ds.rel, keep_rows=True, read_as=ds.format)
         sev: dict[str, str] = {}
         sev_of_check: dict[str, str] = {}
         for f in res.findings:
@@ -525,7 +538,7 @@ def plan_steps_per_epoch(index: DatasetIndex) -> int | None:
 def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConvention, *, ledger: str | None = None,
                step: int | None = None, window: int = 0, export: str | None = None,
                allow_data_mismatch: bool = False, fail_on: str = "error",
-               index: DatasetIndex | None = None) -> dict[str, Any]:
+               index: DatasetIndex | None = None, world_size: int | None = None) -> dict[str, Any]:
     """The data leg of a trace: the log steps to audit (``step``, else the first anomaly's window;
     ``window`` steps before it), their rows (from ``ledger`` or the simulated plan, joined through
     ``conv``), those rows audited and optionally exported.
@@ -538,7 +551,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     Raises:
         UsageError: the data's index_hash differs from the one the log records (unless
             ``allow_data_mismatch``), a log's records carry no step, ``window`` < 0, too many steps,
-            the steps are outside the ledger or plan, or a shard cannot be read.
+            the steps are outside the ledger or plan, the ledger records a rank at or above
+            ``world_size`` (``--world-size``), or a shard cannot be read.
 
     ``index``: the dataset index when the caller built it already (of ``paths`` under ``cfg``).
     """
@@ -567,7 +581,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if len(steps) > MAX_AUDITED_STEPS:
         raise UsageError(f"{len(steps)} steps to audit (window {lo}..{hi} + {window} before); give --step N")
     if ledger is not None:
-        rows, source = ledger_step_rows(ledger, index, steps, conv)
+        rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
     else:
         rows, source = plan_rows(index, steps, conv)
     ra = audit_step_rows(index, rows, conv, fail_on)

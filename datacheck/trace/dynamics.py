@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 from datacheck.model.findings import Finding
@@ -26,8 +27,8 @@ from datacheck.trace.record import StepRecord
 from datacheck.trace.rules import Rule, Stream, TraceOptions, _finding, _g, log_rule, stream_name
 from datacheck.trace.spikes import MAD_SIGMA, ROBUST_MIN_HISTORY, ROBUST_SIGMAS
 
-__all__ = ["Points", "Pt", "MAX_POINTS", "MIN_POINTS", "median", "smooth", "smooth_width", "robust_sigma",
-           "warmup_end", "spike_indices"]
+__all__ = ["Points", "Pt", "MAX_POINTS", "MIN_POINTS", "median", "smooth", "smooth_width", "noise_sigma", "prefix_noise_sigmas",
+           "median_se", "expected_max_normal", "warmup_end", "spike_indices"]
 
 #: entries kept per stream (past it the stride doubles)
 MAX_POINTS = 8192
@@ -98,7 +99,11 @@ class Points:
 
 def median(xs: list[float]) -> float:
     """The median of a non-empty list."""
-    s = sorted(xs)
+    return median_sorted(sorted(xs))
+
+
+def median_sorted(s: list[float]) -> float:
+    """The median of a non-empty sorted list."""
     n = len(s)
     return s[n // 2] if n & 1 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
@@ -125,11 +130,47 @@ def smooth(xs: list[float], w: int) -> list[float]:
     return out
 
 
-def robust_sigma(xs: list[float], ref: list[float]) -> float:
-    """1.4826 x the median absolute deviation of ``xs`` from ``ref`` (a normal sigma, robust to spikes)."""
-    if not xs:
+def noise_sigma(xs: list[float]) -> float:
+    """The noise of a curve, as a normal sigma: 1.4826 x the median absolute second difference of
+    ``xs`` / sqrt(6) (a second difference of independent N(0, s^2) noise has variance 6 s^2). Robust to
+    spikes (a median) and not inflated by a trend that is locally linear, unlike the residuals around a
+    running median, whose median absolute value is 0 or near it for a third of the points when the
+    median runs over 3 (a short log): those understated the noise 3-10x and a noisy healthy run of 40
+    steps left its band (1 run in 10). 0.0 for fewer than 3 values."""
+    d2 = [xs[i - 1] - 2 * xs[i] + xs[i + 1] for i in range(1, len(xs) - 1)]
+    return MAD_SIGMA * median([abs(x) for x in d2]) / math.sqrt(6) if d2 else 0.0
+
+
+def prefix_noise_sigmas(xs: list[float]) -> list[float]:
+    """``[noise_sigma(xs[:k]) for k in range(len(xs) + 1)]``, in one pass (the absolute second
+    differences kept sorted as they come): the noise of the curve before each point."""
+    out = [0.0] * min(3, len(xs) + 1)
+    srt: list[float] = []
+    for k in range(3, len(xs) + 1):
+        bisect.insort(srt, abs(xs[k - 3] - 2 * xs[k - 2] + xs[k - 1]))
+        out.append(MAD_SIGMA * median_sorted(srt) / math.sqrt(6))
+    return out
+
+
+_NORMAL = NormalDist()
+
+
+def median_se(w: int) -> float:
+    """The standard deviation of the median of ``w`` independent N(0, 1) values: sqrt(pi / (2w + 1))
+    (the asymptotic variance is pi / 2w; with the + 1 the variance is within 1% of the exact 0.449,
+    0.287, 0.210 for w = 3, 5, 7, the widths :func:`smooth_width` gives). The running median of :func:`smooth` over ``w`` points of a curve whose noise is
+    ``s`` (:func:`noise_sigma`) swings by ``s x median_se(w)``."""
+    return math.sqrt(math.pi / (2 * w + 1))
+
+
+def expected_max_normal(m: float) -> float:
+    """The expected largest of ``m`` independent N(0, 1) values (Blom's approximation
+    Phi^-1((m - 0.375) / (m + 0.25)): 0 at m = 1, within 5% of the exact value for m = 2, 3 and 1% from
+    m = 10; 0 for m <= 1). The lowest of ``m`` independent noisy values of one level lies this many
+    sigmas under it, on average."""
+    if m <= 1:
         return 0.0
-    return MAD_SIGMA * median([abs(a - b) for a, b in zip(xs, ref)])
+    return _NORMAL.inv_cdf((m - 0.375) / (m + 0.25))
 
 
 def warmup_end(lrs: list[float | None]) -> int | None:
@@ -248,10 +289,20 @@ class Divergence(_Dynamics):
     :data:`STAY_OUT` of the points to the end of the log (at least twice that window of points: a
     short tail, e.g. a finite stretch cut by a NaN, cannot tell a rise from noise), never reaching a new best after it (a loss
     that jumps and then comes back under its old best is a spike episode; a later sustained rise
-    from the new best is the divergence). The margin is
-    ``divergence_sigmas`` robust sigmas of the early noise (the first quarter's residuals around the
-    smoothed curve), at least ``divergence_floor`` and at most ``divergence_factor - 1`` of the best
-    (so 1.5x the best is always out of the band). Judged from the first value, warmup included: a run
+    from the new best is the divergence). The best is a level: the lowest smoothed value is the lowest
+    of ``(its index + 1) / width`` independent swings of the smoothed curve, so it lies about
+    :func:`expected_max_normal` of them under the level; the best level is the lowest value plus that
+    many sigmas of the smoothed curve (``s x`` :func:`median_se` ``(width)``, ``s`` the raw noise before
+    the point judged, :func:`noise_sigma`: a run that goes wild from its tenth value is judged against
+    the calm before, not against its own swings). Without it a short noisy healthy run's best is 1-2
+    sigmas low and 1.5x of it under the level's own noise (12% of 40-point runs at 20-33% noise were
+    flagged). The margin is ``divergence_sigmas`` sigmas of the smoothed curve, at least
+    ``divergence_floor`` and at most ``divergence_factor - 1`` of the best level (so 1.5x the level is
+    always out of the band). "A new best" is the lowest smoothed value of the rest plus its own
+    min-bias under the best level. The first loss (one raw value: the centred median does not see a
+    run that leaves it within half a width) is a reference too, from the third value on: when it is
+    under the best level and its band (the margin of the raw noise, not the smoothed curve's) is the
+    lower, the run is judged against it. Judged from the first value, warmup included: a run
     that diverges while the lr warms up (the lr too high) is the commonest divergence. The onset is
     the first raw loss above the band before the smoothed curve stayed out. The details say whether
     the grad norm rose before it (``grad_rise_step``: the grad norm above twice its median so far,
@@ -272,24 +323,41 @@ class Divergence(_Dynamics):
         if n < MIN_POINTS:
             return f"{n} finite loss value(s), fewer than {MIN_POINTS}"
         raw = [p.loss for p in pts]  # type: ignore[misc]
-        sm = smooth(raw, smooth_width(n))  # type: ignore[arg-type]
-        q = max(MIN_POINTS, n // 4)
-        sigma = robust_sigma(raw[:q], sm[:q])  # type: ignore[arg-type]
+        width = smooth_width(n)
+        sm = smooth(raw, width)  # type: ignore[arg-type]
+        sig = prefix_noise_sigmas(raw)  # type: ignore[arg-type]
+        se = median_se(width)
         win = max(3, math.ceil(self.opts.limits.divergence_window * n))
         best, best_i = sm[0], 0
+        bias = expected_max_normal(1 / width)
         tops = []
         for i, v in enumerate(sm):
             if v < best:
                 best, best_i = v, i
-            tops.append((best, best_i, best + _margin(best, sigma, self.opts)))
+                bias = expected_max_normal((best_i + 1) / width)
+            # the lowest smoothed value is the lowest of (best_i + 1) / width independent swings of the
+            # smoothed curve: the level there is that much above it (a short noisy run's best is 1-2
+            # sigmas of the smoothed curve low, and 1.5x of it is under the level's own noise)
+            level = best + sig[i + 1] * se * bias
+            top = level + _margin(level, sig[i + 1] * se, self.opts)
+            # the first loss, one raw value (the centred median does not see a run that leaves it within
+            # width / 2 points): its band is the margin of the raw noise, not of the smoothed curve's,
+            # once that noise is known (3 values)
+            first = raw[0] + _margin(raw[0], sig[i + 1], self.opts)  # type: ignore[operator]
+            if i >= 2 and raw[0] < level and first < top:  # type: ignore[operator]
+                tops.append((raw[0], 0, raw[0], first))
+            else:
+                tops.append((best, best_i, level, top))
         for i in range(1, n - win + 1):
-            b, bi, top = tops[i - 1]
+            b, bi, lvl, top = tops[i - 1]
             if not all(sm[j] > top for j in range(i, i + win)):
                 continue
             rest = sm[i:]
             if len(rest) < 2 * win:
                 break  # too few points left to tell a sustained rise from the noise of the tail
-            if sum(v > top for v in rest) < STAY_OUT * len(rest) or min(rest) < b:
+            # the lowest of the rest is as biased as the best: a new best is its level under the best's
+            back = min(rest) + sig[n] * se * expected_max_normal(len(rest) / width)
+            if sum(v > top for v in rest) < STAY_OUT * len(rest) or back < lvl:
                 continue  # it came back under its band, or to a new best: an episode, not a divergence
             j = i
             while j - 1 > bi and raw[j - 1] > top:  # type: ignore[operator]
@@ -298,8 +366,8 @@ class Divergence(_Dynamics):
                 j += 1
             onset, good = pts[j], pts[j - 1]
             end = sm[-1]
-            d = _step_details(name, onset, good, best_step=pts[bi].step, best_smoothed_loss=b, band_top=top,
-                              end_smoothed_loss=end, sigma=sigma, ratio=end / b if b > 0 else None,
+            d = _step_details(name, onset, good, best_step=pts[bi].step, best_smoothed_loss=b, best_level=lvl, band_top=top,
+                              end_smoothed_loss=end, sigma=sig[i], ratio=end / b if b > 0 else None,
                               grad_rise_step=_grad_rise(self.points[key].pts, onset.step),
                               evidence=[_ev(pts[bi], smoothed_loss=b), _ev(good, loss=good.loss, lr=good.lr,
                                                                            grad_norm=good.grad_norm),
@@ -313,14 +381,14 @@ class Divergence(_Dynamics):
             if d["grad_rise_step"] is not None:
                 msg += f"; the grad norm rose first, at step {d['grad_rise_step']}"
             return _finding(self.id, msg, n - j, d)
-        return self._oscillation(key, name, pts, raw, sigma)  # type: ignore[arg-type]
+        return self._oscillation(key, name, pts, raw, sig[n // 4])  # type: ignore[arg-type]
 
     def _oscillation(self, key: Any, name: str, pts: list[Pt], raw: list[float], sigma: float) -> Finding | None:
         """The growing oscillation (the lr too high: each step overshoots more than the last), whose
         running median stays flat: the finite losses cut into :data:`OSC_WINDOWS` equal windows, the
         amplitude (q90 - q10) of the last 3 at least :data:`OSC_GROWTH` times the first 3's, rising
         steadily (Spearman >= :data:`OSC_RHO`), and the upper envelope (each window's q90) above its
-        best (lowest) window's by the divergence margin on the last 2 windows. The onset is the first
+        best (lowest) window's by the divergence margin (of the first quarter's noise) on the last 2 windows. The onset is the first
         raw loss above that band in the first window from which every later envelope stays above it."""
         n = len(raw)
         w = n // OSC_WINDOWS
@@ -480,8 +548,7 @@ class ZeroLr(_Dynamics):
 @log_rule("log.overfit_onset")
 class OverfitOnset(_Dynamics):
     """The eval loss rises above its minimum so far by more than ``[trace] overfit_margin`` (and more
-    than 3 sigmas of the eval's own noise: 1.4826 MAD of its second differences / sqrt 6, which a
-    trend does not inflate, so a noisy eval of a converged run is not a rise) on ``overfit_evals`` consecutive evals (the eval values and
+    than 3 sigmas of the eval's own noise: :func:`noise_sigma`, which a trend does not inflate, so a noisy eval of a converged run is not a rise) on ``overfit_evals`` consecutive evals (the eval values and
     their running median of 3 both above) while the train loss falls (its median over the train points
     between two evals, at the minimum's eval and at the last of those evals, drops by at least
     ``stagnation_improvement``). Reported at the step of the eval minimum (the lowest raw eval beside
@@ -497,8 +564,7 @@ class OverfitOnset(_Dynamics):
         pts = self.losses(key)
         raw = [e[1] for e in ev]
         sm = smooth(raw, 3)
-        d2 = [raw[i - 1] - 2 * raw[i] + raw[i + 1] for i in range(1, len(raw) - 1)]
-        noise = MAD_SIGMA * median([abs(x) for x in d2]) / math.sqrt(6) if d2 else 0.0
+        noise = noise_sigma(raw)
         best_i, run = 0, 0
         for i in range(1, len(ev)):
             if sm[i] < sm[best_i]:
@@ -624,8 +690,14 @@ class PeriodicSpikes(_Dynamics):
 class PostWarmupSpike(_Dynamics):
     """A loss (or grad norm) spike within ``[trace] post_warmup_records`` logged records after the
     learning rate reaches its peak (the end of a warmup: the lr's first value is under half its peak):
-    a value above twice (the grad norm: ``grad_spike_factor`` times) the median of the (up to 16)
-    values before the peak. The peak lr is the suspect."""
+    a value above twice (the grad norm: ``grad_spike_factor`` times) the reference of the (up to 16)
+    values before the peak, judged as the robust spike rule judges (:mod:`datacheck.trace.spikes`):
+    the reference is their median, and the value must also clear it by :data:`ROBUST_SIGMAS` robust
+    sigmas (1.4826 MAD) when there are at least :data:`ROBUST_MIN_HISTORY` of them; with fewer it is
+    their largest (a median of 2-7 noisy values is no level: a short noisy warmup's median is often
+    low, and twice it is within the noise); and always by :data:`ROBUST_SIGMAS` sigmas of the noise of
+    the (up to) 16 values before and 16 from the peak (:func:`noise_sigma`: 35% noise on a 2-point warmup
+    put 3% of healthy runs over twice the reference). The peak lr is the suspect."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         allp = self.points[key].pts
@@ -638,16 +710,25 @@ class PostWarmupSpike(_Dynamics):
             before = [getattr(p, metric) for p in allp[max(0, we - 16):we] if getattr(p, metric) is not None]
             if len(before) < 2:
                 continue
-            ref = median(before)
-            for p in allp[we:we + self.opts.limits.post_warmup_records + 1]:
+            watched = allp[we:we + self.opts.limits.post_warmup_records + 1]
+            ref = median(before) if len(before) >= ROBUST_MIN_HISTORY else max(before)
+            # the noise of the (up to) 16 values before and 16 from the peak (second differences: a
+            # trend does not inflate it, nor one spike, which touches 3 of them): a spike clears the
+            # reference by ROBUST_SIGMAS of it too
+            around = [getattr(p, metric) for p in allp[max(0, we - 16):we + 16] if getattr(p, metric) is not None]
+            thr = max(factor * ref, ref + ROBUST_SIGMAS * noise_sigma(around))
+            if len(before) >= ROBUST_MIN_HISTORY:
+                thr = max(thr, ref + ROBUST_SIGMAS * MAD_SIGMA * median([abs(x - ref) for x in before]))
+            for p in watched:
                 v = getattr(p, metric)
-                if v is not None and ref > 0 and v > factor * ref:
+                if v is not None and ref > 0 and v > thr:
                     peak = allp[we]
                     d = _step_details(name, p, allp[we - 1], metric=metric, value=v, reference=ref,
-                                      peak_step=peak.step, peak_lr=peak.lr,
+                                      threshold=thr, peak_step=peak.step, peak_lr=peak.lr,
                                       evidence=[_ev(peak, lr=peak.lr), _ev(p, **{metric: v})])
-                    msg = (f"{name}: {metric.replace('_', ' ')} {_g(v)} at step {p.step}, over {factor:g}x the "
-                           f"median {_g(ref)} before the lr peak {_g(peak.lr)} (reached at step {peak.step}): the "
-                           "peak learning rate is the suspect")
+                    what = "median" if len(before) >= ROBUST_MIN_HISTORY else "largest"
+                    msg = (f"{name}: {metric.replace('_', ' ')} {_g(v)} at step {p.step}, over {_g(thr)} ({factor:g}x "
+                           f"the {what} {_g(ref)} of the {len(before)} values before the lr peak {_g(peak.lr)}, reached "
+                           f"at step {peak.step}): the peak learning rate is the suspect")
                     return _finding(self.id, msg, 1, d)
         return None

@@ -126,6 +126,9 @@ class ReadStats:
         unplaced: why the records carry no step number and what would give it (Hugging Face console
             dicts without a progress bar, header or ``--steps-per-epoch``), None when every record has
             its step.
+        min_step: the smallest step of the log's training records (set by the trace's read), None
+            before any; a log holding step 0 counts optimizer steps from 0
+            (:func:`datacheck.trace.steps.resolve_convention`).
     """
 
     source: str
@@ -141,6 +144,7 @@ class ReadStats:
     first_step: int | None = None
     first_step_why: str | None = None
     unplaced: str | None = None
+    min_step: int | None = None
 
     def knows(self, first: int, why: str) -> None:
         """Record the trainer's step count (the first reader line that names it wins)."""

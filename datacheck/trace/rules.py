@@ -24,7 +24,7 @@ from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding
 from datacheck.trace.readers.fields import MAX_RANK
 from datacheck.trace.record import StepRecord
-from datacheck.trace.spikes import OLMO_MIN_HISTORY, SpikeDetector, SpikeRule
+from datacheck.trace.spikes import OLMO_MIN_HISTORY, ROBUST_FIRST_JUDGED, SpikeDetector, SpikeRule
 
 __all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
            "SEARCH_SCALE", "LR_RESUME_TOLERANCE", "WARMUP_DROP", "DIVERGE_FACTOR", "stream_name"]
@@ -182,12 +182,23 @@ class NonFinite(Rule):
     are not finite; suspected); or a Megatron-style line (with a loss scale) whose loss is missing
     although the previous record had one and not every step of the interval was skipped (Megatron
     averages only finite, non-skipped losses, so a NaN can show up as a missing ``lm loss``: reported
-    as suspected). ``details["metric"]``: ``loss``, ``grad_norm`` or ``counter``."""
+    as suspected). ``details["metric"]``: ``loss``, ``grad_norm`` or ``counter``.
+
+    ``persistent``: no finite record after the first (no finite loss: the weights are poisoned);
+    ``transient``: finite again from ``recovered_step``. A grad norm that stays non-finite while the
+    logged loss stays finite (``details["loss_stays_finite"]``, ``finite_losses``: the records from the
+    first one on with a finite loss other than an exact 0.0, the value loggers hide a NaN as; never on a
+    Hugging Face log, whose ``logging_nan_inf_filter`` leaves NaN losses out of the logged one) is
+    neither: the weights are not poisoned (their loss would be NaN),
+    the gradients are non-finite on every step (xtuner's mmengine log: ``grad_norm: nan`` from iteration
+    240 on, the loss 2.51, 2.46)."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
         self.first: dict[Any, tuple[Stream, StepRecord, dict[str, Any]]] = {}
         self.count: dict[Any, int] = {}
+        #: per rank: records from the first non-finite one on (inclusive) whose loss is logged and finite
+        self.finite_losses: dict[Any, int] = {}
         #: per rank: finite records after the first non-finite one (the scaler skipped it and training went on)
         self.finite_after: dict[Any, int] = {}
         self.recovered_at: dict[Any, StepRecord] = {}
@@ -214,6 +225,9 @@ class NonFinite(Rule):
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         why = self._why(rec, s)
+        if (why is not None or s.key in self.first) and rec.loss is not None and math.isfinite(rec.loss) \
+                and rec.loss != 0.0:  # an exact 0.0 is how a logger hides a NaN (log.hidden_non_finite)
+            self.finite_losses[s.key] = self.finite_losses.get(s.key, 0) + 1
         if why is None:
             if s.key in self.first and rec.loss is not None:
                 self.finite_after[s.key] = self.finite_after.get(s.key, 0) + 1
@@ -233,14 +247,24 @@ class NonFinite(Rule):
         for key, (s, rec, d) in self.first.items():
             d["records"] = self.count[key]
             after = self.finite_after.get(key, 0)
+            losses = self.finite_losses.get(key, 0)
             d["finite_after"] = after
-            d["persistent"] = after == 0
+            d["finite_losses"] = losses
+            # a Hugging Face log's losses prove nothing: its logging_nan_inf_filter leaves NaN losses out
+            stays = after == 0 and d["metric"] == "grad_norm" and losses > 0 and "hf_nan_filter" not in self.opts.notes
+            d["loss_stays_finite"] = stays
+            d["persistent"] = after == 0 and not stays
             back = self.recovered_at.get(key)
             d["recovered_step"] = None if back is None else back.step
             msg = f"{s.name}: {d['reason']} at {_context(d)}; {self.count[key]} record(s) non-finite from there"
-            msg += ("; no finite loss after it: persistent (the weights are poisoned, every later step invalid)"
-                    if after == 0 else f"; finite again from step {back.step if back else '?'} ({after} finite "
-                    "record(s) after it): transient (the step was skipped or the value recovered)")
+            if stays:
+                msg += (f"; the loss stays finite ({losses} finite loss value(s) from there) while the grad norm is "
+                        "non-finite on every record: the weights are not poisoned (their loss would be NaN); the "
+                        "gradients are (the optimizer skips or applies non-finite updates)")
+            else:
+                msg += ("; no finite loss after it: persistent (the weights are poisoned, every later step invalid)"
+                        if after == 0 else f"; finite again from step {back.step if back else '?'} ({after} finite "
+                        "record(s) after it): transient (the step was skipped or the value recovered)")
             if "hf_nan_filter" in self.opts.notes:
                 msg += ("; Hugging Face's logging_nan_inf_filter (on by default) leaves non-finite losses out of the "
                         "logged average, so finite logged losses before it do not prove finite steps")
@@ -296,15 +320,18 @@ class _Spike(Rule):
 
     def _unjudged_note(self) -> str | None:
         """A note when the spike rule judged fewer values than it was fed beyond each stream's first
-        value (which no rule can judge): the values it kept as history are never spikes, so on a log
-        shorter than that history "no spike" is not a verdict."""
+        values that no such rule judges (one; ``robust``: :data:`ROBUST_FIRST_JUDGED`, as a spike is
+        judged against at least two earlier values): the values it kept as history are never spikes,
+        so on a log shorter than that history "no spike" is not a verdict."""
         dets = list(self.det.values())
         seen, unjudged = sum(d.seen for d in dets), sum(d.unjudged for d in dets)
-        if unjudged <= len(dets):
-            return None
         rule = self.opts.spike
+        first = ROBUST_FIRST_JUDGED if rule.kind == "robust" else 1
+        if unjudged <= first * len(dets):
+            return None
         need = {"megatron": f"its reference is the first {rule.window} values",
-                "olmo": f"it needs {OLMO_MIN_HISTORY} earlier values"}.get(rule.kind, "it needs an earlier value")
+                "olmo": f"it needs {OLMO_MIN_HISTORY} earlier values",
+                "robust": f"it needs {ROBUST_FIRST_JUDGED} earlier values"}.get(rule.kind, "it needs an earlier value")
         what = "none of them was judged" if unjudged == seen else "those were never judged as spikes"
         return (f"{self.id}: {unjudged} of {seen} finite {self.metric.replace('_', ' ')} value(s) "
                 f"({len(dets)} stream(s)) came before the spike rule could judge them ({rule.kind}: {need}); "
@@ -348,17 +375,24 @@ class LossScaleCollapse(Rule):
     """The fp16 loss scale backs off :data:`COLLAPSE_RUN` times in a row (records without a loss scale
     do not break the run; a record whose scale stays or grows does) or reaches :data:`MIN_LOSS_SCALE`.
     Back-offs from a scale >= :data:`SEARCH_SCALE` before any successful step are the initial scale
-    search and do not count."""
+    search and do not count.
+
+    One finding per rank: its first collapsing run of back-offs, followed to its end (the run goes on
+    after it qualifies): ``count`` and ``details['backoffs']`` are the back-offs of the whole run,
+    ``from_scale``/``step`` where it began, ``to_scale``/``to_step`` its lowest scale and last step,
+    ``minimum`` whether it reached :data:`MIN_LOSS_SCALE` (apex's 16 halvings 32768 -> 0.5 are one run
+    of 16 that reaches the minimum, never "3 times in a row")."""
 
     def __init__(self, opts: TraceOptions):
         super().__init__(opts)
         self.last_scale: dict[Any, float] = {}
         self.run: dict[Any, list[tuple[StepRecord, dict[str, Any]]]] = {}
         self.found: dict[Any, tuple[Stream, dict[str, Any]]] = {}
+        self.ended: set[Any] = set()  # ranks whose collapsing run has ended: nothing more is followed
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         new = rec.loss_scale
-        if new is None or s.key in self.found:
+        if new is None or s.key in self.ended:
             return
         old = rec.prev_scale if rec.overflow and rec.prev_scale is not None else self.last_scale.get(s.key)
         self.last_scale[s.key] = new
@@ -368,20 +402,24 @@ class LossScaleCollapse(Rule):
         if old is None or not new < old:
             if not (rec.overflow and old is not None and new == old):  # a hysteresis skip keeps the run
                 run.clear()
+                if s.key in self.found:
+                    self.ended.add(s.key)
             return
         if old >= SEARCH_SCALE and not s.ok_steps:
             return  # the initial scale search
         run.append((rec, _details(s, rec, from_scale=old, to_scale=new)))
-        if len(run) >= COLLAPSE_RUN or new <= MIN_LOSS_SCALE:
+        if s.key in self.found or len(run) >= COLLAPSE_RUN or new <= MIN_LOSS_SCALE:
             d = dict(run[0][1])
-            d.update(to_scale=new, to_step=rec.step, backoffs=len(run), minimum=new <= MIN_LOSS_SCALE)
+            d.update(to_scale=new, to_step=rec.step, backoffs=len(run),
+                     minimum=new <= MIN_LOSS_SCALE or (s.key in self.found and self.found[s.key][1]["minimum"]))
             self.found[s.key] = (s, d)
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out = []
         for s, d in self.found.values():
-            how = f"reaches {_g(d['to_scale'])} (at or below {MIN_LOSS_SCALE:g})" if d["minimum"] else \
-                f"backs off {d['backoffs']} times in a row"
+            how = " and ".join(
+                ([f"backs off {d['backoffs']} times in a row"] if d["backoffs"] >= COLLAPSE_RUN else [])
+                + ([f"reaches {_g(d['to_scale'])} (at or below {MIN_LOSS_SCALE:g})"] if d["minimum"] else []))
             msg = (f"{s.name}: the fp16 loss scale {how}: {_g(d['from_scale'])} -> {_g(d['to_scale'])} from step "
                    f"{d['step']} to {d['to_step']}; at {_context(d)}")
             out.append(_finding(self.id, msg, d["backoffs"], d))
@@ -399,6 +437,7 @@ class SkippedSteps(Rule):
         self.total: dict[Any, int] = {}
         self.early: dict[Any, int] = {}
         self.first: dict[Any, tuple[Stream, dict[str, Any]]] = {}
+        self.after: dict[Any, dict[str, Any]] = {}  # the first record with a skip after an update succeeded
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         if not rec.skipped:
@@ -406,14 +445,21 @@ class SkippedSteps(Rule):
         self.total[s.key] = self.total.get(s.key, 0) + rec.skipped
         if not s.ok_steps:
             self.early[s.key] = self.early.get(s.key, 0) + rec.skipped
+        else:
+            self.after.setdefault(s.key, _details(s, rec))
         self.first.setdefault(s.key, (s, _details(s, rec)))
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out = []
         for key, (s, d) in self.first.items():
-            d.update(skipped=self.total[key], before_first_success=self.early.get(key, 0))
+            early = self.early.get(key, 0)
+            after = self.after.get(key)
             msg = (f"{s.name}: {self.total[key]} optimizer step(s) skipped, the first at {_context(d)}; "
-                   f"{d['before_first_success']} of them before the first successful step logged")
+                   f"{early} of them before the first successful step logged")
+            if after is not None:  # once training had started: the dynamic scaler probing a higher scale
+                msg += f"; {self.total[key] - early} after it, the first at {_context(after)}"
+                d = dict(d, first_after_success_step=after["step"])
+            d.update(skipped=self.total[key], before_first_success=early)
             out.append(_finding(self.id, msg, self.total[key], d))
         return out
 

@@ -135,12 +135,29 @@ def _scale_kept(rec: StepRecord) -> bool:
     return rec.prev_scale is not None and rec.loss_scale is not None and rec.loss_scale >= rec.prev_scale
 
 
+def _check_world_size(streams: dict[Any, Stream], world_size: int | None) -> None:
+    """Raises :class:`UsageError` when the logs name a rank at or above ``world_size`` (ranks count
+    from 0): the given world size contradicts the logs, and what is said of the ranks (those unseen,
+    "all ranks") would be said of a run with other ranks."""
+    if not world_size:
+        return
+    ranks = sorted(k for k in streams if isinstance(k, int))
+    over = [r for r in ranks if r >= world_size]
+    if over:
+        def shown(rs: list[int]) -> str:
+            return ", ".join(map(str, rs[:10])) + (f", ... ({len(rs)} in all)" if len(rs) > 10 else "")
+        raise UsageError(f"--world-size is {world_size} (ranks 0 .. {world_size - 1}), but the logs name rank(s) "
+                         f"{shown(over)} (ranks seen: {shown(ranks)}): give the run's world size (at least "
+                         f"{max(over) + 1}), or drop --world-size")
+
+
 def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     """Read every log once and run every registered ``log.*`` rule.
 
     Raises:
         UsageError: no log yields a single step record (the message lists each log's format, lines
-            and unparsed-line examples, and the remedy: ``--format`` or ``--regex``).
+            and unparsed-line examples, and the remedy: ``--format`` or ``--regex``); the logs name a
+            rank at or above ``opts.world_size`` (the message names the ranks seen).
     """
     notes: set[str] = set(opts.notes)
     rules = [cls(opts) for cls in LOG_RULES.values()]
@@ -165,6 +182,8 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 for r in rules:
                     r.feed_eval(rec, key)
                 continue
+            if lf.stats.min_step is None or rec.step < lf.stats.min_step:
+                lf.stats.min_step = rec.step
             s = streams.get(key)
             if s is None:
                 s = streams[key] = Stream(key)
@@ -190,7 +209,9 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 cs["loss_scale"].add(rec.step, rec.loss_scale)
             if _good(rec):
                 s.last_good = rec
-                if not rec.skipped:
+                # a finite loss over an interval with fewer skips than iterations (Megatron logs every
+                # log_interval iterations): some update of that interval succeeded
+                if not rec.skipped or (s.prev is not None and rec.skipped < rec.step - s.prev.step):
                     s.ok_steps = True
             s.prev = rec
             s.records += 1
@@ -202,6 +223,7 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
         raise UsageError(f"no training step found in the log(s): {desc}. Give the format with --log-format "
                          "(hf_state, jsonl, csv, tensorboard, megatron, deepspeed, hf_console, key_value) or a "
                          "--regex with (?P<step>...) and (?P<loss>...) groups")
+    _check_world_size(streams, opts.world_size)
     findings: list[Finding] = []
     for r in rules:
         findings.extend(r.finish(streams))

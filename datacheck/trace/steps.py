@@ -18,8 +18,9 @@ llm.c ``s:N trl:X``                     0     ``step`` of ``for (step = 0; ...)`
 ==================================== ======== =====================================================
 
 A JSONL/CSV/TensorBoard log whose step key names no trainer (``step``, ``_step``) has no known
-convention: ``--first-step`` says it, and until it does the output says the join is assumed (from
-1, the Hugging Face and Megatron count). A log whose records carry no step at all (Hugging Face
+convention: ``--first-step`` says it, and until it does the output says the join is assumed: from 0
+when the log holds step 0 (a count from 1 would put it at optimizer step -1), else from 1 (the
+Hugging Face and Megatron count). A log whose records carry no step at all (Hugging Face
 console dicts without a progress bar, a header or ``--steps-per-epoch``) cannot be joined:
 :meth:`StepConvention.require_placed` refuses (exit 2) to name rows from it.
 """
@@ -101,6 +102,11 @@ def resolve_convention(logs: Iterable[ReadStats], given: int | None) -> StepConv
     if firsts:
         first = firsts.pop()
         return StepConvention(first, "; ".join(sorted(w for f, w in known if w)), False, unplaced)
+    zero = sorted(st.source for st in stats if st.min_step == 0 and not st.unplaced)
+    if zero:  # a log holding step 0 cannot count from 1: its step 0 would be optimizer step -1
+        return StepConvention(0, f"assumed: the log names no trainer whose count is known, but {zero[0]} logs step 0, "
+                              "so it counts from 0 (the loop's counter before the update, as nanoGPT and Lightning "
+                              "count; --first-step K says otherwise)", True, unplaced)
     return StepConvention(DEFAULT_FIRST_STEP, f"assumed: the log names no trainer whose count is known; from "
                           f"{DEFAULT_FIRST_STEP}, as Hugging Face and Megatron count (--first-step 0 for a loop that "
                           "logs the step before counting it)", True, unplaced)

@@ -3,7 +3,8 @@ deterministic rules, with the evidence it rests on and the next experiment that 
 apart; and the four answers the text output starts with.
 
 Classes: ``numeric`` (non-finite or overflowing values; ``persistent``: no finite loss after it, the
-weights are poisoned; ``transient``: the scaler skipped the step and training went on), ``dynamics``
+weights are poisoned; ``transient``: the scaler skipped the step and training went on; a grad norm
+non-finite on every record under a finite loss: the gradients, not the weights), ``dynamics``
 (finite values, the run diverging, stalling, overfitting or spiking), ``metric`` (the logged number is
 wrong or missing), ``data`` (with ``--data``: rows with findings in the anomaly's steps), ``resume`` (at
 a resume point) and ``rank`` (one rank only).
@@ -61,7 +62,7 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
     c = f.check
     if cls == "data":
         rows = d.get("bad_rows") or []
-        return (f"drop or fix rows {rows[:20]} (their findings are listed) and {_REPLAY.format(step=step)}; "
+        return (f"drop or fix global rows {rows[:20]} (their shards, rows and findings are listed) and {_REPLAY.format(step=step)}; "
                 "if the replay without those rows is clean, the data was the cause")
     if cls == "rank":
         return (f"replay rank {d.get('rank')}'s rows of step {step} on another device and compare them with the "
@@ -74,6 +75,10 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
         if c == "log.hidden_non_finite":
             return (f"rerun from {before} with logging_nan_inf_filter=False to see the NaN step, then "
                     + _REPLAY.format(step=step))
+        if d.get("loss_stays_finite"):
+            return (f"find the parameter whose gradient is non-finite at step {step} (per-parameter grad norms, or "
+                    "torch.autograd.detect_anomaly) and whether the optimizer skips these steps (then nothing is "
+                    f"trained from step {step}); {_REPLAY.format(step=step)}")
         if d.get("persistent") is False:
             return (f"the value recovered (the scaler skipped the step); if it recurs, {_REPLAY.format(step=step)}")
         if c == "log.loss_scale_collapse":
@@ -149,13 +154,37 @@ def _data_rows(data: dict[str, Any] | None) -> tuple[list[int], list[int] | None
     return sorted(int(r) for r in rc), data.get("audited_steps"), rc
 
 
+def _row_places(data: dict[str, Any] | None) -> dict[int, tuple[str, int]]:
+    """Global row -> (shard path, row in the shard) of the audited rows that fail a check (the data
+    result's ``rows.failing_rows``; empty when it has none)."""
+    if not data or not data.get("rows"):
+        return {}
+    return {int(r["row"]): (str(r["shard"]), int(r["shard_row"])) for r in data["rows"].get("failing_rows") or []
+            if r.get("shard") is not None and r.get("shard_row") is not None}
+
+
+def _row_evidence(r: int, row_checks: dict[str, list[str]], located: dict[int, tuple[str, int]]) -> dict[str, Any]:
+    """One failing row as evidence: ``row`` (its global index) and ``checks``, with ``shard`` and
+    ``shard_row`` when the data result places it."""
+    e: dict[str, Any] = {"row": r, "checks": row_checks.get(str(r), [])}
+    if r in located:
+        e["shard"], e["shard_row"] = located[r]
+    return e
+
+
+def _row_txt(r: int, located: dict[int, tuple[str, int]]) -> str:
+    """``SHARD row N (global G)`` for a placed row, else ``row G``."""
+    return f"{located[r][0]} row {located[r][1]} (global {r})" if r in located else f"row {r}"
+
+
 def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_rows: list[int],
               audited: list[int] | None, rank_hits: dict[str, int], resumes: list[tuple[int, int]]) -> tuple[str, str]:
     d = f.details
     step = d.get("step")
     if bad_rows and audited and step is not None and audited[0] <= step <= audited[1] and \
             f.check not in ("log.step_regression", "log.no_loss"):
-        return "data", f"rows {bad_rows[:10]} of the audited steps {audited[0]}..{audited[1]} fail data checks"
+        return "data", (f"global rows {bad_rows[:10]} of the audited steps {audited[0]}..{audited[1]} fail data checks "
+                        "(the evidence names each one's shard and row)")
     if f.check == "log.periodic_spikes" and data and (data.get("source") or {}).get("steps_per_epoch"):
         spe = data["source"]["steps_per_epoch"]
         if abs(float(d.get("period", 0)) - spe) <= 1:
@@ -177,8 +206,9 @@ def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_row
     why = {"numeric": "non-finite or overflowing values", "dynamics": "finite values, the run going wrong",
            "metric": "the logged number itself", "resume": "at a resume point", "rank": "one rank"}[cls]
     if f.check == "log.non_finite":
-        why += "; persistent: no finite loss after it" if d.get("persistent") else \
-            f"; transient: finite again from step {d.get('recovered_step')}"
+        why += ("; the loss stays finite: the gradients are non-finite, the weights are not poisoned"
+                if d.get("loss_stays_finite") else "; persistent: no finite loss after it" if d.get("persistent")
+                else f"; transient: finite again from step {d.get('recovered_step')}")
     return cls, why
 
 
@@ -218,17 +248,31 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
     (``--replay``: the first bad step's batch replayed), ``replay`` holds it and its conclusion, and
     the anomaly at the replayed step takes the replay's class (:func:`replay_conclusion`) when it has one."""
     bad_rows, audited, row_checks = _data_rows(data)
+    located = _row_places(data)
     rank_hits = {f.details["rank"]: f.details["step"] for f in res.findings
                  if f.check == "log.rank_divergence" and f.details.get("rank") and f.details.get("step") is not None}
     resumes = sorted({(int(r["to_step"]), 1) for f in res.findings if f.check == "log.step_regression"
                       for r in f.details.get("resumes", [])})
     anomalies = []
+    not_anomalies = []  # findings at warn or above that are no anomaly of their own, and why
     numeric = any(f.check in ("log.non_finite", "log.loss_scale_collapse") for f in res.findings)
     for f in res.findings:
         if f.severity not in ("error", "warn"):
             continue
-        if f.check == "log.skipped_steps" and (numeric or f.details.get("before_first_success") == f.count):
-            continue  # the same event as the non-finite/collapse finding, or the fp16 initial scale search
+        if f.check == "log.skipped_steps":
+            # the same event as the non-finite/collapse finding, the fp16 initial scale search, or the
+            # dynamic scaler's back-offs once training had started: it raises the scale after every window
+            # of clean steps (Megatron and DeepSpeed 1000, torch.amp.GradScaler 2000) and skips the step that
+            # overflows; repeated back-offs are log.loss_scale_collapse, a non-finite loss log.non_finite
+            early = f.details.get("before_first_success")
+            not_anomalies.append({"check": f.check, "severity": f.severity, "why": (
+                "the overflows of the non-finite or loss-scale finding" if numeric else
+                "the fp16 initial loss-scale search (every skipped step came before the first successful one)"
+                if early == f.count else
+                f"the fp16 initial loss-scale search ({early} skipped step(s) before the first successful one) "
+                f"and {f.count - (early or 0)} back-off(s) of the dynamic loss scaler after it, from step "
+                f"{f.details.get('first_after_success_step')}: no collapse of the scale, no non-finite loss")})
+            continue
         d = dict(f.details)
         cls, why = _classify(f, res, data, bad_rows, audited, rank_hits, resumes)
         if cls == "data":
@@ -244,13 +288,14 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
             a["evidence"].insert(1, {"what": "the grad norm rose first", "step": lead,
                                      "grad_norm": _value_at(res, d.get("rank"), "grad_norm", lead)})
         if cls == "data":
-            a["evidence"] = a["evidence"] + [{"row": r, "checks": row_checks.get(str(r), [])} for r in bad_rows[:20]]
+            a["evidence"] = a["evidence"] + [_row_evidence(r, row_checks, located) for r in bad_rows[:20]]
         anomalies.append(a)
     anomalies.sort(key=lambda a: (a["step"] is None, a["step"] if a["step"] is not None else 0,
                                   SEVERITY_ORDER[a["severity"]]))
     not_judged = [{"check": n["check"], "reason": n["reason"]} for n in res.not_run]
     not_judged += [{"check": n.split(":", 1)[0], "reason": n.split(":", 1)[1].strip()} for n in res.notes]
-    out = {"anomalies": anomalies, "answers": _answers(res, data, anomalies), "not_judged": not_judged}
+    out = {"anomalies": anomalies, "answers": _answers(res, data, anomalies), "not_judged": not_judged,
+           "not_anomalies": not_anomalies}
     if replay is not None:
         cls, text = replay_conclusion(replay)
         out["replay"] = {**replay, "class": cls, "conclusion": text}
@@ -313,7 +358,12 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         ranks = {"answer": "one log, no rank named" if not ranks_seen[0].startswith("rank ") else
                  f"only {ranks_seen[0]} is logged: the other ranks are unseen", "seen": ranks_seen, "affected": hit}
     else:
-        ranks = {"answer": "all ranks" if set(hit) >= set(ranks_seen) else f"{', '.join(hit)} only (of {len(ranks_seen)})",
+        # ranks --world-size names that logged nothing (log.rank_divergence): "all ranks" would claim them too
+        unseen = next((f.details["missing"] for f in res.findings if f.check == "log.rank_divergence"
+                       and f.details.get("missing")), [])
+        tail = f"; ranks {unseen} are not in the logs" if unseen else ""
+        ranks = {"answer": (f"all {len(ranks_seen)} logged ranks" if unseen else "all ranks") + tail
+                 if set(hit) >= set(ranks_seen) else f"{', '.join(hit)} only (of {len(ranks_seen)}{tail})",
                  "seen": ranks_seen, "affected": hit}
     nf = next((f for f in res.findings if f.check == "log.non_finite" and f.details.get("rank") == stream), None) or \
         next((f for f in res.findings if f.check == "log.non_finite"), None)
@@ -322,7 +372,9 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         reason = str(nf.details.get("reason", ""))
         kind = "NaN" if "nan" in reason.lower() else "inf" if "inf" in reason.lower() else "non-finite (suspected)"
         nan_inf = {"answer": f"{kind} at step {nf.details.get('step')} ({reason}); "
-                             + ("persistent: no finite loss after it (the weights are poisoned)" if nf.details.get("persistent")
+                             + ("the loss stays finite: the gradients are non-finite, the weights are not poisoned"
+                                if nf.details.get("loss_stays_finite") else
+                                "persistent: no finite loss after it (the weights are poisoned)" if nf.details.get("persistent")
                                 else f"transient: finite again from step {nf.details.get('recovered_step')}"),
                    "kind": kind, "step": nf.details.get("step"), "persistent": nf.details.get("persistent")}
     elif hidden is not None:
@@ -340,10 +392,11 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         rows = {"answer": data.get("message", "no rows audited")}
     else:
         bad_rows, audited, rc = _data_rows(data)
+        located = _row_places(data)
         steps = data["rows"].get("steps") or {}
         n = sum(len(v) for rr in steps.values() for v in rr.values())
         rows = {"answer": (f"{n} row(s) in steps {audited[0]}..{audited[1]}" if audited else f"{n} row(s)")
-                + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"row {r}: {', '.join(rc[str(r)])}"
+                + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}: {', '.join(rc[str(r)])}"
                                                                     for r in bad_rows[:5]) if bad_rows else
                    "; none fails a data check (the rows look sound)"),
                 "rows": n, "bad_rows": bad_rows}
@@ -352,10 +405,15 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
 
 def _evidence_line(e: dict[str, Any]) -> str:
     """``file:line, step N: key value, ...`` (``what`` first when the line names what it is)."""
+    if "checks" in e and "row" in e:  # a failing row of the audited steps
+        where = (f"{e['shard']} row {e['shard_row']} (global {e['row']})" if e.get("shard") is not None
+                 else f"global row {e['row']}")
+        return f"{where}: fails {', '.join(e['checks']) or 'a check'}"
     head = ", ".join(str(x) for x in (e.get("what"), e.get("where")) if x is not None)
     at = f"step {e['step']}" if e.get("step") is not None else ""
     vals = ", ".join(f"{k} {_g(x)}" for k, x in e.items() if x is not None and k not in ("what", "where", "step"))
-    return ", ".join(x for x in (head, at) if x) + (f": {vals}" if vals else "")
+    lead = ", ".join(x for x in (head, at) if x)
+    return f"{lead}: {vals}" if lead and vals else lead or vals
 
 
 def verdict_text(v: dict[str, Any]) -> list[str]:
@@ -366,9 +424,12 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
     fs = a["from_step"]
     if fs is None:
         loud = sorted({a["check"] for a in v["anomalies"]})
+        quiet = "; ".join(f"{n['check']} [{n['severity']}] is {n['why']}, not an anomaly"
+                          for n in v.get("not_anomalies", []))
+        quiet = f" ({quiet})" if quiet else ""
         out.append("1. from which step: " + (
             f"no first bad step: {len(v['anomalies'])} anomaly(ies) at warn or above ({', '.join(loud)}), listed "
-            "below, mark no step where training went bad" if loud else "no anomaly at warn or above"))
+            "below, mark no step where training went bad" if loud else "no anomaly at warn or above") + quiet)
     else:
         f, g = fs["first"], fs["last_good"]
         w = f.get("window") or [f["step"], f["step"]]

@@ -40,8 +40,9 @@ VOLATILE = ("created_at", "datacheck_version")
 
 TOP_KEYS = {"report_version", "datacheck_version", "created_at", "index_hash", "config_hash", "fail_on", "roles",
             "summary", "shards", "findings", "skipped", "stats", "row_content", "config_path", "ignored"}
-#: Only in the report of one part of a split audit (``audit --num-parts N --part k``).
-TOP_OPTIONAL_KEYS = {"part"}
+#: Only in the report of one part of a split audit (``audit --num-parts N --part k``); only when
+#: ``[tokens] tokenizer`` filled facts the config left unset.
+TOP_OPTIONAL_KEYS = {"part", "tokenizer_facts"}
 PART_KEYS = {"num_parts", "part", "results_file", "results_digest"}
 SUMMARY_KEYS = {"status", "shards", "rows", "errors", "warnings", "policy_failures"}
 SHARD_KEYS = {"path", "content_hash", "bytes", "rows", "status", "format", "findings", "stats", "columns", "layout",
@@ -164,6 +165,7 @@ def test_schema_pins_the_keys(schema):
     assert set(ignored["required"]) == set(ignored["properties"]) == IGNORED_KEYS
     pinned = [schema, schema["properties"]["summary"], schema["properties"]["roles"],
               schema["properties"]["row_content"], schema["properties"]["part"],
+              schema["properties"]["tokenizer_facts"], schema["properties"]["tokenizer_facts"]["properties"]["facts"],
               schema["properties"]["ignored"]["items"], d["shard"], d["shardFinding"], d["datasetFinding"],
               d["example"], d["skipped"], d["role"]]
     assert all(p["additionalProperties"] is False for p in pinned)

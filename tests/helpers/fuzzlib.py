@@ -32,7 +32,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from hostilegen import litdata_chunk, litdata_index, mds_bytes, mds_cfg, mds_index, tar_bytes, write_tokenizer
+from hostilegen import (
+    litdata_chunk,
+    litdata_index,
+    mds_bytes,
+    mds_cfg,
+    mds_index,
+    megatron_pair,
+    tar_bytes,
+    write_tokenizer,
+)
 
 #: (target name, the file mutated, relative to the case folder)
 TARGETS = [
@@ -118,20 +127,6 @@ def make_seeds(root: Path) -> None:
         raise RuntimeError("seed audit failed")
 
 
-def _megatron_pair(folder: Path, docs: list[list[int]]) -> None:
-    """A Megatron ``MMIDIDX`` pair (uint16 tokens, one sequence per document)."""
-    import struct
-
-    import numpy as np
-
-    lens = np.array([len(d) for d in docs], dtype=np.int32)
-    ptrs = np.concatenate([[0], np.cumsum(lens[:-1].astype(np.int64) * 2)]).astype(np.int64)
-    doc = np.arange(len(docs) + 1, dtype=np.int64)
-    (folder / "x.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(docs), len(doc))
-                                   + lens.tobytes() + ptrs.tobytes() + doc.tobytes())
-    (folder / "x.bin").write_bytes(np.array([t for d in docs for t in d], dtype=np.uint16).tobytes())
-
-
 def build_mds_config(case: Path) -> None:
     """``mdc/shard.00000.mds`` assembled around the (mutated) ``mdc/config.json``, which is removed:
     the MDS reader's config JSON as a text input of its own."""
@@ -180,7 +175,7 @@ def _new_format_seeds(root: Path) -> None:
     (root / "lit" / "chunk-0-0.bin").write_bytes(chunk)
     (root / "lit" / "index.json").write_bytes(litdata_index([("chunk-0-0.bin", 3, len(chunk))], ["int", "str"]))
     (root / "meg").mkdir()
-    _megatron_pair(root / "meg", [[1, 2, 3], [4, 5], [6, 7, 8, 9]])
+    megatron_pair(root / "meg", [[1, 2, 3], [4, 5], [6, 7, 8, 9]])
     (root / "logs").mkdir()
     (root / "logs" / "log.jsonl").write_text("".join(
         json.dumps({"step": s, "loss": 2.0 - s / 50 + (3.0 if s == 30 else 0.0), "grad_norm": 1.0, "lr": 1e-4,

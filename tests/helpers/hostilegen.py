@@ -28,6 +28,8 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 __all__ = ["CASES", "mds_bytes", "litdata_chunk", "tar_bytes", "write_tokenizer"]
 
 
@@ -489,3 +491,15 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
                                                    "datacheck": {"version": 1, "columns": {"label": {"kind": 5}}}}),
                                        ".json"),
 }
+
+
+def megatron_pair(folder: Path, docs: list[list[int]]) -> None:
+    """A Megatron ``MMIDIDX`` pair ``folder/x.idx`` + ``x.bin``, written from Megatron-LM's documented
+    ``.idx`` layout: uint16 tokens (dtype code 8), one sequence per document. Creates ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lens = np.array([len(d) for d in docs], dtype=np.int32)
+    ptrs = np.concatenate([[0], np.cumsum(lens[:-1].astype(np.int64) * 2)]).astype(np.int64)
+    doc = np.arange(len(docs) + 1, dtype=np.int64)
+    (folder / "x.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(docs), len(doc))
+                                   + lens.tobytes() + ptrs.tobytes() + doc.tobytes())
+    (folder / "x.bin").write_bytes(np.array([t for d in docs for t in d], dtype=np.uint16).tobytes())

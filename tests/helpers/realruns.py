@@ -73,11 +73,10 @@ def trace_json(*args: str) -> tuple[int, dict[str, Any], str]:
     return rc, (json.loads(out)["result"] if out.strip() else {}), err
 
 
-def gloo_rank(rank: int, world: int, port: int, root: str, n: int, batch: int, seed: int, steps: int) -> None:
+def gloo_rank(rank: int, world: int, rendezvous: str, root: str, n: int, batch: int, seed: int, steps: int) -> None:
     """One rank of the two-rank run: DDP over gloo, torch's DistributedSampler, record_batches, and a
-    per-rank JSONL log (0-based ``step``, this rank's ``loss``, the all-reduced ``grad_norm``)."""
-    import os
-
+    per-rank JSONL log (0-based ``step``, this rank's ``loss``, the all-reduced ``grad_norm``). The ranks
+    meet through the file ``rendezvous`` (absent beforehand; torch's FileStore), not a TCP port."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -85,8 +84,7 @@ def gloo_rank(rank: int, world: int, port: int, root: str, n: int, batch: int, s
 
     from datacheck.torch import record_batches
 
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     try:
         data = json.loads((Path(root) / "rows.json").read_text())
         x = torch.tensor([[r["x1"], r["x2"]] for r in data], dtype=torch.float32)

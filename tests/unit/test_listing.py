@@ -87,3 +87,22 @@ def test_messages_point_to_datacheck_checks_not_checks_md(tmp_path):
             if (isinstance(n, ast.Constant) and isinstance(n.value, str) and "CHECKS.md" in n.value
                     and id(n) not in docs and id(n) not in internal):
                 raise AssertionError(f"{path.relative_to(ROOT)}:{n.lineno}: a message names CHECKS.md")
+
+
+@pytest.mark.parametrize("typo, meant", [("tokens.oov", "tokens.out_of_vocab"), ("empty.txt", "empty.text"),
+                                         ("dup.exact_in_shrd", "dup.exact_in_shard")])
+def test_every_place_a_check_id_is_given_suggests_the_same_id(tmp_path, typo, meant):
+    """``[policy]``, ``inspect --check`` and ``clean --drop`` name the closest catalog ID alike
+    (clean named none; inspect none for ``tokens.oov``)."""
+    assert meant in catalog.CATALOG and typo not in catalog.CATALOG
+    want = f"(did you mean {meant!r}?)"
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({"policy": {typo: {"severity": "warn"}}})
+    assert want in str(e.value)
+    (tmp_path / "d").mkdir()
+    p = tmp_path / "d" / "s.parquet"
+    pl.DataFrame({"text": ["a"]}).write_parquet(p)
+    r = run_cli("inspect", str(p), "--check", typo)
+    assert r.returncode == 2 and want in r.stderr
+    r = run_cli("clean", str(p), "--out", str(tmp_path / "out"), "--drop", typo)
+    assert r.returncode == 2 and want in r.stderr

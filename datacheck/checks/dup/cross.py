@@ -1,9 +1,10 @@
 """Cross-shard duplicates, label conflicts and split leakage, decided in the merge from 128-bit row
 content hashes that every shard computes in its ONE fused query (no shard is read twice).
 
-Row content (CHECKS.md "dup"): the role columns together, except the class ``label`` role (all
-columns, sorted by name, when no role is declared or inferred); columns with no role never make
-rows distinct. Null equals null; values are compared exactly (no case or whitespace folding).
+Row content (CHECKS.md "dup"): the role columns together, except the class ``label`` role, with
+the columns that condition a sample (``prompt``, ``system``, ``tools``, media:
+:data:`datacheck.model.roles.CONTEXT_COLUMNS`); all columns, sorted by name, when no role is
+declared or inferred. Other columns with no role (an ``idx``) never make rows distinct. Null equals null; values are compared exactly (no case or whitespace folding).
 
 Row content hashes: :mod:`datacheck.io.rowhash` (the one row-hash module).
 
@@ -51,10 +52,12 @@ from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, d
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.discover import declared_splits
 from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
+from datacheck.io.hfmeta import DATASET_DICT_NAME
+from datacheck.io.hubsplits import glob_matches, hub_splits
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Example, Finding, Skipped
-from datacheck.model.roles import row_content
+from datacheck.model.roles import KEY_COLUMNS, row_content
 
 __all__ = [
     "ROWS_KEY",
@@ -82,7 +85,8 @@ def content_spec(ctx: ShardContext) -> tuple[list[str], str | None]:
     """(content columns without the class label, the class label column or None)."""
     label = ctx.roles.label
     cols = ctx.roles.columns()
-    cols = row_content(cols, label, list(ctx.schema)) if cols else sorted(ctx.schema)
+    cols = (row_content(cols, label, list(ctx.schema)) if cols else
+            sorted(c for c in ctx.schema if c not in KEY_COLUMNS) or sorted(ctx.schema))
     return [c for c in cols if c != label], label
 
 
@@ -616,8 +620,9 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
         if against is None and not dctx.cfg.splits:
             root = getattr(dctx, "root", None)
             unused = declared_splits(Path(root), list(dctx.shard_lists))[1] if root is not None else []
+            why = unused[0][1] if unused else _hub_note(dctx)
             yield Skipped("dup.split_overlap", "no [splits] in the config and no --against dataset" + (
-                f" ({unused[0][1]})" if unused else ""))
+                f" ({why})" if why else ""))
         return
     for comp in comparisons:
         name, train, sh, _c, test_idx, train_idx = comp
@@ -639,6 +644,22 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
                 f"were not compared: {_content_groups(lone)} (other side: "
                 f"{_content_groups([sh[i] for i in sorted(train_idx)])}); give both sides the same roles ([columns])"))
         yield comp
+
+
+def _hub_note(dctx: Any) -> str | None:
+    """Why the shards' names gave no splits although one names a split (the Hub's split naming,
+    :func:`datacheck.io.hubsplits.hub_splits`), or that ``[dataset] infer_splits = false`` left the
+    splits they name unused; None when no shard's name names a split or a ``dataset_dict.json``
+    declares the splits."""
+    if any(p.rpartition("/")[2] == DATASET_DICT_NAME for p in dctx.shard_lists):
+        return None
+    hub = hub_splits([s.path for s in dctx.shards])
+    if hub.splits:
+        if dctx.cfg.dataset.infer_splits:  # a caller that did not fill [splits] (setup.with_declared_splits does)
+            return None
+        return (f"[dataset] infer_splits = false: the splits the file names give ({', '.join(hub.splits)}) "
+                "were not used")
+    return hub.note
 
 
 def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None) -> dict[str, list[int]]:
@@ -740,12 +761,10 @@ def assign_splits(paths: list[str], splits: dict[str, str]) -> dict[str, str]:
     Globs are ``fnmatch`` patterns over the POSIX path relative to the audited root (``*`` also
     crosses ``/``). Shards matching no glob belong to no split.
     """
-    import fnmatch
-
     out: dict[str, str] = {}
     for p in paths:
         for name, pat in splits.items():
-            if fnmatch.fnmatchcase(p, pat) or fnmatch.fnmatchcase(p, pat.lstrip("./")):
+            if glob_matches(p, pat):
                 out[p] = name
                 break
     return out

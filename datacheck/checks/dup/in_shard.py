@@ -47,6 +47,16 @@ def _shown_column(cols: list[str], schema: dict[str, pl.DataType]) -> str:
     return cols[0]
 
 
+def _example_column(cols: list[str], ctx: ShardContext) -> str:
+    """The column a finding's examples show: among the role columns of the content (the class label
+    and the columns that only condition a row, such as ``tools`` or ``system``, left out when there
+    are others), the first string column, else :func:`_shown_column` of them. A tool-calling row's
+    example is its conversation, never its ``tools`` JSON string (``'[]'`` in most rows)."""
+    roles = set(ctx.roles.columns())
+    own = [c for c in cols if c in roles and c != ctx.roles.label] or cols
+    return next((c for c in own if ctx.schema[c] == pl.String), None) or _shown_column(own, ctx.schema)
+
+
 def _key_columns(cols: list[str], schema: dict[str, pl.DataType]) -> list[str]:
     """The content columns hashed into the duplicate-candidate key: every column that is not a list
     (a string or a number costs one hash a row: 2 ms for 200,000 rows) and the one list column that
@@ -129,7 +139,7 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
                                             "features to the columns a row is made of)")
         return
     key_cols = _key_columns(cols, ctx.schema)
-    shown = [c for c in cols if ctx.schema[c] == pl.String][:1] or [_shown_column(cols, ctx.schema)]
+    shown = [_example_column(cols, ctx)]
 
     if payload_wanted(ctx) and [c for c in cols if c != ctx.roles.label]:
         # The fused query already computes 128-bit content hashes of every row (label excluded) for

@@ -51,6 +51,24 @@ def emit_report(report, args: argparse.Namespace, stored, root=None, text: str |
     return exit_code(report, getattr(args, "allow_check_errors", False))
 
 
+#: the roles whose columns the read path renders with ``[tokens] tokenizer`` (chat messages, preference pairs)
+_RENDERED_FROM = ("messages", "chosen", "rejected")
+
+
+def unused_tokenizer_note(cfg: Config, report) -> str:
+    """A note (one stderr line) when ``[tokens] tokenizer`` is set, no audited shard has a role the
+    read path renders with it (``messages``, ``chosen``/``rejected``: ``report.roles``) and it gave
+    no ``[tokens]`` fact (``report.tokenizer_facts``: the config sets vocab_size and every pad/eos/bos
+    id it declares): nothing was checked against it. "" otherwise (also when a shard has such a
+    role, whether or not its rows were rendered)."""
+    if cfg.tokens.tokenizer is None or getattr(report, "tokenizer_facts", None) \
+            or any(r in (getattr(report, "roles", None) or {}) for r in _RENDERED_FROM):
+        return ""
+    return (f"datacheck: note: [tokens] tokenizer = {cfg.tokens.tokenizer!r} was not used: no audited shard has "
+            "chat messages or preference pairs for it to render, and the config already sets the facts it gives "
+            "(an audit reads a tokenizer to render them and for [tokens] vocab_size, pad/eos/bos_token_id when unset)\n")
+
+
 def annotations_text(report, root=None) -> str:
     """The GitHub Actions annotations of ``report`` (:func:`~datacheck.render.annotations.emit_annotations`)
     when ``GITHUB_ACTIONS=true``, else the empty string."""
@@ -209,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("GITHUB_ACTIONS") == "true":
         root = discover(list(args.paths), cfg.dataset.format).root
     printed = printed_text(report, args, stored, text)
-    annotations = annotations_text(report, root)
+    annotations = unused_tokenizer_note(cfg, report) + annotations_text(report, root)  # stderr, kept by the memo
     rc = emit_report(report, args, stored, root, text, printed, annotations)
     if snap is not None and text is not None and not caught and not report.check_errors and rc in (EXIT_OK,
                                                                                                   EXIT_POLICY_FAILED):

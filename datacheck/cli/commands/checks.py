@@ -1,6 +1,7 @@
 """``datacheck checks [ID|FAMILY] [--format text|json]``: the check catalog.
 
-Without an argument: every check ID with its level, default severity and summary. With ``--layout
+Without an argument: every check ID with its level, default severity and summary. ``--layout``
+without a name: the layouts and what their rows hold (JSON: ``result.layouts``). With ``--layout
 NAME``: the checks that apply to that layout, then the IDs of those that do not (not run on its
 shards); with ``--format json``, the applicable entries (each entry lists its ``layouts``). With a check ID:
 that check in full (the roles and config facts it needs, whether this version builds it, what makes
@@ -12,12 +13,14 @@ Exit codes: 0 listed; 2 unknown ID or family (with "did you mean").
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 import textwrap
 
 from datacheck.cli.envelope import write_envelope
 from datacheck.listing import CheckEntry, select_checks
 from datacheck.model.constants import EXIT_OK
+from datacheck.model.errors import UsageError
 from datacheck.model.layouts import LAYOUT_NAMES, LAYOUTS
 
 __all__ = ["add_parser", "run"]
@@ -31,8 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         epilog="exit codes:\n  0  listed\n  2  unknown check ID or family",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("check", nargs="?", metavar="ID|FAMILY", help="a check ID (tokens.out_of_vocab) or a family (tokens)")
-    a.add_argument("--layout", choices=list(LAYOUT_NAMES), metavar="LAYOUT",
-                   help="the checks that apply to this layout, then those that do not (" + ", ".join(LAYOUT_NAMES) + ")")
+    a.add_argument("--layout", nargs="?", const="", metavar="LAYOUT",
+                   help="the checks that apply to this layout, then those that do not (" + ", ".join(LAYOUT_NAMES)
+                        + "); without a name: the layouts and what their rows hold")
     a.add_argument("--format", choices=["text", "json"], default="text", help="output (default text)")
     return a
 
@@ -94,9 +98,27 @@ def _by_layout(entries: list[CheckEntry], layout: str) -> str:
     return out
 
 
+def _layouts() -> str:
+    """Every layout name with what its rows hold (``--layout`` without a name)."""
+    w = max(map(len, LAYOUT_NAMES))
+    return ("\n".join(f"{name.ljust(w)}  {LAYOUTS[name]}" for name in LAYOUT_NAMES)
+            + f"\n\n{len(LAYOUT_NAMES)} layout(s). `datacheck checks --layout NAME` lists the checks that apply to one; "
+            "[dataset] layout = \"NAME\" states a dataset's.\n")
+
+
 def run(args: argparse.Namespace) -> int:
-    entries = select_checks(args.check)
     layout = getattr(args, "layout", None)
+    if layout == "":  # --layout without a name: the layouts themselves
+        if args.format == "json":
+            write_envelope("datacheck.checks", {"layouts": [{"name": n, "rows": LAYOUTS[n]} for n in LAYOUT_NAMES]})
+        else:
+            sys.stdout.write(_layouts())
+        return EXIT_OK
+    if layout is not None and layout not in LAYOUTS:
+        close = difflib.get_close_matches(layout, LAYOUT_NAMES, n=1)
+        raise UsageError(f"--layout {layout!r}: unknown layout" + (f" (did you mean {close[0]!r}?)" if close else "")
+                         + "; the layouts: " + ", ".join(LAYOUT_NAMES))
+    entries = select_checks(args.check)
     if layout is not None:
         if args.format == "json":  # the checks that apply; each entry lists its layouts
             write_envelope("datacheck.checks", {"checks": [e.to_dict() for e in entries if e.applies(layout)]})

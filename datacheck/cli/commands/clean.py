@@ -11,8 +11,10 @@ import argparse
 import sys
 
 from datacheck.cli.commands.inspect import resolve_shard_config
+from datacheck.cli.defaults import config_help
 from datacheck.cli.envelope import write_envelope
 from datacheck.cli.progress import activity
+from datacheck.execute.setup import check_contract
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.render.text import terminal_safe
@@ -43,8 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     help="let a datacheck.toml found by itself (next to the data) name a Python schema "
                          "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
                          "with --schema or in a --config file runs")
-    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else PATH/datacheck.toml "
-                                    "when PATH is one folder)")
+    a.add_argument("--config", help=config_help())
     a.add_argument("--format", choices=["text", "json"], default="text", help="what to print (default text)")
     a.add_argument("--no-progress", action="store_true",
                    help="never show the progress bar (drawn on stderr when stderr is a terminal)")
@@ -58,15 +59,15 @@ def _left_lines(res: CleanResult) -> list[str]:
     out = ["", "left in place (findings clean did not remove):"]
     for x in res.left_in_place:
         if x.left is None:
-            state = "the copy may still have it (audit it to see)"
+            state = "the copy may still have it: audit it to see"
         elif x.check == "dup.shard":
             state = f"{x.left} duplicate shard(s) copied"
         else:
             state = f"{x.left} left in the copy"
         fix = f"; --drop {x.check} removes it" if x.check in DATASET_DROPS or x.check == "decode.bad_record" else ""
         out.append(f"  {x.check} [{x.severity}]: {x.message[:200]} ({state}{fix})")
-    fails = [x.check for x in res.left_in_place if x.still_fails]
-    maybe = [x.check for x in res.left_in_place if x.still_fails is None]
+    fails = list(dict.fromkeys(x.check for x in res.left_in_place if x.still_fails))
+    maybe = [c for c in dict.fromkeys(x.check for x in res.left_in_place if x.still_fails is None) if c not in fails]
     if fails:
         out.append(f"the cleaned copy still FAILS the gate (--fail-on error) on: {', '.join(fails)}"
                    + (f"; it may also fail on: {', '.join(maybe)}" if maybe else ""))
@@ -95,6 +96,7 @@ def _bad_records_text(s: ShardClean) -> str:
 def run(args: argparse.Namespace) -> int:
     found = resolve_shard_config(args.config, args.paths)
     cfg = load_config(found, allow_python_schema=args.config is not None or args.allow_python_schema)
+    check_contract(cfg, found)
     drop = [c.strip() for arg in (args.drop or []) for c in arg.split(",") if c.strip()] or None
     with activity("cleaning", no_progress=args.no_progress) as tick:
         res = clean(args.paths, args.out, cfg, drop=drop, progress=tick)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from datacheck.cli.defaults import config_help
 from datacheck.cli.envelope import write_envelope
 from datacheck.cli.progress import activity
 from datacheck.execute.setup import config_and_source
@@ -33,8 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     b = verbs.add_parser("build", help="write the index of the shards under PATH")
     b.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     b.add_argument("--output", "-o", required=True, metavar="FILE", help="where to write the index (JSON)")
-    b.add_argument("--config", help="datacheck.toml ([dataset] format and csv options; default: ./datacheck.toml, "
-                                    "else datacheck.toml in the one folder holding every PATH, else in its parent)")
+    b.add_argument("--config", help=config_help(" ([dataset] format and csv options)"))
     b.add_argument("--no-progress", action="store_true",
                    help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     v = verbs.add_parser("verify", help="compare the shards under PATH with a committed index")

@@ -12,14 +12,15 @@ import argparse
 import os
 import sys
 
+from datacheck.cli.defaults import config_help
 from datacheck.cli.envelope import write_envelope
-from datacheck.execute.setup import resolve_config_path
+from datacheck.execute.setup import check_contract, resolve_config_path
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
 from datacheck.model.errors import UsageError
 from datacheck.model.roles import INT64_MAX, INT64_MIN
-from datacheck.render.supervision import LEGEND, MARK, render_ansi, render_plain, render_rows_html
+from datacheck.render.supervision import LEGEND, MARK, render_ansi, render_plain, render_rows_html, shown_token
 from datacheck.render.text import terminal_safe
 from datacheck.tools.inspect import export_rows, inspect_shards, load_tokenizer, parse_row_list
 
@@ -38,8 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     help="let a datacheck.toml found by itself (next to the data) name a Python schema "
                          "file (file.py:Class); Python schema files EXECUTE CODE, so by default only one named "
                          "with --schema or in a --config file runs")
-    a.add_argument("--config", help="datacheck.toml (default: ./datacheck.toml, else datacheck.toml in the one "
-                                    "folder holding every SHARD, else in its parent)")
+    a.add_argument("--config", help=config_help(paths="SHARD"))
     a.add_argument("--check", action="append", metavar="ID",
                    help="only this check ID (repeatable or comma-separated), e.g. tokens.out_of_vocab")
     a.add_argument("--rows", metavar="LIST",
@@ -87,7 +87,7 @@ _BOUNDS = (str(INT64_MAX), str(INT64_MIN))
 _BOUND_NOTE = " (Int64's bound: the file may hold an integer beyond 64 bits here, read at the bound)"
 
 
-def _text(inspections, exported, tok_source: str | None, color: bool = False) -> str:
+def _text(inspections, exported, tok_source: str | None, color: bool = False, checks: list[str] | None = None) -> str:
     out: list[str] = []
     coloured: set[int] = set()  # indices of the lines rich coloured
     supervised_rows = 0
@@ -105,7 +105,13 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
             for e in f.examples[:10]:
                 where = f"line {e.line}" + (f", byte offset {e.byte_offset}" if e.byte_offset is not None else "")
                 out.append(f"      {where}: {e.value}")
-        if not ins.failing and not ins.shown:
+        if not ins.failing and not ins.shown and checks:  # only what was asked: each check ran clean or not at all
+            not_run = {s.check: s.reason for s in ins.skipped}
+            ran = [c for c in checks if c not in not_run and c.split(".", 1)[0] not in not_run]
+            if ran:
+                out.append(f"  no row fails {', '.join(ran)}")
+            out += [f"  {c} did not run: {why}" for c, why in not_run.items()]
+        elif not ins.failing and not ins.shown:
             out.append("  no failing rows in the row checks" + ("" if not ins.skipped else
                                               f" ({len(ins.skipped)} check(s) skipped: "
                                               + "; ".join(f"{s.check}: {s.reason}" for s in ins.skipped[:4]) + ")"))
@@ -117,7 +123,7 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
         for r in ins.shown:
             where = f"row {r.row}" + (f" (line {r.line})" if r.line is not None else "")
             col = f" column {r.column}" if r.column else ""
-            out.append(f"  {where}  {r.check}{col}")
+            out.append(f"  {where}  " + ("no finding (asked with --rows)" if r.check == "(none)" else f"{r.check}{col}"))
             if r.value:
                 out.append(f"      value: {r.value}" + (_BOUND_NOTE if r.value in _BOUNDS else ""))
             if r.position is not None:
@@ -126,7 +132,7 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False) ->
             elif r.detail is not None and r.detail != r.value:
                 out.append(f"      detail: {r.detail}")
             if r.tokens is not None:
-                out.append(f"      tokens: {' '.join(r.tokens)}")
+                out.append(f"      tokens: {' '.join(shown_token(t) for t in r.tokens)}")
             if r.supervision is not None:
                 supervised_rows += 1
                 view = (render_ansi(r.supervision, legend=False, run_text=r.supervision_runs) if color
@@ -165,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
     cfg = (load_config(config_path, allow_python_schema=args.config is not None or args.allow_python_schema)
            if config_path is not None else Config())
+    check_contract(cfg, config_path)
     checks = [c.strip() for arg in (args.check or []) for c in arg.split(",") if c.strip()] or None
     rows = parse_row_list(args.rows) if args.rows is not None else None
     tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
@@ -186,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
                                                         "rows": exported[1]}}
         write_envelope("datacheck.inspect", doc)
     else:
-        sys.stdout.write(_text(inspections, exported, tok.source if tok else None, use_color(args.color)))
+        sys.stdout.write(_text(inspections, exported, tok.source if tok else None, use_color(args.color), checks))
     if rows is not None:
         bad = any(i.unreadable is not None or any(r.check != "(none)" for r in i.shown) for i in inspections)
     else:

@@ -1,6 +1,6 @@
 """``datacheck plan PATH``: what the trainer's batching makes of the data, and step -> rows.
 
-Data with splits (``[splits]`` or a ``DatasetDict`` folder) is planned over the split a trainer
+Data with splits (``[splits]``, a ``DatasetDict`` folder or the Hub's split file names) is planned over the split a trainer
 iterates: ``train`` unless ``--split NAME``; the output names it. Simulates the order with torch's own ``DistributedSampler`` and ``BatchSampler`` under ``[batch]``
 (:mod:`datacheck.model.order`), or reads a recorded order (``--ledger DIR``: a ``record_batches``
 folder or OLMo's ``data-indices``). Without ``--step``: the plan's numbers (global batch, steps per
@@ -43,8 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("paths", nargs="*", metavar="PATH", help="shard files, folders or globs (optional with --ledger: "
                                                            "without them indices are not mapped to shard rows)")
     a.add_argument("--config", help="datacheck.toml (default: as for audit)")
-    a.add_argument("--split", metavar="NAME", help="data with splits ([splits] or a DatasetDict folder): the split the "
-                                                   "trainer iterates (default train)")
+    a.add_argument("--split", metavar="NAME", help="data with splits ([splits], a DatasetDict folder or the Hub's "
+                                                   "split file names such as data/train-*): the split the trainer "
+                                                   "iterates (default train)")
     a.add_argument("--epoch", type=int, default=0, metavar="E", help="the epoch whose numbers are shown (default 0)")
     a.add_argument("--step", type=int, metavar="N", help="list the rows of optimizer step N")
     a.add_argument("--rank", type=int, metavar="R", help="with --step: only rank R")
@@ -177,6 +178,11 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         where = f" (epoch {st['epoch']}, step {st['epoch_step']} of the epoch)" if "epoch" in st else ""
         out.append(f"step {args.step}{where}: {len(rows)} row(s)"
                    + (f", {st['supervised_tokens']} supervised tokens" if "supervised_tokens" in st else ""))
+        if args.ledger and args.rank is None:
+            lacking = [r for r in source.world_ranks if not source.batches.get(r, {}).get(args.step)]
+            if lacking and rows:
+                out.append(f"  rank(s) {lacking} of the run recorded no batch of step {args.step}: the step's rows "
+                           "are short (a ledger file absent or cut)")
         for r in rows[: args.limit]:
             mb = "-" if r.micro_batch is None else r.micro_batch
             loc = f"{r.shard} row {r.row}" if r.shard is not None else "(shard unknown: pass PATH)"

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from datacheck.cli.commands.audit import resolve_config_path
+from datacheck.cli.defaults import config_help
 from datacheck.cli.progress import activity
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.config import Config, describe_config, load_config
@@ -25,8 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     inf = verbs.add_parser("infer", help="write a schema (Pandera YAML) from the shards under PATH")
     inf.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     inf.add_argument("-o", "--output", metavar="FILE", help="write the schema here (default: print it)")
-    inf.add_argument("--config", help="datacheck.toml for the format and [columns] roles (default: ./datacheck.toml, "
-                                      "else datacheck.toml in the one folder holding every PATH, else in its parent)")
+    inf.add_argument("--config", help=config_help(" for the format and [columns] roles"))
     inf.add_argument("--name", default="inferred", help="the schema's name (default: inferred)")
     inf.add_argument("--tokenizer", metavar="PATH",
                      help="tokenizer.json / vocab.json / vocab.txt or a folder (default: [tokens] tokenizer): token-id "

@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                                 ("--window", args.window or None),
                                 ("--allow-data-mismatch", args.allow_data_mismatch or None)) if v is not None]
         if given:  # no option is silently ignored
-            raise UsageError(f"{', '.join(given)} need --data PATH (the dataset the run trained on)")
+            raise UsageError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --data PATH "
+                             "(the dataset the run trained on)")
     if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
         raise UsageError(f"--steps-per-epoch must be >= 1, got {args.steps_per_epoch}")
     logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=args.steps_per_epoch) for p in args.logs]
@@ -138,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
             export = args.export or (str(Path(tmp) / "rows.parquet") if args.replay is not None else None)
             data = None if args.data is None else trace_data(
                 res, args.data, cfg, conv, ledger=args.ledger, step=args.step, window=args.window, export=export,
-                allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on, index=index)
+                allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on, index=index,
+                world_size=args.world_size)
             step = args.step if args.step is not None else (res.first_bad or {}).get("step")
             if args.replay is not None and export is not None and data is not None and data.get("rows") \
                     and step is not None:

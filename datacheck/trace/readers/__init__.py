@@ -22,6 +22,11 @@ first event is TensorBoard's file version -> tensorboard; ``.csv``/``.tsv`` -> c
 a JSON document whose first 64 KiB mention ``"log_history"`` -> hf_state; ``.jsonl``/``.ndjson`` or a
 first non-blank line starting with ``{"`` -> jsonl; anything else -> text. Per-rank logs: a ``rankN``
 in the file name gives the rank of records that carry none.
+
+Launcher prefixes: the text reader takes a line's rank from the prefix its launcher wrote and reads
+the rest of the line: torchrun's ``[rank3]:`` (``--local-ranks-filter``/``--tee``) and ``[default3]:``
+(``--tee``/``--redirects``: the local rank), and OpenMPI's ``--tag-output`` ``[1,3]<stdout>:``. So the
+interleaved output of all ranks in one file is read per rank, not as one rank logging each step twice.
 """
 from __future__ import annotations
 
@@ -40,7 +45,22 @@ from datacheck.trace.readers.hfstate import read_hf_state
 from datacheck.trace.readers.keyed import record_from_mapping
 from datacheck.trace.record import ReadStats, StepRecord, is_finite
 
-__all__ = ["FORMATS", "LINE_FORMATS", "LogFile", "sniff", "open_log"]
+__all__ = ["FORMATS", "LINE_FORMATS", "LogFile", "sniff", "open_log", "split_rank_prefix"]
+
+#: a launcher's rank prefix at the start of a line (see the module docstring): torchrun's
+#: ``[rankN]:`` / ``[defaultN]:``, OpenMPI's ``[job,N]<stdout>:`` / ``<stderr>:``
+_RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d{1,7})\]:[ \t]?|\[\d+,(\d{1,7})\]<std(?:out|err)>:[ \t]?")
+
+
+def split_rank_prefix(text: str) -> tuple[int | None, str]:
+    """(rank, rest of the line) of a line starting with a launcher's rank prefix, else (None, text)."""
+    if not text.startswith("["):
+        return None, text
+    m = _RANK_PREFIX.match(text)
+    if m is None:
+        return None, text
+    r = int(m.group(1) or m.group(2))
+    return (r, text[m.end():]) if r < MAX_RANK else (None, text)
 
 #: line formats of the ``text`` reader, tried in this order on every line
 LINE_FORMATS: dict[str, Callable[[str], dict[str, Any] | None]] = {
@@ -141,7 +161,17 @@ class LogFile:
         order = list(parsers.items())  # priority order (a Megatron line would parse as key_value too);
         # each parser rejects a line that is not its own by a substring test before any regex
         tqdm = deepspeed.TQDM
-        for n, text in self._joined(iter_lines(self.path, st)):
+        line_rank: dict[int, int] = {}  # line -> the rank its launcher prefix named
+
+        def unprefixed(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+            for n, text in lines:
+                r, text = split_rank_prefix(text)
+                if r is not None:
+                    line_rank[n] = r
+                yield n, text
+
+        for n, text in self._joined(unprefixed(iter_lines(self.path, st))):
+            prefix_rank = line_rank.pop(n, None) if line_rank else None
             if not text or text.isspace():
                 continue
             if ctx.waiting is not None and "<" in text and (t := tqdm.search(text)) is not None:
@@ -173,6 +203,8 @@ class LogFile:
                     break
                 if got is None:
                     continue
+                if prefix_rank is not None and got.get("rank") is None:
+                    got["rank"] = prefix_rank
                 rec = self._record(name, got, n, ctx)
                 if rec is None:
                     st.bad(n, f"{text[:120]} (no metric)")
@@ -202,6 +234,8 @@ class LogFile:
             rec.step = 0 if prev is None else prev + 1
             yield rec
         ctx.pending.clear()
+        if ctx.positioned and not ctx.stepped:  # apex's and DeepSpeed's overflow lines alone: no step anywhere
+            st.unplaced = st.unplaced or NO_LINE_STEP
 
     def _emit(self, rec: StepRecord, ctx: "_TextState") -> Iterator[StepRecord]:
         """``rec`` after the stated values waiting for it; it becomes its rank's last step."""
@@ -332,6 +366,9 @@ class LogFile:
         inferred = "step" not in got
         if inferred:
             got["step"] = 0 if prev is None else prev + 1
+            ctx.positioned += 1
+        else:
+            ctx.stepped += 1
         split = got.pop("split", "train")
         got.pop("eval", None)
         return StepRecord(source=self.source, line=n, rank=rank, split=split, step_inferred=inferred, **got)
@@ -405,6 +442,12 @@ def _trainer_states(log: Path) -> list[Path]:
     return out + sorted(ckpts, key=lambda p: -int(p.parent.name[11:]))
 
 
+#: why a text log of records without step numbers cannot be placed on optimizer steps
+NO_LINE_STEP = ("its lines carry no step number (fp16 overflow lines of apex and DeepSpeed print none, and no "
+                "progress bar precedes them): their positions are not optimizer steps; trace the run's log that "
+                "prints the step (the trainer's console or metrics file) with it")
+
+
 @dataclass
 class _TextState:
     """The text reader's state across lines: the last step per rank, the last tqdm count, the Trainer
@@ -419,6 +462,9 @@ class _TextState:
     await_bar: bool = False
     waiting: StepRecord | None = None
     pending: list[StepRecord] = field(default_factory=list)
+    #: records whose step came from the line (a step number, a tqdm count), and those placed by position
+    stepped: int = 0
+    positioned: int = 0
 
 
 def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_epoch: int | None = None) -> LogFile:

@@ -10,7 +10,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "to_float", "to_int", "bounded_int", "BadValue",
+__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "number_text", "to_float", "to_int", "bounded_int", "BadValue",
            "RANK_IN_NAME", "MAX_RANK", "keyed_convention"]
 
 #: field -> the key names that mean it (after lower-casing and prefix removal).
@@ -61,8 +61,33 @@ def field_of(key: str) -> str | None:
     return None
 
 
+#: non-finite spellings of other C runtimes: MSVC's ``1.#QNAN``, ``1.#SNAN``, ``-1.#IND``, ``1.#INF``
+#: (``printf`` before Visual Studio 2015) and C99's ``nan(0x...)`` / ``NaN(...)`` with a payload
+_NON_FINITE_ALT = re.compile(r"(?i)^([-+]?)(?:1\.#(qnan|snan|ind|inf)0*|nan\([0-9a-z_]*\)?)$")
+#: a PyTorch tensor printed as a metric (``loss tensor(2.31, device='cuda:0', grad_fn=<...>)``): its number
+_TENSOR_PREFIX = re.compile(r"^tensor\(\[?")
+
+
+def number_text(text: str) -> float | None:
+    """The number a metric's text spells, or None: Python's ``float`` syntax (``nan``, ``-inf``,
+    ``Infinity``, any case), the spellings of :data:`_NON_FINITE_ALT`, and a printed tensor's first
+    number (``tensor(nan`` as a ``key value`` reader cuts ``tensor(nan, device='cuda:0')``)."""
+    t = _TENSOR_PREFIX.sub("", text.strip()).rstrip(",)]")
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    m = _NON_FINITE_ALT.match(t)
+    if m is None:
+        return None
+    if (m.group(2) or "").lower() == "inf":
+        return -math.inf if m.group(1) == "-" else math.inf
+    return math.nan
+
+
 def to_float(v: Any, key: str) -> float | None:
-    """A metric value as float: numbers, numeric strings, ``nan``/``inf`` (any case), ``None``/``""`` -> None.
+    """A metric value as float: numbers, numeric strings (:func:`number_text`: ``nan``/``inf`` in any
+    case, MSVC's ``1.#QNAN``/``1.#INF``, ``nan(0x...)``, a printed ``tensor(...)``), ``None``/``""`` -> None.
 
     Raises:
         BadValue: a string or object that is not a number.
@@ -79,10 +104,10 @@ def to_float(v: Any, key: str) -> float | None:
     if isinstance(v, float):
         return v
     if isinstance(v, str):
-        try:
-            return float(v.strip())
-        except ValueError:
-            raise BadValue(f"{key}: {v!r} is not a number") from None
+        x = number_text(v)
+        if x is None:
+            raise BadValue(f"{key}: {v[:80]!r} is not a number")
+        return x
     raise BadValue(f"{key}: {type(v).__name__} value is not a number")
 
 

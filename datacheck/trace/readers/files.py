@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -54,18 +55,62 @@ def _no_step(stats: ReadStats, rec: StepRecord, last: int | None) -> None:
         stats.unplaced = stats.unplaced or NO_STEP
 
 
+#: a JSON string, or a bare non-finite spelling outside strings (``nan``, ``-inf``, ``+Infinity``, any
+#: case) that a metrics logger formatting floats itself writes where JSON has no literal
+_BARE_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\w.+-])([-+]?)(nan|inf(?:inity)?)(?![\w.])', re.IGNORECASE)
+
+
+def _non_finite_literals(text: str) -> str | None:
+    """``text`` with its bare non-finite spellings as Python's json reads them (``NaN``,
+    ``Infinity``, ``-Infinity``; ``-nan`` is NaN), strings left as they are; None when it holds none."""
+    found = False
+
+    def sub(m: re.Match[str]) -> str:
+        nonlocal found
+        if m.group(2) is None:
+            return m.group(0)
+        found = True
+        if m.group(2).lower() == "nan":
+            return "NaN"
+        return "-Infinity" if m.group(1) == "-" else "Infinity"
+
+    out = _BARE_NON_FINITE.sub(sub, text)
+    return out if found else None
+
+
+def _load_line(text: str) -> Any:
+    """One JSONL line: deep nesting through the depth-bounded loader (json.loads recurses), flat lines
+    by json.loads; a line that does not parse is read again with its bare ``nan``/``inf`` spellings
+    as JSON's non-finite literals (a logger that formats its floats itself writes ``"loss": nan``).
+
+    Raises:
+        ValueError: the line is not JSON even so (the first parser's message).
+    """
+    try:
+        return safejson.loads(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else json.loads(text)
+    except ValueError:
+        fixed = _non_finite_literals(text)
+        if fixed is None:
+            raise
+        try:
+            return safejson.loads(fixed) if fixed.count("[") + fixed.count("{") > MAX_JSON_DEPTH else json.loads(fixed)
+        except ValueError:
+            pass
+        raise
+
+
 def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
-    """One JSON object per line (NaN/Infinity accepted, as Python's json writes them). A line that is
-    not a JSON object, or whose metric is not a number, is counted as unparsed; an object without a
-    step gets the previous step + 1 (``step_inferred``), and a log that starts without one is unplaced
-    (``stats.unplaced``: no rows are named from it)."""
+    """One JSON object per line (NaN/Infinity accepted, as Python's json writes them, and the bare
+    ``nan``/``inf``/``-inf`` spellings, any case, that loggers formatting floats themselves write). A
+    line that is not a JSON object, or whose metric is not a number, is counted as unparsed; an object
+    without a step gets the previous step + 1 (``step_inferred``), and a log that starts without one is
+    unplaced (``stats.unplaced``: no rows are named from it)."""
     last: int | None = None
     for n, text in iter_lines(path, stats):
         if not text.strip():
             continue
         try:
-            # deep nesting goes through the depth-bounded loader (json.loads recurses); flat lines stay fast
-            obj = safejson.loads(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else json.loads(text)
+            obj = _load_line(text)
             if not isinstance(obj, dict):
                 raise BadValue(f"a JSON {type(obj).__name__}, not an object")
             if "datacheck_index_hash" in obj and "datacheck_config_hash" in obj:
@@ -161,9 +206,11 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
                     yield ev
 
     for path in files:
+        read = 0
         try:
             for ev in EventFileLoader(str(path)).Load():
                 stats.lines += 1
+                read += 1
                 if not ev.HasField("summary"):
                     continue
                 for v in ev.summary.value:
@@ -176,5 +223,32 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
         except Exception as exc:  # noqa: BLE001 - a corrupt or cut event file: counted, what was read is kept
             stats.bad(stats.lines + 1, f"{path.name}: event file unreadable after {stats.lines} events "
                                        f"({type(exc).__name__}: {str(exc)[:80]})")
+            continue
+        frames, end, size = _tfrecord_frames(path)
+        if read < frames or end != size:
+            # tensorboard's loader stops quietly at a record whose checksum fails or that is cut (it
+            # waits for a live file to grow): the events after it are lost, which is said
+            stats.bad(stats.lines + 1, (
+                f"{path.name}: read stopped at event {read + 1} of {frames}: it fails its checksum; the events "
+                "after it are not read" if read < frames else
+                f"{path.name}: read stopped after {read} event(s), at byte {end} of {size}: the next record is cut "
+                "short or its length corrupt; the rest is not read"))
     yield from flush(0)
+
+
+def _tfrecord_frames(path: Path) -> tuple[int, int, int]:
+    """(complete TFRecord frames, the byte where they end, the file size) of an event file, walked by
+    its framing alone (``uint64`` length, ``uint32`` length checksum, data, ``uint32`` data checksum;
+    checksums not verified): where a reader that stopped early should have gone on."""
+    frames = end = 0
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        while end + 12 <= size:
+            f.seek(end)
+            n = int.from_bytes(f.read(8), "little")
+            if end + 16 + n > size:
+                break
+            end += 16 + n
+            frames += 1
+    return frames, end, size
 

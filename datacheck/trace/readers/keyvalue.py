@@ -14,15 +14,18 @@ shape names it: nanoGPT's ``iter N: loss`` and llm.c's ``s:N`` from 0, mlx-lm's 
 and mmengine's ``Epoch(train) [e][i/n]`` from 1.
 
 A line is a record when it names a step (``iter``, ``iteration``, ``step``, ``epoch``) and at least
-one of loss / grad norm / learning rate; a line whose metric value is not a number
-(``loss: ???``) is counted as unparsed. A line with ``val loss`` / ``Val loss`` is an eval record.
+one of loss / grad norm / learning rate; a value is a number as
+:func:`~datacheck.trace.readers.fields.number_text` reads it (``nan``/``inf``, MSVC's ``1.#QNAN``, a
+printed ``tensor(2.31, device='cuda:0')``); a line whose loss or grad norm is not a number
+(``loss: ???``), or whose only metrics are not numbers, is counted as unparsed, never read without
+that value. A line with ``val loss`` / ``Val loss`` is an eval record.
 """
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from datacheck.trace.readers.fields import BadValue, to_float
+from datacheck.trace.readers.fields import BadValue, number_text, to_float
 
 __all__ = ["NAME", "parse_line", "parse_with_regex"]
 
@@ -78,6 +81,7 @@ def parse_line(text: str) -> dict[str, Any] | None:
         return None
     found: dict[str, Any] = {}
     bad: list[str] = []
+    judged_bad = False
     mm = _MMENGINE.search(text)
     if mm:
         epoch, it, per = int(mm.group(2)), int(mm.group(3)), int(mm.group(4))
@@ -91,17 +95,19 @@ def parse_line(text: str) -> dict[str, Any] | None:
         f = _KEY.get(re.sub(r"[ _]+", " ", key.lower()))
         if f is None or f in found:
             continue
-        if not _NUM_RE.match(value):
+        v = float(value) if _NUM_RE.match(value) else number_text(value)
+        if v is None:
             bad.append(f"{key}: {value!r}")
+            if f in ("loss", "eval", "grad_norm"):
+                judged_bad = True
             continue
-        v = float(value)
         found[f] = int(v) if f in ("step", "rank") and v.is_integer() else v
     if "step" not in found and isinstance(found.get("epoch"), float) and found["epoch"].is_integer():
         found["step"] = int(found["epoch"])  # a loop that logs once per epoch
     metrics = [k for k in ("loss", "lr", "grad_norm", "eval", "loss_scale") if k in found]
     if "step" not in found or not (metrics or bad):
         return None
-    if bad and not metrics:
+    if bad and (judged_bad or not metrics):  # a loss or grad norm that is no number is never dropped silently
         raise BadValue("; ".join(bad) + ": not a number")
     if "\0first" not in found:
         first = FIRST_NANOGPT if _NANOGPT.match(text) else FIRST_MLX if _MLX.match(text) else None

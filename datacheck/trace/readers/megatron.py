@@ -9,10 +9,12 @@ Megatron leaves ``lm loss`` out when every iteration of the logging interval was
 only the iterations that were not skipped (``training_log``: ``total_loss_dict``); ``consumed
 samples`` is a sample count (kept as ``tokens``, unit samples). A line cut at its end (a log truncated
 mid-write) keeps the fields before the cut; a line a terminal wrapped onto the next (which ends with the
-closing ``|``) is joined by the text reader.
+closing ``|``) is joined by the text reader. A line holding a field twice (two processes writing one
+stdout, their lines interleaved mid-line) keeps a non-finite value of it over a finite one.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -91,6 +93,8 @@ def parse_line(text: str) -> dict[str, Any] | None:
                 x = _number(v, k, f)
             if f == "wall_time_ms":
                 out["wall_time"] = None if x is None else x / 1000.0
+            elif f in out and isinstance(out[f], float) and not math.isfinite(out[f]):
+                continue  # the field twice (two ranks' lines interleaved mid-line): a non-finite value stays
             else:
                 out[f] = x
         return out

@@ -101,3 +101,21 @@ def test_markdown_job_summary(tmp_path, monkeypatch):
     assert r.returncode == 1
     assert r.stdout.startswith("## ❌ datacheck: fail")
     assert "| `a.parquet` | 5 | fail | `labels.out_of_range` | `label` | error **(fails)** | 1 | rows 2 |" in r.stdout
+
+
+def test_a_dataset_finding_that_names_its_shard_is_annotated_with_it_once(tmp_path, monkeypatch):
+    """dist.length_drift's message starts with its shard's name: the annotation said it twice
+    ("train.parquet: train.parquet: lengths ...")."""
+    d = _data(tmp_path)
+    cli("audit", str(d), "--no-cache", "-o", str(tmp_path / "rep.json"), "--report-dir", str(tmp_path / "r"),
+        monkeypatch=monkeypatch)
+    rep = read_report(tmp_path / "rep.json")
+    from dataclasses import replace
+
+    base = rep.shards[0].findings[0]
+    named = replace(base, check="dist.length_drift", shards=("b.parquet",), message="b.parquet: lengths (chars) differ")
+    other = replace(base, check="dup.conflicting_labels", shards=("b.parquet",), message="2 distinct content(s)")
+    lines = annotation_lines(replace(rep, shards=(), dataset_findings=(named, other)))
+    by = {ln.split("title=datacheck ")[1].split(" ")[0].split("::")[0]: ln.split("::", 2)[2] for ln in lines}
+    assert by["dist.length_drift"].startswith("b.parquet: lengths (chars) differ [")
+    assert by["dup.conflicting_labels"].startswith("b.parquet: 2 distinct content(s) [")

@@ -3,12 +3,14 @@
 exit code as the audit (``created_at`` apart), without auditing; any changed input audits again."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import polars as pl
@@ -87,7 +89,7 @@ def test_rerun_gives_the_audits_outputs(tmp_path, audits, fmt):
         assert again.stdout == first.stdout
         assert first.stdout.replace(str(tmp_path / "r"), "R") == plain.stdout.replace(str(tmp_path / "p"), "R")
     created = json.loads((tmp_path / "again.json").read_text())["created_at"]
-    stamp = time.mktime(time.strptime(created.replace("+00:00", ""), "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    stamp = datetime.datetime.fromisoformat(created).timestamp()  # an aware UTC time: no local zone, no DST
     assert stamp >= int(before) - 1  # made anew
     stored = next((tmp_path / "r").rglob("report.json"))
     assert stored.read_text() == (tmp_path / "again.json").read_text()
@@ -179,13 +181,19 @@ def test_a_changed_tokenizer_file_audits_again(tmp_path, audits):
     assert blank(after.stdout) == blank(fresh.stdout)
 
 
-def test_unsettled_files_record_nothing(tmp_path, audits):
-    d = write_dataset(tmp_path / "data")  # written just now
+def test_unsettled_files_record_nothing(tmp_path, audits, monkeypatch):
+    d = write_dataset(tmp_path / "data")
+    now = time.time_ns()
+    for f in [x for x in d.rglob("*") if x.is_file()]:
+        os.utime(f, ns=(now, now - memo.SETTLE_NS // 2))  # modified a second ago
+    # the memo's clock held at `now`: the files stay a second old however long the audits take to start
+    # (on a loaded machine over 2 s passed between writing them and the snapshot: they looked settled)
+    monkeypatch.setattr(memo, "time", types.SimpleNamespace(time_ns=lambda: now, time=time.time, gmtime=time.gmtime))
     flags = ["--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"), "--format", "json"]
     run_cli("audit", str(d), *flags)
     assert memo_records(tmp_path / "cache") == []
     run_cli("audit", str(d), *flags)
-    assert len(audits) == 2
+    assert len(audits) == 2 and memo_records(tmp_path / "cache") == []
 
 
 @pytest.mark.parametrize("flag", [["--junit", "j.xml"], ["--html", "h.html"], ["--format", "markdown"],

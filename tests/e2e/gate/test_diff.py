@@ -81,7 +81,7 @@ def test_diff_of_two_data_versions(versions, monkeypatch):
     assert r.returncode == 1
     assert "shards: 1 added, 1 removed, 2 changed" in r.stdout
     assert "  + defects/classes.parquet" in r.stdout and "  - defects/batch.parquet" in r.stdout
-    assert f"grown    defects/text.jsonl: empty.text (text) {old_text['empty.text']} -> {old_text['empty.text'] + 2} FAILS POLICY" in r.stdout
+    assert f"grown    defects/text.jsonl: empty.text (text) [error] {old_text['empty.text']} -> {old_text['empty.text'] + 2} FAILS POLICY" in r.stdout
     md = cli("diff", str(tmp / "old.json"), str(tmp / "new.json"), "--format", "markdown", monkeypatch=monkeypatch)
     assert md.returncode == 1 and md.stdout.startswith("## ❌ datacheck diff")
     assert "| grown | `defects/text.jsonl` | `empty.text` | text |" in md.stdout
@@ -132,3 +132,32 @@ def test_float_noise_in_stats_is_not_a_move():
     new2 = {"lengths": {**new["lengths"], "mean": 81.0, "max": 513}}
     got = {m["stat"] for m in _stats_moved("dataset", old, new2, 0.01)}
     assert got == {"lengths.mean", "lengths.max"}
+
+
+def test_an_error_and_a_warning_of_one_check_and_column_are_two_deltas(tmp_path):
+    """finite.fp16_overflow gives the regression shard's ``target`` an error row and a warning row: the
+    diff keeps them apart (two deltas, their own counts), and only the error fails the policy."""
+    import shutil
+
+    import polars as pl
+
+    import datacheck
+    from datacheck.tools.diff import diff_reports
+
+    src = ROOT / "sample_data" / "defects" / "finite" / "regression.parquet"
+    cfg = {"numeric": {"compute_dtype": "fp16"}}
+    fp16 = [f for f in datacheck.audit(str(src), cfg, fail_on="never").findings
+            if f.check == "finite.fp16_overflow" and f.column == "target"]
+    assert sorted(f.severity for f in fp16) == ["error", "warn"]  # the shard's own two findings on target
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    pl.DataFrame({"target": [1.0, 2.0]}).write_parquet(old / "keep.parquet")
+    shutil.copy(old / "keep.parquet", new / "keep.parquet")
+    shutil.copy(src, new / "regression.parquet")
+    d = diff_reports(datacheck.audit(str(old), cfg, fail_on="never"), datacheck.audit(str(new), cfg))
+    got = sorted((x.severity, x.new_count, x.new_fails) for x in d.new
+                 if x.check == "finite.fp16_overflow" and x.column == "target")
+    assert got == sorted((f.severity, f.count, f.severity == "error") for f in fp16)
+    assert [x.severity for x in d.new_policy_failures if x.check == "finite.fp16_overflow"
+            and x.column == "target"] == ["error"]

@@ -234,3 +234,27 @@ def test_checks_lists_what_applies_to_a_layout():
     j = run_cli("checks", "--layout", "dpo", "--format", "json")
     ids = [e["id"] for e in json.loads(j.stdout)["result"]["checks"]]
     assert "pref.identical_pair" in ids and "tokens.out_of_vocab" not in ids
+
+
+def test_the_unknown_layout_hint_runs_and_lists_the_layouts(tmp_path):
+    """A shard no layout fits says "set [dataset] layout (`datacheck checks --layout` lists the
+    layouts)": that command lists every layout with what its rows hold (it was a usage error: exit 2,
+    "expected one argument"); a misspelt layout name is refused with the closest one."""
+    from datacheck.model.layouts import LAYOUTS
+
+    (tmp_path / "d").mkdir()
+    pl.DataFrame({"a": ["x", "y"], "b": ["u", "v"]}).write_parquet(tmp_path / "d" / "s.parquet")
+    a = run_cli("audit", str(tmp_path / "d"), "--no-cache", "--no-progress", "--report-dir", str(tmp_path / "r"))
+    hint = next(ln for ln in a.stdout.splitlines() if ln.startswith("layout: unknown"))
+    cmd = hint.split("`")[1].split()
+    assert cmd == ["datacheck", "checks", "--layout"]
+    r = run_cli(*cmd[1:])
+    assert r.returncode == 0, r.stderr
+    listed = [ln.split()[0] for ln in r.stdout.splitlines() if ln and ln.split()[0] in LAYOUTS]
+    assert listed == list(LAYOUTS)
+    for name, rows in LAYOUTS.items():
+        assert rows in r.stdout
+    j = run_cli(*cmd[1:], "--format", "json")
+    assert [x["name"] for x in json.loads(j.stdout)["result"]["layouts"]] == list(LAYOUTS)
+    bad = run_cli("checks", "--layout", "packd_lm")
+    assert bad.returncode == 2 and "did you mean 'packed_lm'" in bad.stderr

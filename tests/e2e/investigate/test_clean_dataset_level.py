@@ -59,6 +59,18 @@ def test_drop_split_overlap_drops_the_eval_copies_and_keeps_the_train_rows(tmp_p
     assert res.left_in_place == ()
 
 
+def test_drop_split_overlap_takes_the_splits_the_file_names_give(tmp_path, leak):
+    """No [splits]: train.parquet and eval.parquet name the splits train and test as the Hugging Face
+    Hub does, and clean drops the same eval rows as with [splits] written by hand."""
+    data, train, ev = leak
+    leaked = [i for i, t in enumerate(ev) if t in set(train)]
+    res = clean([str(data)], tmp_path / "out", config_from_dict({}), drop=["dup.split_overlap"])
+    by = {s.path: s for s in res.shards}
+    assert by["eval.parquet"].dropped == {"dup.split_overlap": len(leaked)}
+    assert (by["train.parquet"].kept, by["train.parquet"].quarantined) == (len(train), 0)
+    assert _quarantined_rows(res.out, "eval.parquet") == leaked
+
+
 def test_a_leak_whose_train_row_is_dropped_anyway_keeps_its_eval_row(tmp_path, leak):
     data, train, ev = leak
     df = pl.read_parquet(data / "train.parquet")
@@ -168,8 +180,11 @@ def test_progress_names_each_shard_as_it_is_audited_then_written(tmp_path, leak)
 
 def test_drop_split_overlap_without_splits_is_refused_and_a_glob_matching_nothing_is_said(tmp_path, leak):
     data, _train, _ev = leak
+    # train.parquet and eval.parquet name their splits as the Hub does: [dataset] infer_splits = false
+    # leaves the folder without splits
     with pytest.raises(UsageError, match=r"--drop dup.split_overlap .* needs \[splits\]"):
-        clean([str(data)], tmp_path / "out", config_from_dict({}), drop=["dup.split_overlap"])
+        clean([str(data)], tmp_path / "out", config_from_dict({"dataset": {"infer_splits": False}}),
+              drop=["dup.split_overlap"])
     assert not (tmp_path / "out").exists()
     cfg = config_from_dict({"splits": {"train": "train*", "eval": "ev/*"}})  # the eval glob matches nothing
     res = clean([str(data)], tmp_path / "out", cfg, drop=["dup.split_overlap"])
@@ -227,3 +242,44 @@ def test_a_dropped_check_that_cannot_run_is_said(tmp_path):
     assert "vocab_size" in note and note.endswith("nothing dropped for it")
     r = run_cli("clean", str(d), "--out", str(tmp_path / "out2"), "--drop", "tokens.out_of_vocab")
     assert "note: tokens.out_of_vocab could not run:" in r.stdout
+
+
+def test_each_eval_splits_leak_left_in_place_counts_its_own_rows(tmp_path):
+    """Two eval splits leak into train: each dup.split_overlap finding is one split's, so each says how
+    many of ITS rows the copy keeps (before: both said the two splits' total), and the gate line names
+    the check once."""
+    d = tmp_path / "data"
+    d.mkdir()
+    train = _texts(10, "train")
+    dev, test = _texts(5, "dev"), _texts(4, "test")
+    dev[0], dev[2] = train[1], train[3]
+    test[1] = train[8]
+    for name, texts in (("train", train), ("dev", dev), ("test", test)):
+        pl.DataFrame({"text": texts}).write_parquet(d / f"{name}.parquet")
+    cfg = {"splits": {"train": "train*", "dev": "dev*", "test": "test*"}}
+    want = {f"{n}.parquet": sum(t in train for t in texts) for n, texts in (("dev", dev), ("test", test))}
+    assert want == {"dev.parquet": 2, "test.parquet": 1}
+    res = clean([str(d)], tmp_path / "out", config_from_dict(cfg), drop=["empty.text"])
+    got = {x.message.split(" row(s)")[0]: x.left for x in res.left_in_place if x.check == "dup.split_overlap"}
+    assert got == {str(n): n for n in want.values()}
+    (tmp_path / "datacheck.toml").write_text('[splits]\ntrain = "train*"\ndev = "dev*"\ntest = "test*"\n')
+    p = run_cli("clean", str(d), "--out", str(tmp_path / "out2"), "--config", str(tmp_path / "datacheck.toml"))
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("  dup.split_overlap [error]")]
+    assert sorted(int(ln.split("(")[-1].split(" left")[0]) for ln in lines) == sorted(want.values())
+    assert "the cleaned copy still FAILS the gate (--fail-on error) on: dup.split_overlap\n" in p.stdout
+
+
+def test_the_default_drop_names_the_checks_it_could_not_run_in_one_note(tmp_path):
+    """A text dataset has no token columns: the default drop's token, mask and padding checks cannot
+    run. One note names them; no per-check hint to set [columns] input_ids for text data."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": ["a", "b", "a"], "label": [0, 1, 0]}).write_parquet(d / "a.parquet")
+    res = clean([str(d)], tmp_path / "out", config_from_dict({}))
+    (note,) = res.notes
+    assert "of the default checks could not run on this data" in note
+    for cid in ("tokens.out_of_vocab", "mask.non_binary", "padding.pad_attended"):  # need input_ids / a mask
+        assert cid in note
+    assert "set [columns]" not in note
+    r = run_cli("clean", str(d), "--out", str(tmp_path / "out2"))
+    assert r.returncode == 0 and [ln for ln in r.stdout.splitlines() if ln.startswith("note:")] == [f"note: {note}"]

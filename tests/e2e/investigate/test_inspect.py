@@ -282,19 +282,36 @@ def test_shared_cases_inspect_lists_expected_rows(case):
         assert shown == e["rows"] and not set(shown) & set(e.get("not_rows", []))
 
 
-def test_a_value_beyond_64_bits_is_shown_as_the_bound_it_was_read_at(tmp_path):
-    # a JSON label and a token id beyond Int64 are read at Int64's nearest bound: the value shown is the
-    # bound, so the text says so instead of passing it off as the file's value
+def test_a_value_beyond_64_bits_is_shown_as_written(tmp_path):
+    # a JSON label and a token id beyond Int64 are read at Int64's nearest bound by the checks; inspect
+    # shows the rows' values as the file holds them (the checks' examples in the report stay at the bound,
+    # which their message says)
     big, small = 2**64 + 5, -(2**63) - 1
     (tmp_path / "a.jsonl").write_text('{"label": 1}\n{"label": %d}\n{"label": %d}\n' % (big, small))
     (tmp_path / "t.jsonl").write_text('{"input_ids": [1, 2, %d]}\n{"input_ids": [1, 2, 3]}\n' % big)
     (tmp_path / "datacheck.toml").write_text("[labels]\nnum_classes = 3\n[tokens]\nvocab_size = 10\n")
     cfg = str(tmp_path / "datacheck.toml")
-    note = "(Int64's bound: the file may hold an integer beyond 64 bits here, read at the bound)"
     r = run_cli("inspect", str(tmp_path / "a.jsonl"), "--config", cfg)
     assert r.returncode == 1, r.stderr
-    assert f"      value: {2**63 - 1} {note}" in r.stdout.splitlines()
-    assert f"      value: {-(2**63)} {note}" in r.stdout.splitlines()
-    assert "      value: 1" not in r.stdout  # a sound row is not shown
+    assert f"      value: {big}" in r.stdout.splitlines()
+    assert f"      value: {small}" in r.stdout.splitlines()
+    assert "Int64's bound" not in r.stdout and str(2**63 - 1) not in r.stdout
+    assert "      value: 1" not in r.stdout.splitlines()  # a sound row is not shown
     r = run_cli("inspect", str(tmp_path / "t.jsonl"), "--config", cfg)
-    assert f"      first bad element: position 2 of 3: {2**63 - 1} {note}" in r.stdout.splitlines()
+    assert f"      first bad element: position 2 of 3: {big}" in r.stdout.splitlines()
+    assert f"      value: [1, 2, {big}]" in r.stdout.splitlines()
+
+
+def test_an_integral_decimal_beyond_64_bits_is_shown_as_written(tmp_path):
+    # decimal(38, 0) labels (a SQL export): an integer label, read at Int64's bound by the checks
+    import decimal
+
+    import polars as pl
+
+    big = 10**30
+    pl.DataFrame({"label": pl.Series([decimal.Decimal(1), decimal.Decimal(big)], dtype=pl.Decimal(38, 0))}
+                 ).write_parquet(tmp_path / "d.parquet")
+    (tmp_path / "datacheck.toml").write_text("[labels]\nnum_classes = 3\n")
+    r = run_cli("inspect", str(tmp_path / "d.parquet"), "--config", str(tmp_path / "datacheck.toml"))
+    assert r.returncode == 1, r.stderr
+    assert f"      value: {big}" in r.stdout.splitlines() and str(2**63 - 1) not in r.stdout

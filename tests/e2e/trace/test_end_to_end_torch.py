@@ -43,9 +43,12 @@ def run(tmp_path_factory):
     data = root / "data"
     data.mkdir()
     pl.DataFrame({"x1": x[:, 0].tolist(), "x2": x[:, 1].tolist(), "label": y.tolist()}).write_parquet(data / "train.parquet")
+    # written here, not by a test: the config lookup from data/ finds it whichever tests ran before
+    (root / "datacheck.toml").write_text('[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n')
     report = api.audit([str(data)], config={"columns": {"features": ["x1", "x2"], "label": "label"}})
     ident = io.StringIO()
     log_data_identity(report, stream=ident)
+    torch.manual_seed(0)  # the model's initial weights: one run, the same in every session
     model = torch.nn.Linear(2, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     order = torch.randperm(ROWS, generator=g)
@@ -97,7 +100,6 @@ def test_the_loop_went_nan_at_the_poisoned_step(run):
 def test_trace_names_the_step_the_row_and_its_finding(run, log):
     root, data, first_nan, _ = run
     cfg = root / "datacheck.toml"
-    cfg.write_text('[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n')
     export = root / f"replay-{log}.parquet"
     rc, out, err = cli("trace", str(root / "run" / log), "--data", str(data), "--config", str(cfg),
                        "--ledger", str(root / "run"), "--window", "1", "--export", str(export), "--format", "json")
@@ -164,6 +166,7 @@ def sampled_run(tmp_path_factory):
     samplers = [DistributedSampler(idx, num_replicas=WS, rank=r, shuffle=True, seed=SEED) for r in range(WS)]
     loaders = [record_batches(DataLoader(idx, batch_size=BATCH, sampler=s), root / "run", rank=r)  # steps from 0
                for r, s in enumerate(samplers)]
+    torch.manual_seed(0)  # the model's initial weights: one run, the same in every session
     model = torch.nn.Linear(2, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     step, first_nan, seen = 0, None, {}

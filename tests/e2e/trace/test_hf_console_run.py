@@ -45,6 +45,7 @@ SCRIPT = textwrap.dedent('''
     args = TrainingArguments(output_dir=sys.argv[1], per_device_train_batch_size=16, gradient_accumulation_steps=2,
                              num_train_epochs=1, logging_steps=5, save_strategy="no", report_to=[],
                              disable_tqdm=sys.argv[2] == "1", use_cpu=True, seed=42, learning_rate=0.05)
+    torch.manual_seed(0)  # the model's initial weights (the Trainer seeds only after the model is built)
     trainer = Trainer(model=M(), args=args, train_dataset=DS())
     trainer.train()
     trainer.state.save_to_json(f"{sys.argv[1]}/state/trainer_state.json")

@@ -20,8 +20,8 @@ SCRIPT = textwrap.dedent('''
     ROWS, BATCH, POISON, out = 256, 8, int(sys.argv[2]), sys.argv[1]
 
     def main(rank):
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[3])
-        dist.init_process_group("gloo", rank=rank, world_size=2)
+        # rendezvous through a file of the test's own folder: no TCP port to pick, none to collide
+        dist.init_process_group("gloo", init_method=f"file://{sys.argv[3]}", rank=rank, world_size=2)
         g = torch.Generator().manual_seed(0)
         x = torch.randn(ROWS, 2, generator=g)
         y = (x[:, 0] > 0).long()
@@ -52,15 +52,12 @@ SCRIPT = textwrap.dedent('''
 
 @pytest.mark.slow
 def test_the_rank_whose_loss_went_nan_is_named(tmp_path):
-    import random
-
     import torch
     from torch.utils.data import DistributedSampler
     order1 = list(DistributedSampler(range(256), num_replicas=2, rank=1, shuffle=True, seed=42))
     poison = order1[8 * 5 + 3]  # rank 1, step 6 (logged from 1), fourth row of its batch
     (tmp_path / "run.py").write_text(SCRIPT)
-    port = str(random.randint(20000, 40000))  # parallel test runs do not share a port
-    p = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path), str(poison), port],
+    p = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path), str(poison), str(tmp_path / "rdv")],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     logs = {r: [json.loads(line) for line in open(tmp_path / f"rank{r}.jsonl")] for r in (0, 1)}

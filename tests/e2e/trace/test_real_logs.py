@@ -1,6 +1,10 @@
 """Real training logs (../shared/logs, PROVENANCE.md): the facts read by hand there, read by the trace."""
 from __future__ import annotations
 
+import json
+import math
+import re
+
 import pytest
 from conftest import SHARED, run_cli
 
@@ -31,6 +35,14 @@ def test_megatron_base_skipped_steps_scale_and_grad_norm():
     res = _trace("megatron/meg_gpt2_base_n4-1809579.out")
     f = _by(res)
     assert f["log.skipped_steps"].count == 19 and f["log.skipped_steps"].details["step"] == 10
+    # iteration 20's loss is finite over 10 iterations of which 8 were skipped: an update succeeded in
+    # 11..20, so iteration 30's skip came after training started (at most 10 + 8 skips before it)
+    assert f["log.skipped_steps"].details["before_first_success"] == r10.skipped + r20.skipped == 18
+    assert f["log.skipped_steps"].details["first_after_success_step"] == 30
+    r = run_cli("trace", str(LOGS / "megatron/meg_gpt2_base_n4-1809579.out"), "--format", "json")
+    verdict = json.loads(r.stdout)["result"]["verdict"]
+    assert verdict["anomalies"] == [] and [a["check"] for a in verdict["not_anomalies"]] == ["log.skipped_steps"]
+    assert "18 skipped step(s) before the first successful one" in verdict["not_anomalies"][0]["why"]
     assert "log.non_finite" not in f and "log.loss_scale_collapse" not in f  # the scale search, not a collapse
     # 22.475 is about 1.9x the previous loss: not a 2x spike
     assert "log.loss_spike" not in _by(_trace("megatron/meg_gpt2_base_n4-1809579.out", "ratio:2:4"))
@@ -98,6 +110,27 @@ def test_xtuner_loss_stays_finite_while_grad_norm_is_nan():
     assert recs[-1].loss == 2.4566 and str(recs[-1].grad_norm) == "nan"
 
 
+def test_a_nan_grad_norm_under_a_finite_loss_is_not_called_poisoned_weights():
+    """xtuner: grad_norm nan from 240 on while the loss stays finite (2.5128, 2.4566). It was "no finite
+    loss after it: persistent (the weights are poisoned)", which the loss on the same lines refutes."""
+    rel = "issues/xtuner_187_mmengine_grad_norm_nan.txt"
+    recs = list(open_log(str(LOGS / rel)).records())
+    first = next(i for i, r in enumerate(recs) if not math.isfinite(r.grad_norm))
+    after = recs[first:]
+    assert all(not math.isfinite(r.grad_norm) for r in after) and all(math.isfinite(r.loss) and r.loss for r in after)
+    f = _by(_trace(rel))["log.non_finite"]
+    assert f.details["metric"] == "grad_norm" and f.details["step"] == recs[first].step
+    assert f.details["loss_stays_finite"] is True and f.details["persistent"] is False
+    assert f.details["finite_losses"] == len(after)
+    assert "no finite loss after it" not in f.message and "the weights are not poisoned" in f.message
+    out = run_cli("trace", str(LOGS / rel)).stdout
+    answer3 = next(ln for ln in out.splitlines() if ln.startswith("3. NaN or inf:"))
+    assert "poisoned)" not in answer3 and "the loss stays finite" in answer3
+    # the Hugging Face log: a logged loss proves nothing there (logging_nan_inf_filter; 0.0 hides a NaN)
+    g = _by(_trace("issues/modernbert_233_hf_trainer_grad_norm_nan.txt"))["log.non_finite"]
+    assert g.details["loss_stays_finite"] is False and g.details["persistent"] is True
+
+
 def test_deepspeed_overflow_collapse_mixed_with_trainer_lines():
     rel = "issues/chinese_llama_alpaca_534_deepspeed_overflow_scale_collapse.txt"
     lf = open_log(str(LOGS / rel))
@@ -107,7 +140,9 @@ def test_deepspeed_overflow_collapse_mixed_with_trainer_lines():
         (378, 64, 32), (379, 32, 16), (380, 16, 8), (381, 8, 4), (382, 4, 2)]
     f = _by(_trace(rel))
     c = f["log.loss_scale_collapse"]
-    assert (c.details["step"], c.details["from_scale"], c.details["to_step"]) == (378, 64.0, 380)
+    # the whole run of back-offs, 64 -> 2 over steps 378..382 (not the first three that qualify it)
+    assert (c.details["step"], c.details["from_scale"], c.details["to_step"]) == (378, 64.0, 382)
+    assert (c.count, c.details["to_scale"], c.details["minimum"]) == (5, 2.0, False)
     assert f["log.skipped_steps"].count == 5
 
 
@@ -127,6 +162,37 @@ def test_apex_scale_to_below_one_and_hysteresis():
     assert _by(res)["log.skipped_steps"].count == 4  # the step is still skipped
 
 
+def test_a_collapse_is_reported_to_the_end_of_its_run():
+    """apex halves the scale on every line of the excerpt; the first back-off, from 65536 before any
+    good step, is the initial scale search, every later one belongs to one run that ends below 1."""
+    rel = "issues/apex_834_loss_scale_to_zero.txt"
+    scales = [float(m) for m in re.findall(r"reducing loss scale to ([0-9.]+)", (LOGS / rel).read_text())]
+    assert scales[0] == 65536 / 2 and all(b == a / 2 for a, b in zip(scales, scales[1:]))
+    steps = [r.step for r in open_log(str(LOGS / rel)).records()]
+    c = _by(_trace(rel))["log.loss_scale_collapse"]
+    backoffs = len(scales) - 1  # each pair of consecutive lines; 65536 -> scales[0] is the search
+    assert c.count == backoffs == c.details["backoffs"]
+    assert (c.details["from_scale"], c.details["to_scale"]) == (scales[0], scales[-1])
+    assert (c.details["step"], c.details["to_step"]) == (steps[1], steps[-1])
+    assert c.details["minimum"] is True and scales[-1] < 1
+    assert (f"backs off {backoffs} times in a row and reaches {scales[-1]:g} (at or below 1): "
+            f"{scales[0]:.4g} -> {scales[-1]:g} from step {steps[1]} to {steps[-1]}") in c.message
+
+
+def test_a_collapse_run_ends_where_the_scale_stops_falling(tmp_path):
+    """Four back-offs, a step at the same scale, then two more: one finding for the first run (4,
+    not 6); the later back-offs are no part of it."""
+    scales = [1024.0, 512.0, 256.0, 128.0, 64.0, 64.0, 32.0, 16.0]
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(json.dumps({"step": i + 1, "loss": 2.0, "loss_scale": x}) + "\n"
+                           for i, x in enumerate(scales)))
+    end = next(i for i in range(1, len(scales)) if scales[i] >= scales[i - 1]) - 1  # the run's last index
+    res = trace_logs([open_log(str(log))], TraceOptions(spike=parse_spike_rule("olmo")))
+    c = _by(res)["log.loss_scale_collapse"]
+    assert (c.count, c.details["from_scale"], c.details["to_scale"]) == (end, scales[0], scales[end])
+    assert (c.details["step"], c.details["to_step"], c.details["minimum"]) == (2, end + 1, False)
+
+
 def test_mlx_spike_window():
     res = _trace("issues/mlx_examples_620_lora_loss_spike.txt", "ratio:2:4")
     f = _by(res)["log.loss_spike"]
@@ -135,22 +201,48 @@ def test_mlx_spike_window():
     assert [r.loss for r in recs[:4]] == [1.593, 1.406, 3.316, 6.437]
 
 
+def _refused_rows(rel: str, tmp_path, first: str) -> str:
+    """Trace ``rel`` (its first anomaly at ``first``, a record, not a step), then with ``--data``: the
+    stderr of the refusal to name rows from record ordinals (exit 2)."""
+    r = run_cli("trace", str(LOGS / rel))
+    assert r.returncode == 1 and f"first anomaly: {first} (the log gives no step number)" in r.stdout
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"x": 1.0}\n')
+    r = run_cli("trace", str(LOGS / rel), "--data", str(data))
+    assert r.returncode == 2 and "cannot place the log's records" in r.stderr
+    return r.stderr
+
+
 def test_hf_console_dicts_without_steps_are_records_not_steps(tmp_path):
     """The ModernBERT excerpt: three Trainer dicts at epoch 0.53, no header, no progress bar. Their
     ordinals are not steps: the first anomaly is "record 1", and no rows are named from it."""
     rel = "issues/modernbert_233_hf_trainer_grad_norm_nan.txt"
-    r = run_cli("trace", str(LOGS / rel))
-    assert r.returncode == 1 and "first anomaly: log.non_finite at record 1 (the log gives no step number)" in r.stdout
+    assert "--steps-per-epoch N" in _refused_rows(rel, tmp_path, "log.non_finite at record 1")
     data = tmp_path / "d.jsonl"
-    data.write_text('{"x": 1.0}\n')
-    r = run_cli("trace", str(LOGS / rel), "--data", str(data))
-    assert r.returncode == 2 and "cannot place the log's records" in r.stderr and "--steps-per-epoch N" in r.stderr
     # the epoch is printed with 2 decimals: x 1000 steps per epoch it is known to +/-5 steps only
     r = run_cli("trace", str(LOGS / rel), "--data", str(data), "--steps-per-epoch", "1000")
     assert r.returncode == 2 and "2 decimal(s)" in r.stderr and "+/-5 steps" in r.stderr
     # 10 steps per epoch: 0.53 x 10 = 5.3, step 5 (the epoch overshoots by less than a step)
     recs = list(open_log(str(LOGS / rel), steps_per_epoch=10).records())
     assert [r.step for r in recs] == [5, 5, 5] and not any(r.step_inferred for r in recs)
+
+
+def test_overflow_lines_alone_are_records_not_steps(tmp_path):
+    """apex's overflow lines (NVIDIA/apex#834: 17 lines, none with a step number): their positions are
+    not optimizer steps, so no rows are named from them (nor from DeepSpeed#931's four); an overflow
+    line among stepped lines takes the step after the previous one, and the log stays placed."""
+    rel = "issues/apex_834_loss_scale_to_zero.txt"
+    recs = list(open_log(str(LOGS / rel)).records())
+    assert len(recs) == 17 and all(r.step_inferred for r in recs)
+    assert "carry no step number" in _refused_rows(rel, tmp_path, "log.loss_scale_collapse at record 1")
+    ds = open_log(str(LOGS / "issues/deepspeed_931_overflow_hysteresis.txt"))
+    assert len(list(ds.records())) == 4 and ds.stats.unplaced is not None
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text("step=1 loss=2.0\nstep=2 loss=1.9\n"
+                     "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 16384.0\nstep=4 loss=1.8\n")
+    lf = open_log(str(mixed))
+    assert [(r.step, r.step_inferred) for r in lf.records()] == [(1, False), (2, False), (3, True), (4, False)]
+    assert lf.stats.unplaced is None
 
 
 @pytest.mark.parametrize("rel, first", [

@@ -72,3 +72,26 @@ def test_numeric_logs_keep_their_step_and_say_persistent():
     assert v["answers"]["from_step"]["last_good"]["step"] == 230
     v = verdict(trace(LOGS / "issues/chinese_llama_alpaca_534_deepspeed_overflow_scale_collapse.txt"))
     assert (v["anomalies"][0]["class"], v["anomalies"][0]["step"]) == ("numeric", 378)
+
+
+@pytest.mark.parametrize("rel", ["megatron/meg_gpt2_base_n4-1809579.out", "megatron/meg_gpt2_perf_n16.out"])
+def test_answer_one_accounts_for_every_finding_at_warn_or_above(rel):
+    """Every skipped step of these logs came before the first successful one (the fp16 initial scale
+    search): the verdict makes no anomaly of it, and the first answer says so instead of "no anomaly
+    at warn or above" above a printed [warn] log.skipped_steps."""
+    from conftest import run_cli
+
+    text = (LOGS / rel).read_text()
+    skipped = [int(x) for x in re.findall(r"number of skipped iterations:\s+(\d+)", text)]
+    losses = re.findall(r"lm loss: ([0-9.E+-]+)", text)
+    first_ok = next((i for i, n in enumerate(skipped) if n == 0), len(skipped))  # the first skip-free record
+    assert sum(skipped) > 0 and sum(skipped[:first_ok]) == sum(skipped)  # no skip after it
+    out = run_cli("trace", str(LOGS / rel)).stdout
+    answer = out.splitlines()[0]
+    shown = set(re.findall(r"^  \[(?:warn|error)\] (log\.[a-z_]+):", out, re.M))
+    assert "log.skipped_steps" in shown
+    anomalies = {a["check"] for a in verdict(trace(LOGS / rel))["anomalies"]}
+    assert "log.skipped_steps" not in anomalies
+    for check in shown - anomalies:
+        assert f"{check} [warn] is the fp16 initial loss-scale search" in answer, answer
+    assert bool(losses) == ("log.no_loss" not in shown)

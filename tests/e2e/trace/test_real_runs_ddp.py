@@ -7,7 +7,6 @@ the row, from all ranks' logs and from rank 0's alone (the ledger has every rank
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 from realruns import cli, distributed_order, gloo_rank, place, trace_json, write_shards
@@ -18,12 +17,6 @@ if not torch.distributed.is_available():  # pragma: no cover - a torch build wit
 
 N, SIZES, WORLD, BATCH, SEED, STEP, POS, STEPS = 400, (150, 120, 130), 2, 8, 7, 7, 2, 12
 CONFIG = '[columns]\nfeatures = ["x1", "x2"]\ntarget = "y"\n'
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +32,7 @@ def ddp_run(tmp_path_factory):
     (root / "rows.json").write_text(json.dumps(rows))
     (root / "run").mkdir()
     (root / "datacheck.toml").write_text(CONFIG)
-    torch.multiprocessing.spawn(gloo_rank, args=(WORLD, _free_port(), str(root), N, BATCH, SEED, STEPS), nprocs=WORLD,
+    torch.multiprocessing.spawn(gloo_rank, args=(WORLD, str(root / "rendezvous"), str(root), N, BATCH, SEED, STEPS), nprocs=WORLD,
                                 join=True)
     return root, bad
 

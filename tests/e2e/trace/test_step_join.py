@@ -42,6 +42,7 @@ def loop(tmp_path_factory):
     sampler = DistributedSampler(range(ROWS), num_replicas=1, rank=0, shuffle=True, seed=SEED)
     loader = record_batches(DataLoader(range(ROWS), batch_size=BATCH, sampler=sampler), root / "run",
                             grad_accum=ACCUM)
+    torch.manual_seed(0)  # the model's initial weights: one run, the same in every session
     model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     step, seen, first_nan, total, losses = 0, {}, None, 0.0, []
@@ -152,7 +153,7 @@ def test_first_step_without_data_is_not_ignored(tmp_path):
     r = run_cli("trace", str(log), "--first-step", "0")
     assert r.returncode == 1 and "log step 5 = optimizer step 5" in r.stdout
     r = run_cli("trace", str(log), "--window", "2")
-    assert r.returncode == 2 and "--window need --data" in r.stderr
+    assert r.returncode == 2 and "--window needs --data" in r.stderr
 
 
 MICRO = ROWS // BATCH  # the loader's length: Hugging Face's steps_in_epoch
@@ -219,7 +220,7 @@ def test_options_that_would_do_nothing_are_refused(tmp_path):
     log = tmp_path / "m.jsonl"
     log.write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n")
     r = run_cli("trace", str(log), "--allow-data-mismatch")
-    assert r.returncode == 2 and "--allow-data-mismatch need --data" in r.stderr
+    assert r.returncode == 2 and "--allow-data-mismatch needs --data" in r.stderr
     r = run_cli("trace", str(log), "--steps-per-epoch", "10")
     assert r.returncode == 2 and "the logs have none" in r.stderr
 

@@ -12,6 +12,7 @@ from refs import FRAME_SETTINGS as SETTINGS
 from refs import frame_failing as failing
 from refs import run
 
+from datacheck.checks import _flat
 from datacheck.checks.content import periodic_rows
 from datacheck.engine.shard import audit_frame
 from datacheck.model.config import config_from_dict
@@ -137,14 +138,17 @@ def split_runs(draw):
 
 
 @SETTINGS
-@given(rows=split_runs(), use_mask=st.booleans())
-def test_periodic_rows_kernel_matches_reference(rows, use_mask):
+@given(rows=split_runs(), use_mask=st.booleans(), block=st.sampled_from([None, 1, 7, 40, 500]))
+def test_periodic_rows_kernel_matches_reference(rows, use_mask, block):
     """The flat-buffer kernel (content.periodic_rows) row by row against the plain-Python reference,
-    on runs cut across rows, with right/left padding masked or, without a mask, counted as ids."""
+    on runs cut across rows, with right/left padding masked or, without a mask, counted as ids; the
+    samples compared block of positions by block, at the default block and at blocks that cut
+    rows and runs anywhere."""
     ids_rows, masks = rows
     ids = pl.Series("input_ids", ids_rows, dtype=pl.List(pl.Int64))
     mask = pl.Series("attention_mask", masks, dtype=pl.List(pl.Int8)) if use_mask else None
-    got = periodic_rows(ids, mask).to_list()
+    with patch.object(_flat, "PERIODIC_BLOCK", block or _flat.PERIODIC_BLOCK):
+        got = periodic_rows(ids, mask).to_list()
     want = [False if r is None else (ref_periodic_masked(r, m) if use_mask else
                                      ref_periodic_masked(r, [1] * len(r)))
             for r, m in zip(ids_rows, masks)]

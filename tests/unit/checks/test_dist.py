@@ -82,9 +82,12 @@ def test_drift_compares_within_each_split(tmp_path):
     for i in range(2):
         write(tmp_path, f"train/s{i}.parquet", {"text": _texts(rng, 300, 10, 60)})
         write(tmp_path, f"test/s{i}.parquet", {"text": _texts(rng, 300, 200, 260)})
-    assert by_check(run(tmp_path), "dist.length_drift") != []  # mixed together, the splits differ
+    # mixed together, the splits differ
+    assert by_check(run(tmp_path, {"dataset": {"infer_splits": False}}), "dist.length_drift") != []
     rep = run(tmp_path, {"splits": {"train": "train/*", "test": "test/*"}})
     assert by_check(rep, "dist.length_drift") == []
+    # the folder names are the Hub's split names: the same splits without [splits]
+    assert by_check(run(tmp_path), "dist.length_drift") == []
 
 
 def test_token_length_drift(tmp_path):

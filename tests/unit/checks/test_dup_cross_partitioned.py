@@ -93,7 +93,7 @@ dataset = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(dataset)
 def test_audit_spilled_equals_in_memory(tmp_path_factory, monkeypatch, data):
     """A whole audit (``[splits]``, labels) with every payload spilled and the partitioned pass

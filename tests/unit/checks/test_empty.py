@@ -146,7 +146,47 @@ def test_no_supervised_tokens_after_truncation(tmp_path, labels, max_len, side, 
     else:
         assert "because" not in f.message
     # "after truncation" is said of the rows truncation cut only (the parenthesis above), never of all
-    assert f.message.startswith(f"{len(rows)} row(s) have no supervised token: every label is ignore_index")
+    nulls = sum(1 for r in rows if labels[r] is None)
+    empties = sum(1 for r in rows if labels[r] == [])
+    if not nulls and not empties:
+        assert f.message.startswith(f"{len(rows)} row(s) have no supervised token: every label is ignore_index")
+    else:  # null and empty labels are named as such, not as "every label is ignore_index"
+        assert f.message.startswith(
+            f"{len(rows)} row(s) have no supervised token, so the mean loss is 0/0 = NaN: "
+            f"{len(rows) - nulls - empties} with every label ignore_index -100, {nulls} whose labels are null "
+            f"(also labels.null), {empties} with an empty labels list")
+
+
+NO_SUP_IDS = [[1, 2], [1, 2], [1, 2], [1, 2], [1, 2], [], [1, 2], [3, 4]]
+NO_SUP_LABELS = [[-100, -100], None, [], [None, -100], [None, None], [], [1, 2], [-100, 4]]
+
+
+@pytest.mark.parametrize("batch_rows", [None, 3])
+def test_no_supervised_tokens_says_what_each_row_holds(tmp_path, monkeypatch, batch_rows):
+    """Rows whose labels are null, hold nulls, or are an empty list beside tokens are named as such;
+    only the others are said to hold ignore_index labels only (a row with neither tokens nor labels
+    counts there, as empty.sequence reports it)."""
+    if batch_rows:
+        monkeypatch.setenv("DATACHECK_BATCH_ROWS", str(batch_rows))
+    df = pl.DataFrame({"input_ids": NO_SUP_IDS, "labels": NO_SUP_LABELS},
+                      schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
+    rep = audit_df(tmp_path, df, {"labels": {"ignore_index": -100}})
+    f = one(rep, "empty.no_supervised_tokens", "labels")
+    failing = [r for r, lab in enumerate(NO_SUP_LABELS) if lab is None or all(x in (None, -100) for x in lab)]
+    null_rows = [r for r in failing if NO_SUP_LABELS[r] is None]
+    null_labels = [r for r in failing if NO_SUP_LABELS[r] and None in NO_SUP_LABELS[r]]
+    empty_beside_tokens = [r for r in failing if NO_SUP_LABELS[r] == [] and NO_SUP_IDS[r]]
+    ignore_only = len(failing) - len(null_rows) - len(null_labels) - len(empty_beside_tokens)
+    assert (list(f.rows), f.count) == (failing, 6)
+    assert f.details == {"only_after_truncation": 0, "null_rows": len(null_rows), "null_labels": len(null_labels),
+                         "empty_labels": len(empty_beside_tokens)}
+    assert f.message == (
+        f"6 row(s) have no supervised token, so the mean loss is 0/0 = NaN: {ignore_only} with every label "
+        f"ignore_index -100, {len(null_rows)} whose labels are null (also labels.null), {len(null_labels)} whose "
+        f"labels are each null or ignore_index -100 (also labels.null), {len(empty_beside_tokens)} with an empty "
+        "labels list beside 'input_ids' that hold tokens")
+    # what the message says labels.null reports, it does
+    assert set(one(rep, "labels.null", "labels").rows) == set(null_rows + null_labels)
 
 
 def test_no_supervised_tokens_uses_configured_ignore_index(tmp_path):

@@ -225,6 +225,50 @@ def test_flat_pass_label_rules_match_reference(cols, with_att, bound, keep_len, 
         assert set(res.failing_rows.get(f"{check}:labels", [])) == rows, check
 
 
+@st.composite
+def one_width_rows(draw):
+    """:func:`labels_with_strays` with every column of every row padded to one width (mask 0, label
+    IGN, the pad id), a row whose labels are one shorter kept so (the segments around it), and null
+    rows kept: the rows of a matrix."""
+    cols = draw(labels_with_strays())
+    width = max((len(r) for r in cols["input_ids"] if r is not None), default=0) + draw(st.integers(0, 2))
+    fill = {"input_ids": PAD, "labels": IGN, "assistant_mask": 0, "attention_mask": 0}
+    for c, rows in cols.items():
+        for i, r in enumerate(rows):
+            if r is not None:
+                short = c == "labels" and len(r) < len(cols["input_ids"][i])
+                rows[i] = r + [fill[c]] * (width - len(r) - short)
+    return cols
+
+
+def ref_supervised(cols: dict) -> list[int]:
+    """Per row, plain Python: labels other than IGN and null (null rows: 0)."""
+    return [0 if lab is None else sum(1 for x in lab if x is not None and x != IGN) for lab in cols["labels"]]
+
+
+@SETTINGS
+@given(cols=st.one_of(labels_with_strays(), padded_with_leaks(), one_width_rows()), with_att=st.booleans(),
+       batch_rows=st.sampled_from([None, 2]), step=st.sampled_from([3, 65536]))
+def test_flat_pass_supervised_labels_match_reference(cols, with_att, batch_rows, step):
+    """The pass's ``lab_sup`` (every row, in the position view or not, whether its lists differ in
+    length or not, rows of one width or not) counts the labels other than IGN and null, and the
+    supervised_fraction stat it serves equals the plain-Python ratio over every label slot."""
+    df = _frame(cols, False, with_att)
+    ok = pl.Series([_in_view(cols, i, with_att) for i in range(df.height)])
+    inputs = [df["input_ids"], df["labels"], ok] + ([df["attention_mask"]] if with_att else [])
+    want = ref_supervised(cols)
+    for per_slice in (0, 10**12):  # the columns' own buffers in segments, or copied without the rows
+        with patch.object(_flat, "ELEMENTS_PER_SLICE", per_slice), patch.object(_flat, "SCAN_STEP", step):
+            got = _flat._pass(list(inputs), IGN, False, tuple(STOP), EOS, False, with_att, PAD, 8)
+        assert got.struct.field("lab_sup").to_list() == want
+    env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
+    with patch.dict(os.environ, env):
+        res = audit_frame(df, config_from_dict(CFG))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    slots = sum(len(r) for r in cols["labels"] if r is not None)
+    assert res.stats["supervised_fraction"] == (sum(want) / slots if slots else "nan")
+
+
 @SETTINGS
 @given(cols=ragged_sft_rows(), shifted=st.booleans(), cut=st.integers(1, 7))
 def test_flat_pass_over_chunks_equals_one_chunk(cols, shifted, cut):

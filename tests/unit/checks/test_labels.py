@@ -55,6 +55,72 @@ def test_void_255_hint(tmp_path):
     assert "off-by-one" not in f.message
 
 
+UNLABELED = (". Every label of this shard is -1: the split is unlabeled (as GLUE's test splits on the Hugging Face "
+             "hub are: their hidden labels are stored as -1), and a loss or metric over it reads -1 as a class. Leave "
+             "it out of training and evaluation, or give it its real labels")
+
+
+@pytest.mark.parametrize("batch_rows", [None, 2])
+def test_sentinel_on_an_unlabeled_split_says_so(tmp_path, monkeypatch, batch_rows):
+    """Every label -1 (GLUE's test splits as the hub stores them): one finding, same ID and count,
+    whose message says the split is unlabeled instead of asking to set ignore_index."""
+    if batch_rows:
+        monkeypatch.setenv("DATACHECK_BATCH_ROWS", str(batch_rows))
+    labels = [-1] * 5
+    rep = audit_df(tmp_path, {"sentence": [f"s{i}" for i in range(len(labels))], "label": labels},
+                   {"labels": {"num_classes": 2}})
+    f = one(rep, "labels.unexpected_sentinel", "label")
+    assert (f.count, f.rows) == (len(labels), tuple(range(len(labels))))
+    assert f.message == (f"{len(labels)} row(s) of 'label' hold negative labels that are not the loss's ignore index "
+                         f"(ignore_index is -100): -1 x{len(labels)}" + UNLABELED)
+    assert f.details["values"] == [{"label": -1, "count": len(labels)}]
+
+
+@pytest.mark.parametrize("labels", [[-1, -1, 0, -1], [-1, -2, -1], [-1, None, -1]])
+def test_sentinel_hint_only_when_every_label_is_minus_one(tmp_path, labels):
+    rep = audit_df(tmp_path, pl.DataFrame({"label": labels}, schema={"label": pl.Int64}), {"labels": {"num_classes": 2}})
+    f = one(rep, "labels.unexpected_sentinel", "label")
+    assert "unlabeled" not in f.message and "Set [labels] ignore_index" in f.message
+
+
+MINUS_ONE_TOKENS = (". Every row of this shard holds -1 labels and no other negative value: -1 is likely the ignore "
+                    "value the labels were written with (transformers before v2.4 masked labels with -1), and a loss "
+                    "that ignores another value indexes class -1. Set [labels] ignore_index = -1 if the loss ignores "
+                    "-1 (rows whose labels are all -1 then have no supervised token), else rewrite the labels with the "
+                    "loss's ignore index")
+
+
+@pytest.mark.parametrize("batch_rows", [None, 2])
+def test_token_labels_with_minus_one_in_every_row_name_the_ignore_value(tmp_path, monkeypatch, batch_rows):
+    """Token labels masked with -1 (transformers < 2.4's convention) in every row: the message says -1
+    is likely the labels' ignore value and what setting ignore_index = -1 changes; the class labels'
+    "unlabeled split" hint (GLUE) is not said of token labels."""
+    if batch_rows:
+        monkeypatch.setenv("DATACHECK_BATCH_ROWS", str(batch_rows))
+    ids = [[5, 6, 7], [8, 9], [1, 2, 3, 4], [3]]
+    labels = [[-1, 6, -1], [-1, -1], [-1, -1, 3, -1], [-1]]
+    df = pl.DataFrame({"input_ids": ids, "labels": labels},
+                      schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
+    f = one(audit_df(tmp_path, df), "labels.unexpected_sentinel", "labels")
+    minus = sum(row.count(-1) for row in labels)
+    assert (f.count, f.rows) == (len(labels), tuple(range(len(labels))))
+    assert f.message == (f"{len(labels)} row(s) of 'labels' hold negative token labels other than ignore_index -100: "
+                         f"-1 x{minus}" + MINUS_ONE_TOKENS)
+    assert "unlabeled" not in f.message
+    with_ignore = audit_df(tmp_path / "ign", df, {"labels": {"ignore_index": -1}})
+    assert findings(with_ignore, "labels.unexpected_sentinel") == []
+    assert one(with_ignore, "empty.no_supervised_tokens", "labels").rows == tuple(
+        r for r, row in enumerate(labels) if all(x == -1 for x in row))
+
+
+@pytest.mark.parametrize("labels", [[[-1, 2], [4, 5]], [[-1, 2], [-2, -1]]])
+def test_token_label_hint_only_when_every_row_holds_minus_one_only(tmp_path, labels):
+    df = pl.DataFrame({"input_ids": [[1, 2]] * len(labels), "labels": labels},
+                      schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
+    f = one(audit_df(tmp_path, df), "labels.unexpected_sentinel", "labels")
+    assert "Every row of this shard" not in f.message
+
+
 def test_sentinel_lists_distinct_values_and_counts(tmp_path):
     rep = audit_df(tmp_path, {"label": [-1, 0, -1, -2, -1, 1]}, {"labels": {"num_classes": 2}})
     f = one(rep, "labels.unexpected_sentinel", "label")

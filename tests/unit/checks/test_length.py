@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one, shard_result, skipped_reason
+from hostilegen import megatron_pair
 from hypothesis import given
 from hypothesis import strategies as st
 from refs import SHARD_SETTINGS as SETTINGS
@@ -150,3 +151,54 @@ def test_length_stats_match_reference(data, n, max_len):
     flat = [v for m in mask if m is not None for v in m]
     if flat:
         assert stats["padding_fraction"] == pytest.approx(1 - sum(flat) / len(flat))
+
+
+def test_megatron_documents_are_never_over_max(tmp_path):
+    """Megatron's GPTDataset cuts samples across its documents: a document longer than max_seq_len
+    fills several samples and is not truncated. The same rows as parquet (a row is a sample) are."""
+    import datacheck
+
+    docs = [[1] * 3, [2] * 9, [3] * 5]
+    max_len = 4
+    longer = [i for i, d in enumerate(docs) if len(d) > max_len]
+    assert longer == [1, 2]
+    cfg = {"tokens": {"max_seq_len": max_len, "max_position_embeddings": max_len}}
+    megatron_pair(tmp_path / "meg", docs)
+    rep = datacheck.audit([str(tmp_path / "meg")], config=cfg, fail_on="warn", workers=1)
+    assert [s.format for s in rep.shards] == ["megatron"] and rep.shards[0].rows == len(docs)
+    assert findings(rep, "length.over_max", "input_ids") == []
+    assert "GPTDataset" in skipped_reason(rep, "length.over_max")
+    # nor does a long document run past the position table: each sample's positions restart
+    assert findings(rep, "tokens.position_out_of_range") == []
+    assert "GPTDataset" in skipped_reason(rep, "tokens.position_out_of_range")
+    assert "truncation_rate" not in rep.shards[0].stats
+    assert rep.summary["status"] == "pass"
+    # the same rows in a parquet shard: each row is a sample, and the long ones are truncated
+    pl.DataFrame({"input_ids": docs}, schema={"input_ids": pl.List(pl.UInt16)}).write_parquet(tmp_path / "p.parquet")
+    rep = datacheck.audit([str(tmp_path / "p.parquet")], config=cfg, fail_on="warn", workers=1)
+    assert [f.rows for f in findings(rep, "length.over_max", "input_ids")] == [tuple(longer)]
+    assert [f.rows for f in findings(rep, "tokens.position_out_of_range")] == [tuple(longer)]
+    assert rep.shards[0].stats["truncation_rate"] == pytest.approx(len(longer) / len(docs))
+
+
+def test_megatron_rows_of_a_traced_step_are_never_over_max(tmp_path):
+    """``trace --data`` audits the rows of the bad step as a frame read from the Megatron shard: the
+    checks see the shard's format there too (before: every long document of the step was over_max)."""
+    pytest.importorskip("torch")
+    import json
+
+    from conftest import run_cli
+
+    docs = [[1] * 3, [2] * 9, [3] * 5]
+    max_len = 4
+    assert any(len(d) > max_len for d in docs)
+    megatron_pair(tmp_path / "data", docs)
+    (tmp_path / "datacheck.toml").write_text(
+        f"[tokens]\nmax_seq_len = {max_len}\n[batch]\nbatch_size = {len(docs)}\nshuffle = false\nepochs = 2\n")
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 2.5}\n{"step": 2, "loss": NaN}\n')
+    r = run_cli("trace", str(tmp_path / "metrics.jsonl"), "--data", str(tmp_path / "data"), "--config",
+                str(tmp_path / "datacheck.toml"), "--first-step", "1", "--format", "json")
+    assert r.returncode == 1, r.stderr
+    rows = json.loads(r.stdout)["result"]["data"]["rows"]
+    assert rows["audited_rows"] == len(docs) and rows["failing_rows"] == [] and rows["findings"] == []
+    assert any(s["check"] == "length.over_max" and "GPTDataset" in s["reason"] for s in rows["skipped"])

@@ -2,9 +2,15 @@
 stats, and padding.eos_unsupervised (dataset level, with ``[labels] shifted``)."""
 from __future__ import annotations
 
+import os
+from unittest.mock import patch
+
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one, skipped_reason, write_shard
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import datacheck
 from datacheck.engine.shard import audit_frame
@@ -175,3 +181,34 @@ def test_token_not_pad_example_with_uint64_ids_beyond_int64():
     f = next(f for f in res.findings if f.check == "padding.token_not_pad")
     assert f.rows == (0,)
     assert f.examples[0].value == f"'2 masked position(s) hold non-pad ids; first at position 2 of 4: id {u} with mask 0'"
+
+
+def ref_supervised_fraction(labels: list, ign: int) -> float | str:
+    """Plain Python: labels other than ``ign`` and null over every label slot (null elements
+    included); without any slot 0 / 0, which the report writes as the text ``"nan"``."""
+    slots = sum(len(r) for r in labels if r is not None)
+    sup = sum(1 for r in labels if r is not None for v in r if v is not None and v != ign)
+    return sup / slots if slots else "nan"
+
+
+_LABEL = st.one_of(st.none(), st.sampled_from([-100, 0, 1, 7]))
+
+
+@settings(max_examples=examples(200))
+@given(labels=st.lists(st.one_of(st.none(), st.lists(_LABEL, max_size=6)), min_size=1, max_size=12),
+       dtype=st.sampled_from([pl.Int8, pl.Int16, pl.Int32, pl.Int64]), ign=st.sampled_from([-100, 0, 7]),
+       with_am=st.booleans(), batch_rows=st.sampled_from([None, 1, 4]))
+def test_supervised_fraction_matches_reference(labels, dtype, ign, with_am, batch_rows):
+    """The supervised_fraction stat over null rows, empty rows and null labels, at several label dtypes,
+    in one batch or several; with an assistant_mask (the sft family's supervised_tokens stat reads the
+    per-row counts too) and without."""
+    df = pl.DataFrame({"labels": pl.Series(labels, dtype=pl.List(dtype))})
+    if with_am:
+        df = df.with_columns(assistant_mask=pl.Series([None if r is None else [1] * len(r) for r in labels],
+                                                      dtype=pl.List(pl.Int8)))
+    env = {} if batch_rows is None else {"DATACHECK_BATCH_ROWS": str(batch_rows)}
+    with patch.dict(os.environ, env):
+        res = audit_frame(df, config_from_dict({"labels": {"ignore_index": ign}, "dataset": {"layout": "sft_tokenized"}}))
+    assert not [s for s in res.skipped if s.error], res.skipped
+    want = ref_supervised_fraction(labels, ign)
+    assert res.stats.get("supervised_fraction") == (want if isinstance(want, str) else pytest.approx(want))

@@ -153,3 +153,21 @@ def test_pandera_dtype_mismatch(tmp_path):
     fs = [f for f in report.findings if f.check.startswith("schema.")]
     assert [(f.check, f.column, f.details["expected"], f.details["actual"]) for f in fs] == [
         ("schema.dtype", "a", "Int32", "Int64"), ("schema.dtype", "b", "List(Int32)", "List(Int64)")]
+
+
+def test_a_schema_that_cannot_load_names_where_it_was_given(tmp_path):
+    """The README's exit 2: "the message names the flag or key". A bad schema said only its value
+    ("tabularr: unknown schema name ..."), and inspect/clean met it while reading the first shard."""
+    shard = write(tmp_path, {"label": [0]})
+    r = _cli(tmp_path, shard, "--schema", "causal_llm")
+    assert r.returncode == 2 and "error: --schema: unknown schema name 'causal_llm' (did you mean 'causal_lm'?)" in r.stderr
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text('[dataset]\nschema = "tabularr"\n')
+    want = f"error: {cfg}: key 'dataset.schema': unknown schema name 'tabularr' (did you mean 'tabular'?)"
+    r = _cli(tmp_path, shard, "--config", cfg)
+    assert r.returncode == 2 and want in r.stderr
+    for verb in (["inspect", str(shard)], ["clean", str(shard), "--out", str(tmp_path.parent / "out")]):
+        r = run_cli(*verb, "--config", str(cfg))
+        assert r.returncode == 2 and want in r.stderr, (verb, r.stderr)
+    r = _cli(tmp_path, shard, "--schema", tmp_path / "nope.yaml")
+    assert r.returncode == 2 and "error: --schema: " in r.stderr and "not found" in r.stderr

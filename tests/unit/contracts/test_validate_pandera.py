@@ -28,7 +28,7 @@ columns:
 ints = st.one_of(st.none(), st.integers(-6, 8))
 
 
-@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(a=st.lists(ints, min_size=1, max_size=15), data=st.data())
 def test_fused_equals_pandera(tmp_path_factory, a, data):
     n = len(a)

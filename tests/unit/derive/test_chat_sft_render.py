@@ -131,23 +131,61 @@ def test_a_tokenizer_without_chat_template_is_a_skip_reason(tmp_path):
     assert "has no chat template" in reasons["sft.assistant_mask_empty"]
 
 
+GPT2_VOCAB = SHARED / "realdata/gpt2_tokenizer"  # vocab.json + merges.txt only (PROVENANCE.md)
+RENDERED = ("sft.assistant_mask_empty", "sft.prompt_supervised", "sft.truncated_response", "sft.double_bos")
+
+
+@pytest.mark.skipif(not (GPT2_VOCAB / "merges.txt").is_file(), reason="shared GPT-2 vocabulary not present")
+@pytest.mark.parametrize("name", [None, "vocab.json", "merges.txt"])
+def test_a_vocabulary_inspect_reads_is_a_tokenizer_without_chat_template(tmp_path, name):
+    """A folder ``inspect --tokenizer`` loads (a GPT-2 vocab.json + merges.txt, no tokenizer_config.json),
+    named as the folder or as one of its files, is accepted as [tokens] tokenizer as it is there: it
+    has no chat template, so the rendered rules are skipped with that reason (it was a usage error)."""
+    from datacheck.tools.inspect import load_tokenizer
+
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    for f in ("vocab.json", "merges.txt"):
+        (folder / f).write_bytes((GPT2_VOCAB / f).read_bytes())
+    given = folder if name is None else folder / name
+    assert load_tokenizer(folder).vocab_size == len(json.loads((folder / "vocab.json").read_text()))
+    res = _audit({"tokenizer": str(given)})
+    reasons = {s.check: s.reason for s in res.skipped}
+    for cid in RENDERED:
+        assert reasons[cid] == (f"the tokenizer in {folder} (vocab.json) has no chat template (no tokenizer_config.json "
+                                "or chat_template.jinja beside it): messages cannot be rendered as the trainer does")
+
+
+def test_half_a_gpt2_vocabulary_is_still_a_usage_error(tmp_path):
+    """A vocab.json without its merges.txt: the audit reads the tokenizer's facts before any shard,
+    and the message says what is missing."""
+    folder = tmp_path / "half"
+    folder.mkdir()
+    (folder / "vocab.json").write_text('{"a": 0, "b": 1}')
+    with pytest.raises(UsageError) as err:
+        datacheck.audit(str(DATA), {"tokens": {"tokenizer": str(folder)}})
+    assert str(err.value) == (f"[tokens] tokenizer = {str(folder)!r}: a GPT-2 style vocab.json needs merges.txt "
+                              "(merges.txt) in the same folder")
+
+
 def test_a_missing_tokenizer_folder_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match=r"\[tokens\] tokenizer = .*no such file or folder"):
         datacheck.audit(str(DATA), {"tokens": {"tokenizer": str(tmp_path / "nope")}})
 
 
 def test_an_unloadable_tokenizer_file_is_named_as_written(tmp_path):
-    """``[tokens] tokenizer`` naming a file of a folder transformers cannot load a tokenizer from: the
-    message names the path as written and the folder that was read."""
+    """``[tokens] tokenizer`` naming a file of a folder that holds no tokenizer: the message names the
+    path as written, the folder that was read and what to put there."""
     folder = tmp_path / "tok"
     folder.mkdir()
     given = folder / "merges.txt"
     given.write_text("#version: 0.2\na b\n")
     with pytest.raises(UsageError) as err:
         datacheck.audit(str(DATA), {"tokens": {"tokenizer": str(given)}})
-    msg = str(err.value)
-    assert msg.startswith(f"[tokens] tokenizer = {str(given)!r}: transformers cannot load a tokenizer from its "
-                          f"folder {str(folder)!r} (transformers: ")
+    assert str(err.value) == (f"[tokens] tokenizer = {str(given)!r}: {folder} holds no tokenizer.json, vocab.json + "
+                              "merges.txt or vocab.txt, from which datacheck reads the tokenizer's vocabulary size and "
+                              "its pad/eos/bos ids; save the tokenizer there with tokenizer.save_pretrained(folder) "
+                              "(it writes tokenizer.json)")
 
 
 GLAIVE = CHAT / "llamafactory/glaive_toolcall_en_demo.json"  # 300 rows; row 243's prompt > 2048 tokens

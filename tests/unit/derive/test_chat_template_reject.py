@@ -127,3 +127,71 @@ def test_a_clean_file_has_no_rejection(tok):
 def test_the_error_column_name_is_free_of_the_shards_own_columns():
     assert chat.template_error_column(["messages"]) == "chat_template_error"
     assert chat.template_error_column(["chat_template_error", "_chat_template_error"]) == "__chat_template_error"
+
+
+@pytest.mark.parametrize("broken, where", [("{% for m in messages %}{{ m['content'] }", "unexpected '}' (line 1)"),
+                                           ("{% for m in messages %}\n{{ m['content'] }}", "(line 2)")])
+def test_a_template_that_does_not_compile_is_a_usage_error_not_every_row(tmp_path, broken, where):
+    """A chat template with a jinja2 syntax error rejects every conversation alike: the fault is the
+    tokenizer's, so the audit stops with exit 2 naming the template's file and the error's line
+    (it blamed each row's turn order with sft.role_order); the template as written compiles."""
+    from conftest import run_cli
+
+    folder = tokenizer_copy(TOKENIZER, tmp_path / "tok", broken)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "chat.json").write_text(DATA.read_text())
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[tokens]\ntokenizer = "{folder}"\n')
+    r = run_cli("audit", str(tmp_path / "d"), "--config", str(cfg), "--report-dir", str(tmp_path / "rep"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"the chat template in {folder / 'tokenizer_config.json'} does not compile (jinja2: " in r.stderr
+    assert where in r.stderr and "sft.role_order" not in r.stdout
+    tokenizer_copy(TOKENIZER, folder, MISTRAL_V01)
+    tok, why = chat.load_chat_tokenizer(str(folder))
+    assert tok is not None and why is None
+
+
+#: ChatML written with ``range`` over the turns (as several published templates loop), with the
+#: generation markers: the same text as the ``for m in messages`` form
+CHATML_RANGE = ("{% for i in range(messages|length) %}<|im_start|>{{ messages[i]['role'] }}\n"
+                "{% if messages[i]['role'] == 'assistant' %}{% generation %}{{ messages[i]['content'] }}<|im_end|>"
+                "{% endgeneration %}{% else %}{{ messages[i]['content'] }}<|im_end|>{% endif %}\n{% endfor %}")
+
+
+def test_a_template_looping_with_range_renders_as_transformers_renders_it(tmp_path):
+    """``range`` inside the bounded sandbox is the sandbox's own ``range`` with the deadline checked:
+    it was looked up on the environment class, which has no ``globals``, so every conversation of a
+    template using ``range`` was "rejected" with an AttributeError (sft.role_order on every row)."""
+    folder = tokenizer_copy(TOKENIZER, tmp_path / "tok", CHATML_RANGE)
+    rows = json.loads(DATA.read_text())[:40]
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(rows))
+    res = _audit(path, folder)
+    assert _rows(res, "sft.role_order") == set()
+    t = transformers.AutoTokenizer.from_pretrained(str(folder))
+    conv = [{"role": ROLE[m["from"]], "content": m["value"]} for m in rows[0]["conversations"]]
+    want = t.apply_chat_template(conv, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    tok, _why = chat.load_chat_tokenizer(str(folder))
+    got = chat.render_chat([conv], tok, None, "right", -100)
+    assert got.rejected == [] and got.columns["input_ids"][0].to_list() == list(want["input_ids"])
+    assert got.columns["assistant_mask"][0].to_list() == list(want["assistant_masks"])
+
+
+def test_a_template_too_slow_for_every_conversation_is_a_usage_error(tmp_path, monkeypatch):
+    """A template that runs past the per-conversation deadline on each of the first conversations
+    and renders none would take days over a dataset (5 s a row): after three it is refused as the
+    template's fault, exit 2, instead of an sft.role_order per row."""
+    from conftest import run_cli
+
+    monkeypatch.setattr(chat, "RENDER_SECONDS", 0.3)
+    folder = tokenizer_copy(TOKENIZER, tmp_path / "tok", "{% for i in range(100000) %}{% for j in range(100000) %}x"
+                                                         "{% endfor %}{% endfor %}")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "chat.json").write_text(json.dumps(json.loads(DATA.read_text())[:20]))
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[tokens]\ntokenizer = "{folder}"\n')
+    r = run_cli("audit", str(tmp_path / "d"), "--config", str(cfg), "--report-dir", str(tmp_path / "rep"),
+                "--workers", "1", "--no-cache")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "the chat template ran past 0.3 s on each of the first 3 conversations it was given and rendered none" \
+        in r.stderr

@@ -86,6 +86,17 @@ def test_vectorized_evidence_on_rows_of_one_length_equals_the_reference(rows, ig
     assert got == reference(rows, ignore, with_mask, with_starts)
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(rows=_rows_of_one_length(), lead=_rows_of_one_length(), ignore=st.sampled_from([-100, None, 0, 3]),
+       with_mask=st.booleans())
+def test_evidence_of_rows_sliced_out_of_a_frame_equals_the_reference(rows, lead, ignore, with_mask):
+    """A sample that is a slice of a larger frame (its Arrow offsets start past 0: the row lengths
+    read from the exported offsets) counts as its own rows do."""
+    df = _frame(lead + rows).slice(len(lead))
+    got = _label_evidence(df, "input_ids", "labels", "attention_mask" if with_mask else None, ignore)
+    assert got == reference(rows, ignore, with_mask, False)
+
+
 def test_aligned_rows_give_the_counts_of_the_data():
     # row 1: prompt of 2 attended tokens hidden, labels = ids after it; row 2: every label the next id
     rows = [{"input_ids": [5, 6, 7, 8], "labels": [-100, -100, 7, 8], "attention_mask": [1, 1, 1, 1],

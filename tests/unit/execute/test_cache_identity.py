@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+import types
 from pathlib import Path
 
 import polars as pl
@@ -13,6 +14,7 @@ import pytest
 from gatehelp import normalized, write_dataset
 
 import datacheck.execute.audit as api
+import datacheck.execute.cache as cache_module
 import datacheck.execute.executors as executors
 from datacheck.execute.cache import SETTLE_NS, ShardCache
 from datacheck.execute.executors import LOCAL_BYTES, LocalExecutor, ProcessExecutor, make_executor
@@ -84,11 +86,14 @@ def test_a_write_that_keeps_size_and_mtime_is_still_seen(tmp_path: Path, monkeyp
     assert sh.content_hash != "" and sh.content_hash == api.hash_shard(victim, "parquet")[0]
 
 
-def test_a_fresh_file_gets_no_identity(tmp_path: Path) -> None:
+def test_a_fresh_file_gets_no_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_dataset(tmp_path / "data", n_shards=2, rows=4)
     now = time.time_ns()
     for p in root.rglob("*"):
         os.utime(p, ns=(now, now - SETTLE_NS // 2))  # modified a second ago
+    # the cache's clock held at `now`: the files stay a second old however long the audit takes to
+    # reach the cache (on a loaded machine a real second passed, and they looked settled)
+    monkeypatch.setattr(cache_module, "time", types.SimpleNamespace(time_ns=lambda: now, time=lambda: now / 1e9))
     cache = tmp_path / "cache"
     _audit(root, cache, trust=True)
     assert not list((cache / "v1" / "ids").rglob("*.json")) if (cache / "v1" / "ids").exists() else True
@@ -133,8 +138,25 @@ def test_tasks_group_small_shards() -> None:
     most = len(sizes) // 8
     assert all(len(t) <= most for t in tasks)
     assert [40] in tasks  # a big shard is a task of its own once the one before it closed
-    assert all(sum(sizes[k] for k in t) >= api.TASK_BYTES or len(t) == most for t in tasks[:-1])
+    at = 0
+    for t in tasks[:-1]:  # a task closes at TASK_BYTES, at `most` shards or at the tail's bound
+        left = len(sizes) - at
+        assert sum(sizes[k] for k in t) >= api.TASK_BYTES or len(t) == min(most, max(1, left // 4))
+        at += len(t)
     assert api.tasks_of([0, 1, 2], [mib] * 3, workers=4) == [[0], [1], [2]]
+
+
+def test_last_tasks_are_single_shards() -> None:
+    """100 shards of 3 MiB on 2 workers: tasks of 6 shards (16 MiB) while many are left, then
+    smaller ones, the last ones single shards (a worker that runs out waits about one shard)."""
+    mib = 1 << 20
+    tasks = api.tasks_of(list(range(100)), [3 * mib] * 100, workers=2)
+    assert [k for t in tasks for k in t] == list(range(100))
+    assert len(tasks[0]) == 6  # 18 MiB >= TASK_BYTES
+    lens = [len(t) for t in tasks]
+    assert lens == sorted(lens, reverse=True)
+    assert lens[-4:] == [1, 1, 1, 1]
+    assert len(tasks) <= 30  # a task costs about a millisecond: the tail adds a few, not one per shard
 
 
 def test_small_work_runs_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,10 +75,10 @@ out["handlers"] = list(ProcessExecutor(2).map(forkwork.handlers, [0, 1]))
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
-def died():
+def died(items=tuple(range(6))):
     got = []
     try:
-        for v in ProcessExecutor(2).map(forkwork.square_or_die, list(range(6))):
+        for v in ProcessExecutor(2).map(forkwork.square_or_die, list(items)):
             got.append(v)
     except WorkerDied as exc:
         return [got, exc.pending]
@@ -94,6 +94,21 @@ import sys
 out["preloaded"] = list(ProcessExecutor(2).map(forkwork.preloaded, [0, 1], preload=["forkpre", "no_such_module_x"]))
 out["preloaded_here"] = [sys.modules["forkpre"].PID == os.getpid(), fork_is_safe()]
 out["died"] = died()
+# the first item kills its worker before the rest are submitted: the pool breaks mid-submit (the
+# submit of item 0 returns once the pool knows its worker died, so the next submit raises)
+import time
+from concurrent.futures import ProcessPoolExecutor
+submit = ProcessPoolExecutor.submit
+def submit_then_wait(pool, fn, *args):
+    fut = submit(pool, fn, *args)
+    if args == (3,):
+        deadline = time.monotonic() + 60
+        while not pool._broken and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return fut
+ProcessPoolExecutor.submit = submit_then_wait
+out["died_early"] = died([3] + [1] * 5)
+ProcessPoolExecutor.submit = submit
 stop = threading.Event()
 t = threading.Thread(target=stop.wait)
 t.start()
@@ -145,6 +160,9 @@ def test_workers_fork_from_a_fresh_process_and_from_a_server_after_a_query(tmp_p
     assert out["preloaded"] == [[True, 0], [True, 1]] and out["preloaded_here"] == [True, True]
     for got, pending in (out["died"], out["served_died"]):
         assert 3 in pending and got == [0, 1, 4, 9, 16, 25][:len(got)] and pending[0] == len(got)
+    # a pool that breaks while items are still being submitted: every item has a result or is pending
+    got, pending = out["died_early"]
+    assert got == [] and pending == sorted(set(pending)) and pending == list(range(6))
     assert out["with_a_thread"] == [False, "forkserver"]
     assert out["after_a_query"] == [False, "forkserver"]
     # a worker of the fork server (not a child of this process) has the module as imported there
@@ -363,11 +381,19 @@ def test_a_thread_not_named_yet_is_looked_at_again(monkeypatch):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
 def test_a_python_thread_that_is_ending_is_waited_for():
     """Right after a pool closed its manager thread may still be ending: fork_is_safe waits for it
-    (a fresh process, as the CLI's; this test process has pytest's threads)."""
+    (a fresh process, as the CLI's; this test process has pytest's threads). The thread ends while
+    fork_is_safe waits between two looks (at its first pause), however slowly the machine runs it."""
     code = ("import threading, time\n"
-            "from datacheck.execute.executors import fork_is_safe\n"
-            "t = threading.Thread(target=time.sleep, args=(0.03,))\n"
+            "from datacheck.execute import executors\n"
+            "stop = threading.Event()\n"
+            "t = threading.Thread(target=stop.wait)\n"
             "t.start()\n"
-            "print(fork_is_safe())\n")
+            "real = time.sleep\n"
+            "def pause(s):\n"
+            "    stop.set()\n"
+            "    t.join()\n"
+            "    real(s)\n"
+            "executors.time.sleep = pause\n"
+            "print(executors.fork_is_safe(), executors.threading.active_count())\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert p.stdout.strip() == "True", p.stderr
+    assert p.stdout.strip() == "True 1", p.stderr

@@ -7,6 +7,10 @@ tests are skipped, with the reason, only when ray is not installed or cannot sta
 from __future__ import annotations
 
 import builtins
+import os
+import signal
+import sys
+import warnings
 from pathlib import Path
 
 import polars as pl
@@ -32,15 +36,45 @@ def _dataset(root: Path) -> Path:
     return root
 
 
+def _process_state() -> tuple[dict, dict[str, str], list[str], list]:
+    """What ``ray.init`` changes in the calling process and ``ray.shutdown`` leaves changed: the signal
+    handlers (SIGTERM: Ray's handler, which calls ``sys.exit``), ``os.environ`` (``RAY_*``,
+    ``PYTHONBREAKPOINT``), ``sys.path`` and the warning filters."""
+    handlers = {}
+    for sig in signal.valid_signals():
+        try:
+            handlers[sig] = signal.getsignal(sig)
+        except (OSError, ValueError):
+            continue
+    return handlers, dict(os.environ), list(sys.path), list(warnings.filters)
+
+
+def _restore(state: tuple[dict, dict[str, str], list[str], list]) -> None:
+    handlers, environ, path, filters = state
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) != handler:
+            signal.signal(sig, handler)
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.path[:] = path
+    warnings.filters[:] = filters
+
+
 @pytest.fixture(scope="module")
 def ray_local():
+    """Ray started in this (pytest's) process for the module, and this process as it was afterwards: a
+    later test of this worker sees the SIGTERM handler, environment and ``sys.path`` it had before
+    (left with Ray's SIGTERM handler, the in-process SIGTERM tests of the CLI ended the worker)."""
     ray = pytest.importorskip("ray", reason="ray is not installed (the datacheck[ray] extra)")
+    before = _process_state()
     try:
         ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     except Exception as exc:  # noqa: BLE001 - any failure to start ray here skips with the reason
+        _restore(before)
         pytest.skip(f"ray cannot start on this machine: {exc}")
     yield ray
     ray.shutdown()
+    _restore(before)
 
 
 @pytest.mark.slow

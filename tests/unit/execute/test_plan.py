@@ -232,3 +232,13 @@ def test_plan_split_errors_name_the_splits(tmp_path, capsys):
     assert "none named 'train': the splits are fit, held" in capsys.readouterr().err
     rc, out = _plan_cli(str(MBERT), "--config", str(cfg), "--split", "fit", "--format", "json")
     assert rc == 0 and json.loads(out)["result"]["plan"]["rows"] == 2960
+
+
+def test_a_plan_without_a_step_says_why(tmp_path):
+    """3 rows, micro-batches of 4, drop_last: no step at all; --step names the cause, never "0..-1"."""
+    data, _ = _dataset(tmp_path, [3])
+    plan = build_plan([str(data)], config_from_dict({"batch": {"batch_size": 4, "drop_last": True}}))
+    assert plan.steps_per_epoch == 3 // 4 == 0
+    with pytest.raises(datacheck.UsageError, match=r"0 steps per epoch") as e:
+        rows_of_step(plan, 0)
+    assert "0..-1" not in str(e.value)

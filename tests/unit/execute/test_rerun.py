@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -216,13 +217,17 @@ def test_trusted_states_read_no_bytes(tmp_path, monkeypatch):
     assert len(hashed) == 4
 
 
-def test_no_record_for_unsettled_or_changed_files(tmp_path):
+def test_no_record_for_unsettled_or_changed_files(tmp_path, monkeypatch):
     root = tree(tmp_path / "d")
     s = snap_of(root)
     (root / "sub" / "b.jsonl").write_bytes(b'{"x": 2}\n')  # changed after the snapshot
     assert not _record(tmp_path / "c", s)
     root2 = tree(tmp_path / "e")
-    (root2 / "fresh.parquet").write_bytes(b"new")  # modified just now: not settled
+    (root2 / "fresh.parquet").write_bytes(b"new")
+    now = time.time_ns()
+    os.utime(root2 / "fresh.parquet", ns=(now, now - memo.SETTLE_NS // 2))  # modified a second ago: not settled
+    # the memo's clock held at `now` (the file stays a second old however late the snapshot comes)
+    monkeypatch.setattr(memo, "time", types.SimpleNamespace(time_ns=lambda: now, time=time.time, gmtime=time.gmtime))
     assert not _record(tmp_path / "c", snap_of(root2))
     assert list((tmp_path / "c").rglob("*.dcm")) == []
 

@@ -176,3 +176,15 @@ def test_tokenizer_path_resolves_against_the_config_folder(tmp_path, monkeypatch
     assert cfg.tokenizer_path() == str((tmp_path / "proj" / "tok").absolute())
     (tmp_path / "proj" / "datacheck.toml").write_text(f'[tokens]\ntokenizer = "{tmp_path / "abs"}"\n')
     assert load_config(tmp_path / "proj" / "datacheck.toml").tokenizer_path() == str(tmp_path / "abs")
+
+
+@pytest.mark.parametrize("verb", [("audit",), ("inspect",), ("clean",), ("index", "build"), ("schema", "infer")])
+def test_every_verbs_help_states_the_lookup_it_runs(verb):
+    """Each verb above finds a config two folders up (the test before); its --help says so, with the
+    bound of the climb, and none says the config must sit in PATH itself (``clean`` said
+    "PATH/datacheck.toml when PATH is one folder")."""
+    r = run_cli(*verb, "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert f"or in one of its parents: at most {MAX_CONFIG_LEVELS} folders" in text, text
+    assert "PATH/datacheck.toml" not in text and "else in its parent)" not in text

@@ -82,7 +82,8 @@ def test_defaults_are_named(sd):
 
     rep = datacheck.audit(str(d), {"labels": {"num_classes": 2}})
     assert rep.config_path is None and render_text(rep).splitlines()[1] == (
-        "config: none (the defaults changed by --schema, a DatasetDict's declared splits or a config given in memory)")
+        "config: none (the defaults changed by --schema, a DatasetDict's declared splits, the splits the Hub's file "
+        "names give or a config given in memory)")
 
 
 def test_schema_flag_without_a_config_does_not_claim_a_config_in_memory(sd):
@@ -93,7 +94,8 @@ def test_schema_flag_without_a_config_does_not_claim_a_config_in_memory(sd):
     text = run_cli("audit", str(d), "--schema", "text_classification", "--no-cache", "--no-progress",
                    "--report-dir", str(work / "r"), cwd=work).stdout
     assert text.splitlines()[1] == (
-        "config: none (the defaults changed by --schema, a DatasetDict's declared splits or a config given in memory)")
+        "config: none (the defaults changed by --schema, a DatasetDict's declared splits, the splits the Hub's file "
+        "names give or a config given in memory)")
 
 
 def test_a_stray_working_folder_config_is_named(sd):

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datacheck.formats.parquet import _footer_bytes, _parquet_rows_bytes
+from datacheck.formats.parquetdecode import footer_bytes, rows_bytes
 
 
 def _write(tmp_path, table: pa.Table, row_group_size: int | None = None):
@@ -30,13 +30,13 @@ def test_footer_bytes_match_the_decoded_size(tmp_path, row_group_size):
     path = _write(tmp_path, table, row_group_size)
     pf = pq.ParquetFile(path)
     cols = table.column_names
-    got, rest = _footer_bytes(pf, cols)
+    got, rest = footer_bytes(pf, cols)
     decoded = pf.read(columns=cols).nbytes
     assert rest == []
     # the footer counts a null/empty list as one value slot and a validity bit per value: an
     # estimate a little above the decoded buffers, never far off
     assert decoded <= got <= 1.35 * decoded + 64
-    rows, per_row = _parquet_rows_bytes(path, cols)
+    rows, per_row = rows_bytes(path, cols)
     assert rows == n and per_row == pytest.approx(got / n)
 
 
@@ -47,11 +47,11 @@ def test_footer_bytes_leave_variable_width_to_the_first_rows(tmp_path):
                       "nested": pa.array([[[1]], [[2]], []], pa.list_(pa.list_(pa.int32())))})
     path = _write(tmp_path, table)
     pf = pq.ParquetFile(path)
-    ids_bytes, rest = _footer_bytes(pf, ["ids"])
+    ids_bytes, rest = footer_bytes(pf, ["ids"])
     assert ids_bytes > 0 and rest == []
-    assert _footer_bytes(pf, ["ids", "text"]) == (ids_bytes, ["text"])
-    assert _footer_bytes(pf, ["nested", "ids"]) == (ids_bytes, ["nested"])
-    rows, per_row = _parquet_rows_bytes(path, ["text"])
+    assert footer_bytes(pf, ["ids", "text"]) == (ids_bytes, ["text"])
+    assert footer_bytes(pf, ["nested", "ids"]) == (ids_bytes, ["nested"])
+    rows, per_row = rows_bytes(path, ["text"])
     assert rows == 3 and per_row == pytest.approx(pf.read(columns=["text"]).nbytes / 3)
-    rows, per_row = _parquet_rows_bytes(path, ["ids", "text", "nested"])
+    rows, per_row = rows_bytes(path, ["ids", "text", "nested"])
     assert rows == 3 and per_row == pytest.approx((ids_bytes + pf.read(columns=["text", "nested"]).nbytes) / 3)

@@ -4,6 +4,7 @@ findings naming the place, and every size is checked against ``[dataset]`` bound
 (the bounds lowered here so that small inputs pass them)."""
 from __future__ import annotations
 
+import json
 import tarfile
 
 import pytest
@@ -109,7 +110,7 @@ def test_litdata_item_over_the_record_bound_is_unreadable(tmp_path):
     p = tmp_path / "chunk-0-0.bin"
     p.write_bytes(litdata_chunk([[b"a" * 100]]))
     (tmp_path / "index.json").write_text('{"chunks": [], "config": {"data_format": ["bytes"]}}')
-    assert read_litdata_chunk(p, _opts()).height == 1
+    assert read_litdata_chunk(p, _opts())[0].height == 1
     with pytest.raises(FormatError, match="item 0: 104 bytes, over the limit"):
         read_litdata_chunk(p, _opts(max_record_bytes=50))
     with pytest.raises(FormatError, match="max_file_bytes"):
@@ -132,3 +133,63 @@ def test_tar_gz_member_with_corrupt_deflate_is_a_bad_record(tmp_path):
     p.write_bytes(tar_bytes([("a.txt", b"x"), ("a.json.gz", bytes(body))]))
     df, findings = read_webdataset(p, _opts())
     assert "a.json.gz" in findings[0].message and df["json.gz"].to_list() == [None]
+
+
+def _litdata_folder(tmp_path, items, data_format, compression=None, raw=None):
+    p = tmp_path / "chunk-0-0.bin"
+    body = litdata_chunk(items)
+    p.write_bytes(raw if raw is not None else body)
+    (tmp_path / "index.json").write_text(json.dumps({"chunks": [], "config": {"data_format": data_format,
+                                                                               "compression": compression}}))
+    return p, body
+
+
+def test_litdata_field_that_does_not_decode_is_a_bad_record_naming_the_item(tmp_path):
+    """An ``int``/``float`` field that is not 8 bytes, a ``str`` that is not UTF-8: null cells and a
+    ``decode.bad_record`` naming the item (they were null with no finding: the shard passed)."""
+    import struct
+
+    good = [struct.pack("<q", 7), struct.pack("<d", 0.5), "é".encode()]
+    p, _ = _litdata_folder(tmp_path, [good, [b"\x01\x02", struct.pack("<d", 1.5), b"ok"], [struct.pack("<q", 9),
+                                      b"\x00" * 4, b"\xff\xfe"]], ["int", "float", "str"])
+    df, findings = read_litdata_chunk(p, _opts())
+    assert df.rows() == [(7, 0.5, "é"), (None, 1.5, "ok"), (9, None, None)]
+    (f,) = findings
+    assert f.check == "decode.bad_record" and f.count == 2 and f.rows == (1, 2)
+    assert "item 1, field_0 (int): 2 bytes for an int (litdata writes 8)" in f.message
+    assert "field_1 (float): 4 bytes" in str(f.examples[1].value)
+
+
+@pytest.mark.parametrize("fmt", [[], "jpeg", [1, 2], None])
+def test_litdata_index_whose_data_format_is_no_list_of_names_is_unreadable(tmp_path, fmt):
+    p, _ = _litdata_folder(tmp_path, [[b"abc"]], fmt)
+    with pytest.raises(FormatError, match="index.json config.data_format is .* not a list of 1 to 4096 format names"):
+        read_litdata_chunk(p, _opts())
+
+
+def test_litdata_zstd_chunk_is_inflated_and_a_raw_one_under_a_zstd_index_is_unreadable(tmp_path):
+    """litdata compresses each whole chunk with zstd: such a chunk is read inflated; a raw chunk
+    under an index that declares zstd (litdata cannot read it) and another compressor are refused."""
+    items = [[b"a" * 10], [b"bc"]]
+    p, body = _litdata_folder(tmp_path, items, ["bytes"], "zstd", raw=zstandard.ZstdCompressor().compress(litdata_chunk(items)))
+    df, findings = read_litdata_chunk(p, _opts())
+    assert df["field_0"].to_list() == [b"a" * 10, b"bc"] and findings == []
+    with pytest.raises(FormatError, match="max_file_bytes"):
+        read_litdata_chunk(p, _opts(max_file_bytes=len(body) - 1))
+    p.write_bytes(body)
+    with pytest.raises(FormatError, match="declares compression 'zstd' but the chunk does not inflate as zstd"):
+        read_litdata_chunk(p, _opts())
+    _litdata_folder(tmp_path, items, ["bytes"], "lz4")
+    with pytest.raises(FormatError, match="compression 'lz4': datacheck inflates litdata chunks compressed with zstd only"):
+        read_litdata_chunk(p, _opts())
+
+
+def test_litdata_offsets_that_decrease_name_the_item(tmp_path):
+    import struct
+
+    p, body = _litdata_folder(tmp_path, [[b"ab"], [b"cd"], [b"ef"]], ["bytes"])
+    raw = bytearray(body)
+    struct.pack_into("<I", raw, 8, 1 << 31)  # offset[1]
+    p.write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match=r"item 2's offset \d+ is below item 1's 2147483648"):
+        read_litdata_chunk(p, _opts())

@@ -183,3 +183,38 @@ def test_csv_header_width_differs_from_names(tmp_path):
     rep = datacheck.audit(str(tmp_path), config={"dataset": {"header": True, "names": ["t", "l"]}})
     f = one(rep, "decode.unreadable")
     assert "[dataset] names lists 2 column(s) but the header line 1 has 3" in f.message
+
+
+@pytest.mark.parametrize("make, what", [
+    (lambda p: os.symlink("../blobs/0123abcd", p), "is a broken symlink (to ../blobs/0123abcd: a file not downloaded"),
+    (lambda p: os.symlink(p.name, p), "is a broken symlink (to x.idx: a file not downloaded, or a symlink loop)"),
+    (lambda p: p.mkdir(), "is a folder"),
+    (lambda p: os.mkfifo(p), "is not a regular file (a FIFO)"),
+])
+def test_megatron_bin_whose_idx_is_there_but_unreadable_says_so(tmp_path, make, what):
+    """A .bin whose .idx is a broken symlink (a hub snapshot not fully downloaded), a folder or a FIFO
+    was reported as having no .idx beside it at all; the reason now names the .idx and what it is."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "x.bin").write_bytes(b"\0" * 8)
+    make(d / "x.idx")
+    (d / "ok.jsonl").write_text('{"text": "a"}\n')
+    disc = discover([str(d)])
+    reasons = {i["path"]: i["reason"] for i in disc.ignored_data}
+    assert reasons["x.bin"].startswith(f"a Megatron .bin whose x.idx beside it {what}")
+    assert reasons["x.bin"].endswith(": the pair cannot be read")
+    (d / "ok.jsonl").unlink()
+    with pytest.raises(UsageError, match="x.bin: a Megatron .bin whose x.idx beside it"):
+        discover([str(d)])
+
+
+@pytest.mark.parametrize("index, what", [
+    ("{not json", "a .bin whose folder's index.json does not parse (not valid JSON at line 1"),
+    ('{"version": 2}', "a .bin whose folder's index.json is not a litdata index"),
+])
+def test_litdata_chunk_whose_index_json_is_unusable_says_so(tmp_path, index, what):
+    """A litdata chunk folder whose index.json is broken was said to have no index.json at all."""
+    (tmp_path / "chunk-0-0.bin").write_bytes(b"\0" * 16)
+    (tmp_path / "index.json").write_text(index)
+    with pytest.raises(UsageError, match=r"chunk-0-0\.bin: " + what.replace("(", r"\(").replace(".", r"\.")):
+        discover([str(tmp_path)])

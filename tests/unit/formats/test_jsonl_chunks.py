@@ -164,7 +164,7 @@ _LINE = st.one_of(
 )
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(lines=st.lists(_LINE, min_size=1, max_size=30), chunk=st.integers(1, 200))
 def test_any_chunk_size_gives_the_one_chunk_result(tmp_path_factory, lines, chunk):
     """Property: for random records mixing JSON types, bad, blank and non-UTF-8 lines, the frame,
@@ -205,7 +205,7 @@ def _same_frame(a: pl.DataFrame, b: pl.DataFrame) -> None:
     assert repr(a.to_dicts()) == repr(b.to_dicts())  # NaN-safe, nested values compared exactly
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(lines=st.lists(_LINE, min_size=1, max_size=30), chunk=st.integers(1, 200), rows=st.integers(1, 9),
        keep=st.sampled_from([0, 2**30]))
 @example(lines=[b'{"b": null}', b'{"a": null, "b": null}'], chunk=1, rows=1, keep=0)

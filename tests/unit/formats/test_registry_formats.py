@@ -143,6 +143,44 @@ def test_semicolon_separator_real_emotion(realdata):
     assert dups == {"test.txt": [], "train.txt": [31], "val.txt": [2]}  # PROVENANCE: 31 duplicate texts in train
 
 
+@pytest.mark.parametrize("fmt, written, default", [("csv", ";", ","), ("csv", "\t", ","), ("csv", "|", ","),
+                                                   ("tsv", ",", "\t")])
+def test_a_file_of_another_separator_is_refused_not_read_as_one_column(tmp_path, fmt, written, default):
+    """Read under the default separator, a file written with another is one column that no check has a
+    role for, and its audit passed. It is decode.unreadable, naming the separator to set; with that
+    separator set, the rows are audited."""
+    name = "s.tsv" if fmt == "tsv" else "s.csv"
+    pl.DataFrame(ROWS).write_csv(tmp_path / name, separator=written)
+    header = (tmp_path / name).read_text().splitlines()[0]
+    assert default not in header and written in header
+    rep = datacheck.audit(str(tmp_path / name), config=CFG)
+    f = one(rep, "decode.unreadable")
+    assert f.severity == "error" and rep.summary["status"] == "fail" and rep.shards[0].rows is None
+    assert f"separator = {json.dumps(written)}" in f.message and repr(header) in f.message
+    assert f"into {len(ROWS[0])} columns" in f.message
+    rep = datacheck.audit(str(tmp_path / name), config={**CFG, "dataset": {"separator": written}})
+    _expect_planted(rep, lines=True, header_lines=1)
+    # a separator given, even the default, is taken as given: one column, no refusal
+    rep = datacheck.audit(str(tmp_path / name), config={**CFG, "dataset": {"separator": default}})
+    assert not findings(rep, "decode.unreadable") and list(rep.shards[0].columns) == [header]
+
+
+def test_one_column_text_holding_other_separators_is_read(tmp_path):
+    """A one-column file whose header does not split, or whose records split unlike the header, is read
+    as written (text with semicolons and pipes is common)."""
+    (tmp_path / "a.csv").write_text("text\nhello; world\na | b | c\n")
+    (tmp_path / "b.csv").write_text("x;y\nonly one\n1;2\n")
+    rep = datacheck.audit(str(tmp_path), config={})
+    assert not findings(rep, "decode.unreadable")
+    assert {s.path: s.rows for s in rep.shards} == {"a.csv": 2, "b.csv": 2}
+
+
+def test_real_emotion_without_its_separator_names_it(realdata):
+    rep = datacheck.audit(str(realdata / "emotion"), config={"dataset": {"format": "csv"}})
+    assert [f.check for f in rep.findings] == ["decode.unreadable"] * 3
+    assert all("separator = \";\"" in f.message for f in rep.findings)
+
+
 def test_csv_without_header_uses_names(tmp_path):
     (tmp_path / "s.csv").write_text("0,good\n1,\n5,bad\n0,good\n")
     rep = datacheck.audit(str(tmp_path / "s.csv"), config={

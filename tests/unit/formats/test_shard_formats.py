@@ -97,7 +97,11 @@ def test_megatron_toy_duplicates_real_defect():
     (lambda b, i: i.write_bytes(b"MMIDIDY\0\0" + i.read_bytes()[9:]), "bad magic"),
     (lambda b, i: i.write_bytes(i.read_bytes()[:-8]), "the index was cut"),
     (lambda b, i: i.write_bytes(i.read_bytes()[:17] + bytes([9]) + i.read_bytes()[18:]), "unknown dtype code 9"),
-    (lambda b, i: i.write_bytes(i.read_bytes()[:-8] + np.int64(3).tobytes()), "document index"),
+    (lambda b, i: i.write_bytes(i.read_bytes()[:-8] + np.int64(3).tobytes()),
+     "end at the sequence count 1000; entry 1000 (3) is below entry 999 (999)"),
+    # entry 5 of the 1,001-entry document index (after the 34-byte header, 1,000 sizes, 1,000 pointers)
+    (lambda b, i: i.write_bytes((lambda r: r[:34 + 4000 + 8000 + 40] + np.int64(99_999).tobytes()
+                                 + r[34 + 4000 + 8000 + 48:])(i.read_bytes())), "entry 6 (6) is below entry 5 (99999)"),
     (lambda b, i: i.unlink(), None),
 ])
 def test_megatron_broken_pairs_are_unreadable(tmp_path, breakit, words):
@@ -273,3 +277,14 @@ def test_other_bin_files_are_ignored_with_reason(tmp_path):
     assert [s.path for s in rep.shards] == ["a.jsonl"]
     assert any(i["path"] == "weights.bin" and "litdata" in i["reason"] for i in rep.ignored)
 
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x00garbage" * 300], ids=["empty", "garbage"])
+def test_webdataset_file_that_is_no_tar_says_so_on_one_line(tmp_path, raw):
+    """tarfile's "r:*" error lists every method it tried on several lines; the finding says in one
+    line that the file is neither a tar nor a compressed one."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "s.tar").write_bytes(raw)
+    (f,) = [f for f in datacheck.audit(str(tmp_path / "d")).findings if f.check == "decode.unreadable"]
+    assert "\n" not in f.message
+    assert "not a readable tar file (no tar header at its start, and not a gzip, bz2 or xz stream either)" in f.message

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from datacheck.io.bounded import (
+    TRUNCATED,
     NotRegular,
     OverLimit,
     human_bytes,
@@ -16,6 +17,7 @@ from datacheck.io.bounded import (
     open_regular,
     read_capped,
     special_kind,
+    zstd_cut,
 )
 
 
@@ -54,3 +56,34 @@ def test_open_inflated_streams(tmp_path):
 def test_human_bytes():
     assert [human_bytes(n) for n in (5, 1024, 256 << 20, 3 << 30, 1536)] == ["5 bytes", "1 KiB", "256 MiB", "3 GiB",
                                                                               "1.5 KiB"]
+
+
+def test_zstd_cut_finds_every_cut_and_no_whole_file():
+    import zstandard
+
+    a = zstandard.ZstdCompressor(write_checksum=True).compress(b"0123456789" * 5000)
+    b = zstandard.ZstdCompressor(write_checksum=False, write_content_size=False).compress(bytes(range(256)) * 900)
+    skip = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"12345"  # a skippable frame
+    data = a + skip + b
+    whole = {0, len(a), len(a) + len(skip), len(data)}
+    for k in range(len(data) + 1):
+        why = zstd_cut(io.BytesIO(data[:k]))
+        assert (why is None) == (k in whole), k
+        if why is not None:
+            assert why.startswith(TRUNCATED)
+
+
+def test_open_inflated_refuses_a_cut_zst_and_reads_a_whole_one(tmp_path):
+    import zstandard
+
+    text = b"line\n" * 3000
+    z = zstandard.ZstdCompressor(write_checksum=True).compress(text)
+    (tmp_path / "w.zst").write_bytes(z)
+    with open_inflated(tmp_path / "w.zst") as f:
+        assert f.read() == text
+    (tmp_path / "c.zst").write_bytes(z[:-1])
+    with pytest.raises(EOFError, match="end-of-stream marker"):
+        open_inflated(tmp_path / "c.zst")
+    (tmp_path / "c.gz").write_bytes(gzip.compress(text)[:-1])
+    with open_inflated(tmp_path / "c.gz") as g, pytest.raises(EOFError, match="end-of-stream marker"):
+        g.read()

@@ -301,3 +301,40 @@ def test_hf_cache_arrow_is_not_audited_but_reported_as_extra(tmp_path):
     assert "state.json _data_files" in rep.ignored[0]["reason"]
     # named on the command line, the file is audited (the user asked for it)
     assert [s.path for s in run(root / "train" / "cache-1234abcd.arrow").shards] == ["cache-1234abcd.arrow"]
+
+
+def test_mds_shard_whose_own_config_differs_from_its_index_entry(tmp_path, realdata):
+    """StreamingDataset decodes an MDS shard by its index.json entry's column names, encodings and
+    sizes, datacheck by the config in the shard's header: when they differ, the trainer reads other
+    values than the audited ones, so it is index.changed_shard naming the shard and the field (it
+    passed). The real MosaicML shard, with its own index, stays clean."""
+    from hostilegen import mds_bytes, mds_cfg
+
+    root = tmp_path / "x"
+    shutil.copytree(realdata / "mds_fixtures" / "joining_sample_dataset" / "x", root)
+    for p in root.iterdir():
+        p.chmod(0o644)
+    assert by_check(run([str(root)]), "index.changed_shard") == []
+    index = json.loads((root / "index.json").read_text())
+    for field, value in (("column_encodings", ["int64", "ndarray:float64"]), ("column_names", ["_id", "y"]),
+                         ("column_sizes", [8, None])):
+        doc = json.loads(json.dumps(index))
+        doc["shards"][0][field] = value
+        (root / "index.json").write_text(json.dumps(doc))
+        f = one(run([str(root)]), "index.changed_shard")
+        assert f.shards == ("shard.00000.mds",) and f.severity == "error"
+        assert f"shard.00000.mds {field} " in f.message and str(value) in f.message
+        assert f.details["config_mismatches"] == [{"path": "shard.00000.mds", "field": field, "index": value,
+                                                   "shard": index["shards"][0][field]}]
+    # a shard written anew under an old index: the header changed, the index did not
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "shard.00000.mds").write_bytes(mds_bytes(mds_cfg(["label"], ["int8"], [1]), [[b"\x01"]], [1]))
+    doc = {"version": 2, "shards": [{"column_names": ["label"], "column_encodings": ["uint8"], "column_sizes": [1],
+                                     "compression": None, "format": "mds", "hashes": [],
+                                     "raw_data": {"basename": "shard.00000.mds",
+                                                  "bytes": (own / "shard.00000.mds").stat().st_size, "hashes": {}},
+                                     "samples": 1, "size_limit": 1 << 26, "version": 2, "zip_data": None}]}
+    (own / "index.json").write_text(json.dumps(doc))
+    f = one(run([str(own)]), "index.changed_shard")
+    assert "column_encodings ['int8'] in the shard, ['uint8'] in the index" in f.message

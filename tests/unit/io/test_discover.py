@@ -144,3 +144,15 @@ def test_text_output_lists_ignored_files(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "Ignored (2 file(s) that look like data were not audited):" in p.stdout
     assert "  meta.json: a .json file that is not JSON Lines" in p.stdout
+
+
+def test_a_glob_that_matches_nothing_says_so(tmp_path):
+    (tmp_path / "train-00000.parquet").write_bytes(b"x")
+    with pytest.raises(UsageError) as e:
+        discover([str(tmp_path / "eval-*.parquet")])
+    assert f"no shard files under {tmp_path / 'eval-*.parquet'} (the pattern matches no file)" in str(e.value)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError) as e:
+        discover([str(empty)])
+    assert "(the paths hold no files)" in str(e.value)

@@ -39,3 +39,53 @@ def test_bad_ledgers_are_usage_errors(tmp_path):
     _write(tmp_path / "rank0.tsv.gz", "1\t4\tx\n")
     with pytest.raises(datacheck.UsageError, match=r"rank0.tsv.gz:1: not a ledger line"):
         ledger_rows(tmp_path, [1])
+
+
+def test_a_negative_number_in_a_ledger_line_is_a_usage_error_naming_the_line(tmp_path):
+    """Steps, ranks and row indices count from 0: a -1 (an edited file, another tool's sentinel) is
+    refused at its line, never passed on to the visit counts."""
+    d = tmp_path / "data-indices"
+    _write(d / "rank0.tsv.gz", LEDGER_HEADER + "\n" + '#state\t{"epoch": 0, "start_step": 0}\n'
+           + "0\t0\t0\t0\t4\t5\n1\t0\t0\t0\t-1\t6\n")
+    with pytest.raises(datacheck.UsageError, match=r"rank0.tsv.gz:4: not a ledger line: -1 is negative"):
+        ledger_rows(tmp_path, [1])
+    _write(d / "rank0.tsv.gz", "1\t4\t-7\n")  # OLMo's layout too
+    with pytest.raises(datacheck.UsageError, match=r"rank0.tsv.gz:1: not a ledger line: -7 is negative"):
+        ledger_rows(tmp_path, [1])
+
+
+@pytest.mark.parametrize("raw", [b"", gzip.compress(b""), gzip.compress((LEDGER_HEADER + "\n0\t0\t0\t0\t1\n").encode())[:12]],
+                         ids=["zero_bytes", "empty_gzip", "first_member_cut"])
+def test_a_rank_file_without_a_complete_line_decides_no_format(tmp_path, raw):
+    """A rank whose file holds no complete line (it crashed before its first flush ended) is a rank
+    with no batch, not an OLMo ledger beside datacheck ones ("mixes ledger formats" was the wrong
+    answer); a folder where no file holds a line is a usage error saying so."""
+    from datacheck.io.ledger import read_ledger
+
+    d = tmp_path / "data-indices"
+    _write(d / "rank1.tsv.gz", LEDGER_HEADER + "\n" + '#state\t{"epoch": 0, "start_step": 0}\n' + "0\t1\t0\t0\t4\t5\n")
+    (d / "rank0.tsv.gz").write_bytes(raw)
+    led = read_ledger(tmp_path)
+    assert led.format == "datacheck"
+    assert led.ranks == [0, 1] and led.batches[0] == {} and [b.indices for b in led.batches[1][0]] == [(4, 5)]
+    assert led.empty == [str(d / "rank0.tsv.gz")]
+    (d / "rank1.tsv.gz").write_bytes(raw)
+    with pytest.raises(datacheck.UsageError, match="no ledger file holds a complete line"):
+        read_ledger(tmp_path)
+
+
+def test_a_rank_of_the_run_without_a_ledger_file_is_named_for_the_steps_asked(tmp_path):
+    """The #state lines record num_replicas 2 but only rank 0's file is there: the rows of a step are
+    half the step's, and trace and plan say which rank recorded nothing (they gave the half silently)."""
+    from conftest import run_cli
+
+    d = tmp_path / "data-indices"
+    _write(d / "rank0.tsv.gz", LEDGER_HEADER + "\n" + '#state\t{"epoch": 0, "start_step": 0, "num_replicas": 2}\n'
+           + "0\t0\t0\t0\t4\t5\n1\t0\t0\t0\t6\t7\n")
+    rows, src = ledger_rows(tmp_path, [1])
+    assert rows == {1: {0: [6, 7]}}
+    assert "step 1: rank(s) 1 recorded no batch of it" in src["gaps"]
+    r = run_cli("plan", "--ledger", str(tmp_path), "--step", "1")
+    assert r.returncode == 0, r.stderr
+    assert "step 1: 2 row(s)" in r.stdout
+    assert "rank(s) [1] of the run recorded no batch of step 1: the step's rows are short" in r.stdout

@@ -62,3 +62,23 @@ def test_cli_show_passing(tmp_path):
     assert [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("PASS")] == [f"s{i}.parquet" for i in range(3)]
     help_ = run_cli("audit", "--help").stdout
     assert "--show-passing" in help_
+
+
+def test_quiet_shards_named_by_a_dataset_finding_are_not_said_to_pass(tmp_path):
+    """Shards with no finding of their own that a dataset-level finding names (here: byte-identical
+    shards, dup.shard) are not summed up as 'passed'."""
+    d = tmp_path / "d"
+    d.mkdir()
+    pl.DataFrame({"text": ["one row", "another row"]}).write_parquet(d / "a.parquet")
+    (d / "b.parquet").write_bytes((d / "a.parquet").read_bytes())
+    pl.DataFrame({"text": ["a third row", "a fourth row"]}).write_parquet(d / "c.parquet")
+    rep = datacheck.audit([str(d)], config={}, fail_on="never", workers=1)
+    dup = next(f for f in rep.dataset_findings if f.check == "dup.shard")
+    quiet = [sh.path for sh in rep.shards if not sh.findings]
+    named = sum(p in set(dup.shards) for p in quiet)
+    assert len(quiet) == 3 and named == 2
+    text = render_text(rep)
+    assert ("3 shards without shard-level findings (--show-passing lists them); 2 of them named by the "
+            "dataset-level findings below") in text
+    assert "passed with no findings" not in text
+    assert "named by the dataset-level findings below" in render_markdown(rep)

@@ -75,6 +75,25 @@ def test_a_complete_checkpoint_has_every_piece(hf_run, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_an_output_folder_with_its_own_state_and_weights_is_judged_by_its_last_checkpoint(hf_run, tmp_path):
+    """A Trainer's output folder after ``trainer.save_state()`` / ``save_model()`` (DatacheckCallback
+    writes the same trainer_state.json at the end): its root holds trainer_state.json and the final
+    weights but no optimizer, scheduler or RNG state; ``resume_from_checkpoint=True`` takes the last
+    checkpoint-N, and so does ``datacheck checkpoint``."""
+    out = tmp_path / "out"
+    for step in (SAVE_EVERY, STEPS):
+        shutil.copytree(hf_run / f"checkpoint-{step}", out / f"checkpoint-{step}")
+    shutil.copy(hf_run / f"checkpoint-{STEPS}" / "trainer_state.json", out / "trainer_state.json")
+    shutil.copy(hf_run / f"checkpoint-{STEPS}" / "model.safetensors", out / "model.safetensors")
+    info = inspect_checkpoint(out)
+    assert (info.layout, info.root.name, _checks(info)) == ("hf_trainer", f"checkpoint-{STEPS}", [])
+    r = run_cli("checkpoint", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    # a folder holding resume state of its own is judged itself, checkpoint-N beside it or not
+    shutil.copy(hf_run / f"checkpoint-{STEPS}" / "optimizer.pt", out / "optimizer.pt")
+    assert inspect_checkpoint(out).root == out
+
+
 @pytest.mark.parametrize(("remove", "check", "says"), [
     ("optimizer.pt", "ckpt.missing_optimizer", "warm start"),
     ("scheduler.pt", "ckpt.missing_scheduler", "warmup reruns"),
@@ -135,6 +154,26 @@ def test_a_rank_s_rng_file_missing(hf_run, tmp_path):
     (ck / "rng_state_1.pth").rename(ck / "rng_state_0.pth")
     assert _checks(inspect_checkpoint(ck, world_size=3)) == ["ckpt.rank_missing"]
     assert inspect_checkpoint(ck, world_size=3).findings[0].details["ranks"] == [1, 2]
+
+
+def test_a_world_size_below_the_ranks_found_is_refused(hf_run, tmp_path):
+    """rng_state_<rank>.pth of ranks 0 .. 2 (a 3-process run) but --world-size 2: the given size
+    contradicts the checkpoint, so it is refused (exit 2) naming the ranks found."""
+    import datacheck
+
+    ck = _copy(hf_run, tmp_path)
+    ranks = [0, 1, 2]
+    for r in ranks:
+        shutil.copy(ck / "rng_state.pth", ck / f"rng_state_{r}.pth")
+    (ck / "rng_state.pth").unlink()
+    ws = 2
+    with pytest.raises(datacheck.UsageError, match=(
+            rf"--world-size is {ws} \(ranks 0 \.\. {ws - 1}\), but .* holds per-rank files of rank\(s\) 2 \(ranks "
+            rf"found: 0, 1, 2\): give the run's world size \(at least {max(ranks) + 1}\)")):
+        inspect_checkpoint(ck, world_size=ws)
+    assert not _checks(inspect_checkpoint(ck, world_size=len(ranks)))
+    r = run_cli("checkpoint", str(ck), "--world-size", str(ws))
+    assert r.returncode == 2 and "ranks found: 0, 1, 2" in r.stderr, r.stderr
 
 
 def test_a_trainer_checkpoint_saved_under_deepspeed(hf_run, tmp_path):

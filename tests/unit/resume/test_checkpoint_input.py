@@ -135,3 +135,50 @@ def test_accelerate_s_own_sampler_pickle_counts_a_hostile_one_does_not(ckpt, tmp
     info = inspect_checkpoint(acc)
     assert not info.pieces["sampler"].present and not marker.exists()
     assert {"ckpt.unsafe_pickle", "ckpt.missing_sampler_state"} <= {f.check for f in info.findings}
+
+
+def _cut(path, keep):
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+@pytest.mark.parametrize("name, breakit, piece, cid", [
+    ("optimizer.pt", lambda p: _cut(p, p.stat().st_size - 100), "optimizer", "ckpt.missing_optimizer"),
+    ("optimizer.pt", lambda p: _cut(p, 0), "optimizer", "ckpt.missing_optimizer"),
+    ("scheduler.pt", lambda p: p.write_bytes(bytes(random.Random(1).randrange(256) for _ in range(500))), "scheduler",
+     "ckpt.missing_scheduler"),
+    ("rng_state.pth", lambda p: _cut(p, 50), "rng", "ckpt.missing_rng"),
+    ("optimizer.pt", lambda p: (p.unlink(), p.mkdir()), "optimizer", "ckpt.missing_optimizer"),
+    ("scheduler.pt", lambda p: (p.unlink(), os.mkfifo(p)), "scheduler", "ckpt.missing_scheduler"),
+])
+def test_a_piece_no_trainer_can_load_is_not_present(ckpt, name, breakit, piece, cid):
+    """A piece whose file is cut short, random bytes, a folder or a FIFO cannot be loaded by the
+    resume either: the piece is MISSING with its finding (it was "present, not loaded" and the
+    checkpoint passed as a lossless resume; a folder crashed with IsADirectoryError, a FIFO hung)."""
+    breakit(ckpt / name)
+    info = inspect_checkpoint(ckpt)
+    assert info.pieces[piece].present is False and name in info.unusable
+    assert cid in info.missing()
+    r = run_cli("checkpoint", str(ckpt))
+    assert r.returncode == (0 if cid == "ckpt.missing_rng" else 1), r.stdout + r.stderr  # missing_rng is a warning
+    assert f"{name} cannot be loaded (" in r.stdout and "every piece" not in r.stdout
+
+
+@pytest.mark.parametrize("cut", [10, 1])
+def test_a_cut_safetensors_file_is_no_weights(ckpt, cut):
+    """The safetensors header is read alone, but its tensors must end where the file does, as the
+    safetensors loader requires: a weights file cut short is no weights (it passed)."""
+    _cut(ckpt / "model.safetensors", (ckpt / "model.safetensors").stat().st_size - cut)
+    info = inspect_checkpoint(ckpt)
+    assert info.pieces["weights"].present is False
+    assert any("model.safetensors: safetensors header unreadable (tensor " in n and "(a file cut short)" in n
+               for n in info.notes), info.notes
+    assert run_cli("checkpoint", str(ckpt)).returncode == 2
+
+
+@pytest.mark.parametrize("state, why", [("[]", "a JSON list, not an object"),
+                                        ('{"global_step": "four"}', "its global_step is 'four', not a step count")])
+def test_a_trainer_state_without_a_step_count_is_no_data_position(ckpt, state, why):
+    (ckpt / "trainer_state.json").write_text(state)
+    info = inspect_checkpoint(ckpt)  # a list crashed with AttributeError
+    assert "ckpt.missing_sampler_state" in info.missing()
+    assert any(why in n for n in info.notes), info.notes

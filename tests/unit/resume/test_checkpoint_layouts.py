@@ -137,13 +137,21 @@ def test_lightning_ckpt(tmp_path):
             return {"optimizer": o, "lr_scheduler": {"scheduler": s, "interval": "step"}}
 
     rows, bs = 32, 4
-    dl = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(rows, 4)), batch_size=bs, shuffle=True)
+    g = torch.Generator().manual_seed(0)
+    dl = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(rows, 4, generator=g)), batch_size=bs,
+                                     shuffle=True, generator=g)
     every = 3  # mid-epoch: 3 of rows / bs = 8 batches
     cb = L.pytorch.callbacks.ModelCheckpoint(dirpath=str(tmp_path / "ck"), every_n_train_steps=every, save_top_k=-1)
     t = L.Trainer(max_steps=every * 2 + 2, accelerator="cpu", logger=False, enable_progress_bar=False,
                   enable_model_summary=False, callbacks=[cb], default_root_dir=str(tmp_path))
-    t.fit(M(), dl)
-    first = sorted((tmp_path / "ck").glob("*.ckpt"), key=lambda p: p.stat().st_mtime)[0]
+    torch.manual_seed(0)  # the model's initial weights
+    model = M()
+    t.fit(model, dl)
+    # ModelCheckpoint's default names: the first, mid-epoch, checkpoint by its step (two checkpoints
+    # written milliseconds apart can share a modification time)
+    assert sorted(p.name for p in (tmp_path / "ck").glob("*.ckpt")) == [f"epoch=0-step={every}.ckpt",
+                                                                        f"epoch=0-step={2 * every}.ckpt"]
+    first = tmp_path / "ck" / f"epoch=0-step={every}.ckpt"
     info = inspect_checkpoint(first)
     assert info.layout == "lightning"
     assert info.steps == {"global_step": every, "optimizer.step": every}

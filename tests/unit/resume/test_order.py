@@ -29,11 +29,14 @@ class _Rows:
 
 
 class SkipFirst:
-    """A batch sampler that skips its first ``k`` batches (accelerate's ``skip_first_batches``)."""
+    """A batch sampler that skips its first ``k`` batches (accelerate's ``skip_first_batches``); with
+    ``show=False`` it shows none of its inner sampler's settings (accelerate's ``SkipBatchSampler``:
+    the recorder writes them as null)."""
 
-    def __init__(self, inner, k):
+    def __init__(self, inner, k, show=True):
         self.inner, self.k = inner, k
-        self.sampler, self.batch_size, self.drop_last = inner.sampler, inner.batch_size, inner.drop_last
+        if show:
+            self.sampler, self.batch_size, self.drop_last = inner.sampler, inner.batch_size, inner.drop_last
 
     def __iter__(self):
         for i, b in enumerate(self.inner):
@@ -259,3 +262,36 @@ def test_an_unfinished_resumed_epoch_judges_no_row_never_seen(tmp_path):
     v = verify(tmp_path / "again")
     assert v.seen_twice["count"] == 0 and v.never_seen["completed_epochs"] == [0, 1]
     assert v.divergence["order"] == "another_epoch" and v.first_divergent_step == N // BS
+
+
+def test_a_rank_that_recorded_nothing_is_named_beside_the_rows_it_leaves_unseen(tmp_path):
+    """World size 2, rank 1's ledger file absent: its planned rows are never seen, and a note names
+    the rank that recorded no batch (the cause), not only the rows."""
+    spe = N // (2 * BS)
+    segment(tmp_path, world=2, rank=0, steps=spe)
+    segment(tmp_path, world=2, rank=0, epoch=1, steps=1)
+    v = verify(tmp_path)
+    rank1_rows = perm(0)[1::2]  # DistributedSampler: rank r takes positions r, r + world, ...
+    assert v.never_seen["count"] == len(rank1_rows) and v.never_seen["by_epoch"] == {"0": len(rank1_rows)}
+    assert any(n.startswith("rank(s) [1] of world size 2 recorded no batch") for n in v.notes), v.notes
+    (tmp_path / "data-indices" / "rank1.tsv.gz").write_bytes(b"")  # present but empty: the same answer
+    v2 = verify(tmp_path)
+    assert v2.never_seen["count"] == len(rank1_rows)
+    assert any(n.startswith("rank(s) [1] of world size 2 recorded no batch") for n in v2.notes), v2.notes
+
+
+def test_settings_a_resumed_loader_does_not_show_are_not_changes(tmp_path):
+    spe = N // BS
+    segment(tmp_path, world=1, rank=0, steps=5)
+    s = torch.utils.data.DistributedSampler(_Rows(), num_replicas=1, rank=0, shuffle=True, seed=SEED)
+    bs = torch.utils.data.BatchSampler(s, BS, drop_last=False)
+    rec = RecordingBatchSampler(SkipFirst(bs, 5, show=False), tmp_path, rank=0, start_step=5)
+    it = iter(rec)
+    for _ in range(spe - 5):
+        next(it)
+    it.close()
+    led = read_ledger(tmp_path)
+    assert [st.get("seed") for st in led.states[0]] == [SEED, None]  # the resume's line records no seed
+    v = verify(tmp_path)
+    assert v.findings == [] and [(s["kind"], s["order"], s["changed"]) for s in v.segments] == [
+        ("start", "start", {}), ("resume", "continuation", {})]

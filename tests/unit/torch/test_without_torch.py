@@ -62,3 +62,16 @@ except datacheck.UsageError as e:
     assert 'GUARD datacheck.torch.BatchGuard needs torch' in p.stdout
     assert "datacheck[torch] extra" in p.stdout.split("GUARD", 1)[1]
     assert not _PYPI_DATACHECK.search(p.stdout + p.stderr)  # never "pip install datacheck..." (another project)
+
+
+def test_the_guards_error_is_importable_from_datacheck_torch_without_torch():
+    """docs/torch.md says the guard raises ``BatchValidationError``: a caller catches it by that name
+    from ``datacheck.torch`` (the one error class, defined in datacheck.model.errors), torch not imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys, datacheck.torch as t, datacheck.model.errors as e\n"
+            "print(t.BatchValidationError is e.BatchValidationError, 'BatchValidationError' in t.__all__, "
+            "'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False"]

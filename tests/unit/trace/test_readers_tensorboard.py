@@ -53,3 +53,35 @@ def test_an_event_file_under_another_name_is_sniffed(tmp_path):
     renamed.write_bytes(ev.read_bytes())
     lf = open_log(str(renamed))
     assert lf.format == "tensorboard" and [r.step for r in lf.records()] == [7]
+
+
+def test_an_event_file_cut_or_corrupt_says_where_the_read_stopped(tmp_path):
+    """tensorboard's loader stops quietly at a record whose checksum fails or that is cut (it waits for
+    a live file to grow): the events after it, here the NaN at step 30, were lost while the log passed.
+    The read is now said to have stopped, with the records the file holds past it."""
+    w = SummaryWriter(str(tmp_path / "tb"))
+    for s in range(1, 51):
+        w.add_scalar("train/loss", float("nan") if s == 30 else 2.0 - s * 0.01, s)
+    w.close()
+    (ev,) = (tmp_path / "tb").iterdir()
+    whole = ev.read_bytes()
+    lf = open_log(str(tmp_path / "tb"))
+    assert len([r for r in lf.records()]) == 50 and lf.stats.bad_lines == 0
+    flipped = bytearray(whole)
+    flipped[len(whole) // 2] ^= 0xFF
+    ev.write_bytes(bytes(flipped))
+    lf = open_log(str(tmp_path / "tb"))
+    recs = list(lf.records())
+    assert len(recs) < 30 and lf.stats.bad_lines == 1
+    ((_n, what),) = lf.stats.bad_examples
+    assert "read stopped after 25 event(s), at byte " in what and "the rest is not read" in what
+    ev.write_bytes(whole[:-7])  # the last record (step 50) cut: every event before it is read
+    lf = open_log(str(tmp_path / "tb"))
+    assert len(list(lf.records())) == 49 and lf.stats.bad_lines == 1
+    assert "read stopped after 50 event(s)" in lf.stats.bad_examples[0][1]  # the file-version event + 49
+    flipped = bytearray(whole)
+    flipped[-3] ^= 0xFF  # the last record's data checksum
+    ev.write_bytes(bytes(flipped))
+    lf = open_log(str(tmp_path / "tb"))
+    assert len(list(lf.records())) == 49
+    assert "read stopped at event 51 of 51: it fails its checksum" in lf.stats.bad_examples[0][1]

@@ -151,3 +151,108 @@ def test_a_megatron_line_wrapped_by_the_terminal(tmp_path):
     assert [(r.step, r.loss, r.grad_norm) for r in recs] == [(20, 22.47505, 16.999), (30, 22.47505, 16.999),
                                                              (40, None, None)]
     assert lf.stats.bad_lines == 0  # the last line, cut mid-write, keeps the fields before the cut
+
+
+def test_jsonl_bare_non_finite_spellings_are_read_as_values(tmp_path):
+    """A logger that formats its floats itself writes ``"loss": nan`` or ``-inf`` (no JSON literal):
+    the line is read with that value, so the NaN is found, never dropped as an unparsed line while
+    the log passes. Strings holding those words stay strings."""
+    spellings = {"nan": "nan", "NAN": "nan", "-nan": "nan", "inf": "inf", "-inf": "-inf", "+Infinity": "inf",
+                 "INF": "inf"}
+    for spelled, want in spellings.items():
+        log = tmp_path / "m.jsonl"
+        log.write_text("".join('{"step": %d, "loss": %s, "run": "nan inf"}\n' % (s, spelled if s == 5 else "2.0")
+                               for s in range(1, 9)))
+        lf = open_log(str(log))
+        recs = list(lf.records())
+        assert [r.step for r in recs] == list(range(1, 9)) and lf.stats.bad_lines == 0, spelled
+        assert str(recs[4].loss) == want, spelled
+        r = run_cli("trace", str(log))
+        assert r.returncode == 1, (spelled, r.stdout)
+        assert "first anomaly: log.non_finite at log step 5" in r.stdout, spelled
+    log.write_text('{"step": 1, "loss": nanx}\n{"step": 2, "loss": 1.0}\n')  # not a spelling of NaN
+    lf = open_log(str(log))
+    assert [r.step for r in lf.records()] == [2] and lf.stats.bad_lines == 1
+
+
+def test_launcher_rank_prefixes_give_each_line_its_rank(tmp_path):
+    """torchrun's ``[rank1]:`` / ``[default1]:`` and OpenMPI's ``[1,1]<stdout>:`` prefix every line of
+    an interleaved multi-rank console log: the lines are read (they were "no training step found")
+    and each record carries its rank, so rank 1 going NaN alone is a one-rank NaN, not a re-counted step."""
+    it = (" iteration {s:8d}/     100 | consumed samples: {c:8d} | learning rate: 1.000E-04 | lm loss: {loss} |"
+          " loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+    for prefix in ("[rank{r}]: ", "[default{r}]:", "[1,{r}]<stdout>: "):
+        log = tmp_path / "all_ranks.log"
+        log.write_text("".join(prefix.format(r=r) + it.format(s=s, c=8 * s, loss="nan" if r == 1 and s >= 6 else "2.5E+00")
+                               for s in range(1, 11) for r in range(2)))
+        lf = open_log(str(log))
+        recs = list(lf.records())
+        assert [(x.step, x.rank) for x in recs] == [(s, r) for s in range(1, 11) for r in range(2)], prefix
+        assert lf.stats.bad_lines == 0
+        res = _trace(log)
+        f = {x.check: x for x in res.findings}
+        assert f["log.non_finite"].details["step"] == 6 and "log.duplicate_steps" not in f, prefix
+        assert "log.rank_divergence" in f
+    log.write_text("[INFO]: iteration 1/ 10 | lm loss: 2.0 |\n")  # a bracket that is no rank prefix
+    assert open_log(str(log)).stats.bad_lines == 0 and [x.rank for x in open_log(str(log)).records()] == []
+
+
+def test_megatron_lines_interleaved_mid_line_keep_the_non_finite_value(tmp_path):
+    """Two ranks writing one stdout without line buffering: rank 1's line lands inside rank 0's, so
+    the line holds ``lm loss`` twice. The NaN of either is kept (the last value won: the NaN was lost
+    and the log passed)."""
+    a = " iteration {s:4d}/ 100 | lm loss: 2.5E+00 | loss scale: 1.0 |"
+    b = " iteration {s:4d}/ 100 | lm loss: {v} | loss scale: 1.0 |"
+    log = tmp_path / "interleaved.log"
+    def line(s):
+        first = a.format(s=s)
+        cut = first.index("|") + 1  # rank 1's line lands after rank 0's first field separator
+        return first[:cut] + b.format(s=s, v="nan" if s == 7 else "2.6E+00") + first[cut:] + "\n"
+
+    log.write_text("".join(line(s) for s in range(1, 11)))
+    recs = list(open_log(str(log)).records())
+    assert [r.step for r in recs] == list(range(1, 11))
+    assert [str(r.loss) for r in recs] == ["2.5"] * 6 + ["nan"] + ["2.5"] * 3
+    assert {f.check: f for f in _trace(log).findings}["log.non_finite"].details["step"] == 7
+
+
+def test_other_runtimes_non_finite_spellings_and_printed_tensors_are_values(tmp_path):
+    """MSVC's ``1.#QNAN``/``-1.#IND``/``1.#INF``, C99's ``nan(0x7ff8)`` and a loss printed as a PyTorch
+    tensor are read as the values they spell, in key=value and Megatron lines; a loss that is no
+    number makes its line unparsed, never a record without its loss (the NaN was dropped and the
+    log passed)."""
+    kv = "step {s}: loss {v}, lr 0.001\n"
+    meg = (" iteration {s:8d}/ 100 | learning rate: 1.0E-04 | lm loss: {v} | loss scale: 1.0 |"
+           " number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+    for spelled, want in {"1.#QNAN": "nan", "-1.#IND": "nan", "1.#INF": "inf", "-1.#INF": "-inf", "nan(0x7ff8)": "nan",
+                          "NaN(0x7ff8)": "nan", "tensor(nan, device='cuda:0', grad_fn=<NllLossBackward0>)": "nan",
+                          "tensor([inf])": "inf"}.items():
+        for tpl in (kv, meg):
+            if tpl is meg and spelled.startswith("tensor"):
+                continue
+            log = tmp_path / "l.log"
+            log.write_text("".join(tpl.format(s=s, v=spelled if s == 5 else "2.0") for s in range(1, 9)))
+            lf = open_log(str(log))
+            recs = list(lf.records())
+            assert lf.stats.bad_lines == 0 and [r.step for r in recs] == list(range(1, 9)), spelled
+            assert str(recs[4].loss) == want, (spelled, tpl)
+            assert {f.check: f for f in _trace(log).findings}["log.non_finite"].details["step"] == 5
+    log = tmp_path / "l.log"
+    log.write_text("step 1: loss 2.0, lr 0.001\nstep 2: loss ???, lr 0.001\nstep 3: loss 1.9, lr 0.001\n")
+    lf = open_log(str(log))
+    assert [r.step for r in lf.records()] == [1, 3] and lf.stats.bad_lines == 1
+
+
+def test_the_rank_answer_names_ranks_of_the_world_size_that_never_logged(tmp_path):
+    """Both logged ranks go NaN, but --world-size 4: "all ranks" claimed ranks 2 and 3, which logged
+    nothing; the answer now says all logged ranks and names the unseen ones."""
+    it = " iteration {s:8d}/     100 | learning rate: 1.000E-04 | lm loss: {loss} | loss scale: 1.0 |\n"
+    logs = []
+    for r in range(2):
+        p = tmp_path / f"rank{r}.log"
+        p.write_text("".join(it.format(s=s, loss="nan" if s >= 6 else "2.5E+00") for s in range(1, 11)))
+        logs.append(str(p))
+    r = run_cli("trace", *logs, "--world-size", "4")
+    assert "2. all ranks or one: all 2 logged ranks; ranks [2, 3] are not in the logs" in r.stdout, r.stdout
+    r = run_cli("trace", *logs)
+    assert "2. all ranks or one: all ranks\n" in r.stdout, r.stdout

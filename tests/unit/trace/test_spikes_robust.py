@@ -70,3 +70,15 @@ def test_non_finite_transient_and_persistent(tmp_path):
     assert fp16.details["step"] == 20 and fp16.details["persistent"] is False and fp16.details["recovered_step"] == 25
     tf = by_check(trace(LOGS / "issues/gradnorm_tf_17_epoch_loss_nan.txt"))["log.non_finite"]
     assert tf.details["step"] == 3451 and tf.details["persistent"] is True and tf.details["finite_after"] == 0
+
+
+def test_no_unjudged_note_for_the_two_values_every_stream_starts_with(tmp_path):
+    """The robust rule judges every value from the third: a clean 100-step log has nothing unjudged to
+    note, and the spike check is not listed as one that could not judge."""
+    from tracehelp import trace, write_jsonl
+
+    res = trace(write_jsonl(tmp_path / "m.jsonl", [{"step": s, "loss": 3.0 - 0.01 * s} for s in range(1, 101)]))
+    assert not any(n.startswith(("log.loss_spike:", "log.grad_norm_spike:")) for n in res.notes), res.notes
+    two = trace(write_jsonl(tmp_path / "r0.jsonl", [{"step": s, "loss": 2.0, "rank": 0} for s in range(1, 31)]),
+                write_jsonl(tmp_path / "r1.jsonl", [{"step": s, "loss": 2.0, "rank": 1} for s in range(1, 31)]))
+    assert not any(n.startswith("log.loss_spike:") for n in two.notes), two.notes

@@ -9,7 +9,7 @@ from conftest import SHARED, run_cli
 from peerlogs import gradsnitch_csv, gradsnitch_synthetic, trainproof_gallery
 from tracehelp import trace, verdict, write_jsonl
 
-from datacheck.trace.verdict import verdict_text
+from datacheck.trace.verdict import _evidence_line, verdict_text
 
 LOGS = SHARED / "logs"
 
@@ -166,3 +166,27 @@ def test_a_loud_finding_without_a_step_is_not_called_no_anomaly(tmp_path):
     first = next(ln for ln in lines if ln.startswith("first anomaly: "))
     assert first.startswith("first anomaly: none placed at a step: the finding(s) at warn or above below "
                             "(log.no_loss) mark no first bad step")
+
+
+def test_data_evidence_names_each_failing_row_s_shard_and_row():
+    """A failing row of the audited step is evidence by its shard and row in the shard (the data
+    result's failing_rows), never a bare global index after an empty location."""
+    res = trace(LOGS / "issues/gradnorm_tf_17_epoch_loss_nan.txt")
+    data = {"message": "m", "source": {"kind": "ledger"}, "audited_steps": [3451, 3451],
+            "rows": {"steps": {"3451": {"0": [7, 8]}}, "row_checks": {"8": ["numeric.non_finite:x"]}, "findings": [],
+                     "failing_rows": [{"row": 8, "shard": "part-00001.parquet", "shard_row": 3, "severity": "error",
+                                       "checks": ["numeric.non_finite:x"]}]}}
+    v = verdict(res, data)
+    a = _first(v)
+    assert a["class"] == "data"
+    assert {"row": 8, "checks": ["numeric.non_finite:x"], "shard": "part-00001.parquet", "shard_row": 3} in a["evidence"]
+    assert "part-00001.parquet row 3 (global 8): numeric.non_finite:x" in v["answers"]["rows"]["answer"]
+    lines = verdict_text(v)
+    assert "    evidence: part-00001.parquet row 3 (global 8): fails numeric.non_finite:x" in lines
+    assert not any(ln.startswith("    evidence: :") for ln in lines)
+
+
+def test_evidence_line_without_a_place_has_no_leading_colon():
+    assert _evidence_line({"row": 8, "checks": ["finite.nan:x"]}) == "global row 8: fails finite.nan:x"
+    assert _evidence_line({"loss": 2.5}) == "loss 2.5"
+    assert _evidence_line({"where": "a.log:3", "step": 4, "loss": 2.5}) == "a.log:3, step 4: loss 2.5"

@@ -27,10 +27,18 @@ SAMPLE = ROOT / "sample_data"
 CONFIG = SAMPLE / "datacheck.toml"
 
 
-def _upload(endpoint: str, bucket: str, src: Path, prefix: str) -> list[str]:
+def _client(env: dict[str, str]):
+    """A boto3 S3 client of the moto server whose environment is ``env`` (:func:`s3_server`), given
+    explicitly: ``os.environ`` holds it only inside a test that asks for ``s3_endpoint``."""
     import boto3
 
-    s3 = boto3.client("s3", endpoint_url=endpoint)
+    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], aws_session_token=env["AWS_SESSION_TOKEN"],
+                        region_name=env["AWS_DEFAULT_REGION"])
+
+
+def _upload(env: dict[str, str], bucket: str, src: Path, prefix: str) -> list[str]:
+    s3 = _client(env)
     existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
     if bucket not in existing:
         s3.create_bucket(Bucket=bucket)
@@ -43,9 +51,16 @@ def _upload(endpoint: str, bucket: str, src: Path, prefix: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def sample_url(s3_endpoint: str) -> str:
-    _upload(s3_endpoint, "datasets", SAMPLE, "sample")
+def _sample_uploaded(s3_server: dict[str, str]) -> str:
+    """``sample_data`` uploaded once per module: its URL."""
+    _upload(s3_server, "datasets", SAMPLE, "sample")
     return "s3://datasets/sample"
+
+
+@pytest.fixture
+def sample_url(_sample_uploaded: str, s3_endpoint: str) -> str:
+    """The uploaded ``sample_data``'s URL, the server's variables set for the test."""
+    return _sample_uploaded
 
 
 def _comparable(report_json: str) -> dict:
@@ -103,11 +118,10 @@ def test_process_executor_reads_s3(sample_url: str) -> None:
     assert strip.sub("", one.to_json()) == strip.sub("", two.to_json())
 
 
-def test_truncated_and_vanished_objects_are_unreadable(s3_endpoint: str, tmp_path: Path) -> None:
-    import boto3
-
+def test_truncated_and_vanished_objects_are_unreadable(s3_server: dict[str, str], s3_endpoint: str,
+                                                        tmp_path: Path) -> None:
     good = (SAMPLE / "lm_clean" / "train-00000-of-00002.parquet").read_bytes()
-    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
+    s3 = _client(s3_server)
     s3.create_bucket(Bucket="broken")
     s3.put_object(Bucket="broken", Key="d/cut.parquet", Body=good[: len(good) // 2])
     s3.put_object(Bucket="broken", Key="d/good.parquet", Body=good)

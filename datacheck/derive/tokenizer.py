@@ -1,0 +1,374 @@
+"""A tokenizer read through the ``tokenizers`` package (the optional ``tokenizers`` extra), and the
+facts an audit takes from it.
+
+:func:`load_tokenizer` is the one loader of a tokenizer's vocabulary: ``inspect --tokenizer`` shows
+ids as tokens with it, ``schema infer --tokenizer`` bounds id columns with it, and
+:func:`tokenizer_facts` reads the facts of ``[tokens] tokenizer`` with it (its vocabulary size and
+the ids of its pad, eos and bos tokens). A folder is read by :func:`datacheck.derive.chat.tokenizer_file`'s
+rule (``tokenizer.json``, else ``vocab.json`` + ``merges.txt``, else ``vocab.txt``). Chat templates
+are rendered by transformers (:func:`datacheck.derive.chat.load_chat_tokenizer`), not here.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datacheck.derive.chat import refuse_special_files, tokenizer_file
+from datacheck.io.safejson import JsonInputError, read_json_file
+from datacheck.model.config import Config
+from datacheck.model.errors import OptionalDependencyError, UsageError
+
+__all__ = ["TOKENIZERS_INSTALL", "TokenizerView", "load_tokenizer", "TokenizerFacts", "tokenizer_facts",
+           "SPECIAL_ROLES", "DECLARATION_FILES", "with_tokenizer_facts"]
+
+#: The install command shown when the optional ``tokenizers`` package is missing: the ``tokenizers``
+#: extra's own dependency (pyproject.toml), not a datacheck package from PyPI (the PyPI name
+#: ``datacheck`` belongs to another project).
+TOKENIZERS_INSTALL = ('pip install "tokenizers>=0.15" (or, in the datacheck source folder, '
+                      'pip install -e ".[tokenizers]")')
+
+# --------------------------------------------------------------------------------------------- tokenizer
+@dataclass
+class TokenizerView:
+    """A loaded tokenizer and where it came from.
+
+    Attributes:
+        tokenizer: a ``tokenizers.Tokenizer`` (or one of its implementation classes).
+        source: the file(s) it was loaded from, for messages.
+        vocab_size: one more than the tokenizer's largest id, added tokens included
+            (:func:`_id_bound`): ids in ``[0, vocab_size)`` are the rows an embedding for it needs.
+        byte_level: the tokenizer's decoder is byte-level (GPT-2 style BPE): its tokens are
+            shown decoded (``"Ġworld"`` as ``" world"``), see :meth:`readable`.
+    """
+
+    tokenizer: Any
+    source: str
+    vocab_size: int
+    byte_level: bool = False
+
+    def readable(self, token: str) -> str:
+        """``token`` as text: byte-level BPE tokens through the tokenizer's own decoder, one token at
+        a time (``"Ġworld"`` -> ``" world"``); a token that holds only part of a UTF-8 character
+        (the decoder gives U+FFFD) as its bytes, e.g. ``"\\xe2\\x80"``. Other tokens (WordPiece
+        ``"##ing"``, special tokens) are returned as they are."""
+        if not self.byte_level:
+            return token
+        try:
+            text = self.tokenizer.decoder.decode([token])
+        except Exception:  # a decoder that rejects a lone token: show the token itself
+            return token
+        if "\ufffd" in text and "\ufffd" not in token:
+            raw = bytes(_GPT2_BYTE_OF.get(ch, 0x3F) for ch in token)
+            return raw.decode("utf-8", errors="backslashreplace")  # " \xe2\x80": the space stays a space
+        return text
+
+    def decode(self, ids: list[int | None]) -> str:
+        """``ids`` (a run of one row's token ids) as the text they stand for, decoded together as
+        the tokenizer decodes them: byte-level BPE tokens joined into their bytes and decoded as
+        UTF-8 (a character split over several tokens comes out whole: ``bans “Mein``; bytes of a
+        character cut at the run's edge as ``\\xe2\\x80``); other tokenizers through their own
+        ``decode`` (WordPiece ``##`` pieces joined into words, words separated by spaces; special
+        tokens kept). An id outside the vocabulary is ``<oov:ID>``, null ``<null>``."""
+        parts: list[str] = []
+        seg: list[int] = []
+
+        def flush() -> None:
+            if seg:
+                parts.append(self._decode_ids(seg))
+                seg.clear()
+        for i in ids:
+            if i is None or not 0 <= int(i) < self.vocab_size:
+                flush()
+                parts.append("<null>" if i is None else f"<oov:{i}>")
+            else:
+                seg.append(int(i))
+        flush()
+        return "".join(parts)
+
+    def _decode_ids(self, ids: list[int]) -> str:
+        if not self.byte_level:
+            return str(self.tokenizer.decode(ids, skip_special_tokens=False))
+        out: list[str] = []
+        buf = bytearray()
+        for i in ids:
+            tok = self.tokenizer.id_to_token(i) or ""
+            if all(ch in _GPT2_BYTE_OF for ch in tok):
+                buf += bytes(_GPT2_BYTE_OF[ch] for ch in tok)
+                continue
+            if buf:  # a token outside the byte alphabet (an added token): its text as it is
+                out.append(buf.decode("utf-8", errors="backslashreplace"))
+                buf = bytearray()
+            out.append(tok)
+        if buf:
+            out.append(buf.decode("utf-8", errors="backslashreplace"))
+        return "".join(out)
+
+    def tokens(self, ids: list[int | None]) -> list[str]:
+        """Each id as its token text (:meth:`readable`); an id outside the vocabulary as
+        ``<oov:ID>``, null as ``<null>``."""
+        out = []
+        for i in ids:
+            if i is None:
+                out.append("<null>")
+                continue
+            tok = self.tokenizer.id_to_token(int(i)) if 0 <= int(i) < self.vocab_size else None
+            out.append(self.readable(tok) if tok is not None else f"<oov:{i}>")
+        return out
+
+    def encode(self, text: str) -> list[str]:
+        """``text`` split into tokens (no padding or truncation), each as :meth:`readable` text."""
+        return [self.readable(tok) for tok in self.tokenizer.encode(text).tokens]
+
+
+def _gpt2_byte_of() -> dict[str, int]:
+    """Character -> byte of GPT-2's byte-level alphabet (``bytes_to_unicode`` in openai/gpt-2
+    ``src/encoder.py``, which the ``tokenizers`` ByteLevel pre-tokenizer uses): printable Latin-1
+    bytes map to themselves, the other 68 bytes to U+0100 onwards, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    out = {chr(b): b for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in out.values():
+            out[chr(256 + extra)] = b
+            extra += 1
+    return out
+
+
+_GPT2_BYTE_OF = _gpt2_byte_of()
+
+
+def _import_tokenizers(named: str = "--tokenizer"):
+    try:
+        import tokenizers
+    except ImportError:
+        raise OptionalDependencyError(
+            f"{named} needs the optional 'tokenizers' package: {TOKENIZERS_INSTALL}") from None
+    return tokenizers
+
+
+def load_tokenizer(path: str | Path, named: str | None = None) -> TokenizerView:
+    """Load a tokenizer for showing sequences as tokens (and for its facts: :func:`tokenizer_facts`).
+
+    Args:
+        path: a ``tokenizer.json`` file (Hugging Face fast tokenizer); a GPT-2 style ``vocab.json``
+            whose folder also holds ``merges.txt`` (byte-level BPE); a WordPiece ``vocab.txt``; or a
+            folder holding one of these (``tokenizer.json`` first, then ``vocab.json`` +
+            ``merges.txt``, then ``vocab.txt``).
+        named: how the messages name the path (default ``--tokenizer PATH``; ``[tokens] tokenizer =
+            'PATH'`` for the config key).
+
+    Returns:
+        The :class:`TokenizerView`. Padding and truncation stored in a ``tokenizer.json`` are
+        switched off (MiniLM's file pads every encoding to 128).
+
+    Raises:
+        OptionalDependencyError: ``tokenizers`` is not installed (the message gives the install command).
+        UsageError: nothing loadable at ``path``, or the files do not parse.
+    """
+    p = Path(path)
+    said = named if named is not None else f"--tokenizer {path}"
+    if not p.exists():
+        raise UsageError(f"{said}: no such file or folder; give tokenizer.json, "
+                         "vocab.json (with merges.txt beside it) or a folder holding them")
+    tk = _import_tokenizers("--tokenizer" if named is None else "[tokens] tokenizer")
+    found = tokenizer_file(p)  # the rule [tokens] tokenizer follows too
+    if found is None:
+        raise UsageError(f"{said}: the folder holds no tokenizer.json, vocab.json + merges.txt "
+                         "or vocab.txt")
+    p = found
+    at = said if named is not None else f"--tokenizer {p}"  # a file found in a folder is named itself
+    try:
+        # GPT-2 style pair: vocab.json + merges.txt, or PREFIX-vocab.json + PREFIX-merges.txt
+        paired = p.parent / (p.name[: -len("vocab.json")] + "merges.txt") if p.name.endswith("vocab.json") else None
+        if p.name.endswith("vocab.json") or (p.suffix == ".json" and (p.parent / "merges.txt").is_file()
+                                             and p.name != "tokenizer.json"):
+            merges = paired if paired is not None and paired.is_file() else p.parent / "merges.txt"
+            if not merges.is_file():
+                raise UsageError(f"{at}: a GPT-2 style vocab.json needs merges.txt "
+                                 f"({paired.name if paired is not None else 'merges.txt'}) in the same folder")
+            tok = tk.ByteLevelBPETokenizer(str(p), str(merges))
+            source = f"{p} + {merges.name}"
+        elif p.suffix == ".txt":
+            tok = tk.BertWordPieceTokenizer(str(p), lowercase=True)
+            source = str(p)
+        else:
+            tok = tk.Tokenizer.from_file(str(p))
+            tok.no_padding()
+            tok.no_truncation()
+            source = str(p)
+    except UsageError:
+        raise
+    except Exception as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{at}: cannot load {p.name if named is not None else 'it'} as a tokenizer: {msg}") from None
+    decoder = getattr(tok, "decoder", None)
+    return TokenizerView(tokenizer=tok, source=source, vocab_size=_id_bound(tok),
+                         byte_level=type(decoder).__name__ == "ByteLevel")
+
+
+def _id_bound(tok: Any) -> int:
+    """One more than the largest id of ``tok`` (``tokenizers``), added tokens included: the ids
+    its vocabulary holds lie in ``[0, bound)``. Not ``get_vocab_size``, which counts tokens: a
+    vocabulary with a gap (a ``[PAD]`` added at id 50 beside ids 0-3) holds ids up to 50 with 5
+    tokens, and id 50 is then no out-of-vocabulary id."""
+    size = int(tok.get_vocab_size(with_added_tokens=True))
+    ids = tok.get_vocab(with_added_tokens=True).values()
+    return max(size, max(ids) + 1) if ids else size
+
+
+
+
+# --------------------------------------------------------------------------------------------- facts
+#: the special-token roles whose ids ``[tokens]`` takes from a tokenizer: config key -> the key a
+#: Hugging Face ``tokenizer_config.json`` / ``special_tokens_map.json`` names the token under
+SPECIAL_ROLES = {"pad_token_id": "pad_token", "eos_token_id": "eos_token", "bos_token_id": "bos_token"}
+#: the files beside the tokenizer that declare which token plays which role, as transformers reads
+#: them: ``tokenizer_config.json``, and ``special_tokens_map.json`` where the former has no
+#: ``added_tokens_decoder`` (transformers' legacy path, whose values then win)
+DECLARATION_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+
+
+#: the SentencePiece model files of transformers' slow tokenizers (Llama/Mistral ``tokenizer.model``,
+#: T5 ``spiece.model``, XLM-R ``sentencepiece.bpe.model``): a folder holding only one of them (no
+#: tokenizer.json) is read by transformers for its chat template, but the ``tokenizers`` package
+#: reads no vocabulary from it, so it gives no fact (the config's ``[tokens]`` keys stay as written)
+SENTENCEPIECE_FILES = ("tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
+
+
+@dataclass(frozen=True)
+class TokenizerFacts:
+    """What ``[tokens]`` can take from a tokenizer.
+
+    Attributes:
+        source: the file(s) the vocabulary was read from (:attr:`TokenizerView.source`).
+        vocab_size: the number of ids the tokenizer can produce, ``[0, vocab_size)``: its base
+            vocabulary plus its added tokens, i.e. ``get_vocab_size(with_added_tokens=True)`` of the
+            ``tokenizers`` library, raised to the largest id + 1 where the ids have a gap
+            (:attr:`TokenizerView.vocab_size`). Added tokens count because the tokenizer emits them
+            (SmolLM-135M's ``[PAD]`` is id 49152, past its 49152 base tokens), so an embedding of
+            fewer rows cannot take every id it produces; transformers' ``len(tokenizer)`` counts
+            the same tokens but not a gap's ids. None for a folder whose only tokenizer file is a
+            SentencePiece model (:data:`SENTENCEPIECE_FILES`): no fact is read from it.
+        ids: the config keys of :data:`SPECIAL_ROLES` the tokenizer's files declare, with the id of
+            the declared token (a role no file names, or a token not in the vocabulary, is absent:
+            GPT-2 declares no pad token and none is made up).
+    """
+
+    source: str
+    vocab_size: int | None
+    ids: dict[str, int]
+
+
+def _declared(folder: Path, given: str) -> dict[str, str]:
+    """The token text of each :data:`SPECIAL_ROLES` role the folder's :data:`DECLARATION_FILES` name
+    (a string, or an ``AddedToken`` dict's ``content``; an explicit null is no token), by
+    transformers' rule: ``tokenizer_config.json``, overridden by ``special_tokens_map.json`` when
+    the former has no ``added_tokens_decoder``. Neither file present: nothing is declared.
+
+    Raises:
+        UsageError: a declaration file that is not a readable JSON object (the file and the reason).
+    """
+    docs: dict[str, dict[str, Any]] = {}
+    for name in DECLARATION_FILES:
+        f = folder / name
+        if not f.exists():
+            continue
+        try:
+            doc = read_json_file(f)
+        except (JsonInputError, OSError) as exc:
+            raise UsageError(f"[tokens] tokenizer = {given!r}: cannot read {f}: {exc}; fix or remove the file "
+                             "(it says which tokens are pad, eos and bos)") from None
+        if not isinstance(doc, dict):
+            raise UsageError(f"[tokens] tokenizer = {given!r}: {f} is not a JSON object; fix or remove the file "
+                             "(it says which tokens are pad, eos and bos)")
+        docs[name] = doc
+    config = docs.get("tokenizer_config.json", {})
+    layers = [config] + ([docs.get("special_tokens_map.json", {})] if "added_tokens_decoder" not in config else [])
+    out: dict[str, str] = {}
+    for key, field in SPECIAL_ROLES.items():
+        for layer in layers:
+            if field not in layer:
+                continue
+            v = layer[field]
+            text = v.get("content") if isinstance(v, dict) else v
+            if isinstance(text, str):
+                out[key] = text
+            else:
+                out.pop(key, None)  # null: the file says there is none
+    return out
+
+
+def tokenizer_facts(path: str, given: str) -> TokenizerFacts:
+    """The facts of the tokenizer of ``[tokens] tokenizer``: its vocabulary size and the ids of the
+    pad, eos and bos tokens its files declare (:class:`TokenizerFacts`).
+
+    The vocabulary is read by :func:`load_tokenizer` from the folder ``path`` names (``path`` itself,
+    or the folder of the file it names, as the chat template is read), by
+    :func:`datacheck.derive.chat.tokenizer_file`'s rule; the roles from that folder's
+    :data:`DECLARATION_FILES` (:func:`_declared`), each token looked up in the loaded vocabulary
+    (added tokens included). A role transformers would take from a tokenizer class's defaults
+    when no file names it (GPT-2's ``<|endoftext|>``) is not guessed.
+
+    Args:
+        path: the tokenizer file or folder, anchored at the config's folder
+            (:meth:`datacheck.model.config.Config.tokenizer_path`).
+        given: the value as written in the config, for messages.
+
+    Raises:
+        UsageError: no such path, a FIFO/device/socket in the folder, no file the ``tokenizers``
+            package reads in the folder, files that do not load, or an unreadable declaration file; each names ``[tokens] tokenizer``, the
+            path and what to do (exit 2).
+        OptionalDependencyError: ``tokenizers`` is not installed (the install command).
+    """
+    p = Path(path)
+    folder = p if p.is_dir() or not p.exists() else p.parent
+    if p.exists():
+        refuse_special_files(folder, given)
+        stamp = tuple(sorted((f.name, st.st_size, st.st_mtime_ns) for f in folder.iterdir()
+                             if f.is_file() and (st := f.stat())))
+        return _facts_of(str(folder), stamp, given)
+    return _facts_of(str(folder), (), given)
+
+
+@functools.lru_cache(maxsize=16)
+def _facts_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: str) -> TokenizerFacts:
+    """:func:`tokenizer_facts` of the folder ``where``, read once per ``stamp`` (each file's name, size
+    and modification time: an edited file is read again) within a process, as the chat template's
+    tokenizer is (a library caller auditing in a loop loads it once)."""
+    folder = Path(where)
+    named = f"[tokens] tokenizer = {given!r}"
+    if folder.exists() and tokenizer_file(folder) is None:
+        model = next((f for f in SENTENCEPIECE_FILES if (folder / f).is_file()), None)
+        if model is not None:  # a slow SentencePiece tokenizer: transformers reads it, the tokenizers package cannot
+            return TokenizerFacts(source=str(folder / model), vocab_size=None, ids={})
+        raise UsageError(f"{named}: {folder} holds no tokenizer.json, vocab.json + merges.txt or vocab.txt, from which "
+                         "datacheck reads the tokenizer's vocabulary size and its pad/eos/bos ids; save the "
+                         "tokenizer there with tokenizer.save_pretrained(folder) (it writes tokenizer.json)")
+    view = load_tokenizer(folder, named=named)
+    ids = {}
+    for key, text in _declared(folder, given).items():
+        i = view.tokenizer.token_to_id(text)
+        if i is not None:
+            ids[key] = int(i)
+    return TokenizerFacts(source=view.source, vocab_size=view.vocab_size, ids=ids)
+
+
+def with_tokenizer_facts(cfg: Config) -> Config:
+    """``cfg`` with the facts of its ``[tokens] tokenizer`` (:func:`tokenizer_facts`:
+    the vocabulary size, and the pad/eos/bos ids the tokenizer declares) filled where ``[tokens]``
+    leaves them unset (:meth:`datacheck.model.config.Config.with_tokenizer_facts`: the config's own values win; the report's
+    ``tokenizer_facts`` says which were filled). ``cfg`` unchanged when no tokenizer is set. ``audit``
+    (a part too), ``inspect``, ``clean`` and trace's row audit check with the same facts.
+
+    Raises:
+        UsageError: the tokenizer cannot be loaded (the path and what to do); ConfigError when
+            ``[tokens] vocab_size`` is smaller than the tokenizer's count (both named).
+        OptionalDependencyError: the ``tokenizers`` package is missing.
+    """
+    path = cfg.tokenizer_path()
+    if path is None or cfg.tokens.tokenizer is None:
+        return cfg
+    facts = tokenizer_facts(path, cfg.tokens.tokenizer)
+    return cfg.with_tokenizer_facts(facts.vocab_size, facts.ids, facts.source)

@@ -1,0 +1,214 @@
+"""Splits named by the Hugging Face Hub's file-naming convention, as ``[splits]`` entries.
+
+A dataset repository on the Hub with no ``configs`` in its card gets its splits from the names of
+its data files (https://huggingface.co/docs/hub/datasets-file-names-and-splits). The rule is
+``datasets``' own, encoded here from its source (``huggingface/datasets``,
+``src/datasets/data_files.py``: ``SPLIT_PATTERN_SHARDED``, ``SPLIT_KEYWORDS``, ``NON_WORDS_CHARS``,
+and the ``KEYWORDS_IN_DIR_NAME_BASE_PATTERNS`` / ``KEYWORDS_IN_FILENAME_BASE_PATTERNS`` of
+fsspec >= 2023.12.0, tried in the order of ``_get_data_files_patterns``); ``datasets`` itself is not
+imported. Paths are POSIX paths relative to the audited root; matching is case-sensitive, as the
+Hub's and fsspec's globs are. The first stage that names any split for some shard decides:
+
+1. ``data/{split}-NNNNN-of-NNNNN*.*`` (five digits each; what ``push_to_hub`` writes): the split is
+   the name before the shard number, any ``\\w+(\\.\\w+)*`` (``validation_matched`` too).
+2. A split keyword as a folder name: a path folder equal to the keyword, or holding it delimited
+   by a character of ``-._ 0-9`` on each side (or the folder name's start/end): ``train/``,
+   ``data/train-v2/``, ``sst2_dev/``.
+3. A split keyword in the file name, delimited by the name's start or one of ``-._ 0-9`` on the
+   left and one of ``-._ 0-9`` on the right: ``train.jsonl``, ``data/test-00000-of-00001.parquet``,
+   ``sst2_validation.csv``. A keyword inside a word never matches (``contest``, ``attestation``,
+   ``interval``, ``pretraining``, ``trainer_state``).
+
+Keywords (``SPLIT_KEYWORDS``): train: ``train``, ``training``; validation: ``validation``, ``valid``,
+``dev``, ``val``; test: ``test``, ``testing``, ``eval``, ``evaluation``.
+
+``datasets`` loads only the files the deciding stage matched and silently drops the others; an
+audit reads every shard, so splits are inferred only when the result is unambiguous: every shard
+falls into exactly one split at the deciding stage, there are at least two splits, one of them is
+``train`` (the split ``dup.split_overlap`` compares the others with), and each split's shards are
+exactly the shards of one glob (written as a user would write it under ``[splits]``: the common
+path up to the keyword and the character after it, then ``*``, e.g. ``data/train-*``, ``train/*``,
+``train.*``). Otherwise no split is inferred and :attr:`HubSplits.note` says why (the audit reads
+the files as one dataset; ``dup.split_overlap``'s skipped entry carries the note).
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+__all__ = ["SPLIT_KEYWORDS", "NON_WORDS_CHARS", "HubSplits", "hub_splits", "glob_literal", "glob_matches"]
+
+#: split name -> its keywords (``datasets.data_files.SPLIT_KEYWORDS``; the split names are
+#: ``datasets.Split.TRAIN``, ``VALIDATION`` and ``TEST``), in ``DEFAULT_SPLITS`` order
+SPLIT_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "train": ("train", "training"),
+    "validation": ("validation", "valid", "dev", "val"),
+    "test": ("test", "testing", "eval", "evaluation"),
+}
+#: the characters that delimit a keyword (``datasets.data_files.NON_WORDS_CHARS``, a glob class)
+NON_WORDS_CHARS = "-._ 0-9"
+#: the split of the training data: the other splits are compared with it
+TRAIN = "train"
+
+_SEP = f"[{NON_WORDS_CHARS}]"
+#: ``SPLIT_PATTERN_SHARDED`` (``data/{split}-[0-9]{5}-of-[0-9]{5}*.*``; ``*`` never crosses ``/``)
+_SHARDED = re.compile(r"data/(?P<split>[^/]+)-[0-9]{5}-of-[0-9]{5}[^/]*\.[^/]*")
+#: a split name ``datasets`` accepts from that pattern (``datasets.naming._split_re``)
+_SPLIT_NAME = re.compile(r"\w+(\.\w+)*")
+_KW = "|".join(sorted((re.escape(k) for ks in SPLIT_KEYWORDS.values() for k in ks), key=len, reverse=True))
+#: a keyword in a folder name (``**/{kw}/**``, ``**/{kw}[sep]*/**``, ``**/*[sep]{kw}/**``,
+#: ``**/*[sep]{kw}[sep]*/**``) and in a file name (``**/{kw}[sep]*``, ``**/*[sep]{kw}[sep]*``)
+_IN_DIR = re.compile(rf"(?:^|(?<={_SEP}))(?P<kw>{_KW})(?=$|{_SEP})")
+_IN_FILE = re.compile(rf"(?:^|(?<={_SEP}))(?P<kw>{_KW})(?={_SEP})")
+_SPLIT_OF = {k: name for name, ks in SPLIT_KEYWORDS.items() for k in ks}
+#: the most shard paths a note names
+_SHOWN = 3
+
+
+def glob_literal(name: str) -> str:
+    """``name`` as a literal ``fnmatch`` pattern (``*``, ``?`` and ``[`` wrapped in brackets)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def glob_matches(path: str, pattern: str) -> bool:
+    """Whether a ``[splits]`` glob matches a shard's relative path: ``fnmatch`` over the POSIX path
+    (``*`` also crosses ``/``), the glob also tried without a leading ``./`` (the rule of
+    :func:`datacheck.checks.dup.cross.assign_splits`)."""
+    return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, pattern.lstrip("./"))
+
+
+@dataclass(frozen=True)
+class HubSplits:
+    """What the file names give.
+
+    Attributes:
+        splits: ``{split name: glob}`` (``train`` first, then ``validation``, ``test``, then other
+            names in sorted order, as ``datasets`` orders them); empty when none was inferred.
+        note: why no split was inferred although a shard's name names one (one split only, a shard
+            naming none or several, no ``train`` split, no glob that holds exactly a split's shards);
+            None when splits were inferred or no shard's name names a split.
+    """
+
+    splits: dict[str, str] = field(default_factory=dict)
+    note: str | None = None
+
+
+def _names(paths: Sequence[str]) -> str:
+    return ", ".join(paths[:_SHOWN]) + (f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else "")
+
+
+def _sharded(path: str) -> tuple[set[str], int] | None:
+    m = _SHARDED.fullmatch(path)
+    return ({m["split"]}, len("data/") + len(m["split"]) + 1) if m else None
+
+
+def _in_dirs(path: str) -> tuple[set[str], int] | None:
+    """Splits whose keyword names a folder of ``path`` and the end of the last such folder's match
+    (the index just past the character after the keyword, within ``path``)."""
+    found: set[str] = set()
+    end = 0
+    start = 0
+    for part in path.split("/")[:-1]:
+        for m in _IN_DIR.finditer(part):
+            found.add(_SPLIT_OF[m["kw"]])
+            end = start + m.end() + 1
+        start += len(part) + 1
+    return (found, end) if found else None
+
+
+def _in_file(path: str) -> tuple[set[str], int] | None:
+    base_at = path.rfind("/") + 1
+    found: set[str] = set()
+    end = 0
+    for m in _IN_FILE.finditer(path[base_at:]):
+        found.add(_SPLIT_OF[m["kw"]])
+        end = base_at + m.end() + 1
+    return (found, end) if found else None
+
+
+#: the stages of ``datasets``' default resolution, first first: (what a note calls it, matcher)
+_STAGES = (("the push_to_hub shard name data/{split}-NNNNN-of-NNNNN", _sharded),
+           ("a split keyword as a folder name", _in_dirs),
+           ("a split keyword in the file name", _in_file))
+
+
+def _glob_for(paths: list[str], ends: list[int], every: Sequence[str]) -> str | None:
+    """One ``[splits]`` glob that matches exactly ``paths`` among ``every``: the common path up to
+    the keyword and the character after it (``ends``) followed by ``*``; where the paths differ
+    before it, ``*`` and the common end of those prefixes from a ``/`` on (``*/train/*``); else the
+    common prefix and suffix of the paths around ``*`` (one path: the path itself). None when no
+    candidate holds exactly these shards."""
+    want = set(paths)
+    cands = []
+    cut = min(ends)
+    if all(p[:cut] == paths[0][:cut] for p in paths):
+        cands.append(glob_literal(paths[0][:cut]) + "*")
+    else:  # the keyword's folder or name under different parents: v1/train/ and v2/train/ -> */train/*
+        tail = os.path.commonprefix([p[:e][::-1] for p, e in zip(paths, ends)])[::-1]
+        if "/" in tail:
+            cands.append("*" + glob_literal(tail[tail.index("/"):]) + "*")
+    if len(paths) == 1:
+        cands.append(glob_literal(paths[0]))
+    else:
+        pre = os.path.commonprefix(paths)
+        suf = os.path.commonprefix([p[len(pre):][::-1] for p in paths])[::-1]
+        cands.append(glob_literal(pre) + "*" + glob_literal(suf))
+    for pat in cands:
+        if {p for p in every if glob_matches(p, pat)} == want:
+            return pat
+    return None
+
+
+def _order(names: set[str]) -> list[str]:
+    return [n for n in SPLIT_KEYWORDS if n in names] + sorted(names - set(SPLIT_KEYWORDS))
+
+
+def hub_splits(paths: Sequence[str]) -> HubSplits:
+    """The ``[splits]`` the Hub's naming convention gives the shards at ``paths`` (relative POSIX
+    paths; see the module docstring for the rule and when no split is inferred)."""
+    every = list(paths)
+    for stage, match in _STAGES:
+        got = {p: m for p in every if (m := match(p)) is not None}
+        if not got:
+            continue
+        if stage == _STAGES[0][0]:
+            bad = sorted(n for m in got.values() for n in m[0] if not _SPLIT_NAME.fullmatch(n))
+            if bad:
+                return HubSplits(note=(f"split names from {stage} must be words (\\w+(\\.\\w+)*), "
+                                       f"got {bad[0]!r}; no split was inferred from the file names"))
+        several = [p for p, m in got.items() if len(m[0]) > 1]
+        if several:
+            p = several[0]
+            return HubSplits(note=(f"{len(several)} shard(s) name more than one split by {stage} ({p}: "
+                                   f"{', '.join(_order(got[p][0]))}), so no split was inferred from the file names; "
+                                   "name the splits under [splits]"))
+        by_split: dict[str, list[str]] = {}
+        for p, m in got.items():
+            by_split.setdefault(next(iter(m[0])), []).append(p)
+        names = _order(set(by_split))
+        none = [p for p in every if p not in got]
+        if none:
+            return HubSplits(note=(
+                f"{len(none)} shard(s) name no split by {stage} ({_names(none)}) while others name "
+                f"{', '.join(names)}, so no split was inferred from the file names (the Hub's loader would "
+                "leave those shards out); name the splits under [splits]"))
+        if len(names) < 2:
+            return HubSplits(note=(f"the file names name one split only ({names[0]!r}, by {stage}): nothing to "
+                                   "compare it with"))
+        if TRAIN not in by_split:
+            return HubSplits(note=(f"the file names name the splits {', '.join(names)} (by {stage}) but no "
+                                   f"training split ({', '.join(SPLIT_KEYWORDS[TRAIN])}), so no split was inferred: "
+                                   "name the split to compare with first under [splits]"))
+        out: dict[str, str] = {}
+        for name in names:
+            mine = sorted(by_split[name])
+            pat = _glob_for(mine, [got[p][1] for p in mine], every)
+            if pat is None:
+                return HubSplits(note=(f"no one glob holds exactly the shards of split {name!r} ({_names(mine)}), "
+                                       "so no split was inferred from the file names; name the splits under [splits]"))
+            out[name] = pat
+        return HubSplits(splits=out)
+    return HubSplits()

@@ -1,0 +1,318 @@
+"""A folder laid out as on the Hugging Face Hub (``data/train-00000-of-00002.parquet``,
+``data/test-00000-of-00001.parquet``, ``train/`` ``validation/`` folders, ``train.jsonl`` +
+``validation.csv`` + ``test.parquet``), audited whole with no ``[splits]`` and no ``--against``:
+its file names are the splits (``datacheck/io/hubsplits.py``, the rule of ``datasets``).
+
+- test rows found in train are ``dup.split_overlap`` (train/eval leakage), never
+  ``dup.exact_across_shards`` ("seen more than once per epoch": test rows are not trained on);
+- the report is the report of the same ``[splits]`` written by hand, byte for byte apart from
+  ``config_path`` and ``created_at`` (text: apart from the config line, which says the defaults
+  were changed by the splits the Hub's file names give);
+- a clean layout gives no finding that its splits audited one by one do not give;
+- ``[splits]``, ``--against`` and ``[dataset] infer_splits = false`` win; a folder the rule cannot
+  split (one split, a file naming none) is audited as one dataset and ``dup.split_overlap``'s
+  skipped entry says why;
+- real data: dair-ai emotion (``train.txt``/``val.txt``/``test.txt``: its PROVENANCE lists 5 val and
+  11 test texts also in train, 31 repeated texts in train) and dkhate's raw train/test parquet.
+
+Every expected count is computed here with polars from the files written or read."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import REALDATA, run_cli
+
+from datacheck.model.config import CONFIG_CHANGED_LINE
+
+
+def _frame(lo: int, hi: int) -> pl.DataFrame:
+    return pl.DataFrame({"text": [f"sample number {i} about things" for i in range(lo, hi)],
+                         "label": [i % 3 for i in range(lo, hi)]})
+
+
+def _write(path: Path, df: pl.DataFrame) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".parquet":
+        df.write_parquet(path)
+    elif path.suffix == ".csv":
+        df.write_csv(path)
+    else:
+        df.write_ndjson(path)
+
+
+def _audit(root: Path, tmp_path: Path, *args: str, fmt: str = "json", config: str | None = None):
+    cfg = tmp_path / f"cfg-{hashlib.sha256((config or '').encode()).hexdigest()[:12]}" / "datacheck.toml"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(config or "", encoding="utf-8")
+    return run_cli("audit", str(root), *args, "--config", str(cfg), "--no-cache", "--no-progress",
+                   "--report-dir", str(tmp_path / "reports"), "--format", fmt)
+
+
+def _audit_bare(root: Path, tmp_path: Path, *args: str, fmt: str = "json"):
+    """The audit with no config at all (the reproduction's command line), from a folder that holds none."""
+    return run_cli("audit", str(root), *args, "--no-cache", "--no-progress", "--report-dir",
+                   str(tmp_path / "reports"), "--format", fmt, cwd=tmp_path)
+
+
+def _checks(doc: dict) -> list[str]:
+    return [f["check"] for f in doc["findings"]] + [f["check"] for s in doc["shards"] for f in s["findings"]]
+
+
+def _skip(doc: dict, check: str) -> list[str]:
+    return [s["reason"] for s in doc["skipped"] if s["check"] == check]
+
+
+@pytest.fixture
+def leak(tmp_path):
+    """The reproduction: train holds 50 rows, test is train's first 10 rows."""
+    root = tmp_path / "hfs"
+    _write(root / "data" / "train-00000-of-00001.parquet", _frame(0, 50))
+    _write(root / "data" / "test-00000-of-00001.parquet", _frame(0, 10))
+    return root
+
+
+def test_test_rows_found_in_train_are_split_overlap(leak, tmp_path):
+    train = pl.read_parquet(leak / "data" / "train-00000-of-00001.parquet").with_row_index("train_row")
+    test = pl.read_parquet(leak / "data" / "test-00000-of-00001.parquet").with_row_index("row")
+    # content is the text (label excluded); each test row's first occurrence in train
+    hits = test.join(train.group_by("text").agg(pl.col("train_row").min()), on="text").sort("row")
+    r = _audit_bare(leak, tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1, r.stderr  # dup.split_overlap is an error
+    (f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    assert f["count"] == hits.height == 10
+    assert f["details"]["split"] == "test" and f["details"]["train_split"] == "train"
+    assert f["details"]["per_shard"] == {"data/test-00000-of-00001.parquet": hits.height}
+    assert f["shards"] == ["data/test-00000-of-00001.parquet"]
+    assert [(e["shard"], e["row"], e["train_shard"], e["train_row"]) for e in f["details"]["examples"]] == [
+        ("data/test-00000-of-00001.parquet", row, "data/train-00000-of-00001.parquet", tr)
+        for row, tr in hits.select("row", "train_row").iter_rows()]
+    assert f["rows"] == hits["row"].to_list()
+    assert "dup.exact_across_shards" not in _checks(doc)  # test rows are not trained on
+    assert _skip(doc, "dup.split_overlap") == []
+    text = _audit_bare(leak, tmp_path, fmt="text").stdout.splitlines()
+    assert text[1] == CONFIG_CHANGED_LINE and "the splits the Hub's file names give" in text[1]
+
+
+# (layout name, {relative path: rows}) -- each layout a leak-free Hub layout of two or three splits
+CLEAN = {
+    "sharded": {"data/train-00000-of-00002.parquet": (0, 150), "data/train-00001-of-00002.parquet": (150, 300),
+                "data/test-00000-of-00001.parquet": (300, 360)},
+    "folders": {"train/part-a.parquet": (0, 150), "train/part-b.parquet": (150, 300),
+                "validation/part-c.parquet": (300, 360)},
+    "mixed": {"train.jsonl": (0, 300), "validation.csv": (300, 340), "test.parquet": (340, 400)},
+}
+#: the [splits] a user would write for each layout
+BY_HAND = {
+    "sharded": 'train = "data/train-*"\ntest = "data/test-*"\n',
+    "folders": 'train = "train/*"\nvalidation = "validation/*"\n',
+    "mixed": 'train = "train.*"\nvalidation = "validation.*"\ntest = "test.*"\n',
+}
+
+
+def _layout(root: Path, name: str, leak_rows: int = 0) -> Path:
+    files = CLEAN[name]
+    for rel, (lo, hi) in files.items():
+        _write(root / rel, _frame(lo, hi))
+    if leak_rows:  # the last split's file gets train's first rows in place of its own first ones
+        last = list(files)[-1]
+        lo, hi = files[last]
+        _write(root / last, pl.concat([_frame(0, leak_rows), _frame(lo + leak_rows, hi)]))
+    return root
+
+
+def _without_run(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k not in ("created_at", "config_path")}
+
+
+@pytest.mark.parametrize("leak_rows", [0, 7])
+@pytest.mark.parametrize("name", list(CLEAN))
+def test_inferred_splits_give_the_report_of_the_same_splits_by_hand(tmp_path, name, leak_rows):
+    root = _layout(tmp_path / name, name, leak_rows)
+    inferred = _audit_bare(root, tmp_path)
+    by_hand = _audit(root, tmp_path, config="[splits]\n" + BY_HAND[name])
+    assert inferred.returncode == by_hand.returncode == (1 if leak_rows else 0), (inferred.stdout, by_hand.stdout)
+    a, b = json.loads(inferred.stdout), json.loads(by_hand.stdout)
+    assert a["config_hash"] == b["config_hash"]
+    assert _without_run(a) == _without_run(b)
+    overlap = [f for f in a["findings"] if f["check"] == "dup.split_overlap"]
+    assert sum(f["count"] for f in overlap) == leak_rows
+    # the text output: the same but for the line that says where the config came from
+    ta = _audit_bare(root, tmp_path, fmt="text").stdout.splitlines()
+    tb = _audit(root, tmp_path, config="[splits]\n" + BY_HAND[name], fmt="text").stdout.splitlines()
+    assert ta[1] == CONFIG_CHANGED_LINE and tb[1].startswith("config: ") and tb[1].endswith("datacheck.toml")
+    assert ta[:1] + ta[2:] == tb[:1] + tb[2:]
+
+
+def _keys(doc: dict) -> set[tuple[str, tuple[str, ...]]]:
+    """(check, names of the shards it names) of every finding (names alone: a split audited alone
+    has another root)."""
+    out = {(f["check"], tuple(sorted(Path(s).name for s in f.get("shards") or ()))) for f in doc["findings"]}
+    return out | {(f["check"], (Path(s["path"]).name,)) for s in doc["shards"] for f in s["findings"]}
+
+
+@pytest.mark.parametrize("name", list(CLEAN))
+def test_a_clean_hub_layout_finds_only_what_its_splits_alone_find(tmp_path, name):
+    root = _layout(tmp_path / name, name)
+    whole = json.loads(_audit(root, tmp_path).stdout)
+    alone: set[tuple[str, tuple[str, ...]]] = set()
+    splits: dict[str, list[str]] = {}
+    for rel in CLEAN[name]:
+        splits.setdefault(rel.split("/")[0] if name == "folders" else Path(rel).name.split("-")[0].split(".")[0],
+                          []).append(rel)
+    assert len(splits) == len(BY_HAND[name].splitlines())
+    for rels in splits.values():
+        r = run_cli("audit", *[str(root / rel) for rel in rels], "--no-cache", "--no-progress", "--format", "json",
+                    "--report-dir", str(tmp_path / "reports"), cwd=tmp_path)
+        alone |= _keys(json.loads(r.stdout))
+    assert _keys(whole) <= alone
+    assert not {c for c in _checks(whole) if c.startswith("dup.")}
+    assert whole["summary"]["rows"] == sum(hi - lo for lo, hi in CLEAN[name].values())
+
+
+def test_parts_merge_to_the_single_job_with_the_inferred_splits(tmp_path):
+    """Each part infers the splits from every discovered shard, so the merge is the single job."""
+    root = _layout(tmp_path / "sharded", "sharded", leak_rows=7)
+    common = ("--no-cache", "--no-progress", "--format", "json", "--report-dir", str(tmp_path / "r"))
+    single = run_cli("audit", str(root), *common, "-o", str(tmp_path / "single.json"), cwd=tmp_path)
+    parts = []
+    for k in range(2):
+        out = tmp_path / "parts" / f"part-{k}.json"
+        r = run_cli("audit", str(root), "--num-parts", "2", "--part", str(k), "-o", str(out), *common, cwd=tmp_path)
+        assert r.returncode in (0, 1), r.stderr
+        parts.append(str(out))
+    m = run_cli("merge", *parts, "-o", str(tmp_path / "merged.json"), "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert (single.returncode, m.returncode) == (1, 1), m.stderr
+    merged, one = (json.loads((tmp_path / n).read_text()) for n in ("merged.json", "single.json"))
+    assert _without_run(merged) == _without_run(one)
+    assert [(f["check"], f["count"]) for f in merged["findings"] if f["check"].startswith("dup.")] == [
+        ("dup.split_overlap", 7)]
+
+
+def test_config_splits_win(leak, tmp_path):
+    doc = json.loads(_audit(leak, tmp_path, config='[splits]\ntrain = "data/train-*"\nheldout = "data/test-*"\n').stdout)
+    (f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    assert f["details"]["split"] == "heldout" and f["count"] == 10
+
+
+def test_against_wins(leak, tmp_path):
+    """With --against the audited folder is one side: its file names make no splits."""
+    other = tmp_path / "other"
+    _write(other / "train.parquet", _frame(100, 120))
+    doc = json.loads(_audit(leak, tmp_path, "--against", str(other)).stdout)
+    assert [f["details"].get("split") for f in doc["findings"] if f["check"] == "dup.split_overlap"] == []
+    (f,) = [f for f in doc["findings"] if f["check"] == "dup.exact_across_shards"]
+    assert f["count"] == 10  # the test file's rows repeat train's: one dataset here
+
+
+def test_infer_splits_false_audits_the_files_as_one_dataset(leak, tmp_path):
+    doc = json.loads(_audit(leak, tmp_path, config="[dataset]\ninfer_splits = false\n").stdout)
+    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.exact_across_shards"] == [10]
+    assert "dup.split_overlap" not in _checks(doc)
+    assert _skip(doc, "dup.split_overlap") == [
+        "no [splits] in the config and no --against dataset ([dataset] infer_splits = false: the splits the file names "
+        "give (train, test) were not used)"]
+
+
+def test_one_split_is_one_dataset_and_says_so(tmp_path):
+    root = tmp_path / "one"
+    _write(root / "data" / "train-00000-of-00002.parquet", _frame(0, 50))
+    _write(root / "data" / "train-00001-of-00002.parquet", _frame(0, 10))
+    doc = json.loads(_audit(root, tmp_path).stdout)
+    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.exact_across_shards"] == [10]
+    (why,) = _skip(doc, "dup.split_overlap")
+    assert "the file names name one split only ('train'" in why
+
+
+def test_a_file_naming_no_split_leaves_the_folder_one_dataset_and_says_so(tmp_path):
+    root = tmp_path / "mixed"
+    _write(root / "train.parquet", _frame(0, 50))
+    _write(root / "test.parquet", _frame(0, 10))
+    _write(root / "contest.parquet", _frame(200, 210))  # "test" inside a word names no split
+    doc = json.loads(_audit(root, tmp_path).stdout)
+    assert [f["count"] for f in doc["findings"] if f["check"] == "dup.exact_across_shards"] == [10]
+    (why,) = _skip(doc, "dup.split_overlap")
+    assert "1 shard(s) name no split by a split keyword in the file name (contest.parquet)" in why
+    assert "name the splits under [splits]" in why
+
+
+def test_plan_takes_the_train_split_of_a_hub_layout(leak, tmp_path):
+    """The batch plan iterates the train split only (test rows are not trained on)."""
+    cfg = tmp_path / "plan.toml"
+    cfg.write_text("[batch]\nbatch_size = 8\n", encoding="utf-8")
+    r = run_cli("plan", str(leak), "--config", str(cfg), "--format", "json", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)["result"]["plan"]
+    rows = pl.read_parquet(leak / "data" / "train-00000-of-00001.parquet").height
+    assert (plan["split"], plan["rows"], plan["shards"], plan["other_splits"]) == ("train", rows, 1, {"test": 1})
+    assert plan["steps_per_epoch"] == -(-rows // 8)
+
+
+# ------------------------------------------------------------------------------------ real data
+
+EMOTION = REALDATA / "emotion"
+DKHATE = REALDATA / "dkhate_danish_offensive" / "raw_parquet"
+
+
+def _in_train(train: pl.DataFrame, other: pl.DataFrame) -> int:
+    return other.filter(pl.col("text").is_in(train["text"].implode())).height
+
+
+@pytest.mark.realdata
+def test_emotion_folder_audited_whole_finds_its_known_leaks(tmp_path):
+    if not EMOTION.is_dir():
+        pytest.skip("../shared/realdata is not present")
+    read = {n: pl.read_csv(EMOTION / f"{n}.txt", separator=";") for n in ("train", "val", "test")}
+    assert {n: df.height for n, df in read.items()} == {"train": 16_000, "val": 2_000, "test": 2_000}  # PROVENANCE
+    leaks = {n: _in_train(read["train"], read[n]) for n in ("val", "test")}
+    assert leaks == {"val": 5, "test": 11}  # PROVENANCE: "5 val and 11 test texts also in train"
+    repeats = {n: df.height - df["text"].n_unique() for n, df in read.items()}
+    assert repeats["train"] == 31  # PROVENANCE: "31 duplicate texts in train"
+    r = _audit(EMOTION, tmp_path, config='[dataset]\nformat = "csv"\nseparator = ";"\n')
+    doc = json.loads(r.stdout)
+    got = {f["details"]["split"]: (f["count"], f["shards"]) for f in doc["findings"] if f["check"] == "dup.split_overlap"}
+    assert got == {"validation": (leaks["val"], ["val.txt"]), "test": (leaks["test"], ["test.txt"])}
+    in_shard = {s["path"]: f["count"] for s in doc["shards"] for f in s["findings"] if f["check"] == "dup.exact_in_shard"}
+    # the row content is the text role (label_name is no role: the roles are inferred from column names)
+    assert doc["roles"] == {"text": {"columns": ["text"], "inferred": True}}
+    assert in_shard == {f"{n}.txt": k for n, k in repeats.items() if k}
+    assert sorted(set(_checks(doc))) == ["dup.exact_in_shard", "dup.split_overlap"]
+    assert "dup.exact_across_shards" not in _checks(doc)
+
+
+@pytest.mark.realdata
+def test_dkhate_raw_folder_audited_whole(tmp_path):
+    if not DKHATE.is_dir():
+        pytest.skip("../shared/realdata is not present")
+    train = pl.read_parquet(DKHATE / "train-00000-of-00001.parquet")
+    test = pl.read_parquet(DKHATE / "test-00000-of-00001.parquet")
+    # PROVENANCE: train 2,960 (NOT 2,576 / OFF 384), test 329 (288/41)
+    assert (train.height, test.height) == (2960, 329)
+    assert dict(train["label"].value_counts().iter_rows()) == {"NOT": 2576, "OFF": 384}
+    assert dict(test["label"].value_counts().iter_rows()) == {"NOT": 288, "OFF": 41}
+    doc = json.loads(_audit(DKHATE, tmp_path).stdout)
+    (f,) = [f for f in doc["findings"] if f["check"] == "dup.split_overlap"]
+    assert f["count"] == _in_train(train, test) and f["details"]["split"] == "test"
+    # apart from the leak, what each file gives alone
+    alone: set[tuple[str, tuple[str, ...]]] = set()
+    for name in ("train", "test"):
+        one = tmp_path / name
+        one.mkdir()
+        shutil.copy(DKHATE / f"{name}-00000-of-00001.parquet", one)
+        alone |= _keys(json.loads(_audit(one, tmp_path).stdout))
+    both = ("test-00000-of-00001.parquet", "train-00000-of-00001.parquet")
+    assert _keys(doc) - alone == {("dup.split_overlap", both[:1]), ("dup.conflicting_labels", both)}
+    # a text labeled NOT in one place and OFF in another, across the two files: label noise
+    multi = (pl.concat([train, test]).group_by("text").agg(pl.col("label").n_unique().alias("k"), pl.len().alias("n"))
+             .filter(pl.col("k") > 1))
+    (c,) = [f for f in doc["findings"] if f["check"] == "dup.conflicting_labels"]
+    assert (c["count"], c["details"]["rows"]) == (multi.height, multi["n"].sum())
+    in_shard = {s["path"]: f["count"] for s in doc["shards"] for f in s["findings"] if f["check"] == "dup.exact_in_shard"}
+    # rows repeating an earlier row of their file (text and label)
+    assert in_shard == {"train-00000-of-00001.parquet": train.height - train.unique().height,
+                        "test-00000-of-00001.parquet": test.height - test.unique().height}

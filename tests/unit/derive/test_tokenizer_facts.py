@@ -1,0 +1,143 @@
+"""The facts of ``[tokens] tokenizer`` (:func:`datacheck.derive.tokenizer.tokenizer_facts`): the
+vocabulary size and the pad/eos/bos ids the tokenizer declares, on the real tokenizers of
+../shared (PROVENANCE.md) and on copies of them with edited declaration files. Every expected value
+is read here from the tokenizer's own files (JSON, vocab.txt lines), never from datacheck."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+
+from datacheck.derive.tokenizer import tokenizer_facts, with_tokenizer_facts
+from datacheck.model.config import Config
+from datacheck.model.errors import UsageError
+
+pytest.importorskip("tokenizers")
+
+SMOLLM = SHARED / "chat/tokenizers/smollm_135m"  # 49152 base tokens, [PAD] = 49152 added; eos = bos = <|endoftext|>
+MINILM = SHARED / "realdata/minilm_bert_tokenizer"  # BERT WordPiece, 30,522 tokens; pad [PAD], no eos/bos
+GPT2 = SHARED / "realdata/gpt2_tokenizer"  # vocab.json + merges.txt only: 50,257 tokens, no declaration file
+
+pytestmark = pytest.mark.skipif(not (SMOLLM.is_dir() and MINILM.is_dir() and GPT2.is_dir()),
+                                reason="shared tokenizers not present")
+
+
+def _smollm_files() -> tuple[dict[str, int], dict[str, int]]:
+    """(base vocabulary, added tokens) of SmolLM-135M's tokenizer.json, token -> id."""
+    tj = json.loads((SMOLLM / "tokenizer.json").read_text())
+    return tj["model"]["vocab"], {t["content"]: t["id"] for t in tj["added_tokens"]}
+
+
+def _gpt2_copy(dest: Path, declarations: dict[str, object] | None = None) -> Path:
+    dest.mkdir(parents=True)
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(GPT2 / f, dest / f)
+    for name, doc in (declarations or {}).items():
+        (dest / name).write_text(json.dumps(doc))
+    return dest
+
+
+def test_smollm_facts_are_its_files():
+    base, added = _smollm_files()
+    assert len(base) == 49152 and json.loads((SMOLLM / "added_tokens.json").read_text()) == {"[PAD]": 49152}
+    count = max([*base.values(), *added.values()]) + 1  # the ids it can produce: base plus added tokens
+    assert count == 49153
+    facts = tokenizer_facts(str(SMOLLM), "smollm")
+    assert facts.vocab_size == count
+    endoftext = base["<|endoftext|>"] if "<|endoftext|>" in base else added["<|endoftext|>"]
+    assert endoftext == 0  # PROVENANCE.md: eos = bos = <|endoftext|>
+    assert facts.ids == {"pad_token_id": added["[PAD]"], "eos_token_id": endoftext, "bos_token_id": endoftext}
+
+
+def test_a_file_of_the_folder_names_the_folder():
+    """``[tokens] tokenizer`` naming a file reads its folder, as the chat template is read."""
+    assert tokenizer_facts(str(SMOLLM / "tokenizer_config.json"), "x") == tokenizer_facts(str(SMOLLM), "x")
+
+
+def test_bert_declares_a_pad_and_no_eos_or_bos():
+    words = (MINILM / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert len(words) == 30522
+    facts = tokenizer_facts(str(MINILM), "minilm")
+    assert facts.vocab_size == len(words)
+    assert facts.ids == {"pad_token_id": words.index("[PAD]")}  # BERT has [CLS]/[SEP], no bos/eos token
+
+
+def test_bare_gpt2_vocabulary_declares_nothing(tmp_path):
+    vocab = json.loads((GPT2 / "vocab.json").read_text())
+    facts = tokenizer_facts(str(_gpt2_copy(tmp_path / "gpt2")), "gpt2")
+    assert (facts.vocab_size, facts.ids) == (len(vocab), {})
+    assert len(vocab) == 50257
+
+
+def test_gpt2_like_tokenizer_has_eos_and_bos_and_no_pad(tmp_path):
+    """GPT-2 as its tokenizer_config.json declares it: bos = eos = <|endoftext|>, no pad token (none is made up)."""
+    vocab = json.loads((GPT2 / "vocab.json").read_text())
+    folder = _gpt2_copy(tmp_path / "gpt2", {"tokenizer_config.json": {
+        "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>",
+        "model_max_length": 1024, "tokenizer_class": "GPT2Tokenizer"}})
+    facts = tokenizer_facts(str(folder), "gpt2")
+    assert facts.ids == {"eos_token_id": vocab["<|endoftext|>"], "bos_token_id": vocab["<|endoftext|>"]}
+    assert vocab["<|endoftext|>"] == 50256
+
+
+@pytest.mark.parametrize(("config", "special_map", "expected"), [
+    # transformers' legacy path: no added_tokens_decoder, so special_tokens_map.json wins
+    ({"eos_token": "<|endoftext|>"}, {"eos_token": {"content": "!"}, "pad_token": "\""}, {"eos": "!", "pad": "\""}),
+    # with added_tokens_decoder the map is not read
+    ({"eos_token": "<|endoftext|>", "added_tokens_decoder": {}}, {"eos_token": "!", "pad_token": "\""},
+     {"eos": "<|endoftext|>"}),
+    # an explicit null: no such token
+    ({"pad_token": None, "bos_token": {"content": "<|endoftext|>"}}, None, {"bos": "<|endoftext|>"}),
+    # a token the vocabulary does not hold is no id
+    ({"pad_token": "<pad-not-in-vocab>"}, None, {}),
+])
+def test_declarations_follow_transformers_rule(tmp_path, config, special_map, expected):
+    vocab = json.loads((GPT2 / "vocab.json").read_text())
+    docs = {"tokenizer_config.json": config, **({"special_tokens_map.json": special_map} if special_map else {})}
+    facts = tokenizer_facts(str(_gpt2_copy(tmp_path / "t", docs)), "t")
+    assert facts.ids == {f"{k}_token_id": vocab[v] for k, v in expected.items()}
+
+
+def test_an_unreadable_declaration_file_is_a_usage_error(tmp_path):
+    folder = _gpt2_copy(tmp_path / "t")
+    (folder / "tokenizer_config.json").write_text("{not json")
+    with pytest.raises(UsageError) as err:
+        tokenizer_facts(str(folder), "t")
+    assert str(err.value).startswith(f"[tokens] tokenizer = 't': cannot read {folder / 'tokenizer_config.json'}: ")
+    assert str(err.value).endswith("fix or remove the file (it says which tokens are pad, eos and bos)")
+
+
+@pytest.mark.parametrize("broken", ["missing", "no_tokenizer_file", "bad_json"])
+def test_a_tokenizer_that_does_not_load_names_the_path_and_what_to_do(tmp_path, broken):
+    folder = tmp_path / "tok"
+    if broken != "missing":
+        folder.mkdir()
+        (folder / "tokenizer_config.json").write_text('{"eos_token": "</s>"}')
+    if broken == "bad_json":
+        (folder / "tokenizer.json").write_text('{"version": "1.0", "model": 5}')
+    with pytest.raises(UsageError) as err:
+        tokenizer_facts(str(folder), "tok")
+    msg = str(err.value)
+    assert msg.startswith("[tokens] tokenizer = 'tok': ")
+    want = {"missing": "no such file or folder; give tokenizer.json",
+            "no_tokenizer_file": f"{folder} holds no tokenizer.json, vocab.json + merges.txt or vocab.txt",
+            "bad_json": "cannot load tokenizer.json as a tokenizer: "}[broken]
+    assert want in msg, msg
+
+
+def test_a_sentencepiece_only_folder_gives_no_fact_and_no_error(tmp_path):
+    """A slow tokenizer's folder (Llama's ``tokenizer.model`` and its ``tokenizer_config.json``, no
+    tokenizer.json): transformers reads it for the chat template, the ``tokenizers`` package reads no
+    vocabulary from it, so no ``[tokens]`` key is filled and nothing fails."""
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    (folder / "tokenizer.model").write_bytes(b"\x0a\x0b<unk>")
+    (folder / "tokenizer_config.json").write_text('{"eos_token": "</s>", "bos_token": "<s>"}')
+    facts = tokenizer_facts(str(folder), "llama")
+    assert (facts.vocab_size, facts.ids, Path(facts.source).name) == (None, {}, "tokenizer.model")
+    cfg = Config.model_validate({"tokens": {"tokenizer": str(folder)}})
+    out = with_tokenizer_facts(cfg)
+    assert out.tokens.vocab_size is None and out.tokens.eos_token_id is None

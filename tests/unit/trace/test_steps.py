@@ -1,0 +1,57 @@
+"""The step join's convention (datacheck.trace.steps.resolve_convention): a log whose step key names
+no trainer is assumed to count from 1, unless it logs step 0, which a count from 1 would put at
+optimizer step -1: then from 0. ``--first-step`` and a recognised trainer always win."""
+from __future__ import annotations
+
+import pytest
+from conftest import run_cli
+from tracehelp import trace, write_jsonl
+
+from datacheck.model.errors import UsageError
+from datacheck.trace.record import ReadStats
+from datacheck.trace.steps import DEFAULT_FIRST_STEP, resolve_convention
+
+
+def _rows(first: int, n: int = 40, bad: int | None = None) -> list[dict]:
+    return [{"step": s, "loss": float("nan") if s == bad else 3.0 - 0.01 * s} for s in range(first, first + n)]
+
+
+def test_bare_step_log_from_0_counts_from_0(tmp_path):
+    res = trace(write_jsonl(tmp_path / "m.jsonl", _rows(0)))
+    conv = resolve_convention(res.logs, None)
+    assert (conv.first_step, conv.assumed) == (0, True)
+    assert "logs step 0, so it counts from 0" in conv.source
+    assert conv.optimizer_step(0) == 0
+
+
+def test_bare_step_log_from_1_or_later_keeps_the_assumed_1(tmp_path):
+    for first in (1, 10):
+        res = trace(write_jsonl(tmp_path / f"m{first}.jsonl", _rows(first)))
+        conv = resolve_convention(res.logs, None)
+        assert (conv.first_step, conv.assumed) == (DEFAULT_FIRST_STEP, True)
+
+
+def test_first_step_flag_and_known_trainer_win_over_step_0():
+    st = ReadStats(source="m.jsonl", format="jsonl", min_step=0)
+    conv = resolve_convention([st], 1)
+    assert (conv.first_step, conv.assumed, conv.source) == (1, False, "--first-step")
+    known = ReadStats(source="trainer_state.json", format="hf_state", min_step=0)
+    known.knows(1, "Hugging Face global_step")
+    assert resolve_convention([known], None).first_step == 1
+    other = ReadStats(source="nano.log", format="text", min_step=3)
+    other.knows(0, "nanoGPT iter")
+    with pytest.raises(UsageError):
+        resolve_convention([known, other], None)
+
+
+def test_unplaced_log_s_ordinals_are_no_step_0():
+    st = ReadStats(source="console.log", format="text", min_step=0, unplaced="no step number")
+    assert resolve_convention([st], None).first_step == DEFAULT_FIRST_STEP
+
+
+def test_cli_names_the_rows_of_the_logged_step_of_a_log_from_0(tmp_path):
+    """A bare-step JSONL log from step 0 with a NaN at step 5: the rows audited are optimizer step 5's."""
+    log = write_jsonl(tmp_path / "m.jsonl", _rows(0, bad=5))
+    r = run_cli("trace", str(log))
+    assert "log step 5 = optimizer step 5 (assumed)" in r.stdout, r.stdout
+    assert "note: step join assumed: the log names no trainer whose count is known, but" in r.stdout
