@@ -319,17 +319,21 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
 
 @functools.lru_cache(maxsize=16)
 def _compile_problem(template: str) -> str | None:
-    """Why transformers' own compiler (its sandboxed jinja2 environment, with the ``generation`` tag)
-    refuses ``template``: the jinja2 message and line; None when it compiles (or transformers has no
+    """Why transformers' own compiler (its sandboxed jinja2 environment, with the ``generation`` tag,
+    bounded as :func:`_bounded_env_class` bounds rendering) refuses ``template``: the jinja2 message and line; None when it compiles (or transformers has no
     such compiler to ask)."""
-    try:
-        from transformers.utils.chat_template_utils import _compile_jinja_template
-    except ImportError:
+    transformers = _import_transformers()
+    ctu = getattr(getattr(transformers, "utils", None), "chat_template_utils", None)
+    if ctu is None or not all(hasattr(ctu, n) for n in ("_cached_compile_jinja_template",
+                                                         "ImmutableSandboxedEnvironment")):
         return None
     import jinja2
 
     try:
-        _compile_jinja_template(template)
+        # the bounded environment, as rendering compiles it: jinja2 folds constant expressions when it
+        # compiles, and in a plain sandbox ``{{ 'a' * 3000000000 }}`` was built here (3 GB) before any
+        # conversation was rendered; the bounded one intercepts ``*``, ``**`` and ``+`` (never folded)
+        _bounded_compile(ctu, template)
     except jinja2.TemplateSyntaxError as exc:
         return f"{exc.message} (line {exc.lineno})"
     except Exception:  # noqa: BLE001 - anything else is found when a conversation is rendered
@@ -441,8 +445,9 @@ def error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-#: conversations in a row that may each run past :data:`RENDER_SECONDS`, none rendered before them,
-#: before the template itself is refused (at 5 s a conversation, a slow template would take days)
+#: conversations in a row that may each run past :data:`RENDER_SECONDS` or :data:`RENDER_MAX_CHARS`,
+#: none rendered before them, before the template itself is refused (at 5 s a conversation, a slow
+#: template would take days)
 SLOW_TEMPLATE_STRIKES = 3
 
 
@@ -453,7 +458,8 @@ def _render_rows(tok: Any, conversations: list[Any], ids: list[Any], masks: list
 
     Raises:
         UsageError: the first :data:`SLOW_TEMPLATE_STRIKES` conversations rendered one by one each ran
-            past :data:`RENDER_SECONDS` and none rendered: the template, not the rows, is at fault.
+            past :data:`RENDER_SECONDS` or :data:`RENDER_MAX_CHARS` and none rendered: the template,
+            not the rows, is at fault.
     """
     n = len(conversations)
     strikes, rendered = 0, False
@@ -475,11 +481,14 @@ def _render_rows(tok: Any, conversations: list[Any], ids: list[Any], masks: list
                 except Exception as exc:  # noqa: BLE001 - a template's raise_exception, a bound, a bad value
                     rejected.append(i)
                     errors[i] = error_text(exc)
-                    strikes += isinstance(exc, RenderLimit) and "ran past" in str(exc)
+                    # either bound: a loop of one character a step reaches RENDER_MAX_CHARS before
+                    # RENDER_SECONDS on a fast machine, after it on a slow one; the same template either way
+                    strikes += isinstance(exc, RenderLimit)
                     if strikes >= SLOW_TEMPLATE_STRIKES and not rendered:
                         raise UsageError(
-                            f"[tokens] tokenizer: the chat template ran past {RENDER_SECONDS:g} s on each of the "
-                            f"first {strikes} conversations it was given and rendered none: at that pace it cannot "
+                            f"[tokens] tokenizer: the chat template ran past its bounds ({RENDER_SECONDS:g} s or "
+                            f"{RENDER_MAX_CHARS} characters a conversation) on each of the first {strikes} "
+                            f"conversations it was given and rendered none (last: {error_text(exc)}): it cannot "
                             "render the data (a loop that runs too long?); fix the template") from None
 
 

@@ -85,6 +85,7 @@ def gloo_rank(rank: int, world: int, rendezvous: str, root: str, n: int, batch: 
     from datacheck.torch import record_batches
 
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    done = False
     try:
         data = json.loads((Path(root) / "rows.json").read_text())
         x = torch.tensor([[r["x1"], r["x2"]] for r in data], dtype=torch.float32)
@@ -106,5 +107,8 @@ def gloo_rank(rank: int, world: int, rendezvous: str, root: str, n: int, batch: 
                 gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)
                 opt.step()
                 log.write(json.dumps({"step": step, "rank": rank, "loss": loss.item(), "grad_norm": gn.item()}) + "\n")
+        done = True
     finally:
+        if done:  # both ranks out of their last collective before either tears gloo down (a rank that
+            dist.barrier()  # destroyed its group while the other still ran once aborted: "terminate called")
         dist.destroy_process_group()

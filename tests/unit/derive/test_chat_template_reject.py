@@ -193,5 +193,44 @@ def test_a_template_too_slow_for_every_conversation_is_a_usage_error(tmp_path, m
     r = run_cli("audit", str(tmp_path / "d"), "--config", str(cfg), "--report-dir", str(tmp_path / "rep"),
                 "--workers", "1", "--no-cache")
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "the chat template ran past 0.3 s on each of the first 3 conversations it was given and rendered none" \
-        in r.stderr
+    assert (f"the chat template ran past its bounds (0.3 s or {chat.RENDER_MAX_CHARS} characters a conversation) on "
+            "each of the first 3 conversations it was given and rendered none (last: RenderLimit: the chat template "
+            "ran past 0.3 s on one conversation)") in r.stderr
+
+
+def test_a_template_too_long_for_every_conversation_is_a_usage_error(tmp_path, monkeypatch):
+    """The same loop bounded by size first (one character a step reaches RENDER_MAX_CHARS before
+    RENDER_SECONDS on a fast machine): the same template, the same refusal, whichever bound stops it."""
+    from conftest import run_cli
+
+    monkeypatch.setattr(chat, "RENDER_SECONDS", 600.0)
+    monkeypatch.setattr(chat, "RENDER_MAX_CHARS", 1 << 16)
+    folder = tokenizer_copy(TOKENIZER, tmp_path / "tok", "{% for i in range(100000) %}{% for j in range(100000) %}x"
+                                                         "{% endfor %}{% endfor %}")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "chat.json").write_text(json.dumps(json.loads(DATA.read_text())[:20]))
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[tokens]\ntokenizer = "{folder}"\n')
+    r = run_cli("audit", str(tmp_path / "d"), "--config", str(cfg), "--report-dir", str(tmp_path / "rep"),
+                "--workers", "1", "--no-cache")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert ("on each of the first 3 conversations it was given and rendered none (last: RenderLimit: the chat "
+            "template rendered over 65536 characters of one conversation)") in r.stderr
+
+
+def test_a_constant_product_is_not_built_when_the_template_is_compiled():
+    """jinja2 folds constant expressions when it compiles; the check that a template compiles uses the
+    bounded environment (``*`` intercepted, never folded), so ``{{ 'a' * N }}`` costs nothing there
+    (a plain sandbox built the 3 GB string of ``'a' * 3000000000`` before any row was read)."""
+    import tracemalloc
+
+    n = 200_000_000
+    chat._compile_problem.cache_clear()
+    tracemalloc.start()
+    try:
+        assert chat._compile_problem("{{ 'a' * %d }}" % n) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < n // 10, peak
+    assert chat._compile_problem("{% if %}") is not None  # the check still refuses what does not compile
