@@ -177,21 +177,27 @@ def test_a_template_looping_with_range_renders_as_transformers_renders_it(tmp_pa
     assert got.columns["assistant_mask"][0].to_list() == list(want["assistant_masks"])
 
 
-def test_a_template_too_slow_for_every_conversation_is_a_usage_error(tmp_path, monkeypatch):
-    """A template that runs past the per-conversation deadline on each of the first conversations
-    and renders none would take days over a dataset (5 s a row): after three it is refused as the
-    template's fault, exit 2, instead of an sft.role_order per row."""
+def _audit_with_endless_loop(tmp_path):
+    """``datacheck audit`` (in process, one worker) of 20 FastChat conversations with a chat template
+    that loops 10^10 times writing one character a step."""
     from conftest import run_cli
 
-    monkeypatch.setattr(chat, "RENDER_SECONDS", 0.3)
     folder = tokenizer_copy(TOKENIZER, tmp_path / "tok", "{% for i in range(100000) %}{% for j in range(100000) %}x"
                                                          "{% endfor %}{% endfor %}")
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "chat.json").write_text(json.dumps(json.loads(DATA.read_text())[:20]))
     cfg = tmp_path / "datacheck.toml"
     cfg.write_text(f'[tokens]\ntokenizer = "{folder}"\n')
-    r = run_cli("audit", str(tmp_path / "d"), "--config", str(cfg), "--report-dir", str(tmp_path / "rep"),
-                "--workers", "1", "--no-cache")
+    return run_cli("audit", str(tmp_path / "d"), "--config", str(cfg), "--report-dir", str(tmp_path / "rep"),
+                   "--workers", "1", "--no-cache")
+
+
+def test_a_template_too_slow_for_every_conversation_is_a_usage_error(tmp_path, monkeypatch):
+    """A template that runs past the per-conversation deadline on each of the first conversations
+    and renders none would take days over a dataset (5 s a row): after three it is refused as the
+    template's fault, exit 2, instead of an sft.role_order per row."""
+    monkeypatch.setattr(chat, "RENDER_SECONDS", 0.3)
+    r = _audit_with_endless_loop(tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert (f"the chat template ran past its bounds (0.3 s or {chat.RENDER_MAX_CHARS} characters a conversation) on "
             "each of the first 3 conversations it was given and rendered none (last: RenderLimit: the chat template "
@@ -201,18 +207,9 @@ def test_a_template_too_slow_for_every_conversation_is_a_usage_error(tmp_path, m
 def test_a_template_too_long_for_every_conversation_is_a_usage_error(tmp_path, monkeypatch):
     """The same loop bounded by size first (one character a step reaches RENDER_MAX_CHARS before
     RENDER_SECONDS on a fast machine): the same template, the same refusal, whichever bound stops it."""
-    from conftest import run_cli
-
     monkeypatch.setattr(chat, "RENDER_SECONDS", 600.0)
     monkeypatch.setattr(chat, "RENDER_MAX_CHARS", 1 << 16)
-    folder = tokenizer_copy(TOKENIZER, tmp_path / "tok", "{% for i in range(100000) %}{% for j in range(100000) %}x"
-                                                         "{% endfor %}{% endfor %}")
-    (tmp_path / "d").mkdir()
-    (tmp_path / "d" / "chat.json").write_text(json.dumps(json.loads(DATA.read_text())[:20]))
-    cfg = tmp_path / "datacheck.toml"
-    cfg.write_text(f'[tokens]\ntokenizer = "{folder}"\n')
-    r = run_cli("audit", str(tmp_path / "d"), "--config", str(cfg), "--report-dir", str(tmp_path / "rep"),
-                "--workers", "1", "--no-cache")
+    r = _audit_with_endless_loop(tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert ("on each of the first 3 conversations it was given and rendered none (last: RenderLimit: the chat "
             "template rendered over 65536 characters of one conversation)") in r.stderr
