@@ -154,11 +154,26 @@ def _check_world_size(streams: dict[Any, Stream], world_size: int | None) -> Non
 def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     """Read every log once and run every registered ``log.*`` rule.
 
+    A log whose records a steps-per-epoch from outside it (``--steps-per-epoch``, the ``[batch]``
+    plan) placed so that two training records share a step (``ReadStats.epoch_clash``) is not placed
+    by it: every log is read again with that log's records left unplaced, the clash their reason (a
+    step can only be taken back by reading again; the rules have seen the first read).
+
     Raises:
         UsageError: no log yields a single step record (the message lists each log's format, lines
             and unparsed-line examples, and the remedy: ``--format`` or ``--regex``); the logs name a
             rank at or above ``opts.world_size`` (the message names the ranks seen).
     """
+    res = _trace_once(logs, opts)
+    clashed = [lf for lf in logs if lf.stats.epoch_clash is not None and lf.epoch_refused is None]
+    if not clashed:
+        return res
+    for lf in clashed:
+        lf.epoch_refused = lf.stats.epoch_clash
+    return _trace_once(logs, opts)
+
+
+def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     notes: set[str] = set(opts.notes)
     rules = [cls(opts) for cls in LOG_RULES.values()]
     streams: dict[Any, Stream] = {}

@@ -126,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
         if conv.unplaced and index is not None and args.steps_per_epoch is None:
             spe = plan_steps_per_epoch(index)  # the config's [batch] facts place records that carry only an epoch
             if spe is not None:
-                logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=spe) for p in args.logs]
+                logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=spe,
+                                 steps_per_epoch_from="the [batch] plan's") for p in args.logs]
                 res = trace_logs(logs, opts)
                 conv = resolve_convention(res.logs, args.first_step)
         if args.steps_per_epoch is not None and not any(st.line_formats.get(pydict.NAME) for st in res.logs):

@@ -222,9 +222,42 @@ def test_hf_console_dicts_without_steps_are_records_not_steps(tmp_path):
     # the epoch is printed with 2 decimals: x 1000 steps per epoch it is known to +/-5 steps only
     r = run_cli("trace", str(LOGS / rel), "--data", str(data), "--steps-per-epoch", "1000")
     assert r.returncode == 2 and "2 decimal(s)" in r.stderr and "+/-5 steps" in r.stderr
-    # 10 steps per epoch: 0.53 x 10 = 5.3, step 5 (the epoch overshoots by less than a step)
-    recs = list(open_log(str(LOGS / rel), steps_per_epoch=10).records())
+    # 10 steps per epoch: 0.53 x 10 = 5.3, step 5 (the epoch overshoots by less than a step) for each
+    # of the three; the reader notes that two training records then share a step
+    lf = open_log(str(LOGS / rel), steps_per_epoch=10)
+    recs = list(lf.records())
     assert [r.step for r in recs] == [5, 5, 5] and not any(r.step_inferred for r in recs)
+    assert lf.stats.epoch_clash is not None and "lines 1 (epoch 0.53) and 2 (epoch 0.53)" in lf.stats.epoch_clash
+
+
+def test_hf_console_records_one_plan_puts_on_one_step_are_not_duplicates(tmp_path):
+    """The ModernBERT excerpt under a [batch] plan: its three training dicts (losses 0.2051, 0.0, 0.0)
+    all print epoch 0.53. The Trainer logs one training dict per global step, so three of them are three
+    steps; a plan whose steps per epoch puts them on one step (here 320 rows / batch 8 = 40: 0.53 x 40 =
+    21.2, step 21 each) is not this run's. No log.duplicate_steps: the records stay unplaced, and the
+    refusal to name rows says why."""
+    rel = "issues/modernbert_233_hf_trainer_grad_norm_nan.txt"
+    lines = (LOGS / rel).read_text().splitlines()
+    assert len(lines) == 3 and all("'epoch': 0.53" in t and "'loss': " in t for t in lines)
+    rows, batch = 320, 8
+    spe = rows // batch
+    step = math.floor(0.53 * spe)
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"x": float(i)}) + "\n" for i in range(rows)))
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f"[batch]\nbatch_size = {batch}\nseed = 0\n")
+    r = run_cli("trace", str(LOGS / rel), "--data", str(data), "--config", str(cfg))
+    assert r.returncode == 2 and "log.duplicate_steps" not in r.stdout + r.stderr
+    assert "cannot place the log's records" in r.stderr
+    assert f"lines 1 (epoch 0.53) and 2 (epoch 0.53) both fall on step {step} at {spe} steps per epoch " \
+           "(the [batch] plan's)" in r.stderr
+    # the same with --steps-per-epoch, without --data: the records are records, no duplicate step
+    res = _trace(rel, steps_per_epoch=spe)
+    assert "log.duplicate_steps" not in _by(res)
+    assert res.logs[0].unplaced is not None and "(--steps-per-epoch)" in res.logs[0].unplaced
+    r = run_cli("trace", str(LOGS / rel), "--steps-per-epoch", str(spe))
+    assert r.returncode == 1 and "log.duplicate_steps" not in r.stdout
+    assert "first anomaly: log.non_finite at record 1 (the log gives no step number)" in r.stdout
 
 
 def test_overflow_lines_alone_are_records_not_steps(tmp_path):
