@@ -73,6 +73,10 @@ class TraceResult:
             (:meth:`datacheck.trace.steps.StepConvention.to_dict`), once :meth:`join` was called.
         not_run: ``{"check", "reason"}`` per rule that could not run on these logs at all (no learning
             rate, no eval loss, no grad norm logged, ...).
+        stream_ranks: the streams that are not a rank of their own -> the rank whose process wrote
+            them: a log's records that name no rank in a log whose other records name one (the Hugging
+            Face Trainer's dicts beside DeepSpeed's ``Rank 0`` lines: one process's two streams) ->
+            that rank's stream name; None when the log names several ranks (one of them wrote it).
     """
 
     logs: list[ReadStats]
@@ -84,6 +88,12 @@ class TraceResult:
     notes: list[str] = field(default_factory=list)
     not_run: list[dict[str, str]] = field(default_factory=list)
     convention: dict[str, Any] | None = None
+    stream_ranks: dict[str, str | None] = field(default_factory=dict)
+
+    def rank_of(self, stream: str) -> str | None:
+        """The rank a stream's records come from: its own name, the rank of the process that wrote it
+        (:attr:`stream_ranks`), or None when that process is one of several ranks."""
+        return self.stream_ranks[stream] if stream in self.stream_ranks else stream
 
     def join(self, conv: StepConvention) -> None:
         """Name the first anomaly's optimizer step (``first_bad["optimizer_step"]``, ``"step_map"``:
@@ -181,9 +191,12 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     events: list[dict[str, Any]] = []
     stats: list[ReadStats] = []
     feeds: dict[Any, list[Any]] = {}  # per stream: the rules' bound feed methods
+    named: dict[str, set[int]] = {}  # per log: the ranks its records name
     for lf in logs:
         seen_notes = 0
         for rec in lf.records():
+            if rec.rank is not None and len(named.setdefault(lf.source, set())) < 2:
+                named[lf.source].add(rec.rank)
             if len(lf.stats.notes) != seen_notes:  # notes (e.g. hf_nan_filter) reach the rules' messages
                 seen_notes = len(lf.stats.notes)
                 if lf.stats.notes - notes:
@@ -255,4 +268,6 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,
                        streams={s.name: s.records for s in streams.values()},
                        notes=[n for r in rules for n in r.notes],
-                       not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run])
+                       not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],
+                       stream_ranks={stream_name(k): (stream_name(next(iter(named[k]))) if len(named[k]) == 1 else None)
+                                     for k in streams if isinstance(k, str) and named.get(k)})

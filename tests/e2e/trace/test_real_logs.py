@@ -146,6 +146,21 @@ def test_deepspeed_overflow_collapse_mixed_with_trainer_lines():
     assert f["log.skipped_steps"].count == 5
 
 
+def test_one_process_two_streams_are_one_rank():
+    """Chinese-LLaMA-Alpaca#534: DeepSpeed's `OVERFLOW! Rank 0` lines and the Trainer's dict (no rank) in
+    one console are one process's two streams: rank 0, not "rank 0 only (of 2)"."""
+    rel = "issues/chinese_llama_alpaca_534_deepspeed_overflow_scale_collapse.txt"
+    text = (LOGS / rel).read_text()
+    named = set(re.findall(r"OVERFLOW! Rank (\d+)", text))
+    assert named == {"0"} and text.count("{'loss'") == 1
+    r = run_cli("trace", str(LOGS / rel), "--format", "json")
+    res = json.loads(r.stdout)["result"]
+    ranks = res["verdict"]["answers"]["ranks"]
+    assert ranks["seen"] == ["rank 0"] and ranks["affected"] == ["rank 0"]
+    assert "of 2" not in ranks["answer"] and "only rank 0 is logged" in ranks["answer"]
+    assert "rank 0 only (of 2)" not in run_cli("trace", str(LOGS / rel)).stdout
+
+
 def test_apex_scale_to_below_one_and_hysteresis():
     f = _by(_trace("issues/apex_834_loss_scale_to_zero.txt"))
     assert f["log.skipped_steps"].count == 17
