@@ -235,6 +235,8 @@ class _Dynamics(Rule):
         super().__init__(opts)
         self.points: dict[Any, Points] = {}
         self.evals: dict[Any, list[tuple[int, float, str]]] = {}
+        #: per stream: eval index -> the train loss its eval line reports (``StepRecord.eval_train_loss``)
+        self.eval_train: dict[Any, dict[int, float]] = {}
 
     def collect(self, rec: StepRecord, s: Stream) -> None:
         """Add ``rec`` to the stream's shared :class:`Points` (records of a wholly skipped interval left out)."""
@@ -250,6 +252,9 @@ class _Dynamics(Rule):
     def feed_eval(self, rec: StepRecord, key: Any) -> None:
         if rec.loss is not None and math.isfinite(rec.loss):
             self.evals.setdefault(key, []).append((rec.step, rec.loss, rec.where()))
+            t = rec.eval_train_loss
+            if t is not None and math.isfinite(t):
+                self.eval_train.setdefault(key, {})[len(self.evals[key]) - 1] = t
 
     def losses(self, key: Any) -> list[Pt]:
         return [p for p in self.points[key].pts if p.loss is not None]
@@ -549,10 +554,12 @@ class ZeroLr(_Dynamics):
 class OverfitOnset(_Dynamics):
     """The eval loss rises above its minimum so far by more than ``[trace] overfit_margin`` (and more
     than 3 sigmas of the eval's own noise: :func:`noise_sigma`, which a trend does not inflate, so a noisy eval of a converged run is not a rise) on ``overfit_evals`` consecutive evals (the eval values and
-    their running median of 3 both above) while the train loss falls (its median over the train points
-    between two evals, at the minimum's eval and at the last of those evals, drops by at least
-    ``stagnation_improvement``). Reported at the step of the eval minimum (the lowest raw eval beside
-    where the running median bottoms): the checkpoint worth keeping."""
+    their running median of 3 both above) while the train loss falls by at least
+    ``stagnation_improvement`` from the eval minimum to the last of those evals: the train loss the eval
+    lines report at both (nanoGPT's ``step N: train loss A, val loss B``) when they do, else the median
+    of the logged train losses between the evals before and after each. Reported at the step of the
+    eval minimum (the lowest raw eval beside where the running median bottoms): the checkpoint worth
+    keeping. The message quotes the two train values compared and names their series."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         ev = self.evals.get(key)
@@ -573,35 +580,51 @@ class OverfitOnset(_Dynamics):
             top = sm[best_i] + max(lim.overfit_margin * abs(sm[best_i]), 3 * noise)
             run = run + 1 if sm[i] > top and raw[i] > top else 0
             if run >= lim.overfit_evals:
-                t0, t1 = _train_near(pts, ev, best_i), _train_near(pts, ev, i)
+                lo_i = min(range(max(0, best_i - 1), min(len(ev), best_i + 2)), key=lambda k: raw[k])
+                t0, t1, series = _train_compared(pts, ev, self.eval_train.get(key, {}), lo_i, i)
                 if t0 is None or t1 is None or not t1 < (1 - lim.stagnation_improvement) * t0:
                     continue
-                lo_i = min(range(max(0, best_i - 1), min(len(ev), best_i + 2)), key=lambda k: raw[k])
                 bs, bl, bw = ev[lo_i]  # the lowest eval where the smoothed eval bottoms: the checkpoint to keep
                 p = next((q for q in pts if q.step >= bs), pts[-1]) if pts else Pt(bs, None, None, None, bw, None)
                 d = _step_details(name, Pt(bs, bl, p.grad_norm, p.lr, bw, p.loss_scale), None,
                                   eval_min_step=bs, eval_min=bl, eval_at=ev[i][0], eval_loss=ev[i][1],
-                                  train_at_min=t0, train_now=t1, evals_above=run, best_checkpoint_step=bs,
+                                  train_at_min=t0, train_now=t1, train_series=series, evals_above=run,
+                                  best_checkpoint_step=bs,
                                   evidence=[{"where": bw, "step": bs, "eval_loss": bl},
                                             {"where": ev[i][2], "step": ev[i][0], "eval_loss": ev[i][1]}])
                 d["eval_last"] = ev[-1][1]
                 msg = (f"{name}: the eval loss bottoms at {_g(bl)} at step {bs} and is above it by more than "
                        f"{lim.overfit_margin:.0%} on {run} consecutive evals ({_g(ev[i][1])} at step {ev[i][0]}; "
                        f"{_g(ev[-1][1])} at the last eval, step {ev[-1][0]}) while the train loss falls "
-                       f"({_g(t0)} -> {_g(t1)}): overfitting from step {bs}, the checkpoint worth keeping")
+                       f"({series}): overfitting from step {bs}, the checkpoint worth keeping")
                 return _finding(self.id, msg, run, d)
         return None
 
 
-def _train_near(pts: list[Pt], ev: list[tuple[int, float, str]], i: int) -> float | None:
-    """The median train loss between the evals before and after eval ``i`` (or around its step)."""
+def _train_compared(pts: list[Pt], ev: list[tuple[int, float, str]], at_eval: dict[int, float], a: int,
+                    b: int) -> tuple[float | None, float | None, str]:
+    """The train loss at eval ``a`` and at eval ``b``, and the words that quote them with their series:
+    the train loss the eval lines report at both when they do (``at_eval``), else
+    :func:`_train_near` of each."""
+    if a in at_eval and b in at_eval:
+        t0, t1 = at_eval[a], at_eval[b]
+        return t0, t1, (f"{_g(t0)} at step {ev[a][0]} -> {_g(t1)} at step {ev[b][0]}, the train loss the eval lines "
+                        "report")
+    (t0, r0), (t1, r1) = _train_near(pts, ev, a), _train_near(pts, ev, b)
+    return t0, t1, (f"the median of the logged train losses: {_g(t0)} over {r0} -> {_g(t1)} over {r1}"
+                    if t0 is not None and t1 is not None else "")
+
+
+def _train_near(pts: list[Pt], ev: list[tuple[int, float, str]], i: int) -> tuple[float | None, str]:
+    """The median train loss between the evals before and after eval ``i`` (or the train loss nearest
+    its step), and the steps it is over (``"steps 1500..2000"``, ``"step 1740"``)."""
     lo = ev[i - 1][0] if i > 0 else ev[i][0]
     hi = ev[i + 1][0] if i + 1 < len(ev) else ev[i][0]
     xs = [p.loss for p in pts if lo <= p.step <= hi and p.loss is not None]
     if not xs:
         near = min(pts, key=lambda p: abs(p.step - ev[i][0]), default=None)
-        return None if near is None else near.loss
-    return median(xs)
+        return (None, "") if near is None else (near.loss, f"step {near.step}")
+    return median(xs), f"steps {lo}..{hi}"
 
 
 @log_rule("log.vanishing_grad")

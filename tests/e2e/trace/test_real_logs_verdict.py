@@ -41,6 +41,13 @@ def test_nanogpt_overfit_onset_at_the_eval_minimum():
     res = trace(LOGS / "nanogpt/output.log")
     f = by_check(res)["log.overfit_onset"]
     assert (f.details["step"], f.details["eval_min"], f.details["eval_last"]) == (1750, 2.1041, evals[-1][1])
+    # the train loss compared is the one the eval lines report at the eval minimum and at the eval that
+    # made the finding (not a median of iteration losses that happened to be iteration 1310's 1.7742)
+    train = {int(s): float(v) for s, v in re.findall(r"step (\d+): train loss ([0-9.]+) BPC", text)}
+    at = f.details["eval_at"]
+    assert (f.details["train_at_min"], f.details["train_now"]) == (train[1750], train[at]) == (1.5877, 1.0642)
+    assert f"while the train loss falls ({train[1750]:.4g} at step 1750 -> {train[at]:.4g} at step {at}, the " \
+           "train loss the eval lines report)" in f.message
     assert [c for c, _, _ in loud(res)] == ["log.overfit_onset"]
     a = verdict(res)["anomalies"][0]
     assert a["class"] == "dynamics" and "keep the checkpoint of step 1750" in a["next_experiment"]
