@@ -81,12 +81,51 @@ def _interval_skipped(rec: StepRecord, s: Stream) -> bool:
 
 
 class Points:
-    """A stream's kept records (every ``stride``-th; at most :data:`MAX_POINTS`)."""
+    """A stream's kept records (every ``stride``-th; at most :data:`MAX_POINTS`), and, over every
+    record (kept or not, a wholly skipped interval's too), what was logged of the grad norm and the
+    learning rate: ``logged`` (records carrying it), ``finite`` (finite values), ``skipped`` (finite
+    values on records of wholly skipped intervals, left out of ``pts``), ``lo``/``hi`` (the least and
+    largest finite value): why a rule finds no value in ``pts`` (:meth:`missing`)."""
 
     def __init__(self) -> None:
         self.pts: list[Pt] = []
         self.stride = 1
         self.n = 0
+        self.logged = {"grad_norm": 0, "lr": 0}
+        self.finite = {"grad_norm": 0, "lr": 0}
+        self.skipped = {"grad_norm": 0, "lr": 0}
+        self.lo: dict[str, float] = {}
+        self.hi: dict[str, float] = {}
+
+    def count(self, rec: StepRecord, skipped: bool) -> None:
+        """Count ``rec``'s grad norm and learning rate (every record, before any is left out)."""
+        for m, v in (("grad_norm", rec.grad_norm), ("lr", rec.lr)):
+            if v is None:
+                continue
+            self.logged[m] += 1
+            if math.isfinite(v):
+                self.finite[m] += 1
+                self.skipped[m] += skipped
+                self.lo[m] = min(self.lo.get(m, v), v)
+                self.hi[m] = max(self.hi.get(m, v), v)
+
+    def missing(self, metric: str) -> str:
+        """Why ``pts`` holds no finite ``metric`` (``"grad_norm"`` or ``"lr"``): none logged; every
+        logged value NaN or inf; or every finite one on a record of a wholly skipped interval (no
+        update was made: the values are said, and that they judge nothing)."""
+        noun = {"grad_norm": "grad norm", "lr": "learning rate"}[metric]
+        n, fin = self.logged[metric], self.finite[metric]
+        if n == 0:
+            return f"no {noun} logged"
+        if fin == 0:
+            return f"every logged {noun} is NaN or inf ({n} record(s)): log.non_finite's finding, not a vanishing gradient" if metric == "grad_norm" \
+                else f"every logged {noun} is NaN or inf ({n} record(s))"
+        lo, hi = self.lo[metric], self.hi[metric]
+        vals = _g(lo) if lo == hi else f"{_g(lo)} .. {_g(hi)}"
+        if self.skipped[metric] == fin:
+            return (f"the {noun} ({vals}) is logged only on records whose whole interval was skipped ({fin} "
+                    "record(s), no update made): nothing to judge")
+        return f"{n} {noun}(s) logged ({vals}), none kept"
 
     def add(self, p: Pt) -> None:
         if self.n % self.stride == 0:
@@ -243,7 +282,9 @@ class _Dynamics(Rule):
         pts = s.shared.get(_SHARED_KEY)
         if pts is None:
             pts = s.shared[_SHARED_KEY] = Points()
-        if _interval_skipped(rec, s):
+        skipped = _interval_skipped(rec, s)
+        pts.count(rec, skipped)
+        if skipped:
             return
         loss = rec.loss if rec.loss is not None and math.isfinite(rec.loss) else None
         g = rec.grad_norm if rec.grad_norm is not None and math.isfinite(rec.grad_norm) else None
@@ -530,7 +571,7 @@ class ZeroLr(_Dynamics):
     def judge(self, key: Any, name: str) -> Finding | str | None:
         pts = [p for p in self.points[key].pts if p.lr is not None and math.isfinite(p.lr)]
         if not pts:
-            return "no learning rate logged"
+            return self.points[key].missing("lr")
         k = len(pts)
         while k > 0 and pts[k - 1].lr == 0:
             k -= 1
@@ -638,7 +679,7 @@ class VanishingGrad(_Dynamics):
         allp = self.points[key].pts
         gp = [p for p in allp if p.grad_norm is not None]
         if not gp:
-            return "no grad norm logged"
+            return self.points[key].missing("grad_norm")
         if len(gp) < MIN_POINTS:
             return f"{len(gp)} finite grad norm(s), fewer than {MIN_POINTS}"
         early = median([p.grad_norm for p in gp[:max(5, len(gp) // 10)]])  # type: ignore[misc]
@@ -726,7 +767,9 @@ class PostWarmupSpike(_Dynamics):
         allp = self.points[key].pts
         we = warmup_end([p.lr for p in allp])
         if we is None:
-            return "no learning rate logged"
+            if any(p.lr is not None and math.isfinite(p.lr) for p in allp):
+                return "the learning rate is 0 on every record: it never warms up to a peak"
+            return self.points[key].missing("lr")
         if we == 0:
             return "no warmup in the logged learning rate (it starts at its peak)"
         for metric, factor in (("loss", 2.0), ("grad_norm", self.opts.limits.grad_spike_factor)):

@@ -263,10 +263,14 @@ class LrPerMicroBatch(Rule):
         super().__init__(opts)
         self.first: dict[Any, StepRecord] = {}
         self.peak: dict[Any, tuple[float, StepRecord]] = {}
+        self.logged = False  # some record carries a learning rate (finite or not)
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         lr = rec.lr
-        if lr is None or not math.isfinite(lr):
+        if lr is None:
+            return
+        self.logged = True
+        if not math.isfinite(lr):
             return
         self.first.setdefault(s.key, rec)
         p = self.peak.get(s.key)
@@ -279,7 +283,7 @@ class LrPerMicroBatch(Rule):
             self.not_run.append("needs [batch] grad_accum > 1 and [trace] warmup_steps (the configured schedule)")
             return []
         if not self.peak:
-            self.not_run.append("no learning rate logged")
+            self.not_run.append("every logged learning rate is NaN or inf" if self.logged else "no learning rate logged")
             return []
         out = []
         for key, (lr, rec) in self.peak.items():

@@ -351,3 +351,14 @@ def test_a_run_that_leaves_its_first_loss_at_once_diverges_from_step_2(tmp_path,
                                                           for i, v in enumerate(raw)])))["log.divergence"].details
     assert (d["step"], d["last_good_step"], d["best_step"]) == (2, 1, 1)
     assert d["band_top"] in (pytest.approx(1.1 * (0.6 + raw[1]) / 2), pytest.approx(1.5 * 0.6))
+
+
+def test_values_logged_but_never_finite_are_said_so(tmp_path):
+    """A grad norm and an lr on every record, all NaN: the rules that need them say so, not "no ...
+    logged"."""
+    rows = [{"step": i, "loss": 2.0 - i / 100, "grad_norm": float("nan"), "lr": float("nan")} for i in range(1, 31)]
+    res = trace(write_jsonl(tmp_path / "n.jsonl", rows))
+    why = {n["check"]: n["reason"] for n in res.not_run}
+    assert "every logged grad norm is NaN or inf (30 record(s))" in why["log.vanishing_grad"]
+    assert "every logged learning rate is NaN or inf (30 record(s))" in why["log.zero_lr"]
+    assert "every logged learning rate is NaN or inf (30 record(s))" in why["log.post_warmup_spike"]
