@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                                 ("--window", args.window or None),
                                 ("--allow-data-mismatch", args.allow_data_mismatch or None)) if v is not None]
         if given:  # no option is silently ignored
-            raise UsageError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --data PATH "
+            names = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+            raise UsageError(f"{names} {'needs' if len(given) == 1 else 'need'} --data PATH "
                              "(the dataset the run trained on)")
     if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
         raise UsageError(f"--steps-per-epoch must be >= 1, got {args.steps_per_epoch}")
