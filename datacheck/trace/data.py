@@ -106,7 +106,7 @@ def ledger_gaps(led: Ledger, steps: list[int], rows: dict[int, dict[int, list[in
     rank's last step recorded with fewer micro-batches than ``grad_accum``, asked steps no rank
     recorded, and ranks that did not record an asked step that other ranks did (a rank of the run's
     ``num_replicas`` whose ledger file is absent included)."""
-    out = [f"{Path(f).name} ends in a torn write (the run was killed mid-write); its complete lines are read"
+    out = [f"{Path(f).name} ends in a torn write (the run was killed mid-write): {led.tears.get(f, 'torn')}"
            for f in led.truncated]
     for rank, (step, got, ga) in sorted(led.partial.items()):
         if step in steps:
