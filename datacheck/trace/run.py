@@ -17,7 +17,7 @@ from datacheck.model.findings import Finding
 from datacheck.report.policy import apply_policy
 from datacheck.trace.readers import LogFile
 from datacheck.trace.record import ReadStats, StepRecord
-from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, stream_name
+from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, scale_search, stream_name
 from datacheck.trace.steps import StepConvention
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
@@ -64,7 +64,8 @@ class TraceResult:
         findings: the ``log.*`` findings, most severe and earliest first.
         first_bad: the first anomaly (earliest step among error/warn step findings): ``{"check",
             "step", "rank", "window", ...}`` (its details), or None.
-        events: the timeline: resumes, loss-scale back-offs, eval points (at most 200, in log order).
+        events: the timeline: resumes, loss-scale back-offs (``search``: one of the fp16 initial scale
+            search, :func:`datacheck.trace.rules.scale_search`), eval points (at most 200, in log order).
         curves: ``{stream: {metric: Curve}}``.
         streams: the ranks (or logs) seen -> training records.
         notes: what a rule could not judge (e.g. a spike rule's history on a short log): no finding,
@@ -223,7 +224,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                "where": rec.where()})
             if rec.overflow and len(events) < _EVENTS and not _scale_kept(rec):
                 events.append({"kind": "scale_backoff", "step": rec.step, "rank": s.name, "from": rec.prev_scale,
-                               "to": rec.loss_scale, "where": rec.where()})
+                               "to": rec.loss_scale, "where": rec.where(), "search": scale_search(rec.prev_scale, s)})
             for feed in feeds[key]:
                 feed(rec, s)
             cs = curves[s.name]

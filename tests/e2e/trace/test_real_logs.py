@@ -191,7 +191,26 @@ def test_a_collapse_is_reported_to_the_end_of_its_run():
     assert (c.details["step"], c.details["to_step"]) == (steps[1], steps[-1])
     assert c.details["minimum"] is True and scales[-1] < 1
     assert (f"backs off {backoffs} times in a row and reaches {scales[-1]:g} (at or below 1): "
-            f"{scales[0]:.4g} -> {scales[-1]:g} from step {steps[1]} to {steps[-1]}") in c.message
+            f"{scales[0]:.0f} -> {scales[-1]:g} from step {steps[1]} to {steps[-1]}") in c.message
+
+
+def test_apex_collapse_and_timeline_count_the_same_back_offs():
+    """apex#834: 17 overflow lines, 32768 -> 0.5. The first halves apex's default initial scale 2^16 =
+    65536 (the initial scale search, not counted in the collapse); the collapse's 16 and the timeline's
+    17 say so, both from 65536."""
+    rel = "issues/apex_834_loss_scale_to_zero.txt"
+    scales = [float(m) for m in re.findall(r"reducing loss scale to ([0-9.]+)", (LOGS / rel).read_text())]
+    assert len(scales) == 17 and scales[0] == 32768 and scales[-1] == 0.5
+    steps = [r.step for r in open_log(str(LOGS / rel)).records()]
+    c = _by(_trace(rel))["log.loss_scale_collapse"]
+    assert (c.count, c.details["search_backoffs"], c.details["search_from_scale"]) == (16, 1, 65536)
+    assert (f"after 1 back-off(s) of the fp16 initial scale search (65536 -> 32768 at step {steps[0]}: from the "
+            "scaler's initial scale, 2^16 = 65536 by default in apex") in c.message
+    assert f"not counted), {len(scales)} in all" in c.message
+    out = run_cli("trace", str(LOGS / rel)).stdout
+    assert (f"loss-scale back-offs: {len(scales)} (1 of the fp16 initial scale search, from the scaler's initial "
+            f"scale: first at step {steps[0]}: 65536 -> 32768; then {len(scales) - 1}: first at step {steps[1]}: 32768 "
+            f"-> 16384, last at step {steps[-1]}: 1 -> 0.5)") in out
 
 
 def test_a_collapse_run_ends_where_the_scale_stops_falling(tmp_path):
