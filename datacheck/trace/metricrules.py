@@ -135,15 +135,15 @@ class HiddenNonFinite(Rule):
                     self.first[key] = (self.streams[key], d)
         out = []
         for key, (s, d) in self.first.items():
+            good = "no good step before it" if d["last_good_step"] is None else f"last good step {d['last_good_step']}"
             if "non_finite_frac" in d:
                 msg = (f"{s.name}: {d['reason']} at step {d['step']} ({d['where']}): a non-finite loss the logged mean "
-                       f"hides (TRL); the step's batch holds rows whose loss is NaN or inf. Last good step "
-                       f"{d['last_good_step']}")
+                       f"hides (TRL); the step's batch holds rows whose loss is NaN or inf; {good}")
             else:
                 msg = (f"{s.name}: {d['reason']} at step {d['step']} ({d['where']}): a non-finite loss hidden by the "
                        "logger (Hugging Face's logging_nan_inf_filter, on by default, logs a NaN step's loss as the "
                        "interval's running mean, 0.0 when nothing else is in it); rerun with logging_nan_inf_filter="
-                       f"False to see it. Last good step {d['last_good_step']}")
+                       f"False to see it; {good}")
             out.append(_finding(self.id, msg, 1, d))
         return out
 
