@@ -44,7 +44,7 @@ from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
-from datacheck.model.order import EpochOrder, epoch_order
+from datacheck.model.order import EpochOrder, epoch_order, steps_text
 from datacheck.model.roles import is_list
 
 __all__ = ["StepRow", "ShardSpan", "RowSpace", "BatchPlan", "row_space", "build_plan", "rows_of_step",
@@ -276,7 +276,7 @@ class BatchPlan:
                              "micro-batch with drop_last, or no rows); check [batch] batch_size, world_size and "
                              "drop_last against the data's rows")
         if not 0 <= step < total:
-            raise UsageError(f"--step {step}: the run has steps 0..{total - 1} ({spe} per epoch x "
+            raise UsageError(f"--step {step}: the run has {steps_text(0, total - 1)} ({spe} per epoch x "
                              f"{self.cfg.batch.epochs} epoch(s) from [batch] epochs)")
         return step // spe, step % spe
 

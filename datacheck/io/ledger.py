@@ -75,8 +75,11 @@ class Ledger:
         format: ``"datacheck"`` or ``"olmo"``.
         batches: rank -> step -> the step's batches on that rank, in order.
         states: rank -> the ``#state`` records (dicts), in file order.
-        truncated: files whose gzip stream ends early (a run killed mid-write): their complete gzip
-            members (one per flush) are read, the torn last member is dropped.
+        truncated: files whose gzip stream ends early (a run killed mid-write) or whose last line has
+            no newline: every complete line before the tear is read (the cut gzip member's too: a
+            deflate stream inflates exactly up to where it was cut), the cut line dropped.
+        tears: file -> where it tears, in words: the byte offset of the cut (the end of the file),
+            the gzip member it cuts and the complete lines read (:attr:`_Lines.tear`).
         empty: files holding no complete line (0 bytes, an empty gzip stream, or one whose only
             gzip member was cut): their rank is in ``batches`` with no step, and they decide no format.
         partial: rank -> ``(step, micro-batches recorded, micro-batches the step has)`` of a rank's last
@@ -90,6 +93,7 @@ class Ledger:
     batches: dict[int, dict[int, list[LedgerBatch]]] = field(default_factory=dict)
     states: dict[int, list[dict]] = field(default_factory=dict)
     truncated: list[str] = field(default_factory=list)
+    tears: dict[str, str] = field(default_factory=dict)
     empty: list[str] = field(default_factory=list)
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
@@ -167,20 +171,29 @@ _BLOCK = 1 << 22
 
 class _Lines:
     """The complete lines of a ledger file, streamed (see :func:`iter_lines`); ``torn`` is set once
-    the iteration has ended on a torn gzip member or a last line without its newline."""
+    the iteration has ended on a torn gzip member or a last line without its newline, and ``tear``
+    then says where (:attr:`tear`)."""
 
     def __init__(self, path: Path):
         self.path = path
         self.torn = False
+        #: where the file tears, in words (byte offsets of the file as stored), None when it does not
+        self.tear: str | None = None
         self._total = 0
         self._plain = False
+        self._corrupt = False  # a gzip member that does not inflate (not a cut: its lines are not trusted)
+        self._member = 0  # byte offset of the gzip member being inflated
+        self._size = 0  # bytes of the file read
 
     def _blocks(self, f: Any) -> Iterator[tuple[bytes, bool]]:
-        """(inflated bytes, end of a gzip member or of a plain file) in blocks of at most 4 MiB."""
+        """(inflated bytes, end of a gzip member or of a plain file) in blocks of at most 4 MiB. A
+        stream cut mid-member inflates to the cut (deflate decodes a prefix exactly): its bytes are
+        yielded and ``torn`` set; a member zlib refuses (corrupt, not cut) sets ``_corrupt``."""
         if f.read(2) != b"\x1f\x8b":
             self._plain = True
             f.seek(0)
             while chunk := f.read(_BLOCK):
+                self._size += len(chunk)
                 yield chunk, False
             yield b"", True
             return
@@ -190,18 +203,20 @@ class _Lines:
         while True:
             if not data:
                 data = f.read(_BLOCK)
+                self._size += len(data)
                 if not data:
-                    self.torn = self.torn or fed  # a member cut short: its lines are dropped
+                    self.torn = self.torn or fed  # a member cut short: its complete lines are kept
                     return
             try:
                 out = d.decompress(data, _BLOCK)
             except zlib.error:
-                self.torn = True
+                self.torn = self._corrupt = True
                 return
             fed = True
             data = d.unconsumed_tail
             if d.eof:  # the next gzip member (one per append)
                 data = d.unused_data + data
+                self._member = self._size - len(data)
                 d, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
             yield out, not fed
 
@@ -216,7 +231,8 @@ class _Lines:
         with f:
             buf = b""
             lineno = 0
-            held: list[tuple[int, str]] = []  # the lines of the gzip member being read (dropped if torn)
+            good = 0  # the last complete line read
+            held: list[tuple[int, str]] = []  # the lines of the gzip member being read (dropped if corrupt)
             for chunk, member_end in self._blocks(f):
                 self._total += len(chunk)
                 if self._total > MAX_LEDGER_BYTES:
@@ -240,19 +256,37 @@ class _Lines:
                                      f"{lineno}): not a ledger line")
                 if member_end or self._plain:
                     yield from held
+                    good = lineno
                     held = []
-            if not self.torn:
+            if not self._corrupt:
                 yield from held
-            if buf.strip():
-                self.torn = True  # the last line has no newline: a cut write
+                good = lineno
+            cut_line = bool(buf.strip())
+            if self.torn or cut_line:
+                self._say_tear(good, cut_line, len(buf))
+
+    def _say_tear(self, good: int, cut_line: bool, partial: int) -> None:
+        """Set ``torn`` and ``tear``: where the file tears and what was read before it."""
+        self.torn = True
+        if self._plain:
+            at = f"byte {self._size - partial} (a last line of {partial} byte(s) without its newline, dropped)"
+        elif self._corrupt:
+            at = (f"the gzip member at byte {self._member}, which does not inflate (corrupt, not cut: its lines are "
+                  "dropped)")
+        else:
+            at = (f"byte {self._size} (the end of the file, inside the gzip member from byte {self._member}"
+                  + (": its last line is cut and dropped)" if cut_line else ")"))
+        self.tear = f"torn at {at}; the {good} line(s) before it are read"
 
 
 def iter_lines(path: Path) -> _Lines:
     """``(1-based line, text)`` of the complete lines of a (possibly gzip'd, possibly torn) ledger
     file, streamed: read in 4 MiB blocks, each gzip member inflated in blocks, blank stretches
     counted without splitting, at most :data:`MAX_LEDGER_BYTES` inflated and lines of at most
-    :data:`MAX_LEDGER_LINE`. Only a regular file is opened. ``.torn`` tells, after the iteration,
-    whether a torn gzip member or a last line without newline was dropped.
+    :data:`MAX_LEDGER_LINE`. Only a regular file is opened. A gzip stream cut mid-member (a single
+    stream cut by a crash included) yields every complete line inflated before the cut. ``.torn``
+    tells, after the iteration, whether the file tears (a cut gzip member, a corrupt one whose lines
+    are dropped, a last line without newline), ``.tear`` where (byte offset) and what was read.
 
     Raises (while iterated):
         UsageError: not a regular file (a FIFO, ``/dev/zero``), unreadable, or a bound passed.
@@ -296,6 +330,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     if first is None:  # no complete line: a rank that recorded nothing, or whose only write was cut
         if it.torn:
             led.truncated.append(str(path))
+            led.tears[str(path)] = it.tear or "torn"
         led.empty.append(str(path))
         led.batches[rank], led.states[rank] = {}, []
         return
@@ -344,6 +379,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
         per.setdefault(b.step, []).append(b)
     if it.torn:
         led.truncated.append(str(path))
+        led.tears[str(path)] = it.tear or "torn"
     led.batches[rank] = per
     led.states[rank] = states
     if ours and counts:

@@ -36,7 +36,7 @@ from datacheck.model.config import BatchSection
 from datacheck.model.errors import UsageError
 from datacheck.model.torchdep import require_torch
 
-__all__ = ["EpochOrder", "epoch_order", "micro_batch_sizes"]
+__all__ = ["EpochOrder", "epoch_order", "micro_batch_sizes", "steps_text"]
 
 
 class _Rows:
@@ -50,6 +50,14 @@ class _Rows:
 
     def __getitem__(self, i: int) -> int:
         return i
+
+
+def steps_text(first: int, last: int, noun: str = "step") -> str:
+    """A range of steps in words: ``"steps 0..9"``, ``"step 5"``, or ``"no step"`` when ``last <
+    first`` (an empty range: never ``"steps 0..-1"``); ``noun`` names them (``"log step"``)."""
+    if last < first:
+        return f"no {noun}"
+    return f"{noun} {first}" if first == last else f"{noun}s {first}..{last}"
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,7 @@ class EpochOrder:
         """``(rank, micro_batch, global indices)`` of every micro-batch of in-epoch step ``s``
         (``micro_batch`` is the index within the step, 0 .. grad_accum-1)."""
         if not 0 <= s < self.steps:
-            raise UsageError(f"step {s} is outside epoch {self.epoch}, which has steps 0..{self.steps - 1}")
+            raise UsageError(f"step {s} is outside epoch {self.epoch}, which has {steps_text(0, self.steps - 1)}")
         lo, hi = s * self.grad_accum, min((s + 1) * self.grad_accum, self.micro_batches)
         return [(r, m - lo, mbs[m]) for r, mbs in enumerate(self.ranks) for m in range(lo, hi)]
 

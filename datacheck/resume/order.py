@@ -243,7 +243,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                    "steps": len(steps), "first": min(steps), "last": max(steps), "truncated": led.truncated}
     v = OrderVerdict(plan=plan_info, ledger=ledger_info, notes=notes)
     if led.truncated:
-        notes.append(f"torn ledger file(s) {led.truncated}: their complete lines were read")
+        notes.append("torn ledger file(s): " + "; ".join(f"{f} {led.tears.get(f, 'torn')}" for f in led.truncated))
     silent = [r for r in range(ws) if not led.batches.get(r)]
     if silent:
         notes.append(f"rank(s) {silent[:16]}{' ...' if len(silent) > 16 else ''} of world size {ws} recorded no batch "

@@ -21,8 +21,8 @@ When the lines reach the disk:
   garbage-collected, at interpreter exit (``weakref.finalize``, an ``atexit`` hook) and by
   :func:`flush_ledgers` (call it before saving a checkpoint; the Hugging Face callback does);
 - only a process killed outright (SIGKILL, ``os._exit``) loses its unwritten lines; a write cut
-  mid-way leaves a torn gzip member, which :func:`~datacheck.io.ledger.read_ledger` drops and names
-  (``Ledger.truncated``), and a step recorded with fewer micro-batches than ``grad_accum`` before its
+  mid-way leaves a torn gzip member, whose complete lines :func:`~datacheck.io.ledger.read_ledger`
+  reads (the cut line dropped) and whose tear it names (``Ledger.truncated``, ``Ledger.tears``), and a step recorded with fewer micro-batches than ``grad_accum`` before its
   epoch's end is named as well (``Ledger.partial``).
 
 Each yielded batch is a :class:`~datacheck.torch.position.TaggedBatch` (a list of ints) carrying its

@@ -52,6 +52,7 @@ from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Severity
 from datacheck.model.identity import compare_identity
+from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
 from datacheck.trace.run import TraceResult
@@ -105,7 +106,7 @@ def ledger_gaps(led: Ledger, steps: list[int], rows: dict[int, dict[int, list[in
     rank's last step recorded with fewer micro-batches than ``grad_accum``, asked steps no rank
     recorded, and ranks that did not record an asked step that other ranks did (a rank of the run's
     ``num_replicas`` whose ledger file is absent included)."""
-    out = [f"{Path(f).name} ends in a torn write (the run was killed mid-write); its complete lines are read"
+    out = [f"{Path(f).name} ends in a torn write (the run was killed mid-write): {led.tears.get(f, 'torn')}"
            for f in led.truncated]
     for rank, (step, got, ga) in sorted(led.partial.items()):
         if step in steps:
@@ -275,9 +276,12 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
             continue
         out[step] = rows_of_step(plan, k)
     if not out:
-        raise UsageError(f"log steps {min(outside)}..{max(outside)} are outside the simulated plan (log steps "
-                         f"{conv.log_step(0)}..{conv.log_step(total - 1)}: {spe} per epoch x {cfg.batch.epochs} "
-                         "epoch(s), [batch] epochs); check [batch] and --first-step, or give --ledger DIR")
+        asked = steps_text(min(outside), max(outside), "log step")
+        raise UsageError(f"{asked} {'is' if len(set(outside)) == 1 else 'are'} outside the simulated plan (it has "
+                         f"{steps_text(conv.log_step(0), conv.log_step(total - 1), 'log step')}: {spe} per epoch x "
+                         f"{cfg.batch.epochs} epoch(s), [batch] epochs"
+                         + ("; 0 steps per epoch: fewer rows than one micro-batch with drop_last, or no rows"
+                            if spe == 0 else "") + "); check [batch] and --first-step, or give --ledger DIR")
     desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; optimizer step = log step - "
             f"{conv.first_step}; assumes a run from scratch with these samplers: a resumed run or another "
             "sampler needs --ledger)")

@@ -81,12 +81,51 @@ def _interval_skipped(rec: StepRecord, s: Stream) -> bool:
 
 
 class Points:
-    """A stream's kept records (every ``stride``-th; at most :data:`MAX_POINTS`)."""
+    """A stream's kept records (every ``stride``-th; at most :data:`MAX_POINTS`), and, over every
+    record (kept or not, a wholly skipped interval's too), what was logged of the grad norm and the
+    learning rate: ``logged`` (records carrying it), ``finite`` (finite values), ``skipped`` (finite
+    values on records of wholly skipped intervals, left out of ``pts``), ``lo``/``hi`` (the least and
+    largest finite value): why a rule finds no value in ``pts`` (:meth:`missing`)."""
 
     def __init__(self) -> None:
         self.pts: list[Pt] = []
         self.stride = 1
         self.n = 0
+        self.logged = {"grad_norm": 0, "lr": 0}
+        self.finite = {"grad_norm": 0, "lr": 0}
+        self.skipped = {"grad_norm": 0, "lr": 0}
+        self.lo: dict[str, float] = {}
+        self.hi: dict[str, float] = {}
+
+    def count(self, rec: StepRecord, skipped: bool) -> None:
+        """Count ``rec``'s grad norm and learning rate (every record, before any is left out)."""
+        for m, v in (("grad_norm", rec.grad_norm), ("lr", rec.lr)):
+            if v is None:
+                continue
+            self.logged[m] += 1
+            if math.isfinite(v):
+                self.finite[m] += 1
+                self.skipped[m] += skipped
+                self.lo[m] = min(self.lo.get(m, v), v)
+                self.hi[m] = max(self.hi.get(m, v), v)
+
+    def missing(self, metric: str) -> str:
+        """Why ``pts`` holds no finite ``metric`` (``"grad_norm"`` or ``"lr"``): none logged; every
+        logged value NaN or inf; or every finite one on a record of a wholly skipped interval (no
+        update was made: the values are said, and that they judge nothing)."""
+        noun = {"grad_norm": "grad norm", "lr": "learning rate"}[metric]
+        n, fin = self.logged[metric], self.finite[metric]
+        if n == 0:
+            return f"no {noun} logged"
+        if fin == 0:
+            return f"every logged {noun} is NaN or inf ({n} record(s)): log.non_finite's finding, not a vanishing gradient" if metric == "grad_norm" \
+                else f"every logged {noun} is NaN or inf ({n} record(s))"
+        lo, hi = self.lo[metric], self.hi[metric]
+        vals = _g(lo) if lo == hi else f"{_g(lo)} .. {_g(hi)}"
+        if self.skipped[metric] == fin:
+            return (f"the {noun} ({vals}) is logged only on records whose whole interval was skipped ({fin} "
+                    "record(s), no update made): nothing to judge")
+        return f"{n} {noun}(s) logged ({vals}), none kept"
 
     def add(self, p: Pt) -> None:
         if self.n % self.stride == 0:
@@ -235,13 +274,17 @@ class _Dynamics(Rule):
         super().__init__(opts)
         self.points: dict[Any, Points] = {}
         self.evals: dict[Any, list[tuple[int, float, str]]] = {}
+        #: per stream: eval index -> the train loss its eval line reports (``StepRecord.eval_train_loss``)
+        self.eval_train: dict[Any, dict[int, float]] = {}
 
     def collect(self, rec: StepRecord, s: Stream) -> None:
         """Add ``rec`` to the stream's shared :class:`Points` (records of a wholly skipped interval left out)."""
         pts = s.shared.get(_SHARED_KEY)
         if pts is None:
             pts = s.shared[_SHARED_KEY] = Points()
-        if _interval_skipped(rec, s):
+        skipped = _interval_skipped(rec, s)
+        pts.count(rec, skipped)
+        if skipped:
             return
         loss = rec.loss if rec.loss is not None and math.isfinite(rec.loss) else None
         g = rec.grad_norm if rec.grad_norm is not None and math.isfinite(rec.grad_norm) else None
@@ -250,6 +293,9 @@ class _Dynamics(Rule):
     def feed_eval(self, rec: StepRecord, key: Any) -> None:
         if rec.loss is not None and math.isfinite(rec.loss):
             self.evals.setdefault(key, []).append((rec.step, rec.loss, rec.where()))
+            t = rec.eval_train_loss
+            if t is not None and math.isfinite(t):
+                self.eval_train.setdefault(key, {})[len(self.evals[key]) - 1] = t
 
     def losses(self, key: Any) -> list[Pt]:
         return [p for p in self.points[key].pts if p.loss is not None]
@@ -525,7 +571,7 @@ class ZeroLr(_Dynamics):
     def judge(self, key: Any, name: str) -> Finding | str | None:
         pts = [p for p in self.points[key].pts if p.lr is not None and math.isfinite(p.lr)]
         if not pts:
-            return "no learning rate logged"
+            return self.points[key].missing("lr")
         k = len(pts)
         while k > 0 and pts[k - 1].lr == 0:
             k -= 1
@@ -549,10 +595,12 @@ class ZeroLr(_Dynamics):
 class OverfitOnset(_Dynamics):
     """The eval loss rises above its minimum so far by more than ``[trace] overfit_margin`` (and more
     than 3 sigmas of the eval's own noise: :func:`noise_sigma`, which a trend does not inflate, so a noisy eval of a converged run is not a rise) on ``overfit_evals`` consecutive evals (the eval values and
-    their running median of 3 both above) while the train loss falls (its median over the train points
-    between two evals, at the minimum's eval and at the last of those evals, drops by at least
-    ``stagnation_improvement``). Reported at the step of the eval minimum (the lowest raw eval beside
-    where the running median bottoms): the checkpoint worth keeping."""
+    their running median of 3 both above) while the train loss falls by at least
+    ``stagnation_improvement`` from the eval minimum to the last of those evals: the train loss the eval
+    lines report at both (nanoGPT's ``step N: train loss A, val loss B``) when they do, else the median
+    of the logged train losses between the evals before and after each. Reported at the step of the
+    eval minimum (the lowest raw eval beside where the running median bottoms): the checkpoint worth
+    keeping. The message quotes the two train values compared and names their series."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         ev = self.evals.get(key)
@@ -573,35 +621,51 @@ class OverfitOnset(_Dynamics):
             top = sm[best_i] + max(lim.overfit_margin * abs(sm[best_i]), 3 * noise)
             run = run + 1 if sm[i] > top and raw[i] > top else 0
             if run >= lim.overfit_evals:
-                t0, t1 = _train_near(pts, ev, best_i), _train_near(pts, ev, i)
+                lo_i = min(range(max(0, best_i - 1), min(len(ev), best_i + 2)), key=lambda k: raw[k])
+                t0, t1, series = _train_compared(pts, ev, self.eval_train.get(key, {}), lo_i, i)
                 if t0 is None or t1 is None or not t1 < (1 - lim.stagnation_improvement) * t0:
                     continue
-                lo_i = min(range(max(0, best_i - 1), min(len(ev), best_i + 2)), key=lambda k: raw[k])
                 bs, bl, bw = ev[lo_i]  # the lowest eval where the smoothed eval bottoms: the checkpoint to keep
                 p = next((q for q in pts if q.step >= bs), pts[-1]) if pts else Pt(bs, None, None, None, bw, None)
                 d = _step_details(name, Pt(bs, bl, p.grad_norm, p.lr, bw, p.loss_scale), None,
                                   eval_min_step=bs, eval_min=bl, eval_at=ev[i][0], eval_loss=ev[i][1],
-                                  train_at_min=t0, train_now=t1, evals_above=run, best_checkpoint_step=bs,
+                                  train_at_min=t0, train_now=t1, train_series=series, evals_above=run,
+                                  best_checkpoint_step=bs,
                                   evidence=[{"where": bw, "step": bs, "eval_loss": bl},
                                             {"where": ev[i][2], "step": ev[i][0], "eval_loss": ev[i][1]}])
                 d["eval_last"] = ev[-1][1]
                 msg = (f"{name}: the eval loss bottoms at {_g(bl)} at step {bs} and is above it by more than "
                        f"{lim.overfit_margin:.0%} on {run} consecutive evals ({_g(ev[i][1])} at step {ev[i][0]}; "
                        f"{_g(ev[-1][1])} at the last eval, step {ev[-1][0]}) while the train loss falls "
-                       f"({_g(t0)} -> {_g(t1)}): overfitting from step {bs}, the checkpoint worth keeping")
+                       f"({series}): overfitting from step {bs}, the checkpoint worth keeping")
                 return _finding(self.id, msg, run, d)
         return None
 
 
-def _train_near(pts: list[Pt], ev: list[tuple[int, float, str]], i: int) -> float | None:
-    """The median train loss between the evals before and after eval ``i`` (or around its step)."""
+def _train_compared(pts: list[Pt], ev: list[tuple[int, float, str]], at_eval: dict[int, float], a: int,
+                    b: int) -> tuple[float | None, float | None, str]:
+    """The train loss at eval ``a`` and at eval ``b``, and the words that quote them with their series:
+    the train loss the eval lines report at both when they do (``at_eval``), else
+    :func:`_train_near` of each."""
+    if a in at_eval and b in at_eval:
+        t0, t1 = at_eval[a], at_eval[b]
+        return t0, t1, (f"{_g(t0)} at step {ev[a][0]} -> {_g(t1)} at step {ev[b][0]}, the train loss the eval lines "
+                        "report")
+    (t0, r0), (t1, r1) = _train_near(pts, ev, a), _train_near(pts, ev, b)
+    return t0, t1, (f"the median of the logged train losses: {_g(t0)} over {r0} -> {_g(t1)} over {r1}"
+                    if t0 is not None and t1 is not None else "")
+
+
+def _train_near(pts: list[Pt], ev: list[tuple[int, float, str]], i: int) -> tuple[float | None, str]:
+    """The median train loss between the evals before and after eval ``i`` (or the train loss nearest
+    its step), and the steps it is over (``"steps 1500..2000"``, ``"step 1740"``)."""
     lo = ev[i - 1][0] if i > 0 else ev[i][0]
     hi = ev[i + 1][0] if i + 1 < len(ev) else ev[i][0]
     xs = [p.loss for p in pts if lo <= p.step <= hi and p.loss is not None]
     if not xs:
         near = min(pts, key=lambda p: abs(p.step - ev[i][0]), default=None)
-        return None if near is None else near.loss
-    return median(xs)
+        return (None, "") if near is None else (near.loss, f"step {near.step}")
+    return median(xs), f"steps {lo}..{hi}"
 
 
 @log_rule("log.vanishing_grad")
@@ -615,7 +679,7 @@ class VanishingGrad(_Dynamics):
         allp = self.points[key].pts
         gp = [p for p in allp if p.grad_norm is not None]
         if not gp:
-            return "no grad norm logged"
+            return self.points[key].missing("grad_norm")
         if len(gp) < MIN_POINTS:
             return f"{len(gp)} finite grad norm(s), fewer than {MIN_POINTS}"
         early = median([p.grad_norm for p in gp[:max(5, len(gp) // 10)]])  # type: ignore[misc]
@@ -703,7 +767,9 @@ class PostWarmupSpike(_Dynamics):
         allp = self.points[key].pts
         we = warmup_end([p.lr for p in allp])
         if we is None:
-            return "no learning rate logged"
+            if any(p.lr is not None and math.isfinite(p.lr) for p in allp):
+                return "the learning rate is 0 on every record: it never warms up to a peak"
+            return self.points[key].missing("lr")
         if we == 0:
             return "no warmup in the logged learning rate (it starts at its peak)"
         for metric, factor in (("loss", 2.0), ("grad_norm", self.opts.limits.grad_spike_factor)):

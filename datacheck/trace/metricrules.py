@@ -135,15 +135,15 @@ class HiddenNonFinite(Rule):
                     self.first[key] = (self.streams[key], d)
         out = []
         for key, (s, d) in self.first.items():
+            good = "no good step before it" if d["last_good_step"] is None else f"last good step {d['last_good_step']}"
             if "non_finite_frac" in d:
                 msg = (f"{s.name}: {d['reason']} at step {d['step']} ({d['where']}): a non-finite loss the logged mean "
-                       f"hides (TRL); the step's batch holds rows whose loss is NaN or inf. Last good step "
-                       f"{d['last_good_step']}")
+                       f"hides (TRL); the step's batch holds rows whose loss is NaN or inf; {good}")
             else:
                 msg = (f"{s.name}: {d['reason']} at step {d['step']} ({d['where']}): a non-finite loss hidden by the "
                        "logger (Hugging Face's logging_nan_inf_filter, on by default, logs a NaN step's loss as the "
                        "interval's running mean, 0.0 when nothing else is in it); rerun with logging_nan_inf_filter="
-                       f"False to see it. Last good step {d['last_good_step']}")
+                       f"False to see it; {good}")
             out.append(_finding(self.id, msg, 1, d))
         return out
 
@@ -263,10 +263,14 @@ class LrPerMicroBatch(Rule):
         super().__init__(opts)
         self.first: dict[Any, StepRecord] = {}
         self.peak: dict[Any, tuple[float, StepRecord]] = {}
+        self.logged = False  # some record carries a learning rate (finite or not)
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         lr = rec.lr
-        if lr is None or not math.isfinite(lr):
+        if lr is None:
+            return
+        self.logged = True
+        if not math.isfinite(lr):
             return
         self.first.setdefault(s.key, rec)
         p = self.peak.get(s.key)
@@ -279,7 +283,7 @@ class LrPerMicroBatch(Rule):
             self.not_run.append("needs [batch] grad_accum > 1 and [trace] warmup_steps (the configured schedule)")
             return []
         if not self.peak:
-            self.not_run.append("no learning rate logged")
+            self.not_run.append("every logged learning rate is NaN or inf" if self.logged else "no learning rate logged")
             return []
         out = []
         for key, (lr, rec) in self.peak.items():

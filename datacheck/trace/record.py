@@ -57,6 +57,9 @@ class StepRecord:
             detected (grad_norm=nan)``), None when the values come from the metrics line alone.
         non_finite_frac: the fraction (0..1) of the step's losses that were non-finite and left out of
             the logged loss (TRL's ``frac_non_finite_loss``), None when not logged.
+        eval_train_loss: on an eval record, the train loss the eval line reports beside the eval loss
+            (nanoGPT's ``step N: train loss A, val loss B``: ``estimate_loss`` over ``eval_iters``
+            train batches at step N), None elsewhere.
     """
 
     step: int
@@ -78,6 +81,7 @@ class StepRecord:
     step_inferred: bool = False
     stated: str | None = None
     non_finite_frac: float | None = None
+    eval_train_loss: float | None = None
 
     def where(self) -> str:
         """``file:line`` (or the file alone) for messages."""
@@ -86,7 +90,7 @@ class StepRecord:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"step": self.step, "source": self.source}
         for k in ("line", "rank", "epoch", "loss", "grad_norm", "lr", "loss_scale", "skipped", "nan_steps",
-                  "tokens", "wall_time", "prev_scale", "non_finite_frac"):
+                  "tokens", "wall_time", "prev_scale", "non_finite_frac", "eval_train_loss"):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v if not isinstance(v, float) or math.isfinite(v) else str(v)
@@ -129,6 +133,10 @@ class ReadStats:
         min_step: the smallest step of the log's training records (set by the trace's read), None
             before any; a log holding step 0 counts optimizer steps from 0
             (:func:`datacheck.trace.steps.resolve_convention`).
+        epoch_clash: why a steps-per-epoch from outside the log (``--steps-per-epoch``, the
+            ``[batch]`` plan) does not place this log's records (it put two training records on one
+            step), None when it does or was not used; the trace then reads the log again without it
+            (the records unplaced, this the reason).
     """
 
     source: str
@@ -145,6 +153,7 @@ class ReadStats:
     first_step_why: str | None = None
     unplaced: str | None = None
     min_step: int | None = None
+    epoch_clash: str | None = None
 
     def knows(self, first: int, why: str) -> None:
         """Record the trainer's step count (the first reader line that names it wins)."""

@@ -6,6 +6,7 @@ import html
 import math
 from typing import Any
 
+from datacheck.trace.rules import scale_text
 from datacheck.trace.run import Curve, TraceResult
 from datacheck.trace.verdict import build_verdict, verdict_text
 
@@ -44,8 +45,7 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
     if resumes:
         out.append("resumes: " + ", ".join(f"{e['from_step']}->{e['step']}" for e in resumes[:20]))
     if backoffs:
-        out.append(f"loss-scale back-offs: {len(backoffs)} (first at step {backoffs[0]['step']}: "
-                   f"{backoffs[0]['from']} -> {backoffs[0]['to']})")
+        out.append(_backoffs_text(backoffs))
     if data is not None:
         out.append(f"data: {data['message']}")
         if data.get("source"):
@@ -69,6 +69,22 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
                 out.append(f"  [{f['severity']}] {f['check']}: {f['message']} ({where})")
     out.extend(ln for ln in vt if ln not in answers)
     return "\n".join(out) + "\n"
+
+
+def _backoffs_text(backoffs: list[dict[str, Any]]) -> str:
+    """The timeline's loss-scale back-offs in one line: how many, those of the fp16 initial scale
+    search apart (as ``log.loss_scale_collapse`` counts them: never part of a collapse)."""
+    def one(e: dict[str, Any]) -> str:
+        return f"at step {e['step']}: {scale_text(e['from'])} -> {scale_text(e['to'])}"
+    search = [e for e in backoffs if e.get("search")]
+    rest = [e for e in backoffs if not e.get("search")]
+    text = f"loss-scale back-offs: {len(backoffs)}"
+    if not search:
+        return text + f" (first {one(backoffs[0])})"
+    text += f" ({len(search)} of the fp16 initial scale search, from the scaler's initial scale: first {one(search[0])}"
+    if rest:
+        text += f"; then {len(rest)}: first {one(rest[0])}, last {one(rest[-1])}"
+    return text + ")"
 
 
 def _first(fb: dict[str, Any] | None, unjudged: int = 0, loud: list[str] | None = None) -> str:

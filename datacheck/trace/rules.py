@@ -27,7 +27,8 @@ from datacheck.trace.record import StepRecord
 from datacheck.trace.spikes import OLMO_MIN_HISTORY, ROBUST_FIRST_JUDGED, SpikeDetector, SpikeRule
 
 __all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
-           "SEARCH_SCALE", "LR_RESUME_TOLERANCE", "WARMUP_DROP", "DIVERGE_FACTOR", "stream_name"]
+           "SEARCH_SCALE", "LR_RESUME_TOLERANCE", "WARMUP_DROP", "DIVERGE_FACTOR", "stream_name", "scale_search",
+           "scale_text"]
 
 #: consecutive loss-scale back-offs that make a collapse (CHECKS.md "several times in a row")
 COLLAPSE_RUN = 3
@@ -124,6 +125,20 @@ def _context(d: dict[str, Any]) -> str:
 
 def _g(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
+
+
+def scale_text(x: float | None) -> str:
+    """A loss scale as written: exact for a whole number (``65536``, ``4294967296``; scales are powers
+    of 2), else ``:g`` (``0.5``)."""
+    if x is None:
+        return "-"
+    return str(int(x)) if math.isfinite(x) and x.is_integer() and abs(x) < 1e18 else f"{x:g}"
+
+
+def scale_search(from_scale: float | None, s: "Stream") -> bool:
+    """Whether a back-off from ``from_scale`` on stream ``s`` is the fp16 initial scale search: from a
+    scale at or above :data:`SEARCH_SCALE` before any successful step (``s.ok_steps``)."""
+    return from_scale is not None and from_scale >= SEARCH_SCALE and not s.ok_steps
 
 
 def _finding(cid: str, message: str, count: int, details: dict[str, Any]) -> Finding:
@@ -389,6 +404,8 @@ class LossScaleCollapse(Rule):
         self.run: dict[Any, list[tuple[StepRecord, dict[str, Any]]]] = {}
         self.found: dict[Any, tuple[Stream, dict[str, Any]]] = {}
         self.ended: set[Any] = set()  # ranks whose collapsing run has ended: nothing more is followed
+        #: per rank: the back-offs of the initial scale search, ``[count, from, to, first step, last step]``
+        self.search: dict[Any, list[Any]] = {}
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
         new = rec.loss_scale
@@ -405,8 +422,12 @@ class LossScaleCollapse(Rule):
                 if s.key in self.found:
                     self.ended.add(s.key)
             return
-        if old >= SEARCH_SCALE and not s.ok_steps:
-            return  # the initial scale search
+        if scale_search(old, s):  # the initial scale search: said beside a collapse, never counted in it
+            if s.key not in self.found:
+                got = self.search.setdefault(s.key, [0, old, new, rec.step, rec.step])
+                got[0] += 1
+                got[2], got[4] = new, rec.step
+            return
         run.append((rec, _details(s, rec, from_scale=old, to_scale=new)))
         if s.key in self.found or len(run) >= COLLAPSE_RUN or new <= MIN_LOSS_SCALE:
             d = dict(run[0][1])
@@ -419,9 +440,18 @@ class LossScaleCollapse(Rule):
         for s, d in self.found.values():
             how = " and ".join(
                 ([f"backs off {d['backoffs']} times in a row"] if d["backoffs"] >= COLLAPSE_RUN else [])
-                + ([f"reaches {_g(d['to_scale'])} (at or below {MIN_LOSS_SCALE:g})"] if d["minimum"] else []))
-            msg = (f"{s.name}: the fp16 loss scale {how}: {_g(d['from_scale'])} -> {_g(d['to_scale'])} from step "
-                   f"{d['step']} to {d['to_step']}; at {_context(d)}")
+                + ([f"reaches {scale_text(d['to_scale'])} (at or below {MIN_LOSS_SCALE:g})"] if d["minimum"] else []))
+            search = self.search.get(s.key)
+            before = ""
+            if search is not None:
+                n, a, b, s0, s1 = search
+                d.update(search_backoffs=n, search_from_scale=a)
+                before = (f", after {n} back-off(s) of the fp16 initial scale search ({scale_text(a)} -> {scale_text(b)}"
+                          f"{f' at step {s0}' if s0 == s1 else f', steps {s0}..{s1}'}: from the scaler's initial scale, "
+                          f"2^16 = 65536 by default in apex, GradScaler and DeepSpeed; not counted), {n + d['backoffs']} "
+                          "in all")
+            msg = (f"{s.name}: the fp16 loss scale {how}: {scale_text(d['from_scale'])} -> {scale_text(d['to_scale'])} "
+                   f"from step {d['step']} to {d['to_step']}{before}; at {_context(d)}")
             out.append(_finding(self.id, msg, d["backoffs"], d))
         return out
 

@@ -17,7 +17,7 @@ from datacheck.model.findings import Finding
 from datacheck.report.policy import apply_policy
 from datacheck.trace.readers import LogFile
 from datacheck.trace.record import ReadStats, StepRecord
-from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, stream_name
+from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, scale_search, stream_name
 from datacheck.trace.steps import StepConvention
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
@@ -64,7 +64,8 @@ class TraceResult:
         findings: the ``log.*`` findings, most severe and earliest first.
         first_bad: the first anomaly (earliest step among error/warn step findings): ``{"check",
             "step", "rank", "window", ...}`` (its details), or None.
-        events: the timeline: resumes, loss-scale back-offs, eval points (at most 200, in log order).
+        events: the timeline: resumes, loss-scale back-offs (``search``: one of the fp16 initial scale
+            search, :func:`datacheck.trace.rules.scale_search`), eval points (at most 200, in log order).
         curves: ``{stream: {metric: Curve}}``.
         streams: the ranks (or logs) seen -> training records.
         notes: what a rule could not judge (e.g. a spike rule's history on a short log): no finding,
@@ -73,6 +74,10 @@ class TraceResult:
             (:meth:`datacheck.trace.steps.StepConvention.to_dict`), once :meth:`join` was called.
         not_run: ``{"check", "reason"}`` per rule that could not run on these logs at all (no learning
             rate, no eval loss, no grad norm logged, ...).
+        stream_ranks: the streams that are not a rank of their own -> the rank whose process wrote
+            them: a log's records that name no rank in a log whose other records name one (the Hugging
+            Face Trainer's dicts beside DeepSpeed's ``Rank 0`` lines: one process's two streams) ->
+            that rank's stream name; None when the log names several ranks (one of them wrote it).
     """
 
     logs: list[ReadStats]
@@ -84,6 +89,12 @@ class TraceResult:
     notes: list[str] = field(default_factory=list)
     not_run: list[dict[str, str]] = field(default_factory=list)
     convention: dict[str, Any] | None = None
+    stream_ranks: dict[str, str | None] = field(default_factory=dict)
+
+    def rank_of(self, stream: str) -> str | None:
+        """The rank a stream's records come from: its own name, the rank of the process that wrote it
+        (:attr:`stream_ranks`), or None when that process is one of several ranks."""
+        return self.stream_ranks[stream] if stream in self.stream_ranks else stream
 
     def join(self, conv: StepConvention) -> None:
         """Name the first anomaly's optimizer step (``first_bad["optimizer_step"]``, ``"step_map"``:
@@ -154,11 +165,26 @@ def _check_world_size(streams: dict[Any, Stream], world_size: int | None) -> Non
 def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     """Read every log once and run every registered ``log.*`` rule.
 
+    A log whose records a steps-per-epoch from outside it (``--steps-per-epoch``, the ``[batch]``
+    plan) placed so that two training records share a step (``ReadStats.epoch_clash``) is not placed
+    by it: every log is read again with that log's records left unplaced, the clash their reason (a
+    step can only be taken back by reading again; the rules have seen the first read).
+
     Raises:
         UsageError: no log yields a single step record (the message lists each log's format, lines
             and unparsed-line examples, and the remedy: ``--format`` or ``--regex``); the logs name a
             rank at or above ``opts.world_size`` (the message names the ranks seen).
     """
+    res = _trace_once(logs, opts)
+    clashed = [lf for lf in logs if lf.stats.epoch_clash is not None and lf.epoch_refused is None]
+    if not clashed:
+        return res
+    for lf in clashed:
+        lf.epoch_refused = lf.stats.epoch_clash
+    return _trace_once(logs, opts)
+
+
+def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     notes: set[str] = set(opts.notes)
     rules = [cls(opts) for cls in LOG_RULES.values()]
     streams: dict[Any, Stream] = {}
@@ -166,9 +192,12 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     events: list[dict[str, Any]] = []
     stats: list[ReadStats] = []
     feeds: dict[Any, list[Any]] = {}  # per stream: the rules' bound feed methods
+    named: dict[str, set[int]] = {}  # per log: the ranks its records name
     for lf in logs:
         seen_notes = 0
         for rec in lf.records():
+            if rec.rank is not None and len(named.setdefault(lf.source, set())) < 2:
+                named[lf.source].add(rec.rank)
             if len(lf.stats.notes) != seen_notes:  # notes (e.g. hf_nan_filter) reach the rules' messages
                 seen_notes = len(lf.stats.notes)
                 if lf.stats.notes - notes:
@@ -195,7 +224,7 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                "where": rec.where()})
             if rec.overflow and len(events) < _EVENTS and not _scale_kept(rec):
                 events.append({"kind": "scale_backoff", "step": rec.step, "rank": s.name, "from": rec.prev_scale,
-                               "to": rec.loss_scale, "where": rec.where()})
+                               "to": rec.loss_scale, "where": rec.where(), "search": scale_search(rec.prev_scale, s)})
             for feed in feeds[key]:
                 feed(rec, s)
             cs = curves[s.name]
@@ -240,4 +269,6 @@ def trace_logs(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,
                        streams={s.name: s.records for s in streams.values()},
                        notes=[n for r in rules for n in r.notes],
-                       not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run])
+                       not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],
+                       stream_ranks={stream_name(k): (stream_name(next(iter(named[k]))) if len(named[k]) == 1 else None)
+                                     for k in streams if isinstance(k, str) and named.get(k)})

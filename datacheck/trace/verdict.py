@@ -352,8 +352,10 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         "step": good, "lr": fb.get("last_good_lr"), "loss_scale": fb.get("last_good_loss_scale"),
         "grad_norm": fb.get("last_good_grad_norm") if fb.get("last_good_grad_norm") is not None
         else _value_at(res, stream, "grad_norm", good)}
-    ranks_seen = sorted(res.streams)
-    hit = sorted({a["rank"] for a in anomalies if a["rank"] is not None and a["check"] == fb["check"]})
+    # a log's rank-less records beside its named rank's are that process's other stream, not a rank
+    ranks_seen = sorted({r for r in map(res.rank_of, res.streams) if r is not None})
+    hit = sorted({r for a in anomalies if a["rank"] is not None and a["check"] == fb["check"]
+                  for r in [res.rank_of(a["rank"])] if r is not None})
     if len(ranks_seen) == 1:
         ranks = {"answer": "one log, no rank named" if not ranks_seen[0].startswith("rank ") else
                  f"only {ranks_seen[0]} is logged: the other ranks are unseen", "seen": ranks_seen, "affected": hit}

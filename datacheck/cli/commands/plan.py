@@ -133,7 +133,7 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         if args.paths:
             space, _ = row_space(list(args.paths), cfg, split=args.split, progress=tick)
         result["ledger"] = {"folder": str(source.folder), "format": source.format, "ranks": source.ranks,
-                            "steps": len(source.steps), "truncated": source.truncated,
+                            "steps": len(source.steps), "truncated": source.truncated, "tears": source.tears,
                             "partial": {str(r): {"step": st, "recorded": got, "micro_batches": want}
                                         for r, (st, got, want) in sorted(source.partial.items())}}
         if source.steps:
@@ -169,7 +169,7 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         out.append(f"ledger {led['folder']} ({led['format']} format): ranks {led['ranks']}, {led['steps']} step(s) "
                    f"recorded" + (f" ({led['first_step']}..{led['last_step']})" if led["steps"] else ""))
         for t in led["truncated"]:
-            out.append(f"  {t}: torn tail (a run killed mid-write); its complete lines were read")
+            out.append(f"  {t}: torn tail (a run killed mid-write): {led['tears'].get(t, 'torn')}")
         for r, p in led["partial"].items():
             out.append(f"  rank {r}: its last step {p['step']} has {p['recorded']} of {p['micro_batches']} micro-batches "
                        "recorded (the run stopped mid-step)")

@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                                 ("--window", args.window or None),
                                 ("--allow-data-mismatch", args.allow_data_mismatch or None)) if v is not None]
         if given:  # no option is silently ignored
-            raise UsageError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --data PATH "
+            names = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+            raise UsageError(f"{names} {'needs' if len(given) == 1 else 'need'} --data PATH "
                              "(the dataset the run trained on)")
     if args.steps_per_epoch is not None and args.steps_per_epoch < 1:
         raise UsageError(f"--steps-per-epoch must be >= 1, got {args.steps_per_epoch}")
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         if conv.unplaced and index is not None and args.steps_per_epoch is None:
             spe = plan_steps_per_epoch(index)  # the config's [batch] facts place records that carry only an epoch
             if spe is not None:
-                logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=spe) for p in args.logs]
+                logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=spe,
+                                 steps_per_epoch_from="the [batch] plan's") for p in args.logs]
                 res = trace_logs(logs, opts)
                 conv = resolve_convention(res.logs, args.first_step)
         if args.steps_per_epoch is not None and not any(st.line_formats.get(pydict.NAME) for st in res.logs):

@@ -106,6 +106,11 @@ class LogFile:
         regex: the user's compiled ``--regex`` (format ``regex``).
         steps_per_epoch: optimizer steps per epoch (``--steps-per-epoch``), to place Hugging Face
             console records that carry only an epoch; the log's own header wins.
+        steps_per_epoch_from: where ``steps_per_epoch`` came from, for messages (``--steps-per-epoch``,
+            the ``[batch]`` plan).
+        epoch_refused: why ``steps_per_epoch`` places no record of this log (set by
+            :func:`datacheck.trace.run.trace_logs` after a read whose ``stats.epoch_clash`` showed
+            that it puts two training records on one step); None: it places them.
         stats: filled while :meth:`records` is iterated.
     """
 
@@ -115,6 +120,8 @@ class LogFile:
     rank: int | None = None
     regex: re.Pattern[str] | None = None
     steps_per_epoch: int | None = None
+    steps_per_epoch_from: str = "--steps-per-epoch"
+    epoch_refused: str | None = None
     stats: ReadStats = field(init=False)
 
     def __post_init__(self) -> None:
@@ -389,12 +396,17 @@ class LogFile:
             ctx.tqdm_step if ctx.tqdm_step is not None and (prev is None or ctx.tqdm_step >= prev) else None
         why = None
         step = self._state_step(ctx, got["epoch"], sig4) if "epoch" in got else None
+        given = False  # placed by a steps-per-epoch from outside the log (not the Trainer's header)
         if step is None:
             h = ctx.header
-            spe = h.get("steps_per_epoch") or self.steps_per_epoch
+            spe = h.get("steps_per_epoch")
+            if spe is None and self.steps_per_epoch is not None:
+                spe, given = self.steps_per_epoch, True
             if spe is None and h.get("total_steps") and h.get("epochs") and h["total_steps"] % h["epochs"] == 0:
                 spe = h["total_steps"] // h["epochs"]
-            if spe is None:
+            if given and self.epoch_refused is not None:
+                why = self.epoch_refused
+            elif spe is None:
                 why = ("Hugging Face console records carry an epoch, not a step, and the log has no Trainer header "
                        "('Num update steps per epoch' or 'Total optimization steps' with 'Num Epochs') nor a progress "
                        "bar: pass --steps-per-epoch N (the run's update steps per epoch), give the [batch] facts "
@@ -425,7 +437,26 @@ class LogFile:
             st.unplaced = st.unplaced or why
         else:
             st.knows(pydict.HF_FIRST_STEP, pydict.HF_WHY)
+            if given and why is None and rec.split == "train":
+                self._epoch_clash(rec, ctx, spe)
         return rec
+
+    def _epoch_clash(self, rec: StepRecord, ctx: "_TextState", spe: int) -> None:
+        """Note in ``stats.epoch_clash`` when a steps-per-epoch from outside the log puts ``rec``, a
+        training record, on the step of the rank's previous training record placed that way: the
+        Trainer logs one training dict per global step (``Trainer._maybe_log_save_evaluate``; its
+        eval and final-summary dicts at the same step are not training records), so that
+        steps-per-epoch is not this run's, or its printed epochs cannot tell the steps apart."""
+        prev = ctx.epoch_placed.get(rec.rank)
+        ctx.epoch_placed[rec.rank] = rec
+        if prev is None or prev.step != rec.step or self.stats.epoch_clash is not None:
+            return
+        self.stats.epoch_clash = (
+            f"its training records at lines {prev.line} (epoch {prev.epoch:g}) and {rec.line} (epoch {rec.epoch:g}) "
+            f"both fall on step {rec.step} at {spe} steps per epoch ({self.steps_per_epoch_from}), but the Trainer "
+            "logs one training record per step: the run has another number of steps per epoch, or its epochs are "
+            "printed too coarsely to tell its steps apart; give the run's --steps-per-epoch N, or trace its "
+            "trainer_state.json")
 
 
 #: lines a printed dict may be wrapped onto
@@ -465,11 +496,14 @@ class _TextState:
     #: records whose step came from the line (a step number, a tqdm count), and those placed by position
     stepped: int = 0
     positioned: int = 0
+    #: per rank, the last training record placed by a steps-per-epoch from outside the log
+    epoch_placed: dict[int | None, StepRecord] = field(default_factory=dict)
 
 
-def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_epoch: int | None = None) -> LogFile:
-    """A :class:`LogFile` for ``path`` (format sniffed unless ``fmt`` forces one; ``steps_per_epoch``:
-    see :class:`LogFile`).
+def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_epoch: int | None = None,
+             steps_per_epoch_from: str = "--steps-per-epoch") -> LogFile:
+    """A :class:`LogFile` for ``path`` (format sniffed unless ``fmt`` forces one; ``steps_per_epoch``
+    and ``steps_per_epoch_from``: see :class:`LogFile`).
 
     Raises:
         UsageError: the path does not exist, the format is unknown, ``--regex`` does not compile or
@@ -501,4 +535,5 @@ def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_e
         raise UsageError(f"folder {path!r} holds no TensorBoard event file (events.out.tfevents.*); give a log file")
     m = RANK_IN_NAME.search(p.name)
     rank = int(m.group(1)) if m and len(m.group(1)) <= 7 and int(m.group(1)) < MAX_RANK else None
-    return LogFile(path=p, source=path, format=chosen, rank=rank, regex=rx, steps_per_epoch=steps_per_epoch)
+    return LogFile(path=p, source=path, format=chosen, rank=rank, regex=rx, steps_per_epoch=steps_per_epoch,
+                   steps_per_epoch_from=steps_per_epoch_from)

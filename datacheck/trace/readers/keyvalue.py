@@ -18,7 +18,8 @@ one of loss / grad norm / learning rate; a value is a number as
 :func:`~datacheck.trace.readers.fields.number_text` reads it (``nan``/``inf``, MSVC's ``1.#QNAN``, a
 printed ``tensor(2.31, device='cuda:0')``); a line whose loss or grad norm is not a number
 (``loss: ???``), or whose only metrics are not numbers, is counted as unparsed, never read without
-that value. A line with ``val loss`` / ``Val loss`` is an eval record.
+that value. A line with ``val loss`` / ``Val loss`` is an eval record; a train loss on it (nanoGPT's
+``train loss A``) is its ``eval_train_loss``.
 """
 from __future__ import annotations
 
@@ -115,6 +116,8 @@ def parse_line(text: str) -> dict[str, Any] | None:
             found["\0first"] = first
     if "eval" in found:  # a validation line (nanoGPT's "step N: train loss A, val loss B" is one too)
         found["split"] = "eval"
+        if "loss" in found:  # the train loss measured at the eval (nanoGPT's estimate_loss)
+            found["eval_train_loss"] = found["loss"]
         found["loss"] = found.pop("eval")
     return found
 

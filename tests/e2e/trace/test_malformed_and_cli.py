@@ -149,3 +149,32 @@ def test_spike_rule_history_is_a_note_not_a_silent_none(tmp_path):
     assert _t(long, spike="megatron").notes[0].startswith("log.loss_spike: 40 of 40 finite loss value(s) (1 stream(s)) "
                                                          "came before the spike rule could judge them (megatron: its "
                                                          "reference is the first 100 values); none of them was judged")
+
+
+def test_options_that_need_data_are_named_in_words(tmp_path):
+    log = tmp_path / "m.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in range(1, 9)))
+    r = cli("trace", str(log), "--ledger", str(tmp_path))
+    assert r.returncode == 2 and "--ledger needs --data PATH" in r.stderr
+    r = cli("trace", str(log), "--ledger", str(tmp_path), "--step", "3")
+    assert r.returncode == 2 and "--ledger and --step need --data PATH" in r.stderr
+    r = cli("trace", str(log), "--ledger", str(tmp_path), "--step", "3", "--window", "2")
+    assert r.returncode == 2 and "--ledger, --step and --window need --data PATH" in r.stderr
+
+
+def test_a_plan_without_steps_is_said_in_words(tmp_path):
+    """3 rows in batches of 8 with drop_last: the plan has 0 steps; the refusal says "no log step",
+    never a range "1..0"."""
+    pytest.importorskip("torch")
+    rows, batch = 3, 8
+    assert rows // batch == 0
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"x": float(i)}) + "\n" for i in range(rows)))
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f"[batch]\nbatch_size = {batch}\ndrop_last = true\n")
+    log = tmp_path / "m.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "loss": 1.0 if s != 5 else float("nan")}) + "\n" for s in range(1, 9)))
+    r = cli("trace", str(log), "--data", str(data), "--config", str(cfg), "--first-step", "1")
+    assert r.returncode == 2
+    assert "log step 5 is outside the simulated plan (it has no log step: 0 per epoch" in r.stderr
+    assert "..0" not in r.stderr and "..-1" not in r.stderr

@@ -146,6 +146,21 @@ def test_deepspeed_overflow_collapse_mixed_with_trainer_lines():
     assert f["log.skipped_steps"].count == 5
 
 
+def test_one_process_two_streams_are_one_rank():
+    """Chinese-LLaMA-Alpaca#534: DeepSpeed's `OVERFLOW! Rank 0` lines and the Trainer's dict (no rank) in
+    one console are one process's two streams: rank 0, not "rank 0 only (of 2)"."""
+    rel = "issues/chinese_llama_alpaca_534_deepspeed_overflow_scale_collapse.txt"
+    text = (LOGS / rel).read_text()
+    named = set(re.findall(r"OVERFLOW! Rank (\d+)", text))
+    assert named == {"0"} and text.count("{'loss'") == 1
+    r = run_cli("trace", str(LOGS / rel), "--format", "json")
+    res = json.loads(r.stdout)["result"]
+    ranks = res["verdict"]["answers"]["ranks"]
+    assert ranks["seen"] == ["rank 0"] and ranks["affected"] == ["rank 0"]
+    assert "of 2" not in ranks["answer"] and "only rank 0 is logged" in ranks["answer"]
+    assert "rank 0 only (of 2)" not in run_cli("trace", str(LOGS / rel)).stdout
+
+
 def test_apex_scale_to_below_one_and_hysteresis():
     f = _by(_trace("issues/apex_834_loss_scale_to_zero.txt"))
     assert f["log.skipped_steps"].count == 17
@@ -176,7 +191,26 @@ def test_a_collapse_is_reported_to_the_end_of_its_run():
     assert (c.details["step"], c.details["to_step"]) == (steps[1], steps[-1])
     assert c.details["minimum"] is True and scales[-1] < 1
     assert (f"backs off {backoffs} times in a row and reaches {scales[-1]:g} (at or below 1): "
-            f"{scales[0]:.4g} -> {scales[-1]:g} from step {steps[1]} to {steps[-1]}") in c.message
+            f"{scales[0]:.0f} -> {scales[-1]:g} from step {steps[1]} to {steps[-1]}") in c.message
+
+
+def test_apex_collapse_and_timeline_count_the_same_back_offs():
+    """apex#834: 17 overflow lines, 32768 -> 0.5. The first halves apex's default initial scale 2^16 =
+    65536 (the initial scale search, not counted in the collapse); the collapse's 16 and the timeline's
+    17 say so, both from 65536."""
+    rel = "issues/apex_834_loss_scale_to_zero.txt"
+    scales = [float(m) for m in re.findall(r"reducing loss scale to ([0-9.]+)", (LOGS / rel).read_text())]
+    assert len(scales) == 17 and scales[0] == 32768 and scales[-1] == 0.5
+    steps = [r.step for r in open_log(str(LOGS / rel)).records()]
+    c = _by(_trace(rel))["log.loss_scale_collapse"]
+    assert (c.count, c.details["search_backoffs"], c.details["search_from_scale"]) == (16, 1, 65536)
+    assert (f"after 1 back-off(s) of the fp16 initial scale search (65536 -> 32768 at step {steps[0]}: from the "
+            "scaler's initial scale, 2^16 = 65536 by default in apex") in c.message
+    assert f"not counted), {len(scales)} in all" in c.message
+    out = run_cli("trace", str(LOGS / rel)).stdout
+    assert (f"loss-scale back-offs: {len(scales)} (1 of the fp16 initial scale search, from the scaler's initial "
+            f"scale: first at step {steps[0]}: 65536 -> 32768; then {len(scales) - 1}: first at step {steps[1]}: 32768 "
+            f"-> 16384, last at step {steps[-1]}: 1 -> 0.5)") in out
 
 
 def test_a_collapse_run_ends_where_the_scale_stops_falling(tmp_path):
@@ -222,9 +256,42 @@ def test_hf_console_dicts_without_steps_are_records_not_steps(tmp_path):
     # the epoch is printed with 2 decimals: x 1000 steps per epoch it is known to +/-5 steps only
     r = run_cli("trace", str(LOGS / rel), "--data", str(data), "--steps-per-epoch", "1000")
     assert r.returncode == 2 and "2 decimal(s)" in r.stderr and "+/-5 steps" in r.stderr
-    # 10 steps per epoch: 0.53 x 10 = 5.3, step 5 (the epoch overshoots by less than a step)
-    recs = list(open_log(str(LOGS / rel), steps_per_epoch=10).records())
+    # 10 steps per epoch: 0.53 x 10 = 5.3, step 5 (the epoch overshoots by less than a step) for each
+    # of the three; the reader notes that two training records then share a step
+    lf = open_log(str(LOGS / rel), steps_per_epoch=10)
+    recs = list(lf.records())
     assert [r.step for r in recs] == [5, 5, 5] and not any(r.step_inferred for r in recs)
+    assert lf.stats.epoch_clash is not None and "lines 1 (epoch 0.53) and 2 (epoch 0.53)" in lf.stats.epoch_clash
+
+
+def test_hf_console_records_one_plan_puts_on_one_step_are_not_duplicates(tmp_path):
+    """The ModernBERT excerpt under a [batch] plan: its three training dicts (losses 0.2051, 0.0, 0.0)
+    all print epoch 0.53. The Trainer logs one training dict per global step, so three of them are three
+    steps; a plan whose steps per epoch puts them on one step (here 320 rows / batch 8 = 40: 0.53 x 40 =
+    21.2, step 21 each) is not this run's. No log.duplicate_steps: the records stay unplaced, and the
+    refusal to name rows says why."""
+    rel = "issues/modernbert_233_hf_trainer_grad_norm_nan.txt"
+    lines = (LOGS / rel).read_text().splitlines()
+    assert len(lines) == 3 and all("'epoch': 0.53" in t and "'loss': " in t for t in lines)
+    rows, batch = 320, 8
+    spe = rows // batch
+    step = math.floor(0.53 * spe)
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"x": float(i)}) + "\n" for i in range(rows)))
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f"[batch]\nbatch_size = {batch}\nseed = 0\n")
+    r = run_cli("trace", str(LOGS / rel), "--data", str(data), "--config", str(cfg))
+    assert r.returncode == 2 and "log.duplicate_steps" not in r.stdout + r.stderr
+    assert "cannot place the log's records" in r.stderr
+    assert f"lines 1 (epoch 0.53) and 2 (epoch 0.53) both fall on step {step} at {spe} steps per epoch " \
+           "(the [batch] plan's)" in r.stderr
+    # the same with --steps-per-epoch, without --data: the records are records, no duplicate step
+    res = _trace(rel, steps_per_epoch=spe)
+    assert "log.duplicate_steps" not in _by(res)
+    assert res.logs[0].unplaced is not None and "(--steps-per-epoch)" in res.logs[0].unplaced
+    r = run_cli("trace", str(LOGS / rel), "--steps-per-epoch", str(spe))
+    assert r.returncode == 1 and "log.duplicate_steps" not in r.stdout
+    assert "first anomaly: log.non_finite at record 1 (the log gives no step number)" in r.stdout
 
 
 def test_overflow_lines_alone_are_records_not_steps(tmp_path):

@@ -41,6 +41,13 @@ def test_nanogpt_overfit_onset_at_the_eval_minimum():
     res = trace(LOGS / "nanogpt/output.log")
     f = by_check(res)["log.overfit_onset"]
     assert (f.details["step"], f.details["eval_min"], f.details["eval_last"]) == (1750, 2.1041, evals[-1][1])
+    # the train loss compared is the one the eval lines report at the eval minimum and at the eval that
+    # made the finding (not a median of iteration losses that happened to be iteration 1310's 1.7742)
+    train = {int(s): float(v) for s, v in re.findall(r"step (\d+): train loss ([0-9.]+) BPC", text)}
+    at = f.details["eval_at"]
+    assert (f.details["train_at_min"], f.details["train_now"]) == (train[1750], train[at]) == (1.5877, 1.0642)
+    assert f"while the train loss falls ({train[1750]:.4g} at step 1750 -> {train[at]:.4g} at step {at}, the " \
+           "train loss the eval lines report)" in f.message
     assert [c for c, _, _ in loud(res)] == ["log.overfit_onset"]
     a = verdict(res)["anomalies"][0]
     assert a["class"] == "dynamics" and "keep the checkpoint of step 1750" in a["next_experiment"]
@@ -62,6 +69,37 @@ def test_megatron_base_is_quiet_after_the_scale_search():
 def test_megatron_perf_has_no_loss_at_all():
     v = verdict(trace(LOGS / "megatron/meg_gpt2_perf_n16.out"))
     assert [(a["class"], a["check"]) for a in v["anomalies"]] == [("metric", "log.no_loss")]
+
+
+def _not_run(res) -> dict[str, str]:
+    return {n["check"]: n["reason"] for n in res.not_run}
+
+
+def test_a_logged_lr_of_0_is_logged():
+    """perf_n16: every logged iteration carries lr 0 and is skipped (the scale search): the lr rules do not
+    judge it, and say why: lr 0 on skipped intervals, never "no learning rate logged"."""
+    text = (LOGS / "megatron/meg_gpt2_perf_n16.out").read_text()
+    lrs = [float(x) for x in re.findall(r"learning rate: ([0-9.E+-]+)", text)]
+    skipped = [int(x) for x in re.findall(r"number of skipped iterations:\s+(\d+)", text)]
+    assert lrs == [0.0] * 3 and skipped == [1] * 3
+    why = _not_run(trace(LOGS / "megatron/meg_gpt2_perf_n16.out"))
+    for check in ("log.zero_lr", "log.post_warmup_spike"):
+        assert "no learning rate logged" not in why[check]
+        assert f"the learning rate (0) is logged only on records whose whole interval was skipped ({len(lrs)} " \
+               "record(s), no update made)" in why[check]
+
+
+def test_all_grad_norms_nan_is_not_no_grad_norm():
+    """ModernBERT#233: grad_norm nan on every line. log.vanishing_grad cannot judge it, and says the grad
+    norms are all NaN (log.non_finite's finding), not that none was logged."""
+    text = (LOGS / "issues/modernbert_233_hf_trainer_grad_norm_nan.txt").read_text()
+    norms = re.findall(r"'grad_norm': (\w+)", text)
+    assert norms == ["nan"] * 3
+    res = trace(LOGS / "issues/modernbert_233_hf_trainer_grad_norm_nan.txt")
+    why = _not_run(res)["log.vanishing_grad"]
+    assert "no grad norm logged" not in why
+    assert f"every logged grad norm is NaN or inf ({len(norms)} record(s)): log.non_finite's finding" in why
+    assert by_check(res)["log.non_finite"].details["step"] == 1
 
 
 def test_numeric_logs_keep_their_step_and_say_persistent():

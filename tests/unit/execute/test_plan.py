@@ -5,6 +5,7 @@ import contextlib
 import gzip
 import io
 import json
+import zlib
 
 import polars as pl
 import pytest
@@ -134,11 +135,18 @@ def test_ledger_resume_continues_and_replaces(tmp_path):
     assert [b.indices for b in led.step(1)] == [(0, 1), (2, 3)]  # re-recorded from the resume point
     assert [b.indices for b in led.step(0)] == [(0, 1), (2, 3)]
     assert [st["start_step"] for st in led.states[0]] == [0, 1]
-    # a torn tail (a run killed mid-write) is dropped, not an error
+    # a torn tail (a run killed mid-write) is not an error: a member cut in its 8-byte trailer (CRC and
+    # size) still inflates to its whole line, which is read; a member cut inside its line drops that line
     f = tmp_path / "data-indices" / "rank0.tsv.gz"
-    f.write_bytes(f.read_bytes() + gzip.compress(b"9\t0\t0\t0\t1\t2\n")[:-6])
+    whole = f.read_bytes()
+    f.write_bytes(whole + gzip.compress(b"9\t0\t0\t0\t1\t2\n")[:-6])
     led = read_ledger(tmp_path)
-    assert led.truncated and 9 not in led.steps
+    assert led.truncated and 9 in led.steps
+    m = gzip.compress(b"9\t0\t0\t0\t1\t2\n")
+    k = max(k for k in range(len(m)) if b"\n" not in zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(m[:k]))
+    f.write_bytes(whole + m[:k])
+    led = read_ledger(tmp_path)
+    assert led.truncated and 9 not in led.steps and led.steps == [0, 1, 2, 3]
 
 
 def _audit(tmp_path, frames, batch, name="ds"):

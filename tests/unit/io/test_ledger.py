@@ -3,11 +3,12 @@ format (micro-batches, resumes) and OLMo's data-indices (gzip'd or plain, tab- o
 from __future__ import annotations
 
 import gzip
+import zlib
 
 import pytest
 
 import datacheck
-from datacheck.io.ledger import LEDGER_HEADER
+from datacheck.io.ledger import LEDGER_HEADER, read_ledger
 from datacheck.trace.data import ledger_rows
 
 
@@ -89,3 +90,31 @@ def test_a_rank_of_the_run_without_a_ledger_file_is_named_for_the_steps_asked(tm
     assert r.returncode == 0, r.stderr
     assert "step 1: 2 row(s)" in r.stdout
     assert "rank(s) [1] of the run recorded no batch of step 1: the step's rows are short" in r.stdout
+
+
+def test_a_torn_single_stream_gzip_ledger_keeps_its_complete_lines(tmp_path):
+    """A ledger record_batches wrote, held as one gzip stream (as a rewrite or `zcat | gzip` leaves it),
+    cut mid-stream by a crash: every line complete before the cut is read (the deflate stream inflates
+    exactly to the cut), not the whole file dropped; the tear is said with its file and byte offset."""
+    data = pytest.importorskip("torch.utils.data")
+    record_batches = pytest.importorskip("datacheck.torch").record_batches
+    BatchSampler, SequentialSampler = data.BatchSampler, data.SequentialSampler
+    rows, batch = 1000, 4
+    assert len(list(record_batches(BatchSampler(SequentialSampler(range(rows)), batch, False), tmp_path))) == rows // batch
+    path = tmp_path / "data-indices" / "rank0.tsv.gz"
+    single = gzip.compress(gzip.decompress(path.read_bytes()))  # one member
+    cut = single[: len(single) // 2]
+    path.write_bytes(cut)
+    prefix = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(cut)
+    complete = prefix.split(b"\n")[:-1]
+    want = sorted({int(line.split(b"\t")[0]) for line in complete if line and not line.startswith(b"#")})
+    assert 0 < len(want) < rows // batch
+    led = read_ledger(tmp_path)
+    assert led.steps == want and led.truncated == [str(path)]
+    assert [list(b.indices) for b in led.step(want[-1])] == [list(range(want[-1] * batch, (want[-1] + 1) * batch))]
+    tear = led.tears[str(path)]
+    assert f"torn at byte {len(cut)} (the end of the file, inside the gzip member from byte 0" in tear
+    assert f"the {len(complete)} line(s) before it are read" in tear
+    src = ledger_rows(tmp_path, [want[-1]])[1]
+    assert f"rank0.tsv.gz ends in a torn write (the run was killed mid-write): torn at byte {len(cut)}" \
+        in src["description"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import numpy as np
 import pytest
@@ -115,6 +116,15 @@ def test_overfit_onset_at_the_eval_minimum(tmp_path):
     assert f.details["step"] == best == 160
     # three consecutive evals above the margin; the running median of 3 may count one eval later
     assert f.details["eval_at"] in (above[2], above[3])
+    # the eval records carry no train loss: the train values compared are the medians of the logged train
+    # losses between the evals around each eval compared, quoted with their steps
+    def med(lo, hi):
+        return statistics.median(r["loss"] for r in rows if "loss" in r and lo <= r["step"] <= hi)
+    at = f.details["eval_at"]
+    t0, t1 = med(best - 40, best + 40), med(at - 40, at + 40)
+    assert (f.details["train_at_min"], f.details["train_now"]) == (pytest.approx(t0), pytest.approx(t1))
+    assert f"the median of the logged train losses: {t0:.4g} over steps {best - 40}..{best + 40} -> {t1:.4g} " \
+           f"over steps {at - 40}..{at + 40}" in f.message
 
 
 def test_vanishing_grad_while_the_loss_is_flat(tmp_path):
@@ -341,3 +351,14 @@ def test_a_run_that_leaves_its_first_loss_at_once_diverges_from_step_2(tmp_path,
                                                           for i, v in enumerate(raw)])))["log.divergence"].details
     assert (d["step"], d["last_good_step"], d["best_step"]) == (2, 1, 1)
     assert d["band_top"] in (pytest.approx(1.1 * (0.6 + raw[1]) / 2), pytest.approx(1.5 * 0.6))
+
+
+def test_values_logged_but_never_finite_are_said_so(tmp_path):
+    """A grad norm and an lr on every record, all NaN: the rules that need them say so, not "no ...
+    logged"."""
+    rows = [{"step": i, "loss": 2.0 - i / 100, "grad_norm": float("nan"), "lr": float("nan")} for i in range(1, 31)]
+    res = trace(write_jsonl(tmp_path / "n.jsonl", rows))
+    why = {n["check"]: n["reason"] for n in res.not_run}
+    assert "every logged grad norm is NaN or inf (30 record(s))" in why["log.vanishing_grad"]
+    assert "every logged learning rate is NaN or inf (30 record(s))" in why["log.zero_lr"]
+    assert "every logged learning rate is NaN or inf (30 record(s))" in why["log.post_warmup_spike"]

@@ -38,6 +38,9 @@ def test_hidden_non_finite_zero_loss_beside_a_nan_grad_norm():
     lines = (LOGS / "issues/modernbert_233_hf_trainer_grad_norm_nan.txt").read_text().splitlines()
     first_zero = next(i for i, ln in enumerate(lines, 1) if "'loss': 0.0" in ln)
     assert f.details["where"].endswith(f":{first_zero}") and f.severity == "error"
+    # every grad norm is nan from the first line: no good step before it, said in words (was "Last good step None")
+    assert f.details["last_good_step"] is None and f.message.endswith("; no good step before it")
+    assert "None" not in f.message
 
 
 def test_hidden_non_finite_zero_tail_in_trainer_state(tmp_path):

@@ -190,3 +190,19 @@ def test_evidence_line_without_a_place_has_no_leading_colon():
     assert _evidence_line({"row": 8, "checks": ["finite.nan:x"]}) == "global row 8: fails finite.nan:x"
     assert _evidence_line({"loss": 2.5}) == "loss 2.5"
     assert _evidence_line({"where": "a.log:3", "step": 4, "loss": 2.5}) == "a.log:3, step 4: loss 2.5"
+
+
+def test_rank_less_records_beside_named_ranks_are_no_rank_of_their_own(tmp_path):
+    """A log whose records name ranks 0 and 1, and some records that name none (one of those processes
+    printed them): two ranks, not three; the rank-less stream is no rank of its own."""
+    rows = []
+    for s in range(1, 21):
+        rows += [{"step": s, "rank": 0, "loss": 2.0 - s / 40}, {"step": s, "rank": 1, "loss": 2.0 - s / 40}]
+        if s % 5 == 0:
+            rows.append({"step": s, "loss": 2.0 - s / 40})
+    rows.append({"step": 21, "rank": 1, "loss": float("nan")})
+    res = trace(write_jsonl(tmp_path / "m.jsonl", rows))
+    assert len(res.streams) == 3  # rank 0, rank 1 and the log's rank-less records
+    ranks = verdict(res)["answers"]["ranks"]
+    assert ranks["seen"] == ["rank 0", "rank 1"] and ranks["affected"] == ["rank 1"]
+    assert ranks["answer"] == "rank 1 only (of 2)"
