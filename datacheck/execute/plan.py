@@ -56,7 +56,8 @@ from datacheck.model.roles import is_list
 
 __all__ = ["StepRow", "ShardSpan", "RowSpace", "BatchPlan", "MegatronPlan", "megatron_plan", "loader_of",
            "row_space", "build_plan", "rows_of_step",
-           "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS", "select_split", "TRAIN_SPLIT"]
+           "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS", "SAMPLE_EXPORT_COLUMNS", "sample_columns",
+           "select_split", "TRAIN_SPLIT"]
 
 #: the split a trainer iterates, planned by default when the data has splits
 TRAIN_SPLIT = "train"
@@ -628,6 +629,19 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
 PLAN_EXPORT_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_shard_hash",
                        "_datacheck_checks", "_datacheck_step", "_datacheck_rank", "_datacheck_micro_batch",
                        "_datacheck_global_index")
+#: the columns a Megatron plan's export adds after them: the sample's dataset index and the row's
+#: tokens ``[start, end)`` it reads (:attr:`StepRow.sample`, :attr:`StepRow.tokens`)
+SAMPLE_EXPORT_COLUMNS = ("_datacheck_sample", "_datacheck_token_start", "_datacheck_token_end")
+
+
+def sample_columns(rows: list[StepRow]) -> dict[str, pl.Series]:
+    """The :data:`SAMPLE_EXPORT_COLUMNS` of ``rows`` (Int64, one value per row), or none when no row
+    comes from a Megatron plan."""
+    if all(r.sample is None for r in rows):
+        return {}
+    return {"_datacheck_sample": pl.Series([r.sample for r in rows], dtype=pl.Int64),
+            "_datacheck_token_start": pl.Series([r.tokens[0] if r.tokens else None for r in rows], dtype=pl.Int64),
+            "_datacheck_token_end": pl.Series([r.tokens[1] if r.tokens else None for r in rows], dtype=pl.Int64)}
 
 
 def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, out: str | Path) -> tuple[Path, int]:
@@ -635,7 +649,9 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
     writes rows (every data column as read, ``_datacheck_row``, ``_datacheck_line``,
     ``_datacheck_shard``, ``_datacheck_shard_hash``, ``_datacheck_checks`` (empty: not judged here)),
     plus ``_datacheck_step``, ``_datacheck_rank``, ``_datacheck_micro_batch`` and
-    ``_datacheck_global_index`` (int64), so the step can be replayed on a fixed batch.
+    ``_datacheck_global_index`` (int64), so the step can be replayed on a fixed batch; rows of a
+    :class:`MegatronPlan` add :data:`SAMPLE_EXPORT_COLUMNS` (a document read by two samples is two
+    rows, each with its sample and token range).
 
     Raises:
         UsageError: bad extension, unwritable path, or shards whose columns cannot be combined.
@@ -658,6 +674,7 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
             "_datacheck_rank": pl.Series([rows[p].rank for p in positions], dtype=pl.Int64),
             "_datacheck_micro_batch": pl.Series([rows[p].micro_batch for p in positions], dtype=pl.Int64),
             "_datacheck_global_index": pl.Series([rows[p].global_index for p in positions], dtype=pl.Int64),
+            **sample_columns([rows[p] for p in positions]),
         })
         got = (data.lf.with_row_index("_datacheck_row").with_columns(pl.col("_datacheck_row").cast(pl.Int64))
                .filter(pl.col("_datacheck_row").is_in(want["_datacheck_row"].unique().to_list())).collect())
@@ -674,6 +691,6 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
     except Exception as exc:
         raise UsageError(f"--export: the step's rows cannot go into one file ({str(exc).splitlines()[0]}); "
                          "export one rank at a time (--rank)") from None
-    lead = [c for c in PLAN_EXPORT_COLUMNS if c in df.columns]
+    lead = [c for c in (*PLAN_EXPORT_COLUMNS, *SAMPLE_EXPORT_COLUMNS) if c in df.columns]
     df = df.select([*lead, *[c for c in df.columns if c not in lead]])
     return write_frame_atomic(df, out), df.height

@@ -34,6 +34,7 @@ from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.engine.shard import audit_frame
 from datacheck.execute.plan import (
     PLAN_EXPORT_COLUMNS,
+    SAMPLE_EXPORT_COLUMNS,
     BatchPlan,
     MegatronPlan,
     RowSpace,
@@ -42,6 +43,7 @@ from datacheck.execute.plan import (
     loader_of,
     megatron_plan,
     rows_of_step,
+    sample_columns,
     select_split,
 )
 from datacheck.formats.discovery import discover
@@ -527,8 +529,9 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
     ``_datacheck_row`` (the row in its shard), ``_datacheck_line``, ``_datacheck_shard``,
     ``_datacheck_shard_hash``, ``_datacheck_checks`` (the checks the row fails),
     ``_datacheck_step`` (the 0-based optimizer step), ``_datacheck_rank``, ``_datacheck_micro_batch``,
-    ``_datacheck_global_index``, and ``_datacheck_log_step``) in front of the data columns, one row per
-    (step, rank, micro-batch, position), as Parquet (``.parquet``) or JSON lines (``.jsonl``), written
+    ``_datacheck_global_index``, and ``_datacheck_log_step``; rows of a Megatron plan then
+    ``_datacheck_sample``, ``_datacheck_token_start`` and ``_datacheck_token_end``) in front of the data
+    columns, one row per (step, rank, micro-batch, position), as Parquet (``.parquet``) or JSON lines (``.jsonl``), written
     atomically. Replaying them needs the user's model: the file is its input.
 
     Returns:
@@ -542,7 +545,7 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
          for s, rows in sorted(ra.steps.items()) for i, r in enumerate(rows)],
         schema={"_datacheck_step": pl.Int64, "_datacheck_log_step": pl.Int64, "_datacheck_rank": pl.Int64,
                 "_datacheck_micro_batch": pl.Int64, "__pos": pl.Int64, "_datacheck_global_index": pl.Int64},
-        orient="row")
+        orient="row").with_columns(**sample_columns([r for _, rows in sorted(ra.steps.items()) for r in rows]))
     checks = pl.DataFrame({"_datacheck_global_index": list(ra.row_checks), "_datacheck_checks": list(ra.row_checks.values())},
                           schema={"_datacheck_global_index": pl.Int64, "_datacheck_checks": pl.List(pl.String)})
     rows = (pl.concat(ra.frames, how="diagonal_relaxed") if ra.frames
@@ -551,7 +554,7 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
            .join(checks, on="_datacheck_global_index", how="left")
            .with_columns(pl.col("_datacheck_checks").fill_null(pl.lit([], dtype=pl.List(pl.String))))
            .sort(["_datacheck_log_step", "_datacheck_rank", "__pos"]).drop("__pos"))
-    lead = [c for c in EXPORT_COLUMNS if c in out.columns]
+    lead = [c for c in (*EXPORT_COLUMNS, *SAMPLE_EXPORT_COLUMNS) if c in out.columns]
     out = out.select([*lead, *[c for c in out.columns if c not in lead]])
     write_frame_atomic(out, path)
     return out.height

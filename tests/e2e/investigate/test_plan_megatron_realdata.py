@@ -8,6 +8,7 @@ import struct
 
 import megatronref as ref
 import numpy as np
+import polars as pl
 import pytest
 from conftest import run_cli
 
@@ -75,3 +76,23 @@ def test_without_the_run_facts_the_plan_says_so(data, tmp_path):
     r = run_cli("plan", str(prefix.with_suffix(".bin")), "--config", str(tmp_path / "b.toml"), "--step", "0")
     assert r.returncode == 2 and r.stdout == ""
     assert "seq_length" in r.stderr and "train_iters" in r.stderr and "Megatron" in r.stderr
+
+
+def test_export_holds_each_samples_tokens(data, tmp_path):
+    prefix, cfg = data
+    lens, docs = _idx(prefix.with_suffix(".idx"))
+    tokens = np.fromfile(prefix.with_suffix(".bin"), dtype="<u2")
+    starts = np.concatenate([[0], np.cumsum(lens)])  # one token each: a sequence's first token
+    out = tmp_path / "step7.parquet"
+    r = run_cli("plan", str(prefix.with_suffix(".bin")), "--config", str(cfg), "--step", "7", "--export", str(out))
+    assert r.returncode == 0, r.stderr
+    df = pl.read_parquet(out)
+    reads = ref.step_reads(lens, 1024, 1234, "969, 30, 1", 1, 2, 2, 2, 400 * 8, 7)
+    assert df["_datacheck_sample"].to_list() == [w[2] for w in reads]
+    # each sample's 1025 tokens, as Megatron reads them from the .bin, are the exported documents' slices
+    for sample in sorted(set(df["_datacheck_sample"].to_list())):
+        part = df.filter(pl.col("_datacheck_sample") == sample)
+        got = [t for ids, a, b in zip(part["input_ids"].to_list(), part["_datacheck_token_start"].to_list(),
+                                      part["_datacheck_token_end"].to_list()) for t in ids[a:b]]
+        want = [int(t) for _, _, i, seq, a, b in reads if i == sample for t in tokens[starts[seq] + a:starts[seq] + b]]
+        assert got == want and len(got) == 1025

@@ -10,6 +10,7 @@ import struct
 
 import megatronref as ref
 import numpy as np
+import polars as pl
 import pytest
 from conftest import SHARED, run_cli
 
@@ -42,7 +43,7 @@ def test_log_step_rows_are_megatrons_samples_of_that_iteration(realdata, tmp_pat
     bin_ = realdata / "megatron_gpt2_openwebtext" / "meg-gpt2-openwebtext_text_document.bin"
     (tmp_path / "datacheck.toml").write_text(CONFIG)
     r = run_cli("trace", str(LOG), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"),
-                "--step", "3", "--format", "json")
+                "--step", "3", "--format", "json", "--export", str(tmp_path / "rows.parquet"))
     assert r.returncode in (0, 1), r.stderr
     data = json.loads(r.stdout)["result"]["data"]
     # Megatron logs iteration N after its N-th update: log step 3 is optimizer step 2
@@ -59,3 +60,9 @@ def test_log_step_rows_are_megatrons_samples_of_that_iteration(realdata, tmp_pat
     assert data["rows"]["steps"]["3"] == {k: [g for s in v for g, _, _ in s["reads"]] for k, v in want.items()}
     # the train split is the first 949/1000 of the sequences: no row past it is named
     assert max(g for v in want.values() for s in v for g, _, _ in s["reads"]) < 949
+    # the export: one row per document a sample reads, with the sample and the token range
+    df = pl.read_parquet(tmp_path / "rows.parquet")
+    flat = [(s["sample"], g, a, b) for k in sorted(want) for s in want[k] for g, a, b in s["reads"]]
+    assert list(zip(df["_datacheck_sample"], df["_datacheck_global_index"], df["_datacheck_token_start"],
+                    df["_datacheck_token_end"])) == flat
+    assert set(df["_datacheck_log_step"]) == {3} and set(df["_datacheck_step"]) == {2}
