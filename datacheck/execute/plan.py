@@ -50,7 +50,7 @@ from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
-from datacheck.model.megatronorder import MegatronOrder, build_order
+from datacheck.model.megatronorder import MegatronOrder, build_order, uses_megatron_loader
 from datacheck.model.order import EpochOrder, epoch_order
 from datacheck.model.roles import is_list
 
@@ -542,7 +542,7 @@ def loader_of(space: RowSpace, cfg: Config) -> str:
     if meg and other:
         raise UsageError(f"the planned shards mix Megatron .bin/.idx pairs ({meg[0]}) and other shards ({other[0]}): "
                          "set [batch] loader to \"megatron\" or \"torch\" to say which loader the run used")
-    return "megatron" if meg else "torch"
+    return "megatron" if uses_megatron_loader(formats, cfg.batch.loader) else "torch"
 
 
 def build_plan(paths: list[str], cfg: Config, split: str | None = None, *,

@@ -51,12 +51,19 @@ import numpy as np
 
 from datacheck.model.errors import UsageError
 
-__all__ = ["MegatronOrder", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
+__all__ = ["MegatronOrder", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
            "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD"]
 
 #: ``_build_document_sample_shuffle_indices``: the last epoch is shuffled apart when it would give
 #: fewer than this fraction of an epoch's samples (``threshold = 0.80``)
 SEPARATE_FINAL_EPOCH_THRESHOLD = 0.80
+
+
+def uses_megatron_loader(formats: list[str | None], loader: str) -> bool:
+    """Whether a run over shards of ``formats`` reads them with Megatron's loader: ``[batch] loader``
+    ``megatron``, or ``auto`` over shards that are all Megatron ``.bin``/``.idx`` pairs (format
+    ``megatron``; none is not all)."""
+    return loader == "megatron" or (loader == "auto" and bool(formats) and all(f == "megatron" for f in formats))
 
 
 def train_range(n_sequences: int, split: str) -> tuple[int, int]:
