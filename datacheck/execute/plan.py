@@ -454,7 +454,7 @@ class MegatronPlan:
         ``grad_accum``, ``global_batch``, ``seq_length``, ``seed``, ``megatron_split``,
         ``train_sequences`` ([begin, end)), ``tokens_per_epoch``, ``train_samples`` (the run asks for),
         ``samples`` (GPTDataset's length), ``data_epochs`` (times the documents repeat),
-        ``separate_final_epoch``, ``steps``, ``add_extra_token_to_sequence``, ``ignored`` (the
+        ``separate_final_epoch``, ``steps``, ``add_extra_token_to_sequence``, ``dataloader_type``, ``ignored`` (the
         ``[batch]`` keys set in the config that Megatron's order does not read), ``supervised`` (None).
         """
         o, b, m = self.order, self.cfg.batch, self.cfg.megatron
@@ -466,6 +466,7 @@ class MegatronPlan:
             "train_sequences": list(o.train), "tokens_per_epoch": o.tokens_per_epoch, "train_samples": o.requested,
             "samples": len(o), "data_epochs": o.epochs, "separate_final_epoch": o.separate_final_epoch,
             "steps": o.steps, "steps_per_epoch": o.steps, "add_extra_token_to_sequence": bool(o.extra),
+            "dataloader_type": o.dataloader,
             "ignored": [k for k in _TORCH_ONLY_KEYS if k in b.model_fields_set], "supervised": None,
         }
 
@@ -477,7 +478,7 @@ def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
     Raises:
         UsageError: a fact the order needs is missing (``[megatron] seq_length``, ``train_iters`` or
             ``train_samples``, ``[batch] batch_size``), ``[batch] max_tokens`` is set (Megatron cuts
-            fixed-length samples), ``[megatron] dataloader_type`` is ``cyclic``, the space holds more
+            fixed-length samples), ``cyclic`` without data sharding, the space holds more
             than one pair (a blend), the pair is in an object store, or its ``.idx`` is unreadable.
     """
     m, b = cfg.megatron, cfg.batch
@@ -494,9 +495,10 @@ def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
     if b.max_tokens is not None:
         raise UsageError("[batch] max_tokens: Megatron's GPTDataset cuts samples of [megatron] seq_length tokens, "
                          "never token budgets; drop max_tokens (or set [batch] loader = \"torch\")")
-    if m.dataloader_type == "cyclic":
-        raise UsageError("[megatron] dataloader_type = \"cyclic\" (MegatronPretrainingRandomSampler, a torch "
-                         "randperm per epoch) is not simulated; only \"single\" (MegatronPretrainingSampler) is")
+    if m.dataloader_type == "cyclic" and not m.data_sharding:
+        raise UsageError("[megatron] data_sharding = false (--no-data-sharding) with dataloader_type = \"cyclic\": "
+                         "that order of MegatronPretrainingRandomSampler is not simulated (with data sharding, "
+                         "Megatron's default, it is)")
     if len(space.shards) != 1:
         raise UsageError(f"{len(space.shards)} Megatron pairs planned: a run over several prefixes blends them "
                          "(BlendedDataset, its weights and sizes), which is not simulated; plan one .bin/.idx pair "
@@ -511,7 +513,7 @@ def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
     order = build_order(sizes, seq_length=int(m.seq_length or 0), seed=m.seed, split=m.split,
                         extra=m.add_extra_token_to_sequence, micro_batch=int(b.batch_size or 0),
                         data_parallel=b.world_size, grad_accum=b.grad_accum, train_iters=m.train_iters,
-                        train_samples=m.train_samples)
+                        train_samples=m.train_samples, dataloader=m.dataloader_type)
     seqs = np.arange(len(sizes), dtype=np.int64)
     seq_doc = np.searchsorted(docs, seqs, side="right") - 1
     cum = np.zeros(len(sizes) + 1, dtype=np.int64)

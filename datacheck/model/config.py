@@ -332,8 +332,12 @@ class MegatronSection(_Section):
         "GPTDatasetConfig's add_extra_token_to_sequence (default true): a sample reads seq_length + 1 tokens "
         "(inputs and shifted labels) and the next sample starts at its last token"))
     dataloader_type: Literal["single", "cyclic"] = Field(default="single", description=(
-        "Megatron's `--dataloader-type`: `single` (MegatronPretrainingSampler, the samples in order) is "
-        "simulated; `cyclic` (MegatronPretrainingRandomSampler) is refused with the reason"))
+        "Megatron's `--dataloader-type`: `single` (MegatronPretrainingSampler, the samples in order) or "
+        "`cyclic` (MegatronPretrainingRandomSampler: each pass over the data in torch.randperm order seeded "
+        "with the pass number; needs torch)"))
+    data_sharding: bool = Field(default=True, description=(
+        "Megatron's data sharding of the cyclic sampler (true unless the run passes `--no-data-sharding`, "
+        "whose order is not simulated)"))
 
     @field_validator("split")
     @classmethod

@@ -35,6 +35,12 @@ those samples in order. Each array below is built as Megatron builds it:
    optimizer step ``s`` is micro-steps ``s * grad_accum .. (s + 1) * grad_accum - 1``, i.e. the
    global batch ``[s * gbs, (s + 1) * gbs)`` with ``gbs = mbs * dp * grad_accum``. Dataset index
    ``idx`` is sample ``shuffle_index[idx]`` (``GPTDataset._query_document_sample_shuffle_indices``).
+   With ``--dataloader-type cyclic`` (``MegatronPretrainingRandomSampler`` with its default
+   ``data_sharding``, iterated again and again by training.py's ``cyclic_iter``): each pass ``e`` over
+   the data gives rank ``r`` the bucket ``[r * bucket, (r + 1) * bucket)``, ``bucket = (len // (mbs *
+   dp)) * mbs``, in the order of ``torch.randperm(bucket, generator=torch.Generator().manual_seed(e))``,
+   ``mbs`` at a time; micro-step ``k`` is micro-batch ``k % (bucket // mbs)`` of pass ``k // (bucket //
+   mbs)`` (torch is imported for it, lazily).
 
 A sample's **pieces** are the ``(sequence, token start, token end)`` ranges it reads, in order: the
 first from its start offset, whole sequences between, the last up to its end offset +
@@ -45,11 +51,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from datacheck.model.errors import UsageError
+from datacheck.model.torchdep import require_torch
 
 __all__ = ["MegatronOrder", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
            "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD"]
@@ -189,6 +196,8 @@ class MegatronOrder:
         shuffle: the shuffle index (``len(self)`` entries).
         micro_batch, data_parallel, grad_accum: ``[batch] batch_size``, ``world_size``, ``grad_accum``.
         steps: optimizer steps of the run (``train_iters``, or ``train_samples // global batch``).
+        dataloader: ``single`` (MegatronPretrainingSampler) or ``cyclic`` (MegatronPretrainingRandomSampler
+            with data sharding).
     """
 
     sizes: np.ndarray
@@ -207,6 +216,8 @@ class MegatronOrder:
     data_parallel: int
     grad_accum: int
     steps: int
+    dataloader: str = "single"
+    _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         """Samples of the dataset (``GPTDataset.__len__``: sample index rows - 1)."""
@@ -253,14 +264,34 @@ class MegatronOrder:
         out = []
         for r in range(dp):
             for m in range(self.grad_accum):
-                lo = (s * self.grad_accum + m) * mbs * dp + r * mbs
+                k = s * self.grad_accum + m
+                if self.dataloader == "cyclic":
+                    out.append((r, m, self._cyclic(k, r)))
+                    continue
+                lo = k * mbs * dp + r * mbs
                 out.append((r, m, np.arange(lo, lo + mbs, dtype=np.int64)))
         return out
+
+    def _cyclic(self, k: int, rank: int) -> np.ndarray:
+        """Dataset indices of micro-step ``k`` on ``rank`` under ``MegatronPretrainingRandomSampler``
+        (module docstring, step 6)."""
+        mbs = self.micro_batch
+        bucket = (len(self) // (mbs * self.data_parallel)) * mbs
+        if bucket == 0:
+            raise UsageError(f"the dataset's {len(self)} samples are fewer than one micro-batch per rank "
+                             f"({mbs} x {self.data_parallel}): Megatron's cyclic sampler yields no batch")
+        passes, j = divmod(k, bucket // mbs)
+        if passes not in self._perms:
+            torch = require_torch("Megatron's cyclic sampler (torch.randperm)")
+            g = torch.Generator()
+            g.manual_seed(passes)
+            self._perms[passes] = torch.randperm(bucket, generator=g).numpy().astype(np.int64)
+        return rank * bucket + self._perms[passes][j * mbs:(j + 1) * mbs]
 
 
 def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, extra: bool, micro_batch: int,
                 data_parallel: int, grad_accum: int, train_iters: int | None,
-                train_samples: int | None) -> MegatronOrder:
+                train_samples: int | None, dataloader: str = "single") -> MegatronOrder:
     """The train order of a Megatron GPT run over an indexed dataset whose sequences have ``sizes``
     tokens (module docstring: the split, epochs, document, sample and shuffle indices, the sampler).
 
@@ -273,6 +304,7 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
         micro_batch, data_parallel, grad_accum: ``--micro-batch-size``, the data-parallel size and the
             micro-batches per step (``--global-batch-size`` = their product).
         train_iters, train_samples: the run's length (exactly one is given).
+        dataloader: ``--dataloader-type``: ``single`` or ``cyclic`` (with data sharding).
 
     Raises:
         UsageError: neither or both of ``train_iters`` / ``train_samples``, a split without train
@@ -303,4 +335,4 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
     return MegatronOrder(sizes=sizes, train=(beg, end), seq_length=seq_length, extra=x, seed=seed,
                          requested=requested, epochs=epochs, separate_final_epoch=separate, tokens_per_epoch=tokens,
                          doc_index=doc_index, shuffle=shuffle, cum=cum, micro_batch=micro_batch,
-                         data_parallel=data_parallel, grad_accum=grad_accum, steps=steps)
+                         data_parallel=data_parallel, grad_accum=grad_accum, steps=steps, dataloader=dataloader)

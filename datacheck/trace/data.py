@@ -297,8 +297,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
                          "--first-step, or give --ledger DIR")
     if isinstance(plan, MegatronPlan):
         o = plan.order
+        sampler = "MegatronPretrainingRandomSampler" if o.dataloader == "cyclic" else "MegatronPretrainingSampler"
         desc = (f"Megatron-LM's own order (GPTDataset's document, sample and shuffle indices, "
-                f"MegatronPretrainingSampler: micro-batch {o.micro_batch} x data-parallel {o.data_parallel} x "
+                f"{sampler}: micro-batch {o.micro_batch} x data-parallel {o.data_parallel} x "
                 f"grad_accum {o.grad_accum}, seq_length {o.seq_length}, seed {o.seed}, split {cfg.megatron.split!r}, "
                 f"{o.requested} train samples, {o.epochs} pass(es) over the train documents); each sample is cut "
                 f"across documents: a step's rows are the documents its samples read; optimizer step = log step - "

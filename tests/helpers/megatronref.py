@@ -153,3 +153,35 @@ def step_reads(sizes: list[int], seq_length: int, seed: int, split: str, extra: 
                 for seq, a, b in sample_pieces(sizes, di, si, sh, idx, extra):
                     out.append((rank, k % grad_accum, idx, seq, a, b))
     return out
+
+
+def cyclic_batches(total_samples: int, micro_batch: int, dp: int, rank: int, n: int) -> list[list[int]]:
+    """The first ``n`` micro-batches of ``rank`` under ``MegatronPretrainingRandomSampler(data_sharding=True)``
+    iterated again and again as training.py's ``cyclic_iter`` does, its ``consumed_samples`` carried
+    from pass to pass (torch is imported)."""
+    import torch
+
+    consumed = 0
+    out: list[list[int]] = []
+    mbdp = micro_batch * dp
+    last_batch_size = total_samples % mbdp
+    while len(out) < n:
+        active_total_samples = total_samples - last_batch_size
+        epoch = consumed // active_total_samples
+        current_epoch_samples = consumed % active_total_samples
+        assert current_epoch_samples % mbdp == 0
+        bucket_size = (total_samples // mbdp) * micro_batch
+        bucket_offset = current_epoch_samples // dp
+        start_idx = rank * bucket_size
+        g = torch.Generator()
+        g.manual_seed(epoch)
+        random_idx = torch.randperm(bucket_size, generator=g).tolist()
+        idx_range = [start_idx + x for x in random_idx[bucket_offset:]]
+        batch: list[int] = []
+        for idx in idx_range:
+            batch.append(idx)
+            if len(batch) == micro_batch:
+                consumed += mbdp
+                out.append(batch)
+                batch = []
+    return out[:n]

@@ -85,7 +85,8 @@ def _megatron_text(s: dict[str, Any]) -> list[str]:
     if s.get("split") is not None:
         where = f" of split {s['split']!r}"
     lo, hi = s["train_sequences"]
-    out = [f"Megatron-LM order (GPTDataset + MegatronPretrainingSampler): {s['rows']} document(s), {s['sequences']} "
+    sampler = "MegatronPretrainingRandomSampler" if s["dataloader_type"] == "cyclic" else "MegatronPretrainingSampler"
+    out = [f"Megatron-LM order (GPTDataset + {sampler}): {s['rows']} document(s), {s['sequences']} "
            f"sequence(s) in {s['shards']} shard(s){where}; --split {s['megatron_split']!r}: train sequences {lo}..{hi - 1}",
            f"micro-batch {s['batch_size']} x data-parallel {s['world_size']} x grad_accum {s['grad_accum']} = global "
            f"batch {s['global_batch']} samples of seq_length {s['seq_length']}"

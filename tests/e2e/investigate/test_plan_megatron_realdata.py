@@ -96,3 +96,25 @@ def test_export_holds_each_samples_tokens(data, tmp_path):
                                       part["_datacheck_token_end"].to_list()) for t in ids[a:b]]
         want = [int(t) for _, _, i, seq, a, b in reads if i == sample for t in tokens[starts[seq] + a:starts[seq] + b]]
         assert got == want and len(got) == 1025
+
+
+def test_cyclic_dataloader_step_rows(data, tmp_path):
+    pytest.importorskip("torch")
+    prefix, _ = data
+    (tmp_path / "c.toml").write_text(CONFIG + 'dataloader_type = "cyclic"\n')
+    lens, docs = _idx(prefix.with_suffix(".idx"))
+    r = run_cli("plan", str(prefix.with_suffix(".bin")), "--config", str(tmp_path / "c.toml"), "--step", "250",
+                "--format", "json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["result"]
+    di, si, sh, _, _ = ref.order(lens, 1024, 1234, "969, 30, 1", 1, 400 * 8)
+    want = []
+    for rank in range(2):
+        mbs = ref.cyclic_batches(len(si) - 1, 2, 2, rank, 251 * 2)[250 * 2:]
+        for mb, batch in enumerate(mbs):
+            for idx in batch:
+                for seq, a, b in ref.sample_pieces(lens, di, si, sh, idx, 1):
+                    want.append({"rank": rank, "micro_batch": mb, "global_index": seq, "row": seq, "sample": idx,
+                                 "shard": prefix.name + ".bin", "tokens": [a, b]})  # one sequence per document
+    assert docs == list(range(1001)) and got["step"]["rows"] == want
+    assert got["plan"]["dataloader_type"] == "cyclic"

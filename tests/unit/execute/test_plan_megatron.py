@@ -90,7 +90,7 @@ def test_loader_torch_is_the_documented_way_back_to_torch(tmp_path):
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"megatron": {"dataloader_type": "cyclic"}}, "cyclic"),
+    ({"megatron": {"dataloader_type": "cyclic", "data_sharding": False}}, "no-data-sharding"),
     ({"batch": {"max_tokens": 100}}, "max_tokens"),
 ])
 def test_what_is_not_simulated_is_refused(tmp_path, extra, message):

@@ -97,3 +97,20 @@ def test_train_samples_sets_steps_and_epochs():
     assert o.epochs == 5 and o.steps == 120 // 4 and len(o) == (5 * 100 - 1) // 4
     with pytest.raises(UsageError, match="steps 0..29"):
         o.step(30)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(runs())
+def test_cyclic_batches_equal_megatrons_random_sampler(r):
+    pytest.importorskip("torch")
+    beg, end = ref.train_range(len(r["sizes"]), r["split"])
+    if end <= beg or sum(r["sizes"][beg:end]) <= 1:
+        return
+    o = build_order(np.array(r["sizes"]), seq_length=r["seq_length"], seed=r["seed"], split=r["split"],
+                    extra=r["extra"], micro_batch=r["mbs"], data_parallel=r["dp"], grad_accum=r["ga"],
+                    train_iters=r["iters"], train_samples=None, dataloader="cyclic")
+    steps = [o.step(s) for s in range(r["iters"])]
+    for rank in range(r["dp"]):
+        want = ref.cyclic_batches(len(o), r["mbs"], r["dp"], rank, r["iters"] * r["ga"])
+        got = [b[2].tolist() for st in steps for b in st if b[0] == rank]
+        assert got == want
