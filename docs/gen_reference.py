@@ -99,6 +99,9 @@ SECTIONS: dict[str, str] = {
     "numeric": "float values against the training dtype",
     "sft": "supervised fine-tuning",
     "batch": "the trainer's batching, simulated for the `batch.*` checks and `datacheck plan` (needs the torch extra)",
+    "megatron": "the facts of a Megatron-LM run that decide its sample order: `datacheck plan` and `trace --data` "
+                "over Megatron .bin/.idx pairs follow GPTDataset and MegatronPretrainingSampler with them (named as "
+                "Megatron's arguments; not part of `config_hash` while every key is at its default)",
     "splits": "split name = glob relative to the audited root; rows of one split found in another are "
               "`dup.split_overlap`",
     "policy": "per check ID (a key must be a catalog ID): severity override and thresholds under which the "
@@ -206,8 +209,8 @@ def config_page() -> str:
     models: dict[str, Any] = {}
     for name, field in cfgmod.Config.model_fields.items():
         models[name] = field.annotation
-    order = ["dataset", "columns", "tokens", "labels", "numeric", "sft", "batch", "splits", "policy", "report", "dup",
-             "trace"]
+    order = ["dataset", "columns", "tokens", "labels", "numeric", "sft", "batch", "megatron", "splits", "policy",
+             "report", "dup", "trace"]
     missing = set(models) - set(order)
     if missing:
         raise SystemExit(f"docs/gen_reference.py: sections without a place on the page: {sorted(missing)}")

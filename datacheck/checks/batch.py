@@ -30,7 +30,9 @@ being one whose padded tokens (rows x longest row) are under half of ``max_token
 ``batch.wraparound`` counts the rows of the batches ``DistributedSampler`` repeats. A row longer
 than ``max_tokens`` gets a micro-batch of its own (the plan lists it; no check ID covers it).
 
-Every check is skipped with the reason when torch is missing (the install command), when a shard
+Every check is skipped with the reason when Megatron's loader reads the shards (``[batch] loader``
+``megatron``, or ``auto`` over Megatron ``.bin``/``.idx`` pairs only: GPTDataset's fixed-length samples
+have no tails and no wraparound; :mod:`datacheck.model.megatronorder`), when torch is missing (the install command), when a shard
 cannot be read (its row count is unknown), when neither ``batch_size`` nor ``max_tokens`` is set,
 or, with ``max_tokens``, when a shard has no ``input_ids`` list (row lengths unknown).
 """
@@ -47,6 +49,7 @@ from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.errors import OptionalDependencyError
 from datacheck.model.findings import Finding, Skipped
+from datacheck.model.megatronorder import uses_megatron_loader
 from datacheck.model.order import EpochOrder, epoch_order
 from datacheck.model.roles import is_list
 
@@ -124,7 +127,14 @@ def dataset_lengths(dctx: Any) -> np.ndarray | None:
 
 
 def dataset_order(dctx: Any, cid: str, epoch: int = 0) -> tuple[EpochOrder | None, Skipped | None]:
-    """The simulated order of ``epoch`` over the audited shards, or why it cannot be simulated."""
+    """The simulated order of ``epoch`` over the audited shards, or why it cannot be simulated (also
+    when Megatron's loader reads them: torch's samplers are not its order)."""
+    if uses_megatron_loader([s.format for s in dctx.shards], dctx.cfg.batch.loader):
+        return None, Skipped(cid, "Megatron's loader reads these shards ([batch] loader; auto: every shard is a "
+                                  "Megatron .bin/.idx pair): GPTDataset cuts fixed-length samples across the documents "
+                                  "and MegatronPretrainingSampler hands out whole global batches, so torch's "
+                                  "micro-batches of rows, their tails and wraparound do not occur (datacheck plan "
+                                  "shows Megatron's order)")
     bad = [s.path for s in dctx.shards if not s.readable]
     if bad:
         return None, Skipped(cid, f"shard {bad[0]} is unreadable: its row count is unknown, so the batch "

@@ -11,6 +11,10 @@ is planned over ONE split, the one a trainer iterates: ``train`` unless another 
 (``datacheck plan --split NAME``); :attr:`RowSpace.split` says which, and the shards of the other
 splits are not in the row order (:func:`select_split`).
 
+Megatron ``.bin``/``.idx`` pairs are planned with Megatron-LM's own order (:class:`MegatronPlan`,
+:func:`loader_of`): GPTDataset cuts samples of ``seq_length`` (+ 1) tokens across the documents, so a
+step's :class:`StepRow` s are the documents its samples read, each with the sample and token range.
+
 Stable interface (used by ``datacheck trace``)::
 
     rows_of_step(plan_or_ledger, step, *, rank=None, micro_batch=None, space=None) -> list[StepRow]
@@ -35,7 +39,9 @@ import polars as pl
 from datacheck.checks.batch import supervised_expr, tokens_expr, zero_micro_batches
 from datacheck.checks.dup.cross import assign_splits
 from datacheck.derive.read import open_for_checks
+from datacheck.formats.base import FormatError
 from datacheck.formats.discovery import discover
+from datacheck.formats.megatron import read_index
 from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hashing import hash_file
@@ -44,11 +50,14 @@ from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
+from datacheck.model.megatronorder import MegatronOrder, build_order, uses_megatron_loader
 from datacheck.model.order import EpochOrder, epoch_order, steps_text
 from datacheck.model.roles import is_list
 
-__all__ = ["StepRow", "ShardSpan", "RowSpace", "BatchPlan", "row_space", "build_plan", "rows_of_step",
-           "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS", "select_split", "TRAIN_SPLIT"]
+__all__ = ["StepRow", "ShardSpan", "RowSpace", "BatchPlan", "MegatronPlan", "megatron_plan", "loader_of",
+           "row_space", "build_plan", "rows_of_step",
+           "read_ledger", "export_step", "PLAN_EXPORT_COLUMNS", "SAMPLE_EXPORT_COLUMNS", "sample_columns",
+           "select_split", "TRAIN_SPLIT"]
 
 #: the split a trainer iterates, planned by default when the data has splits
 TRAIN_SPLIT = "train"
@@ -64,6 +73,10 @@ class StepRow(NamedTuple):
         global_index: its index in the global row order.
         shard: the shard's path relative to the dataset root (None when no :class:`RowSpace` is known).
         row: its 0-based row in that shard (None likewise).
+        sample: for a Megatron plan, the dataset index of the sample (the position
+            ``MegatronPretrainingSampler`` hands out) that reads this row; None otherwise.
+        tokens: for a Megatron plan, ``(start, end)``: the tokens ``[start, end)`` of the row (the
+            document's tokens as datacheck reads the row) that the sample reads; None otherwise.
     """
 
     rank: int
@@ -71,17 +84,22 @@ class StepRow(NamedTuple):
     global_index: int
     shard: str | None
     row: int | None
+    sample: int | None = None
+    tokens: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
 class ShardSpan:
-    """One shard in the global order: its relative path, content hash, rows and first global index."""
+    """One shard in the global order: its relative path, content hash, rows and first global index,
+    where it is read from, and its format (``megatron``, ``parquet``, ...; None when not known)."""
 
     path: str
     content_hash: str
     rows: int
     start: int
     abs_path: Path | str | None = None  # a local path, or the URL of a shard in an object store
+    format: str | None = None
+    url: str | None = None  # the URL of a shard in an object store, None for a local file
 
 
 @dataclass(frozen=True)
@@ -225,7 +243,7 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, spl
                 len_parts.append(np.asarray(df["len"][0].to_numpy(), dtype=np.int64))
             else:
                 len_parts = None
-        spans.append(ShardSpan(ds.rel, chash, n, start, ds.source))
+        spans.append(ShardSpan(ds.rel, chash, n, start, ds.source, ds.format, ds.url))
         start += n
 
     def cat(parts: list[np.ndarray] | None) -> np.ndarray | None:
@@ -262,6 +280,11 @@ class BatchPlan:
     @property
     def steps_per_epoch(self) -> int:
         return self.order(0).steps
+
+    @property
+    def run_steps(self) -> int:
+        """Steps of the whole run: steps per epoch x ``[batch] epochs``."""
+        return self.steps_per_epoch * self.cfg.batch.epochs
 
     def split_step(self, step: int) -> tuple[int, int]:
         """(epoch, in-epoch step) of global step ``step``.
@@ -336,16 +359,205 @@ class BatchPlan:
         return out
 
 
-def build_plan(paths: list[str], cfg: Config, split: str | None = None, *,
-               progress: Callable[[str, int, int], None] | None = None) -> BatchPlan:
-    """Read the shards' row counts (and supervised tokens per row) and set up the plan: of the split
-    ``split`` (default ``train``) when the data has splits (:func:`select_split`). ``progress(shard
-    path, shards done, shards)`` is called before each shard is read.
+#: the ``[batch]`` keys of torch's samplers that a Megatron plan does not read (Megatron's
+#: GPTDataset shuffles with ``[megatron] seed`` and its sampler never drops or pads)
+_TORCH_ONLY_KEYS = ("seed", "shuffle", "drop_last", "epochs")
+
+
+@dataclass
+class MegatronPlan:
+    """The sample order of a Megatron-LM GPT run over one Megatron ``.bin``/``.idx`` pair
+    (:mod:`datacheck.model.megatronorder`: Megatron's own document, sample and shuffle indices and
+    ``MegatronPretrainingSampler``), joined to the shard's rows.
+
+    A step's rows are the documents its samples read: each sample of ``seq_length`` (+ 1) tokens is
+    cut across documents, so one sample names one or more rows, each with the token range it reads
+    (:attr:`StepRow.tokens`, in the row's tokens as datacheck reads the document) and the sample's
+    dataset index (:attr:`StepRow.sample`). Steps are numbered from 0 over the whole run (Megatron's
+    iteration ``N`` logged after its update is step ``N - 1``); the run is ``[megatron] train_iters``
+    steps (or ``train_samples // global batch``), one pass over the sample order: no torch epochs.
+
+    Attributes:
+        space: the global row order (one shard, its rows the documents of the ``.idx``).
+        cfg: the config.
+        order: the simulated order (sequence ids, samples, batches).
+        seq_doc: per sequence of the ``.idx``, its document (the shard's row; int64).
+        seq_offset: per sequence, its first token's position in its document (int64).
+    """
+
+    space: RowSpace
+    cfg: Config
+    order: MegatronOrder
+    seq_doc: np.ndarray
+    seq_offset: np.ndarray
+    supervised: np.ndarray | None = None  # Megatron pairs hold no labels column
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """The run's steps (a Megatron run is one pass over its sample order)."""
+        return self.order.steps
+
+    @property
+    def run_steps(self) -> int:
+        return self.order.steps
+
+    def split_step(self, step: int) -> tuple[int, int]:
+        """``(0, step)``: a Megatron run has no torch epochs.
+
+        Raises:
+            UsageError: the step is outside ``0 .. run_steps - 1``.
+        """
+        if not 0 <= step < self.order.steps:
+            raise UsageError(f"--step {step}: the Megatron run has {steps_text(0, self.order.steps - 1)} ([megatron] "
+                             "train_iters, or train_samples // global batch)")
+        return 0, step
+
+    def step_rows(self, step: int, rank: int | None = None, micro_batch: int | None = None) -> list[StepRow]:
+        """The rows of optimizer step ``step``: for every rank (or ``rank``) and micro-batch (or
+        ``micro_batch``) in that order, each sample in batch order, each document it reads in reading
+        order (a document read by two samples is listed for each).
+
+        Raises:
+            UsageError: the step, rank or micro-batch is outside the run.
+        """
+        self.split_step(step)
+        batches = self.order.step(step)
+        if rank is not None:
+            if not 0 <= rank < self.order.data_parallel:
+                raise UsageError(f"--rank {rank}: step {step} has ranks 0..{self.order.data_parallel - 1}")
+            batches = [b for b in batches if b[0] == rank]
+        if micro_batch is not None:
+            if not 0 <= micro_batch < self.order.grad_accum:
+                raise UsageError(f"--micro-batch {micro_batch}: step {step} has micro-batches "
+                                 f"0..{self.order.grad_accum - 1}")
+            batches = [b for b in batches if b[1] == micro_batch]
+        if not batches:
+            return []
+        idx = np.concatenate([b[2] for b in batches])
+        who = np.concatenate([np.full(len(b[2]), k, dtype=np.int64) for k, b in enumerate(batches)])
+        owner, seq, start, end = self.order.pieces(idx)
+        span = self.space.shards[0]
+        doc = self.seq_doc[seq]
+        base = self.seq_offset[seq]
+        out = []
+        for o, d, a, b in zip(owner.tolist(), doc.tolist(), (base + start).tolist(), (base + end).tolist()):
+            r, m, _ = batches[int(who[o])]
+            out.append(StepRow(r, m, span.start + d, span.path, d, int(idx[o]), (a, b)))
+        return out
+
+    def summary(self, epoch: int = 0) -> dict[str, Any]:
+        """The plan's numbers as plain values (what ``datacheck plan`` prints). ``epoch`` is ignored
+        (no torch epochs).
+
+        Keys: ``loader`` (``megatron``), ``rows`` (documents), ``sequences``, ``shards``, ``split``,
+        ``other_splits``, ``world_size`` (data-parallel size), ``batch_size`` (micro-batch size),
+        ``grad_accum``, ``global_batch``, ``seq_length``, ``seed``, ``megatron_split``,
+        ``train_sequences`` ([begin, end)), ``tokens_per_epoch``, ``train_samples`` (the run asks for),
+        ``samples`` (GPTDataset's length), ``data_epochs`` (times the documents repeat),
+        ``separate_final_epoch``, ``steps``, ``add_extra_token_to_sequence``, ``dataloader_type``, ``ignored`` (the
+        ``[batch]`` keys set in the config that Megatron's order does not read), ``supervised`` (None).
+        """
+        o, b, m = self.order, self.cfg.batch, self.cfg.megatron
+        return {
+            "loader": "megatron", "rows": self.space.n_rows, "sequences": int(len(o.sizes)),
+            "shards": len(self.space.shards), "split": self.space.split, "other_splits": dict(self.space.other_splits),
+            "world_size": b.world_size, "batch_size": b.batch_size, "grad_accum": b.grad_accum,
+            "global_batch": o.global_batch, "seq_length": o.seq_length, "seed": o.seed, "megatron_split": m.split,
+            "train_sequences": list(o.train), "tokens_per_epoch": o.tokens_per_epoch, "train_samples": o.requested,
+            "samples": len(o), "data_epochs": o.epochs, "separate_final_epoch": o.separate_final_epoch,
+            "steps": o.steps, "steps_per_epoch": o.steps, "add_extra_token_to_sequence": bool(o.extra),
+            "dataloader_type": o.dataloader,
+            "ignored": [k for k in _TORCH_ONLY_KEYS if k in b.model_fields_set], "supervised": None,
+        }
+
+
+def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
+    """Megatron's order (:mod:`datacheck.model.megatronorder`) over the one Megatron pair of ``space``,
+    from its ``.idx`` (sequence lengths and document index) and ``[megatron]`` / ``[batch]``.
 
     Raises:
-        UsageError: ``[batch] batch_size`` is unset, a shard cannot be read, or the split cannot be
-            chosen.
-        OptionalDependencyError: torch is not installed (when the order is first asked for).
+        UsageError: a fact the order needs is missing (``[megatron] seq_length``, ``train_iters`` or
+            ``train_samples``, ``[batch] batch_size``), ``[batch] max_tokens`` is set (Megatron cuts
+            fixed-length samples), ``cyclic`` without data sharding, the space holds more
+            than one pair (a blend), the pair is in an object store, or its ``.idx`` is unreadable.
+    """
+    m, b = cfg.megatron, cfg.batch
+    missing = [k for k, v in (("[megatron] seq_length (--seq-length)", m.seq_length),
+                              ("[batch] batch_size (--micro-batch-size)", b.batch_size)) if v is None]
+    if m.train_iters is None and m.train_samples is None:
+        missing.append("[megatron] train_iters (--train-iters) or train_samples (--train-samples)")
+    if missing:
+        raise UsageError("the shards are Megatron .bin/.idx pairs, whose step -> rows is Megatron's own order "
+                         "(GPTDataset's document, sample and shuffle indices; MegatronPretrainingSampler), and it "
+                         f"needs {', '.join(missing)}: set them as the run set them (a torch sampler over the "
+                         "documents would name other rows; set [batch] loader = \"torch\" only if the run read the "
+                         "documents through torch's samplers)")
+    if b.max_tokens is not None:
+        raise UsageError("[batch] max_tokens: Megatron's GPTDataset cuts samples of [megatron] seq_length tokens, "
+                         "never token budgets; drop max_tokens (or set [batch] loader = \"torch\")")
+    if m.dataloader_type == "cyclic" and not m.data_sharding:
+        raise UsageError("[megatron] data_sharding = false (--no-data-sharding) with dataloader_type = \"cyclic\": "
+                         "that order of MegatronPretrainingRandomSampler is not simulated (with data sharding, "
+                         "Megatron's default, it is)")
+    if len(space.shards) != 1:
+        raise UsageError(f"{len(space.shards)} Megatron pairs planned: a run over several prefixes blends them "
+                         "(BlendedDataset, its weights and sizes), which is not simulated; plan one .bin/.idx pair "
+                         "(one PATH, or [splits] / --split naming one)")
+    span = space.shards[0]
+    if span.url is not None or span.abs_path is None:
+        raise UsageError(f"{span.path}: a Megatron pair in an object store; copy the .bin/.idx locally to plan it")
+    try:
+        sizes, docs = read_index(Path(span.abs_path))
+    except FormatError as exc:
+        raise UsageError(f"{span.path}: {exc}") from None
+    order = build_order(sizes, seq_length=int(m.seq_length or 0), seed=m.seed, split=m.split,
+                        extra=m.add_extra_token_to_sequence, micro_batch=int(b.batch_size or 0),
+                        data_parallel=b.world_size, grad_accum=b.grad_accum, train_iters=m.train_iters,
+                        train_samples=m.train_samples, dataloader=m.dataloader_type)
+    seqs = np.arange(len(sizes), dtype=np.int64)
+    seq_doc = np.searchsorted(docs, seqs, side="right") - 1
+    cum = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes.astype(np.int64), out=cum[1:])
+    seq_offset = cum[:-1] - cum[docs[seq_doc]]
+    return MegatronPlan(space=space, cfg=cfg, order=order, seq_doc=seq_doc, seq_offset=seq_offset)
+
+
+def loader_of(space: RowSpace, cfg: Config) -> str:
+    """Whose order the plan simulates: ``megatron`` or ``torch`` (``[batch] loader``; ``auto``:
+    ``megatron`` when every planned shard is a Megatron ``.bin``/``.idx`` pair, ``torch`` when none is).
+
+    Raises:
+        UsageError: ``auto`` over a mix of Megatron pairs and other shards (which loader reads them
+            cannot be told: set ``[batch] loader``), or ``megatron`` over shards that are not Megatron
+            pairs (Megatron's GPTDataset reads only those).
+    """
+    formats = [sp.format for sp in space.shards]
+    meg = [sp.path for sp, f in zip(space.shards, formats) if f == "megatron"]
+    other = [sp.path for sp, f in zip(space.shards, formats) if f != "megatron"]
+    if cfg.batch.loader == "torch":
+        return "torch"
+    if cfg.batch.loader == "megatron":
+        if other:
+            raise UsageError(f"[batch] loader = \"megatron\", but {other[0]}{f' and {len(other) - 1} more' if len(other) > 1 else ''} "
+                             "is not a Megatron .bin/.idx pair: Megatron's GPTDataset reads only indexed datasets")
+        return "megatron"
+    if meg and other:
+        raise UsageError(f"the planned shards mix Megatron .bin/.idx pairs ({meg[0]}) and other shards ({other[0]}): "
+                         "set [batch] loader to \"megatron\" or \"torch\" to say which loader the run used")
+    return "megatron" if uses_megatron_loader(formats, cfg.batch.loader) else "torch"
+
+
+def build_plan(paths: list[str], cfg: Config, split: str | None = None, *,
+               progress: Callable[[str, int, int], None] | None = None) -> BatchPlan | MegatronPlan:
+    """Read the shards' row counts (and supervised tokens per row) and set up the plan: of the split
+    ``split`` (default ``train``) when the data has splits (:func:`select_split`). ``progress(shard
+    path, shards done, shards)`` is called before each shard is read. Megatron ``.bin``/``.idx`` pairs
+    (:func:`loader_of`) get Megatron's own order (:class:`MegatronPlan`), never torch's samplers.
+
+    Raises:
+        UsageError: ``[batch] batch_size`` is unset, a shard cannot be read, the split cannot be
+            chosen, or a fact of Megatron's order is missing (:func:`megatron_plan`).
+        OptionalDependencyError: torch is not installed (when the torch order is first asked for).
     """
     if cfg.batch.batch_size is None and cfg.batch.max_tokens is None:
         raise UsageError("[batch] batch_size is not set: give the trainer's per-device batch size in "
@@ -353,6 +565,8 @@ def build_plan(paths: list[str], cfg: Config, split: str | None = None, *,
                          "for token-budget batching")
     tokens = cfg.batch.max_tokens is not None
     space, sup, lengths = _scan(paths, cfg, supervised=True, lengths=tokens, split=split, progress=progress)
+    if loader_of(space, cfg) == "megatron":
+        return megatron_plan(space, cfg)
     if tokens and lengths is None:
         raise UsageError("[batch] max_tokens: token-budget batching needs each row's token count, and a shard "
                          "has no input_ids list column (set [columns] input_ids)")
@@ -371,14 +585,15 @@ def _rows(batches: list[tuple[int, int | None, Any]], space: RowSpace | None) ->
     return out
 
 
-def rows_of_step(plan_or_ledger: BatchPlan | Ledger, step: int, *, rank: int | None = None,
+def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *, rank: int | None = None,
                  micro_batch: int | None = None, space: RowSpace | None = None) -> list[StepRow]:
     """The rows of optimizer step ``step``: every rank and micro-batch (or only ``rank`` /
     ``micro_batch``), in rank order, then micro-batch order, then batch order. A row the sampler
     repeated (wraparound) appears as often as it is loaded.
 
     Args:
-        plan_or_ledger: a :class:`BatchPlan` (simulated order; global step numbers from 0) or a
+        plan_or_ledger: a :class:`BatchPlan` or :class:`MegatronPlan` (simulated order; global step
+            numbers from 0; a Megatron plan's rows carry their sample and token range) or a
             :class:`~datacheck.io.ledger.Ledger` (recorded order; its own step numbers).
         step: the optimizer step.
         rank: only this rank.
@@ -390,6 +605,8 @@ def rows_of_step(plan_or_ledger: BatchPlan | Ledger, step: int, *, rank: int | N
         UsageError: the step (or rank, micro-batch) is not in the plan or ledger; a recorded index is
             outside the row space.
     """
+    if isinstance(plan_or_ledger, MegatronPlan):
+        return plan_or_ledger.step_rows(step, rank, micro_batch)
     if isinstance(plan_or_ledger, BatchPlan):
         epoch, s = plan_or_ledger.split_step(step)
         batches: list[tuple[int, int | None, Any]] = list(plan_or_ledger.order(epoch).step(s))
@@ -414,6 +631,19 @@ def rows_of_step(plan_or_ledger: BatchPlan | Ledger, step: int, *, rank: int | N
 PLAN_EXPORT_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_shard_hash",
                        "_datacheck_checks", "_datacheck_step", "_datacheck_rank", "_datacheck_micro_batch",
                        "_datacheck_global_index")
+#: the columns a Megatron plan's export adds after them: the sample's dataset index and the row's
+#: tokens ``[start, end)`` it reads (:attr:`StepRow.sample`, :attr:`StepRow.tokens`)
+SAMPLE_EXPORT_COLUMNS = ("_datacheck_sample", "_datacheck_token_start", "_datacheck_token_end")
+
+
+def sample_columns(rows: list[StepRow]) -> dict[str, pl.Series]:
+    """The :data:`SAMPLE_EXPORT_COLUMNS` of ``rows`` (Int64, one value per row), or none when no row
+    comes from a Megatron plan."""
+    if all(r.sample is None for r in rows):
+        return {}
+    return {"_datacheck_sample": pl.Series([r.sample for r in rows], dtype=pl.Int64),
+            "_datacheck_token_start": pl.Series([r.tokens[0] if r.tokens else None for r in rows], dtype=pl.Int64),
+            "_datacheck_token_end": pl.Series([r.tokens[1] if r.tokens else None for r in rows], dtype=pl.Int64)}
 
 
 def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, out: str | Path) -> tuple[Path, int]:
@@ -421,7 +651,9 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
     writes rows (every data column as read, ``_datacheck_row``, ``_datacheck_line``,
     ``_datacheck_shard``, ``_datacheck_shard_hash``, ``_datacheck_checks`` (empty: not judged here)),
     plus ``_datacheck_step``, ``_datacheck_rank``, ``_datacheck_micro_batch`` and
-    ``_datacheck_global_index`` (int64), so the step can be replayed on a fixed batch.
+    ``_datacheck_global_index`` (int64), so the step can be replayed on a fixed batch; rows of a
+    :class:`MegatronPlan` add :data:`SAMPLE_EXPORT_COLUMNS` (a document read by two samples is two
+    rows, each with its sample and token range).
 
     Raises:
         UsageError: bad extension, unwritable path, or shards whose columns cannot be combined.
@@ -444,6 +676,7 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
             "_datacheck_rank": pl.Series([rows[p].rank for p in positions], dtype=pl.Int64),
             "_datacheck_micro_batch": pl.Series([rows[p].micro_batch for p in positions], dtype=pl.Int64),
             "_datacheck_global_index": pl.Series([rows[p].global_index for p in positions], dtype=pl.Int64),
+            **sample_columns([rows[p] for p in positions]),
         })
         got = (data.lf.with_row_index("_datacheck_row").with_columns(pl.col("_datacheck_row").cast(pl.Int64))
                .filter(pl.col("_datacheck_row").is_in(want["_datacheck_row"].unique().to_list())).collect())
@@ -460,6 +693,6 @@ def export_step(rows: list[StepRow], space: RowSpace, cfg: Config, step: int, ou
     except Exception as exc:
         raise UsageError(f"--export: the step's rows cannot go into one file ({str(exc).splitlines()[0]}); "
                          "export one rank at a time (--rank)") from None
-    lead = [c for c in PLAN_EXPORT_COLUMNS if c in df.columns]
+    lead = [c for c in (*PLAN_EXPORT_COLUMNS, *SAMPLE_EXPORT_COLUMNS) if c in df.columns]
     df = df.select([*lead, *[c for c in df.columns if c not in lead]])
     return write_frame_atomic(df, out), df.height

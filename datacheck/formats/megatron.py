@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from datacheck.formats.base import Format, FormatError, read_whole
 
-__all__ = ["MAGIC", "DTYPES", "companion_index", "read_megatron", "FORMAT", "companions", "is_index_of_pair", "sniff"]
+__all__ = ["MAGIC", "DTYPES", "companion_index", "read_megatron", "read_index", "FORMAT", "companions", "is_index_of_pair", "sniff"]
 
 MAGIC = b"MMIDIDX\x00\x00"
 #: dtype code -> numpy dtype (Megatron-LM ``DType``)
@@ -59,6 +59,36 @@ def read_megatron(bin_path: Path) -> pl.DataFrame:
     Raises:
         FormatError: a layout rule of the module docstring is broken (the message names the field,
             the values and the remedy).
+    """
+    lengths, expect, docs, dtype, indexed = _read_index(bin_path)
+    tokens = np.memmap(bin_path, dtype=dtype, mode="r") if indexed else np.zeros(0, dtype=dtype)
+    offsets = np.append(expect // dtype.itemsize, indexed // dtype.itemsize)[np.asarray(docs)]
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), pa.array(np.asarray(tokens)))
+    return pl.DataFrame({"input_ids": pl.Series("input_ids", lists)})
+
+
+def read_index(bin_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The sequence lengths and the document index of a ``.bin``/``.idx`` pair, checked by the same
+    layout rules as :func:`read_megatron` (what Megatron's ``GPTDataset`` builds its samples from:
+    ``IndexedDataset.sequence_lengths`` and ``document_indices``).
+
+    Returns:
+        (tokens per sequence: int32, ``S``; the document index: int64, ``D``, document ``k`` = sequences
+        ``[doc[k], doc[k+1])``), both copies in memory.
+
+    Raises:
+        FormatError: as :func:`read_megatron`.
+    """
+    lengths, _, docs, _, _ = _read_index(bin_path)
+    return np.array(lengths, dtype=np.int32), np.array(docs, dtype=np.int64)
+
+
+def _read_index(bin_path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.dtype, int]:
+    """(lengths, each sequence's byte offset, document index, token dtype, indexed bytes) of a pair,
+    every layout rule checked (module docstring).
+
+    Raises:
+        FormatError: a rule is broken.
     """
     idx_path = companion_index(bin_path)
     try:
@@ -118,10 +148,7 @@ def read_megatron(bin_path: Path) -> pl.DataFrame:
         raise FormatError(f"{bin_path.name}: {bin_size} bytes but {name} indexes {indexed} "
                           f"({indexed // dtype.itemsize} {dtype.name} tokens): the .bin is {what} than its index "
                           "(a cut write, or a .bin/.idx pair from different runs); rebuild the pair")
-    tokens = np.memmap(bin_path, dtype=dtype, mode="r") if indexed else np.zeros(0, dtype=dtype)
-    offsets = np.append(expect // dtype.itemsize, indexed // dtype.itemsize)[np.asarray(docs)]
-    lists = pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), pa.array(np.asarray(tokens)))
-    return pl.DataFrame({"input_ids": pl.Series("input_ids", lists)})
+    return lengths, expect, docs, dtype, indexed
 
 
 def sniff(path: Path) -> str | None:

@@ -8,6 +8,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -32,7 +33,7 @@ def special_kind(path: Path) -> str | None:
     return "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
 
 
-__all__ = ["Config", "TraceSection", "load_config", "config_from_bytes", "config_from_dict", "DEFAULT_CONFIG_NAME"]
+__all__ = ["Config", "TraceSection", "MegatronSection", "load_config", "config_from_bytes", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
 
 
@@ -278,7 +279,9 @@ class BatchSection(_Section):
     ``BatchSampler(batch_size, drop_last=drop_last)`` (the DataLoader's ``drop_last``); one optimizer
     step is ``grad_accum`` micro-batches per rank. ``epochs``: how many epochs the run trains (the
     plan covers epochs ``0 .. epochs-1``; ``set_epoch(e)`` reseeds the shuffle). ``max_tokens``:
-    token-budget batching (a micro-batch holds rows until their tokens would exceed it).
+    token-budget batching (a micro-batch holds rows until their tokens would exceed it). ``loader``:
+    whose order the plan follows; Megatron's (``[megatron]``, :class:`MegatronSection`) reads
+    ``batch_size``, ``world_size`` and ``grad_accum`` only.
     """
 
     batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH_ROWS, description="rows per micro-batch per device")
@@ -291,6 +294,70 @@ class BatchSection(_Section):
     shuffle: bool = True
     epochs: int = Field(default=1, gt=0, le=MAX_EPOCHS)
     max_tokens: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token budget per micro-batch")
+    loader: Literal["auto", "torch", "megatron"] = Field(default="auto", description=(
+        "whose order `datacheck plan` and `trace` simulate: `torch` (DistributedSampler + BatchSampler over the "
+        "rows), `megatron` (Megatron-LM's GPTDataset samples cut across documents, handed out by "
+        "MegatronPretrainingSampler: `[megatron]`; `batch_size` is the micro-batch size, `world_size` the "
+        "data-parallel size), or `auto`: `megatron` when the planned shards are Megatron .bin/.idx pairs, "
+        "else `torch`"))
+
+
+#: Megatron-LM's ``--split`` when a run gives ``--data-path`` without one (megatron/training/arguments.py,
+#: ``validate_args``: ``args.split = "969, 30, 1"``)
+MEGATRON_DEFAULT_SPLIT = "969, 30, 1"
+#: Megatron-LM's ``--seed`` default (megatron/training/arguments.py, ``_add_initialization_args``)
+MEGATRON_DEFAULT_SEED = 1234
+
+
+class MegatronSection(_Section):
+    """``[megatron]``: the facts of a Megatron-LM run that decide its sample order (``[batch] loader``
+    ``megatron``; :mod:`datacheck.model.megatronorder`), named as Megatron's arguments. Left out of
+    :meth:`Config.hash` while every key is at its default."""
+
+    seq_length: int | None = Field(default=None, gt=1, le=2**31 - 1, description=(
+        "Megatron's `--seq-length`: tokens per sample (a sample reads seq_length + 1 tokens when "
+        "add_extra_token_to_sequence is true); the plan of a Megatron run needs it"))
+    seed: int = Field(default=MEGATRON_DEFAULT_SEED, ge=0, le=2**32 - 1, description=(
+        "Megatron's `--seed` (its default 1234): numpy RandomState(seed) shuffles the document and sample "
+        "indices of GPTDataset"))
+    split: str = Field(default=MEGATRON_DEFAULT_SPLIT, min_length=1, max_length=200, description=(
+        "Megatron's `--split` (train, valid, test weights; its default \"969, 30, 1\"): the train samples "
+        "come from the first train / total of the sequences"))
+    train_iters: int | None = Field(default=None, gt=0, le=2**40, description=(
+        "Megatron's `--train-iters`: the run's samples are train_iters x global batch, which sets how many "
+        "times GPTDataset repeats the documents (its epochs) and so the whole shuffle"))
+    train_samples: int | None = Field(default=None, gt=0, le=2**50, description=(
+        "Megatron's `--train-samples` (instead of train_iters; the run's steps are train_samples // global batch)"))
+    add_extra_token_to_sequence: bool = Field(default=True, description=(
+        "GPTDatasetConfig's add_extra_token_to_sequence (default true): a sample reads seq_length + 1 tokens "
+        "(inputs and shifted labels) and the next sample starts at its last token"))
+    dataloader_type: Literal["single", "cyclic"] = Field(default="single", description=(
+        "Megatron's `--dataloader-type`: `single` (MegatronPretrainingSampler, the samples in order) or "
+        "`cyclic` (MegatronPretrainingRandomSampler: each pass over the data in torch.randperm order seeded "
+        "with the pass number; needs torch)"))
+    data_sharding: bool = Field(default=True, description=(
+        "Megatron's data sharding of the cyclic sampler (true unless the run passes `--no-data-sharding`, "
+        "whose order is not simulated)"))
+
+    @field_validator("split")
+    @classmethod
+    def _split_weights(cls, v: str) -> str:
+        # Megatron's parse_and_normalize_split: every run of digits and dots is a weight, at most 3
+        found = re.findall(r"[.0-9]+", v)
+        try:
+            weights = [float(x) for x in found]
+        except ValueError:
+            raise ValueError(f"{v[:60]!r}: expected up to 3 weights, e.g. \"969, 30, 1\"") from None
+        if not weights or len(weights) > 3 or sum(weights) <= 0:
+            raise ValueError(f"{v[:60]!r}: expected 1 to 3 weights (train, valid, test) with a positive sum, "
+                             "e.g. \"969, 30, 1\"")
+        return v
+
+    @model_validator(mode="after")
+    def _iters_or_samples(self) -> "MegatronSection":
+        if self.train_iters is not None and self.train_samples is not None:
+            raise ValueError("give train_iters or train_samples, not both (Megatron refuses both)")
+        return self
 
 
 class DupSection(_Section):
@@ -359,6 +426,7 @@ class Config(_Section):
     splits: dict[str, str] = Field(default_factory=dict)
     policy: dict[str, PolicyEntry] = Field(default_factory=dict)
     batch: BatchSection = BatchSection()
+    megatron: MegatronSection = MegatronSection()
     sft: SftSection = SftSection()
     report: ReportSection = ReportSection()
     dup: DupSection = DupSection()
@@ -477,12 +545,16 @@ class Config(_Section):
     def hash(self) -> str:
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``.
         ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
-        reader limits of ``[dataset]`` and ``infer_splits`` enter only when set to a value other than their
-        default."""
+        reader limits of ``[dataset]``, ``infer_splits``, ``[batch] loader`` and ``[megatron]`` enter only when
+        set to a value other than their default."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})
         for key, default in _OUT_OF_HASH_AT_DEFAULT.items():
             if doc["dataset"].get(key) == default:
                 del doc["dataset"][key]
+        if doc["batch"].get("loader") == "auto":  # keys added later: a config that leaves them keeps its hash
+            del doc["batch"]["loader"]
+        if doc.get("megatron") == MegatronSection().model_dump(mode="json", by_alias=True):
+            del doc["megatron"]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 

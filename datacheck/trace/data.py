@@ -34,11 +34,16 @@ from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.engine.shard import audit_frame
 from datacheck.execute.plan import (
     PLAN_EXPORT_COLUMNS,
+    SAMPLE_EXPORT_COLUMNS,
     BatchPlan,
+    MegatronPlan,
     RowSpace,
     ShardSpan,
     StepRow,
+    loader_of,
+    megatron_plan,
     rows_of_step,
+    sample_columns,
     select_split,
 )
 from datacheck.formats.discovery import discover
@@ -226,37 +231,46 @@ class DatasetIndex:
 
     def space(self) -> RowSpace:
         """The global row order as the plan takes it."""
-        return RowSpace(tuple(ShardSpan(ds.rel, self.hashes[ds.rel], k, s, ds.source)
+        return RowSpace(tuple(ShardSpan(ds.rel, self.hashes[ds.rel], k, s, ds.source, ds.format, ds.url)
                               for ds, k, s in zip(self.shards, self.rows, self.starts)),
                         self.root, self.split, dict(self.other_splits))
 
-    def plan(self) -> BatchPlan:
-        """The simulated batch plan over this index (no shard read again).
+    def plan(self) -> BatchPlan | MegatronPlan:
+        """The simulated batch plan over this index (no shard read again; a Megatron pair's ``.idx``
+        is read for its sequence lengths): Megatron's own order over Megatron ``.bin``/``.idx``
+        pairs (:func:`datacheck.execute.plan.loader_of`), else torch's samplers.
 
         Raises:
-            UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens``.
+            UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens``, or a fact of
+                Megatron's order is missing (:func:`datacheck.execute.plan.megatron_plan`).
         """
         if self.cfg.batch.batch_size is None and self.cfg.batch.max_tokens is None:
             raise UsageError("[batch] batch_size is not set: give the trainer's per-device batch size in "
                              "datacheck.toml ([batch] batch_size, world_size, grad_accum, ...), or max_tokens "
                              "for token-budget batching")
-        return BatchPlan(space=self.space(), cfg=self.cfg, supervised=None, lengths=self.lengths)
+        space = self.space()
+        if loader_of(space, self.cfg) == "megatron":
+            return megatron_plan(space, self.cfg)
+        return BatchPlan(space=space, cfg=self.cfg, supervised=None, lengths=self.lengths)
 
 
 def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
-    the token-budget sampler with ``max_tokens``), for a run that trained from scratch with those
-    samplers: log step ``N`` is plan step ``conv.optimizer_step(N)``.
+    the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
+    :class:`datacheck.execute.plan.MegatronPlan`: Megatron's own samples, each row a document a sample
+    reads, with its token range), for a run that trained from scratch with those samplers: log step
+    ``N`` is plan step ``conv.optimizer_step(N)``.
 
     Returns:
         (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
         "steps_per_epoch", "run_steps", "outside", "description"}``; ``outside`` lists the asked log
-        steps the plan does not have).
+        steps the plan does not have; a Megatron plan's ``facts`` add ``megatron``, the ``[megatron]`` keys).
 
     Raises:
         UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens`` (the message says to set
-            them or give ``--ledger``), or no asked step is inside the plan.
+            them or give ``--ledger``), a fact of Megatron's order is missing (named), or no asked step
+            is inside the plan.
         OptionalDependencyError: torch is not installed (the plan is simulated with torch's samplers).
     """
     cfg = index.cfg
@@ -266,7 +280,8 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
     except UsageError as exc:
         raise UsageError(f"{exc}; trace without --ledger takes a step's rows from the simulated batch plan "
                          "([batch] facts), or give --ledger DIR (a recorded order)") from None
-    total = spe * cfg.batch.epochs
+    total = plan.run_steps
+    megatron = isinstance(plan, MegatronPlan)
     out: StepRows = {}
     outside: list[int] = []
     for step in steps:
@@ -276,16 +291,30 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
             continue
         out[step] = rows_of_step(plan, k)
     if not out:
+        length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
+                  f"{spe} per epoch x {cfg.batch.epochs} epoch(s), [batch] epochs")
         asked = steps_text(min(outside), max(outside), "log step")
         raise UsageError(f"{asked} {'is' if len(set(outside)) == 1 else 'are'} outside the simulated plan (it has "
-                         f"{steps_text(conv.log_step(0), conv.log_step(total - 1), 'log step')}: {spe} per epoch x "
-                         f"{cfg.batch.epochs} epoch(s), [batch] epochs"
+                         f"{steps_text(conv.log_step(0), conv.log_step(total - 1), 'log step')}: {length}"
                          + ("; 0 steps per epoch: fewer rows than one micro-batch with drop_last, or no rows"
-                            if spe == 0 else "") + "); check [batch] and --first-step, or give --ledger DIR")
-    desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; optimizer step = log step - "
-            f"{conv.first_step}; assumes a run from scratch with these samplers: a resumed run or another "
-            "sampler needs --ledger)")
-    return out, {"kind": "plan", "facts": cfg.batch.model_dump(mode="json"), "steps_per_epoch": spe,
+                            if spe == 0 and not megatron else "") + "); check [batch] and --first-step, or give "
+                         "--ledger DIR")
+    if isinstance(plan, MegatronPlan):
+        o = plan.order
+        sampler = "MegatronPretrainingRandomSampler" if o.dataloader == "cyclic" else "MegatronPretrainingSampler"
+        desc = (f"Megatron-LM's own order (GPTDataset's document, sample and shuffle indices, "
+                f"{sampler}: micro-batch {o.micro_batch} x data-parallel {o.data_parallel} x "
+                f"grad_accum {o.grad_accum}, seq_length {o.seq_length}, seed {o.seed}, split {cfg.megatron.split!r}, "
+                f"{o.requested} train samples, {o.epochs} pass(es) over the train documents); each sample is cut "
+                f"across documents: a step's rows are the documents its samples read; optimizer step = log step - "
+                f"{conv.first_step}; assumes a run from scratch: a resumed run with other facts needs --ledger)")
+        facts = {**cfg.batch.model_dump(mode="json"), "megatron": cfg.megatron.model_dump(mode="json")}
+    else:
+        desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; optimizer step = log step - "
+                f"{conv.first_step}; assumes a run from scratch with these samplers: a resumed run or another "
+                "sampler needs --ledger)")
+        facts = cfg.batch.model_dump(mode="json")
+    return out, {"kind": "plan", "facts": facts, "steps_per_epoch": spe,
                  "run_steps": total, "outside": sorted(outside), "description": desc}
 
 
@@ -340,7 +369,7 @@ class RowAudit:
 
     Attributes:
         steps: log step -> its rows (:class:`~datacheck.execute.plan.StepRow`: rank, micro-batch,
-            global index, shard, shard row).
+            global index, shard, shard row; from a Megatron plan also the sample and its token range).
         conv: how log steps map to optimizer steps.
         findings: per shard, the findings over its selected rows, most severe first: ``rows`` and
             ``examples[].row`` are global indices; ``details["locations"]`` gives each example row's
@@ -380,7 +409,17 @@ class RowAudit:
             for r in rows:
                 out.setdefault(str(r.rank), []).append(r.global_index)
             return out
-        return {"steps": {str(s): rank_rows(rows) for s, rows in sorted(self.steps.items())},
+        def rank_samples(rows: list[StepRow]) -> dict[str, list[dict[str, Any]]]:
+            out: dict[str, list[dict[str, Any]]] = {}
+            for r in rows:
+                got = out.setdefault(str(r.rank), [])
+                if not got or got[-1]["sample"] != r.sample:
+                    got.append({"sample": r.sample, "micro_batch": r.micro_batch, "reads": []})
+                got[-1]["reads"].append([r.global_index, *(r.tokens or (None, None))])
+            return out
+        megatron = any(r.sample is not None for rows in self.steps.values() for r in rows)
+        extra = {"samples": {str(s): rank_samples(rows) for s, rows in sorted(self.steps.items())}} if megatron else {}
+        return {**extra, "steps": {str(s): rank_rows(rows) for s, rows in sorted(self.steps.items())},
                 "optimizer_steps": {str(s): self.conv.optimizer_step(s) for s in sorted(self.steps)},
                 "audited_rows": self.audited,
                 "findings": [f.to_dict() for f in self.findings],
@@ -495,8 +534,9 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
     ``_datacheck_row`` (the row in its shard), ``_datacheck_line``, ``_datacheck_shard``,
     ``_datacheck_shard_hash``, ``_datacheck_checks`` (the checks the row fails),
     ``_datacheck_step`` (the 0-based optimizer step), ``_datacheck_rank``, ``_datacheck_micro_batch``,
-    ``_datacheck_global_index``, and ``_datacheck_log_step``) in front of the data columns, one row per
-    (step, rank, micro-batch, position), as Parquet (``.parquet``) or JSON lines (``.jsonl``), written
+    ``_datacheck_global_index``, and ``_datacheck_log_step``; rows of a Megatron plan then
+    ``_datacheck_sample``, ``_datacheck_token_start`` and ``_datacheck_token_end``) in front of the data
+    columns, one row per (step, rank, micro-batch, position), as Parquet (``.parquet``) or JSON lines (``.jsonl``), written
     atomically. Replaying them needs the user's model: the file is its input.
 
     Returns:
@@ -510,7 +550,7 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
          for s, rows in sorted(ra.steps.items()) for i, r in enumerate(rows)],
         schema={"_datacheck_step": pl.Int64, "_datacheck_log_step": pl.Int64, "_datacheck_rank": pl.Int64,
                 "_datacheck_micro_batch": pl.Int64, "__pos": pl.Int64, "_datacheck_global_index": pl.Int64},
-        orient="row")
+        orient="row").with_columns(**sample_columns([r for _, rows in sorted(ra.steps.items()) for r in rows]))
     checks = pl.DataFrame({"_datacheck_global_index": list(ra.row_checks), "_datacheck_checks": list(ra.row_checks.values())},
                           schema={"_datacheck_global_index": pl.Int64, "_datacheck_checks": pl.List(pl.String)})
     rows = (pl.concat(ra.frames, how="diagonal_relaxed") if ra.frames
@@ -519,7 +559,7 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
            .join(checks, on="_datacheck_global_index", how="left")
            .with_columns(pl.col("_datacheck_checks").fill_null(pl.lit([], dtype=pl.List(pl.String))))
            .sort(["_datacheck_log_step", "_datacheck_rank", "__pos"]).drop("__pos"))
-    lead = [c for c in EXPORT_COLUMNS if c in out.columns]
+    lead = [c for c in (*EXPORT_COLUMNS, *SAMPLE_EXPORT_COLUMNS) if c in out.columns]
     out = out.select([*lead, *[c for c in out.columns if c not in lead]])
     write_frame_atomic(out, path)
     return out.height
@@ -528,7 +568,7 @@ def export_rows(ra: RowAudit, path: str | Path) -> int:
 def plan_steps_per_epoch(index: DatasetIndex) -> int | None:
     """Optimizer steps per epoch of the simulated plan over ``index`` (what places Hugging Face console
     records that carry only an epoch), or None when ``[batch]`` sets neither ``batch_size`` nor
-    ``max_tokens``.
+    ``max_tokens``, or when the shards are Megatron pairs (Megatron's order has no torch epochs).
 
     Raises:
         OptionalDependencyError: torch is not installed.
@@ -536,6 +576,12 @@ def plan_steps_per_epoch(index: DatasetIndex) -> int | None:
     b = index.cfg.batch
     if b.batch_size is None and b.max_tokens is None:
         return None
+    try:
+        megatron = loader_of(index.space(), index.cfg) == "megatron"
+    except UsageError:  # shards no loader reads as one: the plan says so when it is asked for
+        return None
+    if megatron:
+        return None  # a Megatron run has no torch epochs (its log numbers iterations)
     return index.plan().steps_per_epoch
 
 

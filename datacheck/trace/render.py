@@ -12,6 +12,9 @@ from datacheck.trace.verdict import build_verdict, verdict_text
 
 __all__ = ["render_text", "render_html"]
 
+#: Megatron samples listed per (step, rank) in the text output
+_SAMPLES_SHOWN = 8
+
 
 def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str, Any] | None = None) -> str:
     """The text output: the four answers first (:func:`datacheck.trace.verdict.verdict_text`), the logs
@@ -60,6 +63,12 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
                     toks = (audited["supervised_tokens"] or {}).get(str(step), {}).get(rank)
                     out.append(f"  log step {step} = optimizer step {opt.get(str(step))}, rank {rank}: global rows "
                                f"{rows}" + (f", {toks} supervised token(s)" if toks is not None else ""))
+                    samples = audited.get("samples", {}).get(str(step), {}).get(rank, [])
+                    for smp in samples[:_SAMPLES_SHOWN]:  # a Megatron sample: the documents' tokens it reads
+                        reads = ", ".join(f"global {g} tokens {a}..{b - 1}" for g, a, b in smp["reads"])
+                        out.append(f"    sample {smp['sample']} (micro-batch {smp['micro_batch']}): {reads}")
+                    if len(samples) > _SAMPLES_SHOWN:
+                        out.append(f"    ... {len(samples) - _SAMPLES_SHOWN} more sample(s) (--format json)")
             for r in audited.get("failing_rows", []):  # errors first
                 out.append(f"  [{r['severity']}] {r['shard']} row {r['shard_row']} (global {r['row']}): "
                            f"{', '.join(r['checks'])}")

@@ -6,7 +6,10 @@ iterates: ``train`` unless ``--split NAME``; the output names it. Simulates the 
 folder or OLMo's ``data-indices``). Without ``--step``: the plan's numbers (global batch, steps per
 epoch, last batch per rank, wraparound repeats, supervised tokens per micro-batch). With
 ``--step N``: the rows of that optimizer step (every rank and micro-batch, or ``--rank`` /
-``--micro-batch``); ``--export FILE`` writes them as ``inspect --export`` does, for replay.
+``--micro-batch``); ``--export FILE`` writes them as ``inspect --export`` does, for replay. Megatron
+``.bin``/``.idx`` pairs are planned with Megatron-LM's own order instead (``[megatron]``;
+:class:`datacheck.execute.plan.MegatronPlan`): each row of a step is a document one of its samples
+reads, with the token range read and the sample's dataset index.
 
 Exit codes: 0 answered; 2 usage or config error (no ``[batch] batch_size``, a step outside the run,
 torch missing: the message names the ``datacheck[torch]`` extra and ``pip install "torch>=2.2"``); 3 internal error.
@@ -19,7 +22,16 @@ from typing import Any
 
 from datacheck.cli.envelope import write_envelope
 from datacheck.cli.progress import Ticker, activity
-from datacheck.execute.plan import BatchPlan, RowSpace, StepRow, build_plan, export_step, row_space, rows_of_step
+from datacheck.execute.plan import (
+    BatchPlan,
+    MegatronPlan,
+    RowSpace,
+    StepRow,
+    build_plan,
+    export_step,
+    row_space,
+    rows_of_step,
+)
 from datacheck.execute.setup import resolve_config_path
 from datacheck.io.ledger import read_ledger
 from datacheck.io.outputs import check_outputs
@@ -37,6 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "drop_last, shuffle, seed, epochs), simulated with torch's DistributedSampler and "
                     "BatchSampler over the shards in index order (with max_tokens: datacheck.torch."
                     "TokenBudgetBatchSampler, fairseq's batch_by_size, sharded by DistributedSampler); or the recorded order of --ledger DIR. "
+                    "Megatron .bin/.idx pairs: Megatron-LM's own order (GPTDataset + MegatronPretrainingSampler under "
+                    "[megatron] seq_length, train_iters, seed, split), each sample cut across documents. "
                     "--step N lists the rows of optimizer step N (0-based over the run for a simulated plan; "
                     "the ledger's own numbering with --ledger). Needs torch for the simulation: "
                     'the datacheck[torch] extra (pip install "torch>=2.2").')
@@ -60,10 +74,35 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _row_dict(r: StepRow) -> dict[str, Any]:
-    return {"rank": r.rank, "micro_batch": r.micro_batch, "global_index": r.global_index, "shard": r.shard, "row": r.row}
+    out = {"rank": r.rank, "micro_batch": r.micro_batch, "global_index": r.global_index, "shard": r.shard, "row": r.row}
+    if r.sample is not None:  # a Megatron sample: its dataset index and the row's tokens it reads
+        out.update(sample=r.sample, tokens=list(r.tokens) if r.tokens is not None else None)
+    return out
+
+
+def _megatron_text(s: dict[str, Any]) -> list[str]:
+    where = ""
+    if s.get("split") is not None:
+        where = f" of split {s['split']!r}"
+    lo, hi = s["train_sequences"]
+    sampler = "MegatronPretrainingRandomSampler" if s["dataloader_type"] == "cyclic" else "MegatronPretrainingSampler"
+    out = [f"Megatron-LM order (GPTDataset + {sampler}): {s['rows']} document(s), {s['sequences']} "
+           f"sequence(s) in {s['shards']} shard(s){where}; --split {s['megatron_split']!r}: train sequences {lo}..{hi - 1}",
+           f"micro-batch {s['batch_size']} x data-parallel {s['world_size']} x grad_accum {s['grad_accum']} = global "
+           f"batch {s['global_batch']} samples of seq_length {s['seq_length']}"
+           + (" + 1" if s["add_extra_token_to_sequence"] else "") + f" tokens; seed {s['seed']}",
+           f"{s['steps']} optimizer steps = {s['train_samples']} samples asked; GPTDataset holds {s['samples']} samples "
+           f"over {s['data_epochs']} pass(es) of the train documents ({s['tokens_per_epoch']} tokens each)"
+           + ("; the last pass shuffled apart" if s["separate_final_epoch"] else "")]
+    if s["ignored"]:
+        out.append(f"note: [batch] {', '.join(s['ignored'])} are torch sampler keys; Megatron's order does not read "
+                   "them ([megatron] seed shuffles)")
+    return out
 
 
 def _summary_text(s: dict[str, Any]) -> list[str]:
+    if s.get("loader") == "megatron":
+        return _megatron_text(s)
     tb = s.get("token_budget")
     if tb is None:
         size = (f"batch_size {s['batch_size']} x world_size {s['world_size']} x grad_accum {s['grad_accum']} = "
@@ -124,7 +163,7 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
     if not 0 <= args.epoch < MAX_EPOCHS:
         raise UsageError(f"--epoch {str(args.epoch)[:30]}: expected 0 .. {MAX_EPOCHS - 1}")
     header = describe_config(cfg_path)
-    source: BatchPlan | Any
+    source: BatchPlan | MegatronPlan | Any
     space: RowSpace | None = None
     result: dict[str, Any] = {"config": cfg_path, "plan": None, "ledger": None, "step": None}
     if args.ledger:
@@ -147,7 +186,9 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
     if args.step is not None:
         rows = rows_of_step(source, args.step, rank=args.rank, micro_batch=args.micro_batch, space=space)
         result["step"] = {"step": args.step, "rows": [_row_dict(r) for r in rows]}
-        if isinstance(source, BatchPlan):
+        if isinstance(source, MegatronPlan):
+            result["step"]["samples"] = len({r.sample for r in rows})
+        elif isinstance(source, BatchPlan):
             epoch, s = source.split_step(args.step)
             result["step"].update(epoch=epoch, epoch_step=s)
             if source.supervised is not None:
@@ -176,6 +217,8 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
     if args.step is not None:
         st = result["step"]
         where = f" (epoch {st['epoch']}, step {st['epoch_step']} of the epoch)" if "epoch" in st else ""
+        if "samples" in st:
+            where = f": {st['samples']} Megatron sample(s), each cut across the documents below"
         out.append(f"step {args.step}{where}: {len(rows)} row(s)"
                    + (f", {st['supervised_tokens']} supervised tokens" if "supervised_tokens" in st else ""))
         if args.ledger and args.rank is None:
@@ -186,6 +229,8 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         for r in rows[: args.limit]:
             mb = "-" if r.micro_batch is None else r.micro_batch
             loc = f"{r.shard} row {r.row}" if r.shard is not None else "(shard unknown: pass PATH)"
+            if r.sample is not None and r.tokens is not None:
+                loc += f" tokens {r.tokens[0]}..{r.tokens[1] - 1} (sample {r.sample})"
             out.append(f"  rank {r.rank} micro-batch {mb} global {r.global_index}: {loc}")
         if len(rows) > args.limit:
             out.append(f"  ... {len(rows) - args.limit} more (--limit, --format json, or --export)")

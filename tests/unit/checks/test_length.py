@@ -194,7 +194,8 @@ def test_megatron_rows_of_a_traced_step_are_never_over_max(tmp_path):
     assert any(len(d) > max_len for d in docs)
     megatron_pair(tmp_path / "data", docs)
     (tmp_path / "datacheck.toml").write_text(
-        f"[tokens]\nmax_seq_len = {max_len}\n[batch]\nbatch_size = {len(docs)}\nshuffle = false\nepochs = 2\n")
+        f"[tokens]\nmax_seq_len = {max_len}\n[batch]\nbatch_size = {len(docs)}\nshuffle = false\nepochs = 2\n"
+        'loader = "torch"\n')  # every document in one step (Megatron's own order would cut samples across them)
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 2.5}\n{"step": 2, "loss": NaN}\n')
     r = run_cli("trace", str(tmp_path / "metrics.jsonl"), "--data", str(tmp_path / "data"), "--config",
                 str(tmp_path / "datacheck.toml"), "--first-step", "1", "--format", "json")

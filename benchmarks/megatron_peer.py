@@ -1,0 +1,157 @@
+"""datacheck's Megatron order (datacheck.model.megatronorder, datacheck.execute.plan.MegatronPlan)
+against megatron-core's own GPTDataset, on the real Megatron pairs of ../shared/realdata and on a
+generated pair whose documents hold several sequences (preprocess_data.py --split-sentences).
+
+megatron-core is never a dependency of datacheck: put it beside, not into, datacheck's environment::
+
+    python -m pip download megatron-core --no-deps -d /tmp/mcore && cd /tmp/mcore && unzip -q megatron_core-*.whl -d x
+    PYTHONPATH=/tmp/mcore/x:. .venv/bin/python benchmarks/megatron_peer.py [REALDATA]
+
+(the wheel ships the compiled ``helpers_cpp``; its package imports torch, which the torch extra
+installs). Compared, per case: the train split's sequence ids, the document index, the sample index
+(helpers.cpp ``build_sample_idx``), the shuffle index, ``len(GPTDataset)``; then, for whole steps of
+the plan, every sample's tokens (the slices of the documents the plan names) and its document ids
+against ``GPTDataset._query_document_sample_shuffle_indices``. MegatronPretrainingSampler lives in
+megatron/training, outside the wheel: the batches are held to its code by
+tests/helpers/megatronref.py instead. Prints one line per case; exit 1 on the first difference, 0
+with a note when megatron-core cannot be imported.
+"""
+from __future__ import annotations
+
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from datacheck.execute.plan import MegatronPlan, build_plan, rows_of_step  # noqa: E402
+from datacheck.formats.megatron import read_megatron  # noqa: E402
+from datacheck.model.config import config_from_dict  # noqa: E402
+from datacheck.model.megatronorder import build_order, sample_index  # noqa: E402
+
+#: (prefix under realdata, seq_length, seed, split, train samples, add_extra_token)
+INDEX_CASES = [
+    ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 1024, 1234, "969, 30, 1", 640, True),
+    ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 512, 7, "100,0,0", 24_000, True),
+    ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 2048, 1234, "98,2,0", 1400, True),
+    ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 128, 99, "9,1", 10_000, False),
+    ("megatron_toy_duplicates/my-gpt2_text_document", 64, 1234, "969, 30, 1", 16_000, True),
+    ("megatron_toy_duplicates/my-gpt2_text_document", 7, 3, "1", 50_000, True),
+]
+#: (prefix, seq_length, seed, split, train_iters, micro-batch, data-parallel, grad_accum)
+PLAN_CASES = [
+    ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 1024, 1234, "969, 30, 1", 400, 2, 2, 2),
+    ("megatron_toy_duplicates/my-gpt2_text_document", 64, 1234, "98,2,0", 300, 4, 2, 4),
+]
+
+
+class _Tokenizer:
+    """What GPTDatasetConfig reads of a tokenizer."""
+
+    eod = 0
+    pad = 0
+    vocab_size = 60_000
+    unique_identifiers = {"class": "_Tokenizer"}
+
+
+def _megatron_train(mc, prefix: str, seq_length: int, seed: int, split: str, samples: int, extra: bool):
+    cfg = mc.GPTDatasetConfig(random_seed=seed, sequence_length=seq_length, blend=([prefix], None), split=split,
+                              tokenizer=_Tokenizer(), reset_position_ids=False, reset_attention_mask=False,
+                              eod_mask_loss=False, path_to_cache=tempfile.mkdtemp(),
+                              add_extra_token_to_sequence=extra)
+    train, _, _ = mc.BlendedMegatronDatasetBuilder(mc.GPTDataset, [samples, None, None], lambda: True, cfg).build()
+    return train
+
+
+def _indices(mc, prefix: str, seq_length: int, seed: int, split: str, samples: int, extra: bool) -> str:
+    train = _megatron_train(mc, prefix, seq_length, seed, split, samples, extra)
+    ds = mc.IndexedDataset(prefix)
+    o = build_order(np.array(ds.sequence_lengths), seq_length=seq_length, seed=seed, split=split, extra=extra,
+                    micro_batch=1, data_parallel=1, grad_accum=1, train_iters=None, train_samples=samples)
+    x = int(extra)
+    si = sample_index(o.sizes, o.doc_index, seq_length, o.epochs, o.tokens_per_epoch, x)
+    assert np.array_equal(np.asarray(train.indices), np.arange(*o.train)), "train split"
+    assert np.array_equal(np.asarray(train.document_index), o.doc_index), "document index"
+    assert np.array_equal(np.asarray(train.sample_index).astype(np.int64), si), "sample index"
+    assert np.array_equal(np.asarray(train.shuffle_index).astype(np.int64), o.shuffle.astype(np.int64)), "shuffle"
+    assert len(train) == len(o), "samples"
+    return (f"epochs {o.epochs}, separate final epoch {o.separate_final_epoch}, train sequences {o.train}, "
+            f"{len(o)} samples: document, sample and shuffle indices equal")
+
+
+def _plan(mc, prefix: Path, seq_length: int, seed: int, split: str, iters: int, mbs: int, dp: int, ga: int,
+          steps: list[int]) -> str:
+    gbs = mbs * dp * ga
+    train = _megatron_train(mc, str(prefix), seq_length, seed, split, iters * gbs, True)
+    plan = build_plan([str(prefix) + ".bin"], config_from_dict({
+        "batch": {"batch_size": mbs, "world_size": dp, "grad_accum": ga},
+        "megatron": {"seq_length": seq_length, "train_iters": iters, "seed": seed, "split": split}}))
+    assert isinstance(plan, MegatronPlan)
+    rows_tokens = read_megatron(Path(str(prefix) + ".bin"))["input_ids"].to_list()
+    n = 0
+    for step in steps:
+        rows = rows_of_step(plan, step)
+        for idx in range(step * gbs, (step + 1) * gbs):
+            text, seq_ids = train._query_document_sample_shuffle_indices(idx)
+            mine = [r for r in rows if r.sample == idx]
+            got = [t for r in mine for t in rows_tokens[r.row][r.tokens[0]:r.tokens[1]]]
+            assert got == text.tolist(), f"step {step} sample {idx}: tokens"
+            assert [r.row for r in mine] == plan.seq_doc[seq_ids].tolist(), f"step {step} sample {idx}: documents"
+            n += 1
+    return f"{n} samples of {len(steps)} step(s): tokens and documents equal GPTDataset's"
+
+
+def _sentences_pair(folder: Path) -> Path:
+    """A pair of 300 documents of 1..5 sequences (0..39 tokens each)."""
+    rng = np.random.default_rng(0)
+    seqs, doc_idx, t = [], [0], 1
+    for _ in range(300):
+        for _ in range(int(rng.integers(1, 6))):
+            k = int(rng.integers(0, 40))
+            seqs.append(np.arange(t, t + k) % 60_000)
+            t += k
+        doc_idx.append(len(seqs))
+    lens = np.array([len(s) for s in seqs], dtype=np.int32)
+    ptrs = np.concatenate([[0], np.cumsum(lens[:-1].astype(np.int64) * 2)]).astype(np.int64)
+    di = np.array(doc_idx, dtype=np.int64)
+    (folder / "x.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(seqs), len(di))
+                                   + lens.tobytes() + ptrs.tobytes() + di.tobytes())
+    (folder / "x.bin").write_bytes(np.concatenate(seqs).astype(np.uint16).tobytes())
+    return folder / "x"
+
+
+def main(argv: list[str]) -> int:
+    try:
+        from megatron.core.datasets import gpt_dataset, indexed_dataset
+        from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    except ImportError as exc:
+        print(f"megatron-core cannot be imported ({exc}); see this script's docstring")
+        return 0
+
+    class mc:  # noqa: N801 - the names megatron-core gives them
+        GPTDataset = gpt_dataset.GPTDataset
+        GPTDatasetConfig = gpt_dataset.GPTDatasetConfig
+        IndexedDataset = indexed_dataset.IndexedDataset
+
+    mc.BlendedMegatronDatasetBuilder = BlendedMegatronDatasetBuilder  # type: ignore[attr-defined]
+    real = Path(argv[0]) if argv else ROOT.parent / "shared" / "realdata"
+    try:
+        for prefix, *args in INDEX_CASES:
+            print(f"{prefix} {args}: {_indices(mc, str(real / prefix), *args)}")
+        for prefix, seq_length, seed, split, iters, mbs, dp, ga in PLAN_CASES:
+            print(f"plan {prefix}: {_plan(mc, real / prefix, seq_length, seed, split, iters, mbs, dp, ga, [0, 1, iters // 2, iters - 1])}")
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"plan of a --split-sentences pair: {_plan(mc, _sentences_pair(Path(tmp)), 50, 77, '90,10', 120, 2, 3, 2, list(range(120)))}")
+    except AssertionError as exc:
+        print(f"DIFFERENT: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,338 @@
+"""The sample order of a Megatron-LM GPT run, simulated from the indexed dataset's sequence lengths
+(numpy only; no data is read here, Megatron is never imported).
+
+Megatron-LM does not hand documents to the model: ``GPTDataset`` (megatron/core/datasets/gpt_dataset.py)
+concatenates the sequences of its split, repeated for as many epochs as the run needs, and cuts
+samples of ``seq_length`` (+ 1) tokens across them; ``MegatronPretrainingSampler``
+(megatron/training/datasets/data_samplers.py; megatron/legacy/data/data_samplers.py before) hands out
+those samples in order. Each array below is built as Megatron builds it:
+
+1. the split (``BlendedMegatronDatasetBuilder._build_megatron_dataset_splits``,
+   blended_megatron_dataset_builder.py, with ``parse_and_normalize_split`` and
+   ``convert_split_vector_to_split_matrix`` of blended_megatron_dataset_config.py): the train
+   sequences are ``[round(0 * n), round(w0 / sum(w) * n))`` of the ``n`` sequences of the ``.idx``
+   (``GPTDataset.numel_low_level_dataset``: GPT splits by sequence, not by document);
+2. the epochs (``GPTDataset._get_num_epochs``): the fewest ``e`` with ``e * tokens_per_epoch >=
+   num_samples * seq_length + add_extra_token``, ``num_samples`` the run's train samples
+   (``train_iters x global_batch_size`` or ``--train-samples``,
+   megatron/training/training.py ``get_train_valid_test_num_samples``), and whether the last epoch
+   is shuffled apart (``separate_final_epoch``: its samples below 80% of an epoch's);
+3. the document index (``_build_document_index``): the split's sequence ids repeated ``e`` times,
+   as int32, shuffled in place by ``numpy.random.RandomState(seed)`` (the first ``e - 1`` epochs and
+   the last shuffled apart when ``separate_final_epoch``);
+4. the sample index (helpers.cpp ``build_sample_idx``, train split: ``drop_last_partial_sequence``):
+   ``(num_epochs * tokens_per_epoch - add_extra_token) // seq_length`` samples; sample ``i`` starts at
+   token ``i * seq_length`` of the concatenated document index and reads ``seq_length +
+   add_extra_token`` tokens. Row ``i`` (``i >= 1``) of Megatron's ``sample_idx`` is ``(k, i *
+   seq_length - start of entry k)``, ``k`` the entry that holds token ``i * seq_length +
+   add_extra_token - 1`` (the last token of sample ``i - 1``); row 0 is ``(0, 0)``. Computed here
+   with one ``searchsorted`` over the cumulative lengths instead of the C++ loop;
+5. the shuffle index (``_build_shuffle_index``): ``arange`` of the samples (uint32, int64 from
+   2**32 - 1), shuffled by the same RandomState after the document index (when
+   ``separate_final_epoch``: the samples before the last epoch and those of it shuffled apart);
+6. the batches (``MegatronPretrainingSampler.__iter__``): micro-step ``k`` takes dataset indices
+   ``[k * mbs * dp, (k + 1) * mbs * dp)``, rank ``r`` the slice ``[r * mbs, (r + 1) * mbs)`` of it;
+   optimizer step ``s`` is micro-steps ``s * grad_accum .. (s + 1) * grad_accum - 1``, i.e. the
+   global batch ``[s * gbs, (s + 1) * gbs)`` with ``gbs = mbs * dp * grad_accum``. Dataset index
+   ``idx`` is sample ``shuffle_index[idx]`` (``GPTDataset._query_document_sample_shuffle_indices``).
+   With ``--dataloader-type cyclic`` (``MegatronPretrainingRandomSampler`` with its default
+   ``data_sharding``, iterated again and again by training.py's ``cyclic_iter``): each pass ``e`` over
+   the data gives rank ``r`` the bucket ``[r * bucket, (r + 1) * bucket)``, ``bucket = (len // (mbs *
+   dp)) * mbs``, in the order of ``torch.randperm(bucket, generator=torch.Generator().manual_seed(e))``,
+   ``mbs`` at a time; micro-step ``k`` is micro-batch ``k % (bucket // mbs)`` of pass ``k // (bucket //
+   mbs)`` (torch is imported for it, lazily).
+
+A sample's **pieces** are the ``(sequence, token start, token end)`` ranges it reads, in order: the
+first from its start offset, whole sequences between, the last up to its end offset +
+add_extra_token (the token whose only role is the last label), as ``_query_document_sample_shuffle_indices``
+reads them; a zero-length sequence inside a sample is a piece of 0 tokens, as Megatron lists it.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from datacheck.model.errors import UsageError
+from datacheck.model.torchdep import require_torch
+
+__all__ = ["MegatronOrder", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
+           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD"]
+
+#: ``_build_document_sample_shuffle_indices``: the last epoch is shuffled apart when it would give
+#: fewer than this fraction of an epoch's samples (``threshold = 0.80``)
+SEPARATE_FINAL_EPOCH_THRESHOLD = 0.80
+
+
+def uses_megatron_loader(formats: list[str | None], loader: str) -> bool:
+    """Whether a run over shards of ``formats`` reads them with Megatron's loader: ``[batch] loader``
+    ``megatron``, or ``auto`` over shards that are all Megatron ``.bin``/``.idx`` pairs (format
+    ``megatron``; none is not all)."""
+    return loader == "megatron" or (loader == "auto" and bool(formats) and all(f == "megatron" for f in formats))
+
+
+def train_range(n_sequences: int, split: str) -> tuple[int, int]:
+    """``[begin, end)`` of the train sequences under Megatron's ``--split`` ``split`` over
+    ``n_sequences`` sequences: ``parse_and_normalize_split`` (every run of digits and dots a weight,
+    padded with zeros to 3, divided by their float64 sum), ``convert_split_vector_to_split_matrix``
+    (cumulative bookends) and ``int(round(bookend * float(n)))`` as
+    ``_build_megatron_dataset_splits`` rounds them.
+
+    Raises:
+        UsageError: more than 3 weights, none, a negative or zero sum, or a train weight of 0 (the
+            run has no train split).
+    """
+    weights = [float(x) for x in re.findall(r"[.0-9]+", split)]
+    if not weights or len(weights) > 3 or sum(weights) <= 0:
+        raise UsageError(f"[megatron] split {split!r}: expected 1 to 3 weights (train, valid, test) with a "
+                         "positive sum, e.g. \"969, 30, 1\"")
+    weights += [0.0] * (3 - len(weights))
+    w = np.array(weights, dtype=np.float64)
+    norm = (w / np.sum(w)).tolist()
+    bookends = functools.reduce(lambda a, b: a + [a[len(a) - 1] + b], [[0], *norm])
+    lo, hi = bookends[0], bookends[1]
+    if hi <= lo:
+        raise UsageError(f"[megatron] split {split!r} gives the train split no sequence (its weight is 0): "
+                         "Megatron builds no train dataset")
+    return int(round(lo * float(n_sequences))), int(round(hi * float(n_sequences)))
+
+
+def num_epochs(tokens_per_epoch: int, num_samples: int, seq_length: int, extra: int) -> int:
+    """``GPTDataset._get_num_epochs``: the fewest epochs whose tokens cover ``num_samples *
+    seq_length + extra`` (at least 1)."""
+    need = num_samples * seq_length + extra
+    return max(1, -(-need // tokens_per_epoch))
+
+
+def _separate_final_epoch(epochs: int, tokens_per_epoch: int, num_samples: int, seq_length: int,
+                          extra: int) -> tuple[bool, int]:
+    """(``separate_final_epoch``, ``num_samples_sans_final_epoch``) of
+    ``_build_document_sample_shuffle_indices``."""
+    if epochs == 1:
+        return False, 0
+    sans_final = ((epochs - 1) * tokens_per_epoch - extra) // seq_length
+    from_final = num_samples - sans_final
+    per_epoch = (tokens_per_epoch - extra) // seq_length
+    return from_final < int(SEPARATE_FINAL_EPOCH_THRESHOLD * per_epoch), sans_final
+
+
+def document_index(documents: np.ndarray, epochs: int, rng: np.random.RandomState,
+                   separate_final_epoch: bool) -> np.ndarray:
+    """``_build_document_index``: ``documents`` (the split's sequence ids) repeated ``epochs`` times,
+    int32, shuffled in place by ``rng`` (with ``separate_final_epoch``: the first ``epochs - 1``
+    epochs, then the last, each shuffled apart, in that order of draws)."""
+    if not separate_final_epoch or epochs == 1:
+        out = np.tile(np.asarray(documents), epochs).astype(np.int32)
+        rng.shuffle(out)
+        return out
+    first = document_index(documents, epochs - 1, rng, False)
+    last = document_index(documents, 1, rng, False)
+    return np.concatenate((first, last))
+
+
+def _entry_starts(sizes: np.ndarray, doc_index: np.ndarray) -> np.ndarray:
+    """Token position of each document-index entry in the concatenated stream (int64, len + 1)."""
+    cum = np.zeros(len(doc_index) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(sizes)[doc_index].astype(np.int64), out=cum[1:])
+    return cum
+
+
+def _bounds(cum: np.ndarray, rows: np.ndarray, seq_length: int, extra: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``rows`` of the sample index as (entry, offset) int64 arrays (module docstring, step 4)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    pos = rows * seq_length
+    entry = np.searchsorted(cum, pos + extra - 1, side="right") - 1
+    entry = np.where(rows == 0, 0, entry)
+    return entry, np.where(rows == 0, 0, pos - cum[entry])
+
+
+def sample_index(sizes: np.ndarray, doc_index: np.ndarray, seq_length: int, epochs: int, tokens_per_epoch: int,
+                 extra: int) -> np.ndarray:
+    """helpers.cpp ``build_sample_idx`` with ``drop_last_partial_sequence`` (the train split): int64
+    ``(num_samples + 1, 2)``, row ``i`` = (document-index entry, token offset in it) where sample ``i``
+    starts (module docstring, step 4).
+
+    Args:
+        sizes: token count of every sequence of the indexed dataset (int, ``n_sequences``).
+        doc_index: the document index (sequence ids, :func:`document_index`).
+        seq_length: tokens per sample (> 1).
+        epochs, tokens_per_epoch: as :func:`num_epochs` took them.
+        extra: ``add_extra_token_to_sequence`` as 0 or 1.
+    """
+    n = (epochs * tokens_per_epoch - extra) // seq_length
+    entry, off = _bounds(_entry_starts(sizes, doc_index), np.arange(n + 1, dtype=np.int64), seq_length, extra)
+    return np.stack([entry, off], axis=1)
+
+
+def shuffle_index(num_samples: int, total_size: int, rng: np.random.RandomState) -> np.ndarray:
+    """``_build_shuffle_index``: ``arange(num_samples)`` shuffled, then (when ``total_size`` is larger)
+    ``arange(num_samples, total_size)`` shuffled apart; uint32, int64 from ``2**32 - 2`` samples."""
+    dtype = np.uint32 if total_size < np.iinfo(np.uint32).max - 1 else np.int64
+    first = np.arange(0, num_samples, 1, dtype=dtype)
+    rng.shuffle(first)
+    if num_samples == total_size:
+        return first
+    last = np.arange(num_samples, total_size, 1, dtype=dtype)
+    rng.shuffle(last)
+    return np.concatenate((first, last))
+
+
+@dataclass(frozen=True)
+class MegatronOrder:
+    """A Megatron GPT run's train order (module docstring).
+
+    Attributes:
+        sizes: token count of every sequence of the ``.idx`` (int32, ``n_sequences``).
+        train: ``[begin, end)`` of the train sequences (``[megatron] split``).
+        seq_length, extra: tokens per sample and ``add_extra_token_to_sequence`` (0 or 1).
+        seed: the RandomState seed.
+        requested: the train samples the run asks for (``train_iters x global batch`` or ``train_samples``).
+        epochs: how many times the document index repeats the train sequences.
+        separate_final_epoch: the last epoch was shuffled apart.
+        tokens_per_epoch: tokens of the train sequences.
+        doc_index: the document index (int32 sequence ids, ``epochs x train sequences``).
+        shuffle: the shuffle index (``len(self)`` entries).
+        micro_batch, data_parallel, grad_accum: ``[batch] batch_size``, ``world_size``, ``grad_accum``.
+        steps: optimizer steps of the run (``train_iters``, or ``train_samples // global batch``).
+        dataloader: ``single`` (MegatronPretrainingSampler) or ``cyclic`` (MegatronPretrainingRandomSampler
+            with data sharding).
+    """
+
+    sizes: np.ndarray
+    train: tuple[int, int]
+    seq_length: int
+    extra: int
+    seed: int
+    requested: int
+    epochs: int
+    separate_final_epoch: bool
+    tokens_per_epoch: int
+    doc_index: np.ndarray
+    shuffle: np.ndarray
+    cum: np.ndarray
+    micro_batch: int
+    data_parallel: int
+    grad_accum: int
+    steps: int
+    dataloader: str = "single"
+    _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        """Samples of the dataset (``GPTDataset.__len__``: sample index rows - 1)."""
+        return len(self.shuffle)
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.data_parallel * self.grad_accum
+
+    def sample_bounds(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(first entry, its start offset, last entry, its end offset) of samples ``samples`` (sample
+        index rows ``samples`` and ``samples + 1``; int64 arrays)."""
+        s = np.asarray(samples, dtype=np.int64)
+        b, bo = _bounds(self.cum, s, self.seq_length, self.extra)
+        e, eo = _bounds(self.cum, s + 1, self.seq_length, self.extra)
+        return b, bo, e, eo
+
+    def pieces(self, dataset_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces of the samples at ``dataset_indices`` (positions the sampler hands out, before
+        the shuffle index), in order: (which of ``dataset_indices`` each piece belongs to, sequence id,
+        token start, token end in that sequence); int64 arrays of one length."""
+        idx = np.asarray(dataset_indices, dtype=np.int64)
+        b, bo, e, eo = self.sample_bounds(self.shuffle[idx].astype(np.int64))
+        counts = e - b + 1
+        owner = np.repeat(np.arange(len(idx), dtype=np.int64), counts)
+        first = np.repeat(np.cumsum(counts) - counts, counts)
+        k = np.arange(int(counts.sum()), dtype=np.int64) - first
+        entry = b[owner] + k
+        seq = self.doc_index[entry].astype(np.int64)
+        start = np.where(k == 0, bo[owner], 0)
+        end = np.where(entry == e[owner], eo[owner] + self.extra, self.sizes[seq].astype(np.int64))
+        return owner, seq, start, end
+
+    def step(self, s: int) -> list[tuple[int, int, np.ndarray]]:
+        """``(rank, micro_batch, dataset indices)`` of every micro-batch of optimizer step ``s``, rank
+        order then micro-batch order (``MegatronPretrainingSampler``; module docstring, step 6).
+
+        Raises:
+            UsageError: ``s`` is outside ``0 .. steps - 1``.
+        """
+        if not 0 <= s < self.steps:
+            raise UsageError(f"--step {s}: the Megatron run has steps 0..{self.steps - 1}")
+        mbs, dp = self.micro_batch, self.data_parallel
+        out = []
+        for r in range(dp):
+            for m in range(self.grad_accum):
+                k = s * self.grad_accum + m
+                if self.dataloader == "cyclic":
+                    out.append((r, m, self._cyclic(k, r)))
+                    continue
+                lo = k * mbs * dp + r * mbs
+                out.append((r, m, np.arange(lo, lo + mbs, dtype=np.int64)))
+        return out
+
+    def _cyclic(self, k: int, rank: int) -> np.ndarray:
+        """Dataset indices of micro-step ``k`` on ``rank`` under ``MegatronPretrainingRandomSampler``
+        (module docstring, step 6)."""
+        mbs = self.micro_batch
+        bucket = (len(self) // (mbs * self.data_parallel)) * mbs
+        if bucket == 0:
+            raise UsageError(f"the dataset's {len(self)} samples are fewer than one micro-batch per rank "
+                             f"({mbs} x {self.data_parallel}): Megatron's cyclic sampler yields no batch")
+        passes, j = divmod(k, bucket // mbs)
+        if passes not in self._perms:
+            torch = require_torch("Megatron's cyclic sampler (torch.randperm)")
+            g = torch.Generator()
+            g.manual_seed(passes)
+            self._perms[passes] = torch.randperm(bucket, generator=g).numpy().astype(np.int64)
+        return rank * bucket + self._perms[passes][j * mbs:(j + 1) * mbs]
+
+
+def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, extra: bool, micro_batch: int,
+                data_parallel: int, grad_accum: int, train_iters: int | None,
+                train_samples: int | None, dataloader: str = "single") -> MegatronOrder:
+    """The train order of a Megatron GPT run over an indexed dataset whose sequences have ``sizes``
+    tokens (module docstring: the split, epochs, document, sample and shuffle indices, the sampler).
+
+    Args:
+        sizes: tokens per sequence of the ``.idx`` (int, ``n_sequences``).
+        seq_length: Megatron's ``--seq-length`` (> 1).
+        seed: ``--seed`` (RandomState, 0 .. 2**32 - 1).
+        split: ``--split``.
+        extra: ``add_extra_token_to_sequence``.
+        micro_batch, data_parallel, grad_accum: ``--micro-batch-size``, the data-parallel size and the
+            micro-batches per step (``--global-batch-size`` = their product).
+        train_iters, train_samples: the run's length (exactly one is given).
+        dataloader: ``--dataloader-type``: ``single`` or ``cyclic`` (with data sharding).
+
+    Raises:
+        UsageError: neither or both of ``train_iters`` / ``train_samples``, a split without train
+            sequences or tokens, or a run asking for more samples than fit in an int64 token count.
+    """
+    if (train_iters is None) == (train_samples is None):
+        raise UsageError("[megatron] train_iters (--train-iters) or train_samples (--train-samples) is needed, and "
+                         "only one: the run's sample count decides how often GPTDataset repeats the documents, "
+                         "and so the whole shuffle")
+    sizes = np.asarray(sizes, dtype=np.int32)
+    gbs = micro_batch * data_parallel * grad_accum
+    requested = train_samples if train_samples is not None else int(train_iters or 0) * gbs
+    steps = train_iters if train_iters is not None else int(train_samples or 0) // gbs
+    beg, end = train_range(len(sizes), split)
+    documents = np.arange(beg, end, 1, dtype=np.int32)
+    tokens = int(np.sum(sizes[documents].astype(np.int64)))
+    x = 1 if extra else 0
+    if tokens <= 1:
+        raise UsageError(f"the train split (sequences {beg}..{end - 1} of {len(sizes)}) holds {tokens} token(s): "
+                         "Megatron cannot cut a sample from it")
+    epochs = num_epochs(tokens, requested, seq_length, x)
+    separate, sans_final = _separate_final_epoch(epochs, tokens, requested, seq_length, x)
+    rng = np.random.RandomState(seed)
+    doc_index = document_index(documents, epochs, rng, separate)
+    cum = _entry_starts(sizes, doc_index)
+    n = (epochs * tokens - x) // seq_length
+    shuffle = shuffle_index(sans_final if separate else n, n, rng)
+    return MegatronOrder(sizes=sizes, train=(beg, end), seq_length=seq_length, extra=x, seed=seed,
+                         requested=requested, epochs=epochs, separate_final_epoch=separate, tokens_per_epoch=tokens,
+                         doc_index=doc_index, shuffle=shuffle, cum=cum, micro_batch=micro_batch,
+                         data_parallel=data_parallel, grad_accum=grad_accum, steps=steps, dataloader=dataloader)

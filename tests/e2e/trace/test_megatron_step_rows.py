@@ -1,0 +1,68 @@
+"""datacheck trace --data over the real Megatron shard (realdata PROVENANCE.md section 4) with a real
+Megatron-DeepSpeed log (logs PROVENANCE.md, megatron/meg_ds_3d_gpt2_perf_n16-ds-off.out: iterations
+1..62, the loss jumps at iteration 3): the rows of a log step are the documents Megatron's own samples
+of that iteration read, computed here from the .idx by the reference of Megatron's code
+(tests/helpers/megatronref.py), never torch's DistributedSampler over the documents."""
+from __future__ import annotations
+
+import json
+import struct
+
+import megatronref as ref
+import numpy as np
+import polars as pl
+import pytest
+from conftest import SHARED, run_cli
+
+LOG = SHARED / "logs" / "megatron" / "meg_ds_3d_gpt2_perf_n16-ds-off.out"
+CONFIG = """[batch]
+batch_size = 1
+world_size = 4
+grad_accum = 2
+
+[megatron]
+seq_length = 512
+train_iters = 62
+seed = 42
+split = "949,50,1"
+"""
+
+
+def _lengths(idx):
+    raw = idx.read_bytes()
+    version, code, s, d = struct.unpack("<QBQQ", raw[9:34])
+    assert raw[:9] == b"MMIDIDX\x00\x00" and (version, code, s, d) == (1, 8, 1000, 1001)
+    docs = np.frombuffer(raw, dtype="<i8", count=d, offset=34 + 12 * s)
+    assert docs.tolist() == list(range(1001))  # one sequence per document: a sequence is its document
+    return np.frombuffer(raw, dtype="<i4", count=s, offset=34).tolist()
+
+
+def test_log_step_rows_are_megatrons_samples_of_that_iteration(realdata, tmp_path):
+    if not LOG.is_file():
+        pytest.skip("../shared/logs is not present")
+    bin_ = realdata / "megatron_gpt2_openwebtext" / "meg-gpt2-openwebtext_text_document.bin"
+    (tmp_path / "datacheck.toml").write_text(CONFIG)
+    r = run_cli("trace", str(LOG), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"),
+                "--step", "3", "--format", "json", "--export", str(tmp_path / "rows.parquet"))
+    assert r.returncode in (0, 1), r.stderr
+    data = json.loads(r.stdout)["result"]["data"]
+    # Megatron logs iteration N after its N-th update: log step 3 is optimizer step 2
+    assert data["audited_optimizer_steps"] == [2, 2] and data["source"]["kind"] == "plan"
+    assert "Megatron-LM's own order" in data["source"]["description"]
+    lens = _lengths(bin_.with_suffix(".idx"))
+    want: dict[str, list[dict]] = {}
+    for rank, mb, idx, seq, a, b in ref.step_reads(lens, 512, 42, "949,50,1", 1, 1, 4, 2, 62 * 8, 2):
+        got = want.setdefault(str(rank), [])
+        if not got or got[-1]["sample"] != idx:
+            got.append({"sample": idx, "micro_batch": mb, "reads": []})
+        got[-1]["reads"].append([seq, a, b])
+    assert data["rows"]["samples"] == {"3": want}
+    assert data["rows"]["steps"]["3"] == {k: [g for s in v for g, _, _ in s["reads"]] for k, v in want.items()}
+    # the train split is the first 949/1000 of the sequences: no row past it is named
+    assert max(g for v in want.values() for s in v for g, _, _ in s["reads"]) < 949
+    # the export: one row per document a sample reads, with the sample and the token range
+    df = pl.read_parquet(tmp_path / "rows.parquet")
+    flat = [(s["sample"], g, a, b) for k in sorted(want) for s in want[k] for g, a, b in s["reads"]]
+    assert list(zip(df["_datacheck_sample"], df["_datacheck_global_index"], df["_datacheck_token_start"],
+                    df["_datacheck_token_end"])) == flat
+    assert set(df["_datacheck_log_step"]) == {3} and set(df["_datacheck_step"]) == {2}

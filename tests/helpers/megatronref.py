@@ -1,0 +1,187 @@
+"""A plain-Python reference of Megatron-LM's GPT sample order, written line by line from its source
+(NVIDIA/Megatron-LM; megatron-core 0.16.1 holds the same code), for the tests of
+:mod:`datacheck.model.megatronorder` and the Megatron plan:
+
+- ``train_range``: ``parse_and_normalize_split`` / ``convert_split_vector_to_split_matrix``
+  (megatron/core/datasets/blended_megatron_dataset_config.py) and
+  ``BlendedMegatronDatasetBuilder._build_megatron_dataset_splits`` (``int(round(b * float(n)))``);
+- ``epochs``: ``GPTDataset._get_num_epochs`` (its while loop);
+- ``document_index`` / ``shuffle_index``: ``_build_document_index`` (``numpy.mgrid``) and
+  ``_build_shuffle_index`` of megatron/core/datasets/gpt_dataset.py (numpy's RandomState is the
+  source of the randomness, so it is used here too);
+- ``sample_index``: megatron/core/datasets/helpers.cpp ``build_sample_idx``, its C++ loop as Python;
+- ``batches``: ``MegatronPretrainingSampler.__iter__`` (megatron/training/datasets/data_samplers.py);
+- ``sample_pieces``: ``GPTDataset._query_document_sample_shuffle_indices`` (which sequences, from
+  which offset, how many tokens).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy
+
+
+def train_range(n: int, split: str) -> tuple[int, int]:
+    weights = [float(x) for x in re.findall(r"[.0-9]+", split)]
+    weights = weights + [0.0 for _ in range(3 - len(weights))]
+    total = 0.0
+    for w in weights:
+        total += w
+    norm = [w / total for w in weights]
+    ends = [0]
+    for w in norm:
+        ends.append(ends[-1] + w)
+    return int(round(ends[0] * float(n))), int(round(ends[1] * float(n)))
+
+
+def epochs(tokens_per_epoch: int, num_samples: int, seq_length: int, extra: int) -> int:
+    num_epochs = 1
+    num_tokens = tokens_per_epoch
+    requested = num_samples * seq_length + extra
+    while num_tokens < requested:
+        num_epochs += 1
+        num_tokens += tokens_per_epoch
+    return num_epochs
+
+
+def document_index(documents: list[int], num_epochs: int, rng: numpy.random.RandomState, separate: bool):
+    if not separate or num_epochs == 1:
+        di = numpy.mgrid[0:num_epochs, 0:len(documents)][1]
+        di[:] = documents
+        di = di.reshape(-1).astype(numpy.int32)
+        rng.shuffle(di)
+        return di
+    first = document_index(documents, num_epochs - 1, rng, False)
+    last = document_index(documents, 1, rng, False)
+    return numpy.concatenate((first, last))
+
+
+def sample_index(sizes: list[int], doc_idx: list[int], seq_length: int, num_epochs: int, tokens_per_epoch: int,
+                 extra: int) -> list[tuple[int, int]]:
+    num_samples = (num_epochs * tokens_per_epoch - extra) // seq_length
+    out = [(0, 0)]
+    di, off = 0, 0
+    while len(out) <= num_samples:
+        remaining = seq_length + extra
+        while remaining != 0:
+            length = sizes[doc_idx[di]] - off
+            remaining -= length
+            if remaining <= 0:
+                off += remaining + length - extra
+                remaining = 0
+            else:
+                if di == len(doc_idx) - 1:
+                    assert len(out) == num_samples
+                    off = sizes[doc_idx[di]] - extra
+                    break
+                di += 1
+                off = 0
+        out.append((di, off))
+    return out
+
+
+def shuffle_index(num_samples: int, total: int, rng: numpy.random.RandomState):
+    dtype = numpy.uint32 if total < numpy.iinfo(numpy.uint32).max - 1 else numpy.int64
+    first = numpy.arange(0, num_samples, 1, dtype=dtype)
+    rng.shuffle(first)
+    if num_samples == total:
+        return first
+    last = numpy.arange(num_samples, total, 1, dtype=dtype)
+    rng.shuffle(last)
+    return numpy.concatenate((first, last))
+
+
+def order(sizes: list[int], seq_length: int, seed: int, split: str, extra: int, num_samples: int):
+    """(document index, sample index, shuffle index, epochs, train range) as GPTDataset builds them
+    (``_build_document_sample_shuffle_indices``)."""
+    beg, end = train_range(len(sizes), split)
+    documents = list(range(beg, end))
+    tokens = sum(sizes[d] for d in documents)
+    n_epochs = epochs(tokens, num_samples, seq_length, extra)
+    separate = False
+    sans_final = 0
+    if n_epochs > 1:
+        sans_final = ((n_epochs - 1) * tokens - extra) // seq_length
+        from_final = num_samples - sans_final
+        per_epoch = (tokens - extra) // seq_length
+        separate = from_final < int(0.80 * per_epoch)
+    rng = numpy.random.RandomState(seed)
+    di = [int(x) for x in document_index(documents, n_epochs, rng, separate)]
+    si = sample_index(sizes, di, seq_length, n_epochs, tokens, extra)
+    n = len(si) - 1
+    sh = [int(x) for x in shuffle_index(sans_final if separate else n, n, rng)]
+    return di, si, sh, n_epochs, (beg, end)
+
+
+def sample_pieces(sizes: list[int], di: list[int], si: list[tuple[int, int]], sh: list[int], idx: int,
+                  extra: int) -> list[tuple[int, int, int]]:
+    """(sequence, first token, end token) of each part dataset index ``idx`` reads."""
+    j = sh[idx]
+    b, bo = si[j]
+    e, eo = si[j + 1]
+    if b == e:
+        return [(di[b], bo, eo - bo + extra + bo)]
+    out = []
+    for i in range(b, e + 1):
+        offset = 0 if i > b else bo
+        end = sizes[di[i]] if i < e else eo + extra
+        out.append((di[i], offset, end))
+    return out
+
+
+def batches(total_samples: int, micro_batch: int, dp: int, rank: int):
+    """``MegatronPretrainingSampler(total_samples, 0, micro_batch, rank, dp)``: the micro-batches of ``rank``."""
+    batch = []
+    for idx in range(0, total_samples):
+        batch.append(idx)
+        if len(batch) == micro_batch * dp:
+            yield batch[rank * micro_batch:rank * micro_batch + micro_batch]
+            batch = []
+
+
+def step_reads(sizes: list[int], seq_length: int, seed: int, split: str, extra: int, micro_batch: int, dp: int,
+               grad_accum: int, num_samples: int, step: int) -> list[tuple[int, int, int, int, int, int]]:
+    """(rank, micro-batch, dataset index, sequence, first token, end token) of every part of optimizer
+    step ``step``, rank by rank, micro-batch by micro-batch."""
+    di, si, sh, _, _ = order(sizes, seq_length, seed, split, extra, num_samples)
+    out = []
+    for rank in range(dp):
+        for k, mb in enumerate(batches(len(si) - 1, micro_batch, dp, rank)):
+            if k // grad_accum != step:
+                continue
+            for idx in mb:
+                for seq, a, b in sample_pieces(sizes, di, si, sh, idx, extra):
+                    out.append((rank, k % grad_accum, idx, seq, a, b))
+    return out
+
+
+def cyclic_batches(total_samples: int, micro_batch: int, dp: int, rank: int, n: int) -> list[list[int]]:
+    """The first ``n`` micro-batches of ``rank`` under ``MegatronPretrainingRandomSampler(data_sharding=True)``
+    iterated again and again as training.py's ``cyclic_iter`` does, its ``consumed_samples`` carried
+    from pass to pass (torch is imported)."""
+    import torch
+
+    consumed = 0
+    out: list[list[int]] = []
+    mbdp = micro_batch * dp
+    last_batch_size = total_samples % mbdp
+    while len(out) < n:
+        active_total_samples = total_samples - last_batch_size
+        epoch = consumed // active_total_samples
+        current_epoch_samples = consumed % active_total_samples
+        assert current_epoch_samples % mbdp == 0
+        bucket_size = (total_samples // mbdp) * micro_batch
+        bucket_offset = current_epoch_samples // dp
+        start_idx = rank * bucket_size
+        g = torch.Generator()
+        g.manual_seed(epoch)
+        random_idx = torch.randperm(bucket_size, generator=g).tolist()
+        idx_range = [start_idx + x for x in random_idx[bucket_offset:]]
+        batch: list[int] = []
+        for idx in idx_range:
+            batch.append(idx)
+            if len(batch) == micro_batch:
+                consumed += mbdp
+                out.append(batch)
+                batch = []
+    return out[:n]

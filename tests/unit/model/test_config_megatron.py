@@ -1,0 +1,50 @@
+"""[megatron] and [batch] loader: validated as Megatron validates its arguments, and out of config_hash at
+their defaults (a report or logged identity made before they existed keeps its hash)."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from datacheck.model.config import config_from_dict
+from datacheck.model.errors import ConfigError
+
+
+def _hash_without_new_keys(cfg) -> str:
+    """config_hash as it was computed before [batch] loader and [megatron] existed."""
+    doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace", "megatron"})
+    del doc["batch"]["loader"]
+    for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
+                         "infer_splits": True}.items():
+        if doc["dataset"].get(key) == default:
+            del doc["dataset"][key]
+    return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("raw", [{}, {"batch": {"batch_size": 8, "world_size": 2}}, {"tokens": {"vocab_size": 100}},
+                                 {"batch": {"loader": "auto"}, "megatron": {"seed": 1234, "split": "969, 30, 1"}}])
+def test_defaults_leave_the_hash_as_it_was(raw):
+    cfg = config_from_dict(raw)
+    assert cfg.hash() == _hash_without_new_keys(cfg)
+
+
+@pytest.mark.parametrize("raw", [{"batch": {"loader": "megatron"}}, {"megatron": {"seq_length": 2048}},
+                                 {"megatron": {"seed": 1}}, {"megatron": {"train_iters": 10}}])
+def test_a_set_key_enters_the_hash(raw):
+    assert config_from_dict(raw).hash() != config_from_dict({}).hash()
+
+
+@pytest.mark.parametrize("raw, key", [
+    ({"megatron": {"split": "1,2,3,4"}}, "megatron.split"),
+    ({"megatron": {"split": "a,b"}}, "megatron.split"),
+    ({"megatron": {"split": "0,0,0"}}, "megatron.split"),
+    ({"megatron": {"seq_length": 1}}, "megatron.seq_length"),  # helpers.cpp asserts seq_length > 1
+    ({"megatron": {"seed": 2**32}}, "megatron.seed"),  # numpy RandomState takes 0 .. 2**32 - 1
+    ({"megatron": {"train_iters": 5, "train_samples": 40}}, "train_iters or train_samples"),
+    ({"megatron": {"dataloader_type": "external"}}, "megatron.dataloader_type"),
+    ({"batch": {"loader": "deepspeed"}}, "batch.loader"),
+])
+def test_bad_values_name_the_key(raw, key):
+    with pytest.raises(ConfigError, match=key.replace(".", "\\.")):
+        config_from_dict(raw)

@@ -1,0 +1,116 @@
+"""datacheck.model.megatronorder against a plain-Python reference of Megatron-LM's own code
+(tests/helpers/megatronref.py: helpers.cpp's build_sample_idx loop, GPTDataset's epochs, document and
+shuffle indices, MegatronPretrainingSampler), on random sequence lengths."""
+from __future__ import annotations
+
+import megatronref as ref
+import numpy as np
+import pytest
+from conftest import examples
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from datacheck.model.errors import UsageError
+from datacheck.model.megatronorder import build_order, sample_index, train_range
+
+SPLITS = ["969, 30, 1", "100,0,0", "1", "9,1", "98,2,0", "0.7 0.2 0.1", "3,3,3", "50,50"]
+
+
+@st.composite
+def runs(draw):
+    sizes = draw(st.lists(st.integers(0, 40), min_size=1, max_size=30))
+    return dict(sizes=sizes, seq_length=draw(st.integers(2, 25)), seed=draw(st.integers(0, 2**32 - 1)),
+                split=draw(st.sampled_from(SPLITS)), extra=draw(st.booleans()), mbs=draw(st.integers(1, 3)),
+                dp=draw(st.integers(1, 3)), ga=draw(st.integers(1, 3)), iters=draw(st.integers(1, 12)))
+
+
+def _build(r):
+    return build_order(np.array(r["sizes"]), seq_length=r["seq_length"], seed=r["seed"], split=r["split"],
+                       extra=r["extra"], micro_batch=r["mbs"], data_parallel=r["dp"], grad_accum=r["ga"],
+                       train_iters=r["iters"], train_samples=None)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(runs())
+@example(dict(sizes=[5, 7, 3, 9], seq_length=4, seed=1234, split="1", extra=True, mbs=1, dp=1, ga=1, iters=20))
+@example(dict(sizes=[0, 6, 0, 0, 4], seq_length=3, seed=0, split="1", extra=False, mbs=2, dp=2, ga=1, iters=9))
+@example(dict(sizes=[2, 2], seq_length=2, seed=7, split="1", extra=True, mbs=1, dp=1, ga=1, iters=1))
+def test_indices_equal_megatrons_own_loops(r):
+    gbs = r["mbs"] * r["dp"] * r["ga"]
+    beg, end = ref.train_range(len(r["sizes"]), r["split"])
+    tokens = sum(r["sizes"][beg:end])
+    if end <= beg or tokens <= 1:
+        with pytest.raises(UsageError):
+            _build(r)
+        return
+    o = _build(r)
+    x = int(r["extra"])
+    di, si, sh, epochs, train = ref.order(r["sizes"], r["seq_length"], r["seed"], r["split"], x, r["iters"] * gbs)
+    assert o.train == train and o.epochs == epochs
+    assert o.doc_index.tolist() == di
+    got = sample_index(o.sizes, o.doc_index, r["seq_length"], o.epochs, o.tokens_per_epoch, x)
+    assert [tuple(p) for p in got.tolist()] == si
+    assert o.shuffle.tolist() == sh and len(o) == len(si) - 1 >= r["iters"] * gbs
+    # every step's (rank, micro-batch, dataset index, sequence, token range), as the sampler and
+    # _query_document_sample_shuffle_indices give them
+    for step in range(r["iters"]):
+        want = ref.step_reads(r["sizes"], r["seq_length"], r["seed"], r["split"], x, r["mbs"], r["dp"], r["ga"],
+                              r["iters"] * gbs, step)
+        mbs = o.step(step)
+        idx = np.concatenate([m[2] for m in mbs])
+        owner, seq, start, stop = o.pieces(idx)
+        rank_mb = [(mbs[k // r["mbs"]][0], mbs[k // r["mbs"]][1]) for k in range(len(idx))]
+        got_reads = [(*rank_mb[w], int(idx[w]), int(q), int(a), int(b))
+                     for w, q, a, b in zip(owner, seq, start, stop)]
+        assert got_reads == want
+        # a sample reads seq_length + extra tokens, wholly inside its sequences
+        for w in range(len(idx)):
+            sel = owner == w
+            assert int((stop[sel] - start[sel]).sum()) == r["seq_length"] + x
+            assert np.all(start[sel] >= 0) and np.all(stop[sel] <= o.sizes[seq[sel]])
+
+
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("n", [0, 1, 7, 1000, 10_001])
+def test_train_range_rounds_as_megatron(split, n):
+    assert train_range(n, split) == ref.train_range(n, split)
+
+
+def test_train_range_known_values():
+    # 969 / 1000 of 1000 sequences: [0, 969); of 10,000: [0, 9690)
+    assert train_range(1000, "969, 30, 1") == (0, 969)
+    assert train_range(10_000, "969, 30, 1") == (0, 9690)
+    with pytest.raises(UsageError, match="weight is 0"):
+        train_range(10, "0,1,0")
+
+
+def test_train_samples_or_iters_needed():
+    with pytest.raises(UsageError, match="train_iters .* or train_samples"):
+        build_order(np.array([5, 5]), seq_length=2, seed=1, split="1", extra=True, micro_batch=1, data_parallel=1,
+                    grad_accum=1, train_iters=None, train_samples=None)
+
+
+def test_train_samples_sets_steps_and_epochs():
+    sizes = np.array([10] * 10)  # 100 tokens a pass; 120 samples of 4 (+1) tokens need 481 tokens: 5 passes
+    o = build_order(sizes, seq_length=4, seed=3, split="1", extra=True, micro_batch=2, data_parallel=2, grad_accum=1,
+                    train_iters=None, train_samples=120)
+    assert o.epochs == 5 and o.steps == 120 // 4 and len(o) == (5 * 100 - 1) // 4
+    with pytest.raises(UsageError, match="steps 0..29"):
+        o.step(30)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(runs())
+def test_cyclic_batches_equal_megatrons_random_sampler(r):
+    pytest.importorskip("torch")
+    beg, end = ref.train_range(len(r["sizes"]), r["split"])
+    if end <= beg or sum(r["sizes"][beg:end]) <= 1:
+        return
+    o = build_order(np.array(r["sizes"]), seq_length=r["seq_length"], seed=r["seed"], split=r["split"],
+                    extra=r["extra"], micro_batch=r["mbs"], data_parallel=r["dp"], grad_accum=r["ga"],
+                    train_iters=r["iters"], train_samples=None, dataloader="cyclic")
+    steps = [o.step(s) for s in range(r["iters"])]
+    for rank in range(r["dp"]):
+        want = ref.cyclic_batches(len(o), r["mbs"], r["dp"], rank, r["iters"] * r["ga"])
+        got = [b[2].tolist() for st in steps for b in st if b[0] == rank]
+        assert got == want
