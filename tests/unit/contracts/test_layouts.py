@@ -73,8 +73,15 @@ def test_text_classification(tmp_path):
     assert found(audit(write(tmp_path, ok, "ok.parquet"), "text_classification")) == []
     bad = pl.DataFrame({"body": ["a"], "label": [[1]]})
     got = summary(audit(write(tmp_path / "b", bad, "bad.parquet"), "text_classification"))
-    assert got == {("schema.missing_column", "^(text|sentence|content)$", 0, ()),
+    assert got == {("schema.missing_column", None, 0, ()),  # neither a text column nor token ids
                    ("schema.dtype", "label", 0, ())}
+    # an encoder's tokenized rows hold the text as token ids (Hugging Face's classification examples)
+    ids = pl.DataFrame({"input_ids": [[101, 7, 102], [101, 102]], "attention_mask": [[1, 1, 1], [1, 1]],
+                        "token_type_ids": [[0, 0, 0], [0, 0]], "label": [1, 0]})
+    assert found(audit(write(tmp_path / "ids", ids, "ok.parquet"), "text_classification")) == []
+    bad_ids = pl.DataFrame({"input_ids": [[101, 7, 102], []], "attention_mask": [[1, 1, 1], [2]], "label": [1, 0]})
+    got = summary(audit(write(tmp_path / "bi", bad_ids, "bad.parquet"), "text_classification"))
+    assert ("schema.check", "input_ids", 1, (1,)) in got and ("schema.check", "attention_mask", 1, (1,)) in got
 
 
 def test_token_classification(tmp_path):
