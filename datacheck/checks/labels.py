@@ -301,7 +301,7 @@ def _label_items(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
 _NO_LABEL = {"label|labels": "no label column (set [columns] label or labels)"}
 
 
-@check("labels.out_of_range", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.out_of_range", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels",), reasons=_NO_LABEL)
 def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.out_of_range``: a class label >= ``num_classes`` (or not in ``classes``), or a
     non-integer float (1.5: "not an integer class index"), and not ``ignore_index``. With string
@@ -313,7 +313,7 @@ def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     return _label_items(ctx, "labels.out_of_range")
 
 
-@check("labels.unexpected_sentinel", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.unexpected_sentinel", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels",), reasons=_NO_LABEL)
 def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.unexpected_sentinel``: a negative class or token label that is not ``ignore_index``
     (reported here only, never again as ``labels.out_of_range``). When every class label of a shard
@@ -322,7 +322,7 @@ def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
     return _label_items(ctx, "labels.unexpected_sentinel")
 
 
-@check("labels.null", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.null", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels",), reasons=_NO_LABEL)
 def label_null(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.null``: a missing label (null; for a float class label column, null or NaN), whatever
     the label column's dtype."""

@@ -31,7 +31,10 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
 7. ``text_classification`` (text and a class label) or ``regression`` (text or features and a float
    ``label``/``target``/``score`` column);
 8. ``tabular``: numeric columns (or lists of numbers) only, with a class label (``regression`` when
-   a target column is a float).
+   a target column is a float);
+9. ``raw_text``: a text role and no other role (no label of any kind, no token ids, conversations,
+   pairs, features or aligned lists, inferred or given): a corpus before tokenization, its other
+   columns metadata (``url``, ``id``, ``timestamp``, a WebDataset sample's ``__key__``).
 
 No rule fits: the layout is unknown, with the columns in the reason.
 """
@@ -44,7 +47,7 @@ import polars as pl
 import pyarrow as pa
 
 from datacheck.model.layouts import Layout, layout_of
-from datacheck.model.roles import Roles, inner_dtype, is_list, list_depth, seq2seq_layout
+from datacheck.model.roles import ROLE_NAMES, Roles, inner_dtype, is_list, list_depth, seq2seq_layout
 
 __all__ = ["recognize", "shard_layout", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
            "DELIMITERS", "Sample"]
@@ -336,6 +339,8 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
             return found("regression", f"numeric columns only, float target {floats[0]!r}")
         if roles.label is not None:
             return found("tabular", f"numeric columns only, class label {roles.label!r}")
+    if roles.text and not [r for r in ROLE_NAMES if r != "text" and roles.of(r)]:
+        return found("raw_text", f"text {list(roles.text)} and no label (a corpus before tokenization)")
     if not schema:
         return unknown("the shard has no columns")
     return unknown("no layout fits the columns " + ", ".join(f"{c} ({t})" for c, t in list(schema.items())[:8])

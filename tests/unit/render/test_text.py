@@ -18,7 +18,9 @@ def _data(tmp_path):
 
 
 def test_text_view(tmp_path):
-    report = datacheck.audit([str(_data(tmp_path))], {"labels": {"num_classes": 2}}, fail_on="error")
+    # stated as classification rows (c.parquet alone would be a corpus before tokenization, raw_text)
+    report = datacheck.audit([str(_data(tmp_path))], {"labels": {"num_classes": 2},
+                                                      "dataset": {"layout": "text_classification"}}, fail_on="error")
     text = render_text(report)
     lines = text.splitlines()
     # Findings marks policy failures like the table
