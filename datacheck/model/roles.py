@@ -562,30 +562,37 @@ CONTEXT_COLUMNS = ("prompt", "system", "tools", "images", "videos", "audios")
 KEY_COLUMNS = ("__key__",)
 
 
-def row_content(role_columns: list[str], label: str | None, columns: list[str]) -> list[str]:
+def row_content(role_columns: list[str], label: str | None, columns: list[str],
+                targets: tuple[str, ...] = ()) -> list[str]:
     """The columns a row's content is made of for the ``dup.*`` checks (CHECKS.md "dup").
 
+    The answers of a row are its class label ``label`` and its regression ``targets`` (what the
+    model predicts, never what tells two inputs apart).
+
     - the role columns (the roles marked ``content`` in :data:`ROLE_TABLE`, in table order) when one
-      of them is not the class label ``label``, followed by the shard's :data:`CONTEXT_COLUMNS`
-      that are not role columns (in that tuple's order): other columns without a role (an ``idx``)
-      never make rows distinct;
-    - else every column but the label and the reader's :data:`KEY_COLUMNS`, then the label: a shard
-      whose only role is its label (numeric features and a class, with no ``[columns] features``) is
-      compared on its features, never on the label alone; a WebDataset shard on its members, never on
-      its sample keys;
-    - else (the label is the shard's only column) the label alone: ``dup.*`` skip such a shard.
+      of them is not an answer, followed by the shard's :data:`CONTEXT_COLUMNS` that are not role
+      columns (in that tuple's order): other columns without a role (an ``idx``) never make rows
+      distinct;
+    - else every column but the answers and the reader's :data:`KEY_COLUMNS`, then the answers: a
+      shard whose only roles are its answers (numeric features and a class, or a float ``label`` /
+      ``[columns] target`` regression target, with no ``[columns] features``) is compared on its
+      features, never on the answer alone (two rows of one target value are no duplicates); a
+      WebDataset shard on its members, never on its sample keys;
+    - else (the answers are the shard's only columns) the answers alone: ``dup.*`` skip such a shard.
 
     Args:
         role_columns: ``Roles.columns()`` of the shard.
         label: the class label column (``Roles.label``), or None.
         columns: every column of the shard, in its order.
+        targets: the regression target columns (``Roles.target``).
     """
-    if any(c != label for c in role_columns):
+    answers = ([label] if label is not None else []) + [t for t in targets if t != label]
+    if any(c not in answers for c in role_columns):
         present = set(columns)
         return list(role_columns) + [c for c in CONTEXT_COLUMNS if c in present and c not in role_columns]
-    others = [c for c in columns if c != label and c not in KEY_COLUMNS]
+    others = [c for c in columns if c not in answers and c not in KEY_COLUMNS]
     if others:
-        return others + ([label] if label is not None and label in columns else [])
+        return others + [c for c in answers if c in columns]
     return list(role_columns) or list(columns)
 
 
