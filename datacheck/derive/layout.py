@@ -33,8 +33,10 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
 8. ``tabular``: numeric columns (or lists of numbers) only, with a class label (``regression`` when
    a target column is a float);
 9. ``raw_text``: a text role and no other role (no label of any kind, no token ids, conversations,
-   pairs, features or aligned lists, inferred or given): a corpus before tokenization, its other
-   columns metadata (``url``, ``id``, ``timestamp``, a WebDataset sample's ``__key__``).
+   pairs, features or aligned lists, inferred or given), and no other column named like a label or
+   target (``label_name``, ``class``, ``score``: unknown, asking for ``[columns] label``): a corpus
+   before tokenization, its other columns metadata (``url``, ``id``, ``timestamp``, a WebDataset
+   sample's ``__key__``).
 
 No rule fits: the layout is unknown, with the columns in the reason.
 """
@@ -68,6 +70,17 @@ CHAT_NAMES = ("messages", "conversations")
 DELIMITERS = ("document_ids", "seq_lens", "cu_seqlens")
 #: float columns taken as a regression target
 _TARGET_NAMES = ("label", "labels", "target", "targets", "score", "y")
+
+#: words in a column name that mark a label or target (``label_name``, ``coarse_label``, ``class``):
+#: such a column beside text keeps the shard from being a corpus before tokenization (``raw_text``)
+_ANSWER_WORDS = ("label", "target", "class", "category", "score")
+
+
+def _answer_name(col: str) -> bool:
+    """Whether column name ``col`` names a label or target (:data:`_ANSWER_WORDS`, or ``y``)."""
+    low = col.lower()
+    return low == "y" or any(w in low for w in _ANSWER_WORDS)
+
 
 #: ``columns -> the first SAMPLE_ROWS rows of those columns`` (None: the rows cannot be read)
 Sample = Callable[[list[str]], "pl.DataFrame | None"]
@@ -340,6 +353,10 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
         if roles.label is not None:
             return found("tabular", f"numeric columns only, class label {roles.label!r}")
     if roles.text and not [r for r in ROLE_NAMES if r != "text" and roles.of(r)]:
+        named = [c for c in schema if c not in roles.text and _answer_name(c)]
+        if named:
+            return unknown(f"text {list(roles.text)} and {named[0]!r}, named like a label or target but not read as one "
+                           "(set [columns] label or target for a classification or regression set)")
         return found("raw_text", f"text {list(roles.text)} and no label (a corpus before tokenization)")
     if not schema:
         return unknown("the shard has no columns")

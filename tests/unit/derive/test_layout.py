@@ -5,8 +5,13 @@ check outside the shard's layout does not apply there (counted, never a skipped 
 unknown layout runs every check its roles allow."""
 from __future__ import annotations
 
+import shutil
+
 import polars as pl
 import pytest
+from conftest import REALDATA
+
+import datacheck
 
 from datacheck.checks.registry import CHECKS, check
 from datacheck.engine.shard import audit_frame
@@ -135,8 +140,26 @@ def test_every_check_declares_known_layouts():
     ({"text": ["a", "b"], "a": [[1]] * 2, "b": [[1], [1, 2]]}, {"columns": {"aligned": [["a", "b"]]}}),
     ({"text": ["a", "b"], "x": [0.5, 1.5]}, {"columns": {"features": ["x"]}}),
     ({"text": ["a", "b"], "input_ids": [["a"], ["b"]]}, {}),  # an input_ids role of the wrong type
+    ({"text": ["a", "b"], "label_name": ["joy", "anger"]}, {}),  # a label the roles do not read (dair-ai emotion)
+    ({"text": ["a", "b"], "coarse_label": [0, 1]}, {}),
 ])
 def test_text_with_another_role_is_never_raw_text(frame, cfg):
     """Only text and metadata make a corpus before tokenization: a role the checks judge (aligned
     lists, features, token ids of the wrong type) keeps its checks applicable."""
     assert _layout(frame, cfg)["name"] != "raw_text"
+
+
+def test_real_emotion_with_its_label_name_column_is_not_a_corpus(tmp_path):
+    """dair-ai emotion (PROVENANCE.md: ``text;label_name``): the string label is named ``label_name``,
+    which the roles do not infer. It is no corpus before tokenization: unknown, naming the column and
+    the key; with ``[columns] label`` it is text classification."""
+    src = REALDATA / "emotion" / "val.txt"
+    if not src.is_file():
+        pytest.skip("../shared/realdata is not present")
+    shutil.copy(src, tmp_path / "val.csv")
+    csv = {"dataset": {"separator": ";"}}
+    rep = datacheck.audit([str(tmp_path / "val.csv")], config=csv)
+    assert rep.shards[0].rows == 2000 and rep.shards[0].layout is None
+    assert "'label_name'" in rep.shards[0].layout_why and "[columns] label" in rep.shards[0].layout_why
+    rep = datacheck.audit([str(tmp_path / "val.csv")], config={**csv, "columns": {"label": "label_name"}})
+    assert rep.shards[0].layout == "text_classification"
