@@ -12,7 +12,6 @@ import pytest
 from conftest import REALDATA
 
 import datacheck
-
 from datacheck.checks.registry import CHECKS, check
 from datacheck.engine.shard import audit_frame
 from datacheck.model import catalog
