@@ -5,7 +5,9 @@ GLUE pair columns ``sentence1``/``sentence2``) are text; a scalar ``label`` of i
 categorical or boolean dtype is the class label (a float ``label`` is a regression ``target``, unless
 ``[labels] num_classes`` or ``classes`` is set: then it is the class label); a
 list-typed ``labels`` is token labels (a scalar ``labels`` is a class label); ``input_ids``,
-``attention_mask`` and ``token_type_ids`` as named (list-typed); Hugging Face token classification:
+``attention_mask`` and ``token_type_ids`` as named (list-typed); preference pairs ``chosen``/``rejected``
+(also LLaMA-Factory's ``*_messages`` and TRL's tokenized ``chosen_input_ids``/``rejected_input_ids``,
+integer lists); Hugging Face token classification:
 a list-of-strings ``tokens`` is text, ``ner_tags``/``pos_tags``/``chunk_tags`` (integer lists) are
 token labels aligned with ``tokens``. Roles given in the config are
 never replaced by inference; a role column the config names but the shard lacks is reported as
@@ -91,8 +93,11 @@ ROLE_TABLE: tuple[RoleSpec, ...] = (
     RoleSpec("document_ids", "one", "int_list", _LIST_INT, ("document_ids",), True, True, _missing("document_ids")),
     RoleSpec("seq_lens", "one", "int_list", _LIST_INT, ("seq_lens",), False, False, _missing("seq_lens")),
     RoleSpec("cu_seqlens", "one", "int_list", _LIST_INT, ("cu_seqlens",), False, False, _missing("cu_seqlens")),
-    RoleSpec("chosen", "one", None, None, ("chosen", "chosen_messages"), False, True, _missing("chosen")),
-    RoleSpec("rejected", "one", None, None, ("rejected", "rejected_messages"), False, True, _missing("rejected")),
+    # LLaMA-Factory's ``*_messages``; TRL's tokenized pairs (``DPOTrainer.tokenize_row``: ``*_input_ids``)
+    RoleSpec("chosen", "one", None, None, ("chosen", "chosen_messages", "chosen_input_ids"), False, True,
+             _missing("chosen")),
+    RoleSpec("rejected", "one", None, None, ("rejected", "rejected_messages", "rejected_input_ids"), False, True,
+             _missing("rejected")),
     RoleSpec("input_lengths", "one", "numeric", pl.Int64(), ("input_lengths",), False, True, _missing("input_lengths")),
 )
 ROLE_SPECS: dict[str, RoleSpec] = {r.name: r for r in ROLE_TABLE}
@@ -395,8 +400,10 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
             named[role] = role
             inferred.add(role)
         elif other := next((c for c in ROLE_SPECS[role].infer[1:] if c in schema and c not in numeric_given
-                            and c not in text and message_fields(schema[c]) is not None), None):
-            # a second name (ShareGPT ``conversations``) only when its dtype serves the role
+                            and c not in text and (message_fields(schema[c]) is not None
+                                                   or (c.endswith("_input_ids") and _int_list(schema[c])))), None):
+            # a second name (ShareGPT ``conversations``, TRL's ``chosen_input_ids``) only when its dtype
+            # serves the role (messages; token ids for a ``*_input_ids`` name)
             named[role] = other
             inferred.add(role)
         else:
