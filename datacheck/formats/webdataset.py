@@ -78,7 +78,8 @@ def _inflate(ext: str, b: bytes, cap: int) -> bytes:
 
 
 def _decode(ext: str, b: bytes, cap: int) -> Any:
-    """The value of a member of extension ``ext`` (a text member: :func:`_text`). Raises
+    """The value of a member of extension ``ext`` (:func:`read_webdataset` reads a text member itself,
+    with replacement characters for invalid UTF-8). Raises
     ``ValueError`` (and ``OSError``/``EOFError`` for bad gzip) on a value that does not decode."""
     b = _inflate(ext, b, cap)
     kind = _kind(ext)

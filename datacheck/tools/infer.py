@@ -481,7 +481,7 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
       :func:`datacheck.derive.layout.recognize`), ``token_classification`` (``tokens`` + a tag column),
       ``text_classification`` (``input_ids`` and a class ``label``, no token ``labels``: an encoder's
       classification rows), ``causal_lm`` (``input_ids``), ``text_classification`` (a text column and
-      a class label),
+      a class label), ``raw_text`` (text and no other role: the audit's recognizer),
       ``tabular`` (numeric columns only, with a target name).
 
     Facts come from the first :data:`SAMPLE_ROWS` rows of that shard: ``padding_side`` (where the
@@ -658,6 +658,9 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
         role("label", roles.label)
         return LayoutProposal("text_classification", f"text {list(roles.text)} and class label {roles.label!r}",
                               cols, facts, tuple(notes), n)
+    if seen and seen[0].name == "raw_text":  # the audit's rule: text and no other role
+        role("text", list(roles.text))
+        return LayoutProposal("raw_text", seen[0].why, cols, facts, tuple(notes), n)
     num = [c for c, t in schema.items() if inner_dtype(t).is_numeric() or inner_dtype(t) == pl.Boolean]
     target = [c for c in ("target", "targets", "label", "y") if c in schema]
     if schema and len(num) == len(schema) and target:

@@ -136,3 +136,20 @@ def test_tabular_column_matched_by_two_keys_is_reported_once(tmp_path):
     df = pl.DataFrame({"x": [1.0, 2.0], "y": [None, 1.0]})
     got = summary(audit(write(tmp_path / "b", df), "tabular"))
     assert got == {("schema.nullable", "y", 1, (0,))}
+
+
+def test_raw_text(tmp_path):
+    """A corpus before tokenization: one text column (text, content, txt, ...), metadata allowed; the
+    real WebDataset shards (txt.gz members, PROVENANCE.md) pass it as they are."""
+    ok = pl.DataFrame({"text": ["a page", "Ein Satz.", "中文"], "url": ["u1", "u2", "u3"]})
+    assert found(audit(write(tmp_path, ok, "ok.parquet"), "raw_text")) == []
+    bad = pl.DataFrame({"text": ["a", None], "id": [1, 2]})
+    rep = audit(write(tmp_path / "b", bad, "bad.parquet"), "raw_text")  # a null text is empty.text, once
+    assert found(rep) == [] and summary(rep, "empty.") == {("empty.text", "text", 1, (1,))}
+    none = pl.DataFrame({"body": ["a"]})
+    got = summary(audit(write(tmp_path / "n", none, "none.parquet"), "raw_text"))
+    assert {g[0] for g in got} == {"schema.missing_column"}
+    wds = ROOT.parent / "shared" / "realdata" / "webdataset_text"
+    if wds.is_dir():
+        rep = audit(wds, "raw_text")
+        assert found(rep) == [] and sum(s.rows for s in rep.shards) == 1003

@@ -225,3 +225,13 @@ def test_token_ids_with_class_label_and_token_labels_stay_token_rows(tmp_path):
     lm = pl.DataFrame({"input_ids": [[5, 6, 7], [5, 6, 0]], "attention_mask": [[1, 1, 1], [1, 1, 0]],
                        "labels": [[5, 6, 7], [5, 6, -100]]})
     assert _propose(tmp_path / "lm", lm).layout == "causal_lm"
+
+
+def test_raw_text_is_proposed_for_a_corpus_and_passes_it(tmp_path):
+    """A corpus before tokenization (text and metadata, no label): ``raw_text``, the layout the audit
+    recognizes (it was 'no built-in layout fits')."""
+    df = pl.DataFrame({"text": ["The quick brown fox.", "Ein kurzer Satz.", "这是一个句子。"], "url": ["a", "b", "c"]})
+    p = _propose(tmp_path, df)
+    assert (p.layout, p.columns) == ("raw_text", {"text": ["text"]})
+    assert p.rows is not None and p.rows.name == "raw_text"
+    assert found(audit(tmp_path / "shard.parquet", "raw_text")) == []
