@@ -322,11 +322,20 @@ def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
     return _label_items(ctx, "labels.unexpected_sentinel")
 
 
-@check("labels.null", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.null", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels|target",),
+       reasons={"label|labels|target": _NO_LABEL["label|labels"]})
 def label_null(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.null``: a missing label (null; for a float class label column, null or NaN), whatever
-    the label column's dtype."""
-    return _label_items(ctx, "labels.null")
+    the label column's dtype; and a missing regression target (null in a ``target`` role column, a
+    float ``label`` read as the target or ``[columns] target``: the row's label; an empty CSV cell,
+    a JSON null), which the loss turns into NaN. A NaN target is ``finite.nan``, not counted here."""
+    items = list(_label_items(ctx, "labels.null"))
+    for col in ctx.roles.of("target"):
+        if col not in ctx.schema or col == ctx.roles.label:
+            continue
+        items.append(RowCheck(check="labels.null", column=col, fails=pl.col(col).is_null(), example=pl.col(col),
+                              message=lambda n, d, col=col: f"{n} row(s) have no regression target in {col!r} (null)"))
+    return items
 
 
 @measure("labels")

@@ -28,10 +28,11 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
    - without ``labels``: ``text_classification`` with a class ``label`` column; else ``causal_lm``
      (padded or of varying length) or ``packed_lm`` (one length, no padding);
 6. ``token_classification``: aligned word and tag lists;
-7. ``text_classification`` (text and a class label) or ``regression`` (text or features and a float
-   ``label``/``target``/``score`` column);
+7. ``text_classification`` (text and a class label) or ``regression`` (text or features and a
+   ``target`` role, given in ``[columns] target`` or a float ``label``, or a float ``target``/``score``
+   column);
 8. ``tabular``: numeric columns (or lists of numbers) only, with a class label (``regression`` when
-   a target column is a float);
+   a ``target`` role or a target-named column is a float);
 9. ``raw_text``: a text role and no other role (no label of any kind, no token ids, conversations,
    pairs, features or aligned lists, inferred or given), and no other column named like a label or
    target (``label_name``, ``class``, ``score``: unknown, asking for ``[columns] label``): a corpus
@@ -341,7 +342,9 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
         return _tokenized(schema, roles, sample, ids, labels, ignore, spans, found, unknown)
     if roles.aligned and roles.labels is not None:
         return found("token_classification", f"aligned words and tags {list(roles.aligned[0])}")
-    floats = [c for c in _TARGET_NAMES if c in schema and schema[c].is_float()]
+    # the target role (given, or a float label read as the target) first, then float columns named as targets
+    floats = [c for c in roles.of("target") if c in schema] + [
+        c for c in _TARGET_NAMES if c in schema and schema[c].is_float() and c not in roles.of("target")]
     if roles.text and roles.label is not None:
         return found("text_classification", f"text {list(roles.text)} and class label {roles.label!r}")
     if (roles.text or roles.features) and floats:
