@@ -11,7 +11,6 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-import polars as pl
 import pytest
 from conftest import REALDATA, run_cli
 
@@ -90,8 +89,7 @@ def _audit(folder: Path, tmp: Path) -> tuple[Path, dict]:
 def mixed(tmp_path):
     """Three real shards of three layouts: SST-2 (``sentence``, ``label``: text classification),
     Megatron GPT-2 ids (``input_ids`` without labels, rows of varying length: causal LM) and AG News
-    prompts (text columns and no label: a corpus before tokenization, raw_text), and a shard no layout
-    fits (a text and a list of floats)."""
+    prompts (three text columns: no layout fits)."""
     if not REALDATA.is_dir():
         pytest.skip("../shared/realdata is not present")
     d = tmp_path / "mix"
@@ -100,7 +98,6 @@ def mixed(tmp_path):
     for ext in ("bin", "idx"):
         shutil.copy(REALDATA / "megatron_toy_duplicates" / f"my-gpt2_text_document.{ext}", d)
     shutil.copy(REALDATA / "agnews_prompts_jsonl" / "ag_news_classify_question_first.jsonl", d)
-    pl.DataFrame({"a": ["x"], "b": [[1.5]]}).write_parquet(d / "z.parquet")
     return d
 
 
@@ -119,15 +116,15 @@ def test_shards_of_different_layouts_each_show_theirs(mixed, tmp_path):
     assert path.read_bytes() == before  # rendering never rewrites the report
     page = _page(out.read_text(encoding="utf-8"))
     want = {"validation-00000-of-00001.parquet": "text_classification", "my-gpt2_text_document.bin": "causal_lm",
-            "ag_news_classify_question_first.jsonl": "raw_text", "z.parquet": "unknown"}
+            "ag_news_classify_question_first.jsonl": "unknown"}
     head, *rows = page.rows
     assert head[:4] == ["status", "shard", "format", "layout"]
     assert {row[1]: row[3] for row in rows} == want
     by_path = {s["path"]: s for s in rep["shards"]}
     assert {s["layout"] or "unknown" for s in rep["shards"]} == set(want.values())
     # one line per layout with its shard, in shard order, then the not-applicable counts
-    assert page.items[:4] == [f"{_shown(by_path[p])} (1 shard: {p})" for p in sorted(by_path)]
-    assert page.items[4:] == [f"{s['not_applicable']:,} checks do not apply to {s['layout']}; datacheck checks "
+    assert page.items[:3] == [f"{_shown(by_path[p])} (1 shard: {p})" for p in sorted(by_path)]
+    assert page.items[3:] == [f"{s['not_applicable']:,} checks do not apply to {s['layout']}; datacheck checks "
                               f"--layout {s['layout']} lists them" for p, s in sorted(by_path.items())
                               if s["layout"] is not None and s["not_applicable"]]
     assert {k[len("shard-"):]: v for k, v in page.shard_layout.items()} == {
