@@ -51,7 +51,7 @@ MEANINGS: dict[str, str] = {
     "dataset.quote_char": "csv/tsv quote character; `\"\"` turns quoting off (TSVs whose text holds bare quotes)",
     "dataset.schema": "the data contract (`schema.*`): a built-in layout name (`causal_lm`, `seq2seq`, "
                       "`text_classification`, `token_classification`, `tabular`, `chat_sft`, `sft_tokenized`, "
-                      "`packed_lm`, `dpo`, `ctc`), a Pandera `.yaml`/`.json` file, or `file.py:Class` (imports, "
+                      "`packed_lm`, `dpo`, `ctc`, `raw_text`), a Pandera `.yaml`/`.json` file, or `file.py:Class` (imports, "
                       "i.e. runs, that file: formats.md, untrusted data); a file is relative to the config "
                       "file's folder",
     "tokens.vocab_size": "embedding rows: token ids must lie in `[0, vocab_size)` (`tokens.out_of_vocab`, "

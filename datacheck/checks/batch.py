@@ -1,9 +1,12 @@
 """batch: what the trainer's batching makes of the data (CHECKS.md ``batch.*``; needs ``[batch]``).
 
-The shard pass stores, when ``[batch] batch_size`` is set and the shard has a token ``labels`` list,
-the supervised-token count of every row as a :class:`Payload` (:data:`SUPERVISED_KEY`: a UInt32
-Series, one value per row: labels other than ``ignore_index`` after truncation to ``max_seq_len`` on
-``truncation_side``; every token when ``ignore_index`` is unset). The dataset stage then simulates
+The shard pass stores, when ``[batch] batch_size`` is set, the supervised-token count of every row
+as a :class:`Payload` (:data:`SUPERVISED_KEY`: a UInt32 Series, one value per row), by the rule of
+:func:`supervision`: with a token ``labels`` list, labels other than ``ignore_index`` after
+truncation to ``max_seq_len`` on ``truncation_side`` (every token when ``ignore_index`` is unset);
+without one, in a language-model layout (``causal_lm``, ``packed_lm``), the labels Hugging Face's
+``DataCollatorForLanguageModeling(mlm=False)`` makes: ``input_ids`` copied, the positions holding
+``pad_token_id`` set to -100. The dataset stage then simulates
 the trainer's order over the shards in index order (the audit's shard order: relative paths
 sorted) with torch's own ``DistributedSampler`` and ``BatchSampler``
 (:mod:`datacheck.model.order`) from the shards' row counts and these payloads; no shard is read again.
@@ -43,7 +46,7 @@ from typing import Any, Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks._expr import supervised_per_row
+from datacheck.checks._expr import supervised_per_row, truncated
 from datacheck.checks.registry import Payload, ShardContext, check, derives, finding, measure
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
@@ -53,8 +56,8 @@ from datacheck.model.megatronorder import uses_megatron_loader
 from datacheck.model.order import EpochOrder, epoch_order
 from datacheck.model.roles import is_list
 
-__all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "tokens_expr", "batch_payload", "dataset_order",
-           "dataset_lengths"]
+__all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "collator_supervised_expr", "supervision",
+           "supervision_rule", "tokens_expr", "batch_payload", "dataset_order", "dataset_lengths"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -80,6 +83,65 @@ def supervised_expr(ctx_cfg: Any, labels_col: str) -> pl.Expr:
     return e.fill_null(0).cast(pl.UInt32)
 
 
+def collator_supervised_expr(ctx_cfg: Any, ids_col: str, mask_col: str | None) -> pl.Expr:
+    """Per row (UInt32, 0 for a null list): the supervised tokens of a row without a labels column, as
+    Hugging Face's ``DataCollatorForLanguageModeling(mlm=False)`` labels it (``labels =
+    input_ids.clone(); labels[labels == pad_token_id] = -100``), after truncation to ``max_seq_len``
+    on ``truncation_side``: the ids other than ``[tokens] pad_token_id``. Without a pad id: the
+    positions where ``mask_col`` (the attention mask) is not 0 (the padding the tokenizer would have
+    put the pad id in), else every id. The rule in words: :func:`supervision_rule`."""
+    tok = ctx_cfg.tokens
+    pad = tok.pad_token_id
+    if pad is None and mask_col is None:
+        return truncated(ids_col, tok.max_seq_len, tok.truncation_side).list.len().fill_null(0).cast(pl.UInt32)
+    col, off = (ids_col, pad) if pad is not None else (mask_col, 0)
+    return supervised_per_row(col, off, tok.max_seq_len, tok.truncation_side).fill_null(0).cast(pl.UInt32)
+
+
+def supervision_rule(ctx_cfg: Any, layout: str | None, labels_col: str | None, ids_col: str | None,
+                     mask_col: str | None) -> str | None:
+    """How a row's supervised tokens are counted, in words (``datacheck plan`` prints it), or None when
+    they are unknown. ``labels_col``: the token labels list column (None: none or not a list);
+    ``ids_col``: the ``input_ids`` list column; ``mask_col``: the attention mask column.
+
+    - a token labels list: its labels other than ``[labels] ignore_index``;
+    - no labels, a language-model layout (``causal_lm``, ``packed_lm``: the labels are the ids) and
+      ids: Hugging Face's ``DataCollatorForLanguageModeling(mlm=False)`` (:func:`collator_supervised_expr`);
+    - else None (a classification row has one class label, no token targets; an unknown layout is
+      not guessed at)."""
+    tok, ign = ctx_cfg.tokens, ctx_cfg.labels.ignore
+    trunc = f" after truncation to max_seq_len {tok.max_seq_len}" if tok.max_seq_len is not None else ""
+    if labels_col is not None:
+        return (f"token labels {labels_col!r} other than ignore_index {ign}" if ign is not None
+                else f"every token label of {labels_col!r} (no ignore_index)") + trunc
+    if ids_col is None or layout not in lay.LM:
+        return None
+    how = "no labels column: labels as DataCollatorForLanguageModeling(mlm=False) makes them, "
+    if tok.pad_token_id is not None:
+        return how + f"{ids_col!r} with every pad_token_id {tok.pad_token_id} set to -100" + trunc
+    if mask_col is not None:
+        return how + (f"{ids_col!r} with the padding ({mask_col!r} 0) ignored (no [tokens] pad_token_id: the "
+                      "positions the pad id would fill)") + trunc
+    return how + f"every id of {ids_col!r} (no [tokens] pad_token_id, no attention mask: nothing is padding)" + trunc
+
+
+def supervision(ctx_cfg: Any, layout: str | None, roles: Any, schema: dict[str, pl.DataType]
+                ) -> tuple[pl.Expr, str] | None:
+    """The per-row supervised-token count (UInt32 expression) and its rule in words
+    (:func:`supervision_rule`) for a shard of ``layout`` with ``roles`` and ``schema``; None when unknown."""
+    lab = roles.labels if roles.labels is not None and is_list(schema.get(roles.labels, pl.Null())) else None
+    ids = roles.input_ids if roles.input_ids is not None and is_list(schema.get(roles.input_ids, pl.Null())) else None
+    mask = (roles.attention_mask if roles.attention_mask is not None
+            and is_list(schema.get(roles.attention_mask, pl.Null())) else None)
+    rule = supervision_rule(ctx_cfg, layout, lab, ids, mask)
+    if rule is None:
+        return None
+    if lab is not None:
+        return supervised_expr(ctx_cfg, lab), rule
+    assert ids is not None
+    return collator_supervised_expr(ctx_cfg, ids, mask), rule
+
+
 def tokens_expr(ctx_cfg: Any, ids_col: str) -> pl.Expr:
     """Per row (UInt32, 0 for a null list): the ``input_ids`` list length, capped at ``[tokens]
     max_seq_len`` when set (the row's tokens as the trainer sees them after truncation)."""
@@ -96,14 +158,14 @@ def _series(v: Any) -> pl.Series:
 @measure("batch")
 def batch_payload(ctx: ShardContext) -> Iterable[Payload]:
     """The supervised-token count of every row, for ``batch.no_supervised_tokens`` (when ``[batch]
-    batch_size`` or ``max_tokens`` is set and the shard has a list ``labels`` column), and with
+    batch_size`` or ``max_tokens`` is set and :func:`supervision` knows the rows' supervision), and with
     ``max_tokens`` the token count of every row (a list ``input_ids`` column)."""
     b = ctx.cfg.batch
     if b.batch_size is None and b.max_tokens is None:
         return
-    lab = ctx.roles.labels
-    if lab is not None and is_list(ctx.schema.get(lab, pl.Null())):
-        yield Payload(key=SUPERVISED_KEY, expr=supervised_expr(ctx.cfg, lab).implode(), post=_series)
+    sup = supervision(ctx.cfg, ctx.layout, ctx.roles, ctx.schema)
+    if sup is not None:
+        yield Payload(key=SUPERVISED_KEY, expr=sup[0].implode(), post=_series)
     ids = ctx.roles.input_ids
     if b.max_tokens is not None and ids is not None and is_list(ctx.schema.get(ids, pl.Null())):
         yield Payload(key=TOKENS_KEY, expr=tokens_expr(ctx.cfg, ids).implode(), post=_series)
@@ -257,6 +319,24 @@ def _supervised(dctx: Any) -> np.ndarray | None:
     return _payload_array(dctx, SUPERVISED_KEY)
 
 
+def _rules(dctx: Any) -> list[str]:
+    """The distinct :func:`supervision_rule` texts of the readable shards (from each shard's roles,
+    layout and column dtypes), in shard order."""
+    out: list[str] = []
+    for s in dctx.shards:
+        if not s.readable:
+            continue
+
+        def col(role: str, s: Any = s) -> str | None:
+            c = (s.roles.get(role) or {}).get("columns")
+            return c if isinstance(c, str) and str(s.columns.get(c, "")).startswith(("List", "Array")) else None
+        rule = supervision_rule(dctx.cfg, (s.layout or {}).get("name"), col("labels"), col("input_ids"),
+                                col("attention_mask"))
+        if rule is not None and rule not in out:
+            out.append(rule)
+    return out
+
+
 def zero_micro_batches(order: EpochOrder, supervised: np.ndarray) -> list[tuple[int, int, int, int]]:
     """``(epoch, in-epoch step, rank, micro_batch)`` of every micro-batch of ``order`` whose rows
     hold 0 supervised tokens in total (``supervised``: int array, one count per global row)."""
@@ -269,7 +349,7 @@ def zero_micro_batches(order: EpochOrder, supervised: np.ndarray) -> list[tuple[
     return out
 
 
-@check("batch.no_supervised_tokens", layouts=lay.ANY, level="dataset", facts=_FACTS, reasons=_REASONS)
+@check("batch.no_supervised_tokens", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, level="dataset", facts=_FACTS, reasons=_REASONS)
 def no_supervised_batches(dctx: Any) -> Iterable[Finding | Skipped]:
     """``batch.no_supervised_tokens``: a (step, rank, micro-batch) of the simulated order with 0
     supervised tokens, over every epoch of ``[batch] epochs``."""
@@ -280,7 +360,8 @@ def no_supervised_batches(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     sup = _supervised(dctx)
     if sup is None:
-        yield Skipped(cid, "no token labels list column (set [columns] labels): supervised tokens per row are unknown")
+        yield Skipped(cid, "no token labels list column (set [columns] labels), and not a language-model layout whose "
+                           "labels are the ids (causal_lm, packed_lm): supervised tokens per row are unknown")
         return
     zeros = zero_micro_batches(order, sup)
     for e in range(1, dctx.cfg.batch.epochs):
@@ -292,6 +373,6 @@ def no_supervised_batches(dctx: Any) -> Iterable[Finding | Skipped]:
         yield finding(cid, count=len(zeros),
                       message=(f"{len(zeros)} micro-batch(es) of the simulated order have 0 supervised tokens "
                                f"(mean loss 0/0 = NaN): {listed}{' ...' if len(zeros) > 5 else ''}; "
-                               "see them with datacheck plan --step N"),
+                               f"supervised tokens: {'; '.join(_rules(dctx))}; see them with datacheck plan --step N"),
                       details={"micro_batches": [list(z) for z in zeros[:_MAX_LISTED]],
                                "rows_with_zero": int((sup == 0).sum()), "steps_per_epoch": spe})

@@ -301,7 +301,7 @@ def _label_items(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
 _NO_LABEL = {"label|labels": "no label column (set [columns] label or labels)"}
 
 
-@check("labels.out_of_range", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.out_of_range", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels",), reasons=_NO_LABEL)
 def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.out_of_range``: a class label >= ``num_classes`` (or not in ``classes``), or a
     non-integer float (1.5: "not an integer class index"), and not ``ignore_index``. With string
@@ -313,7 +313,7 @@ def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     return _label_items(ctx, "labels.out_of_range")
 
 
-@check("labels.unexpected_sentinel", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.unexpected_sentinel", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels",), reasons=_NO_LABEL)
 def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.unexpected_sentinel``: a negative class or token label that is not ``ignore_index``
     (reported here only, never again as ``labels.out_of_range``). When every class label of a shard
@@ -322,11 +322,20 @@ def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
     return _label_items(ctx, "labels.unexpected_sentinel")
 
 
-@check("labels.null", layouts=lay.ANY, roles=("label|labels",), reasons=_NO_LABEL)
+@check("labels.null", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels|target",),
+       reasons={"label|labels|target": _NO_LABEL["label|labels"]})
 def label_null(ctx: ShardContext) -> Iterable[ShardItem]:
     """``labels.null``: a missing label (null; for a float class label column, null or NaN), whatever
-    the label column's dtype."""
-    return _label_items(ctx, "labels.null")
+    the label column's dtype; and a missing regression target (null in a ``target`` role column, a
+    float ``label`` read as the target or ``[columns] target``: the row's label; an empty CSV cell,
+    a JSON null), which the loss turns into NaN. A NaN target is ``finite.nan``, not counted here."""
+    items = list(_label_items(ctx, "labels.null"))
+    for col in ctx.roles.of("target"):
+        if col not in ctx.schema or col == ctx.roles.label:
+            continue
+        items.append(RowCheck(check="labels.null", column=col, fails=pl.col(col).is_null(), example=pl.col(col),
+                              message=lambda n, d, col=col: f"{n} row(s) have no regression target in {col!r} (null)"))
+    return items
 
 
 @measure("labels")

@@ -133,7 +133,7 @@ def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("length.mismatch", layouts=lay.ANY - {"tabular"})
+@check("length.mismatch", layouts=lay.ANY - {"tabular"} - lay.UNTOKENIZED_TEXT)
 def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     """``length.mismatch``: in a row, the list columns that must align differ in length.
 

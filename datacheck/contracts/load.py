@@ -36,7 +36,7 @@ __all__ = ["LAYOUTS", "load_contract", "contract_from_dict", "layout_text", "CON
 
 #: Built-in layouts, each a file ``schemas/<name>.yaml``.
 LAYOUTS = ("causal_lm", "seq2seq", "text_classification", "token_classification", "tabular",
-           "chat_sft", "sft_tokenized", "packed_lm", "dpo", "ctc")
+           "chat_sft", "sft_tokenized", "packed_lm", "dpo", "ctc", "raw_text")
 #: Version of the ``datacheck:`` section layout; a newer one is refused.
 CONTRACT_FORMAT_VERSION = 1
 _KEY = "dataset.schema"

@@ -28,10 +28,16 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
    - without ``labels``: ``text_classification`` with a class ``label`` column; else ``causal_lm``
      (padded or of varying length) or ``packed_lm`` (one length, no padding);
 6. ``token_classification``: aligned word and tag lists;
-7. ``text_classification`` (text and a class label) or ``regression`` (text or features and a float
-   ``label``/``target``/``score`` column);
+7. ``text_classification`` (text and a class label) or ``regression`` (text or features and a
+   ``target`` role, given in ``[columns] target`` or a float ``label``, or a float ``target``/``score``
+   column);
 8. ``tabular``: numeric columns (or lists of numbers) only, with a class label (``regression`` when
-   a target column is a float).
+   a ``target`` role or a target-named column is a float);
+9. ``raw_text``: a text role and no other role (no label of any kind, no token ids, conversations,
+   pairs, features or aligned lists, inferred or given), and no other column named like a label or
+   target (``label_name``, ``class``, ``score``: unknown, asking for ``[columns] label``): a corpus
+   before tokenization, its other columns metadata (``url``, ``id``, ``timestamp``, a WebDataset
+   sample's ``__key__``).
 
 No rule fits: the layout is unknown, with the columns in the reason.
 """
@@ -44,7 +50,7 @@ import polars as pl
 import pyarrow as pa
 
 from datacheck.model.layouts import Layout, layout_of
-from datacheck.model.roles import Roles, inner_dtype, is_list, list_depth, seq2seq_layout
+from datacheck.model.roles import ROLE_NAMES, Roles, inner_dtype, is_list, list_depth, seq2seq_layout
 
 __all__ = ["recognize", "shard_layout", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
            "DELIMITERS", "Sample"]
@@ -65,6 +71,17 @@ CHAT_NAMES = ("messages", "conversations")
 DELIMITERS = ("document_ids", "seq_lens", "cu_seqlens")
 #: float columns taken as a regression target
 _TARGET_NAMES = ("label", "labels", "target", "targets", "score", "y")
+
+#: words in a column name that mark a label or target (``label_name``, ``coarse_label``, ``class``):
+#: such a column beside text keeps the shard from being a corpus before tokenization (``raw_text``)
+_ANSWER_WORDS = ("label", "target", "class", "category", "score")
+
+
+def _answer_name(col: str) -> bool:
+    """Whether column name ``col`` names a label or target (:data:`_ANSWER_WORDS`, or ``y``)."""
+    low = col.lower()
+    return low == "y" or any(w in low for w in _ANSWER_WORDS)
+
 
 #: ``columns -> the first SAMPLE_ROWS rows of those columns`` (None: the rows cannot be read)
 Sample = Callable[[list[str]], "pl.DataFrame | None"]
@@ -325,7 +342,9 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
         return _tokenized(schema, roles, sample, ids, labels, ignore, spans, found, unknown)
     if roles.aligned and roles.labels is not None:
         return found("token_classification", f"aligned words and tags {list(roles.aligned[0])}")
-    floats = [c for c in _TARGET_NAMES if c in schema and schema[c].is_float()]
+    # the target role (given, or a float label read as the target) first, then float columns named as targets
+    floats = [c for c in roles.of("target") if c in schema] + [
+        c for c in _TARGET_NAMES if c in schema and schema[c].is_float() and c not in roles.of("target")]
     if roles.text and roles.label is not None:
         return found("text_classification", f"text {list(roles.text)} and class label {roles.label!r}")
     if (roles.text or roles.features) and floats:
@@ -336,6 +355,12 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
             return found("regression", f"numeric columns only, float target {floats[0]!r}")
         if roles.label is not None:
             return found("tabular", f"numeric columns only, class label {roles.label!r}")
+    if roles.text and not [r for r in ROLE_NAMES if r != "text" and roles.of(r)]:
+        named = [c for c in schema if c not in roles.text and _answer_name(c)]
+        if named:
+            return unknown(f"text {list(roles.text)} and {named[0]!r}, named like a label or target but not read as one "
+                           "(set [columns] label or target for a classification or regression set)")
+        return found("raw_text", f"text {list(roles.text)} and no label (a corpus before tokenization)")
     if not schema:
         return unknown("the shard has no columns")
     return unknown("no layout fits the columns " + ", ".join(f"{c} ({t})" for c, t in list(schema.items())[:8])

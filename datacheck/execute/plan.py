@@ -36,9 +36,10 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import polars as pl
 
-from datacheck.checks.batch import supervised_expr, tokens_expr, zero_micro_batches
+from datacheck.checks.batch import supervision, tokens_expr, zero_micro_batches
 from datacheck.checks.dup.cross import assign_splits
-from datacheck.derive.read import open_for_checks
+from datacheck.derive.layout import SAMPLE_ROWS, shard_layout
+from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.formats.base import FormatError
 from datacheck.formats.discovery import discover
 from datacheck.formats.megatron import read_index
@@ -194,15 +195,28 @@ def row_space(paths: list[str], cfg: Config, *, supervised: bool = False,
         UsageError: no shard found, a shard cannot be read (its rows are unknown; the message
             names it), or the split cannot be chosen (:func:`select_split`).
     """
-    space, sup, _ = _scan(paths, cfg, supervised=supervised, lengths=False, split=split, progress=progress)
+    space, sup, _, _ = _scan(paths, cfg, supervised=supervised, lengths=False, split=split, progress=progress)
     return space, sup
+
+
+def _sample(data: CheckInput) -> Callable[[list[str]], "pl.DataFrame | None"]:
+    """The layout recognizer's sample of an opened shard: the first :data:`SAMPLE_ROWS` rows of the
+    given columns (None when they cannot be read)."""
+    def read(cols: list[str]) -> pl.DataFrame | None:
+        try:
+            return data.lf.select(cols).head(SAMPLE_ROWS).collect()
+        except (Unreadable, pl.exceptions.PolarsError):
+            return None
+    return read
 
 
 def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, split: str | None = None,
           progress: Callable[[str, int, int], None] | None = None
-          ) -> tuple[RowSpace, np.ndarray | None, np.ndarray | None]:
+          ) -> tuple[RowSpace, np.ndarray | None, np.ndarray | None, tuple[str, ...]]:
     """:func:`row_space`, plus with ``lengths`` each row's token count (``input_ids`` list length capped
-    at ``max_seq_len``; None when a shard has no ``input_ids`` list).
+    at ``max_seq_len``; None when a shard has no ``input_ids`` list), and the rules by which the
+    supervised counts were made (:func:`datacheck.checks.batch.supervision`: each shard's layout as the
+    audit decides it, :func:`datacheck.derive.layout.shard_layout`; distinct, in shard order).
 
     Raises:
         UsageError: no shard found, or a shard cannot be read (its rows are unknown; the message
@@ -213,6 +227,7 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, spl
     spans: list[ShardSpan] = []
     sup_parts: list[np.ndarray] | None = [] if supervised else None
     len_parts: list[np.ndarray] | None = [] if lengths else None
+    rules: list[str] = []
     start = 0
     for k, ds in enumerate(shards):
         if progress is not None:
@@ -220,11 +235,18 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, spl
         chash = hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None else hash_file(ds.path)[0]
         try:
             data = open_for_checks(ds, cfg)
-            lab, ids = data.roles.labels, data.roles.input_ids
+            ids = data.roles.input_ids
             exprs = [pl.len().alias("n")]
-            want = sup_parts is not None and lab is not None and is_list(data.schema[lab])
-            if want:
-                exprs.append(supervised_expr(cfg, lab).implode().alias("sup"))  # type: ignore[arg-type]
+            how = None
+            if sup_parts is not None:
+                layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, dict(data.schema), data.roles,
+                                      _sample(data), cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None)
+                how = supervision(cfg, layout.name, data.roles, dict(data.schema))
+            want = how is not None
+            if how is not None:
+                exprs.append(how[0].implode().alias("sup"))
+                if how[1] not in rules:
+                    rules.append(how[1])
             want_len = len_parts is not None and ids is not None and is_list(data.schema[ids])
             if want_len:
                 exprs.append(tokens_expr(cfg, ids).implode().alias("len"))  # type: ignore[arg-type]
@@ -250,7 +272,8 @@ def _scan(paths: list[str], cfg: Config, *, supervised: bool, lengths: bool, spl
         return None if parts is None else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     splits = dict(cfg.splits) or disc.declared_splits(cfg.dataset.infer_splits)
     others = {} if name is None else {s: sum(1 for r in where.values() if r == s) for s in splits if s != name}
-    return RowSpace(tuple(spans), disc.root, name, others), cat(sup_parts), cat(len_parts)
+    sup = cat(sup_parts)
+    return RowSpace(tuple(spans), disc.root, name, others), sup, cat(len_parts), tuple(rules) if sup is not None else ()
 
 
 @dataclass
@@ -263,12 +286,16 @@ class BatchPlan:
         cfg: the config (``cfg.batch`` holds the facts).
         supervised: supervised tokens per global row (int64, ``n_rows``), or None when unknown.
         lengths: tokens per global row (int64, ``n_rows``; with ``[batch] max_tokens``), or None.
+        supervision: how ``supervised`` was counted, in words, one rule per kind of shard
+            (:func:`datacheck.checks.batch.supervision_rule`: the token labels, or without them the
+            labels ``DataCollatorForLanguageModeling(mlm=False)`` makes); empty when unknown.
     """
 
     space: RowSpace
     cfg: Config
     supervised: np.ndarray | None = None
     lengths: np.ndarray | None = None
+    supervision: tuple[str, ...] = ()
     _orders: dict[int, EpochOrder] = field(default_factory=dict, repr=False)
 
     def order(self, epoch: int = 0) -> EpochOrder:
@@ -312,8 +339,8 @@ class BatchPlan:
         ``shuffle``, ``seed``, ``epoch``, ``epochs``, ``rows_per_rank``, ``micro_batches_per_rank``,
         ``steps_per_epoch``, ``last_step_micro_batches`` (micro-batches of the last step per rank),
         ``last_batch_rows`` (per rank), ``wraparound_repeats`` (per epoch), and ``supervised``
-        (tokens per (step, rank, micro-batch): ``min``, ``p1``, ``zero`` = how many are 0, ``count``;
-        None when the data has no token labels). ``max_tokens`` (None: fixed batch size); with it,
+        (tokens per (step, rank, micro-batch): ``min``, ``p1``, ``zero`` = how many are 0, ``count``,
+        ``rule``: how they were counted, :attr:`supervision`; None when unknown). ``max_tokens`` (None: fixed batch size); with it,
         ``token_budget``: ``batches_per_epoch`` (before sharding), ``repeated_batches``,
         ``global_batch_tokens`` (max_tokens x world_size x grad_accum, the padded-token ceiling of a
         step), ``padded_tokens`` per micro-batch (``min``, ``median``, ``max``), ``rows_per_micro_batch``
@@ -355,6 +382,7 @@ class BatchPlan:
                 "p1": float(np.percentile(tokens, 1, method="lower")) if tokens.size else None,
                 "zero": int((tokens == 0).sum()),
                 "zero_micro_batches": [list(z) for z in zero_micro_batches(o, self.supervised)[:20]],
+                "rule": list(self.supervision),
             }
         return out
 
@@ -564,13 +592,13 @@ def build_plan(paths: list[str], cfg: Config, split: str | None = None, *,
                          "datacheck.toml ([batch] batch_size, world_size, grad_accum, ...), or max_tokens "
                          "for token-budget batching")
     tokens = cfg.batch.max_tokens is not None
-    space, sup, lengths = _scan(paths, cfg, supervised=True, lengths=tokens, split=split, progress=progress)
+    space, sup, lengths, rules = _scan(paths, cfg, supervised=True, lengths=tokens, split=split, progress=progress)
     if loader_of(space, cfg) == "megatron":
         return megatron_plan(space, cfg)
     if tokens and lengths is None:
         raise UsageError("[batch] max_tokens: token-budget batching needs each row's token count, and a shard "
                          "has no input_ids list column (set [columns] input_ids)")
-    return BatchPlan(space=space, cfg=cfg, supervised=sup, lengths=lengths)
+    return BatchPlan(space=space, cfg=cfg, supervised=sup, lengths=lengths, supervision=rules)
 
 
 def _rows(batches: list[tuple[int, int | None, Any]], space: RowSpace | None) -> list[StepRow]:

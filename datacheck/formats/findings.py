@@ -1,11 +1,14 @@
 """The ``decode.*`` findings of the line formats (JSONL, JSON arrays, CSV/TSV): invalid UTF-8 lines,
-records that do not parse, blank lines; the rows of a binary layout (MDS, litdata) whose fields do not
-decode; and the CSV header rule shared by its passes."""
+records that do not parse, blank lines; the rows of a binary layout (WebDataset, MDS, litdata) whose
+fields do not decode, or whose text fields are not UTF-8 (read with replacement characters, as the
+line formats read theirs: :func:`decode_utf8`, :func:`utf8_rows_finding`); and the CSV header rule
+shared by its passes."""
 from __future__ import annotations
 
 from datacheck.model.findings import Example, Finding, show_value
 
-__all__ = ["bad_record_finding", "bad_rows_finding", "blank_finding", "unique_names", "utf8_finding"]
+__all__ = ["bad_record_finding", "bad_rows_finding", "blank_finding", "unique_names", "utf8_finding", "decode_utf8",
+           "utf8_rows_finding"]
 
 
 def _suggest_encoding(b: bytes) -> str:
@@ -39,6 +42,41 @@ def utf8_finding(bad: list[tuple[int, int, int, bytes]], max_examples: int, tota
         lines=tuple(i + 1 for i, _, _, _ in bad[:max_examples]), examples=ex,
         details={"likely_encoding": enc, "byte_offsets": [o for _, o, _, _ in bad[:max_examples]]},
         rows_truncated=total > max_examples,
+    )
+
+
+def decode_utf8(b: bytes) -> tuple[str, int | None]:
+    """The text of a binary layout's text field ``b``: UTF-8, each invalid sequence replaced by U+FFFD
+    (as the line formats audit an invalid line), and the 0-based offset in ``b`` of its first invalid
+    byte (None when ``b`` is valid UTF-8). Never raises."""
+    try:
+        return b.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return b.decode("utf-8", errors="replace"), exc.start
+
+
+def utf8_rows_finding(bad: list[tuple[int, str, int, bytes]], rows: int, max_examples: int, what: str) -> Finding:
+    """decode.invalid_utf8 (error) over the rows of a binary layout whose text fields are not UTF-8.
+
+    Args:
+        bad: (0-based row, the field as the layout names it (a tar member, an MDS column), offset of
+            the first invalid byte in the field's value, the value's bytes), in row order.
+        rows: the shard's rows (the ratio's denominator).
+        max_examples: examples kept.
+        what: the layout's rows in words (``WebDataset sample(s)``, ``MDS sample(s)``).
+    """
+    enc = _suggest_encoding(b"".join(v for _, _, _, v in bad[:50]))
+    ex = tuple(Example(row=r, value=f"{where}: byte 0x{v[o]:02x} at offset {o} of the value")
+               for r, where, o, v in bad[:max_examples])
+    r0, w0, o0, v0 = bad[0]
+    msg = (f"{len(bad)} {what} hold text that is not valid UTF-8 (first: row {r0}, {w0}, byte 0x{v0[o0]:02x} at "
+           f"offset {o0} of the value); the text looks {enc}-encoded: re-encode it as UTF-8 (e.g. iconv -f {enc} "
+           "-t utf-8). The values were audited with replacement characters.")
+    return Finding(
+        check="decode.invalid_utf8", severity="error", message=msg, count=len(bad),
+        ratio=len(bad) / rows if rows else None, rows=tuple(r for r, _, _, _ in bad[:max_examples]), examples=ex,
+        details={"likely_encoding": enc, "value_offsets": [o for _, _, o, _ in bad[:max_examples]]},
+        rows_truncated=len(bad) > max_examples,
     )
 
 

@@ -27,7 +27,9 @@ size, and each item's field sizes add up to its length. The field count comes fr
 ``data_format`` is not a list of format names, or that declares a compressor other than ``zstd``, is a
 break too, as is a chunk that does not inflate as the ``zstd`` its index declares (litdata compresses
 each whole chunk file). A field that does not decode under its format (an ``int``/``float`` not 8
-bytes, a ``str`` not UTF-8) is a ``decode.bad_record`` finding for that item, its cell null.
+bytes) is a ``decode.bad_record`` finding for that item, its cell null; a ``str`` not UTF-8 is
+``decode.invalid_utf8`` (item, field, byte and its offset in the value), its text read with
+replacement characters as the line formats read an invalid line.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
-from datacheck.formats.findings import bad_rows_finding
+from datacheck.formats.findings import bad_rows_finding, decode_utf8, utf8_rows_finding
 from datacheck.io import safejson
 from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_inflated, open_regular, read_capped
 from datacheck.io.litdataindex import is_litdata_index
@@ -151,8 +153,9 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.
 
     Returns:
         (frame, findings): ``decode.bad_record`` (error) for the items holding a field that does not
-        decode under its ``data_format`` (an ``int``/``float`` not 8 bytes, a ``str`` not UTF-8):
-        those cells are null, the other items are audited.
+        decode under its ``data_format`` (an ``int``/``float`` not 8 bytes): those cells are null, the
+        other items are audited; ``decode.invalid_utf8`` (error) for ``str`` fields that are not UTF-8
+        (read with U+FFFD).
 
     Raises:
         FormatError: a layout rule of the module docstring is broken, the folder's index is not one
@@ -189,6 +192,7 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.
     k = len(formats)
     cols: list[list[Any]] = [[] for _ in formats]
     bad: list[tuple[int, str]] = []
+    bad_utf8: list[tuple[int, str, int, bytes]] = []
     for i in range(n):
         b, e = int(offsets[i]), int(offsets[i + 1])
         if listed is None:
@@ -210,6 +214,13 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.
         problem = None
         for j, (fmt, ln) in enumerate(zip(formats, sizes)):
             try:
+                if fmt == "str":  # invalid UTF-8: decode.invalid_utf8, the text read with U+FFFD
+                    text, off = decode_utf8(data[at:at + int(ln)])
+                    cols[j].append(text)
+                    if off is not None:
+                        bad_utf8.append((i, f"field_{j}", off, data[at:at + int(ln)]))
+                    at += int(ln)
+                    continue
                 cols[j].append(_decode(fmt, data[at:at + int(ln)]))
             except (ValueError, UnicodeDecodeError) as exc:
                 cols[j].append(None)
@@ -227,6 +238,8 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.
             f"{len(bad)} litdata item(s) hold fields that do not decode under index.json's data_format "
             f"{formats[:8]} (first: item {bad[0][0]}, {bad[0][1]}); their cells are read as null, the "
             "other items were audited"))
+    if bad_utf8:
+        findings.append(utf8_rows_finding(bad_utf8, n, max_examples, "litdata item(s)"))
     return frame, findings
 
 

@@ -20,9 +20,11 @@ never unpickled (unpickling runs code from the data).
 Layout rules (a break raises :class:`~datacheck.formats.base.FormatError`, i.e. ``decode.unreadable``):
 the file holds the offset table, offsets never decrease, ``offset[N]`` equals the file size, the
 config is JSON with as many encodings as names, every encoding is known, and every sample's sizes fit
-inside it. A value that does not decode under its encoding (bad UTF-8 in a ``str``, a scalar of the
-wrong width, bad JSON) is a ``decode.bad_record`` finding for that sample; the other samples are
-still audited.
+inside it. A ``str`` value that is not UTF-8 is ``decode.invalid_utf8`` (sample, column, byte and its
+offset in the value; the text read with replacement characters, as the line formats read an invalid
+line). A value that does not decode under its encoding (bad UTF-8 in a ``str_int``/``str_float``/
+``json``, a scalar of the wrong width, bad JSON) is a ``decode.bad_record`` finding for that sample;
+the other samples are still audited.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
-from datacheck.formats.findings import bad_rows_finding
+from datacheck.formats.findings import bad_rows_finding, decode_utf8, utf8_rows_finding
 from datacheck.io import safejson
 from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_inflated, read_capped
 from datacheck.model.config import MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_RECORD_BYTES
@@ -173,7 +175,8 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
     """Read one MDS shard: one row per sample, one column per MDS column.
 
     Returns:
-        (frame, findings): ``decode.bad_record`` (error) when values do not decode (their cells are null).
+        (frame, findings): ``decode.bad_record`` (error) when values do not decode (their cells are null);
+        ``decode.invalid_utf8`` (error) for ``str`` values that are not UTF-8 (read with U+FFFD).
 
     Raises:
         FormatError: a layout rule of the module docstring is broken.
@@ -225,6 +228,7 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
     record_cap = _limit(opts, "max_record_bytes")
     cols: list[list[Any]] = [[] for _ in names]
     bad: list[tuple[int, str]] = []
+    bad_utf8: list[tuple[int, str, int, bytes]] = []
     for r in range(n):
         b, end = int(offsets[r]), int(offsets[r + 1])
         at, lens = b, []
@@ -250,7 +254,13 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
                 at += ln
                 continue
             try:
-                cols[k].append(_decode(enc, data[at:at + ln]))
+                if enc == "str":  # invalid UTF-8: decode.invalid_utf8, the text read with U+FFFD
+                    text, off = decode_utf8(data[at:at + ln])
+                    cols[k].append(text)
+                    if off is not None:
+                        bad_utf8.append((r, f"column {names[k]!r}", off, data[at:at + ln]))
+                else:
+                    cols[k].append(_decode(enc, data[at:at + ln]))
             except (ValueError, KeyError, IndexError, UnicodeDecodeError, OverflowError) as exc:
                 cols[k].append(None)
                 problem = problem or f"column {names[k]!r} ({enc}): {exc}"
@@ -268,6 +278,8 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
             bad, n, max_examples,
             f"{len(bad)} MDS sample(s) hold values that do not decode (first: sample {bad[0][0]}, {bad[0][1]}); "
             "their cells are read as null, the other samples were audited"))
+    if bad_utf8:
+        findings.append(utf8_rows_finding(bad_utf8, n, max_examples, "MDS sample(s)"))
     return frame, findings
 
 

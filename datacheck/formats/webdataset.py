@@ -12,8 +12,10 @@ handlers: ``txt``/``text`` (UTF-8 String), ``json``/``jsn`` (the JSON text, Stri
 ``index``/``inx``/``id`` (Int64); a trailing ``.gz`` is gunzipped first; any other extension is Binary.
 A sample lacking an extension that others have holds null there.
 
-Findings: a member whose bytes do not decode under its extension (bad gzip, invalid UTF-8, bad JSON,
-a non-integer class), or a key whose members are not consecutive (WebDataset then yields it as two
+Findings: a text member (``txt``/``text``) that is not UTF-8 is ``decode.invalid_utf8`` naming the
+sample, the member, the byte and its offset (the text read with replacement characters, as the line
+formats read an invalid line); a member whose bytes do not decode under its extension (bad gzip,
+invalid UTF-8 in JSON or a class, bad JSON, a non-integer class), or a key whose members are not consecutive (WebDataset then yields it as two
 samples), or one extension twice in a sample (WebDataset raises): ``decode.bad_record`` naming the
 sample and member; the other samples are still audited. A file that is not a tar, a tar cut short
 (no end-of-archive marker), or a compressed tar (gzip, bz2 or xz, told by the bytes as webdataset's
@@ -33,6 +35,7 @@ from typing import Any
 import polars as pl
 
 from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.formats.findings import decode_utf8, utf8_rows_finding
 from datacheck.io import safejson
 from datacheck.io.bounded import NotRegular, human_bytes, open_regular
 from datacheck.model.config import MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_RECORD_BYTES
@@ -63,15 +66,22 @@ def _kind(ext: str) -> str:
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-def _decode(ext: str, b: bytes, cap: int) -> Any:
-    """The value of a member of extension ``ext``; a ``.gz`` member is inflated as a stream to at most
-    ``cap`` bytes. Raises ``ValueError`` (and ``OSError``/``EOFError`` for bad gzip) on a value that
-    does not decode."""
+def _inflate(ext: str, b: bytes, cap: int) -> bytes:
+    """A member's bytes; a ``.gz`` member inflated as a stream to at most ``cap`` bytes. Raises
+    ``ValueError`` (and ``OSError``/``EOFError`` for bad gzip) when it cannot be."""
     if ext.endswith(".gz"):
         with gzip.GzipFile(fileobj=io.BytesIO(b)) as g:
             b = g.read(cap + 1)
         if len(b) > cap:
             raise ValueError(f"inflates past {human_bytes(cap)} ([dataset] max_member_bytes)")
+    return b
+
+
+def _decode(ext: str, b: bytes, cap: int) -> Any:
+    """The value of a member of extension ``ext`` (:func:`read_webdataset` reads a text member itself,
+    with replacement characters for invalid UTF-8). Raises
+    ``ValueError`` (and ``OSError``/``EOFError`` for bad gzip) on a value that does not decode."""
+    b = _inflate(ext, b, cap)
     kind = _kind(ext)
     if kind == "text":
         return b.decode("utf-8")
@@ -157,6 +167,7 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
     samples: list[dict[str, Any]] = []
     sizes: list[int] = []
     bad: list[tuple[int, str]] = []
+    bad_utf8: list[tuple[int, str, int, bytes]] = []
     seen_keys: dict[str, int] = {}
     plain = True  # an uncompressed tar; set from what tarfile opened (a .tar may hold a gzip stream, as webdataset reads it)
     total = 0
@@ -215,7 +226,13 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
                     bad.append((row, f"{shown}: extension {ext!r} twice in sample {key!r}"))
                     continue
                 try:
-                    sample[ext] = _decode(ext, data, member_cap)
+                    if _kind(ext) == "text":  # invalid UTF-8: decode.invalid_utf8, the text read with U+FFFD
+                        raw_text = _inflate(ext, data, member_cap)
+                        sample[ext], off = decode_utf8(raw_text)
+                        if off is not None:
+                            bad_utf8.append((row, f"member '{shown}'", off, raw_text))
+                    else:
+                        sample[ext] = _decode(ext, data, member_cap)
                 except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as exc:
                     sample[ext] = None
                     bad.append((row, f"{shown}: does not decode as .{ext}: {str(exc)[:200]}"))
@@ -256,6 +273,8 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
                      "the other samples were audited"),
             rows_truncated=len(bad) > max_examples,
         ))
+    if bad_utf8:
+        findings.append(utf8_rows_finding(bad_utf8, len(samples), max_examples, "WebDataset sample(s)"))
     return pl.DataFrame(cols), findings
 
 

@@ -20,7 +20,11 @@ TRL's trainers, ``DataCollatorWithFlattening``, token-classification and seq2seq
 - ``token_classification``: one class label per token or word (NER, POS);
 - ``tabular``: numeric feature columns and a class label;
 - ``regression``: a numeric (float) target per row, with text or features;
-- ``ctc``: audio features and a label sequence (wav2vec2-style CTC).
+- ``ctc``: audio features and a label sequence (wav2vec2-style CTC);
+- ``raw_text``: a text corpus before tokenization (a ``text`` column, optionally with metadata such
+  as ``url`` or ``id``, and no label: the web-text JSONL/parquet that ``run_clm``'s
+  ``raw_datasets`` or Megatron's ``preprocess_data.py`` read); the checks of text and rows apply,
+  none of tokens or labels.
 
 :class:`Layout` is a shard's layout with where it came from (``config``: ``[dataset] layout``;
 ``schema``: the built-in contract named by ``[dataset] schema``; ``recognized``: the recognizer
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["LAYOUTS", "LAYOUT_NAMES", "Layout", "ANY", "LM", "PACKED", "SFT", "TOKENIZED", "CLASSIFICATION",
-           "LABELED", "TEXT", "SOURCES", "layout_of"]
+           "LABELED", "TEXT", "UNTOKENIZED_TEXT", "SOURCES", "layout_of"]
 
 #: layout name -> what its rows hold, in words (``datacheck checks --layout``, the text header)
 LAYOUTS: dict[str, str] = {
@@ -51,6 +55,7 @@ LAYOUTS: dict[str, str] = {
     "tabular": "numeric feature columns and a class label",
     "regression": "a numeric target per row",
     "ctc": "audio features and a label sequence (CTC)",
+    "raw_text": "a text corpus before tokenization (text, no label)",
 }
 #: the layout names, in the order above
 LAYOUT_NAMES: tuple[str, ...] = tuple(LAYOUTS)
@@ -73,7 +78,11 @@ CLASSIFICATION: frozenset[str] = frozenset({"text_classification", "token_classi
 LABELED: frozenset[str] = CLASSIFICATION | frozenset({"kto", "regression"})
 #: rows with text columns
 TEXT: frozenset[str] = frozenset({"chat_sft", "dpo", "kto", "seq2seq", "text_classification",
-                                  "token_classification", "regression", "sft_tokenized", "causal_lm", "packed_lm"})
+                                  "token_classification", "regression", "sft_tokenized", "causal_lm", "packed_lm",
+                                  "raw_text"})
+#: a text corpus before tokenization: no token ids, no labels, no list columns to align (the checks of
+#: labels, token supervision and aligned lists do not apply to it)
+UNTOKENIZED_TEXT: frozenset[str] = frozenset({"raw_text"})
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ GLUE pair columns ``sentence1``/``sentence2``) are text; a scalar ``label`` of i
 categorical or boolean dtype is the class label (a float ``label`` is a regression ``target``, unless
 ``[labels] num_classes`` or ``classes`` is set: then it is the class label); a
 list-typed ``labels`` is token labels (a scalar ``labels`` is a class label); ``input_ids``,
-``attention_mask`` and ``token_type_ids`` as named (list-typed); Hugging Face token classification:
+``attention_mask`` and ``token_type_ids`` as named (list-typed); preference pairs ``chosen``/``rejected``
+(also LLaMA-Factory's ``*_messages`` and TRL's tokenized ``chosen_input_ids``/``rejected_input_ids``,
+integer lists); Hugging Face token classification:
 a list-of-strings ``tokens`` is text, ``ner_tags``/``pos_tags``/``chunk_tags`` (integer lists) are
 token labels aligned with ``tokens``. Roles given in the config are
 never replaced by inference; a role column the config names but the shard lacks is reported as
@@ -91,8 +93,11 @@ ROLE_TABLE: tuple[RoleSpec, ...] = (
     RoleSpec("document_ids", "one", "int_list", _LIST_INT, ("document_ids",), True, True, _missing("document_ids")),
     RoleSpec("seq_lens", "one", "int_list", _LIST_INT, ("seq_lens",), False, False, _missing("seq_lens")),
     RoleSpec("cu_seqlens", "one", "int_list", _LIST_INT, ("cu_seqlens",), False, False, _missing("cu_seqlens")),
-    RoleSpec("chosen", "one", None, None, ("chosen", "chosen_messages"), False, True, _missing("chosen")),
-    RoleSpec("rejected", "one", None, None, ("rejected", "rejected_messages"), False, True, _missing("rejected")),
+    # LLaMA-Factory's ``*_messages``; TRL's tokenized pairs (``DPOTrainer.tokenize_row``: ``*_input_ids``)
+    RoleSpec("chosen", "one", None, None, ("chosen", "chosen_messages", "chosen_input_ids"), False, True,
+             _missing("chosen")),
+    RoleSpec("rejected", "one", None, None, ("rejected", "rejected_messages", "rejected_input_ids"), False, True,
+             _missing("rejected")),
     RoleSpec("input_lengths", "one", "numeric", pl.Int64(), ("input_lengths",), False, True, _missing("input_lengths")),
 )
 ROLE_SPECS: dict[str, RoleSpec] = {r.name: r for r in ROLE_TABLE}
@@ -395,8 +400,10 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
             named[role] = role
             inferred.add(role)
         elif other := next((c for c in ROLE_SPECS[role].infer[1:] if c in schema and c not in numeric_given
-                            and c not in text and message_fields(schema[c]) is not None), None):
-            # a second name (ShareGPT ``conversations``) only when its dtype serves the role
+                            and c not in text and (message_fields(schema[c]) is not None
+                                                   or (c.endswith("_input_ids") and _int_list(schema[c])))), None):
+            # a second name (ShareGPT ``conversations``, TRL's ``chosen_input_ids``) only when its dtype
+            # serves the role (messages; token ids for a ``*_input_ids`` name)
             named[role] = other
             inferred.add(role)
         else:
@@ -562,30 +569,37 @@ CONTEXT_COLUMNS = ("prompt", "system", "tools", "images", "videos", "audios")
 KEY_COLUMNS = ("__key__",)
 
 
-def row_content(role_columns: list[str], label: str | None, columns: list[str]) -> list[str]:
+def row_content(role_columns: list[str], label: str | None, columns: list[str],
+                targets: tuple[str, ...] = ()) -> list[str]:
     """The columns a row's content is made of for the ``dup.*`` checks (CHECKS.md "dup").
 
+    The answers of a row are its class label ``label`` and its regression ``targets`` (what the
+    model predicts, never what tells two inputs apart).
+
     - the role columns (the roles marked ``content`` in :data:`ROLE_TABLE`, in table order) when one
-      of them is not the class label ``label``, followed by the shard's :data:`CONTEXT_COLUMNS`
-      that are not role columns (in that tuple's order): other columns without a role (an ``idx``)
-      never make rows distinct;
-    - else every column but the label and the reader's :data:`KEY_COLUMNS`, then the label: a shard
-      whose only role is its label (numeric features and a class, with no ``[columns] features``) is
-      compared on its features, never on the label alone; a WebDataset shard on its members, never on
-      its sample keys;
-    - else (the label is the shard's only column) the label alone: ``dup.*`` skip such a shard.
+      of them is not an answer, followed by the shard's :data:`CONTEXT_COLUMNS` that are not role
+      columns (in that tuple's order): other columns without a role (an ``idx``) never make rows
+      distinct;
+    - else every column but the answers and the reader's :data:`KEY_COLUMNS`, then the answers: a
+      shard whose only roles are its answers (numeric features and a class, or a float ``label`` /
+      ``[columns] target`` regression target, with no ``[columns] features``) is compared on its
+      features, never on the answer alone (two rows of one target value are no duplicates); a
+      WebDataset shard on its members, never on its sample keys;
+    - else (the answers are the shard's only columns) the answers alone: ``dup.*`` skip such a shard.
 
     Args:
         role_columns: ``Roles.columns()`` of the shard.
         label: the class label column (``Roles.label``), or None.
         columns: every column of the shard, in its order.
+        targets: the regression target columns (``Roles.target``).
     """
-    if any(c != label for c in role_columns):
+    answers = ([label] if label is not None else []) + [t for t in targets if t != label]
+    if any(c not in answers for c in role_columns):
         present = set(columns)
         return list(role_columns) + [c for c in CONTEXT_COLUMNS if c in present and c not in role_columns]
-    others = [c for c in columns if c != label and c not in KEY_COLUMNS]
+    others = [c for c in columns if c not in answers and c not in KEY_COLUMNS]
     if others:
-        return others + ([label] if label is not None and label in columns else [])
+        return others + [c for c in answers if c in columns]
     return list(role_columns) or list(columns)
 
 

@@ -235,6 +235,8 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
         for f in report.dataset_findings:
             lines.append(f"  {f.check} [{f.severity}{'!' if f.fails_policy else ''}] "
                          f"{clip_message(f.message, max_message * 3)}{_finding_shards(f)}")
+            # the rows themselves (each value names its shard and row: "b.parquet row 6 = a.parquet row 2")
+            lines += [f"      {e.value}" for e in f.examples[:3] if e.value]
     details = [(sh.path, f) for sh in report.shards for f in sh.findings if f.severity != "info"]
     if details:
         lines += ["", "Findings:"]

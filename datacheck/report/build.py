@@ -105,8 +105,9 @@ def row_content_columns(r: ShardResult) -> list[str]:
     :func:`datacheck.checks.dup.in_shard.content_columns`): the columns of the roles marked ``content`` in
     :data:`~datacheck.model.roles.ROLE_TABLE`, in table order, without repeats (the class label
     included: the cross-shard checks hash it apart and compare it with the hash); all columns, in
-    the shard's order, when the shard has no such role; every column but the label, then the label,
-    when the label is its only such role (:func:`datacheck.model.roles.row_content`).
+    the shard's order, when the shard has no such role; every column but the answers (the label and
+    the regression targets), then the answers, when they are its only such roles
+    (:func:`datacheck.model.roles.row_content`).
 
     Args:
         r: a readable shard's result (``roles`` as :meth:`~datacheck.model.roles.Roles.to_dict` writes them).
@@ -124,5 +125,6 @@ def row_content_columns(r: ShardResult) -> list[str]:
         for x in ([y for g in c for y in g] if spec.arity == "groups" else (c if isinstance(c, list) else [c])):
             if x not in cols:
                 cols.append(x)
-    return (row_content(cols, label, list(r.columns)) if cols else
+    target = ((r.roles or {}).get("target") or {}).get("columns") or []
+    return (row_content(cols, label, list(r.columns), tuple(target)) if cols else
             [c for c in r.columns if c not in KEY_COLUMNS] or list(r.columns))

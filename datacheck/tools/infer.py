@@ -479,7 +479,9 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
       (a hidden prompt);
     - ``seq2seq`` (decoder columns, or rows the audit's recognizer takes for encoder-decoder rows:
       :func:`datacheck.derive.layout.recognize`), ``token_classification`` (``tokens`` + a tag column),
-      ``causal_lm`` (``input_ids``), ``text_classification`` (a text column and a class label),
+      ``text_classification`` (``input_ids`` and a class ``label``, no token ``labels``: an encoder's
+      classification rows), ``causal_lm`` (``input_ids``), ``text_classification`` (a text column and
+      a class label), ``raw_text`` (text and no other role: the audit's recognizer),
       ``tabular`` (numeric columns only, with a target name).
 
     Facts come from the first :data:`SAMPLE_ROWS` rows of that shard: ``padding_side`` (where the
@@ -642,6 +644,9 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
             role("token_type_ids", roles.token_type_ids)
         if roles.label is not None:
             role("label", roles.label)
+            if labels is None:  # an encoder's ids and one class per row: the classification contract
+                return LayoutProposal("text_classification", f"token ids {ids!r} and class label {roles.label!r}"
+                                      + (f" with mask {mask!r}" if mask else ""), cols, facts, tuple(notes), n)
         return LayoutProposal("causal_lm", f"token ids {ids!r}" + (f" and labels {labels!r}" if labels else "")
                               + (f" with mask {mask!r}" if mask else ""), cols, facts, tuple(notes), n)
     if roles.aligned and roles.labels is not None:
@@ -653,6 +658,9 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
         role("label", roles.label)
         return LayoutProposal("text_classification", f"text {list(roles.text)} and class label {roles.label!r}",
                               cols, facts, tuple(notes), n)
+    if seen and seen[0].name == "raw_text":  # the audit's rule: text and no other role
+        role("text", list(roles.text))
+        return LayoutProposal("raw_text", seen[0].why, cols, facts, tuple(notes), n)
     num = [c for c, t in schema.items() if inner_dtype(t).is_numeric() or inner_dtype(t) == pl.Boolean]
     target = [c for c in ("target", "targets", "label", "y") if c in schema]
     if schema and len(num) == len(schema) and target:

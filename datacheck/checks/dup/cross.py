@@ -85,7 +85,7 @@ def content_spec(ctx: ShardContext) -> tuple[list[str], str | None]:
     """(content columns without the class label, the class label column or None)."""
     label = ctx.roles.label
     cols = ctx.roles.columns()
-    cols = (row_content(cols, label, list(ctx.schema)) if cols else
+    cols = (row_content(cols, label, list(ctx.schema), ctx.roles.of("target")) if cols else
             sorted(c for c in ctx.schema if c not in KEY_COLUMNS) or sorted(ctx.schema))
     return [c for c in cols if c != label], label
 

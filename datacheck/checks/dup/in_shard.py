@@ -32,7 +32,7 @@ derives(__name__, ALPACA, CHAT)
 
 def content_columns(ctx: ShardContext) -> list[str]:
     """The shard's row content (:func:`datacheck.model.roles.row_content`), the class label included."""
-    return row_content(ctx.roles.columns(), ctx.roles.label, list(ctx.schema))
+    return row_content(ctx.roles.columns(), ctx.roles.label, list(ctx.schema), ctx.roles.of("target"))
 
 
 def _shown_column(cols: list[str], schema: dict[str, pl.DataType]) -> str:

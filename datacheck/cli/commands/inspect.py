@@ -103,7 +103,9 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False, ch
         for f in ins.decode:
             out.append(f"  {f.check} [{f.severity}] {f.message}")
             for e in f.examples[:10]:
-                where = f"line {e.line}" + (f", byte offset {e.byte_offset}" if e.byte_offset is not None else "")
+                # a line format names the line; a binary layout (WebDataset, MDS, litdata) the row
+                where = (f"line {e.line}" if e.line is not None or e.row is None else f"row {e.row}") + (
+                    f", byte offset {e.byte_offset}" if e.byte_offset is not None else "")
                 out.append(f"      {where}: {e.value}")
         if not ins.failing and not ins.shown and checks:  # only what was asked: each check ran clean or not at all
             not_run = {s.check: s.reason for s in ins.skipped}

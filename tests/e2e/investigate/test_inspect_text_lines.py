@@ -59,3 +59,21 @@ def test_check_that_finds_nothing_or_cannot_run_says_which(tmp_path):
     assert "  no row fails empty.text" in lines
     assert "  tokens.out_of_vocab did not run: no input_ids column (set [columns] input_ids)" in lines
     assert "mask.non_binary" not in r.stdout and "check(s) skipped" not in r.stdout
+
+
+def test_a_decode_finding_of_a_binary_layout_names_its_row(tmp_path):
+    """A WebDataset sample's text that is not UTF-8 (``decode.invalid_utf8``, a row, no line): the
+    line says ``row 1``, never ``line None``."""
+    import io
+    import tarfile
+
+    path = tmp_path / "shard-000000.tar"
+    with tarfile.open(path, "w") as t:
+        for name, data in (("a.txt", b"fine"), ("b.txt", b"caf\xe9")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    r = run_cli("inspect", str(path))
+    assert r.returncode in (0, 1), r.stderr
+    assert "      row 1: member 'b.txt': byte 0xe9 at offset 3 of the value" in r.stdout
+    assert "line None" not in r.stdout

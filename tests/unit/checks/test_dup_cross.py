@@ -162,9 +162,14 @@ def test_conflicting_labels_within_one_shard_and_nulls(tmp_path):
 
 def test_no_label_role_skips_conflicting_labels(tmp_path):
     p = write(tmp_path, "a.parquet", {"text": ["x", "x"]})
-    rep = run(p)
+    # stated as classification rows: the label the layout needs is missing, so the check is skipped
+    rep = run(p, {"dataset": {"layout": "text_classification"}})
     assert by_check(rep, "dup.conflicting_labels") == []
     assert any(s["check"] == "dup.conflicting_labels" for s in rep.skipped)
+    # recognized as a corpus before tokenization (raw_text): a label check does not apply, never skipped
+    rep = run(p)
+    assert by_check(rep, "dup.conflicting_labels") == []
+    assert not any(s["check"] == "dup.conflicting_labels" for s in rep.skipped)
 
 
 def test_tokenized_rows_across_shards(tmp_path):

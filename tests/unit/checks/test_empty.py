@@ -197,7 +197,7 @@ def test_no_supervised_tokens_uses_configured_ignore_index(tmp_path):
 def test_no_supervised_tokens_skipped_reasons(tmp_path):
     rep = audit_df(tmp_path, {"labels": [[1, 2]]}, {"labels": {"ignore_index": False}})
     assert skipped_reason(rep, "empty.no_supervised_tokens") == "[labels] ignore_index is unset"
-    rep = audit_df(tmp_path, {"text": ["a"]})
+    rep = audit_df(tmp_path, {"text": ["a"]}, {"dataset": {"layout": "causal_lm"}})
     assert "no token labels column" in skipped_reason(rep, "empty.no_supervised_tokens")
 
 

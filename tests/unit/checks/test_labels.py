@@ -159,7 +159,7 @@ def test_label_domain_skipped_without_num_classes(tmp_path):
 
 
 def test_no_label_column_skips_label_checks(tmp_path):
-    rep = audit_df(tmp_path, {"text": ["a"]}, {"labels": {"num_classes": 2}})
+    rep = audit_df(tmp_path, {"text": ["a"]}, {"labels": {"num_classes": 2}, "dataset": {"layout": "text_classification"}})
     for cid in ("labels.out_of_range", "labels.unexpected_sentinel", "labels.null", "labels.unseen_class"):
         assert skipped_reason(rep, cid) is not None, cid
 

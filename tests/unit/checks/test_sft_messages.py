@@ -144,7 +144,7 @@ def test_wrong_dtype_is_skipped_with_the_reason():
 
 
 def test_no_messages_column_is_skipped():
-    res = _res(pl.DataFrame({"text": ["a"]}))
+    res = _res(pl.DataFrame({"text": ["a"]}), {"dataset": {"layout": "chat_sft"}})
     assert {s.check for s in res.skipped} >= set(IDS)
 
 

@@ -73,8 +73,15 @@ def test_text_classification(tmp_path):
     assert found(audit(write(tmp_path, ok, "ok.parquet"), "text_classification")) == []
     bad = pl.DataFrame({"body": ["a"], "label": [[1]]})
     got = summary(audit(write(tmp_path / "b", bad, "bad.parquet"), "text_classification"))
-    assert got == {("schema.missing_column", "^(text|sentence|content)$", 0, ()),
+    assert got == {("schema.missing_column", None, 0, ()),  # neither a text column nor token ids
                    ("schema.dtype", "label", 0, ())}
+    # an encoder's tokenized rows hold the text as token ids (Hugging Face's classification examples)
+    ids = pl.DataFrame({"input_ids": [[101, 7, 102], [101, 102]], "attention_mask": [[1, 1, 1], [1, 1]],
+                        "token_type_ids": [[0, 0, 0], [0, 0]], "label": [1, 0]})
+    assert found(audit(write(tmp_path / "ids", ids, "ok.parquet"), "text_classification")) == []
+    bad_ids = pl.DataFrame({"input_ids": [[101, 7, 102], []], "attention_mask": [[1, 1, 1], [2]], "label": [1, 0]})
+    got = summary(audit(write(tmp_path / "bi", bad_ids, "bad.parquet"), "text_classification"))
+    assert ("schema.check", "input_ids", 1, (1,)) in got and ("schema.check", "attention_mask", 1, (1,)) in got
 
 
 def test_token_classification(tmp_path):
@@ -129,3 +136,20 @@ def test_tabular_column_matched_by_two_keys_is_reported_once(tmp_path):
     df = pl.DataFrame({"x": [1.0, 2.0], "y": [None, 1.0]})
     got = summary(audit(write(tmp_path / "b", df), "tabular"))
     assert got == {("schema.nullable", "y", 1, (0,))}
+
+
+def test_raw_text(tmp_path):
+    """A corpus before tokenization: one text column (text, content, txt, ...), metadata allowed; the
+    real WebDataset shards (txt.gz members, PROVENANCE.md) pass it as they are."""
+    ok = pl.DataFrame({"text": ["a page", "Ein Satz.", "中文"], "url": ["u1", "u2", "u3"]})
+    assert found(audit(write(tmp_path, ok, "ok.parquet"), "raw_text")) == []
+    bad = pl.DataFrame({"text": ["a", None], "id": [1, 2]})
+    rep = audit(write(tmp_path / "b", bad, "bad.parquet"), "raw_text")  # a null text is empty.text, once
+    assert found(rep) == [] and summary(rep, "empty.") == {("empty.text", "text", 1, (1,))}
+    none = pl.DataFrame({"body": ["a"]})
+    got = summary(audit(write(tmp_path / "n", none, "none.parquet"), "raw_text"))
+    assert {g[0] for g in got} == {"schema.missing_column"}
+    wds = ROOT.parent / "shared" / "realdata" / "webdataset_text"
+    if wds.is_dir():
+        rep = audit(wds, "raw_text")
+        assert found(rep) == [] and sum(s.rows for s in rep.shards) == 1003

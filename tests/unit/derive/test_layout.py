@@ -5,9 +5,13 @@ check outside the shard's layout does not apply there (counted, never a skipped 
 unknown layout runs every check its roles allow."""
 from __future__ import annotations
 
+import shutil
+
 import polars as pl
 import pytest
+from conftest import REALDATA
 
+import datacheck
 from datacheck.checks.registry import CHECKS, check
 from datacheck.engine.shard import audit_frame
 from datacheck.model import catalog
@@ -52,6 +56,11 @@ def _layout(df: dict | pl.DataFrame, cfg: dict | None = None) -> dict:
     ({"text": ["good", "bad"], "score": [0.7, 0.1]}, "regression"),
     ({"f0": [0.1, 0.2], "f1": [1.0, 2.0], "label": [0, 1]}, "tabular"),
     ({"f0": [0.1, 0.2], "target": [1.5, 2.5]}, "regression"),
+    # a corpus before tokenization: text and no label, with or without metadata (C4: url, timestamp)
+    ({"text": ["The quick brown fox.", "Ein Satz."]}, "raw_text"),
+    ({"text": ["a page", "another page"], "url": ["https://a.example", "https://b.example"],
+      "timestamp": ["2019-04-25T12:57:54Z", "2019-04-26T01:02:03Z"]}, "raw_text"),
+    ({"txt.gz": ["hello", "world"], "__key__": ["0001", "0002"]}, "raw_text"),  # a WebDataset text sample
 ])
 def test_recognized(frame, name):
     got = _layout(frame)
@@ -98,6 +107,25 @@ def test_an_unknown_layout_runs_every_check_the_roles_allow():
     assert {f.check for f in res.findings} >= {"length.mismatch", "sft.truncated_response"}
 
 
+def test_raw_text_runs_the_text_checks_and_asks_for_no_token_or_label_fact():
+    """A web-text corpus (only ``text``) was ``unknown``: every token and label check was listed as
+    skipped for a missing input_ids / labels / attention_mask column. As ``raw_text`` the text and row
+    checks judge it (an empty text and a repeated row are found at their rows) and nothing that needs
+    tokens or labels is said to be missing."""
+    texts = ["The quick brown fox jumps over the lazy dog.", "  ", "Ein kurzer Satz über Bäume.",
+             "The quick brown fox jumps over the lazy dog.", "这是一个中文句子。"]
+    res = audit_frame(pl.DataFrame({"text": texts}), config_from_dict({"batch": {"batch_size": 2}}))
+    assert res.layout["name"] == "raw_text"
+    empty = [i for i, t in enumerate(texts) if not t.strip()]
+    repeats = [i for i, t in enumerate(texts) if t in texts[:i]]
+    got = {f.check: list(f.rows) for f in res.findings}
+    assert got == {"empty.text": empty, "dup.exact_in_shard": repeats}
+    token_roles = ("input_ids", "attention_mask", "labels", "label", "token_type_ids", "position_ids", "list column")
+    assert [s for s in res.skipped if any(r in s.reason for r in token_roles)] == []
+    assert {"tokens.out_of_vocab", "labels.null", "labels.out_of_range", "length.mismatch",
+            "empty.no_supervised_tokens"} <= set(res.not_applicable)
+
+
 def test_every_check_declares_known_layouts():
     for cid, spec in CHECKS.items():
         assert spec.layouts and spec.layouts <= set(LAYOUT_NAMES), cid
@@ -105,3 +133,32 @@ def test_every_check_declares_known_layouts():
     with pytest.raises(InternalError, match="declares no layouts"):
         check(unbuilt)(lambda ctx: ())  # a first registration must say where it applies
     assert unbuilt not in CHECKS
+
+
+@pytest.mark.parametrize("frame, cfg", [
+    ({"text": ["a", "b"], "a": [[1]] * 2, "b": [[1], [1, 2]]}, {"columns": {"aligned": [["a", "b"]]}}),
+    ({"text": ["a", "b"], "x": [0.5, 1.5]}, {"columns": {"features": ["x"]}}),
+    ({"text": ["a", "b"], "input_ids": [["a"], ["b"]]}, {}),  # an input_ids role of the wrong type
+    ({"text": ["a", "b"], "label_name": ["joy", "anger"]}, {}),  # a label the roles do not read (dair-ai emotion)
+    ({"text": ["a", "b"], "coarse_label": [0, 1]}, {}),
+])
+def test_text_with_another_role_is_never_raw_text(frame, cfg):
+    """Only text and metadata make a corpus before tokenization: a role the checks judge (aligned
+    lists, features, token ids of the wrong type) keeps its checks applicable."""
+    assert _layout(frame, cfg)["name"] != "raw_text"
+
+
+def test_real_emotion_with_its_label_name_column_is_not_a_corpus(tmp_path):
+    """dair-ai emotion (PROVENANCE.md: ``text;label_name``): the string label is named ``label_name``,
+    which the roles do not infer. It is no corpus before tokenization: unknown, naming the column and
+    the key; with ``[columns] label`` it is text classification."""
+    src = REALDATA / "emotion" / "val.txt"
+    if not src.is_file():
+        pytest.skip("../shared/realdata is not present")
+    shutil.copy(src, tmp_path / "val.csv")
+    csv = {"dataset": {"separator": ";"}}
+    rep = datacheck.audit([str(tmp_path / "val.csv")], config=csv)
+    assert rep.shards[0].rows == 2000 and rep.shards[0].layout is None
+    assert "'label_name'" in rep.shards[0].layout_why and "[columns] label" in rep.shards[0].layout_why
+    rep = datacheck.audit([str(tmp_path / "val.csv")], config={**csv, "columns": {"label": "label_name"}})
+    assert rep.shards[0].layout == "text_classification"

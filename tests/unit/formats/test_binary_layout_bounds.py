@@ -145,19 +145,24 @@ def _litdata_folder(tmp_path, items, data_format, compression=None, raw=None):
 
 
 def test_litdata_field_that_does_not_decode_is_a_bad_record_naming_the_item(tmp_path):
-    """An ``int``/``float`` field that is not 8 bytes, a ``str`` that is not UTF-8: null cells and a
-    ``decode.bad_record`` naming the item (they were null with no finding: the shard passed)."""
+    """An ``int``/``float`` field that is not 8 bytes: a null cell and a ``decode.bad_record`` naming the
+    item (they were null with no finding: the shard passed). A ``str`` that is not UTF-8 is
+    ``decode.invalid_utf8`` naming the item, the field, the byte and its offset, its text read with
+    replacement characters as the line formats read theirs (it was a null cell and a bad_record, and
+    the null then counted again as an empty text)."""
     import struct
 
     good = [struct.pack("<q", 7), struct.pack("<d", 0.5), "é".encode()]
     p, _ = _litdata_folder(tmp_path, [good, [b"\x01\x02", struct.pack("<d", 1.5), b"ok"], [struct.pack("<q", 9),
                                       b"\x00" * 4, b"\xff\xfe"]], ["int", "float", "str"])
     df, findings = read_litdata_chunk(p, _opts())
-    assert df.rows() == [(7, 0.5, "é"), (None, 1.5, "ok"), (9, None, None)]
-    (f,) = findings
+    assert df.rows() == [(7, 0.5, "é"), (None, 1.5, "ok"), (9, None, b"\xff\xfe".decode("utf-8", "replace"))]
+    f, u = findings
     assert f.check == "decode.bad_record" and f.count == 2 and f.rows == (1, 2)
     assert "item 1, field_0 (int): 2 bytes for an int (litdata writes 8)" in f.message
     assert "field_1 (float): 4 bytes" in str(f.examples[1].value)
+    assert (u.check, u.count, u.rows) == ("decode.invalid_utf8", 1, (2,))
+    assert u.examples[0].value == "field_2: byte 0xff at offset 0 of the value"
 
 
 @pytest.mark.parametrize("fmt", [[], "jpeg", [1, 2], None])

@@ -176,12 +176,17 @@ def test_mds_truncated_and_bad_values(tmp_path):
     un = _sh(rep, "decode.unreadable")
     assert len(un) == 1 and "truncated" in un[0][1].message
     bad = bytearray(src)
-    bad[-1] = 0xFF  # the last sample's id is no longer UTF-8
+    bad[-1] = 0xFF  # the last sample's id ("42114", PROVENANCE: dept/id str columns) is no longer UTF-8
     (tmp_path / "b").mkdir()
     (tmp_path / "b/shard.00000.mds").write_bytes(bytes(bad))
     rep = datacheck.audit(str(tmp_path / "b"))
-    br = _sh(rep, "decode.bad_record")
-    assert len(br) == 1 and br[0][1].rows == (2,) and rep.shards[0].rows == 3
+    # an invalid str is decode.invalid_utf8 at its sample, column and byte, read with U+FFFD (it was a
+    # null cell and a decode.bad_record), as JSONL and CSV report theirs
+    assert _sh(rep, "decode.bad_record") == []
+    u = _sh(rep, "decode.invalid_utf8")
+    assert len(u) == 1 and u[0][1].rows == (2,) and rep.shards[0].rows == 3
+    assert u[0][1].examples[0].value == "column 'id': byte 0xff at offset 4 of the value"
+    assert _frame(tmp_path / "b/shard.00000.mds", "mds")["id"].to_list()[2] == "4211\ufffd"
 
 
 # ------------------------------------------------------------------------------------------ WebDataset
@@ -214,15 +219,22 @@ def test_webdataset_member_rules(tmp_path):
         ("b2.txt.gz", gzip.compress(b"fine")),          # sample 1: bad gzip
         ("c.txt", b"three"), ("c.cls", b"x"),                # sample 2: class not an int
         ("a.json", b"{}"),                                   # sample 3: key a resumes
-        ("d.txt", b"\xff\xfe"),                              # sample 4: bad UTF-8
+        ("d.txt", b"caf\xe9"),                               # sample 5: cp1252, not UTF-8
     ])
     df = _frame(tmp_path / "s.tar", "webdataset")
     assert df["__key__"].to_list() == ["a", "b", "b2", "c", "a", "d"]
     assert df.schema["cls"] == pl.Int64 and df["cls"].to_list() == [1, 2, None, None, None, None]
     assert df["txt.gz"].to_list() == [None, None, "fine", None, None, None]
+    assert df["txt"].to_list() == ["one", None, None, "three", None, "caf\ufffd"]
     rep = datacheck.audit(str(tmp_path / "s.tar"))
     br = _sh(rep, "decode.bad_record")
-    assert len(br) == 1 and br[0][1].count == 4 and br[0][1].rows == (1, 3, 4, 5)
+    assert len(br) == 1 and br[0][1].count == 3 and br[0][1].rows == (1, 3, 4)
+    # a text member that is not UTF-8: decode.invalid_utf8 naming the sample, member, byte and the
+    # likely encoding, read with U+FFFD (it was a bad record and a null that empty.text counted again)
+    (u,) = [f for _, f in _sh(rep, "decode.invalid_utf8")]
+    assert (u.rows, u.details["likely_encoding"]) == ((5,), "cp1252")
+    assert u.examples[0].value == "member 'd.txt': byte 0xe9 at offset 3 of the value"
+    assert not [f for _, f in _sh(rep, "empty.text") if f.column == "txt" and 5 in f.rows]
 
 
 def test_webdataset_truncated_tar_is_unreadable(tmp_path):

@@ -18,7 +18,9 @@ def _data(tmp_path):
 
 
 def test_text_view(tmp_path):
-    report = datacheck.audit([str(_data(tmp_path))], {"labels": {"num_classes": 2}}, fail_on="error")
+    # stated as classification rows (c.parquet alone would be a corpus before tokenization, raw_text)
+    report = datacheck.audit([str(_data(tmp_path))], {"labels": {"num_classes": 2},
+                                                      "dataset": {"layout": "text_classification"}}, fail_on="error")
     text = render_text(report)
     lines = text.splitlines()
     # Findings marks policy failures like the table
@@ -42,3 +44,16 @@ def test_many_shards_are_shortened(tmp_path):
     assert _shards_txt([]) == ""
     assert _shards_txt(["a.parquet", "b.parquet"]) == "(2 shards: a.parquet, b.parquet)"
     assert _shards_txt([f"s{i}" for i in range(5)]) == "(5 shards: s0, s1, s2, … 2 more)"
+
+
+def test_dataset_findings_show_their_rows(tmp_path):
+    """A dataset-level finding shows its example rows in the text view, each naming its shard and
+    row (they were only in the JSON report: the text said a row repeated, not which)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    a = ["first text", "second text", "third text"]
+    b = ["other text", "second text"]
+    pl.DataFrame({"text": a}).write_parquet(d / "a.parquet")
+    pl.DataFrame({"text": b}).write_parquet(d / "b.parquet")
+    text = render_text(datacheck.audit([str(d)], {}, fail_on="error"))
+    assert f"      b.parquet row {b.index(a[1])} = a.parquet row {a.index(b[1])}" in text.splitlines()

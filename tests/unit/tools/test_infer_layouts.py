@@ -165,7 +165,9 @@ def test_real_tokenized_and_text_sets_are_not_fine_tuning_layouts():
     if not mbert.is_dir():
         pytest.skip("../shared/realdata is not present")
     p = propose_layout([str(mbert)])
-    assert p.layout == "causal_lm"  # BERT-style encoder rows fit causal_lm (schemas/README.md)
+    # mBERT ids and one class label per row: classification rows, never causal_lm (that header was
+    # the defect: the contract named a language model's layout for an encoder's classification set)
+    assert p.layout == "text_classification" and p.rows is not None and p.rows.name == "text_classification"
     assert p.columns == {"input_ids": "input_ids", "attention_mask": "attention_mask",
                          "token_type_ids": "token_type_ids", "label": "label"}
     assert p.facts == {"tokens": {"padding_side": "right"}}  # every row padded to 128 at the end
@@ -197,3 +199,39 @@ def test_real_llamafactory_sharegpt_pairs_pass_the_dpo_layout_infer_proposes():
     rep = audit(src, "dpo")
     assert rep.shards[0].rows == 300
     assert found(rep) == []
+
+
+@pytest.mark.parametrize("folder", ["dkhate_mbert", "dkhate_xlmr"])
+def test_tokenized_classification_is_proposed_as_text_classification_and_passes_it(folder):
+    """A tokenized classification set (input_ids, attention_mask, label; mBERT also token_type_ids)
+    was proposed as ``causal_lm``. It is ``text_classification``, the layout the audit recognizes, and
+    its rows pass that built-in contract with no schema.* finding (PROVENANCE.md: every row padded to
+    128, labels 0/1)."""
+    src = REAL / "dkhate_danish_offensive" / folder / "test"
+    if not src.is_dir():
+        pytest.skip("../shared/realdata is not present")
+    p = propose_layout([str(src)])
+    assert p.layout == "text_classification" and p.columns["label"] == "label"
+    rep = audit(src, "text_classification")
+    assert rep.shards[0].rows == 329
+    assert found(rep) == []
+
+
+def test_token_ids_with_class_label_and_token_labels_stay_token_rows(tmp_path):
+    """Only ids + a class label (no token ``labels`` list) are classification rows."""
+    df = pl.DataFrame({"input_ids": [[5, 6, 7], [5, 6]], "attention_mask": [[1, 1, 1], [1, 1]],
+                       "label": [0, 1]})
+    assert _propose(tmp_path, df).layout == "text_classification"
+    lm = pl.DataFrame({"input_ids": [[5, 6, 7], [5, 6, 0]], "attention_mask": [[1, 1, 1], [1, 1, 0]],
+                       "labels": [[5, 6, 7], [5, 6, -100]]})
+    assert _propose(tmp_path / "lm", lm).layout == "causal_lm"
+
+
+def test_raw_text_is_proposed_for_a_corpus_and_passes_it(tmp_path):
+    """A corpus before tokenization (text and metadata, no label): ``raw_text``, the layout the audit
+    recognizes (it was 'no built-in layout fits')."""
+    df = pl.DataFrame({"text": ["The quick brown fox.", "Ein kurzer Satz.", "这是一个句子。"], "url": ["a", "b", "c"]})
+    p = _propose(tmp_path, df)
+    assert (p.layout, p.columns) == ("raw_text", {"text": ["text"]})
+    assert p.rows is not None and p.rows.name == "raw_text"
+    assert found(audit(tmp_path / "shard.parquet", "raw_text")) == []
