@@ -12,7 +12,10 @@ Megatron-LM ``iteration``               1     ``iteration += 1`` after ``train_s
 mmengine ``Epoch(train) [e][i/n]``      1     ``runner.iter + 1``
 mlx-lm ``Iter N:``                      1     ``for it in range(1, iters + 1)``
 Lightning (``trainer/global_step``,     0     ``global_step`` counts the updates done before this one
-  ``lr-<Optimizer>`` keys, ``*_step``)
+  ``lr-<Optimizer>`` keys, ``*_step``,          (``_batches_that_stepped``, incremented after the log
+  ``version_N/metrics.csv``, a                  call); logged when ``(global_step + 1) %
+  ``version_N`` TensorBoard folder              log_every_n_steps == 0``: steps 49, 99, ... at 50;
+  with ``hparams.yaml``; ``epoch`` logged)      with accumulation, once per optimizer step
 nanoGPT ``iter N:``                     0     ``iter_num`` counts the updates done before this one
 llm.c ``s:N trl:X``                     0     ``step`` of ``for (step = 0; ...)``
 ==================================== ======== =====================================================
