@@ -58,7 +58,7 @@ from datacheck.report.policy import apply_policy
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
-__all__ = ["StepRows", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows", "RowAudit", "audit_step_rows",
+__all__ = ["StepRows", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows", "RowAudit", "audit_step_rows",
            "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "MAX_AUDITED_STEPS", "EXPORT_COLUMNS",
            "KEEP_OPENED"]
 
@@ -278,12 +278,11 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
     if not out:
         asked = steps_text(min(outside), max(outside), "log step")
         raise UsageError(f"{asked} {'is' if len(set(outside)) == 1 else 'are'} outside the simulated plan (it has "
-                         f"{steps_text(conv.log_step(0), conv.log_step(total - 1), 'log step')}: {spe} per epoch x "
+                         f"{steps_text(conv.log_step(0), conv.log_step(total) - 1, 'log step')}: {spe} per epoch x "
                          f"{cfg.batch.epochs} epoch(s), [batch] epochs"
                          + ("; 0 steps per epoch: fewer rows than one micro-batch with drop_last, or no rows"
                             if spe == 0 else "") + "); check [batch] and --first-step, or give --ledger DIR")
-    desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; optimizer step = log step - "
-            f"{conv.first_step}; assumes a run from scratch with these samplers: a resumed run or another "
+    desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; {conv.formula()}; assumes a run from scratch with these samplers: a resumed run or another "
             "sampler needs --ledger)")
     return out, {"kind": "plan", "facts": cfg.batch.model_dump(mode="json"), "steps_per_epoch": spe,
                  "run_steps": total, "outside": sorted(outside), "description": desc}
@@ -326,12 +325,44 @@ def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[in
         span = f"{have[0]}..{have[-1]}" if have else "none"
         raise UsageError(f"the ledger {led.folder} has no rows for log steps {steps[0]}..{steps[-1]} (= ledger steps "
                          f"{conv.optimizer_step(steps[0]) + base}..{conv.optimizer_step(steps[-1]) + base}; "
-                         f"recorded: {span}); check --first-step")
+                         f"recorded: {span}); check --first-step"
+                         + (f", and --step-unit micro-batch when the log counts micro-batches (the ledger records up "
+                            f"to {_most_micro_batches(led)} per step)" if conv.micro_batches == 1
+                            and _most_micro_batches(led) > 1 else ""))
     asked = [conv.optimizer_step(step) + base for step in steps]
     gaps = ledger_gaps(led, asked, step_indices(led))
     src.update(outside=missing, gaps=gaps, description=f"{src['description']}; ledger step = optimizer step"
                + (" + 1 (OLMo's global_step)" if base else "") + "".join(f"; {g}" for g in gaps))
     return out, src
+
+
+def ledger_grad_accum(folder: str | Path) -> int:
+    """The micro-batches per optimizer step a ledger records: the largest ``grad_accum`` of its
+    ``#state`` lines (``record_batches`` writes one per epoch); 1 for a ledger without them (OLMo's)
+    or one that cannot be read here (the data leg reads it again and says why)."""
+    try:
+        led = read_ledger(folder, steps=())
+    except UsageError:
+        return 1
+    stated = [st["grad_accum"] for sts in led.states.values() for st in sts if isinstance(st.get("grad_accum"), int)]
+    return max(stated, default=1)
+
+
+def _most_micro_batches(led: Ledger) -> int:
+    """The most micro-batches one rank recorded for one step (1 for OLMo's ledger, which records none)."""
+    return max((len(bs) for steps in led.batches.values() for bs in steps.values()), default=1)
+
+
+def micro_batch_rows(rows: StepRows, conv: StepConvention) -> StepRows:
+    """Each log step's own micro-batch of its optimizer step's rows, for a log that counts
+    micro-batches (``conv.micro_batches`` > 1): log step ``N`` holds micro-batch
+    ``conv.micro_batch(N)`` of every rank. Rows whose micro-batch is not recorded (OLMo's ledger)
+    are kept: the whole step then stands for the micro-batch."""
+    out: StepRows = {}
+    for step, got in rows.items():
+        mb = conv.micro_batch(step)
+        out[step] = [r for r in got if r.micro_batch is None or r.micro_batch == mb]
+    return out
 
 
 @dataclass
@@ -390,7 +421,9 @@ class RowAudit:
                                  for g in self.failing()],
                 "supervised_tokens": None if self.supervised_tokens is None else
                 {str(s): {str(r): t for r, t in rr.items()} for s, rr in sorted(self.supervised_tokens.items())},
-                "skipped": [{"check": c, "reason": r} for c, r in self.skipped]}
+                "skipped": [{"check": c, "reason": r} for c, r in self.skipped],
+                **({"micro_batches": {str(s): self.conv.micro_batch(s) for s in sorted(self.steps)}}
+                   if self.conv.micro_batches > 1 else {})}
 
 
 def audit_step_rows(index: DatasetIndex, steps: StepRows, conv: StepConvention, fail_on: str = "error") -> RowAudit:
@@ -588,6 +621,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
     else:
         rows, source = plan_rows(index, steps, conv)
+    if conv.micro_batches > 1:
+        rows = micro_batch_rows(rows, conv)
     ra = audit_step_rows(index, rows, conv, fail_on)
     exported = export_rows(ra, export) if export else None
     bad = ra.failing()
