@@ -55,6 +55,7 @@ from datacheck.model.identity import compare_identity
 from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
+from datacheck.trace.readers.fields import LIGHTNING_LAYOUT_WHY, LIGHTNING_WHY
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
@@ -572,6 +573,45 @@ def plan_steps_per_epoch(index: DatasetIndex) -> int | None:
     return index.plan().steps_per_epoch
 
 
+#: the step counts of the Lightning Trainer's logs (:mod:`datacheck.trace.readers.fields`)
+LIGHTNING_COUNTS = (LIGHTNING_WHY, LIGHTNING_LAYOUT_WHY)
+
+
+def _update_before(res: TraceResult, conv: StepConvention) -> int | None:
+    """The log step before the first anomaly whose rows are audited too, or None: when every log is
+    a Lightning Trainer's (:data:`LIGHTNING_COUNTS`), the anomaly is a non-finite loss
+    (``log.non_finite``, metric ``loss``) logged right after a finite one (the previous log step, no
+    gap), and no finite grad norm was logged at that previous step.
+
+    The loss at step ``s`` is the first computed with the weights step ``s - 1``'s update wrote, and
+    the loss Lightning logged at ``s - 1`` covered only part of that update's rows: ``self.log(on_step)``
+    keeps the last value, that of the step's last micro-batch (``_LoggerConnector.update_train_step_metrics``
+    returns early while accumulating), and its loggers write rank 0's value unless ``sync_dist``. A row
+    of another micro-batch or rank of step ``s - 1`` that made the gradients non-finite is first seen
+    at ``s`` (the caller keeps ``s - 1`` only when its rows span several ranks or micro-batches). A
+    finite grad norm at ``s - 1`` (every rank's and micro-batch's gradients) shows that update finite."""
+    fb = res.first_bad
+    if fb is None or fb.get("check") != "log.non_finite" or fb.get("metric") != "loss":
+        return None
+    if not res.logs or any(st.first_step_why not in LIGHTNING_COUNTS for st in res.logs):
+        return None  # a log whose logged loss is known to cover a step's rows partly: Lightning's (only)
+    lo, hi = fb["window"]
+    good = fb.get("last_good_step")
+    if good is None or lo != hi or good != hi - 1 or conv.micro_batches > 1 or good < conv.first_step:
+        return None
+    curve = (res.curves.get(fb.get("rank")) or {}).get("grad_norm")
+    if curve is not None and curve.points and good not in curve.bad:
+        return None  # the log carries the grad norm, finite at the last good step (its definition)
+    return int(good)
+
+
+def _spread_text(groups: set[tuple[int, int | None]]) -> str:
+    ranks = len({r for r, _ in groups})
+    micro = len({m for _, m in groups})
+    parts = ([f"{ranks} ranks"] if ranks > 1 else []) + ([f"{micro} micro-batches per rank"] if micro > 1 else [])
+    return " x ".join(parts)
+
+
 def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConvention, *, ledger: str | None = None,
                step: int | None = None, window: int = 0, export: str | None = None,
                allow_data_mismatch: bool = False, fail_on: str = "error",
@@ -612,7 +652,10 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": warning,
                 "source": None, "convention": conv.to_dict()}
     conv.require_placed()
+    before = _update_before(res, conv) if step is None and window == 0 else None
     steps = list(range(max(conv.first_step, lo - window), hi + 1))
+    if before is not None:
+        steps.insert(0, before)
     if not steps:
         raise UsageError(f"log step {hi} is before the log's first optimizer step, {conv.first_step} ({conv.source})")
     if len(steps) > MAX_AUDITED_STEPS:
@@ -623,6 +666,16 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         rows, source = plan_rows(index, steps, conv)
     if conv.micro_batches > 1:
         rows = micro_batch_rows(rows, conv)
+    also = None
+    if before is not None:
+        groups = {(r.rank, r.micro_batch) for r in rows.get(before, [])}
+        if len(groups) > 1:  # more than one rank or micro-batch: a logged loss may have seen only one of them
+            also = (f"also log step {before}, the update before the first non-finite loss: the loss Lightning logged "
+                    f"at it covers part of its rows ({_spread_text(groups)}; Lightning logs the last micro-batch's "
+                    "loss, and rank 0's alone without sync_dist) and no grad norm was logged finite there; a row of "
+                    f"step {before} that made its gradients non-finite shows first in step {hi}'s loss")
+        else:
+            rows.pop(before, None)
     ra = audit_step_rows(index, rows, conv, fail_on)
     exported = export_rows(ra, export) if export else None
     bad = ra.failing()
@@ -630,7 +683,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     names = [f"{ra.where[g][0]} row {ra.where[g][1]} (global {g})" for g in bad[:20]]
     msg = (f"log steps {a}..{b} (optimizer steps {conv.optimizer_step(a)}..{conv.optimizer_step(b)}): {ra.audited} "
            f"row(s) audited, {len(bad)} failing a check" + (f": {', '.join(names)}" if bad else ""))
-    return {"message": msg, "rows": ra.to_dict(), "audited_steps": [a, b],
+    return {"message": msg + (f"; {also}" if also else ""), "rows": ra.to_dict(), "audited_steps": [a, b],
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,
             "export": None if exported is None else {"path": export, "rows": exported}}

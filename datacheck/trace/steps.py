@@ -107,8 +107,11 @@ class StepConvention:
                              + ". No rows are named from record ordinals")
 
     def to_dict(self) -> dict[str, Any]:
+        """``first_step``, ``source``, ``assumed``, ``unplaced``, and ``micro_batches`` only when the log
+        counts micro-batches (> 1)."""
         return {"first_step": self.first_step, "source": self.source, "assumed": self.assumed,
-                "unplaced": list(self.unplaced), "micro_batches": self.micro_batches}
+                "unplaced": list(self.unplaced),
+                **({"micro_batches": self.micro_batches} if self.micro_batches > 1 else {})}
 
 
 def resolve_convention(logs: Iterable[ReadStats], given: int | None, *, micro_batches: int = 1,

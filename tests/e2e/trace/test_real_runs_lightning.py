@@ -12,6 +12,12 @@ row is computed here from torch's ``DistributedSampler`` seeding rule (Lightning
   (``use_distributed_sampler``), no ledger; a NaN feature in rank 0's batch of step 4 (the loggers
   write rank 0's values).
 
+Where the logged loss does not see the row: ``accum_first`` plants it in micro-batch 0 of step 5
+(the logged loss is micro-batch 1's: finite; the update makes the weights NaN, so the first NaN is
+logged at step 6), ``ddp_rank1`` in rank 1's batch of step 4 (rank 0's loss is logged: NaN first at
+step 5, after the all-reduce). The log cannot tell step 5 (4) from step 6 (5): trace names the
+logged step and audits the update before it too, with the reason, and finds the row there.
+
 Facts the files show and the tests assert: the ``step`` column is the optimizer step from 0 (the
 step the training_step saw as ``global_step``), one row per optimizer step with accumulation.
 """
@@ -162,4 +168,58 @@ def test_ddp_trace_names_the_step_and_rank_0s_row(ddp, log):
     assert not res["data"]["convention"]["assumed"]
     rows = res["data"]["rows"]["steps"][str(D_STEP)]
     assert bad in rows["0"] and bad not in rows["1"] and sorted(rows) == ["0", "1"]
+    assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+
+
+# --- the row where the logged loss does not see it --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def accum_first(tmp_path_factory):
+    bad = distributed_order(torch, N, 1, 0, SEED)[(A_STEP * GA + 0) * BATCH + A_POS]  # micro-batch 0 of step 5
+    root = tmp_path_factory.mktemp("lightning_accum_first")
+    _run(root, bad, ga=GA, devices=1, strategy="auto", max_steps=9, ledger=True)
+    (root / "cols.toml").write_text(FEATURES)
+    return root, bad
+
+
+@pytest.fixture(scope="module")
+def ddp_rank1(tmp_path_factory):
+    if not torch.distributed.is_available():  # pragma: no cover
+        pytest.skip("torch.distributed is not available")
+    bad = distributed_order(torch, N, WORLD, 1, SEED)[D_STEP * BATCH + D_POS]
+    assert bad not in distributed_order(torch, N, WORLD, 0, SEED)
+    root = tmp_path_factory.mktemp("lightning_ddp_rank1")
+    _run(root, bad, ga=1, devices=WORLD, strategy="ddp", max_steps=8, ledger=False)
+    (root / "plan.toml").write_text(FEATURES + _batch(WORLD, 1))
+    return root, bad
+
+
+@pytest.mark.parametrize("case", ["accum_first", "ddp_rank1"])
+def test_a_row_the_logged_loss_missed_is_found_in_the_update_before(request, case):
+    root, bad = request.getfixturevalue(case)
+    step, rank, world = (A_STEP, 0, 1) if case == "accum_first" else (D_STEP, 1, WORLD)
+    seen = [s for s in _seen(root, rank) if bad in s["rows"]]
+    assert [s["global_step"] for s in seen] == [step]
+    if case == "accum_first":
+        assert seen[0]["batch_idx"] % GA == 0  # the step's first micro-batch: its loss is not the one logged
+    assert _first_nan(root) == step + 1  # the files: the first NaN is logged one step later
+    extra = ["--ledger", str(root / "run"), "--config", str(root / "cols.toml")] if case == "accum_first" \
+        else ["--config", str(root / "plan.toml")]
+    rc, res, err = trace_json(_logs(root)["metrics.csv"], "--data", str(root / "data"), *extra)
+    assert rc == 1, err
+    assert res["first_bad"]["check"] == "log.non_finite" and res["first_bad"]["step"] == step + 1
+    d = res["data"]
+    assert d["audited_steps"] == [step, step + 1]
+    assert f"also log step {step}, the update before the first non-finite loss" in d["message"]
+    assert bad in d["rows"]["steps"][str(step)][str(rank)] and len(d["rows"]["steps"][str(step)]) == world
+    assert d["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+    assert f"(global {bad})" in json.dumps(res["verdict"]["answers"]["rows"])  # "4. the rows of that step"
+
+
+def test_no_step_before_when_the_logged_loss_saw_the_row(accum):
+    """One process without accumulation would log every row's loss; with accumulation the update
+    before is audited too, and its rows are clean: the one failing row is still the planted one."""
+    root, bad = accum
+    rc, res, _ = trace_json(_logs(root)["metrics.csv"], "--data", str(root / "data"), "--config",
+                            str(root / "cols.toml"), "--ledger", str(root / "run"))
+    assert rc == 1 and res["data"]["audited_steps"] == [A_STEP - 1, A_STEP]
     assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
