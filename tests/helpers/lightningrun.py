@@ -4,7 +4,7 @@ that the Trainer's process-wide state (``seed_everything``, ``PL_GLOBAL_SEED``) 
 
 ``ROOT/rows.json`` holds the rows (``x1``, ``x2`` features, ``label`` 0/1); ``SPEC`` is a JSON object:
 ``seed``, ``batch``, ``ga`` (``accumulate_grad_batches``), ``devices``, ``strategy`` (``"auto"`` or
-``"ddp"``), ``max_steps``, ``ledger`` (True: the run builds its own ``DistributedSampler`` per rank,
+``"ddp"``), ``max_steps``, ``every`` (``log_every_n_steps``, default 1), ``ledger`` (True: the run builds its own ``DistributedSampler`` per rank,
 ``use_distributed_sampler=False``, and wraps the DataLoader in ``record_batches`` writing ``ROOT/run``;
 False: a plain shuffled DataLoader and, under ``ddp``, the ``DistributedSampler`` Lightning puts in,
 seeded by ``seed_everything``). The run logs ``train_loss`` (``self.log``, on_step) to a ``CSVLogger``
@@ -62,7 +62,7 @@ def main(root: Path, spec: dict) -> None:
             return torch.optim.SGD(self.parameters(), lr=0.05)
 
     trainer = L.Trainer(accelerator="cpu", devices=spec["devices"], strategy=spec["strategy"],
-                        max_steps=spec["max_steps"], log_every_n_steps=1, accumulate_grad_batches=spec["ga"],
+                        max_steps=spec["max_steps"], log_every_n_steps=spec.get("every", 1), accumulate_grad_batches=spec["ga"],
                         use_distributed_sampler=not spec["ledger"], default_root_dir=str(root),
                         logger=[CSVLogger(root / "logs", name="csv"), TensorBoardLogger(root / "logs", name="tb")],
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)

@@ -12,6 +12,11 @@ row is computed here from torch's ``DistributedSampler`` seeding rule (Lightning
   (``use_distributed_sampler``), no ledger; a NaN feature in rank 0's batch of step 4 (the loggers
   write rank 0's values).
 
+``every3``: ``log_every_n_steps=3``, one process, no accumulation: Lightning logs at global steps 2, 5,
+8 (``(global_step + 1) % 3 == 0``), so the log holds no step 0; a NaN feature in step 5. Joined as a
+count from 1 (the assumption for a log without step 0) the rows would be step 4's: the layout says
+Lightning, from 0.
+
 Where the logged loss does not see the row: ``accum_first`` plants it in micro-batch 0 of step 5
 (the logged loss is micro-batch 1's: finite; the update makes the weights NaN, so the first NaN is
 logged at step 6), ``ddp_rank1`` in rank 1's batch of step 4 (rank 0's loss is logged: NaN first at
@@ -222,4 +227,39 @@ def test_no_step_before_when_the_logged_loss_saw_the_row(accum):
     rc, res, _ = trace_json(_logs(root)["metrics.csv"], "--data", str(root / "data"), "--config",
                             str(root / "cols.toml"), "--ledger", str(root / "run"))
     assert rc == 1 and res["data"]["audited_steps"] == [A_STEP - 1, A_STEP]
+    assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+
+
+# --- log_every_n_steps=3: no step 0 in the log -------------------------------------------------------------------------
+EVERY, E_STEP = 3, 5
+
+
+@pytest.fixture(scope="module")
+def every3(tmp_path_factory):
+    bad = distributed_order(torch, N, 1, 0, SEED)[E_STEP * BATCH + 7]
+    root = tmp_path_factory.mktemp("lightning_every3")
+    _run(root, bad, ga=1, devices=1, strategy="auto", max_steps=9, ledger=True, every=EVERY)
+    (root / "plan.toml").write_text(FEATURES + _batch(1, 1))
+    return root, bad
+
+
+def test_every3_logs_global_steps_2_5_8(every3):
+    root, bad = every3
+    assert [int(r["step"]) for r in _csv_rows(root)] == [k for k in range(9) if (k + 1) % EVERY == 0]
+    assert [s["global_step"] for s in _seen(root, 0) if bad in s["rows"]] == [E_STEP]
+    assert _first_nan(root) == E_STEP
+
+
+@pytest.mark.parametrize("log", ["metrics.csv", "tb version folder"])
+@pytest.mark.parametrize("rows_from", ["ledger", "plan"])
+def test_every3_trace_joins_from_0_without_step_0_in_the_log(every3, log, rows_from):
+    root, bad = every3
+    extra = ["--ledger", str(root / "run")] if rows_from == "ledger" else []
+    rc, res, err = trace_json(_logs(root)[log], "--data", str(root / "data"), "--config", str(root / "plan.toml"),
+                              *extra)
+    assert rc == 1, err
+    fb = res["first_bad"]
+    assert (fb["step"], fb["optimizer_step"], fb["window"]) == (E_STEP, E_STEP, [E_STEP - EVERY + 1, E_STEP])
+    assert not res["data"]["convention"]["assumed"] and res["data"]["convention"]["first_step"] == 0
+    assert bad in res["data"]["rows"]["steps"][str(E_STEP)]["0"]
     assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
