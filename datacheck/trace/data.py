@@ -60,10 +60,12 @@ from datacheck.model.identity import compare_identity
 from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
+from datacheck.trace.readers.fields import LIGHTNING_LAYOUT_WHY, LIGHTNING_WHY
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
-__all__ = ["StepRows", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows", "RowAudit", "audit_step_rows",
+__all__ = ["StepRows", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
+           "RowAudit", "audit_step_rows",
            "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "MAX_AUDITED_STEPS", "EXPORT_COLUMNS",
            "KEEP_OPENED"]
 
@@ -295,7 +297,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
                   f"{spe} per epoch x {cfg.batch.epochs} epoch(s), [batch] epochs")
         asked = steps_text(min(outside), max(outside), "log step")
         raise UsageError(f"{asked} {'is' if len(set(outside)) == 1 else 'are'} outside the simulated plan (it has "
-                         f"{steps_text(conv.log_step(0), conv.log_step(total - 1), 'log step')}: {length}"
+                         f"{steps_text(conv.log_step(0), conv.log_step(total) - 1, 'log step')}: {length}"
                          + ("; 0 steps per epoch: fewer rows than one micro-batch with drop_last, or no rows"
                             if spe == 0 and not megatron else "") + "); check [batch] and --first-step, or give "
                          "--ledger DIR")
@@ -306,13 +308,12 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
                 f"{sampler}: micro-batch {o.micro_batch} x data-parallel {o.data_parallel} x "
                 f"grad_accum {o.grad_accum}, seq_length {o.seq_length}, seed {o.seed}, split {cfg.megatron.split!r}, "
                 f"{o.requested} train samples, {o.epochs} pass(es) over the train documents); each sample is cut "
-                f"across documents: a step's rows are the documents its samples read; optimizer step = log step - "
-                f"{conv.first_step}; assumes a run from scratch: a resumed run with other facts needs --ledger)")
+                f"across documents: a step's rows are the documents its samples read; {conv.formula()}; assumes a run "
+                "from scratch: a resumed run with other facts needs --ledger)")
         facts = {**cfg.batch.model_dump(mode="json"), "megatron": cfg.megatron.model_dump(mode="json")}
     else:
-        desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; optimizer step = log step - "
-                f"{conv.first_step}; assumes a run from scratch with these samplers: a resumed run or another "
-                "sampler needs --ledger)")
+        desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; {conv.formula()}; assumes a "
+                "run from scratch with these samplers: a resumed run or another sampler needs --ledger)")
         facts = cfg.batch.model_dump(mode="json")
     return out, {"kind": "plan", "facts": facts, "steps_per_epoch": spe,
                  "run_steps": total, "outside": sorted(outside), "description": desc}
@@ -355,12 +356,44 @@ def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[in
         span = f"{have[0]}..{have[-1]}" if have else "none"
         raise UsageError(f"the ledger {led.folder} has no rows for log steps {steps[0]}..{steps[-1]} (= ledger steps "
                          f"{conv.optimizer_step(steps[0]) + base}..{conv.optimizer_step(steps[-1]) + base}; "
-                         f"recorded: {span}); check --first-step")
+                         f"recorded: {span}); check --first-step"
+                         + (f", and --step-unit micro-batch when the log counts micro-batches (the ledger records up "
+                            f"to {_most_micro_batches(led)} per step)" if conv.micro_batches == 1
+                            and _most_micro_batches(led) > 1 else ""))
     asked = [conv.optimizer_step(step) + base for step in steps]
     gaps = ledger_gaps(led, asked, step_indices(led))
     src.update(outside=missing, gaps=gaps, description=f"{src['description']}; ledger step = optimizer step"
                + (" + 1 (OLMo's global_step)" if base else "") + "".join(f"; {g}" for g in gaps))
     return out, src
+
+
+def ledger_grad_accum(folder: str | Path) -> int:
+    """The micro-batches per optimizer step a ledger records: the largest ``grad_accum`` of its
+    ``#state`` lines (``record_batches`` writes one per epoch); 1 for a ledger without them (OLMo's)
+    or one that cannot be read here (the data leg reads it again and says why)."""
+    try:
+        led = read_ledger(folder, steps=())
+    except UsageError:
+        return 1
+    stated = [st["grad_accum"] for sts in led.states.values() for st in sts if isinstance(st.get("grad_accum"), int)]
+    return max(stated, default=1)
+
+
+def _most_micro_batches(led: Ledger) -> int:
+    """The most micro-batches one rank recorded for one step (1 for OLMo's ledger, which records none)."""
+    return max((len(bs) for steps in led.batches.values() for bs in steps.values()), default=1)
+
+
+def micro_batch_rows(rows: StepRows, conv: StepConvention) -> StepRows:
+    """Each log step's own micro-batch of its optimizer step's rows, for a log that counts
+    micro-batches (``conv.micro_batches`` > 1): log step ``N`` holds micro-batch
+    ``conv.micro_batch(N)`` of every rank. Rows whose micro-batch is not recorded (OLMo's ledger)
+    are kept: the whole step then stands for the micro-batch."""
+    out: StepRows = {}
+    for step, got in rows.items():
+        mb = conv.micro_batch(step)
+        out[step] = [r for r in got if r.micro_batch is None or r.micro_batch == mb]
+    return out
 
 
 @dataclass
@@ -429,7 +462,9 @@ class RowAudit:
                                  for g in self.failing()],
                 "supervised_tokens": None if self.supervised_tokens is None else
                 {str(s): {str(r): t for r, t in rr.items()} for s, rr in sorted(self.supervised_tokens.items())},
-                "skipped": [{"check": c, "reason": r} for c, r in self.skipped]}
+                "skipped": [{"check": c, "reason": r} for c, r in self.skipped],
+                **({"micro_batches": {str(s): self.conv.micro_batch(s) for s in sorted(self.steps)}}
+                   if self.conv.micro_batches > 1 else {})}
 
 
 def audit_step_rows(index: DatasetIndex, steps: StepRows, conv: StepConvention, fail_on: str = "error") -> RowAudit:
@@ -585,6 +620,45 @@ def plan_steps_per_epoch(index: DatasetIndex) -> int | None:
     return index.plan().steps_per_epoch
 
 
+#: the step counts of the Lightning Trainer's logs (:mod:`datacheck.trace.readers.fields`)
+LIGHTNING_COUNTS = (LIGHTNING_WHY, LIGHTNING_LAYOUT_WHY)
+
+
+def _update_before(res: TraceResult, conv: StepConvention) -> int | None:
+    """The log step before the first anomaly whose rows are audited too, or None: when every log is
+    a Lightning Trainer's (:data:`LIGHTNING_COUNTS`), the anomaly is a non-finite loss
+    (``log.non_finite``, metric ``loss``) logged right after a finite one (the previous log step, no
+    gap), and no finite grad norm was logged at that previous step.
+
+    The loss at step ``s`` is the first computed with the weights step ``s - 1``'s update wrote, and
+    the loss Lightning logged at ``s - 1`` covered only part of that update's rows: ``self.log(on_step)``
+    keeps the last value, that of the step's last micro-batch (``_LoggerConnector.update_train_step_metrics``
+    returns early while accumulating), and its loggers write rank 0's value unless ``sync_dist``. A row
+    of another micro-batch or rank of step ``s - 1`` that made the gradients non-finite is first seen
+    at ``s`` (the caller keeps ``s - 1`` only when its rows span several ranks or micro-batches). A
+    finite grad norm at ``s - 1`` (every rank's and micro-batch's gradients) shows that update finite."""
+    fb = res.first_bad
+    if fb is None or fb.get("check") != "log.non_finite" or fb.get("metric") != "loss":
+        return None
+    if not res.logs or any(st.first_step_why not in LIGHTNING_COUNTS for st in res.logs):
+        return None  # a log whose logged loss is known to cover a step's rows partly: Lightning's (only)
+    lo, hi = fb["window"]
+    good = fb.get("last_good_step")
+    if good is None or lo != hi or good != hi - 1 or conv.micro_batches > 1 or good < conv.first_step:
+        return None
+    curve = (res.curves.get(fb.get("rank")) or {}).get("grad_norm")
+    if curve is not None and curve.points and good not in curve.bad:
+        return None  # the log carries the grad norm, finite at the last good step (its definition)
+    return int(good)
+
+
+def _spread_text(groups: set[tuple[int, int | None]]) -> str:
+    ranks = len({r for r, _ in groups})
+    micro = len({m for _, m in groups})
+    parts = ([f"{ranks} ranks"] if ranks > 1 else []) + ([f"{micro} micro-batches per rank"] if micro > 1 else [])
+    return " x ".join(parts)
+
+
 def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConvention, *, ledger: str | None = None,
                step: int | None = None, window: int = 0, export: str | None = None,
                allow_data_mismatch: bool = False, fail_on: str = "error",
@@ -625,7 +699,10 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": warning,
                 "source": None, "convention": conv.to_dict()}
     conv.require_placed()
+    before = _update_before(res, conv) if step is None and window == 0 else None
     steps = list(range(max(conv.first_step, lo - window), hi + 1))
+    if before is not None:
+        steps.insert(0, before)
     if not steps:
         raise UsageError(f"log step {hi} is before the log's first optimizer step, {conv.first_step} ({conv.source})")
     if len(steps) > MAX_AUDITED_STEPS:
@@ -634,6 +711,18 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
     else:
         rows, source = plan_rows(index, steps, conv)
+    if conv.micro_batches > 1:
+        rows = micro_batch_rows(rows, conv)
+    also = None
+    if before is not None:
+        groups = {(r.rank, r.micro_batch) for r in rows.get(before, [])}
+        if len(groups) > 1:  # more than one rank or micro-batch: a logged loss may have seen only one of them
+            also = (f"also log step {before}, the update before the first non-finite loss: the loss Lightning logged "
+                    f"at it covers part of its rows ({_spread_text(groups)}; Lightning logs the last micro-batch's "
+                    "loss, and rank 0's alone without sync_dist) and no grad norm was logged finite there; a row of "
+                    f"step {before} that made its gradients non-finite shows first in step {hi}'s loss")
+        else:
+            rows.pop(before, None)
     ra = audit_step_rows(index, rows, conv, fail_on)
     exported = export_rows(ra, export) if export else None
     bad = ra.failing()
@@ -641,7 +730,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     names = [f"{ra.where[g][0]} row {ra.where[g][1]} (global {g})" for g in bad[:20]]
     msg = (f"log steps {a}..{b} (optimizer steps {conv.optimizer_step(a)}..{conv.optimizer_step(b)}): {ra.audited} "
            f"row(s) audited, {len(bad)} failing a check" + (f": {', '.join(names)}" if bad else ""))
-    return {"message": msg, "rows": ra.to_dict(), "audited_steps": [a, b],
+    return {"message": msg + (f"; {also}" if also else ""), "rows": ra.to_dict(), "audited_steps": [a, b],
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,
             "export": None if exported is None else {"path": export, "rows": exported}}

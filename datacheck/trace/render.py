@@ -61,7 +61,9 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
             for step, ranks in sorted(((int(k), v) for k, v in audited["steps"].items())):
                 for rank, rows in ranks.items():
                     toks = (audited["supervised_tokens"] or {}).get(str(step), {}).get(rank)
-                    out.append(f"  log step {step} = optimizer step {opt.get(str(step))}, rank {rank}: global rows "
+                    mb = (audited.get("micro_batches") or {}).get(str(step))
+                    out.append(f"  log step {step} = optimizer step {opt.get(str(step))}"
+                               + (f" (micro-batch {mb})" if mb is not None else "") + f", rank {rank}: global rows "
                                f"{rows}" + (f", {toks} supervised token(s)" if toks is not None else ""))
                     samples = audited.get("samples", {}).get(str(step), {}).get(rank, [])
                     for smp in samples[:_SAMPLES_SHOWN]:  # a Megatron sample: the documents' tokens it reads

@@ -12,10 +12,19 @@ Megatron-LM ``iteration``               1     ``iteration += 1`` after ``train_s
 mmengine ``Epoch(train) [e][i/n]``      1     ``runner.iter + 1``
 mlx-lm ``Iter N:``                      1     ``for it in range(1, iters + 1)``
 Lightning (``trainer/global_step``,     0     ``global_step`` counts the updates done before this one
-  ``lr-<Optimizer>`` keys, ``*_step``)
+  ``lr-<Optimizer>`` keys, ``*_step``,          (``_batches_that_stepped``, incremented after the log
+  ``version_N/metrics.csv``, a                  call); logged when ``(global_step + 1) %
+  ``version_N`` TensorBoard folder              log_every_n_steps == 0``: steps 49, 99, ... at 50;
+  with ``hparams.yaml``; ``epoch`` logged)      with accumulation, once per optimizer step
 nanoGPT ``iter N:``                     0     ``iter_num`` counts the updates done before this one
 llm.c ``s:N trl:X``                     0     ``step`` of ``for (step = 0; ...)``
 ==================================== ======== =====================================================
+
+A loop may log every micro-batch with its own counter (``accelerator.log(..., step=k)`` for the
+``k``-th batch of ``enumerate(loader)`` under ``gradient_accumulation_steps``): its step counts
+micro-batches, ``grad_accum`` per optimizer step. No log says so; ``--step-unit micro-batch`` does
+(:attr:`StepConvention.micro_batches`), and until it does, with ``[batch] grad_accum`` > 1 and an
+assumed count, the output says that each log step is taken as one optimizer step.
 
 A JSONL/CSV/TensorBoard log whose step key names no trainer (``step``, ``_step``) has no known
 convention: ``--first-step`` says it, and until it does the output says the join is assumed: from 0
@@ -26,19 +35,21 @@ console dicts without a progress bar, a header or ``--steps-per-epoch``) cannot 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from datacheck.model.errors import UsageError
 from datacheck.trace.record import ReadStats
 
-__all__ = ["StepConvention", "resolve_convention", "DEFAULT_FIRST_STEP", "OLMO_LEDGER_FIRST_STEP"]
+__all__ = ["StepConvention", "resolve_convention", "DEFAULT_FIRST_STEP", "OLMO_LEDGER_FIRST_STEP", "STEP_UNITS"]
 
 #: the first step's number assumed when neither the log nor ``--first-step`` says it (Hugging Face,
 #: Megatron and OLMo log the step count after the update)
 DEFAULT_FIRST_STEP = 1
 #: OLMo's ``data-indices`` files number steps by its ``global_step``, from 1
 OLMO_LEDGER_FIRST_STEP = 1
+#: what a log's step may count (``--step-unit``)
+STEP_UNITS = ("optimizer", "micro-batch")
 
 
 @dataclass(frozen=True)
@@ -51,23 +62,43 @@ class StepConvention:
         assumed: True when neither the log nor ``--first-step`` said it.
         unplaced: logs whose records carry no step number (their record ordinals are not steps),
             with what would place them; empty when every record has its step.
+        micro_batches: log steps per optimizer step: 1 (the log counts optimizer steps), or the
+            run's ``grad_accum`` when the log counts micro-batches (``--step-unit micro-batch``).
     """
 
     first_step: int
     source: str
     assumed: bool = False
     unplaced: tuple[str, ...] = ()
+    micro_batches: int = 1
 
     def optimizer_step(self, log_step: int) -> int:
-        """The 0-based optimizer step of log step ``log_step``."""
-        return log_step - self.first_step
+        """The 0-based optimizer step of log step ``log_step`` (``(log_step - first_step) //
+        micro_batches``)."""
+        return (log_step - self.first_step) // self.micro_batches
+
+    def micro_batch(self, log_step: int) -> int | None:
+        """The micro-batch (0 .. ``micro_batches - 1``) of its optimizer step that log step ``log_step``
+        counts, or None when the log counts optimizer steps."""
+        return (log_step - self.first_step) % self.micro_batches if self.micro_batches > 1 else None
 
     def log_step(self, optimizer_step: int) -> int:
-        return optimizer_step + self.first_step
+        """The log step of ``optimizer_step`` (its first micro-batch's when the log counts micro-batches)."""
+        return optimizer_step * self.micro_batches + self.first_step
 
     def describe(self, log_step: int) -> str:
-        """``"log step 50 = optimizer step 49"``."""
-        return f"log step {log_step} = optimizer step {self.optimizer_step(log_step)}"
+        """``"log step 50 = optimizer step 49"``; ``"log step 11 = optimizer step 5, micro-batch 1 of 2"``."""
+        mb = self.micro_batch(log_step)
+        return f"log step {log_step} = optimizer step {self.optimizer_step(log_step)}" + (
+            f", micro-batch {mb} of {self.micro_batches}" if mb is not None else "")
+
+    def formula(self) -> str:
+        """``"optimizer step = log step - 1"``, or with micro-batches ``"optimizer step = (log step - 0)
+        // 2, micro-batch = the remainder"``."""
+        if self.micro_batches == 1:
+            return f"optimizer step = log step - {self.first_step}"
+        return (f"optimizer step = (log step - {self.first_step}) // {self.micro_batches}, micro-batch = the "
+                "remainder")
 
     def require_placed(self) -> None:
         """Raises UsageError when a log's records carry no step number (rows cannot be named)."""
@@ -76,18 +107,37 @@ class StepConvention:
                              + ". No rows are named from record ordinals")
 
     def to_dict(self) -> dict[str, Any]:
+        """``first_step``, ``source``, ``assumed``, ``unplaced``, and ``micro_batches`` only when the log
+        counts micro-batches (> 1)."""
         return {"first_step": self.first_step, "source": self.source, "assumed": self.assumed,
-                "unplaced": list(self.unplaced)}
+                "unplaced": list(self.unplaced),
+                **({"micro_batches": self.micro_batches} if self.micro_batches > 1 else {})}
 
 
-def resolve_convention(logs: Iterable[ReadStats], given: int | None) -> StepConvention:
+def resolve_convention(logs: Iterable[ReadStats], given: int | None, *, micro_batches: int = 1,
+                       grad_accum: int = 1) -> StepConvention:
     """The convention of the traced logs: ``given`` (``--first-step``) when set, else the one the
     readers recognised (every log that knows its trainer must agree), else the assumed
-    :data:`DEFAULT_FIRST_STEP`.
+    :data:`DEFAULT_FIRST_STEP`. ``micro_batches``: log steps per optimizer step (``--step-unit
+    micro-batch``: the run's ``grad_accum``; 1: optimizer steps). ``grad_accum``: the run's ``[batch]
+    grad_accum``; when it is > 1, the count is assumed and the log is taken to count optimizer steps,
+    the source says so (a loop that logs every micro-batch would be joined ``grad_accum`` times too late).
 
     Raises:
         UsageError: the logs were written by trainers that count differently and ``given`` is None.
     """
+    conv = _resolve(logs, given)
+    if micro_batches > 1:
+        return replace(conv, micro_batches=micro_batches, source=f"{conv.source}; the log counts micro-batches, "
+                       f"{micro_batches} per optimizer step (--step-unit micro-batch)")
+    if conv.assumed and grad_accum > 1:
+        return replace(conv, source=f"{conv.source}; each log step is taken as one optimizer step of [batch] "
+                       f"grad_accum {grad_accum} micro-batches (a loop that logs every micro-batch with its own "
+                       "counter: --step-unit micro-batch)")
+    return conv
+
+
+def _resolve(logs: Iterable[ReadStats], given: int | None) -> StepConvention:
     stats = list(logs)
     unplaced = tuple(f"{st.source}: {st.unplaced}" for st in stats if st.unplaced)
     known = {(st.first_step, st.first_step_why) for st in stats if st.first_step is not None}

@@ -21,14 +21,14 @@ from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
 from datacheck.resume.join import resume_checkpoints
 from datacheck.resume.join import summary_lines as checkpoint_lines
-from datacheck.trace.data import DatasetIndex, plan_steps_per_epoch, trace_data
+from datacheck.trace.data import DatasetIndex, ledger_grad_accum, plan_steps_per_epoch, trace_data
 from datacheck.trace.readers import FORMATS, open_log, pydict
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
 from datacheck.trace.run import jsonable, trace_logs
 from datacheck.trace.rundir import expand_run_dirs
 from datacheck.trace.spikes import PRESETS, parse_spike_rule
-from datacheck.trace.steps import resolve_convention
+from datacheck.trace.steps import STEP_UNITS, resolve_convention
 from datacheck.trace.verdict import build_verdict
 
 __all__ = ["add_parser", "run"]
@@ -63,6 +63,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="the log's number of the first optimizer step: log step N is optimizer step N-K of the plan "
                         "and of the ledger (default: the trainer's count when the log names it: Hugging Face and "
                         "Megatron 1, Lightning, nanoGPT and llm.c 0; else assumed 1, and the output says so)")
+    a.add_argument("--step-unit", choices=STEP_UNITS, default="optimizer",
+                   help="what the log's step counts: optimizer steps (default), or micro-batch for a loop that logs "
+                        "every micro-batch with its own counter (log step N is micro-batch N-K of the run; needs "
+                        "[batch] grad_accum)")
     a.add_argument("--steps-per-epoch", type=int, default=None, metavar="N",
                    help="optimizer steps per epoch, to place Hugging Face console records that carry only an epoch "
                         "(the Trainer's header 'Num update steps per epoch' gives it when the log has it)")
@@ -119,7 +123,15 @@ def run(args: argparse.Namespace) -> int:
     if (args.replay is not None or args.checkpoint is not None) and (args.replay is None or args.data is None):
         raise UsageError("--replay MODULE:FN needs --data (the rows to replay); --checkpoint needs --replay")
     res = trace_logs(logs, opts)
-    conv = resolve_convention(res.logs, args.first_step)
+    # the run's micro-batches per optimizer step: [batch] grad_accum, else what the ledger recorded
+    run_ga = cfg.batch.grad_accum if cfg.batch.grad_accum > 1 or args.ledger is None or args.data is None \
+        else ledger_grad_accum(args.ledger)
+    if args.step_unit == "micro-batch" and run_ga < 2:
+        raise UsageError("--step-unit micro-batch needs the run's micro-batches per optimizer step: set [batch] "
+                         f"grad_accum (> 1) in the config (it is {cfg.batch.grad_accum}), or give the --ledger the run "
+                         "recorded with its grad_accum")
+    micro = run_ga if args.step_unit == "micro-batch" else 1
+    conv = resolve_convention(res.logs, args.first_step, micro_batches=micro, grad_accum=run_ga)
     replay = None
     with activity("tracing", no_progress=args.no_progress or args.data is None) as tick:
         tick.stage("counting the rows of the data")
@@ -130,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
                 logs = [open_log(p, args.log_format, args.regex, steps_per_epoch=spe,
                                  steps_per_epoch_from="the [batch] plan's") for p in args.logs]
                 res = trace_logs(logs, opts)
-                conv = resolve_convention(res.logs, args.first_step)
+                conv = resolve_convention(res.logs, args.first_step, micro_batches=micro, grad_accum=run_ga)
         if args.steps_per_epoch is not None and not any(st.line_formats.get(pydict.NAME) for st in res.logs):
             raise UsageError("--steps-per-epoch places Hugging Face console records (dicts with an epoch); the logs "
                              "have none: drop it")

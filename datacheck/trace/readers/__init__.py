@@ -10,7 +10,8 @@ Formats (``--format``; ``auto`` sniffs):
 ``text``       a console log read line by line with every line format below (mixed formats are fine)
 ``megatron``   Megatron-LM iteration lines only
 ``deepspeed``  DeepSpeed ``OVERFLOW!`` / apex ``Gradient overflow`` lines only
-``hf_console`` Hugging Face Trainer dict lines only
+``hf_console`` Hugging Face Trainer dict lines only (the run-summary dict, ``train_runtime`` /
+               ``total_flos``, is counted as ``hf_summary``: its ``train_loss`` is the run's mean, no step's)
 ``key_value``  ``key value`` / ``key: value`` / ``key=value`` lines only (nanoGPT, mlx-lm, mmengine, llm.c)
 ``stated``     lines that state a bad value (``Bad grad_norm detected (grad_norm=nan)``, ``Loss is Infinity``)
 ``coqui``      Coqui TTS trainer blocks (``--> TIME: ... GLOBAL_STEP: N`` then ``| > loss: X`` lines)
@@ -210,6 +211,11 @@ class LogFile:
                     break
                 if got is None:
                     continue
+                if name == pydict.NAME and ("train_runtime" in got or "total_flos" in got):
+                    # the Trainer's run summary: a known record, not a step (its train_loss is the run's mean)
+                    st.notes.add(HF_SUMMARY_NOTE)
+                    st.line_formats[HF_SUMMARY] = st.line_formats.get(HF_SUMMARY, 0) + 1
+                    break
                 if prefix_rank is not None and got.get("rank") is None:
                     got["rank"] = prefix_rank
                 rec = self._record(name, got, n, ctx)
@@ -238,7 +244,7 @@ class LogFile:
             yield from self._coqui_record(done, ctx)
         for rec in ctx.pending:  # stated values after the last metrics record: after it
             prev = ctx.last.get(rec.rank)
-            rec.step = 0 if prev is None else prev + 1
+            rec.step = FIRST_RECORD if prev is None else prev + 1
             yield rec
         ctx.pending.clear()
         if ctx.positioned and not ctx.stepped:  # apex's and DeepSpeed's overflow lines alone: no step anywhere
@@ -372,7 +378,7 @@ class LogFile:
                 st.knows(1, "Megatron-LM: iteration counted after the update, from 1")
         inferred = "step" not in got
         if inferred:
-            got["step"] = 0 if prev is None else prev + 1
+            got["step"] = FIRST_RECORD if prev is None else prev + 1
             ctx.positioned += 1
         else:
             ctx.stepped += 1
@@ -459,6 +465,15 @@ class LogFile:
             "trainer_state.json")
 
 
+#: the text reader's count (``ReadStats.line_formats``) of Hugging Face Trainer run-summary dicts
+#: (``{'train_runtime': ..., 'train_loss': ...}``, printed once after training): read, never a step record
+HF_SUMMARY = "hf_summary"
+#: the note (``ReadStats.notes``) the run summary leaves, as ``trainer_state.json``'s summary entry does
+HF_SUMMARY_NOTE = "hf_summary_entry"
+#: the number of a log's first record when its lines carry no step (apex's and DeepSpeed's overflow lines,
+#: stated values before any metrics line): records are numbered from 1, as the Hugging Face console's
+#: and a JSONL log's without steps are, so "record N" is the N-th record in every output
+FIRST_RECORD = 1
 #: lines a printed dict may be wrapped onto
 _WRAP_LINES = 8
 #: epochs remembered from a trainer_state.json

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 __all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "number_text", "to_float", "to_int", "bounded_int", "BadValue",
-           "RANK_IN_NAME", "MAX_RANK", "keyed_convention"]
+           "RANK_IN_NAME", "MAX_RANK", "keyed_convention", "lightning_logger_dir", "LIGHTNING_LAYOUT_WHY"]
 
 #: field -> the key names that mean it (after lower-casing and prefix removal).
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -158,3 +159,26 @@ def keyed_convention(keys: Any) -> tuple[int, str] | None:
     if "global_step" in low or "train/global_step" in low:
         return 1, HF_KEY_WHY
     return None
+
+
+LIGHTNING_LAYOUT_WHY = ("Lightning Trainer logger (version_N folder, an epoch value with every training record): "
+                        "its step is global_step, the updates done before this one, from 0")
+#: the folder of one Lightning logger run: ``version_<N>`` (``CSVLogger`` / ``TensorBoardLogger``'s default
+#: ``version``; a string ``version`` names the folder freely and is not recognised)
+_VERSION_DIR = re.compile(r"version_\d{1,9}")
+
+
+def lightning_logger_dir(path: Path, kind: str) -> bool:
+    """Whether ``path`` lies where a Lightning Trainer's logger writes: ``kind`` ``"csv"``: a
+    ``metrics.csv`` in a ``version_<N>`` folder (``CSVLogger``'s ``NAME_METRICS_FILE``); ``"tensorboard"``:
+    an event file in a ``version_<N>`` folder that holds ``hparams.yaml`` (``TensorBoardLogger.save``
+    writes it; Fabric's loggers, whose step is the caller's own, write no hparams.yaml there and log no
+    ``epoch``). The caller also requires the Trainer's ``epoch`` key in the records
+    (``_LoggerConnector.log_metrics`` adds it to every training record), so a file merely named so is
+    not taken for Lightning's."""
+    parent = path.parent
+    if _VERSION_DIR.fullmatch(parent.name) is None:
+        return False
+    if kind == "csv":
+        return path.name == "metrics.csv"
+    return (parent / "hparams.yaml").is_file()

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 from datacheck.io import safejson
 from datacheck.io.safejson import MAX_JSON_DEPTH
 from datacheck.model.errors import OptionalDependencyError
-from datacheck.trace.readers.fields import BadValue, keyed_convention
+from datacheck.trace.readers.fields import LIGHTNING_LAYOUT_WHY, BadValue, keyed_convention, lightning_logger_dir
 from datacheck.trace.readers.keyed import eval_record_beside, record_from_mapping
 from datacheck.trace.record import ReadStats, StepRecord
 
@@ -133,12 +133,17 @@ def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> I
 def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
     """A CSV with a header (Lightning ``CSVLogger`` ``metrics.csv``, a W&B history export): one row
     per logged step; empty cells are "not logged". Rows holding no training/eval metric (e.g.
-    Lightning's separate validation rows without a loss column filled) give no record."""
+    Lightning's separate validation rows without a loss column filled) give no record. The step count
+    is known from the header's keys (:func:`keyed_convention`), or from Lightning's layout
+    (:func:`lightning_logger_dir` with ``epoch`` and ``step`` columns: from 0)."""
     delim = "\t" if path.suffix.lower() == ".tsv" else ","
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         reader = csv.DictReader(f, delimiter=delim)
         last: int | None = None
         conv = keyed_convention(reader.fieldnames or [])
+        if conv is None and lightning_logger_dir(path, "csv") \
+                and {"epoch", "step"} <= {str(k).strip().lower() for k in reader.fieldnames or []}:
+            conv = 0, LIGHTNING_LAYOUT_WHY  # CSVLogger's sorted header holds the Trainer's epoch and step
         if conv is not None:
             stats.knows(*conv)
         for row in reader:
@@ -176,7 +181,9 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
     ``tensorboard`` package's event-file loader (no TensorFlow), one event at a time. Scalars of one
     step (tags mapped as in :mod:`datacheck.trace.readers.fields`, e.g. ``train/loss``,
     ``TrainIterStats/loss``, ``lr-AdamW/pg1``) become one record, and an eval loss logged at the same
-    step (``eval/loss``, ``EvalStats/avg_loss``) a second, eval record.
+    step (``eval/loss``, ``EvalStats/avg_loss``) a second, eval record. Event files written by a
+    Lightning Trainer's ``TensorBoardLogger`` (:func:`lightning_logger_dir`, an ``epoch`` scalar with
+    the step's metrics) count steps from 0.
 
     Raises:
         OptionalDependencyError: ``tensorboard`` is not installed (the message gives the install command).
@@ -187,6 +194,7 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
         raise OptionalDependencyError("reading TensorBoard event files needs the tensorboard package: "
                                       'pip install "tensorboard>=2.14" (the datacheck "trace" extra)') from None
     pending: dict[int, dict[str, Any]] = {}
+    lightning = bool(files) and all(lightning_logger_dir(p, "tensorboard") for p in files)
 
     def flush(keep: int) -> Iterator[StepRecord]:
         while len(pending) > keep:
@@ -200,6 +208,8 @@ def read_tensorboard(files: list[Path], source: str, stats: ReadStats, rank: int
             if rec is not None:
                 if (conv := keyed_convention(vals)) is not None:
                     stats.knows(*conv)
+                elif lightning and "epoch" in vals:  # the Trainer's logger: epoch logged with every step
+                    stats.knows(0, LIGHTNING_LAYOUT_WHY)
                 yield rec
                 ev = eval_record_beside(vals, rec)  # an eval value logged at a training step is kept
                 if ev is not None:

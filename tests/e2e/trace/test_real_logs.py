@@ -170,10 +170,11 @@ def test_apex_scale_to_below_one_and_hysteresis():
     # DeepSpeed hysteresis: the first overflow keeps the scale, then 65536 -> 8192 at the start (scale search)
     recs = list(open_log(str(LOGS / "issues/deepspeed_931_overflow_hysteresis.txt")).records())
     assert [(r.prev_scale, r.loss_scale) for r in recs] == [(65536, 65536), (65536, 32768), (32768, 16384), (16384, 8192)]
-    # the hysteresis skip keeps the scale: not a back-off in the timeline (was "4 (first at step 0: 65536 -> 65536)")
+    # the hysteresis skip keeps the scale: not a back-off in the timeline (was "4 (first at step 0: 65536 -> 65536)");
+    # its lines carry no step: records numbered from 1, the N-th line record N (the back-offs: lines 2..4)
     res = _trace("issues/deepspeed_931_overflow_hysteresis.txt")
     assert [(e["step"], e["from"], e["to"]) for e in res.events if e["kind"] == "scale_backoff"] == [
-        (1, 65536, 32768), (2, 32768, 16384), (3, 16384, 8192)]
+        (2, 65536, 32768), (3, 32768, 16384), (4, 16384, 8192)]
     assert _by(res)["log.skipped_steps"].count == 4  # the step is still skipped
 
 
@@ -301,7 +302,10 @@ def test_overflow_lines_alone_are_records_not_steps(tmp_path):
     rel = "issues/apex_834_loss_scale_to_zero.txt"
     recs = list(open_log(str(LOGS / rel)).records())
     assert len(recs) == 17 and all(r.step_inferred for r in recs)
-    assert "carry no step number" in _refused_rows(rel, tmp_path, "log.loss_scale_collapse at record 1")
+    # the collapse starts at the second line (the first back-off, 65536 -> 32768, is the initial scale
+    # search): record 2, as records are numbered from 1 in every log without steps
+    assert [r.step for r in recs] == list(range(1, 18))
+    assert "carry no step number" in _refused_rows(rel, tmp_path, "log.loss_scale_collapse at record 2")
     ds = open_log(str(LOGS / "issues/deepspeed_931_overflow_hysteresis.txt"))
     assert len(list(ds.records())) == 4 and ds.stats.unplaced is not None
     mixed = tmp_path / "mixed.log"

@@ -256,3 +256,39 @@ def test_the_rank_answer_names_ranks_of_the_world_size_that_never_logged(tmp_pat
     assert "2. all ranks or one: all 2 logged ranks; ranks [2, 3] are not in the logs" in r.stdout, r.stdout
     r = run_cli("trace", *logs)
     assert "2. all ranks or one: all ranks\n" in r.stdout, r.stdout
+
+
+SUMMARY = ("{'train_runtime': 12.3, 'train_samples_per_second': 5.0, 'train_steps_per_second': 1.0, "
+           "'train_loss': 2.4, 'epoch': 1.0}\n")
+
+
+def test_hf_run_summary_dict_is_a_known_record_not_an_unparsed_line(tmp_path):
+    """The Trainer prints its run summary once after training; its train_loss is the run's mean, not a
+    step's: never a step record, and no longer counted as a line "not parsed (no metric)"."""
+    p = tmp_path / "console.log"
+    p.write_text(HEADER + "  Num update steps per epoch = 313\n" + _dict(2.5, 0.5) + _dict(2.3, 1.0) + SUMMARY)
+    lf = open_log(str(p))
+    assert [r.loss for r in lf.records()] == [2.5, 2.3]
+    assert lf.stats.bad_lines == 0 and lf.stats.bad_examples == []
+    assert lf.stats.line_formats == {"hf_console": 2, "hf_summary": 1} and "hf_summary_entry" in lf.stats.notes
+    r = run_cli("trace", str(p))
+    assert "not parsed" not in r.stdout and "(hf_console 2, hf_summary 1)" in r.stdout
+
+
+def test_lines_without_steps_are_numbered_from_1_the_same_everywhere(tmp_path):
+    """apex overflow lines carry no step: record N is the N-th line, as Hugging Face console records
+    and JSONL records without steps are numbered; the first anomaly, the finding, the evidence (file:line)
+    and the verdict name the same number. The collapse starts at the second line (the first back-off,
+    65536 -> 32768, is the initial scale search)."""
+    scales = [32768.0, 16384.0, 8192.0, 4096.0, 0.5]
+    p = tmp_path / "apex.log"
+    p.write_text("".join(f"Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {s}\n"
+                         for s in scales))
+    assert [r.step for r in open_log(str(p)).records()] == list(range(1, len(scales) + 1))
+    line = 2
+    r = run_cli("trace", str(p))
+    out = r.stdout
+    assert f"first anomaly: log.loss_scale_collapse at record {line} (the log gives no step number)" in out
+    assert f"from step {line} to {len(scales)}" in out  # the finding
+    assert f"evidence: {p}:{line}, step {line}:" in out  # the evidence: its line is its record number
+    assert f"[numeric] log.loss_scale_collapse at step {line} " in out  # the verdict

@@ -55,3 +55,32 @@ def test_cli_names_the_rows_of_the_logged_step_of_a_log_from_0(tmp_path):
     r = run_cli("trace", str(log))
     assert "log step 5 = optimizer step 5 (assumed)" in r.stdout, r.stdout
     assert "note: step join assumed: the log names no trainer whose count is known, but" in r.stdout
+
+
+def test_a_log_counting_micro_batches_joins_each_to_its_optimizer_step_and_micro_batch():
+    """``--step-unit micro-batch`` with grad_accum 2: log step N (from 0) is micro-batch N % 2 of
+    optimizer step N // 2; from 1, log step N is (N - 1) // 2 and (N - 1) % 2."""
+    st = ReadStats(source="m.jsonl", format="jsonl", min_step=0)
+    conv = resolve_convention([st], None, micro_batches=2, grad_accum=2)
+    assert [(conv.optimizer_step(n), conv.micro_batch(n)) for n in range(5)] == [(n // 2, n % 2) for n in range(5)]
+    assert conv.log_step(5) == 10 and conv.describe(11) == "log step 11 = optimizer step 5, micro-batch 1 of 2"
+    assert "counts micro-batches, 2 per optimizer step" in conv.source
+    one = resolve_convention([st], 1, micro_batches=3)
+    assert [(one.optimizer_step(n), one.micro_batch(n)) for n in (1, 3, 4, 7)] == [(0, 0), (0, 2), (1, 0), (2, 0)]
+
+
+def test_an_assumed_count_with_grad_accum_says_each_log_step_is_an_optimizer_step():
+    st = ReadStats(source="m.jsonl", format="jsonl", min_step=0)
+    conv = resolve_convention([st], None, grad_accum=4)
+    assert conv.assumed and conv.micro_batches == 1 and conv.micro_batch(7) is None
+    assert "each log step is taken as one optimizer step of [batch] grad_accum 4 micro-batches" in conv.source
+    assert "--step-unit micro-batch" in conv.source
+    for quiet in (resolve_convention([st], None), resolve_convention([st], 0, grad_accum=4)):
+        assert "--step-unit" not in quiet.source  # no accumulation, or the count given: nothing assumed
+
+
+def test_cli_step_unit_micro_batch_needs_grad_accum(tmp_path):
+    log = write_jsonl(tmp_path / "m.jsonl", _rows(0, bad=5))
+    (tmp_path / "datacheck.toml").write_text("[batch]\nbatch_size = 4\n")
+    r = run_cli("trace", str(log), "--config", str(tmp_path / "datacheck.toml"), "--step-unit", "micro-batch")
+    assert r.returncode == 2 and "--step-unit micro-batch needs" in r.stderr and "grad_accum" in r.stderr
