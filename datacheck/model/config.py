@@ -338,6 +338,14 @@ class MegatronSection(_Section):
     data_sharding: bool = Field(default=True, description=(
         "Megatron's data sharding of the cyclic sampler (true unless the run passes `--no-data-sharding`, "
         "whose order is not simulated)"))
+    data_path: list[str] | None = Field(default=None, min_length=1, max_length=2 * 32766, description=(
+        "Megatron's `--data-path` words, as the run gave them: a blend `[\"0.3\", \"/data/a_text_document\", "
+        "\"0.7\", \"/data/b_text_document\"]` (weight, prefix pairs) or prefixes only (`[\"/data/a_text_document\", "
+        "\"/data/b_text_document\"]`: weighed by their sample counts). Needed when the plan holds several "
+        "Megatron pairs; each prefix names the planned pair whose path (without .bin) it ends with"))
+    mid_level_dataset_surplus: float = Field(default=0.005, ge=0, le=1000, description=(
+        "Megatron's `--mid-level-dataset-surplus` (megatron-core's default 0.005): each dataset of a weighted "
+        "blend is built for ceil(ceil(samples x weight) x (1 + surplus)) samples, which sets its shuffle"))
 
     @field_validator("split")
     @classmethod
