@@ -198,8 +198,8 @@ def main(argv: list[str]) -> int:
     try:
         from megatron.core.datasets import gpt_dataset, indexed_dataset
         from megatron.core.datasets.blended_dataset import BlendedDataset
-        from megatron.core.datasets.utils import get_blend_from_list
         from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+        from megatron.core.datasets.utils import get_blend_from_list
     except ImportError as exc:
         print(f"megatron-core cannot be imported ({exc}); see this script's docstring")
         return 0

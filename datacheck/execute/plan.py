@@ -580,24 +580,38 @@ def _sequence_documents(sizes: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray
 
 
 def _spans_of_prefixes(prefixes: list[str], space: RowSpace) -> list[ShardSpan]:
-    """The planned pair of each ``--data-path`` prefix: the shard whose path without ``.bin`` the
-    prefix ends with, component by component (the longest such path; a prefix may name a pair twice).
+    """The planned pair of each ``--data-path`` prefix: the shard whose path without ``.bin`` ends
+    as the prefix ends, compared component by component from the file name up (the run's folders
+    need not be the planned ones: the file name must match, and the most matching components win; a
+    prefix may name a pair twice).
 
     Raises:
-        UsageError: a prefix names no planned pair, or a planned pair is in no prefix (the run does not
-            read it: plan only the blend's pairs).
+        UsageError: a prefix names no planned pair (no file name matches), names two equally well
+            (plan fewer pairs or give more of their path), or a planned pair is in no prefix (the run
+            does not read it: plan only the blend's pairs).
     """
     keys = {sp.path: PurePosixPath(sp.path[:-4] if sp.path.endswith(".bin") else sp.path).parts for sp in space.shards}
+
+    def common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
+            n += 1
+        return n
+
     out: list[ShardSpan] = []
     for prefix in prefixes:
         parts = PurePosixPath(prefix.replace("\\", "/")).parts
-        hits = [sp for sp in space.shards if parts[len(parts) - len(keys[sp.path]):] == keys[sp.path]
-                and len(keys[sp.path]) <= len(parts)]
-        if not hits:
+        scored = [(common(parts, keys[sp.path]), sp) for sp in space.shards]
+        best = max((n for n, _ in scored), default=0)
+        hits = [sp for n, sp in scored if n == best]
+        if best == 0:
             raise UsageError(f"[megatron] data_path prefix {prefix!r} names none of the planned Megatron pairs "
                              f"({', '.join(sp.path for sp in space.shards[:5])}{' ...' if len(space.shards) > 5 else ''}): "
                              "plan the folder (or the .bin files) of every prefix of the blend")
-        out.append(max(hits, key=lambda sp: len(keys[sp.path])))
+        if len(hits) > 1:
+            raise UsageError(f"[megatron] data_path prefix {prefix!r} names {hits[0].path} and {hits[1].path} equally "
+                             "well: give the prefix as more of their path, or plan only the blend's pairs")
+        out.append(hits[0])
     unused = [sp.path for sp in space.shards if sp not in out]
     if unused:
         raise UsageError(f"{unused[0]}{f' and {len(unused) - 1} more' if len(unused) > 1 else ''}: planned, but in no "

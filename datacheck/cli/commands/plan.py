@@ -115,7 +115,7 @@ def _blend_text(s: dict[str, Any], where: str) -> list[str]:
               else "(weighed by the prefixes' sample counts)")]
     for b in s["blend"]:
         lo, hi = b["train_sequences"]
-        out.append(f"  {b['prefix']} -> {b['shard']}" + (f": weight {b['weight']}" if b["weight"] is not None else ":")
+        out.append(f"  {b['prefix']} -> {b['shard']}" + (f": weight {b['weight']}," if b["weight"] is not None else ":")
                    + f" {b['target_samples']} samples meant, GPTDataset of {b['samples']} samples over "
                    f"{b['data_epochs']} pass(es) of train sequences {lo}..{hi - 1} ({b['tokens_per_epoch']} tokens each)"
                    + ("; the last pass shuffled apart" if b["separate_final_epoch"] else ""))
