@@ -42,6 +42,13 @@ those samples in order. Each array below is built as Megatron builds it:
    ``mbs`` at a time; micro-step ``k`` is micro-batch ``k % (bucket // mbs)`` of pass ``k // (bucket //
    mbs)`` (torch is imported for it, lazily).
 
+A blend (``--data-path 0.3 A 0.7 B``; :class:`BlendedOrder`, :func:`build_blend`) is megatron-core's
+``BlendedMegatronDatasetBuilder._build_blended_dataset_splits`` and ``BlendedDataset``: one
+GPTDataset per prefix as above (the same seed), sized by :func:`blend_sizes` (weighted) or one pass
+(unweighted), and the blend's position ``idx`` is sample ``dataset_sample_index[idx]`` of prefix
+``dataset_index[idx]`` (helpers.cpp ``build_blending_indices``, :func:`blending_indices`); the
+samplers hand out blend positions as they hand out a GPTDataset's indices.
+
 A sample's **pieces** are the ``(sequence, token start, token end)`` ranges it reads, in order: the
 first from its start offset, whole sequences between, the last up to its end offset +
 add_extra_token (the token whose only role is the last label), as ``_query_document_sample_shuffle_indices``
