@@ -426,16 +426,19 @@ class MegatronPlan:
                              "train_iters, or train_samples // global batch)")
         return 0, step
 
-    def step_rows(self, step: int, rank: int | None = None, micro_batch: int | None = None) -> list[StepRow]:
+    def step_rows(self, step: int, rank: int | None = None, micro_batch: int | None = None,
+                  consumed: int | None = None) -> list[StepRow]:
         """The rows of optimizer step ``step``: for every rank (or ``rank``) and micro-batch (or
         ``micro_batch``) in that order, each sample in batch order, each document it reads in reading
-        order (a document read by two samples is listed for each).
+        order (a document read by two samples is listed for each). ``consumed``: the samples consumed
+        before the step (a resumed run's, from its log); default ``step x global batch``.
 
         Raises:
-            UsageError: the step, rank or micro-batch is outside the run.
+            UsageError: the step, rank or micro-batch is outside the run, or ``consumed`` is (see
+                :meth:`MegatronOrder.step`).
         """
         self.split_step(step)
-        batches = self.order.step(step)
+        batches = self.order.step(step, consumed)
         if rank is not None:
             if not 0 <= rank < self.order.data_parallel:
                 raise UsageError(f"--rank {rank}: step {step} has ranks 0..{self.order.data_parallel - 1}")

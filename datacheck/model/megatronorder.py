@@ -207,24 +207,38 @@ class _Sampler:
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def step(self, s: int) -> list[tuple[int, int, np.ndarray]]:
+    def step(self, s: int, consumed: int | None = None) -> list[tuple[int, int, np.ndarray]]:
         """``(rank, micro_batch, dataset indices)`` of every micro-batch of optimizer step ``s``, rank
         order then micro-batch order (``MegatronPretrainingSampler``; module docstring, step 6).
 
+        ``consumed``: the samples the run had consumed before the step (Megatron's
+        ``consumed_train_samples``, where its sampler starts after a resume); default ``s x global
+        batch``, a run that kept one global batch from its start.
+
         Raises:
-            UsageError: ``s`` is outside ``0 .. steps - 1``.
+            UsageError: ``s`` is outside ``0 .. steps - 1``; ``consumed`` is negative, leaves less than
+                a global batch in the dataset, or (cyclic) is not a whole number of micro-batches x
+                data-parallel size (Megatron's RandomSampler asserts it).
         """
         if not 0 <= s < self.steps:
             raise UsageError(f"--step {s}: the Megatron run has steps 0..{self.steps - 1}")
         mbs, dp = self.micro_batch, self.data_parallel
+        gbs = mbs * dp * self.grad_accum
+        if consumed is None:
+            consumed = s * gbs
+        elif consumed < 0 or consumed + gbs > len(self):
+            raise UsageError(f"consumed samples {consumed}: the step's {gbs} samples would pass the dataset's "
+                             f"{len(self)} samples")
+        if self.dataloader == "cyclic" and consumed % (mbs * dp):
+            raise UsageError(f"consumed samples {consumed} is not a multiple of micro-batch x data-parallel "
+                             f"({mbs} x {dp}): Megatron's cyclic sampler asserts it")
         out = []
         for r in range(dp):
             for m in range(self.grad_accum):
-                k = s * self.grad_accum + m
                 if self.dataloader == "cyclic":
-                    out.append((r, m, self._cyclic(k, r)))
+                    out.append((r, m, self._cyclic(consumed // (mbs * dp) + m, r)))
                     continue
-                lo = k * mbs * dp + r * mbs
+                lo = consumed + m * mbs * dp + r * mbs
                 out.append((r, m, np.arange(lo, lo + mbs, dtype=np.int64)))
         return out
 

@@ -102,19 +102,65 @@ def test_blend_export_holds_each_samples_tokens(blend, tmp_path):
         assert got == want and len(got) == 257
 
 
-def test_trace_names_a_log_steps_rows_across_both_prefixes(blend):
-    if not LOG.is_file():
-        pytest.skip("../shared/logs is not present")
+def _log(path, iterations, consumed, gbs, total=62):
+    """A Megatron-LM log (training.py ``training_log``'s iteration lines) of ``iterations``, with
+    ``consumed[i]`` consumed samples after iteration ``i``."""
+    path.write_text("".join(
+        f" iteration {i:8d}/{total:8d} | consumed samples: {consumed[i]:12d} | elapsed time per iteration (ms): 1376.1 | "
+        f"learning rate: 1.500E-04 | global batch size: {gbs:5d} | lm loss: {7.5 - i / 100:.6E} | loss scale: 16384.0 | "
+        "grad norm: 1.234 | number of skipped iterations:   0 | number of nan iterations:   0 |\n" for i in iterations))
+    return path
+
+
+def test_trace_names_a_resumed_log_steps_rows_across_both_prefixes(blend, tmp_path):
+    """A run that trained 20 iterations with a global batch of 4, then resumed from that checkpoint
+    (consumed samples 80) with a global batch of 8: its log starts at iteration 21, 88 samples
+    consumed. Iteration 25's samples are blend positions 80 + 4 x 8 .. 80 + 5 x 8 - 1 (Megatron's
+    sampler starts at consumed_samples), not optimizer step 24 x 8."""
     realdata, cfg, lens = blend
-    r = run_cli("trace", str(LOG), "--data", str(realdata / f"{OWT}.bin"), str(realdata / f"{TOY}.bin"),
-                "--config", str(cfg), "--step", "3", "--format", "json")
+    consumed = {i: 80 + (i - 20) * 8 for i in range(21, 31)}
+    log = _log(tmp_path / "resumed.out", range(21, 31), consumed, 8)
+    r = run_cli("trace", str(log), "--data", str(realdata / f"{OWT}.bin"), str(realdata / f"{TOY}.bin"),
+                "--config", str(cfg), "--step", "25", "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     data = json.loads(r.stdout)["result"]["data"]
-    # Megatron logs iteration N after its N-th update: log step 3 is optimizer step 2
-    assert data["audited_optimizer_steps"] == [2, 2] and "BlendedDataset of 2 prefixes" in data["source"]["description"]
-    want = _want(realdata, lens, 2)
-    by_rank: dict[str, list[int]] = {}
-    for w in want:
-        by_rank.setdefault(str(w["rank"]), []).append(w["global_index"])
-    assert data["rows"]["steps"]["3"] == by_rank
-    assert {w["shard"] for w in want} == {OWT + ".bin", TOY + ".bin"}
+    assert data["audited_optimizer_steps"] == [24, 24] and "BlendedDataset of 2 prefixes" in data["source"]["description"]
+    assert "the samples before iteration 25: 112, from the log's consumed samples" in data["source"]["description"]
+    parts, ds, dsi = ref.blend(lens, [0.3, 0.7], 256, 42, "949,50,1", 1, 62 * 8)
+    want: dict[str, list[int]] = {}
+    for rank in range(2):
+        for mb in range(2):
+            for idx in range(112 + mb * 4 + rank * 2, 112 + mb * 4 + rank * 2 + 2):  # MegatronPretrainingSampler
+                di, si, sh = parts[ds[idx]]
+                for seq, _, _ in ref.sample_pieces(lens[ds[idx]], di, si, sh, dsi[idx], 1):
+                    want.setdefault(str(rank), []).append(seq + (1000 if ds[idx] else 0))
+    assert data["rows"]["steps"]["25"] == want
+    assert {ds[i] for i in range(112, 120)} == {0, 1}  # the step reads both prefixes
+    # the same log step of a run that never changed its batch (consumed = iteration x 8) is step 24's
+    # samples 192 .. 199: what the plan names for optimizer step 24
+    _log(log, range(21, 31), {i: i * 8 for i in range(21, 31)}, 8)
+    r = run_cli("trace", str(log), "--data", str(realdata / f"{OWT}.bin"), str(realdata / f"{TOY}.bin"),
+                "--config", str(cfg), "--step", "25", "--format", "json")
+    plan = run_cli("plan", str(realdata / f"{OWT}.bin"), str(realdata / f"{TOY}.bin"), "--config", str(cfg),
+                   "--step", "24", "--format", "json")
+    rows = json.loads(plan.stdout)["result"]["step"]["rows"]
+    assert {r_["sample"] for r_ in rows} == set(range(192, 200))
+    got = json.loads(r.stdout)["result"]["data"]["rows"]["steps"]["25"]
+    assert got == {str(k): [r_["global_index"] for r_ in rows if r_["rank"] == k] for k in range(2)}
+
+
+def test_a_log_without_consumed_samples_says_what_it_assumed(blend, tmp_path):
+    realdata, cfg, lens = blend
+    log = _log(tmp_path / "resumed.out", range(41, 46), {i: 0 for i in range(41, 46)}, 8)
+    log.write_text(log.read_text().replace("consumed samples:            0 | ", ""))
+    assert "consumed" not in log.read_text() and len(log.read_text().splitlines()) == 5
+    r = run_cli("trace", str(log), "--data", str(realdata / f"{OWT}.bin"), str(realdata / f"{TOY}.bin"),
+                "--config", str(cfg), "--step", "43", "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    data = json.loads(r.stdout)["result"]["data"]
+    desc = data["source"]["description"]
+    assert "the log reports no consumed samples: assumed optimizer step x global batch" in desc
+    assert "a resumed run whose global batch changed needs a log with them, or --ledger" in desc
+    # optimizer step 42: blend positions 336 .. 343
+    assert data["audited_optimizer_steps"] == [42, 42]
+    assert sorted({s["sample"] for v in data["rows"]["samples"]["43"].values() for s in v}) == list(range(336, 344))
