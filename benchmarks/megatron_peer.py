@@ -1,6 +1,8 @@
 """datacheck's Megatron order (datacheck.model.megatronorder, datacheck.execute.plan.MegatronPlan)
-against megatron-core's own GPTDataset, on the real Megatron pairs of ../shared/realdata and on a
-generated pair whose documents hold several sequences (preprocess_data.py --split-sentences).
+against megatron-core's own GPTDataset and BlendedDataset (BlendedMegatronDatasetBuilder), on the
+real Megatron pairs of ../shared/realdata, blends of them (``--data-path`` weighted, unweighted, a
+prefix twice; ``--train-data-path``), and a generated pair whose documents hold several sequences
+(preprocess_data.py --split-sentences).
 
 megatron-core is never a dependency of datacheck: put it beside, not into, datacheck's environment::
 
@@ -14,7 +16,10 @@ the plan, every sample's tokens (the slices of the documents the plan names) and
 against ``GPTDataset._query_document_sample_shuffle_indices``. MegatronPretrainingSampler lives in
 megatron/training, outside the wheel: the batches are held to its code by
 tests/helpers/megatronref.py instead. Prints one line per case; exit 1 on the first difference, 0
-with a note when megatron-core cannot be imported.
+with a note when megatron-core cannot be imported. Blends: the blend's length, its dataset and
+dataset-sample indices (helpers.cpp ``build_blending_indices``), each prefix's GPTDataset (its
+num_samples, document and shuffle indices, length), and every sample's prefix, tokens and documents
+of 4 whole steps.
 """
 from __future__ import annotations
 
@@ -53,6 +58,11 @@ BLEND_CASES = [
     ([OWT, TOY], 256, 1234, "98,2,0", 300, 2, 2, 2),
     (["1.0", OWT], 1024, 99, "100,0,0", 100, 2, 2, 1),
     (["0.001", TOY, "0.999", OWT], 32, 3, "9,1", 400, 4, 2, 2),
+]
+#: --train-data-path blends (blend_per_split): datacheck's data_path with split "1" (the split is ignored)
+PER_SPLIT_CASES = [
+    (["0.3", OWT, "0.7", TOY], 64, 1234, "", 200, 4, 2, 2),
+    ([OWT, TOY], 256, 9, "", 300, 2, 2, 2),
 ]
 #: (prefix, seq_length, seed, split, train_iters, micro-batch, data-parallel, grad_accum)
 PLAN_CASES = [
@@ -118,18 +128,22 @@ def _plan(mc, prefix: Path, seq_length: int, seed: int, split: str, iters: int, 
 
 
 def _blend(mc, real: Path, words: list[str], seq_length: int, seed: int, split: str, iters: int, mbs: int, dp: int,
-           ga: int) -> str:
+           ga: int, per_split: bool = False) -> str:
     """megatron-core's BlendedMegatronDatasetBuilder over ``--data-path words`` against datacheck's
     plan with ``[megatron] data_path = words``: the blending indices, every GPTDataset's indices, and
-    every sample's tokens and documents of 4 whole steps."""
+    every sample's tokens and documents of 4 whole steps. ``per_split``: megatron-core is given the
+    words as ``--train-data-path`` (``blend_per_split``, no ``--split``) and datacheck ``split = "1"``."""
     gbs = mbs * dp * ga
     weighted = words[0].replace(".", "", 1).isdigit()
     named = words[1::2] if weighted else words
     paths = [w if weighted and i % 2 == 0 else str(real / w) for i, w in enumerate(words)]
     blend = mc.get_blend_from_list(paths)
-    cfg = mc.GPTDatasetConfig(random_seed=seed, sequence_length=seq_length, blend=blend, split=split,
+    where = dict(blend_per_split=[blend, None, None]) if per_split else dict(blend=blend, split=split)
+    cfg = mc.GPTDatasetConfig(random_seed=seed, sequence_length=seq_length, **where,
                               tokenizer=_Tokenizer(), reset_position_ids=False, reset_attention_mask=False,
                               eod_mask_loss=False, path_to_cache=None, add_extra_token_to_sequence=True)
+    if per_split:
+        split = "1"
     train, _, _ = mc.BlendedMegatronDatasetBuilder(mc.GPTDataset, [iters * gbs, 8, 8], lambda: True, cfg).build()
     bins = sorted({str(real / w) + ".bin" for w in named})
     plan = build_plan(bins, config_from_dict({
@@ -216,6 +230,8 @@ def main(argv: list[str]) -> int:
     try:
         for words, *args in BLEND_CASES:
             print(f"blend {words} {args}: {_blend(mc, real, words, *args)}")
+        for words, *args in PER_SPLIT_CASES:
+            print(f"--train-data-path {words} {args}: {_blend(mc, real, words, *args, per_split=True)}")
         for prefix, *args in INDEX_CASES:
             print(f"{prefix} {args}: {_indices(mc, str(real / prefix), *args)}")
         for prefix, seq_length, seed, split, iters, mbs, dp, ga in PLAN_CASES:
