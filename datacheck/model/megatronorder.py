@@ -77,6 +77,8 @@ SEPARATE_FINAL_EPOCH_THRESHOLD = 0.80
 #: ``BlendedMegatronDatasetConfig.mid_level_dataset_surplus`` (megatron-core 0.16.1): each dataset of
 #: a weighted blend is built with this share of samples above its target
 MID_LEVEL_DATASET_SURPLUS = 0.005
+#: the blending indices are computed and kept in chunks of ``2**bits`` positions (about 10 MB each)
+_BLEND_CHUNK_BITS = 20
 
 
 def uses_megatron_loader(formats: list[str | None], loader: str) -> bool:
@@ -516,7 +518,8 @@ class BlendedOrder(_Sampler):
 
     def index(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(dataset, sample in it) of blend positions ``positions`` (int64 arrays; the blending
-        indices are extended, and kept, up to the largest position).
+        indices run from the start of the blend, or the nearest chunk already computed, to the chunks
+        of the positions: time grows with the largest position, memory does not).
 
         Raises:
             UsageError: a position is outside the blend, or a dataset is asked for a sample beyond its
@@ -528,14 +531,15 @@ class BlendedOrder(_Sampler):
         top = int(pos.max()) + 1
         if int(pos.min()) < 0 or top > self.size:
             raise UsageError(f"blend position {int(pos.max())} is outside the blend's {self.size} samples")
-        have = self._index.get("ds", np.zeros(0, dtype=np.int16))
-        if top > len(have):
-            ds, dsi, counts = blending_indices(self.weights, top, len(have), self._index.get("counts"))
-            self._index["ds"] = np.concatenate((have, ds))
-            self._index["dsi"] = np.concatenate((self._index.get("dsi", np.zeros(0, dtype=np.int64)), dsi))
-            self._index["counts"] = counts
-        d = self._index["ds"][pos].astype(np.int64)
-        k = self._index["dsi"][pos]
+        d = np.zeros(len(pos), dtype=np.int64)
+        k = np.zeros(len(pos), dtype=np.int64)
+        chunk = pos >> _BLEND_CHUNK_BITS
+        for c in np.unique(chunk).tolist():
+            ds, dsi = self._chunk(int(c))
+            sel = chunk == c
+            local = pos[sel] - (int(c) << _BLEND_CHUNK_BITS)
+            d[sel] = ds[local]
+            k[sel] = dsi[local]
         for i, o in enumerate(self.datasets):
             over = k[d == i]
             if over.size and int(over.max()) >= len(o):
@@ -543,6 +547,25 @@ class BlendedOrder(_Sampler):
                                  "samples: Megatron's BlendedDataset raises IndexError (raise "
                                  "mid_level_dataset_surplus)")
         return d, k
+
+    def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """The blending indices of positions ``[c << bits, (c + 1) << bits)`` (cut at the blend's
+        size), from the counts kept at the start of every chunk computed so far (the greedy choice
+        runs from the nearest of them); the last few chunks are kept."""
+        marks: dict[int, list[int]] = self._index.setdefault("marks", {0: [0] * len(self.datasets)})
+        cache: dict[int, tuple[np.ndarray, np.ndarray]] = self._index.setdefault("chunks", {})
+        if c in cache:
+            return cache[c]
+        start = max(m for m in marks if m <= c)
+        for j in range(start, c + 1):
+            lo = j << _BLEND_CHUNK_BITS
+            hi = min(self.size, (j + 1) << _BLEND_CHUNK_BITS)
+            ds, dsi, counts = blending_indices(self.weights, hi, lo, marks[j])
+            marks[j + 1] = counts
+        if len(cache) >= 4:
+            del cache[next(iter(cache))]
+        cache[c] = (ds, dsi)
+        return ds, dsi
 
     def reads(self, dataset_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The pieces of the samples at blend positions ``dataset_indices``, in order: (which of

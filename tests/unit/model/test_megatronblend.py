@@ -14,6 +14,7 @@ from conftest import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from datacheck.model import megatronorder
 from datacheck.model.errors import UsageError
 from datacheck.model.megatronorder import blend_sizes, blending_indices, build_blend, parse_data_path
 
@@ -156,3 +157,16 @@ def test_oversampled_dataset_is_refused_as_megatron_does():
     assert short.index(np.array([1]))[1].tolist() == [0]
     with pytest.raises(UsageError, match="dataset 1 for sample 1, beyond its 1 samples"):
         short.index(np.array([3]))
+
+
+def test_blend_positions_in_chunks_in_any_order(monkeypatch):
+    # chunks of 8 positions: asked late, then early, then scattered (a cyclic sampler's order), the
+    # indices are the greedy loop's from position 0
+    monkeypatch.setattr(megatronorder, "_BLEND_CHUNK_BITS", 3)
+    o = build_blend([np.full(40, 5), np.full(30, 7), np.full(20, 3)], [0.2, 0.5, 0.3], seq_length=4, seed=3,
+                    split="1", extra=True, micro_batch=1, data_parallel=1, grad_accum=1, train_iters=None,
+                    train_samples=90)
+    want_ds, want_dsi = ref.blending_indices(ref.normalize(ref.normalize([0.2, 0.5, 0.3])), len(o))
+    for ask in (np.arange(60, 70), np.arange(0, 5), np.random.default_rng(0).permutation(len(o)), np.arange(len(o))):
+        d, k = o.index(ask)
+        assert d.tolist() == [want_ds[i] for i in ask] and k.tolist() == [want_dsi[i] for i in ask]
