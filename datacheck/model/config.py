@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from datacheck.model import catalog
 from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES, PYTHON_SCHEMA
-from datacheck.model.errors import ConfigError
+from datacheck.model.errors import ConfigError, UsageError
 from datacheck.model.layouts import LAYOUTS
+from datacheck.model.megatronorder import parse_data_path
 
 
 def special_kind(path: Path) -> str | None:
@@ -359,6 +360,17 @@ class MegatronSection(_Section):
         if not weights or len(weights) > 3 or sum(weights) <= 0:
             raise ValueError(f"{v[:60]!r}: expected 1 to 3 weights (train, valid, test) with a positive sum, "
                              "e.g. \"969, 30, 1\"")
+        return v
+
+    @field_validator("data_path")
+    @classmethod
+    def _data_path_words(cls, v: list[str] | None) -> list[str] | None:
+        # Megatron's get_blend_from_list, checked before any shard is read
+        if v is not None:
+            try:
+                parse_data_path(v)
+            except UsageError as exc:
+                raise ValueError(str(exc).removeprefix("[megatron] ")) from None
         return v
 
     @model_validator(mode="after")
