@@ -1,6 +1,8 @@
 """datacheck's Megatron order (datacheck.model.megatronorder, datacheck.execute.plan.MegatronPlan)
-against megatron-core's own GPTDataset, on the real Megatron pairs of ../shared/realdata and on a
-generated pair whose documents hold several sequences (preprocess_data.py --split-sentences).
+against megatron-core's own GPTDataset and BlendedDataset (BlendedMegatronDatasetBuilder), on the
+real Megatron pairs of ../shared/realdata, blends of them (``--data-path`` weighted, unweighted, a
+prefix twice; ``--train-data-path``), and a generated pair whose documents hold several sequences
+(preprocess_data.py --split-sentences).
 
 megatron-core is never a dependency of datacheck: put it beside, not into, datacheck's environment::
 
@@ -14,7 +16,10 @@ the plan, every sample's tokens (the slices of the documents the plan names) and
 against ``GPTDataset._query_document_sample_shuffle_indices``. MegatronPretrainingSampler lives in
 megatron/training, outside the wheel: the batches are held to its code by
 tests/helpers/megatronref.py instead. Prints one line per case; exit 1 on the first difference, 0
-with a note when megatron-core cannot be imported.
+with a note when megatron-core cannot be imported. Blends: the blend's length, its dataset and
+dataset-sample indices (helpers.cpp ``build_blending_indices``), each prefix's GPTDataset (its
+num_samples, document and shuffle indices, length), and every sample's prefix, tokens and documents
+of 4 whole steps.
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ if str(ROOT) not in sys.path:
 from datacheck.execute.plan import MegatronPlan, build_plan, rows_of_step  # noqa: E402
 from datacheck.formats.megatron import read_megatron  # noqa: E402
 from datacheck.model.config import config_from_dict  # noqa: E402
-from datacheck.model.megatronorder import build_order, sample_index  # noqa: E402
+from datacheck.model.megatronorder import BlendedOrder, build_order, sample_index  # noqa: E402
 
 #: (prefix under realdata, seq_length, seed, split, train samples, add_extra_token)
 INDEX_CASES = [
@@ -42,6 +47,22 @@ INDEX_CASES = [
     ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 128, 99, "9,1", 10_000, False),
     ("megatron_toy_duplicates/my-gpt2_text_document", 64, 1234, "969, 30, 1", 16_000, True),
     ("megatron_toy_duplicates/my-gpt2_text_document", 7, 3, "1", 50_000, True),
+]
+OWT = "megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document"
+TOY = "megatron_toy_duplicates/my-gpt2_text_document"
+#: blends: (--data-path words, prefixes under realdata; seq_length, seed, split, train_iters, micro-batch,
+#: data-parallel, grad_accum)
+BLEND_CASES = [
+    (["0.3", OWT, "0.7", TOY], 64, 1234, "969, 30, 1", 200, 4, 2, 2),
+    (["2", TOY, "1", OWT, "1", TOY], 128, 5, "98,2,0", 150, 2, 4, 3),
+    ([OWT, TOY], 256, 1234, "98,2,0", 300, 2, 2, 2),
+    (["1.0", OWT], 1024, 99, "100,0,0", 100, 2, 2, 1),
+    (["0.001", TOY, "0.999", OWT], 32, 3, "9,1", 400, 4, 2, 2),
+]
+#: --train-data-path blends (blend_per_split): datacheck's data_path with split "1" (the split is ignored)
+PER_SPLIT_CASES = [
+    (["0.3", OWT, "0.7", TOY], 64, 1234, "", 200, 4, 2, 2),
+    ([OWT, TOY], 256, 9, "", 300, 2, 2, 2),
 ]
 #: (prefix, seq_length, seed, split, train_iters, micro-batch, data-parallel, grad_accum)
 PLAN_CASES = [
@@ -101,9 +122,71 @@ def _plan(mc, prefix: Path, seq_length: int, seed: int, split: str, iters: int, 
             mine = [r for r in rows if r.sample == idx]
             got = [t for r in mine for t in rows_tokens[r.row][r.tokens[0]:r.tokens[1]]]
             assert got == text.tolist(), f"step {step} sample {idx}: tokens"
-            assert [r.row for r in mine] == plan.seq_doc[seq_ids].tolist(), f"step {step} sample {idx}: documents"
+            assert [r.row for r in mine] == plan.seq_doc[0][seq_ids].tolist(), f"step {step} sample {idx}: documents"
             n += 1
     return f"{n} samples of {len(steps)} step(s): tokens and documents equal GPTDataset's"
+
+
+def _blend(mc, real: Path, words: list[str], seq_length: int, seed: int, split: str, iters: int, mbs: int, dp: int,
+           ga: int, per_split: bool = False) -> str:
+    """megatron-core's BlendedMegatronDatasetBuilder over ``--data-path words`` against datacheck's
+    plan with ``[megatron] data_path = words``: the blending indices, every GPTDataset's indices, and
+    every sample's tokens and documents of 4 whole steps. ``per_split``: megatron-core is given the
+    words as ``--train-data-path`` (``blend_per_split``, no ``--split``) and datacheck ``split = "1"``."""
+    gbs = mbs * dp * ga
+    weighted = words[0].replace(".", "", 1).isdigit()
+    named = words[1::2] if weighted else words
+    paths = [w if weighted and i % 2 == 0 else str(real / w) for i, w in enumerate(words)]
+    blend = mc.get_blend_from_list(paths)
+    where = dict(blend_per_split=[blend, None, None]) if per_split else dict(blend=blend, split=split)
+    cfg = mc.GPTDatasetConfig(random_seed=seed, sequence_length=seq_length, **where,
+                              tokenizer=_Tokenizer(), reset_position_ids=False, reset_attention_mask=False,
+                              eod_mask_loss=False, path_to_cache=None, add_extra_token_to_sequence=True)
+    if per_split:
+        split = "1"
+    train, _, _ = mc.BlendedMegatronDatasetBuilder(mc.GPTDataset, [iters * gbs, 8, 8], lambda: True, cfg).build()
+    bins = sorted({str(real / w) + ".bin" for w in named})
+    plan = build_plan(bins, config_from_dict({
+        "batch": {"batch_size": mbs, "world_size": dp, "grad_accum": ga},
+        "megatron": {"seq_length": seq_length, "train_iters": iters, "seed": seed, "split": split, "data_path": paths}}))
+    assert isinstance(plan, MegatronPlan)
+    o = plan.order
+    parts = train.datasets if isinstance(train, mc.BlendedDataset) else [train]
+    if isinstance(train, mc.BlendedDataset):
+        assert isinstance(o, BlendedOrder), "a BlendedDataset where datacheck built one GPTDataset"
+        assert len(train) == len(o), f"blend length {len(train)} != {len(o)}"
+        d, k = o.index(np.arange(len(o)))
+        assert np.array_equal(np.asarray(train.dataset_index).astype(np.int64), d), "dataset index"
+        assert np.array_equal(np.asarray(train.dataset_sample_index).astype(np.int64), k), "dataset sample index"
+        mine = list(o.datasets)
+    else:
+        assert not isinstance(o, BlendedOrder), "one GPTDataset where datacheck built a blend"
+        mine = [o]
+    for i, (ds, od) in enumerate(zip(parts, mine)):
+        assert ds.num_samples == od.requested or ds.num_samples is None, f"dataset {i}: num_samples {ds.num_samples}"
+        assert np.array_equal(np.asarray(ds.document_index), od.doc_index), f"dataset {i}: document index"
+        assert np.array_equal(np.asarray(ds.shuffle_index).astype(np.int64), od.shuffle.astype(np.int64)), \
+            f"dataset {i}: shuffle index"
+        assert len(ds) == len(od), f"dataset {i}: samples"
+    tokens = {sp.path: read_megatron(Path(str(sp.abs_path)))["input_ids"].to_list() for sp in plan.spans}
+    n = 0
+    for step in sorted({0, 1, o.steps // 2, o.steps - 1}):
+        rows = rows_of_step(plan, step)
+        for idx in range(step * gbs, (step + 1) * gbs):
+            if isinstance(train, mc.BlendedDataset):
+                di, dsi = int(train.dataset_index[idx]), int(train.dataset_sample_index[idx])
+            else:
+                di, dsi = 0, idx
+            text, seq_ids = parts[di]._query_document_sample_shuffle_indices(dsi)
+            got_rows = [r for r in rows if r.sample == idx]
+            assert {r.shard for r in got_rows} == {plan.spans[di].path}, f"step {step} sample {idx}: prefix"
+            got = [t for r in got_rows for t in tokens[r.shard][r.row][r.tokens[0]:r.tokens[1]]]
+            assert got == text.tolist(), f"step {step} sample {idx}: tokens"
+            assert [r.row for r in got_rows] == plan.seq_doc[di][seq_ids].tolist(), f"step {step} sample {idx}: documents"
+            n += 1
+    per = ", ".join(f"{len(od)}" for od in mine)
+    return (f"blend of {len(mine)} GPTDataset(s) ({per} samples), {len(train)} blend samples: blending "
+            f"and GPTDataset indices equal; {n} samples of whole steps: tokens and documents equal")
 
 
 def _sentences_pair(folder: Path) -> Path:
@@ -128,7 +211,9 @@ def _sentences_pair(folder: Path) -> Path:
 def main(argv: list[str]) -> int:
     try:
         from megatron.core.datasets import gpt_dataset, indexed_dataset
+        from megatron.core.datasets.blended_dataset import BlendedDataset
         from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+        from megatron.core.datasets.utils import get_blend_from_list
     except ImportError as exc:
         print(f"megatron-core cannot be imported ({exc}); see this script's docstring")
         return 0
@@ -139,8 +224,14 @@ def main(argv: list[str]) -> int:
         IndexedDataset = indexed_dataset.IndexedDataset
 
     mc.BlendedMegatronDatasetBuilder = BlendedMegatronDatasetBuilder  # type: ignore[attr-defined]
+    mc.BlendedDataset = BlendedDataset  # type: ignore[attr-defined]
+    mc.get_blend_from_list = staticmethod(get_blend_from_list)  # type: ignore[attr-defined]
     real = Path(argv[0]) if argv else ROOT.parent / "shared" / "realdata"
     try:
+        for words, *args in BLEND_CASES:
+            print(f"blend {words} {args}: {_blend(mc, real, words, *args)}")
+        for words, *args in PER_SPLIT_CASES:
+            print(f"--train-data-path {words} {args}: {_blend(mc, real, words, *args, per_split=True)}")
         for prefix, *args in INDEX_CASES:
             print(f"{prefix} {args}: {_indices(mc, str(real / prefix), *args)}")
         for prefix, seq_length, seed, split, iters, mbs, dp, ga in PLAN_CASES:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -51,7 +51,14 @@ from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
-from datacheck.model.megatronorder import MegatronOrder, build_order, uses_megatron_loader
+from datacheck.model.megatronorder import (
+    BlendedOrder,
+    MegatronOrder,
+    build_blend,
+    build_order,
+    parse_data_path,
+    uses_megatron_loader,
+)
 from datacheck.model.order import EpochOrder, epoch_order, steps_text
 from datacheck.model.roles import is_list
 
@@ -394,30 +401,37 @@ _TORCH_ONLY_KEYS = ("seed", "shuffle", "drop_last", "epochs")
 
 @dataclass
 class MegatronPlan:
-    """The sample order of a Megatron-LM GPT run over one Megatron ``.bin``/``.idx`` pair
-    (:mod:`datacheck.model.megatronorder`: Megatron's own document, sample and shuffle indices and
-    ``MegatronPretrainingSampler``), joined to the shard's rows.
+    """The sample order of a Megatron-LM GPT run over one Megatron ``.bin``/``.idx`` pair, or a blend
+    of several (``[megatron] data_path``) (:mod:`datacheck.model.megatronorder`: Megatron's own
+    document, sample and shuffle indices, BlendedDataset's blending indices and
+    ``MegatronPretrainingSampler``), joined to the shards' rows.
 
     A step's rows are the documents its samples read: each sample of ``seq_length`` (+ 1) tokens is
-    cut across documents, so one sample names one or more rows, each with the token range it reads
-    (:attr:`StepRow.tokens`, in the row's tokens as datacheck reads the document) and the sample's
-    dataset index (:attr:`StepRow.sample`). Steps are numbered from 0 over the whole run (Megatron's
-    iteration ``N`` logged after its update is step ``N - 1``); the run is ``[megatron] train_iters``
-    steps (or ``train_samples // global batch``), one pass over the sample order: no torch epochs.
+    cut across documents (of one prefix), so one sample names one or more rows, each with the token
+    range it reads (:attr:`StepRow.tokens`, in the row's tokens as datacheck reads the document) and
+    the sample's dataset index (:attr:`StepRow.sample`; in a blend, the BlendedDataset position).
+    Steps are numbered from 0 over the whole run (Megatron's iteration ``N`` logged after its update
+    is step ``N - 1``); the run is ``[megatron] train_iters`` steps (or ``train_samples // global
+    batch``), one pass over the sample order: no torch epochs.
 
     Attributes:
-        space: the global row order (one shard, its rows the documents of the ``.idx``).
+        space: the global row order (its rows the documents of the ``.idx`` files).
         cfg: the config.
-        order: the simulated order (sequence ids, samples, batches).
-        seq_doc: per sequence of the ``.idx``, its document (the shard's row; int64).
-        seq_offset: per sequence, its first token's position in its document (int64).
+        order: the simulated order (one pair: :class:`MegatronOrder`; a blend: :class:`BlendedOrder`).
+        seq_doc: per dataset of the order (prefix), per sequence of its ``.idx``, its document (the
+            shard's row; int64).
+        seq_offset: per dataset, per sequence, its first token's position in its document (int64).
+        spans: per dataset, the planned shard it reads.
+        prefixes: the ``[megatron] data_path`` prefixes, one per dataset (None without data_path).
     """
 
     space: RowSpace
     cfg: Config
-    order: MegatronOrder
-    seq_doc: np.ndarray
-    seq_offset: np.ndarray
+    order: MegatronOrder | BlendedOrder
+    seq_doc: list[np.ndarray]
+    seq_offset: list[np.ndarray]
+    spans: list[ShardSpan]
+    prefixes: list[str] | None = None
     supervised: np.ndarray | None = None  # Megatron pairs hold no labels column
 
     @property
@@ -440,16 +454,19 @@ class MegatronPlan:
                              "train_iters, or train_samples // global batch)")
         return 0, step
 
-    def step_rows(self, step: int, rank: int | None = None, micro_batch: int | None = None) -> list[StepRow]:
+    def step_rows(self, step: int, rank: int | None = None, micro_batch: int | None = None,
+                  consumed: int | None = None) -> list[StepRow]:
         """The rows of optimizer step ``step``: for every rank (or ``rank``) and micro-batch (or
         ``micro_batch``) in that order, each sample in batch order, each document it reads in reading
-        order (a document read by two samples is listed for each).
+        order (a document read by two samples is listed for each). ``consumed``: the samples consumed
+        before the step (a resumed run's, from its log); default ``step x global batch``.
 
         Raises:
-            UsageError: the step, rank or micro-batch is outside the run.
+            UsageError: the step, rank or micro-batch is outside the run, or ``consumed`` is (see
+                :meth:`MegatronOrder.step`).
         """
         self.split_step(step)
-        batches = self.order.step(step)
+        batches = self.order.step(step, consumed)
         if rank is not None:
             if not 0 <= rank < self.order.data_parallel:
                 raise UsageError(f"--rank {rank}: step {step} has ranks 0..{self.order.data_parallel - 1}")
@@ -463,14 +480,14 @@ class MegatronPlan:
             return []
         idx = np.concatenate([b[2] for b in batches])
         who = np.concatenate([np.full(len(b[2]), k, dtype=np.int64) for k, b in enumerate(batches)])
-        owner, seq, start, end = self.order.pieces(idx)
-        span = self.space.shards[0]
-        doc = self.seq_doc[seq]
-        base = self.seq_offset[seq]
+        owner, dataset, seq, start, end = self.order.reads(idx)
         out = []
-        for o, d, a, b in zip(owner.tolist(), doc.tolist(), (base + start).tolist(), (base + end).tolist()):
+        for o, i, q, a, b in zip(owner.tolist(), dataset.tolist(), seq.tolist(), start.tolist(), end.tolist()):
             r, m, _ = batches[int(who[o])]
-            out.append(StepRow(r, m, span.start + d, span.path, d, int(idx[o]), (a, b)))
+            span = self.spans[i]
+            d = int(self.seq_doc[i][q])
+            base = int(self.seq_offset[i][q])
+            out.append(StepRow(r, m, span.start + d, span.path, d, int(idx[o]), (base + a, base + b)))
         return out
 
     def summary(self, epoch: int = 0) -> dict[str, Any]:
@@ -484,8 +501,29 @@ class MegatronPlan:
         ``samples`` (GPTDataset's length), ``data_epochs`` (times the documents repeat),
         ``separate_final_epoch``, ``steps``, ``add_extra_token_to_sequence``, ``dataloader_type``, ``ignored`` (the
         ``[batch]`` keys set in the config that Megatron's order does not read), ``supervised`` (None).
+        A blend has no ``sequences``, ``train_sequences``, ``tokens_per_epoch``, ``data_epochs`` or
+        ``separate_final_epoch`` of its own: ``blend`` lists them per prefix (with ``prefix``, ``shard``,
+        ``weight`` (None unweighted), ``target_samples``, ``samples``), and ``mid_level_dataset_surplus``
+        (None unweighted) is added.
         """
         o, b, m = self.order, self.cfg.batch, self.cfg.megatron
+        if isinstance(o, BlendedOrder):
+            return {
+                "loader": "megatron", "rows": self.space.n_rows, "shards": len(self.space.shards),
+                "split": self.space.split, "other_splits": dict(self.space.other_splits),
+                "world_size": b.world_size, "batch_size": b.batch_size, "grad_accum": b.grad_accum,
+                "global_batch": o.global_batch, "seq_length": o.seq_length, "seed": o.seed, "megatron_split": m.split,
+                "train_samples": o.requested, "samples": len(o), "steps": o.steps, "steps_per_epoch": o.steps,
+                "add_extra_token_to_sequence": bool(o.extra), "dataloader_type": o.dataloader,
+                "blend": [{"prefix": (self.prefixes or [""])[i], "shard": self.spans[i].path,
+                           "weight": None if o.given_weights is None else o.given_weights[i],
+                           "target_samples": o.targets[i], "sequences": int(len(d.sizes)),
+                           "train_sequences": list(d.train), "tokens_per_epoch": d.tokens_per_epoch,
+                           "samples": len(d), "data_epochs": d.epochs, "separate_final_epoch": d.separate_final_epoch}
+                          for i, d in enumerate(o.datasets)],
+                "mid_level_dataset_surplus": m.mid_level_dataset_surplus if o.given_weights is not None else None,
+                "ignored": [k for k in _TORCH_ONLY_KEYS if k in b.model_fields_set], "supervised": None,
+            }
         return {
             "loader": "megatron", "rows": self.space.n_rows, "sequences": int(len(o.sizes)),
             "shards": len(self.space.shards), "split": self.space.split, "other_splits": dict(self.space.other_splits),
@@ -507,7 +545,9 @@ def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
         UsageError: a fact the order needs is missing (``[megatron] seq_length``, ``train_iters`` or
             ``train_samples``, ``[batch] batch_size``), ``[batch] max_tokens`` is set (Megatron cuts
             fixed-length samples), ``cyclic`` without data sharding, the space holds more
-            than one pair (a blend), the pair is in an object store, or its ``.idx`` is unreadable.
+            than one pair and ``[megatron] data_path`` is unset (a blend needs its prefixes and
+            weights), a data_path prefix names no planned pair or a planned pair is in no prefix, a
+            pair is in an object store, or an ``.idx`` is unreadable.
     """
     m, b = cfg.megatron, cfg.batch
     missing = [k for k, v in (("[megatron] seq_length (--seq-length)", m.seq_length),
@@ -527,27 +567,87 @@ def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
         raise UsageError("[megatron] data_sharding = false (--no-data-sharding) with dataloader_type = \"cyclic\": "
                          "that order of MegatronPretrainingRandomSampler is not simulated (with data sharding, "
                          "Megatron's default, it is)")
-    if len(space.shards) != 1:
+    prefixes, weights = (None, None) if m.data_path is None else parse_data_path(m.data_path)
+    if prefixes is None and len(space.shards) != 1:
         raise UsageError(f"{len(space.shards)} Megatron pairs planned: a run over several prefixes blends them "
-                         "(BlendedDataset, its weights and sizes), which is not simulated; plan one .bin/.idx pair "
-                         "(one PATH, or [splits] / --split naming one)")
-    span = space.shards[0]
-    if span.url is not None or span.abs_path is None:
-        raise UsageError(f"{span.path}: a Megatron pair in an object store; copy the .bin/.idx locally to plan it")
-    try:
-        sizes, docs = read_index(Path(span.abs_path))
-    except FormatError as exc:
-        raise UsageError(f"{span.path}: {exc}") from None
-    order = build_order(sizes, seq_length=int(m.seq_length or 0), seed=m.seed, split=m.split,
-                        extra=m.add_extra_token_to_sequence, micro_batch=int(b.batch_size or 0),
-                        data_parallel=b.world_size, grad_accum=b.grad_accum, train_iters=m.train_iters,
-                        train_samples=m.train_samples, dataloader=m.dataloader_type)
+                         "(BlendedDataset), and which pairs with which weights is the run's --data-path: set "
+                         "[megatron] data_path to its words (e.g. [\"0.3\", \"/data/a_text_document\", \"0.7\", "
+                         "\"/data/b_text_document\"]), or plan one .bin/.idx pair")
+    spans = list(space.shards) if prefixes is None else _spans_of_prefixes(prefixes, space)
+    for span in spans:
+        if span.url is not None or span.abs_path is None:
+            raise UsageError(f"{span.path}: a Megatron pair in an object store; copy the .bin/.idx locally to plan it")
+    read: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for span in spans:
+        if span.path in read:
+            continue
+        try:
+            sizes, docs = read_index(Path(span.abs_path or ""))
+        except FormatError as exc:
+            raise UsageError(f"{span.path}: {exc}") from None
+        read[span.path] = (sizes, *_sequence_documents(sizes, docs))
+    common = dict(seq_length=int(m.seq_length or 0), seed=m.seed, split=m.split, extra=m.add_extra_token_to_sequence,
+                  micro_batch=int(b.batch_size or 0), data_parallel=b.world_size, grad_accum=b.grad_accum,
+                  train_iters=m.train_iters, train_samples=m.train_samples, dataloader=m.dataloader_type)
+    order: MegatronOrder | BlendedOrder
+    if prefixes is None or (len(prefixes) == 1 and weights is None):
+        # Megatron builds a plain GPTDataset for one prefix without a weight (no BlendedDataset)
+        order = build_order(read[spans[0].path][0], **common)  # type: ignore[arg-type]
+    else:
+        order = build_blend([read[sp.path][0] for sp in spans], weights, surplus=m.mid_level_dataset_surplus,
+                            **common)  # type: ignore[arg-type]
+    return MegatronPlan(space=space, cfg=cfg, order=order, seq_doc=[read[sp.path][1] for sp in spans],
+                        seq_offset=[read[sp.path][2] for sp in spans], spans=spans, prefixes=prefixes)
+
+
+def _sequence_documents(sizes: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per sequence of an ``.idx`` (``sizes``, document index ``docs``): its document and its first
+    token's position in that document (int64 arrays)."""
     seqs = np.arange(len(sizes), dtype=np.int64)
     seq_doc = np.searchsorted(docs, seqs, side="right") - 1
     cum = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes.astype(np.int64), out=cum[1:])
-    seq_offset = cum[:-1] - cum[docs[seq_doc]]
-    return MegatronPlan(space=space, cfg=cfg, order=order, seq_doc=seq_doc, seq_offset=seq_offset)
+    return seq_doc, cum[:-1] - cum[docs[seq_doc]]
+
+
+def _spans_of_prefixes(prefixes: list[str], space: RowSpace) -> list[ShardSpan]:
+    """The planned pair of each ``--data-path`` prefix: the shard whose path without ``.bin`` ends
+    as the prefix ends, compared component by component from the file name up (the run's folders
+    need not be the planned ones: the file name must match, and the most matching components win; a
+    prefix may name a pair twice).
+
+    Raises:
+        UsageError: a prefix names no planned pair (no file name matches), names two equally well
+            (plan fewer pairs or give more of their path), or a planned pair is in no prefix (the run
+            does not read it: plan only the blend's pairs).
+    """
+    keys = {sp.path: PurePosixPath(sp.path[:-4] if sp.path.endswith(".bin") else sp.path).parts for sp in space.shards}
+
+    def common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
+            n += 1
+        return n
+
+    out: list[ShardSpan] = []
+    for prefix in prefixes:
+        parts = PurePosixPath(prefix.replace("\\", "/")).parts
+        scored = [(common(parts, keys[sp.path]), sp) for sp in space.shards]
+        best = max((n for n, _ in scored), default=0)
+        hits = [sp for n, sp in scored if n == best]
+        if best == 0:
+            raise UsageError(f"[megatron] data_path prefix {prefix!r} names none of the planned Megatron pairs "
+                             f"({', '.join(sp.path for sp in space.shards[:5])}{' ...' if len(space.shards) > 5 else ''}): "
+                             "plan the folder (or the .bin files) of every prefix of the blend")
+        if len(hits) > 1:
+            raise UsageError(f"[megatron] data_path prefix {prefix!r} names {hits[0].path} and {hits[1].path} equally "
+                             "well: give the prefix as more of their path, or plan only the blend's pairs")
+        out.append(hits[0])
+    unused = [sp.path for sp in space.shards if sp not in out]
+    if unused:
+        raise UsageError(f"{unused[0]}{f' and {len(unused) - 1} more' if len(unused) > 1 else ''}: planned, but in no "
+                         "prefix of [megatron] data_path, so the run does not read it; plan only the blend's pairs")
+    return out
 
 
 def loader_of(space: RowSpace, cfg: Config) -> str:

@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from datacheck.model import catalog
 from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES, PYTHON_SCHEMA
-from datacheck.model.errors import ConfigError
+from datacheck.model.errors import ConfigError, UsageError
 from datacheck.model.layouts import LAYOUTS
+from datacheck.model.megatronorder import parse_data_path
 
 
 def special_kind(path: Path) -> str | None:
@@ -338,6 +339,14 @@ class MegatronSection(_Section):
     data_sharding: bool = Field(default=True, description=(
         "Megatron's data sharding of the cyclic sampler (true unless the run passes `--no-data-sharding`, "
         "whose order is not simulated)"))
+    data_path: list[str] | None = Field(default=None, min_length=1, max_length=2 * 32766, description=(
+        "Megatron's `--data-path` words, as the run gave them: a blend `[\"0.3\", \"/data/a_text_document\", "
+        "\"0.7\", \"/data/b_text_document\"]` (weight, prefix pairs) or prefixes only (`[\"/data/a_text_document\", "
+        "\"/data/b_text_document\"]`: weighed by their sample counts). Needed when the plan holds several "
+        "Megatron pairs; each prefix names the planned pair whose path (without .bin) it ends with"))
+    mid_level_dataset_surplus: float = Field(default=0.005, ge=0, le=1000, description=(
+        "Megatron's `--mid-level-dataset-surplus` (megatron-core's default 0.005): each dataset of a weighted "
+        "blend is built for ceil(ceil(samples x weight) x (1 + surplus)) samples, which sets its shuffle"))
 
     @field_validator("split")
     @classmethod
@@ -351,6 +360,17 @@ class MegatronSection(_Section):
         if not weights or len(weights) > 3 or sum(weights) <= 0:
             raise ValueError(f"{v[:60]!r}: expected 1 to 3 weights (train, valid, test) with a positive sum, "
                              "e.g. \"969, 30, 1\"")
+        return v
+
+    @field_validator("data_path")
+    @classmethod
+    def _data_path_words(cls, v: list[str] | None) -> list[str] | None:
+        # Megatron's get_blend_from_list, checked before any shard is read
+        if v is not None:
+            try:
+                parse_data_path(v)
+            except UsageError as exc:
+                raise ValueError(str(exc).removeprefix("[megatron] ")) from None
         return v
 
     @model_validator(mode="after")

@@ -42,6 +42,13 @@ those samples in order. Each array below is built as Megatron builds it:
    ``mbs`` at a time; micro-step ``k`` is micro-batch ``k % (bucket // mbs)`` of pass ``k // (bucket //
    mbs)`` (torch is imported for it, lazily).
 
+A blend (``--data-path 0.3 A 0.7 B``; :class:`BlendedOrder`, :func:`build_blend`) is megatron-core's
+``BlendedMegatronDatasetBuilder._build_blended_dataset_splits`` and ``BlendedDataset``: one
+GPTDataset per prefix as above (the same seed), sized by :func:`blend_sizes` (weighted) or one pass
+(unweighted), and the blend's position ``idx`` is sample ``dataset_sample_index[idx]`` of prefix
+``dataset_index[idx]`` (helpers.cpp ``build_blending_indices``, :func:`blending_indices`); the
+samplers hand out blend positions as they hand out a GPTDataset's indices.
+
 A sample's **pieces** are the ``(sequence, token start, token end)`` ranges it reads, in order: the
 first from its start offset, whole sequences between, the last up to its end offset +
 add_extra_token (the token whose only role is the last label), as ``_query_document_sample_shuffle_indices``
@@ -50,20 +57,28 @@ reads them; a zero-length sequence inside a sample is a piece of 0 tokens, as Me
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from datacheck.model.errors import UsageError
 from datacheck.model.torchdep import require_torch
 
-__all__ = ["MegatronOrder", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
+__all__ = ["MegatronOrder", "BlendedOrder", "parse_data_path", "blend_sizes", "blending_indices", "build_blend",
+           "MID_LEVEL_DATASET_SURPLUS", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
            "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD"]
 
 #: ``_build_document_sample_shuffle_indices``: the last epoch is shuffled apart when it would give
 #: fewer than this fraction of an epoch's samples (``threshold = 0.80``)
 SEPARATE_FINAL_EPOCH_THRESHOLD = 0.80
+#: ``BlendedMegatronDatasetConfig.mid_level_dataset_surplus`` (megatron-core 0.16.1): each dataset of
+#: a weighted blend is built with this share of samples above its target
+MID_LEVEL_DATASET_SURPLUS = 0.005
+#: the blending indices are computed and kept in chunks of ``2**bits`` positions (about 10 MB each)
+_BLEND_CHUNK_BITS = 20
 
 
 def uses_megatron_loader(formats: list[str | None], loader: str) -> bool:
@@ -179,8 +194,75 @@ def shuffle_index(num_samples: int, total_size: int, rng: np.random.RandomState)
     return np.concatenate((first, last))
 
 
+class _Sampler:
+    """Megatron's samplers over a dataset of ``len(self)`` samples (module docstring, step 6); the
+    class that mixes it in holds ``micro_batch``, ``data_parallel``, ``grad_accum``, ``steps``,
+    ``dataloader`` and ``_perms``."""
+
+    micro_batch: int
+    data_parallel: int
+    grad_accum: int
+    steps: int
+    dataloader: str
+    _perms: dict[int, np.ndarray]
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def step(self, s: int, consumed: int | None = None) -> list[tuple[int, int, np.ndarray]]:
+        """``(rank, micro_batch, dataset indices)`` of every micro-batch of optimizer step ``s``, rank
+        order then micro-batch order (``MegatronPretrainingSampler``; module docstring, step 6).
+
+        ``consumed``: the samples the run had consumed before the step (Megatron's
+        ``consumed_train_samples``, where its sampler starts after a resume); default ``s x global
+        batch``, a run that kept one global batch from its start.
+
+        Raises:
+            UsageError: ``s`` is outside ``0 .. steps - 1``; ``consumed`` is negative, leaves less than
+                a global batch in the dataset, or (cyclic) is not a whole number of micro-batches x
+                data-parallel size (Megatron's RandomSampler asserts it).
+        """
+        if not 0 <= s < self.steps:
+            raise UsageError(f"--step {s}: the Megatron run has steps 0..{self.steps - 1}")
+        mbs, dp = self.micro_batch, self.data_parallel
+        gbs = mbs * dp * self.grad_accum
+        if consumed is None:
+            consumed = s * gbs
+        elif consumed < 0 or consumed + gbs > len(self):
+            raise UsageError(f"consumed samples {consumed}: the step's {gbs} samples would pass the dataset's "
+                             f"{len(self)} samples")
+        if self.dataloader == "cyclic" and consumed % (mbs * dp):
+            raise UsageError(f"consumed samples {consumed} is not a multiple of micro-batch x data-parallel "
+                             f"({mbs} x {dp}): Megatron's cyclic sampler asserts it")
+        out = []
+        for r in range(dp):
+            for m in range(self.grad_accum):
+                if self.dataloader == "cyclic":
+                    out.append((r, m, self._cyclic(consumed // (mbs * dp) + m, r)))
+                    continue
+                lo = consumed + m * mbs * dp + r * mbs
+                out.append((r, m, np.arange(lo, lo + mbs, dtype=np.int64)))
+        return out
+
+    def _cyclic(self, k: int, rank: int) -> np.ndarray:
+        """Dataset indices of micro-step ``k`` on ``rank`` under ``MegatronPretrainingRandomSampler``
+        (module docstring, step 6)."""
+        mbs = self.micro_batch
+        bucket = (len(self) // (mbs * self.data_parallel)) * mbs
+        if bucket == 0:
+            raise UsageError(f"the dataset's {len(self)} samples are fewer than one micro-batch per rank "
+                             f"({mbs} x {self.data_parallel}): Megatron's cyclic sampler yields no batch")
+        passes, j = divmod(k, bucket // mbs)
+        if passes not in self._perms:
+            torch = require_torch("Megatron's cyclic sampler (torch.randperm)")
+            g = torch.Generator()
+            g.manual_seed(passes)
+            self._perms[passes] = torch.randperm(bucket, generator=g).numpy().astype(np.int64)
+        return rank * bucket + self._perms[passes][j * mbs:(j + 1) * mbs]
+
+
 @dataclass(frozen=True)
-class MegatronOrder:
+class MegatronOrder(_Sampler):
     """A Megatron GPT run's train order (module docstring).
 
     Attributes:
@@ -251,47 +333,16 @@ class MegatronOrder:
         end = np.where(entry == e[owner], eo[owner] + self.extra, self.sizes[seq].astype(np.int64))
         return owner, seq, start, end
 
-    def step(self, s: int) -> list[tuple[int, int, np.ndarray]]:
-        """``(rank, micro_batch, dataset indices)`` of every micro-batch of optimizer step ``s``, rank
-        order then micro-batch order (``MegatronPretrainingSampler``; module docstring, step 6).
-
-        Raises:
-            UsageError: ``s`` is outside ``0 .. steps - 1``.
-        """
-        if not 0 <= s < self.steps:
-            raise UsageError(f"--step {s}: the Megatron run has steps 0..{self.steps - 1}")
-        mbs, dp = self.micro_batch, self.data_parallel
-        out = []
-        for r in range(dp):
-            for m in range(self.grad_accum):
-                k = s * self.grad_accum + m
-                if self.dataloader == "cyclic":
-                    out.append((r, m, self._cyclic(k, r)))
-                    continue
-                lo = k * mbs * dp + r * mbs
-                out.append((r, m, np.arange(lo, lo + mbs, dtype=np.int64)))
-        return out
-
-    def _cyclic(self, k: int, rank: int) -> np.ndarray:
-        """Dataset indices of micro-step ``k`` on ``rank`` under ``MegatronPretrainingRandomSampler``
-        (module docstring, step 6)."""
-        mbs = self.micro_batch
-        bucket = (len(self) // (mbs * self.data_parallel)) * mbs
-        if bucket == 0:
-            raise UsageError(f"the dataset's {len(self)} samples are fewer than one micro-batch per rank "
-                             f"({mbs} x {self.data_parallel}): Megatron's cyclic sampler yields no batch")
-        passes, j = divmod(k, bucket // mbs)
-        if passes not in self._perms:
-            torch = require_torch("Megatron's cyclic sampler (torch.randperm)")
-            g = torch.Generator()
-            g.manual_seed(passes)
-            self._perms[passes] = torch.randperm(bucket, generator=g).numpy().astype(np.int64)
-        return rank * bucket + self._perms[passes][j * mbs:(j + 1) * mbs]
+    def reads(self, dataset_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`pieces` with the blend's dataset of each piece in second place (always 0: one
+        dataset), as :meth:`BlendedOrder.reads` gives them."""
+        owner, seq, start, end = self.pieces(dataset_indices)
+        return owner, np.zeros(len(owner), dtype=np.int64), seq, start, end
 
 
 def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, extra: bool, micro_batch: int,
                 data_parallel: int, grad_accum: int, train_iters: int | None,
-                train_samples: int | None, dataloader: str = "single") -> MegatronOrder:
+                train_samples: int | None, dataloader: str = "single", one_epoch: bool = False) -> MegatronOrder:
     """The train order of a Megatron GPT run over an indexed dataset whose sequences have ``sizes``
     tokens (module docstring: the split, epochs, document, sample and shuffle indices, the sampler).
 
@@ -305,6 +356,8 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
             micro-batches per step (``--global-batch-size`` = their product).
         train_iters, train_samples: the run's length (exactly one is given).
         dataloader: ``--dataloader-type``: ``single`` or ``cyclic`` (with data sharding).
+        one_epoch: GPTDataset built with ``num_samples=None`` (one pass over the train sequences, as
+            an unweighted blend builds each of its datasets) instead of the run's samples.
 
     Raises:
         UsageError: neither or both of ``train_iters`` / ``train_samples``, a split without train
@@ -325,7 +378,7 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
     if tokens <= 1:
         raise UsageError(f"the train split (sequences {beg}..{end - 1} of {len(sizes)}) holds {tokens} token(s): "
                          "Megatron cannot cut a sample from it")
-    epochs = num_epochs(tokens, requested, seq_length, x)
+    epochs = 1 if one_epoch else num_epochs(tokens, requested, seq_length, x)
     separate, sans_final = _separate_final_epoch(epochs, tokens, requested, seq_length, x)
     rng = np.random.RandomState(seed)
     doc_index = document_index(documents, epochs, rng, separate)
@@ -336,3 +389,256 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
                          requested=requested, epochs=epochs, separate_final_epoch=separate, tokens_per_epoch=tokens,
                          doc_index=doc_index, shuffle=shuffle, cum=cum, micro_batch=micro_batch,
                          data_parallel=data_parallel, grad_accum=grad_accum, steps=steps, dataloader=dataloader)
+
+
+def parse_data_path(words: list[str]) -> tuple[list[str], list[float] | None]:
+    """Megatron's ``--data-path`` words as ``get_blend_from_list`` (megatron/core/datasets/utils.py)
+    reads them: an odd count is prefixes only; an even count is ``weight prefix`` pairs when every
+    weight parses as a float, prefixes only when none does.
+
+    Raises:
+        UsageError: no word, some weights parse and some do not, or a weight is not above 0
+            (``BlendedDataset`` asserts weights > 0).
+    """
+    if not words:
+        raise UsageError("[megatron] data_path is empty: give the run's --data-path words, e.g. "
+                         "[\"0.3\", \"/data/a_text_document\", \"0.7\", \"/data/b_text_document\"]")
+    if len(words) % 2 == 1:
+        return list(words), None
+    weights: list[float | None] = []
+    for w in words[0::2]:
+        try:
+            weights.append(float(w))
+        except ValueError:
+            weights.append(None)
+    if all(w is None for w in weights):
+        return list(words), None
+    if any(w is None for w in weights):
+        raise UsageError(f"[megatron] data_path {' '.join(words)[:120]!r}: expected WEIGHT PREFIX pairs (every "
+                         "even word a number) or prefixes only")
+    if any(w is None or not w > 0 for w in weights):
+        raise UsageError(f"[megatron] data_path: every weight must be above 0 (Megatron's BlendedDataset asserts "
+                         f"it), got {words[0::2]}")
+    return list(words[1::2]), [float(w or 0) for w in weights]
+
+
+def _normalize(weights: list[float]) -> list[float]:
+    """megatron/core/datasets/utils.py ``normalize``: float64 weights over their numpy sum."""
+    w = np.array(weights, dtype=np.float64)
+    return [float(x) for x in (w / np.sum(w)).tolist()]
+
+
+def blend_sizes(weights: list[float], train_samples: int,
+                surplus: float = MID_LEVEL_DATASET_SURPLUS) -> tuple[list[float], list[int], list[int]]:
+    """How a weighted blend sizes its parts (blended_megatron_dataset_builder.py
+    ``_build_blended_dataset_splits`` and ``_get_size_per_split_per_dataset``): the normalised
+    weights, each dataset's target ``ceil(train_samples * w)`` and the samples its GPTDataset is built
+    for, ``ceil(ceil(train_samples * w) * (1 + surplus))``. The blend holds ``sum(targets)`` samples.
+    """
+    w = _normalize(weights)
+    targets = [int(math.ceil(train_samples * x)) for x in w]
+    built = [int(math.ceil(math.ceil(train_samples * x) * (1 + surplus))) for x in w]
+    return w, targets, built
+
+
+def blending_indices(weights: list[float], size: int, begin: int = 0,
+                     counts: list[int] | None = None) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """helpers.cpp ``build_blending_indices`` from blend position ``begin`` (``counts``: the samples
+    each dataset gave before it; zeros from 0) up to ``size``: at position ``t`` the dataset ``i``
+    with the largest error ``weights[i] * max(t, 1) - counts[i]`` (float64; the first on ties) gives
+    its next sample. Returns (dataset of each position int16, its sample in that dataset int64, the
+    counts after ``size``). A Python loop (the greedy choice depends on every earlier one): about a
+    microsecond per position and dataset."""
+    c = [0] * len(weights) if counts is None else list(counts)
+    w = [float(x) for x in weights]
+    n = len(w)
+    ds = np.zeros(max(size - begin, 0), dtype=np.int16)
+    dsi = np.zeros(max(size - begin, 0), dtype=np.int64)
+    rng = range(1, n)
+    for t in range(begin, size):
+        td = max(float(t), 1.0)
+        best = 0
+        err = w[0] * td - float(c[0])
+        for i in rng:
+            e = w[i] * td - float(c[i])
+            if e > err:
+                err, best = e, i
+        ds[t - begin] = best
+        dsi[t - begin] = c[best]
+        c[best] += 1
+    return ds, dsi, c
+
+
+@dataclass(frozen=True)
+class BlendedOrder(_Sampler):
+    """The train order of a Megatron GPT run over a blend of prefixes (``--data-path [W] P [W] P
+    ...``; megatron/core/datasets/blended_dataset.py ``BlendedDataset`` over one GPTDataset per
+    prefix, each a :class:`MegatronOrder` with the run's seed, split and seq_length). Blend position
+    ``idx`` (what the sampler hands out) is sample ``dataset_sample[idx]`` of dataset
+    ``dataset[idx]`` (:func:`blending_indices`, computed up to the largest position asked).
+
+    Attributes:
+        datasets: the GPTDataset of each prefix, in ``--data-path`` order.
+        weights: the weights the blending indices use (float64; the normalised ``--data-path``
+            weights normalised again, as BlendedDataset does; for an unweighted blend the datasets'
+            lengths normalised).
+        given_weights: the ``--data-path`` weights, None for an unweighted blend.
+        targets: samples each dataset is meant to give (weighted: ``ceil(samples * w)``; unweighted:
+            its length).
+        size: samples of the blend (weighted: ``sum(targets)``; unweighted: ``min(samples, sum of
+            lengths)``).
+        seq_length, extra, seed, requested: as :class:`MegatronOrder`.
+        micro_batch, data_parallel, grad_accum, steps, dataloader: the sampler (:class:`MegatronOrder`).
+    """
+
+    datasets: tuple[MegatronOrder, ...]
+    weights: list[float]
+    given_weights: list[float] | None
+    targets: list[int]
+    size: int
+    seq_length: int
+    extra: int
+    seed: int
+    requested: int
+    micro_batch: int
+    data_parallel: int
+    grad_accum: int
+    steps: int
+    dataloader: str = "single"
+    _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    _index: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        """Samples of the blend (``BlendedDataset.__len__``)."""
+        return self.size
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.data_parallel * self.grad_accum
+
+    def index(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(dataset, sample in it) of blend positions ``positions`` (int64 arrays; the blending
+        indices run from the start of the blend, or the nearest chunk already computed, to the chunks
+        of the positions: time grows with the largest position, memory does not).
+
+        Raises:
+            UsageError: a position is outside the blend, or a dataset is asked for a sample beyond its
+                length (Megatron raises ``IndexError`` there: the blend oversamples it).
+        """
+        pos = np.asarray(positions, dtype=np.int64)
+        if pos.size == 0:
+            return pos.copy(), pos.copy()
+        top = int(pos.max()) + 1
+        if int(pos.min()) < 0 or top > self.size:
+            raise UsageError(f"blend position {int(pos.max())} is outside the blend's {self.size} samples")
+        d = np.zeros(len(pos), dtype=np.int64)
+        k = np.zeros(len(pos), dtype=np.int64)
+        chunk = pos >> _BLEND_CHUNK_BITS
+        for c in np.unique(chunk).tolist():
+            ds, dsi = self._chunk(int(c))
+            sel = chunk == c
+            local = pos[sel] - (int(c) << _BLEND_CHUNK_BITS)
+            d[sel] = ds[local]
+            k[sel] = dsi[local]
+        for i, o in enumerate(self.datasets):
+            over = k[d == i]
+            if over.size and int(over.max()) >= len(o):
+                raise UsageError(f"the blend asks dataset {i} for sample {int(over.max())}, beyond its {len(o)} "
+                                 "samples: Megatron's BlendedDataset raises IndexError (raise "
+                                 "mid_level_dataset_surplus)")
+        return d, k
+
+    def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """The blending indices of positions ``[c << bits, (c + 1) << bits)`` (cut at the blend's
+        size), from the counts kept at the start of every chunk computed so far (the greedy choice
+        runs from the nearest of them); the last few chunks are kept."""
+        marks: dict[int, list[int]] = self._index.setdefault("marks", {0: [0] * len(self.datasets)})
+        cache: dict[int, tuple[np.ndarray, np.ndarray]] = self._index.setdefault("chunks", {})
+        if c in cache:
+            return cache[c]
+        start = max(m for m in marks if m <= c)
+        for j in range(start, c + 1):
+            lo = j << _BLEND_CHUNK_BITS
+            hi = min(self.size, (j + 1) << _BLEND_CHUNK_BITS)
+            ds, dsi, counts = blending_indices(self.weights, hi, lo, marks[j])
+            marks[j + 1] = counts
+        if len(cache) >= 4:
+            del cache[next(iter(cache))]
+        cache[c] = (ds, dsi)
+        return ds, dsi
+
+    def reads(self, dataset_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces of the samples at blend positions ``dataset_indices``, in order: (which of
+        ``dataset_indices`` each piece belongs to, the dataset (prefix) it reads, sequence id, token
+        start, token end); int64 arrays of one length."""
+        idx = np.asarray(dataset_indices, dtype=np.int64)
+        d, k = self.index(idx)
+        parts = []
+        for i, o in enumerate(self.datasets):
+            where = np.flatnonzero(d == i)
+            if where.size == 0:
+                continue
+            owner, seq, start, end = o.pieces(k[where])
+            parts.append((where[owner], np.full(len(owner), i, dtype=np.int64), seq, start, end))
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z, z, z
+        cat = [np.concatenate([p[j] for p in parts]) for j in range(5)]
+        order = np.argsort(cat[0], kind="stable")
+        return cat[0][order], cat[1][order], cat[2][order], cat[3][order], cat[4][order]
+
+
+def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_length: int, seed: int, split: str,
+                extra: bool, micro_batch: int, data_parallel: int, grad_accum: int, train_iters: int | None,
+                train_samples: int | None, dataloader: str = "single",
+                surplus: float = MID_LEVEL_DATASET_SURPLUS) -> BlendedOrder:
+    """The train order of a Megatron GPT run over the prefixes of ``--data-path`` (their ``.idx``
+    sequence lengths ``sizes``, in order) as BlendedMegatronDatasetBuilder builds it (megatron-core
+    0.16.1, ``_build_blended_dataset_splits``, one distribution for all splits):
+
+    - weighted (``weights`` given): each prefix's GPTDataset is built for
+      ``ceil(ceil(samples * w) * (1 + surplus))`` samples, ``w`` the normalised weight; the blend
+      holds ``sum(ceil(samples * w))`` samples (:func:`blend_sizes`);
+    - unweighted (``weights`` None, ``--data-path A B``): each GPTDataset is one pass over its train
+      sequences (``num_samples=None``); the blend weighs them by their lengths and holds
+      ``min(samples, sum of lengths)`` samples;
+
+    every GPTDataset with the run's seed, split and seq_length (the same RandomState seed for every
+    prefix); the blending indices are :func:`blending_indices`. ``samples`` is ``train_samples`` or
+    ``train_iters x global batch``.
+
+    Raises:
+        UsageError: as :func:`build_order`, for any prefix; neither or both of ``train_iters`` /
+            ``train_samples``; weights not one per prefix; a prefix of an unweighted blend with no
+            train sample (weight 0).
+    """
+    if (train_iters is None) == (train_samples is None):
+        raise UsageError("[megatron] train_iters (--train-iters) or train_samples (--train-samples) is needed, and "
+                         "only one: the run's sample count sizes every dataset of the blend")
+    if weights is not None and len(weights) != len(sizes):
+        raise UsageError(f"{len(weights)} weights for {len(sizes)} prefixes: Megatron needs one weight per prefix")
+    gbs = micro_batch * data_parallel * grad_accum
+    requested = train_samples if train_samples is not None else int(train_iters or 0) * gbs
+    steps = train_iters if train_iters is not None else int(train_samples or 0) // gbs
+    common = dict(seq_length=seq_length, seed=seed, split=split, extra=extra, micro_batch=micro_batch,
+                  data_parallel=data_parallel, grad_accum=grad_accum, train_iters=None)
+    if weights is not None:
+        norm, targets, built = blend_sizes(weights, requested, surplus)
+        datasets = tuple(build_order(sz, train_samples=n, **common) for sz, n in zip(sizes, built))  # type: ignore[arg-type]
+        size = sum(targets)
+        used = _normalize(norm)
+    else:
+        datasets = tuple(build_order(sz, train_samples=requested, one_epoch=True, **common)  # type: ignore[arg-type]
+                         for sz in sizes)
+        targets = [len(o) for o in datasets]
+        if 0 in targets:
+            raise UsageError(f"prefix {targets.index(0)} of the unweighted blend gives 0 train samples of seq_length "
+                             f"{seq_length}: its weight (its sample count) is 0 and Megatron's BlendedDataset "
+                             "asserts weights > 0")
+        size = min(requested, sum(targets))
+        used = _normalize([float(t) for t in targets])
+        steps = min(steps, size // gbs)
+    return BlendedOrder(datasets=datasets, weights=used, given_weights=None if weights is None else list(weights),
+                        targets=targets, size=size, seq_length=seq_length, extra=1 if extra else 0, seed=seed,
+                        requested=requested, micro_batch=micro_batch, data_parallel=data_parallel,
+                        grad_accum=grad_accum, steps=steps, dataloader=dataloader)

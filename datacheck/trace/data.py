@@ -20,6 +20,7 @@ its samples. Every row the output names carries that index, its shard and its ro
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -57,6 +58,7 @@ from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Severity
 from datacheck.model.identity import compare_identity
+from datacheck.model.megatronorder import MegatronOrder
 from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
@@ -256,13 +258,52 @@ class DatasetIndex:
         return BatchPlan(space=space, cfg=self.cfg, supervised=None, lengths=self.lengths)
 
 
-def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -> tuple[StepRows, dict[str, Any]]:
+def megatron_consumed(consumed: dict[int, int], log_step: int, optimizer_step: int,
+                      global_batch: int) -> tuple[int, str]:
+    """Where Megatron's sampler stands before log step ``log_step`` (an iteration: the samples
+    consumed before it), from the ``consumed samples`` a Megatron log reports after some iterations
+    (``consumed``, :attr:`TraceResult.consumed`): the report at the nearest iteration ``M`` at or
+    before the step (else after it), moved by ``global_batch`` per iteration between; with no
+    report, ``optimizer_step x global_batch`` (a run that kept one global batch from its start).
+    Returns (the samples, how they were found, in words).
+
+    Raises:
+        UsageError: the two reports nearest the step grow by another count per iteration than
+            ``global_batch`` (the config's global batch is not the run's there, or a batch-size
+            ramp-up: the step's samples cannot be placed).
+    """
+    if not consumed:
+        return optimizer_step * global_batch, ("the log reports no consumed samples: assumed optimizer step x global "
+                                               "batch before each step (a resumed run whose global batch changed "
+                                               "needs a log with them, or --ledger)")
+    points = sorted(consumed)
+    at = bisect.bisect_right(points, log_step) - 1
+    m = points[at] if at >= 0 else points[0]
+    near = [points[j] for j in (at - 1, at, at + 1) if 0 <= j < len(points)]
+    pair = sorted(near, key=lambda x: abs(x - log_step))[:2]
+    if len(pair) == 2:
+        a, b = sorted(pair)
+        grew, want = consumed[b] - consumed[a], (b - a) * global_batch
+        if grew != want:
+            raise UsageError(f"the log's consumed samples grow by {grew} from iteration {a} to {b} ({consumed[a]} -> "
+                             f"{consumed[b]}), not {b - a} x the config's global batch {global_batch}: set [batch] "
+                             "(batch_size x world_size x grad_accum) to the run's global batch there; a batch-size "
+                             "ramp-up is not simulated (give --ledger)")
+    before = consumed[m] + (log_step - m) * global_batch - global_batch
+    return before, (f"the samples before iteration {log_step}: {before}, from the log's consumed samples "
+                    f"({consumed[m]} after iteration {m})")
+
+
+def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
+              consumed: dict[int, int] | None = None) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
     the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
     :class:`datacheck.execute.plan.MegatronPlan`: Megatron's own samples, each row a document a sample
     reads, with its token range), for a run that trained from scratch with those samplers: log step
-    ``N`` is plan step ``conv.optimizer_step(N)``.
+    ``N`` is plan step ``conv.optimizer_step(N)``. A Megatron plan's step starts at the samples the
+    run had consumed before it (:func:`megatron_consumed`, from the log's ``consumed samples``,
+    ``consumed``), so a resumed run's iterations are named where its sampler stood.
 
     Returns:
         (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
@@ -271,8 +312,8 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
 
     Raises:
         UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens`` (the message says to set
-            them or give ``--ledger``), a fact of Megatron's order is missing (named), or no asked step
-            is inside the plan.
+            them or give ``--ledger``), a fact of Megatron's order is missing (named), no asked step
+            is inside the plan, or the log's consumed samples contradict the config's global batch.
         OptionalDependencyError: torch is not installed (the plan is simulated with torch's samplers).
     """
     cfg = index.cfg
@@ -286,12 +327,21 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
     megatron = isinstance(plan, MegatronPlan)
     out: StepRows = {}
     outside: list[int] = []
+    placed: list[str] = []
     for step in steps:
         k = conv.optimizer_step(step)
         if not 0 <= k < total:
             outside.append(step)
             continue
-        out[step] = rows_of_step(plan, k)
+        if isinstance(plan, MegatronPlan):
+            before, how = megatron_consumed(consumed or {}, step, k, plan.order.global_batch)
+            if before != k * plan.order.global_batch:
+                how += (f", not optimizer step {k} x global batch {plan.order.global_batch} = "
+                        f"{k * plan.order.global_batch} (a resumed run whose global batch changed)")
+            placed.append(how)
+            out[step] = plan.step_rows(k, consumed=before)
+        else:
+            out[step] = rows_of_step(plan, k)
     if not out:
         length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
                   f"{spe} per epoch x {cfg.batch.epochs} epoch(s), [batch] epochs")
@@ -304,12 +354,16 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention) -
     if isinstance(plan, MegatronPlan):
         o = plan.order
         sampler = "MegatronPretrainingRandomSampler" if o.dataloader == "cyclic" else "MegatronPretrainingSampler"
+        passes = (f"{o.epochs} pass(es) over the train documents" if isinstance(o, MegatronOrder) else
+                  f"a BlendedDataset of {len(o.datasets)} prefixes, {len(o)} samples")
         desc = (f"Megatron-LM's own order (GPTDataset's document, sample and shuffle indices, "
                 f"{sampler}: micro-batch {o.micro_batch} x data-parallel {o.data_parallel} x "
                 f"grad_accum {o.grad_accum}, seq_length {o.seq_length}, seed {o.seed}, split {cfg.megatron.split!r}, "
-                f"{o.requested} train samples, {o.epochs} pass(es) over the train documents); each sample is cut "
-                f"across documents: a step's rows are the documents its samples read; {conv.formula()}; assumes a run "
-                "from scratch: a resumed run with other facts needs --ledger)")
+                f"{o.requested} train samples, {passes}); each sample is cut "
+                f"across documents: a step's rows are the documents its samples read; {conv.formula()}; "
+                f"{placed[-1] if placed else ''}; [megatron] train_iters and [batch] are the "
+                "facts of the run that logged these steps (a resumed run builds its dataset from its own): other "
+                "facts need --ledger)")
         facts = {**cfg.batch.model_dump(mode="json"), "megatron": cfg.megatron.model_dump(mode="json")}
     else:
         desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; {conv.formula()}; assumes a "
@@ -710,7 +764,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if ledger is not None:
         rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
     else:
-        rows, source = plan_rows(index, steps, conv)
+        rows, source = plan_rows(index, steps, conv, res.consumed)
     if conv.micro_batches > 1:
         rows = micro_batch_rows(rows, conv)
     also = None

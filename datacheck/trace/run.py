@@ -78,6 +78,9 @@ class TraceResult:
             them: a log's records that name no rank in a log whose other records name one (the Hugging
             Face Trainer's dicts beside DeepSpeed's ``Rank 0`` lines: one process's two streams) ->
             that rank's stream name; None when the log names several ranks (one of them wrote it).
+        consumed: per iteration a Megatron log reports, its ``consumed samples`` (Megatron's
+            ``consumed_train_samples`` after that iteration; the last report of an iteration logged
+            twice); empty for other logs. Where a resumed run's sampler stands (``trace --data``).
     """
 
     logs: list[ReadStats]
@@ -90,6 +93,7 @@ class TraceResult:
     not_run: list[dict[str, str]] = field(default_factory=list)
     convention: dict[str, Any] | None = None
     stream_ranks: dict[str, str | None] = field(default_factory=dict)
+    consumed: dict[int, int] = field(default_factory=dict)
 
     def rank_of(self, stream: str) -> str | None:
         """The rank a stream's records come from: its own name, the rank of the process that wrote it
@@ -193,6 +197,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     stats: list[ReadStats] = []
     feeds: dict[Any, list[Any]] = {}  # per stream: the rules' bound feed methods
     named: dict[str, set[int]] = {}  # per log: the ranks its records name
+    consumed: dict[int, int] = {}  # Megatron's consumed samples per iteration
     for lf in logs:
         seen_notes = 0
         for rec in lf.records():
@@ -213,6 +218,8 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 continue
             if lf.stats.min_step is None or rec.step < lf.stats.min_step:
                 lf.stats.min_step = rec.step
+            if rec.tokens is not None and (lf.stats.format == "megatron" or lf.stats.line_formats.get("megatron")):
+                consumed[rec.step] = int(rec.tokens)  # "consumed samples": a sample count
             s = streams.get(key)
             if s is None:
                 s = streams[key] = Stream(key)
@@ -266,7 +273,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                           SEVERITY_ORDER[f.severity], f.details.get("metric") != "loss"), default=None)
     first_bad = None if first is None else {"check": first.check, **{k: v for k, v in first.details.items()
                                                                       if not isinstance(v, (list, dict)) or k == "window"}}
-    return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves,
+    return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves, consumed=consumed,
                        streams={s.name: s.records for s in streams.values()},
                        notes=[n for r in rules for n in r.notes],
                        not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],

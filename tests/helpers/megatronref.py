@@ -12,7 +12,10 @@
 - ``sample_index``: megatron/core/datasets/helpers.cpp ``build_sample_idx``, its C++ loop as Python;
 - ``batches``: ``MegatronPretrainingSampler.__iter__`` (megatron/training/datasets/data_samplers.py);
 - ``sample_pieces``: ``GPTDataset._query_document_sample_shuffle_indices`` (which sequences, from
-  which offset, how many tokens).
+  which offset, how many tokens);
+- ``blend``: a blend's parts as ``BlendedMegatronDatasetBuilder._build_blended_dataset_splits``
+  sizes them (``normalize``, ``_get_size_per_split_per_dataset``), ``BlendedDataset`` and
+  helpers.cpp ``build_blending_indices`` (its C++ loop as Python).
 """
 from __future__ import annotations
 
@@ -185,3 +188,87 @@ def cyclic_batches(total_samples: int, micro_batch: int, dp: int, rank: int, n: 
                 out.append(batch)
                 batch = []
     return out[:n]
+
+
+# --- blends (megatron/core/datasets/blended_megatron_dataset_builder.py, blended_dataset.py, helpers.cpp) ---
+
+def normalize(weights):
+    """utils.py ``normalize``."""
+    w = numpy.array(weights, dtype=numpy.float64)
+    w_sum = numpy.sum(w)
+    return (w / w_sum).tolist()
+
+
+def size_per_dataset(normalized_weights: list[float], target_size: int, surplus: float = 0.0) -> list[int]:
+    """``_get_size_per_split_per_dataset`` for the train split."""
+    import math
+
+    return [int(math.ceil(math.ceil(target_size * weight) * (1 + surplus))) for weight in normalized_weights]
+
+
+def blending_indices(weights: list[float], size: int) -> tuple[list[int], list[int]]:
+    """helpers.cpp ``build_blending_indices``, its C++ loop as Python."""
+    current_samples = [0 for _ in weights]
+    dataset_index, dataset_sample_index = [], []
+    for sample_idx in range(size):
+        sample_idx_double = max(float(sample_idx), 1.0)
+        max_error_index = 0
+        max_error = weights[0] * sample_idx_double - float(current_samples[0])
+        for dataset_idx in range(1, len(weights)):
+            error = weights[dataset_idx] * sample_idx_double - float(current_samples[dataset_idx])
+            if error > max_error:
+                max_error = error
+                max_error_index = dataset_idx
+        dataset_index.append(max_error_index)
+        dataset_sample_index.append(current_samples[max_error_index])
+        current_samples[max_error_index] += 1
+    return dataset_index, dataset_sample_index
+
+
+def blend(sizes: list[list[int]], weights: list[float] | None, seq_length: int, seed: int, split: str, extra: int,
+          num_samples: int, surplus: float = 0.005):
+    """The train BlendedDataset of ``_build_blended_dataset_splits`` (one distribution): per prefix
+    its GPTDataset's (document index, sample index, shuffle index), and the blend's (dataset index,
+    dataset sample index)."""
+    if weights is not None:
+        weights = normalize(weights)
+        target = size_per_dataset(weights, num_samples)
+        buffer = size_per_dataset(weights, num_samples, surplus)
+        parts = [order(sz, seq_length, seed, split, extra, n)[:3] for sz, n in zip(sizes, buffer)]
+        size = sum(target)
+        weights_i = normalize(weights)  # BlendedDataset normalises again
+    else:
+        parts = []
+        for sz in sizes:  # num_samples=None: one epoch, nothing shuffled apart
+            beg, end = train_range(len(sz), split)
+            documents = list(range(beg, end))
+            tokens = sum(sz[d] for d in documents)
+            rng = numpy.random.RandomState(seed)
+            di = [int(x) for x in document_index(documents, 1, rng, False)]
+            si = sample_index(sz, di, seq_length, 1, tokens, extra)
+            sh = [int(x) for x in shuffle_index(len(si) - 1, len(si) - 1, rng)]
+            parts.append((di, si, sh))
+        lengths = [len(p[1]) - 1 for p in parts]
+        size = min(num_samples, sum(lengths))
+        weights_i = normalize(lengths)
+    ds, dsi = blending_indices(weights_i, size)
+    return parts, ds, dsi
+
+
+def blend_step_reads(sizes: list[list[int]], weights: list[float] | None, seq_length: int, seed: int, split: str,
+                     extra: int, micro_batch: int, dp: int, grad_accum: int, num_samples: int,
+                     step: int) -> list[tuple[int, int, int, int, int, int, int]]:
+    """(rank, micro-batch, blend index, prefix, sequence, first token, end token) of every part of
+    optimizer step ``step`` of a blended run (MegatronPretrainingSampler over the BlendedDataset)."""
+    parts, ds, dsi = blend(sizes, weights, seq_length, seed, split, extra, num_samples)
+    out = []
+    for rank in range(dp):
+        for k, mb in enumerate(batches(len(ds), micro_batch, dp, rank)):
+            if k // grad_accum != step:
+                continue
+            for idx in mb:
+                d = ds[idx]
+                di, si, sh = parts[d]
+                for seq, a, b in sample_pieces(sizes[d], di, si, sh, dsi[idx], extra):
+                    out.append((rank, k % grad_accum, idx, d, seq, a, b))
+    return out

@@ -84,6 +84,8 @@ def _megatron_text(s: dict[str, Any]) -> list[str]:
     where = ""
     if s.get("split") is not None:
         where = f" of split {s['split']!r}"
+    if "blend" in s:
+        return _blend_text(s, where)
     lo, hi = s["train_sequences"]
     sampler = "MegatronPretrainingRandomSampler" if s["dataloader_type"] == "cyclic" else "MegatronPretrainingSampler"
     out = [f"Megatron-LM order (GPTDataset + {sampler}): {s['rows']} document(s), {s['sequences']} "
@@ -94,6 +96,29 @@ def _megatron_text(s: dict[str, Any]) -> list[str]:
            f"{s['steps']} optimizer steps = {s['train_samples']} samples asked; GPTDataset holds {s['samples']} samples "
            f"over {s['data_epochs']} pass(es) of the train documents ({s['tokens_per_epoch']} tokens each)"
            + ("; the last pass shuffled apart" if s["separate_final_epoch"] else "")]
+    if s["ignored"]:
+        out.append(f"note: [batch] {', '.join(s['ignored'])} are torch sampler keys; Megatron's order does not read "
+                   "them ([megatron] seed shuffles)")
+    return out
+
+
+def _blend_text(s: dict[str, Any], where: str) -> list[str]:
+    sampler = "MegatronPretrainingRandomSampler" if s["dataloader_type"] == "cyclic" else "MegatronPretrainingSampler"
+    weighted = s["mid_level_dataset_surplus"] is not None
+    out = [f"Megatron-LM order (BlendedDataset of {len(s['blend'])} GPTDataset(s) + {sampler}): {s['rows']} document(s) "
+           f"in {s['shards']} shard(s){where}; --split {s['megatron_split']!r} per prefix",
+           f"micro-batch {s['batch_size']} x data-parallel {s['world_size']} x grad_accum {s['grad_accum']} = global "
+           f"batch {s['global_batch']} samples of seq_length {s['seq_length']}"
+           + (" + 1" if s["add_extra_token_to_sequence"] else "") + f" tokens; seed {s['seed']} (every prefix)",
+           f"{s['steps']} optimizer steps = {s['train_samples']} samples asked; the blend holds {s['samples']} samples "
+           + (f"(weighted; each GPTDataset built with a {s['mid_level_dataset_surplus']} surplus)" if weighted
+              else "(weighed by the prefixes' sample counts)")]
+    for b in s["blend"]:
+        lo, hi = b["train_sequences"]
+        out.append(f"  {b['prefix']} -> {b['shard']}" + (f": weight {b['weight']}," if b["weight"] is not None else ":")
+                   + f" {b['target_samples']} samples meant, GPTDataset of {b['samples']} samples over "
+                   f"{b['data_epochs']} pass(es) of train sequences {lo}..{hi - 1} ({b['tokens_per_epoch']} tokens each)"
+                   + ("; the last pass shuffled apart" if b["separate_final_epoch"] else ""))
     if s["ignored"]:
         out.append(f"note: [batch] {', '.join(s['ignored'])} are torch sampler keys; Megatron's order does not read "
                    "them ([megatron] seed shuffles)")

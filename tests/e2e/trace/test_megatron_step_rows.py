@@ -15,10 +15,11 @@ import pytest
 from conftest import SHARED, run_cli
 
 LOG = SHARED / "logs" / "megatron" / "meg_ds_3d_gpt2_perf_n16-ds-off.out"
+# the log's global batch size is 1024 (its consumed samples grow by 1024 an iteration): 8 x 16 x 8
 CONFIG = """[batch]
-batch_size = 1
-world_size = 4
-grad_accum = 2
+batch_size = 8
+world_size = 16
+grad_accum = 8
 
 [megatron]
 seq_length = 512
@@ -51,7 +52,7 @@ def test_log_step_rows_are_megatrons_samples_of_that_iteration(realdata, tmp_pat
     assert "Megatron-LM's own order" in data["source"]["description"]
     lens = _lengths(bin_.with_suffix(".idx"))
     want: dict[str, list[dict]] = {}
-    for rank, mb, idx, seq, a, b in ref.step_reads(lens, 512, 42, "949,50,1", 1, 1, 4, 2, 62 * 8, 2):
+    for rank, mb, idx, seq, a, b in ref.step_reads(lens, 512, 42, "949,50,1", 1, 8, 16, 8, 62 * 1024, 2):
         got = want.setdefault(str(rank), [])
         if not got or got[-1]["sample"] != idx:
             got.append({"sample": idx, "micro_batch": mb, "reads": []})
@@ -62,7 +63,23 @@ def test_log_step_rows_are_megatrons_samples_of_that_iteration(realdata, tmp_pat
     assert max(g for v in want.values() for s in v for g, _, _ in s["reads"]) < 949
     # the export: one row per document a sample reads, with the sample and the token range
     df = pl.read_parquet(tmp_path / "rows.parquet")
-    flat = [(s["sample"], g, a, b) for k in sorted(want) for s in want[k] for g, a, b in s["reads"]]
+    flat = [(s["sample"], g, a, b) for k in sorted(want, key=int) for s in want[k] for g, a, b in s["reads"]]
     assert list(zip(df["_datacheck_sample"], df["_datacheck_global_index"], df["_datacheck_token_start"],
                     df["_datacheck_token_end"])) == flat
     assert set(df["_datacheck_log_step"]) == {3} and set(df["_datacheck_step"]) == {2}
+
+
+def test_a_config_whose_global_batch_is_not_the_logs_is_refused(realdata, tmp_path):
+    if not LOG.is_file():
+        pytest.skip("../shared/logs is not present")
+    # consumed samples 1024, 2048, 3072 at iterations 1, 2, 3 (logs PROVENANCE.md): the run's global
+    # batch is 1024; a config of 1 x 4 x 2 = 8 would name other samples than the run's
+    lines = [ln for ln in LOG.read_text(errors="replace").splitlines() if ln.lstrip().startswith("iteration")]
+    assert [int(ln.split("consumed samples:")[1].split("|")[0]) for ln in lines[:3]] == [1024, 2048, 3072]
+    bin_ = realdata / "megatron_gpt2_openwebtext" / "meg-gpt2-openwebtext_text_document.bin"
+    (tmp_path / "datacheck.toml").write_text(CONFIG.replace("batch_size = 8", "batch_size = 1")
+                                             .replace("world_size = 16", "world_size = 4")
+                                             .replace("grad_accum = 8", "grad_accum = 2"))
+    r = run_cli("trace", str(LOG), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"), "--step", "3")
+    assert r.returncode == 2, r.stdout
+    assert "consumed samples grow by 1024 from iteration" in r.stderr and "global batch 8" in r.stderr

@@ -100,11 +100,68 @@ def test_what_is_not_simulated_is_refused(tmp_path, extra, message):
         build_plan([str(tmp_path / "d")], config_from_dict(facts))
 
 
-def test_several_prefixes_are_a_blend_and_refused(tmp_path):
+def test_several_prefixes_need_the_runs_data_path(tmp_path):
     _pair(tmp_path / "d", "a", _docs(np.random.default_rng(3), 6))
     _pair(tmp_path / "d", "b", _docs(np.random.default_rng(4), 6))
-    with pytest.raises(UsageError, match="2 Megatron pairs .* blend"):
+    with pytest.raises(UsageError, match="2 Megatron pairs .* blend.*set \\[megatron\\] data_path"):
         build_plan([str(tmp_path / "d")], config_from_dict(FACTS))
+
+
+@pytest.mark.parametrize("weights", [[0.3, 0.7], None])
+def test_blend_rows_are_the_documents_of_each_prefix(tmp_path, weights):
+    docs_a, docs_b = _docs(np.random.default_rng(7), 10), _docs(np.random.default_rng(8), 14)
+    seqs_a = _pair(tmp_path / "d", "a", docs_a)
+    seqs_b = _pair(tmp_path / "d" / "sub", "b", docs_b)
+    # the run's folders are not the planned ones: the prefixes name the pairs by file name
+    words = ["/run/data/b", "/run/data/a"] if weights is None else ["0.7", "/run/data/b", "0.3", "/run/data/a"]
+    facts = {"batch": FACTS["batch"], "megatron": {**FACTS["megatron"], "data_path": words}}
+    plan = build_plan([str(tmp_path / "d")], config_from_dict(facts))
+    assert isinstance(plan, MegatronPlan)
+    shards = [sp.path for sp in plan.space.shards]
+    assert shards == ["a.bin", "sub/b.bin"] and [sp.path for sp in plan.spans] == ["sub/b.bin", "a.bin"]
+    n_a = len(docs_a)  # the 10 rows (documents) of a.bin come first in the row space
+    sizes = [[len(s) for s in seqs_b], [len(s) for s in seqs_a]]
+    seqs = [seqs_b, seqs_a]
+    docs = [[[t for s in d for t in s] for d in docs_b], [[t for s in d for t in s] for d in docs_a]]
+    seq_doc = [[k for k, d in enumerate(dd) for _ in d] for dd in (docs_b, docs_a)]
+    w = None if weights is None else [0.7, 0.3]
+    for step in range(plan.run_steps):
+        rows = rows_of_step(plan, step)
+        want = ref.blend_step_reads(sizes, w, 6, 11, "1", 1, 2, 2, 2, 5 * 8, step)
+        assert [(r.rank, r.micro_batch, r.sample) for r in rows] == [(x[0], x[1], x[2]) for x in want]
+        for r, (_, _, _, d, seq, a, b) in zip(rows, want):
+            assert r.shard == ["sub/b.bin", "a.bin"][d] and r.row == seq_doc[d][seq]
+            assert r.global_index == r.row + (n_a if d == 0 else 0)
+            assert docs[d][r.row][r.tokens[0]:r.tokens[1]] == seqs[d][seq][a:b]
+    # both prefixes are read by the run's first steps
+    assert {r.shard for s in range(plan.run_steps) for r in rows_of_step(plan, s)} == {"a.bin", "sub/b.bin"}
+    summary = plan.summary()
+    assert [b["shard"] for b in summary["blend"]] == ["sub/b.bin", "a.bin"]
+    assert [b["weight"] for b in summary["blend"]] == ([0.7, 0.3] if weights else [None, None])
+
+
+@pytest.mark.parametrize("words, message", [
+    (["0.5", "/x/a", "0.5", "/x/c"], "'/x/c' names none of the planned"),
+    (["/x/a"], "sub/b.bin: planned, but in no prefix"),
+    (["0.5", "/x/a", "0.5"], "WEIGHT PREFIX|names none"),
+])
+def test_a_blend_that_does_not_name_the_planned_pairs_is_refused(tmp_path, words, message):
+    _pair(tmp_path / "d", "a", _docs(np.random.default_rng(3), 6))
+    _pair(tmp_path / "d" / "sub", "b", _docs(np.random.default_rng(4), 6))
+    facts = {"batch": FACTS["batch"], "megatron": {**FACTS["megatron"], "data_path": words}}
+    with pytest.raises(UsageError, match=message):
+        build_plan([str(tmp_path / "d")], config_from_dict(facts))
+
+
+def test_same_file_name_in_two_folders_needs_more_of_the_path(tmp_path):
+    _pair(tmp_path / "d" / "p", "x", _docs(np.random.default_rng(3), 6))
+    _pair(tmp_path / "d" / "q", "x", _docs(np.random.default_rng(4), 6))
+    facts = {"batch": FACTS["batch"], "megatron": {**FACTS["megatron"], "data_path": ["1", "/r/x", "1", "/r/q/x"]}}
+    with pytest.raises(UsageError, match="'/r/x' names p/x.bin and q/x.bin equally well"):
+        build_plan([str(tmp_path / "d")], config_from_dict(facts))
+    facts["megatron"]["data_path"] = ["1", "/r/p/x", "1", "/r/q/x"]
+    plan = build_plan([str(tmp_path / "d")], config_from_dict(facts))
+    assert isinstance(plan, MegatronPlan) and [sp.path for sp in plan.spans] == ["p/x.bin", "q/x.bin"]
 
 
 def test_mixed_shards_need_the_loader_named(tmp_path):

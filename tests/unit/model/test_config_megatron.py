@@ -30,7 +30,9 @@ def test_defaults_leave_the_hash_as_it_was(raw):
 
 
 @pytest.mark.parametrize("raw", [{"batch": {"loader": "megatron"}}, {"megatron": {"seq_length": 2048}},
-                                 {"megatron": {"seed": 1}}, {"megatron": {"train_iters": 10}}])
+                                 {"megatron": {"seed": 1}}, {"megatron": {"train_iters": 10}},
+                                 {"megatron": {"data_path": ["0.3", "a", "0.7", "b"]}},
+                                 {"megatron": {"mid_level_dataset_surplus": 0.01}}])
 def test_a_set_key_enters_the_hash(raw):
     assert config_from_dict(raw).hash() != config_from_dict({}).hash()
 
@@ -44,6 +46,11 @@ def test_a_set_key_enters_the_hash(raw):
     ({"megatron": {"train_iters": 5, "train_samples": 40}}, "train_iters or train_samples"),
     ({"megatron": {"dataloader_type": "external"}}, "megatron.dataloader_type"),
     ({"batch": {"loader": "deepspeed"}}, "batch.loader"),
+    ({"megatron": {"data_path": []}}, "megatron.data_path"),
+    ({"megatron": {"data_path": ["0.3", "a", "b", "c"]}}, "megatron.data_path"),  # weights for some prefixes only
+    ({"megatron": {"data_path": ["0", "a", "1", "b"]}}, "megatron.data_path"),  # BlendedDataset asserts weights > 0
+    ({"megatron": {"data_path": "0.3 a 0.7 b"}}, "megatron.data_path"),  # the words as a list, as the run split them
+    ({"megatron": {"mid_level_dataset_surplus": -0.1}}, "megatron.mid_level_dataset_surplus"),
 ])
 def test_bad_values_name_the_key(raw, key):
     with pytest.raises(ConfigError, match=key.replace(".", "\\.")):

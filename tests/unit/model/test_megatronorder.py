@@ -114,3 +114,31 @@ def test_cyclic_batches_equal_megatrons_random_sampler(r):
         want = ref.cyclic_batches(len(o), r["mbs"], r["dp"], rank, r["iters"] * r["ga"])
         got = [b[2].tolist() for st in steps for b in st if b[0] == rank]
         assert got == want
+
+
+def test_a_step_starts_where_the_sampler_stands():
+    # MegatronPretrainingSampler(consumed_samples=c) hands out c, c + 1, ... (a resumed run's sampler)
+    o = build_order(np.full(50, 9), seq_length=4, seed=1, split="1", extra=True, micro_batch=2, data_parallel=2,
+                    grad_accum=2, train_iters=10, train_samples=None)
+    assert [(r, m, b.tolist()) for r, m, b in o.step(3)] == [(0, 0, [24, 25]), (0, 1, [28, 29]), (1, 0, [26, 27]),
+                                                             (1, 1, [30, 31])]
+    assert [(r, m, b.tolist()) for r, m, b in o.step(3, consumed=13)] == [
+        (0, 0, [13, 14]), (0, 1, [17, 18]), (1, 0, [15, 16]), (1, 1, [19, 20])]
+    with pytest.raises(UsageError, match="pass the dataset's"):
+        o.step(3, consumed=len(o) - 7)
+
+
+def test_a_cyclic_step_starts_where_the_sampler_stands():
+    pytest.importorskip("torch")
+    kw = dict(seq_length=4, seed=1, split="1", extra=True, micro_batch=2, data_parallel=2, grad_accum=2,
+              train_iters=10, train_samples=None, dataloader="cyclic")
+    o = build_order(np.full(50, 9), **kw)
+    # consumed 12 = 3 micro-batches x data-parallel: micro-steps 3 and 4, as step 1 of a run from 0 holds 2, 3
+    mine = o.step(0, consumed=12)
+    assert [b.tolist() for _, _, b in mine] == [b.tolist() for _, _, b in [
+        (0, 0, o._cyclic(3, 0)), (0, 1, o._cyclic(4, 0)), (1, 0, o._cyclic(3, 1)), (1, 1, o._cyclic(4, 1))]]
+    for r in range(2):
+        want = ref.cyclic_batches(len(o), 2, 2, r, 5)[3:5]
+        assert [b.tolist() for rr, _, b in mine if rr == r] == want
+    with pytest.raises(UsageError, match="not a multiple of micro-batch x data-parallel"):
+        o.step(0, consumed=13)
