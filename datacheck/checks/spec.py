@@ -9,7 +9,7 @@ multi-batch shards are :mod:`datacheck.checks.merge`'s.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Union
 
 import polars as pl
@@ -22,7 +22,8 @@ from datacheck.model.config import Config
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.layouts import ANY as ANY_LAYOUT
-from datacheck.model.roles import ROLE_SPECS, Roles, role_problem
+from datacheck.model.layouts import OPTIONAL_ROLES
+from datacheck.model.roles import ROLE_SPECS, Roles, role_problem, token_id_columns
 
 __all__ = [
     "ShardContext",
@@ -341,6 +342,8 @@ class CheckSpec:
         dataset_facts: config facts the dataset stage needs (its own declaration).
         layouts: the layouts (:data:`datacheck.model.layouts.LAYOUTS`) the check applies to; on a
             shard of another (known) layout it is not applicable.
+        reads_tokens: it finds the token-id columns of the row itself
+            (:func:`datacheck.model.roles.token_id_columns`) instead of declaring ``input_ids``.
     """
 
     id: str
@@ -353,10 +356,39 @@ class CheckSpec:
     module: str = ""
     dataset_facts: tuple[str, ...] = ()
     layouts: frozenset[str] = ANY_LAYOUT
+    reads_tokens: bool = False
 
     def applies(self, layout: str | None) -> bool:
         """Whether the check applies to a shard of ``layout`` (None, unknown: every check applies)."""
         return layout is None or layout in self.layouts
+
+    def other_form(self, ctx: "ShardContext") -> str | None:
+        """The role that makes the check not apply to ``ctx``'s shard although its layout is declared,
+        or None: the rows are the form of the layout without it
+        (:data:`datacheck.model.layouts.OPTIONAL_ROLES`): every alternative of one declared role
+        is absent from the shard and optional in the layout (for a check that ``reads_tokens``,
+        ``input_ids`` is present when any token-id column is). A role the read path could not make
+        (``Roles.unavailable``) is a skip with its reason, never this."""
+        optional = OPTIONAL_ROLES.get(ctx.layout or "", frozenset())
+        if not optional:
+            return None
+        unavailable = {r for r, _ in getattr(ctx.roles, "unavailable", ())}
+        present = self.present_roles(ctx)
+        for role in self.roles:
+            names = role.split("|")
+            if all(n in optional and n not in unavailable and not present.has(n) for n in names):
+                return role
+        return None
+
+    def present_roles(self, ctx: "ShardContext") -> Roles:
+        """``ctx.roles`` as this check's declaration reads them: for a check that ``reads_tokens``, a
+        shard without an ``input_ids`` column but with another token-id column
+        (:func:`datacheck.model.roles.token_id_columns`: TRL's ``chosen_input_ids``, ...) has the role
+        (the first such column stands for it; the check finds every column itself)."""
+        if not self.reads_tokens or ctx.roles.input_ids is not None:
+            return ctx.roles
+        cols = token_id_columns(ctx.roles, ctx.schema)
+        return replace(ctx.roles, input_ids=cols[0]) if cols else ctx.roles
 
     def reason(self, name: str, default: str) -> str:
         return dict(self.reasons).get(name, default)

@@ -28,7 +28,7 @@ __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "nu
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
            "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts", "decimal_casts",
-           "cast_expr", "INT64_MIN", "INT64_MAX"]
+           "cast_expr", "INT64_MIN", "INT64_MAX", "TOKEN_ID_SUFFIX", "token_id_columns"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -312,6 +312,24 @@ def _string_list(dtype: pl.DataType) -> bool:
 
 def _int_list(dtype: pl.DataType) -> bool:
     return isinstance(dtype, pl.List) and dtype.inner.is_integer()
+
+
+#: the name Hugging Face and TRL give a list of token ids other than the model's ``input_ids``: TRL's
+#: tokenized pairs ``prompt_input_ids`` / ``chosen_input_ids`` / ``rejected_input_ids``
+#: (``DPOTrainer.tokenize_row``), KTO's ``completion_input_ids``, an encoder-decoder's ``decoder_input_ids``
+TOKEN_ID_SUFFIX = "_input_ids"
+
+
+def token_id_columns(roles: "Roles", schema: dict[str, pl.DataType]) -> tuple[str, ...]:
+    """Every column of a row that holds token ids an embedding reads, in this order: the ``input_ids``
+    role column (whatever its dtype: a dtype that cannot serve is ``schema.dtype``), the ``chosen`` /
+    ``rejected`` role columns that are integer lists (TRL's tokenized pairs, or a name set in
+    ``[columns]``), then every other column named ``*_input_ids`` (:data:`TOKEN_ID_SUFFIX`) that is a
+    list of integers (one level). Empty for rows of text only. ``schema``: the shard's column dtypes."""
+    out = [roles.input_ids] if roles.input_ids is not None and roles.input_ids in schema else []
+    out += [c for c in (roles.chosen, roles.rejected) if c is not None and _int_list(schema.get(c, pl.Null()))]
+    out += [c for c, t in schema.items() if c.endswith(TOKEN_ID_SUFFIX) and _int_list(t)]
+    return tuple(dict.fromkeys(out))
 
 
 def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_domain: bool = False) -> Roles:
