@@ -213,10 +213,11 @@ class RowCheck:
         per_row: with ``view``: the :class:`RowAgg` aggregates ``fails`` reads. ``fails`` is then
             evaluated over one row per row of the view (columns ``__row`` and the aggregate names),
             not per position; ``details`` stay per position.
-        not_retyped: a column: the rows the reader read as null in it because their value was of
-            another JSON type (``CheckInput.retyped``, reported by the reader as ``schema.dtype``
-            with row, line and value) do not fail this check (a check of missing values: they are
-            not missing).
+        not_retyped: a column, or several: the rows the reader read as null in one of them because
+            it reported their value (``CheckInput.retyped``: a value of another JSON type, reported as
+            ``schema.dtype`` with row, line and value; bytes that did not decode, ``decode.bad_record``)
+            do not fail this check (a check of missing values: they are not missing; with ``key``, a
+            duplicate check: they are not candidates, a value not read is not known to be equal).
         message_all_rows: ``f(count, details) -> str | None``: the message when every row of the
             shard fails (a hint that the whole shard is of another kind); None (the function, or
             its result) keeps ``message``.
@@ -237,7 +238,7 @@ class RowCheck:
     details_merge: dict[str, Callable[[list[Any]], Any]] = field(default_factory=dict)
     per_row: tuple[RowAgg, ...] = ()
     message_all_rows: Callable[[int, dict[str, Any]], str | None] | None = None
-    not_retyped: str | None = None
+    not_retyped: str | tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.per_row and self.view is None:
@@ -271,12 +272,21 @@ class Payload:
     stays a polars object (e.g. a Series), unlike a :class:`Stat`'s.
 
     On a multi-batch shard, ``post`` runs on each batch and ``merge`` combines the batches' posted
-    values in row order (default :func:`concat_parts`: per-row payloads are concatenated)."""
+    values in row order (default :func:`concat_parts`: per-row payloads are concatenated).
+
+    ``not_retyped`` / ``unmatched``: for a per-row payload that compares rows (content hashes), the
+    columns whose cells the reader read as null for a value it reported (``ShardData.retyped``: a
+    value of another JSON type, bytes that did not decode) and the function ``unmatched(value, rows,
+    salt)`` that makes those rows (sorted int64 shard rows) match no other row, in this shard or
+    another (``salt``: the shard's content hash); the engine applies it to the merged value, before
+    any check reads it."""
 
     key: str
     expr: pl.Expr
     post: Callable[[Any], Any] = lambda v: v
     merge: Callable[[list[Any]], Any] = field(default=lambda parts: concat_parts(parts))
+    not_retyped: tuple[str, ...] = ()
+    unmatched: Callable[[Any, Any, str], Any] | None = None
 
 
 def finding(check_id: str, message: str, *, severity: str | None = None, **fields: Any) -> Finding:
