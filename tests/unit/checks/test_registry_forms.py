@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from checkhelp import audit_df, findings, skipped_reason
-from conftest import REALDATA, SHARED
+from conftest import REALDATA, ROOT, SHARED
 from prefpairs import hh_tokenized_pairs
 
 import datacheck
@@ -52,7 +52,7 @@ def test_text_only_classification_rows_have_no_token_skips(tmp_path):
     token_skips = [(s["check"], s["reason"]) for s in rep.skipped if any(w in s["reason"] for w in TOKEN_WORDS)]
     assert token_skips == []
     names = {"tokens.out_of_vocab", "empty.sequence", "mask.non_binary", "padding.token_not_pad",
-             "empty.no_supervised_tokens", "content.periodic_tokens"}
+             "empty.no_supervised_tokens", "content.periodic_tokens", "length.mismatch"}
     assert not names & {s["check"] for s in rep.skipped}
     assert rep.shards[0].not_applicable >= len(names)
     _accounted(rep)
@@ -90,8 +90,20 @@ def test_preference_pairs_have_no_label_text_or_conversation_skips(tmp_path, for
     assert rep.shards[0].layout == "dpo"
     skipped = {s["check"] for s in rep.skipped}
     assert not skipped & {"empty.text", "labels.null", "labels.out_of_range", "labels.unexpected_sentinel",
-                          "sft.empty_turn", "sft.role_order"}
+                          "sft.empty_turn", "sft.role_order", "length.mismatch"}
     # the token checks: not applicable to strings, run on TRL's ids
     assert ("tokens.out_of_vocab" in skipped) is False
     assert [f.check for f in rep.findings if f.severity != "info"] == []
     _accounted(rep)
+
+
+def test_sample_data_token_rows_have_no_text_or_delimiter_skips():
+    """sample_data's lm_clean (sft_tokenized: ids, mask, labels that hide the prompt) holds no text and no
+    assistant mask; tokens/ids_int16.parquet (packed_lm by group_texts) no document delimiters."""
+
+    rep = datacheck.audit(str(ROOT / "sample_data" / "lm_clean"), config=str(ROOT / "sample_data" / "datacheck.toml"))
+    assert {s.layout for s in rep.shards} == {"sft_tokenized"}
+    assert not {"empty.text", "sft.assistant_mask_empty"} & {s["check"] for s in rep.skipped}
+    rep = datacheck.audit(str(ROOT / "sample_data" / "defects" / "tokens" / "ids_int16.parquet"), config={})
+    assert rep.shards[0].layout == "packed_lm"
+    assert not {"packing.boundary_mismatch", "packing.position_ids_not_reset"} & {s["check"] for s in rep.skipped}
