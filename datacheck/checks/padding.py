@@ -204,7 +204,9 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
                 total=in_content.sum(), supervised=(in_content & (label_of_token(ctx, labels) != ign).fill_null(False)).sum(),
                 rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
                 merge=merge, post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
-    collated = collator_columns(ctx.layout, r, ctx.schema)
+    # rows a Hugging Face collator labels; never rows a loader cuts samples from (Megatron documents:
+    # GPTDataset's labels are the next tokens, the eod among them unless --eod-mask-loss)
+    collated = collator_columns(ctx.layout, r, ctx.schema) if ctx.packed_by_loader is None else None
     if (collated is not None and ids is not None and tok.eos_token_id is not None
             and tok.pad_token_id == tok.eos_token_id):
         yield _collator_eos(ctx, ids, tok.eos_token_id, tok.pad_token_id)

@@ -114,3 +114,15 @@ def test_rows_without_token_supervision_are_not_guessed_at(tmp_path):
     assert findings(rep, "padding.eos_unsupervised") == []
     assert "padding.eos_unsupervised" not in {s["check"] for s in rep.skipped} or \
         "token labels" in skipped_reason(rep, "padding.eos_unsupervised")
+
+
+def test_megatron_documents_are_not_collator_rows():
+    """A Megatron .bin/.idx pair (../shared/realdata/megatron_toy_duplicates: GPT-2 ids, a real
+    preprocess_data.py output) is read by Megatron's GPTDataset, whose labels are the next tokens (the
+    eod among them): no DataCollatorForLanguageModeling, no eos_unsupervised with pad = eos."""
+    src = REALDATA / "megatron_toy_duplicates" / "my-gpt2_text_document.bin"
+    if not src.is_file():
+        pytest.skip("../shared/realdata is not present")
+    rep = datacheck.audit(str(src), config={"tokens": {"vocab_size": 50_257, "pad_token_id": EOS, "eos_token_id": EOS}})
+    assert rep.shards[0].format == "megatron" and rep.shards[0].layout == "causal_lm"
+    assert findings(rep, "padding.eos_unsupervised") == []
