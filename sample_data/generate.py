@@ -160,6 +160,10 @@ PLANTED: tuple[Planted, ...] = (
             "features holds 1e5 > fp16 max 65504", column="features", rows=(6,)),
     Planted(D + "finite/regression.parquet", "finite.fp16_overflow", "warn",
             "target 40000: above half the fp16 max (sums overflow)", column="target", rows=(7,)),
+    Planted(None, "dist.target_scale", "warn",
+            "the float column named target is the regression target: its 8 finite values (70000 and 40000 among "
+            "them) have mean 1.375e4 and std 2.669e4, above target_scale_warn 1000", column="target",
+            shards=(D + "finite/regression.parquet",)),
     # empty
     Planted(D + "empty/text.jsonl", "empty.text", "error", "row 1 empty, row 3 whitespace-only, row 5 null text",
             column="text", rows=(1, 3, 5), lines=(2, 4, 6)),

@@ -56,8 +56,9 @@ from datacheck.model.megatronorder import uses_megatron_loader
 from datacheck.model.order import EpochOrder, epoch_order
 from datacheck.model.roles import is_list
 
-__all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "collator_supervised_expr", "supervision",
-           "supervision_rule", "tokens_expr", "batch_payload", "dataset_order", "dataset_lengths"]
+__all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "collator_supervised_expr", "collator_columns",
+           "supervision", "supervision_rule", "shard_supervision_rule", "tokens_expr", "batch_payload", "dataset_order",
+           "dataset_lengths"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -125,21 +126,51 @@ def supervision_rule(ctx_cfg: Any, layout: str | None, labels_col: str | None, i
     return how + f"every id of {ids_col!r} (no [tokens] pad_token_id, no attention mask: nothing is padding)" + trunc
 
 
+def _list_col(col: str | None, schema: dict[str, pl.DataType]) -> str | None:
+    return col if col is not None and is_list(schema.get(col, pl.Null())) else None
+
+
+def collator_columns(layout: str | None, roles: Any, schema: dict[str, pl.DataType]) -> tuple[str, str | None] | None:
+    """``(input_ids column, attention mask column or None)`` of a shard whose token labels are those
+    Hugging Face's ``DataCollatorForLanguageModeling(mlm=False)`` makes (``labels = input_ids.clone();
+    labels[labels == pad_token_id] = -100``): a language-model layout (``causal_lm``, ``packed_lm``)
+    with an ``input_ids`` list and no token labels list. None otherwise (the shard's own labels
+    decide, or its supervision is unknown). ``roles``: the shard's resolved roles; ``schema``: its
+    column dtypes. The one rule :func:`supervision`, ``datacheck plan`` and ``padding.eos_unsupervised``
+    share."""
+    ids = _list_col(roles.input_ids, schema)
+    if ids is None or layout not in lay.LM or _list_col(roles.labels, schema) is not None:
+        return None
+    return ids, _list_col(roles.attention_mask, schema)
+
+
 def supervision(ctx_cfg: Any, layout: str | None, roles: Any, schema: dict[str, pl.DataType]
                 ) -> tuple[pl.Expr, str] | None:
     """The per-row supervised-token count (UInt32 expression) and its rule in words
     (:func:`supervision_rule`) for a shard of ``layout`` with ``roles`` and ``schema``; None when unknown."""
-    lab = roles.labels if roles.labels is not None and is_list(schema.get(roles.labels, pl.Null())) else None
-    ids = roles.input_ids if roles.input_ids is not None and is_list(schema.get(roles.input_ids, pl.Null())) else None
-    mask = (roles.attention_mask if roles.attention_mask is not None
-            and is_list(schema.get(roles.attention_mask, pl.Null())) else None)
-    rule = supervision_rule(ctx_cfg, layout, lab, ids, mask)
+    lab = _list_col(roles.labels, schema)
+    rule = supervision_rule(ctx_cfg, layout, lab, _list_col(roles.input_ids, schema),
+                            _list_col(roles.attention_mask, schema))
     if rule is None:
         return None
     if lab is not None:
         return supervised_expr(ctx_cfg, lab), rule
-    assert ids is not None
-    return collator_supervised_expr(ctx_cfg, ids, mask), rule
+    cols = collator_columns(layout, roles, schema)
+    assert cols is not None
+    return collator_supervised_expr(ctx_cfg, *cols), rule
+
+
+def shard_supervision_rule(ctx_cfg: Any, shard: Any) -> str | None:
+    """:func:`supervision_rule` of an audited shard (a :class:`~datacheck.model.results.ShardResult`:
+    its roles, layout and column dtypes as the report records them); None when unreadable or unknown."""
+    if not shard.readable:
+        return None
+
+    def col(role: str) -> str | None:
+        c = (shard.roles.get(role) or {}).get("columns")
+        return c if isinstance(c, str) and str(shard.columns.get(c, "")).startswith(("List", "Array")) else None
+    return supervision_rule(ctx_cfg, (shard.layout or {}).get("name"), col("labels"), col("input_ids"),
+                            col("attention_mask"))
 
 
 def tokens_expr(ctx_cfg: Any, ids_col: str) -> pl.Expr:
@@ -320,18 +351,10 @@ def _supervised(dctx: Any) -> np.ndarray | None:
 
 
 def _rules(dctx: Any) -> list[str]:
-    """The distinct :func:`supervision_rule` texts of the readable shards (from each shard's roles,
-    layout and column dtypes), in shard order."""
+    """The distinct :func:`shard_supervision_rule` texts of the readable shards, in shard order."""
     out: list[str] = []
     for s in dctx.shards:
-        if not s.readable:
-            continue
-
-        def col(role: str, s: Any = s) -> str | None:
-            c = (s.roles.get(role) or {}).get("columns")
-            return c if isinstance(c, str) and str(s.columns.get(c, "")).startswith(("List", "Array")) else None
-        rule = supervision_rule(dctx.cfg, (s.layout or {}).get("name"), col("labels"), col("input_ids"),
-                                col("attention_mask"))
+        rule = shard_supervision_rule(dctx.cfg, s)
         if rule is not None and rule not in out:
             out.append(rule)
     return out

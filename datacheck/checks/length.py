@@ -133,7 +133,8 @@ def over_max(ctx: ShardContext) -> Iterable[ShardItem]:
     )
 
 
-@check("length.mismatch", layouts=lay.ANY - {"tabular"} - lay.UNTOKENIZED_TEXT)
+@check("length.mismatch", layouts=lay.ANY - {"tabular"} - lay.UNTOKENIZED_TEXT, roles=("input_ids|labels|aligned",),
+       dtype_roles=())
 def length_mismatch(ctx: ShardContext) -> Iterable[ShardItem]:
     """``length.mismatch``: in a row, the list columns that must align differ in length.
 

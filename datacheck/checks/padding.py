@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable
 import polars as pl
 
 from datacheck.checks._expr import first_at, positions_count, supervised_count, supervised_total
+from datacheck.checks.batch import collator_columns, shard_supervision_rule
 from datacheck.checks.mask import mask_int, position_pass, positions_view
 from datacheck.checks.registry import (
     RowCheck,
@@ -203,6 +204,12 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
                 total=in_content.sum(), supervised=(in_content & (label_of_token(ctx, labels) != ign).fill_null(False)).sum(),
                 rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
                 merge=merge, post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
+    # rows a Hugging Face collator labels; never rows a loader cuts samples from (Megatron documents:
+    # GPTDataset's labels are the next tokens, the eod among them unless --eod-mask-loss)
+    collated = collator_columns(ctx.layout, r, ctx.schema) if ctx.packed_by_loader is None else None
+    if (collated is not None and ids is not None and tok.eos_token_id is not None
+            and tok.pad_token_id == tok.eos_token_id):
+        yield _collator_eos(ctx, ids, tok.eos_token_id, tok.pad_token_id)
     if labels is not None and lab.ignore is not None:
         ign = lab.ignore
         # where the sft family's supervised_tokens stat reads supervised_count too, the query
@@ -223,11 +230,37 @@ def padding_stats(ctx: ShardContext) -> Iterable[Stat]:
                    post=lambda v: None if v is None else _div(v["sup"], v["slots"]))
 
 
+def _collator_eos(ctx: ShardContext, ids: str, eos: int, pad: int) -> Stat:
+    """The ``eos`` stat of a shard whose labels ``DataCollatorForLanguageModeling(mlm=False)`` makes
+    (:func:`~datacheck.checks.batch.collator_columns`: no labels column): the eos ids of real content
+    (``attention_mask`` not 0, every position without a usable mask), and of those the ones the collator
+    keeps as targets (``labels[i] = input_ids[i]`` unless it is ``pad_token_id``: none when pad == eos).
+    Counted in the position view, so rows that ``length.mismatch`` / ``mask.non_binary`` report are left out."""
+    view = positions_view(ctx)
+    mcol = ctx.roles.attention_mask
+    in_content = pl.col(ids) == eos
+    if mcol is not None and mcol in view.cols:
+        in_content = in_content & (pl.col(mcol) != 0)
+    in_content = in_content.fill_null(False)
+    return Stat(key=EOS, view=view, expr=pl.struct(
+        total=in_content.sum(), supervised=(in_content & (pl.col(ids) != pad)).sum(),
+        rows_with_eos=pl.col("__row").filter(in_content).n_unique()),
+        merge=fields_parts(total=sum_parts, supervised=sum_parts, rows_with_eos=sum_parts),
+        post=lambda v: dict(v) if v else {"total": 0, "supervised": 0, "rows_with_eos": 0})
+
+
 @check("padding.eos_unsupervised", layouts=lay.LM | lay.SFT | lay.PACKED, level="dataset")
 def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
     """``padding.eos_unsupervised``: ``pad_token_id == eos_token_id`` and no eos inside real content
     (attention_mask 1) carries a label other than ``ignore_index`` in any sample: the collator masked
-    every eos as padding, so the model never learns to stop. Reports the eos-supervision ratio."""
+    every eos as padding, so the model never learns to stop. Reports the eos-supervision ratio.
+
+    The labels are the shard's token labels; a language-model shard without them (``causal_lm``,
+    ``packed_lm``: :func:`~datacheck.checks.batch.collator_columns`) is labelled as
+    ``DataCollatorForLanguageModeling(mlm=False)`` labels it (every ``pad_token_id`` set to -100, so with
+    pad == eos every eos), the rule ``datacheck plan`` counts supervised tokens by; the message names the
+    rules of the shards whose eos were counted. Counted over the whole dataset: one shard that supervises
+    its eos is enough to pass."""
     tok = dctx.cfg.tokens
     if tok.pad_token_id is None or tok.eos_token_id is None:
         yield Skipped("padding.eos_unsupervised", "needs [tokens] pad_token_id and eos_token_id")
@@ -236,6 +269,7 @@ def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     total = sup = rows = 0
     shards = []
+    rules: list[str] = []
     measured = 0
     for s in dctx.readable_shards():
         e = EosSupervision.of(s.stats)
@@ -247,16 +281,23 @@ def eos_unsupervised(dctx: Any) -> Iterable[Finding | Skipped]:
         rows += e.rows_with_eos
         if e.total:
             shards.append(s.path)
+            rule = shard_supervision_rule(dctx.cfg, s)
+            if rule is not None and rule not in rules:
+                rules.append(rule)
     if not measured:
         yield Skipped("padding.eos_unsupervised",
-                      "needs input_ids, a token labels column and [labels] ignore_index in some shard")
+                      "needs input_ids with a token labels column and [labels] ignore_index, or a language-model "
+                      "layout (causal_lm, packed_lm) without labels (DataCollatorForLanguageModeling's labels) in "
+                      "some shard")
         return
     if total and sup == 0:
+        counted = f"; labels counted as: {'; '.join(rules)}" if rules else ""
         yield finding(
             "padding.eos_unsupervised", count=rows, ratio=0.0,
             shards=tuple(shards),
             message=(f"pad_token_id == eos_token_id ({tok.eos_token_id}) and none of the {total} eos tokens in "
                      f"{rows} row(s) is supervised (eos-supervision ratio 0): the collator masked eos as padding, "
-                     "so the model never learns to stop. Keep the label of the eos that ends each sample"),
+                     f"so the model never learns to stop{counted}. Keep the label of the eos that ends each "
+                     "sample (a labels column, or a pad token other than the eos)"),
             details={"eos_tokens": total, "eos_supervised": sup, "ratio": 0.0},
         )

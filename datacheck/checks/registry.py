@@ -135,7 +135,7 @@ READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.formats", "decode.
 
 def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],
               reasons: dict[str, str] | None, dtype_roles: tuple[str, ...] | None,
-              layouts: Iterable[str] | None) -> None:
+              layouts: Iterable[str] | None, reads_tokens: bool = False) -> None:
     if not catalog.is_known(cid):
         raise InternalError(f"check {cid!r} ({fn.__module__}.{fn.__name__}) is not in the catalog (CHECKS.md)")
     if layouts is not None:
@@ -167,17 +167,19 @@ def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts:
     lay = frozenset(layouts) if layouts is not None else base.layouts
     if stage == "shard":
         CHECKS[cid] = CheckSpec(cid, tuple(roles), tuple(facts), tuple((reasons or {}).items()) + base.reasons,
-                                tuple(dtype_roles), fn, base.dataset, fn.__module__, base.dataset_facts, lay)
+                                tuple(dtype_roles), fn, base.dataset, fn.__module__, base.dataset_facts, lay,
+                                reads_tokens)
     else:
         if roles:
             raise InternalError(f"check {cid!r}: a dataset-stage check declares facts, not roles")
         CHECKS[cid] = CheckSpec(cid, base.roles, base.facts, base.reasons + tuple((reasons or {}).items()),
-                                base.dtype_roles, base.shard, fn, fn.__module__, tuple(facts), lay)
+                                base.dtype_roles, base.shard, fn, fn.__module__, tuple(facts), lay,
+                                base.reads_tokens)
 
 
 def check(cid: str, *, roles: tuple[str, ...] = (), facts: tuple[str, ...] = (), level: str = "shard",
           reasons: dict[str, str] | None = None, dtype_roles: tuple[str, ...] | None = None,
-          layouts: Iterable[str] | None = None) -> Callable:
+          layouts: Iterable[str] | None = None, reads_tokens: bool = False) -> Callable:
     """Register the producer of check ``cid``.
 
     Args:
@@ -196,13 +198,18 @@ def check(cid: str, *, roles: tuple[str, ...] = (), facts: tuple[str, ...] = (),
             group such as ``SFT``); required at an ID's first registration (InternalError without);
             its other stage may repeat it or leave it out. On a shard of another known layout the
             check is not applicable: neither run nor skipped, counted in ``ShardPlan.not_applicable``.
+            Nor is it where the shard is the form of its layout without a role the check declares
+            (:meth:`CheckSpec.other_form`, :data:`~datacheck.model.layouts.OPTIONAL_ROLES`).
+        reads_tokens: the check finds the row's token-id columns itself (``tokens.out_of_vocab``): its
+            declared ``input_ids`` role is met by any token-id column
+            (:func:`~datacheck.model.roles.token_id_columns`, :meth:`CheckSpec.present_roles`).
     """
     if level not in ("shard", "dataset"):
         raise InternalError(f"check {cid!r}: level must be 'shard' or 'dataset', not {level!r}")
 
     def deco(fn: Callable) -> Callable:
         _register(cid, level, fn, tuple(roles), tuple(facts), reasons,
-                  dtype_roles if level == "shard" else (), layouts)
+                  dtype_roles if level == "shard" else (), layouts, reads_tokens)
         return fn
 
     return deco
@@ -298,10 +305,10 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
     for cid, spec in CHECKS.items():
         if spec.shard is None or (only is not None and cid not in only):
             continue
-        if not spec.applies(ctx.layout):
+        if not spec.applies(ctx.layout) or spec.other_form(ctx) is not None:
             plan.not_applicable.append(cid)
             continue
-        why = spec.unmet(ctx.roles, ctx.cfg, problems)
+        why = spec.unmet(spec.present_roles(ctx), ctx.cfg, problems)
         if why is not None:
             plan.skipped.append(Skipped(cid, why))
             continue

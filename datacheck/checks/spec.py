@@ -9,7 +9,7 @@ multi-batch shards are :mod:`datacheck.checks.merge`'s.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Union
 
 import polars as pl
@@ -22,7 +22,8 @@ from datacheck.model.config import Config
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.layouts import ANY as ANY_LAYOUT
-from datacheck.model.roles import ROLE_SPECS, Roles, role_problem
+from datacheck.model.layouts import OPTIONAL_ROLES
+from datacheck.model.roles import ROLE_SPECS, Roles, role_problem, token_id_columns
 
 __all__ = [
     "ShardContext",
@@ -212,10 +213,11 @@ class RowCheck:
         per_row: with ``view``: the :class:`RowAgg` aggregates ``fails`` reads. ``fails`` is then
             evaluated over one row per row of the view (columns ``__row`` and the aggregate names),
             not per position; ``details`` stay per position.
-        not_retyped: a column: the rows the reader read as null in it because their value was of
-            another JSON type (``CheckInput.retyped``, reported by the reader as ``schema.dtype``
-            with row, line and value) do not fail this check (a check of missing values: they are
-            not missing).
+        not_retyped: a column, or several: the rows the reader read as null in one of them because
+            it reported their value (``CheckInput.retyped``: a value of another JSON type, reported as
+            ``schema.dtype`` with row, line and value; bytes that did not decode, ``decode.bad_record``)
+            do not fail this check (a check of missing values: they are not missing; with ``key``, a
+            duplicate check: they are not candidates, a value not read is not known to be equal).
         message_all_rows: ``f(count, details) -> str | None``: the message when every row of the
             shard fails (a hint that the whole shard is of another kind); None (the function, or
             its result) keeps ``message``.
@@ -236,7 +238,7 @@ class RowCheck:
     details_merge: dict[str, Callable[[list[Any]], Any]] = field(default_factory=dict)
     per_row: tuple[RowAgg, ...] = ()
     message_all_rows: Callable[[int, dict[str, Any]], str | None] | None = None
-    not_retyped: str | None = None
+    not_retyped: str | tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.per_row and self.view is None:
@@ -270,12 +272,21 @@ class Payload:
     stays a polars object (e.g. a Series), unlike a :class:`Stat`'s.
 
     On a multi-batch shard, ``post`` runs on each batch and ``merge`` combines the batches' posted
-    values in row order (default :func:`concat_parts`: per-row payloads are concatenated)."""
+    values in row order (default :func:`concat_parts`: per-row payloads are concatenated).
+
+    ``not_retyped`` / ``unmatched``: for a per-row payload that compares rows (content hashes), the
+    columns whose cells the reader read as null for a value it reported (``ShardData.retyped``: a
+    value of another JSON type, bytes that did not decode) and the function ``unmatched(value, rows,
+    salt)`` that makes those rows (sorted int64 shard rows) match no other row, in this shard or
+    another (``salt``: the shard's content hash); the engine applies it to the merged value, before
+    any check reads it."""
 
     key: str
     expr: pl.Expr
     post: Callable[[Any], Any] = lambda v: v
     merge: Callable[[list[Any]], Any] = field(default=lambda parts: concat_parts(parts))
+    not_retyped: tuple[str, ...] = ()
+    unmatched: Callable[[Any, Any, str], Any] | None = None
 
 
 def finding(check_id: str, message: str, *, severity: str | None = None, **fields: Any) -> Finding:
@@ -341,6 +352,8 @@ class CheckSpec:
         dataset_facts: config facts the dataset stage needs (its own declaration).
         layouts: the layouts (:data:`datacheck.model.layouts.LAYOUTS`) the check applies to; on a
             shard of another (known) layout it is not applicable.
+        reads_tokens: it finds the token-id columns of the row itself
+            (:func:`datacheck.model.roles.token_id_columns`) instead of declaring ``input_ids``.
     """
 
     id: str
@@ -353,10 +366,39 @@ class CheckSpec:
     module: str = ""
     dataset_facts: tuple[str, ...] = ()
     layouts: frozenset[str] = ANY_LAYOUT
+    reads_tokens: bool = False
 
     def applies(self, layout: str | None) -> bool:
         """Whether the check applies to a shard of ``layout`` (None, unknown: every check applies)."""
         return layout is None or layout in self.layouts
+
+    def other_form(self, ctx: "ShardContext") -> str | None:
+        """The role that makes the check not apply to ``ctx``'s shard although its layout is declared,
+        or None: the rows are the form of the layout without it
+        (:data:`datacheck.model.layouts.OPTIONAL_ROLES`): every alternative of one declared role
+        is absent from the shard and optional in the layout (for a check that ``reads_tokens``,
+        ``input_ids`` is present when any token-id column is). A role the read path could not make
+        (``Roles.unavailable``) is a skip with its reason, never this."""
+        optional = OPTIONAL_ROLES.get(ctx.layout or "", frozenset())
+        if not optional:
+            return None
+        unavailable = {r for r, _ in getattr(ctx.roles, "unavailable", ())}
+        present = self.present_roles(ctx)
+        for role in self.roles:
+            names = role.split("|")
+            if all(n in optional and n not in unavailable and not present.has(n) for n in names):
+                return role
+        return None
+
+    def present_roles(self, ctx: "ShardContext") -> Roles:
+        """``ctx.roles`` as this check's declaration reads them: for a check that ``reads_tokens``, a
+        shard without an ``input_ids`` column but with another token-id column
+        (:func:`datacheck.model.roles.token_id_columns`: TRL's ``chosen_input_ids``, ...) has the role
+        (the first such column stands for it; the check finds every column itself)."""
+        if not self.reads_tokens or ctx.roles.input_ids is not None:
+            return ctx.roles
+        cols = token_id_columns(ctx.roles, ctx.schema)
+        return replace(ctx.roles, input_ids=cols[0]) if cols else ctx.roles
 
     def reason(self, name: str, default: str) -> str:
         return dict(self.reasons).get(name, default)

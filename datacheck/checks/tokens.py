@@ -13,39 +13,67 @@ from datacheck.contracts import load_contract
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import inner_dtype
+from datacheck.model.roles import ROLE_SPECS, inner_dtype, token_id_columns
 
-__all__ = ["out_of_vocab", "dtype_overflow", "type_id_out_of_range", "contract_dtype_overflow", "overflow_cap", "position_out_of_range"]
+__all__ = ["out_of_vocab", "dtype_overflow", "type_id_out_of_range", "contract_dtype_overflow", "overflow_cap",
+           "position_out_of_range", "ID_LAYOUTS", "id_columns"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
 derives(__name__, CHAT)
 
 
-def overflow_cap(ctx: ShardContext) -> int | None:
-    """The largest id the ``input_ids`` element type can store when that is below ``vocab_size - 1``
-    (shared by ``tokens.dtype_overflow`` and the messages of ``tokens.out_of_vocab``), else None."""
-    return id_storage_cap(ctx.schema[ctx.roles.input_ids], ctx.cfg.tokens.vocab_size)
+#: the layouts whose rows may hold token ids: the tokenized layouts, and preference rows (TRL's
+#: tokenized pairs ``prompt_input_ids`` / ``chosen_input_ids`` / ``rejected_input_ids``, KTO's
+#: ``completion_input_ids``)
+ID_LAYOUTS: frozenset[str] = lay.TOKENIZED | frozenset({"dpo", "kto"})
 
 
-@check("tokens.dtype_overflow", layouts=lay.TOKENIZED, roles=("input_ids",), facts=("tokens.vocab_size",))
+def id_columns(ctx: ShardContext) -> tuple[list[str], Skipped | None]:
+    """The token-id list columns of ``ctx``'s rows the vocabulary checks judge
+    (:func:`datacheck.model.roles.token_id_columns`, an ``input_ids`` column whose dtype cannot serve
+    left out: it is ``schema.dtype``), and the skip of a shard with none: the ``input_ids`` role's dtype
+    problem, else its missing-column reason."""
+    p = problem(ctx, "input_ids")
+    cols = [c for c in token_id_columns(ctx.roles, ctx.schema) if not (p is not None and c == ctx.roles.input_ids)]
+    if cols:
+        return cols, None
+    return cols, ("" if p is None else p.skip_reason) or ROLE_SPECS["input_ids"].missing_reason  # type: ignore[return-value]
+
+
+def overflow_cap(ctx: ShardContext, ids: str | None = None) -> int | None:
+    """The largest id the element type of ``ids`` (default: the ``input_ids`` column) can store when
+    that is below ``vocab_size - 1`` (shared by ``tokens.dtype_overflow`` and the messages of
+    ``tokens.out_of_vocab``), else None."""
+    return id_storage_cap(ctx.schema[ids or ctx.roles.input_ids], ctx.cfg.tokens.vocab_size)
+
+
+@check("tokens.dtype_overflow", layouts=ID_LAYOUTS, roles=("input_ids",), facts=("tokens.vocab_size",),
+       dtype_roles=(), reads_tokens=True)
 def dtype_overflow(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``tokens.dtype_overflow`` (shard level, from the schema): the ``input_ids`` element type cannot
-    hold ``vocab_size - 1`` (e.g. uint16, max 65535, for mBERT's 119547): ids above it cannot be
-    stored, so if the data was tokenized with that vocabulary they were wrapped or clipped on the
-    way (the finding says so as a condition, not as a fact). An ``input_ids`` column whose dtype is
-    not a list of integers is ``schema.dtype`` and this check is skipped with that reason."""
-    ids, vocab = ctx.roles.input_ids, ctx.cfg.tokens.vocab_size
-    cap = overflow_cap(ctx)
-    if cap is not None:
-        inner = inner_dtype(ctx.schema[ids])
-        yield finding(
-            "tokens.dtype_overflow", column=ids,
-            message=(f"{ids!r} stores ids as {inner} (max {cap}) but vocab_size is {vocab}: ids above {cap} "
-                     f"cannot be stored: if the data was tokenized with vocab_size {vocab} they were wrapped or "
-                     "clipped. Store ids as int32 (or uint32)."),
-            details={"dtype": str(inner), "dtype_max": cap, "vocab_size": vocab},
-        )
+    """``tokens.dtype_overflow`` (shard level, from the schema): the element type of a token-id column
+    (:func:`id_columns`: ``input_ids``, TRL's ``chosen_input_ids`` / ``rejected_input_ids`` /
+    ``prompt_input_ids``, any ``*_input_ids`` list of integers) cannot hold ``vocab_size - 1`` (e.g.
+    uint16, max 65535, for mBERT's 119547): ids above it cannot be stored, so if the data was tokenized
+    with that vocabulary they were wrapped or clipped on the way (the finding says so as a condition,
+    not as a fact). One finding per column. An ``input_ids`` column whose dtype is not a list of
+    integers is ``schema.dtype`` and this check is skipped with that reason when no other column holds ids."""
+    cols, skip = id_columns(ctx)
+    if skip is not None:
+        yield Skipped("tokens.dtype_overflow", skip)  # type: ignore[arg-type]
+        return
+    vocab = ctx.cfg.tokens.vocab_size
+    for ids in cols:
+        cap = overflow_cap(ctx, ids)
+        if cap is not None:
+            inner = inner_dtype(ctx.schema[ids])
+            yield finding(
+                "tokens.dtype_overflow", column=ids,
+                message=(f"{ids!r} stores ids as {inner} (max {cap}) but vocab_size is {vocab}: ids above {cap} "
+                         f"cannot be stored: if the data was tokenized with vocab_size {vocab} they were wrapped or "
+                         "clipped. Store ids as int32 (or uint32)."),
+                details={"dtype": str(inner), "dtype_max": cap, "vocab_size": vocab},
+            )
 
 
 def outside_range(hi: int) -> Callable[[pl.Expr], pl.Expr]:
@@ -59,36 +87,44 @@ def row_outside_range(c: pl.Expr, hi: int) -> pl.Expr:
     return (c.list.max() >= hi) | (c.list.min() < 0) | (c.list.count_matches(None) > 0)
 
 
-@check("tokens.out_of_vocab", layouts=lay.TOKENIZED, roles=("input_ids",), facts=("tokens.vocab_size",))
+@check("tokens.out_of_vocab", layouts=ID_LAYOUTS, roles=("input_ids",), facts=("tokens.vocab_size",),
+       dtype_roles=(), reads_tokens=True)
 def out_of_vocab(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``tokens.out_of_vocab``.
+    """``tokens.out_of_vocab``, one row check per token-id column of the row (:func:`id_columns`:
+    ``input_ids``, and in preference rows TRL's ``prompt_input_ids`` / ``chosen_input_ids`` /
+    ``rejected_input_ids``, any ``*_input_ids`` list of integers): every one of them is looked up in
+    the same embedding.
 
-    ``input_ids``: list of integers, shape (rows, seq_len). A row fails when any id is < 0 or
+    Each column: list of integers, shape (rows, seq_len). A row fails when any id is < 0 or
     >= ``vocab_size`` (the embedding has ``vocab_size`` rows; an id past it is an index error on
     GPU, or silently wrong with some kernels), or is null (a null id has no embedding row; collators
     fail or fill it with an arbitrary value).
 
     Native list kernels only (``list.min``/``list.max``/``list.count_matches(None)``); per-element
     evaluation runs in the second pass, on failing rows only. An ``input_ids`` column whose dtype is
-    not a list of integers is ``schema.dtype`` (:mod:`datacheck.checks.roledtype`) and the check is
-    skipped with that reason (by the registry, from the declared role).
+    not a list of integers is ``schema.dtype`` (:mod:`datacheck.checks.roledtype`) and is not judged
+    here; with no other token-id column the check is skipped with that reason.
     """
-    ids = ctx.roles.input_ids
+    cols, skip = id_columns(ctx)
+    if skip is not None:
+        yield Skipped("tokens.out_of_vocab", skip)  # type: ignore[arg-type]
+        return
     vocab = ctx.cfg.tokens.vocab_size
-    t = ctx.schema[ids]
-    c = pl.col(ids)
-    bad = outside_range(vocab)
-    flat = c.explode()
-    yield RowCheck(
-        check="tokens.out_of_vocab", column=ids,
-        fails=row_outside_range(c, vocab),
-        example=first_bad(ids, t, bad, null_text="null id"),
-        details={"max_id": flat.filter(bad(flat)).max(),
-                 "min_id": flat.filter(bad(flat)).min(),
-                 "ids": c.list.eval(bad(pl.element()).cast(pl.UInt32)).list.sum().sum(),
-                 "null_ids": c.list.count_matches(None).sum()},
-        message=lambda n, d: _oov_message(n, d, vocab, ctx.cfg.tokens.pad_token_id, ctx.cfg.labels.ignore),
-    )
+    for ids in cols:
+        t = ctx.schema[ids]
+        c = pl.col(ids)
+        bad = outside_range(vocab)
+        flat = c.explode()
+        yield RowCheck(
+            check="tokens.out_of_vocab", column=ids,
+            fails=row_outside_range(c, vocab),
+            example=first_bad(ids, t, bad, null_text="null id"),
+            details={"max_id": flat.filter(bad(flat)).max(),
+                     "min_id": flat.filter(bad(flat)).min(),
+                     "ids": c.list.eval(bad(pl.element()).cast(pl.UInt32)).list.sum().sum(),
+                     "null_ids": c.list.count_matches(None).sum()},
+            message=lambda n, d: _oov_message(n, d, vocab, ctx.cfg.tokens.pad_token_id, ctx.cfg.labels.ignore),
+        )
 
 
 @check("tokens.type_id_out_of_range", layouts=lay.TOKENIZED, roles=("token_type_ids",), facts=("tokens.type_vocab_size",))

@@ -50,7 +50,7 @@ import polars as pl
 import pyarrow as pa
 
 from datacheck.model.layouts import Layout, layout_of
-from datacheck.model.roles import ROLE_NAMES, Roles, inner_dtype, is_list, list_depth, seq2seq_layout
+from datacheck.model.roles import ROLE_NAMES, TARGET_NAMES, Roles, inner_dtype, is_list, list_depth, seq2seq_layout
 
 __all__ = ["recognize", "shard_layout", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
            "DELIMITERS", "Sample"]
@@ -69,8 +69,8 @@ AUDIO_FEATURES = ("input_values", "input_features")
 CHAT_NAMES = ("messages", "conversations")
 #: columns that delimit the documents of a packed row, besides ``position_ids`` that reset
 DELIMITERS = ("document_ids", "seq_lens", "cu_seqlens")
-#: float columns taken as a regression target
-_TARGET_NAMES = ("label", "labels", "target", "targets", "score", "y")
+#: float columns taken as a regression target (the role inference reads the same names)
+_TARGET_NAMES = TARGET_NAMES
 
 #: words in a column name that mark a label or target (``label_name``, ``coarse_label``, ``class``):
 #: such a column beside text keeps the shard from being a corpus before tokenization (``raw_text``)

@@ -589,8 +589,17 @@ _Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[in
              dict[str, Any], list[Skipped], Unshown]
 
 
+def _retyped_rows(data: CheckInput, cols: str | tuple[str, ...] | None) -> np.ndarray | None:
+    """The sorted shard rows (int64) whose cell in one of ``cols`` (``RowCheck.not_retyped``) the reader
+    read as null for a value it reported (``CheckInput.retyped``), or None when there are none."""
+    names = (cols,) if isinstance(cols, str) else cols or ()
+    held = [data.retyped[c] for c in names if c in data.retyped]
+    return np.unique(np.concatenate(held)) if held else None
+
+
 def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[Stat | Payload],
-                 schema: dict[str, pl.DataType], max_ex: int, sampled: pl.DataFrame | None = None) -> _Run:
+                 schema: dict[str, pl.DataType], max_ex: int, sampled: pl.DataFrame | None = None,
+                 salt: str = "") -> _Run:
     """The shard's checks over its batches (:mod:`datacheck.formats.batches`: the opened shard's
     :class:`~datacheck.formats.base.ShardReader`, or slices of its frame), merged exactly:
 
@@ -610,6 +619,8 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     ``sampled``: columns of every row the reader read already (the layout's sample, :class:`_Sampler`):
     the one read of a shard that fits in one batch decodes only the needed columns it lacks; the
     batches of a larger shard are read without them and take their rows from it (zero-copy slices).
+    A payload's rows whose ``not_retyped`` cells the reader read as null for a reported value are made
+    to match no other row (``Payload.unmatched``, with ``salt``: the shard's content hash).
     Returns (rows, check results, example values, stat values, payload values, skipped, why details
     or example values of a failed check are missing: :data:`Unshown`).
     Raises :class:`Unreadable`.
@@ -665,8 +676,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     subs: list[pl.DataFrame] = []
     detail_parts: dict[int, list[dict[str, Any]]] = {}
     unshown: Unshown = {}
-    retyped = {i: data.retyped[rc.not_retyped] for i, rc in enumerate(row_checks)
-               if rc.not_retyped is not None and rc.not_retyped in data.retyped}
+    retyped = {i: got for i, rc in enumerate(row_checks) if (got := _retyped_rows(data, rc.not_retyped)) is not None}
     direct: frozenset[int] = frozenset()  # the probed checks that failed on the batch before
     for lf in frames():
         try:
@@ -704,7 +714,11 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             continue
         parts = stat_parts[j]
         if isinstance(m, Payload):
-            payload[m.key] = parts[0] if len(parts) == 1 else m.merge(parts)
+            value = parts[0] if len(parts) == 1 else m.merge(parts)
+            unread = [data.retyped[c] for c in m.not_retyped if c in data.retyped]
+            if unread and m.unmatched is not None:
+                value = m.unmatched(value, np.unique(np.concatenate(unread)), salt)
+            payload[m.key] = value
         elif len(parts) == 1:
             stat_values[m.key] = m.post(parts[0])
         elif m.merge is None:
@@ -744,6 +758,8 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         rows = []
         if _has_repeats(key):
             shared = key.to_frame("k").with_row_index("r").filter(pl.col("k").is_duplicated())["r"].to_list()
+            if i in retyped:  # a value the reader could not read is no candidate
+                shared = [r for r in shared if not np.isin(r, retyped[i])]
             try:
                 sub = reread(shared)
                 if sub is None:
@@ -865,7 +881,7 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
     try:
-        run = _run_batches(data, row_checks, measures, schema, max_ex, sampled=sampler.held)
+        run = _run_batches(data, row_checks, measures, schema, max_ex, sampled=sampler.held, salt=content_hash)
     except Unreadable as exc:
         OutOfMemory.check(exc, rel, size)
         return on_unreadable(exc.reason)

@@ -38,7 +38,7 @@ from datacheck.io.shardbytes import READ_ERRORS, Unreadable
 from datacheck.model.findings import Finding
 from datacheck.model.roles import TEXT_NAMES, cast_expr
 
-__all__ = ["read_whole", "Format", "FormatError", "ReadOptions", "ShardData", "ShardReader", "cast_frame", "normalize_frame", "normalize_shard"]
+__all__ = ["Nulled", "read_whole", "Format", "FormatError", "ReadOptions", "ShardData", "ShardReader", "cast_frame", "normalize_frame", "normalize_shard"]
 
 
 class FormatError(Exception):
@@ -113,9 +113,10 @@ class ShardData:
             held as ``lf``: the engine slices it); the engine reads its batches and rows again from it
             instead of slicing ``lf``.
         retyped: ``{column: rows}``: the 0-based rows (sorted int64) whose value the reader read as
-            null because it was of another JSON type than the column's (a ``true`` among numbers);
-            the reader reports them as ``schema.dtype``, so a check of missing values does not count
-            them again (``RowCheck.not_retyped``). Empty for formats whose columns have one type.
+            null because it was of another JSON type than the column's (a ``true`` among numbers,
+            reported as ``schema.dtype``), or because its bytes did not decode (a bad gzip member of a
+            WebDataset sample, an MDS or litdata value: reported as ``decode.bad_record``); a check of
+            missing values does not count them again (``RowCheck.not_retyped``).
     """
 
     lf: pl.LazyFrame
@@ -164,18 +165,25 @@ def normalize_shard(data: ShardData) -> ShardData:
     return _normalize(data)
 
 
-def read_whole(read: Callable[[Path, ReadOptions], tuple[pl.DataFrame, list[Finding]]]
+#: cells a binary reader read as null because they did not decode (or were not read): ``{column: rows}``
+Nulled = dict[str, list[int]]
+
+
+def read_whole(read: Callable[[Path, ReadOptions], tuple[pl.DataFrame, list[Finding], Nulled]]
                ) -> Callable[[Path, str, ReadOptions], ShardData]:
-    """The ``open`` of a format whose shard is decoded whole into memory by ``read`` (a frame and its
-    ``decode.*`` findings): a :class:`FormatError` becomes :class:`Unreadable` with its reason, and
-    fixed-size lists are read as lists. The engine then batches the frame in slices."""
+    """The ``open`` of a format whose shard is decoded whole into memory by ``read`` (a frame, its
+    ``decode.*`` findings and the cells those findings read as null, ``{column: rows}``): a
+    :class:`FormatError` becomes :class:`Unreadable` with its reason, and fixed-size lists are read as
+    lists; the null cells go to :attr:`ShardData.retyped`, so a check of missing values does not count a
+    cell the decode finding reported already. The engine then batches the frame in slices."""
 
     def open_whole(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
         try:
-            df, findings = read(path, opts)
+            df, findings, nulled = read(path, opts)
         except FormatError as exc:
             raise Unreadable(exc.reason) from None
-        return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings))
+        retyped = {c: np.unique(np.asarray(rows, dtype=np.int64)) for c, rows in nulled.items() if rows}
+        return normalize_shard(ShardData(lf=df.lazy(), decode_findings=findings, retyped=retyped))
 
     return open_whole
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.formats.base import Format, FormatError, Nulled, ReadOptions, read_whole
 from datacheck.formats.findings import bad_rows_finding, decode_utf8, utf8_rows_finding
 from datacheck.io import safejson
 from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_inflated, open_regular, read_capped
@@ -145,7 +145,7 @@ def _chunk_bytes(path: Path, compression: str | None, file_cap: int) -> bytes:
                           "or a cut file; litdata cannot read it either") from None
 
 
-def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.DataFrame, list[Finding]]:
+def read_litdata_chunk_cells(path: Path, opts: ReadOptions | None = None) -> tuple[pl.DataFrame, list[Finding], Nulled]:
     """Read one chunk file: one row per item, one column per field.
 
     Bounds (``[dataset]`` keys of ``opts``): the file over ``max_file_bytes``, an item over
@@ -192,6 +192,7 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.
     k = len(formats)
     cols: list[list[Any]] = [[] for _ in formats]
     bad: list[tuple[int, str]] = []
+    nulled: Nulled = {}  # the cells read as null for a decode.bad_record
     bad_utf8: list[tuple[int, str, int, bytes]] = []
     for i in range(n):
         b, e = int(offsets[i]), int(offsets[i + 1])
@@ -224,6 +225,7 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.
                 cols[j].append(_decode(fmt, data[at:at + int(ln)]))
             except (ValueError, UnicodeDecodeError) as exc:
                 cols[j].append(None)
+                nulled.setdefault(f"field_{j}", []).append(i)
                 problem = problem or f"field_{j} ({fmt}): {exc}"
             at += int(ln)
         if problem:
@@ -240,7 +242,7 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.
             "other items were audited"))
     if bad_utf8:
         findings.append(utf8_rows_finding(bad_utf8, n, max_examples, "litdata item(s)"))
-    return frame, findings
+    return frame, findings, nulled
 
 
 def litdata_folder(folder: str) -> bool:
@@ -266,6 +268,12 @@ def sniff(path: Path) -> str | None:
     return "litdata" if path.name.lower().endswith(".bin") and litdata_folder(str(path.parent)) else None
 
 
-FORMAT = Format(names=("litdata",), open=read_whole(read_litdata_chunk), sniff=sniff,
+def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.DataFrame, list[Finding]]:
+    """One litdata chunk read whole: the frame and its findings of :func:`read_litdata_chunk_cells`."""
+    df, findings, _ = read_litdata_chunk_cells(path, opts)
+    return df, findings
+
+
+FORMAT = Format(names=("litdata",), open=read_whole(read_litdata_chunk_cells), sniff=sniff,
                 refusals={"litdata": "its writer owns the layout (the folder's index.json lists every "
                                      "chunk and its samples); rebuild it with litdata optimize"})

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.formats.base import Format, FormatError, Nulled, ReadOptions, read_whole
 from datacheck.formats.findings import bad_rows_finding, decode_utf8, utf8_rows_finding
 from datacheck.io import safejson
 from datacheck.io.bounded import NotRegular, OverLimit, human_bytes, open_inflated, read_capped
@@ -171,7 +171,7 @@ def _decode(enc: str, b: bytes) -> Any:
     return bytes(b)
 
 
-def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]]:
+def read_mds_cells(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding], Nulled]:
     """Read one MDS shard: one row per sample, one column per MDS column.
 
     Returns:
@@ -228,6 +228,7 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
     record_cap = _limit(opts, "max_record_bytes")
     cols: list[list[Any]] = [[] for _ in names]
     bad: list[tuple[int, str]] = []
+    nulled: Nulled = {}  # the cells read as null for a decode.bad_record
     bad_utf8: list[tuple[int, str, int, bytes]] = []
     for r in range(n):
         b, end = int(offsets[r]), int(offsets[r + 1])
@@ -247,6 +248,7 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
         for k, (enc, ln) in enumerate(zip(encs, lens)):
             if over or ln > member_cap:
                 cols[k].append(None)
+                nulled.setdefault(names[k], []).append(r)
                 problem = problem or (f"sample of {end - b} bytes, over the limit of {human_bytes(record_cap)} "
                                       "([dataset] max_record_bytes)" if over else
                                       f"column {names[k]!r}: {ln} bytes, over the limit of {human_bytes(member_cap)} "
@@ -263,6 +265,7 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
                     cols[k].append(_decode(enc, data[at:at + ln]))
             except (ValueError, KeyError, IndexError, UnicodeDecodeError, OverflowError) as exc:
                 cols[k].append(None)
+                nulled.setdefault(names[k], []).append(r)
                 problem = problem or f"column {names[k]!r} ({enc}): {exc}"
             at += ln
         if problem:
@@ -280,9 +283,15 @@ def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]
             "their cells are read as null, the other samples were audited"))
     if bad_utf8:
         findings.append(utf8_rows_finding(bad_utf8, n, max_examples, "MDS sample(s)"))
-    return frame, findings
+    return frame, findings, nulled
 
 
-FORMAT = Format(names=("mds",), open=read_whole(read_mds), extensions=tuple((e, "mds") for e in MDS_SUFFIXES),
+def read_mds(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]]:
+    """One MDS shard read whole: the frame and its findings of :func:`read_mds_cells`."""
+    df, findings, _ = read_mds_cells(path, opts)
+    return df, findings
+
+
+FORMAT = Format(names=("mds",), open=read_whole(read_mds_cells), extensions=tuple((e, "mds") for e in MDS_SUFFIXES),
                 refusals={"mds": "its writer owns the layout (the folder's index.json lists every shard's "
                                  "samples and sizes); rebuild it with MosaicML's MDSWriter"})

@@ -166,6 +166,6 @@ def companions(path: str) -> list[str]:
     return [path.rpartition(".")[0] + ".idx"]
 
 
-FORMAT = Format(names=("megatron",), open=read_whole(lambda path, opts: (read_megatron(path), [])), sniff=sniff, companions=companions,
+FORMAT = Format(names=("megatron",), open=read_whole(lambda path, opts: (read_megatron(path), [], {})), sniff=sniff, companions=companions,
                 refusals={"megatron": "its writer owns the layout (the .idx holds every document's offset "
                                       "into the .bin); rebuild it with Megatron's preprocess_data.py"})

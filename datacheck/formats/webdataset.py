@@ -17,7 +17,9 @@ sample, the member, the byte and its offset (the text read with replacement char
 formats read an invalid line); a member whose bytes do not decode under its extension (bad gzip,
 invalid UTF-8 in JSON or a class, bad JSON, a non-integer class), or a key whose members are not consecutive (WebDataset then yields it as two
 samples), or one extension twice in a sample (WebDataset raises): ``decode.bad_record`` naming the
-sample and member; the other samples are still audited. A file that is not a tar, a tar cut short
+sample and member; the other samples are still audited. A member that does not decode or is not read is
+a null cell (never ``""``) recorded in ``ShardData.retyped`` (:func:`read_webdataset_cells`), so
+``empty.text`` does not count it again. A file that is not a tar, a tar cut short
 (no end-of-archive marker), or a compressed tar (gzip, bz2 or xz, told by the bytes as webdataset's
 ``r|*`` does, whatever the name) whose stream is cut before its end-of-stream marker or has a bad
 checksum raises :class:`~datacheck.formats.base.FormatError` (``decode.unreadable``).
@@ -34,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from datacheck.formats.base import Format, FormatError, ReadOptions, read_whole
+from datacheck.formats.base import Format, FormatError, Nulled, ReadOptions, read_whole
 from datacheck.formats.findings import decode_utf8, utf8_rows_finding
 from datacheck.io import safejson
 from datacheck.io.bounded import NotRegular, human_bytes, open_regular
@@ -142,7 +144,7 @@ def _check_compressed_end(f: Any, end: int, n_samples: int, file_cap: int) -> No
                           "it); a cut download or write, re-create or re-download it") from None
 
 
-def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]]:
+def read_webdataset_cells(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding], Nulled]:
     """Read one WebDataset tar shard: one row per sample.
 
     Bounds (``[dataset]`` keys): a member over ``max_member_bytes`` (its header's size, sparse and pax
@@ -167,6 +169,7 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
     samples: list[dict[str, Any]] = []
     sizes: list[int] = []
     bad: list[tuple[int, str]] = []
+    nulled: Nulled = {}  # the cells read as null for a decode.bad_record
     bad_utf8: list[tuple[int, str, int, bytes]] = []
     seen_keys: dict[str, int] = {}
     plain = True  # an uncompressed tar; set from what tarfile opened (a .tar may hold a gzip stream, as webdataset reads it)
@@ -207,10 +210,12 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
                     bad.append((row, f"member '{shown}': its name is not UTF-8; the member was not read"))
                     continue
                 if member.size > member_cap:
+                    nulled.setdefault(ext, []).append(row)
                     bad.append((row, f"member '{shown}': {member.size} bytes, over the limit of "
                                      f"{human_bytes(member_cap)} ([dataset] max_member_bytes); not read"))
                     continue
                 if sizes[row] + member.size > record_cap:
+                    nulled.setdefault(ext, []).append(row)
                     bad.append((row, f"member '{shown}': takes sample {key!r} to {sizes[row] + member.size} bytes, "
                                      f"over the limit of {human_bytes(record_cap)} ([dataset] max_record_bytes); "
                                      "not read"))
@@ -235,6 +240,7 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
                         sample[ext] = _decode(ext, data, member_cap)
                 except (OSError, EOFError, ValueError, UnicodeDecodeError, zlib.error) as exc:
                     sample[ext] = None
+                    nulled.setdefault(ext, []).append(row)
                     bad.append((row, f"{shown}: does not decode as .{ext}: {str(exc)[:200]}"))
             end = tar.offset
             if not plain:
@@ -275,9 +281,15 @@ def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[F
         ))
     if bad_utf8:
         findings.append(utf8_rows_finding(bad_utf8, len(samples), max_examples, "WebDataset sample(s)"))
-    return pl.DataFrame(cols), findings
+    return pl.DataFrame(cols), findings, nulled
 
 
-FORMAT = Format(names=("webdataset",), open=read_whole(read_webdataset), extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES),
+def read_webdataset(path: Path, opts: ReadOptions) -> tuple[pl.DataFrame, list[Finding]]:
+    """One WebDataset shard read whole: the frame and its findings of :func:`read_webdataset_cells`."""
+    df, findings, _ = read_webdataset_cells(path, opts)
+    return df, findings
+
+
+FORMAT = Format(names=("webdataset",), open=read_whole(read_webdataset_cells), extensions=tuple((e, "webdataset") for e in WDS_SUFFIXES),
                 refusals={"webdataset": "its writer owns the layout (a sample is the tar members sharing a "
                                         "key); rebuild it with webdataset's TarWriter"})

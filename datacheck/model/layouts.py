@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["LAYOUTS", "LAYOUT_NAMES", "Layout", "ANY", "LM", "PACKED", "SFT", "TOKENIZED", "CLASSIFICATION",
-           "LABELED", "TEXT", "UNTOKENIZED_TEXT", "SOURCES", "layout_of"]
+           "LABELED", "TEXT", "UNTOKENIZED_TEXT", "OPTIONAL_ROLES", "SOURCES", "layout_of"]
 
 #: layout name -> what its rows hold, in words (``datacheck checks --layout``, the text header)
 LAYOUTS: dict[str, str] = {
@@ -83,6 +83,35 @@ TEXT: frozenset[str] = frozenset({"chat_sft", "dpo", "kto", "seq2seq", "text_cla
 #: a text corpus before tokenization: no token ids, no labels, no list columns to align (the checks of
 #: labels, token supervision and aligned lists do not apply to it)
 UNTOKENIZED_TEXT: frozenset[str] = frozenset({"raw_text"})
+
+#: the roles of a token row's form (ids and what lies over them)
+_TOKEN_FORM = frozenset({"input_ids", "attention_mask", "token_type_ids", "position_ids"})
+#: the columns that delimit a packed row's documents: rows packed by ``group_texts`` have none
+_PACKING = frozenset({"position_ids", "document_ids", "seq_lens", "cu_seqlens"})
+#: layout -> the roles its rows hold in one form and not in another, or never: a text classifier's
+#: sentence or its ``input_ids``; a preference pair as strings, conversations or TRL's token ids
+#: (and no label of any kind: the preference is which side is ``chosen``); a regression target with
+#: text or features; a causal-LM row's labels made by the collator; a packed row's document
+#: delimiters (``group_texts`` rows have none); an SFT row's assistant mask (or labels that hide the
+#: prompt). A check whose declared roles are
+#: all absent from a shard and all optional in its layout does not apply there (the rows are of the
+#: other form: counted as not applicable, as on ``raw_text``); a role the layout's rows always hold,
+#: missing, stays a named skip (set ``[columns]``). A check that finds its token-id columns itself
+#: (``reads_tokens``) does not apply where ``input_ids`` is optional and the rows hold none.
+OPTIONAL_ROLES: dict[str, frozenset[str]] = {
+    "text_classification": _TOKEN_FORM | {"text", "labels", "target", "aligned"},
+    "token_classification": _TOKEN_FORM | {"text", "target"},
+    "seq2seq": _TOKEN_FORM | {"text"},
+    "dpo": _TOKEN_FORM | {"text", "messages", "label", "labels", "target", "aligned"},
+    "kto": _TOKEN_FORM | {"text", "messages", "labels", "target", "aligned"},
+    "regression": _TOKEN_FORM | {"text", "features", "label", "labels", "aligned"},
+    "tabular": frozenset({"text", "labels", "target"}),
+    "sft_tokenized": frozenset({"text", "label", "target", "token_type_ids", "assistant_mask"}),
+    "packed_sft": _PACKING | {"text", "label", "target", "token_type_ids", "assistant_mask"},
+    "chat_sft": frozenset({"text"}),
+    "causal_lm": frozenset({"text", "label", "labels", "target", "token_type_ids"}),
+    "packed_lm": _PACKING | {"text", "label", "labels", "target", "token_type_ids"},
+}
 
 
 @dataclass(frozen=True)

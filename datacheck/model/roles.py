@@ -3,7 +3,9 @@
 Inference (CHECKS.md "Roles and facts"): string columns ``text``/``sentence``/``content`` (and the
 GLUE pair columns ``sentence1``/``sentence2``) are text; a scalar ``label`` of integer, string,
 categorical or boolean dtype is the class label (a float ``label`` is a regression ``target``, unless
-``[labels] num_classes`` or ``classes`` is set: then it is the class label); a
+``[labels] num_classes`` or ``classes`` is set: then it is the class label); with no class label, a
+float ``target``/``targets``/``score``/``y`` column is the ``target`` too (:data:`TARGET_NAMES`, the
+names the layout recognizer calls a shard ``regression`` by); a
 list-typed ``labels`` is token labels (a scalar ``labels`` is a class label); ``input_ids``,
 ``attention_mask`` and ``token_type_ids`` as named (list-typed); preference pairs ``chosen``/``rejected``
 (also LLaMA-Factory's ``*_messages`` and TRL's tokenized ``chosen_input_ids``/``rejected_input_ids``,
@@ -28,7 +30,7 @@ __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "nu
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
            "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts", "decimal_casts",
-           "cast_expr", "INT64_MIN", "INT64_MAX"]
+           "cast_expr", "INT64_MIN", "INT64_MAX", "TOKEN_ID_SUFFIX", "token_id_columns", "TARGET_NAMES"]
 
 @dataclass(frozen=True)
 class RoleSpec:
@@ -314,6 +316,30 @@ def _int_list(dtype: pl.DataType) -> bool:
     return isinstance(dtype, pl.List) and dtype.inner.is_integer()
 
 
+#: float columns taken as a regression target, in this order (a float ``label``/``labels`` first: the
+#: class label's name read as the target); the role ``target`` is inferred from them when
+#: ``[columns] target`` is unset and no class label is found, and the layout recognizer names the
+#: shard ``regression`` by them
+TARGET_NAMES = ("label", "labels", "target", "targets", "score", "y")
+
+#: the name Hugging Face and TRL give a list of token ids other than the model's ``input_ids``: TRL's
+#: tokenized pairs ``prompt_input_ids`` / ``chosen_input_ids`` / ``rejected_input_ids``
+#: (``DPOTrainer.tokenize_row``), KTO's ``completion_input_ids``, an encoder-decoder's ``decoder_input_ids``
+TOKEN_ID_SUFFIX = "_input_ids"
+
+
+def token_id_columns(roles: "Roles", schema: dict[str, pl.DataType]) -> tuple[str, ...]:
+    """Every column of a row that holds token ids an embedding reads, in this order: the ``input_ids``
+    role column (whatever its dtype: a dtype that cannot serve is ``schema.dtype``), the ``chosen`` /
+    ``rejected`` role columns that are integer lists (TRL's tokenized pairs, or a name set in
+    ``[columns]``), then every other column named ``*_input_ids`` (:data:`TOKEN_ID_SUFFIX`) that is a
+    list of integers (one level). Empty for rows of text only. ``schema``: the shard's column dtypes."""
+    out = [roles.input_ids] if roles.input_ids is not None and roles.input_ids in schema else []
+    out += [c for c in (roles.chosen, roles.rejected) if c is not None and _int_list(schema.get(c, pl.Null()))]
+    out += [c for c, t in schema.items() if c.endswith(TOKEN_ID_SUFFIX) and _int_list(t)]
+    return tuple(dict.fromkeys(out))
+
+
 def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_domain: bool = False) -> Roles:
     """Resolve roles against one shard's schema (``{column: dtype}``).
 
@@ -378,6 +404,14 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
                 inferred_target.append(cand)
                 inferred.add("target")
                 break
+    if cfg.target is None and not inferred_target and label is None:
+        # a float column named as a regression target (TARGET_NAMES: the name rule the layout
+        # recognizer reads, derive/layout.py), when no class label was found
+        named_target = next((c for c in TARGET_NAMES[2:] if c in schema and _float_like(schema[c])
+                             and c not in numeric_given and c not in text), None)
+        if named_target is not None:
+            inferred_target.append(named_target)
+            inferred.add("target")
     if cfg.labels is None and token_shaped and label != "labels" and "labels" not in numeric_given:
         labels = "labels"
         inferred.add("labels")

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import polars as pl
 
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
-from datacheck.derive.layout import recognize
+from datacheck.derive.layout import REFINES, recognize
 from datacheck.derive.read import open_for_checks
 from datacheck.formats.discovery import discover
 from datacheck.io.shardbytes import Unreadable
@@ -357,6 +357,14 @@ class LayoutProposal:
         return {"layout": self.layout, "why": self.why, "columns": dict(self.columns),
                 "facts": {s: dict(kv) for s, kv in self.facts.items()}, "notes": list(self.notes),
                 "sample_rows": self.sample_rows}
+
+    def gives_rows(self) -> bool:
+        """Whether the proposed config alone makes the audit take the rows as :attr:`rows`: its
+        ``[dataset] schema`` names that layout, or one the audit refines into it
+        (:data:`datacheck.derive.layout.REFINES`, the rule of :func:`~datacheck.derive.layout.shard_layout`);
+        then no ``[dataset] layout`` line is needed."""
+        return (self.rows is not None and self.rows.name is not None and self.layout is not None
+                and (self.rows.name == self.layout or self.rows.name in REFINES.get(self.layout, frozenset())))
 
     def toml(self) -> str:
         """The proposal as ``datacheck.toml`` text (``[dataset] schema``, ``[columns]``, the facts)."""

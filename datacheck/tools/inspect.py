@@ -147,6 +147,8 @@ class ShardInspection:
             inspection is: ``[dataset] layout``, else the built-in schema's, else recognized); None
             for an unreadable shard. It decides whether ``labels`` align with ``input_ids`` in the
             token supervision view (not in ``seq2seq``: there they are the decoder's targets).
+        not_applicable: the checks asked for (``--check``; all without it) that do not apply to the
+            shard's layout or its form of it (the audit's ``not_applicable``): not run, not skipped.
     """
 
     shard: DiscoveredShard
@@ -160,6 +162,7 @@ class ShardInspection:
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     layout: Layout | None = None
+    not_applicable: list[str] = field(default_factory=list)
 
     @property
     def has_failures(self) -> bool:
@@ -276,7 +279,8 @@ def _inspect_one(ds: DiscoveredShard, cfg: Config, checks: set[str] | None, rows
     out = ShardInspection(shard=ds, content_hash=chash, bytes=size, rows=res.rows, failing=failing,
                           decode=decode, skipped=[k for k in res.skipped if checks is None or k.check in checks
                                                     or any(c.startswith(k.check + ".") for c in checks)],
-                          notes=list(notes), layout=layout)
+                          notes=list(notes), layout=layout,
+                          not_applicable=[c for c in res.not_applicable if checks is None or c in checks])
     if rows is not None:
         beyond = [r for r in rows if r >= (res.rows or 0)]
         if beyond:

@@ -47,6 +47,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import polars as pl
+import xxhash
 
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, finding, first_part, measure
 from datacheck.derive.read import ALPACA, CHAT
@@ -64,6 +65,7 @@ __all__ = [
     "CONTENT_KEY",
     "content_spec",
     "crossdup_payload",
+    "unmatched_rows",
     "exact_across_shards",
     "conflicting_labels",
     "split_overlap",
@@ -114,9 +116,19 @@ def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
         return  # listed as skipped by the shard stage of the three checks (_no_content)
     h = row_hash_expr(cols).alias("hash")
     expr = pl.struct([h, pl.col(label).alias("label")]) if label is not None else pl.struct([h])
-    yield Payload(key=ROWS_KEY, expr=expr.implode(), post=_rows_post)
+    yield Payload(key=ROWS_KEY, expr=expr.implode(), post=_rows_post, not_retyped=tuple(cols), unmatched=unmatched_rows)
     spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}
     yield Payload(key=CONTENT_KEY, expr=pl.lit(0), post=lambda _v, spec=spec: dict(spec), merge=first_part)
+
+
+def unmatched_rows(df: pl.DataFrame, rows: np.ndarray, salt: str) -> pl.DataFrame:
+    """The ``crossdup.rows`` frame with each of ``rows`` (sorted int64 shard rows) given a hash no other
+    row has: a content cell of theirs is null only because the reader could not read its value, which it
+    reported (``decode.bad_record``, ``schema.dtype``), so two such rows are not known to be equal. The
+    hash: xxh3-128 of a tag no row encoding starts with, ``salt`` (the shard's content hash) and the row."""
+    new = [int.from_bytes(xxhash.xxh3_128_digest(f"datacheck-unread-cell\0{salt}\0{int(r)}".encode()), "big")
+           for r in rows]
+    return df.with_columns(df["hash"].scatter(rows, pl.Series(new, dtype=pl.UInt128)))
 
 
 def _no_content(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:

@@ -155,7 +155,7 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None, fails=None,
         key=_row_key(key_cols, ctx.schema),
         example=pl.col(shown[0]),
-        refine=_refine(cols),
+        refine=_refine(cols), not_retyped=tuple(cols),
         message=lambda n, d, cols=cols: (f"{n} row(s) repeat an earlier row of this shard exactly "
                                          f"(content: {', '.join(cols)})"),
     )

@@ -109,10 +109,13 @@ def _text(inspections, exported, tok_source: str | None, color: bool = False, ch
                 out.append(f"      {where}: {e.value}")
         if not ins.failing and not ins.shown and checks:  # only what was asked: each check ran clean or not at all
             not_run = {s.check: s.reason for s in ins.skipped}
-            ran = [c for c in checks if c not in not_run and c.split(".", 1)[0] not in not_run]
+            apart = [c for c in checks if c in ins.not_applicable]
+            ran = [c for c in checks if c not in not_run and c.split(".", 1)[0] not in not_run and c not in apart]
             if ran:
                 out.append(f"  no row fails {', '.join(ran)}")
             out += [f"  {c} did not run: {why}" for c, why in not_run.items()]
+            where = ins.layout.name if ins.layout is not None and ins.layout.name else "unknown"
+            out += [f"  {c} does not apply to this shard's rows (layout {where}): not run" for c in apart]
         elif not ins.failing and not ins.shown:
             out.append("  no failing rows in the row checks" + ("" if not ins.skipped else
                                               f" ({len(ins.skipped)} check(s) skipped: "

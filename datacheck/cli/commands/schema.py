@@ -60,8 +60,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"datacheck: layout: {proposal.layout or 'none'} ({proposal.why})", file=sys.stderr)
     rows = proposal.rows
     if rows is not None:  # what the audit will take the rows for (the checks outside it do not apply)
-        said = (f"{rows.name} ({rows.why}); state it with [dataset] layout = \"{rows.name}\"" if rows.name is not None
-                else f"unknown ({rows.why})")
+        if rows.name is None:
+            said = f"unknown ({rows.why})"
+        elif proposal.gives_rows():  # the proposed [dataset] schema already gives it
+            said = f"{rows.name} ({rows.why}), as the proposed [dataset] schema = \"{proposal.layout}\" gives it"
+        else:
+            said = f"{rows.name} ({rows.why}); state it with [dataset] layout = \"{rows.name}\""
         print(f"datacheck: the audit recognizes the rows as {said}", file=sys.stderr)
     for n in notes:
         print(f"datacheck: note: {n}", file=sys.stderr)

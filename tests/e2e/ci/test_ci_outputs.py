@@ -52,9 +52,11 @@ def test_junit_validates_and_parses_back(tmp_path, monkeypatch):
     # a finding the policy lets pass is a passing case that carries the finding in system-out
     empty = cases[("a.parquet", "empty.text")]
     assert empty.is_passed and "count 2" in empty.system_out
-    # a check that could not run here is a skipped case
-    skipped = cases[("a.parquet", "tokens.out_of_vocab")]
+    # a check that could not run here (it applies, a fact is missing) is a skipped case; one that does
+    # not apply to the rows (text-only classification rows hold no token ids) is not
+    skipped = cases[("a.parquet", "schema.check")]
     assert skipped.is_skipped
+    assert not cases[("a.parquet", "tokens.out_of_vocab")].is_skipped
     assert suite.skipped == sum(1 for c in cases.values() if c.is_skipped)
     props = {p.name: p.value for p in suite.properties()}
     assert props["index_hash"] == rep.index_hash and props["status"] == "fail"

@@ -270,8 +270,9 @@ def test_each_eval_splits_leak_left_in_place_counts_its_own_rows(tmp_path):
 
 
 def test_the_default_drop_names_the_checks_it_could_not_run_in_one_note(tmp_path):
-    """A text dataset has no token columns: the default drop's token, mask and padding checks cannot
-    run. One note names them; no per-check hint to set [columns] input_ids for text data."""
+    """A text dataset has no token columns: the default drop's token, mask and padding checks do not
+    apply to its rows (text-only text_classification) and are not named; the checks that apply but
+    cannot run (no num_classes, no schema) are named in one note; no per-check hint to set [columns]."""
     d = tmp_path / "data"
     d.mkdir()
     pl.DataFrame({"text": ["a", "b", "a"], "label": [0, 1, 0]}).write_parquet(d / "a.parquet")
@@ -279,7 +280,8 @@ def test_the_default_drop_names_the_checks_it_could_not_run_in_one_note(tmp_path
     (note,) = res.notes
     assert "of the default checks could not run on this data" in note
     for cid in ("tokens.out_of_vocab", "mask.non_binary", "padding.pad_attended"):  # need input_ids / a mask
-        assert cid in note
+        assert cid not in note
+    assert "labels.out_of_range" in note  # applies; [labels] num_classes is unset
     assert "set [columns]" not in note
     r = run_cli("clean", str(d), "--out", str(tmp_path / "out2"))
     assert r.returncode == 0 and [ln for ln in r.stdout.splitlines() if ln.startswith("note:")] == [f"note: {note}"]

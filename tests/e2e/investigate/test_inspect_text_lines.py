@@ -57,8 +57,13 @@ def test_check_that_finds_nothing_or_cannot_run_says_which(tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "  no row fails empty.text" in lines
-    assert "  tokens.out_of_vocab did not run: no input_ids column (set [columns] input_ids)" in lines
+    # text-only classification rows hold no token ids: the check does not apply (not a missing column)
+    assert "  tokens.out_of_vocab does not apply to this shard's rows (layout text_classification): not run" in lines
     assert "mask.non_binary" not in r.stdout and "check(s) skipped" not in r.stdout
+    # a check that applies but lacks a fact says so
+    r = run_cli("inspect", str(path), "--check", "labels.out_of_range")
+    assert "  labels.out_of_range did not run: no [labels] num_classes or classes for label column 'label'" \
+        in r.stdout.splitlines()
 
 
 def test_a_decode_finding_of_a_binary_layout_names_its_row(tmp_path):

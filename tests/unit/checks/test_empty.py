@@ -70,7 +70,13 @@ def test_empty_text_non_string_column_is_skipped(tmp_path):
 
 
 def test_empty_text_without_text_column_is_skipped(tmp_path):
-    rep = audit_df(tmp_path, {"input_ids": [[1, 2]], "label": [0]})  # tokenized classification rows
+    # tokenized classification rows: the token form of text_classification, empty.text does not apply
+    rep = audit_df(tmp_path, {"input_ids": [[1, 2]], "label": [0]})
+    assert rep.shards[0].layout == "text_classification"
+    assert "empty.text" not in {s["check"] for s in rep.skipped}
+    # rows of an unknown layout without a text column: a named skip
+    rep = audit_df(tmp_path, {"x": [[1.5, 2.0]]})
+    assert rep.shards[0].layout is None
     assert "no text column" in skipped_reason(rep, "empty.text")
 
 
@@ -197,7 +203,7 @@ def test_no_supervised_tokens_uses_configured_ignore_index(tmp_path):
 def test_no_supervised_tokens_skipped_reasons(tmp_path):
     rep = audit_df(tmp_path, {"labels": [[1, 2]]}, {"labels": {"ignore_index": False}})
     assert skipped_reason(rep, "empty.no_supervised_tokens") == "[labels] ignore_index is unset"
-    rep = audit_df(tmp_path, {"text": ["a"]}, {"dataset": {"layout": "causal_lm"}})
+    rep = audit_df(tmp_path, {"text": ["a"]}, {"dataset": {"layout": "sft_tokenized"}})
     assert "no token labels column" in skipped_reason(rep, "empty.no_supervised_tokens")
 
 

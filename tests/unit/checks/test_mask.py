@@ -57,8 +57,14 @@ def test_boolean_mask(tmp_path):
 
 def test_mask_checks_skipped_without_mask(tmp_path):
     rep = audit_df(tmp_path, {"input_ids": [[1]]})
-    for cid in ("mask.non_binary", "mask.not_contiguous", "padding.token_not_pad", "padding.label_not_ignored"):
+    for cid in ("mask.non_binary", "mask.not_contiguous", "padding.token_not_pad"):
         assert skipped_reason(rep, cid) == "no attention_mask column (set [columns] attention_mask)"
+    # language-model rows without labels (the collator makes them, -100 at the padding): the padding
+    # rule of labels does not apply
+    assert rep.shards[0].layout in ("packed_lm", "causal_lm")
+    assert skipped_reason(rep, "padding.label_not_ignored") is None
+    rep = audit_df(tmp_path, {"input_ids": [[1]], "labels": [[1]]})
+    assert skipped_reason(rep, "padding.label_not_ignored") == "no attention_mask column (set [columns] attention_mask)"
 
 
 

@@ -102,10 +102,15 @@ def test_eos_unsupervised_needs_pad_equal_eos(tmp_path):
 
 
 def test_eos_unsupervised_skipped_without_token_labels(tmp_path):
-    write_shard(tmp_path, {"input_ids": [[5, 2, 2]], "attention_mask": [[1, 1, 0]]}, "a.parquet")
+    # a class label per row (text_classification): no token labels, and no collator makes LM labels
+    write_shard(tmp_path, {"input_ids": [[5, 2, 2]], "attention_mask": [[1, 1, 0]], "label": [1]}, "a.parquet")
     rep = datacheck.audit(str(tmp_path), config={"tokens": {"pad_token_id": 2, "eos_token_id": 2}})
     assert findings(rep, "padding.eos_unsupervised") == []
-    assert "token labels" in skipped_reason(rep, "padding.eos_unsupervised")
+    # causal-LM rows without labels: DataCollatorForLanguageModeling(mlm=False) masks the eos at
+    # position 1 (pad == eos): tests/unit/checks/test_padding_collator.py
+    write_shard(tmp_path, {"input_ids": [[5, 2, 2]], "attention_mask": [[1, 1, 0]]}, "a.parquet")
+    rep = datacheck.audit(str(tmp_path), config={"tokens": {"pad_token_id": 2, "eos_token_id": 2}})
+    assert one(rep, "padding.eos_unsupervised").details == {"eos_tokens": 1, "eos_supervised": 0, "ratio": 0.0}
 
 
 # ---------------------------------------------------------------- padding.pad_attended

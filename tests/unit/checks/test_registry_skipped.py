@@ -35,7 +35,8 @@ def test_missing_facts_are_reported_per_shard(tmp_path):
 
 
 def test_skipped_is_in_the_json_report(tmp_path):
-    rep = audit_df(tmp_path, {"text": ["a"]}, {"dataset": {"layout": "text_classification"}})
+    # causal-LM rows are token ids: a text-only shard declared so lacks them (a named skip)
+    rep = audit_df(tmp_path, {"text": ["a"]}, {"dataset": {"layout": "causal_lm"}})
     d = json.loads(rep.to_json())
     checks = [s["check"] for s in d["skipped"]]
     assert "tokens.out_of_vocab" in checks and "empty.sequence" in checks

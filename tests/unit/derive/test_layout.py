@@ -17,7 +17,7 @@ from datacheck.engine.shard import audit_frame
 from datacheck.model import catalog
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import ConfigError, InternalError
-from datacheck.model.layouts import LAYOUT_NAMES
+from datacheck.model.layouts import LAYOUT_NAMES, OPTIONAL_ROLES
 
 IGN = -100
 
@@ -94,8 +94,16 @@ def test_not_applicable_checks_are_counted_not_skipped():
     rows = pl.DataFrame({"input_ids": [[5, 6, 7, 8]] * 3, "labels": [[5, 6, 7, 8]] * 3})
     res = audit_frame(rows, config_from_dict({"tokens": {"max_seq_len": 4, "eos_token_id": 2}}))
     assert res.layout["name"] == "packed_lm"
-    expected = [cid for cid, spec in CHECKS.items() if spec.shard is not None and not spec.applies("packed_lm")]
+    # not applicable: outside the layout, or needing a role packed rows hold in another form only
+    # (OPTIONAL_ROLES: a class label, a text, token type ids) that these rows lack
+    have = set(rows.columns)
+
+    def other_form(spec) -> bool:
+        return any(all(n in OPTIONAL_ROLES["packed_lm"] and n not in have for n in r.split("|")) for r in spec.roles)
+    expected = [cid for cid, spec in CHECKS.items()
+                if spec.shard is not None and (not spec.applies("packed_lm") or other_form(spec))]
     assert res.not_applicable == expected and "sft.truncated_response" in expected
+    assert "tokens.type_id_out_of_range" in expected and "tokens.out_of_vocab" not in expected
     assert not {s.check for s in res.skipped} & set(expected)
 
 

@@ -5,8 +5,8 @@ cases and of sample_data/ is split into many batches, each checked alone and mer
 (:mod:`datacheck.formats.batches`, ``datacheck.engine.shard._run_batches``). The JSON reports must be
 identical but for ``created_at``: findings, counts, rows, lines, examples, details, stats, skipped.
 The one float stat that is not merged bit for bit, ``targets.<col>`` (mean/std pooled with Chan's
-formula), is compared within a relative 1e-9 in the property test; the shared cases and
-sample_data reports are identical byte for byte.
+formula), is compared within a relative 1e-9 in the property test and to 9 significant digits in the
+reports (sample_data's regression shard has one); the reports are otherwise identical.
 """
 from __future__ import annotations
 
@@ -70,7 +70,25 @@ def test_report_in_batches_of_7_rows_equals_one_batch(tmp_path, name, data, conf
     whole = _cli_report(tmp_path, data, config, None, "whole") if name == "sample_data" \
         else _case_report(request.getfixturevalue("case_audits"), name)
     batched = _cli_report(tmp_path, data, config, 7, "batched")
-    assert batched == whole
+    assert _pooled_floats(batched) == _pooled_floats(whole)
+
+
+def _pooled_floats(report: dict) -> dict:
+    """``report`` with the values of ``targets.<col>`` stats and of ``dist.target_scale`` details (mean
+    and std pooled across batches with Chan's formula: equal within a relative 1e-9, not bit for bit)
+    rounded to 9 significant digits; everything else as it is."""
+    def r9(v):
+        return float(f"{v:.9g}") if isinstance(v, float) else v
+
+    out = json.loads(json.dumps(report))
+    for sh in out["shards"]:
+        for k, v in sh["stats"].items():
+            if k.startswith("targets.") and isinstance(v, dict):
+                sh["stats"][k] = {kk: r9(vv) for kk, vv in v.items()}
+    for f in out["findings"]:
+        if f["check"] == "dist.target_scale":
+            f["details"] = {k: r9(v) for k, v in f["details"].items()}
+    return out
 
 
 # ------------------------------------------------------------------ property: random frames, random cuts
