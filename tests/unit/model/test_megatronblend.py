@@ -135,6 +135,9 @@ def test_data_path_is_read_as_get_blend_from_list(words, want):
     (["0.3", "a", "b", "c"], "WEIGHT PREFIX pairs"),
     (["0", "a", "1", "b"], "above 0"),
     (["-1", "a", "2", "b"], "above 0"),
+    (["nan", "a", "1", "b"], "above 0"),
+    (["inf", "a", "1", "b"], "infinite"),
+    (["1e308", "a", "1e308", "b"], "sum past float64"),  # the sum overflows: normalize gives NaN
 ])
 def test_bad_data_path_is_refused(words, message):
     with pytest.raises(UsageError, match=message):

@@ -1,0 +1,79 @@
+"""Hostile inputs of the sixteenth session's additions (:data:`hostilegen.CASES4`): Megatron's own
+order (``[megatron]`` values, ``.idx`` headers, a log's consumed samples, ``plan --step``), Lightning
+logs (``hparams.yaml``, ``metrics.csv``, ``--step-unit micro-batch``), gzip ledgers (a bomb member,
+garbage between members) and raw_text columns (10**6 empty strings, one 500 MiB string). Each runs as
+round 3's cases do (:func:`test_hostile_round3.run_limited`: its own process, a 2 GiB address space,
+a time bound) and must end in exit 0, 1 or 2 with no traceback, leave the data as it was, and say
+what the case below expects (a usage error names the key or file and the number that was refused)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hostilegen import CASES4
+from test_hostile_round3 import LIMIT_AS, _snapshot, run_limited
+
+#: the cases whose data takes seconds to write (GB-sized streams)
+_SLOW = {"lt_metrics_line_1g", "gzl_bomb_member", "rawtext_500mb_string", "rawtext_500mb_string_infer"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(CASES4))
+def test_hostile_input_is_a_finding_or_usage_error(case, tmp_path):
+    root = tmp_path / case
+    root.mkdir()
+    argv = CASES4[case](root)
+    data = root / "data"
+    before = _snapshot(data)
+    rc, out, err, secs = run_limited(argv, cwd=root, stdin="y\ny\n", limit_as=LIMIT_AS)
+    assert rc in (0, 1, 2), f"exit {rc} in {secs:.1f}s\n{err[-3000:]}"
+    assert "Traceback" not in err and "internal error" not in err, err[-3000:]
+    assert _snapshot(data) == before, "the audited data changed"
+    if rc == 2:
+        assert err.strip(), "a usage error says why"
+    _expect(case, rc, out, err)
+
+
+def _expect(case: str, rc: int, out: str, err: str) -> None:
+    """What each case must say besides ending well."""
+    if case in EXPECT:
+        rc_want, pattern = EXPECT[case]
+        assert rc == rc_want, f"exit {rc}, wanted {rc_want}\n{err[-3000:]}\n{out[-2000:]}"
+        text = err if rc == 2 else out
+        assert re.search(pattern, text, re.S), f"{pattern!r} not in\n{text[-3000:]}"
+
+
+_MEMORY = r"would take [\d,.]+ GiB, more than the [\d,.]+ GiB this process may use"
+#: case -> (exit code, a pattern its stderr (exit 2) or stdout must hold)
+EXPECT: dict[str, tuple[int, str]] = {
+    # index arrays past memory are refused before any is allocated, with what they would take
+    "meg_train_iters_2p40": (2, _MEMORY + r".*train_iters"),
+    "meg_train_iters_1e12": (2, r"2,000,000,000,000 samples.*" + _MEMORY),
+    "meg_train_samples_2p50": (2, _MEMORY),
+    "meg_cyclic_iters_2p40": (2, _MEMORY),
+    "meg_seq_length_2p31": (2, r"seq_length 2147483647.*" + _MEMORY),
+    "meg_surplus_huge": (2, r"prefix 0 of the blend.*mid_level_dataset_surplus 1000.*" + _MEMORY),
+    "meg_seq_length_0": (2, r"megatron\.seq_length"),
+    "meg_seq_length_neg": (2, r"megatron\.seq_length"),
+    "meg_seq_length_1e12": (2, r"megatron\.seq_length"),
+    "meg_split_000": (2, r"megatron\.split"),
+    "meg_split_abc": (2, r"megatron\.split"),
+    "meg_split_dots": (2, r"megatron\.split"),
+    "meg_split_0_1": (2, r"split '0,1' gives the train split no sequence"),
+    "meg_data_path_neg": (2, r"megatron\.data_path.*above 0"),
+    "meg_data_path_nan": (2, r"megatron\.data_path.*above 0"),
+    # an infinite weight, or weights whose sum passes float64, normalise to NaN
+    "meg_data_path_inf": (2, r"megatron\.data_path.*infinite"),
+    "meg_data_path_1e308": (2, r"megatron\.data_path.*sum past float64"),
+    "meg_data_path_nomatch": (2, r"prefix 'nothing' names none of the planned"),
+    "meg_surplus_neg": (2, r"megatron\.mid_level_dataset_surplus"),
+    "meg_surplus_1e300": (2, r"megatron\.mid_level_dataset_surplus"),
+    "meg_idx_lengths_past_int32": (2, r"x\.idx: .*pointers and lengths disagree"),
+    "meg_idx_count_2p40": (2, r"x\.idx: 82 bytes but the header's 1099511627776 sequences"),
+    "meg_step_1e15": (2, r"--step 1000000000000000: the Megatron run has steps 0\.\.9"),
+    "meg_step_neg": (2, r"--step -3"),
+    "meg_log_consumed_backwards": (2, r"consumed samples grow by -2 from iteration 2 to 3"),
+    "meg_log_consumed_1e30": (2, r"consumed samples grow by 1000000000000000019884624838652"),
+    "meg_log_consumed_1e15": (2, r"consumed samples 1000000000000002: .* would pass the dataset's"),
+}
