@@ -562,7 +562,7 @@ def _lightning_csv(root: Path, body: bytes | Callable[[Path], None], extra: list
         body(v / "metrics.csv")
     else:
         (v / "metrics.csv").write_bytes(body)
-    argv = ["trace", str(v), "--format", "json", *(extra or [])]
+    argv = ["trace", str(v / "metrics.csv"), "--format", "json", *(extra or [])]
     if toml:
         (root / "datacheck.toml").write_text(toml)
         argv += ["--config", str(root / "datacheck.toml")]
@@ -675,6 +675,7 @@ CASES4: dict[str, Callable[[Path], list[str]]] = {
     # Lightning logs
     "lt_hparams_yaml_bomb": _lt_yaml_bomb,
     "lt_metrics_line_1g": _lt(_lt_long_line),
+    "lt_metrics_field_200k": _lt(b"epoch,step,train_loss\n0,0,1.0\n0,1," + b"9" * 200_000 + b"\n0,2,1.0\n"),
     "lt_step_1e30": _lt(_lt_rows(["0", "1", "1e30", "3"])),
     "lt_step_int_1e30": _lt(_lt_rows(["0", "1", "1" + "0" * 30, "3"])),
     "lt_step_neg": _lt(_lt_rows(["0", "1", "-5", "3"])),

@@ -75,5 +75,15 @@ EXPECT: dict[str, tuple[int, str]] = {
     "meg_step_neg": (2, r"--step -3"),
     "meg_log_consumed_backwards": (2, r"consumed samples grow by -2 from iteration 2 to 3"),
     "meg_log_consumed_1e30": (2, r"consumed samples grow by 1000000000000000019884624838652"),
+    # Lightning logs: hparams.yaml is looked for, never parsed (the layout is the folder's); a line past
+    # the reader's bound, a step past int64, NaN or negative is an unparsed line of the log, named
+    "lt_hparams_yaml_bomb": (0, r'"records": 10'),
+    "lt_metrics_line_1g": (0, r"line longer than 1048576 characters"),
+    "lt_step_1e30": (0, r"step: 1000000000000000019884624838656\.\.\. is beyond a 64-bit integer"),
+    "lt_step_int_1e30": (0, r"is beyond a 64-bit integer"),
+    "lt_step_nan": (0, r"step: 'nan' is not an integer"),
+    "lt_step_neg": (0, r"step: -5 is negative, not a training step"),
+    "lt_micro_batch_grad_accum_0": (2, r"batch\.grad_accum"),
+    "lt_micro_batch_grad_accum_2p40": (2, r"batch\.grad_accum"),
     "meg_log_consumed_1e15": (2, r"consumed samples 1000000000000002: .* would pass the dataset's"),
 }
