@@ -687,7 +687,8 @@ CASES4: dict[str, Callable[[Path], list[str]]] = {
     # gzip ledgers
     "gzl_bomb_member": _ledger(_gz_bomb_member),
     "gzl_garbage_between": _ledger(_gz_garbage_between),
-    "gzl_state_grad_accum_1e9": _ledger(_state_ledger(b'{"epoch": 0, "grad_accum": 1000000000}')),
+    "gzl_state_grad_accum_1e9": _ledger(_state_ledger(b'{"epoch": 0, "start_step": 0, "grad_accum": 1000000000, '
+                                                      b'"batches": 3000000000}')),
     # raw_text
     "rawtext_1e6_empty": _raw_text(_empty_strings),
     "rawtext_1e6_empty_infer": _raw_text(_empty_strings, "infer"),

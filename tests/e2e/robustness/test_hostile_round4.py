@@ -7,7 +7,6 @@ a time bound) and must end in exit 0, 1 or 2 with no traceback, leave the data a
 what the case below expects (a usage error names the key or file and the number that was refused)."""
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -85,5 +84,11 @@ EXPECT: dict[str, tuple[int, str]] = {
     "lt_step_neg": (0, r"step: -5 is negative, not a training step"),
     "lt_micro_batch_grad_accum_0": (2, r"batch\.grad_accum"),
     "lt_micro_batch_grad_accum_2p40": (2, r"batch\.grad_accum"),
+    # gzip ledgers: a member inflating to 3e9 bytes without a newline stops at the line bound; garbage
+    # between members is a corrupt file (what follows is not read, said with its bytes), not a torn write
+    "gzl_bomb_member": (2, r"rank0\.tsv\.gz: a ledger line over 16 MiB \(after line 2\)"),
+    "gzl_garbage_between": (0, r"corrupt at the gzip member from byte \d+, which does not inflate.*gzip member "
+                               r"starts again at byte"),
+    "gzl_state_grad_accum_1e9": (0, r'"micro_batches": 1000000000'),
     "meg_log_consumed_1e15": (2, r"consumed samples 1000000000000002: .* would pass the dataset's"),
 }

@@ -10,8 +10,8 @@ from conftest import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from datacheck.model.errors import UsageError
 from datacheck.model import megatronorder
+from datacheck.model.errors import UsageError
 from datacheck.model.megatronorder import build_order, index_bytes, sample_index, train_range
 
 SPLITS = ["969, 30, 1", "100,0,0", "1", "9,1", "98,2,0", "0.7 0.2 0.1", "3,3,3", "50,50"]
