@@ -71,7 +71,7 @@ from datacheck.model.torchdep import require_torch
 
 __all__ = ["MegatronOrder", "BlendedOrder", "parse_data_path", "blend_sizes", "blending_indices", "build_blend",
            "MID_LEVEL_DATASET_SURPLUS", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
-           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD", "index_bytes", "memory_limit"]
+           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD", "index_bytes", "kept_bytes", "memory_limit"]
 
 #: ``_build_document_sample_shuffle_indices``: the last epoch is shuffled apart when it would give
 #: fewer than this fraction of an epoch's samples (``threshold = 0.80``)
@@ -343,18 +343,31 @@ class MegatronOrder(_Sampler):
 
 
 def memory_limit() -> int | None:
-    """Bytes this process may hold at most: the smaller of the machine's physical memory
-    (``sysconf``) and the soft ``RLIMIT_AS`` (an address-space limit the user or a job scheduler set);
-    None when neither is known."""
+    """Bytes this process may still allocate: the smaller of the memory the machine has available
+    (``MemAvailable`` of ``/proc/meminfo``; else its physical memory, ``sysconf``) and, under a soft
+    ``RLIMIT_AS`` (an address-space limit the user or a job scheduler set), that limit less the
+    address space the process maps already (``/proc/self/statm``); None when neither is known."""
     found = []
     try:
-        found.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
+        with open("/proc/meminfo", encoding="ascii") as f:
+            found += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
         pass
+    if not found:
+        try:
+            found.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            pass
     try:
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
         if soft != resource.RLIM_INFINITY and soft > 0:
-            found.append(int(soft))
+            mapped = 0
+            try:
+                with open("/proc/self/statm", encoding="ascii") as f:
+                    mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, ValueError, IndexError):
+                pass
+            found.append(max(0, int(soft) - mapped))
     except (ValueError, OSError):
         pass
     return min(found) if found else None
@@ -371,13 +384,19 @@ def index_bytes(entries: int, samples: int, cyclic: bool = False) -> int:
     return 28 * entries + 2 * width * samples + (16 * samples if cyclic else 0)
 
 
+def kept_bytes(order: "MegatronOrder") -> int:
+    """Bytes a built GPTDataset's indices keep (its document index, token offsets and shuffle index)."""
+    return int(order.doc_index.nbytes + order.cum.nbytes + order.shuffle.nbytes)
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:,.1f} GiB" if n < 2**70 else f"{n:.3g} bytes"
 
 
 def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, extra: bool, micro_batch: int,
                 data_parallel: int, grad_accum: int, train_iters: int | None,
-                train_samples: int | None, dataloader: str = "single", one_epoch: bool = False) -> MegatronOrder:
+                train_samples: int | None, dataloader: str = "single", one_epoch: bool = False,
+                held: int = 0) -> MegatronOrder:
     """The train order of a Megatron GPT run over an indexed dataset whose sequences have ``sizes``
     tokens (module docstring: the split, epochs, document, sample and shuffle indices, the sampler).
 
@@ -393,6 +412,8 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
         dataloader: ``--dataloader-type``: ``single`` or ``cyclic`` (with data sharding).
         one_epoch: GPTDataset built with ``num_samples=None`` (one pass over the train sequences, as
             an unweighted blend builds each of its datasets) instead of the run's samples.
+        held: bytes already held by the indices of earlier datasets of a blend (:func:`kept_bytes`),
+            counted against :func:`memory_limit` with this dataset's.
 
     Raises:
         UsageError: neither or both of ``train_iters`` / ``train_samples``, a split without train
@@ -418,12 +439,14 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
     entries = epochs * len(documents)
     n = (epochs * tokens - x) // seq_length
     need, limit = index_bytes(entries, n, dataloader == "cyclic"), memory_limit()
-    if limit is not None and need > limit:
+    if limit is not None and held + need > limit:
+        before = f" (with the {_gib(held)} of the blend's earlier datasets)" if held else ""
         raise UsageError(f"the run's {requested:,} samples of seq_length {seq_length} need {epochs:,} epochs of the "
                          f"train split's {tokens:,} tokens ({len(documents):,} sequences): GPTDataset's indices "
-                         f"({entries:,} document-index entries, {n:,} samples) would take {_gib(need)}, more than "
-                         f"the {_gib(limit)} this process may use; check [megatron] train_iters / train_samples "
-                         "and seq_length against the run's --train-iters / --train-samples and --seq-length")
+                         f"({entries:,} document-index entries, {n:,} samples) would take {_gib(need)}{before}, "
+                         f"more than the {_gib(limit)} this process may still use; check [megatron] train_iters / "
+                         "train_samples and seq_length against the run's --train-iters / --train-samples and "
+                         "--seq-length")
     separate, sans_final = _separate_final_epoch(epochs, tokens, requested, seq_length, x)
     rng = np.random.RandomState(seed)
     doc_index = document_index(documents, epochs, rng, separate)
@@ -675,10 +698,11 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
                   data_parallel=data_parallel, grad_accum=grad_accum, train_iters=None)
     if weights is not None:
         norm, targets, built = blend_sizes(weights, requested, surplus)
-        parts = []
+        parts: list[MegatronOrder] = []
         for i, (sz, n) in enumerate(zip(sizes, built)):
             try:
-                parts.append(build_order(sz, train_samples=n, **common))  # type: ignore[arg-type]
+                parts.append(build_order(sz, train_samples=n, held=sum(kept_bytes(o) for o in parts),  # type: ignore[arg-type]
+                                         **common))
             except UsageError as exc:
                 raise UsageError(f"prefix {i} of the blend ({n:,} samples: ceil(ceil({requested:,} x weight "
                                  f"{norm[i]:.6g}) x (1 + mid_level_dataset_surplus {surplus:g}))): {exc}") from None
@@ -686,8 +710,11 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
         size = sum(targets)
         used = _normalize(norm)
     else:
-        datasets = tuple(build_order(sz, train_samples=requested, one_epoch=True, **common)  # type: ignore[arg-type]
-                         for sz in sizes)
+        unweighted: list[MegatronOrder] = []
+        for sz in sizes:
+            unweighted.append(build_order(sz, train_samples=requested, one_epoch=True,  # type: ignore[arg-type]
+                                          held=sum(kept_bytes(o) for o in unweighted), **common))
+        datasets = tuple(unweighted)
         targets = [len(o) for o in datasets]
         if 0 in targets:
             raise UsageError(f"prefix {targets.index(0)} of the unweighted blend gives 0 train samples of seq_length "
