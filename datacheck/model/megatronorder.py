@@ -694,15 +694,14 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
     gbs = micro_batch * data_parallel * grad_accum
     requested = train_samples if train_samples is not None else int(train_iters or 0) * gbs
     steps = train_iters if train_iters is not None else int(train_samples or 0) // gbs
-    common = dict(seq_length=seq_length, seed=seed, split=split, extra=extra, micro_batch=micro_batch,
+    common: dict[str, Any] = dict(seq_length=seq_length, seed=seed, split=split, extra=extra, micro_batch=micro_batch,
                   data_parallel=data_parallel, grad_accum=grad_accum, train_iters=None)
     if weights is not None:
         norm, targets, built = blend_sizes(weights, requested, surplus)
         parts: list[MegatronOrder] = []
         for i, (sz, n) in enumerate(zip(sizes, built)):
             try:
-                parts.append(build_order(sz, train_samples=n, held=sum(kept_bytes(o) for o in parts),  # type: ignore[arg-type]
-                                         **common))
+                parts.append(build_order(sz, train_samples=n, held=sum(kept_bytes(o) for o in parts), **common))
             except UsageError as exc:
                 raise UsageError(f"prefix {i} of the blend ({n:,} samples: ceil(ceil({requested:,} x weight "
                                  f"{norm[i]:.6g}) x (1 + mid_level_dataset_surplus {surplus:g}))): {exc}") from None
@@ -712,7 +711,7 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
     else:
         unweighted: list[MegatronOrder] = []
         for sz in sizes:
-            unweighted.append(build_order(sz, train_samples=requested, one_epoch=True,  # type: ignore[arg-type]
+            unweighted.append(build_order(sz, train_samples=requested, one_epoch=True,
                                           held=sum(kept_bytes(o) for o in unweighted), **common))
         datasets = tuple(unweighted)
         targets = [len(o) for o in datasets]

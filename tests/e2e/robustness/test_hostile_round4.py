@@ -13,8 +13,6 @@ import pytest
 from hostilegen import CASES4
 from test_hostile_round3 import LIMIT_AS, _snapshot, run_limited
 
-
-
 #: cases that still fail, and why (found in the sixteenth session, not fixed: the engine's, not today's)
 KNOWN = {
     # every failing row of a check is a Python int in a list (engine/shard.py: _batch_rows, the details'
