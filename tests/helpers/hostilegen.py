@@ -672,6 +672,9 @@ CASES4: dict[str, Callable[[Path], list[str]]] = {
                                        log=_megatron_log([2, 4, 10**30, 10**30 + 2])),
     "meg_log_consumed_1e15": _meg_case("seq_length = 8\ntrain_iters = 20\n", step="3",
                                        log=_megatron_log([10**15, 10**15 + 2, 10**15 + 4])),
+    "meg_log_iteration_1e30": _meg_case("seq_length = 8\ntrain_iters = 20\n", step="2",
+                                        log=_megatron_log([2, 4, 6]).replace("iteration        3/",
+                                                                             f"iteration {10**30}/")),
     # Lightning logs
     "lt_hparams_yaml_bomb": _lt_yaml_bomb,
     "lt_metrics_line_1g": _lt(_lt_long_line),

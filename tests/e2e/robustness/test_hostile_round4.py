@@ -102,5 +102,6 @@ EXPECT: dict[str, tuple[int, str]] = {
     "gzl_garbage_between": (0, r"corrupt at the gzip member from byte \d+, which does not inflate.*gzip member "
                                r"starts again at byte"),
     "gzl_state_grad_accum_1e9": (0, r'"micro_batches": 1000000000'),
+    "meg_log_iteration_1e30": (0, r"iteration: 1000000000000000000000000000000\.\.\. is beyond a 64-bit integer"),
     "meg_log_consumed_1e15": (2, r"consumed samples 1000000000000002: .* would pass the dataset's"),
 }
