@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from datacheck.io.bounded import NotRegular, open_regular
 from datacheck.model.errors import UsageError
 
 __all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_ledger", "step_indices", "ledger_files",
-           "rank_file"]
+           "rank_file", "tear_label"]
 
 LEDGER_VERSION = 1
 LEDGER_HEADER = f"#datacheck-ledger\t{LEDGER_VERSION}"
@@ -184,6 +185,8 @@ class _Lines:
         self._corrupt = False  # a gzip member that does not inflate (not a cut: its lines are not trusted)
         self._member = 0  # byte offset of the gzip member being inflated
         self._size = 0  # bytes of the file read
+        self._file_size = 0  # the file's size (known after a corrupt member)
+        self._restart: int | None = None  # a gzip header after a corrupt member: its byte offset
 
     def _blocks(self, f: Any) -> Iterator[tuple[bytes, bool]]:
         """(inflated bytes, end of a gzip member or of a plain file) in blocks of at most 4 MiB. A
@@ -211,6 +214,7 @@ class _Lines:
                 out = d.decompress(data, _BLOCK)
             except zlib.error:
                 self.torn = self._corrupt = True
+                self._after_corrupt(f)
                 return
             fed = True
             data = d.unconsumed_tail
@@ -219,6 +223,20 @@ class _Lines:
                 self._member = self._size - len(data)
                 d, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
             yield out, not fed
+
+    def _after_corrupt(self, f: Any) -> None:
+        """Where the bytes left unread after a corrupt member end (the file's size) and the first gzip
+        header (``1f 8b 08``) after the member's start, if any: read in blocks, none kept."""
+        self._file_size = os.fstat(f.fileno()).st_size
+        f.seek(self._member + 1)
+        pos, tail = self._member + 1, b""
+        while chunk := f.read(_BLOCK):
+            k = (tail + chunk).find(b"\x1f\x8b\x08")
+            if k >= 0:
+                self._restart = pos - len(tail) + k
+                return
+            pos += len(chunk)
+            tail = chunk[-2:]
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         path = self.path
@@ -271,12 +289,26 @@ class _Lines:
         if self._plain:
             at = f"byte {self._size - partial} (a last line of {partial} byte(s) without its newline, dropped)"
         elif self._corrupt:
-            at = (f"the gzip member at byte {self._member}, which does not inflate (corrupt, not cut: its lines are "
-                  "dropped)")
+            self.tear = (f"corrupt at the gzip member from byte {self._member}, which does not inflate (not a cut "
+                         f"write): its lines and the {self._file_size - self._member} byte(s) from there to the end "
+                         f"of the file (byte {self._file_size}) are not read"
+                         + (f", though a gzip member starts again at byte {self._restart} (the file was damaged "
+                            "in its middle or written by another tool)" if self._restart is not None else "")
+                         + f"; the {good} line(s) before it are read")
+            return
         else:
             at = (f"byte {self._size} (the end of the file, inside the gzip member from byte {self._member}"
                   + (": its last line is cut and dropped)" if cut_line else ")"))
         self.tear = f"torn at {at}; the {good} line(s) before it are read"
+
+
+def tear_label(tear: str) -> str:
+    """What a file whose :attr:`_Lines.tear` is ``tear`` is, in words, for the line that names it:
+    a torn write (a run killed mid-write: the file's end is cut) or a corrupt file (a gzip member that
+    does not inflate: what follows it is not read)."""
+    if tear.startswith("corrupt"):
+        return "is corrupt, not a torn write"
+    return "ends in a torn write (the run was killed mid-write)"
 
 
 def iter_lines(path: Path) -> _Lines:

@@ -58,7 +58,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
+import resource
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +71,7 @@ from datacheck.model.torchdep import require_torch
 
 __all__ = ["MegatronOrder", "BlendedOrder", "parse_data_path", "blend_sizes", "blending_indices", "build_blend",
            "MID_LEVEL_DATASET_SURPLUS", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
-           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD"]
+           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD", "index_bytes", "kept_bytes", "memory_limit"]
 
 #: ``_build_document_sample_shuffle_indices``: the last epoch is shuffled apart when it would give
 #: fewer than this fraction of an epoch's samples (``threshold = 0.80``)
@@ -340,9 +342,61 @@ class MegatronOrder(_Sampler):
         return owner, np.zeros(len(owner), dtype=np.int64), seq, start, end
 
 
+def memory_limit() -> int | None:
+    """Bytes this process may still allocate: the smaller of the memory the machine has available
+    (``MemAvailable`` of ``/proc/meminfo``; else its physical memory, ``sysconf``) and, under a soft
+    ``RLIMIT_AS`` (an address-space limit the user or a job scheduler set), that limit less the
+    address space the process maps already (``/proc/self/statm``); None when neither is known."""
+    found = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            found += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    if not found:
+        try:
+            found.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            pass
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            mapped = 0
+            try:
+                with open("/proc/self/statm", encoding="ascii") as f:
+                    mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, ValueError, IndexError):
+                pass
+            found.append(max(0, int(soft) - mapped))
+    except (ValueError, OSError):
+        pass
+    return min(found) if found else None
+
+
+def index_bytes(entries: int, samples: int, cyclic: bool = False) -> int:
+    """Bytes the indices of one GPTDataset take at their peak while :func:`build_order` builds them:
+    the document index (``entries`` int32, made by ``np.tile`` and a cast: 8 bytes an entry), its
+    token offsets (int64, with the int32 lengths and int64 copy ``np.cumsum`` reads: 20 bytes an
+    entry), the shuffle index (``samples`` uint32, int64 from ``2**32 - 2``; two parts and their
+    concatenation: twice that), and for ``cyclic`` torch.randperm of the samples (int64) and its
+    numpy copy (16 bytes a sample)."""
+    width = 4 if samples < np.iinfo(np.uint32).max - 1 else 8
+    return 28 * entries + 2 * width * samples + (16 * samples if cyclic else 0)
+
+
+def kept_bytes(order: "MegatronOrder") -> int:
+    """Bytes a built GPTDataset's indices keep (its document index, token offsets and shuffle index)."""
+    return int(order.doc_index.nbytes + order.cum.nbytes + order.shuffle.nbytes)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n < 2**70 else f"{n:.3g} bytes"
+
+
 def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, extra: bool, micro_batch: int,
                 data_parallel: int, grad_accum: int, train_iters: int | None,
-                train_samples: int | None, dataloader: str = "single", one_epoch: bool = False) -> MegatronOrder:
+                train_samples: int | None, dataloader: str = "single", one_epoch: bool = False,
+                held: int = 0) -> MegatronOrder:
     """The train order of a Megatron GPT run over an indexed dataset whose sequences have ``sizes``
     tokens (module docstring: the split, epochs, document, sample and shuffle indices, the sampler).
 
@@ -358,10 +412,13 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
         dataloader: ``--dataloader-type``: ``single`` or ``cyclic`` (with data sharding).
         one_epoch: GPTDataset built with ``num_samples=None`` (one pass over the train sequences, as
             an unweighted blend builds each of its datasets) instead of the run's samples.
+        held: bytes already held by the indices of earlier datasets of a blend (:func:`kept_bytes`),
+            counted against :func:`memory_limit` with this dataset's.
 
     Raises:
         UsageError: neither or both of ``train_iters`` / ``train_samples``, a split without train
-            sequences or tokens, or a run asking for more samples than fit in an int64 token count.
+            sequences or tokens, or indices that would take more memory than this process may use
+            (:func:`index_bytes` against :func:`memory_limit`: refused before any is allocated).
     """
     if (train_iters is None) == (train_samples is None):
         raise UsageError("[megatron] train_iters (--train-iters) or train_samples (--train-samples) is needed, and "
@@ -379,11 +436,21 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
         raise UsageError(f"the train split (sequences {beg}..{end - 1} of {len(sizes)}) holds {tokens} token(s): "
                          "Megatron cannot cut a sample from it")
     epochs = 1 if one_epoch else num_epochs(tokens, requested, seq_length, x)
+    entries = epochs * len(documents)
+    n = (epochs * tokens - x) // seq_length
+    need, limit = index_bytes(entries, n, dataloader == "cyclic"), memory_limit()
+    if limit is not None and held + need > limit:
+        before = f" (with the {_gib(held)} of the blend's earlier datasets)" if held else ""
+        raise UsageError(f"the run's {requested:,} samples of seq_length {seq_length} need {epochs:,} epochs of the "
+                         f"train split's {tokens:,} tokens ({len(documents):,} sequences): GPTDataset's indices "
+                         f"({entries:,} document-index entries, {n:,} samples) would take {_gib(need)}{before}, "
+                         f"more than the {_gib(limit)} this process may still use; check [megatron] train_iters / "
+                         "train_samples and seq_length against the run's --train-iters / --train-samples and "
+                         "--seq-length")
     separate, sans_final = _separate_final_epoch(epochs, tokens, requested, seq_length, x)
     rng = np.random.RandomState(seed)
     doc_index = document_index(documents, epochs, rng, separate)
     cum = _entry_starts(sizes, doc_index)
-    n = (epochs * tokens - x) // seq_length
     shuffle = shuffle_index(sans_final if separate else n, n, rng)
     return MegatronOrder(sizes=sizes, train=(beg, end), seq_length=seq_length, extra=x, seed=seed,
                          requested=requested, epochs=epochs, separate_final_epoch=separate, tokens_per_epoch=tokens,
@@ -397,8 +464,9 @@ def parse_data_path(words: list[str]) -> tuple[list[str], list[float] | None]:
     weight parses as a float, prefixes only when none does.
 
     Raises:
-        UsageError: no word, some weights parse and some do not, or a weight is not above 0
-            (``BlendedDataset`` asserts weights > 0).
+        UsageError: no word, some weights parse and some do not, a weight is not above 0
+            (``BlendedDataset`` asserts weights > 0), or the weights are infinite or their sum is
+            (normalising them would give NaN).
     """
     if not words:
         raise UsageError("[megatron] data_path is empty: give the run's --data-path words, e.g. "
@@ -419,6 +487,12 @@ def parse_data_path(words: list[str]) -> tuple[list[str], list[float] | None]:
     if any(w is None or not w > 0 for w in weights):
         raise UsageError(f"[megatron] data_path: every weight must be above 0 (Megatron's BlendedDataset asserts "
                          f"it), got {words[0::2]}")
+    with np.errstate(over="ignore"):
+        total = float(np.sum(np.array(weights, dtype=np.float64)))
+    if not math.isfinite(total):
+        raise UsageError(f"[megatron] data_path: the weights {words[0::2][:8]} are infinite or sum past float64's "
+                         "largest value (1.8e308): Megatron's normalize divides them by their sum and gets NaN; "
+                         "give the run's weights (only their ratios count)")
     return list(words[1::2]), [float(w or 0) for w in weights]
 
 
@@ -620,16 +694,26 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
     gbs = micro_batch * data_parallel * grad_accum
     requested = train_samples if train_samples is not None else int(train_iters or 0) * gbs
     steps = train_iters if train_iters is not None else int(train_samples or 0) // gbs
-    common = dict(seq_length=seq_length, seed=seed, split=split, extra=extra, micro_batch=micro_batch,
+    common: dict[str, Any] = dict(seq_length=seq_length, seed=seed, split=split, extra=extra, micro_batch=micro_batch,
                   data_parallel=data_parallel, grad_accum=grad_accum, train_iters=None)
     if weights is not None:
         norm, targets, built = blend_sizes(weights, requested, surplus)
-        datasets = tuple(build_order(sz, train_samples=n, **common) for sz, n in zip(sizes, built))  # type: ignore[arg-type]
+        parts: list[MegatronOrder] = []
+        for i, (sz, n) in enumerate(zip(sizes, built)):
+            try:
+                parts.append(build_order(sz, train_samples=n, held=sum(kept_bytes(o) for o in parts), **common))
+            except UsageError as exc:
+                raise UsageError(f"prefix {i} of the blend ({n:,} samples: ceil(ceil({requested:,} x weight "
+                                 f"{norm[i]:.6g}) x (1 + mid_level_dataset_surplus {surplus:g}))): {exc}") from None
+        datasets = tuple(parts)
         size = sum(targets)
         used = _normalize(norm)
     else:
-        datasets = tuple(build_order(sz, train_samples=requested, one_epoch=True, **common)  # type: ignore[arg-type]
-                         for sz in sizes)
+        unweighted: list[MegatronOrder] = []
+        for sz in sizes:
+            unweighted.append(build_order(sz, train_samples=requested, one_epoch=True,
+                                          held=sum(kept_bytes(o) for o in unweighted), **common))
+        datasets = tuple(unweighted)
         targets = [len(o) for o in datasets]
         if 0 in targets:
             raise UsageError(f"prefix {targets.index(0)} of the unweighted blend gives 0 train samples of seq_length "

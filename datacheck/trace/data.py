@@ -51,7 +51,7 @@ from datacheck.formats.discovery import discover
 from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
 from datacheck.io.hashing import hash_file, index_hash
-from datacheck.io.ledger import Ledger, read_ledger, step_indices
+from datacheck.io.ledger import Ledger, read_ledger, step_indices, tear_label
 from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
@@ -115,7 +115,7 @@ def ledger_gaps(led: Ledger, steps: list[int], rows: dict[int, dict[int, list[in
     rank's last step recorded with fewer micro-batches than ``grad_accum``, asked steps no rank
     recorded, and ranks that did not record an asked step that other ranks did (a rank of the run's
     ``num_replicas`` whose ledger file is absent included)."""
-    out = [f"{Path(f).name} ends in a torn write (the run was killed mid-write): {led.tears.get(f, 'torn')}"
+    out = [f"{Path(f).name} {tear_label(led.tears.get(f, 'torn'))}: {led.tears.get(f, 'torn')}"
            for f in led.truncated]
     for rank, (step, got, ga) in sorted(led.partial.items()):
         if step in steps:

@@ -503,3 +503,198 @@ def megatron_pair(folder: Path, docs: list[list[int]]) -> None:
     (folder / "x.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(docs), len(doc))
                                    + lens.tobytes() + ptrs.tobytes() + doc.tobytes())
     (folder / "x.bin").write_bytes(np.array([t for d in docs for t in d], dtype=np.uint16).tobytes())
+
+
+# ------------------------------------------------------------------- round 4: today's additions
+_MEG_BATCH = "[batch]\nbatch_size = 2\n"
+
+
+def _meg_case(megatron: str, *, step: str = "0", docs: list[list[int]] | None = None,
+              idx: Callable[[Path], None] | None = None, log: str | None = None) -> Callable[[Path], list[str]]:
+    """A Megatron pair under ``root/data`` (``docs``, or the ``.idx`` that ``idx`` writes beside a
+    small ``.bin``) planned at ``--step step`` with ``[megatron]`` ``megatron``; with ``log``, traced
+    from that Megatron log instead (``trace LOG --data``)."""
+    def build(root: Path) -> list[str]:
+        d = _data(root)
+        megatron_pair(d, docs or [[1 + (i * 7 + j) % 50 for j in range(5 + i % 9)] for i in range(40)])
+        if idx is not None:
+            idx(d / "x.idx")
+        (root / "datacheck.toml").write_text(_MEG_BATCH + "[megatron]\n" + megatron)
+        if log is not None:
+            (root / "run.log").write_text(log)
+            return ["trace", str(root / "run.log"), "--data", str(d / "x.bin"), "--config",
+                    str(root / "datacheck.toml"), "--step", step, "--format", "json"]
+        return ["plan", str(d / "x.bin"), "--config", str(root / "datacheck.toml"), "--step", step,
+                "--format", "json"]
+    return build
+
+
+def _idx_header(p: Path, n_seq: int, n_doc: int, lens: bytes, ptrs: bytes, doc: bytes) -> None:
+    p.write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n_seq, n_doc) + lens + ptrs + doc)
+
+
+def _idx_lengths_past_int64(p: Path) -> None:
+    """Every sequence 2**31 - 1 tokens long (5 of them: their sum passes int32, the .bin holds 10 bytes)."""
+    n = 5
+    _idx_header(p, n, n + 1, np.full(n, 2**31 - 1, dtype="<i4").tobytes(),
+                (np.arange(n, dtype="<i8") * 2).tobytes(), np.arange(n + 1, dtype="<i8").tobytes())
+
+
+def _idx_count_huge(p: Path) -> None:
+    """A header declaring 2**40 sequences over a few bytes of arrays."""
+    _idx_header(p, 2**40, 2**40 + 1, b"\x05\0\0\0" * 4, b"\0" * 16, b"\0" * 16)
+
+
+def _megatron_log(consumed: list[int]) -> str:
+    return "".join(f" iteration {i + 1:8d}/      20 | consumed samples: {c:12d} | elapsed time per iteration (ms): "
+                   f"1.0 | learning rate: 1.000E-04 | global batch size:     2 | lm loss: {2.0 - i / 100:.6E} |"
+                   " loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+                   for i, c in enumerate(consumed))
+
+
+def _lightning_csv(root: Path, body: bytes | Callable[[Path], None], extra: list[str] | None = None,
+                   toml: str = "") -> list[str]:
+    d = _data(root)
+    v = d / "lightning_logs" / "version_0"
+    v.mkdir(parents=True)
+    (v / "hparams.yaml").write_text("lr: 0.001\n")
+    if callable(body):
+        body(v / "metrics.csv")
+    else:
+        (v / "metrics.csv").write_bytes(body)
+    argv = ["trace", str(v / "metrics.csv"), "--format", "json", *(extra or [])]
+    if toml:
+        (root / "datacheck.toml").write_text(toml)
+        argv += ["--config", str(root / "datacheck.toml")]
+    return argv
+
+
+def _lt(body: bytes | Callable[[Path], None], extra: list[str] | None = None,
+        toml: str = "") -> Callable[[Path], list[str]]:
+    return lambda root: _lightning_csv(root, body, extra, toml)
+
+
+def _lt_rows(steps: list[str]) -> bytes:
+    return ("epoch,step,train_loss\n" + "".join(f"0,{s},{2.0 - i / 100}\n" for i, s in enumerate(steps))).encode()
+
+
+def _lt_yaml_bomb(root: Path) -> list[str]:
+    argv = _lightning_csv(root, _lt_rows([str(s) for s in range(10)]))
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    (root / "data" / "lightning_logs" / "version_0" / "hparams.yaml").write_text("\n".join(lines) + "\n")
+    return argv
+
+
+def _lt_long_line(p: Path) -> None:
+    with open(p, "wb") as f:
+        f.write(b"epoch,step,train_loss\n0,0,1.0\n0,1,")
+        chunk = b"9" * (1 << 24)
+        for _ in range(64):  # 1 GiB
+            f.write(chunk)
+        f.write(b"\n0,2,1.0\n")
+
+
+def _gz_bomb_member(p: Path) -> None:
+    """A ledger whose first member holds its header and one row, then a member of 3e9 newline-free zeros."""
+    head = gzip.compress(b"#datacheck-ledger\t1\n0\t0\t0\t0\t1\t2\n")
+    co = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(p, "wb") as f:
+        f.write(head)
+        block = b"0" * (1 << 24)
+        for _ in range(180):  # ~3e9 bytes, no newline
+            f.write(co.compress(block))
+        f.write(co.flush())
+
+
+def _gz_garbage_between(p: Path) -> None:
+    p.write_bytes(gzip.compress(b"#datacheck-ledger\t1\n0\t0\t0\t0\t1\t2\n") + b"garbage\xff\x00 not gzip"
+                  + gzip.compress(b"0\t0\t1\t0\t3\t4\n"))
+
+
+def _raw_text(rows: Callable[[Path], None], verb: str = "audit") -> Callable[[Path], list[str]]:
+    def build(root: Path) -> list[str]:
+        d = _data(root)
+        rows(d / "a.parquet")
+        if verb == "infer":
+            return ["schema", "infer", str(d), "--out", str(root / "out.yaml")]
+        return _audit(root, "--schema", "raw_text")
+    return build
+
+
+def _empty_strings(p: Path) -> None:
+    import polars as pl
+
+    pl.DataFrame({"text": [""] * 10**6}).write_parquet(p)
+
+
+def _one_huge_string(p: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": pa.array(["x" * (500 << 20), "ok"], type=pa.large_string())}), p)
+
+
+CASES4: dict[str, Callable[[Path], list[str]]] = {
+    # [megatron] values and Megatron pairs
+    "meg_train_iters_2p40": _meg_case("seq_length = 8\ntrain_iters = 1099511627776\n"),
+    "meg_train_samples_2p50": _meg_case("seq_length = 8\ntrain_samples = 1125899906842624\n"),
+    "meg_train_iters_1e12": _meg_case("seq_length = 8\ntrain_iters = 1000000000000\n"),
+    "meg_seq_length_0": _meg_case("seq_length = 0\ntrain_iters = 10\n"),
+    "meg_seq_length_neg": _meg_case("seq_length = -5\ntrain_iters = 10\n"),
+    "meg_seq_length_1e12": _meg_case("seq_length = 1000000000000\ntrain_iters = 10\n"),
+    "meg_seq_length_2p31": _meg_case("seq_length = 2147483647\ntrain_iters = 10\n"),
+    "meg_split_000": _meg_case('seq_length = 8\ntrain_iters = 10\nsplit = "0,0,0"\n'),
+    "meg_split_abc": _meg_case('seq_length = 8\ntrain_iters = 10\nsplit = "abc"\n'),
+    "meg_split_dots": _meg_case('seq_length = 8\ntrain_iters = 10\nsplit = "1..2,3"\n'),
+    "meg_split_0_1": _meg_case('seq_length = 8\ntrain_iters = 10\nsplit = "0,1"\n'),
+    "meg_split_1e400": _meg_case('seq_length = 8\ntrain_iters = 10\nsplit = "' + "9" * 190 + '"\n'),
+    "meg_data_path_neg": _meg_case('seq_length = 8\ntrain_iters = 10\ndata_path = ["-0.5", "x"]\n'),
+    "meg_data_path_nan": _meg_case('seq_length = 8\ntrain_iters = 10\ndata_path = ["nan", "x", "1", "y"]\n'),
+    "meg_data_path_inf": _meg_case('seq_length = 8\ntrain_iters = 10\ndata_path = ["inf", "x", "1", "x"]\n'),
+    "meg_data_path_1e308": _meg_case('seq_length = 8\ntrain_iters = 10\ndata_path = ["1e308", "x", "1e308", "x"]\n'),
+    "meg_data_path_tiny": _meg_case('seq_length = 8\ntrain_iters = 10\ndata_path = ["1e-308", "x", "1", "x"]\n'),
+    "meg_data_path_nomatch": _meg_case('seq_length = 8\ntrain_iters = 10\ndata_path = ["0.5", "nothing", "0.5", "x"]\n'),
+    "meg_surplus_neg": _meg_case('seq_length = 8\ntrain_iters = 10\ndata_path = ["0.5", "x", "0.5", "x"]\n'
+                                 "mid_level_dataset_surplus = -1.0\n"),
+    "meg_surplus_huge": _meg_case('seq_length = 8\ntrain_iters = 100000\ndata_path = ["0.5", "x", "0.5", "x"]\n'
+                                  "mid_level_dataset_surplus = 1000.0\n"),
+    "meg_surplus_1e300": _meg_case('seq_length = 8\ntrain_iters = 10\ndata_path = ["0.5", "x", "0.5", "x"]\n'
+                                   "mid_level_dataset_surplus = 1e300\n"),
+    "meg_idx_lengths_past_int32": _meg_case("seq_length = 8\ntrain_iters = 10\n", idx=_idx_lengths_past_int64),
+    "meg_idx_count_2p40": _meg_case("seq_length = 8\ntrain_iters = 10\n", idx=_idx_count_huge),
+    "meg_step_1e15": _meg_case("seq_length = 8\ntrain_iters = 10\n", step=str(10**15)),
+    "meg_step_neg": _meg_case("seq_length = 8\ntrain_iters = 10\n", step="-3"),
+    "meg_cyclic_iters_2p40": _meg_case('seq_length = 8\ntrain_iters = 1099511627776\ndataloader_type = "cyclic"\n'),
+    "meg_log_consumed_backwards": _meg_case("seq_length = 8\ntrain_iters = 20\n", step="3",
+                                            log=_megatron_log([2, 4, 2, 0, 10, 12])),
+    "meg_log_consumed_1e30": _meg_case("seq_length = 8\ntrain_iters = 20\n", step="3",
+                                       log=_megatron_log([2, 4, 10**30, 10**30 + 2])),
+    "meg_log_consumed_1e15": _meg_case("seq_length = 8\ntrain_iters = 20\n", step="3",
+                                       log=_megatron_log([10**15, 10**15 + 2, 10**15 + 4])),
+    "meg_log_iteration_1e30": _meg_case("seq_length = 8\ntrain_iters = 20\n", step="2",
+                                        log=_megatron_log([2, 4, 6]).replace("iteration        3/",
+                                                                             f"iteration {10**30}/")),
+    # Lightning logs
+    "lt_hparams_yaml_bomb": _lt_yaml_bomb,
+    "lt_metrics_line_1g": _lt(_lt_long_line),
+    "lt_metrics_field_200k": _lt(b"epoch,step,train_loss\n0,0,1.0\n0,1," + b"9" * 200_000 + b"\n0,2,1.0\n"),
+    "lt_step_1e30": _lt(_lt_rows(["0", "1", "1e30", "3"])),
+    "lt_step_int_1e30": _lt(_lt_rows(["0", "1", "1" + "0" * 30, "3"])),
+    "lt_step_neg": _lt(_lt_rows(["0", "1", "-5", "3"])),
+    "lt_step_nan": _lt(_lt_rows(["0", "1", "nan", "3"])),
+    "lt_micro_batch_grad_accum_2p40": _lt(_lt_rows([str(s) for s in range(10)]), ["--step-unit", "micro-batch"],
+                                          "[batch]\nbatch_size = 2\ngrad_accum = 1099511627776\n"),
+    "lt_micro_batch_grad_accum_0": _lt(_lt_rows([str(s) for s in range(10)]), ["--step-unit", "micro-batch"],
+                                       "[batch]\nbatch_size = 2\ngrad_accum = 0\n"),
+    # gzip ledgers
+    "gzl_bomb_member": _ledger(_gz_bomb_member),
+    "gzl_garbage_between": _ledger(_gz_garbage_between),
+    "gzl_state_grad_accum_1e9": _ledger(_state_ledger(b'{"epoch": 0, "start_step": 0, "grad_accum": 1000000000, '
+                                                      b'"batches": 3000000000}')),
+    # raw_text
+    "rawtext_1e6_empty": _raw_text(_empty_strings),
+    "rawtext_1e6_empty_infer": _raw_text(_empty_strings, "infer"),
+    "rawtext_500mb_string": _raw_text(_one_huge_string),
+    "rawtext_500mb_string_infer": _raw_text(_one_huge_string, "infer"),
+}

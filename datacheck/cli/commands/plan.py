@@ -33,7 +33,7 @@ from datacheck.execute.plan import (
     rows_of_step,
 )
 from datacheck.execute.setup import resolve_config_path
-from datacheck.io.ledger import read_ledger
+from datacheck.io.ledger import read_ledger, tear_label
 from datacheck.io.outputs import check_outputs
 from datacheck.model.config import MAX_EPOCHS, Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK
@@ -237,7 +237,7 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         out.append(f"ledger {led['folder']} ({led['format']} format): ranks {led['ranks']}, {led['steps']} step(s) "
                    f"recorded" + (f" ({led['first_step']}..{led['last_step']})" if led["steps"] else ""))
         for t in led["truncated"]:
-            out.append(f"  {t}: torn tail (a run killed mid-write): {led['tears'].get(t, 'torn')}")
+            out.append(f"  {t} {tear_label(led['tears'].get(t, 'torn'))}: {led['tears'].get(t, 'torn')}")
         for r, p in led["partial"].items():
             out.append(f"  rank {r}: its last step {p['step']} has {p['recorded']} of {p['micro_batches']} micro-batches "
                        "recorded (the run stopped mid-step)")

@@ -131,13 +131,16 @@ MAX_RANK = 2**20
 
 
 def bounded_int(v: int, key: str, field: str | None = None) -> int:
-    """``v`` when it fits a 64-bit integer (and, for ``field == "rank"``, lies in ``0 .. MAX_RANK - 1``).
+    """``v`` when it fits a 64-bit integer (and, for ``field == "rank"``, lies in ``0 .. MAX_RANK - 1``;
+    for ``field == "step"``, is not negative: every trainer counts its steps from 0 or 1).
 
     Raises:
         BadValue: beyond those bounds (the line is counted as unparsed, never used to size anything).
     """
     if not -(2**63) <= v < 2**63:
         raise BadValue(f"{key}: {str(v)[:40]}... is beyond a 64-bit integer")
+    if field == "step" and v < 0:
+        raise BadValue(f"{key}: {v} is negative, not a training step (steps count from 0 or 1)")
     if field == "rank" and not 0 <= v < MAX_RANK:
         raise BadValue(f"{key}: {v} is not a rank (0 .. {MAX_RANK - 1})")
     return v

@@ -130,15 +130,36 @@ def read_jsonl(path: Path, source: str, stats: ReadStats, rank: int | None) -> I
                 yield ev
 
 
+def _bounded_lines(f: Any, stats: ReadStats) -> Iterator[str]:
+    """The lines of text file ``f`` (newline kept) as :mod:`csv` reads them, each read with at most
+    :data:`MAX_LINE_CHARS` characters: a longer line is counted as unparsed, skipped to its end and
+    given as an empty line (csv skips it; the line numbers stay the file's)."""
+    n = 0
+    while True:
+        text = f.readline(MAX_LINE_CHARS)
+        if not text:
+            return
+        n += 1
+        if len(text) >= MAX_LINE_CHARS and not text.endswith(("\n", "\r")):
+            stats.bad(n, f"line longer than {MAX_LINE_CHARS} characters: {text[:80]}")
+            while text and not text.endswith(("\n", "\r")):
+                text = f.readline(MAX_LINE_CHARS)
+            yield "\n"
+            continue
+        yield text
+
+
 def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Iterator[StepRecord]:
     """A CSV with a header (Lightning ``CSVLogger`` ``metrics.csv``, a W&B history export): one row
     per logged step; empty cells are "not logged". Rows holding no training/eval metric (e.g.
     Lightning's separate validation rows without a loss column filled) give no record. The step count
     is known from the header's keys (:func:`keyed_convention`), or from Lightning's layout
-    (:func:`lightning_logger_dir` with ``epoch`` and ``step`` columns: from 0)."""
+    (:func:`lightning_logger_dir` with ``epoch`` and ``step`` columns: from 0). A line over
+    :data:`MAX_LINE_CHARS`, or a row :mod:`csv` refuses (a field past its field size limit), is
+    counted as unparsed."""
     delim = "\t" if path.suffix.lower() == ".tsv" else ","
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        reader = csv.DictReader(f, delimiter=delim)
+        reader = csv.DictReader(_bounded_lines(f, stats), delimiter=delim)
         last: int | None = None
         conv = keyed_convention(reader.fieldnames or [])
         if conv is None and lightning_logger_dir(path, "csv") \
@@ -146,7 +167,15 @@ def read_csv(path: Path, source: str, stats: ReadStats, rank: int | None) -> Ite
             conv = 0, LIGHTNING_LAYOUT_WHY  # CSVLogger's sorted header holds the Trainer's epoch and step
         if conv is not None:
             stats.knows(*conv)
-        for row in reader:
+        rows = iter(reader)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except csv.Error as exc:  # a field past csv's field_size_limit, a NUL, an unclosed quote
+                stats.bad(reader.line_num, f"not a CSV row ({exc})")
+                continue
             n = reader.line_num
             stats.lines = n
             if None in row:  # more cells than header names

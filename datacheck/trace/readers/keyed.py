@@ -61,7 +61,7 @@ def record_from_mapping(d: Mapping[str, Any], source: str, line: int | None, ran
             continue
         if f in _INT_FIELDS:
             vals[f] = bounded_int(v, str(k), f) if type(v) is int else to_int(v, str(k))
-            if f == "rank" and vals[f] is not None:
+            if f in ("rank", "step") and vals[f] is not None:
                 bounded_int(vals[f], str(k), f)
         else:
             vals[f] = v if type(v) is float else to_float(v, str(k))

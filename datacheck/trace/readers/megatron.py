@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from datacheck.trace.readers.fields import BadValue, to_float, to_int
+from datacheck.trace.readers.fields import BadValue, bounded_int, to_float, to_int
 
 __all__ = ["NAME", "parse_line", "starts_iteration", "cut_iteration"]
 
@@ -71,13 +71,13 @@ def parse_line(text: str) -> dict[str, Any] | None:
     """The fields of a Megatron iteration or validation line, or None for any other line.
 
     Raises:
-        BadValue: a known field's value is not a number.
+        BadValue: a known field's value is not a number, or the iteration is beyond a 64-bit integer.
     """
     if "iteration" not in text:  # cheap test first: most lines of a mixed log are not Megatron's
         return None
     m = _ITER.match(text)
     if m:
-        out: dict[str, Any] = {"step": int(m.group(1))}
+        out: dict[str, Any] = {"step": bounded_int(int(m.group(1)), "iteration", "step")}
         for part in text[m.end():].split("|"):  # split + partition: 1.4x faster than a findall here
             k, _, v = part.partition(":")
             f = _FIELD_OF_RAW.get(k)
@@ -104,5 +104,6 @@ def parse_line(text: str) -> dict[str, Any] | None:
         v = vals.get("lm loss value")
         if v is None:
             raise BadValue("validation line without 'lm loss value'")
-        return {"step": int(m.group(1)), "loss": to_float(v, "lm loss value"), "split": "eval"}
+        return {"step": bounded_int(int(m.group(1)), "iteration", "step"), "loss": to_float(v, "lm loss value"),
+                "split": "eval"}
     return None

@@ -118,3 +118,20 @@ def test_a_torn_single_stream_gzip_ledger_keeps_its_complete_lines(tmp_path):
     src = ledger_rows(tmp_path, [want[-1]])[1]
     assert f"rank0.tsv.gz ends in a torn write (the run was killed mid-write): torn at byte {len(cut)}" \
         in src["description"]
+
+
+def test_garbage_between_members_is_corrupt_not_a_torn_write(tmp_path):
+    first = gzip.compress(f"{LEDGER_HEADER}\n0\t0\t0\t0\t1\t2\n".encode())
+    garbage = b"garbage\xff\x00 not gzip"
+    second = gzip.compress(b"1\t0\t0\t0\t3\t4\n")
+    (tmp_path / "rank0.tsv.gz").write_bytes(first + garbage + second)
+    led = read_ledger(tmp_path)
+    assert led.steps == [0]  # what follows the garbage is not read: never guessed from
+    tear = led.tears[str(tmp_path / "rank0.tsv.gz")]
+    size = len(first) + len(garbage) + len(second)
+    assert tear.startswith(f"corrupt at the gzip member from byte {len(first)}, which does not inflate")
+    assert f"the {size - len(first)} byte(s) from there to the end of the file (byte {size}) are not read" in tear
+    assert f"a gzip member starts again at byte {len(first) + len(garbage)}" in tear
+    src = ledger_rows(tmp_path, [0])[1]
+    assert "rank0.tsv.gz is corrupt, not a torn write: corrupt at" in src["description"]
+    assert "killed mid-write" not in src["description"]

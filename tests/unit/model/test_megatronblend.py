@@ -135,6 +135,9 @@ def test_data_path_is_read_as_get_blend_from_list(words, want):
     (["0.3", "a", "b", "c"], "WEIGHT PREFIX pairs"),
     (["0", "a", "1", "b"], "above 0"),
     (["-1", "a", "2", "b"], "above 0"),
+    (["nan", "a", "1", "b"], "above 0"),
+    (["inf", "a", "1", "b"], "infinite"),
+    (["1e308", "a", "1e308", "b"], "sum past float64"),  # the sum overflows: normalize gives NaN
 ])
 def test_bad_data_path_is_refused(words, message):
     with pytest.raises(UsageError, match=message):
@@ -170,3 +173,18 @@ def test_blend_positions_in_chunks_in_any_order(monkeypatch):
     for ask in (np.arange(60, 70), np.arange(0, 5), np.random.default_rng(0).permutation(len(o)), np.arange(len(o))):
         d, k = o.index(ask)
         assert d.tolist() == [want_ds[i] for i in ask] and k.tolist() == [want_dsi[i] for i in ask]
+
+
+def test_a_blends_indices_past_memory_together_are_refused_before_the_next_is_built(monkeypatch):
+    from datacheck.model import megatronorder
+    from datacheck.model.megatronorder import build_order, index_bytes, kept_bytes
+
+    sizes = [np.full(10, 5), np.full(10, 5)]
+    common = dict(seq_length=4, seed=1, split="1", extra=True, micro_batch=1, data_parallel=1, grad_accum=1)
+    one = build_order(sizes[0], train_iters=None, train_samples=500, **common)  # what each dataset is built for
+    need, kept = index_bytes(len(one.doc_index), len(one.shuffle)), kept_bytes(one)
+    monkeypatch.setattr(megatronorder, "memory_limit", lambda: need + kept // 2)  # one fits, not two
+    with pytest.raises(UsageError, match=r"prefix 1 of the blend .*of the blend's earlier datasets"):
+        build_blend(sizes, [1.0, 1.0], train_iters=None, train_samples=1000, surplus=0.0, **common)
+    monkeypatch.setattr(megatronorder, "memory_limit", lambda: need + kept)
+    assert len(build_blend(sizes, [1.0, 1.0], train_iters=None, train_samples=1000, surplus=0.0, **common)) == 1000

@@ -10,8 +10,9 @@ from conftest import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from datacheck.model import megatronorder
 from datacheck.model.errors import UsageError
-from datacheck.model.megatronorder import build_order, sample_index, train_range
+from datacheck.model.megatronorder import build_order, index_bytes, sample_index, train_range
 
 SPLITS = ["969, 30, 1", "100,0,0", "1", "9,1", "98,2,0", "0.7 0.2 0.1", "3,3,3", "50,50"]
 
@@ -142,3 +143,22 @@ def test_a_cyclic_step_starts_where_the_sampler_stands():
         assert [b.tolist() for rr, _, b in mine if rr == r] == want
     with pytest.raises(UsageError, match="not a multiple of micro-batch x data-parallel"):
         o.step(0, consumed=13)
+
+
+def test_indices_past_memory_are_refused_before_they_are_allocated(monkeypatch):
+    # 10 sequences of 5 tokens (50 a pass), 10**12 iterations of 2 samples of 8 (+1): epochs =
+    # ceil((2e12 x 8 + 1) / 50), each of 10 entries, and (epochs x 50 - 1) // 8 samples
+    epochs = -(-(2 * 10**12 * 8 + 1) // 50)
+    entries, samples = epochs * 10, (epochs * 50 - 1) // 8
+    need = 28 * entries + 2 * 8 * samples  # int64 shuffle index: past 2**32 - 2 samples
+    assert index_bytes(entries, samples) == need
+    monkeypatch.setattr(megatronorder, "memory_limit", lambda: 8 << 30)
+    with pytest.raises(UsageError, match=f"would take {need / 2**30:,.1f} GiB, more than the 8.0 GiB") as exc:
+        build_order(np.full(10, 5), seq_length=8, seed=1, split="1", extra=True, micro_batch=2, data_parallel=1,
+                    grad_accum=1, train_iters=10**12, train_samples=None)
+    assert f"{epochs:,} epochs" in str(exc.value)
+    # the same run with room for its indices is built
+    monkeypatch.setattr(megatronorder, "memory_limit", lambda: None)
+    o = build_order(np.full(10, 5), seq_length=8, seed=1, split="1", extra=True, micro_batch=2, data_parallel=1,
+                    grad_accum=1, train_iters=10, train_samples=None)
+    assert len(o) >= 20

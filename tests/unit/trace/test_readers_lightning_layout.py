@@ -79,3 +79,26 @@ def test_tensorboardlogger_version_folder_counts_from_0(tmp_path):
 def test_other_event_files_keep_the_assumed_count(tmp_path, epoch, hparams, name):
     conv = _conv(_events(tmp_path / name, epoch=epoch, hparams=hparams))
     assert conv.assumed and conv.first_step == 1
+
+
+def test_metrics_csv_line_past_the_bound_is_unparsed_not_read_whole(tmp_path):
+    from datacheck.trace.readers.files import MAX_LINE_CHARS
+
+    p = tmp_path / "lightning_logs" / "version_0" / "metrics.csv"
+    p.parent.mkdir(parents=True)
+    long_line = "0,1," + "9" * (3 * MAX_LINE_CHARS)  # csv read it whole (a 1 GiB line ran out of memory)
+    p.write_text("epoch,step,train_loss\n0,0,1.0\n" + long_line + "\n0,2,1.0\n")
+    lf = open_log(str(p))
+    assert [r.step for r in lf.records()] == [0, 2]
+    assert lf.stats.bad_lines == 1 and "line longer than" in lf.stats.bad_examples[0][1]
+    assert lf.stats.bad_examples[0][0] == 3  # the file's line 3
+
+
+@pytest.mark.parametrize("step", ["-5", "-1"])
+def test_a_negative_step_is_an_unparsed_line_not_a_resume(tmp_path, step):
+    p = tmp_path / "lightning_logs" / "version_0" / "metrics.csv"
+    p.parent.mkdir(parents=True)
+    p.write_text(f"epoch,step,train_loss\n0,0,1.0\n0,1,1.0\n0,{step},1.0\n0,3,1.0\n")
+    lf = open_log(str(p))
+    assert [r.step for r in lf.records()] == [0, 1, 3]
+    assert lf.stats.bad_lines == 1 and "negative" in lf.stats.bad_examples[0][1]

@@ -292,3 +292,16 @@ def test_lines_without_steps_are_numbered_from_1_the_same_everywhere(tmp_path):
     assert f"from step {line} to {len(scales)}" in out  # the finding
     assert f"evidence: {p}:{line}, step {line}:" in out  # the evidence: its line is its record number
     assert f"[numeric] log.loss_scale_collapse at step {line} " in out  # the verdict
+
+
+def test_megatron_iteration_past_int64_is_an_unparsed_line(tmp_path):
+    """An iteration (or validation iteration) past a 64-bit integer is an unparsed line, named, as a
+    step of any other reader is (it was a record at step 10**30)."""
+    it = (" iteration {s}/      20 | consumed samples: {c:12d} | learning rate: 1.000E-04 | lm loss: 2.0E+00 |"
+          " loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+    log = tmp_path / "run.log"
+    log.write_text(it.format(s=1, c=2) + it.format(s=10**30, c=4) + it.format(s=2, c=4)
+                   + f" validation loss at iteration {2**63} | lm loss value: 7.9 | lm loss PPL: 2.7E+03 |\n")
+    lf = open_log(str(log))
+    assert [r.step for r in lf.records()] == [1, 2]
+    assert lf.stats.bad_lines == 2 and all("beyond a 64-bit integer" in why for _n, why in lf.stats.bad_examples)

@@ -1,0 +1,107 @@
+"""Hostile inputs of the sixteenth session's additions (:data:`hostilegen.CASES4`): Megatron's own
+order (``[megatron]`` values, ``.idx`` headers, a log's consumed samples, ``plan --step``), Lightning
+logs (``hparams.yaml``, ``metrics.csv``, ``--step-unit micro-batch``), gzip ledgers (a bomb member,
+garbage between members) and raw_text columns (10**6 empty strings, one 500 MiB string). Each runs as
+round 3's cases do (:func:`test_hostile_round3.run_limited`: its own process, a 2 GiB address space,
+a time bound) and must end in exit 0, 1 or 2 with no traceback, leave the data as it was, and say
+what the case below expects (a usage error names the key or file and the number that was refused)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from hostilegen import CASES4
+from test_hostile_round3 import LIMIT_AS, _snapshot, run_limited
+
+#: cases that still fail, and why (found in the sixteenth session, not fixed: the engine's, not today's)
+KNOWN = {
+    # every failing row of a check is a Python int in a list (engine/shard.py: _batch_rows, the details'
+    # reread, dup's refine): 10**6 empty strings failing empty.text and dup.exact_in_shard held ~230 MB of
+    # them (tracemalloc), VmPeak 2.18 GB against 1.86 GB for 10**6 'a' strings: polars aborts under 2 GiB
+    "rawtext_1e6_empty": "failing rows held as Python lists: a native abort under a 2 GiB address space",
+    # one 500 MiB string in a 24 MB parquet file: the audit decoded it several times (the prefetch's first
+    # rows, batch_rows' sample, the read, the checks' expressions): RSS 4.8 GiB, VmPeak 12.4 GiB, PASS;
+    # schema infer 1.7 GiB RSS
+    "rawtext_500mb_string": "a 500 MiB parquet string decoded several times (RSS 4.8 GiB)",
+    "rawtext_500mb_string_infer": "a 500 MiB parquet string under a 2 GiB address space (RSS 1.7 GiB)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN[c], strict=False))
+                                  if c in KNOWN else c for c in sorted(CASES4)])
+def test_hostile_input_is_a_finding_or_usage_error(case, tmp_path):
+    root = tmp_path / case
+    root.mkdir()
+    argv = CASES4[case](root)
+    data = root / "data"
+    before = _snapshot(data)
+    rc, out, err, secs = run_limited(argv, cwd=root, stdin="y\ny\n", limit_as=LIMIT_AS)
+    assert rc in (0, 1, 2), f"exit {rc} in {secs:.1f}s\n{err[-3000:]}"
+    assert "Traceback" not in err and "internal error" not in err, err[-3000:]
+    assert _snapshot(data) == before, "the audited data changed"
+    if rc == 2:
+        assert err.strip(), "a usage error says why"
+    _expect(case, rc, out, err)
+
+
+def _expect(case: str, rc: int, out: str, err: str) -> None:
+    """What each case must say besides ending well."""
+    if case in EXPECT:
+        rc_want, pattern = EXPECT[case]
+        assert rc == rc_want, f"exit {rc}, wanted {rc_want}\n{err[-3000:]}\n{out[-2000:]}"
+        text = err if rc == 2 else out
+        assert re.search(pattern, text, re.S), f"{pattern!r} not in\n{text[-3000:]}"
+
+
+_MEMORY = (r"would take [\d,.]+ GiB( \(with the [\d,.]+ GiB of the blend's earlier datasets\))?, more than the [\d,.]+ GiB "
+           r"this process may still use")
+#: case -> (exit code, a pattern its stderr (exit 2) or stdout must hold)
+EXPECT: dict[str, tuple[int, str]] = {
+    # index arrays past memory are refused before any is allocated, with what they would take
+    "meg_train_iters_2p40": (2, _MEMORY + r".*train_iters"),
+    "meg_train_iters_1e12": (2, r"2,000,000,000,000 samples.*" + _MEMORY),
+    "meg_train_samples_2p50": (2, _MEMORY),
+    "meg_cyclic_iters_2p40": (2, _MEMORY),
+    "meg_seq_length_2p31": (2, r"seq_length 2147483647.*" + _MEMORY),
+    "meg_surplus_huge": (2, r"prefix 0 of the blend.*mid_level_dataset_surplus 1000.*" + _MEMORY),
+    "meg_seq_length_0": (2, r"megatron\.seq_length"),
+    "meg_seq_length_neg": (2, r"megatron\.seq_length"),
+    "meg_seq_length_1e12": (2, r"megatron\.seq_length"),
+    "meg_split_000": (2, r"megatron\.split"),
+    "meg_split_abc": (2, r"megatron\.split"),
+    "meg_split_dots": (2, r"megatron\.split"),
+    "meg_split_0_1": (2, r"split '0,1' gives the train split no sequence"),
+    "meg_data_path_neg": (2, r"megatron\.data_path.*above 0"),
+    "meg_data_path_nan": (2, r"megatron\.data_path.*above 0"),
+    # an infinite weight, or weights whose sum passes float64, normalise to NaN
+    "meg_data_path_inf": (2, r"megatron\.data_path.*infinite"),
+    "meg_data_path_1e308": (2, r"megatron\.data_path.*sum past float64"),
+    "meg_data_path_nomatch": (2, r"prefix 'nothing' names none of the planned"),
+    "meg_surplus_neg": (2, r"megatron\.mid_level_dataset_surplus"),
+    "meg_surplus_1e300": (2, r"megatron\.mid_level_dataset_surplus"),
+    "meg_idx_lengths_past_int32": (2, r"x\.idx: .*pointers and lengths disagree"),
+    "meg_idx_count_2p40": (2, r"x\.idx: 82 bytes but the header's 1099511627776 sequences"),
+    "meg_step_1e15": (2, r"--step 1000000000000000: the Megatron run has steps 0\.\.9"),
+    "meg_step_neg": (2, r"--step -3"),
+    "meg_log_consumed_backwards": (2, r"consumed samples grow by -2 from iteration 2 to 3"),
+    "meg_log_consumed_1e30": (2, r"consumed samples grow by 1000000000000000019884624838652"),
+    # Lightning logs: hparams.yaml is looked for, never parsed (the layout is the folder's); a line past
+    # the reader's bound, a step past int64, NaN or negative is an unparsed line of the log, named
+    "lt_hparams_yaml_bomb": (0, r'"records": 10'),
+    "lt_metrics_line_1g": (0, r"line longer than 1048576 characters"),
+    "lt_step_1e30": (0, r"step: 1000000000000000019884624838656\.\.\. is beyond a 64-bit integer"),
+    "lt_step_int_1e30": (0, r"is beyond a 64-bit integer"),
+    "lt_step_nan": (0, r"step: 'nan' is not an integer"),
+    "lt_step_neg": (0, r"step: -5 is negative, not a training step"),
+    "lt_micro_batch_grad_accum_0": (2, r"batch\.grad_accum"),
+    "lt_micro_batch_grad_accum_2p40": (2, r"batch\.grad_accum"),
+    # gzip ledgers: a member inflating to 3e9 bytes without a newline stops at the line bound; garbage
+    # between members is a corrupt file (what follows is not read, said with its bytes), not a torn write
+    "gzl_bomb_member": (2, r"rank0\.tsv\.gz: a ledger line over 16 MiB \(after line 2\)"),
+    "gzl_garbage_between": (0, r"corrupt at the gzip member from byte \d+, which does not inflate.*gzip member "
+                               r"starts again at byte"),
+    "gzl_state_grad_accum_1e9": (0, r'"micro_batches": 1000000000'),
+    "meg_log_iteration_1e30": (0, r"iteration: 1000000000000000000000000000000\.\.\. is beyond a 64-bit integer"),
+    "meg_log_consumed_1e15": (2, r"consumed samples 1000000000000002: .* would pass the dataset's"),
+}
