@@ -29,6 +29,19 @@ def write_shards(folder: Path, rows: list[dict[str, Any]], sizes: tuple[int, ...
         start += n
 
 
+def write_nan_feature_rows(torch: Any, root: Path, bad: int, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Two-feature classification rows (``x1``, ``x2`` ~ N(0, 1) from generator seed 3, ``label`` =
+    ``x1 + x2 > 0``), ``x1`` of row ``bad`` NaN, written as shards of ``sizes`` under ``root/data`` and
+    whole as ``root/rows.json`` (the training scripts read it); returns the rows."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(sum(sizes), 2, generator=g)
+    rows = [{"x1": float(a), "x2": float(b), "label": int(a + b > 0)} for a, b in x.tolist()]
+    rows[bad]["x1"] = float("nan")
+    write_shards(root / "data", rows, sizes)
+    (root / "rows.json").write_text(json.dumps(rows))
+    return rows
+
+
 def place(g: int, sizes: tuple[int, ...]) -> tuple[str, int]:
     """(shard name, 0-based row in it) of global row ``g``: shards in name order, rows in file order."""
     start = 0

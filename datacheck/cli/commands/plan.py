@@ -90,9 +90,7 @@ def _megatron_text(s: dict[str, Any]) -> list[str]:
     sampler = "MegatronPretrainingRandomSampler" if s["dataloader_type"] == "cyclic" else "MegatronPretrainingSampler"
     out = [f"Megatron-LM order (GPTDataset + {sampler}): {s['rows']} document(s), {s['sequences']} "
            f"sequence(s) in {s['shards']} shard(s){where}; --split {s['megatron_split']!r}: train sequences {lo}..{hi - 1}",
-           f"micro-batch {s['batch_size']} x data-parallel {s['world_size']} x grad_accum {s['grad_accum']} = global "
-           f"batch {s['global_batch']} samples of seq_length {s['seq_length']}"
-           + (" + 1" if s["add_extra_token_to_sequence"] else "") + f" tokens; seed {s['seed']}",
+           _batch_line(s),
            f"{s['steps']} optimizer steps = {s['train_samples']} samples asked; GPTDataset holds {s['samples']} samples "
            f"over {s['data_epochs']} pass(es) of the train documents ({s['tokens_per_epoch']} tokens each)"
            + ("; the last pass shuffled apart" if s["separate_final_epoch"] else "")]
@@ -102,14 +100,19 @@ def _megatron_text(s: dict[str, Any]) -> list[str]:
     return out
 
 
+def _batch_line(s: dict[str, Any]) -> str:
+    """The global batch of a Megatron plan summary ``s``, in words, with its sample length and seed."""
+    return (f"micro-batch {s['batch_size']} x data-parallel {s['world_size']} x grad_accum {s['grad_accum']} = global "
+            f"batch {s['global_batch']} samples of seq_length {s['seq_length']}"
+            + (" + 1" if s["add_extra_token_to_sequence"] else "") + f" tokens; seed {s['seed']}")
+
+
 def _blend_text(s: dict[str, Any], where: str) -> list[str]:
     sampler = "MegatronPretrainingRandomSampler" if s["dataloader_type"] == "cyclic" else "MegatronPretrainingSampler"
     weighted = s["mid_level_dataset_surplus"] is not None
     out = [f"Megatron-LM order (BlendedDataset of {len(s['blend'])} GPTDataset(s) + {sampler}): {s['rows']} document(s) "
            f"in {s['shards']} shard(s){where}; --split {s['megatron_split']!r} per prefix",
-           f"micro-batch {s['batch_size']} x data-parallel {s['world_size']} x grad_accum {s['grad_accum']} = global "
-           f"batch {s['global_batch']} samples of seq_length {s['seq_length']}"
-           + (" + 1" if s["add_extra_token_to_sequence"] else "") + f" tokens; seed {s['seed']} (every prefix)",
+           _batch_line(s) + " (every prefix)",
            f"{s['steps']} optimizer steps = {s['train_samples']} samples asked; the blend holds {s['samples']} samples "
            + (f"(weighted; each GPTDataset built with a {s['mid_level_dataset_surplus']} surplus)" if weighted
               else "(weighed by the prefixes' sample counts)")]

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from realruns import cli, distributed_order, place, trace_json, write_shards
+from realruns import cli, distributed_order, place, trace_json, write_nan_feature_rows
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
@@ -42,12 +42,7 @@ def _run(root: Path, micro_batch: int, pos: int, **spec) -> int:
     """The run with a NaN ``x1`` at position ``pos`` of micro-batch ``micro_batch`` (0-based, of the
     whole run); returns that row's global index."""
     bad = distributed_order(torch, N, 1, 0, SEED)[micro_batch * BATCH + pos]
-    g = torch.Generator().manual_seed(3)
-    x = torch.randn(N, 2, generator=g)
-    rows = [{"x1": float(a), "x2": float(b), "label": int(a + b > 0)} for a, b in x.tolist()]
-    rows[bad]["x1"] = float("nan")
-    write_shards(root / "data", rows, SIZES)
-    (root / "rows.json").write_text(json.dumps(rows))
+    write_nan_feature_rows(torch, root, bad, SIZES)
     (root / "plan.toml").write_text(PLAN)
     (root / "cols.toml").write_text(COLUMNS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from realruns import cli, distributed_order, place, trace_json, write_shards
+from realruns import cli, distributed_order, place, trace_json, write_nan_feature_rows
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("lightning")
@@ -55,12 +55,7 @@ def _batch(world: int, ga: int) -> str:
 
 
 def _run(root: Path, bad: int, **spec) -> Path:
-    g = torch.Generator().manual_seed(3)
-    x = torch.randn(N, 2, generator=g)
-    rows = [{"x1": float(a), "x2": float(b), "label": int(a + b > 0)} for a, b in x.tolist()]
-    rows[bad]["x1"] = float("nan")
-    write_shards(root / "data", rows, SIZES)
-    (root / "rows.json").write_text(json.dumps(rows))
+    write_nan_feature_rows(torch, root, bad, SIZES)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     spec = {"seed": SEED, "batch": BATCH, **spec}
     p = subprocess.run([sys.executable, str(SCRIPT), str(root), json.dumps(spec)], env=env, cwd=root,
@@ -142,16 +137,22 @@ def test_accum_text_names_shard_and_shard_row(accum):
 WORLD, D_STEP, D_POS = 2, 4, 3
 
 
-@pytest.fixture(scope="module")
-def ddp(tmp_path_factory):
+def _ddp_run(tmp_path_factory, rank: int):
+    """The 2-process run with the NaN row at position ``D_POS`` of ``rank``'s step ``D_STEP`` (a row
+    the other rank does not load); (run folder, that row's global index)."""
     if not torch.distributed.is_available():  # pragma: no cover
         pytest.skip("torch.distributed is not available")
-    bad = distributed_order(torch, N, WORLD, 0, SEED)[D_STEP * BATCH + D_POS]
-    assert bad not in distributed_order(torch, N, WORLD, 1, SEED)
-    root = tmp_path_factory.mktemp("lightning_ddp")
+    bad = distributed_order(torch, N, WORLD, rank, SEED)[D_STEP * BATCH + D_POS]
+    assert bad not in distributed_order(torch, N, WORLD, 1 - rank, SEED)
+    root = tmp_path_factory.mktemp(f"lightning_ddp_rank{rank}")
     _run(root, bad, ga=1, devices=WORLD, strategy="ddp", max_steps=8, ledger=False)
     (root / "plan.toml").write_text(FEATURES + _batch(WORLD, 1))
     return root, bad
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    return _ddp_run(tmp_path_factory, 0)
 
 
 def test_ddp_run_files_show_lightnings_sampler(ddp):
@@ -188,14 +189,7 @@ def accum_first(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ddp_rank1(tmp_path_factory):
-    if not torch.distributed.is_available():  # pragma: no cover
-        pytest.skip("torch.distributed is not available")
-    bad = distributed_order(torch, N, WORLD, 1, SEED)[D_STEP * BATCH + D_POS]
-    assert bad not in distributed_order(torch, N, WORLD, 0, SEED)
-    root = tmp_path_factory.mktemp("lightning_ddp_rank1")
-    _run(root, bad, ga=1, devices=WORLD, strategy="ddp", max_steps=8, ledger=False)
-    (root / "plan.toml").write_text(FEATURES + _batch(WORLD, 1))
-    return root, bad
+    return _ddp_run(tmp_path_factory, 1)
 
 
 @pytest.mark.parametrize("case", ["accum_first", "ddp_rank1"])

@@ -8,41 +8,14 @@ identical pair) cut at their last ``\\n\\nAssistant:`` into prompt and responses
 real GPT-2 BPE (../shared/realdata/gpt2_tokenizer), eos 50256 appended to each response."""
 from __future__ import annotations
 
-import gzip
-import json
-
 import polars as pl
-import pytest
 from checkhelp import audit_df
-from conftest import REALDATA, SHARED
+from prefpairs import hh_tokenized_pairs
 
 from datacheck.model.config import ColumnsSection
 from datacheck.model.roles import resolve_roles
 
-HH = SHARED / "chat" / "hh_rlhf" / "harmless-base_test.jsonl.gz"
-GPT2 = REALDATA / "gpt2_tokenizer"
-CUT = "\n\nAssistant:"
-
-
-def _pairs(n: int) -> pl.DataFrame:
-    tokenizers = pytest.importorskip("tokenizers")
-    if not HH.is_file() or not GPT2.is_dir():
-        pytest.skip("../shared is not present")
-    tok = tokenizers.ByteLevelBPETokenizer(str(GPT2 / "vocab.json"), str(GPT2 / "merges.txt"))
-    rows = []
-    with gzip.open(HH, "rt", encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            cut = r["chosen"].rfind(CUT) + len(CUT)
-            prompt, chosen, rejected = r["chosen"][:cut], r["chosen"][cut:], r["rejected"][cut:]
-            # a clean pair: one prompt, two different non-blank responses
-            if not r["rejected"].startswith(prompt) or not chosen.strip() or not rejected.strip() or chosen == rejected:
-                continue
-            rows.append({"prompt_input_ids": tok.encode(prompt).ids, "chosen_input_ids": tok.encode(chosen).ids + [50256],
-                         "rejected_input_ids": tok.encode(rejected).ids + [50256]})
-            if len(rows) == n:
-                break
-    return pl.DataFrame(rows)
+_pairs = hh_tokenized_pairs
 
 
 def test_tokenized_pair_columns_are_the_pair_roles():
