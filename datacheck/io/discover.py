@@ -280,8 +280,9 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
                 disc.ignored.append(rel)
                 if rules.format_of(f, forced_format) is not None:
                     disc.ignored_data.append({"path": rel, "reason": (
-                        f"a symlink to {target}, outside the audited root: not followed (pass --follow-symlinks "
-                        "to read it, e.g. for a Hugging Face hub cache snapshot)") if os.path.lexists(target) else (
+                        f"a symlink to {target}, outside the audited root: not followed (`datacheck audit "
+                        "--follow-symlinks` reads it, e.g. for a Hugging Face hub cache snapshot; other verbs: give "
+                        "the link's target)") if os.path.lexists(target) else (
                         f"a broken symlink: its target {target}, outside the audited root, does not exist (a "
                         "shard missing or not downloaded?); --follow-symlinks reports it as decode.unreadable")})
                 continue

@@ -60,9 +60,11 @@ def test_a_broken_link_out_of_root_is_named_broken(tmp_path, linked):
     rep = json.loads(p.stdout)
     (ign,) = [i for i in rep["ignored"] if i["path"] == "missing.parquet"]
     assert ign["reason"].startswith(f"a broken symlink: its target {gone}, outside the audited root, does not exist")
-    assert "pass --follow-symlinks to read it" not in ign["reason"]
+    assert "--follow-symlinks` reads it" not in ign["reason"]
     (leak,) = [i for i in rep["ignored"] if i["path"] == "leak.csv"]  # a link whose target exists: as before
-    assert "pass --follow-symlinks to read it" in leak["reason"]
+    # only audit takes the flag (plan, inspect, clean... refuse it): the hint names the verb
+    assert "`datacheck audit --follow-symlinks` reads it" in leak["reason"] and "other verbs: give the link's target" \
+        in leak["reason"]
     followed = datacheck.audit([str(linked)], follow_symlinks=True)
     (f,) = [f for f in followed.findings if f.check == "decode.unreadable"]
     assert f.shards == ("missing.parquet",)
