@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Union
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks.merge import concat_parts
@@ -32,6 +33,7 @@ __all__ = [
     "ROW_AGG_HOW",
     "RowAgg",
     "RowCheck",
+    "RowNumbers",
     "Stat",
     "Payload",
     "AfterQuery",
@@ -58,6 +60,11 @@ LOADER_PACKED_FORMATS: dict[str, str] = {
                  "seq_length + 1 tokens across document boundaries, so a long document fills several samples "
                  "and none is truncated"),
 }
+
+
+#: 0-based shard row numbers a check's ``refine`` or ``from_payload`` returns: a list of ints, an
+#: integer polars Series or a numpy integer array (the engine holds them as numpy int64)
+RowNumbers = Union[list[int], pl.Series, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -209,7 +216,8 @@ class RowCheck:
             that view, and a row fails when any of its positions does.
         from_payload: instead of ``fails``, ``f(payload) -> rows``: the failing rows decided after
             the fused query from the shard's :class:`Payload` values (e.g. in-shard duplicates from
-            the 128-bit row hashes the query already computed for the merge).
+            the 128-bit row hashes the query already computed for the merge). Both return
+            :data:`RowNumbers`: an integer Series or numpy array keeps a million rows at 8 bytes each.
         per_row: with ``view``: the :class:`RowAgg` aggregates ``fails`` reads. ``fails`` is then
             evaluated over one row per row of the view (columns ``__row`` and the aggregate names),
             not per position; ``details`` stay per position.
@@ -230,10 +238,10 @@ class RowCheck:
     example: pl.Expr | None = None
     details: dict[str, pl.Expr] = field(default_factory=dict)
     severity: str | None = None
-    refine: Callable[[pl.DataFrame], list[int]] | None = None
+    refine: Callable[[pl.DataFrame], RowNumbers] | None = None
     rows: pl.Expr | None = None
     view: FlatView | None = None
-    from_payload: Callable[[dict[str, Any]], list[int]] | None = None
+    from_payload: Callable[[dict[str, Any]], RowNumbers] | None = None
     key: pl.Expr | None = None
     details_merge: dict[str, Callable[[list[Any]], Any]] = field(default_factory=dict)
     per_row: tuple[RowAgg, ...] = ()

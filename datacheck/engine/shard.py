@@ -190,13 +190,38 @@ def _first(df: pl.DataFrame, name: str) -> Any:
     return v.to_list() if isinstance(v, pl.Series) else v
 
 
+#: no failing row (int64, the dtype of every row array the engine keeps)
+_NO_ROWS: Final = np.empty(0, dtype=np.int64)
+
+
+def _row_array(rows: Any) -> np.ndarray:
+    """``rows`` (a polars Series, a numpy array, a list or another iterable of row numbers) as a
+    numpy int64 array: failing rows are held as arrays from the fused query to the report, never
+    as Python ints (8 bytes a row where a list of ints took ~36: 10**6 empty strings failing two
+    checks held ~230 MB of them, tracemalloc, and polars aborted under a 2 GiB address space)."""
+    if rows is None:
+        return _NO_ROWS
+    if isinstance(rows, pl.Series):
+        return rows.cast(pl.Int64).to_numpy() if rows.len() else _NO_ROWS
+    if isinstance(rows, np.ndarray):
+        return rows.astype(np.int64, copy=False)
+    if isinstance(rows, (set, frozenset)):
+        return np.fromiter(rows, dtype=np.int64, count=len(rows))
+    return np.asarray(list(rows) if not isinstance(rows, list) else rows, dtype=np.int64).reshape(-1)
+
+
+def _row_series(rows: np.ndarray) -> pl.Series:
+    """Shard rows (an int64 array) as the UInt32 Series ``__row`` is compared with."""
+    return pl.Series(rows.astype(np.uint32), dtype=pl.UInt32)
+
+
 @dataclass
 class _Batch:
-    """One batch's results: rows (0-based within the batch), keys, raw stat values, posted payloads,
-    and what could not run on it."""
+    """One batch's results: rows (0-based within the batch, numpy int64), keys, raw stat values,
+    posted payloads, and what could not run on it."""
 
     n: int
-    rows: dict[int, list[int]] = field(default_factory=dict)
+    rows: dict[int, np.ndarray] = field(default_factory=dict)
     keys: dict[int, pl.Series] = field(default_factory=dict)
     stats: dict[int, Any] = field(default_factory=dict)
     payload: dict[int, Any] = field(default_factory=dict)
@@ -275,9 +300,9 @@ def _run_batch(lf: pl.LazyFrame, row_checks: list[RowCheck], measures: list[Stat
         if row_checks[i].key is not None:
             out.keys[i] = df.get_column(f"__k{i}")[0]
         elif i in none or dtypes[f"__r{i}"] == pl.Boolean:  # a view without rows, or probed: no row fails
-            out.rows[i] = []
+            out.rows[i] = _NO_ROWS
         else:
-            out.rows[i] = _first(df, f"__r{i}") or []
+            out.rows[i] = _row_array(df.get_column(f"__r{i}")[0])
     for j in ok_stats:
         st = stats[j]
         if isinstance(st, Stat):
@@ -367,16 +392,16 @@ def _merged_details(rc: RowCheck) -> bool:
     return bool(rc.details) and all(k in rc.details_merge for k in rc.details)
 
 
-def _wanted_rows(rows: list[int], rc: RowCheck, shown_before: int, max_ex: int, batched: bool = False) -> list[int]:
+def _wanted_rows(rows: np.ndarray, rc: RowCheck, shown_before: int, max_ex: int, batched: bool = False) -> np.ndarray:
     """Of a check's failing ``rows`` (in order), those the second pass reads: every one for a check
     with ``details`` (aggregated over all its failing rows; on a multi-batch shard only when the
     details do not merge batch by batch), else the first ones still needed for its ``max_ex``
-    examples (``shown_before``: failing rows of earlier batches)."""
+    examples (``shown_before``: failing rows of earlier batches). ``rows`` and the result: int64 arrays."""
     if rc.details and not (batched and _merged_details(rc)):
         return rows
     if rc.example is not None:
         return rows[:max(0, max_ex - shown_before)]
-    return []
+    return _NO_ROWS
 
 
 #: the rows ``wanted`` of a batch starting at a shard row, ``__row`` first (None when reading fails)
@@ -439,7 +464,7 @@ def _unshown_note(rc: RowCheck, details: dict[str, Any], examples: dict[int, Any
     return f" [{said}; the count and rows are exact]"
 
 
-def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_checks: list[RowCheck],
+def _second_pass(sub: pl.DataFrame | None, failed: dict[int, np.ndarray], row_checks: list[RowCheck],
                  max_ex: int, done: frozenset[int] = frozenset(), unshown: Unshown | None = None
                  ) -> tuple[dict[int, dict[str, Any]], dict[int, dict[int, Any]]]:
     """Second pass, only when something failed: on ``sub`` (the failing rows the checks need, with
@@ -456,11 +481,11 @@ def _second_pass(sub: pl.DataFrame | None, failed: dict[int, list[int]], row_che
         rc = row_checks[i]
         if rc.details and i not in done:
             part = sub if len(rows) == sub.height else sub.filter(
-                pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
+                pl.col("__row").is_in(_row_series(rows).implode()))
             details[i] = _details_of(part, rc, i, unshown)
         if rc.example is not None:
             first = rows[:max_ex]
-            part = sub.filter(pl.col("__row").is_in(pl.Series(first, dtype=pl.UInt32).implode()))
+            part = sub.filter(pl.col("__row").is_in(_row_series(first).implode()))
             try:
                 if shared_roots([rc.example])[0]:  # it reads shared columns: computed over these rows
                     got = with_shared_columns(part.lazy(), [rc.example]).select(
@@ -585,7 +610,7 @@ def audit_frame(df: pl.DataFrame | pl.LazyFrame, cfg: Config, name: str = "frame
         raise OutOfMemory.decoding(name, 0) from None
 
 
-_Run = tuple[int, dict[int, tuple[list[int], dict[str, Any]]], dict[int, dict[int, Any]], dict[str, Any],
+_Run = tuple[int, dict[int, tuple[np.ndarray, dict[str, Any]]], dict[int, dict[int, Any]], dict[str, Any],
              dict[str, Any], list[Skipped], Unshown]
 
 
@@ -668,7 +693,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             off += df.height
 
     n = 0
-    rows_acc: dict[int, list[int]] = {i: [] for i in in_query}
+    rows_acc: dict[int, list[np.ndarray]] = {i: [] for i in in_query}
     keys: dict[int, list[pl.Series]] = {}
     stat_parts: dict[int, list[Any]] = {j: [] for j in range(len(measures))}
     broken_c: dict[int, str] = {}
@@ -685,7 +710,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
                                     unshown=unshown, retyped=retyped))
         finally:  # a pass shared by several checks (the batch's queries, its details) never outlives the batch
             clear_shared_passes()
-        direct = frozenset(i for i, local in b.rows.items() if local and _probed(row_checks[i]))
+        direct = frozenset(i for i, local in b.rows.items() if local.size and _probed(row_checks[i]))
         for i, why in b.broken_checks.items():
             broken_c.setdefault(i, why)
         for j, why in b.broken_stats.items():
@@ -703,8 +728,9 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     for i, why in broken_c.items():
         rc = row_checks[i]
         skipped.append(Skipped(rc.check, f"could not run on this shard ({rc.column}): {why}", error=True))
-    results: dict[int, tuple[list[int], dict[str, Any]]] = {
-        i: (rows, {}) for i, rows in rows_acc.items() if i not in broken_c and row_checks[i].key is None}
+    results: dict[int, tuple[np.ndarray, dict[str, Any]]] = {  # rows: int64 arrays, in row order
+        i: (np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else _NO_ROWS, {})
+        for i, parts in rows_acc.items() if i not in broken_c and row_checks[i].key is None}
     stat_values: dict[str, Any] = {}
     payload: dict[str, Any] = {}
     for j, m in enumerate(measures):
@@ -728,24 +754,25 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             stat_values[m.key] = m.post(m.merge(parts))
 
     held: list[pl.DataFrame] = []  # rows the reader read again (``__row`` and the needed columns)
-    held_rows: set[int] = set()
+    held_rows = _NO_ROWS  # their shard rows (sorted int64)
 
-    def reread(wanted: list[int]) -> pl.DataFrame | None:
+    def reread(wanted: np.ndarray) -> pl.DataFrame | None:
         """The rows ``wanted`` of the shard (with ``__row``, in row order), from memory or by the
         reader again; a row read again once (a duplicate candidate) is taken from memory when it is
         wanted again (its example), so a row group is decoded again at most once."""
+        nonlocal held_rows
         if single is not None:
             return _gather(single, wanted)
-        if not wanted:
-            return reader.read_rows(wanted, needed, want, per or 1)
-        missing = sorted({int(r) for r in wanted} - held_rows)
-        if missing:
-            got = reader.read_rows(missing, needed, want, per or 1)
+        if not wanted.size:
+            return reader.read_rows([], needed, want, per or 1)
+        missing = np.setdiff1d(wanted, held_rows)
+        if missing.size:
+            got = reader.read_rows(missing.tolist(), needed, want, per or 1)
             if got is None:
                 return None
             held.append(got)
-            held_rows.update(missing)
-        mine = pl.Series(sorted({int(r) for r in wanted}), dtype=pl.UInt32)
+            held_rows = np.union1d(held_rows, missing)
+        mine = _row_series(np.unique(wanted))
         frame = pl.concat(held) if len(held) > 1 else held[0]
         return frame.filter(pl.col("__row").is_in(mine.implode())).sort("__row")
 
@@ -755,16 +782,16 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         if i in broken_c or rc.refine is None:
             continue
         key = pl.concat(parts) if len(parts) > 1 else parts[0]
-        rows = []
+        rows = _NO_ROWS
         if _has_repeats(key):
-            shared = key.to_frame("k").with_row_index("r").filter(pl.col("k").is_duplicated())["r"].to_list()
+            shared = _row_array(key.to_frame("k").with_row_index("r").filter(pl.col("k").is_duplicated())["r"])
             if i in retyped:  # a value the reader could not read is no candidate
-                shared = [r for r in shared if not np.isin(r, retyped[i])]
+                shared = shared[~np.isin(shared, retyped[i])]
             try:
                 sub = reread(shared)
                 if sub is None:
                     raise Unreadable("reading the candidate rows again failed")
-                rows = sorted(int(r) for r in rc.refine(sub))
+                rows = np.sort(_row_array(rc.refine(sub)))
             except ENGINE_ERRORS as e:  # Unreadable included
                 skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: "
                                        f"{e.reason if isinstance(e, Unreadable) else _first_line(e)}", error=True))
@@ -775,19 +802,20 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         if rc.from_payload is None:
             continue
         try:
-            rows = rc.from_payload(payload)
+            decided = rc.from_payload(payload)
         except Exception as e:  # noqa: BLE001 - a missing payload makes the check unrunnable, not the audit
             skipped.append(Skipped(rc.check, f"could not run on this shard: {type(e).__name__}: {_first_line(e)}",
                                    error=True))
             continue
-        results[i] = (sorted(int(r) for r in rows), {})
+        results[i] = (np.sort(_row_array(decided)), {})
         late.append(i)
-    wanted_late = sorted({r for i in late for r in _wanted_rows(results[i][0], row_checks[i], 0, max_ex)})
-    if wanted_late:
+    late_parts = [_wanted_rows(results[i][0], row_checks[i], 0, max_ex) for i in late]
+    wanted_late = np.unique(np.concatenate(late_parts)) if late_parts else _NO_ROWS
+    if wanted_late.size:
         sub = reread(wanted_late)
         if sub is not None:
             subs.append(sub)
-    failed = {i: rows for i, (rows, _) in results.items() if rows}
+    failed = {i: rows for i, (rows, _) in results.items() if rows.size}
     sub_all = None
     if subs:
         sub_all = pl.concat(subs, how="vertical_relaxed") if len(subs) > 1 else subs[0]
@@ -806,12 +834,13 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     return n, results, example_values, stat_values, payload, skipped, unshown
 
 
-def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck], rows_acc: dict[int, list[int]],
+def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck], rows_acc: dict[int, list[np.ndarray]],
                 detail_parts: dict[int, list[dict[str, Any]]], max_ex: int, batched: bool,
                 unshown: Unshown | None = None, retyped: dict[int, np.ndarray] | None = None) -> list[pl.DataFrame]:
     """One batch's failing rows (``b``; the batch starts at shard row ``n``) added to ``rows_acc``;
     on a shard of several batches (``batched``) the details of its checks whose details merge batch
-    by batch (:func:`_merged_details`) appended to ``detail_parts`` ({} where they raised: the
+    by batch (:func:`_merged_details`) appended to ``detail_parts`` (``rows_acc``: check index -> the
+    int64 arrays of shard rows of the batches so far) ({} where they raised: the
     reason noted in ``unshown``). A check's rows in ``retyped`` (check index -> sorted shard rows its
     ``RowCheck.not_retyped`` column's reader read as null for a value of another type) do not fail
     it. Returns the batch's rows the second pass reads (``__row`` and the batch's columns; [] for none).
@@ -822,23 +851,23 @@ def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck],
     (on benchmarks/bench_peers.py's shard, 65 gathers and 65 passes over a few hundred rows cost
     0.6 CPU s of 13 batches)."""
     unshown = {} if unshown is None else unshown
-    wanted: set[int] = set()
-    merged: dict[int, list[int]] = {}
+    wanted_parts: list[np.ndarray] = []
+    merged: dict[int, np.ndarray] = {}
     for i, local in b.rows.items():
-        if not local:
+        if not local.size:
             continue
-        rows = [int(r) + n for r in local]
+        rows = local + n
         if retyped and i in retyped:
-            arr = np.asarray(rows, dtype=np.int64)
-            rows = arr[~np.isin(arr, retyped[i])].tolist()
-            if not rows:
+            rows = rows[~np.isin(rows, retyped[i])]
+            if not rows.size:
                 continue
         rc = row_checks[i]
-        wanted.update(_wanted_rows(rows, rc, len(rows_acc[i]), max_ex, batched=batched))
-        rows_acc[i].extend(rows)
+        wanted_parts.append(_wanted_rows(rows, rc, sum(a.size for a in rows_acc[i]), max_ex, batched=batched))
+        rows_acc[i].append(rows)
         if batched and _merged_details(rc):  # details of this batch's failing rows, merged by the caller
             merged[i] = rows
-    if not wanted and not merged:
+    wanted = np.unique(np.concatenate(wanted_parts)) if wanted_parts else _NO_ROWS
+    if not wanted.size and not merged:
         return []
     reads = [e for i in merged for e in row_checks[i].details.values()]
     reads += [v.row_ok() for i in merged if (v := row_checks[i].view) is not None]
@@ -851,17 +880,17 @@ def _batch_rows(lf: pl.LazyFrame, b: _Batch, n: int, row_checks: list[RowCheck],
                 raise
             src = lf
     columns = lf.collect_schema().names()
-    every = wanted.union(*merged.values())
+    every = np.unique(np.concatenate([wanted, *merged.values()]))
     part = _gather(src, every, n)
     for i, rows in merged.items():
         mine = part
         if part is not None and len(rows) < part.height:
-            mine = part.filter(pl.col("__row").is_in(pl.Series(rows, dtype=pl.UInt32).implode()))
+            mine = part.filter(pl.col("__row").is_in(_row_series(rows).implode()))
         detail_parts.setdefault(i, []).append(_details_of(mine, row_checks[i], i, unshown) if mine is not None else {})
-    if not wanted or part is None:
+    if not wanted.size or part is None:
         return []
     if len(wanted) < part.height:
-        part = part.filter(pl.col("__row").is_in(pl.Series(sorted(wanted), dtype=pl.UInt32).implode()))
+        part = part.filter(pl.col("__row").is_in(_row_series(wanted).implode()))
     return [part.select("__row", *columns)]
 
 
@@ -890,10 +919,10 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     findings: list[Finding] = list(data.decode_findings) + [named(f) for f in plan.findings]
     skipped = [named(x) for x in skipped]
     for i, (rows, details) in results.items():
-        if not rows:
+        if not rows.size:
             continue
         rc = row_checks[i]
-        ex_rows = rows[:max_ex]
+        ex_rows = rows[:max_ex].tolist()
         lines = data.lines_of(ex_rows)
         vals = example_values.get(i, {})
         examples = tuple(
@@ -922,10 +951,10 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     failing_rows: dict[str, list[int]] = {}
     if keep_rows:
         for i, (rows, _) in results.items():
-            if rows:
+            if rows.size:
                 rc = row_checks[i]
                 key = str(RowsKey(rc.check, rc.column))
-                failing_rows[key] = sorted(set(failing_rows.get(key, [])) | set(int(r) for r in rows))
+                failing_rows[key] = np.union1d(np.asarray(failing_rows.get(key, []), dtype=np.int64), rows).tolist()
     stat_values["rows"] = n
     return ShardResult(
         path=rel, format=fmt, content_hash=content_hash, bytes=size, rows=n,

@@ -98,21 +98,23 @@ def _row_key(cols: list[str], schema: dict[str, pl.DataType] | None = None) -> p
 
 
 def _refine(cols: list[str]):
-    def refine(sub: pl.DataFrame) -> list[int]:
-        """``sub``: every row (with ``__row``, in row order) whose key is shared with another row."""
+    def refine(sub: pl.DataFrame) -> np.ndarray:
+        """``sub``: every row (with ``__row``, in row order) whose key is shared with another row.
+        Returns the repeats' shard rows (int64 array: never a list of a million Python ints)."""
         exact = sub.filter(pl.struct(cols).is_first_distinct().not_())
-        return exact["__row"].cast(pl.Int64).to_list()
+        return exact["__row"].cast(pl.Int64).to_numpy()
 
     return refine
 
 
-def _repeats_from_hashes(payload: dict) -> list[int]:
-    """Rows whose (128-bit content hash, label) repeats an earlier row (see dup/cross.py's encoding)."""
+def _repeats_from_hashes(payload: dict) -> np.ndarray:
+    """Rows whose (128-bit content hash, label) repeats an earlier row (see dup/cross.py's encoding),
+    as an int64 array."""
 
     df = payload[ROWS_KEY]
     if len(df.columns) == 1:
         return df.select(pl.int_range(pl.len(), dtype=pl.UInt32)
-                         .filter(pl.col(df.columns[0]).is_first_distinct().not_()))[:, 0].to_list()
+                         .filter(pl.col(df.columns[0]).is_first_distinct().not_()))[:, 0].cast(pl.Int64).to_numpy()
     # a (hash, label) that repeats has a repeated hash, and so a repeated low 64 bits of it: the
     # struct (row-encoded by polars: +1.5 GB on 8M rows) is compared on those candidate rows only.
     # The repeated low words come from a sort (8 bytes a row twice; polars' is_duplicated kept
@@ -122,9 +124,9 @@ def _repeats_from_hashes(payload: dict) -> list[int]:
     repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
     del ordered
     if repeated.size == 0:
-        return []
+        return np.empty(0, dtype=np.int64)
     cand = df.with_row_index("__r").filter(pl.Series(np.isin(low, repeated)))
-    return cand.filter(pl.struct(df.columns).is_first_distinct().not_())["__r"].to_list()
+    return cand.filter(pl.struct(df.columns).is_first_distinct().not_())["__r"].cast(pl.Int64).to_numpy()
 
 
 @check("dup.exact_in_shard", layouts=lay.ANY)

@@ -3,6 +3,7 @@ columns the details read taken from the batch (its shared pass is not run again 
 details that cannot be computed give none (as on one batch), never a failed shard."""
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks.merge import sum_parts
@@ -30,14 +31,14 @@ def test_rows_gathered_once_with_the_batch_shared_columns():
     doubled = shared_column(("test", "double"), pl.col("x").map_batches(_double, return_dtype=pl.Int64))
     rc = _check("x.big", doubled)
     lf = pl.DataFrame({"x": [1, 3, 2, 5, 4]}).lazy()
-    rows_acc: dict[int, list[int]] = {0: []}
+    rows_acc: dict[int, list[np.ndarray]] = {0: []}
     parts: dict[int, list[dict]] = {}
     CALLS.clear()
     try:
-        subs = _batch_rows(lf, _Batch(n=5, rows={0: [1, 3, 4]}), 10, [rc], rows_acc, parts, max_ex=2, batched=True)
+        subs = _batch_rows(lf, _Batch(n=5, rows={0: np.array([1, 3, 4])}), 10, [rc], rows_acc, parts, max_ex=2, batched=True)
     finally:
         clear_shared_passes()
-    assert rows_acc == {0: [11, 13, 14]}             # shard rows: the batch starts at row 10
+    assert [a.tolist() for a in rows_acc[0]] == [[11, 13, 14]]         # shard rows: the batch starts at row 10
     assert parts == {0: [{"n": 2 * (3 + 5 + 4)}]}     # the failing rows' doubled values
     assert CALLS == [5]                               # once, over the whole batch: not again over the rows
     # the rows of its first max_ex examples, with the batch's own columns only (no shared column)
@@ -48,10 +49,10 @@ def test_details_whose_shared_column_fails_give_none():
     broken = shared_column(("test", "broken"), pl.col("x").map_batches(_broken, return_dtype=pl.Int64))
     rc = _check("x.broken", broken)
     lf = pl.DataFrame({"x": [1, 3, 2, 5]}).lazy()
-    rows_acc: dict[int, list[int]] = {0: []}
+    rows_acc: dict[int, list[np.ndarray]] = {0: []}
     parts: dict[int, list[dict]] = {}
     try:
-        _batch_rows(lf, _Batch(n=4, rows={0: [1, 3]}), 0, [rc], rows_acc, parts, max_ex=2, batched=True)
+        _batch_rows(lf, _Batch(n=4, rows={0: np.array([1, 3])}), 0, [rc], rows_acc, parts, max_ex=2, batched=True)
     finally:
         clear_shared_passes()
-    assert rows_acc == {0: [1, 3]} and parts == {0: [{}]}
+    assert [a.tolist() for a in rows_acc[0]] == [[1, 3]] and parts == {0: [{}]}
