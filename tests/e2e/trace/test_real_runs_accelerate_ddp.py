@@ -42,8 +42,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(root: Path, **spec) -> list[subprocess.CompletedProcess]:
+#: what the processes print when the rendezvous port was taken between _free_port and gloo's bind
+#: (another test or program on the machine): the run is started again on another port
+_PORT_LOST = ("address already in use", "distnetworkerror", "connection refused", "connection reset")
+
+
+def _launch(root: Path, tries: int = 3, **spec) -> list[subprocess.CompletedProcess]:
     """Both processes of the run, as ``accelerate launch`` starts them (its environment variables)."""
+    for _ in range(tries):
+        out = _launch_once(root, **spec)
+        if not any(p.returncode and any(m in p.stderr.lower() for m in _PORT_LOST) for p in out):
+            break
+    return out
+
+
+def _launch_once(root: Path, **spec) -> list[subprocess.CompletedProcess]:
     port = _free_port()
     procs = []
     for r in range(WORLD):
