@@ -9,7 +9,8 @@ batches each process saw), never read back from datacheck:
 - ``record_batches(accelerator.prepare(loader), folder)``: each process records its own share under
   its ``process_index``; a NaN feature in global batch 13 (process 1, its micro-batch 6: optimizer step
   6, or 3 with accumulation 2) makes trace name that step, rank 1 and the row; ``order verify`` passes
-  on a clean run of two epochs (every row once per epoch over both processes: 640 rows = 40 batches).
+  on a clean run of two epochs (every row once per epoch over both processes: 640 rows = 40 batches),
+  though its plan does not model accelerate's dealing of batches yet (xfail: a false divergent step).
 - ``accelerator.prepare(record_batches(loader, folder))``: each process would record both processes'
   batches; refused at the first iteration, naming the order to use.
 """
@@ -128,12 +129,30 @@ def test_trace_names_the_step_the_process_and_the_row(nan_run):
     assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
 
 
-@pytest.mark.parametrize("ga", [1, 2])
-def test_order_verify_passes_on_a_clean_two_epoch_run(tmp_path, ga):
-    res = _run(tmp_path, ga, None, epochs=2)
+@pytest.fixture(scope="module", params=[1, 2], ids=["ga1", "ga2"])
+def clean_run(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"accelerate_ddp_clean_ga{request.param}")
+    res = _run(root, request.param, None, epochs=2)
     assert all(p.returncode == 0 for p in res), [p.stderr[-3000:] for p in res]
-    rc, out, err = cli("order", "verify", str(tmp_path / "run"), "--rows", str(N), "--format", "json")
+    return root
+
+
+def test_order_verify_passes_on_a_clean_two_epoch_run(clean_run):
+    """Every row once per epoch over both processes: 640 rows = 40 global batches of 16, 20 per process."""
+    rc, out, err = cli("order", "verify", str(clean_run / "run"), "--rows", str(N), "--format", "json")
     assert rc == 0, out + err
+    res = json.loads(out)["result"]
+    assert res["passed"] and res["seen_twice"]["count"] == 0 and res["never_seen"]["count"] == 0
+    assert res["never_seen"]["completed_epochs"] == [0, 1]
+
+
+@pytest.mark.xfail(strict=True, reason="order verify's plan is torch's DistributedSampler dealing rows to ranks; "
+                                       "accelerate's BatchSamplerShard deals whole batches of one global order "
+                                       "(not modelled yet): a false order.divergent_step at step 0")
+def test_order_verify_finds_no_divergence_on_a_clean_run(clean_run):
+    rc, out, err = cli("order", "verify", str(clean_run / "run"), "--rows", str(N), "--format", "json")
+    res = json.loads(out)["result"]
+    assert res["first_divergent_step"] is None and not res["findings"], res["findings"]
 
 
 @pytest.mark.parametrize("ga", [1, 2])
