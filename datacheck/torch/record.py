@@ -9,8 +9,10 @@ to the loop, so the ``num_workers x prefetch_factor`` batches the workers fetche
 never took are not in the ledger, and a resume continues after the last batch received. A batch
 sampler passed alone (or iterated by another DataLoader, such as the one accelerate's
 ``skip_first_batches`` builds around it: a warning says so) records each batch as it yields it.
-Resuming with accelerate: call ``skip_first_batches`` first and ``record_batches`` on the loader it
-returns (with the resumed ``start_step``), so skipped batches are never recorded.
+With accelerate: ``record_batches(accelerator.prepare(loader), folder)`` (each process records its own
+shard under its ``process_index``; the other order is refused over several processes). Resuming with
+accelerate: call ``skip_first_batches`` first and ``record_batches`` on the loader it returns (with the
+resumed ``start_step``), so skipped batches are never recorded.
 
 When the lines reach the disk:
 
@@ -36,6 +38,7 @@ import gzip
 import json
 import math
 import os
+import sys
 import warnings
 import weakref
 from collections import deque
@@ -138,6 +141,8 @@ class RecordingBatchSampler:
             raise UsageError(f"flush_every must be >= 1, got {flush_every}")
         self.inner = inner
         self.sampler = getattr(inner, "sampler", None)
+        if self.sampler is None:  # accelerate's BatchSamplerShard / SkipBatchSampler: the sampler one level down
+            self.sampler = getattr(getattr(inner, "batch_sampler", None), "sampler", None)
         if self.sampler is None and hasattr(inner, "set_epoch"):  # a batch sampler that shuffles itself
             self.sampler = inner  # (TokenBudgetBatchSampler): its epoch is the one to record
         self.path = rank_file(out_dir, rank)
@@ -232,12 +237,22 @@ class RecordingBatchSampler:
 
     def __iter__(self) -> Iterator[list[int]]:
         deferred, self._claim = self._claim or self.hold, False
-        if not deferred and self._from_loader and not self._warned_foreign:
-            self._warned_foreign = True
-            warnings.warn("record_batches: the recording batch sampler is iterated by a DataLoader other than the "
-                          "one record_batches returned (skip_first_batches applied after record_batches?): each "
-                          "batch is recorded when the sampler yields it, skipped and prefetched batches included; "
-                          "call record_batches on the loader skip_first_batches returns", stacklevel=2)
+        if not deferred and self._from_loader:
+            procs = _accelerate_processes()
+            if procs > 1:
+                raise UsageError(
+                    f"record_batches: the loader record_batches returned was passed to accelerator.prepare, which "
+                    f"shards its batches over {procs} processes: this process would record every process's "
+                    f"batches as its own; record what it trains on with "
+                    f"record_batches(accelerator.prepare(loader), folder) (the rank is its process_index)")
+            if not self._warned_foreign:
+                self._warned_foreign = True
+                warnings.warn("record_batches: the recording batch sampler is iterated by a DataLoader other than the "
+                              "one record_batches returned (accelerator.prepare or skip_first_batches applied after "
+                              "record_batches?): each batch is recorded when the sampler yields it, prefetched and "
+                              "skipped batches included; wrap the loader they return: "
+                              "record_batches(accelerator.prepare(loader), folder), "
+                              "record_batches(skip_first_batches(prepared, n), folder, start_step=...)", stacklevel=2)
         if deferred:
             self._issued.clear()  # batches of an earlier iteration the loop never received
             step, micro = self._committed  # the position after the last batch the loop received
@@ -286,6 +301,24 @@ class RecordingBatchSampler:
                 self.next_step, self.next_micro = self.next_step + 1, 0
 
 
+def _accelerate_processes() -> int:
+    """How many processes accelerate's ``PartialState`` shards data over in this process (1 when accelerate
+    was never imported or its state is not initialized; accelerate is never imported here)."""
+    state = sys.modules.get("accelerate.state")
+    shared = getattr(getattr(state, "PartialState", None), "_shared_state", None) or {}
+    n = shared.get("num_processes", 1)
+    return n if isinstance(n, int) else 1
+
+
+def _accelerate_loader(dl: Any) -> str | None:
+    """``"DataLoaderShard"`` or ``"DataLoaderDispatcher"`` for a loader ``accelerator.prepare`` returned (its
+    ``__class__`` says ``DataLoader``; ``type`` names the real class), else None."""
+    for cls in type(dl).__mro__:
+        if cls.__module__.startswith("accelerate.") and cls.__name__ in ("DataLoaderShard", "DataLoaderDispatcher"):
+            return cls.__name__
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _recording_loader_class(DataLoader: Any) -> Any:
     """A ``DataLoader`` subclass whose iterator commits each batch's ledger line as it yields the batch to
@@ -310,7 +343,37 @@ def _recording_loader_class(DataLoader: Any) -> Any:
     return RecordingDataLoader
 
 
-def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0, grad_accum: int = 1,
+def _record_accelerate(dl: Any, out_dir: str | Path, rank: int | None, **kw: Any) -> Any:
+    """``record_batches`` of a loader ``accelerator.prepare`` returned: a ``DataLoaderShard`` as accelerate's
+    ``skip_first_batches`` rebuilds one (device, RNG synchronisation, ``end_of_dataloader`` kept), whose batch
+    sampler records this process's shard (accelerate's ``BatchSamplerShard``) under its ``process_index``."""
+    if _accelerate_loader(dl) == "DataLoaderDispatcher":
+        raise UsageError("record_batches: accelerate's dispatch_batches=True loader (process 0 reads every batch and "
+                         "sends each process a slice of the tensors) has no per-process row indices; prepare with "
+                         "dispatch_batches=False (DataLoaderConfiguration) to record each process's rows")
+    inner = dl.batch_sampler
+    process = getattr(inner, "process_index", None)
+    if rank is None:
+        rank = process if isinstance(process, int) else 0
+    elif isinstance(process, int) and rank != process:
+        raise UsageError(f"record_batches: rank={rank}, but accelerate gave this process the batches of "
+                         f"process_index {process}: pass rank=accelerator.process_index (or leave rank out)")
+    check_output_target("record_batches out_dir", rank_file(out_dir, rank))
+    rec = RecordingBatchSampler(inner, out_dir, rank=rank, **kw)
+    base = dl.base_dataloader
+    args: dict[str, Any] = {k: getattr(base, k) for k in ("num_workers", "collate_fn", "pin_memory", "timeout",
+                                                         "worker_init_fn", "generator")}
+    if base.num_workers > 0:
+        args.update(prefetch_factor=base.prefetch_factor, persistent_workers=base.persistent_workers,
+                    multiprocessing_context=base.multiprocessing_context)
+    rec._from_loader = True
+    return _recording_loader_class(type(dl))(
+        dl.dataset, batch_sampler=rec, device=dl.device, rng_types=dl.rng_types,
+        synchronized_generator=dl.synchronized_generator, _drop_last=dl._drop_last, _non_blocking=dl._non_blocking,
+        torch_device_mesh=getattr(dl, "torch_device_mesh", None), iteration=dl.iteration, **args)
+
+
+def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | None = None, grad_accum: int = 1,
                    start_step: int | None = None, epoch: int | None = None, flush_every: int = 256) -> Any:
     """Wrap a DataLoader or a batch sampler so every batch's global indices go to the ledger.
 
@@ -319,7 +382,8 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0
             collate function, workers and pinning is returned, whose batch sampler records), or a batch
             sampler (an iterable of index lists; the recording batch sampler is returned).
         out_dir: the ledger folder; ``plan --ledger out_dir`` reads it.
-        rank: this process's rank.
+        rank: this process's rank (default: a loader ``accelerator.prepare`` returned: its ``process_index``;
+            otherwise 0).
         grad_accum: micro-batches per optimizer step.
         start_step: the step of the next batch (a resumed trainer's restored global step); default:
             continue the existing ledger after its last complete step, else 0.
@@ -327,12 +391,26 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int = 0
         flush_every: the most micro-batch lines held before a write (each complete step is written
             at once; see the module docstring for every other write).
 
+    With Hugging Face accelerate, wrap the prepared loader: ``record_batches(accelerator.prepare(loader),
+    folder)`` records the batches this process trains on (accelerate's shard: every ``num_processes``-th
+    batch from ``process_index``, or its slice with ``split_batches``) under rank ``process_index`` and
+    returns an accelerate ``DataLoaderShard`` (device placement, RNG synchronisation and the end of the
+    dataloader that ``accumulate`` syncs on are kept). The other order, ``accelerator.prepare(record_batches(
+    loader, folder))``, records the full batches before accelerate shards them: refused (``UsageError`` at
+    the first iteration) with more than one process, warned with one.
+
     Raises:
         UsageError: a per-index sampler (wrap it in a ``BatchSampler``), an iterable-style dataset's
-            loader (no indices), an OLMo ledger in ``out_dir``, or ``out_dir`` inside a folder datacheck refuses.
+            loader (no indices), an OLMo ledger in ``out_dir``, or ``out_dir`` inside a folder datacheck refuses;
+            accelerate's ``dispatch_batches=True`` loader, or a ``rank`` other than its ``process_index``; at
+            the first iteration, the loader record_batches returned prepared by accelerate over several processes.
         OptionalDependencyError: torch is not installed.
     """
     torch = require_torch("datacheck.torch.record_batches")
+    if _accelerate_loader(loader_or_sampler) is not None:
+        return _record_accelerate(loader_or_sampler, out_dir, rank, grad_accum=grad_accum, start_step=start_step,
+                                  epoch=epoch, flush_every=flush_every)
+    rank = 0 if rank is None else rank
     check_output_target("record_batches out_dir", rank_file(out_dir, rank))
     DataLoader = torch.utils.data.DataLoader
     if isinstance(loader_or_sampler, DataLoader):

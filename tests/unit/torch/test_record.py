@@ -21,7 +21,9 @@ from conftest import run_cli
 torch = pytest.importorskip("torch")
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler  # noqa: E402
 
+import datacheck.torch.record as record_mod  # noqa: E402
 from datacheck.io.ledger import rank_file, read_ledger  # noqa: E402
+from datacheck.model.errors import UsageError  # noqa: E402
 from datacheck.torch import BatchGuard, record_batches  # noqa: E402
 from datacheck.torch.record import flush_ledgers  # noqa: E402
 from datacheck.trace.data import ledger_rows  # noqa: E402
@@ -235,3 +237,63 @@ def test_the_same_loader_iterated_again_continues_after_the_batches_received(tmp
     led = read_ledger(tmp_path)
     assert [st["start_step"] for st in led.states[0]] == [0, 2]
     assert _micro(led) == [(0, 0, [0, 1, 2, 3]), (0, 1, [4, 5, 6, 7]), (1, 0, [8, 9, 10, 11]), (2, 0, [0, 1, 2, 3])]
+
+
+@pytest.fixture
+def accelerate_state():
+    """accelerate's process-wide state, reset after the test (``prepare_data_loader`` creates it)."""
+    state = pytest.importorskip("accelerate.state")
+    yield
+    state.PartialState._reset_state()
+
+
+def _shard(dl, processes: int, index: int, **kw):
+    """``accelerator.prepare``'s loader for process ``index`` of ``processes`` (accelerate's own function)."""
+    from accelerate.data_loader import prepare_data_loader
+    kw.setdefault("put_on_device", bool(kw.get("dispatch_batches")))
+    return prepare_data_loader(dl, num_processes=processes, process_index=index, **kw)
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_record_of_an_accelerate_prepared_loader_records_this_process_share(tmp_path, accelerate_state, index):
+    """record_batches(accelerator.prepare(loader)): process ``index`` of 2 trains on global batches
+    ``index, index + 2, ...`` (BatchSamplerShard) and records exactly those under rank ``index``, steps
+    counted over its own micro-batches; the loader stays accelerate's (it sets the sampler's epoch)."""
+    from torch.utils.data import DistributedSampler
+    n, b = 64, 4
+    sampler = DistributedSampler(list(range(n)), num_replicas=1, rank=0, shuffle=True, seed=3)
+    loader = record_batches(_shard(DataLoader(list(range(n)), batch_size=b, sampler=sampler), 2, index), tmp_path,
+                            grad_accum=2)
+    assert type(loader).__mro__[1].__name__ == "DataLoaderShard"
+    for epoch in range(2):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(3 + epoch)).tolist()
+        want = [order[i:i + b] for i in range(0, n, b)][index::2]
+        assert [x.tolist() for x in loader] == want
+    led = read_ledger(tmp_path)
+    assert list(led.batches) == [index]
+    mine = [(k // 2, k % 2, w) for epoch in range(2) for k, w in
+            enumerate([torch.randperm(n, generator=torch.Generator().manual_seed(3 + epoch)).tolist()[i:i + b]
+                       for i in range(0, n, b)][index::2], start=8 * epoch)]
+    assert _micro(led, index) == mine
+
+
+def test_record_of_an_accelerate_loader_refuses_another_rank_and_dispatch(tmp_path, accelerate_state):
+    dl = DataLoader(list(range(16)), batch_size=4)
+    with pytest.raises(UsageError, match="process_index 1"):
+        record_batches(_shard(dl, 2, 1), tmp_path, rank=0)
+    with pytest.raises(UsageError, match="dispatch_batches=False"):
+        record_batches(_shard(dl, 1, 0, dispatch_batches=True), tmp_path)
+
+
+def test_prepare_of_the_recording_loader_is_refused_over_several_processes(tmp_path, accelerate_state, monkeypatch):
+    """accelerator.prepare(record_batches(loader)): accelerate iterates the recording sampler inside its
+    BatchSamplerShard, so each process would record both processes' batches: refused at the first
+    iteration over 2 processes, naming the order to use; warned in one process."""
+    rec = record_batches(DataLoader(list(range(16)), batch_size=4), tmp_path)
+    with pytest.warns(UserWarning, match=r"record_batches\(accelerator.prepare\(loader\), folder\)"):
+        assert len(list(_shard(rec, 1, 0))) == 4
+    monkeypatch.setattr(record_mod, "_accelerate_processes", lambda: 2)
+    rec = record_batches(DataLoader(list(range(16)), batch_size=4), tmp_path / "two")
+    with pytest.raises(UsageError, match=r"record_batches\(accelerator.prepare\(loader\), folder\)"):
+        list(_shard(rec, 2, 1))
+    assert not rank_file(tmp_path / "two", 0).exists()
