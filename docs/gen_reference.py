@@ -81,10 +81,11 @@ MEANINGS: dict[str, str] = {
     "dup.near": "run `dup.near_duplicate` (MinHash LSH over 5-gram shingles; off by default: the costliest pass)",
     "dup.near_threshold": "estimated Jaccard similarity at or above which two rows are near-duplicates",
     "policy.severity": "the severity this check's findings get (`error` | `warn` | `info`)",
-    "policy.max_count": "the finding does not fail the policy while its count is at most this (a row-level "
-                        "check's finding is per shard: each shard's count is held to it, not the dataset's total)",
-    "policy.max_ratio": "the finding does not fail the policy while its ratio (count / rows; a row-level check: "
-                        "of its shard) is at most this",
+    "policy.max_count": "the check's findings do not fail the policy while its count over the whole dataset "
+                        "(the sum of its findings' counts: every shard and column) is at most this",
+    "policy.max_ratio": "the check's findings do not fail the policy while that dataset-wide count over the "
+                        "dataset's rows is at most this (a check with dataset-level findings only: each "
+                        "finding's own ratio)",
     "policy.ignore": "drop this check's findings: they are left out of the report and every output, not only "
                      "of the policy decision (the report's `config_hash` covers the entry)",
 }

@@ -14,7 +14,7 @@ from datacheck.model.results import ShardResult
 from datacheck.model.roles import KEY_COLUMNS, ROLE_SPECS, row_content
 from datacheck.model.stats import LABELS, LENGTHS, LabelCounts, LengthHistogram
 from datacheck.report.model import Report, ShardReport, skipped_dicts
-from datacheck.report.policy import apply_policy, status_of
+from datacheck.report.policy import apply_policy, check_totals, status_of
 
 __all__ = ["build_report", "row_content_columns"]
 
@@ -52,8 +52,11 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
     roles: dict[str, Any] = {}
     content = {r.path: row_content_columns(r) for r in results if r.readable}
     agreed = len({tuple(c) for c in content.values()}) <= 1
+    # [policy] thresholds are held to each check's dataset-wide count and ratio (not one shard's)
+    totals = check_totals((f for r in results for f in r.findings), dataset_findings, total_rows)
     for r in sorted(results, key=lambda r: r.path):
-        fs = [p for p in (apply_policy(f, cfg, fail_on, r.rows) for f in r.findings) if p is not None]
+        fs = [p for p in (apply_policy(f, cfg, fail_on, r.rows, totals.get(f.check)) for f in r.findings)
+              if p is not None]
         for k, v in r.roles.items():
             roles.setdefault(k, v)
         shard_reports.append(ShardReport(
@@ -62,7 +65,8 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
             row_content=None if agreed or r.path not in content else {"columns": content[r.path]},
             layout=(r.layout or {}).get("name"), layout_source=(r.layout or {}).get("source", ""),
             layout_why=(r.layout or {}).get("why", ""), not_applicable=len(r.not_applicable)))
-    ds = [p for p in (apply_policy(f, cfg, fail_on, total_rows) for f in dataset_findings) if p is not None]
+    ds = [p for p in (apply_policy(f, cfg, fail_on, total_rows, totals.get(f.check)) for f in dataset_findings)
+          if p is not None]
     ds.sort(key=lambda f: (f.check, f.column or "", f.shards))
     every = [f for s in shard_reports for f in s.findings] + ds
     summary = {

@@ -21,7 +21,7 @@ from datacheck.io.outputs import check_outputs
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
-from datacheck.report.policy import apply_policy
+from datacheck.report.policy import apply_policy, check_totals
 
 __all__ = ["build", "verify"]
 
@@ -92,4 +92,5 @@ def verify(paths: list[str], index: str, config: Config | str | None = None,
     if fail_on is None:
         return found
 
-    return [p for p in (apply_policy(f, cfg, fail_on, None) for f in found) if p is not None]
+    totals = check_totals((), found, 0)  # thresholds held to each check's count over the whole index
+    return [p for p in (apply_policy(f, cfg, fail_on, None, totals.get(f.check)) for f in found) if p is not None]

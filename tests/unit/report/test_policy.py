@@ -8,7 +8,7 @@ from gatehelp import cli
 from datacheck.execute.audit import audit
 from datacheck.model.config import config_from_dict
 from datacheck.model.findings import Finding
-from datacheck.report.policy import apply_policy
+from datacheck.report.policy import CheckTotal, apply_policy, check_totals
 
 
 def _texts(tmp_path, n_rows: int, n_empty: int):
@@ -98,3 +98,59 @@ def test_unknown_check_id_is_exit_2(tmp_path, monkeypatch):
     assert "policy" in r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "r").exists()  # nothing was audited
+
+
+def _sharded_texts(tmp_path, empties: list[int], rows: int = 10):
+    """One parquet shard per entry of ``empties``, each of ``rows`` texts, that many of them empty."""
+    d = tmp_path / "sharded"
+    d.mkdir()
+    for k, n_empty in enumerate(empties):
+        texts = [""] * n_empty + [f"s{k}t{i}" for i in range(rows - n_empty)]
+        pl.DataFrame({"text": texts}).write_parquet(d / f"part-{k:03d}.parquet")
+    return d
+
+
+@pytest.mark.parametrize("empties, max_count", [([2, 2, 2], 5), ([2, 2, 2], 6), ([1] * 12, 11), ([1] * 12, 12),
+                                                ([3, 0, 4], 6), ([3, 0, 4], 7)])
+def test_max_count_is_held_to_the_dataset_total_not_each_shard(tmp_path, empties, max_count):
+    """Every shard under the threshold, the dataset over it: the gate fails (the shards' counts add up);
+    at the threshold it passes. The verdict is the one-shard verdict of the same rows."""
+    d = _sharded_texts(tmp_path, empties)
+    total = sum(empties)
+    rep = audit(d, {"policy": {"empty.text": {"max_count": max_count}}})
+    found = [f for sh in rep.shards for f in sh.findings if f.check == "empty.text"]
+    assert sorted(f.count for f in found) == sorted(n for n in empties if n)
+    fails = total > max_count
+    assert {f.fails_policy for f in found} == {fails}
+    assert rep.passed is (not fails)
+    assert rep.summary["policy_failures"] == (len(found) if fails else 0)
+    (tmp_path / "one").mkdir()
+    one = audit(_texts(tmp_path / "one", len(empties) * 10, total), {"policy": {"empty.text": {"max_count": max_count}}})
+    assert one.passed is rep.passed  # resharding the same rows does not change the verdict
+
+
+@pytest.mark.parametrize("empties, max_ratio", [([2, 0], 0.1), ([2, 0], 0.09), ([2, 1, 0, 0], 0.075),
+                                                ([2, 1, 0, 0], 0.07)])
+def test_max_ratio_is_the_dataset_count_over_the_dataset_rows(tmp_path, empties, max_ratio):
+    """A shard at 20% empty in a dataset at 10% passes max_ratio = 0.1 (the shard's own ratio stays in
+    its finding); the ratio held to the threshold is the dataset's."""
+    d = _sharded_texts(tmp_path, empties)
+    rep = audit(d, {"policy": {"empty.text": {"max_ratio": max_ratio}}})
+    found = [f for sh in rep.shards for f in sh.findings if f.check == "empty.text"]
+    assert [f.ratio for f in found] == [n / 10 for n in empties if n]  # each finding keeps its shard's ratio
+    fails = sum(empties) / (10 * len(empties)) > max_ratio
+    assert {f.fails_policy for f in found} == {fails}
+    assert rep.passed is (not fails)
+
+
+def test_check_totals_sum_shards_and_columns_and_keep_dataset_only_ratios():
+    nan_a = Finding(check="finite.nan", severity="error", message="m", column="a", count=3, ratio=0.3)
+    nan_b = Finding(check="finite.nan", severity="error", message="m", column="b", count=4, ratio=0.4)
+    across = Finding(check="dup.exact_across_shards", severity="warn", message="m", count=5, ratio=0.25)
+    got = check_totals([nan_a, nan_b], [across], 20)
+    assert got == {"finite.nan": CheckTotal(7, 7 / 20), "dup.exact_across_shards": CheckTotal(5, None)}
+    cfg = config_from_dict({"policy": {"dup.exact_across_shards": {"max_ratio": 0.25},
+                                       "finite.nan": {"max_count": 6}}})
+    assert apply_policy(across, cfg, "warn", 20, got["dup.exact_across_shards"]).fails_policy is False
+    assert apply_policy(nan_a, cfg, "error", 10, got["finite.nan"]).fails_policy is True  # 3 alone would pass
+    assert check_totals([], [], 0) == {}
