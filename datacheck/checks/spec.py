@@ -34,6 +34,7 @@ __all__ = [
     "RowAgg",
     "RowCheck",
     "RowNumbers",
+    "Repeats",
     "Stat",
     "Payload",
     "AfterQuery",
@@ -62,9 +63,24 @@ LOADER_PACKED_FORMATS: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class Repeats:
+    """Rows that repeat an earlier row, each with the row it repeats: what ``refine`` and
+    ``from_payload`` of a duplicate check return so its finding names the earlier row of each copy.
+
+    ``rows``: 0-based shard rows of the copies (int64, shape (n,), any order); ``earlier``: for each,
+    the 0-based shard row of the first occurrence of its content (int64, shape (n,), ``earlier[k] <
+    rows[k]``). The engine sorts both by ``rows`` and writes the examples' pairs into the finding's
+    ``details.examples`` (``{"row", "first_row"}``, as ``dup.exact_across_shards`` does with shards)."""
+
+    rows: np.ndarray
+    earlier: np.ndarray
+
+
 #: 0-based shard row numbers a check's ``refine`` or ``from_payload`` returns: a list of ints, an
-#: integer polars Series or a numpy integer array (the engine holds them as numpy int64)
-RowNumbers = Union[list[int], pl.Series, np.ndarray]
+#: integer polars Series or a numpy integer array (the engine holds them as numpy int64), or
+#: :class:`Repeats` (the rows with the earlier row each repeats)
+RowNumbers = Union[list[int], pl.Series, np.ndarray, Repeats]
 
 
 @dataclass(frozen=True)

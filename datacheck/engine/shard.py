@@ -19,6 +19,7 @@ from datacheck.checks.registry import (
     CHECKS,
     FlatView,
     Payload,
+    Repeats,
     RowAgg,
     RowCheck,
     RowsKey,
@@ -208,6 +209,27 @@ def _row_array(rows: Any) -> np.ndarray:
     if isinstance(rows, (set, frozenset)):
         return np.fromiter(rows, dtype=np.int64, count=len(rows))
     return np.asarray(list(rows) if not isinstance(rows, list) else rows, dtype=np.int64).reshape(-1)
+
+
+def _decided_rows(got: Any, earlier: dict[int, tuple[np.ndarray, np.ndarray]], i: int) -> np.ndarray:
+    """The sorted failing rows (int64) of what check ``i``'s ``refine`` or ``from_payload`` returned;
+    for :class:`~datacheck.checks.spec.Repeats`, the earlier row of each (sorted alike) is kept in
+    ``earlier[i]`` for the finding's ``details.examples``."""
+    if not isinstance(got, Repeats):
+        return np.sort(_row_array(got))
+    rows, first = _row_array(got.rows), _row_array(got.earlier)
+    order = np.argsort(rows, kind="stable")
+    earlier[i] = (rows[order], first[order])
+    return rows[order]
+
+
+def _earlier_examples(rows: np.ndarray, earlier: tuple[np.ndarray, np.ndarray], max_ex: int) -> list[dict[str, int]]:
+    """``{"row", "first_row"}`` of the first ``max_ex`` of ``rows`` (sorted shard rows): the row each
+    copy repeats (``earlier``: (sorted rows, their first rows))."""
+    held, first = earlier
+    ex = rows[:max_ex]
+    at = np.searchsorted(held, ex)
+    return [{"row": int(r), "first_row": int(first[k])} for r, k in zip(ex, at) if k < len(held) and held[k] == r]
 
 
 def _row_series(rows: np.ndarray) -> pl.Series:
@@ -777,6 +799,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         return frame.filter(pl.col("__row").is_in(mine.implode())).sort("__row")
 
     late: list[int] = []
+    earlier: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # duplicate checks: the row each copy repeats
     for i, parts in keys.items():  # key checks: candidates over the whole shard, verified exactly
         rc = row_checks[i]
         if i in broken_c or rc.refine is None:
@@ -791,7 +814,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
                 sub = reread(shared)
                 if sub is None:
                     raise Unreadable("reading the candidate rows again failed")
-                rows = np.sort(_row_array(rc.refine(sub)))
+                rows = _decided_rows(rc.refine(sub), earlier, i)
             except ENGINE_ERRORS as e:  # Unreadable included
                 skipped.append(Skipped(rc.check, f"could not verify the candidates on this shard: "
                                        f"{e.reason if isinstance(e, Unreadable) else _first_line(e)}", error=True))
@@ -807,7 +830,7 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
             skipped.append(Skipped(rc.check, f"could not run on this shard: {type(e).__name__}: {_first_line(e)}",
                                    error=True))
             continue
-        results[i] = (np.sort(_row_array(decided)), {})
+        results[i] = (_decided_rows(decided, earlier, i), {})
         late.append(i)
     late_parts = [_wanted_rows(results[i][0], row_checks[i], 0, max_ex) for i in late]
     wanted_late = np.unique(np.concatenate(late_parts)) if late_parts else _NO_ROWS
@@ -830,6 +853,9 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         merged[i] = {k: rc.details_merge[k]([d[k] for d in parts_d]) for k in rc.details}
     fail_details, example_values = _second_pass(sub_all, failed, row_checks, max_ex, frozenset(merged), unshown)
     fail_details.update(merged)
+    for i, pairs in earlier.items():  # the row each copy of a duplicate check repeats
+        if i in results and results[i][0].size:
+            fail_details.setdefault(i, {})["examples"] = _earlier_examples(results[i][0], pairs, max_ex)
     results = {i: (rows, fail_details.get(i, {})) for i, (rows, _) in results.items()}
     return n, results, example_values, stat_values, payload, skipped, unshown
 

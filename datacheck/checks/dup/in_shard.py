@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks.dup.cross import ROWS_KEY, payload_wanted
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives
+from datacheck.checks.registry import Repeats, RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
@@ -97,24 +97,36 @@ def _row_key(cols: list[str], schema: dict[str, pl.DataType] | None = None) -> p
     return reduce(lambda a, b: a ^ b, [_fingerprint(c, schema.get(c)).hash(seed=i + 1) for i, c in enumerate(cols)])
 
 
+def _repeats_of(df: pl.DataFrame, cols: list[str], row: str) -> Repeats:
+    """The rows of ``df`` (shard rows in column ``row``, ascending) whose values in ``cols`` repeat
+    an earlier row's, each with the first row holding those values (null equals null). The first
+    rows are looked up only when some row repeats (a clean shard costs one ``is_first_distinct``)."""
+    key = pl.struct(cols) if len(cols) > 1 else pl.col(cols[0])
+    copies = df.select(key.is_first_distinct().not_().alias("copy"))["copy"]
+    if not copies.any():
+        return Repeats(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+    got = df.select(pl.col(row).cast(pl.Int64).alias("row"),
+                    pl.col(row).cast(pl.Int64).first().over(key).alias("first")).filter(copies)
+    return Repeats(got["row"].to_numpy(), got["first"].to_numpy())
+
+
 def _refine(cols: list[str]):
-    def refine(sub: pl.DataFrame) -> np.ndarray:
+    def refine(sub: pl.DataFrame) -> Repeats:
         """``sub``: every row (with ``__row``, in row order) whose key is shared with another row.
-        Returns the repeats' shard rows (int64 array: never a list of a million Python ints)."""
-        exact = sub.filter(pl.struct(cols).is_first_distinct().not_())
-        return exact["__row"].cast(pl.Int64).to_numpy()
+        Returns the repeats' shard rows with the first row each repeats (int64 arrays: never a list of
+        a million Python ints)."""
+        return _repeats_of(sub, cols, "__row")
 
     return refine
 
 
-def _repeats_from_hashes(payload: dict) -> np.ndarray:
+def _repeats_from_hashes(payload: dict) -> Repeats:
     """Rows whose (128-bit content hash, label) repeats an earlier row (see dup/cross.py's encoding),
-    as an int64 array."""
+    each with the first row of that (hash, label)."""
 
     df = payload[ROWS_KEY]
     if len(df.columns) == 1:
-        return df.select(pl.int_range(pl.len(), dtype=pl.UInt32)
-                         .filter(pl.col(df.columns[0]).is_first_distinct().not_()))[:, 0].cast(pl.Int64).to_numpy()
+        return _repeats_of(df.with_row_index("__r"), df.columns, "__r")
     # a (hash, label) that repeats has a repeated hash, and so a repeated low 64 bits of it: the
     # struct (row-encoded by polars: +1.5 GB on 8M rows) is compared on those candidate rows only.
     # The repeated low words come from a sort (8 bytes a row twice; polars' is_duplicated kept
@@ -124,15 +136,24 @@ def _repeats_from_hashes(payload: dict) -> np.ndarray:
     repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
     del ordered
     if repeated.size == 0:
-        return np.empty(0, dtype=np.int64)
+        return Repeats(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
     cand = df.with_row_index("__r").filter(pl.Series(np.isin(low, repeated)))
-    return cand.filter(pl.struct(df.columns).is_first_distinct().not_())["__r"].cast(pl.Int64).to_numpy()
+    return _repeats_of(cand, df.columns, "__r")
+
+
+def _message(n: int, d: dict, cols: list[str]) -> str:
+    """The finding's message, naming the earlier row of the first copy when the details hold it."""
+    first = (d.get("examples") or [None])[0]
+    which = f": row {first['row']} repeats row {first['first_row']}" if first else ""
+    return f"{n} row(s) repeat an earlier row of this shard exactly (content: {', '.join(cols)}){which}"
 
 
 @check("dup.exact_in_shard", layouts=lay.ANY)
 def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
-    count = extra copies; rows = the copies (never the first occurrence)."""
+    count = extra copies; rows = the copies (never the first occurrence); ``details.examples``: for
+    each example, ``{"row": copy, "first_row": the first row with that content}`` (the message names
+    the first pair)."""
     cols = content_columns(ctx)
     if not cols:
         return
@@ -149,8 +170,7 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         yield RowCheck(
             check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None, fails=None,
             from_payload=_repeats_from_hashes, example=pl.col(shown[0]),
-            message=lambda n, d, cols=cols: (f"{n} row(s) repeat an earlier row of this shard exactly "
-                                             f"(content: {', '.join(cols)})"),
+            message=lambda n, d, cols=cols: _message(n, d, cols),
         )
         return
     yield RowCheck(
@@ -158,6 +178,5 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         key=_row_key(key_cols, ctx.schema),
         example=pl.col(shown[0]),
         refine=_refine(cols), not_retyped=tuple(cols),
-        message=lambda n, d, cols=cols: (f"{n} row(s) repeat an earlier row of this shard exactly "
-                                         f"(content: {', '.join(cols)})"),
+        message=lambda n, d, cols=cols: _message(n, d, cols),
     )

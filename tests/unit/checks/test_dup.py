@@ -92,3 +92,36 @@ def test_dup_in_shard_matches_reference(data, n, with_ids):
         content = list(zip(text, label, ids))
     got = failing(pl.DataFrame(cols, schema=schema), {})
     assert got.get("dup.exact_in_shard", set()) | got.get("dup.exact_in_shard:text", set()) == ref_dup_in_shard(content)
+
+
+def _first_rows(rows: list[tuple]) -> list[tuple[int, int]]:
+    """(row, the first row with the same content) of every row that repeats an earlier one."""
+    first: dict = {}
+    out = []
+    for i, r in enumerate(rows):
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in r)
+        if key in first:
+            out.append((i, first[key]))
+        first.setdefault(key, i)
+    return out
+
+
+@pytest.mark.parametrize("with_label", [False, True])  # without: the key + refine path; with: the row hashes
+@pytest.mark.parametrize("batch_rows", [None, 7])      # 7: copies and their first rows in different batches
+def test_each_copy_names_the_row_it_repeats(tmp_path, monkeypatch, with_label, batch_rows):
+    if batch_rows is not None:
+        monkeypatch.setenv("DATACHECK_BATCH_ROWS", str(batch_rows))
+    texts = [f"t{(i * 7) % 11}" for i in range(40)]  # 11 distinct texts over 40 rows
+    cols: dict = {"text": texts}
+    if with_label:
+        cols["label"] = [i % 2 for i in range(40)]
+    content = list(zip(*cols.values()))
+    want = _first_rows(content)
+    max_ex = 5
+    rep = audit_df(tmp_path, cols, {"report": {"max_examples": max_ex}})
+    f = one(rep, "dup.exact_in_shard")
+    assert f.count == len(want)
+    assert [(e["row"], e["first_row"]) for e in f.details["examples"]] == want[:max_ex]
+    row, first = want[0]
+    assert f.message.endswith(f": row {row} repeats row {first}")
+    assert all(content[r] == content[e] and e < r for r, e in want)

@@ -1,5 +1,5 @@
 """``dup.exact_in_shard`` from the row-hash payload: the rows whose (hash, label) repeats an earlier
-row, against a plain-Python reference (the candidate pre-filter on the hash alone keeps it exact)."""
+row, each with the earlier row it repeats, against a plain-Python reference (the candidate pre-filter on the hash alone keeps it exact)."""
 from __future__ import annotations
 
 import polars as pl
@@ -10,14 +10,15 @@ from hypothesis import strategies as st
 from datacheck.checks.dup.in_shard import ROWS_KEY, _repeats_from_hashes
 
 
-def _reference(hashes: list[int], labels: list[int | None] | None) -> list[int]:
-    seen: set = set()
+def _reference(hashes: list[int], labels: list[int | None] | None) -> list[tuple[int, int]]:
+    """(row, the first row with its (hash, label)) of every row that repeats an earlier one."""
+    first: dict = {}
     out = []
     for i, h in enumerate(hashes):
         k = (h, labels[i]) if labels is not None else h
-        if k in seen:
-            out.append(i)
-        seen.add(k)
+        if k in first:
+            out.append((i, first[k]))
+        first.setdefault(k, i)
     return out
 
 
@@ -31,4 +32,4 @@ def test_repeats_match_reference(rows, with_label):
     if with_label:
         cols["label"] = pl.Series(labels, dtype=pl.Int64)
     got = _repeats_from_hashes({ROWS_KEY: pl.DataFrame(cols)})
-    assert [int(r) for r in got] == _reference(hashes, labels)
+    assert list(zip(got.rows.tolist(), got.earlier.tolist())) == _reference(hashes, labels)
