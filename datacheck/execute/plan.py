@@ -714,7 +714,8 @@ def _rows(batches: list[tuple[int, int | None, Any]], space: RowSpace | None) ->
 
 
 def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *, rank: int | None = None,
-                 micro_batch: int | None = None, space: RowSpace | None = None) -> list[StepRow]:
+                 micro_batch: int | None = None, space: RowSpace | None = None,
+                 consumed: int | None = None) -> list[StepRow]:
     """The rows of optimizer step ``step``: every rank and micro-batch (or only ``rank`` /
     ``micro_batch``), in rank order, then micro-batch order, then batch order. A row the sampler
     repeated (wraparound) appears as often as it is loaded.
@@ -728,13 +729,19 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
         micro_batch: only this micro-batch of the step.
         space: for a ledger, the row space mapping global indices to (shard, row) (a plan has its own);
             without it ``shard`` and ``row`` are None.
+        consumed: a Megatron plan only: the samples consumed before the step (its sampler starts
+            there: a resumed run whose global batch changed); default ``step x global batch``.
 
     Raises:
         UsageError: the step (or rank, micro-batch) is not in the plan or ledger; a recorded index is
-            outside the row space.
+            outside the row space; ``consumed`` given for another plan or a ledger, or outside the
+            Megatron dataset (:meth:`MegatronPlan.step_rows`).
     """
     if isinstance(plan_or_ledger, MegatronPlan):
-        return plan_or_ledger.step_rows(step, rank, micro_batch)
+        return plan_or_ledger.step_rows(step, rank, micro_batch, consumed=consumed)
+    if consumed is not None:
+        raise UsageError("--consumed-samples applies to Megatron data ([batch] loader = megatron): a torch sampler's "
+                         "step is placed by its epoch and step alone")
     if isinstance(plan_or_ledger, BatchPlan):
         epoch, s = plan_or_ledger.split_step(step)
         batches: list[tuple[int, int | None, Any]] = list(plan_or_ledger.order(epoch).step(s))

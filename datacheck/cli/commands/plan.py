@@ -64,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--step", type=int, metavar="N", help="list the rows of optimizer step N")
     a.add_argument("--rank", type=int, metavar="R", help="with --step: only rank R")
     a.add_argument("--micro-batch", type=int, metavar="M", help="with --step: only micro-batch M of the step")
+    a.add_argument("--consumed-samples", type=int, metavar="K",
+                   help="with --step on Megatron data: the samples the run had consumed before the step (its log's "
+                        "'consumed samples' at the iteration before: a resumed run whose global batch changed); "
+                        "default step x global batch")
     a.add_argument("--ledger", metavar="DIR", help="answer from a recorded ledger (record_batches or OLMo data-indices)")
     a.add_argument("--export", metavar="FILE", help="with --step: write the step's rows to FILE.parquet or FILE.jsonl")
     a.add_argument("--limit", type=int, default=50, metavar="N", help="rows listed in text output (default 50)")
@@ -183,6 +187,9 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         raise UsageError("--export writes the rows of one step: give --step N")
     if (args.rank is not None or args.micro_batch is not None) and args.step is None:
         raise UsageError("--rank and --micro-batch select within a step: give --step N")
+    if args.consumed_samples is not None and (args.step is None or args.ledger):
+        raise UsageError("--consumed-samples places one step of a simulated Megatron plan: give --step N and the "
+                         "dataset PATH, without --ledger (a ledger records its own steps)")
     if args.split is not None and not args.paths:
         raise UsageError("--split chooses the split of the dataset PATH: give the PATH")
     if not args.paths and not args.ledger:
@@ -214,10 +221,13 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         result["plan"] = source.summary(args.epoch)
     rows: list[StepRow] = []
     if args.step is not None:
-        rows = rows_of_step(source, args.step, rank=args.rank, micro_batch=args.micro_batch, space=space)
+        rows = rows_of_step(source, args.step, rank=args.rank, micro_batch=args.micro_batch, space=space,
+                            consumed=args.consumed_samples)
         result["step"] = {"step": args.step, "rows": [_row_dict(r) for r in rows]}
         if isinstance(source, MegatronPlan):
             result["step"]["samples"] = len({r.sample for r in rows})
+            result["step"]["consumed_samples"] = (args.consumed_samples if args.consumed_samples is not None
+                                                  else args.step * source.order.global_batch)
         elif isinstance(source, BatchPlan):
             epoch, s = source.split_step(args.step)
             result["step"].update(epoch=epoch, epoch_step=s)
@@ -248,7 +258,8 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         st = result["step"]
         where = f" (epoch {st['epoch']}, step {st['epoch_step']} of the epoch)" if "epoch" in st else ""
         if "samples" in st:
-            where = f": {st['samples']} Megatron sample(s), each cut across the documents below"
+            where = (f": {st['samples']} Megatron sample(s) after {st['consumed_samples']} consumed, each cut across "
+                     "the documents below")
         out.append(f"step {args.step}{where}: {len(rows)} row(s)"
                    + (f", {st['supervised_tokens']} supervised tokens" if "supervised_tokens" in st else ""))
         if args.ledger and args.rank is None:

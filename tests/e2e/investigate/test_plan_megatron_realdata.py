@@ -118,3 +118,59 @@ def test_cyclic_dataloader_step_rows(data, tmp_path):
                                  "shard": prefix.name + ".bin", "tokens": [a, b]})  # one sequence per document
     assert docs == list(range(1001)) and got["step"]["rows"] == want
     assert got["plan"]["dataloader_type"] == "cyclic"
+
+
+# a run resumed with another global batch: micro-batch 1 x data-parallel 2 x grad_accum 2 = 4 samples a
+# step, after a first run of 125 steps x 8 samples (the log's "consumed samples: 1000" at iteration 125)
+RESUMED = CONFIG.replace("batch_size = 2", "batch_size = 1")
+
+
+@pytest.mark.parametrize("consumed", [1000, 1001, 0])
+def test_consumed_samples_place_a_resumed_runs_step(data, tmp_path, consumed):
+    """The rows of the step come from MegatronPretrainingSampler started at ``consumed``: rank r's
+    micro-batch m holds samples consumed + m x mbs x dp + r x mbs (mbs of them), whatever the step's
+    number; each sample's documents from the plain-Python reference of GPTDataset."""
+    prefix, _ = data
+    cfg = tmp_path / "resumed.toml"
+    cfg.write_text(RESUMED)
+    lens, docs = _idx(prefix.with_suffix(".idx"))
+    step = 125
+    r = run_cli("plan", str(prefix.with_suffix(".bin")), "--config", str(cfg), "--step", str(step),
+                "--consumed-samples", str(consumed), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["result"]["step"]
+    di, si, sh, _, _ = ref.order(lens, 1024, 1234, "969, 30, 1", 1, 400 * 4)
+    mbs, dp, ga = 1, 2, 2
+    want = []
+    for rank in range(dp):
+        for mb in range(ga):
+            lo = consumed + mb * mbs * dp + rank * mbs
+            for idx in range(lo, lo + mbs):
+                for seq, a, b in ref.sample_pieces(lens, di, si, sh, idx, 1):
+                    doc = max(k for k in range(len(docs) - 1) if docs[k] <= seq)
+                    off = sum(lens[docs[doc]:seq])
+                    want.append({"rank": rank, "micro_batch": mb, "global_index": doc, "row": doc, "sample": idx,
+                                 "shard": prefix.name + ".bin", "tokens": [off + a, off + b]})
+    assert got["rows"] == want
+    assert got["samples"] == 4 and got["consumed_samples"] == consumed
+    # without it the step is placed at step x global batch (500 here), other samples
+    r = run_cli("plan", str(prefix.with_suffix(".bin")), "--config", str(cfg), "--step", str(step), "--format", "json")
+    assert {x["sample"] for x in json.loads(r.stdout)["result"]["step"]["rows"]} == set(range(500, 504))
+    r = run_cli("plan", str(prefix.with_suffix(".bin")), "--config", str(cfg), "--step", str(step),
+                "--consumed-samples", str(consumed))
+    assert r.returncode == 0 and f"4 Megatron sample(s) after {consumed} consumed" in r.stdout
+
+
+def test_consumed_samples_are_refused_where_they_mean_nothing(data, tmp_path):
+    prefix, cfg = data
+    r = run_cli("plan", str(prefix.with_suffix(".bin")), "--config", str(cfg), "--consumed-samples", "8")
+    assert r.returncode == 2 and "--step" in r.stderr
+    r = run_cli("plan", str(prefix.with_suffix(".bin")), "--config", str(cfg), "--step", "3",
+                "--consumed-samples", "10000000")
+    assert r.returncode == 2 and "consumed samples 10000000" in r.stderr and "Traceback" not in r.stderr
+    pq_dir = tmp_path / "rows"
+    pq_dir.mkdir()
+    pl.DataFrame({"input_ids": [[1, 2, 3]] * 8}).write_parquet(pq_dir / "train.parquet")
+    (tmp_path / "t.toml").write_text("[batch]\nbatch_size = 2\n")
+    r = run_cli("plan", str(pq_dir), "--config", str(tmp_path / "t.toml"), "--step", "1", "--consumed-samples", "2")
+    assert r.returncode == 2 and "Megatron" in r.stderr
