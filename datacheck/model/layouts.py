@@ -93,7 +93,9 @@ _PACKING = frozenset({"position_ids", "document_ids", "seq_lens", "cu_seqlens"})
 #: (and no label of any kind: the preference is which side is ``chosen``); a regression target with
 #: text or features; a causal-LM row's labels made by the collator; a packed row's document
 #: delimiters (``group_texts`` rows have none); an SFT row's assistant mask (or labels that hide the
-#: prompt). A check whose declared roles are
+#: prompt); a conversation's attention mask, token type ids and position ids (neither the conversation
+#: nor its rendering by ``[tokens] tokenizer``, one unpadded sequence per row, holds them: the collator
+#: builds them). A check whose declared roles are
 #: all absent from a shard and all optional in its layout does not apply there (the rows are of the
 #: other form: counted as not applicable, as on ``raw_text``); a role the layout's rows always hold,
 #: missing, stays a named skip (set ``[columns]``). A check that finds its token-id columns itself
@@ -108,7 +110,7 @@ OPTIONAL_ROLES: dict[str, frozenset[str]] = {
     "tabular": frozenset({"text", "labels", "target"}),
     "sft_tokenized": frozenset({"text", "label", "target", "token_type_ids", "assistant_mask"}),
     "packed_sft": _PACKING | {"text", "label", "target", "token_type_ids", "assistant_mask"},
-    "chat_sft": frozenset({"text"}),
+    "chat_sft": frozenset({"text", "attention_mask", "token_type_ids", "position_ids"}),
     "causal_lm": frozenset({"text", "label", "labels", "target", "token_type_ids"}),
     "packed_lm": _PACKING | {"text", "label", "labels", "target", "token_type_ids"},
 }
