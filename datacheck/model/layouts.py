@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["LAYOUTS", "LAYOUT_NAMES", "Layout", "ANY", "LM", "PACKED", "SFT", "TOKENIZED", "CLASSIFICATION",
-           "LABELED", "TEXT", "UNTOKENIZED_TEXT", "OPTIONAL_ROLES", "SOURCES", "layout_of"]
+           "LABELED", "TEXT", "UNTOKENIZED_TEXT", "OPTIONAL_ROLES", "OPTIONAL_BESIDE", "optional_roles", "SOURCES",
+           "layout_of"]
 
 #: layout name -> what its rows hold, in words (``datacheck checks --layout``, the text header)
 LAYOUTS: dict[str, str] = {
@@ -114,6 +115,21 @@ OPTIONAL_ROLES: dict[str, frozenset[str]] = {
     "causal_lm": frozenset({"text", "label", "labels", "target", "token_type_ids"}),
     "packed_lm": _PACKING | {"text", "label", "labels", "target", "token_type_ids"},
 }
+
+#: layout -> {role: the role whose presence makes it optional}: a form of the layout known by a column
+#: it holds. TRL's tokenized SFT rows with ``assistant_masks`` (``assistant_only_loss``) are unpadded and
+#: hold no labels and no attention mask: its collator makes both (labels from the mask)
+OPTIONAL_BESIDE: dict[str, dict[str, str]] = {
+    "sft_tokenized": {"labels": "assistant_mask", "attention_mask": "assistant_mask"},
+}
+
+
+def optional_roles(layout: str | None, present: Any) -> frozenset[str]:
+    """The roles optional in ``layout`` for a shard whose present roles answer ``present.has(role)``:
+    :data:`OPTIONAL_ROLES`, plus each role of :data:`OPTIONAL_BESIDE` whose companion is present."""
+    base = OPTIONAL_ROLES.get(layout or "", frozenset())
+    beside = OPTIONAL_BESIDE.get(layout or "", {})
+    return base | frozenset(r for r, companion in beside.items() if present.has(companion))
 
 
 @dataclass(frozen=True)
