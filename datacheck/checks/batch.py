@@ -4,9 +4,10 @@ The shard pass stores, when ``[batch] batch_size`` is set, the supervised-token 
 as a :class:`Payload` (:data:`SUPERVISED_KEY`: a UInt32 Series, one value per row), by the rule of
 :func:`supervision`: with a token ``labels`` list, labels other than ``ignore_index`` after
 truncation to ``max_seq_len`` on ``truncation_side`` (every token when ``ignore_index`` is unset);
-without one, in a language-model layout (``causal_lm``, ``packed_lm``), the labels Hugging Face's
-``DataCollatorForLanguageModeling(mlm=False)`` makes: ``input_ids`` copied, the positions holding
-``pad_token_id`` set to -100. The dataset stage then simulates
+without one, beside an assistant mask, the assistant tokens (TRL's ``assistant_only_loss``:
+``labels[assistant_masks == 0] = -100``); without either, in a language-model layout (``causal_lm``,
+``packed_lm``), the labels Hugging Face's ``DataCollatorForLanguageModeling(mlm=False)`` makes:
+``input_ids`` copied, the positions holding ``pad_token_id`` set to -100. The dataset stage then simulates
 the trainer's order over the shards in index order (the audit's shard order: relative paths
 sorted) with torch's own ``DistributedSampler`` and ``BatchSampler``
 (:mod:`datacheck.model.order`) from the shards' row counts and these payloads; no shard is read again.
@@ -56,7 +57,8 @@ from datacheck.model.megatronorder import uses_megatron_loader
 from datacheck.model.order import EpochOrder, epoch_order
 from datacheck.model.roles import is_list
 
-__all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "collator_supervised_expr", "collator_columns",
+__all__ = ["SUPERVISED_KEY", "TOKENS_KEY", "supervised_expr", "assistant_supervised_expr", "collator_supervised_expr",
+           "collator_columns",
            "supervision", "supervision_rule", "shard_supervision_rule", "tokens_expr", "batch_payload", "dataset_order",
            "dataset_lengths"]
 
@@ -84,6 +86,17 @@ def supervised_expr(ctx_cfg: Any, labels_col: str) -> pl.Expr:
     return e.fill_null(0).cast(pl.UInt32)
 
 
+def assistant_supervised_expr(ctx_cfg: Any, assistant_col: str) -> pl.Expr:
+    """Per row (UInt32, 0 for a null list): the supervised tokens of a row with an assistant mask and no
+    labels column, as TRL's ``DataCollatorForLanguageModeling`` labels them under ``assistant_only_loss``
+    (``labels = input_ids``; ``labels[assistant_masks == 0] = -100``): the mask's positions other than 0
+    after truncation to ``max_seq_len`` on ``truncation_side`` (the mask is aligned with the ids). The
+    rule in words: :func:`supervision_rule`."""
+    tok = ctx_cfg.tokens
+    kept = truncated(assistant_col, tok.max_seq_len, tok.truncation_side)  # integer, boolean or float masks alike
+    return kept.list.eval((pl.element().cast(pl.Float64) != 0).cast(pl.UInt32)).list.sum().fill_null(0).cast(pl.UInt32)
+
+
 def collator_supervised_expr(ctx_cfg: Any, ids_col: str, mask_col: str | None) -> pl.Expr:
     """Per row (UInt32, 0 for a null list): the supervised tokens of a row without a labels column, as
     Hugging Face's ``DataCollatorForLanguageModeling(mlm=False)`` labels it (``labels =
@@ -100,12 +113,16 @@ def collator_supervised_expr(ctx_cfg: Any, ids_col: str, mask_col: str | None) -
 
 
 def supervision_rule(ctx_cfg: Any, layout: str | None, labels_col: str | None, ids_col: str | None,
-                     mask_col: str | None) -> str | None:
+                     mask_col: str | None, assistant_col: str | None = None) -> str | None:
     """How a row's supervised tokens are counted, in words (``datacheck plan`` prints it), or None when
     they are unknown. ``labels_col``: the token labels list column (None: none or not a list);
-    ``ids_col``: the ``input_ids`` list column; ``mask_col``: the attention mask column.
+    ``ids_col``: the ``input_ids`` list column; ``mask_col``: the attention mask column;
+    ``assistant_col``: the assistant mask list column.
 
     - a token labels list: its labels other than ``[labels] ignore_index``;
+    - no labels, ids and an assistant mask: the assistant tokens (mask not 0), as TRL's collator
+      labels them under ``assistant_only_loss`` (``labels = input_ids``; ``labels[assistant_masks == 0]
+      = -100``) (:func:`assistant_supervised_expr`);
     - no labels, a language-model layout (``causal_lm``, ``packed_lm``: the labels are the ids) and
       ids: Hugging Face's ``DataCollatorForLanguageModeling(mlm=False)`` (:func:`collator_supervised_expr`);
     - else None (a classification row has one class label, no token targets; an unknown layout is
@@ -115,6 +132,10 @@ def supervision_rule(ctx_cfg: Any, layout: str | None, labels_col: str | None, i
     if labels_col is not None:
         return (f"token labels {labels_col!r} other than ignore_index {ign}" if ign is not None
                 else f"every token label of {labels_col!r} (no ignore_index)") + trunc
+    if ids_col is not None and assistant_col is not None:
+        return (f"no labels column: the assistant tokens ({assistant_col!r} not 0), as TRL's collator labels them "
+                f"with assistant_only_loss ({ids_col!r} with every position of {assistant_col!r} 0 set to -100)"
+                + trunc)
     if ids_col is None or layout not in lay.LM:
         return None
     how = "no labels column: labels as DataCollatorForLanguageModeling(mlm=False) makes them, "
@@ -149,12 +170,14 @@ def supervision(ctx_cfg: Any, layout: str | None, roles: Any, schema: dict[str, 
     """The per-row supervised-token count (UInt32 expression) and its rule in words
     (:func:`supervision_rule`) for a shard of ``layout`` with ``roles`` and ``schema``; None when unknown."""
     lab = _list_col(roles.labels, schema)
-    rule = supervision_rule(ctx_cfg, layout, lab, _list_col(roles.input_ids, schema),
-                            _list_col(roles.attention_mask, schema))
+    ids, amask = _list_col(roles.input_ids, schema), _list_col(roles.assistant_mask, schema)
+    rule = supervision_rule(ctx_cfg, layout, lab, ids, _list_col(roles.attention_mask, schema), amask)
     if rule is None:
         return None
     if lab is not None:
         return supervised_expr(ctx_cfg, lab), rule
+    if ids is not None and amask is not None:
+        return assistant_supervised_expr(ctx_cfg, amask), rule
     cols = collator_columns(layout, roles, schema)
     assert cols is not None
     return collator_supervised_expr(ctx_cfg, *cols), rule
@@ -170,7 +193,7 @@ def shard_supervision_rule(ctx_cfg: Any, shard: Any) -> str | None:
         c = (shard.roles.get(role) or {}).get("columns")
         return c if isinstance(c, str) and str(shard.columns.get(c, "")).startswith(("List", "Array")) else None
     return supervision_rule(ctx_cfg, (shard.layout or {}).get("name"), col("labels"), col("input_ids"),
-                            col("attention_mask"))
+                            col("attention_mask"), col("assistant_mask"))
 
 
 def tokens_expr(ctx_cfg: Any, ids_col: str) -> pl.Expr:

@@ -10,10 +10,11 @@ from datacheck.checks._render import UNMARKED, cut_by_truncation, rejected_by_te
 from datacheck.checks.mask import position_pass
 from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
 from datacheck.checks.roledtype import problem
+from datacheck.checks.tokens import ID_LAYOUTS
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
-from datacheck.model.roles import inner_dtype, is_list
+from datacheck.model.roles import inner_dtype, is_list, token_id_columns
 
 __all__ = ["empty_text", "empty_sequence", "all_padding", "no_supervised_tokens", "BLANK_CHARS", "ZERO_WIDTH"]
 
@@ -82,24 +83,36 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
                           else f"text column {col!r} has dtype {t}, not a string")
 
 
-@check("empty.sequence", layouts=lay.TOKENIZED, roles=("input_ids",), dtype_roles=())
+@check("empty.sequence", layouts=ID_LAYOUTS, roles=("input_ids",), dtype_roles=(), reads_tokens=True)
 def empty_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``empty.sequence``: ``input_ids`` is null or has length 0. An empty list is empty whatever
-    its element type, so this runs on any list-typed ``input_ids``; on another dtype it is skipped
-    with the ``schema.dtype`` reason. Rows a chat template rejected are ``sft.role_order``'s, not
-    this (:func:`datacheck.checks._render.rejected_by_template`)."""
+    """``empty.sequence``: a token-id column of the row is null or has length 0, one finding per
+    column, naming it: ``input_ids``, and every other token-id list the model reads
+    (:func:`datacheck.model.roles.token_id_columns`: TRL's ``prompt_input_ids`` / ``chosen_input_ids`` /
+    ``rejected_input_ids``, KTO's ``completion_input_ids``, a decoder's ``decoder_input_ids``, any
+    ``*_input_ids`` list of integers). An empty prompt leaves its responses read with no context; an
+    empty response is also ``pref.empty_response``'s (the message says so). An empty list is empty
+    whatever its element type, so ``input_ids`` is judged as any list; of another dtype it is skipped
+    with the ``schema.dtype`` reason (when no other column holds ids). Rows a chat template rejected
+    are ``sft.role_order``'s, not this (:func:`datacheck.checks._render.rejected_by_template`)."""
     ids = ctx.roles.input_ids
-    bad_ids = problem(ctx, "input_ids")
+    cols = list(token_id_columns(ctx.roles, ctx.schema))
+    bad_ids = problem(ctx, "input_ids") if ids is not None else None
     if bad_ids is not None and not is_list(ctx.schema[ids]):
-        yield Skipped("empty.sequence", bad_ids.skip_reason)
-        return
-    c = pl.col(ids)
-    yield RowCheck(
-        check="empty.sequence", column=ids, fails=(c.is_null() | (c.list.len() == 0)) & ~rejected_by_template(ctx, ids),
-        example=c, not_retyped=ids,
-        details={"null": c.is_null().sum()}, details_merge={"null": sum_parts},
-        message=lambda n, d: f"{n} row(s) have an empty input_ids sequence ({d.get('null', 0)} of them null)",
-    )
+        cols.remove(ids)
+        if not cols:
+            yield Skipped("empty.sequence", bad_ids.skip_reason)
+            return
+    pair = {ctx.roles.chosen, ctx.roles.rejected} - {None}
+    for col in cols:
+        c = pl.col(col)
+        also = " (an empty response: also pref.empty_response)" if col in pair else ""
+        yield RowCheck(
+            check="empty.sequence", column=col, fails=(c.is_null() | (c.list.len() == 0)) & ~rejected_by_template(ctx, col),
+            example=c, not_retyped=col,
+            details={"null": c.is_null().sum()}, details_merge={"null": sum_parts},
+            message=lambda n, d, col=col, also=also: (f"{n} row(s) have an empty {col} sequence "
+                                                      f"({d.get('null', 0)} of them null){also}"),
+        )
 
 
 @check("empty.all_padding", layouts=lay.TOKENIZED, roles=("input_ids",))

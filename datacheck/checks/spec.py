@@ -23,7 +23,7 @@ from datacheck.model.config import Config
 from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.layouts import ANY as ANY_LAYOUT
-from datacheck.model.layouts import OPTIONAL_ROLES
+from datacheck.model.layouts import optional_roles
 from datacheck.model.roles import ROLE_SPECS, Roles, role_problem, token_id_columns
 
 __all__ = [
@@ -399,15 +399,15 @@ class CheckSpec:
     def other_form(self, ctx: "ShardContext") -> str | None:
         """The role that makes the check not apply to ``ctx``'s shard although its layout is declared,
         or None: the rows are the form of the layout without it
-        (:data:`datacheck.model.layouts.OPTIONAL_ROLES`): every alternative of one declared role
+        (:func:`datacheck.model.layouts.optional_roles`): every alternative of one declared role
         is absent from the shard and optional in the layout (for a check that ``reads_tokens``,
         ``input_ids`` is present when any token-id column is). A role the read path could not make
         (``Roles.unavailable``) is a skip with its reason, never this."""
-        optional = OPTIONAL_ROLES.get(ctx.layout or "", frozenset())
+        present = self.present_roles(ctx)
+        optional = optional_roles(ctx.layout, present)
         if not optional:
             return None
         unavailable = {r for r, _ in getattr(ctx.roles, "unavailable", ())}
-        present = self.present_roles(ctx)
         for role in self.roles:
             names = role.split("|")
             if all(n in optional and n not in unavailable and not present.has(n) for n in names):

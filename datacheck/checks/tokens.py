@@ -2,6 +2,7 @@
 position ids against the model's position table (``tokens.position_out_of_range``)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import polars as pl
@@ -16,7 +17,7 @@ from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import ROLE_SPECS, inner_dtype, token_id_columns
 
 __all__ = ["out_of_vocab", "dtype_overflow", "type_id_out_of_range", "contract_dtype_overflow", "overflow_cap",
-           "position_out_of_range", "ID_LAYOUTS", "id_columns"]
+           "position_out_of_range", "ID_LAYOUTS", "id_columns", "PROMPT_IDS", "ReadSequence", "read_sequences"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -236,17 +237,68 @@ def contract_dtype_overflow(dctx: Any) -> Iterable[Finding]:
                 details={"dtype": str(inner), "dtype_max": cap, "vocab_size": vocab, "source": "schema"})
 
 
-@check("tokens.position_out_of_range", layouts=lay.TOKENIZED, roles=("position_ids|input_ids",), facts=("tokens.max_position_embeddings",))
+#: TRL's prompt column: its DPOTrainer (``concatenated_forward``) and KTOTrainer read the prompt and a
+#: response as one sequence
+PROMPT_IDS = "prompt_input_ids"
+
+
+@dataclass(frozen=True)
+class ReadSequence:
+    """One token sequence the model reads from a row, named by its column.
+
+    Attributes:
+        column: the token-id column that names it (findings are of this column).
+        length: per row, the tokens of the sequence (UInt32 expression; null where a part is null).
+        what: the sequence in words (``'input_ids'``, ``'prompt_input_ids' + 'chosen_input_ids'``).
+    """
+
+    column: str
+    length: pl.Expr
+    what: str
+
+
+def read_sequences(cols: list[str]) -> list[ReadSequence]:
+    """The sequences the model reads from the token-id columns ``cols`` (:func:`id_columns`): each column
+    on its own, except that beside TRL's ``prompt_input_ids`` (and another token-id column) every other
+    column is a response read after the prompt: TRL's DPOTrainer concatenates ``prompt_input_ids`` with
+    ``chosen_input_ids`` and with ``rejected_input_ids`` (``concatenated_forward``), so such a sequence
+    holds ``len(prompt) + len(response)`` tokens, unless the column already starts with the prompt
+    (TRL before 0.12 stored ``chosen_input_ids`` as prompt + chosen; KTO's ``completion_input_ids``
+    holds prompt + completion): then its own length. The prompt is then no sequence of its own (each
+    response sequence holds it). An encoder-decoder pair (the prompt to the encoder) is not told apart."""
+    prompt = PROMPT_IDS if PROMPT_IDS in cols and len(cols) > 1 else None
+    out = []
+    for col in cols:
+        if col == prompt:
+            continue
+        n = pl.col(col).list.len()
+        if prompt is None:
+            out.append(ReadSequence(col, n, repr(col)))
+            continue
+        p = pl.col(prompt)
+        with_prompt = pl.col(col).list.head(p.list.len()) == p
+        out.append(ReadSequence(col, pl.when(with_prompt).then(n).otherwise(p.list.len() + n),
+                                f"{prompt!r} + {col!r}"))
+    return out
+
+
+@check("tokens.position_out_of_range", layouts=ID_LAYOUTS, roles=("position_ids|input_ids",),
+       facts=("tokens.max_position_embeddings",), reads_tokens=True)
 def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     """``tokens.position_out_of_range``: a ``position_ids`` value (list of int) outside
-    ``[0, max_position_embeddings)`` or null; without position ids, an ``input_ids`` sequence longer
-    than ``max_position_embeddings`` (positions 0..len-1 are used), skipped with the reason when the
-    loader cuts samples across the rows (:attr:`ShardContext.packed_by_loader`: Megatron documents). The
-    position embedding (or RoPE cache) has ``max_position_embeddings`` rows. Native list kernels
-    (``list.min``/``list.max``)."""
+    ``[0, max_position_embeddings)`` or null; without position ids, a sequence the model reads longer
+    than ``max_position_embeddings`` (its positions 0..len-1 are used): every token-id column
+    (:func:`id_columns`: ``input_ids``, TRL's ``prompt_input_ids`` / ``chosen_input_ids`` /
+    ``rejected_input_ids``, any ``*_input_ids`` list of integers) read as the trainer reads it
+    (:func:`read_sequences`: a response after its prompt), one finding per column, naming it. With
+    usable position ids, they stand for ``input_ids``' positions; the other token-id columns are still
+    judged by length. The length rule is skipped with the reason when the loader cuts samples across the
+    rows (:attr:`ShardContext.packed_by_loader`: Megatron documents). The position embedding (or RoPE
+    cache) has ``max_position_embeddings`` rows. Native list kernels (``list.min``/``list.max``/``list.len``)."""
     k = ctx.cfg.tokens.max_position_embeddings
     r = ctx.roles
-    if r.position_ids is not None and problem(ctx, "position_ids") is None:
+    by_positions = r.position_ids is not None and problem(ctx, "position_ids") is None
+    if by_positions:
         c = pl.col(r.position_ids)
         yield RowCheck(
             check="tokens.position_out_of_range", column=r.position_ids,
@@ -256,16 +308,23 @@ def position_out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
             details_merge={"max": max_parts, "min": min_parts},
             message=lambda n, d, k=k: (f"{n} row(s) hold position_ids outside [0, max_position_embeddings={k}) "
                                        f"(range {d.get('min')}..{d.get('max')}): the position table has no row for them"))
+    cols, skip = id_columns(ctx)
+    if by_positions:
+        cols = [c for c in cols if c != r.input_ids]
+    elif skip is not None:
+        yield Skipped("tokens.position_out_of_range", skip)  # type: ignore[arg-type]
         return
-    if r.input_ids is None or problem(ctx, "input_ids") is not None:
-        yield Skipped("tokens.position_out_of_range", "no usable position_ids or input_ids column")
+    if not cols:
         return
     if ctx.packed_by_loader is not None:  # a sample's positions restart: a long row runs past nothing
         yield Skipped("tokens.position_out_of_range", ctx.packed_by_loader)
         return
-    n_tok = pl.col(r.input_ids).list.len()
-    yield RowCheck(
-        check="tokens.position_out_of_range", column=r.input_ids, fails=n_tok > k,
-        example=pl.format("{} tokens", n_tok), details={"longest": n_tok.max()}, details_merge={"longest": max_parts},
-        message=lambda n, d, k=k: (f"{n} row(s) are longer than max_position_embeddings={k} (longest "
-                                   f"{d.get('longest')}): their positions run past the position table"))
+    for seq in read_sequences(cols):
+        n_tok = seq.length
+        plain = seq.column == r.input_ids
+        yield RowCheck(
+            check="tokens.position_out_of_range", column=seq.column, fails=n_tok > k,
+            example=pl.format("{} tokens", n_tok), details={"longest": n_tok.max()}, details_merge={"longest": max_parts},
+            message=lambda n, d, k=k, what=("" if plain else f" of {seq.what}"): (
+                f"{n} row(s){what} are longer than max_position_embeddings={k} (longest {d.get('longest')}): their "
+                "positions run past the position table"))

@@ -25,8 +25,10 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
      the labels equal the ids and some row is padded (a 0 in ``attention_mask``) or the rows differ
      in length; ``packed_lm`` when every sample row is unpadded and of one length (``group_texts``);
      unknown (unsure) when the labels match neither;
-   - without ``labels``: ``text_classification`` with a class ``label`` column; else ``causal_lm``
-     (padded or of varying length) or ``packed_lm`` (one length, no padding);
+   - without ``labels``: ``text_classification`` with a class ``label`` column; ``sft_tokenized``
+     with an ``assistant_mask`` (the collator makes the labels from it: TRL's ``assistant_only_loss``
+     over ``apply_chat_template``'s ``assistant_masks``); else
+     ``causal_lm`` (padded or of varying length) or ``packed_lm`` (one length, no padding);
 6. ``token_classification``: aligned word and tag lists;
 7. ``text_classification`` (text and a class label) or ``regression`` (text or features and a
    ``target`` role, given in ``[columns] target`` or a float ``label``, or a float ``target``/``score``
@@ -398,6 +400,9 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
     if labels is None:
         if roles.label is not None:
             return found("text_classification", f"token ids {ids!r} and class label {roles.label!r}")
+        if roles.assistant_mask is not None:
+            return found("sft_tokenized", f"token ids {ids!r} and assistant mask {roles.assistant_mask!r}, no "
+                                          "labels (the collator makes them: the assistant tokens only)")
         padded, how = _padded_or_ragged(df, ids, mask)
         return found("causal_lm" if padded else "packed_lm", f"token ids {ids!r} without labels; {how}")
     assert ev is not None

@@ -92,7 +92,7 @@ from datacheck.model.roles import (
     wide_int_casts,
 )
 
-__all__ = ["CheckInput", "open_for_checks", "count_rows", "ALPACA", "CHAT", "PAIRS", "DERIVATIONS"]
+__all__ = ["CheckInput", "open_for_checks", "count_rows", "ALPACA", "CHAT", "PAIRS", "DERIVATIONS", "UNTOKENIZED_CHAT"]
 
 #: the Alpaca layout's conversation as a ``messages`` column (:func:`datacheck.derive.alpaca.alpaca_messages`)
 ALPACA = "alpaca"
@@ -228,6 +228,8 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
         whole = template_error_column(schema, UNTRUNCATED_ASSISTANT)
         lf, schema, roles, template = _render(lf, schema, roles, cfg, err, whole)
         derived += [c for c in (*RENDERED_COLUMNS, whole, err) if c in schema]
+    elif _untokenized_chat(cfg, roles, schema):
+        roles = replace(roles, unavailable=tuple((c, UNTOKENIZED_CHAT) for c in RENDERED_COLUMNS))
     if derived:
         roles = replace(roles, derived=tuple(derived))
     clipped = tuple(wide_int_casts(roles, schema))
@@ -242,6 +244,24 @@ def open_for_checks(source: DiscoveredShard | pl.DataFrame | pl.LazyFrame, cfg: 
                       line_format=data.line_format, line_of_row=data.line_of_row, line_base=data.line_base,
                       path=where[0], format=where[1], stream=data.stream, unrendered_pairs=unrendered,
                       chat_template=template, retyped=dict(data.retyped), clipped=clipped, uncast=uncast)
+
+
+#: the skip reason of a check of token ids, token labels or the assistant mask on conversations no
+#: tokenizer renders: the missing fact is ``[tokens] tokenizer`` (a ``[columns]`` key names nothing:
+#: the rows hold no token column)
+UNTOKENIZED_CHAT = ("the conversations are not tokenized: set [tokens] tokenizer (a tokenizer folder whose chat "
+                    "template renders them into input_ids, assistant_mask and labels, as the trainer will)")
+
+
+def _untokenized_chat(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:
+    """Conversations a tokenizer would render (:func:`_renders`: a usable ``messages`` column and none
+    of the rendered columns, here or in ``[columns]``) but ``[tokens] tokenizer`` is unset, and no
+    preference pair beside them (their prompts are rendered by the pair rule, with its own reason)."""
+    if cfg.tokens.tokenizer is not None or roles.chosen is not None or roles.rejected is not None:
+        return False
+    if roles.messages is None or message_fields(schema[roles.messages]) is None:
+        return False
+    return not any(c in schema or getattr(cfg.columns, c) is not None for c in RENDERED_COLUMNS)
 
 
 def _renders(cfg: Config, roles: Roles, schema: dict[str, pl.DataType]) -> bool:

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["LAYOUTS", "LAYOUT_NAMES", "Layout", "ANY", "LM", "PACKED", "SFT", "TOKENIZED", "CLASSIFICATION",
-           "LABELED", "TEXT", "UNTOKENIZED_TEXT", "OPTIONAL_ROLES", "SOURCES", "layout_of"]
+           "LABELED", "TEXT", "UNTOKENIZED_TEXT", "OPTIONAL_ROLES", "OPTIONAL_BESIDE", "optional_roles", "SOURCES",
+           "layout_of"]
 
 #: layout name -> what its rows hold, in words (``datacheck checks --layout``, the text header)
 LAYOUTS: dict[str, str] = {
@@ -93,7 +94,9 @@ _PACKING = frozenset({"position_ids", "document_ids", "seq_lens", "cu_seqlens"})
 #: (and no label of any kind: the preference is which side is ``chosen``); a regression target with
 #: text or features; a causal-LM row's labels made by the collator; a packed row's document
 #: delimiters (``group_texts`` rows have none); an SFT row's assistant mask (or labels that hide the
-#: prompt). A check whose declared roles are
+#: prompt); a conversation's attention mask, token type ids and position ids (neither the conversation
+#: nor its rendering by ``[tokens] tokenizer``, one unpadded sequence per row, holds them: the collator
+#: builds them). A check whose declared roles are
 #: all absent from a shard and all optional in its layout does not apply there (the rows are of the
 #: other form: counted as not applicable, as on ``raw_text``); a role the layout's rows always hold,
 #: missing, stays a named skip (set ``[columns]``). A check that finds its token-id columns itself
@@ -108,10 +111,25 @@ OPTIONAL_ROLES: dict[str, frozenset[str]] = {
     "tabular": frozenset({"text", "labels", "target"}),
     "sft_tokenized": frozenset({"text", "label", "target", "token_type_ids", "assistant_mask"}),
     "packed_sft": _PACKING | {"text", "label", "target", "token_type_ids", "assistant_mask"},
-    "chat_sft": frozenset({"text"}),
+    "chat_sft": frozenset({"text", "attention_mask", "token_type_ids", "position_ids"}),
     "causal_lm": frozenset({"text", "label", "labels", "target", "token_type_ids"}),
     "packed_lm": _PACKING | {"text", "label", "labels", "target", "token_type_ids"},
 }
+
+#: layout -> {role: the role whose presence makes it optional}: a form of the layout known by a column
+#: it holds. TRL's tokenized SFT rows with ``assistant_masks`` (``assistant_only_loss``) are unpadded and
+#: hold no labels and no attention mask: its collator makes both (labels from the mask)
+OPTIONAL_BESIDE: dict[str, dict[str, str]] = {
+    "sft_tokenized": {"labels": "assistant_mask", "attention_mask": "assistant_mask"},
+}
+
+
+def optional_roles(layout: str | None, present: Any) -> frozenset[str]:
+    """The roles optional in ``layout`` for a shard whose present roles answer ``present.has(role)``:
+    :data:`OPTIONAL_ROLES`, plus each role of :data:`OPTIONAL_BESIDE` whose companion is present."""
+    base = OPTIONAL_ROLES.get(layout or "", frozenset())
+    beside = OPTIONAL_BESIDE.get(layout or "", {})
+    return base | frozenset(r for r, companion in beside.items() if present.has(companion))
 
 
 @dataclass(frozen=True)

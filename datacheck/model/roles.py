@@ -89,7 +89,9 @@ ROLE_TABLE: tuple[RoleSpec, ...] = (
     # fine-tuning, packed and preference data (CHECKS.md "roles added for fine-tuning and packed data")
     RoleSpec("messages", "one", "messages", None, ("messages", "conversations"), False, True,
              _missing("messages", "messages (conversation)")),
-    RoleSpec("assistant_mask", "one", "mask_list", _LIST_INT, ("assistant_mask",), True, True,
+    # `assistant_masks`: the name transformers' apply_chat_template(return_assistant_tokens_mask=True)
+    # returns and TRL's SFTTrainer stores (assistant_only_loss)
+    RoleSpec("assistant_mask", "one", "mask_list", _LIST_INT, ("assistant_mask", "assistant_masks"), True, True,
              _missing("assistant_mask")),
     RoleSpec("position_ids", "one", "int_list", _LIST_INT, ("position_ids",), True, True, _missing("position_ids")),
     RoleSpec("document_ids", "one", "int_list", _LIST_INT, ("document_ids",), True, True, _missing("document_ids")),
@@ -316,6 +318,12 @@ def _int_list(dtype: pl.DataType) -> bool:
     return isinstance(dtype, pl.List) and dtype.inner.is_integer()
 
 
+def _mask_list(dtype: pl.DataType) -> bool:
+    """One list level of integers, booleans or floats (the ``mask_list`` dtype rule)."""
+    return isinstance(dtype, pl.List) and (dtype.inner.is_integer() or dtype.inner == pl.Boolean
+                                           or dtype.inner.is_float())
+
+
 #: float columns taken as a regression target, in this order (a float ``label``/``labels`` first: the
 #: class label's name read as the target); the role ``target`` is inferred from them when
 #: ``[columns] target`` is unset and no class label is found, and the layout recognizer names the
@@ -435,9 +443,12 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
             inferred.add(role)
         elif other := next((c for c in ROLE_SPECS[role].infer[1:] if c in schema and c not in numeric_given
                             and c not in text and (message_fields(schema[c]) is not None
-                                                   or (c.endswith("_input_ids") and _int_list(schema[c])))), None):
-            # a second name (ShareGPT ``conversations``, TRL's ``chosen_input_ids``) only when its dtype
-            # serves the role (messages; token ids for a ``*_input_ids`` name)
+                                                   or (c.endswith("_input_ids") and _int_list(schema[c]))
+                                                   or (ROLE_SPECS[role].dtype == "mask_list" and _mask_list(schema[c])))),
+                            None):
+            # a second name (ShareGPT ``conversations``, TRL's ``chosen_input_ids``, transformers'
+            # ``assistant_masks``) only when its dtype serves the role (messages; token ids for a
+            # ``*_input_ids`` name; a 0/1 list for a mask)
             named[role] = other
             inferred.add(role)
         else:

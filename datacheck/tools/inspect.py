@@ -148,7 +148,8 @@ class ShardInspection:
             for an unreadable shard. It decides whether ``labels`` align with ``input_ids`` in the
             token supervision view (not in ``seq2seq``: there they are the decoder's targets).
         not_applicable: the checks asked for (``--check``; all without it) that do not apply to the
-            shard's layout or its form of it (the audit's ``not_applicable``): not run, not skipped.
+            shard's layout or its form of it: not run, not skipped (IDs in the registry's order; the
+            audit report's shard ``not_applicable`` is their count). The JSON's shard key of that name.
     """
 
     shard: DiscoveredShard
@@ -187,6 +188,7 @@ class ShardInspection:
             "skipped": [s.to_dict() for s in self.skipped],
             "notes": list(self.notes),
             "layout": None if self.layout is None else self.layout.to_dict(),
+            "not_applicable": list(self.not_applicable),
         }
 
 

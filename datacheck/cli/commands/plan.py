@@ -165,8 +165,8 @@ def _summary_text(s: dict[str, Any]) -> list[str]:
                        f"is a micro-batch of its own (global indices {tb['over_budget_examples'][:10]})")
     sup = s.get("supervised")
     if sup is None:
-        out.append("supervised tokens per micro-batch: unknown (no token labels list, and not a language-model "
-                   "layout whose labels are the ids: causal_lm, packed_lm)")
+        out.append("supervised tokens per micro-batch: unknown (no token labels list, no assistant mask, and not a "
+                   "language-model layout whose labels are the ids: causal_lm, packed_lm)")
     else:
         out.append(f"supervised tokens per (step, rank, micro-batch): min {sup['min']}, p1 {sup['p1']}, "
                    f"{sup['zero']} of {sup['count']} are 0")
