@@ -84,8 +84,79 @@ def flush_ledgers() -> int:
     return n
 
 
+def _accelerate_chain(batch_sampler: Any) -> tuple[Any, Any, int | None]:
+    """``(shard, batch sampler under it, skipped batches)`` of a batch sampler accelerate built: its
+    ``BatchSamplerShard`` (``accelerator.prepare``; None when there is none) and the DataLoader's own batch
+    sampler under it, looking through the ``SkipBatchSampler`` that ``skip_first_batches`` puts on top
+    (``skipped``: its ``skip_batches``; None without one). Any other batch sampler: ``(None, it, None)``."""
+    skipped = None
+    obj = batch_sampler
+    if _accelerate_class(obj, "SkipBatchSampler"):
+        skipped = getattr(obj, "skip_batches", None)
+        obj = obj.batch_sampler
+    if _accelerate_class(obj, "BatchSamplerShard"):
+        return obj, obj.batch_sampler, skipped if isinstance(skipped, int) else None
+    return None, obj, skipped if isinstance(skipped, int) else None
+
+
+def _accelerate_class(obj: Any, name: str) -> bool:
+    """Whether ``obj`` is (a subclass of) accelerate's class ``name`` (accelerate is never imported here)."""
+    return any(c.__name__ == name and c.__module__.startswith("accelerate.") for c in type(obj).__mro__)
+
+
+def _accelerate_state(batch_sampler: Any) -> dict[str, Any] | None:
+    """The ``#state`` settings of a batch sampler ``accelerator.prepare`` built (None for any other): the
+    order datacheck's ``[batch] loader = "accelerate"`` plan simulates.
+
+    ``loader`` ``"accelerate"``; ``num_replicas`` the processes the batches are dealt to (accelerate's
+    ``num_processes``, the ledger's data-parallel world as for torch's samplers), ``process_index``,
+    ``even_batches``, ``split_batches``, ``skip_batches`` (``skip_first_batches``; 0 without it); the
+    DataLoader's ``drop_last``; ``batch_size`` the rows of each process's batch (the DataLoader's batch,
+    divided by ``num_processes`` with ``split_batches``); and the sampler of the one order: its class
+    (``sampler``), ``shuffle``, ``seed`` (a DistributedSampler's ``seed``, a SeedableRandomSampler's
+    ``initial_seed``; absent for a RandomSampler, whose generator accelerate seeds from the process's
+    torch RNG), ``epoch`` (what seeds its permutation), and a DistributedSampler's own ``num_replicas``
+    and ``rank`` as ``sampler_num_replicas`` and ``sampler_rank``."""
+    shard, user, skipped = _accelerate_chain(batch_sampler)
+    if shard is None:
+        return None
+    procs = getattr(shard, "num_processes", 1)
+    split = bool(getattr(shard, "split_batches", False))
+    size = getattr(shard, "batch_size", None)
+    if isinstance(size, int) and split and isinstance(procs, int) and procs > 0:
+        size //= procs
+    st: dict[str, Any] = {"batch_sampler": type(batch_sampler).__name__, "loader": "accelerate",
+                          "num_replicas": procs, "process_index": getattr(shard, "process_index", None),
+                          "even_batches": bool(getattr(shard, "even_batches", True)), "split_batches": split,
+                          "skip_batches": skipped or 0, "batch_size": size,
+                          "drop_last": bool(getattr(user, "drop_last", getattr(shard, "drop_last", False)))}
+    inner = getattr(user, "sampler", None)
+    if inner is None:
+        return st
+    st["sampler"] = type(inner).__name__
+    shuffle = getattr(inner, "shuffle", None)
+    if isinstance(shuffle, bool):
+        st["shuffle"] = shuffle
+    elif type(inner).__name__ == "SequentialSampler":
+        st["shuffle"] = False
+    elif any(c.__name__ == "RandomSampler" for c in type(inner).__mro__):
+        st["shuffle"] = True
+    seed = getattr(inner, "seed", getattr(inner, "initial_seed", None))
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        st["seed"] = seed
+    for k, key in (("epoch", "epoch"), ("num_replicas", "sampler_num_replicas"), ("rank", "sampler_rank")):
+        v = getattr(inner, k, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            st[key] = v
+    return st
+
+
 def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
-    """Plain settings of the sampler under ``batch_sampler`` (what a resumed run must match)."""
+    """Plain settings of the sampler under ``batch_sampler`` (what a resumed run must match); for a batch
+    sampler accelerate built, :func:`_accelerate_state`."""
+    acc = _accelerate_state(batch_sampler)
+    if acc is not None:
+        return acc
     inner = getattr(batch_sampler, "sampler", None)
     st: dict[str, Any] = {"batch_sampler": type(batch_sampler).__name__,
                           "batch_size": getattr(batch_sampler, "batch_size", None),
@@ -352,7 +423,8 @@ def _record_accelerate(dl: Any, out_dir: str | Path, rank: int | None, **kw: Any
                          "sends each process a slice of the tensors) has no per-process row indices; prepare with "
                          "dispatch_batches=False (DataLoaderConfiguration) to record each process's rows")
     inner = dl.batch_sampler
-    process = getattr(inner, "process_index", None)
+    shard, _user, _skipped = _accelerate_chain(inner)  # skip_first_batches: the shard under its SkipBatchSampler
+    process = getattr(shard, "process_index", None)
     if rank is None:
         rank = process if isinstance(process, int) else 0
     elif isinstance(process, int) and rank != process:

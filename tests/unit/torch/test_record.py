@@ -297,3 +297,26 @@ def test_prepare_of_the_recording_loader_is_refused_over_several_processes(tmp_p
     with pytest.raises(UsageError, match=r"record_batches\(accelerator.prepare\(loader\), folder\)"):
         list(_shard(rec, 2, 1))
     assert not rank_file(tmp_path / "two", 0).exists()
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_skip_first_batches_of_a_prepared_loader_records_under_its_process_index(tmp_path, accelerate_state, index):
+    """A resume: record_batches(skip_first_batches(prepared, 3), start_step=3) records process ``index``'s
+    batches after its first 3, under rank ``index`` (its SkipBatchSampler hides the BatchSamplerShard's
+    process_index one level down), and its #state names accelerate's loader and the skipped batches."""
+    from accelerate.data_loader import skip_first_batches
+    from torch.utils.data import DistributedSampler
+    n, b = 40, 4
+    sampler = DistributedSampler(list(range(n)), num_replicas=1, rank=0, shuffle=True, seed=3)
+    dl = _shard(DataLoader(list(range(n)), batch_size=b, sampler=sampler), 2, index)
+    loader = record_batches(skip_first_batches(dl, 3), tmp_path, start_step=3)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(3)).tolist()
+    want = [order[i:i + b] for i in range(0, n, b)][index::2][3:]
+    assert [x.tolist() for x in loader] == want
+    led = read_ledger(tmp_path)
+    assert list(led.batches) == [index]
+    assert _micro(led, index) == [(3 + k, 0, w) for k, w in enumerate(want)]
+    st = led.states[index][0]
+    assert (st["loader"], st["num_replicas"], st["process_index"], st["rank"], st["skip_batches"], st["batch_size"],
+            st["seed"], st["shuffle"], st["even_batches"], st["split_batches"]) == (
+        "accelerate", 2, index, index, 3, b, 3, True, True, False)
