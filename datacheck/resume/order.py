@@ -38,6 +38,12 @@ lost), ``rewind`` (an earlier step of the epoch), ``skip_ahead`` (a later one: b
 epoch's permutation: the sampler's epoch was lost, ``set_epoch`` not called), ``world_size_changed``
 (the step of a plan with the segment's own ``num_replicas``), or ``unknown``.
 
+**accelerate's unseeded RandomSampler** (``DataLoader(shuffle=True)`` prepared without
+``use_seedable_sampler``: accelerate seeds its generator from the process's torch RNG, and the ledger records
+no seed): the permutation is not simulated, so no segment is located and no divergent step is judged; the
+visits of an epoch are judged by count (:func:`_unplaced_visits`): more rows visited twice than the plan's
+``even_batches`` padding repeats, or more rows unseen than its ``drop_last`` drops.
+
 **OLMo's ledgers** (``<step>\t<index>...`` per rank, the step OLMo's 1-based ``global_step``; its order
 is OLMo's own global permutation, which datacheck does not simulate): without ``[batch]``, only the
 visit counts are judged (every row at most once per epoch of ``n_rows // global batch`` steps; up to
@@ -265,6 +271,13 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     if spe == 0:
         raise UsageError(f"the plan has no step: {n_rows} rows under batch_size {batch.batch_size}")
     ws = batch.world_size
+    simulated = not _unseeded_shuffle(led, batch)
+    if not simulated:
+        notes.append("the ledger's accelerate loader shuffles with a RandomSampler whose generator accelerate seeds "
+                     "from the process's torch RNG (no seed recorded): its order is not simulated, so no divergent "
+                     "step is judged; visits are judged by count (the even_batches padding repeats, and drop_last "
+                     "drops, as many rows as planned, which ones is not known); use_seedable_sampler=True with a "
+                     "data_seed, or a DistributedSampler(num_replicas=1, seed=...), makes the order checkable")
     plan_info = {"source": plan_source, "n_rows": n_rows, "batch_size": batch.batch_size, "world_size": ws,
                  "grad_accum": batch.grad_accum, "drop_last": batch.drop_last, "seed": batch.seed,
                  "shuffle": batch.shuffle, "steps_per_epoch": spe, "first_step": first,
@@ -312,7 +325,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             seg: dict[str, Any] = {"rank": r, "start_step": start, "epoch": st.get("epoch"), "kind": kind,
                                    "changed": changed, "order": None, "located": None}
             rows = tuple(steps.get(start, {}).get(r, ()))
-            if rows:
+            if rows and simulated:
                 if start - first < 0:
                     seg["order"] = "unknown"
                 else:
@@ -328,7 +341,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             prev = st
 
     # --- the first step leaving the plan
-    for s in sorted(steps):
+    for s in sorted(steps) if simulated else ():
         if s < first:
             continue
         e, k = pos(s)
@@ -366,6 +379,18 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     for e in sorted(per_epoch):
         got = np.bincount(np.concatenate(per_epoch[e]), minlength=n_rows)[:n_rows]
         want = plans.counts(e)
+        if not simulated:  # how many rows are repeated or dropped is known, not which: count them
+            more, never = _unplaced_visits(got, want)
+            if more:
+                by_twice[str(e)] = more
+                extra += max(0, int(np.maximum(got - 1, 0).sum() - np.maximum(want - 1, 0).sum()))
+                twice_rows.extend(int(x) for x in np.flatnonzero(got >= 2)[:FIRST_IDS])
+            if e in done_epochs:
+                completed.append(e)
+                if never:
+                    by_never[str(e)] = never
+                    never_rows.extend(int(x) for x in np.flatnonzero(got == 0)[:FIRST_IDS])
+            continue
         over = np.flatnonzero((got > want) & (got >= 2))
         if over.size:
             by_twice[str(e)] = int(over.size)
@@ -419,6 +444,26 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             len(v.rank_skew), skew=v.rank_skew))
     return v
 
+
+
+def _unseeded_shuffle(led: Ledger, batch: BatchSection) -> bool:
+    """Whether the plan is accelerate's and the ledger's first ``#state`` records a shuffling ``RandomSampler``
+    without a seed: ``accelerator.prepare`` of ``DataLoader(shuffle=True)`` without ``use_seedable_sampler``
+    gives it a generator seeded from the process's torch RNG, so its permutation is not the plan's."""
+    st = _first_state(led)
+    return (batch.loader == "accelerate" and st is not None and st.get("loader") == "accelerate"
+            and st.get("sampler") == "RandomSampler" and st.get("seed") is None and batch.shuffle)
+
+
+def _unplaced_visits(got: np.ndarray, want: np.ndarray) -> tuple[int, int]:
+    """(rows visited more often than any order could plan, rows left unseen beyond what any order leaves)
+    of one epoch whose permutation is unknown: the plan under any permutation repeats ``#(want >= 2)`` rows
+    (the even_batches padding, at most ``max(want)`` visits each) and leaves ``#(want == 0)`` unseen
+    (drop_last); which rows those are depends on the permutation, how many does not."""
+    cap = int(want.max()) if want.size else 1
+    over = max(int((got >= 2).sum()) - int((want >= 2).sum()), int((got > max(cap, 1)).sum()), 0)
+    never = max(int((got == 0).sum()) - int((want == 0).sum()), 0)
+    return over, never
 
 
 def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int) -> tuple[dict[int, list[np.ndarray]], set[int]]:

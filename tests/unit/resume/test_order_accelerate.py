@@ -133,3 +133,71 @@ def test_a_resume_that_restarts_the_epoch_is_found(tmp_path):
     trained = np.bincount([i for shard in ref for mb in shard[:GA] + shard for i in mb], minlength=N)
     over = np.flatnonzero((trained > planned) & (trained >= 2))
     assert v.seen_twice["count"] == len(over) > 0 and v.seen_twice["rows"] == over[:20].tolist()
+
+
+def _random_run(folder, restart: bool = False) -> list[list[list[list[int]]]]:
+    """``DataLoader(rows, 4, shuffle=True)`` prepared for each process (a RandomSampler: accelerate gives it a
+    generator seeded from torch's RNG, the same on every process of a real run, where accelerate synchronises
+    it; here ``torch.manual_seed(11)`` before each process's prepare), two epochs. ``restart``: process ``p``
+    trains 3 micro-batches, dies, and the resumed run trains epoch 0 again from its first batch at step 1."""
+    from accelerate.data_loader import prepare_data_loader
+    from torch.utils.data import DataLoader
+    seen = []
+    for p in range(P):
+        torch.manual_seed(11)
+        dl = prepare_data_loader(DataLoader(list(range(N)), batch_size=BS, shuffle=True), num_processes=P,
+                                 process_index=p)
+        if restart:
+            it = iter(record_batches(dl, folder, grad_accum=GA))
+            for _ in range(3):
+                next(it)
+            del it
+            flush_ledgers()
+            torch.manual_seed(11)  # the resumed process: a fresh prepare, the same generator seed
+            dl = prepare_data_loader(DataLoader(list(range(N)), batch_size=BS, shuffle=True), num_processes=P,
+                                     process_index=p)
+            loader = record_batches(dl, folder, grad_accum=GA, start_step=1)
+        else:
+            loader = record_batches(dl, folder, grad_accum=GA)
+        seen.append([[b.tolist() for b in loader] for _ in range(1 if restart else 2)])
+    flush_ledgers()
+    return seen
+
+
+def test_an_unseeded_random_sampler_is_judged_by_visit_counts(tmp_path):
+    """accelerate's RandomSampler (shuffle=True, no seedable sampler): its permutation is not simulated, so no
+    divergent step is judged (a note says why) and the even_batches padding (6 rows trained twice per epoch,
+    which ones the permutation decides) is no order.seen_twice; a resume that restarts the epoch trains more
+    rows twice than any permutation pads: order.seen_twice, counted from the batches each process was given."""
+    seen = _random_run(tmp_path / "clean")
+    per_epoch = [np.bincount([i for s in seen for mb in s[e] for i in mb], minlength=N) for e in range(2)]
+    padded = 14 * BS - N
+    assert all((c == 2).sum() == padded and c.min() == 1 for c in per_epoch)
+    v = verify_order(read_ledger(tmp_path / "clean"), None, N)
+    assert v.findings == [] and v.first_divergent_step is None, v.findings
+    assert any("RandomSampler" in n and "not simulated" in n for n in v.notes)
+    assert v.never_seen["completed_epochs"] == [0, 1]
+    seen = _random_run(tmp_path / "restart", restart=True)
+    trained = np.bincount([i for s in seen for mb in s[0][:GA] + s[0] for i in mb], minlength=N)
+    v = verify_order(read_ledger(tmp_path / "restart"), None, N)
+    assert [f.check for f in v.findings] == ["order.seen_twice"]
+    assert v.seen_twice["count"] == int((trained >= 2).sum()) - padded > 0
+
+
+def test_accelerates_seedable_sampler_is_planned_from_its_data_seed(tmp_path):
+    """use_seedable_sampler with data_seed 5 (accelerate's SeedableRandomSampler: randperm of a generator
+    seeded data_seed + epoch, the DistributedSampler(num_replicas=1, seed=5) order): the ledger records seed 5
+    and the run is the plan, both epochs."""
+    from accelerate.data_loader import prepare_data_loader
+    from torch.utils.data import DataLoader
+    for p in range(P):
+        dl = prepare_data_loader(DataLoader(list(range(N)), batch_size=BS, shuffle=True), num_processes=P,
+                                 process_index=p, use_seedable_sampler=True, data_seed=5)
+        loader = record_batches(dl, tmp_path, grad_accum=GA)
+        for e in range(2):
+            assert [b.tolist() for b in loader] == reference_shards(N, P, BS, 5, e)[p]
+    flush_ledgers()
+    led = read_ledger(tmp_path)
+    assert led.states[0][0]["sampler"] == "SeedableRandomSampler" and led.states[0][0]["seed"] == 5
+    v = verify_order(led, None, N)
+    assert v.findings == [] and v.first_divergent_step is None and v.plan["seed"] == 5, v.findings
