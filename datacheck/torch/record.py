@@ -186,7 +186,8 @@ class RecordingBatchSampler:
         rank: this process's data-parallel rank.
         grad_accum: micro-batches per optimizer step.
         start_step: the step of the next batch (a resumed trainer passes its restored global step);
-            None: continue after the last complete step of an existing ledger, else 0.
+            None: continue after the last complete step of an existing ledger (an epoch's last step,
+            which holds the remainder micro-batches, is complete), else 0.
         epoch: the epoch of the next iteration; None: the inner sampler's ``epoch`` attribute
             (``DistributedSampler.set_epoch``) when it has one, else counted from the ledger.
         flush_every: the most micro-batches held before a write (a step's lines are written when the
@@ -234,6 +235,7 @@ class RecordingBatchSampler:
         _LIVE.add(self)
         last: LedgerBatch | None = None
         last_epoch = None
+        states: list[dict[str, Any]] = []
         if self.path.exists():
             led = read_ledger(self.path.parent)
             if led.format != "datacheck":
@@ -247,7 +249,8 @@ class RecordingBatchSampler:
             if last is None:
                 start_step = 0
             else:  # after the last complete step (a partial step is re-recorded from its start)
-                done = last.micro_batch is not None and last.micro_batch == grad_accum - 1
+                done = last.micro_batch is not None and (last.micro_batch == grad_accum - 1
+                                                         or _ends_epoch(last, states, grad_accum))
                 start_step = last.step + 1 if done else last.step
         self.next_step, self.next_micro = start_step, 0
         self._committed = (start_step, 0)  # (step, micro-batch) after the last batch the loop received
@@ -372,6 +375,21 @@ class RecordingBatchSampler:
                 self.next_step, self.next_micro = self.next_step + 1, 0
 
 
+def _ends_epoch(last: LedgerBatch, states: list[dict[str, Any]], grad_accum: int) -> bool:
+    """Whether ``last`` (a rank's last recorded micro-batch) is the last micro-batch of its epoch: the
+    iteration its ``#state`` line describes (``start_step``, ``batches`` micro-batches, its ``grad_accum``
+    the same as ``grad_accum``) ends with it, so its step is complete though it holds fewer than
+    ``grad_accum`` micro-batches (the trainer steps on the remainder)."""
+    st = next((x for x in reversed(states) if isinstance(x.get("start_step"), int) and x["start_step"] <= last.step),
+              None)
+    if st is None or st.get("grad_accum") != grad_accum or not isinstance(st.get("batches"), int):
+        return False
+    batches, start = st["batches"], st["start_step"]
+    steps = -(-batches // grad_accum)
+    return (batches > 0 and last.step == start + steps - 1
+            and last.micro_batch == batches - grad_accum * (steps - 1) - 1)
+
+
 def _accelerate_processes() -> int:
     """How many processes accelerate's ``PartialState`` shards data over in this process (1 when accelerate
     was never imported or its state is not initialized; accelerate is never imported here)."""
@@ -458,7 +476,8 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
             otherwise 0).
         grad_accum: micro-batches per optimizer step.
         start_step: the step of the next batch (a resumed trainer's restored global step); default:
-            continue the existing ledger after its last complete step, else 0.
+            continue the existing ledger after its last complete step (an epoch's last step with the
+            remainder micro-batches is complete), else 0.
         epoch: the epoch (default: the sampler's ``epoch``, else counted).
         flush_every: the most micro-batch lines held before a write (each complete step is written
             at once; see the module docstring for every other write).

@@ -94,7 +94,8 @@ def _crash(folder, p: int, micro_batches: int) -> None:
 def test_a_resume_through_skip_first_batches_continues_the_plan(tmp_path):
     """Each process dies after 3 micro-batches (step 0 done, step 1 half done); the resumed run restores
     step 1, skips its 2 trained batches with ``skip_first_batches`` and records from step 1 on; epoch 1
-    follows (``set_epoch(1)``) from step 4. Every process, step and row is accelerate's."""
+    follows (``set_epoch(1)``, a recorder of its own) from step 4. Every process, step and row is
+    accelerate's."""
     from accelerate.data_loader import skip_first_batches
     for p in range(P):
         _crash(tmp_path, p, 3)
@@ -103,7 +104,7 @@ def test_a_resume_through_skip_first_batches_continues_the_plan(tmp_path):
         resumed = record_batches(skip_first_batches(dl, 1 * GA), tmp_path, grad_accum=GA, start_step=1)
         assert [b.tolist() for b in resumed] == reference_shards(N, P, BS, SEED, 0)[p][GA:]
         dl.set_epoch(1)
-        nxt = record_batches(dl, tmp_path, grad_accum=GA, start_step=SPE)
+        nxt = record_batches(dl, tmp_path, grad_accum=GA)  # continues after the epoch's last step, SPE - 1
         assert [b.tolist() for b in nxt] == reference_shards(N, P, BS, SEED, 1)[p]
     flush_ledgers()
     led = read_ledger(tmp_path)

@@ -320,3 +320,18 @@ def test_skip_first_batches_of_a_prepared_loader_records_under_its_process_index
     assert (st["loader"], st["num_replicas"], st["process_index"], st["rank"], st["skip_batches"], st["batch_size"],
             st["seed"], st["shuffle"], st["even_batches"], st["split_batches"]) == (
         "accelerate", 2, index, index, 3, b, 3, True, True, False)
+
+
+def test_a_new_recorder_after_an_epoch_ending_mid_step_starts_the_next_step(tmp_path):
+    """7 micro-batches of 4 rows under grad_accum 2: the epoch's last step (3) holds one micro-batch and is
+    complete (the trainer steps on the remainder), so the next recorder on the folder starts at step 4; a run
+    cut inside a step (5 of the 7 micro-batches) is still continued at that step's start."""
+    bs = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(range(28)), batch_size=4, drop_last=False)
+    list(record_batches(bs, tmp_path / "whole", grad_accum=2))
+    nxt = record_batches(bs, tmp_path / "whole", grad_accum=2)
+    assert nxt.next_step == -(-7 // 2) == 4
+    it = iter(record_batches(bs, tmp_path / "cut", grad_accum=2))
+    for _ in range(5):
+        next(it)
+    it.close()
+    assert record_batches(bs, tmp_path / "cut", grad_accum=2).next_step == 5 // 2
