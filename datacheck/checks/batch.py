@@ -349,7 +349,8 @@ def small_tail(dctx: Any) -> Iterable[Finding | Skipped]:
 
 @check("batch.wraparound", layouts=lay.ANY, level="dataset", facts=_FACTS, reasons=_REASONS)
 def wraparound(dctx: Any) -> Iterable[Finding | Skipped]:
-    """``batch.wraparound``: DistributedSampler repeats rows to pad the epoch."""
+    """``batch.wraparound``: DistributedSampler (or accelerate's ``even_batches``, ``[batch] loader =
+    "accelerate"``) repeats rows to pad the epoch."""
     order, skip = dataset_order(dctx, "batch.wraparound")
     if order is None:
         yield skip  # type: ignore[misc]
@@ -361,6 +362,13 @@ def wraparound(dctx: Any) -> Iterable[Finding | Skipped]:
                                f"row(s)) per epoch to split {order.n_batches} batches evenly over {ws} ranks"),
                       details={"repeats_per_epoch": order.repeats, "repeated_batches": order.repeated_batches,
                                "batches_per_epoch": order.n_batches})
+    elif order.repeats and dctx.cfg.batch.loader == "accelerate":
+        ws = dctx.cfg.batch.world_size
+        yield finding("batch.wraparound", count=order.repeats,
+                      message=(f"accelerate's even_batches repeats {order.repeats} row(s) of the epoch's first batches "
+                               f"per epoch to give each of {ws} process(es) as many full batches ({order.n_rows} "
+                               "rows); drop_last or even_batches = false avoids it"),
+                      details={"repeats_per_epoch": order.repeats, "rows_per_rank": order.per_rank})
     elif order.repeats:
         ws = dctx.cfg.batch.world_size
         yield finding("batch.wraparound", count=order.repeats,

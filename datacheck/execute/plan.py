@@ -343,7 +343,8 @@ class BatchPlan:
         Keys: ``rows``, ``shards``, ``split`` (the split planned, None without splits),
         ``other_splits`` (``{name: shards}`` of the splits left out), ``world_size``, ``batch_size``, ``grad_accum``, ``global_batch``
         (batch_size x world_size x grad_accum, rows per full optimizer step), ``drop_last``,
-        ``shuffle``, ``seed``, ``epoch``, ``epochs``, ``rows_per_rank``, ``micro_batches_per_rank``,
+        ``shuffle``, ``seed``, ``epoch``, ``epochs``, ``loader`` (``torch`` or ``accelerate``, with
+        ``even_batches`` and ``split_batches``), ``rows_per_rank``, ``micro_batches_per_rank``,
         ``steps_per_epoch``, ``last_step_micro_batches`` (micro-batches of the last step per rank),
         ``last_batch_rows`` (per rank), ``wraparound_repeats`` (per epoch), and ``supervised``
         (tokens per (step, rank, micro-batch): ``min``, ``p1``, ``zero`` = how many are 0, ``count``,
@@ -367,7 +368,10 @@ class BatchPlan:
             "last_step_micro_batches": (mbs - (o.steps - 1) * b.grad_accum) if mbs else 0,
             "last_batch_rows": [len(m[-1]) if m else 0 for m in o.ranks], "wraparound_repeats": o.repeats,
             "supervised": None, "max_tokens": b.max_tokens, "token_budget": None,
+            "loader": "accelerate" if b.loader == "accelerate" else "torch",
         }
+        if b.loader == "accelerate":
+            out.update(even_batches=b.even_batches, split_batches=b.split_batches)
         if o.max_tokens is not None and self.lengths is not None:
             lens = self.lengths
             padded = np.array([len(idx) * int(lens[idx].max()) for m in o.ranks for idx in m if len(idx)],
@@ -651,7 +655,7 @@ def _spans_of_prefixes(prefixes: list[str], space: RowSpace) -> list[ShardSpan]:
 
 
 def loader_of(space: RowSpace, cfg: Config) -> str:
-    """Whose order the plan simulates: ``megatron`` or ``torch`` (``[batch] loader``; ``auto``:
+    """Whose order the plan simulates: ``megatron``, ``accelerate`` or ``torch`` (``[batch] loader``; ``auto``:
     ``megatron`` when every planned shard is a Megatron ``.bin``/``.idx`` pair, ``torch`` when none is).
 
     Raises:
@@ -662,8 +666,8 @@ def loader_of(space: RowSpace, cfg: Config) -> str:
     formats = [sp.format for sp in space.shards]
     meg = [sp.path for sp, f in zip(space.shards, formats) if f == "megatron"]
     other = [sp.path for sp, f in zip(space.shards, formats) if f != "megatron"]
-    if cfg.batch.loader == "torch":
-        return "torch"
+    if cfg.batch.loader in ("torch", "accelerate"):
+        return cfg.batch.loader
     if cfg.batch.loader == "megatron":
         if other:
             raise UsageError(f"[batch] loader = \"megatron\", but {other[0]}{f' and {len(other) - 1} more' if len(other) > 1 else ''} "

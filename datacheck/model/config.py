@@ -51,6 +51,8 @@ _LIMIT_KEYS = {"max_member_bytes": MAX_MEMBER_BYTES, "max_record_bytes": MAX_REC
 #: the ``[dataset]`` keys left out of the config hash at their default: the reader limits, and
 #: ``infer_splits`` (the splits it infers enter the hash as ``[splits]``)
 _OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {**_LIMIT_KEYS, "infer_splits": True}
+#: the ``[batch]`` keys added after config hashes were first recorded: at their default they stay out of it
+_BATCH_OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {"loader": "auto", "even_batches": True, "split_batches": False}
 
 
 #: the most ids a list of token ids in the config may hold (a response template or the end-of-turn
@@ -282,7 +284,10 @@ class BatchSection(_Section):
     plan covers epochs ``0 .. epochs-1``; ``set_epoch(e)`` reseeds the shuffle). ``max_tokens``:
     token-budget batching (a micro-batch holds rows until their tokens would exceed it). ``loader``:
     whose order the plan follows; Megatron's (``[megatron]``, :class:`MegatronSection`) reads
-    ``batch_size``, ``world_size`` and ``grad_accum`` only.
+    ``batch_size``, ``world_size`` and ``grad_accum`` only; accelerate's (``accelerator.prepare`` of a
+    DataLoader: one order of the whole dataset whose batches ``BatchSamplerShard`` deals to the
+    ``world_size`` processes, :func:`datacheck.model.order.accelerate_shards`) reads ``even_batches`` and
+    ``split_batches`` too.
     """
 
     batch_size: int | None = Field(default=None, gt=0, le=MAX_BATCH_ROWS, description="rows per micro-batch per device")
@@ -295,12 +300,32 @@ class BatchSection(_Section):
     shuffle: bool = True
     epochs: int = Field(default=1, gt=0, le=MAX_EPOCHS)
     max_tokens: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token budget per micro-batch")
-    loader: Literal["auto", "torch", "megatron"] = Field(default="auto", description=(
-        "whose order `datacheck plan` and `trace` simulate: `torch` (DistributedSampler + BatchSampler over the "
-        "rows), `megatron` (Megatron-LM's GPTDataset samples cut across documents, handed out by "
-        "MegatronPretrainingSampler: `[megatron]`; `batch_size` is the micro-batch size, `world_size` the "
-        "data-parallel size), or `auto`: `megatron` when the planned shards are Megatron .bin/.idx pairs, "
-        "else `torch`"))
+    loader: Literal["auto", "torch", "megatron", "accelerate"] = Field(default="auto", description=(
+        "whose order `datacheck plan`, `trace` and `order verify` simulate: `torch` (DistributedSampler + "
+        "BatchSampler over the rows, dealt row by row to the ranks), `megatron` (Megatron-LM's GPTDataset "
+        "samples cut across documents, handed out by MegatronPretrainingSampler: `[megatron]`; `batch_size` is "
+        "the micro-batch size, `world_size` the data-parallel size), `accelerate` (a DataLoader passed to "
+        "`accelerator.prepare`: one order of all rows, seeded as DistributedSampler(num_replicas=1) or "
+        "accelerate's seedable sampler with `seed`, cut into batches that accelerate's BatchSamplerShard deals "
+        "whole to the `world_size` processes, batch k to process k % world_size; `even_batches`, "
+        "`split_batches`), or `auto`: `megatron` when the planned shards are Megatron .bin/.idx pairs, "
+        "`accelerate` in `order verify` when the ledger recorded an accelerate-prepared loader, else `torch`"))
+    even_batches: bool = Field(default=True, description=(
+        "loader `accelerate`: accelerate's `even_batches` (DataLoaderConfiguration; default true): the last "
+        "round of batches is completed with rows from the epoch's start, so every process gets as many full "
+        "batches (those rows are trained twice in the epoch); false: the last batch stays short and some "
+        "processes get one batch fewer"))
+    split_batches: bool = Field(default=False, description=(
+        "loader `accelerate`: accelerate's `split_batches` (DataLoaderConfiguration; default false): each batch "
+        "of the DataLoader (`batch_size` x `world_size` rows) is cut into `world_size` slices of `batch_size`, "
+        "slice p to process p, instead of whole batches dealt in turn"))
+
+    @model_validator(mode="after")
+    def _accelerate_batches(self) -> "BatchSection":
+        if self.loader == "accelerate" and self.max_tokens is not None:
+            raise ValueError("loader = \"accelerate\" with max_tokens: accelerate's dealing of token-budget batches "
+                             "is not simulated; give batch_size without max_tokens, or loader = \"torch\"")
+        return self
 
 
 #: Megatron-LM's ``--split`` when a run gives ``--data-path`` without one (megatron/training/arguments.py,
@@ -565,14 +590,15 @@ class Config(_Section):
     def hash(self) -> str:
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``.
         ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
-        reader limits of ``[dataset]``, ``infer_splits``, ``[batch] loader`` and ``[megatron]`` enter only when
-        set to a value other than their default."""
+        reader limits of ``[dataset]``, ``infer_splits``, ``[batch] loader``, ``even_batches``,
+        ``split_batches`` and ``[megatron]`` enter only when set to a value other than their default."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})
         for key, default in _OUT_OF_HASH_AT_DEFAULT.items():
             if doc["dataset"].get(key) == default:
                 del doc["dataset"][key]
-        if doc["batch"].get("loader") == "auto":  # keys added later: a config that leaves them keeps its hash
-            del doc["batch"]["loader"]
+        for key, default in _BATCH_OUT_OF_HASH_AT_DEFAULT.items():  # keys added later: a config that leaves
+            if doc["batch"].get(key) == default:                      # them at their default keeps its hash
+                del doc["batch"][key]
         if doc.get("megatron") == MegatronSection().model_dump(mode="json", by_alias=True):
             del doc["megatron"]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))

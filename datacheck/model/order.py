@@ -18,6 +18,19 @@ partial step (fewer micro-batches) still counts as a step (Hugging Face ``Traine
 step on the remainder). Steps are numbered from 0 over the whole run: global step ``N`` is step
 ``N % steps_per_epoch`` of epoch ``N // steps_per_epoch`` (every epoch has the same number of steps).
 
+With ``[batch] loader = "accelerate"`` (a DataLoader passed to ``accelerator.prepare``) the order is
+Hugging Face accelerate's (``accelerate/data_loader.py``, ``prepare_data_loader``): ONE order of all the
+rows for the whole run, ``DistributedSampler(rows, num_replicas=1, rank=0, shuffle, seed)`` (the same
+permutation as accelerate's ``SeedableRandomSampler`` with ``data_seed = seed``: ``randperm(n_rows)`` of a
+generator seeded ``seed + epoch``; the rows in order without ``shuffle``), cut by
+``BatchSampler(loader batch, drop_last)`` into the DataLoader's batches, which ``BatchSamplerShard``
+deals to the ``world_size`` processes (:func:`accelerate_shards`): batch ``k`` to process ``k %
+world_size`` (``split_batches`` false; the loader batch is ``batch_size``), or slice ``p`` of every batch
+of ``batch_size x world_size`` rows to process ``p`` (``split_batches`` true). ``even_batches`` (accelerate's
+default) completes the last round with rows from the epoch's start so every process gets as many full
+batches; ``drop_last`` drops a last round that is not full. accelerate sets the sampler's epoch to the
+loader's iteration count, so epoch ``e`` is seeded ``seed + e`` as with torch.
+
 With ``[batch] max_tokens`` (token-budget batching) the micro-batches of each rank are those of
 :class:`datacheck.model.budget.TokenBudgetBatchSampler` (fairseq's ``batch_by_size``: rows sorted by
 length, filled up to ``max_tokens`` padded tokens, at most ``batch_size`` rows when that is set,
@@ -36,7 +49,7 @@ from datacheck.model.config import BatchSection
 from datacheck.model.errors import UsageError
 from datacheck.model.torchdep import require_torch
 
-__all__ = ["EpochOrder", "epoch_order", "micro_batch_sizes", "steps_text"]
+__all__ = ["EpochOrder", "epoch_order", "accelerate_shards", "micro_batch_sizes", "steps_text"]
 
 
 class _Rows:
@@ -93,8 +106,9 @@ class EpochOrder:
 
     @property
     def micro_batches(self) -> int:
-        """Micro-batches per rank in the epoch (equal on every rank)."""
-        return len(self.ranks[0]) if self.ranks else 0
+        """Micro-batches per rank in the epoch: equal on every rank, but for accelerate's
+        ``even_batches = false``, where some processes get one batch fewer (the most of any rank)."""
+        return max((len(mbs) for mbs in self.ranks), default=0)
 
     @property
     def steps(self) -> int:
@@ -106,8 +120,8 @@ class EpochOrder:
         (``micro_batch`` is the index within the step, 0 .. grad_accum-1)."""
         if not 0 <= s < self.steps:
             raise UsageError(f"step {s} is outside epoch {self.epoch}, which has {steps_text(0, self.steps - 1)}")
-        lo, hi = s * self.grad_accum, min((s + 1) * self.grad_accum, self.micro_batches)
-        return [(r, m - lo, mbs[m]) for r, mbs in enumerate(self.ranks) for m in range(lo, hi)]
+        lo, hi = s * self.grad_accum, (s + 1) * self.grad_accum
+        return [(r, m - lo, mbs[m]) for r, mbs in enumerate(self.ranks) for m in range(lo, min(hi, len(mbs)))]
 
 
 def _sampler_indices(torch: Any, n_rows: int, batch: BatchSection, rank: int, epoch: int) -> list[list[int]]:
@@ -133,6 +147,112 @@ def _token_order(n_rows: int, batch: BatchSection, epoch: int, lengths: np.ndarr
                       repeated_batches=abs(per_rank_batches * ws - n_batches), over_budget=tuple(s.over_budget))
 
 
+def accelerate_shards(batches: list[list[int]], num_processes: int, process_index: int, *, batch_size: int,
+                      drop_last: bool, even_batches: bool = True, split_batches: bool = False) -> list[list[int]]:
+    """The batches process ``process_index`` of ``num_processes`` gets from the DataLoader's batches
+    ``batches`` under accelerate's ``BatchSamplerShard`` (accelerate 1.x ``data_loader.py``,
+    ``_iter_with_no_split`` / ``_iter_with_split``, followed statement by statement; pure Python, no
+    accelerate import).
+
+    Without ``split_batches``: batch ``k`` goes to process ``k % num_processes``, each round of
+    ``num_processes`` batches yielded only once its last batch is full; then, unless ``drop_last``:
+    with ``even_batches`` the last round is completed from the rows of the epoch's first
+    ``num_processes`` batches (cycled when they hold fewer than ``num_processes x batch_size`` rows), a
+    short last batch filled up to ``batch_size`` from them and every missing batch of the round made of
+    them; without it the last batch (short or not) goes to its process and the others get none. With
+    ``split_batches``: each full batch of ``batch_size`` rows is cut into ``num_processes`` slices,
+    slice ``p`` to process ``p``; a short last batch is completed from the epoch's first batch
+    (``even_batches``) or sliced as it is (a process past its end gets nothing).
+
+    Args:
+        batches: the DataLoader's batches of one epoch (lists of global row indices), in order.
+        num_processes: accelerate's ``num_processes`` (>= 1).
+        process_index: the process (0-based).
+        batch_size: the DataLoader's batch size (the ``BatchSampler``'s: rows of a full batch).
+        drop_last: the DataLoader's ``drop_last``.
+        even_batches: accelerate's ``even_batches``.
+        split_batches: accelerate's ``split_batches`` (``batch_size`` a multiple of ``num_processes``).
+
+    Returns:
+        The process's batches, in order (lists of global row indices; a row may repeat across them).
+    """
+    P, p, bs = num_processes, process_index, batch_size
+    out: list[list[int]] = []
+    if split_batches:
+        width = bs // P
+        initial: list[int] = []
+        last: list[int] = []
+        for idx, b in enumerate(batches):
+            if idx == 0:
+                initial = list(b)
+            last = list(b)
+            if len(b) == bs:
+                out.append(last[width * p: width * (p + 1)])
+        if not drop_last and initial and len(last) < bs:
+            if not even_batches:
+                if len(last) > width * p:
+                    out.append(last[width * p: width * (p + 1)])
+            else:
+                while len(initial) < bs:
+                    initial = initial + initial
+                full = last + initial
+                out.append(full[width * p: width * (p + 1)])
+        return out
+    first_rows: list[int] = []
+    to_yield: list[int] | None = None
+    batch: list[int] = []
+    idx = -1
+    for idx, b in enumerate(batches):
+        batch = list(b)
+        if not drop_last and idx < P:
+            first_rows += batch
+        if idx % P == p:
+            to_yield = batch
+        if idx % P == P - 1 and len(batch) == bs:
+            out.append(to_yield if to_yield is not None else [])
+            to_yield = None
+    if not drop_last and first_rows:
+        if not even_batches:
+            if to_yield:
+                out.append(to_yield)
+        else:
+            if to_yield and len(to_yield) == bs:
+                out.append(to_yield)
+            while len(first_rows) < P * bs:
+                first_rows = first_rows + first_rows
+            if len(batch) == bs:
+                batch, idx = [], idx + 1
+            cycle = 0
+            while idx % P != 0 or len(batch) > 0:
+                end = cycle + bs - len(batch)
+                batch = batch + first_rows[cycle:end]
+                if idx % P == p:
+                    out.append(batch)
+                cycle = end
+                batch, idx = [], idx + 1
+    return out
+
+
+def _accelerate_order(torch: Any, n_rows: int, batch: BatchSection, epoch: int) -> EpochOrder:
+    """:func:`epoch_order` under ``[batch] loader = "accelerate"`` (see the module docstring)."""
+    data = torch.utils.data
+    ws, bs = batch.world_size, int(batch.batch_size or 1)
+    loader_batch = bs * ws if batch.split_batches else bs
+    sampler = data.DistributedSampler(_Rows(n_rows), num_replicas=1, rank=0, shuffle=batch.shuffle, seed=batch.seed,
+                                      drop_last=False)
+    sampler.set_epoch(epoch)
+    batches = list(data.BatchSampler(sampler, batch_size=loader_batch, drop_last=batch.drop_last)) if n_rows else []
+    ranks = tuple(tuple(np.asarray(mb, dtype=np.int64) for mb in
+                        accelerate_shards(batches, ws, p, batch_size=loader_batch, drop_last=batch.drop_last,
+                                          even_batches=batch.even_batches, split_batches=batch.split_batches))
+                  for p in range(ws))
+    parts = [mb for mbs in ranks for mb in mbs]
+    visits = np.bincount(np.concatenate(parts), minlength=n_rows) if parts else np.zeros(n_rows, dtype=np.int64)
+    return EpochOrder(epoch=epoch, n_rows=n_rows, grad_accum=batch.grad_accum, ranks=ranks,
+                      per_rank=max((sum(len(mb) for mb in mbs) for mbs in ranks), default=0),
+                      repeats=int(np.maximum(visits - 1, 0).sum()))
+
+
 def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0, lengths: np.ndarray | None = None) -> EpochOrder:
     """The batches of every rank for one epoch, from torch's samplers (with ``max_tokens``: from
     :class:`~datacheck.model.budget.TokenBudgetBatchSampler`).
@@ -154,6 +274,13 @@ def epoch_order(n_rows: int, batch: BatchSection, epoch: int = 0, lengths: np.nd
     if epoch < 0:
         raise UsageError(f"--epoch {epoch}: epochs are numbered from 0")
     torch = require_torch("the batch plan")
+    if batch.loader == "accelerate":
+        if batch.max_tokens is not None:
+            raise UsageError("[batch] loader = \"accelerate\" with max_tokens: accelerate's dealing of token-budget "
+                             "batches is not simulated; leave max_tokens out (batch_size) or set loader = \"torch\"")
+        if batch.split_batches and batch.batch_size is None:
+            raise UsageError("[batch] split_batches needs batch_size (rows per process of each split batch)")
+        return _accelerate_order(torch, n_rows, batch, epoch)
     if batch.max_tokens is not None:
         if lengths is None:
             raise UsageError("[batch] max_tokens: token-budget batching needs each row's token count, and the "

@@ -1,11 +1,16 @@
 """``datacheck order verify RUN/``: which rows a run actually trained on, across resumes and ranks
 (``order.*``), from its recorded ledger (:mod:`datacheck.io.ledger`: datacheck's ``data-indices/``
 written by ``datacheck.torch.record_batches``, or OLMo's) against the plan of ``[batch]``
-(:func:`datacheck.model.order.epoch_order`: torch's ``DistributedSampler`` + ``BatchSampler``).
+(:func:`datacheck.model.order.epoch_order`: torch's ``DistributedSampler`` + ``BatchSampler``, or, for a
+ledger that ``record_batches`` wrote around a loader ``accelerator.prepare`` returned, accelerate's one
+order whose batches ``BatchSamplerShard`` deals whole to the processes: ``[batch] loader = "accelerate"``).
 
 **The plan.** ``[batch]`` of the config when it sets ``batch_size``; else the sampler settings the
 ledger's first ``#state`` line recorded (``batch_size``, ``num_replicas``, ``seed``, ``shuffle``,
-``drop_last``, ``grad_accum``): the order the run set out to follow. The dataset's row count comes
+``drop_last``, ``grad_accum``; for accelerate also ``loader``, ``even_batches``, ``split_batches``): the
+order the run set out to follow. A config whose ``[batch] loader`` is ``auto`` takes the loader (and
+accelerate's ``even_batches`` and ``split_batches``) from the ledger: a ledger of an accelerate-prepared
+loader is planned as accelerate deals it, never as ``DistributedSampler`` deals rows. The dataset's row count comes
 from ``rows`` (``--rows N``), else from the data (``--data PATH``), else it is the largest recorded
 index + 1 (a note says so: rows past it, never seen, cannot be told apart from rows that do not exist).
 Global step ``s`` of the ledger (``first_step`` is the ledger's first step number: 0 for
@@ -33,6 +38,12 @@ lost), ``rewind`` (an earlier step of the epoch), ``skip_ahead`` (a later one: b
 epoch's permutation: the sampler's epoch was lost, ``set_epoch`` not called), ``world_size_changed``
 (the step of a plan with the segment's own ``num_replicas``), or ``unknown``.
 
+**accelerate's unseeded RandomSampler** (``DataLoader(shuffle=True)`` prepared without
+``use_seedable_sampler``: accelerate seeds its generator from the process's torch RNG, and the ledger records
+no seed): the permutation is not simulated, so no segment is located and no divergent step is judged; the
+visits of an epoch are judged by count (:func:`_unplaced_visits`): more rows visited twice than the plan's
+``even_batches`` padding repeats, or more rows unseen than its ``drop_last`` drops.
+
 **OLMo's ledgers** (``<step>\t<index>...`` per rank, the step OLMo's 1-based ``global_step``; its order
 is OLMo's own global permutation, which datacheck does not simulate): without ``[batch]``, only the
 visit counts are judged (every row at most once per epoch of ``n_rows // global batch`` steps; up to
@@ -55,7 +66,7 @@ from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
 from datacheck.model.order import EpochOrder, epoch_order
 
-__all__ = ["OrderVerdict", "verify_order", "plan_from_ledger", "summary_lines", "ORDER_KINDS", "FIRST_IDS"]
+__all__ = ["OrderVerdict", "verify_order", "plan_from_ledger", "recorded_loader", "summary_lines", "ORDER_KINDS", "FIRST_IDS"]
 
 #: how a segment's recorded order relates to the plan
 #: the loader settings a ledger's ``#state`` line records, compared between a rank's segments
@@ -110,20 +121,38 @@ def _finding(cid: str, message: str, count: int, rows: list[int] | tuple[int, ..
                    details=details, fails_policy=sev == "error", rows_truncated=len(rows) > FIRST_IDS)
 
 
-def plan_from_ledger(led: Ledger) -> BatchSection | None:
-    """The ``[batch]`` settings the ledger's first ``#state`` line recorded (rank 0's, else the lowest
-    rank's), or None when it has none (an OLMo ledger)."""
+def _first_state(led: Ledger) -> dict[str, Any] | None:
+    """The ledger's first ``#state`` line (rank 0's, else the lowest rank's), or None (an OLMo ledger)."""
     for r in led.ranks:
         states = led.states.get(r) or []
         if states:
-            st = states[0]
-            bs = st.get("batch_size")
-            if not isinstance(bs, int) or bs < 1:
-                return None
-            return BatchSection(batch_size=bs, world_size=int(st.get("num_replicas") or 1),
-                                grad_accum=int(st.get("grad_accum") or 1), drop_last=bool(st.get("drop_last")),
-                                seed=int(st.get("seed") or 0), shuffle=bool(st.get("shuffle", True)))
+            return states[0]
     return None
+
+
+def recorded_loader(led: Ledger) -> dict[str, Any]:
+    """The ``[batch]`` loader settings the ledger's first ``#state`` line recorded: ``{"loader":
+    "accelerate", "even_batches": ..., "split_batches": ...}`` for a loader ``accelerator.prepare``
+    returned (``record_batches`` writes ``"loader": "accelerate"``), else ``{}`` (torch's samplers)."""
+    st = _first_state(led)
+    if st is None or st.get("loader") != "accelerate":
+        return {}
+    return {"loader": "accelerate", "even_batches": bool(st.get("even_batches", True)),
+            "split_batches": bool(st.get("split_batches", False))}
+
+
+def plan_from_ledger(led: Ledger) -> BatchSection | None:
+    """The ``[batch]`` settings the ledger's first ``#state`` line recorded (rank 0's, else the lowest
+    rank's; :func:`recorded_loader`), or None when it has none (an OLMo ledger)."""
+    st = _first_state(led)
+    if st is None:
+        return None
+    bs = st.get("batch_size")
+    if not isinstance(bs, int) or bs < 1:
+        return None
+    return BatchSection(batch_size=bs, world_size=int(st.get("num_replicas") or 1),
+                        grad_accum=int(st.get("grad_accum") or 1), drop_last=bool(st.get("drop_last")),
+                        seed=int(st.get("seed") or 0), shuffle=bool(st.get("shuffle", True)), **recorded_loader(led))
 
 
 class _Plans:
@@ -147,8 +176,9 @@ class _Plans:
         o = self.order(epoch, world_size)
         if not 0 <= step < o.steps or rank >= len(o.ranks):
             return None
-        lo, hi = step * o.grad_accum, min((step + 1) * o.grad_accum, o.micro_batches)
-        return tuple(int(g) for m in range(lo, hi) for g in o.ranks[rank][m])
+        mbs = o.ranks[rank]
+        lo, hi = step * o.grad_accum, min((step + 1) * o.grad_accum, len(mbs))
+        return tuple(int(g) for m in range(lo, hi) for g in mbs[m])
 
     def locate(self, rows: tuple[int, ...], epoch: int, world_size: int | None = None) -> tuple[int, int] | None:
         """(rank, in-epoch step) of ``rows`` in ``epoch``'s plan, or None."""
@@ -217,6 +247,11 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
         if batch is None:
             raise UsageError("order verify needs the plan: give --config with [batch] batch_size (and world_size, "
                              "grad_accum, seed, shuffle, drop_last as trained); this ledger records no sampler settings")
+    elif batch.loader == "auto" and recorded_loader(led):
+        batch = batch.model_copy(update=recorded_loader(led))
+        notes.append("[batch] loader is auto and the ledger recorded an accelerate-prepared loader: planned as "
+                     "accelerate deals batches (loader accelerate, even_batches "
+                     f"{str(batch.even_batches).lower()}, split_batches {str(batch.split_batches).lower()} as recorded)")
     if batch.max_tokens is not None:
         raise UsageError("[batch] max_tokens: token-budget batching is not verified by order verify")
     steps = step_indices(led)
@@ -236,9 +271,19 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     if spe == 0:
         raise UsageError(f"the plan has no step: {n_rows} rows under batch_size {batch.batch_size}")
     ws = batch.world_size
+    simulated = not _unseeded_shuffle(led, batch)
+    if not simulated:
+        notes.append("the ledger's accelerate loader shuffles with a RandomSampler whose generator accelerate seeds "
+                     "from the process's torch RNG (no seed recorded): its order is not simulated, so no divergent "
+                     "step is judged; visits are judged by count (the even_batches padding repeats, and drop_last "
+                     "drops, as many rows as planned, which ones is not known); use_seedable_sampler=True with a "
+                     "data_seed, or a DistributedSampler(num_replicas=1, seed=...), makes the order checkable")
     plan_info = {"source": plan_source, "n_rows": n_rows, "batch_size": batch.batch_size, "world_size": ws,
                  "grad_accum": batch.grad_accum, "drop_last": batch.drop_last, "seed": batch.seed,
-                 "shuffle": batch.shuffle, "steps_per_epoch": spe, "first_step": first}
+                 "shuffle": batch.shuffle, "steps_per_epoch": spe, "first_step": first,
+                 "loader": "accelerate" if batch.loader == "accelerate" else "torch"}
+    if batch.loader == "accelerate":
+        plan_info.update(even_batches=batch.even_batches, split_batches=batch.split_batches)
     ledger_info = {"folder": str(led.folder), "format": led.format, "ranks": led.ranks,
                    "steps": len(steps), "first": min(steps), "last": max(steps), "truncated": led.truncated}
     v = OrderVerdict(plan=plan_info, ledger=ledger_info, notes=notes)
@@ -280,7 +325,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             seg: dict[str, Any] = {"rank": r, "start_step": start, "epoch": st.get("epoch"), "kind": kind,
                                    "changed": changed, "order": None, "located": None}
             rows = tuple(steps.get(start, {}).get(r, ()))
-            if rows:
+            if rows and simulated:
                 if start - first < 0:
                     seg["order"] = "unknown"
                 else:
@@ -296,7 +341,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             prev = st
 
     # --- the first step leaving the plan
-    for s in sorted(steps):
+    for s in sorted(steps) if simulated else ():
         if s < first:
             continue
         e, k = pos(s)
@@ -334,6 +379,18 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     for e in sorted(per_epoch):
         got = np.bincount(np.concatenate(per_epoch[e]), minlength=n_rows)[:n_rows]
         want = plans.counts(e)
+        if not simulated:  # how many rows are repeated or dropped is known, not which: count them
+            more, never = _unplaced_visits(got, want)
+            if more:
+                by_twice[str(e)] = more
+                extra += max(0, int(np.maximum(got - 1, 0).sum() - np.maximum(want - 1, 0).sum()))
+                twice_rows.extend(int(x) for x in np.flatnonzero(got >= 2)[:FIRST_IDS])
+            if e in done_epochs:
+                completed.append(e)
+                if never:
+                    by_never[str(e)] = never
+                    never_rows.extend(int(x) for x in np.flatnonzero(got == 0)[:FIRST_IDS])
+            continue
         over = np.flatnonzero((got > want) & (got >= 2))
         if over.size:
             by_twice[str(e)] = int(over.size)
@@ -387,6 +444,26 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             len(v.rank_skew), skew=v.rank_skew))
     return v
 
+
+
+def _unseeded_shuffle(led: Ledger, batch: BatchSection) -> bool:
+    """Whether the plan is accelerate's and the ledger's first ``#state`` records a shuffling ``RandomSampler``
+    without a seed: ``accelerator.prepare`` of ``DataLoader(shuffle=True)`` without ``use_seedable_sampler``
+    gives it a generator seeded from the process's torch RNG, so its permutation is not the plan's."""
+    st = _first_state(led)
+    return (batch.loader == "accelerate" and st is not None and st.get("loader") == "accelerate"
+            and st.get("sampler") == "RandomSampler" and st.get("seed") is None and batch.shuffle)
+
+
+def _unplaced_visits(got: np.ndarray, want: np.ndarray) -> tuple[int, int]:
+    """(rows visited more often than any order could plan, rows left unseen beyond what any order leaves)
+    of one epoch whose permutation is unknown: the plan under any permutation repeats ``#(want >= 2)`` rows
+    (the even_batches padding, at most ``max(want)`` visits each) and leaves ``#(want == 0)`` unseen
+    (drop_last); which rows those are depends on the permutation, how many does not."""
+    cap = int(want.max()) if want.size else 1
+    over = max(int((got >= 2).sum()) - int((want >= 2).sum()), int((got > max(cap, 1)).sum()), 0)
+    never = max(int((got == 0).sum()) - int((want == 0).sum()), 0)
+    return over, never
 
 
 def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int) -> tuple[dict[int, list[np.ndarray]], set[int]]:
@@ -538,7 +615,9 @@ def summary_lines(v: OrderVerdict) -> list[str]:
         out.append(f"no plan (visit counts only): {p['n_rows']} rows, global batch {p['global_batch']}, "
                    f"{p['steps_per_epoch']} steps per epoch")
     else:
-        out.append(f"plan ({p['source']}): {p['n_rows']} rows, batch_size {p['batch_size']} x world_size "
+        acc = (f"accelerate's dealing of batches (even_batches {str(p['even_batches']).lower()}, split_batches "
+               f"{str(p['split_batches']).lower()}), " if p.get("loader") == "accelerate" else "")
+        out.append(f"plan ({p['source']}): {acc}{p['n_rows']} rows, batch_size {p['batch_size']} x world_size "
                    f"{p['world_size']} x grad_accum {p['grad_accum']}, {p['steps_per_epoch']} steps per epoch, seed "
                    f"{p['seed']}, shuffle {str(p['shuffle']).lower()}, drop_last {str(p['drop_last']).lower()}")
     for sg in v.segments:

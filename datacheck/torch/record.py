@@ -84,8 +84,79 @@ def flush_ledgers() -> int:
     return n
 
 
+def _accelerate_chain(batch_sampler: Any) -> tuple[Any, Any, int | None]:
+    """``(shard, batch sampler under it, skipped batches)`` of a batch sampler accelerate built: its
+    ``BatchSamplerShard`` (``accelerator.prepare``; None when there is none) and the DataLoader's own batch
+    sampler under it, looking through the ``SkipBatchSampler`` that ``skip_first_batches`` puts on top
+    (``skipped``: its ``skip_batches``; None without one). Any other batch sampler: ``(None, it, None)``."""
+    skipped = None
+    obj = batch_sampler
+    if _accelerate_class(obj, "SkipBatchSampler"):
+        skipped = getattr(obj, "skip_batches", None)
+        obj = obj.batch_sampler
+    if _accelerate_class(obj, "BatchSamplerShard"):
+        return obj, obj.batch_sampler, skipped if isinstance(skipped, int) else None
+    return None, obj, skipped if isinstance(skipped, int) else None
+
+
+def _accelerate_class(obj: Any, name: str) -> bool:
+    """Whether ``obj`` is (a subclass of) accelerate's class ``name`` (accelerate is never imported here)."""
+    return any(c.__name__ == name and c.__module__.startswith("accelerate.") for c in type(obj).__mro__)
+
+
+def _accelerate_state(batch_sampler: Any) -> dict[str, Any] | None:
+    """The ``#state`` settings of a batch sampler ``accelerator.prepare`` built (None for any other): the
+    order datacheck's ``[batch] loader = "accelerate"`` plan simulates.
+
+    ``loader`` ``"accelerate"``; ``num_replicas`` the processes the batches are dealt to (accelerate's
+    ``num_processes``, the ledger's data-parallel world as for torch's samplers), ``process_index``,
+    ``even_batches``, ``split_batches``, ``skip_batches`` (``skip_first_batches``; 0 without it); the
+    DataLoader's ``drop_last``; ``batch_size`` the rows of each process's batch (the DataLoader's batch,
+    divided by ``num_processes`` with ``split_batches``); and the sampler of the one order: its class
+    (``sampler``), ``shuffle``, ``seed`` (a DistributedSampler's ``seed``, a SeedableRandomSampler's
+    ``initial_seed``; absent for a RandomSampler, whose generator accelerate seeds from the process's
+    torch RNG), ``epoch`` (what seeds its permutation), and a DistributedSampler's own ``num_replicas``
+    and ``rank`` as ``sampler_num_replicas`` and ``sampler_rank``."""
+    shard, user, skipped = _accelerate_chain(batch_sampler)
+    if shard is None:
+        return None
+    procs = getattr(shard, "num_processes", 1)
+    split = bool(getattr(shard, "split_batches", False))
+    size = getattr(shard, "batch_size", None)
+    if isinstance(size, int) and split and isinstance(procs, int) and procs > 0:
+        size //= procs
+    st: dict[str, Any] = {"batch_sampler": type(batch_sampler).__name__, "loader": "accelerate",
+                          "num_replicas": procs, "process_index": getattr(shard, "process_index", None),
+                          "even_batches": bool(getattr(shard, "even_batches", True)), "split_batches": split,
+                          "skip_batches": skipped or 0, "batch_size": size,
+                          "drop_last": bool(getattr(user, "drop_last", getattr(shard, "drop_last", False)))}
+    inner = getattr(user, "sampler", None)
+    if inner is None:
+        return st
+    st["sampler"] = type(inner).__name__
+    shuffle = getattr(inner, "shuffle", None)
+    if isinstance(shuffle, bool):
+        st["shuffle"] = shuffle
+    elif type(inner).__name__ == "SequentialSampler":
+        st["shuffle"] = False
+    elif any(c.__name__ == "RandomSampler" for c in type(inner).__mro__):
+        st["shuffle"] = True
+    seed = getattr(inner, "seed", getattr(inner, "initial_seed", None))
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        st["seed"] = seed
+    for k, key in (("epoch", "epoch"), ("num_replicas", "sampler_num_replicas"), ("rank", "sampler_rank")):
+        v = getattr(inner, k, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            st[key] = v
+    return st
+
+
 def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
-    """Plain settings of the sampler under ``batch_sampler`` (what a resumed run must match)."""
+    """Plain settings of the sampler under ``batch_sampler`` (what a resumed run must match); for a batch
+    sampler accelerate built, :func:`_accelerate_state`."""
+    acc = _accelerate_state(batch_sampler)
+    if acc is not None:
+        return acc
     inner = getattr(batch_sampler, "sampler", None)
     st: dict[str, Any] = {"batch_sampler": type(batch_sampler).__name__,
                           "batch_size": getattr(batch_sampler, "batch_size", None),
@@ -115,7 +186,8 @@ class RecordingBatchSampler:
         rank: this process's data-parallel rank.
         grad_accum: micro-batches per optimizer step.
         start_step: the step of the next batch (a resumed trainer passes its restored global step);
-            None: continue after the last complete step of an existing ledger, else 0.
+            None: continue after the last complete step of an existing ledger (an epoch's last step,
+            which holds the remainder micro-batches, is complete), else 0.
         epoch: the epoch of the next iteration; None: the inner sampler's ``epoch`` attribute
             (``DistributedSampler.set_epoch``) when it has one, else counted from the ledger.
         flush_every: the most micro-batches held before a write (a step's lines are written when the
@@ -163,6 +235,7 @@ class RecordingBatchSampler:
         _LIVE.add(self)
         last: LedgerBatch | None = None
         last_epoch = None
+        states: list[dict[str, Any]] = []
         if self.path.exists():
             led = read_ledger(self.path.parent)
             if led.format != "datacheck":
@@ -176,7 +249,8 @@ class RecordingBatchSampler:
             if last is None:
                 start_step = 0
             else:  # after the last complete step (a partial step is re-recorded from its start)
-                done = last.micro_batch is not None and last.micro_batch == grad_accum - 1
+                done = last.micro_batch is not None and (last.micro_batch == grad_accum - 1
+                                                         or _ends_epoch(last, states, grad_accum))
                 start_step = last.step + 1 if done else last.step
         self.next_step, self.next_micro = start_step, 0
         self._committed = (start_step, 0)  # (step, micro-batch) after the last batch the loop received
@@ -301,6 +375,21 @@ class RecordingBatchSampler:
                 self.next_step, self.next_micro = self.next_step + 1, 0
 
 
+def _ends_epoch(last: LedgerBatch, states: list[dict[str, Any]], grad_accum: int) -> bool:
+    """Whether ``last`` (a rank's last recorded micro-batch) is the last micro-batch of its epoch: the
+    iteration its ``#state`` line describes (``start_step``, ``batches`` micro-batches, its ``grad_accum``
+    the same as ``grad_accum``) ends with it, so its step is complete though it holds fewer than
+    ``grad_accum`` micro-batches (the trainer steps on the remainder)."""
+    st = next((x for x in reversed(states) if isinstance(x.get("start_step"), int) and x["start_step"] <= last.step),
+              None)
+    if st is None or st.get("grad_accum") != grad_accum or not isinstance(st.get("batches"), int):
+        return False
+    batches, start = st["batches"], st["start_step"]
+    steps = -(-batches // grad_accum)
+    return (batches > 0 and last.step == start + steps - 1
+            and last.micro_batch == batches - grad_accum * (steps - 1) - 1)
+
+
 def _accelerate_processes() -> int:
     """How many processes accelerate's ``PartialState`` shards data over in this process (1 when accelerate
     was never imported or its state is not initialized; accelerate is never imported here)."""
@@ -352,7 +441,8 @@ def _record_accelerate(dl: Any, out_dir: str | Path, rank: int | None, **kw: Any
                          "sends each process a slice of the tensors) has no per-process row indices; prepare with "
                          "dispatch_batches=False (DataLoaderConfiguration) to record each process's rows")
     inner = dl.batch_sampler
-    process = getattr(inner, "process_index", None)
+    shard, _user, _skipped = _accelerate_chain(inner)  # skip_first_batches: the shard under its SkipBatchSampler
+    process = getattr(shard, "process_index", None)
     if rank is None:
         rank = process if isinstance(process, int) else 0
     elif isinstance(process, int) and rank != process:
@@ -386,7 +476,8 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
             otherwise 0).
         grad_accum: micro-batches per optimizer step.
         start_step: the step of the next batch (a resumed trainer's restored global step); default:
-            continue the existing ledger after its last complete step, else 0.
+            continue the existing ledger after its last complete step (an epoch's last step with the
+            remainder micro-batches is complete), else 0.
         epoch: the epoch (default: the sampler's ``epoch``, else counted).
         flush_every: the most micro-batch lines held before a write (each complete step is written
             at once; see the module docstring for every other write).

@@ -147,7 +147,9 @@ def _summary_text(s: dict[str, Any]) -> list[str]:
     if s.get("split") is not None:
         left = ", ".join(f"{k} ({v} shard(s))" for k, v in s["other_splits"].items())
         where = f" of split {s['split']!r}" + (f" (not planned: {left}; --split NAME plans another)" if left else "")
-    out = [f"rows {s['rows']} in {s['shards']} shard(s){where}; {size}",
+    out = [f"rows {s['rows']} in {s['shards']} shard(s){where}; {size}"
+           + (f"; accelerate deals the batches (even_batches {str(s['even_batches']).lower()}, split_batches "
+              f"{str(s['split_batches']).lower()})" if s.get("loader") == "accelerate" else ""),
            f"epoch {s['epoch']} of {s['epochs']}: {s['rows_per_rank']} rows per rank, {s['micro_batches_per_rank']} "
            f"micro-batches per rank, {s['steps_per_epoch']} optimizer steps (the last with "
            f"{s['last_step_micro_batches']} micro-batch(es))",

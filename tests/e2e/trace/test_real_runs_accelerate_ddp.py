@@ -9,8 +9,10 @@ batches each process saw), never read back from datacheck:
 - ``record_batches(accelerator.prepare(loader), folder)``: each process records its own share under
   its ``process_index``; a NaN feature in global batch 13 (process 1, its micro-batch 6: optimizer step
   6, or 3 with accumulation 2) makes trace name that step, rank 1 and the row; ``order verify`` passes
-  on a clean run of two epochs (every row once per epoch over both processes: 640 rows = 40 batches),
-  though its plan does not model accelerate's dealing of batches yet (xfail: a false divergent step).
+  on a clean run of two epochs (every row once per epoch over both processes: 640 rows = 40 batches), its
+  plan accelerate's dealing of batches (``[batch] loader = "accelerate"``, taken from the ledger's
+  ``#state``): no divergent step; ``trace --data`` without the ledger, under a config of loader
+  accelerate, names the same step, process and rows from the plan.
 - ``accelerator.prepare(record_batches(loader, folder))``: each process would record both processes'
   batches; refused at the first iteration, naming the order to use.
 """
@@ -139,25 +141,49 @@ def clean_run(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"accelerate_ddp_clean_ga{request.param}")
     res = _run(root, request.param, None, epochs=2)
     assert all(p.returncode == 0 for p in res), [p.stderr[-3000:] for p in res]
-    return root
+    return root, request.param
 
 
 def test_order_verify_passes_on_a_clean_two_epoch_run(clean_run):
     """Every row once per epoch over both processes: 640 rows = 40 global batches of 16, 20 per process."""
-    rc, out, err = cli("order", "verify", str(clean_run / "run"), "--rows", str(N), "--format", "json")
+    root, _ga = clean_run
+    rc, out, err = cli("order", "verify", str(root / "run"), "--rows", str(N), "--format", "json")
     assert rc == 0, out + err
     res = json.loads(out)["result"]
     assert res["passed"] and res["seen_twice"]["count"] == 0 and res["never_seen"]["count"] == 0
     assert res["never_seen"]["completed_epochs"] == [0, 1]
 
 
-@pytest.mark.xfail(strict=True, reason="order verify's plan is torch's DistributedSampler dealing rows to ranks; "
-                                       "accelerate's BatchSamplerShard deals whole batches of one global order "
-                                       "(not modelled yet): a false order.divergent_step at step 0")
 def test_order_verify_finds_no_divergence_on_a_clean_run(clean_run):
-    rc, out, err = cli("order", "verify", str(clean_run / "run"), "--rows", str(N), "--format", "json")
+    """The ledger's #state says the loader is accelerate's: the plan deals whole batches of the one order
+    (batch k to process k % 2), so every step of both epochs is the plan's."""
+    root, ga = clean_run
+    rc, out, err = cli("order", "verify", str(root / "run"), "--rows", str(N), "--format", "json")
     res = json.loads(out)["result"]
+    assert rc == 0, out + err
     assert res["first_divergent_step"] is None and not res["findings"], res["findings"]
+    assert (res["plan"]["loader"], res["plan"]["world_size"], res["plan"]["seed"]) == ("accelerate", WORLD, SEED)
+    assert res["plan"]["steps_per_epoch"] == N // BATCH // WORLD // ga  # 40 batches, 20 per process
+
+
+def test_trace_without_the_ledger_plans_accelerates_order(nan_run):
+    """trace --data with no ledger, [batch] loader = "accelerate" (batch 16, 2 processes, seed 7, the run's
+    grad_accum): the plan's rows of the first bad step are the batches each process trained on."""
+    root, ga, bad = nan_run
+    proc, micro = BAD_BATCH % WORLD, BAD_BATCH // WORLD
+    step = micro // ga
+    cfg = root / "accelerate.toml"
+    cfg.write_text(COLUMNS + f'[batch]\nbatch_size = {BATCH}\nworld_size = {WORLD}\ngrad_accum = {ga}\nseed = {SEED}\n'
+                   'loader = "accelerate"\n')
+    rc, res, err = trace_json(str(root / "log.jsonl"), "--data", str(root / "data"), "--config", str(cfg))
+    assert rc == 1, err
+    assert res["first_bad"]["step"] == step
+    batches = _global_batches()
+    want = {str(p): [i for k in range(step * ga, (step + 1) * ga) for i in batches[WORLD * k + p]]
+            for p in range(WORLD)}
+    got = res["data"]["rows"]["steps"][str(step)]
+    assert got == want and bad in got[str(proc)]
+    assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
 
 
 @pytest.mark.parametrize("ga", [1, 2])

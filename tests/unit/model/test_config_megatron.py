@@ -12,9 +12,10 @@ from datacheck.model.errors import ConfigError
 
 
 def _hash_without_new_keys(cfg) -> str:
-    """config_hash as it was computed before [batch] loader and [megatron] existed."""
+    """config_hash as it was computed before [batch] loader, even_batches, split_batches and [megatron] existed."""
     doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace", "megatron"})
-    del doc["batch"]["loader"]
+    for key in ("loader", "even_batches", "split_batches"):
+        del doc["batch"][key]
     for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
                          "infer_splits": True}.items():
         if doc["dataset"].get(key) == default:
@@ -23,13 +24,16 @@ def _hash_without_new_keys(cfg) -> str:
 
 
 @pytest.mark.parametrize("raw", [{}, {"batch": {"batch_size": 8, "world_size": 2}}, {"tokens": {"vocab_size": 100}},
-                                 {"batch": {"loader": "auto"}, "megatron": {"seed": 1234, "split": "969, 30, 1"}}])
+                                 {"batch": {"loader": "auto"}, "megatron": {"seed": 1234, "split": "969, 30, 1"}},
+                                 {"batch": {"even_batches": True, "split_batches": False}}])
 def test_defaults_leave_the_hash_as_it_was(raw):
     cfg = config_from_dict(raw)
     assert cfg.hash() == _hash_without_new_keys(cfg)
 
 
-@pytest.mark.parametrize("raw", [{"batch": {"loader": "megatron"}}, {"megatron": {"seq_length": 2048}},
+@pytest.mark.parametrize("raw", [{"batch": {"loader": "megatron"}}, {"batch": {"loader": "accelerate"}},
+                                 {"batch": {"even_batches": False}}, {"batch": {"split_batches": True}},
+                                 {"megatron": {"seq_length": 2048}},
                                  {"megatron": {"seed": 1}}, {"megatron": {"train_iters": 10}},
                                  {"megatron": {"data_path": ["0.3", "a", "0.7", "b"]}},
                                  {"megatron": {"mid_level_dataset_surplus": 0.01}}])
@@ -46,6 +50,7 @@ def test_a_set_key_enters_the_hash(raw):
     ({"megatron": {"train_iters": 5, "train_samples": 40}}, "train_iters or train_samples"),
     ({"megatron": {"dataloader_type": "external"}}, "megatron.dataloader_type"),
     ({"batch": {"loader": "deepspeed"}}, "batch.loader"),
+    ({"batch": {"loader": "accelerate", "max_tokens": 4096}}, "max_tokens"),  # accelerate's token batches: not simulated
     ({"megatron": {"data_path": []}}, "megatron.data_path"),
     ({"megatron": {"data_path": ["0.3", "a", "b", "c"]}}, "megatron.data_path"),  # weights for some prefixes only
     ({"megatron": {"data_path": ["0", "a", "1", "b"]}}, "megatron.data_path"),  # BlendedDataset asserts weights > 0

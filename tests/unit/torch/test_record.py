@@ -297,3 +297,41 @@ def test_prepare_of_the_recording_loader_is_refused_over_several_processes(tmp_p
     with pytest.raises(UsageError, match=r"record_batches\(accelerator.prepare\(loader\), folder\)"):
         list(_shard(rec, 2, 1))
     assert not rank_file(tmp_path / "two", 0).exists()
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_skip_first_batches_of_a_prepared_loader_records_under_its_process_index(tmp_path, accelerate_state, index):
+    """A resume: record_batches(skip_first_batches(prepared, 3), start_step=3) records process ``index``'s
+    batches after its first 3, under rank ``index`` (its SkipBatchSampler hides the BatchSamplerShard's
+    process_index one level down), and its #state names accelerate's loader and the skipped batches."""
+    from accelerate.data_loader import skip_first_batches
+    from torch.utils.data import DistributedSampler
+    n, b = 40, 4
+    sampler = DistributedSampler(list(range(n)), num_replicas=1, rank=0, shuffle=True, seed=3)
+    dl = _shard(DataLoader(list(range(n)), batch_size=b, sampler=sampler), 2, index)
+    loader = record_batches(skip_first_batches(dl, 3), tmp_path, start_step=3)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(3)).tolist()
+    want = [order[i:i + b] for i in range(0, n, b)][index::2][3:]
+    assert [x.tolist() for x in loader] == want
+    led = read_ledger(tmp_path)
+    assert list(led.batches) == [index]
+    assert _micro(led, index) == [(3 + k, 0, w) for k, w in enumerate(want)]
+    st = led.states[index][0]
+    assert (st["loader"], st["num_replicas"], st["process_index"], st["rank"], st["skip_batches"], st["batch_size"],
+            st["seed"], st["shuffle"], st["even_batches"], st["split_batches"]) == (
+        "accelerate", 2, index, index, 3, b, 3, True, True, False)
+
+
+def test_a_new_recorder_after_an_epoch_ending_mid_step_starts_the_next_step(tmp_path):
+    """7 micro-batches of 4 rows under grad_accum 2: the epoch's last step (3) holds one micro-batch and is
+    complete (the trainer steps on the remainder), so the next recorder on the folder starts at step 4; a run
+    cut inside a step (5 of the 7 micro-batches) is still continued at that step's start."""
+    bs = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(range(28)), batch_size=4, drop_last=False)
+    list(record_batches(bs, tmp_path / "whole", grad_accum=2))
+    nxt = record_batches(bs, tmp_path / "whole", grad_accum=2)
+    assert nxt.next_step == -(-7 // 2) == 4
+    it = iter(record_batches(bs, tmp_path / "cut", grad_accum=2))
+    for _ in range(5):
+        next(it)
+    it.close()
+    assert record_batches(bs, tmp_path / "cut", grad_accum=2).next_step == 5 // 2

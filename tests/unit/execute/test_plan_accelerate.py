@@ -1,0 +1,97 @@
+"""``datacheck plan`` under ``[batch] loader = "accelerate"``: step -> process -> rows as accelerate deals a
+prepared DataLoader's batches, held to accelerate's own ``BatchSamplerShard`` over the epoch's permutation
+(tests/helpers/acceleratehelp.py), and to the ledger ``record_batches`` writes around the prepared loaders:
+an uneven last batch (``even_batches`` padding), gradient accumulation, two epochs."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import polars as pl
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+from acceleratehelp import record_run, reference_shards, step_rows  # noqa: E402
+
+import datacheck  # noqa: E402
+from datacheck.cli.main import main  # noqa: E402
+from datacheck.execute.plan import build_plan, rows_of_step  # noqa: E402
+from datacheck.io.ledger import read_ledger  # noqa: E402
+from datacheck.model.config import config_from_dict  # noqa: E402
+
+N, P, BS, SEED, GA = 50, 2, 4, 3, 2
+
+
+@pytest.fixture(autouse=True)
+def accelerate_state():
+    state = pytest.importorskip("accelerate.state")
+    yield
+    state.PartialState._reset_state()
+
+
+def _dataset(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"gid": list(range(30)), "x": [0.5] * 30}).write_parquet(d / "train-00000-of-00002.parquet")
+    pl.DataFrame({"gid": list(range(30, N)), "x": [0.5] * 20}).write_parquet(d / "train-00001-of-00002.parquet")
+    return d
+
+
+BATCH = {"batch_size": BS, "world_size": P, "grad_accum": GA, "seed": SEED, "epochs": 2, "loader": "accelerate"}
+
+
+def test_plan_rows_of_each_step_are_accelerates(tmp_path):
+    data = _dataset(tmp_path)
+    plan = build_plan([str(data)], config_from_dict({"batch": BATCH}))
+    refs = [reference_shards(N, P, BS, SEED, e) for e in range(2)]
+    spe = -(-len(refs[0][0]) // GA)  # 14 batches (the 13th filled up, a 14th of first rows): 7 each, 4 steps
+    assert plan.steps_per_epoch == spe == 4
+    record_run(tmp_path / "run", N, P, BS, SEED, ga=GA, epochs=2)
+    led = read_ledger(tmp_path / "run")
+    for step in range(2 * spe):
+        want = step_rows(refs[step // spe], step % spe, GA)
+        got = rows_of_step(plan, step)
+        assert {p: [x.global_index for x in got if x.rank == p] for p in want} == want, step
+        assert [tuple(x) for x in rows_of_step(led, step, space=plan.space)] == [tuple(x) for x in got], step
+    frames = {p.name: pl.read_parquet(p) for p in data.iterdir()}
+    assert all(frames[x.shard]["gid"][x.row] == x.global_index for x in rows_of_step(plan, 3))
+    s = plan.summary(0)
+    padded = 14 * BS - N  # the rows of the first batches trained again to fill the last round
+    assert (s["loader"], s["even_batches"], s["split_batches"]) == ("accelerate", True, False)
+    assert (s["micro_batches_per_rank"], s["rows_per_rank"], s["wraparound_repeats"]) == (7, 7 * BS, padded)
+
+
+def test_plan_cli_step_under_loader_accelerate(tmp_path):
+    data = _dataset(tmp_path)
+    cfg = tmp_path / "dc.toml"
+    cfg.write_text("[batch]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in BATCH.items()))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["plan", str(data), "--config", str(cfg), "--step", "5", "--format", "json"])
+    assert rc == 0
+    res = json.loads(out.getvalue())["result"]
+    want = step_rows(reference_shards(N, P, BS, SEED, 1), 1, GA)  # step 5 = epoch 1's step 1
+    got: dict[int, list[int]] = {}
+    for r in res["step"]["rows"]:
+        got.setdefault(r["rank"], []).append(r["global_index"])
+    assert got == want
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        assert main(["plan", str(data), "--config", str(cfg)]) == 0
+    assert "accelerate deals the batches (even_batches true, split_batches false)" in text.getvalue()
+
+
+def test_audit_wraparound_counts_accelerates_padding(tmp_path):
+    """batch.wraparound under loader accelerate: the rows even_batches trains again per epoch (the 13th
+    batch's 2 missing rows and the 14th batch's 4, all from the epoch's first batches); torch's
+    DistributedSampler repeats none of the 50 rows over 2 ranks."""
+    data = _dataset(tmp_path)
+    rep = datacheck.audit([str(data)], config=config_from_dict({"batch": BATCH}))
+    f = next(f for f in rep.findings if f.check == "batch.wraparound")
+    assert f.count == 14 * BS - N == 6 and "even_batches" in f.message
+    keep = {k: v for k, v in BATCH.items() if k != "loader"}  # torch: 50 rows deal evenly to 2 ranks
+    assert N % P == 0
+    assert not [f for f in datacheck.audit([str(data)], config=config_from_dict({"batch": keep})).findings
+                if f.check == "batch.wraparound"]
