@@ -6,7 +6,8 @@ Order of the rules (the first that fits decides; column dtypes from the schema, 
 first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
 
 1. ``dpo``: ``chosen`` and ``rejected`` roles;
-2. ``kto``: a ``completion`` column and a Boolean ``label`` column (TRL's unpaired preference form);
+2. ``kto``: a ``completion`` (or TRL's tokenized ``completion_input_ids``) column and a Boolean ``label``
+   column (TRL's unpaired preference form);
 3. ``ctc``: a float-list audio feature column (:data:`AUDIO_FEATURES`) and integer-list ``labels``;
 4. ``chat_sft``: a list-of-struct ``messages`` role (``messages`` / ``conversations``);
 5. token ids (``input_ids``, an integer list):
@@ -331,8 +332,9 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
 
     if roles.chosen is not None and roles.rejected is not None:
         return found("dpo", f"preference pairs {roles.chosen!r} and {roles.rejected!r}")
-    if "completion" in schema and any(schema.get(c) == pl.Boolean for c in ("label", "labels")):
-        return found("kto", "'completion' and a Boolean 'label' (unpaired preference)")
+    completion = next((c for c in ("completion", "completion_input_ids") if c in schema), None)
+    if completion is not None and any(schema.get(c) == pl.Boolean for c in ("label", "labels")):
+        return found("kto", f"{completion!r} and a Boolean 'label' (unpaired preference)")
     labels = roles.labels if roles.labels is not None and _int_list(schema.get(roles.labels)) else None
     audio = [c for c in AUDIO_FEATURES if _float_list(schema.get(c))]
     if audio and labels is not None:

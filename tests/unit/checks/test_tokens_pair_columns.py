@@ -118,13 +118,24 @@ def test_kto_rows_whose_completion_holds_its_prompt(tmp_path):
     full = _lens(kto, "completion_input_ids")
     k = sorted(full)[-3]  # two rows longer (computed from the data; the real lengths are distinct at the top)
     want = tuple(i for i, n in enumerate(full) if n > k)
-    # stated: the recognizer takes tokenized KTO rows (ids and a boolean label) for tabular
-    lay = {"layout": "kto"}
-    rep = audit_df(tmp_path / "kto", kto, {"tokens": {"vocab_size": VOCAB, "max_position_embeddings": k}, "dataset": lay})
+    lay: dict = {}  # recognized: completion_input_ids and a boolean label
+    rep = audit_df(tmp_path / "kto", kto, {"tokens": {"vocab_size": VOCAB, "max_position_embeddings": k}})
     assert rep.shards[0].layout == "kto" and len(want) >= 2
     assert one(rep, "tokens.position_out_of_range", "completion_input_ids").rows == want
     comp = kto["completion_input_ids"].to_list()
     comp[3] = []
     rep = audit_df(tmp_path / "empty", kto.with_columns(pl.Series("completion_input_ids", comp,
-                                                                  dtype=pl.List(pl.Int64))), {**CFG, "dataset": lay})
+                                                                  dtype=pl.List(pl.Int64))), {**CFG, **lay})
     assert one(rep, "empty.sequence", "completion_input_ids").rows == (3,)
+
+
+def test_clean_tokenized_kto_rows_are_kto_and_pass(tmp_path):
+    """HH-RLHF pairs as TRL's tokenized KTO rows (each chosen response desirable, each rejected one not):
+    recognized as kto (they were tabular), no finding with the vocabulary given."""
+    df = _pairs(150)
+    halves = [pl.DataFrame({"prompt_input_ids": df["prompt_input_ids"], "completion_input_ids": df[c],
+                            "label": [good] * df.height}) for c, good in (("chosen_input_ids", True),
+                                                                           ("rejected_input_ids", False))]
+    rep = audit_df(tmp_path, pl.concat(halves), CFG)
+    assert rep.shards[0].layout == "kto" and rep.status == "pass"
+    assert [f.check for f in rep.shards[0].findings] == []

@@ -29,6 +29,10 @@ def _layout(df: dict | pl.DataFrame, cfg: dict | None = None) -> dict:
 @pytest.mark.parametrize("frame, name", [
     ({"chosen": ["a"], "rejected": ["b"], "prompt": ["q"]}, "dpo"),
     ({"prompt": ["q", "q"], "completion": ["a", "b"], "label": [True, False]}, "kto"),
+    # TRL's tokenized KTO rows (KTOTrainer's _tokenize: prompt and completion ids, masks, the boolean label)
+    ({"prompt_input_ids": [[1, 2], [1, 2]], "prompt_attention_mask": [[1, 1], [1, 1]],
+      "completion_input_ids": [[1, 2, 3], [1, 2, 4, 5]], "completion_attention_mask": [[1, 1, 1], [1, 1, 1, 1]],
+      "label": [True, False]}, "kto"),
     ({"input_values": [[0.1, 0.2]], "labels": [[3, 4]]}, "ctc"),
     ({"messages": [[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]]}, "chat_sft"),
     # group_texts rows: one length, no padding, labels = ids
