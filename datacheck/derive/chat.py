@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from datacheck.derive.tokfiles import TOKENIZER_FILES, refuse_special_files, tokenizer_file
 from datacheck.model.errors import UsageError
 
 __all__ = ["bounded_templates", "RenderLimit", "RENDER_SECONDS", "RENDER_MAX_CHARS", "CHAT_INSTALL", "RENDERED_COLUMNS",
@@ -36,24 +37,10 @@ __all__ = ["bounded_templates", "RenderLimit", "RENDER_SECONDS", "RENDER_MAX_CHA
            "GENERATION_TAG",
            "load_chat_tokenizer", "refuse_special_files", "template_error_column", "error_text", "TOKENIZER_FILES", "tokenizer_file"]
 
-#: the files a tokenizer folder is read from, in this order (``inspect --tokenizer``, ``schema infer
-#: --tokenizer`` and ``[tokens] tokenizer`` alike): a Hugging Face fast tokenizer, a GPT-2 style
-#: byte-level BPE vocabulary (``merges.txt`` beside it), a WordPiece vocabulary
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt")
-
 #: the files a folder's chat template is read from by transformers (``tokenizer_config.json``'s
 #: ``chat_template``, or the template files beside it)
 _TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
 
-
-def tokenizer_file(path: str | Path) -> Path | None:
-    """The tokenizer file ``path`` names: ``path`` itself when it is not a folder, else the first of
-    :data:`TOKENIZER_FILES` the folder holds (None when it holds none). The one rule by which every
-    verb finds a tokenizer in a folder."""
-    p = Path(path)
-    if not p.is_dir():
-        return p
-    return next((p / name for name in TOKENIZER_FILES if (p / name).is_file()), None)
 
 #: the install command of the optional ``chat`` extra (transformers renders chat templates)
 CHAT_INSTALL = ('pip install "transformers>=4.45" "jinja2>=3.1" (or, in the datacheck source folder, '
@@ -263,19 +250,6 @@ def _load(folder: str, _stamp: float, given: str) -> Any:
         raise UsageError(f"[tokens] tokenizer = {given!r}: transformers cannot load a tokenizer {where} "
                          f"(transformers: {first}); give a folder holding tokenizer.json and "
                          "tokenizer_config.json") from None
-
-
-def refuse_special_files(folder: Path, given: str) -> None:
-    """Refuse a tokenizer folder holding a FIFO, device or socket (a FIFO would block the open of a
-    tokenizer file, a device never ends), before any of its files is opened.
-
-    Raises:
-        UsageError: naming ``[tokens] tokenizer = given`` and the file.
-    """
-    special = next((f.name for f in folder.iterdir() if f.exists() and not f.is_dir() and not f.is_file()), None)
-    if special is not None:
-        raise UsageError(f"[tokens] tokenizer = {given!r}: {special} in {folder} is not a regular file (a FIFO, device "
-                         "or socket); datacheck loads no tokenizer from such a folder")
 
 
 def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:

@@ -4,7 +4,7 @@ facts an audit takes from it.
 :func:`load_tokenizer` is the one loader of a tokenizer's vocabulary: ``inspect --tokenizer`` shows
 ids as tokens with it, ``schema infer --tokenizer`` bounds id columns with it, and
 :func:`tokenizer_facts` reads the facts of ``[tokens] tokenizer`` with it (its vocabulary size and
-the ids of its pad, eos and bos tokens). A folder is read by :func:`datacheck.derive.chat.tokenizer_file`'s
+the ids of its pad, eos and bos tokens). A folder is read by :func:`datacheck.derive.tokfiles.tokenizer_file`'s
 rule (``tokenizer.json``, else ``vocab.json`` + ``merges.txt``, else ``vocab.txt``). Chat templates
 are rendered by transformers (:func:`datacheck.derive.chat.load_chat_tokenizer`), not here.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datacheck.derive.chat import refuse_special_files, tokenizer_file
+from datacheck.derive.tokfiles import refuse_special_files, tokenizer_file
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError
@@ -306,7 +306,7 @@ def tokenizer_facts(path: str, given: str) -> TokenizerFacts:
 
     The vocabulary is read by :func:`load_tokenizer` from the folder ``path`` names (``path`` itself,
     or the folder of the file it names, as the chat template is read), by
-    :func:`datacheck.derive.chat.tokenizer_file`'s rule; the roles from that folder's
+    :func:`datacheck.derive.tokfiles.tokenizer_file`'s rule; the roles from that folder's
     :data:`DECLARATION_FILES` (:func:`_declared`), each token looked up in the loaded vocabulary
     (added tokens included). A role transformers would take from a tokenizer class's defaults
     when no file names it (GPT-2's ``<|endoftext|>``) is not guessed.

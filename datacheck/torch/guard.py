@@ -16,7 +16,8 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
   ``batch.no_supervised_tokens``: the whole micro-batch has none (mean loss 0/0 = NaN);
 - ``length.mismatch``: ``input_ids``, ``attention_mask`` and ``labels`` differ in shape.
 
-Facts that are unset (no ``vocab_size``) leave their check out, as the audit does. Every check is
+Facts that are unset (no ``vocab_size``, nor a ``[tokens] tokenizer`` that gives it) leave their check
+out, as the audit does; the tokenizer's facts fill what ``[tokens]`` leaves unset. Every check is
 a vectorized tensor reduction; the results are combined so the batch costs one host sync.
 
 A failing batch is named by its place in the sampler's order, never by a count local to one process:
@@ -47,6 +48,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.io.outputs import write_atomic
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import BatchValidationError, UsageError
@@ -62,13 +64,19 @@ BF16_MAX = 3.3895313892515355e38
 
 
 def _facts(facts: Config | Mapping[str, Any] | str | Path | None) -> Config:
+    """The guard's facts as a :class:`Config`, with those of its ``[tokens] tokenizer`` filled where
+    ``[tokens]`` leaves them unset (the vocabulary size, pad/eos/bos ids), as the audit takes them
+    (:func:`datacheck.derive.tokenizer.with_tokenizer_facts`): a guard given only the tokenizer checks
+    ``tokens.out_of_vocab`` against its vocabulary instead of leaving the check out."""
     if facts is None:
         return Config()
     if isinstance(facts, Config):
-        return facts
-    if isinstance(facts, Mapping):
-        return config_from_dict(dict(facts))
-    return load_config(facts)
+        cfg = facts
+    elif isinstance(facts, Mapping):
+        cfg = config_from_dict(dict(facts))
+    else:
+        cfg = load_config(facts)
+    return with_tokenizer_facts(cfg)
 
 
 class BatchGuard:

@@ -1,6 +1,7 @@
 """BatchGuard on collated batches: each check ID, the three on_error modes, the weights_only dump."""
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -69,3 +70,17 @@ def test_warn_skip_and_dump(tmp_path):
     assert g([bad]) is None and (g.batches, g.failed) == (2, 2)
     with pytest.raises(Exception, match="on_error must be"):
         BatchGuard(on_error="ignore")
+
+
+def test_the_tokenizers_vocabulary_bounds_the_ids(realdata):
+    """Given only ``[tokens] tokenizer`` (GPT-2: vocab.json holds 50,257 entries, read here), the guard
+    checks ids against its vocabulary, as the audit does; a config's own vocab_size wins."""
+    folder = realdata / "gpt2_tokenizer"
+    vocab = len(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))
+    assert vocab == 50257
+    g = BatchGuard(facts={"tokens": {"tokenizer": str(folder)}, "labels": {"ignore_index": -100}})
+    top, past = sample(ids=(0, vocab - 1, 5)), sample(ids=(0, vocab, 5))
+    assert g.check(g.collate_fn([top, top])) == {}
+    assert g.check(g.collate_fn([top, past])) == {"tokens.out_of_vocab": [1]}
+    own = BatchGuard(facts={"tokens": {"tokenizer": str(folder), "vocab_size": vocab + 1}})
+    assert own.check(own.collate_fn([top, past])) == {}

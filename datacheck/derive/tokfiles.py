@@ -1,0 +1,39 @@
+"""Where a tokenizer's files are, without reading them: the one rule every verb follows to find a
+tokenizer in a folder, and the refusal of a folder holding special files. Kept apart from
+:mod:`datacheck.derive.chat` (which imports polars and pyarrow) so that what the training loop imports
+(:class:`datacheck.torch.BatchGuard`, through :mod:`datacheck.derive.tokenizer`) stays light."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from datacheck.model.errors import UsageError
+
+__all__ = ["TOKENIZER_FILES", "tokenizer_file", "refuse_special_files"]
+
+#: the files a tokenizer folder is read from, in this order (``inspect --tokenizer``, ``schema infer
+#: --tokenizer`` and ``[tokens] tokenizer`` alike): a Hugging Face fast tokenizer, a GPT-2 style
+#: byte-level BPE vocabulary (``merges.txt`` beside it), a WordPiece vocabulary
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt")
+
+
+def tokenizer_file(path: str | Path) -> Path | None:
+    """The tokenizer file ``path`` names: ``path`` itself when it is not a folder, else the first of
+    :data:`TOKENIZER_FILES` the folder holds (None when it holds none). The one rule by which every
+    verb finds a tokenizer in a folder."""
+    p = Path(path)
+    if not p.is_dir():
+        return p
+    return next((p / name for name in TOKENIZER_FILES if (p / name).is_file()), None)
+
+
+def refuse_special_files(folder: Path, given: str) -> None:
+    """Refuse a tokenizer folder holding a FIFO, device or socket (a FIFO would block the open of a
+    tokenizer file, a device never ends), before any of its files is opened.
+
+    Raises:
+        UsageError: naming ``[tokens] tokenizer = given`` and the file.
+    """
+    special = next((f.name for f in folder.iterdir() if f.exists() and not f.is_dir() and not f.is_file()), None)
+    if special is not None:
+        raise UsageError(f"[tokens] tokenizer = {given!r}: {special} in {folder} is not a regular file (a FIFO, device "
+                         "or socket); datacheck loads no tokenizer from such a folder")
