@@ -346,8 +346,11 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
         length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
                   f"{spe} per epoch x {cfg.batch.epochs} epoch(s), [batch] epochs")
         asked = steps_text(min(outside), max(outside), "log step")
+        last = conv.log_step(total) - 1
+        if conv.micro_batches > 1 and total > 0 and not megatron:  # the last step may hold fewer micro-batches
+            last = conv.log_step(total - 1) + max((r.micro_batch or 0 for r in rows_of_step(plan, total - 1)), default=0)
         raise UsageError(f"{asked} {'is' if len(set(outside)) == 1 else 'are'} outside the simulated plan (it has "
-                         f"{steps_text(conv.log_step(0), conv.log_step(total) - 1, 'log step')}: {length}"
+                         f"{steps_text(conv.log_step(0), last, 'log step')}: {length}"
                          + ("; 0 steps per epoch: fewer rows than one micro-batch with drop_last, or no rows"
                             if spe == 0 and not megatron else "") + "); check [batch] and --first-step, or give "
                          "--ledger DIR")
@@ -706,6 +709,22 @@ def _update_before(res: TraceResult, conv: StepConvention) -> int | None:
     return int(good)
 
 
+def _past_end_text(past: list[int], whole: StepRows, conv: StepConvention, index: DatasetIndex,
+                   source: dict[str, Any]) -> str:
+    """Why log steps ``past`` (counting micro-batches) have no rows: their optimizer step holds fewer
+    micro-batches than ``conv.micro_batches`` (the last step of the data, or of the ledger), said with
+    the micro-batches it holds and the data's rows and epochs (a plan) or the ledger."""
+    s = past[0]
+    k, mb = conv.optimizer_step(s), conv.micro_batch(s)
+    held = sorted({r.micro_batch for r in whole.get(s, []) if r.micro_batch is not None})
+    where = (f"the recorded ledger {source.get('folder')}" if source.get("kind") == "ledger" else
+             f"the data's {index.total} rows over {index.cfg.batch.epochs} epoch(s) ({_facts_text(index.cfg)})")
+    others = f" (and log step(s) {', '.join(map(str, past[1:10]))}{' ...' if len(past) > 10 else ''})" \
+        if len(past) > 1 else ""
+    return (f"{conv.describe(s)}{others} lies past the end of the data: optimizer step {k} holds "
+            f"{len(held)} micro-batch(es) ({', '.join(map(str, held)) or 'none'}), not micro-batch {mb}, in {where}")
+
+
 def _spread_text(groups: set[tuple[int, int | None]]) -> str:
     ranks = len({r for r, _ in groups})
     micro = len({m for _, m in groups})
@@ -766,7 +785,17 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     else:
         rows, source = plan_rows(index, steps, conv, res.consumed)
     if conv.micro_batches > 1:
+        whole = rows
         rows = micro_batch_rows(rows, conv)
+        past = [s for s, got in rows.items() if not got]
+        if past:  # an optimizer step that holds fewer micro-batches than grad_accum: its last one ends the data
+            for s in past:
+                rows.pop(s)
+            source["outside"] = sorted({*source.get("outside", []), *past})
+            source["past_end"] = _past_end_text(past, whole, conv, index, source)
+            source["description"] += f"; {source['past_end']}"
+            if not rows:
+                raise UsageError(source["past_end"] + ": no rows to audit; check --step, [batch] and --first-step")
     also = None
     if before is not None:
         groups = {(r.rank, r.micro_batch) for r in rows.get(before, [])}
@@ -784,6 +813,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     names = [f"{ra.where[g][0]} row {ra.where[g][1]} (global {g})" for g in bad[:20]]
     msg = (f"log steps {a}..{b} (optimizer steps {conv.optimizer_step(a)}..{conv.optimizer_step(b)}): {ra.audited} "
            f"row(s) audited, {len(bad)} failing a check" + (f": {', '.join(names)}" if bad else ""))
+    msg += f"; {source['past_end']}" if source.get("past_end") else ""
     return {"message": msg + (f"; {also}" if also else ""), "rows": ra.to_dict(), "audited_steps": [a, b],
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,

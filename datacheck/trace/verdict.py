@@ -400,7 +400,8 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         rows = {"answer": (f"{n} row(s) in steps {audited[0]}..{audited[1]}" if audited else f"{n} row(s)")
                 + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}: {', '.join(rc[str(r)])}"
                                                                     for r in bad_rows[:5]) if bad_rows else
-                   "; none fails a data check (the rows look sound)"),
+                   "; none fails a data check (the rows look sound)")
+                + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),
                 "rows": n, "bad_rows": bad_rows}
     return {"from_step": {"first": at, "last_good": last}, "ranks": ranks, "nan_or_inf": nan_inf, "rows": rows}
 
