@@ -743,7 +743,13 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     Returns:
         ``{"message", "rows" (:meth:`RowAudit.to_dict`, None when nothing to audit), "audited_steps"
         ([first, last] log steps), "audited_optimizer_steps", "step_map" (the join, e.g. "log step 50 =
-        optimizer step 49"), "convention", "warning", "source", "export"}``.
+        optimizer step 49"), "convention", "warning", "source", "export", "anomaly_step" (the log step
+        asked: ``step`` or the anomaly's last), "failing_steps" (the audited log steps whose batch holds a
+        failing row), "replay_step" (the log step whose fixed batch to replay: the anomaly's when it holds
+        a failing row, else the first that does, else the update before a Lightning log's first
+        non-finite loss when its rows were kept, else the anomaly's) and "replay_why" (why it is not the
+        anomaly's step, None when it is)}``; ``source["outside"]`` lists the asked steps without rows,
+        and ``source["past_end"]`` says why, for a micro-batch past the data.
 
     Raises:
         UsageError: the data's index_hash differs from the one the log records (unless
@@ -814,7 +820,19 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     msg = (f"log steps {a}..{b} (optimizer steps {conv.optimizer_step(a)}..{conv.optimizer_step(b)}): {ra.audited} "
            f"row(s) audited, {len(bad)} failing a check" + (f": {', '.join(names)}" if bad else ""))
     msg += f"; {source['past_end']}" if source.get("past_end") else ""
+    holding = sorted({s for s, got in ra.steps.items() for r in got if r.global_index in ra.row_checks})
+    replay_step, replay_why = hi, None  # the step whose fixed batch to replay, and why it is not the anomaly's
+    if holding and hi not in holding:
+        replay_step = holding[0]
+        replay_why = (f"its batch holds the failing rows; the log shows them first at step {hi}"
+                      + (f": the update before, whose loss Lightning logged covers part of its rows"
+                         if replay_step == before else ""))
+    elif not holding and also is not None and before is not None:
+        replay_step = before
+        replay_why = (f"the update before step {hi}: the loss Lightning logged at step {before} covers part of its "
+                      f"rows; then step {hi}'s")
     return {"message": msg + (f"; {also}" if also else ""), "rows": ra.to_dict(), "audited_steps": [a, b],
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,
+            "anomaly_step": hi, "replay_step": replay_step, "replay_why": replay_why, "failing_steps": holding,
             "export": None if exported is None else {"path": export, "rows": exported}}

@@ -51,18 +51,30 @@ CLASS_OF: dict[str, str] = {
 #: an anomaly within this many logging intervals after a resume point is put in the ``resume`` class
 RESUME_NEAR = 5
 
-_REPLAY = ("replay the fixed batch of step {step} (--data ... --export rows.parquet, then "
+_REPLAY = ("replay the fixed batch of step {step}{why} (--data ... --export rows.parquet, then "
            "datacheck.torch.replay_batch) in train mode, eval mode and fp32: all fine means mixed precision, "
            "backward or the optimizer; eval bad too means the weights or the input were already bad")
 
 
+def _replay(d: dict[str, Any]) -> str:
+    """The replay advice for the anomaly ``d``: of the step whose batch to replay, ``d["replay_step"]``
+    (the data leg's: the step whose batch holds the failing rows, or the update before a Lightning
+    log's first non-finite loss) with why it is not the anomaly's own step, else of ``d["step"]``."""
+    step, rs = d.get("step"), d.get("replay_step")
+    if rs is None or rs == step:
+        return _REPLAY.format(step=step, why="")
+    return _REPLAY.format(step=rs, why=f" ({d.get('replay_why')})")
+
+
 def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
     step, good = d.get("step"), d.get("last_good_step")
-    before = f"the checkpoint before step {step}" + (f" (last good step {good})" if good is not None else "")
+    rs = d.get("replay_step", step)
+    before = f"the checkpoint before step {rs}" + (f" (last good step {good})" if good is not None and rs == step
+                                                   else "")
     c = f.check
     if cls == "data":
         rows = d.get("bad_rows") or []
-        return (f"drop or fix global rows {rows[:20]} (their shards, rows and findings are listed) and {_REPLAY.format(step=step)}; "
+        return (f"drop or fix global rows {rows[:20]} (their shards, rows and findings are listed) and {_replay(d)}; "
                 "if the replay without those rows is clean, the data was the cause")
     if cls == "rank":
         return (f"replay rank {d.get('rank')}'s rows of step {step} on another device and compare them with the "
@@ -74,17 +86,17 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
     if cls == "numeric":
         if c == "log.hidden_non_finite":
             return (f"rerun from {before} with logging_nan_inf_filter=False to see the NaN step, then "
-                    + _REPLAY.format(step=step))
+                    + _replay(d))
         if d.get("loss_stays_finite"):
             return (f"find the parameter whose gradient is non-finite at step {step} (per-parameter grad norms, or "
                     "torch.autograd.detect_anomaly) and whether the optimizer skips these steps (then nothing is "
-                    f"trained from step {step}); {_REPLAY.format(step=step)}")
+                    f"trained from step {step}); {_replay(d)}")
         if d.get("persistent") is False:
-            return (f"the value recovered (the scaler skipped the step); if it recurs, {_REPLAY.format(step=step)}")
+            return (f"the value recovered (the scaler skipped the step); if it recurs, {_replay(d)}")
         if c == "log.loss_scale_collapse":
             return (f"resume from {before} in bf16 or fp32 (or a higher min loss scale); if it still overflows at "
-                    f"step {step}, {_REPLAY.format(step=step)}")
-        return f"resume from {before} and {_REPLAY.format(step=step)}"
+                    f"step {step}, {_replay(d)}")
+        return f"resume from {before} and {_replay(d)}"
     if cls == "metric":
         if c == "log.no_loss":
             return ("log the loss itself (the trainer's loss key, or --regex naming the loss group): nothing "
@@ -109,7 +121,7 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
         return ("give --data and [batch] to match the period with the plan (epoch boundaries, tail batches); replay "
                 "the batches of the spike steps")
     return (f"lower the peak lr (e.g. by half) and rerun from {before}; if it breaks at the same step again, "
-            f"{_REPLAY.format(step=step)} (a data cause follows the rows, an lr cause moves)")
+            f"{_replay(d)} (a data cause follows the rows, an lr cause moves)")
 
 
 def _evidence(f: Finding, d: dict[str, Any]) -> list[dict[str, Any]]:
@@ -274,6 +286,8 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
                 f"{f.details.get('first_after_success_step')}: no collapse of the scale, no non-finite loss")})
             continue
         d = dict(f.details)
+        if data and data.get("replay_step") is not None and d.get("step") == data.get("anomaly_step"):
+            d["replay_step"], d["replay_why"] = data["replay_step"], data.get("replay_why")
         cls, why = _classify(f, res, data, bad_rows, audited, rank_hits, resumes)
         if cls == "data":
             d["bad_rows"] = bad_rows
@@ -300,7 +314,8 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
         cls, text = replay_conclusion(replay)
         out["replay"] = {**replay, "class": cls, "conclusion": text}
         for a in anomalies:
-            if a["step"] is not None and replay.get("step") is not None and a["step"] == replay["step"]:
+            at = replay.get("anomaly_step", replay.get("step"))  # the replayed batch may be the update before
+            if a["step"] is not None and at is not None and a["step"] == at:
                 if cls is not None:
                     a["class"], a["why"] = cls, f"replay: {text}"
                 a["evidence"] = a["evidence"] + [{"replay": m, "finite": r.get("finite"), "loss": r.get("loss"),

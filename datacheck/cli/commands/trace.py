@@ -156,12 +156,15 @@ def run(args: argparse.Namespace) -> int:
                 allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on, index=index,
                 world_size=args.world_size)
             step = args.step if args.step is not None else (res.first_bad or {}).get("step")
+            # the batch to replay: the step whose batch holds the failing rows (the update before a
+            # Lightning log's first non-finite loss may), else the anomaly's own
+            at = (data or {}).get("replay_step", step) if step is not None else None
             if args.replay is not None and export is not None and data is not None and data.get("rows") \
-                    and step is not None:
+                    and at is not None:
                 tick.stage("replaying the rows of the step")
                 # the export's _datacheck_step is the 0-based optimizer step; the verdict speaks in log steps
-                replay = {**run_replay(args.replay, args.checkpoint, export, cfg, conv.optimizer_step(step),
-                                       args.replay_dtype), "step": step}
+                replay = {**run_replay(args.replay, args.checkpoint, export, cfg, conv.optimizer_step(at),
+                                       args.replay_dtype), "step": at, "anomaly_step": step}
             if data is not None and args.export is None:
                 data["export"] = None
     ckpts = resume_checkpoints(res.events, res.findings, args.checkpoints) if args.checkpoints else None
