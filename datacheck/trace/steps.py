@@ -35,13 +35,15 @@ console dicts without a progress bar, a header or ``--steps-per-epoch``) cannot 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from datacheck.model.errors import UsageError
 from datacheck.trace.record import ReadStats
 
-__all__ = ["StepConvention", "resolve_convention", "DEFAULT_FIRST_STEP", "OLMO_LEDGER_FIRST_STEP", "STEP_UNITS"]
+__all__ = ["StepConvention", "resolve_convention", "DEFAULT_FIRST_STEP", "OLMO_LEDGER_FIRST_STEP", "STEP_UNITS",
+           "RECORD", "as_records"]
 
 #: the first step's number assumed when neither the log nor ``--first-step`` says it (Hugging Face,
 #: Megatron and OLMo log the step count after the update)
@@ -50,6 +52,20 @@ DEFAULT_FIRST_STEP = 1
 OLMO_LEDGER_FIRST_STEP = 1
 #: what a log's step may count (``--step-unit``)
 STEP_UNITS = ("optimizer", "micro-batch")
+#: the word for a position in a log whose records carry no step number (numbered from 1 in every
+#: reader): the ``step_unit`` of its findings, events and verdict lines
+RECORD = "record"
+
+#: "step N", "steps N..M", "good step": a step number (or the last good one) in a message
+_STEP_WORD = re.compile(r"\b(good )?step(s?)\b(?=\s+(?:\d|before it))")
+
+
+def as_records(text: str) -> str:
+    """``text`` with each step number said as a record number (``step 4`` -> ``record 4``, ``steps 2..9``
+    -> ``records 2..9``, ``no good step before it`` -> ``no good record before it``), for a log whose
+    records carry no step number: their numbers are ordinals, not steps. A step without a number
+    ("17 optimizer step(s) skipped", "every later step") keeps its word."""
+    return _STEP_WORD.sub(lambda m: f"{m.group(1) or ''}{RECORD}{m.group(2)}", text)
 
 
 @dataclass(frozen=True)

@@ -289,9 +289,10 @@ def test_lines_without_steps_are_numbered_from_1_the_same_everywhere(tmp_path):
     r = run_cli("trace", str(p))
     out = r.stdout
     assert f"first anomaly: log.loss_scale_collapse at record {line} (the log gives no step number)" in out
-    assert f"from step {line} to {len(scales)}" in out  # the finding
-    assert f"evidence: {p}:{line}, step {line}:" in out  # the evidence: its line is its record number
-    assert f"[numeric] log.loss_scale_collapse at step {line} " in out  # the verdict
+    assert f"from record {line} to {len(scales)}" in out  # the finding
+    assert f"evidence: {p}:{line}, record {line}:" in out  # the evidence: its line is its record number
+    assert f"[numeric] log.loss_scale_collapse at record {line} " in out  # the verdict
+    assert f"1. from which step: record {line} " in out and "last good record none" in out
 
 
 def test_megatron_iteration_past_int64_is_an_unparsed_line(tmp_path):
