@@ -693,7 +693,13 @@ def _update_before(res: TraceResult, conv: StepConvention) -> int | None:
     returns early while accumulating), and its loggers write rank 0's value unless ``sync_dist``. A row
     of another micro-batch or rank of step ``s - 1`` that made the gradients non-finite is first seen
     at ``s`` (the caller keeps ``s - 1`` only when its rows span several ranks or micro-batches). A
-    finite grad norm at ``s - 1`` (every rank's and micro-batch's gradients) shows that update finite."""
+    finite grad norm at ``s - 1`` (every rank's and micro-batch's gradients) shows that update finite.
+
+    Lightning's alone: the Hugging Face Trainer logs the sum of every micro-batch's loss of the
+    interval, gathered over every process, and the whole update's grad norm at every optimizer step
+    (clipped or not), so its first non-finite value is at the step whose batch holds the row (real runs
+    with gradient accumulation: tests/e2e/trace/test_real_runs_hf_accum.py); accelerate and plain
+    loops log what the user's loop writes, under no convention their logs name."""
     fb = res.first_bad
     if fb is None or fb.get("check") != "log.non_finite" or fb.get("metric") != "loss":
         return None
