@@ -831,7 +831,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if holding and hi not in holding:
         replay_step = holding[0]
         replay_why = (f"its batch holds the failing rows; the log shows them first at step {hi}"
-                      + (f": the update before, whose loss Lightning logged covers part of its rows"
+                      + (": the update before, whose loss Lightning logged covers part of its rows"
                          if replay_step == before else ""))
     elif not holding and also is not None and before is not None:
         replay_step = before
