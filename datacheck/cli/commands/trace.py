@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from datacheck.cli.envelope import write_envelope
@@ -21,7 +22,14 @@ from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
 from datacheck.resume.join import resume_checkpoints
 from datacheck.resume.join import summary_lines as checkpoint_lines
-from datacheck.trace.data import DatasetIndex, ledger_grad_accum, plan_steps_per_epoch, trace_data
+from datacheck.trace.data import (
+    DatasetIndex,
+    ledger_epoch_micro_batches,
+    ledger_grad_accum,
+    plan_epoch_micro_batches,
+    plan_steps_per_epoch,
+    trace_data,
+)
 from datacheck.trace.readers import FORMATS, open_log, pydict
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
@@ -146,6 +154,14 @@ def run(args: argparse.Namespace) -> int:
         if args.steps_per_epoch is not None and not any(st.line_formats.get(pydict.NAME) for st in res.logs):
             raise UsageError("--steps-per-epoch places Hugging Face console records (dicts with an epoch); the logs "
                              "have none: drop it")
+        if micro > 1 and index is not None:
+            # a count of micro-batches across epochs whose last step holds fewer: the epoch's length
+            m = (ledger_epoch_micro_batches(args.ledger, micro) if args.ledger is not None
+                 else plan_epoch_micro_batches(index))
+            if m is not None:
+                conv = replace(conv, epoch_micro_batches=m, source=f"{conv.source}; each epoch is {m} micro-batches "
+                               f"({'the ledger' if args.ledger else 'the [batch] plan'}), its last optimizer step "
+                               f"{m % micro} of them")
         res.join(conv)
         res.apply_fail_on(cfg, args.fail_on)
         tick.stage("auditing the rows of the steps")
