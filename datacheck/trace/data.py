@@ -68,7 +68,9 @@ from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
 __all__ = ["StepRows", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
            "RowAudit", "audit_step_rows",
-           "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "MAX_AUDITED_STEPS", "EXPORT_COLUMNS",
+           "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "plan_epoch_micro_batches",
+           "ledger_epoch_micro_batches",
+           "MAX_AUDITED_STEPS", "EXPORT_COLUMNS",
            "KEEP_OPENED"]
 
 #: columns of an export, in front of the data columns: the plan's (and inspect's) export columns,
@@ -342,15 +344,24 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             out[step] = plan.step_rows(k, consumed=before)
         else:
             out[step] = rows_of_step(plan, k)
-    if not out:
+    beyond = None  # the asked steps the plan does not have, said with the plan's steps and the data's rows
+    if outside:
         length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
                   f"{spe} per epoch x {cfg.batch.epochs} epoch(s), [batch] epochs")
+        if conv.micro_batches > 1 and isinstance(plan, BatchPlan):  # the log counts micro-batches: the data's
+            mbs = plan.order(0).micro_batches
+            length += (f"; {index.total} rows make {mbs} micro-batch(es) per epoch, "
+                       f"{conv.micro_batches} per optimizer step")
         asked = steps_text(min(outside), max(outside), "log step")
-        raise UsageError(f"{asked} {'is' if len(set(outside)) == 1 else 'are'} outside the simulated plan (it has "
-                         f"{steps_text(conv.log_step(0), conv.log_step(total) - 1, 'log step')}: {length}"
-                         + ("; 0 steps per epoch: fewer rows than one micro-batch with drop_last, or no rows"
-                            if spe == 0 and not megatron else "") + "); check [batch] and --first-step, or give "
-                         "--ledger DIR")
+        last = conv.log_step(total) - 1
+        if conv.micro_batches > 1 and total > 0 and not megatron:  # the last step may hold fewer micro-batches
+            last = conv.log_step(total - 1) + max((r.micro_batch or 0 for r in rows_of_step(plan, total - 1)), default=0)
+        beyond = (f"{asked} {'is' if len(set(outside)) == 1 else 'are'} outside the simulated plan (it has "
+                  f"{steps_text(conv.log_step(0), last, 'log step')}: {length}"
+                  + ("; 0 steps per epoch: fewer rows than one micro-batch with drop_last, or no rows"
+                     if spe == 0 and not megatron else "") + ")")
+    if not out:
+        raise UsageError(f"{beyond}; check [batch] and --first-step, or give --ledger DIR")
     if isinstance(plan, MegatronPlan):
         o = plan.order
         sampler = "MegatronPretrainingRandomSampler" if o.dataloader == "cyclic" else "MegatronPretrainingSampler"
@@ -369,8 +380,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
         desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; {conv.formula()}; assumes a "
                 "run from scratch with these samplers: a resumed run or another sampler needs --ledger)")
         facts = cfg.batch.model_dump(mode="json")
-    return out, {"kind": "plan", "facts": facts, "steps_per_epoch": spe,
-                 "run_steps": total, "outside": sorted(outside), "description": desc}
+    return out, {"kind": "plan", "facts": facts, "steps_per_epoch": spe, "run_steps": total,
+                 "outside": sorted(outside), "description": desc + (f"; {beyond}" if beyond else ""),
+                 **({"past_end": beyond} if beyond else {})}
 
 
 def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[int],
@@ -431,6 +443,21 @@ def ledger_grad_accum(folder: str | Path) -> int:
         return 1
     stated = [st["grad_accum"] for sts in led.states.values() for st in sts if isinstance(st.get("grad_accum"), int)]
     return max(stated, default=1)
+
+
+def ledger_epoch_micro_batches(folder: str | Path, grad_accum: int) -> int | None:
+    """Micro-batches per rank in one epoch as the ledger's ``#state`` lines record them (``batches``,
+    ``record_batches`` writes one line per epoch and rank) when every line gives the same count and it
+    is not a multiple of ``grad_accum`` (each epoch's last optimizer step holds fewer:
+    :attr:`datacheck.trace.steps.StepConvention.epoch_micro_batches`), else None; None for a ledger
+    without them (OLMo's) or one that cannot be read here (the data leg reads it again and says why)."""
+    try:
+        led = read_ledger(folder, steps=())
+    except UsageError:
+        return None
+    got = {st["batches"] for sts in led.states.values() for st in sts if isinstance(st.get("batches"), int)}
+    m = got.pop() if len(got) == 1 else None
+    return m if m and grad_accum > 1 and m % grad_accum else None
 
 
 def _most_micro_batches(led: Ledger) -> int:
@@ -674,6 +701,29 @@ def plan_steps_per_epoch(index: DatasetIndex) -> int | None:
     return index.plan().steps_per_epoch
 
 
+def plan_epoch_micro_batches(index: DatasetIndex) -> int | None:
+    """Micro-batches per rank in one epoch of the simulated plan over ``index`` when they are not a
+    multiple of ``[batch] grad_accum`` (each epoch's last optimizer step then holds fewer, and a log
+    that counts micro-batches across epochs starts the next epoch after them:
+    :attr:`datacheck.trace.steps.StepConvention.epoch_micro_batches`), else None; None too without
+    ``batch_size`` / ``max_tokens`` or over Megatron pairs (no torch epochs).
+
+    Raises:
+        OptionalDependencyError: torch is not installed.
+    """
+    b = index.cfg.batch
+    if (b.batch_size is None and b.max_tokens is None) or b.grad_accum < 2:
+        return None
+    try:
+        plan = index.plan()
+    except UsageError:  # the data leg says why when it asks for the plan
+        return None
+    if not isinstance(plan, BatchPlan):
+        return None
+    m = plan.order(0).micro_batches
+    return m if m and m % b.grad_accum else None
+
+
 #: the step counts of the Lightning Trainer's logs (:mod:`datacheck.trace.readers.fields`)
 LIGHTNING_COUNTS = (LIGHTNING_WHY, LIGHTNING_LAYOUT_WHY)
 
@@ -690,7 +740,13 @@ def _update_before(res: TraceResult, conv: StepConvention) -> int | None:
     returns early while accumulating), and its loggers write rank 0's value unless ``sync_dist``. A row
     of another micro-batch or rank of step ``s - 1`` that made the gradients non-finite is first seen
     at ``s`` (the caller keeps ``s - 1`` only when its rows span several ranks or micro-batches). A
-    finite grad norm at ``s - 1`` (every rank's and micro-batch's gradients) shows that update finite."""
+    finite grad norm at ``s - 1`` (every rank's and micro-batch's gradients) shows that update finite.
+
+    Lightning's alone: the Hugging Face Trainer logs the sum of every micro-batch's loss of the
+    interval, gathered over every process, and the whole update's grad norm at every optimizer step
+    (clipped or not), so its first non-finite value is at the step whose batch holds the row (real runs
+    with gradient accumulation: tests/e2e/trace/test_real_runs_hf_accum.py); accelerate and plain
+    loops log what the user's loop writes, under no convention their logs name."""
     fb = res.first_bad
     if fb is None or fb.get("check") != "log.non_finite" or fb.get("metric") != "loss":
         return None
@@ -704,6 +760,26 @@ def _update_before(res: TraceResult, conv: StepConvention) -> int | None:
     if curve is not None and curve.points and good not in curve.bad:
         return None  # the log carries the grad norm, finite at the last good step (its definition)
     return int(good)
+
+
+def _past_end_text(past: list[int], whole: StepRows, conv: StepConvention, index: DatasetIndex,
+                   source: dict[str, Any]) -> str:
+    """Why log steps ``past`` (counting micro-batches) have no rows: their optimizer step holds fewer
+    micro-batches than ``conv.micro_batches`` (the ledger recorded fewer: a run stopped mid-step; or
+    a plan epoch whose micro-batches differ from the first epoch's), said with the micro-batches it
+    holds and the data's rows and epochs (a plan) or the ledger."""
+    s = past[0]
+    k, mb = conv.optimizer_step(s), conv.micro_batch(s)
+    held = sorted({r.micro_batch for r in whole.get(s, []) if r.micro_batch is not None})
+    others = f" (and log step(s) {', '.join(map(str, past[1:10]))}{' ...' if len(past) > 10 else ''})" \
+        if len(past) > 1 else ""
+    if source.get("kind") == "ledger":
+        return (f"{conv.describe(s)}{others} lies past what the ledger {source.get('folder')} recorded: it holds "
+                f"{len(held)} micro-batch(es) of optimizer step {k} ({', '.join(map(str, held)) or 'none'}), not "
+                f"micro-batch {mb}")
+    return (f"{conv.describe(s)}{others} lies past the end of the data: optimizer step {k} holds "
+            f"{len(held)} micro-batch(es) ({', '.join(map(str, held)) or 'none'}), not micro-batch {mb}, in the "
+            f"data's {index.total} rows over {index.cfg.batch.epochs} epoch(s) ({_facts_text(index.cfg)})")
 
 
 def _spread_text(groups: set[tuple[int, int | None]]) -> str:
@@ -724,7 +800,13 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     Returns:
         ``{"message", "rows" (:meth:`RowAudit.to_dict`, None when nothing to audit), "audited_steps"
         ([first, last] log steps), "audited_optimizer_steps", "step_map" (the join, e.g. "log step 50 =
-        optimizer step 49"), "convention", "warning", "source", "export"}``.
+        optimizer step 49"), "convention", "warning", "source", "export", "anomaly_step" (the log step
+        asked: ``step`` or the anomaly's last), "failing_steps" (the audited log steps whose batch holds a
+        failing row), "replay_step" (the log step whose fixed batch to replay: the anomaly's when it holds
+        a failing row, else the first that does, else the update before a Lightning log's first
+        non-finite loss when its rows were kept, else the anomaly's) and "replay_why" (why it is not the
+        anomaly's step, None when it is)}``; ``source["outside"]`` lists the asked steps without rows,
+        and ``source["past_end"]`` says why (outside the plan, past what the ledger recorded).
 
     Raises:
         UsageError: the data's index_hash differs from the one the log records (unless
@@ -766,7 +848,18 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     else:
         rows, source = plan_rows(index, steps, conv, res.consumed)
     if conv.micro_batches > 1:
+        whole = rows
         rows = micro_batch_rows(rows, conv)
+        past = [s for s, got in rows.items() if not got]
+        if past:  # an optimizer step that holds fewer micro-batches than grad_accum: its last one ends the data
+            for s in past:
+                rows.pop(s)
+            source["outside"] = sorted({*source.get("outside", []), *past})
+            text = _past_end_text(past, whole, conv, index, source)
+            source["past_end"] = "; ".join(x for x in (source.get("past_end"), text) if x)
+            source["description"] += f"; {text}"
+            if not rows:
+                raise UsageError(text + ": no rows to audit; check --step, [batch] and --first-step")
     also = None
     if before is not None:
         groups = {(r.rank, r.micro_batch) for r in rows.get(before, [])}
@@ -784,7 +877,20 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     names = [f"{ra.where[g][0]} row {ra.where[g][1]} (global {g})" for g in bad[:20]]
     msg = (f"log steps {a}..{b} (optimizer steps {conv.optimizer_step(a)}..{conv.optimizer_step(b)}): {ra.audited} "
            f"row(s) audited, {len(bad)} failing a check" + (f": {', '.join(names)}" if bad else ""))
+    msg += f"; {source['past_end']}" if source.get("past_end") else ""
+    holding = sorted({s for s, got in ra.steps.items() for r in got if r.global_index in ra.row_checks})
+    replay_step, replay_why = hi, None  # the step whose fixed batch to replay, and why it is not the anomaly's
+    if holding and hi not in holding:
+        replay_step = holding[0]
+        replay_why = (f"its batch holds the failing rows; the log shows them first at step {hi}"
+                      + (": the update before, whose loss Lightning logged covers part of its rows"
+                         if replay_step == before else ""))
+    elif not holding and also is not None and before is not None:
+        replay_step = before
+        replay_why = (f"the update before step {hi}: the loss Lightning logged at step {before} covers part of its "
+                      f"rows; then step {hi}'s")
     return {"message": msg + (f"; {also}" if also else ""), "rows": ra.to_dict(), "audited_steps": [a, b],
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,
+            "anomaly_step": hi, "replay_step": replay_step, "replay_why": replay_why, "failing_steps": holding,
             "export": None if exported is None else {"path": export, "rows": exported}}

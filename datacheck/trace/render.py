@@ -37,7 +37,9 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
     loud = sorted({f.check for f in res.findings if f.severity in ("error", "warn")})
     out.append("first anomaly: " + _first(res.first_bad, unjudged, loud))
     conv = res.convention or {}
-    if conv.get("assumed") and res.first_bad is not None:
+    if res.first_bad is not None and res.first_bad.get("unplaced"):  # no join: record numbers are no steps
+        out.append("  note: no rows are named from record numbers: " + "; ".join(conv.get("unplaced") or []))
+    elif conv.get("assumed") and res.first_bad is not None:
         out.append(f"  note: step join {conv['source']}")
     for f in res.findings:
         out.append(f"  [{f.severity}] {f.check}: {f.message}")
@@ -86,7 +88,7 @@ def _backoffs_text(backoffs: list[dict[str, Any]]) -> str:
     """The timeline's loss-scale back-offs in one line: how many, those of the fp16 initial scale
     search apart (as ``log.loss_scale_collapse`` counts them: never part of a collapse)."""
     def one(e: dict[str, Any]) -> str:
-        return f"at step {e['step']}: {scale_text(e['from'])} -> {scale_text(e['to'])}"
+        return f"at {e.get('step_unit', 'step')} {e['step']}: {scale_text(e['from'])} -> {scale_text(e['to'])}"
     search = [e for e in backoffs if e.get("search")]
     rest = [e for e in backoffs if not e.get("search")]
     text = f"loss-scale back-offs: {len(backoffs)}"

@@ -18,7 +18,7 @@ from datacheck.report.policy import apply_policy
 from datacheck.trace.readers import LogFile
 from datacheck.trace.record import ReadStats, StepRecord
 from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, scale_search, stream_name
-from datacheck.trace.steps import StepConvention
+from datacheck.trace.steps import RECORD, StepConvention, as_records
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
 
@@ -78,6 +78,9 @@ class TraceResult:
             them: a log's records that name no rank in a log whose other records name one (the Hugging
             Face Trainer's dicts beside DeepSpeed's ``Rank 0`` lines: one process's two streams) ->
             that rank's stream name; None when the log names several ranks (one of them wrote it).
+        step_less: the streams of logs whose records carry no step number (``ReadStats.unplaced``):
+            their findings' and events' ``step`` is the record's ordinal (from 1), said "record N"
+            (``details["step_unit"]`` / the event's ``step_unit``: ``"record"``).
         consumed: per iteration a Megatron log reports, its ``consumed samples`` (Megatron's
             ``consumed_train_samples`` after that iteration; the last report of an iteration logged
             twice); empty for other logs. Where a resumed run's sampler stands (``trace --data``).
@@ -94,6 +97,7 @@ class TraceResult:
     convention: dict[str, Any] | None = None
     stream_ranks: dict[str, str | None] = field(default_factory=dict)
     consumed: dict[int, int] = field(default_factory=dict)
+    step_less: set[str] = field(default_factory=set)
 
     def rank_of(self, stream: str) -> str | None:
         """The rank a stream's records come from: its own name, the rank of the process that wrote it
@@ -198,6 +202,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     feeds: dict[Any, list[Any]] = {}  # per stream: the rules' bound feed methods
     named: dict[str, set[int]] = {}  # per log: the ranks its records name
     consumed: dict[int, int] = {}  # Megatron's consumed samples per iteration
+    inferred: dict[str, set[str]] = {}  # per log: the streams of its records that carry no step number
     for lf in logs:
         seen_notes = 0
         for rec in lf.records():
@@ -210,6 +215,8 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                     for r in rules:
                         r.opts = replace(opts, notes=frozenset(notes))
             key = rec.rank if rec.rank is not None else lf.source
+            if rec.step_inferred:
+                inferred.setdefault(lf.source, set()).add(stream_name(key))
             if rec.split != "train":
                 if len(events) < _EVENTS:
                     events.append({"kind": "eval", "step": rec.step, "rank": stream_name(key), "loss": rec.loss})
@@ -263,6 +270,15 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     findings: list[Finding] = []
     for r in rules:
         findings.extend(r.finish(streams))
+    # a log whose records carry no step: each number its findings and events give is a record's ordinal
+    step_less = {name for st in stats if st.unplaced for name in inferred.get(st.source, ())}
+    every = bool(step_less) and {s.name for s in streams.values()} <= step_less  # a run-wide finding's too
+    findings = [f.with_(message=as_records(f.message), details={**f.details, "step_unit": RECORD})
+                if (f.details.get("rank") in step_less and f.details.get("step_inferred"))
+                or (every and f.details.get("rank") is None) else f for f in findings]
+    for e in events:
+        if e.get("rank") in step_less:
+            e["step_unit"] = RECORD
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.details.get("step") is None,
                                  f.details.get("step") or 0, f.check))
     anomalies = [f for f in findings if f.severity in ("error", "warn") and f.details.get("step") is not None
@@ -277,5 +293,6 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                        streams={s.name: s.records for s in streams.values()},
                        notes=[n for r in rules for n in r.notes],
                        not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],
+                       step_less=step_less,
                        stream_ranks={stream_name(k): (stream_name(next(iter(named[k]))) if len(named[k]) == 1 else None)
                                      for k in streams if isinstance(k, str) and named.get(k)})

@@ -35,13 +35,15 @@ console dicts without a progress bar, a header or ``--steps-per-epoch``) cannot 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from datacheck.model.errors import UsageError
 from datacheck.trace.record import ReadStats
 
-__all__ = ["StepConvention", "resolve_convention", "DEFAULT_FIRST_STEP", "OLMO_LEDGER_FIRST_STEP", "STEP_UNITS"]
+__all__ = ["StepConvention", "resolve_convention", "DEFAULT_FIRST_STEP", "OLMO_LEDGER_FIRST_STEP", "STEP_UNITS",
+           "RECORD", "as_records"]
 
 #: the first step's number assumed when neither the log nor ``--first-step`` says it (Hugging Face,
 #: Megatron and OLMo log the step count after the update)
@@ -50,6 +52,20 @@ DEFAULT_FIRST_STEP = 1
 OLMO_LEDGER_FIRST_STEP = 1
 #: what a log's step may count (``--step-unit``)
 STEP_UNITS = ("optimizer", "micro-batch")
+#: the word for a position in a log whose records carry no step number (numbered from 1 in every
+#: reader): the ``step_unit`` of its findings, events and verdict lines
+RECORD = "record"
+
+#: "step N", "steps N..M", "good step": a step number (or the last good one) in a message
+_STEP_WORD = re.compile(r"\b(good )?step(s?)\b(?=\s+(?:\d|before it))")
+
+
+def as_records(text: str) -> str:
+    """``text`` with each step number said as a record number (``step 4`` -> ``record 4``, ``steps 2..9``
+    -> ``records 2..9``, ``no good step before it`` -> ``no good record before it``), for a log whose
+    records carry no step number: their numbers are ordinals, not steps. A step without a number
+    ("17 optimizer step(s) skipped", "every later step") keeps its word."""
+    return _STEP_WORD.sub(lambda m: f"{m.group(1) or ''}{RECORD}{m.group(2)}", text)
 
 
 @dataclass(frozen=True)
@@ -64,6 +80,10 @@ class StepConvention:
             with what would place them; empty when every record has its step.
         micro_batches: log steps per optimizer step: 1 (the log counts optimizer steps), or the
             run's ``grad_accum`` when the log counts micro-batches (``--step-unit micro-batch``).
+        epoch_micro_batches: with ``micro_batches`` > 1, the micro-batches of one epoch per rank when
+            they are not a multiple of ``micro_batches`` (the epoch's last optimizer step holds fewer:
+            accelerate and the Trainer step at the end of the loader), else None. The log's count
+            runs on across epochs: the epoch's micro-batches, not ``micro_batches``, start the next.
     """
 
     first_step: int
@@ -71,20 +91,36 @@ class StepConvention:
     assumed: bool = False
     unplaced: tuple[str, ...] = ()
     micro_batches: int = 1
+    epoch_micro_batches: int | None = None
+
+    def _split(self, log_step: int) -> tuple[int, int]:
+        """(optimizer steps of the epochs before, micro-batch within the epoch) of a micro-batch count."""
+        n = log_step - self.first_step
+        m = self.epoch_micro_batches
+        if not m:
+            return 0, n
+        e, j = divmod(n, m)
+        return e * -(-m // self.micro_batches), j
 
     def optimizer_step(self, log_step: int) -> int:
-        """The 0-based optimizer step of log step ``log_step`` (``(log_step - first_step) //
-        micro_batches``)."""
-        return (log_step - self.first_step) // self.micro_batches
+        """The 0-based optimizer step of log step ``log_step``: ``(log_step - first_step) //
+        micro_batches``; with :attr:`epoch_micro_batches` ``M``, epoch ``n // M``'s steps
+        (``ceil(M / micro_batches)`` each) before, then ``(n % M) // micro_batches``."""
+        before, j = self._split(log_step)
+        return before + j // self.micro_batches
 
     def micro_batch(self, log_step: int) -> int | None:
         """The micro-batch (0 .. ``micro_batches - 1``) of its optimizer step that log step ``log_step``
         counts, or None when the log counts optimizer steps."""
-        return (log_step - self.first_step) % self.micro_batches if self.micro_batches > 1 else None
+        return self._split(log_step)[1] % self.micro_batches if self.micro_batches > 1 else None
 
     def log_step(self, optimizer_step: int) -> int:
         """The log step of ``optimizer_step`` (its first micro-batch's when the log counts micro-batches)."""
-        return optimizer_step * self.micro_batches + self.first_step
+        m = self.epoch_micro_batches
+        if not m:
+            return optimizer_step * self.micro_batches + self.first_step
+        e, i = divmod(optimizer_step, -(-m // self.micro_batches))
+        return e * m + i * self.micro_batches + self.first_step
 
     def describe(self, log_step: int) -> str:
         """``"log step 50 = optimizer step 49"``; ``"log step 11 = optimizer step 5, micro-batch 1 of 2"``."""
@@ -97,6 +133,11 @@ class StepConvention:
         // 2, micro-batch = the remainder"``."""
         if self.micro_batches == 1:
             return f"optimizer step = log step - {self.first_step}"
+        m = self.epoch_micro_batches
+        if m:
+            return (f"n = log step - {self.first_step}: epoch n // {m} ({m} micro-batches, "
+                    f"{-(-m // self.micro_batches)} optimizer steps each, the last holding {m % self.micro_batches}"
+                    f"), optimizer step in it = (n % {m}) // {self.micro_batches}, micro-batch = the remainder")
         return (f"optimizer step = (log step - {self.first_step}) // {self.micro_batches}, micro-batch = the "
                 "remainder")
 
@@ -108,10 +149,11 @@ class StepConvention:
 
     def to_dict(self) -> dict[str, Any]:
         """``first_step``, ``source``, ``assumed``, ``unplaced``, and ``micro_batches`` only when the log
-        counts micro-batches (> 1)."""
+        counts micro-batches (> 1), ``epoch_micro_batches`` only when set."""
         return {"first_step": self.first_step, "source": self.source, "assumed": self.assumed,
                 "unplaced": list(self.unplaced),
-                **({"micro_batches": self.micro_batches} if self.micro_batches > 1 else {})}
+                **({"micro_batches": self.micro_batches} if self.micro_batches > 1 else {}),
+                **({"epoch_micro_batches": self.epoch_micro_batches} if self.epoch_micro_batches else {})}
 
 
 def resolve_convention(logs: Iterable[ReadStats], given: int | None, *, micro_batches: int = 1,

@@ -32,6 +32,7 @@ from typing import Any
 from datacheck.model.findings import Finding
 from datacheck.trace.rules import GRAD_LEAD
 from datacheck.trace.run import SEVERITY_ORDER, TraceResult
+from datacheck.trace.steps import RECORD, as_records
 
 __all__ = ["CLASSES", "CLASS_OF", "RESUME_NEAR", "build_verdict", "verdict_text", "replay_conclusion"]
 
@@ -51,18 +52,34 @@ CLASS_OF: dict[str, str] = {
 #: an anomaly within this many logging intervals after a resume point is put in the ``resume`` class
 RESUME_NEAR = 5
 
-_REPLAY = ("replay the fixed batch of step {step} (--data ... --export rows.parquet, then "
+_REPLAY = ("replay the fixed batch of step {step}{why} (--data ... --export rows.parquet, then "
            "datacheck.torch.replay_batch) in train mode, eval mode and fp32: all fine means mixed precision, "
            "backward or the optimizer; eval bad too means the weights or the input were already bad")
 
 
+def _replay(d: dict[str, Any]) -> str:
+    """The replay advice for the anomaly ``d``: of the step whose batch to replay, ``d["replay_step"]``
+    (the data leg's: the step whose batch holds the failing rows, or the update before a Lightning
+    log's first non-finite loss) with why it is not the anomaly's own step, else of ``d["step"]``."""
+    step, rs = d.get("step"), d.get("replay_step")
+    if d.get("step_unit") == RECORD:  # no step to replay until a log with step numbers names it
+        return _REPLAY.format(step=step, why="").replace(
+            f"of step {step}", f"of the step record {step} logs (this log gives no step number: trace the run's log "
+                               "that does, or place its records, to name it)", 1)
+    if rs is None or rs == step:
+        return _REPLAY.format(step=step, why="")
+    return _REPLAY.format(step=rs, why=f" ({d.get('replay_why')})")
+
+
 def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
     step, good = d.get("step"), d.get("last_good_step")
-    before = f"the checkpoint before step {step}" + (f" (last good step {good})" if good is not None else "")
+    rs = d.get("replay_step", step)
+    before = f"the checkpoint before step {rs}" + (f" (last good step {good})" if good is not None and rs == step
+                                                   else "")
     c = f.check
     if cls == "data":
         rows = d.get("bad_rows") or []
-        return (f"drop or fix global rows {rows[:20]} (their shards, rows and findings are listed) and {_REPLAY.format(step=step)}; "
+        return (f"drop or fix global rows {rows[:20]} (their shards, rows and findings are listed) and {_replay(d)}; "
                 "if the replay without those rows is clean, the data was the cause")
     if cls == "rank":
         return (f"replay rank {d.get('rank')}'s rows of step {step} on another device and compare them with the "
@@ -74,17 +91,17 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
     if cls == "numeric":
         if c == "log.hidden_non_finite":
             return (f"rerun from {before} with logging_nan_inf_filter=False to see the NaN step, then "
-                    + _REPLAY.format(step=step))
+                    + _replay(d))
         if d.get("loss_stays_finite"):
             return (f"find the parameter whose gradient is non-finite at step {step} (per-parameter grad norms, or "
                     "torch.autograd.detect_anomaly) and whether the optimizer skips these steps (then nothing is "
-                    f"trained from step {step}); {_REPLAY.format(step=step)}")
+                    f"trained from step {step}); {_replay(d)}")
         if d.get("persistent") is False:
-            return (f"the value recovered (the scaler skipped the step); if it recurs, {_REPLAY.format(step=step)}")
+            return (f"the value recovered (the scaler skipped the step); if it recurs, {_replay(d)}")
         if c == "log.loss_scale_collapse":
             return (f"resume from {before} in bf16 or fp32 (or a higher min loss scale); if it still overflows at "
-                    f"step {step}, {_REPLAY.format(step=step)}")
-        return f"resume from {before} and {_REPLAY.format(step=step)}"
+                    f"step {step}, {_replay(d)}")
+        return f"resume from {before} and {_replay(d)}"
     if cls == "metric":
         if c == "log.no_loss":
             return ("log the loss itself (the trainer's loss key, or --regex naming the loss group): nothing "
@@ -109,7 +126,7 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
         return ("give --data and [batch] to match the period with the plan (epoch boundaries, tail batches); replay "
                 "the batches of the spike steps")
     return (f"lower the peak lr (e.g. by half) and rerun from {before}; if it breaks at the same step again, "
-            f"{_REPLAY.format(step=step)} (a data cause follows the rows, an lr cause moves)")
+            f"{_replay(d)} (a data cause follows the rows, an lr cause moves)")
 
 
 def _evidence(f: Finding, d: dict[str, Any]) -> list[dict[str, Any]]:
@@ -274,6 +291,8 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
                 f"{f.details.get('first_after_success_step')}: no collapse of the scale, no non-finite loss")})
             continue
         d = dict(f.details)
+        if data and data.get("replay_step") is not None and d.get("step") == data.get("anomaly_step"):
+            d["replay_step"], d["replay_why"] = data["replay_step"], data.get("replay_why")
         cls, why = _classify(f, res, data, bad_rows, audited, rank_hits, resumes)
         if cls == "data":
             d["bad_rows"] = bad_rows
@@ -289,6 +308,8 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
                                      "grad_norm": _value_at(res, d.get("rank"), "grad_norm", lead)})
         if cls == "data":
             a["evidence"] = a["evidence"] + [_row_evidence(r, row_checks, located) for r in bad_rows[:20]]
+        if d.get("step_unit") == RECORD:  # a log without step numbers: its numbers are records
+            a.update(step_unit=RECORD, why=as_records(a["why"]), next_experiment=as_records(a["next_experiment"]))
         anomalies.append(a)
     anomalies.sort(key=lambda a: (a["step"] is None, a["step"] if a["step"] is not None else 0,
                                   SEVERITY_ORDER[a["severity"]]))
@@ -300,7 +321,8 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
         cls, text = replay_conclusion(replay)
         out["replay"] = {**replay, "class": cls, "conclusion": text}
         for a in anomalies:
-            if a["step"] is not None and replay.get("step") is not None and a["step"] == replay["step"]:
+            at = replay.get("anomaly_step", replay.get("step"))  # the replayed batch may be the update before
+            if a["step"] is not None and at is not None and a["step"] == at:
                 if cls is not None:
                     a["class"], a["why"] = cls, f"replay: {text}"
                 a["evidence"] = a["evidence"] + [{"replay": m, "finite": r.get("finite"), "loss": r.get("loss"),
@@ -345,11 +367,12 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
                    if not isinstance(v, (list, dict))})
     stream = fb.get("rank")
     step, good = fb.get("step"), fb.get("last_good_step")
-    at = {"step": step, "window": fb.get("window"), "check": fb["check"], "lr": fb.get("lr"),
+    unit = {"step_unit": RECORD} if fb.get("step_unit") == RECORD else {}
+    at = {**unit, "step": step, "window": fb.get("window"), "check": fb["check"], "lr": fb.get("lr"),
           "loss_scale": fb.get("loss_scale"),
           "grad_norm": fb.get("grad_norm") if fb.get("grad_norm") is not None else _value_at(res, stream, "grad_norm", step)}
     last = None if good is None else {
-        "step": good, "lr": fb.get("last_good_lr"), "loss_scale": fb.get("last_good_loss_scale"),
+        **unit, "step": good, "lr": fb.get("last_good_lr"), "loss_scale": fb.get("last_good_loss_scale"),
         "grad_norm": fb.get("last_good_grad_norm") if fb.get("last_good_grad_norm") is not None
         else _value_at(res, stream, "grad_norm", good)}
     # a log's rank-less records beside its named rank's are that process's other stream, not a rank
@@ -388,6 +411,9 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
     else:
         nan_inf = {"answer": "neither: every logged loss and grad norm is finite", "kind": None, "step": None,
                    "persistent": None}
+    told = nf if nf is not None else hidden
+    if told is not None and told.details.get("step_unit") == RECORD:
+        nan_inf.update(answer=as_records(nan_inf["answer"]), step_unit=RECORD)
     if data is None:
         rows: dict[str, Any] = {"answer": "not looked at: give --data (and --ledger or [batch]) to audit that step's rows"}
     elif not data.get("rows"):
@@ -400,19 +426,21 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         rows = {"answer": (f"{n} row(s) in steps {audited[0]}..{audited[1]}" if audited else f"{n} row(s)")
                 + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}: {', '.join(rc[str(r)])}"
                                                                     for r in bad_rows[:5]) if bad_rows else
-                   "; none fails a data check (the rows look sound)"),
+                   "; none fails a data check (the rows look sound)")
+                + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),
                 "rows": n, "bad_rows": bad_rows}
     return {"from_step": {"first": at, "last_good": last}, "ranks": ranks, "nan_or_inf": nan_inf, "rows": rows}
 
 
-def _evidence_line(e: dict[str, Any]) -> str:
-    """``file:line, step N: key value, ...`` (``what`` first when the line names what it is)."""
+def _evidence_line(e: dict[str, Any], unit: str = "step") -> str:
+    """``file:line, step N: key value, ...`` (``what`` first when the line names what it is; ``unit``:
+    ``record`` for a log without step numbers)."""
     if "checks" in e and "row" in e:  # a failing row of the audited steps
         where = (f"{e['shard']} row {e['shard_row']} (global {e['row']})" if e.get("shard") is not None
                  else f"global row {e['row']}")
         return f"{where}: fails {', '.join(e['checks']) or 'a check'}"
     head = ", ".join(str(x) for x in (e.get("what"), e.get("where")) if x is not None)
-    at = f"step {e['step']}" if e.get("step") is not None else ""
+    at = f"{unit} {e['step']}" if e.get("step") is not None else ""
     vals = ", ".join(f"{k} {_g(x)}" for k, x in e.items() if x is not None and k not in ("what", "where", "step"))
     lead = ", ".join(x for x in (head, at) if x)
     return f"{lead}: {vals}" if lead and vals else lead or vals
@@ -434,10 +462,11 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
             "below, mark no step where training went bad" if loud else "no anomaly at warn or above") + quiet)
     else:
         f, g = fs["first"], fs["last_good"]
+        u = f.get("step_unit", "step")
         w = f.get("window") or [f["step"], f["step"]]
-        win = f"step {f['step']}" if w[0] == w[1] else f"steps {w[0]}..{w[1]} (logged every {w[1] - w[0] + 1})"
+        win = f"{u} {f['step']}" if w[0] == w[1] else f"{u}s {w[0]}..{w[1]} (logged every {w[1] - w[0] + 1})"
         out.append(f"1. from which step: {win} ({f['check']}): lr {_g(f['lr'])}, loss scale {_g(f['loss_scale'])}, "
-                   f"grad norm {_g(f['grad_norm'])}; last good step "
+                   f"grad norm {_g(f['grad_norm'])}; last good {u} "
                    + (f"{g['step']}: lr {_g(g['lr'])}, loss scale {_g(g['loss_scale'])}, grad norm {_g(g['grad_norm'])}"
                       if g else "none before it"))
     out.append("2. all ranks or one: " + (a["ranks"]["answer"] if a["ranks"] else "-"))
@@ -447,11 +476,12 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
         out.append("verdict:")
     last_next = None
     for an in v["anomalies"]:
-        at = f"step {an['step']}" if an["step"] is not None else "the run"
+        u = an.get("step_unit", "step")
+        at = f"{u} {an['step']}" if an["step"] is not None else "the run"
         out.append(f"  [{an['class']}] {an['check']} at {at}" + (f" ({an['rank']})" if an["rank"] else "")
                    + f": {an['why']}")
         for e in an["evidence"][:4]:
-            out.append("    evidence: " + _evidence_line(e))
+            out.append("    evidence: " + _evidence_line(e, u))
         out.append("    next: " + ("as above" if an["next_experiment"] == last_next else an["next_experiment"]))
         last_next = an["next_experiment"]
     if v.get("replay"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from datacheck.cli.envelope import write_envelope
@@ -21,7 +22,14 @@ from datacheck.model.errors import UsageError
 from datacheck.model.findings import Severity
 from datacheck.resume.join import resume_checkpoints
 from datacheck.resume.join import summary_lines as checkpoint_lines
-from datacheck.trace.data import DatasetIndex, ledger_grad_accum, plan_steps_per_epoch, trace_data
+from datacheck.trace.data import (
+    DatasetIndex,
+    ledger_epoch_micro_batches,
+    ledger_grad_accum,
+    plan_epoch_micro_batches,
+    plan_steps_per_epoch,
+    trace_data,
+)
 from datacheck.trace.readers import FORMATS, open_log, pydict
 from datacheck.trace.render import render_html, render_text
 from datacheck.trace.rules import TraceOptions
@@ -146,6 +154,14 @@ def run(args: argparse.Namespace) -> int:
         if args.steps_per_epoch is not None and not any(st.line_formats.get(pydict.NAME) for st in res.logs):
             raise UsageError("--steps-per-epoch places Hugging Face console records (dicts with an epoch); the logs "
                              "have none: drop it")
+        if micro > 1 and index is not None:
+            # a count of micro-batches across epochs whose last step holds fewer: the epoch's length
+            m = (ledger_epoch_micro_batches(args.ledger, micro) if args.ledger is not None
+                 else plan_epoch_micro_batches(index))
+            if m is not None:
+                conv = replace(conv, epoch_micro_batches=m, source=f"{conv.source}; each epoch is {m} micro-batches "
+                               f"({'the ledger' if args.ledger else 'the [batch] plan'}), its last optimizer step "
+                               f"{m % micro} of them")
         res.join(conv)
         res.apply_fail_on(cfg, args.fail_on)
         tick.stage("auditing the rows of the steps")
@@ -156,12 +172,15 @@ def run(args: argparse.Namespace) -> int:
                 allow_data_mismatch=args.allow_data_mismatch, fail_on=args.fail_on, index=index,
                 world_size=args.world_size)
             step = args.step if args.step is not None else (res.first_bad or {}).get("step")
+            # the batch to replay: the step whose batch holds the failing rows (the update before a
+            # Lightning log's first non-finite loss may), else the anomaly's own
+            at = (data or {}).get("replay_step", step) if step is not None else None
             if args.replay is not None and export is not None and data is not None and data.get("rows") \
-                    and step is not None:
+                    and at is not None:
                 tick.stage("replaying the rows of the step")
                 # the export's _datacheck_step is the 0-based optimizer step; the verdict speaks in log steps
-                replay = {**run_replay(args.replay, args.checkpoint, export, cfg, conv.optimizer_step(step),
-                                       args.replay_dtype), "step": step}
+                replay = {**run_replay(args.replay, args.checkpoint, export, cfg, conv.optimizer_step(at),
+                                       args.replay_dtype), "step": at, "anomaly_step": step}
             if data is not None and args.export is None:
                 data["export"] = None
     ckpts = resume_checkpoints(res.events, res.findings, args.checkpoints) if args.checkpoints else None

@@ -25,6 +25,11 @@ __all__ = ["NAME", "parse_line", "starts_iteration", "cut_iteration"]
 NAME = "megatron"
 _ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _VALID = re.compile(r"validation loss at iteration\s+(\d+)\s*\|(.*)$")
+#: an iteration or validation line whose iteration is not a count (``iteration -5/ 20 |``,
+#: ``iteration abc/ 20 |``, ``validation loss at iteration -1 |``): an unparsed line, never noise
+_ITER_ANY = re.compile(r"^\s*iteration\s+([^\s/|]+)\s*/\s*([^\s|]*)\s*\|")
+_VALID_ANY = re.compile(r"validation loss at iteration\s+([^\s|]+)\s*\|")
+_INT = re.compile(r"-?\d+")
 _KEYS = {
     "consumed samples": "tokens", "elapsed time per iteration (ms)": "wall_time_ms", "learning rate": "lr",
     "lm loss": "loss", "loss scale": "loss_scale", "grad norm": "grad_norm",
@@ -57,6 +62,16 @@ def _number(v: str, key: str, field: str) -> float | int | None:
     return to_int(v, k) if field == "skipped" or field == "nan_steps" else to_float(v, k)
 
 
+def _count(v: str, key: str) -> int:
+    """``v`` as an iteration count.
+
+    Raises:
+        BadValue: negative, not an integer, or beyond a 64-bit integer."""
+    if _INT.fullmatch(v) is None:
+        raise BadValue(f"{key}: {v[:40]!r} is not an integer")
+    return bounded_int(int(v), key, "step")
+
+
 def starts_iteration(text: str) -> bool:
     """Whether ``text`` is (the start of) an iteration line."""
     return "iteration" in text and _ITER.match(text) is not None
@@ -71,11 +86,16 @@ def parse_line(text: str) -> dict[str, Any] | None:
     """The fields of a Megatron iteration or validation line, or None for any other line.
 
     Raises:
-        BadValue: a known field's value is not a number, or the iteration is beyond a 64-bit integer.
+        BadValue: a known field's value is not a number, or the iteration (or the run's total after
+            its ``/``) is not a count: negative, not an integer, or beyond a 64-bit integer.
     """
     if "iteration" not in text:  # cheap test first: most lines of a mixed log are not Megatron's
         return None
     m = _ITER.match(text)
+    if m is None and _VALID.search(text) is None \
+            and (bad := _ITER_ANY.match(text) or _VALID_ANY.search(text)) is not None:
+        for i, key in enumerate(("iteration", "iterations")[:len(bad.groups())]):
+            _count(bad.group(i + 1), key)  # raises for every line these match that _ITER and _VALID do not
     if m:
         out: dict[str, Any] = {"step": bounded_int(int(m.group(1)), "iteration", "step")}
         for part in text[m.end():].split("|"):  # split + partition: 1.4x faster than a findall here

@@ -192,7 +192,7 @@ def test_a_collapse_is_reported_to_the_end_of_its_run():
     assert (c.details["step"], c.details["to_step"]) == (steps[1], steps[-1])
     assert c.details["minimum"] is True and scales[-1] < 1
     assert (f"backs off {backoffs} times in a row and reaches {scales[-1]:g} (at or below 1): "
-            f"{scales[0]:.0f} -> {scales[-1]:g} from step {steps[1]} to {steps[-1]}") in c.message
+            f"{scales[0]:.0f} -> {scales[-1]:g} from record {steps[1]} to {steps[-1]}") in c.message  # no step logged
 
 
 def test_apex_collapse_and_timeline_count_the_same_back_offs():
@@ -205,13 +205,13 @@ def test_apex_collapse_and_timeline_count_the_same_back_offs():
     steps = [r.step for r in open_log(str(LOGS / rel)).records()]
     c = _by(_trace(rel))["log.loss_scale_collapse"]
     assert (c.count, c.details["search_backoffs"], c.details["search_from_scale"]) == (16, 1, 65536)
-    assert (f"after 1 back-off(s) of the fp16 initial scale search (65536 -> 32768 at step {steps[0]}: from the "
+    assert (f"after 1 back-off(s) of the fp16 initial scale search (65536 -> 32768 at record {steps[0]}: from the "
             "scaler's initial scale, 2^16 = 65536 by default in apex") in c.message
     assert f"not counted), {len(scales)} in all" in c.message
     out = run_cli("trace", str(LOGS / rel)).stdout
     assert (f"loss-scale back-offs: {len(scales)} (1 of the fp16 initial scale search, from the scaler's initial "
-            f"scale: first at step {steps[0]}: 65536 -> 32768; then {len(scales) - 1}: first at step {steps[1]}: 32768 "
-            f"-> 16384, last at step {steps[-1]}: 1 -> 0.5)") in out
+            f"scale: first at record {steps[0]}: 65536 -> 32768; then {len(scales) - 1}: first at record {steps[1]}: "
+            f"32768 -> 16384, last at record {steps[-1]}: 1 -> 0.5)") in out
 
 
 def test_a_collapse_run_ends_where_the_scale_stops_falling(tmp_path):
@@ -335,3 +335,46 @@ def test_the_join_is_printed_with_the_first_anomaly():
     assert r.returncode == 1 and "first anomaly: log.non_finite at log step 240 = optimizer step 239 (" in r.stdout
     r = run_cli("trace", str(LOGS / "issues/gradnorm_tf_17_epoch_loss_nan.txt"))
     assert "log step 3451 = optimizer step 3450 (assumed)" in r.stdout and "note: step join assumed" in r.stdout
+
+
+STEP_NUMBER = re.compile(r"\bsteps? \d|\bgood steps?\b")  # "step 4", "steps 2..9", "last good step"
+
+
+def _strings(v):
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _strings(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from _strings(x)
+
+
+@pytest.mark.parametrize("rel", ["issues/apex_834_loss_scale_to_zero.txt",
+                                 "issues/modernbert_233_hf_trainer_grad_norm_nan.txt"])
+def test_a_log_without_step_numbers_says_record_n_in_text_and_json(rel):
+    """Both logs carry no step number (PROVENANCE: apex's overflow lines; the Trainer's dicts with an
+    epoch only): their records are numbered from 1, and every number the output gives is a record's.
+    The text and the JSON said "step N" beside "record N" (the first anomaly's line alone said record)."""
+    text = run_cli("trace", str(LOGS / rel)).stdout
+    said = [ln for ln in text.splitlines() if STEP_NUMBER.search(ln)]
+    assert said == [] and "record 1" in text
+    res = json.loads(run_cli("trace", str(LOGS / rel), "--format", "json").stdout)["result"]
+    assert res["first_bad"]["step_unit"] == "record" and res["first_bad"]["unplaced"] is True
+    v = res["verdict"]
+    assert v["answers"]["from_step"]["first"]["step_unit"] == "record"
+    assert all(a["step_unit"] == "record" for a in v["anomalies"])
+    texts = [*_strings([f["message"] for f in res["findings"]]), *_strings(v["anomalies"]), *_strings(v["answers"])]
+    assert [t for t in texts if STEP_NUMBER.search(t)] == []
+
+
+def test_a_log_with_step_numbers_keeps_step_n():
+    """The text lines that number their epoch (PROVENANCE: gradnorm_tf#17, first NaN at epoch 3451)
+    are steps: no record wording."""
+    res = json.loads(run_cli("trace", str(LOGS / "issues/gradnorm_tf_17_epoch_loss_nan.txt"), "--format",
+                             "json").stdout)["result"]
+    assert res["first_bad"]["step"] == 3451 and "step_unit" not in res["first_bad"]
+    assert all("step_unit" not in f["details"] for f in res["findings"])
+    first = res["verdict"]["anomalies"][0]
+    assert "step_unit" not in first and "before step 3451" in first["next_experiment"]

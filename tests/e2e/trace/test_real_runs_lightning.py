@@ -212,6 +212,9 @@ def test_a_row_the_logged_loss_missed_is_found_in_the_update_before(request, cas
     assert bad in d["rows"]["steps"][str(step)][str(rank)] and len(d["rows"]["steps"][str(step)]) == world
     assert d["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
     assert f"(global {bad})" in json.dumps(res["verdict"]["answers"]["rows"])  # "4. the rows of that step"
+    first = next(a for a in res["verdict"]["anomalies"] if a["check"] == "log.non_finite")
+    assert first["class"] == "data" and d["replay_step"] == step  # the batch that holds the row, not the logged one
+    assert f"replay the fixed batch of step {step} (its batch holds the failing rows" in first["next_experiment"]
 
 
 def test_no_step_before_when_the_logged_loss_saw_the_row(accum):

@@ -289,9 +289,10 @@ def test_lines_without_steps_are_numbered_from_1_the_same_everywhere(tmp_path):
     r = run_cli("trace", str(p))
     out = r.stdout
     assert f"first anomaly: log.loss_scale_collapse at record {line} (the log gives no step number)" in out
-    assert f"from step {line} to {len(scales)}" in out  # the finding
-    assert f"evidence: {p}:{line}, step {line}:" in out  # the evidence: its line is its record number
-    assert f"[numeric] log.loss_scale_collapse at step {line} " in out  # the verdict
+    assert f"from record {line} to {len(scales)}" in out  # the finding
+    assert f"evidence: {p}:{line}, record {line}:" in out  # the evidence: its line is its record number
+    assert f"[numeric] log.loss_scale_collapse at record {line} " in out  # the verdict
+    assert f"1. from which step: record {line} " in out and "last good record none" in out
 
 
 def test_megatron_iteration_past_int64_is_an_unparsed_line(tmp_path):
@@ -305,3 +306,26 @@ def test_megatron_iteration_past_int64_is_an_unparsed_line(tmp_path):
     lf = open_log(str(log))
     assert [r.step for r in lf.records()] == [1, 2]
     assert lf.stats.bad_lines == 2 and all("beyond a 64-bit integer" in why for _n, why in lf.stats.bad_examples)
+
+
+def test_megatron_negative_or_malformed_iteration_is_an_unparsed_line(tmp_path):
+    """``iteration -5/ 20 |`` (and a count that is no integer, in an iteration or validation line) is
+    an unparsed line, named, as a negative step is in every keyed reader; it was read as no line at
+    all (neither a record nor counted)."""
+    it = (" iteration {s}/ {t} | consumed samples: 8 | learning rate: 1.000E-04 | lm loss: 2.0E+00 |"
+          " loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")
+    bad = [it.format(s=-5, t=20), it.format(s="abc", t=20), it.format(s=3, t="-20"), it.format(s="4.5", t=20),
+           " validation loss at iteration -1 | lm loss value: 7.9 | lm loss PPL: 2.7E+03 |\n"]
+    log = tmp_path / "run.log"
+    log.write_text(it.format(s=1, t=20) + "".join(bad) + it.format(s=2, t=20)
+                   + " validation loss at iteration 2 | lm loss value: 7.9 | lm loss PPL: 2.7E+03 |\n")
+    lf = open_log(str(log))
+    recs = list(lf.records())
+    assert [(r.step, r.split) for r in recs] == [(1, "train"), (2, "train"), (2, "eval")]
+    assert lf.stats.bad_lines == len(bad)
+    whys = [why for _n, why in lf.stats.bad_examples]
+    assert sum("-5 is negative, not a training step" in w for w in whys) == 1
+    assert sum("'abc' is not an integer" in w for w in whys) == 1
+    assert sum("iterations: -20 is negative" in w for w in whys) == 1
+    assert sum("'4.5' is not an integer" in w for w in whys) == 1
+    assert sum("iteration: -1 is negative" in w for w in whys) == 1

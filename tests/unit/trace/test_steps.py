@@ -3,6 +3,8 @@ no trainer is assumed to count from 1, unless it logs step 0, which a count from
 optimizer step -1: then from 0. ``--first-step`` and a recognised trainer always win."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import run_cli
 from tracehelp import trace, write_jsonl
@@ -84,3 +86,16 @@ def test_cli_step_unit_micro_batch_needs_grad_accum(tmp_path):
     (tmp_path / "datacheck.toml").write_text("[batch]\nbatch_size = 4\n")
     r = run_cli("trace", str(log), "--config", str(tmp_path / "datacheck.toml"), "--step-unit", "micro-batch")
     assert r.returncode == 2 and "--step-unit micro-batch needs" in r.stderr and "grad_accum" in r.stderr
+
+
+def test_a_micro_batch_count_across_ragged_epochs():
+    """3 micro-batches an epoch, 2 per optimizer step: the epoch's steps are {0, 1}, {2}; the count runs
+    on, so log step 3 (from 1: 4) is epoch 1's micro-batch 0, optimizer step 2; log_step inverts it."""
+    m, ga = 3, 2
+    for first in (0, 1):
+        conv = replace(resolve_convention([], first, micro_batches=ga), epoch_micro_batches=m)
+        want = [(e * 2 + j // ga, j % ga) for e in range(3) for j in range(m)]  # per micro-batch of the run
+        got = [(conv.optimizer_step(n + first), conv.micro_batch(n + first)) for n in range(3 * m)]
+        assert got == want
+        assert [conv.log_step(k) for k in range(6)] == [first + x for x in (0, 2, 3, 5, 6, 8)]
+        assert conv.to_dict()["epoch_micro_batches"] == m and "epoch n // 3" in conv.formula()
