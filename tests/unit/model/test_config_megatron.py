@@ -16,6 +16,7 @@ def _hash_without_new_keys(cfg) -> str:
     doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace", "megatron"})
     del doc["batch"]["loader"]
     for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
+                         "max_row_bytes": 128 << 20,
                          "infer_splits": True}.items():
         if doc["dataset"].get(key) == default:
             del doc["dataset"][key]
