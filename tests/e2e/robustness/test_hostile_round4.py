@@ -112,6 +112,12 @@ EXPECT: dict[str, tuple[int, str]] = {
                                 r"\(\[dataset\] max_row_bytes\)"),
     "rawtext_500mb_string_infer": (2, r"no readable shard to infer a schema from: a\.parquet: not read \(row group 0 "
                                       r"\(rows 0-1\) holds 524,288,066 bytes.*\[dataset\] max_row_bytes"),
+    # the same string on one JSONL line (524,288,012 bytes: 10 + 500 MiB + 2): one decode.bad_record naming the
+    # line, never held (it took 5.8 GB RSS and passed; exit 3, out of memory, under 2 GiB); the short line is
+    # audited (infer reads it)
+    "rawtext_500mb_jsonl_line": (1, r'"check": "decode\.bad_record",.*"message": "1 record\(s\) do not parse \(first: '
+                                    r"line 1, byte offset 0: a line of 524,288,012 bytes, more than the 128 MiB a row "
+                                    r"datacheck decodes \(\[dataset\] max_row_bytes\): not parsed\)"),
     "rawtext_1e6_empty": (1, rf'"check": "dup\.exact_in_shard",\s+"column": "text",\s+"count": {10**6 - 1},'
                              rf'.*"check": "empty\.text",\s+"column": "text",\s+"count": {10**6},'),
 }
