@@ -32,14 +32,14 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import ShardData
-from datacheck.formats.findings import bad_record_finding, blank_finding, utf8_finding
+from datacheck.formats.findings import bad_record_finding, blank_finding, long_line_message, utf8_finding
 from datacheck.formats.records import jsonl_records, strip_bom
 from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
 from datacheck.io.shardbytes import READ_ERRORS, LongLine, Unreadable, bounded_line_chunks
 from datacheck.io.structs import with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
 
-__all__ = ["BEYOND_128_BITS", "JSONL_CHUNK_BYTES", "TYPES_CHANGE", "join_dtypes", "jsonl_chunks", "long_line_message"]
+__all__ = ["BEYOND_128_BITS", "JSONL_CHUNK_BYTES", "TYPES_CHANGE", "join_dtypes", "jsonl_chunks"]
 
 #: Decompressed bytes of one JSONL chunk (whole lines; a longer line makes a longer chunk).
 JSONL_CHUNK_BYTES = 16 * 2**20  # 16 MiB: pass 1 peaks ~100 MiB lower than at 32 MiB, no slower (bench_jsonl_stream.py)
@@ -695,13 +695,6 @@ class _JsonlChunk:
     nbytes: int
     slow: bool
     crc: int = 0
-
-
-def long_line_message(length: int, limit: int) -> str:
-    """Why a line of ``length`` bytes was not parsed (over ``[dataset] max_row_bytes``, ``limit``)."""
-    bound = f"{limit >> 20:,} MiB" if limit >= 1 << 20 and limit % (1 << 20) == 0 else f"{limit:,} bytes"
-    return (f"a line of {length:,} bytes, more than the {bound} a row datacheck decodes ([dataset] max_row_bytes): "
-            "not parsed")
 
 
 def _long_line_chunk(long: LongLine, line0: int, off0: int, limit: int) -> _JsonlChunk:

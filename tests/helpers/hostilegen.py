@@ -644,6 +644,15 @@ def _one_huge_line(p: Path) -> None:
         f.write(b'"}\n{"text": "ok"}\n')
 
 
+def _one_huge_csv_line(p: Path) -> None:
+    """A CSV file whose second line (after the header) is a 500 MiB field, then a short record."""
+    with open(p, "wb") as f:
+        f.write(b"text\n")
+        for _ in range(500):
+            f.write(b"x" * (1 << 20))
+        f.write(b"\nok\n")
+
+
 CASES4: dict[str, Callable[[Path], list[str]]] = {
     # [megatron] values and Megatron pairs
     "meg_train_iters_2p40": _meg_case("seq_length = 8\ntrain_iters = 1099511627776\n"),
@@ -708,4 +717,5 @@ CASES4: dict[str, Callable[[Path], list[str]]] = {
     "rawtext_500mb_string_infer": _raw_text(_one_huge_string, "infer"),
     "rawtext_500mb_jsonl_line": _raw_text(_one_huge_line, name="a.jsonl"),
     "rawtext_500mb_jsonl_line_infer": _raw_text(_one_huge_line, "infer", name="a.jsonl"),
+    "rawtext_500mb_csv_line": _raw_text(_one_huge_csv_line, name="a.csv"),
 }

@@ -1,7 +1,8 @@
 """Hostile inputs of the sixteenth session's additions (:data:`hostilegen.CASES4`): Megatron's own
 order (``[megatron]`` values, ``.idx`` headers, a log's consumed samples, ``plan --step``), Lightning
 logs (``hparams.yaml``, ``metrics.csv``, ``--step-unit micro-batch``), gzip ledgers (a bomb member,
-garbage between members) and raw_text columns (10**6 empty strings, one 500 MiB string). Each runs as
+garbage between members) and raw_text columns (10**6 empty strings, one 500 MiB string in parquet, on a
+JSONL line, in a CSV field). Each runs as
 round 3's cases do (:func:`test_hostile_round3.run_limited`: its own process, a 2 GiB address space,
 a time bound) and must end in exit 0, 1 or 2 with no traceback, leave the data as it was, and say
 what the case below expects (a usage error names the key or file and the number that was refused)."""
@@ -118,6 +119,11 @@ EXPECT: dict[str, tuple[int, str]] = {
     "rawtext_500mb_jsonl_line": (1, r'"check": "decode\.bad_record",.*"message": "1 record\(s\) do not parse \(first: '
                                     r"line 1, byte offset 0: a line of 524,288,012 bytes, more than the 128 MiB a row "
                                     r"datacheck decodes \(\[dataset\] max_row_bytes\): not parsed\)"),
+    # and as a CSV field (line 2, after the 5-byte header line): the quoting across it cannot be followed without
+    # reading it, so the shard is unreadable from there (it took 80 s and ran out of memory under 2 GiB)
+    "rawtext_500mb_csv_line": (1, r'"check": "decode\.unreadable",.*"message": "a\.csv: line 2 \(byte offset 5\) is a '
+                                  r"line of 524,288,000 bytes, more than the 128 MiB a row datacheck decodes "
+                                  r"\(\[dataset\] max_row_bytes\)"),
     "rawtext_1e6_empty": (1, rf'"check": "dup\.exact_in_shard",\s+"column": "text",\s+"count": {10**6 - 1},'
                              rf'.*"check": "empty\.text",\s+"column": "text",\s+"count": {10**6},'),
 }
