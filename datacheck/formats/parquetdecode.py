@@ -14,9 +14,8 @@ import contextlib
 import os
 import queue
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS, MAX_ROW_BYTES, ONE_BATCH_TARGETS, RAMP_DIVISOR
 
@@ -113,10 +112,10 @@ def _parquetfile_defaults() -> dict[str, Any]:
     return _defaults[0]
 
 
-@dataclass(frozen=True)
-class WideRowGroup:
+class WideRowGroup(NamedTuple):
     """A parquet row group whose rows hold more bytes, on average, than a reader decodes in one row
-    (:func:`wide_row_group`). All sizes are the footer's uncompressed bytes (``int``).
+    (:func:`wide_row_group`). All sizes are the footer's uncompressed bytes (``int``). A NamedTuple, not
+    a dataclass: the command line imports this module on paths that never load ``dataclasses``.
 
     Attributes:
         group: the row group's 0-based index in the file.
