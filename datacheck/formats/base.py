@@ -234,7 +234,7 @@ class Format:
             ``.json`` file, a ``.bin``).
         companions: ``path -> the paths of the files that belong to the shard`` (same store or
             folder; hashed before the shard's own bytes, copied with it from a store).
-        open_remote: ``(fsspec filesystem, object path, URL) -> ShardData``: a shard in an object
+        open_remote: ``(fsspec filesystem, object path, URL, options) -> ShardData``: a shard in an object
             store read in place (raises :class:`Unreadable`); None: copied to a local file and
             opened by ``open``.
         rewrite: format name -> its :class:`~datacheck.formats.rewrite.Rewriter` (how ``clean``
@@ -248,7 +248,7 @@ class Format:
     forced_extensions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     sniff: Callable[[Path], str | None] | None = None
     companions: Callable[[str], list[str]] = _no_companions
-    open_remote: Callable[[Any, str, str], ShardData] | None = None
+    open_remote: Callable[[Any, str, str, ReadOptions], ShardData] | None = None
     rewrite: dict[str, Rewriter] = field(default_factory=dict)
     refusals: dict[str, str] = field(default_factory=dict)
 

@@ -3,7 +3,9 @@ the one reader, for a local file and a copy of an object in a store alike, readi
 streaming passes, in bounded memory.
 
 Pass 1 (:func:`open_csv`, at open) reads the file once as a stream of lines
-(:func:`datacheck.io.shardbytes.line_chunks`: decompressed as a stream, chunks of whole lines) through
+(:func:`datacheck.io.shardbytes.bounded_line_chunks`: decompressed as a stream, chunks of whole lines; a
+line longer than ``[dataset] max_row_bytes`` is never held: the file is ``decode.unreadable`` naming the
+line, byte offset and length, since the records after it cannot be told apart without reading it) through
 the same record rules as :func:`datacheck.formats.records.csv_records` (Python's ``csv`` module,
 ``strict=False``, the field-size limit raised by :mod:`datacheck.formats.records`): it keeps
 
@@ -49,11 +51,12 @@ import polars as pl
 
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
 from datacheck.formats.batches import StreamedReader, cast_batches
-from datacheck.formats.findings import bad_record_finding, blank_finding, unique_names, utf8_finding
+from datacheck.formats.findings import bad_record_finding, blank_finding, long_line_message, unique_names, utf8_finding
 from datacheck.formats.records import BOM, RecordLayoutError
 from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import lazy_source, recut_frames
-from datacheck.io.shardbytes import Unreadable, line_chunks
+from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks
+from datacheck.model.constants import MAX_ROW_BYTES
 from datacheck.model.findings import Finding
 
 __all__ = ["CSV_CHUNK_ROWS", "FORMAT", "SEPARATORS", "CsvStream", "combine_dtypes", "open_csv"]
@@ -147,12 +150,20 @@ class _Record:
     text: str = ""
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes, str, bool]]:
+def _lines(path: Path, max_line: int | None = None) -> Iterator[tuple[int, bytes, str, bool, int]]:
     """(byte offset in the file, the line's bytes without its break, the decoded line with its break
-    as written (``\\n`` or ``\\r\\n``), invalid UTF-8) for every line, streamed; a UTF-8 BOM skipped."""
+    as written (``\\n`` or ``\\r\\n``), invalid UTF-8, -1) for every line, streamed; a UTF-8 BOM skipped.
+    A line of more than ``max_line`` bytes (None: no bound) is never held: it comes as (its offset,
+    its first bytes, a bare line break, False, its length)
+    (:func:`~datacheck.io.shardbytes.bounded_line_chunks`); the splitter stops there."""
     pos = 0
     first = True
-    for chunk in line_chunks(path, _READ_BYTES):
+    for chunk in bounded_line_chunks(path, _READ_BYTES, max_line):
+        if isinstance(chunk, LongLine):
+            first = False
+            yield pos, chunk.head, "\n" if chunk.newline else "", False, chunk.length
+            pos += chunk.nbytes
+            continue
         start = 0
         if first:
             first = False
@@ -171,7 +182,7 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes, str, bool]]:
                 text, bad = raw.decode("utf-8"), False
             except UnicodeDecodeError:
                 text, bad = raw.decode("utf-8", errors="replace"), True
-            yield pos, raw, text + brk, bad
+            yield pos, raw, text + brk, bad, -1
             pos += end + 1 - start
             start = end + 1
 
@@ -180,8 +191,9 @@ class _Splitter:
     """The records of the file (the rules of :func:`datacheck.formats.records.csv_records`), streamed."""
 
     def __init__(self, path: Path, sep: str, quote: str | None, header: bool, names: list[str] | None,
-                 keep_bad: int = _ENCODING_SAMPLE):
+                 keep_bad: int = _ENCODING_SAMPLE, max_line: int | None = None):
         self.path, self.sep, self.quote, self.header, self.names = path, sep, quote, header, names
+        self.max_line = max_line
         self.keep_bad = max(keep_bad, _ENCODING_SAMPLE)
         self.offsets: dict[int, int] = {}
         self.raws: dict[int, bytes] = {}
@@ -194,10 +206,14 @@ class _Splitter:
         self.end = 0
 
     def _text(self) -> Iterator[str]:
-        for off, raw, text, bad in _lines(self.path):
+        for off, raw, text, bad, long in _lines(self.path, self.max_line):
             self.n_lines += 1
             self.offsets[self.n_lines] = off
             self.end = off + len(raw)
+            if long >= 0:  # the quoting across it cannot be followed without reading it: the file stops here
+                raise RecordLayoutError(f"line {self.n_lines} (byte offset {off}) is {long_line_message(long, self.max_line or 0)}, "
+                                        "and the records after it cannot be told apart without it (a quoted field "
+                                        "may span lines): the file was not read further")
             if bad:
                 self.n_bad_utf8 += 1
                 if len(self.bad_utf8) < self.keep_bad:
@@ -276,6 +292,7 @@ class CsvStream(StreamedReader):
     names: list[str] | None
     schema: dict[str, pl.DataType] = field(default_factory=dict)
     rows: int = 0
+    max_line: int | None = None
 
     def _parse(self, records: list[list[str]], columns: list[str] | None) -> pl.DataFrame:
         cols = list(self.schema)
@@ -296,7 +313,7 @@ class CsvStream(StreamedReader):
     def _pieces(self, columns: list[str] | None, step: int) -> Iterator[pl.DataFrame]:
         """The good records parsed ``step`` at a time (the last piece may be shorter)."""
         recs: list[list[str]] = []
-        split = _Splitter(self.path, self.sep, self.quote, self.header, self.names)
+        split = _Splitter(self.path, self.sep, self.quote, self.header, self.names, max_line=self.max_line)
         try:
             for r in split.records():
                 if r.fields is None:
@@ -328,7 +345,8 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     quote = dataset_cfg.quote_char if dataset_cfg.quote_char else None
     header = dataset_cfg.header
     names = list(dataset_cfg.names) if dataset_cfg.names else None
-    split = _Splitter(path, sep, quote, header, names, keep_bad=max_examples)
+    limit = int(getattr(dataset_cfg, "max_row_bytes", None) or MAX_ROW_BYTES)
+    split = _Splitter(path, sep, quote, header, names, keep_bad=max_examples, max_line=limit)
     bad: list[tuple[int, int, str, str]] = []
     n_bad = 0
     blank: list[tuple[int, int]] = []
@@ -411,7 +429,8 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
         for c in cols:
             if c in string_columns:
                 schema[c] = pl.String
-    stream = CsvStream(path=path, sep=sep, quote=quote, header=header, names=names, schema=schema, rows=rows)
+    stream = CsvStream(path=path, sep=sep, quote=quote, header=header, names=names, schema=schema, rows=rows,
+                       max_line=limit)
     return ShardData(
         lf=stream.lazy(), decode_findings=findings, line_format=True,
         line_of_row=None if lines is None else np.frombuffer(lines, dtype=np.int64).copy(),

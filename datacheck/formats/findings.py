@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datacheck.model.findings import Example, Finding, show_value
 
-__all__ = ["bad_record_finding", "bad_rows_finding", "blank_finding", "unique_names", "utf8_finding", "decode_utf8",
+__all__ = ["long_line_message", "bad_record_finding", "bad_rows_finding", "blank_finding", "unique_names", "utf8_finding", "decode_utf8",
            "utf8_rows_finding"]
 
 
@@ -90,6 +90,14 @@ def unique_names(cols: list[str]) -> list[str]:
         out.append(c if n == 0 else f"{c}_{n}")
         seen[c] = n + 1
     return out
+
+
+def long_line_message(length: int, limit: int) -> str:
+    """Why a line of ``length`` bytes was not parsed: over ``limit`` (``[dataset] max_row_bytes``); the
+    text of its ``decode.bad_record`` (JSONL, CSV/TSV)."""
+    bound = f"{limit >> 20:,} MiB" if limit >= 1 << 20 and limit % (1 << 20) == 0 else f"{limit:,} bytes"
+    return (f"a line of {length:,} bytes, more than the {bound} a row datacheck decodes ([dataset] max_row_bytes): "
+            "not parsed")
 
 
 def bad_record_finding(bad: list[tuple[int, int, str, str]], total_lines: int, max_examples: int,

@@ -84,6 +84,7 @@ from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import ahead, lazy_source, recut_frames
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
+from datacheck.model.constants import MAX_ROW_BYTES
 from datacheck.model.findings import Example, Finding, show_value
 
 __all__ = ["FORMAT", "JsonlSource", "open_json_array", "open_jsonl", "sniff", "sniff_json_array", "sniff_json_lines",
@@ -231,6 +232,7 @@ class JsonlSource(StreamedReader):
             then reads them instead of the file (None: pass 2 streams the file again).
         majors: {column: JSON kind} of the columns that mix kinds (values of other kinds are null).
         broken: the columns whose values do not form one column (read as null).
+        max_line: the line bound pass 1 used (``[dataset] max_row_bytes``; pass 2 passes over the same lines).
     """
 
     path: Path
@@ -245,6 +247,7 @@ class JsonlSource(StreamedReader):
     sample_bytes: dict[str, int] = field(default_factory=dict)
     sample_rows: int = 0
     pieces: list[_Piece] | None = None
+    max_line: int | None = None
 
     def bytes_per_row(self, columns: list[str]) -> float:
         """Estimated decoded bytes of one row of ``columns`` (from pass 1's first rows; no read)."""
@@ -287,7 +290,7 @@ class JsonlSource(StreamedReader):
         """The file's chunks read again, checked against pass 1's (rows, CRC-32, count)."""
         changed = "the file changed while it was being read (its chunks differ between two reads)"
         seen = 0
-        for c in jsonl_chunks(self.path, self.chunk_bytes, fast=self.chunk_fast):
+        for c in jsonl_chunks(self.path, self.chunk_bytes, fast=self.chunk_fast, max_line=self.max_line):
             seen += 1
             if seen > len(self.chunk_rows) or c.piece.rows != self.chunk_rows[seen - 1] \
                     or c.crc != self.chunk_crc[seen - 1]:
@@ -316,9 +319,13 @@ class JsonlSource(StreamedReader):
                            str(self.path))
 
 
-def open_jsonl(path: Path, max_examples: int) -> ShardData:
+def open_jsonl(path: Path, max_examples: int, max_line: int | None = MAX_ROW_BYTES) -> ShardData:
     """A local JSONL file (plain, ``.gz``, ``.zst``) opened as a streamed source (see the module
     docstring), with ``ShardData.stream`` the :class:`JsonlSource` (None for a file of one chunk, kept in memory).
+    A line of more than ``max_line`` bytes (``[dataset] max_row_bytes``, default 128 MiB; None: no
+    bound) is a ``decode.bad_record`` naming its line, byte offset and length, never held nor parsed
+    (as a parquet row group whose rows average more is refused from its footer); the other lines are
+    audited.
 
     Raises:
         Unreadable: the file cannot be read or decompressed, or its chunks do not form one table.
@@ -373,7 +380,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
                 kept[0] = None
 
     n_chunks = 0
-    for c in jsonl_chunks(path, size):
+    for c in jsonl_chunks(path, size, max_line=max_line):
         n_chunks += 1
         bad += c.bad
         blank += c.blank
@@ -411,7 +418,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     retyped: dict[str, list[np.ndarray]] = {}
     if majors:  # the chunks' dtypes after nulling (and the rows nulled): a second stream for them alone
         schemas = []
-        again = kept[0] if kept[0] is not None else (c.piece for c in jsonl_chunks(path, size, fast=chunk_fast))
+        again = kept[0] if kept[0] is not None else (c.piece for c in jsonl_chunks(path, size, fast=chunk_fast, max_line=max_line))
         first = 0  # the shard row of the chunk's row 0
         for p in again:
             if not p.rows:
@@ -445,7 +452,7 @@ def open_jsonl(path: Path, max_examples: int) -> ShardData:
     schema = {c: pl.Null() if c in broken else sorted_fields(joined.get(c, pl.Null())) for c in order}
     src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,
                       majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0],
-                      pieces=kept[0])
+                      pieces=kept[0], max_line=max_line)
     return ShardData(lf=src.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
                      line_base=1, stream=src,
                      retyped={n: np.concatenate(parts) for n, parts in retyped.items() if n not in broken})
@@ -529,7 +536,8 @@ def sniff(path: Path) -> str | None:
 def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     if fmt == "json":
         return open_json_array(path, opts.max_examples)
-    return open_jsonl(path, opts.max_examples)  # JSON has no fixed-size lists to normalize
+    limit = int(getattr(opts.dataset, "max_row_bytes", None) or MAX_ROW_BYTES)
+    return open_jsonl(path, opts.max_examples, limit)  # JSON has no fixed-size lists to normalize
 
 
 FORMAT = Format(

@@ -32,10 +32,10 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import ShardData
-from datacheck.formats.findings import bad_record_finding, blank_finding, utf8_finding
+from datacheck.formats.findings import bad_record_finding, blank_finding, long_line_message, utf8_finding
 from datacheck.formats.records import jsonl_records, strip_bom
 from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
-from datacheck.io.shardbytes import READ_ERRORS, Unreadable, line_chunks
+from datacheck.io.shardbytes import READ_ERRORS, LongLine, Unreadable, bounded_line_chunks
 from datacheck.io.structs import with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
 
@@ -697,8 +697,19 @@ class _JsonlChunk:
     crc: int = 0
 
 
-def jsonl_chunks(path: Path, chunk_bytes: int | None = None, fast: list[bool] | None = None) -> Iterator[_JsonlChunk]:
-    """A JSONL file (plain, ``.gz``, ``.zst``) chunk by chunk (:func:`line_chunks`, :data:`JSONL_CHUNK_BYTES`
+def _long_line_chunk(long: LongLine, line0: int, off0: int, limit: int) -> _JsonlChunk:
+    """A line over the bound (:class:`~datacheck.io.shardbytes.LongLine`) as a chunk of no rows and one
+    bad record (its 1-based line and byte offset); its CRC-32 is of its length and first bytes."""
+    text = long.head.decode("utf-8", errors="replace") + "..."
+    crc = zlib.crc32(long.head, long.length & 0xFFFFFFFF)
+    return _JsonlChunk(_Piece(rows=0, lines=np.zeros(0, dtype=np.int64), values=[]),
+                       [(line0 + 1, off0, long_line_message(long.length, limit), text)], [], [], 1, long.nbytes,
+                       True, crc)
+
+
+def jsonl_chunks(path: Path, chunk_bytes: int | None = None, fast: list[bool] | None = None,
+                 max_line: int | None = None) -> Iterator[_JsonlChunk]:
+    """A JSONL file (plain, ``.gz``, ``.zst``) chunk by chunk (:func:`~datacheck.io.shardbytes.line_chunks`, :data:`JSONL_CHUNK_BYTES`
     read at call time): a chunk is parsed by polars (:func:`_fast_chunk`) or, when that fails, line
     by line (``jsonl_records``: the bad lines, blank lines and invalid UTF-8 of that chunk only, with
     the file's line numbers and byte offsets). ``chunk_bytes``: the chunk size (default
@@ -706,10 +717,18 @@ def jsonl_chunks(path: Path, chunk_bytes: int | None = None, fast: list[bool] | 
     the same chunks (the streamed JSONL source, :mod:`datacheck.formats.jsonl`, relies on it).
     ``fast``: for a second read, whether each chunk took the fast path in the first (its checks are
     not repeated: the chunk is parsed by ``pl.read_ndjson`` directly; ``crc32`` tells whether its
-    bytes changed). Raises :class:`Unreadable`."""
+    bytes changed). ``max_line``: a line of more bytes (``[dataset] max_row_bytes``; None: no bound)
+    is never held nor parsed: it comes as a chunk of its own with no rows and one bad record naming its
+    line, byte offset and length (:func:`~datacheck.io.shardbytes.bounded_line_chunks`), and the
+    other lines are read as before. Raises :class:`Unreadable`."""
     line0 = off0 = 0
     size = JSONL_CHUNK_BYTES if chunk_bytes is None else chunk_bytes  # read at call time (tests shrink it)
-    for k, chunk in enumerate(line_chunks(path, size)):
+    for k, chunk in enumerate(bounded_line_chunks(path, size, max_line)):
+        if isinstance(chunk, LongLine):
+            yield _long_line_chunk(chunk, line0, off0, max_line or 0)
+            line0 += 1
+            off0 += chunk.nbytes
+            continue
         data, b = strip_bom(chunk) if k == 0 else (chunk, 0)
         n_lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
         if fast is not None and k < len(fast) and fast[k]:

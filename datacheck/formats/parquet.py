@@ -31,12 +31,12 @@ import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
-from datacheck.formats.parquetdecode import claim, decoded, parquet_file, rows_bytes
+from datacheck.formats.parquetdecode import claim, decoded, parquet_file, rows_bytes, wide_row_group
 from datacheck.formats.rewrite import TableRewrite
 from datacheck.formats.stream_source import ahead
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes, store_reason
 from datacheck.io.stores import is_url
-from datacheck.model.constants import RAMP_DIVISOR
+from datacheck.model.constants import MAX_ROW_BYTES, RAMP_DIVISOR
 
 __all__ = ["FORMAT", "ParquetReader", "batchable", "read_table", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
 
@@ -64,7 +64,20 @@ class Footer:
             return cls(pf)
 
 
-def _read_parquet(path: Path) -> ShardData:
+def _row_limit(opts: ReadOptions | None) -> int:
+    """``[dataset] max_row_bytes`` of the read's config, else its default."""
+    return int(getattr(opts.dataset if opts is not None else None, "max_row_bytes", None) or MAX_ROW_BYTES)
+
+
+def _refuse_wide(metadata: Any, limit: int) -> None:
+    """Raise :class:`Unreadable` when a row group's rows average more than ``limit`` bytes
+    (:func:`~datacheck.formats.parquetdecode.wide_row_group`: from the footer, before any decode)."""
+    wide = wide_row_group(metadata, limit)
+    if wide is not None:
+        raise Unreadable(wide.reason)
+
+
+def _read_parquet(path: Path, limit: int = MAX_ROW_BYTES) -> ShardData:
     import pyarrow.parquet as pq
 
     footer: Footer | None
@@ -72,6 +85,8 @@ def _read_parquet(path: Path) -> ShardData:
         footer = Footer.read(path)
     except READ_ERRORS:
         footer = None  # the polars reader below names the reason
+    if footer is not None:
+        _refuse_wide(footer.metadata, limit)
     if footer is not None and footer.convert:
         try:
             table = pq.read_table(path)
@@ -129,13 +144,16 @@ def read_table(path: Path | str) -> tuple[Any, str]:
 
 
 def open_parquet(path: Path, fmt: str = "parquet", opts: ReadOptions | None = None) -> ShardData:
-    """A local parquet file (see the module docstring). Raises :class:`Unreadable`."""
-    return normalize_shard(_read_parquet(path))
+    """A local parquet file (see the module docstring). Raises :class:`Unreadable`, also for a row
+    group whose rows average more than ``[dataset] max_row_bytes`` (the footer's uncompressed bytes
+    over its rows: :func:`~datacheck.formats.parquetdecode.wide_row_group`), before any row is decoded."""
+    return normalize_shard(_read_parquet(path, _row_limit(opts)))
 
 
-def open_remote(fs: Any, path: str, url: str) -> ShardData:
+def open_remote(fs: Any, path: str, url: str, opts: ReadOptions | None = None) -> ShardData:
     """The parquet object ``path`` of the fsspec filesystem ``fs`` (``url``: its URL, named in
-    errors), scanned lazily. Raises :class:`Unreadable`."""
+    errors), scanned lazily. Raises :class:`Unreadable`, also for a row group whose rows average more
+    than ``[dataset] max_row_bytes`` (from the footer, as :func:`open_parquet`)."""
     import pyarrow.dataset as pads
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
@@ -143,8 +161,11 @@ def open_remote(fs: Any, path: str, url: str) -> ShardData:
         dataset = pads.dataset(path, filesystem=PyFileSystem(FSSpecHandler(fs)), format="parquet")
         lf = pl.scan_pyarrow_dataset(dataset)
         lf.collect_schema()
+        footers = [frag.metadata for frag in dataset.get_fragments()]
     except READ_ERRORS as exc:
         raise Unreadable(_parquet_reason(Path(path), exc, fs=fs, url=url)) from None
+    for metadata in footers:
+        _refuse_wide(metadata, _row_limit(opts))
     return normalize_shard(ShardData(lf=lf))
 
 

@@ -15,12 +15,13 @@ import os
 import queue
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
-from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS, ONE_BATCH_TARGETS, RAMP_DIVISOR
+from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS, MAX_ROW_BYTES, ONE_BATCH_TARGETS, RAMP_DIVISOR
 
 __all__ = ["ARROW_POOL_VAR", "HEAD_BUFFER_BYTES", "PREFETCH_PIECES", "SAMPLE_ROWS", "Prefetch", "batch_plan", "claim", "decode_order", "decode_pool", "decoded",
-           "footer_bytes", "parquet_file", "prefetch", "release", "rows_bytes"]
+           "footer_bytes", "parquet_file", "prefetch", "release", "rows_bytes", "sample_rows", "WideRowGroup",
+           "wide_row_group"]
 
 #: rows decoded to estimate the decoded bytes of a row when the footer alone does not tell
 SAMPLE_ROWS = 1024
@@ -111,6 +112,98 @@ def _parquetfile_defaults() -> dict[str, Any]:
     return _defaults[0]
 
 
+class WideRowGroup(NamedTuple):
+    """A parquet row group whose rows hold more bytes, on average, than a reader decodes in one row
+    (:func:`wide_row_group`). All sizes are the footer's uncompressed bytes (``int``). A NamedTuple, not
+    a dataclass: the command line imports this module on paths that never load ``dataclasses``.
+
+    Attributes:
+        group: the row group's 0-based index in the file.
+        first_row: the 0-based shard row of its first row.
+        rows: its rows (>= 1).
+        nbytes: its uncompressed bytes (every column chunk's ``total_uncompressed_size``, summed).
+        column: the top-level column whose chunks hold the most of them.
+        column_bytes: that column's uncompressed bytes in the row group.
+        limit: the bound, bytes a row (``[dataset] max_row_bytes``).
+    """
+
+    group: int
+    first_row: int
+    rows: int
+    nbytes: int
+    column: str
+    column_bytes: int
+    limit: int
+
+    @property
+    def reason(self) -> str:
+        """What was refused, where, by how much, and what to do (the ``decode.unreadable`` reason)."""
+        last = self.first_row + self.rows - 1
+        where = f"row {self.first_row:,}" if self.rows == 1 else f"rows {self.first_row:,}-{last:,}"
+        return (f"row group {self.group} ({where}) holds {self.nbytes:,} bytes uncompressed for {self.rows:,} "
+                f"row{'s' if self.rows != 1 else ''} ({self.nbytes // self.rows:,} bytes a row on average; column "
+                f"{self.column!r}: {self.column_bytes:,} bytes), more than the {_mib(self.limit)} a row datacheck "
+                f"decodes ([dataset] max_row_bytes), so it was not decoded: a row is the least a reader decodes "
+                f"at once. Split such values over more rows, or raise [dataset] max_row_bytes on a machine with "
+                f"several times that memory free")
+
+
+def _under(path: str, name: str) -> bool:
+    """Whether the leaf column ``path`` (dotted) belongs to the top-level column ``name``."""
+    return path == name or path.startswith(name + ".")
+
+
+def _mib(n: int) -> str:
+    """``n`` bytes as ``"128 MiB"`` (whole MiB), else ``"N bytes"``."""
+    return f"{n >> 20:,} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n:,} bytes"
+
+
+def wide_row_group(metadata: Any, limit: int = MAX_ROW_BYTES) -> WideRowGroup | None:
+    """The first row group of a parquet file whose rows hold more than ``limit`` bytes each on
+    average, decided from the footer alone (``metadata``: a ``pyarrow.parquet.FileMetaData`` read
+    already), before any page is read; None when there is none.
+
+    A row group of ``n`` rows whose column chunks hold ``B`` bytes uncompressed (their
+    ``total_uncompressed_size`` summed, looked at only where ``RowGroupMetaData.total_byte_size``, the
+    writer's total of them, passes the bound) fails when ``B > limit * n``: its rows average more than
+    ``limit`` bytes, so its largest row does (the footer's uncompressed bytes are the encoded pages; the
+    decoded values take about as much or more: dictionary entries repeat, run-length encoding
+    expands), and a row is the least any read decodes (pyarrow decompresses a page or a dictionary
+    page whole). Row groups of 0 rows hold
+    no row to decode. The column named is the one whose chunks hold the most bytes of that group.
+
+    Cost: one look at each row group's size and row count in the parsed footer (0.4 us a row group:
+    4 us for the 10 row groups of a 1,000,000 x 128-token shard, on the loaded 2-core development machine); the column chunks are looked at only for a row group that fails. What the footer cannot
+    tell: one huge value among many small rows of a row group (its average stays low) is decoded."""
+    start = 0
+    for g in range(metadata.num_row_groups):
+        rg = metadata.row_group(g)
+        n = rg.num_rows
+        if n > 0 and rg.total_byte_size > limit * n:
+            wide = _wide(metadata, rg, g, start, limit)
+            if wide.nbytes > limit * n:
+                return wide
+        start += n
+    return None
+
+
+def _wide(metadata: Any, rg: Any, g: int, start: int, limit: int) -> WideRowGroup:
+    """Row group ``g`` (``rg``, first row ``start``) measured by its column chunks' uncompressed bytes
+    (the footer's own total only screens: a writer's total is not trusted to refuse a file), naming
+    its largest top-level column."""
+    top = [f.name for f in metadata.schema.to_arrow_schema()]
+    sizes: dict[str, int] = {}
+    for j in range(rg.num_columns):
+        path = metadata.schema.column(j).path
+        # the top-level field a leaf belongs to: the longest name equal to its path or prefixing it with
+        # a dot (a name may hold dots itself)
+        owner = max((t for t in top if _under(path, t)), key=len, default=path)
+        sizes[owner] = sizes.get(owner, 0) + rg.column(j).total_uncompressed_size
+    column = max(sizes, key=lambda c: sizes[c]) if sizes else ""
+    return WideRowGroup(group=g, first_row=start, rows=rg.num_rows, nbytes=sum(sizes.values()), column=column,
+                        column_bytes=sizes.get(column, 0), limit=limit)
+
+
 def footer_bytes(pf: Any, columns: list[str]) -> tuple[int, list[str]]:
     """The decoded (Arrow) bytes of those ``columns`` the footer alone sizes, and the others (in
     order). A column is sized when it is a fixed-width value or a list of them (token lists): leaf
@@ -152,7 +245,8 @@ def rows_bytes(path: Path, columns: list[str], footer: Any = None) -> tuple[int,
     """(rows, decoded bytes per row of ``columns``) of a parquet file, or None when unknown. The
     rows come from the footer; the bytes per row from the footer's value counts for fixed-width
     columns and lists of them (:func:`footer_bytes`), plus, for the other columns only, their
-    decoded bytes in the first :data:`SAMPLE_ROWS` rows (the footer's page sizes are of encoded pages:
+    decoded bytes in the first :data:`SAMPLE_ROWS` rows, fewer where the footer says those hold more than
+    a batch (:func:`sample_rows`) (the footer's page sizes are of encoded pages:
     dictionary and RLE encoding make token lists look several times smaller than they decode). A
     text column beside three token lists (benchmarks/bench_peers.py's shard) decoded the lists'
     first rows too: 29 ms CPU before the first batch, the text column's alone about 1 ms.
@@ -166,12 +260,30 @@ def rows_bytes(path: Path, columns: list[str], footer: Any = None) -> tuple[int,
         known, rest = footer_bytes(pf, columns)
         if not rest:
             return rows, known / rows
-        first = next(parquet_file(path, footer, partial=True).iter_batches(batch_size=SAMPLE_ROWS, columns=rest), None)
+        first = next(parquet_file(path, footer, partial=True).iter_batches(
+            batch_size=sample_rows(pf.metadata, rest), columns=rest), None)
     except Exception:  # noqa: BLE001 - the engine's read reports the problem
         return None
     if first is None or first.num_rows == 0:
         return rows, known / rows
     return rows, known / rows + first.nbytes / first.num_rows
+
+
+def sample_rows(metadata: Any, columns: list[str]) -> int:
+    """Rows to decode from the file's start to size ``columns`` (:func:`rows_bytes`):
+    :data:`SAMPLE_ROWS`, fewer where the footer says those rows hold more than
+    :data:`BATCH_TARGET_BYTES` (rows times the first row group's uncompressed bytes of ``columns``
+    over its rows: about what its rows decode to, or less), at least 1. Rows of 1 MiB images: 64 rows,
+    not 1,024 (1 GiB decoded for an estimate). Columns missing from the file are not counted."""
+    if metadata.num_row_groups == 0:
+        return SAMPLE_ROWS
+    rg = metadata.row_group(0)
+    if rg.num_rows <= 0 or rg.total_byte_size * SAMPLE_ROWS <= BATCH_TARGET_BYTES * rg.num_rows:
+        return SAMPLE_ROWS  # every column of the sample's rows holds at most a batch
+    nbytes = sum(rg.column(j).total_uncompressed_size for j in range(rg.num_columns)
+                 if any(_under(metadata.schema.column(j).path, c) for c in columns))
+    per_row = nbytes / rg.num_rows
+    return SAMPLE_ROWS if per_row * SAMPLE_ROWS <= BATCH_TARGET_BYTES else max(1, int(BATCH_TARGET_BYTES // per_row))
 
 
 def decode_order(pf: Any, columns: list[str]) -> list[str]:
@@ -301,8 +413,10 @@ def batch_plan(path: Path) -> tuple[list[str], int, int | None, int, Any] | None
     :func:`datacheck.formats.batches.batch_rows` and :meth:`datacheck.formats.parquet.ParquetReader.batches`
     decide them (the footer's sizes, :func:`rows_bytes`; :data:`BATCH_TARGET_BYTES` a batch; the first
     holds 1/:data:`RAMP_DIVISOR` of a batch). None when the shard is read as one batch (at most
-    :data:`ONE_BATCH_TARGETS` targets), when ``$DATACHECK_BATCH_ROWS`` forces the batches, or when the
-    footer cannot be read."""
+    :data:`ONE_BATCH_TARGETS` targets), when ``$DATACHECK_BATCH_ROWS`` forces the batches, when the
+    footer cannot be read, or when a row group's rows average more than the default ``[dataset]
+    max_row_bytes`` (:func:`wide_row_group`: the open refuses the shard; the prefetch starts before
+    the config is read, and decodes nothing of such a file)."""
     import pyarrow.parquet as pq
 
     if os.environ.get(ENV_BATCH_ROWS, "").strip():
@@ -311,6 +425,8 @@ def batch_plan(path: Path) -> tuple[list[str], int, int | None, int, Any] | None
         with pq.ParquetFile(path, pre_buffer=False) as pf:
             meta = _Meta(pf)
     except Exception:  # noqa: BLE001 - the engine's own read says why
+        return None
+    if wide_row_group(meta.metadata) is not None:  # refused at open (the default bound): nothing decoded
         return None
     columns = list(meta.schema_arrow.names)
     sized = rows_bytes(path, columns, meta)

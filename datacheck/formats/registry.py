@@ -118,7 +118,7 @@ def _open_remote(url: str, f: Format, fmt: str, opts: ReadOptions) -> ShardData:
     """Open a shard in an object store (see the module docstring). Raises :class:`Unreadable`."""
     fs, path = filesystem(url)
     if f.open_remote is not None:  # read in place (parquet: only the footer and the needed columns)
-        return f.open_remote(fs, path, url)
+        return f.open_remote(fs, path, url, opts)
     with tempfile.TemporaryDirectory(prefix="datacheck-store-") as tmp:
         local = Path(tmp) / (path.rpartition("/")[2] or "shard")
         sources = [(path, local)] + [(c, Path(tmp) / c.rpartition("/")[2]) for c in f.companions(path)]

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import gzip
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import polars as pl
 
 from datacheck.io.bounded import zstd_cut
 from datacheck.io.stores import filesystem, is_url
 
-__all__ = ["READ_ERRORS", "Unreadable", "line_chunks", "read_bytes", "store_reason"]
+__all__ = ["READ_ERRORS", "LONG_LINE_HEAD", "LongLine", "Unreadable", "bounded_line_chunks", "line_chunks", "read_bytes",
+           "store_reason"]
 
 READ_ERRORS: tuple[type[BaseException], ...] = (Exception, pl.exceptions.PanicException)
 
@@ -63,15 +66,72 @@ def read_bytes(path: Path | str) -> bytes:
     return raw
 
 
+#: bytes of a line over the bound kept to show it (:class:`LongLine`)
+LONG_LINE_HEAD = 80
+
+
+@dataclass(frozen=True)
+class LongLine:
+    """A line longer than the bound of :func:`bounded_line_chunks`, passed over without being held:
+    ``length`` (its bytes, the newline not counted), ``head`` (its first :data:`LONG_LINE_HEAD`
+    bytes), ``newline`` (whether a newline ends it: False for a last line without one)."""
+
+    length: int
+    head: bytes
+    newline: bool
+
+    @property
+    def nbytes(self) -> int:
+        """Its bytes in the file, the newline included."""
+        return self.length + int(self.newline)
+
+
 def line_chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
     """The file's bytes, decompressed as a stream for ``.gz``/``.zst``, in chunks of about
     ``chunk_bytes`` that end right after a newline (the last chunk may end without one). Memory:
-    one chunk plus one read block, whatever the inflated size.
+    one chunk plus one read block, whatever the inflated size; a line longer than a chunk is held
+    whole (:func:`bounded_line_chunks` bounds it).
 
     Raises:
         Unreadable: the file cannot be read, or its compressed stream is corrupt or cut before its
             end-of-stream marker (the reason says which; a cut ``.zst`` frame is found before the first
             chunk, :func:`datacheck.io.bounded.zstd_cut`).
+    """
+    for chunk in bounded_line_chunks(path, chunk_bytes, None):
+        if isinstance(chunk, bytes):  # always: without a bound no line is a LongLine
+            yield chunk
+
+
+def _split_long(data: bytes, max_line: int) -> Iterator[bytes | LongLine]:
+    """``data`` (whole lines, the last one maybe without its newline) with each line of more than
+    ``max_line`` bytes as a :class:`LongLine`: one vectorized pass over the newlines."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    if ends.size == 0 or ends[-1] != len(data) - 1:
+        ends = np.append(ends, len(data))  # the last line, without a newline
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    prev = 0
+    for k in np.flatnonzero(ends - starts > max_line).tolist():
+        a, b = int(starts[k]), int(ends[k])
+        if a > prev:
+            yield data[prev:a]
+        yield LongLine(b - a, data[a:a + LONG_LINE_HEAD], b < len(data))
+        prev = b + 1
+    if prev < len(data):
+        yield data[prev:]
+
+
+def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> Iterator[bytes | LongLine]:
+    """:func:`line_chunks`, except that a line of more than ``max_line`` bytes (the newline not counted;
+    None: no bound) comes as a :class:`LongLine` in its place, in file order: its bytes are read and
+    dropped as they come, so memory stays one chunk plus one read block (and at most ``max_line``
+    bytes of the line before it is known to be long). A file cut into the same chunks gives the same
+    sequence (two passes over a file agree). Lines within a chunk are measured only when the chunk
+    is longer than ``max_line`` (JSONL reads chunks of 16 MiB, against 128 MiB by default): no line of
+    a shorter chunk can be over it.
+
+    Raises:
+        Unreadable: as :func:`line_chunks`.
     """
     name = path.name.lower()
     try:
@@ -92,6 +152,7 @@ def line_chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
         else:
             f = raw
         buf = b""  # the bytes after the last newline seen (a partial line)
+        skipped: list[Any] | None = None  # a long line being passed over: [bytes so far, its head]
         while True:
             try:
                 block = f.read(chunk_bytes)
@@ -103,10 +164,23 @@ def line_chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
                 raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
             if not block:
                 break
+            if skipped is not None:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    skipped[0] += len(block)
+                    continue
+                yield LongLine(skipped[0] + nl, skipped[1], True)
+                skipped = None
+                block = block[nl + 1:]
+                if not block:
+                    continue
             data = buf + block if buf else block
             del block  # only one copy of the chunk is kept while the caller works on it
             cut = data.rfind(b"\n")
             if cut < 0:
+                if max_line is not None and len(data) > max_line:  # one partial line, already too long
+                    skipped, buf = [len(data), data[:LONG_LINE_HEAD]], b""
+                    continue
                 buf = data
                 continue
             if cut == len(data) - 1:
@@ -114,10 +188,18 @@ def line_chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
             else:
                 buf = data[cut + 1:]
                 data = data[:cut + 1]
-            yield data
+            if max_line is not None and len(data) > max_line:
+                yield from _split_long(data, max_line)
+            else:
+                yield data
             del data
-        if buf:
-            yield buf
+        if skipped is not None:
+            yield LongLine(skipped[0], skipped[1], False)
+        elif buf:
+            if max_line is not None and len(buf) > max_line:
+                yield LongLine(len(buf), buf[:LONG_LINE_HEAD], False)
+            else:
+                yield buf
     finally:
         raw.close()
 

@@ -17,7 +17,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from datacheck.model import catalog
-from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES, PYTHON_SCHEMA
+from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES, MAX_ROW_BYTES, PYTHON_SCHEMA
 from datacheck.model.errors import ConfigError, UsageError
 from datacheck.model.layouts import LAYOUTS
 from datacheck.model.megatronorder import parse_data_path
@@ -47,7 +47,7 @@ MAX_FILE_BYTES = 4 << 30
 #: the keys that bound reads: part of the config hash only when set to another value than the default
 #: (a report made with the defaults keeps the hash it had before they existed)
 _LIMIT_KEYS = {"max_member_bytes": MAX_MEMBER_BYTES, "max_record_bytes": MAX_RECORD_BYTES,
-               "max_file_bytes": MAX_FILE_BYTES}
+               "max_file_bytes": MAX_FILE_BYTES, "max_row_bytes": MAX_ROW_BYTES}
 #: the ``[dataset]`` keys left out of the config hash at their default: the reader limits, and
 #: ``infer_splits`` (the splits it infers enter the hash as ``[splits]``)
 _OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {**_LIMIT_KEYS, "infer_splits": True}
@@ -115,6 +115,11 @@ class DatasetSection(_Section):
         "largest record (an MDS sample, a litdata item, a WebDataset sample's members together)"))
     max_file_bytes: int = Field(default=MAX_FILE_BYTES, gt=0, le=2**44, description=(
         "largest shard a whole-file reader holds (MDS, WebDataset, litdata; after decompression)"))
+    max_row_bytes: int = Field(default=MAX_ROW_BYTES, gt=0, le=2**40, description=(
+        "largest row, in bytes, the audit decodes: a parquet row group whose rows hold more on average (its "
+        "footer's uncompressed bytes over its rows, all columns) is decode.unreadable, never decoded; a longer "
+        "JSONL line is decode.bad_record and a longer CSV/TSV line makes the shard decode.unreadable, never held "
+        "nor parsed"))
     infer_splits: bool = Field(default=True, description=(
         "with no [splits] and no --against: splits named by the Hugging Face Hub's file names (train-*, "
         "data/test-*, validation/ ...), as datasets names them; false: the files are one dataset"))

@@ -74,6 +74,13 @@ ENV_BATCH_ROWS = "DATACHECK_BATCH_ROWS"
 #: rows (the layout's sample is the one read's head, the ramp's first batch needs no second reader)
 #: and one fused query instead of four (the ramp's short first and final batches and the remainder)
 ONE_BATCH_TARGETS = 2
+#: default ``[dataset] max_row_bytes``: 128 MiB a row, the most the engine decodes in one read
+#: (:data:`ONE_BATCH_TARGETS` x :data:`BATCH_TARGET_BYTES`). A row of more cannot be checked in the
+#: engine's bounded batches (a batch is at least one row, and pyarrow's decode of it peaks at about 4
+#: copies of its bytes: 2.12 GB in pyarrow's pool for one 500 MiB string): a parquet row group whose
+#: rows average more, from its footer, is refused before any decode
+#: (:func:`datacheck.formats.parquetdecode.wide_row_group`)
+MAX_ROW_BYTES = ONE_BATCH_TARGETS * BATCH_TARGET_BYTES
 
 #: with ``ramp``, the first parquet batch holds 1/8 of a batch (decoded on its own,
 #: :func:`datacheck.formats.parquetdecode.decoded`), and so does the final one: the pipeline's fill (the

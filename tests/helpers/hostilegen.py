@@ -612,10 +612,10 @@ def _gz_garbage_between(p: Path) -> None:
                   + gzip.compress(b"0\t0\t1\t0\t3\t4\n"))
 
 
-def _raw_text(rows: Callable[[Path], None], verb: str = "audit") -> Callable[[Path], list[str]]:
+def _raw_text(rows: Callable[[Path], None], verb: str = "audit", name: str = "a.parquet") -> Callable[[Path], list[str]]:
     def build(root: Path) -> list[str]:
         d = _data(root)
-        rows(d / "a.parquet")
+        rows(d / name)
         if verb == "infer":
             return ["schema", "infer", str(d), "--out", str(root / "out.yaml")]
         return _audit(root, "--schema", "raw_text")
@@ -633,6 +633,24 @@ def _one_huge_string(p: Path) -> None:
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"text": pa.array(["x" * (500 << 20), "ok"], type=pa.large_string())}), p)
+
+
+def _one_huge_line(p: Path) -> None:
+    """A JSONL file whose first line holds a 500 MiB string (written 1 MiB at a time), then a short one."""
+    with open(p, "wb") as f:
+        f.write(b'{"text": "')
+        for _ in range(500):
+            f.write(b"x" * (1 << 20))
+        f.write(b'"}\n{"text": "ok"}\n')
+
+
+def _one_huge_csv_line(p: Path) -> None:
+    """A CSV file whose second line (after the header) is a 500 MiB field, then a short record."""
+    with open(p, "wb") as f:
+        f.write(b"text\n")
+        for _ in range(500):
+            f.write(b"x" * (1 << 20))
+        f.write(b"\nok\n")
 
 
 CASES4: dict[str, Callable[[Path], list[str]]] = {
@@ -697,4 +715,7 @@ CASES4: dict[str, Callable[[Path], list[str]]] = {
     "rawtext_1e6_empty_infer": _raw_text(_empty_strings, "infer"),
     "rawtext_500mb_string": _raw_text(_one_huge_string),
     "rawtext_500mb_string_infer": _raw_text(_one_huge_string, "infer"),
+    "rawtext_500mb_jsonl_line": _raw_text(_one_huge_line, name="a.jsonl"),
+    "rawtext_500mb_jsonl_line_infer": _raw_text(_one_huge_line, "infer", name="a.jsonl"),
+    "rawtext_500mb_csv_line": _raw_text(_one_huge_csv_line, name="a.csv"),
 }

@@ -1,7 +1,8 @@
 """Hostile inputs of the sixteenth session's additions (:data:`hostilegen.CASES4`): Megatron's own
 order (``[megatron]`` values, ``.idx`` headers, a log's consumed samples, ``plan --step``), Lightning
 logs (``hparams.yaml``, ``metrics.csv``, ``--step-unit micro-batch``), gzip ledgers (a bomb member,
-garbage between members) and raw_text columns (10**6 empty strings, one 500 MiB string). Each runs as
+garbage between members) and raw_text columns (10**6 empty strings, one 500 MiB string in parquet, on a
+JSONL line, in a CSV field). Each runs as
 round 3's cases do (:func:`test_hostile_round3.run_limited`: its own process, a 2 GiB address space,
 a time bound) and must end in exit 0, 1 or 2 with no traceback, leave the data as it was, and say
 what the case below expects (a usage error names the key or file and the number that was refused)."""
@@ -13,22 +14,8 @@ import pytest
 from hostilegen import CASES4
 from test_hostile_round3 import LIMIT_AS, _snapshot, run_limited
 
-#: cases that still fail, and why (found in the sixteenth session, not fixed: the engine's, not today's)
-KNOWN = {
-    # one 500 MiB string in a 24 MB parquet file (one row group, 2 rows, 524,288,066 bytes uncompressed in
-    # the footer): RSS 4.7 GB, VmPeak 12.9 GB, PASS; schema infer 1.7 GiB RSS. Measured (s15-rowsmem):
-    # - ParquetReader.size -> parquetdecode.rows_bytes decodes the first rows (the string) with pyarrow
-    #   only to estimate bytes a row: RSS 0.7 -> 3.3 GB, VmPeak 3.0 -> 8.9 GB (pyarrow's pool alone
-    #   peaks at 2.12 GB = 4 copies for one decode of that column, iter_batches or read alike);
-    # - the batches read it again (pyarrow), then the fused query over the one-row batch: +1.5 GB RSS;
-    # - per expression over the decoded row (fresh process each): any lazy collect of the in-memory
-    #   batch +501 MB (one copy: every engine query), str.strip_chars +1001 MB, pl.struct(col).hash
-    #   +1002 MB, struct is_first_distinct +501 MB; str.contains/len_bytes/len_chars/hash/is_null ~0.
-    # Under 2 GiB (1.6 GB mapped after imports) no decode of the value fits: a fix decides from the
-    # footer's uncompressed sizes before any decode (a check to name in CHECKS.md)
-    "rawtext_500mb_string": "a 500 MiB parquet string decoded several times (RSS 4.8 GiB)",
-    "rawtext_500mb_string_infer": "a 500 MiB parquet string under a 2 GiB address space (RSS 1.7 GiB)",
-}
+#: cases that still fail, and why (none now)
+KNOWN: dict[str, str] = {}
 
 
 #: cases whose process needs more address space than LIMIT_AS to do its work: 10**6 failing rows peak at
@@ -116,6 +103,27 @@ EXPECT: dict[str, tuple[int, str]] = {
     "meg_log_consumed_1e15": (2, r"consumed samples 1000000000000002: .* would pass the dataset's"),
     # 10**6 empty strings: every row is empty.text, every row but the first a copy of it (failing rows
     # held as numpy arrays, not a million Python ints each: polars aborted under 2 GiB before)
+    # one 500 MiB string in a 24 MB parquet file (one row group of 2 rows, 524,288,066 bytes uncompressed in
+    # the footer: 262,144,033 a row on average, over [dataset] max_row_bytes' 128 MiB): refused from the footer
+    # before any decode (it peaked at 4.7 GB RSS and passed; schema infer at 1.7 GiB), naming the row group,
+    # its bytes, the column and the key to raise
+    "rawtext_500mb_string": (1, r'"check": "decode\.unreadable",.*"message": "a\.parquet: row group 0 \(rows 0-1\) '
+                                r"holds 524,288,066 bytes uncompressed for 2 rows \(262,144,033 bytes a row on average; "
+                                r"column 'text': 524,288,066 bytes\), more than the 128 MiB a row datacheck decodes "
+                                r"\(\[dataset\] max_row_bytes\)"),
+    "rawtext_500mb_string_infer": (2, r"no readable shard to infer a schema from: a\.parquet: not read \(row group 0 "
+                                      r"\(rows 0-1\) holds 524,288,066 bytes.*\[dataset\] max_row_bytes"),
+    # the same string on one JSONL line (524,288,012 bytes: 10 + 500 MiB + 2): one decode.bad_record naming the
+    # line, never held (it took 5.8 GB RSS and passed; exit 3, out of memory, under 2 GiB); the short line is
+    # audited (infer reads it)
+    "rawtext_500mb_jsonl_line": (1, r'"check": "decode\.bad_record",.*"message": "1 record\(s\) do not parse \(first: '
+                                    r"line 1, byte offset 0: a line of 524,288,012 bytes, more than the 128 MiB a row "
+                                    r"datacheck decodes \(\[dataset\] max_row_bytes\): not parsed\)"),
+    # and as a CSV field (line 2, after the 5-byte header line): the quoting across it cannot be followed without
+    # reading it, so the shard is unreadable from there (it took 80 s and ran out of memory under 2 GiB)
+    "rawtext_500mb_csv_line": (1, r'"check": "decode\.unreadable",.*"message": "a\.csv: line 2 \(byte offset 5\) is a '
+                                  r"line of 524,288,000 bytes, more than the 128 MiB a row datacheck decodes "
+                                  r"\(\[dataset\] max_row_bytes\)"),
     "rawtext_1e6_empty": (1, rf'"check": "dup\.exact_in_shard",\s+"column": "text",\s+"count": {10**6 - 1},'
                              rf'.*"check": "empty\.text",\s+"column": "text",\s+"count": {10**6},'),
 }

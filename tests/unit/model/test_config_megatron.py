@@ -17,6 +17,7 @@ def _hash_without_new_keys(cfg) -> str:
     for key in ("loader", "even_batches", "split_batches"):
         del doc["batch"][key]
     for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
+                         "max_row_bytes": 128 << 20,
                          "infer_splits": True}.items():
         if doc["dataset"].get(key) == default:
             del doc["dataset"][key]
