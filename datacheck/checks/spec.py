@@ -91,6 +91,12 @@ class ShardContext:
     #: or None (a frame given in memory): a check whose meaning depends on how a format's loader
     #: turns rows into samples reads it
     format: str | None = None
+    #: where the shard's rows are padded (``"right"`` or ``"left"``): ``[tokens] padding_side`` when
+    #: the config sets it, else recognized from the shard's first rows
+    #: (:func:`datacheck.derive.layout.padding_side_of`; right when they do not tell)
+    padding_side: str = "right"
+    #: True when :attr:`padding_side` was recognized from the rows (the config leaves it unset)
+    padding_recognized: bool = False
 
     @property
     def packed_by_loader(self) -> str | None:

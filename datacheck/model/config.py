@@ -172,7 +172,9 @@ class TokensSection(_Section):
     pad_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     eos_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     max_seq_len: int | None = Field(default=None, gt=0, le=2**63 - 1)
-    padding_side: Literal["right", "left"] = "right"
+    #: unset (None): each shard's side is recognized from its first rows' attention_mask
+    #: (:func:`datacheck.derive.layout.padding_side_of`), right when they do not tell
+    padding_side: Literal["right", "left"] | None = None
     truncation_side: Literal["right", "left"] = "right"
     type_vocab_size: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token_type_ids range (BERT: 2, RoBERTa: 1)")
     max_position_embeddings: int | None = Field(default=None, gt=0, le=2**63 - 1, description="position_ids range [0, n)")
@@ -566,13 +568,15 @@ class Config(_Section):
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``.
         ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
         reader limits of ``[dataset]``, ``infer_splits``, ``[batch] loader`` and ``[megatron]`` enter only when
-        set to a value other than their default."""
+        set to a value other than their default; ``[tokens] padding_side`` only when set."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})
         for key, default in _OUT_OF_HASH_AT_DEFAULT.items():
             if doc["dataset"].get(key) == default:
                 del doc["dataset"][key]
         if doc["batch"].get("loader") == "auto":  # keys added later: a config that leaves them keeps its hash
             del doc["batch"]["loader"]
+        if doc["tokens"].get("padding_side") is None:  # unset (recognized per shard): not the same audit as "right"
+            del doc["tokens"]["padding_side"]
         if doc.get("megatron") == MegatronSection().model_dump(mode="json", by_alias=True):
             del doc["megatron"]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import polars as pl
 
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
-from datacheck.derive.layout import REFINES, recognize
+from datacheck.derive.layout import REFINES, padding_side_of, recognize
 from datacheck.derive.read import open_for_checks
 from datacheck.formats.discovery import discover
 from datacheck.io.shardbytes import Unreadable
@@ -406,13 +406,9 @@ def _form(t: pl.DataType) -> str:
 def _padding_side(df: pl.DataFrame, mask: str) -> tuple[str | None, str | None]:
     """(padding side, note) from the sample: left when some row starts with mask 0 and none ends with
     it, right when the converse; None when no row is padded or both occur."""
-    m = df[mask]
-    first0 = int((m.list.first() == 0).sum())
-    last0 = int((m.list.last() == 0).sum())
-    if first0 and not last0:
-        return "left", None
-    if last0 and not first0:
-        return "right", None
+    side, first0, last0 = padding_side_of(df, mask)
+    if side is not None:
+        return side, None
     if first0 and last0:
         return None, (f"{mask}: {first0} sample row(s) start with padding and {last0} end with it; "
                       "set [tokens] padding_side yourself")

@@ -15,6 +15,8 @@ def _hash_without_new_keys(cfg) -> str:
     """config_hash as it was computed before [batch] loader and [megatron] existed."""
     doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace", "megatron"})
     del doc["batch"]["loader"]
+    if doc["tokens"]["padding_side"] is None:  # unset is "recognized per shard" (not "right"), its own audit
+        del doc["tokens"]["padding_side"]
     for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
                          "infer_splits": True}.items():
         if doc["dataset"].get(key) == default:
