@@ -102,7 +102,7 @@ SECTIONS: dict[str, str] = {
     "megatron": "the facts of a Megatron-LM run that decide its sample order: `datacheck plan` and `trace --data` "
                 "over Megatron .bin/.idx pairs follow GPTDataset and MegatronPretrainingSampler with them (named as "
                 "Megatron's arguments; not part of `config_hash` while every key is at its default)",
-    "splits": "split name = glob relative to the audited root; rows of one split found in another are "
+    "splits": "split name = glob, or a list of globs, relative to the audited root; rows of one split found in another are "
               "`dup.split_overlap`",
     "policy": "per check ID (a key must be a catalog ID): severity override and thresholds under which the "
               "finding does not fail",
@@ -219,7 +219,7 @@ def config_page() -> str:
         out += [f"## `[{section}]`", "", SECTIONS[section][0].upper() + SECTIONS[section][1:] + ".", ""]
         if section == "splits":
             out += ["| key | type | default | meaning |", "|---|---|---|---|",
-                    "| any split name (`train`, `test`, ...) | string (a glob) | none | the shards of that split |", "",
+                    "| any split name (`train`, `test`, ...) | string (a glob), or a list of globs | none | the shards of that split (a shard matching several splits belongs to the first) |", "",
                     "A Hugging Face `DatasetDict` folder (`dataset_dict.json`) needs no `[splits]`: the splits it "
                     "declares are used unless the config names its own.", ""]
             continue

@@ -12,7 +12,7 @@ import re
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -445,7 +445,8 @@ class Config(_Section):
     tokens: TokensSection = TokensSection()
     labels: LabelsSection = LabelsSection()
     numeric: NumericSection = NumericSection()
-    splits: dict[str, str] = Field(default_factory=dict)
+    #: split name -> a glob, or a list of globs (:func:`datacheck.io.hubsplits.glob_matches`)
+    splits: dict[str, str | Annotated[list[str], Field(min_length=1, max_length=MAX_ID_LIST)]] = Field(default_factory=dict)
     policy: dict[str, PolicyEntry] = Field(default_factory=dict)
     batch: BatchSection = BatchSection()
     megatron: MegatronSection = MegatronSection()
