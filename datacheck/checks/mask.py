@@ -84,7 +84,7 @@ def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
         am = None
     tok = cfg.tokens
     return position_counts(r.input_ids, r.labels, view.row_ok(), view.key, ign, cfg.labels.shifted, tok.stop_ids,
-                           tok.eos_token_id, am, att, tok.pad_token_id, tok.vocab_size or cfg.labels.num_classes,
+                           tok.eos_token_id, am, att, tok.pad_token_id, ctx.token_label_bound[0],
                            tok.max_seq_len, tok.truncation_side, ctx.padding_side), am
 
 
