@@ -651,8 +651,13 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
             if labels is None:  # an encoder's ids and one class per row: the classification contract
                 return LayoutProposal("text_classification", f"token ids {ids!r} and class label {roles.label!r}"
                                       + (f" with mask {mask!r}" if mask else ""), cols, facts, tuple(notes), n)
-        return LayoutProposal("causal_lm", f"token ids {ids!r}" + (f" and labels {labels!r}" if labels else "")
-                              + (f" with mask {mask!r}" if mask else ""), cols, facts, tuple(notes), n)
+        why = f"token ids {ids!r}" + (f" and labels {labels!r}" if labels else "") + (f" with mask {mask!r}" if mask else "")
+        if mask is None:  # the causal_lm contract requires an attention_mask: it would fail these rows
+            notes.append("no built-in contract: causal_lm requires an attention_mask, which these rows do not have "
+                         "(unpadded rows, as Megatron and nanoGPT store them, need none); the audit judges them as "
+                         "causal-LM rows all the same, and the contract below holds their columns")
+            return LayoutProposal(None, why, cols, facts, tuple(notes), n)
+        return LayoutProposal("causal_lm", why, cols, facts, tuple(notes), n)
     if roles.aligned and roles.labels is not None:
         role("labels", roles.labels)
         return LayoutProposal("token_classification", f"words and tags: aligned {list(roles.aligned[0])}",
