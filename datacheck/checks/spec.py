@@ -100,18 +100,10 @@ class ShardContext:
 
     @property
     def token_label_bound(self) -> tuple[int | None, str]:
-        """(the exclusive bound of the token labels' values, the fact it comes from): in a
-        ``token_classification`` shard the labels are class ids (NER/POS tags), bounded by
-        ``[labels] num_classes`` or the number of ``[labels] classes`` (the ids index the tag
-        names), never by the vocabulary; in the other layouts they are token ids, bounded by
-        ``[tokens] vocab_size``, else ``num_classes``. ``(None, name)`` when that fact is unset."""
-        lab, tok = self.cfg.labels, self.cfg.tokens
-        n_classes = lab.num_classes if lab.num_classes is not None else (len(lab.classes) if lab.classes else None)
-        if self.layout == "token_classification":
-            return n_classes, "num_classes"
-        if tok.vocab_size is not None:
-            return tok.vocab_size, "vocab_size"
-        return lab.num_classes, "num_classes"
+        """(the exclusive bound of the token labels' values, the fact it comes from) for this shard's
+        layout (:meth:`Config.token_label_bound <datacheck.model.config.Config.token_label_bound>`:
+        ``num_classes`` in a ``token_classification`` shard, else ``vocab_size``)."""
+        return self.cfg.token_label_bound(self.layout)
 
     @property
     def packed_by_loader(self) -> str | None:

@@ -516,6 +516,21 @@ class Config(_Section):
         out._from_tokenizer = {"tokenizer": t.tokenizer, "facts": filled}
         return out
 
+    def token_label_bound(self, layout: str | None) -> tuple[int | None, str]:
+        """(the exclusive bound of token label values, the fact it comes from) for rows of ``layout``:
+        in ``token_classification`` rows the labels are class ids (NER/POS tags), bounded by
+        ``[labels] num_classes`` or the number of ``[labels] classes`` (the ids index the tag names),
+        never by the vocabulary; in the other layouts they are token ids, bounded by ``[tokens]
+        vocab_size``, else ``num_classes``. ``(None, name)`` when that fact is unset. The audit's
+        ``labels.out_of_range`` and :class:`datacheck.torch.BatchGuard` both use it."""
+        lab, tok = self.labels, self.tokens
+        if layout == "token_classification":
+            return (lab.num_classes if lab.num_classes is not None
+                    else len(lab.classes) if lab.classes else None), "num_classes"
+        if tok.vocab_size is not None:
+            return tok.vocab_size, "vocab_size"
+        return lab.num_classes, "num_classes"
+
     def anchored(self, value: str) -> str:
         """A path written in the config, resolved as the config file's folder sees it: an absolute path
         or a config built in memory (no file) gives ``value`` unchanged; a relative path is joined to
