@@ -60,7 +60,7 @@ MEANINGS: dict[str, str] = {
     "tokens.eos_token_id": "the end-of-sequence id (`padding.eos_unsupervised`; a stop id of the `sft.*` rules)",
     "tokens.max_seq_len": "the model's context length (`length.over_max`, `sft.truncated_response`; DPO "
                           "pairs are truncated at it as TRL does)",
-    "tokens.padding_side": "where padding sits (`right` or `left`)",
+    "tokens.padding_side": "where padding sits (`right` or `left`); unset: each shard's side is recognized from its first 1,000 rows' attention_mask (left when some of them start with a 0 and none ends with one, else right)",
     "tokens.truncation_side": "which end a tokenizer cuts (`right` or `left`)",
     "tokens.bos_token_id": "the beginning-of-sequence id (`sft.double_bos`)",
     "labels.classes": "the class names or values (instead of `num_classes`; the two must agree when both are set)",
@@ -103,7 +103,7 @@ SECTIONS: dict[str, str] = {
     "megatron": "the facts of a Megatron-LM run that decide its sample order: `datacheck plan` and `trace --data` "
                 "over Megatron .bin/.idx pairs follow GPTDataset and MegatronPretrainingSampler with them (named as "
                 "Megatron's arguments; not part of `config_hash` while every key is at its default)",
-    "splits": "split name = glob relative to the audited root; rows of one split found in another are "
+    "splits": "split name = glob, or a list of globs, relative to the audited root; rows of one split found in another are "
               "`dup.split_overlap`",
     "policy": "per check ID (a key must be a catalog ID): severity override and thresholds under which the "
               "finding does not fail",
@@ -220,7 +220,7 @@ def config_page() -> str:
         out += [f"## `[{section}]`", "", SECTIONS[section][0].upper() + SECTIONS[section][1:] + ".", ""]
         if section == "splits":
             out += ["| key | type | default | meaning |", "|---|---|---|---|",
-                    "| any split name (`train`, `test`, ...) | string (a glob) | none | the shards of that split |", "",
+                    "| any split name (`train`, `test`, ...) | string (a glob), or a list of globs | none | the shards of that split (a shard matching several splits belongs to the first) |", "",
                     "A Hugging Face `DatasetDict` folder (`dataset_dict.json`) needs no `[splits]`: the splits it "
                     "declares are used unless the config names its own.", ""]
             continue

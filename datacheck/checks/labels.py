@@ -222,8 +222,7 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
             yield Skipped(cid, bad_dtype.skip_reason)
         return
     ign = ctx.cfg.labels.ignore
-    bound = ctx.cfg.tokens.vocab_size or ctx.cfg.labels.num_classes
-    bound_name = "vocab_size" if ctx.cfg.tokens.vocab_size else "num_classes"
+    bound, bound_name = ctx.token_label_bound
 
     def neg(x: pl.Expr) -> pl.Expr:
         return (x < 0) & (x != ign) if ign is not None else x < 0
@@ -243,7 +242,9 @@ def _token_labels(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
     )
     yield _token_label_nulls(ctx, col, t)
     if bound is None:
-        yield Skipped("labels.out_of_range", f"token labels {col!r}: no [tokens] vocab_size or [labels] num_classes")
+        yield Skipped("labels.out_of_range", f"token labels {col!r}: no [labels] num_classes or classes (the tag set "
+                                             "of a token classification head)" if ctx.layout == "token_classification"
+                      else f"token labels {col!r}: no [tokens] vocab_size or [labels] num_classes")
         return
 
     def high(x: pl.Expr) -> pl.Expr:
@@ -308,7 +309,8 @@ def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     ``classes`` and an integer (or float) label column, the labels are indices into the class names,
     as Hugging Face ``ClassLabel`` stores them: the valid range is ``[0, len(classes))``. String
     labels must equal a name in ``classes``. Token labels: >= ``vocab_size`` (else ``num_classes``)
-    and not ``ignore_index``. A label column whose dtype cannot serve the role is ``schema.dtype``;
+    and not ``ignore_index``; in a ``token_classification`` shard (NER/POS tags) >= ``num_classes`` or
+    the number of ``classes`` (:attr:`ShardContext.token_label_bound`). A label column whose dtype cannot serve the role is ``schema.dtype``;
     the check is then skipped with that reason."""
     return _label_items(ctx, "labels.out_of_range")
 

@@ -84,8 +84,8 @@ def position_pass(ctx: ShardContext) -> tuple[pl.Expr, str | None] | None:
         am = None
     tok = cfg.tokens
     return position_counts(r.input_ids, r.labels, view.row_ok(), view.key, ign, cfg.labels.shifted, tok.stop_ids,
-                           tok.eos_token_id, am, att, tok.pad_token_id, tok.vocab_size or cfg.labels.num_classes,
-                           tok.max_seq_len, tok.truncation_side, tok.padding_side), am
+                           tok.eos_token_id, am, att, tok.pad_token_id, ctx.token_label_bound[0],
+                           tok.max_seq_len, tok.truncation_side, ctx.padding_side), am
 
 
 def _binary(col: str, inner: pl.DataType) -> pl.Expr:
@@ -149,11 +149,12 @@ def _hole_example(mcol: str, side: str) -> pl.Expr:
 
 @check("mask.not_contiguous", layouts=lay.TOKENIZED, roles=("attention_mask",))
 def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``mask.not_contiguous``: a binary mask whose 1s are not one block against ``padding_side``
-    (right: a 1 after a 0; left: a 0 after a 1). Where the shared pass over the flat buffers reads
+    """``mask.not_contiguous``: a binary mask whose 1s are not one block against the shard's padding
+    side (right: a 1 after a 0; left: a 0 after a 1): ``[tokens] padding_side``, or where unset the
+    side the shard's first rows are padded on (:attr:`ShardContext.padding_side`). Where the shared pass over the flat buffers reads
     the mask (:func:`position_pass`) it decides which rows fail; else list kernels."""
     mcol, _t, _inner, mi, binary = mask_int(ctx)
-    side = ctx.cfg.tokens.padding_side
+    side = ctx.padding_side
     # For a binary mask with s ones: right padding is contiguous iff the first 0 sits at index s
     # (or there is no 0); left padding iff the first 1 sits at index len - s (or there is no 1).
     # Native list kernels only (arg_min/arg_max/sum), no per-row evaluation.
@@ -163,11 +164,13 @@ def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
     else:
         holes = (mi.list.max() == 1) & (mi.list.arg_max() != mi.list.len() - s_ones)
     fails = binary & holes
+    how = (" (recognized: the shard's first rows are padded on that side; set [tokens] padding_side if they are not "
+           "the rule)") if ctx.padding_recognized else ""
     fast = position_pass(ctx)
     if fast is not None and mcol in positions_view(ctx).cols:  # the same rows, from the shared flat pass
         fails = fast[0].struct.field("mask_hole") > 0
     yield RowCheck(
         check="mask.not_contiguous", column=mcol, fails=fails, example=_hole_example(mcol, side),
-        message=lambda n, d, side=side: (f"{n} row(s) have an attention_mask that is not one block of 1s "
-                                         f"against padding_side={side} (holes, or padding on the other side)"),
+        message=lambda n, d, side=side, how=how: (f"{n} row(s) have an attention_mask that is not one block of 1s "
+                                                  f"against padding_side={side}{how} (holes, or padding on the other side)"),
     )

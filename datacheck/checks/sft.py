@@ -515,12 +515,13 @@ def _long_enough(ctx: ShardContext, max_len: int) -> pl.Expr:
 @check("sft.double_bos", layouts=lay.SFT, roles=("input_ids",), facts=("tokens.bos_token_id",))
 def double_bos(ctx: ShardContext) -> Iterable[ShardItem]:
     """``sft.double_bos`` (warn): the sequence starts with ``bos_token_id`` twice (the chat template
-    and the tokenizer both add it). With left padding and an attention_mask, the sequence starts
-    at its first real position (``len - sum(mask)``). Native list kernels (``list.get``)."""
+    and the tokenizer both add it). With left padding (``[tokens] padding_side``, or recognized from
+    the shard's rows where unset) and an attention_mask, the sequence starts at its first real
+    position (``len - sum(mask)``). Native list kernels (``list.get``)."""
     r, tok = ctx.roles, ctx.cfg.tokens
     ids, bos = pl.col(r.input_ids), tok.bos_token_id
     start: pl.Expr | int = 0
-    if tok.padding_side == "left" and _usable(ctx, "attention_mask"):
+    if ctx.padding_side == "left" and _usable(ctx, "attention_mask"):
         m = as_int64(r.attention_mask, ctx.schema[r.attention_mask])
         start = ids.list.len() - m.list.sum()
     first = ids.list.get(start, null_on_oob=True)

@@ -107,6 +107,19 @@ class ShardContext:
     #: or None (a frame given in memory): a check whose meaning depends on how a format's loader
     #: turns rows into samples reads it
     format: str | None = None
+    #: where the shard's rows are padded (``"right"`` or ``"left"``): ``[tokens] padding_side`` when
+    #: the config sets it, else recognized from the shard's first rows
+    #: (:func:`datacheck.derive.layout.padding_side_of`; right when they do not tell)
+    padding_side: str = "right"
+    #: True when :attr:`padding_side` was recognized from the rows (the config leaves it unset)
+    padding_recognized: bool = False
+
+    @property
+    def token_label_bound(self) -> tuple[int | None, str]:
+        """(the exclusive bound of the token labels' values, the fact it comes from) for this shard's
+        layout (:meth:`Config.token_label_bound <datacheck.model.config.Config.token_label_bound>`:
+        ``num_classes`` in a ``token_classification`` shard, else ``vocab_size``)."""
+        return self.cfg.token_label_bound(self.layout)
 
     @property
     def packed_by_loader(self) -> str | None:

@@ -55,7 +55,7 @@ import pyarrow as pa
 from datacheck.model.layouts import Layout, layout_of
 from datacheck.model.roles import ROLE_NAMES, TARGET_NAMES, Roles, inner_dtype, is_list, list_depth, seq2seq_layout
 
-__all__ = ["recognize", "shard_layout", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
+__all__ = ["recognize", "shard_layout", "padding_side_of", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
            "DELIMITERS", "Sample"]
 
 #: rows of a shard read to decide what the columns alone cannot (position resets, hidden prompts,
@@ -457,3 +457,20 @@ def shard_layout(configured: str | None, schema_name: str | None, schema: dict[s
     if given is not None:
         return given
     return recognize(schema, roles, sample, ignore, spans)
+
+
+def padding_side_of(sample: pl.DataFrame, mask: str) -> tuple[str | None, int, int]:
+    """Where the rows of ``sample`` are padded, from their attention mask column ``mask`` (lists of
+    0/1 ints or bools, one per row): ``("left", first0, last0)`` when some row starts with a 0 and
+    none ends with one, ``("right", ...)`` for the converse, ``(None, ...)`` when no row is padded
+    or both occur. ``first0`` / ``last0``: the rows starting / ending with a 0 (null and empty rows
+    count in neither). The same reading serves the audit (``[tokens] padding_side`` unset) and
+    ``datacheck schema infer``."""
+    m = sample[mask]
+    first0 = int((m.list.first().cast(pl.Int64, strict=False) == 0).sum())
+    last0 = int((m.list.last().cast(pl.Int64, strict=False) == 0).sum())
+    if first0 and not last0:
+        return "left", first0, last0
+    if last0 and not first0:
+        return "right", first0, last0
+    return None, first0, last0

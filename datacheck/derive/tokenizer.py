@@ -10,6 +10,7 @@ are rendered by transformers (:func:`datacheck.derive.chat.load_chat_tokenizer`)
 """
 from __future__ import annotations
 
+import codecs
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +52,8 @@ class TokenizerView:
     def readable(self, token: str) -> str:
         """``token`` as text: byte-level BPE tokens through the tokenizer's own decoder, one token at
         a time (``"Ġworld"`` -> ``" world"``); a token that holds only part of a UTF-8 character
-        (the decoder gives U+FFFD) as its bytes, e.g. ``"\\xe2\\x80"``. Other tokens (WordPiece
-        ``"##ing"``, special tokens) are returned as they are."""
+        (the decoder gives U+FFFD) as its bytes, e.g. ``"<0xE2><0x80>"`` (:data:`PARTIAL_BYTES`).
+        Other tokens (WordPiece ``"##ing"``, special tokens) are returned as they are."""
         if not self.byte_level:
             return token
         try:
@@ -61,14 +62,14 @@ class TokenizerView:
             return token
         if "\ufffd" in text and "\ufffd" not in token:
             raw = bytes(_GPT2_BYTE_OF.get(ch, 0x3F) for ch in token)
-            return raw.decode("utf-8", errors="backslashreplace")  # " \xe2\x80": the space stays a space
+            return raw.decode("utf-8", errors=PARTIAL_BYTES)  # " <0xE2><0x80>": the space stays a space
         return text
 
     def decode(self, ids: list[int | None]) -> str:
         """``ids`` (a run of one row's token ids) as the text they stand for, decoded together as
         the tokenizer decodes them: byte-level BPE tokens joined into their bytes and decoded as
         UTF-8 (a character split over several tokens comes out whole: ``bans “Mein``; bytes of a
-        character cut at the run's edge as ``\\xe2\\x80``); other tokenizers through their own
+        character cut at the run's edge as ``<0xE2><0x80>``); other tokenizers through their own
         ``decode`` (WordPiece ``##`` pieces joined into words, words separated by spaces; special
         tokens kept). An id outside the vocabulary is ``<oov:ID>``, null ``<null>``."""
         parts: list[str] = []
@@ -98,11 +99,11 @@ class TokenizerView:
                 buf += bytes(_GPT2_BYTE_OF[ch] for ch in tok)
                 continue
             if buf:  # a token outside the byte alphabet (an added token): its text as it is
-                out.append(buf.decode("utf-8", errors="backslashreplace"))
+                out.append(buf.decode("utf-8", errors=PARTIAL_BYTES))
                 buf = bytearray()
             out.append(tok)
         if buf:
-            out.append(buf.decode("utf-8", errors="backslashreplace"))
+            out.append(buf.decode("utf-8", errors=PARTIAL_BYTES))
         return "".join(out)
 
     def tokens(self, ids: list[int | None]) -> list[str]:
@@ -137,6 +138,21 @@ def _gpt2_byte_of() -> dict[str, int]:
 
 
 _GPT2_BYTE_OF = _gpt2_byte_of()
+
+#: the codec error handler that writes each byte of an incomplete UTF-8 character as ``<0xE2>``,
+#: the notation of SentencePiece's byte-fallback tokens (Llama's ``<0xE2>``): no backslash, so
+#: the renderers, which double a token's backslashes to tell a literal ``\n`` from a newline,
+#: never show it as the four characters ``\xe2``
+PARTIAL_BYTES = "datacheck.partial-bytes"
+
+
+def _partial_bytes(err: UnicodeError) -> tuple[str, int]:
+    if not isinstance(err, UnicodeDecodeError):
+        raise err
+    return "".join(f"<0x{b:02X}>" for b in err.object[err.start:err.end]), err.end
+
+
+codecs.register_error(PARTIAL_BYTES, _partial_bytes)
 
 
 def _import_tokenizers(named: str = "--tokenizer"):

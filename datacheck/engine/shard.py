@@ -33,7 +33,7 @@ from datacheck.checks.registry import (
     unreadable_findings,
     with_shared_columns,
 )
-from datacheck.derive.layout import SAMPLE_ROWS, shard_layout
+from datacheck.derive.layout import SAMPLE_ROWS, padding_side_of, shard_layout
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.formats.batches import batch_rows, forced_batch_rows, gather_rows, shard_reader
 from datacheck.formats.registry import hash_shard
@@ -46,6 +46,7 @@ from datacheck.model.config import Config
 from datacheck.model.errors import ENGINE_ERRORS, InternalError, OutOfMemory, ran_out_of_memory
 from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult
+from datacheck.model.roles import is_list
 
 __all__ = ["ShardResult", "audit_shard", "audit_file", "audit_frame"]
 
@@ -931,8 +932,9 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     sampler = _Sampler(data)
     layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, roles, sampler,
                           cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None)
+    side = _padding_side(cfg, roles, schema, sampler)
     plan, named = _plan_for(cfg, roles, schema, rel, cross_shard, data.unrendered_pairs, layout.name,
-                            data.chat_template, read_as or fmt)
+                            data.chat_template, read_as or fmt, side)
     row_checks, skipped = plan.row_checks, list(plan.skipped)
     measures: list[Stat | Payload] = [*plan.stats, *plan.payloads]
     try:
@@ -990,6 +992,28 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     )
 
 
+def _padding_side(cfg: Config, roles: Any, schema: dict[str, pl.DataType], sampler: _Sampler) -> tuple[str, bool]:
+    """(where the shard's rows are padded, whether that was recognized): ``[tokens] padding_side``
+    when set; else, for a shard with a list ``attention_mask``, the side its first
+    :data:`SAMPLE_ROWS` rows are padded on (:func:`padding_side_of`: left only when some row starts
+    with a 0 and none ends with one); else ``"right"``. A left-padded shard (SmolLM2's tokenizer
+    pads on the left) is then not ``mask.not_contiguous`` on every row, and ``sft.double_bos``
+    looks at its first real token."""
+    if cfg.tokens.padding_side is not None:
+        return cfg.tokens.padding_side, False
+    mask = roles.attention_mask
+    if mask is None or not is_list(schema.get(mask, pl.Null())):
+        return "right", False
+    sample = sampler.head([mask])
+    if sample is None or mask not in sample.columns:
+        return "right", False
+    try:
+        side, _first0, _last0 = padding_side_of(sample, mask)
+    except pl.exceptions.PolarsError:  # a mask polars cannot compare with 0: the mask checks say why
+        return "right", False
+    return (side, True) if side is not None else ("right", False)
+
+
 class _Sampler:
     """The layout recognizer's sample: the first :data:`~datacheck.derive.layout.SAMPLE_ROWS` rows of
     the given columns, with the checked schema's dtypes; None when they cannot be read (the engine's
@@ -1011,6 +1035,8 @@ class _Sampler:
         self.data = data
         #: the sampled columns read whole (every row, the checked schema's dtypes), or None
         self.held: pl.DataFrame | None = None
+        #: the samples given so far (a later caller finds its columns in them before reading)
+        self.given: list[pl.DataFrame] = []
 
     def _whole(self, cols: list[str]) -> pl.DataFrame | None:
         data = self.data
@@ -1034,7 +1060,23 @@ class _Sampler:
         whole = self._whole(cols)
         if whole is not None:
             self.held = whole
-            return whole.head(SAMPLE_ROWS)
+            got: pl.DataFrame | None = whole.head(SAMPLE_ROWS)
+        else:
+            got = self._first(cols)
+        if got is not None:
+            self.given.append(got)
+        return got
+
+    def head(self, cols: list[str]) -> pl.DataFrame | None:
+        """The first rows of ``cols`` from a sample already given when one holds them all, else
+        read as :meth:`__call__` reads a shard it does not hold whole (never a whole-column read,
+        never ``held``)."""
+        for got in self.given:
+            if all(c in got.columns for c in cols):
+                return got.select(cols)
+        return self._first(cols)
+
+    def _first(self, cols: list[str]) -> pl.DataFrame | None:
         data = self.data
         if data.stream is not None and all(c in data.schema for c in cols):
             got = data.stream.first_rows(cols, SAMPLE_ROWS, {c: data.schema[c] for c in cols})
@@ -1057,7 +1099,7 @@ _plans: OrderedDict[tuple[Any, ...], tuple[Config, ShardPlan]] = OrderedDict()
 
 def _plan_for(cfg: Config, roles: Any, schema: dict[str, pl.DataType], rel: str, cross_shard: bool,
               unrendered: Any, layout: str | None, chat_template: Any,
-              fmt: str | None = None) -> tuple[ShardPlan, Callable[[Any], Any]]:
+              fmt: str | None = None, side: tuple[str, bool] = ("right", False)) -> tuple[ShardPlan, Callable[[Any], Any]]:
     """The registry's plan for a shard, built once per (config object, roles, schema, cross_shard,
     layout, chat template, format, registered checks) and reused for every shard of that kind: building it (every check function,
     its polars expressions) cost about 6.6 ms a shard (100 shards of 100 rows: 0.66 of 3.85 s).
@@ -1069,17 +1111,18 @@ def _plan_for(cfg: Config, roles: Any, schema: dict[str, pl.DataType], rel: str,
     pairs (data-dependent items) gets a plan of its own, built with its name."""
     if unrendered is not None:
         ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=rel, cross_shard=cross_shard,
-                           unrendered_pairs=unrendered, layout=layout, chat_template=chat_template, format=fmt)
+                           unrendered_pairs=unrendered, layout=layout, chat_template=chat_template, format=fmt,
+                           padding_side=side[0], padding_recognized=side[1])
         return shard_plan(ctx), _identity
     base = rel.rsplit("/", 1)[-1]
     suffixes = base[base.find("."):] if "." in base else ""  # ".jsonl.gz": a check may tell formats by name
     token = SHARD_TOKEN + suffixes
     key = (id(cfg), suffixes, fmt, repr(roles), tuple((c, repr(t)) for c, t in schema.items()), cross_shard, layout,
-           repr(chat_template), tuple((cid, id(spec), id(spec.shard)) for cid, spec in CHECKS.items()))
+           repr(chat_template), side, tuple((cid, id(spec), id(spec.shard)) for cid, spec in CHECKS.items()))
     got = _plans.get(key)
     if got is None or got[0] is not cfg:  # the config object is held, so its id is not reused meanwhile
         ctx = ShardContext(cfg=cfg, roles=roles, schema=schema, shard=token, cross_shard=cross_shard, layout=layout,
-                           chat_template=chat_template, format=fmt)
+                           chat_template=chat_template, format=fmt, padding_side=side[0], padding_recognized=side[1])
         got = (cfg, shard_plan(ctx))
         _plans[key] = got
         while len(_plans) > _PLANS_KEPT:

@@ -16,7 +16,9 @@ the same record rules as :func:`datacheck.formats.records.csv_records` (Python's
   after the previous row's: a file without multi-line records, blank or bad lines needs none);
 - the dtypes: each chunk of :data:`CSV_CHUNK_ROWS` good records (or :data:`CSV_CHUNK_CHARS`) is re-serialised and parsed by
   polars as a whole file would be (``infer_schema_length=None``,
-  ``null_values=[""]``, no date parsing, text columns as strings); the chunks' dtypes combine by
+  ``null_values=[""]``, no date parsing, text columns as strings; a column of floats one of which
+  is spelled ``nan``, ``Inf`` or ``Infinity``, which polars' inference leaves a string, as Float64:
+  :func:`_number_column`); the chunks' dtypes combine by
   polars' own inference rule (:func:`combine_dtypes`: a chunk whose column is all null says
   nothing; String or Boolean beside another type is String; ints and floats are Float64; the
   widest int otherwise), so a CSV's inferred dtypes are the ones polars infers over the whole file
@@ -96,6 +98,19 @@ def combine_dtypes(seen: list[pl.DataType]) -> pl.DataType:
     if kinds <= set(_INT_RANK):
         return max(kinds, key=_INT_RANK.index)
     return pl.String
+
+
+def _number_column(s: pl.Series) -> pl.DataType:
+    """The dtype of a CSV column as polars inferred it (``s``: one chunk), but Float64 for a String
+    column every non-null value of which is a float: polars' inference reads ``NaN`` and ``inf`` as
+    floats but not ``nan``, ``-nan``, ``Inf``, ``Infinity``, ``NAN`` (Python's ``csv`` module and
+    ``numpy.savetxt`` write a NaN as ``nan``, R an infinity as ``Inf``), so one such cell turned a
+    whole numeric column into text: its NaN invisible to ``finite.nan`` and the column no feature
+    or target. Every spelling Python's ``float()`` takes (any case, a sign) is read by polars
+    with the Float64 schema of pass 2 (``tests/unit/formats/test_csv_nonfinite.py``)."""
+    if s.dtype != pl.String:
+        return s.dtype
+    return pl.Float64 if s.cast(pl.Float64, strict=False).null_count() == s.null_count() else pl.String
 
 
 _UNPARSED = re.compile(r"could not parse `(?P<value>.*?)` as dtype `(?P<dtype>[^`]*)` at column '(?P<column>.*?)'")
@@ -375,7 +390,7 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
             raise _refusal(exc, cols, chunk, chunk_lines) from None
         for i, s in enumerate(df.get_columns()):
             if s.null_count() < s.len():
-                seen.setdefault(i, []).append(s.dtype)
+                seen.setdefault(i, []).append(_number_column(s) if cols[i] not in string_columns else s.dtype)
 
     try:
         for r in split.records():

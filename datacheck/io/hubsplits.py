@@ -73,11 +73,12 @@ def glob_literal(name: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
-def glob_matches(path: str, pattern: str) -> bool:
-    """Whether a ``[splits]`` glob matches a shard's relative path: ``fnmatch`` over the POSIX path
-    (``*`` also crosses ``/``), the glob also tried without a leading ``./`` (the rule of
-    :func:`datacheck.checks.dup.cross.assign_splits`)."""
-    return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, pattern.lstrip("./"))
+def glob_matches(path: str, pattern: str | Sequence[str]) -> bool:
+    """Whether a ``[splits]`` glob, or any glob of a list of them, matches a shard's relative path:
+    ``fnmatch`` over the POSIX path (``*`` also crosses ``/``), each glob also tried without a
+    leading ``./`` (the rule of :func:`datacheck.checks.dup.cross.assign_splits`)."""
+    pats = [pattern] if isinstance(pattern, str) else pattern
+    return any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p.lstrip("./")) for p in pats)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import re
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -179,7 +179,9 @@ class TokensSection(_Section):
     pad_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     eos_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     max_seq_len: int | None = Field(default=None, gt=0, le=2**63 - 1)
-    padding_side: Literal["right", "left"] = "right"
+    #: unset (None): each shard's side is recognized from its first rows' attention_mask
+    #: (:func:`datacheck.derive.layout.padding_side_of`), right when they do not tell
+    padding_side: Literal["right", "left"] | None = None
     truncation_side: Literal["right", "left"] = "right"
     type_vocab_size: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token_type_ids range (BERT: 2, RoBERTa: 1)")
     max_position_embeddings: int | None = Field(default=None, gt=0, le=2**63 - 1, description="position_ids range [0, n)")
@@ -473,7 +475,8 @@ class Config(_Section):
     tokens: TokensSection = TokensSection()
     labels: LabelsSection = LabelsSection()
     numeric: NumericSection = NumericSection()
-    splits: dict[str, str] = Field(default_factory=dict)
+    #: split name -> a glob, or a list of globs (:func:`datacheck.io.hubsplits.glob_matches`)
+    splits: dict[str, str | Annotated[list[str], Field(min_length=1, max_length=MAX_ID_LIST)]] = Field(default_factory=dict)
     policy: dict[str, PolicyEntry] = Field(default_factory=dict)
     batch: BatchSection = BatchSection()
     megatron: MegatronSection = MegatronSection()
@@ -543,6 +546,21 @@ class Config(_Section):
         out._from_tokenizer = {"tokenizer": t.tokenizer, "facts": filled}
         return out
 
+    def token_label_bound(self, layout: str | None) -> tuple[int | None, str]:
+        """(the exclusive bound of token label values, the fact it comes from) for rows of ``layout``:
+        in ``token_classification`` rows the labels are class ids (NER/POS tags), bounded by
+        ``[labels] num_classes`` or the number of ``[labels] classes`` (the ids index the tag names),
+        never by the vocabulary; in the other layouts they are token ids, bounded by ``[tokens]
+        vocab_size``, else ``num_classes``. ``(None, name)`` when that fact is unset. The audit's
+        ``labels.out_of_range`` and :class:`datacheck.torch.BatchGuard` both use it."""
+        lab, tok = self.labels, self.tokens
+        if layout == "token_classification":
+            return (lab.num_classes if lab.num_classes is not None
+                    else len(lab.classes) if lab.classes else None), "num_classes"
+        if tok.vocab_size is not None:
+            return tok.vocab_size, "vocab_size"
+        return lab.num_classes, "num_classes"
+
     def anchored(self, value: str) -> str:
         """A path written in the config, resolved as the config file's folder sees it: an absolute path
         or a config built in memory (no file) gives ``value`` unchanged; a relative path is joined to
@@ -596,7 +614,8 @@ class Config(_Section):
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``.
         ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
         reader limits of ``[dataset]``, ``infer_splits``, ``[batch] loader``, ``even_batches``,
-        ``split_batches`` and ``[megatron]`` enter only when set to a value other than their default."""
+        ``split_batches`` and ``[megatron]`` enter only when set to a value other than their default;
+        ``[tokens] padding_side`` only when set."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})
         for key, default in _OUT_OF_HASH_AT_DEFAULT.items():
             if doc["dataset"].get(key) == default:
@@ -604,6 +623,8 @@ class Config(_Section):
         for key, default in _BATCH_OUT_OF_HASH_AT_DEFAULT.items():  # keys added later: a config that leaves
             if doc["batch"].get(key) == default:                      # them at their default keeps its hash
                 del doc["batch"][key]
+        if doc["tokens"].get("padding_side") is None:  # unset (recognized per shard): not the same audit as "right"
+            del doc["tokens"]["padding_side"]
         if doc.get("megatron") == MegatronSection().model_dump(mode="json", by_alias=True):
             del doc["megatron"]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))

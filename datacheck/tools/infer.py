@@ -26,7 +26,7 @@ from typing import Any, Callable
 import polars as pl
 
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
-from datacheck.derive.layout import REFINES, recognize
+from datacheck.derive.layout import REFINES, padding_side_of, recognize
 from datacheck.derive.read import open_for_checks
 from datacheck.formats.discovery import discover
 from datacheck.io.shardbytes import Unreadable
@@ -406,13 +406,9 @@ def _form(t: pl.DataType) -> str:
 def _padding_side(df: pl.DataFrame, mask: str) -> tuple[str | None, str | None]:
     """(padding side, note) from the sample: left when some row starts with mask 0 and none ends with
     it, right when the converse; None when no row is padded or both occur."""
-    m = df[mask]
-    first0 = int((m.list.first() == 0).sum())
-    last0 = int((m.list.last() == 0).sum())
-    if first0 and not last0:
-        return "left", None
-    if last0 and not first0:
-        return "right", None
+    side, first0, last0 = padding_side_of(df, mask)
+    if side is not None:
+        return side, None
     if first0 and last0:
         return None, (f"{mask}: {first0} sample row(s) start with padding and {last0} end with it; "
                       "set [tokens] padding_side yourself")
@@ -655,8 +651,13 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
             if labels is None:  # an encoder's ids and one class per row: the classification contract
                 return LayoutProposal("text_classification", f"token ids {ids!r} and class label {roles.label!r}"
                                       + (f" with mask {mask!r}" if mask else ""), cols, facts, tuple(notes), n)
-        return LayoutProposal("causal_lm", f"token ids {ids!r}" + (f" and labels {labels!r}" if labels else "")
-                              + (f" with mask {mask!r}" if mask else ""), cols, facts, tuple(notes), n)
+        why = f"token ids {ids!r}" + (f" and labels {labels!r}" if labels else "") + (f" with mask {mask!r}" if mask else "")
+        if mask is None:  # the causal_lm contract requires an attention_mask: it would fail these rows
+            notes.append("no built-in contract: causal_lm requires an attention_mask, which these rows do not have "
+                         "(unpadded rows, as Megatron and nanoGPT store them, need none); the audit judges them as "
+                         "causal-LM rows all the same, and the contract below holds their columns")
+            return LayoutProposal(None, why, cols, facts, tuple(notes), n)
+        return LayoutProposal("causal_lm", why, cols, facts, tuple(notes), n)
     if roles.aligned and roles.labels is not None:
         role("labels", roles.labels)
         return LayoutProposal("token_classification", f"words and tags: aligned {list(roles.aligned[0])}",

@@ -408,7 +408,7 @@ def _read_rows(data: CheckInput, pairs: list[tuple[str | None, int]],
                     ids, attention_mask=col_of(roles.attention_mask), labels=token_labels,
                     assistant_mask=amask, ignore_index=cfg.labels.ignore,
                     shifted=cfg.labels.shifted, pad_token_id=cfg.tokens.pad_token_id,
-                    padding_side=cfg.tokens.padding_side)
+                    padding_side=cfg.tokens.padding_side or "right")
                 if token_labels is None and amask is None and label_col is not None:
                     # classification: the loss is on the row's class label, no token is a target
                     value_of = df[label_col][i] if label_col in df.columns else None

@@ -7,7 +7,8 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
 - ``finite.fp16_overflow``: with ``[numeric] compute_dtype = "fp16"`` a finite |value| > 65504 (the
   largest binary16 number, IEEE 754), with ``"bf16"`` above 3.3895e38;
 - ``tokens.out_of_vocab``: an ``input_ids`` value outside ``[0, vocab_size)``;
-- ``labels.out_of_range``: a label outside ``[0, vocab_size)`` (token labels, 2-D) or
+- ``labels.out_of_range``: a label outside ``[0, vocab_size)`` (token labels, 2-D; with ``[dataset]
+  layout`` or ``schema`` = ``"token_classification"``, NER/POS tags: ``[0, num_classes)``) or
   ``[0, num_classes)`` (class labels, 1-D) that is not ``ignore_index``;
 - ``labels.unexpected_sentinel``: a negative label that is not ``ignore_index`` (reported only here);
 - ``mask.non_binary``: an ``attention_mask`` value other than 0 or 1; ``empty.all_padding``: a mask
@@ -52,6 +53,7 @@ from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.io.outputs import write_atomic
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import BatchValidationError, UsageError
+from datacheck.model.layouts import layout_of
 from datacheck.model.torchdep import require_torch
 from datacheck.torch.position import BatchTag, take_tag
 
@@ -110,6 +112,10 @@ class BatchGuard:
         self.torch = require_torch("datacheck.torch.BatchGuard")
         self.collate_fn = collate_fn or self.torch.utils.data.default_collate
         self.cfg = _facts(facts)
+        given = layout_of(self.cfg.dataset.layout, self.cfg.dataset.schema_)
+        #: the rows' layout the facts name (``[dataset] layout``, or a built-in ``[dataset] schema``),
+        #: or None: a batch has no rows to recognize it from; it decides what bounds 2-D labels
+        self.layout: str | None = given.name if given is not None else None
         self.on_error = on_error
         self.dump_dir = Path(dump_dir) if dump_dir is not None else None
         cols = self.cfg.columns
@@ -201,7 +207,7 @@ class BatchGuard:
             add("tokens.out_of_vocab", ((r < 0) | (r >= tok.vocab_size)).any(1))
         if labels is not None and not labels.is_floating_point():
             r = rows(labels)
-            top = tok.vocab_size if labels.dim() >= 2 else lab.num_classes
+            top = self.cfg.token_label_bound(self.layout)[0] if labels.dim() >= 2 else lab.num_classes
             ignored = (r == ign) if ign is not None else torch.zeros_like(r, dtype=torch.bool)
             add("labels.unexpected_sentinel", ((r < 0) & ~ignored).any(1))
             if top is not None:

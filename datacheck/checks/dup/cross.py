@@ -43,7 +43,7 @@ The findings are the same either way (``tests/unit/checks/test_dup_cross_partiti
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import polars as pl
@@ -620,6 +620,13 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
                     f"[splits] {name} = {pat!r} matches no shard, so "
                     f"{'the training split' if name == train else 'split'} {name!r} is not checked; globs match "
                     f"paths relative to the audited root (shards here: {sample})"))
+            elif not isinstance(pat, str):  # a list: each of its globs must match, else its files go unchecked
+                for one in pat:
+                    if not any(glob_matches(sh.path, one) for sh in dctx.shards):
+                        yield Skipped("dup.split_overlap", (
+                            f"[splits] {name}: the glob {one!r} matches no shard, so the files it was meant to "
+                            f"add to {'the training split' if name == train else 'split'} {name!r} are not "
+                            f"checked; globs match paths relative to the audited root (shards here: {sample})"))
         if train not in by_split:
             if train in matched:
                 yield Skipped("dup.split_overlap", f"no readable shard of the training split {train!r} "
@@ -767,8 +774,9 @@ def _same_bytes_text(same: list[dict[str, str]]) -> str:
             "every row of them is in both sets. ")
 
 
-def assign_splits(paths: list[str], splits: dict[str, str]) -> dict[str, str]:
-    """Split name of each shard path: the first ``[splits]`` entry (config order) whose glob matches.
+def assign_splits(paths: list[str], splits: Mapping[str, str | list[str]]) -> dict[str, str]:
+    """Split name of each shard path: the first ``[splits]`` entry (config order) whose glob, or one
+    of whose list of globs, matches.
 
     Globs are ``fnmatch`` patterns over the POSIX path relative to the audited root (``*`` also
     crosses ``/``). Shards matching no glob belong to no split.

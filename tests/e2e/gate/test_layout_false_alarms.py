@@ -260,3 +260,52 @@ def test_the_unknown_layout_hint_runs_and_lists_the_layouts(tmp_path):
     assert [x["name"] for x in json.loads(j.stdout)["result"]["layouts"]] == list(LAYOUTS)
     bad = run_cli("checks", "--layout", "packd_lm")
     assert bad.returncode == 2 and "did you mean 'packed_lm'" in bad.stderr
+
+
+def _left_padded_chatml(n: int, width: int = 512) -> list[dict[str, list[int]]]:
+    """SmolLM2-Instruct's way: FastChat's real conversations in ChatML, tokenized by the real SmolLM
+    tokenizer, padded on the LEFT with pad = eos = ``<|im_end|>`` (2) as its tokenizer_config.json
+    says (padding_side left), labels only on the assistant turns (-100 elsewhere)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer.from_file(str(TOKENIZER / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+    convs = json.loads((SHARED / "chat/fastchat/dummy_conversation.json").read_text(encoding="utf-8"))[:n]
+    rows = []
+    for c in convs:
+        ids: list[int] = []
+        labels: list[int] = []
+        for turn in c["conversations"]:
+            role = "user" if turn["from"] == "human" else "assistant"
+            head = tok.encode(f"<|im_start|>{role}\n").ids
+            body = tok.encode(turn["value"]).ids + [2]
+            ids += head + body
+            labels += [-100] * len(head) + (body if role == "assistant" else [-100] * len(body))
+        ids, labels = ids[:width], labels[:width]
+        pad = width - len(ids)
+        rows.append({"input_ids": [2] * pad + ids, "attention_mask": [0] * pad + [1] * len(ids),
+                     "labels": [-100] * pad + labels})
+    return rows
+
+
+def test_a_left_padded_shard_without_padding_side_is_judged_on_its_own_side():
+    """[tokens] padding_side unset: a left-padded SFT shard (SmolLM2's tokenizer pads on the left) is
+    not ``mask.not_contiguous`` on every row, and ``sft.double_bos`` looks at the first real token."""
+    rows = _left_padded_chatml(60)
+    padded = [i for i, r in enumerate(rows) if r["attention_mask"][0] == 0]
+    assert len(padded) == len(rows)  # every row is padded on the left: what the audit must accept
+    hole, dbl = 3, 7
+    rows[hole]["attention_mask"][-3] = 0  # a hole inside the real tokens: still a defect
+    first = rows[dbl]["attention_mask"].index(1)
+    rows[dbl]["input_ids"][first - 1] = 1  # <|im_start|> twice: the template's bos and the tokenizer's
+    rows[dbl]["attention_mask"][first - 1] = 1
+    facts = {"tokens": {"vocab_size": 49152, "pad_token_id": 2, "eos_token_id": 2, "bos_token_id": 1}}
+    res = audit_frame(pl.DataFrame(rows), config_from_dict(facts))
+    (m,) = [f for f in res.findings if f.check == "mask.not_contiguous"]
+    assert m.rows == (hole,) and "padding_side=left (recognized" in m.message
+    (b,) = [f for f in res.findings if f.check == "sft.double_bos"]
+    assert b.rows == (dbl,)
+    # the same rows declared right-padded: every padded row is against the side the config names
+    res = audit_frame(pl.DataFrame(rows), config_from_dict({"tokens": {**facts["tokens"], "padding_side": "right"}}))
+    (m,) = [f for f in res.findings if f.check == "mask.not_contiguous"]
+    assert m.count == len(rows)

@@ -81,7 +81,7 @@ def test_byte_level_tokens_are_decoded():
     tok = load_tokenizer(GPT2)
     assert tok.byte_level
     # PROVENANCE.md: "Hello"=15496, " world"=995; 447 is the first two bytes of U+2019 (e2 80 99)
-    assert tok.tokens([15496, 995, 447, None]) == ["Hello", " world", "\\xe2\\x80", "<null>"]
+    assert tok.tokens([15496, 995, 447, None]) == ["Hello", " world", "<0xE2><0x80>", "<null>"]
     assert tok.encode("Hello world") == ["Hello", " world"]
     wp = load_tokenizer(MINILM / "vocab.txt")
     assert not wp.byte_level and wp.encode("unaffable") == ["[CLS]", "una", "##ffa", "##ble", "[SEP]"]
@@ -124,3 +124,18 @@ def test_a_vocabulary_with_a_gap_bounds_ids_by_its_largest_id(tmp_path):
                   "attention_mask": [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]}).write_parquet(shard)
     ins = inspect_shards([str(shard)], config_from_dict({}), tokenizer=tok)[0]
     assert [(r.row, r.check) for r in ins.shown] == [(1, "tokens.out_of_vocab")]
+
+
+@needs_tok
+def test_a_token_holding_part_of_a_character_is_shown_without_doubled_backslashes(tmp_path):
+    """The ``tokens:`` line of ``inspect --tokenizer``: GPT-2 token 447 holds bytes e2 80 of U+2019.
+    It was printed ``\\\\xe2\\\\x80`` (the partial bytes written as backslash escapes, then every
+    backslash of a token doubled by the renderer), which reads as a token holding backslashes."""
+    ids = [15496, 447, 247, 995]  # "Hello", e2 80, 99, " world": "Hello’ world"
+    shard = tmp_path / "s.parquet"
+    pl.DataFrame({"input_ids": [ids]}).write_parquet(shard)
+    p = run_cli("inspect", str(shard), "--rows", "0", "--tokenizer", str(GPT2), "--color", "never", "--no-progress",
+                cwd=tmp_path)
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.strip().startswith("tokens:")]
+    want = "".join(f"<0x{b:02X}>" for b in "’".encode()[:2])
+    assert want in line and "\\" not in line, line

@@ -274,9 +274,11 @@ def test_byte_level_runs_are_decoded_from_their_joined_ids():
     text = row.supervision_runs[1][1]
     assert text.startswith(" magazine supplement with an image of Adolf Hitler")
     assert "No law bans “Mein Kampf” in Germany" in text and "\\x" not in text
-    # a token holding part of a character keeps its decodable bytes readable: " \xe2\x80", not "\x20\xe2\x80"
-    assert tok.tokens([564, 250]) == [" \\xe2\\x80", "\\x9c"]
-    assert tok.decode([564, 250]) == " “" and tok.decode([564]) == " \\xe2\\x80"
+    # a token holding part of a character keeps its decodable bytes readable: " <0xE2><0x80>", not
+    # "<0x20><0xE2><0x80>"; “ is e2 80 9c in UTF-8
+    want = "".join(f"<0x{b:02X}>" for b in "“".encode()[:2])
+    assert tok.tokens([564, 250]) == [" " + want, "<0x9C>"]
+    assert tok.decode([564, 250]) == " “" and tok.decode([564]) == " " + want
 
 
 @pytest.mark.parametrize("source", ["tokenizer.json", "vocab.txt"])

@@ -352,3 +352,29 @@ def test_labels_beyond_64_bits_are_reported_with_the_bound_named(tmp_path):
     plain = one(audit_df(tmp_path, pl.DataFrame({"label": [0, 5, 1]}), {"labels": {"num_classes": 3}}),
                 "labels.out_of_range", "label")
     assert plain.message == "1 row(s) of 'label' hold labels outside [0, 3): 5 x1"
+
+
+_TAGS = {"input_ids": [[101, 7592, 2088, 102], [101, 2023, 2003, 102], [101, 1037, 3231, 102]],
+         "attention_mask": [[1, 1, 1, 1]] * 3,
+         "labels": [[-100, 1, 0, -100], [-100, 5, 0, -100], [-100, 0, 2, -100]]}
+
+
+@pytest.mark.parametrize("facts, bound", [
+    ({"tokens": {"vocab_size": 30522}, "labels": {"num_classes": 2}}, 2),  # a tokenizer's facts beside the tag set
+    ({"tokens": {"vocab_size": 30522}, "labels": {"classes": ["O", "B-PER", "I-PER"]}}, 3),  # tag names: ids index them
+    ({"labels": {"num_classes": 2}}, 2),
+])
+def test_token_classification_labels_are_held_to_the_classes_not_the_vocabulary(tmp_path, facts, bound):
+    """NER tags are class ids: a tag >= num_classes breaks the classifier head (CUDA index error)
+    whatever the vocabulary; ``vocab_size`` bounds only token labels that are token ids (LM rows)."""
+    rep = audit_df(tmp_path, _TAGS, facts)
+    assert rep.shards[0].layout == "token_classification"
+    want = tuple(i for i, row in enumerate(_TAGS["labels"]) if any(v >= bound for v in row if v != -100))
+    f = one(rep, "labels.out_of_range")
+    assert f.rows == want and f"num_classes {bound}" in f.message
+
+
+def test_token_classification_labels_without_classes_are_not_bounded_by_the_vocabulary(tmp_path):
+    rep = audit_df(tmp_path, _TAGS, {"tokens": {"vocab_size": 30522}})
+    assert findings(rep, "labels.out_of_range") == []
+    assert "num_classes" in (skipped_reason(rep, "labels.out_of_range") or "")

@@ -76,7 +76,8 @@ def test_fused_query_engine_panic_is_isolated(tmp_path):
          {"input_ids": [None, 3, None, 3, 0], "attention_mask": [1, 0, 0, 1, 1], "labels": [0, -1, None, -1, 0]},
          {"input_ids": None, "attention_mask": None, "labels": None}],
         schema={"input_ids": pl.List(pl.Int64), "attention_mask": pl.List(pl.Int64), "labels": pl.List(pl.Int64)})
-    res = shard_result(tmp_path, df, {"tokens": {"pad_token_id": 0}, "labels": {"ignore_index": -1}})
+    # padding_side set: unset, row 0 (the only padded first or last position) would make the shard left-padded
+    res = shard_result(tmp_path, df, {"tokens": {"pad_token_id": 0, "padding_side": "right"}, "labels": {"ignore_index": -1}})
     assert res.rows == 3
     assert res.failing_rows["mask.not_contiguous:attention_mask"] == [0, 1]
     assert res.failing_rows["padding.token_not_pad:input_ids"] == [1]
@@ -160,3 +161,32 @@ def test_a_boolean_mask_audited_first_does_not_change_an_integer_mask_s_rows():
     got = failing(frame(pl.Int64, [1, 0, 2]), cfg)
     assert got["mask.non_binary:attention_mask"] == {0}  # a 2: the row is left out of the padding rules
     assert "padding.token_not_pad:input_ids" not in got
+
+
+def _side_ref(mask: list[int], side: str) -> bool:
+    """Plain-Python reference: the binary mask's 1s are one block against ``side`` (right: no 1
+    after a 0; left: no 0 after a 1)."""
+    before, after = (0, 1) if side == "right" else (1, 0)
+    return not any(mask[k] == after and before in mask[:k] for k in range(1, len(mask)))
+
+
+@pytest.mark.parametrize("masks", [
+    # left-padded rows (as SmolLM2's tokenizer pads), one with a hole
+    [[0, 0, 1, 1, 1], [0, 1, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 1, 0, 1], [0, 0, 0, 1, 1]],
+    # right-padded rows, one with a hole, one padded on the left
+    [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 1, 0], [0, 1, 1, 1]],
+    # no padded row: nothing to recognize, nothing fails
+    [[1, 1], [1, 1, 1]],
+])
+def test_not_contiguous_without_padding_side_follows_the_side_the_rows_are_padded_on(tmp_path, masks):
+    """``[tokens] padding_side`` unset: the side is the one the shard's rows are padded on (a left-
+    padded shard is not 'padding on the other side' on every row); a hole is still a hole."""
+    padded_left = sum(m[0] == 0 for m in masks)
+    padded_right = sum(m[-1] == 0 for m in masks)
+    side = "left" if padded_left and not padded_right else "right"
+    want = tuple(i for i, m in enumerate(masks) if not _side_ref(m, side))
+    rep = audit_df(tmp_path, {"attention_mask": masks})
+    got = findings(rep, "mask.not_contiguous")
+    assert (got[0].rows if got else ()) == want
+    if want:
+        assert f"padding_side={side}" in got[0].message

@@ -2,6 +2,9 @@
 file are a usage error (exit 2) whose message names the key."""
 from __future__ import annotations
 
+import hashlib
+import json
+
 import polars as pl
 import pytest
 from conftest import run_cli
@@ -160,3 +163,18 @@ def test_api_config_error_names_key():
 
 def test_config_hash_changes_with_a_value():
     assert config_from_dict({}).hash() != config_from_dict({"tokens": {"vocab_size": 5}}).hash()
+
+
+def test_padding_side_unset_is_not_the_same_audit_as_right():
+    """Unset, each shard's padding side is recognized from its rows; "right" holds every shard to the
+    right: two audits that can disagree on a left-padded shard must not share a config_hash (the
+    per-shard cache is keyed by it). A config that writes "right" keeps the hash it had."""
+    unset, right, left = (config_from_dict(d).hash() for d in
+                          ({}, {"tokens": {"padding_side": "right"}}, {"tokens": {"padding_side": "left"}}))
+    assert len({unset, right, left}) == 3
+    doc = config_from_dict({"tokens": {"padding_side": "right"}}).model_dump(mode="json", by_alias=True,
+                                                                          exclude={"trace", "megatron"})
+    del doc["batch"]["loader"]
+    for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "infer_splits"):
+        del doc["dataset"][key]
+    assert right == "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

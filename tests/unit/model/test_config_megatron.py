@@ -16,6 +16,8 @@ def _hash_without_new_keys(cfg) -> str:
     doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace", "megatron"})
     for key in ("loader", "even_batches", "split_batches"):
         del doc["batch"][key]
+    if doc["tokens"]["padding_side"] is None:  # unset is "recognized per shard" (not "right"), its own audit
+        del doc["tokens"]["padding_side"]
     for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
                          "max_row_bytes": 128 << 20,
                          "infer_splits": True}.items():

@@ -89,7 +89,9 @@ def test_packed(tmp_path, delim, extra):
 
 def test_position_ids_without_resets_are_not_packing(tmp_path):
     df = pl.DataFrame({"input_ids": [[5, 6, 7], [8, 9, 3]], "position_ids": [[0, 1, 2], [0, 1, 2]]})
-    assert _propose(tmp_path, df).layout == "causal_lm"
+    assert _propose(tmp_path, df).layout is None  # not packed_lm (no reset); causal_lm needs an attention_mask
+    masked = df.with_columns(pl.Series("attention_mask", [[1, 1, 1], [1, 1, 1]]))
+    assert _propose(tmp_path / "m", masked).layout == "causal_lm"
 
 
 def test_plain_causal_lm_is_not_sft(tmp_path):
@@ -235,3 +237,23 @@ def test_raw_text_is_proposed_for_a_corpus_and_passes_it(tmp_path):
     assert (p.layout, p.columns) == ("raw_text", {"text": ["text"]})
     assert p.rows is not None and p.rows.name == "raw_text"
     assert found(audit(tmp_path / "shard.parquet", "raw_text")) == []
+
+
+@pytest.mark.parametrize("shard", [
+    "megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document.bin",  # unpadded documents, no mask
+    "agnews_prompts_jsonl/ag_news_prompt_text_document.bin",
+    "megatron_toy_duplicates/my-gpt2_text_document.bin",
+    "dkhate_danish_offensive/dkhate_xlmr/train/data-00000-of-00001.arrow",  # padded with a mask
+])
+def test_a_proposed_built_in_contract_holds_the_data_it_was_proposed_from(shard):
+    """The header of ``schema infer`` says "the built-in layout holds what every such dataset needs:
+    [dataset] schema = ...": following it must not fail the data it came from. Megatron documents
+    (token ids, no attention_mask: nothing is padded) were proposed ``causal_lm``, whose contract
+    requires an attention_mask: schema.missing_column on every real Megatron shard."""
+    path = SHARED / "realdata" / shard
+    p = propose_layout([str(path)])
+    if p.layout is not None:
+        assert found(audit(str(path), p.layout, columns=p.columns)) == []
+    else:
+        assert p.rows is not None and p.rows.name == "causal_lm"  # the audit still judges them as causal-LM rows
+        assert any("attention_mask" in n for n in p.notes)

@@ -84,3 +84,18 @@ def test_the_tokenizers_vocabulary_bounds_the_ids(realdata):
     assert g.check(g.collate_fn([top, past])) == {"tokens.out_of_vocab": [1]}
     own = BatchGuard(facts={"tokens": {"tokenizer": str(folder), "vocab_size": vocab + 1}})
     assert own.check(own.collate_fn([top, past])) == {}
+
+
+@pytest.mark.parametrize("given", [{"layout": "token_classification"}, {"schema": "token_classification"}])
+def test_token_classification_tags_are_held_to_num_classes(given):
+    """NER tags in a 2-D labels tensor are class ids: with the layout named in the facts, a tag
+    >= num_classes fails though it is < vocab_size (the audit's labels.out_of_range rule)."""
+    facts = {"dataset": given, "tokens": {"vocab_size": 30522}, "labels": {"num_classes": 3}}
+    tags = [(-100, 0, 2), (-100, 5, 1), (-100, 1, -100)]  # BERT's [CLS] ignored; 5 is no tag of 3
+    want = [i for i, t in enumerate(tags) if any(v >= 3 for v in t if v != -100)]
+    g = BatchGuard(facts=facts)
+    got = g.check(g.collate_fn([sample(ids=(101, 7, 8), labels=t) for t in tags]))
+    assert got == {"labels.out_of_range": want}
+    # a language model's token labels (no layout named): the vocabulary bounds them, 5 is a token id
+    g = BatchGuard(facts={"tokens": {"vocab_size": 30522}, "labels": {"num_classes": 3}})
+    assert g.check(g.collate_fn([sample(ids=(101, 7, 8), labels=t) for t in tags])) == {}
