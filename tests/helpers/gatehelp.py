@@ -53,3 +53,10 @@ def normalized(text: str) -> str:
 
 def load(p: Path) -> dict[str, Any]:
     return json.loads(Path(p).read_text())
+
+
+def plan_json(*argv: str) -> dict[str, Any]:
+    """``datacheck plan ARGV --format json`` run in this process: the envelope's ``result`` (exit 0 asserted)."""
+    r = run_cli("plan", *argv, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["result"]

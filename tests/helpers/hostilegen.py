@@ -635,22 +635,23 @@ def _one_huge_string(p: Path) -> None:
     pq.write_table(pa.table({"text": pa.array(["x" * (500 << 20), "ok"], type=pa.large_string())}), p)
 
 
-def _one_huge_line(p: Path) -> None:
-    """A JSONL file whose first line holds a 500 MiB string (written 1 MiB at a time), then a short one."""
+def _huge_between(p: Path, head: bytes, tail: bytes) -> None:
+    """``head``, then 500 MiB of ``x`` (written 1 MiB at a time), then ``tail``, into ``p``."""
     with open(p, "wb") as f:
-        f.write(b'{"text": "')
+        f.write(head)
         for _ in range(500):
             f.write(b"x" * (1 << 20))
-        f.write(b'"}\n{"text": "ok"}\n')
+        f.write(tail)
+
+
+def _one_huge_line(p: Path) -> None:
+    """A JSONL file whose first line holds a 500 MiB string, then a short one."""
+    _huge_between(p, b'{"text": "', b'"}\n{"text": "ok"}\n')
 
 
 def _one_huge_csv_line(p: Path) -> None:
     """A CSV file whose second line (after the header) is a 500 MiB field, then a short record."""
-    with open(p, "wb") as f:
-        f.write(b"text\n")
-        for _ in range(500):
-            f.write(b"x" * (1 << 20))
-        f.write(b"\nok\n")
+    _huge_between(p, b"text\n", b"\nok\n")
 
 
 CASES4: dict[str, Callable[[Path], list[str]]] = {

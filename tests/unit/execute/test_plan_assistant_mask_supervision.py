@@ -11,20 +11,18 @@ rendered by transformers with the real SmolLM-135M tokenizer and SmolLM2's ChatM
 template). Expected counts are the masks' own sums over the plan's micro-batches, in plain Python."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import polars as pl
 import pytest
 from checkhelp import tokenizer_copy
 from conftest import SHARED
+from gatehelp import plan_json
 
 pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import datacheck  # noqa: E402
-from datacheck.cli.main import main  # noqa: E402
 
 CHAT = SHARED / "chat"
 TOKENIZER = CHAT / "tokenizers/smollm_135m"
@@ -35,14 +33,6 @@ CHATML_GEN = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] 
 ROLE = {"human": "user", "gpt": "assistant"}
 
 pytestmark = pytest.mark.skipif(not (TOKENIZER.is_dir() and DATA.is_file()), reason="shared chat material not present")
-
-
-def _plan(*argv: str) -> dict:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = main(["plan", *argv, "--format", "json"])
-    assert rc == 0
-    return json.loads(out.getvalue())["result"]
 
 
 def _rows(tmp_path, n: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -66,14 +56,14 @@ def test_assistant_mask_rows_without_labels_count_the_assistant_tokens(tmp_path)
     expected = [sum(t != -100 for m in masks[k:k + 2] for t in [1 if v else -100 for v in m])
                 for k in range(0, len(ids), 2)]
     assert expected[3] == 0 and all(expected[:3]) and all(expected[4:])
-    res = _plan(str(d), "--config", str(cfg))
+    res = plan_json(str(d), "--config", str(cfg))
     sup = res["plan"]["supervised"]
     assert sup is not None, "supervision unknown"
     assert (sup["min"], sup["zero"], sup["count"]) == (min(expected), expected.count(0), len(expected))
     assert sup["zero_micro_batches"] == [[0, 3, 0, 0]]
     assert any("'assistant_masks'" in r and "assistant_only_loss" in r for r in sup["rule"]), sup["rule"]
     for step, want in enumerate(expected):
-        assert _plan(str(d), "--config", str(cfg), "--step", str(step))["step"]["supervised_tokens"] == want
+        assert plan_json(str(d), "--config", str(cfg), "--step", str(step))["step"]["supervised_tokens"] == want
     rep = datacheck.audit([str(d)], config=str(cfg))
     assert rep.shards[0].layout == "sft_tokenized"
     f = next(f for f in rep.findings if f.check == "batch.no_supervised_tokens")
@@ -90,9 +80,9 @@ def test_the_rule_keeps_truncation_to_max_seq_len(tmp_path):
     cfg.write_text(f"[tokens]\nmax_seq_len = {cut}\n[batch]\nbatch_size = 1\nshuffle = false\n")
     expected = [sum(m[:cut]) for m in masks]  # truncation_side right (default): the first max_seq_len tokens
     assert expected != [sum(m) for m in masks]
-    res = _plan(str(d), "--config", str(cfg))
+    res = plan_json(str(d), "--config", str(cfg))
     for step, want in enumerate(expected):
-        assert _plan(str(d), "--config", str(cfg), "--step", str(step))["step"]["supervised_tokens"] == want
+        assert plan_json(str(d), "--config", str(cfg), "--step", str(step))["step"]["supervised_tokens"] == want
     assert any(f"max_seq_len {cut}" in r for r in res["plan"]["supervised"]["rule"])
 
 

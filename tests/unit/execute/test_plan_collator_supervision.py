@@ -8,19 +8,15 @@ GPT-2 fine-tuning scripts set it. Expected counts come from transformers' collat
 plan's own micro-batches."""
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-
 import polars as pl
 import pytest
+from gatehelp import plan_json
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from conftest import REALDATA  # noqa: E402
 
 import datacheck  # noqa: E402
-from datacheck.cli.main import main  # noqa: E402
 
 GPT2 = REALDATA / "gpt2_tokenizer"
 EOS = 50256  # PROVENANCE.md: GPT-2's <|endoftext|>
@@ -43,14 +39,6 @@ def _rows(tok, n: int) -> list[list[int]]:
     return [tok(p)["input_ids"] + [EOS] for p in paras]
 
 
-def _plan(*argv: str) -> dict:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = main(["plan", *argv, "--format", "json"])
-    assert rc == 0
-    return json.loads(out.getvalue())["result"]
-
-
 def test_causal_lm_rows_without_labels_count_as_the_collator_labels_them(tmp_path):
     tok = _tok()
     rows = _rows(tok, 10)
@@ -66,13 +54,13 @@ def test_causal_lm_rows_without_labels_count_as_the_collator_labels_them(tmp_pat
         labels = collator([{"input_ids": r} for r in rows[k:k + 2]])["labels"]
         expected.append(int((labels != -100).sum()))
     assert expected[3] == 0 and all(expected[:3])
-    res = _plan(str(d), "--config", str(cfg))
+    res = plan_json(str(d), "--config", str(cfg))
     sup = res["plan"]["supervised"]
     assert (sup["min"], sup["zero"], sup["count"]) == (min(expected), expected.count(0), len(expected))
     assert sup["zero_micro_batches"] == [[0, 3, 0, 0]]
     assert any("DataCollatorForLanguageModeling(mlm=False)" in r and f"pad_token_id {EOS}" in r for r in sup["rule"])
     for step, want in enumerate(expected):
-        assert _plan(str(d), "--config", str(cfg), "--step", str(step))["step"]["supervised_tokens"] == want
+        assert plan_json(str(d), "--config", str(cfg), "--step", str(step))["step"]["supervised_tokens"] == want
     rep = datacheck.audit([str(d)], config=str(cfg))
     assert rep.shards[0].layout == "causal_lm"
     f = next(f for f in rep.findings if f.check == "batch.no_supervised_tokens")
@@ -90,11 +78,11 @@ def test_without_a_pad_id_the_attention_mask_marks_the_padding(tmp_path):
     pl.DataFrame({"input_ids": ids, "attention_mask": mask}).write_parquet(d / "train.parquet")
     cfg = tmp_path / "datacheck.toml"
     cfg.write_text("[batch]\nbatch_size = 2\nshuffle = false\n")
-    sup = _plan(str(d), "--config", str(cfg))["plan"]["supervised"]
+    sup = plan_json(str(d), "--config", str(cfg))["plan"]["supervised"]
     per_mb = [sum(map(sum, mask[k:k + 2])) for k in range(0, 4, 2)]
     assert (sup["min"], sup["count"]) == (min(per_mb), 2)
     assert "attention_mask" in sup["rule"][0] and "no [tokens] pad_token_id" in sup["rule"][0]
     cls = tmp_path / "cls"
     cls.mkdir()
     pl.DataFrame({"input_ids": ids, "attention_mask": mask, "label": [0, 1, 0, 1]}).write_parquet(cls / "train.parquet")
-    assert _plan(str(cls), "--config", str(cfg))["plan"]["supervised"] is None
+    assert plan_json(str(cls), "--config", str(cfg))["plan"]["supervised"] is None
