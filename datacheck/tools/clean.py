@@ -5,7 +5,8 @@ Guarantees:
 - The originals are never modified: shards are only read.
 - Everything is written into a temporary folder beside ``out`` and renamed to ``out`` at the end,
   so ``out`` either does not exist or is complete. ``out`` must not exist yet (or be an empty
-  folder) and must not be the input folder, inside it, or contain it.
+  folder) and must not be an input folder or file (a PATH or a shard read), inside one, or contain one;
+  beside a file PATH is allowed.
 - Kept rows + quarantined rows == input rows, exactly: before the rename, both are read back from
   the written files and their per-row content hashes are compared with the input's, row by row
   (an :class:`~datacheck.model.errors.InternalError` otherwise, and nothing is renamed into place).
@@ -71,7 +72,7 @@ from datacheck.engine.shard import audit_file
 from datacheck.execute.audit import SpillingResults, finish_report
 from datacheck.execute.setup import with_declared_splits
 from datacheck.formats.discovery import discover
-from datacheck.formats.registry import REWRITABLE, format_named, rewriter
+from datacheck.formats.registry import REWRITABLE, companions, format_named, rewriter
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, row_hashes
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard
@@ -284,14 +285,19 @@ def _inside(a: Path, b: Path) -> bool:
     return a == b or a.is_relative_to(b)
 
 
-def _check_out(out: Path, inputs: list[Path], root: Path | None) -> None:
-    """Refuse ``out`` when it is an input folder, inside one, contains one, or holds files (``root``
-    None: the inputs are in an object store, never a local folder)."""
-    for src in {*([root] if root is not None else []), *inputs}:
-        folder = src if src.is_dir() else src.parent
+def _check_out(out: Path, folders: list[Path], files: list[Path]) -> None:
+    """Refuse ``out`` when it is an input folder (a folder PATH, whose whole tree is the data), inside
+    one or contains one; when it is an input file (a shard read, or a file PATH), inside one or
+    contains one; or when it holds files. The folder of a file PATH (or of a glob) is not the input:
+    ``clean data/train.jsonl --out data/clean`` writes beside the file, as a user asks."""
+    for folder in folders:
         if _inside(out, folder) or _inside(folder, out):
             raise UsageError(f"--out {out}: refusing to write into the input folder {folder} (or a folder "
                              "inside it or containing it); choose a folder outside the input data")
+    for f in files:
+        if _inside(out, f) or _inside(f, out):
+            raise UsageError(f"--out {out}: refusing to write over the input file {f} (or into a folder "
+                             "containing it); choose a new folder beside or outside the input data")
     if out.exists():
         if not out.is_dir():
             raise UsageError(f"--out {out}: exists and is not a folder; refusing to overwrite it")
@@ -735,8 +741,11 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                          "do (data/train-*, test/, validation.csv)")
     _refuse_unwritable_formats(disc.shards)
     out = Path(out).resolve()
-    _check_out(out, [Path(p).resolve() for p in paths if "*" not in str(p) and not is_url(str(p))],
-               None if disc.url_root is not None else disc.root)
+    given = [Path(p).resolve() for p in paths if "*" not in str(p) and not is_url(str(p))]
+    read = [] if disc.url_root is not None else [
+        Path(f).resolve() for ds in disc.shards if ds.url is None
+        for f in (str(ds.path), *companions(str(ds.path), ds.format))]
+    _check_out(out, [p for p in given if p.is_dir()], [*(p for p in given if not p.is_dir()), *read])
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_stages(out)
