@@ -117,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
                 lines.append(f"  {s.path}: {s.input_rows} in, all quarantined: same bytes as {s.duplicate_of} "
                              f"(dup.shard), not copied{bad}")
                 continue
+            renamed = f"; written as {s.written_as}" if s.written_as is not None else ""
             lines.append(f"  {s.path}: {s.input_rows} in, {s.kept} kept, {s.quarantined} quarantined "
-                         f"({why}){bad}{blank}")
+                         f"({why}){bad}{blank}{renamed}")
         bad_total = ""
         if res.bad_records:
             bad_total = (f"; {res.bad_records} record(s) that do not parse, not rows: "
