@@ -646,7 +646,8 @@ def _renumbering(inputs: list[str], duplicates: dict[str, str], kept: list[str],
 
     A set is renumbered only when the input held it complete (every k in [0, N) audited, one N, no
     ``index.numbering_gap`` of the input on it: a gap the input already had stays, reported as left
-    in place) and its folder is no Hugging Face ``save_to_disk`` folder (its ``state.json`` lists the
+    in place), every shard of it is written or a dropped duplicate (an unreadable shard, not copied,
+    leaves its gap: renumbering would hide the missing data) and its folder is no Hugging Face ``save_to_disk`` folder (its ``state.json`` lists the
     file names; the gap is then reported as left in place). ``inputs``: every audited shard path (relative);
     ``kept``: the shards written; ``input_gaps``: the input's ``index.numbering_gap`` findings;
     ``root``: the input root (None: an object store)."""
@@ -669,8 +670,9 @@ def _renumbering(inputs: list[str], duplicates: dict[str, str], kept: list[str],
         (n,) = counts[key] if len(counts[key]) == 1 else (None,)
         if n is None or sorted(by_i) != list(range(n)) or pattern in gapped:
             continue
-        if not any(rel in duplicates for rel, _n, _m in by_i.values()):
-            continue
+        if not any(rel in duplicates for rel, _n, _m in by_i.values()) \
+                or not all(rel in duplicates or rel in kept_set for rel, _n, _m in by_i.values()):
+            continue  # no duplicate dropped, or a shard not copied (unreadable): its gap must stay seen
         if root is not None and (root / folder / "state.json").is_file():
             continue
         left = [by_i[i] for i in sorted(by_i) if by_i[i][0] in kept_set]

@@ -165,6 +165,21 @@ def test_drop_dup_shard_drops_the_duplicate_shard(tmp_path):
     assert [x.check for x in res.left_in_place] == []
 
 
+def test_a_set_with_an_unreadable_shard_is_not_renumbered(tmp_path):
+    """Shard 2 of 0..2 cannot be read (not copied) and 1 repeats 0: renumbering 0 and 2's absence into a
+    set of 1 would hide the lost shard; the names stay and the copy's gap is said."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": _texts(3, "a")}).write_parquet(d / "train-00000-of-00003.parquet")
+    shutil.copyfile(d / "train-00000-of-00003.parquet", d / "train-00001-of-00003.parquet")
+    (d / "train-00002-of-00003.parquet").write_bytes(b"PAR1 not a parquet file PAR1")
+    res = clean([str(d)], tmp_path / "out", config_from_dict({}), drop=["dup.shard"])
+    assert all(s.written_as is None for s in res.shards)
+    assert sorted(p.name for p in res.out.glob("*.parquet")) == ["train-00000-of-00003.parquet"]
+    (gap,) = [x for x in res.left_in_place if x.check == "index.numbering_gap"]
+    assert gap.left == 2 and gap.still_fails
+
+
 def test_renumbering_keeps_each_set_and_its_digits(tmp_path):
     """Two numbered sets in two folders (train 0..3 of 4 with 1 and 3 copies of 0; eval 0..1 of 2, no
     copy) and an unnumbered shard: only train is renumbered, 0..1 of 2 with the input's 5 digits; the
