@@ -374,6 +374,7 @@ def audit_shards(disc: Discovery, cfg: Config,
             p = probes[k]
             if p is not None and p.result is not None:
                 results.append(p.result)
+                cache.stats.answered += 1
             else:
                 out = first.pop() if first else next(done)
                 if cache is not None and out.cache_stats is not None:
@@ -549,13 +550,22 @@ def run_audit(paths: list[str | Path], cfg: Config, opts: AuditOptions, *,
                                  cross_shard=cross_shard, spill=spill)
         against_results = hash_shards(others, cfg, same_size_as=disc) if others is not None else None
         # shards in an object store: the dataset checks get no root (they read no local file there)
-        return finish_report(cfg, results, root=None if disc.url_root is not None else disc.root,
+        report = finish_report(cfg, results, root=None if disc.url_root is not None else disc.root,
                              temp_files=disc.temp_files, fail_on=opts.fail_on, index=index, against=against_results,
                              config_path=opts.config_path, ignored=disc.ignored_data, shard_lists=disc.shard_lists(),
                              allow_check_errors=opts.allow_check_errors)
+        return dataclasses.replace(report, reading=reading_of(len(disc.shards), setup.cache))
     finally:
         if spill is not None:
             spill.close()
+
+
+def reading_of(shards: int, cache: ShardCache | None) -> dict[str, int | None]:
+    """How an audit got its ``shards`` results (:attr:`datacheck.report.model.Report.reading`):
+    ``{"shards", "read", "from_cache"}`` (counts of shards); ``from_cache`` is None without a cache.
+    A shard not answered from the cache was read (hashed and audited; an unreadable one too)."""
+    answered = None if cache is None else cache.stats.answered
+    return {"shards": shards, "read": shards - (answered or 0), "from_cache": answered}
 
 
 def audit_prepared(setup: AuditSetup, shards: Discovery, opts: AuditOptions, *,

@@ -357,13 +357,17 @@ def cache_salt(cfg: Config) -> str:
 
 @dataclass
 class CacheStats:
-    """Counters of one audit's cache use."""
+    """Counters of one audit's cache use. ``answered``: the shards whose result the audit took
+    from the cache (none of their data read; :func:`datacheck.execute.audit.audit_shards`): what the
+    CLI's summary calls "from the cache" (``hits`` also counts a found entry the audit then did not
+    take, its file having changed meanwhile)."""
 
     hits: int = 0
     misses: int = 0
     corrupt: int = 0
     writes: int = 0
     write_errors: int = 0
+    answered: int = 0
 
 
 def _check_writable(root: Path) -> None:

@@ -5,7 +5,8 @@ Guarantees:
 - The originals are never modified: shards are only read.
 - Everything is written into a temporary folder beside ``out`` and renamed to ``out`` at the end,
   so ``out`` either does not exist or is complete. ``out`` must not exist yet (or be an empty
-  folder) and must not be the input folder, inside it, or contain it.
+  folder) and must not be an input folder or file (a PATH or a shard read), inside one, or contain one;
+  beside a file PATH is allowed.
 - Kept rows + quarantined rows == input rows, exactly: before the rename, both are read back from
   the written files and their per-row content hashes are compared with the input's, row by row
   (an :class:`~datacheck.model.errors.InternalError` otherwise, and nothing is renamed into place).
@@ -29,7 +30,9 @@ duplicate checks the rows they name (:data:`DATASET_DROPS`): ``dup.split_overlap
 eval/test split whose content occurs in the training split (the training row stays),
 ``dup.exact_across_shards`` every copy of a row after its first (path order, within a split),
 ``dup.shard`` every shard whose bytes equal an earlier shard's (sorted path order: the first stays;
-the duplicate's rows all go to the quarantine and the shard is not written). The dataset-level
+the duplicate's rows all go to the quarantine and the shard is not written; the kept shards of a
+complete numbered set ``NAME-0000k-of-0000N`` are then renumbered 0..M-1 of M, so the copy has no
+``index.numbering_gap``: ``ShardClean.written_as``, :func:`_renumbering`). The dataset-level
 rows are computed after the row-level drops are known: a leak whose training row is dropped anyway
 is gone, and an eval row is not dropped for it. Every other dataset-level finding (and a duplicate
 check that was not chosen) is reported as left in place (:class:`LeftInPlace`), with the rows it
@@ -71,7 +74,7 @@ from datacheck.engine.shard import audit_file
 from datacheck.execute.audit import SpillingResults, finish_report
 from datacheck.execute.setup import with_declared_splits
 from datacheck.formats.discovery import discover
-from datacheck.formats.registry import REWRITABLE, format_named, rewriter
+from datacheck.formats.registry import REWRITABLE, companions, format_named, rewriter
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, row_hashes
 from datacheck.io.dataindex import IndexEntry, build_index, write_index
 from datacheck.io.discover import DiscoveredShard
@@ -118,7 +121,7 @@ class ShardClean:
     audit reports it again.
 
     Attributes:
-        path: shard path relative to the input root (also its path inside ``out``).
+        path: shard path relative to the input root (also its path inside ``out``, but ``written_as``).
         format: ``parquet`` | ``arrow`` | ``jsonl`` | ``csv`` | ``tsv``.
         input_rows: rows read from the input (the audit's row count).
         kept: rows written to the cleaned shard.
@@ -134,6 +137,9 @@ class ShardClean:
         blank_lines: blank lines of a JSONL/CSV input (not copied).
         duplicate_of: with ``--drop dup.shard``, the shard whose bytes this one repeats: every row
             (and record that does not parse) is quarantined and the shard is not written; else None.
+        written_as: the kept shard's path inside ``out`` when it was renumbered (:func:`_renumbering`:
+            ``train-00003-of-00004.parquet`` written as ``train-00002-of-00003.parquet`` once a
+            duplicate shard of the set was not copied); None: written under ``path``.
     """
 
     path: str
@@ -148,6 +154,7 @@ class ShardClean:
     bad_records: int = 0
     bad_records_quarantined: int = 0
     bad_record_lines: tuple[int, ...] = ()
+    written_as: str | None = None
 
     @property
     def bad_records_kept(self) -> int:
@@ -159,7 +166,7 @@ class ShardClean:
                 "quarantined": self.quarantined, "dropped": dict(sorted(self.dropped.items())),
                 "unreadable": self.unreadable, "blank_lines": self.blank_lines, "duplicate_of": self.duplicate_of,
                 "bad_records": self.bad_records, "bad_records_quarantined": self.bad_records_quarantined,
-                "bad_record_lines": list(self.bad_record_lines)}
+                "bad_record_lines": list(self.bad_record_lines), "written_as": self.written_as}
 
 
 @dataclass(frozen=True)
@@ -284,14 +291,19 @@ def _inside(a: Path, b: Path) -> bool:
     return a == b or a.is_relative_to(b)
 
 
-def _check_out(out: Path, inputs: list[Path], root: Path | None) -> None:
-    """Refuse ``out`` when it is an input folder, inside one, contains one, or holds files (``root``
-    None: the inputs are in an object store, never a local folder)."""
-    for src in {*([root] if root is not None else []), *inputs}:
-        folder = src if src.is_dir() else src.parent
+def _check_out(out: Path, folders: list[Path], files: list[Path]) -> None:
+    """Refuse ``out`` when it is an input folder (a folder PATH, whose whole tree is the data), inside
+    one or contains one; when it is an input file (a shard read, or a file PATH), inside one or
+    contains one; or when it holds files. The folder of a file PATH (or of a glob) is not the input:
+    ``clean data/train.jsonl --out data/clean`` writes beside the file, as a user asks."""
+    for folder in folders:
         if _inside(out, folder) or _inside(folder, out):
             raise UsageError(f"--out {out}: refusing to write into the input folder {folder} (or a folder "
                              "inside it or containing it); choose a folder outside the input data")
+    for f in files:
+        if _inside(out, f) or _inside(f, out):
+            raise UsageError(f"--out {out}: refusing to write over the input file {f} (or into a folder "
+                             "containing it); choose a new folder beside or outside the input data")
     if out.exists():
         if not out.is_dir():
             raise UsageError(f"--out {out}: exists and is not a folder; refusing to overwrite it")
@@ -616,6 +628,64 @@ def _row_drops_not_run(skipped: Any, drop: tuple[str, ...], named: bool = True) 
     return tuple(f"{cid} could not run: {reason}: nothing dropped for it" for cid, reason in sorted(why.items()))
 
 
+def _set_of(rel: str) -> tuple[str, str, str] | None:
+    """(folder, NAME, extension) of a numbered shard path ``NAME-0000k-of-0000N.ext``, else None."""
+    folder, _, name = rel.rpartition("/")
+    m = SHARD_NAME.match(name)
+    return None if m is None else (folder, m["prefix"], m["suffix"])
+
+
+def _renumbering(inputs: list[str], duplicates: dict[str, str], kept: list[str], input_gaps: list[Finding],
+                 root: Path | None) -> dict[str, str]:
+    """{input path: path in the copy} of the kept shards to rename so that a numbered shard set
+    (``NAME-0000k-of-0000N``, :data:`~datacheck.checks.index.SHARD_NAME`) stays complete once its
+    duplicate shards (``duplicates``, ``--drop dup.shard``) are not copied: the kept shards of the set,
+    in number order, become ``NAME-00000-of-0000M`` ... ``NAME-(M-1)-of-0000M`` (M: the shards kept;
+    the digits, separators and extension of the input's names kept), as a trainer that globs
+    ``train-*`` or checks ``-of-N`` expects; the copy then has no ``index.numbering_gap``.
+
+    A set is renumbered only when the input held it complete (every k in [0, N) audited, one N, no
+    ``index.numbering_gap`` of the input on it: a gap the input already had stays, reported as left
+    in place), every shard of it is written or a dropped duplicate (an unreadable shard, not copied,
+    leaves its gap: renumbering would hide the missing data) and its folder is no Hugging Face ``save_to_disk`` folder (its ``state.json`` lists the
+    file names; the gap is then reported as left in place). ``inputs``: every audited shard path (relative);
+    ``kept``: the shards written; ``input_gaps``: the input's ``index.numbering_gap`` findings;
+    ``root``: the input root (None: an object store)."""
+    groups: dict[tuple[str, str, str], dict[int, tuple[str, int, re.Match[str]]]] = {}
+    counts: dict[tuple[str, str, str], set[int]] = {}
+    for rel in inputs:
+        folder, _, name = rel.rpartition("/")
+        m = SHARD_NAME.match(name)
+        if m is None:
+            continue
+        key = (folder, m["prefix"], m["suffix"])
+        groups.setdefault(key, {})[int(m["i"])] = (rel, int(m["n"]), m)
+        counts.setdefault(key, set()).add(int(m["n"]))
+    gapped = {str(f.details.get("pattern")) for f in input_gaps}
+    kept_set = set(kept)
+    out: dict[str, str] = {}
+    for key, by_i in sorted(groups.items()):
+        folder, prefix, suffix = key
+        pattern = f"{folder + '/' if folder else ''}{prefix}-*-of-*{suffix}"
+        (n,) = counts[key] if len(counts[key]) == 1 else (None,)
+        if n is None or sorted(by_i) != list(range(n)) or pattern in gapped:
+            continue
+        if not any(rel in duplicates for rel, _n, _m in by_i.values()) \
+                or not all(rel in duplicates or rel in kept_set for rel, _n, _m in by_i.values()):
+            continue  # no duplicate dropped, or a shard not copied (unreadable): its gap must stay seen
+        if root is not None and (root / folder / "state.json").is_file():
+            continue
+        left = [by_i[i] for i in sorted(by_i) if by_i[i][0] in kept_set]
+        total = len(left)
+        for j, (rel, _n, m) in enumerate(left):
+            name = m.string
+            wi, wn = len(m["i"]), len(m["n"])
+            new = name[:m.start("i")] + f"{j:0{wi}d}" + name[m.end("i"):m.start("n")] + f"{total:0{wn}d}" \
+                + name[m.end("n"):]
+            out[rel] = f"{folder}/{new}" if folder else new
+    return out
+
+
 def _copy_gaps(copied: list[str]) -> list[Finding]:
     """``index.numbering_gap`` findings of the copy's own shard list (the shards written)."""
     ctx = SimpleNamespace(shards=[SimpleNamespace(path=p) for p in copied], root=None)
@@ -637,11 +707,14 @@ def _emptied(cfg: Config, shards: list[ShardClean]) -> tuple[LeftInPlace, ...]:
 
 def _left_in_place(findings: list[Finding], dctx: DatasetContext, drop: tuple[str, ...],
                    removed: dict[str, set[int]], duplicates: dict[str, str],
-                   copied: list[str] | None = None) -> tuple[LeftInPlace, ...]:
+                   copied: list[str] | None = None, renamed: dict[str, str] | None = None
+                   ) -> tuple[LeftInPlace, ...]:
     """The dataset-level findings of the input (``findings``, policy applied) at warn or error that
     the cleaned copy may still have (see :class:`LeftInPlace`); ``removed``: every row dropped
     ({shard path: rows}); ``duplicates``: the duplicate shards not written; ``copied``: the shards
-    written (``index.numbering_gap`` is re-derived on them: its count and message are the copy's)."""
+    written, under their names in the copy (``index.numbering_gap`` is re-derived on them: its count
+    and message are the copy's); ``renamed``: the renumbered shards (:func:`_renumbering`): the
+    duplicates of their sets leave no gap."""
     gaps_now = _copy_gaps(copied) if copied is not None else None
     out = []
     for f in findings:
@@ -667,7 +740,8 @@ def _left_in_place(findings: list[Finding], dctx: DatasetContext, drop: tuple[st
             continue
         out.append(LeftInPlace(check=f.check, severity=f.severity, fails_policy=f.fails_policy, count=f.count,
                                message=message, left=left))
-    gaps = sorted(p for p in duplicates if SHARD_NAME.match(Path(p).name))
+    closed = {_set_of(p) for p in (renamed or {})}
+    gaps = sorted(p for p in duplicates if _set_of(p) is not None and _set_of(p) not in closed)
     if gaps and not any(x.check == "index.numbering_gap" for x in out):  # a gap the drop itself made
         entry = dctx.cfg.policy.get("index.numbering_gap")
         if entry is None or not entry.ignore:
@@ -735,8 +809,11 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                          "do (data/train-*, test/, validation.csv)")
     _refuse_unwritable_formats(disc.shards)
     out = Path(out).resolve()
-    _check_out(out, [Path(p).resolve() for p in paths if "*" not in str(p) and not is_url(str(p))],
-               None if disc.url_root is not None else disc.root)
+    given = [Path(p).resolve() for p in paths if "*" not in str(p) and not is_url(str(p))]
+    read = [] if disc.url_root is not None else [
+        Path(f).resolve() for ds in disc.shards if ds.url is None
+        for f in (str(ds.path), *companions(str(ds.path), ds.format))]
+    _check_out(out, [p for p in given if p.is_dir()], [*(p for p in given if not p.is_dir()), *read])
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_stages(out)
@@ -793,12 +870,24 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                 continue
             written.append((ds.rel, got.kept_rows))
         tick("writing the data index", steps, steps)
+        renamed = _renumbering([ds.rel for ds in disc.shards], duplicates, [rel for rel, _ in written],
+                               [f for f in dataset if f.check == "index.numbering_gap"], root)
+        for sc in results:
+            if sc.path in renamed:
+                os.replace(stage / sc.path, stage / renamed[sc.path])
+                sc.written_as = renamed[sc.path]
+        if renamed:
+            notes += (f"{len(renamed)} kept shard(s) renumbered so that each numbered set is complete without the "
+                      f"duplicate shard(s) not copied: "
+                      + ", ".join(f"{a} -> {b}" for a, b in list(renamed.items())[:5])
+                      + (" ..." if len(renamed) > 5 else ""),)
         removed = {p: set(r) | set(extra.get(p, {})) for p, r in row_drops.items()}
-        left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates, [rel for rel, _ in written])
+        left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates,
+                              [renamed.get(rel, rel) for rel, _ in written], renamed)
         left += _shard_findings_left(report.shards, audited, drop_ids, removed, duplicates)
         left += _emptied(cfg, results) + _bad_records_left(cfg, results)
         metadata = _hf_metadata(disc.root, stage, dict(written))
-        index = _output_index(stage, written)
+        index = _output_index(stage, [(renamed.get(rel, rel), n) for rel, n in written])
         write_index(index, stage / INDEX_NAME)
         if spill is not None:
             spill.close()

@@ -29,7 +29,7 @@ from datacheck.render.text import render_markdown, render_text
 from datacheck.report.model import report_path
 
 __all__ = ["add_parser", "add_view_arguments", "add_ci_arguments", "EXIT_CODES_HELP", "emit_report", "printed_text",
-           "annotations_text", "run"]
+           "annotations_text", "reading_line", "run"]
 
 
 def emit_report(report, args: argparse.Namespace, stored, root=None, text: str | None = None,
@@ -88,7 +88,24 @@ def printed_text(report, args: argparse.Namespace, stored, text: str | None = No
         return render_markdown(report, show_passing=getattr(args, "show_passing", False))
     if args.format == "html":
         return render_html(report)
-    return render_text(report, show_passing=getattr(args, "show_passing", False)) + f"report: {stored}\n"
+    text_ = render_text(report, show_passing=getattr(args, "show_passing", False))
+    line = reading_line(getattr(report, "reading", None))
+    if line:  # under the summary's first line: what this run read
+        head, _, rest = text_.partition("\n")
+        text_ = f"{head}\n{line}\n{rest}"
+    return text_ + f"report: {stored}\n"
+
+
+def reading_line(reading: dict[str, Any] | None, memo: bool = False) -> str:
+    """The text summary's line saying how the audit got its shards' results, e.g. ``120 shards: 3 read,
+    117 from the cache``; with ``memo`` the line a whole-audit memo replay prints (no shard read).
+    "" when no cache was used (``--no-cache``: every shard read) or ``reading`` is unknown."""
+    if not reading or reading.get("from_cache") is None:
+        return ""
+    n = reading["shards"]
+    if memo:
+        return f"{n:,} shard(s): 0 read, the whole audit answered from the memo of an audit of the same files"
+    return f"{n:,} shard(s): {reading['read']:,} read, {reading['from_cache']:,} from the cache"
 
 
 def exit_code(report, allow_check_errors: bool) -> int:
@@ -231,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
     rc = emit_report(report, args, stored, root, text, printed, annotations)
     if snap is not None and text is not None and not caught and not report.check_errors and rc in (EXIT_OK,
                                                                                                   EXIT_POLICY_FAILED):
-        memo.finish(args, snap, report_text=text, created_at=report.created_at, stdout=printed, stderr=annotations,
+        line = reading_line(report.reading)  # a replay reads no shard: it says so
+        replayed = printed.replace(f"\n{line}\n", f"\n{reading_line(report.reading, memo=True)}\n", 1) \
+            if line and args.format == "text" else printed
+        memo.finish(args, snap, report_text=text, created_at=report.created_at, stdout=replayed, stderr=annotations,
                     stored=str(stored), exit_code=rc)
     return rc

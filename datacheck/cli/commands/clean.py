@@ -2,7 +2,7 @@
 
 Exit codes: 0 the cleaned copy was written; 1 written, but some shard could not be read (it was
 not copied; the message says why); 2 usage or config error (unknown ``--drop`` ID, or one clean
-cannot drop, ``--out`` inside/containing the input folder, or not empty); 3 internal error (e.g. the
+cannot drop, ``--out`` inside/containing an input folder or file, or not empty); 3 internal error (e.g. the
 written rows did not equal the input: nothing was put in place).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "is dropped (the default), else copied as they are.")
     a.add_argument("paths", nargs="+", metavar="PATH", help="shard file, folder (recursive) or glob")
     a.add_argument("--out", required=True, metavar="DIR",
-                   help="new (or empty) folder outside the input folder")
+                   help="new (or empty) folder outside the input folders (beside an input file is fine)")
     a.add_argument("--drop", action="append", metavar="CHECK_IDS",
                    help="comma-separated check IDs whose rows are dropped (repeatable): row-level checks, and "
                         "dup.split_overlap (the eval copies; the train row stays), dup.exact_across_shards "
@@ -117,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
                 lines.append(f"  {s.path}: {s.input_rows} in, all quarantined: same bytes as {s.duplicate_of} "
                              f"(dup.shard), not copied{bad}")
                 continue
+            renamed = f"; written as {s.written_as}" if s.written_as is not None else ""
             lines.append(f"  {s.path}: {s.input_rows} in, {s.kept} kept, {s.quarantined} quarantined "
-                         f"({why}){bad}{blank}")
+                         f"({why}){bad}{blank}{renamed}")
         bad_total = ""
         if res.bad_records:
             bad_total = (f"; {res.bad_records} record(s) that do not parse, not rows: "

@@ -85,9 +85,14 @@ def test_rerun_gives_the_audits_outputs(tmp_path, audits, fmt):
     if fmt == "json":
         assert blank(again.stdout) == blank(first.stdout) == blank(plain.stdout)
         assert again.stdout == (tmp_path / "again.json").read_text()
-    else:
-        assert again.stdout == first.stdout
-        assert first.stdout.replace(str(tmp_path / "r"), "R") == plain.stdout.replace(str(tmp_path / "p"), "R")
+    else:  # the text but its line saying what was read (the audit read every shard, the replay none)
+        n = len(json.loads((tmp_path / "plain.json").read_text())["shards"])
+        read, replayed = f"{n} shard(s): {n} read, 0 from the cache\n", \
+            f"{n} shard(s): 0 read, the whole audit answered from the memo of an audit of the same files\n"
+        assert read in first.stdout and replayed in again.stdout
+        assert again.stdout.replace(replayed, "") == first.stdout.replace(read, "")
+        assert first.stdout.replace(read, "").replace(str(tmp_path / "r"), "R") == \
+            plain.stdout.replace(str(tmp_path / "p"), "R")
     created = json.loads((tmp_path / "again.json").read_text())["created_at"]
     stamp = datetime.datetime.fromisoformat(created).timestamp()  # an aware UTC time: no local zone, no DST
     assert stamp >= int(before) - 1  # made anew

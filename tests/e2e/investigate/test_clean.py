@@ -182,8 +182,8 @@ def test_refuses_input_folder_inside_containing_and_nonempty(tmp_path):
     for out in (src, src / "clean", tmp_path):
         with pytest.raises(UsageError, match="refusing to write into the input folder"):
             clean([str(src)], out, cfg)
-    with pytest.raises(UsageError, match="refusing to write into the input folder"):
-        clean([str(src / "ids.parquet")], src / "sub", cfg)
+    with pytest.raises(UsageError, match="refusing to write over the input file"):  # the file itself
+        clean([str(src / "ids.parquet")], src / "ids.parquet", cfg)
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "ids.parquet").write_bytes(b"keep me")
     with pytest.raises(UsageError, match="not empty; refusing to write over existing files"):
@@ -193,6 +193,27 @@ def test_refuses_input_folder_inside_containing_and_nonempty(tmp_path):
     with pytest.raises(UsageError, match="not a folder"):
         clean([str(src)], tmp_path / "afile", cfg)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "busy", "data"]  # no temp folder left
+
+
+def test_a_file_path_may_be_cleaned_into_a_folder_beside_it(tmp_path):
+    """``clean data/f --out data/clean``: the input is the file, not its folder; the copy lands beside it,
+    the folder's other files untouched, and a folder PATH still refuses an --out inside it."""
+    src = tmp_path / "data"
+    shutil.copytree(SAMPLE / "defects/tokens", src)
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    cfg = load_config(SAMPLE_CFG)
+    res = clean([str(src / "ids.parquet")], src / "clean", cfg)
+    assert (src / "clean" / "ids.parquet").is_file()
+    rows_in = pl.read_parquet(src / "ids.parquet").height
+    kept = pl.read_parquet(src / "clean" / "ids.parquet").height
+    q = src / "clean" / QUARANTINE_DIR / "ids.parquet"
+    assert kept + (pl.read_parquet(q).height if q.exists() else 0) == rows_in
+    assert {p.name: p.read_bytes() for p in src.iterdir() if p.name != "clean"} == before
+    assert res.out == (src / "clean").resolve()
+    p = run_cli("clean", str(src / "ids.parquet"), "--out", str(src / "clean2"), "--config", str(SAMPLE_CFG))
+    assert p.returncode in (0, 1) and (src / "clean2" / "ids.parquet").is_file(), p.stderr
+    with pytest.raises(UsageError, match="refusing to write into the input folder"):
+        clean([str(src)], src / "clean3", cfg)
 
 
 def test_cli_refusals_exit_2(tmp_path):

@@ -148,14 +148,65 @@ def test_drop_dup_shard_drops_the_duplicate_shard(tmp_path):
     assert (dup.input_rows, dup.kept, dup.quarantined, dup.dropped) == (4, 0, 4, {"dup.shard": 4})
     assert not (res.out / "train-00001-of-00003.parquet").exists()
     assert _quarantined_rows(res.out, "train-00001-of-00003.parquet") == [0, 1, 2, 3]
-    assert sorted(e["path"] for e in json.loads((res.out / "index.json").read_text())["shards"]) == [
-        "train-00000-of-00003.parquet", "train-00002-of-00003.parquet"]
+    # the kept shards of the complete set 0..2 of 3, in number order, renumbered 0..1 of 2: no gap left
+    kept = [p for p in sorted(by) if by[p].duplicate_of is None]
+    names = [f"train-{j:05d}-of-{len(kept):05d}.parquet" for j in range(len(kept))]
+    assert [by[p].written_as for p in kept] == names
+    assert sorted(e["path"] for e in json.loads((res.out / "index.json").read_text())["shards"]) == names
+    assert sorted(p.name for p in res.out.glob("*.parquet")) == names
+    for p, new in zip(kept, names):  # each kept shard's rows under its new name
+        assert pl.read_parquet(res.out / new)["text"].to_list() == pl.read_parquet(d / p)["text"].to_list()
     assert (by["train-00000-of-00003.parquet"].kept, by["train-00002-of-00003.parquet"].kept) == (4, 4)
-    # the copy has no duplicate shard, and the summary says the numbering now has a gap
+    assert any("renumbered" in n and "train-00002-of-00003.parquet -> train-00001-of-00002.parquet" in n
+               for n in res.notes)
+    # the copy has no duplicate shard and no numbering gap: it passes the gate on both
     again = datacheck.audit([str(res.out)], config_from_dict({}), workers=1)
-    assert [f.check for f in again.dataset_findings if f.check.startswith("dup.")] == []
-    assert [(x.check, x.left, x.still_fails) for x in res.left_in_place] == [("index.numbering_gap", 1, True)]
-    assert [f.count for f in again.dataset_findings if f.check == "index.numbering_gap"] == [1]
+    assert [f.check for f in again.dataset_findings if f.check.startswith("dup.") or f.check.startswith("index.")] == []
+    assert [x.check for x in res.left_in_place] == []
+
+
+def test_a_set_with_an_unreadable_shard_is_not_renumbered(tmp_path):
+    """Shard 2 of 0..2 cannot be read (not copied) and 1 repeats 0: renumbering 0 and 2's absence into a
+    set of 1 would hide the lost shard; the names stay and the copy's gap is said."""
+    d = tmp_path / "data"
+    d.mkdir()
+    pl.DataFrame({"text": _texts(3, "a")}).write_parquet(d / "train-00000-of-00003.parquet")
+    shutil.copyfile(d / "train-00000-of-00003.parquet", d / "train-00001-of-00003.parquet")
+    (d / "train-00002-of-00003.parquet").write_bytes(b"PAR1 not a parquet file PAR1")
+    res = clean([str(d)], tmp_path / "out", config_from_dict({}), drop=["dup.shard"])
+    assert all(s.written_as is None for s in res.shards)
+    assert sorted(p.name for p in res.out.glob("*.parquet")) == ["train-00000-of-00003.parquet"]
+    (gap,) = [x for x in res.left_in_place if x.check == "index.numbering_gap"]
+    assert gap.left == 2 and gap.still_fails
+
+
+def test_renumbering_keeps_each_set_and_its_digits(tmp_path):
+    """Two numbered sets in two folders (train 0..3 of 4 with 1 and 3 copies of 0; eval 0..1 of 2, no
+    copy) and an unnumbered shard: only train is renumbered, 0..1 of 2 with the input's 5 digits; the
+    CLI's exit is 0 and its JSON names each new path."""
+    d = tmp_path / "data"
+    (d / "train").mkdir(parents=True)
+    (d / "eval").mkdir()
+    for k in (0, 2):
+        pl.DataFrame({"text": _texts(3, f"t{k}")}).write_parquet(d / "train" / f"train-0000{k}-of-00004.parquet")
+    for k in (1, 3):
+        shutil.copyfile(d / "train" / "train-00000-of-00004.parquet", d / "train" / f"train-0000{k}-of-00004.parquet")
+    for k in (0, 1):
+        pl.DataFrame({"text": _texts(3, f"e{k}")}).write_parquet(d / "eval" / f"eval-0000{k}-of-00002.parquet")
+    pl.DataFrame({"text": _texts(3, "x")}).write_parquet(d / "extra.parquet")
+    p = run_cli("clean", str(d), "--out", str(tmp_path / "out"), "--drop", "dup.shard", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    shards = {s["path"]: s for s in json.loads(p.stdout)["result"]["shards"]}
+    kept_train = ["train/train-00000-of-00004.parquet", "train/train-00002-of-00004.parquet"]
+    assert [shards[k]["written_as"] for k in kept_train] == [
+        f"train/train-{j:05d}-of-{len(kept_train):05d}.parquet" for j in range(len(kept_train))]
+    assert all(s["written_as"] is None for k, s in shards.items() if k not in kept_train)
+    out = tmp_path / "out"
+    assert sorted(q.relative_to(out).as_posix() for q in out.rglob("*.parquet") if ".quarantine" not in q.parts) == \
+        sorted(["eval/eval-00000-of-00002.parquet", "eval/eval-00001-of-00002.parquet", "extra.parquet",
+                "train/train-00000-of-00002.parquet", "train/train-00001-of-00002.parquet"])
+    gate = run_cli("audit", str(out), "--no-cache", "--no-progress", "--format", "json")
+    assert not [f for f in json.loads(gate.stdout)["findings"] if f["check"] == "index.numbering_gap"]
 
 
 def test_dataset_level_findings_list_their_rows_in_the_report(tmp_path, leak):
