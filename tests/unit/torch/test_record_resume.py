@@ -91,15 +91,22 @@ class SkipFirst:
         return len(self.inner) - self.k
 
 
-def _first_run(folder: Path, loader, ga: int, set_epoch) -> None:
+def _trained(received: list[tuple[int, list[int]]]) -> None:
+    """The loops' batches (epoch, rows) over both runs are the sampler's: each epoch's order once, in B-row
+    batches (what makes the run a correct one, independently of the ledger)."""
+    assert received == [(e, _order(e)[k * B:(k + 1) * B]) for e in range(EPOCHS) for k in range(N // B)]
+
+
+def _first_run(folder: Path, loader, ga: int, set_epoch, received) -> None:
     """Epoch 0 whole, then R micro-batches of epoch 1 (R a multiple of ga: whole steps), then the run stops."""
     rec = record_batches(loader, folder, grad_accum=ga)
     for epoch in range(START + 1):
         set_epoch(epoch)
-        for k, _batch in enumerate(rec):
+        for k, batch in enumerate(rec):
+            received.append((epoch, batch.tolist()))
             if epoch == START and k == R - 1:
                 break
-    del rec, _batch
+    del rec, batch
     gc.collect()
     flush_ledgers()
     assert max(s for s, _m, _e, _r in _raw(folder)) == math.ceil(N / B / ga) + R // ga - 1
@@ -112,15 +119,16 @@ def accelerate_state():
     state.AcceleratorState._reset_state(True)
 
 
-def _accelerate(folder: Path, ga: int, mode: str, *, skip: bool = True, start_step=None) -> None:
+def _accelerate(folder: Path, ga: int, mode: str, *, skip: bool = True, start_step=None) -> list:
+    """Both runs, returning the (epoch, rows) of every batch the loops received."""
     from accelerate import Accelerator
     acc = Accelerator(cpu=True)
 
     def prepared():
         return acc.prepare(DataLoader(list(range(N)), batch_size=B, sampler=_sampler()))
 
-    first = prepared()
-    _first_run(folder, first, ga, first.set_epoch)
+    first, received = prepared(), []
+    _first_run(folder, first, ga, first.set_epoch, received)
     train_dl = prepared()  # the resumed process
     resume_step, spe = R, math.ceil(N / B / ga)
     full = record_batches(train_dl, folder, grad_accum=ga, start_step=start_step) if mode == "once" else None
@@ -132,8 +140,8 @@ def _accelerate(folder: Path, ga: int, mode: str, *, skip: bool = True, start_st
         else:
             active = full if full is not None else record_batches(train_dl, folder, grad_accum=ga)
         active.set_epoch(epoch)
-        for _batch in active:
-            pass
+        received.extend((epoch, b.tolist()) for b in active)
+    return received
 
 
 @pytest.mark.parametrize("ga", [1, 2])
@@ -141,15 +149,15 @@ def _accelerate(folder: Path, ga: int, mode: str, *, skip: bool = True, start_st
 def test_accelerate_resume_records_every_step_once(tmp_path, accelerate_state, mode, ga):
     """The full loader's recorder, created before the skip_first_batches one ("once"), continues after the
     steps that recorder wrote (it was at the resumed step when created): epoch 2 is steps 2 x spe.. ."""
-    _accelerate(tmp_path, ga, mode)
+    _trained(_accelerate(tmp_path, ga, mode))
     _assert_true_ledger(tmp_path, ga)
 
 
 @pytest.mark.parametrize("ga", [1, 2])
 @pytest.mark.parametrize("mode", ["once", "per_epoch"])
 def test_plain_torch_resume_records_every_step_once(tmp_path, mode, ga):
-    sampler = _sampler()
-    _first_run(tmp_path, DataLoader(list(range(N)), batch_size=B, sampler=sampler), ga, sampler.set_epoch)
+    sampler, received = _sampler(), []
+    _first_run(tmp_path, DataLoader(list(range(N)), batch_size=B, sampler=sampler), ga, sampler.set_epoch, received)
     sampler = _sampler()  # the resumed process
     train_dl = DataLoader(list(range(N)), batch_size=B, sampler=sampler)
     spe = math.ceil(N / B / ga)
@@ -161,8 +169,8 @@ def test_plain_torch_resume_records_every_step_once(tmp_path, mode, ga):
             active = record_batches(skipping, tmp_path, grad_accum=ga, start_step=epoch * spe + R // ga)
         else:
             active = full if full is not None else record_batches(train_dl, tmp_path, grad_accum=ga)
-        for _batch in active:
-            pass
+        received.extend((epoch, b.tolist()) for b in active)
+    _trained(received)
     _assert_true_ledger(tmp_path, ga)
 
 
