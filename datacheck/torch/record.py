@@ -9,6 +9,12 @@ to the loop, so the ``num_workers x prefetch_factor`` batches the workers fetche
 never took are not in the ledger, and a resume continues after the last batch received. A batch
 sampler passed alone (or iterated by another DataLoader, such as the one accelerate's
 ``skip_first_batches`` builds around it: a warning says so) records each batch as it yields it.
+
+Several recorders on one folder (a resume's ``skip_first_batches`` loader and the full loader wrapped once
+before the epoch loop, or a new recorder each epoch) share the rank's ledger: each iteration starts where
+the ledger on disk ends when another recorder wrote to it since this one last did (its step, and its epoch
+when counted), so no step is recorded twice; a recorder created with a ``start_step`` that another
+recorder has since recorded past is refused at its first iteration (``UsageError``).
 With accelerate: ``record_batches(accelerator.prepare(loader), folder)`` (each process records its own
 shard under its ``process_index``; the other order is refused over several processes). Resuming with
 accelerate: call ``skip_first_batches`` first and ``record_batches`` on the loader it returns (with the
@@ -171,6 +177,8 @@ def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
             v = getattr(inner, k, None)
             if isinstance(v, (int, bool)):
                 st[("sampler_" + k) if k == "drop_last" else k] = v
+        if type(inner).__name__ == "SequentialSampler":  # DataLoader(shuffle=False): the rows in order
+            st.setdefault("shuffle", False)
     return st
 
 
@@ -187,9 +195,13 @@ class RecordingBatchSampler:
         grad_accum: micro-batches per optimizer step.
         start_step: the step of the next batch (a resumed trainer passes its restored global step);
             None: continue after the last complete step of an existing ledger (an epoch's last step,
-            which holds the remainder micro-batches, is complete), else 0.
+            which holds the remainder micro-batches, is complete), else 0. Either way, an iteration
+            that finds the rank's ledger written by another recorder since this one last wrote or read
+            it continues where the ledger now ends (a ``start_step`` not yet used and before that end
+            is refused: ``UsageError`` at the first iteration).
         epoch: the epoch of the next iteration; None: the inner sampler's ``epoch`` attribute
-            (``DistributedSampler.set_epoch``) when it has one, else counted from the ledger.
+            (``DistributedSampler.set_epoch``) when it has one, else counted from the ledger (its last
+            ``#state`` line's epoch, plus one when the ledger ends with that epoch's last micro-batch).
         flush_every: the most micro-batches held before a write (a step's lines are written when the
             step is complete, or sooner with a ``grad_accum`` above this).
         epoch_aligned: each epoch's first batch starts step ``epoch x ceil(len(inner) / grad_accum)``
@@ -233,29 +245,50 @@ class RecordingBatchSampler:
         self._from_loader = False
         self._warned_foreign = False
         _LIVE.add(self)
-        last: LedgerBatch | None = None
-        last_epoch = None
-        states: list[dict[str, Any]] = []
-        if self.path.exists():
-            led = read_ledger(self.path.parent)
-            if led.format != "datacheck":
-                raise UsageError(f"{self.path}: an OLMo ledger; record into another folder")
-            if led.truncated:
-                self._rewrite(led)
-            last = led.last(rank)
-            states = led.states.get(rank) or []
-            last_epoch = states[-1].get("epoch") if states else None
+        ledger_next, self._resume_epoch = self._ledger_position()
+        self._given = start_step  # the caller's start_step (None: continue the ledger), checked at the first iteration
         if start_step is None:
-            if last is None:
-                start_step = 0
-            else:  # after the last complete step (a partial step is re-recorded from its start)
-                done = last.micro_batch is not None and (last.micro_batch == grad_accum - 1
-                                                         or _ends_epoch(last, states, grad_accum))
-                start_step = last.step + 1 if done else last.step
+            start_step = ledger_next
         self.next_step, self.next_micro = start_step, 0
         self._committed = (start_step, 0)  # (step, micro-batch) after the last batch the loop received
-        self._resume_epoch = last_epoch
-        self._new = not self.path.exists()
+        self._mark = self._size()  # the ledger file as this recorder last wrote or read it
+
+    def _size(self) -> int:
+        """The ledger file's size in bytes (-1 when there is none): a change this recorder did not make means
+        another recorder (or process) appended to or rewrote the rank's ledger."""
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return -1
+
+    def _ledger_position(self) -> tuple[int, int | None]:
+        """Where the rank's ledger on disk ends: ``(step of the next batch, epoch of the next iteration)``.
+
+        The step is the one after the last complete step (an epoch's last step, holding the remainder
+        micro-batches, is complete; a step cut short is re-recorded from its start), 0 without a ledger. The
+        epoch is the last ``#state`` line's epoch, plus one when the last micro-batch ended that epoch's
+        iteration; None without a ``#state`` line. A torn ledger is first rewritten with its complete lines.
+
+        Raises:
+            UsageError: the folder holds an OLMo ledger.
+        """
+        if not self.path.exists():
+            return 0, None
+        led = read_ledger(self.path.parent)
+        if led.format != "datacheck":
+            raise UsageError(f"{self.path}: an OLMo ledger; record into another folder")
+        if led.truncated:
+            self._rewrite(led)
+        last = led.last(self.rank)
+        states = led.states.get(self.rank) or []
+        epoch = states[-1].get("epoch") if states else None
+        if last is None:
+            return 0, epoch if isinstance(epoch, int) else None
+        ended = _ends_epoch(last, states, self.grad_accum)
+        done = last.micro_batch is not None and (last.micro_batch == self.grad_accum - 1 or ended)
+        if isinstance(epoch, int) and ended:
+            epoch += 1
+        return (last.step + 1 if done else last.step), epoch if isinstance(epoch, int) else None
 
     def _rewrite(self, led: Any) -> None:  # noqa: ARG002 - the torn ledger (its lines are re-read)
         """Rewrite a torn ledger with its complete lines (atomically), so appends stay readable."""
@@ -271,7 +304,9 @@ class RecordingBatchSampler:
 
     def flush(self) -> None:
         """Write the pending micro-batch lines now (one gzip member appended to the rank's file)."""
-        _write_lines(self.path, self._buf, self._pid)
+        if self._buf:
+            _write_lines(self.path, self._buf, self._pid)
+            self._mark = self._size()
 
     def commit(self) -> None:
         """The loader yielded the oldest issued batch to the training loop: its line goes to the ledger
@@ -300,6 +335,35 @@ class RecordingBatchSampler:
         if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
         self._epoch = epoch
+
+    def _follow_ledger(self) -> None:
+        """At an iteration's start: when the rank's ledger changed since this recorder last wrote or read it
+        (another recorder on the folder, such as the ``skip_first_batches`` loader's of a resume, trained
+        batches in between), continue where the ledger now ends (its step, and its epoch when counted)
+        instead of the position this recorder computed before, which would record those steps again.
+
+        Raises:
+            UsageError: the recorder's own ``start_step`` (not yet used) lies before where the ledger now
+                ends: its batches would be recorded under steps another recorder recorded with other rows.
+        """
+        for rec in list(_LIVE):  # another recorder's lines still held here belong before this iteration's
+            if rec is not self and rec.pending and rec.path == self.path:
+                rec.flush()
+        if self._size() == self._mark:
+            return
+        nxt, epoch = self._ledger_position()
+        if self._iters == 0 and self._given is not None and self._given < nxt:
+            raise UsageError(
+                f"record_batches: {self.path} was written by another recorder after this one was created with "
+                f"start_step={self._given}; the ledger now ends before step {nxt}, so this iteration would record "
+                f"steps {self._given}..{nxt - 1} again with other rows. Create the recorder when its loop starts "
+                f"(record_batches(loader, folder) inside the epoch loop), or leave start_step out: a recorder "
+                f"without it continues the ledger where it ends at each iteration")
+        if self._iters or self._given is None:
+            self.next_step, self.next_micro = nxt, 0
+            self._committed = (nxt, 0)
+            self._resume_epoch, self._iters = epoch, 0
+        self._mark = self._size()
 
     def _current_epoch(self) -> int:
         if self.sampler is not None and isinstance(getattr(self.sampler, "epoch", None), int):
@@ -332,6 +396,8 @@ class RecordingBatchSampler:
             step, micro = self._committed  # the position after the last batch the loop received
             self.next_step, self.next_micro = (step + 1, 0) if micro else (step, 0)
             self._committed = (self.next_step, 0)
+        if not self.epoch_aligned:
+            self._follow_ledger()
         epoch = self._current_epoch()
         self._iters += 1
         try:
@@ -343,11 +409,12 @@ class RecordingBatchSampler:
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
                  "batches": batches, **_sampler_state(self.inner)}
         self.flush()
+        new = self._size() <= 0  # no ledger yet (another recorder on the folder may have started it since)
         with open_append(self.path) as f:
-            if self._new:
+            if new:
                 f.write((LEDGER_HEADER + "\n").encode())
-                self._new = False
             f.write(("#state\t" + json.dumps(state, sort_keys=True) + "\n").encode())
+        self._mark = self._size()
         buf = self._buf
         try:
             for pos, batch in enumerate(self.inner):
@@ -477,7 +544,9 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
         grad_accum: micro-batches per optimizer step.
         start_step: the step of the next batch (a resumed trainer's restored global step); default:
             continue the existing ledger after its last complete step (an epoch's last step with the
-            remainder micro-batches is complete), else 0.
+            remainder micro-batches is complete), else 0. An iteration that finds the rank's ledger
+            written by another recorder since (the ``skip_first_batches`` loader's of a resume) continues
+            where the ledger then ends.
         epoch: the epoch (default: the sampler's ``epoch``, else counted).
         flush_every: the most micro-batch lines held before a write (each complete step is written
             at once; see the module docstring for every other write).
@@ -494,7 +563,9 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
         UsageError: a per-index sampler (wrap it in a ``BatchSampler``), an iterable-style dataset's
             loader (no indices), an OLMo ledger in ``out_dir``, or ``out_dir`` inside a folder datacheck refuses;
             accelerate's ``dispatch_batches=True`` loader, or a ``rank`` other than its ``process_index``; at
-            the first iteration, the loader record_batches returned prepared by accelerate over several processes.
+            the first iteration, the loader record_batches returned prepared by accelerate over several processes,
+            or a ``start_step`` that another recorder on the folder has recorded past since this one was
+            created (its steps would be recorded again with other rows).
         OptionalDependencyError: torch is not installed.
     """
     torch = require_torch("datacheck.torch.record_batches")
