@@ -24,6 +24,7 @@ from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, 
 from datacheck.derive.messages import blank_content
 from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, extract_prompt
 from datacheck.derive.read import PAIRS
+from datacheck.derive.tokenizer import blank_token_ids
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import message_fields
 
@@ -42,8 +43,10 @@ def _text_field(dtype: pl.DataType) -> str | None:
     return None
 
 
-def _empty(col: str, dtype: pl.DataType) -> pl.Expr | None:
-    """Per row: the response is null, empty or whitespace-only (None for a dtype it cannot judge)."""
+def _empty(col: str, dtype: pl.DataType, blank_ids: tuple[int, ...] = ()) -> pl.Expr | None:
+    """Per row: the response is null, empty or whitespace-only (None for a dtype it cannot judge).
+    Token ids (a list of integers) are also empty when every id is one of ``blank_ids``
+    (:func:`_blank_ids`: special ids and ids of whitespace tokens)."""
     c = pl.col(col)
     if dtype == pl.String:
         return c.is_null() | (c.str.strip_chars().str.len_chars() == 0)
@@ -62,8 +65,34 @@ def _empty(col: str, dtype: pl.DataType) -> pl.Expr | None:
         if isinstance(inner, pl.Struct) and (f := _text_field(inner)) is not None:
             last = c.list.last().struct.field(f)
             return base | last.is_null() | (last.cast(pl.String).str.strip_chars().str.len_chars() == 0)
+        if inner.is_integer() and blank_ids:
+            ids = pl.Series(blank_ids, dtype=pl.Int64).cast(inner, strict=False).drop_nulls()  # ids the dtype can hold
+            lst = c.arr.to_list() if isinstance(dtype, pl.Array) else c
+            return base | lst.list.eval(pl.element().is_in(ids.implode()).fill_null(False)).list.all()
         return base
     return None
+
+
+def _blank_ids(ctx: ShardContext) -> tuple[tuple[int, ...], str | None]:
+    """The ids a tokenized response may hold and still be empty, and what the rule lacks (None: nothing).
+
+    The ids: ``[tokens]`` ``pad_token_id``, ``eos_token_id``, ``bos_token_id`` and ``eot_token_ids``
+    (those set, or filled from ``[tokens] tokenizer``), plus, with ``[tokens] tokenizer``, every id
+    whose token decodes to whitespace only (:func:`datacheck.derive.tokenizer.blank_token_ids`).
+    The second value names the missing fact, None when nothing is missing: no tokenizer, or a
+    tokenizer whose vocabulary is not read (a SentencePiece model only); the whitespace ids are then
+    not known."""
+    tok = ctx.cfg.tokens
+    special = {i for i in (tok.pad_token_id, tok.eos_token_id, tok.bos_token_id, *(tok.eot_token_ids or ()))
+               if i is not None}
+    path = ctx.cfg.tokenizer_path()
+    if path is None or tok.tokenizer is None:
+        return tuple(sorted(special)), "no [tokens] tokenizer is set"
+    blank = blank_token_ids(path, tok.tokenizer)
+    if blank is None:
+        return tuple(sorted(special)), (f"[tokens] tokenizer = {tok.tokenizer!r} is a SentencePiece model whose "
+                                        "vocabulary datacheck does not read (save it with tokenizer.json)")
+    return tuple(sorted(special | set(blank))), None
 
 
 def _rendered(ctx: ShardContext) -> tuple[str, str, str, str] | None:
@@ -152,10 +181,30 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     counts those rows. One finding per column. With rendered
     pairs (module docstring) a row also fails when truncation at ``max_seq_len`` leaves no token of
     the response (``{chosen,rejected}_response_tokens`` is 0: the prompt fills the sequence);
-    ``cut`` counts those rows."""
+    ``cut`` counts those rows.
+
+    Token ids (TRL's tokenized ``chosen_input_ids`` / ``rejected_input_ids``) are also empty when
+    they hold no id but special ids (``[tokens]`` pad, eos, bos and eot ids) and, with ``[tokens]
+    tokenizer``, ids whose token decodes to whitespace only (GPT-2's ``[220, 50256]``, ``" "`` +
+    eos): one ``is_in`` over the ids against a set built once from the vocabulary
+    (:func:`datacheck.derive.tokenizer.blank_token_ids`). Without a tokenizer the whitespace part is
+    not judged and a skipped entry says so (and without special ids, only empty lists are judged).
+    A whitespace character split over byte tokens (U+3000 as three partial-byte tokens) is not
+    recognized: each id is judged alone."""
     rendered = _rendered(ctx)
+    ids_cols = [c for c in (ctx.roles.chosen, ctx.roles.rejected)
+                if isinstance(ctx.schema[c], (pl.List, pl.Array)) and ctx.schema[c].inner.is_integer()]
+    blank_ids, lacking = _blank_ids(ctx) if ids_cols else ((), None)
+    if lacking is not None:
+        judged = (f"a response of no id, or of special ids {list(blank_ids)} only, is judged empty" if blank_ids else
+                  "only a response of no id is judged empty (no [tokens] eos_token_id, pad_token_id or bos_token_id "
+                  "is known either)")
+        yield Skipped("pref.empty_response", f"{' and '.join(map(repr, ids_cols))} hold token ids and {lacking}: "
+                      f"{judged}, but not one of whitespace tokens (GPT-2's [220, 50256], ' ' + eos), since which "
+                      "ids decode to whitespace is the tokenizer's vocabulary's fact"
+                      + ("; set [tokens] tokenizer" if ctx.cfg.tokens.tokenizer is None else ""))
     for k, col in enumerate((ctx.roles.chosen, ctx.roles.rejected)):
-        bad = _empty(col, ctx.schema[col])
+        bad = _empty(col, ctx.schema[col], blank_ids)
         if bad is None:
             yield Skipped("pref.empty_response", f"{col!r} has dtype {ctx.schema[col]}: not text, token ids or messages")
             continue
@@ -173,9 +222,13 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
                     "row(s)): the pair teaches nothing or the wrong thing"))
             continue
         if rendered is None:
+            what = ("null, empty or whitespace-only" if col not in ids_cols or not blank_ids else
+                    "null, empty, or only special and whitespace tokens" if lacking is None else
+                    "null, empty, or only special ids")
             yield RowCheck(check="pref.empty_response", column=col, fails=bad, example=_example(col, ctx.schema[col]),
-                           message=lambda n, d, col=col: (f"{n} row(s) have an empty {col!r} response (null, empty or "
-                                                          "whitespace-only): the pair teaches nothing or the wrong thing"))
+                           message=lambda n, d, col=col, what=what: (
+                               f"{n} row(s) have an empty {col!r} response ({what}): the pair teaches nothing or "
+                               "the wrong thing"))
             continue
         ids, kept = pl.col(rendered[k]), pl.col(rendered[2 + k])
         cut = (kept == 0).fill_null(False)

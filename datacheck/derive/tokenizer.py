@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from datacheck.derive.tokfiles import refuse_special_files, tokenizer_file
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError
 
 __all__ = ["TOKENIZERS_INSTALL", "TokenizerView", "load_tokenizer", "TokenizerFacts", "tokenizer_facts",
-           "SPECIAL_ROLES", "DECLARATION_FILES", "with_tokenizer_facts"]
+           "SPECIAL_ROLES", "DECLARATION_FILES", "with_tokenizer_facts", "blank_token_ids"]
 
 #: The install command shown when the optional ``tokenizers`` package is missing: the ``tokenizers``
 #: extra's own dependency (pyproject.toml), not a datacheck package from PyPI (the PyPI name
@@ -338,14 +340,24 @@ def tokenizer_facts(path: str, given: str) -> TokenizerFacts:
             path and what to do (exit 2).
         OptionalDependencyError: ``tokenizers`` is not installed (the install command).
     """
+    folder, stamp = _folder_stamp(path, given)
+    return _facts_of(str(folder), stamp, given)
+
+
+def _folder_stamp(path: str, given: str) -> tuple[Path, tuple[tuple[str, int, int], ...]]:
+    """The tokenizer's folder (``path`` itself, or the folder of the file it names) and its stamp:
+    each file's name, size and modification time (empty when the path is missing), the key under
+    which what is read from the folder is cached.
+
+    Raises:
+        UsageError: a FIFO/device/socket in the folder (:func:`refuse_special_files`)."""
     p = Path(path)
     folder = p if p.is_dir() or not p.exists() else p.parent
-    if p.exists():
-        refuse_special_files(folder, given)
-        stamp = tuple(sorted((f.name, st.st_size, st.st_mtime_ns) for f in folder.iterdir()
-                             if f.is_file() and (st := f.stat())))
-        return _facts_of(str(folder), stamp, given)
-    return _facts_of(str(folder), (), given)
+    if not p.exists():
+        return folder, ()
+    refuse_special_files(folder, given)
+    return folder, tuple(sorted((f.name, st.st_size, st.st_mtime_ns) for f in folder.iterdir()
+                                if f.is_file() and (st := f.stat())))
 
 
 @functools.lru_cache(maxsize=16)
@@ -388,3 +400,47 @@ def with_tokenizer_facts(cfg: Config) -> Config:
         return cfg
     facts = tokenizer_facts(path, cfg.tokens.tokenizer)
     return cfg.with_tokenizer_facts(facts.vocab_size, facts.ids, facts.source)
+
+
+def blank_token_ids(path: str, given: str) -> tuple[int, ...] | None:
+    """The ids of the ``[tokens] tokenizer`` whose token, decoded alone, is empty or whitespace only
+    (``"Ġ"`` -> ``" "``, ``"ĊĊ"`` -> ``"\\n\\n"``, SentencePiece ``"▁"``, byte fallback ``<0x0A>``): a
+    response made of such tokens (and special ids) says nothing (``pref.empty_response``).
+
+    Each id of the vocabulary (added tokens included) is decoded once, on its own, by
+    :meth:`TokenizerView.decode` (byte-level BPE through GPT-2's byte alphabet, other tokenizers
+    through their own decoder, special tokens kept as their text, so ``<|endoftext|>`` is not
+    blank); a token that holds part of a UTF-8 character is not blank (its bytes show as
+    ``<0xE2>``). Blank means what ``pref.empty_response`` means by it for text: nothing left after
+    polars' ``str.strip_chars()`` (Unicode White_Space). The set is built once per tokenizer folder
+    and its files' sizes and modification times, within a process.
+
+    Args:
+        path: the tokenizer file or folder, anchored (:meth:`datacheck.model.config.Config.tokenizer_path`).
+        given: the value as written in the config, for messages.
+
+    Returns:
+        The ids, ascending; None when the folder's only tokenizer file is a SentencePiece model
+        (:data:`SENTENCEPIECE_FILES`), whose vocabulary the ``tokenizers`` package does not read.
+
+    Raises:
+        UsageError: no such path or files that do not load (as :func:`tokenizer_facts`).
+        OptionalDependencyError: ``tokenizers`` is not installed.
+    """
+    folder, stamp = _folder_stamp(path, given)
+    return _blank_ids_of(str(folder), stamp, given)
+
+
+@functools.lru_cache(maxsize=16)
+def _blank_ids_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: str) -> tuple[int, ...] | None:
+    """:func:`blank_token_ids` of the folder ``where``, read once per ``stamp``."""
+    if _facts_of(where, stamp, given).vocab_size is None:  # a SentencePiece model only: no vocabulary read
+        return None
+    view = load_tokenizer(where, named=f"[tokens] tokenizer = {given!r}")
+    ids = sorted(int(i) for i in view.tokenizer.get_vocab(with_added_tokens=True).values())
+    if view.byte_level:
+        texts = [view.decode([i]) for i in ids]
+    else:
+        texts = [str(t) for t in view.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)]
+    blank = pl.Series(texts, dtype=pl.String).str.strip_chars().str.len_chars() == 0
+    return tuple(pl.Series(ids, dtype=pl.Int64).filter(blank).to_list())

@@ -37,3 +37,24 @@ def hh_tokenized_pairs(n: int) -> pl.DataFrame:
             if len(rows) == n:
                 break
     return pl.DataFrame(rows)
+
+
+def hh_tokenized_all() -> tuple[pl.DataFrame, list[tuple[str, str]], object]:
+    """All 2312 pairs (PROVENANCE.md), blank responses kept, tokenized as :func:`hh_tokenized_pairs`
+    does: each transcript cut at its own last ``\\n\\nAssistant:`` (the prompt is chosen's). Returns
+    the frame, each row's (chosen, rejected) response text, and the ``tokenizers`` tokenizer; skips
+    the test when the material or ``tokenizers`` is missing."""
+    tokenizers = pytest.importorskip("tokenizers")
+    if not HH.is_file() or not GPT2.is_dir():
+        pytest.skip("../shared is not present")
+    tok = tokenizers.ByteLevelBPETokenizer(str(GPT2 / "vocab.json"), str(GPT2 / "merges.txt"))
+    rows, texts = [], []
+    with gzip.open(HH, "rt", encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            a, b = (r[k].rfind(CUT) + len(CUT) for k in ("chosen", "rejected"))
+            prompt, chosen, rejected = r["chosen"][:a], r["chosen"][a:], r["rejected"][b:]
+            texts.append((chosen, rejected))
+            rows.append({"prompt_input_ids": tok.encode(prompt).ids, "chosen_input_ids": tok.encode(chosen).ids + [50256],
+                         "rejected_input_ids": tok.encode(rejected).ids + [50256]})
+    return pl.DataFrame(rows), texts, tok
