@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from datacheck.derive.tokfiles import refuse_special_files, tokenizer_file
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.config import Config
@@ -433,7 +431,11 @@ def blank_token_ids(path: str, given: str) -> tuple[int, ...] | None:
 
 @functools.lru_cache(maxsize=16)
 def _blank_ids_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: str) -> tuple[int, ...] | None:
-    """:func:`blank_token_ids` of the folder ``where``, read once per ``stamp``."""
+    """:func:`blank_token_ids` of the folder ``where``, read once per ``stamp``. polars is imported here,
+    not with the module: :class:`datacheck.torch.BatchGuard` takes the tokenizer's facts through this
+    module, and what the training loop imports stays polars-free."""
+    import polars as pl
+
     if _facts_of(where, stamp, given).vocab_size is None:  # a SentencePiece model only: no vocabulary read
         return None
     view = load_tokenizer(where, named=f"[tokens] tokenizer = {given!r}")

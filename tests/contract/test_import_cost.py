@@ -65,6 +65,15 @@ def test_datacheck_torch_names_load_on_first_use():
 
 
 @pytest.mark.slow
+def test_the_training_loops_guard_loads_no_dataframe_library():
+    """BatchGuard runs in the training loop (and its DataLoader workers): importing it, the tokenizer's
+    facts included, loads neither polars nor pyarrow."""
+    out = _py("import sys, json, datacheck.torch.guard, datacheck.derive.tokenizer\n"
+              "print(json.dumps(sorted(m for m in ('polars', 'pyarrow') if m in sys.modules)))")
+    assert out == []
+
+
+@pytest.mark.slow
 def test_audit_verb_loads_only_what_audit_needs(tmp_path):
     shard = tmp_path / "data" / "a.parquet"
     shard.parent.mkdir()
