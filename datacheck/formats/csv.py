@@ -113,6 +113,30 @@ def _number_column(s: pl.Series) -> pl.DataType:
     return pl.Float64 if s.cast(pl.Float64, strict=False).null_count() == s.null_count() else pl.String
 
 
+#: R's spelling of a missing value (``write.csv``'s default ``na = "NA"``): a cell of exactly this text in
+#: a column whose other values are all numbers is missing (null), not a string that makes the column text
+R_MISSING = "NA"
+
+
+def _number_with_missing(s: pl.Series) -> pl.DataType | None:
+    """The dtype of a String CSV column (one chunk) some cells of which are :data:`R_MISSING` and
+    every other non-null value a number: Int64 when they are all integers, else Float64
+    (:func:`_number_column`'s spellings); None when no cell is ``NA``, when only ``NA`` and nulls are
+    there (the chunk says nothing of the dtype), or when another value is text. An R export with one
+    missing feature (``NA``) otherwise made the whole numeric column text: the tabular layout unseen,
+    the column no feature, its NaNs unchecked."""
+    na = s == R_MISSING
+    if not na.any():
+        return None
+    rest = s.filter(~na.fill_null(False))
+    if rest.null_count() == rest.len():
+        return None
+    if rest.str.strip_chars().cast(pl.Int64, strict=False).null_count() == rest.null_count():
+        return pl.Int64
+    dt = _number_column(rest)
+    return dt if dt != pl.String else None
+
+
 _UNPARSED = re.compile(r"could not parse `(?P<value>.*?)` as dtype `(?P<dtype>[^`]*)` at column '(?P<column>.*?)'")
 
 
@@ -308,9 +332,15 @@ class CsvStream(StreamedReader):
     schema: dict[str, pl.DataType] = field(default_factory=dict)
     rows: int = 0
     max_line: int | None = None
+    #: numeric columns whose ``NA`` cells (R's missing value, :data:`R_MISSING`) are read as null
+    r_missing: frozenset[str] = frozenset()
 
     def _parse(self, records: list[list[str]], columns: list[str] | None) -> pl.DataFrame:
         cols = list(self.schema)
+        if self.r_missing:
+            at = [i for i, c in enumerate(cols) if c in self.r_missing]
+            records = [[("" if k in at and v == R_MISSING else v) for k, v in enumerate(r)]
+                       if any(r[k] == R_MISSING for k in at if k < len(r)) else r for r in records]
         try:
             return pl.read_csv(_serialise(cols, records), schema=self.schema, columns=columns,
                                null_values=[""], try_parse_dates=False)
@@ -373,6 +403,7 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     rec_lines: list[int] = []  # the line of each of recs
     chars = 0
     seen: dict[int, list[pl.DataType]] = {}
+    na_cols: set[int] = set()  # columns holding R's NA (R_MISSING) cells
     cols: list[str] | None = None
     # the default separator of a file with a header: hold the first records while it reads as one column
     guessed = dataset_cfg.separator is None and header and names is None
@@ -389,6 +420,14 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
         except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
             raise _refusal(exc, cols, chunk, chunk_lines) from None
         for i, s in enumerate(df.get_columns()):
+            if s.dtype == pl.String and cols[i] not in string_columns and (s == R_MISSING).any():
+                na_cols.add(i)  # R's NA cells: read as null where the column turns out numeric
+                dt = _number_with_missing(s)
+                if dt is not None:
+                    seen.setdefault(i, []).append(dt)
+                    continue
+                if (s == R_MISSING).fill_null(True).all():  # only NA (and empty cells): nothing said
+                    continue
             if s.null_count() < s.len():
                 seen.setdefault(i, []).append(_number_column(s) if cols[i] not in string_columns else s.dtype)
 
@@ -444,8 +483,9 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
         for c in cols:
             if c in string_columns:
                 schema[c] = pl.String
+    missing = frozenset(cols[i] for i in na_cols if schema[cols[i]] != pl.String)
     stream = CsvStream(path=path, sep=sep, quote=quote, header=header, names=names, schema=schema, rows=rows,
-                       max_line=limit)
+                       max_line=limit, r_missing=missing)
     return ShardData(
         lf=stream.lazy(), decode_findings=findings, line_format=True,
         line_of_row=None if lines is None else np.frombuffer(lines, dtype=np.int64).copy(),
