@@ -113,8 +113,25 @@ def _first(fb: dict[str, Any] | None, unjudged: int = 0, loud: list[str] | None 
     w = fb.get("audited_window") or fb["window"]
     text = f"{fb['check']} at {fb.get('step_map') or 'step ' + str(fb['step'])} ({fb.get('rank')}), window {w[0]}..{w[1]}"
     if list(w) != list(fb["window"]):
-        text += f" audited (the anomaly's window {fb['window'][0]}..{fb['window'][1]} and the steps before it)"
+        text += f" audited ({_relation(w[0], w[1], fb['window'][0], fb['window'][1])})"
     return text
+
+
+def _relation(lo: int, hi: int, a: int, b: int) -> str:
+    """How the audited log steps ``lo..hi`` (``--step``, widened by ``--window``) stand to the anomaly's
+    window ``a..b``: said from where they lie, never assumed to hold it."""
+    anomaly = f"the anomaly's window {a}..{b}"
+    if hi < a:
+        return f"before {anomaly}, ending {a - hi} step(s) before it starts"
+    if lo > b:
+        return f"after {anomaly}, starting {lo - b} step(s) after it ends"
+    if lo <= a and hi >= b:
+        before, after = a - lo, hi - b
+        return anomaly + (f", {before} step(s) before it" if before else "") + (
+            f", {after} step(s) after it" if after else "")
+    if lo > a and hi < b:
+        return f"inside {anomaly}"
+    return f"overlapping {anomaly}: steps {max(lo, a)}..{min(hi, b)} of it"
 
 
 _W, _H, _PAD = 720, 160, 40

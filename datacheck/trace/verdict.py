@@ -30,6 +30,7 @@ import math
 from typing import Any
 
 from datacheck.model.findings import Finding
+from datacheck.model.order import steps_text
 from datacheck.trace.rules import GRAD_LEAD
 from datacheck.trace.run import SEVERITY_ORDER, TraceResult
 from datacheck.trace.steps import RECORD, as_records
@@ -423,13 +424,24 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         located = _row_places(data)
         steps = data["rows"].get("steps") or {}
         n = sum(len(v) for rr in steps.values() for v in rr.values())
-        rows = {"answer": (f"{n} row(s) in steps {audited[0]}..{audited[1]}" if audited else f"{n} row(s)")
+        rows = {"answer": (f"{n} row(s) in {steps_text(audited[0], audited[1])}{_apart(audited, at)}" if audited
+                           else f"{n} row(s)")
                 + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}: {', '.join(rc[str(r)])}"
                                                                     for r in bad_rows[:5]) if bad_rows else
                    "; none fails a data check (the rows look sound)")
                 + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),
                 "rows": n, "bad_rows": bad_rows}
     return {"from_step": {"first": at, "last_good": last}, "ranks": ranks, "nan_or_inf": nan_inf, "rows": rows}
+
+
+def _apart(audited: list[int], at: dict[str, Any]) -> str:
+    """``", after the anomaly's step 4 (--step)"`` when the audited log steps (``--step``, widened by
+    ``--window``) hold none of the first anomaly's window ``at["window"]``: the rows are not that
+    step's; "" when they do."""
+    w = at.get("window") or [at["step"], at["step"]]
+    if at.get("step") is None or audited[1] >= w[0] and audited[0] <= w[1]:
+        return ""
+    return f", {'after' if audited[0] > w[1] else 'before'} the anomaly's {steps_text(w[0], w[1])} (--step)"
 
 
 def _evidence_line(e: dict[str, Any], unit: str = "step") -> str:

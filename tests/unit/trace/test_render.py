@@ -43,3 +43,42 @@ def test_a_curve_without_a_finite_value_gives_no_range(tmp_path):
     run_cli("trace", str(MODERNBERT), "--format", "html", "--output", str(out), "--no-progress")
     head = re.search(r">grad_norm \(log10\): ([^<]*)</text>", out.read_text()).group(1)
     assert head == f"no finite positive value ({n} non-finite), records 1..{n}"  # not a range "0 .. 0"
+
+
+N_ROWS, BATCH, NAN_STEP, LAST = 40, 4, 4, 10  # 10 optimizer steps of 4 rows; the log counts from 1
+
+
+def _run(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "part.jsonl").write_text(
+        "".join(json.dumps({"x1": float(i), "x2": 1.0, "label": i % 2}) + "\n" for i in range(N_ROWS)))
+    (tmp_path / "log.jsonl").write_text("".join(
+        json.dumps({"step": s, "loss": float("nan") if s == NAN_STEP else 1.0 - 0.01 * s}) + "\n"
+        for s in range(1, LAST + 1)))
+    (tmp_path / "dc.toml").write_text('[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n[batch]\n'
+                                      f"batch_size = {BATCH}\nshuffle = false\n")
+
+
+@pytest.mark.parametrize("step, window, relation", [
+    (NAN_STEP + 3, 0, f"after the anomaly's window {NAN_STEP}..{NAN_STEP}, starting 3 step(s) after it ends"),
+    (NAN_STEP + 3, 1, f"after the anomaly's window {NAN_STEP}..{NAN_STEP}, starting 2 step(s) after it ends"),
+    (NAN_STEP - 2, 0, f"before the anomaly's window {NAN_STEP}..{NAN_STEP}, ending 2 step(s) before it starts"),
+    (NAN_STEP, 2, f"the anomaly's window {NAN_STEP}..{NAN_STEP}, 2 step(s) before it"),
+    (NAN_STEP + 1, 2, f"the anomaly's window {NAN_STEP}..{NAN_STEP}, 1 step(s) before it, 1 step(s) after it"),
+])
+def test_the_audited_window_is_said_from_where_the_step_lies(tmp_path, step, window, relation):
+    _run(tmp_path)
+    r = run_cli("trace", str(tmp_path / "log.jsonl"), "--data", str(tmp_path / "data"), "--config",
+                str(tmp_path / "dc.toml"), "--step", str(step), "--window", str(window), "--no-progress")
+    assert r.returncode == 1, r.stdout + r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("first anomaly:"))
+    assert line.endswith(f"window {step - window}..{step} audited ({relation})"), line
+    assert "and the steps before it" not in r.stdout
+    # answer 4 says whose rows these are: the anomaly's only when the audited steps hold it
+    lo = step - window
+    apart = ("after" if lo > NAN_STEP else "before" if step < NAN_STEP else None)
+    where = f"step {step}" if lo == step else f"steps {lo}..{step}"
+    answer = next(ln for ln in r.stdout.splitlines() if ln.startswith("4. "))
+    rows = (step - lo + 1) * BATCH
+    assert answer.startswith(f"4. the rows of that step: {rows} row(s) in {where}"
+                             + (f", {apart} the anomaly's step {NAN_STEP} (--step);" if apart else ";")), answer
