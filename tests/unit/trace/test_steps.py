@@ -99,3 +99,21 @@ def test_a_micro_batch_count_across_ragged_epochs():
         assert got == want
         assert [conv.log_step(k) for k in range(6)] == [first + x for x in (0, 2, 3, 5, 6, 8)]
         assert conv.to_dict()["epoch_micro_batches"] == m and "epoch n // 3" in conv.formula()
+
+
+def test_a_micro_batch_count_across_epochs_of_different_lengths():
+    """Epochs of 5, 3, 4 micro-batches (later ones as the last), 2 per optimizer step: each epoch's steps
+    are ceil(m / 2) with the last holding the remainder; log_step inverts optimizer_step."""
+    counts, ga = (5, 3, 4), 2
+    for first in (0, 1):
+        conv = replace(resolve_convention([], first, micro_batches=ga), epoch_counts=counts)
+        lens = [*counts, counts[-1]]  # a fourth epoch, as long as the last listed
+        want, base = [], 0
+        for m in lens:
+            want += [(base + j // ga, j % ga) for j in range(m)]
+            base += -(-m // ga)
+        got = [(conv.optimizer_step(n + first), conv.micro_batch(n + first)) for n in range(sum(lens))]
+        assert got == want
+        starts = [n for n in range(sum(lens)) if want[n][1] == 0]  # each optimizer step's first micro-batch
+        assert [conv.log_step(k) for k in range(base)] == [first + n for n in starts]
+        assert conv.to_dict()["epoch_counts"] == list(counts) and "epochs of 5, 3, 4" in conv.formula()
