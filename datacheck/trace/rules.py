@@ -200,7 +200,8 @@ class NonFinite(Rule):
     as suspected). ``details["metric"]``: ``loss``, ``grad_norm`` or ``counter``.
 
     ``persistent``: no finite record after the first (no finite loss: the weights are poisoned);
-    ``transient``: finite again from ``recovered_step``. A grad norm that stays non-finite while the
+    ``transient``: finite again from ``recovered_step``; neither (``persistent`` None) when the log
+    ends at the first non-finite record (``details["records_after"]`` 0: nothing after it to tell). A grad norm that stays non-finite while the
     logged loss stays finite (``details["loss_stays_finite"]``, ``finite_losses``: the records from the
     first one on with a finite loss other than an exact 0.0, the value loggers hide a NaN as; never on a
     Hugging Face log, whose ``logging_nan_inf_filter`` leaves NaN losses out of the logged one) is
@@ -217,6 +218,8 @@ class NonFinite(Rule):
         #: per rank: finite records after the first non-finite one (the scaler skipped it and training went on)
         self.finite_after: dict[Any, int] = {}
         self.recovered_at: dict[Any, StepRecord] = {}
+        #: per rank: records of any kind after the first non-finite one
+        self.later: dict[Any, int] = {}
 
     def _why(self, rec: StepRecord, s: Stream) -> str | None:
         loss, g = rec.loss, rec.grad_norm
@@ -239,6 +242,8 @@ class NonFinite(Rule):
         return None
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
+        if s.key in self.first:
+            self.later[s.key] = self.later.get(s.key, 0) + 1
         why = self._why(rec, s)
         if (why is not None or s.key in self.first) and rec.loss is not None and math.isfinite(rec.loss) \
                 and rec.loss != 0.0:  # an exact 0.0 is how a logger hides a NaN (log.hidden_non_finite)
@@ -268,7 +273,9 @@ class NonFinite(Rule):
             # a Hugging Face log's losses prove nothing: its logging_nan_inf_filter leaves NaN losses out
             stays = after == 0 and d["metric"] == "grad_norm" and losses > 0 and "hf_nan_filter" not in self.opts.notes
             d["loss_stays_finite"] = stays
-            d["persistent"] = after == 0 and not stays
+            later = self.later.get(key, 0)
+            d["records_after"] = later
+            d["persistent"] = None if later == 0 else after == 0 and not stays
             back = self.recovered_at.get(key)
             d["recovered_step"] = None if back is None else back.step
             msg = f"{s.name}: {d['reason']} at {_context(d)}; {self.count[key]} record(s) non-finite from there"
@@ -276,6 +283,9 @@ class NonFinite(Rule):
                 msg += (f"; the loss stays finite ({losses} finite loss value(s) from there) while the grad norm is "
                         "non-finite on every record: the weights are not poisoned (their loss would be NaN); the "
                         "gradients are (the optimizer skips or applies non-finite updates)")
+            elif later == 0:
+                msg += ("; the log ends at it (no record after it): whether it persists or recovers is not known "
+                        "from this log")
             else:
                 msg += ("; no finite loss after it: persistent (the weights are poisoned, every later step invalid)"
                         if after == 0 else f"; finite again from step {back.step if back else '?'} ({after} finite "

@@ -226,7 +226,8 @@ def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_row
     if f.check == "log.non_finite":
         why += ("; the loss stays finite: the gradients are non-finite, the weights are not poisoned"
                 if d.get("loss_stays_finite") else "; persistent: no finite loss after it" if d.get("persistent")
-                else f"; transient: finite again from step {d.get('recovered_step')}")
+                else f"; transient: finite again from step {d.get('recovered_step')}" if d.get("persistent") is False
+                else "; the log ends at it: persistent or transient is not known")
     return cls, why
 
 
@@ -401,7 +402,9 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
                              + ("the loss stays finite: the gradients are non-finite, the weights are not poisoned"
                                 if nf.details.get("loss_stays_finite") else
                                 "persistent: no finite loss after it (the weights are poisoned)" if nf.details.get("persistent")
-                                else f"transient: finite again from step {nf.details.get('recovered_step')}"),
+                                else f"transient: finite again from step {nf.details.get('recovered_step')}"
+                                if nf.details.get("persistent") is False
+                                else "the log ends at it (no record after it): persistent or transient is not known"),
                    "kind": kind, "step": nf.details.get("step"), "persistent": nf.details.get("persistent")}
     elif hidden is not None:
         nan_inf = {"answer": f"a non-finite loss hidden by the logger at step {hidden.details.get('step')} (logged as 0.0)",
