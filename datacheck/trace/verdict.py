@@ -58,6 +58,16 @@ _REPLAY = ("replay the fixed batch of step {step}{why} (--data ... --export rows
            "backward or the optimizer; eval bad too means the weights or the input were already bad")
 
 
+def _at(d: dict[str, Any]) -> str:
+    """Where the anomaly ``d`` is: ``"step 240"``, or for an anomaly logged at the end of a logging
+    interval ``"steps 231..240 (logged every 10: the first bad step is in this window)"``, as answer 1
+    and the rule's message say it."""
+    w = d.get("window")
+    if not w or w[0] == w[1]:
+        return f"step {d.get('step')}"
+    return f"steps {w[0]}..{w[1]} (logged every {w[1] - w[0] + 1}: the first bad step is in this window)"
+
+
 def _replay(d: dict[str, Any]) -> str:
     """The replay advice for the anomaly ``d``: of the step whose batch to replay, ``d["replay_step"]``
     (the data leg's: the step whose batch holds the failing rows, or the update before a Lightning
@@ -65,7 +75,7 @@ def _replay(d: dict[str, Any]) -> str:
     step, rs = d.get("step"), d.get("replay_step")
     if d.get("step_unit") == RECORD:  # no step to replay until a log with step numbers names it
         return _REPLAY.format(step=step, why="").replace(
-            f"of step {step}", f"of the step record {step} logs (this log gives no step number: trace the run's log "
+            f"of step {step}", f"of the step that record {step} logs (this log gives no step number: trace the run's log "
                                "that does, or place its records, to name it)", 1)
     if rs is None or rs == step:
         return _REPLAY.format(step=step, why="")
@@ -94,9 +104,9 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
             return (f"rerun from {before} with logging_nan_inf_filter=False to see the NaN step, then "
                     + _replay(d))
         if d.get("loss_stays_finite"):
-            return (f"find the parameter whose gradient is non-finite at step {step} (per-parameter grad norms, or "
+            return (f"find the parameter whose gradient is non-finite at {_at(d)} (per-parameter grad norms, or "
                     "torch.autograd.detect_anomaly) and whether the optimizer skips these steps (then nothing is "
-                    f"trained from step {step}); {_replay(d)}")
+                    "trained from the first of them); " + _replay(d))
         if d.get("persistent") is False:
             return (f"the value recovered (the scaler skipped the step); if it recurs, {_replay(d)}")
         if c == "log.loss_scale_collapse":
@@ -398,7 +408,7 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
     if nf is not None:
         reason = str(nf.details.get("reason", ""))
         kind = "NaN" if "nan" in reason.lower() else "inf" if "inf" in reason.lower() else "non-finite (suspected)"
-        nan_inf = {"answer": f"{kind} at step {nf.details.get('step')} ({reason}); "
+        nan_inf = {"answer": f"{kind} at {_at(nf.details)} ({reason}); "
                              + ("the loss stays finite: the gradients are non-finite, the weights are not poisoned"
                                 if nf.details.get("loss_stays_finite") else
                                 "persistent: no finite loss after it (the weights are poisoned)" if nf.details.get("persistent")

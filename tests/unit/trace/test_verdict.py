@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from conftest import SHARED, run_cli
 from peerlogs import gradsnitch_csv, gradsnitch_synthetic, trainproof_gallery
@@ -206,3 +207,23 @@ def test_rank_less_records_beside_named_ranks_are_no_rank_of_their_own(tmp_path)
     ranks = verdict(res)["answers"]["ranks"]
     assert ranks["seen"] == ["rank 0", "rank 1"] and ranks["affected"] == ["rank 1"]
     assert ranks["answer"] == "rank 1 only (of 2)"
+
+
+def test_answer_3_places_a_nan_logged_at_an_interval_end_in_its_window_as_answer_1_does():
+    # PROVENANCE.md: mmengine 'Epoch(train) [1][N/735]': finite until iteration 230, grad_norm nan from 240
+    log = (LOGS / "issues/xtuner_187_mmengine_grad_norm_nan.txt").read_text()
+    its = [int(m.group(1)) for m in re.finditer(r"\[1\]\[\s*(\d+)/735\]", log)]
+    nan_at = 240
+    prev = max(i for i in its if i < nan_at)  # the last finite record
+    v = verdict(trace(LOGS / "issues/xtuner_187_mmengine_grad_norm_nan.txt"))
+    window = f"steps {prev + 1}..{nan_at} (logged every {nan_at - prev}: the first bad step is in this window)"
+    text = "\n".join(verdict_text(v))
+    assert f"1. from which step: steps {prev + 1}..{nan_at} (logged every {nan_at - prev})" in text
+    assert v["answers"]["nan_or_inf"]["answer"].startswith(f"NaN at {window} (grad_norm nan)")
+    a = next(x for x in v["anomalies"] if x["check"] == "log.non_finite")
+    assert f"non-finite at {window}" in a["next_experiment"] and f"trained from step {nan_at}" not in a["next_experiment"]
+
+
+def test_a_step_less_log_s_replay_names_the_step_that_the_record_logs():
+    v = verdict(trace(LOGS / "issues/modernbert_233_hf_trainer_grad_norm_nan.txt"))
+    assert "the fixed batch of the step that record 1 logs" in _first(v)["next_experiment"]
