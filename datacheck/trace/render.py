@@ -159,7 +159,8 @@ def _svg(curve: Curve, mark: int | None, title: str, log: bool, bands: list[dict
     finite = bool(ys or eys)  # a curve of only non-finite values has no y range to give
     y0, y1 = (min(ys + eys), max(ys + eys)) if finite else (0.0, 0.0)
     where = f"{unit}s {x0}..{x1}" if x1 != x0 else f"{unit} {x0}"
-    span = f"{y0:.4g} .. {y1:.4g}" if finite else (
+    # the values themselves, also on a log axis (its exponents would read as the values: a grad norm of -0.13)
+    span = (f"{10 ** y0:.4g} .. {10 ** y1:.4g}" if log else f"{y0:.4g} .. {y1:.4g}") if finite else (
         "no finite positive value" if log else "no finite value") + f" ({len(curve.bad)} non-finite)"
     def sx(s):
         return (_PAD + (s - x0) / ((x1 - x0) or 1) * (_W - 2 * _PAD))
@@ -167,7 +168,7 @@ def _svg(curve: Curve, mark: int | None, title: str, log: bool, bands: list[dict
         return (_H - _PAD / 2 - (y - y0) / ((y1 - y0) or 1) * (_H - _PAD))
     path = " ".join(f"{sx(s):.1f},{sy(y):.1f}" for (s, _), y in zip(pts, ys))
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" aria-label="{html.escape(title)}">',
-             f'<text x="4" y="14" font-size="12">{html.escape(title)}{" (log10)" if log else ""}: '
+             f'<text x="4" y="14" font-size="12">{html.escape(title)}{" (log axis)" if log else ""}: '
              f'{span}, {where}</text>',
              ]
     for b in bands:

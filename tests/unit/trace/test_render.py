@@ -41,7 +41,7 @@ def test_a_curve_without_a_finite_value_gives_no_range(tmp_path):
     n = sum(1 for ln in MODERNBERT.read_text().splitlines() if ln.strip().startswith("{"))
     out = tmp_path / "t.html"
     run_cli("trace", str(MODERNBERT), "--format", "html", "--output", str(out), "--no-progress")
-    head = re.search(r">grad_norm \(log10\): ([^<]*)</text>", out.read_text()).group(1)
+    head = re.search(r">grad_norm \(log axis\): ([^<]*)</text>", out.read_text()).group(1)
     assert head == f"no finite positive value ({n} non-finite), records 1..{n}"  # not a range "0 .. 0"
 
 
@@ -82,3 +82,19 @@ def test_the_audited_window_is_said_from_where_the_step_lies(tmp_path, step, win
     rows = (step - lo + 1) * BATCH
     assert answer.startswith(f"4. the rows of that step: {rows} row(s) in {where}"
                              + (f", {apart} the anomaly's step {NAN_STEP} (--step);" if apart else ";")), answer
+
+
+def test_a_log_axis_chart_gives_the_values_not_their_exponents(tmp_path):
+    # PROVENANCE.md: Megatron GPT-2, loss scale 8388608 at iteration 10 .. 16384 at 30; grad norm from 30
+    log = LOGS / "megatron/meg_gpt2_base_n4-1809579.out"
+    text = log.read_text()
+    scales = [float(x) for x in re.findall(r"\| loss scale: ([0-9.]+) \|", text)]
+    norms = [float(x) for x in re.findall(r"\| grad norm: ([0-9.]+) \|", text)]
+    assert 8388608.0 in scales and 16384.0 in scales
+    out = tmp_path / "m.html"
+    run_cli("trace", str(log), "--format", "html", "--output", str(out), "--no-progress")
+    page = out.read_text()
+    got = re.search(r">loss_scale \(log axis\): ([^,<]*),", page).group(1)
+    assert got == f"{min(scales):.4g} .. {max(scales):.4g}"
+    got = re.search(r">grad_norm \(log axis\): ([^,<]*),", page).group(1)
+    assert got == f"{min(norms):.4g} .. {max(norms):.4g}"
