@@ -428,8 +428,11 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
     told = nf if nf is not None else hidden
     if told is not None and told.details.get("step_unit") == RECORD:
         nan_inf.update(answer=as_records(nan_inf["answer"]), step_unit=RECORD)
-    if data is None:
-        rows: dict[str, Any] = {"answer": "not looked at: give --data (and --ledger or [batch]) to audit that step's rows"}
+    if data is None and fb.get("unplaced"):  # --data would be refused: no step to name rows by
+        rows: dict[str, Any] = {"answer": f"not looked at: record {step} carries no step number to name rows by: "
+                                + "; ".join((res.convention or {}).get("unplaced") or ["the log gives none"])}
+    elif data is None:
+        rows = {"answer": "not looked at: give --data (and --ledger or [batch]) to audit that step's rows"}
     elif not data.get("rows"):
         rows = {"answer": data.get("message", "no rows audited")}
     else:

@@ -10,6 +10,7 @@ from conftest import SHARED, run_cli
 from peerlogs import gradsnitch_csv, gradsnitch_synthetic, trainproof_gallery
 from tracehelp import trace, verdict, write_jsonl
 
+from datacheck.trace.steps import resolve_convention
 from datacheck.trace.verdict import _evidence_line, verdict_text
 
 LOGS = SHARED / "logs"
@@ -227,3 +228,19 @@ def test_answer_3_places_a_nan_logged_at_an_interval_end_in_its_window_as_answer
 def test_a_step_less_log_s_replay_names_the_step_that_the_record_logs():
     v = verdict(trace(LOGS / "issues/modernbert_233_hf_trainer_grad_norm_nan.txt"))
     assert "the fixed batch of the step that record 1 logs" in _first(v)["next_experiment"]
+
+
+def test_answer_4_of_a_step_less_log_says_why_no_rows_are_named_not_to_give_data(tmp_path):
+    # PROVENANCE.md: apex 'Gradient overflow. Skipping step' lines: no step number on any line
+    log = LOGS / "issues/apex_834_loss_scale_to_zero.txt"
+    res = trace(log)
+    res.join(resolve_convention(res.logs, None))
+    ans = verdict(res)["answers"]["rows"]["answer"]
+    assert "give --data" not in ans and ans.startswith(f"not looked at: record {res.first_bad['step']} carries no step")
+    assert "trace the run's log that prints the step" in ans
+    # the advice it replaces would be refused: --data cannot name rows from record numbers
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "p.jsonl").write_text("".join(json.dumps({"x": float(i), "label": i % 2}) + "\n" for i in range(8)))
+    (tmp_path / "dc.toml").write_text('[columns]\nfeatures = ["x"]\nlabel = "label"\n[batch]\nbatch_size = 2\n')
+    r = run_cli("trace", str(log), "--data", str(tmp_path / "d"), "--config", str(tmp_path / "dc.toml"), "--no-progress")
+    assert r.returncode == 2 and "cannot place the log's records on optimizer steps" in r.stderr
