@@ -480,7 +480,7 @@ def ledger_epoch_micro_batches(folder: str | Path, grad_accum: int) -> tuple[int
     missing = sorted(set(range(max(counts))) - set(counts))
     if missing:
         raise UsageError(
-            f"the ledger's epochs hold different numbers of micro-batches per rank ("
+            "the ledger's epochs hold different numbers of micro-batches per rank ("
             + ", ".join(f"epoch {e}: {m}" for e, m in counts.items()) + f") and epoch(s) {missing} are not "
             "recorded: where a log that counts micro-batches across epochs enters each epoch is unknown; trace a "
             "log that counts optimizer steps (--step-unit optimizer), or the ledger of the whole run")
