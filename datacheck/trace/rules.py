@@ -466,6 +466,32 @@ class LossScaleCollapse(Rule):
         return out
 
 
+def _skip_details(s: Stream, rec: StepRecord) -> dict[str, Any]:
+    """:func:`_details` of a record counting ``k = rec.skipped`` skipped steps, with ``skipped_here``
+    (k) and ``first_skip_by``: the latest step the first of them can be, ``rec.step - k + 1`` (k
+    distinct steps up to ``rec.step``)."""
+    return _details(s, rec, skipped_here=rec.skipped, first_skip_by=rec.step - (rec.skipped or 1) + 1,
+                    has_prev=s.prev is not None and s.prev.step < rec.step)
+
+
+def _skip_context(d: dict[str, Any]) -> str:
+    """Where the first of a record's skipped steps lies, then :func:`_context`'s lr, loss scale and last
+    good step: the record's window up to ``first_skip_by`` (a record at step 10 counting 10 skips of
+    Megatron's first interval: "step 1 at the latest", no earlier record bounding the interval; at
+    step 30 counting 2 of the 10 steps since step 20: steps 21..29)."""
+    k, by, (lo, step) = d["skipped_here"] or 1, d["first_skip_by"], d["window"]
+    if k == 1:
+        return _context(d)
+    rest = _context(d).split("; ", 1)[1]
+    if not d["has_prev"]:
+        where = f"step {by} at the latest ({k} skipped in the interval logged at step {step})"
+    elif lo >= by:
+        where = f"step {lo} (every one of steps {lo}..{step} skipped)"
+    else:
+        where = f"steps {lo}..{by} ({k} of the {step - lo + 1} steps logged at step {step} skipped)"
+    return f"{where}; {rest}"
+
+
 @log_rule("log.skipped_steps")
 class SkippedSteps(Rule):
     """Optimizer steps skipped (Megatron's ``number of skipped iterations``, overflow lines): the total
@@ -486,18 +512,18 @@ class SkippedSteps(Rule):
         if not s.ok_steps:
             self.early[s.key] = self.early.get(s.key, 0) + rec.skipped
         else:
-            self.after.setdefault(s.key, _details(s, rec))
-        self.first.setdefault(s.key, (s, _details(s, rec)))
+            self.after.setdefault(s.key, _skip_details(s, rec))
+        self.first.setdefault(s.key, (s, _skip_details(s, rec)))
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out = []
         for key, (s, d) in self.first.items():
             early = self.early.get(key, 0)
             after = self.after.get(key)
-            msg = (f"{s.name}: {self.total[key]} optimizer step(s) skipped, the first at {_context(d)}; "
+            msg = (f"{s.name}: {self.total[key]} optimizer step(s) skipped, the first at {_skip_context(d)}; "
                    f"{early} of them before the first successful step logged")
             if after is not None:  # once training had started: the dynamic scaler probing a higher scale
-                msg += f"; {self.total[key] - early} after it, the first at {_context(after)}"
+                msg += f"; {self.total[key] - early} after it, the first at {_skip_context(after)}"
                 d = dict(d, first_after_success_step=after["step"])
             d.update(skipped=self.total[key], before_first_success=early)
             out.append(_finding(self.id, msg, self.total[key], d))
