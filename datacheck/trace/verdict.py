@@ -496,7 +496,8 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
         out.append(f"1. from which step: {win} ({f['check']}): lr {_g(f['lr'])}, loss scale {_g(f['loss_scale'])}, "
                    f"grad norm {_g(f['grad_norm'])}; last good {u} "
                    + (f"{g['step']}: lr {_g(g['lr'])}, loss scale {_g(g['loss_scale'])}, grad norm {_g(g['grad_norm'])}"
-                      if g else "none before it"))
+                      if g else f"{f['step']} itself: the eval minimum, the checkpoint worth keeping (the eval loss "
+                      "rises after it)" if f["check"] == "log.overfit_onset" else "none before it"))
     out.append("2. all ranks or one: " + (a["ranks"]["answer"] if a["ranks"] else "-"))
     out.append("3. NaN or inf: " + (a["nan_or_inf"]["answer"] if a["nan_or_inf"] else "no anomaly"))
     out.append("4. the rows of that step: " + (a["rows"]["answer"] if a["rows"] else "no anomaly"))

@@ -244,3 +244,11 @@ def test_answer_4_of_a_step_less_log_says_why_no_rows_are_named_not_to_give_data
     (tmp_path / "dc.toml").write_text('[columns]\nfeatures = ["x"]\nlabel = "label"\n[batch]\nbatch_size = 2\n')
     r = run_cli("trace", str(log), "--data", str(tmp_path / "d"), "--config", str(tmp_path / "dc.toml"), "--no-progress")
     assert r.returncode == 2 and "cannot place the log's records on optimizer steps" in r.stderr
+
+
+def test_overfit_onset_s_step_is_the_last_good_one_not_without_one():
+    # PROVENANCE.md: nanoGPT validation loss lowest at step 1750 (2.1041), rising to 2.4492 at 5000
+    text = "\n".join(verdict_text(verdict(trace(LOGS / "nanogpt/output.log"))))
+    line = next(ln for ln in text.splitlines() if ln.startswith("1. "))
+    assert line.startswith("1. from which step: step 1750 (log.overfit_onset)")
+    assert "none before it" not in line and "last good step 1750 itself: the eval minimum" in line
