@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from datacheck.model.errors import UsageError
-from datacheck.trace.record import ReadStats
+from datacheck.trace.record import EPOCH_STEP_NOTE, ReadStats
 
 __all__ = ["StepConvention", "resolve_convention", "DEFAULT_FIRST_STEP", "OLMO_LEDGER_FIRST_STEP", "STEP_UNITS",
            "RECORD", "as_records"]
@@ -212,6 +212,17 @@ def resolve_convention(logs: Iterable[ReadStats], given: int | None, *, micro_ba
 
 def _resolve(logs: Iterable[ReadStats], given: int | None) -> StepConvention:
     stats = list(logs)
+    conv = _resolve_count(stats, given)
+    epochs = sorted(st.source for st in stats if EPOCH_STEP_NOTE in st.notes)
+    if epochs:  # its numbers are epochs: one optimizer step each only for a loop that steps once per epoch
+        conv = replace(conv, source=f"{conv.source}; {epochs[0]}'s step number is the epoch it logs (no step "
+                       "given): each epoch is taken as one optimizer step, true only for a loop that steps once "
+                       "per epoch (full-batch training); with more steps per epoch the rows named are not that "
+                       "epoch's")
+    return conv
+
+
+def _resolve_count(stats: list[ReadStats], given: int | None) -> StepConvention:
     unplaced = tuple(f"{st.source}: {st.unplaced}" for st in stats if st.unplaced)
     known = {(st.first_step, st.first_step_why) for st in stats if st.first_step is not None}
     if given is not None:
