@@ -520,12 +520,15 @@ class SkippedSteps(Rule):
         for key, (s, d) in self.first.items():
             early = self.early.get(key, 0)
             after = self.after.get(key)
+            st = streams.get(key)
+            ok = bool(st is not None and st.ok_steps)
             msg = (f"{s.name}: {self.total[key]} optimizer step(s) skipped, the first at {_skip_context(d)}; "
-                   f"{early} of them before the first successful step logged")
+                   + (f"{early} of them before the first successful step logged" if ok else
+                      "every logged step was skipped: no successful step is logged"))
             if after is not None:  # once training had started: the dynamic scaler probing a higher scale
                 msg += f"; {self.total[key] - early} after it, the first at {_skip_context(after)}"
                 d = dict(d, first_after_success_step=after["step"])
-            d.update(skipped=self.total[key], before_first_success=early)
+            d.update(skipped=self.total[key], before_first_success=early, success_logged=ok)
             out.append(_finding(self.id, msg, self.total[key], d))
         return out
 

@@ -297,6 +297,9 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
             not_anomalies.append({"check": f.check, "severity": f.severity, "why": (
                 "the overflows of the non-finite or loss-scale finding" if numeric else
                 "the fp16 initial loss-scale search (every skipped step came before the first successful one)"
+                if early == f.count and f.details.get("success_logged", True) else
+                "the fp16 initial loss-scale search as far as the log goes (every logged step was skipped and no "
+                "successful one is logged: whether the scale settles is not known from this log)"
                 if early == f.count else
                 f"the fp16 initial loss-scale search ({early} skipped step(s) before the first successful one) "
                 f"and {f.count - (early or 0)} back-off(s) of the dynamic loss scaler after it, from step "

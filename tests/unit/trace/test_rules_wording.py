@@ -69,3 +69,18 @@ def test_a_skip_count_inside_a_logging_interval_bounds_its_first_step(tmp_path, 
     (tmp_path / "m.out").write_text(text)
     f = next(x for x in trace(tmp_path / "m.out").findings if x.check == "log.skipped_steps")
     assert f"the first at {where}" in f.message, f.message
+
+
+@pytest.mark.skipif(not LOGS.is_dir(), reason="shared logs not present")
+def test_skips_with_no_successful_step_logged_do_not_claim_one():
+    # PROVENANCE.md: meg_gpt2_perf_n16: 3 logged iterations, every one skipped, no lm loss;
+    # meg_gpt2_base_n4: iterations 10 and 20 skip 10 and 8, iteration 20 has an lm loss
+    perf = trace(LOGS / "megatron/meg_gpt2_perf_n16.out")
+    f = next(x for x in perf.findings if x.check == "log.skipped_steps")
+    assert f.details["success_logged"] is False and "before the first successful step" not in f.message
+    assert "no successful step is logged" in f.message
+    why = next(n["why"] for n in verdict(perf)["not_anomalies"] if n["check"] == "log.skipped_steps")
+    assert "came before the first successful one" not in why and "no successful one is logged" in why
+    base = trace(LOGS / "megatron/meg_gpt2_base_n4-1809579.out")
+    g = next(x for x in base.findings if x.check == "log.skipped_steps")
+    assert g.details["success_logged"] is True and "18 of them before the first successful step logged" in g.message
