@@ -445,19 +445,46 @@ def ledger_grad_accum(folder: str | Path) -> int:
     return max(stated, default=1)
 
 
-def ledger_epoch_micro_batches(folder: str | Path, grad_accum: int) -> int | None:
-    """Micro-batches per rank in one epoch as the ledger's ``#state`` lines record them (``batches``,
-    ``record_batches`` writes one line per epoch and rank) when every line gives the same count and it
-    is not a multiple of ``grad_accum`` (each epoch's last optimizer step holds fewer:
-    :attr:`datacheck.trace.steps.StepConvention.epoch_micro_batches`), else None; None for a ledger
-    without them (OLMo's) or one that cannot be read here (the data leg reads it again and says why)."""
+def ledger_epoch_micro_batches(folder: str | Path, grad_accum: int) -> tuple[int, ...] | None:
+    """Micro-batches per rank of each epoch as the ledger's ``#state`` lines record them (``batches``;
+    ``record_batches`` writes one line per epoch and rank, again on a resume), for a log that counts
+    micro-batches across epochs: ``(M,)`` when every line gives the same count ``M`` (one epoch length:
+    :attr:`datacheck.trace.steps.StepConvention.epoch_micro_batches`), the counts of epochs 0, 1, ...
+    when they differ (a loader whose length changes per epoch:
+    :attr:`~datacheck.trace.steps.StepConvention.epoch_counts`); None when every count is a multiple
+    of ``grad_accum`` (no epoch ends inside an optimizer step: the plain count joins), for a ledger
+    without them (OLMo's) or one that cannot be read here (the data leg reads it again and says why),
+    or when one epoch's lines disagree (the ranks' counts differ).
+
+    Raises:
+        UsageError: the epochs' counts differ, some is not a multiple of ``grad_accum``, and an epoch
+            before the last recorded one is missing (its length, and so where the later epochs start
+            in the log's count, is unknown).
+    """
     try:
         led = read_ledger(folder, steps=())
     except UsageError:
         return None
-    got = {st["batches"] for sts in led.states.values() for st in sts if isinstance(st.get("batches"), int)}
-    m = got.pop() if len(got) == 1 else None
-    return m if m and grad_accum > 1 and m % grad_accum else None
+    per: dict[int, set[int]] = {}
+    for sts in led.states.values():
+        for st in sts:
+            if isinstance(st.get("batches"), int) and isinstance(st.get("epoch"), int):
+                per.setdefault(st["epoch"], set()).add(st["batches"])
+    if not per or grad_accum < 2 or any(len(v) > 1 for v in per.values()):
+        return None
+    counts = {e: v.pop() for e, v in sorted(per.items())}
+    if all(m % grad_accum == 0 for m in counts.values()):
+        return None
+    if len(set(counts.values())) == 1:
+        return (next(iter(counts.values())),)
+    missing = sorted(set(range(max(counts))) - set(counts))
+    if missing:
+        raise UsageError(
+            "the ledger's epochs hold different numbers of micro-batches per rank ("
+            + ", ".join(f"epoch {e}: {m}" for e, m in counts.items()) + f") and epoch(s) {missing} are not "
+            "recorded: where a log that counts micro-batches across epochs enters each epoch is unknown; trace a "
+            "log that counts optimizer steps (--step-unit optimizer), or the ledger of the whole run")
+    return tuple(counts.values())
 
 
 def _most_micro_batches(led: Ledger) -> int:
@@ -706,7 +733,10 @@ def plan_epoch_micro_batches(index: DatasetIndex) -> int | None:
     multiple of ``[batch] grad_accum`` (each epoch's last optimizer step then holds fewer, and a log
     that counts micro-batches across epochs starts the next epoch after them:
     :attr:`datacheck.trace.steps.StepConvention.epoch_micro_batches`), else None; None too without
-    ``batch_size`` / ``max_tokens`` or over Megatron pairs (no torch epochs).
+    ``batch_size`` / ``max_tokens`` or over Megatron pairs (no torch epochs). Epoch 0's count stands
+    for every epoch: the plan's samplers deal each rank a count that the epoch's shuffle does not change
+    (``ceil(rows / world_size)`` rows in fixed batches; with ``max_tokens``, batches filled once and
+    only reordered per epoch, ``ceil(batches / world_size)`` each: :mod:`datacheck.model.budget`).
 
     Raises:
         OptionalDependencyError: torch is not installed.

@@ -105,6 +105,11 @@ class StepRecord:
         return d
 
 
+#: the note (``ReadStats.notes``) of a log whose only step number is its epoch (``epoch: N loss: X``,
+#: a loop that logs once per epoch): each epoch is taken as one optimizer step
+EPOCH_STEP_NOTE = "step_is_epoch"
+
+
 @dataclass
 class ReadStats:
     """What a reader saw in one log file.

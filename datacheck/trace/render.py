@@ -8,6 +8,7 @@ from typing import Any
 
 from datacheck.trace.rules import scale_text
 from datacheck.trace.run import Curve, TraceResult
+from datacheck.trace.steps import RECORD
 from datacheck.trace.verdict import build_verdict, verdict_text
 
 __all__ = ["render_text", "render_html"]
@@ -112,8 +113,25 @@ def _first(fb: dict[str, Any] | None, unjudged: int = 0, loud: list[str] | None 
     w = fb.get("audited_window") or fb["window"]
     text = f"{fb['check']} at {fb.get('step_map') or 'step ' + str(fb['step'])} ({fb.get('rank')}), window {w[0]}..{w[1]}"
     if list(w) != list(fb["window"]):
-        text += f" audited (the anomaly's window {fb['window'][0]}..{fb['window'][1]} and the steps before it)"
+        text += f" audited ({_relation(w[0], w[1], fb['window'][0], fb['window'][1])})"
     return text
+
+
+def _relation(lo: int, hi: int, a: int, b: int) -> str:
+    """How the audited log steps ``lo..hi`` (``--step``, widened by ``--window``) stand to the anomaly's
+    window ``a..b``: said from where they lie, never assumed to hold it."""
+    anomaly = f"the anomaly's window {a}..{b}"
+    if hi < a:
+        return f"before {anomaly}, ending {a - hi} step(s) before it starts"
+    if lo > b:
+        return f"after {anomaly}, starting {lo - b} step(s) after it ends"
+    if lo <= a and hi >= b:
+        before, after = a - lo, hi - b
+        return anomaly + (f", {before} step(s) before it" if before else "") + (
+            f", {after} step(s) after it" if after else "")
+    if lo > a and hi < b:
+        return f"inside {anomaly}"
+    return f"overlapping {anomaly}: steps {max(lo, a)}..{min(hi, b)} of it"
 
 
 _W, _H, _PAD = 720, 160, 40
@@ -124,7 +142,10 @@ _CLASS_COLOR = {"numeric": "#d62728", "dynamics": "#ff7f0e", "metric": "#9467bd"
 
 
 def _svg(curve: Curve, mark: int | None, title: str, log: bool, bands: list[dict[str, Any]] | None = None,
-         evals: list[tuple[int, float]] | None = None) -> str:
+         evals: list[tuple[int, float]] | None = None, unit: str = "step") -> str:
+    """One chart: the curve's points against its x numbers (``unit``: "step", or "record" for a log
+    whose records carry no step number), the bands, the non-finite points and the first anomaly
+    (``mark``, None: not on this chart). The title gives the finite y range, or says there is none."""
     pts = [(s, v) for s, v in curve.points if not log or v > 0]
     evals = [(s, v) for s, v in (evals or []) if not log or v > 0]
     if not pts and not curve.bad and not evals:
@@ -133,17 +154,22 @@ def _svg(curve: Curve, mark: int | None, title: str, log: bool, bands: list[dict
     steps = [s for s, _ in pts] + [s for s, _ in evals] + curve.bad + ([mark] if mark is not None else []) + \
         [b["from"] for b in bands] + [b["to"] for b in bands]
     x0, x1 = min(steps), max(steps)
-    ys = [math.log10(v) if log else v for _, v in pts] or [0.0]
+    ys = [math.log10(v) if log else v for _, v in pts]
     eys = [math.log10(v) if log else v for _, v in evals]
-    y0, y1 = min(ys + eys), max(ys + eys)
+    finite = bool(ys or eys)  # a curve of only non-finite values has no y range to give
+    y0, y1 = (min(ys + eys), max(ys + eys)) if finite else (0.0, 0.0)
+    where = f"{unit}s {x0}..{x1}" if x1 != x0 else f"{unit} {x0}"
+    # the values themselves, also on a log axis (its exponents would read as the values: a grad norm of -0.13)
+    span = (f"{10 ** y0:.4g} .. {10 ** y1:.4g}" if log else f"{y0:.4g} .. {y1:.4g}") if finite else (
+        "no finite positive value" if log else "no finite value") + f" ({len(curve.bad)} non-finite)"
     def sx(s):
         return (_PAD + (s - x0) / ((x1 - x0) or 1) * (_W - 2 * _PAD))
     def sy(y):
         return (_H - _PAD / 2 - (y - y0) / ((y1 - y0) or 1) * (_H - _PAD))
     path = " ".join(f"{sx(s):.1f},{sy(y):.1f}" for (s, _), y in zip(pts, ys))
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img" aria-label="{html.escape(title)}">',
-             f'<text x="4" y="14" font-size="12">{html.escape(title)}{" (log10)" if log else ""}: '
-             f'{y0:.4g} .. {y1:.4g}, steps {x0}..{x1}</text>',
+             f'<text x="4" y="14" font-size="12">{html.escape(title)}{" (log axis)" if log else ""}: '
+             f'{span}, {where}</text>',
              ]
     for b in bands:
         x_a, x_b = sx(b["from"]), sx(b["to"])
@@ -160,10 +186,10 @@ def _svg(curve: Curve, mark: int | None, title: str, log: bool, bands: list[dict
         parts.append(f'<text x="{_W - 160}" y="14" font-size="11" fill="#2ca02c">eval loss (dashed)</text>')
     for b in curve.bad[:200]:
         parts.append(f'<line x1="{sx(b):.1f}" x2="{sx(b):.1f}" y1="{_PAD / 2}" y2="{_H - _PAD / 2}" stroke="#d62728" '
-                     f'stroke-opacity="0.3"><title>non-finite at step {b}</title></line>')
+                     f'stroke-opacity="0.3"><title>non-finite at {unit} {b}</title></line>')
     if mark is not None:
         parts.append(f'<line x1="{sx(mark):.1f}" x2="{sx(mark):.1f}" y1="{_PAD / 2}" y2="{_H - _PAD / 2}" stroke="#d62728" '
-                     f'stroke-width="2" stroke-dasharray="4 2"><title>first anomaly, step {mark}</title></line>')
+                     f'stroke-width="2" stroke-dasharray="4 2"><title>first anomaly, {unit} {mark}</title></line>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -182,25 +208,32 @@ def _bands(v: dict[str, Any], stream: str, last_step: int | None) -> list[dict[s
         hi = max([lo] + ev)
         if a["check"] in ("log.divergence", "log.zero_lr", "log.stagnation", "log.vanishing_grad") and last_step:
             hi = max(hi, last_step)
-        out.append({"from": lo, "to": hi, "class": a["class"], "label": f"{a['class']}: {a['check']} from step {lo}"})
+        unit = a.get("step_unit", "step")
+        out.append({"from": lo, "to": hi, "class": a["class"], "label": f"{a['class']}: {a['check']} from {unit} {lo}"})
     return out[:20]
 
 
 def render_html(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str, Any] | None = None) -> str:
     """One self-contained HTML page (no script, no external resource): the text output, and per rank
     the loss (with the eval loss beside it, dashed), grad-norm, lr and loss-scale curves with the first
-    anomaly marked and each anomaly's steps shaded in its class's colour, the class written on it."""
+    anomaly marked and each anomaly's steps shaded in its class's colour, the class written on it. A
+    log whose records carry no step number (:attr:`TraceResult.step_less`) is charted against its
+    record numbers, said "record N" as in the text; the first anomaly is marked only on the charts
+    whose x numbers are of its kind (a record number is no step)."""
     v = verdict if verdict is not None else build_verdict(res, data)
-    mark = res.first_bad["step"] if res.first_bad else None
+    fb = res.first_bad
+    mark_unit = (fb.get("step_unit") or "step") if fb else None
     body = [f"<h1>datacheck trace</h1><pre>{html.escape(render_text(res, data, v))}</pre>"]
     for name, curves in res.curves.items():
         body.append(f"<h2>{html.escape(name)}</h2>")
         last = max((s for c in curves.values() for s, _ in c.points[-1:]), default=None)
+        unit = RECORD if name in res.step_less else "step"
+        mark = fb["step"] if fb is not None and mark_unit == unit else None
         bands = _bands(v, name, last)
         evals = [(e["step"], e["loss"]) for e in res.events if e["kind"] == "eval" and e["rank"] == name
                  and isinstance(e.get("loss"), float) and math.isfinite(e["loss"])]
         for metric, log in (("loss", False), ("grad_norm", True), ("lr", False), ("loss_scale", True)):
-            svg = _svg(curves[metric], mark, metric, log, bands, evals if metric == "loss" else None)
+            svg = _svg(curves[metric], mark, metric, log, bands, evals if metric == "loss" else None, unit)
             if svg:
                 body.append(f"<div>{svg}</div>")
     return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>datacheck trace</title>"

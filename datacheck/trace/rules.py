@@ -200,7 +200,8 @@ class NonFinite(Rule):
     as suspected). ``details["metric"]``: ``loss``, ``grad_norm`` or ``counter``.
 
     ``persistent``: no finite record after the first (no finite loss: the weights are poisoned);
-    ``transient``: finite again from ``recovered_step``. A grad norm that stays non-finite while the
+    ``transient``: finite again from ``recovered_step``; neither (``persistent`` None) when the log
+    ends at the first non-finite record (``details["records_after"]`` 0: nothing after it to tell). A grad norm that stays non-finite while the
     logged loss stays finite (``details["loss_stays_finite"]``, ``finite_losses``: the records from the
     first one on with a finite loss other than an exact 0.0, the value loggers hide a NaN as; never on a
     Hugging Face log, whose ``logging_nan_inf_filter`` leaves NaN losses out of the logged one) is
@@ -217,6 +218,8 @@ class NonFinite(Rule):
         #: per rank: finite records after the first non-finite one (the scaler skipped it and training went on)
         self.finite_after: dict[Any, int] = {}
         self.recovered_at: dict[Any, StepRecord] = {}
+        #: per rank: records of any kind after the first non-finite one
+        self.later: dict[Any, int] = {}
 
     def _why(self, rec: StepRecord, s: Stream) -> str | None:
         loss, g = rec.loss, rec.grad_norm
@@ -239,6 +242,8 @@ class NonFinite(Rule):
         return None
 
     def feed(self, rec: StepRecord, s: Stream) -> None:
+        if s.key in self.first:
+            self.later[s.key] = self.later.get(s.key, 0) + 1
         why = self._why(rec, s)
         if (why is not None or s.key in self.first) and rec.loss is not None and math.isfinite(rec.loss) \
                 and rec.loss != 0.0:  # an exact 0.0 is how a logger hides a NaN (log.hidden_non_finite)
@@ -268,7 +273,9 @@ class NonFinite(Rule):
             # a Hugging Face log's losses prove nothing: its logging_nan_inf_filter leaves NaN losses out
             stays = after == 0 and d["metric"] == "grad_norm" and losses > 0 and "hf_nan_filter" not in self.opts.notes
             d["loss_stays_finite"] = stays
-            d["persistent"] = after == 0 and not stays
+            later = self.later.get(key, 0)
+            d["records_after"] = later
+            d["persistent"] = None if later == 0 else after == 0 and not stays
             back = self.recovered_at.get(key)
             d["recovered_step"] = None if back is None else back.step
             msg = f"{s.name}: {d['reason']} at {_context(d)}; {self.count[key]} record(s) non-finite from there"
@@ -276,6 +283,9 @@ class NonFinite(Rule):
                 msg += (f"; the loss stays finite ({losses} finite loss value(s) from there) while the grad norm is "
                         "non-finite on every record: the weights are not poisoned (their loss would be NaN); the "
                         "gradients are (the optimizer skips or applies non-finite updates)")
+            elif later == 0:
+                msg += ("; the log ends at it (no record after it): whether it persists or recovers is not known "
+                        "from this log")
             else:
                 msg += ("; no finite loss after it: persistent (the weights are poisoned, every later step invalid)"
                         if after == 0 else f"; finite again from step {back.step if back else '?'} ({after} finite "
@@ -456,6 +466,32 @@ class LossScaleCollapse(Rule):
         return out
 
 
+def _skip_details(s: Stream, rec: StepRecord) -> dict[str, Any]:
+    """:func:`_details` of a record counting ``k = rec.skipped`` skipped steps, with ``skipped_here``
+    (k) and ``first_skip_by``: the latest step the first of them can be, ``rec.step - k + 1`` (k
+    distinct steps up to ``rec.step``)."""
+    return _details(s, rec, skipped_here=rec.skipped, first_skip_by=rec.step - (rec.skipped or 1) + 1,
+                    has_prev=s.prev is not None and s.prev.step < rec.step)
+
+
+def _skip_context(d: dict[str, Any]) -> str:
+    """Where the first of a record's skipped steps lies, then :func:`_context`'s lr, loss scale and last
+    good step: the record's window up to ``first_skip_by`` (a record at step 10 counting 10 skips of
+    Megatron's first interval: "step 1 at the latest", no earlier record bounding the interval; at
+    step 30 counting 2 of the 10 steps since step 20: steps 21..29)."""
+    k, by, (lo, step) = d["skipped_here"] or 1, d["first_skip_by"], d["window"]
+    if k == 1:
+        return _context(d)
+    rest = _context(d).split("; ", 1)[1]
+    if not d["has_prev"]:
+        where = f"step {by} at the latest ({k} skipped in the interval logged at step {step})"
+    elif lo >= by:
+        where = f"step {lo} (every one of steps {lo}..{step} skipped)"
+    else:
+        where = f"steps {lo}..{by} ({k} of the {step - lo + 1} steps logged at step {step} skipped)"
+    return f"{where}; {rest}"
+
+
 @log_rule("log.skipped_steps")
 class SkippedSteps(Rule):
     """Optimizer steps skipped (Megatron's ``number of skipped iterations``, overflow lines): the total
@@ -476,20 +512,23 @@ class SkippedSteps(Rule):
         if not s.ok_steps:
             self.early[s.key] = self.early.get(s.key, 0) + rec.skipped
         else:
-            self.after.setdefault(s.key, _details(s, rec))
-        self.first.setdefault(s.key, (s, _details(s, rec)))
+            self.after.setdefault(s.key, _skip_details(s, rec))
+        self.first.setdefault(s.key, (s, _skip_details(s, rec)))
 
     def finish(self, streams: dict[Any, Stream]) -> list[Finding]:
         out = []
         for key, (s, d) in self.first.items():
             early = self.early.get(key, 0)
             after = self.after.get(key)
-            msg = (f"{s.name}: {self.total[key]} optimizer step(s) skipped, the first at {_context(d)}; "
-                   f"{early} of them before the first successful step logged")
+            st = streams.get(key)
+            ok = bool(st is not None and st.ok_steps)
+            msg = (f"{s.name}: {self.total[key]} optimizer step(s) skipped, the first at {_skip_context(d)}; "
+                   + (f"{early} of them before the first successful step logged" if ok else
+                      "every logged step was skipped: no successful step is logged"))
             if after is not None:  # once training had started: the dynamic scaler probing a higher scale
-                msg += f"; {self.total[key] - early} after it, the first at {_context(after)}"
+                msg += f"; {self.total[key] - early} after it, the first at {_skip_context(after)}"
                 d = dict(d, first_after_success_step=after["step"])
-            d.update(skipped=self.total[key], before_first_success=early)
+            d.update(skipped=self.total[key], before_first_success=early, success_logged=ok)
             out.append(_finding(self.id, msg, self.total[key], d))
         return out
 

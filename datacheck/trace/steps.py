@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
 from datacheck.model.errors import UsageError
-from datacheck.trace.record import ReadStats
+from datacheck.trace.record import EPOCH_STEP_NOTE, ReadStats
 
 __all__ = ["StepConvention", "resolve_convention", "DEFAULT_FIRST_STEP", "OLMO_LEDGER_FIRST_STEP", "STEP_UNITS",
            "RECORD", "as_records"]
@@ -84,6 +84,12 @@ class StepConvention:
             they are not a multiple of ``micro_batches`` (the epoch's last optimizer step holds fewer:
             accelerate and the Trainer step at the end of the loader), else None. The log's count
             runs on across epochs: the epoch's micro-batches, not ``micro_batches``, start the next.
+            Every epoch of the simulated plan has as many (torch's samplers and TokenBudgetBatchSampler
+            deal a count that does not depend on the epoch's shuffle: :mod:`datacheck.model.order`).
+        epoch_counts: with ``micro_batches`` > 1, the micro-batches per rank of epochs 0, 1, ... when
+            they differ from epoch to epoch and some is not a multiple of ``micro_batches`` (a ledger
+            of a loader whose length changes per epoch records each: ``#state`` ``batches``); epochs
+            after the last listed are taken as long as it. Empty: :attr:`epoch_micro_batches` rules.
     """
 
     first_step: int
@@ -92,20 +98,32 @@ class StepConvention:
     unplaced: tuple[str, ...] = ()
     micro_batches: int = 1
     epoch_micro_batches: int | None = None
+    epoch_counts: tuple[int, ...] = ()
+
+    def _epochs(self) -> tuple[int, ...]:
+        """Micro-batches per rank of epochs 0, 1, ... (the last repeats); empty: no epoch boundary."""
+        return self.epoch_counts or ((self.epoch_micro_batches,) if self.epoch_micro_batches else ())
 
     def _split(self, log_step: int) -> tuple[int, int]:
         """(optimizer steps of the epochs before, micro-batch within the epoch) of a micro-batch count."""
         n = log_step - self.first_step
-        m = self.epoch_micro_batches
-        if not m:
+        counts = self._epochs()
+        if not counts:
             return 0, n
+        before = 0
+        for m in counts[:-1]:
+            if n < m:
+                return before, n
+            before, n = before + -(-m // self.micro_batches), n - m
+        m = counts[-1]
         e, j = divmod(n, m)
-        return e * -(-m // self.micro_batches), j
+        return before + e * -(-m // self.micro_batches), j
 
     def optimizer_step(self, log_step: int) -> int:
         """The 0-based optimizer step of log step ``log_step``: ``(log_step - first_step) //
         micro_batches``; with :attr:`epoch_micro_batches` ``M``, epoch ``n // M``'s steps
-        (``ceil(M / micro_batches)`` each) before, then ``(n % M) // micro_batches``."""
+        (``ceil(M / micro_batches)`` each) before, then ``(n % M) // micro_batches``; with
+        :attr:`epoch_counts`, the epochs before ``n``'s each by its own count."""
         before, j = self._split(log_step)
         return before + j // self.micro_batches
 
@@ -116,11 +134,17 @@ class StepConvention:
 
     def log_step(self, optimizer_step: int) -> int:
         """The log step of ``optimizer_step`` (its first micro-batch's when the log counts micro-batches)."""
-        m = self.epoch_micro_batches
-        if not m:
-            return optimizer_step * self.micro_batches + self.first_step
-        e, i = divmod(optimizer_step, -(-m // self.micro_batches))
-        return e * m + i * self.micro_batches + self.first_step
+        counts, k, base = self._epochs(), optimizer_step, self.first_step
+        if not counts:
+            return k * self.micro_batches + base
+        for m in counts[:-1]:
+            steps = -(-m // self.micro_batches)
+            if k < steps:
+                return base + k * self.micro_batches
+            k, base = k - steps, base + m
+        m = counts[-1]
+        e, i = divmod(k, -(-m // self.micro_batches))
+        return base + e * m + i * self.micro_batches
 
     def describe(self, log_step: int) -> str:
         """``"log step 50 = optimizer step 49"``; ``"log step 11 = optimizer step 5, micro-batch 1 of 2"``."""
@@ -133,6 +157,12 @@ class StepConvention:
         // 2, micro-batch = the remainder"``."""
         if self.micro_batches == 1:
             return f"optimizer step = log step - {self.first_step}"
+        if self.epoch_counts:
+            ga, cs = self.micro_batches, self.epoch_counts
+            return (f"n = log step - {self.first_step}, counted across epochs of {', '.join(map(str, cs))} "
+                    f"micro-batches (epochs 0..{len(cs) - 1}; later ones as the last), "
+                    f"{', '.join(str(-(-c // ga)) for c in cs)} optimizer steps: optimizer step = the steps of "
+                    f"the epochs before n's + (n's micro-batch in its epoch) // {ga}, micro-batch = the remainder")
         m = self.epoch_micro_batches
         if m:
             return (f"n = log step - {self.first_step}: epoch n // {m} ({m} micro-batches, "
@@ -149,11 +179,12 @@ class StepConvention:
 
     def to_dict(self) -> dict[str, Any]:
         """``first_step``, ``source``, ``assumed``, ``unplaced``, and ``micro_batches`` only when the log
-        counts micro-batches (> 1), ``epoch_micro_batches`` only when set."""
+        counts micro-batches (> 1), ``epoch_micro_batches`` and ``epoch_counts`` only when set."""
         return {"first_step": self.first_step, "source": self.source, "assumed": self.assumed,
                 "unplaced": list(self.unplaced),
                 **({"micro_batches": self.micro_batches} if self.micro_batches > 1 else {}),
-                **({"epoch_micro_batches": self.epoch_micro_batches} if self.epoch_micro_batches else {})}
+                **({"epoch_micro_batches": self.epoch_micro_batches} if self.epoch_micro_batches else {}),
+                **({"epoch_counts": list(self.epoch_counts)} if self.epoch_counts else {})}
 
 
 def resolve_convention(logs: Iterable[ReadStats], given: int | None, *, micro_batches: int = 1,
@@ -181,6 +212,17 @@ def resolve_convention(logs: Iterable[ReadStats], given: int | None, *, micro_ba
 
 def _resolve(logs: Iterable[ReadStats], given: int | None) -> StepConvention:
     stats = list(logs)
+    conv = _resolve_count(stats, given)
+    epochs = sorted(st.source for st in stats if EPOCH_STEP_NOTE in st.notes)
+    if epochs:  # its numbers are epochs: one optimizer step each only for a loop that steps once per epoch
+        conv = replace(conv, source=f"{conv.source}; {epochs[0]}'s step number is the epoch it logs (no step "
+                       "given): each epoch is taken as one optimizer step, true only for a loop that steps once "
+                       "per epoch (full-batch training); with more steps per epoch the rows named are not that "
+                       "epoch's")
+    return conv
+
+
+def _resolve_count(stats: list[ReadStats], given: int | None) -> StepConvention:
     unplaced = tuple(f"{st.source}: {st.unplaced}" for st in stats if st.unplaced)
     known = {(st.first_step, st.first_step_why) for st in stats if st.first_step is not None}
     if given is not None:

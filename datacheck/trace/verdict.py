@@ -30,6 +30,7 @@ import math
 from typing import Any
 
 from datacheck.model.findings import Finding
+from datacheck.model.order import steps_text
 from datacheck.trace.rules import GRAD_LEAD
 from datacheck.trace.run import SEVERITY_ORDER, TraceResult
 from datacheck.trace.steps import RECORD, as_records
@@ -57,6 +58,16 @@ _REPLAY = ("replay the fixed batch of step {step}{why} (--data ... --export rows
            "backward or the optimizer; eval bad too means the weights or the input were already bad")
 
 
+def _at(d: dict[str, Any]) -> str:
+    """Where the anomaly ``d`` is: ``"step 240"``, or for an anomaly logged at the end of a logging
+    interval ``"steps 231..240 (logged every 10: the first bad step is in this window)"``, as answer 1
+    and the rule's message say it."""
+    w = d.get("window")
+    if not w or w[0] == w[1]:
+        return f"step {d.get('step')}"
+    return f"steps {w[0]}..{w[1]} (logged every {w[1] - w[0] + 1}: the first bad step is in this window)"
+
+
 def _replay(d: dict[str, Any]) -> str:
     """The replay advice for the anomaly ``d``: of the step whose batch to replay, ``d["replay_step"]``
     (the data leg's: the step whose batch holds the failing rows, or the update before a Lightning
@@ -64,7 +75,7 @@ def _replay(d: dict[str, Any]) -> str:
     step, rs = d.get("step"), d.get("replay_step")
     if d.get("step_unit") == RECORD:  # no step to replay until a log with step numbers names it
         return _REPLAY.format(step=step, why="").replace(
-            f"of step {step}", f"of the step record {step} logs (this log gives no step number: trace the run's log "
+            f"of step {step}", f"of the step that record {step} logs (this log gives no step number: trace the run's log "
                                "that does, or place its records, to name it)", 1)
     if rs is None or rs == step:
         return _REPLAY.format(step=step, why="")
@@ -93,9 +104,9 @@ def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
             return (f"rerun from {before} with logging_nan_inf_filter=False to see the NaN step, then "
                     + _replay(d))
         if d.get("loss_stays_finite"):
-            return (f"find the parameter whose gradient is non-finite at step {step} (per-parameter grad norms, or "
+            return (f"find the parameter whose gradient is non-finite at {_at(d)} (per-parameter grad norms, or "
                     "torch.autograd.detect_anomaly) and whether the optimizer skips these steps (then nothing is "
-                    f"trained from step {step}); {_replay(d)}")
+                    "trained from the first of them); " + _replay(d))
         if d.get("persistent") is False:
             return (f"the value recovered (the scaler skipped the step); if it recurs, {_replay(d)}")
         if c == "log.loss_scale_collapse":
@@ -225,7 +236,8 @@ def _classify(f: Finding, res: TraceResult, data: dict[str, Any] | None, bad_row
     if f.check == "log.non_finite":
         why += ("; the loss stays finite: the gradients are non-finite, the weights are not poisoned"
                 if d.get("loss_stays_finite") else "; persistent: no finite loss after it" if d.get("persistent")
-                else f"; transient: finite again from step {d.get('recovered_step')}")
+                else f"; transient: finite again from step {d.get('recovered_step')}" if d.get("persistent") is False
+                else "; the log ends at it: persistent or transient is not known")
     return cls, why
 
 
@@ -285,6 +297,9 @@ def build_verdict(res: TraceResult, data: dict[str, Any] | None, replay: dict[st
             not_anomalies.append({"check": f.check, "severity": f.severity, "why": (
                 "the overflows of the non-finite or loss-scale finding" if numeric else
                 "the fp16 initial loss-scale search (every skipped step came before the first successful one)"
+                if early == f.count and f.details.get("success_logged", True) else
+                "the fp16 initial loss-scale search as far as the log goes (every logged step was skipped and no "
+                "successful one is logged: whether the scale settles is not known from this log)"
                 if early == f.count else
                 f"the fp16 initial loss-scale search ({early} skipped step(s) before the first successful one) "
                 f"and {f.count - (early or 0)} back-off(s) of the dynamic loss scaler after it, from step "
@@ -396,11 +411,13 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
     if nf is not None:
         reason = str(nf.details.get("reason", ""))
         kind = "NaN" if "nan" in reason.lower() else "inf" if "inf" in reason.lower() else "non-finite (suspected)"
-        nan_inf = {"answer": f"{kind} at step {nf.details.get('step')} ({reason}); "
+        nan_inf = {"answer": f"{kind} at {_at(nf.details)} ({reason}); "
                              + ("the loss stays finite: the gradients are non-finite, the weights are not poisoned"
                                 if nf.details.get("loss_stays_finite") else
                                 "persistent: no finite loss after it (the weights are poisoned)" if nf.details.get("persistent")
-                                else f"transient: finite again from step {nf.details.get('recovered_step')}"),
+                                else f"transient: finite again from step {nf.details.get('recovered_step')}"
+                                if nf.details.get("persistent") is False
+                                else "the log ends at it (no record after it): persistent or transient is not known"),
                    "kind": kind, "step": nf.details.get("step"), "persistent": nf.details.get("persistent")}
     elif hidden is not None:
         nan_inf = {"answer": f"a non-finite loss hidden by the logger at step {hidden.details.get('step')} (logged as 0.0)",
@@ -414,8 +431,11 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
     told = nf if nf is not None else hidden
     if told is not None and told.details.get("step_unit") == RECORD:
         nan_inf.update(answer=as_records(nan_inf["answer"]), step_unit=RECORD)
-    if data is None:
-        rows: dict[str, Any] = {"answer": "not looked at: give --data (and --ledger or [batch]) to audit that step's rows"}
+    if data is None and fb.get("unplaced"):  # --data would be refused: no step to name rows by
+        rows: dict[str, Any] = {"answer": f"not looked at: record {step} carries no step number to name rows by: "
+                                + "; ".join((res.convention or {}).get("unplaced") or ["the log gives none"])}
+    elif data is None:
+        rows = {"answer": "not looked at: give --data (and --ledger or [batch]) to audit that step's rows"}
     elif not data.get("rows"):
         rows = {"answer": data.get("message", "no rows audited")}
     else:
@@ -423,13 +443,24 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
         located = _row_places(data)
         steps = data["rows"].get("steps") or {}
         n = sum(len(v) for rr in steps.values() for v in rr.values())
-        rows = {"answer": (f"{n} row(s) in steps {audited[0]}..{audited[1]}" if audited else f"{n} row(s)")
+        rows = {"answer": (f"{n} row(s) in {steps_text(audited[0], audited[1])}{_apart(audited, at)}" if audited
+                           else f"{n} row(s)")
                 + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}: {', '.join(rc[str(r)])}"
                                                                     for r in bad_rows[:5]) if bad_rows else
                    "; none fails a data check (the rows look sound)")
                 + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),
                 "rows": n, "bad_rows": bad_rows}
     return {"from_step": {"first": at, "last_good": last}, "ranks": ranks, "nan_or_inf": nan_inf, "rows": rows}
+
+
+def _apart(audited: list[int], at: dict[str, Any]) -> str:
+    """``", after the anomaly's step 4 (--step)"`` when the audited log steps (``--step``, widened by
+    ``--window``) hold none of the first anomaly's window ``at["window"]``: the rows are not that
+    step's; "" when they do."""
+    w = at.get("window") or [at["step"], at["step"]]
+    if at.get("step") is None or audited[1] >= w[0] and audited[0] <= w[1]:
+        return ""
+    return f", {'after' if audited[0] > w[1] else 'before'} the anomaly's {steps_text(w[0], w[1])} (--step)"
 
 
 def _evidence_line(e: dict[str, Any], unit: str = "step") -> str:
@@ -468,7 +499,8 @@ def verdict_text(v: dict[str, Any]) -> list[str]:
         out.append(f"1. from which step: {win} ({f['check']}): lr {_g(f['lr'])}, loss scale {_g(f['loss_scale'])}, "
                    f"grad norm {_g(f['grad_norm'])}; last good {u} "
                    + (f"{g['step']}: lr {_g(g['lr'])}, loss scale {_g(g['loss_scale'])}, grad norm {_g(g['grad_norm'])}"
-                      if g else "none before it"))
+                      if g else f"{f['step']} itself: the eval minimum, the checkpoint worth keeping (the eval loss "
+                      "rises after it)" if f["check"] == "log.overfit_onset" else "none before it"))
     out.append("2. all ranks or one: " + (a["ranks"]["answer"] if a["ranks"] else "-"))
     out.append("3. NaN or inf: " + (a["nan_or_inf"]["answer"] if a["nan_or_inf"] else "no anomaly"))
     out.append("4. the rows of that step: " + (a["rows"]["answer"] if a["rows"] else "no anomaly"))

@@ -156,12 +156,20 @@ def run(args: argparse.Namespace) -> int:
                              "have none: drop it")
         if micro > 1 and index is not None:
             # a count of micro-batches across epochs whose last step holds fewer: the epoch's length
-            m = (ledger_epoch_micro_batches(args.ledger, micro) if args.ledger is not None
-                 else plan_epoch_micro_batches(index))
-            if m is not None:
+            if args.ledger is not None:
+                counts = ledger_epoch_micro_batches(args.ledger, micro)
+            else:  # every epoch of the plan has as many (datacheck.model.order)
+                m0 = plan_epoch_micro_batches(index)
+                counts = None if m0 is None else (m0,)
+            if counts is not None and len(counts) == 1:
+                m = counts[0]
                 conv = replace(conv, epoch_micro_batches=m, source=f"{conv.source}; each epoch is {m} micro-batches "
                                f"({'the ledger' if args.ledger else 'the [batch] plan'}), its last optimizer step "
                                f"{m % micro} of them")
+            elif counts is not None:
+                conv = replace(conv, epoch_counts=counts, source=f"{conv.source}; epochs 0..{len(counts) - 1} are "
+                               f"{', '.join(map(str, counts))} micro-batches (the ledger; later ones as the last), "
+                               "each epoch's last optimizer step holding the remainder")
         res.join(conv)
         res.apply_fail_on(cfg, args.fail_on)
         tick.stage("auditing the rows of the steps")

@@ -44,7 +44,7 @@ from datacheck.trace.readers.fields import MAX_RANK, RANK_IN_NAME, BadValue, bou
 from datacheck.trace.readers.files import iter_lines, read_csv, read_jsonl, read_tensorboard
 from datacheck.trace.readers.hfstate import read_hf_state
 from datacheck.trace.readers.keyed import record_from_mapping
-from datacheck.trace.record import ReadStats, StepRecord, is_finite
+from datacheck.trace.record import EPOCH_STEP_NOTE, ReadStats, StepRecord, is_finite
 
 __all__ = ["FORMATS", "LINE_FORMATS", "LogFile", "sniff", "open_log", "split_rank_prefix"]
 
@@ -371,6 +371,8 @@ class LogFile:
         if name == pydict.NAME:
             return self._hf_record(got, n, rank, prev, ctx)
         first = got.pop("\0first", None)
+        if got.pop("\0epoch_step", None):
+            st.notes.add(EPOCH_STEP_NOTE)
         if st.first_step is None:
             if first is not None:
                 st.knows(*first)

@@ -105,6 +105,7 @@ def parse_line(text: str) -> dict[str, Any] | None:
         found[f] = int(v) if f in ("step", "rank") and v.is_integer() else v
     if "step" not in found and isinstance(found.get("epoch"), float) and found["epoch"].is_integer():
         found["step"] = int(found["epoch"])  # a loop that logs once per epoch
+        found["\0epoch_step"] = True
     metrics = [k for k in ("loss", "lr", "grad_norm", "eval", "loss_scale") if k in found]
     if "step" not in found or not (metrics or bad):
         return None

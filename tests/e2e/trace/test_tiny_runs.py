@@ -146,7 +146,7 @@ def test_planted_bad_row_is_data_with_its_rows(tmp_path):
     first = v["anomalies"][0]
     assert (first["class"], first["step"]) == ("data", first_nan)
     assert v["answers"]["rows"]["bad_rows"] == [bad]
-    assert f"4. the rows of that step: 8 row(s) in steps {first_nan}..{first_nan}; 1 fail a check: train.parquet row {bad} (global {bad}): " in text
+    assert f"4. the rows of that step: 8 row(s) in step {first_nan}; 1 fail a check: train.parquet row {bad} (global {bad}): " in text
     assert f"    evidence: train.parquet row {bad} (global {bad}): fails " in text
 
 

@@ -3,10 +3,11 @@ no trainer is assumed to count from 1, unless it logs step 0, which a count from
 optimizer step -1: then from 0. ``--first-step`` and a recognised trainer always win."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
-from conftest import run_cli
+from conftest import SHARED, run_cli
 from tracehelp import trace, write_jsonl
 
 from datacheck.model.errors import UsageError
@@ -99,3 +100,37 @@ def test_a_micro_batch_count_across_ragged_epochs():
         assert got == want
         assert [conv.log_step(k) for k in range(6)] == [first + x for x in (0, 2, 3, 5, 6, 8)]
         assert conv.to_dict()["epoch_micro_batches"] == m and "epoch n // 3" in conv.formula()
+
+
+def test_a_micro_batch_count_across_epochs_of_different_lengths():
+    """Epochs of 5, 3, 4 micro-batches (later ones as the last), 2 per optimizer step: each epoch's steps
+    are ceil(m / 2) with the last holding the remainder; log_step inverts optimizer_step."""
+    counts, ga = (5, 3, 4), 2
+    for first in (0, 1):
+        conv = replace(resolve_convention([], first, micro_batches=ga), epoch_counts=counts)
+        lens = [*counts, counts[-1]]  # a fourth epoch, as long as the last listed
+        want, base = [], 0
+        for m in lens:
+            want += [(base + j // ga, j % ga) for j in range(m)]
+            base += -(-m // ga)
+        got = [(conv.optimizer_step(n + first), conv.micro_batch(n + first)) for n in range(sum(lens))]
+        assert got == want
+        starts = [n for n in range(sum(lens)) if want[n][1] == 0]  # each optimizer step's first micro-batch
+        assert [conv.log_step(k) for k in range(base)] == [first + n for n in starts]
+        assert conv.to_dict()["epoch_counts"] == list(counts) and "epochs of 5, 3, 4" in conv.formula()
+
+
+def test_a_log_numbered_by_epochs_says_each_epoch_is_taken_as_one_step():
+    # PROVENANCE.md: gradnorm_tf#17 'epoch: N loss: X' lines, no step key
+    logs = SHARED / "logs"
+    if not logs.is_dir():
+        pytest.skip("shared logs not present")
+    src = logs / "issues/gradnorm_tf_17_epoch_loss_nan.txt"
+    assert all(ln.startswith("epoch: ") for ln in src.read_text().splitlines() if "loss" in ln)
+    js = json.loads(run_cli("trace", str(src), "--format", "json", "--no-progress").stdout)["result"]
+    assert "step_is_epoch" in js["logs"][0]["notes"]
+    assert "step number is the epoch it logs" in js["convention"]["source"]
+    assert "each epoch is taken as one optimizer step" in run_cli("trace", str(src), "--no-progress").stdout
+    stepped = json.loads(run_cli("trace", str(logs / "issues/mlx_examples_620_lora_loss_spike.txt"), "--format",
+                                 "json", "--no-progress").stdout)["result"]
+    assert "step_is_epoch" not in stepped["logs"][0]["notes"] and "epoch" not in stepped["convention"]["source"]

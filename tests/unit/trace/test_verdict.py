@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from conftest import SHARED, run_cli
 from peerlogs import gradsnitch_csv, gradsnitch_synthetic, trainproof_gallery
 from tracehelp import trace, verdict, write_jsonl
 
+from datacheck.trace.steps import resolve_convention
 from datacheck.trace.verdict import _evidence_line, verdict_text
 
 LOGS = SHARED / "logs"
@@ -206,3 +208,47 @@ def test_rank_less_records_beside_named_ranks_are_no_rank_of_their_own(tmp_path)
     ranks = verdict(res)["answers"]["ranks"]
     assert ranks["seen"] == ["rank 0", "rank 1"] and ranks["affected"] == ["rank 1"]
     assert ranks["answer"] == "rank 1 only (of 2)"
+
+
+def test_answer_3_places_a_nan_logged_at_an_interval_end_in_its_window_as_answer_1_does():
+    # PROVENANCE.md: mmengine 'Epoch(train) [1][N/735]': finite until iteration 230, grad_norm nan from 240
+    log = (LOGS / "issues/xtuner_187_mmengine_grad_norm_nan.txt").read_text()
+    its = [int(m.group(1)) for m in re.finditer(r"\[1\]\[\s*(\d+)/735\]", log)]
+    nan_at = 240
+    prev = max(i for i in its if i < nan_at)  # the last finite record
+    v = verdict(trace(LOGS / "issues/xtuner_187_mmengine_grad_norm_nan.txt"))
+    window = f"steps {prev + 1}..{nan_at} (logged every {nan_at - prev}: the first bad step is in this window)"
+    text = "\n".join(verdict_text(v))
+    assert f"1. from which step: steps {prev + 1}..{nan_at} (logged every {nan_at - prev})" in text
+    assert v["answers"]["nan_or_inf"]["answer"].startswith(f"NaN at {window} (grad_norm nan)")
+    a = next(x for x in v["anomalies"] if x["check"] == "log.non_finite")
+    assert f"non-finite at {window}" in a["next_experiment"] and f"trained from step {nan_at}" not in a["next_experiment"]
+
+
+def test_a_step_less_log_s_replay_names_the_step_that_the_record_logs():
+    v = verdict(trace(LOGS / "issues/modernbert_233_hf_trainer_grad_norm_nan.txt"))
+    assert "the fixed batch of the step that record 1 logs" in _first(v)["next_experiment"]
+
+
+def test_answer_4_of_a_step_less_log_says_why_no_rows_are_named_not_to_give_data(tmp_path):
+    # PROVENANCE.md: apex 'Gradient overflow. Skipping step' lines: no step number on any line
+    log = LOGS / "issues/apex_834_loss_scale_to_zero.txt"
+    res = trace(log)
+    res.join(resolve_convention(res.logs, None))
+    ans = verdict(res)["answers"]["rows"]["answer"]
+    assert "give --data" not in ans and ans.startswith(f"not looked at: record {res.first_bad['step']} carries no step")
+    assert "trace the run's log that prints the step" in ans
+    # the advice it replaces would be refused: --data cannot name rows from record numbers
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "p.jsonl").write_text("".join(json.dumps({"x": float(i), "label": i % 2}) + "\n" for i in range(8)))
+    (tmp_path / "dc.toml").write_text('[columns]\nfeatures = ["x"]\nlabel = "label"\n[batch]\nbatch_size = 2\n')
+    r = run_cli("trace", str(log), "--data", str(tmp_path / "d"), "--config", str(tmp_path / "dc.toml"), "--no-progress")
+    assert r.returncode == 2 and "cannot place the log's records on optimizer steps" in r.stderr
+
+
+def test_overfit_onset_s_step_is_the_last_good_one_not_without_one():
+    # PROVENANCE.md: nanoGPT validation loss lowest at step 1750 (2.1041), rising to 2.4492 at 5000
+    text = "\n".join(verdict_text(verdict(trace(LOGS / "nanogpt/output.log"))))
+    line = next(ln for ln in text.splitlines() if ln.startswith("1. "))
+    assert line.startswith("1. from which step: step 1750 (log.overfit_onset)")
+    assert "none before it" not in line and "last good step 1750 itself: the eval minimum" in line
