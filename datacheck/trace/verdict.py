@@ -56,6 +56,13 @@ RESUME_NEAR = 5
 _REPLAY = ("replay the fixed batch of step {step}{why} (--data ... --export rows.parquet, then "
            "datacheck.torch.replay_batch) in train mode, eval mode and fp32: all fine means mixed precision, "
            "backward or the optimizer; eval bad too means the weights or the input were already bad")
+#: the advice for an anomaly logged at the end of a logging interval that the data leg did not place:
+#: the first bad step is any of the window's, so one batch (the logged step's) may be a clean one
+_REPLAY_WINDOW = ("replay the fixed batches of steps {a}..{b} in order from the checkpoint before step {a} (the "
+                  "log's window: the first bad step is one of them; --data ... --step N --export rows.parquet for each, "
+                  "then datacheck.torch.replay_batch) in train mode, eval mode and fp32: the first that is not finite "
+                  "is the step; all fine means mixed precision, backward or the optimizer; eval bad too means the "
+                  "weights or the input were already bad")
 
 
 def _at(d: dict[str, Any]) -> str:
@@ -71,13 +78,19 @@ def _at(d: dict[str, Any]) -> str:
 def _replay(d: dict[str, Any]) -> str:
     """The replay advice for the anomaly ``d``: of the step whose batch to replay, ``d["replay_step"]``
     (the data leg's: the step whose batch holds the failing rows, or the update before a Lightning
-    log's first non-finite loss) with why it is not the anomaly's own step, else of ``d["step"]``."""
+    log's first non-finite loss) with why it is not the anomaly's own step, else of ``d["step"]``; for
+    an anomaly logged at the end of a logging interval (``d["window"]`` wider than one step) that the
+    data leg did not place, of every step of the window, in order (the logged step's batch alone may
+    be clean)."""
     step, rs = d.get("step"), d.get("replay_step")
     if d.get("step_unit") == RECORD:  # no step to replay until a log with step numbers names it
         return _REPLAY.format(step=step, why="").replace(
             f"of step {step}", f"of the step that record {step} logs (this log gives no step number: trace the run's log "
                                "that does, or place its records, to name it)", 1)
     if rs is None or rs == step:
+        w = d.get("window")
+        if w and w[0] != w[1]:  # logged at the end of an interval: any step of the window may be the bad one
+            return _REPLAY_WINDOW.format(a=w[0], b=w[1])
         return _REPLAY.format(step=step, why="")
     return _REPLAY.format(step=rs, why=f" ({d.get('replay_why')})")
 
@@ -85,8 +98,12 @@ def _replay(d: dict[str, Any]) -> str:
 def _next(cls: str, f: Finding, d: dict[str, Any]) -> str:
     step, good = d.get("step"), d.get("last_good_step")
     rs = d.get("replay_step", step)
-    before = f"the checkpoint before step {rs}" + (f" (last good step {good})" if good is not None and rs == step
-                                                   else "")
+    w = d.get("window")
+    windowed = rs in (None, step) and bool(w) and w[0] != w[1]
+    if windowed:  # logged at the end of an interval the data leg did not place: the window's first step
+        rs = w[0]
+    before = f"the checkpoint before step {rs}" + (f" (last good step {good})" if good is not None
+                                                   and (rs == step or windowed) else "")
     c = f.check
     if cls == "data":
         rows = d.get("bad_rows") or []

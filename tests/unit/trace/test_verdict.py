@@ -252,3 +252,18 @@ def test_overfit_onset_s_step_is_the_last_good_one_not_without_one():
     line = next(ln for ln in text.splitlines() if ln.startswith("1. "))
     assert line.startswith("1. from which step: step 1750 (log.overfit_onset)")
     assert "none before it" not in line and "last good step 1750 itself: the eval minimum" in line
+
+
+def test_a_nan_logged_at_an_interval_end_is_replayed_over_its_whole_window():
+    """xtuner#187 logs every 10 iterations (PROVENANCE.md: finite until 230, grad_norm nan at 240): the bad
+    step is any of 231..240, so the advice replays that window's batches from the checkpoint before its
+    first step, not the logged step's batch alone (which may be a clean one)."""
+    log = (LOGS / "issues/xtuner_187_mmengine_grad_norm_nan.txt").read_text()
+    its = [int(m.group(1)) for m in re.finditer(r"\[1\]\[\s*(\d+)/735\]", log)]
+    nan_at = 240
+    first = max(i for i in its if i < nan_at) + 1
+    a = next(x for x in verdict(trace(LOGS / "issues/xtuner_187_mmengine_grad_norm_nan.txt"))["anomalies"]
+             if x["check"] == "log.non_finite")
+    assert f"replay the fixed batches of steps {first}..{nan_at} in order from the checkpoint before step {first}" \
+        in a["next_experiment"]
+    assert f"replay the fixed batch of step {nan_at}" not in a["next_experiment"]
