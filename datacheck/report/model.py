@@ -6,12 +6,12 @@ rename; links written through, devices written in place) and deterministically
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datacheck.io.jsontext import dumps_sorted_indented
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.constants import REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
@@ -187,7 +187,7 @@ class Report:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return dumps_sorted_indented(self.to_dict()) + "\n"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "report") -> "Report":
