@@ -347,15 +347,17 @@ def _model_eos(folder: Path, given: str) -> int | None:
     """The eos id the folder's model files state (:data:`MODEL_EOS_FILES`, transformers' order):
     ``generation_config.json``'s ``eos_token_id`` when that file is there (config.json is then not
     read), else ``config.json``'s (top level, else its first :data:`_DECODER_SECTIONS` section that
-    sets it); None when the deciding file states none, or not one id (:func:`_one_id`).
-
-    Raises:
-        UsageError: a model file that is not a readable JSON object."""
+    sets it); None when the deciding file states none, or not one id (:func:`_one_id`), or is not a
+    readable JSON object (a fallback for the eos alone: a folder's unrelated or broken model file
+    never fails the audit; the eos then stays unset, and the checks that need it say so)."""
     for name in MODEL_EOS_FILES:
         f = folder / name
         if not f.is_file():
             continue
-        doc = _read_doc(f, given)
+        try:
+            doc = _read_doc(f, given)
+        except UsageError:
+            return None
         v = doc.get("eos_token_id")
         if v is None and name == "config.json":
             v = next((sec["eos_token_id"] for k in _DECODER_SECTIONS

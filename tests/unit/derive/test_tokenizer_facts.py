@@ -232,3 +232,14 @@ def test_a_declared_eos_is_not_replaced_by_the_model_files(tmp_path, tokenizer_c
     vocab = json.loads((GPT2 / "vocab.json").read_text())
     facts = tokenizer_facts(str(_hub_gpt2(tmp_path / "t", tokenizer_config__json=tokenizer_config)), "t")
     assert facts.ids.get("eos_token_id") == (vocab[expected] if expected else None)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json"])
+def test_a_model_file_that_is_no_json_object_gives_no_eos_and_no_error(tmp_path, text):
+    """Model files are read for the eos alone: a broken one leaves it unset (the checks that need it
+    say so) and never fails the audit, unlike a broken tokenizer declaration file."""
+    folder = _hub_gpt2(tmp_path / "t", generation_config__json=None)
+    (folder / "config.json").write_text(text)
+    facts = tokenizer_facts(str(folder), "t")
+    assert "eos_token_id" not in facts.ids
+    assert facts.vocab_size == len(json.loads((GPT2 / "vocab.json").read_text()))
