@@ -244,6 +244,17 @@ SPECIAL_ROLES = {"pad_token_id": "pad_token", "eos_token_id": "eos_token", "bos_
 #: them: ``tokenizer_config.json``, and ``special_tokens_map.json`` where the former has no
 #: ``added_tokens_decoder`` (transformers' legacy path, whose values then win)
 DECLARATION_FILES = ("tokenizer_config.json", "special_tokens_map.json")
+#: the model files beside a tokenizer (a Hub model folder, e.g. openai-community/gpt2) whose
+#: ``eos_token_id`` transformers' ``generate`` stops at, in the order transformers reads them:
+#: ``generation_config.json`` (``GenerationConfig.from_pretrained``), and only where that file is
+#: absent ``config.json`` (``GenerationConfig.from_pretrained(config_file_name="config.json",
+#: _from_model_config=True)``: transformers 5.x ``generation/utils.py``, the ``except OSError`` path
+#: of the model's generation-config load; ``GenerationConfig.from_model_config`` takes an unset value
+#: from its ``decoder`` / ``generator`` / ``text_config`` section). Read for the eos id only, and only
+#: where no :data:`DECLARATION_FILES` entry names an eos token (:func:`_model_eos`)
+MODEL_EOS_FILES = ("generation_config.json", "config.json")
+#: the sub-configs ``GenerationConfig.from_model_config`` reads an unset value from, in its order
+_DECODER_SECTIONS = ("decoder", "generator", "text_config")
 
 
 #: the SentencePiece model files of transformers' slow tokenizers (Llama/Mistral ``tokenizer.model``,
@@ -269,7 +280,8 @@ class TokenizerFacts:
             SentencePiece model (:data:`SENTENCEPIECE_FILES`): no fact is read from it.
         ids: the config keys of :data:`SPECIAL_ROLES` the tokenizer's files declare, with the id of
             the declared token (a role no file names, or a token not in the vocabulary, is absent:
-            GPT-2 declares no pad token and none is made up).
+            GPT-2 declares no pad token and none is made up); ``eos_token_id`` where no declaration
+            file names an eos token: the id the model files state (:func:`_model_eos`).
     """
 
     source: str
@@ -277,11 +289,29 @@ class TokenizerFacts:
     ids: dict[str, int]
 
 
-def _declared(folder: Path, given: str) -> dict[str, str]:
+def _read_doc(f: Path, given: str) -> dict[str, Any]:
+    """``f`` as a JSON object.
+
+    Raises:
+        UsageError: ``f`` is not a readable JSON object (the file and the reason)."""
+    try:
+        doc = read_json_file(f)
+    except (JsonInputError, OSError) as exc:
+        raise UsageError(f"[tokens] tokenizer = {given!r}: cannot read {f}: {exc}; fix or remove the file "
+                         "(it says which tokens are pad, eos and bos)") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"[tokens] tokenizer = {given!r}: {f} is not a JSON object; fix or remove the file "
+                         "(it says which tokens are pad, eos and bos)")
+    return doc
+
+
+def _declared(folder: Path, given: str) -> dict[str, str | None]:
     """The token text of each :data:`SPECIAL_ROLES` role the folder's :data:`DECLARATION_FILES` name
-    (a string, or an ``AddedToken`` dict's ``content``; an explicit null is no token), by
-    transformers' rule: ``tokenizer_config.json``, overridden by ``special_tokens_map.json`` when
-    the former has no ``added_tokens_decoder``. Neither file present: nothing is declared.
+    (a string, or an ``AddedToken`` dict's ``content``; None: an explicit null, no such token), by
+    transformers' rule (``PreTrainedTokenizerBase._from_pretrained``): ``tokenizer_config.json``,
+    overridden by ``special_tokens_map.json`` when the former has no ``added_tokens_decoder``. A role
+    neither file names is absent (transformers then takes its tokenizer class's default, which is not
+    guessed here). Neither file present: nothing is declared.
 
     Raises:
         UsageError: a declaration file that is not a readable JSON object (the file and the reason).
@@ -289,31 +319,51 @@ def _declared(folder: Path, given: str) -> dict[str, str]:
     docs: dict[str, dict[str, Any]] = {}
     for name in DECLARATION_FILES:
         f = folder / name
-        if not f.exists():
-            continue
-        try:
-            doc = read_json_file(f)
-        except (JsonInputError, OSError) as exc:
-            raise UsageError(f"[tokens] tokenizer = {given!r}: cannot read {f}: {exc}; fix or remove the file "
-                             "(it says which tokens are pad, eos and bos)") from None
-        if not isinstance(doc, dict):
-            raise UsageError(f"[tokens] tokenizer = {given!r}: {f} is not a JSON object; fix or remove the file "
-                             "(it says which tokens are pad, eos and bos)")
-        docs[name] = doc
+        if f.exists():
+            docs[name] = _read_doc(f, given)
     config = docs.get("tokenizer_config.json", {})
     layers = [config] + ([docs.get("special_tokens_map.json", {})] if "added_tokens_decoder" not in config else [])
-    out: dict[str, str] = {}
+    out: dict[str, str | None] = {}
     for key, field in SPECIAL_ROLES.items():
         for layer in layers:
             if field not in layer:
                 continue
             v = layer[field]
             text = v.get("content") if isinstance(v, dict) else v
-            if isinstance(text, str):
-                out[key] = text
-            else:
-                out.pop(key, None)  # null: the file says there is none
+            out[key] = text if isinstance(text, str) else None  # null: the file says there is none
     return out
+
+
+def _one_id(v: Any) -> int | None:
+    """An eos id as a model file states it: an integer, or a list of exactly one (JSON ``true`` is no
+    id); None for anything else, a list of several ids included (Llama 3's ``[128001, 128008, 128009]``:
+    no single eos is picked from it; ``[tokens] eot_token_ids`` is where such ids go)."""
+    if isinstance(v, list) and len(v) == 1:
+        v = v[0]
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _model_eos(folder: Path, given: str) -> int | None:
+    """The eos id the folder's model files state (:data:`MODEL_EOS_FILES`, transformers' order):
+    ``generation_config.json``'s ``eos_token_id`` when that file is there (config.json is then not
+    read), else ``config.json``'s (top level, else its first :data:`_DECODER_SECTIONS` section that
+    sets it); None when the deciding file states none, or not one id (:func:`_one_id`), or is not a
+    readable JSON object (a fallback for the eos alone: a folder's unrelated or broken model file
+    never fails the audit; the eos then stays unset, and the checks that need it say so)."""
+    for name in MODEL_EOS_FILES:
+        f = folder / name
+        if not f.is_file():
+            continue
+        try:
+            doc = _read_doc(f, given)
+        except UsageError:
+            return None
+        v = doc.get("eos_token_id")
+        if v is None and name == "config.json":
+            v = next((sec["eos_token_id"] for k in _DECODER_SECTIONS
+                      if isinstance(sec := doc.get(k), dict) and sec.get("eos_token_id") is not None), None)
+        return _one_id(v)
+    return None
 
 
 def tokenizer_facts(path: str, given: str) -> TokenizerFacts:
@@ -325,7 +375,13 @@ def tokenizer_facts(path: str, given: str) -> TokenizerFacts:
     :func:`datacheck.derive.tokfiles.tokenizer_file`'s rule; the roles from that folder's
     :data:`DECLARATION_FILES` (:func:`_declared`), each token looked up in the loaded vocabulary
     (added tokens included). A role transformers would take from a tokenizer class's defaults
-    when no file names it (GPT-2's ``<|endoftext|>``) is not guessed.
+    when no file names it (GPT-2's ``<|endoftext|>``) is not guessed. The eos id only, where
+    neither declaration file names an eos token (nor says null), is taken from the model files
+    beside the tokenizer (:data:`MODEL_EOS_FILES`: a Hub model folder such as GPT-2's, whose
+    ``tokenizer_config.json`` is ``{"model_max_length": 1024}`` and whose ``config.json`` and
+    ``generation_config.json`` say ``"eos_token_id": 50256``), when it is one id inside the
+    vocabulary (``tokenizer.json``'s ``added_tokens`` mark tokens special but name no role, so
+    they decide nothing: transformers maps them to a role only once the role is named).
 
     Args:
         path: the tokenizer file or folder, anchored at the config's folder
@@ -374,10 +430,15 @@ def _facts_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: str) -
                          "tokenizer there with tokenizer.save_pretrained(folder) (it writes tokenizer.json)")
     view = load_tokenizer(folder, named=named)
     ids = {}
-    for key, text in _declared(folder, given).items():
-        i = view.tokenizer.token_to_id(text)
+    declared = _declared(folder, given)
+    for key, text in declared.items():
+        i = view.tokenizer.token_to_id(text) if text is not None else None
         if i is not None:
             ids[key] = int(i)
+    if "eos_token_id" not in declared:
+        eos = _model_eos(folder, given)
+        if eos is not None and 0 <= eos < view.vocab_size:
+            ids["eos_token_id"] = eos
     return TokenizerFacts(source=view.source, vocab_size=view.vocab_size, ids=ids)
 
 

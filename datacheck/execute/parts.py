@@ -33,7 +33,7 @@ import polars as pl
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.execute.audit import audit_prepared
+from datacheck.execute.audit import audit_prepared, reading_of
 from datacheck.execute.cache import EncodeError, code_fingerprint, encode_results
 from datacheck.execute.setup import AuditOptions, prepare_audit
 from datacheck.io.discover import Discovery
@@ -153,6 +153,9 @@ def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int
                                            "in 'datacheck merge' over all parts")))
     report = build_report(cfg, results, [], skipped, opts.fail_on, config_path=opts.config_path,
                           ignored=disc.ignored_data, allow_check_errors=opts.allow_check_errors)
+    # how this part got its shards' results (never in the JSON): the CLI's text summary says it as a
+    # single-job audit does
+    report = dataclasses.replace(report, reading=reading_of(len(mine.shards), setup.cache))
     meta = {
         "kind": PART_KIND,
         "num_parts": num_parts,

@@ -119,21 +119,30 @@ R_MISSING = "NA"
 
 
 def _number_with_missing(s: pl.Series) -> pl.DataType | None:
-    """The dtype of a String CSV column (one chunk) some cells of which are :data:`R_MISSING` and
-    every other non-null value a number: Int64 when they are all integers, else Float64
-    (:func:`_number_column`'s spellings); None when no cell is ``NA``, when only ``NA`` and nulls are
-    there (the chunk says nothing of the dtype), or when another value is text. An R export with one
-    missing feature (``NA``) otherwise made the whole numeric column text: the tabular layout unseen,
-    the column no feature, its NaNs unchecked."""
+    """The dtype of a String CSV column (one chunk, ``s.name`` its column) some cells of which are
+    :data:`R_MISSING` and every other non-null value a number: the dtype polars' own inference gives
+    the column with those cells empty (the null they are read as), with :func:`_number_column`'s
+    spellings of NaN and infinity (Int64, Int128 for integers beyond Int64's range, Float64); None
+    when no cell is ``NA``, when only ``NA`` and nulls are there (the chunk says nothing of the
+    dtype), or when another value is text. An R export with one missing feature (``NA``) otherwise
+    made the whole numeric column text: the tabular layout unseen, the column no feature, its NaNs
+    unchecked. A column of 64-bit IDs beyond Int64 (``12345678901234567890``) with an ``NA`` is
+    Int128, as it is without the ``NA``: read as Float64, whose 53-bit significand (IEEE 754
+    binary64) holds integers exactly only up to 2**53, distinct IDs became one value (a row differing
+    from another only by its ID read as its duplicate).
+
+    Raises:
+        polars.exceptions.PolarsError: polars infers a dtype a cell cannot be parsed as (an integer
+            beyond 128 bits), as it does for the column without the ``NA`` cells."""
     na = s == R_MISSING
     if not na.any():
         return None
-    rest = s.filter(~na.fill_null(False))
-    if rest.null_count() == rest.len():
+    cells = s.set(na.fill_null(False), None)
+    if cells.null_count() == cells.len():
         return None
-    if rest.str.strip_chars().cast(pl.Int64, strict=False).null_count() == rest.null_count():
-        return pl.Int64
-    dt = _number_column(rest)
+    again = pl.read_csv(_serialise([s.name], [[v] for v in cells.fill_null("").to_list()]),
+                        infer_schema_length=None, null_values=[""], try_parse_dates=False).to_series()
+    dt = _number_column(again)
     return dt if dt != pl.String else None
 
 
@@ -422,7 +431,10 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
         for i, s in enumerate(df.get_columns()):
             if s.dtype == pl.String and cols[i] not in string_columns and (s == R_MISSING).any():
                 na_cols.add(i)  # R's NA cells: read as null where the column turns out numeric
-                dt = _number_with_missing(s)
+                try:
+                    dt = _number_with_missing(s)
+                except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+                    raise _refusal(exc, cols, chunk, chunk_lines) from None
                 if dt is not None:
                     seen.setdefault(i, []).append(dt)
                     continue

@@ -190,7 +190,8 @@ class TokensSection(_Section):
                                             description="end-of-turn ids (default: [eos_token_id])")
     tokenizer: str | None = Field(default=None, description="a tokenizer file or folder, found as inspect --tokenizer finds it: "
                                   "vocab_size (its ids, added tokens included) and pad/eos/bos_token_id (the tokens its "
-                                  "tokenizer_config.json / special_tokens_map.json declare) when unset here; a vocab_size "
+                                  "tokenizer_config.json / special_tokens_map.json declare; an eos they name none of from "
+                                  "generation_config.json, else config.json) when unset here; a vocab_size "
                                   "below its count is an error; its chat template renders messages and preference pairs")
 
     @field_validator("tokenizer")

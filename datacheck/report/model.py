@@ -108,12 +108,12 @@ class Report:
     #: ``{"tokenizer": path as written, "facts": {"vocab_size": ..., "pad_token_id": ...}}``
     #: (:attr:`datacheck.model.config.Config.tokenizer_facts`); None (no key in the JSON) when none was
     tokenizer_facts: dict[str, Any] | None = None
-    #: how this run got the shards' results, set by the single-job audit
-    #: (:func:`datacheck.execute.audit.reading_of`): ``{"shards": N, "read": r, "from_cache": c}``
+    #: how this run got the shards' results, set by the single-job audit and by a part audit (its
+    #: part's shards) (:func:`datacheck.execute.audit.reading_of`): ``{"shards": N, "read": r, "from_cache": c}``
     #: (``from_cache`` None: no cache). Never in the JSON: the report describes the data, and identical
     #: data gives the same report byte for byte (``created_at`` aside) whether its shards were read or
     #: answered from the cache (docs/ci.md); the CLI's text summary shows it. None: not known (a
-    #: report read back from JSON, a merged or part report).
+    #: report read back from JSON, a merged report).
     reading: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property

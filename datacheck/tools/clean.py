@@ -32,7 +32,8 @@ eval/test split whose content occurs in the training split (the training row sta
 ``dup.shard`` every shard whose bytes equal an earlier shard's (sorted path order: the first stays;
 the duplicate's rows all go to the quarantine and the shard is not written; the kept shards of a
 complete numbered set ``NAME-0000k-of-0000N`` are then renumbered 0..M-1 of M, so the copy has no
-``index.numbering_gap``: ``ShardClean.written_as``, :func:`_renumbering`). The dataset-level
+``index.numbering_gap``: ``ShardClean.written_as``, :func:`_renumbering`; in a ``save_to_disk`` folder
+its ``state.json`` lists them under their new names). The dataset-level
 rows are computed after the row-level drops are known: a leak whose training row is dropped anyway
 is gone, and an eval row is not dropped for it. Every other dataset-level finding (and a duplicate
 check that was not chosen) is reported as left in place (:class:`LeftInPlace`), with the rows it
@@ -421,14 +422,17 @@ def _json_out(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8")
 
 
-def _hf_metadata(root: Path, stage: Path, kept_rows: dict[str, int]) -> list[str]:
+def _hf_metadata(root: Path, stage: Path, kept_rows: dict[str, int], renamed: dict[str, str]) -> list[str]:
     """Write the Hugging Face ``save_to_disk`` metadata of the cleaned splits into ``stage``.
 
     For each folder under ``root`` whose ``state.json`` lists ``_data_files`` (a split saved with
     ``Dataset.save_to_disk``) and of which at least one listed file was written:
 
     - ``state.json``: as in the input, with ``_data_files`` reduced to the listed files that were
-      written (an unreadable shard is not copied, so it is not listed);
+      written (an unreadable shard is not copied, so it is not listed; nor is a duplicate shard of
+      ``--drop dup.shard``), each under the name it was written as (``renamed``: a renumbered shard's
+      entry keeps its place in the list and its other keys, its ``filename`` is the new name), so that
+      ``datasets.load_from_disk`` opens exactly the files of the copy, in the input's order;
     - ``dataset_info.json``: as in the input, with ``splits.<split>.num_examples`` set to the kept
       rows of that split, for every split of the same ``DatasetDict`` that was cleaned here (the
       split is ``state.json`` ``_split``, else the folder name); copied unchanged when it is not a
@@ -440,6 +444,8 @@ def _hf_metadata(root: Path, stage: Path, kept_rows: dict[str, int]) -> list[str
         root: the audited input root (relative shard paths are relative to it).
         stage: the output folder being written.
         kept_rows: {relative shard path: rows written to the cleaned shard}, for every shard written.
+        renamed: {relative input path: relative path in the copy} of the renumbered shards
+            (:func:`_renumbering`).
 
     Returns:
         The metadata files written, as POSIX paths relative to ``stage`` (sorted).
@@ -462,7 +468,9 @@ def _hf_metadata(root: Path, stage: Path, kept_rows: dict[str, int]) -> list[str
         split = st.split or here.name
         parent = Path(rel).parent.as_posix() if rel != "." else ".."
         counts[(parent, split)] = sum(kept_rows[prefix + name] for _f, name in listed)
-        splits.append((rel, here, {**st.state, "_data_files": [f for f, _name in listed]}, split))
+        files = [f if prefix + name not in renamed else {**f, "filename": renamed[prefix + name].rpartition("/")[2]}
+                 for f, name in listed]
+        splits.append((rel, here, {**st.state, "_data_files": files}, split))
     written: list[str] = []
 
     def put(rel_path: str, data: bytes) -> None:
@@ -635,8 +643,8 @@ def _set_of(rel: str) -> tuple[str, str, str] | None:
     return None if m is None else (folder, m["prefix"], m["suffix"])
 
 
-def _renumbering(inputs: list[str], duplicates: dict[str, str], kept: list[str], input_gaps: list[Finding],
-                 root: Path | None) -> dict[str, str]:
+def _renumbering(inputs: list[str], duplicates: dict[str, str], kept: list[str], input_gaps: list[Finding]
+                 ) -> dict[str, str]:
     """{input path: path in the copy} of the kept shards to rename so that a numbered shard set
     (``NAME-0000k-of-0000N``, :data:`~datacheck.checks.index.SHARD_NAME`) stays complete once its
     duplicate shards (``duplicates``, ``--drop dup.shard``) are not copied: the kept shards of the set,
@@ -647,10 +655,10 @@ def _renumbering(inputs: list[str], duplicates: dict[str, str], kept: list[str],
     A set is renumbered only when the input held it complete (every k in [0, N) audited, one N, no
     ``index.numbering_gap`` of the input on it: a gap the input already had stays, reported as left
     in place), every shard of it is written or a dropped duplicate (an unreadable shard, not copied,
-    leaves its gap: renumbering would hide the missing data) and its folder is no Hugging Face ``save_to_disk`` folder (its ``state.json`` lists the
-    file names; the gap is then reported as left in place). ``inputs``: every audited shard path (relative);
-    ``kept``: the shards written; ``input_gaps``: the input's ``index.numbering_gap`` findings;
-    ``root``: the input root (None: an object store)."""
+    leaves its gap: renumbering would hide the missing data). A Hugging Face ``save_to_disk`` folder
+    (``data-0000k-of-0000N.arrow``) is renumbered alike: its ``state.json`` is written with the new
+    names (:func:`_hf_metadata`). ``inputs``: every audited shard path (relative); ``kept``: the shards
+    written; ``input_gaps``: the input's ``index.numbering_gap`` findings."""
     groups: dict[tuple[str, str, str], dict[int, tuple[str, int, re.Match[str]]]] = {}
     counts: dict[tuple[str, str, str], set[int]] = {}
     for rel in inputs:
@@ -673,8 +681,6 @@ def _renumbering(inputs: list[str], duplicates: dict[str, str], kept: list[str],
         if not any(rel in duplicates for rel, _n, _m in by_i.values()) \
                 or not all(rel in duplicates or rel in kept_set for rel, _n, _m in by_i.values()):
             continue  # no duplicate dropped, or a shard not copied (unreadable): its gap must stay seen
-        if root is not None and (root / folder / "state.json").is_file():
-            continue
         left = [by_i[i] for i in sorted(by_i) if by_i[i][0] in kept_set]
         total = len(left)
         for j, (rel, _n, m) in enumerate(left):
@@ -871,7 +877,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
             written.append((ds.rel, got.kept_rows))
         tick("writing the data index", steps, steps)
         renamed = _renumbering([ds.rel for ds in disc.shards], duplicates, [rel for rel, _ in written],
-                               [f for f in dataset if f.check == "index.numbering_gap"], root)
+                               [f for f in dataset if f.check == "index.numbering_gap"])
         for sc in results:
             if sc.path in renamed:
                 os.replace(stage / sc.path, stage / renamed[sc.path])
@@ -886,7 +892,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                               [renamed.get(rel, rel) for rel, _ in written], renamed)
         left += _shard_findings_left(report.shards, audited, drop_ids, removed, duplicates)
         left += _emptied(cfg, results) + _bad_records_left(cfg, results)
-        metadata = _hf_metadata(disc.root, stage, dict(written))
+        metadata = _hf_metadata(disc.root, stage, dict(written), renamed)
         index = _output_index(stage, [(renamed.get(rel, rel), n) for rel, n in written])
         write_index(index, stage / INDEX_NAME)
         if spill is not None:

@@ -95,3 +95,40 @@ def test_json_output_is_the_report_without_counts(tmp_path):
     a, b = run_cli("audit", str(d), *flags), run_cli("audit", str(d), *flags)
     assert blank(a.stdout) == blank(b.stdout)
     assert "from_cache" not in a.stdout and "reading" not in json.loads(a.stdout)
+
+
+def test_each_part_of_a_split_audit_says_what_it_read(tmp_path):
+    """``--num-parts 2 --part K``: each part's text summary has the cache line of its own shards; over
+    both parts the counts add up to the folder's (every shard read once, then only the changed one),
+    and each part report is the same with the cache as without (``created_at`` aside)."""
+    d = tmp_path / "shards"
+    d.mkdir()
+    n = 5
+    for k in range(n):
+        write_shard(d / f"s-{k}.parquet", k)
+    flags = ["--cache-dir", str(tmp_path / "cache"), "--report-dir", str(tmp_path / "r"), "--no-progress",
+             "--num-parts", "2"]
+
+    def parts(run: int, *extra: str) -> list[tuple[int, int, int | None]]:
+        got = []
+        for part in (0, 1):
+            p = run_cli("audit", str(d), *flags, "--part", str(part), "-o", str(tmp_path / f"p{part}-{run}.json"),
+                        *extra)
+            assert p.returncode == 0, p.stderr
+            got.append(counts(p.stdout))
+        return got
+
+    first = parts(1)
+    assert sum(s for s, _r, _c in first) == n and all(s >= 1 for s, _r, _c in first)
+    assert [(r, c) for s, r, c in first] == [(s, 0) for s, _r, _c in first]  # an empty cache: all read
+    write_shard(d / "s-3.parquet", 3, variant="b")  # one shard changed
+    second = parts(2)
+    assert [s for s, _r, _c in second] == [s for s, _r, _c in first]
+    assert sum(r for _s, r, _c in second) == 1 and sum(c or 0 for _s, _r, c in second) == n - 1
+    (tmp_path / "fresh").mkdir()
+    for part in (0, 1):  # the part report holds no count: the same as a part audit without a cache
+        fresh = tmp_path / "fresh" / f"p{part}-2.json"  # the same name: the report names its sidecar
+        nocache = run_cli("audit", str(d), "--no-cache", "--report-dir", str(tmp_path / "q"), "--no-progress",
+                          "--num-parts", "2", "--part", str(part), "-o", str(fresh))
+        assert not LINE.search(nocache.stdout)
+        assert blank((tmp_path / f"p{part}-2.json").read_text()) == blank(fresh.read_text())

@@ -141,3 +141,105 @@ def test_a_sentencepiece_only_folder_gives_no_fact_and_no_error(tmp_path):
     cfg = Config.model_validate({"tokens": {"tokenizer": str(folder)}})
     out = with_tokenizer_facts(cfg)
     assert out.tokens.vocab_size is None and out.tokens.eos_token_id is None
+
+
+# ------------------------------------------------------------------- GPT-2 as on the Hub: eos in its model files
+#: openai-community/gpt2's files beside its tokenizer, as the Hub has them (the keys that matter here):
+#: tokenizer_config.json names no token; config.json and generation_config.json state the eos id
+HUB_GPT2 = {
+    "tokenizer_config.json": {"model_max_length": 1024},
+    "config.json": {"architectures": ["GPT2LMHeadModel"], "bos_token_id": 50256, "eos_token_id": 50256,
+                    "model_type": "gpt2", "n_ctx": 1024, "vocab_size": 50257},
+    "generation_config.json": {"_from_model_config": True, "bos_token_id": 50256, "eos_token_id": 50256,
+                               "transformers_version": "4.26.0.dev0"},
+}
+
+
+def _hub_gpt2(dest: Path, **docs: object) -> Path:
+    """A GPT-2 folder as on the Hub: vocab.json + merges.txt, a tokenizer.json built from them with
+    ``<|endoftext|>`` as its one added special token, and :data:`HUB_GPT2` with ``docs`` replacing
+    files (a value None removes the file)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    files = {**HUB_GPT2, **{k.replace("__", "."): v for k, v in docs.items()}}
+    folder = _gpt2_copy(dest, {k: v for k, v in files.items() if v is not None})
+    tok = Tokenizer(models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt")))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def _transformers_eos(folder: Path) -> int | list[int] | None:
+    """Reference: the eos id transformers' generate stops at for a model loaded from ``folder``, as
+    ``PreTrainedModel.from_pretrained`` loads its generation config (generation/utils.py: the file,
+    else config.json)."""
+    from transformers import GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(str(folder)).eos_token_id
+    except OSError:
+        return GenerationConfig.from_pretrained(str(folder), config_file_name="config.json",
+                                                _from_model_config=True).eos_token_id
+
+
+def test_hub_gpt2_folder_gives_the_eos_its_model_files_state(tmp_path):
+    pytest.importorskip("transformers")
+    vocab = json.loads((GPT2 / "vocab.json").read_text())
+    folder = _hub_gpt2(tmp_path / "gpt2")
+    added = json.loads((folder / "tokenizer.json").read_text())["added_tokens"]
+    assert [(t["content"], t["id"], t["special"]) for t in added] == [("<|endoftext|>", vocab["<|endoftext|>"], True)]
+    facts = tokenizer_facts(str(folder), "gpt2")
+    assert facts.vocab_size == len(vocab) == 50257
+    # PROVENANCE.md: EOS id 50256; the eos alone (bos from a model file and a pad are not taken)
+    assert facts.ids == {"eos_token_id": _transformers_eos(folder)} == {"eos_token_id": 50256}
+    assert with_tokenizer_facts(Config.model_validate({"tokens": {"tokenizer": str(folder)}})).tokens.eos_token_id \
+        == vocab["<|endoftext|>"]
+
+
+@pytest.mark.parametrize(("docs", "expected"), [
+    # no generation_config.json: config.json decides (from the model config, as transformers falls back)
+    ({"generation_config__json": None}, "<|endoftext|>"),
+    # generation_config.json is there: it decides, config.json is not read
+    ({"generation_config__json": {"eos_token_id": 13}}, 13),
+    ({"generation_config__json": {"bos_token_id": 50256}}, None),
+    # a list of one id is that id; a list of several is no single eos (none picked)
+    ({"generation_config__json": {"eos_token_id": [50256]}}, "<|endoftext|>"),
+    ({"generation_config__json": {"eos_token_id": [13, 50256]}}, None),
+    # a config whose text model holds it (multimodal configs: text_config), read as from_model_config does
+    ({"generation_config__json": None, "config__json": {"text_config": {"eos_token_id": 50256}}}, "<|endoftext|>"),
+    # an id outside the vocabulary is no id
+    ({"generation_config__json": {"eos_token_id": 60000}}, None),
+])
+def test_model_file_eos_follows_transformers_order(tmp_path, docs, expected):
+    pytest.importorskip("transformers")
+    vocab = json.loads((GPT2 / "vocab.json").read_text())
+    folder = _hub_gpt2(tmp_path / "t", **docs)
+    ref = _transformers_eos(folder)
+    facts = tokenizer_facts(str(folder), "t")
+    want = vocab[expected] if isinstance(expected, str) else expected
+    assert facts.ids.get("eos_token_id") == want
+    if want is not None:  # transformers stops at the same id
+        assert ref in (want, [want])
+
+
+@pytest.mark.parametrize(("tokenizer_config", "expected"), [
+    ({"eos_token": "!"}, "!"),  # the tokenizer's own declaration wins over the model files
+    ({"eos_token": None}, None),  # an explicit null: the tokenizer says it has none
+])
+def test_a_declared_eos_is_not_replaced_by_the_model_files(tmp_path, tokenizer_config, expected):
+    vocab = json.loads((GPT2 / "vocab.json").read_text())
+    facts = tokenizer_facts(str(_hub_gpt2(tmp_path / "t", tokenizer_config__json=tokenizer_config)), "t")
+    assert facts.ids.get("eos_token_id") == (vocab[expected] if expected else None)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json"])
+def test_a_model_file_that_is_no_json_object_gives_no_eos_and_no_error(tmp_path, text):
+    """Model files are read for the eos alone: a broken one leaves it unset (the checks that need it
+    say so) and never fails the audit, unlike a broken tokenizer declaration file."""
+    folder = _hub_gpt2(tmp_path / "t", generation_config__json=None)
+    (folder / "config.json").write_text(text)
+    facts = tokenizer_facts(str(folder), "t")
+    assert "eos_token_id" not in facts.ids
+    assert facts.vocab_size == len(json.loads((GPT2 / "vocab.json").read_text()))

@@ -9,6 +9,7 @@ import csv
 import random
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,3 +102,65 @@ def test_columns_read_as_the_reference(tmp_path_factory, cells):
         return
     assert got.dtype == (pl.Int64 if kind == "int" else pl.Float64)
     assert got.to_list() == want
+
+
+# ------------------------------------------------------------- integers beyond Int64 (64-bit IDs) beside NA
+def _emptied(path, out):
+    """``path`` with every ``NA`` cell written as the empty cell (the null polars reads)."""
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    return _write(out, rows[0], [["" if c == "NA" else c for c in r] for r in rows[1:]])
+
+
+def test_big_integer_ids_beside_na_keep_every_digit(tmp_path):
+    """An R-style export of 64-bit IDs (beyond Int64, as unsigned 64-bit hashes are) with one ``NA``:
+    read as Float64 they lost their last digits (binary64 holds integers exactly to 2**53), so rows 1
+    and 2, which differ only by ID, read as one row repeated: a false dup.exact_in_shard."""
+    ids = ["12345678901234567890", "NA", "12345678901234567891", "12345678901234567892"]
+    rows = [[ids[0], 0.25, 0], [ids[1], 0.5, 1], [ids[2], 0.75, 0], [ids[3], 0.75, 0]]
+    assert float(ids[2]) == float(ids[3]) and int(ids[2]) != int(ids[3])  # what Float64 made of them
+    assert int(ids[0]) > 2**63 - 1  # beyond Int64
+    path = _write(tmp_path / "d.csv", ["id", "x", "label"], rows)
+    df = _frame(path)
+    assert df.schema["id"] == pl.Int128
+    assert df["id"].to_list() == [None if c == "NA" else int(c) for c in ids]
+    rep = datacheck.audit([str(path)], workers=1)
+    assert [f.check for f in rep.findings if f.check.startswith("dup.")] == []
+    # the same as the file with the NA cell empty, which polars reads alike
+    plain = pl.read_csv(_emptied(path, tmp_path / "e.csv"), infer_schema_length=None)
+    assert df.equals(plain)
+
+
+def test_an_integer_beyond_128_bits_beside_na_is_refused_as_without_it(tmp_path):
+    from datacheck.io.shardbytes import Unreadable
+
+    big = str(2**130)
+    rows = [["1", 0], ["NA", 1], [big, 0]]
+    path = _write(tmp_path / "d.csv", ["id", "label"], rows)
+    with pytest.raises(Unreadable) as with_na:
+        _frame(path)
+    with pytest.raises(Unreadable) as without:
+        _frame(_emptied(path, tmp_path / "e.csv"))
+    line = 2 + [r[0] for r in rows].index(big)  # 1-based, after the header
+    assert str(with_na.value) == str(without.value)
+    assert str(with_na.value).startswith(f"line {line}, column 'id': {big} cannot be read as a number")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.just("NA"), st.just(""), st.integers(-(2**126), 2**126).map(str),
+                          st.floats(-1e6, 1e6, allow_nan=False).map(repr)), min_size=1, max_size=30))
+def test_a_column_with_na_reads_as_polars_reads_it_with_the_cells_empty(tmp_path_factory, cells):
+    """Reference: polars' own inference and values over the same file with the ``NA`` cells empty,
+    except that a column polars leaves text although every cell is a number (an integer beyond Int64
+    beside a decimal: polars' inference has no common type for i128 and f64) is Float64, each value
+    as Python's ``float`` reads its text (the CSV reader's documented rule, as without ``NA``)."""
+    if all(c in ("NA", "") for c in cells):
+        return  # only NA and empty cells: no type said (test_a_column_of_only_na_keeps_its_cells)
+    d = tmp_path_factory.mktemp("p")
+    path = _write(d / "d.csv", ["c", "k"], [[c, 1] for c in cells])
+    ref = pl.read_csv(_emptied(path, d / "e.csv"), infer_schema_length=None)["c"]
+    want_dtype, want = ref.dtype, ref.to_list()
+    if ref.dtype == pl.String:  # every cell here is a number: the Float64 rule
+        want_dtype, want = pl.Float64, [None if c in ("NA", "") else float(c) for c in cells]
+    got = _frame(path)["c"]
+    assert got.dtype == want_dtype and got.to_list() == want

@@ -162,3 +162,32 @@ def test_cli_clean_accepts_no_progress(tmp_path):
     p = run_cli("clean", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--no-progress")
     assert p.returncode == 0, p.stderr
     assert "total: 1 in = 1 kept + 0 quarantined" in p.stdout
+
+
+def test_drop_dup_shard_renumbers_a_save_to_disk_split_that_load_from_disk_opens(tmp_path):
+    """A ``DatasetDict.save_to_disk`` folder whose train shard 1 of 0..2 repeats shard 0's bytes (a
+    re-upload): ``--drop dup.shard`` writes the kept shards 0 and 2 as 0..1 of 2, ``state.json`` lists
+    them under those names, and ``datasets.load_from_disk`` opens the copy with the kept rows, in order."""
+    datasets = pytest.importorskip("datasets")
+    src = tmp_path / "dd"
+    train = datasets.Dataset.from_dict({"text": [f"train row {i}" for i in range(6)], "label": [0, 1, 0, 1, 1, 0]})
+    test = datasets.Dataset.from_dict({"text": ["test row a", "test row b"], "label": [1, 0]})
+    datasets.DatasetDict({"train": train, "test": test}).save_to_disk(str(src), num_shards={"train": 3, "test": 1})
+    shard = [src / "train" / f"data-0000{k}-of-00003.arrow" for k in range(3)]
+    shutil.copyfile(shard[0], shard[1])
+    # reference: what the copy must hold, read from the input files (shard 1 is shard 0's bytes)
+    want = _stream(shard[0]).to_pylist() + _stream(shard[2]).to_pylist()
+    res = clean([str(src)], tmp_path / "out", config_from_dict({}), drop=["dup.shard"])
+    out = res.out
+    names = [f"data-{j:05d}-of-{2:05d}.arrow" for j in range(2)]
+    assert sorted(p.name for p in (out / "train").glob("*.arrow")) == names
+    assert json.loads((out / "train" / "state.json").read_text())["_data_files"] == [{"filename": n} for n in names]
+    loaded = datasets.load_from_disk(str(out))
+    assert loaded["train"].to_list() == want
+    assert loaded["test"].to_list() == test.to_list()
+    # the copy passes the gate on the shipped list and the numbering
+    import datacheck
+
+    again = datacheck.audit([str(out)], config_from_dict({}), workers=1)
+    assert [f.check for f in again.dataset_findings if f.check.startswith(("index.", "dup.shard"))] == []
+    assert [x.check for x in res.left_in_place if x.check.startswith("index.")] == []
