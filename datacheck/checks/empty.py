@@ -16,7 +16,7 @@ from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import inner_dtype, is_list, token_id_columns
 
-__all__ = ["empty_text", "empty_sequence", "all_padding", "no_supervised_tokens", "BLANK_CHARS", "ZERO_WIDTH"]
+__all__ = ["empty_text", "empty_sequence", "all_padding", "no_supervised_tokens", "BLANK_CHARS", "ZERO_WIDTH", "blank_text"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -36,6 +36,13 @@ _NON_BLANK = "[^\\s" + ZERO_WIDTH + "]"
 def _blank(e: pl.Expr) -> pl.Expr:
     """Per string: no character other than :data:`BLANK_CHARS` (True for ``""``; null for null)."""
     return e.str.contains(_NON_BLANK).not_()
+
+
+def blank_text(e: pl.Expr) -> pl.Expr:
+    """Per string (Boolean, never null): ``empty.text``'s rule for a text that says nothing: null,
+    ``""`` or only :data:`BLANK_CHARS` (the dup.* checks leave such rows to it:
+    :mod:`datacheck.checks.dup.blank`)."""
+    return e.is_null() | _blank(e)
 
 
 def _all_zero(col: str, dtype: pl.DataType) -> pl.Expr:
@@ -63,7 +70,7 @@ def empty_text(ctx: ShardContext) -> Iterable[ShardItem]:
             c = pl.col(col)
             blank = _blank(c)
             yield RowCheck(
-                check="empty.text", column=col, fails=c.is_null() | blank, example=c, not_retyped=col,
+                check="empty.text", column=col, fails=blank_text(c), example=c, not_retyped=col,
                 details={"null": c.is_null().sum(), "empty": (c.str.len_bytes() == 0).sum(),
                          "whitespace_only": ((c.str.len_bytes() > 0) & blank).sum()},
                 details_merge={"null": sum_parts, "empty": sum_parts, "whitespace_only": sum_parts},

@@ -33,7 +33,7 @@ from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import INT64_MAX, INT64_MIN, is_list, seq2seq_layout
 from datacheck.model.stats import LabelCounts
 
-__all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes", "binary_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
+__all__ = ["out_of_range", "unexpected_sentinel", "label_null", "label_stats", "unseen_class", "index_classes", "BOOL_CLASSES", "binary_out_of_range", "shift_mismatch", "SHIFT_MATCH_SHARE"]
 
 #: the read path's derivations this family reads: the token columns a chat template's rendering
 #: gives (``[tokens] tokenizer``)
@@ -81,6 +81,11 @@ def _fmt_label_counts(vc: Any, names: list | None, limit: int = 5) -> str:
     return ", ".join(f"{_fmt_label(v, names)} x{c}" for v, c in pairs[:limit]) + (" ..." if len(pairs) > limit else "")
 
 
+#: the classes of a Boolean class label, by its dtype: False and True, read as classes 0 and 1 (the
+#: value a loss or a collator sees: ``int(True) == 1``), e.g. TRL's KTO rows (``label``: desirable)
+BOOL_CLASSES = 2
+
+
 def index_classes(classes: Any, dtype: pl.DataType) -> bool:
     """True when integer labels index into ``classes`` (Hugging Face ``ClassLabel``): the classes are
     names (strings) and the label column holds numbers (integer, or float as pandas stores them)."""
@@ -100,7 +105,8 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         for cid in ("labels.unexpected_sentinel", "labels.out_of_range"):
             yield Skipped(cid, bad_dtype.skip_reason)
         return
-    if t == pl.Boolean:
+    boolean = t == pl.Boolean
+    if boolean:
         c = c.cast(pl.Int8)  # a boolean class label is class 0 / 1
         t = pl.Int8
     numeric = t.is_numeric()
@@ -141,6 +147,8 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         return
     elif lab.num_classes is not None:
         k = lab.num_classes
+    elif boolean:  # two classes by the dtype: no fact to ask for
+        k = BOOL_CLASSES
     else:
         yield Skipped("labels.out_of_range", f"no [labels] num_classes or classes for label column {col!r}")
         return
@@ -308,7 +316,8 @@ def out_of_range(ctx: ShardContext) -> Iterable[ShardItem]:
     non-integer float (1.5: "not an integer class index"), and not ``ignore_index``. With string
     ``classes`` and an integer (or float) label column, the labels are indices into the class names,
     as Hugging Face ``ClassLabel`` stores them: the valid range is ``[0, len(classes))``. String
-    labels must equal a name in ``classes``. Token labels: >= ``vocab_size`` (else ``num_classes``)
+    labels must equal a name in ``classes``. A Boolean label is class 0 / 1, in ``[0, num_classes)``
+    with ``num_classes`` 2 by its dtype when unset (:data:`BOOL_CLASSES`: TRL's KTO ``label``). Token labels: >= ``vocab_size`` (else ``num_classes``)
     and not ``ignore_index``; in a ``token_classification`` shard (NER/POS tags) >= ``num_classes`` or
     the number of ``classes`` (:attr:`ShardContext.token_label_bound`). A label column whose dtype cannot serve the role is ``schema.dtype``;
     the check is then skipped with that reason."""
@@ -354,11 +363,20 @@ def label_stats(ctx: ShardContext) -> Iterable[Stat]:
                post=lambda v, col=col: {"column": col, "counts": sorted(counts_to_pairs(v), key=lambda p: (p[0] is None, str(type(p[0])), p[0] if p[0] is not None else 0))})
 
 
+def _boolean_label(dctx: Any, col: str) -> bool:
+    """Whether every readable shard holding the class label column ``col`` stores it as Boolean
+    (its label counts are of 0 and 1: :func:`label_stats`), so the classes are known by the dtype."""
+    dtypes = {s.columns.get(col) for s in dctx.readable_shards() if col in (s.columns or {})}
+    return dtypes == {"Boolean"}
+
+
 @check("labels.unseen_class", layouts=lay.CLASSIFICATION | frozenset({"kto"}), level="dataset")
 def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     """``labels.unseen_class``: a class in ``[0, num_classes)`` (or in ``classes``) that no row of the
     dataset carries. Uses the exact per-shard label counts (merged). With string ``classes`` and
-    integer labels (Hugging Face ``ClassLabel``), class ``i`` is seen when label ``i`` occurs."""
+    integer labels (Hugging Face ``ClassLabel``), class ``i`` is seen when label ``i`` occurs. A
+    Boolean label (every shard's, e.g. TRL's KTO ``label``) has its two classes by its dtype
+    (:data:`BOOL_CLASSES`): no ``num_classes`` is asked for, and the finding names False / True."""
     lab = dctx.cfg.labels
     counts = LabelCounts.merge(c for c in (LabelCounts.of(s.stats) for s in dctx.readable_shards()) if c is not None)
     merged: dict[Any, int] = dict(counts.counts) if counts is not None else {}
@@ -379,10 +397,10 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
         domain = list(lab.classes)
         seen = {str(v) for v in merged}
         unseen = [c for c in domain if str(c) not in seen]
-    elif lab.num_classes is not None:
+    elif lab.num_classes is not None or _boolean_label(dctx, col):
         # From the seen classes, never by enumerating [0, num_classes): memory and time follow the data,
         # not the config value (num_classes = 2**63 - 1 once enumerated every class).
-        k = lab.num_classes
+        k = lab.num_classes if lab.num_classes is not None else BOOL_CLASSES
         seen_in = {int(v) for v in merged if isinstance(v, (int, float)) and not isinstance(v, bool)
                    and float(v).is_integer() and 0 <= v < k}
         n_unseen = k - len(seen_in)
@@ -392,13 +410,26 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
         return
     if lab.num_classes is None or lab.classes is not None:
         n_unseen = len(unseen)
-    if unseen:
+    if unseen and lab.num_classes is None and lab.classes is None:  # the two classes of a Boolean label
+        yield finding("labels.unseen_class", column=col, count=n_unseen, message=_bool_unseen_message(col, unseen),
+                      details={"unseen": [bool(v) for v in unseen]})
+    elif unseen:
         yield finding(
             "labels.unseen_class", column=col, count=n_unseen,
             message=(f"{n_unseen} class(es) never occur in the dataset: {unseen[:20]}"
                      f"{' ...' if n_unseen > 20 else ''}; their output units get no positive examples"),
             details={"unseen": unseen[:1000]},
         )
+
+
+def _bool_unseen_message(col: str, unseen: list[int]) -> str:
+    """``labels.unseen_class``'s message for a Boolean label whose classes ``unseen`` (0 = False,
+    1 = True) never occur."""
+    if len(unseen) == BOOL_CLASSES:
+        return f"no row of the dataset has a {col!r} value (both False and True never occur)"
+    missing = bool(unseen[0])
+    return (f"every labelled row of the dataset has {col!r} = {not missing}, none {missing}: the loss sees one "
+            f"class only (a KTO dataset: only {'undesirable' if missing else 'desirable'} examples)")
 
 
 @check("labels.binary_out_of_range", layouts=lay.LABELED, roles=("target",))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
 import polars as pl
 
 from datacheck.checks._expr import truncated
@@ -24,7 +25,7 @@ from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, 
 from datacheck.derive.messages import blank_content
 from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, extract_prompt
 from datacheck.derive.read import PAIRS
-from datacheck.derive.tokenizer import blank_token_ids
+from datacheck.derive.tokenizer import BlankPieces, blank_token_ids, blank_token_pieces
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import message_fields
 
@@ -43,10 +44,26 @@ def _text_field(dtype: pl.DataType) -> str | None:
     return None
 
 
-def _empty(col: str, dtype: pl.DataType, blank_ids: tuple[int, ...] = ()) -> pl.Expr | None:
+def _says_nothing(s: pl.Series, pieces: BlankPieces) -> pl.Series:
+    """Per row of a struct ``{c: Boolean, ids: List(int)}``: ``c`` and the ids decode, joined as
+    their bytes, to white space only (:meth:`BlankPieces.says_nothing`); rows without ``c`` are
+    False and not decoded (they are a few: ids of blank and byte tokens only)."""
+    cand = s.struct.field("c").fill_null(False)
+    out = np.zeros(len(s), dtype=bool)
+    at = cand.arg_true().to_numpy()
+    if at.size:
+        for k, row in zip(at, s.struct.field("ids").gather(at).to_list()):
+            out[k] = pieces.says_nothing(row)
+    return pl.Series(out)
+
+
+def _empty(col: str, dtype: pl.DataType, blank_ids: tuple[int, ...] = (),
+           pieces: BlankPieces | None = None) -> pl.Expr | None:
     """Per row: the response is null, empty or whitespace-only (None for a dtype it cannot judge).
     Token ids (a list of integers) are also empty when every id is one of ``blank_ids``
-    (:func:`_blank_ids`: special ids and ids of whitespace tokens)."""
+    (:func:`_blank_ids`: special ids and ids of whitespace tokens), or when they are such ids and
+    byte tokens (``pieces``) whose bytes, joined, are white space only (U+3000 as ``ãĢ`` + ``Ģ``);
+    byte tokens that make a real character (U+3042 as ``ãģ`` + ``Ĥ``) are not empty."""
     c = pl.col(col)
     if dtype == pl.String:
         return c.is_null() | (c.str.strip_chars().str.len_chars() == 0)
@@ -65,10 +82,18 @@ def _empty(col: str, dtype: pl.DataType, blank_ids: tuple[int, ...] = ()) -> pl.
         if isinstance(inner, pl.Struct) and (f := _text_field(inner)) is not None:
             last = c.list.last().struct.field(f)
             return base | last.is_null() | (last.cast(pl.String).str.strip_chars().str.len_chars() == 0)
-        if inner.is_integer() and blank_ids:
+        has_pieces = pieces is not None and bool(pieces.pieces)
+        if inner.is_integer() and (blank_ids or has_pieces):
             ids = pl.Series(blank_ids, dtype=pl.Int64).cast(inner, strict=False).drop_nulls()  # ids the dtype can hold
             lst = c.arr.to_list() if isinstance(dtype, pl.Array) else c
-            return base | lst.list.eval(pl.element().is_in(ids.implode()).fill_null(False)).list.all()
+            out = base | lst.list.eval(pl.element().is_in(ids.implode()).fill_null(False)).list.all()
+            if pieces is not None and pieces.pieces:
+                pid = pl.Series(pieces.pieces, dtype=pl.Int64).cast(inner, strict=False).drop_nulls()
+                only = lst.list.eval(pl.element().is_in(pl.concat([ids, pid]).implode()).fill_null(False)).list.all()
+                some = lst.list.eval(pl.element().is_in(pid.implode()).fill_null(False)).list.any()
+                out = out | pl.struct([(only & some).alias("c"), lst.alias("ids")]).map_batches(
+                    lambda v, p=pieces: _says_nothing(v, p), return_dtype=pl.Boolean, is_elementwise=True)
+            return out
         return base
     return None
 
@@ -93,6 +118,15 @@ def _blank_ids(ctx: ShardContext) -> tuple[tuple[int, ...], str | None]:
         return tuple(sorted(special)), (f"[tokens] tokenizer = {tok.tokenizer!r} is a SentencePiece model whose "
                                         "vocabulary datacheck does not read (save it with tokenizer.json)")
     return tuple(sorted(special | set(blank))), None
+
+
+def _blank_pieces(ctx: ShardContext) -> BlankPieces | None:
+    """The byte tokens of ``[tokens] tokenizer`` that hold part of a white-space character
+    (:func:`datacheck.derive.tokenizer.blank_token_pieces`), None without a tokenizer."""
+    path = ctx.cfg.tokenizer_path()
+    if path is None or ctx.cfg.tokens.tokenizer is None:
+        return None
+    return blank_token_pieces(path, ctx.cfg.tokens.tokenizer)
 
 
 def _rendered(ctx: ShardContext) -> tuple[str, str, str, str] | None:
@@ -189,8 +223,11 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     eos): one ``is_in`` over the ids against a set built once from the vocabulary
     (:func:`datacheck.derive.tokenizer.blank_token_ids`). Without a tokenizer the whitespace part is
     not judged and a skipped entry says so (and without special ids, only empty lists are judged).
-    A whitespace character split over byte tokens (U+3000 as three partial-byte tokens) is not
-    recognized: each id is judged alone."""
+    A whitespace character split over byte tokens (U+3000 as ``ãĢ`` + ``Ģ`` in byte-level BPE, or
+    ``<0xE3><0x80><0x80>`` in a SentencePiece byte-fallback vocabulary) is white space too: ids of
+    such byte tokens (:func:`datacheck.derive.tokenizer.blank_token_pieces`) and blank ids whose
+    bytes, joined, decode to white space only make an empty response; byte tokens that make a real
+    character do not."""
     rendered = _rendered(ctx)
     ids_cols = [c for c in (ctx.roles.chosen, ctx.roles.rejected)
                 if isinstance(ctx.schema[c], (pl.List, pl.Array)) and ctx.schema[c].inner.is_integer()]
@@ -203,8 +240,9 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
                       f"{judged}, but not one of whitespace tokens (GPT-2's [220, 50256], ' ' + eos), since which "
                       "ids decode to whitespace is the tokenizer's vocabulary's fact"
                       + ("; set [tokens] tokenizer" if ctx.cfg.tokens.tokenizer is None else ""))
+    pieces = _blank_pieces(ctx) if ids_cols and lacking is None else None
     for k, col in enumerate((ctx.roles.chosen, ctx.roles.rejected)):
-        bad = _empty(col, ctx.schema[col], blank_ids)
+        bad = _empty(col, ctx.schema[col], blank_ids, pieces)
         if bad is None:
             yield Skipped("pref.empty_response", f"{col!r} has dtype {ctx.schema[col]}: not text, token ids or messages")
             continue

@@ -315,8 +315,9 @@ class Payload:
     columns whose cells the reader read as null for a value it reported (``ShardData.retyped``: a
     value of another JSON type, bytes that did not decode) and the function ``unmatched(value, rows,
     salt)`` that makes those rows (sorted int64 shard rows) match no other row, in this shard or
-    another (``salt``: the shard's content hash); the engine applies it to the merged value, before
-    any check reads it."""
+    another (``salt``: the shard's content hash), and any rows the value marks itself (the row
+    hashes' rows of blank content); the engine applies it to every merged value (``rows`` empty when
+    no cell was unread), before any check reads it."""
 
     key: str
     expr: pl.Expr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from datacheck.model.config import Config
 from datacheck.model.errors import OptionalDependencyError, UsageError
 
 __all__ = ["TOKENIZERS_INSTALL", "TokenizerView", "load_tokenizer", "TokenizerFacts", "tokenizer_facts",
-           "SPECIAL_ROLES", "DECLARATION_FILES", "with_tokenizer_facts", "blank_token_ids"]
+           "SPECIAL_ROLES", "DECLARATION_FILES", "with_tokenizer_facts", "blank_token_ids",
+           "BlankPieces", "blank_token_pieces", "WHITE_SPACE"]
 
 #: The install command shown when the optional ``tokenizers`` package is missing: the ``tokenizers``
 #: extra's own dependency (pyproject.toml), not a datacheck package from PyPI (the PyPI name
@@ -507,3 +509,119 @@ def _blank_ids_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: st
         texts = [str(t) for t in view.tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=False)]
     blank = pl.Series(texts, dtype=pl.String).str.strip_chars().str.len_chars() == 0
     return tuple(pl.Series(ids, dtype=pl.Int64).filter(blank).to_list())
+
+
+# ------------------------------------------------------------------ blank text split into byte tokens
+#: Unicode ``White_Space`` (what polars' ``str.strip_chars()`` and Rust's ``char::is_whitespace``
+#: strip): U+0009-U+000D, U+0020, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F,
+#: U+205F, U+3000 (Unicode PropList.txt).
+WHITE_SPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B))
+               + "\u2028\u2029\u202f\u205f\u3000")
+#: a SentencePiece byte-fallback token (Llama's ``<0xE3>``): one byte, by its hex value
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _piece_pattern() -> re.Pattern[bytes]:
+    """Bytes that can sit inside a run of white space's UTF-8 bytes without being whole characters:
+    an optional tail of a multi-byte white-space character (``\\x80`` of U+3000's ``E3 80 80``),
+    whole white-space characters, an optional head of one (``\\xe3\\x80``); or any inner part of
+    one (``\\x9a`` of U+1680's ``E1 9A 80``)."""
+    multi = [ch.encode() for ch in WHITE_SPACE if len(ch.encode()) > 1]
+    heads = {e[:i] for e in multi for i in range(1, len(e))}
+    tails = {e[i:] for e in multi for i in range(1, len(e))}
+    inner = {e[i:j] for e in multi for i in range(len(e)) for j in range(i + 1, len(e) + 1)} - set(multi)
+
+    def alt(parts: set[bytes]) -> bytes:
+        return b"|".join(re.escape(p) for p in sorted(parts, key=lambda p: (-len(p), p)))
+
+    whole = alt({ch.encode() for ch in WHITE_SPACE})
+    return re.compile(b"(?:" + alt(inner) + b")|(?:(?:" + alt(tails) + b")?(?:" + whole + b")*(?:"
+                      + alt(heads) + b")?)")
+
+
+_PIECE = _piece_pattern()
+
+
+@dataclass(frozen=True)
+class BlankPieces:
+    """Tokens that hold only part of a white-space character's UTF-8 bytes (byte-level BPE splits
+    U+3000 into ``ãĢ`` + ``Ģ``; a SentencePiece byte-fallback tokenizer into ``<0xE3>`` ``<0x80>``
+    ``<0x80>``): alone they decode to no character, together to white space. A response of such
+    tokens (with white-space and special tokens) says nothing, as its text would; a response whose
+    byte tokens make a real character (``ãģ`` + ``Ĥ``: U+3042) says something.
+
+    Attributes:
+        pieces: the ids of such tokens, ascending.
+        bytes_of: the UTF-8 bytes each of ``pieces`` and each white-space token (the ids
+            :func:`blank_token_ids` gives) stands for.
+    """
+
+    pieces: tuple[int, ...]
+    bytes_of: dict[int, bytes]
+
+    def says_nothing(self, ids: list[int | None]) -> bool:
+        """Whether token ids ``ids`` (the others being special ids, which stand for no text) decode,
+        joined as their bytes, to valid UTF-8 of :data:`WHITE_SPACE` characters only."""
+        raw = b"".join(self.bytes_of.get(i, b"") for i in ids if i is not None)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return all(ch in WHITE_SPACE for ch in text)
+
+
+def blank_token_pieces(path: str, given: str) -> BlankPieces | None:
+    """The :class:`BlankPieces` of the ``[tokens] tokenizer`` (``pref.empty_response``: a response of
+    byte tokens that make only white space is empty).
+
+    A token's bytes: byte-level BPE tokens through GPT-2's byte alphabet; a SentencePiece
+    byte-fallback token ``<0xNN>`` is byte NN; a white-space token of another tokenizer its text
+    (``▁`` as a space). A token is a piece when its bytes are not valid UTF-8 alone and match
+    :func:`_piece_pattern` (they can sit inside white space). Read once per tokenizer folder and its
+    files' sizes and modification times, within a process.
+
+    Returns:
+        None where :func:`blank_token_ids` gives None (a SentencePiece model only).
+
+    Raises:
+        UsageError, OptionalDependencyError: as :func:`blank_token_ids`.
+    """
+    folder, stamp = _folder_stamp(path, given)
+    return _blank_pieces_of(str(folder), stamp, given)
+
+
+def _token_bytes(view: TokenizerView, token: str) -> bytes | None:
+    """The bytes ``token`` stands for (see :func:`blank_token_pieces`), None when it is no byte run."""
+    if view.byte_level:
+        if all(ch in _GPT2_BYTE_OF for ch in token):
+            return bytes(_GPT2_BYTE_OF[ch] for ch in token)
+        return None
+    m = _BYTE_TOKEN.fullmatch(token)
+    return bytes([int(m.group(1), 16)]) if m else None
+
+
+@functools.lru_cache(maxsize=16)
+def _blank_pieces_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: str) -> BlankPieces | None:
+    """:func:`blank_token_pieces` of the folder ``where``, read once per ``stamp``."""
+    blank = _blank_ids_of(where, stamp, given)
+    if blank is None:
+        return None
+    view = load_tokenizer(where, named=f"[tokens] tokenizer = {given!r}")
+    vocab = view.tokenizer.get_vocab(with_added_tokens=True)
+    blank_set = set(blank)
+    bytes_of: dict[int, bytes] = {}
+    pieces = []
+    for token, i in vocab.items():
+        raw = _token_bytes(view, token)
+        if int(i) in blank_set:  # a white-space token: its bytes (or its text, ▁ as a space)
+            bytes_of[int(i)] = raw if raw is not None else token.replace("\u2581", " ").encode()
+            continue
+        if raw is None or not _PIECE.fullmatch(raw):
+            continue
+        try:
+            raw.decode("utf-8")
+            continue  # whole characters: blank alone or not blank at all
+        except UnicodeDecodeError:
+            pieces.append(int(i))
+            bytes_of[int(i)] = raw
+    return BlankPieces(tuple(sorted(pieces)), bytes_of)

@@ -667,8 +667,9 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
     ``sampled``: columns of every row the reader read already (the layout's sample, :class:`_Sampler`):
     the one read of a shard that fits in one batch decodes only the needed columns it lacks; the
     batches of a larger shard are read without them and take their rows from it (zero-copy slices).
-    A payload's rows whose ``not_retyped`` cells the reader read as null for a reported value are made
-    to match no other row (``Payload.unmatched``, with ``salt``: the shard's content hash).
+    A payload's rows whose ``not_retyped`` cells the reader read as null for a reported value, and the
+    rows it marks itself, are made to match no other row (``Payload.unmatched``, with ``salt``: the
+    shard's content hash).
     Returns (rows, check results, example values, stat values, payload values, skipped, why details
     or example values of a failed check are missing: :data:`Unshown`).
     Raises :class:`Unreadable`.
@@ -765,8 +766,8 @@ def _run_batches(data: CheckInput, row_checks: list[RowCheck], measures: list[St
         if isinstance(m, Payload):
             value = parts[0] if len(parts) == 1 else m.merge(parts)
             unread = [data.retyped[c] for c in m.not_retyped if c in data.retyped]
-            if unread and m.unmatched is not None:
-                value = m.unmatched(value, np.unique(np.concatenate(unread)), salt)
+            if m.unmatched is not None:  # also with no unread cell: the payload may mark rows itself
+                value = m.unmatched(value, np.unique(np.concatenate(unread)) if unread else _NO_ROWS, salt)
             payload[m.key] = value
         elif len(parts) == 1:
             stat_values[m.key] = m.post(parts[0])

@@ -679,6 +679,12 @@ def hash_shards(disc: Any, cfg: Any, same_size_as: Discovery | None = None) -> l
                                    findings=unreadable_findings(ds.rel, ds.format, why)))
             continue
         payload = {i.key: i.post(df.get_column(i.key)[0]) for i in items}
+        salt = f"against\0{ds.rel}\0{chash}"  # never an audited shard's salt (its content hash)
+        for i in items:  # rows with a cell read as null for a reported value, or of blank content: match none
+            if i.unmatched is not None:
+                unread = [data.retyped[c] for c in i.not_retyped if c in data.retyped]
+                rows = np.unique(np.concatenate(unread)) if unread else np.empty(0, dtype=np.int64)
+                payload[i.key] = i.unmatched(payload[i.key], rows, salt)
         out.append(ShardResult(path=ds.rel, format=ds.format, content_hash=chash, bytes=size,
                                rows=int(df["__n"][0]), payload=payload))
     return out

@@ -4,11 +4,15 @@ cross-shard payload, ``--against``, ``clean``'s verification).
 Canonical encoding (``ROW_ENCODING = "datacheck-row-v3"``), stable across library versions. It
 depends on the values, not on their storage (CHECKS.md, dup): each content column is first brought
 to its *value dtype* (:func:`value_dtype`): integers of any width (int8 ... int64, uint8 ...
-uint32; uint64 when every value fits in int64) as int64, float32 as float64 (an exact widening),
+uint32; uint64 when every value fits in int64) and booleans (``False``/``True`` as 0/1) as int64,
+float32 as float64 (an exact widening),
 categorical / enum (Arrow dictionary) as string, fixed-size ``Array`` and ``large_list`` as
 ``List`` (Arrow ``string``/``large_string`` are one polars ``String`` already), a struct's fields in
 name order (:mod:`datacheck.io.structs`: a JSON object's keys have no order), at any nesting depth.
-So the same integers stored as int32 in one file and int64 in another hash the same.
+So the same integers stored as int32 in one file and int64 in another hash the same, and so do an
+attention mask stored as booleans in one file and as 0/1 integers (int8, int64) in another: every
+collator and model reads them alike (``torch.tensor``/``np.asarray`` of ``True`` is 1; transformers'
+mask preparation casts either to the model's dtype).
 
 1. each content column gives, per row, one *part* of 17 bytes: a 1-byte tag and a 16-byte digest.
 
@@ -30,7 +34,10 @@ float64 lists, strings and scalars, and moves the other storages onto them. v3 (
 struct's fields in name order: v2 hashed them in the order the reader gave, so the same chat
 ``messages`` hashed differently in a JSONL shard (whose struct fields datacheck now sorts) and a
 parquet shard written as ``{role, content}``; every v2 hash of a row without a struct whose fields
-were out of name order is unchanged. The version is in the
+were out of name order is unchanged. Booleans joined the widened storages later, under the same
+name (only hashes of rows holding a boolean moved; a shard's cached results are keyed by the code
+as well, :func:`datacheck.execute.cache.cache_salt`): before, a ``list<bool>`` mask took the
+general path as booleans and never equalled the same 0/1 mask stored as integers. The version is in the
 report (``row_content.encoding``) and in the shard cache key.
 
 All hashing is done by the ``polars-hash`` plugin (xxh3_128); polars' own ``hash()`` is never used.
@@ -71,13 +78,13 @@ LIST_CODES: dict[Any, int] = {
 
 ROW_ENCODING = "datacheck-row-v3"
 
-_WIDEN = {pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32}
+_WIDEN = {pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32, pl.Boolean}
 _INT64_MAX = 2**63 - 1
 
 
 def value_dtype(dtype: pl.DataType, uint64_fits: bool = True) -> pl.DataType:
-    """The dtype a column is hashed at (see the module docstring): integers as Int64 (UInt64 only
-    when ``uint64_fits``), Float32 as Float64, Categorical/Enum as String, Array as List, a struct's
+    """The dtype a column is hashed at (see the module docstring): integers and booleans as Int64
+    (UInt64 only when ``uint64_fits``), Float32 as Float64, Categorical/Enum as String, Array as List, a struct's
     fields in name order, recursively through lists and structs; any other dtype unchanged."""
     if isinstance(dtype, (pl.List, pl.Array)):
         return pl.List(value_dtype(dtype.inner, uint64_fits))
@@ -302,6 +309,8 @@ def _column_tags(s: pl.Series, j: int, acc: _Digests, general: dict[int, pl.Seri
         return np.full(n, _TAG_GENERAL, dtype=np.uint8)
     if isinstance(s.dtype, pl.Array):
         s = s.cast(pl.List(s.dtype.inner))
+    if isinstance(s.dtype, pl.List) and s.dtype.inner == pl.Boolean:  # Arrow packs booleans in bits: as 0/1 bytes
+        s = s.cast(pl.List(pl.UInt8))
     if s.n_chunks() > 1:  # chunk by chunk: no copy of the whole column (rows never span chunks)
         tags, at = [], 0
         for c in s.get_chunks():

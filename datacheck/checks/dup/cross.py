@@ -4,7 +4,8 @@ content hashes that every shard computes in its ONE fused query (no shard is rea
 Row content (CHECKS.md "dup"): the role columns together, except the class ``label`` role, with
 the columns that condition a sample (``prompt``, ``system``, ``tools``, media:
 :data:`datacheck.model.roles.CONTEXT_COLUMNS`); all columns, sorted by name, when no role is
-declared or inferred. Other columns with no role (an ``idx``) never make rows distinct. Null equals null; values are compared exactly (no case or whitespace folding).
+declared or inferred. Other columns with no role (an ``idx``) never make rows distinct. Null equals null; values are compared exactly (no case or whitespace folding);
+a row whose content is all blank matches no other row (:mod:`datacheck.checks.dup.blank`).
 
 Row content hashes: :mod:`datacheck.io.rowhash` (the one row-hash module).
 
@@ -14,6 +15,9 @@ report):
 - ``"crossdup.rows"``: ``polars.DataFrame`` with one row per shard row, in shard order:
   ``hash`` (``UInt128``: the row content hash above, label excluded) and, when the shard has a class
   ``label`` role, ``label`` (that column's values, native dtype). 16 bytes per row plus the label.
+  A row whose content is all blank (:mod:`datacheck.checks.dup.blank`: the empty checks report it)
+  and a row with a cell the reader could not read hold a hash no other row has
+  (:func:`unmatched_rows`): they are never repeats, leaks or label conflicts.
 - ``"crossdup.content"``: JSON-able ``{"columns": [...], "label": str | None, "encoding": ROW_ENCODING}``.
 
 Checks in the merge:
@@ -49,6 +53,7 @@ import numpy as np
 import polars as pl
 import xxhash
 
+from datacheck.checks.dup.blank import blank_rows
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, finding, first_part, measure
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.discover import declared_splits
@@ -80,6 +85,9 @@ derives(__name__, ALPACA, CHAT)
 
 ROWS_KEY = "crossdup.rows"
 CONTENT_KEY = "crossdup.content"
+#: the payload's per-row Boolean field marking rows of blank content (:mod:`datacheck.checks.dup.blank`):
+#: :func:`unmatched_rows` makes them rows that match none and drops it, before any check reads it
+BLANK_FIELD = "__blank"
 _MAX_EXAMPLES_BOTH = 20
 
 
@@ -115,7 +123,11 @@ def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
     if not cols:
         return  # listed as skipped by the shard stage of the three checks (_no_content)
     h = row_hash_expr(cols).alias("hash")
-    expr = pl.struct([h, pl.col(label).alias("label")]) if label is not None else pl.struct([h])
+    fields = [h] + ([pl.col(label).alias("label")] if label is not None else [])
+    blank = blank_rows(ctx, cols)
+    if blank is not None:  # rows of blank content match no other row (unmatched_rows): the empty checks' rows
+        fields.append(blank.alias(BLANK_FIELD))
+    expr = pl.struct(fields)
     yield Payload(key=ROWS_KEY, expr=expr.implode(), post=_rows_post, not_retyped=tuple(cols), unmatched=unmatched_rows)
     spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}
     yield Payload(key=CONTENT_KEY, expr=pl.lit(0), post=lambda _v, spec=spec: dict(spec), merge=first_part)
@@ -125,7 +137,15 @@ def unmatched_rows(df: pl.DataFrame, rows: np.ndarray, salt: str) -> pl.DataFram
     """The ``crossdup.rows`` frame with each of ``rows`` (sorted int64 shard rows) given a hash no other
     row has: a content cell of theirs is null only because the reader could not read its value, which it
     reported (``decode.bad_record``, ``schema.dtype``), so two such rows are not known to be equal. The
-    hash: xxh3-128 of a tag no row encoding starts with, ``salt`` (the shard's content hash) and the row."""
+    hash: xxh3-128 of a tag no row encoding starts with, ``salt`` (the shard's content hash) and the row.
+    So are the rows the frame's :data:`BLANK_FIELD` marks (content all blank: :mod:`.blank`), whose
+    field is then dropped."""
+    if BLANK_FIELD in df.columns:
+        blank = np.flatnonzero(df[BLANK_FIELD].to_numpy())
+        df = df.drop(BLANK_FIELD)
+        rows = np.union1d(np.asarray(rows, dtype=np.int64), blank.astype(np.int64))
+    if len(rows) == 0:
+        return df
     new = [int.from_bytes(xxhash.xxh3_128_digest(f"datacheck-unread-cell\0{salt}\0{int(r)}".encode()), "big")
            for r in rows]
     return df.with_columns(df["hash"].scatter(rows, pl.Series(new, dtype=pl.UInt128)))

@@ -1,7 +1,9 @@
 """dup: repeated rows within a shard (cross-shard duplicates are decided in the merge).
 
 Content: the role columns together (all columns when no role is declared or inferred); columns with
-no role (an ``idx``) never make rows distinct. Null equals null; values are compared exactly.
+no role (an ``idx``) never make rows distinct. Null equals null; values are compared exactly. Rows
+whose content is all blank (an empty text, an empty token sequence, a conversation of blank turns:
+:mod:`datacheck.checks.dup.blank`) are the empty checks' findings, never repeats of each other.
 When there is content besides the class label, repeats are decided from the 128-bit row content
 hashes (plus the label) that the fused query computes anyway for the cross-shard checks
 (dup/cross.py; canonical encoding, xxh3-128). Otherwise (the label is the only content) the fused
@@ -16,6 +18,7 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
+from datacheck.checks.dup.blank import blank_rows
 from datacheck.checks.dup.cross import ROWS_KEY, payload_wanted
 from datacheck.checks.registry import Repeats, RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
@@ -110,11 +113,13 @@ def _repeats_of(df: pl.DataFrame, cols: list[str], row: str) -> Repeats:
     return Repeats(got["row"].to_numpy(), got["first"].to_numpy())
 
 
-def _refine(cols: list[str]):
+def _refine(cols: list[str], blank: pl.Expr | None = None):
     def refine(sub: pl.DataFrame) -> Repeats:
         """``sub``: every row (with ``__row``, in row order) whose key is shared with another row.
         Returns the repeats' shard rows with the first row each repeats (int64 arrays: never a list of
-        a million Python ints)."""
+        a million Python ints); rows of blank content (``blank``) are no repeats."""
+        if blank is not None:
+            sub = sub.filter(~blank)
         return _repeats_of(sub, cols, "__row")
 
     return refine
@@ -177,6 +182,6 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None, fails=None,
         key=_row_key(key_cols, ctx.schema),
         example=pl.col(shown[0]),
-        refine=_refine(cols), not_retyped=tuple(cols),
+        refine=_refine(cols, blank_rows(ctx, cols)), not_retyped=tuple(cols),
         message=lambda n, d, cols=cols: _message(n, d, cols),
     )

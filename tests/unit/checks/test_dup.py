@@ -16,11 +16,12 @@ from datacheck.checks.dup import in_shard as dup
 @pytest.mark.parametrize(
     "cols, rows",
     [
-        ({"text": ["a", "b", "a", "a", None, None]}, [2, 3, 5]),
+        # null texts are empty.text's rows, never repeats of each other (checks/dup/blank.py)
+        ({"text": ["a", "b", "a", "a", None, None]}, [2, 3]),
         # content = role columns (text + label); idx has no role and never makes rows distinct
         ({"text": ["a", "a", "a"], "label": [0, 1, 0], "idx": [0, 1, 2]}, [2]),
         ({"text": ["a", "A", "a "]}, []),  # exact: no case or whitespace folding
-        ({"input_ids": [[1, 2], [1, 2], [2, 1], [], []]}, [1, 4]),
+        ({"input_ids": [[1, 2], [1, 2], [2, 1], [], []]}, [1]),  # empty sequences: empty.sequence's
         ({"x": [1, 2, 1], "y": ["p", "q", "p"]}, [2]),  # no roles: all columns
     ],
 )
@@ -46,8 +47,8 @@ def test_candidates_are_rows_sharing_text_and_token_ids(tmp_path, monkeypatch):
     seen: list[list[int]] = []
     real = dup._refine
 
-    def spy(cols):
-        inner = real(cols)
+    def spy(cols, *rest):
+        inner = real(cols, *rest)
 
         def refine(sub):
             seen.append(sub["__row"].to_list())
@@ -65,11 +66,19 @@ def test_candidates_are_rows_sharing_text_and_token_ids(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- property tests against a plain-Python reference
-def ref_dup_in_shard(rows: list[tuple]) -> set[int]:
-    """Rows whose content (a tuple of the role columns' values) equals an earlier row's."""
+def _blank(v) -> bool:
+    """A text or token list that holds nothing (empty.text / empty.sequence: null, empty, blank)."""
+    return v is None or (isinstance(v, str) and v.strip() == "") or v == []
+
+
+def ref_dup_in_shard(rows: list[tuple], label_at: int | None = None) -> set[int]:
+    """Rows whose content (a tuple of the role columns' values) equals an earlier row's; rows whose
+    content other than the label (at ``label_at``) is all blank are no repeats."""
     seen: set = set()
     out = set()
     for i, r in enumerate(rows):
+        if all(_blank(v) for k, v in enumerate(r) if k != label_at):
+            continue
         key = tuple(tuple(v) if isinstance(v, list) else v for v in r)
         if key in seen:
             out.add(i)
@@ -91,7 +100,7 @@ def test_dup_in_shard_matches_reference(data, n, with_ids):
         cols["input_ids"], schema["input_ids"] = ids, pl.List(pl.Int64)
         content = list(zip(text, label, ids))
     got = failing(pl.DataFrame(cols, schema=schema), {})
-    assert got.get("dup.exact_in_shard", set()) | got.get("dup.exact_in_shard:text", set()) == ref_dup_in_shard(content)
+    assert got.get("dup.exact_in_shard", set()) | got.get("dup.exact_in_shard:text", set()) == ref_dup_in_shard(content, 1)
 
 
 def _first_rows(rows: list[tuple]) -> list[tuple[int, int]]:
