@@ -1,7 +1,7 @@
 """Row content hashes: the one row-hash module (every verb hashes rows here: the audit's
 cross-shard payload, ``--against``, ``clean``'s verification).
 
-Canonical encoding (``ROW_ENCODING = "datacheck-row-v3"``), stable across library versions. It
+Canonical encoding (``ROW_ENCODING = "datacheck-row-v4"``), stable across library versions. It
 depends on the values, not on their storage (CHECKS.md, dup): each content column is first brought
 to its *value dtype* (:func:`value_dtype`): integers of any width (int8 ... int64, uint8 ...
 uint32; uint64 when every value fits in int64) and booleans (``False``/``True`` as 0/1) as int64,
@@ -30,14 +30,13 @@ mask preparation casts either to the model's dtype).
 
 Versions: v1 encoded integer and float lists at their storage width (tag ``0x10 + width code``),
 so ``list<int32> [1, 2]`` and ``list<int64> [1, 2]`` differed. v2 keeps every v1 hash of int64 and
-float64 lists, strings and scalars, and moves the other storages onto them. v3 (this one) takes a
+float64 lists, strings and scalars, and moves the other storages onto them. v3 takes a
 struct's fields in name order: v2 hashed them in the order the reader gave, so the same chat
 ``messages`` hashed differently in a JSONL shard (whose struct fields datacheck now sorts) and a
 parquet shard written as ``{role, content}``; every v2 hash of a row without a struct whose fields
-were out of name order is unchanged. Booleans joined the widened storages later, under the same
-name (only hashes of rows holding a boolean moved; a shard's cached results are keyed by the code
-as well, :func:`datacheck.execute.cache.cache_salt`): before, a ``list<bool>`` mask took the
-general path as booleans and never equalled the same 0/1 mask stored as integers. The version is in the
+were out of name order is unchanged. v4 (this one) widens booleans as the other integers (0/1 as int64, at
+any depth): under v3 a ``list<bool>`` mask took the general path as booleans and never equalled the
+same 0/1 mask stored as integers; only hashes of rows holding a boolean moved. The version is in the
 report (``row_content.encoding``) and in the shard cache key.
 
 All hashing is done by the ``polars-hash`` plugin (xxh3_128); polars' own ``hash()`` is never used.
@@ -76,7 +75,7 @@ LIST_CODES: dict[Any, int] = {
     pl.Float32: 9, pl.Float64: 10,
 }
 
-ROW_ENCODING = "datacheck-row-v3"
+ROW_ENCODING = "datacheck-row-v4"
 
 _WIDEN = {pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32, pl.Boolean}
 _INT64_MAX = 2**63 - 1

@@ -7,7 +7,7 @@ order. Two users of this order:
 - the JSONL readers (:mod:`datacheck.formats.jsonl`) give every
   struct column its fields in name order, so the frame (dtype in the report, examples) does not
   depend on how the file was cut into chunks;
-- the row content hash (:mod:`datacheck.io.rowhash`, ``datacheck-row-v3``) hashes a struct's
+- the row content hash (:mod:`datacheck.io.rowhash`, ``datacheck-row-v3`` on) hashes a struct's
   fields in name order, so the same objects hash alike in a JSONL and a parquet shard.
 """
 from __future__ import annotations

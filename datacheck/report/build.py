@@ -19,10 +19,11 @@ from datacheck.report.policy import apply_policy, check_totals, status_of
 __all__ = ["build_report", "row_content_columns"]
 
 #: how the row content's values are compared (report ``row_content.normalization``)
-_NORMALIZATION = ("values, not storage (integers of any width as int64, float32 as float64, "
+_NORMALIZATION = ("values, not storage (integers of any width and booleans as int64, float32 as float64, "
                   "categorical as string, fixed-size and large lists as lists, struct fields in name "
                   "order); otherwise "
-                  "exact values, null equals null")
+                  "exact values, null equals null; a row whose content is blank (reported by the empty "
+                  "checks) repeats no row")
 
 
 def _merged_stats(shards: list[ShardResult]) -> dict[str, Any]:
