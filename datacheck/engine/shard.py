@@ -995,10 +995,10 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
 def _padding_side(cfg: Config, roles: Any, schema: dict[str, pl.DataType], sampler: _Sampler) -> tuple[str, bool]:
     """(where the shard's rows are padded, whether that was recognized): ``[tokens] padding_side``
     when set; else, for a shard with a list ``attention_mask``, the side its first
-    :data:`SAMPLE_ROWS` rows are padded on (:func:`padding_side_of`: left only when some row starts
-    with a 0 and none ends with one); else ``"right"``. A left-padded shard (SmolLM2's tokenizer
-    pads on the left) is then not ``mask.not_contiguous`` on every row, and ``sft.double_bos``
-    looks at its first real token."""
+    :data:`SAMPLE_ROWS` rows are padded on (:func:`padding_side_of`: left only when some row is
+    padded on the left only and none on the right only); else ``"right"``. A left-padded shard
+    (SmolLM2's tokenizer pads on the left) is then not ``mask.not_contiguous`` on every row, and
+    ``sft.double_bos`` looks at its first real token."""
     if cfg.tokens.padding_side is not None:
         return cfg.tokens.padding_side, False
     mask = roles.attention_mask
