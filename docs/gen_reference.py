@@ -60,7 +60,7 @@ MEANINGS: dict[str, str] = {
     "tokens.eos_token_id": "the end-of-sequence id (`padding.eos_unsupervised`; a stop id of the `sft.*` rules)",
     "tokens.max_seq_len": "the model's context length (`length.over_max`, `sft.truncated_response`; DPO "
                           "pairs are truncated at it as TRL does)",
-    "tokens.padding_side": "where padding sits (`right` or `left`); unset: each shard's side is recognized from its first 1,000 rows' attention_mask (left when some of them start with a 0 and none ends with one, else right)",
+    "tokens.padding_side": "where padding sits (`right` or `left`); unset: each shard's side is recognized from its first 1,000 rows' attention_mask (left when some of them are padded on the left only and none on the right only, right for the converse or when both occur; a row all padding tells no side; when none of them is padded, each row is judged on the side it is padded on)",
     "tokens.truncation_side": "which end a tokenizer cuts (`right` or `left`)",
     "tokens.bos_token_id": "the beginning-of-sequence id (`sft.double_bos`)",
     "labels.classes": "the class names or values (instead of `num_classes`; the two must agree when both are set)",

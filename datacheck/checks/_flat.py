@@ -497,10 +497,11 @@ def _last_true(flags: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nd
 def _mask_holes(att_s: pl.Series, side: str) -> np.ndarray:
     """Per row of the attention mask ``att_s`` (list of int or bool; every row, whatever the view),
     UInt32: 1 when the mask is binary (no null element, every value 0 or 1) and its 1s are not one
-    block against ``side`` (``"right"``: a 1 after a 0; else a 0 after a 1), else 0 (null and empty
-    rows: 0). Over the mask's own flat buffer read as unsigned integers of its width: a value above 1
-    (a negative one included) is not binary, and a step up (right) or down (left) between two
-    positions of one row is a hole."""
+    block against ``side`` (``"right"``: a 1 after a 0; ``"left"``: a 0 after a 1; ``"either"``:
+    one block at neither end, i.e. two or more steps, up or down, within the row), else 0 (null and
+    empty rows: 0). Over the mask's own flat buffer read as unsigned integers of its width: a value
+    above 1 (a negative one included) is not binary, and a step up (right) or down (left) between
+    two positions of one row is a hole."""
     n = att_s.len()
     out = np.zeros(n, dtype=np.uint32)
     vals, valid = flat_ints(att_s)
@@ -510,7 +511,8 @@ def _mask_holes(att_s: pl.Series, side: str) -> np.ndarray:
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     u = vals.view(np.dtype(f"u{vals.dtype.itemsize}"))
-    d = u[1:] > u[:-1] if side == "right" else u[1:] < u[:-1]  # d[i]: a step from position i to i + 1
+    d = u[1:] > u[:-1] if side == "right" else u[1:] < u[:-1] if side == "left" else u[1:] != u[:-1]
+    # d[i]: a step from position i to i + 1
     cut = offsets[1:-1] - 1  # steps onto a row's first position lie between rows: not holes
     d[cut[(cut >= 0) & (cut < len(d))]] = False
     if not d.any():  # right-padded rows step up at every row start only: no position is listed
@@ -518,6 +520,8 @@ def _mask_holes(att_s: pl.Series, side: str) -> np.ndarray:
     step = np.flatnonzero(d) + 1
     rows = np.searchsorted(offsets, step, side="right") - 1
     rows = rows[step > offsets[rows]]  # both positions in one row
+    if side == "either":  # a row padded on one side steps once; two steps: a hole or both ends padded
+        rows = np.flatnonzero(np.bincount(rows, minlength=n) >= 2)
     bad = np.flatnonzero(u > 1) if u.max() > 1 else np.zeros(0, dtype=np.int64)  # max: one read, no mask
     if valid is not None:
         bad = np.union1d(bad, np.flatnonzero(~valid))

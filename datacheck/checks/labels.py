@@ -110,12 +110,20 @@ def _class_label(ctx: ShardContext, col: str) -> Iterable[ShardItem]:
         c = c.cast(pl.Int8)  # a boolean class label is class 0 / 1
         t = pl.Int8
     numeric = t.is_numeric()
-    # A float label column (pandas writes missing labels as NaN) holds missing labels as null or NaN.
+    # A float label column (pandas writes missing labels as NaN) holds missing labels as null or NaN;
+    # a text label column as null or a blank string (a JSON "" where the class was not filled in),
+    # unless [labels] classes names a blank class.
     is_float = t.is_float()
-    missing = (c.is_null() | c.is_nan()) if is_float else c.is_null()
+    is_text = t == pl.String or isinstance(t, pl.Categorical)
+    blank_class = lab.classes is not None and any(isinstance(x, str) and not x.strip() for x in lab.classes)
+    if is_float:
+        missing, how = c.is_null() | c.is_nan(), "null or NaN"
+    elif is_text and not blank_class:
+        missing, how = c.is_null() | (c.cast(pl.String).str.strip_chars() == ""), "null, empty or whitespace-only"
+    else:
+        missing, how = c.is_null(), "null"
     yield RowCheck(check="labels.null", column=col, fails=missing, example=c, not_retyped=col,
-                   message=lambda n, d, col=col, f=is_float: (f"{n} row(s) have no label in {col!r} "
-                                                              f"({'null or NaN' if f else 'null'})"))
+                   message=lambda n, d, col=col, how=how: f"{n} row(s) have no label in {col!r} ({how})")
     not_ignored = (c != ign) if (ign is not None and numeric) else pl.lit(True)
     sentinel = None
     if numeric:
@@ -336,8 +344,9 @@ def unexpected_sentinel(ctx: ShardContext) -> Iterable[ShardItem]:
 @check("labels.null", layouts=lay.ANY - lay.UNTOKENIZED_TEXT, roles=("label|labels|target",),
        reasons={"label|labels|target": _NO_LABEL["label|labels"]})
 def label_null(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``labels.null``: a missing label (null; for a float class label column, null or NaN), whatever
-    the label column's dtype; and a missing regression target (null in a ``target`` role column, a
+    """``labels.null``: a missing label (null; for a float class label column, null or NaN; for a text
+    class label column, null or a blank string, unless ``[labels] classes`` names a blank class),
+    whatever the label column's dtype; and a missing regression target (null in a ``target`` role column, a
     float ``label`` read as the target or ``[columns] target``: the row's label; an empty CSV cell,
     a JSON null), which the loss turns into NaN. A NaN target is ``finite.nan``, not counted here."""
     items = list(_label_items(ctx, "labels.null"))

@@ -135,11 +135,12 @@ def _hole_example(mcol: str, side: str) -> pl.Expr:
     def one(m: list | None) -> dict | None:
         if not m:
             return None
-        before, after = (0, 1) if side == "right" else (1, 0)
+        on = side if side != "either" else "left" if m[0] == 0 else "right"
+        before, after = (0, 1) if on == "right" else (1, 0)
         for k in range(1, len(m)):
             if m[k] == after and before in m[:k]:
                 return {EXAMPLE_TEXT: f"first at position {k} of {len(m)}: {after} after a {before} "
-                                      f"(padding_side={side}); mask[{max(0, k - 4)}:{k + 4}] = {m[max(0, k - 4):k + 4]}",
+                                      f"(padding_side={on}); mask[{max(0, k - 4)}:{k + 4}] = {m[max(0, k - 4):k + 4]}",
                         EXAMPLE_POSITION: k, EXAMPLE_LENGTH: len(m)}
         return None
 
@@ -151,7 +152,9 @@ def _hole_example(mcol: str, side: str) -> pl.Expr:
 def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
     """``mask.not_contiguous``: a binary mask whose 1s are not one block against the shard's padding
     side (right: a 1 after a 0; left: a 0 after a 1): ``[tokens] padding_side``, or where unset the
-    side the shard's first rows are padded on (:attr:`ShardContext.padding_side`). Where the shared pass over the flat buffers reads
+    side the shard's first rows are padded on (:attr:`ShardContext.padding_side`); when none of
+    them is padded (``"either"``: a shard sorted by length, or whose full-length rows come first),
+    a row fails only when its 1s are one block at neither end (a hole, or padding at both ends). Where the shared pass over the flat buffers reads
     the mask (:func:`position_pass`) it decides which rows fail; else list kernels."""
     mcol, _t, _inner, mi, binary = mask_int(ctx)
     side = ctx.padding_side
@@ -159,18 +162,22 @@ def not_contiguous(ctx: ShardContext) -> Iterable[ShardItem]:
     # (or there is no 0); left padding iff the first 1 sits at index len - s (or there is no 1).
     # Native list kernels only (arg_min/arg_max/sum), no per-row evaluation.
     s_ones = mi.list.sum()
-    if side == "right":
-        holes = (mi.list.min() == 0) & (mi.list.arg_min() != s_ones)
-    else:
-        holes = (mi.list.max() == 1) & (mi.list.arg_max() != mi.list.len() - s_ones)
+    right = (mi.list.min() == 0) & (mi.list.arg_min() != s_ones)
+    left = (mi.list.max() == 1) & (mi.list.arg_max() != mi.list.len() - s_ones)
+    holes = right if side == "right" else left if side == "left" else right & left
     fails = binary & holes
     how = (" (recognized: the shard's first rows are padded on that side; set [tokens] padding_side if they are not "
            "the rule)") if ctx.padding_recognized else ""
+
     fast = position_pass(ctx)
     if fast is not None and mcol in positions_view(ctx).cols:  # the same rows, from the shared flat pass
         fails = fast[0].struct.field("mask_hole") > 0
     yield RowCheck(
         check="mask.not_contiguous", column=mcol, fails=fails, example=_hole_example(mcol, side),
-        message=lambda n, d, side=side, how=how: (f"{n} row(s) have an attention_mask that is not one block of 1s "
-                                                  f"against padding_side={side}{how} (holes, or padding on the other side)"),
+        message=lambda n, d, side=side, how=how: (
+            f"{n} row(s) have an attention_mask that is not one block of 1s against padding_side={side}{how} (holes, "
+            "or padding on the other side)" if side != "either" else
+            f"{n} row(s) have an attention_mask whose 1s are one block at neither end (a hole, or padding at both "
+            "ends); the padding side is not recognized (none of the shard's first rows is padded), so each row is "
+            "judged against the side it is padded on: set [tokens] padding_side to hold every row to one side"),
     )

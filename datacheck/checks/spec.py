@@ -109,7 +109,8 @@ class ShardContext:
     format: str | None = None
     #: where the shard's rows are padded (``"right"`` or ``"left"``): ``[tokens] padding_side`` when
     #: the config sets it, else recognized from the shard's first rows
-    #: (:func:`datacheck.derive.layout.padding_side_of`; right when they do not tell)
+    #: (:func:`datacheck.derive.layout.padding_side_of`; right when they show both sides);
+    #: ``"either"`` when none of them is padded (each row is then judged on its own side)
     padding_side: str = "right"
     #: True when :attr:`padding_side` was recognized from the rows (the config leaves it unset)
     padding_recognized: bool = False

@@ -461,14 +461,20 @@ def shard_layout(configured: str | None, schema_name: str | None, schema: dict[s
 
 def padding_side_of(sample: pl.DataFrame, mask: str) -> tuple[str | None, int, int]:
     """Where the rows of ``sample`` are padded, from their attention mask column ``mask`` (lists of
-    0/1 ints or bools, one per row): ``("left", first0, last0)`` when some row starts with a 0 and
-    none ends with one, ``("right", ...)`` for the converse, ``(None, ...)`` when no row is padded
-    or both occur. ``first0`` / ``last0``: the rows starting / ending with a 0 (null and empty rows
-    count in neither). The same reading serves the audit (``[tokens] padding_side`` unset) and
+    0/1 ints or bools, one per row): ``("left", first0, last0)`` when some row is padded on the left
+    only and none on the right only, ``("right", ...)`` for the converse, ``(None, ...)`` when no row
+    is padded or both occur. ``first0`` / ``last0``: the rows padded on one side only, i.e. starting
+    / ending with a 0 and holding a 1 at the other end. A row that starts and ends with a 0 (all
+    padding: ``empty.all_padding``; or a hole at its far end: ``mask.not_contiguous``) tells no
+    side and is not counted, nor are null and empty rows: one such defective row in a left-padded
+    shard once made the shard's side unknown, judged right-padded, and every clean row
+    ``mask.not_contiguous``. The same reading serves the audit (``[tokens] padding_side`` unset) and
     ``datacheck schema infer``."""
     m = sample[mask]
-    first0 = int((m.list.first().cast(pl.Int64, strict=False) == 0).sum())
-    last0 = int((m.list.last().cast(pl.Int64, strict=False) == 0).sum())
+    head = m.list.first().cast(pl.Int64, strict=False)
+    tail = m.list.last().cast(pl.Int64, strict=False)
+    first0 = int(((head == 0) & (tail != 0)).sum())
+    last0 = int(((tail == 0) & (head != 0)).sum())
     if first0 and not last0:
         return "left", first0, last0
     if last0 and not first0:

@@ -996,10 +996,13 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
 def _padding_side(cfg: Config, roles: Any, schema: dict[str, pl.DataType], sampler: _Sampler) -> tuple[str, bool]:
     """(where the shard's rows are padded, whether that was recognized): ``[tokens] padding_side``
     when set; else, for a shard with a list ``attention_mask``, the side its first
-    :data:`SAMPLE_ROWS` rows are padded on (:func:`padding_side_of`: left only when some row starts
-    with a 0 and none ends with one); else ``"right"``. A left-padded shard (SmolLM2's tokenizer
-    pads on the left) is then not ``mask.not_contiguous`` on every row, and ``sft.double_bos``
-    looks at its first real token."""
+    :data:`SAMPLE_ROWS` rows are padded on (:func:`padding_side_of`: left only when some row is
+    padded on the left only and none on the right only); ``"either"`` when none of those rows is
+    padded (a shard sorted by length, or whose full-length rows come first: its left-padded rows
+    were each ``mask.not_contiguous`` against an assumed right side), each row then judged on the
+    side it is padded on; else ``"right"``. A left-padded shard (SmolLM2's tokenizer pads on the
+    left) is then not ``mask.not_contiguous`` on every row, and ``sft.double_bos`` looks at its
+    first real token."""
     if cfg.tokens.padding_side is not None:
         return cfg.tokens.padding_side, False
     mask = roles.attention_mask
@@ -1009,9 +1012,11 @@ def _padding_side(cfg: Config, roles: Any, schema: dict[str, pl.DataType], sampl
     if sample is None or mask not in sample.columns:
         return "right", False
     try:
-        side, _first0, _last0 = padding_side_of(sample, mask)
+        side, first0, last0 = padding_side_of(sample, mask)
     except pl.exceptions.PolarsError:  # a mask polars cannot compare with 0: the mask checks say why
         return "right", False
+    if side is None and not first0 and not last0:
+        return "either", False
     return (side, True) if side is not None else ("right", False)
 
 

@@ -461,7 +461,11 @@ def open_jsonl(path: Path, max_examples: int, max_line: int | None = MAX_ROW_BYT
 def open_json_array(path: Path, max_examples: int) -> ShardData:
     """A ``.json`` file holding one JSON array of records (LLaMA-Factory's and FastChat's data files):
     one row per element, read as the JSONL records are (:func:`_frame_from_records`: mixed JSON
-    types are ``schema.dtype`` findings with lines); each row's line is the line its element starts on."""
+    types are ``schema.dtype`` findings with lines); each row's line is the line its element starts on.
+
+    When two elements start on the same line (``json.dump(rows, f)`` without ``indent`` writes the
+    whole array on line 1) a line names no row: the findings then name rows only (every finding
+    said "line 1" and the table's first column "lines 1,1,1")."""
     try:
         values, lines = json_array_records(read_bytes(path))
     except RecordLayoutError as exc:
@@ -469,9 +473,10 @@ def open_json_array(path: Path, max_examples: int) -> ShardData:
     if not values:
         return ShardData(lf=pl.LazyFrame(), line_format=True)
     retyped: dict[str, np.ndarray] = {}
-    df, findings = _frame_from_records(values, lines, max_examples, retyped)
-    return ShardData(lf=df.lazy(), decode_findings=findings, line_format=True,
-                     line_of_row=np.asarray(lines, dtype=np.int64), retyped=retyped)
+    by_line = len(set(lines)) == len(lines)
+    df, findings = _frame_from_records(values, lines if by_line else None, max_examples, retyped)
+    return ShardData(lf=df.lazy(), decode_findings=findings, line_format=by_line,
+                     line_of_row=np.asarray(lines, dtype=np.int64) if by_line else None, retyped=retyped)
 
 
 #: bytes read to sniff a ``.json`` file

@@ -341,7 +341,12 @@ def _lines_text(lines: list[int]) -> str:
     return f"line {shown}" if len(lines) == 1 else f"lines {shown}"
 
 
-def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples: int,
+def _rows_text(rows: list[int]) -> str:
+    shown = ", ".join(map(str, rows[:5])) + (f" (+{len(rows) - 5} more)" if len(rows) > 5 else "")
+    return f"row {shown}" if len(rows) == 1 else f"rows {shown}"
+
+
+def _frame_from_records(values: list[dict], line_of_row: list[int] | None, max_examples: int,
                         retyped: dict[str, np.ndarray] | None = None) -> tuple[pl.DataFrame, list[Finding]]:
     """The rows of the parsed JSON records (``json.loads``: ``NaN``/``Infinity`` are floats, big
     integers exact) as a frame, with one ``schema.dtype`` finding per column that mixes JSON types.
@@ -350,6 +355,8 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
     of another type is read as null and its line reported (the finding's ``lines`` and
     ``details["json_types"]``: JSON type -> 1-based lines), so the other rows are still audited;
     its rows (0-based, int64) are put in ``retyped`` under the column's name when it is given.
+    ``line_of_row`` None (records that share lines: a JSON array written on one line): the finding
+    names rows only, and ``details["json_types"]`` maps each JSON type to 0-based rows.
     """
     columns: dict[str, list] = {}
     for i, rec in enumerate(values):
@@ -374,16 +381,19 @@ def _frame_from_records(values: list[dict], line_of_row: list[int], max_examples
             by_type: dict[str, list[int]] = {major: []}  # type: ignore[dict-item]
             for i, k in enumerate(kinds):
                 if k is not None:
-                    by_type.setdefault(k if not _compatible(k, major) else major, []).append(line_of_row[i])  # type: ignore[arg-type]
-            others = ", ".join(f"{k} at {_lines_text(ls)}" for k, ls in by_type.items() if k != major)
+                    by_type.setdefault(k if not _compatible(k, major) else major, []).append(  # type: ignore[arg-type]
+                        i if line_of_row is None else line_of_row[i])
+            where = _rows_text if line_of_row is None else _lines_text
+            others = ", ".join(f"{k} at {where(ls)}" for k, ls in by_type.items() if k != major)
             findings.append(Finding(
                 check="schema.dtype", severity="error", column=name, count=len(bad), ratio=len(bad) / len(col),
                 message=(f"column {name!r} mixes JSON types: mostly {major} ({len(col) - len(bad) - kinds.count(None)} "
                          f"row(s)), but {others}. Those values were read as null; the other rows were audited. "
                          "Write one JSON type per column."),
                 rows=tuple(bad[:max_examples]),
-                lines=tuple(line_of_row[i] for i in bad[:max_examples]),
-                examples=tuple(Example(row=i, value=f"{kinds[i]}: {show_value(col[i], 60)}", line=line_of_row[i])
+                lines=() if line_of_row is None else tuple(line_of_row[i] for i in bad[:max_examples]),
+                examples=tuple(Example(row=i, value=f"{kinds[i]}: {show_value(col[i], 60)}",
+                                       line=None if line_of_row is None else line_of_row[i])
                                for i in bad[:max_examples]),
                 details={"json_types": {k: ls[:max_examples] for k, ls in by_type.items()}, "read_as": major},
                 rows_truncated=len(bad) > max_examples,

@@ -180,7 +180,8 @@ class TokensSection(_Section):
     eos_token_id: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     max_seq_len: int | None = Field(default=None, gt=0, le=2**63 - 1)
     #: unset (None): each shard's side is recognized from its first rows' attention_mask
-    #: (:func:`datacheck.derive.layout.padding_side_of`), right when they do not tell
+    #: (:func:`datacheck.derive.layout.padding_side_of`), right when they show both sides, each row
+    #: on its own side when none of them is padded
     padding_side: Literal["right", "left"] | None = None
     truncation_side: Literal["right", "left"] = "right"
     type_vocab_size: int | None = Field(default=None, gt=0, le=2**63 - 1, description="token_type_ids range (BERT: 2, RoBERTa: 1)")

@@ -404,13 +404,13 @@ def _form(t: pl.DataType) -> str:
 
 
 def _padding_side(df: pl.DataFrame, mask: str) -> tuple[str | None, str | None]:
-    """(padding side, note) from the sample: left when some row starts with mask 0 and none ends with
-    it, right when the converse; None when no row is padded or both occur."""
+    """(padding side, note) from the sample: left when some row is padded on the left only and none on
+    the right only, right when the converse; None when no row is padded or both occur."""
     side, first0, last0 = padding_side_of(df, mask)
     if side is not None:
         return side, None
     if first0 and last0:
-        return None, (f"{mask}: {first0} sample row(s) start with padding and {last0} end with it; "
+        return None, (f"{mask}: {first0} sample row(s) are padded on the left only and {last0} on the right only; "
                       "set [tokens] padding_side yourself")
     return None, None
 

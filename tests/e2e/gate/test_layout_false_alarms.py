@@ -309,3 +309,28 @@ def test_a_left_padded_shard_without_padding_side_is_judged_on_its_own_side():
     res = audit_frame(pl.DataFrame(rows), config_from_dict({"tokens": {**facts["tokens"], "padding_side": "right"}}))
     (m,) = [f for f in res.findings if f.check == "mask.not_contiguous"]
     assert m.count == len(rows)
+
+
+@pytest.mark.parametrize("defect", ["all_padding", "hole_at_the_end"])
+def test_one_row_padded_at_both_ends_leaves_a_left_padded_shard_left_padded(defect):
+    """[tokens] padding_side unset: one row of a left-padded shard whose mask starts AND ends with a 0
+    (all padding, or a hole on its last real token) tells no side. It once made the shard's side
+    unknown, judged right-padded: every clean row was ``mask.not_contiguous``."""
+    rows = _left_padded_chatml(60)
+    bad = 5
+    assert all(r["attention_mask"][0] == 0 and r["attention_mask"][-1] == 1 for r in rows)
+    if defect == "all_padding":
+        rows[bad]["attention_mask"] = [0] * len(rows[bad]["attention_mask"])
+        rows[bad]["labels"] = [-100] * len(rows[bad]["labels"])
+    else:
+        rows[bad]["attention_mask"][-1] = 0
+        rows[bad]["labels"][-1] = -100
+    facts = {"tokens": {"vocab_size": 49152, "pad_token_id": 2, "eos_token_id": 2, "bos_token_id": 1}}
+    res = audit_frame(pl.DataFrame(rows), config_from_dict(facts))
+    by = {f.check: f for f in res.findings}
+    if defect == "all_padding":
+        assert by["empty.all_padding"].rows == (bad,)
+        assert "mask.not_contiguous" not in by or by["mask.not_contiguous"].rows == (bad,)
+    else:
+        assert by["mask.not_contiguous"].rows == (bad,)
+        assert "padding_side=left (recognized" in by["mask.not_contiguous"].message

@@ -2,11 +2,13 @@
 labels.unseen_class (dataset level)."""
 from __future__ import annotations
 
+import json
 import math
 
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one, skipped_reason, write_shard
+from conftest import REALDATA
 from hypothesis import given
 from hypothesis import strategies as st
 from refs import SHARD_SETTINGS as SETTINGS
@@ -378,3 +380,27 @@ def test_token_classification_labels_without_classes_are_not_bounded_by_the_voca
     rep = audit_df(tmp_path, _TAGS, {"tokens": {"vocab_size": 30522}})
     assert findings(rep, "labels.out_of_range") == []
     assert "num_classes" in (skipped_reason(rep, "labels.out_of_range") or "")
+
+
+@pytest.mark.parametrize("classes", [None, ["Business", "Science and technology"]])
+def test_a_blank_text_label_is_a_missing_label(tmp_path, classes):
+    """The real prompted AG News JSONL (text labels in 'targets'): a target written as "" or "  " (a
+    class never filled in) trained as a class of its own and passed; it is labels.null, as null is.
+    ``[labels] classes`` or not, the blank rows are missing labels, not classes out of range."""
+    (src,) = (REALDATA / "agnews_prompts_jsonl").glob("*.jsonl")
+    rows = [json.loads(x) for x in src.read_text(encoding="utf-8").splitlines()]
+    rows[5]["targets"], rows[17]["targets"], rows[30]["targets"] = "", "  ", None
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    want = tuple(i for i, r in enumerate(rows) if r["targets"] is None or not r["targets"].strip())
+    cfg = {"columns": {"text": ["inputs"], "label": "targets"}} | ({"labels": {"classes": classes}} if classes else {})
+    rep = datacheck.audit([str(path)], cfg, workers=1)
+    f = one(rep, "labels.null", "targets")
+    assert f.rows == want == (5, 17, 30) and "empty or whitespace-only" in f.message
+    assert findings(rep, "labels.out_of_range") == []
+
+
+def test_a_blank_class_named_in_classes_is_a_class(tmp_path):
+    rep = audit_df(tmp_path, {"label": ["a", "", "b", None]}, {"labels": {"classes": ["a", "b", ""]}})
+    assert one(rep, "labels.null", "label").rows == (3,)
+    assert findings(rep, "labels.out_of_range") == []

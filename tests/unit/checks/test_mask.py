@@ -2,6 +2,8 @@
 mask, a frame that made polars panic, the property test of mask and padding against a reference)."""
 from __future__ import annotations
 
+from itertools import product
+
 import polars as pl
 import pytest
 from checkhelp import audit_df, findings, one, shard_result, skipped_reason
@@ -11,6 +13,8 @@ from refs import SHARD_SETTINGS as SETTINGS
 from refs import int_lists, rows_where
 from refs import n_rows as _rows
 from refs import shard_failing as failing
+
+from datacheck.derive.layout import SAMPLE_ROWS
 
 
 @pytest.mark.parametrize(
@@ -190,3 +194,22 @@ def test_not_contiguous_without_padding_side_follows_the_side_the_rows_are_padde
     assert (got[0].rows if got else ()) == want
     if want:
         assert f"padding_side={side}" in got[0].message
+
+
+@pytest.mark.parametrize("with_ids", [False, True])  # the list kernels, and the shared pass over the flat buffers
+def test_not_contiguous_when_the_first_rows_are_unpadded_judges_each_row_on_its_own_side(tmp_path, with_ids):
+    """``[tokens] padding_side`` unset and none of the first SAMPLE_ROWS rows padded (a shard sorted by
+    length, or whose full-length rows come first): nothing tells the side. It was taken as right, and
+    every later left-padded row was ``mask.not_contiguous``. Now a row fails only when its 1s are one
+    block at neither end. Every binary mask of length 1..6 after 1,000 unpadded rows."""
+    head = [[1] * 6 for _ in range(SAMPLE_ROWS)]
+    tail = [list(m) for k in range(1, 7) for m in product([0, 1], repeat=k)]
+    masks = head + tail
+    want = tuple(SAMPLE_ROWS + i for i, m in enumerate(tail) if not (_side_ref(m, "left") or _side_ref(m, "right")))
+    assert want and SAMPLE_ROWS + tail.index([0, 0, 1, 1]) not in want  # left-padded rows pass; holes fail
+    cols = {"attention_mask": masks}
+    if with_ids:
+        cols |= {"input_ids": [[7] * len(m) for m in masks], "labels": [[7 if x else -100 for x in m] for m in masks]}
+    got = findings(audit_df(tmp_path, cols), "mask.not_contiguous")
+    assert got and got[0].count == len(want) and got[0].rows == want[:len(got[0].rows)]
+    assert "one block at neither end" in got[0].message and "not recognized" in got[0].message

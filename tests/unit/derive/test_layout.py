@@ -13,6 +13,7 @@ from conftest import REALDATA
 
 import datacheck
 from datacheck.checks.registry import CHECKS, check
+from datacheck.derive.layout import padding_side_of
 from datacheck.engine.shard import audit_frame
 from datacheck.model import catalog
 from datacheck.model.config import config_from_dict
@@ -174,3 +175,16 @@ def test_real_emotion_with_its_label_name_column_is_not_a_corpus(tmp_path):
     assert "'label_name'" in rep.shards[0].layout_why and "[columns] label" in rep.shards[0].layout_why
     rep = datacheck.audit([str(tmp_path / "val.csv")], config={**csv, "columns": {"label": "label_name"}})
     assert rep.shards[0].layout == "text_classification"
+
+
+def test_padding_side_counts_only_rows_padded_on_one_side():
+    """``padding_side_of``: a row starting and ending with a 0 (all padding, or a hole at the far end)
+    votes for no side; rows padded on one side only decide, and both sides seen is unknown."""
+    left, right = [0, 0, 1, 1], [1, 1, 0, 0]
+    for odd in ([0, 0, 0, 0], [0, 1, 1, 0], [], None):
+        assert padding_side_of(pl.DataFrame({"m": [left, odd, left]}), "m") == ("left", 2, 0)
+        assert padding_side_of(pl.DataFrame({"m": [right, odd]}), "m") == ("right", 0, 1)
+    assert padding_side_of(pl.DataFrame({"m": [left, right]}), "m") == (None, 1, 1)
+    assert padding_side_of(pl.DataFrame({"m": [[1, 1], [0, 0]]}), "m") == (None, 0, 0)
+    bools = pl.DataFrame({"m": [[False, True], [False, False]]})
+    assert padding_side_of(bools, "m") == ("left", 1, 0)

@@ -84,3 +84,26 @@ def test_real_json_array_files_are_read(rel, rows, columns):
     assert df.height == rows and df.columns[:len(columns)] == columns and not inp.decode_findings
     # an Alpaca file also gets the derived conversation (datacheck.derive.alpaca.alpaca_messages)
     assert df.columns[len(columns):] == (["messages"] if "instruction" in columns else [])
+
+
+def test_an_array_written_on_one_line_names_rows_not_line_1(tmp_path):
+    """``json.dump(rows, f)`` (no indent) writes FastChat's whole array on line 1: every finding said
+    "line 1", the table's first column "lines 1,1". Records that share a line are named by row only."""
+    rows = json.loads((CHAT / "fastchat/dummy_conversation.json").read_text(encoding="utf-8"))[:40]
+    empty, mixed = 4, 9
+    rows[empty]["conversations"][1]["value"] = ""
+    rows[mixed]["id"] = 5  # a number among string ids: schema.dtype
+    p = tmp_path / "train.json"
+    p.write_text(json.dumps(rows), encoding="utf-8")
+    assert p.read_text(encoding="utf-8").count("\n") == 0
+    rep = datacheck.audit([str(p)], workers=1)
+    by = {f.check: f for f in rep.findings}
+    assert by["sft.empty_turn"].rows == (empty,) and by["sft.empty_turn"].lines == ()
+    assert by["schema.dtype"].rows == (mixed,) and by["schema.dtype"].lines == ()
+    assert f"number at row {mixed}" in by["schema.dtype"].message
+    assert all(e.line is None for f in rep.findings for e in f.examples)
+    # the same rows one element per line keep their lines: element k starts on line k + 2
+    p.write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n", encoding="utf-8")
+    rep = datacheck.audit([str(p)], workers=1)
+    by = {f.check: f for f in rep.findings}
+    assert by["sft.empty_turn"].lines == (empty + 2,) and by["schema.dtype"].lines == (mixed + 2,)
