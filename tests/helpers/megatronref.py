@@ -272,3 +272,86 @@ def blend_step_reads(sizes: list[list[int]], weights: list[float] | None, seq_le
                 for seq, a, b in sample_pieces(sizes[d], di, si, sh, dsi[idx], extra):
                     out.append((rank, k % grad_accum, idx, d, seq, a, b))
     return out
+
+
+# --- batch-size ramp-up (megatron/core/num_microbatches_calculator.py, megatron/training/training.py) ---
+
+class RampupCalculator:
+    """``RampupBatchsizeNumMicroBatchesCalculator`` (megatron-core 0.16.1), its ``__init__`` and
+    ``update`` line by line (``decrease_batch_size_if_needed=False``; logging left out)."""
+
+    def __init__(self, global_batch_size: int, micro_batch_size: int, data_parallel_size: int,
+                 start_global_batch_size: int, batch_size_increment: int, ramup_samples: int):
+        assert global_batch_size > 0
+        assert start_global_batch_size > 0
+        assert batch_size_increment > 0
+        assert ramup_samples >= 0
+        self.global_batch_size = global_batch_size
+        self.micro_batch_size = micro_batch_size
+        self.data_parallel_size = data_parallel_size
+        self.start_global_batch_size = start_global_batch_size
+        self.batch_size_increment = batch_size_increment
+        self.ramup_samples = ramup_samples
+        self.micro_batch_times_data_parallel_size = self.micro_batch_size * self.data_parallel_size
+        assert self.micro_batch_times_data_parallel_size > 0
+        self.current_global_batch_size = None
+        diff_batch_size = self.global_batch_size - self.start_global_batch_size
+        assert diff_batch_size >= 0
+        assert diff_batch_size % batch_size_increment == 0
+        num_increments = diff_batch_size // self.batch_size_increment
+        self.rampup_samples_per_increment = self.ramup_samples / num_increments
+        self.update(0, consistency_check=False)
+
+    def update(self, consumed_samples: int, consistency_check: bool) -> None:
+        if consumed_samples > self.ramup_samples:
+            self.current_global_batch_size = self.global_batch_size
+        else:
+            steps = int(consumed_samples / self.rampup_samples_per_increment)
+            self.current_global_batch_size = self.start_global_batch_size + steps * self.batch_size_increment
+            assert self.current_global_batch_size <= self.global_batch_size
+        if consistency_check:
+            assert self.current_global_batch_size % self.micro_batch_times_data_parallel_size == 0
+        self.current_running_global_batch_size = self.current_global_batch_size
+        self.num_micro_batches = self.current_running_global_batch_size // self.micro_batch_times_data_parallel_size
+
+
+def rampup_train_iters(calc: RampupCalculator, train_samples: int, rampup_samples: int) -> int:
+    """training.py ``update_train_iters`` with ``--train-samples`` and ``--rampup-batch-size``."""
+    iterations = 0
+    consumed_samples = 0
+    while consumed_samples <= int(rampup_samples):
+        calc.update(consumed_samples, consistency_check=False)
+        consumed_samples += calc.current_global_batch_size
+        iterations += 1
+    calc.update(0, consistency_check=False)
+    iterations += (train_samples - consumed_samples) // calc.global_batch_size
+    return iterations
+
+
+def rampup_steps(calc: RampupCalculator, train_iters: int) -> list[tuple[int, int]]:
+    """training.py ``train``'s loop: per iteration (samples consumed before it, its global batch):
+    ``update_num_microbatches(args.consumed_train_samples, consistency_check=True)`` at its start,
+    ``args.consumed_train_samples += dp x micro_batch x get_num_microbatches()`` after it."""
+    consumed_train_samples = 0
+    out = []
+    for _ in range(train_iters):
+        calc.update(consumed_train_samples, consistency_check=True)
+        batch_size = calc.data_parallel_size * calc.micro_batch_size * calc.num_micro_batches
+        out.append((consumed_train_samples, batch_size))
+        consumed_train_samples += batch_size
+    return out
+
+
+def rampup_step_batches(total_samples: int, micro_batch: int, dp: int, calc: RampupCalculator,
+                        train_iters: int) -> list[list[tuple[int, int, list[int]]]]:
+    """Per iteration, (rank, micro-batch, dataset indices) of each micro-batch it pulls from
+    ``MegatronPretrainingSampler`` (every rank's sampler yields its slice of each run of micro_batch x
+    dp indices; an iteration pulls ``get_num_microbatches()`` of them), rank by rank."""
+    per_rank = [list(batches(total_samples, micro_batch, dp, r)) for r in range(dp)]
+    out = []
+    pulled = 0
+    for _, gbs in rampup_steps(calc, train_iters):
+        n = gbs // (micro_batch * dp)
+        out.append([(r, m, per_rank[r][pulled + m]) for r in range(dp) for m in range(n)])
+        pulled += n
+    return out
