@@ -40,7 +40,14 @@ those samples in order. Each array below is built as Megatron builds it:
    the data gives rank ``r`` the bucket ``[r * bucket, (r + 1) * bucket)``, ``bucket = (len // (mbs *
    dp)) * mbs``, in the order of ``torch.randperm(bucket, generator=torch.Generator().manual_seed(e))``,
    ``mbs`` at a time; micro-step ``k`` is micro-batch ``k % (bucket // mbs)`` of pass ``k // (bucket //
-   mbs)`` (torch is imported for it, lazily).
+   mbs)`` (torch is imported for it, lazily);
+7. a batch-size ramp-up (``--rampup-batch-size START INCR SAMPLES`` with ``--train-samples``;
+   :class:`Rampup`): training.py sets each iteration's global batch from the samples consumed before
+   it (megatron/core/num_microbatches_calculator.py ``RampupBatchsizeNumMicroBatchesCalculator``:
+   ``START + int(consumed / (SAMPLES / increments)) * INCR`` while ``consumed <= SAMPLES``, then
+   ``gbs``), so optimizer step ``s`` is the global batch ``[S(s), S(s) + batch(S(s)))``, ``S(s)`` the
+   sum of the earlier steps' batches, its micro-batches per rank ``batch / (mbs * dp)``; the run's
+   steps are training.py's ``update_train_iters``.
 
 A blend (``--data-path 0.3 A 0.7 B``; :class:`BlendedOrder`, :func:`build_blend`) is megatron-core's
 ``BlendedMegatronDatasetBuilder._build_blended_dataset_splits`` and ``BlendedDataset``: one
@@ -72,7 +79,8 @@ from datacheck.model.torchdep import require_torch
 
 __all__ = ["MegatronOrder", "BlendedOrder", "parse_data_path", "blend_sizes", "blending_indices", "build_blend",
            "MID_LEVEL_DATASET_SURPLUS", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
-           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD", "index_bytes", "kept_bytes", "memory_limit"]
+           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD", "index_bytes", "kept_bytes", "memory_limit",
+           "Rampup", "rampup", "ramp_batch", "MAX_RAMP_INCREMENTS"]
 
 #: ``_build_document_sample_shuffle_indices``: the last epoch is shuffled apart when it would give
 #: fewer than this fraction of an epoch's samples (``threshold = 0.80``)
