@@ -3,6 +3,8 @@
 shuffle indices, MegatronPretrainingSampler), on random sequence lengths."""
 from __future__ import annotations
 
+import re
+
 import megatronref as ref
 import numpy as np
 import pytest
@@ -268,3 +270,46 @@ def test_rampup_known_values():
     with pytest.raises(UsageError, match="iteration-based training"):
         build_order(np.full(40, 7), seq_length=3, seed=1, split="1", extra=True, micro_batch=1, data_parallel=2,
                     grad_accum=6, train_iters=10, train_samples=None, rampup_batch_size=(4, 4, 40))
+
+
+@st.composite
+def split_strings(draw):
+    # 1 to 3 weights as a run would write them: integers, decimals, zeros, joined by commas, blanks or slashes
+    weight = st.one_of(st.integers(0, 1000).map(str), st.sampled_from(["969", "30", "1", "0", "0.1", "0.7", "0.2"]),
+                       st.tuples(st.integers(0, 99), st.integers(0, 999_999)).map(lambda t: f"{t[0]}.{t[1]}"))
+    words = draw(st.lists(weight, min_size=1, max_size=3))
+    return draw(st.sampled_from([",", ", ", " ", "/"])).join(words)
+
+
+@settings(max_examples=examples(1000), deadline=None)
+@given(split_strings(), st.one_of(st.integers(0, 3000), st.integers(0, 10**12),
+                                  st.integers(1, 12).flatmap(lambda k: st.integers(10**k - 5, 10**k + 5))))
+@example("1,1,1", 7)        # thirds: 2.33 -> [0, 2)
+@example("969, 30, 1", 1001)
+@example("33.3,33.3,33.4", 3)
+@example("0.7 0.2 0.1", 5)  # 3.5 rounds to even: [0, 4)
+@example("2,1", 3)
+def test_train_range_is_megatron_cores_split_matrix(split, n):
+    # the train range over awkward sequence counts is megatron-core's own: parse_and_normalize_split,
+    # convert_split_vector_to_split_matrix and int(round(bookend * float(n))) (tests/helpers/megatronref.py,
+    # their lines copied; benchmarks/megatron_peer.py holds the same against megatron-core itself)
+    weights = [float(w) for w in re.findall(r"[.0-9]+", split)]
+    if sum(weights) <= 0:
+        with pytest.raises(UsageError):
+            train_range(n, split)
+        return
+    want = ref.split_train_range(n, split)
+    if want is None:  # megatron-core's matrix has no train split: no train dataset is built
+        with pytest.raises(UsageError, match="weight is 0"):
+            train_range(n, split)
+        return
+    assert train_range(n, split) == want
+    assert 0 == want[0] <= want[1] <= n
+
+
+def test_legacy_split_rounding_is_not_megatron_cores():
+    # legacy get_train_valid_test_split_ (Megatron-DeepSpeed, Megatron-LM before megatron-core) rounds
+    # each part and moves the bookends by the surplus: 7 sequences in thirds are [0, 3) there, [0, 2)
+    # in megatron-core, whose arithmetic datacheck follows (a legacy run's train range can differ by one)
+    assert ref.legacy_train_valid_test_split("1,1,1", 7)[:2] == [0, 3]
+    assert train_range(7, "1,1,1") == ref.train_range(7, "1,1,1") == (0, 2)
