@@ -413,12 +413,15 @@ def rampup_step_batches(total_samples: int, micro_batch: int, dp: int, calc: Ram
                         train_iters: int) -> list[list[tuple[int, int, list[int]]]]:
     """Per iteration, (rank, micro-batch, dataset indices) of each micro-batch it pulls from
     ``MegatronPretrainingSampler`` (every rank's sampler yields its slice of each run of micro_batch x
-    dp indices; an iteration pulls ``get_num_microbatches()`` of them), rank by rank."""
+    dp indices; an iteration pulls ``get_num_microbatches()`` of them), rank by rank; the iterations
+    the samples last for."""
     per_rank = [list(batches(total_samples, micro_batch, dp, r)) for r in range(dp)]
     out = []
     pulled = 0
     for _, gbs in rampup_steps(calc, train_iters):
         n = gbs // (micro_batch * dp)
+        if pulled + n > len(per_rank[0]):  # the sampler runs out: the data loader stops the run there
+            break
         out.append([(r, m, per_rank[r][pulled + m]) for r in range(dp) for m in range(n)])
         pulled += n
     return out
