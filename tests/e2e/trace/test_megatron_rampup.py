@@ -150,3 +150,16 @@ def test_plan_micro_batches_are_the_steps_own(data):
     r = run_cli("plan", str(bin_), "--config", str(cfg), "--step", "9", "--micro-batch", "2", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert {x["micro_batch"] for x in json.loads(r.stdout)["result"]["step"]["rows"]} == {2}  # 12 = 3 micro-batches
+
+
+def test_plan_consumed_samples_takes_the_ramps_batch_there(data):
+    # a resumed run's step placed by --consumed-samples 44: the ramp's batch after 44 samples is 12
+    # (44 / 20.0 -> 2 increments of 4 on 4), whatever the step number
+    bin_, cfg = data
+    calc = _calc()
+    calc.update(44, consistency_check=True)
+    r = run_cli("plan", str(bin_), "--config", str(cfg), "--step", "3", "--consumed-samples", "44", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)["result"]["step"]
+    assert st["consumed_samples"] == 44 and st["samples"] == calc.current_global_batch_size == 12
+    assert sorted({x["sample"] for x in st["rows"]}) == list(range(44, 56))
