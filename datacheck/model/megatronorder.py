@@ -206,7 +206,7 @@ def shuffle_index(num_samples: int, total_size: int, rng: np.random.RandomState)
 
 
 #: the most batch-size increments of a ramp simulated (each is a segment of :class:`Rampup`)
-MAX_RAMP_INCREMENTS = 1 << 20
+MAX_RAMP_INCREMENTS = 1 << 16
 
 
 def ramp_batch(consumed: int, start: int, increment: int, samples: int, per_increment: float,
@@ -244,13 +244,19 @@ class Rampup:
     global_batch: int
     per_increment: float
     segments: tuple[tuple[int, int, int], ...]
+    _firsts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    _starts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_firsts", tuple(s for s, _, _ in self.segments))
+        object.__setattr__(self, "_starts", tuple(c for _, c, _ in self.segments))
 
     def batch_at(self, consumed: int) -> int:
         """The global batch of the iteration that starts after ``consumed`` samples (:func:`ramp_batch`)."""
         return ramp_batch(consumed, self.start, self.increment, self.samples, self.per_increment, self.global_batch)
 
     def _segment(self, step: int) -> tuple[int, int, int]:
-        i = bisect.bisect_right([s for s, _, _ in self.segments], step) - 1
+        i = bisect.bisect_right(self._firsts, step) - 1
         return self.segments[max(i, 0)]
 
     def consumed_before(self, step: int) -> int:
@@ -260,7 +266,7 @@ class Rampup:
 
     def step_at(self, consumed: int) -> int | None:
         """The step a run from its start begins after exactly ``consumed`` samples; None when no step does."""
-        i = bisect.bisect_right([c for _, c, _ in self.segments], consumed) - 1
+        i = bisect.bisect_right(self._starts, consumed) - 1
         if i < 0:
             return None
         s0, c0, g = self.segments[i]

@@ -313,3 +313,16 @@ def test_legacy_split_rounding_is_not_megatron_cores():
     # in megatron-core, whose arithmetic datacheck follows (a legacy run's train range can differ by one)
     assert ref.legacy_train_valid_test_split("1,1,1", 7)[:2] == [0, 3]
     assert train_range(7, "1,1,1") == ref.train_range(7, "1,1,1") == (0, 2)
+
+
+@pytest.mark.parametrize("args, message", [
+    ((8, 4, 100, 8), "above the start batch 8"),        # no increment: Megatron divides the samples by 0
+    ((4, 3, 100, 8), "whole increments of 3"),           # (8 - 4) % 3: Megatron asserts it
+    ((12, 4, 100, 8), "above the start batch 12"),       # the global batch below the start
+    ((4, 4, 0, 8), "above 0"),                          # 0 samples: int(0 / 0.0) divides by zero
+    ((1, 1, 10, megatronorder.MAX_RAMP_INCREMENTS + 2), "not simulated"),
+])
+def test_a_ramp_megatron_refuses_is_refused(args, message):
+    start, inc, samples, gbs = args
+    with pytest.raises(UsageError, match=message):
+        megatronorder.rampup(start, inc, samples, gbs)
