@@ -19,7 +19,10 @@ tests/helpers/megatronref.py instead. Prints one line per case; exit 1 on the fi
 with a note when megatron-core cannot be imported. Blends: the blend's length, its dataset and
 dataset-sample indices (helpers.cpp ``build_blending_indices``), each prefix's GPTDataset (its
 num_samples, document and shuffle indices, length), and every sample's prefix, tokens and documents
-of 4 whole steps.
+of 4 whole steps. ``--rampup-batch-size`` runs: every step's start and global batch against
+megatron-core's RampupBatchsizeNumMicroBatchesCalculator, and the samples of 6 steps. ``--split``: the
+train range over awkward sequence counts against megatron-core's split matrix and the train
+GPTDataset's indices.
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ if str(ROOT) not in sys.path:
 from datacheck.execute.plan import MegatronPlan, build_plan, rows_of_step  # noqa: E402
 from datacheck.formats.megatron import read_megatron  # noqa: E402
 from datacheck.model.config import config_from_dict  # noqa: E402
-from datacheck.model.megatronorder import BlendedOrder, build_order, sample_index  # noqa: E402
+from datacheck.model.megatronorder import BlendedOrder, build_order, sample_index, train_range  # noqa: E402
 
 #: (prefix under realdata, seq_length, seed, split, train samples, add_extra_token)
 INDEX_CASES = [
@@ -65,6 +68,15 @@ PER_SPLIT_CASES = [
     ([OWT, TOY], 256, 9, "", 300, 2, 2, 2),
 ]
 #: (prefix, seq_length, seed, split, train_iters, micro-batch, data-parallel, grad_accum)
+#: --rampup-batch-size runs: (prefix, seq_length, seed, split, train_samples, micro-batch, data-parallel,
+#: grad_accum, (start, increment, ramp-up samples))
+RAMP_CASES = [
+    ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 64, 7, "969, 30, 1", 400, 2, 2, 4, (4, 4, 60)),
+    ("megatron_toy_duplicates/my-gpt2_text_document", 32, 1234, "98,2,0", 3000, 1, 2, 12, (2, 2, 500)),
+    ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 128, 3, "1", 2000, 4, 1, 6, (4, 4, 333)),
+]
+#: --split strings for the train-range comparison over awkward sequence counts
+SPLITS = ["969, 30, 1", "1,1,1", "0.7 0.2 0.1", "2,1", "98,2,0", "949,50,1", "1", "33.3,33.3,33.4", "5/3/2"]
 PLAN_CASES = [
     ("megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document", 1024, 1234, "969, 30, 1", 400, 2, 2, 2),
     ("megatron_toy_duplicates/my-gpt2_text_document", 64, 1234, "98,2,0", 300, 4, 2, 4),
@@ -189,6 +201,94 @@ def _blend(mc, real: Path, words: list[str], seq_length: int, seed: int, split: 
             f"and GPTDataset indices equal; {n} samples of whole steps: tokens and documents equal")
 
 
+def _ramp(mc, prefix: Path, seq_length: int, seed: int, split: str, samples: int, mbs: int, dp: int, ga: int,
+          ramp: tuple[int, int, int]) -> str:
+    """A ``--rampup-batch-size`` run: megatron-core's RampupBatchsizeNumMicroBatchesCalculator walked
+    through training.py's loop (``update_num_microbatches(consumed_train_samples)`` at each iteration's
+    start, ``consumed_train_samples += dp x mbs x get_num_microbatches()`` after it; training.py is
+    outside the wheel, its three lines are copied here) against datacheck's plan under ``[megatron]
+    rampup_batch_size``: every step's start and global batch, ``update_train_iters``' step count, and
+    every sample's tokens and documents of 6 whole steps (in and after the ramp) against GPTDataset."""
+    gbs = mbs * dp * ga
+    calc = mc.RampupCalculator(gbs, mbs, dp, False, 0, *ramp)
+    iterations, consumed = 0, 0  # training.py update_train_iters
+    while consumed <= int(ramp[2]):
+        calc.update(consumed, consistency_check=False)
+        consumed += calc.get_current_global_batch_size()
+        iterations += 1
+    calc.update(0, consistency_check=False)
+    iterations += (samples - consumed) // gbs
+    train = _megatron_train(mc, str(prefix), seq_length, seed, split, samples, True)
+    plan = build_plan([str(prefix) + ".bin"], config_from_dict({
+        "batch": {"batch_size": mbs, "world_size": dp, "grad_accum": ga},
+        "megatron": {"seq_length": seq_length, "train_samples": samples, "seed": seed, "split": split,
+                     "rampup_batch_size": list(ramp)}}))
+    assert isinstance(plan, MegatronPlan)
+    assert plan.order.steps == iterations, f"steps {plan.order.steps} != update_train_iters' {iterations}"
+    starts, consumed = [], 0
+    for step in range(iterations):  # training.py train()'s loop
+        calc.update(consumed, consistency_check=True)
+        batch = dp * mbs * calc.get()
+        assert (plan.order.consumed_before(step), plan.order.batch_at(consumed)) == (consumed, batch), f"step {step}"
+        starts.append((consumed, batch))
+        consumed += batch
+    rows_tokens = read_megatron(Path(str(prefix) + ".bin"))["input_ids"].to_list()
+    ramp_end = next(k for k, (_, b) in enumerate(starts) if b == gbs)
+    n = 0
+    for step in sorted({0, 1, ramp_end // 2, ramp_end - 1, ramp_end, iterations - 1}):
+        rows = rows_of_step(plan, step)
+        lo, batch = starts[step]
+        assert sorted({r.sample for r in rows}) == list(range(lo, lo + batch)), f"step {step}: samples"
+        for idx in range(lo, lo + batch):
+            text, seq_ids = train._query_document_sample_shuffle_indices(idx)
+            mine = [r for r in rows if r.sample == idx]
+            assert [t for r in mine for t in rows_tokens[r.row][r.tokens[0]:r.tokens[1]]] == text.tolist(), \
+                f"step {step} sample {idx}: tokens"
+            assert [r.row for r in mine] == plan.seq_doc[0][seq_ids].tolist(), f"step {step} sample {idx}: documents"
+            n += 1
+    return (f"{iterations} steps, the ramp over by step {ramp_end}: every step's start and global batch equal the "
+            f"calculator's; {n} samples of 6 steps: tokens and documents equal GPTDataset's")
+
+
+def _splits(mc, folder: Path) -> str:
+    """``--split`` over awkward sequence counts: datacheck's train range against megatron-core's
+    ``parse_and_normalize_split``, ``convert_split_vector_to_split_matrix`` and the builder's
+    ``int(round(bookend * float(n)))`` for a grid of counts and splits, and against the train
+    GPTDataset's ``indices`` that BlendedMegatronDatasetBuilder builds over generated pairs of
+    awkward counts."""
+    grid = 0
+    for split in SPLITS:
+        matrix = mc.convert_split_vector_to_split_matrix(mc.parse_and_normalize_split(split))
+        for n in list(range(0, 2000)) + [10**k + d for k in range(4, 10) for d in (-3, -1, 0, 1, 3)]:
+            want = (int(round(matrix[0][0] * float(n))), int(round(matrix[0][1] * float(n))))
+            assert train_range(n, split) == want, f"--split {split!r} over {n} sequences: {train_range(n, split)} != {want}"
+            grid += 1
+    built = 0
+    for n in (3, 7, 13, 101, 333):
+        prefix = _pair(folder / f"n{n}", [5 + (i * 7) % 11 for i in range(n)])
+        for split in SPLITS:
+            try:
+                train = _megatron_train(mc, str(prefix), 4, 1234, split, 8, True)
+            except Exception as exc:  # noqa: BLE001 - a split megatron-core builds no train dataset of
+                assert train_range(n, split)[1] - train_range(n, split)[0] <= 0 or "token" in str(exc), str(exc)
+                continue
+            assert np.array_equal(np.asarray(train.indices), np.arange(*train_range(n, split))), f"{n}, {split!r}"
+            built += 1
+    return f"{grid} (count, split) pairs equal megatron-core's split matrix; {built} built train datasets' indices equal"
+
+
+def _pair(folder: Path, lengths: list[int]) -> Path:
+    """A pair of one sequence per document with ``lengths`` tokens."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lens = np.array(lengths, dtype=np.int32)
+    ptrs = np.concatenate([[0], np.cumsum(lens[:-1].astype(np.int64) * 2)]).astype(np.int64)
+    di = np.arange(len(lens) + 1, dtype=np.int64)
+    (folder / "x.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(lens), len(di))
+                                   + lens.tobytes() + ptrs.tobytes() + di.tobytes())
+    (folder / "x.bin").write_bytes((np.arange(int(lens.sum())) % 60_000).astype(np.uint16).tobytes())
+    return folder / "x"
+
+
 def _sentences_pair(folder: Path) -> Path:
     """A pair of 300 documents of 1..5 sequences (0..39 tokens each)."""
     rng = np.random.default_rng(0)
@@ -213,7 +313,12 @@ def main(argv: list[str]) -> int:
         from megatron.core.datasets import gpt_dataset, indexed_dataset
         from megatron.core.datasets.blended_dataset import BlendedDataset
         from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+        from megatron.core.datasets.blended_megatron_dataset_config import (
+            convert_split_vector_to_split_matrix,
+            parse_and_normalize_split,
+        )
         from megatron.core.datasets.utils import get_blend_from_list
+        from megatron.core.num_microbatches_calculator import RampupBatchsizeNumMicroBatchesCalculator
     except ImportError as exc:
         print(f"megatron-core cannot be imported ({exc}); see this script's docstring")
         return 0
@@ -226,6 +331,9 @@ def main(argv: list[str]) -> int:
     mc.BlendedMegatronDatasetBuilder = BlendedMegatronDatasetBuilder  # type: ignore[attr-defined]
     mc.BlendedDataset = BlendedDataset  # type: ignore[attr-defined]
     mc.get_blend_from_list = staticmethod(get_blend_from_list)  # type: ignore[attr-defined]
+    mc.RampupCalculator = RampupBatchsizeNumMicroBatchesCalculator  # type: ignore[attr-defined]
+    mc.parse_and_normalize_split = staticmethod(parse_and_normalize_split)  # type: ignore[attr-defined]
+    mc.convert_split_vector_to_split_matrix = staticmethod(convert_split_vector_to_split_matrix)  # type: ignore[attr-defined]
     real = Path(argv[0]) if argv else ROOT.parent / "shared" / "realdata"
     try:
         for words, *args in BLEND_CASES:
@@ -236,6 +344,10 @@ def main(argv: list[str]) -> int:
             print(f"{prefix} {args}: {_indices(mc, str(real / prefix), *args)}")
         for prefix, seq_length, seed, split, iters, mbs, dp, ga in PLAN_CASES:
             print(f"plan {prefix}: {_plan(mc, real / prefix, seq_length, seed, split, iters, mbs, dp, ga, [0, 1, iters // 2, iters - 1])}")
+        for prefix, *rargs in RAMP_CASES:
+            print(f"--rampup-batch-size {prefix} {rargs}: {_ramp(mc, real / prefix, *rargs)}")
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"--split over awkward counts: {_splits(mc, Path(tmp))}")
         with tempfile.TemporaryDirectory() as tmp:
             print(f"plan of a --split-sentences pair: {_plan(mc, _sentences_pair(Path(tmp)), 50, 77, '90,10', 120, 2, 3, 2, list(range(120)))}")
     except AssertionError as exc:

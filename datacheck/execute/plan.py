@@ -476,9 +476,10 @@ class MegatronPlan:
                 raise UsageError(f"--rank {rank}: step {step} has ranks 0..{self.order.data_parallel - 1}")
             batches = [b for b in batches if b[0] == rank]
         if micro_batch is not None:
-            if not 0 <= micro_batch < self.order.grad_accum:
+            accum = 1 + max((b[1] for b in batches), default=-1)  # under a ramp-up: the step's own count
+            if not 0 <= micro_batch < accum:
                 raise UsageError(f"--micro-batch {micro_batch}: step {step} has micro-batches "
-                                 f"0..{self.order.grad_accum - 1}")
+                                 f"0..{accum - 1}")
             batches = [b for b in batches if b[1] == micro_batch]
         if not batches:
             return []
@@ -508,7 +509,8 @@ class MegatronPlan:
         A blend has no ``sequences``, ``train_sequences``, ``tokens_per_epoch``, ``data_epochs`` or
         ``separate_final_epoch`` of its own: ``blend`` lists them per prefix (with ``prefix``, ``shard``,
         ``weight`` (None unweighted), ``target_samples``, ``samples``), and ``mid_level_dataset_surplus``
-        (None unweighted) is added.
+        (None unweighted) is added. A run with a batch-size ramp-up adds ``rampup_batch_size`` and
+        ``rampup_steps`` (:func:`_ramp_summary`); ``global_batch`` is then the one after the ramp.
         """
         o, b, m = self.order, self.cfg.batch, self.cfg.megatron
         if isinstance(o, BlendedOrder):
@@ -527,6 +529,7 @@ class MegatronPlan:
                           for i, d in enumerate(o.datasets)],
                 "mid_level_dataset_surplus": m.mid_level_dataset_surplus if o.given_weights is not None else None,
                 "ignored": [k for k in _TORCH_ONLY_KEYS if k in b.model_fields_set], "supervised": None,
+                **_ramp_summary(o),
             }
         return {
             "loader": "megatron", "rows": self.space.n_rows, "sequences": int(len(o.sizes)),
@@ -538,7 +541,19 @@ class MegatronPlan:
             "steps": o.steps, "steps_per_epoch": o.steps, "add_extra_token_to_sequence": bool(o.extra),
             "dataloader_type": o.dataloader,
             "ignored": [k for k in _TORCH_ONLY_KEYS if k in b.model_fields_set], "supervised": None,
+            **_ramp_summary(o),
         }
+
+
+def _ramp_summary(o: MegatronOrder | BlendedOrder) -> dict[str, Any]:
+    """A ramp-up's keys of a Megatron plan summary (none without one): ``rampup_batch_size`` ([start,
+    increment, samples]) and ``rampup_steps``: per run of steps with one global batch, ``{"first_step",
+    "consumed_samples"`` (before it), ``"global_batch"}`` (the last holds for every later step)."""
+    r = o.rampup
+    if r is None:
+        return {}
+    return {"rampup_batch_size": [r.start, r.increment, r.samples],
+            "rampup_steps": [{"first_step": s, "consumed_samples": c, "global_batch": g} for s, c, g in r.segments]}
 
 
 def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
@@ -592,7 +607,8 @@ def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
         read[span.path] = (sizes, *_sequence_documents(sizes, docs))
     common = dict(seq_length=int(m.seq_length or 0), seed=m.seed, split=m.split, extra=m.add_extra_token_to_sequence,
                   micro_batch=int(b.batch_size or 0), data_parallel=b.world_size, grad_accum=b.grad_accum,
-                  train_iters=m.train_iters, train_samples=m.train_samples, dataloader=m.dataloader_type)
+                  train_iters=m.train_iters, train_samples=m.train_samples, dataloader=m.dataloader_type,
+                  rampup_batch_size=None if m.rampup_batch_size is None else tuple(m.rampup_batch_size))
     order: MegatronOrder | BlendedOrder
     if prefixes is None or (len(prefixes) == 1 and weights is None):
         # Megatron builds a plain GPTDataset for one prefix without a weight (no BlendedDataset)

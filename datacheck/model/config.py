@@ -378,6 +378,11 @@ class MegatronSection(_Section):
         "\"0.7\", \"/data/b_text_document\"]` (weight, prefix pairs) or prefixes only (`[\"/data/a_text_document\", "
         "\"/data/b_text_document\"]`: weighed by their sample counts). Needed when the plan holds several "
         "Megatron pairs; each prefix names the planned pair whose path (without .bin) it ends with"))
+    rampup_batch_size: list[int] | None = Field(default=None, min_length=3, max_length=3, description=(
+        "Megatron's `--rampup-batch-size START INCR SAMPLES` (with train_samples): the global batch starts at START "
+        "and grows by INCR over SAMPLES consumed samples to [batch] batch_size x world_size x grad_accum "
+        "(RampupBatchsizeNumMicroBatchesCalculator), so a step's samples start at the sum of the earlier steps' "
+        "global batches; trace checks it against the log's consumed samples and global batch size"))
     mid_level_dataset_surplus: float = Field(default=0.005, ge=0, le=1000, description=(
         "Megatron's `--mid-level-dataset-surplus` (megatron-core's default 0.005): each dataset of a weighted "
         "blend is built for ceil(ceil(samples x weight) x (1 + surplus)) samples, which sets its shuffle"))
@@ -407,10 +412,22 @@ class MegatronSection(_Section):
                 raise ValueError(str(exc).removeprefix("[megatron] ")) from None
         return v
 
+    @field_validator("rampup_batch_size")
+    @classmethod
+    def _rampup_numbers(cls, v: list[int] | None) -> list[int] | None:
+        # RampupBatchsizeNumMicroBatchesCalculator asserts start and increment > 0; 0 samples divide by zero
+        if v is not None and (min(v) <= 0 or max(v) > 2**50):
+            raise ValueError(f"{v}: expected [START, INCR, SAMPLES], each above 0 (and at most 2**50), as the run's "
+                             "--rampup-batch-size")
+        return v
+
     @model_validator(mode="after")
     def _iters_or_samples(self) -> "MegatronSection":
         if self.train_iters is not None and self.train_samples is not None:
             raise ValueError("give train_iters or train_samples, not both (Megatron refuses both)")
+        if self.rampup_batch_size is not None and self.train_iters is not None:
+            raise ValueError("rampup_batch_size with train_iters: Megatron asserts \"expected no batch-size rampup for "
+                             "iteration-based training\" (a ramp-up run gives train_samples)")
         return self
 
 
@@ -629,6 +646,8 @@ class Config(_Section):
             del doc["tokens"]["padding_side"]
         if doc.get("megatron") == MegatronSection().model_dump(mode="json", by_alias=True):
             del doc["megatron"]
+        elif doc.get("megatron", {}).get("rampup_batch_size", 0) is None:  # added later: unset keeps the hash
+            del doc["megatron"]["rampup_batch_size"]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 

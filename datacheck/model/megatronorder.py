@@ -40,7 +40,14 @@ those samples in order. Each array below is built as Megatron builds it:
    the data gives rank ``r`` the bucket ``[r * bucket, (r + 1) * bucket)``, ``bucket = (len // (mbs *
    dp)) * mbs``, in the order of ``torch.randperm(bucket, generator=torch.Generator().manual_seed(e))``,
    ``mbs`` at a time; micro-step ``k`` is micro-batch ``k % (bucket // mbs)`` of pass ``k // (bucket //
-   mbs)`` (torch is imported for it, lazily).
+   mbs)`` (torch is imported for it, lazily);
+7. a batch-size ramp-up (``--rampup-batch-size START INCR SAMPLES`` with ``--train-samples``;
+   :class:`Rampup`): training.py sets each iteration's global batch from the samples consumed before
+   it (megatron/core/num_microbatches_calculator.py ``RampupBatchsizeNumMicroBatchesCalculator``:
+   ``START + int(consumed / (SAMPLES / increments)) * INCR`` while ``consumed <= SAMPLES``, then
+   ``gbs``), so optimizer step ``s`` is the global batch ``[S(s), S(s) + batch(S(s)))``, ``S(s)`` the
+   sum of the earlier steps' batches, its micro-batches per rank ``batch / (mbs * dp)``; the run's
+   steps are training.py's ``update_train_iters``.
 
 A blend (``--data-path 0.3 A 0.7 B``; :class:`BlendedOrder`, :func:`build_blend`) is megatron-core's
 ``BlendedMegatronDatasetBuilder._build_blended_dataset_splits`` and ``BlendedDataset``: one
@@ -56,6 +63,7 @@ reads them; a zero-length sequence inside a sample is a piece of 0 tokens, as Me
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import os
@@ -71,7 +79,8 @@ from datacheck.model.torchdep import require_torch
 
 __all__ = ["MegatronOrder", "BlendedOrder", "parse_data_path", "blend_sizes", "blending_indices", "build_blend",
            "MID_LEVEL_DATASET_SURPLUS", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
-           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD", "index_bytes", "kept_bytes", "memory_limit"]
+           "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD", "index_bytes", "kept_bytes", "memory_limit",
+           "Rampup", "rampup", "ramp_batch", "MAX_RAMP_INCREMENTS"]
 
 #: ``_build_document_sample_shuffle_indices``: the last epoch is shuffled apart when it would give
 #: fewer than this fraction of an epoch's samples (``threshold = 0.80``)
@@ -196,17 +205,195 @@ def shuffle_index(num_samples: int, total_size: int, rng: np.random.RandomState)
     return np.concatenate((first, last))
 
 
+#: the most batch-size increments of a ramp simulated (each is a segment of :class:`Rampup`)
+MAX_RAMP_INCREMENTS = 1 << 16
+
+
+def ramp_batch(consumed: int, start: int, increment: int, samples: int, per_increment: float,
+               global_batch: int) -> int:
+    """The global batch of the iteration that starts after ``consumed`` samples under
+    ``--rampup-batch-size start increment samples`` (megatron/core/num_microbatches_calculator.py
+    ``RampupBatchsizeNumMicroBatchesCalculator.update``, its float arithmetic kept):
+    ``global_batch`` once ``consumed > samples``, else ``start + int(consumed / per_increment) *
+    increment``, ``per_increment = samples / ((global_batch - start) // increment)`` (a float)."""
+    if consumed > samples:
+        return global_batch
+    return start + int(consumed / per_increment) * increment
+
+
+@dataclass(frozen=True)
+class Rampup:
+    """A run's batch-size ramp-up (Megatron's ``--rampup-batch-size START INCR SAMPLES``;
+    :func:`rampup`): the global batch of an iteration is :func:`ramp_batch` of the samples consumed
+    before it (training.py ``train``: ``update_num_microbatches(args.consumed_train_samples)`` at the
+    start of every iteration, ``consumed_train_samples += `` its global batch after it), so optimizer
+    step ``s`` reads the samples ``[S(s), S(s) + batch(S(s)))`` with ``S(s)`` the sum of the earlier
+    steps' global batches, not ``s x global batch``.
+
+    Attributes:
+        start, increment, samples: the three numbers of ``--rampup-batch-size``.
+        global_batch: the global batch after the ramp (``--global-batch-size``).
+        per_increment: ``samples / number of increments`` (float64, as Megatron divides).
+        segments: ``(first step, samples consumed before it, global batch)`` of each run of steps
+            with one global batch, in step order; the last holds ``global_batch`` for every later step.
+    """
+
+    start: int
+    increment: int
+    samples: int
+    global_batch: int
+    per_increment: float
+    segments: tuple[tuple[int, int, int], ...]
+    _firsts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    _starts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_firsts", tuple(s for s, _, _ in self.segments))
+        object.__setattr__(self, "_starts", tuple(c for _, c, _ in self.segments))
+
+    def batch_at(self, consumed: int) -> int:
+        """The global batch of the iteration that starts after ``consumed`` samples (:func:`ramp_batch`)."""
+        return ramp_batch(consumed, self.start, self.increment, self.samples, self.per_increment, self.global_batch)
+
+    def _segment(self, step: int) -> tuple[int, int, int]:
+        i = bisect.bisect_right(self._firsts, step) - 1
+        return self.segments[max(i, 0)]
+
+    def consumed_before(self, step: int) -> int:
+        """Samples consumed before optimizer step ``step`` (0-based) of a run from its start."""
+        s0, c0, g = self._segment(step)
+        return c0 + (step - s0) * g
+
+    def step_at(self, consumed: int) -> int | None:
+        """The step a run from its start begins after exactly ``consumed`` samples; None when no step does."""
+        i = bisect.bisect_right(self._starts, consumed) - 1
+        if i < 0:
+            return None
+        s0, c0, g = self.segments[i]
+        if (consumed - c0) % g:
+            return None
+        k = s0 + (consumed - c0) // g
+        return k if i + 1 == len(self.segments) or k < self.segments[i + 1][0] else None
+
+    def advance(self, consumed: int, n: int) -> int | None:
+        """The samples consumed ``n`` iterations after (``n < 0``: before) a point where ``consumed``
+        had been consumed, each iteration taking :meth:`batch_at` of where it starts; None when no
+        point ``-n`` iterations back reaches ``consumed`` (the ramp cannot have led there)."""
+        k = self.step_at(consumed)
+        if k is not None and k + n >= 0:
+            return self.consumed_before(k + n)
+        c, g_max = consumed, self.global_batch
+        while n > 0:  # off the run's own schedule (a run resumed under other batch facts): walk it
+            if c > self.samples:
+                return c + n * g_max
+            g = self.batch_at(c)
+            t = min(n, _same_batch_steps(self, c, g))
+            c, n = c + t * g, n - t
+        sizes = range(self.start, g_max + 1, self.increment)
+        while n < 0:
+            if c - g_max > self.samples:  # every earlier point past the ramp took the whole global batch
+                t = min(-n, (c - self.samples - 1) // g_max)
+                if t > 0:
+                    c, n = c - t * g_max, n + t
+                    continue
+            prev = next((c - g for g in sizes if c - g >= 0 and self.batch_at(c - g) == g), None)
+            if prev is None:
+                return None
+            c, n = prev, n + 1
+        return c
+
+    def train_iters(self, train_samples: int) -> int:
+        """training.py ``update_train_iters`` for ``--train-samples train_samples``: the iterations
+        while the samples consumed are at most ``samples`` (the ramp), then ``(train_samples -
+        consumed) // global_batch`` more (Python's floor division, as Megatron computes it)."""
+        k = None
+        for i, (s0, c0, g) in enumerate(self.segments):
+            cand = s0 + max(0, (self.samples - c0) // g + 1)
+            if i + 1 == len(self.segments) or cand < self.segments[i + 1][0]:
+                k = cand
+                break
+        assert k is not None
+        return k + (train_samples - self.consumed_before(k)) // self.global_batch
+
+    def words(self) -> str:
+        return (f"--rampup-batch-size {self.start} {self.increment} {self.samples} to global batch "
+                f"{self.global_batch}")
+
+
+def _same_batch_steps(r: Rampup, consumed: int, g: int) -> int:
+    """How many iterations from ``consumed`` take global batch ``g`` (``g`` the batch at
+    ``consumed``, below the ramp's end): the first ``n >= 1`` with ``batch_at(consumed + n * g) !=
+    g``, by bisection (the batch never falls as samples are consumed)."""
+    lo, hi = 1, (r.samples - consumed) // g + 1  # consumed + hi * g > samples: the whole global batch there
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if r.batch_at(consumed + mid * g) != g:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def rampup(start: int, increment: int, samples: int, global_batch: int) -> Rampup:
+    """The ramp of ``--rampup-batch-size start increment samples`` up to ``global_batch``
+    (:class:`Rampup`), its segments computed from :func:`ramp_batch` as Megatron steps through it.
+
+    Raises:
+        UsageError: what Megatron asserts or divides by zero on: ``start`` or ``increment`` not above 0,
+            ``samples`` not above 0 (0 divides by zero in ``update``), ``global_batch`` below ``start``,
+            equal to it (no increment: ``samples / 0``) or not ``start`` plus whole increments; more
+            than :data:`MAX_RAMP_INCREMENTS` increments.
+    """
+    what = f"[megatron] rampup_batch_size [{start}, {increment}, {samples}]"
+    if start <= 0 or increment <= 0 or samples <= 0:
+        raise UsageError(f"{what}: start batch, increment and ramp-up samples must be above 0 (Megatron asserts "
+                         "start and increment > 0, and divides by the ramp-up samples)")
+    diff = global_batch - start
+    if diff <= 0 or diff % increment:
+        raise UsageError(f"{what}: the global batch [batch] batch_size x world_size x grad_accum = {global_batch} "
+                         f"must be above the start batch {start} by whole increments of {increment} (Megatron's "
+                         "RampupBatchsizeNumMicroBatchesCalculator asserts it, and divides by the number of increments)")
+    if diff // increment > MAX_RAMP_INCREMENTS:
+        raise UsageError(f"{what}: {diff // increment:,} increments to global batch {global_batch}; more than "
+                         f"{MAX_RAMP_INCREMENTS:,} are not simulated")
+    per = samples / (diff // increment)
+    segs: list[tuple[int, int, int]] = []
+    proto = Rampup(start, increment, samples, global_batch, per, ())
+    c = s = 0
+    while True:
+        g = proto.batch_at(c)
+        segs.append((s, c, g))
+        if g == global_batch:
+            break
+        n = _same_batch_steps(proto, c, g)
+        c, s = c + n * g, s + n
+    return Rampup(start, increment, samples, global_batch, per, tuple(segs))
+
+
 class _Sampler:
     """Megatron's samplers over a dataset of ``len(self)`` samples (module docstring, step 6); the
     class that mixes it in holds ``micro_batch``, ``data_parallel``, ``grad_accum``, ``steps``,
-    ``dataloader`` and ``_perms``."""
+    ``dataloader``, ``rampup`` and ``_perms``."""
 
     micro_batch: int
     data_parallel: int
     grad_accum: int
     steps: int
     dataloader: str
+    rampup: Rampup | None
     _perms: dict[int, np.ndarray]
+
+    def consumed_before(self, s: int) -> int:
+        """Samples consumed before optimizer step ``s`` of a run from its start: ``s x global batch``,
+        or under a ramp-up the sum of the earlier steps' global batches (:meth:`Rampup.consumed_before`)."""
+        gbs = self.micro_batch * self.data_parallel * self.grad_accum
+        return s * gbs if self.rampup is None else self.rampup.consumed_before(s)
+
+    def batch_at(self, consumed: int) -> int:
+        """The global batch of the step that starts after ``consumed`` samples (the config's, or the
+        ramp-up's there: :meth:`Rampup.batch_at`)."""
+        gbs = self.micro_batch * self.data_parallel * self.grad_accum
+        return gbs if self.rampup is None else self.rampup.batch_at(consumed)
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -216,21 +403,32 @@ class _Sampler:
         order then micro-batch order (``MegatronPretrainingSampler``; module docstring, step 6).
 
         ``consumed``: the samples the run had consumed before the step (Megatron's
-        ``consumed_train_samples``, where its sampler starts after a resume); default ``s x global
-        batch``, a run that kept one global batch from its start.
+        ``consumed_train_samples``, where its sampler starts after a resume); default
+        :meth:`consumed_before` (``s x global batch``, or the sum over a ramp-up). The step takes
+        :meth:`batch_at` ``consumed`` samples: under a ramp-up its micro-batches per rank are that
+        global batch / (micro-batch x data-parallel), not ``grad_accum``.
 
         Raises:
             UsageError: ``s`` is outside ``0 .. steps - 1``; ``consumed`` is negative, leaves less than
-                a global batch in the dataset, or (cyclic) is not a whole number of micro-batches x
-                data-parallel size (Megatron's RandomSampler asserts it).
+                the step's global batch in the dataset, or (cyclic) is not a whole number of
+                micro-batches x data-parallel size (Megatron's RandomSampler asserts it); the ramp's
+                global batch there is not a multiple of micro-batch x data-parallel (Megatron's
+                consistency check asserts it).
         """
         if not 0 <= s < self.steps:
             raise UsageError(f"--step {s}: the Megatron run has steps 0..{self.steps - 1}")
         mbs, dp = self.micro_batch, self.data_parallel
-        gbs = mbs * dp * self.grad_accum
         if consumed is None:
-            consumed = s * gbs
-        elif consumed < 0 or consumed + gbs > len(self):
+            consumed = self.consumed_before(s)
+        elif consumed < 0:
+            raise UsageError(f"consumed samples {consumed}: a count of samples is not negative")
+        gbs = self.batch_at(consumed)
+        if gbs % (mbs * dp):
+            raise UsageError(f"the global batch after {consumed} consumed samples is {gbs} under "
+                             f"{self.rampup.words() if self.rampup else 'the config'}, not a multiple of micro-batch x "
+                             f"data-parallel ({mbs} x {dp}): Megatron's consistency check asserts it "
+                             "(--decrease-batch-size-if-needed is not simulated)")
+        if consumed + gbs > len(self):
             raise UsageError(f"consumed samples {consumed}: the step's {gbs} samples would pass the dataset's "
                              f"{len(self)} samples")
         if self.dataloader == "cyclic" and consumed % (mbs * dp):
@@ -238,7 +436,7 @@ class _Sampler:
                              f"({mbs} x {dp}): Megatron's cyclic sampler asserts it")
         out = []
         for r in range(dp):
-            for m in range(self.grad_accum):
+            for m in range(gbs // (mbs * dp)):
                 if self.dataloader == "cyclic":
                     out.append((r, m, self._cyclic(consumed // (mbs * dp) + m, r)))
                     continue
@@ -279,9 +477,12 @@ class MegatronOrder(_Sampler):
         doc_index: the document index (int32 sequence ids, ``epochs x train sequences``).
         shuffle: the shuffle index (``len(self)`` entries).
         micro_batch, data_parallel, grad_accum: ``[batch] batch_size``, ``world_size``, ``grad_accum``.
-        steps: optimizer steps of the run (``train_iters``, or ``train_samples // global batch``).
+        steps: optimizer steps of the run (``train_iters``, or ``train_samples // global batch``;
+            under a ramp-up training.py's ``update_train_iters``: :meth:`Rampup.train_iters`).
         dataloader: ``single`` (MegatronPretrainingSampler) or ``cyclic`` (MegatronPretrainingRandomSampler
             with data sharding).
+        rampup: the batch-size ramp-up (``--rampup-batch-size``; :class:`Rampup`), None without one
+            (every step one global batch, ``micro_batch x data_parallel x grad_accum``).
     """
 
     sizes: np.ndarray
@@ -301,6 +502,7 @@ class MegatronOrder(_Sampler):
     grad_accum: int
     steps: int
     dataloader: str = "single"
+    rampup: Rampup | None = None
     _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -396,7 +598,7 @@ def _gib(n: int) -> str:
 def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, extra: bool, micro_batch: int,
                 data_parallel: int, grad_accum: int, train_iters: int | None,
                 train_samples: int | None, dataloader: str = "single", one_epoch: bool = False,
-                held: int = 0) -> MegatronOrder:
+                held: int = 0, rampup_batch_size: tuple[int, int, int] | None = None) -> MegatronOrder:
     """The train order of a Megatron GPT run over an indexed dataset whose sequences have ``sizes``
     tokens (module docstring: the split, epochs, document, sample and shuffle indices, the sampler).
 
@@ -414,10 +616,14 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
             an unweighted blend builds each of its datasets) instead of the run's samples.
         held: bytes already held by the indices of earlier datasets of a blend (:func:`kept_bytes`),
             counted against :func:`memory_limit` with this dataset's.
+        rampup_batch_size: ``--rampup-batch-size START INCR SAMPLES`` (with ``train_samples``; the
+            global batch above is the one after the ramp): :func:`rampup`, the run's steps from
+            :meth:`Rampup.train_iters`.
 
     Raises:
-        UsageError: neither or both of ``train_iters`` / ``train_samples``, a split without train
-            sequences or tokens, or indices that would take more memory than this process may use
+        UsageError: neither or both of ``train_iters`` / ``train_samples``, a ramp-up with
+            ``train_iters`` or one Megatron refuses (:func:`rampup`), a split without train sequences or
+            tokens, or indices that would take more memory than this process may use
             (:func:`index_bytes` against :func:`memory_limit`: refused before any is allocated).
     """
     if (train_iters is None) == (train_samples is None):
@@ -426,8 +632,7 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
                          "and so the whole shuffle")
     sizes = np.asarray(sizes, dtype=np.int32)
     gbs = micro_batch * data_parallel * grad_accum
-    requested = train_samples if train_samples is not None else int(train_iters or 0) * gbs
-    steps = train_iters if train_iters is not None else int(train_samples or 0) // gbs
+    requested, steps, ramp = _run_length(gbs, train_iters, train_samples, rampup_batch_size)
     beg, end = train_range(len(sizes), split)
     documents = np.arange(beg, end, 1, dtype=np.int32)
     tokens = int(np.sum(sizes[documents].astype(np.int64)))
@@ -455,7 +660,28 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
     return MegatronOrder(sizes=sizes, train=(beg, end), seq_length=seq_length, extra=x, seed=seed,
                          requested=requested, epochs=epochs, separate_final_epoch=separate, tokens_per_epoch=tokens,
                          doc_index=doc_index, shuffle=shuffle, cum=cum, micro_batch=micro_batch,
-                         data_parallel=data_parallel, grad_accum=grad_accum, steps=steps, dataloader=dataloader)
+                         data_parallel=data_parallel, grad_accum=grad_accum, steps=steps, dataloader=dataloader,
+                         rampup=ramp)
+
+
+def _run_length(gbs: int, train_iters: int | None, train_samples: int | None,
+                rampup_batch_size: tuple[int, int, int] | None) -> tuple[int, int, Rampup | None]:
+    """(the train samples the run asks for, its optimizer steps, its ramp-up) as training.py's
+    ``get_train_valid_test_num_samples`` and ``update_train_iters`` compute them.
+
+    Raises:
+        UsageError: a ramp-up with ``train_iters`` (Megatron asserts "expected no batch-size rampup for
+            iteration-based training"), or one :func:`rampup` refuses.
+    """
+    if rampup_batch_size is None:
+        requested = train_samples if train_samples is not None else int(train_iters or 0) * gbs
+        return requested, train_iters if train_iters is not None else int(train_samples or 0) // gbs, None
+    if train_samples is None:
+        raise UsageError("[megatron] rampup_batch_size with train_iters: Megatron asserts \"expected no batch-size "
+                         "rampup for iteration-based training\"; a ramp-up run gives --train-samples ([megatron] "
+                         "train_samples)")
+    ramp = rampup(*rampup_batch_size, global_batch=gbs)
+    return train_samples, ramp.train_iters(train_samples), ramp
 
 
 def parse_data_path(words: list[str]) -> tuple[list[str], list[float] | None]:
@@ -562,7 +788,7 @@ class BlendedOrder(_Sampler):
         size: samples of the blend (weighted: ``sum(targets)``; unweighted: ``min(samples, sum of
             lengths)``).
         seq_length, extra, seed, requested: as :class:`MegatronOrder`.
-        micro_batch, data_parallel, grad_accum, steps, dataloader: the sampler (:class:`MegatronOrder`).
+        micro_batch, data_parallel, grad_accum, steps, dataloader, rampup: the sampler (:class:`MegatronOrder`).
     """
 
     datasets: tuple[MegatronOrder, ...]
@@ -579,6 +805,7 @@ class BlendedOrder(_Sampler):
     grad_accum: int
     steps: int
     dataloader: str = "single"
+    rampup: Rampup | None = None
     _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     _index: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -665,7 +892,8 @@ class BlendedOrder(_Sampler):
 def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_length: int, seed: int, split: str,
                 extra: bool, micro_batch: int, data_parallel: int, grad_accum: int, train_iters: int | None,
                 train_samples: int | None, dataloader: str = "single",
-                surplus: float = MID_LEVEL_DATASET_SURPLUS) -> BlendedOrder:
+                surplus: float = MID_LEVEL_DATASET_SURPLUS,
+                rampup_batch_size: tuple[int, int, int] | None = None) -> BlendedOrder:
     """The train order of a Megatron GPT run over the prefixes of ``--data-path`` (their ``.idx``
     sequence lengths ``sizes``, in order) as BlendedMegatronDatasetBuilder builds it (megatron-core
     0.16.1, ``_build_blended_dataset_splits``, one distribution for all splits):
@@ -692,8 +920,7 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
     if weights is not None and len(weights) != len(sizes):
         raise UsageError(f"{len(weights)} weights for {len(sizes)} prefixes: Megatron needs one weight per prefix")
     gbs = micro_batch * data_parallel * grad_accum
-    requested = train_samples if train_samples is not None else int(train_iters or 0) * gbs
-    steps = train_iters if train_iters is not None else int(train_samples or 0) // gbs
+    requested, steps, ramp = _run_length(gbs, train_iters, train_samples, rampup_batch_size)
     common: dict[str, Any] = dict(seq_length=seq_length, seed=seed, split=split, extra=extra, micro_batch=micro_batch,
                   data_parallel=data_parallel, grad_accum=grad_accum, train_iters=None)
     if weights is not None:
@@ -721,8 +948,20 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
                              "asserts weights > 0")
         size = min(requested, sum(targets))
         used = _normalize([float(t) for t in targets])
-        steps = min(steps, size // gbs)
+        steps = min(steps, size // gbs if ramp is None else _steps_within(ramp, size))
     return BlendedOrder(datasets=datasets, weights=used, given_weights=None if weights is None else list(weights),
                         targets=targets, size=size, seq_length=seq_length, extra=1 if extra else 0, seed=seed,
                         requested=requested, micro_batch=micro_batch, data_parallel=data_parallel,
-                        grad_accum=grad_accum, steps=steps, dataloader=dataloader)
+                        grad_accum=grad_accum, steps=steps, dataloader=dataloader, rampup=ramp)
+
+
+def _steps_within(ramp: Rampup, size: int) -> int:
+    """The steps of a run from its start under ``ramp`` whose samples all lie in the first ``size``."""
+    lo, hi = 0, size // ramp.start + 1  # every step takes at least the start batch
+    while lo < hi:  # the most steps k with consumed_before(k) <= size
+        mid = (lo + hi + 1) // 2
+        if ramp.consumed_before(mid) <= size:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

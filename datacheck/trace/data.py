@@ -58,7 +58,7 @@ from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Severity
 from datacheck.model.identity import compare_identity
-from datacheck.model.megatronorder import MegatronOrder
+from datacheck.model.megatronorder import MegatronOrder, Rampup
 from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
@@ -260,24 +260,47 @@ class DatasetIndex:
         return BatchPlan(space=space, cfg=self.cfg, supervised=None, lengths=self.lengths)
 
 
-def megatron_consumed(consumed: dict[int, int], log_step: int, optimizer_step: int,
-                      global_batch: int) -> tuple[int, str]:
+def megatron_consumed(consumed: dict[int, int], log_step: int, optimizer_step: int, global_batch: int,
+                      ramp: Rampup | None = None, batches: dict[int, int] | None = None) -> tuple[int, str]:
     """Where Megatron's sampler stands before log step ``log_step`` (an iteration: the samples
     consumed before it), from the ``consumed samples`` a Megatron log reports after some iterations
     (``consumed``, :attr:`TraceResult.consumed`): the report at the nearest iteration ``M`` at or
-    before the step (else after it), moved by ``global_batch`` per iteration between; with no
-    report, ``optimizer_step x global_batch`` (a run that kept one global batch from its start).
-    Returns (the samples, how they were found, in words).
+    before the step (else after it), moved by one global batch per iteration between (``global_batch``;
+    under a batch-size ramp-up ``ramp``, the ramp's global batch where each iteration starts:
+    :meth:`Rampup.advance`); with no report, the samples before optimizer step ``optimizer_step`` of a
+    run from its start (``optimizer_step x global_batch``, or the sum over the ramp). Returns (the
+    samples, how they were found, in words).
 
     Raises:
-        UsageError: the two reports nearest the step grow by another count per iteration than
-            ``global_batch`` (the config's global batch is not the run's there, or a batch-size
-            ramp-up: the step's samples cannot be placed).
+        UsageError: the log contradicts the config: the two reports nearest the step grow by another
+            count than ``global_batch`` (or the ramp) gives over their iterations, or a report's ``global
+            batch size`` (``batches``, :attr:`TraceResult.global_batches`) is not the one the config
+            gives where that iteration started (``consumed samples`` less it); the step cannot be
+            reached from the report under the ramp.
     """
+    rule = (f"the config's ramp-up ({ramp.words()})" if ramp is not None
+            else f"the config's global batch {global_batch}")
+    fix = ("set [megatron] rampup_batch_size and [batch] (batch_size x world_size x grad_accum: the global batch after "
+           "the ramp) to the run's --rampup-batch-size and --global-batch-size" if ramp is not None else
+           "set [batch] (batch_size x world_size x grad_accum) to the run's global batch there; a batch-size "
+           "ramp-up (the log's global batch size grows): set [megatron] rampup_batch_size to the run's "
+           "--rampup-batch-size (or give --ledger)")
+
+    def advance(c: int, n: int) -> int | None:
+        return c + n * global_batch if ramp is None else ramp.advance(c, n)
+
+    def batch_at(c: int) -> int:
+        return global_batch if ramp is None else ramp.batch_at(c)
+
     if not consumed:
+        if ramp is not None:
+            return ramp.consumed_before(optimizer_step), (
+                "the log reports no consumed samples: the samples before each step summed over the ramp-up "
+                f"({ramp.words()}) from the run's start")
         return optimizer_step * global_batch, ("the log reports no consumed samples: assumed optimizer step x global "
                                                "batch before each step (a resumed run whose global batch changed "
                                                "needs a log with them, or --ledger)")
+    batches = batches or {}
     points = sorted(consumed)
     at = bisect.bisect_right(points, log_step) - 1
     m = points[at] if at >= 0 else points[0]
@@ -285,19 +308,31 @@ def megatron_consumed(consumed: dict[int, int], log_step: int, optimizer_step: i
     pair = sorted(near, key=lambda x: abs(x - log_step))[:2]
     if len(pair) == 2:
         a, b = sorted(pair)
-        grew, want = consumed[b] - consumed[a], (b - a) * global_batch
-        if grew != want:
+        grew, want = consumed[b] - consumed[a], advance(consumed[a], b - a)
+        if want != consumed[b]:
             raise UsageError(f"the log's consumed samples grow by {grew} from iteration {a} to {b} ({consumed[a]} -> "
-                             f"{consumed[b]}), not {b - a} x the config's global batch {global_batch}: set [batch] "
-                             "(batch_size x world_size x grad_accum) to the run's global batch there; a batch-size "
-                             "ramp-up is not simulated (give --ledger)")
-    before = consumed[m] + (log_step - m) * global_batch - global_batch
+                             f"{consumed[b]}), not {b - a} x the config's global batch {global_batch}: {fix}"
+                             if ramp is None else
+                             f"the log's consumed samples grow by {grew} from iteration {a} to {b} ({consumed[a]} -> "
+                             f"{consumed[b]}), not the {want - consumed[a]} that {rule} gives over those "
+                             f"iterations: {fix}")
+    for it in sorted({m, *pair}):
+        g = batches.get(it)
+        if g is not None and (consumed[it] - g < 0 or batch_at(consumed[it] - g) != g):
+            c = consumed[it] - g
+            raise UsageError(f"the log's global batch size at iteration {it} is {g} (consumed samples {consumed[it]} "
+                             f"after it, {c} before), but {rule} gives {batch_at(max(c, 0))} there: {fix}")
+    before = advance(consumed[m], log_step - 1 - m)
+    if before is None or before < 0:
+        raise UsageError(f"no run under {rule} reaches the log's consumed samples {consumed[m]} after iteration {m} "
+                         f"from iteration {log_step}: {fix}")
     return before, (f"the samples before iteration {log_step}: {before}, from the log's consumed samples "
-                    f"({consumed[m]} after iteration {m})")
+                    f"({consumed[m]} after iteration {m})" + (f" and the ramp-up ({ramp.words()})" if ramp else ""))
 
 
 def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
-              consumed: dict[int, int] | None = None) -> tuple[StepRows, dict[str, Any]]:
+              consumed: dict[int, int] | None = None,
+              global_batches: dict[int, int] | None = None) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
     the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
@@ -305,7 +340,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     reads, with its token range), for a run that trained from scratch with those samplers: log step
     ``N`` is plan step ``conv.optimizer_step(N)``. A Megatron plan's step starts at the samples the
     run had consumed before it (:func:`megatron_consumed`, from the log's ``consumed samples``,
-    ``consumed``), so a resumed run's iterations are named where its sampler stood.
+    ``consumed``, checked against the log's ``global batch size``, ``global_batches``, and under
+    ``[megatron] rampup_batch_size`` moved by the ramp's global batches), so a resumed run's
+    iterations, and a ramp-up run's, are named where its sampler stood.
 
     Returns:
         (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
@@ -315,7 +352,8 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     Raises:
         UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens`` (the message says to set
             them or give ``--ledger``), a fact of Megatron's order is missing (named), no asked step
-            is inside the plan, or the log's consumed samples contradict the config's global batch.
+            is inside the plan, or the log's consumed samples or global batch sizes contradict the
+            config's global batch or ramp-up (:func:`megatron_consumed`).
         OptionalDependencyError: torch is not installed (the plan is simulated with torch's samplers).
     """
     cfg = index.cfg
@@ -336,10 +374,13 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             outside.append(step)
             continue
         if isinstance(plan, MegatronPlan):
-            before, how = megatron_consumed(consumed or {}, step, k, plan.order.global_batch)
-            if before != k * plan.order.global_batch:
-                how += (f", not optimizer step {k} x global batch {plan.order.global_batch} = "
-                        f"{k * plan.order.global_batch} (a resumed run whose global batch changed)")
+            o = plan.order
+            before, how = megatron_consumed(consumed or {}, step, k, o.global_batch, o.rampup, global_batches)
+            if before != o.consumed_before(k):
+                how += (f", not optimizer step {k} x global batch {o.global_batch} = {k * o.global_batch}"
+                        if o.rampup is None else
+                        f", not the {o.consumed_before(k)} of optimizer step {k} of a run from its start under the "
+                        "ramp-up") + " (a resumed run whose global batch changed)"
             placed.append(how)
             out[step] = plan.step_rows(k, consumed=before)
         else:
@@ -876,7 +917,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if ledger is not None:
         rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
     else:
-        rows, source = plan_rows(index, steps, conv, res.consumed)
+        rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches)
     if conv.micro_batches > 1:
         whole = rows
         rows = micro_batch_rows(rows, conv)

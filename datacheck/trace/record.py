@@ -60,6 +60,9 @@ class StepRecord:
         eval_train_loss: on an eval record, the train loss the eval line reports beside the eval loss
             (nanoGPT's ``step N: train loss A, val loss B``: ``estimate_loss`` over ``eval_iters``
             train batches at step N), None elsewhere.
+        global_batch: the global batch of the iteration (Megatron's ``global batch size``: micro-batch x
+            data-parallel x its micro-batches, which a ``--rampup-batch-size`` run grows), None when not
+            logged.
     """
 
     step: int
@@ -82,6 +85,7 @@ class StepRecord:
     stated: str | None = None
     non_finite_frac: float | None = None
     eval_train_loss: float | None = None
+    global_batch: int | None = None
 
     def where(self) -> str:
         """``file:line`` (or the file alone) for messages."""

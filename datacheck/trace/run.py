@@ -84,6 +84,8 @@ class TraceResult:
         consumed: per iteration a Megatron log reports, its ``consumed samples`` (Megatron's
             ``consumed_train_samples`` after that iteration; the last report of an iteration logged
             twice); empty for other logs. Where a resumed run's sampler stands (``trace --data``).
+        global_batches: per iteration a Megatron log reports it, its ``global batch size`` (the
+            iteration's own global batch; a ``--rampup-batch-size`` run grows it).
     """
 
     logs: list[ReadStats]
@@ -97,6 +99,7 @@ class TraceResult:
     convention: dict[str, Any] | None = None
     stream_ranks: dict[str, str | None] = field(default_factory=dict)
     consumed: dict[int, int] = field(default_factory=dict)
+    global_batches: dict[int, int] = field(default_factory=dict)
     step_less: set[str] = field(default_factory=set)
 
     def rank_of(self, stream: str) -> str | None:
@@ -202,6 +205,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     feeds: dict[Any, list[Any]] = {}  # per stream: the rules' bound feed methods
     named: dict[str, set[int]] = {}  # per log: the ranks its records name
     consumed: dict[int, int] = {}  # Megatron's consumed samples per iteration
+    global_batches: dict[int, int] = {}  # and its global batch size
     inferred: dict[str, set[str]] = {}  # per log: the streams of its records that carry no step number
     for lf in logs:
         seen_notes = 0
@@ -227,6 +231,10 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 lf.stats.min_step = rec.step
             if rec.tokens is not None and (lf.stats.format == "megatron" or lf.stats.line_formats.get("megatron")):
                 consumed[rec.step] = int(rec.tokens)  # "consumed samples": a sample count
+                if rec.global_batch is not None and rec.global_batch > 0:
+                    global_batches[rec.step] = rec.global_batch
+                else:
+                    global_batches.pop(rec.step, None)  # the last report of the iteration is the one kept
             s = streams.get(key)
             if s is None:
                 s = streams[key] = Stream(key)
@@ -289,7 +297,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                           SEVERITY_ORDER[f.severity], f.details.get("metric") != "loss"), default=None)
     first_bad = None if first is None else {"check": first.check, **{k: v for k, v in first.details.items()
                                                                       if not isinstance(v, (list, dict)) or k == "window"}}
-    return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves, consumed=consumed,
+    return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves, consumed=consumed, global_batches=global_batches,
                        streams={s.name: s.records for s in streams.values()},
                        notes=[n for r in rules for n in r.notes],
                        not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],

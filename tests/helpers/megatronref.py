@@ -3,8 +3,10 @@
 :mod:`datacheck.model.megatronorder` and the Megatron plan:
 
 - ``train_range``: ``parse_and_normalize_split`` / ``convert_split_vector_to_split_matrix``
-  (megatron/core/datasets/blended_megatron_dataset_config.py) and
-  ``BlendedMegatronDatasetBuilder._build_megatron_dataset_splits`` (``int(round(b * float(n)))``);
+  (megatron/core/datasets/blended_megatron_dataset_config.py, line for line, with utils.py
+  ``normalize``) and ``BlendedMegatronDatasetBuilder._build_megatron_dataset_splits``
+  (``int(round(b * float(n)))``); ``legacy_train_valid_test_split``: legacy Megatron's
+  ``get_train_valid_test_split_``, which megatron-core replaced (its rounding differs);
 - ``epochs``: ``GPTDataset._get_num_epochs`` (its while loop);
 - ``document_index`` / ``shuffle_index``: ``_build_document_index`` (``numpy.mgrid``) and
   ``_build_shuffle_index`` of megatron/core/datasets/gpt_dataset.py (numpy's RandomState is the
@@ -13,28 +15,93 @@
 - ``batches``: ``MegatronPretrainingSampler.__iter__`` (megatron/training/datasets/data_samplers.py);
 - ``sample_pieces``: ``GPTDataset._query_document_sample_shuffle_indices`` (which sequences, from
   which offset, how many tokens);
+- ``RampupCalculator`` / ``rampup_train_iters`` / ``rampup_steps``: megatron-core's
+  ``RampupBatchsizeNumMicroBatchesCalculator`` and training.py's ``update_train_iters`` and loop
+  (``--rampup-batch-size``);
 - ``blend``: a blend's parts as ``BlendedMegatronDatasetBuilder._build_blended_dataset_splits``
   sizes them (``normalize``, ``_get_size_per_split_per_dataset``), ``BlendedDataset`` and
   helpers.cpp ``build_blending_indices`` (its C++ loop as Python).
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy
 
 
+def parse_and_normalize_split(split: str) -> list[float]:
+    """megatron/core/datasets/blended_megatron_dataset_config.py ``parse_and_normalize_split``."""
+    split_ = list(map(float, re.findall(r"[.0-9]+", split)))
+    split_ = split_ + [0.0 for _ in range(3 - len(split_))]
+    assert len(split_) == 3
+    assert all(map(lambda _: _ >= 0.0, split_))
+    return normalize(split_)
+
+
+def convert_split_vector_to_split_matrix(vector_a: list[float], vector_b: list[float] | None = None):
+    """blended_megatron_dataset_config.py ``convert_split_vector_to_split_matrix``: the (begin, end)
+    bookends of each split, None for an empty one."""
+    if vector_b is None:
+        vector_b = vector_a
+    expansion_a = functools.reduce(lambda a, b: a + [a[len(a) - 1] + b], [[0], *vector_a])
+    expansion_b = functools.reduce(lambda a, b: a + [a[len(a) - 1] + b], [[0], *vector_b])
+    bookends_a = list(zip(expansion_a[:-1], expansion_a[1:]))
+    bookends_b = list(zip(expansion_b[:-1], expansion_b[1:]))
+    matrix = []
+    for bookend_a, bookend_b in zip(bookends_a, bookends_b):
+        if min(bookend_a[1], bookend_b[1]) <= max(bookend_a[0], bookend_b[0]):
+            overlap = None
+        else:
+            overlap = (max(bookend_a[0], bookend_b[0]), min(bookend_a[1], bookend_b[1]))
+        matrix.append(overlap)
+    return matrix
+
+
+def split_train_range(num_elements: int, split: str) -> tuple[int, int] | None:
+    """The train indices' [beg, end) of ``BlendedMegatronDatasetBuilder._build_megatron_dataset_splits``
+    (``beg = int(round(split[i][0] * float(num_elements)))``, the same for ``end``) over the split
+    matrix of ``BlendedMegatronDatasetConfig.__post_init__``; None when the matrix has no train split."""
+    split_matrix = convert_split_vector_to_split_matrix(parse_and_normalize_split(split))
+    if split_matrix[0] is None:
+        return None
+    beg = int(round(split_matrix[0][0] * float(num_elements)))
+    end = int(round(split_matrix[0][1] * float(num_elements)))
+    return beg, end
+
+
 def train_range(n: int, split: str) -> tuple[int, int]:
-    weights = [float(x) for x in re.findall(r"[.0-9]+", split)]
-    weights = weights + [0.0 for _ in range(3 - len(weights))]
-    total = 0.0
-    for w in weights:
-        total += w
-    norm = [w / total for w in weights]
-    ends = [0]
-    for w in norm:
-        ends.append(ends[-1] + w)
-    return int(round(ends[0] * float(n))), int(round(ends[1] * float(n)))
+    got = split_train_range(n, split)
+    assert got is not None, "no train split"
+    return got
+
+
+def legacy_train_valid_test_split(splits_string: str, size: int) -> list[int]:
+    """Legacy Megatron's ``get_train_valid_test_split_`` (megatron/legacy/data/dataset_utils.py; the
+    GPT dataset of Megatron-DeepSpeed and of Megatron-LM before megatron-core): each split's size
+    rounded on its own, then every bookend moved by the rounding surplus. NOT what megatron-core does."""
+    splits = []
+    if splits_string.find(",") != -1:
+        splits = [float(s) for s in splits_string.split(",")]
+    elif splits_string.find("/") != -1:
+        splits = [float(s) for s in splits_string.split("/")]
+    else:
+        splits = [float(splits_string)]
+    while len(splits) < 3:
+        splits.append(0.)
+    splits = splits[:3]
+    splits_sum = sum(splits)
+    assert splits_sum > 0.0
+    splits = [split / splits_sum for split in splits]
+    splits_index = [0]
+    for index, split in enumerate(splits):
+        splits_index.append(splits_index[index] + int(round(split * float(size))))
+    diff = splits_index[-1] - size
+    for index in range(1, len(splits_index)):
+        splits_index[index] -= diff
+    assert len(splits_index) == 4
+    assert splits_index[-1] == size
+    return splits_index
 
 
 def epochs(tokens_per_epoch: int, num_samples: int, seq_length: int, extra: int) -> int:
@@ -271,4 +338,90 @@ def blend_step_reads(sizes: list[list[int]], weights: list[float] | None, seq_le
                 di, si, sh = parts[d]
                 for seq, a, b in sample_pieces(sizes[d], di, si, sh, dsi[idx], extra):
                     out.append((rank, k % grad_accum, idx, d, seq, a, b))
+    return out
+
+
+# --- batch-size ramp-up (megatron/core/num_microbatches_calculator.py, megatron/training/training.py) ---
+
+class RampupCalculator:
+    """``RampupBatchsizeNumMicroBatchesCalculator`` (megatron-core 0.16.1), its ``__init__`` and
+    ``update`` line by line (``decrease_batch_size_if_needed=False``; logging left out)."""
+
+    def __init__(self, global_batch_size: int, micro_batch_size: int, data_parallel_size: int,
+                 start_global_batch_size: int, batch_size_increment: int, ramup_samples: int):
+        assert global_batch_size > 0
+        assert start_global_batch_size > 0
+        assert batch_size_increment > 0
+        assert ramup_samples >= 0
+        self.global_batch_size = global_batch_size
+        self.micro_batch_size = micro_batch_size
+        self.data_parallel_size = data_parallel_size
+        self.start_global_batch_size = start_global_batch_size
+        self.batch_size_increment = batch_size_increment
+        self.ramup_samples = ramup_samples
+        self.micro_batch_times_data_parallel_size = self.micro_batch_size * self.data_parallel_size
+        assert self.micro_batch_times_data_parallel_size > 0
+        self.current_global_batch_size = None
+        diff_batch_size = self.global_batch_size - self.start_global_batch_size
+        assert diff_batch_size >= 0
+        assert diff_batch_size % batch_size_increment == 0
+        num_increments = diff_batch_size // self.batch_size_increment
+        self.rampup_samples_per_increment = self.ramup_samples / num_increments
+        self.update(0, consistency_check=False)
+
+    def update(self, consumed_samples: int, consistency_check: bool) -> None:
+        if consumed_samples > self.ramup_samples:
+            self.current_global_batch_size = self.global_batch_size
+        else:
+            steps = int(consumed_samples / self.rampup_samples_per_increment)
+            self.current_global_batch_size = self.start_global_batch_size + steps * self.batch_size_increment
+            assert self.current_global_batch_size <= self.global_batch_size
+        if consistency_check:
+            assert self.current_global_batch_size % self.micro_batch_times_data_parallel_size == 0
+        self.current_running_global_batch_size = self.current_global_batch_size
+        self.num_micro_batches = self.current_running_global_batch_size // self.micro_batch_times_data_parallel_size
+
+
+def rampup_train_iters(calc: RampupCalculator, train_samples: int, rampup_samples: int) -> int:
+    """training.py ``update_train_iters`` with ``--train-samples`` and ``--rampup-batch-size``."""
+    iterations = 0
+    consumed_samples = 0
+    while consumed_samples <= int(rampup_samples):
+        calc.update(consumed_samples, consistency_check=False)
+        consumed_samples += calc.current_global_batch_size
+        iterations += 1
+    calc.update(0, consistency_check=False)
+    iterations += (train_samples - consumed_samples) // calc.global_batch_size
+    return iterations
+
+
+def rampup_steps(calc: RampupCalculator, train_iters: int) -> list[tuple[int, int]]:
+    """training.py ``train``'s loop: per iteration (samples consumed before it, its global batch):
+    ``update_num_microbatches(args.consumed_train_samples, consistency_check=True)`` at its start,
+    ``args.consumed_train_samples += dp x micro_batch x get_num_microbatches()`` after it."""
+    consumed_train_samples = 0
+    out = []
+    for _ in range(train_iters):
+        calc.update(consumed_train_samples, consistency_check=True)
+        batch_size = calc.data_parallel_size * calc.micro_batch_size * calc.num_micro_batches
+        out.append((consumed_train_samples, batch_size))
+        consumed_train_samples += batch_size
+    return out
+
+
+def rampup_step_batches(total_samples: int, micro_batch: int, dp: int, calc: RampupCalculator,
+                        train_iters: int) -> list[list[tuple[int, int, list[int]]]]:
+    """Per iteration, (rank, micro-batch, dataset indices) of each micro-batch it pulls from
+    ``MegatronPretrainingSampler`` (every rank's sampler yields its slice of each run of micro_batch x
+    dp indices; an iteration pulls ``get_num_microbatches()`` of them), rank by rank; the iterations
+    the samples last for."""
+    per_rank = [list(batches(total_samples, micro_batch, dp, r)) for r in range(dp)]
+    out = []
+    pulled = 0
+    for _, gbs in rampup_steps(calc, train_iters):
+        n = gbs // (micro_batch * dp)
+        if pulled + n > len(per_rank[0]):  # the sampler runs out: the data loader stops the run there
+            break
+        out.append([(r, m, per_rank[r][pulled + m]) for r in range(dp) for m in range(n)])
+        pulled += n
     return out

@@ -67,7 +67,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--consumed-samples", type=int, metavar="K",
                    help="with --step on Megatron data: the samples the run had consumed before the step (its log's "
                         "'consumed samples' at the iteration before: a resumed run whose global batch changed); "
-                        "default step x global batch")
+                        "default step x global batch, or under [megatron] rampup_batch_size the sum of the earlier "
+                        "steps' global batches; the step takes the ramp's global batch at K")
     a.add_argument("--ledger", metavar="DIR", help="answer from a recorded ledger (record_batches or OLMo data-indices)")
     a.add_argument("--export", metavar="FILE", help="with --step: write the step's rows to FILE.parquet or FILE.jsonl")
     a.add_argument("--limit", type=int, default=50, metavar="N", help="rows listed in text output (default 50)")
@@ -98,10 +99,23 @@ def _megatron_text(s: dict[str, Any]) -> list[str]:
            f"{s['steps']} optimizer steps = {s['train_samples']} samples asked; GPTDataset holds {s['samples']} samples "
            f"over {s['data_epochs']} pass(es) of the train documents ({s['tokens_per_epoch']} tokens each)"
            + ("; the last pass shuffled apart" if s["separate_final_epoch"] else "")]
+    out += _ramp_text(s)
     if s["ignored"]:
         out.append(f"note: [batch] {', '.join(s['ignored'])} are torch sampler keys; Megatron's order does not read "
                    "them ([megatron] seed shuffles)")
     return out
+
+
+def _ramp_text(s: dict[str, Any]) -> list[str]:
+    """The ramp-up lines of a Megatron plan summary ``s`` (none without one)."""
+    if "rampup_batch_size" not in s:
+        return []
+    a, b, c = s["rampup_batch_size"]
+    runs = s["rampup_steps"]
+    shown = ", ".join(f"from step {r['first_step']} ({r['consumed_samples']} samples consumed) {r['global_batch']}"
+                      for r in runs[:6]) + (f", ... ({len(runs)} runs)" if len(runs) > 6 else "")
+    return [f"--rampup-batch-size {a} {b} {c}: the global batch grows from {a} by {b} over {c} samples to "
+            f"{s['global_batch']}; step N starts at the sum of the earlier steps' batches: {shown}"]
 
 
 def _batch_line(s: dict[str, Any]) -> str:
@@ -126,6 +140,7 @@ def _blend_text(s: dict[str, Any], where: str) -> list[str]:
                    + f" {b['target_samples']} samples meant, GPTDataset of {b['samples']} samples over "
                    f"{b['data_epochs']} pass(es) of train sequences {lo}..{hi - 1} ({b['tokens_per_epoch']} tokens each)"
                    + ("; the last pass shuffled apart" if b["separate_final_epoch"] else ""))
+    out += _ramp_text(s)
     if s["ignored"]:
         out.append(f"note: [batch] {', '.join(s['ignored'])} are torch sampler keys; Megatron's order does not read "
                    "them ([megatron] seed shuffles)")
@@ -229,7 +244,7 @@ def _run(args: argparse.Namespace, tick: Ticker) -> int:
         if isinstance(source, MegatronPlan):
             result["step"]["samples"] = len({r.sample for r in rows})
             result["step"]["consumed_samples"] = (args.consumed_samples if args.consumed_samples is not None
-                                                  else args.step * source.order.global_batch)
+                                                  else source.order.consumed_before(args.step))
         elif isinstance(source, BatchPlan):
             epoch, s = source.split_step(args.step)
             result["step"].update(epoch=epoch, epoch_step=s)

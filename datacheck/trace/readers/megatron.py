@@ -7,7 +7,8 @@
 and validation lines (``validation loss at iteration 100 | lm loss value: 7.9 | lm loss PPL: ...``).
 Megatron leaves ``lm loss`` out when every iteration of the logging interval was skipped, and averages
 only the iterations that were not skipped (``training_log``: ``total_loss_dict``); ``consumed
-samples`` is a sample count (kept as ``tokens``, unit samples). A line cut at its end (a log truncated
+samples`` is a sample count (kept as ``tokens``, unit samples) and ``global batch size`` the
+iteration's global batch (``global_batch``; a batch-size ramp-up grows it). A line cut at its end (a log truncated
 mid-write) keeps the fields before the cut; a line a terminal wrapped onto the next (which ends with the
 closing ``|``) is joined by the text reader. A line holding a field twice (two processes writing one
 stdout, their lines interleaved mid-line) keeps a non-finite value of it over a finite one.
@@ -34,7 +35,10 @@ _KEYS = {
     "consumed samples": "tokens", "elapsed time per iteration (ms)": "wall_time_ms", "learning rate": "lr",
     "lm loss": "loss", "loss scale": "loss_scale", "grad norm": "grad_norm",
     "number of skipped iterations": "skipped", "number of nan iterations": "nan_steps",
+    "global batch size": "global_batch",
 }
+#: the fields that are counts (int), the others floats
+_COUNTS = frozenset({"skipped", "nan_steps", "global_batch"})
 
 
 def _fields(rest: str) -> dict[str, str]:
@@ -59,7 +63,7 @@ def _number(v: str, key: str, field: str) -> float | int | None:
         BadValue: not a number (not an integer for the iteration counts).
     """
     k, v = key.strip(), v.strip()
-    return to_int(v, k) if field == "skipped" or field == "nan_steps" else to_float(v, k)
+    return to_int(v, k) if field in _COUNTS else to_float(v, k)
 
 
 def _count(v: str, key: str) -> int:
@@ -108,7 +112,7 @@ def parse_line(text: str) -> dict[str, Any] | None:
                 if f is None:
                     continue
             try:  # int() / float() accept the blanks around the value; the checked converters when they fail
-                x: float | int | None = int(v) if f == "skipped" or f == "nan_steps" else float(v)
+                x: float | int | None = int(v) if f in _COUNTS else float(v)
             except ValueError:
                 x = _number(v, k, f)
             if f == "wall_time_ms":

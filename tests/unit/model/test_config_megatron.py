@@ -39,7 +39,8 @@ def test_defaults_leave_the_hash_as_it_was(raw):
                                  {"megatron": {"seq_length": 2048}},
                                  {"megatron": {"seed": 1}}, {"megatron": {"train_iters": 10}},
                                  {"megatron": {"data_path": ["0.3", "a", "0.7", "b"]}},
-                                 {"megatron": {"mid_level_dataset_surplus": 0.01}}])
+                                 {"megatron": {"mid_level_dataset_surplus": 0.01}},
+                                 {"megatron": {"train_samples": 400, "rampup_batch_size": [4, 4, 60]}}])
 def test_a_set_key_enters_the_hash(raw):
     assert config_from_dict(raw).hash() != config_from_dict({}).hash()
 
@@ -59,7 +60,29 @@ def test_a_set_key_enters_the_hash(raw):
     ({"megatron": {"data_path": ["0", "a", "1", "b"]}}, "megatron.data_path"),  # BlendedDataset asserts weights > 0
     ({"megatron": {"data_path": "0.3 a 0.7 b"}}, "megatron.data_path"),  # the words as a list, as the run split them
     ({"megatron": {"mid_level_dataset_surplus": -0.1}}, "megatron.mid_level_dataset_surplus"),
+    # --rampup-batch-size START INCR SAMPLES: three numbers above 0, and only with train_samples (Megatron
+    # asserts "expected no batch-size rampup for iteration-based training")
+    ({"megatron": {"rampup_batch_size": [4, 4]}}, "megatron.rampup_batch_size"),
+    ({"megatron": {"rampup_batch_size": [4, 0, 60]}}, "megatron.rampup_batch_size"),
+    ({"megatron": {"rampup_batch_size": [4, 4, 60], "train_iters": 10}}, "iteration-based training"),
 ])
 def test_bad_values_name_the_key(raw, key):
     with pytest.raises(ConfigError, match=key.replace(".", "\\.")):
         config_from_dict(raw)
+
+
+def test_an_unset_rampup_keeps_a_set_megatron_sections_hash():
+    # rampup_batch_size came after [megatron]: a config that sets other [megatron] keys keeps its hash
+    cfg = config_from_dict({"megatron": {"seq_length": 2048, "train_iters": 10}})
+    doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace"})
+    del doc["megatron"]["rampup_batch_size"]
+    for key in ("loader", "even_batches", "split_batches"):
+        del doc["batch"][key]
+    if doc["tokens"]["padding_side"] is None:
+        del doc["tokens"]["padding_side"]
+    for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
+                         "max_row_bytes": 128 << 20, "infer_splits": True}.items():
+        if doc["dataset"].get(key) == default:
+            del doc["dataset"][key]
+    want = "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert cfg.hash() == want

@@ -188,3 +188,29 @@ def test_a_blends_indices_past_memory_together_are_refused_before_the_next_is_bu
         build_blend(sizes, [1.0, 1.0], train_iters=None, train_samples=1000, surplus=0.0, **common)
     monkeypatch.setattr(megatronorder, "memory_limit", lambda: need + kept)
     assert len(build_blend(sizes, [1.0, 1.0], train_iters=None, train_samples=1000, surplus=0.0, **common)) == 1000
+
+
+@pytest.mark.parametrize("samples", [120, 400])
+@pytest.mark.parametrize("weights", [[3.0, 7.0], None])
+def test_blend_steps_under_a_rampup(weights, samples):
+    # --rampup-batch-size 2 2 20 to 8 (micro-batch 1 x dp 2 x ga 4) over a blend: the sampler hands out
+    # blend positions from the sum of the earlier steps' batches (megatronref's calculator and loop),
+    # each position the blend's (prefix, sample) as without a ramp
+    sizes = [np.full(60, 5), np.full(50, 7)]
+    kw = dict(seq_length=4, seed=5, split="1", extra=True, micro_batch=1, data_parallel=2, grad_accum=4,
+              train_iters=None, train_samples=samples, rampup_batch_size=(2, 2, 20))
+    o = build_blend(sizes, weights, **kw)
+    calc = ref.RampupCalculator(8, 1, 2, 2, 2, 20)
+    iters = ref.rampup_train_iters(calc, samples, 20)
+    want_steps = ref.rampup_step_batches(len(o), 1, 2, ref.RampupCalculator(8, 1, 2, 2, 2, 20), iters)
+    # unweighted: the blend holds min(samples, its prefixes' samples); the run's steps end within it
+    assert o.steps == (iters if weights is not None else len(want_steps))
+    if weights is None and samples == 400:  # 74 + 87 samples of 4 (+1) tokens: the blend ends the run early
+        assert len(o) == 74 + 87 and o.steps < iters
+    parts, ds, dsi = ref.blend([s.tolist() for s in sizes], weights, 4, 5, "1", 1, samples)
+    for s in range(o.steps):
+        got = o.step(s)
+        assert [(r, m, b.tolist()) for r, m, b in got] == want_steps[s]
+        idx = np.concatenate([b for _, _, b in got])
+        d, k = o.index(idx)
+        assert d.tolist() == [ds[i] for i in idx] and k.tolist() == [dsi[i] for i in idx]
