@@ -33,6 +33,9 @@ Rows, by ``[dataset] sample_by`` (the builder's option, same name and default):
   document is an empty sample). A file longer than ``max_row_bytes`` after decompression is
   ``decode.unreadable`` (its one row cannot be held).
 
+The rows of ``"line"`` and ``"paragraph"`` are pieces of a running text that the pipeline packs:
+the duplicate checks judge them as such (:attr:`datacheck.checks.spec.ShardContext.running_text`).
+
 Streaming: the file is read in chunks of whole lines (:func:`datacheck.io.shardbytes.bounded_line_chunks`,
 ``.gz``/``.zst`` inflated as a stream) of :data:`TEXT_CHUNK_BYTES`; each chunk is decoded and split
 by polars (no Python object per line). Pass 1 (:func:`open_text`) keeps per chunk only its row

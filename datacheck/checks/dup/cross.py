@@ -14,6 +14,11 @@ report):
 - ``"crossdup.rows"``: ``polars.DataFrame`` with one row per shard row, in shard order:
   ``hash`` (``UInt128``: the row content hash above, label excluded) and, when the shard has a class
   ``label`` role, ``label`` (that column's values, native dtype). 16 bytes per row plus the label.
+- ``"crossdup.running"``: only for a running text (a ``.txt`` read by line or paragraph:
+  :attr:`~datacheck.checks.spec.ShardContext.running_text`): ``hash`` as above and ``chars`` (the
+  row's characters), for ``dup.exact_in_shard``'s stretches; in ``"crossdup.rows"`` its rows of fewer
+  characters than the floor get a hash that matches nothing (:func:`_running_text_post`), so across
+  shards and splits only its rows of at least 200 characters are compared.
 - ``"crossdup.content"``: JSON-able ``{"columns": [...], "label": str | None, "encoding": ROW_ENCODING}``.
 
 Checks in the merge:
@@ -42,6 +47,7 @@ The findings are the same either way (``tests/unit/checks/test_dup_cross_partiti
 """
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -62,6 +68,7 @@ from datacheck.model.roles import KEY_COLUMNS, row_content
 
 __all__ = [
     "ROWS_KEY",
+    "RUNNING_KEY",
     "CONTENT_KEY",
     "content_spec",
     "crossdup_payload",
@@ -79,6 +86,9 @@ __all__ = [
 derives(__name__, ALPACA, CHAT)
 
 ROWS_KEY = "crossdup.rows"
+#: a running text's rows (:attr:`ShardContext.running_text`): ``hash`` (UInt128, as in :data:`ROWS_KEY`
+#: before its short rows were made to match nothing) and ``chars`` (UInt32: the row's characters)
+RUNNING_KEY = "crossdup.running"
 CONTENT_KEY = "crossdup.content"
 _MAX_EXAMPLES_BOTH = 20
 
@@ -102,8 +112,27 @@ def _rows_post(v: Any) -> pl.DataFrame:
 
 def payload_wanted(ctx: ShardContext) -> bool:
     """Whether the merge can use this shard's row hashes: rows may repeat across shards (more than
-    one shard, [splits] or --against), or a class label can conflict within the shard."""
-    return ctx.cross_shard or ctx.roles.label is not None
+    one shard, [splits] or --against), or a class label can conflict within the shard; or the rows are
+    pieces of a running text (:attr:`ShardContext.running_text`), whose in-shard repeats are decided
+    from these hashes, where the short rows are made to match nothing (:func:`_running_text_post`)."""
+    return ctx.cross_shard or ctx.roles.label is not None or ctx.running_text is not None
+
+
+#: the payload field that says a row of a running text is long enough to be compared (dropped by ``post``)
+_LONG = "__long"
+
+
+def _running_text_post(v: Any) -> pl.DataFrame:
+    """:func:`_rows_post` of a running text's rows (:attr:`ShardContext.running_text`): each row shorter
+    than the floor (``__long`` false) gets a hash no other row has, in this batch, shard or another:
+    ``base + its row in the batch``, ``base`` 126 random bits drawn once per batch (two such values meet
+    with a chance of about 2**-100), so no ``dup.*`` check ever finds it equal to anything."""
+    df = _rows_post(v)
+    if df[_LONG].all():
+        return df.drop(_LONG)
+    base = pl.lit(secrets.randbits(126), dtype=pl.UInt128)
+    unique = base + pl.int_range(pl.len(), dtype=pl.UInt64).cast(pl.UInt128)
+    return df.with_columns(pl.when(pl.col(_LONG)).then(pl.col("hash")).otherwise(unique).alias("hash")).drop(_LONG)
 
 
 @measure("crossdup")
@@ -115,8 +144,19 @@ def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
     if not cols:
         return  # listed as skipped by the shard stage of the three checks (_no_content)
     h = row_hash_expr(cols).alias("hash")
-    expr = pl.struct([h, pl.col(label).alias("label")]) if label is not None else pl.struct([h])
-    yield Payload(key=ROWS_KEY, expr=expr.implode(), post=_rows_post, not_retyped=tuple(cols), unmatched=unmatched_rows)
+    fields = [h] + ([pl.col(label).alias("label")] if label is not None else [])
+    post = _rows_post
+    floor = ctx.running_text
+    texts = [c for c in cols if ctx.schema.get(c) == pl.String]
+    if floor is not None and texts:  # short pieces of a running text repeat in any text: compared with nothing
+        chars = pl.sum_horizontal([pl.col(c).str.len_chars().fill_null(0) for c in texts]).cast(pl.UInt32)
+        fields.append((chars >= floor).alias(_LONG))
+        post = _running_text_post
+        # the hashes as they are, with each row's characters: in-shard repeats of stretches of rows
+        yield Payload(key=RUNNING_KEY, expr=pl.struct([h, chars.alias("chars")]).implode(), post=_rows_post,
+                      not_retyped=tuple(cols), unmatched=unmatched_rows)
+    yield Payload(key=ROWS_KEY, expr=pl.struct(fields).implode(), post=post, not_retyped=tuple(cols),
+                  unmatched=unmatched_rows)
     spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}
     yield Payload(key=CONTENT_KEY, expr=pl.lit(0), post=lambda _v, spec=spec: dict(spec), merge=first_part)
 
