@@ -336,7 +336,10 @@ class Payload:
     value of another JSON type, bytes that did not decode) and the function ``unmatched(value, rows,
     salt)`` that makes those rows (sorted int64 shard rows) match no other row, in this shard or
     another (``salt``: the shard's content hash); the engine applies it to the merged value, before
-    any check reads it."""
+    any check reads it.
+
+    ``shard_only``: read by the shard's own ``from_payload`` checks only; not kept on the shard's
+    result (never held for the merge, never cached), so its bytes a row do not add up over a dataset."""
 
     key: str
     expr: pl.Expr
@@ -344,6 +347,7 @@ class Payload:
     merge: Callable[[list[Any]], Any] = field(default=lambda parts: concat_parts(parts))
     not_retyped: tuple[str, ...] = ()
     unmatched: Callable[[Any, Any, str], Any] | None = None
+    shard_only: bool = False
 
 
 def finding(check_id: str, message: str, *, severity: str | None = None, **fields: Any) -> Finding:

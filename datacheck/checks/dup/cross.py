@@ -16,7 +16,8 @@ report):
   ``label`` role, ``label`` (that column's values, native dtype). 16 bytes per row plus the label.
 - ``"crossdup.running"``: only for a running text (a ``.txt`` read by line or paragraph:
   :attr:`~datacheck.checks.spec.ShardContext.running_text`): ``hash`` as above and ``chars`` (the
-  row's characters), for ``dup.exact_in_shard``'s stretches; in ``"crossdup.rows"`` its rows of fewer
+  row's characters), for ``dup.exact_in_shard``'s stretches (``shard_only``: not kept for the merge
+  nor cached); in ``"crossdup.rows"`` its rows of fewer
   characters than the floor get a hash that matches nothing (:func:`_running_text_post`), so across
   shards and splits only its rows of at least 200 characters are compared.
 - ``"crossdup.content"``: JSON-able ``{"columns": [...], "label": str | None, "encoding": ROW_ENCODING}``.
@@ -154,7 +155,7 @@ def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
         post = _running_text_post
         # the hashes as they are, with each row's characters: in-shard repeats of stretches of rows
         yield Payload(key=RUNNING_KEY, expr=pl.struct([h, chars.alias("chars")]).implode(), post=_rows_post,
-                      not_retyped=tuple(cols), unmatched=unmatched_rows)
+                      not_retyped=tuple(cols), unmatched=unmatched_rows, shard_only=True)
     yield Payload(key=ROWS_KEY, expr=pl.struct(fields).implode(), post=post, not_retyped=tuple(cols),
                   unmatched=unmatched_rows)
     spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}

@@ -17,8 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import datacheck
+from datacheck.checks.dup.cross import ROWS_KEY, RUNNING_KEY
 from datacheck.checks.dup.in_shard import repeated_stretches
 from datacheck.checks.spec import RUNNING_TEXT_MIN_CHARS, Repeats
+from datacheck.engine.shard import audit_shard
+from datacheck.io.discover import DiscoveredShard
+from datacheck.model.config import config_from_dict
 
 SHAKESPEARE = REALDATA / "tinyshakespeare" / "input.txt"
 
@@ -175,3 +179,12 @@ def test_by_document_a_repeated_file_is_a_duplicated_document(tmp_path):
     got = _checks(rep)
     assert "dup.shard" in got and "dup.exact_across_shards" in got
     assert pl.Series([f.count for f in got["dup.exact_across_shards"]]).sum() == 1
+
+
+def test_the_stretch_payload_is_not_kept_for_the_merge(tmp_path):
+    """crossdup.running (hash and characters of every row) is read by the shard's own check only: the
+    shard's result keeps crossdup.rows for the merge, not it (20 bytes a row over a whole corpus)."""
+    p = tmp_path / "a.txt"
+    p.write_text("one line\nanother line\none line\n")
+    r = audit_shard(DiscoveredShard(path=p, rel=p.name, format="text"), config_from_dict({}), "x", p.stat().st_size)
+    assert r.rows == 3 and ROWS_KEY in r.payload and RUNNING_KEY not in r.payload
