@@ -188,3 +188,17 @@ def test_the_stretch_payload_is_not_kept_for_the_merge(tmp_path):
     p.write_text("one line\nanother line\none line\n")
     r = audit_shard(DiscoveredShard(path=p, rel=p.name, format="text"), config_from_dict({}), "x", p.stat().st_size)
     assert r.rows == 3 and ROWS_KEY in r.payload and RUNNING_KEY not in r.payload
+
+
+def test_near_duplicates_of_a_running_text_are_rows_of_200_characters_or_more(tmp_path):
+    lines = _play()
+    near = {"dup": {"near": True}}
+    # clean: short lines near-repeat in any text ("What is the matter?" / "What is the matter")
+    assert "What is the matter?" in lines and "What is the matter" in lines
+    assert _checks(_audit(tmp_path / "clean", {"input.txt": "\n".join(lines)}, near)) == {}
+    para = "The committee met on the third day and, after a long debate, voted to adopt the plan. " * 3
+    edited = para.replace("third", "fourth", 1)  # one word of 50 changed
+    assert len(para) >= RUNNING_TEXT_MIN_CHARS and para != edited
+    (f,) = _checks(_audit(tmp_path / "edited", {"a.txt": "\n".join([para, "", *lines[:50], "", edited])},
+                          near))["dup.near_duplicate"]
+    assert f.count == 1
