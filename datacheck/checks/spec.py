@@ -29,6 +29,7 @@ from datacheck.model.roles import ROLE_SPECS, Roles, role_problem, token_id_colu
 __all__ = [
     "ShardContext",
     "LOADER_PACKED_FORMATS",
+    "RUNNING_TEXT_MIN_CHARS",
     "FlatView",
     "ROW_AGG_HOW",
     "RowAgg",
@@ -56,6 +57,14 @@ __all__ = [
 #: (megatron/core/datasets/gpt_dataset.py, ``_build_sample_index``) walks the shuffled documents of a
 #: ``.bin``/``.idx`` pair and cuts samples of ``seq_length + 1`` tokens across document boundaries: a
 #: document longer than that fills several samples, none is truncated, and positions restart in each.
+#: The fewest characters a row of a running text must hold for the ``dup.*`` checks to compare it
+#: (:attr:`ShardContext.running_text`): 50 tokens, the shortest repeat that Lee et al. 2022
+#: ("Deduplicating Training Data Makes Language Models Better", ExactSubstr) count as duplicated
+#: text, at about 4 characters per token of English text (OpenAI's rule of thumb for GPT-2/3 BPE).
+#: Shorter lines repeat in any clean text (a play's speaker names, a wiki's section headings,
+#: ``---`` separators, refrains).
+RUNNING_TEXT_MIN_CHARS = 200
+
 LOADER_PACKED_FORMATS: dict[str, str] = {
     "megatron": ("its rows are Megatron documents: Megatron's GPTDataset concatenates them and cuts samples of "
                  "seq_length + 1 tokens across document boundaries, so a long document fills several samples "
@@ -121,6 +130,17 @@ class ShardContext:
         layout (:meth:`Config.token_label_bound <datacheck.model.config.Config.token_label_bound>`:
         ``num_classes`` in a ``token_classification`` shard, else ``vocab_size``)."""
         return self.cfg.token_label_bound(self.layout)
+
+    @property
+    def running_text(self) -> int | None:
+        """:data:`RUNNING_TEXT_MIN_CHARS` when the shard's rows are pieces of a running text that a
+        pre-training pipeline packs (a plain-text shard read by line or paragraph, ``[dataset]
+        sample_by``; :mod:`datacheck.formats.text`): the ``dup.*`` checks then compare only its rows of
+        at least that many characters (text columns together); None when a row is a sample (every
+        other format, and ``sample_by = "document"``: a duplicated file is a duplicated document)."""
+        if self.format == "text" and self.cfg.dataset.sample_by != "document":
+            return RUNNING_TEXT_MIN_CHARS
+        return None
 
     @property
     def packed_by_loader(self) -> str | None:
@@ -317,8 +337,11 @@ class Payload:
     value of another JSON type, bytes that did not decode) and the function ``unmatched(value, rows,
     salt)`` that makes those rows (sorted int64 shard rows) match no other row, in this shard or
     another (``salt``: the shard's content hash), and any rows the value marks itself (the row
-    hashes' rows of blank content); the engine applies it to every merged value (``rows`` empty when
-    no cell was unread), before any check reads it."""
+    hashes' rows of blank content, a running text's short rows); the engine applies it to every merged
+    value (``rows`` empty when no cell was unread), before any check reads it.
+
+    ``shard_only``: read by the shard's own ``from_payload`` checks only; not kept on the shard's
+    result (never held for the merge, never cached), so its bytes a row do not add up over a dataset."""
 
     key: str
     expr: pl.Expr
@@ -326,6 +349,7 @@ class Payload:
     merge: Callable[[list[Any]], Any] = field(default=lambda parts: concat_parts(parts))
     not_retyped: tuple[str, ...] = ()
     unmatched: Callable[[Any, Any, str], Any] | None = None
+    shard_only: bool = False
 
 
 def finding(check_id: str, message: str, *, severity: str | None = None, **fields: Any) -> Finding:

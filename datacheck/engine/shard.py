@@ -988,7 +988,8 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     return ShardResult(
         path=rel, format=fmt, content_hash=content_hash, bytes=size, rows=n,
         findings=findings, stats=_jsonable(stat_values), skipped=skipped, roles=roles.to_dict(),
-        columns={c: str(sorted_fields(t)) for c, t in schema.items()}, failing_rows=failing_rows, payload=payload,
+        columns={c: str(sorted_fields(t)) for c, t in schema.items()}, failing_rows=failing_rows,
+        payload={k: v for k, v in payload.items() if k not in {m.key for m in plan.payloads if m.shard_only}},
         layout=layout.to_dict(), not_applicable=list(plan.not_applicable),
     )
 

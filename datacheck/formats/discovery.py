@@ -13,6 +13,13 @@ stores; temporary files, metadata, symlinks, Hugging Face ``state.json`` lists) 
   is listed as ignored data with the reason.
 - a forced format applies only to plausible data files of that format (every format's
   ``forced_extensions``, and files without an extension).
+- a ``.txt`` file (also ``.txt.gz``/``.txt.zst``) is a plain-text shard (:mod:`datacheck.formats.text`), as
+  Hugging Face ``datasets`` reads a folder of them with its ``text`` builder; but a ``.txt`` file found in a
+  folder or by a glob beside shards of another format (a ``notes.txt`` beside parquet shards; or beside
+  a ``.bin``/``.idx`` left out for want of its pair) is not
+  audited, as ``datasets`` loads only the files of the folder's most common format: it is listed as
+  ignored data with the reason (:func:`discover`). A ``.txt`` file named as a PATH is always audited.
+  A tokenizer's ``*merges.txt`` / ``*vocab.txt`` (:data:`TOKENIZER_TEXT_FILES`) is never a shard.
 - an object in a store: the same rules, except that a ``.bin`` is a Megatron shard when the ``.idx``
   of the same name was listed, a ``.json`` object is sniffed for JSON Lines only, and litdata
   folders are read from local disk only.
@@ -23,14 +30,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from datacheck.formats import jsonl, litdata, megatron
+from datacheck.formats import jsonl, litdata, megatron, text
 from datacheck.formats.registry import FORMATS
 from datacheck.io import discover as _discover
 from datacheck.io import safejson
 from datacheck.io.bounded import special_kind
 from datacheck.io.discover import Discovery
+from datacheck.model.errors import UsageError
 
-__all__ = ["EXTENSIONS", "FORCED_EXTENSIONS", "RULES", "ShardRules", "discover", "format_of"]
+__all__ = ["EXTENSIONS", "FORCED_EXTENSIONS", "RULES", "TEXT_BESIDE_REASON", "TOKENIZER_TEXT_FILES", "ShardRules", "discover",
+           "format_of"]
 
 #: extension -> format in auto mode, longest first (compound extensions before their last part)
 EXTENSIONS: tuple[tuple[str, str], ...] = tuple(sorted((e for f in FORMATS for e in f.extensions),
@@ -40,6 +49,16 @@ EXTENSIONS: tuple[tuple[str, str], ...] = tuple(sorted((e for f in FORMATS for e
 FORCED_EXTENSIONS: dict[str, tuple[str, ...]] = {n: e for f in FORMATS for n, e in f.forced_extensions.items()}
 #: Extensions that look like data (a file with one that is not audited is listed in ``ignored``).
 _DATA_LIKE = tuple(sorted({e for exts in FORCED_EXTENSIONS.values() for e in exts}, key=len, reverse=True))
+
+
+#: the endings of a tokenizer's vocabulary and merges files (``gpt2-tiny-merges.txt``,
+#: ``bert-base-uncased-vocab.txt``, sentencepiece's ``spm.vocab`` is no ``.txt``): never a plain-text
+#: shard in ``format = "auto"``, whatever their prefix (the exact names are metadata to discovery)
+TOKENIZER_TEXT_FILES = ("merges.txt", "vocab.txt")
+
+
+def _tokenizer_file(name: str) -> bool:
+    return name.lower().endswith(TOKENIZER_TEXT_FILES)
 
 
 def format_of(path: Path, forced: str = "auto") -> str | None:
@@ -56,7 +75,7 @@ def format_of(path: Path, forced: str = "auto") -> str | None:
         return None
     for ext, fmt in EXTENSIONS:
         if name.endswith(ext):
-            return fmt
+            return None if fmt == text.FORMAT.name and _tokenizer_file(name) else fmt
     for f in FORMATS:
         got = f.sniff(path) if f.sniff is not None else None
         if got is not None:
@@ -101,6 +120,8 @@ class ShardRules:
             if why is not None:
                 return why
         name = name.lower()
+        if forced == "auto" and _tokenizer_file(name):
+            return None  # a tokenizer's file, not data
         if forced != "auto":
             if name.endswith(_DATA_LIKE) or any(name.endswith(e) for e, _ in EXTENSIONS):
                 return f"its extension does not fit [dataset] format = {forced!r}"
@@ -117,7 +138,7 @@ class ShardRules:
             return ("a .json file that is not JSON Lines (one object per line) nor a JSON array of records; "
                     "a single JSON document is not a shard")
         if name.endswith(_DATA_LIKE):
-            return "no format for this extension; set [dataset] format (csv, tsv or jsonl) to audit it"
+            return "no format for this extension; set [dataset] format (csv, tsv, jsonl or text) to audit it"
         return None
 
 
@@ -167,5 +188,40 @@ RULES = ShardRules()
 
 def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: bool = False) -> Discovery:
     """Resolve PATH arguments into shards under one root (:func:`datacheck.io.discover.discover` with
-    the formats' rules, :data:`RULES`). Raises ``UsageError`` as it does."""
-    return _discover.discover(paths, forced_format, follow_symlinks, rules=RULES)
+    the formats' rules, :data:`RULES`), then, in ``format = "auto"``, leave out the plain-text files
+    found beside shards of another format (:func:`_text_beside_others`). Raises ``UsageError`` as it does."""
+    disc = _discover.discover(paths, forced_format, follow_symlinks, rules=RULES)
+    return _text_beside_others(disc, paths) if forced_format == "auto" else disc
+
+
+#: why a ``.txt`` file beside shards of another format is not audited in ``format = "auto"``
+TEXT_BESIDE_REASON = ("a .txt file beside shards of another format ({formats}): Hugging Face datasets loads only the "
+                      "files of a folder's most common format, so it is not audited (name it as a PATH, or set "
+                      "[dataset] format = \"text\", to audit it as a plain-text corpus)")
+
+
+def _text_beside_others(disc: Discovery, paths: list[str]) -> Discovery:
+    """``disc`` without the ``text`` shards that were not named as a PATH when it also holds shards of
+    another format, or a ``.bin``/``.idx`` left out for want of its pair (a Megatron folder whose
+    ``.idx`` is missing: its GPTDataset cache's ``*-description.txt`` files are no corpus): those move to
+    ``ignored`` / ``ignored_data`` with :data:`TEXT_BESIDE_REASON`.
+
+    Raises:
+        UsageError: no shard is left (the message of :func:`datacheck.io.discover.discover`)."""
+    others = sorted({s.format for s in disc.shards if s.format != text.FORMAT.name}
+                    | {"an unpaired " + i["path"].rpartition(".")[2] for i in disc.ignored_data
+                       if i["path"].lower().endswith((".bin", ".idx"))})
+    if not others:
+        return disc
+    named = {os.path.abspath(p) for p in paths}
+    left = [s for s in disc.shards if s.format == text.FORMAT.name and s.url is None and str(s.path) not in named
+            or s.format == text.FORMAT.name and s.url is not None and s.url not in paths]
+    if not left:
+        return disc
+    why = TEXT_BESIDE_REASON.format(formats=", ".join(others))
+    disc.shards = [s for s in disc.shards if s not in left]
+    disc.ignored = sorted(disc.ignored + [s.rel for s in left])
+    disc.ignored_data = sorted(disc.ignored_data + [{"path": s.rel, "reason": why} for s in left], key=lambda i: i["path"])
+    if not disc.shards and not disc.temp_files:
+        raise UsageError(_discover.no_shards_message(paths, disc, "auto", RULES))
+    return disc

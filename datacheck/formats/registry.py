@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from datacheck.formats import arrow, csv, jsonl, litdata, mds, megatron, parquet, webdataset
+from datacheck.formats import arrow, csv, jsonl, litdata, mds, megatron, parquet, text, webdataset
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
 from datacheck.formats.rewrite import Rewriter, RewriteRefused, TableRewrite
 from datacheck.io.hashing import hash_files
@@ -29,7 +29,7 @@ __all__ = ["FORMATS", "REWRITABLE", "companions", "format_named", "hash_shard", 
 
 #: every format, in the order discovery tries their extensions and sniffers
 FORMATS: tuple[Format, ...] = (jsonl.FORMAT, csv.FORMAT, parquet.FORMAT, arrow.FORMAT, mds.FORMAT,
-                               webdataset.FORMAT, megatron.FORMAT, litdata.FORMAT)
+                               webdataset.FORMAT, megatron.FORMAT, litdata.FORMAT, text.FORMAT)
 
 _BY_NAME: dict[str, Format] = {n: f for f in FORMATS for n in f.names}
 

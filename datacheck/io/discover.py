@@ -32,7 +32,7 @@ from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
 from datacheck.model.errors import UsageError
 
 __all__ = ["discover", "Discovery", "declared_splits", "DiscoveredShard", "ShardRules", "TEMP_PATTERNS",
-           "NEVER_SHARD_SUFFIXES"]
+           "NEVER_SHARD_SUFFIXES", "no_shards_message"]
 
 #: Code, docs and config: never a shard, whatever the format says.
 NEVER_SHARD_SUFFIXES = (".py", ".md", ".toml", ".yaml", ".yml", ".cfg", ".ini", ".sh", ".lock", ".rst", ".ipynb")
@@ -313,7 +313,7 @@ def discover(paths: list[str], forced_format: str = "auto", follow_symlinks: boo
     disc.ignored.sort()
     disc.ignored_data.sort(key=lambda i: i["path"])
     if not disc.shards and not disc.temp_files:
-        raise UsageError(_no_shards_message(paths, disc, forced_format, rules))
+        raise UsageError(no_shards_message(paths, disc, forced_format, rules))
     return disc
 
 
@@ -406,11 +406,12 @@ def _discover_urls(urls: list[str], forced_format: str, rules: ShardRules) -> Di
     disc.ignored.sort()
     disc.ignored_data.sort(key=lambda i: i["path"])
     if not disc.shards and not disc.temp_files:
-        raise UsageError(_no_shards_message(urls, disc, forced_format, rules))
+        raise UsageError(no_shards_message(urls, disc, forced_format, rules))
     return disc
 
 
-def _no_shards_message(paths: list[str], disc: Discovery, forced: str, rules: ShardRules) -> str:
+def no_shards_message(paths: list[str], disc: Discovery, forced: str, rules: ShardRules) -> str:
+    """The usage error's text when ``paths`` hold no shard: what was seen, and what datacheck reads."""
     globs = any(ch in p for p in paths for ch in "*?")
     seen = f" (found only: {', '.join(disc.ignored[:5])}{' ...' if len(disc.ignored) > 5 else ''})" \
         if disc.ignored else (" (the pattern matches no file)" if globs else " (the paths hold no files)")
@@ -422,5 +423,5 @@ def _no_shards_message(paths: list[str], disc: Discovery, forced: str, rules: Sh
     hints = [f"{i['path']}: {i['reason']}" for i in disc.ignored_data[:3]]
     return (f"{head}; datacheck reads .parquet/.pq, .arrow/.ipc/.feather, .jsonl/.ndjson (also .gz/.zst), "
             ".csv/.tsv (also .gz), .json files that are JSON Lines, Megatron .bin/.idx pairs, MosaicML .mds, "
-            "WebDataset .tar and litdata chunk-*.bin folders; for .txt or .data files set [dataset] "
-            "format to csv, tsv or jsonl" + (". " + "; ".join(hints) if hints else ""))
+            "WebDataset .tar, litdata chunk-*.bin folders and .txt plain text (also .gz/.zst); for other "
+            "files (.data, .raw, ...) set [dataset] format to csv, tsv, jsonl or text" + (". " + "; ".join(hints) if hints else ""))

@@ -48,9 +48,9 @@ MAX_FILE_BYTES = 4 << 30
 #: (a report made with the defaults keeps the hash it had before they existed)
 _LIMIT_KEYS = {"max_member_bytes": MAX_MEMBER_BYTES, "max_record_bytes": MAX_RECORD_BYTES,
                "max_file_bytes": MAX_FILE_BYTES, "max_row_bytes": MAX_ROW_BYTES}
-#: the ``[dataset]`` keys left out of the config hash at their default: the reader limits, and
-#: ``infer_splits`` (the splits it infers enter the hash as ``[splits]``)
-_OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {**_LIMIT_KEYS, "infer_splits": True}
+#: the ``[dataset]`` keys left out of the config hash at their default: the reader limits,
+#: ``infer_splits`` (the splits it infers enter the hash as ``[splits]``) and ``sample_by`` (added later)
+_OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {**_LIMIT_KEYS, "infer_splits": True, "sample_by": "line"}
 #: the ``[batch]`` keys added after config hashes were first recorded: at their default they stay out of it
 _BATCH_OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {"loader": "auto", "even_batches": True, "split_batches": False}
 
@@ -86,7 +86,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-Format = Literal["auto", "parquet", "arrow", "jsonl", "json", "csv", "tsv"]
+Format = Literal["auto", "parquet", "arrow", "jsonl", "json", "csv", "tsv", "text"]
 
 
 class DatasetSection(_Section):
@@ -120,6 +120,13 @@ class DatasetSection(_Section):
         "footer's uncompressed bytes over its rows, all columns) is decode.unreadable, never decoded; a longer "
         "JSONL line is decode.bad_record and a longer CSV/TSV line makes the shard decode.unreadable, never held "
         "nor parsed"))
+    sample_by: Literal["line", "paragraph", "document"] = Field(default="line", description=(
+        "plain-text shards (.txt): what a row is, as Hugging Face datasets' text builder's sample_by: `line` "
+        "(a row per line; a blank line is no row: it separates paragraphs and adds no token to packed text), "
+        "`paragraph` (the text split on blank lines) or `document` (a row per file); by line and paragraph "
+        "the rows are a running text: dup.exact_in_shard counts stretches of rows repeating an earlier stretch "
+        "in order that hold 200 characters or more, and across shards and splits only rows of 200 characters "
+        "or more are compared"))
     infer_splits: bool = Field(default=True, description=(
         "with no [splits] and no --against: splits named by the Hugging Face Hub's file names (train-*, "
         "data/test-*, validation/ ...), as datasets names them; false: the files are one dataset"))
@@ -632,7 +639,7 @@ class Config(_Section):
     def hash(self) -> str:
         """sha256 of the canonical JSON of the validated config (sorted keys): the report's ``config_hash``.
         ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
-        reader limits of ``[dataset]``, ``infer_splits``, ``[batch] loader``, ``even_batches``,
+        reader limits of ``[dataset]``, ``infer_splits``, ``sample_by``, ``[batch] loader``, ``even_batches``,
         ``split_batches`` and ``[megatron]`` enter only when set to a value other than their default;
         ``[tokens] padding_side`` only when set."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})

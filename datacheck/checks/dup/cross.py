@@ -18,6 +18,12 @@ report):
   A row whose content is all blank (:mod:`datacheck.checks.dup.blank`: the empty checks report it)
   and a row with a cell the reader could not read hold a hash no other row has
   (:func:`unmatched_rows`): they are never repeats, leaks or label conflicts.
+- ``"crossdup.running"``: only for a running text (a ``.txt`` read by line or paragraph:
+  :attr:`~datacheck.checks.spec.ShardContext.running_text`): ``hash`` as above and ``chars`` (the
+  row's characters), for ``dup.exact_in_shard``'s stretches (``shard_only``: not kept for the merge
+  nor cached); in ``"crossdup.rows"`` its rows of fewer characters than the floor get a hash that
+  matches nothing (:func:`unmatched_rows`), so across shards and splits only its rows of at least
+  200 characters are compared.
 - ``"crossdup.content"``: JSON-able ``{"columns": [...], "label": str | None, "encoding": ROW_ENCODING}``.
 
 Checks in the merge:
@@ -67,6 +73,7 @@ from datacheck.model.roles import KEY_COLUMNS, row_content
 
 __all__ = [
     "ROWS_KEY",
+    "RUNNING_KEY",
     "CONTENT_KEY",
     "content_spec",
     "crossdup_payload",
@@ -84,6 +91,9 @@ __all__ = [
 derives(__name__, ALPACA, CHAT)
 
 ROWS_KEY = "crossdup.rows"
+#: a running text's rows (:attr:`ShardContext.running_text`): ``hash`` (UInt128, as in :data:`ROWS_KEY`
+#: before its short rows were made to match nothing) and ``chars`` (UInt32: the row's characters)
+RUNNING_KEY = "crossdup.running"
 CONTENT_KEY = "crossdup.content"
 #: the payload's per-row Boolean field marking rows of blank content (:mod:`datacheck.checks.dup.blank`):
 #: :func:`unmatched_rows` makes them rows that match none and drops it, before any check reads it
@@ -110,8 +120,15 @@ def _rows_post(v: Any) -> pl.DataFrame:
 
 def payload_wanted(ctx: ShardContext) -> bool:
     """Whether the merge can use this shard's row hashes: rows may repeat across shards (more than
-    one shard, [splits] or --against), or a class label can conflict within the shard."""
-    return ctx.cross_shard or ctx.roles.label is not None
+    one shard, [splits] or --against), or a class label can conflict within the shard; or the rows are
+    pieces of a running text (:attr:`ShardContext.running_text`), whose in-shard repeats are decided
+    from these hashes, where the short rows are made to match nothing (:func:`unmatched_rows`)."""
+    return ctx.cross_shard or ctx.roles.label is not None or ctx.running_text is not None
+
+
+#: the payload field that says a row of a running text is shorter than the floor (dropped by
+#: :func:`unmatched_rows`, which makes such rows match nothing)
+SHORT_FIELD = "__short"
 
 
 @measure("crossdup")
@@ -127,8 +144,16 @@ def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
     blank = blank_rows(ctx, cols)
     if blank is not None:  # rows of blank content match no other row (unmatched_rows): the empty checks' rows
         fields.append(blank.alias(BLANK_FIELD))
-    expr = pl.struct(fields)
-    yield Payload(key=ROWS_KEY, expr=expr.implode(), post=_rows_post, not_retyped=tuple(cols), unmatched=unmatched_rows)
+    floor = ctx.running_text
+    texts = [c for c in cols if ctx.schema.get(c) == pl.String]
+    if floor is not None and texts:  # short pieces of a running text repeat in any text: compared with nothing
+        chars = pl.sum_horizontal([pl.col(c).str.len_chars().fill_null(0) for c in texts]).cast(pl.UInt32)
+        fields.append((chars < floor).alias(SHORT_FIELD))
+        # the hashes as they are, with each row's characters: in-shard repeats of stretches of rows
+        yield Payload(key=RUNNING_KEY, expr=pl.struct([h, chars.alias("chars")]).implode(), post=_rows_post,
+                      not_retyped=tuple(cols), unmatched=unmatched_rows, shard_only=True)
+    yield Payload(key=ROWS_KEY, expr=pl.struct(fields).implode(), post=_rows_post, not_retyped=tuple(cols),
+                  unmatched=unmatched_rows)
     spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}
     yield Payload(key=CONTENT_KEY, expr=pl.lit(0), post=lambda _v, spec=spec: dict(spec), merge=first_part)
 
@@ -139,7 +164,17 @@ def unmatched_rows(df: pl.DataFrame, rows: np.ndarray, salt: str) -> pl.DataFram
     reported (``decode.bad_record``, ``schema.dtype``), so two such rows are not known to be equal. The
     hash: xxh3-128 of a tag no row encoding starts with, ``salt`` (the shard's content hash) and the row.
     So are the rows the frame's :data:`BLANK_FIELD` marks (content all blank: :mod:`.blank`), whose
-    field is then dropped."""
+    field is then dropped; and the rows its :data:`SHORT_FIELD` marks (pieces of a running text
+    shorter than the floor, any number of them: one vectorized step), which take
+    ``xxh3-128(tag, salt) // 4 + row``, distinct from each other and, with a chance of about 2**-100,
+    from any other hash."""
+    if SHORT_FIELD in df.columns:
+        short = df[SHORT_FIELD]
+        df = df.drop(SHORT_FIELD)
+        if short.any():
+            base = int.from_bytes(xxhash.xxh3_128_digest(f"datacheck-short-row\0{salt}".encode()), "big") >> 2
+            unique = pl.lit(base, dtype=pl.UInt128) + pl.int_range(pl.len(), dtype=pl.UInt64).cast(pl.UInt128)
+            df = df.with_columns(pl.when(short).then(unique).otherwise(pl.col("hash")).alias("hash"))
     if BLANK_FIELD in df.columns:
         blank = np.flatnonzero(df[BLANK_FIELD].to_numpy())
         df = df.drop(BLANK_FIELD)

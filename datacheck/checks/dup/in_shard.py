@@ -19,14 +19,14 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks.dup.blank import blank_rows
-from datacheck.checks.dup.cross import ROWS_KEY, payload_wanted
+from datacheck.checks.dup.cross import ROWS_KEY, RUNNING_KEY, payload_wanted
 from datacheck.checks.registry import Repeats, RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import row_content
 
-__all__ = ["exact_in_shard", "content_columns"]
+__all__ = ["exact_in_shard", "content_columns", "repeated_stretches"]
 
 #: the read path's derivations this family reads: the Alpaca layout's messages and the chat
 #: template's token columns are role columns like the shard's own
@@ -146,11 +146,82 @@ def _repeats_from_hashes(payload: dict) -> Repeats:
     return _repeats_of(cand, df.columns, "__r")
 
 
-def _message(n: int, d: dict, cols: list[str]) -> str:
-    """The finding's message, naming the earlier row of the first copy when the details hold it."""
+def _high_low(h: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The high and low 64 bits of UInt128 hashes as two uint64 arrays (8 bytes a row each)."""
+    frame = h.to_frame("h")
+    low = frame.select(pl.col("h").cast(pl.UInt64, wrap_numerical=True)).to_series().to_numpy()
+    high = frame.select((pl.col("h") // pl.lit(2**64, dtype=pl.UInt128)).cast(pl.UInt64)).to_series().to_numpy()
+    return high, low
+
+
+def repeated_stretches(rep: Repeats, high: np.ndarray, low: np.ndarray, chars: np.ndarray, floor: int) -> Repeats:
+    """The copies of ``rep`` that lie in a stretch repeating an earlier stretch of ``floor`` characters
+    or more (the rows of a running text: :attr:`ShardContext.running_text`).
+
+    The copies are taken in row order. A stretch starts at a copy ``r`` that does not go on the stretch
+    before it, aligned with ``e``, the first row holding ``r``'s content (shift ``r - e``); it goes on
+    over the next rows while each equals the row ``shift`` rows before it, and back over the copies
+    just before ``r`` that do too (a pasted passage whose first line, a speaker name, first occurs
+    elsewhere). It counts when its rows hold ``floor`` characters or more together.
+
+    Args:
+        rep: the copies (``rows``) and the first row of each one's content (``earlier``), int64.
+        high, low: the halves of every row's content hash (uint64, shape (shard rows,)).
+        chars: every row's characters (shape (shard rows,)).
+        floor: the fewest characters of a stretch that counts.
+
+    Returns:
+        The copies kept, with their ``earlier``, in row order."""
+    order = np.argsort(rep.rows, kind="stable")
+    rows, earlier = rep.rows[order], rep.earlier[order]
+    keep = np.zeros(rows.size, dtype=bool)
+
+    def same(x: int, shift: int) -> bool:
+        return bool(high[x] == high[x - shift] and low[x] == low[x - shift])
+
+    def close(a: int, b: int, shift: int) -> None:
+        """The stretch of copies ``a .. b - 1`` (shift ``shift``), extended back, kept when long enough."""
+        while a > 0 and rows[a - 1] == rows[a] - 1 and rows[a - 1] >= shift and same(int(rows[a - 1]), shift):
+            a -= 1
+        if int(chars[rows[a:b]].sum()) >= floor:
+            keep[a:b] = True
+
+    start, shift = 0, 0
+    for k in range(rows.size):
+        r = int(rows[k])
+        if k and r == rows[k - 1] + 1 and same(r, shift):
+            continue
+        if k:
+            close(start, k, shift)
+        start, shift = k, r - int(earlier[k])
+    if rows.size:
+        close(start, rows.size, shift)
+    return Repeats(rows[keep], earlier[keep])
+
+
+def _running_repeats(floor: int):
+    def decide(payload: dict) -> Repeats:
+        """In-shard repeats of a running text: :func:`repeated_stretches` over the row hashes as
+        they are (``crossdup.running``)."""
+        df = payload[RUNNING_KEY]
+        rep = _repeats_from_hashes({ROWS_KEY: df.select("hash")})
+        if not rep.rows.size:
+            return rep
+        high, low = _high_low(df["hash"])
+        return repeated_stretches(rep, high, low, df["chars"].to_numpy(), floor)
+
+    return decide
+
+
+def _message(n: int, d: dict, cols: list[str], floor: int | None = None) -> str:
+    """The finding's message, naming the earlier row of the first copy when the details hold it, and
+    the rows compared when the shard is a running text (``floor``: :attr:`ShardContext.running_text`)."""
     first = (d.get("examples") or [None])[0]
     which = f": row {first['row']} repeats row {first['first_row']}" if first else ""
-    return f"{n} row(s) repeat an earlier row of this shard exactly (content: {', '.join(cols)}){which}"
+    only = (f" (the rows are lines or paragraphs of a running text: only stretches of rows that repeat an earlier "
+            f"stretch in order and hold at least {floor} characters are counted; shorter ones repeat in any "
+            "text)") if floor is not None else ""
+    return f"{n} row(s) repeat an earlier row of this shard exactly (content: {', '.join(cols)}){which}{only}"
 
 
 @check("dup.exact_in_shard", layouts=lay.ANY)
@@ -158,7 +229,10 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
     count = extra copies; rows = the copies (never the first occurrence); ``details.examples``: for
     each example, ``{"row": copy, "first_row": the first row with that content}`` (the message names
-    the first pair)."""
+    the first pair). On a running text (:attr:`ShardContext.running_text`: a ``.txt`` read by line or
+    paragraph) a copy counts only in a stretch of rows that repeats an earlier stretch in order and
+    holds at least that many characters (:func:`repeated_stretches`): a pasted passage of short verse
+    lines is found, a play's repeated speaker names are not."""
     cols = content_columns(ctx)
     if not cols:
         return
@@ -169,6 +243,14 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     key_cols = _key_columns(cols, ctx.schema)
     shown = [_example_column(cols, ctx)]
 
+    floor = ctx.running_text
+    if floor is not None and any(ctx.schema.get(c) == pl.String for c in cols):
+        yield RowCheck(
+            check="dup.exact_in_shard", column=cols[0] if len(cols) == 1 else None, fails=None,
+            from_payload=_running_repeats(floor), example=pl.col(shown[0]),
+            message=lambda n, d, cols=cols, floor=floor: _message(n, d, cols, floor),
+        )
+        return
     if payload_wanted(ctx) and [c for c in cols if c != ctx.roles.label]:
         # The fused query already computes 128-bit content hashes of every row (label excluded) for
         # the cross-shard checks (dup/cross.py); (hash, label) decides in-shard repeats at no extra scan.

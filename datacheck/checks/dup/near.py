@@ -16,7 +16,9 @@ Shingles: every run of 5 consecutive **characters** (Unicode code points, not by
 short texts such as sentences and titles have enough of them, and no tokenizer is needed) or 5
 consecutive token ids. Values are compared exactly (no case or whitespace folding). A row with
 fewer than 5 characters (tokens) has no shingle and is never a near-duplicate (its exact repeats
-are ``dup.exact_*``). Each shingle is hashed to 32 bits: a polynomial of its 5 values modulo 2^64
+are ``dup.exact_*``); nor is a row of a running text (a ``.txt`` read by line or paragraph:
+:attr:`~datacheck.checks.spec.ShardContext.running_text`) of fewer than 200 characters (short lines
+near-repeat in any text: "What is the matter?" and "What is the matter" in tinyshakespeare). Each shingle is hashed to 32 bits: a polynomial of its 5 values modulo 2^64
 (multiplier 0x100000001B3, the 64-bit FNV prime) mixed with the MurmurHash3 64-bit finalizer,
 top 32 bits.
 
@@ -222,6 +224,9 @@ def near_payload(ctx: ShardContext) -> Iterable[Payload]:
     if doc is None:
         return
     expr, cols = doc
+    floor = ctx.running_text
+    if floor is not None and cols != [ctx.roles.input_ids]:  # a running text's short lines: no shingle
+        expr = pl.when(expr.str.len_chars() >= floor).then(expr).otherwise(pl.lit(""))
     yield Payload(key=NEAR_KEY, expr=expr.implode(), post=_signature_post)
     yield Payload(key=TEXT_KEY, expr=row_hash_expr(cols).implode(),
                   post=lambda v: v if isinstance(v, pl.Series) else pl.Series(v))

@@ -10,7 +10,7 @@ import fsspec
 import polars as pl
 import pytest
 
-from datacheck.formats import arrow, csv, jsonl, litdata, mds, megatron, parquet, webdataset
+from datacheck.formats import arrow, csv, jsonl, litdata, mds, megatron, parquet, text, webdataset
 from datacheck.formats.arrowtypes import write_table
 from datacheck.formats.discovery import EXTENSIONS, RULES, discover, format_of
 from datacheck.formats.registry import (
@@ -29,11 +29,12 @@ ROWS = [{"text": f"row {i}", "label": i % 3, "input_ids": [i, i + 1]} for i in r
 
 
 def test_one_format_per_module_and_one_reader_per_name():
-    mods = (parquet, arrow, jsonl, csv, megatron, mds, webdataset, litdata)
+    mods = (parquet, arrow, jsonl, csv, megatron, mds, webdataset, litdata, text)
     assert len(FORMATS) == len(mods) and all(m.FORMAT in FORMATS for m in mods)
     names = [n for f in FORMATS for n in f.names]
     assert len(names) == len(set(names))
-    assert set(names) == {"parquet", "arrow", "jsonl", "json", "csv", "tsv", "megatron", "mds", "webdataset", "litdata"}
+    assert set(names) == {"parquet", "arrow", "jsonl", "json", "csv", "tsv", "megatron", "mds", "webdataset", "litdata",
+                          "text"}
     for n in names:
         assert n in format_named(n).names  # type: ignore[union-attr]
     assert format_named("xlsx") is None
@@ -42,7 +43,7 @@ def test_one_format_per_module_and_one_reader_per_name():
 @pytest.mark.parametrize("name,fmt", [
     ("a.jsonl.gz", "jsonl"), ("a.ndjson.zst", "jsonl"), ("a.csv.gz", "csv"), ("a.tsv", "tsv"), ("a.pq", "parquet"),
     ("a.feather", "arrow"), ("a.mds.zstd", "mds"), ("a.tar.gz", "webdataset"), ("a.tgz", "webdataset"),
-    ("a.txt", None), ("a.bin", None), ("a.idx", None),
+    ("a.txt", "text"), ("a.TXT.gz", "text"), ("a.txt.zst", "text"), ("a.raw", None), ("a.bin", None), ("a.idx", None),
 ])
 def test_extensions_in_auto_mode(tmp_path, name, fmt):
     assert format_of(tmp_path / name) == fmt

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from conftest import SHARED
 
-from datacheck.formats import jsonvalues
+from datacheck.formats import jsonvalues, text
 from datacheck.formats.batches import FrameReader, shard_reader
 from datacheck.formats.registry import FORMATS, open_shard, read_table, refusal, rewrite_mode, rewriter
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, RewriteRefused
@@ -48,6 +48,12 @@ def _local(tmp_path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch) -> Path:
     elif fmt in ("csv", "tsv"):
         path = tmp_path / f"s.{fmt}"
         df.write_csv(path, separator="," if fmt == "csv" else "\t")
+    elif fmt in ("text", "text-chunks"):
+        if fmt == "text-chunks":  # several chunks, read again from the file (nothing kept from pass 1)
+            monkeypatch.setattr(text, "TEXT_CHUNK_BYTES", 16)
+            monkeypatch.setattr(text, "KEEP_BYTES", 0)
+        path = tmp_path / f"{fmt}.txt"
+        path.write_text("".join(str(r["text"]) + ("\n\n" if i % 5 == 0 else "\n") for i, r in enumerate(ROWS)))
     else:
         raise AssertionError(fmt)
     return path
@@ -59,14 +65,14 @@ _REAL = {
     "webdataset": REAL / "webdataset_text" / "testgz.tar",
     "litdata": REAL / "litdata_images_partial" / "chunk-0-0.bin",
 }
-_LOCAL = ["parquet", "arrow", "arrow-stream", "jsonl", "jsonl-chunks", "json", "csv", "tsv"]
+_LOCAL = ["parquet", "arrow", "arrow-stream", "jsonl", "jsonl-chunks", "json", "csv", "tsv", "text", "text-chunks"]
 #: the formats whose opened shard carries its own reader (the rest are held as a frame)
-_STREAMED = {"parquet", "arrow", "arrow-stream", "jsonl-chunks", "csv", "tsv"}
+_STREAMED = {"parquet", "arrow", "arrow-stream", "jsonl-chunks", "csv", "tsv", "text", "text-chunks"}
 
 
 def test_every_registered_format_is_covered():
     names = {n for f in FORMATS for n in f.names}
-    assert names == {"parquet", "arrow", "jsonl", "json", "csv", "tsv"} | set(_REAL)
+    assert names == {"parquet", "arrow", "jsonl", "json", "csv", "tsv", "text"} | set(_REAL)
 
 
 @pytest.mark.parametrize("case", _LOCAL + sorted(_REAL))
@@ -79,7 +85,7 @@ def test_batches_and_rows_equal_the_full_read(tmp_path, monkeypatch, case, per):
         fmt = case
     else:
         path = _local(tmp_path, case, monkeypatch)
-        fmt = {"arrow-stream": "arrow", "jsonl-chunks": "jsonl"}.get(case, case)
+        fmt = {"arrow-stream": "arrow", "jsonl-chunks": "jsonl", "text-chunks": "text"}.get(case, case)
     data = open_shard(path, fmt, DATASET, 5)
     full = data.lf.collect()
     cols, n, want = full.columns, full.height, dict(full.schema)
@@ -162,7 +168,7 @@ def test_table_rewrite_keeps_exactly_the_kept_rows(tmp_path, monkeypatch, case):
     assert (got.kept, got.quarantined, got.reasons) == (len(keep), 3, [drop[i] for i in sorted(drop)])
 
 
-@pytest.mark.parametrize("fmt", ["json", "megatron", "mds", "webdataset", "litdata", "xlsx"])
+@pytest.mark.parametrize("fmt", ["json", "megatron", "mds", "webdataset", "litdata", "text", "xlsx"])
 def test_a_format_that_cannot_rewrite_is_refused_by_name(fmt):
     assert rewrite_mode(fmt) is None
     why = refusal(fmt)

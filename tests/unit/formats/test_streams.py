@@ -263,6 +263,9 @@ jsonl_stream.KEEP_BYTES = 0  # and read from the file again (not pass 1's frames
 from datacheck.formats import csv as csv_stream
 csv_stream.CSV_CHUNK_CHARS = 1 << 20  # CSV: pass 1 infers 1 Mi characters at a time in both files (its own
 # bound, 16 Mi characters, held about 40 MiB of records and their parse: past the small file's 8 MB, not the big one's)
+from datacheck.formats import text as text_stream
+text_stream.TEXT_CHUNK_BYTES = 1 << 20  # plain text: 1 MiB chunks, read from the file again
+text_stream.KEEP_BYTES = 0
 p = Path(sys.argv[1])
 r = audit_shard(DiscoveredShard(path=p, rel=p.name, format=sys.argv[2]), config_from_dict({}), "x", p.stat().st_size)
 assert r.readable and r.rows == int(sys.argv[3]), (r.rows, [f.message for f in r.findings])
@@ -282,8 +285,9 @@ def _peak_mib(path: Path, fmt: str, rows: int, batch: int | None) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt,stream", [("csv", False), ("arrow", False), ("arrow", True), ("jsonl", False)],
-                         ids=["csv", "arrow-file", "arrow-stream", "jsonl"])
+@pytest.mark.parametrize("fmt,stream", [("csv", False), ("arrow", False), ("arrow", True), ("jsonl", False),
+                                        ("text", False)],
+                         ids=["csv", "arrow-file", "arrow-stream", "jsonl", "text"])
 def test_peak_memory_does_not_grow_with_the_shard(tmp_path, fmt, stream):
     """Peak RSS (VmHWM) of auditing a shard of 1x and 12x the rows (1 KB of text each) in batches
     of 2,000 rows, in child processes: the 11x more data (~88 MiB more file and frame) costs less
@@ -295,6 +299,9 @@ def test_peak_memory_does_not_grow_with_the_shard(tmp_path, fmt, stream):
         if fmt == "csv":
             path = tmp_path / f"s{n}.csv"
             pl.DataFrame({"id": range(n), "text": text}).write_csv(path)
+        elif fmt == "text":  # a plain-text corpus by line, a blank line between rows (not a row)
+            path = tmp_path / f"s{n}.txt"
+            path.write_text("".join(t + "\n\n" for t in text))
         elif fmt == "jsonl":
             path = tmp_path / f"s{n}.jsonl"
             pl.DataFrame({"id": range(n), "text": text}).write_ndjson(path)

@@ -176,6 +176,17 @@ def test_padding_side_unset_is_not_the_same_audit_as_right():
                                                                           exclude={"trace", "megatron"})
     for key in ("loader", "even_batches", "split_batches"):
         del doc["batch"][key]
-    for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "max_row_bytes", "infer_splits"):
+    for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "max_row_bytes", "infer_splits", "sample_by"):
         del doc["dataset"][key]
     assert right == "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def test_sample_by_is_hf_s_option_and_enters_the_hash_when_set():
+    """[dataset] sample_by: datasets' text builder's option (line, paragraph, document; default line);
+    unset and "line" are one audit (one config_hash), the others change the rows of a .txt shard."""
+    assert config_from_dict({}).dataset.sample_by == "line"
+    hashes = {config_from_dict({"dataset": {"sample_by": m}} if m else {}).hash()
+              for m in (None, "line", "paragraph", "document")}
+    assert len(hashes) == 3  # unset and "line" are one audit
+    with pytest.raises(ConfigError, match="sample_by"):
+        config_from_dict({"dataset": {"sample_by": "sentence"}})

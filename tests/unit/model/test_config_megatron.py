@@ -12,7 +12,8 @@ from datacheck.model.errors import ConfigError
 
 
 def _hash_without_new_keys(cfg) -> str:
-    """config_hash as it was computed before [batch] loader, even_batches, split_batches and [megatron] existed."""
+    """config_hash as it was computed before [batch] loader, even_batches, split_batches, [megatron] and
+    [dataset] sample_by existed."""
     doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace", "megatron"})
     for key in ("loader", "even_batches", "split_batches"):
         del doc["batch"][key]
@@ -20,7 +21,7 @@ def _hash_without_new_keys(cfg) -> str:
         del doc["tokens"]["padding_side"]
     for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
                          "max_row_bytes": 128 << 20,
-                         "infer_splits": True}.items():
+                         "infer_splits": True, "sample_by": "line"}.items():
         if doc["dataset"].get(key) == default:
             del doc["dataset"][key]
     return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -81,7 +82,7 @@ def test_an_unset_rampup_keeps_a_set_megatron_sections_hash():
     if doc["tokens"]["padding_side"] is None:
         del doc["tokens"]["padding_side"]
     for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
-                         "max_row_bytes": 128 << 20, "infer_splits": True}.items():
+                         "max_row_bytes": 128 << 20, "infer_splits": True, "sample_by": "line"}.items():
         if doc["dataset"].get(key) == default:
             del doc["dataset"][key]
     want = "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
