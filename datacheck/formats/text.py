@@ -46,6 +46,8 @@ reads the file again and hands the rows out in batches (a file whose rows decode
 """
 from __future__ import annotations
 
+import csv as _csv
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +58,7 @@ import polars as pl
 
 from datacheck.formats.base import Format, ReadOptions, ShardData
 from datacheck.formats.batches import StreamedReader, cast_batches
+from datacheck.formats.csv import SEPARATORS
 from datacheck.formats.findings import bad_record_finding, long_line_message, utf8_finding
 from datacheck.formats.stream_source import lazy_source, recut_frames
 from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks
@@ -382,7 +385,55 @@ def open_text(path: Path, sample_by: str = "line", max_row: int = MAX_ROW_BYTES,
                      stream=stream)
 
 
+#: a header field of a table (:func:`table_head`): a column name as tables name them
+_HEADER_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: the head of a file :func:`table_head` judges: its first bytes, and at most this many non-blank lines
+_HEAD_BYTES = 1 << 16
+_HEAD_LINES = 200
+
+
+def table_head(path: Path) -> tuple[str, str, int, int] | None:
+    """Whether a ``.txt`` file holds a table of records rather than running text: its first non-blank
+    line is a header of at least two column names (``[A-Za-z_][A-Za-z0-9_]*``, optionally quoted)
+    under one of the CSV reader's separators (:data:`datacheck.formats.csv.SEPARATORS`, in that order),
+    and each of the next non-blank lines within the first :data:`_HEAD_BYTES` bytes (at least two, at
+    most :data:`_HEAD_LINES`) splits into as many fields under it (CSV quoting). dair-ai emotion's
+    ``train.txt`` is one (``text;label_name``, then ``i didnt feel humiliated;sadness``). Returns
+    (separator, header, columns, records judged), or None (also when the head cannot be read: the
+    reader then says why)."""
+    try:
+        chunk = next(iter(bounded_line_chunks(path, _HEAD_BYTES, _HEAD_BYTES)), b"")
+    except (Unreadable, OSError):
+        return None
+    if isinstance(chunk, LongLine):
+        return None
+    lines = [ln for ln in _universal(bytes(chunk[:_HEAD_BYTES]).decode("utf-8", errors="replace")).split("\n")
+             if ln.strip()][:_HEAD_LINES + 1]
+    if len(lines) < 3:
+        return None
+    header, records = lines[0].lstrip("\ufeff"), lines[1:]
+    for sep in SEPARATORS:
+        names = [f.strip('"') for f in header.split(sep)]
+        if len(names) < 2 or not all(_HEADER_FIELD.match(n) for n in names):
+            continue
+        widths = {len(r) for r in _csv.reader(records, delimiter=sep, quotechar='"', strict=False)}
+        if widths == {len(names)}:
+            return sep, header, len(names), len(records)
+    return None
+
+
 def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
+    """The ``text`` format's open. With ``[dataset] format = "auto"`` a file that holds a table
+    (:func:`table_head`) is refused (``Unreadable``: ``decode.unreadable``, naming the separator to set):
+    read as lines, its columns (a label) would go unchecked and the audit pass on nothing."""
+    if str(getattr(opts.dataset, "format", "auto") or "auto") == "auto":
+        table = table_head(path)
+        if table is not None:
+            sep, header, n, k = table
+            raise Unreadable(
+                f"a table, not running text: its header {header!r} and the {k} line(s) after it split into {n} "
+                f"columns under {sep!r}; set [dataset] format = \"csv\" and separator = {json.dumps(sep)} to audit "
+                "its columns (labels, duplicates, leakage), or [dataset] format = \"text\" to audit each line as text")
     mode = str(getattr(opts.dataset, "sample_by", None) or SAMPLE_BY[0])
     limit = int(getattr(opts.dataset, "max_row_bytes", None) or MAX_ROW_BYTES)
     return open_text(path, mode, limit, opts.max_examples)

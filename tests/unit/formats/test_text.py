@@ -14,6 +14,7 @@ from conftest import REALDATA, examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import datacheck
 from datacheck.formats import text
 from datacheck.io.shardbytes import Unreadable
 
@@ -207,3 +208,43 @@ def test_real_tinyshakespeare_by_line_paragraph_and_document(tmp_path):
     builder = _hf_builder(SHAKESPEARE, "line", tmp_path / "hf")
     if builder is not None:
         assert len(builder) == 40_000 and _not_blank(builder) == rows  # datasets: one row per line, blanks ""
+
+
+# ----------------------------------------------------------------- a table in a .txt is not running text
+
+def test_real_emotion_txt_is_refused_as_a_table_with_its_separator_named(realdata, tmp_path):
+    """dair-ai emotion (PROVENANCE: ';'-separated, header text;label_name; 31 duplicate texts in train,
+    val/test texts also in train): read as lines it passed with no finding, its labels and leakage
+    unchecked; as auto-detected text it is refused, naming the separator, and as the CSV it is, its
+    duplicates are found."""
+    rep = datacheck.audit(str(realdata / "emotion"), config={})
+    assert sorted((f.shards, f.check) for f in rep.findings) == [((n,), "decode.unreadable")
+                                                                  for n in ("test.txt", "train.txt", "val.txt")]
+    assert all("separator = \";\"" in f.message and "'text;label_name'" in f.message for f in rep.findings)
+    as_text = datacheck.audit(str(realdata / "emotion"), config={"dataset": {"format": "text"}})
+    assert not as_text.findings and sum(s.rows for s in as_text.shards) == 16_001 + 2_001 + 2_001
+    as_csv = datacheck.audit(str(realdata / "emotion" / "train.txt"),
+                             config={"dataset": {"format": "csv", "separator": ";"}})
+    texts = [ln.split(";")[0] for ln in (realdata / "emotion" / "train.txt").read_text().splitlines()[1:]]
+    (dup,) = [f for f in as_csv.findings if f.check == "dup.exact_in_shard"]
+    assert dup.count == len(texts) - len(set(texts)) == 31
+
+
+@pytest.mark.parametrize("head, sep", [("sentence\tlabel\n", "\t"), ('"text","label"\n', ","), ("a|b|c\n", "|")])
+def test_a_header_of_names_and_records_of_as_many_fields_is_a_table(tmp_path, head, sep):
+    width = len(head.split(sep))
+    body = "".join(sep.join([f"some words {i}"] + [str(i % 3)] * (width - 1)) + "\n" for i in range(5))
+    (tmp_path / "t.txt").write_text(head + body)
+    got = text.table_head(tmp_path / "t.txt")
+    assert got is not None and got[0] == sep and got[2] == width and got[3] == 5
+
+
+@pytest.mark.parametrize("content", [
+    "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n",  # verse
+    "Hello, world\nYes, indeed\nNo, never\n",            # one comma a line, but no header of names
+    "title;notes\nonly one field here\nx;y\n",            # a record of another width
+    "a;b\n",                                              # a header and nothing after it
+])
+def test_running_text_is_no_table(tmp_path, content):
+    (tmp_path / "t.txt").write_text(content)
+    assert text.table_head(tmp_path / "t.txt") is None
