@@ -20,7 +20,7 @@ from datacheck.model import catalog
 from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES, MAX_ROW_BYTES, PYTHON_SCHEMA
 from datacheck.model.errors import ConfigError, UsageError
 from datacheck.model.layouts import LAYOUTS
-from datacheck.model.megatronorder import parse_data_path
+from datacheck.model.megatronorder import legacy_split_weights, parse_data_path
 
 
 def special_kind(path: Path) -> str | None:
@@ -383,6 +383,12 @@ class MegatronSection(_Section):
         "and grows by INCR over SAMPLES consumed samples to [batch] batch_size x world_size x grad_accum "
         "(RampupBatchsizeNumMicroBatchesCalculator), so a step's samples start at the sum of the earlier steps' "
         "global batches; trace checks it against the log's consumed samples and global batch size"))
+    implementation: Literal["megatron-core", "legacy"] = Field(default="megatron-core", description=(
+        "Whose GPT data path the run used: `megatron-core` (Megatron-LM with megatron/core/datasets, the default) "
+        "or `legacy` (Megatron-DeepSpeed, BigScience, and Megatron-LM before megatron-core: megatron/data/gpt_dataset.py). "
+        "Legacy rounds each --split part on its own (7 sequences in thirds: train 0..2, megatron-core 0..1), always "
+        "reads seq_length + 1 tokens, and builds each dataset of a weighted blend for ceil(samples x weight x 1.005) "
+        "samples (mid_level_dataset_surplus is megatron-core's); plan and trace say which was assumed"))
     mid_level_dataset_surplus: float = Field(default=0.005, ge=0, le=1000, description=(
         "Megatron's `--mid-level-dataset-surplus` (megatron-core's default 0.005): each dataset of a weighted "
         "blend is built for ceil(ceil(samples x weight) x (1 + surplus)) samples, which sets its shuffle"))
@@ -425,6 +431,17 @@ class MegatronSection(_Section):
     def _iters_or_samples(self) -> "MegatronSection":
         if self.train_iters is not None and self.train_samples is not None:
             raise ValueError("give train_iters or train_samples, not both (Megatron refuses both)")
+        if self.implementation == "legacy":
+            if not self.add_extra_token_to_sequence:
+                raise ValueError("add_extra_token_to_sequence = false with implementation = \"legacy\": legacy "
+                                 "Megatron's GPTDataset always reads seq_length + 1 tokens (the option is megatron-core's)")
+            if self.mid_level_dataset_surplus != 0.005:
+                raise ValueError("mid_level_dataset_surplus with implementation = \"legacy\": legacy Megatron builds "
+                                 "each dataset of a blend for ceil(samples x weight x 1.005) samples, a fixed factor")
+            try:
+                legacy_split_weights(self.split)
+            except UsageError as exc:
+                raise ValueError(f"{str(exc).removeprefix('[megatron] ')} (implementation = \"legacy\")") from None
         if self.rampup_batch_size is not None and self.train_iters is not None:
             raise ValueError("rampup_batch_size with train_iters: Megatron asserts \"expected no batch-size rampup for "
                              "iteration-based training\" (a ramp-up run gives train_samples)")
