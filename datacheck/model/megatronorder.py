@@ -73,7 +73,11 @@ by side, the two differ only in:
   dataset built for ``ceil(samples * w * 1.005)`` samples (a fixed factor; megatron-core's
   ``ceil(ceil(samples * w) * (1 + surplus))``), the blend as long as its datasets together (megatron-core:
   ``sum(ceil(samples * w))``), weights only (an unweighted ``--data-path A B`` fails there), and a
-  single weighted prefix is a blend of one (megatron-core builds it as a plain GPTDataset);
+  single weighted prefix is a blend of one (megatron-core builds it as a plain GPTDataset). Later
+  legacy copies (NVIDIA Megatron-LM's megatron/data/blendable_dataset.py @
+  01b5adee4494a911405c60e61aef3a9dec5285f9, ``BlendableDataset(datasets, weights, size)``) pass the
+  blend a size instead; the positions are the same greedy order either way, only the blend's length
+  differs, which moves the cyclic sampler's buckets (not simulated: BigScience's length is used);
 - a sample always reads ``seq_length + 1`` tokens (no ``add_extra_token_to_sequence``).
 
 The rest is the same arithmetic: ``_num_epochs`` (its loop stops at the first ``e`` with ``(e *

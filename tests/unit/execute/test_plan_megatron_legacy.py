@@ -89,3 +89,23 @@ def test_plan_says_which_lineage_it_assumed(realdata, tmp_path):
 def test_config_refuses_what_legacy_megatron_has_not(extra, message):
     with pytest.raises(ConfigError, match=message):
         config_from_dict({"megatron": {"implementation": "legacy", **extra}})
+
+
+def test_one_weighted_prefix_is_a_blend_of_one_in_legacy(realdata):
+    # gpt_dataset.py build_train_valid_test_datasets: only len(data_prefix) == 1 is a plain GPTDataset;
+    # "1.0 PREFIX" is a BlendableDataset of one GPTDataset built for ceil(843 x 1.0 x 1.005) = 848
+    # samples: its last epoch is 378 of 470 samples, not below 80 % (376), so it is not shuffled apart,
+    # where the plain GPTDataset of 843 samples (373 in its last epoch) shuffles it apart
+    bin_ = realdata / f"{SHARD}.bin"
+    sizes = _lengths(bin_.with_suffix(".idx"))
+    meg = {k: v for k, v in FACTS["megatron"].items() if k != "train_iters"}
+    facts = {**FACTS, "megatron": {**meg, "train_samples": 843, "data_path": ["1.0", f"/run/{bin_.stem}"]}}
+    plan = build_plan([str(bin_)], config_from_dict(facts))
+    assert isinstance(plan, MegatronPlan) and plan.order.targets == [848]
+    ds = leg.train_dataset(sizes, "1,1,1", 848, 1024, 1234)
+    assert len(plan.order) == ds["len"] and not ds["separate"]  # the blend holds all its dataset's samples
+    rows = rows_of_step(plan, 1)
+    assert [(r.rank, r.micro_batch, r.sample, r.row, *r.tokens) for r in rows] == _want(sizes, ds, 1)
+    plain = build_plan([str(bin_)], config_from_dict({**FACTS, "megatron": {**meg, "train_samples": 843}}))
+    assert isinstance(plain, MegatronPlan) and plain.order.separate_final_epoch
+    assert [(r.row, r.tokens) for r in rows] != [(r.row, r.tokens) for r in rows_of_step(plain, 1)]
