@@ -249,6 +249,17 @@ def test_bigscience_logs_show_what_the_legacy_lineage_predicts():
     assert {num_epochs(t, big["target"], sl, 1) for t in candidates} == {big["epochs"]} == {99}
     fits = [t for t in candidates if (big["epochs"] * t - 1) // sl + 1 == big["sample_idx_rows"]]
     assert fits and all(leg.epochs(t, sl, big["target"]) == 99 for t in fits)
+    # datacheck's legacy GPTDataset over 10,000 documents whose train split holds such a T tokens builds
+    # exactly the logged sample_idx rows (its length + 1) and epochs for both runs
+    t = fits[0]
+    sizes = np.full(10_000, 1000)
+    sizes[:9490] = t // 9490
+    sizes[: t % 9490] += 1
+    for f in (small, big):
+        o = build_order(sizes, seq_length=sl, seed=f["seed"], split=f["split"], extra=True, micro_batch=f["micro_batch"],
+                        data_parallel=f["dp"], grad_accum=f["global_batch"] // (f["micro_batch"] * f["dp"]),
+                        train_iters=f["train_iters"], train_samples=None, implementation="legacy")
+        assert (o.train, o.tokens_per_epoch, o.epochs, len(o) + 1) == ((0, 9490), t, f["epochs"], f["sample_idx_rows"])
     # the printed count is sample_idx's rows (samples + 1): read as the sample count, no T fits both logs
     assert not [t for t in range(rows * sl + 1, (rows + 1) * sl + 1)
                 if (big["epochs"] * t - 1) // sl == big["sample_idx_rows"]]
