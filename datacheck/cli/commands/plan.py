@@ -147,8 +147,9 @@ def _blend_text(s: dict[str, Any], where: str) -> list[str]:
     for b in s["blend"]:
         lo, hi = b["train_sequences"]
         out.append(f"  {b['prefix']} -> {b['shard']}" + (f": weight {b['weight']}," if b["weight"] is not None else ":")
-                   + f" {b['target_samples']} samples meant, GPTDataset of {b['samples']} samples over "
-                   f"{b['data_epochs']} pass(es) of train sequences {lo}..{hi - 1} ({b['tokens_per_epoch']} tokens each)"
+                   + (f" GPTDataset built for {b['target_samples']} samples holds {b['samples']} over " if legacy else
+                      f" {b['target_samples']} samples meant, GPTDataset of {b['samples']} samples over ")
+                   + f"{b['data_epochs']} pass(es) of train sequences {lo}..{hi - 1} ({b['tokens_per_epoch']} tokens each)"
                    + ("; the last pass shuffled apart" if b["separate_final_epoch"] else ""))
     out += _ramp_text(s)
     if s["ignored"]:

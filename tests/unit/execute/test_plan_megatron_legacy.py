@@ -109,3 +109,16 @@ def test_one_weighted_prefix_is_a_blend_of_one_in_legacy(realdata):
     plain = build_plan([str(bin_)], config_from_dict({**FACTS, "megatron": {**meg, "train_samples": 843}}))
     assert isinstance(plain, MegatronPlan) and plain.order.separate_final_epoch
     assert [(r.row, r.tokens) for r in rows] != [(r.row, r.tokens) for r in rows_of_step(plain, 1)]
+
+
+def test_plan_text_of_a_legacy_blend(realdata, tmp_path):
+    bin_ = realdata / f"{SHARD}.bin"
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text("[batch]\nbatch_size = 2\nworld_size = 2\ngrad_accum = 2\n\n[megatron]\nseq_length = 1024\n"
+                   f"train_samples = 843\nsplit = \"1,1,1\"\nimplementation = \"legacy\"\ndata_path = [\"1.0\", \"{bin_.stem}\"]\n")
+    r = run_cli("plan", str(bin_), "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    sizes = _lengths(bin_.with_suffix(".idx"))
+    n = leg.train_dataset(sizes, "1,1,1", 848, 1024, 1234)["len"]
+    assert "legacy Megatron-LM / Megatron-DeepSpeed's BlendableDataset of 1 GPTDataset(s)" in r.stdout
+    assert f"the blend holds {n} samples" in r.stdout and f"GPTDataset built for 848 samples holds {n} over" in r.stdout
