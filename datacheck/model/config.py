@@ -663,8 +663,11 @@ class Config(_Section):
             del doc["tokens"]["padding_side"]
         if doc.get("megatron") == MegatronSection().model_dump(mode="json", by_alias=True):
             del doc["megatron"]
-        elif doc.get("megatron", {}).get("rampup_batch_size", 0) is None:  # added later: unset keeps the hash
-            del doc["megatron"]["rampup_batch_size"]
+        else:  # keys added later: at their default a config keeps its hash
+            if doc.get("megatron", {}).get("rampup_batch_size", 0) is None:
+                del doc["megatron"]["rampup_batch_size"]
+            if doc.get("megatron", {}).get("implementation") == "megatron-core":
+                del doc["megatron"]["implementation"]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
