@@ -14,7 +14,16 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from datacheck.model import catalog
 from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES, MAX_ROW_BYTES, PYTHON_SCHEMA
@@ -355,6 +364,12 @@ class MegatronSection(_Section):
     seed: int = Field(default=MEGATRON_DEFAULT_SEED, ge=0, le=2**32 - 1, description=(
         "Megatron's `--seed` (its default 1234): numpy RandomState(seed) shuffles the document and sample "
         "indices of GPTDataset"))
+    implementation: Literal["megatron-core", "legacy"] = Field(default="megatron-core", description=(
+        "Whose GPT data path the run used: `megatron-core` (Megatron-LM with megatron/core/datasets, the default) "
+        "or `legacy` (Megatron-DeepSpeed, BigScience, and Megatron-LM before megatron-core: megatron/data/gpt_dataset.py). "
+        "Legacy rounds each --split part on its own (7 sequences in thirds: train 0..2, megatron-core 0..1), always "
+        "reads seq_length + 1 tokens, and builds each dataset of a weighted blend for ceil(samples x weight x 1.005) "
+        "samples (mid_level_dataset_surplus is megatron-core's); plan and trace say which was assumed"))
     split: str = Field(default=MEGATRON_DEFAULT_SPLIT, min_length=1, max_length=200, description=(
         "Megatron's `--split` (train, valid, test weights; its default \"969, 30, 1\"): the train samples "
         "come from the first train / total of the sequences"))
@@ -383,19 +398,20 @@ class MegatronSection(_Section):
         "and grows by INCR over SAMPLES consumed samples to [batch] batch_size x world_size x grad_accum "
         "(RampupBatchsizeNumMicroBatchesCalculator), so a step's samples start at the sum of the earlier steps' "
         "global batches; trace checks it against the log's consumed samples and global batch size"))
-    implementation: Literal["megatron-core", "legacy"] = Field(default="megatron-core", description=(
-        "Whose GPT data path the run used: `megatron-core` (Megatron-LM with megatron/core/datasets, the default) "
-        "or `legacy` (Megatron-DeepSpeed, BigScience, and Megatron-LM before megatron-core: megatron/data/gpt_dataset.py). "
-        "Legacy rounds each --split part on its own (7 sequences in thirds: train 0..2, megatron-core 0..1), always "
-        "reads seq_length + 1 tokens, and builds each dataset of a weighted blend for ceil(samples x weight x 1.005) "
-        "samples (mid_level_dataset_surplus is megatron-core's); plan and trace say which was assumed"))
     mid_level_dataset_surplus: float = Field(default=0.005, ge=0, le=1000, description=(
         "Megatron's `--mid-level-dataset-surplus` (megatron-core's default 0.005): each dataset of a weighted "
         "blend is built for ceil(ceil(samples x weight) x (1 + surplus)) samples, which sets its shuffle"))
 
     @field_validator("split")
     @classmethod
-    def _split_weights(cls, v: str) -> str:
+    def _split_weights(cls, v: str, info: ValidationInfo) -> str:
+        if info.data.get("implementation") == "legacy":
+            # legacy get_train_valid_test_split_: float() of each word between commas (or slashes), cut to 3
+            try:
+                legacy_split_weights(v)
+            except UsageError as exc:
+                raise ValueError(f"{str(exc).removeprefix('[megatron] split ')} (implementation = \"legacy\")") from None
+            return v
         # Megatron's parse_and_normalize_split: every run of digits and dots is a weight, at most 3
         found = re.findall(r"[.0-9]+", v)
         try:
@@ -438,10 +454,6 @@ class MegatronSection(_Section):
             if self.mid_level_dataset_surplus != 0.005:
                 raise ValueError("mid_level_dataset_surplus with implementation = \"legacy\": legacy Megatron builds "
                                  "each dataset of a blend for ceil(samples x weight x 1.005) samples, a fixed factor")
-            try:
-                legacy_split_weights(self.split)
-            except UsageError as exc:
-                raise ValueError(f"{str(exc).removeprefix('[megatron] ')} (implementation = \"legacy\")") from None
         if self.rampup_batch_size is not None and self.train_iters is not None:
             raise ValueError("rampup_batch_size with train_iters: Megatron asserts \"expected no batch-size rampup for "
                              "iteration-based training\" (a ramp-up run gives train_samples)")

@@ -16,6 +16,7 @@ from conftest import run_cli
 from datacheck.execute.plan import MegatronPlan, build_plan, rows_of_step
 from datacheck.model.config import config_from_dict
 from datacheck.model.errors import ConfigError
+from datacheck.model.megatronorder import legacy_train_range
 
 SHARD = "megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document"
 FACTS = {"batch": {"batch_size": 2, "world_size": 2, "grad_accum": 2},
@@ -122,3 +123,15 @@ def test_plan_text_of_a_legacy_blend(realdata, tmp_path):
     n = leg.train_dataset(sizes, "1,1,1", 848, 1024, 1234)["len"]
     assert "legacy Megatron-LM / Megatron-DeepSpeed's BlendableDataset of 1 GPTDataset(s)" in r.stdout
     assert f"the blend holds {n} samples" in r.stdout and f"GPTDataset built for 848 samples holds {n} over" in r.stdout
+
+
+@pytest.mark.parametrize("split, n, want", [("1e3,1,1", 1002, (0, 1000)), ("98,1,1,0", 100, (0, 98)),
+                                            (" 949 / 50 / 1 ", 10000, (0, 9490))])
+def test_config_takes_the_splits_legacy_megatron_reads(split, n, want):
+    # legacy reads each word between commas (or slashes) with float() and keeps the first 3: a split
+    # megatron-core's parse refuses (an exponent, a 4th weight) is a legacy run's own --split
+    cfg = config_from_dict({"megatron": {"implementation": "legacy", "split": split}})
+    assert legacy_train_range(n, cfg.megatron.split) == want == tuple(leg.split(split, n)[:2])
+    if "e" in split or split.count(",") > 2:
+        with pytest.raises(ConfigError, match="megatron.split"):
+            config_from_dict({"megatron": {"split": split}})
