@@ -52,6 +52,7 @@ from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.megatronorder import (
+    LEGACY_BLEND_FACTOR,
     BlendedOrder,
     MegatronOrder,
     build_blend,
@@ -499,7 +500,8 @@ class MegatronPlan:
         """The plan's numbers as plain values (what ``datacheck plan`` prints). ``epoch`` is ignored
         (no torch epochs).
 
-        Keys: ``loader`` (``megatron``), ``rows`` (documents), ``sequences``, ``shards``, ``split``,
+        Keys: ``loader`` (``megatron``), ``implementation`` (the lineage assumed: ``megatron-core`` or
+        ``legacy``, ``[megatron] implementation``), ``rows`` (documents), ``sequences``, ``shards``, ``split``,
         ``other_splits``, ``world_size`` (data-parallel size), ``batch_size`` (micro-batch size),
         ``grad_accum``, ``global_batch``, ``seq_length``, ``seed``, ``megatron_split``,
         ``train_sequences`` ([begin, end)), ``tokens_per_epoch``, ``train_samples`` (the run asks for),
@@ -515,7 +517,7 @@ class MegatronPlan:
         o, b, m = self.order, self.cfg.batch, self.cfg.megatron
         if isinstance(o, BlendedOrder):
             return {
-                "loader": "megatron", "rows": self.space.n_rows, "shards": len(self.space.shards),
+                "loader": "megatron", "implementation": o.implementation, "rows": self.space.n_rows, "shards": len(self.space.shards),
                 "split": self.space.split, "other_splits": dict(self.space.other_splits),
                 "world_size": b.world_size, "batch_size": b.batch_size, "grad_accum": b.grad_accum,
                 "global_batch": o.global_batch, "seq_length": o.seq_length, "seed": o.seed, "megatron_split": m.split,
@@ -527,12 +529,14 @@ class MegatronPlan:
                            "train_sequences": list(d.train), "tokens_per_epoch": d.tokens_per_epoch,
                            "samples": len(d), "data_epochs": d.epochs, "separate_final_epoch": d.separate_final_epoch}
                           for i, d in enumerate(o.datasets)],
-                "mid_level_dataset_surplus": m.mid_level_dataset_surplus if o.given_weights is not None else None,
+                "mid_level_dataset_surplus": (None if o.given_weights is None else round(LEGACY_BLEND_FACTOR - 1, 12)
+                                              if o.implementation == "legacy" else m.mid_level_dataset_surplus),
                 "ignored": [k for k in _TORCH_ONLY_KEYS if k in b.model_fields_set], "supervised": None,
                 **_ramp_summary(o),
             }
         return {
-            "loader": "megatron", "rows": self.space.n_rows, "sequences": int(len(o.sizes)),
+            "loader": "megatron", "implementation": o.implementation, "rows": self.space.n_rows,
+            "sequences": int(len(o.sizes)),
             "shards": len(self.space.shards), "split": self.space.split, "other_splits": dict(self.space.other_splits),
             "world_size": b.world_size, "batch_size": b.batch_size, "grad_accum": b.grad_accum,
             "global_batch": o.global_batch, "seq_length": o.seq_length, "seed": o.seed, "megatron_split": m.split,
@@ -608,10 +612,12 @@ def megatron_plan(space: RowSpace, cfg: Config) -> MegatronPlan:
     common = dict(seq_length=int(m.seq_length or 0), seed=m.seed, split=m.split, extra=m.add_extra_token_to_sequence,
                   micro_batch=int(b.batch_size or 0), data_parallel=b.world_size, grad_accum=b.grad_accum,
                   train_iters=m.train_iters, train_samples=m.train_samples, dataloader=m.dataloader_type,
-                  rampup_batch_size=None if m.rampup_batch_size is None else tuple(m.rampup_batch_size))
+                  rampup_batch_size=None if m.rampup_batch_size is None else tuple(m.rampup_batch_size),
+                  implementation=m.implementation)
     order: MegatronOrder | BlendedOrder
     if prefixes is None or (len(prefixes) == 1 and weights is None):
-        # Megatron builds a plain GPTDataset for one prefix without a weight (no BlendedDataset)
+        # Megatron builds a plain GPTDataset for one prefix without a weight (no BlendedDataset); legacy
+        # Megatron blends a single weighted prefix too (gpt_dataset.py: only len(data_prefix) == 1 is plain)
         order = build_order(read[spans[0].path][0], **common)  # type: ignore[arg-type]
     else:
         order = build_blend([read[sp.path][0] for sp in spans], weights, surplus=m.mid_level_dataset_surplus,

@@ -14,13 +14,22 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from datacheck.model import catalog
 from datacheck.model.constants import DEFAULT_CONFIG_NAME, DEFAULT_MAX_EXAMPLES, MAX_ROW_BYTES, PYTHON_SCHEMA
 from datacheck.model.errors import ConfigError, UsageError
 from datacheck.model.layouts import LAYOUTS
-from datacheck.model.megatronorder import parse_data_path
+from datacheck.model.megatronorder import legacy_split_weights, parse_data_path
 
 
 def special_kind(path: Path) -> str | None:
@@ -362,6 +371,12 @@ class MegatronSection(_Section):
     seed: int = Field(default=MEGATRON_DEFAULT_SEED, ge=0, le=2**32 - 1, description=(
         "Megatron's `--seed` (its default 1234): numpy RandomState(seed) shuffles the document and sample "
         "indices of GPTDataset"))
+    implementation: Literal["megatron-core", "legacy"] = Field(default="megatron-core", description=(
+        "Whose GPT data path the run used: `megatron-core` (Megatron-LM with megatron/core/datasets, the default) "
+        "or `legacy` (Megatron-DeepSpeed, BigScience, and Megatron-LM before megatron-core: megatron/data/gpt_dataset.py). "
+        "Legacy rounds each --split part on its own (7 sequences in thirds: train 0..2, megatron-core 0..1), always "
+        "reads seq_length + 1 tokens, and builds each dataset of a weighted blend for ceil(samples x weight x 1.005) "
+        "samples (mid_level_dataset_surplus is megatron-core's); plan and trace say which was assumed"))
     split: str = Field(default=MEGATRON_DEFAULT_SPLIT, min_length=1, max_length=200, description=(
         "Megatron's `--split` (train, valid, test weights; its default \"969, 30, 1\"): the train samples "
         "come from the first train / total of the sequences"))
@@ -396,7 +411,14 @@ class MegatronSection(_Section):
 
     @field_validator("split")
     @classmethod
-    def _split_weights(cls, v: str) -> str:
+    def _split_weights(cls, v: str, info: ValidationInfo) -> str:
+        if info.data.get("implementation") == "legacy":
+            # legacy get_train_valid_test_split_: float() of each word between commas (or slashes), cut to 3
+            try:
+                legacy_split_weights(v)
+            except UsageError as exc:
+                raise ValueError(f"{str(exc).removeprefix('[megatron] split ')} (implementation = \"legacy\")") from None
+            return v
         # Megatron's parse_and_normalize_split: every run of digits and dots is a weight, at most 3
         found = re.findall(r"[.0-9]+", v)
         try:
@@ -432,6 +454,13 @@ class MegatronSection(_Section):
     def _iters_or_samples(self) -> "MegatronSection":
         if self.train_iters is not None and self.train_samples is not None:
             raise ValueError("give train_iters or train_samples, not both (Megatron refuses both)")
+        if self.implementation == "legacy":
+            if not self.add_extra_token_to_sequence:
+                raise ValueError("add_extra_token_to_sequence = false with implementation = \"legacy\": legacy "
+                                 "Megatron's GPTDataset always reads seq_length + 1 tokens (the option is megatron-core's)")
+            if self.mid_level_dataset_surplus != 0.005:
+                raise ValueError("mid_level_dataset_surplus with implementation = \"legacy\": legacy Megatron builds "
+                                 "each dataset of a blend for ceil(samples x weight x 1.005) samples, a fixed factor")
         if self.rampup_batch_size is not None and self.train_iters is not None:
             raise ValueError("rampup_batch_size with train_iters: Megatron asserts \"expected no batch-size rampup for "
                              "iteration-based training\" (a ramp-up run gives train_samples)")
@@ -653,8 +682,11 @@ class Config(_Section):
             del doc["tokens"]["padding_side"]
         if doc.get("megatron") == MegatronSection().model_dump(mode="json", by_alias=True):
             del doc["megatron"]
-        elif doc.get("megatron", {}).get("rampup_batch_size", 0) is None:  # added later: unset keeps the hash
-            del doc["megatron"]["rampup_batch_size"]
+        else:  # keys added later: at their default a config keeps its hash
+            if doc.get("megatron", {}).get("rampup_batch_size", 0) is None:
+                del doc["megatron"]["rampup_batch_size"]
+            if doc.get("megatron", {}).get("implementation") == "megatron-core":
+                del doc["megatron"]["implementation"]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 

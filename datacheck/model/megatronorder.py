@@ -56,6 +56,40 @@ GPTDataset per prefix as above (the same seed), sized by :func:`blend_sizes` (we
 ``dataset_index[idx]`` (helpers.cpp ``build_blending_indices``, :func:`blending_indices`); the
 samplers hand out blend positions as they hand out a GPTDataset's indices.
 
+**Lineage** (``implementation``; :data:`IMPLEMENTATIONS`): the steps above are megatron-core's
+(``megatron-core``, the default). ``legacy`` is the GPT data path megatron-core replaced: Megatron-LM
+before megatron-core and its forks Megatron-DeepSpeed / BigScience (bigscience-workshop/Megatron-DeepSpeed
+megatron/data/gpt_dataset.py @ 20c48380d94beb67e6c63594a5ca0477482128c1, dataset_utils.py @
+006c4e96556cd241f43e91793e8b7fab5ba0546b, data_samplers.py @ 019ed7c95b1faa9ea3c00df7628f986329d41c6c;
+helpers.cpp as in deep-spin/Megatron-DeepSpeed @ 8d94512766dff5bfcb1ff5cc777d56775f76157c). Read side
+by side, the two differ only in:
+
+- the split (dataset_utils.py ``get_train_valid_test_split_``; :func:`legacy_train_range`): the
+  weights are the comma- (else slash-) separated words, each part's size rounded on its own and
+  every bookend after the first moved back by the rounding surplus, so 7 sequences in thirds give
+  train ``[0, 3)`` where megatron-core gives ``[0, 2)``;
+- the blend (dataset_utils.py ``get_datasets_weights_and_num_samples``, blendable_dataset.py
+  ``BlendableDataset``; :func:`legacy_blend_sizes`): weights normalised by their Python sum, each
+  dataset built for ``ceil(samples * w * 1.005)`` samples (a fixed factor; megatron-core's
+  ``ceil(ceil(samples * w) * (1 + surplus))``), the blend as long as its datasets together (megatron-core:
+  ``sum(ceil(samples * w))``), weights only (an unweighted ``--data-path A B`` fails there), and a
+  single weighted prefix is a blend of one (megatron-core builds it as a plain GPTDataset). Later
+  legacy copies (NVIDIA Megatron-LM's megatron/data/blendable_dataset.py @
+  01b5adee4494a911405c60e61aef3a9dec5285f9, ``BlendableDataset(datasets, weights, size)``) pass the
+  blend a size instead; the positions are the same greedy order either way, only the blend's length
+  differs, which moves the cyclic sampler's buckets (not simulated: BigScience's length is used);
+- a sample always reads ``seq_length + 1`` tokens (no ``add_extra_token_to_sequence``).
+
+The rest is the same arithmetic: ``_num_epochs`` (its loop stops at the first ``e`` with ``(e *
+tokens - 1) // seq_length >= num_samples``: step 2), ``separate_last_epoch`` at 80 % of
+``(tokens - 1) // seq_length`` (step 2), ``_build_doc_idx`` (``mgrid`` of the epochs, int32, one
+``RandomState(seed)`` shuffle, the last epoch apart: step 3), helpers.cpp ``build_sample_idx``
+(``(epochs * tokens - 1) // seq_length`` samples, the same walk: step 4), ``_build_shuffle_idx``
+(step 5, after the document index on the same RandomState), ``GPTDataset.__getitem__`` (the same
+pieces) and ``MegatronPretrainingSampler`` / ``MegatronPretrainingRandomSampler`` (step 6; the
+``--rampup-batch-size`` calculator of megatron/microbatches.py: step 7).
+tests/helpers/megatronlegacyref.py holds a plain-Python reference written from that source.
+
 A sample's **pieces** are the ``(sequence, token start, token end)`` ranges it reads, in order: the
 first from its start offset, whole sequences between, the last up to its end offset +
 add_extra_token (the token whose only role is the last label), as ``_query_document_sample_shuffle_indices``
@@ -80,7 +114,8 @@ from datacheck.model.torchdep import require_torch
 __all__ = ["MegatronOrder", "BlendedOrder", "parse_data_path", "blend_sizes", "blending_indices", "build_blend",
            "MID_LEVEL_DATASET_SURPLUS", "uses_megatron_loader", "train_range", "num_epochs", "document_index", "sample_index", "shuffle_index",
            "build_order", "SEPARATE_FINAL_EPOCH_THRESHOLD", "index_bytes", "kept_bytes", "memory_limit",
-           "Rampup", "rampup", "ramp_batch", "MAX_RAMP_INCREMENTS"]
+           "Rampup", "rampup", "ramp_batch", "MAX_RAMP_INCREMENTS", "IMPLEMENTATIONS", "legacy_train_range", "legacy_split_weights",
+           "legacy_blend_sizes", "LEGACY_BLEND_FACTOR", "lineage_words"]
 
 #: ``_build_document_sample_shuffle_indices``: the last epoch is shuffled apart when it would give
 #: fewer than this fraction of an epoch's samples (``threshold = 0.80``)
@@ -88,6 +123,12 @@ SEPARATE_FINAL_EPOCH_THRESHOLD = 0.80
 #: ``BlendedMegatronDatasetConfig.mid_level_dataset_surplus`` (megatron-core 0.16.1): each dataset of
 #: a weighted blend is built with this share of samples above its target
 MID_LEVEL_DATASET_SURPLUS = 0.005
+#: the lineages simulated (``[megatron] implementation``): megatron-core's GPT data path, or the one it
+#: replaced (Megatron-LM before megatron-core, Megatron-DeepSpeed / BigScience): module docstring
+IMPLEMENTATIONS = ("megatron-core", "legacy")
+#: legacy ``get_datasets_weights_and_num_samples``: each dataset of a blend is built for
+#: ``ceil(samples * weight * 1.005)`` samples ("Add 0.5% (the 1.005 factor)")
+LEGACY_BLEND_FACTOR = 1.005
 #: the blending indices are computed and kept in chunks of ``2**bits`` positions (about 10 MB each)
 _BLEND_CHUNK_BITS = 20
 
@@ -123,6 +164,59 @@ def train_range(n_sequences: int, split: str) -> tuple[int, int]:
         raise UsageError(f"[megatron] split {split!r} gives the train split no sequence (its weight is 0): "
                          "Megatron builds no train dataset")
     return int(round(lo * float(n_sequences))), int(round(hi * float(n_sequences)))
+
+
+def lineage_words(implementation: str) -> str:
+    """The lineage in the words plan and trace print: ``megatron-core`` or ``legacy Megatron-LM /
+    Megatron-DeepSpeed`` (the GPT data path before megatron-core)."""
+    return "legacy Megatron-LM / Megatron-DeepSpeed" if implementation == "legacy" else "megatron-core"
+
+
+def legacy_split_weights(split: str) -> list[float]:
+    """The three weights legacy ``get_train_valid_test_split_`` reads from ``--split`` (see
+    :func:`legacy_train_range`), not yet normalised.
+
+    Raises:
+        UsageError: a word ``float`` cannot read, or a sum not above 0 (legacy asserts it).
+    """
+    sep = "," if "," in split else "/" if "/" in split else None
+    words = split.split(sep) if sep else [split]
+    try:
+        w = [float(x) for x in words]
+    except ValueError:
+        raise UsageError(f"[megatron] split {split!r}: legacy Megatron reads each word between commas (or slashes) "
+                         "with float(); give the run's --split, e.g. \"949,50,1\"") from None
+    w = (w + [0.0, 0.0, 0.0])[:3]
+    if not sum(w) > 0:
+        raise UsageError(f"[megatron] split {split!r}: legacy Megatron asserts the weights sum above 0")
+    return w
+
+
+def legacy_train_range(n_sequences: int, split: str) -> tuple[int, int]:
+    """``[begin, end)`` of the train sequences under ``--split split`` as the legacy lineage cuts them
+    (bigscience-workshop/Megatron-DeepSpeed megatron/data/dataset_utils.py
+    ``get_train_valid_test_split_`` @ 006c4e96556cd241f43e91793e8b7fab5ba0546b): the words between
+    commas (else slashes; else the whole string) are the weights, each read by Python's ``float``,
+    padded with zeros to 3 and cut to 3, divided by their sum; each part's size is
+    ``int(round(w * float(n)))`` on its own, the bookends are their running sums, and every bookend but
+    the first is then moved back by (last bookend - ``n``). Integers only (no float bookends).
+
+    Raises:
+        UsageError: a word that is no number for ``float``, a sum not above 0 (legacy asserts it), or
+            an empty train range (legacy builds no train dataset then).
+    """
+    w = legacy_split_weights(split)
+    total = sum(w)
+    bookends = [0]
+    for x in w:
+        bookends.append(bookends[-1] + int(round(x / total * float(n_sequences))))
+    surplus = bookends[-1] - n_sequences
+    bookends = [bookends[0]] + [b - surplus for b in bookends[1:]]
+    lo, hi = bookends[0], bookends[1]
+    if hi <= lo:
+        raise UsageError(f"[megatron] split {split!r} over {n_sequences} sequences gives the train split no sequence "
+                         f"under legacy Megatron's rounding ([{lo}, {hi})): it builds no train dataset")
+    return lo, hi
 
 
 def num_epochs(tokens_per_epoch: int, num_samples: int, seq_length: int, extra: int) -> int:
@@ -483,6 +577,7 @@ class MegatronOrder(_Sampler):
             with data sharding).
         rampup: the batch-size ramp-up (``--rampup-batch-size``; :class:`Rampup`), None without one
             (every step one global batch, ``micro_batch x data_parallel x grad_accum``).
+        implementation: the lineage whose rules built it (:data:`IMPLEMENTATIONS`).
     """
 
     sizes: np.ndarray
@@ -503,6 +598,7 @@ class MegatronOrder(_Sampler):
     steps: int
     dataloader: str = "single"
     rampup: Rampup | None = None
+    implementation: str = "megatron-core"
     _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -598,7 +694,8 @@ def _gib(n: int) -> str:
 def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, extra: bool, micro_batch: int,
                 data_parallel: int, grad_accum: int, train_iters: int | None,
                 train_samples: int | None, dataloader: str = "single", one_epoch: bool = False,
-                held: int = 0, rampup_batch_size: tuple[int, int, int] | None = None) -> MegatronOrder:
+                held: int = 0, rampup_batch_size: tuple[int, int, int] | None = None,
+                implementation: str = "megatron-core") -> MegatronOrder:
     """The train order of a Megatron GPT run over an indexed dataset whose sequences have ``sizes``
     tokens (module docstring: the split, epochs, document, sample and shuffle indices, the sampler).
 
@@ -619,9 +716,16 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
         rampup_batch_size: ``--rampup-batch-size START INCR SAMPLES`` (with ``train_samples``; the
             global batch above is the one after the ramp): :func:`rampup`, the run's steps from
             :meth:`Rampup.train_iters`.
+        implementation: the lineage (:data:`IMPLEMENTATIONS`): ``legacy`` takes the train range of
+            :func:`legacy_train_range` and always the extra token; every index after it is built as
+            megatron-core builds it (the same arithmetic: module docstring, Lineage).
 
     Raises:
-        UsageError: neither or both of ``train_iters`` / ``train_samples``, a ramp-up with
+        UsageError: an unknown ``implementation``, ``extra`` false under ``legacy`` (its GPTDataset
+            always reads ``seq_length + 1`` tokens), a last epoch of more samples than an epoch's under
+            ``legacy`` (its ``_build_index_mappings`` asserts fewer; megatron-core allows one more); neither
+            or both of ``train_iters`` /
+            ``train_samples``, a ramp-up with
             ``train_iters`` or one Megatron refuses (:func:`rampup`), a split without train sequences or
             tokens, or indices that would take more memory than this process may use
             (:func:`index_bytes` against :func:`memory_limit`: refused before any is allocated).
@@ -630,10 +734,15 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
         raise UsageError("[megatron] train_iters (--train-iters) or train_samples (--train-samples) is needed, and "
                          "only one: the run's sample count decides how often GPTDataset repeats the documents, "
                          "and so the whole shuffle")
+    if implementation not in IMPLEMENTATIONS:
+        raise UsageError(f"[megatron] implementation {implementation!r}: expected one of {', '.join(IMPLEMENTATIONS)}")
+    if implementation == "legacy" and not extra:
+        raise UsageError("[megatron] add_extra_token_to_sequence = false under implementation = \"legacy\": legacy "
+                         "Megatron's GPTDataset always reads seq_length + 1 tokens (the option is megatron-core's)")
     sizes = np.asarray(sizes, dtype=np.int32)
     gbs = micro_batch * data_parallel * grad_accum
     requested, steps, ramp = _run_length(gbs, train_iters, train_samples, rampup_batch_size)
-    beg, end = train_range(len(sizes), split)
+    beg, end = (legacy_train_range if implementation == "legacy" else train_range)(len(sizes), split)
     documents = np.arange(beg, end, 1, dtype=np.int32)
     tokens = int(np.sum(sizes[documents].astype(np.int64)))
     x = 1 if extra else 0
@@ -653,6 +762,13 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
                          "train_samples and seq_length against the run's --train-iters / --train-samples and "
                          "--seq-length")
     separate, sans_final = _separate_final_epoch(epochs, tokens, requested, seq_length, x)
+    if implementation == "legacy" and epochs > 1 and requested - sans_final >= (tokens - x) // seq_length + 1:
+        # gpt_dataset.py _build_index_mappings asserts last_epoch_num_samples < num_samples_per_epoch + 1
+        # (megatron-core's check allows equality): the legacy run stops there
+        raise UsageError(f"the run's {requested:,} samples of seq_length {seq_length} leave {requested - sans_final:,} "
+                         f"sample(s) to the last of {epochs} epochs of the train split's {tokens:,} tokens, more than the "
+                         f"{(tokens - x) // seq_length:,} of one epoch: legacy Megatron's _build_index_mappings asserts "
+                         "'last epoch number of samples exceeded max value' and builds no dataset")
     rng = np.random.RandomState(seed)
     doc_index = document_index(documents, epochs, rng, separate)
     cum = _entry_starts(sizes, doc_index)
@@ -661,7 +777,7 @@ def build_order(sizes: np.ndarray, *, seq_length: int, seed: int, split: str, ex
                          requested=requested, epochs=epochs, separate_final_epoch=separate, tokens_per_epoch=tokens,
                          doc_index=doc_index, shuffle=shuffle, cum=cum, micro_batch=micro_batch,
                          data_parallel=data_parallel, grad_accum=grad_accum, steps=steps, dataloader=dataloader,
-                         rampup=ramp)
+                         rampup=ramp, implementation=implementation)
 
 
 def _run_length(gbs: int, train_iters: int | None, train_samples: int | None,
@@ -741,6 +857,20 @@ def blend_sizes(weights: list[float], train_samples: int,
     return w, targets, built
 
 
+def legacy_blend_sizes(weights: list[float], train_samples: int) -> tuple[list[float], list[int]]:
+    """How the legacy lineage sizes a blend's datasets (bigscience-workshop/Megatron-DeepSpeed
+    megatron/data/dataset_utils.py ``analyze_data_prefix`` and ``get_datasets_weights_and_num_samples``
+    @ 006c4e96556cd241f43e91793e8b7fab5ba0546b): the weights divided by their sum added up in order
+    (Python floats), and each dataset's GPTDataset built for ``int(math.ceil(train_samples * w *
+    1.005))`` samples (:data:`LEGACY_BLEND_FACTOR`, multiplied in that order). Returns (the normalised
+    weights, the samples each dataset is built for)."""
+    total = 0.0
+    for x in weights:
+        total += float(x)
+    norm = [float(x) / total for x in weights]
+    return norm, [int(math.ceil(train_samples * x * LEGACY_BLEND_FACTOR)) for x in norm]
+
+
 def blending_indices(weights: list[float], size: int, begin: int = 0,
                      counts: list[int] | None = None) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """helpers.cpp ``build_blending_indices`` from blend position ``begin`` (``counts``: the samples
@@ -789,6 +919,8 @@ class BlendedOrder(_Sampler):
             lengths)``).
         seq_length, extra, seed, requested: as :class:`MegatronOrder`.
         micro_batch, data_parallel, grad_accum, steps, dataloader, rampup: the sampler (:class:`MegatronOrder`).
+        implementation: the lineage whose rules built it (:data:`IMPLEMENTATIONS`; legacy: weighted only,
+            ``targets`` the samples each GPTDataset is built for, ``size`` their lengths added up).
     """
 
     datasets: tuple[MegatronOrder, ...]
@@ -806,6 +938,7 @@ class BlendedOrder(_Sampler):
     steps: int
     dataloader: str = "single"
     rampup: Rampup | None = None
+    implementation: str = "megatron-core"
     _perms: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     _index: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -893,7 +1026,8 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
                 extra: bool, micro_batch: int, data_parallel: int, grad_accum: int, train_iters: int | None,
                 train_samples: int | None, dataloader: str = "single",
                 surplus: float = MID_LEVEL_DATASET_SURPLUS,
-                rampup_batch_size: tuple[int, int, int] | None = None) -> BlendedOrder:
+                rampup_batch_size: tuple[int, int, int] | None = None,
+                implementation: str = "megatron-core") -> BlendedOrder:
     """The train order of a Megatron GPT run over the prefixes of ``--data-path`` (their ``.idx``
     sequence lengths ``sizes``, in order) as BlendedMegatronDatasetBuilder builds it (megatron-core
     0.16.1, ``_build_blended_dataset_splits``, one distribution for all splits):
@@ -909,10 +1043,16 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
     prefix); the blending indices are :func:`blending_indices`. ``samples`` is ``train_samples`` or
     ``train_iters x global batch``.
 
+    ``implementation="legacy"`` (module docstring, Lineage): each prefix's GPTDataset is built for
+    :func:`legacy_blend_sizes` samples (``surplus`` is not read: the factor is 1.005) with the legacy
+    split, and the blend (BlendableDataset(datasets, weights)) holds all their samples; the weights
+    used are those normalised again by numpy, as BlendableDataset does.
+
     Raises:
         UsageError: as :func:`build_order`, for any prefix; neither or both of ``train_iters`` /
             ``train_samples``; weights not one per prefix; a prefix of an unweighted blend with no
-            train sample (weight 0).
+            train sample (weight 0); an unweighted blend under ``legacy`` (its
+            ``get_datasets_weights_and_num_samples`` reads every even word as a weight).
     """
     if (train_iters is None) == (train_samples is None):
         raise UsageError("[megatron] train_iters (--train-iters) or train_samples (--train-samples) is needed, and "
@@ -922,7 +1062,26 @@ def build_blend(sizes: list[np.ndarray], weights: list[float] | None, *, seq_len
     gbs = micro_batch * data_parallel * grad_accum
     requested, steps, ramp = _run_length(gbs, train_iters, train_samples, rampup_batch_size)
     common: dict[str, Any] = dict(seq_length=seq_length, seed=seed, split=split, extra=extra, micro_batch=micro_batch,
-                  data_parallel=data_parallel, grad_accum=grad_accum, train_iters=None)
+                  data_parallel=data_parallel, grad_accum=grad_accum, train_iters=None, implementation=implementation)
+    if implementation == "legacy":
+        if weights is None:
+            raise UsageError("[megatron] data_path without weights under implementation = \"legacy\": legacy Megatron's "
+                             "get_datasets_weights_and_num_samples reads every even word as a weight (float) and "
+                             "fails on a prefix; give the run's WEIGHT PREFIX pairs")
+        norm, built = legacy_blend_sizes(weights, requested)
+        legacy_parts: list[MegatronOrder] = []
+        for i, (sz, n) in enumerate(zip(sizes, built)):
+            try:
+                legacy_parts.append(build_order(sz, train_samples=n, held=sum(kept_bytes(o) for o in legacy_parts),
+                                                **common))
+            except UsageError as exc:
+                raise UsageError(f"prefix {i} of the blend ({n:,} samples: ceil({requested:,} x weight {norm[i]:.6g} "
+                                 f"x 1.005)): {exc}") from None
+        return BlendedOrder(datasets=tuple(legacy_parts), weights=_normalize(norm), given_weights=list(weights),
+                            targets=built, size=sum(len(o) for o in legacy_parts), seq_length=seq_length,
+                            extra=1 if extra else 0, seed=seed, requested=requested, micro_batch=micro_batch,
+                            data_parallel=data_parallel, grad_accum=grad_accum, steps=steps, dataloader=dataloader,
+                            rampup=ramp, implementation=implementation)
     if weights is not None:
         norm, targets, built = blend_sizes(weights, requested, surplus)
         parts: list[MegatronOrder] = []

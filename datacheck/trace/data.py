@@ -58,7 +58,7 @@ from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Severity
 from datacheck.model.identity import compare_identity
-from datacheck.model.megatronorder import MegatronOrder, Rampup
+from datacheck.model.megatronorder import MegatronOrder, Rampup, lineage_words
 from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
@@ -408,7 +408,8 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
         sampler = "MegatronPretrainingRandomSampler" if o.dataloader == "cyclic" else "MegatronPretrainingSampler"
         passes = (f"{o.epochs} pass(es) over the train documents" if isinstance(o, MegatronOrder) else
                   f"a BlendedDataset of {len(o.datasets)} prefixes, {len(o)} samples")
-        desc = (f"Megatron-LM's own order (GPTDataset's document, sample and shuffle indices, "
+        desc = (f"Megatron-LM's own order ({lineage_words(o.implementation)}'s rules: GPTDataset's document, sample "
+                "and shuffle indices, "
                 f"{sampler}: micro-batch {o.micro_batch} x data-parallel {o.data_parallel} x "
                 f"grad_accum {o.grad_accum}, seq_length {o.seq_length}, seed {o.seed}, split {cfg.megatron.split!r}, "
                 f"{o.requested} train samples, {passes}); each sample is cut "

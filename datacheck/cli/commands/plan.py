@@ -38,6 +38,7 @@ from datacheck.io.outputs import check_outputs
 from datacheck.model.config import MAX_EPOCHS, Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK
 from datacheck.model.errors import UsageError
+from datacheck.model.megatronorder import lineage_words
 
 __all__ = ["add_parser", "run"]
 
@@ -93,7 +94,7 @@ def _megatron_text(s: dict[str, Any]) -> list[str]:
         return _blend_text(s, where)
     lo, hi = s["train_sequences"]
     sampler = "MegatronPretrainingRandomSampler" if s["dataloader_type"] == "cyclic" else "MegatronPretrainingSampler"
-    out = [f"Megatron-LM order (GPTDataset + {sampler}): {s['rows']} document(s), {s['sequences']} "
+    out = [f"Megatron-LM order ({_lineage(s)} GPTDataset + {sampler}): {s['rows']} document(s), {s['sequences']} "
            f"sequence(s) in {s['shards']} shard(s){where}; --split {s['megatron_split']!r}: train sequences {lo}..{hi - 1}",
            _batch_line(s),
            f"{s['steps']} optimizer steps = {s['train_samples']} samples asked; GPTDataset holds {s['samples']} samples "
@@ -104,6 +105,11 @@ def _megatron_text(s: dict[str, Any]) -> list[str]:
         out.append(f"note: [batch] {', '.join(s['ignored'])} are torch sampler keys; Megatron's order does not read "
                    "them ([megatron] seed shuffles)")
     return out
+
+
+def _lineage(s: dict[str, Any]) -> str:
+    """The lineage a Megatron plan summary assumed, in words (``[megatron] implementation``)."""
+    return lineage_words(s.get("implementation", "megatron-core")) + "'s"
 
 
 def _ramp_text(s: dict[str, Any]) -> list[str]:
@@ -128,17 +134,22 @@ def _batch_line(s: dict[str, Any]) -> str:
 def _blend_text(s: dict[str, Any], where: str) -> list[str]:
     sampler = "MegatronPretrainingRandomSampler" if s["dataloader_type"] == "cyclic" else "MegatronPretrainingSampler"
     weighted = s["mid_level_dataset_surplus"] is not None
-    out = [f"Megatron-LM order (BlendedDataset of {len(s['blend'])} GPTDataset(s) + {sampler}): {s['rows']} document(s) "
+    legacy = s.get("implementation") == "legacy"
+    out = [f"Megatron-LM order ({_lineage(s)} {'BlendableDataset' if legacy else 'BlendedDataset'} of "
+           f"{len(s['blend'])} GPTDataset(s) + {sampler}): {s['rows']} document(s) "
            f"in {s['shards']} shard(s){where}; --split {s['megatron_split']!r} per prefix",
            _batch_line(s) + " (every prefix)",
            f"{s['steps']} optimizer steps = {s['train_samples']} samples asked; the blend holds {s['samples']} samples "
-           + (f"(weighted; each GPTDataset built with a {s['mid_level_dataset_surplus']} surplus)" if weighted
+           + ("(weighted; each GPTDataset built for ceil(samples x weight x 1.005), the blend all their samples)"
+              if legacy else
+              f"(weighted; each GPTDataset built with a {s['mid_level_dataset_surplus']} surplus)" if weighted
               else "(weighed by the prefixes' sample counts)")]
     for b in s["blend"]:
         lo, hi = b["train_sequences"]
         out.append(f"  {b['prefix']} -> {b['shard']}" + (f": weight {b['weight']}," if b["weight"] is not None else ":")
-                   + f" {b['target_samples']} samples meant, GPTDataset of {b['samples']} samples over "
-                   f"{b['data_epochs']} pass(es) of train sequences {lo}..{hi - 1} ({b['tokens_per_epoch']} tokens each)"
+                   + (f" GPTDataset built for {b['target_samples']} samples holds {b['samples']} over " if legacy else
+                      f" {b['target_samples']} samples meant, GPTDataset of {b['samples']} samples over ")
+                   + f"{b['data_epochs']} pass(es) of train sequences {lo}..{hi - 1} ({b['tokens_per_epoch']} tokens each)"
                    + ("; the last pass shuffled apart" if b["separate_final_epoch"] else ""))
     out += _ramp_text(s)
     if s["ignored"]:

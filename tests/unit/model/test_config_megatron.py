@@ -35,12 +35,34 @@ def test_defaults_leave_the_hash_as_it_was(raw):
     assert cfg.hash() == _hash_without_new_keys(cfg)
 
 
+@pytest.mark.parametrize("raw", [{"megatron": {"seq_length": 2048, "train_iters": 10}},
+                                 {"megatron": {"seq_length": 2048, "implementation": "megatron-core"}}])
+def test_a_megatron_config_keeps_its_hash_from_before_implementation(raw):
+    # [megatron] implementation came later: at its default ("megatron-core") a set [megatron] hashes as before
+    cfg = config_from_dict(raw)
+    doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace"})
+    for key in ("loader", "even_batches", "split_batches"):
+        del doc["batch"][key]
+    if doc["tokens"]["padding_side"] is None:
+        del doc["tokens"]["padding_side"]
+    for key, default in {"max_member_bytes": 256 << 20, "max_record_bytes": 512 << 20, "max_file_bytes": 4 << 30,
+                         "max_row_bytes": 128 << 20, "infer_splits": True}.items():
+        if doc["dataset"].get(key) == default:
+            del doc["dataset"][key]
+    del doc["megatron"]["implementation"], doc["megatron"]["rampup_batch_size"]
+    want = "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert cfg.hash() == want
+    legacy = config_from_dict({"megatron": {**raw["megatron"], "implementation": "legacy"}})
+    assert legacy.hash() != want
+
+
 @pytest.mark.parametrize("raw", [{"batch": {"loader": "megatron"}}, {"batch": {"loader": "accelerate"}},
                                  {"batch": {"even_batches": False}}, {"batch": {"split_batches": True}},
                                  {"megatron": {"seq_length": 2048}},
                                  {"megatron": {"seed": 1}}, {"megatron": {"train_iters": 10}},
                                  {"megatron": {"data_path": ["0.3", "a", "0.7", "b"]}},
                                  {"megatron": {"mid_level_dataset_surplus": 0.01}},
+                                 {"megatron": {"implementation": "legacy"}},
                                  {"megatron": {"train_samples": 400, "rampup_batch_size": [4, 4, 60]}}])
 def test_a_set_key_enters_the_hash(raw):
     assert config_from_dict(raw).hash() != config_from_dict({}).hash()
@@ -76,7 +98,7 @@ def test_an_unset_rampup_keeps_a_set_megatron_sections_hash():
     # rampup_batch_size came after [megatron]: a config that sets other [megatron] keys keeps its hash
     cfg = config_from_dict({"megatron": {"seq_length": 2048, "train_iters": 10}})
     doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace"})
-    del doc["megatron"]["rampup_batch_size"]
+    del doc["megatron"]["rampup_batch_size"], doc["megatron"]["implementation"]  # implementation: later still
     for key in ("loader", "even_batches", "split_batches"):
         del doc["batch"][key]
     if doc["tokens"]["padding_side"] is None:
