@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from datacheck.model.errors import ReportVersionError
-from datacheck.model.findings import Finding
-from datacheck.render.text import clip_message
+from datacheck.model.findings import Finding, clip_message
 from datacheck.report.model import Report, find_report, read_report
 
 __all__ = ["ReportDiff", "FindingDelta", "diff_reports", "resolve_report", "render_diff_text",

@@ -17,7 +17,8 @@ from datacheck.cli.progress import activity
 from datacheck.execute.setup import check_contract
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
-from datacheck.render.text import clip_message, terminal_safe
+from datacheck.model.findings import clip_message
+from datacheck.render.text import terminal_safe
 from datacheck.tools.clean import DATASET_DROPS, CleanResult, ShardClean, clean
 
 __all__ = ["add_parser", "run"]
@@ -53,13 +54,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 #: characters of a left-in-place finding's message shown on its line (a longer one is cut by
-#: :func:`~datacheck.render.text.clip_message`: marked with an ellipsis, its last sentence, the advice, kept)
+#: :func:`~datacheck.model.findings.clip_message`: marked with an ellipsis, its last sentence, the advice, kept)
 _MESSAGE_CHARS = 200
 
 
 def _left_lines(res: CleanResult) -> list[str]:
     """The dataset-level findings left in place, one line each (a message over :data:`_MESSAGE_CHARS`
-    characters cut by :func:`~datacheck.render.text.clip_message`, never mid-word without a mark), and
+    characters cut by :func:`~datacheck.model.findings.clip_message`, never mid-word without a mark), and
     whether the copy still fails the gate."""
     if not res.left_in_place:
         return []
