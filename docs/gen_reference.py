@@ -99,6 +99,9 @@ SECTIONS: dict[str, str] = {
     "labels": "the label domain",
     "numeric": "float values against the training dtype",
     "sft": "supervised fine-tuning",
+    "pref": "how the preference trainer (TRL's DPOTrainer or LLaMA-Factory) cuts prompt + response to `[tokens] "
+            "max_seq_len`, for the pairs the `pref.*` rules judge as rendered by `[tokens] tokenizer`'s chat template "
+            "(named as the trainers' arguments; not part of `config_hash` while every key is at its default)",
     "batch": "the trainer's batching, simulated for the `batch.*` checks and `datacheck plan` (needs the torch extra)",
     "megatron": "the facts of a Megatron-LM run that decide its sample order: `datacheck plan` and `trace --data` "
                 "over Megatron .bin/.idx pairs follow GPTDataset and MegatronPretrainingSampler with them (named as "
@@ -210,7 +213,7 @@ def config_page() -> str:
     models: dict[str, Any] = {}
     for name, field in cfgmod.Config.model_fields.items():
         models[name] = field.annotation
-    order = ["dataset", "columns", "tokens", "labels", "numeric", "sft", "batch", "megatron", "splits", "policy",
+    order = ["dataset", "columns", "tokens", "labels", "numeric", "sft", "pref", "batch", "megatron", "splits", "policy",
              "report", "dup", "trace"]
     missing = set(models) - set(order)
     if missing:

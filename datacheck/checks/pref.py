@@ -21,15 +21,15 @@ import numpy as np
 import polars as pl
 
 from datacheck.checks._expr import truncated
-from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, sum_parts
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, max_parts, sum_parts
 from datacheck.derive.messages import blank_content
-from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, extract_prompt
+from datacheck.derive.pairs import PAIR_COLUMNS, PairCut, UnrenderedPairs, extract_prompt
 from datacheck.derive.read import PAIRS
 from datacheck.derive.tokenizer import BlankPieces, blank_token_ids, blank_token_pieces
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import message_fields
 
-__all__ = ["identical_pair", "empty_response"]
+__all__ = ["identical_pair", "empty_response", "prompt_fills_sequence"]
 
 #: the read path's derivations this family reads: the pairs as the chat template renders them
 derives(__name__, PAIRS)
@@ -129,7 +129,7 @@ def _blank_pieces(ctx: ShardContext) -> BlankPieces | None:
     return blank_token_pieces(path, ctx.cfg.tokens.tokenizer)
 
 
-def _rendered(ctx: ShardContext) -> tuple[str, str, str, str] | None:
+def _rendered(ctx: ShardContext) -> tuple[str, str, str, str, str] | None:
     """The rendered pair columns (:data:`PAIR_COLUMNS <datacheck.derive.pairs.PAIR_COLUMNS>`) when the
     read path made them, else None."""
     if not all(c in ctx.roles.derived and c in ctx.schema for c in PAIR_COLUMNS):
@@ -170,8 +170,14 @@ def _not_rendered(ctx: ShardContext, cid: str) -> Iterable[Skipped]:
 
 
 def _cut(ctx: ShardContext) -> str:
-    tok = ctx.cfg.tokens
-    return f"max_seq_len={tok.max_seq_len} ({tok.truncation_side})" if tok.max_seq_len else "no max_seq_len"
+    """The trainer's cut of the rendered pairs in words (:meth:`datacheck.derive.pairs.PairCut.describe`)."""
+    return PairCut.of(ctx.cfg).describe()
+
+
+def _filled(rendered: tuple[str, ...]) -> pl.Expr:
+    """Per row of rendered pairs: the trainer's cut leaves no token of either response (the prompt
+    fills the sequence): ``pref.prompt_fills_sequence``'s rows, which the other rules leave to it."""
+    return ((pl.col(rendered[2]) == 0) & (pl.col(rendered[3]) == 0)).fill_null(False)
 
 
 def _example(col: str, dtype: pl.DataType) -> pl.Expr | None:
@@ -213,9 +219,10 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     row also fails when the response TRL's ``extract_prompt`` leaves after cutting off the shared
     start is whitespace-only (a transcript whose last assistant turn is empty); ``after_prompt``
     counts those rows. One finding per column. With rendered
-    pairs (module docstring) a row also fails when truncation at ``max_seq_len`` leaves no token of
-    the response (``{chosen,rejected}_response_tokens`` is 0: the prompt fills the sequence);
-    ``cut`` counts those rows.
+    pairs (module docstring) a row also fails when the trainer's cut leaves no token of this response
+    but some of the other (``{chosen,rejected}_response_tokens`` 0 on one side only); ``cut`` counts
+    those rows. A cut that leaves no token of either response is one cause, the prompt filling the
+    sequence: ``pref.prompt_fills_sequence`` reports it, not this.
 
     Token ids (TRL's tokenized ``chosen_input_ids`` / ``rejected_input_ids``) are also empty when
     they hold no id but special ids (``[tokens]`` pad, eos, bos and eot ids) and, with ``[tokens]
@@ -269,7 +276,7 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
                                "the wrong thing"))
             continue
         ids, kept = pl.col(rendered[k]), pl.col(rendered[2 + k])
-        cut = (kept == 0).fill_null(False)
+        cut = (kept == 0).fill_null(False) & ~_filled(rendered)  # both cut away: pref.prompt_fills_sequence
         text = _example(col, ctx.schema[col])
         yield RowCheck(
             check="pref.empty_response", column=col, fails=bad | cut,
@@ -279,7 +286,7 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
             details={"cut": (cut & ~bad.fill_null(False)).sum()}, details_merge={"cut": sum_parts},
             message=lambda n, d, col=col, how=_cut(ctx): (
                 f"{n} row(s) have an empty {col!r} response (null, empty or whitespace-only, or rendered with the chat "
-                f"template none of its tokens is left after truncation at {how}: {d.get('cut', 0)} row(s)): the "
+                f"template none of its tokens is left after {how}: {d.get('cut', 0)} row(s)): the "
                 "pair teaches nothing or the wrong thing. Raise max_seq_len or shorten the prompts"))
     yield from _not_rendered(ctx, "pref.empty_response")
 
@@ -291,7 +298,9 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
     set). The DPO loss of such a pair is the constant ln 2 with zero gradient. Null pairs are
     ``pref.empty_response``, not this. With rendered pairs (module docstring) a row also fails
     when ``chosen_input_ids`` equals ``rejected_input_ids`` (prompt + response as the chat template
-    renders them, truncated at ``max_seq_len``); ``only_rendered`` counts the rows equal only so."""
+    renders them, cut as the trainer cuts them) while some response token is left; ``only_rendered``
+    counts the rows equal only so. Rows whose cut leaves no response token at all are
+    ``pref.prompt_fills_sequence``'s (their sequences are the prompt alone, equal by that cause)."""
     a, b = ctx.roles.chosen, ctx.roles.rejected
     ta, tb = ctx.schema[a], ctx.schema[b]
     if ta != tb:
@@ -310,7 +319,7 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
     rendered = _rendered(ctx)
     if rendered is not None:  # the pair as the trainer sees it: rendered, tokenized, truncated
         ca, cb = pl.col(rendered[0]), pl.col(rendered[1])
-        tokens_same = (ca == cb).fill_null(False)
+        tokens_same = (ca == cb).fill_null(False) & ~_filled(rendered)  # no response left: pref.prompt_fills_sequence
         only = tokens_same & ~same
         details = {"only_rendered": only.sum()}
         example = pl.when(only).then(pl.format("{} tokens, the same ids for chosen and rejected", ca.list.len())) \
@@ -325,3 +334,50 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
                                                   + ": the DPO loss is the constant ln 2 with zero gradient. Drop them "
                                                     "or fix the pairing"))
     yield from _not_rendered(ctx, "pref.identical_pair")
+
+
+@check("pref.prompt_fills_sequence", layouts=frozenset({"dpo"}), roles=("chosen", "rejected"))
+def prompt_fills_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
+    """``pref.prompt_fills_sequence``: with rendered pairs (module docstring), the trainer's cut to
+    ``[tokens] max_seq_len`` leaves no token of either response (``chosen_response_tokens`` and
+    ``rejected_response_tokens`` both 0): the prompt fills the sequence, and the pair compares
+    nothing. One finding for the one cause (``pref.empty_response`` and ``pref.identical_pair``
+    leave these rows to it).
+
+    The cut is the trainer's (:class:`datacheck.derive.pairs.PairCut`, ``[pref]``): TRL's
+    ``truncation_mode = "keep_start"`` (``truncation_side = "right"``) with a prompt of at least
+    ``max_length`` tokens (after TRL <= 0.28's ``max_prompt_length``): TRL 0.29-1.8 trains the pair
+    at the constant loss ln 2 with zero gradient, TRL 1.9 and later drops it before training; TRL's
+    ``keep_end`` keeps the responses' ends, and LLaMA-Factory's ``infer_seqlen`` gives them their
+    share of ``cutoff_len``, so a long prompt does not fill those (no finding: their cut keeps the
+    pair meaningful). ``prompt_tokens`` is the longest failing prompt (tokens, before any cut).
+    Without rendered pairs and with ``max_seq_len`` set, a skipped entry says why it is not judged."""
+    rendered = _rendered(ctx)
+    if rendered is None:
+        if ctx.cfg.tokens.max_seq_len is not None and ctx.unrendered_pairs is None:
+            yield Skipped("pref.prompt_fills_sequence", "the pairs are not rendered as the trainer tokenizes them "
+                          "(that needs [tokens] tokenizer with a chat template and a messages prompt beside text "
+                          "or message responses), so whether a prompt fills max_seq_len is not judged")
+        yield from _not_rendered(ctx, "pref.prompt_fills_sequence")
+        return
+    cut = PairCut.of(ctx.cfg)
+    filled = _filled(rendered)
+    prompt = pl.col(rendered[4])
+    if cut.trainer == "llamafactory":
+        what = ("LLaMA-Factory's infer_seqlen gives the responses 0 tokens: every label is IGNORE_INDEX and the pair "
+                "compares nothing. Shorten the prompts or raise cutoff_len")
+    else:
+        what = ("TRL's DPOTrainer 0.29-1.8 trains such a pair at the constant loss ln 2 with zero gradient, and 1.9 "
+                "and later drop it before training ('Dropping fully truncated examples'): either way it teaches "
+                "nothing. Shorten the prompts or raise max_seq_len (max_length); TRL <= 0.28 kept the responses with "
+                "max_prompt_length below max_length, or truncation_mode keep_end ([pref] max_prompt_length, "
+                "[tokens] truncation_side = \"left\")")
+    yield RowCheck(
+        check="pref.prompt_fills_sequence", column=None, fails=filled,
+        example=pl.format("prompt {} tokens (with the generation prompt), max_seq_len {}: no token of chosen or "
+                          "rejected left", prompt, pl.lit(cut.max_length)),
+        details={"prompt_tokens": prompt.max()}, details_merge={"prompt_tokens": max_parts},
+        message=lambda n, d, how=cut.describe(), what=what: (
+            f"{n} pair(s) have a prompt that fills the sequence (up to {d.get('prompt_tokens')} prompt tokens): after "
+            f"{how} no token of chosen or rejected is left. {what}"))
+    yield from _not_rendered(ctx, "pref.prompt_fills_sequence")

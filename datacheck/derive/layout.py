@@ -55,7 +55,7 @@ import pyarrow as pa
 from datacheck.model.layouts import Layout, layout_of
 from datacheck.model.roles import ROLE_NAMES, TARGET_NAMES, Roles, inner_dtype, is_list, list_depth, seq2seq_layout
 
-__all__ = ["recognize", "shard_layout", "padding_side_of", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
+__all__ = ["recognize", "shard_layout", "padding_side_of", "hidden_prompts", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
            "DELIMITERS", "Sample"]
 
 #: rows of a shard read to decide what the columns alone cannot (position resets, hidden prompts,
@@ -280,6 +280,17 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
             has_sup &= has_seen
     ev["hidden"] = int(np.count_nonzero(has_sup & (first_seen < first_sup)))
     return ev
+
+
+def hidden_prompts(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None) -> tuple[int, int]:
+    """(rows that hide a prompt from the loss, rows judged) over the sample ``df``: a row hides a
+    prompt when an attended token (``mask`` not 0 there, or no such mask) comes before its first
+    supervised label (not null, not ``ignore``, >= 0); a row whose mask is all 0 attends nothing and
+    hides nothing. Rows judged: ids and labels both present and of one length. The one count that
+    both the recognizer (``... of N sample rows hide a prompt from the loss``) and ``datacheck schema
+    infer`` say (:func:`_label_evidence`'s ``hidden`` and ``rows``)."""
+    ev = _label_evidence(df, ids, labels, mask if mask is not None and mask in df.columns else None, ignore)
+    return ev["hidden"], ev["rows"]
 
 
 def _label_evidence_rows(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,

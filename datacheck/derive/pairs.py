@@ -14,16 +14,107 @@ import polars as pl
 
 from datacheck.derive.chat import TEMPLATE_ERROR, bounded_templates, error_text
 from datacheck.derive.messages import turns_for_template
+from datacheck.model.config import Config
 from datacheck.model.roles import message_fields
 
-__all__ = ["PAIR_COLUMNS", "response_turns", "RenderedPairs", "render_pairs", "extract_prompt", "ImplicitPairs",
-           "split_implicit_pairs", "UnrenderedPairs"]
+__all__ = ["PAIR_COLUMNS", "response_turns", "PairCut", "infer_seqlen", "RenderedPairs", "render_pairs",
+           "extract_prompt", "ImplicitPairs", "split_implicit_pairs", "UnrenderedPairs"]
 
 #: conversations per apply_chat_template call
 _BATCH = 512
 
 #: the columns preference rendering adds (:func:`render_pairs`), beside :data:`~datacheck.derive.chat.TEMPLATE_ERROR`
-PAIR_COLUMNS = ("chosen_input_ids", "rejected_input_ids", "chosen_response_tokens", "rejected_response_tokens")
+PAIR_COLUMNS = ("chosen_input_ids", "rejected_input_ids", "chosen_response_tokens", "rejected_response_tokens",
+                "pair_prompt_tokens")
+
+
+def infer_seqlen(source_len: int, target_len: int, cutoff_len: int) -> tuple[int, int]:
+    """LLaMA-Factory's split of ``cutoff_len`` tokens between a prompt of ``source_len`` tokens and
+    a response of ``target_len`` (its ``infer_seqlen``, hiyouga/LLaMA-Factory
+    ``src/llamafactory/data/processor/processor_utils.py``; the pairwise processor calls it with the
+    longer of chosen and rejected and keeps the first ``new_source_len`` prompt tokens and the first
+    ``new_target_len`` tokens of each response): a response shorter than half of ``cutoff_len`` is
+    kept whole, else a prompt shorter than half keeps its length, else each gets its proportional
+    share, ``int(cutoff_len * target_len / (source_len + target_len))`` for the response.
+
+    Returns:
+        (new_source_len, new_target_len), tokens.
+    """
+    if target_len * 2 < cutoff_len:
+        max_target_len = cutoff_len
+    elif source_len * 2 < cutoff_len:
+        max_target_len = cutoff_len - source_len
+    else:
+        max_target_len = int(cutoff_len * (target_len / (source_len + target_len)))
+    new_target_len = min(max_target_len, target_len)
+    new_source_len = min(max(cutoff_len - new_target_len, 0), source_len)
+    return new_source_len, new_target_len
+
+
+@dataclass(frozen=True)
+class PairCut:
+    """How a preference trainer cuts a pair's token ids to its maximum length (``[pref]``,
+    :class:`datacheck.model.config.PrefSection`).
+
+    Attributes:
+        trainer: ``"trl"`` or ``"llamafactory"``.
+        max_length: tokens of prompt + response at most (``[tokens] max_seq_len``); None: no cut.
+        keep_end: TRL's ``truncation_mode = "keep_end"`` (``[tokens] truncation_side = "left"``);
+            False: ``"keep_start"``.
+        max_prompt_length, max_completion_length: TRL <= 0.28's cuts of the prompt (its last tokens
+            kept) and of each response (its first tokens kept) before the sequence cut; None: none.
+
+    TRL, the rule of ``DPOTrainer`` (huggingface/trl): 0.12-0.28 ``tokenize_row`` cuts
+    ``prompt_input_ids[-max_prompt_length:]`` and ``chosen_input_ids[:max_completion_length]``, then
+    ``concatenated_forward`` cuts the concatenated sequence ``[:max_length]`` (keep_start) or
+    ``[-max_length:]`` (keep_end) (0.19.1 ``trl/trainer/dpo_trainer.py`` lines 698-702 and 1245-1262;
+    DPOConfig defaults max_length 1024, max_prompt_length 512, truncation_mode "keep_end");
+    0.29 and later have no prompt or completion cut and default to keep_start (1.16.0
+    ``DataCollatorForPreference.torch_call``, lines 152-163). With keep_start a prompt of at least
+    ``max_length`` tokens leaves no response token: TRL 0.29-1.8 trains such a pair at the constant
+    loss ln 2; TRL 1.9 and later drops it from the dataset before training (1.16.0
+    ``_prepare_dataset``, lines 1134-1140: ``len(example["prompt_ids"]) < args.max_length``).
+    LLaMA-Factory: :func:`infer_seqlen` (its pairwise processor, ``pairwise.py``
+    ``_encode_data_example``)."""
+
+    trainer: str = "trl"
+    max_length: int | None = None
+    keep_end: bool = False
+    max_prompt_length: int | None = None
+    max_completion_length: int | None = None
+
+    @classmethod
+    def of(cls, cfg: Config) -> PairCut:
+        """The cut ``cfg`` describes (``[tokens] max_seq_len`` and ``truncation_side``, ``[pref]``)."""
+        pref, tok = cfg.pref, cfg.tokens
+        return cls(trainer=pref.trainer, max_length=tok.max_seq_len, keep_end=tok.truncation_side == "left",
+                   max_prompt_length=pref.max_prompt_length, max_completion_length=pref.max_completion_length)
+
+    def describe(self) -> str:
+        """The cut in words, for messages: ``"TRL's truncation at max_length=1024 (keep_start)"``."""
+        if self.max_length is None:
+            return "no max_seq_len"
+        if self.trainer == "llamafactory":
+            return f"LLaMA-Factory's infer_seqlen with cutoff_len={self.max_length}"
+        extra = "".join(f", {k}={v}" for k, v in (("max_prompt_length", self.max_prompt_length),
+                                                  ("max_completion_length", self.max_completion_length)) if v)
+        return f"TRL's truncation at max_length={self.max_length} ({'keep_end' if self.keep_end else 'keep_start'}{extra})"
+
+    def cut(self, prompt: list[int], chosen: list[int], rejected: list[int]) \
+            -> tuple[list[int], list[int], int, int]:
+        """(prompt + chosen, prompt + rejected, chosen tokens kept, rejected tokens kept) after the cut."""
+        if self.trainer == "llamafactory":
+            if self.max_length is None:
+                return prompt + chosen, prompt + rejected, len(chosen), len(rejected)
+            src, tgt = infer_seqlen(len(prompt), max(len(chosen), len(rejected)), self.max_length)
+            p, c, r = prompt[:src], chosen[:tgt], rejected[:tgt]
+            return p + c, p + r, len(c), len(r)
+        p = prompt[-self.max_prompt_length:] if self.max_prompt_length else prompt
+        out: list[Any] = []
+        for resp in (chosen, rejected):
+            resp = resp[:self.max_completion_length] if self.max_completion_length else resp
+            out.append(_truncate(p + resp, len(p), self.max_length, "left" if self.keep_end else "right"))
+        return out[0][0], out[1][0], out[0][1], out[1][1]
 
 
 
@@ -55,9 +146,9 @@ class RenderedPairs:
 
     Attributes:
         columns: one row per input row: ``chosen_input_ids`` / ``rejected_input_ids`` (List(Int32):
-            prompt + response token ids, truncated at ``max_seq_len`` on ``truncation_side``),
+            prompt + response token ids, cut as the trainer cuts them, :class:`PairCut`),
             ``chosen_response_tokens`` / ``rejected_response_tokens`` (UInt32: the response's tokens
-            left after that truncation) and :data:`~datacheck.derive.chat.TEMPLATE_ERROR` (String: the first line of the
+            left after that cut), ``pair_prompt_tokens`` (UInt32: the prompt's tokens before any cut) and :data:`~datacheck.derive.chat.TEMPLATE_ERROR` (String: the first line of the
             error the template raised on the row, else null). The token columns are null where the
             prompt or a response is null or the template rejected the row.
         rejected: rows (0-based) the template raised on, in row order.
@@ -105,8 +196,7 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:k]
 
 
-def render_pairs(prompts: list[Any], chosen: list[Any], rejected: list[Any], tok: Any, max_seq_len: int | None,
-                 truncation_side: str) -> RenderedPairs:
+def render_pairs(prompts: list[Any], chosen: list[Any], rejected: list[Any], tok: Any, cut: PairCut) -> RenderedPairs:
     """Render preference pairs as TRL's DPOTrainer does with a conversational dataset
     (``maybe_apply_chat_template`` then ``tokenize_row``):
 
@@ -116,8 +206,9 @@ def render_pairs(prompts: list[Any], chosen: list[Any], rejected: list[Any], tok
        (TRL: a template whose generation prompt differs from the start of the answer, e.g. an
        inserted ``<think>``); each response is its rendered conversation after that prefix;
     3. prompt and responses tokenized separately without special tokens (``add_special_tokens=False``);
-    4. each sequence (prompt + response) truncated at ``max_seq_len`` on ``truncation_side``
-       (TRL's ``max_length`` with ``truncation_mode`` keep_start = right, keep_end = left).
+    4. each pair cut as the trainer cuts it (:class:`PairCut`: TRL's ``max_length`` with
+       ``truncation_mode`` keep_start = right, keep_end = left, and TRL <= 0.28's
+       ``max_prompt_length`` / ``max_completion_length``; or LLaMA-Factory's :func:`infer_seqlen`).
 
     TRL (0.12-0.19) also appends the eos id to both responses: the same id on both sides, it
     changes neither equality nor emptiness, and is not added here.
@@ -126,8 +217,7 @@ def render_pairs(prompts: list[Any], chosen: list[Any], rejected: list[Any], tok
         prompts: per row, the prompt turns (list of ``{role, content}`` dicts) or None.
         chosen, rejected: per row, the response turns (:func:`response_turns`) or None.
         tok: a transformers tokenizer with a chat template (:func:`~datacheck.derive.chat.load_chat_tokenizer`).
-        max_seq_len: the trainer's maximum length (tokens), or None (no truncation).
-        truncation_side: ``"right"`` (keep the start) or ``"left"`` (keep the end).
+        cut: how the trainer cuts each pair to its maximum length.
     """
     n = len(prompts)
     errors: list[str | None] = [None] * n
@@ -158,17 +248,18 @@ def render_pairs(prompts: list[Any], chosen: list[Any], rejected: list[Any], tok
     seq_r: list[Any] = [None] * n
     kept_c: list[int | None] = [None] * n
     kept_r: list[int | None] = [None] * n
+    prompt_len: list[int | None] = [None] * n
     total = 0
     for k, i in enumerate(ok):
-        for resp, seqs, kept in ((c_ids[k], seq_c, kept_c), (r_ids[k], seq_r, kept_r)):
-            full = p_ids[k] + resp
-            total += len(full)
-            seqs[i], kept[i] = _truncate(full, len(p_ids[k]), max_seq_len, truncation_side)
+        total += 2 * len(p_ids[k]) + len(c_ids[k]) + len(r_ids[k])
+        seq_c[i], seq_r[i], kept_c[i], kept_r[i] = cut.cut(p_ids[k], c_ids[k], r_ids[k])
+        prompt_len[i] = len(p_ids[k])
     cols = pl.DataFrame([
         pl.Series(PAIR_COLUMNS[0], seq_c, dtype=pl.List(pl.Int32)),
         pl.Series(PAIR_COLUMNS[1], seq_r, dtype=pl.List(pl.Int32)),
         pl.Series(PAIR_COLUMNS[2], kept_c, dtype=pl.UInt32),
         pl.Series(PAIR_COLUMNS[3], kept_r, dtype=pl.UInt32),
+        pl.Series(PAIR_COLUMNS[4], prompt_len, dtype=pl.UInt32),
         pl.Series(TEMPLATE_ERROR, errors, dtype=pl.String),
     ])
     return RenderedPairs(columns=cols, rejected=[i for i in range(n) if errors[i] is not None], tokens=total)

@@ -71,7 +71,14 @@ from datacheck.derive.chat import (
     template_of,
 )
 from datacheck.derive.messages import template_turns
-from datacheck.derive.pairs import PAIR_COLUMNS, UnrenderedPairs, render_pairs, response_turns, split_implicit_pairs
+from datacheck.derive.pairs import (
+    PAIR_COLUMNS,
+    PairCut,
+    UnrenderedPairs,
+    render_pairs,
+    response_turns,
+    split_implicit_pairs,
+)
 from datacheck.formats.base import ShardData, ShardReader, normalize_frame
 from datacheck.formats.registry import open_shard
 from datacheck.io.discover import DiscoveredShard
@@ -317,8 +324,7 @@ def _render_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], roles: Roles
                           response_turns(b, schema[b]).alias("r"))  # type: ignore[union-attr]
     except Exception as exc:  # noqa: BLE001 - the data cannot be read: the shard is unreadable
         raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    out = render_pairs(parts["p"].to_list(), parts["c"].to_list(), parts["r"].to_list(), tok,
-                       cfg.tokens.max_seq_len, cfg.tokens.truncation_side)
+    out = render_pairs(parts["p"].to_list(), parts["c"].to_list(), parts["r"].to_list(), tok, PairCut.of(cfg))
     df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
     return df.lazy(), dict(df.schema), None
 
@@ -343,8 +349,7 @@ def _render_implicit_pairs(lf: pl.LazyFrame, schema: dict[str, pl.DataType], rol
     except Exception as exc:  # noqa: BLE001 - the data cannot be read: the shard is unreadable
         raise Unreadable(f"reading the data failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     split = split_implicit_pairs(parts["c"].to_list(), parts["r"].to_list())
-    out = render_pairs(split.prompts, split.chosen, split.rejected, tok, cfg.tokens.max_seq_len,
-                       cfg.tokens.truncation_side)
+    out = render_pairs(split.prompts, split.chosen, split.rejected, tok, PairCut.of(cfg))
     df = df.hstack(out.columns.rename({TEMPLATE_ERROR: err}))
     if not (split.no_prefix or split.diverged or out.rejected):
         return df.lazy(), dict(df.schema), None

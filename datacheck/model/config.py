@@ -43,7 +43,7 @@ def special_kind(path: Path) -> str | None:
     return "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
 
 
-__all__ = ["Config", "TraceSection", "MegatronSection", "load_config", "config_from_bytes", "config_from_dict", "DEFAULT_CONFIG_NAME"]
+__all__ = ["Config", "TraceSection", "MegatronSection", "PrefSection", "load_config", "config_from_bytes", "config_from_dict", "DEFAULT_CONFIG_NAME"]
 
 
 
@@ -282,6 +282,46 @@ class SftSection(_Section):
     @classmethod
     def _ids64(cls, v: list[int] | None) -> list[int] | None:
         return _int64_ids(v)
+
+
+class PrefSection(_Section):
+    """``[pref]``: how the preference trainer cuts prompt + response to ``[tokens] max_seq_len``
+    (TRL's ``max_length``, LLaMA-Factory's ``cutoff_len``), for the rendered pairs the ``pref.*``
+    rules judge (:class:`datacheck.derive.pairs.PairCut`). The keys mirror the trainers' names:
+
+    - ``trainer = "trl"``: TRL's DPOTrainer. Each of prompt + chosen and prompt + rejected is cut at
+      ``max_seq_len`` on ``[tokens] truncation_side`` (``right`` = TRL's ``truncation_mode =
+      "keep_start"``, the default of TRL >= 0.29; ``left`` = ``"keep_end"``, the default of TRL
+      <= 0.28), after TRL <= 0.28's ``max_prompt_length`` (the prompt's last tokens kept; 512 by
+      default there, gone in 0.29) and ``max_completion_length`` (each response's first tokens).
+    - ``trainer = "llamafactory"``: LLaMA-Factory's pairwise preprocessing: ``infer_seqlen(prompt,
+      max(chosen, rejected), cutoff_len)`` splits ``max_seq_len`` between the prompt (its first
+      tokens kept) and the responses (their first tokens kept, both to one length);
+      ``truncation_side``, ``max_prompt_length`` and ``max_completion_length`` do not apply.
+
+    Not part of ``config_hash`` while every key is at its default."""
+
+    trainer: Literal["trl", "llamafactory"] = Field(default="trl", description=(
+        "whose truncation the rendered pairs follow: \"trl\" (DPOTrainer: each sequence cut at max_seq_len on "
+        "[tokens] truncation_side, right = truncation_mode keep_start, the TRL >= 0.29 default; left = keep_end, "
+        "the TRL <= 0.28 default) or \"llamafactory\" (infer_seqlen splits max_seq_len = cutoff_len between "
+        "prompt and responses in proportion to their lengths)"))
+    max_prompt_length: int | None = Field(default=None, gt=0, le=2**63 - 1, description=(
+        "TRL <= 0.28's DPOConfig.max_prompt_length (its default there: 512; TRL 0.29 removed it): the prompt's "
+        "last tokens kept before the sequence is cut at max_seq_len; unset: the prompt is not cut on its own "
+        "(TRL >= 0.29)"))
+    max_completion_length: int | None = Field(default=None, gt=0, le=2**63 - 1, description=(
+        "TRL <= 0.28's DPOConfig.max_completion_length: each response's first tokens kept before the sequence "
+        "is cut at max_seq_len; unset: not cut on its own"))
+
+    @model_validator(mode="after")
+    def _trl_only(self) -> "PrefSection":
+        if self.trainer == "llamafactory":
+            given = [k for k in ("max_prompt_length", "max_completion_length") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: TRL's DPOConfig keys; LLaMA-Factory's infer_seqlen splits "
+                                 "[tokens] max_seq_len (its cutoff_len) itself: remove them or set trainer = \"trl\"")
+        return self
 
 
 class ReportSection(_Section):
@@ -536,6 +576,7 @@ class Config(_Section):
     batch: BatchSection = BatchSection()
     megatron: MegatronSection = MegatronSection()
     sft: SftSection = SftSection()
+    pref: PrefSection = PrefSection()
     report: ReportSection = ReportSection()
     dup: DupSection = DupSection()
     trace: TraceSection = TraceSection()
@@ -670,7 +711,7 @@ class Config(_Section):
         ``[trace]`` is left out: it sets how training logs are judged, not how data is audited; the
         reader limits of ``[dataset]``, ``infer_splits``, ``sample_by``, ``[batch] loader``, ``even_batches``,
         ``split_batches`` and ``[megatron]`` enter only when set to a value other than their default;
-        ``[tokens] padding_side`` only when set."""
+        ``[tokens] padding_side`` only when set; ``[pref]`` only when a key is not at its default."""
         doc = self.model_dump(mode="json", by_alias=True, exclude={"trace"})
         for key, default in _OUT_OF_HASH_AT_DEFAULT.items():
             if doc["dataset"].get(key) == default:
@@ -687,6 +728,8 @@ class Config(_Section):
                 del doc["megatron"]["rampup_batch_size"]
             if doc.get("megatron", {}).get("implementation") == "megatron-core":
                 del doc["megatron"]["implementation"]
+        if doc.get("pref") == PrefSection().model_dump(mode="json", by_alias=True):  # added later: a config
+            del doc["pref"]                                                             # without it keeps its hash
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 

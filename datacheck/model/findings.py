@@ -7,8 +7,8 @@ from typing import Any
 
 from datacheck.model.constants import EXAMPLE_VALUE_MAX_CHARS
 
-__all__ = ["Severity", "Example", "Finding", "Skipped", "show_value", "EXAMPLE_TEXT", "EXAMPLE_POSITION",
-           "EXAMPLE_LENGTH"]
+__all__ = ["Severity", "Example", "Finding", "Skipped", "show_value", "clip_message", "EXAMPLE_TEXT",
+           "EXAMPLE_POSITION", "EXAMPLE_LENGTH"]
 
 
 class Severity(str, enum.Enum):
@@ -182,3 +182,20 @@ class Skipped:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Skipped":
         return cls(check=d["check"], reason=d["reason"], error=bool(d.get("error", False)))
+
+
+def clip_message(msg: str, limit: int) -> str:
+    """``msg`` when it has at most ``limit`` characters; else cut to about ``limit``, marked ``…``. A
+    message ends with what to do about the finding, so its last sentence (after the last ". ") is kept
+    whole after the cut when it is at most half of ``limit`` (``head … last sentence``); a longer last
+    sentence is cut with the rest. The one cut of a finding's message wherever a line shows part of
+    it (the text report, ``clean``'s left-in-place lines, ``diff``'s new policy failures)."""
+    if len(msg) <= limit:
+        return msg
+    k = msg.rfind(". ")
+    tail = msg[k + 2:] if k >= 0 else ""
+    if tail and len(tail) <= limit // 2:
+        head = msg[: max(0, limit - len(tail) - 3)].rstrip()
+        if len(head) < k:
+            return f"{head} … {tail}"
+    return msg[:limit] + "…"

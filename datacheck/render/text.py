@@ -5,6 +5,7 @@ import html
 import re
 
 from datacheck.model.config import describe_config, describe_tokenizer_facts
+from datacheck.model.findings import clip_message
 from datacheck.report.model import Report
 
 __all__ = ["render_text", "render_markdown", "terminal_safe", "clip_message"]
@@ -155,22 +156,6 @@ def _not_applicable_lines(report: Report) -> list[str]:
             counts[sh.layout] = max(counts.get(sh.layout, 0), sh.not_applicable)
     return [f"{n} checks do not apply to {name}; `datacheck checks --layout {name}` lists them"
             for name, n in counts.items()]
-
-
-def clip_message(msg: str, limit: int) -> str:
-    """``msg`` when it has at most ``limit`` characters; else cut to about ``limit``, marked ``…``. A
-    message ends with what to do about the finding, so its last sentence (after the last ". ") is kept
-    whole after the cut when it is at most half of ``limit`` (``head … last sentence``); a longer last
-    sentence is cut with the rest."""
-    if len(msg) <= limit:
-        return msg
-    k = msg.rfind(". ")
-    tail = msg[k + 2:] if k >= 0 else ""
-    if tail and len(tail) <= limit // 2:
-        head = msg[: max(0, limit - len(tail) - 3)].rstrip()
-        if len(head) < k:
-            return f"{head} … {tail}"
-    return msg[:limit] + "…"
 
 
 def _passing_line(n: int, named: int = 0) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from datacheck.model.errors import ReportVersionError
-from datacheck.model.findings import Finding
+from datacheck.model.findings import Finding, clip_message
 from datacheck.report.model import Report, find_report, read_report
 
 __all__ = ["ReportDiff", "FindingDelta", "diff_reports", "resolve_report", "render_diff_text",
@@ -247,7 +247,7 @@ def render_diff_text(d: ReportDiff) -> str:
         out.append(f"stats moved: {len(d.stats_moved)}")
         out += [f"  {m['scope']}: {m['stat']} {m['old']} -> {m['new']}" for m in d.stats_moved]
     out.append(f"new policy failures: {len(d.new_policy_failures)}")
-    out += [f"  ! {_fmt_delta(x)}: {x.message[:200]}" for x in d.new_policy_failures]
+    out += [f"  ! {_fmt_delta(x)}: {clip_message(x.message, 200)}" for x in d.new_policy_failures]
     return "\n".join(out) + "\n"
 
 
@@ -273,5 +273,5 @@ def render_diff_markdown(d: ReportDiff) -> str:
         out += ["", "**Stats moved:**", "", "| scope | stat | old | new |", "|---|---|---:|---:|"]
         out += [f"| `{m['scope']}` | {m['stat']} | {m['old']} | {m['new']} |" for m in d.stats_moved]
     out += ["", f"**New policy failures:** {len(d.new_policy_failures)}"]
-    out += [f"- `{x.where}` `{x.check}`: {x.message[:300]}" for x in d.new_policy_failures]
+    out += [f"- `{x.where}` `{x.check}`: {clip_message(x.message, 300)}" for x in d.new_policy_failures]
     return "\n".join(out) + "\n"

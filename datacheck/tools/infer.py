@@ -26,7 +26,7 @@ from typing import Any, Callable
 import polars as pl
 
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
-from datacheck.derive.layout import REFINES, padding_side_of, recognize
+from datacheck.derive.layout import REFINES, hidden_prompts, padding_side_of, recognize
 from datacheck.derive.read import open_for_checks
 from datacheck.formats.discovery import discover
 from datacheck.io.shardbytes import Unreadable
@@ -415,10 +415,13 @@ def _padding_side(df: pl.DataFrame, mask: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None,
+                 mask: str | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """Facts from the sample's labels: the ignore sentinel when it is not -100, ``shifted``, and the
     end-of-turn id (the last supervised label of nearly every row). Also evidence for the caller:
-    ``prompt_hidden`` (rows whose ignored labels sit on attended tokens before the first supervised one)."""
+    ``prompt_hidden`` of ``prompt_rows`` (rows whose ignored labels sit on tokens ``mask`` attends
+    before the first supervised one, of the rows judged; the recognizer's count,
+    :func:`datacheck.derive.layout.hidden_prompts`: a row whose mask is all 0 hides nothing)."""
     facts: dict[str, Any] = {}
     notes: list[str] = []
     ev: dict[str, Any] = {"prompt_hidden": 0}
@@ -439,8 +442,6 @@ def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None) ->
         if not pos:
             continue
         rows_sup += 1
-        if pos[0] > 0 and any(a[i] is not None for i in range(pos[0])):
-            ev["prompt_hidden"] += 1
         ends[b[pos[-1]]] = ends.get(b[pos[-1]], 0) + 1
         for i in pos:
             sup += 1
@@ -456,6 +457,7 @@ def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None) ->
                          f"{nxt}/{sup}: set [labels] shifted yourself")
     ev["ends"] = ends
     ev["rows_supervised"] = rows_sup
+    ev["prompt_hidden"], ev["prompt_rows"] = hidden_prompts(df, ids, labels, mask, sentinel)
     return facts, notes, ev
 
 
@@ -549,7 +551,7 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
             if note:
                 notes.append(note)
         if ids is not None and labels is not None and n and section_labels:
-            lf_, ln, ev = _label_facts(df, ids, labels, cfg.labels.ignore)
+            lf_, ln, ev = _label_facts(df, ids, labels, cfg.labels.ignore, mask)
             for k, v in lf_.items():
                 fact("labels", k, v)
             notes.extend(ln)
@@ -635,7 +637,7 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
                 eot(ev)
                 why = (f"tokenized SFT: {ids!r} and {labels!r}"
                        + (f" with assistant mask {amask!r}" if amask is not None else "")
-                       + (f"; {ev['prompt_hidden']} of {n} sample rows ignore attended tokens before the first "
+                       + (f"; {ev['prompt_hidden']} of {ev['prompt_rows']} sample rows ignore attended tokens before the first "
                           "supervised one (a prompt hidden from the loss)" if ev.get("prompt_hidden") else ""))
                 return LayoutProposal("sft_tokenized", why, cols, facts, tuple(notes), n)
         else:

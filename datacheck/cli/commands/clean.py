@@ -17,6 +17,7 @@ from datacheck.cli.progress import activity
 from datacheck.execute.setup import check_contract
 from datacheck.model.config import load_config
 from datacheck.model.constants import EXIT_OK, EXIT_POLICY_FAILED
+from datacheck.model.findings import clip_message
 from datacheck.render.text import terminal_safe
 from datacheck.tools.clean import DATASET_DROPS, CleanResult, ShardClean, clean
 
@@ -52,8 +53,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return a
 
 
+#: characters of a left-in-place finding's message shown on its line (a longer one is cut by
+#: :func:`~datacheck.model.findings.clip_message`: marked with an ellipsis, its last sentence, the advice, kept)
+_MESSAGE_CHARS = 200
+
+
 def _left_lines(res: CleanResult) -> list[str]:
-    """The dataset-level findings left in place, one line each, and whether the copy still fails the gate."""
+    """The dataset-level findings left in place, one line each (a message over :data:`_MESSAGE_CHARS`
+    characters cut by :func:`~datacheck.model.findings.clip_message`, never mid-word without a mark), and
+    whether the copy still fails the gate."""
     if not res.left_in_place:
         return []
     out = ["", "left in place (findings clean did not remove):"]
@@ -65,7 +73,7 @@ def _left_lines(res: CleanResult) -> list[str]:
         else:
             state = f"{x.left} left in the copy"
         fix = f"; --drop {x.check} removes it" if x.check in DATASET_DROPS or x.check == "decode.bad_record" else ""
-        out.append(f"  {x.check} [{x.severity}]: {x.message[:200]} ({state}{fix})")
+        out.append(f"  {x.check} [{x.severity}]: {clip_message(x.message, _MESSAGE_CHARS)} ({state}{fix})")
     fails = list(dict.fromkeys(x.check for x in res.left_in_place if x.still_fails))
     maybe = [c for c in dict.fromkeys(x.check for x in res.left_in_place if x.still_fails is None) if c not in fails]
     if fails:

@@ -85,17 +85,22 @@ def test_real_pairs_rendered_whole_give_no_false_alarm(tok_dir):
 @pytest.mark.parametrize(("max_len", "side", "counts"), [(64, "right", (233, 231)), (256, "right", (134, 134)),
                                                          (8, "left", (1, 0)), (2, "left", (300, 0))])
 def test_truncation_makes_pairs_identical_exactly_where_the_trainer_sees_them_so(tok_dir, max_len, side, counts):
+    """A pair whose cut leaves no response token (the prompt fills the sequence: both sides empty,
+    both sequences the prompt alone) is one finding of its cause, pref.prompt_fills_sequence; the
+    pairs equal with some response token left are pref.identical_pair."""
     same, empty_c, empty_r = _reference(tok_dir, max_len, side)
     assert (len(same), len(empty_c)) == counts  # counted independently, as measured when written
     assert empty_c == empty_r  # right truncation: the prompt fills the sequence for both
+    assert empty_c <= same  # both sequences are then the prompt's first max_len tokens
     res = _audit(DPO, {"tokenizer": str(tok_dir), "max_seq_len": max_len, "truncation_side": side})
-    assert _rows(res, "pref.identical_pair") == same
+    assert _rows(res, "pref.prompt_fills_sequence") == empty_c
+    assert _rows(res, "pref.identical_pair") == same - empty_c
     f = next((f for f in res.findings if f.check == "pref.identical_pair"), None)
-    if same:
-        assert f.details["only_rendered"] == len(same) and f"{len(same)} only as rendered tokens" in f.message
+    if same - empty_c:
+        n = len(same - empty_c)
+        assert f.details["only_rendered"] == n and f"{n} only as rendered tokens" in f.message
         assert f.examples[0].value[1:-1] == f"{max_len} tokens, the same ids for chosen and rejected"
-    assert {r for k, v in res.failing_rows.items() if k == "pref.empty_response:chosen" for r in v} == empty_c
-    assert {r for k, v in res.failing_rows.items() if k == "pref.empty_response:rejected" for r in v} == empty_r
+    assert not _rows(res, "pref.empty_response")
 
 
 def test_a_pair_the_template_rejects_is_an_sft_role_order_row(tok_dir, tmp_path):

@@ -173,7 +173,7 @@ def test_padding_side_unset_is_not_the_same_audit_as_right():
                           ({}, {"tokens": {"padding_side": "right"}}, {"tokens": {"padding_side": "left"}}))
     assert len({unset, right, left}) == 3
     doc = config_from_dict({"tokens": {"padding_side": "right"}}).model_dump(mode="json", by_alias=True,
-                                                                          exclude={"trace", "megatron"})
+                                                                          exclude={"trace", "megatron", "pref"})
     for key in ("loader", "even_batches", "split_batches"):
         del doc["batch"][key]
     for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "max_row_bytes", "infer_splits", "sample_by"):
@@ -190,3 +190,24 @@ def test_sample_by_is_hf_s_option_and_enters_the_hash_when_set():
     assert len(hashes) == 3  # unset and "line" are one audit
     with pytest.raises(ConfigError, match="sample_by"):
         config_from_dict({"dataset": {"sample_by": "sentence"}})
+
+
+def test_pref_section_mirrors_the_trainers_and_keeps_the_hash_at_its_default():
+    """[pref] (added later): at its default a config keeps the hash it had (the doc without the
+    section); a key set changes it (the rendered pairs are cut otherwise); TRL's prompt and
+    completion cuts are refused beside LLaMA-Factory's infer_seqlen, naming the keys."""
+    base = config_from_dict({"tokens": {"max_seq_len": 1024}})
+    doc = base.model_dump(mode="json", by_alias=True, exclude={"trace", "megatron", "pref"})
+    for key in ("loader", "even_batches", "split_batches"):
+        del doc["batch"][key]
+    for key in ("max_member_bytes", "max_record_bytes", "max_file_bytes", "max_row_bytes", "infer_splits", "sample_by"):
+        del doc["dataset"][key]
+    del doc["tokens"]["padding_side"]
+    assert base.hash() == "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert config_from_dict({"tokens": {"max_seq_len": 1024}, "pref": {"trainer": "trl"}}).hash() == base.hash()
+    for pref in ({"trainer": "llamafactory"}, {"max_prompt_length": 512}, {"max_completion_length": 256}):
+        assert config_from_dict({"tokens": {"max_seq_len": 1024}, "pref": pref}).hash() != base.hash()
+    with pytest.raises(ConfigError, match="max_prompt_length: TRL's DPOConfig keys"):
+        config_from_dict({"pref": {"trainer": "llamafactory", "max_prompt_length": 512}})
+    with pytest.raises(ConfigError):
+        config_from_dict({"pref": {"trainer": "axolotl"}})

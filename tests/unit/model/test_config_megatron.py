@@ -12,10 +12,11 @@ from datacheck.model.errors import ConfigError
 
 
 def _hash_without_new_keys(cfg, megatron_keys: tuple[str, ...] | None = None) -> str:
-    """config_hash as it was computed before [batch] loader, even_batches, split_batches, [megatron] and
-    [dataset] sample_by existed; with ``megatron_keys``, [megatron] kept without those (keys added to
+    """config_hash as it was computed before [batch] loader, even_batches, split_batches, [megatron],
+    [dataset] sample_by and [pref] existed; with ``megatron_keys``, [megatron] kept without those (keys added to
     it later)."""
-    doc = cfg.model_dump(mode="json", by_alias=True, exclude={"trace"} if megatron_keys else {"trace", "megatron"})
+    doc = cfg.model_dump(mode="json", by_alias=True,
+                         exclude={"trace", "pref"} if megatron_keys else {"trace", "megatron", "pref"})
     for key in megatron_keys or ():
         del doc["megatron"][key]
     for key in ("loader", "even_batches", "split_batches"):

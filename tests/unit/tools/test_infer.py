@@ -172,7 +172,8 @@ def _chat_tokenizer(tmp_path):
      "input_ids, assistant_mask, labels, chat_assistant_tokens_untruncated, chat_template_error"),
     # preference pairs: TRL's rendered pair columns
     ("llamafactory/dpo_en_demo.json", {"conversations", "chosen", "rejected"},
-     "chosen_input_ids, rejected_input_ids, chosen_response_tokens, rejected_response_tokens, chat_template_error"),
+     "chosen_input_ids, rejected_input_ids, chosen_response_tokens, rejected_response_tokens, pair_prompt_tokens, "
+     "chat_template_error"),
 ])
 def test_infer_leaves_columns_rendered_by_the_tokenizer_out(tmp_path, data, kept, left_out):
     """A contract inferred with [tokens] tokenizer fits the audit without it."""
