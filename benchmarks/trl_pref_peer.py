@@ -14,9 +14,10 @@ What TRL does, per pair (TRL >= 1.9; DPOConfig defaults max_length 1024, truncat
 with the chat template and drops the pairs whose prompt alone fills ``max_length``;
 ``DataCollatorForPreference`` cuts each sequence to ``max_length``. Compared: the rows TRL drops (with
 keep_start) and the rows whose collated completion mask is all 0 (TRL 0.29-1.8, which did not drop
-them, trains those at the constant loss ln 2), against the rows of datacheck's
-``pref.prompt_fills_sequence``; the rows whose collated chosen and rejected sequences are equal,
-against ``pref.identical_pair``; with keep_end, no row may be reported. Prints one line per case,
+them, trains those at the constant loss ln 2), against the count of datacheck's ``pref.identical_pair``
+rows whose prompt fills the sequence (``details.prompt_fills``); those rows with the rows whose collated
+chosen and rejected sequences are equal, against ``pref.identical_pair``'s rows; with keep_end, no row
+may be reported. Prints one line per case,
 exit 1 on a difference, 0 with a note when TRL cannot be imported.
 """
 from __future__ import annotations
@@ -83,8 +84,9 @@ def trl_rows(tok_dir: Path, max_length: int, mode: str) -> tuple[set[int], set[i
     return dropped, empty, same
 
 
-def datacheck_rows(tok_dir: Path, max_length: int, mode: str) -> tuple[set[int], set[int], set[int]]:
-    """(pref.prompt_fills_sequence rows, pref.empty_response rows, pref.identical_pair rows) of datacheck's audit."""
+def datacheck_rows(tok_dir: Path, max_length: int, mode: str) -> tuple[int, set[int], set[int]]:
+    """(pref.identical_pair's prompt_fills count, pref.empty_response rows, pref.identical_pair rows) of
+    datacheck's audit."""
     from datacheck.engine.shard import audit_shard
     from datacheck.formats.discovery import discover
     from datacheck.io.hashing import hash_file
@@ -98,7 +100,8 @@ def datacheck_rows(tok_dir: Path, max_length: int, mode: str) -> tuple[set[int],
 
     def rows(cid: str) -> set[int]:
         return {r for k, v in res.failing_rows.items() if k.split(":")[0] == cid for r in v}
-    return rows("pref.prompt_fills_sequence"), rows("pref.empty_response"), rows("pref.identical_pair")
+    fills = next((f.details.get("prompt_fills", 0) for f in res.findings if f.check == "pref.identical_pair"), 0)
+    return fills, rows("pref.empty_response"), rows("pref.identical_pair")
 
 
 def main(argv: list[str]) -> int:
@@ -119,12 +122,12 @@ def main(argv: list[str]) -> int:
                 dropped, cut_away, same = trl_rows(tok_dir, max_length, mode)
                 filled, empty, identical = datacheck_rows(tok_dir, max_length, mode)
                 trl_filled = dropped | cut_away  # TRL >= 1.9 drops them; without the drop they collate empty
-                good = filled == trl_filled and not empty and identical == same - trl_filled
+                good = filled == len(trl_filled) and not empty and identical == same | trl_filled
                 ok &= good
                 print(f"trl {trl.__version__} max_length={max_length} {mode}: TRL drops {len(dropped)}, collates "
                       f"{len(cut_away)} with no completion token, {len(same - trl_filled)} identical with some; "
-                      f"datacheck pref.prompt_fills_sequence {len(filled)}, pref.empty_response {len(empty)}, "
-                      f"pref.identical_pair {len(identical)}: {'same rows' if good else 'DIFFERENT'}")
+                      f"datacheck pref.identical_pair {len(identical)} ({filled} prompt fills), pref.empty_response "
+                      f"{len(empty)}: {'same rows' if good else 'DIFFERENT'}")
     return 0 if ok else 1
 
 

@@ -29,7 +29,7 @@ from datacheck.derive.tokenizer import BlankPieces, blank_token_ids, blank_token
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import message_fields
 
-__all__ = ["identical_pair", "empty_response", "prompt_fills_sequence"]
+__all__ = ["identical_pair", "empty_response"]
 
 #: the read path's derivations this family reads: the pairs as the chat template renders them
 derives(__name__, PAIRS)
@@ -176,7 +176,8 @@ def _cut(ctx: ShardContext) -> str:
 
 def _filled(rendered: tuple[str, ...]) -> pl.Expr:
     """Per row of rendered pairs: the trainer's cut leaves no token of either response (the prompt
-    fills the sequence): ``pref.prompt_fills_sequence``'s rows, which the other rules leave to it."""
+    fills the sequence): one cause, reported by ``pref.identical_pair`` (the two sequences are the
+    prompt alone), which ``pref.empty_response`` leaves these rows to."""
     return ((pl.col(rendered[2]) == 0) & (pl.col(rendered[3]) == 0)).fill_null(False)
 
 
@@ -222,7 +223,7 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
     pairs (module docstring) a row also fails when the trainer's cut leaves no token of this response
     but some of the other (``{chosen,rejected}_response_tokens`` 0 on one side only); ``cut`` counts
     those rows. A cut that leaves no token of either response is one cause, the prompt filling the
-    sequence: ``pref.prompt_fills_sequence`` reports it, not this.
+    sequence: ``pref.identical_pair`` reports it (``prompt_fills``), not this.
 
     Token ids (TRL's tokenized ``chosen_input_ids`` / ``rejected_input_ids``) are also empty when
     they hold no id but special ids (``[tokens]`` pad, eos, bos and eot ids) and, with ``[tokens]
@@ -276,7 +277,7 @@ def empty_response(ctx: ShardContext) -> Iterable[ShardItem]:
                                "the wrong thing"))
             continue
         ids, kept = pl.col(rendered[k]), pl.col(rendered[2 + k])
-        cut = (kept == 0).fill_null(False) & ~_filled(rendered)  # both cut away: pref.prompt_fills_sequence
+        cut = (kept == 0).fill_null(False) & ~_filled(rendered)  # both cut away: pref.identical_pair's prompt_fills
         text = _example(col, ctx.schema[col])
         yield RowCheck(
             check="pref.empty_response", column=col, fails=bad | cut,
@@ -298,9 +299,19 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
     set). The DPO loss of such a pair is the constant ln 2 with zero gradient. Null pairs are
     ``pref.empty_response``, not this. With rendered pairs (module docstring) a row also fails
     when ``chosen_input_ids`` equals ``rejected_input_ids`` (prompt + response as the chat template
-    renders them, cut as the trainer cuts them) while some response token is left; ``only_rendered``
-    counts the rows equal only so. Rows whose cut leaves no response token at all are
-    ``pref.prompt_fills_sequence``'s (their sequences are the prompt alone, equal by that cause)."""
+    renders them, cut as the trainer cuts them) with some response token left; ``only_rendered``
+    counts the rows equal only so. ``prompt_fills`` counts the rows whose cut leaves no token of either response (the
+    prompt fills the sequence: both sequences are the prompt alone; ``prompt_tokens``, the longest
+    such prompt, tokens before any cut), said in the message with what the trainer does with them.
+
+    The cut is the trainer's (:class:`datacheck.derive.pairs.PairCut`, ``[pref]``): TRL's
+    ``truncation_mode = "keep_start"`` (``truncation_side = "right"``) with a prompt of at least
+    ``max_length`` tokens (after TRL <= 0.28's ``max_prompt_length``): TRL 0.29-1.8 trains the pair
+    at the constant loss ln 2 with zero gradient, TRL 1.9 and later drops it before training; TRL's
+    ``keep_end`` keeps the responses' ends, and LLaMA-Factory's ``infer_seqlen`` gives them their
+    share of ``cutoff_len``, so a long prompt does not fill those (no finding: their cut keeps the
+    pair meaningful). Without rendered pairs and with ``max_seq_len`` set, a skipped entry says that
+    whether a prompt fills the sequence is not judged."""
     a, b = ctx.roles.chosen, ctx.roles.rejected
     ta, tb = ctx.schema[a], ctx.schema[b]
     if ta != tb:
@@ -317,67 +328,54 @@ def identical_pair(ctx: ShardContext) -> Iterable[ShardItem]:
     example = _example(a, ta)
     details = {}
     rendered = _rendered(ctx)
+    merge: dict = {}
+    fills = ""
     if rendered is not None:  # the pair as the trainer sees it: rendered, tokenized, truncated
         ca, cb = pl.col(rendered[0]), pl.col(rendered[1])
-        tokens_same = (ca == cb).fill_null(False) & ~_filled(rendered)  # no response left: pref.prompt_fills_sequence
-        only = tokens_same & ~same
-        details = {"only_rendered": only.sum()}
-        example = pl.when(only).then(pl.format("{} tokens, the same ids for chosen and rejected", ca.list.len())) \
-            .otherwise(example if example is not None else pl.lit(None, dtype=pl.String))
+        filled = _filled(rendered)  # no response token left: the sequences are the prompt alone
+        equal_ids = (ca == cb).fill_null(False) & ~filled  # equal with some response token left
+        tokens_same = equal_ids | filled
+        only = equal_ids & ~same
+        details = {"only_rendered": only.sum(), "prompt_fills": (filled & ~same).sum(),
+                   "prompt_tokens": pl.col(rendered[4]).filter(filled).max()}
+        merge = {"prompt_tokens": max_parts}
+        example = (pl.when(filled & ~same).then(pl.format(
+                       "prompt {} tokens (with the generation prompt) fills max_seq_len {}: no token of chosen or "
+                       "rejected left", pl.col(rendered[4]), pl.lit(PairCut.of(ctx.cfg).max_length)))
+                   .when(only).then(pl.format("{} tokens, the same ids for chosen and rejected", ca.list.len()))
+                   .otherwise(example if example is not None else pl.lit(None, dtype=pl.String)))
         same = same | tokens_same
-        how = f" (as text, or as the chat template renders them truncated at {_cut(ctx)})"
+        how = f" (as text, or as the chat template renders them cut by {_cut(ctx)})"
+        fills = _fills_text(PairCut.of(ctx.cfg))
+    elif ctx.cfg.tokens.max_seq_len is not None and ctx.unrendered_pairs is None and isinstance(ta, (pl.String, pl.List)) \
+            and not (isinstance(ta, pl.List) and ta.inner.is_integer()):
+        yield Skipped("pref.identical_pair", "the pairs are not rendered as the trainer tokenizes them (that needs "
+                      "[tokens] tokenizer with a chat template and a messages prompt beside text or message "
+                      "responses), so whether a prompt fills max_seq_len (both sequences then the prompt alone) is "
+                      "not judged")
+
+    def message(n: int, d: dict, how: str = how, fills: str = fills) -> str:
+        head = f"{n} pair(s) have chosen equal to rejected{how}"
+        if d.get("only_rendered"):
+            head += f", {d['only_rendered']} only as rendered tokens"
+        if d.get("prompt_fills"):
+            head += (f", {d['prompt_fills']} because the prompt fills the sequence (up to {d.get('prompt_tokens')} "
+                     f"prompt tokens): no token of chosen or rejected is left. {fills}")
+            return head
+        return head + ": the DPO loss is the constant ln 2 with zero gradient. Drop them or fix the pairing"
+
     yield RowCheck(check="pref.identical_pair", column=None, fails=same, example=example,
-                   details=details, details_merge={k: sum_parts for k in details},
-                   message=lambda n, d, how=how: (f"{n} pair(s) have chosen equal to rejected{how}"
-                                                  + (f", {d['only_rendered']} only as rendered tokens" if d.get("only_rendered")
-                                                     else "")
-                                                  + ": the DPO loss is the constant ln 2 with zero gradient. Drop them "
-                                                    "or fix the pairing"))
+                   details=details, details_merge={k: merge.get(k, sum_parts) for k in details}, message=message)
     yield from _not_rendered(ctx, "pref.identical_pair")
 
 
-@check("pref.prompt_fills_sequence", layouts=frozenset({"dpo"}), roles=("chosen", "rejected"))
-def prompt_fills_sequence(ctx: ShardContext) -> Iterable[ShardItem]:
-    """``pref.prompt_fills_sequence``: with rendered pairs (module docstring), the trainer's cut to
-    ``[tokens] max_seq_len`` leaves no token of either response (``chosen_response_tokens`` and
-    ``rejected_response_tokens`` both 0): the prompt fills the sequence, and the pair compares
-    nothing. One finding for the one cause (``pref.empty_response`` and ``pref.identical_pair``
-    leave these rows to it).
-
-    The cut is the trainer's (:class:`datacheck.derive.pairs.PairCut`, ``[pref]``): TRL's
-    ``truncation_mode = "keep_start"`` (``truncation_side = "right"``) with a prompt of at least
-    ``max_length`` tokens (after TRL <= 0.28's ``max_prompt_length``): TRL 0.29-1.8 trains the pair
-    at the constant loss ln 2 with zero gradient, TRL 1.9 and later drops it before training; TRL's
-    ``keep_end`` keeps the responses' ends, and LLaMA-Factory's ``infer_seqlen`` gives them their
-    share of ``cutoff_len``, so a long prompt does not fill those (no finding: their cut keeps the
-    pair meaningful). ``prompt_tokens`` is the longest failing prompt (tokens, before any cut).
-    Without rendered pairs and with ``max_seq_len`` set, a skipped entry says why it is not judged."""
-    rendered = _rendered(ctx)
-    if rendered is None:
-        if ctx.cfg.tokens.max_seq_len is not None and ctx.unrendered_pairs is None:
-            yield Skipped("pref.prompt_fills_sequence", "the pairs are not rendered as the trainer tokenizes them "
-                          "(that needs [tokens] tokenizer with a chat template and a messages prompt beside text "
-                          "or message responses), so whether a prompt fills max_seq_len is not judged")
-        yield from _not_rendered(ctx, "pref.prompt_fills_sequence")
-        return
-    cut = PairCut.of(ctx.cfg)
-    filled = _filled(rendered)
-    prompt = pl.col(rendered[4])
+def _fills_text(cut: PairCut) -> str:
+    """What the trainer does with a pair whose prompt fills the sequence, and the fix."""
     if cut.trainer == "llamafactory":
-        what = ("LLaMA-Factory's infer_seqlen gives the responses 0 tokens: every label is IGNORE_INDEX and the pair "
+        return ("LLaMA-Factory's infer_seqlen gives the responses 0 tokens: every label is IGNORE_INDEX and the pair "
                 "compares nothing. Shorten the prompts or raise cutoff_len")
-    else:
-        what = ("TRL's DPOTrainer 0.29-1.8 trains such a pair at the constant loss ln 2 with zero gradient, and 1.9 "
-                "and later drop it before training ('Dropping fully truncated examples'): either way it teaches "
-                "nothing. Shorten the prompts or raise max_seq_len (max_length); TRL <= 0.28 kept the responses with "
-                "max_prompt_length below max_length, or truncation_mode keep_end ([pref] max_prompt_length, "
-                "[tokens] truncation_side = \"left\")")
-    yield RowCheck(
-        check="pref.prompt_fills_sequence", column=None, fails=filled,
-        example=pl.format("prompt {} tokens (with the generation prompt), max_seq_len {}: no token of chosen or "
-                          "rejected left", prompt, pl.lit(cut.max_length)),
-        details={"prompt_tokens": prompt.max()}, details_merge={"prompt_tokens": max_parts},
-        message=lambda n, d, how=cut.describe(), what=what: (
-            f"{n} pair(s) have a prompt that fills the sequence (up to {d.get('prompt_tokens')} prompt tokens): after "
-            f"{how} no token of chosen or rejected is left. {what}"))
-    yield from _not_rendered(ctx, "pref.prompt_fills_sequence")
+    return ("TRL's DPOTrainer 0.29-1.8 trains such a pair at the constant loss ln 2 with zero gradient, and 1.9 and "
+            "later drop it before training ('Dropping fully truncated examples'): either way it teaches nothing. "
+            "Shorten the prompts or raise max_seq_len (max_length); TRL <= 0.28 kept the responses with "
+            "max_prompt_length below max_length, or truncation_mode keep_end ([pref] max_prompt_length, [tokens] "
+            "truncation_side = \"left\")")

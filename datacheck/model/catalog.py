@@ -68,7 +68,6 @@ _ENTRIES = [
     ("packing.cross_document_label", "row", "error", "the target across a document boundary is supervised"),
     ("pref.identical_pair", "row", "error", "chosen equals rejected (after truncation)"),
     ("pref.empty_response", "row", "error", "chosen or rejected is null, empty or whitespace-only"),
-    ("pref.prompt_fills_sequence", "row", "error", "the trainer's cut to max_seq_len leaves no token of either response"),
     ("content.periodic_tokens", "row", "warn", "a period of 1 to 13 tokens repeats at least 32 times"),
     ("tokens.position_out_of_range", "row", "error", "a position id outside [0, max_position_embeddings)"),
     ("labels.shift_mismatch", "row", "error", "labels are shifted the other way than labels.shifted says"),

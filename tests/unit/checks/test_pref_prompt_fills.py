@@ -1,5 +1,6 @@
-"""pref.prompt_fills_sequence: a preference pair whose prompt alone fills the trainer's sequence is
-one finding of that cause, not pref.empty_response on both sides plus pref.identical_pair.
+"""A preference pair whose prompt alone fills the trainer's sequence (both sequences are then the
+prompt alone) is one pref.identical_pair row that names that cause (details prompt_fills), not also
+pref.empty_response on both sides.
 
 Real material (../shared/chat/PROVENANCE.md): LLaMA-Factory's dpo_en_demo.json (300 pairs, ShareGPT
 prompts, no row has chosen == rejected) and the SmolLM-135M tokenizer with SmolLM2's ChatML template.
@@ -71,14 +72,15 @@ def test_a_prompt_that_fills_max_length_is_one_finding_of_its_cause(tok_dir, tok
     filled = {i for i, (p, _, _) in enumerate(tokens) if len(p) >= 1024}
     assert len(filled) == 42  # the new user's count
     res = _audit({"tokenizer": str(tok_dir), "max_seq_len": 1024})
-    assert _rows(res, "pref.prompt_fills_sequence") == filled
-    assert not _rows(res, "pref.empty_response") and not _rows(res, "pref.identical_pair")
-    (f,) = [f for f in res.findings if f.check == "pref.prompt_fills_sequence"]
+    assert _rows(res, "pref.identical_pair") == filled
+    assert not _rows(res, "pref.empty_response")
+    (f,) = [f for f in res.findings if f.check == "pref.identical_pair"]
     assert f.count == 42 and f.severity == "error" and f.column is None
     longest = max(len(tokens[i][0]) for i in filled)
-    assert f.details["prompt_tokens"] == longest
-    assert f.message.startswith(f"42 pair(s) have a prompt that fills the sequence (up to {longest} prompt tokens): "
-                                "after TRL's truncation at max_length=1024 (keep_start) no token of chosen or "
+    assert f.details["prompt_fills"] == 42 and f.details["prompt_tokens"] == longest
+    assert f.message.startswith("42 pair(s) have chosen equal to rejected (as text, or as the chat template renders "
+                                "them cut by TRL's truncation at max_length=1024 (keep_start)), 42 because the "
+                                f"prompt fills the sequence (up to {longest} prompt tokens): no token of chosen or "
                                 "rejected is left.")
     first = min(filled)
     assert f.examples[0].row == first
@@ -126,6 +128,5 @@ def test_llamafactory_gives_the_responses_their_share(tok_dir, tokens, cutoff):
             same.add(i)
     assert not filled
     res = _audit({"tokenizer": str(tok_dir), "max_seq_len": cutoff}, {"trainer": "llamafactory"})
-    assert _rows(res, "pref.prompt_fills_sequence") == filled
-    assert _rows(res, "pref.identical_pair") == same
+    assert _rows(res, "pref.identical_pair") == same | filled
     assert not _rows(res, "pref.empty_response")

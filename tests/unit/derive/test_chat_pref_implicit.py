@@ -138,8 +138,9 @@ def test_implicit_and_explicit_layouts_give_the_same_findings_v1(tok_dir, max_le
                                          for t in r["chosen_messages"][:-1]], tokenize=False, add_generation_prompt=True)
                 for r in rows]
         cut = {i for i, text in enumerate(full) if len(tok(text, add_special_tokens=False)["input_ids"]) >= max_len}
-        # one cause, one finding (pref.prompt_fills_sequence), not both responses empty and the pair identical
-        assert _pref(imp) == {"pref.prompt_fills_sequence:": cut}
+        # one cause, one finding (pref.identical_pair: both sequences the prompt alone), not also both
+        # responses empty
+        assert _pref(imp) == {"pref.identical_pair:": cut}
         assert len(cut) == {64: 8, 150: 1}[max_len]  # measured when written (rows 0-1, 3, 5-9 at 64; row 9 at 150)
 
 
@@ -162,8 +163,7 @@ def test_implicit_and_explicit_layouts_give_the_same_findings_dpo_en(tok_dir, ma
         assert _pref(imp) == {}  # no false alarm on the 300 real pairs
     if max_len == 64:  # as test_pref_render measures for the explicit layout: 233 pairs equal once cut, 231 of
         # them because the prompt fills the 64 tokens (no response token left), 2 with some response token left
-        assert len(_pref(imp)["pref.identical_pair:"]) == 2
-        assert len(_pref(imp)["pref.prompt_fills_sequence:"]) == 231
+        assert len(_pref(imp)["pref.identical_pair:"]) == 233
 
 
 def test_planted_defects_are_found_on_exactly_the_planted_rows(tok_dir):
@@ -175,7 +175,7 @@ def test_planted_defects_are_found_on_exactly_the_planted_rows(tok_dir):
     res = _audit(rows, {"tokenizer": str(tok_dir)})
     assert _pref(res) == {"pref.identical_pair:": {2}, "pref.empty_response:rejected": {4}}
     skipped = {s.check: s.reason for s in res.skipped if s.check.startswith("pref.")}
-    assert set(skipped) == {"pref.identical_pair", "pref.empty_response", "pref.prompt_fills_sequence"}
+    assert set(skipped) == {"pref.identical_pair", "pref.empty_response"}
     reason = skipped["pref.identical_pair"]
     assert "1 of 10 row(s) (0-based: 8): 'chosen_messages' and 'rejected_messages' share no leading message" in reason
     assert "1 of 10 row(s) (0-based: 6): 'chosen_messages' and 'rejected_messages' differ before the last assistant turn" in reason

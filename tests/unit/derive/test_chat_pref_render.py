@@ -86,20 +86,25 @@ def test_real_pairs_rendered_whole_give_no_false_alarm(tok_dir):
                                                          (8, "left", (1, 0)), (2, "left", (300, 0))])
 def test_truncation_makes_pairs_identical_exactly_where_the_trainer_sees_them_so(tok_dir, max_len, side, counts):
     """A pair whose cut leaves no response token (the prompt fills the sequence: both sides empty,
-    both sequences the prompt alone) is one finding of its cause, pref.prompt_fills_sequence; the
-    pairs equal with some response token left are pref.identical_pair."""
+    both sequences the prompt alone) is a pref.identical_pair row counted as such (details
+    prompt_fills), never also an empty response; the pairs equal with some response token left are
+    pref.identical_pair rows too."""
     same, empty_c, empty_r = _reference(tok_dir, max_len, side)
     assert (len(same), len(empty_c)) == counts  # counted independently, as measured when written
     assert empty_c == empty_r  # right truncation: the prompt fills the sequence for both
     assert empty_c <= same  # both sequences are then the prompt's first max_len tokens
     res = _audit(DPO, {"tokenizer": str(tok_dir), "max_seq_len": max_len, "truncation_side": side})
-    assert _rows(res, "pref.prompt_fills_sequence") == empty_c
-    assert _rows(res, "pref.identical_pair") == same - empty_c
+    assert _rows(res, "pref.identical_pair") == same
+    assert not _rows(res, "pref.empty_response")
     f = next((f for f in res.findings if f.check == "pref.identical_pair"), None)
+    if same:
+        assert f.details["prompt_fills"] == len(empty_c)
     if same - empty_c:
         n = len(same - empty_c)
         assert f.details["only_rendered"] == n and f"{n} only as rendered tokens" in f.message
-        assert f.examples[0].value[1:-1] == f"{max_len} tokens, the same ids for chosen and rejected"
+        shown = {e.row: e.value for e in f.examples}
+        assert all(v[1:-1] == f"{max_len} tokens, the same ids for chosen and rejected"
+                   for r, v in shown.items() if r in same - empty_c)
     assert not _rows(res, "pref.empty_response")
 
 
