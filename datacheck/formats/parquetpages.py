@@ -250,8 +250,9 @@ def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -
     decompressed (the page's bytes, as pyarrow's own read would) and their 4-byte lengths read, no
     value copied (``look`` False: not decompressed; the first such page is ``big`` itself, with ``value``
     -1 and ``value_bytes`` its bytes: the prefetch, which decodes nothing of a file that may be
-    refused, and must not decompress a page the open decompresses again at the same time). Other encodings (delta, byte stream split) and codecs pyarrow has no ``Codec`` for
-    (Hadoop LZ4, LZO) are not looked into: pyarrow decodes them as before.
+    refused, and must not decompress a page the open decompresses again at the same time).
+    Other encodings (delta, byte stream split) and LZO pages are not looked into: pyarrow decodes them
+    as before.
 
     A header that does not parse, a chunk whose range leaves the file, or a file that cannot be
     opened ends the walk of that chunk (or of the file) with nothing found there: pyarrow's read then
@@ -315,8 +316,34 @@ def _candidates(metadata: Any, limit: int) -> list[tuple[int, int, int, int, boo
     return out
 
 
-#: the footer's codec names -> ``pyarrow.Codec``'s (Hadoop-framed LZ4 and LZO have none)
-_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
+#: the footer's codec names -> ``pyarrow.Codec``'s (LZ4: Hadoop-framed blocks of LZ4, :func:`_hadoop_lz4`;
+#: LZO has none)
+_CODECS = {"SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "brotli", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw",
+           "LZ4": "lz4_raw"}
+
+
+def _hadoop_lz4(pa: Any, data: memoryview, size: int) -> Any:
+    """Parquet's deprecated ``LZ4`` pages as Arrow writes and reads them: Hadoop's framing (blocks of a
+    4-byte big-endian decompressed size, a 4-byte big-endian compressed size, then LZ4 raw bytes), else
+    one LZ4 raw block (older writers). Raises what ``pyarrow.Codec`` raises, or ValueError."""
+    codec = pa.Codec("lz4_raw")
+    parts: list[Any] = []
+    pos = got = 0
+    try:
+        while pos < data.nbytes:
+            if pos + 8 > data.nbytes:
+                raise ValueError("cut")
+            out_n = int.from_bytes(data[pos:pos + 4], "big")
+            in_n = int.from_bytes(data[pos + 4:pos + 8], "big")
+            if pos + 8 + in_n > data.nbytes or got + out_n > size:
+                raise ValueError("not Hadoop framing")
+            parts.append(codec.decompress(data[pos + 8:pos + 8 + in_n], decompressed_size=out_n))
+            pos, got = pos + 8 + in_n, got + out_n
+        if got != size:
+            raise ValueError("not Hadoop framing")
+    except (pa.ArrowException, ValueError):
+        return codec.decompress(data, decompressed_size=size)
+    return parts[0] if len(parts) == 1 else pa.py_buffer(b"".join(memoryview(p) for p in parts))
 
 
 def _walk(f: BinaryIO, start: int, end: int, metadata: Any, col: Any, g: int, j: int, first: int, n: int,
@@ -367,8 +394,11 @@ def _largest(f: BinaryIO, at: int, h: _Header, codec: str, leaf: Any, limit: int
         import pyarrow as pa
 
         try:  # a pyarrow Buffer read in place (bytes would copy it)
-            values: Any = memoryview(pa.Codec(name).decompress(memoryview(body)[skip:],
-                                                               decompressed_size=h.uncompressed - skip))
+            if codec == "LZ4":
+                values: Any = memoryview(_hadoop_lz4(pa, memoryview(body)[skip:], h.uncompressed - skip))
+            else:
+                values = memoryview(pa.Codec(name).decompress(memoryview(body)[skip:],
+                                                              decompressed_size=h.uncompressed - skip))
         except (pa.ArrowException, ValueError):
             raise _Bad("decompress") from None
         del body

@@ -58,8 +58,9 @@ def _average_hides_it(path: Path, limit: int) -> None:
     {"use_dictionary": False, "compression": "zstd", "data_page_version": "2.0"},
     {"use_dictionary": False, "compression": "none"},
     {"use_dictionary": False, "compression": "gzip", "data_page_version": "2.0"},
+    {"use_dictionary": False, "compression": "lz4"},  # Hadoop-framed LZ4
     {"compression": "zstd"},  # dictionary: the huge value is an entry of the dictionary page
-], ids=["plain-snappy", "plain-zstd-v2", "plain-none", "plain-gzip-v2", "dictionary-zstd"])
+], ids=["plain-snappy", "plain-zstd-v2", "plain-none", "plain-gzip-v2", "plain-lz4", "dictionary-zstd"])
 def test_one_huge_value_among_small_rows_is_found_before_any_decode(tmp_path, write):
     rows, at, huge = 20_000, 12_345, 3 * LIMIT // 2
     path = _one_huge(tmp_path / "t.parquet", rows, at, huge, **write)
