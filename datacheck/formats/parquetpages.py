@@ -33,6 +33,9 @@ MAX_PAGES_WALKED = 100_000
 #: Thrift compact-protocol nesting read at most (a PageHeader nests 3 deep: header, data page
 #: header, statistics)
 _MAX_DEPTH = 16
+#: elements of one Thrift list, set or map read at most (a PageHeader holds none but in statistics' and
+#: encryption's optional fields: a few); and fields of one struct
+_MAX_ELEMENTS = 1 << 12
 
 _DATA, _DICTIONARY, _DATA_V2 = 0, 2, 3
 _KINDS = {_DATA: "data", _DICTIONARY: "dictionary", _DATA_V2: "data (v2)"}
@@ -78,15 +81,18 @@ def _zigzag(n: int) -> int:
 
 def _skip(f: BinaryIO, t: int, depth: int, element: bool = False) -> None:
     """Pass over a value of compact type ``t`` (``element``: inside a list, where a bool takes a byte)."""
+    if depth > _MAX_DEPTH:
+        raise _Bad("depth")
     if t in (1, 2):
         if element:
-            f.read(1)
+            _byte(f)
     elif t == 3:
-        f.read(1)
+        _byte(f)
     elif t in (4, 5, 6):
         _varint(f)
     elif t == 7:
-        f.read(8)
+        if len(f.read(8)) != 8:
+            raise _Bad("cut")
     elif t == 8:
         f.seek(_varint(f), 1)
     elif t in (9, 10):
@@ -94,10 +100,14 @@ def _skip(f: BinaryIO, t: int, depth: int, element: bool = False) -> None:
         size, et = h >> 4, h & 0x0F
         if size == 15:
             size = _varint(f)
+        if size > _MAX_ELEMENTS:
+            raise _Bad("list")
         for _ in range(size):
             _skip(f, et, depth + 1, element=True)
     elif t == 11:
         size = _varint(f)
+        if size > _MAX_ELEMENTS:
+            raise _Bad("map")
         if size:
             kv = _byte(f)
             for _ in range(size):
@@ -115,7 +125,7 @@ def _struct(f: BinaryIO, depth: int) -> dict[int, Any]:
         raise _Bad("depth")
     out: dict[int, Any] = {}
     fid = 0
-    for _ in range(1 << 16):
+    for _ in range(_MAX_ELEMENTS):
         h = _byte(f)
         if h == 0:
             return out
@@ -288,7 +298,7 @@ def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -
                     floor = _one_entry_floor(f, start, end, col)
                     if floor > col.total_uncompressed_size:
                         floors[(g, j)] = floor
-            except (_Bad, OSError, ValueError):
+            except (_Bad, OSError, ValueError, OverflowError):
                 continue
     return PageScan(None, floors)
 

@@ -84,18 +84,18 @@ def _peak(data: Path, out: Path, cfg: Path) -> tuple[int, int, str]:
 
 
 def test_peak_memory_of_a_refused_long_line_does_not_grow_with_it(tmp_path):
-    """Lines of 32 and 128 MiB over a bound of 8 MiB, each cleaned in a child process: refused (exit 2)
-    at peaks less than 32 MiB apart, the extra 96 MiB of the line never held (before, the rewrite read
+    """Lines of 64 and 160 MiB over a bound of 4 MiB, each cleaned in a child process: refused (exit 2)
+    at peaks less than 16 MiB apart, the extra 96 MiB of the line never held (before, the rewrite read
     the shard whole, split, decoded and parsed it: 1,291 MiB peak for a 96 MiB line, then an internal
     error; 214 MiB now)."""
     cfg = tmp_path / "datacheck.toml"
-    cfg.write_text(f"[dataset]\nmax_row_bytes = {8 << 20}\n")
+    cfg.write_text(f"[dataset]\nmax_row_bytes = {4 << 20}\n")
     peaks = []
-    for mib in (32, 128):
+    for mib in (64, 160):
         (tmp_path / str(mib)).mkdir()
         data, line, _ = _data(tmp_path / str(mib), mib << 20)
         code, peak, err = _peak(data, tmp_path / str(mib) / "out", cfg)
         assert code == 2 and f"line {line} (byte offset" in err and f"holds {mib << 20:,} bytes" in err, err[-2000:]
         peaks.append(peak)
         (data / "a.jsonl").unlink()
-    assert peaks[1] - peaks[0] < 32, peaks
+    assert peaks[1] - peaks[0] < 16, peaks
