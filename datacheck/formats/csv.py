@@ -246,6 +246,10 @@ class _Splitter:
         self.header_fields: list[str] | None = None
         self.width: int | None = len(names) if names else None
         self.end = 0
+        #: lines the csv reader had consumed when it gave its last record (set by :meth:`records`)
+        self.done_lines = 0
+        #: (first line, its byte offset, bytes so far) of the record being read
+        self.pending = (0, 0, 0)
 
     def _text(self) -> Iterator[str]:
         for off, raw, text, bad, long in _lines(self.path, self.max_line):
@@ -256,6 +260,16 @@ class _Splitter:
                 raise RecordLayoutError(f"line {self.n_lines} (byte offset {off}) is {long_line_message(long, self.max_line or 0)}, "
                                         "and the records after it cannot be told apart without it (a quoted field "
                                         "may span lines): the file was not read further")
+            first, first_off, held = self.pending if self.n_lines - 1 > self.done_lines else (self.n_lines, off, 0)
+            held += len(raw)
+            self.pending = (first, first_off, held)
+            if self.max_line is not None and held > self.max_line:  # a quoted field spanning lines
+                lim = self.max_line
+                bound = f"{lim >> 20:,} MiB" if lim >= 1 << 20 and lim % (1 << 20) == 0 else f"{lim:,} bytes"
+                raise RecordLayoutError(
+                    f"the record from line {first} (byte offset {first_off}) holds {held:,} bytes by line "
+                    f"{self.n_lines} (a quoted field spanning lines), more than the {bound} a row datacheck "
+                    "decodes ([dataset] max_row_bytes): it was not held, and the file was not read further")
             if bad:
                 self.n_bad_utf8 += 1
                 if len(self.bad_utf8) < self.keep_bad:
@@ -277,6 +291,7 @@ class _Splitter:
         try:
             for rec in reader:
                 start, prev = prev + 1, reader.line_num
+                self.done_lines = prev
                 off = self.offsets.get(start, self.end)
                 for k in [k for k in self.offsets if k < start]:  # only the lines of the current record are kept
                     del self.offsets[k]

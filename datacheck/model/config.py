@@ -119,8 +119,8 @@ class DatasetSection(_Section):
         "largest row, in bytes, the audit decodes: a parquet row group whose rows hold more on average (its "
         "footer's uncompressed bytes over its rows, all columns, or what a one-entry dictionary expands to), a "
         "longer parquet text value or a longer JSON array element is decode.unreadable, never decoded; a longer "
-        "JSONL line is decode.bad_record (clean refuses its shard) and a longer CSV/TSV line makes the shard "
-        "decode.unreadable, never held nor parsed"))
+        "JSONL line is decode.bad_record (clean refuses its shard) and a longer CSV/TSV line or record makes the "
+        "shard decode.unreadable, never held nor parsed"))
     infer_splits: bool = Field(default=True, description=(
         "with no [splits] and no --against: splits named by the Hugging Face Hub's file names (train-*, "
         "data/test-*, validation/ ...), as datasets names them; false: the files are one dataset"))
