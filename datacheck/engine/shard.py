@@ -43,6 +43,7 @@ from datacheck.io.shardbytes import Unreadable
 from datacheck.io.structs import sorted_fields
 from datacheck.model import catalog
 from datacheck.model.config import Config
+from datacheck.model.constants import LAYOUT_SAMPLE_BYTES
 from datacheck.model.errors import ENGINE_ERRORS, InternalError, OutOfMemory, ran_out_of_memory
 from datacheck.model.findings import Example, Finding, Skipped
 from datacheck.model.results import ShardResult
@@ -1085,14 +1086,31 @@ class _Sampler:
 
     def _first(self, cols: list[str]) -> pl.DataFrame | None:
         data = self.data
+        rows = self.rows(cols)
         if data.stream is not None and all(c in data.schema for c in cols):
-            got = data.stream.first_rows(cols, SAMPLE_ROWS, {c: data.schema[c] for c in cols})
+            got = data.stream.first_rows(cols, rows, {c: data.schema[c] for c in cols})
             if got is not None:
                 return got
         try:
-            return data.lf.select(cols).head(SAMPLE_ROWS).collect()
+            return data.lf.select(cols).head(rows).collect()
         except ENGINE_ERRORS:  # Unreadable included
             return None
+
+    def rows(self, cols: list[str]) -> int:
+        """Rows of the sample read apart: :data:`SAMPLE_ROWS`, fewer where the reader's size of a row of
+        ``cols`` (``ShardReader.size``: a parquet footer with the first rows' decode, a JSONL or CSV first
+        pass) says those hold more than :data:`LAYOUT_SAMPLE_BYTES`; at least 1. A reader that does not
+        know it (an in-memory frame, already held) is read for :data:`SAMPLE_ROWS`."""
+        reader = self.data.stream
+        if reader is None or not cols:
+            return SAMPLE_ROWS
+        try:
+            per_row = reader.size(cols)[1]
+        except Exception:  # noqa: BLE001 - the read itself says what is wrong
+            return SAMPLE_ROWS
+        if not per_row or per_row * SAMPLE_ROWS <= LAYOUT_SAMPLE_BYTES:
+            return SAMPLE_ROWS
+        return max(1, int(LAYOUT_SAMPLE_BYTES // per_row))
 
 
 #: The shard name a memoized plan is built with (:func:`_plan_for`): a text no path holds; every

@@ -79,6 +79,9 @@ SEPARATORS = (",", ";", "\t", "|")
 #: the first records of a one-column file held to judge another separator by (each must split into
 #: as many fields as the header)
 _SEPARATOR_SAMPLE = 1000
+#: rows of pass 1 whose decoded bytes size a row (:meth:`CsvStream.size`): as many as the engine's own
+#: sample of a reader that does not know them (:func:`datacheck.formats.batches.batch_rows`)
+SIZE_SAMPLE_ROWS = 1024
 
 
 def combine_dtypes(seen: list[pl.DataType]) -> pl.DataType:
@@ -252,6 +255,10 @@ class _Splitter:
         self.header_fields: list[str] | None = None
         self.width: int | None = len(names) if names else None
         self.end = 0
+        #: lines the csv reader had consumed when it gave its last record (set by :meth:`records`)
+        self.done_lines = 0
+        #: (first line, its byte offset, bytes so far) of the record being read
+        self.pending = (0, 0, 0)
 
     def _text(self) -> Iterator[str]:
         for off, raw, text, bad, long in _lines(self.path, self.max_line):
@@ -262,6 +269,16 @@ class _Splitter:
                 raise RecordLayoutError(f"line {self.n_lines} (byte offset {off}) is {long_line_message(long, self.max_line or 0)}, "
                                         "and the records after it cannot be told apart without it (a quoted field "
                                         "may span lines): the file was not read further")
+            first, first_off, held = self.pending if self.n_lines - 1 > self.done_lines else (self.n_lines, off, 0)
+            held += len(raw)
+            self.pending = (first, first_off, held)
+            if self.max_line is not None and held > self.max_line:  # a quoted field spanning lines
+                lim = self.max_line
+                bound = f"{lim >> 20:,} MiB" if lim >= 1 << 20 and lim % (1 << 20) == 0 else f"{lim:,} bytes"
+                raise RecordLayoutError(
+                    f"the record from line {first} (byte offset {first_off}) holds {held:,} bytes by line "
+                    f"{self.n_lines} (a quoted field spanning lines), more than the {bound} a row datacheck "
+                    "decodes ([dataset] max_row_bytes): it was not held, and the file was not read further")
             if bad:
                 self.n_bad_utf8 += 1
                 if len(self.bad_utf8) < self.keep_bad:
@@ -283,6 +300,7 @@ class _Splitter:
         try:
             for rec in reader:
                 start, prev = prev + 1, reader.line_num
+                self.done_lines = prev
                 off = self.offsets.get(start, self.end)
                 for k in [k for k in self.offsets if k < start]:  # only the lines of the current record are kept
                     del self.offsets[k]
@@ -331,6 +349,8 @@ class CsvStream(StreamedReader):
         path: the file. sep, quote, header, names: the ``[dataset]`` CSV options.
         schema: ``{column: dtype}`` fixed by pass 1 (column names made unique).
         rows: the good records (rows) of the file.
+        sample_bytes: {column: decoded bytes of the first ``sample_rows`` rows} (as pass 1 parsed them).
+        sample_rows: the rows ``sample_bytes`` measured (at most :data:`SIZE_SAMPLE_ROWS`).
     """
 
     path: Path
@@ -343,6 +363,17 @@ class CsvStream(StreamedReader):
     max_line: int | None = None
     #: numeric columns whose ``NA`` cells (R's missing value, :data:`R_MISSING`) are read as null
     r_missing: frozenset[str] = frozenset()
+    sample_bytes: dict[str, int] = field(default_factory=dict)
+    sample_rows: int = 0
+
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, decoded bytes of one row of ``columns``), both from pass 1 (its first rows' parse), no
+        read; (rows, None) for a file of no rows. The engine's batches and the layout's sample are sized
+        by it instead of parsing the first 1,024 records again (records of up to ``[dataset]
+        max_row_bytes`` each: 128 GiB)."""
+        if not self.sample_rows:
+            return int(self.rows), None
+        return int(self.rows), sum(self.sample_bytes.get(c, 0) for c in columns) / self.sample_rows
 
     def _parse(self, records: list[list[str]], columns: list[str] | None) -> pl.DataFrame:
         cols = list(self.schema)
@@ -417,6 +448,8 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     # the default separator of a file with a header: hold the first records while it reads as one column
     guessed = dataset_cfg.separator is None and header and names is None
     sample: list[str] = []
+    sample_bytes: dict[str, int] = {}
+    sampled = [0]
 
     def infer(chunk: list[list[str]], chunk_lines: list[int]) -> None:
         nonlocal cols
@@ -428,6 +461,11 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
                              null_values=[""], try_parse_dates=False)
         except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
             raise _refusal(exc, cols, chunk, chunk_lines) from None
+        if sampled[0] < SIZE_SAMPLE_ROWS:
+            head = df.head(SIZE_SAMPLE_ROWS - sampled[0])
+            for name in head.columns:
+                sample_bytes[name] = sample_bytes.get(name, 0) + head.get_column(name).estimated_size()
+            sampled[0] += head.height
         for i, s in enumerate(df.get_columns()):
             if s.dtype == pl.String and cols[i] not in string_columns and (s == R_MISSING).any():
                 na_cols.add(i)  # R's NA cells: read as null where the column turns out numeric
@@ -497,7 +535,7 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
                 schema[c] = pl.String
     missing = frozenset(cols[i] for i in na_cols if schema[cols[i]] != pl.String)
     stream = CsvStream(path=path, sep=sep, quote=quote, header=header, names=names, schema=schema, rows=rows,
-                       max_line=limit, r_missing=missing)
+                       max_line=limit, r_missing=missing, sample_bytes=sample_bytes, sample_rows=sampled[0])
     return ShardData(
         lf=stream.lazy(), decode_findings=findings, line_format=True,
         line_of_row=None if lines is None else np.frombuffer(lines, dtype=np.int64).copy(),

@@ -48,7 +48,9 @@ shard of several batches. A check that needs a column the read path derives (the
 ``messages``, chat-template renderings) reads the needed columns of the shard once into memory.
 
 A JSON-array file (:func:`open_json_array`) is parsed whole (``json`` records with their lines) and
-held in memory; mixed JSON types are ``schema.dtype`` findings with lines, as in JSONL.
+held in memory; mixed JSON types are ``schema.dtype`` findings with lines, as in JSONL. An element of
+more than ``[dataset] max_row_bytes`` makes the file ``decode.unreadable`` (element, line, bytes) before
+anything is parsed: a JSON array has no line to pass over.
 """
 from __future__ import annotations
 
@@ -458,16 +460,25 @@ def open_jsonl(path: Path, max_examples: int, max_line: int | None = MAX_ROW_BYT
                      retyped={n: np.concatenate(parts) for n, parts in retyped.items() if n not in broken})
 
 
-def open_json_array(path: Path, max_examples: int) -> ShardData:
+def open_json_array(path: Path, max_examples: int, max_record: int | None = MAX_ROW_BYTES) -> ShardData:
     """A ``.json`` file holding one JSON array of records (LLaMA-Factory's and FastChat's data files):
     one row per element, read as the JSONL records are (:func:`_frame_from_records`: mixed JSON
     types are ``schema.dtype`` findings with lines); each row's line is the line its element starts on.
 
     When two elements start on the same line (``json.dump(rows, f)`` without ``indent`` writes the
     whole array on line 1) a line names no row: the findings then name rows only (every finding
-    said "line 1" and the table's first column "lines 1,1,1")."""
+    said "line 1" and the table's first column "lines 1,1,1").
+
+    The file is read whole; an element of more than ``max_record`` bytes (``[dataset] max_row_bytes``)
+    makes it unreadable, naming the element, its line and bytes, before anything is parsed
+    (:func:`~datacheck.formats.records.json_array_records`).
+
+    Raises:
+        Unreadable: the file cannot be read, or :func:`~datacheck.formats.records.json_array_records`
+            refuses it (the reason prefixed with the file's name).
+    """
     try:
-        values, lines = json_array_records(read_bytes(path))
+        values, lines = json_array_records(read_bytes(path), max_record)
     except RecordLayoutError as exc:
         raise Unreadable(f"{path.name}: {exc}") from None
     if not values:
@@ -539,9 +550,9 @@ def sniff(path: Path) -> str | None:
 
 
 def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
-    if fmt == "json":
-        return open_json_array(path, opts.max_examples)
     limit = int(getattr(opts.dataset, "max_row_bytes", None) or MAX_ROW_BYTES)
+    if fmt == "json":
+        return open_json_array(path, opts.max_examples, limit)
     return open_jsonl(path, opts.max_examples, limit)  # JSON has no fixed-size lists to normalize
 
 

@@ -31,12 +31,13 @@ import polars as pl
 
 from datacheck.formats.arrowtypes import arrow_for_polars, needs_conversion, validate_arrow
 from datacheck.formats.base import Format, ReadOptions, ShardData, cast_frame, normalize_shard
-from datacheck.formats.parquetdecode import claim, decoded, parquet_file, rows_bytes, wide_row_group
+from datacheck.formats.parquetdecode import claim, decoded, parquet_file, row_floor, rows_bytes, wide_row_group
+from datacheck.formats.parquetpages import scan_pages
 from datacheck.formats.rewrite import TableRewrite
 from datacheck.formats.stream_source import ahead
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes, store_reason
 from datacheck.io.stores import is_url
-from datacheck.model.constants import MAX_ROW_BYTES, RAMP_DIVISOR
+from datacheck.model.constants import BATCH_TARGET_BYTES, MAX_ROW_BYTES, RAMP_DIVISOR
 
 __all__ = ["FORMAT", "ParquetReader", "batchable", "read_table", "open_parquet", "open_remote", "read_parquet_columns", "read_parquet_rows"]
 
@@ -54,6 +55,9 @@ class Footer:
         self.metadata = pf.metadata
         self.schema_arrow = pf.schema_arrow
         self.convert = needs_conversion(self.schema_arrow)
+        #: column chunks that decode to more than their uncompressed bytes (set at open:
+        #: :func:`~datacheck.formats.parquetpages.scan_pages`; the batch sizes count them)
+        self.floors: dict[tuple[int, int], int] = {}
 
     @classmethod
     def read(cls, path: Path) -> Footer:
@@ -69,12 +73,25 @@ def _row_limit(opts: ReadOptions | None) -> int:
     return int(getattr(opts.dataset if opts is not None else None, "max_row_bytes", None) or MAX_ROW_BYTES)
 
 
-def _refuse_wide(metadata: Any, limit: int) -> None:
+def _refuse_wide(metadata: Any, limit: int, floors: dict[tuple[int, int], int] | None = None) -> None:
     """Raise :class:`Unreadable` when a row group's rows average more than ``limit`` bytes
     (:func:`~datacheck.formats.parquetdecode.wide_row_group`: from the footer, before any decode)."""
-    wide = wide_row_group(metadata, limit)
+    wide = wide_row_group(metadata, limit, floors)
     if wide is not None:
         raise Unreadable(wide.reason)
+
+
+def _refuse_big(path: Path, footer: Footer, limit: int) -> None:
+    """Raise :class:`Unreadable` when a value of the file holds more than ``limit`` bytes, or a row group
+    expands past ``limit`` bytes a row through a dictionary of one entry
+    (:func:`~datacheck.formats.parquetpages.scan_pages`: the pages over ``limit`` looked into before
+    pyarrow decodes them); else keep the chunks' decoded floors in ``footer.floors`` (batch sizes)."""
+    scan = scan_pages(path, footer.metadata, limit)
+    if scan.big is not None:
+        raise Unreadable(scan.big.reason)
+    footer.floors = scan.floors
+    if scan.floors:
+        _refuse_wide(footer.metadata, limit, scan.floors)
 
 
 def _read_parquet(path: Path, limit: int = MAX_ROW_BYTES) -> ShardData:
@@ -87,6 +104,7 @@ def _read_parquet(path: Path, limit: int = MAX_ROW_BYTES) -> ShardData:
         footer = None  # the polars reader below names the reason
     if footer is not None:
         _refuse_wide(footer.metadata, limit)
+        _refuse_big(path, footer, limit)
     if footer is not None and footer.convert:
         try:
             table = pq.read_table(path)
@@ -233,7 +251,10 @@ def read_parquet_columns(path: Path, columns: list[str], rows: int, schema: dict
 
 
 #: Rows a record batch of :func:`read_parquet_rows`: a row group (often 100,000 rows, 333 MB decoded
-#: for 256 tokens a row) is decoded this many rows at a time up to the last row wanted from it.
+#: for 256 tokens a row) is decoded this many rows at a time up to the last row wanted from it; fewer
+#: where the row group's rows hold more than :data:`BATCH_TARGET_BYTES` that many
+#: (:func:`~datacheck.formats.parquetdecode.row_floor`: 8,192 rows of a 1 MiB one-entry dictionary
+#: are 8 GiB decoded).
 REREAD_BATCH_ROWS = 8192
 
 
@@ -274,7 +295,10 @@ def read_parquet_rows(path: Path, columns: list[str], rows: list[int], schema: d
             off = 0
             # the group's record batches in order, decoded page by page: memory is one batch, and
             # nothing after the last wanted row is decoded
-            for batch in pf.iter_batches(batch_size=REREAD_BATCH_ROWS, row_groups=[int(g)], columns=columns,
+            per_row = row_floor(md, columns, getattr(footer, "floors", None), groups=[int(g)])
+            step = REREAD_BATCH_ROWS if per_row * REREAD_BATCH_ROWS <= BATCH_TARGET_BYTES \
+                else max(1, int(BATCH_TARGET_BYTES // per_row))
+            for batch in pf.iter_batches(batch_size=step, row_groups=[int(g)], columns=columns,
                                          use_threads=True):
                 sel = local[(local >= off) & (local < off + batch.num_rows)]
                 if sel.size:

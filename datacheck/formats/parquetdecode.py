@@ -15,13 +15,14 @@ import os
 import queue
 import threading
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
+from datacheck.formats.parquetpages import scan_pages
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS, MAX_ROW_BYTES, ONE_BATCH_TARGETS, RAMP_DIVISOR
 
 __all__ = ["ARROW_POOL_VAR", "HEAD_BUFFER_BYTES", "PREFETCH_PIECES", "SAMPLE_ROWS", "Prefetch", "batch_plan", "claim", "decode_order", "decode_pool", "decoded",
-           "footer_bytes", "parquet_file", "prefetch", "release", "rows_bytes", "sample_rows", "WideRowGroup",
-           "wide_row_group"]
+           "footer_bytes", "parquet_file", "prefetch", "release", "row_floor", "rows_bytes", "sample_rows",
+           "WideRowGroup", "wide_row_group"]
 
 #: rows decoded to estimate the decoded bytes of a row when the footer alone does not tell
 SAMPLE_ROWS = 1024
@@ -125,6 +126,8 @@ class WideRowGroup(NamedTuple):
         column: the top-level column whose chunks hold the most of them.
         column_bytes: that column's uncompressed bytes in the row group.
         limit: the bound, bytes a row (``[dataset] max_row_bytes``).
+        expanded: ``nbytes`` counts a chunk's decoded floor (a dictionary of one entry repeated over its
+            values) in place of its uncompressed bytes.
     """
 
     group: int
@@ -134,13 +137,16 @@ class WideRowGroup(NamedTuple):
     column: str
     column_bytes: int
     limit: int
+    expanded: bool = False
 
     @property
     def reason(self) -> str:
         """What was refused, where, by how much, and what to do (the ``decode.unreadable`` reason)."""
         last = self.first_row + self.rows - 1
         where = f"row {self.first_row:,}" if self.rows == 1 else f"rows {self.first_row:,}-{last:,}"
-        return (f"row group {self.group} ({where}) holds {self.nbytes:,} bytes uncompressed for {self.rows:,} "
+        holds = "decodes to at least" if self.expanded else "holds"
+        unit = " (a dictionary of one entry repeated over its values)" if self.expanded else " uncompressed"
+        return (f"row group {self.group} ({where}) {holds} {self.nbytes:,} bytes{unit} for {self.rows:,} "
                 f"row{'s' if self.rows != 1 else ''} ({self.nbytes // self.rows:,} bytes a row on average; column "
                 f"{self.column!r}: {self.column_bytes:,} bytes), more than the {_mib(self.limit)} a row datacheck "
                 f"decodes ([dataset] max_row_bytes), so it was not decoded: a row is the least a reader decodes "
@@ -158,7 +164,8 @@ def _mib(n: int) -> str:
     return f"{n >> 20:,} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n:,} bytes"
 
 
-def wide_row_group(metadata: Any, limit: int = MAX_ROW_BYTES) -> WideRowGroup | None:
+def wide_row_group(metadata: Any, limit: int = MAX_ROW_BYTES,
+                   floors: dict[tuple[int, int], int] | None = None) -> WideRowGroup | None:
     """The first row group of a parquet file whose rows hold more than ``limit`` bytes each on
     average, decided from the footer alone (``metadata``: a ``pyarrow.parquet.FileMetaData`` read
     already), before any page is read; None when there is none.
@@ -172,22 +179,31 @@ def wide_row_group(metadata: Any, limit: int = MAX_ROW_BYTES) -> WideRowGroup | 
     page whole). Row groups of 0 rows hold
     no row to decode. The column named is the one whose chunks hold the most bytes of that group.
 
+    ``floors``: ``{(row group, leaf column): bytes}`` a column chunk decodes to at least, where that is
+    more than its uncompressed bytes (:func:`~datacheck.formats.parquetpages.scan_pages`: a dictionary of
+    one entry repeated over the chunk's values, a decode bomb whose footer shows a few bytes); such a
+    chunk counts those bytes instead.
+
     Cost: one look at each row group's size and row count in the parsed footer (0.4 us a row group:
     4 us for the 10 row groups of a 1,000,000 x 128-token shard, on the loaded 2-core development machine); the column chunks are looked at only for a row group that fails. What the footer cannot
     tell: one huge value among many small rows of a row group (its average stays low) is decoded."""
+    extra: dict[int, int] = {}
+    for (g, j), floor in (floors or {}).items():
+        if g < metadata.num_row_groups:
+            extra[g] = extra.get(g, 0) + max(0, floor - metadata.row_group(g).column(j).total_uncompressed_size)
     start = 0
     for g in range(metadata.num_row_groups):
         rg = metadata.row_group(g)
         n = rg.num_rows
-        if n > 0 and rg.total_byte_size > limit * n:
-            wide = _wide(metadata, rg, g, start, limit)
+        if n > 0 and rg.total_byte_size + extra.get(g, 0) > limit * n:
+            wide = _wide(metadata, rg, g, start, limit, floors or {})
             if wide.nbytes > limit * n:
                 return wide
         start += n
     return None
 
 
-def _wide(metadata: Any, rg: Any, g: int, start: int, limit: int) -> WideRowGroup:
+def _wide(metadata: Any, rg: Any, g: int, start: int, limit: int, floors: dict[tuple[int, int], int]) -> WideRowGroup:
     """Row group ``g`` (``rg``, first row ``start``) measured by its column chunks' uncompressed bytes
     (the footer's own total only screens: a writer's total is not trusted to refuse a file), naming
     its largest top-level column."""
@@ -198,10 +214,12 @@ def _wide(metadata: Any, rg: Any, g: int, start: int, limit: int) -> WideRowGrou
         # the top-level field a leaf belongs to: the longest name equal to its path or prefixing it with
         # a dot (a name may hold dots itself)
         owner = max((t for t in top if _under(path, t)), key=len, default=path)
-        sizes[owner] = sizes.get(owner, 0) + rg.column(j).total_uncompressed_size
+        sizes[owner] = sizes.get(owner, 0) + max(rg.column(j).total_uncompressed_size, floors.get((g, j), 0))
     column = max(sizes, key=lambda c: sizes[c]) if sizes else ""
     return WideRowGroup(group=g, first_row=start, rows=rg.num_rows, nbytes=sum(sizes.values()), column=column,
-                        column_bytes=sizes.get(column, 0), limit=limit)
+                        column_bytes=sizes.get(column, 0), limit=limit,
+                        expanded=any(k[0] == g and v > rg.column(k[1]).total_uncompressed_size
+                                     for k, v in floors.items()))
 
 
 def footer_bytes(pf: Any, columns: list[str]) -> tuple[int, list[str]]:
@@ -251,38 +269,72 @@ def rows_bytes(path: Path, columns: list[str], footer: Any = None) -> tuple[int,
     text column beside three token lists (benchmarks/bench_peers.py's shard) decoded the lists'
     first rows too: 29 ms CPU before the first batch, the text column's alone about 1 ms.
     ``footer``: the file's footer read already (:class:`~datacheck.formats.parquet.Footer`, or any object with its
-    ``metadata``)."""
+    ``metadata``; its ``floors``, when it has them, are :func:`row_floor`'s).
+
+    The bytes per row are at least :func:`row_floor`'s over the chunks that decode to more than their
+    uncompressed bytes (``footer.floors``: a one-entry dictionary), so that a batch sized by first rows
+    that are null does not take the row group's later rows, each the dictionary's entry, by the
+    thousand."""
     try:
         pf = footer if footer is not None else parquet_file(path, None)
         rows = pf.metadata.num_rows
         if rows == 0:
             return 0, 0.0
+        floor = row_floor(pf.metadata, columns, getattr(footer, "floors", None), encoded=False)
         known, rest = footer_bytes(pf, columns)
         if not rest:
-            return rows, known / rows
+            return rows, max(floor, known / rows)
         first = next(parquet_file(path, footer, partial=True).iter_batches(
-            batch_size=sample_rows(pf.metadata, rest), columns=rest), None)
+            batch_size=sample_rows(pf.metadata, rest, getattr(footer, "floors", None)), columns=rest), None)
     except Exception:  # noqa: BLE001 - the engine's read reports the problem
         return None
     if first is None or first.num_rows == 0:
-        return rows, known / rows
-    return rows, known / rows + first.nbytes / first.num_rows
+        return rows, max(floor, known / rows)
+    return rows, max(floor, known / rows + first.nbytes / first.num_rows)
 
 
-def sample_rows(metadata: Any, columns: list[str]) -> int:
+def row_floor(metadata: Any, columns: list[str], floors: dict[tuple[int, int], int] | None = None,
+              groups: Iterable[int] | None = None, encoded: bool = True) -> float:
+    """Bytes a row of ``columns`` decodes to at least in the widest row group (of ``groups``, 0-based
+    indices; all when None): the most, over row groups, of their ``columns``' uncompressed bytes (each column
+    chunk's ``total_uncompressed_size``, or its floor in ``floors`` where that is more:
+    :func:`~datacheck.formats.parquetpages.scan_pages`) over their rows; 0.0 for a file of no rows.
+    ``encoded`` False: only the chunks of ``floors`` count (the others 0; none: 0.0 without a look at the
+    footer): the uncompressed bytes of tiny row groups are mostly page headers and dictionaries, more
+    than their rows decode to (7-row groups of token lists: 21 bytes a row against 5.3 decoded), which
+    would shrink batches sized by the decoded bytes. From the footer alone (one look at each column
+    chunk: about 1 us a chunk)."""
+    floors = floors or {}
+    if not encoded and not floors:
+        return 0.0
+    wanted = [j for j in range(metadata.num_columns)
+              if any(_under(metadata.schema.column(j).path, c) for c in columns)]
+    most = 0.0
+    for g in range(metadata.num_row_groups) if groups is None else groups:
+        if not 0 <= g < metadata.num_row_groups:
+            continue
+        rg = metadata.row_group(g)
+        if rg.num_rows > 0:
+            nbytes = sum(max(rg.column(j).total_uncompressed_size if encoded else 0, floors.get((g, j), 0))
+                         for j in wanted)
+            most = max(most, nbytes / rg.num_rows)
+    return most
+
+
+def sample_rows(metadata: Any, columns: list[str], floors: dict[tuple[int, int], int] | None = None) -> int:
     """Rows to decode from the file's start to size ``columns`` (:func:`rows_bytes`):
     :data:`SAMPLE_ROWS`, fewer where the footer says those rows hold more than
     :data:`BATCH_TARGET_BYTES` (rows times the first row group's uncompressed bytes of ``columns``
     over its rows: about what its rows decode to, or less), at least 1. Rows of 1 MiB images: 64 rows,
-    not 1,024 (1 GiB decoded for an estimate). Columns missing from the file are not counted."""
+    not 1,024 (1 GiB decoded for an estimate). Columns missing from the file are not counted. ``floors``:
+    chunks that decode to more than their uncompressed bytes (:func:`row_floor`): a one-entry dictionary
+    of 1 MiB over every row makes 64 rows, not 1,024."""
     if metadata.num_row_groups == 0:
         return SAMPLE_ROWS
     rg = metadata.row_group(0)
-    if rg.num_rows <= 0 or rg.total_byte_size * SAMPLE_ROWS <= BATCH_TARGET_BYTES * rg.num_rows:
+    if rg.num_rows <= 0 or (not floors and rg.total_byte_size * SAMPLE_ROWS <= BATCH_TARGET_BYTES * rg.num_rows):
         return SAMPLE_ROWS  # every column of the sample's rows holds at most a batch
-    nbytes = sum(rg.column(j).total_uncompressed_size for j in range(rg.num_columns)
-                 if any(_under(metadata.schema.column(j).path, c) for c in columns))
-    per_row = nbytes / rg.num_rows
+    per_row = row_floor(metadata, columns, floors, groups=[0])
     return SAMPLE_ROWS if per_row * SAMPLE_ROWS <= BATCH_TARGET_BYTES else max(1, int(BATCH_TARGET_BYTES // per_row))
 
 
@@ -405,6 +457,8 @@ class _Meta:
     def __init__(self, pf: Any):
         self.metadata = pf.metadata
         self.schema_arrow = pf.schema_arrow
+        #: chunks that decode to more than their uncompressed bytes (:func:`row_floor`)
+        self.floors: dict[tuple[int, int], int] = {}
 
 
 def batch_plan(path: Path) -> tuple[list[str], int, int | None, int, Any] | None:
@@ -426,8 +480,10 @@ def batch_plan(path: Path) -> tuple[list[str], int, int | None, int, Any] | None
             meta = _Meta(pf)
     except Exception:  # noqa: BLE001 - the engine's own read says why
         return None
-    if wide_row_group(meta.metadata) is not None:  # refused at open (the default bound): nothing decoded
-        return None
+    scan = scan_pages(path, meta.metadata, MAX_ROW_BYTES, look=False)
+    meta.floors = scan.floors
+    if scan.big is not None or wide_row_group(meta.metadata, MAX_ROW_BYTES, scan.floors) is not None:
+        return None  # refused at open (the default bound): nothing decoded
     columns = list(meta.schema_arrow.names)
     sized = rows_bytes(path, columns, meta)
     if sized is None:

@@ -23,7 +23,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from datacheck.io.safejson import MAX_JSON_DEPTH, max_depths
+import numpy as np
+
+from datacheck.io.safejson import MAX_JSON_DEPTH, element_spans, max_depths
 
 __all__ = ["BOM", "LineRecord", "RecordSplit", "RecordLayoutError", "strip_bom", "split_lines",
            "jsonl_records", "csv_records", "json_array_records"]
@@ -240,20 +242,56 @@ def csv_records(raw: bytes, sep: str, quote: str | None, header: bool, names: li
     return out
 
 
-def json_array_records(raw: bytes) -> tuple[list[dict[str, Any]], list[int]]:
+def _oversized(data: bytes, limit: int, base: int) -> None:
+    """Raise :class:`RecordLayoutError` when an element of the JSON array ``data`` (its objects and
+    arrays: :func:`~datacheck.io.safejson.element_spans`) holds more than ``limit`` bytes, or a stretch
+    between them does (a string or number element that is not a record), naming the first one: its
+    0-based index among the objects, its line, byte offset (``base``: the stripped byte order mark's
+    bytes) and bytes."""
+    starts, ends = element_spans(data)
+    sizes = ends - starts
+    over = np.flatnonzero(sizes > limit)
+    edges = np.concatenate(([0], ends)), np.concatenate((starts, [len(data)]))
+    gaps = np.flatnonzero(edges[1] - edges[0] > limit)
+    if not over.size and not gaps.size:
+        return
+    mib = f"{limit >> 20:,} MiB" if limit >= 1 << 20 and limit % (1 << 20) == 0 else f"{limit:,} bytes"
+    remedy = (f"more than the {mib} a record datacheck reads ([dataset] max_row_bytes), so nothing of the file was "
+              f"parsed: a JSON array is read whole. Split such values over more records (or write the records as "
+              f"JSON Lines, one a line), or raise [dataset] max_row_bytes on a machine with several times that "
+              f"memory free")
+    if over.size and (not gaps.size or starts[over[0]] < edges[0][gaps[0]]):
+        k = int(over[0])
+        at = int(starts[k])
+        line = data.count(b"\n", 0, at) + 1
+        raise RecordLayoutError(f"element {k} of the JSON array (line {line}, byte offset {at + base:,}) holds "
+                                f"{int(sizes[k]):,} bytes, {remedy}")
+    a, b = int(edges[0][gaps[0]]), int(edges[1][gaps[0]])
+    line = data.count(b"\n", 0, a) + 1
+    raise RecordLayoutError(f"the JSON array holds {b - a:,} bytes outside any object from line {line} (byte "
+                            f"offset {a + base:,}): an element that is not a record, {remedy}")
+
+
+def json_array_records(raw: bytes, max_record: int | None = None) -> tuple[list[dict[str, Any]], list[int]]:
     """The records of a JSON array file (``[{...}, {...}]``): (the objects in order, the 1-based line
     where each starts). A UTF-8 byte order mark is skipped. Nesting is bounded
-    (:data:`datacheck.io.safejson.MAX_JSON_DEPTH`) before anything is parsed.
+    (:data:`datacheck.io.safejson.MAX_JSON_DEPTH`) before anything is parsed, and so is a record's
+    size: with ``max_record`` (bytes: ``[dataset] max_row_bytes``), an element of more bytes, or more
+    bytes outside any object (an element that is not a record), refuses the file before anything is
+    decoded or parsed (:func:`_oversized`; a parsed string takes one to four times its bytes again, its
+    row as much once more).
 
     Raises:
-        RecordLayoutError: not UTF-8, nested too deep, not a JSON array, an element that is not an
-            object (its 0-based index and line), or a syntax error (line and column); the message
-            names the remedy.
+        RecordLayoutError: not UTF-8, nested too deep, an element over ``max_record`` (its 0-based
+            index, line and bytes), not a JSON array, an element that is not an object (its 0-based
+            index and line), or a syntax error (line and column); the message names the remedy.
     """
     data, _bom = strip_bom(raw)
     depth = int(max_depths(data, per_line=False).max(initial=0))
     if depth > MAX_JSON_DEPTH:
         raise RecordLayoutError(f"JSON nested {depth} levels deep (datacheck reads at most {MAX_JSON_DEPTH})")
+    if max_record is not None and len(data) > max_record:
+        _oversized(data, max_record, len(raw) - len(data))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -42,8 +42,10 @@ from datacheck.formats.arrowtypes import write_table
 from datacheck.formats.records import RecordLayoutError, RecordSplit, csv_records, jsonl_records, strip_bom
 from datacheck.io.hashing import hash_bytes
 from datacheck.io.rowhash import row_hash_series
-from datacheck.io.shardbytes import read_bytes
-from datacheck.model.errors import InternalError
+from datacheck.io.shardbytes import LongLine, bounded_line_chunks, read_bytes
+from datacheck.io.stores import is_url
+from datacheck.model.constants import MAX_ROW_BYTES
+from datacheck.model.errors import InternalError, UsageError
 
 __all__ = ["META_COLUMNS", "RAW_COLUMN", "RecordsRewrite", "RewriteJob", "RewriteRefused", "Rewriter", "Rewritten",
            "TableRewrite", "WriteBytes", "rewrite_records", "rewrite_table", "row_hashes"]
@@ -362,6 +364,61 @@ def _record_reasons(rec: _Record, reasons: dict[int, list[str]], drop: tuple[str
     return sorted(out)
 
 
+#: bytes read at a time by :func:`_refuse_long_line`'s pass over a file (the JSONL reader's chunk)
+LINE_SCAN_BYTES = 16 << 20
+
+
+def _long_line(job: RewriteJob, raw: bytes | None, limit: int) -> tuple[int, int, int] | None:
+    """(1-based line, byte offset, bytes) of the first line of ``job.source`` longer than ``limit``
+    bytes (the line break not counted; offsets in the decompressed bytes), else None. ``raw``: the
+    file's bytes already read (a store object), else the local file is streamed
+    (:func:`~datacheck.io.shardbytes.bounded_line_chunks`: a long line is passed over, never held;
+    memory one chunk). A plain local file of at most ``limit`` bytes holds no such line: not read."""
+    if raw is not None:
+        if len(raw) <= limit:
+            return None
+        line, pos = 1, 0
+        while pos <= len(raw):
+            nl = raw.find(b"\n", pos)
+            end = len(raw) if nl < 0 else nl
+            length = end - pos  # as bounded_line_chunks measures it: the newline not counted
+            if length > limit:
+                return line, pos, length
+            if nl < 0:
+                return None
+            pos, line = nl + 1, line + 1
+        return None
+    path = Path(job.source)
+    if not path.name.lower().endswith((".gz", ".zst")) and path.stat().st_size <= limit:
+        return None
+    line, offset = 1, 0
+    for chunk in bounded_line_chunks(path, LINE_SCAN_BYTES, limit):
+        if isinstance(chunk, LongLine):
+            return line, offset, chunk.length
+        line += chunk.count(b"\n")
+        offset += len(chunk)
+    return None
+
+
+def _refuse_long_line(job: RewriteJob, raw: bytes | None = None) -> None:
+    """Raise :class:`~datacheck.model.errors.UsageError` when a line of the shard holds more than
+    ``[dataset] max_row_bytes`` (:func:`_long_line`), naming the shard, the line, its byte offset and
+    bytes: clean holds a shard's records in memory (each line split, decoded and parsed again: several
+    copies of it), so it copies no such line, as the audit parses none (``decode.bad_record`` for
+    JSONL; an unreadable CSV shard is not copied at all)."""
+    limit = int(getattr(job.dataset, "max_row_bytes", None) or MAX_ROW_BYTES)
+    got = _long_line(job, raw, limit)
+    if got is None:
+        return
+    line, offset, length = got
+    mib = f"{limit >> 20:,} MiB" if limit >= 1 << 20 and limit % (1 << 20) == 0 else f"{limit:,} bytes"
+    raise UsageError(f"{job.rel}: line {line:,} (byte offset {offset:,}) holds {length:,} bytes, more than the {mib} "
+                     f"a record datacheck holds ([dataset] max_row_bytes); clean copies a shard's records in memory "
+                     f"and copies no such line, so no cleaned copy was made (nothing partial is left). Remove the "
+                     f"line (the audit reads it as a record that does not parse), or raise [dataset] max_row_bytes "
+                     f"on a machine with several times that memory free")
+
+
 def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
     """Rewrite a JSONL (``jsonl``) or CSV/TSV shard: its records split as the reader splits them
     (:mod:`datacheck.formats.records`); the kept records copied to ``target`` (JSONL: their line
@@ -370,9 +427,16 @@ def rewrite_records(jsonl: bool, job: RewriteJob, target: Path, quarantine: Path
     records that do not parse or hold invalid UTF-8 when ``job.drop`` names their ``decode.*``
     check) with the meta columns to ``quarantine`` (only when any is dropped), both by ``write``; both read back and
     compared record by record with the input's content hashes. Raises :class:`InternalError` when
-    they differ or the records do not split as the audit read them."""
+    they differ or the records do not split as the audit read them, and
+    :class:`~datacheck.model.errors.UsageError` for a line of more than ``[dataset] max_row_bytes``
+    (:func:`_refuse_long_line`, before the shard is read whole)."""
     reasons, rows, drop, dataset = job.reasons, job.rows, job.drop, job.dataset
+    remote = isinstance(job.source, str) and is_url(job.source)
+    if not remote:
+        _refuse_long_line(job)
     raw = read_bytes(job.source)
+    if remote:
+        _refuse_long_line(job, raw)
     schema = None
     if jsonl:
         header = None

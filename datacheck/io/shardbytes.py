@@ -121,11 +121,24 @@ def _split_long(data: bytes, max_line: int) -> Iterator[bytes | LongLine]:
         yield data[prev:]
 
 
+def _head(parts: list[bytes]) -> bytes:
+    """The first :data:`LONG_LINE_HEAD` bytes of the pieces ``parts`` of a line, without joining the rest."""
+    out: list[bytes] = []
+    need = LONG_LINE_HEAD
+    for p in parts:
+        if need <= 0:
+            break
+        out.append(p[:need])
+        need -= len(out[-1])
+    return b"".join(out)
+
+
 def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> Iterator[bytes | LongLine]:
     """:func:`line_chunks`, except that a line of more than ``max_line`` bytes (the newline not counted;
     None: no bound) comes as a :class:`LongLine` in its place, in file order: its bytes are read and
     dropped as they come, so memory stays one chunk plus one read block (and at most ``max_line``
-    bytes of the line before it is known to be long). A file cut into the same chunks gives the same
+    bytes of the line before it is known to be long, held once: the partial line is kept as the blocks
+    read, joined only when a newline ends it). A file cut into the same chunks gives the same
     sequence (two passes over a file agree). Lines within a chunk are measured only when the chunk
     is longer than ``max_line`` (JSONL reads chunks of 16 MiB, against 128 MiB by default): no line of
     a shorter chunk can be over it.
@@ -151,7 +164,10 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> I
             f = zstandard.ZstdDecompressor().stream_reader(raw)
         else:
             f = raw
-        buf = b""  # the bytes after the last newline seen (a partial line)
+        # the bytes after the last newline seen (a partial line), in the blocks read: joined only once a
+        # newline ends the line, so a line passing the bound is never held twice (buf + block, a copy)
+        parts: list[bytes] = []
+        held = 0
         skipped: list[Any] | None = None  # a long line being passed over: [bytes so far, its head]
         while True:
             try:
@@ -174,19 +190,19 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> I
                 block = block[nl + 1:]
                 if not block:
                     continue
-            data = buf + block if buf else block
+            if block.find(b"\n") < 0:  # the partial line goes on
+                held += len(block)
+                parts.append(block)
+                del block
+                if max_line is not None and held > max_line:  # one partial line, already too long
+                    skipped, parts, held = [held, _head(parts)], [], 0
+                continue
+            data = b"".join([*parts, block]) if parts else block
+            parts, held = [], 0
             del block  # only one copy of the chunk is kept while the caller works on it
             cut = data.rfind(b"\n")
-            if cut < 0:
-                if max_line is not None and len(data) > max_line:  # one partial line, already too long
-                    skipped, buf = [len(data), data[:LONG_LINE_HEAD]], b""
-                    continue
-                buf = data
-                continue
-            if cut == len(data) - 1:
-                buf = b""
-            else:
-                buf = data[cut + 1:]
+            if cut != len(data) - 1:
+                parts, held = [data[cut + 1:]], len(data) - cut - 1
                 data = data[:cut + 1]
             if max_line is not None and len(data) > max_line:
                 yield from _split_long(data, max_line)
@@ -195,11 +211,11 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> I
             del data
         if skipped is not None:
             yield LongLine(skipped[0], skipped[1], False)
-        elif buf:
-            if max_line is not None and len(buf) > max_line:
-                yield LongLine(len(buf), buf[:LONG_LINE_HEAD], False)
+        elif parts:
+            if max_line is not None and held > max_line:
+                yield LongLine(held, _head(parts), False)
             else:
-                yield buf
+                yield b"".join(parts)
     finally:
         raw.close()
 

@@ -81,6 +81,12 @@ ONE_BATCH_TARGETS = 2
 #: rows average more, from its footer, is refused before any decode
 #: (:func:`datacheck.formats.parquetdecode.wide_row_group`)
 MAX_ROW_BYTES = ONE_BATCH_TARGETS * BATCH_TARGET_BYTES
+#: bytes the layout recognizer's sample of a shard's first rows holds at most (its 1,000 rows,
+#: ``datacheck.derive.layout.SAMPLE_ROWS``, fewer where the reader's size of a row says those hold more:
+#: ``datacheck.engine.shard._Sampler``): one batch target, the most the engine holds of a shard's rows
+#: at once anyway, so the sample adds no peak of its own. Unbounded, 1,000 rows of up to [dataset]
+#: max_row_bytes each (128 MiB) could take 125 GiB before any check ran
+LAYOUT_SAMPLE_BYTES = BATCH_TARGET_BYTES
 
 #: with ``ramp``, the first parquet batch holds 1/8 of a batch (decoded on its own,
 #: :func:`datacheck.formats.parquetdecode.decoded`), and so does the final one: the pipeline's fill (the

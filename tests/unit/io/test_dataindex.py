@@ -92,7 +92,8 @@ def test_audit_with_committed_index_and_planted_shard_set(ds, tmp_path):
     assert checks == ["dup.exact_across_shards", "dup.shard", "index.changed_shard", "index.empty_shard",
                       "index.extra_shard", "index.missing_shard", "index.numbering_gap",
                       "index.row_count_mismatch", "index.temp_file"]
-    assert one(rep, "dup.shard").shards == ("copy.parquet", "data-00000-of-00003.parquet")
+    # the numbered shard first: the copy that clean keeps (a stray copy of it is the one dropped)
+    assert one(rep, "dup.shard").shards == ("data-00000-of-00003.parquet", "copy.parquet")
     assert one(rep, "index.missing_shard").shards == ("data-00001-of-00003.parquet",)
     assert one(rep, "index.extra_shard").shards == ("copy.parquet",)
     assert one(rep, "index.changed_shard").shards == ("data-00002-of-00003.parquet",)
