@@ -11,7 +11,10 @@ state lines; every other line is one micro-batch::
 A ``#state`` line is written each time the recorded sampler starts an epoch (or a resumed run
 starts): the epoch, the step the next batch belongs to (``start_step``), ``grad_accum``, the
 micro-batches the epoch's iteration yields (``batches``, when the sampler has a length) and the
-sampler's settings.
+sampler's settings. An ``#end`` line is written when an epoch's iteration ran to its end (every batch
+received by the training loop): the epoch, the micro-batches it yielded on the rank (``batches``, what was
+observed, also for a sampler without a length), the most any rank got (``epoch_batches``: accelerate's
+``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts.
 Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
 superseded (a run resumed from an earlier checkpoint re-records those steps).
 
@@ -87,6 +90,10 @@ class Ledger:
             recorded step when it holds fewer micro-batches than it should: ``grad_accum``, or for the
             last step of an epoch the remainder of the epoch's ``batches`` (the run stopped mid-step,
             or lost the step's last lines); datacheck ledgers with ``#state`` lines only.
+        ends: rank -> the ``#end`` records, in file order, each as ``(states before it, the record)``: an
+            iteration that ran to its epoch's end (the record's ``epoch``, ``batches``, ``epoch_batches``,
+            ``next_step``); the iteration the last ``#state`` began ended when the last entry's count is
+            ``len(states[rank])``.
     """
 
     folder: Path
@@ -97,6 +104,7 @@ class Ledger:
     tears: dict[str, str] = field(default_factory=dict)
     empty: list[str] = field(default_factory=list)
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    ends: dict[int, list[tuple[int, dict]]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -364,7 +372,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
             led.truncated.append(str(path))
             led.tears[str(path)] = it.tear or "torn"
         led.empty.append(str(path))
-        led.batches[rank], led.states[rank] = {}, []
+        led.batches[rank], led.states[rank], led.ends[rank] = {}, [], []
         return
     ours = first[1].startswith("#datacheck-ledger")
     if ours:
@@ -379,6 +387,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     per: dict[int, list[LedgerBatch]] = {}
     counts: dict[int, int] = {}  # step -> micro-batches recorded (every step, also those not kept)
     states: list[dict] = []
+    ends: list[tuple[int, dict]] = []
     for lineno, line in itertools.chain([first], lines):
         if not line.strip():
             continue
@@ -392,6 +401,8 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
                         del per[s]
                     for s in [s for s in counts if s >= start]:
                         del counts[s]
+            elif line.startswith("#end\t"):
+                ends.append((len(states), _state(line.split("\t", 1)[1], path, lineno)))
             continue
         parts = line.rstrip("\t").split("\t")
         if ours:
@@ -414,15 +425,21 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
         led.tears[str(path)] = it.tear or "torn"
     led.batches[rank] = per
     led.states[rank] = states
+    led.ends[rank] = ends
     if ours and counts:
-        _note_partial(led, rank, counts, states)
+        _note_partial(led, rank, counts, states, ends)
 
 
-def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[dict]) -> None:
+def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[dict],
+                  ends: list[tuple[int, dict]]) -> None:
     """Record in ``led.partial`` a rank's last step when it holds fewer micro-batches than it should
     (``grad_accum``; the epoch's last step, ``start_step + ceil(batches / grad_accum) - 1`` of the
-    governing ``#state``, has the remainder ``batches - grad_accum x (steps - 1)``)."""
+    governing ``#state``, has the remainder ``batches - grad_accum x (steps - 1)``). A last step before
+    the ``next_step`` of an ``#end`` written after the last ``#state`` is complete (its epoch ran out)."""
     last = max(counts)
+    if ends and ends[-1][0] == len(states) and isinstance(ends[-1][1].get("next_step"), int) \
+            and last < ends[-1][1]["next_step"]:
+        return
     st = next((x for x in reversed(states) if isinstance(x.get("start_step"), int) and x["start_step"] <= last), None)
     if st is None:
         return
