@@ -13,7 +13,10 @@ num_replicas=1, shuffle=True, seed 7)`` is ``torch.randperm(68)`` of a generator
 checked against the batches each process received from accelerate itself, never read back from datacheck:
 the order model (``epoch_order`` with ``[batch] loader = "accelerate"``, ``even_batches = false``) gives
 each process's batches in every epoch; the ledger puts process ``p``'s micro-batch ``k`` of epoch ``e`` at
-step ``e x ceil(5 / grad_accum) + k // grad_accum``; ``order verify`` passes with no divergent step.
+step ``e x ceil(5 / grad_accum) + k // grad_accum``; ``order verify`` passes with no divergent step; a NaN
+feature in a row of process 0's micro-batch 2 of epoch 2: ``trace --step`` of that step names both
+processes' rows of it (process 1's from its own epoch 2, which began at the run's step, not at its own
+count) and the NaN row among them.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import math
 from pathlib import Path
 
 import pytest
-from realruns import cli
+from realruns import cli, trace_json, write_nan_feature_rows
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
@@ -37,6 +40,9 @@ from datacheck.model.order import epoch_order  # noqa: E402
 N, BATCH, SEED, EPOCHS = 68, 8, 7, 3
 LOADER_BATCHES = math.ceil(N / BATCH)  # 9: the last holds 4 rows
 MOST = math.ceil(LOADER_BATCHES / WORLD)  # process 0's 5 batches an epoch
+SIZES = (20, 30, 18)  # the shards of the 68 rows
+BAD_EPOCH, BAD_MICRO, BAD_POS = 2, 2, 1  # process 0's micro-batch and the row in it whose x1 is NaN
+COLUMNS = '[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n'
 
 
 def _shares(epoch: int) -> list[list[list[int]]]:
@@ -50,8 +56,8 @@ def _shares(epoch: int) -> list[list[list[int]]]:
 def uneven_run(request, tmp_path_factory):
     ga = request.param
     root = tmp_path_factory.mktemp(f"accelerate_uneven_ga{ga}")
-    rows = [{"x1": (i % 13) / 13, "x2": (i % 5) / 5, "label": i % 2} for i in range(N)]
-    (root / "rows.json").write_text(json.dumps(rows))
+    write_nan_feature_rows(torch, root, _shares(BAD_EPOCH)[0][BAD_MICRO][BAD_POS], SIZES)
+    (root / "cols.toml").write_text(COLUMNS)
     res = _launch(root, ga=ga, epochs=EPOCHS, order="prepared", batch=BATCH, even_batches=False)
     assert all(p.returncode == 0 for p in res), [p.stderr[-3000:] for p in res]
     return root, ga
@@ -98,3 +104,19 @@ def test_order_verify_passes_with_no_divergent_step(uneven_run):
     assert res["passed"] and res["first_divergent_step"] is None and not res["findings"], res
     assert res["seen_twice"]["count"] == 0 and res["never_seen"]["count"] == 0
     assert res["plan"]["even_batches"] is False
+
+
+def test_trace_names_the_bad_step_and_both_processes_rows(uneven_run):
+    root, ga = uneven_run
+    spe = math.ceil(MOST / ga)
+    step = BAD_EPOCH * spe + BAD_MICRO // ga
+    bad = _shares(BAD_EPOCH)[0][BAD_MICRO][BAD_POS]
+    rc, res, err = trace_json(str(root / "log.jsonl"), "--data", str(root / "data"), "--ledger", str(root / "run"),
+                              "--config", str(root / "cols.toml"), "--step", str(step))
+    assert rc == 1, err  # the loss is NaN from the row's first step (epoch 0) on
+    ks = range((step - BAD_EPOCH * spe) * ga, (step - BAD_EPOCH * spe + 1) * ga)
+    want = {str(p): [i for k in ks if k < len(_shares(BAD_EPOCH)[p]) for i in _shares(BAD_EPOCH)[p][k]]
+            for p in range(WORLD)}
+    assert all(want.values())
+    assert res["data"]["rows"]["steps"][str(step)] == want
+    assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
