@@ -30,7 +30,10 @@ What the callback does:
   ``global_step`` + 1 (the count after the update), so log step ``N`` is ledger step ``N - 1``. A
   resumed ``train(resume_from_checkpoint=...)`` re-reads its epoch from the start and skips batches
   (accelerate's ``skip_first_batches``): the skipped batches are recorded again under the same steps,
-  and the ``#state`` line of the resume supersedes the earlier run's records from there. Lines are
+  and the ``#state`` line of the resume supersedes the earlier run's records from there. With
+  ``ignore_data_skip=True`` the resumed Trainer trains that epoch again from its first batch at the
+  restored ``global_step``: its batches are recorded from that step on (the rows trained twice are in
+  the ledger twice, as trained; ``order verify`` flags them). Lines are
   written as each step completes, at ``on_save`` and at ``on_train_end`` (see
   :mod:`datacheck.torch.record`).
 - **BatchGuard** (``guard=``: the :class:`~datacheck.torch.guard.BatchGuard` given to the Trainer as
@@ -144,6 +147,10 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
                 state.log_history.append({**keys, "step": state.global_step})
         if self.record and train_dataloader is not None:
             self.recorder = self._wrap(train_dataloader, args)
+            if self.recorder is not None and getattr(args, "ignore_data_skip", False) and state.global_step > 0:
+                # a resume that skips no data: the epoch it resumes is trained again from its first batch,
+                # under the restored global step and on (not under the steps that epoch first had)
+                self.recorder.first_step = int(state.global_step)
         return control
 
     def on_substep_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:

@@ -252,6 +252,10 @@ class RecordingBatchSampler:
         self.epoch_aligned = epoch_aligned
         self.hold = hold
         self.resume_skips = resume_skips
+        #: under ``epoch_aligned``, the step of the first iteration's first batch when the run says so (the
+        #: Hugging Face Trainer resumed with ``ignore_data_skip`` trains its epoch again from the start at
+        #: the restored global step); None: from the ledger (:meth:`_aligned_start`)
+        self.first_step: int | None = None
         self._epoch = epoch
         self._iters = 0
         self._buf: list[str] = []
@@ -512,7 +516,9 @@ class RecordingBatchSampler:
         replay = ([r for r in self._trained_prefix(led, epoch) if r[1] < self.next_step]  # those before the resume
                   if first and not self.epoch_aligned else [])
         skipped = _accelerate_chain(self.inner)[2] or 0  # skip_first_batches: the epoch's batches before ours
-        if self.epoch_aligned:
+        if self.epoch_aligned and first and self.first_step is not None:
+            self.next_step, self.next_micro = self.first_step, 0
+        elif self.epoch_aligned:
             self.next_step, self.next_micro = self._aligned_start(led, epoch, batches), 0
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
                  "batches": batches, **_sampler_state(self.inner)}
