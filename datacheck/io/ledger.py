@@ -16,7 +16,8 @@ received by the training loop): the epoch, the micro-batches it yielded on the r
 observed, also for a sampler without a length), the most any rank got (``epoch_batches``: accelerate's
 ``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts.
 Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
-superseded (a run resumed from an earlier checkpoint re-records those steps).
+superseded (a run resumed from an earlier checkpoint re-records those steps), and so are the ``#state``
+lines (and their ``#end`` lines) written before it with a later ``start_step``.
 
 OLMo's files (no header) hold ``<step><TAB><index>...`` per rank and step (all micro-batches of the
 device batch on one line; the step is OLMo's ``global_step``, 1-based). They are read as they are:
@@ -78,7 +79,8 @@ class Ledger:
         folder: the folder holding the ``rank{r}.tsv.gz`` files.
         format: ``"datacheck"`` or ``"olmo"``.
         batches: rank -> step -> the step's batches on that rank, in order.
-        states: rank -> the ``#state`` records (dicts), in file order.
+        states: rank -> the ``#state`` records (dicts), in file order, less those a later ``#state``
+            line superseded (a ``start_step`` after the later one's: what an earlier run began there).
         truncated: files whose gzip stream ends early (a run killed mid-write) or whose last line has
             no newline: every complete line before the tear is read (the cut gzip member's too: a
             deflate stream inflates exactly up to where it was cut), the cut line dropped.
@@ -387,22 +389,24 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     per: dict[int, list[LedgerBatch]] = {}
     counts: dict[int, int] = {}  # step -> micro-batches recorded (every step, also those not kept)
     states: list[dict] = []
-    ends: list[tuple[int, dict]] = []
+    ends: list[tuple[dict | None, dict]] = []  # (the #state of the iteration it ends, the #end record)
     for lineno, line in itertools.chain([first], lines):
         if not line.strip():
             continue
         if line.startswith("#"):
             if line.startswith("#state\t"):
                 st = _state(line.split("\t", 1)[1], path, lineno)
-                states.append(st)
                 start = st.get("start_step")
                 if isinstance(start, int):  # a (re)start: later records replace what was recorded from here
                     for s in [s for s in per if s >= start]:
                         del per[s]
                     for s in [s for s in counts if s >= start]:
                         del counts[s]
+                    # and the #state lines of what they replace (a later epoch an earlier run began)
+                    states = [x for x in states if not (isinstance(x.get("start_step"), int) and x["start_step"] > start)]
+                states.append(st)
             elif line.startswith("#end\t"):
-                ends.append((len(states), _state(line.split("\t", 1)[1], path, lineno)))
+                ends.append((states[-1] if states else None, _state(line.split("\t", 1)[1], path, lineno)))
             continue
         parts = line.rstrip("\t").split("\t")
         if ours:
@@ -425,9 +429,10 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
         led.tears[str(path)] = it.tear or "torn"
     led.batches[rank] = per
     led.states[rank] = states
-    led.ends[rank] = ends
+    where = {id(st): i + 1 for i, st in enumerate(states)}  # an #end of a superseded iteration is dropped with it
+    led.ends[rank] = [(where[id(st)], end) for st, end in ends if st is not None and id(st) in where]
     if ours and counts:
-        _note_partial(led, rank, counts, states, ends)
+        _note_partial(led, rank, counts, states, led.ends[rank])
 
 
 def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[dict],

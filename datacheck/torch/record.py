@@ -189,6 +189,11 @@ def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
                 st[("sampler_" + k) if k == "drop_last" else k] = v
         if type(inner).__name__ == "SequentialSampler":  # DataLoader(shuffle=False): the rows in order
             st.setdefault("shuffle", False)
+        seed = getattr(inner, "initial_seed", None)  # accelerate's SeedableRandomSampler (the HF Trainer's)
+        if "seed" not in st and isinstance(seed, int) and not isinstance(seed, bool):
+            st["seed"] = seed  # its order: randperm(n) of a generator seeded seed + epoch, as DistributedSampler's
+            if any(c.__name__ == "RandomSampler" for c in type(inner).__mro__):
+                st.setdefault("shuffle", True)
     return st
 
 

@@ -18,7 +18,7 @@ import logging
 import warnings
 
 import pytest
-from realruns import place, trace_json, write_shards
+from realruns import cli, place, trace_json, write_shards
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -247,10 +247,18 @@ def test_resumed_trainer_records_its_order_in_its_numbering(tmp_path, ignore_dat
         assert [(st["epoch"], st["start_step"]) for st in led.states[0]][-2:] == [(0, 10), (1, 22)]
         twice = [i for s in range(10) for b in led.batches[0][s] for i in b.indices]  # epoch 0's first 10 steps
         assert sorted(twice) == sorted(perms[0][:20 * B])
+        rc, out, err = cli("order", "verify", str(tmp_path / "out"), "--rows", str(N), "--format", "json")
+        res = json.loads(out)["result"]
+        assert rc == 1 and res["seen_twice"]["count"] == 20 * B and res["never_seen"]["count"] == 0, out + err
         return
     assert got == \
         {12 * e + s: [perms[e][(2 * s + m) * B:(2 * s + m + 1) * B] for m in range(2)] for e in (0, 1) for s in range(12)}
     assert led.partial == {} and [(st["epoch"], st["start_step"]) for st in led.states[0]][-2:] == [(0, 0), (1, 12)]
+    # the #state records the Trainer's SeedableRandomSampler (seed 42, shuffled): order verify plans it and passes
+    rc, out, err = cli("order", "verify", str(tmp_path / "out"), "--rows", str(N), "--format", "json")
+    res = json.loads(out)["result"]
+    assert rc == 0 and res["first_divergent_step"] is None and not res["findings"], out + err
+    assert (res["plan"]["seed"], res["plan"]["shuffle"]) == (SEED, True)
 
 
 class _Ids(torch.utils.data.Dataset):
