@@ -11,9 +11,13 @@ state lines; every other line is one micro-batch::
 A ``#state`` line is written each time the recorded sampler starts an epoch (or a resumed run
 starts): the epoch, the step the next batch belongs to (``start_step``), ``grad_accum``, the
 micro-batches the epoch's iteration yields (``batches``, when the sampler has a length) and the
-sampler's settings.
+sampler's settings. An ``#end`` line is written when an epoch's iteration ran to its end (every batch
+received by the training loop): the epoch, the micro-batches it yielded on the rank (``batches``, what was
+observed, also for a sampler without a length), the most any rank got (``epoch_batches``: accelerate's
+``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts.
 Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
-superseded (a run resumed from an earlier checkpoint re-records those steps).
+superseded (a run resumed from an earlier checkpoint re-records those steps), and so are the ``#state``
+lines (and their ``#end`` lines) written before it with a later ``start_step``.
 
 OLMo's files (no header) hold ``<step><TAB><index>...`` per rank and step (all micro-batches of the
 device batch on one line; the step is OLMo's ``global_step``, 1-based). They are read as they are:
@@ -75,7 +79,8 @@ class Ledger:
         folder: the folder holding the ``rank{r}.tsv.gz`` files.
         format: ``"datacheck"`` or ``"olmo"``.
         batches: rank -> step -> the step's batches on that rank, in order.
-        states: rank -> the ``#state`` records (dicts), in file order.
+        states: rank -> the ``#state`` records (dicts), in file order, less those a later ``#state``
+            line superseded (a ``start_step`` after the later one's: what an earlier run began there).
         truncated: files whose gzip stream ends early (a run killed mid-write) or whose last line has
             no newline: every complete line before the tear is read (the cut gzip member's too: a
             deflate stream inflates exactly up to where it was cut), the cut line dropped.
@@ -87,6 +92,10 @@ class Ledger:
             recorded step when it holds fewer micro-batches than it should: ``grad_accum``, or for the
             last step of an epoch the remainder of the epoch's ``batches`` (the run stopped mid-step,
             or lost the step's last lines); datacheck ledgers with ``#state`` lines only.
+        ends: rank -> the ``#end`` records, in file order, each as ``(states before it, the record)``: an
+            iteration that ran to its epoch's end (the record's ``epoch``, ``batches``, ``epoch_batches``,
+            ``next_step``); the iteration the last ``#state`` began ended when the last entry's count is
+            ``len(states[rank])``.
     """
 
     folder: Path
@@ -97,6 +106,7 @@ class Ledger:
     tears: dict[str, str] = field(default_factory=dict)
     empty: list[str] = field(default_factory=list)
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    ends: dict[int, list[tuple[int, dict]]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -364,7 +374,7 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
             led.truncated.append(str(path))
             led.tears[str(path)] = it.tear or "torn"
         led.empty.append(str(path))
-        led.batches[rank], led.states[rank] = {}, []
+        led.batches[rank], led.states[rank], led.ends[rank] = {}, [], []
         return
     ours = first[1].startswith("#datacheck-ledger")
     if ours:
@@ -379,19 +389,24 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
     per: dict[int, list[LedgerBatch]] = {}
     counts: dict[int, int] = {}  # step -> micro-batches recorded (every step, also those not kept)
     states: list[dict] = []
+    ends: list[tuple[dict | None, dict]] = []  # (the #state of the iteration it ends, the #end record)
     for lineno, line in itertools.chain([first], lines):
         if not line.strip():
             continue
         if line.startswith("#"):
             if line.startswith("#state\t"):
                 st = _state(line.split("\t", 1)[1], path, lineno)
-                states.append(st)
                 start = st.get("start_step")
                 if isinstance(start, int):  # a (re)start: later records replace what was recorded from here
                     for s in [s for s in per if s >= start]:
                         del per[s]
                     for s in [s for s in counts if s >= start]:
                         del counts[s]
+                    # and the #state lines of what they replace (a later epoch an earlier run began)
+                    states = [x for x in states if not (isinstance(x.get("start_step"), int) and x["start_step"] > start)]
+                states.append(st)
+            elif line.startswith("#end\t"):
+                ends.append((states[-1] if states else None, _state(line.split("\t", 1)[1], path, lineno)))
             continue
         parts = line.rstrip("\t").split("\t")
         if ours:
@@ -414,15 +429,22 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
         led.tears[str(path)] = it.tear or "torn"
     led.batches[rank] = per
     led.states[rank] = states
+    where = {id(st): i + 1 for i, st in enumerate(states)}  # an #end of a superseded iteration is dropped with it
+    led.ends[rank] = [(where[id(st)], end) for st, end in ends if st is not None and id(st) in where]
     if ours and counts:
-        _note_partial(led, rank, counts, states)
+        _note_partial(led, rank, counts, states, led.ends[rank])
 
 
-def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[dict]) -> None:
+def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[dict],
+                  ends: list[tuple[int, dict]]) -> None:
     """Record in ``led.partial`` a rank's last step when it holds fewer micro-batches than it should
     (``grad_accum``; the epoch's last step, ``start_step + ceil(batches / grad_accum) - 1`` of the
-    governing ``#state``, has the remainder ``batches - grad_accum x (steps - 1)``)."""
+    governing ``#state``, has the remainder ``batches - grad_accum x (steps - 1)``). A last step before
+    the ``next_step`` of an ``#end`` written after the last ``#state`` is complete (its epoch ran out)."""
     last = max(counts)
+    if ends and ends[-1][0] == len(states) and isinstance(ends[-1][1].get("next_step"), int) \
+            and last < ends[-1][1]["next_step"]:
+        return
     st = next((x for x in reversed(states) if isinstance(x.get("start_step"), int) and x["start_step"] <= last), None)
     if st is None:
         return

@@ -28,7 +28,10 @@ deals to the ``world_size`` processes (:func:`accelerate_shards`): batch ``k`` t
 world_size`` (``split_batches`` false; the loader batch is ``batch_size``), or slice ``p`` of every batch
 of ``batch_size x world_size`` rows to process ``p`` (``split_batches`` true). ``even_batches`` (accelerate's
 default) completes the last round with rows from the epoch's start so every process gets as many full
-batches; ``drop_last`` drops a last round that is not full. accelerate sets the sampler's epoch to the
+batches; ``drop_last`` drops a last round that is not full. Without ``even_batches`` the processes after
+the last batch's get one batch fewer: the epoch's steps are the longest share's (process 0's, the run's
+count), a shorter share has no micro-batch in the epoch's last step, and every process starts the next
+epoch at the same step (what ``record_batches`` records). accelerate sets the sampler's epoch to the
 loader's iteration count, so epoch ``e`` is seeded ``seed + e`` as with torch.
 
 With ``[batch] max_tokens`` (token-budget batching) the micro-batches of each rank are those of

@@ -19,7 +19,10 @@ What the callback does:
   ``<ledger_dir or args.output_dir>/data-indices/rank<process_index>.tsv.gz``, with ``grad_accum =
   args.gradient_accumulation_steps`` and the Trainer's step numbering: epoch ``e`` starts at step
   ``e x ceil(len(loader) / grad_accum)`` (the Trainer's ``num_update_steps_per_epoch``; its last step
-  takes the remainder micro-batches). A micro-batch is recorded under the value ``state.global_step``
+  takes the remainder micro-batches) when every epoch has that length; what was observed decides
+  first: the step a ``#state`` line of the ledger started epoch ``e`` at (a resume re-reads its
+  epoch), else the step after epoch ``e - 1`` ran out (its ``#end`` line: a loader whose length
+  changes between epochs). A micro-batch is recorded under the value ``state.global_step``
   has while the Trainer trains on it: the 0-based optimizer step. Its line is written when the
   Trainer has trained it (``on_substep_end`` / ``on_step_end``), so the batches DataLoader workers
   (``dataloader_num_workers``) and accelerate fetched ahead of a stop (``max_steps``, a guard stop,
@@ -27,7 +30,10 @@ What the callback does:
   ``global_step`` + 1 (the count after the update), so log step ``N`` is ledger step ``N - 1``. A
   resumed ``train(resume_from_checkpoint=...)`` re-reads its epoch from the start and skips batches
   (accelerate's ``skip_first_batches``): the skipped batches are recorded again under the same steps,
-  and the ``#state`` line of the resume supersedes the earlier run's records from there. Lines are
+  and the ``#state`` line of the resume supersedes the earlier run's records from there. With
+  ``ignore_data_skip=True`` the resumed Trainer trains that epoch again from its first batch at the
+  restored ``global_step``: its batches are recorded from that step on (the rows trained twice are in
+  the ledger twice, as trained; ``order verify`` flags them). Lines are
   written as each step completes, at ``on_save`` and at ``on_train_end`` (see
   :mod:`datacheck.torch.record`).
 - **BatchGuard** (``guard=``: the :class:`~datacheck.torch.guard.BatchGuard` given to the Trainer as
@@ -141,6 +147,10 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
                 state.log_history.append({**keys, "step": state.global_step})
         if self.record and train_dataloader is not None:
             self.recorder = self._wrap(train_dataloader, args)
+            if self.recorder is not None and getattr(args, "ignore_data_skip", False) and state.global_step > 0:
+                # a resume that skips no data: the epoch it resumes is trained again from its first batch,
+                # under the restored global step and on (not under the steps that epoch first had)
+                self.recorder.first_step = int(state.global_step)
         return control
 
     def on_substep_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:

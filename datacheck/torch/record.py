@@ -18,7 +18,17 @@ recorder has since recorded past is refused at its first iteration (``UsageError
 With accelerate: ``record_batches(accelerator.prepare(loader), folder)`` (each process records its own
 shard under its ``process_index``; the other order is refused over several processes). Resuming with
 accelerate: call ``skip_first_batches`` first and ``record_batches`` on the loader it returns (with the
-resumed ``start_step``), so skipped batches are never recorded.
+resumed ``start_step``), so skipped batches are never recorded. A loop that skips them itself by ``itertools.islice``
+over the recording loader receives them, as a loop that trains them again does: ``resume_skips=True`` says
+the loop skips them (the first iteration's batches that repeat the rows the ledger records for that
+epoch's micro-batches before ``start_step`` are not recorded); without it they are recorded as trained
+again, with a warning.
+
+Epochs may differ in length (a dataset whose size changes between epochs, a batch sampler without
+``__len__``, accelerate's ``even_batches=False``, where some processes get a batch fewer): an iteration
+that runs to its epoch's end (every batch received by the loop) writes an ``#end`` line (the epoch, the
+micro-batches observed, the epoch's longest share and ``next_step``), and the next epoch starts at that
+step, on every process after the longest share's steps (the step count of the run, process 0's).
 
 When the lines reach the disk:
 
@@ -179,6 +189,11 @@ def _sampler_state(batch_sampler: Any) -> dict[str, Any]:
                 st[("sampler_" + k) if k == "drop_last" else k] = v
         if type(inner).__name__ == "SequentialSampler":  # DataLoader(shuffle=False): the rows in order
             st.setdefault("shuffle", False)
+        seed = getattr(inner, "initial_seed", None)  # accelerate's SeedableRandomSampler (the HF Trainer's)
+        if "seed" not in st and isinstance(seed, int) and not isinstance(seed, bool):
+            st["seed"] = seed  # its order: randperm(n) of a generator seeded seed + epoch, as DistributedSampler's
+            if any(c.__name__ == "RandomSampler" for c in type(inner).__mro__):
+                st.setdefault("shuffle", True)
     return st
 
 
@@ -204,13 +219,21 @@ class RecordingBatchSampler:
             ``#state`` line's epoch, plus one when the ledger ends with that epoch's last micro-batch).
         flush_every: the most micro-batches held before a write (a step's lines are written when the
             step is complete, or sooner with a ``grad_accum`` above this).
-        epoch_aligned: each epoch's first batch starts step ``epoch x ceil(len(inner) / grad_accum)``
-            (the Hugging Face Trainer's numbering: an epoch's last step takes the remainder
-            micro-batches; the resumed Trainer re-reads its epoch from the start and skips batches).
+        epoch_aligned: each epoch's first batch starts the epoch's first step in the Hugging Face
+            Trainer's numbering (an epoch's last step takes the remainder micro-batches; the resumed
+            Trainer re-reads its epoch from the start and skips batches), from what was observed: the
+            ``start_step`` of the ledger's ``#state`` line of that epoch, else the ``next_step`` of the
+            epoch before's ``#end`` line (or this recorder's own), else ``epoch x ceil(len(inner) /
+            grad_accum)`` (no earlier epoch seen).
         hold: every batch's line is held until :meth:`commit_through` says the training loop has
             trained it (the Hugging Face callback calls it at each micro-batch's and step's end), so
             batches that DataLoader workers or accelerate prefetched and the loop never trained are
             not recorded.
+        resume_skips: the training loop skips, in the epoch it resumes, the batches trained before the
+            resume (``itertools.islice`` over the loader): in this recorder's first iteration, the batches
+            yielded with the rows the ledger records for that epoch's micro-batches before the start step,
+            in order from the epoch's start, are not recorded (nor counted); False: every batch yielded is
+            recorded as trained (a ``UserWarning`` when the first ones repeat the ledger's).
 
     Attributes:
         pending: micro-batch lines not yet written.
@@ -218,7 +241,7 @@ class RecordingBatchSampler:
 
     def __init__(self, inner: Any, out_dir: str | Path, *, rank: int = 0, grad_accum: int = 1,
                  start_step: int | None = None, epoch: int | None = None, flush_every: int = 256,
-                 epoch_aligned: bool = False, hold: bool = False):
+                 epoch_aligned: bool = False, hold: bool = False, resume_skips: bool = False):
         if grad_accum < 1:
             raise UsageError(f"grad_accum must be >= 1, got {grad_accum}")
         if flush_every < 1:
@@ -233,6 +256,11 @@ class RecordingBatchSampler:
         self.rank, self.grad_accum, self.flush_every = rank, grad_accum, flush_every
         self.epoch_aligned = epoch_aligned
         self.hold = hold
+        self.resume_skips = resume_skips
+        #: under ``epoch_aligned``, the step of the first iteration's first batch when the run says so (the
+        #: Hugging Face Trainer resumed with ``ignore_data_skip`` trains its epoch again from the start at
+        #: the restored global step); None: from the ledger (:meth:`_aligned_start`)
+        self.first_step: int | None = None
         self._epoch = epoch
         self._iters = 0
         self._buf: list[str] = []
@@ -240,7 +268,9 @@ class RecordingBatchSampler:
         self._finalizer = weakref.finalize(self, _write_lines, self.path, self._buf, self._pid)
         # under the DataLoader record_batches returns, a batch's line waits in ``_issued`` until the loader
         # yields that batch to the training loop (:meth:`commit`); ``_claim`` marks the next iteration as one
-        self._issued: deque[tuple[str, BatchTag]] = deque()
+        self._issued: deque[tuple[str | None, BatchTag]] = deque()  # None: a batch trained before a resume
+        self._end: dict[str, Any] | None = None  # the #end line of an iteration that ran out, until received
+        self._ended: dict[int, int] = {}  # epoch -> the step after it, for iterations that ran to the end
         self._claim = False
         self._from_loader = False
         self._warned_foreign = False
@@ -264,10 +294,11 @@ class RecordingBatchSampler:
     def _ledger_position(self) -> tuple[int, int | None]:
         """Where the rank's ledger on disk ends: ``(step of the next batch, epoch of the next iteration)``.
 
-        The step is the one after the last complete step (an epoch's last step, holding the remainder
-        micro-batches, is complete; a step cut short is re-recorded from its start), 0 without a ledger. The
-        epoch is the last ``#state`` line's epoch, plus one when the last micro-batch ended that epoch's
-        iteration; None without a ``#state`` line. A torn ledger is first rewritten with its complete lines.
+        The step is the ``#end`` line's ``next_step`` when the last iteration ran to its epoch's end, the
+        last ``#state`` line's ``start_step`` when that iteration recorded nothing, else the one after the
+        last complete step (an epoch's last step, holding the remainder micro-batches, is complete; a step
+        cut short is re-recorded from its start), 0 without a ledger. The epoch is the last ``#state``
+        line's epoch, plus one when the last iteration ended that epoch; None without a ``#state`` line. A torn ledger is first rewritten with its complete lines.
 
         Raises:
             UsageError: the folder holds an OLMo ledger.
@@ -282,6 +313,15 @@ class RecordingBatchSampler:
         last = led.last(self.rank)
         states = led.states.get(self.rank) or []
         epoch = states[-1].get("epoch") if states else None
+        ends = led.ends.get(self.rank) or []
+        if ends and ends[-1][0] == len(states):  # the last iteration ran to its epoch's end (#end)
+            end = ends[-1][1]
+            nxt, ep = end.get("next_step"), end.get("epoch")
+            if isinstance(nxt, int) and (last is None or last.step < nxt):
+                return nxt, ep + 1 if isinstance(ep, int) else None
+        start = states[-1].get("start_step") if states else None
+        if isinstance(start, int) and last is not None and start > last.step:  # an iteration began, nothing recorded
+            return start, epoch if isinstance(epoch, int) else None
         if last is None:
             return 0, epoch if isinstance(epoch, int) else None
         ended = _ends_epoch(last, states, self.grad_accum)
@@ -314,6 +354,9 @@ class RecordingBatchSampler:
         if not self._issued:
             return
         line, tag = self._issued.popleft()
+        if line is None:  # trained before the resume: already in the ledger
+            self._write_end()
+            return
         self._buf.append(line)
         nxt = (tag.step, tag.micro_batch + 1)
         if nxt[1] == self.grad_accum:
@@ -322,6 +365,7 @@ class RecordingBatchSampler:
         elif len(self._buf) >= self.flush_every:
             self.flush()
         self._committed = nxt
+        self._write_end()
 
     def commit_through(self, step: int, micro_batch: int = 0) -> None:
         """The training loop has trained every batch before position (``step``, ``micro_batch``): the
@@ -373,6 +417,70 @@ class RecordingBatchSampler:
         base = self._resume_epoch if isinstance(self._resume_epoch, int) else 0
         return base + self._iters
 
+    def _epoch_known(self) -> bool:
+        """Whether the epoch of the next iteration is the run's own (the sampler's ``set_epoch`` value, or
+        the ``epoch`` passed), not one counted by the recorder."""
+        return self._epoch is not None or (self.sampler is not None and isinstance(getattr(self.sampler, "epoch", None), int))
+
+    def _read_own(self) -> Any:
+        """The folder's ledger as on disk now (None when this rank has none or it cannot be read)."""
+        if self._size() <= 0:
+            return None
+        try:
+            return read_ledger(self.path.parent)
+        except UsageError:
+            return None
+
+    def _trained_prefix(self, led: Any, epoch: int) -> list[tuple[tuple[int, ...], int, int]]:
+        """``(indices, step, micro-batch)`` of the batches the ledger records as trained in ``epoch`` on
+        this rank, in training order (the epoch's first batches, when a run stopped inside it)."""
+        if led is None:
+            return []
+        per = led.batches.get(self.rank) or {}
+        got = [b for s in sorted(per) for b in per[s] if b.epoch == epoch]
+        return [(b.indices, b.step, b.micro_batch if b.micro_batch is not None else 0) for b in got]
+
+    def _aligned_start(self, led: Any, epoch: int, batches: int | None) -> int:
+        """The step of ``epoch``'s first batch under ``epoch_aligned``, from what was observed: where the
+        ledger's ``#state`` of that epoch put it (a resumed Trainer re-reads its epoch), else where the
+        epoch before ran out (the ledger's ``#end``, or this recorder's own), else the Trainer's arithmetic
+        ``epoch x ceil(batches / grad_accum)`` (no earlier epoch seen), else the step after the last."""
+        starts: dict[int, int] = {}
+        nexts: dict[int, int] = {}
+        if led is not None:
+            states = led.states.get(self.rank) or []
+            ends = led.ends.get(self.rank) or []
+            for i, st in enumerate(states + [{}]):
+                for n, end in ends:  # the #end lines written before this #state
+                    if n == i and isinstance(end.get("epoch"), int) and isinstance(end.get("next_step"), int):
+                        nexts[end["epoch"]] = end["next_step"]
+                ep, start = st.get("epoch"), st.get("start_step")
+                if isinstance(ep, int) and isinstance(start, int):
+                    for k in [k for k in starts if k > ep]:  # a later (re)start of an earlier epoch replaces them
+                        del starts[k]
+                    for k in [k for k in nexts if k >= ep]:
+                        del nexts[k]
+                    starts.setdefault(ep, start)
+        if epoch in starts:
+            return starts[epoch]
+        if epoch - 1 in nexts:
+            return nexts[epoch - 1]
+        if epoch - 1 in self._ended:
+            return self._ended[epoch - 1]
+        if batches is not None:
+            return epoch * math.ceil(batches / self.grad_accum)
+        return self.next_step + (1 if self.next_micro else 0)
+
+    def _write_end(self) -> None:
+        """Write the ``#end`` line of an iteration that ran to its epoch's end, once every batch it issued
+        was received (or trained) by the loop."""
+        if self._end is None or self._issued:
+            return
+        end, self._end = self._end, None
+        self._buf.append("#end\t" + json.dumps(end, sort_keys=True) + "\n")
+        self._committed = (end["next_step"], 0)
+        self.flush()
+
     def __iter__(self) -> Iterator[list[int]]:
         deferred, self._claim = self._claim or self.hold, False
         if not deferred and self._from_loader:
@@ -393,19 +501,30 @@ class RecordingBatchSampler:
                               "record_batches(skip_first_batches(prepared, n), folder, start_step=...)", stacklevel=2)
         if deferred:
             self._issued.clear()  # batches of an earlier iteration the loop never received
+            self._end = None
             step, micro = self._committed  # the position after the last batch the loop received
             self.next_step, self.next_micro = (step + 1, 0) if micro else (step, 0)
             self._committed = (self.next_step, 0)
         if not self.epoch_aligned:
             self._follow_ledger()
         epoch = self._current_epoch()
+        # a recorder's first iteration of an epoch the ledger already holds trained batches of (a resumed run
+        # re-reading its epoch from the start): those batches, yielded again with the same rows, were trained
+        # before the resume; the loop skips them (itertools.islice), so they are not recorded again
+        first = self._iters == 0
         self._iters += 1
         try:
             batches: int | None = len(self.inner)
         except TypeError:
             batches = None
-        if self.epoch_aligned and batches is not None:
-            self.next_step, self.next_micro = epoch * math.ceil(batches / self.grad_accum), 0
+        led = self._read_own() if (self.epoch_aligned or (first and self._epoch_known())) else None
+        replay = ([r for r in self._trained_prefix(led, epoch) if r[1] < self.next_step]  # those before the resume
+                  if first and not self.epoch_aligned else [])
+        skipped = _accelerate_chain(self.inner)[2] or 0  # skip_first_batches: the epoch's batches before ours
+        if self.epoch_aligned and first and self.first_step is not None:
+            self.next_step, self.next_micro = self.first_step, 0
+        elif self.epoch_aligned:
+            self.next_step, self.next_micro = self._aligned_start(led, epoch, batches), 0
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
                  "batches": batches, **_sampler_state(self.inner)}
         self.flush()
@@ -416,10 +535,29 @@ class RecordingBatchSampler:
             f.write(("#state\t" + json.dumps(state, sort_keys=True) + "\n").encode())
         self._mark = self._size()
         buf = self._buf
+        seen, ended, replaying = 0, False, bool(replay)
         try:
             for pos, batch in enumerate(self.inner):
                 idx = [int(i) for i in batch]
-                tag = BatchTag(self.rank, epoch, self.next_step, self.next_micro, pos)
+                seen = pos + 1
+                at = pos + skipped  # the batch's position in the epoch
+                if replaying and at < len(replay) and tuple(idx) == replay[at][0]:
+                    tag = BatchTag(self.rank, epoch, replay[at][1], replay[at][2], at)
+                    if not self.resume_skips:  # recorded as trained again: say how to record a skipping loop
+                        replaying = False
+                        warnings.warn(
+                            f"record_batches: epoch {epoch} starts again with the batches the ledger records as "
+                            f"trained before (steps {replay[0][1]}..{replay[-1][1]}); each is recorded as trained "
+                            f"again (order verify flags its rows as seen twice). If the loop skips them "
+                            f"(itertools.islice over the loader), pass resume_skips=True", stacklevel=2)
+                    else:
+                        if deferred:
+                            self._issued.append((None, tag))
+                        set_current_tag(tag)
+                        yield TaggedBatch(idx, tag)
+                        continue
+                replaying = False
+                tag = BatchTag(self.rank, epoch, self.next_step, self.next_micro, at)
                 line = f"{self.next_step}\t{self.rank}\t{self.next_micro}\t{epoch}\t" + "\t".join(map(str, idx)) + "\n"
                 self.next_micro += 1
                 if deferred:  # written when the loader yields it to the loop (commit)
@@ -435,11 +573,42 @@ class RecordingBatchSampler:
                         self.flush()
                 set_current_tag(tag)
                 yield TaggedBatch(idx, tag)
+            ended = True
         finally:
             set_current_tag(None)
             self.flush()
             if self.next_micro:  # an epoch ending mid-step: the trainer steps on the remainder
                 self.next_step, self.next_micro = self.next_step + 1, 0
+            if ended:
+                own = seen + skipped
+                most = max(own, _epoch_batches(self.inner, own))
+                # a process that got fewer batches than another (accelerate's even_batches=False) still
+                # starts the next epoch where the run's step count does: after the longest share's steps
+                self.next_step += -(-most // self.grad_accum) - -(-own // self.grad_accum)
+                self._ended[epoch] = self.next_step
+                self._end = {"epoch": epoch, "rank": self.rank, "batches": own, "epoch_batches": most,
+                             "next_step": self.next_step}
+                self._write_end()  # deferred: once the loop has received every batch issued (else at that commit)
+
+
+def _epoch_batches(inner: Any, own: int) -> int:
+    """The micro-batches of the epoch's longest share: for a batch sampler accelerate built with
+    ``even_batches=False`` (``BatchSamplerShard``), what process 0 gets (``accelerate/data_loader.py``,
+    ``BatchSamplerShard.__len__`` with ``even_batches``: ``ceil(batches / num_processes)``, ``floor`` with
+    ``drop_last``; with ``split_batches`` every batch, sliced); else ``own``, what this rank was given."""
+    shard = _accelerate_chain(inner)[0]
+    if shard is None or getattr(shard, "even_batches", True):
+        return own
+    try:
+        total = len(shard.batch_sampler)
+    except TypeError:
+        return own
+    procs = getattr(shard, "num_processes", 1)
+    if getattr(shard, "split_batches", False) or not isinstance(procs, int) or procs < 1:
+        return total
+    if total % procs == 0 or getattr(shard, "drop_last", False):
+        return total // procs
+    return total // procs + 1
 
 
 def _ends_epoch(last: LedgerBatch, states: list[dict[str, Any]], grad_accum: int) -> bool:
@@ -531,7 +700,8 @@ def _record_accelerate(dl: Any, out_dir: str | Path, rank: int | None, **kw: Any
 
 
 def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | None = None, grad_accum: int = 1,
-                   start_step: int | None = None, epoch: int | None = None, flush_every: int = 256) -> Any:
+                   start_step: int | None = None, epoch: int | None = None, flush_every: int = 256,
+                   resume_skips: bool = False) -> Any:
     """Wrap a DataLoader or a batch sampler so every batch's global indices go to the ledger.
 
     Args:
@@ -550,6 +720,11 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
         epoch: the epoch (default: the sampler's ``epoch``, else counted).
         flush_every: the most micro-batch lines held before a write (each complete step is written
             at once; see the module docstring for every other write).
+        resume_skips: the loop skips the resumed epoch's batches trained before the resume by
+            ``itertools.islice(loader, k, None)`` (or any other way that receives and drops them): the
+            first iteration's batches that repeat, in order from the epoch's start, the rows the ledger
+            records for that epoch before ``start_step`` are not recorded. Default False: a loop
+            that receives them trains them again, and the ledger records so (warned).
 
     With Hugging Face accelerate, wrap the prepared loader: ``record_batches(accelerator.prepare(loader),
     folder)`` records the batches this process trains on (accelerate's shard: every ``num_processes``-th
@@ -571,7 +746,7 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
     torch = require_torch("datacheck.torch.record_batches")
     if _accelerate_loader(loader_or_sampler) is not None:
         return _record_accelerate(loader_or_sampler, out_dir, rank, grad_accum=grad_accum, start_step=start_step,
-                                  epoch=epoch, flush_every=flush_every)
+                                  epoch=epoch, flush_every=flush_every, resume_skips=resume_skips)
     rank = 0 if rank is None else rank
     check_output_target("record_batches out_dir", rank_file(out_dir, rank))
     DataLoader = torch.utils.data.DataLoader
@@ -581,7 +756,8 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
             raise UsageError("record_batches: this DataLoader has no batch sampler (batch_size=None or an "
                              "IterableDataset): there are no row indices to record")
         rec = RecordingBatchSampler(dl.batch_sampler, out_dir, rank=rank, grad_accum=grad_accum,
-                                    start_step=start_step, epoch=epoch, flush_every=flush_every)
+                                    start_step=start_step, epoch=epoch, flush_every=flush_every,
+                                    resume_skips=resume_skips)
         kw: dict[str, Any] = {"num_workers": dl.num_workers, "collate_fn": dl.collate_fn, "pin_memory": dl.pin_memory,
                               "timeout": dl.timeout, "worker_init_fn": dl.worker_init_fn,
                               "generator": dl.generator}
@@ -594,4 +770,5 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
         raise UsageError("record_batches: pass a DataLoader or a batch sampler (wrap a per-index sampler in "
                          "torch.utils.data.BatchSampler)")
     return RecordingBatchSampler(loader_or_sampler, out_dir, rank=rank, grad_accum=grad_accum,
-                                 start_step=start_step, epoch=epoch, flush_every=flush_every)
+                                 start_step=start_step, epoch=epoch, flush_every=flush_every,
+                                 resume_skips=resume_skips)

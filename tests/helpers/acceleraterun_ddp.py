@@ -3,7 +3,10 @@ SPEC``), started by the test with accelerate's environment (``RANK``, ``LOCAL_RA
 ``MASTER_ADDR``, ``MASTER_PORT``): ``Accelerator(cpu=True)`` then joins the gloo process group.
 
 ``ROOT/rows.json`` holds the rows (``x1``, ``x2``, ``label``); ``SPEC`` is a JSON object: ``seed``,
-``batch``, ``ga`` (``gradient_accumulation_steps``), ``epochs``, ``order``:
+``batch``, ``ga`` (``gradient_accumulation_steps``), ``epochs``, ``order``, ``even_batches`` (default true; false:
+``DataLoaderConfiguration(even_batches=False)``; then the model is not prepared (no DDP: its all-reduce
+would wait for the process with fewer batches, and ``join_uneven_inputs`` does nothing on CPU), each
+process counts its own steps and the main process logs its own loss, with no gather):
 
 - ``"prepared"``: ``record_batches(accelerator.prepare(loader), ROOT/run)`` (rank left out);
 - ``"raw"``: ``accelerator.prepare(record_batches(loader, ROOT/run, rank=accelerator.process_index))``.
@@ -23,7 +26,7 @@ from pathlib import Path
 
 def main(root: Path, spec: dict) -> None:
     import torch
-    from accelerate import Accelerator
+    from accelerate import Accelerator, DataLoaderConfiguration
     from accelerate.utils import set_seed
     from torch.utils.data import DataLoader, DistributedSampler
 
@@ -34,14 +37,19 @@ def main(root: Path, spec: dict) -> None:
     x = torch.tensor([[r["x1"], r["x2"]] for r in rows], dtype=torch.float32)
     y = torch.tensor([r["label"] for r in rows])
     n, ga = len(rows), spec["ga"]
-    acc = Accelerator(cpu=True, gradient_accumulation_steps=ga)
+    even = spec.get("even_batches", True)
+    acc = Accelerator(cpu=True, gradient_accumulation_steps=ga,
+                      dataloader_config=DataLoaderConfiguration(even_batches=even))
     assert acc.num_processes == 2, acc.num_processes
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     sampler = DistributedSampler(list(range(n)), num_replicas=1, rank=0, shuffle=True, seed=spec["seed"])
     dl = DataLoader(list(range(n)), batch_size=spec["batch"], sampler=sampler)
-    if spec["order"] == "prepared":
+    if spec["order"] == "prepared" and not even:
+        opt, dl = acc.prepare(opt, dl)
+        loader = record_batches(dl, root / "run", grad_accum=ga)
+    elif spec["order"] == "prepared":
         model, opt, dl = acc.prepare(model, opt, dl)
         loader = record_batches(dl, root / "run", grad_accum=ga)
     else:
@@ -61,7 +69,8 @@ def main(root: Path, spec: dict) -> None:
                     opt.zero_grad()
                 losses.append(loss.detach())
                 if acc.sync_gradients:
-                    mean = acc.gather(torch.stack(losses).mean().reshape(1)).mean().item()
+                    mean = torch.stack(losses).mean().reshape(1)
+                    mean = (acc.gather(mean) if even else mean).mean().item()
                     if log is not None:
                         log.write(json.dumps({"step": step, "train_loss": mean}) + "\n")
                         log.flush()

@@ -18,7 +18,7 @@ import logging
 import warnings
 
 import pytest
-from realruns import place, trace_json, write_shards
+from realruns import cli, place, trace_json, write_shards
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -198,11 +198,14 @@ def test_on_guard_error_stop_ends_training_before_the_bad_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_resumed_trainer_records_its_order_in_its_numbering(tmp_path):
+@pytest.mark.parametrize("ignore_data_skip", [False, True], ids=["skip", "ignore_data_skip"])
+def test_resumed_trainer_records_its_order_in_its_numbering(tmp_path, ignore_data_skip):
     # 2 epochs of 24 micro-batches, gradient_accumulation_steps 2 (12 steps per epoch); the first train()
     # stops at max_steps 15 (checkpoint-10 saved), the second resumes from checkpoint-10: accelerate skips
     # the trained batches of the re-read epoch, and the ledger ends as one run's order, epoch e's step s
-    # holding positions 8s .. 8s+7 of randperm(96) seeded 42 + e
+    # holding positions 8s .. 8s+7 of randperm(96) seeded 42 + e. With ignore_data_skip the resumed Trainer
+    # trains epoch 0 again from its first batch at global step 10 (steps 10..21), then epoch 1 until
+    # max_steps 24 (steps 22, 23): the ledger says so (epoch 0's first 80 rows are in it twice, as trained)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, V, (N, L), generator=g).tolist()
 
@@ -220,7 +223,7 @@ def test_resumed_trainer_records_its_order_in_its_numbering(tmp_path):
         args = transformers.TrainingArguments(str(tmp_path / "out"), use_cpu=True, per_device_train_batch_size=B,
                                               gradient_accumulation_steps=2, num_train_epochs=2, max_steps=max_steps,
                                               logging_steps=1, seed=SEED, report_to=[], save_strategy="steps",
-                                              save_steps=10, disable_tqdm=True)
+                                              save_steps=10, disable_tqdm=True, ignore_data_skip=ignore_data_skip)
         return transformers.Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[DatacheckCallback()])
 
     with contextlib.redirect_stdout(io.StringIO()):
@@ -237,9 +240,25 @@ def test_resumed_trainer_records_its_order_in_its_numbering(tmp_path):
         gen.manual_seed(SEED + e)
         perms[e] = torch.randperm(N, generator=gen).tolist()
     led = read_ledger(tmp_path / "out")
-    assert {s: [list(b.indices) for b in led.batches[0][s]] for s in led.steps} == \
+    got = {s: [list(b.indices) for b in led.batches[0][s]] for s in led.steps}
+    if ignore_data_skip:  # steps 0..9 of the first run, then epoch 0 from its start, then epoch 1's first 2 steps
+        pos = [(0, k) for k in range(20)] + [(0, k) for k in range(24)] + [(1, k) for k in range(4)]
+        assert got == {s: [perms[e][k * B:(k + 1) * B] for e, k in pos[2 * s:2 * s + 2]] for s in range(24)}
+        assert [(st["epoch"], st["start_step"]) for st in led.states[0]][-2:] == [(0, 10), (1, 22)]
+        twice = [i for s in range(10) for b in led.batches[0][s] for i in b.indices]  # epoch 0's first 10 steps
+        assert sorted(twice) == sorted(perms[0][:20 * B])
+        rc, out, err = cli("order", "verify", str(tmp_path / "out"), "--rows", str(N), "--format", "json")
+        res = json.loads(out)["result"]
+        assert rc == 1 and res["seen_twice"]["count"] == 20 * B and res["never_seen"]["count"] == 0, out + err
+        return
+    assert got == \
         {12 * e + s: [perms[e][(2 * s + m) * B:(2 * s + m + 1) * B] for m in range(2)] for e in (0, 1) for s in range(12)}
     assert led.partial == {} and [(st["epoch"], st["start_step"]) for st in led.states[0]][-2:] == [(0, 0), (1, 12)]
+    # the #state records the Trainer's SeedableRandomSampler (seed 42, shuffled): order verify plans it and passes
+    rc, out, err = cli("order", "verify", str(tmp_path / "out"), "--rows", str(N), "--format", "json")
+    res = json.loads(out)["result"]
+    assert rc == 0 and res["first_divergent_step"] is None and not res["findings"], out + err
+    assert (res["plan"]["seed"], res["plan"]["shuffle"]) == (SEED, True)
 
 
 class _Ids(torch.utils.data.Dataset):

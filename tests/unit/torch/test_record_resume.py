@@ -233,3 +233,40 @@ def test_two_recorders_created_on_an_empty_folder_write_one_header_and_one_numbe
         assert sum(line.startswith("#datacheck-ledger") for line in f) == 1
     per = N // B
     assert _raw(tmp_path) == [(e * per + k, 0, e, list(range(k * B, (k + 1) * B))) for e in range(2) for k in range(per)]
+
+
+def _islice_resume(folder: Path, ga: int, workers: int, **kw) -> list[tuple[int, list[int]]]:
+    """Both runs of a plain-torch loop whose resume skips the batches trained before by
+    ``itertools.islice`` over the recording loader (recorded once, before the epoch loop, with the restored
+    ``start_step``); returns the (epoch, rows) the loops trained on."""
+    sampler, received = _sampler(), []
+    _first_run(folder, DataLoader(list(range(N)), batch_size=B, sampler=sampler), ga, sampler.set_epoch, received)
+    sampler = _sampler()  # the resumed process
+    spe = math.ceil(N / B / ga)
+    loader = record_batches(DataLoader(list(range(N)), batch_size=B, sampler=sampler, num_workers=workers), folder,
+                            grad_accum=ga, start_step=START * spe + R // ga, **kw)
+    for epoch in range(START, EPOCHS):
+        sampler.set_epoch(epoch)
+        batches = itertools.islice(loader, R, None) if epoch == START else loader
+        received.extend((epoch, b.tolist()) for b in batches)
+    return received
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("ga", [1, 2])
+def test_an_islice_resume_with_resume_skips_records_every_step_once(tmp_path, ga, workers):
+    """resume_skips=True: the R batches islice passes over (yielded again with the rows the ledger holds for
+    epoch 1's first R micro-batches) are not recorded; epoch 1 goes on at the restored step with its batch R,
+    and the ledger is the true one: every step once, every row once an epoch."""
+    _trained(_islice_resume(tmp_path, ga, workers, resume_skips=True))
+    _assert_true_ledger(tmp_path, ga)
+
+
+def test_an_islice_resume_without_resume_skips_is_warned_and_flagged(tmp_path):
+    """Left at its default, the recorder takes every batch yielded as trained (a loop that re-trains them is
+    recorded truly): the R skipped batches are recorded, a warning names resume_skips, and order verify
+    flags their rows as seen twice."""
+    with pytest.warns(UserWarning, match="pass resume_skips=True"):
+        _islice_resume(tmp_path, 1, 0)
+    res = run_cli("order", "verify", str(tmp_path), "--rows", str(N))
+    assert res.returncode == 1 and f"error: order.seen_twice: {R * B} row(s)" in res.stdout, res.stdout
