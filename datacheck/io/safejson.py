@@ -53,6 +53,23 @@ class JsonInputError(ValueError):
         super().__init__(reason)
 
 
+def _backslashes_and_quotes(cls: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(backslash, unescaped quote) masks over the bytes of interest ``cls`` (their classes) at the
+    byte offsets ``pos``: a quote is escaped when the run of backslashes right before it is odd."""
+    bs = cls == _BS
+    quote = cls == _QUOTE
+    if bs.any() and quote.any():
+        idx = np.arange(cls.size, dtype=np.int64)
+        cont = np.zeros(cls.size, dtype=bool)
+        cont[1:] = bs[1:] & bs[:-1] & (pos[1:] == pos[:-1] + 1)
+        start = np.maximum.accumulate(np.where(bs & ~cont, idx, -1))
+        run = np.where(bs, idx - start + 1, 0)
+        q = np.flatnonzero(quote[1:]) + 1
+        esc = bs[q - 1] & (pos[q - 1] == pos[q] - 1) & ((run[q - 1] & 1) == 1)
+        quote[q[esc]] = False
+    return bs, quote
+
+
 def _chunk_depths(buf: np.ndarray, per_line: bool) -> np.ndarray:
     """The max depth of each line of one chunk that ends at a line end (per_line; one value a line,
     never below 0) or of one whole text (not per_line: one value).
@@ -75,19 +92,7 @@ def _chunk_depths(buf: np.ndarray, per_line: bool) -> np.ndarray:
     out = np.zeros(n_lines, dtype=np.int64)
     if not cls.size:
         return out
-    bs = cls == _BS
-    quote = cls == _QUOTE
-    if bs.any() and quote.any():
-        # a quote is escaped when the run of backslashes right before it is odd
-        idx = np.arange(cls.size, dtype=np.int64)
-        cont = np.zeros(cls.size, dtype=bool)
-        cont[1:] = bs[1:] & bs[:-1] & (pos[1:] == pos[:-1] + 1)
-        start = np.maximum.accumulate(np.where(bs & ~cont, idx, -1))
-        run = np.where(bs, idx - start + 1, 0)
-        q = np.flatnonzero(quote[1:]) + 1
-        esc = bs[q - 1] & (pos[q - 1] == pos[q] - 1) & ((run[q - 1] & 1) == 1)
-        quote[q[esc]] = False
-        del idx, cont, start, run, q, esc
+    bs, quote = _backslashes_and_quotes(cls, pos)
     keep = ~bs
     cls, quote = cls[keep], quote[keep]
     del pos, bs, keep
@@ -142,18 +147,7 @@ def element_spans(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     del cls_all
     keep = cls != _NL
     pos, cls = pos[keep], cls[keep]
-    bs = cls == _BS
-    quote = cls == _QUOTE
-    if bs.any() and quote.any():  # an escaped quote, as _chunk_depths finds it
-        idx = np.arange(cls.size, dtype=np.int64)
-        cont = np.zeros(cls.size, dtype=bool)
-        cont[1:] = bs[1:] & bs[:-1] & (pos[1:] == pos[:-1] + 1)
-        start = np.maximum.accumulate(np.where(bs & ~cont, idx, -1))
-        run = np.where(bs, idx - start + 1, 0)
-        q = np.flatnonzero(quote[1:]) + 1
-        esc = bs[q - 1] & (pos[q - 1] == pos[q] - 1) & ((run[q - 1] & 1) == 1)
-        quote[q[esc]] = False
-        del idx, cont, start, run, q, esc
+    bs, quote = _backslashes_and_quotes(cls, pos)
     keep = ~bs
     pos, cls, quote = pos[keep], cls[keep], quote[keep]
     outside = (np.cumsum(quote, dtype=np.int64) & 1) == 0
