@@ -14,14 +14,19 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
-from datacheck.checks.registry import ShardContext, ShardItem, check, derives, finding
+import polars as pl
+
+from datacheck.checks._expr import any_element, first_bad
+from datacheck.checks.registry import RowCheck, ShardContext, ShardItem, check, derives, finding
 from datacheck.checks.roledtype import problems
 from datacheck.contracts import data_items, load_contract, structure_findings
+from datacheck.contracts.validate import resolve_columns
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
+from datacheck.model.roles import KEY_COLUMNS, inner_dtype, is_list
 
-__all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent"]
+__all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent", "feature_columns"]
 
 #: the read path's derivations this family reads: the Alpaca layout's messages and the chat
 #: template's token columns are role columns like the shard's own
@@ -92,11 +97,95 @@ def dtype(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("schema.dtype", _NO_SCHEMA)
 
 
-@check("schema.nullable", layouts=lay.ANY, facts=("dataset.schema",), reasons={"dataset.schema": _NO_SCHEMA})
+#: the layouts whose rows are numeric features and an answer (a class label or a regression
+#: target): their contract, the built-in ``tabular`` schema (``--schema tabular``), declares every
+#: feature column non-nullable, with or without ``[dataset] schema``
+_FEATURE_LAYOUTS = frozenset({"tabular", "regression"})
+
+
+def feature_columns(ctx: ShardContext) -> list[str]:
+    """The numeric feature columns of a ``tabular`` or ``regression`` shard (``[]`` in any other
+    layout, and in a shard of unknown layout).
+
+    ``[columns] features`` when given; else, when every role column of the shard is an answer (the
+    class ``label``, the ``target`` columns: numeric columns and an answer, the rows the layout
+    recognizer calls ``tabular``/``regression``), every other column but the reader's
+    :data:`~datacheck.model.roles.KEY_COLUMNS` (the columns a model's ``X`` is made of, as
+    :func:`~datacheck.model.roles.row_content` compares such rows); else none (a text regression
+    row: the model reads the text, not its ``idx``). Of those, only numeric scalars and lists of
+    numbers (integer, float, decimal); the answers are ``labels.null``'s.
+    """
+    if ctx.layout not in _FEATURE_LAYOUTS:
+        return []
+    roles = ctx.roles
+    answers = {c for c in (roles.label, *roles.of("target"), roles.labels) if c is not None}
+    cols = list(roles.of("features"))
+    if not cols and all(c in answers for c in roles.columns()):
+        cols = [c for c in ctx.schema if c not in answers and c not in KEY_COLUMNS]
+    return [c for c in cols if c in ctx.schema and c not in answers and inner_dtype(ctx.schema[c]).is_numeric()]
+
+
+def _contract_columns(ctx: ShardContext) -> set[str]:
+    """The shard's columns the configured contract names (by name or regex key): its nullability
+    decides theirs (``nullable: true`` accepts nulls in a feature column); empty without a contract."""
+    spec = ctx.cfg.schema_spec()
+    if spec is None:
+        return set()
+    contract = load_contract(spec)
+    return {c for key in contract.schema.columns for c in resolve_columns(contract, key, ctx.schema)}
+
+
+def _feature_message(n: int, d: dict[str, Any], col: str, layout: str, listed: bool) -> str:
+    what = "are null or hold a null element" if listed else "are null"
+    return (f"{n} row(s) of feature column {col!r} {what} (an empty CSV cell, as pandas' to_csv writes NaN; a "
+            "JSON or parquet null): pandas read_csv/read_parquet, numpy, polars to_numpy()/to_torch() and torch "
+            f"read it as NaN, and a NaN feature makes the loss NaN. The {layout} layout's contract (the built-in "
+            "`--schema tabular`) declares feature columns non-nullable; fill or drop these rows (`datacheck clean "
+            "--drop schema.nullable`). A model that takes missing values natively (XGBoost, LightGBM, CatBoost) may "
+            f"keep them: declare the column nullable in a schema (`{col}: {{nullable: true}}` under `columns:` of the "
+            "file [dataset] schema names), or accept every such null with [policy] "
+            "\"schema.nullable\" = { severity = \"info\" } (or ignore = true)")
+
+
+def _feature_nulls(ctx: ShardContext) -> Iterable[RowCheck]:
+    """``schema.nullable`` on the numeric feature columns of a ``tabular``/``regression`` shard
+    (:func:`feature_columns`) that the configured contract does not name: a row fails when the value
+    is null, or (a list of numbers, e.g. an embedding) any of its elements is; NaN is
+    ``finite.nan``'s, a cell the reader read as null because it reported it (``schema.dtype``,
+    ``decode.bad_record``) fails nothing here."""
+    named = _contract_columns(ctx)
+    for col in feature_columns(ctx):
+        if col in named:
+            continue
+        t = ctx.schema[col]
+        listed = is_list(t)
+        c = pl.col(col)
+        fails = (c.is_null() | any_element(col, t, lambda x: x.is_null()).fill_null(False)) if listed else c.is_null()
+        yield RowCheck(
+            check="schema.nullable", column=col, fails=fails, not_retyped=col,
+            example=first_bad(col, t, lambda x: x.is_null(), null_text="null") if listed else c,
+            message=lambda n, d, col=col, lo=ctx.layout or "", li=listed: _feature_message(n, d, col, lo, li),
+        )
+
+
+@check("schema.nullable", layouts=lay.ANY)
 def nullable(ctx: ShardContext) -> Iterable[ShardItem]:
     """``schema.nullable``: a row fails when a column the contract declares non-nullable is null
-    (NaN is not null here); fused into the shard's one query (:mod:`datacheck.contracts.validate`)."""
-    return _contract_items(ctx, "schema.nullable")
+    (NaN is not null here); fused into the shard's one query (:mod:`datacheck.contracts.validate`).
+
+    The layout's contract too: in a ``tabular`` or ``regression`` shard a null in a numeric feature
+    column (:func:`feature_columns`; an empty CSV cell, where pandas' ``to_csv`` wrote NaN) fails,
+    with or without ``[dataset] schema``: every consumer (pandas ``read_csv``/``read_parquet``,
+    numpy, polars ``to_numpy``/``to_torch``, torch) turns it into NaN and the loss into NaN, the
+    rule the built-in ``tabular`` contract states (``--schema tabular``). A column the configured
+    contract names is judged by that contract alone (``nullable: true`` keeps its nulls: XGBoost,
+    LightGBM and CatBoost take missing values natively); ``[policy] "schema.nullable"`` sets the
+    severity of them all. Without ``[dataset] schema`` the contract's own rules are still listed as
+    skipped."""
+    yield from _contract_items(ctx, "schema.nullable")
+    yield from _feature_nulls(ctx)
+    if ctx.cfg.dataset.schema_ is None:
+        yield Skipped("schema.nullable", _NO_SCHEMA)
 
 
 @check("schema.check", layouts=lay.ANY, facts=("dataset.schema",), reasons={"dataset.schema": _NO_SCHEMA})

@@ -617,23 +617,30 @@ def _dataset_drops(dctx: DatasetContext, drop: tuple[str, ...], row_drops: dict[
     return out, duplicates
 
 
-def _row_drops_not_run(skipped: Any, drop: tuple[str, ...], named: bool = True) -> tuple[str, ...]:
+def _row_drops_not_run(skipped: Any, drop: tuple[str, ...], named: bool = True,
+                       found: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """The row-level checks of ``drop`` that could not run: nothing was dropped for them. ``named``
     (``--drop`` given): one note per check with its skipped reason (e.g. ``[tokens] vocab_size is not
     set``). The default drop (every row-level check of severity error) holds checks for every kind of
     data, most of which a dataset has no column for: one note naming them, without the reasons, whose
     hints ("set [columns] input_ids" for a text dataset) would not fit the data (``datacheck audit``
-    lists each reason under ``skipped``)."""
+    lists each reason under ``skipped``). A check of ``found`` (it failed rows of some shard: a part
+    of it ran, e.g. ``schema.nullable`` on a tabular shard's features without a schema) is never
+    said to have dropped nothing: named, its note says that only a part of it ran."""
     why: dict[str, str] = {}
     for sk in skipped:
         cid = sk["check"]
         if cid in drop and cid not in DATASET_DROPS and cid not in why:
             why[cid] = str(sk["reason"])
-    if not named and why:
+    if not named:
+        why = {cid: r for cid, r in why.items() if cid not in found}
+        if not why:
+            return ()
         return (f"{len(why)} of the default checks could not run on this data (no column or fact for them; "
                 f"`datacheck audit` says why under 'skipped'), so nothing was dropped for them: "
                 f"{', '.join(sorted(why))}",)
-    return tuple(f"{cid} could not run: {reason}: nothing dropped for it" for cid, reason in sorted(why.items()))
+    return tuple(f"{cid}: the rows it found are dropped, but part of it could not run: {reason}" if cid in found
+                 else f"{cid} could not run: {reason}: nothing dropped for it" for cid, reason in sorted(why.items()))
 
 
 def _set_of(rel: str) -> tuple[str, str, str] | None:
@@ -844,11 +851,13 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         dataset = list(report.dataset_findings)
         notes = tuple(f"{sk['check']}: {sk['reason']}" for sk in report.skipped
                       if sk["check"] in DATASET_DROPS and sk["check"] in drop_ids)
-        notes += _row_drops_not_run(report.skipped, drop_ids, named=bool(drop))
         dctx = DatasetContext(cfg=cfg, shards=audited, temp_files=list(disc.temp_files), root=root,
                               splits=assign_splits([r.path for r in audited], dict(cfg.splits)),
                               shard_lists=list(disc.shard_lists()))
         row_drops = {r.path: _reasons(r.failing_rows, drop_ids) for r in audited if r.readable}
+        found = frozenset(k.split(":", 1)[0] for reasons in row_drops.values() for keys in reasons.values()
+                          for k in keys)
+        notes += _row_drops_not_run(report.skipped, drop_ids, named=bool(drop), found=found)
         extra, duplicates = _dataset_drops(dctx, drop_ids, row_drops)
         results: list[ShardClean] = []
         written: list[tuple[str, int]] = []
