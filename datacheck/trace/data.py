@@ -63,10 +63,13 @@ from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
 from datacheck.trace.readers.fields import LIGHTNING_LAYOUT_WHY, LIGHTNING_WHY
+from datacheck.trace.readers.hfstate import HF_STATE_WHY
+from datacheck.trace.readers.pydict import HF_WHY
+from datacheck.trace.record import ReadStats
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
-__all__ = ["StepRows", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
+__all__ = ["StepRows", "logs_loader", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
            "RowAudit", "audit_step_rows",
            "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "plan_epoch_micro_batches",
            "ledger_epoch_micro_batches",
@@ -146,6 +149,34 @@ def _facts_text(cfg: Config) -> str:
             f"shuffle {str(b.shuffle).lower()}, seed {b.seed}, epochs {b.epochs}")
 
 
+#: the step counts that mark a log as the Hugging Face Trainer's (its ``trainer_state.json``, its console dicts)
+HF_TRAINER_COUNTS = (HF_STATE_WHY, HF_WHY)
+#: why a Hugging Face Trainer's log is planned as accelerate deals batches (the plan's source says it)
+HF_TRAINER_LOADER_WHY = ("the Hugging Face Trainer's order: its DataLoader goes through accelerator.prepare "
+                         "(Trainer.get_train_dataloader), whose BatchSamplerShard deals whole batches of one seeded "
+                         "order, batch k to process k % world_size ([batch] loader = \"accelerate\"; [batch] "
+                         "loader = \"torch\" for a Trainer from before transformers moved its DataLoader to "
+                         "accelerate in mid-2023, which used torch's DistributedSampler)")
+
+
+def logs_loader(logs: Iterable[ReadStats], cfg: Config) -> tuple[str | None, str | None]:
+    """The loader the logs name when ``[batch] loader`` is ``auto``: ``accelerate`` when every log is
+    a Hugging Face Trainer's (a ``trainer_state.json`` or its console dicts: :data:`HF_TRAINER_COUNTS`)
+    and the batches are rows (no ``max_tokens``): transformers' Trainer passes its
+    DataLoader to ``accelerator.prepare`` (since mid-2023), so over several processes whole batches are dealt in turn,
+    not rows (torch's ``DistributedSampler``). Else ``(None, None)`` (the config's loader rules).
+
+    Returns:
+        (the loader, why: :data:`HF_TRAINER_LOADER_WHY`), or ``(None, None)``.
+    """
+    stats = list(logs)
+    if cfg.batch.loader != "auto" or cfg.batch.max_tokens is not None or not stats:
+        return None, None
+    if all(st.first_step_why in HF_TRAINER_COUNTS for st in stats):
+        return "accelerate", HF_TRAINER_LOADER_WHY
+    return None, None
+
+
 @dataclass
 class DatasetIndex:
     """The dataset of one trace, read once: its shards (of the planned split), each hashed and opened
@@ -162,6 +193,9 @@ class DatasetIndex:
         lengths: tokens per global row (int64; with ``[batch] max_tokens``), else None.
         split, other_splits: the split planned (None without splits) and the others' shard counts.
         cfg: the config.
+        loader, loader_why: the loader the logs name (:func:`logs_loader`: ``accelerate`` for a Hugging
+            Face Trainer's logs while ``[batch] loader`` is ``auto``) and why, else None: the plan then
+            follows ``[batch] loader``.
     """
 
     root: Path
@@ -174,6 +208,8 @@ class DatasetIndex:
     lengths: np.ndarray | None = None
     split: str | None = None
     other_splits: dict[str, int] = field(default_factory=dict)
+    loader: str | None = None
+    loader_why: str | None = None
 
     @classmethod
     def build(cls, paths: list[str], cfg: Config) -> "DatasetIndex":
@@ -249,6 +285,8 @@ class DatasetIndex:
         Raises:
             UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens``, or a fact of
                 Megatron's order is missing (:func:`datacheck.execute.plan.megatron_plan`).
+
+        A loader the logs name (:attr:`loader`) is planned unless the shards are Megatron pairs.
         """
         if self.cfg.batch.batch_size is None and self.cfg.batch.max_tokens is None:
             raise UsageError("[batch] batch_size is not set: give the trainer's per-device batch size in "
@@ -257,7 +295,10 @@ class DatasetIndex:
         space = self.space()
         if loader_of(space, self.cfg) == "megatron":
             return megatron_plan(space, self.cfg)
-        return BatchPlan(space=space, cfg=self.cfg, supervised=None, lengths=self.lengths)
+        cfg = self.cfg
+        if self.loader is not None and cfg.batch.loader == "auto":
+            cfg = cfg.model_copy(update={"batch": cfg.batch.model_copy(update={"loader": self.loader})})
+        return BatchPlan(space=space, cfg=cfg, supervised=None, lengths=self.lengths)
 
 
 def megatron_consumed(consumed: dict[int, int], log_step: int, optimizer_step: int,
@@ -377,12 +418,27 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                 "facts need --ledger)")
         facts = {**cfg.batch.model_dump(mode="json"), "megatron": cfg.megatron.model_dump(mode="json")}
     else:
-        desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; {conv.formula()}; assumes a "
-                "run from scratch with these samplers: a resumed run or another sampler needs --ledger)")
-        facts = cfg.batch.model_dump(mode="json")
+        pcfg = plan.cfg
+        desc = (f"the simulated batch plan ({_facts_text(pcfg)}; {spe} steps per epoch; {conv.formula()}; "
+                f"{_loader_text(pcfg, index.loader_why)}; assumes a run from scratch with these samplers: a resumed "
+                "run or another sampler needs --ledger)")
+        facts = pcfg.batch.model_dump(mode="json")
     return out, {"kind": "plan", "facts": facts, "steps_per_epoch": spe, "run_steps": total,
                  "outside": sorted(outside), "description": desc + (f"; {beyond}" if beyond else ""),
                  **({"past_end": beyond} if beyond else {})}
+
+
+def _loader_text(cfg: Config, why: str | None) -> str:
+    """The samplers a torch-style plan simulated, in words (``why``: the logs named the loader)."""
+    b = cfg.batch
+    if b.max_tokens is not None:
+        return "TokenBudgetBatchSampler's batches sharded by torch's DistributedSampler"
+    if b.loader == "accelerate":
+        return (f"loader accelerate ({why})" if why else
+                "loader accelerate: one seeded order cut into batches, dealt whole to the processes")
+    return ("loader torch: DistributedSampler dealing rows to the ranks in turn, then BatchSampler"
+            + (" ([batch] loader = \"accelerate\" for a DataLoader passed to accelerator.prepare, the Hugging "
+               "Face Trainer's included)" if b.world_size > 1 else ""))
 
 
 def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[int],
