@@ -62,9 +62,9 @@ from datacheck.model.megatronorder import MegatronOrder
 from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
+from datacheck.trace.readers import HF_SUMMARY, pydict
 from datacheck.trace.readers.fields import LIGHTNING_LAYOUT_WHY, LIGHTNING_WHY
 from datacheck.trace.readers.hfstate import HF_STATE_WHY
-from datacheck.trace.readers.pydict import HF_WHY
 from datacheck.trace.record import ReadStats
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
@@ -150,7 +150,7 @@ def _facts_text(cfg: Config) -> str:
 
 
 #: the step counts that mark a log as the Hugging Face Trainer's (its ``trainer_state.json``, its console dicts)
-HF_TRAINER_COUNTS = (HF_STATE_WHY, HF_WHY)
+HF_TRAINER_COUNTS = (HF_STATE_WHY, pydict.HF_WHY)
 #: why a Hugging Face Trainer's log is planned as accelerate deals batches (the plan's source says it)
 HF_TRAINER_LOADER_WHY = ("the Hugging Face Trainer's order: its DataLoader goes through accelerator.prepare "
                          "(Trainer.get_train_dataloader), whose BatchSamplerShard deals whole batches of one seeded "
@@ -161,7 +161,7 @@ HF_TRAINER_LOADER_WHY = ("the Hugging Face Trainer's order: its DataLoader goes 
 
 def logs_loader(logs: Iterable[ReadStats], cfg: Config) -> tuple[str | None, str | None]:
     """The loader the logs name when ``[batch] loader`` is ``auto``: ``accelerate`` when every log is
-    a Hugging Face Trainer's (a ``trainer_state.json`` or its console dicts: :data:`HF_TRAINER_COUNTS`)
+    a Hugging Face Trainer's (a ``trainer_state.json`` or its console dicts: :func:`_hf_trainer_log`)
     and the batches are rows (no ``max_tokens``): transformers' Trainer passes its
     DataLoader to ``accelerator.prepare`` (since mid-2023), so over several processes whole batches are dealt in turn,
     not rows (torch's ``DistributedSampler``). Else ``(None, None)`` (the config's loader rules).
@@ -172,9 +172,18 @@ def logs_loader(logs: Iterable[ReadStats], cfg: Config) -> tuple[str | None, str
     stats = list(logs)
     if cfg.batch.loader != "auto" or cfg.batch.max_tokens is not None or not stats:
         return None, None
-    if all(st.first_step_why in HF_TRAINER_COUNTS for st in stats):
+    if all(_hf_trainer_log(st) for st in stats):
         return "accelerate", HF_TRAINER_LOADER_WHY
     return None, None
+
+
+def _hf_trainer_log(st: ReadStats) -> bool:
+    """The log is a Hugging Face Trainer's: its step count says so (:data:`HF_TRAINER_COUNTS`), or every
+    line read is the Trainer's console dicts (its run summary included), whose records may carry only
+    an epoch before they are placed."""
+    if st.first_step_why in HF_TRAINER_COUNTS:
+        return True
+    return pydict.NAME in st.line_formats and set(st.line_formats) <= {pydict.NAME, HF_SUMMARY}
 
 
 @dataclass

@@ -6,12 +6,11 @@ SPEC``), started by the test with torchrun's environment (``RANK``, ``LOCAL_RANK
 ``batch`` (``per_device_train_batch_size``), ``ga`` (``gradient_accumulation_steps``). The model is a
 linear layer returning the mean cross-entropy; ``DatacheckCallback`` records the ledger in
 ``ROOT/out/data-indices/``. Each process writes ``ROOT/seen{rank}.json``: the row ids of every
-micro-batch its forward saw, in order; the main process writes the Trainer's ``trainer_state.json``
-to ``ROOT/out`` (the callback's, at the end of training)."""
+micro-batch its forward saw, in order; the callback writes the Trainer's ``trainer_state.json`` to
+``ROOT/out`` at the end of training; the main process prints the Trainer's log dicts on stdout (no
+progress bar, no header: each dict carries an epoch, not a step)."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import sys
@@ -55,7 +54,7 @@ def main(root: Path, spec: dict) -> None:
         ddp_find_unused_parameters=False)
     trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[DatacheckCallback()])
     assert trainer.args.world_size == 2, trainer.args.world_size
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+    with warnings.catch_warnings():  # the console: the Trainer's printed dicts, on the main process's stdout
         warnings.simplefilter("ignore")
         trainer.train()
     (root / f"seen{os.environ['RANK']}.json").write_text(json.dumps(seen))

@@ -110,6 +110,7 @@ def run(tmp_path_factory):
     (root / "datacheck.toml").write_text(CONFIG)
     res = _launch(root)
     assert all(p.returncode == 0 for p in res), [p.stderr[-3000:] for p in res]
+    (root / "console.log").write_text(res[0].stdout)  # python train.py > console.log, the main process's
     return root, bad
 
 
@@ -122,16 +123,18 @@ def test_each_process_trained_the_batches_accelerate_dealt_it(run):
     assert [k for k, s in enumerate(seen1) if bad in s] == [STEP * GA + MB]
 
 
-@pytest.mark.parametrize("source", ["plan", "ledger"])
+@pytest.mark.parametrize("source", ["plan", "ledger", "console"])
 def test_trace_names_the_step_the_process_and_the_row(run, source):
+    # console: the printed dicts carry an epoch; the [batch] plan's steps per epoch place them, and the
+    # plan is accelerate's there too (the loader is told from the log's lines before any is placed)
     root, bad = run
-    log = str(root / "out" / "trainer_state.json") if source == "plan" else str(root / "out")
+    log = str(root / {"plan": "out/trainer_state.json", "ledger": "out", "console": "console.log"}[source])
     rc, res, err = trace_json(log, "--data", str(root / "data"), "--config", str(root / "datacheck.toml"))
     assert rc == 1, err
     hf_step = STEP + 1  # the Trainer logs the 0-based step k as global_step k + 1
     assert res["first_bad"]["step"] == hf_step
     d = res["data"]
-    assert d["source"]["kind"] == source
+    assert d["source"]["kind"] == ("plan" if source == "console" else source)
     got = {int(r): sorted(g) for r, g in d["rows"]["steps"][str(hf_step)].items()}
     assert got == {p: sorted(_step_rows(STEP, p)) for p in range(WORLD)}  # each process's own rows
     assert bad in got[PROC]
@@ -139,6 +142,6 @@ def test_trace_names_the_step_the_process_and_the_row(run, source):
     shard, row = place(bad, SIZES)
     loc = d["rows"]["failing_rows"][0]
     assert (loc["shard"], loc["shard_row"], loc["row"]) == (shard, row, bad)
-    if source == "plan":  # the source says which order was simulated, and why
+    if source != "ledger":  # the source says which order was simulated, and why
         assert "loader accelerate (the Hugging Face Trainer's order" in d["source"]["description"]
         assert d["source"]["facts"]["loader"] == "accelerate"
