@@ -69,7 +69,7 @@ from datacheck.trace.record import ReadStats
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
-__all__ = ["StepRows", "logs_loader", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
+__all__ = ["StepRows", "logs_loader", "unlogged_tail", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
            "RowAudit", "audit_step_rows",
            "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "plan_epoch_micro_batches",
            "ledger_epoch_micro_batches",
@@ -498,6 +498,38 @@ def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[in
     return out, src
 
 
+def unlogged_tail(res: TraceResult, folder: str | Path, conv: StepConvention) -> tuple[int, int, str] | None:
+    """The log steps the ledger recorded past the log's end, for a log without an anomaly: a run that
+    stopped with an error (a crash such as an embedding's ``IndexError`` on an out-of-vocabulary id, a
+    kill) logged no value at the step it stopped in, but ``record_batches`` wrote that step's batches
+    as the loop received them, before training them. ``(first, last, why)``: the log steps after the
+    last one logged (every log's last training record, :attr:`ReadStats.last_step`) that the ledger
+    records, at most :data:`MAX_AUDITED_STEPS` of them, and the reason in words; None when the ledger
+    records none past the log's end, cannot be read (the data leg says why when asked), the log counts
+    micro-batches or holds records without a step.
+
+    A run that logs every ``N`` steps and ended normally has up to ``N - 1`` steps recorded and never
+    logged: the reason says both readings."""
+    lasts = [st.last_step for st in res.logs]
+    if conv.micro_batches > 1 or conv.unplaced or not lasts or any(x is None for x in lasts):
+        return None
+    end = max(x for x in lasts if x is not None)
+    try:
+        led = read_ledger(folder)
+    except UsageError:
+        return None
+    base = _ledger_source(led)["first_step"]
+    after = sorted(s - base for s in led.steps if s - base > conv.optimizer_step(end))
+    if not after:
+        return None
+    first, last = after[0], min(after[-1], after[0] + MAX_AUDITED_STEPS - 1)
+    lo, hi = conv.log_step(first), conv.log_step(last)
+    return lo, hi, (f"no anomaly in the log, but it ends at log step {end} (optimizer step {conv.optimizer_step(end)}) "
+                    f"and the ledger records {steps_text(first, last, 'optimizer step')} after it: a run that stopped "
+                    f"with an error (a crash, a kill) stopped in {'it' if first == last else 'one of them'}, whose "
+                    "batches the loop had received; a run that ended normally did not log its last steps")
+
+
 def ledger_grad_accum(folder: str | Path) -> int:
     """The micro-batches per optimizer step a ledger records: the largest ``grad_accum`` of its
     ``#state`` lines (``record_batches`` writes one per epoch); 1 for a ledger without them (OLMo's)
@@ -913,6 +945,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     """
     if window < 0:
         raise UsageError(f"--window must be >= 0, got {window}")
+    stopped = None  # why the ledger's unlogged steps are audited (no anomaly, no --step)
     if index is None:
         index = DatasetIndex.build(paths, cfg)
     idents = {st.identity for st in res.logs if st.identity is not None}
@@ -926,6 +959,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         lo, hi = res.first_bad["window"]
     elif any(f.check == "log.periodic_spikes" for f in res.findings):  # the first spike's rows, matched to the plan
         lo = hi = next(f for f in res.findings if f.check == "log.periodic_spikes").details["spike_steps"][0]
+    elif ledger is not None and (tail := unlogged_tail(res, ledger, conv)) is not None:
+        lo, hi, stopped = tail  # no anomaly, but the loop received steps the log never logged: a crash's step
     else:
         return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": warning,
                 "source": None, "convention": conv.to_dict()}
@@ -984,6 +1019,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         replay_step = before
         replay_why = (f"the update before step {hi}: the loss Lightning logged at step {before} covers part of its "
                       f"rows; then step {hi}'s")
+    if stopped is not None:
+        msg = f"{stopped}: {msg}"
     return {"message": msg + (f"; {also}" if also else ""), "rows": ra.to_dict(), "audited_steps": [a, b],
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,
