@@ -637,6 +637,14 @@ class RowAudit:
         """Distinct rows audited."""
         return len({r.global_index for rows in self.steps.values() for r in rows})
 
+    def consumed_at(self, g: int) -> list[dict[str, Any]]:
+        """Where global row ``g`` was loaded in the audited steps: ``{"step" (log step), "rank",
+        "micro_batch"}`` per place (step, then rank, then micro-batch order; a row the sampler repeated
+        is listed at each place; ``micro_batch`` None where the source does not say)."""
+        seen = sorted({(s, r.rank, r.micro_batch if r.micro_batch is not None else -1)
+                       for s, rows in self.steps.items() for r in rows if r.global_index == g})
+        return [{"step": s, "rank": rk, "micro_batch": None if mb < 0 else mb} for s, rk, mb in seen]
+
     def failing(self) -> list[int]:
         """Failing global rows, errors first, then warnings, then info; each group in row order."""
         return sorted(self.row_checks, key=lambda g: (-Severity(self.row_severity[g]).rank, g))
@@ -663,7 +671,8 @@ class RowAudit:
                 "findings": [f.to_dict() for f in self.findings],
                 "row_checks": {str(g): self.row_checks[g] for g in self.failing()},
                 "failing_rows": [{"row": g, "shard": self.where[g][0], "shard_row": self.where[g][1],
-                                  "severity": self.row_severity[g], "checks": self.row_checks[g]}
+                                  "severity": self.row_severity[g], "checks": self.row_checks[g],
+                                  "at": self.consumed_at(g)}
                                  for g in self.failing()],
                 "supervised_tokens": None if self.supervised_tokens is None else
                 {str(s): {str(r): t for r, t in rr.items()} for s, rr in sorted(self.supervised_tokens.items())},

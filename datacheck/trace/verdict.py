@@ -475,8 +475,16 @@ def _rows_answer(data: dict[str, Any], at: dict[str, Any] | None) -> dict[str, A
         where += (f", the ledger's steps after the log's end (optimizer steps {data['audited_optimizer_steps'][0]}.."
                   f"{data['audited_optimizer_steps'][1]}): a run that stopped with an error stopped in "
                   + ("it" if audited[0] == audited[1] else "one of them"))
+    # over several ranks, the rank(s) that loaded each failing row (the ledger's or the plan's)
+    multi = len({rk for rr in steps.values() for rk in rr}) > 1
+    loaded = {int(r["row"]): sorted({int(a["rank"]) for a in r.get("at") or [] if a.get("rank") is not None})
+              for r in data["rows"].get("failing_rows") or []}
+
+    def on(r: int) -> str:
+        got = loaded.get(r) or []
+        return f" on rank {', '.join(map(str, got))}" if multi and got else ""
     return {"answer": where
-            + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}: {', '.join(rc[str(r)])}"
+            + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}{on(r)}: {', '.join(rc[str(r)])}"
                                                                for r in bad_rows[:5]) if bad_rows else
                "; none fails a data check (the rows look sound)")
             + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),

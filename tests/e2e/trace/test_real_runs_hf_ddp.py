@@ -142,6 +142,8 @@ def test_trace_names_the_step_the_process_and_the_row(run, source):
     shard, row = place(bad, SIZES)
     loc = d["rows"]["failing_rows"][0]
     assert (loc["shard"], loc["shard_row"], loc["row"]) == (shard, row, bad)
+    assert loc["at"] == [{"step": hf_step, "rank": PROC, "micro_batch": MB}]  # where the run loaded it
+    assert f"row {row} (global {bad}) on rank {PROC}: finite.nan:x1" in res["verdict"]["answers"]["rows"]["answer"]
     if source != "ledger":  # the source says which order was simulated, and why
         assert "loader accelerate (the Hugging Face Trainer's order" in d["source"]["description"]
         assert d["source"]["facts"]["loader"] == "accelerate"
