@@ -486,9 +486,21 @@ def _rows_answer(data: dict[str, Any], at: dict[str, Any] | None) -> dict[str, A
     return {"answer": where
             + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}{on(r)}: {', '.join(rc[str(r)])}"
                                                                for r in bad_rows[:5]) if bad_rows else
-               "; none fails a data check (the rows look sound)")
+               "; none fails a data check (the rows look sound)" + _plan_caveat(data))
             + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),
             "rows": n, "bad_rows": bad_rows}
+
+
+def _plan_caveat(data: dict[str, Any]) -> str:
+    """What "the rows look sound" rests on when the rows come from the simulated plan (no ledger): the
+    ``[batch]`` facts and the loader simulated; a run with another sampler loaded other rows at that
+    step, so clean planned rows clear nothing. "" for a ledger's rows (what the run recorded)."""
+    src = data.get("source") or {}
+    if src.get("kind") != "plan":
+        return ""
+    return (", if the run loaded the rows the simulated plan gives (its [batch] facts and samplers: the data's "
+            "source line); a sampler it does not simulate (length grouping, an IterableDataset, a custom sampler) loaded other rows at that "
+            "step: record them with record_batches or DatacheckCallback and give --ledger")
 
 
 def _apart(audited: list[int], at: dict[str, Any]) -> str:
