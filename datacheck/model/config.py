@@ -375,7 +375,8 @@ class BatchSection(_Section):
         "accelerate's seedable sampler with `seed`, cut into batches that accelerate's BatchSamplerShard deals "
         "whole to the `world_size` processes, batch k to process k % world_size; `even_batches`, "
         "`split_batches`), or `auto`: `megatron` when the planned shards are Megatron .bin/.idx pairs, "
-        "`accelerate` in `order verify` when the ledger recorded an accelerate-prepared loader, else `torch`"))
+        "`accelerate` in `order verify` when the ledger recorded an accelerate-prepared loader and in `trace` "
+        "over a Hugging Face Trainer's log (the Trainer prepares its DataLoader with accelerate), else `torch`"))
     even_batches: bool = Field(default=True, description=(
         "loader `accelerate`: accelerate's `even_batches` (DataLoaderConfiguration; default true): the last "
         "round of batches is completed with rows from the epoch's start, so every process gets as many full "

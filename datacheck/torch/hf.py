@@ -61,8 +61,9 @@ from typing import Any, Mapping
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.identity import log_data_identity
+from datacheck.model.torchdep import require_torch
 from datacheck.torch.guard import BatchGuard
-from datacheck.torch.record import RecordingBatchSampler, flush_ledgers
+from datacheck.torch.record import ITERABLE_ADVICE, RecordingBatchSampler, flush_ledgers, iterable_dataset_name
 
 try:
     from transformers import TrainerCallback
@@ -189,9 +190,12 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
         inner = getattr(dl, "batch_sampler", None)
         if isinstance(inner, RecordingBatchSampler):
             return inner
-        if inner is None:
-            warnings.warn("DatacheckCallback: the training DataLoader has no batch sampler (an IterableDataset): "
-                          "no row indices to record", RuntimeWarning, stacklevel=2)
+        name = iterable_dataset_name(require_torch("datacheck.torch.hf.DatacheckCallback"), loader)
+        if name is not None or inner is None:  # no row indices: training goes on, unrecorded
+            warnings.warn("DatacheckCallback: the training DataLoader "
+                          + (f"iterates an IterableDataset ({name}): {ITERABLE_ADVICE}; the ledger is not written"
+                             if name is not None else "has no batch sampler: no row indices to record"),
+                          RuntimeWarning, stacklevel=2)
             return None
         out = Path(self.ledger_dir if self.ledger_dir is not None else args.output_dir)
         rec = RecordingBatchSampler(inner, out, rank=int(getattr(args, "process_index", 0)),

@@ -67,7 +67,7 @@ from datacheck.model.errors import UsageError
 from datacheck.model.torchdep import require_torch
 from datacheck.torch.position import BatchTag, TaggedBatch, set_current_tag
 
-__all__ = ["RecordingBatchSampler", "record_batches", "flush_ledgers"]
+__all__ = ["RecordingBatchSampler", "record_batches", "flush_ledgers", "iterable_dataset_name", "ITERABLE_ADVICE"]
 
 #: every live recorder of this process (:func:`flush_ledgers`)
 _LIVE: "weakref.WeakSet[RecordingBatchSampler]" = weakref.WeakSet()
@@ -668,6 +668,36 @@ def _recording_loader_class(DataLoader: Any) -> Any:
     return RecordingDataLoader
 
 
+def iterable_dataset_name(torch: Any, loader: Any) -> str | None:
+    """The class name of the iterable-style dataset (``torch.utils.data.IterableDataset``, also under
+    accelerate's ``IterableDatasetShard``) a DataLoader iterates (accelerate's loaders included: the
+    ``base_dataloader`` of a ``DataLoaderShard``), else None. Such a loader has no row indices: torch
+    gives it a ``BatchSampler`` over ``_InfiniteConstantSampler``, which yields ``None`` for every row."""
+    for dl in (loader, getattr(loader, "base_dataloader", None)):
+        ds = getattr(dl, "dataset", None) if isinstance(dl, torch.utils.data.DataLoader) else None
+        if isinstance(ds, torch.utils.data.IterableDataset):
+            return type(ds).__name__
+    return None
+
+
+#: what a loader over an IterableDataset can do instead of a ledger (record_batches' and the callback's words)
+ITERABLE_ADVICE = ("its rows come from the dataset's own iterator, not from indices a sampler draws, so there are no "
+                   "row indices to record (torch's batch sampler for such a loader yields None for every row); use a "
+                   "map-style dataset with a sampler, or carry each row's global index in its sample (an 'idx' "
+                   "field) and log it with the step: no plan simulates an IterableDataset's order")
+
+
+def _refuse_iterable(torch: Any, loader: Any) -> None:
+    """Refuse a DataLoader over an iterable-style dataset (:func:`iterable_dataset_name`).
+
+    Raises:
+        UsageError: the loader iterates an iterable-style dataset (the message says what to do instead).
+    """
+    name = iterable_dataset_name(torch, loader)
+    if name is not None:
+        raise UsageError(f"record_batches: this DataLoader iterates an IterableDataset ({name}): {ITERABLE_ADVICE}")
+
+
 def _record_accelerate(dl: Any, out_dir: str | Path, rank: int | None, **kw: Any) -> Any:
     """``record_batches`` of a loader ``accelerator.prepare`` returned: a ``DataLoaderShard`` as accelerate's
     ``skip_first_batches`` rebuilds one (device, RNG synchronisation, ``end_of_dataloader`` kept), whose batch
@@ -744,6 +774,7 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
         OptionalDependencyError: torch is not installed.
     """
     torch = require_torch("datacheck.torch.record_batches")
+    _refuse_iterable(torch, loader_or_sampler)
     if _accelerate_loader(loader_or_sampler) is not None:
         return _record_accelerate(loader_or_sampler, out_dir, rank, grad_accum=grad_accum, start_step=start_step,
                                   epoch=epoch, flush_every=flush_every, resume_skips=resume_skips)
@@ -753,8 +784,8 @@ def record_batches(loader_or_sampler: Any, out_dir: str | Path, *, rank: int | N
     if isinstance(loader_or_sampler, DataLoader):
         dl = loader_or_sampler
         if dl.batch_sampler is None:
-            raise UsageError("record_batches: this DataLoader has no batch sampler (batch_size=None or an "
-                             "IterableDataset): there are no row indices to record")
+            raise UsageError("record_batches: this DataLoader has no batch sampler (batch_size=None): there are no "
+                             "batches of row indices to record")
         rec = RecordingBatchSampler(dl.batch_sampler, out_dir, rank=rank, grad_accum=grad_accum,
                                     start_step=start_step, epoch=epoch, flush_every=flush_every,
                                     resume_skips=resume_skips)

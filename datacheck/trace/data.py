@@ -62,11 +62,14 @@ from datacheck.model.megatronorder import MegatronOrder, Rampup, lineage_words
 from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
+from datacheck.trace.readers import HF_SUMMARY, pydict
 from datacheck.trace.readers.fields import LIGHTNING_LAYOUT_WHY, LIGHTNING_WHY
+from datacheck.trace.readers.hfstate import HF_STATE_WHY
+from datacheck.trace.record import ReadStats
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
 
-__all__ = ["StepRows", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
+__all__ = ["StepRows", "logs_loader", "unlogged_tail", "micro_batch_rows", "ledger_grad_accum", "ledger_rows", "ledger_gaps", "plan_rows", "ledger_step_rows",
            "RowAudit", "audit_step_rows",
            "DatasetIndex", "export_rows", "trace_data", "plan_steps_per_epoch", "plan_epoch_micro_batches",
            "ledger_epoch_micro_batches",
@@ -146,6 +149,43 @@ def _facts_text(cfg: Config) -> str:
             f"shuffle {str(b.shuffle).lower()}, seed {b.seed}, epochs {b.epochs}")
 
 
+#: the step counts that mark a log as the Hugging Face Trainer's (its ``trainer_state.json``, its console dicts)
+HF_TRAINER_COUNTS = (HF_STATE_WHY, pydict.HF_WHY)
+#: why a Hugging Face Trainer's log is planned as accelerate deals batches (the plan's source says it)
+HF_TRAINER_LOADER_WHY = ("the Hugging Face Trainer's order: its DataLoader goes through accelerator.prepare "
+                         "(Trainer.get_train_dataloader), whose BatchSamplerShard deals whole batches of one seeded "
+                         "order, batch k to process k % world_size ([batch] loader = \"accelerate\"; [batch] "
+                         "loader = \"torch\" for a Trainer from before transformers moved its DataLoader to "
+                         "accelerate in mid-2023, which used torch's DistributedSampler)")
+
+
+def logs_loader(logs: Iterable[ReadStats], cfg: Config) -> tuple[str | None, str | None]:
+    """The loader the logs name when ``[batch] loader`` is ``auto``: ``accelerate`` when every log is
+    a Hugging Face Trainer's (a ``trainer_state.json`` or its console dicts: :func:`_hf_trainer_log`)
+    and the batches are rows (no ``max_tokens``): transformers' Trainer passes its
+    DataLoader to ``accelerator.prepare`` (since mid-2023), so over several processes whole batches are dealt in turn,
+    not rows (torch's ``DistributedSampler``). Else ``(None, None)`` (the config's loader rules).
+
+    Returns:
+        (the loader, why: :data:`HF_TRAINER_LOADER_WHY`), or ``(None, None)``.
+    """
+    stats = list(logs)
+    if cfg.batch.loader != "auto" or cfg.batch.max_tokens is not None or not stats:
+        return None, None
+    if all(_hf_trainer_log(st) for st in stats):
+        return "accelerate", HF_TRAINER_LOADER_WHY
+    return None, None
+
+
+def _hf_trainer_log(st: ReadStats) -> bool:
+    """The log is a Hugging Face Trainer's: its step count says so (:data:`HF_TRAINER_COUNTS`), or every
+    line read is the Trainer's console dicts (its run summary included), whose records may carry only
+    an epoch before they are placed."""
+    if st.first_step_why in HF_TRAINER_COUNTS:
+        return True
+    return pydict.NAME in st.line_formats and set(st.line_formats) <= {pydict.NAME, HF_SUMMARY}
+
+
 @dataclass
 class DatasetIndex:
     """The dataset of one trace, read once: its shards (of the planned split), each hashed and opened
@@ -162,6 +202,9 @@ class DatasetIndex:
         lengths: tokens per global row (int64; with ``[batch] max_tokens``), else None.
         split, other_splits: the split planned (None without splits) and the others' shard counts.
         cfg: the config.
+        loader, loader_why: the loader the logs name (:func:`logs_loader`: ``accelerate`` for a Hugging
+            Face Trainer's logs while ``[batch] loader`` is ``auto``) and why, else None: the plan then
+            follows ``[batch] loader``.
     """
 
     root: Path
@@ -174,6 +217,8 @@ class DatasetIndex:
     lengths: np.ndarray | None = None
     split: str | None = None
     other_splits: dict[str, int] = field(default_factory=dict)
+    loader: str | None = None
+    loader_why: str | None = None
 
     @classmethod
     def build(cls, paths: list[str], cfg: Config) -> "DatasetIndex":
@@ -249,6 +294,8 @@ class DatasetIndex:
         Raises:
             UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens``, or a fact of
                 Megatron's order is missing (:func:`datacheck.execute.plan.megatron_plan`).
+
+        A loader the logs name (:attr:`loader`) is planned unless the shards are Megatron pairs.
         """
         if self.cfg.batch.batch_size is None and self.cfg.batch.max_tokens is None:
             raise UsageError("[batch] batch_size is not set: give the trainer's per-device batch size in "
@@ -257,7 +304,10 @@ class DatasetIndex:
         space = self.space()
         if loader_of(space, self.cfg) == "megatron":
             return megatron_plan(space, self.cfg)
-        return BatchPlan(space=space, cfg=self.cfg, supervised=None, lengths=self.lengths)
+        cfg = self.cfg
+        if self.loader is not None and cfg.batch.loader == "auto":
+            cfg = cfg.model_copy(update={"batch": cfg.batch.model_copy(update={"loader": self.loader})})
+        return BatchPlan(space=space, cfg=cfg, supervised=None, lengths=self.lengths)
 
 
 def megatron_consumed(consumed: dict[int, int], log_step: int, optimizer_step: int, global_batch: int,
@@ -419,12 +469,27 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                 "facts need --ledger)")
         facts = {**cfg.batch.model_dump(mode="json"), "megatron": cfg.megatron.model_dump(mode="json")}
     else:
-        desc = (f"the simulated batch plan ({_facts_text(cfg)}; {spe} steps per epoch; {conv.formula()}; assumes a "
-                "run from scratch with these samplers: a resumed run or another sampler needs --ledger)")
-        facts = cfg.batch.model_dump(mode="json")
+        pcfg = plan.cfg
+        desc = (f"the simulated batch plan ({_facts_text(pcfg)}; {spe} steps per epoch; {conv.formula()}; "
+                f"{_loader_text(pcfg, index.loader_why)}; assumes a run from scratch with these samplers: a resumed "
+                "run or another sampler needs --ledger)")
+        facts = pcfg.batch.model_dump(mode="json")
     return out, {"kind": "plan", "facts": facts, "steps_per_epoch": spe, "run_steps": total,
                  "outside": sorted(outside), "description": desc + (f"; {beyond}" if beyond else ""),
                  **({"past_end": beyond} if beyond else {})}
+
+
+def _loader_text(cfg: Config, why: str | None) -> str:
+    """The samplers a torch-style plan simulated, in words (``why``: the logs named the loader)."""
+    b = cfg.batch
+    if b.max_tokens is not None:
+        return "TokenBudgetBatchSampler's batches sharded by torch's DistributedSampler"
+    if b.loader == "accelerate":
+        return (f"loader accelerate ({why})" if why else
+                "loader accelerate: one seeded order cut into batches, dealt whole to the processes")
+    return ("loader torch: DistributedSampler dealing rows to the ranks in turn, then BatchSampler"
+            + (" ([batch] loader = \"accelerate\" for a DataLoader passed to accelerator.prepare, the Hugging "
+               "Face Trainer's included)" if b.world_size > 1 else ""))
 
 
 def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[int],
@@ -473,6 +538,38 @@ def ledger_step_rows(folder: str | Path, index: DatasetIndex, steps: Iterable[in
     src.update(outside=missing, gaps=gaps, description=f"{src['description']}; ledger step = optimizer step"
                + (" + 1 (OLMo's global_step)" if base else "") + "".join(f"; {g}" for g in gaps))
     return out, src
+
+
+def unlogged_tail(res: TraceResult, folder: str | Path, conv: StepConvention) -> tuple[int, int, str] | None:
+    """The log steps the ledger recorded past the log's end, for a log without an anomaly: a run that
+    stopped with an error (a crash such as an embedding's ``IndexError`` on an out-of-vocabulary id, a
+    kill) logged no value at the step it stopped in, but ``record_batches`` wrote that step's batches
+    as the loop received them, before training them. ``(first, last, why)``: the log steps after the
+    last one logged (every log's last training record, :attr:`ReadStats.last_step`) that the ledger
+    records, at most :data:`MAX_AUDITED_STEPS` of them, and the reason in words; None when the ledger
+    records none past the log's end, cannot be read (the data leg says why when asked), the log counts
+    micro-batches or holds records without a step.
+
+    A run that logs every ``N`` steps and ended normally has up to ``N - 1`` steps recorded and never
+    logged: the reason says both readings."""
+    lasts = [st.last_step for st in res.logs]
+    if conv.micro_batches > 1 or conv.unplaced or not lasts or any(x is None for x in lasts):
+        return None
+    end = max(x for x in lasts if x is not None)
+    try:
+        led = read_ledger(folder)
+    except UsageError:
+        return None
+    base = _ledger_source(led)["first_step"]
+    after = sorted(s - base for s in led.steps if s - base > conv.optimizer_step(end))
+    if not after:
+        return None
+    first, last = after[0], min(after[-1], after[0] + MAX_AUDITED_STEPS - 1)
+    lo, hi = conv.log_step(first), conv.log_step(last)
+    return lo, hi, (f"no anomaly in the log, but it ends at log step {end} (optimizer step {conv.optimizer_step(end)}) "
+                    f"and the ledger records {steps_text(first, last, 'optimizer step')} after it: a run that stopped "
+                    f"with an error (a crash, a kill) stopped in {'it' if first == last else 'one of them'}, whose "
+                    "batches the loop had received; a run that ended normally did not log its last steps")
 
 
 def ledger_grad_accum(folder: str | Path) -> int:
@@ -582,6 +679,14 @@ class RowAudit:
         """Distinct rows audited."""
         return len({r.global_index for rows in self.steps.values() for r in rows})
 
+    def consumed_at(self, g: int) -> list[dict[str, Any]]:
+        """Where global row ``g`` was loaded in the audited steps: ``{"step" (log step), "rank",
+        "micro_batch"}`` per place (step, then rank, then micro-batch order; a row the sampler repeated
+        is listed at each place; ``micro_batch`` None where the source does not say)."""
+        seen = sorted({(s, r.rank, r.micro_batch if r.micro_batch is not None else -1)
+                       for s, rows in self.steps.items() for r in rows if r.global_index == g})
+        return [{"step": s, "rank": rk, "micro_batch": None if mb < 0 else mb} for s, rk, mb in seen]
+
     def failing(self) -> list[int]:
         """Failing global rows, errors first, then warnings, then info; each group in row order."""
         return sorted(self.row_checks, key=lambda g: (-Severity(self.row_severity[g]).rank, g))
@@ -608,7 +713,8 @@ class RowAudit:
                 "findings": [f.to_dict() for f in self.findings],
                 "row_checks": {str(g): self.row_checks[g] for g in self.failing()},
                 "failing_rows": [{"row": g, "shard": self.where[g][0], "shard_row": self.where[g][1],
-                                  "severity": self.row_severity[g], "checks": self.row_checks[g]}
+                                  "severity": self.row_severity[g], "checks": self.row_checks[g],
+                                  "at": self.consumed_at(g)}
                                  for g in self.failing()],
                 "supervised_tokens": None if self.supervised_tokens is None else
                 {str(s): {str(r): t for r, t in rr.items()} for s, rr in sorted(self.supervised_tokens.items())},
@@ -890,6 +996,7 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     """
     if window < 0:
         raise UsageError(f"--window must be >= 0, got {window}")
+    stopped = None  # why the ledger's unlogged steps are audited (no anomaly, no --step)
     if index is None:
         index = DatasetIndex.build(paths, cfg)
     idents = {st.identity for st in res.logs if st.identity is not None}
@@ -903,6 +1010,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         lo, hi = res.first_bad["window"]
     elif any(f.check == "log.periodic_spikes" for f in res.findings):  # the first spike's rows, matched to the plan
         lo = hi = next(f for f in res.findings if f.check == "log.periodic_spikes").details["spike_steps"][0]
+    elif ledger is not None and (tail := unlogged_tail(res, ledger, conv)) is not None:
+        lo, hi, stopped = tail  # no anomaly, but the loop received steps the log never logged: a crash's step
     else:
         return {"message": "no anomaly and no --step: no rows to audit", "rows": None, "warning": warning,
                 "source": None, "convention": conv.to_dict()}
@@ -961,6 +1070,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         replay_step = before
         replay_why = (f"the update before step {hi}: the loss Lightning logged at step {before} covers part of its "
                       f"rows; then step {hi}'s")
+    if stopped is not None:
+        msg = f"{stopped}: {msg}"
     return {"message": msg + (f"; {also}" if also else ""), "rows": ra.to_dict(), "audited_steps": [a, b],
             "audited_optimizer_steps": [conv.optimizer_step(a), conv.optimizer_step(b)],
             "step_map": conv.describe(hi), "convention": conv.to_dict(), "warning": warning, "source": source,

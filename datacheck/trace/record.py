@@ -142,6 +142,8 @@ class ReadStats:
         min_step: the smallest step of the log's training records (set by the trace's read), None
             before any; a log holding step 0 counts optimizer steps from 0
             (:func:`datacheck.trace.steps.resolve_convention`).
+        last_step: the step of the log's last training record (set by the trace's read; where the log
+            ends: a run that stopped with an error stopped after it), None before any.
         epoch_clash: why a steps-per-epoch from outside the log (``--steps-per-epoch``, the
             ``[batch]`` plan) does not place this log's records (it put two training records on one
             step), None when it does or was not used; the trace then reads the log again without it
@@ -162,6 +164,7 @@ class ReadStats:
     first_step_why: str | None = None
     unplaced: str | None = None
     min_step: int | None = None
+    last_step: int | None = None
     epoch_clash: str | None = None
 
     def knows(self, first: int, why: str) -> None:

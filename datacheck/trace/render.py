@@ -17,6 +17,18 @@ __all__ = ["render_text", "render_html"]
 _SAMPLES_SHOWN = 8
 
 
+
+def _consumed_text(at: list[dict[str, Any]]) -> str:
+    """``" (loaded at log step 7 by rank 1, micro-batch 1)"``: where a failing row was loaded in the
+    audited steps (the first 3 places, then how many more); "" when none is known."""
+    def one(a: dict[str, Any]) -> str:
+        mb = f", micro-batch {a['micro_batch']}" if a.get("micro_batch") is not None else ""
+        return f"log step {a['step']} by rank {a['rank']}{mb}"
+    if not at:
+        return ""
+    more = f" and {len(at) - 3} more" if len(at) > 3 else ""
+    return " (loaded at " + "; ".join(one(a) for a in at[:3]) + more + ")"
+
 def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str, Any] | None = None) -> str:
     """The text output: the four answers first (:func:`datacheck.trace.verdict.verdict_text`), the logs
     read, the first anomaly, the findings, the timeline, the rows, then the verdict per anomaly and what
@@ -76,7 +88,7 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
                         out.append(f"    ... {len(samples) - _SAMPLES_SHOWN} more sample(s) (--format json)")
             for r in audited.get("failing_rows", []):  # errors first
                 out.append(f"  [{r['severity']}] {r['shard']} row {r['shard_row']} (global {r['row']}): "
-                           f"{', '.join(r['checks'])}")
+                           f"{', '.join(r['checks'])}" + _consumed_text(r.get("at") or []))
             for f in audited["findings"]:
                 locs = f["details"].get("locations") or []
                 where = ", ".join(f"{x['shard']} row {x['shard_row']}" for x in locs) or f"rows {f['rows']}"

@@ -229,6 +229,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 continue
             if lf.stats.min_step is None or rec.step < lf.stats.min_step:
                 lf.stats.min_step = rec.step
+            lf.stats.last_step = rec.step
             if rec.tokens is not None and (lf.stats.format == "megatron" or lf.stats.line_formats.get("megatron")):
                 consumed[rec.step] = int(rec.tokens)  # "consumed samples": a sample count
                 if rec.global_batch is not None and rec.global_batch > 0:

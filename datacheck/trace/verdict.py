@@ -392,8 +392,9 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
     fb = res.first_bad
     if fb is None:
         first = next((a for a in anomalies if a["step"] is not None and a["check"] != "log.skipped_steps"), None)
-        if first is None:
-            return {"from_step": None, "ranks": None, "nan_or_inf": None, "rows": None}
+        if first is None:  # rows audited without an anomaly: the ledger's steps past the log's end (a crash)
+            rows = _rows_answer(data, None) if data is not None and data.get("rows") else None
+            return {"from_step": None, "ranks": None, "nan_or_inf": None, "rows": rows}
         fb = {"check": first["check"], "step": first["step"], "rank": first["rank"], "window": [first["step"]] * 2}
         fb.update({k: v for k, v in next(f.details for f in res.findings if f.check == first["check"]).items()
                    if not isinstance(v, (list, dict))})
@@ -456,18 +457,50 @@ def _answers(res: TraceResult, data: dict[str, Any] | None, anomalies: list[dict
     elif not data.get("rows"):
         rows = {"answer": data.get("message", "no rows audited")}
     else:
-        bad_rows, audited, rc = _data_rows(data)
-        located = _row_places(data)
-        steps = data["rows"].get("steps") or {}
-        n = sum(len(v) for rr in steps.values() for v in rr.values())
-        rows = {"answer": (f"{n} row(s) in {steps_text(audited[0], audited[1])}{_apart(audited, at)}" if audited
-                           else f"{n} row(s)")
-                + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}: {', '.join(rc[str(r)])}"
-                                                                    for r in bad_rows[:5]) if bad_rows else
-                   "; none fails a data check (the rows look sound)")
-                + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),
-                "rows": n, "bad_rows": bad_rows}
+        rows = _rows_answer(data, at)
     return {"from_step": {"first": at, "last_good": last}, "ranks": ranks, "nan_or_inf": nan_inf, "rows": rows}
+
+
+def _rows_answer(data: dict[str, Any], at: dict[str, Any] | None) -> dict[str, Any]:
+    """The fourth answer from the audited rows of ``data``: how many, in which log steps (said apart
+    from the first anomaly ``at`` when they are not its; ``at`` None: no anomaly, the rows of the steps
+    the ledger recorded past the log's end, said with why), and the failing ones with their checks."""
+    bad_rows, audited, rc = _data_rows(data)
+    located = _row_places(data)
+    steps = data["rows"].get("steps") or {}
+    n = sum(len(v) for rr in steps.values() for v in rr.values())
+    where = (f"{n} row(s) in {steps_text(audited[0], audited[1])}" + (_apart(audited, at) if at is not None else "")
+             if audited else f"{n} row(s)")
+    if at is None and audited:
+        where += (f", the ledger's steps after the log's end (optimizer steps {data['audited_optimizer_steps'][0]}.."
+                  f"{data['audited_optimizer_steps'][1]}): a run that stopped with an error stopped in "
+                  + ("it" if audited[0] == audited[1] else "one of them"))
+    # over several ranks, the rank(s) that loaded each failing row (the ledger's or the plan's)
+    multi = len({rk for rr in steps.values() for rk in rr}) > 1
+    loaded = {int(r["row"]): sorted({int(a["rank"]) for a in r.get("at") or [] if a.get("rank") is not None})
+              for r in data["rows"].get("failing_rows") or []}
+
+    def on(r: int) -> str:
+        got = loaded.get(r) or []
+        return f" on rank {', '.join(map(str, got))}" if multi and got else ""
+    return {"answer": where
+            + (f"; {len(bad_rows)} fail a check: " + "; ".join(f"{_row_txt(r, located)}{on(r)}: {', '.join(rc[str(r)])}"
+                                                               for r in bad_rows[:5]) if bad_rows else
+               "; none fails a data check (the rows look sound)" + _plan_caveat(data))
+            + (f"; {data['source']['past_end']}" if (data.get("source") or {}).get("past_end") else ""),
+            "rows": n, "bad_rows": bad_rows}
+
+
+def _plan_caveat(data: dict[str, Any]) -> str:
+    """What "the rows look sound" rests on when the rows come from the simulated plan (no ledger): the
+    ``[batch]`` facts and the loader simulated; a run with another sampler loaded other rows at that
+    step, so clean planned rows clear nothing. "" for a ledger's rows (what the run recorded)."""
+    src = data.get("source") or {}
+    if src.get("kind") != "plan":
+        return ""
+    return (", if the run loaded the rows the simulated plan gives (its [batch] facts and samplers: the data's "
+            "source line); a sampler it does not simulate (length grouping, an IterableDataset, a custom sampler) loaded other rows at that "
+            "step: record them with record_batches or DatacheckCallback and give --ledger")
 
 
 def _apart(audited: list[int], at: dict[str, Any]) -> str:

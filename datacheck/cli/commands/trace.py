@@ -26,6 +26,7 @@ from datacheck.trace.data import (
     DatasetIndex,
     ledger_epoch_micro_batches,
     ledger_grad_accum,
+    logs_loader,
     plan_epoch_micro_batches,
     plan_steps_per_epoch,
     trace_data,
@@ -144,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     with activity("tracing", no_progress=args.no_progress or args.data is None) as tick:
         tick.stage("counting the rows of the data")
         index = DatasetIndex.build(args.data, cfg) if args.data is not None else None
+        if index is not None:  # a Hugging Face Trainer's logs: its batches are accelerate's, not torch's rows
+            index.loader, index.loader_why = logs_loader(res.logs, cfg)
         if conv.unplaced and index is not None and args.steps_per_epoch is None:
             spe = plan_steps_per_epoch(index)  # the config's [batch] facts place records that carry only an epoch
             if spe is not None:

@@ -32,7 +32,10 @@ from datacheck.trace.readers.fields import BadValue
 from datacheck.trace.readers.keyed import record_from_mapping
 from datacheck.trace.record import ReadStats, StepRecord
 
-__all__ = ["NanQuotingReader", "read_hf_state", "ijson_backend"]
+__all__ = ["NanQuotingReader", "read_hf_state", "ijson_backend", "HF_STATE_WHY"]
+
+#: the step count of a ``trainer_state.json`` (what marks a log as the Hugging Face Trainer's)
+HF_STATE_WHY = "Hugging Face trainer_state.json: global_step counted after the update, from 1"
 
 _READ = 1 << 20  # bytes read from the file at a time
 #: keys of the Trainer's final ``log_history`` entry (``TrainOutput.metrics``: ``train_runtime``,
@@ -182,7 +185,7 @@ def read_hf_state(path: Path, source: str, stats: ReadStats, rank: int | None) -
     """
     ijson = ijson_backend()
     stats.notes.add("hf_nan_filter")
-    stats.knows(1, "Hugging Face trainer_state.json: global_step counted after the update, from 1")
+    stats.knows(1, HF_STATE_WHY)
     depth = 0  # nesting level after the current event (the document's object is 1, log_history 2)
     top_key: str | None = None
     hist_seen = False

@@ -87,7 +87,9 @@ def test_log_step_after_the_update_joins_the_optimizer_step(loop, source):
     assert d["step_map"] == f"log step {bad_step + 1} = optimizer step {bad_step}"
     assert d["convention"] == {"first_step": 1, "source": "--first-step", "assumed": False, "unplaced": []}
     assert d["rows"]["failing_rows"] == [{"row": POISON, "shard": "part-00002.jsonl", "shard_row": 234,
-                                         "severity": "error", "checks": ["finite.nan:x2"]}]
+                                         "severity": "error", "checks": ["finite.nan:x2"],
+                                         # one process, no accumulation: loaded by rank 0 in micro-batch 0
+                                         "at": [{"step": bad_step + 1, "rank": 0, "micro_batch": 0}]}]
 
 
 @pytest.mark.slow

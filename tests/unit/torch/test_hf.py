@@ -154,3 +154,20 @@ def test_failures_in_dataloader_workers_reach_the_callback_through_the_dumps(tmp
     assert f["tag"]["step"] == 2 and f["worker"] == 0 and f["checks"] == {"finite.inf": [1]}
     assert f["dump"].endswith("batch-r0-s0000002-m0-e0.pt")
     assert sum(str(w.message).startswith("datacheck: step 2 micro-batch 0") for w in caught) == 1
+
+
+class _Rows(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(6))
+
+
+def test_an_iterable_dataset_is_warned_and_not_recorded(tmp_path):
+    # its batch sampler (over _InfiniteConstantSampler) yields None for every row: recording it once
+    # raised TypeError inside the Trainer's loop, ending the training the callback only watches
+    loader = DataLoader(_Rows(), batch_size=2)
+    cb = DatacheckCallback()
+    with pytest.warns(RuntimeWarning, match=r"iterates an IterableDataset \(_Rows\).*the ledger is not written"):
+        cb.on_train_begin(_args(tmp_path), TrainerState(), TrainerControl(), train_dataloader=loader)
+    assert cb.recorder is None and not isinstance(loader.batch_sampler, RecordingBatchSampler)
+    assert [b.tolist() for b in loader] == [[0, 1], [2, 3], [4, 5]]
+    assert not (tmp_path / "out" / "data-indices").exists()

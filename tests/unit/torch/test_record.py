@@ -335,3 +335,25 @@ def test_a_new_recorder_after_an_epoch_ending_mid_step_starts_the_next_step(tmp_
         next(it)
     it.close()
     assert record_batches(bs, tmp_path / "cut", grad_accum=2).next_step == 5 // 2
+
+
+class _Rows(torch.utils.data.IterableDataset):
+    """Six rows from the dataset's own iterator: no sampler draws their indices."""
+
+    def __iter__(self):
+        return iter(range(6))
+
+
+def test_a_loader_over_an_iterable_dataset_is_refused_naming_why(tmp_path):
+    # torch gives such a loader a BatchSampler over _InfiniteConstantSampler: its batches are [None] * 2,
+    # which the recorder once took for indices (TypeError at the first batch)
+    loader = DataLoader(_Rows(), batch_size=2)
+    assert loader.batch_sampler is not None and next(iter(loader.batch_sampler)) == [None, None]
+    with pytest.raises(UsageError, match=r"IterableDataset \(_Rows\).*no row indices to record"):
+        record_batches(loader, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_loader_without_batches_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="no batch sampler"):
+        record_batches(DataLoader(list(range(4)), batch_size=None), tmp_path / "run")

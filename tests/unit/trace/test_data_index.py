@@ -40,8 +40,9 @@ def test_trace_data_opens_and_hashes_each_shard_once(tmp_path, monkeypatch):
                 "--format", "json")
     assert r.returncode == 1, r.stderr
     rows = json.loads(r.stdout)["result"]["data"]["rows"]
+    # one step of 30 rows in file order: row 23 loaded at log step 1 (optimizer step 0), rank 0, micro-batch 0
     assert rows["failing_rows"][0] == {"row": 23, "shard": "part-2.jsonl", "shard_row": 3, "severity": "error",
-                                       "checks": ["finite.nan:x"]}
+                                       "checks": ["finite.nan:x"], "at": [{"step": 1, "rank": 0, "micro_batch": 0}]}
     shards = {str(data / f"part-{i}.jsonl") for i in range(3)}
     assert dict(opens) == {s: 1 for s in shards}
     assert dict(hashes) == {s: 1 for s in shards}

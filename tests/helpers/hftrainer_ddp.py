@@ -1,0 +1,64 @@
+"""One process of a real two-process Hugging Face ``Trainer`` CPU run (``python hftrainer_ddp.py ROOT
+SPEC``), started by the test with torchrun's environment (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR``, ``MASTER_PORT``): ``TrainingArguments(use_cpu=True)`` then joins the gloo process group.
+
+``ROOT/rows.json`` holds the rows (``x1``, ``x2``, ``label``); ``SPEC`` is a JSON object: ``seed``,
+``batch`` (``per_device_train_batch_size``), ``ga`` (``gradient_accumulation_steps``). The model is a
+linear layer returning the mean cross-entropy; ``DatacheckCallback`` records the ledger in
+``ROOT/out/data-indices/``. Each process writes ``ROOT/seen{rank}.json``: the row ids of every
+micro-batch its forward saw, in order; the callback writes the Trainer's ``trainer_state.json`` to
+``ROOT/out`` at the end of training; the main process prints the Trainer's log dicts on stdout (no
+progress bar, no header: each dict carries an epoch, not a step)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+
+def main(root: Path, spec: dict) -> None:
+    import torch
+    import transformers
+
+    from datacheck.torch.hf import DatacheckCallback
+
+    rows = json.loads((root / "rows.json").read_text())
+    x = torch.tensor([[r["x1"], r["x2"]] for r in rows], dtype=torch.float32)
+    y = torch.tensor([r["label"] for r in rows])
+    seen: list[list[int]] = []
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(rows)
+
+        def __getitem__(self, i):
+            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, int(y.max()) + 1)
+
+        def forward(self, x, labels, idx):
+            seen.append(idx.tolist())
+            out = self.lin(x)
+            return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
+
+    torch.manual_seed(0)
+    args = transformers.TrainingArguments(
+        str(root / "out"), use_cpu=True, per_device_train_batch_size=spec["batch"],
+        gradient_accumulation_steps=spec["ga"], num_train_epochs=1, logging_steps=1, seed=spec["seed"],
+        report_to=[], save_strategy="no", disable_tqdm=True, remove_unused_columns=False,
+        ddp_find_unused_parameters=False)
+    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[DatacheckCallback()])
+    assert trainer.args.world_size == 2, trainer.args.world_size
+    with warnings.catch_warnings():  # the console: the Trainer's printed dicts, on the main process's stdout
+        warnings.simplefilter("ignore")
+        trainer.train()
+    (root / f"seen{os.environ['RANK']}.json").write_text(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), json.loads(sys.argv[2]))
