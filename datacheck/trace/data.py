@@ -21,6 +21,7 @@ its samples. Every row the output names carries that index, its shard and its ro
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,19 +337,38 @@ def _lineage_of(wording: str) -> str:
     return "legacy Megatron's" if wording == LEGACY else "megatron-core's"
 
 
+def _same_split(a: str, b: str) -> bool:
+    """Whether two ``--split`` strings give the same normalised weights (``949,50,1`` and ``94.9, 5,
+    0.1`` alike); a string without weights is no split either names."""
+    def norm(x: str) -> list[float] | None:
+        try:
+            w = ([float(v) for v in re.findall(r"[0-9]*\.?[0-9]+", x)] + [0.0, 0.0, 0.0])[:3]
+        except ValueError:
+            return None
+        return [v / sum(w) for v in w] if sum(w) > 0 else None
+    na, nb = norm(a), norm(b)
+    return na is not None and nb is not None and all(math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+                                                      for x, y in zip(na, nb))
+
+
 def megatron_dataset_check(plan: MegatronPlan, logs: list[tuple[str, Any]]) -> tuple[list[str], list[str]]:
     """Hold the simulated order to the dataset lines the run printed while it built its train
-    GPTDataset(s) (``logs``: (the log's name, its
-    :class:`~datacheck.trace.readers.megatron.DatasetLines`, None for a log without them) per log): the ``.idx``'s sequences (legacy ``number of documents``,
-    megatron-core ``total number of sequences``) and documents, the train document range (legacy
-    ``get_train_valid_test_split_``), the samples and seq_length and seed of the train index map's
-    file name (``..._train_indexmap_<ns>ns_<sl>sl_<s>s_doc_idx.npy``), the train dataset's samples
-    (legacy: its sample index's rows, the length + 1; megatron-core: its length) and epochs, the
-    train samples asked (``datasets target sizes``) and megatron-core's config line (seed,
-    sequence_length, split). A build names its prefix; in a blend it is held to the planned pair
-    whose file name is the prefix's (a build of another prefix is passed over); one pair and one
-    prefix are held to each other whatever their names. A log that built twice (a resume) is held
-    by its last build of each prefix.
+    GPTDataset(s) (``logs``: per log, its name and its
+    :class:`~datacheck.trace.readers.megatron.DatasetLines`, None for a log without them): the
+    ``.idx``'s sequences (legacy ``number of documents``, megatron-core ``total number of
+    sequences``) and documents, the train document range (legacy ``get_train_valid_test_split_``),
+    the samples, seq_length and seed of the train index map's file name
+    (``..._train_indexmap_<ns>ns_<sl>sl_<s>s_doc_idx.npy``), the train dataset's samples (legacy: its
+    sample index's rows, the length + 1; megatron-core: its length) and epochs, the train samples
+    asked (``datasets target sizes``), megatron-core's config line (seed, sequence_length, split)
+    and the arguments block (seed, seq_length, split, train_iters or train_samples, global and micro
+    batch, data-parallel size). Splits are compared as normalised weights; a ``None`` split, and any
+    split when ``[megatron] split`` gives train every sequence (a ``--train-data-path`` run, given
+    as ``data_path`` with split ``"1"``, prints a ``--split`` it does not use), are not compared. A
+    build names its prefix; in a blend it is held to the planned pair whose file name is the
+    prefix's (a build of another prefix is passed over); one pair and one prefix are held to each
+    other whatever their names. A log that built twice (a resume) is held by its last build of each
+    prefix, and by its last arguments block.
 
     Returns:
         (the contradictions, each naming the log line, what it says, what the data and config give,
@@ -370,6 +390,7 @@ def megatron_dataset_check(plan: MegatronPlan, logs: list[tuple[str, Any]]) -> t
             return f"{source}:{f[1]} {f[2]!r}"
 
         run = lines.run
+        whole_split = all(float(w) == 0 for w in re.findall(r"[.0-9]+", plan.cfg.megatron.split)[1:])
         if "target" in run and run["target"][0] != order.requested:
             bad.append(f"{said(run['target'])}: the run asked for {run['target'][0]} train samples, the config "
                        f"gives {order.requested} ([megatron] train_iters x global batch {order.global_batch}, or "
@@ -379,13 +400,33 @@ def megatron_dataset_check(plan: MegatronPlan, logs: list[tuple[str, Any]]) -> t
         for key, want, what in (("seed", order.seed, "[megatron] seed"), ("seq_length", order.seq_length,
                                                                           "[megatron] seq_length"),
                                 ("split", plan.cfg.megatron.split, "[megatron] split")):
-            if key in run:
+            if key in run and not (key == "split" and whole_split):
                 got = run[key][0]
-                same = (re.findall(r"[.0-9]+", str(got)) == re.findall(r"[.0-9]+", str(want))
-                        if key == "split" else got == want)
+                same = _same_split(str(got), str(want)) if key == "split" else got == want
                 (good if same else bad).append(
                     f"{key} {got}" if same else
                     f"{said(run[key])}: the run's {key} is {got}, {what} is {want}: wrong {key}")
+        args, m = lines.args, plan.cfg.megatron
+        for key, want, what, cause in (
+                ("seed", order.seed, "[megatron] seed", "wrong [megatron] seed"),
+                ("seq_length", order.seq_length, "[megatron] seq_length", "wrong [megatron] seq_length"),
+                ("split", m.split, "[megatron] split", "wrong split"),
+                ("train_iters", m.train_iters, "[megatron] train_iters", "wrong train_iters"),
+                ("train_samples", m.train_samples, "[megatron] train_samples", "wrong train_iters / train_samples"),
+                ("global_batch_size", order.global_batch, "the global batch ([batch] batch_size x world_size x "
+                 "grad_accum)", "wrong [batch] (global batch)"),
+                ("micro_batch_size", order.micro_batch, "[batch] batch_size", "wrong [batch] batch_size"),
+                ("data_parallel_size", order.data_parallel, "[batch] world_size", "wrong [batch] world_size")):
+            if key not in args or (key == "train_iters" and (args.get("train_samples") or (None,))[0] is not None):
+                continue  # a --train-samples run's train_iters are computed from them
+            if key == "split" and whole_split:
+                continue  # a --train-data-path run (given as data_path with split "1") prints --split unused
+            got = args[key][0]
+            same = (got is None or _same_split(str(got), str(want))) if key == "split" else got == want
+            if not same:
+                bad.append(f"{said(args[key])}: the run's --{key.replace('_', '-')} is {got}, {what} is {want}: {cause}")
+            elif got is not None and key in ("seed", "seq_length", "global_batch_size"):
+                good.append(f"--{key.replace('_', '-')} {got}")
         builds = lines.train_builds()
         for b in builds:
             if len(datasets) == 1 and len(builds) == 1:
@@ -403,7 +444,7 @@ def megatron_dataset_check(plan: MegatronPlan, logs: list[tuple[str, Any]]) -> t
 
 #: the causes a contradiction names, most fundamental first: another shard explains every other count
 _CAUSES = ("wrong shard", "wrong implementation", "wrong split", "wrong [megatron] seq_length", "wrong seq_length",
-           "wrong [megatron] seed", "wrong seed", "wrong train_iters")
+           "wrong [megatron] seed", "wrong seed", "wrong [batch]", "wrong train_iters")
 
 
 def _likely_cause(contradicts: list[str]) -> str:

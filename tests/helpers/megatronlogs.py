@@ -12,6 +12,8 @@ tests/helpers/megatronref.py and megatronlegacyref.py, never by datacheck):
 """
 from __future__ import annotations
 
+import re
+
 
 def legacy_lines(prefix: str, sequences: int, ends: list[int], ns: int, seq_length: int, seed: int, rows: int,
                  epochs: int, target: int) -> list[str]:
@@ -62,4 +64,14 @@ def core_lines(prefix: str, sequences: int, documents: int, seq_length: int, see
                 f"{g}> total number of epochs: {epochs}"]
     out += [f"{g}Build and save the GPTDataset valid indices", f"{g}> total number of samples: 3",
             f"{g}> total number of epochs: 7", "> finished creating GPT datasets ..."]
+    return out
+
+
+def with_args(lines: list[str], **values: object) -> list[str]:
+    """``lines`` with the arguments block's ``  name ...... value`` lines of ``values`` set to them
+    (``_print_args``' layout, as in ../shared/logs/megatron)."""
+    out = []
+    for line in lines:
+        m = re.match(r"^(  (\w+) \.{3,} ).*$", line)
+        out.append(m.group(1) + str(values[m.group(2)]) if m and m.group(2) in values else line)
     return out

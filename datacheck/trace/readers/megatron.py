@@ -168,7 +168,10 @@ LEGACY = "legacy"
 CORE = "megatron-core"
 #: substrings one of which every dataset line holds (a line without any is never looked at again)
 _DATA_CUES = ("number of documents", "total number of", "document indices", "mapping from", "target sizes",
-              "train:", "GPTDataset", "_IndexReader")
+              "train:", "GPTDataset", "_IndexReader", "arguments", " ..")
+#: the arguments block (``_print_args``, both lineages): its lines ``  name ...... value``; the names read
+_ARG = re.compile(r"^\s+(seed|seq_length|split|train_iters|train_samples|global_batch_size|micro_batch_size|"
+                  r"data_parallel_size) \.{3,} (\S.{0,200}?)\s*$")
 _INT_AFTER = re.compile(r":\s*(\d{1,19})\s*$")
 _RANGE = re.compile(r"document indices in \[(\d{1,19}), (\d{1,19})\) total of (\d{1,19}) documents")
 _INDEXMAP = re.compile(r"mapping from (\S*?)_(train|valid|test)_indexmap_(\d{1,19})ns_(\d{1,19})sl_(\d{1,19})s_doc_idx\.npy")
@@ -222,6 +225,10 @@ class DatasetLines:
         run: run-wide facts: ``target`` (``datasets target sizes`` / megatron-core's ``sizes=``: the
             train samples asked), and from megatron-core's config line ``seed``, ``seq_length``,
             ``split``; each a :data:`Fact`.
+        args: the run's arguments block (``------ arguments ------``, both lineages' ``_print_args``):
+            ``seed``, ``seq_length``, ``split``, ``train_iters``, ``train_samples``,
+            ``global_batch_size``, ``micro_batch_size``, ``data_parallel_size`` as printed (an integer,
+            None for ``None``, else the text); the last block of the log.
         threaded: megatron-core's config line sets ``num_dataset_builder_threads`` above 1: the
             prefixes' lines may interleave, so no build's lines are attributed (:meth:`train_builds`
             gives none; the run-wide facts stand).
@@ -230,11 +237,13 @@ class DatasetLines:
     builds: list[DatasetBuild] = field(default_factory=list)
     run: dict[str, Fact] = field(default_factory=dict)
     threaded: bool = False
+    args: dict[str, Fact] = field(default_factory=dict)
     _cur: DatasetBuild | None = None
     _split: str | None = None  # the split a "document indices" line belongs to
     _indices: str | None = None  # the split whose samples / epochs lines come next
     _target: bool = False  # the next "train: N" line is the train target
     _maps: int = 0  # doc-idx maps loaded since the build began (hash-named maps: the first is train)
+    _args: bool = False  # inside the arguments block
 
     def _build(self, wording: str) -> DatasetBuild:
         if self._cur is None or self._cur.wording != wording:
@@ -259,6 +268,17 @@ class DatasetLines:
         def fact(v: Any) -> Fact:
             return (v, where[1], where[2])
 
+        if "arguments" in text and "----" in text:
+            self._args = "end of arguments" not in text
+            if self._args:
+                self.args = {}  # a run's block (a resumed run's later block replaces an earlier one's)
+            return
+        if self._args:
+            if (a := _ARG.match(text)) is not None:
+                v = a.group(2)
+                self.args[a.group(1)] = fact(None if v == "None" else v if a.group(1) == "split" else
+                                             int(v) if v.isdigit() and len(v) <= 19 else v)
+            return
         m = _INT_AFTER.search(text)
         val = int(m.group(1)) if m else None
         if "target sizes" in text:

@@ -196,3 +196,44 @@ def test_a_blends_lines_are_held_to_each_prefixs_pair(shard, tmp_path):
     r = run_cli("trace", str(log), "--data", str(data), "--config", str(tmp_path / "datacheck.toml"), "--step", "3")
     assert r.returncode == 2 and f"{log}:{at + 1} 'total number of epochs: 999'" in r.stderr
     assert f"give {b['parts'][1]['epochs']} epoch(s)" in r.stderr
+
+
+def _args_block(**values) -> list[str]:
+    """An arguments block as _print_args prints it (its layout in ../shared/logs/megatron)."""
+    out = ["------------------------ arguments ------------------------"]
+    out += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(values.items())]
+    return out + ["-------------------- end of arguments ---------------------"]
+
+
+@pytest.mark.parametrize("change, said", [
+    ({}, None),
+    ({"split": "94.9, 5, 0.1"}, None),  # the same weights, normalised
+    ({"split": "900,50,50"}, "the run's --split is 900,50,50, [megatron] split is 949,50,1: wrong split"),
+    ({"seed": 1234}, "the run's --seed is 1234, [megatron] seed is 42: wrong [megatron] seed"),
+    ({"global_batch_size": 512, "micro_batch_size": 4}, "the run's --global-batch-size is 512, the global batch"),
+    ({"train_iters": 100}, "the run's --train-iters is 100, [megatron] train_iters is 62: wrong train_iters"),
+])
+def test_the_arguments_block_is_held_to_the_config(shard, tmp_path, change, said):
+    args = dict(seed=42, seq_length=512, split="949,50,1", train_iters=ITERS, train_samples=None, global_batch_size=GBS,
+                micro_batch_size=8, data_parallel_size=16)
+    args.update(change)
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(_args_block(**args) + _iterations()) + "\n")
+    r = _trace(log, shard, tmp_path, _config())
+    if said is None:
+        assert r.returncode in (0, 1), r.stderr
+        assert json.loads(r.stdout)["result"]["data"]["source"]["dataset_lines"] == [
+            "--seed 42", "--seq-length 512", f"--global-batch-size {GBS}"]
+    else:
+        assert r.returncode == 2 and said in r.stderr, r.stderr
+
+
+def test_a_train_data_path_runs_unused_split_is_not_compared(shard, tmp_path):
+    # a --train-data-path run is given as data_path with split "1" (docs/torch.md); it prints the
+    # --split default it never used
+    args = dict(seed=42, seq_length=512, split="969, 30, 1", train_iters=ITERS, train_samples=None,
+                global_batch_size=GBS, micro_batch_size=8, data_parallel_size=16)
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(_args_block(**args) + _iterations()) + "\n")
+    r = _trace(log, shard, tmp_path, _config(split="1"))
+    assert r.returncode in (0, 1), r.stderr

@@ -7,7 +7,9 @@ GPTDataset builds, computed here from the .idx by the legacy reference
 log's run read 10,000 documents, not this shard's 1000 (its dataset lines say so, and the trace
 refuses it: tests/e2e/trace/test_megatron_dataset_lines.py), so the log traced here is the real one
 with its dataset block replaced by the lines legacy Megatron prints for this shard and config
-(tests/helpers/megatronlogs.py, numbers from the legacy reference)."""
+(tests/helpers/megatronlogs.py, numbers from the legacy reference); its arguments block is the
+config's already (micro-batch 4, data-parallel 1, global batch 1024, seq_length 1024, seed 1234,
+1000 iterations)."""
 from __future__ import annotations
 
 import json

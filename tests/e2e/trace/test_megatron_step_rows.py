@@ -6,7 +6,7 @@ of that iteration read, computed here from the .idx by the reference of Megatron
 run read another dataset (its dataset lines: 10,000 documents, seq_length 1024, seed 1234), which
 the trace refuses; the log traced for the rows is the real one with its dataset block replaced by
 the lines megatron-core prints for this shard and config (tests/helpers/megatronlogs.py, numbers
-from the reference)."""
+from the reference) and its arguments block set to the config's."""
 from __future__ import annotations
 
 import json
@@ -54,7 +54,9 @@ def _log_of_this_shard(tmp_path, bin_, asked=62 * 1024):
     block = megatronlogs.core_lines("/gpfswork/owt/meg-gpt2-openwebtext_text_document", len(lens), len(lens), 512, 42,
                                     "949,50,1", len(si) - 1, epochs, asked)
     log = tmp_path / "run.out"
-    log.write_text("\n".join(lines[:a] + block + lines[b + 1:]) + "\n")
+    lines = megatronlogs.with_args(lines[:a] + block + lines[b + 1:], seed=42, seq_length=512, train_iters=62,
+                                   global_batch_size=1024, micro_batch_size=8, data_parallel_size=16)
+    log.write_text("\n".join(lines) + "\n")
     return log, len(si) - 1
 
 
@@ -115,6 +117,8 @@ def test_a_config_whose_global_batch_is_not_the_logs_is_refused(realdata, tmp_pa
                                              .replace("grad_accum = 8", "grad_accum = 2"))
     # the dataset lines of a run of that config (62 x 8 samples asked): only the consumed samples contradict it
     log, _ = _log_of_this_shard(tmp_path, bin_, asked=62 * 8)
+    log.write_text("\n".join(megatronlogs.with_args(log.read_text().splitlines(), global_batch_size=8,
+                                                     micro_batch_size=1, data_parallel_size=4)) + "\n")
     r = run_cli("trace", str(log), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"), "--step", "3")
     assert r.returncode == 2, r.stdout
     assert "dataset lines" not in r.stderr

@@ -132,3 +132,18 @@ def test_numbers_past_64_bits_are_no_facts_and_never_raise(tmp_path):
     lines, recs = _lines(log)
     assert [r.step for r in recs] == [3]
     assert all(not b.facts for b in lines.builds)
+
+
+@pytest.mark.parametrize("name", ["meg_gpt2_base_n4-1809579.out", "meg_ds_3d_gpt2_perf_n16-ds-off.out"])
+def test_bigscience_arguments_block(name):
+    if not LOGS.is_dir():
+        pytest.skip("../shared/logs is not present")
+    text = (LOGS / name).read_text(errors="replace")
+    block = text[text.index("-- arguments --"):text.index("-- end of arguments --")]
+    want = {k: (None if v == "None" else v if k == "split" else int(v))
+            for k, v in re.findall(r"^  (\w+) \.+ (.*?)\s*$", block, re.M)
+            if k in ("seed", "seq_length", "split", "train_iters", "train_samples", "global_batch_size",
+                     "micro_batch_size", "data_parallel_size")}
+    lines, _ = _lines(LOGS / name)
+    assert {k: v[0] for k, v in lines.args.items()} == want
+    assert want["seed"] == 1234 and want["seq_length"] == 1024 and want["split"] == "949,50,1"
