@@ -422,6 +422,8 @@ def megatron_dataset_check(plan: MegatronPlan, logs: list[tuple[str, Any]]) -> t
             if key == "split" and whole_split:
                 continue  # a --train-data-path run (given as data_path with split "1") prints --split unused
             got = args[key][0]
+            if got is None and key not in ("train_iters", "train_samples"):
+                continue  # printed as None: not set (Megatron fills these in before it prints them)
             same = (got is None or _same_split(str(got), str(want))) if key == "split" else got == want
             if not same:
                 bad.append(f"{said(args[key])}: the run's --{key.replace('_', '-')} is {got}, {what} is {want}: {cause}")
