@@ -21,6 +21,8 @@ its samples. Every row the output names carries that index, its shard and its ro
 from __future__ import annotations
 
 import bisect
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -58,13 +60,14 @@ from datacheck.model.config import Config
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Severity
 from datacheck.model.identity import compare_identity
-from datacheck.model.megatronorder import MegatronOrder, Rampup, lineage_words
+from datacheck.model.megatronorder import MegatronOrder, Rampup, legacy_train_range, lineage_words, train_range
 from datacheck.model.order import steps_text
 from datacheck.model.roles import is_list
 from datacheck.report.policy import apply_policy
 from datacheck.trace.readers import HF_SUMMARY, pydict
 from datacheck.trace.readers.fields import LIGHTNING_LAYOUT_WHY, LIGHTNING_WHY
 from datacheck.trace.readers.hfstate import HF_STATE_WHY
+from datacheck.trace.readers.megatron import CORE, LEGACY
 from datacheck.trace.record import ReadStats
 from datacheck.trace.run import TraceResult
 from datacheck.trace.steps import OLMO_LEDGER_FIRST_STEP, StepConvention
@@ -380,9 +383,207 @@ def megatron_consumed(consumed: dict[int, int], log_step: int, optimizer_step: i
                     f"({consumed[m]} after iteration {m})" + (f" and the ramp-up ({ramp.words()})" if ramp else ""))
 
 
+def _lineage_of(wording: str) -> str:
+    return "legacy Megatron's" if wording == LEGACY else "megatron-core's"
+
+
+def _same_split(a: str, b: str) -> bool:
+    """Whether two ``--split`` strings give the same normalised weights (``949,50,1`` and ``94.9, 5,
+    0.1`` alike); a string without weights is no split either names."""
+    def norm(x: str) -> list[float] | None:
+        try:
+            w = ([float(v) for v in re.findall(r"[0-9]*\.?[0-9]+", x)] + [0.0, 0.0, 0.0])[:3]
+        except ValueError:
+            return None
+        return [v / sum(w) for v in w] if sum(w) > 0 else None
+    na, nb = norm(a), norm(b)
+    return na is not None and nb is not None and all(math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+                                                      for x, y in zip(na, nb))
+
+
+def megatron_dataset_check(plan: MegatronPlan, logs: list[tuple[str, Any]]) -> tuple[list[str], list[str]]:
+    """Hold the simulated order to the dataset lines the run printed while it built its train
+    GPTDataset(s) (``logs``: per log, its name and its
+    :class:`~datacheck.trace.readers.megatron.DatasetLines`, None for a log without them): the
+    ``.idx``'s sequences (legacy ``number of documents``, megatron-core ``total number of
+    sequences``) and documents, the train document range (legacy ``get_train_valid_test_split_``),
+    the samples, seq_length and seed of the train index map's file name
+    (``..._train_indexmap_<ns>ns_<sl>sl_<s>s_doc_idx.npy``), the train dataset's samples (legacy: its
+    sample index's rows, the length + 1; megatron-core: its length) and epochs, the train samples
+    asked (``datasets target sizes``), megatron-core's config line (seed, sequence_length, split)
+    and the arguments block (seed, seq_length, split, train_iters or train_samples, global and micro
+    batch, data-parallel size). Splits are compared as normalised weights; a ``None`` split, and any
+    split when ``[megatron] split`` gives train every sequence (a ``--train-data-path`` run, given
+    as ``data_path`` with split ``"1"``, prints a ``--split`` it does not use), are not compared. A
+    build names its prefix; in a blend it is held to the planned pair whose file name is the
+    prefix's (a build of another prefix is passed over); one pair and one prefix are held to each
+    other whatever their names. A log that built twice (a resume) is held by its last build of each
+    prefix, and by its last arguments block.
+
+    Returns:
+        (the contradictions, each naming the log line, what it says, what the data and config give,
+        and the likely cause; what agreed, in words): both empty when no log holds dataset lines.
+    """
+    order = plan.order
+    datasets = [order] if isinstance(order, MegatronOrder) else list(order.datasets)
+    spans = plan.spans
+    names = [Path(sp.path).name.removesuffix(".bin") for sp in spans]
+    bad: list[str] = []
+    good: list[str] = []
+    impl = order.implementation
+
+    for source, lines in logs:
+        if lines is None:
+            continue
+
+        def said(f: Any, source: str = source) -> str:
+            return f"{source}:{f[1]} {f[2]!r}"
+
+        run = lines.run
+        whole_split = all(float(w) == 0 for w in re.findall(r"[.0-9]+", plan.cfg.megatron.split)[1:])
+        if "target" in run and run["target"][0] != order.requested:
+            bad.append(f"{said(run['target'])}: the run asked for {run['target'][0]} train samples, the config "
+                       f"gives {order.requested} ([megatron] train_iters x global batch {order.global_batch}, or "
+                       "train_samples): wrong train_iters / train_samples or global batch")
+        elif "target" in run:
+            good.append(f"{order.requested} train samples asked")
+        for key, want, what in (("seed", order.seed, "[megatron] seed"), ("seq_length", order.seq_length,
+                                                                          "[megatron] seq_length"),
+                                ("split", plan.cfg.megatron.split, "[megatron] split")):
+            if key in run and not (key == "split" and whole_split):
+                got = run[key][0]
+                same = _same_split(str(got), str(want)) if key == "split" else got == want
+                (good if same else bad).append(
+                    f"{key} {got}" if same else
+                    f"{said(run[key])}: the run's {key} is {got}, {what} is {want}: wrong {key}")
+        args, m = lines.args, plan.cfg.megatron
+        for key, want, what, cause in (
+                ("seed", order.seed, "[megatron] seed", "wrong [megatron] seed"),
+                ("seq_length", order.seq_length, "[megatron] seq_length", "wrong [megatron] seq_length"),
+                ("split", m.split, "[megatron] split", "wrong split"),
+                ("train_iters", m.train_iters, "[megatron] train_iters", "wrong train_iters"),
+                ("train_samples", m.train_samples, "[megatron] train_samples", "wrong train_iters / train_samples"),
+                ("global_batch_size", order.global_batch, "the global batch ([batch] batch_size x world_size x "
+                 "grad_accum)", "wrong [batch] (global batch)"),
+                ("micro_batch_size", order.micro_batch, "[batch] batch_size", "wrong [batch] batch_size"),
+                ("data_parallel_size", order.data_parallel, "[batch] world_size", "wrong [batch] world_size")):
+            if key not in args or (key == "train_iters" and (args.get("train_samples") or (None,))[0] is not None):
+                continue  # a --train-samples run's train_iters are computed from them
+            if key == "split" and whole_split:
+                continue  # a --train-data-path run (given as data_path with split "1") prints --split unused
+            got = args[key][0]
+            if got is None and key not in ("train_iters", "train_samples"):
+                continue  # printed as None: not set (Megatron fills these in before it prints them)
+            same = (got is None or _same_split(str(got), str(want))) if key == "split" else got == want
+            if not same:
+                bad.append(f"{said(args[key])}: the run's --{key.replace('_', '-')} is {got}, {what} is {want}: {cause}")
+            elif got is not None and key in ("seed", "seq_length", "global_batch_size"):
+                good.append(f"--{key.replace('_', '-')} {got}")
+        builds = lines.train_builds()
+        for b in builds:
+            if len(datasets) == 1 and len(builds) == 1:
+                i = 0
+            else:
+                base = Path(b.prefix).name if b.prefix else None
+                i = names.index(base) if base in names else -1
+                if i < 0:
+                    continue
+            bad_b, good_b = _build_check(b, datasets[i], spans[i], impl, plan.cfg.megatron.split, said)
+            bad += bad_b
+            good += good_b
+    return bad, good
+
+
+#: the causes a contradiction names, most fundamental first: another shard explains every other count
+_CAUSES = ("wrong shard", "wrong implementation", "wrong split", "wrong [megatron] seq_length", "wrong seq_length",
+           "wrong [megatron] seed", "wrong seed", "wrong [batch]", "wrong train_iters")
+
+
+def _likely_cause(contradicts: list[str]) -> str:
+    """The headline cause of :func:`megatron_dataset_check`'s contradictions: the most fundamental
+    cause one of them names alone (:data:`_CAUSES`), else the first one's."""
+    tails = [part for c in contradicts for part in re.split(r", (?=wrong )", c.rsplit(": ", 1)[-1])]
+    for cause in _CAUSES:
+        for part in tails:
+            if part.startswith(cause) and "," not in part.split("(")[0]:
+                return part
+    return tails[0]
+
+
+def _build_check(b: Any, o: MegatronOrder, span: ShardSpan, impl: str, split: str,
+                 said: Any) -> tuple[list[str], list[str]]:
+    """One build's facts against one prefix's simulated GPTDataset (:func:`megatron_dataset_check`)."""
+    bad: list[str] = []
+    good: list[str] = []
+    f = b.facts
+    shard = f"{span.path} ({len(o.sizes)} sequences, {span.rows} documents)"
+    wrong_impl = ("; the log's wording is " + _lineage_of(b.wording) + f" and [megatron] implementation is {impl!r}: "
+                  "wrong implementation" if (b.wording == LEGACY) != (impl == "legacy") else "")
+    if "sequences" in f:
+        n = f["sequences"][0]
+        if n != len(o.sizes):
+            bad.append(f"{said(f['sequences'])}: the run's indexed dataset held {n} sequences, the planned pair "
+                       f"{shard} holds {len(o.sizes)}: wrong shard (the run read another .bin/.idx)")
+        else:
+            good.append(f"{n} sequences" + (" (documents)" if b.wording == LEGACY else ""))
+    if "documents" in f:
+        n = f["documents"][0]
+        if n != span.rows:
+            bad.append(f"{said(f['documents'])}: the run's indexed dataset held {n} documents, the planned pair "
+                       f"{shard} holds {span.rows}: wrong shard")
+        else:
+            good.append(f"{n} documents")
+    if "train_range" in f:
+        got = f["train_range"][0]
+        if got != o.train:
+            n = f["sequences"][0] if "sequences" in f else len(o.sizes)
+            other = (train_range if impl == "legacy" else legacy_train_range)(len(o.sizes), split)
+            cause = ("wrong implementation (the other lineage's rounding gives the log's range)" if other == got else
+                     "wrong shard (another sequence count)" if n != len(o.sizes) else
+                     f"wrong split ([megatron] split {split!r})")
+            bad.append(f"{said(f['train_range'])}: the run trained on sequences [{got[0]}, {got[1]}), the data and "
+                       f"config give [{o.train[0]}, {o.train[1]}) ({_lineage_of('legacy' if impl == 'legacy' else CORE)} "
+                       f"split of {len(o.sizes)} sequences by {split!r}): {cause}")
+        else:
+            good.append(f"train sequences [{got[0]}, {got[1]})")
+    if "index_name" in f:
+        ns, sl, seed = f["index_name"][0]
+        off: list[tuple[str, str]] = []
+        for got, want, what, cause in ((ns, o.requested, "train samples asked",
+                                        "wrong train_iters / train_samples or global batch"),
+                                       (sl, o.seq_length, "seq_length", "wrong [megatron] seq_length"),
+                                       (seed, o.seed, "seed", "wrong [megatron] seed")):
+            if got != want:
+                off.append((f"{what} {got}, the config gives {want}", cause))
+        if off:
+            bad.append(f"{said(f['index_name'])}: the run's index map names " + "; ".join(t for t, _ in off) + ": "
+                       + ", ".join(c for _, c in off))
+        else:
+            good.append(f"index map {ns} samples asked, seq_length {sl}, seed {seed}")
+    if "samples" in f:
+        got = f["samples"][0]
+        want = len(o) + 1 if b.wording == LEGACY else len(o)
+        unit = "sample-index rows (the dataset's length + 1)" if b.wording == LEGACY else "samples"
+        if got != want:
+            bad.append(f"{said(f['samples'])}: the run's train dataset held {got} {unit}, the data and config give "
+                       f"{want} (seq_length {o.seq_length}, {o.requested} samples asked, {o.tokens_per_epoch} tokens "
+                       f"an epoch): wrong shard, split, seq_length or train_iters{wrong_impl}")
+        else:
+            good.append(f"{got} {unit}")
+    if "epochs" in f:
+        got = f["epochs"][0]
+        if got != o.epochs:
+            bad.append(f"{said(f['epochs'])}: the run's train dataset repeated its sequences {got} time(s), the data "
+                       f"and config give {o.epochs} epoch(s): wrong shard, split, seq_length or train_iters{wrong_impl}")
+        else:
+            good.append(f"{got} epoch(s)")
+    return bad, good
+
+
 def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
               consumed: dict[int, int] | None = None,
-              global_batches: dict[int, int] | None = None) -> tuple[StepRows, dict[str, Any]]:
+              global_batches: dict[int, int] | None = None, dataset_lines: list[tuple[str, Any]] | None = None,
+              allow_mismatch: bool = False) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
     the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
@@ -392,7 +593,10 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     run had consumed before it (:func:`megatron_consumed`, from the log's ``consumed samples``,
     ``consumed``, checked against the log's ``global batch size``, ``global_batches``, and under
     ``[megatron] rampup_batch_size`` moved by the ramp's global batches), so a resumed run's
-    iterations, and a ramp-up run's, are named where its sampler stood.
+    iterations, and a ramp-up run's, are named where its sampler stood. A Megatron plan is held to the
+    dataset lines the run printed (``dataset_lines``, per log; :func:`megatron_dataset_check`): what
+    agreed is said in the description (and ``source["dataset_lines"]``), a contradiction stops the
+    trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it).
 
     Returns:
         (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
@@ -403,7 +607,8 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
         UsageError: ``[batch]`` has neither ``batch_size`` nor ``max_tokens`` (the message says to set
             them or give ``--ledger``), a fact of Megatron's order is missing (named), no asked step
             is inside the plan, or the log's consumed samples or global batch sizes contradict the
-            config's global batch or ramp-up (:func:`megatron_consumed`).
+            config's global batch or ramp-up (:func:`megatron_consumed`), or the log's dataset lines
+            contradict the data and config (:func:`megatron_dataset_check`; not with ``allow_mismatch``).
         OptionalDependencyError: torch is not installed (the plan is simulated with torch's samplers).
     """
     cfg = index.cfg
@@ -415,6 +620,17 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                          "([batch] facts), or give --ledger DIR (a recorded order)") from None
     total = plan.run_steps
     megatron = isinstance(plan, MegatronPlan)
+    agreed: list[str] = []
+    mismatch = None
+    if isinstance(plan, MegatronPlan) and dataset_lines:
+        contradicts, agreed = megatron_dataset_check(plan, dataset_lines)
+        if contradicts:
+            mismatch = ("the log's dataset lines contradict the data and config (" + lineage_words(plan.order.implementation)
+                        + "'s order over " + ", ".join(sp.path for sp in plan.spans) + "; likely cause: "
+                        + _likely_cause(contradicts) + "): " + "; ".join(contradicts))
+            if not allow_mismatch:
+                raise UsageError(mismatch + "; give the run's data and its [megatron] / [batch] facts, or "
+                                 "--allow-data-mismatch to trace anyway")
     out: StepRows = {}
     outside: list[int] = []
     placed: list[str] = []
@@ -468,6 +684,8 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
                 "facts of the run that logged these steps (a resumed run builds its dataset from its own): other "
                 "facts need --ledger)")
         facts = {**cfg.batch.model_dump(mode="json"), "megatron": cfg.megatron.model_dump(mode="json")}
+        if agreed and mismatch is None:
+            desc += "; the log's dataset lines agree: " + ", ".join(dict.fromkeys(agreed))
     else:
         pcfg = plan.cfg
         desc = (f"the simulated batch plan ({_facts_text(pcfg)}; {spe} steps per epoch; {conv.formula()}; "
@@ -476,7 +694,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
         facts = pcfg.batch.model_dump(mode="json")
     return out, {"kind": "plan", "facts": facts, "steps_per_epoch": spe, "run_steps": total,
                  "outside": sorted(outside), "description": desc + (f"; {beyond}" if beyond else ""),
-                 **({"past_end": beyond} if beyond else {})}
+                 **({"past_end": beyond} if beyond else {}),
+                 **({"dataset_lines": list(dict.fromkeys(agreed))} if agreed and mismatch is None else {}),
+                 **({"dataset_mismatch": mismatch} if mismatch else {})}
 
 
 def _loader_text(cfg: Config, why: str | None) -> str:
@@ -1027,7 +1247,10 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if ledger is not None:
         rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
     else:
-        rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches)
+        rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches,
+                                 [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch)
+        if source.get("dataset_mismatch"):
+            warning = "; ".join(w for w in (warning, source["dataset_mismatch"]) if w)
     if conv.micro_batches > 1:
         whole = rows
         rows = micro_batch_rows(rows, conv)

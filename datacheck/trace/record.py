@@ -166,6 +166,7 @@ class ReadStats:
     min_step: int | None = None
     last_step: int | None = None
     epoch_clash: str | None = None
+    dataset_lines: Any = None
 
     def knows(self, first: int, why: str) -> None:
         """Record the trainer's step count (the first reader line that names it wins)."""

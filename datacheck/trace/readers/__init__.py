@@ -170,6 +170,7 @@ class LogFile:
         # each parser rejects a line that is not its own by a substring test before any regex
         tqdm = deepspeed.TQDM
         line_rank: dict[int, int] = {}  # line -> the rank its launcher prefix named
+        data_lines = st.dataset_lines = megatron.DatasetLines() if self.format in ("text", megatron.NAME) else None
 
         def unprefixed(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
             for n, text in lines:
@@ -187,6 +188,8 @@ class LogFile:
                 w, ctx.waiting = ctx.waiting, None
                 w.step = max(w.step, int(t.group(1)))
                 yield from self._emit(w, ctx)
+            if data_lines is not None:
+                data_lines.feed(n, text)  # a dataset line is read for its facts, and then as any line
             if IDENTITY_PREFIX in text:
                 ident = parse_identity(text)
                 if ident:

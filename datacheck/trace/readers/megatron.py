@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from datacheck.trace.readers.fields import BadValue, bounded_int, to_float, to_int
 
-__all__ = ["NAME", "parse_line", "starts_iteration", "cut_iteration"]
+__all__ = ["NAME", "parse_line", "starts_iteration", "cut_iteration", "DatasetLines", "DatasetBuild", "LEGACY", "CORE"]
 
 NAME = "megatron"
 _ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -131,3 +132,224 @@ def parse_line(text: str) -> dict[str, Any] | None:
         return {"step": bounded_int(int(m.group(1)), "iteration", "step"), "loss": to_float(v, "lm loss value"),
                 "split": "eval"}
     return None
+
+
+# --- the dataset lines: what the run printed while it built its train GPTDataset ---------------------
+#
+# Legacy (Megatron-LM before megatron-core, Megatron-DeepSpeed / BigScience; bigscience-workshop/
+# Megatron-DeepSpeed megatron/data/gpt_dataset.py @ 20c48380d94beb67e6c63594a5ca0477482128c1 and
+# training.py), printed with ``print_rank_0``:
+#
+#   > datasets target sizes (minimum size):          training.py: the samples asked per split
+#       train:      4000
+#       number of documents: 10000                    get_indexed_dataset_: indexed_dataset.sizes.shape[0],
+#                                                     the .idx's SEQUENCES (one per document unless split)
+#       train:
+#        document indices in [0, 9490) total of 9490 documents   get_train_valid_test_split_
+#   > loading doc-idx mapping from PREFIX_train_indexmap_4000ns_1024sl_1234s_doc_idx.npy
+#       total number of samples: 10353               sample_idx.shape[0]: the dataset's length + 1
+#       total number of epochs: 1
+#
+# (later NVIDIA copies name the maps ``<md5>_doc_idx.npy`` in ``index-cache``: no facts in the name).
+# megatron-core (0.16.1 gpt_dataset.py ``_build_document_sample_shuffle_indices``, indexed_dataset.py
+# ``_IndexReader``, blended_megatron_dataset_builder.py), through ``logging`` (``INFO:<module>:`` or a
+# timestamped prefix):
+#
+#   Building GPTDataset splits with sizes=(16000, 1680, 80) and config=GPTDatasetConfig(random_seed=1234,
+#       sequence_length=512, ..., split='949,50,1', ...)
+#   Load the _IndexReader from PREFIX.idx
+#   > total number of sequences: 10000
+#   > total number of documents: 10000
+#   Build and save the GPTDataset train indices      (or "Load the GPTDataset train indices": cached)
+#   > total number of samples: 55074                  sample_index.shape[0] - 1: the dataset's length
+#   > total number of epochs: 1                       (printed only when the indices are built)
+
+LEGACY = "legacy"
+CORE = "megatron-core"
+#: substrings one of which every dataset line holds (a line without any is never looked at again)
+_DATA_CUES = ("number of documents", "total number of", "document indices", "mapping from", "target sizes",
+              "train:", "GPTDataset", "_IndexReader", "arguments", " ..")
+#: the arguments block (``_print_args``, both lineages): its lines ``  name ...... value``; the names read
+_ARG = re.compile(r"^\s+(seed|seq_length|split|train_iters|train_samples|global_batch_size|micro_batch_size|"
+                  r"data_parallel_size) \.{3,} (\S.{0,200}?)\s*$")
+_INT_AFTER = re.compile(r":\s*(\d{1,19})\s*$")
+_RANGE = re.compile(r"document indices in \[(\d{1,19}), (\d{1,19})\) total of (\d{1,19}) documents")
+_INDEXMAP = re.compile(r"mapping from (\S*?)_(train|valid|test)_indexmap_(\d{1,19})ns_(\d{1,19})sl_(\d{1,19})s_doc_idx\.npy")
+_DOC_MAP = re.compile(r"loading doc-idx mapping from (\S+)")
+_SPLIT_NAME = re.compile(r"^\s*(train|validation|valid|test):\s*$")
+_TARGET = re.compile(r"^\s*train:\s+(\d{1,19})\s*$")
+_CORE_INDICES = re.compile(r"(?:Build and save|Load) the GPTDataset (train|valid|test) indices")
+_CORE_READER = re.compile(r"Load the _IndexReader from (\S+?)(?:\.idx)?\s*$")
+_CORE_SPLITS = re.compile(r"Building GPTDataset splits with sizes=[(\[]\s*(\d{1,19})")
+_CORE_THREADS = re.compile(r"num_dataset_builder_threads=(\d{1,19})")
+_CORE_CONFIG = {"seed": re.compile(r"random_seed=(\d{1,19})"), "seq_length": re.compile(r"sequence_length=(\d{1,19})"),
+                "split": re.compile(r"\bsplit='([^']*)'")}
+
+#: one fact a dataset line states: (value, line number, the line's text cut to 160 characters)
+Fact = tuple[Any, int, str]
+
+
+@dataclass
+class DatasetBuild:
+    """The lines one prefix's train GPTDataset printed while it was built (or loaded).
+
+    Attributes:
+        wording: the lineage whose wording printed them (:data:`LEGACY` or :data:`CORE`): legacy's
+            ``total number of samples`` is the sample index's rows (the dataset's length + 1),
+            megatron-core's the dataset's length.
+        prefix: the data prefix the lines name (the index map file's, or ``_IndexReader``'s path
+            without ``.idx``), None when they name none.
+        facts: ``sequences`` (legacy ``number of documents``, megatron-core ``total number of
+            sequences``: the ``.idx``'s sequences), ``documents`` (megatron-core: the ``.idx``'s
+            documents), ``train_range`` ((begin, end)), ``index_name`` ((samples asked, seq_length,
+            seed) from ``..._train_indexmap_<ns>ns_<sl>sl_<s>s_doc_idx.npy``), ``samples``,
+            ``epochs`` (of the train dataset), each a :data:`Fact`.
+        train: the lines built a train dataset of this prefix (a prefix read only for validation
+            or test, ``--valid-data-path``, is no train build).
+    """
+
+    wording: str
+    prefix: str | None = None
+    facts: dict[str, Fact] = field(default_factory=dict)
+    train: bool = False
+
+
+@dataclass
+class DatasetLines:
+    """The dataset lines of one Megatron log, read line by line (:meth:`feed`), both lineages'
+    wordings (comment block above). A log that builds its datasets twice (a resumed run) keeps both
+    builds; :meth:`train_builds` gives the last of each prefix.
+
+    Attributes:
+        builds: every GPTDataset build seen (train facts only), in log order.
+        run: run-wide facts: ``target`` (``datasets target sizes`` / megatron-core's ``sizes=``: the
+            train samples asked), and from megatron-core's config line ``seed``, ``seq_length``,
+            ``split``; each a :data:`Fact`.
+        args: the run's arguments block (``------ arguments ------``, both lineages' ``_print_args``):
+            ``seed``, ``seq_length``, ``split``, ``train_iters``, ``train_samples``,
+            ``global_batch_size``, ``micro_batch_size``, ``data_parallel_size`` as printed (an integer,
+            None for ``None``, else the text); the last block of the log.
+        threaded: megatron-core's config line sets ``num_dataset_builder_threads`` above 1: the
+            prefixes' lines may interleave, so no build's lines are attributed (:meth:`train_builds`
+            gives none; the run-wide facts stand).
+    """
+
+    builds: list[DatasetBuild] = field(default_factory=list)
+    run: dict[str, Fact] = field(default_factory=dict)
+    threaded: bool = False
+    args: dict[str, Fact] = field(default_factory=dict)
+    _cur: DatasetBuild | None = None
+    _split: str | None = None  # the split a "document indices" line belongs to
+    _indices: str | None = None  # the split whose samples / epochs lines come next
+    _target: bool = False  # the next "train: N" line is the train target
+    _maps: int = 0  # doc-idx maps loaded since the build began (hash-named maps: the first is train)
+    _args: bool = False  # inside the arguments block
+
+    def _build(self, wording: str) -> DatasetBuild:
+        if self._cur is None or self._cur.wording != wording:
+            self._cur = DatasetBuild(wording)
+            self.builds.append(self._cur)
+        return self._cur
+
+    def _new(self, wording: str, prefix: str | None = None) -> DatasetBuild:
+        self._cur = DatasetBuild(wording, prefix)
+        self.builds.append(self._cur)
+        self._split = self._indices = None
+        self._maps = 0
+        return self._cur
+
+    def feed(self, n: int, text: str) -> None:
+        """Read line ``n`` (1-based) if it is a dataset line (any other line is passed over by a
+        substring test)."""
+        if not any(c in text for c in _DATA_CUES):
+            return
+        where: Fact = (None, n, text.strip()[:160])
+
+        def fact(v: Any) -> Fact:
+            return (v, where[1], where[2])
+
+        if "arguments" in text and "----" in text:
+            self._args = "end of arguments" not in text
+            if self._args:
+                self.args = {}  # a run's block (a resumed run's later block replaces an earlier one's)
+            return
+        if self._args:
+            if (a := _ARG.match(text)) is not None:
+                v = a.group(2)
+                self.args[a.group(1)] = fact(None if v == "None" else v if a.group(1) == "split" else
+                                             int(v) if v.isdigit() and len(v) <= 19 else v)
+            return
+        m = _INT_AFTER.search(text)
+        val = int(m.group(1)) if m else None
+        if "target sizes" in text:
+            self._target = True
+            return
+        if self._target and (t := _TARGET.match(text)) is not None:
+            self.run["target"] = fact(int(t.group(1)))
+            self._target = False
+            return
+        self._target = False
+        if (c := _CORE_SPLITS.search(text)) is not None:
+            self.run["target"] = fact(int(c.group(1)))
+            th = _CORE_THREADS.search(text)
+            self.threaded = th is not None and int(th.group(1)) > 1
+            for k, rx in _CORE_CONFIG.items():
+                if (x := rx.search(text)) is not None:
+                    self.run[k] = fact(x.group(1) if k == "split" else int(x.group(1)))
+            return
+        if (r := _CORE_READER.search(text)) is not None:
+            self._new(CORE, r.group(1))
+            return
+        if "> total number of sequences" in text and val is not None:
+            self._build(CORE).facts["sequences"] = fact(val)
+            return
+        if "> total number of documents" in text and val is not None:
+            self._build(CORE).facts["documents"] = fact(val)
+            return
+        if (ci := _CORE_INDICES.search(text)) is not None:
+            self._build(CORE).train |= ci.group(1) == "train"
+            self._indices = ci.group(1)
+            return
+        if "number of documents" in text and "total number of" not in text and val is not None:
+            self._new(LEGACY).facts["sequences"] = fact(val)
+            return
+        if (s := _SPLIT_NAME.match(text)) is not None:
+            self._split = s.group(1)
+            return
+        if (rg := _RANGE.search(text)) is not None:
+            if self._split == "train" and self._cur is not None and self._cur.wording == LEGACY:
+                self._cur.facts["train_range"] = fact((int(rg.group(1)), int(rg.group(2))))
+                self._cur.train = True
+            self._split = None
+            return
+        if "loading doc-idx mapping from" in text:
+            b = self._build(LEGACY)
+            im = _INDEXMAP.search(text)
+            self._maps += 1
+            if im is not None:
+                self._indices = im.group(2)
+                b.prefix = im.group(1)
+                if im.group(2) == "train":
+                    b.facts["index_name"] = fact((int(im.group(3)), int(im.group(4)), int(im.group(5))))
+            else:
+                self._indices = "train" if self._maps == 1 else "other"
+            b.train |= self._indices == "train"
+            return
+        if val is None or self._cur is None or self._indices != "train":
+            return
+        core = "> total number of" in text  # legacy prints "    total number of samples: N"
+        if core != (self._cur.wording == CORE):
+            return  # the other lineage's wording inside this build: not its line
+        if "total number of samples" in text:
+            self._cur.facts["samples"] = fact(val)
+        elif "total number of epochs" in text:
+            self._cur.facts["epochs"] = fact(val)
+
+    def train_builds(self) -> list[DatasetBuild]:
+        """The last train build of each prefix that states a fact, in log order of their prefixes
+        (none when the builds were threaded: :attr:`threaded`)."""
+        last: dict[str | None, DatasetBuild] = {}
+        for b in self.builds:
+            if b.facts and b.train and not self.threaded:
+                last[b.prefix] = b
+        return list(last.values())

@@ -3,13 +3,20 @@ log (logs PROVENANCE.md, megatron/meg_ds_3d_gpt2_perf_n16-ds-off.out; its own fa
 1024, seq_length 1024, seed 1234, split 949,50,1, 1000 iterations asked) over the real shard
 (realdata PROVENANCE.md section 4): the rows of a log step are the samples legacy Megatron's
 GPTDataset builds, computed here from the .idx by the legacy reference
-(tests/helpers/megatronlegacyref.py), and the source description names the lineage assumed."""
+(tests/helpers/megatronlegacyref.py), and the source description names the lineage assumed. The real
+log's run read 10,000 documents, not this shard's 1000 (its dataset lines say so, and the trace
+refuses it: tests/e2e/trace/test_megatron_dataset_lines.py), so the log traced here is the real one
+with its dataset block replaced by the lines legacy Megatron prints for this shard and config
+(tests/helpers/megatronlogs.py, numbers from the legacy reference); its arguments block is the
+config's already (micro-batch 4, data-parallel 1, global batch 1024, seq_length 1024, seed 1234,
+1000 iterations)."""
 from __future__ import annotations
 
 import json
 import struct
 
 import megatronlegacyref as leg
+import megatronlogs
 import numpy as np
 import pytest
 from conftest import SHARED, run_cli
@@ -42,16 +49,25 @@ def test_log_step_rows_are_legacy_megatrons_samples(realdata, tmp_path):
         pytest.skip("../shared/logs is not present")
     bin_ = realdata / "megatron_gpt2_openwebtext" / "meg-gpt2-openwebtext_text_document.bin"
     (tmp_path / "datacheck.toml").write_text(CONFIG)
-    r = run_cli("trace", str(LOG), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"),
+    sizes = _lengths(bin_.with_suffix(".idx"))
+    ds = leg.train_dataset(sizes, "949,50,1", 1000 * 1024, 1024, 1234)
+    log = tmp_path / "run.out"
+    lines = LOG.read_text(errors="replace").splitlines()
+    a = lines.index("> building train, validation, and test datasets ...")
+    b = lines.index("> finished creating GPT datasets ...")
+    block = megatronlogs.legacy_lines("/gpfswork/owt/meg-gpt2-openwebtext_text_document", len(sizes),
+                                      leg.split("949,50,1", len(sizes)), 1000 * 1024, 1024, 1234, ds["len"] + 1,
+                                      ds["epochs"], 1000 * 1024)
+    log.write_text("\n".join(lines[:a] + block + lines[b + 1:]) + "\n")
+    r = run_cli("trace", str(log), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"),
                 "--step", "3", "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     data = json.loads(r.stdout)["result"]["data"]
     assert data["audited_optimizer_steps"] == [2, 2] and data["source"]["kind"] == "plan"
     assert "legacy Megatron-LM / Megatron-DeepSpeed's rules" in data["source"]["description"]
-    sizes = _lengths(bin_.with_suffix(".idx"))
+    assert f"{ds['len'] + 1} sample-index rows (the dataset's length + 1)" in data["source"]["dataset_lines"]
     # the log's micro-batch 4, data-parallel 1, global batch 1024: 256 micro-batches an iteration;
     # the log's consumed samples after iteration 2 are 2048, where step 2 starts
-    ds = leg.train_dataset(sizes, "949,50,1", 1000 * 1024, 1024, 1234)
     want: list[dict] = []
     for k, mb in enumerate(leg.micro_batches(ds["len"], 2048, 4, 1, 0)):
         if k == 256:

@@ -2,12 +2,17 @@
 Megatron-DeepSpeed log (logs PROVENANCE.md, megatron/meg_ds_3d_gpt2_perf_n16-ds-off.out: iterations
 1..62, the loss jumps at iteration 3): the rows of a log step are the documents Megatron's own samples
 of that iteration read, computed here from the .idx by the reference of Megatron's code
-(tests/helpers/megatronref.py), never torch's DistributedSampler over the documents."""
+(tests/helpers/megatronref.py), never torch's DistributedSampler over the documents. The real log's
+run read another dataset (its dataset lines: 10,000 documents, seq_length 1024, seed 1234), which
+the trace refuses; the log traced for the rows is the real one with its dataset block replaced by
+the lines megatron-core prints for this shard and config (tests/helpers/megatronlogs.py, numbers
+from the reference) and its arguments block set to the config's."""
 from __future__ import annotations
 
 import json
 import struct
 
+import megatronlogs
 import megatronref as ref
 import numpy as np
 import polars as pl
@@ -38,14 +43,44 @@ def _lengths(idx):
     return np.frombuffer(raw, dtype="<i4", count=s, offset=34).tolist()
 
 
+def _log_of_this_shard(tmp_path, bin_, asked=62 * 1024):
+    """The real log with its dataset block replaced by megatron-core's lines for this shard and CONFIG
+    (``asked``: the train samples the run asked for, train_iters x global batch)."""
+    lens = _lengths(bin_.with_suffix(".idx"))
+    _, si, _, epochs, _ = ref.order(lens, 512, 42, "949,50,1", 1, asked)
+    lines = LOG.read_text(errors="replace").splitlines()
+    a = lines.index("> building train, validation, and test datasets ...")
+    b = lines.index("> finished creating GPT datasets ...")
+    block = megatronlogs.core_lines("/gpfswork/owt/meg-gpt2-openwebtext_text_document", len(lens), len(lens), 512, 42,
+                                    "949,50,1", len(si) - 1, epochs, asked)
+    log = tmp_path / "run.out"
+    lines = megatronlogs.with_args(lines[:a] + block + lines[b + 1:], seed=42, seq_length=512, train_iters=62,
+                                   global_batch_size=1024, micro_batch_size=8, data_parallel_size=16)
+    log.write_text("\n".join(lines) + "\n")
+    return log, len(si) - 1
+
+
+def test_the_real_log_is_not_of_this_shard(realdata, tmp_path):
+    if not LOG.is_file():
+        pytest.skip("../shared/logs is not present")
+    bin_ = realdata / "megatron_gpt2_openwebtext" / "meg-gpt2-openwebtext_text_document.bin"
+    (tmp_path / "datacheck.toml").write_text(CONFIG)
+    r = run_cli("trace", str(LOG), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"), "--step", "3")
+    assert r.returncode == 2, r.stdout
+    assert "'number of documents: 10000': the run's indexed dataset held 10000 sequences" in r.stderr
+    assert "likely cause: wrong shard" in r.stderr
+
+
 def test_log_step_rows_are_megatrons_samples_of_that_iteration(realdata, tmp_path):
     if not LOG.is_file():
         pytest.skip("../shared/logs is not present")
     bin_ = realdata / "megatron_gpt2_openwebtext" / "meg-gpt2-openwebtext_text_document.bin"
     (tmp_path / "datacheck.toml").write_text(CONFIG)
-    r = run_cli("trace", str(LOG), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"),
+    log, samples = _log_of_this_shard(tmp_path, bin_)
+    r = run_cli("trace", str(log), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"),
                 "--step", "3", "--format", "json", "--export", str(tmp_path / "rows.parquet"))
     assert r.returncode in (0, 1), r.stderr
+    assert f"{samples} samples" in json.loads(r.stdout)["result"]["data"]["source"]["dataset_lines"]
     data = json.loads(r.stdout)["result"]["data"]
     # Megatron logs iteration N after its N-th update: log step 3 is optimizer step 2
     assert data["audited_optimizer_steps"] == [2, 2] and data["source"]["kind"] == "plan"
@@ -80,6 +115,11 @@ def test_a_config_whose_global_batch_is_not_the_logs_is_refused(realdata, tmp_pa
     (tmp_path / "datacheck.toml").write_text(CONFIG.replace("batch_size = 8", "batch_size = 1")
                                              .replace("world_size = 16", "world_size = 4")
                                              .replace("grad_accum = 8", "grad_accum = 2"))
-    r = run_cli("trace", str(LOG), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"), "--step", "3")
+    # the dataset lines of a run of that config (62 x 8 samples asked): only the consumed samples contradict it
+    log, _ = _log_of_this_shard(tmp_path, bin_, asked=62 * 8)
+    log.write_text("\n".join(megatronlogs.with_args(log.read_text().splitlines(), global_batch_size=8,
+                                                     micro_batch_size=1, data_parallel_size=4)) + "\n")
+    r = run_cli("trace", str(log), "--data", str(bin_), "--config", str(tmp_path / "datacheck.toml"), "--step", "3")
     assert r.returncode == 2, r.stdout
+    assert "dataset lines" not in r.stderr
     assert "consumed samples grow by 1024 from iteration" in r.stderr and "global batch 8" in r.stderr
