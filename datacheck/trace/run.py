@@ -225,8 +225,10 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                 continue
             if lf.stats.min_step is None or rec.step < lf.stats.min_step:
                 lf.stats.min_step = rec.step
-            if rec.tokens is not None and (lf.stats.format == "megatron" or lf.stats.line_formats.get("megatron")):
-                consumed[rec.step] = int(rec.tokens)  # "consumed samples": a sample count
+            if rec.tokens is not None and math.isfinite(rec.tokens) \
+                    and (lf.stats.format == "megatron" or lf.stats.line_formats.get("megatron")):
+                consumed[rec.step] = int(rec.tokens)  # "consumed samples": a sample count (a NaN/inf token
+                # count of another line format in the same log counts nothing)
             s = streams.get(key)
             if s is None:
                 s = streams[key] = Stream(key)
