@@ -447,23 +447,38 @@ def _compile_problem(template: str) -> str | None:
     return None
 
 
+def _json_type(v: Any) -> str:
+    """The JSON name of a value's type (``5`` -> ``number``, ``[1]`` -> ``array``)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return "array" if isinstance(v, (list, tuple)) else "object" if isinstance(v, dict) else type(v).__name__
+
+
 def _check_compiles(template: Any, folder: Path, given: str) -> None:
     """Refuse a chat template that does not compile: it rejects every conversation alike, which is a
     fault of the tokenizer's template, never of a row (rendering would blame each row's turn order).
 
     Raises:
         UsageError: a template (the default one, or any named one) with a jinja2 syntax error,
-            naming the file it comes from and the error's line.
+            naming the file it comes from and the error's line; or one that is no text at all
+            (``"chat_template": 5`` in tokenizer_config.json: transformers loads it, and every
+            conversation raised a TypeError blamed on its row).
     """
     templates = template.items() if isinstance(template, dict) else [("", template)]
     for name, text in templates:
+        jinja = folder / "chat_template.jinja"
+        source = jinja if jinja.is_file() else folder / "tokenizer_config.json"
+        label = f"chat template {name!r}" if name else "chat template"
         if not isinstance(text, str):
-            continue
+            raise UsageError(f"[tokens] tokenizer = {given!r}: the {label} in {source} is a JSON "
+                             f"{_json_type(text)}, not the template's text; no conversation can be rendered with "
+                             "it: set chat_template to the template (a string)")
         why = _compile_problem(text)
         if why is not None:
-            jinja = folder / "chat_template.jinja"
-            source = jinja if jinja.is_file() else folder / "tokenizer_config.json"
-            label = f"chat template {name!r}" if name else "chat template"
             raise UsageError(f"[tokens] tokenizer = {given!r}: the {label} in {source} does not compile "
                              f"(jinja2: {why}); no conversation can be rendered with it: fix the template")
 
