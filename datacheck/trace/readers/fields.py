@@ -163,7 +163,7 @@ def count_text(digits: str, key: str, field: str | None = None) -> int:
     """
     d = digits.strip().lstrip("0")
     if len(d) > MAX_COUNT_DIGITS:
-        raise BadValue(f"{key}: {len(d)} digits, beyond a 64-bit integer")
+        raise BadValue(f"{key}: {d[:40]}... is beyond a 64-bit integer")  # bounded_int's words
     return bounded_int(int(d or "0"), key, field)
 
 

@@ -58,7 +58,7 @@ def test_huge_counts_are_unparsed_lines(tmp_path, line):
     recs = list(lf.records())
     assert [(r.step, r.loss) for r in recs if r.split == "train" and r.loss is not None and r.loss == r.loss][:2] \
         == [(1, 2.0), (2, 1.5)]
-    assert lf.stats.bad_lines == 1 and "digits, beyond a 64-bit integer" in lf.stats.bad_examples[0][1]
+    assert lf.stats.bad_lines == 1 and "99999... is beyond" in lf.stats.bad_examples[0][1]
 
 
 def test_huge_counts_where_no_line_is_judged(tmp_path):
@@ -121,7 +121,7 @@ def test_rewritten_patterns_read_what_they_read():
     assert _non_finite_literals('{"a": "x nan') is None  # an open string: no JSON whatever follows
     assert _non_finite_literals('{"a": nan, "b": "x\\') == '{"a": NaN, "b": "x\\'
     assert pydict.parse_header(f"  Num Epochs = {HUGE}") is None
-    with pytest.raises(BadValue, match="digits, beyond a 64-bit integer"):
+    with pytest.raises(BadValue, match="beyond a 64-bit integer"):
         stated.parse_line(f"iteration {HUGE}: loss is nan")
     assert stated.parse_line("iteration 7: loss is nan")["step"] == 7
     assert pydict.parse_header("  Num Epochs = 3") == ("epochs", 3)
