@@ -92,12 +92,99 @@ def _sized(v: Any) -> int:
     return len(v) if isinstance(v, (str, bytes, list, tuple)) else 0
 
 
+#: a printf conversion (``%-3000000000s``, ``%.9999999f``) and a str.format field (``{:>3000000000}``):
+#: the digits in them are widths and precisions, each as many characters as it says
+_PRINTF_SPEC = re.compile(r"%[^a-zA-Z%]*")
+_FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
+_DIGITS = re.compile(r"\d+")
+
+
+def _spec_chars(fmt: str, spec: re.Pattern[str]) -> int:
+    """The characters the widths and precisions of ``fmt``'s conversions ask for, summed (a run of
+    digits longer than any bound counts as over :data:`RENDER_MAX_CHARS`)."""
+    total = 0
+    for m in spec.finditer(fmt):
+        for d in _DIGITS.findall(m.group(0)):
+            total += int(d) if len(d) <= 12 else RENDER_MAX_CHARS + 1
+    return total
+
+
+def _items_chars(v: Any) -> int:
+    """The characters of the values of a list, tuple or dict (their text where they are strings)."""
+    vals = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else ()
+    return sum(_sized(x) for x in vals)
+
+
+def _join_chars(sep: str, items: Any) -> int:
+    """An upper bound of ``sep.join(items)``'s length (a dict item counted by its values' text, as
+    ``join(attribute=...)`` reads one of them); 0 for an iterable that is no list or tuple."""
+    if not isinstance(items, (list, tuple)):
+        return 0
+    return sum(_items_chars(x) if isinstance(x, dict) else _sized(x) for x in items) + len(sep) * max(0, len(items) - 1)
+
+
+def _str_method_chars(text: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """An upper bound of the length of ``text.<name>(*args, **kwargs)`` for the ``str`` methods whose
+    result can be far longer than their arguments (0 for the others: what they build is bounded by
+    their inputs' sizes, and the rendered text by :data:`RENDER_MAX_CHARS`)."""
+    a = list(args)
+    if name in ("ljust", "rjust", "center", "zfill") and a and isinstance(a[0], int):
+        return max(len(text), a[0])
+    if name == "expandtabs":
+        size = a[0] if a else kwargs.get("tabsize", 8)
+        return len(text) + text.count("\t") * size if isinstance(size, int) else 0
+    if name == "replace" and len(a) >= 2 and isinstance(a[0], str) and isinstance(a[1], str):
+        return len(text) + (text.count(a[0]) if a[0] else len(text) + 1) * len(a[1])
+    if name == "join" and a:
+        return _join_chars(text, a[0])
+    if name in ("format", "format_map"):
+        return len(text) + _spec_chars(text, _FORMAT_FIELD) + _items_chars(a) + _items_chars(kwargs) \
+            + sum(_items_chars(x) for x in a if isinstance(x, dict))
+    return 0
+
+
+def _filter_chars(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """An upper bound of the length of a jinja2 filter's result for the built-in filters whose result
+    can be far longer than their input (``args`` without the context a filter may be passed; 0 for
+    the other filters)."""
+    if not args or not isinstance(args[0], str) and name not in ("join", "center", "format"):
+        return 0
+    v, a = args[0], list(args[1:])
+    if name == "center":
+        width = a[0] if a else kwargs.get("width", 80)
+        return max(len(str(v)), width) if isinstance(width, int) else 0
+    if name == "indent":
+        width = a[0] if a else kwargs.get("width", 4)
+        per = width if isinstance(width, int) else _sized(width)
+        return len(v) + (v.count("\n") + 1) * per
+    if name == "replace":
+        return _str_method_chars(v, "replace", tuple(a), kwargs)
+    if name == "join":
+        return _join_chars(str(a[0]) if a else str(kwargs.get("d", "")), v)
+    if name == "format":
+        return (len(v) + _spec_chars(v, _PRINTF_SPEC) + _items_chars(a) + _items_chars(kwargs)) if isinstance(v, str) else 0
+    if name == "wordwrap":
+        wrap = a[2] if len(a) > 2 else kwargs.get("wrapstring")
+        return len(v) * (1 + (len(wrap) if isinstance(wrap, str) else 1))
+    return 0
+
+
+#: the built-in filters whose result can be far longer than their input (:func:`_filter_chars`)
+_GROWING_FILTERS = ("center", "indent", "replace", "join", "format", "wordwrap")
+
+
 @functools.lru_cache(maxsize=1)
 def _bounded_env_class(base: type) -> type:
-    """``base`` (transformers' ``ImmutableSandboxedEnvironment``) with bounds: ``*``, ``**`` and
-    ``+`` are intercepted (a string or list product or sum past :data:`RENDER_MAX_CHARS`, a power
-    of a huge exponent, refused before it is computed), every call and every 1,024 steps of
-    ``range`` check the conversation's deadline. The sandbox's own rules stay."""
+    """``base`` (transformers' ``ImmutableSandboxedEnvironment``) with bounds: ``*``, ``**``, ``+``
+    and ``%`` are intercepted (a string or list product or sum past :data:`RENDER_MAX_CHARS`, a power
+    of a huge exponent, a printf width or precision past it, refused before it is computed), as are
+    ``~`` (through the code generator), the ``str`` methods that pad, replace, join or format
+    (``'a'.ljust(3000000000)``, ``'{:>3000000000}'.format(x)``) and the filters of
+    :data:`_GROWING_FILTERS` (``center``, ``indent``, ``join``, ...): each result's size is bounded
+    before it is built, so a template cannot allocate gigabytes on one conversation (a MemoryError,
+    or the kernel's OOM killer, before :data:`RENDER_MAX_CHARS` checked the output). Every call,
+    filter and ``~``, and every 1,024 steps of ``range``, check the conversation's deadline. The
+    sandbox's own rules stay."""
     from jinja2.exceptions import SecurityError
 
     def timed_range(inner: Any, *args: Any) -> Any:
@@ -107,14 +194,53 @@ def _bounded_env_class(base: type) -> type:
                 _check_deadline()
             yield v
 
+    def over(chars: int, what: str) -> None:
+        if chars > RENDER_MAX_CHARS:
+            raise SecurityError(f"the template builds {what} of {chars} characters (datacheck renders at most "
+                                f"{RENDER_MAX_CHARS})")
+
+    def bounded_filter(name: str, f: Any) -> Any:
+        skip = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0  # the context a filter is passed
+
+        @functools.wraps(f)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            _check_deadline()
+            over(_filter_chars(name, args[skip:], kwargs), f"a '{name}' filter's value")
+            return f(*args, **kwargs)
+        return run
+
+    def bounded_concat(values: tuple[Any, ...], join: Any) -> Any:
+        """``~``: the values' text joined, refused before it is built past :data:`RENDER_MAX_CHARS`."""
+        _check_deadline()
+        over(sum(_sized(v) for v in values), "a string with '~'")
+        return join(values)
+
+    class BoundedCodeGenerator(base.code_generator_class):  # type: ignore[misc, name-defined]
+        """jinja2's code generator with ``~`` (``str_join`` / ``markup_join`` over the operands)
+        called through the environment's :func:`bounded_concat`, which jinja2 leaves unintercepted."""
+
+        def visit_Concat(self, node: Any, frame: Any) -> None:  # noqa: N802 - jinja2's visitor name
+            if frame.eval_ctx.volatile:
+                join = "(markup_join if context.eval_ctx.volatile else str_join)"
+            else:
+                join = "markup_join" if frame.eval_ctx.autoescape else "str_join"
+            self.write("environment.bounded_concat((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write(f"), {join})")
+
     class BoundedEnv(base):  # type: ignore[misc, valid-type]
-        intercepted_binops = frozenset(["*", "**", "+"])
+        intercepted_binops = frozenset(["*", "**", "+", "%"])
+        code_generator_class = BoundedCodeGenerator
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             # the instance's range (the sandbox's safe_range: ``globals`` is set per instance, the
             # class has none), wrapped to check the deadline
             self.globals["range"] = functools.partial(timed_range, self.globals.get("range", range))
+            self.filters.update({n: bounded_filter(n, self.filters[n]) for n in _GROWING_FILTERS if n in self.filters})
+            self.bounded_concat = bounded_concat
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             _check_deadline()
@@ -129,10 +255,16 @@ def _bounded_env_class(base: type) -> type:
                     raise SecurityError("the template raises a number to a power over 1024")
             elif operator == "+" and _sized(left) + _sized(right) > RENDER_MAX_CHARS:
                 raise SecurityError(f"the template builds a value over {RENDER_MAX_CHARS} items")
+            elif operator == "%" and isinstance(left, str):
+                over(len(left) + _spec_chars(left, _PRINTF_SPEC) + _sized(right) + _items_chars(right), "a '%' string")
             return super().call_binop(context, operator, left, right)
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
             _check_deadline()
+            method = getattr(__obj, "__wrapped__", __obj)  # the sandbox hands str.format out wrapped
+            text = getattr(method, "__self__", None)
+            if isinstance(text, str):  # a str method: its result's size bounded before it is built
+                over(_str_method_chars(text, getattr(method, "__name__", ""), args, kwargs), "a string")
             return super().call(__context, __obj, *args, **kwargs)
 
     return BoundedEnv
@@ -315,23 +447,38 @@ def _compile_problem(template: str) -> str | None:
     return None
 
 
+def _json_type(v: Any) -> str:
+    """The JSON name of a value's type (``5`` -> ``number``, ``[1]`` -> ``array``)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return "array" if isinstance(v, (list, tuple)) else "object" if isinstance(v, dict) else type(v).__name__
+
+
 def _check_compiles(template: Any, folder: Path, given: str) -> None:
     """Refuse a chat template that does not compile: it rejects every conversation alike, which is a
     fault of the tokenizer's template, never of a row (rendering would blame each row's turn order).
 
     Raises:
         UsageError: a template (the default one, or any named one) with a jinja2 syntax error,
-            naming the file it comes from and the error's line.
+            naming the file it comes from and the error's line; or one that is no text at all
+            (``"chat_template": 5`` in tokenizer_config.json: transformers loads it, and every
+            conversation raised a TypeError blamed on its row).
     """
     templates = template.items() if isinstance(template, dict) else [("", template)]
     for name, text in templates:
+        jinja = folder / "chat_template.jinja"
+        source = jinja if jinja.is_file() else folder / "tokenizer_config.json"
+        label = f"chat template {name!r}" if name else "chat template"
         if not isinstance(text, str):
-            continue
+            raise UsageError(f"[tokens] tokenizer = {given!r}: the {label} in {source} is a JSON "
+                             f"{_json_type(text)}, not the template's text; no conversation can be rendered with "
+                             "it: set chat_template to the template (a string)")
         why = _compile_problem(text)
         if why is not None:
-            jinja = folder / "chat_template.jinja"
-            source = jinja if jinja.is_file() else folder / "tokenizer_config.json"
-            label = f"chat template {name!r}" if name else "chat template"
             raise UsageError(f"[tokens] tokenizer = {given!r}: the {label} in {source} does not compile "
                              f"(jinja2: {why}); no conversation can be rendered with it: fix the template")
 

@@ -230,8 +230,10 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
             if lf.stats.min_step is None or rec.step < lf.stats.min_step:
                 lf.stats.min_step = rec.step
             lf.stats.last_step = rec.step
-            if rec.tokens is not None and (lf.stats.format == "megatron" or lf.stats.line_formats.get("megatron")):
-                consumed[rec.step] = int(rec.tokens)  # "consumed samples": a sample count
+            if rec.tokens is not None and math.isfinite(rec.tokens) \
+                    and (lf.stats.format == "megatron" or lf.stats.line_formats.get("megatron")):
+                consumed[rec.step] = int(rec.tokens)  # "consumed samples": a sample count (a NaN/inf token
+                # count of another line format in the same log counts nothing)
                 if rec.global_batch is not None and rec.global_batch > 0:
                     global_batches[rec.step] = rec.global_batch
                 else:

@@ -186,7 +186,13 @@ def _new_format_seeds(root: Path) -> None:
              "epoch": s / 20} for s in range(1, 21)] + [{"step": 20, "eval_loss": 1.5}]}, indent=2))
     (root / "logs" / "train.log").write_text("".join(
         f"step {s}: loss {2.0 - s / 50:.4f} lr 0.0001 grad_norm 1.0\n" for s in range(30))
-        + " iteration       31/    100 | lm loss: 1.500000E+00 | grad norm: 1.000 | number of skipped iterations:   0 |\n")
+        + " iteration       31/    100 | lm loss: 1.500000E+00 | grad norm: 1.000 | number of skipped iterations:   0 |\n"
+        # a line of each other line format, so a mutation lands in their patterns too
+        + " --> TIME: 2023-04-11 10:21:54 -- STEP: 31/406 -- GLOBAL_STEP: 32\n     | > loss: 0.52  (0.61)\n\n"
+        + " 16%|#6   | 33/313 [00:03<00:17, 15.2it/s]{'loss': 1.2, 'grad_norm': 1.0, 'epoch': 0.1}\n"
+        + "[2024-01-01 10:00:00,123] [INFO] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536.0, "
+          "reducing to 32768.0\n"
+        + "Rank 0: unexpected result nan (message=found NaN in local grad norm) iteration 34:\n")
     rows = "".join(json.dumps({"text": f"r{i}", "input_ids": [i, i + 1], "labels": [i, i + 1]}) + "\n"
                    for i in range(8))
     for led, compress in (("led", True), ("led2", False)):
@@ -224,11 +230,12 @@ def _digits(rng: random.Random) -> bytes:
 
 def mutate(data: bytes, rng: random.Random, text_like: bool) -> bytes:
     """One seeded mutant of ``data``: byte flips, truncation, inserted/duplicated/zeroed runs, and for
-    text formats deep nesting, huge integers, very long fields, stray quotes and invalid UTF-8."""
+    text formats deep nesting, huge integers, very long fields, stray quotes, invalid UTF-8 and a short
+    run of the input repeated over a long line."""
     b = bytearray(data)
     kinds = ["flip", "flip", "flip", "truncate", "insert", "dup", "zero", "ff"]
     if text_like:
-        kinds += ["nest", "nest_obj", "digits", "long", "quote", "utf8", "brackets"]
+        kinds += ["nest", "nest_obj", "digits", "long", "quote", "utf8", "brackets", "repeat"]
     for _ in range(rng.randint(1, 3)):
         k = rng.choice(kinds)
         n = len(b)
@@ -260,6 +267,11 @@ def mutate(data: bytes, rng: random.Random, text_like: bool) -> bytes:
             b[i:i] = rng.choice([b'"', b"\\", b'\\"', b"\n", b"\r", b"\t", b","])
         elif k == "utf8":
             b[i:i] = rng.choice([b"\xc3", b"\xff\xfe", b"\xed\xa0\x80", b"\xef\xbb\xbf"])
+        elif k == "repeat" and n:  # a short run of the input repeated over a long line: a pattern
+            # retried from every position takes quadratic time there
+            j = rng.randrange(n)
+            run = bytes(b[j:j + rng.randint(1, 24)]).replace(b"\n", b" ")
+            b[i:i] = run * (rng.choice([50_000, 200_000]) // len(run))
         elif k == "brackets":
             b[i:i] = rng.choice([b"[", b"]", b"{", b"}", b"]]]]", b"[[[["])
     return bytes(b)

@@ -18,7 +18,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from datacheck.trace.readers.fields import to_float
+from datacheck.trace.readers.fields import count_text, to_float
 
 __all__ = ["NAME", "parse_line", "TQDM"]
 
@@ -27,7 +27,10 @@ _DS = re.compile(r"OVERFLOW!\s+Rank\s+(\d+)\s+Skipping step\.\s+Attempted loss s
                  r"(?:,\s*reducing to\s*([^\s,]+)|,\s*but hysteresis is\s*(\d+))")
 _APEX = re.compile(r"Gradient overflow\.\s+Skipping step,\s+loss scaler\s+(\d+)\s+reducing loss scale to\s*([^\s,]+)")
 #: a tqdm bar's ``n/total [elapsed<remaining`` (the step count when it precedes an overflow line)
-TQDM = re.compile(r"(\d+)/(\d+)\s*\[\d[\d:]*<")
+#: a tqdm bar's ``n/total [elapsed<``; its counts start where a run of digits starts and hold at most
+#: 18 digits (a 64-bit integer's): retried inside a long run of digits, the pattern took quadratic time,
+#: and a longer count is no bar
+TQDM = re.compile(r"(?<!\d)(\d{1,18})/(\d{1,18})\s*\[\d[\d:]*<")
 _STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
 
 
@@ -40,7 +43,7 @@ def parse_line(text: str) -> dict[str, Any] | None:
     if m:
         prev = to_float(m.group(2), "attempted loss scale")
         new = to_float(m.group(3), "reducing to") if m.group(3) else prev  # hysteresis: scale kept
-        out: dict[str, Any] = {"overflow": True, "rank": int(m.group(1)), "prev_scale": prev, "loss_scale": new,
+        out: dict[str, Any] = {"overflow": True, "rank": count_text(m.group(1), "Rank"), "prev_scale": prev, "loss_scale": new,
                                "skipped": 1}
     else:
         m = _APEX.search(text)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "number_text", "to_float", "to_int", "bounded_int", "BadValue",
+__all__ = ["FIELD_OF", "EVAL_KEYS", "STEP_KEYS", "field_of", "number_text", "to_float", "to_int", "bounded_int", "count_text", "BadValue",
            "RANK_IN_NAME", "MAX_RANK", "keyed_convention", "lightning_logger_dir", "LIGHTNING_LAYOUT_WHY"]
 
 #: field -> the key names that mean it (after lower-casing and prefix removal).
@@ -144,6 +144,27 @@ def bounded_int(v: int, key: str, field: str | None = None) -> int:
     if field == "rank" and not 0 <= v < MAX_RANK:
         raise BadValue(f"{key}: {v} is not a rank (0 .. {MAX_RANK - 1})")
     return v
+
+
+#: the most decimal digits of a count read from a log's text: 2**63 - 1 has 19. A longer run of digits
+#: (leading zeros aside) is beyond a 64-bit integer before ``int()`` is called: CPython refuses to
+#: convert more than 4,300 digits (``sys.get_int_max_str_digits``, a ValueError) and converts fewer in
+#: quadratic time.
+MAX_COUNT_DIGITS = 19
+
+
+def count_text(digits: str, key: str, field: str | None = None) -> int:
+    """A count a regex captured as a run of decimal digits (an iteration, a rank, a tqdm position) as
+    int, by :func:`bounded_int`'s rule.
+
+    Raises:
+        BadValue: more than :data:`MAX_COUNT_DIGITS` digits after leading zeros (beyond a 64-bit
+            integer), or beyond :func:`bounded_int`'s bounds for ``field``.
+    """
+    d = digits.strip().lstrip("0")
+    if len(d) > MAX_COUNT_DIGITS:
+        raise BadValue(f"{key}: {d[:40]}... is beyond a 64-bit integer")  # bounded_int's words
+    return bounded_int(int(d or "0"), key, field)
 
 
 LIGHTNING_WHY = "Lightning: global_step counts the updates done before this one, from 0"

@@ -56,8 +56,11 @@ def _no_step(stats: ReadStats, rec: StepRecord, last: int | None) -> None:
 
 
 #: a JSON string, or a bare non-finite spelling outside strings (``nan``, ``-inf``, ``+Infinity``, any
-#: case) that a metrics logger formatting floats itself writes where JSON has no literal
-_BARE_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\w.+-])([-+]?)(nan|inf(?:inity)?)(?![\w.])', re.IGNORECASE)
+#: case) that a metrics logger formatting floats itself writes where JSON has no literal. A string left
+#: open runs to the end of the line (a lone backslash last included): the line is no JSON then, whatever
+#: follows, and a pattern that had to close it was retried from every later quote (quadratic time).
+_BARE_NON_FINITE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|(?<![\w.+-])([-+]?)(nan|inf(?:inity)?)(?![\w.])',
+                              re.IGNORECASE | re.DOTALL)
 
 
 def _non_finite_literals(text: str) -> str | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from datacheck.trace.readers.fields import BadValue, number_text, to_float
+from datacheck.trace.readers.fields import BadValue, count_text, number_text, to_float
 
 __all__ = ["NAME", "parse_line", "parse_with_regex"]
 
@@ -58,7 +58,7 @@ def _llmc(text: str) -> dict[str, Any] | None:
     m = _LLMC.match(text)
     if m is None:
         return None
-    out: dict[str, Any] = {"step": int(m.group(1)), "\0first": FIRST_LLMC}
+    out: dict[str, Any] = {"step": count_text(m.group(1), "s", "step"), "\0first": FIRST_LLMC}
     out["loss"] = to_float(m.group(3), m.group(2))
     if m.group(2) == "tel":
         out["split"] = "eval"
@@ -85,7 +85,7 @@ def parse_line(text: str) -> dict[str, Any] | None:
     judged_bad = False
     mm = _MMENGINE.search(text)
     if mm:
-        epoch, it, per = int(mm.group(2)), int(mm.group(3)), int(mm.group(4))
+        epoch, it, per = (count_text(mm.group(i), "Epoch(train)") for i in (2, 3, 4))
         found["step"] = (epoch - 1) * per + it
         found["epoch"] = float(epoch)
         if mm.group(1) == "val":

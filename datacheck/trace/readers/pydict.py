@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any
 
-from datacheck.trace.readers.fields import BadValue
+from datacheck.trace.readers.fields import BadValue, count_text
 
 __all__ = ["NAME", "parse_line", "parse_header", "place_by_epoch", "epoch_decimals", "HF_FIRST_STEP", "HF_WHY"]
 
@@ -31,7 +31,10 @@ HF_FIRST_STEP = 1
 HF_WHY = "Hugging Face Trainer: global_step counted after the update, from 1"
 _DICT = re.compile(r"\{\s*'[A-Za-z_/]+'\s*:.*\}\s*$")
 _PAIR = re.compile(r"'([^']+)'\s*:\s*([^,}]+)")
-_TQDM = re.compile(r"(\d+)/(\d+)\s*\[\d[\d:]*<")
+#: (as deepspeed.TQDM) a tqdm bar's ``n/total [elapsed<``; its counts start where a run of digits starts and hold at most
+#: 18 digits (a 64-bit integer's): retried inside a long run of digits, the pattern took quadratic time,
+#: and a longer count is no bar
+_TQDM = re.compile(r"(?<!\d)(\d{1,18})/(\d{1,18})\s*\[\d[\d:]*<")
 #: the Trainer's "***** Running training *****" header lines (``Trainer._inner_training_loop``)
 _HEADER = re.compile(r"(Num update steps per epoch|Total optimization steps|Num Epochs|Gradient Accumulation steps)"
                      r"\s*=\s*([\d,]+)\s*$")
@@ -72,7 +75,10 @@ def parse_header(text: str) -> tuple[str, int] | None:
     m = _HEADER.search(text)
     if m is None:
         return None
-    return _HEADER_KEYS[m.group(1)], int(m.group(2).replace(",", ""))
+    try:
+        return _HEADER_KEYS[m.group(1)], count_text(m.group(2).replace(",", ""), m.group(1))
+    except BadValue:  # more digits than a 64-bit integer: no header the run could print
+        return None
 
 
 def epoch_decimals(epoch_text: str, sig4: bool = False) -> int:

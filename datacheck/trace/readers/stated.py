@@ -16,13 +16,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from datacheck.trace.readers.fields import count_text
+
 __all__ = ["NAME", "parse_line"]
 
 NAME = "stated"
 _BAD = r"(nan|-?inf(?:inity)?)"
 _DETECTED = re.compile(rf"(?i)bad\s+(grad[_ ]norm|loss)\s+detected\s*\(\s*(grad[_ ]norm|loss)\s*=\s*{_BAD}\s*\)")
 _LOSS_IS = re.compile(rf"(?i)\bloss\s+is\s+{_BAD}\b")
-_MEGATRON = re.compile(rf"(?i)unexpected result\s+{_BAD}\b.*found\s+(nan|inf)\s+in\s+(?:local\s+)?(grad norm|loss)")
+#: Megatron's ``Rank N: found NaN in local grad norm ... unexpected result nan``-style check: the value
+#: (``_MEGATRON``), then later on the line what held it (``_MEGATRON_WHERE``, its last mention), searched
+#: one after the other (one pattern with ``.*`` between them retried the rest of the line from every
+#: ``unexpected result``: quadratic time on a line of many)
+_MEGATRON = re.compile(rf"(?i)unexpected result\s+{_BAD}\b")
+_MEGATRON_WHERE = re.compile(r"(?i)found\s+(nan|inf)\s+in\s+(?:local\s+)?(grad norm|loss)")
 _RANK = re.compile(r"\bRank\s+(\d+)\b")
 _ITER = re.compile(r"\biteration\s+(\d+)\s*:")
 
@@ -34,7 +41,11 @@ def _value(text: str) -> float:
 
 def parse_line(text: str) -> dict[str, Any] | None:
     """``{"loss" or "grad_norm": the stated value, "stated": the line, ...}`` (with ``step`` and
-    ``rank`` when the line names them), or None for any other line."""
+    ``rank`` when the line names them), or None for any other line.
+
+    Raises:
+        BadValue: the rank or iteration the line names is beyond a 64-bit integer.
+    """
     low = text.lower()
     if "nan" not in low and "inf" not in low:
         return None
@@ -43,8 +54,12 @@ def parse_line(text: str) -> dict[str, Any] | None:
         field, value = ("loss" if m.group(2).lower() == "loss" else "grad_norm"), _value(m.group(3))
     else:
         m = _MEGATRON.search(text)
+        where = None
         if m:
-            field, value = ("loss" if m.group(3).lower() == "loss" else "grad_norm"), _value(m.group(1))
+            for where in _MEGATRON_WHERE.finditer(text, m.end()):  # the last, as a greedy .* between them took
+                pass
+        if m and where:
+            field, value = ("loss" if where.group(2).lower() == "loss" else "grad_norm"), _value(m.group(1))
         else:
             m = _LOSS_IS.search(text)
             if not m:
@@ -53,8 +68,8 @@ def parse_line(text: str) -> dict[str, Any] | None:
     out: dict[str, Any] = {field: value, "stated": text.strip()[:200]}
     r = _RANK.search(text)
     if r:
-        out["rank"] = int(r.group(1))
+        out["rank"] = count_text(r.group(1), "Rank")
     it = _ITER.search(text)
     if it:
-        out["step"] = int(it.group(1))
+        out["step"] = count_text(it.group(1), "iteration", "step")
     return out
