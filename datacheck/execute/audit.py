@@ -76,9 +76,10 @@ def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: 
         result, how = audit_file(ds, cfg, cross_shard=cross_shard, known=known)
     else:
         result, how = audit_file(ds, cfg, cross_shard=cross_shard,
-                                 lookup=lambda chash: cache.get(key(chash), ds.rel))
+                                 lookup=lambda chash: cache.get(key(chash), ds.rel)
+                                 or cache.get_moved(ds.rel, ds.format, chash, cross_shard=cross_shard))
     if how == "audited" and not result.check_errors:  # a check error is retried next time, never replayed
-        cache.put(key(result.content_hash), result)
+        cache.put(key(result.content_hash), result, cross_shard=cross_shard)
     return result
 
 
@@ -116,7 +117,8 @@ def probe_cache(ds: DiscoveredShard, cache: ShardCache, cross_shard: bool) -> Pr
                 observe(files[0], before, chash)
     except OSError:
         return Probe(state=None, content_hash=None, size=0, result=None)
-    got = cache.get(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard), ds.rel)
+    got = (cache.get(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard), ds.rel)
+           or cache.get_moved(ds.rel, ds.format, chash, cross_shard=cross_shard))  # renamed, copied
     if got is not None:
         try:
             unchanged = file_state(ds.source) == before
