@@ -419,18 +419,23 @@ class ShardCache:
         self.used_ids: set[str] = set()  # identity records read or written (kept by :meth:`prune`)
         # ``used`` also holds ``"m:" + stem`` of each move record read or written (kept by :meth:`prune`)
 
-    def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False, cross_shard: bool = True) -> str:
+    def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False, cross_shard: bool = True,
+            context: str | None = None) -> str:
         """The entry key (32 hex digits) of a shard at relative path ``rel`` with ``content_hash``.
         ``cross_shard`` is part of the key: a result computed without the row-hash payload (a
-        one-shard audit) never answers an audit that needs it."""
+        one-shard audit) never answers an audit that needs it. ``context``: what the shard's reading
+        takes from other files (:func:`datacheck.formats.registry.read_context`: a litdata folder's
+        ``index.json`` config); None adds nothing (the keys of other formats are unchanged)."""
         parts: list = [self.salt, rel, fmt, content_hash, bool(keep_rows)]
         if not cross_shard:
             parts.append("single-shard")
+        if context is not None:
+            parts.append(["context", context])
         blob = json.dumps(parts, separators=(",", ":"))
         return xxhash.xxh3_128_hexdigest(blob.encode("utf-8"))
 
     def moved_key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False,
-                  cross_shard: bool = True) -> str:
+                  cross_shard: bool = True, context: str | None = None) -> str:
         """The move record's key (32 hex digits, module docstring): :meth:`key`'s parts with the
         file name replaced by its folder and suffixes (``.parquet``, ``.jsonl.gz``: a check may tell
         formats by name; files beside the shard are those of the same folder)."""
@@ -439,24 +444,27 @@ class ShardCache:
         parts: list = [self.salt, "moved", folder, suffixes, fmt, content_hash, bool(keep_rows)]
         if not cross_shard:
             parts.append("single-shard")
+        if context is not None:
+            parts.append(["context", context])
         return xxhash.xxh3_128_hexdigest(json.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogateescape"))
 
     def moved_path(self, mkey: str) -> Path:
         """``<root>/v<layout>/moved/<mkey[:2]>/<mkey>.json``."""
         return self.root / f"v{ENTRY_LAYOUT}" / "moved" / mkey[:2] / f"{mkey}.json"
 
-    def get_moved(self, rel: str, fmt: str, content_hash: str, cross_shard: bool = True) -> Any | None:
+    def get_moved(self, rel: str, fmt: str, content_hash: str, cross_shard: bool = True,
+                  context: str | None = None) -> Any | None:
         """The cached result of the same bytes under another name in ``rel``'s folder (with the same
         suffixes, format, config, ...), its path set to ``rel``, also stored under ``rel``'s own key; None
         when no move record names an entry, the entry is gone or corrupt, or it is not of these bytes."""
-        mkey = self.moved_key(rel, fmt, content_hash, cross_shard=cross_shard)
+        mkey = self.moved_key(rel, fmt, content_hash, cross_shard=cross_shard, context=context)
         try:
             rec = safejson.loads(self._read_entry(self.moved_path(mkey)))
         except (OSError, ValueError):
             return None
         if (not isinstance(rec, dict) or not isinstance(rec.get("rel"), str) or not isinstance(rec.get("key"), str)
                 or rec["rel"] == rel
-                or rec["key"] != self.key(rec["rel"], fmt, content_hash, cross_shard=cross_shard)):
+                or rec["key"] != self.key(rec["rel"], fmt, content_hash, cross_shard=cross_shard, context=context)):
             return None
         got = self.get(rec["key"], rel)
         if got is None:
@@ -464,15 +472,16 @@ class ShardCache:
         if got.content_hash != content_hash or got.format != fmt:
             return None
         self.used.add("m:" + mkey)
-        self.put(self.key(rel, fmt, content_hash, cross_shard=cross_shard), got, cross_shard=cross_shard)
+        self.put(self.key(rel, fmt, content_hash, cross_shard=cross_shard, context=context), got,
+                 cross_shard=cross_shard, context=context)
         return got
 
-    def _remember_move(self, key: str, result: Any, data: bytes, cross_shard: bool) -> None:
+    def _remember_move(self, key: str, result: Any, data: bytes, cross_shard: bool, context: str | None) -> None:
         """Write the move record of ``result`` (stored under ``key`` as ``data``) when the result names
         no path (module docstring); a failed write is only a later miss."""
         rel = result.path
         if not isinstance(rel, str) or not rel or key != self.key(rel, result.format, result.content_hash,
-                                                                   cross_shard=cross_shard):
+                                                                   cross_shard=cross_shard, context=context):
             return
         base = rel.rpartition("/")[2]
         stem = base[:base.find(".")] if "." in base else base
@@ -485,7 +494,7 @@ class ShardCache:
             return
         if any(name and name in text for name in (rel, base, stem)):
             return  # the result names its path: a copy under another name would say the old one
-        mkey = self.moved_key(rel, result.format, result.content_hash, cross_shard=cross_shard)
+        mkey = self.moved_key(rel, result.format, result.content_hash, cross_shard=cross_shard, context=context)
         p = self.moved_path(mkey)
         self.used.add("m:" + mkey)
         rec = json.dumps({"rel": rel, "key": key}, separators=(",", ":")).encode("utf-8", "surrogateescape")
@@ -665,14 +674,14 @@ class ShardCache:
         r.path = rel
         return r
 
-    def put(self, key: str, result: Any, cross_shard: bool = True) -> None:
+    def put(self, key: str, result: Any, cross_shard: bool = True, context: str | None = None) -> None:
         """Store ``result`` atomically (temporary file in the entry's folder, fsync, ``os.replace``, which
         replaces a link standing at the entry path instead of writing through it).
 
         A result that cannot be encoded, or a failed write (disk full), is not cached: a
         :class:`CacheWarning` says so (once per audit for write failures) and the audit goes on.
-        A result that names no path also gets its move record (:meth:`get_moved`; ``cross_shard`` as
-        in :meth:`key`).
+        A result that names no path also gets its move record (:meth:`get_moved`; ``cross_shard`` and
+        ``context`` as in :meth:`key`).
         """
         try:
             data = encode_results([result], meta={"key": key})
@@ -693,7 +702,7 @@ class ShardCache:
                               "cache (said once per audit)", CacheWarning, stacklevel=2)
             return
         self.stats.writes += 1
-        self._remember_move(key, result, data, cross_shard)
+        self._remember_move(key, result, data, cross_shard, context)
 
 
     def worker_view(self) -> "ShardCache":
