@@ -78,7 +78,8 @@ def annotation_lines(report: Report, root: Path | None = None, limit: int = MAX_
         if f.message.startswith(where):  # a dataset finding that names its shard first (dist.*): once
             where = ""
         rows = f" first rows {', '.join(map(str, f.rows[:5]))}" if f.rows else ""
-        msg = f"{where}{f.message} [{f.severity}, count {f.count}{';' + rows if rows else ''}]"
+        counted = f.count or f.rows or f.lines  # decode.unreadable counts no rows: no "count 0"
+        msg = f"{where}{f.message} [{f.severity}{f', count {f.count}' if counted else ''}{';' + rows if rows else ''}]"
         out.append(f"::{kind} {','.join(props)}::{_esc_data(msg)}")
     if len(items) > limit:
         out.append(f"::notice title=datacheck::{len(items) - limit} more finding(s) not annotated; see the report")
