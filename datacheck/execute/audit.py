@@ -33,7 +33,7 @@ from datacheck.execute.setup import (
 )
 from datacheck.formats.discovery import discover
 from datacheck.formats.parquetdecode import prefetch, release
-from datacheck.formats.registry import companions, hash_shard
+from datacheck.formats.registry import companions, hash_shard, read_context
 from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hashing import file_state
 from datacheck.io.hashspill import SpillFolder, spill_rows
@@ -68,17 +68,22 @@ def audit_one_cached(ds: DiscoveredShard, cfg: Config, cache: Any, cross_shard: 
 
     ``probe``: what :func:`probe_cache` found for this shard a moment ago (a miss): the cache is not
     asked again, and the bytes are not hashed again while the file's state is the probed one."""
+    context = read_context(ds.source, ds.format)  # a litdata folder's index.json config
+
     def key(chash: str) -> str:
-        return str(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard))
+        return str(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard, context=context))
 
     if probe is not None:
         known = None if probe.content_hash is None else (probe.state, probe.content_hash, probe.size)
         result, how = audit_file(ds, cfg, cross_shard=cross_shard, known=known)
     else:
         result, how = audit_file(ds, cfg, cross_shard=cross_shard,
-                                 lookup=lambda chash: cache.get(key(chash), ds.rel))
-    if how == "audited" and not result.check_errors:  # a check error is retried next time, never replayed
-        cache.put(key(result.content_hash), result)
+                                 lookup=lambda chash: cache.get(key(chash), ds.rel)
+                                 or cache.get_moved(ds.rel, ds.format, chash, cross_shard=cross_shard,
+                                                    context=context))
+    if (how == "audited" and not result.check_errors  # a check error is retried next time, never replayed
+            and read_context(ds.source, ds.format) == context):  # read under the context of its key
+        cache.put(key(result.content_hash), result, cross_shard=cross_shard, context=context)
     return result
 
 
@@ -116,7 +121,12 @@ def probe_cache(ds: DiscoveredShard, cache: ShardCache, cross_shard: bool) -> Pr
                 observe(files[0], before, chash)
     except OSError:
         return Probe(state=None, content_hash=None, size=0, result=None)
-    got = cache.get(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard), ds.rel)
+    try:
+        context = read_context(ds.source, ds.format)
+    except OSError:
+        return Probe(state=None, content_hash=None, size=0, result=None)
+    got = (cache.get(cache.key(ds.rel, ds.format, chash, cross_shard=cross_shard, context=context), ds.rel)
+           or cache.get_moved(ds.rel, ds.format, chash, cross_shard=cross_shard, context=context))  # renamed
     if got is not None:
         try:
             unchanged = file_state(ds.source) == before

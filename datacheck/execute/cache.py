@@ -14,6 +14,16 @@ Each :class:`~datacheck.model.results.ShardResult` is stored under a key made of
 A rerun over unchanged shards hashes each shard (the hash *is* the key) and reads no shard data:
 no scan, no parse. A changed shard has a new content hash, misses and is re-audited.
 
+Moved shards (:meth:`ShardCache.get_moved`): beside each entry whose result names no path (no text of
+its findings, skipped checks, layout, roles, columns or stats holds the shard's relative path, file name
+or file name stem: a result of the bytes alone), a *move record* is kept under a key made of everything
+in the entry's key but the file name (the folder, the file name's suffixes, the format, the content
+hash, ...). A shard renamed or copied within its folder (``train-00000-of-00004.parquet`` renumbered
+``-of-00005`` when a shard is added, a duplicated shard) misses under its new path and is then answered
+from the entry of the same bytes under the old name, its path set to the new one, and stored under its
+new key. A result that names its path (``decode.unreadable``: "train-00004.parquet: truncated ...") has
+no move record: that shard is read again under a new name.
+
 File identities (``--trust-mtime``, :meth:`ShardCache.known_hash`): beside the entries, the cache
 records for each local shard file the content hash it had together with the file's state (size,
 modification time, status-change time and inode of the shard and of each of its companions, in ns).
@@ -407,16 +417,97 @@ class ShardCache:
         self.stats = CacheStats()
         self.used: set[str] = set()  # keys read or written by this audit (kept by :meth:`prune`)
         self.used_ids: set[str] = set()  # identity records read or written (kept by :meth:`prune`)
+        # ``used`` also holds ``"m:" + stem`` of each move record read or written (kept by :meth:`prune`)
 
-    def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False, cross_shard: bool = True) -> str:
+    def key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False, cross_shard: bool = True,
+            context: str | None = None) -> str:
         """The entry key (32 hex digits) of a shard at relative path ``rel`` with ``content_hash``.
         ``cross_shard`` is part of the key: a result computed without the row-hash payload (a
-        one-shard audit) never answers an audit that needs it."""
+        one-shard audit) never answers an audit that needs it. ``context``: what the shard's reading
+        takes from other files (:func:`datacheck.formats.registry.read_context`: a litdata folder's
+        ``index.json`` config); None adds nothing (the keys of other formats are unchanged)."""
         parts: list = [self.salt, rel, fmt, content_hash, bool(keep_rows)]
         if not cross_shard:
             parts.append("single-shard")
+        if context is not None:
+            parts.append(["context", context])
         blob = json.dumps(parts, separators=(",", ":"))
         return xxhash.xxh3_128_hexdigest(blob.encode("utf-8"))
+
+    def moved_key(self, rel: str, fmt: str, content_hash: str, keep_rows: bool = False,
+                  cross_shard: bool = True, context: str | None = None) -> str:
+        """The move record's key (32 hex digits, module docstring): :meth:`key`'s parts with the
+        file name replaced by its folder and suffixes (``.parquet``, ``.jsonl.gz``: a check may tell
+        formats by name; files beside the shard are those of the same folder)."""
+        folder, _, base = rel.rpartition("/")
+        suffixes = base[base.find("."):] if "." in base else ""
+        parts: list = [self.salt, "moved", folder, suffixes, fmt, content_hash, bool(keep_rows)]
+        if not cross_shard:
+            parts.append("single-shard")
+        if context is not None:
+            parts.append(["context", context])
+        return xxhash.xxh3_128_hexdigest(json.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogateescape"))
+
+    def moved_path(self, mkey: str) -> Path:
+        """``<root>/v<layout>/moved/<mkey[:2]>/<mkey>.json``."""
+        return self.root / f"v{ENTRY_LAYOUT}" / "moved" / mkey[:2] / f"{mkey}.json"
+
+    def get_moved(self, rel: str, fmt: str, content_hash: str, cross_shard: bool = True,
+                  context: str | None = None) -> Any | None:
+        """The cached result of the same bytes under another name in ``rel``'s folder (with the same
+        suffixes, format, config, ...), its path set to ``rel``, also stored under ``rel``'s own key; None
+        when no move record names an entry, the entry is gone or corrupt, or it is not of these bytes."""
+        mkey = self.moved_key(rel, fmt, content_hash, cross_shard=cross_shard, context=context)
+        try:
+            rec = safejson.loads(self._read_entry(self.moved_path(mkey)))
+        except (OSError, ValueError):
+            return None
+        if (not isinstance(rec, dict) or not isinstance(rec.get("rel"), str) or not isinstance(rec.get("key"), str)
+                or rec["rel"] == rel
+                or rec["key"] != self.key(rec["rel"], fmt, content_hash, cross_shard=cross_shard, context=context)):
+            return None
+        got = self.get(rec["key"], rel)
+        if got is None:
+            return None
+        if got.content_hash != content_hash or got.format != fmt:
+            return None
+        self.used.add("m:" + mkey)
+        self.put(self.key(rel, fmt, content_hash, cross_shard=cross_shard, context=context), got,
+                 cross_shard=cross_shard, context=context)
+        return got
+
+    def _remember_move(self, key: str, result: Any, data: bytes, cross_shard: bool, context: str | None) -> None:
+        """Write the move record of ``result`` (stored under ``key`` as ``data``) when the result names
+        no path (module docstring); a failed write is only a later miss."""
+        rel = result.path
+        if not isinstance(rel, str) or not rel or key != self.key(rel, result.format, result.content_hash,
+                                                                   cross_shard=cross_shard, context=context):
+            return
+        base = rel.rpartition("/")[2]
+        stem = base[:base.find(".")] if "." in base else base
+        try:
+            (hlen,) = struct.unpack_from("<Q", data, len(_MAGIC))
+            header = json.loads(data[len(_MAGIC) + 8:len(_MAGIC) + 8 + hlen])
+            header["results"][0].pop("path")
+            text = json.dumps(header["results"][0], ensure_ascii=False)
+        except (ValueError, KeyError, IndexError, struct.error):
+            return
+        if any(name and name in text for name in (rel, base, stem)):
+            return  # the result names its path: a copy under another name would say the old one
+        mkey = self.moved_key(rel, result.format, result.content_hash, cross_shard=cross_shard, context=context)
+        p = self.moved_path(mkey)
+        self.used.add("m:" + mkey)
+        rec = json.dumps({"rel": rel, "key": key}, separators=(",", ":")).encode("utf-8", "surrogateescape")
+        try:
+            if self._read_entry(p) == rec:
+                return
+        except OSError:
+            pass
+        try:
+            self._entry_dir(p)
+            replace_file(p, rec, durable=False)  # a torn record does not parse: only a miss
+        except OSError:
+            pass
 
     def entry_path(self, key: str) -> Path:
         """``<root>/v<layout>/<key[:2]>/<key>.dcr`` (256 sub-folders keep folder listings short)."""
@@ -583,12 +674,14 @@ class ShardCache:
         r.path = rel
         return r
 
-    def put(self, key: str, result: Any) -> None:
+    def put(self, key: str, result: Any, cross_shard: bool = True, context: str | None = None) -> None:
         """Store ``result`` atomically (temporary file in the entry's folder, fsync, ``os.replace``, which
         replaces a link standing at the entry path instead of writing through it).
 
         A result that cannot be encoded, or a failed write (disk full), is not cached: a
         :class:`CacheWarning` says so (once per audit for write failures) and the audit goes on.
+        A result that names no path also gets its move record (:meth:`get_moved`; ``cross_shard`` and
+        ``context`` as in :meth:`key`).
         """
         try:
             data = encode_results([result], meta={"key": key})
@@ -609,6 +702,7 @@ class ShardCache:
                               "cache (said once per audit)", CacheWarning, stacklevel=2)
             return
         self.stats.writes += 1
+        self._remember_move(key, result, data, cross_shard, context)
 
 
     def worker_view(self) -> "ShardCache":
@@ -655,6 +749,8 @@ class ShardCache:
                 stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used
             elif p.suffix == ".json" and len(rel) == 4 and rel[0].startswith("v") and rel[1] == "ids":
                 stale = rel[0] != f"v{ENTRY_LAYOUT}" or p.stem not in self.used_ids
+            elif p.suffix == ".json" and len(rel) == 4 and rel[0].startswith("v") and rel[1] == "moved":
+                stale = rel[0] != f"v{ENTRY_LAYOUT}" or "m:" + p.stem not in self.used
             elif p.suffix == ".dcm" and rel[0] == "memo":  # whole-audit memo records (execute/rerun.py)
                 stale = True
             if stale:

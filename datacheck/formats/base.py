@@ -220,6 +220,10 @@ def _no_companions(path: str) -> list[str]:
     return []
 
 
+def _no_context(path: Path) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Format:
     """One shard format (see the module docstring).
@@ -240,6 +244,10 @@ class Format:
         rewrite: format name -> its :class:`~datacheck.formats.rewrite.Rewriter` (how ``clean``
             writes kept rows; ``mode`` ``"records"`` or ``"table"``).
         refusals: format name -> why ``clean`` cannot rewrite its shards (a name without a rewrite).
+        context: ``local path -> text or None``: what reading the shard takes from files that are
+            neither the shard nor its companions (litdata: its folder's ``index.json`` config, which
+            decides how the chunk's items split into fields); part of the result cache's key, so an edit
+            of that file is never answered with results read under the old one. None: nothing.
     """
 
     names: tuple[str, ...]
@@ -251,6 +259,7 @@ class Format:
     open_remote: Callable[[Any, str, str, ReadOptions], ShardData] | None = None
     rewrite: dict[str, Rewriter] = field(default_factory=dict)
     refusals: dict[str, str] = field(default_factory=dict)
+    context: Callable[[Path], str | None] = _no_context
 
     @property
     def name(self) -> str:

@@ -34,6 +34,7 @@ replacement characters as the line formats read an invalid line.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +264,31 @@ def _litdata_index_file(index: str, _mtime_ns: int, _size: int) -> bool:
         return False
 
 
+def read_context(path: Path) -> str | None:
+    """The folder's litdata ``index.json`` ``config`` as canonical JSON (what :func:`_config` reads
+    the chunk by: ``data_format``, ``compression``), or None when the folder has no litdata index.
+    Part of the result cache's key (:attr:`~datacheck.formats.base.Format.context`): the index is not
+    the chunk's bytes, yet decides its fields. Read once per index file version (path, size,
+    modification and status-change times, inode)."""
+    index = Path(path).parent / "index.json"
+    try:
+        st = index.stat()
+    except OSError:
+        return None
+    return _index_config(str(index), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@functools.lru_cache(maxsize=256)
+def _index_config(index: str, _size: int, _mtime_ns: int, _ctime_ns: int, _ino: int) -> str | None:
+    try:
+        doc = safejson.read_json_file(Path(index))
+    except (OSError, safejson.JsonInputError):
+        return None
+    if not is_litdata_index(doc):
+        return None
+    return json.dumps(doc.get("config"), sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=repr)
+
+
 def sniff(path: Path) -> str | None:
     """``litdata`` for a ``.bin`` in a folder whose ``index.json`` is a litdata index."""
     return "litdata" if path.name.lower().endswith(".bin") and litdata_folder(str(path.parent)) else None
@@ -274,6 +300,6 @@ def read_litdata_chunk(path: Path, opts: ReadOptions | None = None) -> tuple[pl.
     return df, findings
 
 
-FORMAT = Format(names=("litdata",), open=read_whole(read_litdata_chunk_cells), sniff=sniff,
+FORMAT = Format(names=("litdata",), open=read_whole(read_litdata_chunk_cells), sniff=sniff, context=read_context,
                 refusals={"litdata": "its writer owns the layout (the folder's index.json lists every "
                                      "chunk and its samples); rebuild it with litdata optimize"})

@@ -24,7 +24,7 @@ from datacheck.io.shardbytes import READ_ERRORS, Unreadable, store_reason
 from datacheck.io.stores import filesystem, is_url
 from datacheck.model.roles import TEXT_NAMES
 
-__all__ = ["FORMATS", "REWRITABLE", "companions", "format_named", "hash_shard", "open_shard", "read_table", "refusal",
+__all__ = ["FORMATS", "REWRITABLE", "companions", "format_named", "hash_shard", "open_shard", "read_context", "read_table", "refusal",
            "rewrite_mode", "rewriter"]
 
 #: every format, in the order discovery tries their extensions and sniffers
@@ -83,6 +83,16 @@ def companions(path: str, fmt: str) -> list[str]:
     an object key; hashed before the shard's bytes, copied with it from a store)."""
     f = _BY_NAME.get(fmt)
     return f.companions(path) if f is not None else []
+
+
+def read_context(path: Path | str, fmt: str) -> str | None:
+    """What reading the local shard ``path`` of format ``fmt`` takes from files that are neither the
+    shard nor its companions (:attr:`~datacheck.formats.base.Format.context`: a litdata folder's
+    ``index.json`` config), or None: nothing (also for a shard in an object store, read without them)."""
+    f = _BY_NAME.get(fmt)
+    if f is None or (isinstance(path, str) and is_url(path)):
+        return None
+    return f.context(Path(path))
 
 
 def hash_shard(path: Path | str, fmt: str, *, bytes_only: bool = False) -> tuple[str, int]:

@@ -77,8 +77,11 @@ def annotation_lines(report: Report, root: Path | None = None, limit: int = MAX_
         where = f"{path}: " if path else ("dataset: " if not f.shards else f"{', '.join(f.shards[:5])}: ")
         if f.message.startswith(where):  # a dataset finding that names its shard first (dist.*): once
             where = ""
-        rows = f" first rows {', '.join(map(str, f.rows[:5]))}" if f.rows else ""
-        msg = f"{where}{f.message} [{f.severity}, count {f.count}{';' + rows if rows else ''}]"
+        # rows of a finding over several shards are each some shard's row: bare numbers would not say
+        # whose (the report's examples and the JUnit text name the shard of each)
+        rows = f" first rows {', '.join(map(str, f.rows[:5]))}" if f.rows and path is not None else ""
+        counted = f.count or f.rows or f.lines  # decode.unreadable counts no rows: no "count 0"
+        msg = f"{where}{f.message} [{f.severity}{f', count {f.count}' if counted else ''}{';' + rows if rows else ''}]"
         out.append(f"::{kind} {','.join(props)}::{_esc_data(msg)}")
     if len(items) > limit:
         out.append(f"::notice title=datacheck::{len(items) - limit} more finding(s) not annotated; see the report")

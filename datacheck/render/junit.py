@@ -39,7 +39,8 @@ FIRST_ROWS = 10
 
 
 def _failure_text(f: Finding) -> str:
-    lines = [f.message, f"severity {f.severity}, count {f.count}"
+    counted = f.count or f.rows or f.lines  # decode.unreadable counts no rows: no "count 0"
+    lines = [f.message, f"severity {f.severity}" + (f", count {f.count}" if counted else "")
              + (f", ratio {f.ratio:.6g}" if f.ratio is not None else "")
              + (f", column {f.column}" if f.column else "")]
     if f.shards:

@@ -6,7 +6,11 @@
 - Findings, keyed by (shard path or ``dataset``, check ID, column), a renamed shard's OLD findings
   under its NEW path (a rename alone never makes a finding new nor resolves one); counts of findings
   sharing a key are summed: *new* (key only in NEW), *resolved* (only in OLD), *grown* (count went up),
-  *reduced* (count went down).
+  *reduced* (count went down). A shard that NEW could not read (``rows`` None: ``decode.unreadable``)
+  resolves none of its OLD findings, nor a dataset-level finding that named it: they are *unchecked*
+  (not known in NEW), and its stats are not
+  compared (no stats were measured). A finding that counts no rows (``decode.unreadable``: count 0) is
+  shown without counts (``-`` in markdown), never as ``0 -> 0``.
 - New policy failures: findings of NEW that fail the policy where OLD had no failing finding with
   that key, or whose count grew. ``datacheck diff`` exits 1 when there is any.
 - Stats that moved: for the dataset and every shard present in both: the length quantiles
@@ -80,6 +84,10 @@ class ReportDiff:
     renamed: list[tuple[str, str, str]] = field(default_factory=list)
     new: list[FindingDelta] = field(default_factory=list)
     resolved: list[FindingDelta] = field(default_factory=list)
+    #: OLD findings of a shard NEW could not read: not resolved, not known (module docstring)
+    unchecked: list[FindingDelta] = field(default_factory=list)
+    #: shards (NEW paths) that NEW could not read
+    unreadable: list[str] = field(default_factory=list)
     grown: list[FindingDelta] = field(default_factory=list)
     reduced: list[FindingDelta] = field(default_factory=list)
     new_policy_failures: list[FindingDelta] = field(default_factory=list)
@@ -94,8 +102,10 @@ class ReportDiff:
             "old_index_hash": self.old_index, "new_index_hash": self.new_index, "config_changed": self.config_changed,
             "shards": {"added": self.added, "removed": self.removed,
                        "changed": [{"path": p, "old": a, "new": b} for p, a, b in self.changed],
-                       "renamed": [{"old_path": a, "new_path": b, "content_hash": h} for a, b, h in self.renamed]},
-            "findings": {k: [d.to_dict() for d in getattr(self, k)] for k in ("new", "resolved", "grown", "reduced")},
+                       "renamed": [{"old_path": a, "new_path": b, "content_hash": h} for a, b, h in self.renamed],
+                       "unreadable": self.unreadable},
+            "findings": {k: [d.to_dict() for d in getattr(self, k)]
+                         for k in ("new", "resolved", "unchecked", "grown", "reduced")},
             "new_policy_failures": [d.to_dict() for d in self.new_policy_failures],
             "stats_moved": self.stats_moved,
         }
@@ -120,9 +130,11 @@ def _aggregate(report: Report, paths: dict[str, str] | None = None) -> dict[tupl
     paths = paths or {}
 
     def add(where: str, f: Finding) -> None:
-        e = out.setdefault((where, f.check, f.column, f.severity), {"count": 0, "fails": False, "message": f.message})
+        e = out.setdefault((where, f.check, f.column, f.severity),
+                           {"count": 0, "fails": False, "message": f.message, "shards": set()})
         e["count"] += f.count
         e["fails"] = e["fails"] or f.fails_policy
+        e["shards"] |= {paths.get(s, s) for s in f.shards}
 
     for sh in report.shards:
         for f in sh.findings:
@@ -184,6 +196,9 @@ def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHAR
     d.changed = sorted((p, os_[p].content_hash, ns[p].content_hash) for p in set(os_) & set(ns)
                        if os_[p].content_hash != ns[p].content_hash)
     ao, an = _aggregate(old, moved), _aggregate(new)
+    d.unreadable = sorted(p for p, s in ns.items() if s.rows is None)
+    unread_new = set(d.unreadable)
+    unread = unread_new | {moved.get(p, p) for p, s in os_.items() if s.rows is None}
     for key in sorted(set(ao) | set(an), key=lambda k: (k[0], k[1], k[2] or "", k[3])):
         eo, en = ao.get(key), an.get(key)
         delta = FindingDelta(where=key[0], check=key[1], column=key[2], severity=key[3],
@@ -193,7 +208,8 @@ def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHAR
         if eo is None:
             d.new.append(delta)
         elif en is None:
-            d.resolved.append(delta)
+            gone_unread = key[0] in unread_new or bool(eo["shards"] & unread_new)  # not read: not known
+            (d.unchecked if gone_unread else d.resolved).append(delta)
         elif delta.new_count > delta.old_count:
             d.grown.append(delta)
         elif delta.new_count < delta.old_count:
@@ -202,9 +218,11 @@ def diff_reports(old: Report, new: Report, share_threshold: float = DEFAULT_SHAR
             d.new_policy_failures.append(delta)
     d.stats_moved = _stats_moved(DATASET, old.stats, new.stats, share_threshold)
     for p in sorted(set(os_) & set(ns)):
-        d.stats_moved += _stats_moved(p, os_[p].stats, ns[p].stats, share_threshold)
+        if p not in unread:  # an unreadable shard has no stats to compare: its labels did not move to 0
+            d.stats_moved += _stats_moved(p, os_[p].stats, ns[p].stats, share_threshold)
     for a, b, _ in d.renamed:
-        d.stats_moved += _stats_moved(b, os_[a].stats, ns[b].stats, share_threshold)
+        if b not in unread:
+            d.stats_moved += _stats_moved(b, os_[a].stats, ns[b].stats, share_threshold)
     return d
 
 
@@ -225,11 +243,23 @@ def _renames(old: dict[str, Any], new: dict[str, Any], removed: list[str], added
     return out
 
 
-def _fmt_delta(x: FindingDelta) -> str:
+def _counts(x: FindingDelta, unchecked: bool = False) -> tuple[str, str]:
+    """The OLD and NEW count cells: ``-`` on a side where the finding counts no rows
+    (``decode.unreadable``) or, for an unchecked delta, on NEW (not known)."""
+    if unchecked:
+        return str(x.old_count), "-"
+    if x.old_count == 0 and x.new_count == 0:
+        return "-", "-"
+    return str(x.old_count), str(x.new_count)
+
+
+def _fmt_delta(x: FindingDelta, unchecked: bool = False) -> str:
     col = f" ({x.column})" if x.column else ""
     sev = f" [{x.severity}]" if x.severity else ""
     fail = " FAILS POLICY" if x.new_fails else ""
-    return f"{x.where}: {x.check}{col}{sev} {x.old_count} -> {x.new_count}{fail}"
+    a, b = _counts(x, unchecked)
+    counts = "" if (a, b) == ("-", "-") else (f" {a} -> ? (shard unreadable)" if unchecked else f" {a} -> {b}")
+    return f"{x.where}: {x.check}{col}{sev}{counts}{fail}"
 
 
 def render_diff_text(d: ReportDiff) -> str:
@@ -240,9 +270,15 @@ def render_diff_text(d: ReportDiff) -> str:
                + (f", {len(d.renamed)} renamed (same content)" if d.renamed else ""))
     out += [f"  + {p}" for p in d.added] + [f"  - {p}" for p in d.removed] + [f"  ~ {p}" for p, _, _ in d.changed]
     out += [f"  > {a} -> {b}" for a, b, _ in d.renamed]
-    out.append(f"findings: {len(d.new)} new, {len(d.resolved)} resolved, {len(d.grown)} grown, {len(d.reduced)} reduced")
-    for name, items in (("new", d.new), ("resolved", d.resolved), ("grown", d.grown), ("reduced", d.reduced)):
-        out += [f"  {name:8s} {_fmt_delta(x)}" for x in items]
+    if d.unreadable:
+        out.append(f"unreadable in NEW: {len(d.unreadable)} (their findings and stats are not known; "
+                   "dataset-level counts leave their rows out)")
+        out += [f"  ! {p}" for p in d.unreadable]
+    out.append(f"findings: {len(d.new)} new, {len(d.resolved)} resolved, {len(d.grown)} grown, {len(d.reduced)} reduced"
+               + (f", {len(d.unchecked)} unchecked (shard unreadable)" if d.unchecked else ""))
+    for name, items in (("new", d.new), ("resolved", d.resolved), ("unchecked", d.unchecked), ("grown", d.grown),
+                        ("reduced", d.reduced)):
+        out += [f"  {name:8s} {_fmt_delta(x, name == 'unchecked')}" for x in items]
     if d.stats_moved:
         out.append(f"stats moved: {len(d.stats_moved)}")
         out += [f"  {m['scope']}: {m['stat']} {m['old']} -> {m['new']}" for m in d.stats_moved]
@@ -261,13 +297,15 @@ def render_diff_markdown(d: ReportDiff) -> str:
     for sym, items in (("added", d.added), ("removed", d.removed), ("changed", [p for p, _, _ in d.changed])):
         out += [f"- {sym}: `{p}`" for p in items]
     out += [f"- renamed: `{a}` → `{b}`" for a, b, _ in d.renamed]
+    out += [f"- **unreadable** in NEW: `{p}` (its findings and stats are not known)" for p in d.unreadable]
     out += ["", f"**Findings:** {len(d.new)} new, {len(d.resolved)} resolved, {len(d.grown)} grown, "
-                f"{len(d.reduced)} reduced", ""]
-    rows = [(n, x) for n, items in (("new", d.new), ("resolved", d.resolved), ("grown", d.grown),
-                                    ("reduced", d.reduced)) for x in items]
+                f"{len(d.reduced)} reduced" + (f", {len(d.unchecked)} unchecked (shard unreadable)" if d.unchecked
+                                               else ""), ""]
+    rows = [(n, x) for n, items in (("new", d.new), ("resolved", d.resolved), ("unchecked", d.unchecked),
+                                    ("grown", d.grown), ("reduced", d.reduced)) for x in items]
     if rows:
         out += ["| change | where | check | column | old | new | fails policy |", "|---|---|---|---|---:|---:|---|"]
-        out += [f"| {n} | `{x.where}` | `{x.check}` | {x.column or ''} | {x.old_count} | {x.new_count} | "
+        out += [f"| {n} | `{x.where}` | `{x.check}` | {x.column or ''} | {' | '.join(_counts(x, n == 'unchecked'))} | "
                 f"{'yes' if x.new_fails else ''} |" for n, x in rows]
     if d.stats_moved:
         out += ["", "**Stats moved:**", "", "| scope | stat | old | new |", "|---|---|---:|---:|"]
