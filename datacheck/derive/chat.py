@@ -217,7 +217,7 @@ def _bounded_env_class(base: type) -> type:
 
     class BoundedCodeGenerator(base.code_generator_class):  # type: ignore[misc, name-defined]
         """jinja2's code generator with ``~`` (``str_join`` / ``markup_join`` over the operands)
-        called through the environment's :func:`bounded_concat`, which jinja2 leaves unintercepted."""
+        called through the environment's ``bounded_concat`` (defined above), which jinja2 leaves unintercepted."""
 
         def visit_Concat(self, node: Any, frame: Any) -> None:  # noqa: N802 - jinja2's visitor name
             if frame.eval_ctx.volatile:
