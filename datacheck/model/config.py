@@ -535,7 +535,8 @@ class TraceSection(_Section):
     divergence_sigmas: float = Field(default=3.0, gt=0, le=100, description=(
         "`log.divergence`: or this many robust sigmas of the smoothed loss above its best level, whichever "
         "margin is smaller, but at least `divergence_floor` of the best (the smoothed curve's sigma: the noise "
-        "before the point judged, 1.4826 MAD of the loss's second differences / sqrt 6, times sqrt(pi / (2w + 1)) "
+        "before the point judged, 1.4826 MAD of the loss's second differences / sqrt 6, never under the whole "
+        "log's noise relative to the level (the same of log(loss)) times the best, times sqrt(pi / (2w + 1)) "
         "for a running median of w points; against the first loss, the raw noise)"))
     divergence_floor: float = Field(default=0.1, gt=0, le=10, description=(
         "`log.divergence`: the least margin, relative to the best smoothed loss (a noiseless curve has "

@@ -126,6 +126,9 @@ def _first(fb: dict[str, Any] | None, unjudged: int = 0, loud: list[str] | None 
     text = f"{fb['check']} at {fb.get('step_map') or 'step ' + str(fb['step'])} ({fb.get('rank')}), window {w[0]}..{w[1]}"
     if list(w) != list(fb["window"]):
         text += f" audited ({_relation(w[0], w[1], fb['window'][0], fb['window'][1])})"
+    aw = fb.get("after_warning")
+    if aw:  # a dynamics warning before the non-finite value: how the run came there, not the failure
+        text += f"; after {aw['check']} from step {aw['step']} ({aw.get('rank')}): a warning, the non-finite value is the failure"
     return text
 
 

@@ -20,12 +20,21 @@ from datacheck.trace.record import ReadStats, StepRecord
 from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, scale_search, stream_name
 from datacheck.trace.steps import RECORD, StepConvention, as_records
 
-__all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER"]
+__all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER", "NON_FINITE_CHECKS",
+           "SOFT_DYNAMICS_CHECKS"]
 
 #: points kept per curve (metric x rank) for the HTML plot
 CURVE_POINTS = 2000
 METRICS = ("loss", "grad_norm", "lr", "loss_scale")
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
+#: the checks of a non-finite loss or grad norm (logged NaN/inf, or one the logger hid)
+NON_FINITE_CHECKS = frozenset({"log.non_finite", "log.hidden_non_finite"})
+#: the dynamics checks whose warnings judge a trend of finite values (rising, stalling, spiking): when a
+#: non-finite value is logged too, even later, it is the first anomaly and these are how the run came
+#: there (the non-finite value is the failure; a trend's onset is a statistical estimate)
+SOFT_DYNAMICS_CHECKS = frozenset({"log.loss_spike", "log.grad_norm_spike", "log.divergence", "log.stagnation",
+                                  "log.overfit_onset", "log.vanishing_grad", "log.periodic_spikes",
+                                  "log.post_warmup_spike"})
 _EVENTS = 200
 
 
@@ -62,8 +71,10 @@ class TraceResult:
     Attributes:
         logs: per log file, what was read (format, lines, records, unparsed lines with examples).
         findings: the ``log.*`` findings, most severe and earliest first.
-        first_bad: the first anomaly (earliest step among error/warn step findings): ``{"check",
-            "step", "rank", "window", ...}`` (its details), or None.
+        first_bad: the first anomaly (earliest step among error/warn step findings; when a non-finite
+            value is logged (:data:`NON_FINITE_CHECKS`), the warnings of :data:`SOFT_DYNAMICS_CHECKS`
+            are passed over: the earliest of them before it is ``after_warning``, ``{"check", "step",
+            "rank"}``): ``{"check", "step", "rank", "window", ...}`` (its details), or None.
         events: the timeline: resumes, loss-scale back-offs (``search``: one of the fp16 initial scale
             search, :func:`datacheck.trace.rules.scale_search`), eval points (at most 200, in log order).
         curves: ``{stream: {metric: Curve}}``.
@@ -296,11 +307,22 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                  and f.check != "log.skipped_steps"]
     # at the same step a rank whose own loss went non-finite comes before a grad norm made non-finite on
     # every rank by the all-reduce
-    first = min(anomalies, key=lambda f: (f.details["window"][0] if "window" in f.details else f.details["step"],
-                                          SEVERITY_ORDER[f.severity], f.details.get("metric") != "loss"), default=None)
+    def start(f: Finding) -> int:
+        return int(f.details["window"][0] if "window" in f.details else f.details["step"])
+
+    # a non-finite value anywhere in the log is the first anomaly over an earlier dynamics warning (a
+    # flat noisy run flagged as diverging at step 3 hid the NaN of step 38 from the first answer and
+    # from --data); the warning is kept as what came before it (first_bad["after_warning"])
+    soft = [f for f in anomalies if f.severity == "warn" and f.check in SOFT_DYNAMICS_CHECKS]
+    pool = [f for f in anomalies if f not in soft] if any(f.check in NON_FINITE_CHECKS for f in anomalies) else anomalies
+    first = min(pool, key=lambda f: (start(f), SEVERITY_ORDER[f.severity], f.details.get("metric") != "loss"), default=None)
     first_bad = None if first is None else {"check": first.check, **{k: v for k, v in first.details.items()
                                                                       if not isinstance(v, (list, dict)) or k == "window"}}
-    return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves, consumed=consumed, global_batches=global_batches,
+    before = min((f for f in soft if first is not None and start(f) < start(first)), key=start, default=None)
+    if first_bad is not None and before is not None:
+        first_bad["after_warning"] = {"check": before.check, "step": before.details["step"], "rank": before.details.get("rank")}
+    return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves, consumed=consumed,
+                       global_batches=global_batches,
                        streams={s.name: s.records for s in streams.values()},
                        notes=[n for r in rules for n in r.notes],
                        not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],

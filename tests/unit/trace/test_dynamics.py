@@ -18,6 +18,7 @@ from datacheck.trace.dynamics import (
     median_se,
     noise_sigma,
     prefix_noise_sigmas,
+    relative_noise,
     smooth,
     spike_indices,
     warmup_end,
@@ -342,15 +343,20 @@ def test_a_noisy_warmup_is_no_post_warmup_spike_and_a_real_one_is(tmp_path, n):
 @pytest.mark.parametrize("seed", range(5))
 def test_a_run_that_leaves_its_first_loss_at_once_diverges_from_step_2(tmp_path, seed):
     """The loss 0.6 at step 1, then 2.0 + N(0, 0.3): dated at step 2, judged either at step 2 against the
-    running median's first value, the median of the first two (no noise known yet: the 10% floor is the
-    margin), or, where the smoothed curve dips under that band later, against the first loss itself:
-    1.5 x 0.6, the margin capped at half the reference (3 sigmas of the noise are above the cap)."""
+    running median's first value, the median of the first two (no noise measured before it: the log's
+    relative noise at that level is the noise, 3 sigmas of the smoothed curve, at least the 10% floor
+    and at most the 1.5x cap), or, where the smoothed curve dips under that band later, against the
+    first loss itself: 1.5 x 0.6, the margin capped at half the reference (3 sigmas of the noise are
+    above the cap)."""
     rng = random.Random(seed)
     raw = [0.6] + [2.0 + rng.gauss(0, 0.3) for _ in range(49)]
     d = by_check(trace(write_jsonl(tmp_path / "f.jsonl", [{"step": i + 1, "loss": v, "lr": 1.0}
                                                           for i, v in enumerate(raw)])))["log.divergence"].details
     assert (d["step"], d["last_good_step"], d["best_step"]) == (2, 1, 1)
-    assert d["band_top"] in (pytest.approx(1.1 * (0.6 + raw[1]) / 2), pytest.approx(1.5 * 0.6))
+    best = (0.6 + raw[1]) / 2
+    s_smoothed = noise_sigma([math.log(x) for x in raw]) * best * math.sqrt(math.pi / 7)  # width 3 at 50 points
+    top = best + max(0.1 * best, min(0.5 * best, 3 * s_smoothed))
+    assert d["band_top"] in (pytest.approx(top), pytest.approx(1.5 * 0.6))
 
 
 def test_values_logged_but_never_finite_are_said_so(tmp_path):
@@ -362,3 +368,56 @@ def test_values_logged_but_never_finite_are_said_so(tmp_path):
     assert "every logged grad norm is NaN or inf (30 record(s))" in why["log.vanishing_grad"]
     assert "every logged learning rate is NaN or inf (30 record(s))" in why["log.zero_lr"]
     assert "every logged learning rate is NaN or inf (30 record(s))" in why["log.post_warmup_spike"]
+
+
+def _flat_run_from_a_low_first_loss(seed):
+    """The new user's tiny 2-process Trainer run: first loss 1.651, then flat 1.95 + N(0, 0.17) for 36
+    steps (lr 5e-5), a NaN at step 38."""
+    rng = np.random.default_rng(seed)
+    raw = [1.651] + (1.95 + rng.normal(0, 0.17, 36)).tolist() + [float("nan")]
+    return [{"step": i + 1, "loss": v, "lr": 5e-5} for i, v in enumerate(raw)]
+
+
+def test_relative_noise_is_the_noise_over_the_level_whatever_the_level_does():
+    """Noise 10% of the level on a flat run and on one whose level doubles half way (its noise doubling
+    too): the log's second differences give 0.1 back on both; the noise from the first 3 values of the
+    new user's run is under a third of it (one second difference: a half-normal draw)."""
+    rng = np.random.default_rng(0)
+    flat = 2.0 * (1 + 0.1 * rng.normal(0, 1, 4000))
+    step = np.where(np.arange(4000) < 2000, 1.0, 2.0) * (1 + 0.1 * rng.normal(0, 1, 4000))
+    for xs in (flat, step):
+        assert relative_noise(xs.tolist()) == pytest.approx(0.1, rel=0.05)
+    assert relative_noise([1.0, -0.5, 2.0]) is None  # no log of a value under 0
+    xs = [r["loss"] for r in _flat_run_from_a_low_first_loss(16)[:-1]]
+    assert noise_sigma(xs[:3]) < relative_noise(xs) * xs[0] / 3
+
+
+def test_a_flat_noisy_run_is_no_divergence_from_a_low_first_loss(tmp_path):
+    """Seed 16 was flagged at step 2 with band top 1.816, the 10% floor over the first loss (the noise from
+    3 values, 0.006, made 3 sigmas narrower than the floor; the log's is 0.19), and "stayed out: smoothed
+    1.739 at the last step", under that band top: of 200 seeds 71 were flagged; with the band's noise at
+    least the log's relative noise at the reference's level, at most 15 (measured 13)."""
+    rows = _flat_run_from_a_low_first_loss(16)
+    res = trace(write_jsonl(tmp_path / "r.jsonl", rows))
+    assert "log.divergence" not in by_check(res)
+    assert (res.first_bad["check"], res.first_bad["step"]) == ("log.non_finite", 38)
+    flagged = sum("log.divergence" in by_check(trace(write_jsonl(tmp_path / f"{s}.jsonl", _flat_run_from_a_low_first_loss(s))))
+                  for s in range(200))
+    assert flagged <= 15
+
+
+def test_stayed_out_is_said_only_when_every_point_stayed_out(tmp_path):
+    """1.0 for 20 points, 2.0 for 70, back to 1.05 for the last 6 (noise 0.01): a divergence at step 21
+    (70 of the 76 smoothed values from there above any band top between the two levels, at least 80%), whose
+    last smoothed value is back under the band top: the message says how many stayed out, and that."""
+    rng = random.Random(0)
+    raw = [v + rng.gauss(0, 0.01) for v in [1.0] * 20 + [2.0] * 70 + [1.05] * 6]
+    f = by_check(trace(write_jsonl(tmp_path / "b.jsonl", [{"step": i + 1, "loss": v, "lr": 1e-3}
+                                                          for i, v in enumerate(raw)])))["log.divergence"]
+    d = f.details
+    assert d["step"] == 21 and max(raw[90:]) < d["band_top"] < min(raw[20:90])  # so the counts below hold
+    after, out = len(raw) - 20, 70  # the running median over 3: the 70 points of 2.0 are 2.0-ish, the last 6 not
+    assert (d["points_out"], d["points_after"]) == (out, after)
+    assert f"stayed out on {out} of the {after} points from step 21" in f.message
+    assert "back under the band top there" in f.message
+    assert "and stayed out:" not in f.message
