@@ -124,6 +124,7 @@ EXPECT: dict[str, tuple[int, str]] = {
     "rawtext_500mb_csv_line": (1, r'"check": "decode\.unreadable",.*"message": "a\.csv: line 2 \(byte offset 5\) is a '
                                   r"line of 524,288,000 bytes, more than the 128 MiB a row datacheck decodes "
                                   r"\(\[dataset\] max_row_bytes\)"),
-    "rawtext_1e6_empty": (1, rf'"check": "dup\.exact_in_shard",\s+"column": "text",\s+"count": {10**6 - 1},'
-                             rf'.*"check": "empty\.text",\s+"column": "text",\s+"count": {10**6},'),
+    # blank rows are the empty checks' (one finding), never also repeats of each other (dup.exact_in_shard)
+    "rawtext_1e6_empty": (1, rf'^(?!.*"check": "dup\.exact_in_shard").*"check": "empty\.text",\s+"column": "text",'
+                             rf'\s+"count": {10**6},'),
 }
