@@ -654,7 +654,17 @@ def _one_huge_csv_line(p: Path) -> None:
     _huge_between(p, b"text\n", b"\nok\n")
 
 
+def _wide_tsv(root: Path) -> list[str]:
+    """A TSV whose header has 8,334 fields and whose two records one each (the shape of a fuzz input:
+    a short piece repeated across one line): one XOR per column in the in-shard duplicate key made an
+    expression 8,333 deep, whose planning did not end in 8 minutes (2,000 columns: 5.7 s, 1.4 GB)."""
+    (_data(root) / "f.tsv").write_text("\t".join(["t"] + [f"1H0 {i}" for i in range(8333)]) + "\nlab\n1\n")
+    return _audit(root)
+
+
 CASES4: dict[str, Callable[[Path], list[str]]] = {
+    # a header of 8,334 columns
+    "csv_wide_header_8334": _wide_tsv,
     # [megatron] values and Megatron pairs
     "meg_train_iters_2p40": _meg_case("seq_length = 8\ntrain_iters = 1099511627776\n"),
     "meg_train_samples_2p50": _meg_case("seq_length = 8\ntrain_samples = 1125899906842624\n"),

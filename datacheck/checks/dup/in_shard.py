@@ -12,7 +12,6 @@ comparison, so a hash collision can never create a finding.
 """
 from __future__ import annotations
 
-from functools import reduce
 from typing import Iterable
 
 import numpy as np
@@ -96,8 +95,15 @@ def _fingerprint(col: str, dtype: pl.DataType | None) -> pl.Expr:
 
 
 def _row_key(cols: list[str], schema: dict[str, pl.DataType] | None = None) -> pl.Expr:
+    """The XOR of the columns' seeded fingerprint hashes, combined as a balanced tree: the same key as a
+    left-to-right chain (XOR is associative), but an expression of depth log2(columns), where a chain
+    of one XOR per column made polars' planning of the fused query super-linear (a TSV of 2,000
+    columns: 5.7 s and 1.4 GB for two rows; 8,334 columns did not end in 8 minutes)."""
     schema = schema or {}
-    return reduce(lambda a, b: a ^ b, [_fingerprint(c, schema.get(c)).hash(seed=i + 1) for i, c in enumerate(cols)])
+    keys = [_fingerprint(c, schema.get(c)).hash(seed=i + 1) for i, c in enumerate(cols)]
+    while len(keys) > 1:
+        keys = [keys[i] ^ keys[i + 1] if i + 1 < len(keys) else keys[i] for i in range(0, len(keys), 2)]
+    return keys[0]
 
 
 def _repeats_of(df: pl.DataFrame, cols: list[str], row: str) -> Repeats:
