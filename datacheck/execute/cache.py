@@ -81,6 +81,7 @@ from typing import Any
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.derive.tokfiles import loaded_files
 from datacheck.execute.rerun import SETTLE_NS, code_fingerprint, runtime_fingerprint
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
@@ -330,15 +331,10 @@ def _schema_file_hash(cfg: Config) -> str | None:
     return None
 
 
-#: the sub-folder of a tokenizer folder whose ``*.jinja`` files transformers loads as named chat
-#: templates (``transformers.utils.CHAT_TEMPLATE_DIR``, read by ``from_pretrained`` since 4.5x;
-#: ``default.jinja`` there renders ``messages`` when the folder gives no other template)
-CHAT_TEMPLATE_DIR = "additional_chat_templates"
-
-
 def _tokenizer_hash(cfg: Config) -> str | None:
     """Content hash of the files of the ``[tokens] tokenizer`` folder that the tokenizer's load
-    reads: its own files and the ``*.jinja`` of its :data:`CHAT_TEMPLATE_DIR` sub-folder (a chat
+    reads (:func:`~datacheck.derive.tokfiles.loaded_files`: its own files and the ``*.jinja`` of its
+    ``additional_chat_templates`` sub-folder; a chat
     template renders ``messages``: an edited template must not meet results rendered with the old
     one), with the transformers version that renders; None when no tokenizer is configured or the
     path is missing."""
@@ -346,10 +342,7 @@ def _tokenizer_hash(cfg: Config) -> str | None:
     if not path or not Path(path).exists():
         return None
     folder = Path(path) if Path(path).is_dir() else Path(path).parent
-    templates = folder / CHAT_TEMPLATE_DIR
-    files = sorted(f for f in folder.iterdir() if f.is_file())
-    if templates.is_dir():
-        files += sorted(f for f in templates.iterdir() if f.is_file() and f.name.endswith(".jinja"))
+    files = loaded_files(folder)
     try:
         import transformers  # lazy: the optional ``chat`` extra
         version = transformers.__version__
