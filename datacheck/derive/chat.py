@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from datacheck.derive.tokfiles import TOKENIZER_FILES, refuse_special_files, tokenizer_file
+from datacheck.derive.tokfiles import TOKENIZER_FILES, loaded_files, refuse_special_files, tokenizer_file
 from datacheck.model.errors import UsageError
 
 __all__ = ["bounded_templates", "RenderLimit", "RENDER_SECONDS", "RENDER_MAX_CHARS", "CHAT_INSTALL", "RENDERED_COLUMNS",
@@ -368,10 +368,18 @@ def _import_transformers() -> Any:
     return transformers
 
 
+def _state(f: Path, folder: Path) -> tuple[str, int, int, int, int]:
+    """(path relative to ``folder``, size, modification and status-change times in ns, inode) of
+    ``f``: any write to it changes its status-change time."""
+    st = f.stat()
+    return f.relative_to(folder).as_posix(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
 @functools.lru_cache(maxsize=4)
-def _load(folder: str, _stamp: float, given: str) -> Any:
+def _load(folder: str, _stamp: tuple, given: str) -> Any:
     """The tokenizer in ``folder`` (``given``: the path as ``[tokens] tokenizer`` names it, for the
-    message). Raises UsageError naming ``given`` and the folder transformers read."""
+    message; ``_stamp``: the state of every file the load reads, :func:`_state`, so that an edited
+    file is loaded again). Raises UsageError naming ``given`` and the folder transformers read."""
     transformers = _import_transformers()
     try:
         # never the data's code (auto_map), never a prompt asking whether to run it, never the network
@@ -414,7 +422,7 @@ def load_chat_tokenizer(path: str) -> tuple[Any, str | None]:
                       "chat_template.jinja beside it): messages cannot be rendered as the trainer does")
     if _import_transformers() is None:
         return None, f"rendering messages with [tokens] tokenizer needs transformers and jinja2: {CHAT_INSTALL}"
-    stamp = max((f.stat().st_mtime for f in folder.iterdir() if f.is_file()), default=0.0)
+    stamp = tuple(_state(f, folder) for f in loaded_files(folder))  # a file rewritten, added or removed: loaded anew
     tok = _load(str(folder), stamp, path)
     if not getattr(tok, "chat_template", None):
         return None, (f"the tokenizer in {folder} has no chat template (set chat_template in tokenizer_config.json "

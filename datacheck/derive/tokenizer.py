@@ -400,10 +400,11 @@ def tokenizer_facts(path: str, given: str) -> TokenizerFacts:
     return _facts_of(str(folder), stamp, given)
 
 
-def _folder_stamp(path: str, given: str) -> tuple[Path, tuple[tuple[str, int, int], ...]]:
+def _folder_stamp(path: str, given: str) -> tuple[Path, tuple[tuple[str, int, int, int, int], ...]]:
     """The tokenizer's folder (``path`` itself, or the folder of the file it names) and its stamp:
-    each file's name, size and modification time (empty when the path is missing), the key under
-    which what is read from the folder is cached.
+    each file's name, size, modification and status-change times and inode (any write changes the
+    status-change time, also one that puts the old size and modification time back; empty when the
+    path is missing), the key under which what is read from the folder is cached.
 
     Raises:
         UsageError: a FIFO/device/socket in the folder (:func:`refuse_special_files`)."""
@@ -412,14 +413,14 @@ def _folder_stamp(path: str, given: str) -> tuple[Path, tuple[tuple[str, int, in
     if not p.exists():
         return folder, ()
     refuse_special_files(folder, given)
-    return folder, tuple(sorted((f.name, st.st_size, st.st_mtime_ns) for f in folder.iterdir()
-                                if f.is_file() and (st := f.stat())))
+    return folder, tuple(sorted((f.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                                for f in folder.iterdir() if f.is_file() and (st := f.stat())))
 
 
 @functools.lru_cache(maxsize=16)
-def _facts_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: str) -> TokenizerFacts:
-    """:func:`tokenizer_facts` of the folder ``where``, read once per ``stamp`` (each file's name, size
-    and modification time: an edited file is read again) within a process, as the chat template's
+def _facts_of(where: str, stamp: tuple[tuple[str, int, int, int, int], ...], given: str) -> TokenizerFacts:
+    """:func:`tokenizer_facts` of the folder ``where``, read once per ``stamp`` (:func:`_folder_stamp`:
+    an edited file is read again) within a process, as the chat template's
     tokenizer is (a library caller auditing in a loop loads it once)."""
     folder = Path(where)
     named = f"[tokens] tokenizer = {given!r}"
@@ -493,7 +494,7 @@ def blank_token_ids(path: str, given: str) -> tuple[int, ...] | None:
 
 
 @functools.lru_cache(maxsize=16)
-def _blank_ids_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: str) -> tuple[int, ...] | None:
+def _blank_ids_of(where: str, stamp: tuple[tuple[str, int, int, int, int], ...], given: str) -> tuple[int, ...] | None:
     """:func:`blank_token_ids` of the folder ``where``, read once per ``stamp``. polars is imported here,
     not with the module: :class:`datacheck.torch.BatchGuard` takes the tokenizer's facts through this
     module, and what the training loop imports stays polars-free."""
@@ -601,7 +602,7 @@ def _token_bytes(view: TokenizerView, token: str) -> bytes | None:
 
 
 @functools.lru_cache(maxsize=16)
-def _blank_pieces_of(where: str, stamp: tuple[tuple[str, int, int], ...], given: str) -> BlankPieces | None:
+def _blank_pieces_of(where: str, stamp: tuple[tuple[str, int, int, int, int], ...], given: str) -> BlankPieces | None:
     """:func:`blank_token_pieces` of the folder ``where``, read once per ``stamp``."""
     blank = _blank_ids_of(where, stamp, given)
     if blank is None:

@@ -8,12 +8,27 @@ from pathlib import Path
 
 from datacheck.model.errors import UsageError
 
-__all__ = ["TOKENIZER_FILES", "tokenizer_file", "refuse_special_files"]
+__all__ = ["CHAT_TEMPLATE_DIR", "TOKENIZER_FILES", "loaded_files", "tokenizer_file", "refuse_special_files"]
 
 #: the files a tokenizer folder is read from, in this order (``inspect --tokenizer``, ``schema infer
 #: --tokenizer`` and ``[tokens] tokenizer`` alike): a Hugging Face fast tokenizer, a GPT-2 style
 #: byte-level BPE vocabulary (``merges.txt`` beside it), a WordPiece vocabulary
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt")
+#: the sub-folder of a tokenizer folder whose ``*.jinja`` files transformers loads as named chat
+#: templates (``transformers.utils.CHAT_TEMPLATE_DIR``, read by ``from_pretrained`` since 4.5x;
+#: ``default.jinja`` there renders ``messages`` when the folder gives no other template)
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+
+
+def loaded_files(folder: Path) -> list[Path]:
+    """The files a tokenizer's load from ``folder`` may read, sorted: the folder's own regular files
+    and the ``*.jinja`` files of its :data:`CHAT_TEMPLATE_DIR` sub-folder (the inputs of a rendering:
+    the result cache's key and the loaded tokenizer's memo are made of them). Raises ``OSError``."""
+    files = sorted(f for f in folder.iterdir() if f.is_file())
+    templates = folder / CHAT_TEMPLATE_DIR
+    if templates.is_dir():
+        files += sorted(f for f in templates.iterdir() if f.is_file() and f.name.endswith(".jinja"))
+    return files
 
 
 def tokenizer_file(path: str | Path) -> Path | None:

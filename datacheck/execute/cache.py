@@ -81,6 +81,7 @@ from typing import Any
 import xxhash
 
 from datacheck._version import __version__
+from datacheck.derive.tokfiles import loaded_files
 from datacheck.execute.rerun import SETTLE_NS, code_fingerprint, runtime_fingerprint
 from datacheck.io import safejson
 from datacheck.io.hashing import hash_file
@@ -331,20 +332,23 @@ def _schema_file_hash(cfg: Config) -> str | None:
 
 
 def _tokenizer_hash(cfg: Config) -> str | None:
-    """Content hash of the files of the ``[tokens] tokenizer`` folder (its chat template renders
-    ``messages``: an edited template must not meet results rendered with the old one), with the
-    transformers version that renders; None when no tokenizer is configured or the path is missing."""
+    """Content hash of the files of the ``[tokens] tokenizer`` folder that the tokenizer's load
+    reads (:func:`~datacheck.derive.tokfiles.loaded_files`: its own files and the ``*.jinja`` of its
+    ``additional_chat_templates`` sub-folder; a chat
+    template renders ``messages``: an edited template must not meet results rendered with the old
+    one), with the transformers version that renders; None when no tokenizer is configured or the
+    path is missing."""
     path = cfg.tokenizer_path()
     if not path or not Path(path).exists():
         return None
     folder = Path(path) if Path(path).is_dir() else Path(path).parent
-    files = sorted(f for f in folder.iterdir() if f.is_file())
+    files = loaded_files(folder)
     try:
         import transformers  # lazy: the optional ``chat`` extra
         version = transformers.__version__
     except ImportError:
         version = None
-    return json.dumps([version, [(f.name, hash_file(f)[0]) for f in files]])
+    return json.dumps([version, [(f.relative_to(folder).as_posix(), hash_file(f)[0]) for f in files]])
 
 
 def cache_salt(cfg: Config) -> str:

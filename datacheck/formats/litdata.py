@@ -247,17 +247,18 @@ def read_litdata_chunk_cells(path: Path, opts: ReadOptions | None = None) -> tup
 
 
 def litdata_folder(folder: str) -> bool:
-    """True when ``folder/index.json`` is a litdata index (cached per file version)."""
+    """True when ``folder/index.json`` is a litdata index (cached per file version: size,
+    modification and status-change times, inode; any write changes the status-change time)."""
     index = Path(folder) / "index.json"
     try:
         st = index.stat()
     except OSError:
         return False
-    return _litdata_index_file(str(index), st.st_mtime_ns, st.st_size)
+    return _litdata_index_file(str(index), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 @functools.lru_cache(maxsize=256)
-def _litdata_index_file(index: str, _mtime_ns: int, _size: int) -> bool:
+def _litdata_index_file(index: str, _size: int, _mtime_ns: int, _ctime_ns: int, _ino: int) -> bool:
     try:
         return is_litdata_index(safejson.read_json_file(Path(index)))
     except (OSError, safejson.JsonInputError):

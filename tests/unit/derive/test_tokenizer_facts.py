@@ -5,6 +5,7 @@ is read here from the tokenizer's own files (JSON, vocab.txt lines), never from 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -243,3 +244,24 @@ def test_a_model_file_that_is_no_json_object_gives_no_eos_and_no_error(tmp_path,
     facts = tokenizer_facts(str(folder), "t")
     assert "eos_token_id" not in facts.ids
     assert facts.vocab_size == len(json.loads((GPT2 / "vocab.json").read_text()))
+
+
+def test_a_declaration_rewritten_with_its_old_size_and_time_is_read_again(tmp_path):
+    """Within one process the facts are read once per state of the folder's files: a rewrite that
+    keeps the file's size and puts its modification time back (the API auditing in a loop while the
+    tokenizer is edited) must still be read again, or the audit's config, and the result cache's key,
+    would carry the old ids."""
+    tok = tmp_path / "tok"
+    shutil.copytree(SMOLLM, tok)
+    base, _ = _smollm_files()
+    assert tokenizer_facts(str(tok), "tok").ids["bos_token_id"] == base["<|endoftext|>"]
+    cfg = tok / "tokenizer_config.json"
+    text = cfg.read_text()
+    old, new = '"bos_token": "<|endoftext|>",', '"bos_token": "<|im_end|>",'
+    assert text.count(old) == 1
+    edited = text.replace(old, new + " " * (len(old) - len(new)))  # blanks outside the string: the same size
+    assert len(edited) == len(text)
+    st = cfg.stat()
+    cfg.write_text(edited)
+    os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert tokenizer_facts(str(tok), "tok").ids["bos_token_id"] == base["<|im_end|>"]
