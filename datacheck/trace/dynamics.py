@@ -537,7 +537,11 @@ class Stagnation(_Dynamics):
     to at most :data:`DECAYED_LR` of its peak where the plateau starts (a loss at its floor under a
     decayed lr: a full-length cosine or linear decay); or a loss that fell by :data:`CONVERGED_DROP`
     before a plateau of at most :data:`CONVERGED_SPAN` of the run (it learned, then reached its floor).
-    A dead run (no such drop) and a long stall are findings."""
+    A dead run (no such drop) and a long stall are findings. The message says which way the loss went
+    over the last window (``it fell 0.40%``, or ``it did not fall: it rose 8.14%``: a rise under
+    ``divergence_floor`` is a stall, not a divergence) and quotes the two medians compared; the details
+    keep ``change`` (the improvement: positive when the loss fell), ``window_first``, ``window_last``
+    and ``window_points``."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         allp = self.points[key].pts
@@ -576,14 +580,21 @@ class Stagnation(_Dynamics):
         ev = [e for e in self.evals.get(key, []) if e[0] >= start.step]
         if len(ev) >= 2 and ev[-1][1] < (1 - lim.stagnation_improvement) * ev[0][1]:
             return None  # the eval loss still improves: converged train loss, not a stall
+        head = median([p.loss for p in body[-w:][:f]])  # type: ignore[misc]
         d = _step_details(name, start, None, plateau_from=start.step, plateau_to=body[-1].step,
-                          change=c, points=len(body) - i, peak_lr=peak,
+                          change=c, points=len(body) - i, peak_lr=peak, window_points=w, window_first=head,
+                          window_last=last,
                           evidence=[_ev(start, loss=start.loss, lr=start.lr), _ev(body[-1], loss=body[-1].loss,
                                                                                   lr=body[-1].lr)])
         d["step"] = None  # a run-level check (CHECKS.md): the plateau's start is in plateau_from
-        msg = (f"{name}: the loss stalls from step {start.step} to {body[-1].step} ({len(body) - i} points, "
-               f"{c:+.2%} change over the last {w}: under {lim.stagnation_improvement:.0%}); lr {_g(start.lr)} "
-               f"there (peak {_g(peak)}), no eval improvement")
+        # ``c`` is the improvement (a fall is positive): say which way the loss went, in words, and the two
+        # medians compared, so that a rise is not printed as a negative "change" read as a fall
+        of = f"the median of the first {f} of them {_g(head)} -> of the last {f} {_g(last)}"
+        how = (f"it fell {c:.2%} over the last {w} points ({of}), under {lim.stagnation_improvement:.0%}" if c >= 0
+               else f"it did not fall: it rose {-c:.2%} over the last {w} points ({of}), under the "
+                    f"{lim.divergence_floor:.0%} divergence floor")
+        msg = (f"{name}: the loss stalls from step {start.step} to {body[-1].step} ({len(body) - i} points; {how}); "
+               f"lr {_g(start.lr)} there (peak {_g(peak)}), no eval improvement")
         return _finding(self.id, msg, len(body) - i, d)
 
 
