@@ -798,7 +798,9 @@ class PostWarmupSpike(_Dynamics):
     their largest (a median of 2-7 noisy values is no level: a short noisy warmup's median is often
     low, and twice it is within the noise); and always by :data:`ROBUST_SIGMAS` sigmas of the noise of
     the (up to) 16 values before and 16 from the peak (:func:`noise_sigma`: 35% noise on a 2-point warmup
-    put 3% of healthy runs over twice the reference). The peak lr is the suspect."""
+    put 3% of healthy runs over twice the reference). The peak lr is the suspect. The message quotes
+    the threshold with the bound that set it (``threshold_basis`` in the details: ``factor``, ``noise``
+    or ``robust_sigma``)."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         allp = self.points[key].pts
@@ -819,19 +821,29 @@ class PostWarmupSpike(_Dynamics):
             # trend does not inflate it, nor one spike, which touches 3 of them): a spike clears the
             # reference by ROBUST_SIGMAS of it too
             around = [getattr(p, metric) for p in allp[max(0, we - 16):we + 16] if getattr(p, metric) is not None]
-            thr = max(factor * ref, ref + ROBUST_SIGMAS * noise_sigma(around))
+            noise = noise_sigma(around)
+            # the threshold is the largest of these bounds: the message names the one it is (a "2x the
+            # median" quoted beside a threshold the noise set was a number the rule did not compare)
+            bounds = [(factor * ref, "factor"), (ref + ROBUST_SIGMAS * noise, "noise")]
             if len(before) >= ROBUST_MIN_HISTORY:
-                thr = max(thr, ref + ROBUST_SIGMAS * MAD_SIGMA * median([abs(x - ref) for x in before]))
+                rs = MAD_SIGMA * median([abs(x - ref) for x in before])
+                bounds.append((ref + ROBUST_SIGMAS * rs, "robust_sigma"))
+            thr, basis = max(bounds, key=lambda b: b[0])
             for p in watched:
                 v = getattr(p, metric)
                 if v is not None and ref > 0 and v > thr:
                     peak = allp[we]
                     d = _step_details(name, p, allp[we - 1], metric=metric, value=v, reference=ref,
-                                      threshold=thr, peak_step=peak.step, peak_lr=peak.lr,
-                                      evidence=[_ev(peak, lr=peak.lr), _ev(p, **{metric: v})])
+                                      threshold=thr, threshold_basis=basis, noise_sigma=noise, peak_step=peak.step,
+                                      peak_lr=peak.lr, evidence=[_ev(peak, lr=peak.lr), _ev(p, **{metric: v})])
                     what = "median" if len(before) >= ROBUST_MIN_HISTORY else "largest"
-                    msg = (f"{name}: {metric.replace('_', ' ')} {_g(v)} at step {p.step}, over {_g(thr)} ({factor:g}x "
-                           f"the {what} {_g(ref)} of the {len(before)} values before the lr peak {_g(peak.lr)}, reached "
-                           f"at step {peak.step}): the peak learning rate is the suspect")
+                    of = (f"the {what} {_g(ref)} of the {len(before)} values before the lr peak {_g(peak.lr)}, reached "
+                          f"at step {peak.step}")
+                    why = (f"{factor:g}x {of}" if basis == "factor" else
+                           f"{of}, + {ROBUST_SIGMAS:g} sigmas of the noise {_g(noise)} of the {len(around)} values "
+                           "around the peak" if basis == "noise" else
+                           f"{of}, + {ROBUST_SIGMAS:g} robust sigmas {_g((thr - ref) / ROBUST_SIGMAS)} of those values")
+                    msg = (f"{name}: {metric.replace('_', ' ')} {_g(v)} at step {p.step}, over {_g(thr)} ({why}): the "
+                           "peak learning rate is the suspect")
                     return _finding(self.id, msg, 1, d)
         return None

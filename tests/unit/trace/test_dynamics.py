@@ -461,3 +461,26 @@ def test_a_stall_whose_loss_fell_a_little_says_by_how_much(tmp_path):
     got = by_check(trace(write_jsonl(tmp_path / "f.jsonl", rows)))["log.stagnation"]
     assert f"it fell {fell:.2%} over the last {w} points" in got.message
     assert f"under {TraceSection().stagnation_improvement:.0%}" in got.message and "rose" not in got.message
+
+
+def test_a_post_warmup_spike_quotes_the_bound_that_set_its_threshold(tmp_path):
+    """A loss alternating 1.3 / 0.7 (6 sigmas of its noise over twice its median), the lr warming up over 10
+    records, 8.0 three records after the peak: the threshold is the median + 6 sigmas of the noise around
+    the peak, not twice the median; it said "over 5.658 (2x the median 1.3 ...)", a bound it did not compare."""
+    losses = [1.0 + 0.3 * (-1) ** i for i in range(40)]
+    losses[12] = 8.0
+    lrs = [min(1e-3, 1e-4 * (i + 1)) for i in range(40)]
+    rows = [{"step": i + 1, "loss": v, "lr": lr} for i, (v, lr) in enumerate(zip(losses, lrs))]
+    we = lrs.index(1e-3)  # the peak: the 9 values before it are the reference's
+    ref = statistics.median(losses[:we])
+    around = losses[:we + 16]
+    sigma = 1.4826 * statistics.median(abs(around[i - 1] - 2 * around[i] + around[i + 1])
+                                       for i in range(1, len(around) - 1)) / math.sqrt(6)
+    mad = 1.4826 * statistics.median(abs(x - ref) for x in losses[:we])
+    thr = ref + 6 * sigma
+    assert thr > max(2 * ref, ref + 6 * mad)  # the noise sets it
+    f = by_check(trace(write_jsonl(tmp_path / "w.jsonl", rows)))["log.post_warmup_spike"]
+    assert f.details["step"] == 13 and f.details["threshold"] == pytest.approx(thr)
+    assert f"over {thr:.4g} (the median {ref:.4g} of the {we} values before the lr peak" in f.message
+    assert f"+ 6 sigmas of the noise {sigma:.4g} of the {len(around)} values around the peak" in f.message
+    assert "2x the median" not in f.message
