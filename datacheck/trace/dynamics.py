@@ -537,7 +537,11 @@ class Stagnation(_Dynamics):
     to at most :data:`DECAYED_LR` of its peak where the plateau starts (a loss at its floor under a
     decayed lr: a full-length cosine or linear decay); or a loss that fell by :data:`CONVERGED_DROP`
     before a plateau of at most :data:`CONVERGED_SPAN` of the run (it learned, then reached its floor).
-    A dead run (no such drop) and a long stall are findings."""
+    A dead run (no such drop) and a long stall are findings. The message says which way the loss went
+    over the last window (``it fell 0.40%``, or ``it did not fall: it rose 8.14%``: a rise under
+    ``divergence_floor`` is a stall, not a divergence) and quotes the two medians compared; the details
+    keep ``change`` (the improvement: positive when the loss fell), ``window_first``, ``window_last``
+    and ``window_points``."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         allp = self.points[key].pts
@@ -576,14 +580,21 @@ class Stagnation(_Dynamics):
         ev = [e for e in self.evals.get(key, []) if e[0] >= start.step]
         if len(ev) >= 2 and ev[-1][1] < (1 - lim.stagnation_improvement) * ev[0][1]:
             return None  # the eval loss still improves: converged train loss, not a stall
+        head = median([p.loss for p in body[-w:][:f]])  # type: ignore[misc]
         d = _step_details(name, start, None, plateau_from=start.step, plateau_to=body[-1].step,
-                          change=c, points=len(body) - i, peak_lr=peak,
+                          change=c, points=len(body) - i, peak_lr=peak, window_points=w, window_first=head,
+                          window_last=last,
                           evidence=[_ev(start, loss=start.loss, lr=start.lr), _ev(body[-1], loss=body[-1].loss,
                                                                                   lr=body[-1].lr)])
         d["step"] = None  # a run-level check (CHECKS.md): the plateau's start is in plateau_from
-        msg = (f"{name}: the loss stalls from step {start.step} to {body[-1].step} ({len(body) - i} points, "
-               f"{c:+.2%} change over the last {w}: under {lim.stagnation_improvement:.0%}); lr {_g(start.lr)} "
-               f"there (peak {_g(peak)}), no eval improvement")
+        # ``c`` is the improvement (a fall is positive): say which way the loss went, in words, and the two
+        # medians compared, so that a rise is not printed as a negative "change" read as a fall
+        of = f"the median of the first {f} of them {_g(head)} -> of the last {f} {_g(last)}"
+        how = (f"it fell {c:.2%} over the last {w} points ({of}), under {lim.stagnation_improvement:.0%}" if c >= 0
+               else f"it did not fall: it rose {-c:.2%} over the last {w} points ({of}), under the "
+                    f"{lim.divergence_floor:.0%} divergence floor")
+        msg = (f"{name}: the loss stalls from step {start.step} to {body[-1].step} ({len(body) - i} points; {how}); "
+               f"lr {_g(start.lr)} there (peak {_g(peak)}), no eval improvement")
         return _finding(self.id, msg, len(body) - i, d)
 
 
@@ -787,7 +798,9 @@ class PostWarmupSpike(_Dynamics):
     their largest (a median of 2-7 noisy values is no level: a short noisy warmup's median is often
     low, and twice it is within the noise); and always by :data:`ROBUST_SIGMAS` sigmas of the noise of
     the (up to) 16 values before and 16 from the peak (:func:`noise_sigma`: 35% noise on a 2-point warmup
-    put 3% of healthy runs over twice the reference). The peak lr is the suspect."""
+    put 3% of healthy runs over twice the reference). The peak lr is the suspect. The message quotes
+    the threshold with the bound that set it (``threshold_basis`` in the details: ``factor``, ``noise``
+    or ``robust_sigma``)."""
 
     def judge(self, key: Any, name: str) -> Finding | str | None:
         allp = self.points[key].pts
@@ -808,19 +821,29 @@ class PostWarmupSpike(_Dynamics):
             # trend does not inflate it, nor one spike, which touches 3 of them): a spike clears the
             # reference by ROBUST_SIGMAS of it too
             around = [getattr(p, metric) for p in allp[max(0, we - 16):we + 16] if getattr(p, metric) is not None]
-            thr = max(factor * ref, ref + ROBUST_SIGMAS * noise_sigma(around))
+            noise = noise_sigma(around)
+            # the threshold is the largest of these bounds: the message names the one it is (a "2x the
+            # median" quoted beside a threshold the noise set was a number the rule did not compare)
+            bounds = [(factor * ref, "factor"), (ref + ROBUST_SIGMAS * noise, "noise")]
             if len(before) >= ROBUST_MIN_HISTORY:
-                thr = max(thr, ref + ROBUST_SIGMAS * MAD_SIGMA * median([abs(x - ref) for x in before]))
+                rs = MAD_SIGMA * median([abs(x - ref) for x in before])
+                bounds.append((ref + ROBUST_SIGMAS * rs, "robust_sigma"))
+            thr, basis = max(bounds, key=lambda b: b[0])
             for p in watched:
                 v = getattr(p, metric)
                 if v is not None and ref > 0 and v > thr:
                     peak = allp[we]
                     d = _step_details(name, p, allp[we - 1], metric=metric, value=v, reference=ref,
-                                      threshold=thr, peak_step=peak.step, peak_lr=peak.lr,
-                                      evidence=[_ev(peak, lr=peak.lr), _ev(p, **{metric: v})])
+                                      threshold=thr, threshold_basis=basis, noise_sigma=noise, peak_step=peak.step,
+                                      peak_lr=peak.lr, evidence=[_ev(peak, lr=peak.lr), _ev(p, **{metric: v})])
                     what = "median" if len(before) >= ROBUST_MIN_HISTORY else "largest"
-                    msg = (f"{name}: {metric.replace('_', ' ')} {_g(v)} at step {p.step}, over {_g(thr)} ({factor:g}x "
-                           f"the {what} {_g(ref)} of the {len(before)} values before the lr peak {_g(peak.lr)}, reached "
-                           f"at step {peak.step}): the peak learning rate is the suspect")
+                    of = (f"the {what} {_g(ref)} of the {len(before)} values before the lr peak {_g(peak.lr)}, reached "
+                          f"at step {peak.step}")
+                    why = (f"{factor:g}x {of}" if basis == "factor" else
+                           f"{of}, + {ROBUST_SIGMAS:g} sigmas of the noise {_g(noise)} of the {len(around)} values "
+                           "around the peak" if basis == "noise" else
+                           f"{of}, + {ROBUST_SIGMAS:g} robust sigmas {_g((thr - ref) / ROBUST_SIGMAS)} of those values")
+                    msg = (f"{name}: {metric.replace('_', ' ')} {_g(v)} at step {p.step}, over {_g(thr)} ({why}): the "
+                           "peak learning rate is the suspect")
                     return _finding(self.id, msg, 1, d)
         return None

@@ -24,7 +24,7 @@ from datacheck.model.errors import InternalError
 from datacheck.model.findings import Finding
 from datacheck.trace.readers.fields import MAX_RANK
 from datacheck.trace.record import StepRecord
-from datacheck.trace.spikes import OLMO_MIN_HISTORY, ROBUST_FIRST_JUDGED, SpikeDetector, SpikeRule
+from datacheck.trace.spikes import OLMO_MIN_HISTORY, ROBUST_FIRST_JUDGED, ROBUST_MIN_HISTORY, SpikeDetector, SpikeRule
 
 __all__ = ["Stream", "TraceOptions", "Rule", "LOG_RULES", "log_rule", "COLLAPSE_RUN", "MIN_LOSS_SCALE",
            "SEARCH_SCALE", "LR_RESUME_TOLERANCE", "WARMUP_DROP", "DIVERGE_FACTOR", "stream_name", "scale_search",
@@ -334,6 +334,8 @@ class _Spike(Rule):
                 s.shared[_GRAD_SPIKE_KEY] = rec.step
             if s.key not in self.first:
                 self.first[s.key] = (s, self._details(rec, s, x, det.threshold))
+                if det.basis is not None:
+                    self.first[s.key][1]["threshold_basis"] = det.basis
 
     def _details(self, rec: StepRecord, s: Stream, x: float, threshold: float | None) -> dict[str, Any]:
         prev_val = getattr(s.prev, self.metric) if s.prev is not None else None
@@ -370,8 +372,12 @@ class _Spike(Rule):
         for key, (s, d) in self.first.items():
             d["rule"] = self.opts.spike.describe()
             d["spikes"] = self.count[key]
+            # the rule as it judged this value: a robust threshold from too few earlier values is F x their
+            # largest, not the median rule describe() states
+            rule = (f"above {d['threshold_basis']} (the robust rule with fewer than {ROBUST_MIN_HISTORY} earlier values)"
+                    if d.get("threshold_basis") else d["rule"])
             msg = (f"{s.name}: {self.metric.replace('_', ' ')} {d['value']:.4g} (previous {_g(d['previous_value'])}) "
-                   f"is {d['rule']}, threshold {_g(d['threshold'])}, at {_context(d)}; {self.count[key]} spike(s)")
+                   f"is {rule}, threshold {_g(d['threshold'])}, at {_context(d)}; {self.count[key]} spike(s)")
             if d.get("grad_rise_step") is not None:
                 msg += f"; the grad norm spiked first, at step {d['grad_rise_step']}"
             out.append(_finding(self.id, msg, self.count[key], d))
@@ -383,7 +389,9 @@ class LossSpike(_Spike):
     """A loss above the spike rule (:mod:`datacheck.trace.spikes`); the first spike per rank and the count.
     Its details' ``grad_rise_step`` is the step of the last grad-norm spike (``log.grad_norm_spike``'s
     rule, same stream) at most :data:`GRAD_LEAD` steps before it, None when the grad norm did not lead
-    (or is not logged, or that rule is not run)."""
+    (or is not logged, or that rule is not run). A robust threshold from fewer than
+    :data:`~datacheck.trace.spikes.ROBUST_MIN_HISTORY` earlier values is F x their largest: the message
+    says so (details ``threshold_basis``) instead of the median rule."""
 
     metric = "loss"
 

@@ -121,6 +121,10 @@ class SpikeDetector:
         self.total_sq = 0.0
         self.run = 0
         self.threshold: float | None = None
+        #: the robust rule's threshold when it came from fewer than :data:`ROBUST_MIN_HISTORY` earlier
+        #: values, in words (``"2x the largest of the 5 earlier values"``): not the median rule that
+        #: :meth:`SpikeRule.describe` states; None otherwise
+        self.basis: str | None = None
         #: finite values fed / fed before the rule had the history to judge them (``megatron``: the
         #: first ``window`` values; ``olmo``: the first :data:`OLMO_MIN_HISTORY`; the others: the first)
         self.seen = 0
@@ -181,6 +185,7 @@ class SpikeDetector:
             # few earlier values say nothing of the noise: F x their max, not their median (a noisy
             # small-batch loss swings 5x between two steps; a spike clears every earlier value)
             self.threshold = r.factor * (med if n >= ROBUST_MIN_HISTORY else srt[-1])
+            self.basis = None if n >= ROBUST_MIN_HISTORY else f"{r.factor:g}x the largest of the {n} earlier values"
             if med > 0 and x > self.threshold:
                 spike = True
                 if n >= ROBUST_MIN_HISTORY:

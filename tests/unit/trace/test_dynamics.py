@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import statistics
 
 import numpy as np
@@ -421,3 +422,65 @@ def test_stayed_out_is_said_only_when_every_point_stayed_out(tmp_path):
     assert f"stayed out on {out} of the {after} points from step 21" in f.message
     assert "back under the band top there" in f.message
     assert "and stayed out:" not in f.message
+
+
+def _stagnation_window(losses):
+    """What ``log.stagnation`` compares on a run with a constant lr (no warmup): the median of the first
+    fifth of the last ``stagnation_window`` of the finite losses and the median of their last fifth."""
+    lim = TraceSection()
+    w = max(5, math.ceil(lim.stagnation_window * len(losses)))
+    f = max(1, w // 5)
+    return w, f, statistics.median(losses[-w:][:f]), statistics.median(losses[-f:])
+
+
+def test_a_stall_whose_loss_rose_says_it_rose_not_a_negative_change(tmp_path):
+    """The new user's flat noisy run (seed 3: first loss 1.651, then 1.95 + N(0, 0.17)): the last window's
+    loss rose (8.1%, under the 10% divergence floor, so no divergence): it said "-8.14% change over the
+    last 8: under 1%", an improvement printed as a change (a fall read where the loss rose). The message
+    says it rose, by how much, and quotes the two medians compared."""
+    rows = _flat_run_from_a_low_first_loss(3)
+    losses = [r["loss"] for r in rows if math.isfinite(r["loss"])]
+    w, f, head, last = _stagnation_window(losses)
+    rise = (last - head) / head
+    assert 0.01 < rise < TraceSection().divergence_floor  # a rise the rule leaves to log.stagnation
+    got = by_check(trace(write_jsonl(tmp_path / "r.jsonl", rows)))["log.stagnation"]
+    assert f"it did not fall: it rose {rise:.2%} over the last {w} points" in got.message
+    assert f"of the first {f} of them {head:.4g} -> of the last {f} {last:.4g}" in got.message
+    assert not re.search(r"(?<!\w)-\d", got.message)  # no negative number for a rise (5e-05 is no sign)
+    assert got.details["window_first"] == pytest.approx(head) and got.details["window_last"] == pytest.approx(last)
+
+
+def test_a_stall_whose_loss_fell_a_little_says_by_how_much(tmp_path):
+    """A loss falling 0.02% of its start per step for 100 steps: 0.4% over the last 20 (under 1%; 2% in all,
+    under the 10% that makes a run converged): the message says it fell, by that much."""
+    losses = [2.0 * (1 - 0.0002 * i) for i in range(100)]
+    w, f, head, last = _stagnation_window(losses)
+    fell = (head - last) / head
+    assert 0 < fell < TraceSection().stagnation_improvement
+    rows = [{"step": i + 1, "loss": v, "lr": 1e-3} for i, v in enumerate(losses)]
+    got = by_check(trace(write_jsonl(tmp_path / "f.jsonl", rows)))["log.stagnation"]
+    assert f"it fell {fell:.2%} over the last {w} points" in got.message
+    assert f"under {TraceSection().stagnation_improvement:.0%}" in got.message and "rose" not in got.message
+
+
+def test_a_post_warmup_spike_quotes_the_bound_that_set_its_threshold(tmp_path):
+    """A loss alternating 1.3 / 0.7 (6 sigmas of its noise over twice its median), the lr warming up over 10
+    records, 8.0 three records after the peak: the threshold is the median + 6 sigmas of the noise around
+    the peak, not twice the median; it said "over 5.658 (2x the median 1.3 ...)", a bound it did not compare."""
+    losses = [1.0 + 0.3 * (-1) ** i for i in range(40)]
+    losses[12] = 8.0
+    lrs = [min(1e-3, 1e-4 * (i + 1)) for i in range(40)]
+    rows = [{"step": i + 1, "loss": v, "lr": lr} for i, (v, lr) in enumerate(zip(losses, lrs))]
+    we = lrs.index(1e-3)  # the peak: the 9 values before it are the reference's
+    ref = statistics.median(losses[:we])
+    around = losses[:we + 16]
+    sigma = 1.4826 * statistics.median(abs(around[i - 1] - 2 * around[i] + around[i + 1])
+                                       for i in range(1, len(around) - 1)) / math.sqrt(6)
+    mad = 1.4826 * statistics.median(abs(x - ref) for x in losses[:we])
+    thr = ref + 6 * sigma
+    assert thr > max(2 * ref, ref + 6 * mad)  # the noise sets it
+    f = by_check(trace(write_jsonl(tmp_path / "w.jsonl", rows)))["log.post_warmup_spike"]
+    assert f.details["step"] == 13 and f.details["threshold"] == pytest.approx(thr)
+    assert f"over {thr:.4g} (the median {ref:.4g} of the {we} values before the lr peak" in f.message
+    assert f"+ 6 sigmas of the noise {sigma:.4g} of the {len(around)} values around the peak" in f.message
+    assert "2x the median" not in f.message

@@ -84,3 +84,17 @@ def test_skips_with_no_successful_step_logged_do_not_claim_one():
     base = trace(LOGS / "megatron/meg_gpt2_base_n4-1809579.out")
     g = next(x for x in base.findings if x.check == "log.skipped_steps")
     assert g.details["success_logged"] is True and "18 of them before the first successful step logged" in g.message
+
+
+def test_a_spike_judged_on_few_earlier_values_quotes_the_rule_that_judged_it(tmp_path):
+    """Loss 1.0, 1.1, 1.05, then 3.0 (the 4th value: 3 earlier ones, fewer than the robust rule's 8 for a
+    median): the threshold is 2x the largest earlier value (2.2), not "max(2x the median, median + 6
+    robust sigma) of the last 64 values" as it said beside that number."""
+    losses = [1.0, 1.1, 1.05, 3.0] + [1.0 + 0.01 * (i % 3) for i in range(20)]
+    res = trace(write_jsonl(tmp_path / "s.jsonl", [{"step": i + 1, "loss": v} for i, v in enumerate(losses)]))
+    f = next(f for f in res.findings if f.check == "log.loss_spike")
+    thr = 2 * max(losses[:3])
+    assert f.details["step"] == 4 and f.details["threshold"] == pytest.approx(thr)
+    assert f"is above 2x the largest of the 3 earlier values (the robust rule with fewer than 8 earlier values), " \
+           f"threshold {thr:.4g}" in f.message
+    assert "median" not in f.message
