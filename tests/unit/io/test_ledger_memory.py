@@ -54,6 +54,7 @@ def _peak_kib(folder: Path, n: int) -> int:
     return int(p.stdout.split()[-1])
 
 
+@pytest.mark.slow  # about 3 s: two child processes, one reading 2,000,000 indices
 def test_reading_a_ledger_costs_at_most_16_bytes_an_index(tmp_path):
     """Peak RSS (VmHWM) of a child reading a ledger of 2,000,000 indices (1,000 steps x 2 micro-batches
     of 1,000), and ``step_indices`` of it, less that of a child reading one of 2 micro-batches: at most
