@@ -28,6 +28,9 @@ This module needs neither torch nor any datacheck layer above ``model``: ``datac
 and ``datacheck trace --ledger`` both read ledgers through :func:`read_ledger`, with or without torch.
 
 Indices are global row indices of the dataset (see :mod:`datacheck.execute.plan` for what they map to).
+They are read as :class:`Indices`, read-only ``int64`` arrays (8 bytes an index: a tuple of Python ints
+costs about 36, 9 GB for a 500,000-step run of global batch 512); every number of a line is ASCII
+digits below ``2**63`` (an edited ``1_0`` or Arabic-Indic digits are not a ledger line).
 """
 from __future__ import annotations
 
@@ -38,13 +41,15 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence, overload
+
+import numpy as np
 
 from datacheck.io import safejson
 from datacheck.io.bounded import NotRegular, open_regular
 from datacheck.model.errors import UsageError
 
-__all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "LedgerBatch", "Ledger", "read_ledger", "step_indices", "ledger_files",
+__all__ = ["LEDGER_HEADER", "LEDGER_VERSION", "Indices", "LedgerBatch", "Ledger", "read_ledger", "step_indices", "ledger_files",
            "rank_file", "tear_label"]
 
 LEDGER_VERSION = 1
@@ -52,7 +57,78 @@ LEDGER_HEADER = f"#datacheck-ledger\t{LEDGER_VERSION}"
 _RANK_FILE = re.compile(r"^rank(\d+)\.tsv(\.gz)?$")
 
 
-@dataclass(frozen=True)
+class Indices(Sequence[int]):
+    """A batch's global row indices, held as one read-only ``int64`` numpy array (8 bytes an index;
+    a tuple of Python ints costs about 36): a long run's ledger (500,000 steps x 512 rows is 256 M
+    indices) is read in about 2 GiB, not 9 GiB. It behaves as the tuple of ints it replaces: items and
+    iteration are Python ints, slices are ``Indices``, it equals (and hashes like) the tuple or list
+    of the same ints, and ``np.asarray`` gives the array itself (no copy).
+
+    Args:
+        values: the indices (each in ``0 .. 2**63 - 1``); an ``int64`` array is kept as it is.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, values: Any = ()) -> None:
+        a = values if isinstance(values, np.ndarray) and values.dtype == np.int64 else np.asarray(values, dtype=np.int64)
+        if a.ndim != 1:
+            a = a.reshape(-1)
+        a.flags.writeable = False
+        #: the indices, a read-only 1-D ``int64`` array
+        self.array: np.ndarray = a
+
+    def __len__(self) -> int:
+        return int(self.array.shape[0])
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Indices: ...
+
+    def __getitem__(self, i: int | slice) -> int | Indices:
+        if isinstance(i, slice):
+            return Indices(self.array[i])
+        return int(self.array[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.array.tolist())
+
+    def __contains__(self, x: object) -> bool:
+        try:
+            return bool((self.array == x).any()) if isinstance(x, (int, np.integer)) else x in self.array.tolist()
+        except (TypeError, OverflowError):
+            return False
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Indices):
+            return bool(np.array_equal(self.array, other.array))
+        if isinstance(other, (tuple, list)):
+            return len(other) == len(self) and self.array.tolist() == list(other)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.array.tolist()))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self.array.tolist()))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if dtype is not None and np.dtype(dtype) != self.array.dtype:
+            return self.array.astype(dtype)
+        return self.array.copy() if copy else self.array
+
+    def tolist(self) -> list[int]:
+        """The indices as a list of Python ints."""
+        return self.array.tolist()
+
+
+@dataclass(frozen=True, slots=True)
 class LedgerBatch:
     """One recorded micro-batch (datacheck ledger) or device batch (OLMo ledger).
 
@@ -61,14 +137,15 @@ class LedgerBatch:
         rank: the data-parallel rank.
         micro_batch: index within the step (0 .. grad_accum-1), None for OLMo files.
         epoch: the sampler epoch, None for OLMo files.
-        indices: global row indices, in batch order.
+        indices: global row indices, in batch order (:class:`Indices`: a read-only ``int64`` array
+            that reads, compares and hashes as the tuple of ints).
     """
 
     step: int
     rank: int
     micro_batch: int | None
     epoch: int | None
-    indices: tuple[int, ...]
+    indices: Indices
 
 
 @dataclass
@@ -344,17 +421,33 @@ def read_lines(path: Path) -> tuple[list[str], bool]:
     return lines, it.torn
 
 
-def _ints(parts: list[str], path: Path, lineno: int) -> list[int]:
-    """The line's numbers: every one a non-negative integer within 64 bits (steps, ranks,
-    micro-batches, epochs and row indices are all counts from 0).
+def _int(p: str) -> int:
+    """One number of a ledger line: ASCII digits (an optional sign, spaces around), at most 19 of them
+    and under ``2**63`` (the reader holds indices as ``int64``). ``int()`` alone would also take ``1_0``
+    and other scripts' digits (Arabic-Indic ``١٢``), which no ledger writer emits.
 
     Raises:
-        UsageError: a part that is not such an integer (file:line and the value named).
+        ValueError: anything else."""
+    q = p.strip()
+    if len(q) > 20 or not q.isascii() or "_" in q:
+        raise ValueError("not ASCII digits")
+    v = int(q)
+    if v >= 1 << 63:
+        raise ValueError("beyond 64 bits")
+    return v
+
+
+def _ints(parts: list[str], path: Path, lineno: int) -> list[int]:
+    """The line's numbers: every one a non-negative integer within 63 bits, in ASCII digits (steps,
+    ranks, micro-batches, epochs and row indices are all counts from 0; row indices are held as
+    ``int64``).
+
+    Raises:
+        UsageError: a part that is not such an integer (``1_0`` and non-ASCII digits included; file:line
+            named).
     """
     try:
-        if any(len(p.strip()) > 20 for p in parts):
-            raise ValueError("beyond 64 bits")
-        nums = [int(p) for p in parts]
+        nums = [_int(p) for p in parts]
     except ValueError:
         raise UsageError(f"{path}:{lineno}: not a ledger line (expected tab-separated integers); "
                          "pass a folder written by record_batches or OLMo's data-indices") from None
@@ -418,10 +511,10 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
             nums = _ints(parts, path, lineno)
             if len(nums) < 4:
                 raise UsageError(f"{path}:{lineno}: a ledger line needs step, rank, micro_batch, epoch, indices")
-            b = LedgerBatch(step=nums[0], rank=nums[1], micro_batch=nums[2], epoch=nums[3], indices=tuple(nums[4:]))
+            b = LedgerBatch(step=nums[0], rank=nums[1], micro_batch=nums[2], epoch=nums[3], indices=Indices(nums[4:]))
         else:
             nums = _ints([x for p in parts for x in p.split(",") if x.strip()], path, lineno)
-            b = LedgerBatch(step=nums[0], rank=rank, micro_batch=None, epoch=None, indices=tuple(nums[1:]))
+            b = LedgerBatch(step=nums[0], rank=rank, micro_batch=None, epoch=None, indices=Indices(nums[1:]))
             per.pop(b.step, None)  # OLMo: a step written again (a resumed run) replaces the earlier one
         per.setdefault(b.step, []).append(b)
     if it.torn:
@@ -494,8 +587,8 @@ def read_ledger(folder: str | Path, steps: Iterable[int] | None = None, *, what:
 
     Raises:
         UsageError: no ledger file, no file holding a complete line, a line that is not a ledger
-            line (file:line named; a negative number included), a newer ledger version, or mixed
-            formats.
+            line (file:line named; a negative number, one of 2**63 or more, ``1_0`` and digits
+            other than ASCII included), a newer ledger version, or mixed formats.
     """
     files = ledger_files(folder, what)
     led = Ledger(folder=next(iter(files.values())).parent, format="")
@@ -509,13 +602,16 @@ def read_ledger(folder: str | Path, steps: Iterable[int] | None = None, *, what:
     return led
 
 
-def step_indices(led: Ledger) -> dict[int, dict[int, list[int]]]:
+def step_indices(led: Ledger) -> dict[int, dict[int, Indices]]:
     """``{step: {rank: global indices}}`` of a ledger: each rank's micro-batches of a step concatenated
-    in micro-batch order (the shape ``datacheck trace`` audits)."""
-    out: dict[int, dict[int, list[int]]] = {}
+    in micro-batch order (the shape ``datacheck trace`` audits), as :class:`Indices` (``int64``; a
+    step of one micro-batch shares its batch's array, no copy)."""
+    out: dict[int, dict[int, Indices]] = {}
     for rank in led.ranks:
         for step, batches in led.batches[rank].items():
-            out.setdefault(step, {})[rank] = [g for b in batches for g in b.indices]
+            out.setdefault(step, {})[rank] = (batches[0].indices if len(batches) == 1 else
+                                              Indices(np.concatenate([b.indices.array for b in batches])
+                                                      if batches else ()))
     return out
 
 

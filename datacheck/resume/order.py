@@ -257,7 +257,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     steps = step_indices(led)
     if not steps:
         raise UsageError(f"the ledger {led.folder} records no batch")
-    top = max((max(v) for per in steps.values() for v in per.values() if v), default=-1)
+    top = max((int(v.array.max()) for per in steps.values() for v in per.values() if v), default=-1)
     if n_rows is None:
         n_rows = top + 1
         notes.append(f"the dataset's row count is not given (--rows N or --data PATH): taken as the largest recorded "
@@ -546,7 +546,7 @@ def _verify_counts(led: Ledger, n_rows: int | None, first: int) -> OrderVerdict:
     steps = step_indices(led)
     if not steps:
         raise UsageError(f"the ledger {led.folder} records no batch")
-    top = max((max(v) for per in steps.values() for v in per.values() if v), default=-1)
+    top = max((int(v.array.max()) for per in steps.values() for v in per.values() if v), default=-1)
     notes = ["OLMo ledger without [batch]: its order is OLMo's own permutation, not simulated; only visit counts "
              "are judged (every row at most once per epoch)"]
     if n_rows is None:
@@ -562,15 +562,16 @@ def _verify_counts(led: Ledger, n_rows: int | None, first: int) -> OrderVerdict:
                            "first_step": first, "dropped_per_epoch": dropped},
                      ledger={"folder": str(led.folder), "format": led.format, "ranks": led.ranks, "steps": len(steps),
                              "first": min(steps), "last": max(steps), "truncated": led.truncated}, notes=notes)
-    per_epoch: dict[int, list[int]] = {}
+    per_epoch: dict[int, list[np.ndarray]] = {}  # each step's int64 arrays (never one Python int a row)
     for s, per in steps.items():
         if s >= first:
-            per_epoch.setdefault((s - first) // spe, []).extend(g for ix in per.values() for g in ix)
+            per_epoch.setdefault((s - first) // spe, []).extend(ix.array for ix in per.values())
     last = max(steps)
     by_twice, by_never, twice_rows, never_rows, completed = {}, {}, [], [], []
     extra = 0
     for e in sorted(per_epoch):
-        got = np.bincount(np.asarray(per_epoch[e], dtype=np.int64), minlength=n_rows)[:n_rows]
+        got = np.bincount(np.concatenate(per_epoch[e]) if per_epoch[e] else np.zeros(0, np.int64),
+                          minlength=n_rows)[:n_rows]
         over = np.flatnonzero(got >= 2)
         if over.size:
             by_twice[str(e)] = int(over.size)

@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -104,7 +104,7 @@ def ledger_rows(folder: str | Path, steps: Iterable[int]) -> tuple[dict[int, dic
     """
     steps = list(steps)
     led = read_ledger(folder, steps)
-    rows = step_indices(led)
+    rows = {s: {r: ix.tolist() for r, ix in per.items()} for s, per in step_indices(led).items()}
     src = _ledger_source(led)
     gaps = ledger_gaps(led, steps, rows)
     src.update(gaps=gaps, description=src["description"] + "".join(f"; {g}" for g in gaps))
@@ -118,7 +118,7 @@ def _ledger_source(led: Ledger) -> dict[str, Any]:
             "description": f"the recorded ledger {led.folder} ({led.format} format)"}
 
 
-def ledger_gaps(led: Ledger, steps: list[int], rows: dict[int, dict[int, list[int]]]) -> list[str]:
+def ledger_gaps(led: Ledger, steps: list[int], rows: Mapping[int, Mapping[int, Sequence[int]]]) -> list[str]:
     """What the ledger lacks for ``steps``, said in words: a torn file (its cut write dropped), a
     rank's last step recorded with fewer micro-batches than ``grad_accum``, asked steps no rank
     recorded, and ranks that did not record an asked step that other ranks did (a rank of the run's
