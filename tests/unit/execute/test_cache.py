@@ -210,8 +210,11 @@ def test_concurrent_audits_share_one_cache(tmp_path):
     memos = [p for p in cache.rglob("*.dcm")]  # whole-audit memo records (datacheck/execute/rerun.py)
     for p in memos:
         assert p.relative_to(cache).parts[:2] == ("memo", "v1") and p.read_bytes().startswith(b"DCM1\n")
+    moved = [p for p in cache.rglob("*") if p.is_file() and p.parent.parent.name == "moved"]  # move records
+    for p in moved:  # (ShardCache.get_moved: a renamed shard's bytes answered from the cache)
+        assert p.suffix == ".json" and isinstance(json.loads(p.read_text()), dict)  # each complete
     assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".dcr" and p not in ids
-                and p not in memos]  # no temp file
+                and p not in memos and p not in moved]  # no temp file
     assert normalized(_audit(d, cache).to_json()) == expected
 
 
