@@ -249,12 +249,18 @@ def read_litdata_chunk_cells(path: Path, opts: ReadOptions | None = None) -> tup
 def litdata_folder(folder: str) -> bool:
     """True when ``folder/index.json`` is a litdata index (cached per file version: size,
     modification and status-change times, inode; any write changes the status-change time)."""
-    index = Path(folder) / "index.json"
+    version = _index_version(Path(folder) / "index.json")
+    return version is not None and _litdata_index_file(*version)
+
+
+def _index_version(index: Path) -> tuple[str, int, int, int, int] | None:
+    """(path, size, modification and status-change times in ns, inode) of ``index``: the key of the
+    per-version caches below; None when it cannot be stat'ed."""
     try:
         st = index.stat()
     except OSError:
-        return False
-    return _litdata_index_file(str(index), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        return None
+    return str(index), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
 @functools.lru_cache(maxsize=256)
@@ -271,12 +277,8 @@ def read_context(path: Path) -> str | None:
     Part of the result cache's key (:attr:`~datacheck.formats.base.Format.context`): the index is not
     the chunk's bytes, yet decides its fields. Read once per index file version (path, size,
     modification and status-change times, inode)."""
-    index = Path(path).parent / "index.json"
-    try:
-        st = index.stat()
-    except OSError:
-        return None
-    return _index_config(str(index), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    version = _index_version(Path(path).parent / "index.json")
+    return None if version is None else _index_config(*version)
 
 
 @functools.lru_cache(maxsize=256)
