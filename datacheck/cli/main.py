@@ -23,10 +23,8 @@ after every call. ``OMP_NUM_THREADS`` is left alone on purpose: pyarrow's decode
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib
 import os
-import pkgutil
 import signal
 import sys
 import threading
@@ -35,7 +33,6 @@ from typing import Any, TextIO
 
 import datacheck.cli.commands as pkg
 from datacheck import __version__
-from datacheck.cli.prefetch import shard_prefetch
 from datacheck.cli.rerun import replay as replay_audit
 from datacheck.model.constants import (
     EXIT_INTERNAL,
@@ -73,6 +70,8 @@ def build_parser(verbs: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def _command_modules() -> list[str]:
     """Every module in datacheck/cli/commands/ is a verb with ``add_parser(subparsers)`` and ``run(args) -> int``
     (names only: the modules are not imported here)."""
+    import pkgutil  # not on a cached rerun's path (answered before any verb is listed)
+
     names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
     return ["audit"] + [n for n in names if n != "audit"]
 
@@ -302,6 +301,8 @@ def keep_freed_memory() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
+        import ctypes  # not on a cached rerun's path (it returns before this is called)
+
         libc = ctypes.CDLL("libc.so.6")
         return all(libc.mallopt(param, value) == 1 for param, value in MALLOC_SETTINGS)
     except (OSError, AttributeError):
@@ -311,7 +312,6 @@ def keep_freed_memory() -> bool:
 def _main(argv: list[str] | None) -> int:
     limit_blas_threads()
     choose_arrow_pool()
-    keep_freed_memory()
     given = sys.argv[1:] if argv is None else argv
     try:
         check_polars_threads()
@@ -321,7 +321,10 @@ def _main(argv: list[str] | None) -> int:
             replayed = replay_audit(given[1:])
             if replayed is not None:
                 return replayed
-        with shard_prefetch(given):  # one big parquet shard's first batches decoded while the verb imports
+        keep_freed_memory()  # before the verb allocates; a rerun answered above allocates no batch
+        # one big parquet shard's first batches decoded while the verb imports; its module by name:
+        # the parquet decoder is not on a cached rerun's path (answered above)
+        with importlib.import_module("datacheck.cli.prefetch").shard_prefetch(given):
             parser = build_parser(verbs_for(given))
             args = parser.parse_args(argv)
             if args.command is None:

@@ -49,16 +49,39 @@ def _update_from(h: "xxhash.xxh3_128", path: str | Path) -> int:
 _THREADS = 2
 
 
+#: Linux's instantaneous scheduler counts (``proc(5)``: its fourth field is "currently runnable
+#: kernel scheduling entities / entities that exist", the reading process among the runnable ones)
+_LOADAVG = "/proc/loadavg"
+
+
+def _others_running() -> float | None:
+    """How many threads of other processes want a core right now: the runnable count of
+    :data:`_LOADAVG` less this process's one, or None where the file is missing or unreadable (not
+    Linux). Right now, not the 1-minute load average: that average still counts a job that ended a
+    second ago (a finished audit, a build step), which left the cores idle when this one starts."""
+    try:
+        with open(_LOADAVG, "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - 1)
+
+
 def _threads_available() -> int:
     """Threads for :func:`iter_file_hashes`: :data:`_THREADS`, or 1 where a second one would find no
-    idle core (the cores this process may run on minus the 1-minute load average, as ``make -l`` judges
-    it, is under 1) or the platform has no ``os.preadv`` (Windows)."""
+    idle core: the cores this process may run on, less the one the caller runs on, less the threads of
+    other processes runnable right now (:func:`_others_running`), is under 1; where that count is
+    unknown, the cores less the 1-minute load average, as ``make -l`` judges it, is under 1; or the
+    platform has no ``os.preadv`` (Windows)."""
     if not hasattr(os, "preadv"):
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
+    others = _others_running()
+    if others is not None:
+        return max(1, min(_THREADS, cores, int(cores - others)))
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average (Windows): as many threads as cores allow
