@@ -1,5 +1,3 @@
-import sys
+from datacheck.cli.main import entry
 
-from datacheck.cli.main import main
-
-sys.exit(main())
+entry()

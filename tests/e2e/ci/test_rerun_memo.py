@@ -473,3 +473,38 @@ def test_a_python_schema_importing_a_helper_is_never_answered_from_a_cache(tmp_p
                            capture_output=True, text=True, timeout=300)
     assert after.returncode == fresh.returncode == 1, (after.stderr, fresh.stderr)
     assert blank(after.stdout) == blank(fresh.stdout)
+
+
+_ENTRY = ("import atexit, sys\n"
+          "atexit.register(lambda: open({mark!r}, 'w').close())\n"
+          "from datacheck.cli.main import entry\n"
+          "sys.argv = ['datacheck', *{args!r}]\n"
+          "entry()\n")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_hit_exits_without_the_interpreters_teardown(tmp_path, fmt):
+    """``python -m datacheck`` / the console command (:func:`datacheck.cli.main.entry`): an audit the
+    memo answers ends with ``os._exit`` (no atexit handler runs: the process's teardown is skipped)
+    with its output complete, through a pipe, and the same exit code; a real audit exits normally."""
+    d, flags = _setup(tmp_path)
+    args = ["audit", str(d), *flags, "--format", fmt, "-o", str(tmp_path / "out.json")]
+
+    def run(mark: Path) -> subprocess.CompletedProcess:
+        code = _ENTRY.format(mark=str(mark), args=args)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    first = run(tmp_path / "first.mark")
+    assert first.returncode == 1, first.stderr  # the dataset's planted finding fails the policy
+    assert (tmp_path / "first.mark").exists()  # a real audit: the normal exit ran the handler
+    again = run(tmp_path / "again.mark")
+    assert again.returncode == first.returncode and again.stderr == first.stderr == ""
+    assert not (tmp_path / "again.mark").exists()  # answered by the memo: os._exit, no teardown
+    if fmt == "json":  # the whole report reached the pipe before the process ended
+        assert again.stdout == (tmp_path / "out.json").read_text()
+        assert blank(again.stdout) == blank(first.stdout)
+    else:
+        assert again.stdout.splitlines()[0] == first.stdout.splitlines()[0]
+        assert len(again.stdout.splitlines()) == len(first.stdout.splitlines())
+        assert again.stdout.endswith("\n")

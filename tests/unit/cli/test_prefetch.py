@@ -15,7 +15,6 @@ from conftest import run_cli
 from fdhelp import open_fds
 from spyhelp import record_calls
 
-from datacheck.cli import main as cli_main
 from datacheck.cli import prefetch as cli_prefetch
 from datacheck.cli.prefetch import one_parquet_shard
 from datacheck.execute import audit as audit_mod
@@ -113,7 +112,8 @@ def test_the_prefetched_audit_reports_what_the_plain_one_does(tmp_path, monkeypa
     fast, fast_report = _audit(tmp_path, shard.parent, "fast")
     assert started == [shard] and len(taken) == 1  # the command line's, started before the verb's imports
     assert fast.returncode == 1 and '"tokens.out_of_vocab"' in fast_report
-    monkeypatch.setattr(cli_main, "shard_prefetch", lambda argv: cli_prefetch.shard_prefetch([]))
+    real = cli_prefetch.shard_prefetch
+    monkeypatch.setattr(cli_prefetch, "shard_prefetch", lambda argv: real([]))
     monkeypatch.setattr(audit_mod, "prefetch", lambda path: contextlib.nullcontext())  # the library's own
     plain, plain_report = _audit(tmp_path, shard.parent, "plain")
     assert len(taken) == 1 and plain.returncode == fast.returncode
