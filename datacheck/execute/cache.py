@@ -728,7 +728,7 @@ class ShardCache:
     def prune(self, temp_max_age_s: float = 3600.0) -> int:
         """Delete every entry this audit did not use, entries of other layouts, every whole-audit memo
         record (``memo/``, :mod:`datacheck.execute.rerun`: an audit with ``--cache-prune`` neither reads
-        nor writes one) and temporary files older than ``temp_max_age_s`` seconds (left by a killed
+        nor writes one) with the remembered code fingerprints (``memo/code/``) and temporary files older than ``temp_max_age_s`` seconds (left by a killed
         writer). Returns the files removed.
 
         For a cache folder dedicated to one dataset and config (e.g. restored by ``actions/cache``
@@ -756,6 +756,8 @@ class ShardCache:
             elif p.suffix == ".json" and len(rel) == 4 and rel[0].startswith("v") and rel[1] == "moved":
                 stale = rel[0] != f"v{ENTRY_LAYOUT}" or "m:" + p.stem not in self.used
             elif p.suffix == ".dcm" and rel[0] == "memo":  # whole-audit memo records (execute/rerun.py)
+                stale = True
+            elif rel[:2] == ("memo", "code"):  # the remembered code fingerprints (rerun.code_memo_dir)
                 stale = True
             if stale:
                 try:

@@ -20,6 +20,7 @@ import datacheck.engine.shard as runner
 import datacheck.execute.audit as api
 import datacheck.formats.registry as readers
 from datacheck.execute.cache import CacheWarning, CorruptEntry, ShardCache, decode_results, encode_results
+from datacheck.execute.rerun import code_memo_dir
 from datacheck.formats.discovery import discover
 from datacheck.model.config import Config, config_from_dict
 from datacheck.model.findings import Example, Finding, Skipped
@@ -369,3 +370,13 @@ def test_datacheck_dir_moves_the_default_report_and_cache_folders(tmp_path, monk
     assert (state / "reports" / index_hash / "report.json").is_file()
     assert len(list((state / "cache").rglob("*.dcr"))) == 8
     assert not (work / ".datacheck").exists()
+
+
+def test_a_prune_removes_the_remembered_code_fingerprints(tmp_path):
+    """``memo/code/`` (:func:`datacheck.execute.rerun.code_memo_dir`) goes with the memo records."""
+    cache = tmp_path / "cache"
+    assert code_memo_dir(cache) == str(cache / "memo" / "code")
+    entry = cache / "memo" / "code" / ("a" * 32)
+    entry.parent.mkdir(parents=True)
+    entry.write_text("b" * 32)
+    assert ShardCache(cache, Config()).prune() == 1 and not entry.exists()

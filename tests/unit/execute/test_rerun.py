@@ -348,3 +348,82 @@ def test_an_unreadable_file_is_a_miss(tmp_path):
     assert _record(tmp_path / "c", snap_of(root))
     (root / "a.parquet").chmod(0)
     assert memo.lookup(tmp_path / "c", snap_of(root)) is None
+
+
+def _settled_tree(tmp_path: Path) -> Path:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "s.yaml").write_text("k: 1\n")
+    old = time.time() - 10 * memo.SETTLE_NS / 1e9
+    for f in pkg.rglob("*"):
+        os.utime(f, (old, old))
+    time.sleep(memo.SETTLE_NS / 1e9 + 0.05)  # status-change times settled as well (utime sets them now)
+    return pkg
+
+
+
+def test_tree_fingerprint_remembered_while_no_file_changes(tmp_path):
+    """A remembered value is the same; it is taken from the memo while every file's state is unchanged
+    (a planted value is returned: no file was read) and computed again when one changes."""
+    pkg = _settled_tree(tmp_path)
+    want = xxhash.xxh3_128(b"a.py\0x = 1\n\0sub/s.yaml\0k: 1\n\0").hexdigest()
+    memo_dir = tmp_path / "code"
+    memo_dir.mkdir()
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(memo_dir)) == want  # nothing remembered yet
+    assert list(memo_dir.iterdir()) == []  # a lookup writes nothing
+    assert memo.remember_tree_fingerprint(str(pkg), str(memo_dir), want)
+    (entry,) = list(memo_dir.iterdir())
+    assert entry.read_text() == want
+    entry.write_text("0" * 32)  # what a lookup returns while the states hold
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(memo_dir)) == "0" * 32
+    (pkg / "a.py").write_text("x = 2\n")  # same size: the status-change time changes
+    changed = xxhash.xxh3_128(b"a.py\0x = 2\n\0sub/s.yaml\0k: 1\n\0").hexdigest()
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(memo_dir)) == changed == memo.tree_fingerprint(str(pkg))
+    assert not memo.remember_tree_fingerprint(str(pkg), str(memo_dir), changed)  # a.py changed just now
+    assert len(list(memo_dir.iterdir())) == 1
+
+
+@pytest.mark.parametrize("content", [b"", b"xyz", b"G" * 32, b"0" * 31 + b"\n"])
+def test_a_memo_entry_that_is_no_fingerprint_is_not_trusted(tmp_path, content):
+    pkg = _settled_tree(tmp_path)
+    want = memo.tree_fingerprint(str(pkg))
+    assert memo.remember_tree_fingerprint(str(pkg), str(tmp_path), want)
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_file()]
+    entry.write_bytes(content)
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(tmp_path)) == want
+
+
+def test_an_unwritable_memo_folder_only_costs_the_reading(tmp_path):
+    pkg = _settled_tree(tmp_path)
+    (tmp_path / "file").write_text("not a folder")
+    want = memo.tree_fingerprint(str(pkg))
+    assert not memo.remember_tree_fingerprint(str(pkg), str(tmp_path / "file"), want)
+    assert memo.tree_fingerprint(str(pkg), memo_dir=str(tmp_path / "file")) == want
+
+
+def test_a_record_remembers_the_code_fingerprint_for_the_next_lookup(tmp_path, monkeypatch):
+    """The memo record's writer remembers :func:`code_fingerprint` beside the records (``memo/code``);
+    the rerun's lookup takes it from there: its key is the same and no source file is read."""
+    pkg = _settled_tree(tmp_path)
+    monkeypatch.setattr(memo, "_package_root", lambda: str(pkg))
+    memo.code_fingerprint.cache_clear()
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "a.txt").write_text("x")
+    old = time.time() - 10
+    os.utime(root / "a.txt", (old, old))
+    cache = tmp_path / "c"
+    try:
+        assert _record(cache, snap_of(root))
+        (entry,) = list(Path(memo.code_memo_dir(cache)).iterdir())
+        want = memo.tree_fingerprint(str(pkg))
+        assert entry.read_text() == want
+        memo.code_fingerprint.cache_clear()
+        read: list[str] = []
+        real_open = os.open
+        monkeypatch.setattr(os, "open", lambda p, *a, **k: read.append(str(p)) or real_open(p, *a, **k))
+        assert memo.lookup(cache, snap_of(root)) is not None
+        assert not [p for p in read if p.startswith(str(pkg))]  # the code's files were not read
+    finally:
+        memo.code_fingerprint.cache_clear()
