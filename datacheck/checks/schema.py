@@ -26,7 +26,8 @@ from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import KEY_COLUMNS, inner_dtype, is_list
 
-__all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent", "feature_columns"]
+__all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent", "feature_columns",
+           "null_judged_features"]
 
 #: the read path's derivations this family reads: the Alpaca layout's messages and the chat
 #: template's token columns are role columns like the shard's own
@@ -135,6 +136,15 @@ def _contract_columns(ctx: ShardContext) -> set[str]:
     return {c for key in contract.schema.columns for c in resolve_columns(contract, key, ctx.schema)}
 
 
+def null_judged_features(ctx: ShardContext) -> list[str]:
+    """The feature columns (:func:`feature_columns`) whose null values ``schema.nullable`` reports by
+    the layout's contract: those the configured contract does not name (it alone judges the ones it
+    names). A null there is always a ``schema.nullable`` row (a null list of numbers too), so the
+    dup.* checks leave rows of such nulls to it (:mod:`datacheck.checks.dup.blank`)."""
+    named = _contract_columns(ctx)
+    return [c for c in feature_columns(ctx) if c not in named]
+
+
 def _feature_message(n: int, d: dict[str, Any], col: str, layout: str, listed: bool) -> str:
     what = "are null or hold a null element" if listed else "are null"
     return (f"{n} row(s) of feature column {col!r} {what} (an empty CSV cell, as pandas' to_csv writes NaN; a "
@@ -153,10 +163,7 @@ def _feature_nulls(ctx: ShardContext) -> Iterable[RowCheck]:
     is null, or (a list of numbers, e.g. an embedding) any of its elements is; NaN is
     ``finite.nan``'s, a cell the reader read as null because it reported it (``schema.dtype``,
     ``decode.bad_record``) fails nothing here."""
-    named = _contract_columns(ctx)
-    for col in feature_columns(ctx):
-        if col in named:
-            continue
+    for col in null_judged_features(ctx):
         t = ctx.schema[col]
         listed = is_list(t)
         c = pl.col(col)
