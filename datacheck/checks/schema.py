@@ -214,12 +214,29 @@ _LABEL_ROLES = ("label", "labels", "target")
 _VALUE_TYPED_FORMATS = ("csv", "tsv")
 
 
+#: formats whose number columns are Int64 or Float64 by their values (CSV/TSV text; JSON, whose one
+#: number type R and JavaScript write as ``2`` for 2.0): a column all of whose values in a shard are
+#: whole numbers is Int64 there, Float64 where one value has a fraction
+_NUMBER_INFERRED_FORMATS = ("csv", "tsv", "jsonl", "json")
+
+
 def _effective_columns(shards: list[Any]) -> dict[str, dict[str, str]]:
     """Each shard's columns (path -> {column: dtype}) as :func:`schema_inconsistent` compares them: a
     shard of :data:`_VALUE_TYPED_FORMATS` with no row takes, for each of its columns, the dtype most
     shards with rows (or of a declared-type format) give that column (the first such shard in path
-    order on a tie), so only its column names are compared; every other shard as read."""
+    order on a tie), so only its column names are compared; a shard of
+    :data:`_NUMBER_INFERRED_FORMATS` whose column, not a label column (:func:`_label_columns`), is
+    Int64 where another shard's is Float64 takes Float64 (its whole numbers are values of that
+    float column: the same column of one table, as the row hashes compare them); every other shard
+    as read. A label read as Float64 in one shard and Int64 in another stays a difference (a float
+    class target is read as probabilities or a regression target), as does a typed format's Int64
+    (a parquet writer's dtype) next to floats."""
     untyped = {s.path for s in shards if s.format in _VALUE_TYPED_FORMATS and s.rows == 0}
+    labels = _label_columns(shards)
+    floats = {c for s in shards if s.path not in untyped for c, t in s.columns.items()
+              if t == "Float64" and c not in labels}
+    widened = {s.path for s in shards if s.format in _NUMBER_INFERRED_FORMATS and s.path not in untyped
+               and any(s.columns.get(c) == "Int64" for c in floats)}
     seen: dict[str, Counter[str]] = {}
     first: dict[tuple[str, str], int] = {}
     for i, s in enumerate(shards):
@@ -229,7 +246,9 @@ def _effective_columns(shards: list[Any]) -> dict[str, dict[str, str]]:
             seen.setdefault(c, Counter())[t] += 1
             first.setdefault((c, t), i)
     vote = {c: max(ts, key=lambda t, c=c: (ts[t], -first[(c, t)])) for c, ts in seen.items()}
-    return {s.path: ({c: vote.get(c, t) for c, t in s.columns.items()} if s.path in untyped else dict(s.columns))
+    return {s.path: ({c: vote.get(c, t) for c, t in s.columns.items()} if s.path in untyped else
+                     {c: "Float64" if t == "Int64" and c in floats else t for c, t in s.columns.items()}
+                     if s.path in widened else dict(s.columns))
             for s in shards}
 
 
@@ -367,9 +386,10 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     """``schema.inconsistent``: readable shards whose columns or dtypes differ from the majority.
 
     The majority layout (most shards; ties broken by the first shard in path order) is the
-    reference (a CSV/TSV shard without rows is compared by its column names only:
-    :func:`_effective_columns`); every other layout is one finding listing its shards, the missing and extra columns
-    and the dtypes that differ.
+    reference (a CSV/TSV shard without rows is compared by its column names only, and a CSV/TSV/JSONL
+    column other than a label that is Int64 in one shard and Float64 in another, its values whole
+    numbers in the one, is one column: :func:`_effective_columns`); every other layout is one
+    finding listing its shards, the missing and extra columns and the dtypes that differ.
 
     With ``[splits]``, the shards of each split (and those in no split) are compared among
     themselves; across splits the label columns (roles ``label``, ``labels``, ``target`` in any
