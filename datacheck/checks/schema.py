@@ -136,13 +136,29 @@ def _contract_columns(ctx: ShardContext) -> set[str]:
     return {c for key in contract.schema.columns for c in resolve_columns(contract, key, ctx.schema)}
 
 
+def _contract_accepts_nulls(ctx: ShardContext) -> dict[str, bool]:
+    """``{column: whether the configured contract accepts its nulls}`` for the shard's columns it
+    names: False when a key naming it (by name or regex) declares it non-nullable, as
+    :func:`datacheck.contracts.validate.data_items` then reports its nulls; empty without a contract."""
+    spec = ctx.cfg.schema_spec()
+    if spec is None:
+        return {}
+    contract = load_contract(spec)
+    out: dict[str, bool] = {}
+    for key, col in contract.schema.columns.items():
+        for c in resolve_columns(contract, key, ctx.schema):
+            out[c] = out.get(c, True) and bool(col.nullable)
+    return out
+
+
 def null_judged_features(ctx: ShardContext) -> list[str]:
-    """The feature columns (:func:`feature_columns`) whose null values ``schema.nullable`` reports by
-    the layout's contract: those the configured contract does not name (it alone judges the ones it
-    names). A null there is always a ``schema.nullable`` row (a null list of numbers too), so the
-    dup.* checks leave rows of such nulls to it (:mod:`datacheck.checks.dup.blank`)."""
-    named = _contract_columns(ctx)
-    return [c for c in feature_columns(ctx) if c not in named]
+    """The feature columns (:func:`feature_columns`) whose null values ``schema.nullable`` reports:
+    by the layout's contract those the configured contract does not name, and those it names and
+    declares non-nullable (``--schema tabular`` names every column so); a feature it declares
+    nullable is not one. A null there is always a ``schema.nullable`` row (a null list of numbers
+    too), so the dup.* checks leave rows of such nulls to it (:mod:`datacheck.checks.dup.blank`)."""
+    accepts = _contract_accepts_nulls(ctx)
+    return [c for c in feature_columns(ctx) if not accepts.get(c, False)]
 
 
 def _feature_message(n: int, d: dict[str, Any], col: str, layout: str, listed: bool) -> str:
@@ -163,7 +179,10 @@ def _feature_nulls(ctx: ShardContext) -> Iterable[RowCheck]:
     is null, or (a list of numbers, e.g. an embedding) any of its elements is; NaN is
     ``finite.nan``'s, a cell the reader read as null because it reported it (``schema.dtype``,
     ``decode.bad_record``) fails nothing here."""
-    for col in null_judged_features(ctx):
+    named = _contract_columns(ctx)
+    for col in feature_columns(ctx):
+        if col in named:
+            continue
         t = ctx.schema[col]
         listed = is_list(t)
         c = pl.col(col)

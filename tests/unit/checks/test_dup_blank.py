@@ -107,13 +107,15 @@ def _no_feature(r: tuple) -> bool:
     return r[0] is None and r[1] is None
 
 
+@pytest.mark.parametrize("schema", [None, "tabular"])  # the layout's rule, or the built-in contract's
 @pytest.mark.parametrize("answer", ["label", "target"])  # a class label (row hashes) or a regression target
-def test_all_null_tabular_rows_are_schema_nullable_only(tmp_path, answer):
+def test_all_null_tabular_rows_are_schema_nullable_only(tmp_path, answer, schema):
     """A row whose every feature is null (its label too, or not) is schema.nullable's row (and
     labels.null's when its answer is null), once: never a dup.exact_in_shard repeat of another such
     row. A row with one feature filled in repeats as any row does."""
     (tmp_path / "t.csv").write_text(_csv(TAB))
-    rep = run(tmp_path, {"dataset": {"layout": "tabular" if answer == "label" else "regression"},
+    rep = run(tmp_path, {"dataset": {"layout": "tabular" if answer == "label" else "regression",
+                                     **({"schema": schema} if schema else {})},
                          "columns": {answer: "y"}})
     x1_null = tuple(k for k, r in enumerate(TAB) if r[0] is None)
     assert [f.rows for f in by_check(rep, "schema.nullable") if f.column == "x1"] == [x1_null]
@@ -155,3 +157,15 @@ def test_tabular_rows_of_nan_features_are_finite_nan_only(tmp_path):
     rep = run(tmp_path, {"dataset": {"layout": "tabular"}, "columns": {"label": "y"}})
     assert [f.rows for f in by_check(rep, "finite.nan") if f.column == "x1"] == [(0, 1, 2, 3)]
     assert one(rep, "dup.exact_in_shard").rows == (3,)
+
+
+def test_rows_of_nulls_a_contract_accepts_stay_repeats(tmp_path):
+    """A contract declaring the features nullable (XGBoost takes missing values) reports no such
+    null: rows of them are rows like any other, and their copies are repeats."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "t.csv").write_text(_csv(TAB))
+    schema = tmp_path / "boost.yaml"
+    schema.write_text("columns:\n  x1:\n    nullable: true\n  x2:\n    nullable: true\n", encoding="utf-8")
+    rep = run(tmp_path / "d", {"dataset": {"layout": "tabular", "schema": str(schema)}, "columns": {"label": "y"}})
+    assert not by_check(rep, "schema.nullable")
+    assert one(rep, "dup.exact_in_shard").rows == tuple(_repeats(TAB))
