@@ -26,7 +26,8 @@ from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.roles import KEY_COLUMNS, inner_dtype, is_list
 
-__all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent", "feature_columns"]
+__all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent", "feature_columns",
+           "null_judged_features"]
 
 #: the read path's derivations this family reads: the Alpaca layout's messages and the chat
 #: template's token columns are role columns like the shard's own
@@ -135,6 +136,31 @@ def _contract_columns(ctx: ShardContext) -> set[str]:
     return {c for key in contract.schema.columns for c in resolve_columns(contract, key, ctx.schema)}
 
 
+def _contract_accepts_nulls(ctx: ShardContext) -> dict[str, bool]:
+    """``{column: whether the configured contract accepts its nulls}`` for the shard's columns it
+    names: False when a key naming it (by name or regex) declares it non-nullable, as
+    :func:`datacheck.contracts.validate.data_items` then reports its nulls; empty without a contract."""
+    spec = ctx.cfg.schema_spec()
+    if spec is None:
+        return {}
+    contract = load_contract(spec)
+    out: dict[str, bool] = {}
+    for key, col in contract.schema.columns.items():
+        for c in resolve_columns(contract, key, ctx.schema):
+            out[c] = out.get(c, True) and bool(col.nullable)
+    return out
+
+
+def null_judged_features(ctx: ShardContext) -> list[str]:
+    """The feature columns (:func:`feature_columns`) whose null values ``schema.nullable`` reports:
+    by the layout's contract those the configured contract does not name, and those it names and
+    declares non-nullable (``--schema tabular`` names every column so); a feature it declares
+    nullable is not one. A null there is always a ``schema.nullable`` row (a null list of numbers
+    too), so the dup.* checks leave rows of such nulls to it (:mod:`datacheck.checks.dup.blank`)."""
+    accepts = _contract_accepts_nulls(ctx)
+    return [c for c in feature_columns(ctx) if not accepts.get(c, False)]
+
+
 def _feature_message(n: int, d: dict[str, Any], col: str, layout: str, listed: bool) -> str:
     what = "are null or hold a null element" if listed else "are null"
     return (f"{n} row(s) of feature column {col!r} {what} (an empty CSV cell, as pandas' to_csv writes NaN; a "
@@ -207,12 +233,29 @@ _LABEL_ROLES = ("label", "labels", "target")
 _VALUE_TYPED_FORMATS = ("csv", "tsv")
 
 
+#: formats whose number columns are Int64 or Float64 by their values (CSV/TSV text; JSON, whose one
+#: number type R and JavaScript write as ``2`` for 2.0): a column all of whose values in a shard are
+#: whole numbers is Int64 there, Float64 where one value has a fraction
+_NUMBER_INFERRED_FORMATS = ("csv", "tsv", "jsonl", "json")
+
+
 def _effective_columns(shards: list[Any]) -> dict[str, dict[str, str]]:
     """Each shard's columns (path -> {column: dtype}) as :func:`schema_inconsistent` compares them: a
     shard of :data:`_VALUE_TYPED_FORMATS` with no row takes, for each of its columns, the dtype most
     shards with rows (or of a declared-type format) give that column (the first such shard in path
-    order on a tie), so only its column names are compared; every other shard as read."""
+    order on a tie), so only its column names are compared; a shard of
+    :data:`_NUMBER_INFERRED_FORMATS` whose column, not a label column (:func:`_label_columns`), is
+    Int64 where another shard's is Float64 takes Float64 (its whole numbers are values of that
+    float column: the same column of one table, as the row hashes compare them); every other shard
+    as read. A label read as Float64 in one shard and Int64 in another stays a difference (a float
+    class target is read as probabilities or a regression target), as does a typed format's Int64
+    (a parquet writer's dtype) next to floats."""
     untyped = {s.path for s in shards if s.format in _VALUE_TYPED_FORMATS and s.rows == 0}
+    labels = _label_columns(shards)
+    floats = {c for s in shards if s.path not in untyped for c, t in s.columns.items()
+              if t == "Float64" and c not in labels}
+    widened = {s.path for s in shards if s.format in _NUMBER_INFERRED_FORMATS and s.path not in untyped
+               and any(s.columns.get(c) == "Int64" for c in floats)}
     seen: dict[str, Counter[str]] = {}
     first: dict[tuple[str, str], int] = {}
     for i, s in enumerate(shards):
@@ -222,7 +265,9 @@ def _effective_columns(shards: list[Any]) -> dict[str, dict[str, str]]:
             seen.setdefault(c, Counter())[t] += 1
             first.setdefault((c, t), i)
     vote = {c: max(ts, key=lambda t, c=c: (ts[t], -first[(c, t)])) for c, ts in seen.items()}
-    return {s.path: ({c: vote.get(c, t) for c, t in s.columns.items()} if s.path in untyped else dict(s.columns))
+    return {s.path: ({c: vote.get(c, t) for c, t in s.columns.items()} if s.path in untyped else
+                     {c: "Float64" if t == "Int64" and c in floats else t for c, t in s.columns.items()}
+                     if s.path in widened else dict(s.columns))
             for s in shards}
 
 
@@ -360,9 +405,10 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     """``schema.inconsistent``: readable shards whose columns or dtypes differ from the majority.
 
     The majority layout (most shards; ties broken by the first shard in path order) is the
-    reference (a CSV/TSV shard without rows is compared by its column names only:
-    :func:`_effective_columns`); every other layout is one finding listing its shards, the missing and extra columns
-    and the dtypes that differ.
+    reference (a CSV/TSV shard without rows is compared by its column names only, and a CSV/TSV/JSONL
+    column other than a label that is Int64 in one shard and Float64 in another, its values whole
+    numbers in the one, is one column: :func:`_effective_columns`); every other layout is one
+    finding listing its shards, the missing and extra columns and the dtypes that differ.
 
     With ``[splits]``, the shards of each split (and those in no split) are compared among
     themselves; across splits the label columns (roles ``label``, ``labels``, ``target`` in any

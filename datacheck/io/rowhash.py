@@ -1,7 +1,7 @@
 """Row content hashes: the one row-hash module (every verb hashes rows here: the audit's
 cross-shard payload, ``--against``, ``clean``'s verification).
 
-Canonical encoding (``ROW_ENCODING = "datacheck-row-v4"``), stable across library versions. It
+Canonical encoding (``ROW_ENCODING = "datacheck-row-v5"``), stable across library versions. It
 depends on the values, not on their storage (CHECKS.md, dup): each content column is first brought
 to its *value dtype* (:func:`value_dtype`): integers of any width (int8 ... int64, uint8 ...
 uint32; uint64 when every value fits in int64) and booleans (``False``/``True`` as 0/1) as int64,
@@ -14,17 +14,31 @@ attention mask stored as booleans in one file and as 0/1 integers (int8, int64) 
 collator and model reads them alike (``torch.tensor``/``np.asarray`` of ``True`` is 1; transformers'
 mask preparation casts either to the model's dtype).
 
+Numbers are compared by value, as the loss sees them (v5): a float (float32 or float64) whose value
+is an integer within int64's range (``-0.0`` included, as 0) is hashed as that int64, a scalar as
+an Int64 value, a list of numbers whose values are all such integers as that int64 list; so a CSV
+column inferred Int64 in one shard (``1``) and Float64 in another (``1.0``, a float column as
+pandas writes it) holds the same rows, and token ids or class indices stored as floats equal the
+integers. Any other float (a fraction, NaN, +/-inf, beyond int64) stays a float: it never equals an
+integer. Every NaN is one value, equal to itself whatever its sign and payload bits, and never null
+(a null equals only null, whatever the column's dtype: an empty CSV cell is no NaN); -0.0 equals
+0.0. Floats inside structs or nested lists (a list of lists) are compared as floats (not moved onto
+integers).
+
 1. each content column gives, per row, one *part* of 17 bytes: a 1-byte tag and a 16-byte digest.
 
    - fast path, tag ``0x10 + code`` (code from :data:`LIST_CODES`: int64=4, uint64=8 (values
      above int64), float64=10 after the value dtype): a non-null ``List`` of those numbers with no
      null element; digest = XXH3-128 (seed 0, big-endian digest bytes) of the values'
-     little-endian bytes (8 bytes each). Float lists compare by their bits (``-0.0`` differs from
-     ``0.0``; NaNs with equal bits are equal).
+     little-endian bytes (8 bytes each). A float row whose values are all integers within int64
+     (an empty row too) takes code 4 with those int64 values; any other float row code 10, its
+     values' bits with every NaN as ``0x7ff8000000000000`` and ``-0.0`` as ``0.0``.
    - general path, tag ``0x01``: every other value (strings, scalars, nested lists, null lists and
      lists holding a null); digest = XXH3-128 of ``polars_hash.hash_rows(column, version=1)``, the
      plugin's frozen, type-tagged, length-prefixed encoding, of the value-dtype column (null is a
-     value of its own).
+     value of its own, the same in every dtype; the plugin writes every NaN and -0.0 as above). A
+     float scalar that is an integer within int64, and a float list (with a null element) whose
+     values are all such integers or null, are encoded as the Int64 value or ``List(Int64)``.
 
 2. row hash = XXH3-128 (seed 0) of the concatenated parts, in content-column order, as ``UInt128``.
 
@@ -36,8 +50,12 @@ struct's fields in name order: v2 hashed them in the order the reader gave, so t
 parquet shard written as ``{role, content}``; every v2 hash of a row without a struct whose fields
 were out of name order is unchanged. v4 (this one) widens booleans as the other integers (0/1 as int64, at
 any depth): under v3 a ``list<bool>`` mask took the general path as booleans and never equalled the
-same 0/1 mask stored as integers; only hashes of rows holding a boolean moved. The version is in the
-report (``row_content.encoding``) and in the shard cache key.
+same 0/1 mask stored as integers; only hashes of rows holding a boolean moved. v5 (this one) hashes
+an integral float as its integer and float lists' NaN and -0.0 by value (above): under v4 a CSV
+shard's ``1.0`` never equalled another's ``1`` (cross-shard copies and train/eval leaks between
+them were missed); only hashes of rows holding a float column moved (integer, string and boolean
+rows keep their v4 hashes). The version is in the report (``row_content.encoding``) and in the
+shard cache key.
 
 All hashing is done by the ``polars-hash`` plugin (xxh3_128); polars' own ``hash()`` is never used.
 The fast path exists for speed: on the benchmark shard (400,000 rows x 128 tokens, three list
@@ -75,7 +93,7 @@ LIST_CODES: dict[Any, int] = {
     pl.Float32: 9, pl.Float64: 10,
 }
 
-ROW_ENCODING = "datacheck-row-v4"
+ROW_ENCODING = "datacheck-row-v5"
 
 _WIDEN = {pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32, pl.Boolean}
 _INT64_MAX = 2**63 - 1
@@ -229,6 +247,14 @@ class _Digests:
         else:
             self.fill(column, _binary(offsets, data), first, index)
 
+    def place_bytes(self, column: int, offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> None:
+        """The digest inputs of ``column``'s ``rows`` (added after the column's others, which they
+        overwrite) are ``data``'s bytes ``offsets[i]:offsets[i + 1]``, hashed as :meth:`fill_bytes`."""
+        if _long_rows(offsets):
+            self.entries.append((column, rows, None, _looped_digests(offsets, data)))
+        else:
+            self.overwrite(column, _binary(offsets, data), rows)
+
     def overwrite(self, column: int, inputs: pl.Series, rows: np.ndarray) -> None:
         """The digests of ``inputs`` are those of ``column``'s ``rows``."""
         self.entries.append((column, rows, None, inputs))
@@ -276,6 +302,63 @@ def _widened_digests(flat: np.ndarray, rel: np.ndarray, dtype: str) -> np.ndarra
     return out
 
 
+#: the fast-path codes of int64 and float64 lists (:data:`LIST_CODES`)
+_INT_CODE, _FLOAT_CODE = 4, 10
+#: float64 values at or beyond these are no int64 (2**63 and -2**63 are exact binary64 values)
+_I64_LO, _I64_HI = -(2.0 ** 63), 2.0 ** 63
+
+
+def _integral(x: np.ndarray) -> np.ndarray:
+    """Per float value (any float width): whether it is an integer within int64's range, the floats
+    v5 hashes as that int64 (NaN and +/-inf are not; ``-0.0`` is 0)."""
+    with np.errstate(invalid="ignore"):
+        return (x == np.trunc(x)) & (x >= _I64_LO) & (x < _I64_HI)
+
+
+def _integral_expr(x: pl.Expr) -> pl.Expr:
+    """:func:`_integral` as a polars expression (null for a null value)."""
+    return x.is_finite() & (x == x.floor()) & (x >= _I64_LO) & (x < _I64_HI)
+
+
+def _special_floats(flat: np.ndarray) -> bool:
+    """Whether float values ``flat`` (float32 or float64) hold a NaN or a ``-0.0``, by two
+    reductions and no temporary array: ``max`` is NaN when a value is, and ``-0.0``'s bits read as
+    a signed integer of the same width are that integer's minimum (no other float has them)."""
+    if flat.size == 0:
+        return False
+    ints = flat.view(np.int64 if flat.dtype.itemsize == 8 else np.int32)
+    return bool(np.isnan(flat.max())) or int(ints.min()) == int(np.iinfo(ints.dtype).min)
+
+
+def _canonical_floats(flat: np.ndarray) -> np.ndarray:
+    """``flat`` as float64 (a copy only where it changes), every NaN the one quiet NaN
+    (``0x7ff8000000000000``) and ``-0.0`` as ``0.0``: the float values v5 hashes by their bits, as
+    ``hash_rows`` encodes them (it writes -0.0 and every NaN so already)."""
+    if not _special_floats(flat):
+        return flat if flat.dtype == np.float64 else flat.astype(np.float64)
+    out = flat.astype(np.float64)  # a copy (also of float64 storage: the Arrow buffer is read-only)
+    out += 0.0  # -0.0 + 0.0 is 0.0 (IEEE 754 round to nearest)
+    out[np.isnan(out)] = np.nan
+    return out
+
+
+def _integral_scalars(v: pl.Series, j: int, general: dict[int, pl.Series],
+                      late: list[tuple[int, np.ndarray, pl.Series]]) -> None:
+    """A Float64 scalar column ``v`` (column ``j``) on the general path: its values that are
+    integers within int64 (:func:`_integral_expr`) are encoded as that Int64, so ``1.0`` hashes as
+    ``1`` (a CSV column inferred Float64 in one shard, Int64 in another). All of them: the column
+    cast whole; some: those rows' encodings added to ``late`` (they overwrite the float encodings)."""
+    ints = v.to_frame("v").select(_integral_expr(pl.col("v"))).to_series()
+    n_int = int(ints.sum() or 0)
+    if n_int == 0:
+        return
+    if n_int == len(v) - v.null_count():
+        general[j] = v.cast(pl.Int64)
+        return
+    rows = np.flatnonzero(ints.fill_null(False).to_numpy())
+    late.append((j, rows, v.gather(rows).cast(pl.Int64)))
+
+
 def _list_code(dtype: pl.DataType) -> int | None:
     if isinstance(dtype, (pl.List, pl.Array)):
         inner = dtype.inner
@@ -293,10 +376,12 @@ def _uint64_fits(s: pl.Series) -> bool:
     return flat.dtype != pl.UInt64 or not (flat.max() or 0) > _INT64_MAX
 
 
-def _column_tags(s: pl.Series, j: int, acc: _Digests, general: dict[int, pl.Series]) -> np.ndarray:
+def _column_tags(s: pl.Series, j: int, acc: _Digests, general: dict[int, pl.Series],
+                 late: list[tuple[int, np.ndarray, pl.Series]]) -> np.ndarray:
     """Tags ``(n,)`` of one content column (see the module docstring); its digest inputs go to
     ``acc``, or, for the general path, its value-dtype column to ``general`` (encoded with the
-    other general columns in one query)."""
+    other general columns in one query; a float column's integral values as Int64 rows in
+    ``late``: :func:`_integral_scalars`)."""
     n = len(s)
     fits = True
     if _has_uint64(s.dtype):
@@ -305,6 +390,8 @@ def _column_tags(s: pl.Series, j: int, acc: _Digests, general: dict[int, pl.Seri
     code = _list_code(target)
     if code is None:
         general[j] = to_value_dtype(s)
+        if target == pl.Float64:
+            _integral_scalars(general[j], j, general, late)
         return np.full(n, _TAG_GENERAL, dtype=np.uint8)
     if isinstance(s.dtype, pl.Array):
         s = s.cast(pl.List(s.dtype.inner))
@@ -408,8 +495,11 @@ def _list_parts(s: pl.Series, code: int, target: pl.DataType, j: int, acc: _Dige
     flat = (np.frombuffer(raw, dtype=store, count=vals.offset + end)[vals.offset + base:]
             if raw is not None and end > base else np.empty(0, dtype=store))
     rel = off - base
+    tags = np.full(n, 0x10 + code, dtype=np.uint8)
     runs = _two_run_rows(flat, rel) if store.kind == "i" or (store.kind == "u" and store.itemsize < 8) else None
-    if runs is not None:  # each distinct row built and hashed once (int64: the value width of an integer list)
+    if code == _FLOAT_CODE:
+        _float_rows(flat, rel, j, acc, at, tags)
+    elif runs is not None:  # each distinct row built and hashed once (int64: the value width of an integer list)
         (values, offsets), index = runs
         acc.fill_bytes(j, offsets * width, values.astype(_NP[code], copy=False), at, index)
     elif store.itemsize == width or flat.size * width <= _WIDEN_GROUP_BYTES:
@@ -418,7 +508,6 @@ def _list_parts(s: pl.Series, code: int, target: pl.DataType, j: int, acc: _Dige
         acc.fill_bytes(j, rel * width, flat, at)
     else:  # a narrower storage, widened group of rows by group of rows, each hashed at once
         acc.ready(j, _widened_digests(flat, rel, _NP[code]), at)
-    tags = np.full(n, 0x10 + code, dtype=np.uint8)
     # rows that take the general path: a null list, or a list holding a null element
     slow = np.zeros(n, dtype=bool)
     if arr.null_count:
@@ -430,10 +519,49 @@ def _list_parts(s: pl.Series, code: int, target: pl.DataType, j: int, acc: _Dige
         slow |= (csum[rel[1:]] - csum[rel[:-1]]) > 0
     if slow.any():
         idx = np.flatnonzero(slow)
-        (enc,) = _encodings(s.gather(idx).cast(target).to_frame("v"))
-        acc.overwrite(j, enc, idx + at)
-        tags[idx] = _TAG_GENERAL
+        g = s.gather(idx).cast(target)
+        if code == _FLOAT_CODE:  # rows whose values are all integers: their Int64 list's encoding
+            ints = g.to_frame("v").select(pl.col("v").list.eval(pl.element().is_null() | _integral_expr(pl.element()))
+                                          .list.all().fill_null(True)).to_series().to_numpy()
+            if ints.any():
+                (enc,) = _encodings(g.filter(ints).cast(pl.List(pl.Int64)).to_frame("v"))
+                acc.overwrite(j, enc, idx[ints] + at)
+            idx, g = idx[~ints], g.filter(~ints)
+        if len(idx):
+            (enc,) = _encodings(g.to_frame("v"))
+            acc.overwrite(j, enc, idx + at)
+        tags[np.flatnonzero(slow)] = _TAG_GENERAL
     return tags
+
+
+def _float_rows(flat: np.ndarray, rel: np.ndarray, j: int, acc: _Digests, at: int, tags: np.ndarray) -> None:
+    """The fast path of a float list chunk (values ``flat`` in storage, float32 or float64; row ``i``
+    = ``flat[rel[i]:rel[i + 1]]``; rows ``at`` on of column ``j``): a row whose values are all
+    integers within int64 (:func:`_integral`; an empty row too) is the int64 list of those integers
+    (tag ``0x14``: ``[1.0, 2.0]`` hashes as ``[1, 2]``); every other row its float64 values' bytes
+    with NaN and -0.0 canonical (:func:`_canonical_floats`; tag ``0x1a``, set in ``tags``' rows).
+    Only rows whose first value is integral (or that are empty) are looked at whole: an embedding's
+    rows are told from their first value, with no pass over the buffer."""
+    lens = np.diff(rel)
+    nonempty = lens > 0
+    ints = ~nonempty
+    ints[nonempty] = _integral(flat[rel[:-1][nonempty]])
+    if ints[nonempty].any():  # a candidate row: every value of it integral?
+        bad = np.concatenate([[0], np.cumsum(~_integral(flat), dtype=np.int64)])
+        ints &= (bad[rel[1:]] - bad[rel[:-1]]) == 0
+    if ints.all():  # e.g. token ids or class indices stored as floats
+        tags[:] = 0x10 + _INT_CODE
+        acc.fill_bytes(j, rel * 8, flat.astype(np.int64), at)
+        return
+    if flat.dtype == np.float64 or flat.size * 8 <= _WIDEN_GROUP_BYTES or _special_floats(flat):
+        acc.fill_bytes(j, rel * 8, _canonical_floats(flat), at)
+    else:  # a large float32 chunk of no NaN and no -0.0: widened group of rows by group of rows
+        acc.ready(j, _widened_digests(flat, rel, "<f8"), at)
+    if ints.any():
+        rows = np.flatnonzero(ints)
+        vals = flat[np.repeat(ints, lens)].astype(np.int64)
+        acc.place_bytes(j, np.concatenate([[0], np.cumsum(lens[rows])]) * 8, vals, rows + at)
+        tags[rows] = 0x10 + _INT_CODE
 
 
 def row_hash_series(columns: list[pl.Series]) -> pl.Series:
@@ -456,11 +584,15 @@ def row_hash_series(columns: list[pl.Series]) -> pl.Series:
     k = len(columns)
     acc = _Digests(n, k)
     general: dict[int, pl.Series] = {}
-    tags = [_column_tags(s, j, acc, general) for j, s in enumerate(columns)]
+    late: list[tuple[int, np.ndarray, pl.Series]] = []
+    tags = [_column_tags(s, j, acc, general, late) for j, s in enumerate(columns)]
     if general:
         frame = pl.DataFrame([g.alias(f"c{j}") for j, g in general.items()])
         for j, enc in zip(general, _encodings(frame)):
             acc.fill(j, enc, 0)
+    for j, rows, ints in late:  # a float column's integral values: their Int64 encodings
+        (enc,) = _encodings(ints.to_frame("v"))
+        acc.overwrite(j, enc, rows)
     dig = acc.compute()
     mat = np.empty((n, 17 * k), dtype=np.uint8)
     for j in range(k):

@@ -21,9 +21,12 @@ __all__ = ["build_report", "row_content_columns"]
 #: how the row content's values are compared (report ``row_content.normalization``)
 _NORMALIZATION = ("values, not storage (integers of any width and booleans as int64, float32 as float64, "
                   "categorical as string, fixed-size and large lists as lists, struct fields in name "
-                  "order); otherwise "
+                  "order); numbers by value: a float that is an integer within int64 equals that "
+                  "integer (1.0 = 1, -0.0 = 0; a scalar, or a list of numbers all of them integers), "
+                  "every NaN equals NaN and no null; otherwise "
                   "exact values, null equals null; a row whose content is blank (reported by the empty "
-                  "checks) repeats no row")
+                  "checks; a tabular row of null/NaN features only: schema.nullable, finite.nan) "
+                  "repeats no row")
 
 
 def _merged_stats(shards: list[ShardResult]) -> dict[str, Any]:

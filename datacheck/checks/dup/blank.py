@@ -1,18 +1,21 @@
 """dup: rows with no content, which the dup.* checks leave to the empty checks.
 
 A row whose trained-on content is all blank (an empty or whitespace-only text, an empty token
-sequence, a conversation of no turn or only blank turns) is one defect, reported by the check of
-its kind (``empty.text``, ``empty.sequence``, ``sft.empty_turn`` / ``sft.no_assistant_turn``,
-``pref.empty_response``). Such rows equal each other, but they are not repeated samples: reporting
-them again as ``dup.exact_in_shard`` (or across shards, or as a split leak, or as a label conflict of
-the empty text) counts one cause twice and buries the real repeats among them. So the dup.* checks
-treat each such row as matching no other row. Real repeats of non-blank content stay repeats.
+sequence, a conversation of no turn or only blank turns, a tabular row whose every feature is null
+or NaN) is one defect, reported by the check of its kind (``empty.text``, ``empty.sequence``,
+``sft.empty_turn`` / ``sft.no_assistant_turn``, ``pref.empty_response``; a feature's null by
+``schema.nullable``, its NaN by ``finite.nan``). Such rows equal each other, but they are not
+repeated samples: reporting them again as ``dup.exact_in_shard`` (or across shards, or as a split
+leak, or as a label conflict of the empty text) counts one cause twice and buries the real repeats
+among them. So the dup.* checks treat each such row as matching no other row. Real repeats of
+non-blank content stay repeats (a tabular row with one feature filled in is content).
 """
 from __future__ import annotations
 
 import polars as pl
 
 from datacheck.checks.empty import blank_text
+from datacheck.checks.schema import null_judged_features
 from datacheck.checks.spec import ShardContext
 from datacheck.derive.messages import blank_content
 from datacheck.model.roles import CONTEXT_COLUMNS, message_fields, token_id_columns
@@ -41,11 +44,16 @@ def _messages_blank(col: str, dtype: pl.DataType) -> pl.Expr | None:
     return c.is_null() | (c.list.len() == 0) | c.list.eval(blank_content(mf, pl.element())).list.all()
 
 
-def _column_blank(col: str, dtype: pl.DataType, responses: set[str]) -> pl.Expr:
+def _column_blank(col: str, dtype: pl.DataType, responses: set[str], features: set[str]) -> pl.Expr:
     """Any content column's blank rule: text and conversations as above (a preference response of
-    String dtype by ``pref.empty_response``'s rule: nothing left after ``str.strip_chars``), a list
-    of numbers (token ids, a mask, token labels) null or of length 0, any other value null."""
+    String dtype by ``pref.empty_response``'s rule: nothing left after ``str.strip_chars``), a
+    tabular feature column of ``features`` (:func:`datacheck.checks.schema.null_judged_features`)
+    null, or NaN when it is a float scalar (``schema.nullable``'s and ``finite.nan``'s rows: an
+    empty list of numbers there is a value, which neither reports), a list of numbers (token ids, a
+    mask, token labels) null or of length 0, any other value null."""
     c = pl.col(col)
+    if col in features:
+        return (c.is_null() | c.is_nan()) if dtype.is_float() else c.is_null()
     if col in responses and dtype == pl.String:
         return c.is_null() | (c.str.strip_chars().str.len_chars() == 0)
     got = _text_blank(col, dtype) if dtype == pl.String or isinstance(dtype, pl.List) else None
@@ -58,13 +66,15 @@ def _column_blank(col: str, dtype: pl.DataType, responses: set[str]) -> pl.Expr:
     return c.is_null()
 
 
-def _judged(ctx: ShardContext) -> set[str]:
+def _judged(ctx: ShardContext, features: set[str]) -> set[str]:
     """The columns an empty check judges blank by the rules above: the text role (String or list of
     strings: ``empty.text``), the token-id lists (``empty.sequence``), the conversation
-    (``sft.empty_turn``, ``sft.no_assistant_turn``) and a preference pair's responses
-    (``pref.empty_response``)."""
+    (``sft.empty_turn``, ``sft.no_assistant_turn``), a preference pair's responses
+    (``pref.empty_response``) and a tabular shard's ``features`` (``schema.nullable`` /
+    ``finite.nan``)."""
     r, s = ctx.roles, ctx.schema
-    out = {c for c in r.text if _text_blank(c, s[c]) is not None}
+    out = set(features)
+    out |= {c for c in r.text if _text_blank(c, s[c]) is not None}
     out |= {c for c in token_id_columns(r, s) if isinstance(s[c], pl.List)}
     for c in (r.messages, r.chosen, r.rejected):
         if c is not None and c in s:
@@ -81,14 +91,18 @@ def blank_rows(ctx: ShardContext, cols: list[str]) -> pl.Expr | None:
     (:data:`datacheck.model.roles.CONTEXT_COLUMNS`: a ``prompt``, ``system`` or ``tools`` repeated
     beside an empty response conditions nothing trained on). A row is blank when every one of them
     is blank by its dtype (:func:`_column_blank`) and at least one is a column an empty check
-    judges (:func:`_judged`), so the row is always reported there. Returns None when no column of
-    the content is such a column (e.g. a tabular shard of features): no row is left out.
+    judges (:func:`_judged`), so the row is always reported there: in a ``tabular`` or
+    ``regression`` shard, a row whose every feature is null or NaN, whatever its label or target
+    (``schema.nullable`` / ``finite.nan`` report it; ``labels.null`` a null answer). Returns None
+    when no column of the content is such a column (e.g. a text regression shard's numeric
+    columns, a feature column a contract declares nullable): no row is left out.
     """
     answers = {ctx.roles.label, *ctx.roles.of("target")}
     roles = set(ctx.roles.columns())
     own = [c for c in cols if c not in answers and (c in roles or c not in CONTEXT_COLUMNS)]
-    if not own or not set(own) & _judged(ctx):
+    features = set(null_judged_features(ctx))
+    if not own or not set(own) & _judged(ctx, features):
         return None
     responses = {c for c in (ctx.roles.chosen, ctx.roles.rejected) if c is not None}
     # one n-ary node, not a chain of one & per column (a chain's depth made polars' planning super-linear)
-    return pl.all_horizontal([_column_blank(c, ctx.schema[c], responses) for c in own]).fill_null(False)
+    return pl.all_horizontal([_column_blank(c, ctx.schema[c], responses, features) for c in own]).fill_null(False)

@@ -90,3 +90,82 @@ def test_a_blank_text_beside_real_tokens_is_content(tmp_path):
     write(tmp_path, "t.parquet", {"text": ["", "", " "], "input_ids": [[3, 4], [3, 4], [9]]})
     rep = run(tmp_path)
     assert one(rep, "dup.exact_in_shard").rows == (1,)
+
+
+# ------------------------------------------------------------------ tabular rows of no feature value
+#: a tabular table as pandas' to_csv writes it: an empty cell for a missing value (NaN / None)
+TAB = [(1.5, 2.0, 0), (None, None, None), (3.25, 4.0, 1), (None, None, None), (1.5, 2.0, 0),
+       (None, None, 1), (None, None, 1), (None, 7.0, 1), (None, 7.0, 1)]
+
+
+def _csv(rows: list[tuple]) -> str:
+    cell = lambda v: "" if v is None else str(v)  # noqa: E731
+    return "x1,x2,y\n" + "".join(",".join(cell(v) for v in r) + "\n" for r in rows)
+
+
+def _no_feature(r: tuple) -> bool:
+    return r[0] is None and r[1] is None
+
+
+@pytest.mark.parametrize("schema", [None, "tabular"])  # the layout's rule, or the built-in contract's
+@pytest.mark.parametrize("answer", ["label", "target"])  # a class label (row hashes) or a regression target
+def test_all_null_tabular_rows_are_schema_nullable_only(tmp_path, answer, schema):
+    """A row whose every feature is null (its label too, or not) is schema.nullable's row (and
+    labels.null's when its answer is null), once: never a dup.exact_in_shard repeat of another such
+    row. A row with one feature filled in repeats as any row does."""
+    (tmp_path / "t.csv").write_text(_csv(TAB))
+    rep = run(tmp_path, {"dataset": {"layout": "tabular" if answer == "label" else "regression",
+                                     **({"schema": schema} if schema else {})},
+                         "columns": {answer: "y"}})
+    x1_null = tuple(k for k, r in enumerate(TAB) if r[0] is None)
+    assert [f.rows for f in by_check(rep, "schema.nullable") if f.column == "x1"] == [x1_null]
+    real = [k for k in _repeats(TAB) if not _no_feature(TAB[k])]
+    assert one(rep, "dup.exact_in_shard").rows == tuple(real) == (4, 8)
+
+
+def test_all_null_tabular_rows_match_nothing_across_shards_and_splits(tmp_path):
+    a = [(1.5, 2.0, 0), (None, None, None), (None, None, 1), (9.5, 1.0, 1)]
+    b = [(None, None, None), (9.5, 1.0, 1), (None, None, 1), (8.0, 8.5, 0)]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.csv").write_text(_csv(a))
+    (tmp_path / "d" / "b.csv").write_text(_csv(b))
+    cfg = {"dataset": {"layout": "tabular"}, "columns": {"label": "y"}}
+    rep = run(tmp_path / "d", cfg)
+    f = one(rep, "dup.exact_across_shards")
+    real = [k for k, r in enumerate(b) if r in a and not _no_feature(r)]
+    assert f.count == len(real) == 1 and [e.row for e in f.examples] == real
+    assert not by_check(rep, "dup.exact_in_shard") and not by_check(rep, "dup.conflicting_labels")
+    # --against: the eval rows of no feature are no train/eval leak
+    e = [(None, None, None), (8.0, 8.5, 0), (None, None, 0), (2.0, 2.0, 1)]
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "e.csv").write_text(_csv(e))
+    rep = datacheck.audit(str(tmp_path / "eval"), config=cfg, against=str(tmp_path / "d"), fail_on="never")
+    s = one(rep, "dup.split_overlap")
+    train = {r[:2] for r in a + b}
+    leaked = [k for k, r in enumerate(e) if r[:2] in train and not _no_feature(r)]
+    assert s.count == len(leaked) == 1 and [x.row for x in s.examples] == leaked
+
+
+def test_tabular_rows_of_nan_features_are_finite_nan_only(tmp_path):
+    """NaN features (a parquet written from float arrays keeps NaN) are finite.nan's rows: a row of
+    nothing but NaN features repeats no row; NaN beside a real feature value is content, and NaN
+    equals NaN (any bits) when rows are compared."""
+    nan, neg_nan = float("nan"), -float("nan")
+    x1 = [nan, neg_nan, nan, neg_nan, 0.5]
+    x2 = [nan, nan, 1.0, 1.0, 0.5]
+    write(tmp_path, "t.parquet", {"x1": x1, "x2": x2, "y": [0, 0, 1, 1, 0]})
+    rep = run(tmp_path, {"dataset": {"layout": "tabular"}, "columns": {"label": "y"}})
+    assert [f.rows for f in by_check(rep, "finite.nan") if f.column == "x1"] == [(0, 1, 2, 3)]
+    assert one(rep, "dup.exact_in_shard").rows == (3,)
+
+
+def test_rows_of_nulls_a_contract_accepts_stay_repeats(tmp_path):
+    """A contract declaring the features nullable (XGBoost takes missing values) reports no such
+    null: rows of them are rows like any other, and their copies are repeats."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "t.csv").write_text(_csv(TAB))
+    schema = tmp_path / "boost.yaml"
+    schema.write_text("columns:\n  x1:\n    nullable: true\n  x2:\n    nullable: true\n", encoding="utf-8")
+    rep = run(tmp_path / "d", {"dataset": {"layout": "tabular", "schema": str(schema)}, "columns": {"label": "y"}})
+    assert not by_check(rep, "schema.nullable")
+    assert one(rep, "dup.exact_in_shard").rows == tuple(_repeats(TAB))

@@ -368,7 +368,7 @@ def test_row_hash_keeps_the_int64_encoding_of_v1():
     # int64 lists, strings and int64 scalars hash as in datacheck-row-v1 (the pinned values of that
     # version for the same values stored as int64): only other storage moved to them
     ids64 = IDS.cast(pl.List(pl.Int64))
-    assert ROW_ENCODING == "datacheck-row-v4"
+    assert ROW_ENCODING == "datacheck-row-v5"
     assert row_hash_series([ids64, TXT, LAB]).to_list() == GOLDEN
 
 
@@ -383,7 +383,7 @@ def test_leakage_across_storage_widths_is_found(tmp_path):
     rep = datacheck.audit(str(tmp_path / "eval"), config={}, against=str(tmp_path / "train"))
     (f,) = [f for f in rep.findings if f.check == "dup.split_overlap"]
     assert f.count == 1 and f.examples[0].row == 0
-    assert rep.row_content["encoding"] == "datacheck-row-v4"
+    assert rep.row_content["encoding"] == "datacheck-row-v5"
 
 
 def test_leakage_of_chat_messages_across_jsonl_and_parquet_is_found(tmp_path):

@@ -35,7 +35,7 @@ def test_row_content_per_shard_when_shards_differ(tmp_path):
         "a.parquet": ["input_ids", "attention_mask", "labels"], "b.parquet": ["input_ids", "attention_mask"]}
     jsonschema.validate(d, SCHEMA)
     # the columns the shards' row hashes were really computed over (the cross-shard payload)
-    assert rep.row_content["encoding"] == "datacheck-row-v4"
+    assert rep.row_content["encoding"] == "datacheck-row-v5"
 
 
 def test_row_content_one_list_when_shards_agree(tmp_path):

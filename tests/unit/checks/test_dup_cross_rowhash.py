@@ -5,6 +5,7 @@ widened group of rows by group of rows, long rows hashed one by one; and rows of
 (attention masks), built and hashed once per distinct row."""
 from __future__ import annotations
 
+import math
 import random
 import struct
 import subprocess
@@ -33,19 +34,32 @@ def _general(value, dtype) -> bytes:
     return xxhash.xxh3_128_digest(enc)
 
 
+def _integral(v: float) -> bool:
+    return math.isfinite(v) and v == math.trunc(v) and -2**63 <= v < 2**63
+
+
 def _reference(rows: list, floats: bool) -> list[int]:
     """One column's row hashes, plain Python: a list with no null element hashes its values'
     8-byte little-endian bytes (tag 0x10 + 4 int64, + 8 uint64 when a value of the column exceeds
-    int64, + 10 float64); anything else the general encoding of the value dtype."""
+    int64, + 10 float64); anything else the general encoding of the value dtype. datacheck-row-v5:
+    a float row whose values are all integers within int64 (an empty row too) is that int64 list
+    (tag 0x14; a row with a null element: the Int64 list's general encoding); other float rows
+    hash every NaN as the one quiet NaN and -0.0 as 0.0."""
     flat = [v for r in rows if r is not None for v in r if v is not None]
     big = not floats and any(v > 2**63 - 1 for v in flat)
     code, fmt, dtype = (10, "d", pl.Float64) if floats else (8, "Q", pl.UInt64) if big else (4, "q", pl.Int64)
     out = []
     for r in rows:
+        c, f, t = code, fmt, dtype
+        if floats and r is not None and all(v is None or _integral(v) for v in r):
+            c, f, t = 4, "q", pl.Int64
+            r = [None if v is None else int(v) for v in r]
+        elif floats and r is not None:
+            r = [v if v is None else math.nan if math.isnan(v) else v + 0.0 for v in r]
         if r is not None and None not in r:
-            part = bytes([0x10 + code]) + xxhash.xxh3_128_digest(struct.pack(f"<{len(r)}{fmt}", *r))
+            part = bytes([0x10 + c]) + xxhash.xxh3_128_digest(struct.pack(f"<{len(r)}{f}", *r))
         else:
-            part = b"\x01" + _general(r, pl.List(dtype))
+            part = b"\x01" + _general(r, pl.List(t))
         out.append(xxhash.xxh3_128_intdigest(part))
     return out
 
@@ -55,7 +69,8 @@ def columns(draw):
     floats = draw(st.booleans())
     if floats:
         storage = draw(st.sampled_from([pl.Float32, pl.Float64]))
-        value = st.floats(width=32, allow_nan=False) if storage == pl.Float32 else st.floats(allow_nan=False)
+        # NaN of any bits, -0.0, integral values (hashed as int64: datacheck-row-v5) and others
+        value = st.floats(width=32) if storage == pl.Float32 else st.floats()
     else:
         storage = draw(st.sampled_from(list(STORAGE)))
         lo, hi = STORAGE[storage]
