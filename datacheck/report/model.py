@@ -17,7 +17,7 @@ from datacheck.model.constants import REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["Report", "ShardReport", "find_report", "read_report", "report_path"]
+__all__ = ["Report", "ShardReport", "config_folder", "find_report", "read_report", "report_path"]
 
 #: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
 #: "not a datacheck report" (UsageError), never a KeyError.
@@ -217,46 +217,146 @@ class Report:
 
 
 
-def report_path(report_dir: str | Path, index_hash: str) -> Path:
-    """``<report-dir>/<index_hash>/report.json``."""
-    return Path(report_dir) / index_hash / "report.json"
+def config_folder(config_hash: str) -> str:
+    """The folder name of a report's config in the report folder: the hex digits of ``config_hash``
+    (``sha256:<64 hex>`` -> the 64 hex digits), all of them: two configs never share a folder.
+
+    Raises:
+        UsageError: ``config_hash`` is not an algorithm-prefixed hex digest (never a folder name
+            that could leave the index hash's folder).
+    """
+    digest = config_hash.rpartition(":")[2]
+    if not re.fullmatch(r"[0-9a-f]{16,128}", digest):
+        raise UsageError(f"config hash {config_hash!r} is not a hex digest; cannot store a report under it")
+    return digest
+
+
+def report_path(report_dir: str | Path, index_hash: str, config_hash: str) -> Path:
+    """``<report-dir>/<index_hash>/<config hash hex>/report.json``: a stored report is keyed by the
+    data's bytes (``index_hash``) and by the config that audited them (``config_hash``), so two
+    audits of the same data under two configs (a strict and a lenient ``[policy]``, two schemas) keep
+    both reports. :func:`find_report` looks them up by index hash, config prefix, or both; reports
+    stored by earlier versions as ``<report-dir>/<index_hash>/report.json`` are found too."""
+    return Path(report_dir) / index_hash / config_folder(config_hash) / "report.json"
 
 
 #: an index hash or a prefix of it long enough to name one report (6 to 32 lowercase hex digits)
 #: the fewest hex digits of an index hash prefix that ``find_report`` looks up
 MIN_PREFIX = 6
 _HEX = re.compile(r"^[0-9a-f]{%d,32}$" % MIN_PREFIX)
+#: ``INDEX/CONFIG``: an index hash (prefix) and a config hash prefix (the hex digits of ``config_hash``)
+_HEX_CFG = re.compile(r"^([0-9a-f]{%d,32})/([0-9a-f]{%d,128})$" % (MIN_PREFIX, MIN_PREFIX))
+_CFG_DIR = re.compile(r"^[0-9a-f]{16,128}$")
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """One stored report of an index hash's folder: its file and config hash hex (None: an
+    earlier version's ``<index_hash>/report.json`` whose config is read from the file)."""
+
+    path: Path
+    config: str | None
+
+
+def _stored_reports(folder: Path) -> list[_Stored]:
+    """The reports stored for one index hash: ``<folder>/<config hex>/report.json`` (sorted by
+    config), then an earlier version's ``<folder>/report.json``."""
+    found = [_Stored(d / "report.json", d.name) for d in sorted(folder.iterdir())
+             if _CFG_DIR.match(d.name) and (d / "report.json").is_file()]
+    if (folder / "report.json").is_file():
+        found.append(_Stored(folder / "report.json", None))
+    return found
+
+
+def _peek(path: Path) -> dict[str, Any]:
+    """The top-level facts of a stored report that tell it apart (config hash, config file,
+    creation time, status); ``{}`` when it cannot be read."""
+    try:
+        d = read_json_file(path)
+    except (OSError, JsonInputError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _config_hex(s: _Stored) -> str | None:
+    """The config hash hex of a stored report (an earlier version's: read from the file)."""
+    if s.config is not None:
+        return s.config
+    got = _peek(s.path).get("config_hash")
+    return got.rpartition(":")[2] if isinstance(got, str) else None
+
+
+def _choose(index_hash: str, folder: Path, config_prefix: str | None, report_dir: str | Path) -> Path:
+    """The one stored report of ``folder`` (an index hash's) whose config hash starts with
+    ``config_prefix`` (None: any). A report of the same config stored in both layouts is one report
+    (the current layout's file). Raises UsageError naming the stored configs when none or several match."""
+    by_config: dict[str | None, _Stored] = {}
+    for s in _stored_reports(folder):
+        by_config.setdefault(_config_hex(s), s)  # the current layout first: it wins a tie
+    hits = [s for c, s in by_config.items()
+            if config_prefix is None or (c is not None and c.startswith(config_prefix))]
+    if len(hits) == 1:
+        return hits[0].path
+    listing = "; ".join(_describe(index_hash, c, s) for c, s in by_config.items())
+    how = (f"name one as {index_hash}/<config hash prefix> (e.g. {index_hash}/"
+           f"{next((c for c in by_config if c), 'CONFIG')[:8]}) or give its report file")
+    if not hits and config_prefix is not None:
+        raise UsageError(f"{index_hash}/{config_prefix}: no report of this data under a config whose hash starts "
+                         f"with {config_prefix} in {report_dir}; stored: {listing or 'none'}; {how}")
+    if not hits:
+        raise UsageError(f"{index_hash}: no report file in {folder} (set --report-dir)")
+    raise UsageError(f"{index_hash}: {len(hits)} reports of this data under different configs in {report_dir}: "
+                     f"{listing}; {how}")
+
+
+def _describe(index_hash: str, config: str | None, s: _Stored) -> str:
+    """``INDEX/CONFIG8 (config FILE, created AT, status S)`` of one stored report."""
+    d = _peek(s.path)
+    summary = d.get("summary") if isinstance(d.get("summary"), dict) else {}
+    return (f"{index_hash}/{(config or '?')[:8]} (config {d.get('config_path') or 'defaults'}, "
+            f"created {d.get('created_at', '?')}, status {summary.get('status', '?')})")
 
 
 def find_report(ref: str | Path, report_dir: str | Path) -> Path:
-    """The report file ``ref`` names: a file path, or an index hash (or a unique prefix of at least 6
-    hex digits) looked up as ``<report_dir>/<index_hash>/report.json``. The one resolver of every
-    verb that takes a stored report (``diff``, ``report``).
+    """The report file ``ref`` names: a file path; an index hash (or a unique prefix of at least 6
+    hex digits) looked up under ``<report_dir>/<index_hash>/``; or ``INDEX/CONFIG``, an index hash
+    (prefix) and a prefix (at least 6 hex digits) of the config hash's digits
+    (:func:`report_path`). The one resolver of every verb that takes a stored report (``diff``,
+    ``report``).
+
+    An index hash names a report only while one config's report is stored for that data: with
+    several, it is refused with the list of stored configs (config file, creation time, status) and
+    the ``INDEX/CONFIG`` to write, never answered with one of them. A report an earlier version
+    stored as ``<report_dir>/<index_hash>/report.json`` counts as its config's (read from the file).
 
     Raises:
-        UsageError: no such file or hash, or an ambiguous prefix.
+        UsageError: no such file or hash, an ambiguous prefix, several configs' reports of the data.
     """
     ref = str(ref)
     p = Path(ref)
     if p.exists():  # a file; or a folder, that read_report refuses with its own message
         return p
-    if _HEX.match(ref):
-        exact = report_path(report_dir, ref)
-        if exact.is_file():
-            return exact
+    pair = _HEX_CFG.match(ref)
+    if _HEX.match(ref) or pair:
+        index_ref, config_prefix = (pair.group(1), pair.group(2)) if pair else (ref, None)
         base = Path(report_dir)
-        hits = sorted(d for d in base.glob(f"{ref}*") if (d / "report.json").is_file()) if base.is_dir() else []
+        exact = base / index_ref
+        if exact.is_dir() and _stored_reports(exact):
+            return _choose(index_ref, exact, config_prefix, report_dir)
+        hits = sorted(d for d in base.glob(f"{index_ref}*") if d.is_dir() and _stored_reports(d)) \
+            if base.is_dir() else []
         if len(hits) == 1:
-            return hits[0] / "report.json"
+            return _choose(hits[0].name, hits[0], config_prefix, report_dir)
         if len(hits) > 1:
-            raise UsageError(f"{ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); give more digits")
-        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{ref}*/report.json (set --report-dir)")
+            raise UsageError(f"{index_ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); "
+                             "give more digits")
+        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{index_ref}*/ (set --report-dir)")
     if re.fullmatch(r"[0-9a-fA-F]{1,32}", ref):  # a hash prefix too short (or in capitals) to look up
         got = f"got {len(ref)}" if len(ref) < MIN_PREFIX else "write them in lowercase"
         raise UsageError(f"{ref}: no such report file; an index hash prefix needs at least {MIN_PREFIX} "
                          f"lowercase hex digits ({got}), as `datacheck audit` prints it")
-    raise UsageError(f"{ref}: no such report file (or index hash of at least {MIN_PREFIX} hex digits in "
-                     f"--report-dir {report_dir})")
+    raise UsageError(f"{ref}: no such report file (or index hash of at least {MIN_PREFIX} hex digits, or "
+                     f"INDEX/CONFIG hash prefixes, in --report-dir {report_dir})")
 
 
 def read_report(path: str | Path) -> Report:

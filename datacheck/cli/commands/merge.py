@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="part report files, or folders holding them (e.g. downloaded CI artifacts)")
     a.add_argument("--output", "-o", help="also write the merged JSON report to this file")
     a.add_argument("--report-dir", default=default_report_dir(),
-                   help=f"the merged report is stored as DIR/<index_hash>/report.json (default {default_report_dir()})")
+                   help=f"the merged report is stored as DIR/<index_hash>/<config hash>/report.json (default {default_report_dir()})")
     a.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="what to print (default text)")
     a.add_argument("--fail-on", choices=["error", "warn", "never"], default=None,
                    help="lowest severity that fails the gate (default: the parts' --fail-on)")
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     parts = [load_part(p) for p in paths]
     report = merge_part_inputs(parts, fail_on=args.fail_on, allow_check_errors=args.allow_check_errors)
     text = report.to_json()
-    stored = write_json_atomic(report_path(args.report_dir, report.index_hash), text)
+    stored = write_json_atomic(report_path(args.report_dir, report.index_hash, report.config_hash), text)
     if args.output:
         write_json_atomic(args.output, text)
     return emit_report(report, args, stored, root=Path(parts[0].meta["root"]))
