@@ -17,7 +17,11 @@ A part audit writes
   (informational: parts from different checkouts of the same data merge), the temporary files
   seen, the files ignored as data, the config and where it came from, the content of the
   ``[dataset] index`` file (when set) and the code fingerprint. ``part.results_digest`` (xxh3-128
-  of the sidecar's bytes) ties the two files together.
+  of the sidecar's bytes) ties the two files together. A part audited with a result cache also
+  records under ``cache`` the key salt of its entries and, for each shard whose result its cache
+  holds (answered or stored), what the shard's key takes from other files (``context``):
+  ``datacheck merge --cache-dir`` stores every part's results under the keys a later audit looks
+  up, so one cache serves every part, whichever part a renamed or renumbered shard lands in.
 
 ``datacheck merge`` (:mod:`datacheck.execute.merge`) reads the parts back and runs the dataset-level
 checks over all shard results in discovery order, which gives the single-job report.
@@ -35,13 +39,15 @@ import xxhash
 from datacheck._version import __version__
 from datacheck.execute.audit import audit_prepared, reading_of
 from datacheck.execute.cache import EncodeError, code_fingerprint, encode_results
-from datacheck.execute.setup import AuditOptions, prepare_audit
+from datacheck.execute.setup import AuditOptions, AuditSetup, prepare_audit
+from datacheck.formats.registry import read_context
 from datacheck.io.discover import Discovery
 from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
 from datacheck.io.safejson import read_json_file
 from datacheck.model.config import Config
 from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Skipped
+from datacheck.model.results import ShardResult
 from datacheck.report.build import build_report
 from datacheck.report.model import Report
 
@@ -175,12 +181,34 @@ def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int
         "datacheck_version": __version__,
         "code": code_fingerprint(),
         "polars": pl.__version__,
+        "cache": cached_shards(setup, mine, results),
     }
     try:
         sidecar = encode_results(results, meta=meta)
     except EncodeError as exc:
         raise InternalError(f"cannot store the part's shard results for the merge: {exc}") from None
     return PartRun(report=report, sidecar=sidecar, meta=meta)
+
+
+def cached_shards(setup: AuditSetup, mine: Discovery, results: list[ShardResult]) -> dict[str, Any] | None:
+    """What ``datacheck merge --cache-dir`` needs to store this part's results as cache entries
+    (module docstring): ``{"salt", "cross_shard", "shards": {relative path: context}}``, the shards
+    being those whose entry this audit's cache holds under the key of the shard's path, content hash
+    and context (a result with check errors, or read while its context changed, never is); None when
+    the part ran without a cache."""
+    cache = setup.cache
+    if cache is None:
+        return None
+    shards: dict[str, str | None] = {}
+    for ds, r in zip(mine.shards, results):
+        try:
+            context = read_context(ds.source, ds.format)
+        except OSError:
+            continue
+        if (r.path == ds.rel and not r.check_errors
+                and cache.key(ds.rel, r.format, r.content_hash, cross_shard=True, context=context) in cache.used):
+            shards[ds.rel] = context
+    return {"salt": cache.salt, "cross_shard": True, "shards": shards}
 
 
 def _size(path: Path) -> int | None:
