@@ -9,7 +9,7 @@ Which audits use the memo (:func:`eligible`): the result cache is on (``--cache-
 folder (no file, glob or URL) holding only folders and regular files. A record is written only when
 the audit raised no warning, had no check error, and exited 0 or 1.
 
-What a hit reproduces: the report file (``<report-dir>/<index_hash>/<config hash>/report.json``) and ``--output``,
+What a hit reproduces: the report file (``<report-dir>/<index_hash>/<config hash>[.fail-on-X]/report.json``) and ``--output``,
 byte for byte but ``created_at`` (now), written atomically as the audit writes them; stdout; the
 GitHub Actions annotations on stderr (``GITHUB_ACTIONS=true`` is part of the key); the exit code. What it skips: the per-shard cache (no entry is read; the identity records of
 ``--trust-mtime`` are neither read nor written); the progress bar.

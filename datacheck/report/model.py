@@ -13,7 +13,7 @@ from typing import Any
 
 from datacheck.io.jsontext import dumps_sorted_indented
 from datacheck.io.safejson import JsonInputError, read_json_file
-from datacheck.model.constants import REPORT_VERSION
+from datacheck.model.constants import FAIL_ON, REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 
@@ -217,60 +217,74 @@ class Report:
 
 
 
-def config_folder(config_hash: str) -> str:
+def config_folder(config_hash: str, fail_on: str = "error") -> str:
     """The folder name of a report's config in the report folder: the hex digits of ``config_hash``
-    (``sha256:<64 hex>`` -> the 64 hex digits), all of them: two configs never share a folder.
+    (``sha256:<64 hex>`` -> the 64 hex digits, all of them: two configs never share a folder),
+    followed by ``.fail-on-warn`` or ``.fail-on-never`` when the gate's ``fail_on`` is not the
+    default ``error`` (the same findings, another verdict).
 
     Raises:
-        UsageError: ``config_hash`` is not an algorithm-prefixed hex digest (never a folder name
-            that could leave the index hash's folder).
+        UsageError: ``config_hash`` is not an algorithm-prefixed hex digest, or ``fail_on`` is not one
+            of :data:`~datacheck.model.constants.FAIL_ON` (never a folder name that could leave the
+            index hash's folder).
     """
     digest = config_hash.rpartition(":")[2]
-    if not re.fullmatch(r"[0-9a-f]{16,128}", digest):
-        raise UsageError(f"config hash {config_hash!r} is not a hex digest; cannot store a report under it")
-    return digest
+    if not re.fullmatch(r"[0-9a-f]{16,128}", digest) or fail_on not in FAIL_ON:
+        raise UsageError(f"config hash {config_hash!r} / fail_on {fail_on!r}: cannot store a report under them")
+    return digest if fail_on == "error" else f"{digest}.fail-on-{fail_on}"
 
 
-def report_path(report_dir: str | Path, index_hash: str, config_hash: str) -> Path:
-    """``<report-dir>/<index_hash>/<config hash hex>/report.json``: a stored report is keyed by the
-    data's bytes (``index_hash``) and by the config that audited them (``config_hash``), so two
-    audits of the same data under two configs (a strict and a lenient ``[policy]``, two schemas) keep
-    both reports. :func:`find_report` looks them up by index hash, config prefix, or both; reports
-    stored by earlier versions as ``<report-dir>/<index_hash>/report.json`` are found too."""
-    return Path(report_dir) / index_hash / config_folder(config_hash) / "report.json"
+def report_path(report_dir: str | Path, index_hash: str, config_hash: str, fail_on: str) -> Path:
+    """``<report-dir>/<index_hash>/<config hash hex>[.fail-on-X]/report.json`` (:func:`config_folder`):
+    a stored report is keyed by the data's bytes (``index_hash``) and by what audited them (the config,
+    ``config_hash``, and the gate's ``fail_on``), so two audits of the same data under a strict and a
+    lenient ``[policy]``, two schemas, or ``--fail-on error`` and ``warn``, keep both reports.
+    :func:`find_report` looks them up by index hash, config prefix, or both; reports stored by earlier
+    versions as ``<report-dir>/<index_hash>/report.json`` are found too."""
+    return Path(report_dir) / index_hash / config_folder(config_hash, fail_on) / "report.json"
 
 
 #: an index hash or a prefix of it long enough to name one report (6 to 32 lowercase hex digits)
 #: the fewest hex digits of an index hash prefix that ``find_report`` looks up
 MIN_PREFIX = 6
 _HEX = re.compile(r"^[0-9a-f]{%d,32}$" % MIN_PREFIX)
-#: ``INDEX/CONFIG``: an index hash (prefix) and a config hash prefix (the hex digits of ``config_hash``)
-_HEX_CFG = re.compile(r"^([0-9a-f]{%d,32})/([0-9a-f]{%d,128})$" % (MIN_PREFIX, MIN_PREFIX))
-_CFG_DIR = re.compile(r"^[0-9a-f]{16,128}$")
+#: ``INDEX/CONFIG[.fail-on-X]``: an index hash (prefix), a config hash prefix (the hex digits of
+#: ``config_hash``) and optionally the gate's ``fail_on``
+_HEX_CFG = re.compile(r"^([0-9a-f]{%d,32})/([0-9a-f]{%d,128})(?:\.fail-on-(%s))?$"
+                      % (MIN_PREFIX, MIN_PREFIX, "|".join(FAIL_ON)))
+_CFG_DIR = re.compile(r"^([0-9a-f]{16,128})(?:\.fail-on-(warn|never))?$")
 
 
 @dataclass(frozen=True)
 class _Stored:
-    """One stored report of an index hash's folder: its file and config hash hex (None: an
-    earlier version's ``<index_hash>/report.json`` whose config is read from the file)."""
+    """One stored report of an index hash's folder: its file, config hash hex and ``fail_on`` (None:
+    unknown, an earlier version's ``<index_hash>/report.json`` that cannot be read)."""
 
     path: Path
     config: str | None
+    fail_on: str | None
 
 
 def _stored_reports(folder: Path) -> list[_Stored]:
-    """The reports stored for one index hash: ``<folder>/<config hex>/report.json`` (sorted by
-    config), then an earlier version's ``<folder>/report.json``."""
-    found = [_Stored(d / "report.json", d.name) for d in sorted(folder.iterdir())
-             if _CFG_DIR.match(d.name) and (d / "report.json").is_file()]
+    """The reports stored for one index hash: ``<folder>/<config hex>[.fail-on-X]/report.json`` (sorted
+    by folder name), then an earlier version's ``<folder>/report.json`` (its config and ``fail_on``
+    read from the file)."""
+    found = []
+    for d in sorted(folder.iterdir()):
+        m = _CFG_DIR.match(d.name)
+        if m and (d / "report.json").is_file():
+            found.append(_Stored(d / "report.json", m.group(1), m.group(2) or "error"))
     if (folder / "report.json").is_file():
-        found.append(_Stored(folder / "report.json", None))
+        d = _peek(folder / "report.json")
+        cfg, fail_on = d.get("config_hash"), d.get("fail_on", "error")
+        found.append(_Stored(folder / "report.json", cfg.rpartition(":")[2] if isinstance(cfg, str) else None,
+                             fail_on if isinstance(fail_on, str) else None))
     return found
 
 
 def _peek(path: Path) -> dict[str, Any]:
-    """The top-level facts of a stored report that tell it apart (config hash, config file,
-    creation time, status); ``{}`` when it cannot be read."""
+    """The top level of a stored report, for what tells it apart (config hash, ``fail_on``, config
+    file, creation time, status); ``{}`` when it cannot be read."""
     try:
         d = read_json_file(path)
     except (OSError, JsonInputError):
@@ -278,59 +292,58 @@ def _peek(path: Path) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
-def _config_hex(s: _Stored) -> str | None:
-    """The config hash hex of a stored report (an earlier version's: read from the file)."""
-    if s.config is not None:
-        return s.config
-    got = _peek(s.path).get("config_hash")
-    return got.rpartition(":")[2] if isinstance(got, str) else None
-
-
-def _choose(index_hash: str, folder: Path, config_prefix: str | None, report_dir: str | Path) -> Path:
+def _choose(index_hash: str, folder: Path, config_prefix: str | None, fail_on: str | None,
+            report_dir: str | Path) -> Path:
     """The one stored report of ``folder`` (an index hash's) whose config hash starts with
-    ``config_prefix`` (None: any). A report of the same config stored in both layouts is one report
-    (the current layout's file). Raises UsageError naming the stored configs when none or several match."""
-    by_config: dict[str | None, _Stored] = {}
+    ``config_prefix`` and whose gate is ``fail_on`` (None: any). A report of the same config and
+    ``fail_on`` stored in both layouts is one report (the current layout's file). Raises UsageError
+    naming the stored reports and the reference that picks each when none or several match."""
+    by_key: dict[tuple[str | None, str | None], _Stored] = {}
     for s in _stored_reports(folder):
-        by_config.setdefault(_config_hex(s), s)  # the current layout first: it wins a tie
-    hits = [s for c, s in by_config.items()
-            if config_prefix is None or (c is not None and c.startswith(config_prefix))]
+        by_key.setdefault((s.config, s.fail_on), s)  # the current layout first: it wins a tie
+    hits = [s for (c, f), s in by_key.items()
+            if (config_prefix is None or (c is not None and c.startswith(config_prefix)))
+            and (fail_on is None or f == fail_on)]
     if len(hits) == 1:
         return hits[0].path
-    listing = "; ".join(_describe(index_hash, c, s) for c, s in by_config.items())
-    how = (f"name one as {index_hash}/<config hash prefix> (e.g. {index_hash}/"
-           f"{next((c for c in by_config if c), 'CONFIG')[:8]}) or give its report file")
-    if not hits and config_prefix is not None:
-        raise UsageError(f"{index_hash}/{config_prefix}: no report of this data under a config whose hash starts "
-                         f"with {config_prefix} in {report_dir}; stored: {listing or 'none'}; {how}")
+    configs = [c for c, _ in by_key]
+
+    def ref(c: str | None, f: str | None) -> str:  # the reference that names this one report
+        gate = f".fail-on-{f}" if configs.count(c) > 1 else ""
+        return f"{index_hash}/{(c or '?')[:8]}{gate}"
+
+    listing = "; ".join(f"{ref(c, f)} ({_describe(s)})" for (c, f), s in by_key.items())
+    how = "name one as INDEX/CONFIG (the reference before each) or give its report file"
+    asked = f"{index_hash}/{config_prefix or ''}{f'.fail-on-{fail_on}' if fail_on else ''}"
     if not hits:
-        raise UsageError(f"{index_hash}: no report file in {folder} (set --report-dir)")
-    raise UsageError(f"{index_hash}: {len(hits)} reports of this data under different configs in {report_dir}: "
-                     f"{listing}; {how}")
+        raise UsageError(f"{asked}: no stored report of this data matches in {report_dir}; stored: {listing}; {how}")
+    raise UsageError(f"{asked if config_prefix else index_hash}: {len(hits)} reports of this data under different "
+                     f"configs or --fail-on in {report_dir}: {listing}; {how}")
 
 
-def _describe(index_hash: str, config: str | None, s: _Stored) -> str:
-    """``INDEX/CONFIG8 (config FILE, created AT, status S)`` of one stored report."""
+def _describe(s: _Stored) -> str:
+    """``config FILE, fail_on X, created AT, status S`` of one stored report."""
     d = _peek(s.path)
     summary = d.get("summary") if isinstance(d.get("summary"), dict) else {}
-    return (f"{index_hash}/{(config or '?')[:8]} (config {d.get('config_path') or 'defaults'}, "
-            f"created {d.get('created_at', '?')}, status {summary.get('status', '?')})")
+    return (f"config {d.get('config_path') or 'defaults'}, fail_on {s.fail_on or '?'}, "
+            f"created {d.get('created_at', '?')}, status {summary.get('status', '?')}")
 
 
 def find_report(ref: str | Path, report_dir: str | Path) -> Path:
     """The report file ``ref`` names: a file path; an index hash (or a unique prefix of at least 6
     hex digits) looked up under ``<report_dir>/<index_hash>/``; or ``INDEX/CONFIG``, an index hash
-    (prefix) and a prefix (at least 6 hex digits) of the config hash's digits
-    (:func:`report_path`). The one resolver of every verb that takes a stored report (``diff``,
-    ``report``).
+    (prefix) and a prefix (at least 6 hex digits) of the config hash's digits, optionally followed
+    by ``.fail-on-error|warn|never`` (:func:`report_path`). The one resolver of every verb that takes
+    a stored report (``diff``, ``report``).
 
-    An index hash names a report only while one config's report is stored for that data: with
-    several, it is refused with the list of stored configs (config file, creation time, status) and
-    the ``INDEX/CONFIG`` to write, never answered with one of them. A report an earlier version
-    stored as ``<report_dir>/<index_hash>/report.json`` counts as its config's (read from the file).
+    An index hash names a report only while one report of that data is stored: with several (other
+    configs, another ``--fail-on``), it is refused with the list of them (config file, ``fail_on``,
+    creation time, status) and the ``INDEX/CONFIG`` that picks each, never answered with one of them.
+    A report an earlier version stored as ``<report_dir>/<index_hash>/report.json`` counts as its
+    config's (read from the file).
 
     Raises:
-        UsageError: no such file or hash, an ambiguous prefix, several configs' reports of the data.
+        UsageError: no such file or hash, an ambiguous prefix, several stored reports of the data.
     """
     ref = str(ref)
     p = Path(ref)
@@ -338,15 +351,15 @@ def find_report(ref: str | Path, report_dir: str | Path) -> Path:
         return p
     pair = _HEX_CFG.match(ref)
     if _HEX.match(ref) or pair:
-        index_ref, config_prefix = (pair.group(1), pair.group(2)) if pair else (ref, None)
+        index_ref, config_prefix, fail_on = (pair.group(1), pair.group(2), pair.group(3)) if pair else (ref, None, None)
         base = Path(report_dir)
         exact = base / index_ref
         if exact.is_dir() and _stored_reports(exact):
-            return _choose(index_ref, exact, config_prefix, report_dir)
+            return _choose(index_ref, exact, config_prefix, fail_on, report_dir)
         hits = sorted(d for d in base.glob(f"{index_ref}*") if d.is_dir() and _stored_reports(d)) \
             if base.is_dir() else []
         if len(hits) == 1:
-            return _choose(hits[0].name, hits[0], config_prefix, report_dir)
+            return _choose(hits[0].name, hits[0], config_prefix, fail_on, report_dir)
         if len(hits) > 1:
             raise UsageError(f"{index_ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); "
                              "give more digits")

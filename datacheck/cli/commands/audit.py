@@ -230,14 +230,16 @@ def run(args: argparse.Namespace) -> int:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     text: str | None = None
     if split is not None:
-        stored = report_path(args.report_dir, result.report.index_hash, result.report.config_hash)
+        stored = report_path(args.report_dir, result.report.index_hash, result.report.config_hash,
+                             result.report.fail_on)
         report = write_part(result, stored)
         if args.output:
             write_part(result, args.output)
     else:
         report = result
         text = report.to_json()
-        stored = write_json_atomic(report_path(args.report_dir, report.index_hash, report.config_hash), text)
+        stored = write_json_atomic(report_path(args.report_dir, report.index_hash, report.config_hash, report.fail_on),
+                                   text)
         if args.output:
             write_json_atomic(args.output, text)
     root = None

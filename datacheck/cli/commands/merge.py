@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="part report files, or folders holding them (e.g. downloaded CI artifacts)")
     a.add_argument("--output", "-o", help="also write the merged JSON report to this file")
     a.add_argument("--report-dir", default=default_report_dir(),
-                   help=f"the merged report is stored as DIR/<index_hash>/<config hash>/report.json (default {default_report_dir()})")
+                   help=f"the merged report is stored as DIR/<index_hash>/<config hash>[.fail-on-X]/report.json (default {default_report_dir()})")
     a.add_argument("--cache-dir", metavar="DIR",
                    help="also store every part's shard results in this result cache folder, under the keys the parts' "
                         "audits use: restored by every part job of the next run, it answers each unchanged shard "
@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"datacheck: warning: {', '.join(map(str, without))}: audited without a result cache "
                   "(--cache-dir): their shards' results are not stored in --cache-dir", file=sys.stderr)
     text = report.to_json()
-    stored = write_json_atomic(report_path(args.report_dir, report.index_hash, report.config_hash), text)
+    stored = write_json_atomic(report_path(args.report_dir, report.index_hash, report.config_hash, report.fail_on),
+                               text)
     if args.output:
         write_json_atomic(args.output, text)
     return emit_report(report, args, stored, root=Path(parts[0].meta["root"]))

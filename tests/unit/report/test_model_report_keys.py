@@ -1,6 +1,7 @@
-"""A stored report is keyed by the data's bytes and by the config that audited them: two audits of the
-same data under a strict and a lenient ``[policy]`` keep both reports, and an index hash alone names a
-report only while one config's is stored (:func:`datacheck.report.model.find_report`). Reports stored
+"""A stored report is keyed by the data's bytes and by what audited them (the config and the gate's
+``--fail-on``): two audits of the same data under a strict and a lenient ``[policy]``, or with
+``--fail-on error`` and ``warn``, keep both reports, and an index hash alone names a report only while
+one is stored (:func:`datacheck.report.model.find_report`). Reports stored
 by earlier versions as ``<report-dir>/<index_hash>/report.json`` are still found."""
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def test_an_index_hash_alone_is_refused_when_several_configs_audited_the_data(tw
             h, out[name]["config_hash"], out[name]["summary"]["status"])
     assert run_cli("diff", f"{h}/{out['lenient']['config_hash'][7:15]}",
                    f"{h}/{out['strict']['config_hash'][7:15]}", "--report-dir", str(rep)).returncode == 1
-    with pytest.raises(UsageError, match="no report of this data under a config whose hash starts with"):
+    with pytest.raises(UsageError, match="no stored report of this data matches"):
         find_report(f"{h}/{'0' * 8 if not out['strict']['config_hash'][7:].startswith('0') else 'f' * 8}", rep)
 
 
@@ -104,3 +105,23 @@ def test_the_config_folder_is_the_config_hash_digits(two_configs):
         algo, digits = out[name]["config_hash"].split(":", 1)
         assert algo == "sha256" and len(digits) == hashlib.sha256().digest_size * 2
         assert (rep / out[name]["index_hash"] / digits).is_dir()
+
+
+def test_the_gates_fail_on_is_part_of_the_key(two_configs, tmp_path):
+    """The same data and config gated with --fail-on error and warn: the same findings, another verdict."""
+    rep, out = two_configs
+    h, lenient_hex = out["lenient"]["index_hash"], out["lenient"]["config_hash"].split(":", 1)[1]
+    r = run_cli("audit", str(tmp_path / "d"), "--config", str(tmp_path / "lenient.toml"), "--no-cache",
+                "--report-dir", str(rep), "--fail-on", "warn", "-o", str(tmp_path / "warn.json"))
+    assert r.returncode == 1, r.stderr  # the lenient config's warning fails a --fail-on warn gate
+    warn = json.loads((tmp_path / "warn.json").read_text())
+    assert (warn["config_hash"], warn["fail_on"], warn["summary"]["status"]) == (out["lenient"]["config_hash"],
+                                                                                  "warn", "fail")
+    assert (rep / h / f"{lenient_hex}.fail-on-warn" / "report.json").read_bytes() == (tmp_path / "warn.json").read_bytes()
+    assert (rep / h / lenient_hex / "report.json").read_bytes() == (tmp_path / "lenient.json").read_bytes()
+    assert len(list(rep.rglob("report.json"))) == 3
+    with pytest.raises(UsageError) as err:  # the config alone names two reports: both listed, gate spelled out
+        find_report(f"{h}/{lenient_hex[:8]}", rep)
+    assert f"{h}/{lenient_hex[:8]}.fail-on-warn" in str(err.value) and f"{h}/{lenient_hex[:8]}.fail-on-error" in str(err.value)
+    assert find_report(f"{h}/{lenient_hex[:8]}.fail-on-warn", rep) == rep / h / f"{lenient_hex}.fail-on-warn" / "report.json"
+    assert find_report(f"{h}/{lenient_hex[:8]}.fail-on-error", rep) == rep / h / lenient_hex / "report.json"
