@@ -199,7 +199,8 @@ def store_part_results(parts: list[PartInput], cache_dir: str | Path, prune: boo
         parts: the parts read with :func:`load_part`.
         cache_dir: the cache folder (created when missing).
         prune: then delete every entry of the folder not written here (:meth:`ShardCache.prune`):
-            the folder holds the results of this run's shards only.
+            the folder holds the results of this run's shards only. Nothing is deleted when no part
+            ran with a cache (nothing was written: an emptied folder would only cost re-reads).
 
     Returns:
         (shard results stored, the parts that ran without a cache: none of their results stored).
@@ -231,6 +232,6 @@ def store_part_results(parts: list[PartInput], cache_dir: str | Path, prune: boo
             cache.put(cache.key(r.path, r.format, r.content_hash, cross_shard=cross_shard, context=context), r,
                       cross_shard=cross_shard, context=context)
             stored += cache.stats.writes - before  # a failed write is said by a CacheWarning
-    if prune:
-        (next(iter(caches.values())) if caches else ShardCache(cache_dir, None, salt="")).prune()
+    if prune and caches:
+        next(iter(caches.values())).prune()
     return stored, without

@@ -132,3 +132,11 @@ def test_a_part_without_a_cache_is_named_and_its_results_not_stored(tmp_path, re
     in_part0 = sum(xxhash.xxh3_64_intdigest(n.encode()) % 2 == 0 for n in _names(4))
     assert len(list((tmp_path / "m").rglob("*.dcr"))) == in_part0
     assert run_cli("merge", str(parts), "--report-dir", str(tmp_path / "r"), "--cache-prune").returncode == 2
+    # --cache-prune: the folder then holds this merge's entries only (a stale one planted beside them goes)
+    entry = next((tmp_path / "m").rglob("*.dcr"))
+    stale = entry.with_name("0" * 32 + ".dcr")
+    stale.write_bytes(entry.read_bytes())
+    m = run_cli("merge", str(parts), "--report-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "m"),
+                "--cache-prune")
+    assert m.returncode == 0, m.stderr
+    assert not stale.exists() and len(list((tmp_path / "m").rglob("*.dcr"))) == in_part0
