@@ -192,18 +192,19 @@ def store_part_results(parts: list[PartInput], cache_dir: str | Path, prune: boo
     """Store the parts' shard results in the result cache at ``cache_dir`` (module docstring), each
     under the key its part's audit used (:meth:`~datacheck.execute.cache.ShardCache.key` with the
     part's recorded salt and the shard's context), with its move record where the result names no
-    path. Only the shards whose result the part's own cache held are stored (a result with check
-    errors never is). Call it on parts :func:`merge_part_inputs` accepted.
+    path. Only the shards the part recorded are stored (:func:`~datacheck.execute.parts.cache_record`:
+    never a result with check errors, nor one of a shard that could not be read). Call it on parts :func:`merge_part_inputs` accepted.
 
     Args:
         parts: the parts read with :func:`load_part`.
         cache_dir: the cache folder (created when missing).
         prune: then delete every entry of the folder not written here (:meth:`ShardCache.prune`):
             the folder holds the results of this run's shards only. Nothing is deleted when no part
-            ran with a cache (nothing was written: an emptied folder would only cost re-reads).
+            recorded cache keys (nothing was written: an emptied folder would only cost re-reads).
 
     Returns:
-        (shard results stored, the parts that ran without a cache: none of their results stored).
+        (shard results stored, the parts whose sidecar records no cache keys, written by a datacheck
+        before ``merge --cache-dir``: none of their results stored).
 
     Raises:
         UsageError: ``cache_dir`` cannot be created or is read-only.

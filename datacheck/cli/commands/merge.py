@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--cache-dir", metavar="DIR",
                    help="also store every part's shard results in this result cache folder, under the keys the parts' "
                         "audits use: restored by every part job of the next run, it answers each unchanged shard "
-                        "whichever part it lands in (renamed or renumbered shards too); parts run with a cache only")
+                        "whichever part it lands in (renamed or renumbered shards too)")
     a.add_argument("--cache-prune", action="store_true",
                    help="with --cache-dir: then delete the entries of that folder that this merge did not write")
     a.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="what to print (default text)")
@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
         for w in caught:
             print(f"datacheck: warning: {w.message}", file=sys.stderr)
         if without:
-            print(f"datacheck: warning: {', '.join(map(str, without))}: audited without a result cache "
-                  "(--cache-dir): their shards' results are not stored in --cache-dir", file=sys.stderr)
+            print(f"datacheck: warning: {', '.join(map(str, without))}: written by a datacheck that records no "
+                  "cache keys: their shards' results are not stored in --cache-dir", file=sys.stderr)
     text = report.to_json()
     stored = write_json_atomic(report_path(args.report_dir, report.index_hash, report.config_hash, report.fail_on),
                                text)
