@@ -193,7 +193,8 @@ def store_part_results(parts: list[PartInput], cache_dir: str | Path, prune: boo
     under the key its part's audit used (:meth:`~datacheck.execute.cache.ShardCache.key` with the
     part's recorded salt and the shard's context), with its move record where the result names no
     path. Only the shards the part recorded are stored (:func:`~datacheck.execute.parts.cache_record`:
-    never a result with check errors, nor one of a shard that could not be read). Call it on parts :func:`merge_part_inputs` accepted.
+    never a result with check errors, nor one of a shard that could not be read). Call it on parts
+    :func:`merge_part_inputs` accepted.
 
     Args:
         parts: the parts read with :func:`load_part`.

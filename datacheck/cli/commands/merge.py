@@ -26,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="part report files, or folders holding them (e.g. downloaded CI artifacts)")
     a.add_argument("--output", "-o", help="also write the merged JSON report to this file")
     a.add_argument("--report-dir", default=default_report_dir(),
-                   help=f"the merged report is stored as DIR/<index_hash>/<config hash>[.fail-on-X]/report.json (default {default_report_dir()})")
+                   help="the merged report is stored as DIR/<index_hash>/<config hash>[.fail-on-X]/report.json "
+                        f"(default {default_report_dir()})")
     a.add_argument("--cache-dir", metavar="DIR",
                    help="also store every part's shard results in this result cache folder, under the keys the parts' "
                         "audits use: restored by every part job of the next run, it answers each unchanged shard "
