@@ -6,6 +6,7 @@ rename; links written through, devices written in place) and deterministically
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,8 @@ from datacheck.model.constants import FAIL_ON, REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["Report", "ShardReport", "config_folder", "find_report", "read_report", "report_path"]
+__all__ = ["Report", "ShardReport", "StoredCopy", "config_folder", "config_report_path", "describe_stored",
+           "find_report", "read_report", "report_path", "stored_copies", "stored_report_paths"]
 
 #: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
 #: "not a datacheck report" (UsageError), never a KeyError.
@@ -218,9 +220,9 @@ class Report:
 
 
 def config_folder(config_hash: str, fail_on: str = "error") -> str:
-    """The folder name of a report's config in the report folder: the hex digits of ``config_hash``
-    (``sha256:<64 hex>`` -> the 64 hex digits, all of them: two configs never share a folder),
-    followed by ``.fail-on-warn`` or ``.fail-on-never`` when the gate's ``fail_on`` is not the
+    """The folder name of a report's config copy in its index hash's folder: the hex digits of
+    ``config_hash`` (``sha256:<64 hex>`` -> the 64 hex digits, all of them: two configs never share a
+    folder), followed by ``.fail-on-warn`` or ``.fail-on-never`` when the gate's ``fail_on`` is not the
     default ``error`` (the same findings, another verdict).
 
     Raises:
@@ -234,14 +236,36 @@ def config_folder(config_hash: str, fail_on: str = "error") -> str:
     return digest if fail_on == "error" else f"{digest}.fail-on-{fail_on}"
 
 
-def report_path(report_dir: str | Path, index_hash: str, config_hash: str, fail_on: str) -> Path:
+def report_path(report_dir: str | Path, index_hash: str) -> Path:
+    """``<report-dir>/<index_hash>/report.json``: where every audit stores its report (DESIGN.md CLI
+    contract), the latest audit of that data replacing the one before, whatever its config. The same
+    bytes are also stored as :func:`config_report_path`."""
+    return Path(report_dir) / index_hash / "report.json"
+
+
+def config_report_path(report_dir: str | Path, index_hash: str, config_hash: str, fail_on: str) -> Path:
     """``<report-dir>/<index_hash>/<config hash hex>[.fail-on-X]/report.json`` (:func:`config_folder`):
-    a stored report is keyed by the data's bytes (``index_hash``) and by what audited them (the config,
-    ``config_hash``, and the gate's ``fail_on``), so two audits of the same data under a strict and a
-    lenient ``[policy]``, two schemas, or ``--fail-on error`` and ``warn``, keep both reports.
-    :func:`find_report` looks them up by index hash, config prefix, or both; reports stored by earlier
-    versions as ``<report-dir>/<index_hash>/report.json`` are found too."""
+    the config-keyed copy of the report an audit stores at :func:`report_path` (the same bytes),
+    keyed by the data (``index_hash``) and by what audited it (``config_hash`` and the gate's
+    ``fail_on``), so that a strict and a lenient ``[policy]``, two schemas, or ``--fail-on error`` and
+    ``warn`` of the same data each keep the report they were gated on. :func:`find_report` looks it up
+    as ``INDEX/CONFIG[.fail-on-X]``.
+
+    Raises:
+        UsageError: see :func:`config_folder`.
+    """
     return Path(report_dir) / index_hash / config_folder(config_hash, fail_on) / "report.json"
+
+
+def stored_report_paths(report_dir: str | Path, report: Report) -> tuple[Path, Path]:
+    """The two files an audit (or a merge) stores ``report`` as: (:func:`report_path`,
+    :func:`config_report_path`), written with the same bytes.
+
+    Raises:
+        UsageError: see :func:`config_folder`.
+    """
+    return (report_path(report_dir, report.index_hash),
+            config_report_path(report_dir, report.index_hash, report.config_hash, report.fail_on))
 
 
 #: an index hash or a prefix of it long enough to name one report (6 to 32 lowercase hex digits)
@@ -252,34 +276,39 @@ _HEX = re.compile(r"^[0-9a-f]{%d,32}$" % MIN_PREFIX)
 #: ``config_hash``) and optionally the gate's ``fail_on``
 _HEX_CFG = re.compile(r"^([0-9a-f]{%d,32})/([0-9a-f]{%d,128})(?:\.fail-on-(%s))?$"
                       % (MIN_PREFIX, MIN_PREFIX, "|".join(FAIL_ON)))
+#: the name of a config copy's folder (:func:`config_folder`)
 _CFG_DIR = re.compile(r"^([0-9a-f]{16,128})(?:\.fail-on-(warn|never))?$")
 
 
 @dataclass(frozen=True)
-class _Stored:
-    """One stored report of an index hash's folder: its file, config hash hex and ``fail_on`` (None:
-    unknown, an earlier version's ``<index_hash>/report.json`` that cannot be read)."""
+class StoredCopy:
+    """One config-keyed copy in an index hash's folder (:func:`config_report_path`): its file, the
+    hex digits of its config hash, its gate's ``fail_on``, and ``ref``, the ``INDEX/CONFIG[.fail-on-X]``
+    that :func:`find_report` resolves to it (8 config digits; the gate spelled out when the same config
+    was stored under another ``fail_on`` too)."""
 
     path: Path
-    config: str | None
-    fail_on: str | None
+    config: str
+    fail_on: str
+    ref: str
 
 
-def _stored_reports(folder: Path) -> list[_Stored]:
-    """The reports stored for one index hash: ``<folder>/<config hex>[.fail-on-X]/report.json`` (sorted
-    by folder name), then an earlier version's ``<folder>/report.json`` (its config and ``fail_on``
-    read from the file)."""
+def stored_copies(report_dir: str | Path, index_hash: str) -> list[StoredCopy]:
+    """The config-keyed copies stored for ``index_hash`` (a full hash: its folder's name), sorted by
+    folder name; ``[]`` when there is none or no such folder."""
+    folder = Path(report_dir) / index_hash
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
     found = []
-    for d in sorted(folder.iterdir()):
-        m = _CFG_DIR.match(d.name)
-        if m and (d / "report.json").is_file():
-            found.append(_Stored(d / "report.json", m.group(1), m.group(2) or "error"))
-    if (folder / "report.json").is_file():
-        d = _peek(folder / "report.json")
-        cfg, fail_on = d.get("config_hash"), d.get("fail_on", "error")
-        found.append(_Stored(folder / "report.json", cfg.rpartition(":")[2] if isinstance(cfg, str) else None,
-                             fail_on if isinstance(fail_on, str) else None))
-    return found
+    for name in names:
+        m = _CFG_DIR.match(name)
+        if m and (folder / name / "report.json").is_file():
+            found.append((folder / name / "report.json", m.group(1), m.group(2) or "error"))
+    configs = [c for _, c, _ in found]
+    return [StoredCopy(p, c, f, f"{index_hash}/{c[:8]}" + (f".fail-on-{f}" if configs.count(c) > 1 else ""))
+            for p, c, f in found]
 
 
 def _peek(path: Path) -> dict[str, Any]:
@@ -292,58 +321,57 @@ def _peek(path: Path) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
-def _choose(index_hash: str, folder: Path, config_prefix: str | None, fail_on: str | None,
-            report_dir: str | Path) -> Path:
-    """The one stored report of ``folder`` (an index hash's) whose config hash starts with
-    ``config_prefix`` and whose gate is ``fail_on`` (None: any). A report of the same config and
-    ``fail_on`` stored in both layouts is one report (the current layout's file). Raises UsageError
-    naming the stored reports and the reference that picks each when none or several match."""
-    by_key: dict[tuple[str | None, str | None], _Stored] = {}
-    for s in _stored_reports(folder):
-        by_key.setdefault((s.config, s.fail_on), s)  # the current layout first: it wins a tie
-    hits = [s for (c, f), s in by_key.items()
-            if (config_prefix is None or (c is not None and c.startswith(config_prefix)))
-            and (fail_on is None or f == fail_on)]
-    if len(hits) == 1:
-        return hits[0].path
-    configs = [c for c, _ in by_key]
-
-    def ref(c: str | None, f: str | None) -> str:  # the reference that names this one report
-        gate = f".fail-on-{f}" if configs.count(c) > 1 else ""
-        return f"{index_hash}/{(c or '?')[:8]}{gate}"
-
-    listing = "; ".join(f"{ref(c, f)} ({_describe(s)})" for (c, f), s in by_key.items())
-    how = "name one as INDEX/CONFIG (the reference before each) or give its report file"
-    asked = f"{index_hash}/{config_prefix or ''}{f'.fail-on-{fail_on}' if fail_on else ''}"
-    if not hits:
-        raise UsageError(f"{asked}: no stored report of this data matches in {report_dir}; stored: {listing}; {how}")
-    raise UsageError(f"{asked if config_prefix else index_hash}: {len(hits)} reports of this data under different "
-                     f"configs or --fail-on in {report_dir}: {listing}; {how}")
-
-
-def _describe(s: _Stored) -> str:
-    """``config FILE, fail_on X, created AT, status S`` of one stored report."""
-    d = _peek(s.path)
+def describe_stored(path: Path) -> str:
+    """``config FILE, fail_on X, created AT, status S`` of one stored report (``?`` for what cannot be read)."""
+    d = _peek(path)
     summary = d.get("summary") if isinstance(d.get("summary"), dict) else {}
-    return (f"config {d.get('config_path') or 'defaults'}, fail_on {s.fail_on or '?'}, "
+    return (f"config {d.get('config_path') or 'defaults'}, fail_on {d.get('fail_on', '?')}, "
             f"created {d.get('created_at', '?')}, status {summary.get('status', '?')}")
 
 
-def find_report(ref: str | Path, report_dir: str | Path) -> Path:
-    """The report file ``ref`` names: a file path; an index hash (or a unique prefix of at least 6
-    hex digits) looked up under ``<report_dir>/<index_hash>/``; or ``INDEX/CONFIG``, an index hash
-    (prefix) and a prefix (at least 6 hex digits) of the config hash's digits, optionally followed
-    by ``.fail-on-error|warn|never`` (:func:`report_path`). The one resolver of every verb that takes
-    a stored report (``diff``, ``report``).
+def _choose_copy(index_hash: str, report_dir: str | Path, config_prefix: str, fail_on: str | None) -> Path:
+    """The one stored report of ``index_hash`` whose config hash starts with ``config_prefix`` and whose
+    gate is ``fail_on`` (None: any): a config copy; else, when no copy matches, the contract file
+    ``<index_hash>/report.json`` when its own config and ``fail_on`` match (a report stored by a
+    version that wrote no copies). Raises UsageError naming the stored copies and the reference that
+    picks each when none or several match."""
+    copies = stored_copies(report_dir, index_hash)
+    hits = [s.path for s in copies if s.config.startswith(config_prefix) and fail_on in (None, s.fail_on)]
+    if not hits:
+        latest = report_path(report_dir, index_hash)
+        d = _peek(latest) if latest.is_file() else {}
+        cfg, gate = d.get("config_hash"), d.get("fail_on", "error")
+        if isinstance(cfg, str) and cfg.rpartition(":")[2].startswith(config_prefix) and fail_on in (None, gate):
+            return latest
+    if len(hits) == 1:
+        return hits[0]
+    asked = f"{index_hash}/{config_prefix}{f'.fail-on-{fail_on}' if fail_on else ''}"
+    listing = "; ".join(f"{s.ref} ({describe_stored(s.path)})" for s in copies) or "none"
+    how = (f"name one as INDEX/CONFIG (the reference before each), or give {index_hash} alone for the latest "
+           "audit's report")
+    if not hits:
+        raise UsageError(f"{asked}: no stored report of this data matches in {report_dir}; config copies: {listing}; "
+                         f"{how}")
+    raise UsageError(f"{asked}: {len(hits)} stored reports match (the same config under several --fail-on) in "
+                     f"{report_dir}: {listing}; {how}")
 
-    An index hash names a report only while one report of that data is stored: with several (other
-    configs, another ``--fail-on``), it is refused with the list of them (config file, ``fail_on``,
-    creation time, status) and the ``INDEX/CONFIG`` that picks each, never answered with one of them.
-    A report an earlier version stored as ``<report_dir>/<index_hash>/report.json`` counts as its
-    config's (read from the file).
+
+def find_report(ref: str | Path, report_dir: str | Path) -> Path:
+    """The report file ``ref`` names. The one resolver of every verb that takes a stored report
+    (``diff``, ``report``):
+
+    - a file path: that file;
+    - an index hash, or a unique prefix of at least 6 hex digits: ``<report_dir>/<index_hash>/report.json``
+      (:func:`report_path`, the DESIGN.md contract's file: the latest audit of that data, whatever its
+      config), never refused because other configs' copies are stored beside it;
+    - ``INDEX/CONFIG[.fail-on-error|warn|never]``: an index hash (prefix) and a prefix (at least 6 hex
+      digits) of the config hash's digits: the config-keyed copy (:func:`config_report_path`); without
+      the ``.fail-on-X`` suffix, whichever gate was stored while only one was; a report stored before
+      copies were written is found by its own config (read from it).
 
     Raises:
-        UsageError: no such file or hash, an ambiguous prefix, several stored reports of the data.
+        UsageError: no such file or hash, an ambiguous index hash prefix, no or several copies matching
+            ``INDEX/CONFIG`` (each stored copy listed with the reference that names it).
     """
     ref = str(ref)
     p = Path(ref)
@@ -353,17 +381,28 @@ def find_report(ref: str | Path, report_dir: str | Path) -> Path:
     if _HEX.match(ref) or pair:
         index_ref, config_prefix, fail_on = (pair.group(1), pair.group(2), pair.group(3)) if pair else (ref, None, None)
         base = Path(report_dir)
+
+        def stored(d: Path) -> bool:  # an index hash's folder holding the contract file or a config copy
+            return (d / "report.json").is_file() or (config_prefix is not None and bool(stored_copies(base, d.name)))
+
         exact = base / index_ref
-        if exact.is_dir() and _stored_reports(exact):
-            return _choose(index_ref, exact, config_prefix, fail_on, report_dir)
-        hits = sorted(d for d in base.glob(f"{index_ref}*") if d.is_dir() and _stored_reports(d)) \
-            if base.is_dir() else []
-        if len(hits) == 1:
-            return _choose(hits[0].name, hits[0], config_prefix, fail_on, report_dir)
+        if exact.is_dir() and stored(exact):
+            hits = [exact]
+        else:
+            hits = sorted(d for d in base.glob(f"{index_ref}*") if d.is_dir() and stored(d)) if base.is_dir() else []
         if len(hits) > 1:
             raise UsageError(f"{index_ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); "
                              "give more digits")
-        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{index_ref}*/ (set --report-dir)")
+        if hits and config_prefix is not None:
+            return _choose_copy(hits[0].name, report_dir, config_prefix, fail_on)
+        if hits:
+            return hits[0] / "report.json"
+        copies = [s for d in (base.glob(f"{index_ref}*") if base.is_dir() else []) for s in stored_copies(base, d.name)]
+        if copies:  # config copies without the latest report (deleted): name them
+            raise UsageError(f"{ref}: no report {report_dir}/{index_ref}*/report.json; config copies stored: "
+                             + "; ".join(f"{s.ref} ({describe_stored(s.path)})" for s in copies)
+                             + ": name one as INDEX/CONFIG")
+        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{index_ref}*/report.json (set --report-dir)")
     if re.fullmatch(r"[0-9a-fA-F]{1,32}", ref):  # a hash prefix too short (or in capitals) to look up
         got = f"got {len(ref)}" if len(ref) < MIN_PREFIX else "write them in lowercase"
         raise UsageError(f"{ref}: no such report file; an index hash prefix needs at least {MIN_PREFIX} "

@@ -12,7 +12,7 @@ from datacheck.execute.cache import CacheWarning
 from datacheck.execute.merge import expand_part_paths, load_part, merge_part_inputs, store_part_results
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.errors import UsageError
-from datacheck.report.model import report_path
+from datacheck.report.model import stored_report_paths
 
 __all__ = ["add_parser", "run"]
 
@@ -26,8 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="part report files, or folders holding them (e.g. downloaded CI artifacts)")
     a.add_argument("--output", "-o", help="also write the merged JSON report to this file")
     a.add_argument("--report-dir", default=default_report_dir(),
-                   help="the merged report is stored as DIR/<index_hash>/<config hash>[.fail-on-X]/report.json "
-                        f"(default {default_report_dir()})")
+                   help="the merged report is stored as DIR/<index_hash>/report.json and as its config's copy "
+                        f"DIR/<index_hash>/<config hash>[.fail-on-X]/report.json (default {default_report_dir()})")
     a.add_argument("--cache-dir", metavar="DIR",
                    help="also store every part's shard results in this result cache folder, under the keys the parts' "
                         "audits use: restored by every part job of the next run, it answers each unchanged shard "
@@ -62,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"datacheck: warning: {', '.join(map(str, without))}: written by a datacheck that records no "
                   "cache keys: their shards' results are not stored in --cache-dir", file=sys.stderr)
     text = report.to_json()
-    stored = write_json_atomic(report_path(args.report_dir, report.index_hash, report.config_hash, report.fail_on),
-                               text)
+    stored, copy = stored_report_paths(args.report_dir, report)
+    write_json_atomic(copy, text)
+    write_json_atomic(stored, text)
     if args.output:
         write_json_atomic(args.output, text)
-    return emit_report(report, args, stored, root=Path(parts[0].meta["root"]))
+    return emit_report(report, args, stored, root=Path(parts[0].meta["root"]), copy=copy)

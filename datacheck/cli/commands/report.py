@@ -26,8 +26,9 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("report", help="render a stored report.json (text, markdown, json, or HTML with --html)")
     a.add_argument("report", metavar="REPORT",
-                   help="a report file written by datacheck audit, or its index hash (prefix) in --report-dir; "
-                        "INDEX/CONFIG (hash prefixes) when that data was audited under several configs")
+                   help="a report file written by datacheck audit; or its index hash (prefix) in --report-dir: "
+                        "<index_hash>/report.json, the latest audit of that data; or INDEX/CONFIG[.fail-on-X] "
+                        "(hash prefixes): that config's copy")
     a.add_argument("--report-dir", default=default_report_dir(),
                    help=f"where index hashes are looked up (default {default_report_dir()})")
     a.add_argument("--html", metavar="OUT.html",

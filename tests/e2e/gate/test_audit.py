@@ -40,7 +40,7 @@ def test_output_equals_stored_report(tmp_path, data):
     p = run_cli("audit", str(data), "--report-dir", str(reports), "--output", str(out))
     assert p.returncode == 0, p.stderr
     d = json.loads(out.read_text())
-    stored = reports / d["index_hash"] / d["config_hash"].split(":", 1)[1] / "report.json"  # keyed by data and config
+    stored = reports / d["index_hash"] / "report.json"
     assert stored.read_bytes() == out.read_bytes()
     assert f"report: {stored}" in p.stdout
     assert d["report_version"] == 1
@@ -79,8 +79,8 @@ def test_index_hash_stable_and_keyed_to_bytes(tmp_path, data, capsys):
     assert third["index_hash"] != first["index_hash"]
     assert third["shards"][0]["content_hash"] == first["shards"][0]["content_hash"]
     assert third["shards"][1]["content_hash"] != first["shards"][1]["content_hash"]
-    assert (tmp_path / "r" / first["index_hash"] / first["config_hash"].split(":", 1)[1] / "report.json").is_file()
-    assert (tmp_path / "r" / third["index_hash"] / third["config_hash"].split(":", 1)[1] / "report.json").is_file()
+    assert (tmp_path / "r" / first["index_hash"] / "report.json").is_file()
+    assert (tmp_path / "r" / third["index_hash"] / "report.json").is_file()
 
 
 def test_formats(tmp_path, data, capsys):

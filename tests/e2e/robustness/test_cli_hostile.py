@@ -161,7 +161,7 @@ def test_allowed_outputs_beside_the_data(tmp_path, ow, monkeypatch):
     monkeypatch.chdir(ow)
     rc, _, err = _in_process("audit", ".", "--no-cache")
     assert rc == 0, err
-    assert len(list((ow / ".datacheck" / "reports").glob("*/*/report.json"))) == 1
+    assert len(list((ow / ".datacheck" / "reports").glob("*/report.json"))) == 1
     rc, _, err = _in_process("index", "build", str(ow), "-o", str(ow / "index.json"))
     assert rc == 0, err
     assert json.loads((ow / "index.json").read_text())["shards"][0]["path"] == "train.jsonl"

@@ -7,7 +7,7 @@ import pytest
 from conftest import run_cli  # noqa: E402
 
 from datacheck.model.errors import UsageError
-from datacheck.report.model import find_report
+from datacheck.report.model import find_report, report_path
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def stored(tmp_path):
 
 def test_report_accepts_an_index_hash_and_a_prefix(stored, tmp_path):
     rep, h = stored
-    by_file = run_cli("report", str(next((rep / h).rglob("report.json"))))
+    by_file = run_cli("report", str(report_path(rep, h)))
     for ref in (h, h[:8]):
         r = run_cli("report", ref, "--report-dir", str(rep))
         assert r.returncode == 0, r.stderr
@@ -39,9 +39,9 @@ def test_unknown_and_ambiguous_references(stored, tmp_path):
     rep, h = stored
     other = rep / (h[:6] + ("0" if h[6] != "0" else "1") + "f" * 25)  # shares 6 digits, not 7
     other.mkdir()
-    (other / "report.json").write_text(next((rep / h).glob("*/report.json")).read_text())  # an earlier layout
+    (other / "report.json").write_text((rep / h / "report.json").read_text())
     with pytest.raises(UsageError, match="ambiguous index hash prefix"):
         find_report(h[:6], rep)
-    assert find_report(h[:7], rep) == next((rep / h).glob("*/report.json"))
+    assert find_report(h[:7], rep) == rep / h / "report.json"
     r = run_cli("report", "abcdef01", "--report-dir", str(rep))
     assert r.returncode == 2 and "no report file, and no report" in r.stderr and "Traceback" not in r.stderr
