@@ -72,6 +72,16 @@ def test_an_index_hash_names_the_contract_file_whatever_copies_are_stored(two_co
     r = run_cli("report", h, "--report-dir", str(rep), "--format", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["config_hash"] == out["lenient"]["config_hash"]  # the latest audit's
+    # a note names the other config's copy (not the rendered one's) and how to pick it
+    strict_ref, lenient_ref = (f"{h}/{hexof(out[n])[:8]}" for n in ("strict", "lenient"))
+    assert r.stderr.count("\n") == 1 and "datacheck: note: " in r.stderr and "name one as INDEX/CONFIG" in r.stderr
+    assert f"{strict_ref} (config {tmp_path / 'strict.toml'}, fail_on error" in r.stderr
+    assert f"{lenient_ref} (" not in r.stderr
+    r = run_cli("report", f"{h}/{hexof(out['strict'])[:8]}", "--report-dir", str(rep), "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["config_hash"] == out["strict"]["config_hash"]
+    assert f"{lenient_ref} (config {tmp_path / 'lenient.toml'}" in r.stderr and f"{strict_ref} (" not in r.stderr
+    r = run_cli("report", str(rep / h / "report.json"))  # a file named: no note
+    assert r.returncode == 0 and r.stderr == ""
 
 
 def test_index_slash_config_names_each_copy(two_configs, tmp_path):
