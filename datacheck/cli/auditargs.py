@@ -34,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                          "with --schema or in a --config file runs")
     a.add_argument("--config", help=config_help())
     a.add_argument("--report-dir", default=default_report_dir(),
-                   help=f"reports are stored as DIR/<index_hash>/report.json (default {default_report_dir()}; "
+                   help="the report is stored as DIR/<index_hash>/report.json and as its config's copy "
+                        f"DIR/<index_hash>/<config hash>[.fail-on-X]/report.json (default {default_report_dir()}; "
                         "$DATACHECK_DIR/reports when DATACHECK_DIR is set)")
     a.add_argument("--output", "-o", help="also write the JSON report to this file")
     a.add_argument("--format", choices=["text", "json", "markdown", "html"], default="text",

@@ -9,7 +9,8 @@ Which audits use the memo (:func:`eligible`): the result cache is on (``--cache-
 folder (no file, glob or URL) holding only folders and regular files. A record is written only when
 the audit raised no warning, had no check error, and exited 0 or 1.
 
-What a hit reproduces: the report file (``<report-dir>/<index_hash>/report.json``) and ``--output``,
+What a hit reproduces: the report files (``<report-dir>/<index_hash>/report.json`` and its config copy
+``<report-dir>/<index_hash>/<config hash>[.fail-on-X]/report.json``) and ``--output``,
 byte for byte but ``created_at`` (now), written atomically as the audit writes them; stdout; the
 GitHub Actions annotations on stderr (``GITHUB_ACTIONS=true`` is part of the key); the exit code. What it skips: the per-shard cache (no entry is read; the identity records of
 ``--trust-mtime`` are neither read nor written); the progress bar.
@@ -252,7 +253,8 @@ def replay(argv: Sequence[str]) -> int | None:
         hit = None
     if hit is None:
         return None
-    if not _write_all([hit.stored, *([args.output] if args.output else [])], hit.report_text):
+    stored = hit.stored.split("\0")  # the config copy and the contract file (:func:`finish`)
+    if len(stored) != 2 or not _write_all([*stored, *([args.output] if args.output else [])], hit.report_text):
         return None
     sys.stdout.write(hit.stdout)
     if hit.stderr:
@@ -263,11 +265,15 @@ def replay(argv: Sequence[str]) -> int | None:
 
 
 def finish(args: argparse.Namespace, snap: memo.Snapshot, *, report_text: str, created_at: str, stdout: str,
-           stderr: str, stored: str, exit_code: int) -> bool:
+           stderr: str, stored: Sequence[str], exit_code: int) -> bool:
     """Record what the audit ``snap`` was taken for gave (:func:`datacheck.execute.rerun.record`);
-    True when recorded."""
+    True when recorded. ``stored``: the two files the audit stored the report as, the contract's
+    ``<index_hash>/report.json`` and its config copy; recorded as one string, the config copy, a NUL
+    (never in a path), the contract file: a replay (:func:`replay`) writes both, and a record that
+    names one file only is a miss."""
     cache_dir = _cache_dir(args)
     if cache_dir is None:
         return False
+    contract, copy = stored
     return memo.record(cache_dir, snap, report_text=report_text, created_at=created_at, stdout=stdout,
-                       stderr=stderr, stored=stored, exit_code=exit_code)
+                       stderr=stderr, stored=f"{copy}\0{contract}", exit_code=exit_code)

@@ -88,7 +88,7 @@ from datacheck.io.hashing import hash_file
 from datacheck.io.outputs import probe_writable, replace_file
 from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
-from datacheck.model.errors import UsageError
+from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Finding, Skipped
 from datacheck.model.results import ShardResult
 
@@ -408,15 +408,22 @@ class ShardCache:
     Args:
         root: the cache folder; created when missing.
         cfg: the validated config of this audit (its hash is part of every key).
+        salt: the key salt of another audit (:func:`cache_salt` as that audit computed it, e.g. a
+            part's, recorded in its sidecar: ``datacheck merge --cache-dir`` stores the parts' results
+            under the keys their audits use); None (default): ``cache_salt(cfg)``.
 
     Raises:
         UsageError: ``root`` cannot be created or is read-only (checked here, before any shard is read).
     """
 
-    def __init__(self, root: str | Path, cfg: Config, *, trust_mtime: bool = False):
+    def __init__(self, root: str | Path, cfg: Config | None, *, trust_mtime: bool = False, salt: str | None = None):
         self.root = Path(root)
         _check_writable(self.root)
-        self.salt = cache_salt(cfg)
+        if salt is None:
+            if cfg is None:
+                raise InternalError("ShardCache needs a config or the salt of the audit whose keys it uses")
+            salt = cache_salt(cfg)
+        self.salt = salt
         self.trust_mtime = trust_mtime
         self.stats = CacheStats()
         self.used: set[str] = set()  # keys read or written by this audit (kept by :meth:`prune`)

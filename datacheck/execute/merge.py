@@ -8,6 +8,12 @@ differ, e.g. two CI checkouts of the same data; every part from
 back in discovery order and runs the dataset-level checks over them
 (:func:`datacheck.execute.audit.finish_report`): the result equals a single-job audit of the same data
 (``created_at`` aside).
+
+:func:`store_part_results` (``datacheck merge --cache-dir DIR``) writes every part's shard results
+into one result cache, under the keys the parts' audits use (their salt and each shard's context,
+recorded in the sidecars): restored by every part job of the next run, it answers each unchanged
+shard whichever part it lands in, also a shard renamed or renumbered within its folder (the
+cache's move records), where per-part cache folders would miss every shard that changed part.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from typing import Any
 import xxhash
 
 from datacheck.execute.audit import finish_report
-from datacheck.execute.cache import CorruptEntry, decode_results
+from datacheck.execute.cache import CorruptEntry, ShardCache, decode_results
 from datacheck.execute.parts import PART_KIND
 from datacheck.io.dataindex import parse_index
 from datacheck.io.safejson import JsonInputError, read_json_file
@@ -26,7 +32,7 @@ from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import UsageError
 from datacheck.report.model import Report, read_report
 
-__all__ = ["PartInput", "load_part", "expand_part_paths", "merge_parts", "merge_part_inputs"]
+__all__ = ["PartInput", "load_part", "expand_part_paths", "merge_parts", "merge_part_inputs", "store_part_results"]
 
 
 class PartInput:
@@ -180,3 +186,54 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None, allow_
                          config_path=first.get("config_path"), ignored=first.get("ignored", []),
                          shard_lists=first.get("shard_lists", []),
                          allow_check_errors=allow_check_errors)
+
+
+def store_part_results(parts: list[PartInput], cache_dir: str | Path, prune: bool = False) -> tuple[int, list[Path]]:
+    """Store the parts' shard results in the result cache at ``cache_dir`` (module docstring), each
+    under the key its part's audit used (:meth:`~datacheck.execute.cache.ShardCache.key` with the
+    part's recorded salt and the shard's context), with its move record where the result names no
+    path. Only the shards the part recorded are stored (:func:`~datacheck.execute.parts.cache_record`:
+    never a result with check errors, nor one of a shard that could not be read). Call it on parts
+    :func:`merge_part_inputs` accepted.
+
+    Args:
+        parts: the parts read with :func:`load_part`.
+        cache_dir: the cache folder (created when missing).
+        prune: then delete every entry of the folder not written here (:meth:`ShardCache.prune`):
+            the folder holds the results of this run's shards only. Nothing is deleted when no part
+            recorded cache keys (nothing was written: an emptied folder would only cost re-reads).
+
+    Returns:
+        (shard results stored, the parts whose sidecar records no cache keys, written by a datacheck
+        before ``merge --cache-dir``: none of their results stored).
+
+    Raises:
+        UsageError: ``cache_dir`` cannot be created or is read-only.
+    """
+    used: set[str] = set()
+    caches: dict[str, ShardCache] = {}
+    stored = 0
+    without: list[Path] = []
+    for p in parts:
+        rec = p.meta.get("cache")
+        if (not isinstance(rec, dict) or not isinstance(rec.get("salt"), str)
+                or not isinstance(rec.get("shards"), dict)):
+            without.append(p.path)
+            continue
+        salt = rec["salt"]
+        if salt not in caches:
+            caches[salt] = ShardCache(cache_dir, None, salt=salt)
+            caches[salt].used = used  # one set: prune keeps what any salt's entries wrote
+        cache, cross_shard = caches[salt], bool(rec.get("cross_shard", True))
+        for r in p.results:
+            if r.path not in rec["shards"] or r.check_errors:
+                continue
+            context = rec["shards"][r.path]
+            context = context if isinstance(context, str) else None
+            before = cache.stats.writes
+            cache.put(cache.key(r.path, r.format, r.content_hash, cross_shard=cross_shard, context=context), r,
+                      cross_shard=cross_shard, context=context)
+            stored += cache.stats.writes - before  # a failed write is said by a CacheWarning
+    if prune and caches:
+        next(iter(caches.values())).prune()
+    return stored, without

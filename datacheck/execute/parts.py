@@ -17,7 +17,12 @@ A part audit writes
   (informational: parts from different checkouts of the same data merge), the temporary files
   seen, the files ignored as data, the config and where it came from, the content of the
   ``[dataset] index`` file (when set) and the code fingerprint. ``part.results_digest`` (xxh3-128
-  of the sidecar's bytes) ties the two files together.
+  of the sidecar's bytes) ties the two files together. Under ``cache`` the sidecar also records the
+  key salt of the part's cache entries and, for each shard whose result a cache may hold, what the
+  shard's key takes from other files (``context``; :func:`cache_record`, the same with or without
+  ``--cache-dir``):
+  ``datacheck merge --cache-dir`` stores every part's results under the keys a later audit looks
+  up, so one cache serves every part, whichever part a renamed or renumbered shard lands in.
 
 ``datacheck merge`` (:mod:`datacheck.execute.merge`) reads the parts back and runs the dataset-level
 checks over all shard results in discovery order, which gives the single-job report.
@@ -34,14 +39,16 @@ import xxhash
 
 from datacheck._version import __version__
 from datacheck.execute.audit import audit_prepared, reading_of
-from datacheck.execute.cache import EncodeError, code_fingerprint, encode_results
-from datacheck.execute.setup import AuditOptions, prepare_audit
+from datacheck.execute.cache import EncodeError, cache_salt, code_fingerprint, encode_results
+from datacheck.execute.setup import AuditOptions, AuditSetup, prepare_audit
+from datacheck.formats.registry import read_context
 from datacheck.io.discover import Discovery
 from datacheck.io.outputs import write_bytes_atomic, write_json_atomic
 from datacheck.io.safejson import read_json_file
 from datacheck.model.config import Config
 from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Skipped
+from datacheck.model.results import ShardResult
 from datacheck.report.build import build_report
 from datacheck.report.model import Report
 
@@ -147,6 +154,7 @@ def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int
                   else str(source))
         index_doc = {"source": source, "data": read_json_file(setup.index_path)}
     mine = select_part(disc, num_parts, part)
+    contexts = _contexts(mine)  # what each shard's cache key takes from other files, before it is read
     results = audit_prepared(setup, mine, opts, progress=progress, byte_progress=byte_progress)
     skipped: list[tuple[str, Skipped]] = [(r.path, s) for r in results for s in r.skipped]
     skipped.append(("", Skipped("dataset", f"part {part} of {num_parts} (0-based): the dataset-level checks run "
@@ -175,12 +183,43 @@ def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int
         "datacheck_version": __version__,
         "code": code_fingerprint(),
         "polars": pl.__version__,
+        "cache": cache_record(setup, mine, results, contexts),
     }
     try:
         sidecar = encode_results(results, meta=meta)
     except EncodeError as exc:
         raise InternalError(f"cannot store the part's shard results for the merge: {exc}") from None
     return PartRun(report=report, sidecar=sidecar, meta=meta)
+
+
+def _contexts(shards: Discovery) -> list[str | None | OSError]:
+    """Each shard's :func:`~datacheck.formats.registry.read_context` (the error when it cannot be read)."""
+    out: list[str | None | OSError] = []
+    for ds in shards.shards:
+        try:
+            out.append(read_context(ds.source, ds.format))
+        except OSError as exc:
+            out.append(exc)
+    return out
+
+
+def cache_record(setup: AuditSetup, mine: Discovery, results: list[ShardResult],
+                 before: list[str | None | OSError]) -> dict[str, Any]:
+    """What ``datacheck merge --cache-dir`` needs to store this part's results as cache entries
+    (module docstring): ``{"salt", "cross_shard", "shards": {relative path: context}}``. ``salt`` is
+    :func:`~datacheck.execute.cache.cache_salt` of the part's config (its cache's, when it has one);
+    the shards are those a cache may hold: hashed and audited or answered (a shard that could not
+    be read or changed while it was read has no content hash), without check errors, whose context
+    (``before``: read before the audit) is the same after it. The same whether the part ran with a
+    cache or not, so a part report does not depend on it."""
+    salt = setup.cache.salt if setup.cache is not None else cache_salt(setup.cfg)
+    after = _contexts(mine)
+    shards: dict[str, str | None] = {}
+    for ds, r, ctx, now in zip(mine.shards, results, before, after):
+        if (r.path == ds.rel and r.content_hash and not r.check_errors and not isinstance(ctx, OSError)
+                and not isinstance(now, OSError) and ctx == now):
+            shards[ds.rel] = ctx
+    return {"salt": salt, "cross_shard": True, "shards": shards}
 
 
 def _size(path: Path) -> int | None:

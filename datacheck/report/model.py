@@ -6,6 +6,7 @@ rename; links written through, devices written in place) and deterministically
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,11 +14,12 @@ from typing import Any
 
 from datacheck.io.jsontext import dumps_sorted_indented
 from datacheck.io.safejson import JsonInputError, read_json_file
-from datacheck.model.constants import REPORT_VERSION
+from datacheck.model.constants import FAIL_ON, REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 
-__all__ = ["Report", "ShardReport", "find_report", "read_report", "report_path"]
+__all__ = ["Report", "ShardReport", "StoredCopy", "config_folder", "config_report_path", "describe_stored",
+           "find_report", "read_report", "report_path", "stored_copies", "stored_report_paths"]
 
 #: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
 #: "not a datacheck report" (UsageError), never a KeyError.
@@ -217,46 +219,196 @@ class Report:
 
 
 
+def config_folder(config_hash: str, fail_on: str = "error") -> str:
+    """The folder name of a report's config copy in its index hash's folder: the hex digits of
+    ``config_hash`` (``sha256:<64 hex>`` -> the 64 hex digits, all of them: two configs never share a
+    folder), followed by ``.fail-on-warn`` or ``.fail-on-never`` when the gate's ``fail_on`` is not the
+    default ``error`` (the same findings, another verdict).
+
+    Raises:
+        UsageError: ``config_hash`` is not an algorithm-prefixed hex digest, or ``fail_on`` is not one
+            of :data:`~datacheck.model.constants.FAIL_ON` (never a folder name that could leave the
+            index hash's folder).
+    """
+    digest = config_hash.rpartition(":")[2]
+    if not re.fullmatch(r"[0-9a-f]{16,128}", digest) or fail_on not in FAIL_ON:
+        raise UsageError(f"config hash {config_hash!r} / fail_on {fail_on!r}: cannot store a report under them")
+    return digest if fail_on == "error" else f"{digest}.fail-on-{fail_on}"
+
+
 def report_path(report_dir: str | Path, index_hash: str) -> Path:
-    """``<report-dir>/<index_hash>/report.json``."""
+    """``<report-dir>/<index_hash>/report.json``: where every audit stores its report (DESIGN.md CLI
+    contract), the latest audit of that data replacing the one before, whatever its config. The same
+    bytes are also stored as :func:`config_report_path`."""
     return Path(report_dir) / index_hash / "report.json"
+
+
+def config_report_path(report_dir: str | Path, index_hash: str, config_hash: str, fail_on: str) -> Path:
+    """``<report-dir>/<index_hash>/<config hash hex>[.fail-on-X]/report.json`` (:func:`config_folder`):
+    the config-keyed copy of the report an audit stores at :func:`report_path` (the same bytes),
+    keyed by the data (``index_hash``) and by what audited it (``config_hash`` and the gate's
+    ``fail_on``), so that a strict and a lenient ``[policy]``, two schemas, or ``--fail-on error`` and
+    ``warn`` of the same data each keep the report they were gated on. :func:`find_report` looks it up
+    as ``INDEX/CONFIG[.fail-on-X]``.
+
+    Raises:
+        UsageError: see :func:`config_folder`.
+    """
+    return Path(report_dir) / index_hash / config_folder(config_hash, fail_on) / "report.json"
+
+
+def stored_report_paths(report_dir: str | Path, report: Report) -> tuple[Path, Path]:
+    """The two files an audit (or a merge) stores ``report`` as: (:func:`report_path`,
+    :func:`config_report_path`), written with the same bytes.
+
+    Raises:
+        UsageError: see :func:`config_folder`.
+    """
+    return (report_path(report_dir, report.index_hash),
+            config_report_path(report_dir, report.index_hash, report.config_hash, report.fail_on))
 
 
 #: an index hash or a prefix of it long enough to name one report (6 to 32 lowercase hex digits)
 #: the fewest hex digits of an index hash prefix that ``find_report`` looks up
 MIN_PREFIX = 6
 _HEX = re.compile(r"^[0-9a-f]{%d,32}$" % MIN_PREFIX)
+#: ``INDEX/CONFIG[.fail-on-X]``: an index hash (prefix), a config hash prefix (the hex digits of
+#: ``config_hash``) and optionally the gate's ``fail_on``
+_HEX_CFG = re.compile(r"^([0-9a-f]{%d,32})/([0-9a-f]{%d,128})(?:\.fail-on-(%s))?$"
+                      % (MIN_PREFIX, MIN_PREFIX, "|".join(FAIL_ON)))
+#: the name of a config copy's folder (:func:`config_folder`)
+_CFG_DIR = re.compile(r"^([0-9a-f]{16,128})(?:\.fail-on-(warn|never))?$")
+
+
+@dataclass(frozen=True)
+class StoredCopy:
+    """One config-keyed copy in an index hash's folder (:func:`config_report_path`): its file, the
+    hex digits of its config hash, its gate's ``fail_on``, and ``ref``, the ``INDEX/CONFIG[.fail-on-X]``
+    that :func:`find_report` resolves to it (8 config digits; the gate spelled out when the same config
+    was stored under another ``fail_on`` too)."""
+
+    path: Path
+    config: str
+    fail_on: str
+    ref: str
+
+
+def stored_copies(report_dir: str | Path, index_hash: str) -> list[StoredCopy]:
+    """The config-keyed copies stored for ``index_hash`` (a full hash: its folder's name), sorted by
+    folder name; ``[]`` when there is none or no such folder."""
+    folder = Path(report_dir) / index_hash
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        m = _CFG_DIR.match(name)
+        if m and (folder / name / "report.json").is_file():
+            found.append((folder / name / "report.json", m.group(1), m.group(2) or "error"))
+    configs = [c for _, c, _ in found]
+    return [StoredCopy(p, c, f, f"{index_hash}/{c[:8]}" + (f".fail-on-{f}" if configs.count(c) > 1 else ""))
+            for p, c, f in found]
+
+
+def _peek(path: Path) -> dict[str, Any]:
+    """The top level of a stored report, for what tells it apart (config hash, ``fail_on``, config
+    file, creation time, status); ``{}`` when it cannot be read."""
+    try:
+        d = read_json_file(path)
+    except (OSError, JsonInputError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def describe_stored(path: Path) -> str:
+    """``config FILE, fail_on X, created AT, status S`` of one stored report (``?`` for what cannot be read)."""
+    d = _peek(path)
+    summary = d.get("summary") if isinstance(d.get("summary"), dict) else {}
+    return (f"config {d.get('config_path') or 'defaults'}, fail_on {d.get('fail_on', '?')}, "
+            f"created {d.get('created_at', '?')}, status {summary.get('status', '?')}")
+
+
+def _choose_copy(index_hash: str, report_dir: str | Path, config_prefix: str, fail_on: str | None) -> Path:
+    """The one stored report of ``index_hash`` whose config hash starts with ``config_prefix`` and whose
+    gate is ``fail_on`` (None: any): a config copy; else, when no copy matches, the contract file
+    ``<index_hash>/report.json`` when its own config and ``fail_on`` match (a report stored by a
+    version that wrote no copies). Raises UsageError naming the stored copies and the reference that
+    picks each when none or several match."""
+    copies = stored_copies(report_dir, index_hash)
+    hits = [s.path for s in copies if s.config.startswith(config_prefix) and fail_on in (None, s.fail_on)]
+    if not hits:
+        latest = report_path(report_dir, index_hash)
+        d = _peek(latest) if latest.is_file() else {}
+        cfg, gate = d.get("config_hash"), d.get("fail_on", "error")
+        if isinstance(cfg, str) and cfg.rpartition(":")[2].startswith(config_prefix) and fail_on in (None, gate):
+            return latest
+    if len(hits) == 1:
+        return hits[0]
+    asked = f"{index_hash}/{config_prefix}{f'.fail-on-{fail_on}' if fail_on else ''}"
+    listing = "; ".join(f"{s.ref} ({describe_stored(s.path)})" for s in copies) or "none"
+    how = (f"name one as INDEX/CONFIG (the reference before each), or give {index_hash} alone for the latest "
+           "audit's report")
+    if not hits:
+        raise UsageError(f"{asked}: no stored report of this data matches in {report_dir}; config copies: {listing}; "
+                         f"{how}")
+    raise UsageError(f"{asked}: {len(hits)} stored reports match (the same config under several --fail-on) in "
+                     f"{report_dir}: {listing}; {how}")
 
 
 def find_report(ref: str | Path, report_dir: str | Path) -> Path:
-    """The report file ``ref`` names: a file path, or an index hash (or a unique prefix of at least 6
-    hex digits) looked up as ``<report_dir>/<index_hash>/report.json``. The one resolver of every
-    verb that takes a stored report (``diff``, ``report``).
+    """The report file ``ref`` names. The one resolver of every verb that takes a stored report
+    (``diff``, ``report``):
+
+    - a file path: that file;
+    - an index hash, or a unique prefix of at least 6 hex digits: ``<report_dir>/<index_hash>/report.json``
+      (:func:`report_path`, the DESIGN.md contract's file: the latest audit of that data, whatever its
+      config), never refused because other configs' copies are stored beside it;
+    - ``INDEX/CONFIG[.fail-on-error|warn|never]``: an index hash (prefix) and a prefix (at least 6 hex
+      digits) of the config hash's digits: the config-keyed copy (:func:`config_report_path`); without
+      the ``.fail-on-X`` suffix, whichever gate was stored while only one was; a report stored before
+      copies were written is found by its own config (read from it).
 
     Raises:
-        UsageError: no such file or hash, or an ambiguous prefix.
+        UsageError: no such file or hash, an ambiguous index hash prefix, no or several copies matching
+            ``INDEX/CONFIG`` (each stored copy listed with the reference that names it).
     """
     ref = str(ref)
     p = Path(ref)
     if p.exists():  # a file; or a folder, that read_report refuses with its own message
         return p
-    if _HEX.match(ref):
-        exact = report_path(report_dir, ref)
-        if exact.is_file():
-            return exact
+    pair = _HEX_CFG.match(ref)
+    if _HEX.match(ref) or pair:
+        index_ref, config_prefix, fail_on = (pair.group(1), pair.group(2), pair.group(3)) if pair else (ref, None, None)
         base = Path(report_dir)
-        hits = sorted(d for d in base.glob(f"{ref}*") if (d / "report.json").is_file()) if base.is_dir() else []
-        if len(hits) == 1:
-            return hits[0] / "report.json"
+
+        def stored(d: Path) -> bool:  # an index hash's folder holding the contract file or a config copy
+            return (d / "report.json").is_file() or (config_prefix is not None and bool(stored_copies(base, d.name)))
+
+        exact = base / index_ref
+        if exact.is_dir() and stored(exact):
+            hits = [exact]
+        else:
+            hits = sorted(d for d in base.glob(f"{index_ref}*") if d.is_dir() and stored(d)) if base.is_dir() else []
         if len(hits) > 1:
-            raise UsageError(f"{ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); give more digits")
-        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{ref}*/report.json (set --report-dir)")
+            raise UsageError(f"{index_ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); "
+                             "give more digits")
+        if hits and config_prefix is not None:
+            return _choose_copy(hits[0].name, report_dir, config_prefix, fail_on)
+        if hits:
+            return hits[0] / "report.json"
+        copies = [s for d in (base.glob(f"{index_ref}*") if base.is_dir() else []) for s in stored_copies(base, d.name)]
+        if copies:  # config copies without the latest report (deleted): name them
+            raise UsageError(f"{ref}: no report {report_dir}/{index_ref}*/report.json; config copies stored: "
+                             + "; ".join(f"{s.ref} ({describe_stored(s.path)})" for s in copies)
+                             + ": name one as INDEX/CONFIG")
+        raise UsageError(f"{ref}: no report file, and no report {report_dir}/{index_ref}*/report.json (set --report-dir)")
     if re.fullmatch(r"[0-9a-fA-F]{1,32}", ref):  # a hash prefix too short (or in capitals) to look up
         got = f"got {len(ref)}" if len(ref) < MIN_PREFIX else "write them in lowercase"
         raise UsageError(f"{ref}: no such report file; an index hash prefix needs at least {MIN_PREFIX} "
                          f"lowercase hex digits ({got}), as `datacheck audit` prints it")
-    raise UsageError(f"{ref}: no such report file (or index hash of at least {MIN_PREFIX} hex digits in "
-                     f"--report-dir {report_dir})")
+    raise UsageError(f"{ref}: no such report file (or index hash of at least {MIN_PREFIX} hex digits, or "
+                     f"INDEX/CONFIG hash prefixes, in --report-dir {report_dir})")
 
 
 def read_report(path: str | Path) -> Report:

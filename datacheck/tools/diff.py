@@ -113,10 +113,11 @@ class ReportDiff:
 
 def resolve_report(ref: str, report_dir: str | Path) -> Report:
     """A report from a file path, or from an index hash (or a unique prefix of at least 6 hex digits)
-    looked up as ``<report_dir>/<index_hash>/report.json`` (:func:`~datacheck.report.model.find_report`).
+    looked up as ``<report_dir>/<index_hash>/report.json``, or ``INDEX/CONFIG[.fail-on-X]`` hash prefixes
+    for a config's copy (:func:`~datacheck.report.model.find_report`).
 
     Raises:
-        UsageError: no such file or hash, or an ambiguous prefix.
+        UsageError: no such file or hash, an ambiguous prefix, or no or several config copies matching.
         ReportVersionError: the report is newer than this datacheck reads.
     """
     return read_report(find_report(ref, report_dir))

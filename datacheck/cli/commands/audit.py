@@ -26,23 +26,24 @@ from datacheck.render.annotations import emit_annotations, in_github_actions
 from datacheck.render.html import render_html
 from datacheck.render.junit import write_junit
 from datacheck.render.text import render_markdown, render_text
-from datacheck.report.model import report_path
+from datacheck.report.model import stored_report_paths
 
 __all__ = ["add_parser", "add_view_arguments", "add_ci_arguments", "EXIT_CODES_HELP", "emit_report", "printed_text",
            "annotations_text", "reading_line", "run"]
 
 
 def emit_report(report, args: argparse.Namespace, stored, root=None, text: str | None = None,
-                printed: str | None = None, annotations: str | None = None) -> int:
+                printed: str | None = None, annotations: str | None = None, copy=None) -> int:
     """Write ``--output``/``--junit``, print the report in ``--format``, emit GitHub Actions
     annotations when ``GITHUB_ACTIONS=true`` (on stderr, so stdout stays the report); return the exit code.
     ``text``: the report's JSON when the caller encoded it already (encoded here only for ``--format json``);
-    ``printed``/``annotations``: what :func:`printed_text` / :func:`annotations_text` gave, when the caller has it."""
+    ``printed``/``annotations``: what :func:`printed_text` / :func:`annotations_text` gave, when the caller has it;
+    ``copy``: the config-keyed copy of the stored report (printed under it in text)."""
     if getattr(args, "junit", None):
         write_junit(report, args.junit)
     if getattr(args, "html", None):
         write_json_atomic(args.html, render_html(report))
-    sys.stdout.write(printed if printed is not None else printed_text(report, args, stored, text))
+    sys.stdout.write(printed if printed is not None else printed_text(report, args, stored, text, copy))
     if annotations is None:
         annotations = annotations_text(report, root)
     if annotations:
@@ -79,9 +80,10 @@ def annotations_text(report, root=None) -> str:
     return buf.getvalue()
 
 
-def printed_text(report, args: argparse.Namespace, stored, text: str | None = None) -> str:
+def printed_text(report, args: argparse.Namespace, stored, text: str | None = None, copy=None) -> str:
     """What ``--format`` prints on stdout: the JSON report (``text`` when encoded already), markdown,
-    HTML, or the text summary followed by ``report: <where it was stored>``."""
+    HTML, or the text summary followed by ``report: <where it was stored>`` and, when ``copy`` is
+    given, ``config copy: <the config-keyed copy>`` (:func:`~datacheck.report.model.config_report_path`)."""
     if args.format == "json":
         return text if text is not None else report.to_json()
     if args.format == "markdown":
@@ -93,7 +95,7 @@ def printed_text(report, args: argparse.Namespace, stored, text: str | None = No
     if line:  # under the summary's first line: what this run read
         head, _, rest = text_.partition("\n")
         text_ = f"{head}\n{line}\n{rest}"
-    return text_ + f"report: {stored}\n"
+    return text_ + f"report: {stored}\n" + (f"config copy: {copy}\n" if copy is not None else "")
 
 
 def reading_line(reading: dict[str, Any] | None, memo: bool = False) -> str:
@@ -230,20 +232,23 @@ def run(args: argparse.Namespace) -> int:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     text: str | None = None
     if split is not None:
-        stored = report_path(args.report_dir, result.report.index_hash)
+        stored, copy = stored_report_paths(args.report_dir, result.report)
+        write_part(result, copy)  # the config-keyed copy first: the contract file, written last, is the latest
         report = write_part(result, stored)
         if args.output:
             write_part(result, args.output)
     else:
         report = result
         text = report.to_json()
-        stored = write_json_atomic(report_path(args.report_dir, report.index_hash), text)
+        stored, copy = stored_report_paths(args.report_dir, report)
+        write_json_atomic(copy, text)
+        write_json_atomic(stored, text)
         if args.output:
             write_json_atomic(args.output, text)
     root = None
     if os.environ.get("GITHUB_ACTIONS") == "true":
         root = discover(list(args.paths), cfg.dataset.format).root
-    printed = printed_text(report, args, stored, text)
+    printed = printed_text(report, args, stored, text, copy)
     annotations = unused_tokenizer_note(cfg, report) + annotations_text(report, root)  # stderr, kept by the memo
     rc = emit_report(report, args, stored, root, text, printed, annotations)
     if snap is not None and text is not None and not caught and not report.check_errors and rc in (EXIT_OK,
@@ -252,5 +257,5 @@ def run(args: argparse.Namespace) -> int:
         replayed = printed.replace(f"\n{line}\n", f"\n{reading_line(report.reading, memo=True)}\n", 1) \
             if line and args.format == "text" else printed
         memo.finish(args, snap, report_text=text, created_at=report.created_at, stdout=replayed, stderr=annotations,
-                    stored=str(stored), exit_code=rc)
+                    stored=[str(stored), str(copy)], exit_code=rc)
     return rc

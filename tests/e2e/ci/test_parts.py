@@ -156,3 +156,34 @@ def test_merge_identical_with_a_committed_index(tmp_path, monkeypatch):
     m = cli("merge", *map(str, files), "--format", "json", "--report-dir", str(tmp_path / "r"), monkeypatch=monkeypatch)
     assert m.returncode == single.returncode == 1
     assert normalized(m.stdout) == normalized(single.stdout)
+
+
+def test_parts_and_the_merge_store_the_contract_report_and_its_config_copy(tmp_path, monkeypatch):
+    """A part's report and the merged one are stored as ``<report-dir>/<index_hash>/report.json`` (DESIGN.md
+    CLI contract) and as the config copy ``<index_hash>/<config hash hex>[.fail-on-X]/report.json``, the same
+    bytes, each part report with its sidecar beside it (either file merges); the merge's ``--fail-on warn``
+    names its copy's folder."""
+    d = write_dataset(tmp_path / "data")
+    rep = tmp_path / "r"
+    stored_parts = []
+    for k in range(2):
+        out = tmp_path / "parts" / f"part-{k}.json"
+        r = cli("audit", str(d), "--num-parts", "2", "--part", str(k), "-o", str(out), "--no-cache",
+                "--report-dir", str(rep), monkeypatch=monkeypatch)
+        assert r.returncode in (0, 1), r.stderr
+        part = load(out)
+        contract = rep / part["index_hash"] / "report.json"
+        copy = rep / part["index_hash"] / part["config_hash"].split(":", 1)[1] / "report.json"
+        assert contract.read_bytes() == copy.read_bytes()
+        assert json.loads(contract.read_text()) == {**part, "part": {**part["part"], "results_file": sidecar_path(contract).name}}
+        assert sidecar_path(contract).read_bytes() == sidecar_path(copy).read_bytes() == sidecar_path(out).read_bytes()
+        stored_parts.append((contract, copy))
+    m = cli("merge", str(stored_parts[0][0]), str(stored_parts[1][1]), "--fail-on", "warn", "-o",
+            str(tmp_path / "merged.json"), "--report-dir", str(tmp_path / "m"), monkeypatch=monkeypatch)
+    assert m.returncode == 1, m.stderr
+    merged = load(tmp_path / "merged.json")
+    h, cfg = merged["index_hash"], merged["config_hash"].split(":", 1)[1]
+    assert merged["fail_on"] == "warn"
+    contract, copy = tmp_path / "m" / h / "report.json", tmp_path / "m" / h / f"{cfg}.fail-on-warn" / "report.json"
+    assert contract.read_bytes() == copy.read_bytes() == (tmp_path / "merged.json").read_bytes()
+    assert f"report: {contract}\nconfig copy: {copy}\n" in m.stdout

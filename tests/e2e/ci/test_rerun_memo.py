@@ -96,8 +96,32 @@ def test_rerun_gives_the_audits_outputs(tmp_path, audits, fmt):
     created = json.loads((tmp_path / "again.json").read_text())["created_at"]
     stamp = datetime.datetime.fromisoformat(created).timestamp()  # an aware UTC time: no local zone, no DST
     assert stamp >= int(before) - 1  # made anew
-    stored = next((tmp_path / "r").rglob("report.json"))
-    assert stored.read_text() == (tmp_path / "again.json").read_text()
+    stored = sorted((tmp_path / "r").rglob("report.json"))
+    assert len(stored) == 2  # <index_hash>/report.json and its config copy, both written by the replay
+    for p in stored:
+        assert p.read_text() == (tmp_path / "again.json").read_text()
+
+
+def test_a_hit_writes_the_contract_report_and_its_config_copy(tmp_path, audits):
+    """A replay stores the report where the audit did: ``<report-dir>/<index_hash>/report.json`` (DESIGN.md
+    CLI contract) and ``<index_hash>/<config hash hex>/report.json``, both written anew (deleted first
+    here), with the bytes of ``--output``; its text names both as the audit's did."""
+    d, flags = _setup(tmp_path)
+    first = run_cli("audit", str(d), *flags, "-o", str(tmp_path / "first.json"))
+    assert len(audits) == 1 and first.returncode == 1
+    rep = json.loads((tmp_path / "first.json").read_text())
+    contract = tmp_path / "r" / rep["index_hash"] / "report.json"
+    copy = tmp_path / "r" / rep["index_hash"] / rep["config_hash"].split(":", 1)[1] / "report.json"
+    assert contract.read_text() == copy.read_text() == (tmp_path / "first.json").read_text()
+    contract.unlink()
+    copy.unlink()
+    copy.parent.rmdir()
+    again = run_cli("audit", str(d), *flags, "-o", str(tmp_path / "again.json"))
+    assert len(audits) == 1 and again.returncode == 1  # answered by the memo
+    assert contract.read_text() == copy.read_text() == (tmp_path / "again.json").read_text()
+    assert f"report: {contract}\nconfig copy: {copy}\n" in again.stdout
+    assert sorted(p.relative_to(tmp_path / "r") for p in (tmp_path / "r").rglob("*") if p.is_file()) == sorted(
+        p.relative_to(tmp_path / "r") for p in (contract, copy))
 
 
 def _change_shard(d: Path, root: Path) -> None:

@@ -74,7 +74,8 @@ def test_actions_pinned_by_full_sha_with_version_comment(wf):
 
 def test_nightly_has_cache_diff_upload_and_matrix():
     text = (ROOT / "workflows" / "nightly-audit.yml").read_text()
-    for needle in ("schedule:", "actions/cache@", "--num-parts", "datacheck merge", "datacheck diff",
+    for needle in ("schedule:", "actions/cache/restore@", "actions/cache/save@", "--num-parts", "datacheck merge",
+                   "--cache-dir .datacheck/cache --format markdown", "datacheck diff",
                    "actions/upload-artifact@", "actions/download-artifact@", "fromJSON(needs.plan.outputs.parts)"):
         assert needle in text, needle
     gate = (ROOT / "workflows" / "data-gate.yml").read_text()
