@@ -7,8 +7,10 @@ Byte rules (those of ``text.py``: the file opened in text mode as UTF-8):
 
 - line breaks are universal newlines: ``\\n``, ``\\r\\n`` and a lone ``\\r`` each end a line (Python's
   text mode translates them to ``\\n`` before ``text.py`` splits); a row never holds its line break
-  (``keep_linebreaks = False``, the builder's default). A file whose breaks are all lone ``\\r`` is
-  one line to ``[dataset] max_row_bytes`` (the bound is measured between ``\\n`` bytes).
+  (``keep_linebreaks = False``, the builder's default). The same breaks cut the file into chunks,
+  number its lines and bound them: a file of lone ``\\r`` breaks (old Mac OS) is as many lines as
+  ``\\n`` would make, each measured against ``[dataset] max_row_bytes`` on its own
+  (:func:`datacheck.io.shardbytes.bounded_line_chunks` with ``universal``).
 - a UTF-8 byte order mark is kept at the start of the first row, as ``open(encoding="utf-8")`` keeps it.
 - invalid UTF-8 (``datasets`` raises ``UnicodeDecodeError`` and loads nothing) is one
   ``decode.invalid_utf8`` finding naming the first lines, byte offsets and bytes; the rows are
@@ -173,7 +175,7 @@ def _line_rows(path: Path, chunk_bytes: int, max_line: int, issues: _Issues | No
     """``sample_by = "line"``: each chunk's non-blank lines (see the module docstring)."""
     line = 1  # the 1-based number of the next line
     offset = 0
-    for chunk in bounded_line_chunks(path, chunk_bytes, max_line):
+    for chunk in bounded_line_chunks(path, chunk_bytes, max_line, universal=True):
         if isinstance(chunk, LongLine):
             if issues is not None:
                 issues.too_long(line, offset, long_line_message(chunk.length, max_line),
@@ -207,7 +209,7 @@ def _paragraph_rows(path: Path, chunk_bytes: int, max_row: int, issues: _Issues 
         if issues is not None:
             issues.too_long(at_line, at_off, why, head)
 
-    for chunk in bounded_line_chunks(path, chunk_bytes, max_row):
+    for chunk in bounded_line_chunks(path, chunk_bytes, max_row, universal=True):
         if isinstance(chunk, LongLine):
             if not skipping:
                 too_long(line, offset, long_line_message(chunk.length, max_row).replace("a line of", "a paragraph "
@@ -279,7 +281,7 @@ def _document_rows(path: Path, chunk_bytes: int, max_row: int, issues: _Issues |
     parts: list[str] = []
     size = 0
     line = 1
-    for chunk in bounded_line_chunks(path, chunk_bytes, max_row):
+    for chunk in bounded_line_chunks(path, chunk_bytes, max_row, universal=True):
         n = chunk.nbytes if isinstance(chunk, LongLine) else len(chunk)
         size += n
         if isinstance(chunk, LongLine) or size > max_row:
@@ -402,7 +404,7 @@ def table_head(path: Path) -> tuple[str, str, int, int] | None:
     (separator, header, columns, records judged), or None (also when the head cannot be read: the
     reader then says why)."""
     try:
-        chunk = next(iter(bounded_line_chunks(path, _HEAD_BYTES, _HEAD_BYTES)), b"")
+        chunk = next(iter(bounded_line_chunks(path, _HEAD_BYTES, _HEAD_BYTES, universal=True)), b"")
     except (Unreadable, OSError):
         return None
     if isinstance(chunk, LongLine):
