@@ -59,7 +59,7 @@ import numpy as np
 import polars as pl
 import xxhash
 
-from datacheck.checks.dup.blank import blank_rows
+from datacheck.checks.dup.blank import blank_rows, unjudged_responses
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, finding, first_part, measure
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.discover import declared_splits
@@ -188,9 +188,15 @@ def unmatched_rows(df: pl.DataFrame, rows: np.ndarray, salt: str) -> pl.DataFram
 
 def _no_content(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
     """Shard stage shared by the three merge checks: a shard whose rows would be hashed for the
-    merge but have no content besides the label cannot take part."""
-    if payload_wanted(ctx) and not content_spec(ctx)[0]:
+    merge but have no content besides the label cannot take part; one whose blank rows cannot all be
+    told (:func:`~datacheck.checks.dup.blank.unjudged_responses`) says what is compared as content."""
+    if not payload_wanted(ctx):
+        return
+    cols = content_spec(ctx)[0]
+    if not cols:
         yield Skipped(cid, "no content column besides the label")
+    elif (unjudged := unjudged_responses(ctx, cols)) is not None:
+        yield Skipped(cid, unjudged)  # whitespace-token responses are compared as content
 
 
 @check("dup.exact_across_shards", layouts=lay.ANY)

@@ -17,7 +17,7 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.dup.blank import blank_rows
+from datacheck.checks.dup.blank import blank_rows, unjudged_responses
 from datacheck.checks.dup.cross import ROWS_KEY, RUNNING_KEY, payload_wanted
 from datacheck.checks.registry import Repeats, RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
@@ -235,7 +235,9 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
     count = extra copies; rows = the copies (never the first occurrence); ``details.examples``: for
     each example, ``{"row": copy, "first_row": the first row with that content}`` (the message names
-    the first pair). On a running text (:attr:`ShardContext.running_text`: a ``.txt`` read by line or
+    the first pair). Rows of blank content are no repeats (:mod:`datacheck.checks.dup.blank`: a
+    preference pair of whitespace-token responses as of whitespace text, by ``pref.empty_response``'s
+    rule; without ``[tokens] tokenizer`` a skipped entry says whitespace tokens are not judged). On a running text (:attr:`ShardContext.running_text`: a ``.txt`` read by line or
     paragraph) a copy counts only in a stretch of rows that repeats an earlier stretch in order and
     holds at least that many characters (:func:`repeated_stretches`): a pasted passage of short verse
     lines is found, a play's repeated speaker names are not."""
@@ -246,6 +248,9 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("dup.exact_in_shard", "no content column besides the label (set [columns] text or "
                                             "features to the columns a row is made of)")
         return
+    unjudged = unjudged_responses(ctx, cols)
+    if unjudged is not None:
+        yield Skipped("dup.exact_in_shard", unjudged)
     key_cols = _key_columns(cols, ctx.schema)
     shown = [_example_column(cols, ctx)]
 
