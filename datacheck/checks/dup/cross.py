@@ -21,10 +21,10 @@ report):
   For a running text (a ``.txt`` read by line or paragraph:
   :attr:`~datacheck.checks.spec.ShardContext.running_text`) also ``chars`` (``UInt32``: the row's
   characters, 4 bytes a row): its rows are judged by stretches (:mod:`datacheck.checks.dup.stretch`),
-  in the shard (``dup.exact_in_shard``) and across shards (``dup.exact_across_shards``) alike: a row
-  is a copy when it lies in a stretch of rows that repeats an earlier stretch in order and holds at
-  least 200 characters together. Its rows of fewer characters are compared one by one with nothing
-  else (``dup.split_overlap`` and the ``--against`` side compare its rows of 200 characters or more).
+  in the shard (``dup.exact_in_shard``), across shards (``dup.exact_across_shards``) and between
+  splits (``dup.split_overlap``) alike: a row is a copy when it lies in a stretch of rows that repeats
+  an earlier stretch in order and holds at least 200 characters together. Compared one by one (the
+  ``--against`` dataset), only its rows of 200 characters or more take part.
 - ``"crossdup.content"``: JSON-able ``{"columns": [...], "label": str | None, "encoding": ROW_ENCODING}``.
 
 Checks in the merge:
@@ -39,7 +39,9 @@ Checks in the merge:
   count = distinct contents with more than one label (within a shard or across shards).
 - ``dup.split_overlap``: rows of a split other than the training split whose content (label
   excluded) occurs in the training split (``[splits]``: the split named ``train``, else the first
-  listed), or in the ``--against`` dataset. count = such rows; examples give both sides.
+  listed), or in the ``--against`` dataset; a row of a running text: one in a stretch of 200
+  characters or more that repeats a stretch of the training split (its shards read first, then the
+  compared split's). count = such rows; examples give both sides.
 
 Merge memory: one array of the low 64 bits of every row hash (8 B/row), sorted in place, finds
 the hash values that repeat (a sort, no hash table over all rows); only the rows holding
@@ -479,72 +481,97 @@ def _copies(dctx: Any, removed: dict[str, Any] | None = None) -> tuple[list[Any]
     return shards, hits, keys
 
 
+_STRETCH_SCHEMA = {"shard": pl.UInt32, "row": pl.UInt32, "first_shard": pl.UInt32, "first_row": pl.UInt32}
+
+
 def _running_copies(shards: list[Any], cand: pl.DataFrame | None, gone: pl.DataFrame | None,
                     group: list[int]) -> pl.DataFrame:
     """The rows of running texts (a ``.txt`` read by line or paragraph) that lie in a stretch repeating
-    a stretch of an earlier shard (:mod:`datacheck.checks.dup.stretch`, floor
-    :data:`~datacheck.checks.spec.RUNNING_TEXT_MIN_CHARS`): ``shard``, ``row``, ``first_shard``,
-    ``first_row`` (the row each repeats in that stretch), indices into ``shards``, ascending.
+    a stretch of an earlier shard of the same split (``group``: a code per shard) and content
+    (:func:`_stretch_pass` over their shards in path order): ``shard``, ``row``, ``first_shard``,
+    ``first_row`` (the row each repeats in that stretch), indices into ``shards``, ascending."""
+    if cand is None or cand.height == 0:
+        return pl.DataFrame(schema=_STRETCH_SCHEMA)
+    by_group: dict[tuple[int, int], list[int]] = {}
+    for i, k in cand.select("shard", "content").unique().sort("shard").iter_rows():
+        by_group.setdefault((group[int(i)], int(k)), []).append(int(i))
+    out = [_stretch_pass(shards, cand, gone, members) for members in by_group.values() if len(members) > 1]
+    out = [o for o in out if o.height]
+    return pl.concat(out).sort(["shard", "row"]) if out else pl.DataFrame(schema=_STRETCH_SCHEMA)
 
-    The shards of one split (``group``: a code per shard) and one content are read as one sequence in
-    path order, ``gone`` rows (taken out of the data) left out and one row that matches nothing
-    between two shards, so no stretch runs across a boundary. Only the candidate rows (``cand``:
-    hashes that occur more than once, with ``chars``) are held: a stretch's rows and the rows they
-    repeat are all among them. Memory: the candidates, never a shard's rows."""
-    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "first_shard": pl.UInt32,
-                                 "first_row": pl.UInt32})
-    if cand is None:
+
+def _running_overlap(shards: list[Any], cand: pl.DataFrame | None, gone: pl.DataFrame | None,
+                     test_idx: set[int], train_idx: set[int]) -> pl.DataFrame:
+    """``dup.split_overlap``'s rows of running texts: the rows of a ``test_idx`` shard that lie in a
+    stretch repeating a stretch of the training split (:func:`_stretch_pass` over the training shards,
+    then the compared split's, each in path order, per content): ``shard``, ``row``, ``train_shard``,
+    ``train_row``."""
+    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "train_shard": pl.UInt32, "train_row": pl.UInt32})
+    if cand is None or cand.height == 0:
         return empty
-    cand = _without(cand, gone)
+    content = dict(cand.select("shard", "content").unique().iter_rows())
+    out = []
+    for k in sorted(set(content.values())):
+        train = sorted(i for i in train_idx if content.get(i) == k)
+        test = sorted(i for i in test_idx if content.get(i) == k)
+        if not train or not test:
+            continue
+        got = _stretch_pass(shards, cand, gone, train + test)
+        got = got.filter(pl.col("shard").is_in(test) & pl.col("first_shard").is_in(train))
+        if got.height:
+            out.append(got.rename({"first_shard": "train_shard", "first_row": "train_row"}))
+    return pl.concat(out).sort(["shard", "row"]) if out else empty
+
+
+def _stretch_pass(shards: list[Any], cand: pl.DataFrame, gone: pl.DataFrame | None, members: list[int]) -> pl.DataFrame:
+    """The rows of the shards ``members`` (indices into ``shards``, read in this order as one sequence)
+    that lie in a stretch repeating a stretch of another of them, read earlier
+    (:mod:`datacheck.checks.dup.stretch`, floor :data:`~datacheck.checks.spec.RUNNING_TEXT_MIN_CHARS`):
+    ``shard``, ``row``, ``first_shard``, ``first_row`` (the row each repeats in its stretch).
+
+    ``gone`` rows (taken out of the data) are left out of the sequence, and one row that matches
+    nothing sits between two shards, so no stretch runs across a boundary. Only the candidate rows
+    (``cand``: hashes that occur more than once, with ``chars``) are held: a stretch's rows and the
+    rows they repeat are all among them. Memory: the candidates, never a shard's rows."""
+    empty = pl.DataFrame(schema=_STRETCH_SCHEMA)
+    cand = _without(cand.filter(pl.col("shard").is_in(members)), gone)
     if cand.height == 0:
         return empty
     dropped: dict[int, np.ndarray] = {}
     if gone is not None and gone.height:
         for (i,), g in gone.group_by(["shard"]):
             dropped[int(i)] = np.sort(g.get_column("row").to_numpy().astype(np.int64))
-    by_group: dict[tuple[int, int], list[int]] = {}
-    for i, k in cand.select("shard", "content").unique().sort("shard").iter_rows():
-        by_group.setdefault((group[int(i)], int(k)), []).append(int(i))
-    out = []
-    for members in by_group.values():
-        if len(members) < 2:
-            continue
-        offset: dict[int, int] = {}
-        at = 0
-        for i in range(min(members), max(members) + 1):  # path order; a gap row after each shard
-            if i in members:
-                offset[i] = at
-                at += (shards[i].rows or 0) - dropped.get(i, np.empty(0)).size + 1
-        parts = []
-        for i in members:
-            g = cand.filter(pl.col("shard") == i)
-            rows = g.get_column("row").to_numpy().astype(np.int64)
-            pos = offset[i] + rows - np.searchsorted(dropped.get(i, np.empty(0, dtype=np.int64)), rows)
-            parts.append(g.select("shard", "row", "hash", CHARS_FIELD).with_columns(pl.Series("pos", pos)))
-        g = pl.concat(parts).sort("pos").with_columns(pl.col("pos").first().over("hash").alias("first"))
-        pos = g.get_column("pos").to_numpy()
-        first = g.get_column("first").to_numpy()
-        high = g.select((pl.col("hash") // pl.lit(2**64, dtype=pl.UInt128)).cast(pl.UInt64)).to_series().to_numpy()
-        low = _low64(g.get_column("hash"))
-        chars = g.get_column(CHARS_FIELD).fill_null(0).to_numpy().astype(np.int64)
-        shard = g.get_column("shard").to_numpy()
-        row = g.get_column("row").to_numpy()
+    none = np.empty(0, dtype=np.int64)
+    parts = []
+    at = 0
+    for i in members:  # a gap row after each shard
+        g = cand.filter(pl.col("shard") == i)
+        rows = g.get_column("row").to_numpy().astype(np.int64)
+        pos = at + rows - np.searchsorted(dropped.get(i, none), rows)
+        parts.append(g.select("shard", "row", "hash", CHARS_FIELD).with_columns(pl.Series("pos", pos)))
+        at += (shards[i].rows or 0) - dropped.get(i, none).size + 1
+    g = pl.concat(parts).sort("pos").with_columns(pl.col("pos").first().over("hash").alias("first"))
+    pos = g.get_column("pos").to_numpy()
+    first = g.get_column("first").to_numpy()
+    high = g.select((pl.col("hash") // pl.lit(2**64, dtype=pl.UInt128)).cast(pl.UInt64)).to_series().to_numpy()
+    low = _low64(g.get_column("hash"))
+    chars = g.get_column(CHARS_FIELD).fill_null(0).to_numpy().astype(np.int64)
+    shard = g.get_column("shard").to_numpy()
+    row = g.get_column("row").to_numpy()
 
-        def same(x: int, y: int, pos: np.ndarray = pos, high: np.ndarray = high, low: np.ndarray = low) -> bool:
-            a, b = int(np.searchsorted(pos, x)), int(np.searchsorted(pos, y))
-            return bool(b < pos.size and pos[b] == y and high[a] == high[b] and low[a] == low[b])
+    def same(x: int, y: int) -> bool:
+        a, b = int(np.searchsorted(pos, x)), int(np.searchsorted(pos, y))
+        return bool(b < pos.size and pos[b] == y and high[a] == high[b] and low[a] == low[b])
 
-        copy = pos != first
-        kept, _earlier, aligned = stretch_copies(
-            pos[copy], first[copy], same, lambda xs, pos=pos, chars=chars: chars[np.searchsorted(pos, xs)],
-            RUNNING_TEXT_MIN_CHARS)
-        ix, ia = np.searchsorted(pos, kept), np.searchsorted(pos, aligned)
-        across = shard[ix] != shard[ia]
-        if across.any():
-            out.append(pl.DataFrame({"shard": shard[ix][across], "row": row[ix][across],
-                                     "first_shard": shard[ia][across], "first_row": row[ia][across]},
-                                    schema=empty.schema))
-    return pl.concat(out).sort(["shard", "row"]) if out else empty
+    copy = pos != first
+    kept, _earlier, aligned = stretch_copies(pos[copy], first[copy], same,
+                                             lambda xs: chars[np.searchsorted(pos, xs)], RUNNING_TEXT_MIN_CHARS)
+    ix, ia = np.searchsorted(pos, kept), np.searchsorted(pos, aligned)
+    across = shard[ix] != shard[ia]
+    if not across.any():
+        return empty
+    return pl.DataFrame({"shard": shard[ix][across], "row": row[ix][across], "first_shard": shard[ia][across],
+                         "first_row": row[ia][across]}, schema=_STRETCH_SCHEMA).sort(["shard", "row"])
 
 
 def across_shard_copies(dctx: Any, removed: dict[str, Any] | None = None) -> dict[str, list[int]]:
@@ -707,6 +734,20 @@ def _overlap_hits(cand: pl.DataFrame, test_idx: set[int], train_idx: set[int]) -
     return hits.select("shard", "row", "train_shard", "train_row") if hits.height else empty
 
 
+def _with_running_overlap(dctx: Any, train: str, shards: list[Any], hits: pl.DataFrame, gone: pl.DataFrame | None,
+                          test_idx: set[int], train_idx: set[int]) -> pl.DataFrame:
+    """``hits`` (:func:`_overlap_hits`) with the rows of running texts that lie in a stretch repeating a
+    stretch of the training split (:func:`_running_overlap`; a row found both ways names the row of
+    its stretch). The ``--against`` side (``train == "against"``) keeps the row-by-row comparison."""
+    if train == "against":
+        return hits
+    running = _running_overlap(shards, _cache(dctx).get("running"), gone, test_idx, train_idx)
+    if running.height == 0:
+        return hits
+    return (pl.concat([running, hits.cast(running.schema)]).unique(["shard", "row"], keep="first", maintain_order=True)
+            .sort(["shard", "row"]))
+
+
 def _signature(shard: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """(content columns, what each one is) of a shard's row hashes, or None without hashes. A
     column is named by its role (``text``, ``input_ids``, ...), else by its name: rows of two shards
@@ -852,7 +893,9 @@ def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None) -> dict
             continue
         _name, _train, sh, c, test_idx, train_idx = comp
         among = test_idx | train_idx if _train != "against" else test_idx
-        hits = _overlap_hits(_without(c, _removed_frame(sh, removed, among)), test_idx, train_idx)
+        gone = _removed_frame(sh, removed, among)
+        hits = _with_running_overlap(dctx, _train, sh, _overlap_hits(_without(c, gone), test_idx, train_idx), gone,
+                                     test_idx, train_idx)
         for i, r in hits.select("shard", "row").iter_rows():
             out.setdefault(sh[i].path, set()).add(int(r))
     return {p: sorted(rows) for p, rows in sorted(out.items())}
@@ -874,6 +917,12 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
     ``content_hash``), a hard link or a followed file symlink under another path too; the same path on
     both sides is refused before the audit reads anything
     (:func:`datacheck.execute.audit.refuse_shared_files`, exit 2).
+
+    A running text (a ``.txt`` read by line or paragraph) follows ``dup.exact_in_shard``'s rule
+    (:mod:`datacheck.checks.dup.stretch`): the training split's shards are read first, then the
+    compared split's, and a row counts when it lies in a stretch of rows, 200 characters or more
+    together, that repeats a stretch of the training split; against ``--against`` its rows of 200
+    characters or more are compared one by one.
     """
     max_ex = dctx.cfg.report.max_examples
     for comp in _comparisons(dctx):
@@ -883,7 +932,7 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
         name, train, sh, c, test_idx, train_idx = comp
         side = "the --against dataset" if train == "against" else f"split {train!r}"
         what = "the audited data" if name == "audited" else f"split {name!r}"
-        hits = _overlap_hits(c, test_idx, train_idx)
+        hits = _with_running_overlap(dctx, train, sh, _overlap_hits(c, test_idx, train_idx), None, test_idx, train_idx)
         count = hits.height
         if not count:
             continue

@@ -1,13 +1,14 @@
 """dup: repeated stretches of a running text (a ``.txt`` read by line or paragraph:
-:attr:`datacheck.checks.spec.ShardContext.running_text`), the one rule ``dup.exact_in_shard`` and
-``dup.exact_across_shards`` apply to its rows.
+:attr:`datacheck.checks.spec.ShardContext.running_text`), the one rule ``dup.exact_in_shard``,
+``dup.exact_across_shards`` and ``dup.split_overlap`` apply to its rows.
 
 A row of a running text is a copy when it lies in a stretch of consecutive rows that repeats an
 earlier stretch in the same order and holds at least the floor's characters together (200: the
 shortest repeat Lee et al. 2022 count as duplicated text, :data:`datacheck.checks.spec.RUNNING_TEXT_MIN_CHARS`).
-Within a shard the earlier stretch is earlier in the shard; across shards it is in an earlier shard
-(path order, the same split). So a pasted passage of short verse lines is a copy in one shard and
-across two alike, and a play's repeated speaker names are a copy in neither.
+Within a shard the earlier stretch is earlier in the shard (``dup.exact_in_shard``); across shards it
+is in an earlier shard (path order, the same split: ``dup.exact_across_shards``); between splits it is
+in the training split (``dup.split_overlap``). So a pasted passage of short verse lines is a copy in
+one shard and across two alike, and a play's repeated speaker names are a copy in neither.
 
 The rule, over a sequence of rows (one shard, or the shards of a split one after another, a row that
 matches nothing between two shards so no stretch runs across their boundary): the copies (rows whose

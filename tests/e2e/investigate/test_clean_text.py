@@ -118,3 +118,19 @@ def test_the_cli_cleans_a_txt_corpus(tmp_path):
     got = run_cli("clean", str(data), "--out", str(tmp_path / "clean"), "--drop", "dup.exact_in_shard")
     assert got.returncode == 0, got.stderr
     assert _rows(tmp_path / "clean" / "corpus.txt", "line") == ["intro", para, "x", "outro"]
+
+
+def test_drop_split_overlap_removes_a_pasted_training_passage_from_the_test_split(tmp_path):
+    lines = _play().split("\n")[:-1]
+    act = lines[3000:3400]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("\n".join(lines[:20000]) + "\n")
+    (data / "test.txt").write_text("\n".join(lines[20000:22000] + act + lines[22000:]) + "\n")
+    cfg = config_from_dict({})
+    res = clean([str(data)], tmp_path / "out", cfg, drop=["dup.split_overlap"])
+    by = {s.path: s for s in res.shards}
+    assert by["test.txt"].dropped == {"dup.split_overlap": sum(1 for ln in act if ln.strip())}
+    assert _rows(res.out / "test.txt", "line") == [ln for ln in lines[20000:] if ln.strip()]
+    again = datacheck.audit([str(res.out)], cfg, workers=1, fail_on="never")
+    assert _dup_checks(again) == []

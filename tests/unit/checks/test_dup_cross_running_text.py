@@ -137,3 +137,20 @@ def test_across_two_files_equals_the_plain_python_rule(tmp_path_factory, a, b, b
     (f,) = fs
     assert f.count == len(want)
     assert [(e["row"], e["first_row"]) for e in f.details["examples"]] == want[:len(f.details["examples"])]
+
+
+def test_a_passage_of_the_training_split_in_the_test_split_is_a_leak(tmp_path):
+    """dup.split_overlap follows the same rule: the training split's shards read first, then the test
+    split's; a test row counts when its stretch repeats a stretch of the training split."""
+    lines = _play()
+    act = lines[3000:3400]
+    train, test = lines[:20000], act + lines[20000:]
+    rows_train, rows_test = [ln for ln in train if ln.strip()], [ln for ln in test if ln.strip()]
+    want = _across(rows_train, rows_test)
+    assert len(want) == sum(1 for ln in act if ln.strip())
+    rep = _audit(tmp_path / "leak", {"train.txt": "\n".join(train) + "\n", "test.txt": "\n".join(test) + "\n"})
+    (f,) = _by(rep, "dup.split_overlap")  # the Hub's split names: train.txt and test.txt
+    assert f.count == len(want)  # before: 0 (only rows of 200 characters were compared)
+    assert [(e["row"], e["train_row"]) for e in f.details["examples"]] == want[:len(f.details["examples"])]
+    clean = _audit(tmp_path / "clean", {"train.txt": "\n".join(train) + "\n", "test.txt": "\n".join(lines[20000:]) + "\n"})
+    assert list(clean.findings) == []
