@@ -706,11 +706,12 @@ def _copy_gaps(copied: list[str]) -> list[Finding]:
     return [f for f in numbering_gap(ctx) if isinstance(f, Finding)]
 
 
-def _emptied(cfg: Config, shards: list[ShardClean]) -> tuple[LeftInPlace, ...]:
-    """``index.empty_shard`` on the copy: shards with rows in the input that the drops left with none
-    (written with 0 rows; a ``.txt`` read by document, whose one row is the file, is not written),
-    unless ``[policy]`` ignores the check."""
-    empty = [s.path for s in shards if s.unreadable is None and s.duplicate_of is None and s.input_rows and not s.kept]
+def _emptied(cfg: Config, shards: list[ShardClean], written: set[str]) -> tuple[LeftInPlace, ...]:
+    """``index.empty_shard`` on the copy: shards with rows in the input that the drops left with none,
+    written with 0 rows (``written``: the shards written; a ``.txt`` read by document, whose one row is
+    the file, is not written: no shard of the copy), unless ``[policy]`` ignores the check."""
+    empty = [s.path for s in shards if s.unreadable is None and s.duplicate_of is None and s.input_rows and not s.kept
+             and s.path in written]
     entry = cfg.policy.get("index.empty_shard")
     if not empty or (entry is not None and entry.ignore):
         return ()
@@ -904,7 +905,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates,
                               [renamed.get(rel, rel) for rel, _ in written], renamed)
         left += _shard_findings_left(report.shards, audited, drop_ids, removed, duplicates)
-        left += _emptied(cfg, results) + _bad_records_left(cfg, results)
+        left += _emptied(cfg, results, {rel for rel, _ in written}) + _bad_records_left(cfg, results)
         metadata = _hf_metadata(disc.root, stage, dict(written), renamed)
         index = _output_index(stage, [(renamed.get(rel, rel), n) for rel, n in written])
         write_index(index, stage / INDEX_NAME)

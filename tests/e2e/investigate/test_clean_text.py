@@ -105,6 +105,7 @@ def test_a_dropped_document_is_not_written_and_the_copy_has_one(tmp_path):
     cfg = config_from_dict({"dataset": {"sample_by": "document"}})
     res = clean([str(data)], tmp_path / "out", cfg, drop=["dup.exact_across_shards"])
     assert sorted(p.name for p in res.out.glob("*.txt")) == ["a.txt", "c.txt"]
+    assert res.left_in_place == ()  # b.txt is no shard of the copy: no index.empty_shard there
     q = [json.loads(x) for x in (res.out / QUARANTINE_DIR / "b.txt.jsonl").read_text().splitlines()]
     assert [(r["_datacheck_row"], r["text"], r["_datacheck_checks"]) for r in q] == [(0, doc, ["dup.exact_across_shards"])]
     again = datacheck.audit([str(res.out)], cfg, workers=1, fail_on="never")
