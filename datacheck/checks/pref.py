@@ -29,7 +29,7 @@ from datacheck.derive.tokenizer import BlankPieces, blank_token_ids, blank_token
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import message_fields
 
-__all__ = ["identical_pair", "empty_response"]
+__all__ = ["identical_pair", "empty_response", "token_responses_blank"]
 
 #: the read path's derivations this family reads: the pairs as the chat template renders them
 derives(__name__, PAIRS)
@@ -127,6 +127,29 @@ def _blank_pieces(ctx: ShardContext) -> BlankPieces | None:
     if path is None or ctx.cfg.tokens.tokenizer is None:
         return None
     return blank_token_pieces(path, ctx.cfg.tokens.tokenizer)
+
+
+def token_responses_blank(ctx: ShardContext) -> tuple[dict[str, pl.Expr], str | None]:
+    """``pref.empty_response``'s blank rule for the preference responses (``chosen``, ``rejected``) that
+    hold token ids (a list of integers), for the checks that leave blank rows to it (the ``dup.*``
+    checks, :mod:`datacheck.checks.dup.blank`): so a tokenized pair of whitespace tokens is blank as a
+    text pair of whitespace strings is.
+
+    Returns:
+        ({response column: per-row Boolean expression, True when the response is null, empty, or only
+        special ids and, with ``[tokens] tokenizer``, whitespace tokens (:func:`_empty`)}, what the
+        rule lacks: None, or the missing fact (no tokenizer, or one whose vocabulary is not read), in
+        which case whitespace tokens are not known to be blank). Empty dict and None when no
+        response holds token ids."""
+    cols = [c for c in (ctx.roles.chosen, ctx.roles.rejected)
+            if c is not None and isinstance(ctx.schema.get(c), (pl.List, pl.Array))
+            and ctx.schema[c].inner.is_integer()]
+    if not cols:
+        return {}, None
+    blank_ids, lacking = _blank_ids(ctx)
+    pieces = _blank_pieces(ctx) if lacking is None else None
+    out = {c: e for c in cols if (e := _empty(c, ctx.schema[c], blank_ids, pieces)) is not None}
+    return out, lacking
 
 
 def _rendered(ctx: ShardContext) -> tuple[str, str, str, str, str] | None:

@@ -48,7 +48,7 @@ from datacheck.model.constants import MAX_ROW_BYTES
 from datacheck.model.errors import InternalError, UsageError
 
 __all__ = ["META_COLUMNS", "RAW_COLUMN", "RecordsRewrite", "RewriteJob", "RewriteRefused", "Rewriter", "Rewritten",
-           "TableRewrite", "WriteBytes", "rewrite_records", "rewrite_table", "row_hashes"]
+           "TableRewrite", "WriteBytes", "compressed_as", "rewrite_records", "rewrite_table", "row_hashes"]
 
 #: Columns added to quarantined rows.
 META_COLUMNS = ("_datacheck_row", "_datacheck_line", "_datacheck_shard", "_datacheck_checks", "_datacheck_row_hash")
@@ -203,6 +203,12 @@ def _csv_hashes(rows: list[list[str]]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- records
+def compressed_as(path_name: str, data: bytes) -> bytes:
+    """``data`` compressed as the file name ``path_name`` says (``.gz``: gzip with mtime 0, ``.zst``:
+    zstandard), else as it is."""
+    return _compress(path_name, data)
+
+
 def _compress(path_name: str, data: bytes) -> bytes:
     name = path_name.lower()
     if name.endswith(".gz"):

@@ -7,8 +7,10 @@ Byte rules (those of ``text.py``: the file opened in text mode as UTF-8):
 
 - line breaks are universal newlines: ``\\n``, ``\\r\\n`` and a lone ``\\r`` each end a line (Python's
   text mode translates them to ``\\n`` before ``text.py`` splits); a row never holds its line break
-  (``keep_linebreaks = False``, the builder's default). A file whose breaks are all lone ``\\r`` is
-  one line to ``[dataset] max_row_bytes`` (the bound is measured between ``\\n`` bytes).
+  (``keep_linebreaks = False``, the builder's default). The same breaks cut the file into chunks,
+  number its lines and bound them: a file of lone ``\\r`` breaks (old Mac OS) is as many lines as
+  ``\\n`` would make, each measured against ``[dataset] max_row_bytes`` on its own
+  (:func:`datacheck.io.shardbytes.bounded_line_chunks` with ``universal``).
 - a UTF-8 byte order mark is kept at the start of the first row, as ``open(encoding="utf-8")`` keeps it.
 - invalid UTF-8 (``datasets`` raises ``UnicodeDecodeError`` and loads nothing) is one
   ``decode.invalid_utf8`` finding naming the first lines, byte offsets and bytes; the rows are
@@ -49,9 +51,10 @@ from __future__ import annotations
 import csv as _csv
 import json
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import ClassVar, Iterator
 
 import numpy as np
 import polars as pl
@@ -60,12 +63,16 @@ from datacheck.formats.base import Format, ReadOptions, ShardData
 from datacheck.formats.batches import StreamedReader, cast_batches
 from datacheck.formats.csv import SEPARATORS
 from datacheck.formats.findings import bad_record_finding, long_line_message, utf8_finding
+from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, WriteBytes, compressed_as, row_hashes
 from datacheck.formats.stream_source import lazy_source, recut_frames
-from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks
+from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks, read_bytes
+from datacheck.io.stores import is_url
 from datacheck.model.constants import MAX_ROW_BYTES
+from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Finding
 
-__all__ = ["COLUMN", "FORMAT", "KEEP_BYTES", "SAMPLE_BY", "TEXT_CHUNK_BYTES", "TextStream", "open_text"]
+__all__ = ["COLUMN", "FORMAT", "KEEP_BYTES", "SAMPLE_BY", "TEXT_CHUNK_BYTES", "TextRewrite", "TextStream", "open_text",
+           "rewrite_text"]
 
 #: the one column of a text shard (``text.py``'s column name)
 COLUMN = "text"
@@ -173,7 +180,7 @@ def _line_rows(path: Path, chunk_bytes: int, max_line: int, issues: _Issues | No
     """``sample_by = "line"``: each chunk's non-blank lines (see the module docstring)."""
     line = 1  # the 1-based number of the next line
     offset = 0
-    for chunk in bounded_line_chunks(path, chunk_bytes, max_line):
+    for chunk in bounded_line_chunks(path, chunk_bytes, max_line, universal=True):
         if isinstance(chunk, LongLine):
             if issues is not None:
                 issues.too_long(line, offset, long_line_message(chunk.length, max_line),
@@ -207,7 +214,7 @@ def _paragraph_rows(path: Path, chunk_bytes: int, max_row: int, issues: _Issues 
         if issues is not None:
             issues.too_long(at_line, at_off, why, head)
 
-    for chunk in bounded_line_chunks(path, chunk_bytes, max_row):
+    for chunk in bounded_line_chunks(path, chunk_bytes, max_row, universal=True):
         if isinstance(chunk, LongLine):
             if not skipping:
                 too_long(line, offset, long_line_message(chunk.length, max_row).replace("a line of", "a paragraph "
@@ -279,7 +286,7 @@ def _document_rows(path: Path, chunk_bytes: int, max_row: int, issues: _Issues |
     parts: list[str] = []
     size = 0
     line = 1
-    for chunk in bounded_line_chunks(path, chunk_bytes, max_row):
+    for chunk in bounded_line_chunks(path, chunk_bytes, max_row, universal=True):
         n = chunk.nbytes if isinstance(chunk, LongLine) else len(chunk)
         size += n
         if isinstance(chunk, LongLine) or size > max_row:
@@ -402,7 +409,7 @@ def table_head(path: Path) -> tuple[str, str, int, int] | None:
     (separator, header, columns, records judged), or None (also when the head cannot be read: the
     reader then says why)."""
     try:
-        chunk = next(iter(bounded_line_chunks(path, _HEAD_BYTES, _HEAD_BYTES)), b"")
+        chunk = next(iter(bounded_line_chunks(path, _HEAD_BYTES, _HEAD_BYTES, universal=True)), b"")
     except (Unreadable, OSError):
         return None
     if isinstance(chunk, LongLine):
@@ -439,6 +446,142 @@ def _open(path: Path, fmt: str, opts: ReadOptions) -> ShardData:
     return open_text(path, mode, limit, opts.max_examples)
 
 
+# --------------------------------------------------------------------------------------------- clean
+def _rows_of(path: Path, sample_by: str, max_row: int) -> tuple[list[str], np.ndarray, list[Finding]]:
+    """The rows the audit reads from ``path`` (:func:`open_text`), the 1-based line each starts on,
+    and the reader's ``decode.*`` findings."""
+    data = open_text(path, sample_by, max_row)
+    if data.stream is None or data.line_of_row is None:
+        raise InternalError(f"{path.name}: the text reader gave no stream")
+    rows = [t for f in data.stream.batches(None, 1 << 16) for t in f.get_column(COLUMN).to_list()]
+    return rows, np.asarray(data.line_of_row, dtype=np.int64), list(data.decode_findings)
+
+
+def _hashes(rows: list[str]) -> list[str]:
+    """Each row's content hash (``"xxh3-128:<hex>"``): datacheck's row encoding over the ``text`` column."""
+    return row_hashes(pl.DataFrame({COLUMN: rows}, schema={COLUMN: pl.String}))
+
+
+def _row_lines(row: str, line: int, sample_by: str, n_lines: int) -> tuple[int, int]:
+    """(first, last) 0-based line of a row starting on 1-based ``line``: by line its line; by
+    paragraph through its inner line breaks (a last paragraph's final break is its last line's);
+    by document every line."""
+    if sample_by == "document":
+        return 0, n_lines - 1
+    first = line - 1
+    return first, first + (row.rstrip("\n").count("\n") if sample_by == "paragraph" else 0)
+
+
+def _drop_lines(n_lines: int, rows: list[str], line_of_row: np.ndarray, dropped: list[int], sample_by: str) -> np.ndarray:
+    """Per line of the file (shape (n_lines,), bool): whether it goes with a dropped row. By line, the
+    row's line; by paragraph, the paragraph's lines and the empty line that ends the ``"\\n\\n"``
+    after it (none after the file's last paragraph), so every other paragraph reads as it did (a
+    paragraph never ends with a line break but the file's last); by document, every line."""
+    out = np.zeros(n_lines, dtype=bool)
+    for r in dropped:
+        first, last = _row_lines(rows[r], int(line_of_row[r]), sample_by, n_lines)
+        if sample_by == "paragraph" and last + 1 < n_lines:
+            last += 1  # the separator's empty line
+        out[first:last + 1] = True
+    return out
+
+
+def _invalid_rows(raw: bytes, starts: np.ndarray, rows: list[str], line_of_row: np.ndarray, sample_by: str) -> set[int]:
+    """The rows whose bytes are not valid UTF-8 (the audit read them with U+FFFD)."""
+    bad: set[int] = set()
+    ends = np.append(starts[1:], len(raw))
+    for r in range(len(rows)):
+        first, last = _row_lines(rows[r], int(line_of_row[r]), sample_by, len(starts))
+        if not len(starts):
+            continue
+        try:
+            raw[int(starts[first]):int(ends[min(last, len(starts) - 1)])].decode("utf-8")
+        except UnicodeDecodeError:
+            bad.add(r)
+    return bad
+
+
+def rewrite_text(job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
+    """``datacheck clean`` of a plain-text shard: the rows the audit reads, by the same ``[dataset]
+    sample_by`` and ``max_row_bytes`` (:func:`open_text`), less the dropped ones (``job.reasons``, and
+    with ``decode.invalid_utf8`` in ``job.drop`` the rows holding invalid UTF-8).
+
+    The copy (``target``, compressed as its name says) is the input's bytes without the lines of the
+    dropped rows (:func:`_drop_lines`): line breaks (``\\r\\n``, lone ``\\r``), blank lines, the byte
+    order mark before a kept first row and the bytes of the kept rows stay as they were, so the copy
+    reads, by the same ``sample_by``, as exactly the kept rows. By document a dropped row is the
+    whole file: no copy is written (``Rewritten.kept`` 0). The quarantine (``quarantine`` with
+    ``.jsonl`` added; only when rows are dropped) is JSON Lines: ``text`` as the audit read it and
+    the meta columns (:data:`~datacheck.formats.rewrite.META_COLUMNS`). Both are read back and
+    compared row by row with the input's content hashes. The file is held in memory, as JSON Lines
+    and CSV shards are.
+
+    Raises:
+        UsageError: the shard has a row over ``[dataset] max_row_bytes`` (the audit's ``decode.bad_record``:
+            not a row, and clean holds no such row), before the file is held; nothing is written.
+        InternalError: the file does not read as the audit read it, or the written rows differ.
+    """
+    sample_by = str(getattr(job.dataset, "sample_by", None) or SAMPLE_BY[0])
+    max_row = int(getattr(job.dataset, "max_row_bytes", None) or MAX_ROW_BYTES)
+    with tempfile.TemporaryDirectory(prefix="datacheck-text-") as tmp:
+        if isinstance(job.source, str) and is_url(job.source):
+            raw = read_bytes(job.source)  # decompressed
+            local = Path(tmp) / "shard.txt"
+            local.write_bytes(raw)
+        else:
+            local, raw = Path(job.source), b""
+        rows, line_of_row, findings = _rows_of(local, sample_by, max_row)
+        long = [f for f in findings if f.check == "decode.bad_record"]
+        if long:
+            raise UsageError(f"{job.rel}: {long[0].message}; clean holds a shard's rows in memory and copies no row over "
+                             "[dataset] max_row_bytes, so no cleaned copy was made (nothing partial is left). Remove the "
+                             "line, or raise [dataset] max_row_bytes on a machine with several times that memory free")
+        if not raw:
+            raw = read_bytes(local)
+    if len(rows) != job.rows:
+        raise InternalError(f"{job.rel}: {len(rows)} rows read here but the audit read {job.rows}")
+    starts = _line_starts(raw, 0) if raw else np.zeros(0, dtype=np.int64)
+    reasons = {r: sorted(set(why)) for r, why in job.reasons.items()}
+    if "decode.invalid_utf8" in job.drop and raw:
+        for r in _invalid_rows(raw, starts, rows, line_of_row, sample_by):
+            reasons[r] = sorted({*reasons.get(r, []), "decode.invalid_utf8"})
+    dropped = sorted(r for r in reasons if 0 <= r < len(rows))
+    keep_idx = [r for r in range(len(rows)) if r not in reasons]
+    hashes = _hashes(rows)
+    gone = _drop_lines(len(starts), rows, line_of_row, dropped, sample_by)
+    ends = np.append(starts[1:], len(raw)).astype(np.int64)
+    body = b"".join(raw[int(a):int(b)] for a, b, g in zip(starts, ends, gone) if not g)
+    written = bool(keep_idx) or sample_by != "document"
+    if written:
+        write(target, compressed_as(target.name, body))
+    qpath = quarantine.with_name(quarantine.name + ".jsonl")
+    if dropped:
+        lines = [json.dumps({COLUMN: rows[r], "_datacheck_row": r, "_datacheck_line": int(line_of_row[r]),
+                             "_datacheck_shard": job.rel, "_datacheck_checks": reasons[r],
+                             "_datacheck_row_hash": hashes[r]}, ensure_ascii=False) for r in dropped]
+        write(qpath, ("\n".join(lines) + "\n").encode("utf-8"))
+    # proof: read back what was written and compare per-row content hashes with the input, in order
+    got = _hashes(_rows_of(target, sample_by, max_row)[0]) if written else []
+    qrecs = [json.loads(x) for x in qpath.read_text(encoding="utf-8").splitlines()] if dropped else []
+    qgot = [(int(q["_datacheck_row"]), h) for q, h in zip(qrecs, _hashes([q[COLUMN] for q in qrecs]))]
+    if (got != [hashes[r] for r in keep_idx] or qgot != [(r, hashes[r]) for r in dropped]
+            or any(set(q) != {COLUMN, *META_COLUMNS} for q in qrecs)):
+        raise InternalError(f"{job.rel}: the written rows differ from the input (kept {len(keep_idx)}, quarantined "
+                            f"{len(dropped)} of {len(rows)})")
+    return Rewritten(input_rows=len(rows), kept=len(keep_idx), kept_rows=len(keep_idx),
+                     reasons=[reasons[r] for r in dropped])
+
+
+@dataclass(frozen=True)
+class TextRewrite:
+    """The rewrite of plain text: :func:`rewrite_text` (rows by ``[dataset] sample_by``)."""
+
+    mode: ClassVar[str] = "text"
+
+    def __call__(self, job: RewriteJob, target: Path, quarantine: Path, write: WriteBytes) -> Rewritten:
+        return rewrite_text(job, target, quarantine, write)
+
+
 #: the extensions a forced ``[dataset] format = "text"`` reads: ``.txt``, and wikitext's ``.raw`` and
 #: ``.tokens`` (``wiki.train.raw``), each also ``.gz``/``.zst``
 _FORCED = tuple(b + c for b in (".txt", ".text", ".raw", ".tokens") for c in ("", ".gz", ".zst"))
@@ -448,6 +591,5 @@ FORMAT = Format(
     open=_open,
     extensions=((".txt.gz", "text"), (".txt.zst", "text"), (".txt", "text")),
     forced_extensions={"text": _FORCED},
-    refusals={"text": "datacheck clean rewrites JSON Lines, CSV, parquet and Arrow shards, not plain text; "
-                      "filter the lines with the row numbers and lines of the report instead"},
+    rewrite={"text": TextRewrite()},
 )

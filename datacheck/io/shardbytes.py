@@ -102,11 +102,41 @@ def line_chunks(path: Path, chunk_bytes: int) -> Iterator[bytes]:
             yield chunk
 
 
-def _split_long(data: bytes, max_line: int) -> Iterator[bytes | LongLine]:
+def _first_break(data: bytes, universal: bool) -> int:
+    """The index of the first line break of ``data``, or -1: a ``\\n``, and with ``universal`` also a
+    lone ``\\r`` (one not followed by ``\\n``; the byte after every ``\\r`` is in ``data`` or the file
+    ends there: :func:`bounded_line_chunks` holds a block's last ``\\r`` back)."""
+    n = data.find(b"\n")
+    if not universal:
+        return n
+    r = data.find(b"\r")
+    if r < 0 or (0 <= n <= r + 1):
+        return n  # no \r, or the \n comes first or ends the \r\n
+    return r
+
+
+def _last_break(data: bytes, universal: bool) -> int:
+    """The index of the last line break of ``data``, or -1 (breaks as :func:`_first_break`): the later
+    of the last ``\\n`` and the last ``\\r`` (a ``\\r`` after the last ``\\n`` is a lone one)."""
+    n = data.rfind(b"\n")
+    return max(n, data.rfind(b"\r")) if universal else n
+
+
+def _break_ends(buf: np.ndarray) -> np.ndarray:
+    """The indices of the universal line breaks of ``buf`` (uint8): every ``\\n`` and every ``\\r`` not
+    followed by ``\\n`` (a last ``\\r`` is a break)."""
+    cr = buf == 13
+    lone = cr.copy()
+    lone[:-1] &= buf[1:] != 10
+    return np.flatnonzero((buf == 10) | lone)
+
+
+def _split_long(data: bytes, max_line: int, universal: bool = False) -> Iterator[bytes | LongLine]:
     """``data`` (whole lines, the last one maybe without its newline) with each line of more than
-    ``max_line`` bytes as a :class:`LongLine`: one vectorized pass over the newlines."""
+    ``max_line`` bytes as a :class:`LongLine`: one vectorized pass over the newlines (with
+    ``universal``, a lone ``\\r`` is a line break too)."""
     buf = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(buf == 10)
+    ends = _break_ends(buf) if universal else np.flatnonzero(buf == 10)
     if ends.size == 0 or ends[-1] != len(data) - 1:
         ends = np.append(ends, len(data))  # the last line, without a newline
     starts = np.concatenate([[0], ends[:-1] + 1])
@@ -133,7 +163,8 @@ def _head(parts: list[bytes]) -> bytes:
     return b"".join(out)
 
 
-def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> Iterator[bytes | LongLine]:
+def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None,
+                        universal: bool = False) -> Iterator[bytes | LongLine]:
     """:func:`line_chunks`, except that a line of more than ``max_line`` bytes (the newline not counted;
     None: no bound) comes as a :class:`LongLine` in its place, in file order: its bytes are read and
     dropped as they come, so memory stays one chunk plus one read block (and at most ``max_line``
@@ -142,6 +173,12 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> I
     sequence (two passes over a file agree). Lines within a chunk are measured only when the chunk
     is longer than ``max_line`` (JSONL reads chunks of 16 MiB, against 128 MiB by default): no line of
     a shorter chunk can be over it.
+
+    ``universal``: a lone ``\\r`` (old Mac OS line ends) also ends a line, as Python's universal newlines
+    read it (plain text, :mod:`datacheck.formats.text`): chunks then end after a ``\\n`` or a lone
+    ``\\r``, a ``\\r\\n`` is never cut in two (a block's last ``\\r`` is held until the next byte is
+    read), and a line's length is measured up to its break (a ``\\r`` before ``\\n`` is counted in
+    the line, as without ``universal``). Without it (JSON Lines, CSV) only ``\\n`` ends a line.
 
     Raises:
         Unreadable: as :func:`line_chunks`.
@@ -169,6 +206,7 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> I
         parts: list[bytes] = []
         held = 0
         skipped: list[Any] | None = None  # a long line being passed over: [bytes so far, its head]
+        cr = b""  # universal: a block's last \r, held until the byte after it is read (a \r\n never cut)
         while True:
             try:
                 block = f.read(chunk_bytes)
@@ -178,10 +216,16 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> I
                 raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None  # BadGzipFile
             except READ_ERRORS as exc:  # corrupt compressed stream (zlib.error, EOFError, zstd errors)
                 raise Unreadable(f"cannot decompress {path.suffix} data: {exc}") from None
+            if universal:
+                got, block, cr = bool(block), cr + block, b""
+                if got and block.endswith(b"\r"):  # the byte after it decides whether a \n follows
+                    cr, block = b"\r", block[:-1]
+                    if not block:
+                        continue
             if not block:
                 break
             if skipped is not None:
-                nl = block.find(b"\n")
+                nl = _first_break(block, universal)
                 if nl < 0:
                     skipped[0] += len(block)
                     continue
@@ -190,7 +234,7 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> I
                 block = block[nl + 1:]
                 if not block:
                     continue
-            if block.find(b"\n") < 0:  # the partial line goes on
+            if _first_break(block, universal) < 0:  # the partial line goes on
                 held += len(block)
                 parts.append(block)
                 del block
@@ -200,12 +244,12 @@ def bounded_line_chunks(path: Path, chunk_bytes: int, max_line: int | None) -> I
             data = b"".join([*parts, block]) if parts else block
             parts, held = [], 0
             del block  # only one copy of the chunk is kept while the caller works on it
-            cut = data.rfind(b"\n")
+            cut = _last_break(data, universal)
             if cut != len(data) - 1:
                 parts, held = [data[cut + 1:]], len(data) - cut - 1
                 data = data[:cut + 1]
             if max_line is not None and len(data) > max_line:
-                yield from _split_long(data, max_line)
+                yield from _split_long(data, max_line, universal)
             else:
                 yield data
             del data

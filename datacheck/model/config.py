@@ -134,9 +134,10 @@ class DatasetSection(_Section):
         "plain-text shards (.txt): what a row is, as Hugging Face datasets' text builder's sample_by: `line` "
         "(a row per line; a blank line is no row: it separates paragraphs and adds no token to packed text), "
         "`paragraph` (the text split on blank lines) or `document` (a row per file); by line and paragraph "
-        "the rows are a running text: dup.exact_in_shard counts stretches of rows repeating an earlier stretch "
-        "in order that hold 200 characters or more, and across shards and splits only rows of 200 characters "
-        "or more are compared"))
+        "the rows are a running text: dup.exact_in_shard, dup.exact_across_shards and dup.split_overlap count a "
+        "row only in a stretch of rows, 200 characters or more together, that repeats an earlier stretch in "
+        "order (in the shard, in an earlier shard of the split, in the training split); against --against only "
+        "rows of 200 characters or more are compared"))
     infer_splits: bool = Field(default=True, description=(
         "with no [splits] and no --against: splits named by the Hugging Face Hub's file names (train-*, "
         "data/test-*, validation/ ...), as datasets names them; false: the files are one dataset"))

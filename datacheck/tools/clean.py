@@ -17,7 +17,8 @@ Layout of ``out``::
     OUT/.quarantine/<same relative path>           the dropped rows, same format, plus
                                                   _datacheck_row, _datacheck_line, _datacheck_shard,
                                                   _datacheck_checks (reasons), _datacheck_row_hash;
-                                                  only for shards that lost rows
+                                                  only for shards that lost rows (a plain-text
+                                                  shard's: JSON Lines, ``<path>.jsonl``)
     OUT/index.json                                 data index of the cleaned shards
                                                   (:mod:`datacheck.io.dataindex` layout, as
                                                   ``datacheck index build`` writes it)
@@ -581,7 +582,7 @@ def _refuse_unwritable_formats(shards: list[DiscoveredShard]) -> None:
     if all(ds.format == "json" for ds in bad):  # the JSON format's own refusal
         raise UsageError(f"{bad[0].rel}: {format_named('json').refusals['json']}")  # type: ignore[union-attr]
     names = ", ".join(f"{ds.rel} ({ds.format})" for ds in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-    raise UsageError(f"datacheck clean rewrites parquet, Arrow, JSON Lines and CSV/TSV shards only; {len(bad)} shard(s) "
+    raise UsageError(f"datacheck clean rewrites parquet, Arrow, JSON Lines, CSV/TSV and plain-text shards only; {len(bad)} shard(s) "
                      f"are in a format it reads but cannot write: {names}. Audit them with `datacheck audit`, list "
                      "the failing rows with `datacheck inspect --export rows.parquet`, and rebuild the shards with "
                      "the tool that wrote them (Megatron preprocess_data.py, MosaicML MDSWriter, webdataset's "
@@ -705,10 +706,12 @@ def _copy_gaps(copied: list[str]) -> list[Finding]:
     return [f for f in numbering_gap(ctx) if isinstance(f, Finding)]
 
 
-def _emptied(cfg: Config, shards: list[ShardClean]) -> tuple[LeftInPlace, ...]:
-    """``index.empty_shard`` on the copy: shards with rows in the input that the drops left with none
-    (written with 0 rows), unless ``[policy]`` ignores the check."""
-    empty = [s.path for s in shards if s.unreadable is None and s.duplicate_of is None and s.input_rows and not s.kept]
+def _emptied(cfg: Config, shards: list[ShardClean], written: set[str]) -> tuple[LeftInPlace, ...]:
+    """``index.empty_shard`` on the copy: shards with rows in the input that the drops left with none,
+    written with 0 rows (``written``: the shards written; a ``.txt`` read by document, whose one row is
+    the file, is not written: no shard of the copy), unless ``[policy]`` ignores the check."""
+    empty = [s.path for s in shards if s.unreadable is None and s.duplicate_of is None and s.input_rows and not s.kept
+             and s.path in written]
     entry = cfg.policy.get("index.empty_shard")
     if not empty or (entry is not None and entry.ignore):
         return ()
@@ -881,7 +884,9 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
                 _count(sc, why)
             _shard_counts(sc, got, res)
             if sc.duplicate_of is not None:  # every row quarantined (and verified): the shard is not written
-                (stage / ds.rel).unlink()
+                (stage / ds.rel).unlink(missing_ok=True)
+                continue
+            if not (stage / ds.rel).exists():  # a .txt read by document whose one row was dropped: no file
                 continue
             written.append((ds.rel, got.kept_rows))
         tick("writing the data index", steps, steps)
@@ -900,7 +905,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
         left = _left_in_place(dataset, dctx, drop_ids, removed, duplicates,
                               [renamed.get(rel, rel) for rel, _ in written], renamed)
         left += _shard_findings_left(report.shards, audited, drop_ids, removed, duplicates)
-        left += _emptied(cfg, results) + _bad_records_left(cfg, results)
+        left += _emptied(cfg, results, {rel for rel, _ in written}) + _bad_records_left(cfg, results)
         metadata = _hf_metadata(disc.root, stage, dict(written), renamed)
         index = _output_index(stage, [(renamed.get(rel, rel), n) for rel, n in written])
         write_index(index, stage / INDEX_NAME)

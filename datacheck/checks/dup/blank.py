@@ -15,12 +15,13 @@ from __future__ import annotations
 import polars as pl
 
 from datacheck.checks.empty import blank_text
+from datacheck.checks.pref import token_responses_blank
 from datacheck.checks.schema import null_judged_features
 from datacheck.checks.spec import ShardContext
 from datacheck.derive.messages import blank_content
 from datacheck.model.roles import CONTEXT_COLUMNS, message_fields, token_id_columns
 
-__all__ = ["blank_rows"]
+__all__ = ["blank_rows", "unjudged_responses"]
 
 
 def _text_blank(col: str, dtype: pl.DataType) -> pl.Expr | None:
@@ -46,11 +47,12 @@ def _messages_blank(col: str, dtype: pl.DataType) -> pl.Expr | None:
 
 def _column_blank(col: str, dtype: pl.DataType, responses: set[str], features: set[str]) -> pl.Expr:
     """Any content column's blank rule: text and conversations as above (a preference response of
-    String dtype by ``pref.empty_response``'s rule: nothing left after ``str.strip_chars``), a
-    tabular feature column of ``features`` (:func:`datacheck.checks.schema.null_judged_features`)
-    null, or NaN when it is a float scalar (``schema.nullable``'s and ``finite.nan``'s rows: an
-    empty list of numbers there is a value, which neither reports), a list of numbers (token ids, a
-    mask, token labels) null or of length 0, any other value null."""
+    String dtype by ``pref.empty_response``'s rule: nothing left after ``str.strip_chars``; one of
+    token ids by that check's rule too, :func:`blank_rows`), a tabular feature column of ``features``
+    (:func:`datacheck.checks.schema.null_judged_features`) null, or NaN when it is a float scalar
+    (``schema.nullable``'s and ``finite.nan``'s rows: an empty list of numbers there is a value, which
+    neither reports), a list of numbers (token ids, a mask, token labels) null or of length 0, any
+    other value null."""
     c = pl.col(col)
     if col in features:
         return (c.is_null() | c.is_nan()) if dtype.is_float() else c.is_null()
@@ -104,5 +106,24 @@ def blank_rows(ctx: ShardContext, cols: list[str]) -> pl.Expr | None:
     if not own or not set(own) & _judged(ctx, features):
         return None
     responses = {c for c in (ctx.roles.chosen, ctx.roles.rejected) if c is not None}
+    tokenized = token_responses_blank(ctx)[0] if responses & set(own) else {}
     # one n-ary node, not a chain of one & per column (a chain's depth made polars' planning super-linear)
-    return pl.all_horizontal([_column_blank(c, ctx.schema[c], responses, features) for c in own]).fill_null(False)
+    return pl.all_horizontal([tokenized[c] if c in tokenized else _column_blank(c, ctx.schema[c], responses,
+                                                                                    features)
+                              for c in own]).fill_null(False)
+
+
+def unjudged_responses(ctx: ShardContext, cols: list[str]) -> str | None:
+    """What :func:`blank_rows` cannot judge in the content ``cols``, for a dup.* check's skipped entry:
+    preference responses of token ids whose whitespace tokens are not known (no ``[tokens] tokenizer``,
+    or one whose vocabulary is not read: :func:`datacheck.checks.pref.token_responses_blank`), so a
+    pair of whitespace-token responses (GPT-2's ``[220]``), blank as a text pair of ``" "`` is, is
+    compared as content. None when nothing is left unjudged."""
+    rules, lacking = token_responses_blank(ctx)
+    judged = [c for c in rules if c in cols]
+    if lacking is None or not judged or blank_rows(ctx, cols) is None:
+        return None
+    return (f"{' and '.join(map(repr, judged))} hold token ids and {lacking}: a pair whose responses are only "
+            "whitespace tokens (GPT-2's [220], ' ') is not known to be blank, so such pairs are compared as "
+            "content (a text pair of whitespace responses is left to pref.empty_response); set [tokens] "
+            "tokenizer")

@@ -18,25 +18,30 @@ report):
   A row whose content is all blank (:mod:`datacheck.checks.dup.blank`: the empty checks report it)
   and a row with a cell the reader could not read hold a hash no other row has
   (:func:`unmatched_rows`): they are never repeats, leaks or label conflicts.
-- ``"crossdup.running"``: only for a running text (a ``.txt`` read by line or paragraph:
-  :attr:`~datacheck.checks.spec.ShardContext.running_text`): ``hash`` as above and ``chars`` (the
-  row's characters), for ``dup.exact_in_shard``'s stretches (``shard_only``: not kept for the merge
-  nor cached); in ``"crossdup.rows"`` its rows of fewer characters than the floor get a hash that
-  matches nothing (:func:`unmatched_rows`), so across shards and splits only its rows of at least
-  200 characters are compared.
+  For a running text (a ``.txt`` read by line or paragraph:
+  :attr:`~datacheck.checks.spec.ShardContext.running_text`) also ``chars`` (``UInt32``: the row's
+  characters, 4 bytes a row): its rows are judged by stretches (:mod:`datacheck.checks.dup.stretch`),
+  in the shard (``dup.exact_in_shard``), across shards (``dup.exact_across_shards``) and between
+  splits (``dup.split_overlap``) alike: a row is a copy when it lies in a stretch of rows that repeats
+  an earlier stretch in order and holds at least 200 characters together. Compared one by one (the
+  ``--against`` dataset), only its rows of 200 characters or more take part.
 - ``"crossdup.content"``: JSON-able ``{"columns": [...], "label": str | None, "encoding": ROW_ENCODING}``.
 
 Checks in the merge:
 
 - ``dup.exact_across_shards``: a row whose content and label occur in an earlier shard (path order;
-  with ``[splits]``, an earlier shard of the same split: across splits it is ``dup.split_overlap``).
+  with ``[splits]``, an earlier shard of the same split: across splits it is ``dup.split_overlap``);
+  a row of a running text: one in a stretch of 200 characters or more that repeats a stretch of an
+  earlier shard (the shards of a split read one after another, no stretch across a boundary).
   count = such rows; examples name both shards and rows.
 - ``dup.conflicting_labels``: the same content with more than one distinct real label (null,
   ``ignore_index`` and negative sentinel labels are "no label").
   count = distinct contents with more than one label (within a shard or across shards).
 - ``dup.split_overlap``: rows of a split other than the training split whose content (label
   excluded) occurs in the training split (``[splits]``: the split named ``train``, else the first
-  listed), or in the ``--against`` dataset. count = such rows; examples give both sides.
+  listed), or in the ``--against`` dataset; a row of a running text: one in a stretch of 200
+  characters or more that repeats a stretch of the training split (its shards read first, then the
+  compared split's). count = such rows; examples give both sides.
 
 Merge memory: one array of the low 64 bits of every row hash (8 B/row), sorted in place, finds
 the hash values that repeat (a sort, no hash table over all rows); only the rows holding
@@ -59,8 +64,10 @@ import numpy as np
 import polars as pl
 import xxhash
 
-from datacheck.checks.dup.blank import blank_rows
+from datacheck.checks.dup.blank import blank_rows, unjudged_responses
+from datacheck.checks.dup.stretch import stretch_copies
 from datacheck.checks.registry import Payload, ShardContext, ShardItem, check, derives, finding, first_part, measure
+from datacheck.checks.spec import RUNNING_TEXT_MIN_CHARS
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.io.discover import declared_splits
 from datacheck.io.hashspill import SpilledRows, partitions, rows_frame
@@ -73,7 +80,6 @@ from datacheck.model.roles import KEY_COLUMNS, row_content
 
 __all__ = [
     "ROWS_KEY",
-    "RUNNING_KEY",
     "CONTENT_KEY",
     "content_spec",
     "crossdup_payload",
@@ -91,9 +97,9 @@ __all__ = [
 derives(__name__, ALPACA, CHAT)
 
 ROWS_KEY = "crossdup.rows"
-#: a running text's rows (:attr:`ShardContext.running_text`): ``hash`` (UInt128, as in :data:`ROWS_KEY`
-#: before its short rows were made to match nothing) and ``chars`` (UInt32: the row's characters)
-RUNNING_KEY = "crossdup.running"
+#: the :data:`ROWS_KEY` column of a running text's rows (:attr:`ShardContext.running_text`): each row's
+#: characters (UInt32), which decide the stretches of :mod:`datacheck.checks.dup.stretch`
+CHARS_FIELD = "chars"
 CONTENT_KEY = "crossdup.content"
 #: the payload's per-row Boolean field marking rows of blank content (:mod:`datacheck.checks.dup.blank`):
 #: :func:`unmatched_rows` makes them rows that match none and drops it, before any check reads it
@@ -122,13 +128,8 @@ def payload_wanted(ctx: ShardContext) -> bool:
     """Whether the merge can use this shard's row hashes: rows may repeat across shards (more than
     one shard, [splits] or --against), or a class label can conflict within the shard; or the rows are
     pieces of a running text (:attr:`ShardContext.running_text`), whose in-shard repeats are decided
-    from these hashes, where the short rows are made to match nothing (:func:`unmatched_rows`)."""
+    from these hashes and their characters (:mod:`datacheck.checks.dup.stretch`)."""
     return ctx.cross_shard or ctx.roles.label is not None or ctx.running_text is not None
-
-
-#: the payload field that says a row of a running text is shorter than the floor (dropped by
-#: :func:`unmatched_rows`, which makes such rows match nothing)
-SHORT_FIELD = "__short"
 
 
 @measure("crossdup")
@@ -146,12 +147,9 @@ def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
         fields.append(blank.alias(BLANK_FIELD))
     floor = ctx.running_text
     texts = [c for c in cols if ctx.schema.get(c) == pl.String]
-    if floor is not None and texts:  # short pieces of a running text repeat in any text: compared with nothing
+    if floor is not None and texts:  # a running text's rows are judged by stretches: each row's characters
         chars = pl.sum_horizontal([pl.col(c).str.len_chars().fill_null(0) for c in texts]).cast(pl.UInt32)
-        fields.append((chars < floor).alias(SHORT_FIELD))
-        # the hashes as they are, with each row's characters: in-shard repeats of stretches of rows
-        yield Payload(key=RUNNING_KEY, expr=pl.struct([h, chars.alias("chars")]).implode(), post=_rows_post,
-                      not_retyped=tuple(cols), unmatched=unmatched_rows, shard_only=True)
+        fields.append(chars.alias(CHARS_FIELD))
     yield Payload(key=ROWS_KEY, expr=pl.struct(fields).implode(), post=_rows_post, not_retyped=tuple(cols),
                   unmatched=unmatched_rows)
     spec = {"columns": cols, "label": label, "encoding": ROW_ENCODING}
@@ -164,17 +162,7 @@ def unmatched_rows(df: pl.DataFrame, rows: np.ndarray, salt: str) -> pl.DataFram
     reported (``decode.bad_record``, ``schema.dtype``), so two such rows are not known to be equal. The
     hash: xxh3-128 of a tag no row encoding starts with, ``salt`` (the shard's content hash) and the row.
     So are the rows the frame's :data:`BLANK_FIELD` marks (content all blank: :mod:`.blank`), whose
-    field is then dropped; and the rows its :data:`SHORT_FIELD` marks (pieces of a running text
-    shorter than the floor, any number of them: one vectorized step), which take
-    ``xxh3-128(tag, salt) // 4 + row``, distinct from each other and, with a chance of about 2**-100,
-    from any other hash."""
-    if SHORT_FIELD in df.columns:
-        short = df[SHORT_FIELD]
-        df = df.drop(SHORT_FIELD)
-        if short.any():
-            base = int.from_bytes(xxhash.xxh3_128_digest(f"datacheck-short-row\0{salt}".encode()), "big") >> 2
-            unique = pl.lit(base, dtype=pl.UInt128) + pl.int_range(pl.len(), dtype=pl.UInt64).cast(pl.UInt128)
-            df = df.with_columns(pl.when(short).then(unique).otherwise(pl.col("hash")).alias("hash"))
+    field is then dropped."""
     if BLANK_FIELD in df.columns:
         blank = np.flatnonzero(df[BLANK_FIELD].to_numpy())
         df = df.drop(BLANK_FIELD)
@@ -188,9 +176,15 @@ def unmatched_rows(df: pl.DataFrame, rows: np.ndarray, salt: str) -> pl.DataFram
 
 def _no_content(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
     """Shard stage shared by the three merge checks: a shard whose rows would be hashed for the
-    merge but have no content besides the label cannot take part."""
-    if payload_wanted(ctx) and not content_spec(ctx)[0]:
+    merge but have no content besides the label cannot take part; one whose blank rows cannot all be
+    told (:func:`~datacheck.checks.dup.blank.unjudged_responses`) says what is compared as content."""
+    if not payload_wanted(ctx):
+        return
+    cols = content_spec(ctx)[0]
+    if not cols:
         yield Skipped(cid, "no content column besides the label")
+    elif (unjudged := unjudged_responses(ctx, cols)) is not None:
+        yield Skipped(cid, unjudged)  # whitespace-token responses are compared as content
 
 
 @check("dup.exact_across_shards", layouts=lay.ANY)
@@ -242,12 +236,26 @@ def _candidates(frames: list[pl.DataFrame | SpilledRows], with_label: bool) -> p
     return _candidates_in_memory([rows_frame(f) for f in frames], with_label)
 
 
+def _split_running(cand: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(the candidates the hash checks compare one by one, the candidate rows of running texts): a
+    running text's rows (those with :data:`CHARS_FIELD`) of fewer than
+    :data:`~datacheck.checks.spec.RUNNING_TEXT_MIN_CHARS` characters are left out of the first (they
+    count only in a repeated stretch, :func:`_running_copies`); the second holds all of them, None when
+    no shard is a running text."""
+    if CHARS_FIELD not in cand.columns:
+        return cand, None
+    chars = pl.col(CHARS_FIELD)
+    main = cand.filter(chars.is_null() | (chars >= RUNNING_TEXT_MIN_CHARS)).drop(CHARS_FIELD)
+    return main, cand.filter(chars.is_not_null())
+
+
 def _with_labels(frames: list[pl.DataFrame | SpilledRows], picks: list[tuple[int, pl.Series]],
                  with_label: bool) -> pl.DataFrame:
     """The candidate frame from (shard index, its candidate rows ascending), shard by shard: the
     label gathered from each shard's payload; shards that disagree on the label dtype compare labels
     as text."""
     parts = []
+    with_chars = any(CHARS_FIELD in f.columns for f in frames)
     for i, rows in picks:
         f = rows_frame(frames[i])
         cols = {"shard": pl.Series([i] * rows.len(), dtype=pl.UInt32), "row": rows.cast(pl.UInt32),
@@ -255,12 +263,23 @@ def _with_labels(frames: list[pl.DataFrame | SpilledRows], picks: list[tuple[int
         if with_label:
             cols["label"] = (f.get_column("label").gather(rows) if "label" in f.columns
                              else pl.Series([None] * rows.len()))
+        if with_chars:  # a running text's rows: their characters (null for the rows of other shards)
+            cols[CHARS_FIELD] = (f.get_column(CHARS_FIELD).gather(rows) if CHARS_FIELD in f.columns
+                                 else pl.Series([None] * rows.len(), dtype=pl.UInt32))
         parts.append(pl.DataFrame(cols))
     try:
         return pl.concat(parts, how="vertical_relaxed")
     except Exception:  # shards disagree on the label dtype: compare labels as text
         return pl.concat([p.with_columns(pl.col("label").cast(pl.String)) if "label" in p.columns else p
                           for p in parts], how="vertical_relaxed")
+
+
+def _empty_candidates(frames: list[Any]) -> pl.DataFrame:
+    """No candidate row: the columns every candidate frame has (``chars`` when a frame has it)."""
+    schema: dict[str, Any] = {"shard": pl.UInt32, "row": pl.UInt32, "hash": pl.UInt128}
+    if any(CHARS_FIELD in f.columns for f in frames):
+        schema[CHARS_FIELD] = pl.UInt32
+    return pl.DataFrame(schema=schema)
 
 
 def _candidates_partitioned(frames: list[pl.DataFrame | SpilledRows], with_label: bool,
@@ -270,7 +289,7 @@ def _candidates_partitioned(frames: list[pl.DataFrame | SpilledRows], with_label
     (:func:`~datacheck.io.hashspill.partitions`, a temp folder in ``folder`` removed afterwards), then each
     partition is grouped by hash on its own; the labels of the few candidate rows are then gathered
     shard by shard. Memory: one shard's payload, the write buffers, one partition, the candidates."""
-    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "hash": pl.UInt128})
+    empty = _empty_candidates(frames)
     found = [p.filter(pl.len().over("hash") > 1).select("shard", "row") for p in partitions(frames, folder=folder)]
     found = [f for f in found if f.height]
     if not found:
@@ -289,7 +308,7 @@ def _candidates_in_memory(frames: list[pl.DataFrame], with_label: bool) -> pl.Da
     such a value are gathered and checked on all 128 bits. A 64-bit coincidence only adds a
     candidate, never a finding.
     """
-    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "hash": pl.UInt128})
+    empty = _empty_candidates(frames)
     if not frames:
         return empty
     allv = np.empty(sum(f.height for f in frames), dtype=np.uint64)
@@ -328,7 +347,9 @@ def _merge(dctx: Any) -> tuple[list[Any], pl.DataFrame]:
     if "audited" not in memo:
         shards, frames = _shard_frames(dctx.readable_shards())
         with_label = any("label" in f.columns for f in frames)
-        memo["audited"] = (shards, _with_content_group(_candidates(frames, with_label), shards))
+        main, running = _split_running(_candidates(frames, with_label))
+        memo["audited"] = (shards, _with_content_group(main, shards))
+        memo["running"] = _with_content_group(running, shards) if running is not None else None
     return memo["audited"]
 
 
@@ -429,26 +450,128 @@ def _without(cand: pl.DataFrame, gone: pl.DataFrame | None) -> pl.DataFrame:
 def _copies(dctx: Any, removed: dict[str, Any] | None = None) -> tuple[list[Any], pl.DataFrame, list[str]]:
     """(shards, copies, keys): every row whose content (and label) occurs in an earlier shard of the
     same split, as ``shard``, ``row``, ``first_shard``, ``first_row`` (indices into ``shards``;
-    ``shard`` and ``row`` ascending); ``removed`` rows are taken out before comparing."""
+    ``shard`` and ``row`` ascending); a running text's rows by its stretches (:func:`_running_copies`).
+    ``removed`` rows are taken out before comparing."""
     shards, cand = _merge(dctx)
-    cand = _without(cand, _removed_frame(shards, removed))
+    gone = _removed_frame(shards, removed)
+    cand = _without(cand, gone)
     keys = ["hash", "content", "label"] if "label" in cand.columns else ["hash", "content"]
     empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "first_shard": pl.UInt32,
                                  "first_row": pl.UInt32})
-    if len(shards) < 2 or cand.height == 0:
+    if len(shards) < 2:
         return shards, empty, keys
     splits = getattr(dctx, "splits", {}) or {}
+    code = [0] * len(shards)
     if splits:  # across splits, a repeat is dup.split_overlap (leakage), not a repeat within the data
         names = sorted({v for v in splits.values()})
         code = [names.index(splits[s.path]) + 1 if s.path in splits else 0 for s in shards]
         cand = cand.with_columns(pl.Series("grp", code, dtype=pl.UInt32).gather(cand["shard"]))
         keys = keys + ["grp"]
-    c = cand.sort(["shard", "row"]).with_columns(
-        pl.col("shard").first().over(keys).alias("first_shard"),
-        pl.col("row").first().over(keys).alias("first_row"),
-    )
-    hits = c.filter(pl.col("shard") != pl.col("first_shard")).select("shard", "row", "first_shard", "first_row")
+    hits = empty
+    if cand.height:
+        c = cand.sort(["shard", "row"]).with_columns(
+            pl.col("shard").first().over(keys).alias("first_shard"),
+            pl.col("row").first().over(keys).alias("first_row"),
+        )
+        hits = c.filter(pl.col("shard") != pl.col("first_shard")).select("shard", "row", "first_shard", "first_row")
+    running = _running_copies(shards, _cache(dctx).get("running"), gone, code)
+    if running.height:  # a row both ways (a row of 200+ characters) names the row its stretch repeats
+        hits = (pl.concat([running, hits]).unique(["shard", "row"], keep="first", maintain_order=True)
+                .sort(["shard", "row"]))
     return shards, hits, keys
+
+
+_STRETCH_SCHEMA = {"shard": pl.UInt32, "row": pl.UInt32, "first_shard": pl.UInt32, "first_row": pl.UInt32}
+
+
+def _running_copies(shards: list[Any], cand: pl.DataFrame | None, gone: pl.DataFrame | None,
+                    group: list[int]) -> pl.DataFrame:
+    """The rows of running texts (a ``.txt`` read by line or paragraph) that lie in a stretch repeating
+    a stretch of an earlier shard of the same split (``group``: a code per shard) and content
+    (:func:`_stretch_pass` over their shards in path order): ``shard``, ``row``, ``first_shard``,
+    ``first_row`` (the row each repeats in that stretch), indices into ``shards``, ascending."""
+    if cand is None or cand.height == 0:
+        return pl.DataFrame(schema=_STRETCH_SCHEMA)
+    by_group: dict[tuple[int, int], list[int]] = {}
+    for i, k in cand.select("shard", "content").unique().sort("shard").iter_rows():
+        by_group.setdefault((group[int(i)], int(k)), []).append(int(i))
+    out = [_stretch_pass(shards, cand, gone, members) for members in by_group.values() if len(members) > 1]
+    out = [o for o in out if o.height]
+    return pl.concat(out).sort(["shard", "row"]) if out else pl.DataFrame(schema=_STRETCH_SCHEMA)
+
+
+def _running_overlap(shards: list[Any], cand: pl.DataFrame | None, gone: pl.DataFrame | None,
+                     test_idx: set[int], train_idx: set[int]) -> pl.DataFrame:
+    """``dup.split_overlap``'s rows of running texts: the rows of a ``test_idx`` shard that lie in a
+    stretch repeating a stretch of the training split (:func:`_stretch_pass` over the training shards,
+    then the compared split's, each in path order, per content): ``shard``, ``row``, ``train_shard``,
+    ``train_row``."""
+    empty = pl.DataFrame(schema={"shard": pl.UInt32, "row": pl.UInt32, "train_shard": pl.UInt32, "train_row": pl.UInt32})
+    if cand is None or cand.height == 0:
+        return empty
+    content = dict(cand.select("shard", "content").unique().iter_rows())
+    out = []
+    for k in sorted(set(content.values())):
+        train = sorted(i for i in train_idx if content.get(i) == k)
+        test = sorted(i for i in test_idx if content.get(i) == k)
+        if not train or not test:
+            continue
+        got = _stretch_pass(shards, cand, gone, train + test)
+        got = got.filter(pl.col("shard").is_in(test) & pl.col("first_shard").is_in(train))
+        if got.height:
+            out.append(got.rename({"first_shard": "train_shard", "first_row": "train_row"}))
+    return pl.concat(out).sort(["shard", "row"]) if out else empty
+
+
+def _stretch_pass(shards: list[Any], cand: pl.DataFrame, gone: pl.DataFrame | None, members: list[int]) -> pl.DataFrame:
+    """The rows of the shards ``members`` (indices into ``shards``, read in this order as one sequence)
+    that lie in a stretch repeating a stretch of another of them, read earlier
+    (:mod:`datacheck.checks.dup.stretch`, floor :data:`~datacheck.checks.spec.RUNNING_TEXT_MIN_CHARS`):
+    ``shard``, ``row``, ``first_shard``, ``first_row`` (the row each repeats in its stretch).
+
+    ``gone`` rows (taken out of the data) are left out of the sequence, and one row that matches
+    nothing sits between two shards, so no stretch runs across a boundary. Only the candidate rows
+    (``cand``: hashes that occur more than once, with ``chars``) are held: a stretch's rows and the
+    rows they repeat are all among them. Memory: the candidates, never a shard's rows."""
+    empty = pl.DataFrame(schema=_STRETCH_SCHEMA)
+    cand = _without(cand.filter(pl.col("shard").is_in(members)), gone)
+    if cand.height == 0:
+        return empty
+    dropped: dict[int, np.ndarray] = {}
+    if gone is not None and gone.height:
+        for (i,), g in gone.group_by(["shard"]):
+            dropped[int(i)] = np.sort(g.get_column("row").to_numpy().astype(np.int64))
+    none = np.empty(0, dtype=np.int64)
+    parts = []
+    at = 0
+    for i in members:  # a gap row after each shard
+        g = cand.filter(pl.col("shard") == i)
+        rows = g.get_column("row").to_numpy().astype(np.int64)
+        pos = at + rows - np.searchsorted(dropped.get(i, none), rows)
+        parts.append(g.select("shard", "row", "hash", CHARS_FIELD).with_columns(pl.Series("pos", pos)))
+        at += (shards[i].rows or 0) - dropped.get(i, none).size + 1
+    g = pl.concat(parts).sort("pos").with_columns(pl.col("pos").first().over("hash").alias("first"))
+    pos = g.get_column("pos").to_numpy()
+    first = g.get_column("first").to_numpy()
+    high = g.select((pl.col("hash") // pl.lit(2**64, dtype=pl.UInt128)).cast(pl.UInt64)).to_series().to_numpy()
+    low = _low64(g.get_column("hash"))
+    chars = g.get_column(CHARS_FIELD).fill_null(0).to_numpy().astype(np.int64)
+    shard = g.get_column("shard").to_numpy()
+    row = g.get_column("row").to_numpy()
+
+    def same(x: int, y: int) -> bool:
+        a, b = int(np.searchsorted(pos, x)), int(np.searchsorted(pos, y))
+        return bool(b < pos.size and pos[b] == y and high[a] == high[b] and low[a] == low[b])
+
+    copy = pos != first
+    kept, _earlier, aligned = stretch_copies(pos[copy], first[copy], same,
+                                             lambda xs: chars[np.searchsorted(pos, xs)], RUNNING_TEXT_MIN_CHARS)
+    ix, ia = np.searchsorted(pos, kept), np.searchsorted(pos, aligned)
+    across = shard[ix] != shard[ia]
+    if not across.any():
+        return empty
+    return pl.DataFrame({"shard": shard[ix][across], "row": row[ix][across], "first_shard": shard[ia][across],
+                         "first_row": row[ia][across]}, schema=_STRETCH_SCHEMA).sort(["shard", "row"])
 
 
 def across_shard_copies(dctx: Any, removed: dict[str, Any] | None = None) -> dict[str, list[int]]:
@@ -473,6 +596,13 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     ``[report] max_examples`` such rows (``rows``: the copy's 0-based row, ``details.examples``: its
     shard and the first occurrence's shard and row). Within-shard repeats are ``dup.exact_in_shard``,
     not counted here.
+
+    A running text (a ``.txt`` read by line or paragraph) follows ``dup.exact_in_shard``'s rule
+    (:mod:`datacheck.checks.dup.stretch`): a row counts when it lies in a stretch of rows, 200
+    characters or more together, that repeats a stretch of an earlier shard in order (a row of 200
+    characters or more is a stretch by itself); ``first_row`` is the row it repeats in that stretch.
+    A passage of short lines copied into another file is found as it is within one file; short lines
+    that recur across files (speaker names, headings) are not.
     """
     if len(dctx.readable_shards()) < 2:
         return  # a single shard: nothing to compare across shards (its repeats are dup.exact_in_shard)
@@ -604,6 +734,20 @@ def _overlap_hits(cand: pl.DataFrame, test_idx: set[int], train_idx: set[int]) -
     return hits.select("shard", "row", "train_shard", "train_row") if hits.height else empty
 
 
+def _with_running_overlap(dctx: Any, train: str, shards: list[Any], hits: pl.DataFrame, gone: pl.DataFrame | None,
+                          test_idx: set[int], train_idx: set[int]) -> pl.DataFrame:
+    """``hits`` (:func:`_overlap_hits`) with the rows of running texts that lie in a stretch repeating a
+    stretch of the training split (:func:`_running_overlap`; a row found both ways names the row of
+    its stretch). The ``--against`` side (``train == "against"``) keeps the row-by-row comparison."""
+    if train == "against":
+        return hits
+    running = _running_overlap(shards, _cache(dctx).get("running"), gone, test_idx, train_idx)
+    if running.height == 0:
+        return hits
+    return (pl.concat([running, hits.cast(running.schema)]).unique(["shard", "row"], keep="first", maintain_order=True)
+            .sort(["shard", "row"]))
+
+
 def _signature(shard: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """(content columns, what each one is) of a shard's row hashes, or None without hashes. A
     column is named by its role (``text``, ``input_ids``, ...), else by its name: rows of two shards
@@ -648,7 +792,8 @@ def _comparisons(dctx: Any) -> Iterable[_Comparison | Skipped]:
         if "against" not in memo:
             ts, tf = _shard_frames(dctx.readable_shards())
             rs, rf = _shard_frames([s for s in against if s.readable])
-            memo["against"] = (ts + rs, _with_content_group(_candidates(tf + rf, with_label=False), ts + rs), len(ts))
+            main, _running = _split_running(_candidates(tf + rf, with_label=False))
+            memo["against"] = (ts + rs, _with_content_group(main, ts + rs), len(ts))
         both, cand2, k = memo["against"]
         comparisons.append(("audited", "against", both, cand2, set(range(k)), set(range(k, len(both)))))
         unread = [s for s in against if not s.readable]
@@ -748,7 +893,9 @@ def split_overlap_rows(dctx: Any, removed: dict[str, Any] | None = None) -> dict
             continue
         _name, _train, sh, c, test_idx, train_idx = comp
         among = test_idx | train_idx if _train != "against" else test_idx
-        hits = _overlap_hits(_without(c, _removed_frame(sh, removed, among)), test_idx, train_idx)
+        gone = _removed_frame(sh, removed, among)
+        hits = _with_running_overlap(dctx, _train, sh, _overlap_hits(_without(c, gone), test_idx, train_idx), gone,
+                                     test_idx, train_idx)
         for i, r in hits.select("shard", "row").iter_rows():
             out.setdefault(sh[i].path, set()).add(int(r))
     return {p: sorted(rows) for p, rows in sorted(out.items())}
@@ -770,6 +917,12 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
     ``content_hash``), a hard link or a followed file symlink under another path too; the same path on
     both sides is refused before the audit reads anything
     (:func:`datacheck.execute.audit.refuse_shared_files`, exit 2).
+
+    A running text (a ``.txt`` read by line or paragraph) follows ``dup.exact_in_shard``'s rule
+    (:mod:`datacheck.checks.dup.stretch`): the training split's shards are read first, then the
+    compared split's, and a row counts when it lies in a stretch of rows, 200 characters or more
+    together, that repeats a stretch of the training split; against ``--against`` its rows of 200
+    characters or more are compared one by one.
     """
     max_ex = dctx.cfg.report.max_examples
     for comp in _comparisons(dctx):
@@ -779,7 +932,7 @@ def split_overlap(dctx: Any) -> Iterable[Finding | Skipped]:
         name, train, sh, c, test_idx, train_idx = comp
         side = "the --against dataset" if train == "against" else f"split {train!r}"
         what = "the audited data" if name == "audited" else f"split {name!r}"
-        hits = _overlap_hits(c, test_idx, train_idx)
+        hits = _with_running_overlap(dctx, train, sh, _overlap_hits(c, test_idx, train_idx), None, test_idx, train_idx)
         count = hits.height
         if not count:
             continue

@@ -17,8 +17,9 @@ from typing import Iterable
 import numpy as np
 import polars as pl
 
-from datacheck.checks.dup.blank import blank_rows
-from datacheck.checks.dup.cross import ROWS_KEY, RUNNING_KEY, payload_wanted
+from datacheck.checks.dup.blank import blank_rows, unjudged_responses
+from datacheck.checks.dup.cross import CHARS_FIELD, ROWS_KEY, payload_wanted
+from datacheck.checks.dup.stretch import stretch_copies
 from datacheck.checks.registry import Repeats, RowCheck, ShardContext, ShardItem, check, derives
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
@@ -162,13 +163,8 @@ def _high_low(h: pl.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def repeated_stretches(rep: Repeats, high: np.ndarray, low: np.ndarray, chars: np.ndarray, floor: int) -> Repeats:
     """The copies of ``rep`` that lie in a stretch repeating an earlier stretch of ``floor`` characters
-    or more (the rows of a running text: :attr:`ShardContext.running_text`).
-
-    The copies are taken in row order. A stretch starts at a copy ``r`` that does not go on the stretch
-    before it, aligned with ``e``, the first row holding ``r``'s content (shift ``r - e``); it goes on
-    over the next rows while each equals the row ``shift`` rows before it, and back over the copies
-    just before ``r`` that do too (a pasted passage whose first line, a speaker name, first occurs
-    elsewhere). It counts when its rows hold ``floor`` characters or more together.
+    or more (the rows of a running text: :attr:`ShardContext.running_text`), by the one rule of
+    :mod:`datacheck.checks.dup.stretch` (``dup.exact_across_shards`` applies it across shards).
 
     Args:
         rep: the copies (``rows``) and the first row of each one's content (``earlier``), int64.
@@ -178,43 +174,23 @@ def repeated_stretches(rep: Repeats, high: np.ndarray, low: np.ndarray, chars: n
 
     Returns:
         The copies kept, with their ``earlier``, in row order."""
-    order = np.argsort(rep.rows, kind="stable")
-    rows, earlier = rep.rows[order], rep.earlier[order]
-    keep = np.zeros(rows.size, dtype=bool)
+    def same(x: int, y: int) -> bool:
+        return bool(y >= 0 and high[x] == high[y] and low[x] == low[y])
 
-    def same(x: int, shift: int) -> bool:
-        return bool(high[x] == high[x - shift] and low[x] == low[x - shift])
-
-    def close(a: int, b: int, shift: int) -> None:
-        """The stretch of copies ``a .. b - 1`` (shift ``shift``), extended back, kept when long enough."""
-        while a > 0 and rows[a - 1] == rows[a] - 1 and rows[a - 1] >= shift and same(int(rows[a - 1]), shift):
-            a -= 1
-        if int(chars[rows[a:b]].sum()) >= floor:
-            keep[a:b] = True
-
-    start, shift = 0, 0
-    for k in range(rows.size):
-        r = int(rows[k])
-        if k and r == rows[k - 1] + 1 and same(r, shift):
-            continue
-        if k:
-            close(start, k, shift)
-        start, shift = k, r - int(earlier[k])
-    if rows.size:
-        close(start, rows.size, shift)
-    return Repeats(rows[keep], earlier[keep])
+    rows, earlier, _aligned = stretch_copies(rep.rows, rep.earlier, same, lambda r: chars[r], floor)
+    return Repeats(rows, earlier)
 
 
 def _running_repeats(floor: int):
     def decide(payload: dict) -> Repeats:
-        """In-shard repeats of a running text: :func:`repeated_stretches` over the row hashes as
-        they are (``crossdup.running``)."""
-        df = payload[RUNNING_KEY]
+        """In-shard repeats of a running text: :func:`repeated_stretches` over the row hashes and the
+        rows' characters (``crossdup.rows``)."""
+        df = payload[ROWS_KEY]
         rep = _repeats_from_hashes({ROWS_KEY: df.select("hash")})
         if not rep.rows.size:
             return rep
         high, low = _high_low(df["hash"])
-        return repeated_stretches(rep, high, low, df["chars"].to_numpy(), floor)
+        return repeated_stretches(rep, high, low, df[CHARS_FIELD].to_numpy(), floor)
 
     return decide
 
@@ -225,8 +201,8 @@ def _message(n: int, d: dict, cols: list[str], floor: int | None = None) -> str:
     first = (d.get("examples") or [None])[0]
     which = f": row {first['row']} repeats row {first['first_row']}" if first else ""
     only = (f" (the rows are lines or paragraphs of a running text: only stretches of rows that repeat an earlier "
-            f"stretch in order and hold at least {floor} characters are counted; shorter ones repeat in any "
-            "text)") if floor is not None else ""
+            f"stretch in order and hold at least {floor} characters are counted, in a shard and across shards "
+            "alike; shorter ones repeat in any text)") if floor is not None else ""
     return f"{n} row(s) repeat an earlier row of this shard exactly (content: {', '.join(cols)}){which}{only}"
 
 
@@ -235,7 +211,9 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
     count = extra copies; rows = the copies (never the first occurrence); ``details.examples``: for
     each example, ``{"row": copy, "first_row": the first row with that content}`` (the message names
-    the first pair). On a running text (:attr:`ShardContext.running_text`: a ``.txt`` read by line or
+    the first pair). Rows of blank content are no repeats (:mod:`datacheck.checks.dup.blank`: a
+    preference pair of whitespace-token responses as of whitespace text, by ``pref.empty_response``'s
+    rule; without ``[tokens] tokenizer`` a skipped entry says whitespace tokens are not judged). On a running text (:attr:`ShardContext.running_text`: a ``.txt`` read by line or
     paragraph) a copy counts only in a stretch of rows that repeats an earlier stretch in order and
     holds at least that many characters (:func:`repeated_stretches`): a pasted passage of short verse
     lines is found, a play's repeated speaker names are not."""
@@ -246,6 +224,9 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
         yield Skipped("dup.exact_in_shard", "no content column besides the label (set [columns] text or "
                                             "features to the columns a row is made of)")
         return
+    unjudged = unjudged_responses(ctx, cols)
+    if unjudged is not None:
+        yield Skipped("dup.exact_in_shard", unjudged)
     key_cols = _key_columns(cols, ctx.schema)
     shown = [_example_column(cols, ctx)]
 

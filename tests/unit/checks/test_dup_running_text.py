@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import datacheck
-from datacheck.checks.dup.cross import ROWS_KEY, RUNNING_KEY
+from datacheck.checks.dup.cross import CHARS_FIELD, ROWS_KEY
 from datacheck.checks.dup.in_shard import repeated_stretches
 from datacheck.checks.spec import RUNNING_TEXT_MIN_CHARS, Repeats
 from datacheck.engine.shard import audit_shard
@@ -181,13 +181,17 @@ def test_by_document_a_repeated_file_is_a_duplicated_document(tmp_path):
     assert pl.Series([f.count for f in got["dup.exact_across_shards"]]).sum() == 1
 
 
-def test_the_stretch_payload_is_not_kept_for_the_merge(tmp_path):
-    """crossdup.running (hash and characters of every row) is read by the shard's own check only: the
-    shard's result keeps crossdup.rows for the merge, not it (20 bytes a row over a whole corpus)."""
+def test_the_stretch_payload_is_the_row_hashes_with_4_bytes_a_row(tmp_path):
+    """A running text's rows for the merge: crossdup.rows (hash) and each row's characters (UInt32, 4
+    bytes a row), which decide the stretches in the shard and across shards alike; no other payload."""
     p = tmp_path / "a.txt"
     p.write_text("one line\nanother line\none line\n")
     r = audit_shard(DiscoveredShard(path=p, rel=p.name, format="text"), config_from_dict({}), "x", p.stat().st_size)
-    assert r.rows == 3 and ROWS_KEY in r.payload and RUNNING_KEY not in r.payload
+    assert r.rows == 3 and not any(k.startswith("crossdup.running") for k in r.payload)
+    df = r.payload[ROWS_KEY]
+    assert df.columns == ["hash", CHARS_FIELD] and df[CHARS_FIELD].dtype == pl.UInt32
+    assert df[CHARS_FIELD].to_list() == [len("one line"), len("another line"), len("one line")]
+    assert df["hash"][0] == df["hash"][2]  # the short rows' hashes as they are: a stretch decides
 
 
 def test_near_duplicates_of_a_running_text_are_rows_of_200_characters_or_more(tmp_path):

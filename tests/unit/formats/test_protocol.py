@@ -168,7 +168,7 @@ def test_table_rewrite_keeps_exactly_the_kept_rows(tmp_path, monkeypatch, case):
     assert (got.kept, got.quarantined, got.reasons) == (len(keep), 3, [drop[i] for i in sorted(drop)])
 
 
-@pytest.mark.parametrize("fmt", ["json", "megatron", "mds", "webdataset", "litdata", "text", "xlsx"])
+@pytest.mark.parametrize("fmt", ["json", "megatron", "mds", "webdataset", "litdata", "xlsx"])
 def test_a_format_that_cannot_rewrite_is_refused_by_name(fmt):
     assert rewrite_mode(fmt) is None
     why = refusal(fmt)
@@ -178,4 +178,22 @@ def test_a_format_that_cannot_rewrite_is_refused_by_name(fmt):
 
 
 def test_rewritable_formats_have_no_refusal():
-    assert [refusal(f) for f in ("parquet", "arrow", "jsonl", "csv", "tsv")] == [None] * 5
+    assert [refusal(f) for f in ("parquet", "arrow", "jsonl", "csv", "tsv", "text")] == [None] * 6
+
+
+@pytest.mark.parametrize("case", ["text", "text-chunks"])
+@pytest.mark.parametrize("sample_by", ["line", "paragraph"])
+def test_text_rewrite_keeps_exactly_the_kept_rows(tmp_path, monkeypatch, case, sample_by):
+    src = _local(tmp_path, case, monkeypatch)
+    rows = text.open_text(src, sample_by).lf.collect()[text.COLUMN].to_list()
+    out, q = tmp_path / "out" / src.name, tmp_path / "q" / src.name
+    drop = {1: ["x.check"], len(rows) // 2: ["x.check", "y.check"], len(rows) - 1: ["y.check"]}
+    job = RewriteJob(source=src, fmt="text", rel=src.name, rows=len(rows), reasons=drop,
+                     dataset=DATASET.model_copy(update={"sample_by": sample_by}))
+    got = rewriter("text")(job, out, q, _write)
+    assert text.open_text(out, sample_by).lf.collect()[text.COLUMN].to_list() == [
+        r for i, r in enumerate(rows) if i not in drop]
+    quarantined = [json.loads(x) for x in (q.parent / (q.name + ".jsonl")).read_text().splitlines()]
+    assert [(r["_datacheck_row"], r["text"], r["_datacheck_checks"]) for r in quarantined] == [
+        (i, rows[i], drop[i]) for i in sorted(drop)]
+    assert (got.kept, got.quarantined) == (len(rows) - len(drop), len(drop))
