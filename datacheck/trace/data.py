@@ -813,25 +813,42 @@ def ledger_epoch_micro_batches(folder: str | Path, grad_accum: int) -> tuple[int
     :attr:`~datacheck.trace.steps.StepConvention.epoch_counts`); None when every count is a multiple
     of ``grad_accum`` (no epoch ends inside an optimizer step: the plain count joins), for a ledger
     without them (OLMo's) or one that cannot be read here (the data leg reads it again and says why),
-    or when one epoch's lines disagree (the ranks' counts differ).
+    or when one rank's own lines of an epoch disagree.
+
+    When the ranks' counts of an epoch differ (accelerate's ``even_batches=False``: ``BatchSamplerShard``
+    deals batch ``k`` to process ``k % world_size``, so the processes after the last short round get one
+    batch fewer), the epoch's length in the log's count is the main process's (rank 0's, the most): the
+    process that logs (``accelerator.log`` and the Trainer log on the main process only), and the share
+    after whose steps ``record_batches`` starts every process's next epoch (``#end`` ``epoch_batches``).
 
     Raises:
         UsageError: the epochs' counts differ, some is not a multiple of ``grad_accum``, and an epoch
             before the last recorded one is missing (its length, and so where the later epochs start
-            in the log's count, is unknown).
+            in the log's count, is unknown); or an epoch's ranks' counts differ and rank 0's (the
+            logging process's) is not recorded for it.
     """
     try:
         led = read_ledger(folder, steps=())
     except UsageError:
         return None
-    per: dict[int, set[int]] = {}
-    for sts in led.states.values():
+    per: dict[int, dict[int, set[int]]] = {}  # epoch -> rank -> its counts
+    for rank, sts in led.states.items():
         for st in sts:
             if isinstance(st.get("batches"), int) and isinstance(st.get("epoch"), int):
-                per.setdefault(st["epoch"], set()).add(st["batches"])
-    if not per or grad_accum < 2 or any(len(v) > 1 for v in per.values()):
+                per.setdefault(st["epoch"], {}).setdefault(rank, set()).add(st["batches"])
+    if not per or grad_accum < 2 or any(len(v) > 1 for ranks in per.values() for v in ranks.values()):
         return None
-    counts = {e: v.pop() for e, v in sorted(per.items())}
+    counts: dict[int, int] = {}
+    for e, ranks in sorted(per.items()):
+        got = {r: min(v) for r, v in ranks.items()}
+        if len(set(got.values())) > 1 and 0 not in got:
+            raise UsageError(
+                f"the ledger's ranks hold different numbers of micro-batches in epoch {e} ("
+                + ", ".join(f"rank {r}: {m}" for r, m in sorted(got.items())) + ") and rank 0's, the main process "
+                "that logs, is not recorded: where a log that counts micro-batches across epochs enters the next "
+                "epoch is unknown; give the ledger of every rank, or trace a log that counts optimizer steps "
+                "(--step-unit optimizer)")
+        counts[e] = got.get(0, next(iter(got.values())))
     if all(m % grad_accum == 0 for m in counts.values()):
         return None
     if len(set(counts.values())) == 1:
