@@ -19,7 +19,10 @@ What the callback does:
   ``<ledger_dir or args.output_dir>/data-indices/rank<process_index>.tsv.gz``, with ``grad_accum =
   args.gradient_accumulation_steps`` and the Trainer's step numbering: epoch ``e`` starts at step
   ``e x ceil(len(loader) / grad_accum)`` (the Trainer's ``num_update_steps_per_epoch``; its last step
-  takes the remainder micro-batches) when every epoch has that length; what was observed decides
+  takes the remainder micro-batches) when every epoch has that length, ``len(loader)`` being each
+  process's own (with accelerate's ``even_batches=False`` a process with a batch fewer takes fewer steps an
+  epoch: nothing joins the processes at an epoch's end, each ``global_step`` counts its own updates and
+  DDP pairs the ``k``-th update of every process); what was observed decides
   first: the step a ``#state`` line of the ledger started epoch ``e`` at (a resume re-reads its
   epoch), else the step after epoch ``e - 1`` ran out (its ``#end`` line: a loader whose length
   changes between epochs). A micro-batch is recorded under the value ``state.global_step``

@@ -28,7 +28,8 @@ Epochs may differ in length (a dataset whose size changes between epochs, a batc
 ``__len__``, accelerate's ``even_batches=False``, where some processes get a batch fewer): an iteration
 that runs to its epoch's end (every batch received by the loop) writes an ``#end`` line (the epoch, the
 micro-batches observed, the epoch's longest share and ``next_step``), and the next epoch starts at that
-step, on every process after the longest share's steps (the step count of the run, process 0's).
+step, on every process after the longest share's steps (the step count of the run, process 0's), except
+under the Hugging Face Trainer (``epoch_aligned``), where each process starts it after its own steps.
 
 When the lines reach the disk:
 
@@ -224,7 +225,11 @@ class RecordingBatchSampler:
             Trainer re-reads its epoch from the start and skips batches), from what was observed: the
             ``start_step`` of the ledger's ``#state`` line of that epoch, else the ``next_step`` of the
             epoch before's ``#end`` line (or this recorder's own), else ``epoch x ceil(len(inner) /
-            grad_accum)`` (no earlier epoch seen).
+            grad_accum)`` (no earlier epoch seen). Each process counts its own steps: with accelerate's
+            ``even_batches=False`` a process with a batch fewer starts its next epoch after its own
+            ``ceil(batches / grad_accum)`` steps, not the longest share's (the Trainer joins no process at
+            an epoch's end: its ``global_step`` counts the process's own updates, and DDP pairs the
+            ``k``-th update's all-reduce of every process).
         hold: every batch's line is held until :meth:`commit_through` says the training loop has
             trained it (the Hugging Face callback calls it at each micro-batch's and step's end), so
             batches that DataLoader workers or accelerate prefetched and the loop never trained are
@@ -582,9 +587,12 @@ class RecordingBatchSampler:
             if ended:
                 own = seen + skipped
                 most = max(own, _epoch_batches(self.inner, own))
-                # a process that got fewer batches than another (accelerate's even_batches=False) still
-                # starts the next epoch where the run's step count does: after the longest share's steps
-                self.next_step += -(-most // self.grad_accum) - -(-own // self.grad_accum)
+                # a process that got fewer batches than another (accelerate's even_batches=False) starts the
+                # next epoch where the run's step count does, after the longest share's steps (a loop whose
+                # epochs end together); under the Trainer (epoch_aligned) after its own: nothing joins the
+                # processes at an epoch's end, each global_step counts its own updates
+                if not self.epoch_aligned:
+                    self.next_step += -(-most // self.grad_accum) - -(-own // self.grad_accum)
                 self._ended[epoch] = self.next_step
                 self._end = {"epoch": epoch, "rank": self.rank, "batches": own, "epoch_batches": most,
                              "next_step": self.next_step}
