@@ -583,7 +583,7 @@ def _build_check(b: Any, o: MegatronOrder, span: ShardSpan, impl: str, split: st
 def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
               consumed: dict[int, int] | None = None,
               global_batches: dict[int, int] | None = None, dataset_lines: list[tuple[str, Any]] | None = None,
-              allow_mismatch: bool = False) -> tuple[StepRows, dict[str, Any]]:
+              allow_mismatch: bool = False, trainer: bool = False) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
     the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
@@ -596,7 +596,10 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     iterations, and a ramp-up run's, are named where its sampler stood. A Megatron plan is held to the
     dataset lines the run printed (``dataset_lines``, per log; :func:`megatron_dataset_check`): what
     agreed is said in the description (and ``source["dataset_lines"]``), a contradiction stops the
-    trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it).
+    trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it). ``trainer``: the logs
+    are a Hugging Face Trainer's, whose processes each count their own steps over their own epochs
+    (``rows_of_step(own_epochs=True)``: with accelerate's ``even_batches=False`` a process with a batch
+    fewer starts its next epoch sooner; the description says so when the ranks' counts differ).
 
     Returns:
         (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
@@ -650,7 +653,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             placed.append(how)
             out[step] = plan.step_rows(k, consumed=before)
         else:
-            out[step] = rows_of_step(plan, k)
+            out[step] = rows_of_step(plan, k, own_epochs=trainer)
     beyond = None  # the asked steps the plan does not have, said with the plan's steps and the data's rows
     if outside:
         length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
@@ -688,7 +691,14 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             desc += "; the log's dataset lines agree: " + ", ".join(dict.fromkeys(agreed))
     else:
         pcfg = plan.cfg
-        desc = (f"the simulated batch plan ({_facts_text(pcfg)}; {spe} steps per epoch; {conv.formula()}; "
+        spes = [-(-len(mbs) // pcfg.batch.grad_accum) for mbs in plan.order(0).ranks]
+        if trainer and len(set(spes)) > 1:
+            spe_text = (f"{spe} steps per epoch on rank 0; each rank counts its own (the Hugging Face Trainer joins no "
+                        f"process at an epoch's end): {', '.join(f'rank {r}: {x}' for r, x in enumerate(spes))}, "
+                        "so a rank with fewer starts its next epoch sooner")
+        else:
+            spe_text = f"{spe} steps per epoch"
+        desc = (f"the simulated batch plan ({_facts_text(pcfg)}; {spe_text}; {conv.formula()}; "
                 f"{_loader_text(pcfg, index.loader_why)}; assumes a run from scratch with these samplers: a resumed "
                 "run or another sampler needs --ledger)")
         facts = pcfg.batch.model_dump(mode="json")
@@ -1265,7 +1275,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
     else:
         rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches,
-                                 [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch)
+                                 [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch,
+                                 trainer=bool(res.logs) and all(_hf_trainer_log(st) for st in res.logs))
         if source.get("dataset_mismatch"):
             warning = "; ".join(w for w in (warning, source["dataset_mismatch"]) if w)
     if conv.micro_batches > 1:

@@ -121,15 +121,28 @@ def test_the_ledger_records_each_micro_batch_at_the_step_the_trainer_trained_it(
         assert got == sorted(_trained(p)), p
 
 
-def test_trace_names_both_processes_rows_of_a_step_across_epochs(run):
+@pytest.mark.parametrize("source", ["ledger", "plan"])
+@pytest.mark.parametrize("step", [STEP, MAX_STEPS - 1])
+def test_trace_names_both_processes_rows_of_a_step_across_epochs(run, source, step):
+    """Step 2: process 0's epoch 0, process 1's epoch 1; step 4: process 0's epoch 1, process 1's epoch 2 (past
+    the 2 epochs the config says: with ``max_steps`` each process runs ``ceil(5 / its steps an epoch)``). From
+    the ledger, and from the plan of the config's ``[batch]`` (the loader told from the Trainer's log)."""
     root, bad = run
-    hf_step = STEP + 1  # the Trainer logs the 0-based step k as global_step k + 1
-    rc, res, err = trace_json(str(root / "out"), "--data", str(root / "data"), "--config", str(root / "cols.toml"),
+    hf_step = step + 1  # the Trainer logs the 0-based step k as global_step k + 1
+    (root / "batch.toml").write_text(COLUMNS + f"[batch]\nbatch_size = {B}\nworld_size = {WORLD}\ngrad_accum = {GA}\n"
+                                     f"seed = {SEED}\nepochs = 2\neven_batches = false\n")
+    log = str(root / ("out" if source == "ledger" else "out/trainer_state.json"))
+    rc, res, err = trace_json(log, "--data", str(root / "data"), "--config", str(root / "batch.toml"),
                               "--step", str(hf_step))
     assert rc == 1, err
-    want = {str(p): [g for s, _m, _e, rows in _trained(p) if s == STEP for g in rows] for p in range(WORLD)}
-    assert want["0"] == _shares(0)[0][4] and want["1"] == _shares(1)[1][0] + _shares(1)[1][1]
+    want = {str(p): [g for s, _m, _e, rows in _trained(p) if s == step for g in rows] for p in range(WORLD)}
+    if step == STEP:
+        assert want["0"] == _shares(0)[0][4] and want["1"] == _shares(1)[1][0] + _shares(1)[1][1]
+    else:
+        assert want["0"] == _shares(1)[0][2] + _shares(1)[0][3] and want["1"] == _shares(2)[1][0] + _shares(2)[1][1]
     d = res["data"]
-    assert d["source"]["kind"] == "ledger"
+    assert d["source"]["kind"] == source
     assert d["rows"]["steps"][str(hf_step)] == want
-    assert d["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+    assert d["rows"]["row_checks"] == ({str(bad): ["finite.nan:x1"]} if bad in want["1"] else {})
+    if source == "plan":
+        assert "rank 0: 3, rank 1: 2" in d["source"]["description"]
