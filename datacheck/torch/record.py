@@ -531,7 +531,8 @@ class RecordingBatchSampler:
         elif self.epoch_aligned:
             self.next_step, self.next_micro = self._aligned_start(led, epoch, batches), 0
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
-                 "batches": batches, **_sampler_state(self.inner)}
+                 "batches": batches, **_sampler_state(self.inner),
+                 **({"epoch_steps": "own"} if self.epoch_aligned else {})}
         self.flush()
         new = self._size() <= 0  # no ledger yet (another recorder on the folder may have started it since)
         with open_append(self.path) as f:

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from realruns import trace_json, write_nan_feature_rows
+from realruns import cli, trace_json, write_nan_feature_rows
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -146,3 +146,16 @@ def test_trace_names_both_processes_rows_of_a_step_across_epochs(run, source, st
     assert d["rows"]["row_checks"] == ({str(bad): ["finite.nan:x1"]} if bad in want["1"] else {})
     if source == "plan":
         assert "rank 0: 3, rank 1: 2" in d["source"]["description"]
+
+
+def test_order_verify_passes_the_trainers_own_epochs(run):
+    """The Trainer's order as each process counts it is the plan: no divergent step, no rank skew, and no row
+    unseen in an epoch one process completed while the other stopped inside it (``max_steps``). Before, process
+    1's epoch 1 at step 2 read as a lost ``set_epoch``, a resume with the ranks skewed, and 4 rows never seen."""
+    root, _bad = run
+    rc, out, err = cli("order", "verify", str(root / "out"), "--rows", str(N), "--format", "json")
+    assert rc == 0, out + err
+    res = json.loads(out)["result"]
+    assert res["passed"] and res["first_divergent_step"] is None and not res["findings"], res
+    assert res["seen_twice"]["count"] == 0 and res["never_seen"]["count"] == 0
+    assert res["never_seen"]["completed_epochs"] == [0]  # process 0 stopped inside epoch 1
