@@ -168,11 +168,18 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
         self._trained_micro = 0
         return self._check_guard(state, control)
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
-        # the optimizer step is taken: global_step already counts it, so every batch of the steps before
-        self._trained_micro = 0
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        # the epoch's first step is the Trainer's own count, whatever the epochs before held
         if self.recorder is not None:
-            self.recorder.commit_through(int(state.global_step))
+            self.recorder.epoch_start = int(state.global_step)
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        # the optimizer step is taken (global_step already counts it) on the micro-batches trained since
+        # on_step_begin: this one and those on_substep_end counted; the step's later batches were not trained
+        trained, self._trained_micro = self._trained_micro + 1, 0
+        if self.recorder is not None:
+            self.recorder.step_taken(int(state.global_step) - 1, trained)
         return self._check_guard(state, control)
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:

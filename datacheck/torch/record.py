@@ -266,6 +266,11 @@ class RecordingBatchSampler:
         #: Hugging Face Trainer resumed with ``ignore_data_skip`` trains its epoch again from the start at
         #: the restored global step); None: from the ledger (:meth:`_aligned_start`)
         self.first_step: int | None = None
+        #: under ``epoch_aligned``, the step the run's next epoch starts at when the run says so (the Hugging
+        #: Face Trainer's ``global_step`` at ``on_epoch_begin``: it takes a fixed number of steps an epoch,
+        #: counted from its first epoch's length, so an epoch whose length changed does not tell it); a
+        #: ``#state`` line of that epoch in the ledger (a resume re-reading it) still decides first
+        self.epoch_start: int | None = None
         self._epoch = epoch
         self._iters = 0
         self._buf: list[str] = []
@@ -379,6 +384,20 @@ class RecordingBatchSampler:
         while self._issued and (self._issued[0][1].step, self._issued[0][1].micro_batch) < (step, micro_batch):
             self.commit()
 
+    def step_taken(self, step: int, micro_batches: int) -> None:
+        """The training loop took optimizer ``step`` on its first ``micro_batches`` micro-batches: their held
+        lines go to the ledger, and the held lines of ``step`` past them are dropped, never trained (the
+        Hugging Face Trainer takes each epoch's last step on the remainder of its first epoch's length: the
+        batches an epoch that grew holds past it are fetched, never trained)."""
+        self.commit_through(step, micro_batches)
+        dropped = False
+        while self._issued and self._issued[0][0] is not None and self._issued[0][1].step == step:
+            self._issued.popleft()
+            dropped = True
+        if dropped:
+            self._committed = (step + 1, 0)
+            self._write_end()
+
     def set_epoch(self, epoch: int) -> None:
         """Forward ``set_epoch`` to the inner sampler (trainers call it on the loader's sampler)."""
         if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
@@ -468,6 +487,8 @@ class RecordingBatchSampler:
                     starts.setdefault(ep, start)
         if epoch in starts:
             return starts[epoch]
+        if self.epoch_start is not None:
+            return self.epoch_start
         if epoch - 1 in nexts:
             return nexts[epoch - 1]
         if epoch - 1 in self._ended:
