@@ -24,9 +24,13 @@ What the callback does:
   epoch: nothing joins the processes at an epoch's end, each ``global_step`` counts its own updates and
   DDP pairs the ``k``-th update of every process); what was observed decides
   first: the step a ``#state`` line of the ledger started epoch ``e`` at (a resume re-reads its
-  epoch), else the step after epoch ``e - 1`` ran out (its ``#end`` line: a loader whose length
-  changes between epochs). A micro-batch is recorded under the value ``state.global_step``
-  has while the Trainer trains on it: the 0-based optimizer step. Its line is written when the
+  epoch), else ``state.global_step`` at ``on_epoch_begin`` (the Trainer runs the first epoch's number
+  of updates every epoch, so an epoch whose dataset grew or shrank does not start at ``e x
+  ceil(its length / grad_accum)``). A micro-batch is recorded under the value ``state.global_step``
+  has while the Trainer trains on it: the 0-based optimizer step; at ``on_step_end`` a step keeps the
+  micro-batches trained since ``on_step_begin`` (an epoch grown past the first epoch's count takes its
+  last update on the first epoch's remainder: the batches fetched after it are never trained, nor
+  recorded). Its line is written when the
   Trainer has trained it (``on_substep_end`` / ``on_step_end``), so the batches DataLoader workers
   (``dataloader_num_workers``) and accelerate fetched ahead of a stop (``max_steps``, a guard stop,
   an interrupt) are not recorded. The Trainer logs that step's loss at

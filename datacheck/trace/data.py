@@ -580,10 +580,49 @@ def _build_check(b: Any, o: MegatronOrder, span: ShardSpan, impl: str, split: st
     return bad, good
 
 
+def trainer_epoch_check(plan: BatchPlan, conv: StepConvention, epochs: Mapping[int, float]) -> str | None:
+    """The first logged step whose epoch a Hugging Face Trainer would not have logged over the plan, in
+    words, or None when every one agrees.
+
+    The Trainer logs ``epoch + (micro-batch + 1) / steps_in_epoch`` after an update, ``steps_in_epoch``
+    being the main process's micro-batches of the FIRST epoch (``len(train_dataloader)``, computed once
+    in ``_inner_training_loop``), and runs ``ceil(steps_in_epoch / grad_accum)`` updates an epoch (the
+    last on the remainder) whatever a later epoch holds: over the plan, 0-based update ``k`` is in-epoch
+    update ``k % U`` of epoch ``k // U`` (``U`` the plan's steps per epoch), its last micro-batch
+    ``min((k % U + 1) x grad_accum, M) - 1`` (``M``: rank 0's micro-batches an epoch). A logged epoch
+    further from that than the log's rounding (``round(epoch, 2)`` in transformers 4, 4 significant
+    digits on the console: 0.005 + 0.05 % of the value) says the run's first epoch held another number
+    of micro-batches than the plan's rows give: another dataset (one whose length changes between
+    epochs is built at its first epoch's length), or other ``[batch]`` facts. Only the counting is held
+    to the log: a run whose epoch 0 matches and whose later epochs changed length logs nothing that
+    shows it (the fractions keep the first epoch's count)."""
+    o = plan.order(0)
+    m = len(o.ranks[0]) if o.ranks else 0
+    ga = plan.cfg.batch.grad_accum
+    spe = plan.steps_per_epoch
+    if m == 0 or spe == 0 or conv.micro_batches > 1:
+        return None
+    for step in sorted(epochs):
+        got = epochs[step]
+        k = conv.optimizer_step(step)
+        if k < 0:
+            continue
+        e, u = divmod(k, spe)
+        want = e + min((u + 1) * ga, m) / m
+        if abs(got - want) > 0.005 + 0.0005 * abs(got) + 1e-9:
+            return (f"the log's epoch at log step {step} is {got:g}; the Hugging Face Trainer over the plan would log "
+                    f"{want:.4g} (optimizer step {k}: update {u} of epoch {e}, {spe} updates an epoch over {m} "
+                    f"micro-batches of {plan.space.n_rows} rows): the run's first epoch held another number of "
+                    "micro-batches than the data and [batch] give, so the plan's rows are not the run's (a dataset "
+                    "whose length changes between epochs, another dataset, or other [batch] facts)")
+    return None
+
+
 def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
               consumed: dict[int, int] | None = None,
               global_batches: dict[int, int] | None = None, dataset_lines: list[tuple[str, Any]] | None = None,
-              allow_mismatch: bool = False, trainer: bool = False) -> tuple[StepRows, dict[str, Any]]:
+              allow_mismatch: bool = False, trainer: bool = False,
+              epochs: Mapping[int, float] | None = None) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
     the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
@@ -599,7 +638,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it). ``trainer``: the logs
     are a Hugging Face Trainer's, whose processes each count their own steps over their own epochs
     (``rows_of_step(own_epochs=True)``: with accelerate's ``even_batches=False`` a process with a batch
-    fewer starts its next epoch sooner; the description says so when the ranks' counts differ).
+    fewer starts its next epoch sooner; the description says so when the ranks' counts differ), held to
+    the epochs the log reports at its steps (``epochs``: :func:`trainer_epoch_check`): a contradiction
+    stops the trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it).
 
     Returns:
         (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
@@ -611,7 +652,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             them or give ``--ledger``), a fact of Megatron's order is missing (named), no asked step
             is inside the plan, or the log's consumed samples or global batch sizes contradict the
             config's global batch or ramp-up (:func:`megatron_consumed`), or the log's dataset lines
-            contradict the data and config (:func:`megatron_dataset_check`; not with ``allow_mismatch``).
+            contradict the data and config (:func:`megatron_dataset_check`; not with ``allow_mismatch``),
+            or a Hugging Face Trainer's logged epochs contradict the plan (:func:`trainer_epoch_check`;
+            not with ``allow_mismatch``).
         OptionalDependencyError: torch is not installed (the plan is simulated with torch's samplers).
     """
     cfg = index.cfg
@@ -634,6 +677,13 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             if not allow_mismatch:
                 raise UsageError(mismatch + "; give the run's data and its [megatron] / [batch] facts, or "
                                  "--allow-data-mismatch to trace anyway")
+    if trainer and isinstance(plan, BatchPlan) and epochs and spe:
+        said = trainer_epoch_check(plan, conv, epochs)
+        if said is not None:
+            mismatch = said
+            if not allow_mismatch:
+                raise UsageError(said + "; give --ledger DIR (DatacheckCallback records each epoch as the Trainer "
+                                 "trained it), or --allow-data-mismatch to trace from the plan anyway")
     out: StepRows = {}
     outside: list[int] = []
     placed: list[str] = []
@@ -1276,7 +1326,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     else:
         rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches,
                                  [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch,
-                                 trainer=bool(res.logs) and all(_hf_trainer_log(st) for st in res.logs))
+                                 trainer=bool(res.logs) and all(_hf_trainer_log(st) for st in res.logs),
+                                 epochs=res.epochs)
         if source.get("dataset_mismatch"):
             warning = "; ".join(w for w in (warning, source["dataset_mismatch"]) if w)
     if conv.micro_batches > 1:

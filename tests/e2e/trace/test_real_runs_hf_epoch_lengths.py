@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import warnings
 
@@ -152,3 +153,21 @@ def test_trace_names_the_rows_of_a_step_in_a_changed_epoch(run, step):
     assert d["rows"]["row_checks"] == ({str(BAD): ["finite.nan:x1"]} if BAD in want else {})
     if step == 5:
         assert res["first_bad"]["step"] == step + 1  # the NaN row's first (and only) update
+
+
+def test_the_plan_of_the_data_is_refused_where_the_logged_epochs_contradict_it(run):
+    """Without the ledger: the plan of the 28 rows has 7 micro-batches an epoch (4 updates); the Trainer logged
+    epoch 0.4 after its first update (2 of the first epoch's 5 micro-batches), where 7 would give 2 / 7. No rows
+    are named from the plan (exit 2, the step and both epochs said); before, it named the plan's rows."""
+    root, _seen = run
+    (root / "batch.toml").write_text(COLUMNS + f"[batch]\nbatch_size = {B}\ngrad_accum = {GA}\nseed = {SEED}\n"
+                                     f"epochs = {len(LENGTHS)}\n")
+    first = len(_batches(0))
+    state = json.loads((root / "out" / "trainer_state.json").read_text())
+    logged = {e["step"]: e["epoch"] for e in state["log_history"] if "loss" in e}
+    assert logged[1] == pytest.approx(GA / first)  # the first epoch's count
+    rc, res, err = trace_json(str(root / "out" / "trainer_state.json"), "--data", str(root / "data"), "--config",
+                              str(root / "batch.toml"), "--step", "7")
+    assert rc == 2 and not res, err
+    assert "the log's epoch at log step 1 is 0.4" in err and f"{GA / math.ceil(sum(SIZES) / B):.4g}" in err
+    assert "--ledger" in err
