@@ -741,7 +741,7 @@ def _rows(batches: list[tuple[int, int | None, Any]], space: RowSpace | None) ->
 
 def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *, rank: int | None = None,
                  micro_batch: int | None = None, space: RowSpace | None = None,
-                 consumed: int | None = None) -> list[StepRow]:
+                 consumed: int | None = None, own_epochs: bool = False) -> list[StepRow]:
     """The rows of optimizer step ``step``: every rank and micro-batch (or only ``rank`` /
     ``micro_batch``), in rank order, then micro-batch order, then batch order. A row the sampler
     repeated (wraparound) appears as often as it is loaded.
@@ -762,6 +762,15 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
         UsageError: the step (or rank, micro-batch) is not in the plan or ledger; a recorded index is
             outside the row space; ``consumed`` given for another plan or a ledger, or outside the
             Megatron dataset (:meth:`MegatronPlan.step_rows`).
+        own_epochs: a :class:`BatchPlan` only: each rank counts its own steps, epoch after epoch (the
+            Hugging Face Trainer: nothing joins the processes at an epoch's end; each process's
+            ``global_step`` counts its own updates and DDP pairs the ``k``-th of every process): rank
+            ``r``'s step ``step`` is in-epoch step ``step - (its steps of the epochs before)`` of the
+            epoch its own ``ceil(micro-batches / grad_accum)`` per epoch reach, which differs from the
+            plan's epoch when ranks get different counts (accelerate's ``even_batches=False``); no
+            ``[batch] epochs`` bound on a rank (a logged step was all-reduced by every rank). False:
+            every rank's epoch ``e`` starts at ``e x steps_per_epoch`` (a loop whose processes end an
+            epoch together).
     """
     if isinstance(plan_or_ledger, MegatronPlan):
         return plan_or_ledger.step_rows(step, rank, micro_batch, consumed=consumed)
@@ -770,7 +779,8 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
                          "step is placed by its epoch and step alone")
     if isinstance(plan_or_ledger, BatchPlan):
         epoch, s = plan_or_ledger.split_step(step)
-        batches: list[tuple[int, int | None, Any]] = list(plan_or_ledger.order(epoch).step(s))
+        batches: list[tuple[int, int | None, Any]] = (
+            _own_epoch_batches(plan_or_ledger, step) if own_epochs else list(plan_or_ledger.order(epoch).step(s)))
         space = plan_or_ledger.space
     else:
         recorded: list[LedgerBatch] = plan_or_ledger.step(step)
@@ -786,6 +796,24 @@ def rows_of_step(plan_or_ledger: BatchPlan | MegatronPlan | Ledger, step: int, *
         if not batches:
             raise UsageError(f"--micro-batch {micro_batch}: step {step} has micro-batches {got or 'unrecorded'}")
     return _rows(batches, space)
+
+
+def _own_epoch_batches(plan: BatchPlan, step: int) -> list[tuple[int, int | None, Any]]:
+    """``(rank, micro_batch, indices)`` of optimizer ``step`` when each rank counts its own steps over its
+    own epochs (``rows_of_step(own_epochs=True)``)."""
+    ga = plan.cfg.batch.grad_accum
+    out: list[tuple[int, int | None, Any]] = []
+    for r in range(len(plan.order(0).ranks)):
+        epoch, k = 0, step
+        while True:
+            mbs = plan.order(epoch).ranks[r]
+            steps = -(-len(mbs) // ga)
+            if steps == 0 or k < steps:
+                break
+            epoch, k = epoch + 1, k - steps
+        lo = k * ga
+        out.extend((r, m - lo, mbs[m]) for m in range(lo, min(lo + ga, len(mbs))))
+    return out
 
 
 #: the columns ``export_step`` adds in front of the data columns (inspect's export columns, then the plan's)

@@ -190,6 +190,22 @@ class _Plans:
                                 for r in range(len(o.ranks)) for s in range(o.steps)}
         return self._index[key].get(rows)
 
+    def own_pos(self, n: int, rank: int) -> tuple[int, int] | None:
+        """(epoch, in-epoch step) of ``rank``'s ``n``-th step when each rank counts its own steps over its
+        own epochs (``ceil(its micro-batches / grad_accum)`` each: the Hugging Face Trainer), or None when
+        the plan gives the rank no step."""
+        epoch = 0
+        while True:
+            o = self.order(epoch)
+            if rank >= len(o.ranks):
+                return None
+            steps = -(-len(o.ranks[rank]) // o.grad_accum)
+            if steps == 0:
+                return None
+            if n < steps:
+                return epoch, n
+            epoch, n = epoch + 1, n - steps
+
     def counts(self, epoch: int) -> np.ndarray:
         o = self.order(epoch)
         parts = [mb for mbs in o.ranks for mb in mbs]
@@ -295,13 +311,24 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                      "(no rank<r>.tsv.gz file, or one with no complete line): the rows planned for them count as "
                      "never seen; copy their ledger files, or the run lost them")
 
-    def pos(step: int) -> tuple[int, int]:
+    # a ledger whose ranks count their own steps over their own epochs (the Hugging Face Trainer's: with
+    # even_batches=False a rank with a batch fewer starts its next epoch sooner): each rank placed by its own
+    own = any(st.get("epoch_steps") == "own" for sts in led.states.values() for st in sts)
+    if own:
+        notes.append("the ledger's ranks count their own steps over their own epochs (the Hugging Face Trainer's "
+                     "numbering): each rank's step is placed in its own epochs")
+
+    def pos(step: int, rank: int | None = None) -> tuple[int, int]:
+        if own and rank is not None and step >= first:
+            got = plans.own_pos(step - first, rank)
+            if got is not None:
+                return got
         return divmod(step - first, spe)
 
     # --- segments: each #state line of each rank
     seg_ws: dict[tuple[int, int], int] = {}  # (rank, start_step) -> the segment's world size
     resumes: dict[int, dict[int, dict[str, Any]]] = {}  # start step of a resume -> rank -> segment
-    epochs_seen = max(pos(s)[0] for s in steps) + 1
+    epochs_seen = max(pos(s, r)[0] for s in steps for r in steps[s]) + 1
     for r in led.ranks:
         states = led.states.get(r) or []
         prev: dict[str, Any] | None = None
@@ -318,7 +345,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
                        if prev is not None and st.get(k) is not None and known.get(k) is not None
                        and known[k] != st.get(k)}
             known.update({k: st.get(k) for k in _SETTINGS if st.get(k) is not None})
-            e_plan, s_plan = pos(start)
+            e_plan, s_plan = pos(start, r)
             kind = "start" if i == 0 else ("epoch" if (s_plan == 0 and not changed and prev is not None
                                                        and st.get("epoch") == (prev.get("epoch") or 0) + 1)
                                            else "resume")
@@ -344,10 +371,10 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
     for s in sorted(steps) if simulated else ():
         if s < first:
             continue
-        e, k = pos(s)
-        bad = [r for r in sorted(steps[s]) if plans.step_rows(e, k, r) != tuple(steps[s][r])]
+        bad = [r for r in sorted(steps[s]) if plans.step_rows(*pos(s, r), r) != tuple(steps[s][r])]
         if bad:
             r = bad[0]
+            e, k = pos(s, r)
             rows = tuple(steps[s][r])
             sws = next((w for (rr, st0), w in sorted(seg_ws.items(), reverse=True) if rr == r and st0 <= s), ws)
             kind, where = _classify(plans, rows, e, k, sws, epochs_seen)
@@ -369,7 +396,7 @@ def verify_order(led: Ledger, batch: BatchSection | None, n_rows: int | None, *,
             break
 
     # --- visits per epoch: each segment's batches belong to the epoch its iteration trained
-    per_epoch, done_epochs = _visit_epochs(led, plans, first, spe)
+    per_epoch, done_epochs = _visit_epochs(led, plans, first, spe, every_rank=own)
     twice_rows: list[int] = []
     never_rows: list[int] = []
     extra = 0
@@ -466,7 +493,8 @@ def _unplaced_visits(got: np.ndarray, want: np.ndarray) -> tuple[int, int]:
     return over, never
 
 
-def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int) -> tuple[dict[int, list[np.ndarray]], set[int]]:
+def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int,
+                  every_rank: bool = False) -> tuple[dict[int, list[np.ndarray]], set[int]]:
     """Each epoch's recorded batches (all ranks) and the epochs the run completed.
 
     A datacheck ledger's batches belong to the segment (``#state`` line) that recorded them: on each rank,
@@ -481,7 +509,9 @@ def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int) -> tuple[dic
     - any other segment (a resume, whatever order it restarted): the epoch in progress.
 
     An epoch is completed when, on some rank, a later epoch was trained, or the epoch's last segment
-    iterated to its end, or the rank recorded at least the plan's micro-batches of one epoch in it.
+    iterated to its end, or the rank recorded at least the plan's micro-batches of one epoch in it;
+    with ``every_rank`` (ranks that count their own epochs: one may be an epoch ahead of another), when
+    that holds on every rank.
     Ledgers without ``#state`` start steps (OLMo's) take plan epoch ``(step - first) // spe``, completed
     once the last recorded step reaches its last step.
     """
@@ -499,7 +529,10 @@ def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int) -> tuple[dic
                     if last >= first + (e + 1) * spe - 1:
                         done.add(e)
         return per_epoch, done
+    per_rank: list[set[int]] = []
     for r in led.ranks:
+        done = set()
+        per_rank.append(done)
         segs = starts[r]
         mbs: dict[int, list[np.ndarray]] = {}  # segment -> its micro-batches
         for s, bs in led.batches[r].items():
@@ -535,6 +568,7 @@ def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int) -> tuple[dic
             planned = plans.order(e).micro_batches if r < len(plans.order(e).ranks) else 0
             if later or ran_out[last_k] or (planned and n >= planned):
                 done.add(e)
+    done = set.intersection(*per_rank) if every_rank and per_rank else set().union(*per_rank)
     return {e: v for e, v in per_epoch.items() if v}, done
 
 

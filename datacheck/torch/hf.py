@@ -19,11 +19,18 @@ What the callback does:
   ``<ledger_dir or args.output_dir>/data-indices/rank<process_index>.tsv.gz``, with ``grad_accum =
   args.gradient_accumulation_steps`` and the Trainer's step numbering: epoch ``e`` starts at step
   ``e x ceil(len(loader) / grad_accum)`` (the Trainer's ``num_update_steps_per_epoch``; its last step
-  takes the remainder micro-batches) when every epoch has that length; what was observed decides
+  takes the remainder micro-batches) when every epoch has that length, ``len(loader)`` being each
+  process's own (with accelerate's ``even_batches=False`` a process with a batch fewer takes fewer steps an
+  epoch: nothing joins the processes at an epoch's end, each ``global_step`` counts its own updates and
+  DDP pairs the ``k``-th update of every process); what was observed decides
   first: the step a ``#state`` line of the ledger started epoch ``e`` at (a resume re-reads its
-  epoch), else the step after epoch ``e - 1`` ran out (its ``#end`` line: a loader whose length
-  changes between epochs). A micro-batch is recorded under the value ``state.global_step``
-  has while the Trainer trains on it: the 0-based optimizer step. Its line is written when the
+  epoch), else ``state.global_step`` at ``on_epoch_begin`` (the Trainer runs the first epoch's number
+  of updates every epoch, so an epoch whose dataset grew or shrank does not start at ``e x
+  ceil(its length / grad_accum)``). A micro-batch is recorded under the value ``state.global_step``
+  has while the Trainer trains on it: the 0-based optimizer step; at ``on_step_end`` a step keeps the
+  micro-batches trained since ``on_step_begin`` (an epoch grown past the first epoch's count takes its
+  last update on the first epoch's remainder: the batches fetched after it are never trained, nor
+  recorded). Its line is written when the
   Trainer has trained it (``on_substep_end`` / ``on_step_end``), so the batches DataLoader workers
   (``dataloader_num_workers``) and accelerate fetched ahead of a stop (``max_steps``, a guard stop,
   an interrupt) are not recorded. The Trainer logs that step's loss at
@@ -165,11 +172,18 @@ class DatacheckCallback(TrainerCallback):  # type: ignore[misc]
         self._trained_micro = 0
         return self._check_guard(state, control)
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
-        # the optimizer step is taken: global_step already counts it, so every batch of the steps before
-        self._trained_micro = 0
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        # the epoch's first step is the Trainer's own count, whatever the epochs before held
         if self.recorder is not None:
-            self.recorder.commit_through(int(state.global_step))
+            self.recorder.epoch_start = int(state.global_step)
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        # the optimizer step is taken (global_step already counts it) on the micro-batches trained since
+        # on_step_begin: this one and those on_substep_end counted; the step's later batches were not trained
+        trained, self._trained_micro = self._trained_micro + 1, 0
+        if self.recorder is not None:
+            self.recorder.step_taken(int(state.global_step) - 1, trained)
         return self._check_guard(state, control)
 
     def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:

@@ -28,7 +28,8 @@ Epochs may differ in length (a dataset whose size changes between epochs, a batc
 ``__len__``, accelerate's ``even_batches=False``, where some processes get a batch fewer): an iteration
 that runs to its epoch's end (every batch received by the loop) writes an ``#end`` line (the epoch, the
 micro-batches observed, the epoch's longest share and ``next_step``), and the next epoch starts at that
-step, on every process after the longest share's steps (the step count of the run, process 0's).
+step, on every process after the longest share's steps (the step count of the run, process 0's), except
+under the Hugging Face Trainer (``epoch_aligned``), where each process starts it after its own steps.
 
 When the lines reach the disk:
 
@@ -224,7 +225,11 @@ class RecordingBatchSampler:
             Trainer re-reads its epoch from the start and skips batches), from what was observed: the
             ``start_step`` of the ledger's ``#state`` line of that epoch, else the ``next_step`` of the
             epoch before's ``#end`` line (or this recorder's own), else ``epoch x ceil(len(inner) /
-            grad_accum)`` (no earlier epoch seen).
+            grad_accum)`` (no earlier epoch seen). Each process counts its own steps: with accelerate's
+            ``even_batches=False`` a process with a batch fewer starts its next epoch after its own
+            ``ceil(batches / grad_accum)`` steps, not the longest share's (the Trainer joins no process at
+            an epoch's end: its ``global_step`` counts the process's own updates, and DDP pairs the
+            ``k``-th update's all-reduce of every process).
         hold: every batch's line is held until :meth:`commit_through` says the training loop has
             trained it (the Hugging Face callback calls it at each micro-batch's and step's end), so
             batches that DataLoader workers or accelerate prefetched and the loop never trained are
@@ -261,6 +266,11 @@ class RecordingBatchSampler:
         #: Hugging Face Trainer resumed with ``ignore_data_skip`` trains its epoch again from the start at
         #: the restored global step); None: from the ledger (:meth:`_aligned_start`)
         self.first_step: int | None = None
+        #: under ``epoch_aligned``, the step the run's next epoch starts at when the run says so (the Hugging
+        #: Face Trainer's ``global_step`` at ``on_epoch_begin``: it takes a fixed number of steps an epoch,
+        #: counted from its first epoch's length, so an epoch whose length changed does not tell it); a
+        #: ``#state`` line of that epoch in the ledger (a resume re-reading it) still decides first
+        self.epoch_start: int | None = None
         self._epoch = epoch
         self._iters = 0
         self._buf: list[str] = []
@@ -374,6 +384,20 @@ class RecordingBatchSampler:
         while self._issued and (self._issued[0][1].step, self._issued[0][1].micro_batch) < (step, micro_batch):
             self.commit()
 
+    def step_taken(self, step: int, micro_batches: int) -> None:
+        """The training loop took optimizer ``step`` on its first ``micro_batches`` micro-batches: their held
+        lines go to the ledger, and the held lines of ``step`` past them are dropped, never trained (the
+        Hugging Face Trainer takes each epoch's last step on the remainder of its first epoch's length: the
+        batches an epoch that grew holds past it are fetched, never trained)."""
+        self.commit_through(step, micro_batches)
+        dropped = False
+        while self._issued and self._issued[0][0] is not None and self._issued[0][1].step == step:
+            self._issued.popleft()
+            dropped = True
+        if dropped:
+            self._committed = (step + 1, 0)
+            self._write_end()
+
     def set_epoch(self, epoch: int) -> None:
         """Forward ``set_epoch`` to the inner sampler (trainers call it on the loader's sampler)."""
         if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
@@ -463,6 +487,8 @@ class RecordingBatchSampler:
                     starts.setdefault(ep, start)
         if epoch in starts:
             return starts[epoch]
+        if self.epoch_start is not None:
+            return self.epoch_start
         if epoch - 1 in nexts:
             return nexts[epoch - 1]
         if epoch - 1 in self._ended:
@@ -526,7 +552,8 @@ class RecordingBatchSampler:
         elif self.epoch_aligned:
             self.next_step, self.next_micro = self._aligned_start(led, epoch, batches), 0
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
-                 "batches": batches, **_sampler_state(self.inner)}
+                 "batches": batches, **_sampler_state(self.inner),
+                 **({"epoch_steps": "own"} if self.epoch_aligned else {})}
         self.flush()
         new = self._size() <= 0  # no ledger yet (another recorder on the folder may have started it since)
         with open_append(self.path) as f:
@@ -582,9 +609,12 @@ class RecordingBatchSampler:
             if ended:
                 own = seen + skipped
                 most = max(own, _epoch_batches(self.inner, own))
-                # a process that got fewer batches than another (accelerate's even_batches=False) still
-                # starts the next epoch where the run's step count does: after the longest share's steps
-                self.next_step += -(-most // self.grad_accum) - -(-own // self.grad_accum)
+                # a process that got fewer batches than another (accelerate's even_batches=False) starts the
+                # next epoch where the run's step count does, after the longest share's steps (a loop whose
+                # epochs end together); under the Trainer (epoch_aligned) after its own: nothing joins the
+                # processes at an epoch's end, each global_step counts its own updates
+                if not self.epoch_aligned:
+                    self.next_step += -(-most // self.grad_accum) - -(-own // self.grad_accum)
                 self._ended[epoch] = self.next_step
                 self._end = {"epoch": epoch, "rank": self.rank, "batches": own, "epoch_batches": most,
                              "next_step": self.next_step}

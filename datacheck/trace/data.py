@@ -580,10 +580,49 @@ def _build_check(b: Any, o: MegatronOrder, span: ShardSpan, impl: str, split: st
     return bad, good
 
 
+def trainer_epoch_check(plan: BatchPlan, conv: StepConvention, epochs: Mapping[int, float]) -> str | None:
+    """The first logged step whose epoch a Hugging Face Trainer would not have logged over the plan, in
+    words, or None when every one agrees.
+
+    The Trainer logs ``epoch + (micro-batch + 1) / steps_in_epoch`` after an update, ``steps_in_epoch``
+    being the main process's micro-batches of the FIRST epoch (``len(train_dataloader)``, computed once
+    in ``_inner_training_loop``), and runs ``ceil(steps_in_epoch / grad_accum)`` updates an epoch (the
+    last on the remainder) whatever a later epoch holds: over the plan, 0-based update ``k`` is in-epoch
+    update ``k % U`` of epoch ``k // U`` (``U`` the plan's steps per epoch), its last micro-batch
+    ``min((k % U + 1) x grad_accum, M) - 1`` (``M``: rank 0's micro-batches an epoch). A logged epoch
+    further from that than the log's rounding (``round(epoch, 2)`` in transformers 4, 4 significant
+    digits on the console: 0.005 + 0.05 % of the value) says the run's first epoch held another number
+    of micro-batches than the plan's rows give: another dataset (one whose length changes between
+    epochs is built at its first epoch's length), or other ``[batch]`` facts. Only the counting is held
+    to the log: a run whose epoch 0 matches and whose later epochs changed length logs nothing that
+    shows it (the fractions keep the first epoch's count)."""
+    o = plan.order(0)
+    m = len(o.ranks[0]) if o.ranks else 0
+    ga = plan.cfg.batch.grad_accum
+    spe = plan.steps_per_epoch
+    if m == 0 or spe == 0 or conv.micro_batches > 1:
+        return None
+    for step in sorted(epochs):
+        got = epochs[step]
+        k = conv.optimizer_step(step)
+        if k < 0:
+            continue
+        e, u = divmod(k, spe)
+        want = e + min((u + 1) * ga, m) / m
+        if abs(got - want) > 0.005 + 0.0005 * abs(got) + 1e-9:
+            return (f"the log's epoch at log step {step} is {got:g}; the Hugging Face Trainer over the plan would log "
+                    f"{want:.4g} (optimizer step {k}: update {u} of epoch {e}, {spe} updates an epoch over {m} "
+                    f"micro-batches of {plan.space.n_rows} rows): the run's first epoch held another number of "
+                    "micro-batches than the data and [batch] give, so the plan's rows are not the run's (a dataset "
+                    "whose length changes between epochs, another dataset, or other [batch] facts)")
+    return None
+
+
 def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
               consumed: dict[int, int] | None = None,
               global_batches: dict[int, int] | None = None, dataset_lines: list[tuple[str, Any]] | None = None,
-              allow_mismatch: bool = False) -> tuple[StepRows, dict[str, Any]]:
+              allow_mismatch: bool = False, trainer: bool = False,
+              epochs: Mapping[int, float] | None = None) -> tuple[StepRows, dict[str, Any]]:
     """The rows of log steps ``steps`` from the simulated batch plan over ``index`` under ``[batch]``
     (:class:`datacheck.execute.plan.BatchPlan`: torch's ``DistributedSampler`` / ``BatchSampler``, or
     the token-budget sampler with ``max_tokens``; over Megatron ``.bin``/``.idx`` pairs
@@ -596,7 +635,12 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
     iterations, and a ramp-up run's, are named where its sampler stood. A Megatron plan is held to the
     dataset lines the run printed (``dataset_lines``, per log; :func:`megatron_dataset_check`): what
     agreed is said in the description (and ``source["dataset_lines"]``), a contradiction stops the
-    trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it).
+    trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it). ``trainer``: the logs
+    are a Hugging Face Trainer's, whose processes each count their own steps over their own epochs
+    (``rows_of_step(own_epochs=True)``: with accelerate's ``even_batches=False`` a process with a batch
+    fewer starts its next epoch sooner; the description says so when the ranks' counts differ), held to
+    the epochs the log reports at its steps (``epochs``: :func:`trainer_epoch_check`): a contradiction
+    stops the trace unless ``allow_mismatch`` (then ``source["dataset_mismatch"]`` says it).
 
     Returns:
         (the rows of the steps inside the plan, the source: ``{"kind": "plan", "facts",
@@ -608,7 +652,9 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             them or give ``--ledger``), a fact of Megatron's order is missing (named), no asked step
             is inside the plan, or the log's consumed samples or global batch sizes contradict the
             config's global batch or ramp-up (:func:`megatron_consumed`), or the log's dataset lines
-            contradict the data and config (:func:`megatron_dataset_check`; not with ``allow_mismatch``).
+            contradict the data and config (:func:`megatron_dataset_check`; not with ``allow_mismatch``),
+            or a Hugging Face Trainer's logged epochs contradict the plan (:func:`trainer_epoch_check`;
+            not with ``allow_mismatch``).
         OptionalDependencyError: torch is not installed (the plan is simulated with torch's samplers).
     """
     cfg = index.cfg
@@ -631,6 +677,13 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             if not allow_mismatch:
                 raise UsageError(mismatch + "; give the run's data and its [megatron] / [batch] facts, or "
                                  "--allow-data-mismatch to trace anyway")
+    if trainer and isinstance(plan, BatchPlan) and epochs and spe:
+        said = trainer_epoch_check(plan, conv, epochs)
+        if said is not None:
+            mismatch = said
+            if not allow_mismatch:
+                raise UsageError(said + "; give --ledger DIR (DatacheckCallback records each epoch as the Trainer "
+                                 "trained it), or --allow-data-mismatch to trace from the plan anyway")
     out: StepRows = {}
     outside: list[int] = []
     placed: list[str] = []
@@ -650,7 +703,7 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             placed.append(how)
             out[step] = plan.step_rows(k, consumed=before)
         else:
-            out[step] = rows_of_step(plan, k)
+            out[step] = rows_of_step(plan, k, own_epochs=trainer)
     beyond = None  # the asked steps the plan does not have, said with the plan's steps and the data's rows
     if outside:
         length = ("[megatron] train_iters, or train_samples // global batch" if megatron else
@@ -688,7 +741,14 @@ def plan_rows(index: DatasetIndex, steps: Iterable[int], conv: StepConvention,
             desc += "; the log's dataset lines agree: " + ", ".join(dict.fromkeys(agreed))
     else:
         pcfg = plan.cfg
-        desc = (f"the simulated batch plan ({_facts_text(pcfg)}; {spe} steps per epoch; {conv.formula()}; "
+        spes = [-(-len(mbs) // pcfg.batch.grad_accum) for mbs in plan.order(0).ranks]
+        if trainer and len(set(spes)) > 1:
+            spe_text = (f"{spe} steps per epoch on rank 0; each rank counts its own (the Hugging Face Trainer joins no "
+                        f"process at an epoch's end): {', '.join(f'rank {r}: {x}' for r, x in enumerate(spes))}, "
+                        "so a rank with fewer starts its next epoch sooner")
+        else:
+            spe_text = f"{spe} steps per epoch"
+        desc = (f"the simulated batch plan ({_facts_text(pcfg)}; {spe_text}; {conv.formula()}; "
                 f"{_loader_text(pcfg, index.loader_why)}; assumes a run from scratch with these samplers: a resumed "
                 "run or another sampler needs --ledger)")
         facts = pcfg.batch.model_dump(mode="json")
@@ -813,25 +873,42 @@ def ledger_epoch_micro_batches(folder: str | Path, grad_accum: int) -> tuple[int
     :attr:`~datacheck.trace.steps.StepConvention.epoch_counts`); None when every count is a multiple
     of ``grad_accum`` (no epoch ends inside an optimizer step: the plain count joins), for a ledger
     without them (OLMo's) or one that cannot be read here (the data leg reads it again and says why),
-    or when one epoch's lines disagree (the ranks' counts differ).
+    or when one rank's own lines of an epoch disagree.
+
+    When the ranks' counts of an epoch differ (accelerate's ``even_batches=False``: ``BatchSamplerShard``
+    deals batch ``k`` to process ``k % world_size``, so the processes after the last short round get one
+    batch fewer), the epoch's length in the log's count is the main process's (rank 0's, the most): the
+    process that logs (``accelerator.log`` and the Trainer log on the main process only), and the share
+    after whose steps ``record_batches`` starts every process's next epoch (``#end`` ``epoch_batches``).
 
     Raises:
         UsageError: the epochs' counts differ, some is not a multiple of ``grad_accum``, and an epoch
             before the last recorded one is missing (its length, and so where the later epochs start
-            in the log's count, is unknown).
+            in the log's count, is unknown); or an epoch's ranks' counts differ and rank 0's (the
+            logging process's) is not recorded for it.
     """
     try:
         led = read_ledger(folder, steps=())
     except UsageError:
         return None
-    per: dict[int, set[int]] = {}
-    for sts in led.states.values():
+    per: dict[int, dict[int, set[int]]] = {}  # epoch -> rank -> its counts
+    for rank, sts in led.states.items():
         for st in sts:
             if isinstance(st.get("batches"), int) and isinstance(st.get("epoch"), int):
-                per.setdefault(st["epoch"], set()).add(st["batches"])
-    if not per or grad_accum < 2 or any(len(v) > 1 for v in per.values()):
+                per.setdefault(st["epoch"], {}).setdefault(rank, set()).add(st["batches"])
+    if not per or grad_accum < 2 or any(len(v) > 1 for ranks in per.values() for v in ranks.values()):
         return None
-    counts = {e: v.pop() for e, v in sorted(per.items())}
+    counts: dict[int, int] = {}
+    for e, ranks in sorted(per.items()):
+        got = {r: min(v) for r, v in ranks.items()}
+        if len(set(got.values())) > 1 and 0 not in got:
+            raise UsageError(
+                f"the ledger's ranks hold different numbers of micro-batches in epoch {e} ("
+                + ", ".join(f"rank {r}: {m}" for r, m in sorted(got.items())) + ") and rank 0's, the main process "
+                "that logs, is not recorded: where a log that counts micro-batches across epochs enters the next "
+                "epoch is unknown; give the ledger of every rank, or trace a log that counts optimizer steps "
+                "(--step-unit optimizer)")
+        counts[e] = got.get(0, next(iter(got.values())))
     if all(m % grad_accum == 0 for m in counts.values()):
         return None
     if len(set(counts.values())) == 1:
@@ -1248,7 +1325,9 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
         rows, source = ledger_step_rows(ledger, index, steps, conv, world_size)
     else:
         rows, source = plan_rows(index, steps, conv, res.consumed, res.global_batches,
-                                 [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch)
+                                 [(st.source, st.dataset_lines) for st in res.logs], allow_data_mismatch,
+                                 trainer=bool(res.logs) and all(_hf_trainer_log(st) for st in res.logs),
+                                 epochs=res.epochs)
         if source.get("dataset_mismatch"):
             warning = "; ".join(w for w in (warning, source["dataset_mismatch"]) if w)
     if conv.micro_batches > 1:

@@ -36,6 +36,9 @@ SOFT_DYNAMICS_CHECKS = frozenset({"log.loss_spike", "log.grad_norm_spike", "log.
                                   "log.overfit_onset", "log.vanishing_grad", "log.periodic_spikes",
                                   "log.post_warmup_spike"})
 _EVENTS = 200
+#: the most steps whose logged epoch a trace keeps (:attr:`TraceResult.epochs`; 8 bytes and a dict slot
+#: each): enough for every logged step of a Trainer run logging every 10 steps over 1,000,000 steps
+MAX_EPOCH_POINTS = 100_000
 
 
 class Curve:
@@ -97,6 +100,9 @@ class TraceResult:
             twice); empty for other logs. Where a resumed run's sampler stands (``trace --data``).
         global_batches: per iteration a Megatron log reports it, its ``global batch size`` (the
             iteration's own global batch; a ``--rampup-batch-size`` run grows it).
+        epochs: per training step a log reports it with a step number, its (fractional) ``epoch``, the
+            last report of a step kept (a Hugging Face Trainer's ``epoch + (micro-batch + 1) /
+            steps_in_epoch``); at most :data:`MAX_EPOCH_POINTS` steps, the first ones.
     """
 
     logs: list[ReadStats]
@@ -112,6 +118,7 @@ class TraceResult:
     consumed: dict[int, int] = field(default_factory=dict)
     global_batches: dict[int, int] = field(default_factory=dict)
     step_less: set[str] = field(default_factory=set)
+    epochs: dict[int, float] = field(default_factory=dict)
 
     def rank_of(self, stream: str) -> str | None:
         """The rank a stream's records come from: its own name, the rank of the process that wrote it
@@ -216,6 +223,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     feeds: dict[Any, list[Any]] = {}  # per stream: the rules' bound feed methods
     named: dict[str, set[int]] = {}  # per log: the ranks its records name
     consumed: dict[int, int] = {}  # Megatron's consumed samples per iteration
+    epochs: dict[int, float] = {}  # the epoch a record reports at its step
     global_batches: dict[int, int] = {}  # and its global batch size
     inferred: dict[str, set[str]] = {}  # per log: the streams of its records that carry no step number
     for lf in logs:
@@ -241,6 +249,9 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
             if lf.stats.min_step is None or rec.step < lf.stats.min_step:
                 lf.stats.min_step = rec.step
             lf.stats.last_step = rec.step
+            if rec.epoch is not None and not rec.step_inferred and math.isfinite(rec.epoch) \
+                    and (rec.step in epochs or len(epochs) < MAX_EPOCH_POINTS):
+                epochs[rec.step] = rec.epoch
             if rec.tokens is not None and math.isfinite(rec.tokens) \
                     and (lf.stats.format == "megatron" or lf.stats.line_formats.get("megatron")):
                 consumed[rec.step] = int(rec.tokens)  # "consumed samples": a sample count (a NaN/inf token
@@ -322,7 +333,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     if first_bad is not None and before is not None:
         first_bad["after_warning"] = {"check": before.check, "step": before.details["step"], "rank": before.details.get("rank")}
     return TraceResult(logs=stats, findings=findings, first_bad=first_bad, events=events, curves=curves, consumed=consumed,
-                       global_batches=global_batches,
+                       global_batches=global_batches, epochs=epochs,
                        streams={s.name: s.records for s in streams.values()},
                        notes=[n for r in rules for n in r.notes],
                        not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],

@@ -16,7 +16,9 @@ shuffle=True, seed))``, one global order that accelerate's ``BatchSamplerShard``
 takes batches ``p, p + 2, ...``. Each process writes ``ROOT/seen{process_index}.jsonl`` (per micro-batch:
 epoch, its index in the epoch, the optimizer step from 0 counted over the run, its rows); the main
 process logs ``ROOT/log.jsonl``: per optimizer step ``{"step": step from 0, "train_loss": the mean over
-every process of the step's micro-batch losses}`` (``accelerator.gather``)."""
+every process of the step's micro-batch losses}`` (``accelerator.gather``), and ``ROOT/log_micro.jsonl``: per
+micro-batch of its own ``{"step": its count from 0 across epochs, "train_loss": its loss}`` (a loop that
+logs every micro-batch with its own counter)."""
 from __future__ import annotations
 
 import json
@@ -57,6 +59,8 @@ def main(root: Path, spec: dict) -> None:
         model, opt, loader = acc.prepare(model, opt, loader)
     step, losses = 0, []
     log = open(root / "log.jsonl", "w") if acc.is_main_process else None
+    log_micro = open(root / "log_micro.jsonl", "w") if acc.is_main_process else None
+    micro = 0
     with open(root / f"seen{acc.process_index}.jsonl", "w") as seen:
         for epoch in range(spec["epochs"]):
             for k, idx in enumerate(loader):
@@ -68,6 +72,9 @@ def main(root: Path, spec: dict) -> None:
                     opt.step()
                     opt.zero_grad()
                 losses.append(loss.detach())
+                if log_micro is not None:
+                    log_micro.write(json.dumps({"step": micro, "train_loss": loss.item()}) + "\n")
+                micro += 1
                 if acc.sync_gradients:
                     mean = torch.stack(losses).mean().reshape(1)
                     mean = (acc.gather(mean) if even else mean).mean().item()
@@ -75,6 +82,8 @@ def main(root: Path, spec: dict) -> None:
                         log.write(json.dumps({"step": step, "train_loss": mean}) + "\n")
                         log.flush()
                     step, losses = step + 1, []
+    if log_micro is not None:
+        log_micro.close()
     acc.wait_for_everyone()
     acc.end_training()
 

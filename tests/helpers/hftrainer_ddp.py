@@ -3,10 +3,12 @@ SPEC``), started by the test with torchrun's environment (``RANK``, ``LOCAL_RANK
 ``MASTER_ADDR``, ``MASTER_PORT``): ``TrainingArguments(use_cpu=True)`` then joins the gloo process group.
 
 ``ROOT/rows.json`` holds the rows (``x1``, ``x2``, ``label``); ``SPEC`` is a JSON object: ``seed``,
-``batch`` (``per_device_train_batch_size``), ``ga`` (``gradient_accumulation_steps``). The model is a
+``batch`` (``per_device_train_batch_size``), ``ga`` (``gradient_accumulation_steps``), optionally
+``even_batches`` (accelerate's, through ``accelerator_config``; default true) and ``max_steps``. The model is a
 linear layer returning the mean cross-entropy; ``DatacheckCallback`` records the ledger in
 ``ROOT/out/data-indices/``. Each process writes ``ROOT/seen{rank}.json``: the row ids of every
-micro-batch its forward saw, in order; the callback writes the Trainer's ``trainer_state.json`` to
+micro-batch its forward saw, in order, and ``ROOT/trained{rank}.json``: ``[state.global_step, row ids]`` of
+each (the Trainer's own step count on that process while it trains the micro-batch); the callback writes the Trainer's ``trainer_state.json`` to
 ``ROOT/out`` at the end of training; the main process prints the Trainer's log dicts on stdout (no
 progress bar, no header: each dict carries an epoch, not a step)."""
 from __future__ import annotations
@@ -28,6 +30,8 @@ def main(root: Path, spec: dict) -> None:
     x = torch.tensor([[r["x1"], r["x2"]] for r in rows], dtype=torch.float32)
     y = torch.tensor([r["label"] for r in rows])
     seen: list[list[int]] = []
+    trained: list[list] = []
+    held: list = []  # the Trainer, once built: its state.global_step while a micro-batch is trained
 
     class Rows(torch.utils.data.Dataset):
         def __len__(self):
@@ -43,6 +47,7 @@ def main(root: Path, spec: dict) -> None:
 
         def forward(self, x, labels, idx):
             seen.append(idx.tolist())
+            trained.append([held[0].state.global_step, idx.tolist()])
             out = self.lin(x)
             return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
 
@@ -51,13 +56,16 @@ def main(root: Path, spec: dict) -> None:
         str(root / "out"), use_cpu=True, per_device_train_batch_size=spec["batch"],
         gradient_accumulation_steps=spec["ga"], num_train_epochs=1, logging_steps=1, seed=spec["seed"],
         report_to=[], save_strategy="no", disable_tqdm=True, remove_unused_columns=False,
-        ddp_find_unused_parameters=False)
+        ddp_find_unused_parameters=False, max_steps=spec.get("max_steps", -1),
+        accelerator_config={"even_batches": spec.get("even_batches", True)})
     trainer = transformers.Trainer(model=Model(), args=args, train_dataset=Rows(), callbacks=[DatacheckCallback()])
+    held.append(trainer)
     assert trainer.args.world_size == 2, trainer.args.world_size
     with warnings.catch_warnings():  # the console: the Trainer's printed dicts, on the main process's stdout
         warnings.simplefilter("ignore")
         trainer.train()
     (root / f"seen{os.environ['RANK']}.json").write_text(json.dumps(seen))
+    (root / f"trained{os.environ['RANK']}.json").write_text(json.dumps(trained))
 
 
 if __name__ == "__main__":

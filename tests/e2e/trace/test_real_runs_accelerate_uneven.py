@@ -120,3 +120,29 @@ def test_trace_names_the_bad_step_and_both_processes_rows(uneven_run):
     assert all(want.values())
     assert res["data"]["rows"]["steps"][str(step)] == want
     assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+
+
+def test_a_log_counting_micro_batches_names_the_rows_of_a_later_epoch(uneven_run):
+    """The main process's log counts its own micro-batches across epochs (``log_micro.jsonl``), 5 an epoch;
+    the ranks' ``#state`` counts differ (5 and 4). Log step ``n`` is micro-batch ``n % 5`` of epoch
+    ``n // 5``: optimizer step ``e x ceil(5 / ga) + k // ga``, micro-batch ``k % ga`` of every process that
+    has one. Before, the differing counts left the join to the plain count ``n // ga`` (epoch 2's micro-batch
+    2 was taken for step 6's micro-batch 0: another micro-batch's rows, the NaN row missed)."""
+    root, ga = uneven_run
+    if ga == 1:
+        pytest.skip("a log of micro-batches needs grad_accum > 1")
+    seen0 = _seen(root, 0)
+    log = [json.loads(line) for line in (root / "log_micro.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(len(seen0))) == list(range(EPOCHS * MOST))
+    n = BAD_EPOCH * MOST + BAD_MICRO  # the log step of process 0's micro-batch holding the NaN row
+    assert seen0[n]["epoch"] == BAD_EPOCH and seen0[n]["micro_batch"] == BAD_MICRO  # what process 0 received
+    bad = _shares(BAD_EPOCH)[0][BAD_MICRO][BAD_POS]
+    rc, res, err = trace_json(str(root / "log_micro.jsonl"), "--data", str(root / "data"), "--ledger",
+                              str(root / "run"), "--config", str(root / "cols.toml"), "--step", str(n),
+                              "--step-unit", "micro-batch", "--first-step", "0")
+    assert rc == 1, err
+    want = {str(p): _shares(BAD_EPOCH)[p][BAD_MICRO] for p in range(WORLD) if BAD_MICRO < len(_shares(BAD_EPOCH)[p])}
+    assert len(want) == WORLD
+    assert res["data"]["rows"]["steps"][str(n)] == want
+    assert res["data"]["rows"]["row_checks"] == {str(bad): ["finite.nan:x1"]}
+    assert res["convention"]["epoch_micro_batches"] == MOST

@@ -11,6 +11,7 @@ A ledger records each epoch's micro-batches (``#state`` ``batches``): a loader w
 per epoch is joined epoch by epoch, and refused (exit 2) when an epoch before the last is missing."""
 from __future__ import annotations
 
+import gzip
 import json
 import math
 
@@ -23,7 +24,9 @@ from conftest import run_cli
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
+from datacheck.model.errors import UsageError  # noqa: E402
 from datacheck.torch import TokenBudgetBatchSampler, record_batches  # noqa: E402
+from datacheck.trace.data import ledger_epoch_micro_batches  # noqa: E402
 
 N, WS, GA, BUDGET, SEED, EPOCHS = 41, 2, 2, 40, 3, 3
 
@@ -159,3 +162,29 @@ def test_a_ledger_missing_an_epoch_between_different_lengths_is_refused(tmp_path
     r = _var_trace(tmp_path, V_LENS[0] + 1, V_LENS[0] + V_LENS[2])
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"epoch 0: {V_LENS[0]}, epoch 2: {V_LENS[2]}) and epoch(s) [1] are not recorded" in r.stderr
+
+
+def _ledger_of(folder, shares: dict[int, list[int]], ga: int) -> None:
+    """A ledger whose rank r holds ``shares[r][e]`` micro-batches in epoch e (one row each)."""
+    folder.mkdir()
+    for rank, counts in shares.items():
+        lines, step = ["#datacheck-ledger\t1\n"], 0
+        for e, m in enumerate(counts):
+            st = {"epoch": e, "batches": m, "grad_accum": ga, "rank": rank, "start_step": step}
+            lines.append("#state\t" + json.dumps(st, sort_keys=True) + "\n")
+            lines += [f"{step + k // ga}\t{rank}\t{k % ga}\t{e}\t{k}\n" for k in range(m)]
+            step += -(-max(c[e] for c in shares.values()) // ga)
+        with gzip.open(folder / f"rank{rank}.tsv.gz", "wt") as f:
+            f.write("".join(lines))
+
+
+def test_ranks_counts_differing_take_the_main_process_s(tmp_path):
+    """accelerate's even_batches=False: process 0 gets 5 micro-batches an epoch, process 1 gets 4; the log
+    (the main process's) counts 5 an epoch. Before, the differing counts gave None (the plain count)."""
+    _ledger_of(tmp_path / "both", {0: [5, 5], 1: [4, 4]}, 2)
+    assert ledger_epoch_micro_batches(tmp_path / "both", 2) == (5,)
+    _ledger_of(tmp_path / "changing", {0: [5, 3], 1: [4, 3]}, 2)
+    assert ledger_epoch_micro_batches(tmp_path / "changing", 2) == (5, 3)
+    _ledger_of(tmp_path / "no_main", {1: [5, 5], 2: [4, 4]}, 2)  # rank 0's ledger left out: refused, not guessed
+    with pytest.raises(UsageError, match="rank 0's, the main process"):
+        ledger_epoch_micro_batches(tmp_path / "no_main", 2)

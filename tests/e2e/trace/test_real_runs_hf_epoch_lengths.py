@@ -1,0 +1,173 @@
+"""A real Hugging Face ``Trainer`` CPU run over a dataset whose length changes between epochs (a callback
+sets it at ``on_epoch_begin``: 20, 28, then 12 rows), per-device batch 4, ``gradient_accumulation_steps`` 2,
+with ``DatacheckCallback``'s ledger; traced back to the rows of a step in the grown and the shrunk epoch.
+
+What the Trainer does (transformers 5's ``_inner_training_loop`` / ``_run_epoch``): ``steps_in_epoch`` and
+``num_update_steps_per_epoch`` are computed once, from the first epoch's loader (5 micro-batches: 3 updates
+of 2, 2 and the remainder 1), and every epoch runs those updates over whatever its loader yields:
+
+- the grown epoch (7 micro-batches) takes 3 updates, the last on micro-batch 4 alone; micro-batches 5 and 6
+  are fetched, never trained;
+- the shrunk epoch (3 micro-batches) takes one update on micro-batches 0-1; micro-batch 2 is trained with no
+  update after it (its gradient is not synchronised: ``(step + 1) % 2`` and ``step + 1 == 5`` both fail);
+- each epoch starts at the ``global_step`` the one before ended at, not at ``epoch x ceil(its length / 2)``.
+
+The ledger used to number epoch 2 by its own length (start ``2 x ceil(3 / 2)`` = 4, where the Trainer was at
+6: its ``#state`` line then superseded epoch 1's steps 4 and 5) and to record micro-batch 5 of epoch 1 as
+trained at step 5. The Trainer's log cannot tell any of this: its epoch fractions are counted from the
+first epoch's length (``epoch + (step + 1) / 5``), so the simulated plan cannot place a changed epoch; the
+ledger can.
+
+Every expected row and step comes from that arithmetic and the sampler's order (``torch.randperm(n)`` of a
+generator seeded ``seed + epoch``: accelerate's ``SeedableRandomSampler``), checked against the
+``state.global_step`` of every forward, never read back from datacheck."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import warnings
+
+import pytest
+from realruns import trace_json, write_nan_feature_rows
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+pytestmark = pytest.mark.slow  # a Trainer run
+
+from datacheck.io.ledger import read_ledger  # noqa: E402
+from datacheck.torch.hf import DatacheckCallback  # noqa: E402
+
+LENGTHS, B, GA, SEED = (20, 28, 12), 4, 2, 5
+SIZES = (10, 10, 8)  # the shards of the 28 rows
+BAD = 26  # a row only the grown epoch holds
+COLUMNS = '[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n'
+
+
+def _batches(epoch: int) -> list[list[int]]:
+    order = torch.randperm(LENGTHS[epoch], generator=torch.Generator().manual_seed(SEED + epoch)).tolist()
+    return [order[i:i + B] for i in range(0, len(order), B)]
+
+
+def _trained() -> list[tuple[int, int, int, list[int], bool]]:
+    """(global_step while trained, micro-batch in its update, epoch, rows, the update was taken) of every
+    micro-batch the Trainer trains: the first epoch's count fixes each epoch's updates and their sizes."""
+    first = len(_batches(0))
+    updates = math.ceil(first / GA)
+    sizes = [GA] * (updates - 1) + [first % GA or GA]
+    out, g = [], 0
+    for e in range(len(LENGTHS)):
+        mbs, k = _batches(e), 0
+        for size in sizes:
+            take = mbs[k:k + size]
+            if not take:
+                break
+            synced = (k + len(take)) % GA == 0 or k + len(take) == first
+            out += [(g, m, e, rows, synced) for m, rows in enumerate(take)]
+            k += len(take)
+            g += 1 if synced else 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf_epoch_lengths")
+    rows = write_nan_feature_rows(torch, root, BAD, SIZES)
+    (root / "cols.toml").write_text(COLUMNS)
+    x = torch.tensor([[r["x1"], r["x2"]] for r in rows])
+    y = torch.tensor([r["label"] for r in rows])
+    seen: list[list] = []
+    held: list = []
+
+    class Rows(torch.utils.data.Dataset):
+        n = LENGTHS[0]
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            return {"x": x[i], "labels": y[i], "idx": torch.tensor(i)}
+
+    data = Rows()
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x, labels, idx):
+            seen.append([held[0].state.global_step, idx.tolist()])
+            out = self.lin(x)
+            return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
+
+    class Resize(transformers.TrainerCallback):
+        def on_epoch_begin(self, args, state, control, **kw):
+            data.n = LENGTHS[round(state.epoch or 0)]
+
+    torch.manual_seed(0)
+    args = transformers.TrainingArguments(str(root / "out"), use_cpu=True, per_device_train_batch_size=B,
+                                          gradient_accumulation_steps=GA, num_train_epochs=len(LENGTHS),
+                                          logging_steps=1, seed=SEED, report_to=[], save_strategy="no",
+                                          disable_tqdm=True, remove_unused_columns=False)
+    trainer = transformers.Trainer(model=Model(), args=args, train_dataset=data,
+                                   callbacks=[Resize(), DatacheckCallback()])
+    held.append(trainer)
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    return root, seen
+
+
+def test_the_trainer_trains_each_epoch_by_its_first_epochs_count(run):
+    _root, seen = run
+    want = _trained()
+    assert seen == [[g, rows] for g, _m, _e, rows, _s in want]
+    assert [len(_batches(e)) for e in range(3)] == [5, 7, 3]
+    assert [(g, e) for g, m, e, _r, _s in want if m == 0] == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1), (5, 1),
+                                                              (6, 2), (7, 2)]
+    assert not any(rows == _batches(1)[5] for *_x, rows, _s in want)  # fetched, never trained
+
+
+def test_the_ledger_records_what_the_trainer_trained_at_its_steps(run):
+    root, _seen = run
+    led = read_ledger(root / "out")
+    got = sorted((b.step, b.micro_batch, b.epoch, list(b.indices)) for per in led.batches[0].values() for b in per)
+    assert got == sorted((g, m, e, rows) for g, m, e, rows, _s in _trained())
+
+
+@pytest.mark.parametrize("step", [5, 6])
+def test_trace_names_the_rows_of_a_step_in_a_changed_epoch(run, step):
+    """Step 5: the grown epoch's last update, micro-batch 4 alone (the NaN row's); step 6: the shrunk epoch's
+    first. Each logged as ``global_step`` step + 1."""
+    root, _seen = run
+    rc, res, err = trace_json(str(root / "out"), "--data", str(root / "data"), "--config", str(root / "cols.toml"),
+                              "--step", str(step + 1))
+    assert rc == 1, err
+    want = [i for g, _m, _e, rows, synced in _trained() if g == step and synced for i in rows]
+    assert want == (_batches(1)[4] if step == 5 else _batches(2)[0] + _batches(2)[1])
+    d = res["data"]
+    assert d["source"]["kind"] == "ledger"
+    assert d["rows"]["steps"][str(step + 1)] == {"0": want}
+    assert d["rows"]["row_checks"] == ({str(BAD): ["finite.nan:x1"]} if BAD in want else {})
+    if step == 5:
+        assert res["first_bad"]["step"] == step + 1  # the NaN row's first (and only) update
+
+
+def test_the_plan_of_the_data_is_refused_where_the_logged_epochs_contradict_it(run):
+    """Without the ledger: the plan of the 28 rows has 7 micro-batches an epoch (4 updates); the Trainer logged
+    epoch 0.4 after its first update (2 of the first epoch's 5 micro-batches), where 7 would give 2 / 7. No rows
+    are named from the plan (exit 2, the step and both epochs said); before, it named the plan's rows."""
+    root, _seen = run
+    (root / "batch.toml").write_text(COLUMNS + f"[batch]\nbatch_size = {B}\ngrad_accum = {GA}\nseed = {SEED}\n"
+                                     f"epochs = {len(LENGTHS)}\n")
+    first = len(_batches(0))
+    state = json.loads((root / "out" / "trainer_state.json").read_text())
+    logged = {e["step"]: e["epoch"] for e in state["log_history"] if "loss" in e}
+    assert logged[1] == pytest.approx(GA / first)  # the first epoch's count
+    rc, res, err = trace_json(str(root / "out" / "trainer_state.json"), "--data", str(root / "data"), "--config",
+                              str(root / "batch.toml"), "--step", "7")
+    assert rc == 2 and not res, err
+    assert "the log's epoch at log step 1 is 0.4" in err and f"{GA / math.ceil(sum(SIZES) / B):.4g}" in err
+    assert "--ledger" in err
