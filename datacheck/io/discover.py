@@ -19,6 +19,7 @@ Files left out that look like data (a data extension, or an unlisted Arrow file)
 """
 from __future__ import annotations
 
+import errno
 import glob as _glob
 import os
 from dataclasses import dataclass, field
@@ -210,6 +211,16 @@ def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
         return _abs(p).parent, [_abs(p)], True
     if p.exists():
         raise UsageError(f"{arg}: not a regular file or folder")
+    if p.is_symlink():  # `ls` lists it: "no such file" would contradict what the user sees
+        target = os.readlink(p)
+        try:
+            os.stat(p)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UsageError(f"{arg}: a symlink loop (it leads back to itself through {target}); "
+                                 "give the shard file itself") from None
+        raise UsageError(f"{arg}: a broken symlink: its target {target} does not exist (a shard missing or "
+                         "not downloaded?); give the shard file itself")
     raise UsageError(f"{arg}: no such file or folder; give a shard file, a folder of shards or a glob")
 
 
