@@ -192,7 +192,8 @@ def _abs(p: Path) -> Path:
 def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
     """(root, files, named) for one PATH argument; ``named``: the argument is one file."""
     p = Path(arg)
-    if any(ch in arg for ch in "*?["):
+    # a glob, unless the argument names an existing file or folder (train[1].parquet, run[2]/): a name
+    if any(ch in arg for ch in "*?[") and not os.path.lexists(arg):
         files = sorted(Path(x) for x in _glob.glob(arg, recursive=True) if not Path(x).is_dir())
         base = arg
         for i, ch in enumerate(arg):
