@@ -803,18 +803,30 @@ def _close_key(section: str | None, name: str) -> str | None:
     return near[0] if near else None
 
 
+def _union_error(errs: list[Any]) -> Any:
+    """The one error to show for a key from its pydantic errors: a value that fits no member of a union
+    gives one error per member. The error of a member whose type the value has (an empty list for
+    ``str | list[str]``: the list's own rule) when there is one, else every member's message joined
+    ("Input should be a valid string or Input should be a valid list")."""
+    if len(errs) == 1:
+        return errs[0]
+    own = [e for e in errs if not str(e["type"]).endswith("_type")]
+    if own:
+        return own[0]
+    return {**errs[0], "msg": " or ".join(dict.fromkeys(str(e["msg"]) for e in errs))}
+
+
 def config_from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     """Validate a parsed config mapping. Raises :class:`ConfigError` naming the first bad key."""
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         msgs = []
-        seen = set()
-        for err in exc.errors():
-            key = _key_of(err["loc"])
-            if key in seen:
-                continue
-            seen.add(key)
+        by_key: dict[str, list[Any]] = {}
+        for err in exc.errors():  # a union ([splits]: a glob or a list of globs) gives one error a member
+            by_key.setdefault(_key_of(err["loc"]), []).append(err)
+        for key, errs in by_key.items():
+            err = _union_error(errs)
             if err["type"] == "extra_forbidden":
                 section = key.rsplit(".", 1)[0] if "." in key else None
                 where = f"in [{section}]" if section else "at the top level"

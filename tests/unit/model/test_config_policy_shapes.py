@@ -62,3 +62,16 @@ def test_unquoted_misspelt_id_says_to_quote_it_and_names_the_close_id():
     msg = _refusal('[policy]\ntokens.out_of_vocb.severity = "warn"\n')
     assert "quote it" in msg and '"tokens.out_of_vocb" = { severity = "warn" }' in msg, msg
     assert "(did you mean 'tokens.out_of_vocab'?)" in msg
+
+
+@pytest.mark.parametrize("toml, words", [
+    ('[splits]\ntrain = []\n', ["'splits.train'", "at least 1 item"]),           # the list member's own rule
+    ('[splits]\ntrain = 5\n', ["'splits.train'", "a valid string or", "a valid list"]),  # every member named
+])
+def test_a_value_fitting_no_member_of_a_union_names_what_would_fit(toml, words):
+    # [splits] takes a glob or a non-empty list of globs: "Input should be a valid string" alone
+    # (the first member's message) was wrong for an empty list and half the answer for a number
+    msg = _refusal(toml)
+    for w in words:
+        assert w in msg, msg
+    assert "Input should be a valid string (got [])" not in msg
