@@ -334,9 +334,15 @@ def _list_url(arg: str) -> tuple[Any, str, str, dict[str, dict[str, Any]], bool]
     object under a prefix (recursively), or the objects matching a glob.
 
     Raises:
-        UsageError: nothing exists at the URL, or the store cannot be listed (the message names it).
+        UsageError: nothing exists at the URL, the store cannot be reached (``ftp://`` and ``sftp://``
+            connect when opened) or listed (the message names it).
     """
-    fs, path = filesystem(arg)
+    try:
+        fs, path = filesystem(arg)
+    except OSError as exc:  # a file system that connects when made (ftp://, sftp://): an unknown host, a refusal
+        raise UsageError(f"{arg}: cannot connect ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); check the URL, the host and the "
+                         "store's credentials") from None
     scheme = scheme_of(arg)
     path = path.rstrip("/")
     try:
