@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 from datacheck.io.bounded import special_kind
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
@@ -222,6 +223,9 @@ def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
                                  "give the shard file itself") from None
         raise UsageError(f"{arg}: a broken symlink: its target {target} does not exist (a shard missing or "
                          "not downloaded?); give the shard file itself")
+    if arg.lower().startswith("file://"):  # fsspec's local URLs: the path itself is what datacheck reads
+        local = unquote(arg[len("file://"):])
+        raise UsageError(f"{arg}: a file:// URL; give the local path itself ({local})")
     raise UsageError(f"{arg}: no such file or folder; give a shard file, a folder of shards or a glob")
 
 
