@@ -19,7 +19,6 @@ Files left out that look like data (a data extension, or an unlisted Arrow file)
 """
 from __future__ import annotations
 
-import errno
 import glob as _glob
 import os
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from datacheck.io.bounded import special_kind
+from datacheck.io.bounded import dangling_link, special_kind
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.io.hubsplits import HubSplits, glob_literal, hub_splits
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
@@ -213,16 +212,10 @@ def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
         return _abs(p).parent, [_abs(p)], True
     if p.exists():
         raise UsageError(f"{arg}: not a regular file or folder")
-    if p.is_symlink():  # `ls` lists it: "no such file" would contradict what the user sees
-        target = os.readlink(p)
-        try:
-            os.stat(p)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UsageError(f"{arg}: a symlink loop (it leads back to itself through {target}); "
-                                 "give the shard file itself") from None
-        raise UsageError(f"{arg}: a broken symlink: its target {target} does not exist (a shard missing or "
-                         "not downloaded?); give the shard file itself")
+    link = dangling_link(p)  # `ls` lists it: "no such file" would contradict what the user sees
+    if link is not None:
+        raise UsageError(f"{arg}: {link}" + (" (a shard missing or not downloaded?)" if "broken" in link else "")
+                         + "; give the shard file itself")
     if arg.lower().startswith("file://"):  # fsspec's local URLs: the path itself is what datacheck reads
         local = unquote(arg[len("file://"):])
         raise UsageError(f"{arg}: a file:// URL; give the local path itself ({local})")
