@@ -734,6 +734,8 @@ def _chunk_pass(inputs: list[pl.Series], ign: int, shifted: bool, stop: tuple[in
     if att_s is not None:  # mask.not_contiguous, every row
         out["mask_hole"] = _mask_holes(att_s, padding_side)
     # content.periodic_tokens candidates: rows of the view holding a run of non-null real ids
+    if real is None and pad is not None:  # no attention mask: ids equal to the pad id are the padding
+        real = ids != pad
     ok_ids = ids_ok if real is None else (real if ids_ok is None else real & ids_ok)
     out["periodic"] = (periodic_flat(ids, ok_ids, offsets) & rows.ok).astype(np.uint32)
     return pl.DataFrame({k: out[k] for k in POSITION_COUNTS}).to_struct("__positions")
@@ -774,7 +776,7 @@ def position_counts(ids: str, labels: str, row_ok: pl.Expr, view_key: str, ign: 
       ``attention_mask``), 1 for a row of ``mask.not_contiguous`` against ``padding_side``;
     - ``periodic``: 1 for a row of the view holding a run of ``content.periodic_tokens``
       (:func:`periodic_flat` over the ids, positions of a null id or, with ``attention_mask``, of a
-      mask other than 1 never part of a run), else 0.
+      mask other than 1, without it of the id ``pad`` (when not None), never part of a run), else 0.
 
     A token ``k`` is supervised when ``labels[k] != ign`` (``shifted``: ``labels[k-1]`` in the same
     row); null labels are not. Rows where ``row_ok`` (the view's per-row condition) is not true

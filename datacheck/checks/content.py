@@ -26,25 +26,30 @@ __all__ = ["periodic_tokens", "periodic_rows", "MIN_PERIOD", "MAX_PERIOD", "MIN_
 derives(__name__, ALPACA, CHAT)
 
 
-def _eq(ids: str, p: int, mask: str | None = None) -> pl.Expr:
-    """Per position: the id equals the id ``p`` positions later in the same row (both real content
-    when there is an attention mask: runs of padding are not content)."""
+def _eq(ids: str, p: int, mask: str | None = None, pad: int | None = None) -> pl.Expr:
+    """Per position: the id equals the id ``p`` positions later in the same row, both real content:
+    attention mask 1 where there is a mask, else an id other than ``pad`` (None: every id): runs of
+    padding are not content."""
     x = pl.col(ids)
     eq = x == nxt(x, p)
     if mask is not None:
         real = pl.col(mask).cast(pl.Int64) == 1
         eq = eq & real & nxt(real, p)
+    elif pad is not None:
+        eq = eq & (x != pad)  # x == its next: the next is no pad either
     return eq.fill_null(False)
 
 
-def _runs_detail(ids: str, mask: str | None) -> pl.Expr:
+def _runs_detail(ids: str, mask: str | None, pad: int | None) -> pl.Expr:
     """Aggregate over the failing rows' positions: per row, the first run found with the smallest
     period: {row, start (0-based position in the row), period, repeats}, first 20 rows."""
     idx = pl.int_range(pl.len(), dtype=pl.Int64)
-    row_start = idx.min().over("__row")
+    # the flat index of the row's first position: inside .over the range counts the row's own positions
+    # (idx.min().over(...) would be 0 in every row, the same range restarted per row)
+    row_start = idx - pl.int_range(pl.len(), dtype=pl.Int64).over("__row")
     cands = []
     for p in range(MIN_PERIOD, MAX_PERIOD + 1):
-        eq = _eq(ids, p, mask)
+        eq = _eq(ids, p, mask, pad)
         last_false = pl.when(~eq).then(idx).forward_fill().fill_null(-1)
         next_false = pl.when(~eq).then(idx).backward_fill().fill_null(pl.len())
         length = next_false - last_false - 1
@@ -63,38 +68,42 @@ def periodic_tokens(ctx: ShardContext) -> Iterable[ShardItem]:
     """``content.periodic_tokens`` (warn): ``input_ids`` (list of int) hold a run in which a period of
     1 to 13 tokens repeats at least 32 times: positions ``t .. t + 32p - 1`` with
     ``ids[j] == ids[j + p]`` for every ``j`` in ``[t, t + 31p)`` (positions with attention_mask 0 are
-    padding and never part of a run). In the flat view: for each period
+    padding and never part of a run; without an attention mask, positions holding ``[tokens]
+    pad_token_id`` are, when it is set: rows padded by the tokenizer and stored without their mask).
+    In the flat view: for each period
     ``p``, a rolling minimum over ``31 p`` positions of that equality (O(positions) each). The
     details give per row the start position, the smallest such period and the repeats."""
     ids = ctx.roles.input_ids
     full = positions_view(ctx)
     mask = ctx.roles.attention_mask if ctx.roles.attention_mask in full.cols else None
-    fast = position_pass(ctx)  # reads the same mask when there is one (None: no shared pass)
-    cand = fast[0].struct.field("periodic") > 0 if fast is not None else _candidates(ctx, ids, mask)
+    pad = ctx.cfg.tokens.pad_token_id if mask is None else None
+    fast = position_pass(ctx)  # reads the same mask (without one, the pad id) (None: no shared pass)
+    cand = fast[0].struct.field("periodic") > 0 if fast is not None else _candidates(ctx, ids, mask, pad)
     view = FlatView(key=full.key + "|periodic-candidates", cols=full.cols,
                     where=cand if full.where is None else (full.where & cand), drop_others=True)
-    hits = [_eq(ids, p, mask).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
+    hits = [_eq(ids, p, mask, pad).cast(pl.UInt8).rolling_min(window_size=(MIN_REPEATS - 1) * p) == 1
             for p in range(MIN_PERIOD, MAX_PERIOD + 1)]
     bad = pl.any_horizontal(hits).fill_null(False)
     yield RowCheck(
         check="content.periodic_tokens", column=ids, fails=bad, view=view,
-        details={"runs": _runs_detail(ids, mask)},
+        details={"runs": _runs_detail(ids, mask, pad)},
         message=lambda n, d: _message(n, d),
     )
 
 
-def _candidates(ctx: ShardContext, ids: str, mask: str | None) -> pl.Expr:
+def _candidates(ctx: ShardContext, ids: str, mask: str | None, pad: int | None = None) -> pl.Expr:
     """Per row (Boolean, one per row), where the shard has no shared position pass
     (:func:`~datacheck.checks.mask.position_pass`: there the pass's ``periodic`` field, from the same
     buffers it reads for the other position rules): the row holds a run, decided exactly by :func:`periodic_rows`
     over the flat buffers of ``ids`` (and the mask), so only the rows that fail are exploded for the
-    rolling windows of the check (the second pass reads their runs there). Rows whose ids and mask
+    rolling windows of the check (the second pass reads their runs there). Without ``mask``, ids
+    equal to ``pad`` (when not None) are padding (:func:`periodic_rows`). Rows whose ids and mask
     lengths differ are False here (the view leaves them out); a mask that is not binary is left out
     by the view's own ``where``. Chunk by chunk (:func:`~datacheck.checks._flat.by_chunks`): the
     buffers of a column of several chunks are not copied into one."""
     x = pl.col(ids)
     if mask is None:
-        return pl.map_batches([x], lambda s: by_chunks(list(s), lambda c: periodic_rows(c[0], None)),
+        return pl.map_batches([x], lambda s: by_chunks(list(s), lambda c: periodic_rows(c[0], None, pad)),
                               return_dtype=pl.Boolean)
     m = pl.col(mask)
     if not inner_dtype(ctx.schema[mask]).is_integer():  # boolean, or a float mask that is 0/1 (else not in the view)
@@ -104,12 +113,13 @@ def _candidates(ctx: ShardContext, ids: str, mask: str | None) -> pl.Expr:
                           lambda s: by_chunks(list(s), lambda c: periodic_rows(c[0], c[1])), return_dtype=pl.Boolean)
 
 
-def periodic_rows(ids: pl.Series, mask: pl.Series | None = None) -> pl.Series:
+def periodic_rows(ids: pl.Series, mask: pl.Series | None = None, pad: int | None = None) -> pl.Series:
     """Per row of ``ids`` (list of int, one row per row, nulls allowed): True when the row holds a
     run of ``content.periodic_tokens``: for some period ``p`` in ``MIN_PERIOD..MAX_PERIOD``,
     ``L = (MIN_REPEATS - 1) p`` consecutive positions ``j`` of the row with ``ids[j] == ids[j + p]``
     (``j + p`` in the row, both ids not null, and with ``mask`` (list of int, same lengths; 1 = real
-    token) both positions real). Null rows are False. The rows' flat buffers through
+    token) both positions real; without ``mask``, with ``pad`` not None, both ids other than ``pad``:
+    padding stored without its mask). Null rows are False. The rows' flat buffers through
     :func:`~datacheck.checks._flat.periodic_flat` (one numpy pass, no loop over rows). Exact: equals
     the rolling-window definition of the check (tests/unit/checks/test_content.py)."""
     n = ids.len()
@@ -126,6 +136,9 @@ def periodic_rows(ids: pl.Series, mask: pl.Series | None = None) -> pl.Series:
     vals = flat.to_numpy()
     if mask is not None:
         real = mask.explode(empty_as_null=False, keep_nulls=False).fill_null(0).to_numpy() == 1
+        ok = real if ok is None else (ok & real)
+    elif pad is not None:
+        real = vals != pad
         ok = real if ok is None else (ok & real)
     out = periodic_flat(vals, ok, offsets)
     out &= ids.is_not_null().to_numpy()

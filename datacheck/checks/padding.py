@@ -131,7 +131,9 @@ _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
        reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",))
 def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.label_not_ignored``: a position with mask 0 has a label other than ``ignore_index``
-    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder).
+    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder); on a shard
+    of unknown layout the message also names ``[dataset] layout = "seq2seq"`` (decoder targets padded
+    to the encoder's length are not recognized as such).
 
     The rule is the same whatever ``[labels] shifted`` says: unshifted, ``labels[i]`` at a padded
     position is the target predicted from position i-1 (the model learns to emit padding);
@@ -151,10 +153,15 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     example = first_at([mcol, labels], lambda m, y, ign=ign: m == 0 and y != ign,
                        lambda m, y: f"label {y} with mask 0", count=nz, what="padded position(s) are supervised")
 
-    def message(n: int, d: dict[str, Any], ign: int | None = ign) -> str:
+    # a shard of unknown layout: its labels may be a decoder's targets (T5 sets padded to one length),
+    # which the encoder's mask does not cover: the finding names the way out besides the fix
+    hint = ("" if ctx.layout is not None else "; or, if 'labels' holds a decoder's targets (an encoder-decoder "
+            "set), set [dataset] layout = \"seq2seq\"")
+
+    def message(n: int, d: dict[str, Any], ign: int | None = ign, hint: str = hint) -> str:
         return (f"{n} row(s) carry labels other than ignore_index {ign} at padded "
                 f"positions (attention_mask 0; {d.get('positions')} positions): "
-                "the loss trains on padding. Set labels to ignore_index where the mask is 0")
+                "the loss trains on padding. Set labels to ignore_index where the mask is 0" + hint)
 
     yield _positions_rule(ctx, "padding.label_not_ignored", labels, "pad_label", bad, example, message)
 

@@ -361,7 +361,9 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     "every row 100% supervised" variant of CHECKS.md is not built). With spans from an
     integer/boolean ``assistant_mask`` the per-row counts come from the pass over the flat buffers
     shared with ``sft.eot_unsupervised`` and the ``eos`` stat
-    (:func:`datacheck.checks.mask.position_pass`); with ``response_template_ids`` from the position view.
+    (:func:`datacheck.checks.mask.position_pass`); with ``response_template_ids`` from the position view,
+    and the message says how many failing rows hold no match of the template at all (no span: ids
+    that differ from the template as the tokenizer encodes it inside a conversation).
     """
     if ctx.roles.assistant_mask is not None and unmarked_template(ctx, ctx.roles.assistant_mask) is not None:
         yield Skipped("sft.prompt_supervised", UNMARKED)
@@ -389,9 +391,29 @@ def prompt_supervised(ctx: ShardContext) -> Iterable[ShardItem]:
     stop = tok.stop_ids
     after_span = (pl.col(r.input_ids).is_in(list(stop)) & prev(asst).fill_null(False)) if stop else pl.lit(False)
     bad = sup & _real(ctx) & ~asst & ~after_span.fill_null(False)
+    tmpl = list(ctx.cfg.sft.response_template_ids or ()) if r.assistant_mask is None else []
+    # failing rows where the template never matches: no span at all (ids that differ from the template as
+    # the tokenizer encodes it in context: a leading space or newline changes them)
+    spanless = pl.col("__row").filter(bad & (asst.cast(pl.Int8).max().over("__row") == 0)).n_unique()
+
+    def tmsg(n: int, d: dict[str, Any]) -> str:
+        none = d.get("spanless") or 0
+        fix = ("give the ids as the tokenizer encodes the template inside a conversation (a leading space or "
+               "newline changes them)")
+        if none and none == n:  # the template matches nowhere: no span, not a prompt trained on
+            return (f"{n} row(s) hold no match of [sft] response_template_ids {tmpl}: no assistant span, so "
+                    f"each supervised token is outside one ({d.get('positions')} positions); {fix}")
+        return msg(n, d) + (f"; {none} of them hold no match of [sft] response_template_ids {tmpl} (no "
+                            f"assistant span at all): {fix}" if none else "")
+
+    if not tmpl:  # spans from an assistant_mask the shared pass does not read
+        yield RowCheck(check="sft.prompt_supervised", column=r.labels, fails=bad, view=positions_view(ctx),
+                       details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=msg)
+        return
     yield RowCheck(
         check="sft.prompt_supervised", column=r.labels, fails=bad, view=positions_view(ctx),
-        details={"positions": bad.sum()}, details_merge={"positions": sum_parts}, message=msg,
+        details={"positions": bad.sum(), "spanless": spanless},
+        details_merge={"positions": sum_parts, "spanless": sum_parts}, message=tmsg,
     )
 
 

@@ -188,8 +188,10 @@ def load_tokenizer(path: str | Path, named: str | None = None) -> TokenizerView:
     p = Path(path)
     said = named if named is not None else f"--tokenizer {path}"
     if not p.exists():
+        # a config's relative path is read from the config file's folder, not the current one: say where
+        where = "" if named is None or str(p) in said else f" (looked for {p}: a relative path is relative to the config file's folder)"
         raise UsageError(f"{said}: no such file or folder; give tokenizer.json, "
-                         "vocab.json (with merges.txt beside it) or a folder holding them")
+                         f"vocab.json (with merges.txt beside it) or a folder holding them{where}")
     tk = _import_tokenizers("--tokenizer" if named is None else "[tokens] tokenizer")
     found = tokenizer_file(p)  # the rule [tokens] tokenizer follows too
     if found is None:

@@ -116,7 +116,7 @@ def _read_parquet(path: Path, limit: int = MAX_ROW_BYTES) -> ShardData:
         except READ_ERRORS as exc:
             raise Unreadable(_parquet_reason(path, exc)) from None
     try:
-        lf = pl.scan_parquet(path)
+        lf = pl.scan_parquet(path, glob=False)  # a name holding [, * or ? is a name, not a pattern
         lf.collect_schema()
     except READ_ERRORS as exc:
         raise Unreadable(_parquet_reason(path, exc)) from None

@@ -10,13 +10,14 @@ it) for the reader to turn into a ``decode.*`` finding.
 from __future__ import annotations
 
 import bz2
+import errno
 import gzip
 import os
 import stat
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["OverLimit", "NotRegular", "special_kind", "require_regular", "open_regular", "open_inflated",
+__all__ = ["OverLimit", "NotRegular", "dangling_link", "special_kind", "require_regular", "open_regular", "open_inflated",
            "read_capped", "human_bytes", "zstd_cut", "TRUNCATED"]
 
 #: what a compressed stream that stops before its end-of-stream marker reads as (gzip's and bz2's own
@@ -53,6 +54,23 @@ def human_bytes(n: int) -> str:
             return f"{int(v)} {unit}" if v == int(v) else f"{v:.1f} {unit}"
         v /= 1024
     return f"{n} bytes"  # pragma: no cover
+
+
+def dangling_link(path: Path | str) -> str | None:
+    """Why a path that ``ls`` lists does not open, when it is a symbolic link whose target is missing
+    (``"a broken symlink: its target T does not exist"``) or leads back to itself (``"a symlink loop
+    (through T)"``); None when ``path`` is no such link (it exists, or nothing is there at all). The
+    verbs say it instead of "no such file", which would contradict what the user sees."""
+    p = str(path)
+    if not os.path.islink(p) or os.path.exists(p):
+        return None
+    target = os.readlink(p)
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"a symlink loop (it leads back to itself through {target})"
+    return f"a broken symlink: its target {target} does not exist"
 
 
 def special_kind(path: Path | str) -> str | None:

@@ -24,8 +24,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import unquote
 
-from datacheck.io.bounded import special_kind
+from datacheck.io.bounded import dangling_link, special_kind
 from datacheck.io.hfmeta import DATASET_DICT_NAME, hf_data_files, read_dataset_dict
 from datacheck.io.hubsplits import HubSplits, glob_literal, hub_splits
 from datacheck.io.stores import filesystem, is_url, join_url, scheme_of
@@ -191,7 +192,8 @@ def _abs(p: Path) -> Path:
 def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
     """(root, files, named) for one PATH argument; ``named``: the argument is one file."""
     p = Path(arg)
-    if any(ch in arg for ch in "*?["):
+    # a glob, unless the argument names an existing file or folder (train[1].parquet, run[2]/): a name
+    if any(ch in arg for ch in "*?[") and not os.path.lexists(arg):
         files = sorted(Path(x) for x in _glob.glob(arg, recursive=True) if not Path(x).is_dir())
         base = arg
         for i, ch in enumerate(arg):
@@ -210,6 +212,13 @@ def _candidates(arg: str) -> tuple[Path, list[Path], bool]:
         return _abs(p).parent, [_abs(p)], True
     if p.exists():
         raise UsageError(f"{arg}: not a regular file or folder")
+    link = dangling_link(p)  # `ls` lists it: "no such file" would contradict what the user sees
+    if link is not None:
+        raise UsageError(f"{arg}: {link}" + (" (a shard missing or not downloaded?)" if "broken" in link else "")
+                         + "; give the shard file itself")
+    if arg.lower().startswith("file://"):  # fsspec's local URLs: the path itself is what datacheck reads
+        local = unquote(arg[len("file://"):])
+        raise UsageError(f"{arg}: a file:// URL; give the local path itself ({local})")
     raise UsageError(f"{arg}: no such file or folder; give a shard file, a folder of shards or a glob")
 
 
@@ -322,9 +331,15 @@ def _list_url(arg: str) -> tuple[Any, str, str, dict[str, dict[str, Any]], bool]
     object under a prefix (recursively), or the objects matching a glob.
 
     Raises:
-        UsageError: nothing exists at the URL, or the store cannot be listed (the message names it).
+        UsageError: nothing exists at the URL, the store cannot be reached (``ftp://`` and ``sftp://``
+            connect when opened) or listed (the message names it).
     """
-    fs, path = filesystem(arg)
+    try:
+        fs, path = filesystem(arg)
+    except OSError as exc:  # a file system that connects when made (ftp://, sftp://): an unknown host, a refusal
+        raise UsageError(f"{arg}: cannot connect ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); check the URL, the host and the "
+                         "store's credentials") from None
     scheme = scheme_of(arg)
     path = path.rstrip("/")
     try:

@@ -42,7 +42,7 @@ import polars as pl
 
 __all__ = ["ENV_SPILL_ROWS", "DEFAULT_SPILL_ROWS", "BUFFER_ROWS", "PARTITIONS", "spill_rows", "SpilledRows",
            "SpilledColumns",
-           "SpillFolder", "rows_frame", "partitions"]
+           "SpillFolder", "rows_frame", "partitions", "read_spilled"]
 
 ENV_SPILL_ROWS = "DATACHECK_SPILL_ROWS"
 #: rows of row hashes held in memory before an audit spills them (16 B a row: 128 MB)
@@ -73,6 +73,13 @@ def spill_rows() -> int:
     return n
 
 
+def read_spilled(path: str | Path) -> pl.DataFrame:
+    """One spill file (Arrow IPC) read back whole. ``glob=False``: the spill folder lies under
+    ``TMPDIR``, whose name may hold ``[``, ``*`` or ``?`` (``/scratch/job[7]``), and ``pl.read_ipc``
+    expands its path as a glob (then finds no file)."""
+    return pl.scan_ipc(path, glob=False).collect()
+
+
 @dataclass(frozen=True)
 class SpilledRows:
     """A ``crossdup.rows`` payload written to ``path`` (Arrow IPC): ``height`` rows, ``columns``
@@ -84,7 +91,7 @@ class SpilledRows:
     columns: tuple[str, ...]
 
     def load(self) -> pl.DataFrame:
-        return pl.read_ipc(self.path)
+        return read_spilled(self.path)
 
 
 @dataclass(frozen=True)
@@ -213,6 +220,6 @@ def partitions(frames: Sequence[pl.DataFrame | SpilledRows], parts: int = PARTIT
         for p in range(parts):
             if files[p]:
                 paths = [Path(tmp) / f"p{p:05d}-{k:06d}.arrow" for k in range(files[p])]
-                yield pl.concat([pl.read_ipc(x) for x in paths])
+                yield pl.concat([read_spilled(x) for x in paths])
                 for x in paths:
                     x.unlink()

@@ -12,7 +12,7 @@ import re
 import stat
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -585,6 +585,36 @@ class Config(_Section):
     dup: DupSection = DupSection()
     trace: TraceSection = TraceSection()
 
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _entry_shapes(cls, v: Any) -> Any:
+        """Refuse the two shapes TOML reads otherwise than meant, naming the shape to write: an entry
+        that is not a table (``"ID" = "warn"``), and a check ID left unquoted (``tokens.out_of_vocab.severity
+        = "warn"`` and ``[policy.tokens.out_of_vocab]`` are nested tables ``tokens`` > ``out_of_vocab``
+        to TOML: the dot inside an ID must be quoted)."""
+        if not isinstance(v, dict):
+            return v
+        keys = ", ".join(PolicyEntry.model_fields)
+        for key, entry in v.items():
+            if isinstance(entry, dict):
+                # an entry's own values are never tables: a table inside one is the rest of an unquoted ID
+                sub, inner = next(((k, x) for k, x in entry.items() if isinstance(x, dict)), (None, None))
+                if sub is not None and inner is not None and not catalog.is_known(key):
+                    cid = f"{key}.{sub}"
+                    example = ", ".join(f"{k} = {json.dumps(x)}" for k, x in inner.items()
+                                        if not isinstance(x, dict)) or 'severity = "warn"'
+                    hint = "" if catalog.is_known(cid) else f" ({cid!r} is no check ID{catalog.unknown_hint(cid)})"
+                    raise ValueError(
+                        f"check ID {cid!r} is unquoted, so TOML reads it as nested tables {key!r} > "
+                        f"{sub!r}; quote it: \"{cid}\" = {{ {example} }} under [policy], "
+                        f"or the header [policy.\"{cid}\"]{hint}")
+            elif entry is not None:
+                shape = (f"\"{key}\" = {{ severity = {json.dumps(entry)} }}" if entry in ("error", "warn", "info")
+                         else f"\"{key}\" = {{ max_ratio = 0.01 }}")
+                raise ValueError(
+                    f"[policy] \"{key}\" = {json.dumps(entry)}: each entry is a table of {keys}; write {shape}")
+        return v
+
     @field_validator("policy")
     @classmethod
     def _known_ids(cls, v: dict[str, PolicyEntry]) -> dict[str, PolicyEntry]:
@@ -760,6 +790,12 @@ def _close_key(section: str | None, name: str) -> str | None:
     for part in section.split(".") if section else ():
         field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
         ann = getattr(field, "annotation", None)
+        if get_origin(ann) is dict:  # a table of free names ([policy]: check IDs, dots and all): the rest
+            ann = get_args(ann)[1]   # of the section is the name, the keys are those of its values
+            if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+                return None
+            model = ann
+            break
         if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
             return None
         model = ann
@@ -768,18 +804,30 @@ def _close_key(section: str | None, name: str) -> str | None:
     return near[0] if near else None
 
 
+def _union_error(errs: list[Any]) -> Any:
+    """The one error to show for a key from its pydantic errors: a value that fits no member of a union
+    gives one error per member. The error of a member whose type the value has (an empty list for
+    ``str | list[str]``: the list's own rule) when there is one, else every member's message joined
+    ("Input should be a valid string or Input should be a valid list")."""
+    if len(errs) == 1:
+        return errs[0]
+    own = [e for e in errs if not str(e["type"]).endswith("_type")]
+    if own:
+        return own[0]
+    return {**errs[0], "msg": " or ".join(dict.fromkeys(str(e["msg"]) for e in errs))}
+
+
 def config_from_dict(data: dict[str, Any], source: str | None = None) -> Config:
     """Validate a parsed config mapping. Raises :class:`ConfigError` naming the first bad key."""
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         msgs = []
-        seen = set()
-        for err in exc.errors():
-            key = _key_of(err["loc"])
-            if key in seen:
-                continue
-            seen.add(key)
+        by_key: dict[str, list[Any]] = {}
+        for err in exc.errors():  # a union ([splits]: a glob or a list of globs) gives one error a member
+            by_key.setdefault(_key_of(err["loc"]), []).append(err)
+        for key, errs in by_key.items():
+            err = _union_error(errs)
             if err["type"] == "extra_forbidden":
                 section = key.rsplit(".", 1)[0] if "." in key else None
                 where = f"in [{section}]" if section else "at the top level"

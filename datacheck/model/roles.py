@@ -603,11 +603,12 @@ def text_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.Dat
 
 #: Columns without a role that condition what the model is trained on, so two rows that differ in
 #: one of them are different samples even when their role columns are equal: a preference or
-#: prompt-completion row's ``prompt`` (TRL's dataset formats), the ``system`` prompt and ``tools``
+#: prompt-completion row's ``prompt`` (TRL's dataset formats; tokenized, ``prompt_input_ids``:
+#: ``DPOTrainer.tokenize_row``, KTO's), the ``system`` prompt and ``tools``
 #: a chat template renders with the conversation (transformers' ``apply_chat_template(tools=...)``,
 #: LLaMA-Factory's ShareGPT columns), and the media of a vision or audio sample (``images``,
 #: ``videos``, ``audios``: TRL and LLaMA-Factory). They join the row content after the role columns.
-CONTEXT_COLUMNS = ("prompt", "system", "tools", "images", "videos", "audios")
+CONTEXT_COLUMNS = ("prompt", "prompt_input_ids", "system", "tools", "images", "videos", "audios")
 #: Columns a reader adds to name a sample: WebDataset's ``__key__`` (the members' common name before
 #: their extensions, unique per sample). A sample's identity, never its content: with them, no two
 #: samples of a shard without roles could ever be duplicates.

@@ -49,6 +49,13 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 MAX_COLUMN_CELL = 40
 
 
+def _cell(text: str) -> str:
+    """``text`` (a shard path, a name from the data) for a table cell, as the terminal will show it:
+    line breaks and tabs escaped (one table line per row), every other control character escaped
+    (:func:`terminal_safe`) before the column's width is measured, so the table stays aligned."""
+    return terminal_safe(text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t"))
+
+
 def _column_txt(f) -> str:
     """The finding's column for a table cell (``""`` when it concerns no one column): line breaks and
     tabs shown escaped so a column name from the data cannot break the table, cut at
@@ -206,9 +213,9 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
             if not show_passing:
                 quiet += 1
                 continue
-            rows.append([sh.status.upper(), sh.path, rows_n, "-", "", "", "", ""])
+            rows.append([sh.status.upper(), _cell(sh.path), rows_n, "-", "", "", "", ""])
         for i, f in enumerate(sh.findings):
-            rows.append([sh.status.upper() if i == 0 else "", sh.path if i == 0 else "", rows_n if i == 0 else "",
+            rows.append([sh.status.upper() if i == 0 else "", _cell(sh.path) if i == 0 else "", rows_n if i == 0 else "",
                          f.check, _column_txt(f), f.severity + ("!" if f.fails_policy else ""), _count_txt(sh, f),
                          _rows_txt(f)])
     if rows:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from datacheck.io.bounded import dangling_link
 from datacheck.io.safejson import read_json_file
 from datacheck.model import catalog
 from datacheck.model.errors import UsageError
@@ -368,7 +369,8 @@ def detect_layout(path: Path) -> tuple[str, Path]:
             return "dcp", path.parent
         return ("lightning" if path.suffix == ".ckpt" else "torch_save"), path
     if not path.is_dir():
-        raise UsageError(f"{path}: no such file or folder")
+        link = dangling_link(path)
+        raise UsageError(f"{path}: no such file or folder" if link is None else f"{path}: {link}")
     names = {p.name for p in path.iterdir()}
     if ".metadata" in names:
         return "dcp", path

@@ -116,9 +116,9 @@ def batch_from_export(path: str | Path, features: Sequence[str], target: str | N
     name = p.name.lower()
     try:
         if name.endswith((".parquet", ".pq")):
-            df = pl.read_parquet(p)
+            df = pl.read_parquet(p, glob=False)  # a name holding [, * or ? is a name
         elif name.endswith((".jsonl", ".ndjson")):
-            df = pl.read_ndjson(p)
+            df = pl.read_ndjson(p.read_bytes())  # (read_ndjson expands a path as a glob)
         else:
             raise UsageError(f"{path}: an export is .parquet or .jsonl (as trace/plan/inspect --export write)")
     except (OSError, pl.exceptions.PolarsError) as exc:

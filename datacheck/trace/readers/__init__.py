@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from datacheck.io.bounded import special_kind
+from datacheck.io.bounded import dangling_link, special_kind
 from datacheck.model.errors import OptionalDependencyError, UsageError
 from datacheck.model.identity import IDENTITY_PREFIX, parse_identity
 from datacheck.trace.readers import coqui, deepspeed, keyvalue, megatron, pydict, stated
@@ -531,7 +531,8 @@ def open_log(path: str, fmt: str = "auto", regex: str | None = None, steps_per_e
     """
     p = Path(path)
     if not p.exists():
-        raise UsageError(f"log {path!r} does not exist")
+        link = dangling_link(path)
+        raise UsageError(f"log {path!r} does not exist" if link is None else f"log {path!r}: {link}")
     kind = special_kind(p)
     if kind is not None and kind != "a folder":  # a FIFO blocks the open, a device never ends
         raise UsageError(f"log {path!r} is not a regular file ({kind}): never opened; give the log file")

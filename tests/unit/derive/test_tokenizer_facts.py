@@ -265,3 +265,26 @@ def test_a_declaration_rewritten_with_its_old_size_and_time_is_read_again(tmp_pa
     cfg.write_text(edited)
     os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert tokenizer_facts(str(tok), "tok").ids["bos_token_id"] == base["<|im_end|>"]
+
+
+def test_a_missing_relative_tokenizer_names_where_it_was_looked_for(tmp_path):
+    # a config in another folder than the current one: its relative path is read from the config's
+    # folder, which the message says (the user looked in the current folder and found the tokenizer)
+    from conftest import run_cli
+    (tmp_path / "tok").mkdir()
+    shutil.copy(SHARED / "chat/tokenizers/smollm_135m/tokenizer.json", tmp_path / "tok" / "tokenizer.json")
+    cfgdir = tmp_path / "configs"
+    cfgdir.mkdir()
+    (cfgdir / "datacheck.toml").write_text('[tokens]\ntokenizer = "tok"\n')
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_text('{"input_ids": [1, 2, 3]}\n')
+    p = run_cli("audit", str(data), "--config", str(cfgdir / "datacheck.toml"), "--report-dir", str(tmp_path / "r"),
+                cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "[tokens] tokenizer = 'tok': no such file or folder" in p.stderr
+    assert f"looked for {cfgdir / 'tok'}" in p.stderr and "relative to the config file's folder" in p.stderr, p.stderr
+    # an absolute path is named as written, once
+    with pytest.raises(UsageError) as err:
+        tokenizer_facts(str(tmp_path / "nope"), str(tmp_path / "nope"))
+    assert "looked for" not in str(err.value)

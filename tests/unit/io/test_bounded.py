@@ -7,11 +7,13 @@ import io
 import os
 
 import pytest
+from conftest import run_cli
 
 from datacheck.io.bounded import (
     TRUNCATED,
     NotRegular,
     OverLimit,
+    dangling_link,
     human_bytes,
     open_inflated,
     open_regular,
@@ -87,3 +89,25 @@ def test_open_inflated_refuses_a_cut_zst_and_reads_a_whole_one(tmp_path):
     (tmp_path / "c.gz").write_bytes(gzip.compress(text)[:-1])
     with open_inflated(tmp_path / "c.gz") as g, pytest.raises(EOFError, match="end-of-stream marker"):
         g.read()
+
+
+def test_dangling_link_names_a_broken_link_and_a_loop(tmp_path):
+    gone = tmp_path / "not-downloaded.bin"
+    (tmp_path / "broken").symlink_to(gone)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "real").write_text("x")
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    assert dangling_link(tmp_path / "broken") == f"a broken symlink: its target {gone} does not exist"
+    assert dangling_link(tmp_path / "loop") == f"a symlink loop (it leads back to itself through {tmp_path / 'loop'})"
+    assert dangling_link(tmp_path / "alias") is None and dangling_link(tmp_path / "real") is None
+    assert dangling_link(tmp_path / "nothing-here") is None
+
+
+@pytest.mark.parametrize("verb", ["trace", "checkpoint"])
+def test_trace_and_checkpoint_name_a_broken_link(tmp_path, verb):
+    gone = tmp_path / "run" / "metrics.jsonl"
+    link = tmp_path / "metrics.jsonl"
+    link.symlink_to(gone)
+    p = run_cli(verb, str(link), cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"a broken symlink: its target {gone} does not exist" in p.stderr, p.stderr

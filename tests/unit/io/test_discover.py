@@ -156,3 +156,13 @@ def test_a_glob_that_matches_nothing_says_so(tmp_path):
     with pytest.raises(UsageError) as e:
         discover([str(empty)])
     assert "(the paths hold no files)" in str(e.value)
+
+
+def test_a_file_url_names_the_local_path(tmp_path):
+    d = tmp_path / "my data"
+    d.mkdir()
+    (d / "a.jsonl").write_text("{\"text\": \"a\"}\n")
+    url = "file://" + str(d).replace(" ", "%20")
+    p = run_cli("audit", url, "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"{url}: a file:// URL; give the local path itself ({d})" in p.stderr, p.stderr

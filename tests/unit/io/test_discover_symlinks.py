@@ -68,3 +68,25 @@ def test_a_broken_link_out_of_root_is_named_broken(tmp_path, linked):
     followed = datacheck.audit([str(linked)], follow_symlinks=True)
     (f,) = [f for f in followed.findings if f.check == "decode.unreadable"]
     assert f.shards == ("missing.parquet",)
+
+
+@pytest.mark.parametrize("verb", [["audit"], ["inspect"], ["clean", "--out", "copy"]])
+def test_a_broken_link_named_as_path_says_so(tmp_path, verb):
+    # `ls` lists the link, so "no such file or folder" would contradict what the user sees: the
+    # message names the link and its missing target; exit 2, no traceback
+    gone = tmp_path / "not-downloaded" / "train-00000.parquet"
+    link = tmp_path / "train-00000.parquet"
+    os.symlink(gone, link)
+    p = run_cli(verb[0], str(link), *verb[1:], "--report-dir", str(tmp_path / "r"), cwd=tmp_path) if verb[0] == "audit" \
+        else run_cli(verb[0], str(link), *verb[1:], cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"{link}: a broken symlink: its target {gone} does not exist" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_a_link_loop_named_as_path_says_so(tmp_path):
+    loop = tmp_path / "a.parquet"
+    os.symlink(loop, loop)
+    p = run_cli("audit", str(loop), "--report-dir", str(tmp_path / "r"), cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"{loop}: a symlink loop" in p.stderr, p.stderr

@@ -4,10 +4,14 @@ on its other columns, never on the answer alone. Two tabular rows with one targe
 features are no duplicates (they were: ``dup.exact_in_shard`` on the target alone, a false alarm)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import polars as pl
 import pytest
 from checkhelp import audit_df
+from conftest import SHARED
+from tokenizers import Tokenizer
 
 from datacheck.model.roles import row_content
 
@@ -47,3 +51,46 @@ def test_regression_rows_with_repeated_targets_are_no_duplicates(tmp_path, targe
     rep = audit_df(tmp_path / "dup", df, cfg)
     f = next(f for f in rep.findings if f.check == "dup.exact_in_shard")
     assert (f.count, list(f.rows)) == (1, [df.height - 1])
+
+
+def _fastchat_pref_rows() -> tuple[list[dict], int]:
+    """TRL-tokenized preference rows (``DPOTrainer.tokenize_row``'s ``prompt_input_ids`` /
+    ``chosen_input_ids`` / ``rejected_input_ids``) of FastChat's real dummy conversations with the real
+    SmolLM tokenizer: the first human turn is the prompt, the first gpt turn the chosen answer, that
+    answer's first half the rejected one. The dummy set answers many different prompts with one canned
+    answer, so responses repeat under distinct prompts. Returns the rows and how many of them repeat an
+    earlier row in all three columns (computed here)."""
+    tok = Tokenizer.from_file(str(SHARED / "chat/tokenizers/smollm_135m/tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+    conv = json.loads((SHARED / "chat/fastchat/dummy_conversation.json").read_text())
+    rows = []
+    for c in conv:
+        turns = c["conversations"]
+        if len(turns) < 2 or (turns[0]["from"], turns[1]["from"]) != ("human", "gpt"):
+            continue
+        answer = tok.encode(turns[1]["value"]).ids
+        rows.append({"prompt_input_ids": tok.encode(turns[0]["value"]).ids, "chosen_input_ids": answer + [0],
+                     "rejected_input_ids": answer[: max(1, len(answer) // 2)] + [0]})
+    seen: set[tuple] = set()
+    repeats = 0
+    for r in rows:
+        key = tuple(tuple(r[c]) for c in ("prompt_input_ids", "chosen_input_ids", "rejected_input_ids"))
+        repeats += key in seen
+        seen.add(key)
+    return rows, repeats
+
+
+def test_tokenized_preference_rows_differ_by_their_prompt(tmp_path):
+    # the prompt conditions both responses: two pairs of one answer to different prompts are no
+    # duplicates (they were: the content was chosen/rejected alone, a false alarm on ~300 real rows)
+    rows, repeats = _fastchat_pref_rows()
+    pairs = {(tuple(r["chosen_input_ids"]), tuple(r["rejected_input_ids"])) for r in rows}
+    assert len(pairs) < len(rows) - repeats  # answers do repeat under other prompts
+    rep = audit_df(tmp_path, pl.DataFrame(rows), {"tokens": {"vocab_size": 49153}})
+    assert rep.shards[0].layout == "dpo"
+    got = [f for f in rep.findings if f.check == "dup.exact_in_shard"]
+    assert sum(f.count for f in got) == repeats
+    assert row_content(["chosen_input_ids", "rejected_input_ids"], None,
+                       ["prompt_input_ids", "chosen_input_ids", "rejected_input_ids"]) \
+        == ["chosen_input_ids", "rejected_input_ids", "prompt_input_ids"]

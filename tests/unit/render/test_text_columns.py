@@ -40,3 +40,23 @@ def test_long_or_multiline_column_names_do_not_break_the_table(tmp_path):
     (row,) = [ln for ln in lines if "finite.nan" in ln and "[" not in ln]
     cell = "a\\nb" + "c" * (MAX_COLUMN_CELL - 5) + "…"
     assert cell in row
+
+
+def test_shard_names_with_line_breaks_or_escapes_keep_the_table_aligned(tmp_path):
+    # a file name holding a newline or ESC: one table line per finding, the columns aligned (the
+    # width counted on the text as shown, escapes written out)
+    d = tmp_path / "d"
+    d.mkdir()
+    names = ["train\nx.parquet", "a\x1b[2Jb.parquet", "plain.parquet"]
+    for n in names:
+        pl.DataFrame({"x": [1.0, float("nan")]}).write_parquet(d / n)
+    rep = datacheck.audit([str(d)], {"columns": {"features": ["x"]}}, fail_on="never")
+    lines = render_text(rep).splitlines()
+    header = next(ln for ln in lines if ln.startswith("status"))
+    table = lines[lines.index(header) + 2:]
+    table = table[: table.index("")]
+    assert len(table) == len(names)
+    shown = {"train\\nx.parquet", "a\\x1b[2Jb.parquet", "plain.parquet"}
+    assert {ln.split()[1] for ln in table} == shown
+    check_at = {ln.index("finite.nan") for ln in table}
+    assert check_at == {header.index("check")}

@@ -100,3 +100,19 @@ def test_bad_export_and_loss_inputs_are_usage_errors(export, tmp_path):
         replay_batch(_model(), batch, torch.nn.CrossEntropyLoss())
     with pytest.raises(UsageError, match="unknown"):
         replay_batch(_model(), batch, torch.nn.CrossEntropyLoss(reduction="none"), modes=("fp16",))
+
+
+@pytest.mark.parametrize("name", ["step[12].parquet", "step[12].jsonl"])
+def test_an_export_named_with_brackets_is_read(export, tmp_path, name):
+    # `trace --export 'step[12].parquet'`: a file name, not a glob (polars expands paths as globs)
+    import polars as pl
+    df = pl.read_parquet(export)
+    path = tmp_path / name
+    if name.endswith(".parquet"):
+        df.write_parquet(path)
+    else:  # JSON has no NaN: the finite rows only
+        df = df.filter(pl.col("x1").is_finite() & pl.col("x2").is_finite())
+        df.write_ndjson(path)
+    assert df.height >= 2
+    batch = batch_from_export(path, ["x1", "x2"], "label")
+    assert batch.targets.tolist() == df["label"].to_list() and len(batch.rows) == df.height

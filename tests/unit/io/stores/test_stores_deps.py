@@ -46,3 +46,16 @@ def test_gcs_md5hash_and_hf_lfs_sha256() -> None:
 def test_store_checksums_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATACHECK_STORE_CHECKSUMS", "0")
     assert store_checksum(_FakeFS("hf"), "x", {"lfs": {"sha256": "a" * 64}}) is None
+
+
+@pytest.mark.parametrize("url", ["ftp://no-such-host.invalid/data/train.parquet",
+                                 "sftp://no-such-host.invalid/data/"])
+def test_a_store_that_cannot_be_reached_when_opened_is_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              url: str) -> None:
+    # fsspec's FTP/SFTP file systems connect when they are made (before any listing): a host that does
+    # not resolve was an internal error with a traceback (exit 3)
+    if url.startswith("sftp") and importlib.util.find_spec("paramiko") is None:
+        pytest.skip("paramiko (fsspec's sftp) is not installed")
+    r = cli("audit", url, "--no-cache", "--report-dir", str(tmp_path / "rep"), monkeypatch=monkeypatch)
+    assert r.returncode == 2, r.stderr
+    assert f"{url}: cannot connect" in r.stderr and "Traceback" not in r.stderr
