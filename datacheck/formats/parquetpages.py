@@ -30,7 +30,7 @@ Nothing here imports polars or numpy (the command line's prefetch plans with it 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, Callable, NamedTuple
 
 __all__ = ["MAX_PAGES_WALKED", "BigPage", "LongRow", "PageScan", "scan_pages"]
 
@@ -297,7 +297,8 @@ def _maybe_one_entry(col: Any) -> bool:
         return True
 
 
-def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -> PageScan:
+def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True,
+               opener: Callable[[], BinaryIO] | None = None) -> PageScan:
     """The page headers of the parquet file ``path`` that its footer (``metadata``:
     ``pyarrow.parquet.FileMetaData``) cannot clear (see the module docstring), and the values of its
     pages over ``limit``: the first ``BYTE_ARRAY`` value of more than ``limit`` bytes (``big``) and
@@ -313,7 +314,12 @@ def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -
     Other encodings (delta, byte stream split) and LZO pages are not looked into: pyarrow decodes them
     as before.
 
-    A header that does not parse, a chunk whose range leaves the file, or a file that cannot be
+    ``opener``: opens the file where ``path`` is not a local file (an object in a store: a file object
+    of the store's filesystem whose reads are ranged requests, so only the page headers and the bytes
+    looked into are fetched, never the whole object); its errors (and any read error then) are raised,
+    never taken for a clean file.
+
+    A header that does not parse, a chunk whose range leaves the file, or a local file that cannot be
     opened ends the walk of that chunk (or of the file) with nothing found there: pyarrow's read then
     says what is wrong. Cost: nothing for a file whose chunks are within ``limit`` and whose string
     chunks' statistics show two values; else one small read per page header of a big chunk (a 500 MiB
@@ -324,13 +330,17 @@ def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -
     if not todo:
         return PageScan(None, floors)
     try:
-        f = open(path, "rb", buffering=1 << 16)
+        f = opener() if opener is not None else open(path, "rb", buffering=1 << 16)
     except OSError:
+        if opener is not None:
+            raise
         return PageScan(None, floors)
     with f:
         try:
             size = f.seek(0, 2)
         except OSError:
+            if opener is not None:
+                raise
             return PageScan(None, floors)
         for g, j, first, n, big, one, long in todo:
             col = metadata.row_group(g).column(j)
@@ -351,7 +361,11 @@ def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -
                     floor = _one_entry_floor(f, start, end, col)
                     if floor > col.total_uncompressed_size:
                         floors[(g, j)] = floor
-            except (_Bad, OSError, ValueError, OverflowError):
+            except OSError:
+                if opener is not None:  # a store's read that failed: never a clean file
+                    raise
+                continue
+            except (_Bad, ValueError, OverflowError):
                 continue
     return PageScan(None, floors)
 
@@ -621,6 +635,11 @@ def _inflate(body: bytes, codec: str, size: int, head: int | None = None) -> byt
         raise _Bad("decompress") from None
 
 
+#: compressed bytes of a page read first for the screen's few decompressed bytes (the whole body only where
+#: they do not decompress alone): a store's ranged reads then fetch a page's header and these, not the page
+_PREFIX_BYTES = 1 << 12
+
+
 def _levels(f: BinaryIO, at: int, h: _Header, codec: str, head: int | None) -> memoryview | None:
     """The repetition levels' RLE/bit-packed hybrid bytes of the data page whose body starts at ``at``
     (v1: after their 4-byte length; v2: the first ``rep_levels`` bytes, never compressed), all of them, or
@@ -630,12 +649,22 @@ def _levels(f: BinaryIO, at: int, h: _Header, codec: str, head: int | None) -> m
     if h.kind == _DATA_V2:
         data = f.read(h.rep_levels if head is None else min(h.rep_levels, head))
         return memoryview(data)
-    body = f.read(h.compressed)
-    if len(body) != h.compressed:
-        raise _Bad("cut")
-    got = _inflate(body, codec, h.uncompressed, None if head is None else head + 4)
+    got: bytes | memoryview | None = None
+    if head is not None and h.compressed > _PREFIX_BYTES:  # the body's first bytes, where they decompress alone
+        try:
+            got = _inflate(f.read(_PREFIX_BYTES), codec, h.uncompressed, head + 4)
+        except _Bad:
+            got = None
+        if got is not None and memoryview(got).nbytes < min(head + 4, h.uncompressed):
+            got = None
+        f.seek(at)
     if got is None:
-        return None
+        body = f.read(h.compressed)
+        if len(body) != h.compressed:
+            raise _Bad("cut")
+        got = _inflate(body, codec, h.uncompressed, None if head is None else head + 4)
+        if got is None:
+            return None
     view = memoryview(got)
     if view.nbytes < 4:
         raise _Bad("levels")
