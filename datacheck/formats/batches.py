@@ -38,7 +38,7 @@ from datacheck.io.shardbytes import Unreadable
 from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS, ONE_BATCH_TARGETS, RAMP_DIVISOR
 from datacheck.model.errors import ENGINE_ERRORS
 
-__all__ = ["ONE_BATCH_TARGETS", "RAMP_DIVISOR", "FrameReader", "StreamedReader", "batch_rows", "cast_batches", "forced_batch_rows", "gather_rows",
+__all__ = ["ONE_BATCH_TARGETS", "RAMP_DIVISOR", "FrameReader", "StreamedReader", "batch_rows", "cast_batches", "first_batch", "forced_batch_rows", "gather_rows",
            "rows_from_batches", "shard_reader"]
 
 #: rows sampled to estimate the decoded bytes of a row of a source whose reader does not know them
@@ -100,6 +100,19 @@ def rows_from_batches(batches: Iterable[pl.DataFrame], wanted: list[int]) -> pl.
         if off > hi:
             break
     return pl.concat(got) if got else None
+
+
+def first_batch(batches: Iterator[pl.DataFrame]) -> pl.DataFrame | None:
+    """The first of ``batches`` (the generator closed after it: a reader's thread ends), or None when
+    there is none or reading it raises :class:`Unreadable` (the caller's other read then says why)."""
+    try:
+        return next(batches, None)
+    except Unreadable:
+        return None
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
 
 
 def cast_batches(frames: Iterable[pl.DataFrame], want: dict[str, pl.DataType] | None) -> Iterator[pl.DataFrame]:

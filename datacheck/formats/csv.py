@@ -52,13 +52,13 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
-from datacheck.formats.batches import StreamedReader, cast_batches
+from datacheck.formats.batches import StreamedReader, cast_batches, first_batch
 from datacheck.formats.findings import bad_record_finding, blank_finding, long_line_message, unique_names, utf8_finding
 from datacheck.formats.records import BOM, RecordLayoutError
 from datacheck.formats.rewrite import RecordsRewrite
-from datacheck.formats.stream_source import lazy_source, recut_frames
+from datacheck.formats.stream_source import budget, lazy_source, recut_frames
 from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks
-from datacheck.model.constants import MAX_ROW_BYTES
+from datacheck.model.constants import LAYOUT_SAMPLE_BYTES, MAX_ROW_BYTES
 from datacheck.model.findings import Finding
 
 __all__ = ["CSV_CHUNK_ROWS", "FORMAT", "SEPARATORS", "CsvStream", "combine_dtypes", "open_csv"]
@@ -79,9 +79,6 @@ SEPARATORS = (",", ";", "\t", "|")
 #: the first records of a one-column file held to judge another separator by (each must split into
 #: as many fields as the header)
 _SEPARATOR_SAMPLE = 1000
-#: rows of pass 1 whose decoded bytes size a row (:meth:`CsvStream.size`): as many as the engine's own
-#: sample of a reader that does not know them (:func:`datacheck.formats.batches.batch_rows`)
-SIZE_SAMPLE_ROWS = 1024
 
 
 def combine_dtypes(seen: list[pl.DataType]) -> pl.DataType:
@@ -349,8 +346,9 @@ class CsvStream(StreamedReader):
         path: the file. sep, quote, header, names: the ``[dataset]`` CSV options.
         schema: ``{column: dtype}`` fixed by pass 1 (column names made unique).
         rows: the good records (rows) of the file.
-        sample_bytes: {column: decoded bytes of the first ``sample_rows`` rows} (as pass 1 parsed them).
-        sample_rows: the rows ``sample_bytes`` measured (at most :data:`SIZE_SAMPLE_ROWS`).
+        total_bytes: {column: decoded bytes of all its rows} (every chunk as pass 1 parsed it): the file's
+            average row, which the engine's one-batch read and its batches are sized by (the first 1,024
+            rows sized them before: a file of small rows, then long ones, was read as one batch of GBs).
     """
 
     path: Path
@@ -363,17 +361,16 @@ class CsvStream(StreamedReader):
     max_line: int | None = None
     #: numeric columns whose ``NA`` cells (R's missing value, :data:`R_MISSING`) are read as null
     r_missing: frozenset[str] = frozenset()
-    sample_bytes: dict[str, int] = field(default_factory=dict)
-    sample_rows: int = 0
+    total_bytes: dict[str, int] = field(default_factory=dict)
 
     def size(self, columns: list[str]) -> tuple[int | None, float | None]:
-        """(rows, decoded bytes of one row of ``columns``), both from pass 1 (its first rows' parse), no
-        read; (rows, None) for a file of no rows. The engine's batches and the layout's sample are sized
-        by it instead of parsing the first 1,024 records again (records of up to ``[dataset]
-        max_row_bytes`` each: 128 GiB)."""
-        if not self.sample_rows:
+        """(rows, decoded bytes of one row of ``columns`` on average over the file), both from pass 1 (its
+        parse of every chunk), no read; (rows, None) for a file of no rows. The engine's batches and the
+        layout's sample are sized by it instead of parsing the first 1,024 records again (records of up
+        to ``[dataset] max_row_bytes`` each: 128 GiB), which may be far smaller than the later ones."""
+        if not self.rows:
             return int(self.rows), None
-        return int(self.rows), sum(self.sample_bytes.get(c, 0) for c in columns) / self.sample_rows
+        return int(self.rows), sum(self.total_bytes.get(c, 0) for c in columns) / self.rows
 
     def _parse(self, records: list[list[str]], columns: list[str] | None) -> pl.DataFrame:
         cols = list(self.schema)
@@ -388,25 +385,40 @@ class CsvStream(StreamedReader):
             raise Unreadable(f"CSV records do not form one table: {exc}") from None
 
     def batches(self, columns: list[str] | None, rows: int,
-                want: dict[str, pl.DataType] | None = None, ramp: bool = False) -> Iterator[pl.DataFrame]:
-        """The ``columns`` (all when None) of the rows in frames of ``rows`` rows (the last may be
-        shorter; at most :data:`CSV_CHUNK_ROWS` parsed at once, concatenated up to ``rows``), with
-        the dtypes of :attr:`schema`, cast to ``want`` (when given). Raises :class:`Unreadable`
-        (the file changed, cannot be read)."""
-        yield from cast_batches(recut_frames(self._pieces(columns, max(1, min(rows, CSV_CHUNK_ROWS))), rows), want)
+                want: dict[str, pl.DataType] | None = None, ramp: bool = False,
+                max_bytes: int | None = None) -> Iterator[pl.DataFrame]:
+        """The ``columns`` (all when None) of the rows in frames of ``rows`` rows or ``max_bytes`` decoded
+        bytes, (None: :data:`~datacheck.formats.stream_source.BATCH_BYTES`), whichever comes first (at least one row; the last may be shorter;
+        :func:`~datacheck.formats.stream_source.recut`; at most :data:`CSV_CHUNK_ROWS` records or
+        :data:`CSV_CHUNK_CHARS` characters parsed at once, concatenated up to that), with the dtypes of
+        :attr:`schema`, cast to ``want`` (when given). Raises :class:`Unreadable` (the file changed,
+        cannot be read)."""
+        yield from cast_batches(recut_frames(self._pieces(columns, max(1, min(rows, CSV_CHUNK_ROWS))), rows,
+                                             budget(max_bytes)), want)
+
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """The first ``rows`` rows of ``columns``, fewer where they hold more than
+        :data:`~datacheck.model.constants.LAYOUT_SAMPLE_BYTES` (the layout's sample; at least one row), cast
+        to ``want``; None when the file does not hold ``columns`` or cannot be read (the opened frame's
+        ``head`` then says why)."""
+        return first_batch(self.batches(columns, rows, want, max_bytes=LAYOUT_SAMPLE_BYTES)) \
+            if columns and rows >= 1 and self.holds(columns) else None
 
     def _pieces(self, columns: list[str] | None, step: int) -> Iterator[pl.DataFrame]:
-        """The good records parsed ``step`` at a time (the last piece may be shorter)."""
+        """The good records parsed ``step`` at a time, or :data:`CSV_CHUNK_CHARS` characters at a time
+        (as pass 1 parses them; the last piece may be shorter)."""
         recs: list[list[str]] = []
+        chars = 0
         split = _Splitter(self.path, self.sep, self.quote, self.header, self.names, max_line=self.max_line)
         try:
             for r in split.records():
                 if r.fields is None:
                     continue
                 recs.append(r.fields)
-                if len(recs) >= step:
+                chars += sum(map(len, r.fields))
+                if len(recs) >= step or chars >= CSV_CHUNK_CHARS:
                     yield self._parse(recs, columns)
-                    recs = []
+                    recs, chars = [], 0
         except RecordLayoutError as exc:
             raise Unreadable(str(exc)) from None
         if recs:
@@ -448,8 +460,7 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
     # the default separator of a file with a header: hold the first records while it reads as one column
     guessed = dataset_cfg.separator is None and header and names is None
     sample: list[str] = []
-    sample_bytes: dict[str, int] = {}
-    sampled = [0]
+    total_bytes: dict[str, int] = {}
 
     def infer(chunk: list[list[str]], chunk_lines: list[int]) -> None:
         nonlocal cols
@@ -461,11 +472,8 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
                              null_values=[""], try_parse_dates=False)
         except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
             raise _refusal(exc, cols, chunk, chunk_lines) from None
-        if sampled[0] < SIZE_SAMPLE_ROWS:
-            head = df.head(SIZE_SAMPLE_ROWS - sampled[0])
-            for name in head.columns:
-                sample_bytes[name] = sample_bytes.get(name, 0) + head.get_column(name).estimated_size()
-            sampled[0] += head.height
+        for name in df.columns:
+            total_bytes[name] = total_bytes.get(name, 0) + df.get_column(name).estimated_size()
         for i, s in enumerate(df.get_columns()):
             if s.dtype == pl.String and cols[i] not in string_columns and (s == R_MISSING).any():
                 na_cols.add(i)  # R's NA cells: read as null where the column turns out numeric
@@ -535,7 +543,7 @@ def open_csv(path: Path, fmt: str, dataset_cfg, max_examples: int, string_column
                 schema[c] = pl.String
     missing = frozenset(cols[i] for i in na_cols if schema[cols[i]] != pl.String)
     stream = CsvStream(path=path, sep=sep, quote=quote, header=header, names=names, schema=schema, rows=rows,
-                       max_line=limit, r_missing=missing, sample_bytes=sample_bytes, sample_rows=sampled[0])
+                       max_line=limit, r_missing=missing, total_bytes=total_bytes)
     return ShardData(
         lf=stream.lazy(), decode_findings=findings, line_format=True,
         line_of_row=None if lines is None else np.frombuffer(lines, dtype=np.int64).copy(),

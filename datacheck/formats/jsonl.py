@@ -63,7 +63,7 @@ import polars as pl
 
 from datacheck.formats import jsonvalues
 from datacheck.formats.base import Format, ReadOptions, ShardData
-from datacheck.formats.batches import StreamedReader, cast_batches
+from datacheck.formats.batches import StreamedReader, cast_batches, first_batch
 from datacheck.formats.jsonvalues import (
     TYPES_CHANGE,
     _broken_finding,
@@ -83,17 +83,14 @@ from datacheck.formats.jsonvalues import (
 )
 from datacheck.formats.records import RecordLayoutError, json_array_records
 from datacheck.formats.rewrite import RecordsRewrite
-from datacheck.formats.stream_source import ahead, lazy_source, recut_frames
+from datacheck.formats.stream_source import ahead, budget, lazy_source, recut_frames
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
-from datacheck.model.constants import MAX_ROW_BYTES
+from datacheck.model.constants import LAYOUT_SAMPLE_BYTES, MAX_ROW_BYTES
 from datacheck.model.findings import Example, Finding, show_value
 
 __all__ = ["FORMAT", "JsonlSource", "open_json_array", "open_jsonl", "sniff", "sniff_json_array", "sniff_json_lines",
            "sniff_lines_object"]
-
-#: rows pass 1 measures to estimate the decoded bytes of a row (as :mod:`datacheck.formats.batches` samples)
-_SAMPLE_ROWS = 1024
 
 #: Decoded bytes of pass 1's chunk frames kept for pass 2 (64 MiB: about what streaming holds anyway,
 #: one chunk raw and decoded plus one ahead). A file whose chunks all parse fast and stay under it
@@ -228,8 +225,10 @@ class JsonlSource(StreamedReader):
         chunk_rows: the rows of each chunk (pass 2 checks the file did not change).
         chunk_crc: the CRC-32 of each chunk's bytes (pass 2 checks them too).
         chunk_fast: whether each chunk parsed fast in pass 1 (pass 2 then only parses it).
-        sample_bytes: {column: decoded bytes of its first ``sample_rows`` rows} (as parsed, before unification).
-        sample_rows: the rows ``sample_bytes`` measured (at most 1,024).
+        total_bytes: {column: decoded bytes of all its rows} (every chunk as pass 1 parsed it, before
+            unification): the file's average row, which the engine's one-batch read and its batches are
+            sized by (the first 1,024 rows sized them before: 1,100 rows of 50 bytes, then 100 of 4 MB, were
+            read as one batch of 400 MB, 1.69 GB peak RSS).
         pieces: pass 1's chunks (those with rows), kept when they fit :data:`KEEP_BYTES`; pass 2
             then reads them instead of the file (None: pass 2 streams the file again).
         majors: {column: JSON kind} of the columns that mix kinds (values of other kinds are null).
@@ -246,16 +245,13 @@ class JsonlSource(StreamedReader):
     broken: set[str]
     chunk_crc: list[int] = field(default_factory=list)
     chunk_fast: list[bool] = field(default_factory=list)
-    sample_bytes: dict[str, int] = field(default_factory=dict)
-    sample_rows: int = 0
+    total_bytes: dict[str, int] = field(default_factory=dict)
     pieces: list[_Piece] | None = None
     max_line: int | None = None
 
     def bytes_per_row(self, columns: list[str]) -> float:
-        """Estimated decoded bytes of one row of ``columns`` (from pass 1's first rows; no read)."""
-        if not self.sample_rows:
-            return 0.0
-        return sum(self.sample_bytes.get(c, 0) for c in columns) / self.sample_rows
+        """Decoded bytes of one row of ``columns``, on average over every row (pass 1's chunks; no read)."""
+        return sum(self.total_bytes.get(c, 0) for c in columns) / self.rows if self.rows else 0.0
 
     def frames(self, columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
         """Each chunk's rows with the unified dtypes, ``columns`` only (all when None), in row order
@@ -305,15 +301,26 @@ class JsonlSource(StreamedReader):
             raise Unreadable(changed)
 
     def size(self, columns: list[str]) -> tuple[int | None, float | None]:
-        """(rows, decoded bytes of one row of ``columns``): both from pass 1, no read."""
+        """(rows, decoded bytes of one row of ``columns`` on average over the file): both from pass 1, no read."""
         return self.rows, self.bytes_per_row(columns)
 
     def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
-                ramp: bool = False) -> Iterator[pl.DataFrame]:
-        """``columns`` in batches of exactly ``rows`` rows (the last may be shorter), in row order,
-        cast to ``want`` (when given); the next chunk is decoded one ahead in a background thread.
+                ramp: bool = False, max_bytes: int | None = None) -> Iterator[pl.DataFrame]:
+        """``columns`` in batches of ``rows`` rows or ``max_bytes`` decoded bytes (None:
+        :data:`~datacheck.formats.stream_source.BATCH_BYTES`), whichever comes first
+        (at least one row; the last may be shorter; :func:`~datacheck.formats.stream_source.recut`), in row
+        order, cast to ``want`` (when given); the next chunk is decoded one ahead in a background thread.
         Raises :class:`Unreadable`."""
-        yield from cast_batches(recut_frames(ahead(self.frames(columns), "datacheck-jsonl-decode"), rows), want)
+        yield from cast_batches(recut_frames(ahead(self.frames(columns), "datacheck-jsonl-decode"), rows,
+                                             budget(max_bytes)), want)
+
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """The first ``rows`` rows of ``columns``, fewer where they hold more than
+        :data:`~datacheck.model.constants.LAYOUT_SAMPLE_BYTES` (the layout's sample; at least one row), cast
+        to ``want``; None when the file does not hold ``columns`` or cannot be read (the opened frame's
+        ``head`` then says why)."""
+        return first_batch(self.batches(columns, rows, want, max_bytes=LAYOUT_SAMPLE_BYTES)) \
+            if columns and rows >= 1 and self.holds(columns) else None
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a ``LazyFrame`` (an IO plugin: its schema is known, collecting it runs pass 2)."""
@@ -347,8 +354,7 @@ def open_jsonl(path: Path, max_examples: int, max_line: int | None = MAX_ROW_BYT
     names: dict[str, None] = {}
     nonnull: dict[str, int] = {}
     lines_parts: list[np.ndarray | tuple[int, int]] = []
-    sample_bytes: dict[str, int] = {}
-    sampled = [0]
+    total_bytes: dict[str, int] = {}
     kept: list[list[_Piece] | None] = [[]]  # pass 1's pieces while they fit KEEP_BYTES
     kept_bytes = [0]
 
@@ -366,11 +372,8 @@ def open_jsonl(path: Path, max_examples: int, max_line: int | None = MAX_ROW_BYT
         ordered = [n for n in names if n in s.kinds]
         df, s.broken, _ = _piece_frame(p, ordered, {})
         s.schema = dict(df.schema)
-        if sampled[0] < _SAMPLE_ROWS:
-            head = df.head(_SAMPLE_ROWS - sampled[0])
-            for n in head.columns:
-                sample_bytes[n] = sample_bytes.get(n, 0) + head[n].estimated_size()
-            sampled[0] += head.height
+        for n in df.columns:
+            total_bytes[n] = total_bytes.get(n, 0) + df[n].estimated_size()
         sums.append(s)
         lines_parts.append(p.lines if c.slow else (int(p.lines[0]), p.rows))
         pieces = kept[0]
@@ -453,7 +456,7 @@ def open_jsonl(path: Path, max_examples: int, max_line: int | None = MAX_ROW_BYT
         findings.append(_broken_finding(n, w, nonnull.get(n, 0)))
     schema = {c: pl.Null() if c in broken else sorted_fields(joined.get(c, pl.Null())) for c in order}
     src = JsonlSource(path=path, chunk_bytes=size, rows=n_rows, schema=schema, chunk_rows=chunk_rows,
-                      majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, sample_bytes=sample_bytes, sample_rows=sampled[0],
+                      majors=majors, broken=set(broken), chunk_crc=chunk_crc, chunk_fast=chunk_fast, total_bytes=total_bytes,
                       pieces=kept[0], max_line=max_line)
     return ShardData(lf=src.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
                      line_base=1, stream=src,

@@ -33,13 +33,18 @@ import polars as pl
 
 from datacheck.formats.base import ShardData
 from datacheck.formats.findings import bad_record_finding, blank_finding, long_line_message, utf8_finding
-from datacheck.formats.records import jsonl_records, strip_bom
+from datacheck.formats.records import VALUE_BYTES, jsonl_records, many_values_line, strip_bom
 from datacheck.io.safejson import MAX_JSON_DEPTH, max_line_depth
 from datacheck.io.shardbytes import READ_ERRORS, LongLine, Unreadable, bounded_line_chunks
 from datacheck.io.structs import with_sorted_fields
 from datacheck.model.findings import Example, Finding, show_value
 
 __all__ = ["BEYOND_128_BITS", "JSONL_CHUNK_BYTES", "TYPES_CHANGE", "join_dtypes", "jsonl_chunks"]
+
+#: JSON values of one line parsed by polars at most (:func:`_fast_chunk`): its parser held about 130 bytes a
+#: value (a line of 10**7 ``1,``, 19 MiB: 1,271 MiB peak), Python's ``json`` 8 to 36 (105 MiB); a chunk with a
+#: line of more takes the per-line path
+FAST_VALUES = 1 << 20
 
 #: Decompressed bytes of one JSONL chunk (whole lines; a longer line makes a longer chunk).
 JSONL_CHUNK_BYTES = 16 * 2**20  # 16 MiB: pass 1 peaks ~100 MiB lower than at 32 MiB, no slower (bench_jsonl_stream.py)
@@ -421,6 +426,8 @@ def _fast_chunk(data: bytes) -> pl.DataFrame | None:
     """One chunk of JSONL lines (no BOM) parsed by ``pl.read_ndjson``: one row a line with the types
     as written, or None when the chunk needs the exact per-line path (invalid UTF-8, a blank line, a
     line nested deeper than :data:`MAX_JSON_DEPTH`, a parse error, types polars would change)."""
+    if many_values_line(data, FAST_VALUES):
+        return None  # the per-line path: json holds 8 bytes a value where polars' parser held about 130
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -746,6 +753,8 @@ def jsonl_chunks(path: Path, chunk_bytes: int | None = None, fast: list[bool] | 
                 df = pl.read_ndjson(data, infer_schema_length=None)
             except READ_ERRORS as exc:
                 raise Unreadable(f"the file changed while it was being read: {str(exc).splitlines()[0]}") from None
+        elif max_line is not None and many_values_line(data, max_line // VALUE_BYTES):
+            df = None  # a line of more values than a row holds: refused on the per-line path, never parsed
         else:
             df = _fast_chunk(data)
         bad: list[tuple[int, int, str, str]] = []
@@ -754,7 +763,7 @@ def jsonl_chunks(path: Path, chunk_bytes: int | None = None, fast: list[bool] | 
         if df is not None:
             piece = _Piece(rows=df.height, lines=np.arange(line0 + 1, line0 + 1 + df.height, dtype=np.int64), frame=df)
         else:
-            split = jsonl_records(chunk if k == 0 else b"\n" + chunk)
+            split = jsonl_records(chunk if k == 0 else b"\n" + chunk, max_line)
             shift_l, shift_o = (line0, off0) if k == 0 else (line0 - 1, off0 - 1)
             lines = split.lines if k == 0 else split.lines[1:]
             for i, (off, line) in enumerate(lines):

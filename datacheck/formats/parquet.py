@@ -9,8 +9,8 @@
   (:func:`datacheck.formats.arrowtypes.arrow_for_polars`), never handed to polars (whose Rust code
   panics on them).
 - A shard in an object store: opened with ``pyarrow.dataset`` over the store's fsspec filesystem
-  and scanned lazily by polars (``pl.scan_pyarrow_dataset``), so only the footer and the columns the
-  checks need are fetched (:func:`open_remote`).
+  and scanned lazily by polars (``pl.scan_pyarrow_dataset``), so only the footer, the page headers the
+  footer cannot clear (ranged reads) and the columns the checks need are fetched (:func:`open_remote`).
 - A file that does not open: zero bytes, bad leading or footer magic, else the reader's message.
 - The engine's batches (:class:`ParquetReader`, the opened shard's reader; :func:`_parquet_batches`): ``pyarrow.parquet.ParquetFile.iter_batches`` over
   only the needed columns (pyarrow decodes page by page inside a row group; polars' own reader
@@ -168,10 +168,19 @@ def open_parquet(path: Path, fmt: str = "parquet", opts: ReadOptions | None = No
     return normalize_shard(_read_parquet(path, _row_limit(opts)))
 
 
+#: bytes one ranged read of a store's object fetches at least while the page headers are walked
+#: (:func:`open_remote`): a header is a few dozen bytes, so a read of a few KiB each, never the object
+STORE_SCAN_BLOCK = 1 << 14
+
+
 def open_remote(fs: Any, path: str, url: str, opts: ReadOptions | None = None) -> ShardData:
     """The parquet object ``path`` of the fsspec filesystem ``fs`` (``url``: its URL, named in
     errors), scanned lazily. Raises :class:`Unreadable`, also for a row group whose rows average more
-    than ``[dataset] max_row_bytes`` (from the footer, as :func:`open_parquet`)."""
+    than ``[dataset] max_row_bytes`` (from the footer, as :func:`open_parquet`), and for a value or a
+    list row over it, or a one-entry dictionary that expands past it, found from the page headers as
+    :func:`open_parquet` finds them (:func:`~datacheck.formats.parquetpages.scan_pages`), read with
+    ranged reads of :data:`STORE_SCAN_BLOCK` bytes (the headers and the few bytes looked into, not the
+    object); a read of the store that fails there is :class:`Unreadable` naming the URL."""
     import pyarrow.dataset as pads
     from pyarrow.fs import FSSpecHandler, PyFileSystem
 
@@ -179,11 +188,21 @@ def open_remote(fs: Any, path: str, url: str, opts: ReadOptions | None = None) -
         dataset = pads.dataset(path, filesystem=PyFileSystem(FSSpecHandler(fs)), format="parquet")
         lf = pl.scan_pyarrow_dataset(dataset)
         lf.collect_schema()
-        footers = [frag.metadata for frag in dataset.get_fragments()]
+        footers = [(frag.path, frag.metadata) for frag in dataset.get_fragments()]
     except READ_ERRORS as exc:
         raise Unreadable(_parquet_reason(Path(path), exc, fs=fs, url=url)) from None
-    for metadata in footers:
-        _refuse_wide(metadata, _row_limit(opts))
+    limit = _row_limit(opts)
+    for key, metadata in footers:
+        _refuse_wide(metadata, limit)
+        try:
+            scan = scan_pages(key, metadata, limit, opener=lambda key=key: fs.open(
+                key, "rb", block_size=STORE_SCAN_BLOCK, cache_type="readahead"))
+        except Exception as exc:  # noqa: BLE001 - a store client's error after its retries
+            raise Unreadable(store_reason(url, exc)) from None
+        if scan.big is not None:
+            raise Unreadable(scan.big.reason)
+        if scan.floors:
+            _refuse_wide(metadata, limit, scan.floors)
     return normalize_shard(ShardData(lf=lf))
 
 

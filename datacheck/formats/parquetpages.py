@@ -15,16 +15,24 @@ seeked over, never read), and only for the chunks the footer cannot clear:
   no page over it);
 - a dictionary-encoded ``BYTE_ARRAY`` chunk whose statistics do not show two distinct values (no
   min/max, or min == max): its dictionary page's header (one entry of ``L`` bytes, a PLAIN entry's
-  4-byte length prefix not counted, repeated over the chunk's non-null values).
+  4-byte length prefix not counted, repeated over the chunk's non-null values);
+- a chunk of a list column whose values decode to more than the bound (the footer's ``num_values``
+  times the value's Arrow width): a row of more is possible there, and neither the footer nor pyarrow
+  (no page index) says which row holds what. Each data page's header and the first bytes of its
+  repetition levels are read (the page decompressed only that far where the codec allows): a page
+  whose levels are one run above 0 starts no row; only where the pages a row may span add up to more
+  than the bound are the chunk's levels read whole, page by page, and counted into rows, naming the
+  first row over the bound (:class:`LongRow`: a list of 10**8 int32 in row 500 of 1,000, 4.6 MB on
+  disk, was decoded at a 2.7 GB peak with no finding).
 
 Nothing here imports polars or numpy (the command line's prefetch plans with it before they load).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, Callable, NamedTuple
 
-__all__ = ["MAX_PAGES_WALKED", "BigPage", "PageScan", "scan_pages"]
+__all__ = ["MAX_PAGES_WALKED", "BigPage", "LongRow", "PageScan", "scan_pages"]
 
 #: page headers read at most in one column chunk (a chunk of millions of tiny pages is walked no
 #: further: it holds no big page in the pages walked, and pyarrow decodes it page by page)
@@ -55,6 +63,7 @@ class _Header(NamedTuple):
     encoding: int  # the values' encoding (0 PLAIN, 2 PLAIN_DICTIONARY, 8 RLE_DICTIONARY, ...)
     levels: int  # data page v2: bytes of its repetition and definition levels (never compressed)
     compressed_values: bool  # data page v2: whether its values are compressed (else True)
+    rep_levels: int = 0  # data page v2: bytes of its repetition levels (the first of its levels)
 
 
 def _byte(f: BinaryIO) -> int:
@@ -155,7 +164,10 @@ def _header(f: BinaryIO, at: int) -> _Header:
     levels = sub.get(5, 0) + sub.get(6, 0) if kind == _DATA_V2 else 0
     if not all(isinstance(v, int) and v >= 0 for v in (values, levels)) or not isinstance(encoding, int):
         raise _Bad("page header")
-    return _Header(kind, unc, comp, values, rows, f.tell() - at, encoding, levels, bool(sub.get(7, True)))
+    rep_bytes = sub.get(6, 0) if kind == _DATA_V2 else 0
+    if not isinstance(rep_bytes, int) or rep_bytes < 0:
+        raise _Bad("page header")
+    return _Header(kind, unc, comp, values, rows, f.tell() - at, encoding, levels, bool(sub.get(7, True)), rep_bytes)
 
 
 class BigPage(NamedTuple):
@@ -207,18 +219,55 @@ class BigPage(NamedTuple):
                 f"raise [dataset] max_row_bytes on a machine with several times that memory free")
 
 
+class LongRow(NamedTuple):
+    """A row of a list column whose values decode to more than the bound (:func:`scan_pages`), found from
+    its pages' repetition levels. Sizes in bytes (``int``).
+
+    Attributes:
+        group: the row group's 0-based index; ``group_first``/``group_rows``: its first shard row and rows.
+        column: the leaf column's dotted path.
+        row: the 0-based shard row, or None where only the screen ran (``look`` False: a row may be long).
+        entries: its level entries (values, null and empty lists each one) as far as counted.
+        width: the bytes a value decodes to at least (the physical type's Arrow width; a string: its
+            4-byte offset).
+        limit: the bound (``[dataset] max_row_bytes``).
+    """
+
+    group: int
+    group_first: int
+    group_rows: int
+    column: str
+    row: int | None
+    entries: int
+    width: float
+    limit: int
+
+    @property
+    def reason(self) -> str:
+        """What was refused, where, and what to do (the ``decode.unreadable`` reason)."""
+        last = self.group_first + self.group_rows - 1
+        where = f"row {self.group_first:,}" if self.group_rows == 1 else f"rows {self.group_first:,}-{last:,}"
+        which = f"row {self.row:,}" if self.row is not None else "a row"
+        return (f"row group {self.group} ({where}), column {self.column!r}: {which} holds {self.entries:,} values "
+                f"(at least {int(self.entries * self.width):,} bytes decoded), more than the {_mib(self.limit)} a "
+                f"row datacheck decodes ([dataset] max_row_bytes), so the row group was not decoded: a row is the "
+                f"least a reader decodes at once. Split such rows, or raise [dataset] max_row_bytes on a machine "
+                f"with several times that memory free")
+
+
 class PageScan(NamedTuple):
     """What :func:`scan_pages` found.
 
     Attributes:
-        big: the first value over the bound (row group order, then column order), or None.
+        big: the first value over the bound (row group order, then column order), or the first row of a list
+            column whose values decode to more (:class:`LongRow`), or None.
         floors: ``{(row group, leaf column index): bytes}``: a lower bound of the chunk's decoded
             values where it exceeds the chunk's uncompressed bytes (a dictionary of one entry of ``L``
             bytes over ``V`` non-null values: ``V * L``); chunks not listed decode to at least their
             uncompressed bytes, as far as known.
     """
 
-    big: BigPage | None
+    big: BigPage | LongRow | None
     floors: dict[tuple[int, int], int]
 
 
@@ -248,7 +297,8 @@ def _maybe_one_entry(col: Any) -> bool:
         return True
 
 
-def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -> PageScan:
+def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True,
+               opener: Callable[[], BinaryIO] | None = None) -> PageScan:
     """The page headers of the parquet file ``path`` that its footer (``metadata``:
     ``pyarrow.parquet.FileMetaData``) cannot clear (see the module docstring), and the values of its
     pages over ``limit``: the first ``BYTE_ARRAY`` value of more than ``limit`` bytes (``big``) and
@@ -264,7 +314,12 @@ def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -
     Other encodings (delta, byte stream split) and LZO pages are not looked into: pyarrow decodes them
     as before.
 
-    A header that does not parse, a chunk whose range leaves the file, or a file that cannot be
+    ``opener``: opens the file where ``path`` is not a local file (an object in a store: a file object
+    of the store's filesystem whose reads are ranged requests, so only the page headers and the bytes
+    looked into are fetched, never the whole object); its errors (and any read error then) are raised,
+    never taken for a clean file.
+
+    A header that does not parse, a chunk whose range leaves the file, or a local file that cannot be
     opened ends the walk of that chunk (or of the file) with nothing found there: pyarrow's read then
     says what is wrong. Cost: nothing for a file whose chunks are within ``limit`` and whose string
     chunks' statistics show two values; else one small read per page header of a big chunk (a 500 MiB
@@ -275,15 +330,19 @@ def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -
     if not todo:
         return PageScan(None, floors)
     try:
-        f = open(path, "rb", buffering=1 << 16)
+        f = opener() if opener is not None else open(path, "rb", buffering=1 << 16)
     except OSError:
+        if opener is not None:
+            raise
         return PageScan(None, floors)
     with f:
         try:
             size = f.seek(0, 2)
         except OSError:
+            if opener is not None:
+                raise
             return PageScan(None, floors)
-        for g, j, first, n, big, one in todo:
+        for g, j, first, n, big, one, long in todo:
             col = metadata.row_group(g).column(j)
             start = _start(col)
             end = start + int(col.total_compressed_size)
@@ -294,34 +353,61 @@ def scan_pages(path: Path | str, metadata: Any, limit: int, look: bool = True) -
                     found = _walk(f, start, end, metadata, col, g, j, first, n, limit, look)
                     if found is not None:
                         return PageScan(found, floors)
+                if long:
+                    row = _long_row(f, start, end, metadata, col, g, j, first, n, limit, look)
+                    if row is not None:
+                        return PageScan(row, floors)
                 if one:
                     floor = _one_entry_floor(f, start, end, col)
                     if floor > col.total_uncompressed_size:
                         floors[(g, j)] = floor
-            except (_Bad, OSError, ValueError, OverflowError):
+            except OSError:
+                if opener is not None:  # a store's read that failed: never a clean file
+                    raise
+                continue
+            except (_Bad, ValueError, OverflowError):
                 continue
     return PageScan(None, floors)
 
 
-def _candidates(metadata: Any, limit: int) -> list[tuple[int, int, int, int, bool, bool]]:
-    """(row group, leaf column, the group's first row, its rows, big, one) of the chunks to look into,
-    from the footer alone: ``big``, a chunk of more than ``limit`` uncompressed bytes (looked for only in
-    row groups of more: the chunks add up to the group's total); ``one``, a dictionary-encoded
-    ``BYTE_ARRAY`` chunk whose statistics do not show two values (:func:`_maybe_one_entry`). A token
-    shard (integer columns) of row groups within ``limit`` costs one look at each row group."""
-    texts = [j for j in range(metadata.num_columns) if metadata.schema.column(j).physical_type == "BYTE_ARRAY"]
-    out: list[tuple[int, int, int, int, bool, bool]] = []
+#: bytes a value of each physical type decodes to at least in Arrow (a string or binary value: its 4-byte
+#: offset; a fixed-length one: its length, from the schema)
+_WIDTH = {"BOOLEAN": 0.125, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8, "BYTE_ARRAY": 4}
+
+
+def _width(leaf: Any) -> float:
+    """Bytes a value of the leaf column ``leaf`` (``pyarrow.parquet.ColumnSchema``) decodes to at least."""
+    if leaf.physical_type == "FIXED_LEN_BYTE_ARRAY":
+        return float(max(1, int(getattr(leaf, "length", 1) or 1)))
+    return float(_WIDTH.get(leaf.physical_type, 1))
+
+
+def _candidates(metadata: Any, limit: int) -> list[tuple[int, int, int, int, bool, bool, bool]]:
+    """(row group, leaf column, the group's first row, its rows, big, one, long) of the chunks to look
+    into, from the footer alone: ``big``, a chunk of more than ``limit`` uncompressed bytes (looked for only
+    in row groups of more: the chunks add up to the group's total); ``one``, a dictionary-encoded
+    ``BYTE_ARRAY`` chunk whose statistics do not show two values (:func:`_maybe_one_entry`); ``long``, a
+    chunk of a list column (a repeated leaf) whose values decode to more than ``limit`` (``num_values``
+    times :func:`_width`: a row over ``limit`` is possible there, and its footer may show a few MB: a list
+    of 10**8 small ints, dictionary encoded, 88 MB uncompressed and 4.6 MB on disk, decodes to 400 MB).
+    A token shard (integer columns) of row groups within ``limit`` costs one look at each row group."""
+    schema = metadata.schema
+    texts = [j for j in range(metadata.num_columns) if schema.column(j).physical_type == "BYTE_ARRAY"]
+    lists = {j: _width(schema.column(j)) for j in range(metadata.num_columns)
+             if schema.column(j).max_repetition_level > 0}
+    out: list[tuple[int, int, int, int, bool, bool, bool]] = []
     first = 0
     for g in range(metadata.num_row_groups):
         rg = metadata.row_group(g)
         n = rg.num_rows
         wide = rg.total_byte_size > limit  # the writer's total only screens: every chunk is looked at then
-        for j in range(rg.num_columns) if wide else texts:
+        for j in range(rg.num_columns) if wide else sorted(set(texts) | set(lists)):
             col = rg.column(j)
             big = wide and col.total_uncompressed_size > limit
             one = j in texts and _maybe_one_entry(col)
-            if big or one:
-                out.append((g, j, first, n, big, one))
+            long = j in lists and col.num_values * lists[j] > limit
+            if big or one or long:
+                out.append((g, j, first, n, big, one, long))
         first += n
     return out
 
@@ -457,3 +543,262 @@ def _one_entry_floor(f: BinaryIO, start: int, end: int, col: Any) -> int:
     except _Bad:
         pass  # the pages walked so far: still a floor
     return max(0, coded - int(nulls)) * entry
+
+
+def _snappy_prefix(data: bytes | memoryview, n: int) -> bytes:
+    """The first ``n`` bytes (fewer when the block is shorter) a raw snappy block decompresses to, read
+    element by element (snappy's format description: literals and back-references) without the rest.
+    Raises :class:`_Bad` for a block that does not parse."""
+    buf = memoryview(data)
+    pos = 0
+    _, pos = _uvarint(buf, pos)  # the block's decompressed length
+    out = bytearray()
+    while len(out) < n and pos < buf.nbytes:
+        tag = buf[pos]
+        pos += 1
+        kind = tag & 3
+        if kind == 0:
+            size = tag >> 2
+            if size >= 60:
+                k = size - 59
+                size = int.from_bytes(buf[pos:pos + k], "little")
+                pos += k
+            size += 1
+            if pos + size > buf.nbytes:
+                raise _Bad("snappy")
+            out += buf[pos:pos + size]
+            pos += size
+            continue
+        if kind == 1:
+            size, back = 4 + ((tag >> 2) & 7), ((tag >> 5) << 8) | buf[pos]
+            pos += 1
+        else:
+            k = 2 if kind == 2 else 4
+            size, back = (tag >> 2) + 1, int.from_bytes(buf[pos:pos + k], "little")
+            pos += k
+        if not 0 < back <= len(out):
+            raise _Bad("snappy")
+        for _ in range(size):  # a back-reference may overlap what it writes
+            out.append(out[-back])
+    return bytes(out[:n])
+
+
+def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    out = shift = 0
+    for _ in range(10):
+        if pos >= buf.nbytes:
+            raise _Bad("cut")
+        x = buf[pos]
+        pos += 1
+        out |= (x & 0x7F) << shift
+        if not x & 0x80:
+            return out, pos
+        shift += 7
+    raise _Bad("varint")
+
+
+def _inflate(body: bytes, codec: str, size: int, head: int | None = None) -> bytes | memoryview | None:
+    """The decompressed page body (``size`` bytes), or its first ``head`` bytes at least where the codec
+    reads a prefix alone (uncompressed, snappy, zstd, gzip); None for a codec this build cannot
+    decompress (LZO). Raises :class:`_Bad` when it does not decompress."""
+    if codec == "UNCOMPRESSED":
+        return memoryview(body)
+    if head is not None:
+        try:
+            if codec == "SNAPPY":
+                return _snappy_prefix(body, head)
+            if codec == "ZSTD":
+                import io
+
+                import zstandard
+
+                with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)) as r:
+                    return r.read(head)
+            if codec == "GZIP":
+                import zlib
+
+                return zlib.decompressobj(47).decompress(body, head)
+        except _Bad:
+            raise
+        except Exception:  # noqa: BLE001 - a body that does not decompress
+            raise _Bad("decompress") from None
+    name = _CODECS.get(codec)
+    if name is None:
+        return None
+    import pyarrow as pa
+
+    try:
+        if codec == "LZ4":
+            return memoryview(_hadoop_lz4(pa, memoryview(body), size))
+        return memoryview(pa.Codec(name).decompress(body, decompressed_size=size))
+    except (pa.ArrowException, ValueError):
+        raise _Bad("decompress") from None
+
+
+#: compressed bytes of a page read first for the screen's few decompressed bytes (the whole body only where
+#: they do not decompress alone): a store's ranged reads then fetch a page's header and these, not the page
+_PREFIX_BYTES = 1 << 12
+
+
+def _levels(f: BinaryIO, at: int, h: _Header, codec: str, head: int | None) -> memoryview | None:
+    """The repetition levels' RLE/bit-packed hybrid bytes of the data page whose body starts at ``at``
+    (v1: after their 4-byte length; v2: the first ``rep_levels`` bytes, never compressed), all of them, or
+    the first ``head`` bytes at least (the screen); None where they cannot be read (a codec without a
+    decompressor here)."""
+    f.seek(at)
+    if h.kind == _DATA_V2:
+        data = f.read(h.rep_levels if head is None else min(h.rep_levels, head))
+        return memoryview(data)
+    got: bytes | memoryview | None = None
+    if head is not None and h.compressed > _PREFIX_BYTES:  # the body's first bytes, where they decompress alone
+        try:
+            got = _inflate(f.read(_PREFIX_BYTES), codec, h.uncompressed, head + 4)
+        except _Bad:
+            got = None
+        if got is not None and memoryview(got).nbytes < min(head + 4, h.uncompressed):
+            got = None
+        f.seek(at)
+    if got is None:
+        body = f.read(h.compressed)
+        if len(body) != h.compressed:
+            raise _Bad("cut")
+        got = _inflate(body, codec, h.uncompressed, None if head is None else head + 4)
+        if got is None:
+            return None
+    view = memoryview(got)
+    if view.nbytes < 4:
+        raise _Bad("levels")
+    length = int.from_bytes(view[:4], "little")
+    return view[4:4 + length]
+
+
+def _level_runs(buf: memoryview, width: int, count: int) -> Any:
+    """The runs of an RLE/bit-packed hybrid level stream of ``count`` levels of ``width`` bits:
+    ``(value, n)`` for a repeated run, ``(None, levels)`` for a bit-packed one (a numpy uint8 array, at most
+    8 levels a byte of it). Raises :class:`_Bad` for a stream that ends early."""
+    import numpy as np
+
+    pos = got = 0
+    nbytes = (width + 7) // 8
+    while got < count:
+        header, pos = _uvarint(buf, pos)
+        if header & 1:
+            groups = header >> 1
+            k = groups * width
+            if pos + k > buf.nbytes or not groups:
+                raise _Bad("levels")
+            bits = np.unpackbits(np.frombuffer(buf[pos:pos + k], dtype=np.uint8), bitorder="little")
+            pos += k
+            vals = bits.reshape(-1, width) @ (1 << np.arange(width, dtype=np.uint16)) if width > 1 else bits
+            take = min(groups * 8, count - got)
+            got += take
+            yield None, vals[:take]
+        else:
+            n = header >> 1
+            if pos + nbytes > buf.nbytes or not n:
+                raise _Bad("levels")
+            value = int.from_bytes(buf[pos:pos + nbytes], "little")
+            pos += nbytes
+            n = min(n, count - got)
+            got += n
+            yield value, n
+
+
+def _no_row_start(levels: memoryview | None, width: int, values: int) -> bool:
+    """Whether a data page of ``values`` levels, whose repetition levels begin with ``levels`` (a prefix),
+    starts no row: one repeated run of a level above 0 covering every value (a page inside a long row)."""
+    if levels is None or not values:
+        return False
+    try:
+        header, pos = _uvarint(levels, 0)
+    except _Bad:
+        return False
+    nbytes = (width + 7) // 8
+    if header & 1 or pos + nbytes > levels.nbytes:
+        return False
+    return (header >> 1) >= values and int.from_bytes(levels[pos:pos + nbytes], "little") > 0
+
+
+def _long_row(f: BinaryIO, start: int, end: int, metadata: Any, col: Any, g: int, j: int, first: int, n: int,
+              limit: int, look: bool = True) -> LongRow | None:
+    """The first row of a list column's chunk whose values decode to more than ``limit`` bytes, or None.
+
+    A screen first, from each data page's header and the first bytes of its repetition levels (a
+    page's body decompressed only as far as those bytes where the codec allows: uncompressed, snappy,
+    zstd, gzip): a page whose levels are one run above 0 starts no row, so a row spans it whole; a row
+    holds at most the values of the pages it touches. Only where that bound passes ``limit`` over the
+    value width (pages inside a long row) are the chunk's levels read whole (every page decompressed,
+    one at a time) to count each row's values and name the row (``look`` False: not read; the row is
+    None). Cost on a token shard of big row groups: one header and a few bytes of each page."""
+    leaf = metadata.schema.column(j)
+    width = _width(leaf)
+    most = int(limit // width)  # the values a row may hold
+    bits = int(leaf.max_repetition_level).bit_length()
+    at, page, span = start, 0, 0
+    suspect = False
+    while at < end and page < MAX_PAGES_WALKED:
+        h = _header(f, at)
+        if h.kind in (_DATA, _DATA_V2):
+            if h.values > most:
+                suspect = True
+                break
+            body = at + h.size
+            if _no_row_start(_levels(f, body, h, col.compression, 16), bits, h.values):
+                span += h.values  # the row in progress spans this page whole
+                over = span > most
+            else:  # the row in progress ends in this page (at most its values more), and the last one starts here
+                over, span = span + h.values > most, h.values
+            if over:
+                suspect = True
+                break
+        at += h.size + h.compressed
+        page += 1
+    if not suspect:
+        return None
+    if not look:
+        return LongRow(g, first, n, leaf.path, None, most + 1, width, limit)
+    return _count_rows(f, start, end, col, leaf, g, first, n, width, most, limit)
+
+
+def _count_rows(f: BinaryIO, start: int, end: int, col: Any, leaf: Any, g: int, first: int, n: int,
+                width: float, most: int, limit: int) -> LongRow | None:
+    """Every data page's repetition levels read (one page at a time) and counted into rows: the first row
+    of more than ``most`` values (its row and values), or None."""
+    import numpy as np
+
+    bits = int(leaf.max_repetition_level).bit_length()
+    at, page = start, 0
+    row, cur = -1, 0  # the row in progress (0-based in the row group) and its values so far
+    long: int | None = None  # the row found, counted to its end
+    while at < end and page < MAX_PAGES_WALKED:
+        h = _header(f, at)
+        if h.kind in (_DATA, _DATA_V2):
+            levels = _levels(f, at + h.size, h, col.compression, None)
+            if levels is None:
+                return None
+            for value, run in _level_runs(levels, bits, h.values):
+                if value is not None:  # a repeated run
+                    if value:
+                        cur += run
+                        continue
+                    ends = [cur] + [1] * (run - 1)
+                    row, cur = row + run, 1
+                else:
+                    zeros = np.flatnonzero(run == 0)
+                    if not zeros.size:
+                        cur += int(run.size)
+                        continue
+                    ends = [cur + int(zeros[0])] + np.diff(zeros).tolist()
+                    row, cur = row + int(zeros.size), int(run.size - zeros[-1])
+                if long is not None:
+                    return LongRow(g, first, n, leaf.path, first + long, ends[0], width, limit)
+                over = next((k for k, m in enumerate(ends) if m > most), None)
+                if over is not None:  # row - len(ends) + 1 + over: the row those values belong to
+                    return LongRow(g, first, n, leaf.path, first + row - len(ends) + over, ends[over], width, limit)
+                if cur > most:
+                    long = row
+        at += h.size + h.compressed
+        page += 1
+    if long is not None or cur > most:
+        return LongRow(g, first, n, leaf.path, first + row, cur, width, limit)
+    return None

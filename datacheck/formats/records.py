@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,13 +134,77 @@ def _decode(b: bytes) -> tuple[str, bool]:
 _JSON_KIND = {type(None): "null", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
 
 
-def jsonl_records(raw: bytes) -> RecordSplit:
-    """Split a JSONL file's bytes (decompressed) into records (see the module docstring)."""
+#: bytes a JSON value of a row is counted at (:func:`json_values`): a number decodes to 8 (Int64, Float64),
+#: and parsing any value takes at least a pointer (8 bytes on a 64-bit CPython) in the parsed list
+VALUE_BYTES = 8
+
+#: a JSON string (its quotes, escapes and bytes), for :func:`json_values`
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def json_values(line: bytes) -> int:
+    """The JSON values (array items, object members) one line holds at most: its commas outside
+    strings, plus one (a line without quotes is counted by ``bytes.count``; else its strings are cut
+    out first by one regex pass). A line of 10**8 ``1,`` holds 10**8."""
+    if b'"' in line:
+        line = _JSON_STRING.sub(b"", line)
+    return line.count(b",") + 1
+
+
+def many_values_line(data: bytes, most: int) -> bool:
+    """Whether a line of the JSONL bytes ``data`` holds more than ``most`` JSON values
+    (:func:`json_values`), found without copying the lines: only lines of more than ``2 * most`` bytes are
+    counted, and only when ``data`` has more than ``most`` commas."""
+    if data.count(b",") <= most:
+        return False
+    pos, n = 0, len(data)
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        end = n if nl < 0 else nl
+        if end - pos > 2 * most:
+            many = data.count(b",", pos, end) + 1 if data.find(b'"', pos, end) < 0 else \
+                json_values(data[pos:end])
+            if many > most:
+                return True
+        pos = end + 1
+    return False
+
+
+def too_many_values(line: bytes, max_record: int | None) -> str | None:
+    """Why the JSON line ``line`` is not parsed: it holds more values than ``max_record`` bytes at
+    :data:`VALUE_BYTES` a value (``[dataset] max_row_bytes``: a list of 63 million small ints is a line of
+    126 MB, within 128 MiB, that decodes to 504 MB and took polars' parser past 5 GB); None when it does
+    not (or ``max_record`` is None). Lines shorter than ``2 * max_record / VALUE_BYTES`` bytes are not
+    counted (a value and its comma take 2 bytes at least)."""
+    if max_record is None or len(line) < 2 * (max_record // VALUE_BYTES):
+        return None
+    n = json_values(line)
+    if n * VALUE_BYTES <= max_record:
+        return None
+    lim = max_record
+    bound = f"{lim >> 20:,} MiB" if lim >= 1 << 20 and lim % (1 << 20) == 0 else f"{lim:,} bytes"
+    return (f"a line of {n:,} JSON values, more than the {max_record // VALUE_BYTES:,} a row datacheck parses "
+            f"({bound}, [dataset] max_row_bytes, at {VALUE_BYTES} bytes a value: a number's decoded width): not parsed")
+
+
+def jsonl_records(raw: bytes, max_record: int | None = None) -> RecordSplit:
+    """Split a JSONL file's bytes (decompressed) into records (see the module docstring). A line of
+    more JSON values than ``max_record`` bytes hold at :data:`VALUE_BYTES` a value (:func:`too_many_values`)
+    is a bad record, never parsed."""
     data, b = strip_bom(raw)
     out = RecordSplit(lines=split_lines(data, b), bom=raw[:b])
-    depths = max_depths(data)
+    refused = {i: why for i, (_, line) in enumerate(out.lines) if (why := too_many_values(line, max_record))}
+    # the depth scan (bytes of arrays a byte) leaves the refused lines out: none is parsed
+    depths = max_depths(b"\n".join(b"" if i in refused else ln for i, (_, ln) in enumerate(out.lines))
+                        if refused else data)
     row = 0
     for i, (off, line) in enumerate(out.lines):
+        many = refused.get(i)
+        if many is not None:  # refused before it is decoded or parsed (its first bytes shown)
+            head, bad_head = _decode(line[:200])
+            out.records.append(LineRecord(line=i + 1, offset=off, raw=line, text=head, invalid_utf8=bad_head,
+                                          error=many))
+            continue
         text, bad_utf8 = _decode(line)
         if not text.strip():
             out.blank.append((i + 1, off))

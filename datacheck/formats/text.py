@@ -60,14 +60,14 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, ReadOptions, ShardData
-from datacheck.formats.batches import StreamedReader, cast_batches
+from datacheck.formats.batches import StreamedReader, cast_batches, first_batch
 from datacheck.formats.csv import SEPARATORS
 from datacheck.formats.findings import bad_record_finding, long_line_message, utf8_finding
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, WriteBytes, compressed_as, row_hashes
-from datacheck.formats.stream_source import lazy_source, recut_frames
+from datacheck.formats.stream_source import budget, lazy_source, recut_frames
 from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks, read_bytes
 from datacheck.io.stores import is_url
-from datacheck.model.constants import MAX_ROW_BYTES
+from datacheck.model.constants import LAYOUT_SAMPLE_BYTES, MAX_ROW_BYTES
 from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Finding
 
@@ -312,6 +312,8 @@ class TextStream(StreamedReader):
         chunk_rows: the rows of each chunk in pass 1 (pass 2 checks the file did not change).
         rows: the rows of the file.
         frames: pass 1's row frames when they fit :data:`KEEP_BYTES` (pass 2 then reads no file).
+        total_bytes: the decoded bytes of every row (pass 1's chunks): the file's average row, which the
+            engine's one-batch read and its batches are sized by (not its first 1,024 rows).
     """
 
     path: Path
@@ -322,6 +324,19 @@ class TextStream(StreamedReader):
     rows: int = 0
     schema: dict[str, pl.DataType] = field(default_factory=lambda: {COLUMN: pl.String()})
     frames: list[pl.DataFrame] | None = None
+    total_bytes: int = 0
+
+    def size(self, columns: list[str]) -> tuple[int | None, float | None]:
+        """(rows, decoded bytes of one row on average over the file), from pass 1, no read; (rows, None)
+        for a file of no rows."""
+        return (self.rows, self.total_bytes / self.rows) if self.rows else (self.rows, None)
+
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """The first ``rows`` rows, fewer where they hold more than
+        :data:`~datacheck.model.constants.LAYOUT_SAMPLE_BYTES` (the layout's sample; at least one row), cast
+        to ``want``; None for columns the file does not hold or a read that fails."""
+        return first_batch(self.batches(columns, rows, want, max_bytes=LAYOUT_SAMPLE_BYTES)) \
+            if columns and rows >= 1 and self.holds(columns) else None
 
     def _frames(self) -> Iterator[pl.DataFrame]:
         """Each chunk's rows as a frame, in row order. Raises :class:`Unreadable` (the file changed)."""
@@ -339,12 +354,13 @@ class TextStream(StreamedReader):
             raise Unreadable(changed)
 
     def batches(self, columns: list[str] | None, rows: int, want: dict[str, pl.DataType] | None = None,
-                ramp: bool = False) -> Iterator[pl.DataFrame]:
-        """``columns`` (``["text"]`` or none) in batches of exactly ``rows`` rows (the last may be
-        shorter), cast to ``want`` when given. Raises :class:`Unreadable`."""
+                ramp: bool = False, max_bytes: int | None = None) -> Iterator[pl.DataFrame]:
+        """``columns`` (``["text"]`` or none) in batches of ``rows`` rows or ``max_bytes`` decoded bytes,
+        (None: :data:`~datacheck.formats.stream_source.BATCH_BYTES`), whichever comes first (at least one row; the last may be shorter;
+        :func:`~datacheck.formats.stream_source.recut`), cast to ``want`` when given. Raises :class:`Unreadable`."""
         cols = [COLUMN] if columns is None else list(columns)
         frames = (f.select(cols) for f in self._frames() if f.height)
-        yield from cast_batches(recut_frames(frames, max(1, rows)), want)
+        yield from cast_batches(recut_frames(frames, max(1, rows), budget(max_bytes)), want)
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a LazyFrame that reads the file again (pass 2) when collected."""
@@ -368,10 +384,11 @@ def open_text(path: Path, sample_by: str = "line", max_row: int = MAX_ROW_BYTES,
     chunk_rows: list[int] = []
     lines: list[np.ndarray] = []
     kept: list[pl.DataFrame] | None = []
-    kept_bytes = 0
+    kept_bytes = total = 0
     for got in _MODES[sample_by](path, size, max_row, issues):
         chunk_rows.append(got.text.len())
         lines.append(got.lines)
+        total += got.text.estimated_size()
         if kept is not None:
             frame = got.text.to_frame()
             kept_bytes += frame.estimated_size()
@@ -386,7 +403,7 @@ def open_text(path: Path, sample_by: str = "line", max_row: int = MAX_ROW_BYTES,
         findings.append(bad_record_finding(issues.long, issues.lines, max_examples, total=issues.n_long))
     rows = sum(chunk_rows)
     stream = TextStream(path=path, mode=sample_by, max_row=max_row, chunk_bytes=size, chunk_rows=chunk_rows,
-                        rows=rows, frames=kept)
+                        rows=rows, frames=kept, total_bytes=total)
     line_of_row = np.concatenate(lines) if lines else np.empty(0, dtype=np.int64)
     return ShardData(lf=stream.lazy(), decode_findings=findings, line_format=True, line_of_row=line_of_row,
                      stream=stream)

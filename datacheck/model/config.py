@@ -127,9 +127,10 @@ class DatasetSection(_Section):
     max_row_bytes: int = Field(default=MAX_ROW_BYTES, gt=0, le=2**40, description=(
         "largest row, in bytes, the audit decodes: a parquet row group whose rows hold more on average (its "
         "footer's uncompressed bytes over its rows, all columns, or what a one-entry dictionary expands to), a "
-        "longer parquet text value or a longer JSON array element is decode.unreadable, never decoded; a longer "
-        "JSONL line is decode.bad_record (clean refuses its shard) and a longer CSV/TSV line or record makes the "
-        "shard decode.unreadable, never held nor parsed"))
+        "longer parquet text value, a parquet list row whose values decode to more, or a longer JSON array element "
+        "is decode.unreadable, never decoded; a longer JSONL line is decode.bad_record (clean refuses its shard), "
+        "and so is a JSONL line of more JSON values than the bound at 8 bytes a value; a longer CSV/TSV line or "
+        "record makes the shard decode.unreadable, never held nor parsed"))
     sample_by: Literal["line", "paragraph", "document"] = Field(default="line", description=(
         "plain-text shards (.txt): what a row is, as Hugging Face datasets' text builder's sample_by: `line` "
         "(a row per line; a blank line is no row: it separates paragraphs and adds no token to packed text), "

@@ -81,6 +81,13 @@ ONE_BATCH_TARGETS = 2
 #: rows average more, from its footer, is refused before any decode
 #: (:func:`datacheck.formats.parquetdecode.wide_row_group`)
 MAX_ROW_BYTES = ONE_BATCH_TARGETS * BATCH_TARGET_BYTES
+#: the most decoded bytes one batch of a streamed reader holds (JSONL, CSV/TSV, plain text): its rows
+#: are counted (``BATCH_TARGET_BYTES`` over the file's average row) and its bytes counted, whichever
+#: comes first (:func:`datacheck.formats.stream_source.recut`), so that rows far bigger than the
+#: average (1,100 rows of 50 bytes, then 100 of 4 MB: one batch of the 400 MB before, 1.69 GB peak RSS)
+#: never make a batch of more than one read's worth (:data:`MAX_ROW_BYTES`); a row of more is a batch
+#: of its own. Uniform rows never reach it (a batch of the average holds half of it)
+BATCH_MAX_BYTES = MAX_ROW_BYTES
 #: bytes the layout recognizer's sample of a shard's first rows holds at most (its 1,000 rows,
 #: ``datacheck.derive.layout.SAMPLE_ROWS``, fewer where the reader's size of a row says those hold more:
 #: ``datacheck.engine.shard._Sampler``): one batch target, the most the engine holds of a shard's rows

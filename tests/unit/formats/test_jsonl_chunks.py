@@ -133,9 +133,9 @@ def test_only_the_chunk_with_the_bad_line_takes_the_per_line_path(tmp_path, monk
     seen: list[int] = []
     real = readers.jsonl_records
 
-    def spy(raw: bytes):
+    def spy(raw: bytes, *args):
         seen.append(len(raw))
-        return real(raw)
+        return real(raw, *args)
 
     monkeypatch.setattr(readers, "jsonl_records", spy)
     monkeypatch.setattr(readers, "JSONL_CHUNK_BYTES", 1024)

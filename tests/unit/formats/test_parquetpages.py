@@ -243,3 +243,104 @@ def test_hostile_page_headers_end_the_walk_never_the_audit(tmp_path):
         bad.write_bytes(bytes(data))
         got = scan_pages(bad, md, LIMIT)
         assert got.big is None or got.big.value_bytes > LIMIT
+
+
+WRITES = [
+    {},  # pyarrow's defaults: dictionary, snappy, data pages v1
+    {"use_dictionary": False, "compression": "zstd", "data_page_version": "2.0"},
+    {"use_dictionary": False, "compression": "none"},
+    {"compression": "gzip", "data_page_version": "2.0"},
+    {"compression": "lz4"},  # Hadoop-framed LZ4: levels read from the whole page
+    {"use_dictionary": False, "compression": "zstd", "data_page_size": 4096},  # a long row over many pages
+]
+WRITE_IDS = ["dict-snappy-v1", "plain-zstd-v2", "plain-none", "dict-gzip-v2", "lz4", "zstd-small-pages"]
+
+
+def _lists(path: Path, lengths: list[int], dtype=pa.int32(), zeros: bool = False, **write) -> Path:
+    """A list column ``ids`` whose row ``i`` holds ``lengths[i]`` small values, beside an int64 ``id``,
+    in one row group."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    vals = np.zeros(int(offsets[-1]), dtype=np.int64) if zeros else np.arange(int(offsets[-1])) % 97
+    ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(vals).cast(dtype))
+    pq.write_table(pa.table({"id": pa.array(range(len(lengths)), pa.int64()), "ids": ids}), path,
+                   row_group_size=len(lengths), **write)
+    return path
+
+
+@pytest.mark.parametrize("write", WRITES, ids=WRITE_IDS)
+def test_a_list_row_over_the_bound_is_named_from_its_repetition_levels(tmp_path, write):
+    """2,000 rows of 10 int32 values, row 1,234 of LIMIT // 4 + 1 values (one more than a row within
+    LIMIT bytes holds): the row and its values are named before any decode; the footer's average hides it,
+    and its chunk's uncompressed bytes too where the values are dictionary encoded."""
+    most = LIMIT // 4
+    lengths = [10] * 2_000
+    lengths[1_234] = most + 1
+    path = _lists(tmp_path / "l.parquet", lengths, **write)
+    md = pq.ParquetFile(path).metadata
+    assert wide_row_group(md, LIMIT) is None
+    got = scan_pages(path, md, LIMIT).big
+    assert got is not None and got.row == 1_234 and got.entries == most + 1, got
+    assert (got.group, got.group_first, got.group_rows, got.column) == (0, 0, 2_000, "ids.list.element")
+    assert got.reason.startswith("row group 0 (rows 0-1,999), column 'ids.list.element': row 1,234 holds "
+                                 f"{most + 1:,} values (at least {4 * (most + 1):,} bytes decoded)")
+    screen = scan_pages(path, md, LIMIT, look=False).big  # the prefetch: nothing decompressed whole
+    assert screen is not None and screen.row is None
+    # a row of exactly the bound's values: nothing found
+    lengths[1_234] = most
+    path = _lists(tmp_path / "m.parquet", lengths, **write)
+    assert scan_pages(path, pq.ParquetFile(path).metadata, LIMIT).big is None
+
+
+@pytest.mark.parametrize("write", WRITES, ids=WRITE_IDS)
+@pytest.mark.parametrize("zeros", [False, True], ids=["values", "zeros"])
+def test_token_rows_within_the_bound_are_clean_whatever_the_chunk(tmp_path, write, zeros):
+    """20,000 rows of 100 tokens (8 MB decoded, 8 times LIMIT; all zeros: pages of many rows each): no row
+    is named; the same for int64 tokens and lists of lists."""
+    lengths = [100] * 20_000
+    path = _lists(tmp_path / "t.parquet", lengths, zeros=zeros, **write)
+    assert scan_pages(path, pq.ParquetFile(path).metadata, LIMIT).big is None
+    path = _lists(tmp_path / "t64.parquet", lengths, dtype=pa.int64(), zeros=zeros, **write)
+    assert scan_pages(path, pq.ParquetFile(path).metadata, LIMIT).big is None
+    # pages of 1/16 of the bound (pyarrow's 1 MiB pages are 1/128 of the default 128 MiB): the screen alone
+    # clears the chunk (the prefetch's look), no page decompressed whole
+    if not zeros:
+        small = {**write, "data_page_size": LIMIT // 16}
+        path = _lists(tmp_path / "s.parquet", lengths, **small)
+        assert scan_pages(path, pq.ParquetFile(path).metadata, LIMIT, look=False).big is None
+
+
+def test_a_long_row_of_lists_of_lists_is_named(tmp_path):
+    """A list of lists: rows start where the repetition level is 0 (not 1, an inner list's start)."""
+    rows = [[[1, 2, 3]] * 5 for _ in range(1_000)]
+    rows[700] = [[7] * 1_000] * (LIMIT // 4 // 1_000 + 1)
+    path = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"ids": pa.array(rows, pa.list_(pa.list_(pa.int32())))}), path)
+    got = scan_pages(path, pq.ParquetFile(path).metadata, LIMIT).big
+    assert got is not None and got.row == 700 and got.entries == 1_000 * (LIMIT // 4 // 1_000 + 1)
+
+
+def test_the_audit_refuses_the_row_of_10_to_the_8_values_at_a_small_peak(tmp_path):
+    """The case of the brief at a tenth of its size and a tenth of the bound: 1,000 rows of 10 values, row
+    500 of 10**7 int32 (40 MB decoded; dictionary encoded: the footer shows 8.8 MB): decode.unreadable
+    naming row 500 and its values, nothing decoded."""
+    lengths = [10] * 1_000
+    lengths[500] = 10**7
+    path = _lists(tmp_path / "big.parquet", lengths)
+    cfg = {"dataset": {"max_row_bytes": 12_800_000}}
+    rep = datacheck.audit([str(path)], config=cfg, workers=1, cache_dir=None)
+    msgs = [f.message for s in rep.shards for f in s.findings if f.check == "decode.unreadable"]
+    assert len(msgs) == 1 and "row 500 holds 10,000,000 values (at least 40,000,000 bytes decoded)" in msgs[0]
+
+
+@pytest.mark.slow
+def test_peak_memory_of_a_list_row_of_10_to_the_8_values_is_the_footers(tmp_path):
+    """The brief's case: 1,000 rows of 10 int32, row 500 of 10**8 (400 MB decoded; dictionary encoded and
+    snappy: 88 MB uncompressed, 4.6 MB on disk), audited in a child process at the default bound: refused
+    naming row 500, at a peak of a few hundred MiB. Before: no finding (a dup warning), 2,723 MiB peak."""
+    lengths = [10] * 1_000
+    lengths[500] = 10**8
+    path = _lists(tmp_path / "l.parquet", lengths)
+    said, peak = _peak(path, 128 << 20)
+    path.unlink()
+    assert said.startswith("1 | ") and "row 500 holds 100,000,000 values (at least 400,000,000 bytes" in said, said
+    assert peak < 700, peak

@@ -87,6 +87,53 @@ def test_recut_final_batch_of_the_ramp():
     assert [t.num_rows for t in got] == [4831, 38648, 38648, 13042, 4831]
 
 
+def _reference_bytes(row_bytes: list[int], rows: int, first: int | None, max_bytes: int) -> list[list[int]]:
+    """Plain Python: row ids cut greedily, each batch the longest run of the rows left that holds at most
+    ``first`` (the first batch) or ``rows`` rows and at most ``max_bytes`` bytes, at least one row."""
+    out, at, size = [], 0, first or rows
+    while at < len(row_bytes):
+        end, held = at, 0
+        while end < len(row_bytes) and end - at < size and (end == at or held + row_bytes[end] <= max_bytes):
+            held += row_bytes[end]
+            end += 1
+        out.append(list(range(at, end)))
+        at, size = end, rows
+    return out
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(pieces=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 40)), max_size=12), rows=st.integers(1, 50),
+       first=st.one_of(st.none(), st.integers(1, 50)), max_bytes=st.integers(1, 200))
+def test_recut_with_a_byte_budget_matches_plain_python(pieces, rows, first, max_bytes):
+    """Rows counted and bytes counted, whichever comes first: each piece's rows of one size (``w``
+    bytes each, the even spread recut assumes), so the greedy cut in plain Python is exact."""
+    frames, row_bytes, at = [], [], 0
+    for h, w in pieces:
+        frames.append(pl.DataFrame({"id": list(range(at, at + h)), "w": [w] * h}, schema={"id": pl.Int64, "w": pl.Int64}))
+        row_bytes += [w] * h
+        at += h
+    got = list(recut(iter(frames), rows, join=lambda fs: pl.concat(fs), first=first,
+                     weigh=lambda df: int(df["w"].sum()), max_bytes=max_bytes))
+    assert [df["id"].to_list() for df in got] == _reference_bytes(row_bytes, rows, first, max_bytes)
+
+
+def test_recut_frames_bounds_a_batch_of_big_rows_after_small_ones():
+    """1,000 rows of 8 bytes, then 40 rows of 100,000: batches of 600 rows (sized by the small ones)
+    hold at most 1 MB each by bytes, the rows in order; rows only, the second batch held them all."""
+    small = [pl.DataFrame({"t": ["x" * 8] * 500}) for _ in range(2)]
+    big = [pl.DataFrame({"t": ["y" * 100_000] * 10}) for _ in range(4)]
+    budget = 10**6
+    got = list(recut_frames(iter(small + big), 600, budget))
+    texts = [t for df in got for t in df["t"].to_list()]
+    assert texts == ["x" * 8] * 1000 + ["y" * 100_000] * 40
+    assert max(df.estimated_size() for df in got) <= budget
+    heights = [df.height for df in got]
+    assert heights[0] == 600  # by rows
+    assert 400 < heights[1] <= 400 + budget // 100_000  # by bytes: the small rows left and a few big ones
+    unbounded = list(recut_frames(iter(small + big), 600))
+    assert max(df.estimated_size() for df in unbounded) > 4 * budget
+
+
 def test_recut_reads_pieces_lazily():
     asked = []
 
