@@ -552,7 +552,10 @@ class TraceSection(_Section):
         "`log.stagnation`: relative improvement of the loss over the window under which the run stalls "
         "(the catalog: 1%; losslint's stagnation_min_improvement)"))
     stagnation_window: float = Field(default=0.2, gt=0, le=1, description=(
-        "`log.stagnation`: the window, a fraction of the run's logged points (the catalog: 20%; gradsnitch's frac)"))
+        "`log.stagnation`: the window, a fraction of the run's logged points (the catalog: 20%; gradsnitch's frac); "
+        "longer where the loss's noise needs it: the medians of its first and last fifths, of f values each, "
+        "tell the improvement only when the noise x sqrt 2 x sqrt(pi / (2f + 1)) is at most "
+        "`stagnation_improvement` (a run shorter than that window is not judged)"))
     overfit_margin: float = Field(default=0.05, gt=0, le=10, description=(
         "`log.overfit_onset`: the eval loss above its minimum by this fraction (the catalog: 5%)"))
     overfit_evals: int = Field(default=3, ge=1, le=1000, description=(

@@ -568,13 +568,30 @@ def _grad_rise(pts: list[Pt], onset_step: int, before: int = 10) -> int | None:
     return None
 
 
+def _fifth_for(rel: float, improvement: float) -> int:
+    """The fewest values ``f`` whose median, compared with another's, tells a relative change of
+    ``improvement`` from a noise of ``rel`` (relative): ``rel x sqrt 2 x`` :func:`median_se` ``(f)`` at
+    most ``improvement``, i.e. ``2f + 1 >= pi / t^2`` with ``t = improvement / (rel sqrt 2)``; 1 for a
+    noiseless curve."""
+    if rel <= 0:
+        return 1
+    t = improvement / (rel * math.sqrt(2))
+    return max(1, math.ceil((math.pi / (t * t) - 1) / 2))
+
+
 @log_rule("log.stagnation")
 class Stagnation(_Dynamics):
     """After warmup (the lr's peak, :func:`warmup_end`; the first record when no lr is logged), the loss
     improves by less than ``[trace] stagnation_improvement`` (relative, median of the first fifth of
     the window against the median of its last fifth) over the last ``stagnation_window`` of the
     points, and does not rise by more than ``divergence_floor`` either (a rising loss is
-    ``log.divergence``'s). The plateau's start is the earliest point from which that still holds.
+    ``log.divergence``'s). The fifths hold at least ``f`` values, the fewest whose medians tell that
+    improvement from the loss's noise (:func:`_fifth_for`: the log's relative noise at its 95% upper
+    bound x sqrt 2 x :func:`median_se` ``(f)`` at most the improvement), the window growing to ``5 f``;
+    a run after warmup shorter than that is not judged, the reason saying so (one raw value against
+    another on a short run: its noise decided). The plateau's start is the earliest point from which
+    that still holds (the walk back stops where a median is out of the range by 2 of the change's
+    sigmas, then goes forward to the first in it).
     Not a finding on a converged run: the eval loss still improving over the plateau; an lr decayed
     to at most :data:`DECAYED_LR` of its peak where the plateau starts (a loss at its floor under a
     decayed lr: a full-length cosine or linear decay); or a loss that fell by :data:`CONVERGED_DROP`
@@ -598,19 +615,49 @@ class Stagnation(_Dynamics):
         w = max(5, math.ceil(lim.stagnation_window * n))
         if len(body) < w:
             return "the run after warmup is shorter than the stagnation window"
-        f = max(1, w // 5)
-        last = median([p.loss for p in body[-f:]])  # type: ignore[misc]
+        # the two medians compared are each of f values: the change's noise is the log's relative noise
+        # (its 95% upper bound) x sqrt 2 x median_se(f); the window grows until that is at most the
+        # improvement judged (a run improving 3% is then called a stall 1 time in 40), else the noise
+        # decides and the run is not judged (one raw value against another on a short run said "it rose
+        # 8.14%" on a flat run at 8.7% noise, and a stall at 2% noise was missed 3 times in 4)
+        xs = [p.loss for p in body]
+        rel = relative_noise(xs)  # type: ignore[arg-type]
+        if rel is None:
+            mid = abs(median(xs))  # type: ignore[arg-type]
+            rel = noise_sigma(xs) / mid if mid else 0.0  # type: ignore[arg-type]
+        rel *= noise_upper(len(body))
+        f = max(1, w // 5, _fifth_for(rel, lim.stagnation_improvement))
+        w = max(w, 5 * f)
+        if len(body) < w:
+            return (f"the loss's noise ({rel:.2%} of it, at most) hides a {lim.stagnation_improvement:.0%} change: "
+                    f"medians of {f} values each, a window of {w} points, and the run after warmup has {len(body)}")
+        last = median(xs[-f:])  # type: ignore[arg-type]
 
-        def change(i: int) -> float:
-            first = median([p.loss for p in body[i:i + f]])  # type: ignore[misc]
+        def change(srt: list[float]) -> float:
+            first = median_sorted(srt)
             return (first - last) / abs(first) if first else 0.0
 
-        c = change(len(body) - w)
+        i = len(body) - w
+        win: list[float] = sorted(xs[i:i + f])  # type: ignore[arg-type]
+        c = change(win)
         if not -lim.divergence_floor < c < lim.stagnation_improvement:
             return None
-        i = len(body) - w
-        while i > 0 and -lim.divergence_floor < change(i - 1) < lim.stagnation_improvement:
+        # walk back while the median of the f values from i - 1 is not clearly out of the range (by 2 of
+        # the change's sigmas: each of hundreds of overlapping medians crossed the bar by its noise alone
+        # somewhere, and a 700-point plateau was cut to one under half the run, "converged"), then forward
+        # to the first whose change is in it
+        tol = 2 * rel * math.sqrt(2) * median_se(f)
+        seen = {i: c}
+        while i > 0:  # the f values from i - 1, kept sorted as i walks back
+            bisect.insort(win, xs[i - 1])  # type: ignore[arg-type]
+            del win[bisect.bisect_left(win, xs[i - 1 + f])]  # type: ignore[arg-type]
+            ci = change(win)
+            if not -lim.divergence_floor - tol < ci < lim.stagnation_improvement + tol:
+                break
             i -= 1
+            seen[i] = ci
+        while not -lim.divergence_floor < seen[i] < lim.stagnation_improvement:
+            i += 1
         start = body[i]
         peak = max((p.lr for p in allp if p.lr is not None and math.isfinite(p.lr)), default=None)
         if peak and start.lr is not None and start.lr <= DECAYED_LR * peak:
