@@ -203,9 +203,9 @@ def relative_noise(xs: list[float]) -> float | None:
 _NORMAL = NormalDist()
 
 #: the relative standard deviation of :func:`noise_sigma` on ``m`` values of white noise is about
-#: ``NOISE_SE / sqrt(m)`` (measured: 0.235 on 37 values, 0.075 on 370, 0.024 on 3,700, 2,000 draws
-#: each; the median's 37% efficiency and the second differences' overlap: 1.36 / m for a MAD of
-#: independent values, 1.93 / m here)
+#: ``NOISE_SE / sqrt(m - 2)`` (measured: 0.237 on 37 values, 0.073 on 370, 0.023 on 3,700, 600-2,000
+#: draws each; the median's 37% efficiency and the second differences' overlap: 1.36 / m for a MAD of
+#: independent values, 1.93 / m here; tests/unit/trace/test_dynamics.py measures it again)
 NOISE_SE = 1.39
 #: the one-sided 95% normal quantile (:func:`noise_upper`)
 _Z95 = 1.645

@@ -15,9 +15,11 @@ from tracehelp import by_check, loud, trace, write_jsonl
 
 from datacheck.model.config import TraceSection
 from datacheck.trace.dynamics import (
+    NOISE_SE,
     expected_max_normal,
     median_se,
     noise_sigma,
+    noise_upper,
     prefix_noise_sigmas,
     relative_noise,
     smooth,
@@ -256,6 +258,22 @@ def test_short_noisy_healthy_runs_do_not_diverge(tmp_path, n):
                 for i in range(1, n + 1)]
         flagged += "log.divergence" in by_check(trace(write_jsonl(tmp_path / f"{seed}.jsonl", rows)))
     assert flagged <= 1
+
+
+@pytest.mark.parametrize("m", [37, 370])
+def test_noise_se_is_the_spread_of_the_noise_estimate(m):
+    """Against a numpy Monte Carlo: the relative standard deviation of noise_sigma on m values of white
+    noise is NOISE_SE / sqrt(m - 2) (10%), and noise_upper raises an estimate by 1.645 of it."""
+    rng = np.random.default_rng(m)
+    est = []
+    for _ in range(1500):
+        x = rng.normal(0, 1, m)
+        d = np.abs(x[:-2] - 2 * x[1:-1] + x[2:])
+        est.append(1.4826 * np.median(d) / math.sqrt(6))
+    est = np.array(est)
+    assert noise_sigma(x.tolist()) == pytest.approx(est[-1])
+    assert NOISE_SE / math.sqrt(m - 2) == pytest.approx(est.std() / est.mean(), rel=0.1)
+    assert noise_upper(m) == pytest.approx(1 + 1.645 * NOISE_SE / math.sqrt(m - 2))
 
 
 @pytest.mark.parametrize("w", [3, 5, 7, 9, 41])
