@@ -348,5 +348,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                        notes=[n for r in rules for n in r.notes],
                        not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],
                        step_less=step_less,
-                       stream_ranks={stream_name(k): (stream_name(next(iter(named[k]))) if len(named[k]) == 1 else None)
-                                     for k in streams if isinstance(k, str) and named.get(k)})
+                       stream_ranks={**{stream_name(k): (stream_name(next(iter(named[k]))) if len(named[k]) == 1 else None)
+                                        for k in streams if isinstance(k, str) and named.get(k)},
+                                     # a restarted run is its rank's (or log's) again, not a rank of its own
+                                     **{stream_name(k): stream_name(k.base) for k in streams if isinstance(k, RunKey)}})

@@ -12,6 +12,8 @@ import pytest
 from conftest import SHARED
 from tracehelp import trace
 
+from datacheck.trace.verdict import build_verdict
+
 LOG = SHARED / "logs" / "megatron" / "meg_gpt2_base_n4-1809579.out"
 pytestmark = pytest.mark.skipif(not LOG.is_file(), reason="shared logs not present")
 
@@ -64,3 +66,19 @@ def test_a_launch_that_resumes_from_a_checkpoint_stays_one_run(tmp_path):
     assert not [e for e in res.events if e["kind"] == "restart"]
     reg = {f.check: f for f in res.findings}["log.step_regression"]
     assert [(r["from_step"], r["to_step"]) for r in reg.details["resumes"]] == [(200, 150)]
+
+
+def test_a_nan_in_the_restarted_run_is_that_runs_not_a_ranks(tmp_path):
+    """The restarted run's last loss (iteration 200) made NaN: the first anomaly is log.non_finite at 200
+    in run 2, and the answer "all ranks or one" is the log's (no rank named): a restarted run is no rank."""
+    text = LOG.read_text(errors="replace")
+    lines = text.splitlines()
+    i = next(k for k, t in enumerate(lines) if re.match(r"\s*iteration\s+200/", t))
+    assert "lm loss:" in lines[i]
+    lines[i] = re.sub(r"lm loss: \S+", "lm loss: nan", lines[i])
+    p = tmp_path / "two.out"
+    p.write_text(text + "\n".join(lines) + "\n")
+    res = trace(p)
+    assert (res.first_bad["check"], res.first_bad["step"]) == ("log.non_finite", 200)
+    assert ", run 2 (restarted at " in res.first_bad["rank"]
+    assert build_verdict(res, None)["answers"]["ranks"]["answer"] == "one log, no rank named"
