@@ -21,7 +21,15 @@ onset, in logged points, median and max over the detected runs.
 A finding at warn or above on a healthy run is a false alarm; the table gives, per check, the
 percentage of runs flagged.
 
-    python benchmarks/trace_false_alarms.py [--seeds 48] [--fault-seeds 20] [--quick]
+Flat noisy runs (``--only flat``, and after the false alarms): a loss that does not move, ``1.95 (1 +
+cv x e)``, gaussian noise, a constant lr; its first loss either a draw like the rest (``drawn``) or the
+new user's low one (``low first``: 1.76 sigmas under the level, their 1.651 against 1.95 +- 0.17). A
+flat run is a stall (``log.stagnation`` is its finding) but never a divergence: the table gives the
+``log.divergence`` findings, per length and noise. The new user's own shape (37 points, the first
+1.651, then 1.95 + N(0, 0.17)) is counted over 200 seeds (``numpy.random.default_rng(seed)``, as
+tests/unit/trace/test_dynamics.py draws it).
+
+    python benchmarks/trace_false_alarms.py [--seeds 48] [--fault-seeds 20] [--quick] [--only fa|det|flat]
 """
 from __future__ import annotations
 
@@ -128,6 +136,57 @@ EXPECT = {"rise1.3": "log.divergence", "rise1.6": "log.divergence", "rise2": "lo
           "oscillation": "log.divergence", "post_warmup": "log.post_warmup_spike"}
 
 
+FLAT_LENGTHS = (20, 37, 50, 100, 300, 1000)
+FLAT_CVS = (0.05, 0.087, 0.20, 0.35)
+#: the new user's first loss, in sigmas of the noise under the level: (1.651 - 1.95) / 0.17
+LOW_FIRST = (1.651 - 1.95) / 0.17
+
+
+def flat_noisy(n: int, cv: float, low_first: bool, rng: np.random.Generator) -> np.ndarray:
+    """A flat run of ``n`` points at 1.95 with gaussian noise ``cv`` of the level; the first loss
+    :data:`LOW_FIRST` sigmas under the level when ``low_first``."""
+    loss = 1.95 * (1 + cv * rng.normal(0, 1, n))
+    if low_first:
+        loss[0] = 1.95 * (1 + cv * LOW_FIRST)
+    return np.maximum(loss, 0.05 * 1.95)
+
+
+def flat_alarms(lengths: tuple[int, ...], cvs: tuple[float, ...], seeds: int) -> dict[Any, Any]:
+    """Per (first, length, cv): (runs with log.divergence, runs); and the new user's shape over 200 seeds."""
+    out: dict[Any, Any] = {}
+    for first in ("drawn", "low first"):
+        for n in lengths:
+            for cv in cvs:
+                hit = 0
+                for s in range(seeds):
+                    rng = np.random.default_rng([n, int(cv * 1000), s, 7, first == "low first"])
+                    loss = flat_noisy(n, cv, first == "low first", rng)
+                    got = run_trace(loss, lr_schedule("const", n), 1, rng)
+                    hit += any(chk == "log.divergence" for chk, _, _ in got)
+                out[(first, n, cv)] = (hit, seeds)
+    user = 0
+    for s in range(200):
+        rng = np.random.default_rng(s)
+        loss = np.array([1.651] + (1.95 + rng.normal(0, 0.17, 36)).tolist())
+        got = run_trace(loss, np.full(37, 5e-5), 1, np.random.default_rng([s, 1]))
+        user += any(chk == "log.divergence" for chk, _, _ in got)
+    out["user"] = (user, 200)
+    return out
+
+
+def flat_table(fl: dict[Any, Any], lengths: tuple[int, ...], cvs: tuple[float, ...]) -> str:
+    hit, runs = fl["user"]
+    lines = [f"Flat noisy runs: log.divergence false alarms (runs flagged of {fl[('drawn', lengths[0], cvs[0])][1]})", "",
+             "| first loss | points | " + " | ".join(f"cv {cv:.1%}" for cv in cvs) + " |",
+             "|" + "---|" * (len(cvs) + 2)]
+    for first in ("drawn", "low first"):
+        for n in lengths:
+            lines.append(f"| {first} | {n} | " + " | ".join(str(fl[(first, n, cv)][0]) for cv in cvs) + " |")
+    lines += ["", f"The new user's shape (37 points, first 1.651, then 1.95 + N(0, 0.17)): {hit} of {runs} seeds "
+              f"flagged ({100 * hit / runs:.1f}%)"]
+    return "\n".join(lines)
+
+
 def planted(fault: str, n: int, cv: float, onset: float, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """The loss of a healthy run with ``fault`` planted at point ``k``; (loss, k)."""
     level, loss = healthy(n, cv, "gauss", rng)
@@ -230,15 +289,19 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=48, help="healthy runs per (length, cv) cell")
     ap.add_argument("--fault-seeds", type=int, default=10, help="runs per (fault, onset, length, cv)")
     ap.add_argument("--quick", action="store_true", help="lengths up to 1000, fewer seeds")
-    ap.add_argument("--only", choices=("fa", "det"), default=None)
+    ap.add_argument("--only", choices=("fa", "det", "flat"), default=None)
     a = ap.parse_args()
     lengths = LENGTHS[:-1] if a.quick else LENGTHS
     t0 = time.process_time()
-    if a.only != "det":
+    if a.only in (None, "fa"):
         fa = false_alarms(lengths, CVS, a.seeds)
         print(fa_table(fa, lengths, CVS, a.seeds), flush=True)
         print()
-    if a.only != "fa":
+    if a.only in (None, "flat"):
+        fl = flat_alarms(FLAT_LENGTHS, FLAT_CVS, a.seeds)
+        print(flat_table(fl, FLAT_LENGTHS, FLAT_CVS), flush=True)
+        print()
+    if a.only in (None, "det"):
         dl = (30, 100, 1000) if a.quick else (30, 100, 1000, 5000)
         det = detections(dl, (0.02, 0.10, 0.20), a.fault_seeds)
         print(det_table(det, dl, (0.02, 0.10, 0.20)))

@@ -533,13 +533,16 @@ class TraceSection(_Section):
         "swings several-fold in clean runs (gradsnitch flags 8x, trainproof 10x its median)"))
     divergence_factor: float = Field(default=1.5, gt=1, le=100, description=(
         "`log.divergence`: the smoothed loss above this multiple of its best level so far (the lowest smoothed "
-        "value plus its expected min-bias under the noise) is diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5)"))
+        "value plus its expected min-bias under the noise), plus one sigma of the smoothed curve (the level is "
+        "itself a smoothed value), is diverged (trainproof's MAX_LOSS_DIVERGENCE_RATIO 1.5); not applied to "
+        "the first loss (one value is no level)"))
     divergence_sigmas: float = Field(default=3.0, gt=0, le=100, description=(
         "`log.divergence`: or this many robust sigmas of the smoothed loss above its best level, whichever "
         "margin is smaller, but at least `divergence_floor` of the best (the smoothed curve's sigma: the noise "
         "before the point judged, 1.4826 MAD of the loss's second differences / sqrt 6, never under the whole "
-        "log's noise relative to the level (the same of log(loss)) times the best, times sqrt(pi / (2w + 1)) "
-        "for a running median of w points; against the first loss, the raw noise)"))
+        "log's noise relative to the level (the same of log(loss), raised to its one-sided 95% upper bound, "
+        "1 + 1.645 x 1.39 / sqrt(n - 2) for n values) times the best, times sqrt(pi / (2w + 1)) "
+        "for a running median of w points; against the first loss, the raw noise at the level it is held under)"))
     divergence_floor: float = Field(default=0.1, gt=0, le=10, description=(
         "`log.divergence`: the least margin, relative to the best smoothed loss (a noiseless curve has "
         "0 sigma); gradsnitch's sustained-rise gate is 0.15, losslint's 0.25"))
@@ -551,7 +554,10 @@ class TraceSection(_Section):
         "`log.stagnation`: relative improvement of the loss over the window under which the run stalls "
         "(the catalog: 1%; losslint's stagnation_min_improvement)"))
     stagnation_window: float = Field(default=0.2, gt=0, le=1, description=(
-        "`log.stagnation`: the window, a fraction of the run's logged points (the catalog: 20%; gradsnitch's frac)"))
+        "`log.stagnation`: the window, a fraction of the run's logged points (the catalog: 20%; gradsnitch's frac); "
+        "longer where the loss's noise needs it: the medians of its first and last fifths, of f values each, "
+        "tell the improvement only when the noise x sqrt 2 x sqrt(pi / (2f + 1)) is at most "
+        "`stagnation_improvement` (a run shorter than that window is not judged)"))
     overfit_margin: float = Field(default=0.05, gt=0, le=10, description=(
         "`log.overfit_onset`: the eval loss above its minimum by this fraction (the catalog: 5%)"))
     overfit_evals: int = Field(default=3, ge=1, le=1000, description=(

@@ -417,8 +417,11 @@ def megatron_dataset_check(plan: MegatronPlan, logs: list[tuple[str, Any]]) -> t
     as ``data_path`` with split ``"1"``, prints a ``--split`` it does not use), are not compared. A
     build names its prefix; in a blend it is held to the planned pair whose file name is the
     prefix's (a build of another prefix is passed over); one pair and one prefix are held to each
-    other whatever their names. A log that built twice (a resume) is held by its last build of each
-    prefix, and by its last arguments block.
+    other whatever their names. A log of several launches (a run restarted or resumed and appended to
+    the same file: :meth:`~datacheck.trace.readers.megatron.DatasetLines.launches`) holds each launch
+    to the data and config on its own, by its arguments block and its last build of each prefix: a
+    contradiction names its launch (``launch 1 of 2 (from line N)``), and so does each agreement
+    (the last launch alone had been held, and an earlier launch that read other data passed unsaid).
 
     Returns:
         (the contradictions, each naming the log line, what it says, what the data and config give,
@@ -432,65 +435,80 @@ def megatron_dataset_check(plan: MegatronPlan, logs: list[tuple[str, Any]]) -> t
     good: list[str] = []
     impl = order.implementation
 
-    for source, lines in logs:
-        if lines is None:
+    for source, all_lines in logs:
+        if all_lines is None:
             continue
+        launches = all_lines.launches()
+        for k, lines in enumerate(launches, 1):
+            tag = f"launch {k} of {len(launches)} (from line {lines.first_line}): " if len(launches) > 1 else ""
+            bad_l, good_l = _launch_check(plan, source, lines, datasets, spans, names, impl)
+            bad += [tag + b for b in bad_l]
+            good += [tag + g for g in good_l]
+    return bad, good
 
-        def said(f: Any, source: str = source) -> str:
-            return f"{source}:{f[1]} {f[2]!r}"
 
-        run = lines.run
-        whole_split = all(float(w) == 0 for w in re.findall(r"[.0-9]+", plan.cfg.megatron.split)[1:])
-        if "target" in run and run["target"][0] != order.requested:
-            bad.append(f"{said(run['target'])}: the run asked for {run['target'][0]} train samples, the config "
-                       f"gives {order.requested} ([megatron] train_iters x global batch {order.global_batch}, or "
-                       "train_samples): wrong train_iters / train_samples or global batch")
-        elif "target" in run:
-            good.append(f"{order.requested} train samples asked")
-        for key, want, what in (("seed", order.seed, "[megatron] seed"), ("seq_length", order.seq_length,
-                                                                          "[megatron] seq_length"),
-                                ("split", plan.cfg.megatron.split, "[megatron] split")):
-            if key in run and not (key == "split" and whole_split):
-                got = run[key][0]
-                same = _same_split(str(got), str(want)) if key == "split" else got == want
-                (good if same else bad).append(
-                    f"{key} {got}" if same else
-                    f"{said(run[key])}: the run's {key} is {got}, {what} is {want}: wrong {key}")
-        args, m = lines.args, plan.cfg.megatron
-        for key, want, what, cause in (
-                ("seed", order.seed, "[megatron] seed", "wrong [megatron] seed"),
-                ("seq_length", order.seq_length, "[megatron] seq_length", "wrong [megatron] seq_length"),
-                ("split", m.split, "[megatron] split", "wrong split"),
-                ("train_iters", m.train_iters, "[megatron] train_iters", "wrong train_iters"),
-                ("train_samples", m.train_samples, "[megatron] train_samples", "wrong train_iters / train_samples"),
-                ("global_batch_size", order.global_batch, "the global batch ([batch] batch_size x world_size x "
-                 "grad_accum)", "wrong [batch] (global batch)"),
-                ("micro_batch_size", order.micro_batch, "[batch] batch_size", "wrong [batch] batch_size"),
-                ("data_parallel_size", order.data_parallel, "[batch] world_size", "wrong [batch] world_size")):
-            if key not in args or (key == "train_iters" and (args.get("train_samples") or (None,))[0] is not None):
-                continue  # a --train-samples run's train_iters are computed from them
-            if key == "split" and whole_split:
-                continue  # a --train-data-path run (given as data_path with split "1") prints --split unused
-            got = args[key][0]
-            if got is None and key not in ("train_iters", "train_samples"):
-                continue  # printed as None: not set (Megatron fills these in before it prints them)
-            same = (got is None or _same_split(str(got), str(want))) if key == "split" else got == want
-            if not same:
-                bad.append(f"{said(args[key])}: the run's --{key.replace('_', '-')} is {got}, {what} is {want}: {cause}")
-            elif got is not None and key in ("seed", "seq_length", "global_batch_size"):
-                good.append(f"--{key.replace('_', '-')} {got}")
-        builds = lines.train_builds()
-        for b in builds:
-            if len(datasets) == 1 and len(builds) == 1:
-                i = 0
-            else:
-                base = Path(b.prefix).name if b.prefix else None
-                i = names.index(base) if base in names else -1
-                if i < 0:
-                    continue
-            bad_b, good_b = _build_check(b, datasets[i], spans[i], impl, plan.cfg.megatron.split, said)
-            bad += bad_b
-            good += good_b
+def _launch_check(plan: MegatronPlan, source: str, lines: Any, datasets: list[MegatronOrder], spans: list[ShardSpan],
+                  names: list[str], impl: str) -> tuple[list[str], list[str]]:
+    """One launch's dataset lines against the plan (:func:`megatron_dataset_check`): (contradictions, agreements)."""
+    order = plan.order
+    bad: list[str] = []
+    good: list[str] = []
+
+    def said(f: Any, source: str = source) -> str:
+        return f"{source}:{f[1]} {f[2]!r}"
+
+    run = lines.run
+    whole_split = all(float(w) == 0 for w in re.findall(r"[.0-9]+", plan.cfg.megatron.split)[1:])
+    if "target" in run and run["target"][0] != order.requested:
+        bad.append(f"{said(run['target'])}: the run asked for {run['target'][0]} train samples, the config "
+                   f"gives {order.requested} ([megatron] train_iters x global batch {order.global_batch}, or "
+                   "train_samples): wrong train_iters / train_samples or global batch")
+    elif "target" in run:
+        good.append(f"{order.requested} train samples asked")
+    for key, want, what in (("seed", order.seed, "[megatron] seed"), ("seq_length", order.seq_length,
+                                                                      "[megatron] seq_length"),
+                            ("split", plan.cfg.megatron.split, "[megatron] split")):
+        if key in run and not (key == "split" and whole_split):
+            got = run[key][0]
+            same = _same_split(str(got), str(want)) if key == "split" else got == want
+            (good if same else bad).append(
+                f"{key} {got}" if same else
+                f"{said(run[key])}: the run's {key} is {got}, {what} is {want}: wrong {key}")
+    args, m = lines.args, plan.cfg.megatron
+    for key, want, what, cause in (
+            ("seed", order.seed, "[megatron] seed", "wrong [megatron] seed"),
+            ("seq_length", order.seq_length, "[megatron] seq_length", "wrong [megatron] seq_length"),
+            ("split", m.split, "[megatron] split", "wrong split"),
+            ("train_iters", m.train_iters, "[megatron] train_iters", "wrong train_iters"),
+            ("train_samples", m.train_samples, "[megatron] train_samples", "wrong train_iters / train_samples"),
+            ("global_batch_size", order.global_batch, "the global batch ([batch] batch_size x world_size x "
+             "grad_accum)", "wrong [batch] (global batch)"),
+            ("micro_batch_size", order.micro_batch, "[batch] batch_size", "wrong [batch] batch_size"),
+            ("data_parallel_size", order.data_parallel, "[batch] world_size", "wrong [batch] world_size")):
+        if key not in args or (key == "train_iters" and (args.get("train_samples") or (None,))[0] is not None):
+            continue  # a --train-samples run's train_iters are computed from them
+        if key == "split" and whole_split:
+            continue  # a --train-data-path run (given as data_path with split "1") prints --split unused
+        got = args[key][0]
+        if got is None and key not in ("train_iters", "train_samples"):
+            continue  # printed as None: not set (Megatron fills these in before it prints them)
+        same = (got is None or _same_split(str(got), str(want))) if key == "split" else got == want
+        if not same:
+            bad.append(f"{said(args[key])}: the run's --{key.replace('_', '-')} is {got}, {what} is {want}: {cause}")
+        elif got is not None and key in ("seed", "seq_length", "global_batch_size"):
+            good.append(f"--{key.replace('_', '-')} {got}")
+    builds = lines.train_builds()
+    for b in builds:
+        if len(datasets) == 1 and len(builds) == 1:
+            i = 0
+        else:
+            base = Path(b.prefix).name if b.prefix else None
+            i = names.index(base) if base in names else -1
+            if i < 0:
+                continue
+        bad_b, good_b = _build_check(b, datasets[i], spans[i], impl, plan.cfg.megatron.split, said)
+        bad += bad_b
+        good += good_b
     return bad, good
 
 

@@ -28,7 +28,7 @@ from datacheck.trace.rules import Rule, Stream, TraceOptions, _finding, _g, log_
 from datacheck.trace.spikes import MAD_SIGMA, ROBUST_MIN_HISTORY, ROBUST_SIGMAS
 
 __all__ = ["Points", "Pt", "MAX_POINTS", "MIN_POINTS", "median", "smooth", "smooth_width", "noise_sigma", "prefix_noise_sigmas", "relative_noise",
-           "median_se", "expected_max_normal", "warmup_end", "spike_indices"]
+           "median_se", "expected_max_normal", "noise_upper", "NOISE_SE", "warmup_end", "spike_indices"]
 
 #: entries kept per stream (past it the stride doubles)
 MAX_POINTS = 8192
@@ -202,6 +202,20 @@ def relative_noise(xs: list[float]) -> float | None:
 
 _NORMAL = NormalDist()
 
+#: the relative standard deviation of :func:`noise_sigma` on ``m`` values of white noise is about
+#: ``NOISE_SE / sqrt(m - 2)`` (measured: 0.237 on 37 values, 0.073 on 370, 0.023 on 3,700, 600-2,000
+#: draws each; the median's 37% efficiency and the second differences' overlap: 1.36 / m for a MAD of
+#: independent values, 1.93 / m here; tests/unit/trace/test_dynamics.py measures it again)
+NOISE_SE = 1.39
+#: the one-sided 95% normal quantile (:func:`noise_upper`)
+_Z95 = 1.645
+
+
+def noise_upper(n: int) -> float:
+    """The factor that raises :func:`noise_sigma` of ``n`` values to its one-sided 95% upper bound:
+    ``1 + 1.645 x NOISE_SE / sqrt(n - 2)`` (1.39 at 37 values, 1.07 at 1,000)."""
+    return 1 + _Z95 * NOISE_SE / math.sqrt(max(1, n - 2))
+
 
 def median_se(w: int) -> float:
     """The standard deviation of the median of ``w`` independent N(0, 1) values: sqrt(pi / (2w + 1))
@@ -330,11 +344,24 @@ class _Dynamics(Rule):
         raise NotImplementedError
 
 
+def _first_margin(first: float, sigma: float, opts: TraceOptions) -> float:
+    """The band of one raw value (the first loss) as a reference: ``divergence_sigmas`` of the raw noise,
+    at least ``divergence_floor`` of it, never cut to ``divergence_factor`` (a level's cap: one value
+    is no level)."""
+    lim = opts.limits
+    return max(lim.divergence_floor * first, lim.divergence_sigmas * sigma) if first > 0 else lim.divergence_sigmas * sigma
+
+
 def _margin(best: float, sigma: float, opts: TraceOptions) -> float:
+    """The band's margin over the level ``best`` whose smoothed curve's sigma is ``sigma``:
+    ``divergence_sigmas`` sigmas, at least ``divergence_floor`` of the level, and cut to
+    ``divergence_factor - 1`` of it plus one sigma (the level is itself a smoothed value, known to one
+    sigma: 1.5x of a level one sigma low is inside the noise; flat runs at 35% noise were flagged 12-39
+    runs in 96 by the cut at 1.5x alone)."""
     lim = opts.limits
     if best <= 0:
         return lim.divergence_sigmas * sigma
-    return max(lim.divergence_floor * best, min((lim.divergence_factor - 1) * best, lim.divergence_sigmas * sigma))
+    return max(lim.divergence_floor * best, min((lim.divergence_factor - 1) * best + sigma, lim.divergence_sigmas * sigma))
 
 
 @log_rule("log.divergence")
@@ -345,22 +372,28 @@ class Divergence(_Dynamics):
     short tail, e.g. a finite stretch cut by a NaN, cannot tell a rise from noise), never reaching a new best after it (a loss
     that jumps and then comes back under its old best is a spike episode; a later sustained rise
     from the new best is the divergence). The best is a level: the lowest smoothed value is the lowest
-    of ``(its index + 1) / width`` independent swings of the smoothed curve, so it lies about
-    :func:`expected_max_normal` of them under the level; the best level is the lowest value plus that
-    many sigmas of the smoothed curve (``s x`` :func:`median_se` ``(width)``, ``s`` the raw noise before
-    the point judged, :func:`noise_sigma`, never under the whole log's :func:`relative_noise` times the best
-    (from a few values the noise is one or two draws of a median: 3 of those sigmas were narrower than
-    the run's noise, and a flat run at 1.95 +- 0.17 whose first loss was 1.651 left its band at step 3; 71
-    of 200 such seeds were flagged, 13 with the floor): a run that goes wild from its tenth value is judged against
-    the calm before, not against its own swings). Without it a short noisy healthy run's best is 1-2
-    sigmas low and 1.5x of it under the level's own noise (12% of 40-point runs at 20-33% noise were
-    flagged). The margin is ``divergence_sigmas`` sigmas of the smoothed curve, at least
-    ``divergence_floor`` and at most ``divergence_factor - 1`` of the best level (so 1.5x the level is
-    always out of the band). "A new best" is the lowest smoothed value of the rest plus its own
-    min-bias under the best level. The first loss (one raw value: the centred median does not see a
-    run that leaves it within half a width) is a reference too, from the third value on: when it is
-    under the best level and its band (the margin of the raw noise, not the smoothed curve's) is the
-    lower, the run is judged against it. Judged from the first value, warmup included: a run
+    of the independent swings (one per ``width`` points) of the smoothed values before it, or of every
+    smoothed value up to the one judged since the curve first came within 3 of its sigmas of it,
+    whichever are more (a flat run whose low value came first: every value after it competed), so it
+    lies about :func:`expected_max_normal` of them under the level; the best level is the lowest value
+    plus that many sigmas of the smoothed curve (``s x`` :func:`median_se` ``(width)``, ``s`` the raw
+    noise before the point judged, :func:`noise_sigma`, never under the whole log's
+    :func:`relative_noise`, raised to its one-sided 95% upper bound (:func:`noise_upper`: from 37
+    values the estimate is 0.53-0.88 of the noise 1 time in 8), times the best (from a few values the
+    noise is one or two draws of a median: 3 of those sigmas were narrower than the run's noise, and a
+    flat run at 1.95 +- 0.17 whose first loss was 1.651 left its band at step 3; 71 of 200 such seeds
+    were flagged, 13 with the log's noise as a floor, none with its upper bound and the min-bias of
+    every value): a run that goes wild from its tenth value is judged against the calm before, not
+    against its own swings). Without it a short noisy healthy run's best is 1-2 sigmas low and 1.5x of
+    it under the level's own noise (12% of 40-point runs at 20-33% noise were flagged). The margin is
+    ``divergence_sigmas`` sigmas of the smoothed curve, at least ``divergence_floor`` of the best level
+    and at most ``divergence_factor - 1`` of it plus one sigma (the level is a smoothed value known to
+    one sigma; so 1.5x the level and a sigma is always out of the band). "A new best" is the lowest
+    smoothed value of the rest plus its own min-bias under the best level. The first loss (one raw
+    value: the centred median does not see a run that leaves it within half a width) is a reference
+    too, once its noise is known (the log's, or 3 values): when it is under the best level and its band
+    (3 sigmas of the raw noise at the level it is held under, at least ``divergence_floor`` of it, never
+    cut to ``divergence_factor``: one value is no level) is the lower, the run is judged against it. Judged from the first value, warmup included: a run
     that diverges while the lr warms up (the lr too high) is the commonest divergence. The onset is
     the first raw loss above the band before the smoothed curve stayed out. The details say whether
     the grad norm rose before it (``grad_rise_step``: the grad norm above twice its median so far,
@@ -387,30 +420,39 @@ class Divergence(_Dynamics):
         width = smooth_width(n)
         sm = smooth(raw, width)  # type: ignore[arg-type]
         sig = prefix_noise_sigmas(raw)  # type: ignore[arg-type]
-        rel = relative_noise(raw) or 0.0  # type: ignore[arg-type]
+        # the log's relative noise, raised to its one-sided 95% upper bound: from n values the estimate
+        # is itself noisy (:data:`NOISE_SE`), and a band of 3 sigmas of a low draw of it was narrower than
+        # the run's noise (the new user's flat run at 1.95 +- 0.17: flagged by estimates 0.53-0.88 of it)
+        rel = (relative_noise(raw) or 0.0) * noise_upper(n)  # type: ignore[arg-type]
         se = median_se(width)
         win = max(3, math.ceil(self.opts.limits.divergence_window * n))
+        sigmas = self.opts.limits.divergence_sigmas
         best, best_i = sm[0], 0
-        bias = expected_max_normal(1 / width)
+        low: list[float] = []  # -(the lowest smoothed value up to each index): non-decreasing, for bisect
         tops = []
         for i, v in enumerate(sm):
             if v < best:
                 best, best_i = v, i
-                bias = expected_max_normal((best_i + 1) / width)
-            # the lowest smoothed value is the lowest of (best_i + 1) / width independent swings of the
-            # smoothed curve: the level there is that much above it (a short noisy run's best is 1-2
-            # sigmas of the smoothed curve low, and 1.5x of it is under the level's own noise)
+            low.append(-best)
             # the noise before i, never under the log's relative noise at the best's level: from a few
             # values the noise is one or two draws of a median (from 3 values, under a third of the noise 1
             # time in 4) and a band of 3 of those sigmas was narrower than the noise the run shows
             s_i = max(sig[i + 1], rel * best)
-            level = best + s_i * se * bias
+            # the lowest smoothed value is the lowest of the independent swings (one per width) of the
+            # values before it, and of every value up to i since the curve first came within 3 of its
+            # sigmas of it, whichever are more (a flat run whose low value came first counted none of the
+            # values after it, and its band top sat under the run's level): the level is that much above it
+            since = bisect.bisect_left(low, -(best + sigmas * s_i * se))
+            level = best + s_i * se * expected_max_normal(max(best_i + 1, i + 1 - since) / width)
             top = level + _margin(level, s_i * se, self.opts)
             # the first loss, one raw value (the centred median does not see a run that leaves it within
             # width / 2 points): its band is the margin of the raw noise, not of the smoothed curve's,
-            # once that noise is known (3 values)
-            first = raw[0] + _margin(raw[0], max(sig[i + 1], rel * raw[0]), self.opts)  # type: ignore[operator]
-            if i >= 2 and raw[0] < level and first < top:  # type: ignore[operator]
+            # once that noise is known (the log's relative noise, or 3 values), never under the log's relative noise at the level it
+            # is held under (a low first loss is a low draw of that level's noise, not a level of its
+            # own); one value is no level: its 3 sigmas are never cut to divergence_factor of it (a flat
+            # run at 35% noise whose first loss was low left 1.5x of it at once: 96 of 96 runs)
+            first = raw[0] + _first_margin(raw[0], max(sig[i + 1], rel * level), self.opts)  # type: ignore[arg-type, operator]
+            if (i >= 2 or rel > 0) and raw[0] < level and first < top:  # type: ignore[operator]
                 tops.append((raw[0], 0, raw[0], first))
             else:
                 tops.append((best, best_i, level, top))
@@ -526,13 +568,30 @@ def _grad_rise(pts: list[Pt], onset_step: int, before: int = 10) -> int | None:
     return None
 
 
+def _fifth_for(rel: float, improvement: float) -> int:
+    """The fewest values ``f`` whose median, compared with another's, tells a relative change of
+    ``improvement`` from a noise of ``rel`` (relative): ``rel x sqrt 2 x`` :func:`median_se` ``(f)`` at
+    most ``improvement``, i.e. ``2f + 1 >= pi / t^2`` with ``t = improvement / (rel sqrt 2)``; 1 for a
+    noiseless curve."""
+    if rel <= 0:
+        return 1
+    t = improvement / (rel * math.sqrt(2))
+    return max(1, math.ceil((math.pi / (t * t) - 1) / 2))
+
+
 @log_rule("log.stagnation")
 class Stagnation(_Dynamics):
     """After warmup (the lr's peak, :func:`warmup_end`; the first record when no lr is logged), the loss
     improves by less than ``[trace] stagnation_improvement`` (relative, median of the first fifth of
     the window against the median of its last fifth) over the last ``stagnation_window`` of the
     points, and does not rise by more than ``divergence_floor`` either (a rising loss is
-    ``log.divergence``'s). The plateau's start is the earliest point from which that still holds.
+    ``log.divergence``'s). The fifths hold at least ``f`` values, the fewest whose medians tell that
+    improvement from the loss's noise (:func:`_fifth_for`: the log's relative noise at its 95% upper
+    bound x sqrt 2 x :func:`median_se` ``(f)`` at most the improvement), the window growing to ``5 f``;
+    a run after warmup shorter than that is not judged, the reason saying so (one raw value against
+    another on a short run: its noise decided). The plateau's start is the earliest point from which
+    that still holds (the walk back stops where a median is out of the range by 2 of the change's
+    sigmas, then goes forward to the first in it).
     Not a finding on a converged run: the eval loss still improving over the plateau; an lr decayed
     to at most :data:`DECAYED_LR` of its peak where the plateau starts (a loss at its floor under a
     decayed lr: a full-length cosine or linear decay); or a loss that fell by :data:`CONVERGED_DROP`
@@ -556,19 +615,49 @@ class Stagnation(_Dynamics):
         w = max(5, math.ceil(lim.stagnation_window * n))
         if len(body) < w:
             return "the run after warmup is shorter than the stagnation window"
-        f = max(1, w // 5)
-        last = median([p.loss for p in body[-f:]])  # type: ignore[misc]
+        # the two medians compared are each of f values: the change's noise is the log's relative noise
+        # (its 95% upper bound) x sqrt 2 x median_se(f); the window grows until that is at most the
+        # improvement judged (a run improving 3% is then called a stall 1 time in 40), else the noise
+        # decides and the run is not judged (one raw value against another on a short run said "it rose
+        # 8.14%" on a flat run at 8.7% noise, and a stall at 2% noise was missed 3 times in 4)
+        xs = [p.loss for p in body]
+        rel = relative_noise(xs)  # type: ignore[arg-type]
+        if rel is None:
+            mid = abs(median(xs))  # type: ignore[arg-type]
+            rel = noise_sigma(xs) / mid if mid else 0.0  # type: ignore[arg-type]
+        rel *= noise_upper(len(body))
+        f = max(1, w // 5, _fifth_for(rel, lim.stagnation_improvement))
+        w = max(w, 5 * f)
+        if len(body) < w:
+            return (f"the loss's noise ({rel:.2%} of it, at most) hides a {lim.stagnation_improvement:.0%} change: "
+                    f"medians of {f} values each, a window of {w} points, and the run after warmup has {len(body)}")
+        last = median(xs[-f:])  # type: ignore[arg-type]
 
-        def change(i: int) -> float:
-            first = median([p.loss for p in body[i:i + f]])  # type: ignore[misc]
+        def change(srt: list[float]) -> float:
+            first = median_sorted(srt)
             return (first - last) / abs(first) if first else 0.0
 
-        c = change(len(body) - w)
+        i = len(body) - w
+        win: list[float] = sorted(xs[i:i + f])  # type: ignore[arg-type]
+        c = change(win)
         if not -lim.divergence_floor < c < lim.stagnation_improvement:
             return None
-        i = len(body) - w
-        while i > 0 and -lim.divergence_floor < change(i - 1) < lim.stagnation_improvement:
+        # walk back while the median of the f values from i - 1 is not clearly out of the range (by 2 of
+        # the change's sigmas: each of hundreds of overlapping medians crossed the bar by its noise alone
+        # somewhere, and a 700-point plateau was cut to one under half the run, "converged"), then forward
+        # to the first whose change is in it
+        tol = 2 * rel * math.sqrt(2) * median_se(f)
+        seen = {i: c}
+        while i > 0:  # the f values from i - 1, kept sorted as i walks back
+            bisect.insort(win, xs[i - 1])  # type: ignore[arg-type]
+            del win[bisect.bisect_left(win, xs[i - 1 + f])]  # type: ignore[arg-type]
+            ci = change(win)
+            if not -lim.divergence_floor - tol < ci < lim.stagnation_improvement + tol:
+                break
             i -= 1
+            seen[i] = ci
+        while not -lim.divergence_floor < seen[i] < lim.stagnation_improvement:
+            i += 1
         start = body[i]
         peak = max((p.lr for p in allp if p.lr is not None and math.isfinite(p.lr)), default=None)
         if peak and start.lr is not None and start.lr <= DECAYED_LR * peak:

@@ -62,6 +62,10 @@ def render_text(res: TraceResult, data: dict[str, Any] | None, verdict: dict[str
     backoffs = [e for e in res.events if e["kind"] == "scale_backoff"]
     if resumes:
         out.append("resumes: " + ", ".join(f"{e['from_step']}->{e['step']}" for e in resumes[:20]))
+    restarts = [e for e in res.events if e["kind"] == "restart"]
+    if restarts:  # a run restarted from scratch into the same log: each run judged on its own
+        out.append("restarted from scratch (each run judged on its own): " + ", ".join(
+            f"{e['from_step']}->{e['step']} at {e['where']} ({e['rank']})" for e in restarts[:20]))
     if backoffs:
         out.append(_backoffs_text(backoffs))
     if data is not None:

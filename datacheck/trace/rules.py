@@ -53,7 +53,20 @@ GRAD_LEAD = 10
 _GRAD_SPIKE_KEY = "last_grad_spike_step"
 
 
+@dataclass(frozen=True)
+class RunKey:
+    """The stream of a run restarted from scratch into the same log (its step counter back at or under
+    the first step of the run before it): ``base`` the rank or log it continues, ``run`` its number
+    (2, 3, ...), ``where`` the ``file:line`` of its first record. Each such run is judged on its own."""
+
+    base: Any
+    run: int
+    where: str
+
+
 def stream_name(key: Any) -> str:
+    if isinstance(key, RunKey):
+        return f"{stream_name(key.base)}, run {key.run} (restarted at {key.where})"
     return f"rank {key}" if isinstance(key, int) else str(key)
 
 

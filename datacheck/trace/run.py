@@ -17,7 +17,7 @@ from datacheck.model.findings import Finding
 from datacheck.report.policy import apply_policy
 from datacheck.trace.readers import LogFile
 from datacheck.trace.record import ReadStats, StepRecord
-from datacheck.trace.rules import LOG_RULES, Rule, Stream, TraceOptions, scale_search, stream_name
+from datacheck.trace.rules import LOG_RULES, Rule, RunKey, Stream, TraceOptions, scale_search, stream_name
 from datacheck.trace.steps import RECORD, StepConvention, as_records
 
 __all__ = ["Curve", "TraceResult", "trace_logs", "jsonable", "CURVE_POINTS", "METRICS", "SEVERITY_ORDER", "NON_FINITE_CHECKS",
@@ -226,6 +226,9 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     epochs: dict[int, float] = {}  # the epoch a record reports at its step
     global_batches: dict[int, int] = {}  # and its global batch size
     inferred: dict[str, set[str]] = {}  # per log: the streams of its records that carry no step number
+    runs: dict[Any, RunKey] = {}  # per rank or log: the stream of its latest run restarted from scratch
+    first_steps: dict[Any, int] = {}  # per stream: its first training record's step
+    launches: dict[Any, int] = {}  # per stream: the log's launches read when its last record came
     for lf in logs:
         seen_notes = 0
         for rec in lf.records():
@@ -237,7 +240,23 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                     notes |= lf.stats.notes
                     for r in rules:
                         r.opts = replace(opts, notes=frozenset(notes))
-            key = rec.rank if rec.rank is not None else lf.source
+            base = rec.rank if rec.rank is not None else lf.source
+            key = runs.get(base, base)
+            dl = lf.stats.dataset_lines
+            launch = len(dl.earlier) if dl is not None else 0  # the launches (arguments blocks) read so far
+            if rec.split == "train" and not rec.step_inferred and key in streams:
+                cur = streams[key]
+                if cur.prev is not None and rec.step < cur.prev.step and rec.step <= first_steps[key] \
+                        and launch > launches[key]:
+                    # a new launch (its arguments block) and the step counter back at or under the run's first
+                    # step: a run restarted from scratch and appended, judged on its own (its warmup, loss-scale
+                    # search and first losses are its own, not a resume's discontinuity nor spikes against the
+                    # run before); a step going back with no new launch is a resume, as before
+                    n = (key.run if isinstance(key, RunKey) else 1) + 1
+                    key = runs[base] = RunKey(base, n, rec.where())
+                    if len(events) < _EVENTS:
+                        events.append({"kind": "restart", "step": rec.step, "rank": stream_name(key),
+                                       "from_step": cur.prev.step, "where": rec.where()})
             if rec.step_inferred:
                 inferred.setdefault(lf.source, set()).add(stream_name(key))
             if rec.split != "train":
@@ -263,8 +282,10 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
             s = streams.get(key)
             if s is None:
                 s = streams[key] = Stream(key)
+                first_steps[key] = rec.step
                 curves[s.name] = {m: Curve() for m in METRICS}
                 feeds[key] = [r.feed for r in rules if type(r).feed is not Rule.feed]  # rules that read records
+            launches[key] = launch
             prev = s.prev
             if prev is not None and rec.step < prev.step and len(events) < _EVENTS:
                 events.append({"kind": "resume", "step": rec.step, "rank": s.name, "from_step": prev.step,
@@ -338,5 +359,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                        notes=[n for r in rules for n in r.notes],
                        not_run=[{"check": r.id, "reason": why} for r in rules for why in r.not_run],
                        step_less=step_less,
-                       stream_ranks={stream_name(k): (stream_name(next(iter(named[k]))) if len(named[k]) == 1 else None)
-                                     for k in streams if isinstance(k, str) and named.get(k)})
+                       stream_ranks={**{stream_name(k): (stream_name(next(iter(named[k]))) if len(named[k]) == 1 else None)
+                                        for k in streams if isinstance(k, str) and named.get(k)},
+                                     # a restarted run is its rank's (or log's) again, not a rank of its own
+                                     **{stream_name(k): stream_name(k.base) for k in streams if isinstance(k, RunKey)}})

@@ -221,8 +221,13 @@ class DatasetBuild:
 @dataclass
 class DatasetLines:
     """The dataset lines of one Megatron log, read line by line (:meth:`feed`), both lineages'
-    wordings (comment block above). A log that builds its datasets twice (a resumed run) keeps both
-    builds; :meth:`train_builds` gives the last of each prefix.
+    wordings (comment block above). A log that holds several launches (a run restarted or resumed and
+    appended to the same file) is read launch by launch: a launch begins at its arguments block (both
+    lineages' ``_print_args``, printed once a launch; a blend's prefixes each print a build, and some
+    print the train target per build, so neither begins one); :meth:`launches` gives each launch's
+    lines (the earlier ones kept in ``earlier``), and the attributes below are the last launch's.
+    Within a launch a dataset built twice keeps both builds; :meth:`train_builds` gives the last of
+    each prefix.
 
     Attributes:
         builds: every GPTDataset build seen (train facts only), in log order.
@@ -236,18 +241,41 @@ class DatasetLines:
         threaded: megatron-core's config line sets ``num_dataset_builder_threads`` above 1: the
             prefixes' lines may interleave, so no build's lines are attributed (:meth:`train_builds`
             gives none; the run-wide facts stand).
+        first_line: the line the launch began at (its arguments block; 1 for a log that printed none
+            before its first fact).
+        earlier: the log's earlier launches, in log order (each a :class:`DatasetLines`).
     """
 
     builds: list[DatasetBuild] = field(default_factory=list)
     run: dict[str, Fact] = field(default_factory=dict)
     threaded: bool = False
     args: dict[str, Fact] = field(default_factory=dict)
+    first_line: int = 1
+    earlier: list["DatasetLines"] = field(default_factory=list)
     _cur: DatasetBuild | None = None
     _split: str | None = None  # the split a "document indices" line belongs to
     _indices: str | None = None  # the split whose samples / epochs lines come next
     _target: bool = False  # the next "train: N" line is the train target
     _maps: int = 0  # doc-idx maps loaded since the build began (hash-named maps: the first is train)
     _args: bool = False  # inside the arguments block
+
+    def launches(self) -> list["DatasetLines"]:
+        """Every launch of the log, in log order (the last is this object)."""
+        return [*self.earlier, self]
+
+    def _launch(self, n: int) -> None:
+        """Line ``n`` begins a new launch: the launch read so far is kept in ``earlier`` when it holds a fact."""
+        if not (self.builds or self.run or self.args):
+            self.first_line = n
+            return
+        done = DatasetLines(builds=self.builds, run=self.run, threaded=self.threaded, args=self.args,
+                            first_line=self.first_line)
+        self.earlier.append(done)
+        self.builds, self.run, self.threaded, self.args = [], {}, False, {}
+        self.first_line = n
+        self._cur = self._split = self._indices = None
+        self._target = False
+        self._maps = 0
 
     def _build(self, wording: str) -> DatasetBuild:
         if self._cur is None or self._cur.wording != wording:
@@ -275,7 +303,7 @@ class DatasetLines:
         if "arguments" in text and "----" in text:
             self._args = "end of arguments" not in text
             if self._args:
-                self.args = {}  # a run's block (a resumed run's later block replaces an earlier one's)
+                self._launch(n)  # a launch's block: a restarted or resumed run appended begins a launch
             return
         if self._args:
             if (a := _ARG.match(text)) is not None:

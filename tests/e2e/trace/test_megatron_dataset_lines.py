@@ -94,6 +94,49 @@ def test_a_legacy_log_of_this_shard_agrees(shard, tmp_path):
     assert "the log's dataset lines agree: " in src["description"] and ends[1] == 949
 
 
+def _two_launches(tmp_path, sizes, seeds):
+    """A legacy log of two launches appended to one file (the run restarted from iteration 1), launch k
+    with seed ``seeds[k]`` in its arguments block and its build; and the line the second launch's
+    arguments block begins at."""
+    blocks = []
+    for seed in seeds:
+        ends = leg.split("949,50,1", len(sizes))
+        ds = leg.train_dataset(sizes, "949,50,1", ITERS * GBS, 512, seed)
+        blocks += ["------------------------ arguments ------------------------",
+                   f"  seed ............................................ {seed}",
+                   "  seq_length ...................................... 512",
+                   "-------------------- end of arguments ---------------------"]
+        blocks += megatronlogs.legacy_lines(PREFIX, len(sizes), ends, ITERS * GBS, 512, seed, ds["len"] + 1,
+                                            ds["epochs"], ITERS * GBS) + _iterations()
+    log = tmp_path / "two.log"
+    log.write_text("\n".join(blocks) + "\n")
+    first, second = [i for i, t in enumerate(blocks, 1) if "-- arguments --" in t]
+    assert first == 1
+    return log, second
+
+
+def test_each_launch_of_a_restarted_log_is_held_to_the_data(shard, tmp_path):
+    """A run launched with seed 43, restarted with 42 and appended to the same log; the config says 42:
+    only the last launch was held (it agreed, and the first launch's 5 iterations, trained on another
+    order, passed unsaid). Each launch is held on its own: the first launch's index map contradicts the
+    config, named with its launch; the second's agreements are said with theirs."""
+    log, second = _two_launches(tmp_path, _sizes(shard), (43, 42))
+    r = _trace(log, shard, tmp_path, _config(implementation="legacy"))
+    assert r.returncode == 2, r.stdout
+    assert "the log's dataset lines contradict the data and config" in r.stderr
+    n = next(i for i, t in enumerate(log.read_text().splitlines(), 1) if "_train_indexmap_" in t and "_43s_" in t)
+    assert f"launch 1 of 2 (from line 1): {log}:{n} " in r.stderr and "wrong [megatron] seed" in r.stderr
+    assert f"launch 1 of 2 (from line 1): {log}:2 'seed ..." in r.stderr  # its arguments block too
+    assert "launch 2 of 2" not in r.stderr  # the second launch agrees
+    log, second = _two_launches(tmp_path, _sizes(shard), (42, 42))
+    r = _trace(log, shard, tmp_path, _config(implementation="legacy"))
+    assert r.returncode in (0, 1), r.stderr
+    got = json.loads(r.stdout)["result"]["data"]["source"]["dataset_lines"]
+    for k, first in ((1, 1), (2, second)):
+        assert f"launch {k} of 2 (from line {first}): index map {ITERS * GBS} samples asked, seq_length 512, seed 42" in got
+        assert f"launch {k} of 2 (from line {first}): --seed 42" in got
+
+
 @pytest.mark.parametrize("cached", [False, True])
 def test_a_megatron_core_log_of_this_shard_agrees(shard, tmp_path, cached):
     log, samples, epochs = _core_log(tmp_path, _sizes(shard), cached)

@@ -85,7 +85,7 @@ def test_megatron_core_lines(tmp_path, cached):
                                                         "split": "949,50,1"}
 
 
-def test_a_resumed_log_keeps_its_last_build_and_rank_prefixes_are_read(tmp_path):
+def test_a_launch_that_built_twice_keeps_its_last_build_and_rank_prefixes_are_read(tmp_path):
     first = megatronlogs.legacy_lines("/d/a_text_document", 100, [0, 95, 99, 100], 400, 64, 1, 500, 2, 400)
     second = megatronlogs.legacy_lines("/d/a_text_document", 100, [0, 95, 99, 100], 800, 64, 1, 900, 3, 800)
     log = tmp_path / "run.log"
@@ -95,6 +95,30 @@ def test_a_resumed_log_keeps_its_last_build_and_rank_prefixes_are_read(tmp_path)
     assert {k: v[0] for k, v in b.facts.items()} == {"sequences": 100, "train_range": (0, 95),
                                                       "index_name": (800, 64, 1), "samples": 900, "epochs": 3}
     assert lines.run["target"][0] == 800
+
+
+def test_a_real_log_appended_to_itself_is_two_launches_each_with_its_facts(tmp_path):
+    """The BigScience base run's log twice in one file (a run restarted from scratch and appended): two
+    launches, each beginning at its arguments block, each with the log's own facts (PROVENANCE.md:
+    10,000 documents, 1000 iterations of global batch 4: 4000 train samples asked); the first launch's
+    facts are no longer replaced by the second's."""
+    if not LOGS.is_dir():
+        pytest.skip("../shared/logs is not present")
+    text = (LOGS / "meg_gpt2_base_n4-1809579.out").read_text(errors="replace")
+    log = tmp_path / "two.out"
+    log.write_text(text + text)
+    lines, recs = _lines(log)
+    steps = [r.step for r in recs if r.split == "train"]
+    assert steps.index(10, 1) > 0 and steps[steps.index(10, 1) - 1] == 200  # the step counter goes back
+    starts = [i for i, t in enumerate((text + text).splitlines(), 1) if re.search(r"-+ arguments -+", t)]
+    assert len(starts) == 2
+    got = lines.launches()
+    assert [x.first_line for x in got] == starts
+    for x in got:
+        (b,) = x.train_builds()
+        assert b.facts["sequences"][0] == 10000 and x.run["target"][0] == 4000 == 1000 * 4
+        assert x.args["train_iters"][0] == 1000 and x.args["global_batch_size"][0] == 4
+    assert got[0].run["target"][1] < starts[1] < got[1].run["target"][1]  # each fact in its own launch
 
 
 def test_other_formats_and_lines_hold_none(tmp_path):
