@@ -25,7 +25,7 @@ import polars as pl
 
 from datacheck.model.config import ColumnsSection
 
-__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "row_content", "CONTEXT_COLUMNS", "KEY_COLUMNS", "is_list", "inner_dtype", "ROLE_NAMES",
+__all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "row_content", "content_gap", "CONTEXT_COLUMNS", "AUDIO_COLUMNS", "OWN_CONTENT_ROLES", "KEY_COLUMNS", "is_list", "inner_dtype", "ROLE_NAMES",
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
@@ -607,8 +607,20 @@ def text_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.Dat
 #: ``DPOTrainer.tokenize_row``, KTO's), the ``system`` prompt and ``tools``
 #: a chat template renders with the conversation (transformers' ``apply_chat_template(tools=...)``,
 #: LLaMA-Factory's ShareGPT columns), and the media of a vision or audio sample (``images``,
-#: ``videos``, ``audios``: TRL and LLaMA-Factory). They join the row content after the role columns.
-CONTEXT_COLUMNS = ("prompt", "prompt_input_ids", "system", "tools", "images", "videos", "audios")
+#: ``videos``, ``audios``: TRL and LLaMA-Factory; the audio features of a speech sample,
+#: :data:`AUDIO_COLUMNS`). They join the row content after the role columns.
+CONTEXT_COLUMNS = ("prompt", "prompt_input_ids", "system", "tools", "images", "videos", "audios",
+                   "input_values", "input_features")
+#: Hugging Face audio feature columns: the raw waveform (wav2vec2's ``input_values``) and log-mel frames
+#: (Whisper's ``input_features``); a speech sample's own content (its ``labels`` are only its transcript)
+AUDIO_COLUMNS = ("input_values", "input_features")
+#: The roles that hold a row's own content, what tells one sample from another (a text, a conversation,
+#: token ids, a preference pair, numeric features, an aligned word list), grouped by kind: every
+#: other role is derived from it (masks, positions, token types, token labels aligned with the ids)
+#: or is what the row answers (class label, target). A row content without one of them cannot tell
+#: samples apart (:func:`content_gap`).
+OWN_CONTENT_ROLES: tuple[tuple[str, ...], ...] = (("text",), ("messages",), ("input_ids",), ("chosen", "rejected"),
+                                                  ("features",), ("aligned",))
 #: Columns a reader adds to name a sample: WebDataset's ``__key__`` (the members' common name before
 #: their extensions, unique per sample). A sample's identity, never its content: with them, no two
 #: samples of a shard without roles could ever be duplicates.
@@ -647,6 +659,61 @@ def row_content(role_columns: list[str], label: str | None, columns: list[str],
     if others:
         return others + [c for c in answers if c in columns]
     return list(role_columns) or list(columns)
+
+
+def content_gap(roles: Roles, content: list[str]) -> str | None:
+    """Why the row content ``content`` (:func:`row_content` of the shard) cannot tell its samples
+    apart, in words with the fix, or None when it can. The ``dup.*`` checks skip such a shard: two
+    rows equal in what is left (an attention mask, a token-type list, a class label) are not known
+    to be the same sample, and comparing them reports most of a clean shard as repeats.
+
+    The content cannot tell samples apart when it is made of role columns (the first case of
+    :func:`row_content`; a shard compared on all its columns always can) and
+
+    - a kind of :data:`OWN_CONTENT_ROLES` is declared in ``[columns]`` with some of its columns
+      in ``content`` and some absent from the shard (``text = ["title", "body"]`` without ``body``; ``chosen`` without
+      ``rejected``): the rows would be compared on part of what they hold; or
+    - it holds no column of a row's own content: no column of :data:`OWN_CONTENT_ROLES`, no token id
+      column named ``*_input_ids`` (:data:`TOKEN_ID_SUFFIX`) other than a prompt's, no audio
+      (:data:`AUDIO_COLUMNS`), e.g. ``[columns] input_ids = "ids"`` on a shard whose ids are in
+      ``input_ids``: only the mask, token types and label are left.
+
+    A kind declared but wholly absent while another kind is present (``[columns] features`` on a
+    shard of text) leaves the content whole: its rows are compared on the kinds present.
+
+    Args:
+        roles: the shard's resolved roles (``Roles.missing``: the declared columns it lacks).
+        content: the row content's columns (:func:`row_content`).
+    """
+    answers = {roles.label, *roles.of("target")}
+    if not any(c in content and c not in answers for c in roles.columns()):
+        return None
+    lacking = [(r, c) for r, c in roles.missing if any(r in kind for kind in OWN_CONTENT_ROLES)]
+
+    def named(pairs: list[tuple[str, str]]) -> str:
+        return "; ".join(f"[columns] {r} names {c!r}" for r, c in pairs)
+
+    for kind in OWN_CONTENT_ROLES:
+        gone = [(r, c) for r, c in lacking if r in kind]
+        kept = [c for r in kind for c in roles.of(r) if c in content]
+        if gone and kept:
+            return (f"{named(gone)}, which this shard lacks, so its rows would be compared on part of their "
+                    f"{'/'.join(kind)} content ({', '.join(kept)}) and rows that differ only in the missing column "
+                    f"would be reported as repeats; fix [columns] {gone[0][0]} to the shard's column")
+    own = {c for kind in OWN_CONTENT_ROLES for r in kind for c in roles.of(r)}
+    own |= {c for c in content if c in AUDIO_COLUMNS or (c.endswith(TOKEN_ID_SUFFIX) and c not in CONTEXT_COLUMNS)}
+    if any(c in own for c in content):
+        return None
+    shown = ", ".join(content)
+    if lacking:
+        fix = "; ".join(f"set [columns] {r} to the shard's column that holds it (or remove the key to infer it)"
+                        for r, _c in lacking[:1])
+        return (f"{named(lacking)}, which this shard lacks, so the row content is only {shown}: that tells "
+                f"no sample from another (a row's text, token ids, messages, preference pair or features are "
+                f"not in it) and equal rows of it are not repeats; {fix}")
+    return (f"the row content is only {shown}: it holds none of a row's own content (text, token ids, messages, "
+            f"a preference pair, features or audio), so equal rows of it are not known to be repeats; set "
+            f"[columns] text, input_ids, messages, chosen/rejected or features to the column that holds it")
 
 
 def text_column_names(cfg: ColumnsSection) -> tuple[str, ...]:

@@ -76,7 +76,7 @@ from datacheck.io.hubsplits import glob_matches, hub_splits
 from datacheck.io.rowhash import ROW_ENCODING, row_hash_expr
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Example, Finding, Skipped
-from datacheck.model.roles import KEY_COLUMNS, row_content
+from datacheck.model.roles import KEY_COLUMNS, content_gap, row_content
 
 __all__ = [
     "ROWS_KEY",
@@ -138,7 +138,7 @@ def crossdup_payload(ctx: ShardContext) -> Iterable[Payload]:
     if not payload_wanted(ctx):
         return  # one shard, no splits, no --against, no class label: nothing for the merge to find
     cols, label = content_spec(ctx)
-    if not cols:
+    if not cols or content_gap(ctx.roles, cols) is not None:
         return  # listed as skipped by the shard stage of the three checks (_no_content)
     h = row_hash_expr(cols).alias("hash")
     fields = [h] + ([pl.col(label).alias("label")] if label is not None else [])
@@ -176,13 +176,18 @@ def unmatched_rows(df: pl.DataFrame, rows: np.ndarray, salt: str) -> pl.DataFram
 
 def _no_content(ctx: ShardContext, cid: str) -> Iterable[ShardItem]:
     """Shard stage shared by the three merge checks: a shard whose rows would be hashed for the
-    merge but have no content besides the label cannot take part; one whose blank rows cannot all be
-    told (:func:`~datacheck.checks.dup.blank.unjudged_responses`) says what is compared as content."""
+    merge but have no content besides the label cannot take part, nor one whose content cannot tell
+    its samples apart (:func:`~datacheck.model.roles.content_gap`: a declared content column it lacks,
+    e.g. a mistyped ``[columns] input_ids``; the skipped entry names it and the fix); one whose blank
+    rows cannot all be told (:func:`~datacheck.checks.dup.blank.unjudged_responses`) says what is
+    compared as content."""
     if not payload_wanted(ctx):
         return
     cols = content_spec(ctx)[0]
     if not cols:
         yield Skipped(cid, "no content column besides the label")
+    elif (gap := content_gap(ctx.roles, cols)) is not None:
+        yield Skipped(cid, gap)
     elif (unjudged := unjudged_responses(ctx, cols)) is not None:
         yield Skipped(cid, unjudged)  # whitespace-token responses are compared as content
 
@@ -607,7 +612,10 @@ def exact_across_shards(dctx: Any) -> Iterable[Finding | Skipped]:
     if len(dctx.readable_shards()) < 2:
         return  # a single shard: nothing to compare across shards (its repeats are dup.exact_in_shard)
     shards, hits, keys = _copies(dctx)
-    lacking = [s.path for s in dctx.readable_shards() if s not in shards]
+    # a shard whose own skipped entry says why it takes no part (no content besides the label, a
+    # content column it lacks: _no_content) is not said again to have failed
+    lacking = [s.path for s in dctx.readable_shards() if s not in shards
+               and not any(k.check == "dup.exact_across_shards" and not k.error for k in getattr(s, "skipped", ()))]
     if lacking:
         yield Skipped("dup.exact_across_shards", f"{len(lacking)} shard(s) have no row hashes (their check could not "
                                                  f"run), so they were not compared: {', '.join(lacking[:5])}")

@@ -24,7 +24,7 @@ from datacheck.checks.registry import Repeats, RowCheck, ShardContext, ShardItem
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
-from datacheck.model.roles import row_content
+from datacheck.model.roles import content_gap, row_content
 
 __all__ = ["exact_in_shard", "content_columns", "repeated_stretches"]
 
@@ -216,13 +216,19 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     rule; without ``[tokens] tokenizer`` a skipped entry says whitespace tokens are not judged). On a running text (:attr:`ShardContext.running_text`: a ``.txt`` read by line or
     paragraph) a copy counts only in a stretch of rows that repeats an earlier stretch in order and
     holds at least that many characters (:func:`repeated_stretches`): a pasted passage of short verse
-    lines is found, a play's repeated speaker names are not."""
+    lines is found, a play's repeated speaker names are not. A shard whose content cannot tell its
+    samples apart (:func:`~datacheck.model.roles.content_gap`: a declared content column it lacks, such
+    as a mistyped ``[columns] input_ids``, leaves only masks and labels) is skipped, naming the column."""
     cols = content_columns(ctx)
     if not cols:
         return
     if cols == [ctx.roles.label]:
         yield Skipped("dup.exact_in_shard", "no content column besides the label (set [columns] text or "
                                             "features to the columns a row is made of)")
+        return
+    gap = content_gap(ctx.roles, cols)
+    if gap is not None:  # e.g. a mistyped [columns] input_ids: the mask and label alone are no sample
+        yield Skipped("dup.exact_in_shard", gap)
         return
     unjudged = unjudged_responses(ctx, cols)
     if unjudged is not None:

@@ -64,6 +64,7 @@ from datacheck.io.hashspill import SpilledColumns
 from datacheck.io.rowhash import row_hash_expr
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Example, Finding, Skipped
+from datacheck.model.roles import content_gap
 
 __all__ = ["NEAR_KEY", "TEXT_KEY", "NUM_PERM", "SHINGLE", "signatures", "lsh_params", "clusters",
            "ShardSignatures", "shard_clusters",
@@ -221,8 +222,8 @@ def near_payload(ctx: ShardContext) -> Iterable[Payload]:
     if not enabled(ctx.cfg):
         return
     doc = _document(ctx)
-    if doc is None:
-        return
+    if doc is None or content_gap(ctx.roles, doc[1]) is not None:
+        return  # a text of which a declared column is missing: skipped by the shard stage
     expr, cols = doc
     floor = ctx.running_text
     if floor is not None and cols != [ctx.roles.input_ids]:  # a running text's short lines: no shingle
@@ -234,9 +235,14 @@ def near_payload(ctx: ShardContext) -> Iterable[Payload]:
 
 @check("dup.near_duplicate", layouts=lay.ANY - {"tabular", "ctc"}, roles=("text|input_ids",))
 def _near_shard_stage(ctx: ShardContext) -> Iterable[ShardItem]:
+    """Shard stage: skipped when ``[dup] near`` is off, or when the row's document is a text of which
+    a declared column is missing (:func:`~datacheck.model.roles.content_gap`: ``[columns] text =
+    ["title", "body"]`` on a shard without ``body``; titles alone are not the documents)."""
     if not enabled(ctx.cfg):
         yield Skipped("dup.near_duplicate", "near-duplicate search is off: set [dup] near = true (MinHash LSH over "
                                             "5-gram shingles; threshold [dup] near_threshold, default 0.8)")
+    elif (doc := _document(ctx)) is not None and (gap := content_gap(ctx.roles, doc[1])) is not None:
+        yield Skipped("dup.near_duplicate", gap)
 
 
 # ----------------------------------------------------------------------------------------- merge
@@ -408,7 +414,8 @@ def near_duplicate(dctx: Any) -> Iterable[Finding | Skipped]:
     if not enabled(cfg):
         return
     shards = [s for s in dctx.readable_shards() if isinstance(s.payload.get(NEAR_KEY), dict)]
-    lacking = [s.path for s in dctx.readable_shards() if s not in shards and (s.rows or 0) > 0]
+    lacking = [s.path for s in dctx.readable_shards() if s not in shards and (s.rows or 0) > 0
+               and not any(k.check == "dup.near_duplicate" and not k.error for k in getattr(s, "skipped", ()))]
     if lacking and shards:
         yield Skipped("dup.near_duplicate", f"{len(lacking)} shard(s) have no signatures (no text or input_ids "
                                             f"column, or their check could not run): {', '.join(lacking[:5])}")
