@@ -26,7 +26,7 @@ from datacheck.checks.registry import ratio as _div
 from datacheck.checks.roledtype import problem, problems
 from datacheck.derive.read import CHAT
 from datacheck.model import layouts as lay
-from datacheck.model.findings import Finding, Skipped
+from datacheck.model.findings import EXAMPLE_LENGTH, EXAMPLE_POSITION, EXAMPLE_TEXT, Finding, Skipped
 from datacheck.model.roles import seq2seq_layout
 from datacheck.model.stats import EOS, EosSupervision
 
@@ -127,13 +127,14 @@ def pad_attended(ctx: ShardContext) -> Iterable[ShardItem]:
 _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
 
 
-@check("padding.label_not_ignored", layouts=lay.TOKENIZED - frozenset({"seq2seq"}), roles=("attention_mask", "labels"), facts=("labels.ignore_index",),
+@check("padding.label_not_ignored", layouts=lay.TOKENIZED, roles=("attention_mask", "labels"), facts=("labels.ignore_index",),
        reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",))
 def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.label_not_ignored``: a position with mask 0 has a label other than ``ignore_index``
-    (the loss trains on padding). Skipped in a seq2seq layout (labels follow the decoder); on a shard
-    of unknown layout the message also names ``[dataset] layout = "seq2seq"`` (decoder targets padded
-    to the encoder's length are not recognized as such).
+    (the loss trains on padding). In a seq2seq layout the labels follow the decoder, not the
+    encoder's mask: the padded positions are then the labels' trailing run of ``pad_token_id``
+    (:func:`_decoder_label_padding`); on a shard of unknown layout the message also names
+    ``[dataset] layout = "seq2seq"`` (decoder targets the recognizer could not place).
 
     The rule is the same whatever ``[labels] shifted`` says: unshifted, ``labels[i]`` at a padded
     position is the target predicted from position i-1 (the model learns to emit padding);
@@ -145,7 +146,7 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
         return
     s2s = seq2seq_layout(ctx.cfg.dataset.schema_, ctx.schema, ctx.layout)
     if s2s is not None:
-        yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not attention_mask")
+        yield from _decoder_label_padding(ctx, s2s)
         return
     mcol, labels, ign = ctx.roles.attention_mask, ctx.roles.labels, ctx.cfg.labels.ignore
     nz = positions_count([mcol, labels], lambda mm, y, ign=ign: (mm == 0) & (y != ign), ctx.schema)
@@ -164,6 +165,49 @@ def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
                 "the loss trains on padding. Set labels to ignore_index where the mask is 0" + hint)
 
     yield _positions_rule(ctx, "padding.label_not_ignored", labels, "pad_label", bad, example, message)
+
+
+def _decoder_label_padding(ctx: ShardContext, s2s: str) -> Iterable[ShardItem]:
+    """``padding.label_not_ignored`` in a seq2seq layout (``s2s``: why it is one): ``labels`` is the
+    decoder's target, which the encoder's ``attention_mask`` does not cover, so a padded position is
+    one of the trailing run of ``pad_token_id`` that ends a row of ``labels`` (integer lists): the
+    target padded with the pad id instead of ``ignore_index``, as T5's classic preprocessing
+    (``labels = tokenizer(text_target=..., padding="max_length").input_ids``) does, so that the loss
+    trains the decoder to emit padding. When ``pad_token_id == eos_token_id`` the run's first id is
+    the eos that ends the target and is not counted. A row fails when its run counts one position
+    or more (``details["positions"]``: their sum). Skipped without ``[tokens] pad_token_id`` (the
+    decoder's padding cannot be told from the target)."""
+    tok, labels = ctx.cfg.tokens, ctx.roles.labels
+    pad = tok.pad_token_id
+    if pad is None or labels is None:
+        yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not "
+                                                   "attention_mask; needs [tokens] pad_token_id to tell its padding")
+        return
+    eos_is_pad = tok.eos_token_id is not None and tok.eos_token_id == pad
+    # positions with no other id at or after them: the trailing run of the pad id
+    run = pl.col(labels).list.eval((pl.element() != pad).fill_null(True).cast(pl.Int8)
+                                   .cum_max(reverse=True).eq(0)).list.sum().fill_null(0).cast(pl.Int64)
+    count = (run - 1).clip(lower_bound=0) if eos_is_pad else run
+
+    def one(r: dict[str, Any]) -> dict[str, Any] | None:
+        y, n = r[labels], r["__n"]
+        if y is None or not n:
+            return None
+        k = len(y) - n
+        return {EXAMPLE_TEXT: f"{n} decoder padding position(s) supervised; first at position {k} of {len(y)}: "
+                              f"label {y[k]} (pad_token_id) after the target", EXAMPLE_POSITION: k, EXAMPLE_LENGTH: len(y)}
+
+    example = pl.struct(pl.col(labels), count.alias("__n")).map_elements(one, return_dtype=pl.Struct(
+        {EXAMPLE_TEXT: pl.String, EXAMPLE_POSITION: pl.Int64, EXAMPLE_LENGTH: pl.Int64}))
+
+    def message(n: int, d: dict[str, Any], pad: int = pad, ign: int | None = ctx.cfg.labels.ignore, s2s: str = s2s) -> str:
+        return (f"{n} row(s) pad the decoder's labels with pad_token_id {pad} instead of ignore_index "
+                f"{ign} ({d.get('positions')} positions; {s2s}): the loss trains the decoder "
+                "on padding. Set labels to ignore_index after the target (DataCollatorForSeq2Seq's "
+                "label_pad_token_id = -100)")
+
+    yield RowCheck(check="padding.label_not_ignored", column=labels, fails=count > 0, example=example,
+                   details={"positions": count.sum()}, details_merge={"positions": sum_parts}, message=message)
 
 
 def label_of_token(ctx: ShardContext, labels: str) -> pl.Expr:

@@ -14,7 +14,11 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
 
    - ``seq2seq``: a decoder column, or ``labels`` of another length than ``input_ids`` in every sample
      row, or in some rows and unlike the ids in the others (labels equal to the ids where the lengths
-     agree: unsure, a ``length.mismatch`` defect or decoder targets);
+     agree: unsure, a ``length.mismatch`` defect or decoder targets); labels of the ids' length are
+     decoder targets padded to the encoder's length (T5's ``padding="max_length"``) when they agree
+     with neither the ids nor the next ids, are no tags, and in at least :data:`AGREEMENT` of the
+     sample rows are one run from position 0 that is neither inside the row's ids nor some row's
+     ids, of another length than the attended ids in at least half of them (:func:`_decoder_targets`);
    - packed (``document_ids``, ``seq_lens`` or ``cu_seqlens``, or ``position_ids`` that reset to 0
      inside a sample row): ``packed_sft`` when some document's labels ignore more than its first
      token (a prompt hidden from the loss), else ``packed_lm``;
@@ -318,6 +322,60 @@ def _label_evidence_rows(df: pl.DataFrame, ids: str, labels: str, mask: str | No
     return ev
 
 
+def _occurs(needle: list[int], hay: list[int]) -> bool:
+    """Whether the non-empty list ``needle`` is a contiguous run of the list ``hay`` (compared at
+    each position of ``hay`` that holds ``needle``'s first value)."""
+    k, first = len(needle), needle[0]
+    return any(hay[i] == first and hay[i:i + k] == needle for i in range(len(hay) - k + 1))
+
+
+def _decoder_targets(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None) -> tuple[int, int, int]:
+    """Whether the sample's ``labels`` (integer lists of the ids' length) read as a decoder's target
+    sequences padded to the encoder's length (T5/BART rows from ``tokenizer(text, text_target=...,
+    padding="max_length")``, labels padded with -100 or with the pad id): ``(targets, own, judged)``.
+
+    ``judged``: the rows whose ids and labels are present, of one length, with a supervised label
+    (not null, not ``ignore``, >= 0). ``targets``: those whose supervised labels are one run from
+    position 0 (a target sequence, not a response after a hidden prompt) and are neither a run
+    inside the row's own ids (token labels shifted by any offset) nor the attended ids of some
+    sample row (labels copied from another row). ``own``: those whose supervised length differs
+    from the row's attended length (the ``mask`` 1 positions, or the row's length without a mask of
+    its length): a target of its own length, unrelated to the encoder's mask.
+
+    Python per row, over at most :data:`SAMPLE_ROWS` rows, run only when the labels agree with
+    neither the ids nor the next ids (the recognizer's unsure branch)."""
+    cols = [ids, labels] + ([mask] if mask is not None else [])
+    rows = df.select(cols).rows()
+    inputs = []
+    for r in rows:
+        a, m = r[0], r[2] if mask is not None else None
+        if a is None or None in a:
+            continue
+        if m is not None and len(m) == len(a) and None not in m:
+            a = [x for x, keep in zip(a, m) if keep]
+        inputs.append(tuple(a))
+    seen = set(inputs)
+    targets = own = judged = 0
+    for r in rows:
+        a, b, m = r[0], r[1], r[2] if mask is not None else None
+        if a is None or b is None or len(a) != len(b) or None in a:
+            continue
+        sup = [i for i, v in enumerate(b) if v is not None and v != ignore and v >= 0]
+        if not sup:
+            continue
+        judged += 1
+        k = len(sup)
+        attended = sum(1 for v in m if v) if m is not None and len(m) == len(a) and None not in m else len(a)
+        own += k != attended
+        if sup[-1] != k - 1:  # not one run from position 0
+            continue
+        target = b[:k]
+        if tuple(target) in seen or _occurs(target, a):
+            continue
+        targets += 1
+    return targets, own, judged
+
+
 def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ignore: int | None = -100,
               spans: bool = False) -> Layout:
     """The layout the shard's columns and sample rows show (the module docstring's rules).
@@ -432,6 +490,13 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
     if not lm:
         if ev["max"] < MAX_TAG_ID and ev["max"] < ev["sup"]:
             return found("token_classification", f"{labels!r} holds class ids up to {ev['max']} aligned with {ids!r}")
+        targets, own, judged = _decoder_targets(df, ids, labels, mask, ignore)
+        if judged and targets >= AGREEMENT * judged and 2 * own >= judged:
+            return found("seq2seq", f"{labels!r} unlike {ids!r} (the ids on {ev['same']} and the next id on "
+                                    f"{ev['next']} of {ev['sup']} supervised sample positions); in {targets} of "
+                                    f"{judged} sample rows a target sequence of its own from position 0, of another "
+                                    f"length than the attended ids in {own} (decoder targets padded to the "
+                                    "encoder's length)")
         return unknown(f"unsure: {labels!r} equals {ids!r} on {ev['same']} and the next id on {ev['next']} of "
                        f"{ev['sup']} supervised sample positions (neither token labels nor tags)")
     if roles.assistant_mask is not None or ev["hidden"] or spans:

@@ -26,9 +26,11 @@ def test_seq2seq_declared_labels_align_with_nothing():
     bad = {**T5, "attention_mask": [[1, 1, 1, 1], [1, 1, 1, 0, 0]]}
     (f,) = _checks(audit_frame(pl.DataFrame(bad), cfg), "length.mismatch")
     assert f.rows == (0,) and "['input_ids', 'attention_mask']" in f.message
-    # labels no longer compared with the encoder's mask position by position: the check does not apply
-    assert res.layout["name"] == "seq2seq" and "padding.label_not_ignored" in res.not_applicable
+    # labels no longer compared with the encoder's mask position by position: the check judges the
+    # decoder's padding (a trailing run of pad_token_id 0 in labels), which these rows do not have
+    assert res.layout["name"] == "seq2seq" and "padding.label_not_ignored" not in res.not_applicable
     assert not [s for s in res.skipped if s.check == "padding.label_not_ignored"]
+    assert _checks(res, "padding.label_not_ignored") == []
 
 
 def test_seq2seq_equal_lengths_are_not_compared_with_the_encoder_mask():
