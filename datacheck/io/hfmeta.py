@@ -14,16 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datacheck.io.safejson import JsonInputError, read_json_file
+from datacheck.io.safejson import MAX_JSON_FILE_BYTES, JsonInputError, loads, read_json_file
 from datacheck.model.errors import UsageError
 
-__all__ = ["STATE_NAME", "DATASET_DICT_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state",
-           "hf_data_files", "read_dataset_dict"]
+__all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state",
+           "hf_data_files", "read_dataset_dict", "class_label_names", "features_of_schema_metadata",
+           "read_info_features"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
 STATE_NAME = "state.json"
 #: File name of a ``DatasetDict.save_to_disk`` folder's split list (``{"splits": ["train", "test"]}``).
 DATASET_DICT_NAME = "dataset_dict.json"
+#: The most bytes of ``huggingface`` schema metadata parsed (the bound of any metadata JSON file).
+MAX_FEATURES_BYTES = MAX_JSON_FILE_BYTES
+#: File name of a split's ``DatasetInfo`` in a ``save_to_disk`` folder (its ``features`` declare the columns).
+INFO_NAME = "dataset_info.json"
 
 
 @dataclass(frozen=True)
@@ -143,3 +148,63 @@ def read_dataset_dict(path: Path) -> HfDatasetDict | None:
     bad = [n for n in names if not _plain_name(n)]
     problem = (f"split names that are not plain folder names: {', '.join(map(repr, bad[:5]))}" if bad else None)
     return HfDatasetDict(splits=good, problem=problem)
+
+
+# ------------------------------------------------------------------------------- declared features
+def class_label_names(features: Any, column: str) -> tuple[str, ...] | None:
+    """The class names a ``datasets`` features dict declares for ``column`` as a ``ClassLabel``.
+
+    ``datasets`` serializes ``ClassLabel(names=[...])`` as ``{"names": [...], "_type": "ClassLabel"}``
+    (older versions also write ``"dtype": "int64"`` and ``"num_classes"``); the column then holds
+    int64 class indices into ``names`` (``-1``: no label, e.g. GLUE's hidden test labels). Only a
+    top-level ``ClassLabel`` counts (a ``Sequence`` of them is a token tag list).
+
+    Args:
+        features: the decoded ``features`` object (``dataset_info.json``'s, or the ``info.features`` of
+            the ``huggingface`` schema metadata key).
+        column: the column name.
+
+    Returns:
+        The names (a tuple of str, at least one), or None when ``column`` is no ``ClassLabel`` there or
+        its ``names`` is not a non-empty list of distinct strings (nothing is inferred from a malformed
+        declaration).
+    """
+    if not isinstance(features, dict):
+        return None
+    feat = features.get(column)
+    if not isinstance(feat, dict) or feat.get("_type") != "ClassLabel":
+        return None
+    names = feat.get("names")
+    if (not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names)
+            or len(set(names)) != len(names)):
+        return None
+    return tuple(names)
+
+
+def features_of_schema_metadata(metadata: dict[bytes, bytes] | None) -> Any:
+    """The ``features`` object of an Arrow/Parquet schema's ``huggingface`` metadata key
+    (``{"info": {"features": {...}}}``, written by ``datasets`` into every parquet and arrow file it
+    writes), or None when the key is absent or is not that JSON (bounded loader: nesting, size)."""
+    raw = (metadata or {}).get(b"huggingface")
+    if raw is None or len(raw) > MAX_FEATURES_BYTES:
+        return None
+    try:
+        data = loads(raw)
+    except JsonInputError:
+        return None
+    info = data.get("info") if isinstance(data, dict) else None
+    return info.get("features") if isinstance(info, dict) else None
+
+
+def read_info_features(folder: Path) -> Any:
+    """The ``features`` object of ``folder/dataset_info.json`` (a ``save_to_disk`` split), or None when
+    the file is absent, unreadable, not JSON or holds no ``features`` (the file is inside the data:
+    never an exception)."""
+    path = Path(folder) / INFO_NAME
+    if not path.is_file():
+        return None
+    try:
+        data = read_json_file(path)
+    except (OSError, JsonInputError):
+        return None
+    return data.get("features") if isinstance(data, dict) else None
