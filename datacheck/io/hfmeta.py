@@ -19,7 +19,7 @@ from datacheck.model.errors import UsageError
 
 __all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state",
            "hf_data_files", "read_dataset_dict", "class_label_names", "features_of_schema_metadata",
-           "read_info_features"]
+           "read_info_features", "README_NAME", "readme_features"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
 STATE_NAME = "state.json"
@@ -208,3 +208,80 @@ def read_info_features(folder: Path) -> Any:
     except (OSError, JsonInputError):
         return None
     return data.get("features") if isinstance(data, dict) else None
+
+
+#: File name of a Hugging Face Hub dataset repository's card, whose YAML front matter may declare
+#: ``dataset_info: features:`` (the Hub's and ``datasets``' ``load_dataset`` read it).
+README_NAME = "README.md"
+#: The most bytes of a dataset card read for its front matter (PyYAML parses a few MiB a second; Hub
+#: cards are kilobytes, a card of hundreds of configs a few hundred KiB).
+MAX_README_BYTES = 4 << 20
+
+
+def readme_features(path: Path) -> list[tuple[str | None, dict[str, Any]]] | None:
+    """The features a dataset card's YAML front matter declares, per config: ``[(config_name or None,
+    {column: feature})]``, each feature in the JSON form :func:`class_label_names` reads (a
+    ``class_label`` becomes ``{"names": [...], "_type": "ClassLabel"}``; other dtypes are kept as given).
+
+    The card (``path``, a ``README.md``) opens with ``---``, its YAML, and ``---``; ``dataset_info`` is
+    one mapping or a list of them (one per config), each with ``features: [{name, dtype}]`` where a
+    class label's dtype is ``{"class_label": {"names": {"0": "neg", "1": "pos"}}}`` (keys the indices
+    0..n-1, as ``datasets`` writes them). None when the file is absent, not a regular file, over
+    :data:`MAX_README_BYTES`, has no front matter, uses YAML aliases (never written by the Hub; refused
+    rather than expanded) or does not parse: the card is inside the data, never an exception.
+    """
+    import yaml  # lazily: only a folder holding a dataset card pays for it
+
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return None
+        with open(p, "rb") as f:
+            raw = f.read(MAX_README_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_README_BYTES:
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    if end is None:
+        return None
+    front = "\n".join(lines[1:end])
+    if "class_label" not in front:  # the only dtype read here: a card without one is not parsed
+        return []
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(front, Loader=yaml.SafeLoader)):
+            return None
+        meta = yaml.safe_load(front)
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
+        return None
+    info = meta.get("dataset_info") if isinstance(meta, dict) else None
+    configs = info if isinstance(info, list) else [info] if isinstance(info, dict) else []
+    out: list[tuple[str | None, dict[str, Any]]] = []
+    for conf in configs:
+        if not isinstance(conf, dict) or not isinstance(conf.get("features"), list):
+            continue
+        name = conf.get("config_name") if isinstance(conf.get("config_name"), str) else None
+        feats: dict[str, Any] = {}
+        for feat in conf["features"]:
+            if isinstance(feat, dict) and isinstance(feat.get("name"), str):
+                feats[feat["name"]] = _card_feature(feat.get("dtype"))
+        out.append((name, feats))
+    return out
+
+
+def _card_feature(dtype: Any) -> Any:
+    """A card's ``dtype`` in ``dataset_info.json``'s form where it is a ``class_label`` whose names
+    are keyed by exactly the indices 0..n-1 (as strings or ints); anything else as given."""
+    cl = dtype.get("class_label") if isinstance(dtype, dict) else None
+    names = cl.get("names") if isinstance(cl, dict) else None
+    if not isinstance(names, dict):
+        return dtype
+    keys = {str(k) for k in names}
+    if keys != {str(i) for i in range(len(names))}:
+        return dtype
+    by_index = {str(k): v for k, v in names.items()}
+    return {"names": [by_index[str(i)] for i in range(len(names))], "_type": "ClassLabel"}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from checkhelp import findings, one, skipped_reason
 
 import datacheck
@@ -173,3 +174,77 @@ def test_malformed_or_other_declarations_give_no_names(feat):
 def test_old_style_classlabel_with_num_classes():
     feat = {"num_classes": 3, "names": ["a", "b", "c"], "names_file": None, "id": None, "_type": "ClassLabel"}
     assert class_label_names({"label": feat}, "label") == ("a", "b", "c")
+
+
+CARD = """---
+language:
+- en
+dataset_info:
+  features:
+  - name: text
+    dtype: string
+  - name: label
+    dtype:
+      class_label:
+        names:
+          '0': sadness
+          '1': joy
+          '2': love
+  splits:
+  - name: train
+    num_examples: 4
+---
+# a card
+"""
+
+
+def _card_names(card: str) -> list[str]:
+    """The class names of ``label`` in a card, read with yaml here."""
+    front = card.split("---\n")[1]
+    feats = yaml.safe_load(front)["dataset_info"]["features"]
+    names = next(f["dtype"]["class_label"]["names"] for f in feats if f["name"] == "label")
+    return [names[str(i)] for i in range(len(names))]
+
+
+def test_hub_card_declares_classlabel_for_jsonl(tmp_path):
+    """A Hub-style folder: JSONL shards (no metadata of their own) and a README.md whose front matter
+    declares 'label' as class_label with 3 names: num_classes 3 from the card; label 3 is out of range."""
+    names = _card_names(CARD)
+    (tmp_path / "README.md").write_text(CARD)
+    rows = [0, 1, 2, len(names)]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text(
+        "".join(json.dumps({"text": f"t{i}", "label": v}) + "\n" for i, v in enumerate(rows)))
+    rep = datacheck.audit(str(tmp_path))
+    assert rep.label_facts is not None and rep.label_facts["num_classes"] == len(names)
+    assert rep.label_facts["names"] == names and rep.label_facts["source"].startswith("README.md")
+    assert one(rep, "labels.out_of_range", "label").rows == (rows.index(len(names)),)
+
+
+def test_hub_card_configs_that_differ_take_nothing(tmp_path):
+    card = CARD.replace("dataset_info:\n  features:", "dataset_info:\n- config_name: a\n  features:").replace(
+        "  splits:\n  - name: train\n    num_examples: 4\n", "")
+    card = card.replace("---\n# a card", "- config_name: b\n  features:\n  - name: label\n    dtype:\n      class_label:\n"
+                        "        names:\n          '0': x\n          '1': y\n---\n# a card")
+    (tmp_path / "README.md").write_text(card)
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "label": 0}\n{"text": "b", "label": 1}\n')
+    rep = datacheck.audit(str(tmp_path))
+    assert rep.label_facts is not None and rep.label_facts["filled"] is False and "per config" in rep.label_facts["note"]
+    assert skipped_reason(rep, "labels.out_of_range") is not None
+
+
+def test_hub_card_with_aliases_is_not_read(tmp_path):
+    """A card using YAML anchors/aliases (the Hub never writes them; a bomb could) is not read."""
+    card = CARD.replace("  - name: text\n    dtype: string\n", "  - &t\n    name: text\n    dtype: string\n  - *t\n")
+    (tmp_path / "README.md").write_text(card)
+    (tmp_path / "train.jsonl").write_text('{"text": "a", "label": 0}\n')
+    rep = datacheck.audit(str(tmp_path))
+    assert rep.label_facts is None and skipped_reason(rep, "labels.out_of_range") is not None
+
+
+def test_card_disagreeing_with_parquet_metadata_takes_nothing(tmp_path):
+    (tmp_path / "README.md").write_text(CARD)
+    _hf_parquet(tmp_path / "train.parquet", [0, 1], ["neg", "pos"])
+    rep = datacheck.audit(str(tmp_path))
+    assert rep.label_facts is not None and rep.label_facts["filled"] is False
+    assert "different names" in rep.label_facts["note"]
