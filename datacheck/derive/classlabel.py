@@ -1,5 +1,5 @@
-"""The class count a Hugging Face dataset declares for its label column (``ClassLabel(names=[...])``),
-taken as ``[labels] num_classes`` when the config gives no class domain.
+"""The classes a Hugging Face dataset declares for its label column (``ClassLabel(names=[...])``),
+taken as ``[labels] classes`` (so ``len(names)`` classes) when the config gives no class domain.
 
 ``datasets`` stores a ``ClassLabel`` column as int64 class indices and declares the names in the
 data's own metadata: in every parquet and arrow file it writes (the schema metadata key
@@ -8,7 +8,8 @@ data's own metadata: in every parquet and arrow file it writes (the schema metad
 them in its YAML front matter (``dataset_info: features:``, ``dtype: class_label: names:``), which
 ``load_dataset`` casts the files to. A training script builds its head from ``len(names)``
 (``features["label"].num_classes``), so ``labels.out_of_range`` and ``labels.unseen_class`` check
-against that count, as if ``[labels] num_classes`` had been written. The label column is
+against that count, as if ``[labels] classes = names`` had been written (integer labels index into
+the names; a column holding the names themselves is checked against them). The label column is
 ``[columns] label`` when set, else ``label``, else ``labels`` (the role's inferred names).
 
 Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too): the parquet
@@ -69,8 +70,8 @@ def declared_features(shard: DiscoveredShard, info_cache: dict[Path, Any] | None
 
 
 def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
-    """``cfg`` with ``[labels] num_classes`` = the number of names the shards' ``ClassLabel``
-    declaration of the label column gives, when ``[labels]`` sets neither ``num_classes`` nor
+    """``cfg`` with ``[labels] classes`` = the names the shards' ``ClassLabel`` declaration of the
+    label column gives (their count the class count), when ``[labels]`` sets neither ``num_classes`` nor
     ``classes`` (:meth:`Config.with_declared_classes`: the config's value wins, a different count is
     a note in the report's ``label_facts``). Every shard that declares the column as a ``ClassLabel``
     must declare the same names; when they differ nothing is taken and the note names two of them.
@@ -105,7 +106,7 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
         else:
             card_note[c] = (f"{README_NAME} declares {c!r} as ClassLabel with different names per config ("
                             + ", ".join(f"{conf}: {len(n)}" for conf, n in per_config[:5])
-                            + "): no [labels] num_classes was taken from it; set [labels] num_classes (or classes)")
+                            + "): no [labels] classes were taken from it; set [labels] num_classes (or classes)")
         break
     col = next((c for c in columns if c in found or c in card_note), None)
     if col is None:
@@ -117,7 +118,7 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
     other = next(((n, w) for n, w in decl if n != first_names), None)
     if other is not None:
         note = (f"the data declares {col!r} as ClassLabel with different names ({first_where}: {len(first_names)} "
-                f"{list(first_names[:5])}, {other[1]}: {len(other[0])} {list(other[0][:5])}): no [labels] num_classes "
-                "was taken from them; set [labels] num_classes (or classes) to the model's class count")
+                f"{list(first_names[:5])}, {other[1]}: {len(other[0])} {list(other[0][:5])}): no [labels] classes "
+                "were taken from them; set [labels] num_classes (or classes) to the model's class count")
         return cfg.with_declared_classes(col, None, first_where, note=note)
     return cfg.with_declared_classes(col, first_names, first_where)

@@ -683,18 +683,22 @@ class Config(_Section):
 
     @property
     def label_facts(self) -> dict[str, Any] | None:
-        """The class count the data's own declared features gave (:meth:`with_declared_classes`):
-        ``{"column", "num_classes", "names", "source", "filled"}`` plus ``"note"`` when the config's
+        """The classes the data's own declared features gave (:meth:`with_declared_classes`):
+        ``{"column", "num_classes" (the number of names), "names" (the first :data:`LABEL_FACT_NAMES`),
+        "source", "filled"}`` (``filled``: taken as ``[labels] classes``) plus ``"note"`` when the config's
         value was kept against a different declaration or the shards disagree; None when the data
         declares no ``ClassLabel`` for the label column; the report's ``label_facts``."""
         return self._from_data
 
     def with_declared_classes(self, column: str, names: tuple[str, ...] | None, source: str,
                               note: str | None = None) -> Config:
-        """This config with ``[labels] num_classes = len(names)`` when ``[labels]`` gives neither
-        ``num_classes`` nor ``classes``: the class count a Hugging Face ``ClassLabel(names=[...])``
+        """This config with ``[labels] classes = names`` (so ``len(names)`` classes) when ``[labels]``
+        gives neither ``num_classes`` nor ``classes``: the classes a Hugging Face ``ClassLabel(names=[...])``
         declaration of the label ``column`` states (``source``: the shard and the metadata it was read
-        from). A value written in the config always wins (it is the model's head; the data may declare
+        from). ``classes`` rather than ``num_classes``: integer labels index into the names, as
+        ``datasets`` stores them, and a column holding the names themselves (a CSV the card declares,
+        which ``load_dataset`` encodes with ``str2int``) is checked against them, never a
+        ``schema.dtype`` finding for not being integers. A value written in the config always wins (it is the model's head; the data may declare
         more or fewer classes on purpose): a different count is kept, and the report's ``label_facts``
         carries a ``note`` naming both numbers (rows past the config's count are still
         ``labels.out_of_range``, declared classes no row has still ``labels.unseen_class``).
@@ -710,7 +714,7 @@ class Config(_Section):
         facts: dict[str, Any] = {"column": column, "num_classes": k, "names": list(names[:LABEL_FACT_NAMES]),
                                  "source": source, "filled": given is None}
         if given is None:
-            out = self.model_copy(update={"labels": lab.model_copy(update={"num_classes": k})})
+            out = self.model_copy(update={"labels": lab.model_copy(update={"classes": list(names)})})
         else:
             out = self.model_copy()
             if given != k:
@@ -995,7 +999,8 @@ def config_from_bytes(raw: bytes, path: str | Path, *, allow_python_schema: bool
 
 #: the config line of a report made without a config file under settings other than the defaults
 CONFIG_CHANGED_LINE = ("config: none (the defaults changed by --schema, a DatasetDict's declared splits, "
-                       "the splits the Hub's file names give or a config given in memory)")
+                       "the splits the Hub's file names give, the classes the data's ClassLabel declares "
+                       "or a config given in memory)")
 
 
 def describe_tokenizer_facts(facts: dict[str, Any] | None) -> str:
@@ -1009,7 +1014,7 @@ def describe_tokenizer_facts(facts: dict[str, Any] | None) -> str:
 
 def describe_label_facts(facts: dict[str, Any] | None) -> str:
     """The class count a report's ``label_facts`` says came from the data, as one phrase:
-    ``"[labels] num_classes = 2 from the ClassLabel of 'label' in train.parquet (...)"``, or its note
+    ``"[labels] classes = the 2 ClassLabel names of 'label' in train.parquet (...)"``, or its note
     when the config's value was kept or nothing was taken; ``""`` for None."""
     if not facts:
         return ""
@@ -1017,7 +1022,7 @@ def describe_label_facts(facts: dict[str, Any] | None) -> str:
         return str(facts["note"])
     if not facts.get("filled"):
         return ""
-    return (f"[labels] num_classes = {facts.get('num_classes')} from the ClassLabel of {facts.get('column')!r} "
+    return (f"[labels] classes = the {facts.get('num_classes')} ClassLabel names of {facts.get('column')!r} "
             f"in {facts.get('source')}")
 
 
@@ -1025,7 +1030,8 @@ def describe_config(source: str | None, config_hash: str | None = None) -> str:
     """The line each command prints at the top of its output: ``"config: <file>"``; without a file
     ``"config: none (defaults)"``, or :data:`CONFIG_CHANGED_LINE` when ``config_hash`` (a report's) is not that
     of the defaults: without a file the defaults were changed by ``--schema``, by the splits a Hugging Face
-    ``DatasetDict`` folder declares or the shards' names give (``[dataset] infer_splits``), or a :class:`Config`
+    ``DatasetDict`` folder declares or the shards' names give (``[dataset] infer_splits``), by the classes
+    a ``ClassLabel`` of the data declares (the report's ``label_facts``), or a :class:`Config`
     or dict was passed to :func:`datacheck.audit` (the report
     does not say which; it was "given in memory", which misled a CLI user who had given none)."""
     if source:

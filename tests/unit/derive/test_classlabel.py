@@ -248,3 +248,23 @@ def test_card_disagreeing_with_parquet_metadata_takes_nothing(tmp_path):
     rep = datacheck.audit(str(tmp_path))
     assert rep.label_facts is not None and rep.label_facts["filled"] is False
     assert "different names" in rep.label_facts["note"]
+
+
+def test_hub_card_over_string_labels_checks_the_names(tmp_path):
+    """A card's class_label over a JSONL that holds the names themselves (load_dataset encodes them with
+    str2int): no schema.dtype false alarm for not being integers; a name outside the card's is
+    labels.out_of_range naming its row; every name is seen."""
+    names = _card_names(CARD)
+    (tmp_path / "README.md").write_text(CARD)
+    rows = [*names, names[0]]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": f"t{i}", "label": v}) + "\n"
+                                                  for i, v in enumerate(rows)))
+    clean = datacheck.audit(str(tmp_path))
+    assert clean.findings == [] and clean.label_facts is not None and clean.label_facts["num_classes"] == len(names)
+    assert skipped_reason(clean, "labels.out_of_range") is None and skipped_reason(clean, "labels.unseen_class") is None
+    rows[1] = "anger"  # not one of the card's names
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": f"t{i}", "label": v}) + "\n"
+                                                  for i, v in enumerate(rows)))
+    rep = datacheck.audit(str(tmp_path))
+    assert one(rep, "labels.out_of_range", "label").rows == (1,)
+    assert one(rep, "labels.unseen_class", "label").details["unseen"] == [names[1]]

@@ -30,4 +30,4 @@ def test_clean_and_inspect_use_the_declared_count(tmp_path):
     assert pq.read_table(res.out / "train.parquet").column("label").to_pylist() == [v for v in labels if v < len(names)]
     (ins,) = inspect_shards([str(tmp_path / "in")], config_from_dict({}), checks=["labels.out_of_range"])
     assert ins.failing["labels.out_of_range:label"] == bad
-    assert any(f"num_classes = {len(names)}" in n for n in ins.notes)
+    assert any(f"[labels] classes = the {len(names)} ClassLabel names of 'label'" in n for n in ins.notes)
