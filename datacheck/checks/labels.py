@@ -385,7 +385,9 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
     dataset carries. Uses the exact per-shard label counts (merged). With string ``classes`` and
     integer labels (Hugging Face ``ClassLabel``), class ``i`` is seen when label ``i`` occurs. A
     Boolean label (every shard's, e.g. TRL's KTO ``label``) has its two classes by its dtype
-    (:data:`BOOL_CLASSES`): no ``num_classes`` is asked for, and the finding names False / True."""
+    (:data:`BOOL_CLASSES`): no ``num_classes`` is asked for, and the finding names False / True.
+    Skipped when every label of the dataset is negative (an unlabeled split, GLUE's -1 test labels:
+    ``labels.unexpected_sentinel`` reports them): no row carries a class to be seen or not."""
     lab = dctx.cfg.labels
     counts = LabelCounts.merge(c for c in (LabelCounts.of(s.stats) for s in dctx.readable_shards()) if c is not None)
     merged: dict[Any, int] = dict(counts.counts) if counts is not None else {}
@@ -397,6 +399,13 @@ def unseen_class(dctx: Any) -> Iterable[Finding | Skipped]:
                       if given else "no class label column (set [columns] label)")
         return
     numeric_seen = [v for v in merged if v is not None]
+    if ((lab.classes is not None or lab.num_classes is not None) and numeric_seen
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 for v in numeric_seen)):
+        # every label is a negative sentinel (GLUE's test splits store their hidden labels as -1,
+        # labels.unexpected_sentinel says so): the rows carry no class, none is "never seen"
+        yield Skipped("labels.unseen_class", f"no row of {col!r} carries a class: every label is negative "
+                      f"({sorted(numeric_seen)[:5]}), an unlabeled split")
+        return
     if lab.classes is not None and numeric_seen and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                         for v in numeric_seen) and index_classes(lab.classes, pl.Int64):
         # integer labels index into the class names (Hugging Face ClassLabel): unseen by index

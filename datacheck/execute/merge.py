@@ -175,6 +175,7 @@ def merge_part_inputs(parts: list[PartInput], fail_on: str | None = None, allow_
         raise UsageError(f"{parts[0].path}: the stored config does not reproduce its config_hash; re-run the parts "
                          "with this datacheck")
     cfg._from_tokenizer = first.get("tokenizer_facts")  # which [tokens] facts the parts took from the tokenizer
+    cfg._from_data = first.get("label_facts")  # the [labels] class count the parts took from the data's ClassLabel
     results = [by_path[s] for s in order]
     # the parts may have run in different checkouts of the same data: use a root that exists here
     root = next((Path(p.meta["root"]) for p in parts if Path(p.meta["root"]).is_dir()), Path(first["root"]))

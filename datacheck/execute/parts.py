@@ -178,6 +178,7 @@ def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int
         "index": index_doc,
         "config": cfg.to_dict(),
         "tokenizer_facts": cfg.tokenizer_facts,
+        "label_facts": cfg.label_facts,
         "config_hash": cfg.hash(),
         "fail_on": opts.fail_on,
         "datacheck_version": __version__,

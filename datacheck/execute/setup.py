@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterable
 
 from datacheck.contracts import load_contract
+from datacheck.derive.classlabel import with_declared_classes
 from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.execute.cache import CacheWarning, ShardCache
 from datacheck.execute.configpath import MAX_CONFIG_LEVELS, VCS_MARKERS, resolve_config_path
@@ -161,7 +162,9 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
     """Every check an audit makes before reading shards, in one place: ``fail_on``, the data contract
     (``[dataset] schema``), the cache folder, discovery of the shards, the splits a ``DatasetDict``
     folder declares or the shards' names give (used as ``[splits]`` when the config has none:
-    :func:`with_declared_splits`), and the committed data index.
+    :func:`with_declared_splits`), the class count a Hugging Face ``ClassLabel`` declares for the label
+    column (``[labels] num_classes`` when the config gives no class domain:
+    :func:`datacheck.derive.classlabel.with_declared_classes`), and the committed data index.
 
     Raises:
         UsageError: ``fail_on`` is not one of ``error|warn|never``; a path does not exist or holds no
@@ -187,6 +190,10 @@ def prepare_audit(paths: Iterable[str | Path], cfg: Config, opts: AuditOptions) 
         cache = None
     disc = discover([str(p) for p in paths], cfg.dataset.format, follow_symlinks=opts.follow_symlinks)
     cfg = with_declared_splits(cfg, disc, against=bool(opts.against))
+    declared = with_declared_classes(cfg, disc)
+    if declared.labels != cfg.labels and cache is not None:  # the filled num_classes is part of the config hash
+        cache = ShardCache(opts.cache_dir, declared, trust_mtime=opts.trust_mtime)
+    cfg = declared
     index = index_path = None
     index_file = cfg.index_file()
     if index_file is not None:  # a bad index is a usage error before any shard is read

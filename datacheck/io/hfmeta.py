@@ -14,16 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from datacheck.io.safejson import JsonInputError, read_json_file
+from datacheck.io.safejson import MAX_JSON_FILE_BYTES, JsonInputError, loads, read_json_file
 from datacheck.model.errors import UsageError
 
-__all__ = ["STATE_NAME", "DATASET_DICT_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state",
-           "hf_data_files", "read_dataset_dict"]
+__all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state",
+           "hf_data_files", "read_dataset_dict", "class_label_names", "features_of_schema_metadata",
+           "read_info_features", "README_NAME", "readme_features"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
 STATE_NAME = "state.json"
 #: File name of a ``DatasetDict.save_to_disk`` folder's split list (``{"splits": ["train", "test"]}``).
 DATASET_DICT_NAME = "dataset_dict.json"
+#: The most bytes of ``huggingface`` schema metadata parsed (the bound of any metadata JSON file).
+MAX_FEATURES_BYTES = MAX_JSON_FILE_BYTES
+#: File name of a split's ``DatasetInfo`` in a ``save_to_disk`` folder (its ``features`` declare the columns).
+INFO_NAME = "dataset_info.json"
 
 
 @dataclass(frozen=True)
@@ -143,3 +148,140 @@ def read_dataset_dict(path: Path) -> HfDatasetDict | None:
     bad = [n for n in names if not _plain_name(n)]
     problem = (f"split names that are not plain folder names: {', '.join(map(repr, bad[:5]))}" if bad else None)
     return HfDatasetDict(splits=good, problem=problem)
+
+
+# ------------------------------------------------------------------------------- declared features
+def class_label_names(features: Any, column: str) -> tuple[str, ...] | None:
+    """The class names a ``datasets`` features dict declares for ``column`` as a ``ClassLabel``.
+
+    ``datasets`` serializes ``ClassLabel(names=[...])`` as ``{"names": [...], "_type": "ClassLabel"}``
+    (older versions also write ``"dtype": "int64"`` and ``"num_classes"``); the column then holds
+    int64 class indices into ``names`` (``-1``: no label, e.g. GLUE's hidden test labels). Only a
+    top-level ``ClassLabel`` counts (a ``Sequence`` of them is a token tag list).
+
+    Args:
+        features: the decoded ``features`` object (``dataset_info.json``'s, or the ``info.features`` of
+            the ``huggingface`` schema metadata key).
+        column: the column name.
+
+    Returns:
+        The names (a tuple of str, at least one), or None when ``column`` is no ``ClassLabel`` there or
+        its ``names`` is not a non-empty list of distinct strings (nothing is inferred from a malformed
+        declaration).
+    """
+    if not isinstance(features, dict):
+        return None
+    feat = features.get(column)
+    if not isinstance(feat, dict) or feat.get("_type") != "ClassLabel":
+        return None
+    names = feat.get("names")
+    if (not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names)
+            or len(set(names)) != len(names)):
+        return None
+    return tuple(names)
+
+
+def features_of_schema_metadata(metadata: dict[bytes, bytes] | None) -> Any:
+    """The ``features`` object of an Arrow/Parquet schema's ``huggingface`` metadata key
+    (``{"info": {"features": {...}}}``, written by ``datasets`` into every parquet and arrow file it
+    writes), or None when the key is absent or is not that JSON (bounded loader: nesting, size)."""
+    raw = (metadata or {}).get(b"huggingface")
+    if raw is None or len(raw) > MAX_FEATURES_BYTES:
+        return None
+    try:
+        data = loads(raw)
+    except JsonInputError:
+        return None
+    info = data.get("info") if isinstance(data, dict) else None
+    return info.get("features") if isinstance(info, dict) else None
+
+
+def read_info_features(folder: Path) -> Any:
+    """The ``features`` object of ``folder/dataset_info.json`` (a ``save_to_disk`` split), or None when
+    the file is absent, unreadable, not JSON or holds no ``features`` (the file is inside the data:
+    never an exception)."""
+    path = Path(folder) / INFO_NAME
+    if not path.is_file():
+        return None
+    try:
+        data = read_json_file(path)
+    except (OSError, JsonInputError):
+        return None
+    return data.get("features") if isinstance(data, dict) else None
+
+
+#: File name of a Hugging Face Hub dataset repository's card, whose YAML front matter may declare
+#: ``dataset_info: features:`` (the Hub's and ``datasets``' ``load_dataset`` read it).
+README_NAME = "README.md"
+#: The most bytes of a dataset card read for its front matter (PyYAML parses a few MiB a second; Hub
+#: cards are kilobytes, a card of hundreds of configs a few hundred KiB).
+MAX_README_BYTES = 4 << 20
+
+
+def readme_features(path: Path) -> list[tuple[str | None, dict[str, Any]]] | None:
+    """The features a dataset card's YAML front matter declares, per config: ``[(config_name or None,
+    {column: feature})]``, each feature in the JSON form :func:`class_label_names` reads (a
+    ``class_label`` becomes ``{"names": [...], "_type": "ClassLabel"}``; other dtypes are kept as given).
+
+    The card (``path``, a ``README.md``) opens with ``---``, its YAML, and ``---``; ``dataset_info`` is
+    one mapping or a list of them (one per config), each with ``features: [{name, dtype}]`` where a
+    class label's dtype is ``{"class_label": {"names": {"0": "neg", "1": "pos"}}}`` (keys the indices
+    0..n-1, as ``datasets`` writes them). None when the file is absent, not a regular file, over
+    :data:`MAX_README_BYTES`, has no front matter, uses YAML aliases (never written by the Hub; refused
+    rather than expanded) or does not parse: the card is inside the data, never an exception.
+    """
+    import yaml  # lazily: only a folder holding a dataset card pays for it
+
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return None
+        with open(p, "rb") as f:
+            raw = f.read(MAX_README_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_README_BYTES:
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+    if end is None:
+        return None
+    front = "\n".join(lines[1:end])
+    if "class_label" not in front:  # the only dtype read here: a card without one is not parsed
+        return []
+    try:
+        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(front, Loader=yaml.SafeLoader)):
+            return None
+        meta = yaml.safe_load(front)
+    except (yaml.YAMLError, ValueError, OverflowError, RecursionError):
+        return None
+    info = meta.get("dataset_info") if isinstance(meta, dict) else None
+    configs = info if isinstance(info, list) else [info] if isinstance(info, dict) else []
+    out: list[tuple[str | None, dict[str, Any]]] = []
+    for conf in configs:
+        if not isinstance(conf, dict) or not isinstance(conf.get("features"), list):
+            continue
+        name = conf.get("config_name") if isinstance(conf.get("config_name"), str) else None
+        feats: dict[str, Any] = {}
+        for feat in conf["features"]:
+            if isinstance(feat, dict) and isinstance(feat.get("name"), str):
+                feats[feat["name"]] = _card_feature(feat.get("dtype"))
+        out.append((name, feats))
+    return out
+
+
+def _card_feature(dtype: Any) -> Any:
+    """A card's ``dtype`` in ``dataset_info.json``'s form where it is a ``class_label`` whose names
+    are keyed by exactly the indices 0..n-1 (as strings or ints); anything else as given."""
+    cl = dtype.get("class_label") if isinstance(dtype, dict) else None
+    names = cl.get("names") if isinstance(cl, dict) else None
+    if not isinstance(names, dict):
+        return dtype
+    keys = {str(k) for k in names}
+    if keys != {str(i) for i in range(len(names))}:
+        return dtype
+    by_index = {str(k): v for k, v in names.items()}
+    return {"names": [by_index[str(i)] for i in range(len(names))], "_type": "ClassLabel"}

@@ -64,6 +64,8 @@ _OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {**_LIMIT_KEYS, "infer_splits": Tru
 _BATCH_OUT_OF_HASH_AT_DEFAULT: dict[str, object] = {"loader": "auto", "even_batches": True, "split_batches": False}
 
 
+#: how many of a declared ClassLabel's names the report's ``label_facts`` lists (the count is always whole)
+LABEL_FACT_NAMES = 50
 #: the most ids a list of token ids in the config may hold (a response template or the end-of-turn
 #: ids are a handful of tokens; a longer list is a mistake, and each id is matched per position)
 MAX_ID_LIST = 1024
@@ -636,6 +638,9 @@ class Config(_Section):
     #: the ``[tokens]`` facts :meth:`with_tokenizer_facts` took from the tokenizer (None: none). Not a
     #: key: the values themselves are in ``tokens`` (and in :meth:`hash`).
     _from_tokenizer: dict[str, Any] | None = PrivateAttr(default=None)
+    #: the ``[labels]`` facts :meth:`with_declared_classes` took from the data's declared features, or
+    #: the note of a declaration it did not take (None: none). Not a key: a filled value is in ``labels``.
+    _from_data: dict[str, Any] | None = PrivateAttr(default=None)
     #: where ``[dataset] schema`` was given when not in the config file: ``"--schema"`` (:meth:`with_schema`)
     _schema_flag: str | None = PrivateAttr(default=None)
 
@@ -681,6 +686,50 @@ class Config(_Section):
             return self
         out = self.model_copy(update={"tokens": t.model_copy(update=filled)})
         out._from_tokenizer = {"tokenizer": t.tokenizer, "facts": filled}
+        return out
+
+    @property
+    def label_facts(self) -> dict[str, Any] | None:
+        """The classes the data's own declared features gave (:meth:`with_declared_classes`):
+        ``{"column", "num_classes" (the number of names), "names" (the first :data:`LABEL_FACT_NAMES`),
+        "source", "filled"}`` (``filled``: taken as ``[labels] classes``) plus ``"note"`` when the config's
+        value was kept against a different declaration or the shards disagree; None when the data
+        declares no ``ClassLabel`` for the label column; the report's ``label_facts``."""
+        return self._from_data
+
+    def with_declared_classes(self, column: str, names: tuple[str, ...] | None, source: str,
+                              note: str | None = None) -> Config:
+        """This config with ``[labels] classes = names`` (so ``len(names)`` classes) when ``[labels]``
+        gives neither ``num_classes`` nor ``classes``: the classes a Hugging Face ``ClassLabel(names=[...])``
+        declaration of the label ``column`` states (``source``: the shard and the metadata it was read
+        from). ``classes`` rather than ``num_classes``: integer labels index into the names, as
+        ``datasets`` stores them, and a column holding the names themselves (a CSV the card declares,
+        which ``load_dataset`` encodes with ``str2int``) is checked against them, never a
+        ``schema.dtype`` finding for not being integers. A value written in the config always wins (it is the model's head; the data may declare
+        more or fewer classes on purpose): a different count is kept, and the report's ``label_facts``
+        carries a ``note`` naming both numbers (rows past the config's count are still
+        ``labels.out_of_range``, declared classes no row has still ``labels.unseen_class``).
+        ``names`` None: the shards declared no one set of names; ``note`` says why, nothing is filled.
+        Which fact was filled, or why not, is kept (:attr:`label_facts`)."""
+        if names is None:
+            out = self.model_copy()
+            out._from_data = {"column": column, "source": source, "filled": False, "note": note or ""}
+            return out
+        lab = self.labels
+        k = len(names)
+        given = lab.num_classes if lab.num_classes is not None else len(lab.classes) if lab.classes is not None else None
+        facts: dict[str, Any] = {"column": column, "num_classes": k, "names": list(names[:LABEL_FACT_NAMES]),
+                                 "source": source, "filled": given is None}
+        if given is None:
+            out = self.model_copy(update={"labels": lab.model_copy(update={"classes": list(names)})})
+        else:
+            out = self.model_copy()
+            if given != k:
+                key = "num_classes" if lab.num_classes is not None else "classes"
+                facts["note"] = (f"[labels] {key} gives {given} class(es) but {source} declares {column!r} as "
+                                 f"ClassLabel with {k} names: the config's {given} is used (labels >= {given} are "
+                                 f"labels.out_of_range); make them agree if the model's head has {k} outputs")
+        out._from_data = facts
         return out
 
     def token_label_bound(self, layout: str | None) -> tuple[int | None, str]:
@@ -957,7 +1006,8 @@ def config_from_bytes(raw: bytes, path: str | Path, *, allow_python_schema: bool
 
 #: the config line of a report made without a config file under settings other than the defaults
 CONFIG_CHANGED_LINE = ("config: none (the defaults changed by --schema, a DatasetDict's declared splits, "
-                       "the splits the Hub's file names give or a config given in memory)")
+                       "the splits the Hub's file names give, the classes the data's ClassLabel declares "
+                       "or a config given in memory)")
 
 
 def describe_tokenizer_facts(facts: dict[str, Any] | None) -> str:
@@ -969,11 +1019,26 @@ def describe_tokenizer_facts(facts: dict[str, Any] | None) -> str:
     return f"[tokens] {keys} from the tokenizer {facts.get('tokenizer')!r}"
 
 
+def describe_label_facts(facts: dict[str, Any] | None) -> str:
+    """The class count a report's ``label_facts`` says came from the data, as one phrase:
+    ``"[labels] classes = the 2 ClassLabel names of 'label' in train.parquet (...)"``, or its note
+    when the config's value was kept or nothing was taken; ``""`` for None."""
+    if not facts:
+        return ""
+    if facts.get("note"):
+        return str(facts["note"])
+    if not facts.get("filled"):
+        return ""
+    return (f"[labels] classes = the {facts.get('num_classes')} ClassLabel names of {facts.get('column')!r} "
+            f"in {facts.get('source')}")
+
+
 def describe_config(source: str | None, config_hash: str | None = None) -> str:
     """The line each command prints at the top of its output: ``"config: <file>"``; without a file
     ``"config: none (defaults)"``, or :data:`CONFIG_CHANGED_LINE` when ``config_hash`` (a report's) is not that
     of the defaults: without a file the defaults were changed by ``--schema``, by the splits a Hugging Face
-    ``DatasetDict`` folder declares or the shards' names give (``[dataset] infer_splits``), or a :class:`Config`
+    ``DatasetDict`` folder declares or the shards' names give (``[dataset] infer_splits``), by the classes
+    a ``ClassLabel`` of the data declares (the report's ``label_facts``), or a :class:`Config`
     or dict was passed to :func:`datacheck.audit` (the report
     does not say which; it was "given in memory", which misled a CLI user who had given none)."""
     if source:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 import re
 
-from datacheck.model.config import describe_config, describe_tokenizer_facts
+from datacheck.model.config import describe_config, describe_label_facts, describe_tokenizer_facts
 from datacheck.model.findings import clip_message
 from datacheck.report.model import Report
 
@@ -68,10 +68,12 @@ def _column_txt(f) -> str:
 
 def _config_line(report: Report) -> str:
     """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``), followed by the
-    ``[tokens]`` facts taken from the tokenizer (the report's ``tokenizer_facts``) when there are some."""
+    ``[tokens]`` facts taken from the tokenizer (the report's ``tokenizer_facts``) and the class count
+    taken from the data's ``ClassLabel`` or its note (the report's ``label_facts``) when there are some."""
     line = describe_config(getattr(report, "config_path", None), report.config_hash)
-    facts = describe_tokenizer_facts(getattr(report, "tokenizer_facts", None))
-    return f"{line}; {facts}" if facts else line
+    facts = [f for f in (describe_tokenizer_facts(getattr(report, "tokenizer_facts", None)),
+                         describe_label_facts(getattr(report, "label_facts", None))) if f]
+    return "; ".join([line, *facts])
 
 
 def _ignored_lines(report: Report, k: int = 10) -> list[str]:

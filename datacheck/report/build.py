@@ -105,6 +105,7 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
         config_path=config_path,
         ignored=tuple(sorted((dict(i) for i in ignored), key=lambda i: i["path"])),
         tokenizer_facts=cfg.tokenizer_facts,
+        label_facts=cfg.label_facts,
     )
 
 

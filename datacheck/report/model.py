@@ -110,6 +110,11 @@ class Report:
     #: ``{"tokenizer": path as written, "facts": {"vocab_size": ..., "pad_token_id": ...}}``
     #: (:attr:`datacheck.model.config.Config.tokenizer_facts`); None (no key in the JSON) when none was
     tokenizer_facts: dict[str, Any] | None = None
+    #: the class count the data's Hugging Face ``ClassLabel`` declaration gave the label column
+    #: (:attr:`datacheck.model.config.Config.label_facts`): ``{"column", "num_classes", "names", "source",
+    #: "filled"}`` (``filled``: taken as ``[labels] num_classes``; false: the config's own value was kept),
+    #: plus ``"note"`` when the config disagrees or the shards do; None (no key in the JSON) when none
+    label_facts: dict[str, Any] | None = None
     #: how this run got the shards' results, set by the single-job audit and by a part audit (its
     #: part's shards) (:func:`datacheck.execute.audit.reading_of`): ``{"shards": N, "read": r, "from_cache": c}``
     #: (``from_cache`` None: no cache). Never in the JSON: the report describes the data, and identical
@@ -167,6 +172,8 @@ class Report:
             d["part"] = self.part
         if self.tokenizer_facts is not None:
             d["tokenizer_facts"] = self.tokenizer_facts
+        if self.label_facts is not None:
+            d["label_facts"] = self.label_facts
         return d
 
     def _to_dict(self) -> dict[str, Any]:
@@ -214,6 +221,7 @@ class Report:
             skipped=tuple(d.get("skipped", [])), stats=d.get("stats", {}), row_content=d.get("row_content", {}),
             part=d.get("part"), config_path=d.get("config_path"), ignored=tuple(d.get("ignored", [])),
             tokenizer_facts=d.get("tokenizer_facts"),
+            label_facts=d.get("label_facts"),
         )
 
 

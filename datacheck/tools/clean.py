@@ -71,6 +71,7 @@ from typing import Any
 from datacheck.checks.dup.cross import across_shard_copies, assign_splits, split_overlap_rows
 from datacheck.checks.dup.shard import duplicate_shard_groups
 from datacheck.checks.index import SHARD_NAME, numbering_gap
+from datacheck.derive.classlabel import with_declared_classes
 from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.engine.shard import audit_file
 from datacheck.execute.audit import SpillingResults, finish_report
@@ -817,6 +818,7 @@ def clean(paths: list[str] | str, out: str | Path, cfg: Config, *, drop: list[st
     drop_ids = _drop_ids(drop, cfg)
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     cfg = with_declared_splits(cfg, disc)  # a DatasetDict's or the Hub's file names' splits, as the audit takes them
+    cfg = with_declared_classes(cfg, disc)  # a ClassLabel's class count as [labels] num_classes, as the audit takes it
     if "dup.split_overlap" in drop_ids and not cfg.splits:
         raise UsageError("--drop dup.split_overlap drops the eval/test rows whose content is in the training split: "
                          "it needs [splits] in the config (e.g. train = \"train/*\", eval = \"eval/*\": globs of the "

@@ -30,6 +30,7 @@ from typing import Any
 import polars as pl
 
 from datacheck.checks import all as _families  # noqa: F401 - every family registers its checks
+from datacheck.derive.classlabel import with_declared_classes
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.derive.tokenizer import TOKENIZERS_INSTALL, TokenizerView, load_tokenizer, with_tokenizer_facts
 from datacheck.engine.shard import audit_file
@@ -38,7 +39,7 @@ from datacheck.io.discover import DiscoveredShard
 from datacheck.io.outputs import write_frame_atomic
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model import catalog
-from datacheck.model.config import Config, describe_tokenizer_facts
+from datacheck.model.config import Config, describe_label_facts, describe_tokenizer_facts
 from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.findings import Example, Finding, Skipped, show_value
 from datacheck.model.layouts import Layout
@@ -518,6 +519,9 @@ def inspect_shards(paths: list[str], cfg: Config, *, checks: list[str] | None = 
     if cfg.tokenizer_facts is not None:
         notes.insert(0, describe_tokenizer_facts(cfg.tokenizer_facts))
     disc = discover([str(p) for p in paths], cfg.dataset.format)
+    cfg = with_declared_classes(cfg, disc)  # a ClassLabel's class count as [labels] num_classes, as the audit takes it
+    if (label_note := describe_label_facts(cfg.label_facts)):
+        notes.append(label_note)
     out = [_inspect_one(ds, cfg, wanted, rows, limit, tokenizer, notes) for ds in disc.shards]
     _rows_exist(rows, out)
     return out

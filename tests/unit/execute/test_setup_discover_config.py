@@ -83,7 +83,7 @@ def test_defaults_are_named(sd):
     rep = datacheck.audit(str(d), {"labels": {"num_classes": 2}})
     assert rep.config_path is None and render_text(rep).splitlines()[1] == (
         "config: none (the defaults changed by --schema, a DatasetDict's declared splits, the splits the Hub's file "
-        "names give or a config given in memory)")
+        "names give, the classes the data's ClassLabel declares or a config given in memory)")
 
 
 def test_schema_flag_without_a_config_does_not_claim_a_config_in_memory(sd):
@@ -95,7 +95,7 @@ def test_schema_flag_without_a_config_does_not_claim_a_config_in_memory(sd):
                    "--report-dir", str(work / "r"), cwd=work).stdout
     assert text.splitlines()[1] == (
         "config: none (the defaults changed by --schema, a DatasetDict's declared splits, the splits the Hub's file "
-        "names give or a config given in memory)")
+        "names give, the classes the data's ClassLabel declares or a config given in memory)")
 
 
 def test_a_stray_working_folder_config_is_named(sd):

@@ -1,0 +1,124 @@
+"""The classes a Hugging Face dataset declares for its label column (``ClassLabel(names=[...])``),
+taken as ``[labels] classes`` (so ``len(names)`` classes) when the config gives no class domain.
+
+``datasets`` stores a ``ClassLabel`` column as int64 class indices and declares the names in the
+data's own metadata: in every parquet and arrow file it writes (the schema metadata key
+``huggingface``: ``{"info": {"features": {...}}}``) and in a ``save_to_disk`` split's
+``dataset_info.json``; a Hub dataset repository's card (``README.md`` at the audited root) declares
+them in its YAML front matter (``dataset_info: features:``, ``dtype: class_label: names:``), which
+``load_dataset`` casts the files to. A training script builds its head from ``len(names)``
+(``features["label"].num_classes``), so ``labels.out_of_range`` and ``labels.unseen_class`` check
+against that count, as if ``[labels] classes = names`` had been written (integer labels index into
+the names; a column holding the names themselves is checked against them). The label column is
+``[columns] label`` when set, else ``label``, else ``labels`` (the role's inferred names).
+
+Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too): the parquet
+footer of each parquet shard, the ``dataset_info.json`` of each arrow shard's folder. Shards in an
+object store are not read for it; nor is a card above the audited folder.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from datacheck.io.discover import DiscoveredShard, Discovery
+from datacheck.io.hfmeta import (
+    INFO_NAME,
+    README_NAME,
+    class_label_names,
+    features_of_schema_metadata,
+    read_info_features,
+    readme_features,
+)
+from datacheck.model.config import Config
+
+__all__ = ["declared_features", "with_declared_classes"]
+
+#: the candidate label column names, in order, when ``[columns] label`` is unset (the ``label`` role's
+#: inferred names, :data:`datacheck.model.roles.ROLE_TABLE`)
+LABEL_NAMES = ("label", "labels")
+
+
+def declared_features(shard: DiscoveredShard, info_cache: dict[Path, Any] | None = None) -> tuple[Any, str] | None:
+    """(the ``features`` object ``shard`` declares, where it was read) or None: a parquet shard's
+    ``huggingface`` schema metadata (its footer only), an arrow shard's folder's ``dataset_info.json``.
+    A shard in an object store, of another format, or whose metadata cannot be read gives None
+    (the shard's own checks report an unreadable file)."""
+    if shard.url is not None:
+        return None
+    if shard.format == "parquet":
+        try:
+            meta = pq.read_schema(shard.path).metadata
+        except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+            return None
+        feats = features_of_schema_metadata(meta)
+        return (feats, f"{shard.rel} (its huggingface schema metadata)") if feats is not None else None
+    if shard.format == "arrow":
+        folder = shard.path.parent
+        if info_cache is not None and folder in info_cache:
+            feats = info_cache[folder]
+        else:
+            feats = read_info_features(folder)
+            if info_cache is not None:
+                info_cache[folder] = feats
+        rel_folder = shard.rel.rpartition("/")[0]
+        where = f"{rel_folder}/{INFO_NAME}" if rel_folder else INFO_NAME
+        return (feats, where) if feats is not None else None
+    return None
+
+
+def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
+    """``cfg`` with ``[labels] classes`` = the names the shards' ``ClassLabel`` declaration of the
+    label column gives (their count the class count), when ``[labels]`` sets neither ``num_classes`` nor
+    ``classes`` (:meth:`Config.with_declared_classes`: the config's value wins, a different count is
+    a note in the report's ``label_facts``). Every shard that declares the column as a ``ClassLabel``
+    must declare the same names; when they differ nothing is taken and the note names two of them.
+    Shards that declare nothing (another format, no metadata) do not count. The dataset card at the
+    audited root (:func:`datacheck.io.hfmeta.readme_features`) is one more declaration, which must
+    agree with the shards'; a card whose configs declare different names gives none (a note).
+    ``cfg`` unchanged when nothing declares a ``ClassLabel`` for the column."""
+    columns = (cfg.columns.label,) if cfg.columns.label is not None else LABEL_NAMES
+    info_cache: dict[Path, Any] = {}
+    found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+    for shard in disc.shards:
+        got = declared_features(shard, info_cache)
+        if got is None:
+            continue
+        feats, where = got
+        col = next((c for c in columns if class_label_names(feats, c) is not None), None)
+        if col is None:
+            continue
+        names = class_label_names(feats, col)
+        assert names is not None
+        decl = found.setdefault(col, [])
+        if not decl or decl[-1] != (names, where):
+            decl.append((names, where))
+    card = readme_features(disc.root / README_NAME) if disc.url_root is None else None
+    card_note: dict[str, str] = {}
+    for c in columns:
+        per_config = [(conf, n) for conf, feats in (card or []) if (n := class_label_names(feats, c)) is not None]
+        if not per_config:
+            continue
+        if len({n for _, n in per_config}) == 1:
+            found.setdefault(c, []).insert(0, (per_config[0][1], f"{README_NAME} (its dataset_info features)"))
+        else:
+            card_note[c] = (f"{README_NAME} declares {c!r} as ClassLabel with different names per config ("
+                            + ", ".join(f"{conf}: {len(n)}" for conf, n in per_config[:5])
+                            + "): no [labels] classes were taken from it; set [labels] num_classes (or classes)")
+        break
+    col = next((c for c in columns if c in found or c in card_note), None)
+    if col is None:
+        return cfg
+    if col in card_note:
+        return cfg.with_declared_classes(col, None, README_NAME, note=card_note[col])
+    decl = found[col]
+    first_names, first_where = decl[0]
+    other = next(((n, w) for n, w in decl if n != first_names), None)
+    if other is not None:
+        note = (f"the data declares {col!r} as ClassLabel with different names ({first_where}: {len(first_names)} "
+                f"{list(first_names[:5])}, {other[1]}: {len(other[0])} {list(other[0][:5])}): no [labels] classes "
+                "were taken from them; set [labels] num_classes (or classes) to the model's class count")
+        return cfg.with_declared_classes(col, None, first_where, note=note)
+    return cfg.with_declared_classes(col, first_names, first_where)
