@@ -119,16 +119,21 @@ def _padded_or_ragged(df: pl.DataFrame, ids: str, mask: str | None) -> tuple[boo
 
 
 def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,
-                    starts: str | None = None) -> dict[str, int]:
+                    starts: str | None = None, pad: int | None = None) -> dict[str, int]:
     """Counts over the sample rows whose ids and labels have one length: supervised positions
-    (``sup``: a label that is not null, not ``ignore`` and >= 0), those whose label equals the id
-    (``same``) / the next id (``next``), the largest supervised label (``max``, -1 when none), rows
-    that ignore attended tokens before their first supervised one (``hidden``: a prompt hidden from
-    the loss), rows whose labels have another length than the ids (``ragged``), and ignored
-    positions that are not a document's first token (``inner_ignored``; with ``starts``: the
-    position-ids column, 0 at each document's first token). A position is attended when the row's
-    ``mask`` (of the ids' length) is not 0 there, or when the row has no such mask. ``rows``: the rows
+    (``sup``: an attended position whose label is not null, not ``ignore`` and >= 0), those whose
+    label equals the id (``same``) / the next id (``next``), the largest supervised label (``max``,
+    -1 when none), rows that ignore attended tokens before their first supervised one (``hidden``: a
+    prompt hidden from the loss), rows whose labels have another length than the ids (``ragged``),
+    and attended ignored positions that are not a document's first token (``inner_ignored``; with
+    ``starts``: the position-ids column, 0 at each document's first token). A position is attended
+    when the row's ``mask`` (of the ids' length) is not 0 there; in a row without such a mask, when
+    its id is not ``pad`` (``[tokens] pad_token_id``; None: every position). ``rows``: the rows
     counted (ids and labels both present and of one length).
+
+    Only attended positions are evidence: labels padded with the pad id under padding ids (a
+    seq2seq shard padded to 1,024 with label 0 = id 0 = ``[PAD]``, the loss training on padding)
+    once agreed with the ids on most positions and made decoder targets token labels (``causal_lm``).
 
     Vectorized over the flattened sample (numpy over the list columns' value buffers, one pass per
     count and no per-position row index: a row's first supervised and first attended positions come
@@ -146,7 +151,7 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
         ev["ragged"] = int((~same_len).sum())
         sub = both.filter(same_len)
         ev["rows"] = sub.height
-        return _label_evidence_rows(sub, ids, labels, mask, ignore, starts, ev)
+        return _label_evidence_rows(sub, ids, labels, mask, ignore, starts, pad, ev)
 
     def row_lengths(col: str) -> "np.ndarray":
         """Per row, the list's length (int64; -1: a null row). A one-chunk column without a null row:
@@ -205,6 +210,7 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
     a, a_ok = flat(ids, keep)
     b, b_ok = flat(labels, keep)
     attended: "np.ndarray | None" = None  # None: every position attended
+    masked = np.zeros(n, dtype=bool)  # per kept row: a mask of the ids' length says what is attended
     if mask is not None:
         in_m = (lens_of[mask] == la) & keep
         if in_m.any():
@@ -212,17 +218,24 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
             att = mv != 0
             if m_ok is not None:
                 att &= m_ok
-            in_m = in_m[keep]
-            if in_m.all():
+            masked = in_m[keep]
+            if masked.all():
                 attended = att
             else:
                 attended = np.ones(total, dtype=bool)
-                attended[spread(in_m)] = att
+                attended[spread(masked)] = att
+    if pad is not None and not masked.all():  # the other rows: a pad id is not attended (a null id is)
+        real = a != pad
+        if a_ok is not None:
+            real |= ~a_ok
+        attended = real if attended is None else np.where(spread(masked), attended, real)
     sup = b >= 0
     if b_ok is not None:
         sup &= b_ok
     if ignore is not None and ignore >= 0:  # a negative ignore index is never >= 0: already out
         sup &= b != ignore
+    if attended is not None:
+        sup &= attended
     if starts is not None:
         in_s = (lens_of[starts] == la) & keep
         if in_s.any():
@@ -286,19 +299,20 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
     return ev
 
 
-def hidden_prompts(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None) -> tuple[int, int]:
+def hidden_prompts(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,
+                   pad: int | None = None) -> tuple[int, int]:
     """(rows that hide a prompt from the loss, rows judged) over the sample ``df``: a row hides a
     prompt when an attended token (``mask`` not 0 there, or no such mask) comes before its first
     supervised label (not null, not ``ignore``, >= 0); a row whose mask is all 0 attends nothing and
-    hides nothing. Rows judged: ids and labels both present and of one length. The one count that
+    hides nothing; a row without a mask of its length attends its ids other than ``pad`` (None: all). Rows judged: ids and labels both present and of one length. The one count that
     both the recognizer (``... of N sample rows hide a prompt from the loss``) and ``datacheck schema
     infer`` say (:func:`_label_evidence`'s ``hidden`` and ``rows``)."""
-    ev = _label_evidence(df, ids, labels, mask if mask is not None and mask in df.columns else None, ignore)
+    ev = _label_evidence(df, ids, labels, mask if mask is not None and mask in df.columns else None, ignore, pad=pad)
     return ev["hidden"], ev["rows"]
 
 
 def _label_evidence_rows(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,
-                         starts: str | None, ev: dict[str, int]) -> dict[str, int]:
+                         starts: str | None, pad: int | None, ev: dict[str, int]) -> dict[str, int]:
     """:func:`_label_evidence` row by row in Python over ``df`` (rows of ids and labels of one length,
     ``ev["rows"]`` and ``ev["ragged"]`` already counted): for unsigned 64-bit columns, whose values
     past int64 the vectorized pass cannot hold."""
@@ -307,12 +321,15 @@ def _label_evidence_rows(df: pl.DataFrame, ids: str, labels: str, mask: str | No
         a, b = r[0], r[1]
         m = r[2] if mask else None
         s = r[-1] if starts else None
-        sup = [i for i, v in enumerate(b) if v is not None and v != ignore and v >= 0]
-        ign = [i for i, v in enumerate(b) if v is None or v == ignore or v < 0]
+        if m is not None and len(m) == len(a):
+            att = [bool(x) for x in m]
+        else:
+            att = [pad is None or x != pad for x in a]
+        sup = [i for i, v in enumerate(b) if v is not None and v != ignore and v >= 0 and att[i]]
+        ign = [i for i, v in enumerate(b) if att[i] and (v is None or v == ignore or v < 0)]
         if s is not None and len(s) == len(b):
-            ev["inner_ignored"] += sum(1 for i in ign if s[i] != 0 and (m is None or len(m) != len(b) or m[i]))
-        if sup and sup[0] > 0 and any(a[i] is not None and (m is None or len(m) != len(a) or m[i])
-                                      for i in range(sup[0])):
+            ev["inner_ignored"] += sum(1 for i in ign if s[i] != 0)
+        if sup and sup[0] > 0 and any(a[i] is not None and att[i] for i in range(sup[0])):
             ev["hidden"] += 1
         for i in sup:
             ev["sup"] += 1
@@ -377,7 +394,7 @@ def _decoder_targets(df: pl.DataFrame, ids: str, labels: str, mask: str | None, 
 
 
 def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ignore: int | None = -100,
-              spans: bool = False) -> Layout:
+              spans: bool = False, pad: int | None = None) -> Layout:
     """The layout the shard's columns and sample rows show (the module docstring's rules).
 
     Args:
@@ -388,6 +405,8 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
         ignore: the labels' ignore index (``[labels] ignore_index``; None: none).
         spans: ``[sft] response_template_ids`` is set: the rows have assistant spans (token rows are
             then fine-tuning rows, ``sft_tokenized`` or ``packed_sft``, whatever their labels hide).
+        pad: ``[tokens] pad_token_id`` (None: unknown): in rows without an attention mask, the
+            positions of this id are padding, no evidence of what the labels are.
 
     Returns:
         A :class:`Layout` of source ``recognized``, or of source ``unknown`` (name None) with the
@@ -412,7 +431,7 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
         return found("chat_sft", f"conversations {roles.messages!r}")
     ids = roles.input_ids if roles.input_ids is not None and _int_list(schema.get(roles.input_ids)) else None
     if ids is not None:
-        return _tokenized(schema, roles, sample, ids, labels, ignore, spans, found, unknown)
+        return _tokenized(schema, roles, sample, ids, labels, ignore, spans, pad, found, unknown)
     if roles.aligned and roles.labels is not None:
         return found("token_classification", f"aligned words and tags {list(roles.aligned[0])}")
     # the target role (given, or a float label read as the target) first, then float columns named as targets
@@ -441,7 +460,8 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
 
 
 def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids: str, labels: str | None,
-               ignore: int | None, spans: bool, found: Callable[[str, str], Layout], unknown: Callable[[str], Layout]) -> Layout:
+               ignore: int | None, spans: bool, pad: int | None, found: Callable[[str, str], Layout],
+               unknown: Callable[[str], Layout]) -> Layout:
     """Rule 5 of the module docstring: rows of token ids."""
     dec = seq2seq_layout(None, schema)
     if dec is not None:
@@ -458,7 +478,7 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
     resets = 0
     if pos is not None:
         resets = int(df.select(pl.col(pos).list.slice(1).list.eval(pl.element() == 0).list.any().sum()).item() or 0)
-    ev = _label_evidence(df, ids, labels, mask, ignore, pos if resets else None) if labels is not None else None
+    ev = _label_evidence(df, ids, labels, mask, ignore, pos if resets else None, pad) if labels is not None else None
     if ev is not None and ev["ragged"] and not ev["rows"]:
         return found("seq2seq", f"{labels!r} of another length than {ids!r} in {ev['ragged']} sample rows "
                                 "(decoder targets)")
@@ -520,19 +540,19 @@ REFINES: dict[str, frozenset[str]] = {
 
 
 def shard_layout(configured: str | None, schema_name: str | None, schema: dict[str, pl.DataType], roles: Roles,
-                 sample: Sample, ignore: int | None = -100, spans: bool = False) -> Layout:
+                 sample: Sample, ignore: int | None = -100, spans: bool = False, pad: int | None = None) -> Layout:
     """The shard's layout: ``[dataset] layout`` (source ``config``), else the built-in contract of
     ``[dataset] schema`` (``schema``; refined by :func:`recognize` to one of its :data:`REFINES`, e.g.
     packed SFT rows under ``schema = "packed_lm"``), else :func:`recognize` (``recognized`` or
     ``unknown``)."""
     given = layout_of(configured, schema_name)
     if given is not None and given.source == "schema" and REFINES.get(given.name or ""):
-        found = recognize(schema, roles, sample, ignore, spans)
+        found = recognize(schema, roles, sample, ignore, spans, pad)
         if found.name in REFINES[given.name or ""]:
             return Layout(found.name, "recognized", f"{found.why} (rows of [dataset] schema = \"{given.name}\")")
     if given is not None:
         return given
-    return recognize(schema, roles, sample, ignore, spans)
+    return recognize(schema, roles, sample, ignore, spans, pad)
 
 
 def padding_side_of(sample: pl.DataFrame, mask: str) -> tuple[str | None, int, int]:
