@@ -441,12 +441,14 @@ class CheckSpec:
         (:func:`datacheck.model.layouts.optional_roles`): every alternative of one declared role
         is absent from the shard and optional in the layout (for a check that ``reads_tokens``,
         ``input_ids`` is present when any token-id column is). A role the read path could not make
-        (``Roles.unavailable``) is a skip with its reason, never this."""
+        (``Roles.unavailable``), or one ``[columns]`` declares and the shard lacks (``Roles.missing``:
+        a mistyped ``input_ids = "ids"`` on token rows of a text classifier), is a skip with its
+        reason, never this."""
         present = self.present_roles(ctx)
         optional = optional_roles(ctx.layout, present)
         if not optional:
             return None
-        unavailable = {r for r, _ in getattr(ctx.roles, "unavailable", ())}
+        unavailable = {r for r, _ in getattr(ctx.roles, "unavailable", ())} | {r for r, _ in ctx.roles.missing}
         for role in self.roles:
             names = role.split("|")
             if all(n in optional and n not in unavailable and not present.has(n) for n in names):
@@ -488,6 +490,10 @@ class CheckSpec:
                     why = next((w for r, w in getattr(roles, "unavailable", ()) if r in names), None)
                     if why is not None:  # the read path could not make the role (e.g. rendering needs a package)
                         return why
+                    lost = next(((r, c) for r, c in roles.missing if r in names), None)
+                    if lost is not None:  # declared, absent: the column schema.missing_column names
+                        return (f"[columns] {lost[0]} names {lost[1]!r}, which this shard lacks "
+                                "(schema.missing_column)")
                     default = (ROLE_SPECS[names[0]].missing_reason if len(names) == 1 else
                                f"no {' or '.join(names)} column (set [columns] {' or '.join(names)})")
                     return self.reason(role, default)

@@ -47,9 +47,18 @@ first :data:`SAMPLE_ROWS` rows, read only when a rule needs them):
    sample's ``__key__``).
 
 No rule fits: the layout is unknown, with the columns in the reason.
+
+A role ``[columns]`` declares but the shard lacks (``schema.missing_column``, e.g. a mistyped
+``input_ids = "ids"`` over a shard whose ids are in ``input_ids``) never makes a layout of what is
+left (the token rows were "tabular, numeric columns only" and 33 token checks did not apply): a
+column of the role's standard name that serves it (:func:`_stand_in`) is read in its place, as if
+the key were unset, and the reason says so; with none, a token, conversation or pair role lost
+leaves the layout unknown (unsure) rather than ``tabular``, ``regression`` or ``raw_text``. The
+checks still read the roles as declared (the missing one is not replaced).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -57,7 +66,16 @@ import polars as pl
 import pyarrow as pa
 
 from datacheck.model.layouts import Layout, layout_of
-from datacheck.model.roles import ROLE_NAMES, TARGET_NAMES, Roles, inner_dtype, is_list, list_depth, seq2seq_layout
+from datacheck.model.roles import (
+    ROLE_NAMES,
+    ROLE_SPECS,
+    TARGET_NAMES,
+    Roles,
+    inner_dtype,
+    is_list,
+    list_depth,
+    seq2seq_layout,
+)
 
 __all__ = ["recognize", "shard_layout", "padding_side_of", "hidden_prompts", "REFINES", "SAMPLE_ROWS", "AGREEMENT", "MAX_TAG_ID", "AUDIO_FEATURES", "CHAT_NAMES",
            "DELIMITERS", "Sample"]
@@ -119,16 +137,21 @@ def _padded_or_ragged(df: pl.DataFrame, ids: str, mask: str | None) -> tuple[boo
 
 
 def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,
-                    starts: str | None = None) -> dict[str, int]:
+                    starts: str | None = None, pad: int | None = None) -> dict[str, int]:
     """Counts over the sample rows whose ids and labels have one length: supervised positions
-    (``sup``: a label that is not null, not ``ignore`` and >= 0), those whose label equals the id
-    (``same``) / the next id (``next``), the largest supervised label (``max``, -1 when none), rows
-    that ignore attended tokens before their first supervised one (``hidden``: a prompt hidden from
-    the loss), rows whose labels have another length than the ids (``ragged``), and ignored
-    positions that are not a document's first token (``inner_ignored``; with ``starts``: the
-    position-ids column, 0 at each document's first token). A position is attended when the row's
-    ``mask`` (of the ids' length) is not 0 there, or when the row has no such mask. ``rows``: the rows
+    (``sup``: an attended position whose label is not null, not ``ignore`` and >= 0), those whose
+    label equals the id (``same``) / the next id (``next``), the largest supervised label (``max``,
+    -1 when none), rows that ignore attended tokens before their first supervised one (``hidden``: a
+    prompt hidden from the loss), rows whose labels have another length than the ids (``ragged``),
+    and attended ignored positions that are not a document's first token (``inner_ignored``; with
+    ``starts``: the position-ids column, 0 at each document's first token). A position is attended
+    when the row's ``mask`` (of the ids' length) is not 0 there; in a row without such a mask, when
+    its id is not ``pad`` (``[tokens] pad_token_id``; None: every position). ``rows``: the rows
     counted (ids and labels both present and of one length).
+
+    Only attended positions are evidence: labels padded with the pad id under padding ids (a
+    seq2seq shard padded to 1,024 with label 0 = id 0 = ``[PAD]``, the loss training on padding)
+    once agreed with the ids on most positions and made decoder targets token labels (``causal_lm``).
 
     Vectorized over the flattened sample (numpy over the list columns' value buffers, one pass per
     count and no per-position row index: a row's first supervised and first attended positions come
@@ -146,7 +169,7 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
         ev["ragged"] = int((~same_len).sum())
         sub = both.filter(same_len)
         ev["rows"] = sub.height
-        return _label_evidence_rows(sub, ids, labels, mask, ignore, starts, ev)
+        return _label_evidence_rows(sub, ids, labels, mask, ignore, starts, pad, ev)
 
     def row_lengths(col: str) -> "np.ndarray":
         """Per row, the list's length (int64; -1: a null row). A one-chunk column without a null row:
@@ -205,6 +228,7 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
     a, a_ok = flat(ids, keep)
     b, b_ok = flat(labels, keep)
     attended: "np.ndarray | None" = None  # None: every position attended
+    masked = np.zeros(n, dtype=bool)  # per kept row: a mask of the ids' length says what is attended
     if mask is not None:
         in_m = (lens_of[mask] == la) & keep
         if in_m.any():
@@ -212,17 +236,24 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
             att = mv != 0
             if m_ok is not None:
                 att &= m_ok
-            in_m = in_m[keep]
-            if in_m.all():
+            masked = in_m[keep]
+            if masked.all():
                 attended = att
             else:
                 attended = np.ones(total, dtype=bool)
-                attended[spread(in_m)] = att
+                attended[spread(masked)] = att
+    if pad is not None and not masked.all():  # the other rows: a pad id is not attended (a null id is)
+        real = a != pad
+        if a_ok is not None:
+            real |= ~a_ok
+        attended = real if attended is None else np.where(spread(masked), attended, real)
     sup = b >= 0
     if b_ok is not None:
         sup &= b_ok
     if ignore is not None and ignore >= 0:  # a negative ignore index is never >= 0: already out
         sup &= b != ignore
+    if attended is not None:
+        sup &= attended
     if starts is not None:
         in_s = (lens_of[starts] == la) & keep
         if in_s.any():
@@ -286,19 +317,20 @@ def _label_evidence(df: pl.DataFrame, ids: str, labels: str, mask: str | None, i
     return ev
 
 
-def hidden_prompts(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None) -> tuple[int, int]:
+def hidden_prompts(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,
+                   pad: int | None = None) -> tuple[int, int]:
     """(rows that hide a prompt from the loss, rows judged) over the sample ``df``: a row hides a
     prompt when an attended token (``mask`` not 0 there, or no such mask) comes before its first
     supervised label (not null, not ``ignore``, >= 0); a row whose mask is all 0 attends nothing and
-    hides nothing. Rows judged: ids and labels both present and of one length. The one count that
+    hides nothing; a row without a mask of its length attends its ids other than ``pad`` (None: all). Rows judged: ids and labels both present and of one length. The one count that
     both the recognizer (``... of N sample rows hide a prompt from the loss``) and ``datacheck schema
     infer`` say (:func:`_label_evidence`'s ``hidden`` and ``rows``)."""
-    ev = _label_evidence(df, ids, labels, mask if mask is not None and mask in df.columns else None, ignore)
+    ev = _label_evidence(df, ids, labels, mask if mask is not None and mask in df.columns else None, ignore, pad=pad)
     return ev["hidden"], ev["rows"]
 
 
 def _label_evidence_rows(df: pl.DataFrame, ids: str, labels: str, mask: str | None, ignore: int | None,
-                         starts: str | None, ev: dict[str, int]) -> dict[str, int]:
+                         starts: str | None, pad: int | None, ev: dict[str, int]) -> dict[str, int]:
     """:func:`_label_evidence` row by row in Python over ``df`` (rows of ids and labels of one length,
     ``ev["rows"]`` and ``ev["ragged"]`` already counted): for unsigned 64-bit columns, whose values
     past int64 the vectorized pass cannot hold."""
@@ -307,12 +339,15 @@ def _label_evidence_rows(df: pl.DataFrame, ids: str, labels: str, mask: str | No
         a, b = r[0], r[1]
         m = r[2] if mask else None
         s = r[-1] if starts else None
-        sup = [i for i, v in enumerate(b) if v is not None and v != ignore and v >= 0]
-        ign = [i for i, v in enumerate(b) if v is None or v == ignore or v < 0]
+        if m is not None and len(m) == len(a):
+            att = [bool(x) for x in m]
+        else:
+            att = [pad is None or x != pad for x in a]
+        sup = [i for i, v in enumerate(b) if v is not None and v != ignore and v >= 0 and att[i]]
+        ign = [i for i, v in enumerate(b) if att[i] and (v is None or v == ignore or v < 0)]
         if s is not None and len(s) == len(b):
-            ev["inner_ignored"] += sum(1 for i in ign if s[i] != 0 and (m is None or len(m) != len(b) or m[i]))
-        if sup and sup[0] > 0 and any(a[i] is not None and (m is None or len(m) != len(a) or m[i])
-                                      for i in range(sup[0])):
+            ev["inner_ignored"] += sum(1 for i in ign if s[i] != 0)
+        if sup and sup[0] > 0 and any(a[i] is not None and att[i] for i in range(sup[0])):
             ev["hidden"] += 1
         for i in sup:
             ev["sup"] += 1
@@ -376,8 +411,67 @@ def _decoder_targets(df: pl.DataFrame, ids: str, labels: str, mask: str | None, 
     return targets, own, judged
 
 
+#: roles whose rows no layout of numbers or plain text holds: lost with no stand-in, the layout is unsure
+_STRUCTURAL = frozenset({"input_ids", "attention_mask", "labels", "token_type_ids", "aligned", "messages",
+                         "assistant_mask", "position_ids", "document_ids", "seq_lens", "cu_seqlens", "chosen",
+                         "rejected"})
+#: the layouts a shard falls to when only numbers or text are left
+_FALLBACKS = frozenset({"tabular", "regression", "raw_text"})
+
+
+def _stand_in(role: str, schema: dict[str, pl.DataType], taken: set[str]) -> str | None:
+    """The column read for a declared ``role`` the shard lacks: the first of its standard names
+    (``ROLE_SPECS[role].infer``) present, not another role's column, of a dtype that serves it
+    (an integer list for token roles, a list of structs for messages, a scalar for a class label);
+    None for roles of several columns and when no column fits."""
+    spec = ROLE_SPECS.get(role)
+    if spec is None or spec.arity != "one":
+        return None
+    for c in spec.infer:
+        t = schema.get(c)
+        if t is None or c in taken:
+            continue
+        if spec.dtype in ("int_list", "mask_list") and not (_int_list(t) or (
+                is_list(t) and inner_dtype(t) == pl.Boolean and spec.dtype == "mask_list")):
+            continue
+        if spec.dtype == "messages" and not _struct_list(t):
+            continue
+        if spec.dtype == "class_label" and is_list(t):
+            continue
+        return c
+    return None
+
+
 def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ignore: int | None = -100,
-              spans: bool = False) -> Layout:
+              spans: bool = False, pad: int | None = None) -> Layout:
+    """The layout the shard's columns and sample rows show (the module docstring's rules), of
+    :func:`_recognize`; a declared role the shard lacks (``roles.missing``) is read from its stand-in
+    (:func:`_stand_in`) and named in the reason, and with no stand-in a lost token, conversation or
+    pair role (:data:`_STRUCTURAL`) leaves the layout unknown rather than a layout of what is left
+    (:data:`_FALLBACKS`). Arguments and result: :func:`_recognize`'s."""
+    lost = [(r, c) for r, c in roles.missing if not roles.of(r)]
+    if not lost:
+        return _recognize(schema, roles, sample, ignore, spans, pad)
+    taken = {c for r in ROLE_NAMES for c in roles.of(r)}
+    stand: dict[str, str] = {}
+    for r, _c in lost:
+        got = _stand_in(r, schema, taken) if r not in stand else stand[r]
+        if got is not None:
+            stand[r] = got
+            taken.add(got)
+    said = "; ".join(f"[columns] {r} names {c!r}, which this shard lacks"
+                     + (f" ({stand[r]!r} read in its place, as if the key were unset)" if r in stand else "")
+                     for r, c in lost)
+    layout = _recognize(schema, replace(roles, **stand) if stand else roles, sample, ignore, spans, pad)
+    bare = [r for r, _c in lost if r not in stand and r in _STRUCTURAL]
+    if bare and (layout.name in _FALLBACKS or layout.name is None):
+        return Layout(None, "unknown", f"unsure: {said}, so the rows cannot be told from the columns left"
+                                       f" ({layout.why}); fix [columns] {bare[0]} or set [dataset] layout")
+    return Layout(layout.name, layout.source, f"{layout.why} ({said})")
+
+
+def _recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ignore: int | None = -100,
+               spans: bool = False, pad: int | None = None) -> Layout:
     """The layout the shard's columns and sample rows show (the module docstring's rules).
 
     Args:
@@ -388,6 +482,8 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
         ignore: the labels' ignore index (``[labels] ignore_index``; None: none).
         spans: ``[sft] response_template_ids`` is set: the rows have assistant spans (token rows are
             then fine-tuning rows, ``sft_tokenized`` or ``packed_sft``, whatever their labels hide).
+        pad: ``[tokens] pad_token_id`` (None: unknown): in rows without an attention mask, the
+            positions of this id are padding, no evidence of what the labels are.
 
     Returns:
         A :class:`Layout` of source ``recognized``, or of source ``unknown`` (name None) with the
@@ -412,7 +508,7 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
         return found("chat_sft", f"conversations {roles.messages!r}")
     ids = roles.input_ids if roles.input_ids is not None and _int_list(schema.get(roles.input_ids)) else None
     if ids is not None:
-        return _tokenized(schema, roles, sample, ids, labels, ignore, spans, found, unknown)
+        return _tokenized(schema, roles, sample, ids, labels, ignore, spans, pad, found, unknown)
     if roles.aligned and roles.labels is not None:
         return found("token_classification", f"aligned words and tags {list(roles.aligned[0])}")
     # the target role (given, or a float label read as the target) first, then float columns named as targets
@@ -441,7 +537,8 @@ def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, igno
 
 
 def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids: str, labels: str | None,
-               ignore: int | None, spans: bool, found: Callable[[str, str], Layout], unknown: Callable[[str], Layout]) -> Layout:
+               ignore: int | None, spans: bool, pad: int | None, found: Callable[[str, str], Layout],
+               unknown: Callable[[str], Layout]) -> Layout:
     """Rule 5 of the module docstring: rows of token ids."""
     dec = seq2seq_layout(None, schema)
     if dec is not None:
@@ -458,7 +555,7 @@ def _tokenized(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ids
     resets = 0
     if pos is not None:
         resets = int(df.select(pl.col(pos).list.slice(1).list.eval(pl.element() == 0).list.any().sum()).item() or 0)
-    ev = _label_evidence(df, ids, labels, mask, ignore, pos if resets else None) if labels is not None else None
+    ev = _label_evidence(df, ids, labels, mask, ignore, pos if resets else None, pad) if labels is not None else None
     if ev is not None and ev["ragged"] and not ev["rows"]:
         return found("seq2seq", f"{labels!r} of another length than {ids!r} in {ev['ragged']} sample rows "
                                 "(decoder targets)")
@@ -520,19 +617,19 @@ REFINES: dict[str, frozenset[str]] = {
 
 
 def shard_layout(configured: str | None, schema_name: str | None, schema: dict[str, pl.DataType], roles: Roles,
-                 sample: Sample, ignore: int | None = -100, spans: bool = False) -> Layout:
+                 sample: Sample, ignore: int | None = -100, spans: bool = False, pad: int | None = None) -> Layout:
     """The shard's layout: ``[dataset] layout`` (source ``config``), else the built-in contract of
     ``[dataset] schema`` (``schema``; refined by :func:`recognize` to one of its :data:`REFINES`, e.g.
     packed SFT rows under ``schema = "packed_lm"``), else :func:`recognize` (``recognized`` or
     ``unknown``)."""
     given = layout_of(configured, schema_name)
     if given is not None and given.source == "schema" and REFINES.get(given.name or ""):
-        found = recognize(schema, roles, sample, ignore, spans)
+        found = recognize(schema, roles, sample, ignore, spans, pad)
         if found.name in REFINES[given.name or ""]:
             return Layout(found.name, "recognized", f"{found.why} (rows of [dataset] schema = \"{given.name}\")")
     if given is not None:
         return given
-    return recognize(schema, roles, sample, ignore, spans)
+    return recognize(schema, roles, sample, ignore, spans, pad)
 
 
 def padding_side_of(sample: pl.DataFrame, mask: str) -> tuple[str | None, int, int]:

@@ -933,7 +933,8 @@ def _audit_data(data: CheckInput, cfg: Config, rel: str, fmt: str, content_hash:
     schema, roles = dict(data.schema), data.roles
     sampler = _Sampler(data)
     layout = shard_layout(cfg.dataset.layout, cfg.dataset.schema_, schema, roles, sampler,
-                          cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None)
+                          cfg.labels.ignore, spans=cfg.sft.response_template_ids is not None,
+                          pad=cfg.tokens.pad_token_id)
     side = _padding_side(cfg, roles, schema, sampler)
     plan, named = _plan_for(cfg, roles, schema, rel, cross_shard, data.unrendered_pairs, layout.name,
                             data.chat_template, read_as or fmt, side)

@@ -418,7 +418,8 @@ def _padding_side(df: pl.DataFrame, mask: str) -> tuple[str | None, str | None]:
 def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None,
                  mask: str | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """Facts from the sample's labels: the ignore sentinel when it is not -100, ``shifted``, and the
-    end-of-turn id (the last supervised label of nearly every row). Also evidence for the caller:
+    end-of-turn id (the last supervised label of nearly every row), both read at the positions
+    ``mask`` attends only (all of a row without a mask of its length). Also evidence for the caller:
     ``prompt_hidden`` of ``prompt_rows`` (rows whose ignored labels sit on tokens ``mask`` attends
     before the first supervised one, of the rows judged; the recognizer's count,
     :func:`datacheck.derive.layout.hidden_prompts`: a row whose mask is all 0 hides nothing)."""
@@ -435,10 +436,14 @@ def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None,
     same = nxt = sup = 0
     ends: dict[int, int] = {}
     rows_sup = 0
-    for a, b in zip(df[ids].to_list(), df[labels].to_list()):
+    masks = df[mask].to_list() if mask is not None and mask in df.columns else [None] * df.height
+    for a, b, m in zip(df[ids].to_list(), df[labels].to_list(), masks):
         if a is None or b is None or len(a) != len(b):
             continue
-        pos = [i for i, v in enumerate(b) if v is not None and v != sentinel]
+        # only attended positions (mask not 0, or a row without a mask of its length): labels padded
+        # with the pad id under padding ids once read as labels = ids (shifted false) at any width
+        att = m if isinstance(m, list) and len(m) == len(a) else [1] * len(a)
+        pos = [i for i, v in enumerate(b) if v is not None and v != sentinel and att[i]]
         if not pos:
             continue
         rows_sup += 1
@@ -527,7 +532,7 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
     schema, roles = data.schema, data.roles
     n = df.height
     seen.append(recognize(schema, roles, lambda cols: df.select([c for c in cols if c in df.columns]),
-                          cfg.labels.ignore, cfg.sft.response_template_ids is not None))
+                          cfg.labels.ignore, cfg.sft.response_template_ids is not None, cfg.tokens.pad_token_id))
     cols: dict[str, Any] = {}
     facts: dict[str, dict[str, Any]] = {}
     notes: list[str] = []

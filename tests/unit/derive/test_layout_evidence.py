@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from datacheck.derive.layout import _label_evidence
 
 
-def reference(rows: list[dict], ignore: int | None, with_mask: bool, with_starts: bool) -> dict[str, int]:
-    """The evidence counted position by position, as its docstring defines it."""
+def reference(rows: list[dict], ignore: int | None, with_mask: bool, with_starts: bool,
+              pad: int | None = None) -> dict[str, int]:
+    """The evidence counted position by position, as its docstring defines it: only attended
+    positions (the row's mask of its length not 0 there, else an id other than ``pad``) count."""
     ev = {"sup": 0, "same": 0, "next": 0, "max": -1, "hidden": 0, "ragged": 0, "inner_ignored": 0, "rows": 0}
     for r in rows:
         a, b = r["input_ids"], r["labels"]
@@ -27,9 +29,11 @@ def reference(rows: list[dict], ignore: int | None, with_mask: bool, with_starts
         ev["rows"] += 1
 
         def attended(i: int) -> bool:
-            return m is None or len(m) != len(a) or bool(m[i])
+            if m is not None and len(m) == len(a):
+                return bool(m[i])
+            return pad is None or a[i] != pad
 
-        sup = [i for i, v in enumerate(b) if v is not None and v != ignore and v >= 0]
+        sup = [i for i, v in enumerate(b) if v is not None and v != ignore and v >= 0 and attended(i)]
         if s is not None and len(s) == len(b):
             ev["inner_ignored"] += sum(1 for i in range(len(b)) if i not in sup and s[i] != 0 and attended(i))
         if sup and any(a[i] is not None and attended(i) for i in range(sup[0])):
@@ -57,11 +61,12 @@ _lst = st.one_of(st.none(), st.lists(_val, max_size=6))
     "attention_mask": st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(0, 2)), max_size=6)),
     "position_ids": st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(0, 2)), max_size=6))}),
     max_size=8),
-    ignore=st.sampled_from([-100, None, 0, 3]), with_mask=st.booleans(), with_starts=st.booleans())
-def test_vectorized_evidence_equals_the_reference(rows, ignore, with_mask, with_starts):
+    ignore=st.sampled_from([-100, None, 0, 3]), with_mask=st.booleans(), with_starts=st.booleans(),
+    pad=st.sampled_from([None, 0, 2]))
+def test_vectorized_evidence_equals_the_reference(rows, ignore, with_mask, with_starts, pad):
     got = _label_evidence(_frame(rows), "input_ids", "labels", "attention_mask" if with_mask else None, ignore,
-                          "position_ids" if with_starts else None)
-    assert got == reference(rows, ignore, with_mask, with_starts)
+                          "position_ids" if with_starts else None, pad)
+    assert got == reference(rows, ignore, with_mask, with_starts, pad)
 
 
 @st.composite
@@ -79,11 +84,11 @@ def _rows_of_one_length(draw: st.DrawFn) -> list[dict]:
 
 @settings(max_examples=examples(300), deadline=None)
 @given(rows=_rows_of_one_length(), ignore=st.sampled_from([-100, None, 0, 3]), with_mask=st.booleans(),
-       with_starts=st.booleans())
-def test_vectorized_evidence_on_rows_of_one_length_equals_the_reference(rows, ignore, with_mask, with_starts):
+       with_starts=st.booleans(), pad=st.sampled_from([None, 0, 2]))
+def test_vectorized_evidence_on_rows_of_one_length_equals_the_reference(rows, ignore, with_mask, with_starts, pad):
     got = _label_evidence(_frame(rows), "input_ids", "labels", "attention_mask" if with_mask else None, ignore,
-                          "position_ids" if with_starts else None)
-    assert got == reference(rows, ignore, with_mask, with_starts)
+                          "position_ids" if with_starts else None, pad)
+    assert got == reference(rows, ignore, with_mask, with_starts, pad)
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -123,15 +128,18 @@ _UNSIGNED = [pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64]
 @given(rows=st.lists(st.fixed_dictionaries({
     "input_ids": st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(0, 6)), max_size=6)),
     "labels": st.one_of(st.none(), st.lists(st.one_of(st.none(), st.integers(0, 255)), max_size=6))}),
-    max_size=8), dtype=st.sampled_from(_UNSIGNED), ignore=st.sampled_from([-100, None, 0, 3]))
-@example(rows=[{"input_ids": [1, 2], "labels": [1, 255]}], dtype=pl.UInt8, ignore=-100)
-@example(rows=[{"input_ids": [1, 2], "labels": [0, 0]}], dtype=pl.UInt16, ignore=None)
-def test_unsigned_labels_of_every_width_equal_the_reference(rows, dtype, ignore):
+    max_size=8), dtype=st.sampled_from(_UNSIGNED),
+    ignore=st.sampled_from([-100, None, 0, 3]), pad=st.sampled_from([None, 0, 2]))
+@example(rows=[{"input_ids": [1, 2], "labels": [1, 255]}], dtype=pl.UInt8, ignore=-100, pad=None)
+@example(rows=[{"input_ids": [1, 2], "labels": [0, 0]}], dtype=pl.UInt16, ignore=None, pad=None)
+@example(rows=[{"input_ids": [0, 2], "labels": [0, 0]}], dtype=pl.UInt64, ignore=None, pad=0)
+def test_unsigned_labels_of_every_width_equal_the_reference(rows, dtype, ignore, pad):
     """Token labels stored unsigned (uint8 to uint64: no ignore index below 0 can be written) are
     counted as signed ones are; the largest supervised label starts from 0, which every width holds."""
     df = pl.DataFrame(rows, schema={"input_ids": pl.List(pl.Int64), "labels": pl.List(dtype)})
-    got = _label_evidence(df, "input_ids", "labels", None, ignore)
-    assert got == reference([{**r, "attention_mask": None, "position_ids": None} for r in rows], ignore, False, False)
+    got = _label_evidence(df, "input_ids", "labels", None, ignore, pad=pad)
+    assert got == reference([{**r, "attention_mask": None, "position_ids": None} for r in rows], ignore, False, False,
+                            pad)
 
 
 def test_an_audit_of_unsigned_token_labels_reports_their_range(tmp_path):

@@ -39,11 +39,12 @@ def _pairs() -> tuple[list[list[int]], list[list[int]]]:
     return src, tgt
 
 
-def _t5(label_pad: int, decoder: bool = False) -> pl.DataFrame:
-    """The rows padded to the longest input (labels too, with ``label_pad``); ``decoder``: with the
-    decoder input (the target shifted right after the start id, as T5's ``_shift_right`` makes it)."""
+def _t5(label_pad: int, decoder: bool = False, width: int | None = None) -> pl.DataFrame:
+    """The rows padded to the longest input (labels too, with ``label_pad``), or to ``width``
+    (``padding="max_length", max_length=width``); ``decoder``: with the decoder input (the target
+    shifted right after the start id, as T5's ``_shift_right`` makes it)."""
     src, tgt = _pairs()
-    width = max(len(s) for s in src)
+    width = width or max(len(s) for s in src)
     assert width > max(len(t) for t in tgt)
     out: dict[str, list] = {"input_ids": [], "attention_mask": [], "labels": []}
     if decoder:
@@ -89,6 +90,35 @@ def test_labels_padded_with_the_pad_id_still_fail():
         data = df if "dataset" in cfg else _t5(PAD, decoder=True)
         (g,) = [g for g in run(data, cfg).findings if g.check == "padding.label_not_ignored"]
         assert g.count == 100
+
+
+def test_labels_padded_with_the_pad_id_to_a_long_width_are_still_seq2seq():
+    """Padded to 1,024 (a long ``max_length``) with the pad id 0 in the labels, most positions hold
+    label 0 = id 0 under mask 0: counted there, labels and ids agreed on over 90% of the supervised
+    positions and the rows were ``causal_lm`` (the error said the causal words). Only attended
+    positions tell what the labels are."""
+    src, tgt = _pairs()
+    width = 1024
+    df = _t5(PAD, width=width)
+    # what the old count saw: label == id at every padding position (both 0) and where a target
+    # token happens to equal the input's token at its position
+    agree = sum(sum(1 for y, x in zip(row_y, row_x) if y == x)
+                for row_y, row_x in zip(df["labels"].to_list(), df["input_ids"].to_list()))
+    assert agree >= 0.9 * 100 * width
+    # attended: the input's own tokens, where the labels are the target then pad ids, never the ids
+    attended = [(y[:len(s)], s) for y, s in zip(df["labels"].to_list(), src)]
+    assert sum(sum(1 for a, b in zip(y, s) if a == b) for y, s in attended) < 0.9 * sum(len(s) for s in src)
+    expected_positions = sum(width - len(t) for t in tgt)
+    res = run(df, CFG)
+    assert res.layout["name"] == "seq2seq", res.layout
+    (f,) = [f for f in res.findings if f.check == "padding.label_not_ignored"]
+    assert f.count == 100 and f.severity == "error"
+    assert f"pad the decoder's labels with pad_token_id {PAD} instead of ignore_index {IGNORE}" in f.message, f.message
+    assert f"({expected_positions} positions;" in f.message, f.message
+    # the clean rows at that width (labels padded with -100) are seq2seq with no finding
+    clean = run(_t5(IGNORE, width=width), CFG)
+    assert clean.layout["name"] == "seq2seq", clean.layout
+    assert clean.findings == [], [(g.check, g.message) for g in clean.findings]
 
 
 def test_seq2seq_without_pad_id_says_why_the_padding_is_not_judged():
