@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -214,8 +215,11 @@ def test_concurrent_audits_share_one_cache(tmp_path):
     moved = [p for p in cache.rglob("*") if p.is_file() and p.parent.parent.name == "moved"]  # move records
     for p in moved:  # (ShardCache.get_moved: a renamed shard's bytes answered from the cache)
         assert p.suffix == ".json" and isinstance(json.loads(p.read_text()), dict)  # each complete
+    code = [p for p in cache.rglob("*") if p.is_file() and p.parent == Path(code_memo_dir(cache))]
+    for p in code:  # the remembered code fingerprint (rerun.remember_tree_fingerprint): 32 hex digits, whole
+        assert re.fullmatch(r"[0-9a-f]{32}", p.name) and re.fullmatch(r"[0-9a-f]{32}", p.read_text())
     assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".dcr" and p not in ids
-                and p not in memos and p not in moved]  # no temp file
+                and p not in memos and p not in moved and p not in code]  # no temp file
     assert normalized(_audit(d, cache).to_json()) == expected
 
 
