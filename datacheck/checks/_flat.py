@@ -455,6 +455,10 @@ def periodic_flat(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) 
         step = max(1, _CELLS // (2 * win))
         for c0 in range(0, len(cand), step):  # bounded memory: chunks of candidates, not rows
             c, r = cand[c0:c0 + step], crow[c0:c0 + step]
+            live = ~out[r]  # a row found by an earlier chunk is not looked at again (a row of one id: one chunk)
+            c, r = c[live], r[live]
+            if not len(c):
+                continue
             j = c[:, None] + np.arange(-(win - 1), win, dtype=np.int64)[None, :]
             inside = (j >= offsets[r][:, None]) & (j + p < offsets[r + 1][:, None])
             jc = np.clip(j, 0, total - 1 - p)
