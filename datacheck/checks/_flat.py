@@ -31,7 +31,7 @@ import pyarrow as pa
 from datacheck.checks.registry import shared_column, shared_pass
 
 __all__ = ["POSITION_COUNTS", "position_counts", "flat_ints", "fast_dtype", "by_chunks", "positions_not_reset",
-           "periodic_flat", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
+           "periodic_flat", "periodic_runs", "MIN_PERIOD", "MAX_PERIOD", "MIN_REPEATS"]
 
 #: the per-row fields of :func:`position_counts` (UInt32 each)
 POSITION_COUNTS = ("prompt", "eot", "eos_total", "eos_sup", "shift", "pad_id", "pad_label", "pad_att", "trunc",
@@ -455,6 +455,10 @@ def periodic_flat(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) 
         step = max(1, _CELLS // (2 * win))
         for c0 in range(0, len(cand), step):  # bounded memory: chunks of candidates, not rows
             c, r = cand[c0:c0 + step], crow[c0:c0 + step]
+            live = ~out[r]  # a row found by an earlier chunk is not looked at again (a row of one id: one chunk)
+            c, r = c[live], r[live]
+            if not len(c):
+                continue
             j = c[:, None] + np.arange(-(win - 1), win, dtype=np.int64)[None, :]
             inside = (j >= offsets[r][:, None]) & (j + p < offsets[r + 1][:, None])
             jc = np.clip(j, 0, total - 1 - p)
@@ -466,6 +470,67 @@ def periodic_flat(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray) 
             n_left = np.where(left.all(axis=1), win - 1, left.argmin(axis=1))
             n_right = np.where(right.all(axis=1), win - 1, right.argmin(axis=1))
             out[r[n_left + 1 + n_right >= win]] = True
+    return out
+
+
+#: positions of one row :func:`periodic_runs` compares at once for one period (1 Mi: 1 MiB of flags,
+#: at most 8 MiB of run boundaries), so its memory does not grow with the row
+RUN_CHUNK = 1 << 20
+
+
+def _first_run(vals: np.ndarray, ok: np.ndarray | None, a: int, b: int, p: int, before: int) -> tuple[int, int] | None:
+    """The first run of row ``[a, b)`` of the flat buffer for period ``p``: (start, length) of the first
+    maximal stretch of ``(MIN_REPEATS - 1) p`` or more consecutive positions ``j`` (``j + p < b``) with
+    ``vals[j] == vals[j + p]`` and both positions ok; None when there is none starting before flat
+    position ``before`` (the search stops there). Chunks of :data:`RUN_CHUNK` positions."""
+    need = (MIN_REPEATS - 1) * p
+    end = b - p  # the positions compared: [a, end)
+    run_start = a  # where the current stretch of true comparisons began
+    for c0 in range(a, end, RUN_CHUNK):
+        if run_start >= before:
+            return None
+        c1 = min(end, c0 + RUN_CHUNK)
+        eq = vals[c0:c1] == vals[c0 + p:c1 + p]
+        if ok is not None:
+            eq &= ok[c0:c1] & ok[c0 + p:c1 + p]
+        false = np.flatnonzero(~eq) + c0
+        if not len(false):
+            continue
+        starts = np.concatenate(([run_start], false[:-1] + 1))
+        long = np.flatnonzero(false - starts >= need)  # stretches ended in this chunk by a false comparison
+        if len(long):
+            k = int(long[0])
+            return (int(starts[k]), int(false[k] - starts[k])) if starts[k] < before else None
+        run_start = int(false[-1]) + 1
+    if end - run_start >= need and run_start < before:
+        return run_start, end - run_start
+    return None
+
+
+def periodic_runs(vals: np.ndarray, ok: np.ndarray | None, offsets: np.ndarray, limit: int) -> list[tuple[int, int, int, int]]:
+    """The details of ``content.periodic_tokens``: for the first ``limit`` rows (in order) holding a
+    run (:func:`periodic_flat`, same arguments), (row index, start, period, repeats): the row's
+    first position covered by a run of any period ``p`` (a stretch of at least ``(MIN_REPEATS - 1) p``
+    consecutive positions ``j`` with ``vals[j] == vals[j + p]``, both ok, ``j + p`` in the row), as a
+    0-based position in the row; the smallest period with a run starting there; its repeats
+    ``length // p + 1`` (``length``: the stretch's full number of true comparisons).
+
+    Memory: :func:`periodic_flat` over the buffer, then per row and period one chunk of
+    :data:`RUN_CHUNK` positions at a time: a row of 4 million ids of one value costs a few MiB
+    beyond its own buffer (the per-position expressions it replaces held about 700 bytes a position)."""
+    rows = np.flatnonzero(periodic_flat(vals, ok, offsets))[:limit]
+    out = []
+    for r in rows.tolist():
+        a, b = int(offsets[r]), int(offsets[r + 1])
+        best: tuple[int, int, int] | None = None  # (start, period, length)
+        for p in range(MIN_PERIOD, MAX_PERIOD + 1):
+            if b - a < MIN_REPEATS * p:
+                break
+            got = _first_run(vals, ok, a, b, p, b if best is None else best[0])
+            if got is not None:  # starts before the best so far (a tie keeps the smaller period)
+                best = (got[0], p, got[1])
+        if best is not None:
+            out.append((r, best[0] - a, best[1], best[2] // best[1] + 1))
     return out
 
 

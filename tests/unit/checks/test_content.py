@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from unittest.mock import patch
 
+import numpy as np
 import polars as pl
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -225,3 +226,73 @@ def test_periodic_rows_at_the_shortest_row_that_holds_a_run():
         assert periodic_rows(pl.Series("input_ids", rows, dtype=pl.List(pl.Int64))).to_list() == [True, False, False]
         assert periodic_rows(pl.Series("input_ids", rows[1:], dtype=pl.List(pl.Int64))).to_list() == [False, False]
         assert [ref_periodic(r) for r in rows] == [True, False, False]
+
+
+def ref_first_run(ids: list, mask: list) -> tuple[int, int, int] | None:
+    """(start, period, repeats) of the details of content.periodic_tokens for one row: the first
+    position covered by a run of any period, the smallest period whose run starts there, and
+    ``length // p + 1`` with ``length`` the run's whole stretch of equal comparisons; None without run."""
+    best = None
+    for p in range(1, 14):
+        j, n = 0, len(ids) - p
+        while j < n:
+            k = j
+            while k < n and mask[k] == 1 and mask[k + p] == 1 and ids[k] is not None and ids[k] == ids[k + p]:
+                k += 1
+            if k - j >= 31 * p:
+                if best is None or j < best[0]:
+                    best = (j, p, (k - j) // p + 1)
+                break
+            j = k + 1
+    return best
+
+
+def _flat_of(ids_rows: list, masks: list | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(vals, ok, offsets) of rows of ids (None: a null row, no position), built in plain Python."""
+    vals, ok, offsets = [], [], [0]
+    for i, r in enumerate(ids_rows):
+        for j, x in enumerate(r or []):
+            vals.append(0 if x is None else x)
+            ok.append(x is not None and (masks is None or masks[i][j] == 1))
+        offsets.append(len(vals))
+    return np.array(vals, dtype=np.int64), np.array(ok, dtype=bool), np.array(offsets, dtype=np.int64)
+
+
+@SETTINGS
+@given(rows=split_runs(), use_mask=st.booleans(), chunk=st.sampled_from([None, 1, 5, 64]))
+def test_periodic_runs_match_reference(rows, use_mask, chunk):
+    """The details (content.periodic_tokens' "runs": first 20 rows, per row the first run with the
+    smallest period) against the plain-Python reference: the kernel (_flat.periodic_runs, one row's
+    comparisons chunk by chunk, at chunks that cut runs anywhere) and the audit's details."""
+    ids_rows, masks = rows
+    want = [(i, *got) for i, r in enumerate(ids_rows) if r is not None
+            and (got := ref_first_run(r, masks[i] if use_mask else [1] * len(r))) is not None][:20]
+    vals, ok, offsets = _flat_of(ids_rows, masks if use_mask else None)
+    with patch.object(_flat, "RUN_CHUNK", chunk or _flat.RUN_CHUNK):
+        assert _flat.periodic_runs(vals, ok, offsets, 20) == want
+    ids = pl.Series("input_ids", ids_rows, dtype=pl.List(pl.Int64))
+    df = pl.DataFrame({"input_ids": ids} if not use_mask else
+                      {"input_ids": ids, "attention_mask": pl.Series(masks, dtype=pl.List(pl.Int8))})
+    res = audit_frame(df, config_from_dict({}))
+    f = [f for f in res.findings if f.check == "content.periodic_tokens"]
+    assert [(r["row"], r["run"]["start"], r["run"]["period"], r["run"]["repeats"])
+            for r in (f[0].details["runs"] if f else [])] == want
+
+
+def test_a_very_long_period_one_run():
+    """One id repeated over 3 chunks and more (periodic_runs compares RUN_CHUNK positions at a time),
+    between ordinary rows, then the same row with one other id in its middle: the check's kernel and
+    its details give the run's start, period 1 and its repeats, computed from the lengths."""
+    n = 3 * _flat.RUN_CHUNK + 5
+    rows = [list(range(40)), [7] * n, [1, 2, 3]]
+    assert periodic_rows(pl.Series("input_ids", rows, dtype=pl.List(pl.Int32))).to_list() == [False, True, False]
+    vals, ok, offsets = _flat_of(rows, None)
+    assert _flat.periodic_runs(vals, None, offsets, 20) == [(1, 0, 1, n)]  # n - 1 equal neighbours: n repeats
+    cut = n // 2
+    rows[1][cut] = 8  # two runs: [0, cut) and (cut, n)
+    vals, ok, offsets = _flat_of(rows, None)
+    assert _flat.periodic_runs(vals, None, offsets, 20) == [(1, 0, 1, cut)]
+    rows[1][:cut] = list(range(cut))  # the first part no run: the second one, from position cut + 1
+    vals, ok, offsets = _flat_of(rows, None)
+    assert _flat.periodic_runs(vals, None, offsets, 20) == [(1, cut + 1, 1, n - cut - 1)]
+    assert periodic_rows(pl.Series("input_ids", rows, dtype=pl.List(pl.Int32))).to_list() == [False, True, False]
