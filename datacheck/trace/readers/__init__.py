@@ -190,6 +190,8 @@ class LogFile:
                 yield from self._emit(w, ctx)
             if data_lines is not None:
                 data_lines.feed(n, text)  # a dataset line is read for its facts, and then as any line
+            if ("*****" in text and pydict.BANNER in text) or megatron.begins_launch(text):
+                st.launches += 1  # a launch's banner: a restart into the same log is told by it
             if IDENTITY_PREFIX in text:
                 ident = parse_identity(text)
                 if ident:
