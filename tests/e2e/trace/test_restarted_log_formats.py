@@ -123,7 +123,9 @@ def test_a_jsonl_metrics_log_resumed_from_a_checkpoint_stays_one_run(tmp_path):
 HF_SCRIPT = textwrap.dedent('''
     import sys, torch, transformers
     from transformers import Trainer, TrainingArguments
-    transformers.logging.set_verbosity_info()
+    VERBOSE = sys.argv[2] == "1"
+    if VERBOSE:  # the banner and header are logged at INFO; by default the console shows tqdm bars and dicts
+        transformers.logging.set_verbosity_info()
     ROWS = 1200
     g = torch.Generator().manual_seed(0)
     x = torch.randn(ROWS, 2, generator=g)
@@ -147,69 +149,74 @@ HF_SCRIPT = textwrap.dedent('''
 
     args = TrainingArguments(output_dir=sys.argv[1], per_device_train_batch_size=16, num_train_epochs=2,
                              logging_steps=5, save_strategy="steps", save_steps=60, report_to=[],
-                             disable_tqdm=True, use_cpu=True, seed=42, learning_rate=0.05)
+                             disable_tqdm=VERBOSE, use_cpu=True, seed=42, learning_rate=0.05)
     torch.manual_seed(0)
     trainer = Trainer(model=M(), args=args, train_dataset=DS())
-    trainer.train(resume_from_checkpoint=sys.argv[2] if len(sys.argv) > 2 else None)
+    trainer.train(resume_from_checkpoint=sys.argv[3] if len(sys.argv) > 3 else None)
 ''')
 HF_BANNER = "***** Running training *****"
 
 
-@pytest.fixture(scope="module")
-def hf_consoles(tmp_path_factory):
+@pytest.fixture(scope="module", params=["banner", "tqdm"])
+def hf_consoles(request, tmp_path_factory):
     """A real Trainer run's console (2 epochs of 75 steps, logging every 5, checkpoints every 60), and
-    the console of a second launch resuming it from checkpoint-60, each as ``python train.py > log``."""
+    the console of a second launch resuming it from checkpoint-60, each as ``python train.py > log 2>&1``:
+    ``banner``: logging at INFO (the banner, the header) without bars; ``tqdm``: the default verbosity
+    (no banner, no header), the dicts placed by the progress bar."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     root = tmp_path_factory.mktemp("hfrestart")
     (root / "train.py").write_text(HF_SCRIPT)
     texts = []
+    verbose = "1" if request.param == "banner" else "0"
     for extra in ([], [str(root / "out" / "checkpoint-60")]):
         with open(root / "console.log", "w") as out:  # stdout and stderr in one file, unbuffered: in order
-            p = subprocess.run([sys.executable, str(root / "train.py"), str(root / "out"), *extra], stdout=out,
-                               stderr=subprocess.STDOUT, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        texts.append((root / "console.log").read_text())
+            p = subprocess.run([sys.executable, str(root / "train.py"), str(root / "out"), verbose, *extra],
+                               stdout=out, stderr=subprocess.STDOUT, timeout=300,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        texts.append((root / "console.log").read_bytes().decode())  # tqdm's \r kept
         assert p.returncode == 0, texts[-1][-2000:]
-    return root, texts
+    assert all(t.count(HF_BANNER) == (verbose == "1") for t in texts)
+    return texts
 
 
-def _hf_facts(text: str) -> list[float]:
+def _hf_epochs(text: str) -> list[float]:
     """The training dicts' epochs, by the test's own pattern."""
     return [float(m.group(1)) for m in re.finditer(r"\{'loss': '?[\d.e-]+'?,.*?'epoch': '?([\d.]+)'?\}", text)]
 
 
 @pytest.mark.slow
 def test_a_hf_trainer_console_restarted_into_the_same_file_is_judged_run_by_run(hf_consoles, tmp_path):
-    root, (text, _) = hf_consoles
-    assert text.count(HF_BANNER) == 1
-    epochs = _hf_facts(text)
+    text = hf_consoles[0]
+    epochs = _hf_epochs(text)
     assert len(epochs) == 150 // 5 and epochs == sorted(epochs)  # one dict every 5 of 150 steps
     single, double = tmp_path / "one.log", tmp_path / "two.log"
     body = text.rstrip("\n") + "\n"
-    single.write_text(body)
-    double.write_text(body + body)
+    single.write_bytes(body.encode())
+    double.write_bytes((body + body).encode())
     one, two = trace(single), trace(double)
-    lines = body.splitlines()
+    lines = body.splitlines()  # \r ends a line too, as for the trace's reader
     first = next(i for i, t in enumerate(lines, 1) if "{'loss'" in t)  # the first training dict
     run2 = f"{double}, run 2 (restarted at {double}:{len(lines) + first})"
     assert set(two.streams) == {str(double), run2}
     assert _restarts(two) == [(150, 5, f"{double}:{len(lines) + first}")]
+    # the single log has no warning; appended, the second run's first losses were spikes against the first's
     assert _loud(two, str(double)) == _loud(one, str(single)) and _loud(two, run2) == _loud(one, str(single))
     assert not [e for e in two.events if e["kind"] == "resume"]
     assert "log.step_regression" not in {f.check for f in two.findings}
     assert (two.first_bad is None) == (one.first_bad is None)
+    assert not two.step_less and not one.step_less  # every record placed on its step
 
 
 @pytest.mark.slow
 def test_a_hf_trainer_console_resumed_from_a_checkpoint_stays_one_run(hf_consoles, tmp_path):
-    """The second launch resumes from checkpoint-60: its banner, then dicts from step 65 on."""
-    root, (text, resumed) = hf_consoles
-    assert resumed.count(HF_BANNER) == 1
-    # transformers' resume line ("Continuing training from checkpoint, will skip to saved global_step" before 4.x)
-    assert re.search(r"(Resuming|Continuing) training from checkpoint.*global.step 60", resumed)
-    assert len(_hf_facts(resumed)) == (150 - 60) // 5
+    """The second launch resumes from checkpoint-60: its dicts from step 65 on."""
+    text, resumed = hf_consoles
+    if HF_BANNER in resumed:  # transformers' resume line ("Continuing training from checkpoint" before 4.x)
+        assert re.search(r"(Resuming|Continuing) training from checkpoint.*global.step 60", resumed)
+    assert len(_hf_epochs(resumed)) == (150 - 60) // 5
     p = tmp_path / "resumed.log"
-    p.write_text(text.rstrip("\n") + "\n" + resumed)
+    p.write_bytes((text.rstrip("\n") + "\n" + resumed).encode())
     res = trace(p)
     assert not _restarts(res) and set(res.streams) == {str(p)}
     reg = {f.check: f for f in res.findings}["log.step_regression"]
