@@ -148,6 +148,11 @@ class ReadStats:
             ``[batch]`` plan) does not place this log's records (it put two training records on one
             step), None when it does or was not used; the trace then reads the log again without it
             (the records unplaced, this the reason).
+        launches: the launch banners read so far (a trainer's start-of-training print: Megatron's
+            arguments block, the Hugging Face Trainer's ``***** Running training *****``), counted as
+            the log is read; 0 for a log that prints none (JSONL metrics, nanoGPT). A run restarted from
+            scratch into a log that prints them is one after a new banner
+            (:func:`datacheck.trace.run.trace_logs`).
     """
 
     source: str
@@ -167,6 +172,7 @@ class ReadStats:
     last_step: int | None = None
     epoch_clash: str | None = None
     dataset_lines: Any = None
+    launches: int = 0
 
     def knows(self, first: int, why: str) -> None:
         """Record the trainer's step count (the first reader line that names it wins)."""

@@ -175,6 +175,33 @@ def _scale_kept(rec: StepRecord) -> bool:
     return rec.prev_scale is not None and rec.loss_scale is not None and rec.loss_scale >= rec.prev_scale
 
 
+def _restarts(rec: StepRecord, cur: Stream, first_step: int, first_epoch: float | None, launch: int,
+              last_launch: int, marked: bool) -> bool:
+    """True when ``rec`` (a training or eval record) begins a run restarted from
+    scratch into the log of stream ``cur``: the step counter goes back below the stream's last training
+    step to at or under its first training step ``first_step`` (a new launch counts from the start;
+    a resume goes back to its checkpoint's step, after the first), and, in a log that prints a
+    launch banner (``marked``: one was read before the stream's first record; Megatron's arguments
+    block, the Hugging Face Trainer's ``***** Running training *****``), a new banner was read since
+    the stream's last record (``launch > last_launch``). A log that prints none (JSONL metrics,
+    nanoGPT's console) has the step alone: nanoGPT logs ``step 0`` (eval) and ``iter 0`` again, the
+    Trainer ``epoch`` back near 0. The loss back at its initial level is no evidence (a resume from an
+    early checkpoint has it too). A record without a step number (``step_inferred``: a Trainer console
+    without header nor bar, whose records are ordinals) has its ``epoch`` in the step's place: back
+    below the last record's, at or under the run's first (the Trainer's epoch never goes back within a
+    launch)."""
+    prev = cur.prev
+    if prev is None:
+        return False
+    if rec.step_inferred:
+        if rec.epoch is None or prev.epoch is None or first_epoch is None:
+            return False
+        back = rec.epoch < prev.epoch and rec.epoch <= first_epoch
+    else:
+        back = rec.step < prev.step and rec.step <= first_step and not prev.step_inferred
+    return back and (launch > last_launch or not marked)
+
+
 def _check_world_size(streams: dict[Any, Stream], world_size: int | None) -> None:
     """Raises :class:`UsageError` when the logs name a rank at or above ``world_size`` (ranks count
     from 0): the given world size contradicts the logs, and what is said of the ranks (those unseen,
@@ -229,6 +256,8 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     runs: dict[Any, RunKey] = {}  # per rank or log: the stream of its latest run restarted from scratch
     first_steps: dict[Any, int] = {}  # per stream: its first training record's step
     launches: dict[Any, int] = {}  # per stream: the log's launches read when its last record came
+    first_epochs: dict[Any, float | None] = {}  # per stream: its first training record's epoch
+    marked: dict[Any, bool] = {}  # per stream: its log had printed a launch banner before its first record
     for lf in logs:
         seen_notes = 0
         for rec in lf.records():
@@ -242,21 +271,18 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                         r.opts = replace(opts, notes=frozenset(notes))
             base = rec.rank if rec.rank is not None else lf.source
             key = runs.get(base, base)
-            dl = lf.stats.dataset_lines
-            launch = len(dl.earlier) if dl is not None else 0  # the launches (arguments blocks) read so far
-            if rec.split == "train" and not rec.step_inferred and key in streams:
+            launch = lf.stats.launches  # the launch banners (arguments blocks, Trainer banners) read so far
+            if key in streams and _restarts(rec, streams[key], first_steps[key], first_epochs[key], launch,
+                                            launches[key], marked[key]):
+                # a run restarted from scratch and appended, judged on its own (its warmup, loss-scale search
+                # and first losses are its own, not a resume's discontinuity nor spikes against the run before)
                 cur = streams[key]
-                if cur.prev is not None and rec.step < cur.prev.step and rec.step <= first_steps[key] \
-                        and launch > launches[key]:
-                    # a new launch (its arguments block) and the step counter back at or under the run's first
-                    # step: a run restarted from scratch and appended, judged on its own (its warmup, loss-scale
-                    # search and first losses are its own, not a resume's discontinuity nor spikes against the
-                    # run before); a step going back with no new launch is a resume, as before
-                    n = (key.run if isinstance(key, RunKey) else 1) + 1
-                    key = runs[base] = RunKey(base, n, rec.where())
-                    if len(events) < _EVENTS:
-                        events.append({"kind": "restart", "step": rec.step, "rank": stream_name(key),
-                                       "from_step": cur.prev.step, "where": rec.where()})
+                n = (key.run if isinstance(key, RunKey) else 1) + 1
+                key = runs[base] = RunKey(base, n, rec.where())
+                if len(events) < _EVENTS:
+                    events.append({"kind": "restart", "step": rec.step, "rank": stream_name(key),
+                                   "from_step": cur.prev.step if cur.prev is not None else rec.step,
+                                   "where": rec.where()})
             if rec.step_inferred:
                 inferred.setdefault(lf.source, set()).add(stream_name(key))
             if rec.split != "train":
@@ -283,6 +309,8 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
             if s is None:
                 s = streams[key] = Stream(key)
                 first_steps[key] = rec.step
+                first_epochs[key] = rec.epoch
+                marked[key] = launch > 0
                 curves[s.name] = {m: Curve() for m in METRICS}
                 feeds[key] = [r.feed for r in rules if type(r).feed is not Rule.feed]  # rules that read records
             launches[key] = launch

@@ -190,6 +190,8 @@ class LogFile:
                 yield from self._emit(w, ctx)
             if data_lines is not None:
                 data_lines.feed(n, text)  # a dataset line is read for its facts, and then as any line
+            if ("*****" in text and pydict.BANNER in text) or megatron.begins_launch(text):
+                st.launches += 1  # a launch's banner: a restart into the same log is told by it
             if IDENTITY_PREFIX in text:
                 ident = parse_identity(text)
                 if ident:
@@ -239,7 +241,7 @@ class LogFile:
                 break
             if "<" in text:  # a tqdm bar's "n/total [elapsed<remaining": the last one on the line
                 for t in tqdm.finditer(text):
-                    ctx.tqdm_step = int(t.group(1))
+                    ctx.tqdm_step, ctx.tqdm_total = int(t.group(1)), int(t.group(2))
         if ctx.waiting is not None:
             yield from self._emit(ctx.waiting, ctx)
             ctx.waiting = None
@@ -403,8 +405,13 @@ class LogFile:
         st.notes.add("hf_nan_filter")  # the Trainer's logging_nan_inf_filter, as in trainer_state.json
         same = got.pop("\0tqdm", None)
         sig4 = bool(got.pop("\0sig4", False))
+        # a bar counting below the previous record's step is stale, unless it is a new bar as long as the one
+        # that placed the previous record (tqdm never counts down within a bar): a new launch's training bar
+        # (an evaluation's bar has the eval loader's length)
+        fresh = prev is not None and ctx.tqdm_step is not None and ctx.tqdm_step < prev \
+            and ctx.bar_total is not None and ctx.tqdm_total == ctx.bar_total
         bar = same if same is not None else \
-            ctx.tqdm_step if ctx.tqdm_step is not None and (prev is None or ctx.tqdm_step >= prev) else None
+            ctx.tqdm_step if ctx.tqdm_step is not None and (prev is None or ctx.tqdm_step >= prev or fresh) else None
         why = None
         step = self._state_step(ctx, got["epoch"], sig4) if "epoch" in got else None
         given = False  # placed by a steps-per-epoch from outside the log (not the Trainer's header)
@@ -435,6 +442,7 @@ class LogFile:
             # may be stale (tqdm redraws at most every 0.1 s): a lower bound, raised by the bar tqdm
             # redraws after writing the dict
             step, why, ctx.await_bar = bar, None, same is None
+            ctx.bar_total = ctx.tqdm_total
         ctx.ordinal += 1
         try:
             rec = record_from_mapping(got, self.source, n, rank, fallback_step=step if step is not None else
@@ -506,6 +514,9 @@ class _TextState:
 
     last: dict[int | None, int] = field(default_factory=dict)
     tqdm_step: int | None = None
+    #: the length of the last bar drawn, and of the bar that last placed a Hugging Face record
+    tqdm_total: int | None = None
+    bar_total: int | None = None
     header: dict[str, int] = field(default_factory=dict)
     ordinal: int = 0
     epoch_decimals: int = 0

@@ -22,7 +22,7 @@ from typing import Any
 
 from datacheck.trace.readers.fields import BadValue, count_text, to_float, to_int
 
-__all__ = ["NAME", "parse_line", "starts_iteration", "cut_iteration", "DatasetLines", "DatasetBuild", "LEGACY", "CORE"]
+__all__ = ["NAME", "parse_line", "starts_iteration", "cut_iteration", "begins_launch", "DatasetLines", "DatasetBuild", "LEGACY", "CORE"]
 
 NAME = "megatron"
 _ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -218,6 +218,13 @@ class DatasetBuild:
     train: bool = False
 
 
+def begins_launch(text: str) -> bool:
+    """True for the line that opens a launch's arguments block (``------------------------ arguments
+    ------------------------``, both lineages' ``_print_args``: printed once at every launch, a
+    resume's and a restart's alike)."""
+    return "arguments" in text and "----" in text and "end of arguments" not in text
+
+
 @dataclass
 class DatasetLines:
     """The dataset lines of one Megatron log, read line by line (:meth:`feed`), both lineages'
@@ -301,7 +308,7 @@ class DatasetLines:
             return (v, where[1], where[2])
 
         if "arguments" in text and "----" in text:
-            self._args = "end of arguments" not in text
+            self._args = begins_launch(text)
             if self._args:
                 self._launch(n)  # a launch's block: a restarted or resumed run appended begins a launch
             return

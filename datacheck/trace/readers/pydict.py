@@ -24,7 +24,7 @@ from typing import Any
 
 from datacheck.trace.readers.fields import BadValue, count_text
 
-__all__ = ["NAME", "parse_line", "parse_header", "place_by_epoch", "epoch_decimals", "HF_FIRST_STEP", "HF_WHY"]
+__all__ = ["NAME", "parse_line", "parse_header", "place_by_epoch", "epoch_decimals", "HF_FIRST_STEP", "HF_WHY", "BANNER"]
 
 NAME = "hf_console"
 HF_FIRST_STEP = 1
@@ -65,6 +65,12 @@ def parse_line(text: str) -> dict[str, Any] | None:
         for t in _TQDM.finditer(text, 0, at):  # the last bar drawn before the dict
             pairs["\0tqdm"] = int(t.group(1))
     return pairs
+
+
+#: the banner ``Trainer._inner_training_loop`` logs (at INFO) when a launch begins training, before its
+#: header lines: printed at every launch, a resume's (then "Continuing training from checkpoint") and a
+#: restart's alike
+BANNER = "***** Running training *****"
 
 
 def parse_header(text: str) -> tuple[str, int] | None:

@@ -58,7 +58,8 @@ def test_mixed_formats_and_non_monotonic_steps(tmp_path):
                  "{'loss': 1.8, 'learning_rate': 0.001, 'epoch': 0.1}\n"
                  "step=2 loss=1.85 lr=1e-3\n"   # a resume: step goes back from 3 to 2, lr restored
                  "step=3 loss=1.7 lr=5e-3\n"    # but at step 3 the lr differs from the 1e-3 seen before? (3 not seen)
-                 "step=1 loss=1.7 lr=9e-3\n"    # resume to 1: lr 9e-3 vs 1e-3 logged at step 1 before
+                 "step=2 loss=1.7 lr=9e-3\n"    # resume to 2: lr 9e-3 vs 1e-3 logged at step 2 before (back to
+                 # step 1, the log's first, would be a run restarted from scratch: test_restarted_log_formats.py)
                  "loss: ??? step 4\n")
     res = _t(p)
     st = res.logs[0]
@@ -66,9 +67,9 @@ def test_mixed_formats_and_non_monotonic_steps(tmp_path):
     assert st.bad_lines == 1
     f = {x.check: x for x in res.findings}
     reg = f["log.step_regression"]
-    assert [(r["from_step"], r["to_step"]) for r in reg.details["resumes"]] == [(3, 2), (3, 1)]
+    assert [(r["from_step"], r["to_step"]) for r in reg.details["resumes"]] == [(3, 2), (3, 2)]
     lr = f["log.lr_discontinuity"]
-    assert lr.details["step"] == 1 and lr.details["lr_before_resume"] == 1e-3 and lr.details["lr"] == 9e-3
+    assert lr.details["step"] == 2 and lr.details["lr_before_resume"] == 1e-3 and lr.details["lr"] == 9e-3
 
 
 def test_warmup_restart_and_ranks(tmp_path):
