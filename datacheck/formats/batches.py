@@ -35,10 +35,16 @@ import polars as pl
 
 from datacheck.formats.base import ShardReader, cast_frame
 from datacheck.io.shardbytes import Unreadable
-from datacheck.model.constants import BATCH_TARGET_BYTES, ENV_BATCH_ROWS, ONE_BATCH_TARGETS, RAMP_DIVISOR
+from datacheck.model.constants import (
+    BATCH_TARGET_BYTES,
+    ENV_BATCH_ROWS,
+    LAYOUT_SAMPLE_BYTES,
+    ONE_BATCH_TARGETS,
+    RAMP_DIVISOR,
+)
 from datacheck.model.errors import ENGINE_ERRORS
 
-__all__ = ["ONE_BATCH_TARGETS", "RAMP_DIVISOR", "FrameReader", "StreamedReader", "batch_rows", "cast_batches", "first_batch", "forced_batch_rows", "gather_rows",
+__all__ = ["ONE_BATCH_TARGETS", "RAMP_DIVISOR", "BudgetedStreamedReader", "FrameReader", "StreamedReader", "batch_rows", "cast_batches", "first_batch", "forced_batch_rows", "gather_rows",
            "rows_from_batches", "shard_reader"]
 
 #: rows sampled to estimate the decoded bytes of a row of a source whose reader does not know them
@@ -164,6 +170,24 @@ class StreamedReader:
                   rows: int) -> pl.DataFrame | None:
         """The rows ``indices`` (sorted) from the batches of ``rows`` rows read again."""
         return rows_from_batches(self.batches(columns, rows, want), indices)
+
+
+class BudgetedStreamedReader(StreamedReader):
+    """A :class:`StreamedReader` whose ``batches`` also take ``max_bytes`` (decoded bytes a batch; the
+    JSONL, CSV/TSV and plain-text readers): its layout sample is its first batch within
+    :data:`~datacheck.model.constants.LAYOUT_SAMPLE_BYTES`."""
+
+    def batches(self, columns: list[str], rows: int, want: dict[str, pl.DataType] | None = None,
+                ramp: bool = False, max_bytes: int | None = None) -> Iterator[pl.DataFrame]:
+        raise NotImplementedError
+
+    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
+        """The first ``rows`` rows of ``columns``, fewer where they hold more than
+        :data:`~datacheck.model.constants.LAYOUT_SAMPLE_BYTES` (the layout's sample; at least one row), cast
+        to ``want``; None when the file does not hold ``columns`` or cannot be read (the opened frame's
+        ``head`` then says why)."""
+        return first_batch(self.batches(columns, rows, want, max_bytes=LAYOUT_SAMPLE_BYTES)) \
+            if columns and rows >= 1 and self.holds(columns) else None
 
 
 class FrameReader:

@@ -52,13 +52,13 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, ReadOptions, ShardData, normalize_shard
-from datacheck.formats.batches import StreamedReader, cast_batches, first_batch
+from datacheck.formats.batches import BudgetedStreamedReader, cast_batches
 from datacheck.formats.findings import bad_record_finding, blank_finding, long_line_message, unique_names, utf8_finding
 from datacheck.formats.records import BOM, RecordLayoutError
 from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import budget, lazy_source, recut_frames
 from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks
-from datacheck.model.constants import LAYOUT_SAMPLE_BYTES, MAX_ROW_BYTES
+from datacheck.model.constants import MAX_ROW_BYTES
 from datacheck.model.findings import Finding
 
 __all__ = ["CSV_CHUNK_ROWS", "FORMAT", "SEPARATORS", "CsvStream", "combine_dtypes", "open_csv"]
@@ -339,7 +339,7 @@ def _serialise(cols: list[str], records: list[list[str]]) -> bytes:
 
 
 @dataclass
-class CsvStream(StreamedReader):
+class CsvStream(BudgetedStreamedReader):
     """A CSV/TSV file's rows as batches read straight from the file (pass 2, see the module docstring).
 
     Attributes:
@@ -396,13 +396,6 @@ class CsvStream(StreamedReader):
         yield from cast_batches(recut_frames(self._pieces(columns, max(1, min(rows, CSV_CHUNK_ROWS))), rows,
                                              budget(max_bytes)), want)
 
-    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
-        """The first ``rows`` rows of ``columns``, fewer where they hold more than
-        :data:`~datacheck.model.constants.LAYOUT_SAMPLE_BYTES` (the layout's sample; at least one row), cast
-        to ``want``; None when the file does not hold ``columns`` or cannot be read (the opened frame's
-        ``head`` then says why)."""
-        return first_batch(self.batches(columns, rows, want, max_bytes=LAYOUT_SAMPLE_BYTES)) \
-            if columns and rows >= 1 and self.holds(columns) else None
 
     def _pieces(self, columns: list[str] | None, step: int) -> Iterator[pl.DataFrame]:
         """The good records parsed ``step`` at a time, or :data:`CSV_CHUNK_CHARS` characters at a time

@@ -63,7 +63,7 @@ import polars as pl
 
 from datacheck.formats import jsonvalues
 from datacheck.formats.base import Format, ReadOptions, ShardData
-from datacheck.formats.batches import StreamedReader, cast_batches, first_batch
+from datacheck.formats.batches import BudgetedStreamedReader, cast_batches
 from datacheck.formats.jsonvalues import (
     TYPES_CHANGE,
     _broken_finding,
@@ -86,7 +86,7 @@ from datacheck.formats.rewrite import RecordsRewrite
 from datacheck.formats.stream_source import ahead, budget, lazy_source, recut_frames
 from datacheck.io.shardbytes import READ_ERRORS, Unreadable, read_bytes
 from datacheck.io.structs import sorted_fields, with_sorted_fields
-from datacheck.model.constants import LAYOUT_SAMPLE_BYTES, MAX_ROW_BYTES
+from datacheck.model.constants import MAX_ROW_BYTES
 from datacheck.model.findings import Example, Finding, show_value
 
 __all__ = ["FORMAT", "JsonlSource", "open_json_array", "open_jsonl", "sniff", "sniff_json_array", "sniff_json_lines",
@@ -214,7 +214,7 @@ def _decide(sums: list[_Summary], names: list[str], total: int, starts: list[int
 
 
 @dataclass
-class JsonlSource(StreamedReader):
+class JsonlSource(BudgetedStreamedReader):
     """A JSONL file's rows, streamed (see the module docstring).
 
     Attributes:
@@ -314,13 +314,6 @@ class JsonlSource(StreamedReader):
         yield from cast_batches(recut_frames(ahead(self.frames(columns), "datacheck-jsonl-decode"), rows,
                                              budget(max_bytes)), want)
 
-    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
-        """The first ``rows`` rows of ``columns``, fewer where they hold more than
-        :data:`~datacheck.model.constants.LAYOUT_SAMPLE_BYTES` (the layout's sample; at least one row), cast
-        to ``want``; None when the file does not hold ``columns`` or cannot be read (the opened frame's
-        ``head`` then says why)."""
-        return first_batch(self.batches(columns, rows, want, max_bytes=LAYOUT_SAMPLE_BYTES)) \
-            if columns and rows >= 1 and self.holds(columns) else None
 
     def lazy(self) -> pl.LazyFrame:
         """The rows as a ``LazyFrame`` (an IO plugin: its schema is known, collecting it runs pass 2)."""

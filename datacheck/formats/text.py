@@ -60,14 +60,14 @@ import numpy as np
 import polars as pl
 
 from datacheck.formats.base import Format, ReadOptions, ShardData
-from datacheck.formats.batches import StreamedReader, cast_batches, first_batch
+from datacheck.formats.batches import BudgetedStreamedReader, cast_batches
 from datacheck.formats.csv import SEPARATORS
 from datacheck.formats.findings import bad_record_finding, long_line_message, utf8_finding
 from datacheck.formats.rewrite import META_COLUMNS, RewriteJob, Rewritten, WriteBytes, compressed_as, row_hashes
 from datacheck.formats.stream_source import budget, lazy_source, recut_frames
 from datacheck.io.shardbytes import LongLine, Unreadable, bounded_line_chunks, read_bytes
 from datacheck.io.stores import is_url
-from datacheck.model.constants import LAYOUT_SAMPLE_BYTES, MAX_ROW_BYTES
+from datacheck.model.constants import MAX_ROW_BYTES
 from datacheck.model.errors import InternalError, UsageError
 from datacheck.model.findings import Finding
 
@@ -303,7 +303,7 @@ _MODES = {"line": _line_rows, "paragraph": _paragraph_rows, "document": _documen
 
 
 @dataclass
-class TextStream(StreamedReader):
+class TextStream(BudgetedStreamedReader):
     """A text file's rows, read again from the file batch by batch (pass 2, see the module docstring).
 
     Attributes:
@@ -331,12 +331,6 @@ class TextStream(StreamedReader):
         for a file of no rows."""
         return (self.rows, self.total_bytes / self.rows) if self.rows else (self.rows, None)
 
-    def first_rows(self, columns: list[str], rows: int, want: dict[str, pl.DataType]) -> pl.DataFrame | None:
-        """The first ``rows`` rows, fewer where they hold more than
-        :data:`~datacheck.model.constants.LAYOUT_SAMPLE_BYTES` (the layout's sample; at least one row), cast
-        to ``want``; None for columns the file does not hold or a read that fails."""
-        return first_batch(self.batches(columns, rows, want, max_bytes=LAYOUT_SAMPLE_BYTES)) \
-            if columns and rows >= 1 and self.holds(columns) else None
 
     def _frames(self) -> Iterator[pl.DataFrame]:
         """Each chunk's rows as a frame, in row order. Raises :class:`Unreadable` (the file changed)."""
