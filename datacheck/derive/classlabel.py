@@ -10,7 +10,10 @@ them in its YAML front matter (``dataset_info: features:``, ``dtype: class_label
 (``features["label"].num_classes``), so ``labels.out_of_range`` and ``labels.unseen_class`` check
 against that count, as if ``[labels] classes = names`` had been written (integer labels index into
 the names; a column holding the names themselves is checked against them). The label column is
-``[columns] label`` when set, else ``label``, else ``labels`` (the role's inferred names).
+``[columns] label`` when set, else ``label``, else ``labels`` (the role's inferred names). When it
+declares none, a token classification dataset's tags declared as ``Sequence(ClassLabel(names=[...]))``
+(CoNLL-2003's ``ner_tags``) give the classes instead: they bound the tag ids of a
+``token_classification`` shard (:func:`_with_declared_tags`).
 
 Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too): the parquet
 footer of each parquet shard, the ``dataset_info.json`` of each arrow shard's folder. Shards in an
