@@ -6,6 +6,7 @@ from that metadata with json / pyarrow, never from datacheck."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import datasets as hf
@@ -183,3 +184,24 @@ def test_legacy_sequence_metadata_bounds_tags(tmp_path):
     rep = datacheck.audit(str(tmp_path / "train.parquet"))
     assert rep.label_facts is not None and rep.label_facts["num_classes"] == len(LEGACY["feature"]["names"])
     assert one(rep, "labels.out_of_range", "ner_tags").rows == (1,)
+
+
+def test_save_to_disk_dataset_info_bounds_tags(tmp_path):
+    """A save_to_disk split: its dataset_info.json declares ner_tags (the arrow file is read by
+    datacheck as a shard of that folder); a planted tag len(names) in row 0 is out of range, the clean
+    split has no finding."""
+    feats = hf.Features({"tokens": hf.List(hf.Value("string")), "ner_tags": hf.List(hf.ClassLabel(names=NAMES))})
+    hf.Dataset.from_dict({"tokens": WORDS, "ner_tags": TAGS}, features=feats).save_to_disk(str(tmp_path / "clean"))
+    info = json.loads((tmp_path / "clean" / "dataset_info.json").read_text())
+    names = info["features"]["ner_tags"]["feature"]["names"]
+    rep = datacheck.audit(str(tmp_path / "clean"))
+    assert rep.findings == [] and rep.label_facts is not None
+    assert rep.label_facts["num_classes"] == len(names) and "dataset_info.json" in rep.label_facts["source"]
+    tags = [list(r) for r in TAGS]
+    tags[0][0] = len(names)
+    # datasets refuses to encode it, so the planted split is written with int tags and then given the
+    # clean split's dataset_info.json (the declaration a stale copy carries)
+    plain = hf.Features({"tokens": hf.List(hf.Value("string")), "ner_tags": hf.List(hf.Value("int64"))})
+    hf.Dataset.from_dict({"tokens": WORDS, "ner_tags": tags}, features=plain).save_to_disk(str(tmp_path / "bad"))
+    shutil.copy(tmp_path / "clean" / "dataset_info.json", tmp_path / "bad" / "dataset_info.json")
+    assert one(datacheck.audit(str(tmp_path / "bad")), "labels.out_of_range", "ner_tags").rows == (0,)
