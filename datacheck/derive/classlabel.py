@@ -10,7 +10,10 @@ them in its YAML front matter (``dataset_info: features:``, ``dtype: class_label
 (``features["label"].num_classes``), so ``labels.out_of_range`` and ``labels.unseen_class`` check
 against that count, as if ``[labels] classes = names`` had been written (integer labels index into
 the names; a column holding the names themselves is checked against them). The label column is
-``[columns] label`` when set, else ``label``, else ``labels`` (the role's inferred names).
+``[columns] label`` when set, else ``label``, else ``labels`` (the role's inferred names). When it
+declares none, a token classification dataset's tags declared as ``Sequence(ClassLabel(names=[...]))``
+(CoNLL-2003's ``ner_tags``) give the classes instead: they bound the tag ids of a
+``token_classification`` shard (:func:`_with_declared_tags`).
 
 Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too): the parquet
 footer of each parquet shard, the ``dataset_info.json`` of each arrow shard's folder. Shards in an
@@ -29,10 +32,13 @@ from datacheck.io.hfmeta import (
     README_NAME,
     class_label_names,
     features_of_schema_metadata,
+    is_list_feature,
     read_info_features,
     readme_features,
+    tag_label_names,
 )
 from datacheck.model.config import Config
+from datacheck.model.roles import TAG_NAMES
 
 __all__ = ["declared_features", "with_declared_classes"]
 
@@ -78,7 +84,8 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
     Shards that declare nothing (another format, no metadata) do not count. The dataset card at the
     audited root (:func:`datacheck.io.hfmeta.readme_features`) is one more declaration, which must
     agree with the shards'; a card whose configs declare different names gives none (a note).
-    ``cfg`` unchanged when nothing declares a ``ClassLabel`` for the column."""
+    When nothing declares a ``ClassLabel`` for the (scalar) label column, the token tags' declaration
+    is taken instead (:func:`_with_declared_tags`); ``cfg`` unchanged when there is none either."""
     columns = (cfg.columns.label,) if cfg.columns.label is not None else LABEL_NAMES
     info_cache: dict[Path, Any] = {}
     found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
@@ -110,7 +117,7 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
         break
     col = next((c for c in columns if c in found or c in card_note), None)
     if col is None:
-        return cfg
+        return _with_declared_tags(cfg, disc, info_cache)
     if col in card_note:
         return cfg.with_declared_classes(col, None, README_NAME, note=card_note[col])
     decl = found[col]
@@ -122,3 +129,82 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
                 "were taken from them; set [labels] num_classes (or classes) to the model's class count")
         return cfg.with_declared_classes(col, None, first_where, note=note)
     return cfg.with_declared_classes(col, first_names, first_where)
+
+
+def _token_label_column(cfg: Config, feats: dict[str, Any]) -> str | None:
+    """The column of ``feats`` (one shard's declared features: every column it has) that
+    :func:`datacheck.model.roles.resolve_roles` takes as the token ``labels`` role: ``[columns] labels``,
+    else ``labels`` when it is a list, else the first of :data:`~datacheck.model.roles.TAG_NAMES`.
+    None when there is none, or when the shard has a scalar class label (``[columns] label``, ``label``,
+    a scalar ``labels``): the tag names would then be taken as that label's classes."""
+    if cfg.columns.labels is not None:
+        return cfg.columns.labels if cfg.columns.labels in feats else None
+    if cfg.columns.label is not None or "label" in feats:
+        return None
+    if "labels" in feats:
+        return "labels" if is_list_feature(feats["labels"]) else None
+    return next((c for c in TAG_NAMES if c in feats), None)
+
+
+def _declared_tags(cfg: Config, feats: Any) -> tuple[str, tuple[str, ...], str] | None:
+    """(the token labels column, the tag names bounding it, which column declares them) from one
+    shard's (or one card config's) features: the labels column's own ``Sequence(ClassLabel)``, else,
+    for a ``labels`` column ``tokenize_and_align_labels`` made (declared as plain integers), the one
+    tag column of :data:`~datacheck.model.roles.TAG_NAMES` declared as ``Sequence(ClassLabel)`` beside
+    it (its tags were aligned from it; with two or more such tag columns which one is unknown: None)."""
+    if not isinstance(feats, dict):
+        return None
+    col = _token_label_column(cfg, feats)
+    if col is None:
+        return None
+    names = tag_label_names(feats, col)
+    if names is not None:
+        return col, names, col
+    if col != "labels" or cfg.columns.labels is not None:
+        return None
+    tagged = [(c, n) for c in TAG_NAMES if (n := tag_label_names(feats, c)) is not None]
+    return (col, tagged[0][1], tagged[0][0]) if len(tagged) == 1 else None
+
+
+def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Path, Any]) -> Config:
+    """``cfg`` with ``[labels] classes`` = the tag names a token classification dataset declares for
+    its token labels as ``Sequence(ClassLabel(names=[...]))`` (CoNLL-2003's ``ner_tags``), under the
+    rules of :func:`with_declared_classes` (the config's value wins; the shards and the card must
+    agree). In a ``token_classification`` shard the labels are tag ids, so ``len(names)`` bounds them
+    (:meth:`Config.token_label_bound`): a tag id >= ``len(names)`` other than ``ignore_index`` is
+    ``labels.out_of_range`` (CrossEntropyLoss' device-side assert on a GPU). In the other layouts
+    token labels are token ids and ``classes`` does not bound them."""
+    found: list[tuple[str, tuple[str, ...], str]] = []
+    for shard in disc.shards:
+        got = declared_features(shard, info_cache)
+        if got is None:
+            continue
+        feats, where = got
+        tags = _declared_tags(cfg, feats)
+        if tags is None:
+            continue
+        col, names, by = tags
+        how = f"{where}: {by!r} as Sequence(ClassLabel)" + ("" if by == col else f", the tags {col!r} was aligned from")
+        if not found or found[-1][:2] != (col, names):
+            found.append((col, names, how))
+    card = readme_features(disc.root / README_NAME) if disc.url_root is None else None
+    per_config = [t for _, feats in (card or []) if (t := _declared_tags(cfg, feats)) is not None]
+    if per_config:
+        col, names, by = per_config[0]
+        how = f"{README_NAME} (its dataset_info features): {by!r} as Sequence(ClassLabel)"
+        if len({(c, n) for c, n, _ in per_config}) == 1:
+            found.insert(0, (col, names, how))
+        else:
+            note = (f"{README_NAME} declares the token tags as Sequence(ClassLabel) with different names per config: "
+                    "no [labels] classes were taken from it; set [labels] num_classes (or classes)")
+            return cfg.with_declared_classes(col, None, README_NAME, note=note)
+    if not found:
+        return cfg
+    col, names, how = found[0]
+    other = next((f for f in found if f[:2] != (col, names)), None)
+    if other is not None:
+        note = (f"the data declares its token tags as Sequence(ClassLabel) with different names ({how}: {len(names)} "
+                f"{list(names[:5])}, {other[2]}: {len(other[1])} {list(other[1][:5])}): no [labels] classes were "
+                "taken from them; set [labels] num_classes (or classes) to the model's tag count")
+        return cfg.with_declared_classes(col, None, how, note=note)
+    return cfg.with_declared_classes(col, names, how)

@@ -18,7 +18,8 @@ from datacheck.io.safejson import MAX_JSON_FILE_BYTES, JsonInputError, loads, re
 from datacheck.model.errors import UsageError
 
 __all__ = ["STATE_NAME", "DATASET_DICT_NAME", "INFO_NAME", "HfState", "HfDatasetDict", "parse_state", "read_state",
-           "hf_data_files", "read_dataset_dict", "class_label_names", "features_of_schema_metadata",
+           "hf_data_files", "read_dataset_dict", "class_label_names", "tag_label_names", "is_list_feature",
+           "features_of_schema_metadata",
            "read_info_features", "README_NAME", "readme_features"]
 
 #: File name of a split's state in a ``save_to_disk`` folder.
@@ -181,6 +182,40 @@ def class_label_names(features: Any, column: str) -> tuple[str, ...] | None:
     return tuple(names)
 
 
+#: the ``_type`` of a ``datasets`` feature holding one list per row: ``Sequence`` (datasets < 4) and ``List``
+#: (datasets >= 4, ``Sequence`` is then an alias writing ``List``)
+LIST_TYPES = ("Sequence", "List")
+
+
+def is_list_feature(feat: Any) -> bool:
+    """Whether ``feat`` (one column's feature in ``datasets``' JSON form) holds a list per row: a
+    ``Sequence``/``List`` object (``{"feature": ..., "_type": "List"}``) or a one-element JSON list (a
+    Python list feature ``[Value("int64")]``)."""
+    return ((isinstance(feat, dict) and feat.get("_type") in LIST_TYPES)
+            or (isinstance(feat, list) and len(feat) == 1))
+
+
+def tag_label_names(features: Any, column: str) -> tuple[str, ...] | None:
+    """The tag names a ``datasets`` features dict declares for ``column`` as a list of ``ClassLabel``:
+    token classification tags (NER/POS), e.g. CoNLL-2003's ``ner_tags``, whose rows hold int64 tag
+    indices into the names.
+
+    ``datasets`` serializes ``Sequence(ClassLabel(names=[...]))`` as ``{"feature": {"names": [...],
+    "_type": "ClassLabel"}, "_type": "Sequence"}`` (older versions add ``"length": -1``), datasets >= 4
+    writes ``"_type": "List"``, and a Python list feature ``[ClassLabel(...)]`` is a one-element JSON list.
+    One list level only (a list of lists of tags is no token tag list).
+
+    Returns:
+        The names (a tuple of str, at least one), or None when ``column`` is not declared so or the
+        inner ``ClassLabel`` is malformed (:func:`class_label_names`' rules).
+    """
+    if not isinstance(features, dict) or not is_list_feature(features.get(column)):
+        return None
+    feat = features[column]
+    inner = feat[0] if isinstance(feat, list) else feat.get("feature")
+    return class_label_names({column: inner}, column)
+
+
 def features_of_schema_metadata(metadata: dict[bytes, bytes] | None) -> Any:
     """The ``features`` object of an Arrow/Parquet schema's ``huggingface`` metadata key
     (``{"info": {"features": {...}}}``, written by ``datasets`` into every parquet and arrow file it
@@ -221,7 +256,10 @@ MAX_README_BYTES = 4 << 20
 def readme_features(path: Path) -> list[tuple[str | None, dict[str, Any]]] | None:
     """The features a dataset card's YAML front matter declares, per config: ``[(config_name or None,
     {column: feature})]``, each feature in the JSON form :func:`class_label_names` reads (a
-    ``class_label`` becomes ``{"names": [...], "_type": "ClassLabel"}``; other dtypes are kept as given).
+    ``class_label`` becomes ``{"names": [...], "_type": "ClassLabel"}``; other dtypes are kept as given);
+    a feature written with ``sequence:`` (or ``list:``) instead of ``dtype:`` (token tags:
+    ``sequence: {class_label: {names: ...}}``) becomes ``{"feature": <its item>, "_type": "Sequence"}``,
+    as :func:`tag_label_names` reads it.
 
     The card (``path``, a ``README.md``) opens with ``---``, its YAML, and ``---``; ``dataset_info`` is
     one mapping or a list of them (one per config), each with ``features: [{name, dtype}]`` where a
@@ -268,7 +306,9 @@ def readme_features(path: Path) -> list[tuple[str | None, dict[str, Any]]] | Non
         feats: dict[str, Any] = {}
         for feat in conf["features"]:
             if isinstance(feat, dict) and isinstance(feat.get("name"), str):
-                feats[feat["name"]] = _card_feature(feat.get("dtype"))
+                seq = next((k for k in ("sequence", "list") if k in feat), None)
+                feats[feat["name"]] = (_card_feature(feat.get("dtype")) if seq is None
+                                       else {"feature": _card_feature(feat[seq]), "_type": "Sequence"})
         out.append((name, feats))
     return out
 
