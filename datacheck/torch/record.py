@@ -30,6 +30,10 @@ that runs to its epoch's end (every batch received by the loop) writes an ``#end
 micro-batches observed, the epoch's longest share and ``next_step``), and the next epoch starts at that
 step, on every process after the longest share's steps (the step count of the run, process 0's), except
 under the Hugging Face Trainer (``epoch_aligned``), where each process starts it after its own steps.
+There, once the loop reports its updates (:meth:`RecordingBatchSampler.step_taken`), micro-batches
+trained with no update after them in their epoch (a shrunk epoch's last, under the Trainer, which does
+not zero the gradients between epochs) are carried into the next epoch's first step: the ``#state`` line
+says ``"carried": k`` and the new epoch's micro-batches of that step are numbered from k.
 
 When the lines reach the disk:
 
