@@ -33,7 +33,7 @@ import math
 import warnings
 
 import pytest
-from realruns import trace_json, write_nan_feature_rows
+from realruns import cli, trace_json, write_nan_feature_rows
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -193,3 +193,20 @@ def test_the_plan_of_the_data_is_refused_where_the_logged_epochs_contradict_it(r
     assert rc == 2 and not res, err
     assert "the log's epoch at log step 1 is 0.4" in err and f"{GA / math.ceil(sum(SIZES) / B):.4g}" in err
     assert "--ledger" in err
+
+
+def test_order_verify_counts_the_carried_micro_batch_in_its_own_epoch(run):
+    """``order verify`` puts each recorded micro-batch in the epoch that yielded it: the shrunk epoch's last,
+    recorded at the next epoch's first step, counts in the shrunk epoch (before the carry was kept it was
+    superseded; kept but placed by step, its rows read as seen twice in epoch 3). Its plan is one epoch of the
+    28 rows, so every epoch's rows the dataset did not hold then read as unseen: 28 less the epoch's rows
+    trained (20, 20 of the grown epoch's 28 (micro-batches 5 and 6 never trained), 12, 20)."""
+    root, _seen = run
+    rc, out, err = cli("order", "verify", str(root / "out"), "--rows", str(sum(SIZES)), "--format", "json",
+                       "--fail-on", "never")
+    assert rc == 0, err
+    res = json.loads(out)["result"]
+    assert res["seen_twice"]["count"] == 0
+    trained = {e: {i for _g, _m, ep, rows, _s in _trained() if ep == e for i in rows} for e in range(len(LENGTHS))}
+    assert [len(trained[e]) for e in range(4)] == [20, 20, 12, 20]
+    assert res["never_seen"]["by_epoch"] == {str(e): sum(SIZES) - len(trained[e]) for e in range(len(LENGTHS))}
