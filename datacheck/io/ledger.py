@@ -19,7 +19,13 @@ observed, also for a sampler without a length), the most any rank got (``epoch_b
 ``even_batches=False`` gives some processes fewer) and ``next_step``, where the next epoch starts.
 Records of steps at or after a ``#state`` line's ``start_step`` that were written before it are
 superseded (a run resumed from an earlier checkpoint re-records those steps), and so are the ``#state``
-lines (and their ``#end`` lines) written before it with a later ``start_step``.
+lines (and their ``#end`` lines) written before it with a later ``start_step``, except the last
+``carried`` records of ``start_step`` when the ``#state`` line has ``"carried": k`` (k > 0): the Hugging
+Face Trainer does not zero the gradients between epochs, so the micro-batches an epoch that shrank trains
+after its last update (written at the step the next epoch starts at, before its ``#state`` line) go into
+the next epoch's first update. That step then holds k + ``grad_accum`` micro-batches: the carried ones
+(micro-batches 0 .. k-1, their own epoch) then the new epoch's (k .. k + grad_accum - 1). Ledgers without
+the key read as before.
 
 OLMo's files (no header) hold ``<step><TAB><index>...`` per rank and step (all micro-batches of the
 device batch on one line; the step is OLMo's ``global_step``, 1-based). They are read as they are:
@@ -137,7 +143,8 @@ class LedgerBatch:
     Attributes:
         step: the optimizer step, as numbered in the file.
         rank: the data-parallel rank.
-        micro_batch: index within the step (0 .. grad_accum-1), None for OLMo files.
+        micro_batch: index within the step (0 .. grad_accum-1; up to grad_accum + carried - 1 at a step
+            a ``#state`` line's ``carried`` micro-batches go into), None for OLMo files.
         epoch: the sampler epoch, None for OLMo files.
         indices: global row indices, in batch order (:class:`Indices`: a read-only ``int64`` array
             that reads, compares and hashes as the tuple of ints).
@@ -493,10 +500,18 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
                 st = _state(line.split("\t", 1)[1], path, lineno)
                 start = st.get("start_step")
                 if isinstance(start, int):  # a (re)start: later records replace what was recorded from here
+                    # but the micro-batches of start_step the epoch before trained with no update after them,
+                    # carried into this epoch's first update (``carried``), stay: the step's first ones
+                    carried = _carried(st, counts.get(start, 0))
+                    kept = per.get(start, [])[len(per.get(start, [])) - carried:] if carried else []
                     for s in [s for s in per if s >= start]:
                         del per[s]
                     for s in [s for s in counts if s >= start]:
                         del counts[s]
+                    if carried:
+                        counts[start] = carried
+                        if kept:
+                            per[start] = kept
                     # and the #state lines of what they replace (a later epoch an earlier run began)
                     states = [x for x in states if not (isinstance(x.get("start_step"), int) and x["start_step"] > start)]
                 states.append(st)
@@ -530,6 +545,16 @@ def _read_rank(path: Path, rank: int, led: Ledger, keep: set[int] | None = None)
         _note_partial(led, rank, counts, states, led.ends[rank])
 
 
+def _carried(st: dict, recorded: int) -> int:
+    """The micro-batches a ``#state`` line says its first step (``start_step``) holds from the iteration
+    before (``carried``: 0 when absent, not a positive integer, or more than the step's records written
+    before the line, ``recorded``: then nothing is kept, as older ledgers are read)."""
+    c = st.get("carried")
+    if not isinstance(c, int) or isinstance(c, bool) or c <= 0 or c > recorded:
+        return 0
+    return c
+
+
 def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[dict],
                   ends: list[tuple[int, dict]]) -> None:
     """Record in ``led.partial`` a rank's last step when it holds fewer micro-batches than it should
@@ -547,6 +572,9 @@ def _note_partial(led: Ledger, rank: int, counts: dict[int, int], states: list[d
     if not isinstance(ga, int):
         return
     want = ga
+    carried = st.get("carried")
+    if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0 and last == st["start_step"]:
+        want += carried  # the step also holds the micro-batches carried into it
     if isinstance(batches, int):
         epoch_last = st["start_step"] + -(-batches // ga) - 1
         if last > epoch_last:

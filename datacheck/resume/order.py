@@ -499,7 +499,8 @@ def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int,
 
     A datacheck ledger's batches belong to the segment (``#state`` line) that recorded them: on each rank,
     the last ``#state`` in file order whose ``start_step`` is at or before the batch's step (a later
-    ``#state`` supersedes what was recorded at or after its ``start_step``). A segment trains:
+    ``#state`` supersedes what was recorded at or after its ``start_step``), except the first ``carried``
+    micro-batches of a ``#state``'s ``start_step``, the segment's before it. A segment trains:
 
     - the first segment: its recorded epoch;
     - a segment whose recorded epoch is past the epoch in progress: that epoch;
@@ -539,8 +540,15 @@ def _visit_epochs(led: Ledger, plans: _Plans, first: int, spe: int,
             if s < first:
                 continue
             k = next((k for k in range(len(segs) - 1, -1, -1) if segs[k][1]["start_step"] <= s), None)
-            if k is not None:
-                mbs.setdefault(k, []).extend(np.asarray(b.indices, dtype=np.int64) for b in bs if b.indices)
+            if k is None:
+                continue
+            # a segment's first step may begin with micro-batches the segment before trained (``carried``: the
+            # Hugging Face Trainer takes a shrunk epoch's last micro-batch in the next epoch's first update)
+            c = segs[k][1].get("carried")
+            c = c if k > 0 and s == segs[k][1]["start_step"] and isinstance(c, int) and not isinstance(c, bool) \
+                and c > 0 else 0
+            mbs.setdefault(k - 1, []).extend(np.asarray(b.indices, dtype=np.int64) for b in bs[:c] if b.indices)
+            mbs.setdefault(k, []).extend(np.asarray(b.indices, dtype=np.int64) for b in bs[c:] if b.indices)
         seg_epoch: list[int] = []
         ran_out: list[bool] = []
         for k, (_i, st) in enumerate(segs):

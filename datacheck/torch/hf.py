@@ -30,7 +30,11 @@ What the callback does:
   has while the Trainer trains on it: the 0-based optimizer step; at ``on_step_end`` a step keeps the
   micro-batches trained since ``on_step_begin`` (an epoch grown past the first epoch's count takes its
   last update on the first epoch's remainder: the batches fetched after it are never trained, nor
-  recorded). Its line is written when the
+  recorded). The Trainer zeroes the gradients only after an update (never at an epoch's start), so the
+  micro-batches an epoch that shrank trains after its last update go into the next epoch's first update:
+  they are recorded as that step's first micro-batches (the next epoch's ``#state`` line says
+  ``"carried": k``; its own micro-batches of the step are numbered k ..; see
+  :mod:`datacheck.io.ledger`). Its line is written when the
   Trainer has trained it (``on_substep_end`` / ``on_step_end``), so the batches DataLoader workers
   (``dataloader_num_workers``) and accelerate fetched ahead of a stop (``max_steps``, a guard stop,
   an interrupt) are not recorded. The Trainer logs that step's loss at

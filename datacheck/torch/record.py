@@ -30,6 +30,10 @@ that runs to its epoch's end (every batch received by the loop) writes an ``#end
 micro-batches observed, the epoch's longest share and ``next_step``), and the next epoch starts at that
 step, on every process after the longest share's steps (the step count of the run, process 0's), except
 under the Hugging Face Trainer (``epoch_aligned``), where each process starts it after its own steps.
+There, once the loop reports its updates (:meth:`RecordingBatchSampler.step_taken`), micro-batches
+trained with no update after them in their epoch (a shrunk epoch's last, under the Trainer, which does
+not zero the gradients between epochs) are carried into the next epoch's first step: the ``#state`` line
+says ``"carried": k`` and the new epoch's micro-batches of that step are numbered from k.
 
 When the lines reach the disk:
 
@@ -271,6 +275,14 @@ class RecordingBatchSampler:
         #: counted from its first epoch's length, so an epoch whose length changed does not tell it); a
         #: ``#state`` line of that epoch in the ledger (a resume re-reading it) still decides first
         self.epoch_start: int | None = None
+        #: ``(step, micro-batches)``: a step whose micro-batches were trained (committed) with no optimizer
+        #: update taken after them, once the loop says when it takes its updates (:meth:`step_taken`); None else
+        self._open: tuple[int, int] | None = None
+        self._takes = False  # the loop reports its updates (step_taken)
+        #: ``(step, micro-batches)`` carried into this iteration's first step from the iteration before (the
+        #: Hugging Face Trainer does not zero the gradients between epochs: the micro-batches an epoch that
+        #: shrank trains after its last update go into the next epoch's first update); None: no carry
+        self._carry: tuple[int, int] | None = None
         self._epoch = epoch
         self._iters = 0
         self._buf: list[str] = []
@@ -369,7 +381,9 @@ class RecordingBatchSampler:
             return
         self._buf.append(line)
         nxt = (tag.step, tag.micro_batch + 1)
-        if nxt[1] == self.grad_accum:
+        if self._takes:
+            self._open = nxt
+        if nxt[1] == self._step_size(tag.step):
             nxt = (tag.step + 1, 0)
             self.flush()
         elif len(self._buf) >= self.flush_every:
@@ -377,10 +391,18 @@ class RecordingBatchSampler:
         self._committed = nxt
         self._write_end()
 
+    def _step_size(self, step: int) -> int:
+        """The micro-batches of ``step`` this iteration records: ``grad_accum``, plus those carried into
+        it from the iteration before when it is the carried step."""
+        return self.grad_accum + (self._carry[1] if self._carry is not None and self._carry[0] == step else 0)
+
     def commit_through(self, step: int, micro_batch: int = 0) -> None:
         """The training loop has trained every batch before position (``step``, ``micro_batch``): the
         held lines of those batches go to the ledger (in the order they were issued); later ones stay
-        held. With ``micro_batch`` 0: every batch of the steps before ``step``."""
+        held. With ``micro_batch`` 0: every batch of the steps before ``step``. ``micro_batch`` counts this
+        iteration's micro-batches: those carried into the step from the iteration before come first."""
+        if micro_batch and self._carry is not None and self._carry[0] == step:
+            micro_batch += self._carry[1]
         while self._issued and (self._issued[0][1].step, self._issued[0][1].micro_batch) < (step, micro_batch):
             self.commit()
 
@@ -389,7 +411,10 @@ class RecordingBatchSampler:
         lines go to the ledger, and the held lines of ``step`` past them are dropped, never trained (the
         Hugging Face Trainer takes each epoch's last step on the remainder of its first epoch's length: the
         batches an epoch that grew holds past it are fetched, never trained)."""
+        self._takes = True
         self.commit_through(step, micro_batches)
+        if self._open is not None and self._open[0] <= step:
+            self._open = None
         dropped = False
         while self._issued and self._issued[0][0] is not None and self._issued[0][1].step == step:
             self._issued.popleft()
@@ -551,9 +576,18 @@ class RecordingBatchSampler:
             self.next_step, self.next_micro = self.first_step, 0
         elif self.epoch_aligned:
             self.next_step, self.next_micro = self._aligned_start(led, epoch, batches), 0
+        # the micro-batches the iteration before trained at this epoch's first step with no update after them
+        # (an epoch that shrank under the Hugging Face Trainer): that step's update takes them with this
+        # epoch's first micro-batches, numbered after them
+        self._carry = (self._open if self.epoch_aligned and self._open is not None
+                       and self._open[0] == self.next_step else None)
+        self._open = None
+        if self._carry is not None:
+            self.next_micro = self._carry[1]
         state = {"epoch": epoch, "start_step": self.next_step, "rank": self.rank, "grad_accum": self.grad_accum,
                  "batches": batches, **_sampler_state(self.inner),
-                 **({"epoch_steps": "own"} if self.epoch_aligned else {})}
+                 **({"epoch_steps": "own"} if self.epoch_aligned else {}),
+                 **({"carried": self._carry[1]} if self._carry is not None else {})}
         self.flush()
         new = self._size() <= 0  # no ledger yet (another recorder on the folder may have started it since)
         with open_append(self.path) as f:
@@ -589,11 +623,11 @@ class RecordingBatchSampler:
                 self.next_micro += 1
                 if deferred:  # written when the loader yields it to the loop (commit)
                     self._issued.append((line, tag))
-                    if self.next_micro == self.grad_accum:
+                    if self.next_micro == self._step_size(self.next_step):
                         self.next_step, self.next_micro = self.next_step + 1, 0
                 else:
                     buf.append(line)
-                    if self.next_micro == self.grad_accum:  # the step is complete: on disk before it is trained
+                    if self.next_micro == self._step_size(self.next_step):  # the step is complete: on disk before it is trained
                         self.next_step, self.next_micro = self.next_step + 1, 0
                         self.flush()
                     elif len(buf) >= self.flush_every:

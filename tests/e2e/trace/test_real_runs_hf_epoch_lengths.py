@@ -1,5 +1,5 @@
 """A real Hugging Face ``Trainer`` CPU run over a dataset whose length changes between epochs (a callback
-sets it at ``on_epoch_begin``: 20, 28, then 12 rows), per-device batch 4, ``gradient_accumulation_steps`` 2,
+sets it at ``on_epoch_begin``: 20, 28, 12, then 20 rows), per-device batch 4, ``gradient_accumulation_steps`` 2,
 with ``DatacheckCallback``'s ledger; traced back to the rows of a step in the grown and the shrunk epoch.
 
 What the Trainer does (transformers 5's ``_inner_training_loop`` / ``_run_epoch``): ``steps_in_epoch`` and
@@ -10,6 +10,9 @@ of 2, 2 and the remainder 1), and every epoch runs those updates over whatever i
   are fetched, never trained;
 - the shrunk epoch (3 micro-batches) takes one update on micro-batches 0-1; micro-batch 2 is trained with no
   update after it (its gradient is not synchronised: ``(step + 1) % 2`` and ``step + 1 == 5`` both fail);
+  ``model.zero_grad()`` runs only after an update (never at an epoch's start), so its gradient goes into the
+  next epoch's first update with that epoch's micro-batches 0-1 (step 7 trains 3 micro-batches: every
+  forward made while ``global_step`` is g goes into update g);
 - each epoch starts at the ``global_step`` the one before ended at, not at ``epoch x ceil(its length / 2)``.
 
 The ledger used to number epoch 2 by its own length (start ``2 x ceil(3 / 2)`` = 4, where the Trainer was at
@@ -30,7 +33,7 @@ import math
 import warnings
 
 import pytest
-from realruns import trace_json, write_nan_feature_rows
+from realruns import cli, trace_json, write_nan_feature_rows
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -40,7 +43,7 @@ pytestmark = pytest.mark.slow  # a Trainer run
 from datacheck.io.ledger import read_ledger  # noqa: E402
 from datacheck.torch.hf import DatacheckCallback  # noqa: E402
 
-LENGTHS, B, GA, SEED = (20, 28, 12), 4, 2, 5
+LENGTHS, B, GA, SEED = (20, 28, 12, 20), 4, 2, 5
 SIZES = (10, 10, 8)  # the shards of the 28 rows
 BAD = 26  # a row only the grown epoch holds
 COLUMNS = '[columns]\nfeatures = ["x1", "x2"]\nlabel = "label"\n'
@@ -53,11 +56,13 @@ def _batches(epoch: int) -> list[list[int]]:
 
 def _trained() -> list[tuple[int, int, int, list[int], bool]]:
     """(global_step while trained, micro-batch in its update, epoch, rows, the update was taken) of every
-    micro-batch the Trainer trains: the first epoch's count fixes each epoch's updates and their sizes."""
+    micro-batch the Trainer trains: the first epoch's count fixes each epoch's updates and their sizes; the
+    gradients are zeroed only after an update, so a micro-batch trained with no update after it in its epoch
+    goes into the next update taken (the next epoch's first), counted first among its micro-batches."""
     first = len(_batches(0))
     updates = math.ceil(first / GA)
     sizes = [GA] * (updates - 1) + [first % GA or GA]
-    out, g = [], 0
+    out, g, carried = [], 0, 0
     for e in range(len(LENGTHS)):
         mbs, k = _batches(e), 0
         for size in sizes:
@@ -65,10 +70,16 @@ def _trained() -> list[tuple[int, int, int, list[int], bool]]:
             if not take:
                 break
             synced = (k + len(take)) % GA == 0 or k + len(take) == first
-            out += [(g, m, e, rows, synced) for m, rows in enumerate(take)]
+            out += [(g, carried + m, e, rows, synced) for m, rows in enumerate(take)]
             k += len(take)
-            g += 1 if synced else 0
+            g, carried = (g + 1, 0) if synced else (g, carried + len(take))
     return out
+
+
+def _update_rows(step: int) -> list[int]:
+    """The rows whose gradients went into update ``step``: every micro-batch trained while ``global_step``
+    was ``step`` (none is zeroed before the update), in training order."""
+    return [i for g, _m, _e, rows, _s in _trained() if g == step for i in rows]
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +114,12 @@ def run(tmp_path_factory):
             return {"loss": torch.nn.functional.cross_entropy(out, labels), "logits": out}
 
     class Resize(transformers.TrainerCallback):
+        # by the epochs begun: state.epoch is counted from the first epoch's length (2.4 after the shrunk one)
+        begun = 0
+
         def on_epoch_begin(self, args, state, control, **kw):
-            data.n = LENGTHS[round(state.epoch or 0)]
+            data.n = LENGTHS[self.begun]
+            self.begun += 1
 
     torch.manual_seed(0)
     args = transformers.TrainingArguments(str(root / "out"), use_cpu=True, per_device_train_batch_size=B,
@@ -124,9 +139,12 @@ def test_the_trainer_trains_each_epoch_by_its_first_epochs_count(run):
     _root, seen = run
     want = _trained()
     assert seen == [[g, rows] for g, _m, _e, rows, _s in want]
-    assert [len(_batches(e)) for e in range(3)] == [5, 7, 3]
+    assert [len(_batches(e)) for e in range(4)] == [5, 7, 3, 5]
     assert [(g, e) for g, m, e, _r, _s in want if m == 0] == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1), (5, 1),
-                                                              (6, 2), (7, 2)]
+                                                              (6, 2), (7, 2), (8, 3), (9, 3)]
+    # the shrunk epoch's last micro-batch and the next epoch's first two are trained at global_step 7
+    assert [(m, e, rows) for g, m, e, rows, _s in want if g == 7] == [(0, 2, _batches(2)[2]), (1, 3, _batches(3)[0]),
+                                                                     (2, 3, _batches(3)[1])]
     assert not any(rows == _batches(1)[5] for *_x, rows, _s in want)  # fetched, never trained
 
 
@@ -137,16 +155,20 @@ def test_the_ledger_records_what_the_trainer_trained_at_its_steps(run):
     assert got == sorted((g, m, e, rows) for g, m, e, rows, _s in _trained())
 
 
-@pytest.mark.parametrize("step", [5, 6])
+@pytest.mark.parametrize("step", [5, 6, 7])
 def test_trace_names_the_rows_of_a_step_in_a_changed_epoch(run, step):
     """Step 5: the grown epoch's last update, micro-batch 4 alone (the NaN row's); step 6: the shrunk epoch's
-    first. Each logged as ``global_step`` step + 1."""
+    first; step 7: the next epoch's first, which also takes the shrunk epoch's last micro-batch (its
+    gradient was never zeroed). Each logged as ``global_step`` step + 1. Before, the next epoch's ``#state``
+    line (start_step 7, before the shrunk epoch's ``#end`` next_step 8) superseded the carried micro-batch:
+    trace named step 7's new-epoch rows only."""
     root, _seen = run
     rc, res, err = trace_json(str(root / "out"), "--data", str(root / "data"), "--config", str(root / "cols.toml"),
                               "--step", str(step + 1))
     assert rc == 1, err
-    want = [i for g, _m, _e, rows, synced in _trained() if g == step and synced for i in rows]
-    assert want == (_batches(1)[4] if step == 5 else _batches(2)[0] + _batches(2)[1])
+    want = _update_rows(step)
+    assert want == {5: _batches(1)[4], 6: _batches(2)[0] + _batches(2)[1],
+                    7: _batches(2)[2] + _batches(3)[0] + _batches(3)[1]}[step]
     d = res["data"]
     assert d["source"]["kind"] == "ledger"
     assert d["rows"]["steps"][str(step + 1)] == {"0": want}
@@ -171,3 +193,20 @@ def test_the_plan_of_the_data_is_refused_where_the_logged_epochs_contradict_it(r
     assert rc == 2 and not res, err
     assert "the log's epoch at log step 1 is 0.4" in err and f"{GA / math.ceil(sum(SIZES) / B):.4g}" in err
     assert "--ledger" in err
+
+
+def test_order_verify_counts_the_carried_micro_batch_in_its_own_epoch(run):
+    """``order verify`` puts each recorded micro-batch in the epoch that yielded it: the shrunk epoch's last,
+    recorded at the next epoch's first step, counts in the shrunk epoch (before the carry was kept it was
+    superseded; kept but placed by step, its rows read as seen twice in epoch 3). Its plan is one epoch of the
+    28 rows, so every epoch's rows the dataset did not hold then read as unseen: 28 less the epoch's rows
+    trained (20, 20 of the grown epoch's 28 (micro-batches 5 and 6 never trained), 12, 20)."""
+    root, _seen = run
+    rc, out, err = cli("order", "verify", str(root / "out"), "--rows", str(sum(SIZES)), "--format", "json",
+                       "--fail-on", "never")
+    assert rc == 0, err
+    res = json.loads(out)["result"]
+    assert res["seen_twice"]["count"] == 0
+    trained = {e: {i for _g, _m, ep, rows, _s in _trained() if ep == e for i in rows} for e in range(len(LENGTHS))}
+    assert [len(trained[e]) for e in range(4)] == [20, 20, 12, 20]
+    assert res["never_seen"]["by_epoch"] == {str(e): sum(SIZES) - len(trained[e]) for e in range(len(LENGTHS))}

@@ -135,3 +135,43 @@ def test_garbage_between_members_is_corrupt_not_a_torn_write(tmp_path):
     src = ledger_rows(tmp_path, [0])[1]
     assert "rank0.tsv.gz is corrupt, not a torn write: corrupt at" in src["description"]
     assert "killed mid-write" not in src["description"]
+
+
+def _carry_ledger(carried: str) -> str:
+    """Epoch 0 (3 micro-batches, grad_accum 2) takes step 0 on micro-batches 0-1; its third is trained at step 1
+    with no update after it; epoch 1 starts at step 1 (``#state`` start_step 1, before the ``#end``'s next_step
+    2) and takes step 1 on the carried micro-batch and its own first two, step 2 on its third."""
+    st0 = '#state\t{"epoch": 0, "start_step": 0, "grad_accum": 2, "batches": 3}\n'
+    end0 = '#end\t{"epoch": 0, "batches": 3, "epoch_batches": 3, "next_step": 2}\n'
+    st1 = '#state\t{"epoch": 1, "start_step": 1, "grad_accum": 2, "batches": 3' + carried + '}\n'
+    return (LEDGER_HEADER + "\n" + st0 + "0\t0\t0\t0\t1\t2\n0\t0\t1\t0\t3\t4\n1\t0\t0\t0\t5\t6\n" + end0 + st1
+            + "1\t0\t1\t1\t7\t8\n1\t0\t2\t1\t9\t10\n2\t0\t0\t1\t11\n")
+
+
+def test_micro_batches_carried_into_the_next_epochs_first_step_are_kept(tmp_path):
+    """``"carried": 1``: step 1 holds epoch 0's last micro-batch (rows 5, 6) then epoch 1's first two;
+    without the key (an older ledger) the ``#state`` line supersedes the record, as before."""
+    _write(tmp_path / "new" / "data-indices" / "rank0.tsv.gz", _carry_ledger(', "carried": 1'))
+    led = read_ledger(tmp_path / "new")
+    assert [(b.micro_batch, b.epoch, list(b.indices)) for b in led.step(1)] == [(0, 0, [5, 6]), (1, 1, [7, 8]),
+                                                                                 (2, 1, [9, 10])]
+    assert ledger_rows(tmp_path / "new", [0, 1, 2])[0] == {0: {0: [1, 2, 3, 4]}, 1: {0: [5, 6, 7, 8, 9, 10]},
+                                                           2: {0: [11]}}
+    assert not led.partial
+    _write(tmp_path / "old" / "data-indices" / "rank0.tsv.gz", _carry_ledger(""))
+    assert ledger_rows(tmp_path / "old", [1])[0] == {1: {0: [7, 8, 9, 10]}}
+
+
+@pytest.mark.parametrize("carried", [', "carried": 2', ', "carried": true', ', "carried": -1', ', "carried": "1"'])
+def test_a_carried_count_the_records_do_not_hold_keeps_nothing(tmp_path, carried):
+    """More carried micro-batches than step 1 recorded before the line (2 > 1), or not a positive integer:
+    nothing is kept, as an older ledger reads."""
+    _write(tmp_path / "run" / "data-indices" / "rank0.tsv.gz", _carry_ledger(carried))
+    assert ledger_rows(tmp_path / "run", [1])[0] == {1: {0: [7, 8, 9, 10]}}
+
+
+def test_a_run_stopped_inside_a_carried_step_is_partial(tmp_path):
+    """Step 1 should hold 1 carried + 2 micro-batches; the run stopped after epoch 1's first: 2 of 3."""
+    text = _carry_ledger(', "carried": 1').replace("1\t0\t2\t1\t9\t10\n2\t0\t0\t1\t11\n", "")
+    _write(tmp_path / "run" / "data-indices" / "rank0.tsv.gz", text)
+    assert read_ledger(tmp_path / "run").partial == {0: (1, 2, 3)}

@@ -147,3 +147,60 @@ def test_a_run_stopped_before_its_epochs_first_batch_resumes_at_that_epochs_star
     for _batch in record_batches(DataLoader(Rows(), batch_sampler=bs), tmp_path, grad_accum=GA):
         pass
     assert _recorded(tmp_path) == _want(2)
+
+
+def test_epoch_aligned_records_a_shrunk_epochs_untaken_micro_batch_in_the_next_epochs_first_step(tmp_path):
+    """The Hugging Face Trainer's loop, driven by hand as ``DatacheckCallback`` reports it: each epoch runs the
+    first epoch's updates (5 micro-batches: updates of 2, 2 and 1) over what its loader yields, syncing at
+    ``(k + 1) % GA == 0`` or ``k + 1 == 5``, and zeroes the gradients only after an update. Epoch 1 (10 rows,
+    3 micro-batches) trains its third with no update after it: that micro-batch's gradient goes into the next
+    update taken, epoch 2's first (step 4), recorded there as micro-batch 0 before epoch 2's two."""
+    lengths = (18, 10, 18)
+
+    def batches(e: int) -> list[list[int]]:
+        order = torch.randperm(lengths[e], generator=torch.Generator().manual_seed(SEED + e)).tolist()
+        return [order[i:i + B] for i in range(0, len(order), B)]
+
+    class Shrinking:
+        epoch, batch_size, drop_last = 0, B, False
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+        def __iter__(self):
+            return iter(batches(self.epoch))
+
+        def __len__(self) -> int:
+            return len(batches(self.epoch))
+
+    first = len(batches(0))
+    sizes = [GA] * (math.ceil(first / GA) - 1) + [first % GA or GA]
+    rec = RecordingBatchSampler(Shrinking(), tmp_path, grad_accum=GA, epoch_aligned=True, hold=True)
+    want, g, pending = {}, 0, []  # pending: (epoch, rows) trained since the last update
+    for e in range(len(lengths)):
+        rec.epoch_start = g  # on_epoch_begin
+        rec.set_epoch(e)
+        it, k = iter(rec), -1
+        for size in sizes:
+            take = [b for _, b in zip(range(size), it)]
+            if not take:
+                break
+            for _b in take:
+                k += 1
+                if k % GA == 0:
+                    trained = 0  # on_step_begin
+                pending.append((e, batches(e)[k]))
+                if (k + 1) % GA == 0 or k + 1 == first:
+                    rec.step_taken(g, trained + 1)  # on_step_end
+                    want.update({(g, m): x for m, x in enumerate(pending)})
+                    g, pending = g + 1, []
+                else:
+                    trained += 1
+                    rec.commit_through(g, trained)  # on_substep_end
+        for _rest in it:  # the loader runs out (DataLoader's iterator is dropped; the ledger's #end follows)
+            pass
+    flush_ledgers()
+    assert [len(batches(e)) for e in range(3)] == [5, 3, 5]
+    assert [x for (s, _m), x in sorted(want.items()) if s == 4] == [(1, batches(1)[2]), (2, batches(2)[0]),
+                                                                    (2, batches(2)[1])]
+    assert _recorded(tmp_path) == want
