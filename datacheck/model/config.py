@@ -737,12 +737,15 @@ class Config(_Section):
         in ``token_classification`` rows the labels are class ids (NER/POS tags), bounded by
         ``[labels] num_classes`` or the number of ``[labels] classes`` (the ids index the tag names),
         never by the vocabulary; in the other layouts they are token ids, bounded by ``[tokens]
-        vocab_size``, else ``num_classes``. ``(None, name)`` when that fact is unset. The audit's
+        vocab_size``, else ``num_classes``; the fact's name is ``"the number of classes"`` when the bound is
+        ``len(classes)`` (set, or the tag names a ``Sequence(ClassLabel)`` declares). ``(None, name)`` when
+        that fact is unset. The audit's
         ``labels.out_of_range`` and :class:`datacheck.torch.BatchGuard` both use it."""
         lab, tok = self.labels, self.tokens
         if layout == "token_classification":
-            return (lab.num_classes if lab.num_classes is not None
-                    else len(lab.classes) if lab.classes else None), "num_classes"
+            if lab.num_classes is not None or not lab.classes:
+                return lab.num_classes, "num_classes"
+            return len(lab.classes), "the number of classes"
         if tok.vocab_size is not None:
             return tok.vocab_size, "vocab_size"
         return lab.num_classes, "num_classes"

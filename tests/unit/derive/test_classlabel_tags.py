@@ -80,7 +80,9 @@ def test_planted_tag_equal_to_len_names_is_out_of_range(tmp_path):
     rep = datacheck.audit(str(out))
     f = one(rep, "labels.out_of_range", "ner_tags")
     assert f.count == 1 and f.rows == (row,)
-    assert f"{len(names)}" in f.message
+    # the bound is the declared names' count, named as such (no num_classes was set anywhere)
+    assert f"hold token labels >= the number of classes {len(names)} (largest {len(names)})" in f.message
+    assert "num_classes" not in f.message
     assert [x.check for x in rep.findings] == ["labels.out_of_range"]
 
 
