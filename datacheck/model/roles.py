@@ -19,7 +19,7 @@ is reported as ``schema.dtype`` by :mod:`datacheck.checks.roledtype`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -533,19 +533,20 @@ def _with_stand_ins(roles: Roles, cfg: ColumnsSection, schema: dict[str, pl.Data
             taken.add(got)
             said.append((role, col, got))
     for spec in ROLE_TABLE:
-        col = getattr(roles, spec.name) if spec.arity == "one" else None
-        if (col is None or spec.dtype not in _STAND_IN_RULES or spec.name in roles.inferred or spec.name in stand
-                or getattr(cfg, spec.name, None) is None or col not in schema or schema[col] == pl.Null
-                or _serves(spec.name, schema[col])):
+        given: str | None = getattr(roles, spec.name) if spec.arity == "one" else None
+        if (given is None or spec.dtype not in _STAND_IN_RULES or spec.name in roles.inferred or spec.name in stand
+                or getattr(cfg, spec.name, None) is None or given not in schema or schema[given] == pl.Null
+                or _serves(spec.name, schema[given])):
             continue
         got = stand_in_column(spec.name, schema, taken)
         if got is not None:
             stand[spec.name] = got
             taken.add(got)
-            said.append((spec.name, col, got))
+            said.append((spec.name, given, got))
     if not stand:
         return roles
-    return replace(roles, **stand, inferred=roles.inferred | frozenset(stand), stand_ins=tuple(said))
+    out: Any = replace(cast(Any, roles), **stand, inferred=roles.inferred | frozenset(stand), stand_ins=tuple(said))
+    return cast(Roles, out)
 
 
 def stand_in_message(role: str, declared: str, used: str, shard: str, dtype: pl.DataType | None) -> str:
