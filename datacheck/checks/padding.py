@@ -128,13 +128,15 @@ _NEEDS_IGNORE = "needs a token labels column and [labels] ignore_index"
 
 
 @check("padding.label_not_ignored", layouts=lay.TOKENIZED, roles=("attention_mask", "labels"), facts=("labels.ignore_index",),
-       reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",))
+       reasons={"labels": _NEEDS_IGNORE, "labels.ignore_index": _NEEDS_IGNORE}, dtype_roles=("attention_mask",),
+       layout_roles={"seq2seq": ("labels",)})
 def label_not_ignored(ctx: ShardContext) -> Iterable[ShardItem]:
     """``padding.label_not_ignored``: a position with mask 0 has a label other than ``ignore_index``
     (the loss trains on padding). In a seq2seq layout the labels follow the decoder, not the
     encoder's mask: the padded positions are then the labels' trailing run of ``pad_token_id``
-    (:func:`_decoder_label_padding`); on a shard of unknown layout the message also names
-    ``[dataset] layout = "seq2seq"`` (decoder targets the recognizer could not place).
+    (:func:`_decoder_label_padding`), so there it needs no ``attention_mask`` column (T5 rows
+    tokenized without one run too; declared by ``layout_roles``); on a shard of unknown layout the
+    message also names ``[dataset] layout = "seq2seq"`` (decoder targets the recognizer could not place).
 
     The rule is the same whatever ``[labels] shifted`` says: unshifted, ``labels[i]`` at a padded
     position is the target predicted from position i-1 (the model learns to emit padding);
@@ -175,13 +177,16 @@ def _decoder_label_padding(ctx: ShardContext, s2s: str) -> Iterable[ShardItem]:
     (``labels = tokenizer(text_target=..., padding="max_length").input_ids``) does, so that the loss
     trains the decoder to emit padding. When ``pad_token_id == eos_token_id`` the run's first id is
     the eos that ends the target and is not counted. A row fails when its run counts one position
-    or more (``details["positions"]``: their sum). Skipped without ``[tokens] pad_token_id`` (the
-    decoder's padding cannot be told from the target)."""
+    or more (``details["positions"]``: their sum). The encoder's ``attention_mask`` is not read (a
+    shard without one is judged alike). Skipped without ``[tokens] pad_token_id`` (nothing else tells
+    the decoder's padding from the target: T5's ``decoder_start_token_id`` is its pad id, BART's is
+    its eos; ``[tokens] tokenizer`` sets the pad id from the tokenizer's files)."""
     tok, labels = ctx.cfg.tokens, ctx.roles.labels
     pad = tok.pad_token_id
     if pad is None or labels is None:
         yield Skipped("padding.label_not_ignored", f"seq2seq layout ({s2s}): labels follow the decoder, not "
-                                                   "attention_mask; needs [tokens] pad_token_id to tell its padding")
+                                                   "attention_mask, so their padding is the trailing run of the pad "
+                                                   "id; needs [tokens] pad_token_id (or [tokens] tokenizer) to tell it")
         return
     eos_is_pad = tok.eos_token_id is not None and tok.eos_token_id == pad
     # positions with no other id at or after them: the trailing run of the pad id

@@ -137,7 +137,8 @@ READER_IDS: dict[str, str] = {"decode.bad_record": "datacheck.formats", "decode.
 
 def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts: tuple[str, ...],
               reasons: dict[str, str] | None, dtype_roles: tuple[str, ...] | None,
-              layouts: Iterable[str] | None, reads_tokens: bool = False) -> None:
+              layouts: Iterable[str] | None, reads_tokens: bool = False,
+              layout_roles: dict[str, tuple[str, ...]] | None = None) -> None:
     if not catalog.is_known(cid):
         raise InternalError(f"check {cid!r} ({fn.__module__}.{fn.__name__}) is not in the catalog (CHECKS.md)")
     if layouts is not None:
@@ -148,10 +149,12 @@ def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts:
         section, _, key = f.partition(".")
         if not key:
             raise InternalError(f"check {cid!r}: fact {f!r} must be written section.key")
-    for r in roles:
+    for r in (*roles, *(x for rs in (layout_roles or {}).values() for x in rs)):
         for name in r.split("|"):
             if name not in ROLE_SPECS:
                 raise InternalError(f"check {cid!r}: unknown role {name!r}")
+    if layout_roles and (set(layout_roles) - set(LAYOUTS) or set(layout_roles) - set(layouts or ())):
+        raise InternalError(f"check {cid!r}: layout_roles names layouts it does not apply to: {sorted(layout_roles)}")
     old = CHECKS.get(cid)
     if old is not None:
         if old.module != fn.__module__:
@@ -170,18 +173,19 @@ def _register(cid: str, stage: str, fn: Callable, roles: tuple[str, ...], facts:
     if stage == "shard":
         CHECKS[cid] = CheckSpec(cid, tuple(roles), tuple(facts), tuple((reasons or {}).items()) + base.reasons,
                                 tuple(dtype_roles), fn, base.dataset, fn.__module__, base.dataset_facts, lay,
-                                reads_tokens)
+                                reads_tokens, tuple((k, tuple(v)) for k, v in (layout_roles or {}).items()))
     else:
         if roles:
             raise InternalError(f"check {cid!r}: a dataset-stage check declares facts, not roles")
         CHECKS[cid] = CheckSpec(cid, base.roles, base.facts, base.reasons + tuple((reasons or {}).items()),
                                 base.dtype_roles, base.shard, fn, fn.__module__, tuple(facts), lay,
-                                base.reads_tokens)
+                                base.reads_tokens, base.layout_roles)
 
 
 def check(cid: str, *, roles: tuple[str, ...] = (), facts: tuple[str, ...] = (), level: str = "shard",
           reasons: dict[str, str] | None = None, dtype_roles: tuple[str, ...] | None = None,
-          layouts: Iterable[str] | None = None, reads_tokens: bool = False) -> Callable:
+          layouts: Iterable[str] | None = None, reads_tokens: bool = False,
+          layout_roles: dict[str, tuple[str, ...]] | None = None) -> Callable:
     """Register the producer of check ``cid``.
 
     Args:
@@ -205,13 +209,16 @@ def check(cid: str, *, roles: tuple[str, ...] = (), facts: tuple[str, ...] = (),
         reads_tokens: the check finds the row's token-id columns itself (``tokens.out_of_vocab``): its
             declared ``input_ids`` role is met by any token-id column
             (:func:`~datacheck.model.roles.token_id_columns`, :meth:`CheckSpec.present_roles`).
+        layout_roles: ``{layout: roles}``: the roles the check needs in a shard of that layout
+            instead of ``roles`` (a layout of ``layouts``; InternalError otherwise, at import):
+            the check runs there without the roles only the other layouts' rule reads.
     """
     if level not in ("shard", "dataset"):
         raise InternalError(f"check {cid!r}: level must be 'shard' or 'dataset', not {level!r}")
 
     def deco(fn: Callable) -> Callable:
         _register(cid, level, fn, tuple(roles), tuple(facts), reasons,
-                  dtype_roles if level == "shard" else (), layouts, reads_tokens)
+                  dtype_roles if level == "shard" else (), layouts, reads_tokens, layout_roles)
         return fn
 
     return deco
@@ -310,7 +317,7 @@ def shard_plan(ctx: ShardContext, only: set[str] | None = None, measures: bool =
         if not spec.applies(ctx.layout) or spec.other_form(ctx) is not None:
             plan.not_applicable.append(cid)
             continue
-        why = spec.unmet(spec.present_roles(ctx), ctx.cfg, problems)
+        why = spec.unmet(spec.present_roles(ctx), ctx.cfg, problems, ctx.layout)
         if why is not None:
             plan.skipped.append(Skipped(cid, why))
             continue

@@ -24,7 +24,7 @@ from datacheck.contracts.validate import resolve_columns
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Finding, Skipped
-from datacheck.model.roles import KEY_COLUMNS, inner_dtype, is_list
+from datacheck.model.roles import KEY_COLUMNS, inner_dtype, is_list, stand_in_message
 
 __all__ = ["missing_column", "dtype", "nullable", "contract_check", "schema_inconsistent", "feature_columns",
            "null_judged_features"]
@@ -67,13 +67,18 @@ def _contract_items(ctx: ShardContext, cid: str) -> list[ShardItem]:
 @check("schema.missing_column", layouts=lay.ANY)
 def missing_column(ctx: ShardContext) -> Iterable[ShardItem]:
     """``schema.missing_column`` (error, shard level): a column that ``[columns]`` names for a role,
-    or that the data contract requires, is absent from the shard (the role's checks then skip)."""
+    or that the data contract requires, is absent from the shard (the role's checks then skip, or run
+    on the role's standard column where the shard holds one: ``Roles.stand_ins``, and the message
+    says which)."""
+    stood = {(r, c): used for r, c, used in ctx.roles.stand_ins}
     for role, col in ctx.roles.missing:
+        used = stood.get((role, col))
         yield finding(
             "schema.missing_column", column=col,
-            message=(f"column {col!r} (role {role} in [columns]) is absent from {ctx.shard}; "
+            message=(stand_in_message(role, col, used, ctx.shard, None) if used is not None else
+                     f"column {col!r} (role {role} in [columns]) is absent from {ctx.shard}; "
                      f"fix [columns] {role} or the data. The checks of this role did not run on this shard."),
-            details={"role": role},
+            details={"role": role} if used is None else {"role": role, "read": used},
         )
     yield from _contract_items(ctx, "schema.missing_column")
 
@@ -84,10 +89,20 @@ def dtype(ctx: ShardContext) -> Iterable[ShardItem]:
     in :func:`datacheck.model.roles.role_dtype_problems`; message names the column, role, dtype
     found, dtype expected and the likely cause; ``details`` carry ``role``, ``expected``, ``actual``
     and ``source = "roles"``), and a column whose dtype differs from the data contract. A column the
-    contract already reports is not reported again from its role."""
+    contract already reports is not reported again from its role. A ``[columns]`` column of a token,
+    mask or conversation role whose dtype cannot serve it, replaced by the role's standard column
+    (``Roles.stand_ins``), is reported once here (``details["read"]``: the column read instead)."""
     contract = _contract_items(ctx, "schema.dtype")
     yield from contract
     done = {f.column for f in contract if isinstance(f, Finding) and f.column is not None}
+    for role, col, used in ctx.roles.stand_ins:
+        t = ctx.schema.get(col)
+        if t is None or col in done:
+            continue  # absent: schema.missing_column's
+        done.add(col)
+        yield finding("schema.dtype", column=col, message=stand_in_message(role, col, used, ctx.shard, t),
+                      details={"role": role, "expected": "the role's dtype", "actual": str(t), "source": "roles",
+                               "read": used})
     for p in problems(ctx):
         if p.column in done:
             continue

@@ -417,6 +417,10 @@ class CheckSpec:
             shard of another (known) layout it is not applicable.
         reads_tokens: it finds the token-id columns of the row itself
             (:func:`datacheck.model.roles.token_id_columns`) instead of declaring ``input_ids``.
+        layout_roles: ``(layout, roles)`` pairs: in a shard of that layout the check needs these
+            roles instead of ``roles`` (``padding.label_not_ignored`` reads the encoder's
+            ``attention_mask`` everywhere but in ``seq2seq``, whose labels follow the decoder);
+            its ``dtype_roles`` there are those of ``dtype_roles`` it still declares.
     """
 
     id: str
@@ -430,6 +434,16 @@ class CheckSpec:
     dataset_facts: tuple[str, ...] = ()
     layouts: frozenset[str] = ANY_LAYOUT
     reads_tokens: bool = False
+    layout_roles: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def roles_in(self, layout: str | None) -> tuple[str, ...]:
+        """The roles the check needs in a shard of ``layout`` (:attr:`layout_roles`, else :attr:`roles`)."""
+        return dict(self.layout_roles).get(layout or "", self.roles)
+
+    def dtype_roles_in(self, layout: str | None) -> tuple[str, ...]:
+        """The declared roles whose dtype must serve the role in a shard of ``layout``."""
+        needed = {n for r in self.roles_in(layout) for n in r.split("|")}
+        return tuple(r for r in self.dtype_roles if r in needed)
 
     def applies(self, layout: str | None) -> bool:
         """Whether the check applies to a shard of ``layout`` (None, unknown: every check applies)."""
@@ -449,7 +463,7 @@ class CheckSpec:
         if not optional:
             return None
         unavailable = {r for r, _ in getattr(ctx.roles, "unavailable", ())} | {r for r, _ in ctx.roles.missing}
-        for role in self.roles:
+        for role in self.roles_in(ctx.layout):
             names = role.split("|")
             if all(n in optional and n not in unavailable and not present.has(n) for n in names):
                 return role
@@ -475,16 +489,18 @@ class CheckSpec:
                 return self.reason(fact, unset_reason(fact))
         return None
 
-    def unmet(self, roles: Roles, cfg: Config, problems: Any = None) -> str | None:
+    def unmet(self, roles: Roles, cfg: Config, problems: Any = None, layout: str | None = None) -> str | None:
         """Why this check cannot run (the first unmet declaration), or None.
 
         Args:
             roles: the shard's roles (None at the dataset stage: roles are not checked there).
             cfg: the config.
             problems: ``() -> list[RoleDtypeProblem]`` of the shard (called only when needed).
+            layout: the shard's layout name (None: unknown): the roles it needs there
+                (:meth:`roles_in`).
         """
         if roles is not None:
-            for role in self.roles:
+            for role in self.roles_in(layout):
                 names = role.split("|")
                 if not any(roles.has(r) for r in names):
                     why = next((w for r, w in getattr(roles, "unavailable", ()) if r in names), None)
@@ -500,9 +516,10 @@ class CheckSpec:
         for fact in self.facts:
             if fact_unset(cfg, fact):
                 return self.reason(fact, unset_reason(fact))
-        if roles is not None and self.dtype_roles and problems is not None:
+        dtype_roles = self.dtype_roles_in(layout)
+        if roles is not None and dtype_roles and problems is not None:
             probs = problems()
-            for role in self.dtype_roles:
+            for role in dtype_roles:
                 p = role_problem(probs, role)
                 if p is not None:
                     return p.skip_reason

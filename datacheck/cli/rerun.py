@@ -30,6 +30,7 @@ from datacheck.cli.auditargs import add_parser
 from datacheck.cli.defaults import default_cache_dir
 from datacheck.execute import rerun as memo
 from datacheck.execute.configpath import resolve_config_path
+from datacheck.io.cardpath import card_path
 from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
 from datacheck.io.stores import is_url
 from datacheck.model.constants import ENV_WORKERS, is_python_schema
@@ -144,6 +145,10 @@ def begin(args: argparse.Namespace) -> memo.Snapshot | None:
         return None
     snap = memo.snapshot(list(args.paths), static)
     if snap is not None:
+        # the dataset card the audit reads (the audited root's README.md, or one above it): which file
+        # it is decides the key (one made or removed above the root is a miss); its bytes are an
+        # external file's (name_externals)
+        snap.static["card"] = card_path(os.path.commonpath(snap.roots)) if snap.roots else None
         snap.config_raw = raw
     return snap
 
@@ -189,6 +194,9 @@ def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values:
         return False
     anchors = [os.getcwd()] + ([os.path.dirname(os.path.abspath(config_path))] if config_path else [])
     values += _tokenizer_folders(config_values, anchors)
+    card = snap.static.get("card")
+    if isinstance(card, str):
+        values.append(card)  # the dataset card, when above the audited folder (inside it, it is listed)
     folders: list[str] = []
     found = memo.external_files(values, anchors, folders)
     if found is None or cache_dir is None:

@@ -4,7 +4,8 @@ taken as ``[labels] classes`` (so ``len(names)`` classes) when the config gives 
 ``datasets`` stores a ``ClassLabel`` column as int64 class indices and declares the names in the
 data's own metadata: in every parquet and arrow file it writes (the schema metadata key
 ``huggingface``: ``{"info": {"features": {...}}}``) and in a ``save_to_disk`` split's
-``dataset_info.json``; a Hub dataset repository's card (``README.md`` at the audited root) declares
+``dataset_info.json``; a Hub dataset repository's card (``README.md`` at the repository's root: the
+audited folder or one above it, :func:`datacheck.io.cardpath.card_path`) declares
 them in its YAML front matter (``dataset_info: features:``, ``dtype: class_label: names:``), which
 ``load_dataset`` casts the files to. A training script builds its head from ``len(names)``
 (``features["label"].num_classes``), so ``labels.out_of_range`` and ``labels.unseen_class`` check
@@ -16,16 +17,18 @@ declares none, a token classification dataset's tags declared as ``Sequence(Clas
 ``token_classification`` shard (:func:`_with_declared_tags`).
 
 Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too): the parquet
-footer of each parquet shard, the ``dataset_info.json`` of each arrow shard's folder. Shards in an
-object store are not read for it; nor is a card above the audited folder.
+footer of each parquet shard, the ``dataset_info.json`` of each arrow shard's folder, the card.
+Shards in an object store are not read for it, nor is a card for them.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from datacheck.io.cardpath import card_path
 from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hfmeta import (
     INFO_NAME,
@@ -75,14 +78,29 @@ def declared_features(shard: DiscoveredShard, info_cache: dict[Path, Any] | None
     return None
 
 
+def _card(disc: Discovery) -> tuple[list[tuple[str | None, dict[str, Any]]] | None, str]:
+    """(the features the dataset card of the audited folder declares per config, or None; its name as
+    messages say it: ``README.md`` at the audited root, else its path from there, ``../README.md``).
+    The card: :func:`datacheck.io.cardpath.card_path` (the audited folder, or a folder above it up
+    to a repository's root: the Hub keeps the card at the root and the shards in ``data/``); none for
+    shards in an object store."""
+    if disc.url_root is not None:
+        return None, README_NAME
+    path = card_path(disc.root)
+    if path is None:
+        return None, README_NAME
+    return readme_features(Path(path)), Path(os.path.relpath(path, os.path.abspath(disc.root))).as_posix()
+
+
 def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
     """``cfg`` with ``[labels] classes`` = the names the shards' ``ClassLabel`` declaration of the
     label column gives (their count the class count), when ``[labels]`` sets neither ``num_classes`` nor
     ``classes`` (:meth:`Config.with_declared_classes`: the config's value wins, a different count is
     a note in the report's ``label_facts``). Every shard that declares the column as a ``ClassLabel``
     must declare the same names; when they differ nothing is taken and the note names two of them.
-    Shards that declare nothing (another format, no metadata) do not count. The dataset card at the
-    audited root (:func:`datacheck.io.hfmeta.readme_features`) is one more declaration, which must
+    Shards that declare nothing (another format, no metadata) do not count. The dataset card
+    (:func:`_card`: at the audited root, or above it up to the repository's root,
+    :func:`datacheck.io.hfmeta.readme_features`) is one more declaration, which must
     agree with the shards'; a card whose configs declare different names gives none (a note).
     When nothing declares a ``ClassLabel`` for the (scalar) label column, the token tags' declaration
     is taken instead (:func:`_with_declared_tags`); ``cfg`` unchanged when there is none either."""
@@ -102,16 +120,16 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
         decl = found.setdefault(col, [])
         if not decl or decl[-1] != (names, where):
             decl.append((names, where))
-    card = readme_features(disc.root / README_NAME) if disc.url_root is None else None
+    card, card_name = _card(disc)
     card_note: dict[str, str] = {}
     for c in columns:
         per_config = [(conf, n) for conf, feats in (card or []) if (n := class_label_names(feats, c)) is not None]
         if not per_config:
             continue
         if len({n for _, n in per_config}) == 1:
-            found.setdefault(c, []).insert(0, (per_config[0][1], f"{README_NAME} (its dataset_info features)"))
+            found.setdefault(c, []).insert(0, (per_config[0][1], f"{card_name} (its dataset_info features)"))
         else:
-            card_note[c] = (f"{README_NAME} declares {c!r} as ClassLabel with different names per config ("
+            card_note[c] = (f"{card_name} declares {c!r} as ClassLabel with different names per config ("
                             + ", ".join(f"{conf}: {len(n)}" for conf, n in per_config[:5])
                             + "): no [labels] classes were taken from it; set [labels] num_classes (or classes)")
         break
@@ -119,7 +137,7 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
     if col is None:
         return _with_declared_tags(cfg, disc, info_cache)
     if col in card_note:
-        return cfg.with_declared_classes(col, None, README_NAME, note=card_note[col])
+        return cfg.with_declared_classes(col, None, card_name, note=card_note[col])
     decl = found[col]
     first_names, first_where = decl[0]
     other = next(((n, w) for n, w in decl if n != first_names), None)
@@ -187,17 +205,17 @@ def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Path, Any
         how = f"{where}: {by!r} as Sequence(ClassLabel)" + ("" if by == col else f", the tags {col!r} was aligned from")
         if not found or found[-1][:2] != (col, names):
             found.append((col, names, how))
-    card = readme_features(disc.root / README_NAME) if disc.url_root is None else None
+    card, card_name = _card(disc)
     per_config = [t for _, feats in (card or []) if (t := _declared_tags(cfg, feats)) is not None]
     if per_config:
         col, names, by = per_config[0]
-        how = f"{README_NAME} (its dataset_info features): {by!r} as Sequence(ClassLabel)"
+        how = f"{card_name} (its dataset_info features): {by!r} as Sequence(ClassLabel)"
         if len({(c, n) for c, n, _ in per_config}) == 1:
             found.insert(0, (col, names, how))
         else:
-            note = (f"{README_NAME} declares the token tags as Sequence(ClassLabel) with different names per config: "
+            note = (f"{card_name} declares the token tags as Sequence(ClassLabel) with different names per config: "
                     "no [labels] classes were taken from it; set [labels] num_classes (or classes)")
-            return cfg.with_declared_classes(col, None, README_NAME, note=note)
+            return cfg.with_declared_classes(col, None, card_name, note=note)
     if not found:
         return cfg
     col, names, how = found[0]

@@ -51,14 +51,13 @@ No rule fits: the layout is unknown, with the columns in the reason.
 A role ``[columns]`` declares but the shard lacks (``schema.missing_column``, e.g. a mistyped
 ``input_ids = "ids"`` over a shard whose ids are in ``input_ids``) never makes a layout of what is
 left (the token rows were "tabular, numeric columns only" and 33 token checks did not apply): a
-column of the role's standard name that serves it (:func:`_stand_in`) is read in its place, as if
-the key were unset, and the reason says so; with none, a token, conversation or pair role lost
-leaves the layout unknown (unsure) rather than ``tabular``, ``regression`` or ``raw_text``. The
-checks still read the roles as declared (the missing one is not replaced).
+column of the role's standard name that serves it is read in its place, as if the key were unset
+(role resolution does it: :func:`datacheck.model.roles.stand_in_column`, ``Roles.stand_ins``; the
+checks read it too), and the reason says so; with none, a token, conversation or pair role lost
+leaves the layout unknown (unsure) rather than ``tabular``, ``regression`` or ``raw_text``.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -68,7 +67,6 @@ import pyarrow as pa
 from datacheck.model.layouts import Layout, layout_of
 from datacheck.model.roles import (
     ROLE_NAMES,
-    ROLE_SPECS,
     TARGET_NAMES,
     Roles,
     inner_dtype,
@@ -419,51 +417,22 @@ _STRUCTURAL = frozenset({"input_ids", "attention_mask", "labels", "token_type_id
 _FALLBACKS = frozenset({"tabular", "regression", "raw_text"})
 
 
-def _stand_in(role: str, schema: dict[str, pl.DataType], taken: set[str]) -> str | None:
-    """The column read for a declared ``role`` the shard lacks: the first of its standard names
-    (``ROLE_SPECS[role].infer``) present, not another role's column, of a dtype that serves it
-    (an integer list for token roles, a list of structs for messages, a scalar for a class label);
-    None for roles of several columns and when no column fits."""
-    spec = ROLE_SPECS.get(role)
-    if spec is None or spec.arity != "one":
-        return None
-    for c in spec.infer:
-        t = schema.get(c)
-        if t is None or c in taken:
-            continue
-        if spec.dtype in ("int_list", "mask_list") and not (_int_list(t) or (
-                is_list(t) and inner_dtype(t) == pl.Boolean and spec.dtype == "mask_list")):
-            continue
-        if spec.dtype == "messages" and not _struct_list(t):
-            continue
-        if spec.dtype == "class_label" and is_list(t):
-            continue
-        return c
-    return None
-
-
 def recognize(schema: dict[str, pl.DataType], roles: Roles, sample: Sample, ignore: int | None = -100,
               spans: bool = False, pad: int | None = None) -> Layout:
     """The layout the shard's columns and sample rows show (the module docstring's rules), of
     :func:`_recognize`; a declared role the shard lacks (``roles.missing``) is read from its stand-in
-    (:func:`_stand_in`) and named in the reason, and with no stand-in a lost token, conversation or
+    (``roles.stand_ins``, made by role resolution) and named in the reason, and with no stand-in a lost token, conversation or
     pair role (:data:`_STRUCTURAL`) leaves the layout unknown rather than a layout of what is left
     (:data:`_FALLBACKS`). Arguments and result: :func:`_recognize`'s."""
     lost = [(r, c) for r, c in roles.missing if not roles.of(r)]
-    if not lost:
+    if not lost and not roles.stand_ins:
         return _recognize(schema, roles, sample, ignore, spans, pad)
-    taken = {c for r in ROLE_NAMES for c in roles.of(r)}
-    stand: dict[str, str] = {}
-    for r, _c in lost:
-        got = _stand_in(r, schema, taken) if r not in stand else stand[r]
-        if got is not None:
-            stand[r] = got
-            taken.add(got)
-    said = "; ".join(f"[columns] {r} names {c!r}, which this shard lacks"
-                     + (f" ({stand[r]!r} read in its place, as if the key were unset)" if r in stand else "")
-                     for r, c in lost)
-    layout = _recognize(schema, replace(roles, **stand) if stand else roles, sample, ignore, spans, pad)
-    bare = [r for r, _c in lost if r not in stand and r in _STRUCTURAL]
+    said = "; ".join([f"[columns] {r} names {c!r}, which this shard " + ("lacks" if c not in schema else
+                      "holds in a dtype that cannot serve it") + f" ({used!r} read in its place, as if the key were unset)"
+                      for r, c, used in roles.stand_ins]
+                     + [f"[columns] {r} names {c!r}, which this shard lacks" for r, c in lost])
+    layout = _recognize(schema, roles, sample, ignore, spans, pad)
+    bare = [r for r, _c in lost if r in _STRUCTURAL]
     if bare and (layout.name in _FALLBACKS or layout.name is None):
         return Layout(None, "unknown", f"unsure: {said}, so the rows cannot be told from the columns left"
                                        f" ({layout.why}); fix [columns] {bare[0]} or set [dataset] layout")

@@ -24,7 +24,8 @@ A memo record is stored in the result cache folder (``--cache-dir``) under
 The record holds the content hash (xxh3-128, :func:`~datacheck.io.hashing.hash_file`) and file state
 (size, modification and status-change times in ns, inode) of every listed file, the content hash of
 every other file the audit reads (:attr:`Snapshot.externals`: the files the config names, and the
-files of folders it names, outside the listing), the listing of every folder the config names
+files of folders it names, outside the listing; the dataset card above the audited folder,
+:func:`datacheck.io.cardpath.card_path`, whose path the caller's part of the key holds), the listing of every folder the config names
 (:attr:`Snapshot.external_folders`), and the outputs: the report's JSON text, what was printed
 and the exit code. A lookup (:func:`lookup`) hits only when every named folder still lists the
 recorded files and every external file and every listed file still has its recorded content hash: each file's bytes are hashed again, as a rerun through the

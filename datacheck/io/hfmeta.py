@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datacheck.io.cardpath import CARD_NAME
 from datacheck.io.safejson import MAX_JSON_FILE_BYTES, JsonInputError, loads, read_json_file
 from datacheck.model.errors import UsageError
 
@@ -247,7 +248,7 @@ def read_info_features(folder: Path) -> Any:
 
 #: File name of a Hugging Face Hub dataset repository's card, whose YAML front matter may declare
 #: ``dataset_info: features:`` (the Hub's and ``datasets``' ``load_dataset`` read it).
-README_NAME = "README.md"
+README_NAME = CARD_NAME
 #: The most bytes of a dataset card read for its front matter (PyYAML parses a few MiB a second; Hub
 #: cards are kilobytes, a card of hundreds of configs a few hundred KiB).
 MAX_README_BYTES = 4 << 20

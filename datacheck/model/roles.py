@@ -18,8 +18,8 @@ is reported as ``schema.dtype`` by :mod:`datacheck.checks.roledtype`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, make_dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, make_dataclass, replace
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -27,6 +27,7 @@ from datacheck.model.config import ColumnsSection
 
 __all__ = ["Roles", "RoleSpec", "ROLE_TABLE", "ROLE_SPECS", "resolve_roles", "null_role_casts", "text_column_names", "row_content", "content_gap", "CONTEXT_COLUMNS", "AUDIO_COLUMNS", "OWN_CONTENT_ROLES", "KEY_COLUMNS", "is_list", "inner_dtype", "ROLE_NAMES",
            "TEXT_NAMES", "text_casts", "RoleDtypeProblem", "role_dtype_problems", "role_problem", "list_depth",
+           "stand_in_column", "stand_in_message",
            "DECODER_COLUMNS", "TAG_NAMES", "WORDS_NAME", "seq2seq_layout",
            "MESSAGE_ROLE_FIELDS", "MESSAGE_CONTENT_FIELDS", "MESSAGE_PART_TEXT_FIELDS", "CHAT_ROLE_NAMES",
            "MessageFields", "message_fields", "narrows_wide_int", "wide_int_casts", "decimal_casts",
@@ -268,6 +269,7 @@ if TYPE_CHECKING:
 
         inferred: frozenset[str]
         missing: tuple[tuple[str, str], ...]
+        stand_ins: tuple[tuple[str, str, str], ...]
         unavailable: tuple[tuple[str, str], ...]
         derived: tuple[str, ...]
 
@@ -278,7 +280,9 @@ else:
     #: Resolved roles of one shard (only columns the shard has): one attribute per row of
     #: :data:`ROLE_TABLE` (``str | None`` for arity one, a tuple for many, a tuple of tuples for groups),
     #: plus ``inferred`` (role names inferred from column names), ``missing`` ((role, column) pairs
-    #: the config names but the shard lacks) and ``unavailable`` ((role, reason) pairs: roles the read
+    #: the config names but the shard lacks), ``stand_ins`` ((role, declared column, column read)
+    #: triples: a declared column the shard lacks, or whose dtype cannot serve the role, replaced by the
+    #: role's standard column, :func:`stand_in_column`) and ``unavailable`` ((role, reason) pairs: roles the read
     #: path would have made but could not, e.g. rendering messages without transformers; a check
     #: needing such a role is skipped with that reason) and ``derived`` (columns the read path added:
     #: rendered tokens, the messages of an Alpaca layout; a strict contract does not count them). Frozen.
@@ -287,6 +291,7 @@ else:
         [_role_field(s) for s in ROLE_TABLE]
         + [("inferred", "frozenset[str]", field(default_factory=frozenset)),
            ("missing", "tuple[tuple[str, str], ...]", field(default=())),
+           ("stand_ins", "tuple[tuple[str, str, str], ...]", field(default=())),
            ("unavailable", "tuple[tuple[str, str], ...]", field(default=())),
            ("derived", "tuple[str, ...]", field(default=()))],
         bases=(_RolesBase,), frozen=True,
@@ -457,7 +462,7 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
     if cfg.aligned is None and words and tags:
         aligned = ((WORDS_NAME, *tags),)
         inferred.add("aligned")
-    return Roles(
+    return _with_stand_ins(Roles(
         text=text,
         label=label,
         target=keep("target", _as_tuple(cfg.target)) if cfg.target is not None else tuple(inferred_target),
@@ -467,7 +472,92 @@ def resolve_roles(cfg: ColumnsSection, schema: dict[str, pl.DataType], class_dom
         inferred=frozenset(inferred),
         missing=tuple(missing),
         **named,
-    )
+    ), cfg, schema)
+
+
+def _serves(role: str, dtype: pl.DataType) -> bool:
+    """Whether a column of ``dtype`` can serve ``role`` by the schema-only rules of
+    :func:`role_dtype_problems` (token and mask lists, messages, a scalar class label)."""
+    rule = ROLE_SPECS[role].dtype
+    if rule in ("int_list", "mask_list"):
+        inner = inner_dtype(dtype)
+        return list_depth(dtype) == 1 and (inner.is_integer() or (rule == "mask_list" and (inner == pl.Boolean
+                                                                                          or inner.is_float())))
+    if rule == "messages":
+        return message_fields(dtype) is not None
+    if rule == "class_label":
+        return not is_list(dtype)
+    return True
+
+
+#: the dtype rules whose role a declared column of another dtype is replaced in by the role's
+#: standard column (token ids, masks, token labels, conversations): the checks that read them run on it
+_STAND_IN_RULES = frozenset({"int_list", "mask_list", "messages"})
+
+
+def stand_in_column(role: str, schema: dict[str, pl.DataType], taken: set[str]) -> str | None:
+    """The column read for a declared ``role`` the shard lacks (or holds in a dtype that cannot
+    serve it): the first of its standard names (``ROLE_SPECS[role].infer``: ``input_ids``,
+    ``attention_mask``, ``labels``, ...) present, not in ``taken`` (another role's column, or the
+    declared one), of a dtype that serves it (:func:`_serves`: an integer list for token roles, a
+    0/1-able list for a mask, a list of structs for messages, a scalar for a class label); None for
+    roles of several columns and when no column fits."""
+    spec = ROLE_SPECS.get(role)
+    if spec is None or spec.arity != "one":
+        return None
+    for c in spec.infer:
+        t = schema.get(c)
+        if t is None or c in taken or t == pl.Null:
+            continue
+        if _serves(role, t):
+            return c
+    return None
+
+
+def _with_stand_ins(roles: Roles, cfg: ColumnsSection, schema: dict[str, pl.DataType]) -> Roles:
+    """``roles`` with each mistyped ``[columns]`` role of one column replaced by its standard column
+    (:func:`stand_in_column`): a declared column the shard lacks (``missing``; any such role), or one
+    whose dtype cannot serve a token, mask or conversation role (``[columns] input_ids = "text"``
+    beside an ``input_ids`` column). The checks of the role then run on the standard column, which
+    the Hugging Face layout holds; the mistake is said once, by ``schema.missing_column`` or
+    ``schema.dtype`` (:func:`stand_in_message`), never by a skipped check per role."""
+    taken = {c for r in ROLE_NAMES for c in roles.of(r)}
+    stand: dict[str, str] = {}
+    said: list[tuple[str, str, str]] = []
+    for role, col in roles.missing:
+        if role in stand or roles.of(role):
+            continue
+        got = stand_in_column(role, schema, taken)
+        if got is not None:
+            stand[role] = got
+            taken.add(got)
+            said.append((role, col, got))
+    for spec in ROLE_TABLE:
+        given: str | None = getattr(roles, spec.name) if spec.arity == "one" else None
+        if (given is None or spec.dtype not in _STAND_IN_RULES or spec.name in roles.inferred or spec.name in stand
+                or getattr(cfg, spec.name, None) is None or given not in schema or schema[given] == pl.Null
+                or _serves(spec.name, schema[given])):
+            continue
+        got = stand_in_column(spec.name, schema, taken)
+        if got is not None:
+            stand[spec.name] = got
+            taken.add(got)
+            said.append((spec.name, given, got))
+    if not stand:
+        return roles
+    out: Any = replace(cast(Any, roles), **stand, inferred=roles.inferred | frozenset(stand), stand_ins=tuple(said))
+    return cast(Roles, out)
+
+
+def stand_in_message(role: str, declared: str, used: str, shard: str, dtype: pl.DataType | None) -> str:
+    """The one message that says a ``[columns]`` mistake whose role a standard column stood in for
+    (:func:`_with_stand_ins`): ``dtype`` None, the declared column is absent (``schema.missing_column``);
+    else its dtype cannot serve the role (``schema.dtype``)."""
+    what = (f"is absent from {shard}" if dtype is None else
+            f"has dtype {dtype}, expected {_EXPECTED.get(role, 'a dtype that serves the role')}")
+    return (f"column {declared!r} (role {role} in [columns]) {what}; the shard's standard {role} column "
+            f"{used!r} was read in its place and the {role} checks ran on it. Fix [columns] {role} "
+            f"(unset it to read {used!r}, or name the column the role is in)")
 
 
 def null_role_casts(roles: Roles, schema: dict[str, pl.DataType]) -> dict[str, pl.DataType]:
@@ -688,7 +778,8 @@ def content_gap(roles: Roles, content: list[str]) -> str | None:
     answers = {roles.label, *roles.of("target")}
     if not any(c in content and c not in answers for c in roles.columns()):
         return None
-    lacking = [(r, c) for r, c in roles.missing if any(r in kind for kind in OWN_CONTENT_ROLES)]
+    stood = {(r, c) for r, c, _used in roles.stand_ins}  # read from the role's standard column: not lacking
+    lacking = [(r, c) for r, c in roles.missing if any(r in kind for kind in OWN_CONTENT_ROLES) and (r, c) not in stood]
 
     def named(pairs: list[tuple[str, str]]) -> str:
         return "; ".join(f"[columns] {r} names {c!r}" for r, c in pairs)

@@ -6,6 +6,7 @@ import datetime as _dt
 from typing import Any, Iterable
 
 from datacheck._version import __version__
+from datacheck.checks.dup.in_shard import UNREAD_KEY
 from datacheck.io.hashing import index_hash
 from datacheck.io.rowhash import ROW_ENCODING
 from datacheck.model.config import Config
@@ -54,7 +55,9 @@ def build_report(cfg: Config, results: list[ShardResult], dataset_findings: list
     total_rows = sum(r.rows or 0 for r in results)
     shard_reports = []
     roles: dict[str, Any] = {}
-    content = {r.path: row_content_columns(r) for r in results if r.readable}
+    # what the report says was read: the readable shards whose row content was compared (a shard the
+    # dup checks skipped, e.g. a declared content column it lacks, names no columns here)
+    content = {r.path: row_content_columns(r) for r in results if r.readable and UNREAD_KEY not in r.payload}
     agreed = len({tuple(c) for c in content.values()}) <= 1
     # [policy] thresholds are held to each check's dataset-wide count and ratio (not one shard's)
     totals = check_totals((f for r in results for f in r.findings), dataset_findings, total_rows)

@@ -28,6 +28,7 @@ import polars as pl
 from datacheck.contracts.load import CONTRACT_FORMAT_VERSION, contract_from_dict
 from datacheck.derive.layout import REFINES, hidden_prompts, padding_side_of, recognize
 from datacheck.derive.read import open_for_checks
+from datacheck.derive.tokenizer import tokenizer_facts, with_tokenizer_facts
 from datacheck.formats.discovery import discover
 from datacheck.io.shardbytes import Unreadable
 from datacheck.model.config import Config
@@ -35,7 +36,7 @@ from datacheck.model.errors import OutOfMemory, UsageError
 from datacheck.model.layouts import Layout
 from datacheck.model.roles import INT64_MAX, INT64_MIN, inner_dtype, is_list, list_depth, seq2seq_layout
 
-__all__ = ["infer_contract", "infer_yaml", "element_bounds", "MAX_CLASSES", "LayoutProposal", "propose_layout",
+__all__ = ["infer_contract", "infer_yaml", "infer_config", "element_bounds", "MAX_CLASSES", "LayoutProposal", "propose_layout",
            "SAMPLE_ROWS"]
 
 #: A label column with more distinct values than this gets a range, not a class list.
@@ -134,6 +135,29 @@ def _merge(a: Any, b: Any, how: str) -> Any:
     return min(a, b) if how == "min" else max(a, b)
 
 
+def infer_config(cfg: Config | None = None, tokenizer: str | None = None) -> Config:
+    """The config ``schema infer`` reads the shards with: ``cfg`` with the facts of a tokenizer filled
+    where ``[tokens]`` leaves them unset (the vocabulary size and the pad/eos/bos ids its files
+    declare, :func:`datacheck.derive.tokenizer.tokenizer_facts`), as the audit fills them: so the
+    bounds of id columns, the layout and the evidence it is told by (padding ids are no hidden
+    prompt) are the audit's.
+
+    Args:
+        cfg: the config (defaults when None).
+        tokenizer: a tokenizer file or folder (``--tokenizer``), taken instead of ``[tokens]
+            tokenizer``; None: ``[tokens] tokenizer``, if set.
+
+    Raises:
+        UsageError: the tokenizer cannot be loaded; ConfigError: ``[tokens] vocab_size`` is smaller
+            than the tokenizer's count; OptionalDependencyError: no ``tokenizers`` package.
+    """
+    cfg = cfg or Config()
+    if tokenizer is None:
+        return with_tokenizer_facts(cfg)
+    facts = tokenizer_facts(tokenizer, tokenizer)
+    return cfg.with_tokenizer_facts(facts.vocab_size, facts.ids, facts.source)
+
+
 def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inferred",
                    vocab_size: int | None = None, *,
                    progress: Callable[[str, int, int], None] | None = None) -> tuple[dict[str, Any], list[str]]:
@@ -171,7 +195,7 @@ def infer_contract(paths: list[str], cfg: Config | None = None, name: str = "inf
     import pandera.polars as pa
 
 
-    cfg = cfg or Config()
+    cfg = infer_config(cfg)  # [tokens] tokenizer's facts, as the audit takes them
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     notes: list[str] = []
     dtypes: dict[str, list[pl.DataType]] = {}
@@ -416,10 +440,11 @@ def _padding_side(df: pl.DataFrame, mask: str) -> tuple[str | None, str | None]:
 
 
 def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None,
-                 mask: str | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+                 mask: str | None = None, pad: int | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """Facts from the sample's labels: the ignore sentinel when it is not -100, ``shifted``, and the
     end-of-turn id (the last supervised label of nearly every row), both read at the positions
-    ``mask`` attends only (all of a row without a mask of its length). Also evidence for the caller:
+    ``mask`` attends only (in a row without a mask of its length, the ids other than ``pad``,
+    ``[tokens] pad_token_id``: all of them when None). Also evidence for the caller:
     ``prompt_hidden`` of ``prompt_rows`` (rows whose ignored labels sit on tokens ``mask`` attends
     before the first supervised one, of the rows judged; the recognizer's count,
     :func:`datacheck.derive.layout.hidden_prompts`: a row whose mask is all 0 hides nothing)."""
@@ -442,7 +467,7 @@ def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None,
             continue
         # only attended positions (mask not 0, or a row without a mask of its length): labels padded
         # with the pad id under padding ids once read as labels = ids (shifted false) at any width
-        att = m if isinstance(m, list) and len(m) == len(a) else [1] * len(a)
+        att = m if isinstance(m, list) and len(m) == len(a) else [pad is None or x != pad for x in a]
         pos = [i for i, v in enumerate(b) if v is not None and v != sentinel and att[i]]
         if not pos:
             continue
@@ -462,7 +487,7 @@ def _label_facts(df: pl.DataFrame, ids: str, labels: str, ignore: int | None,
                          f"{nxt}/{sup}: set [labels] shifted yourself")
     ev["ends"] = ends
     ev["rows_supervised"] = rows_sup
-    ev["prompt_hidden"], ev["prompt_rows"] = hidden_prompts(df, ids, labels, mask, sentinel)
+    ev["prompt_hidden"], ev["prompt_rows"] = hidden_prompts(df, ids, labels, mask, sentinel, pad)
     return facts, notes, ev
 
 
@@ -511,7 +536,7 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
     Raises:
         UsageError: no shard found, or none readable.
     """
-    cfg = cfg or Config()
+    cfg = infer_config(cfg)  # [tokens] tokenizer's facts (the pad id), as the audit's recognizer takes them
     disc = discover([str(p) for p in paths], cfg.dataset.format)
     data = None
     reasons: list[str] = []
@@ -556,7 +581,7 @@ def _propose(paths: list[str], cfg: Config | None, seen: list[Layout]) -> Layout
             if note:
                 notes.append(note)
         if ids is not None and labels is not None and n and section_labels:
-            lf_, ln, ev = _label_facts(df, ids, labels, cfg.labels.ignore, mask)
+            lf_, ln, ev = _label_facts(df, ids, labels, cfg.labels.ignore, mask, cfg.tokens.pad_token_id)
             for k, v in lf_.items():
                 fact("labels", k, v)
             notes.extend(ln)

@@ -20,13 +20,27 @@ import polars as pl
 from datacheck.checks.dup.blank import blank_rows, unjudged_responses
 from datacheck.checks.dup.cross import CHARS_FIELD, ROWS_KEY, payload_wanted
 from datacheck.checks.dup.stretch import stretch_copies
-from datacheck.checks.registry import Repeats, RowCheck, ShardContext, ShardItem, check, derives
+from datacheck.checks.registry import (
+    Payload,
+    Repeats,
+    RowCheck,
+    ShardContext,
+    ShardItem,
+    check,
+    derives,
+    first_part,
+    measure,
+)
 from datacheck.derive.read import ALPACA, CHAT
 from datacheck.model import layouts as lay
 from datacheck.model.findings import Skipped
 from datacheck.model.roles import content_gap, row_content
 
-__all__ = ["exact_in_shard", "content_columns", "repeated_stretches"]
+__all__ = ["exact_in_shard", "content_columns", "repeated_stretches", "UNREAD_KEY", "unread_reason"]
+
+#: the payload key (``ShardResult.payload``) of a shard whose row content was not read (the reason):
+#: the report's ``row_content`` leaves such a shard out (:func:`datacheck.report.build.build_report`)
+UNREAD_KEY = "dup.unread"
 
 #: the read path's derivations this family reads: the Alpaca layout's messages and the chat
 #: template's token columns are role columns like the shard's own
@@ -206,6 +220,25 @@ def _message(n: int, d: dict, cols: list[str], floor: int | None = None) -> str:
     return f"{n} row(s) repeat an earlier row of this shard exactly (content: {', '.join(cols)}){which}{only}"
 
 
+def unread_reason(ctx: ShardContext, cols: list[str]) -> str | None:
+    """Why the shard's row content ``cols`` (:func:`content_columns`) is not compared, or None: it is
+    the class label alone, or it cannot tell samples apart
+    (:func:`~datacheck.model.roles.content_gap`: a declared content column the shard lacks)."""
+    if cols == [ctx.roles.label]:
+        return "no content column besides the label (set [columns] text or features to the columns a row is made of)"
+    return content_gap(ctx.roles, cols)  # e.g. text = ["title", "body"] without body: the title is no sample
+
+
+@measure("rowcontent")
+def unread_payload(ctx: ShardContext) -> Iterable[Payload]:
+    """:data:`UNREAD_KEY` (the reason, a string) on a shard whose row content is not read
+    (:func:`unread_reason`); nothing on any other shard."""
+    cols = content_columns(ctx)
+    why = unread_reason(ctx, cols) if cols else None
+    if why is not None:
+        yield Payload(key=UNREAD_KEY, expr=pl.lit(0), post=lambda _v, why=why: why, merge=first_part)
+
+
 @check("dup.exact_in_shard", layouts=lay.ANY)
 def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     """``dup.exact_in_shard``: a row whose content repeats an earlier row of the same shard.
@@ -222,13 +255,9 @@ def exact_in_shard(ctx: ShardContext) -> Iterable[ShardItem]:
     cols = content_columns(ctx)
     if not cols:
         return
-    if cols == [ctx.roles.label]:
-        yield Skipped("dup.exact_in_shard", "no content column besides the label (set [columns] text or "
-                                            "features to the columns a row is made of)")
-        return
-    gap = content_gap(ctx.roles, cols)
-    if gap is not None:  # e.g. a mistyped [columns] input_ids: the mask and label alone are no sample
-        yield Skipped("dup.exact_in_shard", gap)
+    unread = unread_reason(ctx, cols)
+    if unread is not None:
+        yield Skipped("dup.exact_in_shard", unread)
         return
     unjudged = unjudged_responses(ctx, cols)
     if unjudged is not None:

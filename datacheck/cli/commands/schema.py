@@ -14,8 +14,7 @@ from datacheck.cli.progress import activity
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.config import Config, describe_config, load_config
 from datacheck.model.constants import EXIT_OK, EXIT_USAGE
-from datacheck.tools.infer import infer_contract, infer_yaml, propose_layout
-from datacheck.tools.inspect import load_tokenizer
+from datacheck.tools.infer import infer_config, infer_contract, infer_yaml, propose_layout
 
 __all__ = ["add_parser", "run"]
 
@@ -29,9 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     inf.add_argument("--config", help=config_help(" for the format and [columns] roles"))
     inf.add_argument("--name", default="inferred", help="the schema's name (default: inferred)")
     inf.add_argument("--tokenizer", metavar="PATH",
-                     help="tokenizer.json / vocab.json / vocab.txt or a folder (default: [tokens] tokenizer): token-id "
-                          "columns are bounded by [0, its vocab size) when [tokens] vocab_size is unset (needs the tokenizers package); "
-                          "without either, their element bounds are left out, never the observed range")
+                     help="tokenizer.json / vocab.json / vocab.txt or a folder (default: [tokens] tokenizer): its vocab size "
+                          "and the pad/eos/bos ids its files declare fill the [tokens] keys the config leaves unset, as the "
+                          "audit fills them: token-id columns are bounded by [0, vocab size), and ids of the pad id are "
+                          "padding to the layout's evidence (needs the tokenizers package); without either, id bounds are "
+                          "left out, never the observed range")
     inf.add_argument("--no-progress", action="store_true",
                      help="never show the progress bar (drawn on stderr when stderr is a terminal)")
     return a
@@ -48,12 +49,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"datacheck: {describe_config(config_path)}", file=sys.stderr)
     cfg = (load_config(config_path, allow_python_schema=args.config is not None)
            if config_path is not None else Config())
-    vocab = None
-    tokenizer = args.tokenizer or cfg.tokenizer_path()  # the flag, else [tokens] tokenizer (from the config's folder)
-    if tokenizer and cfg.tokens.vocab_size is None:
-        vocab = load_tokenizer(tokenizer).vocab_size
+    # the flag's tokenizer, else [tokens] tokenizer (from the config's folder): its vocabulary size and
+    # pad/eos/bos ids fill the [tokens] keys the config leaves unset, as the audit fills them
+    cfg = infer_config(cfg, args.tokenizer)
     with activity("inferring", no_progress=args.no_progress) as tick:
-        data, notes = infer_contract(args.paths, cfg, name=args.name, vocab_size=vocab, progress=tick)
+        data, notes = infer_contract(args.paths, cfg, name=args.name, progress=tick)
         tick.stage("recognizing the layout")
         proposal = propose_layout(args.paths, cfg)
     text = infer_yaml(data, [str(p) for p in args.paths], proposal)

@@ -532,3 +532,37 @@ def test_a_hit_exits_without_the_interpreters_teardown(tmp_path, fmt):
         assert again.stdout.splitlines()[0] == first.stdout.splitlines()[0]
         assert len(again.stdout.splitlines()) == len(first.stdout.splitlines())
         assert again.stdout.endswith("\n")
+
+
+def test_a_dataset_card_above_the_audited_folder_is_an_input(tmp_path, audits):
+    """The card of a Hub repository (README.md above the shards' folder, datacheck/io/cardpath.py)
+    declares the label's classes: made, changed or removed there, the rerun audits again."""
+    d, flags = _setup(tmp_path)
+    card = tmp_path / "README.md"  # the repository's root, one folder above the audited one
+
+    def declare(*names: str) -> None:
+        lines = "".join(f"          '{i}': {n}\n" for i, n in enumerate(names))
+        card.write_text("---\ndataset_info:\n  features:\n  - name: text\n    dtype: string\n  - name: label\n"
+                        f"    dtype:\n      class_label:\n        names:\n{lines}---\n")
+        age(card)
+
+    def audit_json() -> str:
+        return blank(run_cli("audit", str(d), *flags, "--format", "json").stdout)
+
+    def fresh() -> str:
+        return blank(run_cli("audit", str(d), "--no-cache", "--format", "json", "--report-dir",
+                             str(tmp_path / "p")).stdout)
+
+    audit_json()
+    audit_json()
+    assert len(audits) == 1
+    before = len(audits)
+    for change in (lambda: declare("a", "b"), lambda: declare("a", "b", "c", "d")):
+        change()
+        got = audit_json()
+        assert len(audits) == before + 1  # audited again
+        assert got == fresh() and "README.md" in json.loads(got)["label_facts"]["source"]
+        before = len(audits)
+    card.unlink()  # the inputs of the first audit again: its record answers, with its output
+    got = audit_json()
+    assert len(audits) == before and got == fresh() and "README.md" not in got

@@ -28,12 +28,13 @@ def _repeats(keys: list) -> int:
 
 
 def test_mistyped_input_ids_compares_no_rows(tmp_path):
-    """Distinct token ids, one mask: before, every row but the first was a repeat of the mask."""
+    """Distinct token ids under a name no rule reads (``tok``), one mask: before, every row but the
+    first was a repeat of the mask."""
     root = tmp_path / "ds"
     ids = [[101, 7, 102], [101, 8, 102], [101, 9, 102], [101, 7, 102]]
     mask = [[1, 1, 1]] * len(ids)
-    write(root, "a.parquet", {"input_ids": ids, "attention_mask": mask, "label": [0, 1, 0, 0]})
-    write(root, "b.parquet", {"input_ids": [[101, 5, 102]], "attention_mask": [[1, 1, 1]], "label": [1]})
+    write(root, "a.parquet", {"tok": ids, "attention_mask": mask, "label": [0, 1, 0, 0]})
+    write(root, "b.parquet", {"tok": [[101, 5, 102]], "attention_mask": [[1, 1, 1]], "label": [1]})
     rep = run(root, {"columns": {"input_ids": "ids"}})
     assert _repeats(list(zip(map(tuple, mask), [0, 1, 0, 0]))) == 2  # what was reported before
     assert [f.check for s in rep.shards for f in s.findings] == ["schema.missing_column"] * 2
@@ -46,16 +47,31 @@ def test_mistyped_input_ids_compares_no_rows(tmp_path):
     # the merge does not add that the shards' "check could not run": their own entry says why
     assert not any("have no row hashes" in r for r in _skips(rep, "dup.exact_across_shards"))
     # the right config finds the real repeat (row 3 = row 0: ids, mask and label)
-    good = run(root)
+    good = run(root, {"columns": {"input_ids": "tok"}})
     keys = list(zip(map(tuple, ids), [0, 1, 0, 0]))
     f = one(good, "dup.exact_in_shard")
     assert f.count == _repeats(keys) == 1 and list(f.rows) == [3]
 
 
+def test_mistyped_input_ids_beside_the_standard_column_compares_the_ids(tmp_path):
+    """The ids in ``input_ids`` and ``[columns] input_ids = "ids"``: the standard column is read in
+    the key's place (schema.missing_column says so once), so the rows are compared on their ids
+    as the right config compares them: the real repeat, no skip."""
+    root = tmp_path / "ds"
+    ids = [[101, 7, 102], [101, 8, 102], [101, 9, 102], [101, 7, 102]]
+    write(root, "a.parquet", {"input_ids": ids, "attention_mask": [[1, 1, 1]] * 4, "label": [0, 1, 0, 0]})
+    rep = run(root, {"columns": {"input_ids": "ids"}})
+    f = one(rep, "dup.exact_in_shard")
+    assert f.count == _repeats(list(zip(map(tuple, ids), [0, 1, 0, 0]))) == 1 and list(f.rows) == [3]
+    assert _skips(rep, "dup.exact_in_shard") == []
+    (m,) = [g for s in rep.shards for g in s.findings if g.check == "schema.missing_column"]
+    assert m.column == "ids" and "'input_ids' was read in its place" in m.message
+
+
 def test_one_shard_without_label_is_skipped_too(tmp_path):
     """No merge payload (one shard, no class label): the in-shard check decides from its own key."""
     root = tmp_path / "ds"
-    write(root, "a.parquet", {"input_ids": [[1, 2], [3, 4], [5, 6]], "attention_mask": [[1, 1]] * 3})
+    write(root, "a.parquet", {"tok": [[1, 2], [3, 4], [5, 6]], "attention_mask": [[1, 1]] * 3})
     rep = run(root, {"columns": {"input_ids": "ids"}})
     assert _dup_findings(rep) == []
     (reason,) = _skips(rep, "dup.exact_in_shard")
@@ -145,9 +161,9 @@ def test_speech_rows_are_compared_on_their_audio(tmp_path):
 
 # ------------------------------------------------------------------------------------------ real data
 
-def _agnews_tokenized(tmp_path):
+def _agnews_tokenized(tmp_path, ids_name: str = "input_ids"):
     """The 100 prompted AG News rows (realdata/agnews_prompts_jsonl) tokenized by the real MiniLM BERT
-    WordPiece tokenizer as it is saved (padding and truncation to 128): ``input_ids``,
+    WordPiece tokenizer as it is saved (padding and truncation to 128): the ids (in ``ids_name``),
     ``token_type_ids``, ``attention_mask``, and the class ``label`` (``targets``)."""
     tokenizers = pytest.importorskip("tokenizers")
     src = REALDATA / "agnews_prompts_jsonl" / "ag_news_classify_question_first.jsonl"
@@ -157,20 +173,22 @@ def _agnews_tokenized(tmp_path):
     rows = [json.loads(line) for line in src.read_text().splitlines() if line.strip()]
     tok = tokenizers.Tokenizer.from_file(str(tok_file))
     enc = tok.encode_batch([r["inputs"] for r in rows])
-    data = {"input_ids": [e.ids for e in enc], "token_type_ids": [e.type_ids for e in enc],
+    data = {ids_name: [e.ids for e in enc], "token_type_ids": [e.type_ids for e in enc],
             "attention_mask": [e.attention_mask for e in enc], "label": [r["targets"] for r in rows]}
-    root = tmp_path / "agnews"
+    root = tmp_path / f"agnews_{ids_name}"
     write(root, "train.parquet", pl.DataFrame(data))
     return root, rows, data
 
 
 def test_real_tokenized_news_with_a_mistyped_role(tmp_path):
-    root, rows, data = _agnews_tokenized(tmp_path)
+    """The ids under ``tok`` (a name no rule reads) and ``[columns] input_ids = "ids"``: what is left
+    (mask, token types, label) is no sample, so nothing is compared."""
+    root, rows, data = _agnews_tokenized(tmp_path, "tok")
     # PROVENANCE facts: 100 rows, targets Business 78 / Science and technology 22
     assert len(rows) == 100
     assert sorted(pl.Series(data["label"]).value_counts(sort=True).rows()) == [("Business", 78),
                                                                                ("Science and technology", 22)]
-    ids = [tuple(x) for x in data["input_ids"]]
+    ids = [tuple(x) for x in data["tok"]]
     assert len(set(ids)) == len(ids)  # clean: no two rows are the same sample
     assert all(len(x) == 128 for x in ids)  # padded to 128, as the saved tokenizer does
     rest = list(zip(map(tuple, data["attention_mask"]), map(tuple, data["token_type_ids"]), data["label"]))
@@ -181,23 +199,36 @@ def test_real_tokenized_news_with_a_mistyped_role(tmp_path):
     assert missing.column == "ids" and missing.severity == "error"
     assert _dup_findings(bad) == []
     assert any("[columns] input_ids names 'ids'" in r for r in _skips(bad, "dup.exact_in_shard"))
-    good = run(root)
+    good = run(root, {"columns": {"input_ids": "tok"}})
     assert [f.check for s in good.shards for f in s.findings] + [f.check for f in good.findings] == []
     assert _skips(good, "dup.exact_in_shard") == []
+    # the same rows with the ids in input_ids: the mistyped key reads them (clean: only the key's finding)
+    std, _rows, _data = _agnews_tokenized(tmp_path)
+    read = run(std, {"columns": {"input_ids": "ids"}})
+    assert [f.check for f in read.findings] == ["schema.missing_column"]
+    assert _skips(read, "dup.exact_in_shard") == []
 
 
 def test_real_mbert_shards_with_a_mistyped_role():
     """realdata dkhate_mbert (label, input_ids, token_type_ids, attention_mask; padded to 128): a
-    mistyped ``input_ids`` reported thousands of repeats of the mask and label (2,762 in train)."""
+    mistyped ``input_ids`` reported thousands of repeats of the mask and label (2,762 in train);
+    now the shard's ``input_ids`` is read in the key's place: the dup.* results are the right
+    config's, and the only other finding is the key's."""
     root = REALDATA / "dkhate_danish_offensive" / "dkhate_mbert"
     if not root.is_dir():
         pytest.skip("../shared/realdata is not present")
     bad = run(root, {"columns": {"input_ids": "ids"}})
+    good = run(root)
     assert sorted(s.rows for s in bad.shards) == [329, 2960]  # PROVENANCE: test 329, train 2,960
-    assert {f.check for s in bad.shards for f in s.findings} == {"schema.missing_column"}
-    assert _dup_findings(bad) == []
+    assert {f.check for s in bad.shards for f in s.findings} - {f.check for s in good.shards for f in s.findings} == {
+        "schema.missing_column"}
+
+    def dups(rep):
+        return sorted((f.check, f.count) for f in _dup_findings(rep))
+
+    assert dups(bad) == dups(good)
     for cid in DUP:
-        assert _skips(bad, cid), cid
+        assert _skips(bad, cid) == _skips(good, cid), cid
 
 
 def test_near_duplicates_not_searched_in_part_of_a_text(tmp_path):

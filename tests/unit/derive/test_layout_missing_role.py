@@ -2,8 +2,8 @@
 whose ids are in ``input_ids``) never makes a layout of the columns left: the real mBERT rows were
 "tabular (numeric columns only)" and 33 token and LM checks silently did not apply. The layout is
 now recognized with the role's standard-name column in its place (the reason says so), the checks
-of that layout that need the role are skipped naming the mistyped key, and the only finding is
-``schema.missing_column``. With no column to stand in, the layout is unsure, never tabular."""
+of that layout read that column too (role resolution stands it in), and the key's mistake is said
+once, by ``schema.missing_column``. With no column to stand in, the layout is unsure, never tabular."""
 from __future__ import annotations
 
 import polars as pl
@@ -49,16 +49,22 @@ def test_real_mbert_rows_with_a_mistyped_input_ids_keep_their_layout():
     assert {s.layout for s in good.shards} == {"text_classification"}
     assert [s.layout for s in bad.shards] == [s.layout for s in good.shards]
     assert all("[columns] input_ids names 'ids', which this shard lacks" in s.layout_why for s in bad.shards)
-    # the same checks apply (none silently dropped): those that read input_ids say why they do not run
+    # the same checks apply (none silently dropped), and they run on the standard column: the
+    # findings are the right config's plus the key's one schema.missing_column per shard
     assert [s.not_applicable for s in bad.shards] == [s.not_applicable for s in good.shards]
     skips = _skips(bad)
     for cid in TOKEN_CHECKS:
         assert cid not in _skips(good), cid  # they run on the right config
-        assert any("[columns] input_ids names 'ids', which this shard lacks" in r for r in skips.get(cid, ())), cid
-    found = {f.check for s in bad.shards for f in s.findings} | {f.check for f in bad.findings}
-    assert found == {"schema.missing_column"}
-    (f,) = {(f.column, f.severity) for s in bad.shards for f in s.findings}
-    assert f == ("ids", "error")
+        assert cid not in skips, (cid, skips.get(cid))  # and on the mistyped one
+    assert skips == _skips(good)
+
+    def found(rep) -> list[tuple[str, str, str | None, int]]:
+        return sorted((s.path, f.check, f.column, f.count) for s in rep.shards for f in s.findings)
+
+    assert [x for x in found(bad) if x[1] != "schema.missing_column"] == found(good)
+    missing = [f for s in bad.shards for f in s.findings if f.check == "schema.missing_column"]
+    assert [(f.column, f.severity) for f in missing] == [("ids", "error")] * len(bad.shards)
+    assert all("'input_ids' was read in its place" in f.message for f in missing)
 
 
 def _roles(schema: dict[str, pl.DataType], **given: str):
