@@ -260,6 +260,69 @@ def test_a_corrupt_record_is_a_miss(tmp_path, audits):
     assert len(audits) == 2  # the rewritten record answers
 
 
+def _truncate(rec: Path) -> None:
+    rec.write_bytes(rec.read_bytes()[: rec.stat().st_size // 2])
+
+
+def _garbage(rec: Path) -> None:
+    rec.write_bytes(os.urandom(rec.stat().st_size))
+
+
+def _empty(rec: Path) -> None:
+    rec.write_bytes(b"")
+
+
+def _folder(rec: Path) -> None:
+    rec.unlink()
+    rec.mkdir()
+
+
+def _wrong_shape(rec: Path) -> None:
+    """A record that checks out (magic, lengths, digest) whose entries are of the wrong types: a hostile
+    or buggy writer, not a torn write."""
+    header, blobs = memo._decode(rec.read_bytes())
+    header["externals"] = [[5, "x"]]  # a file descriptor's number where a path belongs
+    rec.write_bytes(memo._encode({k: v for k, v in header.items() if k != "blobs"}, blobs))
+
+
+@pytest.mark.parametrize("spoil", [_truncate, _garbage, _empty, _folder, _wrong_shape])
+def test_a_spoiled_record_is_a_miss_said_on_stderr(tmp_path, audits, spoil):
+    d, flags = _setup(tmp_path)
+    first = run_cli("audit", str(d), *flags, "--format", "json")
+    (rec,) = memo_records(tmp_path / "cache")
+    spoil(rec)
+    again = run_cli("audit", str(d), *flags, "--format", "json")
+    assert again.returncode == first.returncode and len(audits) == 2 and blank(again.stdout) == blank(first.stdout)
+    if spoil is not _folder:  # a folder is no record: a plain miss
+        assert again.stderr == f"datacheck: note: whole-audit memo record {rec} (" + again.stderr.split(" (", 1)[1]
+        assert again.stderr.endswith(") is not trusted; auditing again\n")
+    assert "Traceback" not in again.stderr
+    if spoil is not _folder:
+        third = run_cli("audit", str(d), *flags, "--format", "json")
+        assert len(audits) == 2 and third.stderr == ""  # the record written anew answers
+
+
+def test_a_read_only_cache_folder_is_refused_whatever_the_memo_holds(tmp_path, audits):
+    """A memo record made while the cache folder was writable: once the folder is read-only, the rerun
+    is the verb's clear refusal (exit 2, as on a miss), not an answer from a folder it cannot keep;
+    ``--no-cache`` audits cleanly."""
+    d, flags = _setup(tmp_path)
+    first = run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(memo_records(tmp_path / "cache")) == 1
+    cache = tmp_path / "cache"
+    mode = cache.stat().st_mode
+    cache.chmod(0o555)
+    try:
+        r = run_cli("audit", str(d), *flags, "--format", "json")
+        assert r.returncode == 2 and "is read-only" in r.stderr and "--no-cache" in r.stderr
+        assert "Traceback" not in r.stderr and r.stdout == ""
+        r = run_cli("audit", str(d), *flags, "--format", "json", "--no-cache")
+        assert r.returncode == first.returncode and blank(r.stdout) == blank(first.stdout)
+    finally:
+        cache.chmod(mode)
+    assert len(audits) == 3  # not answered from the memo: the refused run's audit stopped at the cache
+
+
 def test_trust_mtime_hashes_no_listed_file(tmp_path, audits, monkeypatch):
     d, flags = _setup(tmp_path)
     run_cli("audit", str(d), *flags, "--format", "json")
