@@ -12,7 +12,9 @@ everything an audit is told that changes the report's bytes besides the data:
   ``dup.split_overlap`` findings the report then holds;
 - ``.allow-check-errors``: ``--allow-check-errors`` when the report has check errors (the flag then
   decides ``summary.status``; without a check error the report is the same byte for byte with or
-  without it, and so is the exit code, so the copy is the same one).
+  without it, and so is the exit code, so the copy is the same one);
+- ``.part-K-of-N``: the report of part K of a split audit (``--num-parts N --part K``), whose index
+  hash is that of its part's shards: the same as the whole audit's when the part holds every shard.
 
 Bounded (:func:`prune_copies`): after a copy is written, the copies of its index hash beyond the
 :data:`MAX_COPIES` most recently written (their ``report.json`` modification time) are deleted; the
@@ -39,8 +41,7 @@ from datacheck.io.stores import is_url
 from datacheck.model.constants import FAIL_ON
 from datacheck.model.errors import UsageError
 
-__all__ = ["MAX_COPIES", "COPY_NAME", "CopyKey", "against_key", "copy_name", "parse_copy_name", "write_copy",
-           "prune_copies"]
+__all__ = ["MAX_COPIES", "COPY_NAME", "against_key", "copy_name", "parse_copy_name", "write_copy", "prune_copies"]
 
 #: The most config copies kept per index hash (:func:`prune_copies`): a dataset gated under a few
 #: configs, each with up to three ``--fail-on``, with and without ``--against``, fits; a script that
@@ -52,15 +53,14 @@ STALE_PRUNED_S = 3600.0
 #: How many times :func:`write_copy` writes a copy whose folder a concurrent prune removed under it.
 _WRITE_TRIES = 8
 _AGAINST_DIGITS = 16
-#: A config copy's folder name (:func:`copy_name`): config digits, gate, ``--against`` key, allowed check errors.
-COPY_NAME = re.compile(r"^([0-9a-f]{16,128})(?:\.fail-on-(warn|never))?(?:\.against-([0-9a-f]{%d}))?"
-                       r"(\.allow-check-errors)?$" % _AGAINST_DIGITS)
+#: What follows the gate in a copy's folder name (:func:`copy_name`): ``--against``, allowed check
+#: errors, the part (a pattern without anchors, also in ``INDEX/CONFIG`` references)
+EXTRA = r"(?:\.against-[0-9a-f]{%d})?(?:\.allow-check-errors)?(?:\.part-[0-9]{1,6}-of-[0-9]{1,6})?" % _AGAINST_DIGITS
+#: A config copy's folder name (:func:`copy_name`): config digits, gate, then :data:`EXTRA`.
+COPY_NAME = re.compile(r"^([0-9a-f]{16,128})(?:\.fail-on-(warn|never))?(%s)$" % EXTRA)
 _PRUNED = ".pruned-"
 
 T = TypeVar("T")
-
-#: What keys a copy besides its config digits: (fail_on, against key or None, check errors allowed).
-CopyKey = tuple[str, str | None, bool]
 
 
 def against_key(paths: Iterable[str] | None) -> str | None:
@@ -78,10 +78,10 @@ def against_key(paths: Iterable[str] | None) -> str | None:
 
 
 def copy_name(config_hash: str, fail_on: str = "error", against: str | None = None,
-              allow_check_errors: bool = False) -> str:
+              allow_check_errors: bool = False, part: tuple[int, int] | None = None) -> str:
     """The folder name of a config copy (module docstring): ``<config digits>[.fail-on-X][.against-K]
-    [.allow-check-errors]``. ``against``: :func:`against_key`; ``allow_check_errors``: True only when
-    the flag was given and the report has check errors.
+    [.allow-check-errors][.part-K-of-N]``. ``against``: :func:`against_key`; ``allow_check_errors``:
+    True only when the flag was given and the report has check errors; ``part``: (K, N) of a part report.
 
     Raises:
         UsageError: ``config_hash`` is not an algorithm-prefixed hex digest, ``fail_on`` is not one of
@@ -90,19 +90,22 @@ def copy_name(config_hash: str, fail_on: str = "error", against: str | None = No
     """
     digest = config_hash.rpartition(":")[2]
     if (not re.fullmatch(r"[0-9a-f]{16,128}", digest) or fail_on not in FAIL_ON
-            or (against is not None and not re.fullmatch(r"[0-9a-f]{%d}" % _AGAINST_DIGITS, against))):
-        raise UsageError(f"config hash {config_hash!r} / fail_on {fail_on!r} / against {against!r}: cannot store "
-                         "a report under them")
+            or (against is not None and not re.fullmatch(r"[0-9a-f]{%d}" % _AGAINST_DIGITS, against))
+            or (part is not None and not all(isinstance(x, int) and 0 <= x < 10**6 for x in part))):
+        raise UsageError(f"config hash {config_hash!r} / fail_on {fail_on!r} / against {against!r} / part {part!r}: "
+                         "cannot store a report under them")
     return (digest + ("" if fail_on == "error" else f".fail-on-{fail_on}")
-            + ("" if against is None else f".against-{against}") + (".allow-check-errors" if allow_check_errors else ""))
+            + ("" if against is None else f".against-{against}") + (".allow-check-errors" if allow_check_errors else "")
+            + ("" if part is None else f".part-{part[0]}-of-{part[1]}"))
 
 
-def parse_copy_name(name: str) -> tuple[str, CopyKey] | None:
-    """(config digits, :data:`CopyKey`) of a copy's folder name; None for any other name."""
+def parse_copy_name(name: str) -> tuple[str, str, str] | None:
+    """(config digits, ``fail_on``, what follows the gate: :data:`EXTRA`, ``""`` for none) of a copy's
+    folder name; None for any other name."""
     m = COPY_NAME.match(name)
     if m is None:
         return None
-    return m.group(1), (m.group(2) or "error", m.group(3), bool(m.group(4)))
+    return m.group(1), m.group(2) or "error", m.group(3)
 
 
 def write_copy(path: str | os.PathLike[str], write: Callable[[Path], T]) -> T:

@@ -239,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
             written[path] = write_part(result, path)
 
         # the config-keyed copy first: the contract file, written last, is the latest
-        stored, copy = store_report(args.report_dir, result.report, "", against, args.allow_check_errors, write=write)
+        stored, copy = store_report(args.report_dir, result.report, "", against, args.allow_check_errors, write=write,
+                                    part=(split[1], split[0]))
         report = written[stored]
         if args.output:
             write_part(result, args.output)

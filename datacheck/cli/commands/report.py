@@ -3,8 +3,8 @@
 REPORT is a report file, an index hash (or a unique prefix of at least 6 hex digits) looked up
 in ``--report-dir`` as ``diff`` does (:func:`datacheck.report.model.find_report`, one resolver): its
 ``<index_hash>/report.json``, the latest audit of that data; or
-``INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors]``, a config's copy. An index hash whose folder also holds copies of other configs (or another ``--fail-on``) is
-rendered all the same, with a note on stderr naming each of them and the ``INDEX/CONFIG`` that picks it.
+``INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N]``, a config's copy. An index
+hash whose folder also holds copies of other configs (or another ``--fail-on``) is rendered all the same, with a note on stderr naming each of them and the ``INDEX/CONFIG`` that picks it.
 
 Exit codes: 0 rendered; 2 usage error (missing file, not a datacheck report, a newer
 ``report_version``, unwritable ``--html`` path). The report's own pass/fail status does not change
@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("report", metavar="REPORT",
                    help="a report file written by datacheck audit; or its index hash (prefix) in --report-dir: "
                         "<index_hash>/report.json, the latest audit of that data; or "
-                        "INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors] (hash prefixes): that config's copy")
+                        "INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N] (hash prefixes): that "
+                        "config's copy")
     a.add_argument("--report-dir", default=default_report_dir(),
                    help=f"where index hashes are looked up (default {default_report_dir()})")
     a.add_argument("--html", metavar="OUT.html",

@@ -39,12 +39,14 @@ def test_the_copy_name_spells_every_part_of_the_key():
     assert rc.copy_name(CFG, "never", "0123456789abcdef", True) == \
         f"{digits}.fail-on-never.against-0123456789abcdef.allow-check-errors"
     assert rc.copy_name(CFG, against="0123456789abcdef") == f"{digits}.against-0123456789abcdef"
-    for name, key in ((digits, ("error", None, False)),
-                      (f"{digits}.fail-on-warn.allow-check-errors", ("warn", None, True)),
-                      (f"{digits}.against-0123456789abcdef", ("error", "0123456789abcdef", False))):
-        assert rc.parse_copy_name(name) == (digits, key)
+    assert rc.copy_name(CFG, "warn", part=(1, 4)) == f"{digits}.fail-on-warn.part-1-of-4"
+    for name, key in ((digits, ("error", "")),
+                      (f"{digits}.fail-on-warn.allow-check-errors", ("warn", ".allow-check-errors")),
+                      (f"{digits}.against-0123456789abcdef", ("error", ".against-0123456789abcdef")),
+                      (f"{digits}.allow-check-errors.part-0-of-2", ("error", ".allow-check-errors.part-0-of-2"))):
+        assert rc.parse_copy_name(name) == (digits, *key)
     for bad in ("report.json", f"{digits}.fail-on-error", f"{digits}.against-0123", f".{digits}.pruned-1-aa",
-                f"{digits}.allow-check-errors.against-0123456789abcdef"):
+                f"{digits}.allow-check-errors.against-0123456789abcdef", f"{digits}.part-1"):
         assert rc.parse_copy_name(bad) is None
     with pytest.raises(UsageError, match="cannot store a report"):
         rc.copy_name(CFG, against="../../etc")

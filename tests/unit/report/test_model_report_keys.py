@@ -299,3 +299,31 @@ def test_garbage_in_the_report_folder_is_said_never_a_traceback(two_configs, tmp
     assert r.returncode == 1
     for p in (contract, rep / h / strict / "report.json"):
         assert p.read_bytes() == (tmp_path / "again.json").read_bytes()
+
+
+def test_a_part_holding_every_shard_keeps_its_own_copy(tmp_path):
+    """One shard split in two parts: the part that holds it has the whole audit's index hash (its
+    shards are all the shards), yet its report (dataset checks skipped, a ``part`` object) is stored
+    as ``<config>.part-K-of-N``, never over the whole audit's copy."""
+    d = tmp_path / "d"
+    d.mkdir()
+    pl.DataFrame({"text": ["a", "b"]}).write_parquet(d / "a.parquet")
+    rep = tmp_path / "reports"
+    r = run_cli("audit", str(d), "--no-cache", "--report-dir", str(rep), "-o", str(tmp_path / "whole.json"))
+    assert r.returncode == 0, r.stderr
+    whole = json.loads((tmp_path / "whole.json").read_text())
+    h, digits = whole["index_hash"], hexof(whole)
+    holders = []
+    for k in (0, 1):
+        r = run_cli("audit", str(d), "--no-cache", "--report-dir", str(rep), "--num-parts", "2", "--part", str(k),
+                    "--format", "json")
+        assert r.returncode == 0, r.stderr
+        if json.loads(r.stdout)["summary"]["shards"] == 1:
+            holders.append(k)
+    assert len(holders) == 1  # the one shard lies in one part
+    (k,) = holders
+    assert (rep / h / digits / "report.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+    part = json.loads((rep / h / f"{digits}.part-{k}-of-2" / "report.json").read_text())
+    assert part["part"]["part"] == k and part["part"]["num_parts"] == 2 and part["index_hash"] == h
+    assert find_report(f"{h}/{digits[:8]}", rep) == rep / h / digits / "report.json"
+    assert find_report(f"{h}/{digits[:8]}.part-{k}-of-2", rep) == rep / h / f"{digits}.part-{k}-of-2" / "report.json"
