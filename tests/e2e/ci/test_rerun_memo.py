@@ -22,6 +22,7 @@ from gatehelp import write_dataset
 import datacheck.cli.commands.audit as audit_verb
 import datacheck.cli.rerun as rerun_cli
 import datacheck.execute.rerun as memo
+from datacheck.io import reportcopies
 
 OLD = time.time() - 3600  # files last modified an hour ago: settled (memo.SETTLE_NS)
 
@@ -321,6 +322,27 @@ def test_a_read_only_cache_folder_is_refused_whatever_the_memo_holds(tmp_path, a
     finally:
         cache.chmod(mode)
     assert len(audits) == 3  # not answered from the memo: the refused run's audit stopped at the cache
+
+
+def test_a_hit_bounds_the_config_copies_as_the_audit_does(tmp_path, audits, monkeypatch):
+    """At most MAX_COPIES (1 here) config copies per index hash: the audit under config b pruned a's
+    copy; the rerun under a, answered from the memo, writes a's copy again and prunes b's."""
+    monkeypatch.setattr(reportcopies, "MAX_COPIES", 1)
+    d, flags = _setup(tmp_path)
+    for name, text in (("a", "[dup]\nnear_threshold = 0.81\n"), ("b", "[dup]\nnear_threshold = 0.82\n")):
+        (tmp_path / f"{name}.toml").write_text(text)
+        age(tmp_path / f"{name}.toml")
+    first = run_cli("audit", str(d), *flags, "--config", str(tmp_path / "a.toml"), "--format", "json")
+    h, a_digits = json.loads(first.stdout)["index_hash"], json.loads(first.stdout)["config_hash"].split(":")[1]
+    second = run_cli("audit", str(d), *flags, "--config", str(tmp_path / "b.toml"), "--format", "json")
+    b_digits = json.loads(second.stdout)["config_hash"].split(":")[1]
+    assert a_digits != b_digits
+    folder = tmp_path / "r" / h
+    assert sorted(p.name for p in folder.iterdir()) == sorted([b_digits, "report.json"])
+    again = run_cli("audit", str(d), *flags, "--config", str(tmp_path / "a.toml"), "--format", "json")
+    assert len(audits) == 2 and blank(again.stdout) == blank(first.stdout)  # answered from the memo
+    assert sorted(p.name for p in folder.iterdir()) == sorted([a_digits, "report.json"])
+    assert blank((folder / a_digits / "report.json").read_text()) == blank(first.stdout)
 
 
 def test_trust_mtime_hashes_no_listed_file(tmp_path, audits, monkeypatch):
