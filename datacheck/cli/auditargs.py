@@ -35,7 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--config", help=config_help())
     a.add_argument("--report-dir", default=default_report_dir(),
                    help="the report is stored as DIR/<index_hash>/report.json and as its config's copy "
-                        f"DIR/<index_hash>/<config hash>[.fail-on-X]/report.json (default {default_report_dir()}; "
+                        "DIR/<index_hash>/<config hash>[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N]/report.json, "
+                        "the 32 "
+                        f"most recent copies kept (default {default_report_dir()}; "
                         "$DATACHECK_DIR/reports when DATACHECK_DIR is set)")
     a.add_argument("--output", "-o", help="also write the JSON report to this file")
     a.add_argument("--format", choices=["text", "json", "markdown", "html"], default="text",

@@ -10,7 +10,8 @@ folder (no file, glob or URL) holding only folders and regular files. A record i
 the audit raised no warning, had no check error, and exited 0 or 1.
 
 What a hit reproduces: the report files (``<report-dir>/<index_hash>/report.json`` and its config copy
-``<report-dir>/<index_hash>/<config hash>[.fail-on-X]/report.json``) and ``--output``,
+``<report-dir>/<index_hash>/<config hash>[.fail-on-X][.allow-check-errors]/report.json``, the copies of that
+index hash then bounded as the audit bounds them: :func:`datacheck.io.reportcopies.prune_copies`) and ``--output``,
 byte for byte but ``created_at`` (now), written atomically as the audit writes them; stdout; the
 GitHub Actions annotations on stderr (``GITHUB_ACTIONS=true`` is part of the key); the exit code. What it skips: the per-shard cache (no entry is read; the identity records of
 ``--trust-mtime`` are neither read nor written); the progress bar.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -31,7 +33,8 @@ from datacheck.cli.defaults import default_cache_dir
 from datacheck.execute import rerun as memo
 from datacheck.execute.configpath import resolve_config_path
 from datacheck.io.cardpath import card_path
-from datacheck.io.outputs import check_output_folders, check_outputs, write_json_atomic
+from datacheck.io.outputs import check_output_folders, check_outputs, write_atomic, write_json_atomic
+from datacheck.io.reportcopies import prune_copies, write_copy
 from datacheck.io.stores import is_url
 from datacheck.model.constants import ENV_WORKERS, is_python_schema
 from datacheck.model.errors import DatacheckError
@@ -209,8 +212,9 @@ def name_externals(snap: memo.Snapshot, args: argparse.Namespace, config_values:
 
 
 def _write_all(paths: list[str], text: str) -> bool:
-    """Write ``text`` to every one of ``paths`` as the audit writes its reports (:func:`write_json_atomic`:
-    a temporary file, fsynced, renamed), each in its own thread, so the waits for the disk overlap
+    """Write ``text`` to every one of ``paths`` (the config copy first) as the audit writes its reports
+    (:func:`write_json_atomic`: a temporary file, fsynced, renamed; the copy by
+    :func:`~datacheck.io.reportcopies.write_copy`), each in its own thread, so the waits for the disk overlap
     (a 655 KB report written twice: 12 ms one after the other, 8 ms at once, medians on the 2-core
     development machine). False when one of them could not be written (the verb then runs and says
     why); any other error is raised in the calling thread."""
@@ -218,7 +222,10 @@ def _write_all(paths: list[str], text: str) -> bool:
 
     def write(path: str) -> None:
         try:
-            write_json_atomic(path, text)
+            if path == paths[0]:  # the config copy: written again when a concurrent prune removed its folder
+                write_copy(path, lambda p: write_atomic(p, text, os_errors=True))
+            else:
+                write_json_atomic(path, text)
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread below
             errors.append(exc)
 
@@ -234,6 +241,18 @@ def _write_all(paths: list[str], text: str) -> bool:
         if not isinstance(exc, (DatacheckError, OSError)):
             raise exc
     return not errors
+
+
+def _writable_folder(folder: str) -> bool:
+    """Whether the cache folder may be written as the verb requires (:class:`~datacheck.execute.cache.ShardCache`:
+    a folder with a write permission bit, root too, that this process may write; or none yet)."""
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and bool(st.st_mode & 0o222) and os.access(folder, os.W_OK)
 
 
 def replay(argv: Sequence[str]) -> int | None:
@@ -255,15 +274,22 @@ def replay(argv: Sequence[str]) -> int | None:
                              probe=("--report-dir",))
     except (DatacheckError, OSError):
         return None
+    if not _writable_folder(cache_dir):  # the verb refuses it (exit 2), whatever the memo holds
+        return None
+    corrupt: list[str] = []
     try:
-        hit = memo.lookup(cache_dir, snap, trust_states=args.trust_mtime)
+        hit = memo.lookup(cache_dir, snap, trust_states=args.trust_mtime, corrupt=corrupt)
     except (OSError, ValueError, KeyError, TypeError, IndexError):  # a record of an unexpected shape: a miss
         hit = None
+    for what in corrupt:  # only a miss: the audit runs and records it anew
+        print(f"datacheck: note: whole-audit memo record {what} is not trusted; auditing again", file=sys.stderr)
     if hit is None:
         return None
     stored = hit.stored.split("\0")  # the config copy and the contract file (:func:`finish`)
     if len(stored) != 2 or not _write_all([*stored, *([args.output] if args.output else [])], hit.report_text):
         return None
+    copy = os.path.dirname(stored[0])
+    prune_copies(os.path.dirname(copy), keep=os.path.basename(copy))  # as the audit bounds them
     sys.stdout.write(hit.stdout)
     if hit.stderr:
         sys.stdout.flush()

@@ -467,14 +467,19 @@ class ShardCache:
                   context: str | None = None) -> Any | None:
         """The cached result of the same bytes under another name in ``rel``'s folder (with the same
         suffixes, format, config, ...), its path set to ``rel``, also stored under ``rel``'s own key; None
-        when no move record names an entry, the entry is gone or corrupt, or it is not of these bytes."""
+        when no move record names an entry, the entry is gone or corrupt, or it is not of these bytes (a
+        move record that does not parse or has not its shape is said by a :class:`CacheWarning` and removed)."""
         mkey = self.moved_key(rel, fmt, content_hash, cross_shard=cross_shard, context=context)
+        path = self.moved_path(mkey)
         try:
-            rec = safejson.loads(self._read_entry(self.moved_path(mkey)))
-        except (OSError, ValueError):
+            rec = safejson.loads(self._read_entry(path))
+        except OSError:
             return None
-        if (not isinstance(rec, dict) or not isinstance(rec.get("rel"), str) or not isinstance(rec.get("key"), str)
-                or rec["rel"] == rel
+        except ValueError as exc:
+            return self._spoiled(path, f"not JSON: {exc}", f"looking {rel} up by its own name only")
+        if not isinstance(rec, dict) or not isinstance(rec.get("rel"), str) or not isinstance(rec.get("key"), str):
+            return self._spoiled(path, "not a move record", f"looking {rel} up by its own name only")
+        if (rec["rel"] == rel
                 or rec["key"] != self.key(rec["rel"], fmt, content_hash, cross_shard=cross_shard, context=context)):
             return None
         got = self.get(rec["key"], rel)
@@ -533,17 +538,22 @@ class ShardCache:
         """The recorded (content hash, size) of the shard read from ``files`` (its companions, then
         the shard file; local paths) when the cache may trust file states (``trust_mtime``) and the
         record's states equal ``states`` (:func:`datacheck.io.hashing.file_state` of each file) exactly;
-        else None (the bytes are hashed). A record that cannot be read or parsed is None too."""
+        else None (the bytes are hashed). A record that cannot be read is None too; one that does not
+        parse or has not the record's shape (torn, garbage) is None said by a :class:`CacheWarning`, and removed."""
         if not self.trust_mtime:
             return None
         p = self.identity_path(files)
         try:
             rec = safejson.loads(self._read_entry(p))
-        except (OSError, ValueError):
+        except OSError:
             return None
-        if (not isinstance(rec, dict) or rec.get("files") != [os.path.abspath(f) for f in files]
-                or rec.get("states") != [list(s) for s in states]
-                or not isinstance(rec.get("hash"), str) or not isinstance(rec.get("size"), int)):
+        except ValueError as exc:
+            return self._spoiled(p, f"not JSON: {exc}", f"hashing {files[-1]}")
+        if (not isinstance(rec, dict) or not isinstance(rec.get("hash"), str) or not isinstance(rec.get("size"), int)
+                or not isinstance(rec.get("files"), list) or not isinstance(rec.get("states"), list)):
+            return self._spoiled(p, "not a file identity record", f"hashing {files[-1]}")
+        if (rec.get("files") != [os.path.abspath(f) for f in files]
+                or rec.get("states") != [list(s) for s in states]):
             return None
         self.used_ids.add(p.stem)
         return rec["hash"], rec["size"]
@@ -571,6 +581,18 @@ class ShardCache:
             replace_file(p, data, durable=False)  # no fsync: a torn record does not parse and is only a miss
         except OSError:
             pass
+
+    def _spoiled(self, p: Path, why: str, instead: str) -> None:
+        """A record of the cache (a file identity or a move record) that does not parse or has not its
+        shape: a miss (``stats.corrupt``), said by a :class:`CacheWarning` naming it, why and what is
+        done ``instead``; removed, so the next audit writes it anew. Returns None (the miss)."""
+        warnings.warn(f"cache record {p} is corrupt ({why[:200]}); {instead}", CacheWarning, stacklevel=3)
+        self.stats.corrupt += 1
+        try:
+            p.unlink()
+        except OSError:
+            pass
+        return None
 
     def _repair(self, p: Path) -> bool:
         """Remove what stands at ``p`` inside the cache when it is not a regular file (a symlink, a

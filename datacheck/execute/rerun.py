@@ -524,28 +524,49 @@ def _hashes_match(pairs: list[tuple[str, str]]) -> bool:
         got.close()
 
 
-def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False) -> Hit | None:
+def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False,
+           corrupt: list[str] | None = None) -> Hit | None:
     """The memo's answer for the audit ``snap`` describes, or None (a miss: no record, a record that
     does not check out, an external or listed file whose content hash changed, or a file whose
     bytes cannot be read). ``trust_states``: a listed file whose state equals the recorded one is
-    not hashed (``--trust-mtime``); otherwise every file's bytes are hashed."""
+    not hashed (``--trust-mtime``); otherwise every file's bytes are hashed. ``corrupt``: where the
+    record's path and why it is not trusted are appended when a record stands there but does not
+    check out (truncated, garbage, another key's, entries of the wrong shape): only a miss, said by
+    the caller."""
     key = snap.key(code_memo_dir(cache_dir))
-    data = _read_regular(memo_path(cache_dir, key))
+    path = memo_path(cache_dir, key)
+    data = _read_regular(path)
     if data is None:
         return None
+    try:
+        hit = _answer(data, key, snap, trust_states)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, struct.error) as exc:
+        hit = f"entries of an unexpected shape ({type(exc).__name__})"
+    if isinstance(hit, str):
+        if corrupt is not None:
+            corrupt.append(f"{path} ({hit})")
+        return None
+    return hit
+
+
+def _answer(data: bytes, key: str, snap: Snapshot, trust_states: bool) -> Hit | str | None:
+    """:func:`lookup` of the record ``data`` read for ``key``: the hit, None (an input changed), or why
+    the record does not check out (a string)."""
     got = _decode(data)
     if got is None:
-        return None
+        return f"{len(data)} bytes that are no whole record: truncated or not written by datacheck"
     header, blobs = got
     if header.get("key") != key:
-        return None
+        return "the record of another key"
     skip = header.get("ext_skip", [])
     for folder, listing in header.get("ext_folders", []):
+        if not isinstance(folder, str):
+            return "a named folder that is no path"
         if folder_listing(folder, skip) != listing:
             return None
     recorded = header["files"]
     if len(recorded) != len(snap.roots):
-        return None
+        return "another number of audited folders"
     to_hash: list[tuple[str, str]] = [(path, h) for path, h in header["externals"]]
     for root, now, then in zip(snap.roots, snap.files, recorded):
         if len(now) != len(then):
@@ -555,6 +576,10 @@ def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False)
                 return None
             if not (trust_states and tuple(state) == (size, mtime, ctime, ino)):
                 to_hash.append((os.path.join(root, name), h))
+    if not all(isinstance(p, str) and isinstance(h, str) for p, h in to_hash):
+        return "file entries that are no paths and hashes"
+    if header.get("exit_code") not in (0, 1):  # only an audit that exited 0 or 1 is recorded
+        return f"exit code {header.get('exit_code')!r}"
     if not _hashes_match(to_hash):
         return None
     try:
@@ -563,9 +588,9 @@ def lookup(cache_dir: str | Path, snap: Snapshot, *, trust_states: bool = False)
         errors = blobs[2].decode("utf-8", "surrogateescape")
         at, old = int(header["created_at_at"]), json.dumps(header["created_at"])
     except (IndexError, KeyError, TypeError, ValueError, UnicodeDecodeError):
-        return None
+        return "outputs that cannot be read back"
     if text[at:at + len(old)] != old:
-        return None
+        return "a report whose created_at is not where it was recorded"
     report_text = text[:at] + json.dumps(now_created_at()) + text[at + len(old):]
     return Hit(report_text=report_text, stdout=report_text if header["stdout_is_report"] else printed,
                stored=str(header["stored"]), exit_code=int(header["exit_code"]), stderr=errors)

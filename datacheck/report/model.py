@@ -10,16 +10,19 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from datacheck.io.jsontext import dumps_sorted_indented
+from datacheck.io.outputs import write_atomic, write_json_atomic
+from datacheck.io.reportcopies import EXTRA as COPY_EXTRA
+from datacheck.io.reportcopies import against_key, copy_name, parse_copy_name, prune_copies, write_copy
 from datacheck.io.safejson import JsonInputError, read_json_file
 from datacheck.model.constants import FAIL_ON, REPORT_VERSION
 from datacheck.model.errors import PolicyFailed, ReportVersionError, UsageError
 from datacheck.model.findings import Finding, Skipped
 
 __all__ = ["Report", "ShardReport", "StoredCopy", "config_folder", "config_report_path", "describe_stored",
-           "find_report", "read_report", "report_path", "stored_copies", "stored_report_paths"]
+           "find_report", "read_report", "report_path", "store_report", "stored_copies", "stored_report_paths"]
 
 #: Top-level keys every report has (DESIGN.md report contract); a JSON file without one of them is
 #: "not a datacheck report" (UsageError), never a KeyError.
@@ -227,21 +230,23 @@ class Report:
 
 
 
-def config_folder(config_hash: str, fail_on: str = "error") -> str:
-    """The folder name of a report's config copy in its index hash's folder: the hex digits of
-    ``config_hash`` (``sha256:<64 hex>`` -> the 64 hex digits, all of them: two configs never share a
-    folder), followed by ``.fail-on-warn`` or ``.fail-on-never`` when the gate's ``fail_on`` is not the
-    default ``error`` (the same findings, another verdict).
+def config_folder(config_hash: str, fail_on: str = "error", against: str | None = None,
+                  allow_check_errors: bool = False, part: tuple[int, int] | None = None) -> str:
+    """The folder name of a report's config copy in its index hash's folder
+    (:func:`datacheck.io.reportcopies.copy_name`): the hex digits of ``config_hash`` (``sha256:<64 hex>``
+    -> the 64 hex digits, all of them: two configs never share a folder), followed by ``.fail-on-warn``
+    or ``.fail-on-never`` when the gate's ``fail_on`` is not the default ``error`` (the same findings,
+    another verdict), ``.against-<16 hex>`` for an audit with ``--against`` (``against``:
+    :func:`~datacheck.io.reportcopies.against_key`), ``.allow-check-errors`` when check errors were
+    allowed and the report has some (they then do not decide its status), and ``.part-K-of-N`` for the
+    report of one part of a split audit (``part``: (K, N)).
 
     Raises:
-        UsageError: ``config_hash`` is not an algorithm-prefixed hex digest, or ``fail_on`` is not one
-            of :data:`~datacheck.model.constants.FAIL_ON` (never a folder name that could leave the
-            index hash's folder).
+        UsageError: ``config_hash`` is not an algorithm-prefixed hex digest, ``fail_on`` is not one
+            of :data:`~datacheck.model.constants.FAIL_ON`, ``against`` is no key, or ``part`` no pair of
+            part numbers (never a folder name that could leave the index hash's folder).
     """
-    digest = config_hash.rpartition(":")[2]
-    if not re.fullmatch(r"[0-9a-f]{16,128}", digest) or fail_on not in FAIL_ON:
-        raise UsageError(f"config hash {config_hash!r} / fail_on {fail_on!r}: cannot store a report under them")
-    return digest if fail_on == "error" else f"{digest}.fail-on-{fail_on}"
+    return copy_name(config_hash, fail_on, against, allow_check_errors, part)
 
 
 def report_path(report_dir: str | Path, index_hash: str) -> Path:
@@ -251,54 +256,92 @@ def report_path(report_dir: str | Path, index_hash: str) -> Path:
     return Path(report_dir) / index_hash / "report.json"
 
 
-def config_report_path(report_dir: str | Path, index_hash: str, config_hash: str, fail_on: str) -> Path:
-    """``<report-dir>/<index_hash>/<config hash hex>[.fail-on-X]/report.json`` (:func:`config_folder`):
-    the config-keyed copy of the report an audit stores at :func:`report_path` (the same bytes),
-    keyed by the data (``index_hash``) and by what audited it (``config_hash`` and the gate's
-    ``fail_on``), so that a strict and a lenient ``[policy]``, two schemas, or ``--fail-on error`` and
-    ``warn`` of the same data each keep the report they were gated on. :func:`find_report` looks it up
-    as ``INDEX/CONFIG[.fail-on-X]``.
+def config_report_path(report_dir: str | Path, index_hash: str, config_hash: str, fail_on: str,
+                       against: str | None = None, allow_check_errors: bool = False,
+                       part: tuple[int, int] | None = None) -> Path:
+    """``<report-dir>/<index_hash>/<config hash hex>[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N]
+    /report.json`` (:func:`config_folder`): the config-keyed copy of the report an audit stores at
+    :func:`report_path` (the same bytes), keyed by the data (``index_hash``) and by what audited it
+    (``config_hash``, the gate's ``fail_on``, the ``--against`` datasets, allowed check errors, the
+    part), so that a strict and a lenient ``[policy]``, two schemas, ``--fail-on error`` and ``warn``,
+    or an audit with and without ``--against`` of the same data each keep the report they were gated
+    on. :func:`find_report` looks it up as ``INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N]``.
 
     Raises:
         UsageError: see :func:`config_folder`.
     """
-    return Path(report_dir) / index_hash / config_folder(config_hash, fail_on) / "report.json"
+    name = config_folder(config_hash, fail_on, against, allow_check_errors, part)
+    return Path(report_dir) / index_hash / name / "report.json"
 
 
-def stored_report_paths(report_dir: str | Path, report: Report) -> tuple[Path, Path]:
+def stored_report_paths(report_dir: str | Path, report: Report, against: Iterable[str] | None = None,
+                        allow_check_errors: bool = False, part: tuple[int, int] | None = None) -> tuple[Path, Path]:
     """The two files an audit (or a merge) stores ``report`` as: (:func:`report_path`,
-    :func:`config_report_path`), written with the same bytes.
+    :func:`config_report_path`), written with the same bytes. ``against``: the ``--against`` datasets
+    as given (:func:`~datacheck.io.reportcopies.against_key`); ``allow_check_errors``: the flag (part
+    of the copy's key only when ``report`` has check errors); ``part``: (K, N) of a part audit (None:
+    ``report.part``'s, when it is a part report read back).
 
     Raises:
         UsageError: see :func:`config_folder`.
     """
+    if part is None and report.part is not None:
+        part = (report.part.get("part"), report.part.get("num_parts"))
     return (report_path(report_dir, report.index_hash),
-            config_report_path(report_dir, report.index_hash, report.config_hash, report.fail_on))
+            config_report_path(report_dir, report.index_hash, report.config_hash, report.fail_on,
+                               against_key(against), bool(allow_check_errors and report.check_errors), part))
+
+
+def store_report(report_dir: str | Path, report: Report, text: str, against: Iterable[str] | None = None,
+                 allow_check_errors: bool = False, write: Callable[[Path], object] | None = None,
+                 part: tuple[int, int] | None = None) -> tuple[Path, Path]:
+    """Store ``report`` (its JSON ``text``) in ``report_dir``: the config copy first, then the contract
+    file (written last, it is the latest), both atomically (:func:`stored_report_paths`); then the
+    copies of its index hash beyond :data:`~datacheck.io.reportcopies.MAX_COPIES` are deleted
+    (:func:`~datacheck.io.reportcopies.prune_copies`; never the contract file or this copy).
+    ``write``: the writer of one file (default: ``text`` written by
+    :func:`~datacheck.io.outputs.write_json_atomic`; a part audit writes its sidecar too); ``part``:
+    (K, N) of a part audit. Returns (contract file, copy).
+
+    Raises:
+        UsageError: a file cannot be written (the message names it), or see :func:`config_folder`.
+    """
+    stored, copy = stored_report_paths(report_dir, report, against, allow_check_errors, part)
+    if write is None:
+        write_copy(copy, lambda p: write_atomic(p, text, os_errors=True))
+        write_json_atomic(stored, text)
+    else:
+        write_copy(copy, write)
+        write(stored)
+    prune_copies(copy.parent.parent, keep=copy.parent.name)
+    return stored, copy
 
 
 #: an index hash or a prefix of it long enough to name one report (6 to 32 lowercase hex digits)
 #: the fewest hex digits of an index hash prefix that ``find_report`` looks up
 MIN_PREFIX = 6
 _HEX = re.compile(r"^[0-9a-f]{%d,32}$" % MIN_PREFIX)
-#: ``INDEX/CONFIG[.fail-on-X]``: an index hash (prefix), a config hash prefix (the hex digits of
-#: ``config_hash``) and optionally the gate's ``fail_on``
-_HEX_CFG = re.compile(r"^([0-9a-f]{%d,32})/([0-9a-f]{%d,128})(?:\.fail-on-(%s))?$"
-                      % (MIN_PREFIX, MIN_PREFIX, "|".join(FAIL_ON)))
-#: the name of a config copy's folder (:func:`config_folder`)
-_CFG_DIR = re.compile(r"^([0-9a-f]{16,128})(?:\.fail-on-(warn|never))?$")
+#: ``INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N]``: an index hash (prefix), a
+#: config hash prefix (the hex digits of ``config_hash``), optionally the gate's ``fail_on``, then what
+#: follows it in the copy's folder name (:func:`config_folder`)
+_HEX_CFG = re.compile(r"^([0-9a-f]{%d,32})/([0-9a-f]{%d,128})(?:\.fail-on-(%s))?(%s)$"
+                      % (MIN_PREFIX, MIN_PREFIX, "|".join(FAIL_ON), COPY_EXTRA))
 
 
 @dataclass(frozen=True)
 class StoredCopy:
     """One config-keyed copy in an index hash's folder (:func:`config_report_path`): its file, the
-    hex digits of its config hash, its gate's ``fail_on``, and ``ref``, the ``INDEX/CONFIG[.fail-on-X]``
-    that :func:`find_report` resolves to it (8 config digits; the gate spelled out when the same config
-    was stored under another ``fail_on`` too)."""
+    hex digits of its config hash, its gate's ``fail_on``, ``ref``, the ``INDEX/CONFIG[.fail-on-X]
+    [.against-K][.allow-check-errors][.part-K-of-N]`` that :func:`find_report` resolves to it (8 config
+    digits; the gate spelled out when the same config was stored under another ``fail_on`` too with the
+    same rest; the rest always spelled out), and ``extra``, that rest of its folder name (``""``: an audit
+    without ``--against``, allowed check errors or parts)."""
 
     path: Path
     config: str
     fail_on: str
     ref: str
+    extra: str = ""
 
 
 def stored_copies(report_dir: str | Path, index_hash: str) -> list[StoredCopy]:
@@ -311,12 +354,13 @@ def stored_copies(report_dir: str | Path, index_hash: str) -> list[StoredCopy]:
         return []
     found = []
     for name in names:
-        m = _CFG_DIR.match(name)
-        if m and (folder / name / "report.json").is_file():
-            found.append((folder / name / "report.json", m.group(1), m.group(2) or "error"))
-    configs = [c for _, c, _ in found]
-    return [StoredCopy(p, c, f, f"{index_hash}/{c[:8]}" + (f".fail-on-{f}" if configs.count(c) > 1 else ""))
-            for p, c, f in found]
+        got = parse_copy_name(name)
+        if got is not None and (folder / name / "report.json").is_file():
+            found.append((folder / name / "report.json", *got))
+    seen = [(c, extra) for _, c, _, extra in found]
+    return [StoredCopy(p, c, fail_on, f"{index_hash}/{c[:8]}" + (f".fail-on-{fail_on}" if seen.count((c, extra)) > 1
+                                                                  else "") + extra, extra)
+            for p, c, fail_on, extra in found]
 
 
 def _peek(path: Path) -> dict[str, Any]:
@@ -337,15 +381,19 @@ def describe_stored(path: Path) -> str:
             f"created {d.get('created_at', '?')}, status {summary.get('status', '?')}")
 
 
-def _choose_copy(index_hash: str, report_dir: str | Path, config_prefix: str, fail_on: str | None) -> Path:
-    """The one stored report of ``index_hash`` whose config hash starts with ``config_prefix`` and whose
-    gate is ``fail_on`` (None: any): a config copy; else, when no copy matches, the contract file
-    ``<index_hash>/report.json`` when its own config and ``fail_on`` match (a report stored by a
-    version that wrote no copies). Raises UsageError naming the stored copies and the reference that
-    picks each when none or several match."""
+def _choose_copy(index_hash: str, report_dir: str | Path, config_prefix: str, fail_on: str | None,
+                 extra: str = "") -> Path:
+    """The one stored report of ``index_hash`` whose config hash starts with ``config_prefix``, whose
+    gate is ``fail_on`` (None: any) and whose folder name ends in ``extra`` after the gate (exactly:
+    ``--against``, allowed check errors, the part; a reference without them names the copy of an
+    audit without them): a config copy; else, when no copy matches and none is asked for, the
+    contract file ``<index_hash>/report.json`` when its own config and ``fail_on`` match (a report
+    stored by a version that wrote no copies). Raises UsageError naming the stored copies and the
+    reference that picks each when none or several match."""
     copies = stored_copies(report_dir, index_hash)
-    hits = [s.path for s in copies if s.config.startswith(config_prefix) and fail_on in (None, s.fail_on)]
-    if not hits:
+    hits = [s.path for s in copies if s.config.startswith(config_prefix) and fail_on in (None, s.fail_on)
+            and s.extra == extra]
+    if not hits and not extra:
         latest = report_path(report_dir, index_hash)
         d = _peek(latest) if latest.is_file() else {}
         cfg, gate = d.get("config_hash"), d.get("fail_on", "error")
@@ -353,7 +401,7 @@ def _choose_copy(index_hash: str, report_dir: str | Path, config_prefix: str, fa
             return latest
     if len(hits) == 1:
         return hits[0]
-    asked = f"{index_hash}/{config_prefix}{f'.fail-on-{fail_on}' if fail_on else ''}"
+    asked = f"{index_hash}/{config_prefix}{f'.fail-on-{fail_on}' if fail_on else ''}{extra}"
     listing = "; ".join(f"{s.ref} ({describe_stored(s.path)})" for s in copies) or "none"
     how = (f"name one as INDEX/CONFIG (the reference before each), or give {index_hash} alone for the latest "
            "audit's report")
@@ -372,10 +420,12 @@ def find_report(ref: str | Path, report_dir: str | Path) -> Path:
     - an index hash, or a unique prefix of at least 6 hex digits: ``<report_dir>/<index_hash>/report.json``
       (:func:`report_path`, the DESIGN.md contract's file: the latest audit of that data, whatever its
       config), never refused because other configs' copies are stored beside it;
-    - ``INDEX/CONFIG[.fail-on-error|warn|never]``: an index hash (prefix) and a prefix (at least 6 hex
+    - ``INDEX/CONFIG[.fail-on-error|warn|never][.against-K][.allow-check-errors][.part-K-of-N]``: an index hash (prefix) and a prefix (at least 6 hex
       digits) of the config hash's digits: the config-keyed copy (:func:`config_report_path`); without
-      the ``.fail-on-X`` suffix, whichever gate was stored while only one was; a report stored before
-      copies were written is found by its own config (read from it).
+      the ``.fail-on-X`` suffix, whichever gate was stored while only one was; followed by
+      ``.against-K`` / ``.allow-check-errors`` / ``.part-K-of-N`` for the copy of an audit with
+      ``--against`` / allowed check errors / of a part (without them: the copy of an audit without); a report stored before copies were
+      written is found by its own config (read from it).
 
     Raises:
         UsageError: no such file or hash, an ambiguous index hash prefix, no or several copies matching
@@ -388,6 +438,7 @@ def find_report(ref: str | Path, report_dir: str | Path) -> Path:
     pair = _HEX_CFG.match(ref)
     if _HEX.match(ref) or pair:
         index_ref, config_prefix, fail_on = (pair.group(1), pair.group(2), pair.group(3)) if pair else (ref, None, None)
+        extra = pair.group(4) if pair else ""
         base = Path(report_dir)
 
         def stored(d: Path) -> bool:  # an index hash's folder holding the contract file or a config copy
@@ -402,7 +453,7 @@ def find_report(ref: str | Path, report_dir: str | Path) -> Path:
             raise UsageError(f"{index_ref}: ambiguous index hash prefix in {report_dir} ({len(hits)} reports); "
                              "give more digits")
         if hits and config_prefix is not None:
-            return _choose_copy(hits[0].name, report_dir, config_prefix, fail_on)
+            return _choose_copy(hits[0].name, report_dir, config_prefix, fail_on, extra)
         if hits:
             return hits[0] / "report.json"
         copies = [s for d in (base.glob(f"{index_ref}*") if base.is_dir() else []) for s in stored_copies(base, d.name)]

@@ -113,8 +113,9 @@ class ReportDiff:
 
 def resolve_report(ref: str, report_dir: str | Path) -> Report:
     """A report from a file path, or from an index hash (or a unique prefix of at least 6 hex digits)
-    looked up as ``<report_dir>/<index_hash>/report.json``, or ``INDEX/CONFIG[.fail-on-X]`` hash prefixes
-    for a config's copy (:func:`~datacheck.report.model.find_report`).
+    looked up as ``<report_dir>/<index_hash>/report.json``, or
+    ``INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N]`` hash prefixes for a config's copy
+    (:func:`~datacheck.report.model.find_report`).
 
     Raises:
         UsageError: no such file or hash, an ambiguous prefix, or no or several config copies matching.

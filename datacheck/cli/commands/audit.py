@@ -26,7 +26,7 @@ from datacheck.render.annotations import emit_annotations, in_github_actions
 from datacheck.render.html import render_html
 from datacheck.render.junit import write_junit
 from datacheck.render.text import render_markdown, render_text
-from datacheck.report.model import stored_report_paths
+from datacheck.report.model import store_report
 
 __all__ = ["add_parser", "add_view_arguments", "add_ci_arguments", "EXIT_CODES_HELP", "emit_report", "printed_text",
            "annotations_text", "reading_line", "run"]
@@ -231,18 +231,23 @@ def run(args: argparse.Namespace) -> int:
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     text: str | None = None
+    against = getattr(args, "against", None)
     if split is not None:
-        stored, copy = stored_report_paths(args.report_dir, result.report)
-        write_part(result, copy)  # the config-keyed copy first: the contract file, written last, is the latest
-        report = write_part(result, stored)
+        written = {}
+
+        def write(path):
+            written[path] = write_part(result, path)
+
+        # the config-keyed copy first: the contract file, written last, is the latest
+        stored, copy = store_report(args.report_dir, result.report, "", against, args.allow_check_errors, write=write,
+                                    part=(split[1], split[0]))
+        report = written[stored]
         if args.output:
             write_part(result, args.output)
     else:
         report = result
         text = report.to_json()
-        stored, copy = stored_report_paths(args.report_dir, report)
-        write_json_atomic(copy, text)
-        write_json_atomic(stored, text)
+        stored, copy = store_report(args.report_dir, report, text, against, args.allow_check_errors)
         if args.output:
             write_json_atomic(args.output, text)
     root = None

@@ -25,9 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Compare two reports. Exit 0 when NEW has no new policy failure, 1 when it has, 2 on bad "
                     "input (e.g. reports of different report_version).")
     a.add_argument("old", metavar="OLD", help="report file, index hash (prefix) in --report-dir (the latest audit of that "
-                   "data), or INDEX/CONFIG[.fail-on-X] hash prefixes (that config's copy)")
+                   "data), or INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N] hash prefixes "
+                   "(that config's copy)")
     a.add_argument("new", metavar="NEW", help="report file, index hash (prefix) in --report-dir (the latest audit of that "
-                   "data), or INDEX/CONFIG[.fail-on-X] hash prefixes (that config's copy)")
+                   "data), or INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N] hash prefixes "
+                   "(that config's copy)")
     a.add_argument("--report-dir", default=default_report_dir(),
                    help=f"where index hashes are looked up (default {default_report_dir()})")
     a.add_argument("--format", choices=["text", "markdown", "json"], default="text", help="output (default text)")

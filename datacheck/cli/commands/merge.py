@@ -12,7 +12,7 @@ from datacheck.execute.cache import CacheWarning
 from datacheck.execute.merge import expand_part_paths, load_part, merge_part_inputs, store_part_results
 from datacheck.io.outputs import check_outputs, write_json_atomic
 from datacheck.model.errors import UsageError
-from datacheck.report.model import stored_report_paths
+from datacheck.report.model import store_report
 
 __all__ = ["add_parser", "run"]
 
@@ -27,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a.add_argument("--output", "-o", help="also write the merged JSON report to this file")
     a.add_argument("--report-dir", default=default_report_dir(),
                    help="the merged report is stored as DIR/<index_hash>/report.json and as its config's copy "
-                        f"DIR/<index_hash>/<config hash>[.fail-on-X]/report.json (default {default_report_dir()})")
+                        "DIR/<index_hash>/<config hash>[.fail-on-X][.allow-check-errors]/report.json (default "
+                        f"{default_report_dir()})")
     a.add_argument("--cache-dir", metavar="DIR",
                    help="also store every part's shard results in this result cache folder, under the keys the parts' "
                         "audits use: restored by every part job of the next run, it answers each unchanged shard "
@@ -62,9 +63,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"datacheck: warning: {', '.join(map(str, without))}: written by a datacheck that records no "
                   "cache keys: their shards' results are not stored in --cache-dir", file=sys.stderr)
     text = report.to_json()
-    stored, copy = stored_report_paths(args.report_dir, report)
-    write_json_atomic(copy, text)
-    write_json_atomic(stored, text)
+    stored, copy = store_report(args.report_dir, report, text, allow_check_errors=args.allow_check_errors)
     if args.output:
         write_json_atomic(args.output, text)
     return emit_report(report, args, stored, root=Path(parts[0].meta["root"]), copy=copy)

@@ -2,9 +2,9 @@
 
 REPORT is a report file, an index hash (or a unique prefix of at least 6 hex digits) looked up
 in ``--report-dir`` as ``diff`` does (:func:`datacheck.report.model.find_report`, one resolver): its
-``<index_hash>/report.json``, the latest audit of that data; or ``INDEX/CONFIG[.fail-on-X]``, a config's
-copy. An index hash whose folder also holds copies of other configs (or another ``--fail-on``) is
-rendered all the same, with a note on stderr naming each of them and the ``INDEX/CONFIG`` that picks it.
+``<index_hash>/report.json``, the latest audit of that data; or
+``INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N]``, a config's copy. An index
+hash whose folder also holds copies of other configs (or another ``--fail-on``) is rendered all the same, with a note on stderr naming each of them and the ``INDEX/CONFIG`` that picks it.
 
 Exit codes: 0 rendered; 2 usage error (missing file, not a datacheck report, a newer
 ``report_version``, unwritable ``--html`` path). The report's own pass/fail status does not change
@@ -32,8 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     a = sub.add_parser("report", help="render a stored report.json (text, markdown, json, or HTML with --html)")
     a.add_argument("report", metavar="REPORT",
                    help="a report file written by datacheck audit; or its index hash (prefix) in --report-dir: "
-                        "<index_hash>/report.json, the latest audit of that data; or INDEX/CONFIG[.fail-on-X] "
-                        "(hash prefixes): that config's copy")
+                        "<index_hash>/report.json, the latest audit of that data; or "
+                        "INDEX/CONFIG[.fail-on-X][.against-K][.allow-check-errors][.part-K-of-N] (hash prefixes): that "
+                        "config's copy")
     a.add_argument("--report-dir", default=default_report_dir(),
                    help=f"where index hashes are looked up (default {default_report_dir()})")
     a.add_argument("--html", metavar="OUT.html",
@@ -56,7 +57,12 @@ def _others_note(path: Path, report) -> str:
     if folder.name != report.index_hash:
         return ""
     own = (report.config_hash.rpartition(":")[2], report.fail_on)
-    others = [s for s in stored_copies(folder.parent, folder.name) if (s.config, s.fail_on) != own]
+    try:
+        rendered = path.read_bytes()
+    except OSError:
+        rendered = None
+    others = [s for s in stored_copies(folder.parent, folder.name) if s.path != path
+              and ((s.config, s.fail_on) != own or _bytes(s.path) != rendered)]
     if not others:
         return ""
     listed = "; ".join(f"{s.ref} ({describe_stored(s.path)})" for s in others[:_MAX_LISTED])
@@ -64,6 +70,16 @@ def _others_note(path: Path, report) -> str:
     return (f"datacheck: note: {path} is the report of config {report.config_path or 'defaults'} "
             f"(fail_on {report.fail_on}); this data's reports under other configs or --fail-on are stored too: "
             f"{listed}{more}; name one as INDEX/CONFIG\n")
+
+
+def _bytes(path: Path) -> bytes | None:
+    """The bytes of a stored copy (None: unreadable): the copy of the rendered report is the one with
+    its bytes (its config and gate alone do not tell the copies of an audit with and without
+    ``--against`` apart)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def run(args: argparse.Namespace) -> int:

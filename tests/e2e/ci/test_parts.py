@@ -160,9 +160,9 @@ def test_merge_identical_with_a_committed_index(tmp_path, monkeypatch):
 
 def test_parts_and_the_merge_store_the_contract_report_and_its_config_copy(tmp_path, monkeypatch):
     """A part's report and the merged one are stored as ``<report-dir>/<index_hash>/report.json`` (DESIGN.md
-    CLI contract) and as the config copy ``<index_hash>/<config hash hex>[.fail-on-X]/report.json``, the same
-    bytes, each part report with its sidecar beside it (either file merges); the merge's ``--fail-on warn``
-    names its copy's folder."""
+    CLI contract) and as the config copy ``<index_hash>/<config hash hex>[.fail-on-X].part-K-of-N/report.json``
+    (the merged one without the part), the same bytes, each part report with its sidecar beside it (either
+    file merges); the merge's ``--fail-on warn`` names its copy's folder."""
     d = write_dataset(tmp_path / "data")
     rep = tmp_path / "r"
     stored_parts = []
@@ -173,7 +173,7 @@ def test_parts_and_the_merge_store_the_contract_report_and_its_config_copy(tmp_p
         assert r.returncode in (0, 1), r.stderr
         part = load(out)
         contract = rep / part["index_hash"] / "report.json"
-        copy = rep / part["index_hash"] / part["config_hash"].split(":", 1)[1] / "report.json"
+        copy = rep / part["index_hash"] / f"{part['config_hash'].split(':', 1)[1]}.part-{k}-of-2" / "report.json"
         assert contract.read_bytes() == copy.read_bytes()
         assert json.loads(contract.read_text()) == {**part, "part": {**part["part"], "results_file": sidecar_path(contract).name}}
         assert sidecar_path(contract).read_bytes() == sidecar_path(copy).read_bytes() == sidecar_path(out).read_bytes()

@@ -22,6 +22,7 @@ from gatehelp import write_dataset
 import datacheck.cli.commands.audit as audit_verb
 import datacheck.cli.rerun as rerun_cli
 import datacheck.execute.rerun as memo
+from datacheck.io import reportcopies
 
 OLD = time.time() - 3600  # files last modified an hour ago: settled (memo.SETTLE_NS)
 
@@ -258,6 +259,90 @@ def test_a_corrupt_record_is_a_miss(tmp_path, audits):
     assert len(audits) == 2 and blank(again.stdout) == blank(first.stdout)
     run_cli("audit", str(d), *flags, "--format", "json")
     assert len(audits) == 2  # the rewritten record answers
+
+
+def _truncate(rec: Path) -> None:
+    rec.write_bytes(rec.read_bytes()[: rec.stat().st_size // 2])
+
+
+def _garbage(rec: Path) -> None:
+    rec.write_bytes(os.urandom(rec.stat().st_size))
+
+
+def _empty(rec: Path) -> None:
+    rec.write_bytes(b"")
+
+
+def _folder(rec: Path) -> None:
+    rec.unlink()
+    rec.mkdir()
+
+
+def _wrong_shape(rec: Path) -> None:
+    """A record that checks out (magic, lengths, digest) whose entries are of the wrong types: a hostile
+    or buggy writer, not a torn write."""
+    header, blobs = memo._decode(rec.read_bytes())
+    header["externals"] = [[5, "x"]]  # a file descriptor's number where a path belongs
+    rec.write_bytes(memo._encode({k: v for k, v in header.items() if k != "blobs"}, blobs))
+
+
+@pytest.mark.parametrize("spoil", [_truncate, _garbage, _empty, _folder, _wrong_shape])
+def test_a_spoiled_record_is_a_miss_said_on_stderr(tmp_path, audits, spoil):
+    d, flags = _setup(tmp_path)
+    first = run_cli("audit", str(d), *flags, "--format", "json")
+    (rec,) = memo_records(tmp_path / "cache")
+    spoil(rec)
+    again = run_cli("audit", str(d), *flags, "--format", "json")
+    assert again.returncode == first.returncode and len(audits) == 2 and blank(again.stdout) == blank(first.stdout)
+    if spoil is not _folder:  # a folder is no record: a plain miss
+        assert again.stderr == f"datacheck: note: whole-audit memo record {rec} (" + again.stderr.split(" (", 1)[1]
+        assert again.stderr.endswith(") is not trusted; auditing again\n")
+    assert "Traceback" not in again.stderr
+    if spoil is not _folder:
+        third = run_cli("audit", str(d), *flags, "--format", "json")
+        assert len(audits) == 2 and third.stderr == ""  # the record written anew answers
+
+
+def test_a_read_only_cache_folder_is_refused_whatever_the_memo_holds(tmp_path, audits):
+    """A memo record made while the cache folder was writable: once the folder is read-only, the rerun
+    is the verb's clear refusal (exit 2, as on a miss), not an answer from a folder it cannot keep;
+    ``--no-cache`` audits cleanly."""
+    d, flags = _setup(tmp_path)
+    first = run_cli("audit", str(d), *flags, "--format", "json")
+    assert len(memo_records(tmp_path / "cache")) == 1
+    cache = tmp_path / "cache"
+    mode = cache.stat().st_mode
+    cache.chmod(0o555)
+    try:
+        r = run_cli("audit", str(d), *flags, "--format", "json")
+        assert r.returncode == 2 and "is read-only" in r.stderr and "--no-cache" in r.stderr
+        assert "Traceback" not in r.stderr and r.stdout == ""
+        r = run_cli("audit", str(d), *flags, "--format", "json", "--no-cache")
+        assert r.returncode == first.returncode and blank(r.stdout) == blank(first.stdout)
+    finally:
+        cache.chmod(mode)
+    assert len(audits) == 3  # not answered from the memo: the refused run's audit stopped at the cache
+
+
+def test_a_hit_bounds_the_config_copies_as_the_audit_does(tmp_path, audits, monkeypatch):
+    """At most MAX_COPIES (1 here) config copies per index hash: the audit under config b pruned a's
+    copy; the rerun under a, answered from the memo, writes a's copy again and prunes b's."""
+    monkeypatch.setattr(reportcopies, "MAX_COPIES", 1)
+    d, flags = _setup(tmp_path)
+    for name, text in (("a", "[dup]\nnear_threshold = 0.81\n"), ("b", "[dup]\nnear_threshold = 0.82\n")):
+        (tmp_path / f"{name}.toml").write_text(text)
+        age(tmp_path / f"{name}.toml")
+    first = run_cli("audit", str(d), *flags, "--config", str(tmp_path / "a.toml"), "--format", "json")
+    h, a_digits = json.loads(first.stdout)["index_hash"], json.loads(first.stdout)["config_hash"].split(":")[1]
+    second = run_cli("audit", str(d), *flags, "--config", str(tmp_path / "b.toml"), "--format", "json")
+    b_digits = json.loads(second.stdout)["config_hash"].split(":")[1]
+    assert a_digits != b_digits
+    folder = tmp_path / "r" / h
+    assert sorted(p.name for p in folder.iterdir()) == sorted([b_digits, "report.json"])
+    again = run_cli("audit", str(d), *flags, "--config", str(tmp_path / "a.toml"), "--format", "json")
+    assert len(audits) == 2 and blank(again.stdout) == blank(first.stdout)  # answered from the memo
+    assert sorted(p.name for p in folder.iterdir()) == sorted([a_digits, "report.json"])
+    assert blank((folder / a_digits / "report.json").read_text()) == blank(first.stdout)
 
 
 def test_trust_mtime_hashes_no_listed_file(tmp_path, audits, monkeypatch):

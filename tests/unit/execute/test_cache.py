@@ -187,6 +187,53 @@ def test_corrupt_entry_is_recomputed(tmp_path, damage):
     decode_results(victim.read_bytes())  # rewritten, valid again
 
 
+def _spoil_truncate(p: Path) -> None:
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _spoil_garbage(p: Path) -> None:
+    p.write_bytes(b"\x00\xff" * 8)
+
+
+def _spoil_shape(p: Path) -> None:
+    p.write_text('{"hash": 5, "size": "big", "rel": ["x"], "key": null}')  # JSON, not of a record's shape
+
+
+@pytest.mark.parametrize("spoil", [_spoil_truncate, _spoil_garbage, _spoil_shape])
+def test_spoiled_identity_and_move_records_are_misses_said(tmp_path, spoil):
+    """Every file identity record (``--trust-mtime``) and move record of the cache spoiled, and one
+    shard renamed (looked up through its move record): the rerun hashes each shard, audits the renamed
+    one anew, says each spoiled record it reads in a CacheWarning, gives the report of an audit
+    without a cache, and writes the records anew (the next rerun says nothing)."""
+    d = write_dataset(tmp_path / "data")
+    old = os.stat(d).st_mtime - 3600  # settled files: their identities are recorded
+    for p in d.rglob("*"):
+        os.utime(p, (old, old))
+    cache = tmp_path / "cache"
+    _audit(d, cache)
+    ids = sorted(p for p in cache.rglob("*.json") if p.parent.parent.name == "ids")
+    moved = sorted(p for p in cache.rglob("*.json") if p.parent.parent.name == "moved")
+    assert len(ids) >= 2 and moved  # the data gives both kinds (an identity record per shard file)
+    rel = json.loads(moved[0].read_text())["rel"]
+    renamed = (d / rel).with_name("renamed-" + Path(rel).name)
+    os.rename(d / rel, renamed)  # same folder, same suffix: found through moved[0]
+    for p in [*ids, *moved]:
+        spoil(p)
+    want = normalized(api.audit([d], config_from_dict(CFG), cache_dir=None).to_json())
+    with pytest.warns(CacheWarning) as caught:
+        again = api.audit([d], config_from_dict(CFG), cache_dir=cache, trust_mtime=True, workers=1)
+    said = [str(w.message) for w in caught]
+    assert all(" is corrupt (" in m and m.startswith("cache record ") for m in said), said
+    named = {m.split(" is corrupt")[0].removeprefix("cache record ") for m in said}
+    assert str(moved[0]) in named  # the renamed shard's move record
+    assert len(named & {str(p) for p in ids}) == len(ids) - 1  # every shard's but the renamed one's (new path)
+    assert normalized(again.to_json()) == want
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        third = api.audit([d], config_from_dict(CFG), cache_dir=cache, trust_mtime=True, workers=1)
+    assert normalized(third.to_json()) == want
+
+
 @pytest.mark.slow
 def test_concurrent_audits_share_one_cache(tmp_path):
     """Four CLI processes audit the same folder into one cache at the same time."""
