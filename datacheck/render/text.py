@@ -70,7 +70,8 @@ def _config_line(report: Report) -> str:
     """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``), followed by the
     ``[tokens]`` facts taken from the tokenizer (the report's ``tokenizer_facts``) and the class count
     taken from the data's ``ClassLabel`` or its note (the report's ``label_facts``) when there are some."""
-    line = describe_config(getattr(report, "config_path", None), report.config_hash)
+    line = describe_config(getattr(report, "config_path", None), report.config_hash,
+                           getattr(report, "config_changes", None))
     facts = [f for f in (describe_tokenizer_facts(getattr(report, "tokenizer_facts", None)),
                          describe_label_facts(getattr(report, "label_facts", None))) if f]
     return "; ".join([line, *facts])
