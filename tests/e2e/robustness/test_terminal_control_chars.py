@@ -91,3 +91,14 @@ def test_a_line_break_in_a_shard_name_keeps_each_output_line_whole(tmp_path):
         assert not [ln for ln in out.splitlines() if ln.startswith("c.jsonl")], out  # no line begins with its tail
     assert "  + b\\nc.jsonl" in diff.splitlines()
     assert "- added: `b\\nc.jsonl`" in md.splitlines()
+
+
+def test_inspect_keeps_a_line_broken_shard_name_on_its_line(tmp_path):
+    """``inspect`` of a shard file named ``b<newline>c.jsonl`` printed its header across two lines."""
+    data = _data(tmp_path)
+    (shard,) = data.iterdir()
+    odd = data / "b\nc.jsonl"
+    shard.rename(odd)
+    r = run_cli("inspect", str(odd), "--color", "never")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.splitlines()[0].startswith("b\\nc.jsonl (jsonl, ")
