@@ -102,3 +102,13 @@ def test_inspect_keeps_a_line_broken_shard_name_on_its_line(tmp_path):
     r = run_cli("inspect", str(odd), "--color", "never")
     assert r.returncode == 1, r.stderr
     assert r.stdout.splitlines()[0].startswith("b\\nc.jsonl (jsonl, ")
+
+
+def test_clean_keeps_a_line_broken_shard_name_on_its_line(tmp_path):
+    """``clean``'s per-shard line of a shard named ``b<newline>c.jsonl`` was split in two."""
+    data = _data(tmp_path)
+    (shard,) = data.iterdir()
+    shard.rename(data / "b\nc.jsonl")
+    r = run_cli("clean", str(data), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    assert any(ln.startswith("  b\\nc.jsonl: 2 in, ") for ln in r.stdout.splitlines()), r.stdout
