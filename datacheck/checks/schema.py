@@ -270,7 +270,7 @@ def _effective_columns(shards: list[Any]) -> dict[str, dict[str, str]]:
                     {c: "Float64" if t == "Int64" and c in floats else t for c, t in s.columns.items()}
                     if s.path in widened else dict(s.columns))
            for s in shards}
-    return _typed_widths(shards, out, untyped)
+    return _null_typed(shards, _typed_widths(shards, out, untyped))
 
 
 #: an integer or float dtype name inside a polars dtype's text (``Int32``, ``UInt16``, ``Float32``)
@@ -314,6 +314,35 @@ def _typed_widths(shards: list[Any], cols: dict[str, dict[str, str]], untyped: s
             same = [u for u in typed[c] if _number_kind(u) == _number_kind(t)]
             if same:
                 mine[c] = max(same, key=lambda u, c=c: (typed[c][u], -first[(c, u)]))
+        out[s.path] = mine
+    return out
+
+
+def _null_typed(shards: list[Any], cols: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """``cols`` with each column of a :data:`_NUMBER_INFERRED_FORMATS` shard whose dtype holds
+    ``Null`` (every value of the column in that shard is null: JSON ``null``, read as ``Null`` or
+    ``List(Null)``) taken as the dtype most other shards give that column where ``Null`` stands for
+    any type (``String`` for ``Null``; ``List(Int64)`` for ``List(Null)``): a JSON shard whose
+    ``input`` is null in every row (Alpaca data, as ``datasets`` reads and casts it) is no other
+    preprocessing than one holding strings there. Nulls themselves are the null checks' concern
+    (``labels.null``, ``schema.nullable``)."""
+    seen: dict[str, Counter[str]] = {}
+    for s in shards:
+        for c, t in cols[s.path].items():
+            if "Null" not in t:
+                seen.setdefault(c, Counter())[t] += 1
+    out = dict(cols)
+    for s in shards:
+        if s.format not in _NUMBER_INFERRED_FORMATS or not any("Null" in t for t in cols[s.path].values()):
+            continue
+        mine = dict(cols[s.path])
+        for c, t in mine.items():
+            if "Null" not in t or c not in seen:
+                continue
+            shape = re.compile(".+".join(re.escape(part) for part in t.split("Null")))
+            fits = [u for u in seen[c] if shape.fullmatch(u)]
+            if fits:
+                mine[c] = max(fits, key=lambda u, c=c: seen[c][u])
         out[s.path] = mine
     return out
 
@@ -456,7 +485,8 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     column other than a label that is Int64 in one shard and Float64 in another, its values whole
     numbers in the one, is one column: :func:`_effective_columns`; a CSV/TSV/JSONL column read as
     Int64/Float64 is the typed shards' column of the same kind at their width, ``List(Int64)`` next to
-    parquet's ``List(Int32)``: :func:`_typed_widths`); every other layout is one
+    parquet's ``List(Int32)``: :func:`_typed_widths`; a JSON column null in every row of its shard,
+    read as ``Null``, is the others' column: :func:`_null_typed`); every other layout is one
     finding listing its shards, the missing and extra columns and the dtypes that differ.
 
     With ``[splits]``, the shards of each split (and those in no split) are compared among

@@ -10,7 +10,7 @@ import json
 
 import polars as pl
 import pytest
-from conftest import REALDATA
+from conftest import REALDATA, SHARED
 from dshelp import by_check, one, run, write
 
 
@@ -109,3 +109,32 @@ def test_two_typed_widths_and_a_kind_change_are_still_inconsistent(tmp_path):
     df.slice(600).with_columns(pl.col("idx") + 0.5).write_ndjson(tmp_path / "c.jsonl")
     f = one(run(tmp_path), "schema.inconsistent")
     assert f.shards == ("c.jsonl",) and f.details["dtypes"] == {"idx": {"expected": "Int32", "actual": "Float64"}}
+
+
+IDENTITY = SHARED / "chat/llamafactory/identity.json"  # Alpaca rows, 91, "input" "" in every row
+
+
+def test_a_json_shard_whose_column_is_null_in_every_row_is_no_inconsistency(tmp_path):
+    """LLaMA-Factory's real identity.json (PROVENANCE.md: 91 Alpaca rows) split in two JSONL shards,
+    the second writing the empty ``input`` as ``null``: polars reads that column as ``Null`` there,
+    ``datasets`` casts it to the first file's string; no "mixed preprocessing" (it was an error:
+    ``dtypes input: Null (others String)``)."""
+    if not IDENTITY.is_file():
+        pytest.skip("shared chat data not present")
+    rows = json.loads(IDENTITY.read_text())
+    assert len(rows) == 91 and all(r["input"] == "" for r in rows)
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:45]))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({**r, "input": None}) + "\n" for r in rows[45:]))
+    assert pl.read_ndjson(tmp_path / "b.jsonl").schema["input"] == pl.Null
+    assert not by_check(run(tmp_path), "schema.inconsistent")
+
+
+def test_a_null_column_beside_a_real_difference_still_reports_the_difference(tmp_path):
+    """The null column takes the others' dtype; a column of another kind in the same shard is still
+    named."""
+    rows = [{"text": f"t{k}", "note": f"n{k}", "score": k} for k in range(20)]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:10]))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({**r, "note": None, "score": str(r["score"])}) + "\n"
+                                              for r in rows[10:]))
+    f = one(run(tmp_path), "schema.inconsistent")
+    assert f.shards == ("b.jsonl",) and f.details["dtypes"] == {"score": {"expected": "Int64", "actual": "String"}}
