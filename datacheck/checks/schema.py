@@ -9,6 +9,7 @@ shards held against each other.
 """
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 from pathlib import PurePosixPath
@@ -280,10 +281,85 @@ def _effective_columns(shards: list[Any]) -> dict[str, dict[str, str]]:
             seen.setdefault(c, Counter())[t] += 1
             first.setdefault((c, t), i)
     vote = {c: max(ts, key=lambda t, c=c: (ts[t], -first[(c, t)])) for c, ts in seen.items()}
-    return {s.path: ({c: vote.get(c, t) for c, t in s.columns.items()} if s.path in untyped else
-                     {c: "Float64" if t == "Int64" and c in floats else t for c, t in s.columns.items()}
-                     if s.path in widened else dict(s.columns))
-            for s in shards}
+    out = {s.path: ({c: vote.get(c, t) for c, t in s.columns.items()} if s.path in untyped else
+                    {c: "Float64" if t == "Int64" and c in floats else t for c, t in s.columns.items()}
+                    if s.path in widened else dict(s.columns))
+           for s in shards}
+    return _null_typed(shards, _typed_widths(shards, out, untyped))
+
+
+#: an integer or float dtype name inside a polars dtype's text (``Int32``, ``UInt16``, ``Float32``)
+_NUMBER_NAME = re.compile(r"\b(U?Int|Float)(8|16|32|64)\b")
+
+
+def _number_kind(dtype: str) -> str:
+    """``dtype`` with every number width left out: ``List(Int32)`` and ``List(Int64)`` both give
+    ``List(Int)``; ``Float32`` gives ``Float`` (signedness too: ``UInt16`` gives ``Int``)."""
+    return _NUMBER_NAME.sub(lambda m: "Int" if m[1].endswith("Int") else "Float", dtype)
+
+
+def _typed_widths(shards: list[Any], cols: dict[str, dict[str, str]], untyped: set[str]) -> dict[str, dict[str, str]]:
+    """``cols`` with each column of a :data:`_NUMBER_INFERRED_FORMATS` shard whose dtype holds only
+    the reader's own widths (``Int64``, ``Float64``: JSON and CSV numbers carry none) taken as the
+    dtype the typed shards (parquet, Arrow, ...) give that column when it differs from it by number
+    widths alone (``List(Int64)`` of a JSONL copy next to a parquet ``List(Int32)``; ``Int64`` next to
+    ``Int32``): the text holds the same values, its width is no evidence of another preprocessing.
+    The typed dtype most typed shards give wins (the first in path order on a tie). A different
+    kind (an integer next to a float, a list next to a scalar) stays a difference, as do two typed
+    shards of different widths (their writers chose them)."""
+    typed: dict[str, Counter[str]] = {}
+    first: dict[tuple[str, str], int] = {}
+    for i, s in enumerate(shards):
+        if s.format in _NUMBER_INFERRED_FORMATS or s.path in untyped:
+            continue
+        for c, t in cols[s.path].items():
+            typed.setdefault(c, Counter())[t] += 1
+            first.setdefault((c, t), i)
+    if not typed:
+        return cols
+    out = dict(cols)
+    for s in shards:
+        if s.format not in _NUMBER_INFERRED_FORMATS or s.path in untyped:
+            continue
+        mine = dict(cols[s.path])
+        for c, t in mine.items():
+            names = [m[0] for m in _NUMBER_NAME.finditer(t)]
+            if not names or not set(names) <= {"Int64", "Float64"} or c not in typed:
+                continue
+            same = [u for u in typed[c] if _number_kind(u) == _number_kind(t)]
+            if same:
+                mine[c] = max(same, key=lambda u, c=c: (typed[c][u], -first[(c, u)]))
+        out[s.path] = mine
+    return out
+
+
+def _null_typed(shards: list[Any], cols: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """``cols`` with each column of a :data:`_NUMBER_INFERRED_FORMATS` shard whose dtype holds
+    ``Null`` (every value of the column in that shard is null: JSON ``null``, read as ``Null`` or
+    ``List(Null)``) taken as the dtype most other shards give that column where ``Null`` stands for
+    any type (``String`` for ``Null``; ``List(Int64)`` for ``List(Null)``): a JSON shard whose
+    ``input`` is null in every row (Alpaca data, as ``datasets`` reads and casts it) is no other
+    preprocessing than one holding strings there. Nulls themselves are the null checks' concern
+    (``labels.null``, ``schema.nullable``)."""
+    seen: dict[str, Counter[str]] = {}
+    for s in shards:
+        for c, t in cols[s.path].items():
+            if "Null" not in t:
+                seen.setdefault(c, Counter())[t] += 1
+    out = dict(cols)
+    for s in shards:
+        if s.format not in _NUMBER_INFERRED_FORMATS or not any("Null" in t for t in cols[s.path].values()):
+            continue
+        mine = dict(cols[s.path])
+        for c, t in mine.items():
+            if "Null" not in t or c not in seen:
+                continue
+            shape = re.compile(".+".join(re.escape(part) for part in t.split("Null")))
+            fits = [u for u in seen[c] if shape.fullmatch(u)]
+            if fits:
+                mine[c] = max(fits, key=lambda u, c=c: seen[c][u])
+        out[s.path] = mine
+    return out
 
 
 def _label_columns(shards: list[Any]) -> set[str]:
@@ -422,7 +498,10 @@ def schema_inconsistent(dctx: Any) -> Iterable[Finding]:
     The majority layout (most shards; ties broken by the first shard in path order) is the
     reference (a CSV/TSV shard without rows is compared by its column names only, and a CSV/TSV/JSONL
     column other than a label that is Int64 in one shard and Float64 in another, its values whole
-    numbers in the one, is one column: :func:`_effective_columns`); every other layout is one
+    numbers in the one, is one column: :func:`_effective_columns`; a CSV/TSV/JSONL column read as
+    Int64/Float64 is the typed shards' column of the same kind at their width, ``List(Int64)`` next to
+    parquet's ``List(Int32)``: :func:`_typed_widths`; a JSON column null in every row of its shard,
+    read as ``Null``, is the others' column: :func:`_null_typed`); every other layout is one
     finding listing its shards, the missing and extra columns and the dtypes that differ.
 
     With ``[splits]``, the shards of each split (and those in no split) are compared among

@@ -195,8 +195,8 @@ def load_tokenizer(path: str | Path, named: str | None = None) -> TokenizerView:
     tk = _import_tokenizers("--tokenizer" if named is None else "[tokens] tokenizer")
     found = tokenizer_file(p)  # the rule [tokens] tokenizer follows too
     if found is None:
-        raise UsageError(f"{said}: the folder holds no tokenizer.json, vocab.json + merges.txt "
-                         "or vocab.txt")
+        raise UsageError(f"{said}: the folder holds no tokenizer.json, vocab.json + merges.txt (nor one "
+                         "PREFIX-vocab.json + PREFIX-merges.txt) or vocab.txt")
     p = found
     at = said if named is not None else f"--tokenizer {p}"  # a file found in a folder is named itself
     try:
@@ -266,6 +266,10 @@ _DECODER_SECTIONS = ("decoder", "generator", "text_config")
 #: tokenizer.json) is read by transformers for its chat template, but the ``tokenizers`` package
 #: reads no vocabulary from it, so it gives no fact (the config's ``[tokens]`` keys stay as written)
 SENTENCEPIECE_FILES = ("tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
+#: how the name of a file that ``[tokens] tokenizer`` names ends when the vocabulary is read from
+#: that file itself (:func:`_named_file`): a fast tokenizer's ``tokenizer.json``, a GPT-2 style
+#: ``vocab.json`` (also under a prefix: Megatron-LM's ``gpt2-vocab.json``), a WordPiece ``vocab.txt``
+NAMED_FILE_ENDINGS = ("tokenizer.json", "vocab.json", "vocab.txt")
 
 
 @dataclass(frozen=True)
@@ -374,9 +378,9 @@ def tokenizer_facts(path: str, given: str) -> TokenizerFacts:
     """The facts of the tokenizer of ``[tokens] tokenizer``: its vocabulary size and the ids of the
     pad, eos and bos tokens its files declare (:class:`TokenizerFacts`).
 
-    The vocabulary is read by :func:`load_tokenizer` from the folder ``path`` names (``path`` itself,
-    or the folder of the file it names, as the chat template is read), by
-    :func:`datacheck.derive.tokfiles.tokenizer_file`'s rule; the roles from that folder's
+    The vocabulary is read by :func:`load_tokenizer` from the file ``path`` names (a Megatron
+    ``gpt2-tiny-vocab.json`` with its ``gpt2-tiny-merges.txt``), or from the folder ``path`` names by
+    :func:`datacheck.derive.tokfiles.tokenizer_file`'s rule; the roles from its folder's
     :data:`DECLARATION_FILES` (:func:`_declared`), each token looked up in the loaded vocabulary
     (added tokens included). A role transformers would take from a tokenizer class's defaults
     when no file names it (GPT-2's ``<|endoftext|>``) is not guessed. The eos id only, where
@@ -399,7 +403,7 @@ def tokenizer_facts(path: str, given: str) -> TokenizerFacts:
         OptionalDependencyError: ``tokenizers`` is not installed (the install command).
     """
     folder, stamp = _folder_stamp(path, given)
-    return _facts_of(str(folder), stamp, given)
+    return _facts_of(str(folder), stamp, given, _named_file(path))
 
 
 def _folder_stamp(path: str, given: str) -> tuple[Path, tuple[tuple[str, int, int, int, int], ...]]:
@@ -419,21 +423,34 @@ def _folder_stamp(path: str, given: str) -> tuple[Path, tuple[tuple[str, int, in
                                 for f in folder.iterdir() if f.is_file() and (st := f.stat())))
 
 
+def _named_file(path: str) -> str | None:
+    """The tokenizer file ``[tokens] tokenizer`` names itself, a name ending as one of
+    :data:`NAMED_FILE_ENDINGS` (``gpt2-tiny-vocab.json``, a ``vocab.txt`` beside a
+    ``tokenizer.json``): the vocabulary is read from that file, as ``inspect --tokenizer FILE`` reads
+    it, not from the first file the folder rule finds. None for a folder, a missing path or any
+    other file of the folder (``tokenizer_config.json``, a SentencePiece model), which names its folder."""
+    p = Path(path)
+    return str(p) if p.is_file() and p.name.endswith(NAMED_FILE_ENDINGS) else None
+
+
 @functools.lru_cache(maxsize=16)
-def _facts_of(where: str, stamp: tuple[tuple[str, int, int, int, int], ...], given: str) -> TokenizerFacts:
-    """:func:`tokenizer_facts` of the folder ``where``, read once per ``stamp`` (:func:`_folder_stamp`:
+def _facts_of(where: str, stamp: tuple[tuple[str, int, int, int, int], ...], given: str,
+              file: str | None = None) -> TokenizerFacts:
+    """:func:`tokenizer_facts` of the folder ``where`` (its vocabulary from ``file`` when the config
+    names a file: :func:`_named_file`), read once per ``stamp`` (:func:`_folder_stamp`:
     an edited file is read again) within a process, as the chat template's
     tokenizer is (a library caller auditing in a loop loads it once)."""
     folder = Path(where)
     named = f"[tokens] tokenizer = {given!r}"
-    if folder.exists() and tokenizer_file(folder) is None:
+    if file is None and folder.exists() and tokenizer_file(folder) is None:
         model = next((f for f in SENTENCEPIECE_FILES if (folder / f).is_file()), None)
         if model is not None:  # a slow SentencePiece tokenizer: transformers reads it, the tokenizers package cannot
             return TokenizerFacts(source=str(folder / model), vocab_size=None, ids={})
-        raise UsageError(f"{named}: {folder} holds no tokenizer.json, vocab.json + merges.txt or vocab.txt, from which "
+        raise UsageError(f"{named}: {folder} holds no tokenizer.json, vocab.json + merges.txt (nor one "
+                         "PREFIX-vocab.json + PREFIX-merges.txt) or vocab.txt, from which "
                          "datacheck reads the tokenizer's vocabulary size and its pad/eos/bos ids; save the "
                          "tokenizer there with tokenizer.save_pretrained(folder) (it writes tokenizer.json)")
-    view = load_tokenizer(folder, named=named)
+    view = load_tokenizer(file if file is not None else folder, named=named)
     ids = {}
     declared = _declared(folder, given)
     for key, text in declared.items():
@@ -492,19 +509,21 @@ def blank_token_ids(path: str, given: str) -> tuple[int, ...] | None:
         OptionalDependencyError: ``tokenizers`` is not installed.
     """
     folder, stamp = _folder_stamp(path, given)
-    return _blank_ids_of(str(folder), stamp, given)
+    return _blank_ids_of(str(folder), stamp, given, _named_file(path))
 
 
 @functools.lru_cache(maxsize=16)
-def _blank_ids_of(where: str, stamp: tuple[tuple[str, int, int, int, int], ...], given: str) -> tuple[int, ...] | None:
-    """:func:`blank_token_ids` of the folder ``where``, read once per ``stamp``. polars is imported here,
+def _blank_ids_of(where: str, stamp: tuple[tuple[str, int, int, int, int], ...], given: str,
+                  file: str | None = None) -> tuple[int, ...] | None:
+    """:func:`blank_token_ids` of the folder ``where`` (the vocabulary of ``file`` when the config
+    names one), read once per ``stamp``. polars is imported here,
     not with the module: :class:`datacheck.torch.BatchGuard` takes the tokenizer's facts through this
     module, and what the training loop imports stays polars-free."""
     import polars as pl
 
-    if _facts_of(where, stamp, given).vocab_size is None:  # a SentencePiece model only: no vocabulary read
+    if _facts_of(where, stamp, given, file).vocab_size is None:  # a SentencePiece model only: no vocabulary read
         return None
-    view = load_tokenizer(where, named=f"[tokens] tokenizer = {given!r}")
+    view = load_tokenizer(file if file is not None else where, named=f"[tokens] tokenizer = {given!r}")
     ids = sorted(int(i) for i in view.tokenizer.get_vocab(with_added_tokens=True).values())
     if view.byte_level:
         texts = [view.decode([i]) for i in ids]

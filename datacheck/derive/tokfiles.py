@@ -14,6 +14,11 @@ __all__ = ["CHAT_TEMPLATE_DIR", "TOKENIZER_FILES", "loaded_files", "tokenizer_fi
 #: --tokenizer`` and ``[tokens] tokenizer`` alike): a Hugging Face fast tokenizer, a GPT-2 style
 #: byte-level BPE vocabulary (``merges.txt`` beside it), a WordPiece vocabulary
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt")
+#: the ending of a GPT-2 style vocabulary saved under a prefix, as Megatron-LM names its
+#: ``--vocab-file`` / ``--merge-file`` pair (``gpt2-vocab.json`` + ``gpt2-merges.txt``); the merges
+#: file is the same prefix + :data:`PREFIXED_MERGES`
+PREFIXED_VOCAB = "-vocab.json"
+PREFIXED_MERGES = "-merges.txt"
 #: the sub-folder of a tokenizer folder whose ``*.jinja`` files transformers loads as named chat
 #: templates (``transformers.utils.CHAT_TEMPLATE_DIR``, read by ``from_pretrained`` since 4.5x;
 #: ``default.jinja`` there renders ``messages`` when the folder gives no other template)
@@ -33,12 +38,19 @@ def loaded_files(folder: Path) -> list[Path]:
 
 def tokenizer_file(path: str | Path) -> Path | None:
     """The tokenizer file ``path`` names: ``path`` itself when it is not a folder, else the first of
-    :data:`TOKENIZER_FILES` the folder holds (None when it holds none). The one rule by which every
-    verb finds a tokenizer in a folder."""
+    :data:`TOKENIZER_FILES` the folder holds, else its one ``PREFIX-vocab.json`` with a
+    ``PREFIX-merges.txt`` beside it (Megatron-LM's ``gpt2-vocab.json`` + ``gpt2-merges.txt``; None
+    when the folder holds none of these, or several such pairs). The one rule by which every verb
+    finds a tokenizer in a folder."""
     p = Path(path)
     if not p.is_dir():
         return p
-    return next((p / name for name in TOKENIZER_FILES if (p / name).is_file()), None)
+    found = next((p / name for name in TOKENIZER_FILES if (p / name).is_file()), None)
+    if found is not None:
+        return found
+    pairs = sorted(f for f in p.iterdir() if f.name.endswith(PREFIXED_VOCAB) and f.is_file()
+                   and (p / (f.name[: -len(PREFIXED_VOCAB)] + PREFIXED_MERGES)).is_file())
+    return pairs[0] if len(pairs) == 1 else None
 
 
 def refuse_special_files(folder: Path, given: str) -> None:

@@ -50,7 +50,7 @@ from datacheck.report.model import Report
 
 __all__ = ["Probe", "ShardJob", "ShardOutcome", "audit", "run_audit", "audit_one", "audit_one_cached", "audit_shards",
            "audit_prepared", "finish_report", "hash_shards", "probe_cache", "run_job", "run_jobs", "tasks_of",
-           "SpillingResults"]
+           "SpillingResults", "config_changes"]
 
 
 def audit_one(ds: DiscoveredShard, cfg: Config, cross_shard: bool = True) -> ShardResult:
@@ -544,6 +544,7 @@ def run_audit(paths: list[str | Path], cfg: Config, opts: AuditOptions, *,
     Raises:
         UsageError, ConfigError: as :func:`audit` (all before any shard is read).
     """
+    given = cfg
     setup = prepare_audit(paths, cfg, opts)
     disc, index, cfg = setup.disc, setup.index, setup.cfg
     # the --against dataset is found now (a bad path fails before any shard is read) and hashed after
@@ -564,10 +565,20 @@ def run_audit(paths: list[str | Path], cfg: Config, opts: AuditOptions, *,
                              temp_files=disc.temp_files, fail_on=opts.fail_on, index=index, against=against_results,
                              config_path=opts.config_path, ignored=disc.ignored_data, shard_lists=disc.shard_lists(),
                              allow_check_errors=opts.allow_check_errors)
-        return dataclasses.replace(report, reading=reading_of(len(disc.shards), setup.cache))
+        return dataclasses.replace(report, reading=reading_of(len(disc.shards), setup.cache),
+                                   config_changes=config_changes(given, cfg, opts.config_path))
     finally:
         if spill is not None:
             spill.close()
+
+
+def config_changes(given: Config, used: Config, config_path: str | None) -> tuple[str, ...] | None:
+    """What changed the defaults of the config an audit ran with, for the report's in-memory
+    ``config_changes`` (:meth:`Config.default_changes`): ``given`` is the config as the caller gave it,
+    ``used`` after the splits and classes the data gave; None with a config file (the line names it)."""
+    if config_path is not None:
+        return None
+    return used.default_changes(in_memory=given.set_beyond_defaults())
 
 
 def reading_of(shards: int, cache: ShardCache | None) -> dict[str, int | None]:

@@ -38,7 +38,7 @@ import polars as pl
 import xxhash
 
 from datacheck._version import __version__
-from datacheck.execute.audit import audit_prepared, reading_of
+from datacheck.execute.audit import audit_prepared, config_changes, reading_of
 from datacheck.execute.cache import EncodeError, cache_salt, code_fingerprint, encode_results
 from datacheck.execute.setup import AuditOptions, AuditSetup, prepare_audit
 from datacheck.formats.registry import read_context
@@ -145,6 +145,7 @@ def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int
     check_part_args(num_parts, part)
     if opts.against:
         raise UsageError("--against cannot be combined with --num-parts/--part; audit the whole dataset with --against")
+    given = cfg
     setup = prepare_audit(paths, cfg, opts)
     disc, cfg = setup.disc, setup.cfg
     index_doc = None
@@ -163,7 +164,8 @@ def audit_part(paths: list[str], cfg: Config, opts: AuditOptions, num_parts: int
                           ignored=disc.ignored_data, allow_check_errors=opts.allow_check_errors)
     # how this part got its shards' results (never in the JSON): the CLI's text summary says it as a
     # single-job audit does
-    report = dataclasses.replace(report, reading=reading_of(len(mine.shards), setup.cache))
+    report = dataclasses.replace(report, reading=reading_of(len(mine.shards), setup.cache),
+                                 config_changes=config_changes(given, cfg, opts.config_path))
     meta = {
         "kind": PART_KIND,
         "num_parts": num_parts,

@@ -136,8 +136,8 @@ def with_declared_splits(cfg: Config, disc: Discovery, *, against: bool = False)
     written in the config."""
     if cfg.splits:
         return cfg
-    declared = disc.declared_splits(infer=cfg.dataset.infer_splits and not against)
-    return cfg.model_copy(update={"splits": declared}) if declared else cfg
+    declared, source = disc.splits_given(infer=cfg.dataset.infer_splits and not against)
+    return cfg.with_data_splits(declared, source) if declared and source is not None else cfg
 
 
 def check_contract(cfg: Config, config_path: str | None) -> None:

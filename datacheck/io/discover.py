@@ -171,8 +171,16 @@ class Discovery:
         ``DatasetDict`` folder among the PATHs declares (see :func:`declared_splits`); without a
         ``dataset_dict.json`` and with ``infer``, those the shards' names give by the Hugging Face
         Hub's split naming (:meth:`hub_splits`). Empty when there are none."""
+        return self.splits_given(infer)[0]
+
+    def splits_given(self, infer: bool = True) -> tuple[dict[str, str], str | None]:
+        """(:meth:`declared_splits`, where they come from: ``"dataset_dict"`` or ``"hub_names"``; None
+        when there are none)."""
         declared = declared_splits(self.root, self.ignored)[0]
-        return declared if declared or not infer else self.hub_splits().splits
+        if declared:
+            return declared, "dataset_dict"
+        hub = self.hub_splits().splits if infer else {}
+        return hub, "hub_names" if hub else None
 
     def hub_splits(self) -> HubSplits:
         """The splits the shards' relative paths give by the Hub's file-naming convention

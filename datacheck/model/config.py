@@ -643,6 +643,40 @@ class Config(_Section):
     _from_data: dict[str, Any] | None = PrivateAttr(default=None)
     #: where ``[dataset] schema`` was given when not in the config file: ``"--schema"`` (:meth:`with_schema`)
     _schema_flag: str | None = PrivateAttr(default=None)
+    #: what gave ``[splits]`` when the config names none (:meth:`with_data_splits`): one of
+    #: :data:`SPLIT_SOURCES`' values; None: the config's own (or none)
+    _split_source: str | None = PrivateAttr(default=None)
+
+    def with_data_splits(self, splits: dict[str, str], source: str) -> Config:
+        """This config with ``[splits] = splits`` the data gave (``source``: ``"dataset_dict"``, a
+        ``DatasetDict``'s ``dataset_dict.json``, or ``"hub_names"``, the Hub's file names), which is
+        kept for the config line (:meth:`default_changes`)."""
+        out = self.model_copy(update={"splits": splits})
+        out._split_source = SPLIT_SOURCES[source]
+        return out
+
+    def set_beyond_defaults(self) -> bool:
+        """Whether this config sets a key other than by ``--schema`` (:meth:`with_schema`): for a config
+        given by no file, one a caller built in memory (a dict or :class:`Config` given to
+        :func:`datacheck.audit`)."""
+        base = self
+        if self._schema_flag is not None:
+            base = self.model_copy(update={"dataset": self.dataset.model_copy(update={"schema_": None})})
+        return base.hash() != Config().hash()
+
+    def default_changes(self, in_memory: bool = False) -> tuple[str, ...]:
+        """What changed the defaults of a config given by no file, as the config line names it
+        (:func:`describe_config`): ``--schema``, the splits a ``DatasetDict`` declares or the Hub's file
+        names give, the classes a ``ClassLabel`` of the data declares (filled), and ``in_memory``: a
+        :class:`Config` or dict given to :func:`datacheck.audit`."""
+        out = ["--schema"] if self._schema_flag is not None else []
+        if self._split_source is not None:
+            out.append(self._split_source)
+        if self._from_data is not None and self._from_data.get("filled"):
+            out.append("the classes the data's ClassLabel declares")
+        if in_memory:
+            out.append("a config given in memory")
+        return tuple(out)
 
     @property
     def folder(self) -> str | None:
@@ -1007,7 +1041,11 @@ def config_from_bytes(raw: bytes, path: str | Path, *, allow_python_schema: bool
     return cfg
 
 
-#: the config line of a report made without a config file under settings other than the defaults
+#: :meth:`Config.with_data_splits`'s sources, as the config line names them
+SPLIT_SOURCES = {"dataset_dict": "a DatasetDict's declared splits", "hub_names": "the splits the Hub's file names give"}
+
+#: the config line of a report made without a config file under settings other than the defaults,
+#: when what changed them is not known (a report read back from JSON, a merged report)
 CONFIG_CHANGED_LINE = ("config: none (the defaults changed by --schema, a DatasetDict's declared splits, "
                        "the splits the Hub's file names give, the classes the data's ClassLabel declares "
                        "or a config given in memory)")
@@ -1036,16 +1074,23 @@ def describe_label_facts(facts: dict[str, Any] | None) -> str:
             f"in {facts.get('source')}")
 
 
-def describe_config(source: str | None, config_hash: str | None = None) -> str:
+def describe_config(source: str | None, config_hash: str | None = None,
+                    changes: tuple[str, ...] | None = None) -> str:
     """The line each command prints at the top of its output: ``"config: <file>"``; without a file
     ``"config: none (defaults)"``, or :data:`CONFIG_CHANGED_LINE` when ``config_hash`` (a report's) is not that
     of the defaults: without a file the defaults were changed by ``--schema``, by the splits a Hugging Face
     ``DatasetDict`` folder declares or the shards' names give (``[dataset] infer_splits``), by the classes
     a ``ClassLabel`` of the data declares (the report's ``label_facts``), or a :class:`Config`
     or dict was passed to :func:`datacheck.audit` (the report
-    does not say which; it was "given in memory", which misled a CLI user who had given none)."""
+    does not say which; it was "given in memory", which misled a CLI user who had given none).
+    ``changes`` (:meth:`Config.default_changes`, the report's in-memory ``config_changes``) names
+    those that did: ``"config: none (the defaults changed by the splits the Hub's file names give)"``;
+    None: not known, every possibility is named."""
     if source:
         return f"config: {source}"
     if config_hash is not None and config_hash != Config().hash():
+        if changes:
+            said = changes[0] if len(changes) == 1 else f"{', '.join(changes[:-1])} and {changes[-1]}"
+            return f"config: none (the defaults changed by {said})"
         return CONFIG_CHANGED_LINE
     return "config: none (defaults)"

@@ -1,11 +1,11 @@
 """Human-readable views of a report: a text summary for terminals and markdown for CI job summaries."""
 from __future__ import annotations
 
-import html
 import re
 
 from datacheck.model.config import describe_config, describe_label_facts, describe_tokenizer_facts
 from datacheck.model.findings import clip_message
+from datacheck.model.shown import md_code, md_text, one_line, terminal_safe
 from datacheck.report.model import Report
 
 __all__ = ["render_text", "render_markdown", "terminal_safe", "clip_message"]
@@ -14,19 +14,6 @@ __all__ = ["render_text", "render_markdown", "terminal_safe", "clip_message"]
 MAX_SKIP_LINES = 20
 
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
-
-#: characters a terminal acts on instead of showing: the C0 controls but tab and newline, DEL, the
-#: C1 controls (Unicode category Cc), and the bidirectional embeddings, overrides and isolates
-#: (U+202A-U+202E, U+2066-U+2069), which reorder the text after them
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` with every terminal control character (:data:`_CONTROL`) written as its Python escape
-    (``\\x1b``, ``\\u202e``), so names and values from the data (a column or file name holding
-    ``ESC [2J``) are shown, never executed by the terminal; tab, newline and every printable
-    character are kept as they are."""
-    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 def _rows_txt(f, k: int = 5) -> str:
@@ -70,7 +57,8 @@ def _config_line(report: Report) -> str:
     """``config: <path>`` or ``config: none (defaults)`` (the report's ``config_path``), followed by the
     ``[tokens]`` facts taken from the tokenizer (the report's ``tokenizer_facts``) and the class count
     taken from the data's ``ClassLabel`` or its note (the report's ``label_facts``) when there are some."""
-    line = describe_config(getattr(report, "config_path", None), report.config_hash)
+    line = describe_config(getattr(report, "config_path", None), report.config_hash,
+                           getattr(report, "config_changes", None))
     facts = [f for f in (describe_tokenizer_facts(getattr(report, "tokenizer_facts", None)),
                          describe_label_facts(getattr(report, "label_facts", None))) if f]
     return "; ".join([line, *facts])
@@ -265,22 +253,7 @@ def render_text(report: Report, max_message: int = 110, show_passing: bool = Fal
     lines += _ignored_lines(report)
     lines.append("")
     lines.append("'!' marks findings that fail the policy.")
-    return terminal_safe("\n".join(lines) + "\n")
-
-
-def _md_code(text: str) -> str:
-    """``text`` (a file name from the data, a check ID) as a markdown code span that nothing in it can
-    break out of (HTML inside a code span is shown, never rendered): ``|`` escaped (table cells), line
-    breaks shown as ``\\n``, a backtick fence longer than any run inside."""
-    t = str(text).replace("|", "\\|").replace("\r", "\\r").replace("\n", "\\n")
-    fence = "`" * (max((len(m) for m in re.findall(r"`+", t)), default=0) + 1)
-    pad = " " if t.startswith("`") or t.endswith("`") else ""
-    return f"{fence}{pad}{t}{pad}{fence}"
-
-
-def _md_text(text: str) -> str:
-    """Free text that quotes the data (messages, reasons): HTML escaped, no raw line breaks."""
-    return html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " ")
+    return terminal_safe("\n".join(one_line(line) for line in lines) + "\n")
 
 
 def render_markdown(report: Report, show_passing: bool = False) -> str:
@@ -296,7 +269,7 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
         "",
         f"{s['shards']} shard(s), {s['rows']} row(s), {s['errors']} error(s), {s['warnings']} warning(s); "
         f"index `{report.index_hash}`; {_config_line(report)}",
-        *[f"- {_md_text(line)}" for line in _layout_lines(report, names=False)],
+        *[f"- {md_text(line)}" for line in _layout_lines(report, names=False)],
         "",
     ]
     table = ["| shard | rows | status | check | column | severity | count | first rows |",
@@ -308,11 +281,11 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
             if not show_passing:
                 quiet += 1
                 continue
-            table.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | | | | | |")
+            table.append(f"| {md_code(sh.path)} | {rows_n} | {sh.status} | | | | | |")
         for f in sh.findings:
             fail = " **(fails)**" if f.fails_policy else ""
-            col = _md_code(_column_txt(f)) if f.column is not None else ""
-            table.append(f"| {_md_code(sh.path)} | {rows_n} | {sh.status} | {_md_code(f.check)} | {col} | "
+            col = md_code(_column_txt(f)) if f.column is not None else ""
+            table.append(f"| {md_code(sh.path)} | {rows_n} | {sh.status} | {md_code(f.check)} | {col} | "
                          f"{f.severity}{fail} | {_count_txt(sh, f)} | {_rows_txt(f)} |")
     if len(table) > 2:
         out += table
@@ -322,15 +295,15 @@ def render_markdown(report: Report, show_passing: bool = False) -> str:
     if report.dataset_findings:
         out += ["", "### Dataset", ""]
         for f in report.dataset_findings:
-            out.append(f"- {_md_code(f.check)} ({f.severity}{', fails' if f.fails_policy else ''}): "
-                       f"{_md_text(f.message + _finding_shards(f))}")
+            out.append(f"- {md_code(f.check)} ({f.severity}{', fails' if f.fails_policy else ''}): "
+                       f"{md_text(f.message + _finding_shards(f))}")
     if report.skipped:
         out += ["", "<details><summary>Skipped checks</summary>", ""]
-        out += [f"- {_md_code(sk['check'])}: "
-                + _md_text(sk["reason"] + (f" {_shards_txt(sk['shards'])}" if sk.get("shards") else ""))
+        out += [f"- {md_code(sk['check'])}: "
+                + md_text(sk["reason"] + (f" {_shards_txt(sk['shards'])}" if sk.get("shards") else ""))
                 for sk in report.skipped]
         out += ["", "</details>"]
     na = _not_applicable_lines(report)
     if na:
-        out += [""] + [_md_text(line) for line in na]
+        out += [""] + [md_text(line) for line in na]
     return "\n".join(out) + "\n"

@@ -125,6 +125,11 @@ class Report:
     #: answered from the cache (docs/ci.md); the CLI's text summary shows it. None: not known (a
     #: report read back from JSON, a merged report).
     reading: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: what changed the defaults of a config given by no file (:meth:`datacheck.model.config.Config.default_changes`:
+    #: ``--schema``, the data's splits or classes, a config given in memory), for the text's config
+    #: line; set by the single-job and part audits. Never in the JSON (the config hash says the config
+    #: differs; the line says why). None: not known (a report read back from JSON, a merged report).
+    config_changes: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def status(self) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 
 from datacheck.model.errors import ReportVersionError
 from datacheck.model.findings import Finding, clip_message
+from datacheck.model.shown import md_code, md_text, one_line, terminal_safe
 from datacheck.report.model import Report, find_report, read_report
 
 __all__ = ["ReportDiff", "FindingDelta", "diff_reports", "resolve_report", "render_diff_text",
@@ -286,7 +287,8 @@ def render_diff_text(d: ReportDiff) -> str:
         out += [f"  {m['scope']}: {m['stat']} {m['old']} -> {m['new']}" for m in d.stats_moved]
     out.append(f"new policy failures: {len(d.new_policy_failures)}")
     out += [f"  ! {_fmt_delta(x)}: {clip_message(x.message, 200)}" for x in d.new_policy_failures]
-    return "\n".join(out) + "\n"
+    # names from the data: a line break stays on its line, a control character is shown, never run
+    return terminal_safe("\n".join(one_line(line) for line in out) + "\n")
 
 
 def render_diff_markdown(d: ReportDiff) -> str:
@@ -297,9 +299,9 @@ def render_diff_markdown(d: ReportDiff) -> str:
            f"**Shards:** {len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
            + (f", {len(d.renamed)} renamed (same content)" if d.renamed else ""), ""]
     for sym, items in (("added", d.added), ("removed", d.removed), ("changed", [p for p, _, _ in d.changed])):
-        out += [f"- {sym}: `{p}`" for p in items]
-    out += [f"- renamed: `{a}` → `{b}`" for a, b, _ in d.renamed]
-    out += [f"- **unreadable** in NEW: `{p}` (its findings and stats are not known)" for p in d.unreadable]
+        out += [f"- {sym}: {md_code(p)}" for p in items]
+    out += [f"- renamed: {md_code(a)} → {md_code(b)}" for a, b, _ in d.renamed]
+    out += [f"- **unreadable** in NEW: {md_code(p)} (its findings and stats are not known)" for p in d.unreadable]
     out += ["", f"**Findings:** {len(d.new)} new, {len(d.resolved)} resolved, {len(d.grown)} grown, "
                 f"{len(d.reduced)} reduced" + (f", {len(d.unchecked)} unchecked (shard unreadable)" if d.unchecked
                                                else ""), ""]
@@ -307,11 +309,13 @@ def render_diff_markdown(d: ReportDiff) -> str:
                                     ("grown", d.grown), ("reduced", d.reduced)) for x in items]
     if rows:
         out += ["| change | where | check | column | old | new | fails policy |", "|---|---|---|---|---:|---:|---|"]
-        out += [f"| {n} | `{x.where}` | `{x.check}` | {x.column or ''} | {' | '.join(_counts(x, n == 'unchecked'))} | "
+        out += [f"| {n} | {md_code(x.where)} | {md_code(x.check)} | {md_code(x.column) if x.column else ''} | "
+                f"{' | '.join(_counts(x, n == 'unchecked'))} | "
                 f"{'yes' if x.new_fails else ''} |" for n, x in rows]
     if d.stats_moved:
         out += ["", "**Stats moved:**", "", "| scope | stat | old | new |", "|---|---|---:|---:|"]
-        out += [f"| `{m['scope']}` | {m['stat']} | {m['old']} | {m['new']} |" for m in d.stats_moved]
+        out += [f"| {md_code(m['scope'])} | {m['stat']} | {m['old']} | {m['new']} |" for m in d.stats_moved]
     out += ["", f"**New policy failures:** {len(d.new_policy_failures)}"]
-    out += [f"- `{x.where}` `{x.check}`: {clip_message(x.message, 300)}" for x in d.new_policy_failures]
-    return "\n".join(out) + "\n"
+    out += [f"- {md_code(x.where)} {md_code(x.check)}: {md_text(clip_message(x.message, 300))}"
+            for x in d.new_policy_failures]
+    return terminal_safe("\n".join(out) + "\n")

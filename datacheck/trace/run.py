@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from datacheck.formats.discovery import format_of
 from datacheck.model.config import Config
 from datacheck.model.errors import UsageError
 from datacheck.model.findings import Finding
@@ -344,6 +346,7 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
     if not streams:
         desc = "; ".join(f"{st.source}: read as {st.format}, {st.lines} line(s), {st.bad_lines} unparsed"
                          + (f" (line {st.bad_examples[0][0]}: {st.bad_examples[0][1]!r})" if st.bad_examples else "")
+                         + _data_shard_hint(st.source)
                          for st in stats)
         raise UsageError(f"no training step found in the log(s): {desc}. Give the format with --log-format "
                          "(hf_state, jsonl, csv, tensorboard, megatron, deepspeed, hf_console, key_value) or a "
@@ -391,3 +394,23 @@ def _trace_once(logs: list[LogFile], opts: TraceOptions) -> TraceResult:
                                         for k in streams if isinstance(k, str) and named.get(k)},
                                      # a restarted run is its rank's (or log's) again, not a rank of its own
                                      **{stream_name(k): stream_name(k.base) for k in streams if isinstance(k, RunKey)}})
+
+
+#: shard formats no training log is written in: a file of one of them given as the log is the data
+_BINARY_DATA_FORMATS = ("parquet", "arrow", "megatron", "mds", "webdataset", "litdata")
+
+
+def _data_shard_hint(source: str) -> str:
+    """``" (a parquet data shard, not a training log: ...)"`` when the log ``source`` is a local file
+    in a binary shard format (:data:`_BINARY_DATA_FORMATS`, by :func:`datacheck.formats.discovery.format_of`):
+    a shard given where the log goes (``datacheck trace data.parquet``) was read as text; ``""``
+    otherwise."""
+    path = Path(source)
+    try:
+        fmt = format_of(path) if path.is_file() else None
+    except OSError:
+        return ""
+    if fmt not in _BINARY_DATA_FORMATS:
+        return ""
+    return (f" (a {fmt} data shard, not a training log: give the run's log, and the data with --data "
+            "to audit the rows of its first bad step)")

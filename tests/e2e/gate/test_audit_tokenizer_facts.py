@@ -288,3 +288,26 @@ def test_parts_merge_into_the_single_jobs_report(tmp_path):
     assert merged["tokenizer_facts"]["facts"]["vocab_size"] == S["count"]
     assert [f["rows"] for s in merged["shards"] for f in s["findings"] if f["check"] == "tokens.out_of_vocab"] == [[0]]
     assert normalized((tmp_path / "merged.json").read_text()) == normalized((tmp_path / "single.json").read_text())
+
+
+MEGATRON = REALDATA / "megatron_gpt2_openwebtext"  # .bin/.idx (uint16, max id 4999) + gpt2-tiny-vocab.json/-merges.txt
+
+
+@pytest.mark.skipif(not MEGATRON.is_dir(), reason="shared Megatron data not present")
+@pytest.mark.parametrize("named", ["", "gpt2-tiny-vocab.json"])
+def test_a_megatron_folders_prefixed_vocabulary_gates_its_ids(tmp_path, named):
+    """A Megatron user names the tokenizer that ships beside the .bin/.idx (``gpt2-tiny-vocab.json`` +
+    ``gpt2-tiny-merges.txt``, Megatron's --vocab-file/--merge-file names), as its folder or its
+    vocab file: the vocabulary size comes from it and tokens.out_of_vocab runs and passes (PROVENANCE.md:
+    max id 4999 under the 5,000-token vocabulary). Both were a usage error (exit 2)."""
+    bound = max(json.loads((MEGATRON / "gpt2-tiny-vocab.json").read_text()).values()) + 1
+    tok = MEGATRON / named if named else MEGATRON
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f'[tokens]\ntokenizer = "{tok}"\n')
+    res = run_cli("audit", str(MEGATRON / "meg-gpt2-openwebtext_text_document.bin"), "--config", str(cfg),
+                  "--no-cache", "--report-dir", str(tmp_path / "r"), "--no-progress", "--fail-on", "warn",
+                  "--output", str(tmp_path / "rep.json"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rep = json.loads((tmp_path / "rep.json").read_text())
+    assert rep["tokenizer_facts"]["facts"] == {"vocab_size": bound}
+    assert "tokens.out_of_vocab" not in {s["check"] for s in rep["skipped"]}

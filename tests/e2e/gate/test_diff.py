@@ -84,7 +84,7 @@ def test_diff_of_two_data_versions(versions, monkeypatch):
     assert f"grown    defects/text.jsonl: empty.text (text) [error] {old_text['empty.text']} -> {old_text['empty.text'] + 2} FAILS POLICY" in r.stdout
     md = cli("diff", str(tmp / "old.json"), str(tmp / "new.json"), "--format", "markdown", monkeypatch=monkeypatch)
     assert md.returncode == 1 and md.stdout.startswith("## ❌ datacheck diff")
-    assert "| grown | `defects/text.jsonl` | `empty.text` | text |" in md.stdout
+    assert "| grown | `defects/text.jsonl` | `empty.text` | `text` |" in md.stdout  # a column name from the data: a code span, as in audit's markdown
     js = json.loads(cli("diff", str(tmp / "old.json"), str(tmp / "new.json"), "--format", "json",
                         monkeypatch=monkeypatch).stdout)["result"]
     assert js["shards"]["added"] == ["defects/classes.parquet"]

@@ -7,6 +7,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from conftest import REALDATA
 
 from datacheck.cli.main import main
 from datacheck.model.errors import UsageError
@@ -49,6 +50,29 @@ def test_empty_file_and_binary_garbage_are_usage_errors(tmp_path):
     assert "Give the format with --log-format (" in r.stderr  # the flag that exists (--format is the output's)
     r = cli("trace", str(tmp_path / "missing.log"))
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+SST2 = REALDATA / "sst2_vi_glue_parquet/validation-00000-of-00001.parquet"
+MEGATRON_BIN = REALDATA / "megatron_gpt2_openwebtext/meg-gpt2-openwebtext_text_document.bin"
+
+
+@pytest.mark.parametrize("shard,fmt", [(SST2, "parquet"), (MEGATRON_BIN, "megatron")])
+def test_a_data_shard_given_as_the_log_is_named_as_data(shard, fmt):
+    """``datacheck trace data.parquet`` (the data where the log goes, on the real shards of
+    ../shared/realdata) said only "read as text, N line(s)": it now names the shard's format and
+    where the data goes (--data)."""
+    if not shard.is_file():
+        pytest.skip(f"{shard} not present")
+    r = cli("trace", str(shard))
+    assert r.returncode == 2
+    assert f"(a {fmt} data shard, not a training log: give the run's log, and the data with --data" in r.stderr
+
+
+def test_a_text_log_that_holds_no_step_gets_no_data_hint(tmp_path):
+    e = tmp_path / "notes.txt"  # .txt is a shard format too (a plain-text corpus): no hint for it
+    e.write_text("hello\nworld\n")
+    r = cli("trace", str(e))
+    assert r.returncode == 2 and "no training step found" in r.stderr and "data shard" not in r.stderr
 
 
 def test_mixed_formats_and_non_monotonic_steps(tmp_path):

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
+import pytest
+from conftest import REALDATA, SHARED
 from dshelp import by_check, one, run, write
 
 
@@ -59,3 +62,79 @@ def test_a_typed_integer_column_next_to_csv_floats_is_still_inconsistent(tmp_pat
     _csv(tmp_path / "c.csv", _rows(20, frac=True, k=1))
     f = one(run(tmp_path, {"columns": {"label": "label"}}), "schema.inconsistent")
     assert f.shards == ("c.csv",)
+
+
+SST2_VALIDATION = REALDATA / "sst2_vi_glue_parquet/validation-00000-of-00001.parquet"  # idx: int32 (HF glue schema)
+MBERT_TEST = REALDATA / "dkhate_danish_offensive/dkhate_mbert/test/data-00000-of-00001.arrow"  # list<int32>/list<int8>
+
+
+def _real(path):
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    return pl.read_ipc_stream(path) if path.suffix == ".arrow" else pl.read_parquet(path)
+
+
+def test_a_jsonl_and_csv_copy_of_parquet_rows_is_no_inconsistency(tmp_path):
+    """The real SST-2 validation split (``idx: int32``, PROVENANCE.md section 9) cut into a parquet,
+    a JSONL and a CSV shard: JSON and CSV numbers carry no width (read as Int64), so the same
+    column is no "mixed preprocessing" (it was an error: ``dtypes idx: Int32 (others Int64)``)."""
+    df = _real(SST2_VALIDATION)
+    assert df.schema["idx"] == pl.Int32 and df.height == 872
+    df.slice(0, 400).write_parquet(tmp_path / "a.parquet")
+    df.slice(400, 400).write_ndjson(tmp_path / "b.jsonl")
+    df.slice(800).write_csv(tmp_path / "c.csv")
+    assert not by_check(run(tmp_path), "schema.inconsistent")
+
+
+def test_a_jsonl_copy_of_tokenized_arrow_rows_is_no_inconsistency(tmp_path):
+    """Real mBERT-tokenized rows (``input_ids: list<int32>``, ``attention_mask``/``token_type_ids:
+    list<int8>``) as Arrow and as JSONL (``List(Int64)`` as read): one dataset."""
+    df = _real(MBERT_TEST)
+    assert df.schema["input_ids"] == pl.List(pl.Int32) and df.schema["attention_mask"] == pl.List(pl.Int8)
+    df.slice(0, 200).write_parquet(tmp_path / "a.parquet")
+    df.slice(200).write_ndjson(tmp_path / "b.jsonl")
+    assert not by_check(run(tmp_path), "schema.inconsistent")
+
+
+def test_two_typed_widths_and_a_kind_change_are_still_inconsistent(tmp_path):
+    """Widths two typed writers chose (parquet Int32 next to parquet Int64) and a JSONL column of
+    another kind (floats where the parquet column holds integers) stay differences."""
+    df = _real(SST2_VALIDATION)
+    df.slice(0, 300).write_parquet(tmp_path / "a.parquet")
+    df.slice(300, 300).write_parquet(tmp_path / "b.parquet")
+    df.slice(600).with_columns(pl.col("idx").cast(pl.Int64)).write_parquet(tmp_path / "c.parquet")
+    f = one(run(tmp_path), "schema.inconsistent")
+    assert f.shards == ("c.parquet",) and f.details["dtypes"] == {"idx": {"expected": "Int32", "actual": "Int64"}}
+    (tmp_path / "c.parquet").unlink()
+    df.slice(600).with_columns(pl.col("idx") + 0.5).write_ndjson(tmp_path / "c.jsonl")
+    f = one(run(tmp_path), "schema.inconsistent")
+    assert f.shards == ("c.jsonl",) and f.details["dtypes"] == {"idx": {"expected": "Int32", "actual": "Float64"}}
+
+
+IDENTITY = SHARED / "chat/llamafactory/identity.json"  # Alpaca rows, 91, "input" "" in every row
+
+
+def test_a_json_shard_whose_column_is_null_in_every_row_is_no_inconsistency(tmp_path):
+    """LLaMA-Factory's real identity.json (PROVENANCE.md: 91 Alpaca rows) split in two JSONL shards,
+    the second writing the empty ``input`` as ``null``: polars reads that column as ``Null`` there,
+    ``datasets`` casts it to the first file's string; no "mixed preprocessing" (it was an error:
+    ``dtypes input: Null (others String)``)."""
+    if not IDENTITY.is_file():
+        pytest.skip("shared chat data not present")
+    rows = json.loads(IDENTITY.read_text())
+    assert len(rows) == 91 and all(r["input"] == "" for r in rows)
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:45]))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({**r, "input": None}) + "\n" for r in rows[45:]))
+    assert pl.read_ndjson(tmp_path / "b.jsonl").schema["input"] == pl.Null
+    assert not by_check(run(tmp_path), "schema.inconsistent")
+
+
+def test_a_null_column_beside_a_real_difference_still_reports_the_difference(tmp_path):
+    """The null column takes the others' dtype; a column of another kind in the same shard is still
+    named."""
+    rows = [{"text": f"t{k}", "note": f"n{k}", "score": k} for k in range(20)]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:10]))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({**r, "note": None, "score": str(r["score"])}) + "\n"
+                                              for r in rows[10:]))
+    f = one(run(tmp_path), "schema.inconsistent")
+    assert f.shards == ("b.jsonl",) and f.details["dtypes"] == {"score": {"expected": "Int64", "actual": "String"}}

@@ -183,7 +183,7 @@ def test_an_unloadable_tokenizer_file_is_named_as_written(tmp_path):
     with pytest.raises(UsageError) as err:
         datacheck.audit(str(DATA), {"tokens": {"tokenizer": str(given)}})
     assert str(err.value) == (f"[tokens] tokenizer = {str(given)!r}: {folder} holds no tokenizer.json, vocab.json + "
-                              "merges.txt or vocab.txt, from which datacheck reads the tokenizer's vocabulary size and "
+                              "merges.txt (nor one PREFIX-vocab.json + PREFIX-merges.txt) or vocab.txt, from which datacheck reads the tokenizer's vocabulary size and "
                               "its pad/eos/bos ids; save the tokenizer there with tokenizer.save_pretrained(folder) "
                               "(it writes tokenizer.json)")
 

@@ -58,6 +58,55 @@ def test_a_file_of_the_folder_names_the_folder():
     assert tokenizer_facts(str(SMOLLM / "tokenizer_config.json"), "x") == tokenizer_facts(str(SMOLLM), "x")
 
 
+MEGATRON = SHARED / "realdata/megatron_gpt2_openwebtext"  # gpt2-tiny-vocab.json + gpt2-tiny-merges.txt (5,000 ids)
+
+
+def _vocab_bound(vocab_json: Path) -> int:
+    """One more than the largest id a GPT-2 style vocab.json maps a token to."""
+    return max(json.loads(vocab_json.read_text()).values()) + 1
+
+
+@pytest.mark.skipif(not MEGATRON.is_dir(), reason="shared Megatron data not present")
+@pytest.mark.parametrize("named", ["folder", "file"])
+def test_megatron_prefixed_vocab_and_merges_are_the_tokenizer(named):
+    """Megatron-LM's ``--vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt`` pair under a prefix
+    (the real ``gpt2-tiny-vocab.json`` + ``gpt2-tiny-merges.txt`` beside the .bin/.idx of
+    PROVENANCE.md section 4): named as its folder or as the vocab file, it is the tokenizer (it was
+    refused: "holds no tokenizer.json, vocab.json + merges.txt or vocab.txt")."""
+    vocab = MEGATRON / "gpt2-tiny-vocab.json"
+    bound = _vocab_bound(vocab)
+    assert bound == 5000  # PROVENANCE.md: gpt2-tiny (5,000), max id 4999 = the EOD token
+    path = MEGATRON if named == "folder" else vocab
+    assert tokenizer_facts(str(path), "m").vocab_size == bound
+
+
+def test_a_named_vocab_file_is_read_not_the_folders_first(tmp_path):
+    """A folder holding SmolLM's tokenizer.json and GPT-2's vocab.json + merges.txt: naming the
+    vocab.json reads GPT-2's vocabulary (as ``inspect --tokenizer FILE`` does), naming the folder
+    reads tokenizer.json (the folder rule's first); it read tokenizer.json for both."""
+    folder = _gpt2_copy(tmp_path / "both")
+    shutil.copy(SMOLLM / "tokenizer.json", folder / "tokenizer.json")
+    tj = json.loads((SMOLLM / "tokenizer.json").read_text())
+    smollm = max([*tj["model"]["vocab"].values(), *(t["id"] for t in tj["added_tokens"])]) + 1
+    gpt2 = _vocab_bound(GPT2 / "vocab.json")
+    assert smollm != gpt2
+    assert tokenizer_facts(str(folder / "vocab.json"), "v").vocab_size == gpt2
+    assert tokenizer_facts(str(folder), "f").vocab_size == smollm
+
+
+def test_two_prefixed_pairs_in_a_folder_name_no_tokenizer(tmp_path):
+    """Two ``PREFIX-vocab.json`` + ``PREFIX-merges.txt`` pairs: the folder does not say which one is
+    meant, so it is refused (naming the file chooses)."""
+    folder = tmp_path / "two"
+    folder.mkdir()
+    for prefix in ("a", "b"):
+        shutil.copy(GPT2 / "vocab.json", folder / f"{prefix}-vocab.json")
+        shutil.copy(GPT2 / "merges.txt", folder / f"{prefix}-merges.txt")
+    with pytest.raises(UsageError, match="nor one PREFIX-vocab.json"):
+        tokenizer_facts(str(folder), "two")
+    assert tokenizer_facts(str(folder / "b-vocab.json"), "b").vocab_size == _vocab_bound(GPT2 / "vocab.json")
+
+
 def test_bert_declares_a_pad_and_no_eos_or_bos():
     words = (MINILM / "vocab.txt").read_text(encoding="utf-8").splitlines()
     assert len(words) == 30522
@@ -124,7 +173,8 @@ def test_a_tokenizer_that_does_not_load_names_the_path_and_what_to_do(tmp_path, 
     msg = str(err.value)
     assert msg.startswith("[tokens] tokenizer = 'tok': ")
     want = {"missing": "no such file or folder; give tokenizer.json",
-            "no_tokenizer_file": f"{folder} holds no tokenizer.json, vocab.json + merges.txt or vocab.txt",
+            "no_tokenizer_file": f"{folder} holds no tokenizer.json, vocab.json + merges.txt (nor one "
+                                 "PREFIX-vocab.json + PREFIX-merges.txt) or vocab.txt",
             "bad_json": "cannot load tokenizer.json as a tokenizer: "}[broken]
     assert want in msg, msg
 
