@@ -21,7 +21,6 @@ object store are not read for it; nor is a card above the audited folder.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -47,11 +46,20 @@ __all__ = ["declared_features", "with_declared_classes"]
 LABEL_NAMES = ("label", "labels")
 
 
-def declared_features(shard: DiscoveredShard, info_cache: dict[Path, Any] | None = None) -> tuple[Any, str] | None:
+def declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None = None) -> tuple[Any, str] | None:
     """(the ``features`` object ``shard`` declares, where it was read) or None: a parquet shard's
     ``huggingface`` schema metadata (its footer only), an arrow shard's folder's ``dataset_info.json``.
     A shard in an object store, of another format, or whose metadata cannot be read gives None
     (the shard's own checks report an unreadable file)."""
+    if info_cache is not None:
+        key = ("shard", shard.rel)
+        if key not in info_cache:
+            info_cache[key] = _declared_features(shard, info_cache)
+        return info_cache[key]
+    return _declared_features(shard, None)
+
+
+def _declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None) -> tuple[Any, str] | None:
     if shard.url is not None:
         return None
     if shard.format == "parquet":
@@ -76,6 +84,17 @@ def declared_features(shard: DiscoveredShard, info_cache: dict[Path, Any] | None
 
 
 def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
+    """``cfg`` with the classes the data declares: ``[labels] classes`` from the label column's
+    ``ClassLabel`` (or the token labels' ``Sequence(ClassLabel)``, :func:`_with_label_classes`), and
+    ``[labels] tag_classes`` from every token tag column declared as ``Sequence(ClassLabel)``
+    (:func:`_with_tag_columns`: CoNLL-2003's ``pos_tags``, ``chunk_tags`` and ``ner_tags``, each
+    bounding its own column). The one entry point of the audit, ``inspect``, ``clean``, ``trace``
+    and :class:`datacheck.torch.BatchGuard`."""
+    info_cache: dict[Any, Any] = {}
+    return _with_tag_columns(_with_label_classes(cfg, disc, info_cache), disc, info_cache)
+
+
+def _with_label_classes(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) -> Config:
     """``cfg`` with ``[labels] classes`` = the names the shards' ``ClassLabel`` declaration of the
     label column gives (their count the class count), when ``[labels]`` sets neither ``num_classes`` nor
     ``classes`` (:meth:`Config.with_declared_classes`: the config's value wins, a different count is
@@ -87,7 +106,6 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
     When nothing declares a ``ClassLabel`` for the (scalar) label column, the token tags' declaration
     is taken instead (:func:`_with_declared_tags`); ``cfg`` unchanged when there is none either."""
     columns = (cfg.columns.label,) if cfg.columns.label is not None else LABEL_NAMES
-    info_cache: dict[Path, Any] = {}
     found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
     for shard in disc.shards:
         got = declared_features(shard, info_cache)
@@ -166,7 +184,7 @@ def _declared_tags(cfg: Config, feats: Any) -> tuple[str, tuple[str, ...], str] 
     return (col, tagged[0][1], tagged[0][0]) if len(tagged) == 1 else None
 
 
-def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Path, Any]) -> Config:
+def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) -> Config:
     """``cfg`` with ``[labels] classes`` = the tag names a token classification dataset declares for
     its token labels as ``Sequence(ClassLabel(names=[...]))`` (CoNLL-2003's ``ner_tags``), under the
     rules of :func:`with_declared_classes` (the config's value wins; the shards and the card must
@@ -208,3 +226,66 @@ def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Path, Any
                 "taken from them; set [labels] num_classes (or classes) to the model's tag count")
         return cfg.with_declared_classes(col, None, how, note=note)
     return cfg.with_declared_classes(col, names, how)
+
+
+def _tag_columns(feats: Any) -> dict[str, tuple[str, ...]]:
+    """Every column of one shard's (or one card config's) features declared as
+    ``Sequence(ClassLabel(names))``: column -> names."""
+    if not isinstance(feats, dict):
+        return {}
+    return {c: n for c in feats if isinstance(c, str) and (n := tag_label_names(feats, c)) is not None}
+
+
+def _with_tag_columns(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]) -> Config:
+    """``cfg`` with ``[labels] tag_classes`` filled with the names of every token tag column the
+    shards (and the card at the audited root) declare as ``Sequence(ClassLabel(names=[...]))``, for
+    the columns the config does not give (:meth:`Config.with_declared_tag_classes`). A CoNLL-2003
+    split declares three: ``pos_tags`` (47 names), ``chunk_tags`` (23), ``ner_tags`` (9); each
+    bounds its own column's ids (``labels.out_of_range``) and names its classes never seen
+    (``labels.unseen_class``), whichever column the token ``labels`` role is. Every declaration of a
+    column must give the same names; when two differ the column is left out and a note says so.
+    With a ``labels`` column beside two or more declared tag columns, which one it was aligned from
+    is unknown: a note says ``[labels] classes`` was not taken."""
+    found: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+
+    def add(decl: dict[str, tuple[str, ...]], where: str) -> None:
+        for col, names in decl.items():
+            seen = found.setdefault(col, [])
+            if not any(n == names for n, _ in seen):
+                seen.append((names, where))
+
+    card = readme_features(disc.root / README_NAME) if disc.url_root is None else None
+    for _, feats in card or []:
+        add(_tag_columns(feats), f"{README_NAME} (its dataset_info features)")
+    for shard in disc.shards:
+        got = declared_features(shard, info_cache)
+        if got is not None:
+            add(_tag_columns(got[0]), got[1])
+    declared: dict[str, tuple[tuple[str, ...], str]] = {}
+    notes: list[str] = []
+    for col, decl in found.items():
+        if len(decl) == 1:
+            declared[col] = decl[0]
+            continue
+        (a, wa), (b, wb) = decl[0], decl[1]
+        notes.append(f"the data declares {col!r} as Sequence(ClassLabel) with different names ({wa}: {len(a)} "
+                     f"{list(a[:5])}, {wb}: {len(b)} {list(b[:5])}): no tag names were taken for it; set "
+                     f"[labels] tag_classes.{col}")
+    if (cfg.labels.classes is None and cfg.labels.num_classes is None and cfg.columns.labels is None
+            and "labels" not in declared and sum(1 for c in TAG_NAMES if c in declared) >= 2
+            and any("labels" in feats for feats in _all_features(disc, info_cache))):
+        notes.append("a 'labels' column beside " + ", ".join(repr(c) for c in TAG_NAMES if c in declared)
+                     + " declared as Sequence(ClassLabel): which one its tags were aligned from is unknown, so "
+                     "'labels' is not bounded by tag names; each tag column is bounded by its own. Set [labels] "
+                     "classes (or num_classes) to the head's tag set to bound 'labels'")
+    return cfg.with_declared_tag_classes(declared, notes)
+
+
+def _all_features(disc: Discovery, info_cache: dict[Any, Any]) -> list[dict[str, Any]]:
+    """The declared features of every shard that has some (cached reads: :func:`declared_features`)."""
+    out = []
+    for shard in disc.shards:
+        got = declared_features(shard, info_cache)
+        if got is not None and isinstance(got[0], dict):
+            out.append(got[0])
+    return out
