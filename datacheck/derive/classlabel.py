@@ -15,27 +15,34 @@ declares none, a token classification dataset's tags declared as ``Sequence(Clas
 (CoNLL-2003's ``ner_tags``) give the classes instead: they bound the tag ids of a
 ``token_classification`` shard (:func:`_with_declared_tags`).
 
-Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too): the parquet
-footer of each parquet shard, the ``dataset_info.json`` of each arrow shard's folder. Shards in an
-object store are not read for it; nor is a card above the audited folder.
+Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too), ``inspect``,
+``clean``, ``trace`` and :class:`datacheck.torch.BatchGuard` (``data=``): the parquet footer of each
+parquet shard, the ``dataset_info.json`` of each arrow shard's folder, else (a bare ``.arrow`` file)
+the arrow file's own schema metadata; shards in an object store alike, through fsspec (the footer,
+the ``dataset_info.json`` object beside them). A card above the audited folder, or a card of a
+dataset in an object store, is not read.
 """
 from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datacheck.io.discover import DiscoveredShard, Discovery
 from datacheck.io.hfmeta import (
     INFO_NAME,
+    MAX_FEATURES_BYTES,
     README_NAME,
     class_label_names,
+    features_of_info_json,
     features_of_schema_metadata,
     is_list_feature,
     read_info_features,
     readme_features,
     tag_label_names,
 )
+from datacheck.io.stores import filesystem
 from datacheck.model.config import Config
 from datacheck.model.roles import TAG_NAMES
 
@@ -60,27 +67,67 @@ def declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None 
 
 
 def _declared_features(shard: DiscoveredShard, info_cache: dict[Any, Any] | None) -> tuple[Any, str] | None:
-    if shard.url is not None:
-        return None
-    if shard.format == "parquet":
-        try:
-            meta = pq.read_schema(shard.path).metadata
-        except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+    """:func:`declared_features` of one shard, local or in an object store (the same bytes read through
+    fsspec: a parquet footer, a ``dataset_info.json`` object beside an arrow shard, an arrow file's
+    schema); None when nothing is declared or the bytes cannot be read."""
+    try:
+        if shard.format == "parquet":
+            meta = _with_source(shard, lambda f: pq.read_schema(f).metadata)
+            feats = features_of_schema_metadata(meta)
+            return (feats, f"{shard.rel} (its huggingface schema metadata)") if feats is not None else None
+        if shard.format != "arrow":
             return None
-        feats = features_of_schema_metadata(meta)
-        return (feats, f"{shard.rel} (its huggingface schema metadata)") if feats is not None else None
-    if shard.format == "arrow":
-        folder = shard.path.parent
-        if info_cache is not None and folder in info_cache:
-            feats = info_cache[folder]
+        folder: Any = shard.url.rpartition("/")[0] if shard.url is not None else shard.path.parent
+        if info_cache is not None and ("info", folder) in info_cache:
+            feats = info_cache[("info", folder)]
         else:
-            feats = read_info_features(folder)
+            feats = _store_info_features(folder) if shard.url is not None else read_info_features(folder)
             if info_cache is not None:
-                info_cache[folder] = feats
-        rel_folder = shard.rel.rpartition("/")[0]
-        where = f"{rel_folder}/{INFO_NAME}" if rel_folder else INFO_NAME
-        return (feats, where) if feats is not None else None
-    return None
+                info_cache[("info", folder)] = feats
+        if feats is not None:
+            rel_folder = shard.rel.rpartition("/")[0]
+            return feats, (f"{rel_folder}/{INFO_NAME}" if rel_folder else INFO_NAME)
+        # a bare .arrow file (no save_to_disk split around it): datasets writes the features into
+        # every arrow file's schema metadata too (Dataset.from_dict(...)._data, its cache files)
+        feats = features_of_schema_metadata(_with_source(shard, _arrow_schema_metadata))
+        return (feats, f"{shard.rel} (its huggingface schema metadata)") if feats is not None else None
+    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError; the shard's own read reports it
+        return None
+
+
+def _with_source(shard: DiscoveredShard, read: Any) -> Any:
+    """``read(f)`` on the shard's bytes opened as a binary file: the local file, or the object of a
+    shard in a store through its fsspec filesystem (:func:`datacheck.io.stores.filesystem`)."""
+    if shard.url is None:
+        with open(shard.path, "rb") as f:
+            return read(f)
+    fs, path = filesystem(shard.url)
+    with fs.open(path, "rb") as f:
+        return read(f)
+
+
+def _arrow_schema_metadata(f: Any) -> Any:
+    """The schema metadata of an Arrow IPC file (or, that failing, an IPC stream: ``save_to_disk``'s
+    form) read from the binary file ``f``: the schema message only, no record batch."""
+    try:
+        return pa.ipc.open_file(f).schema.metadata
+    except (OSError, ValueError):
+        f.seek(0)
+        return pa.ipc.open_stream(f).schema.metadata
+
+
+def _store_info_features(folder_url: str) -> Any:
+    """The ``features`` of the ``dataset_info.json`` object in the store folder ``folder_url`` (a
+    ``save_to_disk`` split uploaded as it is), or None: absent, larger than
+    :data:`~datacheck.io.hfmeta.MAX_FEATURES_BYTES`, or not that JSON."""
+    fs, path = filesystem(f"{folder_url}/{INFO_NAME}")
+    try:
+        if fs.size(path) > MAX_FEATURES_BYTES:
+            return None
+        raw = fs.cat_file(path)
+    except (OSError, ValueError):
+        return None
+    return features_of_info_json(raw)
 
 
 def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
