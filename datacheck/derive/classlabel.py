@@ -272,7 +272,7 @@ def _with_declared_tags(cfg: Config, disc: Discovery, info_cache: dict[Any, Any]
                 f"{list(names[:5])}, {other[2]}: {len(other[1])} {list(other[1][:5])}): no [labels] classes were "
                 "taken from them; set [labels] num_classes (or classes) to the model's tag count")
         return cfg.with_declared_classes(col, None, how, note=note)
-    return cfg.with_declared_classes(col, names, how)
+    return cfg.with_declared_classes(col, names, how, tags=True)
 
 
 def _tag_columns(feats: Any) -> dict[str, tuple[str, ...]]:

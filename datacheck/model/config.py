@@ -648,6 +648,9 @@ class Config(_Section):
     #: the ``[labels]`` facts :meth:`with_declared_classes` took from the data's declared features, or
     #: the note of a declaration it did not take (None: none). Not a key: a filled value is in ``labels``.
     _from_data: dict[str, Any] | None = PrivateAttr(default=None)
+    #: whether :meth:`with_declared_classes` filled ``[labels] classes`` from token tags (a
+    #: ``Sequence(ClassLabel)``): the data is token classification, its token labels are tag ids
+    _classes_of_tags: bool = PrivateAttr(default=False)
     #: where ``[dataset] schema`` was given when not in the config file: ``"--schema"`` (:meth:`with_schema`)
     _schema_flag: str | None = PrivateAttr(default=None)
 
@@ -706,8 +709,15 @@ class Config(_Section):
         ``label_facts``."""
         return self._from_data
 
+    @property
+    def classes_of_tags(self) -> bool:
+        """True when ``[labels] classes`` holds the tag names a token tag column declares as
+        ``Sequence(ClassLabel)`` (:meth:`with_declared_classes` with ``tags=True``): the data's token
+        labels are tag ids (token classification)."""
+        return self._classes_of_tags
+
     def with_declared_classes(self, column: str, names: tuple[str, ...] | None, source: str,
-                              note: str | None = None) -> Config:
+                              note: str | None = None, tags: bool = False) -> Config:
         """This config with ``[labels] classes = names`` (so ``len(names)`` classes) when ``[labels]``
         gives neither ``num_classes`` nor ``classes``: the classes a Hugging Face ``ClassLabel(names=[...])``
         declaration of the label ``column`` states (``source``: the shard and the metadata it was read
@@ -719,7 +729,8 @@ class Config(_Section):
         carries a ``note`` naming both numbers (rows past the config's count are still
         ``labels.out_of_range``, declared classes no row has still ``labels.unseen_class``).
         ``names`` None: the shards declared no one set of names; ``note`` says why, nothing is filled.
-        Which fact was filled, or why not, is kept (:attr:`label_facts`)."""
+        Which fact was filled, or why not, is kept (:attr:`label_facts`); ``tags``: the names are a
+        token tag column's (:attr:`classes_of_tags`)."""
         if names is None:
             out = self.model_copy()
             out._from_data = {"column": column, "source": source, "filled": False, "note": note or ""}
@@ -731,6 +742,7 @@ class Config(_Section):
                                  "source": source, "filled": given is None}
         if given is None:
             out = self.model_copy(update={"labels": lab.model_copy(update={"classes": list(names)})})
+            out._classes_of_tags = tags
         else:
             out = self.model_copy()
             if given != k:
@@ -783,6 +795,19 @@ class Config(_Section):
         if not tc or column == labels_role or column not in tc:
             return None
         return tuple(tc[column])
+
+    def class_label_bound(self) -> int | None:
+        """The exclusive bound of class label (scalar) values as integer class indices: ``[labels]
+        num_classes``, else the number of ``classes`` when they are names (Hugging Face ``ClassLabel``:
+        an integer label indexes into them); None when unset or the classes are values (a label must
+        then be one of them). The audit's ``labels.out_of_range`` and :class:`datacheck.torch.BatchGuard`
+        both use it."""
+        lab = self.labels
+        if lab.num_classes is not None:
+            return lab.num_classes
+        if lab.classes and any(isinstance(x, str) for x in lab.classes):
+            return len(lab.classes)
+        return None
 
     def token_label_bound(self, layout: str | None) -> tuple[int | None, str]:
         """(the exclusive bound of token label values, the fact it comes from) for rows of ``layout``:

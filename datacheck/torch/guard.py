@@ -8,8 +8,11 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
   largest binary16 number, IEEE 754), with ``"bf16"`` above 3.3895e38;
 - ``tokens.out_of_vocab``: an ``input_ids`` value outside ``[0, vocab_size)``;
 - ``labels.out_of_range``: a label outside ``[0, vocab_size)`` (token labels, 2-D; with ``[dataset]
-  layout`` or ``schema`` = ``"token_classification"``, NER/POS tags: ``[0, num_classes)``) or
-  ``[0, num_classes)`` (class labels, 1-D) that is not ``ignore_index``;
+  layout`` or ``schema`` = ``"token_classification"``, or ``data`` whose token tags declare their
+  names, NER/POS tags: ``[0, num_classes)`` or ``[0, len(classes))``) or ``[0, num_classes)`` (class
+  labels, 1-D; ``[0, len(classes))`` when ``classes`` are names, as a ``ClassLabel`` indexes them; one
+  of ``classes`` when they are values) that is not ``ignore_index``; a tensor named as a token tag
+  column of ``[labels] tag_classes`` (CoNLL's ``pos_tags``, ``chunk_tags``) outside ``[0, len(names))``;
 - ``labels.unexpected_sentinel``: a negative label that is not ``ignore_index`` (reported only here);
 - ``mask.non_binary``: an ``attention_mask`` value other than 0 or 1; ``empty.all_padding``: a mask
   row of all zeros;
@@ -18,7 +21,10 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
 - ``length.mismatch``: ``input_ids``, ``attention_mask`` and ``labels`` differ in shape.
 
 Facts that are unset (no ``vocab_size``, nor a ``[tokens] tokenizer`` that gives it) leave their check
-out, as the audit does; the tokenizer's facts fill what ``[tokens]`` leaves unset. Every check is
+out, as the audit does; the tokenizer's facts fill what ``[tokens]`` leaves unset, and with ``data``
+(the training data's path, as given to ``datacheck audit``) the classes its Hugging Face features
+declare fill ``[labels] classes`` and ``tag_classes`` as the audit's
+(:func:`datacheck.derive.classlabel.with_declared_classes`). Every check is
 a vectorized tensor reduction; the results are combined so the batch costs one host sync.
 
 A failing batch is named by its place in the sampler's order, never by a count local to one process:
@@ -47,9 +53,11 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
+from datacheck.derive.classlabel import with_declared_classes
 from datacheck.derive.tokenizer import with_tokenizer_facts
+from datacheck.formats.discovery import discover
 from datacheck.io.outputs import write_atomic
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import BatchValidationError, UsageError
@@ -65,20 +73,27 @@ FP16_MAX = 65504.0
 BF16_MAX = 3.3895313892515355e38
 
 
-def _facts(facts: Config | Mapping[str, Any] | str | Path | None) -> Config:
+def _facts(facts: Config | Mapping[str, Any] | str | Path | None,
+           data: str | Path | Sequence[str | Path] | None = None) -> Config:
     """The guard's facts as a :class:`Config`, with those of its ``[tokens] tokenizer`` filled where
     ``[tokens]`` leaves them unset (the vocabulary size, pad/eos/bos ids), as the audit takes them
     (:func:`datacheck.derive.tokenizer.with_tokenizer_facts`): a guard given only the tokenizer checks
-    ``tokens.out_of_vocab`` against its vocabulary instead of leaving the check out."""
+    ``tokens.out_of_vocab`` against its vocabulary instead of leaving the check out; with ``data``, the
+    classes the data declares (:func:`datacheck.derive.classlabel.with_declared_classes`: the same
+    ``[labels] classes`` and ``tag_classes`` the audit of ``data`` takes)."""
     if facts is None:
-        return Config()
-    if isinstance(facts, Config):
+        cfg = Config()
+    elif isinstance(facts, Config):
         cfg = facts
     elif isinstance(facts, Mapping):
         cfg = config_from_dict(dict(facts))
     else:
         cfg = load_config(facts)
-    return with_tokenizer_facts(cfg)
+    cfg = with_tokenizer_facts(cfg)
+    if data is not None:
+        paths = [str(data)] if isinstance(data, (str, Path)) else [str(p) for p in data]
+        cfg = with_declared_classes(cfg, discover(paths, cfg.dataset.format))
+    return cfg
 
 
 class BatchGuard:
@@ -93,6 +108,10 @@ class BatchGuard:
         dump_dir: folder for the failing batches (names in the module docstring); None: nothing saved.
         rank: the data-parallel rank (in dump names and messages); None: ``torch.distributed``'s rank
             when a process group is initialized when the guard is built, else ``$RANK``, else 0.
+        data: the training data's path (or paths), as given to ``datacheck audit``: the classes its
+            Hugging Face features declare (``ClassLabel``, ``Sequence(ClassLabel)`` tags) fill
+            ``[labels]`` where ``facts`` leaves it unset, as the audit's; token tags declared so make
+            2-D labels tag ids when ``facts`` names no layout. Read once, when the guard is built.
 
     Attributes:
         batches: batches checked so far (in this process); ``failed``: how many failed.
@@ -101,21 +120,25 @@ class BatchGuard:
             epoch, rank, position, or None), ``worker``, ``checks`` (check ID -> rows), ``dump``.
 
     Raises:
-        UsageError: a bad ``on_error``; ConfigError: bad facts; OptionalDependencyError: no torch.
+        UsageError: a bad ``on_error``, or ``data`` where no shard is found; ConfigError: bad facts;
+            OptionalDependencyError: no torch.
     """
 
     def __init__(self, collate_fn: Callable[[list[Any]], Any] | None = None,
                  facts: Config | Mapping[str, Any] | str | Path | None = None, on_error: str = "raise",
-                 dump_dir: str | Path | None = None, rank: int | None = None):
+                 dump_dir: str | Path | None = None, rank: int | None = None,
+                 data: str | Path | Sequence[str | Path] | None = None):
         if on_error not in ("raise", "warn", "skip"):
             raise UsageError(f"on_error must be 'raise', 'warn' or 'skip', got {on_error!r}")
         self.torch = require_torch("datacheck.torch.BatchGuard")
         self.collate_fn = collate_fn or self.torch.utils.data.default_collate
-        self.cfg = _facts(facts)
+        self.cfg = _facts(facts, data)
         given = layout_of(self.cfg.dataset.layout, self.cfg.dataset.schema_)
         #: the rows' layout the facts name (``[dataset] layout``, or a built-in ``[dataset] schema``),
-        #: or None: a batch has no rows to recognize it from; it decides what bounds 2-D labels
-        self.layout: str | None = given.name if given is not None else None
+        #: else ``token_classification`` when ``data`` declares its token tags' names, or None: a batch
+        #: has no rows to recognize it from; it decides what bounds 2-D labels
+        self.layout: str | None = (given.name if given is not None
+                                   else "token_classification" if self.cfg.classes_of_tags else None)
         self.on_error = on_error
         self.dump_dir = Path(dump_dir) if dump_dir is not None else None
         cols = self.cfg.columns
@@ -207,15 +230,26 @@ class BatchGuard:
             add("tokens.out_of_vocab", ((r < 0) | (r >= tok.vocab_size)).any(1))
         if labels is not None and not labels.is_floating_point():
             r = rows(labels)
-            top = self.cfg.token_label_bound(self.layout)[0] if labels.dim() >= 2 else lab.num_classes
+            top = self.cfg.token_label_bound(self.layout)[0] if labels.dim() >= 2 else self.cfg.class_label_bound()
             ignored = (r == ign) if ign is not None else torch.zeros_like(r, dtype=torch.bool)
             add("labels.unexpected_sentinel", ((r < 0) & ~ignored).any(1))
             if top is not None:
-                add("labels.out_of_range", (r >= top).any(1))
+                add("labels.out_of_range", ((r >= top) & ~ignored).any(1))
+            elif labels.dim() == 1 and lab.classes is not None:  # the classes are the label values themselves
+                values = torch.tensor([int(v) for v in lab.classes], device=r.device, dtype=r.dtype)
+                add("labels.out_of_range", (~torch.isin(r, values) & (r >= 0) & ~ignored).any(1))
             if labels.dim() >= 2:
                 sup = (~ignored).sum(1)
                 add("empty.no_supervised_tokens", sup == 0)
                 add("batch.no_supervised_tokens", (sup.sum() == 0).expand(b))
+        for key, tag_names in sorted((lab.tag_classes or {}).items()):  # each token tag column by its own names
+            t = tensors.get(key)
+            if key == self.labels_key or t is None or t.is_floating_point() or t.dim() < 1 or t.shape[0] != b:
+                continue
+            r = rows(t)
+            ignored = (r == ign) if ign is not None else torch.zeros_like(r, dtype=torch.bool)
+            add("labels.unexpected_sentinel", ((r < 0) & ~ignored).any(1))
+            add("labels.out_of_range", ((r >= len(tag_names)) & ~ignored).any(1))
         if mask is not None and not mask.is_floating_point():
             r = rows(mask)
             add("mask.non_binary", ((r != 0) & (r != 1)).any(1))

@@ -32,6 +32,7 @@ import polars as pl
 
 from datacheck.checks.batch import tokens_expr
 from datacheck.checks.registry import RowsKey
+from datacheck.derive.classlabel import with_declared_classes
 from datacheck.derive.read import CheckInput, open_for_checks
 from datacheck.derive.tokenizer import with_tokenizer_facts
 from datacheck.engine.shard import audit_frame
@@ -233,9 +234,14 @@ class DatasetIndex:
                 data has splits and none is ``train`` (:func:`datacheck.execute.plan.select_split`);
                 ``[tokens] tokenizer`` cannot be loaded (its facts fill the ``[tokens]`` keys the
                 config leaves unset, as the audit's: :func:`datacheck.derive.tokenizer.with_tokenizer_facts`).
+                The classes the data declares fill ``[labels] classes`` / ``tag_classes`` as the audit's do
+                (:func:`datacheck.derive.classlabel.with_declared_classes`).
         """
         cfg = with_tokenizer_facts(cfg)
         disc = discover(paths, cfg.dataset.format)
+        # the classes the data declares (ClassLabel, Sequence(ClassLabel) tags), as the audit takes them:
+        # a step's rows are judged against the same [labels] classes and tag_classes
+        cfg = with_declared_classes(cfg, disc)
         chosen, split, where = select_split(disc, cfg, None)
         hashes = {ds.rel: (hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None
                            else hash_file(ds.path)[0]) for ds in disc.shards}
