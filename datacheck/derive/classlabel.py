@@ -16,7 +16,7 @@ declares none, a token classification dataset's tags declared as ``Sequence(Clas
 ``token_classification`` shard (:func:`_with_declared_tags`).
 
 Read before any shard is (:func:`with_declared_classes`), by ``audit`` (a part too), ``inspect``,
-``clean``, ``trace`` and :class:`datacheck.torch.BatchGuard` (``data=``): the parquet footer of each
+``clean``, ``trace`` and ``datacheck.data_config`` (a :class:`datacheck.torch.BatchGuard`'s facts): the parquet footer of each
 parquet shard, the ``dataset_info.json`` of each arrow shard's folder, else (a bare ``.arrow`` file)
 the arrow file's own schema metadata; shards in an object store alike, through fsspec (the footer,
 the ``dataset_info.json`` object beside them). A card above the audited folder, or a card of a
@@ -136,7 +136,7 @@ def with_declared_classes(cfg: Config, disc: Discovery) -> Config:
     ``[labels] tag_classes`` from every token tag column declared as ``Sequence(ClassLabel)``
     (:func:`_with_tag_columns`: CoNLL-2003's ``pos_tags``, ``chunk_tags`` and ``ner_tags``, each
     bounding its own column). The one entry point of the audit, ``inspect``, ``clean``, ``trace``
-    and :class:`datacheck.torch.BatchGuard`."""
+    and ``datacheck.data_config`` (the facts of a :class:`datacheck.torch.BatchGuard`)."""
     info_cache: dict[Any, Any] = {}
     return _with_tag_columns(_with_label_classes(cfg, disc, info_cache), disc, info_cache)
 

@@ -8,8 +8,8 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
   largest binary16 number, IEEE 754), with ``"bf16"`` above 3.3895e38;
 - ``tokens.out_of_vocab``: an ``input_ids`` value outside ``[0, vocab_size)``;
 - ``labels.out_of_range``: a label outside ``[0, vocab_size)`` (token labels, 2-D; with ``[dataset]
-  layout`` or ``schema`` = ``"token_classification"``, or ``data`` whose token tags declare their
-  names, NER/POS tags: ``[0, num_classes)`` or ``[0, len(classes))``) or ``[0, num_classes)`` (class
+  layout`` or ``schema`` = ``"token_classification"``, or facts whose ``classes`` are the names the
+  data's token tags declare, NER/POS tags: ``[0, num_classes)`` or ``[0, len(classes))``) or ``[0, num_classes)`` (class
   labels, 1-D; ``[0, len(classes))`` when ``classes`` are names, as a ``ClassLabel`` indexes them; one
   of ``classes`` when they are values) that is not ``ignore_index``; a tensor named as a token tag
   column of ``[labels] tag_classes`` (CoNLL's ``pos_tags``, ``chunk_tags``) outside ``[0, len(names))``;
@@ -21,10 +21,10 @@ Wraps a collate function. After collation the batch (a mapping of tensors, e.g. 
 - ``length.mismatch``: ``input_ids``, ``attention_mask`` and ``labels`` differ in shape.
 
 Facts that are unset (no ``vocab_size``, nor a ``[tokens] tokenizer`` that gives it) leave their check
-out, as the audit does; the tokenizer's facts fill what ``[tokens]`` leaves unset, and with ``data``
-(the training data's path, as given to ``datacheck audit``) the classes its Hugging Face features
-declare fill ``[labels] classes`` and ``tag_classes`` as the audit's
-(:func:`datacheck.derive.classlabel.with_declared_classes`). Every check is
+out, as the audit does; the tokenizer's facts fill what ``[tokens]`` leaves unset. The classes the
+data's Hugging Face features declare come with ``facts=datacheck.data_config("data/train")`` (the
+config the audit of that data runs under: ``[labels] classes`` and ``tag_classes`` filled from its
+``ClassLabel`` / ``Sequence(ClassLabel)`` declarations). Every check is
 a vectorized tensor reduction; the results are combined so the batch costs one host sync.
 
 A failing batch is named by its place in the sampler's order, never by a count local to one process:
@@ -53,11 +53,9 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
-from datacheck.derive.classlabel import with_declared_classes
 from datacheck.derive.tokenizer import with_tokenizer_facts
-from datacheck.formats.discovery import discover
 from datacheck.io.outputs import write_atomic
 from datacheck.model.config import Config, config_from_dict, load_config
 from datacheck.model.errors import BatchValidationError, UsageError
@@ -73,14 +71,11 @@ FP16_MAX = 65504.0
 BF16_MAX = 3.3895313892515355e38
 
 
-def _facts(facts: Config | Mapping[str, Any] | str | Path | None,
-           data: str | Path | Sequence[str | Path] | None = None) -> Config:
+def _facts(facts: Config | Mapping[str, Any] | str | Path | None) -> Config:
     """The guard's facts as a :class:`Config`, with those of its ``[tokens] tokenizer`` filled where
     ``[tokens]`` leaves them unset (the vocabulary size, pad/eos/bos ids), as the audit takes them
     (:func:`datacheck.derive.tokenizer.with_tokenizer_facts`): a guard given only the tokenizer checks
-    ``tokens.out_of_vocab`` against its vocabulary instead of leaving the check out; with ``data``, the
-    classes the data declares (:func:`datacheck.derive.classlabel.with_declared_classes`: the same
-    ``[labels] classes`` and ``tag_classes`` the audit of ``data`` takes)."""
+    ``tokens.out_of_vocab`` against its vocabulary instead of leaving the check out."""
     if facts is None:
         cfg = Config()
     elif isinstance(facts, Config):
@@ -89,11 +84,7 @@ def _facts(facts: Config | Mapping[str, Any] | str | Path | None,
         cfg = config_from_dict(dict(facts))
     else:
         cfg = load_config(facts)
-    cfg = with_tokenizer_facts(cfg)
-    if data is not None:
-        paths = [str(data)] if isinstance(data, (str, Path)) else [str(p) for p in data]
-        cfg = with_declared_classes(cfg, discover(paths, cfg.dataset.format))
-    return cfg
+    return with_tokenizer_facts(cfg)
 
 
 class BatchGuard:
@@ -102,16 +93,13 @@ class BatchGuard:
     Args:
         collate_fn: the collate function to wrap (e.g. a ``DataCollatorForLanguageModeling``); None:
             torch's ``default_collate``.
-        facts: a :class:`~datacheck.model.config.Config`, a ``datacheck.toml`` path, or a dict in its
-            layout (``{"tokens": {"vocab_size": 50257}, "labels": {"ignore_index": -100}}``).
+        facts: a :class:`~datacheck.model.config.Config` (``datacheck.data_config(path)``: with the classes
+            the data declares, as the audit takes them; token tags declared so make 2-D labels tag ids
+            when no layout is named), a ``datacheck.toml`` path, or a dict in its layout (``{"tokens": {"vocab_size": 50257}, "labels": {"ignore_index": -100}}``).
         on_error: ``"raise"`` | ``"warn"`` | ``"skip"``.
         dump_dir: folder for the failing batches (names in the module docstring); None: nothing saved.
         rank: the data-parallel rank (in dump names and messages); None: ``torch.distributed``'s rank
             when a process group is initialized when the guard is built, else ``$RANK``, else 0.
-        data: the training data's path (or paths), as given to ``datacheck audit``: the classes its
-            Hugging Face features declare (``ClassLabel``, ``Sequence(ClassLabel)`` tags) fill
-            ``[labels]`` where ``facts`` leaves it unset, as the audit's; token tags declared so make
-            2-D labels tag ids when ``facts`` names no layout. Read once, when the guard is built.
 
     Attributes:
         batches: batches checked so far (in this process); ``failed``: how many failed.
@@ -120,22 +108,21 @@ class BatchGuard:
             epoch, rank, position, or None), ``worker``, ``checks`` (check ID -> rows), ``dump``.
 
     Raises:
-        UsageError: a bad ``on_error``, or ``data`` where no shard is found; ConfigError: bad facts;
-            OptionalDependencyError: no torch.
+        UsageError: a bad ``on_error``; ConfigError: bad facts; OptionalDependencyError: no torch.
     """
 
     def __init__(self, collate_fn: Callable[[list[Any]], Any] | None = None,
                  facts: Config | Mapping[str, Any] | str | Path | None = None, on_error: str = "raise",
-                 dump_dir: str | Path | None = None, rank: int | None = None,
-                 data: str | Path | Sequence[str | Path] | None = None):
+                 dump_dir: str | Path | None = None, rank: int | None = None):
         if on_error not in ("raise", "warn", "skip"):
             raise UsageError(f"on_error must be 'raise', 'warn' or 'skip', got {on_error!r}")
         self.torch = require_torch("datacheck.torch.BatchGuard")
         self.collate_fn = collate_fn or self.torch.utils.data.default_collate
-        self.cfg = _facts(facts, data)
+        self.cfg = _facts(facts)
         given = layout_of(self.cfg.dataset.layout, self.cfg.dataset.schema_)
         #: the rows' layout the facts name (``[dataset] layout``, or a built-in ``[dataset] schema``),
-        #: else ``token_classification`` when ``data`` declares its token tags' names, or None: a batch
+        #: else ``token_classification`` when the facts' classes are the data's token tag names
+        #: (:attr:`~datacheck.model.config.Config.classes_of_tags`), or None: a batch
         #: has no rows to recognize it from; it decides what bounds 2-D labels
         self.layout: str | None = (given.name if given is not None
                                    else "token_classification" if self.cfg.classes_of_tags else None)

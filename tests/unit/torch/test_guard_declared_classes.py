@@ -1,5 +1,5 @@
 """BatchGuard takes the classes the audit takes: ``[labels] classes`` (names: a ClassLabel's indices,
-bounded by their count; values: one of them), and with ``data=`` the ``ClassLabel`` /
+bounded by their count; values: one of them), and with ``facts=datacheck.data_config(path)`` the ``ClassLabel`` /
 ``Sequence(ClassLabel)`` names the data's Hugging Face features declare, each token tag column
 (``[labels] tag_classes``) bounded by its own names. The data is ``datasets``' own parquet output;
 expected bounds are read from its metadata with json."""
@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 hf = pytest.importorskip("datasets")
 import pyarrow.parquet as pq  # noqa: E402
 
+import datacheck  # noqa: E402
 from datacheck.torch import BatchGuard, BatchValidationError  # noqa: E402
 
 NER = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
@@ -48,8 +49,8 @@ def test_class_values_must_be_one_of_them():
 
 
 def test_data_class_label_names_bound_the_labels(tmp_path):
-    """data= a parquet declaring label as ClassLabel(3 names): the guard bounds labels by 3 as the
-    audit does; without data= nothing bounds them."""
+    """data_config of a parquet declaring label as ClassLabel(3 names): the guard bounds labels by 3 as the
+    audit does; without them nothing bounds them."""
     path = tmp_path / "train.parquet"
     hf.Dataset.from_dict({"text": ["a", "b"], "label": [0, 2]},
                          features=hf.Features({"text": hf.Value("string"),
@@ -58,7 +59,7 @@ def test_data_class_label_names_bound_the_labels(tmp_path):
     k = len(_features(path)["label"]["names"])
     batch = [{"labels": torch.tensor(k - 1)}, {"labels": torch.tensor(k)}]
     assert _failures(BatchGuard(), batch) == {}
-    assert _failures(BatchGuard(data=path), batch) == {"labels.out_of_range": [1]}
+    assert _failures(BatchGuard(facts=datacheck.data_config(path)), batch) == {"labels.out_of_range": [1]}
 
 
 def _conll(tmp_path, name, columns: dict) -> object:
@@ -73,17 +74,17 @@ def _conll(tmp_path, name, columns: dict) -> object:
 
 
 def test_data_token_tags_bound_the_aligned_labels(tmp_path):
-    """data= a split of ner_tags and the 'labels' tokenize_and_align_labels made from them: with no
+    """data_config of a split of ner_tags and the 'labels' tokenize_and_align_labels made from them: with no
     layout in the facts, 2-D labels are NER tag ids, bounded by the NER names (-100 ignored)."""
     path = _conll(tmp_path, "ner", {"labels": (hf.List(hf.Value("int64")), [[1, 2]])})
     k = len(_features(path)["ner_tags"]["feature"]["names"])
-    g = BatchGuard(data=str(path.parent))
+    g = BatchGuard(facts=datacheck.data_config(str(path.parent)))
     assert g.layout == "token_classification"
     batch = [{"labels": torch.tensor([-100, 0, k - 1])}, {"labels": torch.tensor([0, 1, -100])}]
     assert _failures(g, batch) == {}
     batch[1]["labels"] = torch.tensor([0, k, -100])
     assert _failures(g, batch) == {"labels.out_of_range": [1]}
-    assert _failures(BatchGuard(), batch) == {}  # no data: nothing bounds them (no vocab_size either)
+    assert _failures(BatchGuard(), batch) == {}  # without the data's facts nothing bounds them (no vocab_size either)
 
 
 def test_data_each_tag_column_bounded_by_its_own_names(tmp_path):
@@ -93,7 +94,7 @@ def test_data_each_tag_column_bounded_by_its_own_names(tmp_path):
     meta = _features(path)
     k_ner, k_pos = len(meta["ner_tags"]["feature"]["names"]), len(meta["pos_tags"]["feature"]["names"])
     assert k_ner < k_pos
-    g = BatchGuard(data=path)
+    g = BatchGuard(facts=datacheck.data_config(path))
 
     def row(ner, pos):
         return {"ner_tags": torch.tensor(ner), "pos_tags": torch.tensor(pos)}
