@@ -359,9 +359,8 @@ def _tag_column(ctx: ShardContext, col: str, names: tuple[str, ...]) -> Iterable
     yield RowCheck(
         check="labels.out_of_range", column=col, fails=c.list.eval(high(pl.element())).list.any().fill_null(False),
         example=first_bad(col, t, high), details={"values": _flat_value_counts(c, high)},
-        message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold tags >= the number of classes {k} its "
-                                       f"Sequence(ClassLabel) declares ({k} names in [labels] tag_classes): "
-                                       f"{_fmt_counts(d.get('values'))}"))
+        message=lambda n, d, col=col: (f"{n} row(s) of {col!r} hold tags >= the number of classes {k} ([labels] "
+                                       f"tag_classes.{col}, its tag names): {_fmt_counts(d.get('values'))}"))
 
 
 _NO_LABEL = {"label|labels": "no label column (set [columns] label or labels)"}
@@ -502,7 +501,7 @@ def _tag_unseen(dctx: Any) -> list[Finding]:
             continue
         idx = list(itertools.islice((i for i in range(k) if i not in seen), 1000))
         unseen = [names[i] if names is not None and i < len(names) and isinstance(names[i], str) else i for i in idx]
-        what = (f"its Sequence(ClassLabel) names ([labels] tag_classes.{col})" if bounds[col] == "tag"
+        what = (f"[labels] tag_classes.{col}" if bounds[col] == "tag"
                 else "[labels] " + ("classes" if lab.num_classes is None else "num_classes"))
         out.append(finding(
             "labels.unseen_class", column=col, count=n_unseen,

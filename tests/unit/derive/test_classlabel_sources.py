@@ -83,3 +83,19 @@ def test_bare_arrow_class_label_names(tmp_path):
     f = one(rep, "labels.unseen_class")
     assert f.details["unseen"] == [n for i, n in enumerate(declared) if i not in labels]
     assert findings(rep, "labels.out_of_range") == []
+
+
+def test_real_bare_arrow_without_class_label_takes_no_classes(tmp_path, realdata):
+    """dkhate's processed save_to_disk split (PROVENANCE.md: label int64 0/1, declared as a plain
+    Value): its arrow file alone declares no ClassLabel in its schema metadata, so no classes are
+    taken and the bare copy's findings are the split folder's, row for row."""
+    split = realdata / "dkhate_danish_offensive" / "dkhate_processed_hf" / "train"
+    src = split / "data-00000-of-00001.arrow"
+    feats = _schema_features(src)
+    assert feats["label"] == {"dtype": "int64", "_type": "Value"}
+    (tmp_path / "bare").mkdir()
+    shutil.copy(src, tmp_path / "bare" / src.name)
+    bare, folder = datacheck.audit(str(tmp_path / "bare")), datacheck.audit(str(split))
+    assert bare.label_facts is None and folder.label_facts is None
+    assert sorted((f.check, f.column, f.count) for f in bare.findings) == \
+        sorted((f.check, f.column, f.count) for f in folder.findings)
