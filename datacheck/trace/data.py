@@ -50,6 +50,7 @@ from datacheck.execute.plan import (
     sample_columns,
     select_split,
 )
+from datacheck.execute.setup import with_declared_splits
 from datacheck.formats.discovery import discover
 from datacheck.formats.registry import hash_shard
 from datacheck.io.discover import DiscoveredShard
@@ -239,9 +240,10 @@ class DatasetIndex:
         """
         cfg = with_tokenizer_facts(cfg)
         disc = discover(paths, cfg.dataset.format)
-        # the classes the data declares (ClassLabel, Sequence(ClassLabel) tags), as the audit takes them:
-        # a step's rows are judged against the same [labels] classes and tag_classes
-        cfg = with_declared_classes(cfg, disc)
+        # the splits and classes the data declares (DatasetDict, ClassLabel, Sequence(ClassLabel) tags), as
+        # the audit takes them (execute/setup.prepare_audit): a step's rows are judged against the same
+        # [labels] classes and tag_classes, and the config's hash is the gate report's config_hash
+        cfg = with_declared_classes(with_declared_splits(cfg, disc), disc)
         chosen, split, where = select_split(disc, cfg, None)
         hashes = {ds.rel: (hash_shard(ds.source, ds.format, bytes_only=True)[0] if ds.url is not None
                            else hash_file(ds.path)[0]) for ds in disc.shards}
@@ -1321,7 +1323,8 @@ def trace_data(res: TraceResult, paths: list[str], cfg: Config, conv: StepConven
     if index is None:
         index = DatasetIndex.build(paths, cfg)
     idents = {st.identity for st in res.logs if st.identity is not None}
-    mismatch, config_warning = compare_identity(idents, index.index_hash(), cfg.hash()) if idents else (None, None)
+    # the config the rows are audited under: the gate's, with the facts it took from the data
+    mismatch, config_warning = compare_identity(idents, index.index_hash(), index.cfg.hash()) if idents else (None, None)
     if mismatch and not allow_data_mismatch:
         raise UsageError(mismatch + "; give the training data, or --allow-data-mismatch to trace anyway")
     warning = "; ".join(w for w in (mismatch, config_warning) if w) or None

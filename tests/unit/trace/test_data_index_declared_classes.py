@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from conftest import run_cli
 
+import datacheck
 from datacheck.model.config import config_from_dict
 from datacheck.trace.data import DatasetIndex
 
@@ -78,3 +79,31 @@ def test_step_row_with_pos_tag_past_its_own_names_fails(tmp_path):
     _plant(src, tmp_path / "data" / "train.parquet", "pos_tags", bad, k, pos=0)
     rows = _trace_step(tmp_path, tmp_path / "data", bad // BATCH + 1)
     assert [(r["row"], r["checks"]) for r in rows["failing_rows"]] == [(bad, ["labels.out_of_range:pos_tags"])]
+
+
+def test_gate_identity_of_class_label_data_matches_the_trace(tmp_path):
+    """The gate's report hashes the config with the classes it took from the data; the trace audits the
+    rows under that same config, so a run that logged the gate's identity gets no config warning (it
+    got one: the trace compared the config before the data's classes were filled). Another config
+    ([labels] num_classes given) is still told apart."""
+    feats = hf.Features({"text": hf.Value("string"), "label": hf.ClassLabel(names=["neg", "neu", "pos"])})
+    (tmp_path / "data").mkdir()
+    hf.Dataset.from_dict({"text": [f"t{i}" for i in range(8)], "label": [0, 1, 2, 0, 1, 2, 0, 1]},
+                         features=feats).to_parquet(str(tmp_path / "data" / "train.parquet"))
+    cfg = tmp_path / "datacheck.toml"
+    cfg.write_text(f"[batch]\nbatch_size = {BATCH}\nshuffle = false\n")
+    other = tmp_path / "other.toml"
+    other.write_text(f"[batch]\nbatch_size = {BATCH}\nshuffle = false\n[labels]\nnum_classes = 3\n")
+
+    def warning(gate_cfg: Path) -> str | None:
+        rep = datacheck.audit(str(tmp_path / "data"), config=str(gate_cfg))
+        log = tmp_path / "log.jsonl"
+        log.write_text(json.dumps({"datacheck_index_hash": rep.index_hash, "datacheck_config_hash": rep.config_hash})
+                       + "\n" + "".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in range(1, 5)))
+        r = run_cli("trace", str(log), "--data", str(tmp_path / "data"), "--config", str(cfg), "--step", "2",
+                    "--format", "json")
+        assert r.returncode in (0, 1), r.stderr
+        return json.loads(r.stdout)["result"]["data"]["warning"]
+
+    assert warning(cfg) is None
+    assert "audited them under config_hash" in (warning(other) or "")
