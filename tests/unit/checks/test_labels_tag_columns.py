@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from checkhelp import findings, one, skipped_reason
+from conftest import run_cli
 
 import datacheck
 from datacheck.model.config import config_from_dict
@@ -175,3 +176,25 @@ def test_config_tag_classes_win_and_are_validated(tmp_path):
     assert any(f"declares {len(POS)}" in n for n in rep.label_facts["tag_notes"])
     with pytest.raises(ConfigError):
         config_from_dict({"labels": {"tag_classes": {"pos_tags": ["NN", "NN"]}}})
+
+
+@pytest.mark.slow
+def test_parts_merge_to_the_single_audits_unseen_tags(tmp_path):
+    """Two parts each see one shard: the merge sums their tag counts (stats.tag_labels) and names the
+    same unseen classes as one audit of both shards (never a class one part alone lacks)."""
+    a = _write(tmp_path / "d" / "train-00000-of-00002.parquet", ROWS[:2])
+    b = _write(tmp_path / "d" / "train-00001-of-00002.parquet", ROWS[2:])
+    expected = {c: [n for i, n in enumerate(_names(a, c)) if i not in _tags([a, b], c)]
+                for c in ("ner_tags", "pos_tags", "chunk_tags")}
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"part{k}.json"
+        r = run_cli("audit", str(tmp_path / "d"), "--no-cache", "--report-dir", str(tmp_path / "rep"),
+                    "--num-parts", "2", "--part", str(k), "-o", str(out))
+        assert r.returncode in (0, 1), r.stderr
+        outs.append(str(out))
+    r = run_cli("merge", *outs, "--report-dir", str(tmp_path / "rep"), "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    merged = {f["column"]: f["details"]["unseen"] for f in json.loads(r.stdout)["findings"]
+              if f["check"] == "labels.unseen_class"}
+    assert merged == expected
